@@ -1,0 +1,180 @@
+//! Device-resident data: a vector and a row-major matrix of `f32`, uploaded once and kept on
+//! the device across calls (copy once, compute many times).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DriverError};
+use ndarray::{Array1, Array2, ArrayBase, Data, Ix2};
+
+use crate::device::{Backend, CudaDevice, Gpu};
+use crate::error::{DriverContext, Error, Result};
+
+/// Where a buffer's elements live.
+pub(crate) enum Storage {
+    /// Device memory of one CUDA device, used on that `Gpu`'s stream.
+    Cuda(CudaSlice<f32>),
+    /// Host memory standing in for device memory in the simulator.
+    Host(Vec<f32>),
+}
+
+/// A vector of `f32` on a [`Gpu`].
+pub struct DeviceVec {
+    pub(crate) storage: Storage,
+    pub(crate) len: usize,
+}
+
+/// A row-major `rows x cols` matrix of `f32` on a [`Gpu`].
+pub struct DeviceMatrix {
+    pub(crate) data: DeviceVec,
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+}
+
+/// Maps an allocation failure to [`Error::OutOfMemory`].
+fn alloc_error(bytes: usize) -> impl FnOnce(DriverError) -> Error {
+    move |e| match e.0 {
+        cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory { bytes },
+        _ => Error::Driver {
+            during: "allocating device memory",
+            source: e,
+        },
+    }
+}
+
+impl CudaDevice {
+    /// `len` floats of device memory, contents unspecified (every kernel writes its whole output).
+    pub(crate) fn alloc(&self, len: usize) -> Result<CudaSlice<f32>> {
+        if len == 0 {
+            return self.stream.null().during("allocating an empty buffer");
+        }
+        let bytes = len.saturating_mul(4);
+        // SAFETY: the caller fills the buffer (a kernel's output or a copy) before anyone reads it.
+        unsafe { self.stream.alloc::<f32>(len) }.map_err(alloc_error(bytes))
+    }
+}
+
+impl Gpu {
+    /// Copies `data` to a new device vector.
+    pub fn upload(&self, data: &[f32]) -> Result<DeviceVec> {
+        let storage = match &self.backend {
+            Backend::Cuda(d) => {
+                let mut dst = d.alloc(data.len())?;
+                if !data.is_empty() {
+                    d.stream
+                        .memcpy_htod(data, &mut dst)
+                        .during("copying to the device")?;
+                }
+                Storage::Cuda(dst)
+            }
+            Backend::Simulator => Storage::Host(data.to_vec()),
+        };
+        Ok(DeviceVec {
+            storage,
+            len: data.len(),
+        })
+    }
+
+    /// Copies a matrix (any layout, views included) to a new row-major device matrix.
+    pub fn upload_matrix<S: Data<Elem = f32>>(&self, a: &ArrayBase<S, Ix2>) -> Result<DeviceMatrix> {
+        let (rows, cols) = a.dim();
+        let standard = a.as_standard_layout();
+        let data = match standard.as_slice() {
+            Some(s) => self.upload(s)?,
+            None => self.upload(&standard.iter().copied().collect::<Vec<_>>())?,
+        };
+        Ok(DeviceMatrix { data, rows, cols })
+    }
+
+    /// A new device vector of `len` elements for a kernel to write.
+    pub(crate) fn alloc(&self, len: usize) -> Result<DeviceVec> {
+        let storage = match &self.backend {
+            Backend::Cuda(d) => Storage::Cuda(d.alloc(len)?),
+            Backend::Simulator => Storage::Host(vec![f32::NAN; len]),
+        };
+        Ok(DeviceVec { storage, len })
+    }
+
+    /// A new `rows x cols` device matrix for a kernel to write.
+    pub(crate) fn alloc_matrix(&self, rows: usize, cols: usize) -> Result<DeviceMatrix> {
+        let len = rows.checked_mul(cols).ok_or_else(|| Error::TooLarge {
+            op: "allocating a matrix",
+            detail: format!("{rows} x {cols} elements overflow usize"),
+        })?;
+        Ok(DeviceMatrix {
+            data: self.alloc(len)?,
+            rows,
+            cols,
+        })
+    }
+
+    /// Errors unless every buffer belongs to this `Gpu` (same backend, same stream).
+    pub(crate) fn check_owner(&self, op: &'static str, buffers: &[&DeviceVec]) -> Result<()> {
+        let ok = buffers.iter().all(|b| match (&self.backend, &b.storage) {
+            (Backend::Cuda(d), Storage::Cuda(s)) => Arc::ptr_eq(s.stream(), &d.stream),
+            (Backend::Simulator, Storage::Host(_)) => true,
+            _ => false,
+        });
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::WrongDevice { op })
+        }
+    }
+}
+
+impl DeviceVec {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies the elements back to the host (waits for the work queued before it).
+    pub fn to_vec(&self) -> Result<Vec<f32>> {
+        match &self.storage {
+            Storage::Cuda(s) if s.is_empty() => Ok(Vec::new()),
+            Storage::Cuda(s) => s.stream().clone_dtoh(s).during("copying from the device"),
+            Storage::Host(v) => Ok(v.clone()),
+        }
+    }
+
+    /// Copies the elements back into an `ndarray` vector.
+    pub fn to_array(&self) -> Result<Array1<f32>> {
+        Ok(Array1::from(self.to_vec()?))
+    }
+}
+
+impl DeviceMatrix {
+    /// `(rows, cols)`.
+    pub fn dim(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The elements, row after row.
+    pub fn as_vec(&self) -> &DeviceVec {
+        &self.data
+    }
+
+    /// Copies the matrix back to the host.
+    pub fn to_array(&self) -> Result<Array2<f32>> {
+        let v = self.data.to_vec()?;
+        Array2::from_shape_vec((self.rows, self.cols), v).map_err(|e| Error::InvalidArgument {
+            op: "DeviceMatrix::to_array",
+            detail: e.to_string(),
+        })
+    }
+}

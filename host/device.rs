@@ -1,0 +1,219 @@
+//! `Gpu`: one device (or the CPU simulator) with its stream and loaded kernels, and the
+//! process-wide default the free functions use.
+
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, sys};
+use cudarc::nvrtc::Ptx;
+
+use crate::error::{DriverContext, Error, Result};
+use crate::launch_config::DeviceLimits;
+use crate::ptx;
+
+/// Where kernels run: a CUDA device, or the CPU simulator.
+///
+/// Cheap to clone (the CUDA state is reference-counted) and safe to share between threads:
+/// calls from several threads are queued on the one stream in the order they arrive.
+#[derive(Clone)]
+pub struct Gpu {
+    pub(crate) backend: Backend,
+}
+
+#[derive(Clone)]
+pub(crate) enum Backend {
+    Cuda(Arc<CudaDevice>),
+    Simulator,
+}
+
+/// A CUDA device: context, the stream every call of this `Gpu` runs on, and the kernels.
+pub(crate) struct CudaDevice {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) kernels: Kernels,
+    pub(crate) limits: DeviceLimits,
+    pub(crate) name: String,
+    pub(crate) compute_capability: (i32, i32),
+    pub(crate) arch: &'static str,
+    _module: Arc<CudaModule>,
+}
+
+/// The loaded kernel entry points, one field per kernel of `kernels-gpu`.
+pub(crate) struct Kernels {
+    pub(crate) add: CudaFunction,
+    pub(crate) increment_by_one: CudaFunction,
+    pub(crate) matmul_naive: CudaFunction,
+    pub(crate) matmul_tiled: CudaFunction,
+    pub(crate) softmax_rows: CudaFunction,
+}
+
+/// Which backend [`Gpu::global`] picks: `GPUKERN_DEVICE` = `cuda`, `sim`, or unset (CUDA if
+/// there is a device, else the simulator).
+const DEVICE_ENV: &str = "GPUKERN_DEVICE";
+
+impl Gpu {
+    /// The CUDA device with this ordinal (0 is the first), with gpukern's kernels loaded.
+    ///
+    /// Errors: [`Error::NoDriver`] without the NVIDIA driver, [`Error::NoDevice`] without such a
+    /// device, [`Error::UnsupportedDevice`] if it is older than every embedded PTX module.
+    pub fn new(ordinal: usize) -> Result<Gpu> {
+        // SAFETY: only probes whether the driver library can be loaded.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::NoDriver);
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| Error::NoDevice {
+            ordinal,
+            reason: e.to_string(),
+        })?;
+        // Every buffer of this Gpu lives on its one stream, so cudarc's cross-stream events
+        // are pure overhead on each allocation and launch.
+        // SAFETY: called before this context allocated anything or launched anything.
+        unsafe { ctx.disable_event_tracking() };
+        let compute_capability = ctx
+            .compute_capability()
+            .during("reading the compute capability")?;
+        let module = ptx::select(compute_capability).ok_or_else(|| Error::UnsupportedDevice {
+            major: compute_capability.0,
+            minor: compute_capability.1,
+            built: ptx::modules()
+                .iter()
+                .map(|m| m.arch)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+        let loaded = ctx
+            .load_module(Ptx::from_src(module.ptx))
+            .during("loading the PTX module")?;
+        let load = |name: &'static str| loaded.load_function(name).during("loading a kernel");
+        let kernels = Kernels {
+            add: load("add")?,
+            increment_by_one: load("increment_by_one")?,
+            matmul_naive: load("matmul_naive")?,
+            matmul_tiled: load("matmul_tiled")?,
+            softmax_rows: load("softmax_rows")?,
+        };
+        let limits = read_limits(&ctx)?;
+        let name = ctx.name().during("reading the device name")?;
+        let stream = ctx.new_stream().during("creating a stream")?;
+        Ok(Gpu {
+            backend: Backend::Cuda(Arc::new(CudaDevice {
+                ctx,
+                stream,
+                kernels,
+                limits,
+                name,
+                compute_capability,
+                arch: module.arch,
+                _module: loaded,
+            })),
+        })
+    }
+
+    /// The CPU simulator: runs the same kernel code block by block on the CPU, checking every
+    /// memory access and barrier (see [`kernels_gpu::sim`]). Slow; for machines without a GPU
+    /// and for finding kernel bugs.
+    pub fn simulator() -> Gpu {
+        Gpu {
+            backend: Backend::Simulator,
+        }
+    }
+
+    /// The process-wide default used by the free functions ([`crate::matmul`] and friends),
+    /// created on first use.
+    ///
+    /// With `GPUKERN_DEVICE` unset it is CUDA device 0, or, when there is no driver or no device,
+    /// the simulator (saying so once on stderr). `GPUKERN_DEVICE=cuda` makes a missing GPU an
+    /// error instead; `GPUKERN_DEVICE=sim` always picks the simulator.
+    pub fn global() -> Result<&'static Gpu> {
+        static DEFAULT: OnceLock<Result<Gpu>> = OnceLock::new();
+        DEFAULT.get_or_init(Self::from_env).as_ref().map_err(Clone::clone)
+    }
+
+    fn from_env() -> Result<Gpu> {
+        match std::env::var(DEVICE_ENV).as_deref() {
+            Ok("sim") => Ok(Gpu::simulator()),
+            Ok("cuda") => Gpu::new(0),
+            Ok(other) if !other.is_empty() => Err(Error::InvalidArgument {
+                op: "Gpu::global",
+                detail: format!("{DEVICE_ENV}={other}: expected `cuda` or `sim`"),
+            }),
+            _ => match Gpu::new(0) {
+                Ok(gpu) => Ok(gpu),
+                Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
+                    eprintln!(
+                        "gpukern: {e}\ngpukern: no CUDA device: running the kernels in the CPU simulator"
+                    );
+                    Ok(Gpu::simulator())
+                }
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// Whether this runs on the CPU simulator.
+    pub fn is_simulator(&self) -> bool {
+        matches!(self.backend, Backend::Simulator)
+    }
+
+    /// A one-line description: device name, compute capability and PTX architecture, or
+    /// "CPU simulator".
+    pub fn describe(&self) -> String {
+        match &self.backend {
+            Backend::Cuda(d) => format!(
+                "{} (compute capability {}.{}, PTX {})",
+                d.name, d.compute_capability.0, d.compute_capability.1, d.arch
+            ),
+            Backend::Simulator => "CPU simulator".to_string(),
+        }
+    }
+
+    /// The launch limits kernels are checked against.
+    pub fn limits(&self) -> DeviceLimits {
+        match &self.backend {
+            Backend::Cuda(d) => d.limits,
+            Backend::Simulator => DeviceLimits::COMMON,
+        }
+    }
+
+    /// Waits until every call queued on this `Gpu` has finished; reports an error a kernel raised.
+    pub fn synchronize(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Cuda(d) => d.stream.synchronize().during("synchronising the stream"),
+            Backend::Simulator => Ok(()),
+        }
+    }
+
+    /// The cudarc context and stream, for interop with other cudarc code (e.g. cuBLAS, timing
+    /// events); `None` for the simulator.
+    pub fn cuda_stream(&self) -> Option<(&Arc<CudaContext>, &Arc<CudaStream>)> {
+        match &self.backend {
+            Backend::Cuda(d) => Some((&d.ctx, &d.stream)),
+            Backend::Simulator => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gpu({})", self.describe())
+    }
+}
+
+/// Reads the launch limits off the device.
+fn read_limits(ctx: &Arc<CudaContext>) -> Result<DeviceLimits> {
+    use sys::CUdevice_attribute::*;
+    let get = |a| ctx.attribute(a).map(|v| v as u32).during("reading device limits");
+    Ok(DeviceLimits {
+        max_threads_per_block: get(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        max_block_dim: [
+            get(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+            get(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+            get(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+        ],
+        max_grid_dim: [
+            get(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+            get(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+            get(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+        ],
+        max_shared_mem_per_block: get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+    })
+}

@@ -1,0 +1,104 @@
+//! gpukern's one error type.
+
+use cudarc::driver::DriverError;
+use kernels_gpu::sim::SimError;
+
+/// Everything that can go wrong in gpukern. Each message says what to do about it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The NVIDIA driver library (`libcuda.so`) could not be loaded.
+    #[error(
+        "no CUDA driver: libcuda could not be loaded. Install the NVIDIA driver (and check \
+         LD_LIBRARY_PATH), or run on the CPU with Gpu::simulator() / GPUKERN_DEVICE=sim"
+    )]
+    NoDriver,
+    /// The driver loaded, but there is no usable device with that ordinal.
+    #[error(
+        "no CUDA device {ordinal}: {reason}. Check `nvidia-smi`, or run on the CPU with Gpu::simulator()"
+    )]
+    NoDevice {
+        /// The ordinal that was asked for.
+        ordinal: usize,
+        /// What the driver said.
+        reason: String,
+    },
+    /// The device is older than every PTX module gpukern was built with.
+    #[error(
+        "the device has compute capability {major}.{minor}, older than the PTX gpukern was built \
+         for ({built}); rebuild with GPUKERN_PTX_ARCHS=sm_{major}{minor}"
+    )]
+    UnsupportedDevice {
+        /// Compute capability, major.
+        major: i32,
+        /// Compute capability, minor.
+        minor: i32,
+        /// The architectures that were built.
+        built: String,
+    },
+    /// Operand shapes do not fit together.
+    #[error("shape mismatch in {op}: {lhs:?} and {rhs:?} ({rule})")]
+    ShapeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// Shape of the first operand.
+        lhs: Vec<usize>,
+        /// Shape of the second operand.
+        rhs: Vec<usize>,
+        /// What the shapes must satisfy.
+        rule: &'static str,
+    },
+    /// The problem does not fit one launch on this device (grid, block or shared-memory limits).
+    #[error("{op} is too large for the device: {detail}")]
+    TooLarge {
+        /// The operation.
+        op: &'static str,
+        /// Which limit, and by how much.
+        detail: String,
+    },
+    /// The device ran out of memory.
+    #[error("out of device memory allocating {bytes} bytes: free device buffers or use smaller inputs")]
+    OutOfMemory {
+        /// The allocation that failed.
+        bytes: usize,
+    },
+    /// An argument is outside what the operation accepts.
+    #[error("invalid argument to {op}: {detail}")]
+    InvalidArgument {
+        /// The operation.
+        op: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A buffer was used with a `Gpu` other than the one that made it.
+    #[error("a buffer of {op} belongs to another device: upload it with the Gpu you compute on")]
+    WrongDevice {
+        /// The operation.
+        op: &'static str,
+    },
+    /// The CUDA driver returned an error.
+    #[error("CUDA driver error while {during}: {source}")]
+    Driver {
+        /// What gpukern was doing.
+        during: &'static str,
+        /// The driver's error.
+        #[source]
+        source: DriverError,
+    },
+    /// The CPU simulator caught a kernel breaking a rule (a bug in the kernel, never in the input).
+    #[error("simulator: {0}")]
+    Simulator(#[from] SimError),
+}
+
+/// `Result` with gpukern's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Attaches what gpukern was doing to a driver error.
+pub(crate) trait DriverContext<T> {
+    fn during(self, during: &'static str) -> Result<T>;
+}
+
+impl<T> DriverContext<T> for std::result::Result<T, DriverError> {
+    fn during(self, during: &'static str) -> Result<T> {
+        self.map_err(|source| Error::Driver { during, source })
+    }
+}

@@ -1,0 +1,177 @@
+//! Grid and block computation, in one place, checked against the device's limits.
+//!
+//! A launch that the device cannot run is an [`Error::TooLarge`], never a silently smaller grid.
+
+use kernels_gpu::sim::Dim3;
+
+use crate::error::{Error, Result};
+
+/// Grid, block and dynamic shared memory of one kernel launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in the grid, `(x, y, z)`.
+    pub grid: (u32, u32, u32),
+    /// Threads per block, `(x, y, z)`.
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_mem_bytes: u32,
+}
+
+/// What one launch may use on a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLimits {
+    /// Threads in one block.
+    pub max_threads_per_block: u32,
+    /// Block extent per dimension.
+    pub max_block_dim: [u32; 3],
+    /// Grid extent per dimension.
+    pub max_grid_dim: [u32; 3],
+    /// Dynamic shared memory a block may use without opting in to more.
+    pub max_shared_mem_per_block: u32,
+}
+
+impl DeviceLimits {
+    /// The limits of every NVIDIA GPU since compute capability 3.0; the simulator uses these.
+    pub const COMMON: DeviceLimits = DeviceLimits {
+        max_threads_per_block: 1024,
+        max_block_dim: [1024, 1024, 64],
+        max_grid_dim: [i32::MAX as u32, 65535, 65535],
+        max_shared_mem_per_block: 48 * 1024,
+    };
+}
+
+/// `ceil(n / d)` for `d > 0`.
+pub fn ceil_div(n: usize, d: usize) -> usize {
+    n.div_ceil(d)
+}
+
+impl LaunchConfig {
+    /// One thread per element of `n`, in blocks of `block` threads (1-D).
+    pub fn linear(op: &'static str, n: usize, block: u32, limits: &DeviceLimits) -> Result<Self> {
+        let grid = grid_extent(op, "elements", n, block as usize, limits.max_grid_dim[0])?;
+        LaunchConfig {
+            grid: (grid, 1, 1),
+            block: (block, 1, 1),
+            shared_mem_bytes: 0,
+        }
+        .checked(op, limits)
+    }
+
+    /// One thread per element of a `rows x cols` output, in `tile x tile` blocks: x walks columns,
+    /// y walks rows.
+    pub fn tiles_2d(
+        op: &'static str,
+        rows: usize,
+        cols: usize,
+        tile: u32,
+        shared_mem_bytes: u32,
+        limits: &DeviceLimits,
+    ) -> Result<Self> {
+        let gx = grid_extent(op, "columns", cols, tile as usize, limits.max_grid_dim[0])?;
+        let gy = grid_extent(op, "rows", rows, tile as usize, limits.max_grid_dim[1])?;
+        LaunchConfig {
+            grid: (gx, gy, 1),
+            block: (tile, tile, 1),
+            shared_mem_bytes,
+        }
+        .checked(op, limits)
+    }
+
+    /// One block of `block` threads per row.
+    pub fn per_row(
+        op: &'static str,
+        rows: usize,
+        block: u32,
+        shared_mem_bytes: u32,
+        limits: &DeviceLimits,
+    ) -> Result<Self> {
+        let grid = grid_extent(op, "rows", rows, 1, limits.max_grid_dim[0])?;
+        LaunchConfig {
+            grid: (grid, 1, 1),
+            block: (block, 1, 1),
+            shared_mem_bytes,
+        }
+        .checked(op, limits)
+    }
+
+    /// Total threads of the launch.
+    pub fn threads(&self) -> u64 {
+        let (gx, gy, gz) = self.grid;
+        let (bx, by, bz) = self.block;
+        [gx, gy, gz, bx, by, bz].iter().map(|&d| d as u64).product()
+    }
+
+    /// Errors unless every extent is non-zero and within `limits`.
+    pub fn checked(self, op: &'static str, limits: &DeviceLimits) -> Result<Self> {
+        let (bx, by, bz) = self.block;
+        let (gx, gy, gz) = self.grid;
+        let too_large = |detail: String| Err(Error::TooLarge { op, detail });
+        if [bx, by, bz, gx, gy, gz].contains(&0) {
+            return Err(Error::InvalidArgument {
+                op,
+                detail: format!("empty launch {self:?}"),
+            });
+        }
+        let threads = bx as u64 * by as u64 * bz as u64;
+        if threads > limits.max_threads_per_block as u64 {
+            return too_large(format!(
+                "{threads} threads per block, the device allows {}",
+                limits.max_threads_per_block
+            ));
+        }
+        for (axis, (&b, &max)) in ["x", "y", "z"]
+            .iter()
+            .zip([bx, by, bz].iter().zip(&limits.max_block_dim))
+        {
+            if b > max {
+                return too_large(format!("block {axis} extent {b}, the device allows {max}"));
+            }
+        }
+        for (axis, (&g, &max)) in ["x", "y", "z"]
+            .iter()
+            .zip([gx, gy, gz].iter().zip(&limits.max_grid_dim))
+        {
+            if g > max {
+                return too_large(format!("grid {axis} extent {g}, the device allows {max}"));
+            }
+        }
+        if self.shared_mem_bytes > limits.max_shared_mem_per_block {
+            return too_large(format!(
+                "{} bytes of shared memory per block, the device allows {}",
+                self.shared_mem_bytes, limits.max_shared_mem_per_block
+            ));
+        }
+        Ok(self)
+    }
+
+    /// The same launch for the simulator.
+    pub fn to_sim(self) -> kernels_gpu::sim::LaunchConfig {
+        let d = |(x, y, z): (u32, u32, u32)| Dim3::new(x, y, z);
+        kernels_gpu::sim::LaunchConfig {
+            grid: d(self.grid),
+            block: d(self.block),
+            shared_mem_bytes: self.shared_mem_bytes,
+        }
+    }
+
+    /// The same launch for cudarc.
+    pub fn to_cuda(self) -> cudarc::driver::LaunchConfig {
+        cudarc::driver::LaunchConfig {
+            grid_dim: self.grid,
+            block_dim: self.block,
+            shared_mem_bytes: self.shared_mem_bytes,
+        }
+    }
+}
+
+/// Blocks needed to cover `n` items `per_block` at a time, if that fits `max`.
+fn grid_extent(op: &'static str, what: &str, n: usize, per_block: usize, max: u32) -> Result<u32> {
+    let blocks = ceil_div(n, per_block);
+    if blocks > max as usize {
+        return Err(Error::TooLarge {
+            op,
+            detail: format!("{n} {what} need {blocks} blocks of {per_block}, the device's grid allows {max}"),
+        });
+    }
+    Ok(blocks as u32)
+}

@@ -1,0 +1,40 @@
+//! # gpukern
+//!
+//! GPU kernels written in Rust, compiled to PTX by rustc's own NVPTX backend, launched from safe
+//! Rust through [cudarc](https://docs.rs/cudarc), on `ndarray` data.
+//!
+//! ```no_run
+//! use ndarray::Array2;
+//! let a = Array2::<f32>::ones((1000, 1000));
+//! let b = Array2::<f32>::ones((1000, 1000));
+//! let c = gpukern::matmul(&a, &b)?;
+//! # Ok::<(), gpukern::Error>(())
+//! ```
+//!
+//! The path of a call: public function ([`api`]) -> shape checks -> upload ([`buffer`]) ->
+//! launch configuration ([`launch_config`]) -> kernel launch ([`raw`]; kernels in the
+//! `kernels-gpu` crate, re-exported as [`kernels`]) -> download.
+//!
+//! * [`Gpu`]: a CUDA device or the CPU simulator; [`Gpu::global`] is the default the free
+//!   functions use (the simulator when there is no GPU).
+//! * [`DeviceVec`], [`DeviceMatrix`]: data kept on the device between calls.
+//! * [`cpu`]: reference implementations (f64 accumulation) the tests compare against.
+//! * [`ptx`]: the embedded PTX modules.
+
+pub mod api;
+pub mod buffer;
+pub mod cpu;
+pub mod device;
+pub mod error;
+pub mod launch_config;
+pub mod ops;
+pub mod ptx;
+mod raw;
+
+pub use api::{add, increment_by_one, matmul, matmul_with, softmax};
+pub use buffer::{DeviceMatrix, DeviceVec};
+pub use device::Gpu;
+pub use error::{Error, Result};
+pub use kernels_gpu as kernels;
+pub use launch_config::{DeviceLimits, LaunchConfig};
+pub use ops::matmul::MatmulAlgorithm;

@@ -1,0 +1,45 @@
+//! The PTX modules `build.rs` compiled from `kernels-gpu`, and the choice among them.
+//!
+//! One module per architecture in `GPUKERN_PTX_ARCHS` (default `sm_80,sm_90`). The driver
+//! compiles PTX for an architecture forward to any newer GPU, so the best module for a device is
+//! the newest one not newer than the device.
+
+include!(concat!(env!("OUT_DIR"), "/ptx_modules.rs"));
+
+/// One embedded PTX module.
+#[derive(Clone, Copy, Debug)]
+pub struct PtxModule {
+    /// Target architecture, e.g. `"sm_90"`.
+    pub arch: &'static str,
+    /// Compute capability the module was built for, `(major, minor)`.
+    pub compute_capability: (i32, i32),
+    /// The PTX text.
+    pub ptx: &'static str,
+}
+
+/// Every kernel entry point each module exports.
+pub const KERNEL_NAMES: [&str; 5] = [
+    "add",
+    "increment_by_one",
+    "matmul_naive",
+    "matmul_tiled",
+    "softmax_rows",
+];
+
+/// All embedded modules, oldest architecture first.
+pub fn modules() -> &'static [PtxModule] {
+    PTX_MODULES
+}
+
+/// The newest module that runs on a device of compute capability `cc`, if any.
+pub fn select(cc: (i32, i32)) -> Option<&'static PtxModule> {
+    select_from(PTX_MODULES, cc)
+}
+
+/// [`select`] over any list of modules.
+pub fn select_from(modules: &[PtxModule], cc: (i32, i32)) -> Option<&PtxModule> {
+    modules
+        .iter()
+        .filter(|m| m.compute_capability <= cc)
+        .max_by_key(|m| m.compute_capability)
+}

@@ -1,0 +1,51 @@
+//! Float functions the kernels need that `core` does not provide on the GPU.
+
+/// `log2(e)`: turns `exp(x)` into `exp2(x * LOG2_E)`.
+pub const LOG2_E: f32 = core::f32::consts::LOG2_E;
+
+/// `e^x`, computed as `2^(x * log2 e)`.
+///
+/// On the GPU `2^x` is the `ex2.approx.f32` instruction (relative error about 2^-22); the rounding
+/// of `x * log2 e` adds a relative error of about `|x| * 6e-8`.
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    exp2(x * LOG2_E)
+}
+
+/// `2^x`.
+#[inline(always)]
+pub fn exp2(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        core::intrinsics::exp2f32(x)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        x.exp2()
+    }
+}
+
+/// The larger of `a` and `b`; NaN if either is NaN (unlike `f32::max`, which drops a NaN).
+#[inline(always)]
+pub fn max_nan(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// `a * b + c` with one rounding (`fma.rn.f32` on the GPU).
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        core::intrinsics::fmaf32(a, b, c)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        a.mul_add(b, c)
+    }
+}

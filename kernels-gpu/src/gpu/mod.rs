@@ -1,0 +1,17 @@
+//! Device-side helpers shared by the kernels: the role `cuda_std` plays in rust-cuda.
+//!
+//! Names follow `cuda_std` where they fit (`thread::index_1d`, `thread::sync_threads`). Each
+//! helper is an inline wrapper over an NVPTX intrinsic on the GPU, and a call into the
+//! simulator ([`crate::sim`]) on the host.
+//!
+//! * [`thread`]: thread, block and grid indices (1-D and 2-D), the block barrier.
+//! * [`shared`]: the block's dynamic shared memory.
+//! * [`mem`]: loads and stores through raw pointers; the only way kernels touch memory.
+//! * [`block`]: block-scope collectives (reductions through shared memory).
+//! * [`math`]: the few float functions `core` lacks on the GPU.
+
+pub mod block;
+pub mod math;
+pub mod mem;
+pub mod shared;
+pub mod thread;

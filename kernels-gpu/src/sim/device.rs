@@ -1,0 +1,89 @@
+//! The simulator's side of the device helpers in [`crate::gpu`]: the running thread's indices,
+//! barriers, shared memory and checked accesses, all through the block the OS thread runs now.
+
+use std::cell::Cell;
+use std::panic::Location;
+
+use super::block::{BlockState, Suspend};
+use super::Access;
+
+thread_local! {
+    /// The block this OS thread is simulating, or null outside a launch.
+    static BLOCK: Cell<*const BlockState<'static>> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Restores the previous block when a block's run ends.
+pub(super) struct Entered(*const BlockState<'static>);
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        BLOCK.with(|b| b.set(self.0));
+    }
+}
+
+/// Makes `state` the block that the device helpers on this OS thread act on.
+pub(super) fn enter(state: &BlockState<'_>) -> Entered {
+    let ptr: *const BlockState<'static> = std::ptr::from_ref(state).cast();
+    Entered(BLOCK.with(|b| b.replace(ptr)))
+}
+
+/// Calls `f` with the current block.
+///
+/// # Panics
+/// When called outside a simulated launch: kernels run only through [`super::Launch::run`].
+fn with_block<R>(f: impl FnOnce(&BlockState<'_>) -> R) -> R {
+    let ptr = BLOCK.with(Cell::get);
+    assert!(
+        !ptr.is_null(),
+        "a gpukern device helper was called outside a simulated kernel launch"
+    );
+    // SAFETY: `enter` set the pointer, and its guard clears it before the block state is dropped.
+    f(unsafe { &*ptr })
+}
+
+/// `(threadIdx.x, threadIdx.y)` of the running thread.
+pub fn thread_idx() -> (u32, u32) {
+    with_block(|b| {
+        let d = b.thread_dim(b.current.get());
+        (d.x, d.y)
+    })
+}
+
+/// `(blockIdx.x, blockIdx.y)`.
+pub fn block_idx() -> (u32, u32) {
+    with_block(|b| (b.block_idx.x, b.block_idx.y))
+}
+
+/// `(blockDim.x, blockDim.y)`.
+pub fn block_dim() -> (u32, u32) {
+    with_block(|b| (b.info.config.block.x, b.info.config.block.y))
+}
+
+/// `(gridDim.x, gridDim.y)`.
+pub fn grid_dim() -> (u32, u32) {
+    with_block(|b| (b.info.config.grid.x, b.info.config.grid.y))
+}
+
+/// Suspends the running thread at the barrier of the caller's source location.
+#[track_caller]
+pub fn sync_threads() {
+    let at = Location::caller();
+    let yielder = with_block(|b| b.current_yielder());
+    // SAFETY: the yielder lives on the running coroutine's stack, which is the one executing here.
+    unsafe { &*yielder }.suspend(Suspend::Barrier(at));
+}
+
+/// The start of the current block's dynamic shared memory.
+pub fn shared_base() -> *mut u8 {
+    with_block(|b| b.shared_base())
+}
+
+/// Checks an access of one `size`-byte element at index `i` from pointer `base`; on a violation,
+/// records it and stops the running thread.
+pub fn check_access(base: usize, i: usize, size: usize, access: Access) {
+    with_block(|b| {
+        if let Err(violation) = b.check(base, i, size, access) {
+            b.fail(violation)
+        }
+    })
+}

@@ -1,0 +1,191 @@
+//! What the simulator reports when a launch breaks a rule.
+
+use core::fmt;
+
+use super::Dim3;
+
+/// Whether an access reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// A load.
+    Read,
+    /// A store.
+    Write,
+}
+
+/// Which memory an access touched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Space {
+    /// A buffer passed to the launch.
+    Global,
+    /// The block's dynamic shared memory.
+    Shared,
+}
+
+/// One broken rule.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Violation {
+    /// An access past the end of a buffer. `index` and `len` count elements of the accessed type
+    /// from the start of the buffer (global) or of shared memory.
+    OutOfBounds {
+        /// Global or shared.
+        space: Space,
+        /// The buffer's name (`"shared"` for shared memory).
+        buffer: String,
+        /// Read or write.
+        access: Access,
+        /// Element index that was touched.
+        index: usize,
+        /// Elements in the buffer.
+        len: usize,
+    },
+    /// A write to a buffer passed as an input.
+    WriteToInput {
+        /// The buffer's name.
+        buffer: String,
+        /// Element index that was written.
+        index: usize,
+    },
+    /// An access through a pointer into no buffer of the launch.
+    UnknownPointer {
+        /// Read or write.
+        access: Access,
+        /// The address.
+        address: usize,
+    },
+    /// Two threads touched the same shared element between two barriers, at least one writing.
+    SharedRace {
+        /// Element index in shared memory.
+        index: usize,
+        /// What this thread did.
+        access: Access,
+        /// The other thread.
+        other: Dim3,
+        /// What the other thread did.
+        other_access: Access,
+    },
+    /// A read of shared memory that no thread wrote since the launch began.
+    UninitializedSharedRead {
+        /// Element index in shared memory.
+        index: usize,
+    },
+    /// This thread returned while others of its block wait at a barrier.
+    BarrierNotReached {
+        /// Where the others wait (`file:line:column`).
+        barrier: String,
+        /// How many threads wait there.
+        waiting: usize,
+    },
+    /// Threads of one block wait at different barriers.
+    DifferentBarriers {
+        /// Where this thread waits.
+        here: String,
+        /// Where the other waits.
+        there: String,
+        /// The other thread.
+        other: Dim3,
+    },
+    /// Kernel code panicked.
+    Panic {
+        /// The panic message.
+        message: String,
+    },
+    /// The launch configuration itself is invalid.
+    InvalidLaunch {
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// A violation, where it happened.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimError {
+    /// The kernel's name, as given to [`super::Launch::new`].
+    pub kernel: String,
+    /// The block's index in the grid.
+    pub block: Dim3,
+    /// The thread's index in its block.
+    pub thread: Dim3,
+    /// What went wrong.
+    pub violation: Violation,
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Access::Read => "read",
+            Access::Write => "write",
+        })
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::OutOfBounds {
+                space,
+                buffer,
+                access,
+                index,
+                len,
+            } => {
+                let space = match space {
+                    Space::Global => "global buffer",
+                    Space::Shared => "shared memory",
+                };
+                write!(
+                    f,
+                    "out-of-bounds {access} of {space} `{buffer}` at index {index} (length {len})"
+                )
+            }
+            Violation::WriteToInput { buffer, index } => {
+                write!(f, "write to input buffer `{buffer}` at index {index}")
+            }
+            Violation::UnknownPointer { access, address } => {
+                write!(
+                    f,
+                    "{access} through pointer {address:#x}, which is in no buffer of the launch"
+                )
+            }
+            Violation::SharedRace {
+                index,
+                access,
+                other,
+                other_access,
+            } => write!(
+                f,
+                "shared-memory race at index {index}: this thread's {access} and thread {other}'s \
+                 {other_access} with no barrier between them"
+            ),
+            Violation::UninitializedSharedRead { index } => {
+                write!(
+                    f,
+                    "read of shared memory at index {index}, which no thread has written"
+                )
+            }
+            Violation::BarrierNotReached { barrier, waiting } => write!(
+                f,
+                "this thread returned without reaching the barrier at {barrier}, where {waiting} \
+                 thread(s) of its block wait"
+            ),
+            Violation::DifferentBarriers { here, there, other } => write!(
+                f,
+                "this thread waits at the barrier at {here}, thread {other} at a different one at {there}"
+            ),
+            Violation::Panic { message } => write!(f, "kernel code panicked: {message}"),
+            Violation::InvalidLaunch { reason } => write!(f, "invalid launch: {reason}"),
+        }
+    }
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "kernel `{}`, block {}, thread {}: {}",
+            self.kernel, self.block, self.thread, self.violation
+        )
+    }
+}
+
+impl std::error::Error for SimError {}

@@ -1,0 +1,114 @@
+//! Shadow state of a block's shared memory: who touched each 4-byte word since the last barrier,
+//! and whether anyone ever wrote it.
+
+use super::{Access, Violation};
+
+/// No thread.
+const NONE: u32 = u32::MAX;
+
+/// What happened to one word in the current barrier interval (`epoch`).
+#[derive(Clone, Copy)]
+struct Word {
+    epoch: u32,
+    writer: u32,
+    /// The first two distinct readers: enough to name a reader other than any given thread.
+    readers: [u32; 2],
+    written: bool,
+}
+
+/// One entry per 4-byte word of shared memory.
+pub(super) struct Shadow {
+    words: Vec<Word>,
+}
+
+/// A rule broken by an access, before the simulator adds where it happened.
+pub(super) enum Conflict {
+    /// Another thread (linear index) touched the word; what it did.
+    Race { other: u32, other_access: Access },
+    /// Nobody wrote the word yet.
+    Uninitialized,
+}
+
+impl Shadow {
+    /// Shadow for `bytes` of shared memory, nothing written yet.
+    pub(super) fn new(bytes: usize) -> Self {
+        let fresh = Word {
+            epoch: 0,
+            writer: NONE,
+            readers: [NONE; 2],
+            written: false,
+        };
+        Shadow {
+            words: vec![fresh; bytes.div_ceil(4)],
+        }
+    }
+
+    /// Records an access by thread `tid` to bytes `offset..offset + size` during `epoch`, or
+    /// returns the first rule it breaks.
+    pub(super) fn record(
+        &mut self,
+        offset: usize,
+        size: usize,
+        tid: u32,
+        epoch: u32,
+        access: Access,
+    ) -> Result<(), Conflict> {
+        let first = offset / 4;
+        let last = (offset + size.max(1) - 1) / 4;
+        for word in &mut self.words[first..=last] {
+            if word.epoch != epoch {
+                word.epoch = epoch;
+                word.writer = NONE;
+                word.readers = [NONE; 2];
+            }
+            match access {
+                Access::Read => {
+                    if !word.written {
+                        return Err(Conflict::Uninitialized);
+                    }
+                    if word.writer != NONE && word.writer != tid {
+                        return Err(Conflict::Race {
+                            other: word.writer,
+                            other_access: Access::Write,
+                        });
+                    }
+                    if word.readers[0] == NONE {
+                        word.readers[0] = tid;
+                    } else if word.readers[0] != tid && word.readers[1] == NONE {
+                        word.readers[1] = tid;
+                    }
+                }
+                Access::Write => {
+                    if word.writer != NONE && word.writer != tid {
+                        return Err(Conflict::Race {
+                            other: word.writer,
+                            other_access: Access::Write,
+                        });
+                    }
+                    if let Some(&other) = word.readers.iter().find(|&&r| r != NONE && r != tid) {
+                        return Err(Conflict::Race {
+                            other,
+                            other_access: Access::Read,
+                        });
+                    }
+                    word.writer = tid;
+                    word.written = true;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The violation for a conflict at shared element `index`; `other` is resolved by the caller.
+pub(super) fn violation(conflict: Conflict, index: usize, access: Access, other: super::Dim3) -> Violation {
+    match conflict {
+        Conflict::Race { other_access, .. } => Violation::SharedRace {
+            index,
+            access,
+            other,
+            other_access,
+        },
+        Conflict::Uninitialized => Violation::UninitializedSharedRead { index },
+    }
+}
