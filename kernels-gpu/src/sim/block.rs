@@ -63,7 +63,9 @@ impl<'l> BlockState<'l> {
             block_idx,
             current: Cell::new(0),
             epoch: Cell::new(0),
-            shared: UnsafeCell::new(vec![0u128; bytes.div_ceil(16)]),
+            // At least one word, so that the base is a real address even with no shared memory
+            // and an access through it is reported as out of bounds, not as an unknown pointer.
+            shared: UnsafeCell::new(vec![0u128; bytes.div_ceil(16).max(1)]),
             shadow: RefCell::new(Shadow::new(bytes)),
             yielders: (0..threads).map(|_| Cell::new(std::ptr::null())).collect(),
             violation: RefCell::new(None),
@@ -98,7 +100,7 @@ impl<'l> BlockState<'l> {
         let size = size.max(1);
         let shared_start = self.shared_base() as usize;
         let shared_bytes = self.info.config.shared_mem_bytes as usize;
-        if base >= shared_start && base <= shared_start + shared_bytes && shared_bytes > 0 {
+        if base >= shared_start && base <= shared_start + shared_bytes {
             let index = (base - shared_start) / size + i;
             let offset = index.checked_mul(size).filter(|&o| o + size <= shared_bytes);
             let Some(offset) = offset else {

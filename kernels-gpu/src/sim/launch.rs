@@ -171,9 +171,11 @@ impl<'a> Launch<'a> {
                 scope.spawn(|| {
                     let mut stacks = StackPool::default();
                     let body = &body;
-                    loop {
+                    // `stop` is read before taking a block, never after: a taken block always
+                    // runs, so every block below a failing one runs and the lowest error wins.
+                    while !stop.load(Ordering::Relaxed) {
                         let b = next.fetch_add(1, Ordering::Relaxed);
-                        if b >= blocks || stop.load(Ordering::Relaxed) {
+                        if b >= blocks {
                             break;
                         }
                         let block_idx = info.config.grid.unflatten(b);
