@@ -56,16 +56,38 @@ pub fn softmax_rows<S: Data<Elem = f32>>(x: &ArrayBase<S, Ix2>, t: f32) -> Array
     y
 }
 
-/// Softmax of a vector scaled by the inverse temperature `t`, in f64.
+/// Softmax of a vector scaled by the inverse temperature `t`, in f64, with the same rules at
+/// the edges as the kernel (see [`crate::Gpu::softmax`]): entries equal to the reference value
+/// (the max for `t >= 0`, the min for `t < 0`) get exponent 0, `t = 0` is uniform, a NaN makes
+/// the whole vector NaN.
 pub fn softmax(x: &[f32], t: f32) -> Vec<f32> {
+    let m = if t >= 0.0 {
+        x.iter().map(|&v| f64::from(v)).fold(f64::NEG_INFINITY, nan_max)
+    } else {
+        x.iter().map(|&v| f64::from(v)).fold(f64::INFINITY, nan_min)
+    };
     let t = f64::from(t);
-    let max = x
-        .iter()
-        .map(|&v| t * f64::from(v))
-        .fold(f64::NEG_INFINITY, nan_max);
-    let e: Vec<f64> = x.iter().map(|&v| (t * f64::from(v) - max).exp()).collect();
+    let exponent = |v: f64| {
+        if m.is_nan() {
+            f64::NAN
+        } else if v == m || t == 0.0 {
+            0.0
+        } else {
+            t * (v - m)
+        }
+    };
+    let e: Vec<f64> = x.iter().map(|&v| exponent(f64::from(v)).exp()).collect();
     let sum: f64 = e.iter().sum();
     e.iter().map(|v| (v / sum) as f32).collect()
+}
+
+/// `min`, NaN if either is NaN.
+fn nan_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
+    }
 }
 
 /// `max`, NaN if either is NaN.

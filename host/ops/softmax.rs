@@ -16,6 +16,14 @@ impl Gpu {
     /// `t = 1` is the plain softmax, `t = 0` gives the uniform distribution, large `t`
     /// approaches a one-hot argmax, negative `t` favours the smallest entries.
     ///
+    /// Rules at the edges (the kernel computes `exp(t * (x - m))` with `m` the row's max, or
+    /// min for `t < 0`, so nothing overflows, also for `|x|` near `f32::MAX` and large `t`):
+    /// * entries at `+inf` (for `t > 0`; `-inf` for `t < 0`) share the row's mass equally,
+    ///   the others get 0: the limit of the finite case;
+    /// * a row whose entries are all equal is uniform, including a row of all `-inf`;
+    /// * `t = 0` is uniform even with infinite entries;
+    /// * a NaN anywhere in a row makes that row all NaN; other rows are unaffected.
+    ///
     /// Errors: [`Error::InvalidArgument`] if `t` is NaN or infinite.
     pub fn softmax(&self, x: &DeviceMatrix, t: f32) -> Result<DeviceMatrix> {
         let mut y = self.alloc_matrix(x.rows, x.cols)?;

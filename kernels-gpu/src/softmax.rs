@@ -1,8 +1,15 @@
-//! Row-wise softmax with an inverse temperature `t`:
-//! `y[r][j] = exp(t*x[r][j] - M_r) / sum_j exp(t*x[r][j] - M_r)`, with `M_r = max_j t*x[r][j]`.
+//! Row-wise softmax with an inverse temperature `t`: `y[r] = softmax(t * x[r])`.
 //!
-//! Subtracting the row maximum keeps every exponent at most 0, so nothing overflows. A vector
-//! is a matrix of one row.
+//! Computed as `y[r][j] = exp(d_j) / sum_j exp(d_j)` with `d_j = t * (x[r][j] - m_r)`, where `m_r`
+//! is the row's maximum for `t >= 0` and its minimum for `t < 0`, so that `t * m_r` is the
+//! maximum of `t * x[r]`. Every `d_j <= 0`, so nothing overflows, and `t * x` itself is never
+//! formed (it could overflow near `f32::MAX`). The rules at the edges ([`exponent`]):
+//! * an entry equal to `m_r` gets `d_j = 0`: entries at `+inf` (for `t > 0`) share the row's
+//!   mass equally, and a row whose entries are all equal, even all `-inf`, is uniform;
+//! * `t = 0` gives the uniform distribution;
+//! * a NaN anywhere in a row makes that whole row NaN, and no other row.
+//!
+//! A vector is a matrix of one row.
 
 use crate::gpu::{block, math, mem, shared, thread};
 use crate::kernel;
@@ -14,13 +21,25 @@ pub const BLOCK: u32 = 256;
 /// Dynamic shared memory [`softmax_rows`] needs: one float per thread for the reductions.
 pub const SHARED_BYTES: u32 = BLOCK * core::mem::size_of::<f32>() as u32;
 
+/// The exponent `d` of one entry `x`, given the row's reference value `m` (see the module doc).
+#[inline(always)]
+pub fn exponent(x: f32, m: f32, t: f32) -> f32 {
+    if m.is_nan() {
+        f32::NAN
+    } else if x == m || t == 0.0 {
+        0.0
+    } else {
+        t * (x - m)
+    }
+}
+
 /// Block-reduction softmax, three passes over the row.
 ///
 /// Block `r` handles row `r`; thread `tid` handles elements `tid, tid + blockDim.x, ...` of it.
-/// Pass 1: each thread takes the max of `t*x` over its elements, and the block reduces the
-/// maxima in shared memory. Pass 2: the same for the sum of `exp(t*x - max)`. Pass 3: each
-/// thread writes `exp(t*x - max) / sum` for its elements. Global memory: the row is read three
-/// times and written once.
+/// Pass 1: each thread takes the max (min for `t < 0`) over its elements, and the block reduces
+/// them in shared memory to `m`. Pass 2: the same for the sum of `exp(d)`. Pass 3: each thread
+/// writes `exp(d) / sum` for its elements. Global memory: the row is read three times and
+/// written once.
 ///
 /// Launch: `rows` blocks of `BLOCK` threads, `SHARED_BYTES` of dynamic shared memory.
 ///
@@ -38,21 +57,33 @@ pub unsafe fn softmax_rows(x: *const f32, y: *mut f32, rows: usize, cols: usize,
     let x_row = x.wrapping_add(row * cols);
     let y_row = y.wrapping_add(row * cols);
     let scratch = shared::dynamic::<f32>();
+    let largest = t >= 0.0;
 
     // SAFETY (loads and stores below): `j < cols`, inside the row; `scratch` holds
     // `blockDim.x` floats and every thread of the block calls the reductions.
-    let mut local_max = f32::NEG_INFINITY;
+    let mut local = if largest { f32::NEG_INFINITY } else { f32::INFINITY };
     let mut j = tid;
     while j < cols {
-        local_max = math::max_nan(local_max, t * unsafe { mem::load(x_row, j) });
+        let v = unsafe { mem::load(x_row, j) };
+        local = if largest {
+            math::max_nan(local, v)
+        } else {
+            math::min_nan(local, v)
+        };
         j += stride;
     }
-    let row_max = unsafe { block::reduce_max(scratch, local_max) };
+    let m = unsafe {
+        if largest {
+            block::reduce_max(scratch, local)
+        } else {
+            block::reduce_min(scratch, local)
+        }
+    };
 
     let mut local_sum = 0.0f32;
     j = tid;
     while j < cols {
-        local_sum += math::exp(t * unsafe { mem::load(x_row, j) } - row_max);
+        local_sum += math::exp(exponent(unsafe { mem::load(x_row, j) }, m, t));
         j += stride;
     }
     let row_sum = unsafe { block::reduce_sum(scratch, local_sum) };
@@ -60,7 +91,7 @@ pub unsafe fn softmax_rows(x: *const f32, y: *mut f32, rows: usize, cols: usize,
     let inv_sum = 1.0 / row_sum;
     j = tid;
     while j < cols {
-        let e = math::exp(t * unsafe { mem::load(x_row, j) } - row_max);
+        let e = math::exp(exponent(unsafe { mem::load(x_row, j) }, m, t));
         unsafe { mem::store(y_row, j, e * inv_sum) };
         j += stride;
     }

@@ -57,3 +57,13 @@ pub unsafe fn reduce_max(scratch: *mut f32, value: f32) -> f32 {
     // SAFETY: forwarded contract.
     unsafe { reduce(scratch, value, crate::gpu::math::max_nan) }
 }
+
+/// The minimum over the block of one value per thread; NaN if any value is NaN.
+///
+/// # Safety
+/// As [`reduce`].
+#[inline(always)]
+pub unsafe fn reduce_min(scratch: *mut f32, value: f32) -> f32 {
+    // SAFETY: forwarded contract.
+    unsafe { reduce(scratch, value, crate::gpu::math::min_nan) }
+}

@@ -37,6 +37,18 @@ pub fn max_nan(a: f32, b: f32) -> f32 {
     }
 }
 
+/// The smaller of `a` and `b`; NaN if either is NaN.
+#[inline(always)]
+pub fn min_nan(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if a < b {
+        a
+    } else {
+        b
+    }
+}
+
 /// `a * b + c` with one rounding (`fma.rn.f32` on the GPU).
 #[inline(always)]
 pub fn fma(a: f32, b: f32, c: f32) -> f32 {
