@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The CUDA runner's check: every GPU test and every example on a real GPU. Fails on any test
+# failure, on any test reported as ignored (a skipped GPU test counts as a failure here), and on
+# any example that exits non-zero.
+#
+#   bash scripts/gpu-check.sh              build, then run (a GPU machine with Rust)
+#   bash scripts/gpu-check.sh build DIR    build release test binaries and examples into DIR
+#   bash scripts/gpu-check.sh run DIR      run what `build` put in DIR (a GPU machine, no Rust needed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build() {
+    local dir=$1
+    rm -rf "$dir" && mkdir -p "$dir/tests" "$dir/examples"
+    local listing
+    listing=$(mktemp)
+    cargo test --release --no-run --message-format=json >"$listing"
+    (cd kernels-gpu && cargo test --release --no-run --message-format=json) >>"$listing"
+    jq -r 'select(.reason == "compiler-artifact" and .profile.test == true and .executable != null) | .executable' "$listing" |
+        while read -r exe; do cp "$exe" "$dir/tests/"; done
+    rm -f "$listing"
+    cargo build --release --examples
+    for src in examples/*.rs; do
+        name=$(basename "$src" .rs)
+        [ "$name" = bench ] && continue # the benchmark has its own command: bench/run.sh
+        cp "target/release/examples/$name" "$dir/examples/"
+    done
+    echo "gpu-check: built $(ls "$dir/tests" | wc -l) test binaries and $(ls "$dir/examples" | wc -l) examples into $dir"
+}
+
+run() {
+    local dir=$1 passed=0 failed=0
+    export GPUKERN_REQUIRE_GPU=1 GPUKERN_DEVICE=cuda
+    if [ -z "${GPUKERN_PTXAS:-}" ]; then
+        for p in "$(command -v ptxas || true)" /usr/local/cuda/bin/ptxas .tools/ptxas/bin/ptxas; do
+            if [ -n "$p" ] && [ -x "$p" ]; then export GPUKERN_PTXAS=$p; break; fi
+        done
+    fi
+    nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader || true
+    for exe in "$dir"/tests/*; do
+        local log
+        log=$(mktemp)
+        echo "== test $(basename "$exe")"
+        if "$exe" 2>&1 | tee "$log"; then
+            if grep -Eq '(^| )[1-9][0-9]* ignored' "$log"; then
+                echo "gpu-check: FAIL $(basename "$exe"): tests were skipped on a GPU machine"
+                failed=$((failed + 1))
+            else
+                passed=$((passed + 1))
+            fi
+        else
+            echo "gpu-check: FAIL $(basename "$exe")"
+            failed=$((failed + 1))
+        fi
+        rm -f "$log"
+    done
+    for exe in "$dir"/examples/*; do
+        echo "== example $(basename "$exe")"
+        if "$exe"; then passed=$((passed + 1)); else
+            echo "gpu-check: FAIL example $(basename "$exe")"
+            failed=$((failed + 1))
+        fi
+    done
+    echo "gpu-check: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+}
+
+case "${1:-all}" in
+    build) build "${2:?usage: gpu-check.sh build DIR}" ;;
+    run) run "${2:?usage: gpu-check.sh run DIR}" ;;
+    all) build target/gpu-check && run target/gpu-check ;;
+    *) echo "usage: gpu-check.sh [build DIR | run DIR]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# gpukern's test command (README "Testing"; CI runs it through .ci/run).
+#
+# Installs what the tests need on a fresh machine, then runs formatting, lints and every test:
+#   1. the pinned nightly with rust-src, which build.rs uses to compile the kernels to PTX;
+#   2. ptxas, from PyPI's nvidia-cuda-nvcc wheel, which the PTX tests assemble the kernels with;
+#   3. cargo fmt --check, cargo clippy -D warnings, cargo test (host crate and kernel crate).
+# Without a GPU the CUDA tests are reported as ignored and everything else runs: the kernels'
+# real code in the CPU simulator, the CPU references, the launch math and the PTX checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NIGHTLY=nightly-2026-05-20
+NVCC_WHEEL=nvidia-cuda-nvcc==13.5.37
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "toolchains"
+for component in rustfmt clippy; do
+    rustup component list --installed | grep -q "^$component" || rustup component add "$component"
+done
+sysroot=$(rustup run "$NIGHTLY" rustc --print sysroot 2>/dev/null || true)
+if [ -z "$sysroot" ] || [ ! -d "$sysroot/lib/rustlib/src/rust/library/core" ]; then
+    rustup toolchain install "$NIGHTLY" --profile minimal --component rust-src
+fi
+rustup run "$NIGHTLY" rustc --version
+
+step "ptxas"
+if [ -z "${GPUKERN_PTXAS:-}" ]; then
+    ptxas=.tools/ptxas/bin/ptxas
+    if [ ! -x "$ptxas" ]; then
+        tmp=$(mktemp -d)
+        python3 -m pip download --quiet --disable-pip-version-check --no-deps --dest "$tmp" "$NVCC_WHEEL"
+        python3 - "$tmp" <<'PY'
+import glob, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/nvidia_cuda_nvcc-*.whl")[0]
+zipfile.ZipFile(wheel).extract("nvidia/cu13/bin/ptxas", sys.argv[1])
+PY
+        mkdir -p .tools/ptxas/bin
+        cp "$tmp/nvidia/cu13/bin/ptxas" "$ptxas"
+        chmod +x "$ptxas"
+        rm -rf "$tmp"
+    fi
+    export GPUKERN_PTXAS="$PWD/$ptxas"
+fi
+"$GPUKERN_PTXAS" --version | tail -n 1
+
+step "format"
+cargo fmt --check
+(cd kernels-gpu && cargo fmt --check)
+
+step "lints"
+cargo clippy --all-targets -- -D warnings
+(cd kernels-gpu && cargo clippy --all-targets -- -D warnings)
+
+step "tests: kernel crate (simulator)"
+(cd kernels-gpu && cargo test)
+
+step "tests: gpukern"
+cargo test
