@@ -85,6 +85,31 @@ impl Gpu {
         Ok(DeviceMatrix { data, rows, cols })
     }
 
+    /// A new device vector of `len` zeros (e.g. the output of [`Gpu::add_into`]).
+    pub fn zeros(&self, len: usize) -> Result<DeviceVec> {
+        let storage = match &self.backend {
+            Backend::Cuda(d) => {
+                let mut s = d.alloc(len)?;
+                if len > 0 {
+                    d.stream.memset_zeros(&mut s).during("zeroing device memory")?;
+                }
+                Storage::Cuda(s)
+            }
+            Backend::Simulator => Storage::Host(vec![0.0; len]),
+        };
+        Ok(DeviceVec { storage, len })
+    }
+
+    /// A new `rows x cols` device matrix of zeros (e.g. the output of [`Gpu::matmul_into`]).
+    pub fn zeros_matrix(&self, rows: usize, cols: usize) -> Result<DeviceMatrix> {
+        let len = matrix_len(rows, cols)?;
+        Ok(DeviceMatrix {
+            data: self.zeros(len)?,
+            rows,
+            cols,
+        })
+    }
+
     /// A new device vector of `len` elements for a kernel to write.
     pub(crate) fn alloc(&self, len: usize) -> Result<DeviceVec> {
         let storage = match &self.backend {
@@ -96,10 +121,7 @@ impl Gpu {
 
     /// A new `rows x cols` device matrix for a kernel to write.
     pub(crate) fn alloc_matrix(&self, rows: usize, cols: usize) -> Result<DeviceMatrix> {
-        let len = rows.checked_mul(cols).ok_or_else(|| Error::TooLarge {
-            op: "allocating a matrix",
-            detail: format!("{rows} x {cols} elements overflow usize"),
-        })?;
+        let len = matrix_len(rows, cols)?;
         Ok(DeviceMatrix {
             data: self.alloc(len)?,
             rows,
@@ -122,6 +144,14 @@ impl Gpu {
     }
 }
 
+/// `rows * cols`, or [`Error::TooLarge`] if it overflows.
+fn matrix_len(rows: usize, cols: usize) -> Result<usize> {
+    rows.checked_mul(cols).ok_or_else(|| Error::TooLarge {
+        op: "allocating a matrix",
+        detail: format!("{rows} x {cols} elements overflow usize"),
+    })
+}
+
 impl DeviceVec {
     /// Number of elements.
     pub fn len(&self) -> usize {
@@ -139,6 +169,29 @@ impl DeviceVec {
             Storage::Cuda(s) if s.is_empty() => Ok(Vec::new()),
             Storage::Cuda(s) => s.stream().clone_dtoh(s).during("copying from the device"),
             Storage::Host(v) => Ok(v.clone()),
+        }
+    }
+
+    /// Copies the elements into `out`, which must have exactly [`DeviceVec::len`] elements.
+    ///
+    /// Reusing one host buffer avoids the page faults of a fresh allocation on every download,
+    /// which dominate large downloads into new memory.
+    pub fn copy_to_host(&self, out: &mut [f32]) -> Result<()> {
+        if out.len() != self.len {
+            return Err(Error::ShapeMismatch {
+                op: "copy_to_host",
+                lhs: vec![self.len],
+                rhs: vec![out.len()],
+                rule: "the host buffer must have the device vector's length",
+            });
+        }
+        match &self.storage {
+            Storage::Cuda(s) if s.is_empty() => Ok(()),
+            Storage::Cuda(s) => s.stream().memcpy_dtoh(s, out).during("copying from the device"),
+            Storage::Host(v) => {
+                out.copy_from_slice(v);
+                Ok(())
+            }
         }
     }
 

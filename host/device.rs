@@ -138,10 +138,14 @@ impl Gpu {
             }),
             _ => match Gpu::new(0) {
                 Ok(gpu) => Ok(gpu),
-                Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
+                Err(Error::NoDriver) => {
                     eprintln!(
-                        "gpukern: {e}\ngpukern: no CUDA device: running the kernels in the CPU simulator"
+                        "gpukern: no CUDA driver (libcuda not found): running the kernels in the CPU simulator"
                     );
+                    Ok(Gpu::simulator())
+                }
+                Err(Error::NoDevice { reason, .. }) => {
+                    eprintln!("gpukern: no CUDA device ({reason}): running the kernels in the CPU simulator");
                     Ok(Gpu::simulator())
                 }
                 Err(e) => Err(e),
