@@ -1,0 +1,498 @@
+#!/usr/bin/env python3
+"""Renders a benchmark run (JSON Lines from bench/run.sh) into BENCHMARKS.md and PNG plots.
+
+    python3 bench/report.py bench/results/latest.jsonl [--out BENCHMARKS.md] [--plots bench/results]
+
+Runs anywhere with Python 3.9+; the plots need matplotlib (`pip install matplotlib`), and
+without it the tables are still written. See bench/README.md for the schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+Record = dict[str, Any]
+T = TypeVar("T")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Ceilings measured in the same run, never counted as peers.
+CEILINGS = {"copy", "cublas", "cublas_tf32"}
+MEMORY_BOUND = ["add", "increment_by_one", "softmax"]
+KERNEL_TITLES = {
+    "add": "add (c = a + b)",
+    "increment_by_one": "increment_by_one (x += 1, in place)",
+    "matmul": "matmul (f32, row-major, C = A B)",
+    "softmax": "softmax (rows, inverse temperature t)",
+}
+REPRODUCE = """\
+# here (Rust toolchain): build the bench binary
+cargo build --release --example bench
+# on the GPU machine, from the repository root (the binary carried along; no Rust needed there)
+GPUKERN_BENCH_BIN=target/release/examples/bench bash bench/run.sh
+# here: tables and plots
+python3 bench/report.py bench/results/latest.jsonl"""
+
+
+# --- Loading ---------------------------------------------------------------------------------
+def load(path: str) -> list[Record]:
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as e:
+                print(f"report: {path}:{number}: not JSON ({e}); skipped", file=sys.stderr)
+                continue
+            if not all(k in r for k in ("kernel", "impl", "shape")):
+                print(f"report: {path}:{number}: no kernel/impl/shape; skipped", file=sys.stderr)
+                continue
+            records.append(r)
+    return records
+
+
+def timed(r: Record) -> bool:
+    return r.get("median_ms") is not None
+
+
+def is_gpukern(r: Record) -> bool:
+    return str(r["impl"]).startswith("gpukern")
+
+
+def is_peer(r: Record) -> bool:
+    """A like-for-like peer: not gpukern, not a ceiling, full fp32 (no TF32)."""
+    return not is_gpukern(r) and r["impl"] not in CEILINGS and r.get("math", "fp32") != "tf32"
+
+
+def impl_order(impl: str) -> tuple[int, str]:
+    for rank, prefix in enumerate(["gpukern", "cudarc", "cublas", "copy", "torch", "triton", "numba"]):
+        if impl.startswith(prefix):
+            return rank, impl
+    return 99, impl
+
+
+def ordered(items: Iterable[T]) -> list[T]:
+    """Unique, in first-seen order."""
+    return list(dict.fromkeys(items))
+
+
+def case_key(r: Record) -> tuple[str, str]:
+    """Shape plus the parameter that makes a separate case (softmax's temperature)."""
+    return r["shape"], f"t={r['t']:g}" if r.get("t") is not None else ""
+
+
+def pretty(shape: str) -> str:
+    """Powers of two as 2^k: "1x16777216" -> "1x2^24"."""
+    parts = []
+    for p in shape.split("x"):
+        n = int(p) if p.isdigit() else 0
+        parts.append(f"2^{n.bit_length() - 1}" if n >= 1 << 16 and n & (n - 1) == 0 else p)
+    return "x".join(parts)
+
+
+def case_label(key: tuple[str, str]) -> str:
+    return f"{pretty(key[0])} {key[1]}".strip()
+
+
+# --- Formatting ------------------------------------------------------------------------------
+def fmt_ms(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms * 1e3:.2f} us" if ms < 0.1 else f"{ms:.3f} ms"
+
+
+def fmt_rate(r: Record, kind: str) -> str:
+    v = r.get(kind)
+    if v is None:
+        return "-"
+    return f"{v:.2f}" if kind == "tflops" else f"{v:.0f}"
+
+
+def fmt_err(r: Record) -> str:
+    e = r.get("rel_err")
+    return "-" if e is None else f"{e:.1e}"
+
+
+def fmt_ratio(x: float | None, percent: bool = False) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{100 * x:.0f}%" if percent else f"{x:.2f}x"
+
+
+def note(r: Record) -> str:
+    text = r.get("error") or r.get("skipped") or ""
+    if not text and r.get("check") == "fail":
+        text = f"failed the check (tol {r.get('tol')})"
+    text = str(text).strip().splitlines()[-1] if text else ""
+    return text.replace("|", "/")[:90]
+
+
+def table(header: list[str], rows: list[list[str]], right: Iterable[int] = ()) -> str:
+    right = set(right)
+    align = ["---:" if i in right else "---" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# --- Ceilings and comparisons ----------------------------------------------------------------
+class Run:
+    def __init__(self, records: list[Record]) -> None:
+        self.records = records
+        self.by_kernel: dict[str, list[Record]] = defaultdict(list)
+        for r in records:
+            self.by_kernel[r["kernel"]].append(r)
+        copies = [r for r in self.by_kernel.get("copy", []) if r["impl"] == "copy" and r.get("gbps")]
+        self.copy_best = max(copies, key=lambda r: r["gbps"]) if copies else None
+
+    def rate_kind(self, kernel: str) -> str:
+        return "tflops" if kernel.startswith("matmul") else "gbps"
+
+    def ceiling(self, kernel: str, key: tuple[str, str]) -> tuple[float | None, str]:
+        """The ceiling rate for a kernel at a case, and what it is."""
+        if kernel == "matmul":
+            for r in self.by_kernel["matmul"]:
+                if r["impl"] == "cublas" and case_key(r) == key and r.get("tflops"):
+                    return r["tflops"], "cuBLAS fp32"
+            return None, "cuBLAS fp32"
+        if self.copy_best:
+            return self.copy_best["gbps"], f"copy ({self.copy_best['shape']} floats)"
+        return None, "copy"
+
+
+def best(records: Iterable[Record], kind: str) -> Record | None:
+    rs = [r for r in records if r.get(kind) is not None]
+    return max(rs, key=lambda r: r[kind]) if rs else None
+
+
+# --- Sections --------------------------------------------------------------------------------
+def header(run: Run, source: str, readme: str) -> str:
+    def values(key: str) -> str:
+        vs = ordered(str(r[key]) for r in run.records if r.get(key))
+        return ", ".join(vs) if vs else "unknown"
+
+    dates = sorted(str(r["date"]) for r in run.records if r.get("date"))
+    date = f"{dates[0]} .. {dates[-1]}" if dates and dates[0] != dates[-1] else (dates[0] if dates else "unknown")
+    rendered = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    versions = ordered(
+        f"{r['impl'].split(':')[0].split('_')[0]} {r['version']}" for r in run.records if r.get("version")
+    )
+    rows = [
+        ["GPU", values("gpu")],
+        ["driver", values("driver")],
+        ["git rev", values("git_rev")],
+        ["measured", date],
+        ["peers", ", ".join(versions) or "-"],
+        ["source", f"`{source}` ({len(run.records)} records), rendered {rendered}"],
+    ]
+    return "\n\n".join(
+        [
+            "# gpukern benchmarks",
+            "Every figure below was measured in one run on one GPU, next to the peers and the ceilings it "
+            "is compared to. Kernels are checked against a reference before they are timed; times are "
+            f"medians of CUDA-event samples after warm-up (see [bench/README.md]({readme}) for "
+            "the method and the schema). Rates come from the minimum traffic (add 12 B/element, "
+            "increment and softmax 8 B/element, matmul 4(mk+kn+mn) B) and 2mnk flops.",
+            table(["run", ""], rows),
+            "Reproduce:\n\n```sh\n" + REPRODUCE + "\n```",
+        ]
+    )
+
+
+def ceilings_section(run: Run) -> str:
+    parts = ["## Ceilings (same run)"]
+    copies = [r for r in run.by_kernel.get("copy", []) if timed(r)]
+    if copies:
+        rows = [[r["impl"], r["shape"], fmt_ms(r["median_ms"]), fmt_rate(r, "gbps")] for r in copies]
+        parts.append("Device-to-device copy, bytes read + written:")
+        parts.append(table(["impl", "floats", "median", "GB/s"], rows, right=[2, 3]))
+    blas = [r for r in run.by_kernel.get("matmul", []) if r["impl"] in ("cublas", "cublas_tf32")]
+    if blas:
+        cases = ordered(case_key(r) for r in blas)
+        rows = []
+        for key in cases:
+            row = [case_label(key)]
+            for impl in ("cublas", "cublas_tf32"):
+                r = next((x for x in blas if x["impl"] == impl and case_key(x) == key), None)
+                row.append(fmt_rate(r, "tflops") if r else "-")
+            rows.append(row)
+        parts.append("cuBLAS sgemm (TFLOP/s), fp32 and TF32 tensor-core math:")
+        parts.append(table(["m x n x k", "fp32", "TF32"], rows, right=[1, 2]))
+    if len(parts) == 1:
+        parts.append("No ceiling was measured in this run.")
+    return "\n\n".join(parts)
+
+
+def kernel_section(run: Run, kernel: str, plot: str | None) -> str:
+    records = run.by_kernel.get(kernel, [])
+    if not records:
+        return ""
+    kind = run.rate_kind(kernel)
+    unit = "TFLOP/s" if kind == "tflops" else "GB/s"
+    parts = [f"## {KERNEL_TITLES.get(kernel, kernel)}"]
+    if plot:
+        parts.append(f"![{kernel}]({plot})")
+
+    cases = ordered(case_key(r) for r in records)
+    overview = []
+    details = []
+    for key in cases:
+        here = [r for r in records if case_key(r) == key]
+        ceiling, ceiling_name = run.ceiling(kernel, key)
+        peer = best((r for r in here if is_peer(r)), kind)
+        mine = best((r for r in here if is_gpukern(r)), kind)
+        overview.append(
+            [
+                case_label(key),
+                f"{fmt_rate(mine, kind)} ({mine['impl'].split(':', 1)[-1]})" if mine else "-",
+                f"{fmt_rate(peer, kind)} ({peer['impl']})" if peer else "-",
+                fmt_ratio(mine[kind] / peer[kind] if mine and peer else None),
+                f"{ceiling:.2f}" if ceiling and kind == "tflops" else f"{ceiling:.0f}" if ceiling else "-",
+                fmt_ratio(mine[kind] / ceiling if mine and ceiling else None, percent=True),
+            ]
+        )
+        rows = []
+        for r in sorted(here, key=lambda r: impl_order(r["impl"])):
+            vs_peer = vs_ceiling = None
+            if is_gpukern(r) and r.get(kind) is not None:
+                vs_peer = r[kind] / peer[kind] if peer else None
+                vs_ceiling = r[kind] / ceiling if ceiling else None
+            impl = r["impl"] + (" (TF32)" if r.get("math") == "tf32" and "tf32" not in r["impl"] else "")
+            rows.append(
+                [
+                    f"**{impl}**" if is_gpukern(r) else impl,
+                    fmt_ms(r.get("median_ms")),
+                    fmt_rate(r, kind),
+                    fmt_err(r),
+                    fmt_ratio(vs_peer),
+                    fmt_ratio(vs_ceiling, percent=True),
+                    note(r),
+                ]
+            )
+        details.append(
+            f"**{case_label(key)}** (ceiling: {ceiling_name})\n\n"
+            + table(
+                ["impl", "median", unit, "rel_err", "vs best peer", "of ceiling", "note"], rows, right=[1, 2, 3, 4, 5]
+            )
+        )
+    ceiling_what = "cuBLAS fp32 at the same shape" if kernel == "matmul" else "the best device-to-device copy"
+    parts.append(
+        f"Best gpukern variant against the best like-for-like peer (fp32; TF32 results are listed in the "
+        f"details but not counted) and against the ceiling ({ceiling_what}), in {unit}:"
+    )
+    parts.append(
+        table(
+            ["case", "gpukern (variant)", "best peer", "gpukern / peer", "ceiling", "of ceiling"],
+            overview,
+            right=[1, 2, 3, 4, 5],
+        )
+    )
+    parts.append(
+        "<details><summary>Every implementation, per case</summary>\n\n" + "\n\n".join(details) + "\n\n</details>"
+    )
+    return "\n\n".join(parts)
+
+
+def overhead_section(run: Run, plot: str | None) -> str:
+    records = run.by_kernel.get("launch_overhead", [])
+    if not records:
+        return ""
+    parts = [
+        "## Launch overhead",
+        "Wall time per call (mean over up to 10,000 calls) of a 1,024-element add and a 32^3 matmul: "
+        "`async` = back-to-back calls on device-resident data ended by one synchronize; `sync` = a "
+        "synchronize after every call; `ndarray` = from host arrays to host arrays (copies included). "
+        "`cudarc` is gpukern's add kernel launched straight through cudarc.",
+    ]
+    if plot:
+        parts.append(f"![launch overhead]({plot})")
+    # One column per library (the variant is in the row: add or matmul).
+    libs = sorted(ordered(r["impl"].split(":")[0] for r in records), key=impl_order)
+    cases = ordered((r.get("op", r["shape"]), r.get("mode", "")) for r in records)
+    rows = []
+    for op, mode in cases:
+        row = [f"{op} {mode}"]
+        for lib in libs:
+            r = next(
+                (
+                    x
+                    for x in records
+                    if x["impl"].split(":")[0] == lib and (x.get("op", x["shape"]), x.get("mode", "")) == (op, mode)
+                ),
+                None,
+            )
+            if r is None:
+                row.append("")
+            elif timed(r):
+                row.append(f"{r['median_ms'] * 1e3:.1f}")
+            else:
+                row.append("fail" if r.get("check") == "fail" else "err")
+        rows.append(row)
+    parts.append("Microseconds per call:")
+    parts.append(table(["call", *libs], rows, right=range(1, len(libs) + 1)))
+    return "\n\n".join(parts)
+
+
+def copies_section(run: Run) -> str:
+    records = run.by_kernel.get("matmul_with_copies", [])
+    if not records:
+        return ""
+    rows = []
+    for shape in ordered(r["shape"] for r in records):
+        for impl in sorted(ordered(r["impl"] for r in records if r["shape"] == shape), key=impl_order):
+            by_mode = {r.get("mode"): r for r in records if r["shape"] == shape and r["impl"] == impl}
+            c, d = by_mode.get("copies"), by_mode.get("resident")
+            cm = c.get("median_ms") if c else None
+            dm = d.get("median_ms") if d else None
+            share = 1 - dm / cm if cm and dm else None
+            rows.append([shape, impl, fmt_ms(cm), fmt_ms(dm), fmt_ratio(share, percent=True)])
+    return "\n\n".join(
+        [
+            "## Matmul with host-device copies",
+            "Wall time of one product from host arrays to a host array (upload, multiply, download) "
+            "against the same product on data kept on the device (multiply + synchronize).",
+            table(["m x n x k", "impl", "with copies", "device-resident", "time in copies"], rows, right=[2, 3, 4]),
+        ]
+    )
+
+
+def failures_section(run: Run) -> str:
+    bad = [r for r in run.records if not timed(r)]
+    if not bad:
+        return "## Not timed\n\nEvery measurement passed its check and was timed."
+    rows = [[r["kernel"], r["impl"], case_label(case_key(r)), fmt_err(r), note(r) or "-"] for r in bad]
+    return "\n\n".join(
+        [
+            "## Not timed",
+            "Measurements that failed their check, raised an error or were skipped:",
+            table(["kernel", "impl", "case", "rel_err", "why"], rows),
+        ]
+    )
+
+
+# --- Plots -----------------------------------------------------------------------------------
+def plots(run: Run, folder: str) -> dict[str, str]:
+    """One PNG per kernel family; returns kernel -> path. Empty without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("report: matplotlib is not installed (pip install matplotlib): tables only", file=sys.stderr)
+        return {}
+    os.makedirs(folder, exist_ok=True)
+    out: dict[str, str] = {}
+
+    def bars(
+        kernel: str,
+        records: list[Record],
+        kind: str,
+        title: str,
+        ylabel: str,
+        log: bool,
+        ceiling: float | None,
+        ceiling_label: str,
+    ) -> None:
+        cases = ordered(case_key(r) for r in records)
+        impls = sorted(ordered(r["impl"] for r in records if r.get(kind) is not None), key=impl_order)
+        if not cases or not impls:
+            return
+        fig, ax = plt.subplots(figsize=(max(8.0, 1.1 * len(cases) + 4.5), 4.8))
+        width = 0.8 / len(impls)
+        for i, impl in enumerate(impls):
+            xs, ys = [], []
+            for j, key in enumerate(cases):
+                r = next((x for x in records if x["impl"] == impl and case_key(x) == key), None)
+                if r is not None and r.get(kind) is not None:
+                    xs.append(j - 0.4 + (i + 0.5) * width)
+                    ys.append(r[kind])
+            style: dict[str, Any] = {"edgecolor": "black", "linewidth": 0.8} if impl.startswith("gpukern") else {}
+            ax.bar(xs, ys, width, label=impl, **style)
+        if ceiling:
+            ax.axhline(ceiling, color="black", linestyle="--", linewidth=1, label=ceiling_label)
+        ax.set_xticks(range(len(cases)))
+        ax.set_xticklabels([case_label(k) for k in cases], rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        if log:
+            ax.set_yscale("log")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0))
+        fig.tight_layout()
+        path = os.path.join(folder, f"{kernel}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        out[kernel] = path
+
+    gpu = ordered(str(r.get("gpu")) for r in run.records if r.get("gpu"))
+    on = f" on {gpu[0]}" if gpu else ""
+    copy_bw = run.copy_best["gbps"] if run.copy_best else None
+    for kernel in MEMORY_BOUND:
+        rs = [r for r in run.by_kernel.get(kernel, []) if timed(r)]
+        bars(kernel, rs, "gbps", f"{kernel}{on}: GB/s (higher is better)", "GB/s", False, copy_bw, "copy ceiling")
+    mm = [r for r in run.by_kernel.get("matmul", []) if timed(r)]
+    bars("matmul", mm, "tflops", f"matmul{on}: TFLOP/s (log scale)", "TFLOP/s", True, None, "")
+    lo = [r for r in run.by_kernel.get("launch_overhead", []) if timed(r)]
+    if lo:
+        for r in lo:
+            r["us"] = r["median_ms"] * 1e3
+            r["_case"] = f"{r.get('op', '')} {r.get('mode', '')}"
+        # Bars per library, grouped by call (op + mode).
+        grouped = [{**r, "shape": r["_case"], "t": None, "impl": r["impl"].split(":")[0]} for r in lo]
+        bars(
+            "launch_overhead",
+            grouped,
+            "us",
+            f"launch overhead{on}: us per call (lower is better)",
+            "us per call",
+            True,
+            None,
+            "",
+        )
+    return out
+
+
+# --- Main ------------------------------------------------------------------------------------
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", help="JSON Lines file written by bench/run.sh")
+    parser.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"), help="markdown file to write")
+    parser.add_argument("--plots", default=os.path.join(ROOT, "bench", "results"), help="folder for the PNG plots")
+    args = parser.parse_args()
+    try:
+        records = load(args.results)
+    except OSError as e:
+        print(f"report: cannot read {args.results}: {e}", file=sys.stderr)
+        return 1
+    if not records:
+        print(f"report: {args.results} holds no records", file=sys.stderr)
+        return 1
+    run = Run(records)
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    pngs = {k: os.path.relpath(p, out_dir).replace(os.sep, "/") for k, p in plots(run, args.plots).items()}
+    source = os.path.relpath(os.path.abspath(args.results), out_dir).replace(os.sep, "/")
+    readme = os.path.relpath(os.path.join(ROOT, "bench", "README.md"), out_dir).replace(os.sep, "/")
+    sections = [header(run, source, readme), ceilings_section(run)]
+    for kernel in ["add", "increment_by_one", "matmul", "softmax"]:
+        sections.append(kernel_section(run, kernel, pngs.get(kernel)))
+    sections += [overhead_section(run, pngs.get("launch_overhead")), copies_section(run), failures_section(run)]
+    text = "\n\n".join(s for s in sections if s) + "\n"
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"report: wrote {args.out}" + (f" and {len(pngs)} plots under {args.plots}" if pngs else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The one command on the GPU machine: gpukern's bench binary, then the Python peers
+# (bench/peers.py), merged into one JSON Lines file. Needs no Rust toolchain: the binary is
+# built elsewhere and carried along.
+#
+#   bash bench/run.sh            # full run  -> bench/results/latest.jsonl (or $OUT/latest.jsonl)
+#   bash bench/run.sh --quick    # smoke test -> bench/results/quick.jsonl  (or $OUT/quick.jsonl)
+#
+# Environment:
+#   GPUKERN_BENCH_BIN  the bench binary (default target/release/examples/bench)
+#   OUT                if set, every result file goes to this folder instead of bench/results
+#   GPUKERN_GIT_REV    the commit measured (default: git rev-parse --short HEAD, else "unknown")
+#   BENCH_BUDGET_S     bench: measurements not started by then are skipped (default 200)
+#   PEERS_BUDGET_S     peers.py: the same (default 300)
+#   BENCH_TIMEOUT_S, PEERS_TIMEOUT_S  hard limits per part (default 260 and 330); what a
+#                      killed part wrote so far is kept (records are flushed one by one)
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+quick=()
+name=latest
+case "${1:-}" in
+  --quick) quick=(--quick); name=quick ;;
+  "") ;;
+  *) echo "usage: bash bench/run.sh [--quick]" >&2; exit 2 ;;
+esac
+
+dest="${OUT:-bench/results}"
+mkdir -p "$dest" || exit 1
+bin="${GPUKERN_BENCH_BIN:-target/release/examples/bench}"
+if [[ -z "${GPUKERN_GIT_REV:-}" ]]; then
+  GPUKERN_GIT_REV="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+fi
+export GPUKERN_GIT_REV
+
+# cudarc loads cuBLAS by the names libcublas.so / libcublas.so.12 / ...; a CUDA 13 machine may
+# only have libcublas.so.13. Put a folder with libcublas.so on the library path: the toolkit's
+# own, or a link to the newest versioned library found (the toolkit's, else the pip wheel's).
+find_cublas() {
+  local dirs=(/usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib64 /usr/local/cuda-*/targets/x86_64-linux/lib)
+  local site
+  site="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)" &&
+    dirs+=("$site"/nvidia/*/lib "$site"/nvidia/cublas/lib)
+  local d lib
+  for d in "${dirs[@]}"; do
+    if [[ -e "$d/libcublas.so" ]]; then
+      echo "$d"
+      return 0
+    fi
+  done
+  for d in "${dirs[@]}"; do
+    lib="$(compgen -G "$d/libcublas.so.[0-9]*" | sort -V | tail -n 1)"
+    if [[ -n "$lib" ]]; then
+      local shim="${TMPDIR:-/tmp}/gpukern-bench-lib"
+      mkdir -p "$shim" && ln -sf "$lib" "$shim/libcublas.so" && echo "$shim:$d"
+      return 0
+    fi
+  done
+  return 1
+}
+if ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so '; then
+  if libs="$(find_cublas)"; then
+    export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "run.sh: cuBLAS from $libs"
+  else
+    echo "run.sh: no libcublas found; the cuBLAS ceilings will be recorded as errors" >&2
+  fi
+fi
+
+start=$(date +%s)
+rm -f "$dest/gpukern.jsonl" "$dest/peers.jsonl"
+
+echo "run.sh: [1/2] gpukern bench ($bin) -> $dest/gpukern.jsonl"
+if [[ -x "$bin" ]]; then
+  timeout "${BENCH_TIMEOUT_S:-260}" "$bin" --out "$dest/gpukern.jsonl" --budget-s "${BENCH_BUDGET_S:-200}" ${quick[@]+"${quick[@]}"}
+  rc_bench=$?
+else
+  echo "run.sh: no bench binary at $bin: build it with 'cargo build --release --example bench'" \
+       "and set GPUKERN_BENCH_BIN" >&2
+  rc_bench=127
+fi
+
+echo "run.sh: [2/2] peers (PyTorch, Triton, Numba) -> $dest/peers.jsonl"
+PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT_S:-330}" python3 bench/peers.py \
+  --out "$dest/peers.jsonl" --budget-s "${PEERS_BUDGET_S:-300}" ${quick[@]+"${quick[@]}"}
+rc_peers=$?
+
+merged="$dest/$name.jsonl"
+parts=()
+for f in "$dest/gpukern.jsonl" "$dest/peers.jsonl"; do
+  [[ -s "$f" ]] && parts+=("$f")
+done
+if (( ${#parts[@]} > 0 )); then
+  cat "${parts[@]}" > "$merged"
+  echo "run.sh: $(wc -l < "$merged") records in $merged after $(( $(date +%s) - start )) s" \
+       "(bench exit $rc_bench, peers exit $rc_peers)"
+  echo "run.sh: render with: python3 bench/report.py $merged"
+else
+  echo "run.sh: nothing was measured (bench exit $rc_bench, peers exit $rc_peers); $merged left as it was" >&2
+fi
+if (( rc_bench != 0 )); then exit "$rc_bench"; fi
+exit "$rc_peers"

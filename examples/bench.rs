@@ -1,0 +1,218 @@
+//! gpukern's benchmark suite: every kernel and variant at the shapes of BENCHMARKING.md, checked
+//! against a reference before it is timed, next to the ceilings measured in the same run
+//! (device-to-device copy bandwidth, cuBLAS sgemm fp32 and TF32), written as JSON Lines.
+//!
+//! ```text
+//! cargo run --release --example bench -- --out bench/results/gpukern.jsonl [--quick] [--kernels add,matmul]
+//! ```
+//!
+//! `bench/run.sh` runs this and `bench/peers.py` (PyTorch, Triton, Numba) on the GPU machine
+//! and merges their output; `bench/report.py` turns it into BENCHMARKS.md. See bench/README.md.
+//!
+//! Layout: `timing` (CUDA events, wall clock), `record` (JSON Lines, progress, summary), `data`
+//! (random inputs, CPU references), then one module per kernel family.
+
+#[path = "bench/data.rs"]
+mod data;
+#[path = "bench/matmul.rs"]
+mod matmul;
+#[path = "bench/memory.rs"]
+mod memory;
+#[path = "bench/overhead.rs"]
+mod overhead;
+#[path = "bench/record.rs"]
+mod record;
+#[path = "bench/softmax.rs"]
+mod softmax;
+#[path = "bench/timing.rs"]
+mod timing;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, ValueEnum};
+use cudarc::driver::{CudaContext, CudaStream};
+use gpukern::{Error, Gpu, MatmulAlgorithm};
+
+use record::{Meta, Res, Sink};
+use timing::{Budget, Timer};
+
+/// Benchmarks gpukern's kernels against cuBLAS and the device-to-device copy on a CUDA GPU.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// JSON Lines file to write (one object per measurement); its folder is created.
+    #[arg(long, default_value = "bench/results/gpukern.jsonl")]
+    out: PathBuf,
+    /// Only the smallest shape of each kernel, with short timing: a smoke test.
+    #[arg(long)]
+    quick: bool,
+    /// Which measurements, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    kernels: Option<Vec<Suite>>,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Measurements not started after this many seconds are recorded as skipped.
+    #[arg(long, default_value_t = 240.0)]
+    budget_s: f64,
+}
+
+/// One group of measurements; the names are the records' `kernel` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Suite {
+    /// Device-to-device copy bandwidth (the memory-bound ceiling).
+    #[value(name = "copy")]
+    Copy,
+    #[value(name = "add")]
+    Add,
+    #[value(name = "increment_by_one")]
+    IncrementByOne,
+    /// gpukern's matmul variants, cuBLAS fp32 and TF32.
+    #[value(name = "matmul")]
+    Matmul,
+    #[value(name = "softmax")]
+    Softmax,
+    /// Wall time per tiny call through each layer.
+    #[value(name = "launch_overhead")]
+    LaunchOverhead,
+    /// Matmul with host-device copies against device-resident data.
+    #[value(name = "matmul_with_copies")]
+    MatmulWithCopies,
+}
+
+impl Suite {
+    const ALL: [Suite; 7] = [
+        Suite::Copy,
+        Suite::Add,
+        Suite::IncrementByOne,
+        Suite::Matmul,
+        Suite::Softmax,
+        Suite::LaunchOverhead,
+        Suite::MatmulWithCopies,
+    ];
+
+    /// Records this suite writes.
+    fn planned(self, quick: bool) -> u64 {
+        let n = match self {
+            Suite::Copy | Suite::Add | Suite::IncrementByOne => memory::sizes(quick).len(),
+            Suite::Matmul => matmul::shapes(quick).len() * (MatmulAlgorithm::ALL.len() + 2),
+            Suite::Softmax => softmax::shapes(quick).len() * softmax::TEMPERATURES.len(),
+            Suite::LaunchOverhead => overhead::LAUNCH_RECORDS as usize,
+            Suite::MatmulWithCopies => overhead::copies_shapes(quick).len() * 2,
+        };
+        n as u64
+    }
+
+    fn run(self, bench: &mut Bench, sink: &mut Sink) -> Res<()> {
+        match self {
+            Suite::Copy => memory::copy(bench, sink),
+            Suite::Add => memory::add(bench, sink),
+            Suite::IncrementByOne => memory::increment_by_one(bench, sink),
+            Suite::Matmul => matmul::matmul(bench, sink),
+            Suite::Softmax => softmax::softmax(bench, sink),
+            Suite::LaunchOverhead => overhead::launch_overhead(bench, sink),
+            Suite::MatmulWithCopies => overhead::matmul_with_copies(bench, sink),
+        }
+    }
+}
+
+/// What every measurement needs: the Gpu, its cudarc context and stream, the event timer.
+pub struct Bench {
+    pub gpu: Gpu,
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub timer: Timer,
+    pub quick: bool,
+    blas: Option<Result<Arc<matmul::Blas>, String>>,
+}
+
+impl Bench {
+    /// cuBLAS on the Gpu's stream, loaded on first use (an error if the library is missing).
+    pub fn blas(&mut self) -> Result<Arc<matmul::Blas>, String> {
+        if self.blas.is_none() {
+            let loaded = record::catch(|| matmul::Blas::new(&self.stream))
+                .map(Arc::new)
+                .map_err(|e| e.to_string());
+            self.blas = Some(loaded);
+        }
+        self.blas
+            .clone()
+            .unwrap_or_else(|| Err("cuBLAS was not loaded".to_string()))
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let gpu = match Gpu::new(args.device) {
+        Ok(gpu) => gpu,
+        Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
+            eprintln!("bench: no CUDA device: {e}");
+            eprintln!("bench: the benchmark measures a GPU and there is none here; nothing was written.");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("bench: cannot use CUDA device {}: {e}", args.device);
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args, gpu) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args, gpu: Gpu) -> Res<()> {
+    let (ctx, stream) = gpu
+        .cuda_stream()
+        .map(|(c, s)| (c.clone(), s.clone()))
+        .ok_or("the Gpu is not a CUDA device")?;
+    let meta = Meta {
+        gpu: ctx.name()?,
+        driver: record::driver_version(),
+        git_rev: record::git_rev(),
+        date: record::utc_now(),
+    };
+    let suites = args.kernels.clone().unwrap_or_else(|| Suite::ALL.to_vec());
+    let planned = suites.iter().map(|s| s.planned(args.quick)).sum();
+    let budget = if args.quick { Budget::QUICK } else { Budget::FULL };
+    let timer = Timer::new(&ctx, &stream, budget)?;
+    let mut sink = Sink::create(&args.out, meta.clone(), planned, args.budget_s)?;
+    sink.note(&format!(
+        "bench: {} | driver {} | rev {} | {} measurements{} -> {}",
+        gpu.describe(),
+        meta.driver,
+        meta.git_rev,
+        planned,
+        if args.quick { " (quick)" } else { "" },
+        args.out.display()
+    ));
+    let mut bench = Bench {
+        gpu,
+        ctx,
+        stream,
+        timer,
+        quick: args.quick,
+        blas: None,
+    };
+    for suite in suites {
+        // A suite that cannot go on (e.g. its setup failed) is reported; the next one runs.
+        if let Err(e) = record::catch(|| suite.run(&mut bench, &mut sink)) {
+            sink.note(&format!("bench: {suite:?} stopped: {e}"));
+        }
+    }
+    let records = sink.finish();
+    println!("{}", record::summary(&records));
+    let not_timed = records.iter().filter(|r| r.median_ms.is_none()).count();
+    println!(
+        "{} records written to {} ({} not timed: failed check, error or skipped)",
+        records.len(),
+        args.out.display(),
+        not_timed
+    );
+    Ok(())
+}

@@ -1,0 +1,233 @@
+//! Matrix product: every `MatmulAlgorithm` against cuBLAS sgemm (fp32, the ceiling) and cuBLAS
+//! with TF32 tensor-core math, on row-major f32 matrices.
+//!
+//! Counts: 2*m*n*k flops; minimum traffic 4*(m*k + k*n + m*n) bytes.
+//!
+//! References: at small sizes the f64 CPU product ([`gpukern::cpu::matmul`]); where that is too
+//! slow, cuBLAS fp32 on the device, itself checked against the CPU at the small sizes.
+
+use std::sync::Arc;
+
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys as blas_sys};
+use cudarc::driver::{CudaSlice, CudaStream};
+use gpukern::MatmulAlgorithm;
+use ndarray::ArrayView2;
+
+use crate::Bench;
+use crate::data::{random_vec, sets_for};
+use crate::memory::F32_TOL;
+use crate::record::{Check, Record, Res, Sink};
+
+/// TF32 keeps 10 mantissa bits: a relative error of ~1e-3 is its normal result.
+pub const TF32_TOL: f64 = 1e-2;
+/// Above this many flops the f64 CPU reference takes more than ~0.5 s; cuBLAS is used instead.
+const CPU_REF_MAX_FLOPS: f64 = 4.5e9;
+
+/// `(m, n, k)`: `C (m x n) = A (m x k) * B (k x n)`.
+pub type Shape = (usize, usize, usize);
+
+/// The matmul shapes of BENCHMARKING.md.
+pub fn shapes(quick: bool) -> Vec<Shape> {
+    if quick {
+        return vec![(512, 512, 512)];
+    }
+    let mut s: Vec<Shape> = [512, 1024, 2048, 4096, 8192].iter().map(|&d| (d, d, d)).collect();
+    s.extend([
+        (1000, 1000, 1000),
+        (4096, 4096, 64),
+        (64, 4096, 4096),
+        (1, 4096, 4096),
+        (4097, 4095, 4093),
+    ]);
+    s
+}
+
+/// "MxNxK".
+pub fn shape_name((m, n, k): Shape) -> String {
+    format!("{m}x{n}x{k}")
+}
+
+/// Two cuBLAS handles on the Gpu's stream: default fp32 math, and TF32 tensor-op math.
+pub struct Blas {
+    fp32: CudaBlas,
+    tf32: CudaBlas,
+}
+
+impl Blas {
+    /// Loads cuBLAS; an error (not a panic) if the library is missing.
+    pub fn new(stream: &Arc<CudaStream>) -> Res<Blas> {
+        // SAFETY: only probes whether the library can be loaded.
+        if !unsafe { blas_sys::is_culib_present() } {
+            return Err(
+                "cuBLAS not found: libcublas.so could not be loaded (add the CUDA \
+                        toolkit's lib folder, e.g. /usr/local/cuda/lib64, to LD_LIBRARY_PATH)"
+                    .into(),
+            );
+        }
+        let handle = |math: blas_sys::cublasMath_t| -> Res<CudaBlas> {
+            let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("creating a cuBLAS handle: {e}"))?;
+            // SAFETY: a live handle; the math mode is a plain setting.
+            unsafe { blas_sys::cublasSetMathMode(*blas.handle(), math) }
+                .result()
+                .map_err(|e| format!("setting the cuBLAS math mode {math:?}: {e}"))?;
+            Ok(blas)
+        };
+        Ok(Blas {
+            fp32: handle(blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH)?,
+            tf32: handle(blas_sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH)?,
+        })
+    }
+
+    /// Row-major `C = A * B` with cuBLAS sgemm. cuBLAS is column-major, and a row-major matrix
+    /// is its transpose in column-major order, so this computes `C^T = B^T * A^T`.
+    pub fn sgemm(
+        &self,
+        tf32: bool,
+        (m, n, k): Shape,
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+    ) -> Res<()> {
+        let int = |v: usize| i32::try_from(v).map_err(|_| format!("{v} does not fit cuBLAS's int"));
+        let cfg = GemmConfig {
+            transa: blas_sys::cublasOperation_t::CUBLAS_OP_N,
+            transb: blas_sys::cublasOperation_t::CUBLAS_OP_N,
+            m: int(n)?,
+            n: int(m)?,
+            k: int(k)?,
+            alpha: 1.0f32,
+            lda: int(n)?,
+            ldb: int(k)?,
+            beta: 0.0f32,
+            ldc: int(n)?,
+        };
+        if a.len() < m * k || b.len() < k * n || c.len() < m * n {
+            return Err("sgemm: a buffer is smaller than its matrix".into());
+        }
+        let handle = if tf32 { &self.tf32 } else { &self.fp32 };
+        // SAFETY: buffer sizes checked above; leading dimensions are those of dense row-major
+        // matrices read as column-major transposes.
+        unsafe { handle.gemm(cfg, b, a, c) }.map_err(|e| format!("cuBLAS sgemm: {e}"))?;
+        Ok(())
+    }
+}
+
+/// The reference product of row-major `a` (m x k) and `b` (k x n), and what it came from.
+pub fn reference(bench: &mut Bench, shape: Shape, a: &[f32], b: &[f32]) -> Res<(Vec<f32>, &'static str)> {
+    let (m, n, k) = shape;
+    if 2.0 * (m * n * k) as f64 <= CPU_REF_MAX_FLOPS {
+        let c = gpukern::cpu::matmul(
+            &ArrayView2::from_shape((m, k), a)?,
+            &ArrayView2::from_shape((k, n), b)?,
+        )?;
+        return Ok((c.iter().copied().collect(), "cpu_f64"));
+    }
+    let blas = bench
+        .blas()
+        .map_err(|e| format!("no reference at this size ({e})"))?;
+    let s = &bench.stream;
+    let (da, db) = (s.clone_htod(a)?, s.clone_htod(b)?);
+    let mut dc = s.clone_htod(&vec![f32::NAN; m * n])?;
+    blas.sgemm(false, shape, &da, &db, &mut dc)?;
+    Ok((s.clone_dtoh(&dc)?, "cublas"))
+}
+
+/// Every algorithm and cuBLAS at every shape.
+pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    for shape in shapes(b.quick) {
+        let (m, n, k) = shape;
+        let name = shape_name(shape);
+        let flops = 2.0 * m as f64 * n as f64 * k as f64;
+        let bytes = 4.0 * (m * k + k * n + m * n) as f64;
+        let sets = sets_for(bytes as usize);
+        let base = |imp: &str, math: &str| {
+            Record::new("matmul", imp, name.clone())
+                .with("m", m)
+                .with("n", n)
+                .with("k", k)
+                .with("math", math)
+        };
+        // Past the time budget every item below is skipped: prepare nothing.
+        let (a, bm, nan) = if sink.expired() {
+            (Vec::new(), Vec::new(), Vec::new())
+        } else {
+            sink.note(&format!("matmul {name}: preparing inputs and the reference"));
+            (
+                random_vec(m * k, -1.0, 1.0),
+                random_vec(k * n, -1.0, 1.0),
+                vec![f32::NAN; m * n],
+            )
+        };
+        let reference = match sink.expired() {
+            true => Err("time budget spent".to_string()),
+            false => crate::record::catch(|| reference(b, shape, &a, &bm)).map_err(|e| e.to_string()),
+        };
+
+        for (imp, tf32) in [("cublas", false), ("cublas_tf32", true)] {
+            let base = base(imp, if tf32 { "tf32" } else { "fp32" });
+            sink.item(base.clone(), || {
+                let blas = b.blas()?;
+                let s = b.stream.clone();
+                let mut bufs = Vec::with_capacity(sets);
+                for _ in 0..sets {
+                    bufs.push((s.clone_htod(&a)?, s.clone_htod(&bm)?, s.clone_htod(&nan)?));
+                }
+                let (da, db, dc) = &mut bufs[0];
+                blas.sgemm(tf32, shape, da, db, dc)?;
+                let out = s.clone_dtoh(dc)?;
+                let mut record = base.with("sets", sets);
+                match &reference {
+                    // cuBLAS fp32 is the reference itself here: only NaN-free output is checked.
+                    Ok((_, "cublas")) if !tf32 => {
+                        record = record.with("ref", "is_reference");
+                        if out.iter().any(|v| !v.is_finite()) {
+                            return Ok(record.failed("cuBLAS output holds NaN or inf"));
+                        }
+                    }
+                    Ok((r, what)) => {
+                        let check = Check::new(&out, r, if tf32 { TF32_TOL } else { F32_TOL }, what);
+                        record = record.checked(&check);
+                        if !check.passed() {
+                            return Ok(record);
+                        }
+                    }
+                    Err(e) => return Ok(record.failed(e)),
+                }
+                let stats = b.timer.measure(|i| {
+                    let (da, db, dc) = &mut bufs[i % sets];
+                    blas.sgemm(tf32, shape, da, db, dc)
+                })?;
+                Ok(record.timed(&stats, Some(bytes), Some(flops)))
+            })?;
+        }
+
+        for algorithm in MatmulAlgorithm::ALL {
+            let base = base(&format!("gpukern:{}", algorithm.name()), "fp32");
+            sink.item(base.clone(), || {
+                let (r, what) = reference.as_ref().map_err(Clone::clone)?;
+                let gpu = &b.gpu;
+                let mut bufs = Vec::with_capacity(sets);
+                for _ in 0..sets {
+                    bufs.push((
+                        gpu.upload_matrix(&ArrayView2::from_shape((m, k), &a)?)?,
+                        gpu.upload_matrix(&ArrayView2::from_shape((k, n), &bm)?)?,
+                        gpu.upload_matrix(&ArrayView2::from_shape((m, n), &nan)?)?,
+                    ));
+                }
+                let (da, db, dc) = &mut bufs[0];
+                gpu.matmul_into(da, db, dc, algorithm)?;
+                let check = Check::new(&dc.as_vec().to_vec()?, r, F32_TOL, what);
+                let record = base.checked(&check).with("sets", sets);
+                if !check.passed() {
+                    return Ok(record);
+                }
+                let stats = b.timer.measure(|i| {
+                    let (da, db, dc) = &mut bufs[i % sets];
+                    Ok(gpu.matmul_into(da, db, dc, algorithm)?)
+                })?;
+                Ok(record.timed(&stats, Some(bytes), Some(flops)))
+            })?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! Memory-bound kernels: the device-to-device copy ceiling, `add`, `increment_by_one`.
+//!
+//! Minimum traffic per element: copy 8 bytes (read + write), add 12, increment 8.
+
+use cudarc::driver::CudaSlice;
+
+use crate::Bench;
+use crate::data::{random_vec, sets_for};
+use crate::record::{Check, Record, Res, Sink};
+
+/// Largest relative error an f32 kernel may show against its reference.
+pub const F32_TOL: f64 = 1e-4;
+
+/// Vector lengths of the element-wise kernels and the copy.
+pub fn sizes(quick: bool) -> Vec<usize> {
+    if quick {
+        vec![1 << 20]
+    } else {
+        vec![1 << 20, 1 << 24, 1 << 28]
+    }
+}
+
+/// Device-to-device copy bandwidth (`cuMemcpyDtoDAsync`), counting bytes read plus written:
+/// the ceiling of every memory-bound kernel.
+pub fn copy(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    for n in sizes(b.quick) {
+        let base = Record::new("copy", "copy", n.to_string()).with("n", n);
+        sink.item(base.clone(), || {
+            let host = random_vec(n, -1.0, 1.0);
+            let sets = sets_for(8 * n);
+            let src = (0..sets)
+                .map(|_| b.stream.clone_htod(&host))
+                .collect::<Result<Vec<CudaSlice<f32>>, _>>()?;
+            let mut dst = (0..sets)
+                .map(|_| b.stream.alloc_zeros::<f32>(n))
+                .collect::<Result<Vec<CudaSlice<f32>>, _>>()?;
+            b.stream.memcpy_dtod(&src[0], &mut dst[0])?;
+            let check = Check::new(&b.stream.clone_dtoh(&dst[0])?, &host, 0.0, "input");
+            let record = base.checked(&check).with("sets", sets);
+            if !check.passed() {
+                return Ok(record);
+            }
+            let stats = b.timer.measure(|i| {
+                let j = i % sets;
+                Ok(b.stream.memcpy_dtod(&src[j], &mut dst[j])?)
+            })?;
+            Ok(record.timed(&stats, Some(8.0 * n as f64), None))
+        })?;
+    }
+    Ok(())
+}
+
+/// `gpu.add_into(a, b, c)` on device-resident vectors.
+pub fn add(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    for n in sizes(b.quick) {
+        let base = Record::new("add", "gpukern:add", n.to_string()).with("n", n);
+        sink.item(base.clone(), || {
+            let (x, y) = (random_vec(n, -1.0, 1.0), random_vec(n, -1.0, 1.0));
+            let reference = gpukern::cpu::add(&x, &y)?;
+            let nan = vec![f32::NAN; n];
+            let sets = sets_for(12 * n);
+            let mut bufs = Vec::with_capacity(sets);
+            for _ in 0..sets {
+                bufs.push((b.gpu.upload(&x)?, b.gpu.upload(&y)?, b.gpu.upload(&nan)?));
+            }
+            let (x0, y0, z0) = &mut bufs[0];
+            b.gpu.add_into(x0, y0, z0)?;
+            let check = Check::new(&z0.to_vec()?, &reference, F32_TOL, "cpu_f64");
+            let record = base.checked(&check).with("sets", sets);
+            if !check.passed() {
+                return Ok(record);
+            }
+            let gpu = &b.gpu;
+            let stats = b.timer.measure(|i| {
+                let (x, y, z) = &mut bufs[i % sets];
+                Ok(gpu.add_into(x, y, z)?)
+            })?;
+            Ok(record.timed(&stats, Some(12.0 * n as f64), None))
+        })?;
+    }
+    Ok(())
+}
+
+/// `gpu.increment_by_one(x)` in place on a device-resident vector.
+pub fn increment_by_one(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    for n in sizes(b.quick) {
+        let base = Record::new("increment_by_one", "gpukern:increment_by_one", n.to_string()).with("n", n);
+        sink.item(base.clone(), || {
+            let x = random_vec(n, -1.0, 1.0);
+            let reference = gpukern::cpu::increment_by_one(&x);
+            let sets = sets_for(8 * n);
+            let mut bufs = Vec::with_capacity(sets);
+            for _ in 0..sets {
+                bufs.push(b.gpu.upload(&x)?);
+            }
+            b.gpu.increment_by_one(&mut bufs[0])?;
+            let check = Check::new(&bufs[0].to_vec()?, &reference, F32_TOL, "cpu_f64");
+            let record = base.checked(&check).with("sets", sets);
+            if !check.passed() {
+                return Ok(record);
+            }
+            let gpu = &b.gpu;
+            let stats = b
+                .timer
+                .measure(|i| Ok(gpu.increment_by_one(&mut bufs[i % sets])?))?;
+            Ok(record.timed(&stats, Some(8.0 * n as f64), None))
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,302 @@
+//! Host-side costs, in wall time: the cost of one tiny call (launch overhead) through each
+//! layer, and a large matmul with and without host-device copies.
+//!
+//! Launch-overhead modes: `async` = back-to-back calls on device-resident data, one
+//! synchronize at the end (the cost of queueing a launch); `sync` = a synchronize after every
+//! call (one round trip); `ndarray` = the free function on host arrays (upload, launch,
+//! download).
+
+use cudarc::driver::{CudaSlice, LaunchConfig as CudaLaunchConfig, PushKernelArg};
+use cudarc::nvrtc::Ptx;
+use gpukern::{Gpu, MatmulAlgorithm};
+use ndarray::{Array1, Array2, ArrayView2};
+
+use crate::Bench;
+use crate::data::random_vec;
+use crate::matmul::{Shape, reference, shape_name};
+use crate::memory::F32_TOL;
+use crate::record::{Check, Record, Res, Sink};
+use crate::timing::{wall_median, wall_per_call};
+
+/// Elements of the tiny add.
+const ADD_N: usize = 1024;
+/// Side of the tiny matmul.
+const MATMUL_N: usize = 32;
+
+/// Records made by [`launch_overhead`].
+pub const LAUNCH_RECORDS: u64 = 8;
+
+impl Record {
+    /// Adds a mean wall time per call.
+    fn per_call(mut self, ms: f64, calls: usize) -> Record {
+        self.median_ms = Some(ms);
+        self.with("us_per_call", ms * 1e3)
+            .with("calls", calls)
+            .with("stat", "mean")
+            .with("timer", "wall_clock")
+    }
+}
+
+/// The Gpu the free functions use; an error if it is the simulator.
+fn global_gpu() -> Res<&'static Gpu> {
+    let gpu = Gpu::global()?;
+    if gpu.is_simulator() {
+        return Err("Gpu::global() is the CPU simulator (is GPUKERN_DEVICE=sim set?)".into());
+    }
+    Ok(gpu)
+}
+
+/// Wall time per call of a 1,024-element add and a 32^3 matmul, through each layer.
+pub fn launch_overhead(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    let calls = if b.quick { 1_000 } else { 10_000 };
+    let max_s = if b.quick { 0.2 } else { 1.0 };
+    let warmup = 100;
+    let n = ADD_N;
+    let add_base = |imp: &str, mode: &str| {
+        Record::new("launch_overhead", imp, n.to_string())
+            .with("op", "add")
+            .with("mode", mode)
+            .with("calls_planned", calls)
+    };
+    let x = random_vec(n, -1.0, 1.0);
+    let y = random_vec(n, -1.0, 1.0);
+    let sum = gpukern::cpu::add(&x, &y)?;
+    let nan = vec![f32::NAN; n];
+
+    for mode in ["async", "sync"] {
+        let base = add_base("gpukern:add", mode);
+        sink.item(base.clone(), || {
+            let gpu = &b.gpu;
+            let (dx, dy, mut dz) = (gpu.upload(&x)?, gpu.upload(&y)?, gpu.upload(&nan)?);
+            gpu.add_into(&dx, &dy, &mut dz)?;
+            let check = Check::new(&dz.to_vec()?, &sum, F32_TOL, "cpu_f64");
+            if !check.passed() {
+                return Ok(base.checked(&check));
+            }
+            let sync = mode == "sync";
+            let (ms, done) = wall_per_call(
+                calls,
+                warmup,
+                max_s,
+                || {
+                    gpu.add_into(&dx, &dy, &mut dz)?;
+                    if sync {
+                        gpu.synchronize()?;
+                    }
+                    Ok(())
+                },
+                || Ok(gpu.synchronize()?),
+            )?;
+            Ok(base.checked(&check).per_call(ms, done))
+        })?;
+    }
+
+    // The same kernel launched straight through cudarc: what gpukern's checks and wrappers add.
+    for mode in ["async", "sync"] {
+        let base = add_base("cudarc", mode);
+        sink.item(base.clone(), || {
+            let (ctx, s) = (&b.ctx, &b.stream);
+            let cc = ctx.compute_capability()?;
+            let module = gpukern::ptx::select(cc).ok_or("no embedded PTX module runs on this device")?;
+            let function = ctx.load_module(Ptx::from_src(module.ptx))?.load_function("add")?;
+            let (dx, dy, mut dz) = (s.clone_htod(&x)?, s.clone_htod(&y)?, s.clone_htod(&nan)?);
+            let block = gpukern::kernels::add::BLOCK;
+            let cfg = CudaLaunchConfig {
+                grid_dim: (n.div_ceil(block as usize) as u32, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let sync = mode == "sync";
+            let launch = |dz: &mut CudaSlice<f32>| -> Res<()> {
+                let mut args = s.launch_builder(&function);
+                args.arg(&dx).arg(&dy).arg(dz).arg(&n);
+                // SAFETY: `add(a, b, c, n: usize)` with three buffers of `n` floats, one thread
+                // per element in blocks of BLOCK.
+                unsafe { args.launch(cfg) }?;
+                if sync {
+                    s.synchronize()?;
+                }
+                Ok(())
+            };
+            launch(&mut dz)?;
+            let check = Check::new(&s.clone_dtoh(&dz)?, &sum, F32_TOL, "cpu_f64");
+            if !check.passed() {
+                return Ok(base.checked(&check));
+            }
+            let (ms, done) =
+                wall_per_call(calls, warmup, max_s, || launch(&mut dz), || Ok(s.synchronize()?))?;
+            Ok(base.checked(&check).per_call(ms, done))
+        })?;
+    }
+
+    let base = add_base("gpukern:add", "ndarray");
+    sink.item(base.clone(), || {
+        let global = global_gpu()?;
+        let (ax, ay) = (Array1::from(x.clone()), Array1::from(y.clone()));
+        let out = gpukern::add(&ax, &ay)?;
+        let check = Check::new(&out.to_vec(), &sum, F32_TOL, "cpu_f64");
+        if !check.passed() {
+            return Ok(base.checked(&check));
+        }
+        let (ms, done) = wall_per_call(
+            calls,
+            warmup,
+            max_s,
+            || {
+                gpukern::add(&ax, &ay)?;
+                Ok(())
+            },
+            || Ok(global.synchronize()?),
+        )?;
+        Ok(base.checked(&check).per_call(ms, done))
+    })?;
+
+    let d = MATMUL_N;
+    let shape = shape_name((d, d, d));
+    let mm_base = |mode: &str| {
+        Record::new(
+            "launch_overhead",
+            format!("gpukern:{}", MatmulAlgorithm::default().name()),
+            shape.clone(),
+        )
+        .with("op", "matmul")
+        .with("mode", mode)
+        .with("calls_planned", calls)
+    };
+    let a = random_vec(d * d, -1.0, 1.0);
+    let bm = random_vec(d * d, -1.0, 1.0);
+    let (product, what) = reference(b, (d, d, d), &a, &bm)?;
+    for mode in ["async", "sync"] {
+        let base = mm_base(mode);
+        sink.item(base.clone(), || {
+            let gpu = &b.gpu;
+            let da = gpu.upload_matrix(&ArrayView2::from_shape((d, d), &a)?)?;
+            let db = gpu.upload_matrix(&ArrayView2::from_shape((d, d), &bm)?)?;
+            let mut dc = gpu.upload_matrix(&Array2::from_elem((d, d), f32::NAN))?;
+            let alg = MatmulAlgorithm::default();
+            gpu.matmul_into(&da, &db, &mut dc, alg)?;
+            let check = Check::new(&dc.as_vec().to_vec()?, &product, F32_TOL, what);
+            if !check.passed() {
+                return Ok(base.checked(&check));
+            }
+            let sync = mode == "sync";
+            let (ms, done) = wall_per_call(
+                calls,
+                warmup,
+                max_s,
+                || {
+                    gpu.matmul_into(&da, &db, &mut dc, alg)?;
+                    if sync {
+                        gpu.synchronize()?;
+                    }
+                    Ok(())
+                },
+                || Ok(gpu.synchronize()?),
+            )?;
+            Ok(base.checked(&check).per_call(ms, done))
+        })?;
+    }
+    let base = mm_base("ndarray");
+    sink.item(base.clone(), || {
+        let global = global_gpu()?;
+        let aa = Array2::from_shape_vec((d, d), a.clone())?;
+        let ab = Array2::from_shape_vec((d, d), bm.clone())?;
+        let out = gpukern::matmul(&aa, &ab)?;
+        let check = Check::new(&out.iter().copied().collect::<Vec<_>>(), &product, F32_TOL, what);
+        if !check.passed() {
+            return Ok(base.checked(&check));
+        }
+        let (ms, done) = wall_per_call(
+            calls,
+            warmup,
+            max_s,
+            || {
+                gpukern::matmul(&aa, &ab)?;
+                Ok(())
+            },
+            || Ok(global.synchronize()?),
+        )?;
+        Ok(base.checked(&check).per_call(ms, done))
+    })?;
+    Ok(())
+}
+
+/// Shapes of the copies-vs-resident comparison.
+pub fn copies_shapes(quick: bool) -> Vec<Shape> {
+    if quick {
+        vec![(1024, 1024, 1024)]
+    } else {
+        vec![(1024, 1024, 1024), (4096, 4096, 4096)]
+    }
+}
+
+/// Wall time of `gpukern::matmul` on host arrays (upload, multiply, download) against the same
+/// product on data kept on the device (`matmul_into` + synchronize).
+pub fn matmul_with_copies(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    let (reps, max_s) = if b.quick { (5, 0.3) } else { (20, 1.5) };
+    let alg = MatmulAlgorithm::default();
+    for shape in copies_shapes(b.quick) {
+        let (m, n, k) = shape;
+        let flops = 2.0 * m as f64 * n as f64 * k as f64;
+        let bytes = 4.0 * (m * k + k * n + m * n) as f64;
+        let base = |mode: &str| {
+            Record::new(
+                "matmul_with_copies",
+                format!("gpukern:{}", alg.name()),
+                shape_name(shape),
+            )
+            .with("m", m)
+            .with("n", n)
+            .with("k", k)
+            .with("mode", mode)
+        };
+        if sink.expired() {
+            for mode in ["copies", "resident"] {
+                sink.item(base(mode), || Err("time budget spent".into()))?;
+            }
+            continue;
+        }
+        let a = Array2::from_shape_vec((m, k), random_vec(m * k, -1.0, 1.0))?;
+        let bm = Array2::from_shape_vec((k, n), random_vec(k * n, -1.0, 1.0))?;
+        let product = crate::record::catch(|| {
+            let (sa, sb) = (a.as_slice(), bm.as_slice());
+            reference(b, shape, sa.ok_or("not contiguous")?, sb.ok_or("not contiguous")?)
+        })
+        .map_err(|e| e.to_string());
+
+        let rec = base("copies");
+        sink.item(rec.clone(), || {
+            global_gpu()?;
+            let (r, what) = product.as_ref().map_err(Clone::clone)?;
+            let out = gpukern::matmul(&a, &bm)?;
+            let check = Check::new(&out.iter().copied().collect::<Vec<_>>(), r, F32_TOL, what);
+            if !check.passed() {
+                return Ok(rec.checked(&check));
+            }
+            let stats = wall_median(reps, max_s, || {
+                gpukern::matmul(&a, &bm)?;
+                Ok(())
+            })?;
+            Ok(rec.checked(&check).timed(&stats, Some(bytes), Some(flops)))
+        })?;
+
+        let rec = base("resident");
+        sink.item(rec.clone(), || {
+            let (r, what) = product.as_ref().map_err(Clone::clone)?;
+            let gpu = &b.gpu;
+            let (da, db) = (gpu.upload_matrix(&a)?, gpu.upload_matrix(&bm)?);
+            let mut dc = gpu.upload_matrix(&Array2::from_elem((m, n), f32::NAN))?;
+            gpu.matmul_into(&da, &db, &mut dc, alg)?;
+            let check = Check::new(&dc.as_vec().to_vec()?, r, F32_TOL, what);
+            if !check.passed() {
+                return Ok(rec.checked(&check));
+            }
+            let stats = wall_median(reps, max_s, || {
+                gpu.matmul_into(&da, &db, &mut dc, alg)?;
+                Ok(gpu.synchronize()?)
+            })?;
+            Ok(rec.checked(&check).timed(&stats, Some(bytes), Some(flops)))
+        })?;
+    }
+    Ok(())
+}
