@@ -20,10 +20,12 @@ build() {
         while read -r exe; do cp "$exe" "$dir/tests/"; done
     rm -f "$listing"
     cargo build --release --examples
+    local target
+    target=$(cargo metadata --format-version 1 --no-deps | jq -r .target_directory)
     for src in examples/*.rs; do
         name=$(basename "$src" .rs)
         [ "$name" = bench ] && continue # the benchmark has its own command: bench/run.sh
-        cp "target/release/examples/$name" "$dir/examples/"
+        cp "$target/release/examples/$name" "$dir/examples/"
     done
     echo "gpu-check: built $(ls "$dir/tests" | wc -l) test binaries and $(ls "$dir/examples" | wc -l) examples into $dir"
 }
