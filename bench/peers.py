@@ -262,7 +262,9 @@ def driver_version() -> str:
         with open("/proc/driver/nvidia/version", encoding="utf-8") as f:
             first = f.readline()
         if "Kernel Module" in first:
-            module = first.split("Kernel Module", 1)[1].split()[0]
+            # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release ..."
+            words = first.split("Kernel Module", 1)[1].split()
+            module = next((w for w in words if "." in w and w.replace(".", "").isdigit()), None)
     except (OSError, IndexError):
         pass
     cuda = None

@@ -426,9 +426,13 @@ pub fn driver_version() -> String {
     let module = std::fs::read_to_string("/proc/driver/nvidia/version")
         .ok()
         .and_then(|text| {
+            // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release ..."
             let line = text.lines().next()?.to_string();
             let after = line.split("Kernel Module").nth(1)?;
-            after.split_whitespace().next().map(str::to_string)
+            after
+                .split_whitespace()
+                .find(|w| w.contains('.') && w.chars().all(|c| c.is_ascii_digit() || c == '.'))
+                .map(str::to_string)
         });
     let mut cuda: std::ffi::c_int = 0;
     // SAFETY: the driver library is loaded (a context exists); writes one int.
