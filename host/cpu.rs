@@ -100,7 +100,8 @@ fn nan_max(a: f64, b: f64) -> f64 {
 }
 
 /// `||out - reference|| / ||reference||` in f64 (the relative error norm of BENCHMARKING.md);
-/// infinite if the lengths differ, NaN if `out` holds a NaN.
+/// infinite if the lengths differ, NaN if `out` holds a NaN; with an all-zero reference, the
+/// absolute norm `||out||`.
 pub fn rel_error(out: &[f32], reference: &[f32]) -> f64 {
     if out.len() != reference.len() {
         return f64::INFINITY;

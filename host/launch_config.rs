@@ -166,6 +166,12 @@ impl LaunchConfig {
 
 /// Blocks needed to cover `n` items `per_block` at a time, if that fits `max`.
 fn grid_extent(op: &'static str, what: &str, n: usize, per_block: usize, max: u32) -> Result<u32> {
+    if per_block == 0 {
+        return Err(Error::InvalidArgument {
+            op,
+            detail: format!("blocks of 0 threads for {n} {what}"),
+        });
+    }
     let blocks = ceil_div(n, per_block);
     if blocks > max as usize {
         return Err(Error::TooLarge {
