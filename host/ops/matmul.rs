@@ -1,36 +1,142 @@
 //! Matrix product on device-resident matrices, with a choice of algorithm.
 
-use kernels_gpu::matmul::{NAIVE_BLOCK, TILE, TILED_SHARED_BYTES};
+use kernels_gpu::matmul::{FAST_64, FAST_128, FastTiling, NAIVE_BLOCK, SUM_BLOCK, TILE, TILED_SHARED_BYTES};
 
 use super::same_shape;
 use crate::buffer::DeviceMatrix;
-use crate::device::Gpu;
+use crate::device::{Backend, Gpu};
+use crate::error::DriverContext;
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::raw;
-use crate::raw::matmul::MatmulKernel;
+use crate::raw::matmul::{FastKernel, MatmulKernel};
 
 /// Which matmul kernel to run. All compute in f32 with one rounding per multiply-add.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MatmulAlgorithm {
     /// One thread per output element, operands from global memory (the tutorial's first kernel).
     Naive,
-    /// 32x32 tiles staged in shared memory (the tutorial's second kernel); the fastest here, so
-    /// the default.
-    #[default]
+    /// 32x32 tiles staged in shared memory (the tutorial's second kernel).
     Tiled,
+    /// Register tiles of 8x8 (or 4x4) per thread, 16-byte loads, double-buffered shared memory,
+    /// and a split of `k` for products too small to fill the GPU; the tiling and the split are
+    /// chosen per shape by [`FastPlan::choose`]. The fastest here, so the default.
+    #[default]
+    Fast,
 }
 
 impl MatmulAlgorithm {
     /// Every algorithm, slowest first.
-    pub const ALL: [MatmulAlgorithm; 2] = [MatmulAlgorithm::Naive, MatmulAlgorithm::Tiled];
+    pub const ALL: [MatmulAlgorithm; 3] = [
+        MatmulAlgorithm::Naive,
+        MatmulAlgorithm::Tiled,
+        MatmulAlgorithm::Fast,
+    ];
 
-    /// A short name: `naive`, `tiled`.
+    /// A short name: `naive`, `tiled`, `fast`.
     pub fn name(self) -> &'static str {
         match self {
             MatmulAlgorithm::Naive => "naive",
             MatmulAlgorithm::Tiled => "tiled",
+            MatmulAlgorithm::Fast => "fast",
         }
+    }
+}
+
+/// The block tiling of a [`FastPlan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FastTile {
+    /// 128 x 128 per block, 8 x 8 per thread ([`FAST_128`]).
+    Large,
+    /// 64 x 64 per block, 4 x 4 per thread ([`FAST_64`]).
+    Small,
+}
+
+impl FastTile {
+    /// The tile shape of the kernels this runs.
+    pub fn tiling(self) -> FastTiling {
+        match self {
+            FastTile::Large => FAST_128,
+            FastTile::Small => FAST_64,
+        }
+    }
+}
+
+/// How [`MatmulAlgorithm::Fast`] runs one `m x k` times `k x n` product: which tiling, and over
+/// how many slices of `k` (each slice a block of its own, writing a partial product that
+/// `matmul_sum_splits` adds up). Whether the kernel uses 16-byte global accesses is not part of
+/// the plan: it follows from the shapes and alignment (`k % 4 == 0`, `n % 4 == 0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FastPlan {
+    /// The block tiling.
+    pub tile: FastTile,
+    /// Slices of `k` asked for (at least 1); [`FastPlan::k_split`] rounds them to whole tiles.
+    pub slices: usize,
+}
+
+/// Multiprocessors the plan assumes in the simulator: an H200's (and H100 SXM's) 132, so that the
+/// simulator runs the same plans as that GPU.
+pub const SIMULATED_MULTIPROCESSORS: usize = 132;
+
+/// With fewer blocks than multiprocessors, [`FastPlan::choose`] splits `k` until there are about
+/// this many blocks per multiprocessor.
+const SPLIT_BLOCKS_PER_MULTIPROCESSOR: usize = 2;
+/// Shortest slice of `k` worth a block of its own: below it the prologue and epilogue of a block
+/// (first tile load, writing the partial tile) outweigh its main loop.
+const MIN_SPLIT_K: usize = 256;
+/// Most slices of `k`: bounds the partial products' memory (`slices * m * n` floats).
+const MAX_SLICES: usize = 16;
+
+impl FastPlan {
+    /// The plan for an `m x k` times `k x n` product on a GPU with `multiprocessors` SMs:
+    ///
+    /// | blocks of 128 x 128 | blocks of 64 x 64 | plan |
+    /// |---|---|---|
+    /// | at least one per SM | | [`FastTile::Large`], `k` whole |
+    /// | fewer | at least one per SM | [`FastTile::Small`], `k` whole |
+    /// | fewer | fewer | [`FastTile::Small`], `k` in slices of at least 256 (at most 16) for about two blocks per SM |
+    ///
+    /// The 128 x 128 tiling does the most work per shared-memory load, but only while the grid
+    /// fills the GPU: 1024^3 gives 64 such blocks for 132 SMs, 256 of 64 x 64. Skinny products
+    /// (`m` or `n` of 64 and less, e.g. 64x4096x4096 or a single row) fill it only by splitting
+    /// `k`. On an H200: 4096^3, 8192^3, 2048^3, 4097x4095x4093 and 4096x4096x64 (k = 64) take
+    /// the large tiling; 1024^3 the small one; 512^3 the small one in 2 slices; 64x4096x4096 and
+    /// 1x4096x4096 the small one in 5 slices.
+    pub fn choose(m: usize, n: usize, k: usize, multiprocessors: usize) -> FastPlan {
+        let blocks = |t: FastTiling| m.div_ceil(t.block_rows) * n.div_ceil(t.block_cols);
+        let sms = multiprocessors.max(1);
+        if blocks(FAST_128) >= sms {
+            return FastPlan {
+                tile: FastTile::Large,
+                slices: 1,
+            };
+        }
+        let tiles = blocks(FAST_64).max(1);
+        let slices = if tiles >= sms {
+            1
+        } else {
+            (SPLIT_BLOCKS_PER_MULTIPROCESSOR * sms)
+                .div_ceil(tiles)
+                .min(k / MIN_SPLIT_K)
+                .clamp(1, MAX_SLICES)
+        };
+        FastPlan {
+            tile: FastTile::Small,
+            slices,
+        }
+    }
+
+    /// Length of each slice of `k`: `k / slices` rounded up to whole tiles of the tiling's `BK`
+    /// (so that slices start 16-byte aligned), at least one tile.
+    pub fn k_split(&self, k: usize) -> usize {
+        let bk = self.tile.tiling().block_k;
+        k.div_ceil(self.slices.max(1)).next_multiple_of(bk).max(bk)
+    }
+
+    /// Slices actually launched for this `k`: those of [`FastPlan::k_split`] that hold part of
+    /// `k` (at least one).
+    pub fn launched_slices(&self, k: usize) -> usize {
+        k.div_ceil(self.k_split(k)).max(1)
     }
 }
 
@@ -56,7 +162,8 @@ impl Gpu {
         Ok(c)
     }
 
-    /// `C = A * B` into an existing `m x n` device matrix (no allocation).
+    /// `C = A * B` into an existing `m x n` device matrix (no allocation, except the partial
+    /// products of a [`MatmulAlgorithm::Fast`] plan that splits `k`).
     pub fn matmul_into(
         &self,
         a: &DeviceMatrix,
@@ -73,6 +180,10 @@ impl Gpu {
         }
         let limits = self.limits();
         let (kernel, cfg) = match algorithm {
+            MatmulAlgorithm::Fast => {
+                let plan = FastPlan::choose(m, n, k, self.multiprocessors()?);
+                return self.matmul_fast_into(a, b, c, plan);
+            }
             MatmulAlgorithm::Naive => (
                 MatmulKernel::Naive,
                 LaunchConfig::tiles_2d("matmul", m, n, NAIVE_BLOCK, 0, &limits)?,
@@ -99,5 +210,106 @@ fn check_inner(a: &DeviceMatrix, b: &DeviceMatrix) -> Result<()> {
             rhs: vec![b.rows, b.cols],
             rule: "A's columns must equal B's rows",
         })
+    }
+}
+
+impl Gpu {
+    /// Streaming multiprocessors of the device ([`SIMULATED_MULTIPROCESSORS`] in the simulator):
+    /// what [`FastPlan::choose`] sizes the grid against.
+    pub fn multiprocessors(&self) -> Result<usize> {
+        match &self.backend {
+            Backend::Cuda(d) => d
+                .ctx
+                .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map(|count| count.max(1) as usize)
+                .during("reading the multiprocessor count"),
+            Backend::Simulator => Ok(SIMULATED_MULTIPROCESSORS),
+        }
+    }
+
+    /// `C = A * B` into an existing `m x n` device matrix with the fast kernels and a given
+    /// plan (what [`MatmulAlgorithm::Fast`] does with [`FastPlan::choose`]'s plan): for
+    /// comparing plans, and for tests that must reach every kernel.
+    ///
+    /// Errors as [`Gpu::matmul_into`]; [`Error::InvalidArgument`] for a plan of 0 slices.
+    pub fn matmul_fast_into(
+        &self,
+        a: &DeviceMatrix,
+        b: &DeviceMatrix,
+        c: &mut DeviceMatrix,
+        plan: FastPlan,
+    ) -> Result<()> {
+        check_inner(a, b)?;
+        let (m, k, n) = (a.rows, a.cols, b.cols);
+        same_shape("matmul", &[c.rows, c.cols], &[m, n], "the output must be m x n")?;
+        self.check_owner("matmul", &[&a.data, &b.data, &c.data])?;
+        if plan.slices == 0 {
+            return Err(Error::InvalidArgument {
+                op: "matmul",
+                detail: "a FastPlan needs at least one slice of k".to_string(),
+            });
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let limits = self.limits();
+        let tiling = plan.tile.tiling();
+        let (k_split, slices) = (plan.k_split(k), plan.launched_slices(k));
+        let extent = |what: &str, blocks: usize, max: u32| {
+            u32::try_from(blocks)
+                .ok()
+                .filter(|&b| b <= max)
+                .ok_or_else(|| Error::TooLarge {
+                    op: "matmul",
+                    detail: format!("{blocks} blocks of {what}, the device's grid allows {max}"),
+                })
+        };
+        let tiles_n = n.div_ceil(tiling.block_cols);
+        let grid_x = extent(
+            "columns (times slices of k)",
+            tiles_n * slices,
+            limits.max_grid_dim[0],
+        )?;
+        let grid_y = extent("rows", m.div_ceil(tiling.block_rows), limits.max_grid_dim[1])?;
+        let cfg = LaunchConfig {
+            grid: (grid_x, grid_y, 1),
+            block: (tiling.threads(), 1, 1),
+            shared_mem_bytes: tiling.shared_bytes(),
+        }
+        .checked("matmul", &limits)?;
+
+        let mut partial = if slices > 1 {
+            let len = slices.checked_mul(m * n).ok_or_else(|| Error::TooLarge {
+                op: "matmul",
+                detail: format!("{slices} partial products of {m} x {n} overflow usize"),
+            })?;
+            Some(self.alloc(len)?)
+        } else {
+            None
+        };
+        let out = partial.as_mut().unwrap_or(&mut c.data);
+        let vec4 = k % 4 == 0
+            && n % 4 == 0
+            && [&a.data, &b.data, &*out]
+                .iter()
+                .all(|v| raw::matmul::aligned16(self, v));
+        let kernel = match (plan.tile, vec4) {
+            (FastTile::Large, false) => FastKernel::Large,
+            (FastTile::Large, true) => FastKernel::LargeVec4,
+            (FastTile::Small, false) => FastKernel::Small,
+            (FastTile::Small, true) => FastKernel::SmallVec4,
+        };
+        // SAFETY: `a`, `b` hold m*k, k*n elements (shapes checked), `out` holds `slices * m * n`
+        // (`c` when there is one slice); `k_split` is a positive multiple of the tiling's `BK`
+        // with `slices = ceil(k / k_split)`, and `cfg` is the kernel's documented launch; the
+        // `_vec4` kernels only with `k`, `n` multiples of 4 and aligned buffers.
+        unsafe { raw::matmul::matmul_fast(self, kernel, cfg, &a.data, &b.data, out, m, n, k, k_split) }?;
+        if let Some(partial) = &partial {
+            let len = m * n;
+            let cfg = LaunchConfig::linear("matmul", len, SUM_BLOCK, &limits)?;
+            // SAFETY: `partial` holds `slices * len` elements, `c` holds `len`.
+            unsafe { raw::matmul::sum_splits(self, cfg, partial, &mut c.data, len, slices) }?;
+        }
+        Ok(())
     }
 }

@@ -1,6 +1,6 @@
 //! Launches of `kernels_gpu::matmul`.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{DevicePtr, PushKernelArg};
 use kernels_gpu::{matmul as k, sim};
 
 use super::mixed_backends;
@@ -56,6 +56,114 @@ pub(crate) unsafe fn matmul(
             let (a, b, c) = (launch.input("a", a), launch.input("b", b), launch.output("c", c));
             // SAFETY: registered buffers, sizes per the contract.
             unsafe { launch.run(|| sim_fn(a, b, c, m, n, kd)) }?;
+            Ok(())
+        }
+        _ => mixed_backends("matmul"),
+    }
+}
+
+/// The fast matmul kernels: two tilings, each with 16-byte or scalar global accesses. They share
+/// the signature `(a, b, c, m, n, k, k_split)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FastKernel {
+    /// `matmul_fast_128x128` (scalar global accesses).
+    Large,
+    /// `matmul_fast_128x128_vec4`.
+    LargeVec4,
+    /// `matmul_fast_64x64`.
+    Small,
+    /// `matmul_fast_64x64_vec4`.
+    SmallVec4,
+}
+
+/// The signature every fast matmul kernel shares on the host: `(a, b, c, m, n, k, k_split)`.
+type FastFn = unsafe fn(*const f32, *const f32, *mut f32, usize, usize, usize, usize);
+
+/// Whether the buffer starts on a 16-byte boundary (what the `_vec4` kernels need). Device
+/// allocations always do; the simulator's host vectors in practice.
+pub(crate) fn aligned16(gpu: &Gpu, v: &DeviceVec) -> bool {
+    match (&gpu.backend, &v.storage) {
+        (Backend::Cuda(d), Storage::Cuda(s)) => s.device_ptr(&d.stream).0 % 16 == 0,
+        (_, Storage::Host(h)) => h.as_ptr().cast::<u8>().align_offset(16) == 0,
+        _ => false,
+    }
+}
+
+/// Launches `kernel(a, b, c, m, n, k, k_split)`.
+///
+/// # Safety
+/// See the module contract and `kernels_gpu::matmul::fast_gemm`: `a`, `b` hold `m*k`, `k*n`
+/// elements, `c` holds `slices * m * n` for the launch's number of `k` slices; the `_vec4`
+/// kernels need `k` and `n` multiples of 4 and 16-byte aligned buffers.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn matmul_fast(
+    gpu: &Gpu,
+    kernel: FastKernel,
+    cfg: LaunchConfig,
+    a: &DeviceVec,
+    b: &DeviceVec,
+    c: &mut DeviceVec,
+    m: usize,
+    n: usize,
+    kd: usize,
+    k_split: usize,
+) -> Result<()> {
+    let (name, sim_fn): (&'static str, FastFn) = match kernel {
+        FastKernel::Large => ("matmul_fast_128x128", k::matmul_fast_128x128),
+        FastKernel::LargeVec4 => ("matmul_fast_128x128_vec4", k::matmul_fast_128x128_vec4),
+        FastKernel::Small => ("matmul_fast_64x64", k::matmul_fast_64x64),
+        FastKernel::SmallVec4 => ("matmul_fast_64x64_vec4", k::matmul_fast_64x64_vec4),
+    };
+    match (&gpu.backend, &a.storage, &b.storage, &mut c.storage) {
+        (Backend::Cuda(d), Storage::Cuda(a), Storage::Cuda(b), Storage::Cuda(c)) => {
+            let func = match kernel {
+                FastKernel::Large => &d.kernels.matmul_fast_128x128,
+                FastKernel::LargeVec4 => &d.kernels.matmul_fast_128x128_vec4,
+                FastKernel::Small => &d.kernels.matmul_fast_64x64,
+                FastKernel::SmallVec4 => &d.kernels.matmul_fast_64x64_vec4,
+            };
+            let mut launch = d.stream.launch_builder(func);
+            launch.arg(a).arg(b).arg(c).arg(&m).arg(&n).arg(&kd).arg(&k_split);
+            // SAFETY: argument types and order match the kernel; sizes per the contract.
+            unsafe { launch.launch(cfg.to_cuda()) }.during("launching matmul")?;
+            Ok(())
+        }
+        (Backend::Simulator, Storage::Host(a), Storage::Host(b), Storage::Host(c)) => {
+            let mut launch = sim::Launch::new(name, cfg.to_sim());
+            let (a, b, c) = (launch.input("a", a), launch.input("b", b), launch.output("c", c));
+            // SAFETY: registered buffers, sizes per the contract.
+            unsafe { launch.run(|| sim_fn(a, b, c, m, n, kd, k_split)) }?;
+            Ok(())
+        }
+        _ => mixed_backends("matmul"),
+    }
+}
+
+/// Launches `matmul_sum_splits(partial, c, len, slices)`.
+///
+/// # Safety
+/// See the module contract: `partial` holds `slices * len` elements, `c` holds `len`.
+pub(crate) unsafe fn sum_splits(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    partial: &DeviceVec,
+    c: &mut DeviceVec,
+    len: usize,
+    slices: usize,
+) -> Result<()> {
+    match (&gpu.backend, &partial.storage, &mut c.storage) {
+        (Backend::Cuda(d), Storage::Cuda(p), Storage::Cuda(c)) => {
+            let mut launch = d.stream.launch_builder(&d.kernels.matmul_sum_splits);
+            launch.arg(p).arg(c).arg(&len).arg(&slices);
+            // SAFETY: argument types and order match the kernel; sizes per the contract.
+            unsafe { launch.launch(cfg.to_cuda()) }.during("launching matmul_sum_splits")?;
+            Ok(())
+        }
+        (Backend::Simulator, Storage::Host(p), Storage::Host(c)) => {
+            let mut launch = sim::Launch::new("matmul_sum_splits", cfg.to_sim());
+            let (p, c) = (launch.input("partial", p), launch.output("c", c));
+            // SAFETY: registered buffers, sizes per the contract.
+            unsafe { launch.run(|| k::matmul_sum_splits(p, c, len, slices)) }?;
             Ok(())
         }
         _ => mixed_backends("matmul"),

@@ -1,0 +1,46 @@
+//! Four floats moved as one 16-byte access (`ld.v4.f32` / `st.v4.f32` on the GPU): a quarter of
+//! the load/store instructions of four scalar accesses, and a whole 16-byte word per thread of a
+//! warp, which is what a coalesced global access and a conflict-free shared access want.
+
+use crate::gpu::mem;
+
+/// Four consecutive floats, 16-byte aligned so that the compiler emits one vector access.
+///
+/// `[f32; 4]` alone is only 4-byte aligned, which makes LLVM split the access into four.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct F4(pub [f32; 4]);
+
+impl F4 {
+    /// `[0.0; 4]`.
+    pub const ZERO: F4 = F4([0.0; 4]);
+}
+
+/// Reads `p[i..i + 4]` as one 16-byte access.
+///
+/// # Safety
+/// `p.add(i)` is 16-byte aligned and points to four initialised floats in global or shared memory.
+/// (The simulator checks the alignment, which a GPU would punish with a misaligned-address fault.)
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn load4(p: *const f32, i: usize) -> F4 {
+    let q = p.wrapping_add(i).cast::<F4>();
+    #[cfg(not(target_arch = "nvptx64"))]
+    assert!(q.is_aligned(), "misaligned 16-byte read at {q:p}");
+    // SAFETY: the caller guarantees four floats at an aligned `q` (bounds checked in the simulator).
+    unsafe { mem::load(q, 0) }
+}
+
+/// Writes `v` to `p[i..i + 4]` as one 16-byte access.
+///
+/// # Safety
+/// `p.add(i)` is 16-byte aligned and points to four writable floats in global or shared memory.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn store4(p: *mut f32, i: usize, v: F4) {
+    let q = p.wrapping_add(i).cast::<F4>();
+    #[cfg(not(target_arch = "nvptx64"))]
+    assert!(q.is_aligned(), "misaligned 16-byte write at {q:p}");
+    // SAFETY: the caller guarantees four writable floats at an aligned `q`.
+    unsafe { mem::store(q, 0, v) }
+}
