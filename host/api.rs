@@ -12,6 +12,7 @@ use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::ops::matmul::MatmulAlgorithm;
 use crate::ops::same_shape;
+use crate::ops::softmax::SoftmaxAlgorithm;
 
 /// The elements of `a` in row-major order, borrowed when `a` already is.
 fn row_major<S: Data<Elem = f32>, D: Dimension>(a: &ArrayBase<S, D>) -> Cow<'_, [f32]> {
@@ -123,11 +124,20 @@ where
     S: Data<Elem = f32>,
     D: Dimension,
 {
+    softmax_with(x, t, SoftmaxAlgorithm::default())
+}
+
+/// [`softmax`] with a chosen algorithm.
+pub fn softmax_with<S, D>(x: &ArrayBase<S, D>, t: f32, algorithm: SoftmaxAlgorithm) -> Result<Array<f32, D>>
+where
+    S: Data<Elem = f32>,
+    D: Dimension,
+{
     let cols = x.shape().last().copied().unwrap_or(1);
     let rows = x.len().checked_div(cols).unwrap_or(0);
     let gpu = Gpu::global()?;
     let d = gpu.upload(&row_major(x))?;
     let d = crate::buffer::DeviceMatrix { data: d, rows, cols };
-    let y = gpu.softmax(&d, t)?;
+    let y = gpu.softmax_with(&d, t, algorithm)?;
     shaped("softmax", x.raw_dim(), y.as_vec().to_vec()?)
 }

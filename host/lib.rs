@@ -31,10 +31,12 @@ pub mod ops;
 pub mod ptx;
 mod raw;
 
-pub use api::{add, increment_by_one, matmul, matmul_with, softmax};
+pub use api::{add, increment_by_one, matmul, matmul_with, softmax, softmax_with};
 pub use buffer::{DeviceMatrix, DeviceVec};
 pub use device::Gpu;
 pub use error::{Error, Result};
 pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
+pub use ops::add::AddAlgorithm;
 pub use ops::matmul::MatmulAlgorithm;
+pub use ops::softmax::SoftmaxAlgorithm;

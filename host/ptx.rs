@@ -18,12 +18,27 @@ pub struct PtxModule {
 }
 
 /// Every kernel entry point each module exports.
-pub const KERNEL_NAMES: [&str; 5] = [
+pub const KERNEL_NAMES: [&str; 20] = [
     "add",
     "increment_by_one",
     "matmul_naive",
     "matmul_tiled",
+    "matmul_fast_128x128",
+    "matmul_fast_128x128_vec4",
+    "matmul_fast_64x64",
+    "matmul_fast_64x64_vec4",
+    "matmul_sum_splits",
     "softmax_rows",
+    "add_vec4",
+    "softmax_warp_1",
+    "softmax_warp_2",
+    "softmax_warp_4",
+    "softmax_warp_8",
+    "softmax_block_4",
+    "softmax_block_8",
+    "softmax_stream",
+    "softmax_split_stats",
+    "softmax_split_write",
 ];
 
 /// All embedded modules, oldest architecture first.

@@ -1,6 +1,8 @@
-//! Row-wise softmax with an inverse temperature.
+//! Row-wise softmax with an inverse temperature, with a choice of algorithm.
 
-use kernels_gpu::softmax::{BLOCK, SHARED_BYTES};
+use kernels_gpu::softmax::{
+    BLOCK, ROW_BLOCK_MAX, SHARED_BYTES, STATS_SHARED_BYTES, STREAM_BLOCK, WARP_KERNEL_BLOCK, WARP_KERNEL_ROWS,
+};
 
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, DeviceVec};
@@ -8,15 +10,161 @@ use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::raw;
+use crate::raw::softmax::RowKernel;
+
+/// Which softmax to run. Both follow the same rules at the edges (see [`Gpu::softmax`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SoftmaxAlgorithm {
+    /// One block of 256 threads per row, three passes over the row (max, sum, write), tree
+    /// reductions in shared memory: the tutorial kernel `softmax_rows`. 16 bytes per element.
+    BlockReduce,
+    /// One read and one write of each element where the row fits on chip (up to 32768 columns):
+    /// online (max, sum) statistics merged with warp shuffles, 16-byte accesses, a warp per row
+    /// up to 1024 columns, a block per row above. Longer rows are read twice (12 bytes per
+    /// element), split over several blocks when there are few rows. The default; the plan for a
+    /// shape is [`OnePassConfig::plan`].
+    #[default]
+    OnePass,
+}
+
+impl SoftmaxAlgorithm {
+    /// Every algorithm, slowest first.
+    pub const ALL: [SoftmaxAlgorithm; 2] = [SoftmaxAlgorithm::BlockReduce, SoftmaxAlgorithm::OnePass];
+
+    /// A short name: `block-reduce`, `one-pass`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SoftmaxAlgorithm::BlockReduce => "block-reduce",
+            SoftmaxAlgorithm::OnePass => "one-pass",
+        }
+    }
+}
+
+/// Most 4-float vectors a lane of a warp-per-row kernel holds (`softmax_warp_8`).
+const WARP_MAX_VECTORS: usize = 8;
+/// Most vectors a thread of a block-per-row kernel holds (`softmax_block_8`).
+const BLOCK_MAX_VECTORS: usize = 8;
+/// Threads up to which a block-per-row row uses 4 vectors per thread; longer rows use 8.
+/// Up to 8192 columns that is 512 threads of about 40 registers, three blocks per SM; past it,
+/// 8 vectors keep the block at 512 threads up to 16384 columns.
+const BLOCK_4_MAX_THREADS: usize = 512;
+
+/// The thresholds [`SoftmaxAlgorithm::OnePass`] picks its kernels by. `Default` is what
+/// [`Gpu::softmax`] uses; tests lower them to reach every path on small shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OnePassConfig {
+    /// Rows of up to this many columns take a warp each (the kernels hold at most 1027).
+    pub warp_max_cols: usize,
+    /// Longer rows of up to this many columns take a block each, held in registers (at most
+    /// 32771: 8 vectors per thread of 1024 threads, plus head and tail).
+    pub block_max_cols: usize,
+    /// Still longer rows are read twice: with at least this many rows, by one block per row
+    /// (`softmax_stream`); with fewer, each row is split over blocks of `split_chunk` columns.
+    pub split_max_rows: usize,
+    /// Columns per block when a row is split (at least 4).
+    pub split_chunk: usize,
+}
+
+impl Default for OnePassConfig {
+    fn default() -> Self {
+        OnePassConfig {
+            warp_max_cols: 1024,
+            block_max_cols: 32768,
+            // Two blocks per multiprocessor of an H200 (132 SMs) and more: enough rows to fill
+            // the GPU with one block each.
+            split_max_rows: 256,
+            // 64 KiB per block, 8 vectors per thread of 512: a 2^24 row is 1024 blocks, and each
+            // block of step 2 reads 8 KiB of partial statistics.
+            split_chunk: 16384,
+        }
+    }
+}
+
+/// The kernels [`SoftmaxAlgorithm::OnePass`] runs for one shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnePassPlan {
+    /// `softmax_warp_{vectors}`: a warp per row, `vectors` 4-float vectors per lane.
+    Warp {
+        /// 1, 2, 4 or 8.
+        vectors: usize,
+    },
+    /// `softmax_block_{vectors}`: a block of `threads` per row, `vectors` per thread.
+    Block {
+        /// 4 or 8.
+        vectors: usize,
+        /// A multiple of 32, at most 1024.
+        threads: u32,
+    },
+    /// `softmax_stream`: a block per row, the row read twice.
+    Stream,
+    /// `softmax_split_stats` then `softmax_split_write`: `chunks` blocks per row of `chunk_vecs`
+    /// vectors each.
+    Split {
+        /// Blocks per row.
+        chunks: usize,
+        /// Vectors of 4 floats per block.
+        chunk_vecs: usize,
+    },
+}
+
+impl OnePassConfig {
+    /// The kernels for a `rows x cols` softmax.
+    pub fn plan(&self, rows: usize, cols: usize) -> OnePassPlan {
+        self.plan_limited(rows, cols, ROW_BLOCK_MAX)
+    }
+
+    /// [`OnePassConfig::plan`] where `softmax_block_8` runs at most `block_8_max_threads` per
+    /// block (the driver's limit for its register count).
+    fn plan_limited(&self, rows: usize, cols: usize, block_8_max_threads: u32) -> OnePassPlan {
+        // Aligned vectors of the row with the most: a row whose start is not 16-byte aligned
+        // has one fewer, plus up to 3 head and 3 tail scalars that threads 0..7 take.
+        let vecs = cols / 4;
+        if cols <= self.warp_max_cols {
+            if let Some(vectors) = warp_vectors(vecs) {
+                return OnePassPlan::Warp { vectors };
+            }
+        }
+        if cols <= self.block_max_cols {
+            let threads_for = |vectors: usize| vecs.div_ceil(vectors).next_multiple_of(32).max(32);
+            if threads_for(4) <= BLOCK_4_MAX_THREADS {
+                let threads = threads_for(4) as u32;
+                return OnePassPlan::Block { vectors: 4, threads };
+            }
+            let threads = threads_for(BLOCK_MAX_VECTORS);
+            if threads <= block_8_max_threads.min(ROW_BLOCK_MAX) as usize {
+                return OnePassPlan::Block {
+                    vectors: BLOCK_MAX_VECTORS,
+                    threads: threads as u32,
+                };
+            }
+        }
+        if rows >= self.split_max_rows {
+            return OnePassPlan::Stream;
+        }
+        let chunk_vecs = (self.split_chunk / 4).max(1);
+        OnePassPlan::Split {
+            chunks: vecs.div_ceil(chunk_vecs).max(1),
+            chunk_vecs,
+        }
+    }
+}
+
+/// The fewest vectors per lane (1, 2, 4, 8) that hold `vecs` vectors in a warp.
+fn warp_vectors(vecs: usize) -> Option<usize> {
+    [1, 2, 4, WARP_MAX_VECTORS]
+        .into_iter()
+        .find(|&v| vecs <= v * kernels_gpu::gpu::warp::SIZE as usize)
+}
 
 impl Gpu {
     /// Softmax of each row of `x`, scaled by the inverse temperature `t`:
-    /// `y[r][j] = exp(t*x[r][j]) / sum_j exp(t*x[r][j])`.
+    /// `y[r][j] = exp(t*x[r][j]) / sum_j exp(t*x[r][j])`, with the default algorithm
+    /// ([`SoftmaxAlgorithm::OnePass`]).
     ///
     /// `t = 1` is the plain softmax, `t = 0` gives the uniform distribution, large `t`
     /// approaches a one-hot argmax, negative `t` favours the smallest entries.
     ///
-    /// Rules at the edges (the kernel computes `exp(t * (x - m))` with `m` the row's max, or
+    /// Rules at the edges (the kernels compute `exp(t * (x - m))` with `m` the row's max, or
     /// min for `t < 0`, so nothing overflows, also for `|x|` near `f32::MAX` and large `t`):
     /// * entries at `+inf` (for `t > 0`; `-inf` for `t < 0`) share the row's mass equally,
     ///   the others get 0: the limit of the finite case;
@@ -26,30 +174,87 @@ impl Gpu {
     ///
     /// Errors: [`Error::InvalidArgument`] if `t` is NaN or infinite.
     pub fn softmax(&self, x: &DeviceMatrix, t: f32) -> Result<DeviceMatrix> {
+        self.softmax_with(x, t, SoftmaxAlgorithm::default())
+    }
+
+    /// [`Gpu::softmax`] with the given algorithm.
+    pub fn softmax_with(
+        &self,
+        x: &DeviceMatrix,
+        t: f32,
+        algorithm: SoftmaxAlgorithm,
+    ) -> Result<DeviceMatrix> {
         let mut y = self.alloc_matrix(x.rows, x.cols)?;
-        self.softmax_into(x, &mut y, t)?;
+        self.softmax_into_with(x, &mut y, t, algorithm)?;
         Ok(y)
     }
 
     /// [`Gpu::softmax`] into an existing matrix of `x`'s shape (no allocation).
     pub fn softmax_into(&self, x: &DeviceMatrix, y: &mut DeviceMatrix, t: f32) -> Result<()> {
+        self.softmax_into_with(x, y, t, SoftmaxAlgorithm::default())
+    }
+
+    /// [`Gpu::softmax_into`] with the given algorithm.
+    pub fn softmax_into_with(
+        &self,
+        x: &DeviceMatrix,
+        y: &mut DeviceMatrix,
+        t: f32,
+        algorithm: SoftmaxAlgorithm,
+    ) -> Result<()> {
+        let config = match algorithm {
+            SoftmaxAlgorithm::BlockReduce => None,
+            SoftmaxAlgorithm::OnePass => Some(OnePassConfig::default()),
+        };
+        self.softmax_matrix(x, y, t, config)
+    }
+
+    /// [`SoftmaxAlgorithm::OnePass`] with its kernels picked by `config` instead of the default
+    /// thresholds: for tuning, and for tests that reach every path on small shapes.
+    pub fn softmax_into_one_pass(
+        &self,
+        x: &DeviceMatrix,
+        y: &mut DeviceMatrix,
+        t: f32,
+        config: &OnePassConfig,
+    ) -> Result<()> {
+        self.softmax_matrix(x, y, t, Some(*config))
+    }
+
+    /// Softmax of a whole vector (a matrix of one row), with the default algorithm.
+    pub fn softmax_vec(&self, x: &DeviceVec, t: f32) -> Result<DeviceVec> {
+        let mut y = self.alloc(x.len())?;
+        self.softmax_rows(x, &mut y, 1, x.len(), t, Some(OnePassConfig::default()))?;
+        Ok(y)
+    }
+
+    fn softmax_matrix(
+        &self,
+        x: &DeviceMatrix,
+        y: &mut DeviceMatrix,
+        t: f32,
+        config: Option<OnePassConfig>,
+    ) -> Result<()> {
         same_shape(
             "softmax",
             &[x.rows, x.cols],
             &[y.rows, y.cols],
             "the output must have the input's shape",
         )?;
-        self.softmax_rows(&x.data, &mut y.data, x.rows, x.cols, t)
+        self.softmax_rows(&x.data, &mut y.data, x.rows, x.cols, t, config)
     }
 
-    /// Softmax of a whole vector (a matrix of one row).
-    pub fn softmax_vec(&self, x: &DeviceVec, t: f32) -> Result<DeviceVec> {
-        let mut y = self.alloc(x.len())?;
-        self.softmax_rows(x, &mut y, 1, x.len(), t)?;
-        Ok(y)
-    }
-
-    fn softmax_rows(&self, x: &DeviceVec, y: &mut DeviceVec, rows: usize, cols: usize, t: f32) -> Result<()> {
+    /// The softmax of `rows x cols` in `x` into `y`: [`SoftmaxAlgorithm::BlockReduce`] with
+    /// `config = None`, else [`SoftmaxAlgorithm::OnePass`] planned by `config`.
+    fn softmax_rows(
+        &self,
+        x: &DeviceVec,
+        y: &mut DeviceVec,
+        rows: usize,
+        cols: usize,
+        t: f32,
+        config: Option<OnePassConfig>,
+    ) -> Result<()> {
         if !t.is_finite() {
             return Err(Error::InvalidArgument {
                 op: "softmax",
@@ -60,8 +265,92 @@ impl Gpu {
         if rows == 0 || cols == 0 {
             return Ok(());
         }
-        let cfg = LaunchConfig::per_row("softmax", rows, BLOCK, SHARED_BYTES, &self.limits())?;
-        // SAFETY: `x` and `y` hold rows*cols elements; `cfg` is the kernel's per-row shape.
-        unsafe { raw::softmax::softmax_rows(self, cfg, x, y, rows, cols, t) }
+        // The 16-byte kernels split each row of `x` and of `y` at the same offsets, so the two
+        // must agree modulo 16 bytes; device allocations are 256-byte aligned, so this holds
+        // except for host buffers of the simulator, where the tutorial kernel takes over.
+        let congruent = raw::add::address(self, x) % 16 == raw::add::address(self, y) % 16;
+        match config {
+            Some(config) if congruent => self.softmax_one_pass(x, y, rows, cols, t, &config),
+            _ => {
+                let cfg = LaunchConfig::per_row("softmax", rows, BLOCK, SHARED_BYTES, &self.limits())?;
+                // SAFETY: `x` and `y` hold rows*cols elements; `cfg` is the kernel's per-row shape.
+                unsafe { raw::softmax::softmax_rows(self, cfg, x, y, rows, cols, t) }
+            }
+        }
+    }
+
+    /// [`SoftmaxAlgorithm::OnePass`]: the kernels of `config.plan(rows, cols)`.
+    fn softmax_one_pass(
+        &self,
+        x: &DeviceVec,
+        y: &mut DeviceVec,
+        rows: usize,
+        cols: usize,
+        t: f32,
+        config: &OnePassConfig,
+    ) -> Result<()> {
+        let limits = self.limits();
+        let block_8_max = RowKernel::Block8.max_threads(self)?;
+        let (kernel, cfg) = match config.plan_limited(rows, cols, block_8_max) {
+            OnePassPlan::Warp { vectors } => {
+                let blocks = rows.div_ceil(WARP_KERNEL_ROWS as usize);
+                let cfg = LaunchConfig::per_row("softmax", blocks, WARP_KERNEL_BLOCK, 0, &limits)?;
+                (RowKernel::warp(vectors), cfg)
+            }
+            OnePassPlan::Block { vectors, threads } => {
+                let cfg = LaunchConfig::per_row("softmax", rows, threads, STATS_SHARED_BYTES, &limits)?;
+                (RowKernel::block(vectors), cfg)
+            }
+            OnePassPlan::Stream => {
+                let cfg = LaunchConfig::per_row("softmax", rows, STREAM_BLOCK, STATS_SHARED_BYTES, &limits)?;
+                (RowKernel::Stream, cfg)
+            }
+            OnePassPlan::Split { chunks, chunk_vecs } => {
+                return self.softmax_split(x, y, rows, cols, t, (chunks, chunk_vecs));
+            }
+        };
+        // SAFETY: `x` and `y` hold rows*cols elements at the same address modulo 16 (checked by
+        // the caller); the plan fits `cols` to the kernel and `cfg` is its documented shape.
+        unsafe { raw::softmax::softmax_row_kernel(self, kernel, cfg, x, y, rows, cols, t) }
+    }
+
+    /// The split path: per-chunk statistics into a temporary buffer, then the writes.
+    fn softmax_split(
+        &self,
+        x: &DeviceVec,
+        y: &mut DeviceVec,
+        rows: usize,
+        cols: usize,
+        t: f32,
+        (chunks, chunk_vecs): (usize, usize),
+    ) -> Result<()> {
+        let blocks = rows.checked_mul(chunks).ok_or_else(|| Error::TooLarge {
+            op: "softmax",
+            detail: format!("{rows} rows x {chunks} chunks overflow usize"),
+        })?;
+        let cfg = LaunchConfig::per_row(
+            "softmax",
+            blocks,
+            STREAM_BLOCK,
+            STATS_SHARED_BYTES,
+            &self.limits(),
+        )?;
+        // Two floats, (m, s), per block.
+        let mut partials = self.alloc(2 * blocks)?;
+        // SAFETY: `x` holds rows*cols elements, `partials` 2*rows*chunks; `cfg` is rows*chunks
+        // blocks of the kernels' shape and chunks*chunk_vecs covers cols/4 (the plan).
+        unsafe {
+            raw::softmax::softmax_split_stats(
+                self,
+                cfg,
+                x,
+                &mut partials,
+                rows,
+                cols,
+                (chunks, chunk_vecs),
+                t,
+            )?;
+            raw::softmax::softmax_split_write(self, cfg, x, &partials, y, rows, cols, (chunks, chunk_vecs), t)
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Launches of `kernels_gpu::add`.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{DevicePtr, PushKernelArg};
 use kernels_gpu::{add as k, sim};
 
 use super::mixed_backends;
@@ -37,6 +37,50 @@ pub(crate) unsafe fn add(
             Ok(())
         }
         _ => mixed_backends("add"),
+    }
+}
+
+/// Launches `add_vec4(a, b, c, n)`.
+///
+/// # Safety
+/// See the module contract: `a`, `b`, `c` hold at least `n` elements, and each starts at a
+/// 16-byte aligned address ([`address`]).
+pub(crate) unsafe fn add_vec4(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    a: &DeviceVec,
+    b: &DeviceVec,
+    c: &mut DeviceVec,
+    n: usize,
+) -> Result<()> {
+    match (&gpu.backend, &a.storage, &b.storage, &mut c.storage) {
+        (Backend::Cuda(d), Storage::Cuda(a), Storage::Cuda(b), Storage::Cuda(c)) => {
+            let mut launch = d.stream.launch_builder(&d.kernels.add_vec4);
+            launch.arg(a).arg(b).arg(c).arg(&n);
+            // SAFETY: argument types and order match the kernel; sizes per the contract.
+            unsafe { launch.launch(cfg.to_cuda()) }.during("launching add_vec4")?;
+            Ok(())
+        }
+        (Backend::Simulator, Storage::Host(a), Storage::Host(b), Storage::Host(c)) => {
+            let mut launch = sim::Launch::new("add_vec4", cfg.to_sim());
+            let (a, b, c) = (launch.input("a", a), launch.input("b", b), launch.output("c", c));
+            // SAFETY: registered buffers, sizes and alignment per the contract.
+            unsafe { launch.run(|| k::add_vec4(a, b, c, n)) }?;
+            Ok(())
+        }
+        _ => mixed_backends("add"),
+    }
+}
+
+/// The address a kernel sees for the first element of `v`: a device address on CUDA, a host
+/// address in the simulator. The 16-byte kernels need it aligned (or, for softmax, `x` and `y`
+/// at the same address modulo 16).
+pub(crate) fn address(gpu: &Gpu, v: &DeviceVec) -> usize {
+    match (&gpu.backend, &v.storage) {
+        (Backend::Cuda(d), Storage::Cuda(s)) => s.device_ptr(&d.stream).0 as usize,
+        (_, Storage::Host(h)) => h.as_ptr() as usize,
+        // A buffer of another backend: the launch reports it; any address will do here.
+        (Backend::Simulator, Storage::Cuda(_)) => 0,
     }
 }
 

@@ -17,7 +17,8 @@
         stdarch_nvptx,
         core_intrinsics,
         gpu_intrinsics,
-        gpu_launch_sized_workgroup_mem
+        gpu_launch_sized_workgroup_mem,
+        asm_experimental_arch
     )
 )]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]

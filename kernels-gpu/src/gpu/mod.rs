@@ -9,9 +9,13 @@
 //! * [`mem`]: loads and stores through raw pointers; the only way kernels touch memory.
 //! * [`block`]: block-scope collectives (reductions through shared memory).
 //! * [`math`]: the few float functions `core` lacks on the GPU.
+//! * [`vector`]: four floats as one 16-byte load or store ([`vector::F4`]).
+//! * [`warp`]: warp-scope collectives (`shfl_xor`, `reduce_max`, `reduce_sum`) through shuffles.
 
 pub mod block;
 pub mod math;
 pub mod mem;
 pub mod shared;
 pub mod thread;
+pub mod vector;
+pub mod warp;

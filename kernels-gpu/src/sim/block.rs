@@ -9,12 +9,20 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::launch::LaunchInfo;
 use super::shadow::{self, Shadow};
-use super::{device, Access, Dim3, SimError, Space, Violation};
+use super::{device, Access, Dim3, SimError, Space, Violation, WARP_SIZE};
 
 /// Why a simulated thread handed control back to the scheduler.
 pub(super) enum Suspend {
     /// It reached the barrier at this source location.
     Barrier(&'static Location<'static>),
+    /// It reached the warp shuffle at this source location, depositing `value` and asking for
+    /// the value of lane `src_lane` of its warp (the lane's own when `src_lane` is past the
+    /// warp). The scheduler completes the exchange once every lane of the warp is there.
+    Warp {
+        at: &'static Location<'static>,
+        value: u32,
+        src_lane: u32,
+    },
 }
 
 /// The yielder a simulated thread suspends itself through.
@@ -52,6 +60,8 @@ pub(super) struct BlockState<'l> {
     shared: UnsafeCell<Vec<u128>>,
     shadow: RefCell<Shadow>,
     yielders: Vec<Cell<*const ThreadYielder>>,
+    /// What each thread's last warp shuffle returned.
+    shuffled: Vec<Cell<u32>>,
     violation: RefCell<Option<Violation>>,
 }
 
@@ -68,6 +78,7 @@ impl<'l> BlockState<'l> {
             shared: UnsafeCell::new(vec![0u128; bytes.div_ceil(16).max(1)]),
             shadow: RefCell::new(Shadow::new(bytes)),
             yielders: (0..threads).map(|_| Cell::new(std::ptr::null())).collect(),
+            shuffled: (0..threads).map(|_| Cell::new(0)).collect(),
             violation: RefCell::new(None),
         }
     }
@@ -81,6 +92,11 @@ impl<'l> BlockState<'l> {
     /// The yielder of the thread running now.
     pub(super) fn current_yielder(&self) -> *const ThreadYielder {
         self.yielders[self.current.get() as usize].get()
+    }
+
+    /// What the running thread's last warp shuffle returned.
+    pub(super) fn shuffled(&self) -> u32 {
+        self.shuffled[self.current.get() as usize].get()
     }
 
     /// The `(x, y, z)` index in the block of linear thread `tid`.
@@ -101,17 +117,20 @@ impl<'l> BlockState<'l> {
         let shared_start = self.shared_base() as usize;
         let shared_bytes = self.info.config.shared_mem_bytes as usize;
         if base >= shared_start && base <= shared_start + shared_bytes {
-            let index = (base - shared_start) / size + i;
-            let offset = index.checked_mul(size).filter(|&o| o + size <= shared_bytes);
-            let Some(offset) = offset else {
+            // Byte offsets, not element indices: a 16-byte access from a base that is not a
+            // multiple of 16 bytes into the buffer must not be rounded down into bounds.
+            let offset = byte_offset(base - shared_start, i, size);
+            let in_bounds = offset.filter(|&o| o.checked_add(size).is_some_and(|end| end <= shared_bytes));
+            let Some(offset) = in_bounds else {
                 return Err(Violation::OutOfBounds {
                     space: Space::Shared,
                     buffer: "shared".into(),
                     access,
-                    index,
+                    index: element_index(base - shared_start, i, size),
                     len: shared_bytes / size,
                 });
             };
+            let index = offset / size;
             let tid = self.current.get();
             let recorded = self
                 .shadow
@@ -135,8 +154,10 @@ impl<'l> BlockState<'l> {
             let address = base.wrapping_add(i.wrapping_mul(size));
             return Err(Violation::UnknownPointer { access, address });
         };
-        let index = (base - region.start) / size + i;
-        let in_bounds = index.checked_mul(size).is_some_and(|o| o + size <= region.bytes);
+        let index = element_index(base - region.start, i, size);
+        let in_bounds = byte_offset(base - region.start, i, size)
+            .and_then(|o| o.checked_add(size))
+            .is_some_and(|end| end <= region.bytes);
         if !in_bounds {
             return Err(Violation::OutOfBounds {
                 space: Space::Global,
@@ -176,6 +197,18 @@ impl<'l> BlockState<'l> {
             violation,
         }
     }
+}
+
+/// The byte offset of element `i` of `size` bytes from a pointer `base_offset` bytes into a
+/// buffer, if it does not overflow.
+fn byte_offset(base_offset: usize, i: usize, size: usize) -> Option<usize> {
+    i.checked_mul(size).and_then(|o| o.checked_add(base_offset))
+}
+
+/// The index, counted in elements of `size` bytes from the buffer's start, that a report gives
+/// for element `i` from a pointer `base_offset` bytes into the buffer.
+fn element_index(base_offset: usize, i: usize, size: usize) -> usize {
+    (base_offset / size).wrapping_add(i)
 }
 
 /// The text of a panic payload.
@@ -233,30 +266,68 @@ pub(super) fn run_block(
     result
 }
 
-/// Resumes every live thread until it waits at a barrier or returns; then checks that the
-/// barrier is one that the whole block reached, opens it, and goes round again.
+/// Where a simulated thread stands between two rounds of the scheduler.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// It can run (it has not started, or a barrier or shuffle it waited at has completed).
+    Ready,
+    /// It waits at the barrier at this location.
+    Barrier(&'static Location<'static>),
+    /// It waits at the warp shuffle at this location.
+    Warp {
+        at: &'static Location<'static>,
+        value: u32,
+        src_lane: u32,
+    },
+    /// It returned.
+    Exited,
+}
+
+impl Wait {
+    /// Where it waits, as a report names it.
+    fn describe(self) -> String {
+        match self {
+            Wait::Barrier(at) => format!("the barrier at {at}"),
+            Wait::Warp { at, .. } => format!("the warp shuffle at {at}"),
+            Wait::Ready | Wait::Exited => "nowhere".to_string(),
+        }
+    }
+}
+
+/// Resumes every ready thread until it waits at a barrier or a warp shuffle, or returns. Then
+/// completes the shuffles of every warp whose lanes all wait at the same one, and goes round
+/// again; when no thread waits at a shuffle, checks that the barrier is one that the whole block
+/// reached, opens it, and goes round again.
 fn schedule(state: &BlockState, threads: &mut [Thread]) -> Result<(), SimError> {
     let n = threads.len();
-    let mut waiting: Vec<Option<&'static Location<'static>>> = vec![None; n];
-    let mut exited = vec![false; n];
+    let mut wait = vec![Wait::Ready; n];
     loop {
         for (tid, thread) in threads.iter_mut().enumerate() {
-            if exited[tid] {
+            if wait[tid] != Wait::Ready {
                 continue;
             }
             state.current.set(tid as u32);
             match panic::catch_unwind(AssertUnwindSafe(|| thread.resume(()))) {
-                Ok(CoroutineResult::Yield(Suspend::Barrier(at))) => waiting[tid] = Some(at),
-                Ok(CoroutineResult::Return(())) => exited[tid] = true,
+                Ok(CoroutineResult::Yield(Suspend::Barrier(at))) => wait[tid] = Wait::Barrier(at),
+                Ok(CoroutineResult::Yield(Suspend::Warp { at, value, src_lane })) => {
+                    wait[tid] = Wait::Warp { at, value, src_lane }
+                }
+                Ok(CoroutineResult::Return(())) => wait[tid] = Wait::Exited,
                 Err(payload) => return Err(state.report(tid as u32, payload)),
             }
         }
-        let Some(first) = waiting.iter().position(Option::is_some) else {
+        if exchange_warps(state, &mut wait)? {
+            continue;
+        }
+        let Some(first) = wait.iter().position(|w| matches!(w, Wait::Barrier(_))) else {
             return Ok(());
         };
-        let barrier = waiting[first].map(ToString::to_string).unwrap_or_default();
-        if let Some(gone) = exited.iter().position(|&e| e) {
-            let count = waiting.iter().flatten().count();
+        let Wait::Barrier(at) = wait[first] else {
+            unreachable!("`first` waits at a barrier")
+        };
+        let barrier = at.to_string();
+        if let Some(gone) = wait.iter().position(|&w| w == Wait::Exited) {
+            let count = wait.iter().filter(|w| matches!(w, Wait::Barrier(_))).count();
             return Err(state.error(
                 gone as u32,
                 Violation::BarrierNotReached {
@@ -265,8 +336,11 @@ fn schedule(state: &BlockState, threads: &mut [Thread]) -> Result<(), SimError> 
                 },
             ));
         }
-        if let Some(other) = waiting.iter().position(|w| *w != waiting[first]) {
-            let there = waiting[other].map(ToString::to_string).unwrap_or_default();
+        if let Some(other) = wait.iter().position(|w| *w != wait[first]) {
+            let there = match wait[other] {
+                Wait::Barrier(at) => at.to_string(),
+                _ => unreachable!("with no thread at a shuffle or returned, all wait at barriers"),
+            };
             let other = state.thread_dim(other as u32);
             return Err(state.error(
                 first as u32,
@@ -278,6 +352,76 @@ fn schedule(state: &BlockState, threads: &mut [Thread]) -> Result<(), SimError> 
             ));
         }
         state.epoch.set(state.epoch.get() + 1);
-        waiting.fill(None);
+        wait.fill(Wait::Ready);
     }
+}
+
+/// Completes the shuffle of every warp some lane of which waits at one; returns whether any did.
+///
+/// A warp is the threads whose linear index in the block divided by [`WARP_SIZE`] is the same.
+/// Shuffles name the full warp (`membermask` 0xffffffff), so every lane must wait at the same
+/// one: a lane that returned, or that waits at a barrier or at another shuffle, is a violation
+/// (on a GPU the warp would hang or read garbage), and so is a warp with fewer than 32 lanes.
+fn exchange_warps(state: &BlockState, wait: &mut [Wait]) -> Result<bool, SimError> {
+    let mut any = false;
+    for start in (0..wait.len()).step_by(WARP_SIZE as usize) {
+        let lanes = start..wait.len().min(start + WARP_SIZE as usize);
+        let Some(first) = lanes.clone().find(|&t| matches!(wait[t], Wait::Warp { .. })) else {
+            continue;
+        };
+        let Wait::Warp { at, .. } = wait[first] else {
+            unreachable!("`first` waits at a shuffle")
+        };
+        let shuffle = at.to_string();
+        if lanes.len() < WARP_SIZE as usize {
+            return Err(state.error(
+                first as u32,
+                Violation::PartialWarp {
+                    shuffle,
+                    lanes: lanes.len() as u32,
+                },
+            ));
+        }
+        if let Some(gone) = lanes.clone().find(|&t| wait[t] == Wait::Exited) {
+            let waiting = lanes
+                .clone()
+                .filter(|&t| matches!(wait[t], Wait::Warp { .. }))
+                .count();
+            return Err(state.error(gone as u32, Violation::ShuffleNotReached { shuffle, waiting }));
+        }
+        let elsewhere = lanes
+            .clone()
+            .find(|&t| !matches!(wait[t], Wait::Warp { at: there, .. } if there == at));
+        if let Some(other) = elsewhere {
+            return Err(state.error(
+                first as u32,
+                Violation::DifferentShuffles {
+                    here: shuffle,
+                    there: wait[other].describe(),
+                    other: state.thread_dim(other as u32),
+                },
+            ));
+        }
+        let values: Vec<u32> = lanes
+            .clone()
+            .map(|t| match wait[t] {
+                Wait::Warp { value, .. } => value,
+                _ => unreachable!("every lane waits at this shuffle"),
+            })
+            .collect();
+        for (lane, t) in lanes.enumerate() {
+            let Wait::Warp { src_lane, .. } = wait[t] else {
+                unreachable!("every lane waits at this shuffle")
+            };
+            let src = if (src_lane as usize) < values.len() {
+                src_lane as usize
+            } else {
+                lane
+            };
+            state.shuffled[t].set(values[src]);
+            wait[t] = Wait::Ready;
+        }
+        any = true;
+    }
+    Ok(any)
 }

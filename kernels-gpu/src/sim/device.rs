@@ -1,5 +1,6 @@
 //! The simulator's side of the device helpers in [`crate::gpu`]: the running thread's indices,
-//! barriers, shared memory and checked accesses, all through the block the OS thread runs now.
+//! barriers, warp shuffles, shared memory and checked accesses, all through the block the OS
+//! thread runs now.
 
 use std::cell::Cell;
 use std::panic::Location;
@@ -71,6 +72,23 @@ pub fn sync_threads() {
     let yielder = with_block(|b| b.current_yielder());
     // SAFETY: the yielder lives on the running coroutine's stack, which is the one executing here.
     unsafe { &*yielder }.suspend(Suspend::Barrier(at));
+}
+
+/// A warp shuffle: deposits `value`, waits until every lane of the running thread's warp has
+/// reached the shuffle at the caller's source location, and returns the value that lane
+/// `src_lane` deposited (the thread's own `value` when `src_lane` is 32 or more).
+#[track_caller]
+pub fn warp_shuffle(value: u32, src_lane: u32) -> u32 {
+    let at = Location::caller();
+    let yielder = with_block(|b| b.current_yielder());
+    // SAFETY: the yielder lives on the running coroutine's stack, which is the one executing here.
+    unsafe { &*yielder }.suspend(Suspend::Warp { at, value, src_lane });
+    with_block(|b| b.shuffled())
+}
+
+/// The running thread's lane: its linear index in the block modulo 32.
+pub fn lane_id() -> u32 {
+    with_block(|b| b.current.get() % super::WARP_SIZE)
 }
 
 /// The start of the current block's dynamic shared memory.

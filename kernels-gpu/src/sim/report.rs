@@ -85,6 +85,31 @@ pub enum Violation {
         /// The other thread.
         other: Dim3,
     },
+    /// This lane returned while other lanes of its warp wait at a warp shuffle.
+    ShuffleNotReached {
+        /// Where the others wait (`file:line:column`).
+        shuffle: String,
+        /// How many lanes of the warp wait there.
+        waiting: usize,
+    },
+    /// Lanes of one warp wait at different places: this one at a warp shuffle, another at a
+    /// barrier or at another shuffle.
+    DifferentShuffles {
+        /// The shuffle where this lane waits (`file:line:column`).
+        here: String,
+        /// Where the other lane waits (`the barrier at ...` or `the warp shuffle at ...`).
+        there: String,
+        /// The other lane.
+        other: Dim3,
+    },
+    /// A warp shuffle in a warp of fewer than 32 threads (the block's size is not a multiple of
+    /// 32): a full-warp shuffle would wait for lanes that do not exist.
+    PartialWarp {
+        /// The shuffle (`file:line:column`).
+        shuffle: String,
+        /// Threads in this warp.
+        lanes: u32,
+    },
     /// Kernel code panicked.
     Panic {
         /// The panic message.
@@ -171,6 +196,20 @@ impl fmt::Display for Violation {
             Violation::DifferentBarriers { here, there, other } => write!(
                 f,
                 "this thread waits at the barrier at {here}, thread {other} at a different one at {there}"
+            ),
+            Violation::ShuffleNotReached { shuffle, waiting } => write!(
+                f,
+                "this lane returned without reaching the warp shuffle at {shuffle}, where {waiting} \
+                 lane(s) of its warp wait"
+            ),
+            Violation::DifferentShuffles { here, there, other } => write!(
+                f,
+                "this lane waits at the warp shuffle at {here}, lane {other} of its warp at {there}"
+            ),
+            Violation::PartialWarp { shuffle, lanes } => write!(
+                f,
+                "warp shuffle at {shuffle} in a warp of {lanes} thread(s): a full-warp shuffle \
+                 needs 32 (make the block's size a multiple of 32)"
             ),
             Violation::Panic { message } => write!(f, "kernel code panicked: {message}"),
             Violation::InvalidLaunch { reason } => write!(f, "invalid launch: {reason}"),

@@ -1,0 +1,97 @@
+//! Warp-scope collectives: the 32 lanes of a warp exchange registers without shared memory or a
+//! barrier.
+//!
+//! A warp is the 32 threads of a block whose linear index divided by 32 is the same. Every
+//! helper here names the whole warp (`membermask` 0xffffffff), so all 32 lanes must call it, at
+//! the same place in the code; the block's size must be a multiple of 32. On the GPU each
+//! shuffle is one `shfl.sync.bfly.b32`; in the simulator it is a rendezvous of the warp's lanes
+//! that reports a lane that returned, waits elsewhere, or does not exist.
+
+use crate::gpu::math;
+
+/// Lanes per warp.
+pub const SIZE: u32 = 32;
+
+/// This thread's lane in its warp: its linear index in the block modulo 32.
+#[inline(always)]
+pub fn lane_id() -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let lane: u32;
+        // SAFETY: reads the `%laneid` special register; no memory, no side effects.
+        unsafe {
+            core::arch::asm!("mov.u32 {lane}, %laneid;", lane = out(reg32) lane, options(nomem, nostack, pure));
+        }
+        lane
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        crate::sim::device::lane_id()
+    }
+}
+
+/// The `value` of lane `lane_id() ^ lane_mask` (butterfly exchange; `lane_mask < 32`).
+///
+/// `shfl.sync.bfly.b32` with the full member mask: every lane of the warp must call it together.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn shfl_xor(value: f32, lane_mask: u32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let out: f32;
+        // SAFETY: a register exchange among the warp's lanes; every lane reaches it (caller's
+        // contract, as for a barrier). Not `pure`: the compiler must neither drop nor move it.
+        unsafe {
+            core::arch::asm!(
+                "shfl.sync.bfly.b32 {out}, {value}, {mask}, 0x1f, 0xffffffff;",
+                out = out(reg32) out,
+                value = in(reg32) value,
+                mask = in(reg32) lane_mask,
+                options(nomem, nostack),
+            );
+        }
+        out
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let src = crate::sim::device::lane_id() ^ (lane_mask & (SIZE - 1));
+        f32::from_bits(crate::sim::device::warp_shuffle(value.to_bits(), src))
+    }
+}
+
+/// Combines one value per lane with `op` and returns the result to every lane of the warp.
+///
+/// A butterfly over lane masks 16, 8, 4, 2, 1: five shuffles, after which every lane holds the
+/// same value (for an `op` that is commutative bit for bit, as `+`, max and min are).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn reduce(value: f32, op: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut v = value;
+    let mut mask = SIZE / 2;
+    while mask > 0 {
+        v = op(v, shfl_xor(v, mask));
+        mask /= 2;
+    }
+    v
+}
+
+/// The sum over the warp of one value per lane (see [`reduce`]).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn reduce_sum(value: f32) -> f32 {
+    reduce(value, |a, b| a + b)
+}
+
+/// The maximum over the warp of one value per lane; NaN if any value is NaN (see [`reduce`]).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn reduce_max(value: f32) -> f32 {
+    reduce(value, math::max_nan)
+}
+
+/// The minimum over the warp of one value per lane; NaN if any value is NaN (see [`reduce`]).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn reduce_min(value: f32) -> f32 {
+    reduce(value, math::min_nan)
+}

@@ -1,0 +1,633 @@
+//! The fast element-wise and softmax kernels on the CPU simulator, against [`gpukern::cpu`]:
+//!
+//! * which kernels [`OnePassConfig::plan`] picks for the shapes the issue times, and for ragged
+//!   ones around each threshold;
+//! * every one-pass path (warp per row with 1, 2, 4, 8 vectors per lane; block per row with 4
+//!   and 8; stream; split) on ragged shapes: rows whose length is not a multiple of 4 (so rows
+//!   start off 16-byte boundaries), 1-element rows, rows longer than a block's share, row counts
+//!   that leave the last block part empty; the stream and split paths at a small scale through
+//!   lowered thresholds;
+//! * the rules at the edges (infinities, all-equal rows, `t = 0`, NaN confined to its row,
+//!   values near `f32::MAX`) for both [`SoftmaxAlgorithm`]s, with the special entries placed in
+//!   different lanes, warps and chunks so that every merge of partial statistics sees them;
+//! * the kernels on buffers that start off a 16-byte boundary (straight through the simulator);
+//! * `add` with 16-byte accesses, exact, on ragged lengths, and its scalar fallback.
+
+use gpukern::kernels::sim::{Dim3, Launch, LaunchConfig, Violation};
+use gpukern::kernels::{add as kadd, softmax as ksoft};
+use gpukern::ops::softmax::{OnePassConfig, OnePassPlan};
+use gpukern::{AddAlgorithm, DeviceMatrix, Gpu, SoftmaxAlgorithm, cpu};
+use ndarray::Array2;
+
+/// Per element, relative to the reference (plus a floor for entries that underflow): the
+/// simulator's `exp2` is the CPU's, so only f32 rounding of exponents and sums remains.
+const REL_TOL: f32 = 1e-5;
+const ABS_FLOOR: f32 = 1e-30;
+
+/// Inverse temperatures every shape runs with: plain, uniform, reversed, sharp.
+const TEMPERATURES: [f32; 4] = [1.0, 0.0, -2.5, 10.0];
+
+/// `n` floats in [-1, 1) from a 64-bit LCG: the same inputs every run.
+fn random(seed: u64, n: usize) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn random_matrix(seed: u64, rows: usize, cols: usize) -> Array2<f32> {
+    Array2::from_shape_vec((rows, cols), random(seed, rows * cols)).unwrap()
+}
+
+/// Asserts `got` matches `want` element by element: NaN where `want` is NaN, else within
+/// `REL_TOL` relative.
+#[track_caller]
+fn assert_softmax_close(what: &str, got: &Array2<f32>, want: &Array2<f32>) {
+    assert_eq!(got.dim(), want.dim(), "{what}: shape");
+    for ((r, c), &w) in want.indexed_iter() {
+        let g = got[(r, c)];
+        if w.is_nan() {
+            assert!(g.is_nan(), "{what}: [{r}, {c}] = {g}, want NaN");
+        } else {
+            let err = (g - w).abs();
+            assert!(
+                err <= REL_TOL * w.abs() + ABS_FLOOR,
+                "{what}: [{r}, {c}] = {g}, want {w} (error {err:e})"
+            );
+        }
+    }
+}
+
+/// The one-pass softmax of `x` on the simulator with `config`.
+fn one_pass(gpu: &Gpu, x: &Array2<f32>, t: f32, config: &OnePassConfig) -> Array2<f32> {
+    let dx = gpu.upload_matrix(x).unwrap();
+    let mut dy: DeviceMatrix = gpu.upload_matrix(&Array2::<f32>::zeros(x.dim())).unwrap();
+    gpu.softmax_into_one_pass(&dx, &mut dy, t, config).unwrap();
+    dy.to_array().unwrap()
+}
+
+/// Defaults with rows of up to `warp_max_cols` on warps and the rest as given.
+fn config(
+    warp_max_cols: usize,
+    block_max_cols: usize,
+    split_max_rows: usize,
+    split_chunk: usize,
+) -> OnePassConfig {
+    OnePassConfig {
+        warp_max_cols,
+        block_max_cols,
+        split_max_rows,
+        split_chunk,
+    }
+}
+
+/// Forces the block-per-row kernels on any row that fits them.
+fn blocks_only() -> OnePassConfig {
+    config(0, usize::MAX, 0, 16)
+}
+
+/// Forces `softmax_stream` on every shape.
+fn stream_only() -> OnePassConfig {
+    config(0, 0, 0, 16)
+}
+
+/// Forces the split path on every shape, with chunks of `chunk` columns.
+fn split_only(chunk: usize) -> OnePassConfig {
+    config(0, 0, usize::MAX, chunk)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plans
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn default_plans_for_the_timed_shapes() {
+    let c = OnePassConfig::default();
+    assert_eq!(c.plan(8192, 128), OnePassPlan::Warp { vectors: 1 });
+    assert_eq!(c.plan(8192, 1024), OnePassPlan::Warp { vectors: 8 });
+    assert_eq!(
+        c.plan(8192, 4096),
+        OnePassPlan::Block {
+            vectors: 4,
+            threads: 256
+        }
+    );
+    assert_eq!(
+        c.plan(8192, 8192),
+        OnePassPlan::Block {
+            vectors: 4,
+            threads: 512
+        }
+    );
+    assert_eq!(
+        c.plan(8192, 32768),
+        OnePassPlan::Block {
+            vectors: 8,
+            threads: 1024
+        }
+    );
+    assert_eq!(
+        c.plan(1, 1 << 24),
+        OnePassPlan::Split {
+            chunks: 1024,
+            chunk_vecs: 4096
+        }
+    );
+    assert_eq!(c.plan(8192, 65536), OnePassPlan::Stream);
+}
+
+#[test]
+fn default_plans_around_the_thresholds() {
+    let c = OnePassConfig::default();
+    assert_eq!(c.plan(3, 1), OnePassPlan::Warp { vectors: 1 });
+    assert_eq!(c.plan(3, 131), OnePassPlan::Warp { vectors: 1 }); // 32 vectors + 3 scalars
+    assert_eq!(c.plan(3, 132), OnePassPlan::Warp { vectors: 2 });
+    assert_eq!(c.plan(3, 1023), OnePassPlan::Warp { vectors: 8 });
+    assert_eq!(
+        c.plan(3, 1025),
+        OnePassPlan::Block {
+            vectors: 4,
+            threads: 64
+        }
+    );
+    assert_eq!(
+        c.plan(3, 8195),
+        OnePassPlan::Block {
+            vectors: 4,
+            threads: 512
+        }
+    );
+    assert_eq!(
+        c.plan(3, 8196),
+        OnePassPlan::Block {
+            vectors: 8,
+            threads: 288
+        }
+    );
+    assert_eq!(
+        c.plan(3, 32768),
+        OnePassPlan::Block {
+            vectors: 8,
+            threads: 1024
+        }
+    );
+    assert_eq!(
+        c.plan(3, 32769),
+        OnePassPlan::Split {
+            chunks: 2,
+            chunk_vecs: 4096
+        }
+    );
+    assert_eq!(
+        c.plan(255, 40000),
+        OnePassPlan::Split {
+            chunks: 3,
+            chunk_vecs: 4096
+        }
+    );
+    assert_eq!(c.plan(256, 40000), OnePassPlan::Stream);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every path on ragged shapes
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `config` on each shape at every temperature against the reference, after checking that
+/// the plan is the expected kind.
+#[track_caller]
+fn check_path(
+    name: &str,
+    config: &OnePassConfig,
+    shapes: &[(usize, usize)],
+    expect: impl Fn(OnePassPlan) -> bool,
+) {
+    let gpu = Gpu::simulator();
+    for (i, &(rows, cols)) in shapes.iter().enumerate() {
+        let plan = config.plan(rows, cols);
+        assert!(expect(plan), "{name}: {rows} x {cols} planned as {plan:?}");
+        let x = random_matrix(100 + i as u64, rows, cols);
+        for t in TEMPERATURES {
+            let got = one_pass(&gpu, &x, t, config);
+            assert_softmax_close(
+                &format!("{name} {rows}x{cols} t={t} ({plan:?})"),
+                &got,
+                &cpu::softmax_rows(&x, t),
+            );
+        }
+    }
+}
+
+#[test]
+fn warp_per_row_on_ragged_shapes() {
+    let shapes = [
+        (1, 1),
+        (9, 2),
+        (3, 5),
+        (17, 67),
+        (9, 131),
+        (5, 200),
+        (4, 257),
+        (3, 511),
+        (2, 1023),
+    ];
+    check_path("warp", &OnePassConfig::default(), &shapes, |p| {
+        matches!(p, OnePassPlan::Warp { .. })
+    });
+    // Every vector count is reached.
+    let vectors: Vec<_> = shapes
+        .iter()
+        .map(|&(r, c)| OnePassConfig::default().plan(r, c))
+        .collect();
+    for v in [1, 2, 4, 8] {
+        assert!(
+            vectors.contains(&OnePassPlan::Warp { vectors: v }),
+            "no shape takes {v} vectors per lane"
+        );
+    }
+}
+
+#[test]
+fn block_per_row_with_4_vectors_on_ragged_shapes() {
+    // Short rows on a 32-thread block (most threads hold nothing), 1-element rows, and rows
+    // filling 4 vectors per thread of a 64-thread block exactly.
+    let shapes = [(3, 1), (2, 7), (5, 130), (3, 1025), (2, 1027)];
+    check_path("block-4", &blocks_only(), &shapes, |p| {
+        matches!(p, OnePassPlan::Block { vectors: 4, .. })
+    });
+}
+
+#[test]
+fn block_per_row_with_8_vectors() {
+    // 8196 columns: 2049 vectors, 8 per thread of 288 threads; the second row starts off a
+    // 16-byte boundary when cols is odd.
+    let shapes = [(2, 8197)];
+    check_path("block-8", &OnePassConfig::default(), &shapes, |p| {
+        matches!(p, OnePassPlan::Block { vectors: 8, .. })
+    });
+}
+
+#[test]
+fn block_per_row_with_8_vectors_and_1024_threads() {
+    // Nearly the largest row held in registers: 8191 vectors, 8 per thread of 1024, plus 3
+    // scalars (the second row starts 3 floats past a 16-byte boundary).
+    let gpu = Gpu::simulator();
+    let (rows, cols) = (2, 32767);
+    let c = OnePassConfig::default();
+    assert_eq!(
+        c.plan(rows, cols),
+        OnePassPlan::Block {
+            vectors: 8,
+            threads: 1024
+        }
+    );
+    let x = random_matrix(7, rows, cols);
+    let got = one_pass(&gpu, &x, 1.0, &c);
+    assert_softmax_close("block-8 2x32767", &got, &cpu::softmax_rows(&x, 1.0));
+}
+
+#[test]
+fn stream_on_ragged_shapes() {
+    // 9000 columns: each thread of 512 streams more than one group of 4 vectors.
+    let shapes = [(3, 1), (4, 3), (5, 67), (2, 2049), (2, 9001)];
+    check_path("stream", &stream_only(), &shapes, |p| p == OnePassPlan::Stream);
+}
+
+#[test]
+fn split_rows_over_several_blocks() {
+    // Chunks of 8 columns (2 vectors): many chunks per row, some empty in the rows that start
+    // off a boundary, and the head and tail scalars in chunk 0.
+    let shapes = [(1, 1), (3, 3), (2, 9), (3, 67)];
+    check_path("split", &split_only(8), &shapes, |p| {
+        matches!(p, OnePassPlan::Split { .. })
+    });
+    check_path("split", &split_only(100), &[(1, 1001)], |p| {
+        matches!(p, OnePassPlan::Split { chunks: 10, .. })
+    });
+    // Chunks longer than a block's sweep (4096 vectors, 8 per thread of 512) at the default size.
+    check_path(
+        "split-default-chunk",
+        &OnePassConfig::default(),
+        &[(1, 40003), (2, 33000)],
+        |p| matches!(p, OnePassPlan::Split { chunks: 3, .. }),
+    );
+}
+
+#[test]
+fn the_default_algorithm_is_one_pass_and_block_reduce_stays_selectable() {
+    let gpu = Gpu::simulator();
+    let x = random_matrix(3, 7, 300);
+    let dx = gpu.upload_matrix(&x).unwrap();
+    let want = cpu::softmax_rows(&x, 1.0);
+    for algorithm in SoftmaxAlgorithm::ALL {
+        let got = gpu.softmax_with(&dx, 1.0, algorithm).unwrap().to_array().unwrap();
+        assert_softmax_close(algorithm.name(), &got, &want);
+    }
+    assert_eq!(SoftmaxAlgorithm::default(), SoftmaxAlgorithm::OnePass);
+    let names: Vec<_> = SoftmaxAlgorithm::ALL.iter().map(|a| a.name()).collect();
+    assert_eq!(names, ["block-reduce", "one-pass"]);
+    // The vector form takes the one-pass path too.
+    let v = random(4, 1001);
+    let got = gpu
+        .softmax_vec(&gpu.upload(&v).unwrap(), 2.0)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    let want = cpu::softmax(&v, 2.0);
+    let got = Array2::from_shape_vec((1, v.len()), got).unwrap();
+    assert_softmax_close(
+        "softmax_vec",
+        &got,
+        &Array2::from_shape_vec((1, v.len()), want).unwrap(),
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rules at the edges, for both algorithms and every one-pass path
+// ---------------------------------------------------------------------------------------------
+
+/// Rows of `cols` entries, each testing one rule; the special entries sit at the first and the
+/// last column and in the middle, so that on every path they fall in different lanes, warps and
+/// chunks than the bulk of the row.
+fn edge_rows(cols: usize) -> Array2<f32> {
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    let base = random(11, cols);
+    let mid = cols / 2;
+    let mut rows: Vec<Vec<f32>> = Vec::new();
+    let with = |points: &[(usize, f32)]| {
+        let mut r = base.clone();
+        for &(i, v) in points {
+            r[i] = v;
+        }
+        r
+    };
+    rows.push(base.clone()); // plain
+    rows.push(with(&[(0, inf), (cols - 1, inf)])); // +inf entries share the mass
+    rows.push(with(&[(mid, inf)])); // one +inf takes it all
+    rows.push(vec![3.5; cols]); // all equal: uniform
+    rows.push(vec![-inf; cols]); // all -inf: uniform
+    rows.push(vec![inf; cols]); // all +inf: uniform
+    rows.push(with(&[(0, -inf), (mid, -inf)])); // -inf entries get 0 (share the mass for t < 0)
+    rows.push(with(&[(mid, nan)])); // NaN: the whole row NaN
+    rows.push(with(&[(0, inf), (cols - 1, -inf), (mid, nan)])); // NaN wins over infinities
+    rows.push(
+        with(&[(0, -inf), (cols - 1, inf)])
+            .iter()
+            .map(|&v| if v.is_finite() { -inf } else { v })
+            .collect(),
+    ); // only infinities
+    let big: Vec<f32> = base.iter().map(|&v| v * 3.0e38).collect();
+    rows.push(big); // near f32::MAX: t * x would overflow, t * (x - m) must not
+    let flat: Vec<f32> = rows.iter().flatten().copied().collect();
+    Array2::from_shape_vec((rows.len(), cols), flat).unwrap()
+}
+
+/// Checks the edge rows at every temperature with `run`, against the reference, and the rules
+/// themselves on the reference (so that a shared mistake cannot pass).
+#[track_caller]
+fn check_edges(name: &str, cols: usize, run: impl Fn(&Array2<f32>, f32) -> Array2<f32>) {
+    let x = edge_rows(cols);
+    for t in TEMPERATURES {
+        let want = cpu::softmax_rows(&x, t);
+        let got = run(&x, t);
+        assert_softmax_close(&format!("{name} edges cols={cols} t={t}"), &got, &want);
+        // The rules, on what the kernel returned.
+        let n = cols as f32;
+        let row = |r: usize| got.row(r).to_vec();
+        let uniform = |r: usize| row(r).iter().all(|&v| (v - 1.0 / n).abs() <= 1e-6 / n);
+        assert!(
+            uniform(3) && uniform(4) && uniform(5),
+            "{name} t={t}: all-equal rows are uniform"
+        );
+        assert!(
+            row(7).iter().all(|v| v.is_nan()) && row(8).iter().all(|v| v.is_nan()),
+            "{name} t={t}: NaN rows"
+        );
+        for r in [0, 1, 2, 3, 4, 5, 6, 9, 10] {
+            assert!(
+                row(r).iter().all(|v| !v.is_nan()),
+                "{name} t={t}: row {r} has no NaN"
+            );
+            let sum: f64 = row(r).iter().map(|&v| f64::from(v)).sum();
+            assert!((sum - 1.0).abs() < 1e-5, "{name} t={t}: row {r} sums to {sum}");
+        }
+        if t == 0.0 {
+            assert!(uniform(1) && uniform(2) && uniform(9), "{name}: t = 0 is uniform");
+        } else if t > 0.0 && cols > 1 {
+            let r1 = row(1);
+            assert_eq!(
+                (r1[0], r1[cols - 1]),
+                (0.5, 0.5),
+                "{name} t={t}: two +inf entries"
+            );
+            assert_eq!(row(2)[cols / 2], 1.0, "{name} t={t}: one +inf entry");
+        } else if t < 0.0 && cols > 2 && cols / 2 != 0 {
+            let r6 = row(6);
+            assert_eq!(
+                (r6[0], r6[cols / 2]),
+                (0.5, 0.5),
+                "{name} t={t}: two -inf entries"
+            );
+        }
+    }
+}
+
+#[test]
+fn edge_rules_hold_for_block_reduce() {
+    let gpu = Gpu::simulator();
+    for cols in [1, 2, 67, 300] {
+        check_edges("block-reduce", cols, |x, t| {
+            let dx = gpu.upload_matrix(x).unwrap();
+            gpu.softmax_with(&dx, t, SoftmaxAlgorithm::BlockReduce)
+                .unwrap()
+                .to_array()
+                .unwrap()
+        });
+    }
+}
+
+#[test]
+fn edge_rules_hold_for_every_one_pass_path() {
+    let gpu = Gpu::simulator();
+    let paths: [(&str, OnePassConfig, &[usize]); 6] = [
+        ("warp", OnePassConfig::default(), &[1, 2, 67, 300, 1023]),
+        ("block-4", blocks_only(), &[2, 67, 1030]),
+        ("block-8", OnePassConfig::default(), &[8199]),
+        ("stream", stream_only(), &[2, 67, 2051]),
+        ("split", split_only(8), &[2, 67]),
+        ("split", split_only(64), &[301]),
+    ];
+    for (name, config, widths) in paths {
+        for &cols in widths {
+            check_edges(name, cols, |x, t| one_pass(&gpu, x, t, &config));
+        }
+    }
+}
+
+#[test]
+fn nan_stays_in_its_row_on_every_path() {
+    let gpu = Gpu::simulator();
+    for (name, config) in [
+        ("warp", OnePassConfig::default()),
+        ("block", blocks_only()),
+        ("stream", stream_only()),
+        ("split", split_only(8)),
+    ] {
+        let mut x = random_matrix(5, 9, 45);
+        x[(4, 44)] = f32::NAN;
+        let y = one_pass(&gpu, &x, 1.0, &config);
+        for (r, row) in y.rows().into_iter().enumerate() {
+            assert_eq!(row.iter().all(|v| v.is_nan()), r == 4, "{name}: row {r}");
+            assert!(r == 4 || row.iter().all(|v| !v.is_nan()), "{name}: row {r}");
+        }
+    }
+}
+
+#[test]
+fn the_free_function_takes_an_algorithm() {
+    // The global device is the simulator on a machine without a GPU, CUDA where there is one.
+    let x = random_matrix(9, 5, 77);
+    for algorithm in SoftmaxAlgorithm::ALL {
+        let got = gpukern::softmax_with(&x, -1.5, algorithm).unwrap();
+        assert_softmax_close(algorithm.name(), &got, &cpu::softmax_rows(&x, -1.5));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Buffers that start off a 16-byte boundary, straight through the simulator
+// ---------------------------------------------------------------------------------------------
+
+/// A `Vec<f32>` of `len + pad` floats whose element `pad` starts `4 * pad` bytes past a 16-byte
+/// boundary (an allocation of 16-byte units, seen as floats).
+fn offset_buffer(values: &[f32], pad: usize) -> Vec<[f32; 4]> {
+    let mut units = vec![[0.0f32; 4]; (values.len() + pad).div_ceil(4) + 1];
+    let flat = units.as_flattened_mut();
+    flat[pad..pad + values.len()].copy_from_slice(values);
+    units
+}
+
+/// A `Vec<[f32; 4]>` is only 4-byte aligned in general; make sure of 16 for the test's premise.
+fn sixteen_aligned(units: &[[f32; 4]]) -> bool {
+    units.as_ptr() as usize % 16 == 0
+}
+
+#[test]
+fn row_kernels_on_buffers_that_start_off_a_16_byte_boundary() {
+    type Kernel = unsafe fn(*const f32, *mut f32, usize, usize, f32);
+    let (rows, cols) = (5, 70);
+    let x = random(21, rows * cols);
+    let want = cpu::softmax_rows(&Array2::from_shape_vec((rows, cols), x.clone()).unwrap(), 1.0);
+    let kernels: [(&str, Kernel, LaunchConfig); 3] = [
+        (
+            "softmax_warp_1",
+            ksoft::softmax_warp_1,
+            launch((rows as u32).div_ceil(8), 256, 0),
+        ),
+        (
+            "softmax_block_4",
+            ksoft::softmax_block_4,
+            launch(rows as u32, 32, ksoft::STATS_SHARED_BYTES),
+        ),
+        (
+            "softmax_stream",
+            ksoft::softmax_stream,
+            launch(rows as u32, 64, ksoft::STATS_SHARED_BYTES),
+        ),
+    ];
+    for pad in 1..4 {
+        for &(name, kernel, cfg) in &kernels {
+            let xs = offset_buffer(&x, pad);
+            let mut ys = offset_buffer(&vec![0.0; x.len()], pad);
+            if !sixteen_aligned(&xs) || !sixteen_aligned(&ys) {
+                continue; // the allocator gave 4-byte alignment only: the premise does not hold
+            }
+            let xv = &xs.as_flattened()[pad..pad + x.len()];
+            let yv = &mut ys.as_flattened_mut()[pad..pad + x.len()];
+            let mut l = Launch::new(name, cfg);
+            let (px, py) = (l.input("x", xv), l.output("y", yv));
+            // SAFETY: rows*cols floats each, at the same address modulo 16; launch shapes as
+            // the kernels' doc comments give.
+            unsafe { l.run(|| kernel(px, py, rows, cols, 1.0)) }.unwrap();
+            let got = Array2::from_shape_vec((rows, cols), yv.to_vec()).unwrap();
+            assert_softmax_close(&format!("{name}, base off by {pad} floats"), &got, &want);
+        }
+    }
+}
+
+fn launch(blocks: u32, threads: u32, shared_mem_bytes: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: Dim3::new(blocks, 1, 1),
+        block: Dim3::new(threads, 1, 1),
+        shared_mem_bytes,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// add with 16-byte accesses
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn add_vec4_is_exact_on_ragged_lengths() {
+    let gpu = Gpu::simulator();
+    for n in [1, 3, 4, 5, 7, 1023, 1024, 1025, 4097, 4096 * 3 + 5] {
+        let (a, b) = (random(n as u64, n), random(n as u64 + 1, n));
+        let want = cpu::add(&a, &b).unwrap();
+        let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+        for algorithm in AddAlgorithm::ALL {
+            let got = gpu.add_with(&da, &db, algorithm).unwrap().to_vec().unwrap();
+            assert_eq!(got, want, "{} at n = {n}", algorithm.name());
+        }
+        assert_eq!(
+            gpu.add(&da, &db).unwrap().to_vec().unwrap(),
+            want,
+            "default at n = {n}"
+        );
+    }
+    assert_eq!(AddAlgorithm::default(), AddAlgorithm::Vec4);
+}
+
+#[test]
+fn add_vec4_with_a_grid_smaller_than_the_data_loops() {
+    // 2 blocks for 10 tiles of 1024 vectors: each thread goes round the grid-stride loop 5
+    // times; plus a 3-element tail.
+    let n = 4 * 1024 * 10 + 3;
+    let (a, b) = (random(1, n), random(2, n));
+    let mut c = vec![0.0f32; n];
+    let mut l = Launch::new("add_vec4", launch(2, kadd::BLOCK, 0));
+    let (pa, pb, pc) = (l.input("a", &a), l.input("b", &b), l.output("c", &mut c));
+    // SAFETY: n floats each; glibc's allocations are 16-byte aligned, checked below.
+    assert!(
+        [pa as usize, pb as usize, pc as usize]
+            .iter()
+            .all(|p| p % 16 == 0)
+    );
+    unsafe { l.run(|| kadd::add_vec4(pa, pb, pc, n)) }.unwrap();
+    assert_eq!(c, cpu::add(&a, &b).unwrap());
+}
+
+#[test]
+fn add_vec4_on_a_misaligned_buffer_is_reported() {
+    // What the host's alignment check prevents: a 16-byte access at a 4-byte aligned address.
+    let n = 64;
+    let units = offset_buffer(&random(3, n), 1);
+    if !sixteen_aligned(&units) {
+        return;
+    }
+    let a = &units.as_flattened()[1..1 + n];
+    let b = random(4, n);
+    let mut c = vec![0.0f32; n];
+    let mut l = Launch::new("add_vec4", launch(1, kadd::BLOCK, 0));
+    let (pa, pb, pc) = (l.input("a", a), l.input("b", &b), l.output("c", &mut c));
+    // SAFETY: registered buffers of n floats; the misalignment is the planted bug, which the
+    // simulator reports before dereferencing.
+    let err = unsafe { l.run(|| kadd::add_vec4(pa, pb, pc, n)) }.unwrap_err();
+    println!("{err}");
+    assert!(
+        matches!(&err.violation, Violation::Panic { message } if message.contains("misaligned")),
+        "{err}"
+    );
+}
