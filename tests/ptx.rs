@@ -1,0 +1,358 @@
+//! The embedded PTX modules, checked without a GPU: every kernel is declared, each module targets
+//! its architecture, NVIDIA's assembler (ptxas) accepts it with no stack frame and no spills, and
+//! the block barriers are where the source puts them.
+//!
+//! ptxas comes from `GPUKERN_PTXAS` (path to the binary), else `.tools/ptxas/bin/ptxas` under the
+//! repository root (where `bash scripts/test.sh` installs it), else `ptxas` on `PATH`. Without
+//! it these tests fail: a missing assembler must not look like a pass.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gpukern::kernels::{add, matmul, softmax};
+use gpukern::ptx::{KERNEL_NAMES, PtxModule, modules};
+
+/// The variable naming the ptxas binary.
+const PTXAS_ENV: &str = "GPUKERN_PTXAS";
+
+/// Registers in one block's share of the register file on sm_80 and sm_90 (64 K 32-bit registers).
+const REGISTERS_PER_BLOCK: u32 = 65536;
+
+/// Where to find ptxas, or a panic telling how to install it.
+fn ptxas() -> PathBuf {
+    if let Some(path) = std::env::var_os(PTXAS_ENV) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "{PTXAS_ENV}={} is not a file: point it at the ptxas binary",
+            path.display()
+        );
+        return path;
+    }
+    let local = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/ptxas/bin/ptxas");
+    if local.is_file() {
+        return local;
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join("ptxas"))
+        .find(|candidate| candidate.is_file());
+    on_path.unwrap_or_else(|| {
+        panic!(
+            "ptxas not found: the PTX tests need NVIDIA's PTX assembler (no GPU needed). Either run \
+             `bash scripts/test.sh`, which installs it into .tools/ptxas/bin/ptxas, or fetch it by hand: \
+             `pip download --no-deps nvidia-cuda-nvcc`, unzip the wheel, and set \
+             {PTXAS_ENV}=<unzipped>/nvidia/cu13/bin/ptxas (or put that ptxas on PATH)"
+        )
+    })
+}
+
+/// What ptxas `-v` reported for one function.
+#[derive(Debug, Default)]
+struct Properties {
+    /// The line `N bytes stack frame, N bytes spill stores, N bytes spill loads`.
+    frame_line: String,
+    /// Bytes of stack frame, spill stores, spill loads.
+    frame: Option<[u64; 3]>,
+    /// Registers per thread.
+    registers: Option<u32>,
+}
+
+/// Assembles `module` for `arch` with `ptxas -v` and returns its report, by function name.
+///
+/// Panics with ptxas's output if it refuses the module.
+fn assemble(module: &PtxModule, arch: &str) -> BTreeMap<String, Properties> {
+    let ptxas = ptxas();
+    // Tests run in parallel: a file of its own for each call.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let file = std::env::temp_dir().join(format!(
+        "gpukern-ptx-test-{}-{}-{}-for-{arch}.ptx",
+        std::process::id(),
+        CALLS.fetch_add(1, Ordering::Relaxed),
+        module.arch
+    ));
+    fs::write(&file, module.ptx).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
+    let output = Command::new(&ptxas)
+        .arg(format!("-arch={arch}"))
+        .arg("-v")
+        .arg(&file)
+        .args(["-o", "/dev/null"])
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", ptxas.display()));
+    let _ = fs::remove_file(&file);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "ptxas -arch={arch} refused the {} module ({}):\n{text}",
+        module.arch,
+        output.status
+    );
+    parse_report(&text)
+}
+
+/// Parses ptxas `-v` output: `Function properties for NAME`, then its stack/spill line, then
+/// (for entries) `Used N registers, ...`.
+fn parse_report(text: &str) -> BTreeMap<String, Properties> {
+    let mut report = BTreeMap::<String, Properties>::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        if let Some((_, name)) = line.split_once("Function properties for ") {
+            let name = name.trim().to_string();
+            report.entry(name.clone()).or_default();
+            current = Some(name);
+        } else if let Some(props) = current.as_ref().and_then(|n| report.get_mut(n)) {
+            if line.contains("bytes stack frame") {
+                props.frame_line = line.trim().to_string();
+                let numbers: Vec<u64> = line
+                    .split(',')
+                    .filter_map(|part| part.split_whitespace().next()?.parse().ok())
+                    .collect();
+                props.frame = numbers.try_into().ok();
+            } else if let Some((_, rest)) = line.split_once("Used ") {
+                props.registers = rest
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|_| rest.contains("registers"));
+            }
+        }
+    }
+    report
+}
+
+/// Threads per block each kernel is launched with (the host's launch configuration), or `None`
+/// for a kernel this test does not know yet.
+fn block_threads(kernel: &str) -> Option<u32> {
+    let tile = matmul::TILE as u32;
+    Some(match kernel {
+        "add" | "add_vec4" | "increment_by_one" => add::BLOCK,
+        "matmul_naive" => matmul::NAIVE_BLOCK * matmul::NAIVE_BLOCK,
+        "matmul_tiled" => tile * tile,
+        "matmul_fast_128x128" | "matmul_fast_128x128_vec4" => matmul::FAST_128.threads(),
+        "matmul_fast_64x64" | "matmul_fast_64x64_vec4" => matmul::FAST_64.threads(),
+        "matmul_sum_splits" => matmul::SUM_BLOCK,
+        "softmax_rows" => softmax::BLOCK,
+        "softmax_warp_1" | "softmax_warp_2" | "softmax_warp_4" | "softmax_warp_8" => {
+            softmax::WARP_KERNEL_BLOCK
+        }
+        // The host sizes these blocks to the row, up to this many threads.
+        "softmax_block_4" | "softmax_block_8" => softmax::ROW_BLOCK_MAX,
+        "softmax_stream" | "softmax_split_stats" | "softmax_split_write" => softmax::STREAM_BLOCK,
+        _ => return None,
+    })
+}
+
+/// The lines of kernel `name`'s body in `ptx`, from its `.visible .entry` to the `}` that closes
+/// it (the only `}` at the start of a line inside a function).
+fn kernel_body<'a>(ptx: &'a str, name: &str) -> Vec<&'a str> {
+    let header = format!(".visible .entry {name}(");
+    let start = ptx
+        .find(&header)
+        .unwrap_or_else(|| panic!("no `{header}` in the module"));
+    ptx[start..].lines().take_while(|line| *line != "}").collect()
+}
+
+/// Whether a PTX line is a block barrier instruction (`bar.*` / `barrier.*`, predicated or not).
+fn is_barrier(line: &str) -> bool {
+    let instr = line.trim_start();
+    let instr = match instr.strip_prefix('@') {
+        Some(predicated) => predicated
+            .split_once(char::is_whitespace)
+            .map_or("", |(_, i)| i.trim_start()),
+        None => instr,
+    };
+    instr.starts_with("bar.") || instr.starts_with("barrier.")
+}
+
+#[test]
+fn every_module_declares_every_kernel_for_its_architecture() {
+    let modules = modules();
+    assert!(!modules.is_empty(), "gpukern was built with no PTX module");
+    for pair in modules.windows(2) {
+        assert!(
+            pair[0].compute_capability < pair[1].compute_capability,
+            "modules must be sorted oldest first, with no duplicate: {} then {}",
+            pair[0].arch,
+            pair[1].arch
+        );
+    }
+    for module in modules {
+        let (major, minor) = module.compute_capability;
+        assert_eq!(
+            module.arch.trim_end_matches('a'),
+            format!("sm_{major}{minor}"),
+            "arch and compute capability disagree"
+        );
+        let targets: Vec<&str> = module
+            .ptx
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix(".target"))
+            .map(|rest| rest.split(',').next().unwrap_or("").trim())
+            .collect();
+        assert_eq!(
+            targets,
+            [module.arch],
+            "the {} module's .target directives",
+            module.arch
+        );
+        for name in KERNEL_NAMES {
+            assert!(
+                module.ptx.contains(&format!(".visible .entry {name}(")),
+                "the {} module does not declare `.visible .entry {name}(`",
+                module.arch
+            );
+        }
+    }
+}
+
+#[test]
+fn ptxas_assembles_every_module_without_stack_or_spills() {
+    for module in modules() {
+        let report = assemble(module, module.arch);
+        let mut failures = Vec::new();
+        for name in KERNEL_NAMES {
+            let Some(props) = report.get(name) else {
+                failures.push(format!("{name}: ptxas reported no function properties"));
+                continue;
+            };
+            match props.frame {
+                Some([0, 0, 0]) => {}
+                Some(_) => failures.push(format!("{name}: {}", props.frame_line)),
+                None => failures.push(format!("{name}: no stack/spill line in ptxas's report")),
+            }
+            // A block needs registers * threads of the register file, or the launch fails with
+            // "too many resources requested". Registers are allocated in units of 8 per thread.
+            let Some(threads) = block_threads(name) else {
+                failures.push(format!(
+                    "{name}: unknown block size: add it to block_threads in tests/ptx.rs"
+                ));
+                continue;
+            };
+            match props.registers {
+                Some(r) if r.div_ceil(8) * 8 * threads <= REGISTERS_PER_BLOCK => {}
+                Some(r) => failures.push(format!(
+                    "{name}: {r} registers per thread, too many for blocks of {threads} threads"
+                )),
+                None => failures.push(format!("{name}: no register count in ptxas's report")),
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "ptxas -arch={} -v on the {} module:\n{}",
+            module.arch,
+            module.arch,
+            failures.join("\n")
+        );
+    }
+}
+
+#[test]
+fn ptxas_assembles_every_module_for_sm_90() {
+    for module in modules() {
+        let report = assemble(module, "sm_90");
+        for name in KERNEL_NAMES {
+            assert!(
+                report.contains_key(name),
+                "ptxas -arch=sm_90 on the {} module reported nothing for `{name}`",
+                module.arch
+            );
+        }
+    }
+}
+
+/// Barrier instructions per kernel, as the source has them. A regression guard against barrier
+/// duplication (rust-lang/rust#137086): LLVM once copied a `__syncthreads` into both arms of a
+/// branch, where only part of the block takes each arm, and the block deadlocks or races. A
+/// count higher than the source's means a barrier was duplicated; lower, that one was merged
+/// or removed. When a kernel changes, read its PTX around each `bar.sync`, then update its count
+/// here.
+const BARRIERS: &[(&str, usize)] = &[
+    ("add", 0),
+    ("add_vec4", 0),
+    ("increment_by_one", 0),
+    ("matmul_naive", 0),
+    // Two per step along k: after the tiles are stored, after they are used.
+    ("matmul_tiled", 2),
+    // `fast_gemm`: one after the first tile is stored, one per tile in the main loop (the
+    // second shared-memory stage makes a second barrier per tile unnecessary).
+    ("matmul_fast_128x128", 2),
+    ("matmul_fast_128x128_vec4", 2),
+    ("matmul_fast_64x64", 2),
+    ("matmul_fast_64x64_vec4", 2),
+    ("matmul_sum_splits", 0),
+    // Each `block::reduce` has three (after the store, one per tree round in its loop, after the
+    // final read); the kernel calls `reduce_max` or `reduce_min` (a branch on `t`, which is the
+    // same for the whole block), then `reduce_sum`: three call sites.
+    ("softmax_rows", 9),
+    // Warp-per-row: shuffles only.
+    ("softmax_warp_1", 0),
+    ("softmax_warp_2", 0),
+    ("softmax_warp_4", 0),
+    ("softmax_warp_8", 0),
+    // One `block_stats` each, which has one barrier (the warps' results meet in shared memory).
+    ("softmax_block_4", 1),
+    ("softmax_block_8", 1),
+    ("softmax_stream", 1),
+    ("softmax_split_stats", 1),
+    ("softmax_split_write", 1),
+];
+
+#[test]
+fn barriers_are_where_the_source_puts_them() {
+    let missing: Vec<&str> = KERNEL_NAMES
+        .into_iter()
+        .filter(|name| !BARRIERS.iter().any(|(kernel, _)| kernel == name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no barrier count in BARRIERS (tests/ptx.rs) for {missing:?}: add them"
+    );
+    let mut failures = Vec::new();
+    for module in modules() {
+        for (name, expected) in BARRIERS
+            .iter()
+            .copied()
+            .filter(|(kernel, _)| KERNEL_NAMES.contains(kernel))
+        {
+            let body = kernel_body(module.ptx, name);
+            let barriers: Vec<&str> = body.iter().copied().filter(|line| is_barrier(line)).collect();
+            if barriers.len() != expected {
+                failures.push(format!(
+                    "{name} in the {} module has {} barrier instructions, the source has {expected}: {barriers:?}",
+                    module.arch,
+                    barriers.len()
+                ));
+            }
+            // A predicated barrier is reached by only the threads whose predicate holds.
+            for line in barriers.iter().filter(|line| line.trim_start().starts_with('@')) {
+                failures.push(format!(
+                    "{name} in the {} module has a predicated barrier: {line:?}",
+                    module.arch
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn parse_report_reads_ptxas_output() {
+    let text = "ptxas info    : Compiling entry function 'k' for 'sm_90'\n\
+                ptxas info    : Function properties for k\n    \
+                16 bytes stack frame, 4 bytes spill stores, 8 bytes spill loads\n\
+                ptxas info    : Used 40 registers, used 1 barriers, 388 bytes cmem[0]\n";
+    let report = parse_report(text);
+    assert_eq!(report["k"].frame, Some([16, 4, 8]));
+    assert_eq!(report["k"].registers, Some(40));
+    assert!(
+        is_barrier("\tbar.sync \t0;") && is_barrier("\t@%p1 bar.sync 0;") && !is_barrier("\tadd.s32 %r1, 1;")
+    );
+}
