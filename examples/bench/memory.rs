@@ -3,6 +3,7 @@
 //! Minimum traffic per element: copy 8 bytes (read + write), add 12, increment 8.
 
 use cudarc::driver::CudaSlice;
+use gpukern::AddAlgorithm;
 
 use crate::Bench;
 use crate::data::{random_vec, sets_for};
@@ -50,33 +51,36 @@ pub fn copy(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     Ok(())
 }
 
-/// `gpu.add_into(a, b, c)` on device-resident vectors.
+/// `gpu.add_into_with(a, b, c, algorithm)` on device-resident vectors, every algorithm.
 pub fn add(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for n in sizes(b.quick) {
-        let base = Record::new("add", "gpukern:add", n.to_string()).with("n", n);
-        sink.item(base.clone(), || {
-            let (x, y) = (random_vec(n, -1.0, 1.0), random_vec(n, -1.0, 1.0));
-            let reference = gpukern::cpu::add(&x, &y)?;
-            let nan = vec![f32::NAN; n];
-            let sets = sets_for(12 * n);
-            let mut bufs = Vec::with_capacity(sets);
-            for _ in 0..sets {
-                bufs.push((b.gpu.upload(&x)?, b.gpu.upload(&y)?, b.gpu.upload(&nan)?));
-            }
-            let (x0, y0, z0) = &mut bufs[0];
-            b.gpu.add_into(x0, y0, z0)?;
-            let check = Check::new(&z0.to_vec()?, &reference, F32_TOL, "cpu_f64");
-            let record = base.checked(&check).with("sets", sets);
-            if !check.passed() {
-                return Ok(record);
-            }
-            let gpu = &b.gpu;
-            let stats = b.timer.measure(|i| {
-                let (x, y, z) = &mut bufs[i % sets];
-                Ok(gpu.add_into(x, y, z)?)
+        for algorithm in AddAlgorithm::ALL {
+            let base =
+                Record::new("add", format!("gpukern:{}", algorithm.name()), n.to_string()).with("n", n);
+            sink.item(base.clone(), || {
+                let (x, y) = (random_vec(n, -1.0, 1.0), random_vec(n, -1.0, 1.0));
+                let reference = gpukern::cpu::add(&x, &y)?;
+                let nan = vec![f32::NAN; n];
+                let sets = sets_for(12 * n);
+                let mut bufs = Vec::with_capacity(sets);
+                for _ in 0..sets {
+                    bufs.push((b.gpu.upload(&x)?, b.gpu.upload(&y)?, b.gpu.upload(&nan)?));
+                }
+                let (x0, y0, z0) = &mut bufs[0];
+                b.gpu.add_into_with(x0, y0, z0, algorithm)?;
+                let check = Check::new(&z0.to_vec()?, &reference, F32_TOL, "cpu_f64");
+                let record = base.checked(&check).with("sets", sets);
+                if !check.passed() {
+                    return Ok(record);
+                }
+                let gpu = &b.gpu;
+                let stats = b.timer.measure(|i| {
+                    let (x, y, z) = &mut bufs[i % sets];
+                    Ok(gpu.add_into_with(x, y, z, algorithm)?)
+                })?;
+                Ok(record.timed(&stats, Some(12.0 * n as f64), None))
             })?;
-            Ok(record.timed(&stats, Some(12.0 * n as f64), None))
-        })?;
+        }
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 
 use cudarc::driver::{CudaSlice, LaunchConfig as CudaLaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
-use gpukern::{Gpu, MatmulAlgorithm};
+use gpukern::{AddAlgorithm, Gpu, MatmulAlgorithm};
 use ndarray::{Array1, Array2, ArrayView2};
 
 use crate::Bench;
@@ -64,11 +64,11 @@ pub fn launch_overhead(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     let nan = vec![f32::NAN; n];
 
     for mode in ["async", "sync"] {
-        let base = add_base("gpukern:add", mode);
+        let base = add_base("gpukern:scalar", mode);
         sink.item(base.clone(), || {
             let gpu = &b.gpu;
             let (dx, dy, mut dz) = (gpu.upload(&x)?, gpu.upload(&y)?, gpu.upload(&nan)?);
-            gpu.add_into(&dx, &dy, &mut dz)?;
+            gpu.add_into_with(&dx, &dy, &mut dz, AddAlgorithm::Scalar)?;
             let check = Check::new(&dz.to_vec()?, &sum, F32_TOL, "cpu_f64");
             if !check.passed() {
                 return Ok(base.checked(&check));
@@ -79,7 +79,7 @@ pub fn launch_overhead(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                 warmup,
                 max_s,
                 || {
-                    gpu.add_into(&dx, &dy, &mut dz)?;
+                    gpu.add_into_with(&dx, &dy, &mut dz, AddAlgorithm::Scalar)?;
                     if sync {
                         gpu.synchronize()?;
                     }

@@ -1,7 +1,8 @@
-//! Row softmax with an inverse temperature: `gpu.softmax_into(x, y, t)`.
+//! Row softmax with an inverse temperature: `gpu.softmax_into_with(x, y, t, algorithm)`, every algorithm.
 //!
 //! Minimum traffic: 8 bytes per element (read x once, write y once).
 
+use gpukern::SoftmaxAlgorithm;
 use ndarray::ArrayView2;
 
 use crate::Bench;
@@ -30,12 +31,19 @@ pub fn shapes(quick: bool) -> Vec<(usize, usize)> {
 /// Every shape at every temperature.
 pub fn softmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for (rows, cols) in shapes(b.quick) {
-        for t in TEMPERATURES {
+        for (t, algorithm) in TEMPERATURES
+            .into_iter()
+            .flat_map(|t| SoftmaxAlgorithm::ALL.map(|a| (t, a)))
+        {
             let n = rows * cols;
-            let base = Record::new("softmax", "gpukern:softmax_rows", format!("{rows}x{cols}"))
-                .with("rows", rows)
-                .with("cols", cols)
-                .with("t", f64::from(t));
+            let base = Record::new(
+                "softmax",
+                format!("gpukern:{}", algorithm.name()),
+                format!("{rows}x{cols}"),
+            )
+            .with("rows", rows)
+            .with("cols", cols)
+            .with("t", f64::from(t));
             sink.item(base.clone(), || {
                 let x = random_vec(n, -RANGE, RANGE);
                 let reference = softmax_reference(&x, cols, t);
@@ -50,7 +58,7 @@ pub fn softmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     ));
                 }
                 let (dx, dy) = &mut bufs[0];
-                gpu.softmax_into(dx, dy, t)?;
+                gpu.softmax_into_with(dx, dy, t, algorithm)?;
                 let check = Check::new(&dy.as_vec().to_vec()?, &reference, F32_TOL, "cpu_f64");
                 let record = base.checked(&check).with("sets", sets);
                 if !check.passed() {
@@ -58,7 +66,7 @@ pub fn softmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                 }
                 let stats = b.timer.measure(|i| {
                     let (dx, dy) = &mut bufs[i % sets];
-                    Ok(gpu.softmax_into(dx, dy, t)?)
+                    Ok(gpu.softmax_into_with(dx, dy, t, algorithm)?)
                 })?;
                 Ok(record.timed(&stats, Some(8.0 * n as f64), None))
             })?;
