@@ -13,6 +13,7 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
@@ -464,6 +465,38 @@ def plots(run: Run, folder: str) -> dict[str, str]:
 
 
 # --- Main ------------------------------------------------------------------------------------
+def spread_section(results: str) -> str:
+    """The run-to-run spread against `previous.jsonl` beside the results, if there is one."""
+    previous = os.path.join(os.path.dirname(os.path.abspath(results)), "previous.jsonl")
+    if not os.path.exists(previous):
+        return ""
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "compare.py"), previous, results],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        return ""
+    return (
+        "## Run-to-run spread\n\n"
+        "The same measurements in the previous full run (`bench/results/previous.jsonl`) and this one, "
+        "on the same kind of machine: read the ratios above against these changes. Launch overhead is "
+        "wall-clock time on the host and moves most; GPU-timed rows move by about 1%.\n\n"
+        "```sh\npython3 bench/compare.py bench/results/previous.jsonl bench/results/latest.jsonl\n```\n\n"
+        + done.stdout.strip()
+    )
+
+
+def targets_section() -> str:
+    """`bench/targets.md` (the project's targets, marked met or missed for this run), if present."""
+    path = os.path.join(ROOT, "bench", "targets.md")
+    if not os.path.exists(path):
+        return ""
+    with open(path, encoding="utf-8") as f:
+        return f.read().strip()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", help="JSON Lines file written by bench/run.sh")
@@ -487,6 +520,7 @@ def main() -> int:
     for kernel in ["add", "increment_by_one", "matmul", "softmax"]:
         sections.append(kernel_section(run, kernel, pngs.get(kernel)))
     sections += [overhead_section(run, pngs.get("launch_overhead")), copies_section(run), failures_section(run)]
+    sections += [spread_section(args.results), targets_section()]
     text = "\n\n".join(s for s in sections if s) + "\n"
     with open(args.out, "w", encoding="utf-8") as f:
         f.write(text)

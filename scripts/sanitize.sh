@@ -22,7 +22,8 @@ for tool in memcheck racecheck synccheck initcheck; do
     [ "$tool" = memcheck ] && extra=(--leak-check full)
     log=$(mktemp)
     start=$(date +%s)
-    "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 "$kernels" "${args[@]}" --test-threads 1 >"$log" 2>&1
+    timeout "${SANITIZE_TOOL_TIMEOUT:-300}" \
+        "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 "$kernels" "${args[@]}" --test-threads 1 >"$log" 2>&1
     rc=$?
     passed=$(grep -Eo '[0-9]+ passed; [0-9]+ failed' "$log" | tail -n 1)
     summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)
