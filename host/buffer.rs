@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DriverError};
+use cudarc::driver::{CudaSlice, DevicePtr, DriverError};
 use ndarray::{Array1, Array2, ArrayBase, Data, Ix2};
 
 use crate::device::{Backend, CudaDevice, Gpu};
@@ -170,6 +170,22 @@ impl DeviceVec {
             Storage::Cuda(s) => s.stream().clone_dtoh(s).during("copying from the device"),
             Storage::Host(v) => Ok(v.clone()),
         }
+    }
+
+    /// The address a kernel sees for the first element: a device address on CUDA, a host
+    /// address in the simulator. The 16-byte kernels need it aligned (softmax: `x` and `y` at
+    /// the same address modulo 16).
+    pub(crate) fn address(&self) -> usize {
+        match &self.storage {
+            Storage::Cuda(s) => s.device_ptr(s.stream()).0 as usize,
+            Storage::Host(h) => h.as_ptr() as usize,
+        }
+    }
+
+    /// Whether the first element sits on a 16-byte boundary (what the `_vec4` kernels need).
+    /// Device allocations always do; the simulator's host vectors in practice.
+    pub(crate) fn is_16_byte_aligned(&self) -> bool {
+        self.address() % 16 == 0
     }
 
     /// Copies the elements into `out`, which must have exactly [`DeviceVec::len`] elements.

@@ -85,7 +85,7 @@ impl Gpu {
         if n == 0 {
             return Ok(());
         }
-        let aligned = [a, b, &*c].iter().all(|v| raw::add::address(self, v) % 16 == 0);
+        let aligned = [a, b, &*c].iter().all(|v| v.is_16_byte_aligned());
         if algorithm == AddAlgorithm::Vec4 && aligned {
             // One thread per VEC_UNROLL vectors, at least one thread for an n < 4 tail.
             let threads = (n / 4).div_ceil(VEC_UNROLL).max(1);

@@ -288,11 +288,8 @@ impl Gpu {
             None
         };
         let out = partial.as_mut().unwrap_or(&mut c.data);
-        let vec4 = k % 4 == 0
-            && n % 4 == 0
-            && [&a.data, &b.data, &*out]
-                .iter()
-                .all(|v| raw::matmul::aligned16(self, v));
+        let vec4 =
+            k % 4 == 0 && n % 4 == 0 && [&a.data, &b.data, &*out].iter().all(|v| v.is_16_byte_aligned());
         let kernel = match (plan.tile, vec4) {
             (FastTile::Large, false) => FastKernel::Large,
             (FastTile::Large, true) => FastKernel::LargeVec4,

@@ -268,7 +268,7 @@ impl Gpu {
         // The 16-byte kernels split each row of `x` and of `y` at the same offsets, so the two
         // must agree modulo 16 bytes; device allocations are 256-byte aligned, so this holds
         // except for host buffers of the simulator, where the tutorial kernel takes over.
-        let congruent = raw::add::address(self, x) % 16 == raw::add::address(self, y) % 16;
+        let congruent = x.address() % 16 == y.address() % 16;
         match config {
             Some(config) if congruent => self.softmax_one_pass(x, y, rows, cols, t, &config),
             _ => {

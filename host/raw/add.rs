@@ -1,6 +1,6 @@
 //! Launches of `kernels_gpu::add`.
 
-use cudarc::driver::{DevicePtr, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 use kernels_gpu::{add as k, sim};
 
 use super::mixed_backends;
@@ -69,18 +69,6 @@ pub(crate) unsafe fn add_vec4(
             Ok(())
         }
         _ => mixed_backends("add"),
-    }
-}
-
-/// The address a kernel sees for the first element of `v`: a device address on CUDA, a host
-/// address in the simulator. The 16-byte kernels need it aligned (or, for softmax, `x` and `y`
-/// at the same address modulo 16).
-pub(crate) fn address(gpu: &Gpu, v: &DeviceVec) -> usize {
-    match (&gpu.backend, &v.storage) {
-        (Backend::Cuda(d), Storage::Cuda(s)) => s.device_ptr(&d.stream).0 as usize,
-        (_, Storage::Host(h)) => h.as_ptr() as usize,
-        // A buffer of another backend: the launch reports it; any address will do here.
-        (Backend::Simulator, Storage::Cuda(_)) => 0,
     }
 }
 

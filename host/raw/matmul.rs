@@ -1,6 +1,6 @@
 //! Launches of `kernels_gpu::matmul`.
 
-use cudarc::driver::{DevicePtr, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 use kernels_gpu::{matmul as k, sim};
 
 use super::mixed_backends;
@@ -78,16 +78,6 @@ pub(crate) enum FastKernel {
 
 /// The signature every fast matmul kernel shares on the host: `(a, b, c, m, n, k, k_split)`.
 type FastFn = unsafe fn(*const f32, *const f32, *mut f32, usize, usize, usize, usize);
-
-/// Whether the buffer starts on a 16-byte boundary (what the `_vec4` kernels need). Device
-/// allocations always do; the simulator's host vectors in practice.
-pub(crate) fn aligned16(gpu: &Gpu, v: &DeviceVec) -> bool {
-    match (&gpu.backend, &v.storage) {
-        (Backend::Cuda(d), Storage::Cuda(s)) => s.device_ptr(&d.stream).0 % 16 == 0,
-        (_, Storage::Host(h)) => h.as_ptr().cast::<u8>().align_offset(16) == 0,
-        _ => false,
-    }
-}
 
 /// Launches `kernel(a, b, c, m, n, k, k_split)`.
 ///
