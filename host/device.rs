@@ -34,6 +34,10 @@ pub(crate) struct CudaDevice {
     pub(crate) name: String,
     pub(crate) compute_capability: (i32, i32),
     pub(crate) arch: &'static str,
+    /// The most threads a block of `softmax_block_8` may have: the CUDA limit, lowered by the
+    /// driver when the kernel's registers do not fit the register file at 1024 threads. Read
+    /// once here, since it is fixed for the loaded module.
+    pub(crate) softmax_block_8_max_threads: u32,
     _module: Arc<CudaModule>,
 }
 
@@ -121,6 +125,11 @@ impl Gpu {
             softmax_split_stats: load("softmax_split_stats")?,
             softmax_split_write: load("softmax_split_write")?,
         };
+        let softmax_block_8_max_threads = kernels
+            .softmax_block_8
+            .max_threads_per_block()
+            .during("reading a kernel's block limit")?
+            .max(0) as u32;
         let limits = read_limits(&ctx)?;
         let name = ctx.name().during("reading the device name")?;
         let stream = ctx.new_stream().during("creating a stream")?;
@@ -133,6 +142,7 @@ impl Gpu {
                 name,
                 compute_capability,
                 arch: module.arch,
+                softmax_block_8_max_threads,
                 _module: loaded,
             })),
         })

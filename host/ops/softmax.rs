@@ -290,7 +290,7 @@ impl Gpu {
         config: &OnePassConfig,
     ) -> Result<()> {
         let limits = self.limits();
-        let block_8_max = RowKernel::Block8.max_threads(self)?;
+        let block_8_max = raw::softmax::block_8_max_threads(self);
         let (kernel, cfg) = match config.plan_limited(rows, cols, block_8_max) {
             OnePassPlan::Warp { vectors } => {
                 let blocks = rows.div_ceil(WARP_KERNEL_ROWS as usize);

@@ -113,20 +113,14 @@ impl RowKernel {
             RowKernel::Stream => &kernels.softmax_stream,
         }
     }
+}
 
-    /// The most threads a block of this kernel may have on `gpu`: the CUDA limit, lowered by the
-    /// driver when the kernel's registers do not fit the register file at 1024 threads.
-    pub(crate) fn max_threads(self, gpu: &Gpu) -> Result<u32> {
-        match &gpu.backend {
-            Backend::Cuda(d) => {
-                let max = self
-                    .cuda(&d.kernels)
-                    .max_threads_per_block()
-                    .during("reading a kernel's block limit")?;
-                Ok(max.max(0) as u32)
-            }
-            Backend::Simulator => Ok(sim::MAX_THREADS_PER_BLOCK),
-        }
+/// The most threads a block of `softmax_block_8` may have on `gpu` (read when the `Gpu` loaded
+/// its kernels; the simulator's limit is the CUDA one).
+pub(crate) fn block_8_max_threads(gpu: &Gpu) -> u32 {
+    match &gpu.backend {
+        Backend::Cuda(d) => d.softmax_block_8_max_threads,
+        Backend::Simulator => sim::MAX_THREADS_PER_BLOCK,
     }
 }
 
