@@ -201,78 +201,90 @@ fn prop_softmax(backend: Backend, seed: u64) -> Result<(), Failed> {
 fn softmax_edges(backend: Backend, _seed: u64) -> Result<(), Failed> {
     let gpu = backend.gpu()?;
     let (inf, nan, max) = (f32::INFINITY, f32::NAN, f32::MAX);
-    let rows: Vec<(&str, f32, Vec<f32>, Vec<f32>)> = vec![
-        ("t = 0 is uniform", 0.0, vec![1.0, -5.0, 3.0, 9.0], vec![0.25; 4]),
+    // One launch per inverse temperature: `(name, row, expected)`. The NaN row shares its launch
+    // with a clean row to show that the NaN stays in its own row.
+    type Row = (&'static str, Vec<f32>, Vec<f32>);
+    let one = |name, x, expected| vec![(name, x, expected)];
+    let launches: Vec<(f32, Vec<Row>)> = vec![
         (
-            "t = 0 is uniform with infinities",
             0.0,
-            vec![inf, -inf, 1.0, 2.0],
-            vec![0.25; 4],
+            one("t = 0 is uniform", vec![1.0, -5.0, 3.0, 9.0], vec![0.25; 4]),
         ),
         (
-            "+inf entries share the mass",
+            0.0,
+            one(
+                "t = 0 is uniform with infinities",
+                vec![inf, -inf, 1.0, 2.0],
+                vec![0.25; 4],
+            ),
+        ),
+        (
             1.0,
-            vec![inf, 1.0, inf, -3.0],
-            vec![0.5, 0.0, 0.5, 0.0],
+            one(
+                "+inf entries share the mass",
+                vec![inf, 1.0, inf, -3.0],
+                vec![0.5, 0.0, 0.5, 0.0],
+            ),
         ),
         (
-            "-inf entries get nothing",
             1.0,
-            vec![-inf, 0.0, -inf, 0.0],
-            vec![0.0, 0.5, 0.0, 0.5],
+            one(
+                "-inf entries get nothing",
+                vec![-inf, 0.0, -inf, 0.0],
+                vec![0.0, 0.5, 0.0, 0.5],
+            ),
         ),
-        ("all -inf is uniform", 1.0, vec![-inf; 4], vec![0.25; 4]),
+        (1.0, one("all -inf is uniform", vec![-inf; 4], vec![0.25; 4])),
         (
-            "negative t favours the smallest",
             -1e4,
-            vec![1.0, 0.0, 2.0, 3.0],
-            vec![0.0, 1.0, 0.0, 0.0],
+            one(
+                "negative t favours the smallest",
+                vec![1.0, 0.0, 2.0, 3.0],
+                vec![0.0, 1.0, 0.0, 0.0],
+            ),
         ),
         (
-            "negative t with -inf",
             -1.0,
-            vec![-inf, 0.0, 5.0, -inf],
-            vec![0.5, 0.0, 0.0, 0.5],
+            one(
+                "negative t with -inf",
+                vec![-inf, 0.0, 5.0, -inf],
+                vec![0.5, 0.0, 0.0, 0.5],
+            ),
         ),
         (
-            "large t is one-hot",
             1e4,
-            vec![0.1, 0.3, 0.2, 0.0],
-            vec![0.0, 1.0, 0.0, 0.0],
+            one(
+                "large t is one-hot",
+                vec![0.1, 0.3, 0.2, 0.0],
+                vec![0.0, 1.0, 0.0, 0.0],
+            ),
         ),
         (
-            "near f32::MAX, t = 2",
             2.0,
-            vec![max, -max, max, 0.0],
-            vec![0.5, 0.0, 0.5, 0.0],
+            one(
+                "near f32::MAX, t = 2",
+                vec![max, -max, max, 0.0],
+                vec![0.5, 0.0, 0.5, 0.0],
+            ),
         ),
         (
-            "near f32::MAX, t = 1",
             1.0,
-            vec![max, max * 0.5, -max, max],
-            vec![0.5, 0.0, 0.0, 0.5],
+            one(
+                "near f32::MAX, t = 1",
+                vec![max, max * 0.5, -max, max],
+                vec![0.5, 0.0, 0.0, 0.5],
+            ),
         ),
-        ("NaN poisons its row", 1.0, vec![1.0, nan, 2.0, 3.0], vec![nan; 4]),
         (
-            "the row after a NaN row is fine",
             1.0,
-            vec![0.0, 0.0, 0.0, 0.0],
-            vec![0.25; 4],
+            vec![
+                ("NaN poisons its row", vec![1.0, nan, 2.0, 3.0], vec![nan; 4]),
+                ("the row after a NaN row is fine", vec![0.0; 4], vec![0.25; 4]),
+            ],
         ),
     ];
-    // Rows with different temperatures go one launch each; the NaN row and the one after it
-    // share a launch to show the NaN stays in its row.
-    let mut i = 0;
-    while i < rows.len() {
-        let mut group = vec![&rows[i]];
-        while i + group.len() < rows.len()
-            && rows[i + group.len()].1 == rows[i].1
-            && rows[i].0.starts_with("NaN")
-        {
-            group.push(&rows[i + group.len()]);
-        }
-        let t = rows[i].1;
-        let x = Array2::from_shape_vec((group.len(), 4), group.iter().flat_map(|r| r.2.clone()).collect())
+    for (t, rows) in launches {
+        let x = Array2::from_shape_vec((rows.len(), 4), rows.iter().flat_map(|r| r.1.clone()).collect())
             .map_err(|e| Failed::from(e.to_string()))?;
         let y = gpu
             .softmax(&gpu.upload_matrix(&x).map_err(fail)?, t)
@@ -280,13 +292,13 @@ fn softmax_edges(backend: Backend, _seed: u64) -> Result<(), Failed> {
             .to_array()
             .map_err(fail)?;
         let reference = cpu::softmax_rows(&x, t);
-        for (g, (row, cpu_row)) in group.iter().zip(y.rows().into_iter().zip(reference.rows())) {
-            let (name, _, _, expected) = g;
+        for ((name, _, expected), (row, cpu_row)) in
+            rows.iter().zip(y.rows().into_iter().zip(reference.rows()))
+        {
             let got: Vec<f32> = row.to_vec();
             softmax_close(&got, expected).map_err(|e| format!("{name}: kernel {got:?}: {e}"))?;
             softmax_close(&cpu_row.to_vec(), expected).map_err(|e| format!("{name}: CPU reference: {e}"))?;
         }
-        i += group.len();
     }
     for t in [f32::NAN, f32::INFINITY, -f32::INFINITY] {
         let x = gpu.upload_matrix(&Array2::<f32>::ones((2, 3))).map_err(fail)?;
