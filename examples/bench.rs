@@ -54,6 +54,14 @@ struct Args {
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
+    /// Only these shapes, comma-separated as the records name them (`4096x4096x4096`,
+    /// `8192x32768`); suites without such a shape run in full.
+    #[arg(long, value_delimiter = ',')]
+    shapes: Option<Vec<String>>,
+    /// Also time every tiling of the fast matmul on every shape (`gpukern:fast/<tiling>`,
+    /// `k` unsplit), beside the plan that `FastPlan::choose` picks.
+    #[arg(long)]
+    plans: bool,
     /// Measurements not started after this many seconds are recorded as skipped.
     #[arg(long, default_value_t = 240.0)]
     budget_s: f64,
@@ -125,10 +133,19 @@ pub struct Bench {
     pub stream: Arc<CudaStream>,
     pub timer: Timer,
     pub quick: bool,
+    /// `--shapes`: the shape names to measure (all when `None`).
+    shapes: Option<Vec<String>>,
+    /// `--plans`: time every fast-matmul tiling too.
+    pub plans: bool,
     blas: Option<Result<Arc<matmul::Blas>, String>>,
 }
 
 impl Bench {
+    /// Whether `--shapes` lets the shape named `name` be measured.
+    pub fn wants(&self, name: &str) -> bool {
+        self.shapes.as_ref().is_none_or(|s| s.iter().any(|x| x == name))
+    }
+
     /// cuBLAS on the Gpu's stream, loaded on first use (an error if the library is missing).
     pub fn blas(&mut self) -> Result<Arc<matmul::Blas>, String> {
         if self.blas.is_none() {
@@ -197,6 +214,8 @@ fn run(args: &Args, gpu: Gpu) -> Res<()> {
         stream,
         timer,
         quick: args.quick,
+        shapes: args.shapes.clone(),
+        plans: args.plans,
         blas: None,
     };
     for suite in suites {

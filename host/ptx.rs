@@ -18,7 +18,7 @@ pub struct PtxModule {
 }
 
 /// Every kernel entry point each module exports.
-pub const KERNEL_NAMES: [&str; 20] = [
+pub const KERNEL_NAMES: [&str; 22] = [
     "add",
     "increment_by_one",
     "matmul_naive",
@@ -27,6 +27,8 @@ pub const KERNEL_NAMES: [&str; 20] = [
     "matmul_fast_128x128_vec4",
     "matmul_fast_64x64",
     "matmul_fast_64x64_vec4",
+    "matmul_fast_128x256",
+    "matmul_fast_128x256_vec4",
     "matmul_sum_splits",
     "softmax_rows",
     "add_vec4",

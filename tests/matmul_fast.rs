@@ -80,7 +80,19 @@ fn small_tiling_matches_cpu() {
     }
 }
 
-/// Slices of `k`, with ragged last slices, on both tilings and both kinds of global access.
+/// `(m, k, n)` products for the wide tiling (128 x 256, `BK` = 8, three `cp.async` stages): edges
+/// of the block tile, more tiles of `k` than stages, and the smallest case.
+const WIDE_SHAPES: [(usize, usize, usize); 4] = [(1, 1, 1), (130, 44, 260), (129, 37, 257), (3, 12, 4)];
+
+#[test]
+fn wide_tiling_matches_cpu() {
+    let gpu = Gpu::simulator();
+    for shape in WIDE_SHAPES {
+        check_plan(&gpu, shape, plan(FastTile::Wide, 1));
+    }
+}
+
+/// Slices of `k`, with ragged last slices, on every tiling and both kinds of global access.
 #[test]
 fn split_k_matches_cpu() {
     let gpu = Gpu::simulator();
@@ -90,6 +102,8 @@ fn split_k_matches_cpu() {
     check_plan(&gpu, (5, 50, 9), plan(FastTile::Large, 3));
     check_plan(&gpu, (3, 300, 5), plan(FastTile::Small, 7));
     check_plan(&gpu, (2, 20, 4), plan(FastTile::Large, 16));
+    check_plan(&gpu, (9, 52, 12), plan(FastTile::Wide, 3));
+    check_plan(&gpu, (4, 41, 5), plan(FastTile::Wide, 2));
 }
 
 /// The default algorithm end to end, through `matmul`, `matmul_with` and the free function.
@@ -118,7 +132,11 @@ fn default_is_fast_and_matches_cpu() {
 #[test]
 fn empty_shapes() {
     let gpu = Gpu::simulator();
-    for p in [plan(FastTile::Large, 1), plan(FastTile::Small, 4)] {
+    for p in [
+        plan(FastTile::Large, 1),
+        plan(FastTile::Small, 4),
+        plan(FastTile::Wide, 1),
+    ] {
         for (m, n) in [(5, 8), (3, 7)] {
             let a = gpu.upload_matrix(&Array2::<f32>::zeros((m, 0))).unwrap();
             let b = gpu.upload_matrix(&Array2::<f32>::zeros((0, n))).unwrap();
@@ -155,7 +173,11 @@ fn empty_shapes() {
 fn too_many_rows_is_too_large() {
     let gpu = Gpu::simulator();
     let max_y = gpu.limits().max_grid_dim[1] as usize;
-    for p in [plan(FastTile::Large, 1), plan(FastTile::Small, 1)] {
+    for p in [
+        plan(FastTile::Large, 1),
+        plan(FastTile::Small, 1),
+        plan(FastTile::Wide, 1),
+    ] {
         let m = max_y * p.tile.tiling().block_rows + 1;
         let a = gpu.upload_matrix(&Array2::<f32>::zeros((m, 0))).unwrap();
         let b = gpu.upload_matrix(&Array2::<f32>::zeros((0, 1))).unwrap();
@@ -196,7 +218,7 @@ fn plans_for_benchmark_shapes() {
 /// `k_split` covers `k` with whole tiles of `BK` and no empty slice.
 #[test]
 fn k_split_covers_k() {
-    for tile in [FastTile::Large, FastTile::Small] {
+    for tile in FastTile::ALL {
         let bk = tile.tiling().block_k;
         for k in [0, 1, 7, 8, 15, 16, 17, 100, 4093, 4096] {
             for slices in 1..=17 {

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys as blas_sys};
 use cudarc::driver::{CudaSlice, CudaStream};
-use gpukern::MatmulAlgorithm;
+use gpukern::ops::matmul::{FastPlan, FastTile};
+use gpukern::{DeviceMatrix, Gpu, MatmulAlgorithm};
 use ndarray::ArrayView2;
 
 use crate::Bench;
@@ -132,11 +133,36 @@ pub fn reference(bench: &mut Bench, shape: Shape, a: &[f32], b: &[f32]) -> Res<(
     Ok((s.clone_dtoh(&dc)?, "cublas"))
 }
 
+/// What one gpukern row runs: an algorithm, or the fast kernels with a given plan (`--plans`).
+#[derive(Clone, Copy)]
+enum Run {
+    Algorithm(MatmulAlgorithm),
+    Plan(FastPlan),
+}
+
+impl Run {
+    fn call(
+        self,
+        gpu: &Gpu,
+        a: &DeviceMatrix,
+        b: &DeviceMatrix,
+        c: &mut DeviceMatrix,
+    ) -> gpukern::Result<()> {
+        match self {
+            Run::Algorithm(algorithm) => gpu.matmul_into(a, b, c, algorithm),
+            Run::Plan(plan) => gpu.matmul_fast_into(a, b, c, plan),
+        }
+    }
+}
+
 /// Every algorithm and cuBLAS at every shape.
 pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for shape in shapes(b.quick) {
         let (m, n, k) = shape;
         let name = shape_name(shape);
+        if !b.wants(&name) {
+            continue;
+        }
         let flops = 2.0 * m as f64 * n as f64 * k as f64;
         let bytes = 4.0 * (m * k + k * n + m * n) as f64;
         let sets = sets_for(bytes as usize);
@@ -201,8 +227,20 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
             })?;
         }
 
-        for algorithm in MatmulAlgorithm::ALL {
-            let base = base(&format!("gpukern:{}", algorithm.name()), "fp32");
+        let tilings = if b.plans {
+            FastTile::ALL.to_vec()
+        } else {
+            Vec::new()
+        };
+        let runs = MatmulAlgorithm::ALL
+            .map(|a| (format!("gpukern:{}", a.name()), Run::Algorithm(a)))
+            .into_iter()
+            .chain(tilings.into_iter().map(|t| {
+                let plan = FastPlan { tile: t, slices: 1 };
+                (format!("gpukern:fast/{}", t.name()), Run::Plan(plan))
+            }));
+        for (imp, run) in runs {
+            let base = base(&imp, "fp32");
             sink.item(base.clone(), || {
                 let (r, what) = reference.as_ref().map_err(Clone::clone)?;
                 let gpu = &b.gpu;
@@ -215,7 +253,7 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     ));
                 }
                 let (da, db, dc) = &mut bufs[0];
-                gpu.matmul_into(da, db, dc, algorithm)?;
+                run.call(gpu, da, db, dc)?;
                 let check = Check::new(&dc.as_vec().to_vec()?, r, F32_TOL, what);
                 let record = base.checked(&check).with("sets", sets);
                 if !check.passed() {
@@ -223,7 +261,7 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                 }
                 let stats = b.timer.measure(|i| {
                     let (da, db, dc) = &mut bufs[i % sets];
-                    Ok(gpu.matmul_into(da, db, dc, algorithm)?)
+                    Ok(run.call(gpu, da, db, dc)?)
                 })?;
                 Ok(record.timed(&stats, Some(bytes), Some(flops)))
             })?;

@@ -31,6 +31,9 @@ pub fn shapes(quick: bool) -> Vec<(usize, usize)> {
 /// Every shape at every temperature.
 pub fn softmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for (rows, cols) in shapes(b.quick) {
+        if !b.wants(&format!("{rows}x{cols}")) {
+            continue;
+        }
         for (t, algorithm) in TEMPERATURES
             .into_iter()
             .flat_map(|t| SoftmaxAlgorithm::ALL.map(|a| (t, a)))

@@ -1,6 +1,8 @@
 //! Matrix product on device-resident matrices, with a choice of algorithm.
 
-use kernels_gpu::matmul::{FAST_64, FAST_128, FastTiling, NAIVE_BLOCK, SUM_BLOCK, TILE, TILED_SHARED_BYTES};
+use kernels_gpu::matmul::{
+    FAST_64, FAST_128, FAST_WIDE, FastTiling, NAIVE_BLOCK, SUM_BLOCK, TILE, TILED_SHARED_BYTES,
+};
 
 use super::same_shape;
 use crate::buffer::DeviceMatrix;
@@ -50,6 +52,8 @@ pub enum FastTile {
     Large,
     /// 64 x 64 per block, 4 x 4 per thread ([`FAST_64`]).
     Small,
+    /// 128 x 256 per block, 8 x 16 per thread, tiles moved by `cp.async` ([`FAST_WIDE`]).
+    Wide,
 }
 
 impl FastTile {
@@ -58,6 +62,19 @@ impl FastTile {
         match self {
             FastTile::Large => FAST_128,
             FastTile::Small => FAST_64,
+            FastTile::Wide => FAST_WIDE,
+        }
+    }
+
+    /// Every tiling.
+    pub const ALL: [FastTile; 3] = [FastTile::Large, FastTile::Small, FastTile::Wide];
+
+    /// A short name: `128x128`, `64x64`, `128x256`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FastTile::Large => "128x128",
+            FastTile::Small => "64x64",
+            FastTile::Wide => "128x256",
         }
     }
 }
@@ -295,6 +312,8 @@ impl Gpu {
             (FastTile::Large, true) => FastKernel::LargeVec4,
             (FastTile::Small, false) => FastKernel::Small,
             (FastTile::Small, true) => FastKernel::SmallVec4,
+            (FastTile::Wide, false) => FastKernel::Wide,
+            (FastTile::Wide, true) => FastKernel::WideVec4,
         };
         // SAFETY: `a`, `b` hold m*k, k*n elements (shapes checked), `out` holds `slices * m * n`
         // (`c` when there is one slice); `k_split` is a positive multiple of the tiling's `BK`

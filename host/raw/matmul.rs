@@ -62,7 +62,7 @@ pub(crate) unsafe fn matmul(
     }
 }
 
-/// The fast matmul kernels: two tilings, each with 16-byte or scalar global accesses. They share
+/// The fast matmul kernels: three tilings, each with 16-byte or scalar global accesses. They share
 /// the signature `(a, b, c, m, n, k, k_split)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FastKernel {
@@ -74,6 +74,10 @@ pub(crate) enum FastKernel {
     Small,
     /// `matmul_fast_64x64_vec4`.
     SmallVec4,
+    /// `matmul_fast_128x256` (the `cp.async` pipeline, 4-byte copies).
+    Wide,
+    /// `matmul_fast_128x256_vec4`.
+    WideVec4,
 }
 
 /// The signature every fast matmul kernel shares on the host: `(a, b, c, m, n, k, k_split)`.
@@ -103,6 +107,8 @@ pub(crate) unsafe fn matmul_fast(
         FastKernel::LargeVec4 => ("matmul_fast_128x128_vec4", k::matmul_fast_128x128_vec4),
         FastKernel::Small => ("matmul_fast_64x64", k::matmul_fast_64x64),
         FastKernel::SmallVec4 => ("matmul_fast_64x64_vec4", k::matmul_fast_64x64_vec4),
+        FastKernel::Wide => ("matmul_fast_128x256", k::matmul_fast_128x256),
+        FastKernel::WideVec4 => ("matmul_fast_128x256_vec4", k::matmul_fast_128x256_vec4),
     };
     match (&gpu.backend, &a.storage, &b.storage, &mut c.storage) {
         (Backend::Cuda(d), Storage::Cuda(a), Storage::Cuda(b), Storage::Cuda(c)) => {
@@ -111,6 +117,8 @@ pub(crate) unsafe fn matmul_fast(
                 FastKernel::LargeVec4 => &d.kernels.matmul_fast_128x128_vec4,
                 FastKernel::Small => &d.kernels.matmul_fast_64x64,
                 FastKernel::SmallVec4 => &d.kernels.matmul_fast_64x64_vec4,
+                FastKernel::Wide => &d.kernels.matmul_fast_128x256,
+                FastKernel::WideVec4 => &d.kernels.matmul_fast_128x256_vec4,
             };
             let mut launch = d.stream.launch_builder(func);
             launch.arg(a).arg(b).arg(c).arg(&m).arg(&n).arg(&kd).arg(&k_split);

@@ -4,7 +4,7 @@
 //! Small on purpose: a block of these kernels is 256 threads.
 
 use kernels_gpu::gpu::vector::F4;
-use kernels_gpu::matmul::{self, FastTiling, FAST_128, FAST_64};
+use kernels_gpu::matmul::{self, FastTiling, FAST_128, FAST_64, FAST_WIDE};
 use kernels_gpu::sim::{Dim3, Launch, LaunchConfig, SimError, Violation};
 
 /// A fast kernel's signature: `(a, b, c, m, n, k, k_split)`.
@@ -112,7 +112,7 @@ fn assert_product(what: &str, Product { a, b, c }: Product, (m, k, n): Shape) {
 
 #[test]
 fn fast_kernels_match_f64() {
-    let cases: [(&'static str, FastKernel, FastTiling, Shape, usize); 5] = [
+    let cases: [(&'static str, FastKernel, FastTiling, Shape, usize); 9] = [
         (
             "matmul_fast_128x128_vec4",
             matmul::matmul_fast_128x128_vec4,
@@ -147,6 +147,36 @@ fn fast_kernels_match_f64() {
             FAST_64,
             (1, 1, 1),
             16,
+        ),
+        // The cp.async pipeline: more tiles than stages, ragged rows, columns and k.
+        (
+            "matmul_fast_128x256_vec4",
+            matmul::matmul_fast_128x256_vec4,
+            FAST_WIDE,
+            (131, 44, 264),
+            48,
+        ),
+        (
+            "matmul_fast_128x256",
+            matmul::matmul_fast_128x256,
+            FAST_WIDE,
+            (7, 37, 259),
+            40,
+        ),
+        // Split k: three slices of 16, the last one short.
+        (
+            "matmul_fast_128x256_vec4",
+            matmul::matmul_fast_128x256_vec4,
+            FAST_WIDE,
+            (5, 36, 12),
+            16,
+        ),
+        (
+            "matmul_fast_128x256",
+            matmul::matmul_fast_128x256,
+            FAST_WIDE,
+            (1, 1, 1),
+            8,
         ),
     ];
     for (name, kernel, tiling, shape, k_split) in cases {

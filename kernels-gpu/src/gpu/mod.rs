@@ -4,6 +4,7 @@
 //! helper is an inline wrapper over an NVPTX intrinsic on the GPU, and a call into the
 //! simulator ([`crate::sim`]) on the host.
 //!
+//! * [`async_copy`]: `cp.async` copies from global to shared memory, in groups.
 //! * [`thread`]: thread, block and grid indices (1-D and 2-D), the block barrier.
 //! * [`shared`]: the block's dynamic shared memory.
 //! * [`mem`]: loads and stores through raw pointers; the only way kernels touch memory.
@@ -12,6 +13,7 @@
 //! * [`vector`]: four floats as one 16-byte load or store ([`vector::F4`]).
 //! * [`warp`]: warp-scope collectives (`shfl_xor`, `reduce_max`, `reduce_sum`) through shuffles.
 
+pub mod async_copy;
 pub mod block;
 pub mod math;
 pub mod mem;

@@ -44,3 +44,22 @@ pub unsafe fn store4(p: *mut f32, i: usize, v: F4) {
     // SAFETY: the caller guarantees four writable floats at an aligned `q`.
     unsafe { mem::store(q, 0, v) }
 }
+
+/// Two consecutive floats, 8-byte aligned so that the compiler emits one `ld.v2.f32`.
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct F2(pub [f32; 2]);
+
+/// Reads `p[i..i + 2]` as one 8-byte access.
+///
+/// # Safety
+/// `p.add(i)` is 8-byte aligned and points to two initialised floats in global or shared memory.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn load2(p: *const f32, i: usize) -> F2 {
+    let q = p.wrapping_add(i).cast::<F2>();
+    #[cfg(not(target_arch = "nvptx64"))]
+    assert!(q.is_aligned(), "misaligned 8-byte read at {q:p}");
+    // SAFETY: the caller guarantees two floats at an aligned `q` (bounds checked in the simulator).
+    unsafe { mem::load(q, 0) }
+}
