@@ -1,4 +1,4 @@
-//! Four floats moved as one 16-byte access (`ld.v4.f32` / `st.v4.f32` on the GPU): a quarter of
+//! Four (or two) floats moved as one 16-byte (8-byte) access (`ld.v4.f32` / `st.v4.f32` on the GPU): a quarter of
 //! the load/store instructions of four scalar accesses, and a whole 16-byte word per thread of a
 //! warp, which is what a coalesced global access and a conflict-free shared access want.
 
@@ -42,5 +42,24 @@ pub unsafe fn store4(p: *mut f32, i: usize, v: F4) {
     #[cfg(not(target_arch = "nvptx64"))]
     assert!(q.is_aligned(), "misaligned 16-byte write at {q:p}");
     // SAFETY: the caller guarantees four writable floats at an aligned `q`.
+    unsafe { mem::store(q, 0, v) }
+}
+
+/// Two consecutive floats, 8-byte aligned so that the compiler emits one 8-byte access.
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct F2(pub [f32; 2]);
+
+/// Writes `v` to `p[i..i + 2]` as one 8-byte access.
+///
+/// # Safety
+/// `p.add(i)` is 8-byte aligned and points to two writable floats in global or shared memory.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn store2(p: *mut f32, i: usize, v: F2) {
+    let q = p.wrapping_add(i).cast::<F2>();
+    #[cfg(not(target_arch = "nvptx64"))]
+    assert!(q.is_aligned(), "misaligned 8-byte write at {q:p}");
+    // SAFETY: the caller guarantees two writable floats at an aligned `q`.
     unsafe { mem::store(q, 0, v) }
 }
