@@ -17,6 +17,7 @@ const SMALL: DeviceLimits = DeviceLimits {
     max_block_dim: [512, 256, 8],
     max_grid_dim: [100, 20, 5],
     max_shared_mem_per_block: 4096,
+    max_shared_mem_per_block_optin: 8192,
 };
 
 /// The CPU matmul (f64 accumulation) against ndarray's f32 `dot`, relative error norm: the f32

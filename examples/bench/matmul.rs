@@ -1,5 +1,7 @@
 //! Matrix product: every `MatmulAlgorithm` against cuBLAS sgemm (fp32, the ceiling) and cuBLAS
-//! with TF32 tensor-core math, on row-major f32 matrices.
+//! with TF32 tensor-core math (the ceiling of gpukern's TF32 rows, `math: tf32`), on row-major
+//! f32 matrices. Besides `gpukern:tf32` (the tiling `Tf32Tile::choose` picks), each TF32 tiling
+//! is timed on its own as `gpukern:tf32_<tiling>`, so one run compares them.
 //!
 //! Counts: 2*m*n*k flops; minimum traffic 4*(m*k + k*n + m*n) bytes.
 //!
@@ -10,7 +12,8 @@ use std::sync::Arc;
 
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys as blas_sys};
 use cudarc::driver::{CudaSlice, CudaStream};
-use gpukern::MatmulAlgorithm;
+use gpukern::ops::matmul::Tf32Tile;
+use gpukern::{DeviceMatrix, Gpu, MatmulAlgorithm};
 use ndarray::ArrayView2;
 
 use crate::Bench;
@@ -201,8 +204,22 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
             })?;
         }
 
-        for algorithm in MatmulAlgorithm::ALL {
-            let base = base(&format!("gpukern:{}", algorithm.name()), "fp32");
+        // gpukern: every algorithm, then each TF32 tiling on its own.
+        type Run<'a> =
+            Box<dyn Fn(&Gpu, &DeviceMatrix, &DeviceMatrix, &mut DeviceMatrix) -> gpukern::Result<()> + 'a>;
+        let mut runs: Vec<(String, bool, Run)> = MatmulAlgorithm::ALL
+            .into_iter()
+            .map(|algorithm| {
+                let run: Run = Box::new(move |gpu, a, b, c| gpu.matmul_into(a, b, c, algorithm));
+                (algorithm.name().to_string(), algorithm.uses_tf32(), run)
+            })
+            .collect();
+        for tile in Tf32Tile::ALL {
+            let run: Run = Box::new(move |gpu, a, b, c| gpu.matmul_tf32_into(a, b, c, tile));
+            runs.push((format!("tf32_{}", tile.name()), true, run));
+        }
+        for (variant, tf32, run) in &runs {
+            let base = base(&format!("gpukern:{variant}"), if *tf32 { "tf32" } else { "fp32" });
             sink.item(base.clone(), || {
                 let (r, what) = reference.as_ref().map_err(Clone::clone)?;
                 let gpu = &b.gpu;
@@ -215,15 +232,16 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     ));
                 }
                 let (da, db, dc) = &mut bufs[0];
-                gpu.matmul_into(da, db, dc, algorithm)?;
-                let check = Check::new(&dc.as_vec().to_vec()?, r, F32_TOL, what);
+                run(gpu, da, db, dc)?;
+                let tol = if *tf32 { TF32_TOL } else { F32_TOL };
+                let check = Check::new(&dc.as_vec().to_vec()?, r, tol, what);
                 let record = base.checked(&check).with("sets", sets);
                 if !check.passed() {
                     return Ok(record);
                 }
                 let stats = b.timer.measure(|i| {
                     let (da, db, dc) = &mut bufs[i % sets];
-                    Ok(gpu.matmul_into(da, db, dc, algorithm)?)
+                    Ok(run(gpu, da, db, dc)?)
                 })?;
                 Ok(record.timed(&stats, Some(bytes), Some(flops)))
             })?;
