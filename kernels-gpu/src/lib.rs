@@ -6,9 +6,10 @@
 //!   device-side helpers in [`gpu`] are backed by [`sim`], a block/thread simulator that runs a
 //!   launch on the CPU and checks memory accesses, barriers and shared-memory races.
 //!
-//! One file per kernel family ([`add`], [`matmul`] and its TF32 tensor-core variant [`matmul_tf32`], [`softmax`]), each ordered from the tutorial
-//! version to faster ones. Kernels touch memory only through [`gpu::mem`], so that the simulator
-//! sees every access.
+//! One file per kernel family ([`add`], [`matmul`] and its TF32 tensor-core variant
+//! [`matmul_tf32`], [`softmax`]), each ordered from the tutorial version to faster ones. Kernels
+//! touch memory only through [`gpu::mem`] (or the checked copies of [`gpu::async_copy`]), so that
+//! the simulator sees every access.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
     target_arch = "nvptx64",

@@ -12,9 +12,10 @@
 //! # Design
 //! * **Block tile** `BM x BN` of `C` (128 x 128 or 128 x 256), stepping `BK = 32` along `k`.
 //!   Per step a block copies `4 * BK * (BM + BN)` bytes (32 KiB or 48 KiB) from global memory
-//!   and does `2 * BM * BN * BK` flops (1 or 2 MFLOP): 32 or 43 flops per byte, far above the
-//!   ~70 flops per byte of DRAM bandwidth at TF32 rates only when L2 serves most re-reads, which
-//!   the grouped block order ([`GROUP_ROWS`]) arranges.
+//!   and does `2 * BM * BN * BK` flops (1 or 2 MFLOP): 32 or 43 flops per byte. At ~330
+//!   TFLOP/s against ~4.8 TB/s of DRAM a kernel needs ~70 flops per DRAM byte, so most of these
+//!   re-reads must hit L2, which the grouped block order ([`GROUP_ROWS`]) arranges: the blocks
+//!   resident at once share their `A` rows and `B` columns.
 //! * **Warp tile** 64 x 64: each warp issues `4 x 8` `mma.m16n8k8` per step of 8 along `k`, from
 //!   4 `A` fragments (4 registers each) and 8 `B` fragments (2 each) it loads from shared memory:
 //!   4 KiB of shared-memory reads for 32 MMAs (65,536 flops), 128 bytes per MMA. Shared memory

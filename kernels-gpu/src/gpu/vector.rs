@@ -1,6 +1,7 @@
-//! Four (or two) floats moved as one 16-byte (8-byte) access (`ld.v4.f32` / `st.v4.f32` on the GPU): a quarter of
+//! Four floats moved as one 16-byte access (`ld.v4.f32` / `st.v4.f32` on the GPU): a quarter of
 //! the load/store instructions of four scalar accesses, and a whole 16-byte word per thread of a
-//! warp, which is what a coalesced global access and a conflict-free shared access want.
+//! warp, which is what a coalesced global access and a conflict-free shared access want. Also
+//! two floats as one 8-byte store ([`F2`], for the TF32 matmul's accumulator pairs).
 
 use crate::gpu::mem;
 
