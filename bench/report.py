@@ -159,13 +159,15 @@ class Run:
     def rate_kind(self, kernel: str) -> str:
         return "tflops" if kernel.startswith("matmul") else "gbps"
 
-    def ceiling(self, kernel: str, key: tuple[str, str]) -> tuple[float | None, str]:
-        """The ceiling rate for a kernel at a case, and what it is."""
+    def ceiling(self, kernel: str, key: tuple[str, str], math: str = "fp32") -> tuple[float | None, str]:
+        """The ceiling rate for a kernel at a case, and what it is (for matmul, per math mode:
+        cuBLAS fp32 for fp32 rows, cuBLAS TF32 for TF32 rows)."""
         if kernel == "matmul":
+            impl, name = ("cublas_tf32", "cuBLAS TF32") if math == "tf32" else ("cublas", "cuBLAS fp32")
             for r in self.by_kernel["matmul"]:
-                if r["impl"] == "cublas" and case_key(r) == key and r.get("tflops"):
-                    return r["tflops"], "cuBLAS fp32"
-            return None, "cuBLAS fp32"
+                if r["impl"] == impl and case_key(r) == key and r.get("tflops"):
+                    return r["tflops"], name
+            return None, name
         if self.copy_best:
             return self.copy_best["gbps"], f"copy ({self.copy_best['shape']} floats)"
         return None, "copy"
@@ -250,24 +252,35 @@ def kernel_section(run: Run, kernel: str, plot: str | None) -> str:
     for key in cases:
         here = [r for r in records if case_key(r) == key]
         ceiling, ceiling_name = run.ceiling(kernel, key)
+        tf32_ceiling, _ = run.ceiling(kernel, key, "tf32")
         peer = best((r for r in here if is_peer(r)), kind)
-        mine = best((r for r in here if is_gpukern(r)), kind)
-        overview.append(
-            [
-                case_label(key),
-                f"{fmt_rate(mine, kind)} ({mine['impl'].split(':', 1)[-1]})" if mine else "-",
-                f"{fmt_rate(peer, kind)} ({peer['impl']})" if peer else "-",
-                fmt_ratio(mine[kind] / peer[kind] if mine and peer else None),
-                f"{ceiling:.2f}" if ceiling and kind == "tflops" else f"{ceiling:.0f}" if ceiling else "-",
-                fmt_ratio(mine[kind] / ceiling if mine and ceiling else None, percent=True),
+        # Full-precision gpukern rows against fp32 peers and ceiling; TF32 rows on their own.
+        mine = best((r for r in here if is_gpukern(r) and r.get("math") != "tf32"), kind)
+        mine_tf32 = best((r for r in here if is_gpukern(r) and r.get("math") == "tf32"), kind)
+        row = [
+            case_label(key),
+            f"{fmt_rate(mine, kind)} ({mine['impl'].split(':', 1)[-1]})" if mine else "-",
+            f"{fmt_rate(peer, kind)} ({peer['impl']})" if peer else "-",
+            fmt_ratio(mine[kind] / peer[kind] if mine and peer else None),
+            f"{ceiling:.2f}" if ceiling and kind == "tflops" else f"{ceiling:.0f}" if ceiling else "-",
+            fmt_ratio(mine[kind] / ceiling if mine and ceiling else None, percent=True),
+        ]
+        if kernel == "matmul":
+            row += [
+                f"{fmt_rate(mine_tf32, kind)} ({mine_tf32['impl'].split(':', 1)[-1]})" if mine_tf32 else "-",
+                f"{tf32_ceiling:.2f}" if tf32_ceiling else "-",
+                fmt_ratio(mine_tf32[kind] / tf32_ceiling if mine_tf32 and tf32_ceiling else None, percent=True),
             ]
-        )
+        overview.append(row)
         rows = []
         for r in sorted(here, key=lambda r: impl_order(r["impl"])):
             vs_peer = vs_ceiling = None
             if is_gpukern(r) and r.get(kind) is not None:
-                vs_peer = r[kind] / peer[kind] if peer else None
-                vs_ceiling = r[kind] / ceiling if ceiling else None
+                if r.get("math") == "tf32":
+                    vs_ceiling = r[kind] / tf32_ceiling if tf32_ceiling else None
+                else:
+                    vs_peer = r[kind] / peer[kind] if peer else None
+                    vs_ceiling = r[kind] / ceiling if ceiling else None
             impl = r["impl"] + (" (TF32)" if r.get("math") == "tf32" and "tf32" not in r["impl"] else "")
             rows.append(
                 [
@@ -287,17 +300,19 @@ def kernel_section(run: Run, kernel: str, plot: str | None) -> str:
             )
         )
     ceiling_what = "cuBLAS fp32 at the same shape" if kernel == "matmul" else "the best device-to-device copy"
-    parts.append(
-        f"Best gpukern variant against the best like-for-like peer (fp32; TF32 results are listed in the "
-        f"details but not counted) and against the ceiling ({ceiling_what}), in {unit}:"
-    )
-    parts.append(
-        table(
-            ["case", "gpukern (variant)", "best peer", "gpukern / peer", "ceiling", "of ceiling"],
-            overview,
-            right=[1, 2, 3, 4, 5],
+    header = ["case", "gpukern (variant)", "best peer", "gpukern / peer", "ceiling", "of ceiling"]
+    tf32_note = ""
+    if kernel == "matmul":
+        header += ["gpukern TF32 (variant)", "cuBLAS TF32", "of TF32 ceiling"]
+        tf32_note = (
+            "; gpukern's opt-in TF32 variants (`math: tf32`) are compared only with cuBLAS TF32 "
+            "at the same shape, in the last three columns"
         )
+    parts.append(
+        f"Best full-precision gpukern variant against the best like-for-like peer (fp32; TF32 peers are "
+        f"listed in the details but not counted) and against the ceiling ({ceiling_what}){tf32_note}, in {unit}:"
     )
+    parts.append(table(header, overview, right=range(1, len(header))))
     parts.append(
         "<details><summary>Every implementation, per case</summary>\n\n" + "\n\n".join(details) + "\n\n</details>"
     )

@@ -105,7 +105,10 @@ impl Suite {
     fn planned(self, quick: bool) -> u64 {
         let n = match self {
             Suite::Copy | Suite::Add | Suite::IncrementByOne => memory::sizes(quick).len(),
-            Suite::Matmul => matmul::shapes(quick).len() * (MatmulAlgorithm::ALL.len() + 2),
+            Suite::Matmul => {
+                matmul::shapes(quick).len()
+                    * (MatmulAlgorithm::ALL.len() + 2 + gpukern::ops::matmul::Tf32Tile::ALL.len())
+            }
             Suite::Softmax => softmax::shapes(quick).len() * softmax::TEMPERATURES.len(),
             Suite::LaunchOverhead => overhead::LAUNCH_RECORDS as usize,
             Suite::MatmulWithCopies => overhead::copies_shapes(quick).len() * 2,

@@ -54,6 +54,10 @@ pub(crate) struct Kernels {
     pub(crate) matmul_fast_128x256: CudaFunction,
     pub(crate) matmul_fast_128x256_vec4: CudaFunction,
     pub(crate) matmul_sum_splits: CudaFunction,
+    pub(crate) matmul_tf32_128x128: CudaFunction,
+    pub(crate) matmul_tf32_128x128_vec4: CudaFunction,
+    pub(crate) matmul_tf32_128x256: CudaFunction,
+    pub(crate) matmul_tf32_128x256_vec4: CudaFunction,
     pub(crate) softmax_rows: CudaFunction,
     pub(crate) add_vec4: CudaFunction,
     pub(crate) softmax_warp_1: CudaFunction,
@@ -117,6 +121,10 @@ impl Gpu {
             matmul_fast_128x256: load("matmul_fast_128x256")?,
             matmul_fast_128x256_vec4: load("matmul_fast_128x256_vec4")?,
             matmul_sum_splits: load("matmul_sum_splits")?,
+            matmul_tf32_128x128: load("matmul_tf32_128x128")?,
+            matmul_tf32_128x128_vec4: load("matmul_tf32_128x128_vec4")?,
+            matmul_tf32_128x256: load("matmul_tf32_128x256")?,
+            matmul_tf32_128x256_vec4: load("matmul_tf32_128x256_vec4")?,
             softmax_rows: load("softmax_rows")?,
             add_vec4: load("add_vec4")?,
             softmax_warp_1: load("softmax_warp_1")?,
@@ -135,6 +143,7 @@ impl Gpu {
             .during("reading a kernel's block limit")?
             .max(0) as u32;
         let limits = read_limits(&ctx)?;
+        allow_large_shared_memory(&kernels, &limits)?;
         let name = ctx.name().during("reading the device name")?;
         let stream = ctx.new_stream().during("creating a stream")?;
         Ok(Gpu {
@@ -218,7 +227,7 @@ impl Gpu {
     pub fn limits(&self) -> DeviceLimits {
         match &self.backend {
             Backend::Cuda(d) => d.limits,
-            Backend::Simulator => DeviceLimits::COMMON,
+            Backend::Simulator => DeviceLimits::SIMULATOR,
         }
     }
 
@@ -263,5 +272,30 @@ fn read_limits(ctx: &Arc<CudaContext>) -> Result<DeviceLimits> {
             get(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
         ],
         max_shared_mem_per_block: get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+        max_shared_mem_per_block_optin: get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
     })
+}
+
+/// Opts the kernels that need more than 48 KiB of dynamic shared memory (the TF32 matmuls) in to
+/// what they use, and asks for the largest shared-memory carveout for them (two 105 KiB blocks
+/// of `matmul_tf32_128x128` per multiprocessor). A kernel whose need exceeds the device's opt-in
+/// limit is left as it is: its launches are refused by the limit check ([`DeviceLimits`]).
+fn allow_large_shared_memory(kernels: &Kernels, limits: &DeviceLimits) -> Result<()> {
+    use kernels_gpu::matmul_tf32::{TF32_128X128, TF32_128X256};
+    use sys::CUfunction_attribute::*;
+    let large = [
+        (&kernels.matmul_tf32_128x128, TF32_128X128.shared_bytes()),
+        (&kernels.matmul_tf32_128x128_vec4, TF32_128X128.shared_bytes()),
+        (&kernels.matmul_tf32_128x256, TF32_128X256.shared_bytes()),
+        (&kernels.matmul_tf32_128x256_vec4, TF32_128X256.shared_bytes()),
+    ];
+    for (func, bytes) in large {
+        if bytes <= limits.max_shared_mem_per_block_optin {
+            func.set_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
+                .during("allowing a kernel more than 48 KiB of shared memory")?;
+            func.set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
+                .during("setting a kernel's shared-memory carveout")?;
+        }
+    }
+    Ok(())
 }

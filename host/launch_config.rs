@@ -28,6 +28,10 @@ pub struct DeviceLimits {
     pub max_grid_dim: [u32; 3],
     /// Dynamic shared memory a block may use without opting in to more.
     pub max_shared_mem_per_block: u32,
+    /// Dynamic shared memory a block may use once its kernel opts in
+    /// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`; gpukern opts in the kernels that need
+    /// it when it loads them).
+    pub max_shared_mem_per_block_optin: u32,
 }
 
 impl DeviceLimits {
@@ -37,6 +41,14 @@ impl DeviceLimits {
         max_block_dim: [1024, 1024, 64],
         max_grid_dim: [i32::MAX as u32, 65535, 65535],
         max_shared_mem_per_block: 48 * 1024,
+        max_shared_mem_per_block_optin: 48 * 1024,
+    };
+
+    /// The simulator's limits: [`DeviceLimits::COMMON`], with the opt-in shared memory of an
+    /// H100/H200 (227 KiB), so that it runs the launches such a GPU runs.
+    pub const SIMULATOR: DeviceLimits = DeviceLimits {
+        max_shared_mem_per_block_optin: 227 * 1024,
+        ..DeviceLimits::COMMON
     };
 }
 

@@ -18,7 +18,7 @@ pub struct PtxModule {
 }
 
 /// Every kernel entry point each module exports.
-pub const KERNEL_NAMES: [&str; 22] = [
+pub const KERNEL_NAMES: [&str; 26] = [
     "add",
     "increment_by_one",
     "matmul_naive",
@@ -30,6 +30,10 @@ pub const KERNEL_NAMES: [&str; 22] = [
     "matmul_fast_128x256",
     "matmul_fast_128x256_vec4",
     "matmul_sum_splits",
+    "matmul_tf32_128x128",
+    "matmul_tf32_128x128_vec4",
+    "matmul_tf32_128x256",
+    "matmul_tf32_128x256_vec4",
     "softmax_rows",
     "add_vec4",
     "softmax_warp_1",

@@ -17,6 +17,7 @@ const SMALL: DeviceLimits = DeviceLimits {
     max_block_dim: [512, 256, 8],
     max_grid_dim: [100, 20, 5],
     max_shared_mem_per_block: 4096,
+    max_shared_mem_per_block_optin: 8192,
 };
 
 /// The CPU matmul (f64 accumulation) against ndarray's f32 `dot`, relative error norm: the f32
@@ -582,6 +583,8 @@ fn fast_plans_follow_their_documented_rules() {
             // The large tiling exactly when its blocks alone fill every multiprocessor.
             FastTile::Large => assert!(blocks(m, n, 128) >= sms && plan.slices == 1, "{what}"),
             FastTile::Small => assert!(blocks(m, n, 128) < sms, "{what}"),
+            // Timed slower than the large tiling on the H200 at every benchmark shape.
+            FastTile::Wide => panic!("{what}: the wide tiling is only chosen by hand"),
         }
         if plan.slices > 1 {
             // Split only when the small tiling leaves multiprocessors idle, in slices of >= 256.

@@ -15,14 +15,14 @@ mod common;
 use std::fmt::Debug;
 
 use gpukern::ops::add::AddAlgorithm;
-use gpukern::ops::matmul::{FastPlan, FastTile, SIMULATED_MULTIPROCESSORS};
+use gpukern::ops::matmul::{FastPlan, FastTile, SIMULATED_MULTIPROCESSORS, Tf32Tile};
 use gpukern::ops::softmax::{OnePassConfig, SoftmaxAlgorithm};
 use gpukern::{DeviceMatrix, DeviceVec, Error, Gpu, MatmulAlgorithm, cpu};
 use libtest_mimic::{Arguments, Failed, Trial};
 use ndarray::{Array1, Array2, Array3, ArrayView2, Dimension, s};
 use rand::rngs::StdRng;
 
-use common::{max_abs_diff, random_matrix, random_vec};
+use common::{max_abs_diff, random_matrix, random_vec, tf32_violation};
 
 /// `add`, `add_into` and `increment_by_one` must be exact: one IEEE f32 rounding per element, the
 /// same on the device as in the reference.
@@ -55,6 +55,9 @@ struct Sizes {
     matmul: &'static [(usize, usize, usize)],
     /// `(m, k, n)` of the products run with every plan of the fast kernels.
     fast: &'static [(usize, usize, usize)],
+    /// `(m, k, n)` of the products run with every tiling of the TF32 kernels (16-byte copies
+    /// where `k` and `n` are multiples of 4, 4-byte copies elsewhere).
+    tf32: &'static [(usize, usize, usize)],
     /// `(rows, cols)` of the row-wise softmax.
     softmax: &'static [(usize, usize)],
     /// Shapes of the chained test: vector length, then `A: m x k`, `B: k x n`, `B2: n x p`.
@@ -78,6 +81,15 @@ const SIM_SIZES: Sizes = Sizes {
         (20, 516, 36),
     ],
     fast: &[(1, 1, 1), (7, 31, 33), (65, 33, 47), (20, 516, 36), (33, 520, 17)],
+    // Every MMA is 32 warp shuffles in the simulator: small shapes, but past the 128-row and
+    // 128/256-column block tiles and the 32-deep k tile.
+    tf32: &[
+        (1, 1, 1),
+        (17, 33, 65),
+        (129, 131, 37),
+        (200, 300, 72),
+        (128, 64, 256),
+    ],
     softmax: &[(1, 1), (7, 31), (5, 300), (2, 1025)],
     chain: (300, [20, 33, 17, 9]),
 };
@@ -107,6 +119,17 @@ const CUDA_SIZES: Sizes = Sizes {
         (1000, 1000, 1000),
         (31, 4097, 7),
         (64, 4096, 64),
+    ],
+    tf32: &[
+        (1, 1, 1),
+        (17, 33, 65),
+        (129, 131, 37),
+        (200, 300, 70),
+        (1000, 1000, 1000),
+        (1024, 1024, 1024),
+        (2048, 256, 1152),
+        (1537, 1029, 1409),
+        (31, 4097, 7),
     ],
     softmax: &[
         (1, 1),
@@ -344,9 +367,9 @@ fn device_info(gpu: &Gpu, simulator: bool) -> Check {
         failures.push(format!("describe() = {description:?}"));
     }
     let limits = gpu.limits();
-    if simulator && limits != gpukern::DeviceLimits::COMMON {
+    if simulator && limits != gpukern::DeviceLimits::SIMULATOR {
         failures.push(format!(
-            "the simulator's limits {limits:?} are not DeviceLimits::COMMON"
+            "the simulator's limits {limits:?} are not DeviceLimits::SIMULATOR"
         ));
     }
     // Every kernel's launch needs these; a device that reports less could not run them.
@@ -451,17 +474,34 @@ fn softmax_vector(gpu: &Gpu, rng: &mut StdRng, n: usize) -> Check {
 
 /// Every matmul entry point and algorithm on one `m x k` times `k x n` product against
 /// `cpu::matmul`: `matmul`, `matmul_with` and `matmul_into` (into a poisoned output).
+/// Fails unless `got` (the `m x n` result of `a * b` by a TF32 kernel) lies within the TF32
+/// error bound of every element (`tests/common`'s `tf32_violation`).
+fn check_tf32(what: &str, a: &Array2<f32>, b: &Array2<f32>, got: &[f32]) -> Check {
+    match tf32_violation(&a.view(), &b.view(), got) {
+        None => Ok(()),
+        Some(e) => Err(format!("{what}: {e}").into()),
+    }
+}
+
+/// Every matmul entry point and algorithm on one `m x k` times `k x n` product against
+/// `cpu::matmul`: `matmul`, `matmul_with` and `matmul_into` (into a poisoned output); the f32
+/// algorithms to `MATMUL_REL_TOL`, TF32 to its per-element bound.
 fn matmul_shape(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize)) -> Check {
     let (a, b) = (random_matrix(rng, m, k), random_matrix(rng, k, n));
     let want = cpu::matmul(&a, &b)?;
     let want = want.as_slice().unwrap_or_default();
     let (da, db) = (gpu.upload_matrix(&a)?, gpu.upload_matrix(&b)?);
     let mut failures = Vec::new();
-    let mut check = |variant: String, got: gpukern::Result<Array2<f32>>| {
+    let mut check = |variant: String, tf32: bool, got: gpukern::Result<Array2<f32>>| {
         let what = format!("{m}x{k}x{n} {variant}");
         let result = match got {
             Ok(c) => check_dim(&what, c.dim(), (m, n)).and_then(|()| {
-                check_rel_error(&what, c.as_slice().unwrap_or_default(), want, MATMUL_REL_TOL)
+                let got = c.as_slice().unwrap_or_default();
+                if tf32 {
+                    check_tf32(&what, &a, &b, got)
+                } else {
+                    check_rel_error(&what, got, want, MATMUL_REL_TOL)
+                }
             }),
             Err(e) => Err(format!("{what}: {e}").into()),
         };
@@ -469,16 +509,45 @@ fn matmul_shape(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize)) -
             failures.push(e.to_string());
         }
     };
-    check("matmul".into(), gpu.matmul(&da, &db).and_then(|c| c.to_array()));
+    check(
+        "matmul".into(),
+        false,
+        gpu.matmul(&da, &db).and_then(|c| c.to_array()),
+    );
     for algorithm in MatmulAlgorithm::ALL {
-        let name = algorithm.name();
+        let (name, tf32) = (algorithm.name(), algorithm.uses_tf32());
         let with = gpu.matmul_with(&da, &db, algorithm);
-        check(format!("matmul_with({name})"), with.and_then(|c| c.to_array()));
+        check(
+            format!("matmul_with({name})"),
+            tf32,
+            with.and_then(|c| c.to_array()),
+        );
         let into = poisoned_matrix(gpu, m, n).and_then(|mut c| {
             gpu.matmul_into(&da, &db, &mut c, algorithm)
                 .and_then(|()| c.to_array())
         });
-        check(format!("matmul_into({name})"), into);
+        check(format!("matmul_into({name})"), tf32, into);
+    }
+    all_passed(failures)
+}
+
+/// Both tilings of the TF32 kernels through `matmul_tf32_into`, into a poisoned output, within
+/// the TF32 bound: reaches every TF32 kernel whatever tiling `Tf32Tile::choose` would pick.
+fn matmul_tf32_tiles(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize)) -> Check {
+    let (a, b) = (random_matrix(rng, m, k), random_matrix(rng, k, n));
+    let (da, db) = (gpu.upload_matrix(&a)?, gpu.upload_matrix(&b)?);
+    let mut failures = Vec::new();
+    for tile in Tf32Tile::ALL {
+        let what = format!("{m}x{k}x{n} matmul_tf32_into({})", tile.name());
+        let mut c = poisoned_matrix(gpu, m, n)?;
+        let result = gpu
+            .matmul_tf32_into(&da, &db, &mut c, tile)
+            .and_then(|()| c.to_array())
+            .map_err(|e| format!("{what}: {e}").into())
+            .and_then(|c| check_tf32(&what, &a, &b, c.as_slice().unwrap_or_default()));
+        if let Err(e) = result {
+            failures.push(e.to_string());
+        }
     }
     all_passed(failures)
 }
@@ -1078,6 +1147,14 @@ fn backend_trials(target: &Target, sizes: &'static Sizes) -> Vec<Trial> {
             move |gpu, rng| matmul_fast_plans(gpu, rng, shape),
         ));
     }
+    for &shape in sizes.tf32 {
+        let (m, k, n) = shape;
+        trials.push(trial(
+            target,
+            &format!("matmul_tf32_into::{m}x{k}x{n}"),
+            move |gpu, rng| matmul_tf32_tiles(gpu, rng, shape),
+        ));
+    }
     for &shape in sizes.softmax {
         let name = format!("softmax_one_pass::{}x{}", shape.0, shape.1);
         trials.push(trial(target, &name, move |gpu, rng| {
@@ -1218,20 +1295,28 @@ fn global_matmul(rng: &mut StdRng) -> Check {
     let mut failures = Vec::new();
     for (what, a, b) in cases {
         let want = cpu::matmul(&a, &b)?;
-        let mut results = vec![("matmul", gpukern::matmul(&a, &b))];
+        let mut results = vec![("matmul", false, gpukern::matmul(&a, &b))];
         for algorithm in MatmulAlgorithm::ALL {
-            results.push((algorithm.name(), gpukern::matmul_with(&a, &b, algorithm)));
+            results.push((
+                algorithm.name(),
+                algorithm.uses_tf32(),
+                gpukern::matmul_with(&a, &b, algorithm),
+            ));
         }
-        for (variant, got) in results {
+        for (variant, tf32, got) in results {
             let got = got?;
             let what = format!("{variant} {what} {:?} x {:?}", a.dim(), b.dim());
             let result = check_dim(&what, got.dim(), want.dim()).and_then(|()| {
-                check_rel_error(
-                    &what,
-                    &logical(&got.view()),
-                    &logical(&want.view()),
-                    MATMUL_REL_TOL,
-                )
+                if tf32 {
+                    check_tf32(&what, &a.to_owned(), &b.to_owned(), &logical(&got.view()))
+                } else {
+                    check_rel_error(
+                        &what,
+                        &logical(&got.view()),
+                        &logical(&want.view()),
+                        MATMUL_REL_TOL,
+                    )
+                }
             });
             if let Err(e) = result {
                 failures.push(e.to_string());

@@ -110,7 +110,13 @@ fn split_k_matches_cpu() {
 #[test]
 fn default_is_fast_and_matches_cpu() {
     assert_eq!(MatmulAlgorithm::default(), MatmulAlgorithm::Fast);
-    assert_eq!(MatmulAlgorithm::ALL.last(), Some(&MatmulAlgorithm::Fast));
+    // The fastest full-precision algorithm; only the opt-in TF32 one comes after it.
+    let full: Vec<_> = MatmulAlgorithm::ALL
+        .into_iter()
+        .filter(|a| !a.uses_tf32())
+        .collect();
+    assert_eq!(full.last(), Some(&MatmulAlgorithm::Fast));
+    assert_eq!(MatmulAlgorithm::ALL.last(), Some(&MatmulAlgorithm::Tf32));
     assert_eq!(MatmulAlgorithm::Fast.name(), "fast");
     let gpu = Gpu::simulator();
     let mut rng = common::rng_for("default_is_fast_and_matches_cpu");

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use gpukern::kernels::{add, matmul, softmax};
+use gpukern::kernels::{add, matmul, matmul_tf32, softmax};
 use gpukern::ptx::{KERNEL_NAMES, PtxModule, modules};
 
 /// The variable naming the ptxas binary.
@@ -139,6 +139,8 @@ fn block_threads(kernel: &str) -> Option<u32> {
         "matmul_fast_128x128" | "matmul_fast_128x128_vec4" => matmul::FAST_128.threads(),
         "matmul_fast_64x64" | "matmul_fast_64x64_vec4" => matmul::FAST_64.threads(),
         "matmul_sum_splits" => matmul::SUM_BLOCK,
+        "matmul_tf32_128x128" | "matmul_tf32_128x128_vec4" => matmul_tf32::TF32_128X128.threads(),
+        "matmul_tf32_128x256" | "matmul_tf32_128x256_vec4" => matmul_tf32::TF32_128X256.threads(),
         "softmax_rows" => softmax::BLOCK,
         "softmax_warp_1" | "softmax_warp_2" | "softmax_warp_4" | "softmax_warp_8" => {
             softmax::WARP_KERNEL_BLOCK
@@ -288,6 +290,12 @@ const BARRIERS: &[(&str, usize)] = &[
     ("matmul_fast_64x64", 2),
     ("matmul_fast_64x64_vec4", 2),
     ("matmul_sum_splits", 0),
+    // `tf32_gemm`: one per tile in the main loop, after the wait for the tile's copies (the
+    // stages of the cp.async pipeline make a second one unnecessary).
+    ("matmul_tf32_128x128", 1),
+    ("matmul_tf32_128x128_vec4", 1),
+    ("matmul_tf32_128x256", 1),
+    ("matmul_tf32_128x256_vec4", 1),
     // Each `block::reduce` has three (after the store, one per tree round in its loop, after the
     // final read); the kernel calls `reduce_max` or `reduce_min` (a branch on `t`, which is the
     // same for the whole block), then `reduce_sum`: three call sites.
@@ -335,6 +343,47 @@ fn barriers_are_where_the_source_puts_them() {
             for line in barriers.iter().filter(|line| line.trim_start().starts_with('@')) {
                 failures.push(format!(
                     "{name} in the {} module has a predicated barrier: {line:?}",
+                    module.arch
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Warp-collective MMAs per TF32 kernel: `MI * NJ * BK / 8` in the unrolled main loop (4 x 8 x 4),
+/// none predicated (a predicated `mma.sync` is reached by only part of the warp). A count other
+/// than the source's means the compiler duplicated or dropped one.
+#[test]
+fn tf32_mmas_are_where_the_source_puts_them() {
+    let tilings = [
+        ("matmul_tf32_128x128", matmul_tf32::TF32_128X128),
+        ("matmul_tf32_128x128_vec4", matmul_tf32::TF32_128X128),
+        ("matmul_tf32_128x256", matmul_tf32::TF32_128X256),
+        ("matmul_tf32_128x256_vec4", matmul_tf32::TF32_128X256),
+    ];
+    let mut failures = Vec::new();
+    for module in modules() {
+        for (name, t) in tilings {
+            let expected = (t.warp_rows / matmul_tf32::MMA_M)
+                * (t.warp_cols / matmul_tf32::MMA_N)
+                * (t.block_k / matmul_tf32::MMA_K);
+            let body = kernel_body(module.ptx, name);
+            let mmas: Vec<&str> = body
+                .iter()
+                .copied()
+                .filter(|line| line.contains("mma.sync"))
+                .collect();
+            if mmas.len() != expected {
+                failures.push(format!(
+                    "{name} in the {} module has {} mma.sync, the source has {expected}",
+                    module.arch,
+                    mmas.len()
+                ));
+            }
+            for line in mmas.iter().filter(|line| line.trim_start().starts_with('@')) {
+                failures.push(format!(
+                    "{name} in the {} module has a predicated MMA: {line:?}",
                     module.arch
                 ));
             }

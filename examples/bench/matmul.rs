@@ -1,5 +1,8 @@
 //! Matrix product: every `MatmulAlgorithm` against cuBLAS sgemm (fp32, the ceiling) and cuBLAS
-//! with TF32 tensor-core math, on row-major f32 matrices.
+//! with TF32 tensor-core math (the ceiling of gpukern's TF32 rows, `math: tf32`), on row-major
+//! f32 matrices. With `--plans`, each tiling of the fast kernels (`gpukern:fast/<tiling>`, `k`
+//! unsplit) and of the TF32 kernels (`gpukern:tf32/<tiling>`) is timed on its own too, beside the
+//! one that `FastPlan::choose` / `Tf32Tile::choose` picks, so one run compares them.
 //!
 //! Counts: 2*m*n*k flops; minimum traffic 4*(m*k + k*n + m*n) bytes.
 //!
@@ -10,7 +13,7 @@ use std::sync::Arc;
 
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys as blas_sys};
 use cudarc::driver::{CudaSlice, CudaStream};
-use gpukern::ops::matmul::{FastPlan, FastTile};
+use gpukern::ops::matmul::{FastPlan, FastTile, Tf32Tile};
 use gpukern::{DeviceMatrix, Gpu, MatmulAlgorithm};
 use ndarray::ArrayView2;
 
@@ -133,28 +136,6 @@ pub fn reference(bench: &mut Bench, shape: Shape, a: &[f32], b: &[f32]) -> Res<(
     Ok((s.clone_dtoh(&dc)?, "cublas"))
 }
 
-/// What one gpukern row runs: an algorithm, or the fast kernels with a given plan (`--plans`).
-#[derive(Clone, Copy)]
-enum Run {
-    Algorithm(MatmulAlgorithm),
-    Plan(FastPlan),
-}
-
-impl Run {
-    fn call(
-        self,
-        gpu: &Gpu,
-        a: &DeviceMatrix,
-        b: &DeviceMatrix,
-        c: &mut DeviceMatrix,
-    ) -> gpukern::Result<()> {
-        match self {
-            Run::Algorithm(algorithm) => gpu.matmul_into(a, b, c, algorithm),
-            Run::Plan(plan) => gpu.matmul_fast_into(a, b, c, plan),
-        }
-    }
-}
-
 /// Every algorithm and cuBLAS at every shape.
 pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for shape in shapes(b.quick) {
@@ -227,20 +208,29 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
             })?;
         }
 
-        let tilings = if b.plans {
-            FastTile::ALL.to_vec()
-        } else {
-            Vec::new()
-        };
-        let runs = MatmulAlgorithm::ALL
-            .map(|a| (format!("gpukern:{}", a.name()), Run::Algorithm(a)))
+        // gpukern: every algorithm; with `--plans`, each fast and TF32 tiling on its own too.
+        type Run<'a> =
+            Box<dyn Fn(&Gpu, &DeviceMatrix, &DeviceMatrix, &mut DeviceMatrix) -> gpukern::Result<()> + 'a>;
+        let mut runs: Vec<(String, bool, Run)> = MatmulAlgorithm::ALL
             .into_iter()
-            .chain(tilings.into_iter().map(|t| {
-                let plan = FastPlan { tile: t, slices: 1 };
-                (format!("gpukern:fast/{}", t.name()), Run::Plan(plan))
-            }));
-        for (imp, run) in runs {
-            let base = base(&imp, "fp32");
+            .map(|algorithm| {
+                let run: Run = Box::new(move |gpu, a, b, c| gpu.matmul_into(a, b, c, algorithm));
+                (algorithm.name().to_string(), algorithm.uses_tf32(), run)
+            })
+            .collect();
+        if b.plans {
+            for tile in FastTile::ALL {
+                let plan = FastPlan { tile, slices: 1 };
+                let run: Run = Box::new(move |gpu, a, b, c| gpu.matmul_fast_into(a, b, c, plan));
+                runs.push((format!("fast/{}", tile.name()), false, run));
+            }
+            for tile in Tf32Tile::ALL {
+                let run: Run = Box::new(move |gpu, a, b, c| gpu.matmul_tf32_into(a, b, c, tile));
+                runs.push((format!("tf32/{}", tile.name()), true, run));
+            }
+        }
+        for (variant, tf32, run) in &runs {
+            let base = base(&format!("gpukern:{variant}"), if *tf32 { "tf32" } else { "fp32" });
             sink.item(base.clone(), || {
                 let (r, what) = reference.as_ref().map_err(Clone::clone)?;
                 let gpu = &b.gpu;
@@ -253,15 +243,16 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     ));
                 }
                 let (da, db, dc) = &mut bufs[0];
-                run.call(gpu, da, db, dc)?;
-                let check = Check::new(&dc.as_vec().to_vec()?, r, F32_TOL, what);
+                run(gpu, da, db, dc)?;
+                let tol = if *tf32 { TF32_TOL } else { F32_TOL };
+                let check = Check::new(&dc.as_vec().to_vec()?, r, tol, what);
                 let record = base.checked(&check).with("sets", sets);
                 if !check.passed() {
                     return Ok(record);
                 }
                 let stats = b.timer.measure(|i| {
                     let (da, db, dc) = &mut bufs[i % sets];
-                    Ok(run.call(gpu, da, db, dc)?)
+                    Ok(run(gpu, da, db, dc)?)
                 })?;
                 Ok(record.timed(&stats, Some(bytes), Some(flops)))
             })?;

@@ -3,17 +3,20 @@
 use kernels_gpu::matmul::{
     FAST_64, FAST_128, FAST_WIDE, FastTiling, NAIVE_BLOCK, SUM_BLOCK, TILE, TILED_SHARED_BYTES,
 };
+use kernels_gpu::matmul_tf32::{TF32_128X128, TF32_128X256, Tf32Tiling};
 
 use super::same_shape;
 use crate::buffer::DeviceMatrix;
 use crate::device::{Backend, Gpu};
 use crate::error::DriverContext;
 use crate::error::{Error, Result};
-use crate::launch_config::LaunchConfig;
+use crate::launch_config::{DeviceLimits, LaunchConfig};
 use crate::raw;
-use crate::raw::matmul::{FastKernel, MatmulKernel};
+use crate::raw::matmul::{FastKernel, MatmulKernel, Tf32Kernel};
 
-/// Which matmul kernel to run. All compute in f32 with one rounding per multiply-add.
+/// Which matmul kernel to run. `Naive`, `Tiled` and `Fast` compute in f32 with one rounding per
+/// multiply-add (relative error about 1e-6); `Tf32`, which must be asked for, rounds the operands
+/// to TF32 first and runs on tensor cores (relative error about 1e-3, see its bound).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MatmulAlgorithm {
     /// One thread per output element, operands from global memory (the tutorial's first kernel).
@@ -25,22 +28,111 @@ pub enum MatmulAlgorithm {
     /// chosen per shape by [`FastPlan::choose`]. The fastest here, so the default.
     #[default]
     Fast,
+    /// Opt-in, reduced precision: TF32 tensor cores (`mma.sync` with TF32 operands, sm_80 and
+    /// newer), 128 x 256 or 128 x 128 block tiles with a `cp.async` pipeline, the tiling chosen
+    /// per shape by [`Tf32Tile::choose`]. Each element of `A` and `B` is rounded to TF32 (10
+    /// explicit significand bits, to nearest with ties away from zero, unit roundoff
+    /// `u = 2^-11`); the products of the rounded values are exact and are summed in f32. So, for
+    /// normal (not subnormal) operands, each element of the result obeys
+    ///
+    /// `|C_tf32(i,j) - C(i,j)| <= tf32_error_factor(k) * sum_l |A(i,l)| |B(l,j)|`,
+    ///
+    /// with [`tf32_error_factor`]`(k) = 2u + u^2 + γ_k (1 + u)^2` and `γ_k = k δ / (1 - k δ)`,
+    /// `δ = 2^-23` (a relative error of `δ` per f32 addition covers either rounding mode the
+    /// tensor core may use): about `1e-3 + k * 1.2e-7`. On data of one sign that is a relative
+    /// error of about 1e-3; where terms cancel, the error relative to `C` can be larger.
+    Tf32,
 }
 
 impl MatmulAlgorithm {
-    /// Every algorithm, slowest first.
-    pub const ALL: [MatmulAlgorithm; 3] = [
+    /// Every algorithm: the f32 ones slowest first, then the opt-in TF32 one.
+    pub const ALL: [MatmulAlgorithm; 4] = [
         MatmulAlgorithm::Naive,
         MatmulAlgorithm::Tiled,
         MatmulAlgorithm::Fast,
+        MatmulAlgorithm::Tf32,
     ];
 
-    /// A short name: `naive`, `tiled`, `fast`.
+    /// A short name: `naive`, `tiled`, `fast`, `tf32`.
     pub fn name(self) -> &'static str {
         match self {
             MatmulAlgorithm::Naive => "naive",
             MatmulAlgorithm::Tiled => "tiled",
             MatmulAlgorithm::Fast => "fast",
+            MatmulAlgorithm::Tf32 => "tf32",
+        }
+    }
+
+    /// Whether the algorithm rounds its operands to TF32 ([`MatmulAlgorithm::Tf32`]): its
+    /// results obey the bound of [`tf32_error_factor`], not f32 accuracy.
+    pub fn uses_tf32(self) -> bool {
+        matches!(self, MatmulAlgorithm::Tf32)
+    }
+}
+
+/// Unit roundoff of TF32 with rounding to nearest: half of the `2^-10` spacing of its 10-bit
+/// significand.
+pub const TF32_UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
+
+/// The factor of the per-element error bound of [`MatmulAlgorithm::Tf32`] for an inner dimension
+/// `k`: `|C_tf32(i,j) - C(i,j)| <= tf32_error_factor(k) * sum_l |A(i,l)| |B(l,j)|`.
+///
+/// Derivation: rounding gives `a' = a (1 + α)`, `b' = b (1 + β)` with `|α|, |β| <= u`, so each
+/// product is off by at most `(2u + u^2) |a| |b|`; the exact products are then summed in f32,
+/// `k` additions each with a relative error of at most `δ = 2^-23`, which adds at most
+/// `γ_k * sum |a' b'| <= γ_k (1 + u)^2 sum |a| |b|` (Higham, *Accuracy and Stability of
+/// Numerical Algorithms*, eq. 3.5, for any order of summation). Infinite for `k δ >= 1`.
+pub fn tf32_error_factor(k: usize) -> f64 {
+    let u = TF32_UNIT_ROUNDOFF;
+    let delta = f64::powi(2.0, -23);
+    let kd = k as f64 * delta;
+    if kd >= 1.0 {
+        return f64::INFINITY;
+    }
+    let gamma = kd / (1.0 - kd);
+    2.0 * u + u * u + gamma * (1.0 + u) * (1.0 + u)
+}
+
+/// The block tiling of a [`MatmulAlgorithm::Tf32`] launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tf32Tile {
+    /// 128 x 256 per block, 8 warps of 64 x 64, 4 stages ([`TF32_128X256`]).
+    Wide,
+    /// 128 x 128 per block, 4 warps of 64 x 64, 3 stages, two blocks per SM ([`TF32_128X128`]).
+    Square,
+}
+
+impl Tf32Tile {
+    /// Both tilings.
+    pub const ALL: [Tf32Tile; 2] = [Tf32Tile::Wide, Tf32Tile::Square];
+
+    /// The tile shape of the kernels this runs.
+    pub fn tiling(self) -> Tf32Tiling {
+        match self {
+            Tf32Tile::Wide => TF32_128X256,
+            Tf32Tile::Square => TF32_128X128,
+        }
+    }
+
+    /// A short name: `128x256`, `128x128`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tf32Tile::Wide => "128x256",
+            Tf32Tile::Square => "128x128",
+        }
+    }
+
+    /// The tiling for an `m x n` result on a GPU with `multiprocessors` SMs and these limits:
+    /// [`Tf32Tile::Wide`] (fewer global bytes per flop, a deeper pipeline) when it gives at
+    /// least one block per SM and its shared memory fits the device, else
+    /// [`Tf32Tile::Square`] (four times the blocks, two per SM).
+    pub fn choose(m: usize, n: usize, multiprocessors: usize, limits: &DeviceLimits) -> Tf32Tile {
+        let t = TF32_128X256;
+        let blocks = m.div_ceil(t.block_rows) * n.div_ceil(t.block_cols);
+        if blocks >= multiprocessors.max(1) && t.shared_bytes() <= limits.max_shared_mem_per_block_optin {
+            Tf32Tile::Wide
+        } else {
+            Tf32Tile::Square
         }
     }
 }
@@ -201,6 +293,10 @@ impl Gpu {
                 let plan = FastPlan::choose(m, n, k, self.multiprocessors()?);
                 return self.matmul_fast_into(a, b, c, plan);
             }
+            MatmulAlgorithm::Tf32 => {
+                let tile = Tf32Tile::choose(m, n, self.multiprocessors()?, &limits);
+                return self.matmul_tf32_into(a, b, c, tile);
+            }
             MatmulAlgorithm::Naive => (
                 MatmulKernel::Naive,
                 LaunchConfig::tiles_2d("matmul", m, n, NAIVE_BLOCK, 0, &limits)?,
@@ -327,5 +423,65 @@ impl Gpu {
             unsafe { raw::matmul::sum_splits(self, cfg, partial, &mut c.data, len, slices) }?;
         }
         Ok(())
+    }
+}
+
+impl Gpu {
+    /// `C = A * B` into an existing `m x n` device matrix with the TF32 tensor-core kernels and
+    /// a given tiling (what [`MatmulAlgorithm::Tf32`] does with [`Tf32Tile::choose`]'s tiling):
+    /// for comparing tilings, and for tests that must reach every kernel. Same error bound.
+    ///
+    /// Errors as [`Gpu::matmul_into`]; [`Error::TooLarge`] also when the tiling needs more
+    /// shared memory than the device allows a block.
+    pub fn matmul_tf32_into(
+        &self,
+        a: &DeviceMatrix,
+        b: &DeviceMatrix,
+        c: &mut DeviceMatrix,
+        tile: Tf32Tile,
+    ) -> Result<()> {
+        check_inner(a, b)?;
+        let (m, k, n) = (a.rows, a.cols, b.cols);
+        same_shape("matmul", &[c.rows, c.cols], &[m, n], "the output must be m x n")?;
+        self.check_owner("matmul", &[&a.data, &b.data, &c.data])?;
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let limits = self.limits();
+        let tiling = tile.tiling();
+        let extent = |what: &str, blocks: usize, max: u32| {
+            u32::try_from(blocks)
+                .ok()
+                .filter(|&b| b <= max)
+                .ok_or_else(|| Error::TooLarge {
+                    op: "matmul",
+                    detail: format!("{blocks} blocks of {what}, the device's grid allows {max}"),
+                })
+        };
+        let grid_x = extent("columns", n.div_ceil(tiling.block_cols), limits.max_grid_dim[0])?;
+        let grid_y = extent("rows", m.div_ceil(tiling.block_rows), limits.max_grid_dim[1])?;
+        // These kernels are opted in to more than the default 48 KiB when they are loaded.
+        let optin = DeviceLimits {
+            max_shared_mem_per_block: limits.max_shared_mem_per_block_optin,
+            ..limits
+        };
+        let cfg = LaunchConfig {
+            grid: (grid_x, grid_y, 1),
+            block: (tiling.threads(), 1, 1),
+            shared_mem_bytes: tiling.shared_bytes(),
+        }
+        .checked("matmul", &optin)?;
+        let vec4 =
+            k % 4 == 0 && n % 4 == 0 && [&a.data, &b.data, &c.data].iter().all(|v| v.is_16_byte_aligned());
+        let kernel = match (tile, vec4) {
+            (Tf32Tile::Square, false) => Tf32Kernel::Square,
+            (Tf32Tile::Square, true) => Tf32Kernel::SquareVec4,
+            (Tf32Tile::Wide, false) => Tf32Kernel::Wide,
+            (Tf32Tile::Wide, true) => Tf32Kernel::WideVec4,
+        };
+        // SAFETY: `a`, `b`, `c` hold m*k, k*n, m*n elements (shapes checked), `m, n >= 1`; `cfg`
+        // is the kernel's documented launch; the `_vec4` kernels only with `k`, `n` multiples of
+        // 4 and aligned buffers.
+        unsafe { raw::matmul::matmul_tf32(self, kernel, cfg, &a.data, &b.data, &mut c.data, m, n, k) }
     }
 }

@@ -1,7 +1,7 @@
 //! Launches of `kernels_gpu::matmul`.
 
 use cudarc::driver::PushKernelArg;
-use kernels_gpu::{matmul as k, sim};
+use kernels_gpu::{matmul as k, matmul_tf32 as t, sim};
 
 use super::mixed_backends;
 use crate::buffer::{DeviceVec, Storage};
@@ -162,6 +162,70 @@ pub(crate) unsafe fn sum_splits(
             let (p, c) = (launch.input("partial", p), launch.output("c", c));
             // SAFETY: registered buffers, sizes per the contract.
             unsafe { launch.run(|| k::matmul_sum_splits(p, c, len, slices)) }?;
+            Ok(())
+        }
+        _ => mixed_backends("matmul"),
+    }
+}
+
+/// The TF32 tensor-core kernels: two tilings, each with 16-byte or 4-byte copies. They share
+/// the signature `(a, b, c, m, n, k)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tf32Kernel {
+    /// `matmul_tf32_128x128` (4-byte copies).
+    Square,
+    /// `matmul_tf32_128x128_vec4`.
+    SquareVec4,
+    /// `matmul_tf32_128x256` (4-byte copies).
+    Wide,
+    /// `matmul_tf32_128x256_vec4`.
+    WideVec4,
+}
+
+/// Launches `kernel(a, b, c, m, n, k)`, a TF32 kernel.
+///
+/// # Safety
+/// See `kernels_gpu::matmul_tf32::tf32_gemm`: `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` elements,
+/// `m, n >= 1`, `cfg` is the kernel's documented launch (its shared memory allowed by the
+/// kernel's attribute on a CUDA device); the `_vec4` kernels need `k` and `n` multiples of 4 and
+/// 16-byte aligned buffers.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn matmul_tf32(
+    gpu: &Gpu,
+    kernel: Tf32Kernel,
+    cfg: LaunchConfig,
+    a: &DeviceVec,
+    b: &DeviceVec,
+    c: &mut DeviceVec,
+    m: usize,
+    n: usize,
+    kd: usize,
+) -> Result<()> {
+    let (name, sim_fn): (&'static str, MatmulFn) = match kernel {
+        Tf32Kernel::Square => ("matmul_tf32_128x128", t::matmul_tf32_128x128),
+        Tf32Kernel::SquareVec4 => ("matmul_tf32_128x128_vec4", t::matmul_tf32_128x128_vec4),
+        Tf32Kernel::Wide => ("matmul_tf32_128x256", t::matmul_tf32_128x256),
+        Tf32Kernel::WideVec4 => ("matmul_tf32_128x256_vec4", t::matmul_tf32_128x256_vec4),
+    };
+    match (&gpu.backend, &a.storage, &b.storage, &mut c.storage) {
+        (Backend::Cuda(d), Storage::Cuda(a), Storage::Cuda(b), Storage::Cuda(c)) => {
+            let func = match kernel {
+                Tf32Kernel::Square => &d.kernels.matmul_tf32_128x128,
+                Tf32Kernel::SquareVec4 => &d.kernels.matmul_tf32_128x128_vec4,
+                Tf32Kernel::Wide => &d.kernels.matmul_tf32_128x256,
+                Tf32Kernel::WideVec4 => &d.kernels.matmul_tf32_128x256_vec4,
+            };
+            let mut launch = d.stream.launch_builder(func);
+            launch.arg(a).arg(b).arg(c).arg(&m).arg(&n).arg(&kd);
+            // SAFETY: argument types and order match the kernel; sizes per the contract.
+            unsafe { launch.launch(cfg.to_cuda()) }.during("launching matmul")?;
+            Ok(())
+        }
+        (Backend::Simulator, Storage::Host(a), Storage::Host(b), Storage::Host(c)) => {
+            let mut launch = sim::Launch::new(name, cfg.to_sim());
+            let (a, b, c) = (launch.input("a", a), launch.input("b", b), launch.output("c", c));
+            // SAFETY: registered buffers, sizes per the contract.
+            unsafe { launch.run(|| sim_fn(a, b, c, m, n, kd)) }?;
             Ok(())
         }
         _ => mixed_backends("matmul"),

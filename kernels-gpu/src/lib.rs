@@ -6,9 +6,10 @@
 //!   device-side helpers in [`gpu`] are backed by [`sim`], a block/thread simulator that runs a
 //!   launch on the CPU and checks memory accesses, barriers and shared-memory races.
 //!
-//! One file per kernel family ([`add`], [`matmul`], [`softmax`]), each ordered from the tutorial
-//! version to faster ones. Kernels touch memory only through [`gpu::mem`], so that the simulator
-//! sees every access.
+//! One file per kernel family ([`add`], [`matmul`] and its TF32 tensor-core variant
+//! [`matmul_tf32`], [`softmax`]), each ordered from the tutorial version to faster ones. Kernels
+//! touch memory only through [`gpu::mem`] (or the checked copies of [`gpu::async_copy`]), so that
+//! the simulator sees every access.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
     target_arch = "nvptx64",
@@ -25,8 +26,32 @@
 
 pub mod gpu;
 
+/// `for $k in 0..$n { $body }` with `$n <= 8`, unrolled by hand so that `$k` is a literal in
+/// each copy: register arrays indexed by `$k` stay in registers (LLVM's own full unrolling gives
+/// up on 8 copies of a body with an exponential, and the array then goes to local memory). Used
+/// by [`softmax`] and [`matmul_tf32`]; defined here so that both modules see it.
+macro_rules! unroll_8 {
+    ($n:expr, |$k:ident| $body:block) => {{
+        unroll_8!(@one $n, $k, 0, $body);
+        unroll_8!(@one $n, $k, 1, $body);
+        unroll_8!(@one $n, $k, 2, $body);
+        unroll_8!(@one $n, $k, 3, $body);
+        unroll_8!(@one $n, $k, 4, $body);
+        unroll_8!(@one $n, $k, 5, $body);
+        unroll_8!(@one $n, $k, 6, $body);
+        unroll_8!(@one $n, $k, 7, $body);
+    }};
+    (@one $n:expr, $k:ident, $i:literal, $body:block) => {
+        if $i < $n {
+            let $k: usize = $i;
+            $body
+        }
+    };
+}
+
 pub mod add;
 pub mod matmul;
+pub mod matmul_tf32;
 pub mod softmax;
 
 #[cfg(not(target_arch = "nvptx64"))]

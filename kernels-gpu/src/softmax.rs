@@ -303,28 +303,6 @@ fn map4(v: F4, f: impl Fn(f32) -> f32) -> F4 {
 /// Most vectors per thread a register-held row may take: [`unroll_8!`] unrolls up to 8.
 const MAX_VECTORS: usize = 8;
 
-/// `for $k in 0..$n { $body }` with `$n <= 8`, unrolled by hand so that `$k` is a literal in
-/// each copy: register arrays indexed by `$k` stay in registers (LLVM's own full unrolling gives
-/// up on 8 copies of a body with an exponential, and the array then goes to local memory).
-macro_rules! unroll_8 {
-    ($n:expr, |$k:ident| $body:block) => {{
-        unroll_8!(@one $n, $k, 0, $body);
-        unroll_8!(@one $n, $k, 1, $body);
-        unroll_8!(@one $n, $k, 2, $body);
-        unroll_8!(@one $n, $k, 3, $body);
-        unroll_8!(@one $n, $k, 4, $body);
-        unroll_8!(@one $n, $k, 5, $body);
-        unroll_8!(@one $n, $k, 6, $body);
-        unroll_8!(@one $n, $k, 7, $body);
-    }};
-    (@one $n:expr, $k:ident, $i:literal, $body:block) => {
-        if $i < $n {
-            let $k: usize = $i;
-            $body
-        }
-    };
-}
-
 /// Softmax of one row held in registers: the body of the warp-per-row and block-per-row kernels.
 ///
 /// Thread `tid` of the row's `threads` loads vectors `tid + k * threads` (`k < V`) of the row,

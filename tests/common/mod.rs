@@ -75,3 +75,37 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
             }
         })
 }
+
+/// `None` if every element of `got` (row-major `m x n`) lies within the TF32 error bound of
+/// `MatmulAlgorithm::Tf32` around the product of `a` (`m x k`) and `b` (`k x n`):
+/// `|got - A B| <= tf32_error_factor(k) * |A| |B|` element by element (plus `2^-23 |A| |B|` for
+/// the f32 rounding of the f64 references), NaN nowhere. Else the first element outside it.
+pub fn tf32_violation(
+    a: &ndarray::ArrayView2<'_, f32>,
+    b: &ndarray::ArrayView2<'_, f32>,
+    got: &[f32],
+) -> Option<String> {
+    let (want, scale) = match (
+        gpukern::cpu::matmul(a, b),
+        gpukern::cpu::matmul(&a.mapv(f32::abs), &b.mapv(f32::abs)),
+    ) {
+        (Ok(want), Ok(scale)) => (want, scale),
+        (Err(e), _) | (_, Err(e)) => return Some(format!("no reference: {e}")),
+    };
+    let factor = gpukern::ops::matmul::tf32_error_factor(a.ncols()) + f64::powi(2.0, -23);
+    let (m, n) = want.dim();
+    if got.len() != m * n {
+        return Some(format!("{} elements for a {m} x {n} result", got.len()));
+    }
+    for ((i, j), &w) in want.indexed_iter() {
+        let g = got[i * n + j];
+        let bound = factor * f64::from(scale[(i, j)]);
+        let error = (f64::from(g) - f64::from(w)).abs();
+        if error.is_nan() || error > bound {
+            return Some(format!(
+                "C[{i}][{j}] = {g}, want {w}: error {error:.3e} above the TF32 bound {bound:.3e}"
+            ));
+        }
+    }
+    None
+}

@@ -1,121 +1,173 @@
-//! Asynchronous copies from global to shared memory (`cp.async`, sm_80 and newer): a thread
-//! starts a copy and goes on computing; the data lands in shared memory without passing through
-//! its registers. Copies are gathered into groups ([`commit_group`]), and [`wait_group`] waits
-//! until at most `N` of this thread's groups are still in flight.
+//! Asynchronous copies from global to shared memory (`cp.async`, sm_80 and newer): the copy
+//! runs in the background while the thread goes on, so a kernel can fetch the tile after next
+//! while it computes on this one, without staging the data in registers.
 //!
-//! A copy is only this thread's: before other threads read the data, the block must pass a
-//! barrier after the issuing thread's [`wait_group`]. The usual multi-stage pipeline is
-//! `wait_group::<STAGES - 2>(); sync_threads(); issue the next stage; commit_group(); compute`.
+//! The protocol, per thread: issue copies ([`cp_async_16`], [`cp_async_4`]), close them into a
+//! group with [`commit_group`], and before reading the destination wait with
+//! [`wait_group::<N>`](wait_group) until at most `N` of this thread's groups are still in flight;
+//! then a block barrier makes every thread's completed copies visible to the whole block.
 //!
-//! In the simulator a copy is done at once, as a checked load from global and a store to shared
-//! memory at the point of the call; [`commit_group`] and [`wait_group`] do nothing. So the
-//! simulator checks bounds, alignment and shared-memory races between barriers, but not a read
-//! of a copy's destination before the thread's own `wait_group`.
+//! In the simulator a copy is a checked load of the source and a checked store to the
+//! destination done at once, when issued; [`commit_group`] and [`wait_group`] do nothing. So the
+//! simulator checks the bounds, the alignment and shared-memory races of the copies (a copy
+//! counts as this thread's write at the time it is issued), but not a missing wait: reading a
+//! destination before its group is waited for is a bug it cannot see.
 
-#[cfg(not(target_arch = "nvptx64"))]
-use crate::gpu::mem;
+/// The shared-memory address of `p` (`cvta.to.shared`), as a `cp.async` destination operand.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn shared_address<T>(p: *mut T) -> u32 {
+    let out: u64;
+    // SAFETY: an address conversion; no memory access.
+    unsafe {
+        core::arch::asm!(
+            "cvta.to.shared.u64 {out}, {p};",
+            out = out(reg64) out,
+            p = in(reg64) p,
+            options(pure, nomem, nostack),
+        );
+    }
+    // Shared-window addresses fit in 32 bits.
+    out as u32
+}
 
-/// Copies 16 bytes from global `src` to shared `dst`: the first `src_bytes` (0, 4, 8, 12 or 16)
-/// from `src`, the rest filled with zeros (`cp.async.cg`, which bypasses L1).
+/// Copies 16 bytes from `src` (global memory) to `dst` (shared memory) in the background: the
+/// first `src_bytes` bytes from `src`, and zeros for the rest (`src_bytes = 0` writes 16 zero
+/// bytes and reads nothing, which is how a tile is zero-filled past a matrix edge).
+///
+/// On the GPU `cp.async.cg.shared.global [dst], [src], 16, src_bytes` (cached in L2 only: the
+/// data is used from shared memory, not from L1).
 ///
 /// # Safety
-/// `dst` is 16-byte aligned and points to 16 bytes of this block's shared memory; `src` is
-/// 16-byte aligned and points to device memory of which the first `src_bytes` are readable.
+/// * `dst` and `src` are 16-byte aligned; `dst` points into the block's shared memory, `src`
+///   into global memory with `src_bytes` readable bytes (`src_bytes <= 16`, a multiple of 4 for
+///   the simulator); with `src_bytes = 0` `src` must still be a valid global address.
+/// * Nothing reads `dst` before this thread's [`wait_group`] covering the copy and, for other
+///   threads, a barrier after it.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub unsafe fn cp_async_16(dst: *mut f32, src: *const f32, src_bytes: u32) {
     #[cfg(target_arch = "nvptx64")]
-    // SAFETY: per the contract; the asm writes shared memory (no `nomem`), so the compiler keeps
-    // it ordered with the kernel's other memory accesses.
-    unsafe {
-        core::arch::asm!(
-            "{{",
-            ".reg .u64 s64, g64;",
-            ".reg .u32 s32;",
-            "cvta.to.shared.u64 s64, {dst};",
-            "cvt.u32.u64 s32, s64;",
-            "cvta.to.global.u64 g64, {src};",
-            "cp.async.cg.shared.global [s32], [g64], 16, {n};",
-            "}}",
-            dst = in(reg64) dst,
-            src = in(reg64) src,
-            n = in(reg32) src_bytes,
-            options(nostack),
-        );
+    {
+        let dst = shared_address(dst);
+        // SAFETY: the caller's contract. Not `nomem`: the copy writes shared memory that later
+        // loads read, so the compiler must keep it before them.
+        unsafe {
+            core::arch::asm!(
+                "cp.async.cg.shared.global [{dst}], [{src}], 16, {n};",
+                dst = in(reg32) dst,
+                src = in(reg64) src,
+                n = in(reg32) src_bytes,
+                options(nostack),
+            );
+        }
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
         assert!(
-            dst.cast::<crate::gpu::vector::F4>().is_aligned()
-                && src.cast::<crate::gpu::vector::F4>().is_aligned(),
-            "misaligned 16-byte cp.async ({src:p} -> {dst:p})"
+            dst.cast::<u128>().is_aligned() && src.cast::<u128>().is_aligned(),
+            "misaligned 16-byte cp.async from {src:p} to {dst:p}"
         );
-        for j in 0..4 {
-            // SAFETY: the contract (checked by the simulator's accesses).
-            unsafe {
-                let v = if 4 * (j as u32) < src_bytes {
-                    mem::load(src, j)
-                } else {
-                    0.0
-                };
-                mem::store(dst, j, v);
-            }
-        }
+        // SAFETY: forwarded contract.
+        unsafe { sim_copy(dst, src, 4, src_bytes) }
     }
 }
 
-/// Copies 4 bytes from global `src` to shared `dst`, or writes a zero there when `src_bytes` is 0
-/// (`cp.async.ca`, 4 bytes: for rows that are not 16-byte aligned).
+/// Copies 4 bytes from `src` (global memory) to `dst` (shared memory) in the background, or
+/// writes a zero and reads nothing when `src_bytes` is 0: the form for operands whose rows are
+/// not 16-byte aligned.
+///
+/// On the GPU `cp.async.ca.shared.global [dst], [src], 4, src_bytes` (4-byte copies must go
+/// through L1).
 ///
 /// # Safety
-/// `dst` points to a float of this block's shared memory; `src` points to a readable float when
-/// `src_bytes` is 4.
+/// As [`cp_async_16`], with 4-byte alignment and `src_bytes` either 0 or 4.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub unsafe fn cp_async_4(dst: *mut f32, src: *const f32, src_bytes: u32) {
     #[cfg(target_arch = "nvptx64")]
-    // SAFETY: per the contract, as `cp_async_16`.
-    unsafe {
-        core::arch::asm!(
-            "{{",
-            ".reg .u64 s64, g64;",
-            ".reg .u32 s32;",
-            "cvta.to.shared.u64 s64, {dst};",
-            "cvt.u32.u64 s32, s64;",
-            "cvta.to.global.u64 g64, {src};",
-            "cp.async.ca.shared.global [s32], [g64], 4, {n};",
-            "}}",
-            dst = in(reg64) dst,
-            src = in(reg64) src,
-            n = in(reg32) src_bytes,
-            options(nostack),
-        );
+    {
+        let dst = shared_address(dst);
+        // SAFETY: the caller's contract (see `cp_async_16`).
+        unsafe {
+            core::arch::asm!(
+                "cp.async.ca.shared.global [{dst}], [{src}], 4, {n};",
+                dst = in(reg32) dst,
+                src = in(reg64) src,
+                n = in(reg32) src_bytes,
+                options(nostack),
+            );
+        }
     }
     #[cfg(not(target_arch = "nvptx64"))]
-    // SAFETY: the contract (checked by the simulator's accesses).
-    unsafe {
-        let v = if src_bytes >= 4 { mem::load(src, 0) } else { 0.0 };
-        mem::store(dst, 0, v);
+    {
+        // SAFETY: forwarded contract.
+        unsafe { sim_copy(dst, src, 1, src_bytes) }
     }
 }
 
-/// Closes this thread's current group of copies (`cp.async.commit_group`); a group may be empty.
+/// The simulator's copy: `words` floats to `dst`, the first `src_bytes / 4` read from `src`
+/// (checked loads), the rest zero (checked stores).
+#[cfg(not(target_arch = "nvptx64"))]
+#[track_caller]
+unsafe fn sim_copy(dst: *mut f32, src: *const f32, words: usize, src_bytes: u32) {
+    let src_bytes = src_bytes as usize;
+    assert!(
+        src_bytes <= 4 * words && src_bytes & 3 == 0,
+        "cp.async of {} bytes with a source size of {src_bytes} bytes (the simulator takes multiples of 4)",
+        4 * words
+    );
+    for i in 0..words {
+        // SAFETY: the caller's contract; both accesses are checked by the simulator.
+        unsafe {
+            let v = if 4 * i < src_bytes {
+                crate::gpu::mem::load(src, i)
+            } else {
+                0.0
+            };
+            crate::gpu::mem::store(dst, i, v);
+        }
+    }
+}
+
+/// Closes this thread's copies issued since the last commit into one group
+/// (`cp.async.commit_group`). A commit with no copy makes an empty group, which completes at
+/// once; committing on every pipeline step, copies or not, keeps the group count uniform.
 #[inline(always)]
 pub fn commit_group() {
     #[cfg(target_arch = "nvptx64")]
-    // SAFETY: no operands; orders this thread's outstanding copies into a group.
+    // SAFETY: no operands; orders this thread's earlier copies into a group.
     unsafe {
         core::arch::asm!("cp.async.commit_group;", options(nostack));
     }
 }
 
 /// Waits until at most `N` of this thread's committed groups are still in flight
-/// (`cp.async.wait_group N`): the copies of every older group have landed in shared memory.
+/// (`cp.async.wait_group N`): with `N = 0`, until all have landed. Makes this thread's copies
+/// visible to itself; other threads see them after a barrier that follows the wait.
 #[inline(always)]
 pub fn wait_group<const N: u32>() {
     #[cfg(target_arch = "nvptx64")]
-    // SAFETY: no operands; a wait. Not `nomem`: shared-memory reads must not move above it.
+    // SAFETY: no operands. Not `nomem`: loads of the copied data must stay after it.
     unsafe {
         core::arch::asm!("cp.async.wait_group {n};", n = const N, options(nostack));
+    }
+}
+
+/// [`wait_group`] with the count as an argument, for kernels whose pipeline depth is a const
+/// generic (`wait_group::<{ STAGES - 2 }>` is not expressible in stable Rust). `n` is a constant
+/// wherever it is used, so after inlining the `match` folds to the one `cp.async.wait_group n`;
+/// a count above 7 waits for everything (`n = 0`), which is always correct, only slower.
+#[inline(always)]
+pub fn wait_pending(n: usize) {
+    match n {
+        1 => wait_group::<1>(),
+        2 => wait_group::<2>(),
+        3 => wait_group::<3>(),
+        4 => wait_group::<4>(),
+        5 => wait_group::<5>(),
+        6 => wait_group::<6>(),
+        7 => wait_group::<7>(),
+        _ => wait_group::<0>(),
     }
 }

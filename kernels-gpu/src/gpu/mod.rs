@@ -12,11 +12,15 @@
 //! * [`math`]: the few float functions `core` lacks on the GPU.
 //! * [`vector`]: four floats as one 16-byte load or store ([`vector::F4`]).
 //! * [`warp`]: warp-scope collectives (`shfl_xor`, `reduce_max`, `reduce_sum`) through shuffles.
+//! * [`mma`]: the warp's TF32 tensor-core multiply-accumulate (`mma_m16n8k8_tf32`, `to_tf32`).
+//! * [`async_copy`]: global-to-shared copies in the background (`cp_async_16`, `commit_group`,
+//!   `wait_group`).
 
 pub mod async_copy;
 pub mod block;
 pub mod math;
 pub mod mem;
+pub mod mma;
 pub mod shared;
 pub mod thread;
 pub mod vector;

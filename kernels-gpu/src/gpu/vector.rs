@@ -1,6 +1,7 @@
 //! Four floats moved as one 16-byte access (`ld.v4.f32` / `st.v4.f32` on the GPU): a quarter of
 //! the load/store instructions of four scalar accesses, and a whole 16-byte word per thread of a
-//! warp, which is what a coalesced global access and a conflict-free shared access want.
+//! warp, which is what a coalesced global access and a conflict-free shared access want. Also
+//! two floats as one 8-byte store ([`F2`], for the TF32 matmul's accumulator pairs).
 
 use crate::gpu::mem;
 
@@ -45,7 +46,7 @@ pub unsafe fn store4(p: *mut f32, i: usize, v: F4) {
     unsafe { mem::store(q, 0, v) }
 }
 
-/// Two consecutive floats, 8-byte aligned so that the compiler emits one `ld.v2.f32`.
+/// Two consecutive floats, 8-byte aligned so that the compiler emits one 8-byte access.
 #[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct F2(pub [f32; 2]);
@@ -62,4 +63,18 @@ pub unsafe fn load2(p: *const f32, i: usize) -> F2 {
     assert!(q.is_aligned(), "misaligned 8-byte read at {q:p}");
     // SAFETY: the caller guarantees two floats at an aligned `q` (bounds checked in the simulator).
     unsafe { mem::load(q, 0) }
+}
+
+/// Writes `v` to `p[i..i + 2]` as one 8-byte access.
+///
+/// # Safety
+/// `p.add(i)` is 8-byte aligned and points to two writable floats in global or shared memory.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn store2(p: *mut f32, i: usize, v: F2) {
+    let q = p.wrapping_add(i).cast::<F2>();
+    #[cfg(not(target_arch = "nvptx64"))]
+    assert!(q.is_aligned(), "misaligned 8-byte write at {q:p}");
+    // SAFETY: the caller guarantees two writable floats at an aligned `q`.
+    unsafe { mem::store(q, 0, v) }
 }
