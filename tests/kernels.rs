@@ -604,6 +604,7 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
                 block_max_cols: no_block,
                 split_max_rows: usize::MAX,
                 split_chunk: (cols / 3).max(4),
+                ..base
             },
         ),
     ];
@@ -616,6 +617,7 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
                 block_max_cols: no_block,
                 split_max_rows: usize::MAX,
                 split_chunk: 4,
+                ..base
             },
         ));
     }
