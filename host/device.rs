@@ -153,8 +153,13 @@ impl Gpu {
             .during("reading a kernel's block limit")?
             .max(0) as u32;
         let limits = read_limits(&ctx)?;
-        let device_attribute = |a| ctx.attribute(a).map(|v| v.max(0) as u32).during("reading device limits");
-        let multiprocessors = device_attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let device_attribute = |a| {
+            ctx.attribute(a)
+                .map(|v| v.max(0) as u32)
+                .during("reading device limits")
+        };
+        let multiprocessors =
+            device_attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         let shared_opt_in =
             device_attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
         // A 32768-column row staged in shared memory is 128 KiB: over the 48 KiB default.

@@ -83,6 +83,16 @@ fn config(
         block_max_cols,
         split_max_rows,
         split_chunk,
+        ..classic()
+    }
+}
+
+/// The default thresholds with neither lane groups nor persistent kernels: the register-held
+/// warp and block kernels that load, reduce and write one row each.
+fn classic() -> OnePassConfig {
+    OnePassConfig {
+        group_lanes: 0,
+        persistent: false,
         ..OnePassConfig::default()
     }
 }
@@ -92,19 +102,19 @@ fn blocks_only() -> OnePassConfig {
     config(0, usize::MAX, 0, 16)
 }
 
-/// Rows of up to 131 columns on lane groups of `lanes`.
+/// [`classic`] with rows of up to 131 columns on lane groups of `lanes`.
 fn groups(lanes: usize) -> OnePassConfig {
     OnePassConfig {
         group_lanes: lanes,
-        ..OnePassConfig::default()
+        ..classic()
     }
 }
 
-/// The default thresholds with the persistent kernels.
+/// [`classic`] with the persistent kernels (the default).
 fn persistent() -> OnePassConfig {
     OnePassConfig {
         persistent: true,
-        ..OnePassConfig::default()
+        ..classic()
     }
 }
 
@@ -131,8 +141,8 @@ fn split_only(chunk: usize) -> OnePassConfig {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-fn default_plans_for_the_timed_shapes() {
-    let c = OnePassConfig::default();
+fn classic_plans_for_the_timed_shapes() {
+    let c = classic();
     assert_eq!(c.plan(8192, 128), OnePassPlan::Warp { vectors: 1 });
     assert_eq!(c.plan(8192, 1024), OnePassPlan::Warp { vectors: 8 });
     assert_eq!(
@@ -167,8 +177,8 @@ fn default_plans_for_the_timed_shapes() {
 }
 
 #[test]
-fn default_plans_around_the_thresholds() {
-    let c = OnePassConfig::default();
+fn classic_plans_around_the_thresholds() {
+    let c = classic();
     assert_eq!(c.plan(3, 1), OnePassPlan::Warp { vectors: 1 });
     assert_eq!(c.plan(3, 131), OnePassPlan::Warp { vectors: 1 }); // 32 vectors + 3 scalars
     assert_eq!(c.plan(3, 132), OnePassPlan::Warp { vectors: 2 });
@@ -260,14 +270,11 @@ fn warp_per_row_on_ragged_shapes() {
         (3, 511),
         (2, 1023),
     ];
-    check_path("warp", &OnePassConfig::default(), &shapes, |p| {
+    check_path("warp", &classic(), &shapes, |p| {
         matches!(p, OnePassPlan::Warp { .. })
     });
     // Every vector count is reached.
-    let vectors: Vec<_> = shapes
-        .iter()
-        .map(|&(r, c)| OnePassConfig::default().plan(r, c))
-        .collect();
+    let vectors: Vec<_> = shapes.iter().map(|&(r, c)| classic().plan(r, c)).collect();
     for v in [1, 2, 4, 8] {
         assert!(
             vectors.contains(&OnePassPlan::Warp { vectors: v }),
@@ -291,7 +298,7 @@ fn block_per_row_with_8_vectors() {
     // 8196 columns: 2049 vectors, 8 per thread of 288 threads; the second row starts off a
     // 16-byte boundary when cols is odd.
     let shapes = [(2, 8197)];
-    check_path("block-8", &OnePassConfig::default(), &shapes, |p| {
+    check_path("block-8", &classic(), &shapes, |p| {
         matches!(p, OnePassPlan::Block { vectors: 8, .. })
     });
 }
@@ -302,7 +309,7 @@ fn block_per_row_with_8_vectors_and_1024_threads() {
     // scalars (the second row starts 3 floats past a 16-byte boundary).
     let gpu = Gpu::simulator();
     let (rows, cols) = (2, 32767);
-    let c = OnePassConfig::default();
+    let c = classic();
     assert_eq!(
         c.plan(rows, cols),
         OnePassPlan::Block {
@@ -316,7 +323,9 @@ fn block_per_row_with_8_vectors_and_1024_threads() {
 }
 
 #[test]
-fn plans_of_the_candidates_for_the_timed_shapes() {
+fn default_and_candidate_plans_for_the_timed_shapes() {
+    assert_eq!(OnePassConfig::default(), persistent());
+    assert_eq!(OnePassConfig::default().group_lanes, 0);
     for lanes in [8, 16] {
         assert_eq!(groups(lanes).plan(8192, 128), OnePassPlan::Group { lanes });
         // Lane groups hold the rows a warp holds with one vector per lane, no longer ones.
@@ -578,14 +587,14 @@ fn edge_rules_hold_for_block_reduce() {
 fn edge_rules_hold_for_every_one_pass_path() {
     let gpu = Gpu::simulator();
     let paths: [(&str, OnePassConfig, &[usize]); 11] = [
-        ("warp", OnePassConfig::default(), &[1, 2, 67, 300, 1023]),
+        ("warp", classic(), &[1, 2, 67, 300, 1023]),
         ("group-8", groups(8), &[1, 2, 67, 131]),
         ("group-16", groups(16), &[2, 67]),
         ("persistent-warp", persistent(), &[600, 1023]),
         ("persistent-block-4", persistent_blocks_only(), &[2, 67, 1030]),
         ("persistent-block-8", persistent(), &[8199]),
         ("block-4", blocks_only(), &[2, 67, 1030]),
-        ("block-8", OnePassConfig::default(), &[8199]),
+        ("block-8", classic(), &[8199]),
         ("stream", stream_only(), &[2, 67, 2051]),
         ("split", split_only(8), &[2, 67]),
         ("split", split_only(64), &[301]),
@@ -601,7 +610,7 @@ fn edge_rules_hold_for_every_one_pass_path() {
 fn nan_stays_in_its_row_on_every_path() {
     let gpu = Gpu::simulator();
     for (name, config) in [
-        ("warp", OnePassConfig::default()),
+        ("warp", classic()),
         ("group-8", groups(8)),
         ("group-16", groups(16)),
         ("persistent-block", persistent_blocks_only()),

@@ -45,9 +45,27 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
                 ..base
             },
         ),
-        ("group-8", OnePassConfig { group_lanes: 8, ..base }),
-        ("group-16", OnePassConfig { group_lanes: 16, ..base }),
-        ("persistent", OnePassConfig { persistent: true, ..base }),
+        (
+            "group-8",
+            OnePassConfig {
+                group_lanes: 8,
+                ..base
+            },
+        ),
+        (
+            "group-16",
+            OnePassConfig {
+                group_lanes: 16,
+                ..base
+            },
+        ),
+        (
+            "persistent",
+            OnePassConfig {
+                persistent: true,
+                ..base
+            },
+        ),
         (
             "non-persistent",
             OnePassConfig {

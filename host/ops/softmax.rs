@@ -21,7 +21,8 @@ pub enum SoftmaxAlgorithm {
     BlockReduce,
     /// One read and one write of each element where the row fits on chip (up to 32768 columns):
     /// online (max, sum) statistics merged with warp shuffles, 16-byte accesses, a warp per row
-    /// up to 1024 columns, a block per row above. Longer rows are read twice (12 bytes per
+    /// up to 1024 columns, a block per row above (by default persistent, the next row staged in
+    /// shared memory while the current one is written). Longer rows are read twice (12 bytes per
     /// element), split over several blocks when there are few rows. The default; the plan for a
     /// shape is [`OnePassConfig::plan`].
     #[default]
@@ -88,8 +89,12 @@ impl Default for OnePassConfig {
             // 64 KiB per block, 8 vectors per thread of 512: a 2^24 row is 1024 blocks, and each
             // block of step 2 reads 8 KiB of partial statistics.
             split_chunk: 16384,
+            // Off until the H200 bench says otherwise (`one-pass/group-8`, `/group-16`).
             group_lanes: 0,
-            persistent: false,
+            // The next row's loads in flight while a row is reduced and written: at 32768
+            // columns (one 1024-thread block per SM) the SM otherwise stops loading for the
+            // whole of that, and the block's exit and the next block's start.
+            persistent: true,
         }
     }
 }
@@ -146,7 +151,13 @@ impl OnePassConfig {
     /// (`softmax_block_8`, or `softmax_persist_block_8` when `persistent`) runs at most
     /// `block_8_max_threads` per block (the driver's limit for its register count), and a
     /// persistent block may use at most `shared_max` bytes of shared memory.
-    fn plan_limited(&self, rows: usize, cols: usize, block_8_max_threads: u32, shared_max: u32) -> OnePassPlan {
+    fn plan_limited(
+        &self,
+        rows: usize,
+        cols: usize,
+        block_8_max_threads: u32,
+        shared_max: u32,
+    ) -> OnePassPlan {
         // Aligned vectors of the row with the most: a row whose start is not 16-byte aligned
         // has one fewer, plus up to 3 head and 3 tail scalars that threads 0..7 take.
         let vecs = cols / 4;
@@ -345,7 +356,8 @@ impl Gpu {
         let persistent = |kernel, needed: usize, threads: u32, shared: u32| -> Result<LaunchConfig> {
             let resident = raw::softmax::resident_blocks(self, kernel, threads, shared)? as usize;
             let opted_in = DeviceLimits {
-                max_shared_mem_per_block: raw::softmax::shared_opt_in(self).max(limits.max_shared_mem_per_block),
+                max_shared_mem_per_block: raw::softmax::shared_opt_in(self)
+                    .max(limits.max_shared_mem_per_block),
                 ..limits
             };
             LaunchConfig::per_row("softmax", needed.min(resident), threads, shared, &opted_in)

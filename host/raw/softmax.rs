@@ -193,7 +193,12 @@ const SIM_RESIDENT_BLOCKS: u32 = 2;
 /// once per kernel and block size. In the simulator, [`SIM_RESIDENT_BLOCKS`].
 ///
 /// Errors: a driver error, or [`crate::Error::TooLarge`] if not one such block fits.
-pub(crate) fn resident_blocks(gpu: &Gpu, kernel: RowKernel, threads: u32, shared_mem_bytes: u32) -> Result<u32> {
+pub(crate) fn resident_blocks(
+    gpu: &Gpu,
+    kernel: RowKernel,
+    threads: u32,
+    shared_mem_bytes: u32,
+) -> Result<u32> {
     let Backend::Cuda(d) = &gpu.backend else {
         return Ok(SIM_RESIDENT_BLOCKS);
     };

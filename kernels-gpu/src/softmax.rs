@@ -117,8 +117,12 @@ pub unsafe fn softmax_rows(x: *const f32, y: *mut f32, rows: usize, cols: usize,
 // so the same split holds for the output row.
 //
 // Which kernel a shape gets (gpukern's `OnePassConfig::plan`): rows of up to 1024 columns take a
-// warp each ([`softmax_warp_1`] ... [`softmax_warp_8`]); up to 32768 a block each, the row held
-// in registers ([`softmax_block_4`], [`softmax_block_8`]); longer rows cannot stay on chip and are
+// warp each ([`softmax_warp_1`] ... [`softmax_warp_8`]; rows of up to 128 columns optionally a
+// group of 8 or 16 lanes, [`softmax_group_8x4`], [`softmax_group_16x2`]); up to 32768 a block
+// each, the row held in registers ([`softmax_block_4`], [`softmax_block_8`]); the persistent
+// twins of `softmax_warp_8` and the block kernels ([`softmax_persist_warp_8`],
+// [`softmax_persist_block_4`], [`softmax_persist_block_8`]) stage the next row in shared memory
+// while they finish the current one; longer rows cannot stay on chip and are
 // read twice, by one block per row when there are many rows ([`softmax_stream`]), or by several
 // blocks per row when there are few ([`softmax_split_stats`] then [`softmax_split_write`]).
 
@@ -370,7 +374,11 @@ impl<const FIXED: usize> Held<FIXED> {
     /// thread of the row (a uniform register), so no per-thread value per `k` stays live.
     #[inline(always)]
     fn valid(self, k: usize) -> bool {
-        let threads = if FIXED != 0 { FIXED as u32 } else { self.threads as u32 };
+        let threads = if FIXED != 0 {
+            FIXED as u32
+        } else {
+            self.threads as u32
+        };
         (self.tid as u32) < (self.split.vecs as u32).saturating_sub(k as u32 * threads)
     }
 
@@ -652,11 +660,7 @@ unsafe fn softmax_group<const G: usize, const V: usize>(
     let (x_row, y_row) = (x.wrapping_add(row * cols), y.wrapping_add(row * cols));
     // SAFETY: a live row is inside the buffers, an empty one is never dereferenced; the caller's
     // shape gives `cols / 4 <= G * V`; all 32 lanes of the warp reach the shuffles.
-    unsafe {
-        row_in_registers::<V, G>(x_row, y_row, live_cols, t, tid % G, G, |s| {
-            group_stats::<G>(s, t)
-        })
-    }
+    unsafe { row_in_registers::<V, G>(x_row, y_row, live_cols, t, tid % G, G, |s| group_stats::<G>(s, t)) }
 }
 
 /// [`softmax_group`] with 8 lanes per row and 4 vectors per lane: rows of up to 128 columns
@@ -771,12 +775,13 @@ pub const PERSIST_WARP_SHARED_BYTES: u32 = 8 * WARP_KERNEL_BLOCK * core::mem::si
 /// The loop of the persistent kernels: rows `first, first + step, ...` below `rows`, each held
 /// in registers by `threads` threads as in [`row_in_registers`], the next one staged.
 ///
-/// For each row the thread waits for its copies ([`async_copy::wait_all`]), reads its `V`
-/// vectors from its slots `stage + tid + k * threads` into registers, takes their reference
-/// ([`Held::key`]), starts the copies of its vectors of the next row into the same slots (after
-/// the key, which depends on every value read from them) and loads that row's head or tail
-/// scalar, then finishes the current row ([`Held::write`], with `reduce(stats, parity)`, parity
-/// alternating between rows).
+/// For each row the thread waits for its copies ([`async_copy::wait_all`]) and reads its `V`
+/// vectors from its slots `stage + tid + k * threads` into registers; right after each read it
+/// starts the copy of its vector `k` of the next row into the same slot (issued once the value
+/// read is in a register, see [`async_copy::copy16`]) and then loads the next row's head or tail
+/// scalar; then it finishes the current row ([`Held::key`], [`Held::write`], with
+/// `reduce(stats, parity)`, parity alternating between rows). So the next row's loads are in
+/// flight through all of the current row's exponentials, reduction and stores.
 ///
 /// # Safety
 /// `x` and `y` point to `rows * cols` floats at the same address modulo 16 bytes; `first < rows`;
@@ -803,7 +808,11 @@ unsafe fn persist_rows<const V: usize, const FIXED: usize>(
     // indices of a thread would stay live across it, some 30 registers more than the row itself
     // needs (96 instead of 64 at 1024 threads, which then cannot launch).
     let fresh = || {
-        let threads = if FIXED != 0 { FIXED } else { hint::recompute(threads as u32) as usize };
+        let threads = if FIXED != 0 {
+            FIXED
+        } else {
+            hint::recompute(threads as u32) as usize
+        };
         (hint::recompute(tid as u32) as usize, threads)
     };
     let held_of = |row: usize| {
@@ -814,32 +823,40 @@ unsafe fn persist_rows<const V: usize, const FIXED: usize>(
         let (tid, threads) = fresh();
         stage.wrapping_add(tid + k * threads)
     };
-    // Starts staging `row`; returns its scalar (a load still in flight).
-    let prefetch = |row: usize, after: f32| {
-        let held = held_of(row);
-        let x_row = x.wrapping_add(row * cols);
-        unroll_8!(V, |k| {
-            if held.valid(k) {
-                let src = x_row.wrapping_add(held.offset(k)).cast::<F4>();
-                // The slot's address from a base LLVM cannot hoist: its reassociation of
-                // `stage + (tid + k * threads)` into `(stage + k * threads) + tid` would
-                // otherwise keep 8 hoisted 64-bit addresses live across the loop.
-                let (tid, threads) = fresh();
-                let dst = hint::recompute_ptr(stage).wrapping_add(tid + k * threads);
-                // SAFETY: vector `k` of the thread lies inside the row, 16-byte aligned; the
-                // slot is this thread's, and its previous contents were read before `after`.
-                unsafe { async_copy::copy16(dst, src, after) };
-            }
-        });
-        // SAFETY: a head or tail index is inside the row.
-        held.scalar().map_or(0.0, |i| unsafe { mem::load(x_row, i) })
+    // Starts the copy of vector `k` of the thread in the row `held` describes, once `after` is
+    // known.
+    let stage_vector = |held: Held<FIXED>, x_row: *const f32, k: usize, after: f32| {
+        let src = x_row.wrapping_add(held.offset(k)).cast::<F4>();
+        // The slot's address from a base LLVM cannot hoist: its reassociation of
+        // `stage + (tid + k * threads)` into `(stage + k * threads) + tid` would otherwise keep
+        // 8 hoisted 64-bit addresses live across the loop.
+        let (tid, threads) = fresh();
+        let dst = hint::recompute_ptr(stage).wrapping_add(tid + k * threads);
+        // SAFETY: vector `k` of the thread lies inside the row, 16-byte aligned (the caller checks
+        // `valid(k)`); the slot is this thread's, and its previous contents were read before
+        // `after` was known.
+        unsafe { async_copy::copy16(dst, src, after) };
     };
+    // SAFETY (scalar loads): a head or tail index is inside its row.
+    let scalar_of =
+        |held: Held<FIXED>, x_row: *const f32| held.scalar().map_or(0.0, |i| unsafe { mem::load(x_row, i) });
 
     let mut row = first;
-    let mut xs_next = prefetch(row, 0.0);
+    let mut xs_next = {
+        let (held, x_row) = (held_of(row), x.wrapping_add(row * cols));
+        unroll_8!(V, |k| {
+            if held.valid(k) {
+                stage_vector(held, x_row, k, 0.0);
+            }
+        });
+        scalar_of(held, x_row)
+    };
     let mut parity = 0;
     loop {
         let held = held_of(row);
+        let next = row + step;
+        let (next_held, next_row) = (held_of(next), x.wrapping_add(next * cols));
+        let more = next < rows;
         async_copy::wait_all();
         let mut v = [F4::ZERO; V];
         unroll_8!(V, |k| {
@@ -847,18 +864,23 @@ unsafe fn persist_rows<const V: usize, const FIXED: usize>(
                 // SAFETY: the slot holds this thread's copy of vector `k`, landed (waited for).
                 v[k] = unsafe { mem::load(slot(k), 0) };
             }
+            // The slot's next contents go on their way as soon as its value is in a register.
+            if more && next_held.valid(k) {
+                stage_vector(next_held, next_row, k, v[k].0[0]);
+            }
         });
         let xs = xs_next;
-        let key = held.key(&v, xs, sign);
-        let next = row + step;
-        if next < rows {
-            xs_next = prefetch(next, key);
+        if more {
+            xs_next = scalar_of(next_held, next_row);
         }
+        let key = held.key(&v, xs, sign);
         // SAFETY: the row is inside `y`; every thread of the row reaches `reduce`.
         unsafe {
-            held.write(v, xs, key, sign, y.wrapping_add(row * cols), t, |s| reduce(s, parity));
+            held.write(v, xs, key, sign, y.wrapping_add(row * cols), t, |s| {
+                reduce(s, parity)
+            });
         }
-        if next >= rows {
+        if !more {
             break;
         }
         row = next;

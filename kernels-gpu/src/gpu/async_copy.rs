@@ -54,7 +54,10 @@ pub unsafe fn copy16(dst: *mut F4, src: *const F4, after: f32) {
     {
         let _ = after;
         assert!(src.is_aligned(), "misaligned 16-byte cp.async source at {src:p}");
-        assert!(dst.is_aligned(), "misaligned 16-byte cp.async destination at {dst:p}");
+        assert!(
+            dst.is_aligned(),
+            "misaligned 16-byte cp.async destination at {dst:p}"
+        );
         // SAFETY: the caller guarantees both accesses (the simulator checks their bounds).
         unsafe { mem::store(dst, 0, mem::load(src, 0)) }
     }
