@@ -98,7 +98,7 @@ impl Suite {
         let n = match self {
             Suite::Copy | Suite::Add | Suite::IncrementByOne => memory::sizes(quick).len(),
             Suite::Matmul => matmul::shapes(quick).len() * (MatmulAlgorithm::ALL.len() + 2),
-            Suite::Softmax => softmax::shapes(quick).len() * softmax::TEMPERATURES.len(),
+            Suite::Softmax => softmax::planned(quick),
             Suite::LaunchOverhead => overhead::LAUNCH_RECORDS as usize,
             Suite::MatmulWithCopies => overhead::copies_shapes(quick).len() * 2,
         };

@@ -111,6 +111,12 @@ fn variants(rows: usize, cols: usize) -> Vec<(String, Variant, Option<OnePassPla
     out
 }
 
+/// Measurements [`softmax`] makes: every variant of every shape at every temperature.
+pub fn planned(quick: bool) -> usize {
+    let per_t: usize = shapes(quick).iter().map(|&(r, c)| variants(r, c).len()).sum();
+    per_t * TEMPERATURES.len()
+}
+
 /// Every shape at every temperature.
 pub fn softmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for (rows, cols) in shapes(b.quick) {
