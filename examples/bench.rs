@@ -102,14 +102,11 @@ impl Suite {
     ];
 
     /// Records this suite writes.
-    fn planned(self, quick: bool) -> u64 {
+    fn planned(self, quick: bool, plans: bool) -> u64 {
         let n = match self {
             Suite::Copy | Suite::Add | Suite::IncrementByOne => memory::sizes(quick).len(),
-            Suite::Matmul => {
-                matmul::shapes(quick).len()
-                    * (MatmulAlgorithm::ALL.len() + 2 + gpukern::ops::matmul::Tf32Tile::ALL.len())
-            }
-            Suite::Softmax => softmax::shapes(quick).len() * softmax::TEMPERATURES.len(),
+            Suite::Matmul => matmul::shapes(quick).len() * (MatmulAlgorithm::ALL.len() + 2),
+            Suite::Softmax => softmax::planned(quick, plans),
             Suite::LaunchOverhead => overhead::LAUNCH_RECORDS as usize,
             Suite::MatmulWithCopies => overhead::copies_shapes(quick).len() * 2,
         };
@@ -198,7 +195,7 @@ fn run(args: &Args, gpu: Gpu) -> Res<()> {
         date: record::utc_now(),
     };
     let suites = args.kernels.clone().unwrap_or_else(|| Suite::ALL.to_vec());
-    let planned = suites.iter().map(|s| s.planned(args.quick)).sum();
+    let planned = suites.iter().map(|s| s.planned(args.quick, args.plans)).sum();
     let budget = if args.quick { Budget::QUICK } else { Budget::FULL };
     let timer = Timer::new(&ctx, &stream, budget)?;
     let mut sink = Sink::create(&args.out, meta.clone(), planned, args.budget_s)?;

@@ -1,7 +1,8 @@
 //! `Gpu`: one device (or the CPU simulator) with its stream and loaded kernels, and the
 //! process-wide default the free functions use.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, sys};
 use cudarc::nvrtc::Ptx;
@@ -38,6 +39,17 @@ pub(crate) struct CudaDevice {
     /// driver when the kernel's registers do not fit the register file at 1024 threads. Read
     /// once here, since it is fixed for the loaded module.
     pub(crate) softmax_block_8_max_threads: u32,
+    /// The same for `softmax_persist_block_8`.
+    pub(crate) softmax_persist_block_8_max_threads: u32,
+    /// Streaming multiprocessors: the persistent softmax kernels launch as many blocks as fit
+    /// on all of them at once.
+    pub(crate) multiprocessors: u32,
+    /// Dynamic shared memory a block may use after opting in (`softmax_persist_block_8` has
+    /// opted in to all of it).
+    pub(crate) shared_opt_in: u32,
+    /// Blocks of a persistent softmax kernel resident per multiprocessor, by kernel and block
+    /// size: asked of the driver once per pair, not on every launch.
+    pub(crate) residency: Mutex<HashMap<(&'static str, u32), u32>>,
     _module: Arc<CudaModule>,
 }
 
@@ -69,6 +81,11 @@ pub(crate) struct Kernels {
     pub(crate) softmax_stream: CudaFunction,
     pub(crate) softmax_split_stats: CudaFunction,
     pub(crate) softmax_split_write: CudaFunction,
+    pub(crate) softmax_group_8x4: CudaFunction,
+    pub(crate) softmax_group_16x2: CudaFunction,
+    pub(crate) softmax_persist_warp_8: CudaFunction,
+    pub(crate) softmax_persist_block_4: CudaFunction,
+    pub(crate) softmax_persist_block_8: CudaFunction,
 }
 
 /// Which backend [`Gpu::global`] picks: `GPUKERN_DEVICE` = `cuda`, `sim`, or unset (CUDA if
@@ -136,6 +153,11 @@ impl Gpu {
             softmax_stream: load("softmax_stream")?,
             softmax_split_stats: load("softmax_split_stats")?,
             softmax_split_write: load("softmax_split_write")?,
+            softmax_group_8x4: load("softmax_group_8x4")?,
+            softmax_group_16x2: load("softmax_group_16x2")?,
+            softmax_persist_warp_8: load("softmax_persist_warp_8")?,
+            softmax_persist_block_4: load("softmax_persist_block_4")?,
+            softmax_persist_block_8: load("softmax_persist_block_8")?,
         };
         let softmax_block_8_max_threads = kernels
             .softmax_block_8
@@ -144,6 +166,16 @@ impl Gpu {
             .max(0) as u32;
         let limits = read_limits(&ctx)?;
         allow_large_shared_memory(&kernels, &limits)?;
+        let multiprocessors = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map(|v| v.max(0) as u32)
+            .during("reading device limits")?;
+        let shared_opt_in = limits.max_shared_mem_per_block_optin;
+        let softmax_persist_block_8_max_threads = kernels
+            .softmax_persist_block_8
+            .max_threads_per_block()
+            .during("reading a kernel's block limit")?
+            .max(0) as u32;
         let name = ctx.name().during("reading the device name")?;
         let stream = ctx.new_stream().during("creating a stream")?;
         Ok(Gpu {
@@ -156,6 +188,10 @@ impl Gpu {
                 compute_capability,
                 arch: module.arch,
                 softmax_block_8_max_threads,
+                softmax_persist_block_8_max_threads,
+                multiprocessors,
+                shared_opt_in,
+                residency: Mutex::new(HashMap::new()),
                 _module: loaded,
             })),
         })
@@ -297,5 +333,14 @@ fn allow_large_shared_memory(kernels: &Kernels, limits: &DeviceLimits) -> Result
                 .during("setting a kernel's shared-memory carveout")?;
         }
     }
+    // A 32768-column row staged in shared memory is 128 KiB: over the 48 KiB default. The host
+    // sizes the launch to the row and checks it against this limit.
+    kernels
+        .softmax_persist_block_8
+        .set_attribute(
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            limits.max_shared_mem_per_block_optin as i32,
+        )
+        .during("opting softmax_persist_block_8 in to more shared memory")?;
     Ok(())
 }

@@ -18,7 +18,7 @@ pub struct PtxModule {
 }
 
 /// Every kernel entry point each module exports.
-pub const KERNEL_NAMES: [&str; 26] = [
+pub const KERNEL_NAMES: [&str; 31] = [
     "add",
     "increment_by_one",
     "matmul_naive",
@@ -45,6 +45,11 @@ pub const KERNEL_NAMES: [&str; 26] = [
     "softmax_stream",
     "softmax_split_stats",
     "softmax_split_write",
+    "softmax_group_8x4",
+    "softmax_group_16x2",
+    "softmax_persist_warp_8",
+    "softmax_persist_block_4",
+    "softmax_persist_block_8",
 ];
 
 /// All embedded modules, oldest architecture first.

@@ -136,6 +136,8 @@ const CUDA_SIZES: Sizes = Sizes {
         (7, 31),
         (33, 1025),
         (1000, 4097),
+        // More rows than the persistent warp kernel has warps resident: each loops.
+        (5000, 999),
         (3, 100_000),
         (1, 1 << 20),
     ],
@@ -636,10 +638,17 @@ fn softmax_shape(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize), t: f
 }
 
 /// One-pass thresholds that steer a `rows x cols` softmax to each of its paths where the shape
-/// allows it (else the plan falls through to the next path): warp per row, block per row, one
-/// streaming block per row, and rows split over blocks (a few chunks, and 4-column chunks).
+/// allows it (else the plan falls through to the next path): warp per row, block per row, lane
+/// groups of 8 and 16, the persistent warp and block kernels, one streaming block per row, and
+/// rows split over blocks (a few chunks, and 4-column chunks).
 fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
-    let base = OnePassConfig::default();
+    // The register-held kernels that load, reduce and write one row each; the lane-group and
+    // persistent kernels (the latter the default) have their own entries.
+    let base = OnePassConfig {
+        group_lanes: 0,
+        persistent: false,
+        ..OnePassConfig::default()
+    };
     let (no_warp, no_block) = (0, 0);
     let mut configs = vec![
         (
@@ -654,6 +663,39 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
             OnePassConfig {
                 warp_max_cols: no_warp,
                 block_max_cols: usize::MAX,
+                ..base
+            },
+        ),
+        (
+            "group of 8",
+            OnePassConfig {
+                warp_max_cols: usize::MAX,
+                group_lanes: 8,
+                ..base
+            },
+        ),
+        (
+            "group of 16",
+            OnePassConfig {
+                warp_max_cols: usize::MAX,
+                group_lanes: 16,
+                ..base
+            },
+        ),
+        (
+            "persistent warp",
+            OnePassConfig {
+                warp_max_cols: usize::MAX,
+                persistent: true,
+                ..base
+            },
+        ),
+        (
+            "persistent block",
+            OnePassConfig {
+                warp_max_cols: no_warp,
+                block_max_cols: usize::MAX,
+                persistent: true,
                 ..base
             },
         ),
@@ -673,6 +715,7 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
                 block_max_cols: no_block,
                 split_max_rows: usize::MAX,
                 split_chunk: (cols / 3).max(4),
+                ..base
             },
         ),
     ];
@@ -685,6 +728,7 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
                 block_max_cols: no_block,
                 split_max_rows: usize::MAX,
                 split_chunk: 4,
+                ..base
             },
         ));
     }

@@ -83,12 +83,47 @@ fn config(
         block_max_cols,
         split_max_rows,
         split_chunk,
+        ..classic()
+    }
+}
+
+/// The default thresholds with neither lane groups nor persistent kernels: the register-held
+/// warp and block kernels that load, reduce and write one row each.
+fn classic() -> OnePassConfig {
+    OnePassConfig {
+        group_lanes: 0,
+        persistent: false,
+        ..OnePassConfig::default()
     }
 }
 
 /// Forces the block-per-row kernels on any row that fits them.
 fn blocks_only() -> OnePassConfig {
     config(0, usize::MAX, 0, 16)
+}
+
+/// [`classic`] with rows of up to 131 columns on lane groups of `lanes`.
+fn groups(lanes: usize) -> OnePassConfig {
+    OnePassConfig {
+        group_lanes: lanes,
+        ..classic()
+    }
+}
+
+/// [`classic`] with the persistent kernels (the default).
+fn persistent() -> OnePassConfig {
+    OnePassConfig {
+        persistent: true,
+        ..classic()
+    }
+}
+
+/// Forces the persistent block-per-row kernels on any row that fits them.
+fn persistent_blocks_only() -> OnePassConfig {
+    OnePassConfig {
+        persistent: true,
+        ..blocks_only()
+    }
 }
 
 /// Forces `softmax_stream` on every shape.
@@ -106,8 +141,8 @@ fn split_only(chunk: usize) -> OnePassConfig {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-fn default_plans_for_the_timed_shapes() {
-    let c = OnePassConfig::default();
+fn classic_plans_for_the_timed_shapes() {
+    let c = classic();
     assert_eq!(c.plan(8192, 128), OnePassPlan::Warp { vectors: 1 });
     assert_eq!(c.plan(8192, 1024), OnePassPlan::Warp { vectors: 8 });
     assert_eq!(
@@ -142,8 +177,8 @@ fn default_plans_for_the_timed_shapes() {
 }
 
 #[test]
-fn default_plans_around_the_thresholds() {
-    let c = OnePassConfig::default();
+fn classic_plans_around_the_thresholds() {
+    let c = classic();
     assert_eq!(c.plan(3, 1), OnePassPlan::Warp { vectors: 1 });
     assert_eq!(c.plan(3, 131), OnePassPlan::Warp { vectors: 1 }); // 32 vectors + 3 scalars
     assert_eq!(c.plan(3, 132), OnePassPlan::Warp { vectors: 2 });
@@ -235,14 +270,11 @@ fn warp_per_row_on_ragged_shapes() {
         (3, 511),
         (2, 1023),
     ];
-    check_path("warp", &OnePassConfig::default(), &shapes, |p| {
+    check_path("warp", &classic(), &shapes, |p| {
         matches!(p, OnePassPlan::Warp { .. })
     });
     // Every vector count is reached.
-    let vectors: Vec<_> = shapes
-        .iter()
-        .map(|&(r, c)| OnePassConfig::default().plan(r, c))
-        .collect();
+    let vectors: Vec<_> = shapes.iter().map(|&(r, c)| classic().plan(r, c)).collect();
     for v in [1, 2, 4, 8] {
         assert!(
             vectors.contains(&OnePassPlan::Warp { vectors: v }),
@@ -266,7 +298,7 @@ fn block_per_row_with_8_vectors() {
     // 8196 columns: 2049 vectors, 8 per thread of 288 threads; the second row starts off a
     // 16-byte boundary when cols is odd.
     let shapes = [(2, 8197)];
-    check_path("block-8", &OnePassConfig::default(), &shapes, |p| {
+    check_path("block-8", &classic(), &shapes, |p| {
         matches!(p, OnePassPlan::Block { vectors: 8, .. })
     });
 }
@@ -277,7 +309,7 @@ fn block_per_row_with_8_vectors_and_1024_threads() {
     // scalars (the second row starts 3 floats past a 16-byte boundary).
     let gpu = Gpu::simulator();
     let (rows, cols) = (2, 32767);
-    let c = OnePassConfig::default();
+    let c = classic();
     assert_eq!(
         c.plan(rows, cols),
         OnePassPlan::Block {
@@ -288,6 +320,107 @@ fn block_per_row_with_8_vectors_and_1024_threads() {
     let x = random_matrix(7, rows, cols);
     let got = one_pass(&gpu, &x, 1.0, &c);
     assert_softmax_close("block-8 2x32767", &got, &cpu::softmax_rows(&x, 1.0));
+}
+
+#[test]
+fn default_and_candidate_plans_for_the_timed_shapes() {
+    assert_eq!(OnePassConfig::default(), persistent());
+    assert_eq!(OnePassConfig::default().group_lanes, 0);
+    for lanes in [8, 16] {
+        assert_eq!(groups(lanes).plan(8192, 128), OnePassPlan::Group { lanes });
+        // Lane groups hold the rows a warp holds with one vector per lane, no longer ones.
+        assert_eq!(groups(lanes).plan(3, 131), OnePassPlan::Group { lanes });
+        assert_eq!(groups(lanes).plan(3, 132), OnePassPlan::Warp { vectors: 2 });
+    }
+    assert_eq!(groups(4).plan(8192, 128), OnePassPlan::Warp { vectors: 1 });
+    let p = persistent();
+    assert_eq!(p.plan(8192, 128), OnePassPlan::Warp { vectors: 1 });
+    assert_eq!(p.plan(8192, 1024), OnePassPlan::PersistentWarp);
+    assert_eq!(p.plan(3, 516), OnePassPlan::PersistentWarp);
+    assert_eq!(p.plan(3, 515), OnePassPlan::Warp { vectors: 4 }); // 128 vectors + 3 scalars
+    assert_eq!(
+        p.plan(8192, 4096),
+        OnePassPlan::PersistentBlock {
+            vectors: 4,
+            threads: 256
+        }
+    );
+    assert_eq!(
+        p.plan(8192, 8192),
+        OnePassPlan::PersistentBlock {
+            vectors: 4,
+            threads: 512
+        }
+    );
+    assert_eq!(
+        p.plan(8192, 32768),
+        OnePassPlan::PersistentBlock {
+            vectors: 8,
+            threads: 1024
+        }
+    );
+    assert_eq!(
+        p.plan(1, 1 << 24),
+        OnePassPlan::Split {
+            chunks: 1024,
+            chunk_vecs: 4096
+        }
+    );
+}
+
+#[test]
+fn lane_groups_on_ragged_shapes() {
+    // Row counts that leave groups past the last row inside a warp that has live rows (35 rows:
+    // a warp of 8-lane groups holds 4), whole warps past it (3 rows in a 32-row block), rows
+    // that start off a 16-byte boundary, and rows of 32 vectors plus 3 scalars.
+    let shapes = [(1, 1), (9, 2), (3, 5), (35, 67), (17, 100), (9, 131), (33, 128)];
+    for lanes in [8, 16] {
+        check_path(&format!("group-{lanes}"), &groups(lanes), &shapes, |p| {
+            p == OnePassPlan::Group { lanes }
+        });
+    }
+}
+
+#[test]
+fn persistent_warp_per_row_on_ragged_shapes() {
+    // The simulator runs 2 blocks of 8 warps: 37 rows make each warp loop over 2 or 3 rows, and
+    // the rows of odd widths start at every offset from a 16-byte boundary.
+    let shapes = [(3, 516), (37, 1023), (20, 700), (17, 1021), (40, 1024)];
+    check_path("persistent-warp", &persistent(), &shapes, |p| {
+        p == OnePassPlan::PersistentWarp
+    });
+}
+
+#[test]
+fn persistent_block_per_row_on_ragged_shapes() {
+    // 2 blocks in the simulator: 7 and 9 rows loop 3 to 5 times per block (the statistics
+    // scratch alternates between its halves), short rows leave most threads without a vector.
+    let shapes = [(7, 1), (2, 7), (9, 130), (7, 1025), (5, 1027)];
+    check_path("persistent-block-4", &persistent_blocks_only(), &shapes, |p| {
+        matches!(p, OnePassPlan::PersistentBlock { vectors: 4, .. })
+    });
+    check_path("persistent-block-8", &persistent(), &[(5, 8197)], |p| {
+        matches!(p, OnePassPlan::PersistentBlock { vectors: 8, .. })
+    });
+}
+
+#[test]
+fn persistent_block_with_8_vectors_and_1024_threads() {
+    // The largest row held in registers and staged in 128 KiB of shared memory: 3 rows on 2
+    // blocks, the second and third starting off a 16-byte boundary.
+    let gpu = Gpu::simulator();
+    let (rows, cols) = (3, 32767);
+    let c = persistent();
+    assert_eq!(
+        c.plan(rows, cols),
+        OnePassPlan::PersistentBlock {
+            vectors: 8,
+            threads: 1024
+        }
+    );
+    let x = random_matrix(8, rows, cols);
+    let got = one_pass(&gpu, &x, -1.0, &c);
+    assert_softmax_close("persistent-block-8 3x32767", &got, &cpu::softmax_rows(&x, -1.0));
 }
 
 #[test]
@@ -453,10 +586,15 @@ fn edge_rules_hold_for_block_reduce() {
 #[test]
 fn edge_rules_hold_for_every_one_pass_path() {
     let gpu = Gpu::simulator();
-    let paths: [(&str, OnePassConfig, &[usize]); 6] = [
-        ("warp", OnePassConfig::default(), &[1, 2, 67, 300, 1023]),
+    let paths: [(&str, OnePassConfig, &[usize]); 11] = [
+        ("warp", classic(), &[1, 2, 67, 300, 1023]),
+        ("group-8", groups(8), &[1, 2, 67, 131]),
+        ("group-16", groups(16), &[2, 67]),
+        ("persistent-warp", persistent(), &[600, 1023]),
+        ("persistent-block-4", persistent_blocks_only(), &[2, 67, 1030]),
+        ("persistent-block-8", persistent(), &[8199]),
         ("block-4", blocks_only(), &[2, 67, 1030]),
-        ("block-8", OnePassConfig::default(), &[8199]),
+        ("block-8", classic(), &[8199]),
         ("stream", stream_only(), &[2, 67, 2051]),
         ("split", split_only(8), &[2, 67]),
         ("split", split_only(64), &[301]),
@@ -472,7 +610,10 @@ fn edge_rules_hold_for_every_one_pass_path() {
 fn nan_stays_in_its_row_on_every_path() {
     let gpu = Gpu::simulator();
     for (name, config) in [
-        ("warp", OnePassConfig::default()),
+        ("warp", classic()),
+        ("group-8", groups(8)),
+        ("group-16", groups(16)),
+        ("persistent-block", persistent_blocks_only()),
         ("block", blocks_only()),
         ("stream", stream_only()),
         ("split", split_only(8)),
@@ -483,6 +624,27 @@ fn nan_stays_in_its_row_on_every_path() {
         for (r, row) in y.rows().into_iter().enumerate() {
             assert_eq!(row.iter().all(|v| v.is_nan()), r == 4, "{name}: row {r}");
             assert!(r == 4 || row.iter().all(|v| !v.is_nan()), "{name}: row {r}");
+        }
+    }
+}
+
+#[test]
+fn a_persistent_warp_carries_nothing_from_one_row_to_the_next() {
+    // 40 rows on the simulator's 16 warps: warp 4 takes rows 4, 20 and 36. Row 4 is NaN, row 20
+    // has two +inf entries, row 36 is plain; each must come out as if alone.
+    let gpu = Gpu::simulator();
+    let mut x = random_matrix(6, 40, 600);
+    x[(4, 599)] = f32::NAN;
+    x[(20, 0)] = f32::INFINITY;
+    x[(20, 300)] = f32::INFINITY;
+    for t in [1.0, -0.5] {
+        let y = one_pass(&gpu, &x, t, &persistent());
+        assert_softmax_close(&format!("persistent-warp t={t}"), &y, &cpu::softmax_rows(&x, t));
+        for (r, row) in y.rows().into_iter().enumerate() {
+            assert_eq!(row.iter().any(|v| v.is_nan()), r == 4, "row {r}");
+        }
+        if t > 0.0 {
+            assert_eq!((y[(20, 0)], y[(20, 300)]), (0.5, 0.5));
         }
     }
 }
@@ -521,7 +683,17 @@ fn row_kernels_on_buffers_that_start_off_a_16_byte_boundary() {
     let (rows, cols) = (5, 70);
     let x = random(21, rows * cols);
     let want = cpu::softmax_rows(&Array2::from_shape_vec((rows, cols), x.clone()).unwrap(), 1.0);
-    let kernels: [(&str, Kernel, LaunchConfig); 3] = [
+    let kernels: [(&str, Kernel, LaunchConfig); 5] = [
+        (
+            "softmax_group_8x4",
+            ksoft::softmax_group_8x4,
+            launch((rows as u32).div_ceil(32), 256, 0),
+        ),
+        (
+            "softmax_persist_block_4",
+            ksoft::softmax_persist_block_4,
+            launch(2, 32, ksoft::persist_block_shared_bytes(4, 32)),
+        ),
         (
             "softmax_warp_1",
             ksoft::softmax_warp_1,

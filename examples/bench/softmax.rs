@@ -1,8 +1,12 @@
-//! Row softmax with an inverse temperature: `gpu.softmax_into_with(x, y, t, algorithm)`, every algorithm.
+//! Row softmax with an inverse temperature: `gpu.softmax_into_with(x, y, t, algorithm)`, every
+//! algorithm, then (with `--plans`) each candidate plan of the one-pass algorithm that differs from its default
+//! on the shape (`gpukern:one-pass/<candidate>`), so that one run times the old and the new
+//! choice side by side.
 //!
 //! Minimum traffic: 8 bytes per element (read x once, write y once).
 
-use gpukern::SoftmaxAlgorithm;
+use gpukern::ops::softmax::{OnePassConfig, OnePassPlan};
+use gpukern::{DeviceMatrix, SoftmaxAlgorithm};
 use ndarray::ArrayView2;
 
 use crate::Bench;
@@ -28,51 +32,137 @@ pub fn shapes(quick: bool) -> Vec<(usize, usize)> {
     s
 }
 
+/// The one-pass candidates timed beside the default: the default thresholds with one choice
+/// changed each (`classic`: neither lane groups nor persistent kernels, whatever the default).
+fn candidates() -> Vec<(&'static str, OnePassConfig)> {
+    let base = OnePassConfig::default();
+    vec![
+        (
+            "classic",
+            OnePassConfig {
+                group_lanes: 0,
+                persistent: false,
+                ..base
+            },
+        ),
+        (
+            "group-8",
+            OnePassConfig {
+                group_lanes: 8,
+                ..base
+            },
+        ),
+        (
+            "group-16",
+            OnePassConfig {
+                group_lanes: 16,
+                ..base
+            },
+        ),
+        (
+            "persistent",
+            OnePassConfig {
+                persistent: true,
+                ..base
+            },
+        ),
+        (
+            "non-persistent",
+            OnePassConfig {
+                persistent: false,
+                ..base
+            },
+        ),
+    ]
+}
+
+/// How one row of the table runs: an algorithm, or the one-pass path with a config.
+#[derive(Clone, Copy)]
+enum Variant {
+    Algorithm(SoftmaxAlgorithm),
+    OnePass(OnePassConfig),
+}
+
+impl Variant {
+    fn run(self, gpu: &gpukern::Gpu, x: &DeviceMatrix, y: &mut DeviceMatrix, t: f32) -> gpukern::Result<()> {
+        match self {
+            Variant::Algorithm(a) => gpu.softmax_into_with(x, y, t, a),
+            Variant::OnePass(c) => gpu.softmax_into_one_pass(x, y, t, &c),
+        }
+    }
+}
+
+/// The rows timed for one shape: every algorithm, then (with `--plans`) each candidate whose plan
+/// differs from the default's and from every earlier candidate's.
+fn variants(rows: usize, cols: usize, plans: bool) -> Vec<(String, Variant, Option<OnePassPlan>)> {
+    let mut out: Vec<(String, Variant, Option<OnePassPlan>)> = SoftmaxAlgorithm::ALL
+        .iter()
+        .map(|&a| {
+            let plan = (a == SoftmaxAlgorithm::OnePass).then(|| OnePassConfig::default().plan(rows, cols));
+            (a.name().to_string(), Variant::Algorithm(a), plan)
+        })
+        .collect();
+    for (name, config) in candidates().into_iter().filter(|_| plans) {
+        let plan = config.plan(rows, cols);
+        if out.iter().all(|(_, _, p)| *p != Some(plan)) {
+            out.push((format!("one-pass/{name}"), Variant::OnePass(config), Some(plan)));
+        }
+    }
+    out
+}
+
+/// Measurements [`softmax`] makes: every variant of every shape at every temperature.
+pub fn planned(quick: bool, plans: bool) -> usize {
+    let per_t: usize = shapes(quick)
+        .iter()
+        .map(|&(r, c)| variants(r, c, plans).len())
+        .sum();
+    per_t * TEMPERATURES.len()
+}
+
 /// Every shape at every temperature.
 pub fn softmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for (rows, cols) in shapes(b.quick) {
         if !b.wants(&format!("{rows}x{cols}")) {
             continue;
         }
-        for (t, algorithm) in TEMPERATURES
-            .into_iter()
-            .flat_map(|t| SoftmaxAlgorithm::ALL.map(|a| (t, a)))
-        {
-            let n = rows * cols;
-            let base = Record::new(
-                "softmax",
-                format!("gpukern:{}", algorithm.name()),
-                format!("{rows}x{cols}"),
-            )
-            .with("rows", rows)
-            .with("cols", cols)
-            .with("t", f64::from(t));
-            sink.item(base.clone(), || {
-                let x = random_vec(n, -RANGE, RANGE);
-                let reference = softmax_reference(&x, cols, t);
-                let nan = vec![f32::NAN; n];
-                let sets = sets_for(8 * n);
-                let gpu = &b.gpu;
-                let mut bufs = Vec::with_capacity(sets);
-                for _ in 0..sets {
-                    bufs.push((
-                        gpu.upload_matrix(&ArrayView2::from_shape((rows, cols), &x)?)?,
-                        gpu.upload_matrix(&ArrayView2::from_shape((rows, cols), &nan)?)?,
-                    ));
+        for t in TEMPERATURES {
+            for (name, variant, plan) in variants(rows, cols, b.plans) {
+                let n = rows * cols;
+                let mut base = Record::new("softmax", format!("gpukern:{name}"), format!("{rows}x{cols}"))
+                    .with("rows", rows)
+                    .with("cols", cols)
+                    .with("t", f64::from(t));
+                if let Some(plan) = plan {
+                    base = base.with("plan", format!("{plan:?}"));
                 }
-                let (dx, dy) = &mut bufs[0];
-                gpu.softmax_into_with(dx, dy, t, algorithm)?;
-                let check = Check::new(&dy.as_vec().to_vec()?, &reference, F32_TOL, "cpu_f64");
-                let record = base.checked(&check).with("sets", sets);
-                if !check.passed() {
-                    return Ok(record);
-                }
-                let stats = b.timer.measure(|i| {
-                    let (dx, dy) = &mut bufs[i % sets];
-                    Ok(gpu.softmax_into_with(dx, dy, t, algorithm)?)
+                sink.item(base.clone(), || {
+                    let x = random_vec(n, -RANGE, RANGE);
+                    let reference = softmax_reference(&x, cols, t);
+                    let nan = vec![f32::NAN; n];
+                    let sets = sets_for(8 * n);
+                    let gpu = &b.gpu;
+                    let mut bufs = Vec::with_capacity(sets);
+                    for _ in 0..sets {
+                        bufs.push((
+                            gpu.upload_matrix(&ArrayView2::from_shape((rows, cols), &x)?)?,
+                            gpu.upload_matrix(&ArrayView2::from_shape((rows, cols), &nan)?)?,
+                        ));
+                    }
+                    let (dx, dy) = &mut bufs[0];
+                    variant.run(gpu, dx, dy, t)?;
+                    let check = Check::new(&dy.as_vec().to_vec()?, &reference, F32_TOL, "cpu_f64");
+                    let record = base.checked(&check).with("sets", sets);
+                    if !check.passed() {
+                        return Ok(record);
+                    }
+                    let stats = b.timer.measure(|i| {
+                        let (dx, dy) = &mut bufs[i % sets];
+                        Ok(variant.run(gpu, dx, dy, t)?)
+                    })?;
+                    Ok(record.timed(&stats, Some(8.0 * n as f64), None))
                 })?;
-                Ok(record.timed(&stats, Some(8.0 * n as f64), None))
-            })?;
+            }
         }
     }
     Ok(())

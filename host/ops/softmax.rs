@@ -1,14 +1,15 @@
 //! Row-wise softmax with an inverse temperature, with a choice of algorithm.
 
 use kernels_gpu::softmax::{
-    BLOCK, ROW_BLOCK_MAX, SHARED_BYTES, STATS_SHARED_BYTES, STREAM_BLOCK, WARP_KERNEL_BLOCK, WARP_KERNEL_ROWS,
+    BLOCK, GROUP_KERNEL_BLOCK, PERSIST_WARP_SHARED_BYTES, ROW_BLOCK_MAX, SHARED_BYTES, STATS_SHARED_BYTES,
+    STREAM_BLOCK, WARP_KERNEL_BLOCK, WARP_KERNEL_ROWS, persist_block_shared_bytes,
 };
 
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, DeviceVec};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::launch_config::LaunchConfig;
+use crate::launch_config::{DeviceLimits, LaunchConfig};
 use crate::raw;
 use crate::raw::softmax::RowKernel;
 
@@ -20,7 +21,8 @@ pub enum SoftmaxAlgorithm {
     BlockReduce,
     /// One read and one write of each element where the row fits on chip (up to 32768 columns):
     /// online (max, sum) statistics merged with warp shuffles, 16-byte accesses, a warp per row
-    /// up to 1024 columns, a block per row above. Longer rows are read twice (12 bytes per
+    /// up to 1024 columns, a block per row above (by default persistent, the next row staged in
+    /// shared memory while the current one is written). Longer rows are read twice (12 bytes per
     /// element), split over several blocks when there are few rows. The default; the plan for a
     /// shape is [`OnePassConfig::plan`].
     #[default]
@@ -63,6 +65,17 @@ pub struct OnePassConfig {
     pub split_max_rows: usize,
     /// Columns per block when a row is split (at least 4).
     pub split_chunk: usize,
+    /// Rows that a warp would hold with 1 vector per lane (up to 128 columns, +3) take a group
+    /// of this many lanes instead, several rows per warp: 8 (`softmax_group_8x4`) or 16
+    /// (`softmax_group_16x2`); 0 keeps them on a warp each. Applies where `warp_max_cols`
+    /// admits the row.
+    pub group_lanes: usize,
+    /// Whether rows that a warp holds with 8 vectors per lane, or a block with 4 or 8 per
+    /// thread, run on the persistent kernels (`softmax_persist_warp_8`,
+    /// `softmax_persist_block_{4,8}`): as many warps or blocks as are resident at once, each
+    /// looping over rows with the next row staged in shared memory while it finishes the
+    /// current one.
+    pub persistent: bool,
 }
 
 impl Default for OnePassConfig {
@@ -76,6 +89,12 @@ impl Default for OnePassConfig {
             // 64 KiB per block, 8 vectors per thread of 512: a 2^24 row is 1024 blocks, and each
             // block of step 2 reads 8 KiB of partial statistics.
             split_chunk: 16384,
+            // Off until the H200 bench says otherwise (`one-pass/group-8`, `/group-16`).
+            group_lanes: 0,
+            // The next row's loads in flight while a row is reduced and written: at 32768
+            // columns (one 1024-thread block per SM) the SM otherwise stops loading for the
+            // whole of that, and the block's exit and the next block's start.
+            persistent: true,
         }
     }
 }
@@ -90,6 +109,21 @@ pub enum OnePassPlan {
     },
     /// `softmax_block_{vectors}`: a block of `threads` per row, `vectors` per thread.
     Block {
+        /// 4 or 8.
+        vectors: usize,
+        /// A multiple of 32, at most 1024.
+        threads: u32,
+    },
+    /// `softmax_group_8x4` or `softmax_group_16x2`: a group of `lanes` lanes per row.
+    Group {
+        /// 8 or 16.
+        lanes: usize,
+    },
+    /// `softmax_persist_warp_8`: a warp per row, 8 vectors per lane, persistent.
+    PersistentWarp,
+    /// `softmax_persist_block_{vectors}`: a block of `threads` per row, `vectors` per thread,
+    /// persistent.
+    PersistentBlock {
         /// 4 or 8.
         vectors: usize,
         /// A multiple of 32, at most 1024.
@@ -110,32 +144,51 @@ pub enum OnePassPlan {
 impl OnePassConfig {
     /// The kernels for a `rows x cols` softmax.
     pub fn plan(&self, rows: usize, cols: usize) -> OnePassPlan {
-        self.plan_limited(rows, cols, ROW_BLOCK_MAX)
+        self.plan_limited(rows, cols, ROW_BLOCK_MAX, u32::MAX)
     }
 
-    /// [`OnePassConfig::plan`] where `softmax_block_8` runs at most `block_8_max_threads` per
-    /// block (the driver's limit for its register count).
-    fn plan_limited(&self, rows: usize, cols: usize, block_8_max_threads: u32) -> OnePassPlan {
+    /// [`OnePassConfig::plan`] where the block-per-row kernel with 8 vectors per thread
+    /// (`softmax_block_8`, or `softmax_persist_block_8` when `persistent`) runs at most
+    /// `block_8_max_threads` per block (the driver's limit for its register count), and a
+    /// persistent block may use at most `shared_max` bytes of shared memory.
+    fn plan_limited(
+        &self,
+        rows: usize,
+        cols: usize,
+        block_8_max_threads: u32,
+        shared_max: u32,
+    ) -> OnePassPlan {
         // Aligned vectors of the row with the most: a row whose start is not 16-byte aligned
         // has one fewer, plus up to 3 head and 3 tail scalars that threads 0..7 take.
         let vecs = cols / 4;
         if cols <= self.warp_max_cols {
             if let Some(vectors) = warp_vectors(vecs) {
-                return OnePassPlan::Warp { vectors };
+                return match vectors {
+                    1 if matches!(self.group_lanes, 8 | 16) => OnePassPlan::Group {
+                        lanes: self.group_lanes,
+                    },
+                    WARP_MAX_VECTORS if self.persistent => OnePassPlan::PersistentWarp,
+                    _ => OnePassPlan::Warp { vectors },
+                };
             }
         }
         if cols <= self.block_max_cols {
             let threads_for = |vectors: usize| vecs.div_ceil(vectors).next_multiple_of(32).max(32);
+            let block = |vectors: usize, threads: usize| {
+                let threads = threads as u32;
+                let staged = persist_block_shared_bytes(vectors as u32, threads) <= shared_max;
+                if self.persistent && staged {
+                    OnePassPlan::PersistentBlock { vectors, threads }
+                } else {
+                    OnePassPlan::Block { vectors, threads }
+                }
+            };
             if threads_for(4) <= BLOCK_4_MAX_THREADS {
-                let threads = threads_for(4) as u32;
-                return OnePassPlan::Block { vectors: 4, threads };
+                return block(4, threads_for(4));
             }
             let threads = threads_for(BLOCK_MAX_VECTORS);
             if threads <= block_8_max_threads.min(ROW_BLOCK_MAX) as usize {
-                return OnePassPlan::Block {
-                    vectors: BLOCK_MAX_VECTORS,
-                    threads: threads as u32,
-                };
+                return block(BLOCK_MAX_VECTORS, threads);
             }
         }
         if rows >= self.split_max_rows {
@@ -290,16 +343,50 @@ impl Gpu {
         config: &OnePassConfig,
     ) -> Result<()> {
         let limits = self.limits();
-        let block_8_max = raw::softmax::block_8_max_threads(self);
-        let (kernel, cfg) = match config.plan_limited(rows, cols, block_8_max) {
+        let (block_8_max, shared_max) = if config.persistent {
+            (
+                raw::softmax::persist_block_8_max_threads(self),
+                raw::softmax::shared_opt_in(self),
+            )
+        } else {
+            (raw::softmax::block_8_max_threads(self), u32::MAX)
+        };
+        // A persistent kernel's grid: as many blocks as are resident at once, no more than
+        // there is work for.
+        let persistent = |kernel, needed: usize, threads: u32, shared: u32| -> Result<LaunchConfig> {
+            let resident = raw::softmax::resident_blocks(self, kernel, threads, shared)? as usize;
+            let opted_in = DeviceLimits {
+                max_shared_mem_per_block: raw::softmax::shared_opt_in(self)
+                    .max(limits.max_shared_mem_per_block),
+                ..limits
+            };
+            LaunchConfig::per_row("softmax", needed.min(resident), threads, shared, &opted_in)
+        };
+        let (kernel, cfg) = match config.plan_limited(rows, cols, block_8_max, shared_max) {
             OnePassPlan::Warp { vectors } => {
                 let blocks = rows.div_ceil(WARP_KERNEL_ROWS as usize);
                 let cfg = LaunchConfig::per_row("softmax", blocks, WARP_KERNEL_BLOCK, 0, &limits)?;
                 (RowKernel::warp(vectors), cfg)
             }
+            OnePassPlan::Group { lanes } => {
+                let blocks = rows.div_ceil(GROUP_KERNEL_BLOCK as usize / lanes);
+                let cfg = LaunchConfig::per_row("softmax", blocks, GROUP_KERNEL_BLOCK, 0, &limits)?;
+                (RowKernel::group(lanes), cfg)
+            }
+            OnePassPlan::PersistentWarp => {
+                let kernel = RowKernel::PersistWarp8;
+                let blocks = rows.div_ceil(WARP_KERNEL_ROWS as usize);
+                let shared = PERSIST_WARP_SHARED_BYTES;
+                (kernel, persistent(kernel, blocks, WARP_KERNEL_BLOCK, shared)?)
+            }
             OnePassPlan::Block { vectors, threads } => {
                 let cfg = LaunchConfig::per_row("softmax", rows, threads, STATS_SHARED_BYTES, &limits)?;
                 (RowKernel::block(vectors), cfg)
+            }
+            OnePassPlan::PersistentBlock { vectors, threads } => {
+                let kernel = RowKernel::persist_block(vectors);
+                let shared = persist_block_shared_bytes(vectors as u32, threads);
+                (kernel, persistent(kernel, rows, threads, shared)?)
             }
             OnePassPlan::Stream => {
                 let cfg = LaunchConfig::per_row("softmax", rows, STREAM_BLOCK, STATS_SHARED_BYTES, &limits)?;

@@ -52,6 +52,11 @@ pub(crate) enum RowKernel {
     Block4,
     Block8,
     Stream,
+    Group8x4,
+    Group16x2,
+    PersistWarp8,
+    PersistBlock4,
+    PersistBlock8,
 }
 
 /// A kernel's simulator entry point.
@@ -77,6 +82,24 @@ impl RowKernel {
         }
     }
 
+    /// The lane-group kernel with `lanes` lanes per row (8 or 16).
+    pub(crate) fn group(lanes: usize) -> RowKernel {
+        if lanes <= 8 {
+            RowKernel::Group8x4
+        } else {
+            RowKernel::Group16x2
+        }
+    }
+
+    /// The persistent block-per-row kernel with `vectors` vectors per thread (4 or 8).
+    pub(crate) fn persist_block(vectors: usize) -> RowKernel {
+        if vectors <= 4 {
+            RowKernel::PersistBlock4
+        } else {
+            RowKernel::PersistBlock8
+        }
+    }
+
     /// The kernel's name in the PTX module and in reports.
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -87,6 +110,11 @@ impl RowKernel {
             RowKernel::Block4 => "softmax_block_4",
             RowKernel::Block8 => "softmax_block_8",
             RowKernel::Stream => "softmax_stream",
+            RowKernel::Group8x4 => "softmax_group_8x4",
+            RowKernel::Group16x2 => "softmax_group_16x2",
+            RowKernel::PersistWarp8 => "softmax_persist_warp_8",
+            RowKernel::PersistBlock4 => "softmax_persist_block_4",
+            RowKernel::PersistBlock8 => "softmax_persist_block_8",
         }
     }
 
@@ -99,6 +127,11 @@ impl RowKernel {
             RowKernel::Block4 => k::softmax_block_4,
             RowKernel::Block8 => k::softmax_block_8,
             RowKernel::Stream => k::softmax_stream,
+            RowKernel::Group8x4 => k::softmax_group_8x4,
+            RowKernel::Group16x2 => k::softmax_group_16x2,
+            RowKernel::PersistWarp8 => k::softmax_persist_warp_8,
+            RowKernel::PersistBlock4 => k::softmax_persist_block_4,
+            RowKernel::PersistBlock8 => k::softmax_persist_block_8,
         }
     }
 
@@ -111,6 +144,11 @@ impl RowKernel {
             RowKernel::Block4 => &kernels.softmax_block_4,
             RowKernel::Block8 => &kernels.softmax_block_8,
             RowKernel::Stream => &kernels.softmax_stream,
+            RowKernel::Group8x4 => &kernels.softmax_group_8x4,
+            RowKernel::Group16x2 => &kernels.softmax_group_16x2,
+            RowKernel::PersistWarp8 => &kernels.softmax_persist_warp_8,
+            RowKernel::PersistBlock4 => &kernels.softmax_persist_block_4,
+            RowKernel::PersistBlock8 => &kernels.softmax_persist_block_8,
         }
     }
 }
@@ -122,6 +160,73 @@ pub(crate) fn block_8_max_threads(gpu: &Gpu) -> u32 {
         Backend::Cuda(d) => d.softmax_block_8_max_threads,
         Backend::Simulator => sim::MAX_THREADS_PER_BLOCK,
     }
+}
+
+/// The most threads a block of `softmax_persist_block_8` may have on `gpu` (as
+/// [`block_8_max_threads`]).
+pub(crate) fn persist_block_8_max_threads(gpu: &Gpu) -> u32 {
+    match &gpu.backend {
+        Backend::Cuda(d) => d.softmax_persist_block_8_max_threads,
+        Backend::Simulator => sim::MAX_THREADS_PER_BLOCK,
+    }
+}
+
+/// Dynamic shared memory a block of `softmax_persist_block_8` may use on `gpu` (it opted in to
+/// the device's most). The simulator allows what an H200 does, 227 KiB.
+pub(crate) fn shared_opt_in(gpu: &Gpu) -> u32 {
+    match &gpu.backend {
+        Backend::Cuda(d) => d.shared_opt_in,
+        Backend::Simulator => SIM_SHARED_OPT_IN,
+    }
+}
+
+/// The simulator's stand-in for the device's opt-in shared memory per block (an H200's).
+const SIM_SHARED_OPT_IN: u32 = 227 * 1024;
+
+/// Blocks the simulator runs a persistent kernel with (at most): few, so that every block loops
+/// over several rows on small test shapes.
+const SIM_RESIDENT_BLOCKS: u32 = 2;
+
+/// How many blocks of `kernel`, with `threads` threads and `shared_mem_bytes` of dynamic shared
+/// memory each, are resident on the whole of `gpu` at once: the grid of a persistent launch,
+/// which then never waits for a block to finish before another starts. Asked of the driver
+/// once per kernel and block size. In the simulator, [`SIM_RESIDENT_BLOCKS`].
+///
+/// Errors: a driver error, or [`crate::Error::TooLarge`] if not one such block fits.
+pub(crate) fn resident_blocks(
+    gpu: &Gpu,
+    kernel: RowKernel,
+    threads: u32,
+    shared_mem_bytes: u32,
+) -> Result<u32> {
+    let Backend::Cuda(d) = &gpu.backend else {
+        return Ok(SIM_RESIDENT_BLOCKS);
+    };
+    let key = (kernel.name(), threads);
+    let cached = d.residency.lock().ok().and_then(|m| m.get(&key).copied());
+    let per_sm = match cached {
+        Some(n) => n,
+        None => {
+            let n = kernel
+                .cuda(&d.kernels)
+                .occupancy_max_active_blocks_per_multiprocessor(threads, shared_mem_bytes as usize, None)
+                .during("asking the driver how many softmax blocks fit a multiprocessor")?;
+            if let Ok(mut m) = d.residency.lock() {
+                m.insert(key, n);
+            }
+            n
+        }
+    };
+    if per_sm == 0 {
+        return Err(crate::error::Error::TooLarge {
+            op: "softmax",
+            detail: format!(
+                "{}: not one block of {threads} threads and {shared_mem_bytes} bytes of shared memory fits a multiprocessor",
+                kernel.name()
+            ),
+        });
+    }
+    Ok(per_sm * d.multiprocessors)
 }
 
 /// Launches one of the one-pass row kernels, `kernel(x, y, rows, cols, t)`.

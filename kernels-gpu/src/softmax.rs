@@ -117,13 +117,17 @@ pub unsafe fn softmax_rows(x: *const f32, y: *mut f32, rows: usize, cols: usize,
 // so the same split holds for the output row.
 //
 // Which kernel a shape gets (gpukern's `OnePassConfig::plan`): rows of up to 1024 columns take a
-// warp each ([`softmax_warp_1`] ... [`softmax_warp_8`]); up to 32768 a block each, the row held
-// in registers ([`softmax_block_4`], [`softmax_block_8`]); longer rows cannot stay on chip and are
+// warp each ([`softmax_warp_1`] ... [`softmax_warp_8`]; rows of up to 128 columns optionally a
+// group of 8 or 16 lanes, [`softmax_group_8x4`], [`softmax_group_16x2`]); up to 32768 a block
+// each, the row held in registers ([`softmax_block_4`], [`softmax_block_8`]); the persistent
+// twins of `softmax_warp_8` and the block kernels ([`softmax_persist_warp_8`],
+// [`softmax_persist_block_4`], [`softmax_persist_block_8`]) stage the next row in shared memory
+// while they finish the current one; longer rows cannot stay on chip and are
 // read twice, by one block per row when there are many rows ([`softmax_stream`]), or by several
 // blocks per row when there are few ([`softmax_split_stats`] then [`softmax_split_write`]).
 
 use crate::gpu::vector::{self, F4};
-use crate::gpu::warp;
+use crate::gpu::{async_copy, hint, warp};
 
 /// Threads per block of the warp-per-row kernels: 8 warps, one row each. Small blocks let the
 /// multiprocessor fill up with whole blocks (8 per SM at 256 threads) and leave a partial last
@@ -250,8 +254,20 @@ impl RowSplit {
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 fn warp_stats(stats: Stats, t: f32) -> Stats {
+    group_stats::<{ warp::SIZE as usize }>(stats, t)
+}
+
+/// The statistics over each aligned group of `G` lanes (`G` a power of two up to 32) of one
+/// [`Stats`] per lane, returned to every lane of the group: `log2 G` butterfly steps with lane
+/// masks below `G`, so that no value crosses from one group to another.
+///
+/// Every lane of the warp calls it (the shuffles name the whole warp).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+fn group_stats<const G: usize>(stats: Stats, t: f32) -> Stats {
+    const { assert!(G.is_power_of_two() && G <= warp::SIZE as usize) };
     let mut acc = stats;
-    let mut mask = warp::SIZE / 2;
+    let mut mask = G as u32 / 2;
     while mask > 0 {
         let other = Stats {
             m: warp::shfl_xor(acc.m, mask),
@@ -303,17 +319,162 @@ fn map4(v: F4, f: impl Fn(f32) -> f32) -> F4 {
 /// Most vectors per thread a register-held row may take: [`unroll_8!`] unrolls up to 8.
 const MAX_VECTORS: usize = 8;
 
-/// Softmax of one row held in registers: the body of the warp-per-row and block-per-row kernels.
+/// Where thread `tid` of a row's `threads` finds its entries: its vector `k` is vector
+/// `tid + k * threads` of the row, and it has at most one head or tail scalar
+/// ([`RowSplit::scalar`]).
+///
+/// `FIXED` is the number of threads when it is known at compile time (32 for a warp, 8 or 16 for
+/// a lane group), else 0. With `FIXED` threads vector `k` lies a constant distance past vector 0,
+/// an immediate offset in the instruction. With a run-time count, the vector indices are kept in
+/// 32 bits (a register-held row has at most 8 * 1024 vectors): the offsets stay live from the
+/// loads to the stores, and 64-bit ones would cost 8 registers more (72 instead of 64 for
+/// `V = 8`, too many for 1024 threads).
+#[derive(Clone, Copy)]
+struct Held<const FIXED: usize> {
+    split: RowSplit,
+    tid: usize,
+    threads: usize,
+}
+
+impl<const FIXED: usize> Held<FIXED> {
+    /// Thread `tid` of `threads` on a row of `cols` floats starting at `row`.
+    #[inline(always)]
+    fn of(row: *const f32, cols: usize, tid: usize, threads: usize) -> Self {
+        Held {
+            split: RowSplit::of(row, cols),
+            tid,
+            threads,
+        }
+    }
+
+    /// Whether the thread's vector `k` lies inside the row: `tid + k * threads < vecs`, written
+    /// as `tid < vecs - k * threads` (0 if negative), whose right side is the same for every
+    /// thread of the row (a uniform register), so no per-thread value per `k` stays live.
+    #[inline(always)]
+    fn valid(self, k: usize) -> bool {
+        let threads = if FIXED != 0 {
+            FIXED as u32
+        } else {
+            self.threads as u32
+        };
+        (self.tid as u32) < (self.split.vecs as u32).saturating_sub(k as u32 * threads)
+    }
+
+    /// The float offset of the thread's vector `k` in the row.
+    #[inline(always)]
+    fn offset(self, k: usize) -> usize {
+        if FIXED != 0 {
+            self.split.vector(self.tid + k * FIXED)
+        } else {
+            self.split.head + 4 * (self.tid as u32 + k as u32 * self.threads as u32) as usize
+        }
+    }
+
+    /// The thread's head or tail scalar, if any.
+    #[inline(always)]
+    fn scalar(self) -> Option<usize> {
+        self.split.scalar(self.tid)
+    }
+
+    /// Loads the thread's entries of `x_row`: `V` vectors (all loads issued before any use) and
+    /// the scalar (0 if none).
+    ///
+    /// # Safety
+    /// `x_row` is the row `self` describes; `cols / 4 <= V * threads`.
+    #[inline(always)]
+    unsafe fn load<const V: usize>(self, x_row: *const f32) -> ([F4; V], f32) {
+        const { assert!(V <= MAX_VECTORS, "unroll_8! unrolls up to 8 vectors") };
+        let mut v = [F4::ZERO; V];
+        unroll_8!(V, |k| {
+            if self.valid(k) {
+                // SAFETY: vector `tid + k * threads < vecs` lies inside the row, 16-byte aligned.
+                v[k] = unsafe { vector::load4(x_row, self.offset(k)) };
+            }
+        });
+        // SAFETY: a head or tail index is inside the row.
+        let xs = self.scalar().map_or(0.0, |i| unsafe { mem::load(x_row, i) });
+        (v, xs)
+    }
+
+    /// The largest `sign * x` over the thread's entries (`-inf` if it holds none; NaN if one is
+    /// NaN): the thread's reference value times `sign`.
+    #[inline(always)]
+    fn key<const V: usize>(self, v: &[F4; V], xs: f32, sign: f32) -> f32 {
+        let mut key = f32::NEG_INFINITY;
+        unroll_8!(V, |k| {
+            if self.valid(k) {
+                for c in 0..4 {
+                    key = math::max_nan(key, sign * v[k].0[c]);
+                }
+            }
+        });
+        if self.scalar().is_some() {
+            key = math::max_nan(key, sign * xs);
+        }
+        key
+    }
+
+    /// The rest of the row's softmax once the thread holds its entries `v`, `xs` and their
+    /// `key` ([`Held::key`]): replaces each entry by `e = exp(exponent(x, m, t))` (`m` the
+    /// thread's reference), sums them, merges the statistics over the row's threads with
+    /// `reduce` into `(M, S)`, and stores `e * exp(exponent(m, M, t)) / S` to `y_row`, which is
+    /// `exp(exponent(x, M, t)) / S` (the factor is 1 for the thread that holds the row's
+    /// reference, 0 for a thread whose entries all lie at `-inf` below a finite `M`).
+    ///
+    /// # Safety
+    /// `y_row` splits like the row `self` describes; `reduce` is called by all the row's threads.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn write<const V: usize>(
+        self,
+        mut v: [F4; V],
+        xs: f32,
+        key: f32,
+        sign: f32,
+        y_row: *mut f32,
+        t: f32,
+        reduce: impl FnOnce(Stats) -> Stats,
+    ) {
+        let m = sign * key;
+        let mut s = 0.0f32;
+        unroll_8!(V, |k| {
+            if self.valid(k) {
+                v[k] = map4(v[k], |x| math::exp(exponent(x, m, t)));
+                s += (v[k].0[0] + v[k].0[1]) + (v[k].0[2] + v[k].0[3]);
+            }
+        });
+        let scalar = self.scalar();
+        let es = if scalar.is_some() {
+            math::exp(exponent(xs, m, t))
+        } else {
+            0.0
+        };
+        s += es;
+
+        let row = reduce(Stats { m, s });
+        let factor = math::exp(exponent(m, row.m, t)) / row.s;
+        unroll_8!(V, |k| {
+            if self.valid(k) {
+                let out = map4(v[k], |e| e * factor);
+                // SAFETY: as for the loads; `y_row` splits like `x_row`.
+                unsafe { vector::store4(y_row, self.offset(k), out) };
+            }
+        });
+        if let Some(i) = scalar {
+            // SAFETY: as for the scalar load.
+            unsafe { mem::store(y_row, i, es * factor) };
+        }
+    }
+}
+
+/// Softmax of one row held in registers: the body of the warp-per-row, lane-group and
+/// block-per-row kernels.
 ///
 /// Thread `tid` of the row's `threads` loads vectors `tid + k * threads` (`k < V`) of the row,
-/// all `V` loads before any use, plus at most one head or tail scalar ([`RowSplit::scalar`]). It
-/// takes the reference `m` of its own entries, replaces each entry by `e = exp(exponent(x, m, t))`
-/// and sums them; `reduce` merges these statistics over the row's threads into `(M, S)`; the
-/// thread then stores `e * exp(exponent(m, M, t)) / S`, which is `exp(exponent(x, M, t)) / S` (the
-/// factor is 1 for the thread that holds the row's reference, 0 for a thread whose entries all
-/// lie at `-inf` below a finite `M`). One exponential per entry, one read and one write of each.
+/// all `V` loads before any use, plus at most one head or tail scalar ([`Held::load`]); then
+/// [`Held::write`]: one exponential per entry, one read and one write of each.
 ///
-/// `FIXED` is the number of threads when it is known at compile time (32 for a warp), else 0.
+/// `FIXED` is as in [`Held`].
 ///
 /// # Safety
 /// `x_row` and `y_row` point to `cols` floats at the same address modulo 16 bytes;
@@ -330,81 +491,13 @@ unsafe fn row_in_registers<const V: usize, const FIXED: usize>(
     threads: usize,
     reduce: impl FnOnce(Stats) -> Stats,
 ) {
-    const { assert!(V <= MAX_VECTORS, "unroll_8! unrolls up to 8 vectors") };
-    let split = RowSplit::of(x_row, cols);
+    let held = Held::<FIXED>::of(x_row, cols, tid, threads);
     let sign = if t >= 0.0 { 1.0f32 } else { -1.0 };
-    let scalar = split.scalar(tid);
-    // With `FIXED` threads (a warp) vector `k` lies a constant distance past vector 0, an
-    // immediate offset in the instruction. With a run-time count, the vector indices are kept in
-    // 32 bits (a register-held row has at most 8 * 1024 vectors): the offsets stay live from the
-    // loads to the stores, and 64-bit ones would cost 8 registers more (72 instead of 64 for
-    // `V = 8`, too many for 1024 threads).
-    let (tid32, threads32, vecs32) = (tid as u32, threads as u32, split.vecs as u32);
-    let valid = |k: usize| {
-        if FIXED != 0 {
-            tid + k * FIXED < split.vecs
-        } else {
-            tid32 + k as u32 * threads32 < vecs32
-        }
-    };
-    let offset = |k: usize| {
-        if FIXED != 0 {
-            split.vector(tid + k * FIXED)
-        } else {
-            split.head + 4 * (tid32 + k as u32 * threads32) as usize
-        }
-    };
-
-    let mut v = [F4::ZERO; V];
-    unroll_8!(V, |k| {
-        if valid(k) {
-            // SAFETY: vector `tid + k * threads < vecs` lies inside the row, 16-byte aligned.
-            v[k] = unsafe { vector::load4(x_row, offset(k)) };
-        }
-    });
-    // SAFETY: a head or tail index is inside the row.
-    let xs = scalar.map_or(0.0, |i| unsafe { mem::load(x_row, i) });
-
-    // The thread's reference: max of `sign * x` is the max for t >= 0 and minus the min for t < 0.
-    let mut key = f32::NEG_INFINITY;
-    unroll_8!(V, |k| {
-        if valid(k) {
-            for c in 0..4 {
-                key = math::max_nan(key, sign * v[k].0[c]);
-            }
-        }
-    });
-    if scalar.is_some() {
-        key = math::max_nan(key, sign * xs);
-    }
-    let m = sign * key;
-
-    let mut s = 0.0f32;
-    unroll_8!(V, |k| {
-        if valid(k) {
-            v[k] = map4(v[k], |x| math::exp(exponent(x, m, t)));
-            s += (v[k].0[0] + v[k].0[1]) + (v[k].0[2] + v[k].0[3]);
-        }
-    });
-    let es = if scalar.is_some() {
-        math::exp(exponent(xs, m, t))
-    } else {
-        0.0
-    };
-    s += es;
-
-    let row = reduce(Stats { m, s });
-    let factor = math::exp(exponent(m, row.m, t)) / row.s;
-    unroll_8!(V, |k| {
-        if valid(k) {
-            let out = map4(v[k], |e| e * factor);
-            // SAFETY: as for the loads; `y_row` splits like `x_row`.
-            unsafe { vector::store4(y_row, offset(k), out) };
-        }
-    });
-    if let Some(i) = scalar {
-        // SAFETY: as for the scalar load.
-        unsafe { mem::store(y_row, i, es * factor) };
+    // SAFETY: forwarded contract.
+    unsafe {
+        let (v, xs) = held.load::<V>(x_row);
+        let key = held.key(&v, xs, sign);
+        held.write(v, xs, key, sign, y_row, t, reduce)
     }
 }
 
@@ -492,6 +585,85 @@ pub unsafe fn softmax_warp_8(x: *const f32, y: *mut f32, rows: usize, cols: usiz
     unsafe { softmax_warp::<8>(x, y, rows, cols, t) }
 }
 
+/// Threads per block of the lane-group kernels ([`softmax_group_8x4`], [`softmax_group_16x2`]):
+/// 8 warps, `256 / G` rows per block.
+pub const GROUP_KERNEL_BLOCK: u32 = 256;
+
+/// Lane-group softmax, several short rows per warp, each held in registers: the body of
+/// [`softmax_group_8x4`] and [`softmax_group_16x2`].
+///
+/// The block's threads form groups of `G` consecutive lanes (`G` = 8 or 16, so a warp holds
+/// `32 / G` rows); group `g` of block `b` handles row `b * (blockDim.x / G) + g`. Lane `l` of a
+/// group holds vectors `l, l + G, ..., l + G * (V - 1)` of the row (`4 * V` floats) and at most
+/// one head or tail scalar (lanes 0..7 of the group); the group merges its lanes' statistics
+/// with `2 * log2 G` shuffles whose lane masks stay inside the group ([`group_stats`]). A group
+/// past the last row takes part in the shuffles with no entries and stores nothing; a warp whose
+/// groups are all past it leaves.
+///
+/// Why: a row of up to 128 columns is 512 bytes. A warp per row ([`softmax_warp_1`]) gives each
+/// lane one 16-byte load and spends 5 butterfly steps on 128 floats; `G` lanes per row give each
+/// lane `V` loads in flight at once, `log2 G` steps, and `32 / G` times fewer warps and blocks
+/// to schedule (8192 x 128: 256 blocks for `G = 8`, 512 for `G = 16`, against 1024), which is
+/// what a one-wave kernel of 4 MB spends its time on.
+///
+/// Global memory: each entry read once and written once, 8 bytes per element; a warp's load
+/// instruction covers `32 / G` rows' whole 128-byte segments.
+///
+/// Launch: `ceil(rows / (blockDim.x / G))` blocks of [`GROUP_KERNEL_BLOCK`] threads, no shared
+/// memory; for rows with `cols / 4 <= G * V`.
+///
+/// # Safety
+/// `x` and `y` point to `rows * cols` floats of device memory at the same address modulo 16
+/// bytes and do not overlap; the launch shape is as above.
+#[inline(always)]
+unsafe fn softmax_group<const G: usize, const V: usize>(
+    x: *const f32,
+    y: *mut f32,
+    rows: usize,
+    cols: usize,
+    t: f32,
+) {
+    // Lanes 0..7 of the group take a row's head and tail scalars.
+    const { assert!(G >= 8 && G <= warp::SIZE as usize && G.is_power_of_two()) };
+    let tid = thread::thread_idx_x() as usize;
+    let groups = thread::block_dim_x() as usize / G;
+    let first = thread::block_idx_x() as usize * groups;
+    let warp_first_row = first + tid / warp::SIZE as usize * (warp::SIZE as usize / G);
+    if warp_first_row >= rows {
+        return; // the whole warp leaves together: no shuffle is missed by part of it
+    }
+    let row = first + tid / G;
+    // A group past the last row holds an empty row (no entries to load or store).
+    let live_cols = if row < rows { cols } else { 0 };
+    let (x_row, y_row) = (x.wrapping_add(row * cols), y.wrapping_add(row * cols));
+    // SAFETY: a live row is inside the buffers, an empty one is never dereferenced; the caller's
+    // shape gives `cols / 4 <= G * V`; all 32 lanes of the warp reach the shuffles.
+    unsafe { row_in_registers::<V, G>(x_row, y_row, live_cols, t, tid % G, G, |s| group_stats::<G>(s, t)) }
+}
+
+/// [`softmax_group`] with 8 lanes per row and 4 vectors per lane: rows of up to 128 columns
+/// (+3 when the row is not aligned), 4 rows per warp, 32 rows per block, 64 bytes per lane in
+/// flight.
+///
+/// # Safety
+/// As [`softmax_group`].
+#[kernel]
+pub unsafe fn softmax_group_8x4(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
+    // SAFETY: forwarded contract.
+    unsafe { softmax_group::<8, 4>(x, y, rows, cols, t) }
+}
+
+/// [`softmax_group`] with 16 lanes per row and 2 vectors per lane: rows of up to 128 columns
+/// (+3), 2 rows per warp (PyTorch's choice for such rows), 16 rows per block.
+///
+/// # Safety
+/// As [`softmax_group`].
+#[kernel]
+pub unsafe fn softmax_group_16x2(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
+    // SAFETY: forwarded contract.
+    unsafe { softmax_group::<16, 2>(x, y, rows, cols, t) }
+}
+
 /// Block-per-row softmax, the row in registers: the body of [`softmax_block_4`] and
 /// [`softmax_block_8`].
 ///
@@ -549,6 +721,279 @@ pub unsafe fn softmax_block_4(x: *const f32, y: *mut f32, rows: usize, cols: usi
 pub unsafe fn softmax_block_8(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
     // SAFETY: forwarded contract.
     unsafe { softmax_block::<8>(x, y, rows, cols, t) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Persistent kernels: the next row in flight while the current one is reduced and written
+// ---------------------------------------------------------------------------------------------
+//
+// A register-held kernel ([`softmax_warp_8`], [`softmax_block_4`], [`softmax_block_8`]) loads its
+// row, then computes and writes it, then exits: between its last load's arrival and the next
+// block's first load the SM's share of the row pipeline is idle (the exponentials, the reduction,
+// the stores, the block's exit and the next block's start). At 32768 columns a block is 1024
+// threads of 64 registers, the whole register file: one row per SM, and that gap is all the SM's.
+// The persistent kernels keep each row's warp or block alive over rows `first, first + step, ...`
+// and start copying the next row into shared memory ([`async_copy::cp_async_16_after`]) as soon as the
+// current one has been read out of it, so its loads fly during the current row's exponentials,
+// reduction and stores. Each thread copies exactly the vectors it will hold, into its own slots,
+// and reads back only those: the staging needs no barrier.
+
+/// Shared memory of [`softmax_persist_block_4`] / [`softmax_persist_block_8`] for `vectors` per
+/// thread of `threads`: one 16-byte slot per vector of the row, then two sets of per-warp
+/// [`Stats`] (consecutive rows alternate between them, so that a warp writing the next row's
+/// statistics never meets one still reading the current row's).
+pub const fn persist_block_shared_bytes(vectors: u32, threads: u32) -> u32 {
+    vectors * threads * core::mem::size_of::<F4>() as u32 + 2 * STATS_SHARED_BYTES
+}
+
+/// Shared memory of [`softmax_persist_warp_8`]: 8 16-byte slots per lane of a
+/// [`WARP_KERNEL_BLOCK`]-thread block (32 KiB).
+pub const PERSIST_WARP_SHARED_BYTES: u32 = 8 * WARP_KERNEL_BLOCK * core::mem::size_of::<F4>() as u32;
+
+/// The loop of the persistent kernels: rows `first, first + step, ...` below `rows`, each held
+/// in registers by `threads` threads as in [`row_in_registers`], the next one staged.
+///
+/// For each row the thread waits for its copies ([`async_copy::wait_all`]) and reads its `V`
+/// vectors from its slots `stage + tid + k * threads` into registers; right after each read it
+/// starts the copy of its vector `k` of the next row into the same slot (issued once the value
+/// read is in a register, see [`async_copy::cp_async_16_after`]) and then loads the next row's head or tail
+/// scalar; then it finishes the current row ([`Held::key`], [`Held::write`], with
+/// `reduce(stats, parity)`, parity alternating between rows). So the next row's loads are in
+/// flight through all of the current row's exponentials, reduction and stores.
+///
+/// # Safety
+/// `x` and `y` point to `rows * cols` floats at the same address modulo 16 bytes; `first < rows`;
+/// `cols / 4 <= V * threads`; `threads == FIXED` unless `FIXED` is 0; `stage + tid + k * threads`
+/// (`k < V`) are 16-byte shared-memory slots of this thread only; `reduce` is called by all the
+/// row's threads, which all take the same rows.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn persist_rows<const V: usize, const FIXED: usize>(
+    x: *const f32,
+    y: *mut f32,
+    rows: usize,
+    cols: usize,
+    t: f32,
+    (first, step): (usize, usize),
+    (tid, threads): (usize, usize),
+    stage: *mut F4,
+    mut reduce: impl FnMut(Stats, usize) -> Stats,
+) {
+    const { assert!(V <= MAX_VECTORS, "unroll_8! unrolls up to 8 vectors") };
+    let sign = if t >= 0.0 { 1.0f32 } else { -1.0 };
+    // The thread's index and count, recomputed where each iteration uses them, and its slots
+    // and vector indices from those: hoisted ahead of the loop, the 8 slot addresses and vector
+    // indices of a thread would stay live across it, some 30 registers more than the row itself
+    // needs (96 instead of 64 at 1024 threads, which then cannot launch).
+    let fresh = || {
+        let threads = if FIXED != 0 {
+            FIXED
+        } else {
+            hint::recompute(threads as u32) as usize
+        };
+        (hint::recompute(tid as u32) as usize, threads)
+    };
+    let held_of = |row: usize| {
+        let (tid, threads) = fresh();
+        Held::<FIXED>::of(x.wrapping_add(row * cols), cols, tid, threads)
+    };
+    let slot = |k: usize| {
+        let (tid, threads) = fresh();
+        stage.wrapping_add(tid + k * threads)
+    };
+    // Starts the copy of vector `k` of the thread in the row `held` describes, once `after` is
+    // known.
+    let stage_vector = |held: Held<FIXED>, x_row: *const f32, k: usize, after: f32| {
+        let src = x_row.wrapping_add(held.offset(k)).cast::<F4>();
+        // The slot's address from a base LLVM cannot hoist: its reassociation of
+        // `stage + (tid + k * threads)` into `(stage + k * threads) + tid` would otherwise keep
+        // 8 hoisted 64-bit addresses live across the loop.
+        let (tid, threads) = fresh();
+        let dst = hint::recompute_ptr(stage).wrapping_add(tid + k * threads);
+        // SAFETY: vector `k` of the thread lies inside the row, 16-byte aligned (the caller checks
+        // `valid(k)`); the slot is this thread's, and its previous contents were read before
+        // `after` was known.
+        unsafe { async_copy::cp_async_16_after(dst, src, after) };
+    };
+    // SAFETY (scalar loads): a head or tail index is inside its row.
+    let scalar_of =
+        |held: Held<FIXED>, x_row: *const f32| held.scalar().map_or(0.0, |i| unsafe { mem::load(x_row, i) });
+
+    let mut row = first;
+    let mut xs_next = {
+        let (held, x_row) = (held_of(row), x.wrapping_add(row * cols));
+        unroll_8!(V, |k| {
+            if held.valid(k) {
+                stage_vector(held, x_row, k, 0.0);
+            }
+        });
+        scalar_of(held, x_row)
+    };
+    let mut parity = 0;
+    loop {
+        let held = held_of(row);
+        let next = row + step;
+        let (next_held, next_row) = (held_of(next), x.wrapping_add(next * cols));
+        let more = next < rows;
+        async_copy::wait_all();
+        let mut v = [F4::ZERO; V];
+        unroll_8!(V, |k| {
+            if held.valid(k) {
+                // SAFETY: the slot holds this thread's copy of vector `k`, landed (waited for).
+                v[k] = unsafe { mem::load(slot(k), 0) };
+            }
+            // The slot's next contents go on their way as soon as its value is in a register.
+            if more && next_held.valid(k) {
+                stage_vector(next_held, next_row, k, v[k].0[0]);
+            }
+        });
+        let xs = xs_next;
+        if more {
+            xs_next = scalar_of(next_held, next_row);
+        }
+        let key = held.key(&v, xs, sign);
+        // SAFETY: the row is inside `y`; every thread of the row reaches `reduce`.
+        unsafe {
+            held.write(v, xs, key, sign, y.wrapping_add(row * cols), t, |s| {
+                reduce(s, parity)
+            });
+        }
+        if !more {
+            break;
+        }
+        row = next;
+        parity ^= 1;
+    }
+}
+
+/// Persistent warp-per-row softmax, the next row staged in shared memory: [`softmax_warp_8`]
+/// over several rows per warp.
+///
+/// Warp `w` of block `b` handles rows `b * 8 + w + i * 8 * gridDim.x`; for each, lane `l` holds
+/// vectors `l + 32 k` (`k < 8`, rows of up to 1024 columns + 3) in registers, and while the warp
+/// reduces (10 shuffles) and writes that row, the lane's 8 vectors of the warp's next row are
+/// on their way into its 8 slots of shared memory ([`persist_rows`]).
+///
+/// Global memory: each entry read once (`cp.async`, through L2 only) and written once, 8 bytes
+/// per element, 8 KiB per 1024-column row. Shared memory: 128 bytes per lane, 32 KiB per block
+/// ([`PERSIST_WARP_SHARED_BYTES`]); each value is written once and read once, by its own lane.
+///
+/// Launch: at most `ceil(rows / 8)` blocks of [`WARP_KERNEL_BLOCK`] threads (the host launches
+/// as many as are resident at once), [`PERSIST_WARP_SHARED_BYTES`] of dynamic shared memory.
+///
+/// # Safety
+/// `x` and `y` point to `rows * cols` floats of device memory at the same address modulo 16
+/// bytes and do not overlap; `cols / 4 <= 256`; the launch shape is as above.
+#[kernel]
+pub unsafe fn softmax_persist_warp_8(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
+    const V: usize = 8;
+    let tid = thread::thread_idx_x() as usize;
+    let warps = (thread::block_dim_x() / warp::SIZE) as usize;
+    let (warp_idx, lane) = (tid / warp::SIZE as usize, tid % warp::SIZE as usize);
+    let first = thread::block_idx_x() as usize * warps + warp_idx;
+    if first >= rows {
+        return; // the whole warp leaves together
+    }
+    let step = thread::grid_dim_x() as usize * warps;
+    let stage = shared::dynamic::<F4>().wrapping_add(warp_idx * V * warp::SIZE as usize);
+    // SAFETY: the caller's contract; the warp's slots are `8 * 32` of the block's `8 * 256`, lane
+    // `l`'s are `l + 32 k`; every lane takes the same rows and reaches the shuffles.
+    unsafe {
+        persist_rows::<V, { warp::SIZE as usize }>(
+            x,
+            y,
+            rows,
+            cols,
+            t,
+            (first, step),
+            (lane, warp::SIZE as usize),
+            stage,
+            |s, _| warp_stats(s, t),
+        )
+    }
+}
+
+/// Persistent block-per-row softmax, the next row staged in shared memory: the body of
+/// [`softmax_persist_block_4`] and [`softmax_persist_block_8`].
+///
+/// Block `b` handles rows `b, b + gridDim.x, ...`; for each, thread `tid` holds vectors
+/// `tid + k * blockDim.x` (`k < V`) in registers and at most one head or tail scalar, the block
+/// merges the statistics with shuffles and one barrier ([`block_stats`], into the half of the
+/// scratch this row's parity picks), and while it does so and writes the row, each thread's
+/// vectors of the block's next row are on their way into its `V` slots of shared memory
+/// ([`persist_rows`]).
+///
+/// Global memory: each entry read once (`cp.async`, through L2 only) and written once, 8 bytes
+/// per element. Shared memory: `16 * V` bytes per thread (a whole row: 128 KiB at 32768
+/// columns), each value written once and read once by its own thread, plus 512 bytes of
+/// statistics ([`persist_block_shared_bytes`]).
+///
+/// Launch: at most `rows` blocks of a multiple of 32 threads, at most 1024, with
+/// `cols / 4 <= V * blockDim.x` (the host launches as many as are resident at once);
+/// `persist_block_shared_bytes(V, blockDim.x)` of dynamic shared memory.
+///
+/// # Safety
+/// `x` and `y` point to `rows * cols` floats of device memory at the same address modulo 16
+/// bytes and do not overlap; the launch shape is as above.
+#[inline(always)]
+unsafe fn softmax_persist_block<const V: usize>(
+    x: *const f32,
+    y: *mut f32,
+    rows: usize,
+    cols: usize,
+    t: f32,
+) {
+    let first = thread::block_idx_x() as usize;
+    if first >= rows {
+        return; // the whole block leaves together: no barrier is skipped by part of it
+    }
+    let tid = thread::thread_idx_x() as usize;
+    let threads = thread::block_dim_x() as usize;
+    let step = thread::grid_dim_x() as usize;
+    let stage = shared::dynamic::<F4>();
+    let scratch = stage.wrapping_add(V * threads).cast::<Stats>();
+    const SCRATCH_SLOTS: usize = (ROW_BLOCK_MAX / warp::SIZE) as usize;
+    // SAFETY: the caller's contract; thread `tid`'s slots are `tid + k * threads`; the scratch
+    // halves hold one `Stats` per warp each; every thread takes the same rows and reaches the
+    // barrier of each row's reduction.
+    unsafe {
+        persist_rows::<V, 0>(
+            x,
+            y,
+            rows,
+            cols,
+            t,
+            (first, step),
+            (tid, threads),
+            stage,
+            |s, parity| block_stats(scratch.wrapping_add(parity * SCRATCH_SLOTS), s, t),
+        )
+    }
+}
+
+/// [`softmax_persist_block`] with 4 vectors (16 floats) per thread: rows of up to
+/// `16 * blockDim.x` columns, the same blocks as [`softmax_block_4`] (256 threads at 4096
+/// columns, 512 at 8192), with 64 bytes of shared memory per thread.
+///
+/// # Safety
+/// As [`softmax_persist_block`].
+#[kernel]
+pub unsafe fn softmax_persist_block_4(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
+    // SAFETY: forwarded contract.
+    unsafe { softmax_persist_block::<4>(x, y, rows, cols, t) }
+}
+
+/// [`softmax_persist_block`] with 8 vectors (32 floats) per thread: rows of up to
+/// `32 * blockDim.x` columns, the same blocks as [`softmax_block_8`]; at 32768 columns one block
+/// of 1024 threads per SM holds a row in registers and stages the next in 128 KiB of shared
+/// memory (the over-48 KiB opt-in).
+///
+/// # Safety
+/// As [`softmax_persist_block`].
+#[kernel]
+pub unsafe fn softmax_persist_block_8(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
+    // SAFETY: forwarded contract.
+    unsafe { softmax_persist_block::<8>(x, y, rows, cols, t) }
 }
 
 /// The statistics of the vectors `start..end` of a row that thread `tid` of `threads` handles

@@ -7,11 +7,17 @@
 //! [`wait_group::<N>`](wait_group) until at most `N` of this thread's groups are still in flight;
 //! then a block barrier makes every thread's completed copies visible to the whole block.
 //!
+//! [`cp_async_16_after`] and [`wait_all`] serve kernels whose threads each read back only the
+//! slots they copied themselves (the persistent softmax kernels): there the wait alone suffices,
+//! no barrier.
+//!
 //! In the simulator a copy is a checked load of the source and a checked store to the
 //! destination done at once, when issued; [`commit_group`] and [`wait_group`] do nothing. So the
 //! simulator checks the bounds, the alignment and shared-memory races of the copies (a copy
 //! counts as this thread's write at the time it is issued), but not a missing wait: reading a
 //! destination before its group is waited for is a bug it cannot see.
+
+use crate::gpu::vector::F4;
 
 /// The shared-memory address of `p` (`cvta.to.shared`), as a `cp.async` destination operand.
 #[cfg(target_arch = "nvptx64")]
@@ -169,5 +175,52 @@ pub fn wait_pending(n: usize) {
         6 => wait_group::<6>(),
         7 => wait_group::<7>(),
         _ => wait_group::<0>(),
+    }
+}
+
+/// [`cp_async_16`] of a whole 16-byte vector, issued only once `after` is known.
+///
+/// `after` is an input of the instruction and nothing else: pass a value computed from what the
+/// thread last read from `dst`, and the compiler cannot issue the copy before that read (the
+/// write-after-read order on a reused slot is then a data dependence in the program, not left to
+/// the scheduler).
+///
+/// # Safety
+/// As [`cp_async_16`] with `src_bytes = 16`; nothing reads `dst` until this thread's
+/// [`wait_all`] (and, for other threads, a barrier after it).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn cp_async_16_after(dst: *mut F4, src: *const F4, after: f32) {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let dst = shared_address(dst);
+        // SAFETY: the caller's contract (see `cp_async_16`); `after` only orders the asm.
+        unsafe {
+            core::arch::asm!(
+                "cp.async.cg.shared.global [{dst}], [{src}], 16; // after {after}",
+                dst = in(reg32) dst,
+                src = in(reg64) src,
+                after = in(reg32) after,
+                options(nostack),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let _ = after;
+        // SAFETY: forwarded contract.
+        unsafe { cp_async_16(dst.cast(), src.cast(), 16) }
+    }
+}
+
+/// Waits until every copy this thread started has landed in shared memory
+/// (`cp.async.wait_all`: a commit of the pending copies and a wait for all groups).
+#[inline(always)]
+pub fn wait_all() {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: waits for this thread's own copies; not `nomem`, so that the loads of the copied
+    // data stay after it.
+    unsafe {
+        core::arch::asm!("cp.async.wait_all;", options(nostack));
     }
 }
