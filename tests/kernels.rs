@@ -643,10 +643,10 @@ fn softmax_shape(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize), t: f
 /// rows split over blocks (a few chunks, and 4-column chunks).
 fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
     // The register-held kernels that load, reduce and write one row each; the lane-group and
-    // persistent kernels (the latter the default) have their own entries.
+    // persistent kernels have their own entries.
     let base = OnePassConfig {
         group_lanes: 0,
-        persistent: false,
+        persistent_min_cols: usize::MAX,
         ..OnePassConfig::default()
     };
     let (no_warp, no_block) = (0, 0);
@@ -686,7 +686,7 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
             "persistent warp",
             OnePassConfig {
                 warp_max_cols: usize::MAX,
-                persistent: true,
+                persistent_min_cols: 0,
                 ..base
             },
         ),
@@ -695,7 +695,7 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
             OnePassConfig {
                 warp_max_cols: no_warp,
                 block_max_cols: usize::MAX,
-                persistent: true,
+                persistent_min_cols: 0,
                 ..base
             },
         ),

@@ -138,6 +138,7 @@ fn block_threads(kernel: &str) -> Option<u32> {
         "matmul_tiled" => tile * tile,
         "matmul_fast_128x128" | "matmul_fast_128x128_vec4" => matmul::FAST_128.threads(),
         "matmul_fast_64x64" | "matmul_fast_64x64_vec4" => matmul::FAST_64.threads(),
+        "matmul_fast_128x256" | "matmul_fast_128x256_vec4" => matmul::FAST_WIDE.threads(),
         "matmul_sum_splits" => matmul::SUM_BLOCK,
         "matmul_tf32_128x128" | "matmul_tf32_128x128_vec4" => matmul_tf32::TF32_128X128.threads(),
         "matmul_tf32_128x256" | "matmul_tf32_128x256_vec4" => matmul_tf32::TF32_128X256.threads(),
@@ -293,6 +294,9 @@ const BARRIERS: &[(&str, usize)] = &[
     ("matmul_fast_128x128_vec4", 2),
     ("matmul_fast_64x64", 2),
     ("matmul_fast_64x64_vec4", 2),
+    // `wide_gemm`: one per tile in the main loop (the `cp.async` stages are refilled after it).
+    ("matmul_fast_128x256", 1),
+    ("matmul_fast_128x256_vec4", 1),
     ("matmul_sum_splits", 0),
     // `tf32_gemm`: one per tile in the main loop, after the wait for the tile's copies (the
     // stages of the cp.async pipeline make a second one unnecessary).

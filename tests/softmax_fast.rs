@@ -92,7 +92,7 @@ fn config(
 fn classic() -> OnePassConfig {
     OnePassConfig {
         group_lanes: 0,
-        persistent: false,
+        persistent_min_cols: usize::MAX,
         ..OnePassConfig::default()
     }
 }
@@ -110,10 +110,10 @@ fn groups(lanes: usize) -> OnePassConfig {
     }
 }
 
-/// [`classic`] with the persistent kernels (the default).
+/// [`classic`] with the persistent kernels for every row they hold.
 fn persistent() -> OnePassConfig {
     OnePassConfig {
-        persistent: true,
+        persistent_min_cols: 0,
         ..classic()
     }
 }
@@ -121,7 +121,7 @@ fn persistent() -> OnePassConfig {
 /// Forces the persistent block-per-row kernels on any row that fits them.
 fn persistent_blocks_only() -> OnePassConfig {
     OnePassConfig {
-        persistent: true,
+        persistent_min_cols: 0,
         ..blocks_only()
     }
 }
@@ -324,8 +324,35 @@ fn block_per_row_with_8_vectors_and_1024_threads() {
 
 #[test]
 fn default_and_candidate_plans_for_the_timed_shapes() {
-    assert_eq!(OnePassConfig::default(), persistent());
-    assert_eq!(OnePassConfig::default().group_lanes, 0);
+    let d = OnePassConfig::default();
+    assert_eq!(
+        d,
+        OnePassConfig {
+            group_lanes: 16,
+            persistent_min_cols: 16385,
+            ..classic()
+        }
+    );
+    // The default plans: lane groups of 16 for short rows, the classic register-held kernels up
+    // to 16384 columns, the persistent block past it.
+    assert_eq!(d.plan(8192, 128), OnePassPlan::Group { lanes: 16 });
+    assert_eq!(d.plan(8192, 1024), OnePassPlan::Warp { vectors: 8 });
+    assert_eq!(d.plan(8192, 8192), OnePassPlan::Block { vectors: 4, threads: 512 });
+    assert_eq!(d.plan(8192, 16384), OnePassPlan::Block { vectors: 8, threads: 512 });
+    assert_eq!(
+        d.plan(8192, 16388),
+        OnePassPlan::PersistentBlock {
+            vectors: 8,
+            threads: 544
+        }
+    );
+    assert_eq!(
+        d.plan(8192, 32768),
+        OnePassPlan::PersistentBlock {
+            vectors: 8,
+            threads: 1024
+        }
+    );
     for lanes in [8, 16] {
         assert_eq!(groups(lanes).plan(8192, 128), OnePassPlan::Group { lanes });
         // Lane groups hold the rows a warp holds with one vector per lane, no longer ones.

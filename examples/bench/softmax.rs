@@ -24,7 +24,7 @@ pub fn shapes(quick: bool) -> Vec<(usize, usize)> {
     if quick {
         return vec![(8192, 128)];
     }
-    let mut s: Vec<_> = [128, 1024, 4096, 8192, 32768]
+    let mut s: Vec<_> = [128, 1024, 4096, 8192, 16384, 32768]
         .iter()
         .map(|&c| (8192, c))
         .collect();
@@ -41,7 +41,7 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
             "classic",
             OnePassConfig {
                 group_lanes: 0,
-                persistent: false,
+                persistent_min_cols: usize::MAX,
                 ..base
             },
         ),
@@ -62,14 +62,14 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
         (
             "persistent",
             OnePassConfig {
-                persistent: true,
+                persistent_min_cols: 0,
                 ..base
             },
         ),
         (
             "non-persistent",
             OnePassConfig {
-                persistent: false,
+                persistent_min_cols: usize::MAX,
                 ..base
             },
         ),

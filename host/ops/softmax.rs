@@ -51,6 +51,10 @@ const BLOCK_MAX_VECTORS: usize = 8;
 /// 8 vectors keep the block at 512 threads up to 16384 columns.
 const BLOCK_4_MAX_THREADS: usize = 512;
 
+/// Default [`OnePassConfig::persistent_min_cols`]: rows longer than 16384 columns, the ones that
+/// take 8 vectors per thread of more than 512 threads.
+pub const PERSISTENT_MIN_COLS: usize = 16385;
+
 /// The thresholds [`SoftmaxAlgorithm::OnePass`] picks its kernels by. `Default` is what
 /// [`Gpu::softmax`] uses; tests lower them to reach every path on small shapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,12 +74,12 @@ pub struct OnePassConfig {
     /// (`softmax_group_16x2`); 0 keeps them on a warp each. Applies where `warp_max_cols`
     /// admits the row.
     pub group_lanes: usize,
-    /// Whether rows that a warp holds with 8 vectors per lane, or a block with 4 or 8 per
-    /// thread, run on the persistent kernels (`softmax_persist_warp_8`,
+    /// Rows of at least this many columns that a warp holds with 8 vectors per lane, or a block
+    /// with 4 or 8 per thread, run on the persistent kernels (`softmax_persist_warp_8`,
     /// `softmax_persist_block_{4,8}`): as many warps or blocks as are resident at once, each
     /// looping over rows with the next row staged in shared memory while it finishes the
-    /// current one.
-    pub persistent: bool,
+    /// current one. 0: every such row; `usize::MAX`: none.
+    pub persistent_min_cols: usize,
 }
 
 impl Default for OnePassConfig {
@@ -89,12 +93,16 @@ impl Default for OnePassConfig {
             // 64 KiB per block, 8 vectors per thread of 512: a 2^24 row is 1024 blocks, and each
             // block of step 2 reads 8 KiB of partial statistics.
             split_chunk: 16384,
-            // Off until the H200 bench says otherwise (`one-pass/group-8`, `/group-16`).
-            group_lanes: 0,
-            // The next row's loads in flight while a row is reduced and written: at 32768
-            // columns (one 1024-thread block per SM) the SM otherwise stops loading for the
-            // whole of that, and the block's exit and the next block's start.
-            persistent: true,
+            // At 8192 x 128 on an H200: 6.5 us with groups of 16 lanes (two rows per warp), 6.8
+            // with groups of 8, 7.4 with a warp per row (bench `one-pass/group-*`).
+            group_lanes: 16,
+            // The next row's loads in flight while a row is reduced and written pays where a
+            // row takes a whole 1024-thread block, one per SM: the SM otherwise stops loading
+            // for all of that, and for the block's exit and the next block's start. On an H200
+            // at 32768 columns 3654 GB/s against 3475 without; at 1024 to 8192 columns, where
+            // several rows share an SM anyway, the staging through shared memory costs more than
+            // it hides (2785 against 3256 GB/s at 1024, 3037 against 3666 at 8192).
+            persistent_min_cols: PERSISTENT_MIN_COLS,
         }
     }
 }
@@ -167,7 +175,7 @@ impl OnePassConfig {
                     1 if matches!(self.group_lanes, 8 | 16) => OnePassPlan::Group {
                         lanes: self.group_lanes,
                     },
-                    WARP_MAX_VECTORS if self.persistent => OnePassPlan::PersistentWarp,
+                    WARP_MAX_VECTORS if cols >= self.persistent_min_cols => OnePassPlan::PersistentWarp,
                     _ => OnePassPlan::Warp { vectors },
                 };
             }
@@ -177,7 +185,7 @@ impl OnePassConfig {
             let block = |vectors: usize, threads: usize| {
                 let threads = threads as u32;
                 let staged = persist_block_shared_bytes(vectors as u32, threads) <= shared_max;
-                if self.persistent && staged {
+                if cols >= self.persistent_min_cols && staged {
                     OnePassPlan::PersistentBlock { vectors, threads }
                 } else {
                     OnePassPlan::Block { vectors, threads }
@@ -343,7 +351,7 @@ impl Gpu {
         config: &OnePassConfig,
     ) -> Result<()> {
         let limits = self.limits();
-        let (block_8_max, shared_max) = if config.persistent {
+        let (block_8_max, shared_max) = if cols >= config.persistent_min_cols {
             (
                 raw::softmax::persist_block_8_max_threads(self),
                 raw::softmax::shared_opt_in(self),
