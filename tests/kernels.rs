@@ -554,7 +554,7 @@ fn matmul_tf32_tiles(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usiz
     all_passed(failures)
 }
 
-/// Every plan of the fast kernels (both tilings, whole `k` and `k` in slices) through
+/// Every plan of the fast kernels (every tiling, whole `k` and `k` in slices) through
 /// `matmul_fast_into`, into a poisoned output, against `cpu::matmul`: reaches every fast kernel
 /// whatever plan `FastPlan::choose` would pick for the shape.
 fn matmul_fast_plans(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize)) -> Check {
@@ -563,7 +563,7 @@ fn matmul_fast_plans(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usiz
     let want = want.as_slice().unwrap_or_default();
     let (da, db) = (gpu.upload_matrix(&a)?, gpu.upload_matrix(&b)?);
     let mut failures = Vec::new();
-    for tile in [FastTile::Large, FastTile::Small] {
+    for tile in FastTile::ALL {
         for slices in [1, 2, 5] {
             let plan = FastPlan { tile, slices };
             let what = format!("{m}x{k}x{n} matmul_fast_into({plan:?})");
@@ -1043,7 +1043,7 @@ fn fast_plan_without_slices(gpu: &Gpu) -> Check {
         gpu.upload_matrix(&Array2::<f32>::ones((3, 4)))?,
         gpu.upload_matrix(&Array2::<f32>::ones((4, 5)))?,
     );
-    for tile in [FastTile::Large, FastTile::Small] {
+    for tile in FastTile::ALL {
         let mut c = poisoned_matrix(gpu, 3, 5)?;
         match gpu.matmul_fast_into(&a, &b, &mut c, FastPlan { tile, slices: 0 }) {
             Err(Error::InvalidArgument { .. }) => {}
