@@ -543,7 +543,7 @@ fn matmul_tf32_tiles(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usiz
     for tile in Tf32Tile::ALL {
         let what = format!("{m}x{k}x{n} matmul_tf32_into({})", tile.name());
         let mut c = poisoned_matrix(gpu, m, n)?;
-        let result = gpu
+        let result: Check = gpu
             .matmul_tf32_into(&da, &db, &mut c, tile)
             .and_then(|()| c.to_array())
             .map_err(|e| format!("{what}: {e}").into())
