@@ -70,6 +70,10 @@ pub(crate) struct Kernels {
     pub(crate) matmul_tf32_128x128_vec4: CudaFunction,
     pub(crate) matmul_tf32_128x256: CudaFunction,
     pub(crate) matmul_tf32_128x256_vec4: CudaFunction,
+    pub(crate) matmul_tf32_128x128_trunc: CudaFunction,
+    pub(crate) matmul_tf32_128x128_vec4_trunc: CudaFunction,
+    pub(crate) matmul_tf32_128x256_trunc: CudaFunction,
+    pub(crate) matmul_tf32_128x256_vec4_trunc: CudaFunction,
     pub(crate) softmax_rows: CudaFunction,
     pub(crate) add_vec4: CudaFunction,
     pub(crate) softmax_warp_1: CudaFunction,
@@ -142,6 +146,10 @@ impl Gpu {
             matmul_tf32_128x128_vec4: load("matmul_tf32_128x128_vec4")?,
             matmul_tf32_128x256: load("matmul_tf32_128x256")?,
             matmul_tf32_128x256_vec4: load("matmul_tf32_128x256_vec4")?,
+            matmul_tf32_128x128_trunc: load("matmul_tf32_128x128_trunc")?,
+            matmul_tf32_128x128_vec4_trunc: load("matmul_tf32_128x128_vec4_trunc")?,
+            matmul_tf32_128x256_trunc: load("matmul_tf32_128x256_trunc")?,
+            matmul_tf32_128x256_vec4_trunc: load("matmul_tf32_128x256_vec4_trunc")?,
             softmax_rows: load("softmax_rows")?,
             add_vec4: load("add_vec4")?,
             softmax_warp_1: load("softmax_warp_1")?,
@@ -324,6 +332,16 @@ fn allow_large_shared_memory(kernels: &Kernels, limits: &DeviceLimits) -> Result
         (&kernels.matmul_tf32_128x128_vec4, TF32_128X128.shared_bytes()),
         (&kernels.matmul_tf32_128x256, TF32_128X256.shared_bytes()),
         (&kernels.matmul_tf32_128x256_vec4, TF32_128X256.shared_bytes()),
+        (&kernels.matmul_tf32_128x128_trunc, TF32_128X128.shared_bytes()),
+        (
+            &kernels.matmul_tf32_128x128_vec4_trunc,
+            TF32_128X128.shared_bytes(),
+        ),
+        (&kernels.matmul_tf32_128x256_trunc, TF32_128X256.shared_bytes()),
+        (
+            &kernels.matmul_tf32_128x256_vec4_trunc,
+            TF32_128X256.shared_bytes(),
+        ),
     ];
     for (func, bytes) in large {
         if bytes <= limits.max_shared_mem_per_block_optin {

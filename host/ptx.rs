@@ -18,7 +18,7 @@ pub struct PtxModule {
 }
 
 /// Every kernel entry point each module exports.
-pub const KERNEL_NAMES: [&str; 31] = [
+pub const KERNEL_NAMES: [&str; 35] = [
     "add",
     "increment_by_one",
     "matmul_naive",
@@ -34,6 +34,10 @@ pub const KERNEL_NAMES: [&str; 31] = [
     "matmul_tf32_128x128_vec4",
     "matmul_tf32_128x256",
     "matmul_tf32_128x256_vec4",
+    "matmul_tf32_128x128_trunc",
+    "matmul_tf32_128x128_vec4_trunc",
+    "matmul_tf32_128x256_trunc",
+    "matmul_tf32_128x256_vec4_trunc",
     "softmax_rows",
     "add_vec4",
     "softmax_warp_1",

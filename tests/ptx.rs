@@ -140,8 +140,14 @@ fn block_threads(kernel: &str) -> Option<u32> {
         "matmul_fast_64x64" | "matmul_fast_64x64_vec4" => matmul::FAST_64.threads(),
         "matmul_fast_128x256" | "matmul_fast_128x256_vec4" => matmul::FAST_WIDE.threads(),
         "matmul_sum_splits" => matmul::SUM_BLOCK,
-        "matmul_tf32_128x128" | "matmul_tf32_128x128_vec4" => matmul_tf32::TF32_128X128.threads(),
-        "matmul_tf32_128x256" | "matmul_tf32_128x256_vec4" => matmul_tf32::TF32_128X256.threads(),
+        "matmul_tf32_128x128"
+        | "matmul_tf32_128x128_vec4"
+        | "matmul_tf32_128x128_trunc"
+        | "matmul_tf32_128x128_vec4_trunc" => matmul_tf32::TF32_128X128.threads(),
+        "matmul_tf32_128x256"
+        | "matmul_tf32_128x256_vec4"
+        | "matmul_tf32_128x256_trunc"
+        | "matmul_tf32_128x256_vec4_trunc" => matmul_tf32::TF32_128X256.threads(),
         "softmax_rows" => softmax::BLOCK,
         "softmax_warp_1" | "softmax_warp_2" | "softmax_warp_4" | "softmax_warp_8" => {
             softmax::WARP_KERNEL_BLOCK
@@ -304,6 +310,10 @@ const BARRIERS: &[(&str, usize)] = &[
     ("matmul_tf32_128x128_vec4", 1),
     ("matmul_tf32_128x256", 1),
     ("matmul_tf32_128x256_vec4", 1),
+    ("matmul_tf32_128x128_trunc", 1),
+    ("matmul_tf32_128x128_vec4_trunc", 1),
+    ("matmul_tf32_128x256_trunc", 1),
+    ("matmul_tf32_128x256_vec4_trunc", 1),
     // Each `block::reduce` has three (after the store, one per tree round in its loop, after the
     // final read); the kernel calls `reduce_max` or `reduce_min` (a branch on `t`, which is the
     // same for the whole block), then `reduce_sum`: three call sites.
@@ -368,22 +378,37 @@ fn barriers_are_where_the_source_puts_them() {
 
 /// Warp-collective MMAs per TF32 kernel: `MI * NJ * BK / 8` in the unrolled main loop (4 x 8 x 4),
 /// none predicated (a predicated `mma.sync` is reached by only part of the warp). A count other
-/// than the source's means the compiler duplicated or dropped one.
+/// than the source's means the compiler duplicated or dropped one. And the roundings to TF32:
+/// `(4 MI + 2 NJ) * BK / 8` (one per fragment register) in the rounding kernels, none in the
+/// `_trunc` ones.
 #[test]
 fn tf32_mmas_are_where_the_source_puts_them() {
+    // (kernel, tiling, whether it rounds)
     let tilings = [
-        ("matmul_tf32_128x128", matmul_tf32::TF32_128X128),
-        ("matmul_tf32_128x128_vec4", matmul_tf32::TF32_128X128),
-        ("matmul_tf32_128x256", matmul_tf32::TF32_128X256),
-        ("matmul_tf32_128x256_vec4", matmul_tf32::TF32_128X256),
+        ("matmul_tf32_128x128", matmul_tf32::TF32_128X128, true),
+        ("matmul_tf32_128x128_vec4", matmul_tf32::TF32_128X128, true),
+        ("matmul_tf32_128x256", matmul_tf32::TF32_128X256, true),
+        ("matmul_tf32_128x256_vec4", matmul_tf32::TF32_128X256, true),
+        ("matmul_tf32_128x128_trunc", matmul_tf32::TF32_128X128, false),
+        ("matmul_tf32_128x128_vec4_trunc", matmul_tf32::TF32_128X128, false),
+        ("matmul_tf32_128x256_trunc", matmul_tf32::TF32_128X256, false),
+        ("matmul_tf32_128x256_vec4_trunc", matmul_tf32::TF32_128X256, false),
     ];
     let mut failures = Vec::new();
     for module in modules() {
-        for (name, t) in tilings {
-            let expected = (t.warp_rows / matmul_tf32::MMA_M)
-                * (t.warp_cols / matmul_tf32::MMA_N)
-                * (t.block_k / matmul_tf32::MMA_K);
+        for (name, t, rounds) in tilings {
+            let (mi, nj) = (t.warp_rows / matmul_tf32::MMA_M, t.warp_cols / matmul_tf32::MMA_N);
+            let steps = t.block_k / matmul_tf32::MMA_K;
+            let expected = mi * nj * steps;
             let body = kernel_body(module.ptx, name);
+            let cvts = body.iter().filter(|line| line.contains("cvt.rna.tf32")).count();
+            let expected_cvts = if rounds { (4 * mi + 2 * nj) * steps } else { 0 };
+            if cvts != expected_cvts {
+                failures.push(format!(
+                    "{name} in the {} module has {cvts} cvt.rna.tf32, the source has {expected_cvts}",
+                    module.arch
+                ));
+            }
             let mmas: Vec<&str> = body
                 .iter()
                 .copied()

@@ -74,6 +74,11 @@ impl MatmulAlgorithm {
 /// significand.
 pub const TF32_UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
 
+/// Unit roundoff of TF32 when the tensor core truncates f32 operands (the low 13 bits dropped,
+/// toward zero): the `2^-10` spacing of its 10-bit significand. The `u` of the truncating
+/// kernels ([`Tf32Tile::WideTruncated`], [`Tf32Tile::SquareTruncated`]).
+pub const TF32_TRUNCATION_UNIT_ROUNDOFF: f64 = 1.0 / 1024.0;
+
 /// The factor of the per-element error bound of [`MatmulAlgorithm::Tf32`] for an inner dimension
 /// `k`: `|C_tf32(i,j) - C(i,j)| <= tf32_error_factor(k) * sum_l |A(i,l)| |B(l,j)|`.
 ///
@@ -83,7 +88,12 @@ pub const TF32_UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
 /// `γ_k * sum |a' b'| <= γ_k (1 + u)^2 sum |a| |b|` (Higham, *Accuracy and Stability of
 /// Numerical Algorithms*, eq. 3.5, for any order of summation). Infinite for `k δ >= 1`.
 pub fn tf32_error_factor(k: usize) -> f64 {
-    let u = TF32_UNIT_ROUNDOFF;
+    error_factor(k, TF32_UNIT_ROUNDOFF)
+}
+
+/// `2u + u^2 + γ_k (1 + u)^2` (see [`tf32_error_factor`]) for operands rounded with unit
+/// roundoff `u`.
+fn error_factor(k: usize, u: f64) -> f64 {
     let delta = f64::powi(2.0, -23);
     let kd = k as f64 * delta;
     if kd >= 1.0 {
@@ -93,33 +103,66 @@ pub fn tf32_error_factor(k: usize) -> f64 {
     2.0 * u + u * u + gamma * (1.0 + u) * (1.0 + u)
 }
 
-/// The block tiling of a [`MatmulAlgorithm::Tf32`] launch.
+/// The block tiling of a [`MatmulAlgorithm::Tf32`] launch, and how its operands become TF32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Tf32Tile {
     /// 128 x 256 per block, 8 warps of 64 x 64, 4 stages ([`TF32_128X256`]).
     Wide,
     /// 128 x 128 per block, 4 warps of 64 x 64, 3 stages, two blocks per SM ([`TF32_128X128`]).
     Square,
+    /// [`Tf32Tile::Wide`] without rounding the operands: the tensor core truncates them (unit
+    /// roundoff [`TF32_TRUNCATION_UNIT_ROUNDOFF`], `2^-10`), so the error bound is
+    /// [`Tf32Tile::error_factor`], about twice [`tf32_error_factor`]; 256 fewer instructions
+    /// per warp per tile. Never chosen by [`MatmulAlgorithm::Tf32`]; only through
+    /// [`Gpu::matmul_tf32_into`].
+    WideTruncated,
+    /// [`Tf32Tile::Square`] without rounding the operands, as [`Tf32Tile::WideTruncated`].
+    SquareTruncated,
 }
 
 impl Tf32Tile {
-    /// Both tilings.
-    pub const ALL: [Tf32Tile; 2] = [Tf32Tile::Wide, Tf32Tile::Square];
+    /// Every tiling, rounding first, then truncating.
+    pub const ALL: [Tf32Tile; 4] = [
+        Tf32Tile::Wide,
+        Tf32Tile::Square,
+        Tf32Tile::WideTruncated,
+        Tf32Tile::SquareTruncated,
+    ];
 
     /// The tile shape of the kernels this runs.
     pub fn tiling(self) -> Tf32Tiling {
         match self {
-            Tf32Tile::Wide => TF32_128X256,
-            Tf32Tile::Square => TF32_128X128,
+            Tf32Tile::Wide | Tf32Tile::WideTruncated => TF32_128X256,
+            Tf32Tile::Square | Tf32Tile::SquareTruncated => TF32_128X128,
         }
     }
 
-    /// A short name: `128x256`, `128x128`.
+    /// A short name: `128x256`, `128x128`, `128x256-trunc`, `128x128-trunc`.
     pub fn name(self) -> &'static str {
         match self {
             Tf32Tile::Wide => "128x256",
             Tf32Tile::Square => "128x128",
+            Tf32Tile::WideTruncated => "128x256-trunc",
+            Tf32Tile::SquareTruncated => "128x128-trunc",
         }
+    }
+
+    /// Whether the kernels round the operands to TF32 (to nearest) rather than let the tensor
+    /// core truncate them.
+    pub fn rounds(self) -> bool {
+        matches!(self, Tf32Tile::Wide | Tf32Tile::Square)
+    }
+
+    /// The factor of this tiling's per-element error bound for an inner dimension `k`:
+    /// [`tf32_error_factor`] (`u = 2^-11`) when it [rounds](Tf32Tile::rounds), else the same
+    /// formula with `u =` [`TF32_TRUNCATION_UNIT_ROUNDOFF`] (`2^-10`): about `2e-3 + k * 1.2e-7`.
+    pub fn error_factor(self, k: usize) -> f64 {
+        let u = if self.rounds() {
+            TF32_UNIT_ROUNDOFF
+        } else {
+            TF32_TRUNCATION_UNIT_ROUNDOFF
+        };
+        error_factor(k, u)
     }
 
     /// The tiling for an `m x n` result on a GPU with `multiprocessors` SMs and these limits:
@@ -429,7 +472,8 @@ impl Gpu {
 impl Gpu {
     /// `C = A * B` into an existing `m x n` device matrix with the TF32 tensor-core kernels and
     /// a given tiling (what [`MatmulAlgorithm::Tf32`] does with [`Tf32Tile::choose`]'s tiling):
-    /// for comparing tilings, and for tests that must reach every kernel. Same error bound.
+    /// for comparing tilings, and for tests that must reach every kernel. Error bound:
+    /// [`Tf32Tile::error_factor`] (that of [`MatmulAlgorithm::Tf32`] for a rounding tiling).
     ///
     /// Errors as [`Gpu::matmul_into`]; [`Error::TooLarge`] also when the tiling needs more
     /// shared memory than the device allows a block.
@@ -478,6 +522,10 @@ impl Gpu {
             (Tf32Tile::Square, true) => Tf32Kernel::SquareVec4,
             (Tf32Tile::Wide, false) => Tf32Kernel::Wide,
             (Tf32Tile::Wide, true) => Tf32Kernel::WideVec4,
+            (Tf32Tile::SquareTruncated, false) => Tf32Kernel::SquareTrunc,
+            (Tf32Tile::SquareTruncated, true) => Tf32Kernel::SquareVec4Trunc,
+            (Tf32Tile::WideTruncated, false) => Tf32Kernel::WideTrunc,
+            (Tf32Tile::WideTruncated, true) => Tf32Kernel::WideVec4Trunc,
         };
         // SAFETY: `a`, `b`, `c` hold m*k, k*n, m*n elements (shapes checked), `m, n >= 1`; `cfg`
         // is the kernel's documented launch; the `_vec4` kernels only with `k`, `n` multiples of

@@ -168,7 +168,8 @@ pub(crate) unsafe fn sum_splits(
     }
 }
 
-/// The TF32 tensor-core kernels: two tilings, each with 16-byte or 4-byte copies. They share
+/// The TF32 tensor-core kernels: two tilings, each with 16-byte or 4-byte copies, and each with
+/// the operands rounded to TF32 or truncated by the tensor core (`Trunc`). They share
 /// the signature `(a, b, c, m, n, k)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Tf32Kernel {
@@ -180,6 +181,14 @@ pub(crate) enum Tf32Kernel {
     Wide,
     /// `matmul_tf32_128x256_vec4`.
     WideVec4,
+    /// `matmul_tf32_128x128_trunc`.
+    SquareTrunc,
+    /// `matmul_tf32_128x128_vec4_trunc`.
+    SquareVec4Trunc,
+    /// `matmul_tf32_128x256_trunc`.
+    WideTrunc,
+    /// `matmul_tf32_128x256_vec4_trunc`.
+    WideVec4Trunc,
 }
 
 /// Launches `kernel(a, b, c, m, n, k)`, a TF32 kernel.
@@ -206,6 +215,16 @@ pub(crate) unsafe fn matmul_tf32(
         Tf32Kernel::SquareVec4 => ("matmul_tf32_128x128_vec4", t::matmul_tf32_128x128_vec4),
         Tf32Kernel::Wide => ("matmul_tf32_128x256", t::matmul_tf32_128x256),
         Tf32Kernel::WideVec4 => ("matmul_tf32_128x256_vec4", t::matmul_tf32_128x256_vec4),
+        Tf32Kernel::SquareTrunc => ("matmul_tf32_128x128_trunc", t::matmul_tf32_128x128_trunc),
+        Tf32Kernel::SquareVec4Trunc => (
+            "matmul_tf32_128x128_vec4_trunc",
+            t::matmul_tf32_128x128_vec4_trunc,
+        ),
+        Tf32Kernel::WideTrunc => ("matmul_tf32_128x256_trunc", t::matmul_tf32_128x256_trunc),
+        Tf32Kernel::WideVec4Trunc => (
+            "matmul_tf32_128x256_vec4_trunc",
+            t::matmul_tf32_128x256_vec4_trunc,
+        ),
     };
     match (&gpu.backend, &a.storage, &b.storage, &mut c.storage) {
         (Backend::Cuda(d), Storage::Cuda(a), Storage::Cuda(b), Storage::Cuda(c)) => {
@@ -214,6 +233,10 @@ pub(crate) unsafe fn matmul_tf32(
                 Tf32Kernel::SquareVec4 => &d.kernels.matmul_tf32_128x128_vec4,
                 Tf32Kernel::Wide => &d.kernels.matmul_tf32_128x256,
                 Tf32Kernel::WideVec4 => &d.kernels.matmul_tf32_128x256_vec4,
+                Tf32Kernel::SquareTrunc => &d.kernels.matmul_tf32_128x128_trunc,
+                Tf32Kernel::SquareVec4Trunc => &d.kernels.matmul_tf32_128x128_vec4_trunc,
+                Tf32Kernel::WideTrunc => &d.kernels.matmul_tf32_128x256_trunc,
+                Tf32Kernel::WideVec4Trunc => &d.kernels.matmul_tf32_128x256_vec4_trunc,
             };
             let mut launch = d.stream.launch_builder(func);
             launch.arg(a).arg(b).arg(c).arg(&m).arg(&n).arg(&kd);

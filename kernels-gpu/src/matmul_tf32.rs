@@ -7,7 +7,10 @@
 //! [`crate::matmul`] give 1e-6.
 //!
 //! One generic body, [`tf32_gemm`], instantiated per [`Tf32Tiling`] with 16-byte (`_vec4`) or
-//! 4-byte copies of the operands.
+//! 4-byte copies of the operands, and with the operands rounded to TF32 or (`_trunc`) handed to
+//! the tensor core as f32 bits, which it truncates: unit roundoff `2^-10` instead of `2^-11`,
+//! so a bound of about `2^-9 + k * 2^-23` instead of `2^-10 + k * 2^-23`, for 256 fewer
+//! instructions per warp per tile (the rounding is a compare and an add per element).
 //!
 //! # Design
 //! * **Block tile** `BM x BN` of `C` (128 x 128 or 128 x 256), stepping `BK = 32` along `k`.
@@ -148,6 +151,18 @@ fn grouped_tile(id: usize, tiles_m: usize, tiles_n: usize) -> (usize, usize) {
     (first + within % rows, within / rows)
 }
 
+/// An f32 as an MMA operand: rounded to TF32 ([`to_tf32`], to nearest) with `ROUND`, else its
+/// raw bits, which the tensor core reads truncated (the low 13 bits ignored: toward zero, unit
+/// roundoff `2^-10`), saving the two instructions per element the rounding costs.
+#[inline(always)]
+fn operand<const ROUND: bool>(x: f32) -> u32 {
+    if ROUND {
+        to_tf32(x)
+    } else {
+        x.to_bits()
+    }
+}
+
 /// The body of every TF32 matmul kernel: block `(bx, by)` computes one `BM x BN` tile of `C`
 /// (which one: [`grouped_tile`] of its linear index `by * gridDim.x + bx`).
 ///
@@ -160,7 +175,8 @@ fn grouped_tile(id: usize, tiles_m: usize, tiles_n: usize) -> (usize, usize) {
 ///    before that barrier (16-byte pieces with `VEC`, 4-byte elements without; zeros past the
 ///    matrix edges), and commits them as one group (an empty group past the last tile);
 /// 3. for each step of 8 along `k`: loads its `MI` `A` fragments and `NJ` `B` fragments from
-///    the current stage, rounds each value to TF32, and issues `MI * NJ` MMAs into its
+///    the current stage, rounds each value to TF32 with `ROUND` (else hands the tensor core
+///    the f32 bits, which it truncates), and issues `MI * NJ` MMAs into its
 ///    accumulators.
 ///
 /// At the end it stores its accumulators inside `C` (8-byte stores with `VEC`).
@@ -185,6 +201,7 @@ pub unsafe fn tf32_gemm<
     const NJ: usize,
     const STAGES: usize,
     const VEC: bool,
+    const ROUND: bool,
 >(
     a: *const f32,
     b: *const f32,
@@ -345,10 +362,10 @@ pub unsafe fn tf32_gemm<
                 // of step `kk` (below `BK`), inside the stage.
                 unsafe {
                     af[i] = [
-                        to_tf32(mem::load(p, 0)),
-                        to_tf32(mem::load(p, 8 * a_stride)),
-                        to_tf32(mem::load(p, 4)),
-                        to_tf32(mem::load(p, 8 * a_stride + 4)),
+                        operand::<ROUND>(mem::load(p, 0)),
+                        operand::<ROUND>(mem::load(p, 8 * a_stride)),
+                        operand::<ROUND>(mem::load(p, 4)),
+                        operand::<ROUND>(mem::load(p, 8 * a_stride + 4)),
                     ];
                 }
             });
@@ -358,7 +375,10 @@ pub unsafe fn tf32_gemm<
                 // SAFETY: rows `t`, `t + 4` of step `kk` (below `BK`), column `g` of MMA tile
                 // `j` (below `BN`), inside the stage.
                 unsafe {
-                    bf[j] = [to_tf32(mem::load(p, 0)), to_tf32(mem::load(p, 4 * b_stride))];
+                    bf[j] = [
+                        operand::<ROUND>(mem::load(p, 0)),
+                        operand::<ROUND>(mem::load(p, 4 * b_stride)),
+                    ];
                 }
             });
             unroll_8!(MI, |i| {
@@ -405,7 +425,7 @@ pub unsafe fn tf32_gemm<
 
 /// Instantiates [`tf32_gemm`] for a [`Tf32Tiling`] constant.
 macro_rules! tf32_kernel {
-    ($(#[$doc:meta])* $name:ident, $tiling:expr, $vec:expr) => {
+    ($(#[$doc:meta])* $name:ident, $tiling:expr, $vec:expr, $round:expr) => {
         $(#[$doc])*
         #[kernel]
         pub unsafe fn $name(a: *const f32, b: *const f32, c: *mut f32, m: usize, n: usize, k: usize) {
@@ -420,6 +440,7 @@ macro_rules! tf32_kernel {
                     { T.warp_cols / MMA_N },
                     { T.stages },
                     $vec,
+                    $round,
                 >(a, b, c, m, n, k)
             }
         }
@@ -439,6 +460,7 @@ tf32_kernel!(
     /// As [`tf32_gemm`] with `VEC = true`.
     matmul_tf32_128x128_vec4,
     TF32_128X128,
+    true,
     true
 );
 
@@ -449,7 +471,8 @@ tf32_kernel!(
     /// As [`tf32_gemm`] with `VEC = false`.
     matmul_tf32_128x128,
     TF32_128X128,
-    false
+    false,
+    true
 );
 
 tf32_kernel!(
@@ -465,6 +488,7 @@ tf32_kernel!(
     /// As [`tf32_gemm`] with `VEC = true`.
     matmul_tf32_128x256_vec4,
     TF32_128X256,
+    true,
     true
 );
 
@@ -475,5 +499,55 @@ tf32_kernel!(
     /// As [`tf32_gemm`] with `VEC = false`.
     matmul_tf32_128x256,
     TF32_128X256,
+    false,
+    true
+);
+
+tf32_kernel!(
+    /// [`matmul_tf32_128x128_vec4`] without the rounding to TF32: the tensor core truncates the
+    /// f32 operands (unit roundoff `2^-10` instead of `2^-11`), and each thread issues 32 fewer
+    /// conversions (64 instructions) per step of 8 along `k`.
+    ///
+    /// # Safety
+    /// As [`tf32_gemm`] with `VEC = true`.
+    matmul_tf32_128x128_vec4_trunc,
+    TF32_128X128,
+    true,
+    false
+);
+
+tf32_kernel!(
+    /// [`matmul_tf32_128x128`] without the rounding to TF32 (see
+    /// [`matmul_tf32_128x128_vec4_trunc`]): any `k`, `n` and alignment.
+    ///
+    /// # Safety
+    /// As [`tf32_gemm`] with `VEC = false`.
+    matmul_tf32_128x128_trunc,
+    TF32_128X128,
+    false,
+    false
+);
+
+tf32_kernel!(
+    /// [`matmul_tf32_128x256_vec4`] without the rounding to TF32 (see
+    /// [`matmul_tf32_128x128_vec4_trunc`]).
+    ///
+    /// # Safety
+    /// As [`tf32_gemm`] with `VEC = true`.
+    matmul_tf32_128x256_vec4_trunc,
+    TF32_128X256,
+    true,
+    false
+);
+
+tf32_kernel!(
+    /// [`matmul_tf32_128x256`] without the rounding to TF32 (see
+    /// [`matmul_tf32_128x128_vec4_trunc`]): any `k`, `n` and alignment.
+    ///
+    /// # Safety
+    /// As [`tf32_gemm`] with `VEC = false`.
+    matmul_tf32_128x256_trunc,
+    TF32_128X256,
+    false,
     false
 );

@@ -59,11 +59,15 @@ fn run(
     Ok([floats(&a), floats(&b)[b_offset..].to_vec(), floats(&c)])
 }
 
+/// Unit roundoff of the rounding kernels (TF32 to nearest).
+const ROUNDED: f64 = 1.0 / 2048.0;
+/// Unit roundoff of the `_trunc` kernels (the tensor core truncates f32 to TF32).
+const TRUNCATED: f64 = 1.0 / 1024.0;
+
 /// Checks `C` against `A * B` in f64, each element within the TF32 bound
-/// `(2u + u^2 + γ_k (1 + u)^2) * sum_i |A[r][i] B[i][c]|` (`u = 2^-11`, `δ = 2^-23`).
+/// `(2u + u^2 + γ_k (1 + u)^2) * sum_i |A[r][i] B[i][c]|` (`u` as given, `δ = 2^-23`).
 #[track_caller]
-fn assert_product(what: &str, [a, b, c]: [Vec<f32>; 3], (m, k, n): Shape) {
-    let u = 1.0 / 2048.0;
+fn assert_product(what: &str, [a, b, c]: [Vec<f32>; 3], (m, k, n): Shape, u: f64) {
     let kd = k as f64 * f64::powi(2.0, -23);
     let factor = 2.0 * u + u * u + kd / (1.0 - kd) * (1.0 + u) * (1.0 + u);
     for r in 0..m {
@@ -86,7 +90,7 @@ fn assert_product(what: &str, [a, b, c]: [Vec<f32>; 3], (m, k, n): Shape) {
 
 #[test]
 fn tf32_kernels_match_f64_within_the_bound() {
-    let cases: [(&'static str, Tf32Kernel, Tf32Tiling, Shape); 6] = [
+    let cases: [(&'static str, Tf32Kernel, Tf32Tiling, Shape); 10] = [
         (
             "matmul_tf32_128x128_vec4",
             t::matmul_tf32_128x128_vec4,
@@ -123,11 +127,101 @@ fn tf32_kernels_match_f64_within_the_bound() {
             TF32_128X256,
             (3, 0, 5),
         ),
+        (
+            "matmul_tf32_128x128_vec4_trunc",
+            t::matmul_tf32_128x128_vec4_trunc,
+            TF32_128X128,
+            (130, 36, 136),
+        ),
+        (
+            "matmul_tf32_128x128_trunc",
+            t::matmul_tf32_128x128_trunc,
+            TF32_128X128,
+            (17, 65, 33),
+        ),
+        (
+            "matmul_tf32_128x256_vec4_trunc",
+            t::matmul_tf32_128x256_vec4_trunc,
+            TF32_128X256,
+            (20, 100, 260),
+        ),
+        (
+            "matmul_tf32_128x256_trunc",
+            t::matmul_tf32_128x256_trunc,
+            TF32_128X256,
+            (129, 7, 3),
+        ),
     ];
     for (name, kernel, tiling, shape) in cases {
         let what = format!("{name} {shape:?}");
         let result = run(name, kernel, tiling, shape, 0).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_product(&what, result, shape);
+        let u = if name.ends_with("_trunc") {
+            TRUNCATED
+        } else {
+            ROUNDED
+        };
+        assert_product(&what, result, shape, u);
+    }
+}
+
+/// The `_trunc` kernels truncate: with every operand halfway between two TF32 values (low 13
+/// bits `0x1000`), rounding to nearest (ties away from zero) and truncation differ by one TF32
+/// unit on every operand. With `A` and `B` all `1 + 2^-11` (bits `0x3f80_1000`), a rounding
+/// kernel multiplies `(1 + 2^-10)^2` and a truncating one `1 * 1`; each element of `C` is then
+/// exactly `k (1 + 2^-10)^2` or `k`. Tells the two kinds apart, which the bounds alone cannot.
+#[test]
+fn trunc_kernels_truncate_and_the_others_round() {
+    let (m, k, n): Shape = (5, 12, 8);
+    let half = f32::from_bits(0x3f80_1000);
+    let cases: [(&'static str, Tf32Kernel, Tf32Tiling, f32); 4] = [
+        (
+            "matmul_tf32_128x128_vec4",
+            t::matmul_tf32_128x128_vec4,
+            TF32_128X128,
+            {
+                let r = 1.0 + 1.0 / 1024.0;
+                12.0 * r * r
+            },
+        ),
+        ("matmul_tf32_128x256", t::matmul_tf32_128x256, TF32_128X256, {
+            let r = 1.0 + 1.0 / 1024.0;
+            12.0 * r * r
+        }),
+        (
+            "matmul_tf32_128x128_vec4_trunc",
+            t::matmul_tf32_128x128_vec4_trunc,
+            TF32_128X128,
+            12.0,
+        ),
+        (
+            "matmul_tf32_128x256_trunc",
+            t::matmul_tf32_128x256_trunc,
+            TF32_128X256,
+            12.0,
+        ),
+    ];
+    for (name, kernel, tiling, want) in cases {
+        let a = vec![F4([half; 4]); (m * k).div_ceil(4)];
+        let b = vec![F4([half; 4]); (k * n).div_ceil(4)];
+        let mut c = vec![F4([f32::NAN; 4]); (m * n).div_ceil(4)];
+        let config = LaunchConfig {
+            grid: Dim3::new(
+                n.div_ceil(tiling.block_cols) as u32,
+                m.div_ceil(tiling.block_rows) as u32,
+                1,
+            ),
+            block: Dim3::new(tiling.threads(), 1, 1),
+            shared_mem_bytes: tiling.shared_bytes(),
+        };
+        let mut launch = Launch::new(name, config);
+        let pa = launch.input("a", &a).cast::<f32>();
+        let pb = launch.input("b", &b).cast::<f32>();
+        let pc = launch.output("c", &mut c).cast::<f32>();
+        // SAFETY: the buffers hold m*k, k*n and m*n floats (and are 16-byte aligned).
+        unsafe { launch.run(|| kernel(pa, pb, pc, m, n, k)) }.unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (i, &got) in floats(&c)[..m * n].iter().enumerate() {
+            assert_eq!(got, want, "{name}: C element {i}");
+        }
     }
 }
 
@@ -155,5 +249,5 @@ fn vec4_kernel_reports_a_misaligned_matrix() {
         1,
     )
     .unwrap();
-    assert_product("matmul_tf32_128x128 with B misaligned", ok, shape);
+    assert_product("matmul_tf32_128x128 with B misaligned", ok, shape, ROUNDED);
 }

@@ -85,6 +85,18 @@ pub fn tf32_violation(
     b: &ndarray::ArrayView2<'_, f32>,
     got: &[f32],
 ) -> Option<String> {
+    let factor = gpukern::ops::matmul::tf32_error_factor(a.ncols());
+    tf32_violation_with(a, b, got, factor)
+}
+
+/// [`tf32_violation`] with the bound `factor * |A| |B|` (plus `2^-23 |A| |B|`) in place of
+/// `tf32_error_factor(k)`: for the truncating kernels, `Tf32Tile::error_factor(k)`.
+pub fn tf32_violation_with(
+    a: &ndarray::ArrayView2<'_, f32>,
+    b: &ndarray::ArrayView2<'_, f32>,
+    got: &[f32],
+    factor: f64,
+) -> Option<String> {
     let (want, scale) = match (
         gpukern::cpu::matmul(a, b),
         gpukern::cpu::matmul(&a.mapv(f32::abs), &b.mapv(f32::abs)),
@@ -92,7 +104,7 @@ pub fn tf32_violation(
         (Ok(want), Ok(scale)) => (want, scale),
         (Err(e), _) | (_, Err(e)) => return Some(format!("no reference: {e}")),
     };
-    let factor = gpukern::ops::matmul::tf32_error_factor(a.ncols()) + f64::powi(2.0, -23);
+    let factor = factor + f64::powi(2.0, -23);
     let (m, n) = want.dim();
     if got.len() != m * n {
         return Some(format!("{} elements for a {m} x {n} result", got.len()));
