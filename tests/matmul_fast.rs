@@ -18,7 +18,7 @@ use common::random_matrix;
 /// fused multiply-adds over `k` terms drift like `sqrt(k) * 2^-24`, far below.
 const REL_TOL: f64 = 1e-5;
 
-/// `(m, k, n)` products for the large tiling (128 x 128, `BK` = 8), with `k` and `n` multiples of
+/// `(m, k, n)` products for the large tiling (128 x 128, `BK` = 16; 8 for the scalar kernel), with `k` and `n` multiples of
 /// 4 (16-byte kernel) or not (scalar kernel): edges of the block tile in `m` and `n`, a partial
 /// last step in `k`, and the smallest cases.
 const LARGE_SHAPES: [(usize, usize, usize); 5] =

@@ -337,8 +337,20 @@ fn default_and_candidate_plans_for_the_timed_shapes() {
     // to 16384 columns, the persistent block past it.
     assert_eq!(d.plan(8192, 128), OnePassPlan::Group { lanes: 16 });
     assert_eq!(d.plan(8192, 1024), OnePassPlan::Warp { vectors: 8 });
-    assert_eq!(d.plan(8192, 8192), OnePassPlan::Block { vectors: 4, threads: 512 });
-    assert_eq!(d.plan(8192, 16384), OnePassPlan::Block { vectors: 8, threads: 512 });
+    assert_eq!(
+        d.plan(8192, 8192),
+        OnePassPlan::Block {
+            vectors: 4,
+            threads: 512
+        }
+    );
+    assert_eq!(
+        d.plan(8192, 16384),
+        OnePassPlan::Block {
+            vectors: 8,
+            threads: 512
+        }
+    );
     assert_eq!(
         d.plan(8192, 16388),
         OnePassPlan::PersistentBlock {

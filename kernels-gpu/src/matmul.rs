@@ -182,24 +182,36 @@ impl FastTiling {
 }
 
 /// The main tiling, for products with at least about one block per multiprocessor:
-/// 128 x 128 per block, 8 x 8 per thread, 256 threads, `BK = 8`.
+/// 128 x 128 per block, 8 x 8 per thread, 256 threads, `BK = 16` ([`matmul_fast_128x128_vec4`];
+/// the scalar-load kernel takes [`FAST_128_SCALAR`]).
 ///
 /// * 8 x 8 per thread: per step along `k` a thread reads 8 + 8 floats from shared memory (four
-///   16-byte loads) and does 64 FMAs. With the loads, stores, barrier and loop of a tile, FMAs
-///   are 512 of the ~590 instructions of the main loop (sm_90 SASS). The 64 accumulators, two
-///   steps' operands and 8 prefetched floats fit in the 128 registers per thread that leave
-///   room for two blocks (16 warps) per multiprocessor (ptxas: 122 and 127 registers).
+///   16-byte loads) and does 64 FMAs. The 64 accumulators, two steps' operands and 16
+///   prefetched floats fit in the 128 registers per thread that leave room for two blocks (16
+///   warps) per multiprocessor (ptxas: 124 registers).
 /// * 128 x 128 per block: 32 flops per byte read from global memory (`2*BM*BN*BK` flops for
 ///   `4*(BM+BN)*BK` bytes), against 8 for the 32 x 32 tiles of [`matmul_tiled`].
-/// * `BK = 8`: each thread loads exactly one 16-byte piece of `A` and one of `B` per tile, and
-///   one tile is 512 FMAs per thread between barriers; two stages take 16.6 KiB of shared memory.
+/// * `BK = 16`: each thread loads two 16-byte pieces of `A` and two of `B` per tile, and one
+///   tile is 1,024 FMAs per thread between barriers; two stages take 32.5 KiB of shared memory.
+///   Against `BK = 8` (one barrier per 512 FMAs) this halves the barriers and the per-tile
+///   address and loop work: on the H200 42.0 -> 46.1 TFLOP/s at 4096^3 and 42.4 -> 46.8 at
+///   8192^3 (ncu at `BK = 8`: 0.62 cycles of barrier stall per issued instruction).
 pub const FAST_128: FastTiling = FastTiling {
     block_rows: 128,
     block_cols: 128,
-    block_k: 8,
+    block_k: 16,
     thread_rows: 8,
     thread_cols: 8,
     pipeline: Pipeline::Registers,
+};
+
+/// [`FAST_128`] with `BK = 8`, for the scalar-load kernel [`matmul_fast_128x128`]: with
+/// `BK = 16` its four scalar loads per piece need 143 registers, one block per multiprocessor,
+/// and it ran at 33.5 instead of 42.3 TFLOP/s on 4097x4095x4093 (H200). It launches with
+/// [`FAST_128`]'s shape: the same threads and grid, and at least the shared memory it needs.
+pub const FAST_128_SCALAR: FastTiling = FastTiling {
+    block_k: 8,
+    ..FAST_128
 };
 
 /// The small tiling, for products too small or too skinny to fill the GPU with 128 x 128 tiles
@@ -224,10 +236,11 @@ pub const MAX_BLOCK_ROWS: usize = FAST_128.block_rows;
 pub const STAGES: usize = 2;
 
 /// Floats of padding after each `k`-row of the transposed `A` tile: keeps rows 16-byte aligned,
-/// and spreads the transposing stores of a warp over the banks. With [`FAST_128`] a warp stores
-/// 16 rows x 2 `k`-quads, and quad 1 lands 4 rows of 132 floats (16 banks) after quad 0: all 32
-/// banks, no conflict. With [`FAST_64`] (8 rows x 4 quads) two quads share banks: a 2-way
-/// conflict on 4 scalar stores per thread and tile, against 32 conflict-free vector loads.
+/// and spreads the transposing stores of a warp over the banks. With [`FAST_128_SCALAR`] a warp
+/// stores 16 rows x 2 `k`-quads, and quad 1 lands 4 rows of 132 floats (16 banks) after quad 0:
+/// all 32 banks, no conflict. With [`FAST_128`] and [`FAST_64`] (8 rows x 4 quads) two quads
+/// share banks: a 2-way conflict on the scalar stores (4 per piece), against conflict-free
+/// vector loads (16 per 4 stores).
 pub const SHARED_PAD: usize = 4;
 
 /// Threads of a warp.
@@ -573,10 +586,10 @@ pub unsafe fn fast_gemm<
 /// [`fast_gemm`] with [`FAST_128`] and 16-byte global loads and stores: for `k` and `n`
 /// multiples of 4 and 16-byte aligned matrices.
 ///
-/// Per tile of 8 along `k` a block reads 8 KiB (128 rows of `A`, 128 columns of `B`) and does
-/// 262,144 flops; each thread does 512 FMAs from 32 shared-memory vector loads between barriers.
-/// Launch: 256 threads, grid `(ceil(n/128) * slices, ceil(m/128))`,
-/// `FAST_128.shared_bytes()` (16,640) bytes of dynamic shared memory.
+/// Per tile of 16 along `k` a block reads 16 KiB (128 rows of `A`, 128 columns of `B`) and does
+/// 524,288 flops; each thread does 1,024 FMAs from 64 shared-memory vector loads between
+/// barriers. Launch: 256 threads, grid `(ceil(n/128) * slices, ceil(m/128))`,
+/// `FAST_128.shared_bytes()` (33,280) bytes of dynamic shared memory.
 ///
 /// # Safety
 /// As [`fast_gemm`] with `VEC = true`.
@@ -605,9 +618,11 @@ pub unsafe fn matmul_fast_128x128_vec4(
     }
 }
 
-/// [`matmul_fast_128x128_vec4`] with scalar global loads and stores: any `k`, `n` and alignment
-/// (four 4-byte loads per 16-byte piece; they hit the same L1 sectors, so the traffic is the
-/// same and only the load instructions are four times as many, about 1% of the total).
+/// [`matmul_fast_128x128_vec4`] with scalar global loads and stores and [`FAST_128_SCALAR`]
+/// (`BK = 8`): any `k`, `n` and alignment (four 4-byte loads per 16-byte piece; they hit the
+/// same L1 sectors, so the traffic is the same and only the load instructions are four times as
+/// many, about 1% of the total). Launch as [`matmul_fast_128x128_vec4`]; `k_split` a multiple
+/// of 8.
 ///
 /// # Safety
 /// As [`fast_gemm`] with `VEC = false`.
@@ -622,7 +637,7 @@ pub unsafe fn matmul_fast_128x128(
     k: usize,
     k_split: usize,
 ) {
-    const T: FastTiling = FAST_128;
+    const T: FastTiling = FAST_128_SCALAR;
     // SAFETY: forwarded contract.
     unsafe {
         fast_gemm::<

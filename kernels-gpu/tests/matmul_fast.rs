@@ -112,13 +112,21 @@ fn assert_product(what: &str, Product { a, b, c }: Product, (m, k, n): Shape) {
 
 #[test]
 fn fast_kernels_match_f64() {
-    let cases: [(&'static str, FastKernel, FastTiling, Shape, usize); 9] = [
+    let cases: [(&'static str, FastKernel, FastTiling, Shape, usize); 10] = [
         (
             "matmul_fast_128x128_vec4",
             matmul::matmul_fast_128x128_vec4,
             FAST_128,
             (130, 20, 132),
-            24,
+            16,
+        ),
+        // Four tiles of 16 along k in one slice, the last one partial.
+        (
+            "matmul_fast_128x128_vec4",
+            matmul::matmul_fast_128x128_vec4,
+            FAST_128,
+            (129, 52, 136),
+            64,
         ),
         (
             "matmul_fast_128x128",
