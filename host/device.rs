@@ -67,7 +67,6 @@ pub(crate) struct Kernels {
     pub(crate) matmul_fast_128x256_vec4: CudaFunction,
     pub(crate) matmul_sum_splits: CudaFunction,
     pub(crate) matmul_tf32_128x128: CudaFunction,
-    pub(crate) matmul_tf32_128x128_vec4: CudaFunction,
     pub(crate) matmul_tf32_128x256: CudaFunction,
     pub(crate) matmul_tf32_128x256_vec4: CudaFunction,
     pub(crate) matmul_tf32_128x128_trunc: CudaFunction,
@@ -143,7 +142,6 @@ impl Gpu {
             matmul_fast_128x256_vec4: load("matmul_fast_128x256_vec4")?,
             matmul_sum_splits: load("matmul_sum_splits")?,
             matmul_tf32_128x128: load("matmul_tf32_128x128")?,
-            matmul_tf32_128x128_vec4: load("matmul_tf32_128x128_vec4")?,
             matmul_tf32_128x256: load("matmul_tf32_128x256")?,
             matmul_tf32_128x256_vec4: load("matmul_tf32_128x256_vec4")?,
             matmul_tf32_128x128_trunc: load("matmul_tf32_128x128_trunc")?,
@@ -329,7 +327,6 @@ fn allow_large_shared_memory(kernels: &Kernels, limits: &DeviceLimits) -> Result
     use sys::CUfunction_attribute::*;
     let large = [
         (&kernels.matmul_tf32_128x128, TF32_128X128.shared_bytes()),
-        (&kernels.matmul_tf32_128x128_vec4, TF32_128X128.shared_bytes()),
         (&kernels.matmul_tf32_128x256, TF32_128X256.shared_bytes()),
         (&kernels.matmul_tf32_128x256_vec4, TF32_128X256.shared_bytes()),
         (&kernels.matmul_tf32_128x128_trunc, TF32_128X128.shared_bytes()),

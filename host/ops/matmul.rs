@@ -518,8 +518,8 @@ impl Gpu {
         let vec4 =
             k % 4 == 0 && n % 4 == 0 && [&a.data, &b.data, &c.data].iter().all(|v| v.is_16_byte_aligned());
         let kernel = match (tile, vec4) {
-            (Tf32Tile::Square, false) => Tf32Kernel::Square,
-            (Tf32Tile::Square, true) => Tf32Kernel::SquareVec4,
+            // No 16-byte twin: see `matmul_tf32_128x128`.
+            (Tf32Tile::Square, _) => Tf32Kernel::Square,
             (Tf32Tile::Wide, false) => Tf32Kernel::Wide,
             (Tf32Tile::Wide, true) => Tf32Kernel::WideVec4,
             (Tf32Tile::SquareTruncated, false) => Tf32Kernel::SquareTrunc,

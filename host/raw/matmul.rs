@@ -175,8 +175,6 @@ pub(crate) unsafe fn sum_splits(
 pub(crate) enum Tf32Kernel {
     /// `matmul_tf32_128x128` (4-byte copies).
     Square,
-    /// `matmul_tf32_128x128_vec4`.
-    SquareVec4,
     /// `matmul_tf32_128x256` (4-byte copies).
     Wide,
     /// `matmul_tf32_128x256_vec4`.
@@ -212,7 +210,6 @@ pub(crate) unsafe fn matmul_tf32(
 ) -> Result<()> {
     let (name, sim_fn): (&'static str, MatmulFn) = match kernel {
         Tf32Kernel::Square => ("matmul_tf32_128x128", t::matmul_tf32_128x128),
-        Tf32Kernel::SquareVec4 => ("matmul_tf32_128x128_vec4", t::matmul_tf32_128x128_vec4),
         Tf32Kernel::Wide => ("matmul_tf32_128x256", t::matmul_tf32_128x256),
         Tf32Kernel::WideVec4 => ("matmul_tf32_128x256_vec4", t::matmul_tf32_128x256_vec4),
         Tf32Kernel::SquareTrunc => ("matmul_tf32_128x128_trunc", t::matmul_tf32_128x128_trunc),
@@ -230,7 +227,6 @@ pub(crate) unsafe fn matmul_tf32(
         (Backend::Cuda(d), Storage::Cuda(a), Storage::Cuda(b), Storage::Cuda(c)) => {
             let func = match kernel {
                 Tf32Kernel::Square => &d.kernels.matmul_tf32_128x128,
-                Tf32Kernel::SquareVec4 => &d.kernels.matmul_tf32_128x128_vec4,
                 Tf32Kernel::Wide => &d.kernels.matmul_tf32_128x256,
                 Tf32Kernel::WideVec4 => &d.kernels.matmul_tf32_128x256_vec4,
                 Tf32Kernel::SquareTrunc => &d.kernels.matmul_tf32_128x128_trunc,

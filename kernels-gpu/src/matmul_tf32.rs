@@ -448,24 +448,15 @@ macro_rules! tf32_kernel {
 }
 
 tf32_kernel!(
-    /// [`tf32_gemm`] with [`TF32_128X128`] and 16-byte copies: for `k` and `n` multiples of 4
-    /// and 16-byte aligned matrices.
+    /// [`tf32_gemm`] with [`TF32_128X128`] and 4-byte copies: any `k`, `n` and alignment.
+    /// There is no 16-byte-copy twin of this rounding kernel: ptxas 13.0 (the H200's CUDA 13.0
+    /// toolchain and driver) gives it 255 registers and an 8-byte spill, ptxas 13.5 none; the
+    /// truncating [`matmul_tf32_128x128_vec4_trunc`] has one.
     ///
     /// Per tile of 32 along `k` a block copies 32 KiB and does 1,048,576 flops; each warp
     /// issues 128 MMAs from 128 shared loads per thread. Launch: 128 threads, grid
     /// `(ceil(n/128), ceil(m/128))`, `TF32_128X128.shared_bytes()` (107,520) bytes of dynamic
     /// shared memory.
-    ///
-    /// # Safety
-    /// As [`tf32_gemm`] with `VEC = true`.
-    matmul_tf32_128x128_vec4,
-    TF32_128X128,
-    true,
-    true
-);
-
-tf32_kernel!(
-    /// [`matmul_tf32_128x128_vec4`] with 4-byte copies: any `k`, `n` and alignment.
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = false`.
@@ -504,7 +495,8 @@ tf32_kernel!(
 );
 
 tf32_kernel!(
-    /// [`matmul_tf32_128x128_vec4`] without the rounding to TF32: the tensor core truncates the
+    /// [`matmul_tf32_128x128`] with 16-byte copies and without the rounding to TF32: for `k`
+    /// and `n` multiples of 4 and 16-byte aligned matrices. The tensor core truncates the
     /// f32 operands (unit roundoff `2^-10` instead of `2^-11`), and each thread issues 32 fewer
     /// conversions (64 instructions) per step of 8 along `k`.
     ///
