@@ -14,8 +14,7 @@ build() {
     rm -rf "$dir" && mkdir -p "$dir/tests" "$dir/examples"
     local listing
     listing=$(mktemp)
-    cargo test --release --no-run --message-format=json >"$listing"
-    (cd kernels-gpu && cargo test --release --no-run --message-format=json) >>"$listing"
+    cargo test --workspace --release --no-run --message-format=json >"$listing"
     jq -r 'select(.reason == "compiler-artifact" and .profile.test == true and .executable != null) | .executable' "$listing" |
         while read -r exe; do cp "$exe" "$dir/tests/"; done
     rm -f "$listing"

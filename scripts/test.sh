@@ -4,7 +4,9 @@
 # Installs what the tests need on a fresh machine, then runs formatting, lints and every test:
 #   1. the pinned nightly with rust-src, which build.rs uses to compile the kernels to PTX;
 #   2. ptxas, from PyPI's nvidia-cuda-nvcc wheel, which the PTX tests assemble the kernels with;
-#   3. cargo fmt --check, cargo clippy -D warnings, cargo test (host crate and kernel crate).
+#   3. cargo fmt --check, cargo clippy -D warnings, cargo test, over the one workspace (gpukern,
+#      the kernel crate and its macro crate), sharing one target directory.
+# At the end it prints how long each step took.
 # Without a GPU the CUDA tests are reported as ignored and everything else runs: the kernels'
 # real code in the CPU simulator, the CPU references, the launch math and the PTX checks.
 set -euo pipefail
@@ -13,7 +15,32 @@ cd "$(dirname "$0")/.."
 NIGHTLY=nightly-2026-05-20
 NVCC_WHEEL=nvidia-cuda-nvcc==13.5.37
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step's name and seconds, printed as a table at the end (also when a step fails).
+timings=()
+current=""
+started=0
+finish_step() {
+    if [ -n "$current" ]; then
+        timings+=("$(printf '%6d s  %s' $(( $(date +%s) - started )) "$current")")
+    fi
+}
+step() {
+    finish_step
+    current="$*"
+    started=$(date +%s)
+    printf '\n== %s\n' "$*"
+}
+report() {
+    local rc=$?
+    finish_step
+    current=""
+    printf '\n== time per step\n'
+    printf '%s\n' "${timings[@]}"
+    printf '%6d s  total\n' $(( $(date +%s) - script_start ))
+    exit $rc
+}
+script_start=$(date +%s)
+trap report EXIT
 
 step "toolchains"
 for component in rustfmt clippy; do
@@ -46,15 +73,13 @@ fi
 "$GPUKERN_PTXAS" --version | tail -n 1
 
 step "format"
-cargo fmt --check
-(cd kernels-gpu && cargo fmt --check)
+cargo fmt --all --check
 
 step "lints"
-cargo clippy --all-targets -- -D warnings
-(cd kernels-gpu && cargo clippy --all-targets -- -D warnings)
+cargo clippy --workspace --all-targets -- -D warnings
 
-step "tests: kernel crate (simulator)"
-(cd kernels-gpu && cargo test)
+step "build the tests"
+cargo test --workspace --no-run
 
-step "tests: gpukern"
-cargo test
+step "tests"
+cargo test --workspace
