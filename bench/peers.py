@@ -524,8 +524,11 @@ def peer_torch(ctx: Ctx) -> None:
 
     for rows, cols in softmax_shapes(ctx.quick):
         for t in TEMPERATURES:
+            # At t = 1 torch runs its one fused kernel; at other t it scales first, as its users do.
             call = "torch.softmax(x, dim=-1)" if t == 1.0 else "torch.softmax(t * x, dim=-1)"
             base = record("softmax", "torch", f"{rows}x{cols}", rows=rows, cols=cols, t=t, version=version, call=call)
+            if one_long_row(rows, cols):
+                base.update(comparable=False, not_comparable=not_comparable("torch.softmax"))
 
             def softmax(
                 rows: int = rows, cols: int = cols, t: float = t, base: dict[str, Any] = base
@@ -562,6 +565,16 @@ def torch_overhead(ctx: Ctx, version: str) -> None:
     an, bn = a.cpu().numpy(), b.cpu().numpy()
     ma, mb = ctx.rand((d, d)), ctx.rand((d, d))
     man, mbn = ma.cpu().numpy(), mb.cpu().numpy()
+    # Outputs allocated once: the async and sync rows of every library (gpukern's `*_into`,
+    # Numba's device arrays, these) write into an existing buffer and allocate nothing per call;
+    # the ndarray rows all allocate their result, as host-to-host calls must.
+    c, mc = ctx.nan((n,)), ctx.nan((d, d))
+
+    def add_into() -> Any:
+        return torch.add(a, b, out=c)
+
+    def mm_into() -> Any:
+        return torch.matmul(ma, mb, out=mc)
 
     def add_host() -> Any:
         return (torch.from_numpy(an).cuda() + torch.from_numpy(bn).cuda()).cpu().numpy()
@@ -581,15 +594,24 @@ def torch_overhead(ctx: Ctx, version: str) -> None:
     mm_label = f"{d}x{d}x{d}"
     # (op, shape, mode, one call returning its output, reference)
     cases: list[tuple[str, str, str, Callable[[], Any], Any]] = [
-        ("add", str(n), "async", lambda: a + b, add_ref),
-        ("add", str(n), "sync", synced(lambda: a + b), add_ref),
+        ("add", str(n), "async", add_into, add_ref),
+        ("add", str(n), "sync", synced(add_into), add_ref),
         ("add", str(n), "ndarray", add_host, add_ref),
-        ("matmul", mm_label, "async", lambda: ma @ mb, mm_ref),
-        ("matmul", mm_label, "sync", synced(lambda: ma @ mb), mm_ref),
+        ("matmul", mm_label, "async", mm_into, mm_ref),
+        ("matmul", mm_label, "sync", synced(mm_into), mm_ref),
         ("matmul", mm_label, "ndarray", mm_host, mm_ref),
     ]
     for op, label, mode, call, ref in cases:
-        base = record("launch_overhead", "torch", label, op=op, mode=mode, calls_planned=calls, version=version)
+        base = record(
+            "launch_overhead",
+            "torch",
+            label,
+            op=op,
+            mode=mode,
+            calls_planned=calls,
+            version=version,
+            allocates="per call" if mode == "ndarray" else "no (out=)",
+        )
 
         def run(call: Callable[[], Any] = call, ref: Any = ref, base: dict[str, Any] = base) -> dict[str, Any]:
             set_tf32(torch, False)
@@ -656,6 +678,51 @@ def build_triton(triton: Any, tl: Any) -> dict[str, Any]:
         z = tl.where(inside, x * t, -float("inf"))
         e = tl.exp(z - tl.max(z, axis=0))
         tl.store(y_ptr + row * y_stride + cols, e / tl.sum(e, axis=0), mask=inside)
+
+    @triton.jit
+    def softmax_split_stats(x_ptr, m_ptr, s_ptr, t, n_cols, x_stride, chunks, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+        # Grid (chunks, rows): program (c, row) reduces columns [c * CHUNK, (c + 1) * CHUNK) of
+        # its row to a running max and a sum of exp rescaled to it (online softmax).
+        c = tl.program_id(0)
+        row = tl.program_id(1).to(tl.int64)
+        x_row = x_ptr + row * x_stride
+        run_max = tl.full([BLOCK], -float("inf"), tl.float32)
+        run_sum = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, CHUNK, BLOCK):
+            cols = c * CHUNK + start + tl.arange(0, BLOCK)
+            inside = cols < n_cols
+            z = tl.where(inside, tl.load(x_row + cols, mask=inside, other=0.0) * t, -float("inf"))
+            new_max = tl.maximum(run_max, z)
+            rescale = tl.where(new_max == -float("inf"), 0.0, tl.exp(run_max - new_max))
+            run_sum = run_sum * rescale + tl.where(inside, tl.exp(z - new_max), 0.0)
+            run_max = new_max
+        part_max = tl.max(run_max, axis=0)
+        part_sum = tl.sum(tl.where(run_max == -float("inf"), 0.0, run_sum * tl.exp(run_max - part_max)), axis=0)
+        tl.store(m_ptr + row * chunks + c, part_max)
+        tl.store(s_ptr + row * chunks + c, part_sum)
+
+    @triton.jit
+    def softmax_split_norm(
+        x_ptr, y_ptr, m_ptr, s_ptr, t, n_cols, x_stride, y_stride, chunks,
+        CHUNK: tl.constexpr, BLOCK: tl.constexpr, PARTS: tl.constexpr,
+    ):
+        # Grid (chunks, rows): every program combines its row's partials (PARTS >= chunks) into
+        # the row's max and total, then writes its chunk. x is read twice: 12 bytes per element.
+        c = tl.program_id(0)
+        row = tl.program_id(1).to(tl.int64)
+        p = tl.arange(0, PARTS)
+        have = p < chunks
+        ms = tl.load(m_ptr + row * chunks + p, mask=have, other=-float("inf"))
+        ss = tl.load(s_ptr + row * chunks + p, mask=have, other=0.0)
+        row_max = tl.max(ms, axis=0)
+        total = tl.sum(tl.where(ms == -float("inf"), 0.0, ss * tl.exp(ms - row_max)), axis=0)
+        x_row = x_ptr + row * x_stride
+        y_row = y_ptr + row * y_stride
+        for start in range(0, CHUNK, BLOCK):
+            cols = c * CHUNK + start + tl.arange(0, BLOCK)
+            inside = cols < n_cols
+            z = tl.load(x_row + cols, mask=inside, other=0.0) * t
+            tl.store(y_row + cols, tl.exp(z - row_max) / total, mask=inside)
 
     @triton.jit
     def softmax_looped(x_ptr, y_ptr, t, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
@@ -727,7 +794,13 @@ def build_triton(triton: Any, tl: Any) -> dict[str, Any]:
         c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
         tl.store(c_ptrs, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
-    return {"softmax_fused": softmax_fused, "softmax_looped": softmax_looped, "matmul": matmul}
+    return {
+        "softmax_fused": softmax_fused,
+        "softmax_looped": softmax_looped,
+        "softmax_split_stats": softmax_split_stats,
+        "softmax_split_norm": softmax_split_norm,
+        "matmul": matmul,
+    }
 
 
 # Tile configurations tried per shape (BM, BN, BK, GROUP_M, num_warps, num_stages): a small
@@ -737,7 +810,39 @@ TRITON_MATMUL_CONFIGS = [
     (128, 64, 32, 8, 8, 3),
     (64, 64, 32, 8, 4, 4),
 ]
-TRITON_FUSED_MAX_COLS = 32768  # longer rows use the looped kernel
+TRITON_FUSED_MAX_COLS = 32768  # longer rows use the looped kernel, or the split-row kernels
+# Fewer rows than this (the H200 has 132 SMs) and longer than TRITON_FUSED_MAX_COLS: one program
+# per row would leave the GPU idle, so the row is split over programs (as gpukern splits it).
+SPLIT_MAX_ROWS = 132
+SPLIT_CHUNK = 16384  # columns per program of the split-row kernels (2^24 columns: 1024 programs)
+SPLIT_BLOCK = 2048  # columns per step inside a program
+
+
+def one_long_row(rows: int, cols: int) -> bool:
+    """Too few, too long rows for one program (block) per row: the case of 1 x 2^24."""
+    return rows < SPLIT_MAX_ROWS and cols > TRITON_FUSED_MAX_COLS
+
+
+def not_comparable(peer: str) -> str:
+    """Why a one-block-per-row peer is not compared on a single very long row."""
+    return (
+        f"{peer} runs one block per row and has no split-row formulation; gpukern splits the row "
+        "over many blocks, so this row is not a like-for-like comparison"
+    )
+
+
+def split_softmax_py(row: list[float], t: float, chunk: int) -> list[float]:
+    """The split-row softmax of the Triton kernels in plain Python (for --selftest): per chunk a
+    max and a sum of exp relative to it, then the row's max and total from the partials, then
+    every element normalised."""
+    parts = []
+    for start in range(0, len(row), chunk):
+        z = [t * v for v in row[start : start + chunk]]
+        m = max(z)
+        parts.append((m, sum(math.exp(v - m) for v in z)))
+    row_max = max(m for m, _ in parts)
+    total = sum(s * math.exp(m - row_max) for m, s in parts)
+    return [math.exp(t * v - row_max) / total for v in row]
 
 
 def softmax_warps(block: int) -> int:
@@ -754,9 +859,12 @@ def peer_triton(ctx: Ctx) -> None:
 
     for rows, cols in softmax_shapes(ctx.quick):
         fused = cols <= TRITON_FUSED_MAX_COLS
-        block = triton.next_power_of_2(cols) if fused else 4096
-        warps = softmax_warps(block) if fused else 16
+        split = one_long_row(rows, cols)
+        block = triton.next_power_of_2(cols) if fused else SPLIT_BLOCK if split else 4096
+        warps = softmax_warps(block) if fused else 8 if split else 16
         kernel = k["softmax_fused"] if fused else k["softmax_looped"]
+        chunks = triton.cdiv(cols, SPLIT_CHUNK)
+        parts = triton.next_power_of_2(chunks)
         for t in TEMPERATURES:
             base = record(
                 "softmax",
@@ -766,9 +874,10 @@ def peer_triton(ctx: Ctx) -> None:
                 cols=cols,
                 t=t,
                 version=version,
-                variant="fused" if fused else "looped",
+                variant="fused" if fused else "split_row" if split else "looped",
                 block=block,
                 num_warps=warps,
+                **({"chunk": SPLIT_CHUNK, "programs_per_row": chunks} if split else {}),
             )
 
             def softmax(
@@ -784,10 +893,22 @@ def peer_triton(ctx: Ctx) -> None:
                 x = ctx.rand((rows, cols), -SOFTMAX_RANGE, SOFTMAX_RANGE)
                 bufs = [(x.clone(), ctx.nan((rows, cols))) for _ in range(sets)]
                 ref = softmax_ref(torch, x, t)
+                # The split-row kernels' partial maxima and sums, one per program.
+                pm = torch.empty((rows, chunks), dtype=torch.float32, device="cuda")
+                ps = torch.empty_like(pm)
 
                 def launch(i: int) -> Any:
                     xi, yi = bufs[i % sets]
-                    kernel[(rows,)](xi, yi, t, cols, xi.stride(0), yi.stride(0), BLOCK=block, num_warps=warps)
+                    if split:
+                        grid = (chunks, rows)
+                        stats, norm = k["softmax_split_stats"], k["softmax_split_norm"]
+                        stats[grid](xi, pm, ps, t, cols, xi.stride(0), chunks, CHUNK=SPLIT_CHUNK, BLOCK=block, num_warps=warps)
+                        norm[grid](
+                            xi, yi, pm, ps, t, cols, xi.stride(0), yi.stride(0), chunks,
+                            CHUNK=SPLIT_CHUNK, BLOCK=block, PARTS=parts, num_warps=warps,
+                        )
+                    else:
+                        kernel[(rows,)](xi, yi, t, cols, xi.stride(0), yi.stride(0), BLOCK=block, num_warps=warps)
                     return yi
 
                 return timed_check(ctx, {**base, "sets": sets}, lambda: launch(0), ref, launch, 8.0 * rows * cols, None)
@@ -1093,6 +1214,8 @@ def peer_numba(ctx: Ctx) -> None:
                 version=version,
                 variant="block_reduction",
             )
+            if one_long_row(rows, cols):
+                base.update(comparable=False, not_comparable=not_comparable("the Numba tutorial softmax"))
 
             def softmax(
                 rows: int = rows, cols: int = cols, t: float = t, base: dict[str, Any] = base
@@ -1222,6 +1345,43 @@ def summary(records: list[dict[str, Any]]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
+def selftest() -> int:
+    """Checks what can be checked without torch or a GPU: the split-row softmax's arithmetic
+    (as the Triton kernels do it), which rows are split, buffer rotation, the statistics."""
+    import random
+
+    rng = random.Random(7)
+    failures = []
+    for n, chunk, t in [(10, 3, 1.0), (1000, 64, 0.5), (4097, 1024, -2.0), (5, 16, 1.0)]:
+        row = [rng.uniform(-SOFTMAX_RANGE, SOFTMAX_RANGE) for _ in range(n)]
+        z = [t * v for v in row]
+        m = max(z)
+        e = [math.exp(v - m) for v in z]
+        want = [v / sum(e) for v in e]
+        got = split_softmax_py(row, t, chunk)
+        err = max(abs(a - b) for a, b in zip(got, want))
+        if err > 1e-12:
+            failures.append(f"split softmax n={n} chunk={chunk} t={t}: max error {err}")
+    # A planted wrong combination (partial sums added without rescaling) must be caught.
+    row = [rng.uniform(-5, 5) for _ in range(100)]
+    parts = [(max(row[i : i + 10]), sum(math.exp(v - max(row[i : i + 10])) for v in row[i : i + 10])) for i in range(0, 100, 10)]
+    wrong_total = sum(s for _, s in parts)
+    right_total = sum(s * math.exp(m - max(row)) for m, s in parts)
+    if abs(wrong_total - right_total) < 1e-6:
+        failures.append("the planted unrescaled combination was not different: the check cannot fail")
+    if not one_long_row(1, 1 << 24) or one_long_row(8192, 32768) or one_long_row(1, 32768):
+        failures.append("one_long_row: 1 x 2^24 must be split, 8192 x 32768 and 1 x 32768 not")
+    if sets_for(12 << 20) != 10 or sets_for(1 << 30) != 1:
+        failures.append("sets_for: rotation does not match examples/bench/data.rs")
+    st = Stats.of([3.0, 1.0, 2.0], 1, 0, "cuda_events")
+    if st.median_ms != 2.0:
+        failures.append(f"Stats.of: median of [3, 1, 2] is {st.median_ms}, not 2")
+    for f in failures:
+        print(f"peers selftest: FAIL {f}", file=sys.stderr)
+    print(f"peers selftest: {'FAILED' if failures else 'passed'} ({len(failures)} failure(s))")
+    return 1 if failures else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="bench/results/peers.jsonl", help="JSON Lines file to write")
@@ -1233,7 +1393,12 @@ def main() -> int:
         default=330.0,
         help="measurements left after this many seconds are recorded as skipped",
     )
+    parser.add_argument(
+        "--selftest", action="store_true", help="check the pure-Python helpers (no torch, no GPU needed) and exit"
+    )
     args = parser.parse_args()
+    if args.selftest:
+        return selftest()
     chosen = [p.strip() for p in args.peers.split(",") if p.strip()]
     unknown = [p for p in chosen if p not in PEERS]
     if unknown:

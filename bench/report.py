@@ -33,6 +33,15 @@ KERNEL_TITLES = {
     "matmul": "matmul (f32, row-major, C = A B)",
     "softmax": "softmax (rows, inverse temperature t)",
 }
+# One reference for every implementation's error: the f64 product or softmax of the same inputs
+# (gpukern: the CPU in f64, or cuBLAS dgemm for large matmuls; the peers: torch in float64).
+REL_ERR_HEADER = "rel_err vs f64"
+# The `ref` values that are an f64 reference of the same inputs ("input": a copy is its input).
+F64_REFS = {"cpu_f64", "cublas_f64", "torch_f64", "input"}
+
+
+def f64_ref(r: Record) -> bool:
+    return r.get("rel_err") is None or r.get("ref") in F64_REFS
 REPRODUCE = """\
 # here (Rust toolchain): build the bench binary
 cargo build --release --example bench
@@ -70,9 +79,15 @@ def is_gpukern(r: Record) -> bool:
     return str(r["impl"]).startswith("gpukern")
 
 
+def comparable(r: Record) -> bool:
+    """False for a peer row its runner marked not comparable (e.g. a one-block-per-row softmax
+    on one very long row, where gpukern splits the row): listed, never counted in a ratio."""
+    return r.get("comparable", True) is not False
+
+
 def is_peer(r: Record) -> bool:
-    """A like-for-like peer: not gpukern, not a ceiling, full fp32 (no TF32)."""
-    return not is_gpukern(r) and r["impl"] not in CEILINGS and r.get("math", "fp32") != "tf32"
+    """A like-for-like peer: not gpukern, not a ceiling, full fp32 (no TF32), comparable."""
+    return not is_gpukern(r) and r["impl"] not in CEILINGS and r.get("math", "fp32") != "tf32" and comparable(r)
 
 
 def impl_order(impl: str) -> tuple[int, str]:
@@ -132,6 +147,8 @@ def fmt_ratio(x: float | None, percent: bool = False) -> str:
 
 def note(r: Record) -> str:
     text = r.get("error") or r.get("skipped") or ""
+    if not text and not comparable(r):
+        return "not comparable: " + str(r.get("not_comparable", "see bench/README.md")).replace("|", "/")
     if not text and r.get("check") == "fail":
         text = f"failed the check (tol {r.get('tol')})"
     text = str(text).strip().splitlines()[-1] if text else ""
@@ -279,7 +296,7 @@ def kernel_section(run: Run, kernel: str, plot: str | None) -> str:
                 if r.get("math") == "tf32":
                     vs_ceiling = r[kind] / tf32_ceiling if tf32_ceiling else None
                 else:
-                    vs_peer = r[kind] / peer[kind] if peer else None
+                    vs_peer = r[kind] / peer[kind] if peer and comparable(r) else None
                     vs_ceiling = r[kind] / ceiling if ceiling else None
             impl = r["impl"] + (" (TF32)" if r.get("math") == "tf32" and "tf32" not in r["impl"] else "")
             rows.append(
@@ -293,11 +310,16 @@ def kernel_section(run: Run, kernel: str, plot: str | None) -> str:
                     note(r),
                 ]
             )
+        # One reference per column: say so when a row of an older run was checked against another.
+        err_header = REL_ERR_HEADER
+        if not all(f64_ref(r) for r in here):
+            err_header = "rel_err (vs f64 unless the note says)"
+            for row, r in zip(rows, sorted(here, key=lambda r: impl_order(r["impl"]))):
+                if not f64_ref(r):
+                    row[-1] = "; ".join(x for x in [f"rel_err vs {r.get('ref')}", row[-1]] if x)
         details.append(
             f"**{case_label(key)}** (ceiling: {ceiling_name})\n\n"
-            + table(
-                ["impl", "median", unit, "rel_err", "vs best peer", "of ceiling", "note"], rows, right=[1, 2, 3, 4, 5]
-            )
+            + table(["impl", "median", unit, err_header, "vs best peer", "of ceiling", "note"], rows, right=[1, 2, 3, 4, 5])
         )
     ceiling_what = "cuBLAS fp32 at the same shape" if kernel == "matmul" else "the best device-to-device copy"
     header = ["case", "gpukern (variant)", "best peer", "gpukern / peer", "ceiling", "of ceiling"]
@@ -481,30 +503,143 @@ def plots(run: Run, folder: str) -> dict[str, str]:
 
 # --- Main ------------------------------------------------------------------------------------
 def spread_section(results: str) -> str:
-    """The run-to-run spread against `previous.jsonl` beside the results, if there is one."""
-    previous = os.path.join(os.path.dirname(os.path.abspath(results)), "previous.jsonl")
-    if not os.path.exists(previous):
-        return ""
+    """The run-to-run spread: this run against `repeat.jsonl` beside it, a second full run of
+    the same commit (`bash bench/run.sh --twice`). compare.py refuses two different commits, so
+    a comparison of commits is never shown as a spread."""
+    repeat = os.path.join(os.path.dirname(os.path.abspath(results)), "repeat.jsonl")
+    title = "## Run-to-run spread"
+    if not os.path.exists(repeat) or os.path.samefile(repeat, results):
+        return (
+            f"{title}\n\nNot measured for this run: there is no second full run of the same commit "
+            "(`bench/results/repeat.jsonl`, written by `bash bench/run.sh --twice`). Until there is, "
+            "read small ratios above with care."
+        )
     done = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "bench", "compare.py"), previous, results],
+        [sys.executable, os.path.join(ROOT, "bench", "compare.py"), results, repeat],
         capture_output=True,
         text=True,
         check=False,
     )
     if done.returncode != 0:
-        return ""
+        return f"{title}\n\nNot shown: {done.stderr.strip() or 'compare.py failed'}"
     return (
-        "## Run-to-run spread\n\n"
-        "The same measurements in the previous full run (`bench/results/previous.jsonl`) and this one, "
-        "on the same kind of machine: read the ratios above against these changes. Launch overhead is "
-        "wall-clock time on the host and moves most; GPU-timed rows move by about 1%.\n\n"
-        "```sh\npython3 bench/compare.py bench/results/previous.jsonl bench/results/latest.jsonl\n```\n\n"
+        f"{title}\n\n"
+        "The same measurements in two full runs of the same commit, back to back on the same machine "
+        "(`bench/results/latest.jsonl` and `bench/results/repeat.jsonl`): read the ratios above "
+        "against these changes. Launch overhead is wall-clock time on the host.\n\n"
+        "```sh\npython3 bench/compare.py bench/results/latest.jsonl bench/results/repeat.jsonl\n```\n\n"
         + done.stdout.strip()
     )
 
 
+# --- Targets ---------------------------------------------------------------------------------
+def pick(run: Run, kernel: str, shape: str, want: Any, t: float | None = None) -> Record | None:
+    """The fastest timed record of `kernel` at `shape` (and temperature `t`) whose impl passes
+    `want` (a name, or a predicate on the record)."""
+    kind = run.rate_kind(kernel)
+    ok = want if callable(want) else (lambda r: r["impl"] == want)
+    rs = [
+        r
+        for r in run.by_kernel.get(kernel, [])
+        if r["shape"] == shape and timed(r) and ok(r) and comparable(r) and (t is None or r.get("t") == t)
+    ]
+    return best(rs, kind) or (rs[0] if rs else None)
+
+
+def fast_fp32(r: Record) -> bool:
+    return is_gpukern(r) and r.get("math", "fp32") != "tf32" and r["impl"] not in ("gpukern:naive", "gpukern:tiled")
+
+
+def gpukern_tf32(r: Record) -> bool:
+    return is_gpukern(r) and r.get("math") == "tf32"
+
+
+def ratio_target(run: Run, label: str, kernel: str, shape: str, mine: Any, theirs: Any, goal: float) -> list[str]:
+    """A row "label | a / b UNIT = q% | met/missed" for a ratio of two records of one run."""
+    kind = run.rate_kind(kernel)
+    unit = "TFLOP/s" if kind == "tflops" else "GB/s"
+    a = pick(run, kernel, shape, mine)
+    b = pick(run, kernel, shape, theirs) if theirs != "copy" else run.copy_best
+    if not a or not b or not a.get(kind) or not b.get(kind):
+        return [label, "not measured in this run", "unknown"]
+    q = a[kind] / b[kind]
+    figure = f"{fmt_rate(a, kind)} / {fmt_rate(b, kind)} {unit} = **{100 * q:.1f}%** ({a['impl']} / {b['impl']})"
+    status = "met" if q >= goal else f"missed by {100 * (goal - q):.1f} points"
+    return [label, figure, status]
+
+
+def range_target(run: Run, label: str, kernel: str, mine: Any, theirs: str) -> list[str]:
+    """A row for "at least as fast as `theirs` on every case": the lowest and highest ratio."""
+    kind = run.rate_kind(kernel)
+    ratios = []
+    for key in ordered(case_key(r) for r in run.by_kernel.get(kernel, [])):
+        t = next((r.get("t") for r in run.by_kernel[kernel] if case_key(r) == key), None)
+        a, b = pick(run, kernel, key[0], mine, t), pick(run, kernel, key[0], theirs, t)
+        if a and b and a.get(kind) and b.get(kind):
+            ratios.append((a[kind] / b[kind], case_label(key)))
+    if not ratios:
+        return [label, "not measured in this run", "unknown"]
+    lo, hi = min(ratios), max(ratios)
+    slower = [c for q, c in ratios if q < 1.0]
+    figure = f"{lo[0]:.2f}x ({lo[1]}) to {hi[0]:.2f}x ({hi[1]}) over {len(ratios)} cases"
+    status = "met" if not slower else f"missed on {len(slower)} of {len(ratios)}: {', '.join(slower)}"
+    return [label, figure, status]
+
+
+def targets_table(run: Run) -> str:
+    """The performance targets of the fast-kernels issue, each computed from this run's records."""
+    rows = [
+        ratio_target(run, "exact-fp32 `matmul` >= 90% of cuBLAS sgemm at 4096^3", "matmul", "4096x4096x4096", fast_fp32, "cublas", 0.9),
+        ratio_target(run, "... and at 8192^3", "matmul", "8192x8192x8192", fast_fp32, "cublas", 0.9),
+        ratio_target(run, ">= 75% at 1024^3", "matmul", "1024x1024x1024", fast_fp32, "cublas", 0.75),
+        ratio_target(run, ">= 75% at 2048^3", "matmul", "2048x2048x2048", fast_fp32, "cublas", 0.75),
+        ratio_target(run, ">= 75% on 4097x4095x4093", "matmul", "4097x4095x4093", fast_fp32, "cublas", 0.75),
+        range_target(run, "fast never slower than the tiled kernel on any shape", "matmul", "gpukern:fast", "gpukern:tiled"),
+        ratio_target(run, "TF32 tensor-core `matmul` >= 70% of cuBLAS TF32 at 4096^3", "matmul", "4096x4096x4096", gpukern_tf32, "cublas_tf32", 0.7),
+        ratio_target(run, "... and at 8192^3", "matmul", "8192x8192x8192", gpukern_tf32, "cublas_tf32", 0.7),
+        ratio_target(run, "softmax >= 85% of copy at 8192x4096", "softmax", "8192x4096", is_gpukern, "copy", 0.85),
+        ratio_target(run, "... at 8192x8192", "softmax", "8192x8192", is_gpukern, "copy", 0.85),
+        ratio_target(run, "... at 8192x32768", "softmax", "8192x32768", is_gpukern, "copy", 0.85),
+        range_target(run, "softmax at least as fast as `torch.softmax` on every case", "softmax", is_gpukern, "torch"),
+        range_target(run, "softmax at least as fast as Triton's softmax on every case", "softmax", is_gpukern, "triton"),
+        ratio_target(run, "`add` >= 95% of copy at 2^28", "add", "268435456", is_gpukern, "copy", 0.95),
+        ratio_target(run, "`add` >= 90% of copy at 2^24", "add", "16777216", is_gpukern, "copy", 0.9),
+    ]
+    # TF32's relative error, against the f64 reference like every rel_err column.
+    tf = pick(run, "matmul", "4096x4096x4096", gpukern_tf32)
+    cb = pick(run, "matmul", "4096x4096x4096", "cublas_tf32")
+    if tf and tf.get("rel_err") is not None:
+        figure = f"{tf['impl']} {fmt_err(tf)}" + (f", cublas_tf32 {fmt_err(cb)}" if cb else "") + " at 4096^3"
+        rows.append(["TF32 relative error about 1e-3", figure, "met" if tf["rel_err"] < 2e-3 else "missed"])
+    # Launch overhead: wall time per call, async mode.
+    lo = {(r["impl"], r.get("mode")): r for r in run.by_kernel.get("launch_overhead", []) if timed(r)}
+    mine, bare = lo.get(("gpukern:scalar", "async")), lo.get(("cudarc", "async"))
+    if mine:
+        us = mine["median_ms"] * 1e3
+        rows.append([
+            "launch: <= 5 us per call, 10,000 back-to-back adds of 1,024 elements",
+            f"{us:.2f} us",
+            "met" if us <= 5 else "missed",
+        ])
+    if mine and bare:
+        q = mine["median_ms"] / bare["median_ms"]
+        rows.append([
+            "launch: <= 20% over a bare cudarc launch of the same kernel",
+            f"{mine['median_ms'] * 1e3:.2f} vs {bare['median_ms'] * 1e3:.2f} us = {100 * (q - 1):+.0f}%",
+            "met" if q <= 1.2 else "missed",
+        ])
+    return "\n\n".join(
+        [
+            "## Targets, against this run",
+            "Computed by `bench/report.py` from the records above (ratios of two records of this run).",
+            table(["target", "figure in this run", "status"], rows),
+        ]
+    )
+
+
 def targets_section() -> str:
-    """`bench/targets.md` (the project's targets, marked met or missed for this run), if present."""
+    """`bench/targets.md` (what was tried for the missed targets, and the targets no record
+    measures), if present."""
     path = os.path.join(ROOT, "bench", "targets.md")
     if not os.path.exists(path):
         return ""
@@ -535,7 +670,7 @@ def main() -> int:
     for kernel in ["add", "increment_by_one", "matmul", "softmax"]:
         sections.append(kernel_section(run, kernel, pngs.get(kernel)))
     sections += [overhead_section(run, pngs.get("launch_overhead")), copies_section(run), failures_section(run)]
-    sections += [spread_section(args.results), targets_section()]
+    sections += [spread_section(args.results), targets_table(run), targets_section()]
     text = "\n\n".join(s for s in sections if s) + "\n"
     with open(args.out, "w", encoding="utf-8") as f:
         f.write(text)

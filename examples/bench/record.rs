@@ -145,7 +145,7 @@ pub struct Check {
     pub rel_err: f64,
     /// The largest relative error that passes.
     pub tol: f64,
-    /// What the reference was: "cpu_f64", "cublas".
+    /// What the reference was: "cpu_f64", "cublas_f64" (both the f64 result of the same inputs).
     pub reference: &'static str,
 }
 

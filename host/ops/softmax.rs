@@ -93,15 +93,16 @@ impl Default for OnePassConfig {
             // 64 KiB per block, 8 vectors per thread of 512: a 2^24 row is 1024 blocks, and each
             // block of step 2 reads 8 KiB of partial statistics.
             split_chunk: 16384,
-            // At 8192 x 128 on an H200: 6.5 us with groups of 16 lanes (two rows per warp), 6.8
-            // with groups of 8, 7.4 with a warp per row (bench `one-pass/group-*`).
+            // At 8192 x 128 on an H200 groups of 16 lanes (two rows per warp) were faster than
+            // groups of 8 and than a warp per row (bench `one-pass/group-*`, `--plans`; not a
+            // committed run).
             group_lanes: 16,
             // The next row's loads in flight while a row is reduced and written pays where a
             // row takes a whole 1024-thread block, one per SM: the SM otherwise stops loading
             // for all of that, and for the block's exit and the next block's start. On an H200
-            // at 32768 columns 3654 GB/s against 3475 without; at 1024 to 8192 columns, where
-            // several rows share an SM anyway, the staging through shared memory costs more than
-            // it hides (2785 against 3256 GB/s at 1024, 3037 against 3666 at 8192).
+            // that was faster at 32768 columns; at 1024 to 8192 columns, where several rows
+            // share an SM anyway, the staging through shared memory cost more than it hid
+            // (`--plans` run, not committed).
             persistent_min_cols: PERSISTENT_MIN_COLS,
         }
     }

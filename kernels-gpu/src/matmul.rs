@@ -194,8 +194,8 @@ impl FastTiling {
 /// * `BK = 16`: each thread loads two 16-byte pieces of `A` and two of `B` per tile, and one
 ///   tile is 1,024 FMAs per thread between barriers; two stages take 32.5 KiB of shared memory.
 ///   Against `BK = 8` (one barrier per 512 FMAs) this halves the barriers and the per-tile
-///   address and loop work: on the H200 42.0 -> 46.1 TFLOP/s at 4096^3 and 42.4 -> 46.8 at
-///   8192^3 (ncu at `BK = 8`: 0.62 cycles of barrier stall per issued instruction).
+///   address and loop work: on the H200 42.04 -> 46.13 TFLOP/s at 4096^3 (committed runs
+///   `8f3a480` -> `d166213`, `bench/results/<rev>.jsonl`).
 pub const FAST_128: FastTiling = FastTiling {
     block_rows: 128,
     block_cols: 128,
@@ -207,8 +207,8 @@ pub const FAST_128: FastTiling = FastTiling {
 
 /// [`FAST_128`] with `BK = 8`, for the scalar-load kernel [`matmul_fast_128x128`]: with
 /// `BK = 16` its four scalar loads per piece need 143 registers, one block per multiprocessor,
-/// and it ran at 33.5 instead of 42.3 TFLOP/s on 4097x4095x4093 (H200). It launches with
-/// [`FAST_128`]'s shape: the same threads and grid, and at least the shared memory it needs.
+/// and it ran slower than at `BK = 8` on 4097x4095x4093 (H200; not a committed run). It
+/// launches with [`FAST_128`]'s shape: the same threads and grid, and at least the shared memory it needs.
 pub const FAST_128_SCALAR: FastTiling = FastTiling {
     block_k: 8,
     ..FAST_128
@@ -621,8 +621,8 @@ pub unsafe fn matmul_fast_128x128_vec4(
 /// [`matmul_fast_128x128_vec4`] with scalar global loads and stores and [`FAST_128_SCALAR`]
 /// (`BK = 8`): any `k`, `n` and alignment (four 4-byte loads per 16-byte piece; they hit the
 /// same L1 sectors, so the traffic is the same and only the load instructions are four times as
-/// many, about 1% of the total). Launch as [`matmul_fast_128x128_vec4`]; `k_split` a multiple
-/// of 8.
+/// many, about 1% of the total; derived: instruction counts). Launch as
+/// [`matmul_fast_128x128_vec4`]; `k_split` a multiple of 8.
 ///
 /// # Safety
 /// As [`fast_gemm`] with `VEC = false`.

@@ -15,9 +15,10 @@
 //! # Design
 //! * **Block tile** `BM x BN` of `C` (128 x 128 or 128 x 256), stepping `BK = 32` along `k`.
 //!   Per step a block copies `4 * BK * (BM + BN)` bytes (32 KiB or 48 KiB) from global memory
-//!   and does `2 * BM * BN * BK` flops (1 or 2 MFLOP): 32 or 43 flops per byte. At ~330
-//!   TFLOP/s against ~4.8 TB/s of DRAM a kernel needs ~70 flops per DRAM byte, so most of these
-//!   re-reads must hit L2, which the grouped block order ([`GROUP_ROWS`]) arranges: the blocks
+//!   and does `2 * BM * BN * BK` flops (1 or 2 MFLOP): 32 or 43 flops per byte. A kernel at
+//!   the predicted ~330 TFLOP/s (derived: see "Predicted" below) against the
+//!   ~4.8 TB/s of DRAM (quoted: NVIDIA H200 datasheet) needs ~70 flops per DRAM byte, so most
+//!   of these re-reads must hit L2, which the grouped block order ([`GROUP_ROWS`]) arranges: the blocks
 //!   resident at once share their `A` rows and `B` columns.
 //! * **Warp tile** 64 x 64: each warp issues `4 x 8` `mma.m16n8k8` per step of 8 along `k`, from
 //!   4 `A` fragments (4 registers each) and 8 `B` fragments (2 each) it loads from shared memory:
@@ -45,10 +46,12 @@
 //!   matrices (then a 16-byte piece is wholly inside or outside); the others copy 4 bytes at a
 //!   time and take any shape and alignment.
 //!
-//! Predicted: `mma.sync` bound at about two thirds of the H200's dense TF32 peak (~494
-//! TFLOP/s at boost clock), i.e. ~330 TFLOP/s, if the shared-memory traffic (about 85% of its
-//! bandwidth at that rate, fills included) overlaps the MMAs. Measured on the H200: 144 TFLOP/s
-//! at 4096^3 and 8192^3 with rounding, 160-179 without (the `_trunc` kernels); BENCHMARKS.md.
+//! Predicted: `mma.sync` bound at about two thirds of the H200's dense TF32 peak
+//! (~494 TFLOP/s at boost clock; quoted: NVIDIA H200 datasheet),
+//! i.e. ~330 TFLOP/s (derived: two thirds of the peak), if the shared-memory traffic
+//! (about 85% of its bandwidth at that rate, fills included; derived: bytes per MMA) overlaps
+//! the MMAs. Measured: BENCHMARKS.md, the `gpukern:tf32` rows against cuBLAS TF32 (the `_trunc`
+//! kernels are timed only in a `--plans` run).
 
 use crate::gpu::async_copy::{self, cp_async_16, cp_async_4};
 use crate::gpu::mma::{mma_m16n8k8_tf32, to_tf32};

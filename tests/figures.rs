@@ -1,0 +1,553 @@
+//! The figure check: every measured figure written in the project's prose comes from a
+//! committed benchmark record under `bench/results/*.jsonl`, or says where else it comes from.
+//!
+//! # What is scanned
+//! Every line of `README.md`, `BENCHMARKS.md`, `bench/targets.md` and `kernels-gpu/README.md`,
+//! and the comment text (from the first `//` of a line on) of every `.rs` file under `host/` and
+//! `kernels-gpu/src/`.
+//!
+//! # What a figure is
+//! Only numbers carrying a measurement unit are figures; sizes (`4096^3`, `8192x128`,
+//! `128 x 256`), counts, exponents and bounds without a unit are not checked.
+//! * `NUMBER UNIT`: a decimal number (`46`, `46.13`; not glued to a letter, digit, `.`, `^` or
+//!   `_` on its left) followed by at most one space and a unit: `TFLOP/s`, `GFLOP/s`, `TB/s`,
+//!   `GB/s`, `ms`, `us`, `µs`; or followed directly (no space) by `%` or by `x` that is not
+//!   followed by a letter or digit (`1.35x` is a ratio, `8192x128` a shape).
+//! * A relative error written in scientific notation with a fractional mantissa (`6.9e-4`).
+//! * Pairs and ranges: in `A - B UNIT`, `A-B UNIT`, `A / B UNIT`, `A -> B UNIT`, `A to B UNIT`,
+//!   `A vs B UNIT` and `A against B UNIT` the bare number `A` is a figure of the same unit
+//!   (chains such as `A -> B -> C UNIT` too).
+//!
+//! # What matches a record
+//! The figure must equal, at the precision it is written with (half a unit of its last digit),
+//! a value of some record in some committed `bench/results/*.jsonl` file:
+//! `TFLOP/s` <-> `tflops`, `GFLOP/s` <-> `tflops * 1000`, `TB/s` <-> `gbps / 1000`, `GB/s` <->
+//! `gbps`, `ms` <-> `median_ms`, `us`/`µs` <-> `median_ms * 1000`, scientific <-> `rel_err`.
+//! A ratio `x` or a percentage `%` must be the ratio `q = a / b` of two records `a`, `b` of the
+//! same file, compared on `tflops`, `gbps` or `1 / median_ms`, where both have the same `shape`
+//! or `b` is a device-to-device `copy` record (the memory-bound ceiling report.py uses); `x`
+//! matches `q`, `%` matches `100 q`, `100 (q - 1)` or `100 (1 - q)` (a share or a change).
+//!
+//! # What is exempt (narrow, explicit)
+//! * A number right after a comparison (`>=`, `<=`, `>`, `<`, `≥`, `≤`): a target, not a
+//!   measurement (`>= 90% of cuBLAS`).
+//! * Text inside an inline code span (backticks): a formula or code (`1e-3 + k * 1.2e-7`).
+//! * A line that carries a source marker `quoted: <source>` (an external source: a datasheet,
+//!   a paper; in prose written `[quoted: ...]`) or `derived: <how>` (a figure computed from
+//!   other figures, not measured): the whole line is exempt, and the marker must name something
+//!   (at least three characters after the colon).
+//!
+//! Every offending figure is printed with `file:line`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// The prose files checked line by line, relative to the repository root.
+const PROSE: [&str; 4] = [
+    "README.md",
+    "BENCHMARKS.md",
+    "bench/targets.md",
+    "kernels-gpu/README.md",
+];
+/// Folders whose `.rs` files have their comments checked.
+const CODE_DIRS: [&str; 2] = ["host", "kernels-gpu/src"];
+/// Folder of the committed benchmark records.
+const RESULTS_DIR: &str = "bench/results";
+
+/// The unit of a figure, and so the record field it is matched against.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Unit {
+    Tflops,
+    Gflops,
+    TbPerS,
+    GbPerS,
+    Ms,
+    Us,
+    Percent,
+    Ratio,
+    RelErr,
+}
+
+impl Unit {
+    /// Units written after a number (at most one space between), longest spelling first.
+    const SPELLED: [(&'static str, Unit); 7] = [
+        ("TFLOP/s", Unit::Tflops),
+        ("GFLOP/s", Unit::Gflops),
+        ("TB/s", Unit::TbPerS),
+        ("GB/s", Unit::GbPerS),
+        ("ms", Unit::Ms),
+        ("us", Unit::Us),
+        ("µs", Unit::Us),
+    ];
+}
+
+/// One figure found in a line: its text, value, the half-unit of its last digit, its unit.
+#[derive(Clone, Debug)]
+struct Figure {
+    text: String,
+    value: f64,
+    tolerance: f64,
+    unit: Unit,
+}
+
+/// The records of one committed run (one `.jsonl` file), as the values the matcher needs.
+#[derive(Debug, Default)]
+struct Run {
+    records: Vec<Rec>,
+}
+
+/// The fields of one record that figures are matched against.
+#[derive(Clone, Debug, Default)]
+struct Rec {
+    shape: String,
+    imp: String,
+    median_ms: Option<f64>,
+    gbps: Option<f64>,
+    tflops: Option<f64>,
+    rel_err: Option<f64>,
+}
+
+impl Rec {
+    fn from_json(v: &Value) -> Rec {
+        let num = |k: &str| v.get(k).and_then(Value::as_f64).filter(|x| x.is_finite());
+        let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        Rec {
+            shape: text("shape"),
+            imp: text("impl"),
+            median_ms: num("median_ms"),
+            gbps: num("gbps"),
+            tflops: num("tflops"),
+            rel_err: num("rel_err"),
+        }
+    }
+
+    /// The values a ratio may be taken of: rates, and `1 / median_ms` (a rate per call).
+    fn rates(&self) -> [Option<f64>; 3] {
+        [
+            self.tflops,
+            self.gbps,
+            self.median_ms.filter(|&m| m > 0.0).map(|m| 1.0 / m),
+        ]
+    }
+}
+
+fn close(value: f64, figure: &Figure) -> bool {
+    (value - figure.value).abs() <= figure.tolerance * (1.0 + 1e-9) + 1e-12 * value.abs()
+}
+
+/// Whether some record (or pair of records) of `run` gives `figure` at its precision.
+fn matches(run: &Run, figure: &Figure) -> bool {
+    let direct = |f: fn(&Rec) -> Option<f64>| run.records.iter().filter_map(f).any(|v| close(v, figure));
+    match figure.unit {
+        Unit::Tflops => direct(|r| r.tflops),
+        Unit::Gflops => direct(|r| r.tflops.map(|t| t * 1e3)),
+        Unit::TbPerS => direct(|r| r.gbps.map(|g| g / 1e3)),
+        Unit::GbPerS => direct(|r| r.gbps),
+        Unit::Ms => direct(|r| r.median_ms),
+        Unit::Us => direct(|r| r.median_ms.map(|m| m * 1e3)),
+        Unit::RelErr => direct(|r| r.rel_err),
+        Unit::Percent | Unit::Ratio => run.records.iter().any(|a| {
+            run.records.iter().any(|b| {
+                let comparable = a.shape == b.shape || b.imp == "copy";
+                comparable
+                    && a.rates().iter().zip(b.rates()).any(|(x, y)| match (x, y) {
+                        (Some(x), Some(y)) if y > 0.0 => {
+                            let q = x / y;
+                            if figure.unit == Unit::Ratio {
+                                close(q, figure)
+                            } else {
+                                [q, q - 1.0, 1.0 - q].iter().any(|&p| close(100.0 * p, figure))
+                            }
+                        }
+                        _ => false,
+                    })
+            })
+        }),
+    }
+}
+
+// --- Scanning ---------------------------------------------------------------------------------
+
+/// A number token in a line: byte range, text, value, decimals and (scientific) exponent.
+#[derive(Clone, Debug)]
+struct Number {
+    start: usize,
+    end: usize,
+    text: String,
+    value: f64,
+    tolerance: f64,
+    scientific: bool,
+}
+
+/// Every number of `line` that starts a token (not glued to a word, a decimal point, a `^` or
+/// an `_` on its left).
+fn numbers(line: &str) -> Vec<Number> {
+    let bytes = line.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let glued = i > 0 && {
+            let p = bytes[i - 1];
+            p.is_ascii_alphanumeric() || matches!(p, b'.' | b'^' | b'_') || p >= 0x80
+        };
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+        let mut decimals = 0i32;
+        if i + 1 < bytes.len() && bytes[i] == b'.' && bytes[i + 1].is_ascii_digit() {
+            i += 1;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+                decimals += 1;
+            }
+        }
+        let mut exponent = 0i32;
+        let mut scientific = false;
+        if decimals > 0 && i < bytes.len() && bytes[i] == b'e' {
+            let mut j = i + 1;
+            if j < bytes.len() && matches!(bytes[j], b'-' | b'+') {
+                j += 1;
+            }
+            let digits = j;
+            while j < bytes.len() && bytes[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j > digits {
+                exponent = line[i + 1..j].parse().unwrap_or(0);
+                scientific = true;
+                i = j;
+            }
+        }
+        if glued {
+            continue;
+        }
+        let text = &line[start..i];
+        let Ok(value) = text.parse::<f64>() else { continue };
+        out.push(Number {
+            start,
+            end: i,
+            text: text.to_string(),
+            value,
+            tolerance: 0.5 * 10f64.powi(exponent - decimals),
+            scientific,
+        });
+    }
+    out
+}
+
+/// The unit right after byte `end` of `line`, and where it ends.
+fn unit_after(line: &str, end: usize) -> Option<(Unit, usize)> {
+    let rest = &line[end..];
+    let followed_by_word = |s: &str| s.chars().next().is_some_and(|c| c.is_alphanumeric() || c == '_');
+    if rest.starts_with('%') {
+        return Some((Unit::Percent, end + 1));
+    }
+    if let Some(after) = rest.strip_prefix('x')
+        && !followed_by_word(after)
+    {
+        return Some((Unit::Ratio, end + 1));
+    }
+    let spaced = rest.strip_prefix(' ').unwrap_or(rest);
+    let skipped = rest.len() - spaced.len();
+    for (spelling, unit) in Unit::SPELLED {
+        if let Some(after) = spaced.strip_prefix(spelling)
+            && !followed_by_word(after)
+        {
+            return Some((unit, end + skipped + spelling.len()));
+        }
+    }
+    None
+}
+
+/// Connectors that make the bare number on their left a figure of the unit on their right.
+const CONNECTORS: [&str; 7] = ["->", "-", "–", "/", "to", "vs", "against"];
+
+/// Whether the text before byte `start` ends with a comparison (a target, not a measurement).
+fn after_comparison(line: &str, start: usize) -> bool {
+    let before = line[..start].trim_end();
+    [">=", "<=", "≥", "≤", ">", "<"]
+        .iter()
+        .any(|c| before.ends_with(c))
+        && !before.ends_with("->")
+}
+
+/// Byte ranges of inline code spans (between backticks) in `line`.
+fn code_spans(line: &str) -> Vec<(usize, usize)> {
+    let ticks: Vec<usize> = line.match_indices('`').map(|(i, _)| i).collect();
+    ticks.chunks_exact(2).map(|p| (p[0], p[1])).collect()
+}
+
+/// Whether `line` names a source for its figures (`quoted: <source>` or `derived: <how>`).
+fn has_source_marker(line: &str) -> bool {
+    ["quoted:", "derived:"].iter().any(|marker| {
+        line.match_indices(marker).any(|(i, _)| {
+            let named = line[i + marker.len()..].trim_start();
+            named.chars().take_while(|&c| c != ']' && c != ')').count() >= 3
+        })
+    })
+}
+
+/// The figures of one line of prose or comment text, after the exemptions.
+fn figures(line: &str) -> Vec<Figure> {
+    if has_source_marker(line) {
+        return Vec::new();
+    }
+    let spans = code_spans(line);
+    let in_code = |pos: usize| spans.iter().any(|&(a, b)| a < pos && pos < b);
+    let nums = numbers(line);
+    let mut found: Vec<(usize, Figure)> = Vec::new();
+    for (index, n) in nums.iter().enumerate() {
+        let unit = if n.scientific {
+            Some(Unit::RelErr)
+        } else {
+            unit_after(line, n.end).map(|(u, _)| u)
+        };
+        let Some(unit) = unit else { continue };
+        // This number and the bare numbers chained to it on its left by connectors.
+        let mut chain = vec![n.clone()];
+        let mut k = index;
+        while unit != Unit::RelErr && k > 0 {
+            let left = &nums[k - 1];
+            let between = line[left.end..chain[chain.len() - 1].start].trim();
+            if unit_after(line, left.end).is_some() || !CONNECTORS.contains(&between) {
+                break;
+            }
+            chain.push(left.clone());
+            k -= 1;
+        }
+        for c in chain {
+            if in_code(c.start) || after_comparison(line, c.start) || found.iter().any(|(s, _)| *s == c.start)
+            {
+                continue;
+            }
+            found.push((
+                c.start,
+                Figure {
+                    text: format!("{} {unit:?}", c.text),
+                    value: c.value,
+                    tolerance: c.tolerance,
+                    unit,
+                },
+            ));
+        }
+    }
+    found.sort_by_key(|(s, _)| *s);
+    found.into_iter().map(|(_, f)| f).collect()
+}
+
+/// The text of `line` that is checked in a `.rs` file: what follows its first `//`.
+fn comment_text(line: &str) -> Option<&str> {
+    line.find("//").map(|i| &line[i..])
+}
+
+/// An offending figure: where it is and what it is.
+#[derive(Debug)]
+struct Offence {
+    place: String,
+    figure: String,
+    line: String,
+}
+
+/// The figures of `text` (a file's lines) that no run in `runs` gives.
+fn check_text(name: &str, text: &str, rust: bool, runs: &[Run]) -> Vec<Offence> {
+    let mut out = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let checked = if rust { comment_text(line) } else { Some(line) };
+        let Some(checked) = checked else { continue };
+        for figure in figures(checked) {
+            if !runs.iter().any(|run| matches(run, &figure)) {
+                out.push(Offence {
+                    place: format!("{name}:{}", number + 1),
+                    figure: figure.text,
+                    line: line.trim().to_string(),
+                });
+            }
+        }
+    }
+    out
+}
+
+// --- The repository ---------------------------------------------------------------------------
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for path in paths {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every committed run: one [`Run`] per `bench/results/*.jsonl`.
+fn committed_runs() -> Vec<(String, Run)> {
+    let dir = root().join(RESULTS_DIR);
+    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "jsonl"));
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let text = fs::read_to_string(&path).unwrap_or_default();
+            let records = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .map(|v| Rec::from_json(&v))
+                .collect();
+            (path.display().to_string(), Run { records })
+        })
+        .collect()
+}
+
+#[test]
+fn every_figure_comes_from_a_committed_record() {
+    let named_runs = committed_runs();
+    assert!(
+        named_runs.iter().any(|(_, run)| !run.records.is_empty()),
+        "no records under {RESULTS_DIR}/*.jsonl: the figure check has nothing to match against"
+    );
+    let runs: Vec<Run> = named_runs.into_iter().map(|(_, r)| r).collect();
+    let mut offences = Vec::new();
+    for name in PROSE {
+        let path = root().join(name);
+        let text =
+            fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        offences.extend(check_text(name, &text, false, &runs));
+    }
+    let mut files = Vec::new();
+    for dir in CODE_DIRS {
+        rust_files(&root().join(dir), &mut files);
+    }
+    assert!(!files.is_empty(), "no .rs files found under {CODE_DIRS:?}");
+    for path in files {
+        let text =
+            fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let name = path.strip_prefix(root()).unwrap_or(&path).display().to_string();
+        offences.extend(check_text(&name, &text, true, &runs));
+    }
+    let report: Vec<String> = offences
+        .iter()
+        .map(|o| format!("{}: {} matches no record\n    {}", o.place, o.figure, o.line))
+        .collect();
+    assert!(
+        offences.is_empty(),
+        "{} figure(s) match no record under {RESULTS_DIR}/*.jsonl. Render them from a committed \
+         run (bench/report.py), add the measurement to the committed run, or mark the line \
+         `quoted: <external source>` / `derived: <how>` (tests/figures.rs says what counts):\n{}",
+        offences.len(),
+        report.join("\n")
+    );
+}
+
+// --- The matcher, on planted figures -----------------------------------------------------------
+
+#[cfg(test)]
+mod matcher {
+    use super::*;
+
+    fn rec(shape: &str, imp: &str, ms: f64, gbps: Option<f64>, tflops: Option<f64>) -> Rec {
+        Rec {
+            shape: shape.to_string(),
+            imp: imp.to_string(),
+            median_ms: Some(ms),
+            gbps,
+            tflops,
+            rel_err: None,
+        }
+    }
+
+    /// A run like the committed one of 8f3a480 at 4096^3: gpukern 42.04, cuBLAS 51.39 TFLOP/s.
+    fn run() -> Vec<Run> {
+        let mut records = vec![
+            rec("4096x4096x4096", "gpukern:fast", 3.269, None, Some(42.04)),
+            rec("4096x4096x4096", "cublas", 2.674, None, Some(51.39)),
+            rec("268435456", "copy", 0.504, Some(4260.47), None),
+            rec("8192x4096", "gpukern:one-pass", 0.0728, Some(3689.2), None),
+            rec("1024", "gpukern:scalar", 0.003563, None, None),
+            rec("1024", "cudarc", 0.003453, None, None),
+        ];
+        records.push(Rec {
+            rel_err: Some(2.61e-4),
+            ..rec("4096x4096x4096", "gpukern:tf32", 1.0, None, Some(144.3))
+        });
+        vec![Run { records }]
+    }
+
+    fn offending(line: &str) -> Vec<String> {
+        check_text("planted.md", line, false, &run())
+            .into_iter()
+            .map(|o| o.figure)
+            .collect()
+    }
+
+    #[test]
+    fn a_planted_unrecorded_figure_is_caught() {
+        // The issue's example: 46.08 TFLOP/s was never recorded (the run has 42.04).
+        assert_eq!(
+            offending("matmul: 46.08 / 51.39 TFLOP/s = 89.7%"),
+            ["46.08 Tflops", "89.7 Percent"]
+        );
+        assert_eq!(offending("7.4 -> 6.5 us at 8192x128"), ["7.4 Us", "6.5 Us"]);
+        assert_eq!(
+            offending("truncating: 160-179 TFLOP/s"),
+            ["160 Tflops", "179 Tflops"]
+        );
+        assert_eq!(
+            offending("error 6.9e-4 for the truncating tiles"),
+            ["6.9e-4 RelErr"]
+        );
+        assert_eq!(offending("1.35x faster"), ["1.35 Ratio"]);
+        // In Rust, only comments are read, and a planted comment is caught there too.
+        let code = "let x = 46.08; // 46.08 TFLOP/s on the H200\nlet y = \"3.3 ms\";";
+        let found = check_text("planted.rs", code, true, &run());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].place, "planted.rs:1");
+    }
+
+    #[test]
+    fn recorded_figures_pass_at_their_precision() {
+        assert!(offending("42.04 / 51.39 TFLOP/s = 81.8%, 42.0 TFLOP/s, 42 TFLOP/s").is_empty());
+        assert!(offending("3689 GB/s = 86.6% of copy (4260 GB/s), 3.69 TB/s").is_empty());
+        assert!(offending("3.56 vs 3.45 us = +3%, 1.03x").is_empty());
+        assert!(offending("rel_err 2.6e-4").is_empty());
+        // One digit more than the record supports is a different figure.
+        assert_eq!(offending("42.05 TFLOP/s"), ["42.05 Tflops"]);
+    }
+
+    #[test]
+    fn exemptions_are_narrow() {
+        // Targets, sizes, formulas and marked sources are not measurements.
+        assert!(offending(">= 90% of cuBLAS at 4096^3, <= 5 us per call, ≥ 85%").is_empty());
+        assert!(offending("8192x128 rows, 128 x 256 tiles, 4x4 per thread, 2^24 columns").is_empty());
+        assert!(offending("about `1e-3 + k * 1.2e-7`, `u = 2^-11`").is_empty());
+        assert!(offending("HBM ~4.8 TB/s [quoted: NVIDIA H200 datasheet]").is_empty());
+        // A marker must name its source, and applies only to its own line.
+        assert_eq!(offending("4.8 TB/s [quoted: ]"), ["4.8 TbPerS"]);
+        assert_eq!(offending("[quoted: datasheet]\n4.8 TB/s").len(), 1);
+        // A figure after "->" is not a target.
+        assert_eq!(offending("x -> 99 us"), ["99 Us"]);
+    }
+
+    #[test]
+    fn percentages_need_comparable_records() {
+        // 3.269 ms / 0.0728 ms are of different shapes and neither is a copy: no ratio.
+        let q = 100.0 * 0.0728 / 3.269;
+        assert_eq!(offending(&format!("{q:.1}%")).len(), 1);
+    }
+}
