@@ -97,6 +97,10 @@ const SIM_SIZES: Sizes = Sizes {
     chain: (300, [20, 33, 17, 9]),
 };
 
+/// The simulator's one row past 2048 vectors (4 per thread of 512 threads at most): the
+/// block-per-row paths take 8 vectors per thread.
+const SIM_BLOCK_8_ROW: (usize, usize) = (1, 8196);
+
 /// Ragged shapes around the block sizes (256 threads, 32x32 tiles) and large ones.
 const CUDA_SIZES: Sizes = Sizes {
     lengths: &[1, 7, 31, 33, 1000, 1025, 4097, 1 << 20],
@@ -1694,6 +1698,14 @@ fn main() {
     }
 
     let mut trials = backend_trials(&sim, &SIM_SIZES);
+    // The one-pass paths on a row long enough for 8 vectors per thread (more than 2048 vectors:
+    // `softmax_block_8`, `softmax_persist_block_8`), which the small simulator shapes miss.
+    let shape = SIM_BLOCK_8_ROW;
+    trials.push(trial(
+        &sim,
+        &format!("softmax_one_pass::{}x{}", shape.0, shape.1),
+        move |gpu, rng| softmax_one_pass_paths(gpu, rng, shape),
+    ));
     trials.extend(backend_trials(&cuda, &CUDA_SIZES));
     trials.extend(cuda_only_trials(&cuda));
     trials.extend(global_trials());
