@@ -40,3 +40,5 @@ pub use launch_config::{DeviceLimits, LaunchConfig};
 pub use ops::add::AddAlgorithm;
 pub use ops::matmul::MatmulAlgorithm;
 pub use ops::softmax::SoftmaxAlgorithm;
+#[doc(hidden)]
+pub use raw::launch_count::{cuda_launch_counts, sim_launch_counts};

@@ -48,6 +48,11 @@ run() {
             if grep -Eq '^test cuda::[^ ]+ +\.\.\. ignored' "$log"; then
                 echo "gpu-check: FAIL $(basename "$exe"): CUDA tests were skipped on a GPU machine"
                 failed=$((failed + 1))
+            # The kernels binary proves that its CUDA trials launched every entry point of the
+            # PTX; a run without that line did not check it.
+            elif [[ $(basename "$exe") == kernels-* ]] && ! grep -q '^kernel coverage (cuda): all' "$log"; then
+                echo "gpu-check: FAIL $(basename "$exe"): no CUDA kernel coverage line"
+                failed=$((failed + 1))
             else
                 passed=$((passed + 1))
             fi

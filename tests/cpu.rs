@@ -6,7 +6,7 @@ mod common;
 use gpukern::launch_config::ceil_div;
 use gpukern::ptx::{PtxModule, select_from};
 use gpukern::{DeviceLimits, Error, LaunchConfig, cpu};
-use ndarray::{Array2, s};
+use ndarray::{Array2, ArrayView2, s};
 use rand::Rng;
 
 use common::{random_matrix, random_vec, rng_for, seed_hint};
@@ -20,9 +20,12 @@ const SMALL: DeviceLimits = DeviceLimits {
     max_shared_mem_per_block_optin: 8192,
 };
 
-/// The CPU matmul (f64 accumulation) against ndarray's f32 `dot`, relative error norm: the f32
-/// sums of at most 70 terms drift like sqrt(70) * 2^-24 ~ 5e-7.
-const DOT_REL_TOL: f64 = 1e-5;
+/// The CPU matmul (f64 accumulation, one rounding to f32) against an f64 triple loop, per
+/// element: the one rounding, `2^-24 |C|`, plus the f64 sums' own drift, bounded by
+/// `2^-40 sum |a||b|` (at most 70 terms of `2^-53` each, with a wide margin).
+const TRIPLE_LOOP_ROUNDING: f64 = 1.0 / 16_777_216.0;
+/// See [`TRIPLE_LOOP_ROUNDING`].
+const TRIPLE_LOOP_F64_DRIFT: f64 = 1.0 / 1_099_511_627_776.0;
 
 /// A softmax row's sum in f64 of its f32 outputs: each output is rounded once (2^-24 relative),
 /// so the sum is within ~1e-7 of 1.
@@ -321,9 +324,53 @@ fn select_uses_the_embedded_modules() {
     assert!(gpukern::ptx::select((oldest.0 - 1, 0)).is_none());
 }
 
+/// `A * B` by the textbook triple loop in f64, independent of ndarray's `dot` (which
+/// `cpu::matmul` may use), and the matching `|A| |B|` for error bounds.
+fn triple_loop(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>) -> (Array2<f64>, Array2<f64>) {
+    let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
+    let (mut c, mut scale) = (Array2::zeros((m, n)), Array2::zeros((m, n)));
+    for i in 0..m {
+        for j in 0..n {
+            let (mut sum, mut abs) = (0.0f64, 0.0f64);
+            for p in 0..k {
+                let term = f64::from(a[(i, p)]) * f64::from(b[(p, j)]);
+                sum += term;
+                abs += term.abs();
+            }
+            c[(i, j)] = sum;
+            scale[(i, j)] = abs;
+        }
+    }
+    (c, scale)
+}
+
+/// `None` if every element of `got` is within one f32 rounding of the triple loop's product;
+/// else the first that is not.
+fn triple_loop_violation(
+    a: &ArrayView2<'_, f32>,
+    b: &ArrayView2<'_, f32>,
+    got: &Array2<f32>,
+) -> Option<String> {
+    let (want, scale) = triple_loop(a, b);
+    if got.dim() != want.dim() {
+        return Some(format!("shape {:?}, expected {:?}", got.dim(), want.dim()));
+    }
+    for ((i, j), &w) in want.indexed_iter() {
+        let g = f64::from(got[(i, j)]);
+        let bound = TRIPLE_LOOP_ROUNDING * w.abs() + TRIPLE_LOOP_F64_DRIFT * scale[(i, j)];
+        let error = (g - w).abs();
+        if error.is_nan() || error > bound {
+            return Some(format!(
+                "C[{i}][{j}] = {g}, the triple loop gives {w}: error {error:.3e} > {bound:.3e}"
+            ));
+        }
+    }
+    None
+}
+
 #[test]
-fn cpu_matmul_matches_ndarray_dot() {
-    let mut rng = rng_for("cpu_matmul_matches_ndarray_dot");
+fn cpu_matmul_matches_an_f64_triple_loop() {
+    let mut rng = rng_for("cpu_matmul_matches_an_f64_triple_loop");
     for _ in 0..40 {
         let (m, k, n) = (
             rng.random_range(1..70),
@@ -332,14 +379,10 @@ fn cpu_matmul_matches_ndarray_dot() {
         );
         let (a, b) = (random_matrix(&mut rng, m, k), random_matrix(&mut rng, k, n));
         let got = cpu::matmul(&a, &b).unwrap();
-        let want = a.dot(&b);
         assert_eq!(got.dim(), (m, n));
-        let err = cpu::rel_error(got.as_slice().unwrap(), want.as_slice().unwrap());
-        assert!(
-            err <= DOT_REL_TOL,
-            "{m}x{k}x{n}: relative error {err:e} ({})",
-            seed_hint()
-        );
+        if let Some(e) = triple_loop_violation(&a.view(), &b.view(), &got) {
+            panic!("{m}x{k}x{n}: {e} ({})", seed_hint());
+        }
 
         // Views: a transposed A and a column-strided B give the same as their owned copies.
         let a_t = a.t().to_owned();
@@ -348,13 +391,25 @@ fn cpu_matmul_matches_ndarray_dot() {
         let b_wide = random_matrix(&mut rng, k, 2 * n);
         let strided = b_wide.slice(s![.., ..;2]);
         let got_s = cpu::matmul(&a, &strided).unwrap();
-        let err = cpu::rel_error(got_s.as_slice().unwrap(), a.dot(&strided).as_slice().unwrap());
-        assert!(
-            err <= DOT_REL_TOL,
-            "{m}x{k}x{n} B sliced: relative error {err:e} ({})",
-            seed_hint()
-        );
+        if let Some(e) = triple_loop_violation(&a.view(), &strided, &got_s) {
+            panic!("{m}x{k}x{n} B sliced: {e} ({})", seed_hint());
+        }
     }
+}
+
+#[test]
+fn the_triple_loop_check_catches_a_planted_error() {
+    // A product summed in f32 (as ndarray's f32 `dot` does) with one term dropped, and one with
+    // a single element off by 16 units in the last place: the check must refuse both.
+    let mut rng = rng_for("the_triple_loop_check_catches_a_planted_error");
+    let (a, b) = (random_matrix(&mut rng, 9, 64), random_matrix(&mut rng, 64, 5));
+    let mut dropped = a.dot(&b);
+    dropped[(3, 2)] -= a[(3, 63)] * b[(63, 2)];
+    assert!(triple_loop_violation(&a.view(), &b.view(), &dropped).is_some());
+    let mut nudged = cpu::matmul(&a, &b).unwrap();
+    let v = nudged[(8, 4)];
+    nudged[(8, 4)] = f32::from_bits(v.to_bits() + 16);
+    assert!(triple_loop_violation(&a.view(), &b.view(), &nudged).is_some());
 }
 
 #[test]

@@ -22,7 +22,10 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use ndarray::{Array1, Array2, Array3, ArrayView2, Dimension, s};
 use rand::rngs::StdRng;
 
-use common::{max_abs_diff, random_matrix, random_vec, tf32_violation, tf32_violation_with};
+use common::{
+    TF32_ROUNDED, TF32_TRUNCATED, matmul_with_operand_bits, max_abs_diff, random_matrix, random_vec,
+    tf32_statistical_violation,
+};
 
 /// `add`, `add_into` and `increment_by_one` must be exact: one IEEE f32 rounding per element, the
 /// same on the device as in the reference.
@@ -93,6 +96,10 @@ const SIM_SIZES: Sizes = Sizes {
     softmax: &[(1, 1), (7, 31), (5, 300), (2, 1025)],
     chain: (300, [20, 33, 17, 9]),
 };
+
+/// The simulator's one row past 2048 vectors (4 per thread of 512 threads at most): the
+/// block-per-row paths take 8 vectors per thread.
+const SIM_BLOCK_8_ROW: (usize, usize) = (1, 8196);
 
 /// Ragged shapes around the block sizes (256 threads, 32x32 tiles) and large ones.
 const CUDA_SIZES: Sizes = Sizes {
@@ -474,12 +481,12 @@ fn softmax_vector(gpu: &Gpu, rng: &mut StdRng, n: usize) -> Check {
     all_passed(failures)
 }
 
-/// Every matmul entry point and algorithm on one `m x k` times `k x n` product against
-/// `cpu::matmul`: `matmul`, `matmul_with` and `matmul_into` (into a poisoned output).
-/// Fails unless `got` (the `m x n` result of `a * b` by a TF32 kernel) lies within the TF32
-/// error bound of every element (`tests/common`'s `tf32_violation`).
+/// Fails unless `got` (the `m x n` result of `a * b` by a rounding TF32 kernel) lies within the
+/// worst-case TF32 bound of every element and its RMS error near what TF32 operands give
+/// (`tests/common`'s `tf32_statistical_violation`).
 fn check_tf32(what: &str, a: &Array2<f32>, b: &Array2<f32>, got: &[f32]) -> Check {
-    match tf32_violation(&a.view(), &b.view(), got) {
+    let factor = gpukern::ops::matmul::tf32_error_factor(a.ncols());
+    match tf32_statistical_violation(&a.view(), &b.view(), got, factor, TF32_ROUNDED) {
         None => Ok(()),
         Some(e) => Err(format!("{what}: {e}").into()),
     }
@@ -549,7 +556,12 @@ fn matmul_tf32_tiles(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usiz
             .map_err(|e| format!("{what}: {e}").into())
             .and_then(|c| {
                 let got = c.as_slice().unwrap_or_default();
-                match tf32_violation_with(&a.view(), &b.view(), got, tile.error_factor(k)) {
+                let rounding = if tile.rounds() {
+                    TF32_ROUNDED
+                } else {
+                    TF32_TRUNCATED
+                };
+                match tf32_statistical_violation(&a.view(), &b.view(), got, tile.error_factor(k), rounding) {
                     None => Ok(()),
                     Some(e) => Err(format!("{what}: {e}").into()),
                 }
@@ -1223,8 +1235,149 @@ fn backend_trials(target: &Target, sizes: &'static Sizes) -> Vec<Trial> {
     trials
 }
 
-/// The CUDA-only trials: the required 1000x1000 product, and buffers of two devices mixed.
+/// `(rows, cols)` on each side of every boundary of the default one-pass plan
+/// (`OnePassConfig::default()` on an H200: block limits from the driver), run through
+/// [`softmax_shape`]: every path the default takes, at its edges, and the kernels behind the
+/// 8192 x 16384 and 8192 x 32768 benchmark figures (`softmax_block_8`, `softmax_persist_block_8`)
+/// with few rows. `tests/softmax_fast.rs` checks the plans these shapes get.
+const SOFTMAX_PLAN_BOUNDARIES: [(usize, usize); 16] = [
+    // Lane groups of 16 (up to 32 vectors + 3) | a warp with 2 vectors per lane.
+    (3, 131),
+    (3, 132),
+    // Warp with 2 | 4 vectors per lane.
+    (3, 259),
+    (3, 260),
+    // Warp with 4 | 8 vectors per lane.
+    (3, 515),
+    (3, 516),
+    // Warp with 8 vectors (warp_max_cols = 1024) | a block with 4 vectors per thread.
+    (3, 1024),
+    (3, 1025),
+    // Block with 4 vectors per thread of up to 512 threads | 8 vectors (softmax_block_8).
+    (2, 8195),
+    (2, 8196),
+    // softmax_block_8 | softmax_persist_block_8 (PERSISTENT_MIN_COLS).
+    (2, 16_384),
+    (2, 16_385),
+    // softmax_persist_block_8 at 1024 threads (block_max_cols) | the split path (few rows).
+    (2, 32_768),
+    (2, 32_769),
+    // Split (fewer than split_max_rows = 256 rows) | one streaming block per row.
+    (255, 32_769),
+    (256, 32_769),
+];
+
+/// The length of the long-row precision trials: 2^24, the longest row of the benchmarks.
+const LONG_ROW: usize = 1 << 24;
+
+/// Per-element relative tolerance of a softmax over one row of [`LONG_ROW`] entries in [-1, 1)
+/// at inverse temperature `t`. Worst-case budget of one element: `ex2.approx` (2^-22.5, 1.7e-7
+/// relative); the f32 roundings of `x - m`, of `t * (x - m)` and of its product by log2(e), each
+/// up to half an ulp of a value of magnitude up to `2|t|` (about `|t| * 1.7e-7` each, relative in
+/// the exponential); the row's sum (compensated: a few 1e-7, the rescaling by `exp` in the merges
+/// included); the division and the output's and the reference's roundings (6e-8 each). About
+/// 1e-6 at `t = 1`, 3.5e-6 at `t = 10`: the tolerance is twice the `t = 1` budget plus
+/// `3e-7 * |t|`. A plain f32 running sum per thread fails it: the tutorial kernel's sums were
+/// off by 5e-5 at `t = 10` (measured on the CPU with its thread layout in `tests/softmax_fast.rs`).
+fn long_row_tolerance(t: f32) -> f32 {
+    2e-6 + 3e-7 * t.abs()
+}
+
+/// One row of [`LONG_ROW`] through every softmax algorithm (the tutorial kernel, the default
+/// one-pass plan: rows split over blocks, and one streaming block for the row) at `t`, each
+/// element within [`long_row_tolerance`] of the f64 reference.
+fn softmax_long_row(gpu: &Gpu, rng: &mut StdRng, t: f32) -> Check {
+    let x = random_matrix(rng, 1, LONG_ROW);
+    let want = cpu::softmax_rows(&x, t);
+    let want = want.as_slice().unwrap_or_default();
+    let dx = gpu.upload_matrix(&x)?;
+    let stream = OnePassConfig {
+        split_max_rows: 0,
+        ..OnePassConfig::default()
+    };
+    let mut failures = Vec::new();
+    let mut check = |what: String, got: gpukern::Result<DeviceMatrix>| {
+        let what = format!("{what} 1x{LONG_ROW}, t = {t}");
+        let result = got
+            .and_then(|y| y.to_array())
+            .map_err(|e| format!("{what}: {e}").into())
+            .and_then(|y| {
+                check_rel_each(
+                    &what,
+                    y.as_slice().unwrap_or_default(),
+                    want,
+                    long_row_tolerance(t),
+                )
+            });
+        if let Err(e) = result {
+            failures.push(e.to_string());
+        }
+    };
+    for algorithm in SoftmaxAlgorithm::ALL {
+        check(
+            format!("softmax_with({})", algorithm.name()),
+            gpu.softmax_with(&dx, t, algorithm),
+        );
+    }
+    let mut y = poisoned_matrix(gpu, 1, LONG_ROW)?;
+    let streamed = gpu.softmax_into_one_pass(&dx, &mut y, t, &stream).map(|()| y);
+    check(
+        format!("softmax_into_one_pass({:?})", stream.plan(1, LONG_ROW)),
+        streamed,
+    );
+    all_passed(failures)
+}
+
+/// `(m, k, n)` on each side of the default matmul plans' boundaries on an H200 (132
+/// multiprocessors), through [`matmul_shape`] (every algorithm, the default plans): 128 x 128
+/// tiles filling the GPU or not, 64 x 64 tiles filling it or not (then `k` split), `k` long
+/// enough for a second slice or not, and TF32's wide tiling (128 x 256 blocks for every SM) or not.
+/// `k` and `n` multiples of 4 and not, for the 16-byte and 4-byte kernels.
+const MATMUL_PLAN_BOUNDARIES: [(usize, usize, usize); 8] = [
+    // 12 x 11 = 132 blocks of 128 x 128 (large tiling) | 11 x 11 = 121 (small tiling).
+    (1536, 36, 1408),
+    (1408, 37, 1408),
+    // 11 x 12 = 132 blocks of 64 x 64 (k whole) | 11 x 11 = 121, k = 512 in two slices of 256.
+    (704, 515, 768),
+    (704, 512, 704),
+    // 11 x 11 blocks of 64 x 64 with k = 511: shorter than two slices of 256, k stays whole.
+    (704, 511, 701),
+    // TF32: 12 x 11 = 132 blocks of 128 x 256 (wide) | 12 x 10 = 120 (square).
+    (1536, 33, 2816),
+    (1536, 32, 2560),
+    (1535, 31, 2815),
+];
+
+/// The CUDA-only trials: the required 1000x1000 product, buffers of two devices mixed, the plan
+/// boundaries of softmax and matmul, and the long-row precision of every softmax algorithm.
 fn cuda_only_trials(cuda: &Target) -> Vec<Trial> {
+    let mut trials = cuda_fixed_trials(cuda);
+    for (rows, cols) in SOFTMAX_PLAN_BOUNDARIES {
+        trials.push(trial(
+            cuda,
+            &format!("softmax_plan::{rows}x{cols}"),
+            move |gpu, rng| softmax_shape(gpu, rng, (rows, cols), 1.0),
+        ));
+    }
+    for (m, k, n) in MATMUL_PLAN_BOUNDARIES {
+        trials.push(trial(
+            cuda,
+            &format!("matmul_plan::{m}x{k}x{n}"),
+            move |gpu, rng| matmul_shape(gpu, rng, (m, k, n)),
+        ));
+    }
+    for t in [1.0, 10.0] {
+        trials.push(trial(
+            cuda,
+            &format!("softmax_long_row::1x{LONG_ROW}::t={t}"),
+            move |gpu, rng| softmax_long_row(gpu, rng, t),
+        ));
+    }
+    trials
+}
+
+/// The CUDA-only trials of fixed content.
+fn cuda_fixed_trials(cuda: &Target) -> Vec<Trial> {
     vec![
         trial(cuda, "matmul", matmul_1000),
         trial(cuda, "wrong_device::simulator_buffers_on_cuda", |gpu, _| {
@@ -1233,7 +1386,9 @@ fn cuda_only_trials(cuda: &Target) -> Vec<Trial> {
         trial(cuda, "wrong_device::cuda_buffers_on_simulator", |gpu, _| {
             wrong_device(&Gpu::simulator(), gpu)
         }),
-        trial(cuda, "wrong_device::two_cuda_gpus", |gpu, _| {
+        // Two `Gpu`s on the same device 0 (each its own context): what one allocated, the other
+        // refuses. Not two physical GPUs.
+        trial(cuda, "wrong_device::two_gpu_handles_on_device_0", |gpu, _| {
             wrong_device(gpu, &Gpu::new(0)?)
         }),
     ]
@@ -1543,8 +1698,165 @@ fn main() {
     }
 
     let mut trials = backend_trials(&sim, &SIM_SIZES);
+    // The one-pass paths on a row long enough for 8 vectors per thread (more than 2048 vectors:
+    // `softmax_block_8`, `softmax_persist_block_8`), which the small simulator shapes miss.
+    let shape = SIM_BLOCK_8_ROW;
+    trials.push(trial(
+        &sim,
+        &format!("softmax_one_pass::{}x{}", shape.0, shape.1),
+        move |gpu, rng| softmax_one_pass_paths(gpu, rng, shape),
+    ));
     trials.extend(backend_trials(&cuda, &CUDA_SIZES));
     trials.extend(cuda_only_trials(&cuda));
     trials.extend(global_trials());
-    libtest_mimic::run(&args, trials).exit();
+    trials.extend(coverage_self_trials());
+    let cuda_ran = cuda.gpu.is_ok() && !cuda.ignored;
+    let conclusion = libtest_mimic::run(&args, trials);
+
+    // Coverage by construction: after a run of a whole family, every entry point of the PTX
+    // must have been launched by it, or the run fails naming the kernels no trial reached.
+    let mut gaps = Vec::new();
+    if whole_family_ran(&args, "sim::") {
+        gaps.extend(launch_gaps("sim", &gpukern::sim_launch_counts()));
+    }
+    if cuda_ran && whole_family_ran(&args, "cuda::") {
+        gaps.extend(launch_gaps("cuda", &gpukern::cuda_launch_counts()));
+    }
+    if !gaps.is_empty() {
+        eprintln!("\nkernel coverage: FAILED, {} gap(s):", gaps.len());
+        for gap in &gaps {
+            eprintln!("    {gap}");
+        }
+        std::process::exit(101);
+    }
+    conclusion.exit();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Coverage: every entry point launched
+
+/// Whether this run ran every trial of the family `prefix` (`"sim::"`, `"cuda::"`) that its skip
+/// patterns leave: no filter or a filter that the prefix starts with, not `--exact`, not only
+/// the ignored trials, and no skip pattern that drops the whole family. A skip of some shapes
+/// (as `scripts/sanitize.sh` does) keeps the check on: it must not remove a kernel's only trial.
+fn whole_family_ran(args: &Arguments, prefix: &str) -> bool {
+    let filter_admits = match &args.filter {
+        None => true,
+        Some(f) => !args.exact && prefix.starts_with(f.as_str()),
+    };
+    !args.list && !args.ignored && filter_admits && !args.skip.iter().any(|s| prefix.contains(s.as_str()))
+}
+
+/// The coverage gaps of one backend's launch counts against the entry points of every embedded
+/// PTX module, each prefixed with the backend; prints the tally when there are none.
+fn launch_gaps(backend: &str, counts: &[(&'static str, u64)]) -> Vec<String> {
+    let mut gaps = Vec::new();
+    for module in gpukern::ptx::modules() {
+        let entries = common::ptx_entry_names(module.ptx);
+        gaps.extend(
+            common::coverage_gaps(counts, &entries)
+                .into_iter()
+                .map(|g| format!("{backend} ({}): {g}", module.arch)),
+        );
+    }
+    if gaps.is_empty() {
+        let launches: u64 = counts.iter().map(|(_, n)| n).sum();
+        println!(
+            "kernel coverage ({backend}): all {} entry points launched ({launches} launches)",
+            counts.len()
+        );
+    }
+    gaps
+}
+
+/// The coverage check itself, shown able to fail: a planted table with a kernel never launched,
+/// and one with an entry point the launch table lacks, are reported; a full one is not.
+fn coverage_self_trials() -> Vec<Trial> {
+    vec![
+        Trial::test("tf32_check::planted_kernels_fail_and_tf32_passes", || {
+            tf32_check_planted()
+        }),
+        Trial::test("coverage::planted_gaps_are_reported", || {
+            let entries: Vec<String> = gpukern::ptx::KERNEL_NAMES.iter().map(|s| s.to_string()).collect();
+            let full: Vec<(&'static str, u64)> = gpukern::ptx::KERNEL_NAMES.iter().map(|&n| (n, 1)).collect();
+            if !common::coverage_gaps(&full, &entries).is_empty() {
+                return Err("a table with every kernel launched once reports gaps".into());
+            }
+            let mut unlaunched = full.clone();
+            unlaunched[5].1 = 0;
+            let gaps = common::coverage_gaps(&unlaunched, &entries);
+            if gaps.len() != 1 || !gaps[0].contains(full[5].0) {
+                return Err(format!("a kernel never launched ({}) gives {gaps:?}", full[5].0).into());
+            }
+            let mut extra_entry = entries.clone();
+            extra_entry.push("softmax_planted".to_string());
+            let gaps = common::coverage_gaps(&full, &extra_entry);
+            if gaps.len() != 1 || !gaps[0].contains("softmax_planted") {
+                return Err(format!("an entry point outside KERNEL_NAMES gives {gaps:?}").into());
+            }
+            // The parser sees the module's real entry points, each in KERNEL_NAMES.
+            for module in gpukern::ptx::modules() {
+                let parsed = common::ptx_entry_names(module.ptx);
+                if parsed.len() != entries.len() {
+                    return Err(format!(
+                        "{} module: {} entry points parsed, {} expected",
+                        module.arch,
+                        parsed.len(),
+                        entries.len()
+                    )
+                    .into());
+                }
+            }
+            Ok(())
+        }),
+    ]
+}
+
+/// The TF32 check against planted wrong kernels (CPU functions giving their results) at
+/// 31x4097x7 and at k = 1000: the exact product less its last term of `k`, operands of 4
+/// significand bits, operands of bf16 precision (8 bits) must each be refused, while a CPU
+/// emulation of TF32 operands (11 bits, rounded) passes.
+fn tf32_check_planted() -> Result<(), Failed> {
+    let mut rng = common::rng_for("tf32_check::planted");
+    let mut failures = Vec::new();
+    for (m, k, n) in [(31, 4097, 7), (40, 1000, 40)] {
+        let (a, b) = (random_matrix(&mut rng, m, k), random_matrix(&mut rng, k, n));
+        let (av, bv) = (a.view(), b.view());
+        let factor = gpukern::ops::matmul::tf32_error_factor(k);
+        let exact = cpu::matmul(&a, &b).map_err(|e| Failed::from(e.to_string()))?;
+        let mut last_dropped = exact.clone();
+        for ((i, j), c) in last_dropped.indexed_iter_mut() {
+            *c -= a[(i, k - 1)] * b[(k - 1, j)];
+        }
+        let planted = [
+            (
+                "the last term of k dropped",
+                last_dropped.iter().copied().collect::<Vec<f32>>(),
+            ),
+            (
+                "operands of 4 significand bits",
+                matmul_with_operand_bits(&av, &bv, 3),
+            ),
+            ("bf16 operands", matmul_with_operand_bits(&av, &bv, 7)),
+        ];
+        for (what, got) in planted {
+            if tf32_statistical_violation(&av, &bv, &got, factor, TF32_ROUNDED).is_none() {
+                let ratio = common::tf32_rms_ratio(&av, &bv, &got, TF32_ROUNDED);
+                failures.push(format!(
+                    "{m}x{k}x{n}: {what} passes the TF32 check (RMS ratio {ratio:?})"
+                ));
+            }
+        }
+        let emulated = matmul_with_operand_bits(&av, &bv, 10);
+        if let Some(e) = tf32_statistical_violation(&av, &bv, &emulated, factor, TF32_ROUNDED) {
+            failures.push(format!(
+                "{m}x{k}x{n}: TF32 emulated on the CPU fails the check: {e}"
+            ));
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("\n").into())
+    }
 }

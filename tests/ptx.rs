@@ -225,6 +225,33 @@ fn every_module_declares_every_kernel_for_its_architecture() {
     }
 }
 
+/// The converse of the declaration check above: every `.entry` of every module is in
+/// `KERNEL_NAMES`, so the launch counts (indexed by that table) can see every kernel, and the
+/// CUDA coverage check of `tests/kernels.rs` asks for all of them.
+#[test]
+fn every_entry_point_is_in_kernel_names() {
+    for module in modules() {
+        let entries: Vec<&str> = module
+            .ptx
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix(".visible .entry "))
+            .map(|rest| rest.split('(').next().unwrap_or("").trim())
+            .collect();
+        let unknown: Vec<&&str> = entries.iter().filter(|e| !KERNEL_NAMES.contains(e)).collect();
+        assert!(
+            unknown.is_empty(),
+            "the {} module has entry points missing from KERNEL_NAMES: {unknown:?}",
+            module.arch
+        );
+        assert_eq!(
+            entries.len(),
+            KERNEL_NAMES.len(),
+            "the {} module's entry points",
+            module.arch
+        );
+    }
+}
+
 #[test]
 fn ptxas_assembles_every_module_without_stack_or_spills() {
     for module in modules() {

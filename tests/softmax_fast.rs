@@ -702,18 +702,17 @@ fn the_free_function_takes_an_algorithm() {
 // Buffers that start off a 16-byte boundary, straight through the simulator
 // ---------------------------------------------------------------------------------------------
 
-/// A `Vec<f32>` of `len + pad` floats whose element `pad` starts `4 * pad` bytes past a 16-byte
-/// boundary (an allocation of 16-byte units, seen as floats).
-fn offset_buffer(values: &[f32], pad: usize) -> Vec<[f32; 4]> {
-    let mut units = vec![[0.0f32; 4]; (values.len() + pad).div_ceil(4) + 1];
-    let flat = units.as_flattened_mut();
-    flat[pad..pad + values.len()].copy_from_slice(values);
-    units
-}
-
-/// A `Vec<[f32; 4]>` is only 4-byte aligned in general; make sure of 16 for the test's premise.
-fn sixteen_aligned(units: &[[f32; 4]]) -> bool {
-    units.as_ptr() as usize % 16 == 0
+/// A buffer holding `values` from index `start`, where element `start` lies `4 * pad` bytes past
+/// a 16-byte boundary (`pad < 4`): found in the buffer, so it holds whatever alignment the
+/// allocator gave (a float buffer is 4-byte aligned, which is all this needs).
+fn offset_buffer(values: &[f32], pad: usize) -> (Vec<f32>, usize) {
+    let mut buffer = vec![0.0f32; values.len() + 8];
+    let base = (0..4)
+        .find(|&i| buffer[i..].as_ptr() as usize % 16 == 0)
+        .unwrap_or_else(|| panic!("no 16-byte boundary among 4 floats"));
+    let start = base + pad;
+    buffer[start..start + values.len()].copy_from_slice(values);
+    (buffer, start)
 }
 
 #[test]
@@ -751,13 +750,20 @@ fn row_kernels_on_buffers_that_start_off_a_16_byte_boundary() {
     ];
     for pad in 1..4 {
         for &(name, kernel, cfg) in &kernels {
-            let xs = offset_buffer(&x, pad);
-            let mut ys = offset_buffer(&vec![0.0; x.len()], pad);
-            if !sixteen_aligned(&xs) || !sixteen_aligned(&ys) {
-                continue; // the allocator gave 4-byte alignment only: the premise does not hold
-            }
-            let xv = &xs.as_flattened()[pad..pad + x.len()];
-            let yv = &mut ys.as_flattened_mut()[pad..pad + x.len()];
+            let (xs, x_start) = offset_buffer(&x, pad);
+            let (mut ys, y_start) = offset_buffer(&vec![0.0; x.len()], pad);
+            let xv = &xs[x_start..x_start + x.len()];
+            let yv = &mut ys[y_start..y_start + x.len()];
+            assert_eq!(
+                xv.as_ptr() as usize % 16,
+                4 * pad,
+                "the premise: x off a 16-byte boundary"
+            );
+            assert_eq!(
+                yv.as_ptr() as usize % 16,
+                4 * pad,
+                "the premise: y as x modulo 16"
+            );
             let mut l = Launch::new(name, cfg);
             let (px, py) = (l.input("x", xv), l.output("y", yv));
             // SAFETY: rows*cols floats each, at the same address modulo 16; launch shapes as
@@ -823,12 +829,17 @@ fn add_vec4_with_a_grid_smaller_than_the_data_loops() {
 #[test]
 fn add_vec4_on_a_misaligned_buffer_is_reported() {
     // What the host's alignment check prevents: a 16-byte access at a 4-byte aligned address.
+    // A float buffer is 4-byte aligned: start the input at the first element whose address is
+    // 4 bytes past a 16-byte boundary, so the premise holds by construction (this test used to
+    // return early, and pass, when an allocation happened not to be 16-byte aligned).
     let n = 64;
-    let units = offset_buffer(&random(3, n), 1);
-    if !sixteen_aligned(&units) {
-        return;
-    }
-    let a = &units.as_flattened()[1..1 + n];
+    let mut storage = vec![0.0f32; n + 4];
+    let start = (0..4)
+        .find(|&i| storage[i..].as_ptr() as usize % 16 == 4)
+        .unwrap_or_else(|| panic!("no element 4 bytes past a 16-byte boundary among 4 floats"));
+    storage[start..start + n].copy_from_slice(&random(3, n));
+    let a = &storage[start..start + n];
+    assert_eq!(a.as_ptr() as usize % 16, 4, "the premise: a misaligned input");
     let b = random(4, n);
     let mut c = vec![0.0f32; n];
     let mut l = Launch::new("add_vec4", launch(1, kadd::BLOCK, 0));
@@ -841,4 +852,73 @@ fn add_vec4_on_a_misaligned_buffer_is_reported() {
         matches!(&err.violation, Violation::Panic { message } if message.contains("misaligned")),
         "{err}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Long rows: the sums the kernels accumulate per thread
+// ---------------------------------------------------------------------------------------------
+
+/// The relative error of a row's sum of exponentials as the tutorial kernel (`softmax_rows`)
+/// forms it: thread `tid` of `threads` adds entries `tid, tid + threads, ...` with `add`, then the
+/// block adds the partial sums by a tree (in f32, as `block::reduce_sum`).
+fn row_sum_error(terms: &[f32], threads: usize, add: impl Fn(&[f32], usize, usize) -> f32) -> f64 {
+    let exact: f64 = terms.iter().map(|&e| f64::from(e)).sum();
+    let mut partials: Vec<f32> = (0..threads).map(|tid| add(terms, tid, threads)).collect();
+    while partials.len() > 1 {
+        let half = partials.len() / 2;
+        for i in 0..half {
+            partials[i] += partials[i + half];
+        }
+        partials.truncate(half);
+    }
+    (f64::from(partials[0]) - exact).abs() / exact
+}
+
+/// A row of 2^24 at `t = 10`, the sums laid out as the tutorial kernel's 256 threads add them:
+/// with the kernels' [`ksoft::KahanSum`] the sum stays at f32 rounding; with the plain running
+/// sum it had (the planted defect), its error is past the long-row tolerance of the CUDA trials
+/// (`tests/kernels.rs`, 5e-6 at `t = 10`): the trial would catch the old kernel.
+#[test]
+fn a_long_row_sums_to_f32_rounding_with_compensation_and_not_without() {
+    const LONG_ROW: usize = 1 << 24;
+    const T: f32 = 10.0;
+    /// The CUDA trials' per-element tolerance at `t = 10` (`long_row_tolerance(10.0)`).
+    const TRIAL_TOLERANCE: f64 = 5e-6;
+    let x = random(41, LONG_ROW);
+    let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let terms: Vec<f32> = x
+        .iter()
+        .map(|&v| (f64::from(ksoft::exponent(v, m, T))).exp() as f32)
+        .collect();
+    let threads = ksoft::BLOCK as usize;
+    let plain = row_sum_error(&terms, threads, |e, tid, stride| {
+        e.iter().skip(tid).step_by(stride).fold(0.0f32, |s, &v| s + v)
+    });
+    let compensated = row_sum_error(&terms, threads, |e, tid, stride| {
+        let mut sum = ksoft::KahanSum::ZERO;
+        e.iter().skip(tid).step_by(stride).for_each(|&v| sum.add(v));
+        sum.value()
+    });
+    println!("2^24 terms at t = {T}: plain running sums {plain:.2e}, compensated {compensated:.2e}");
+    assert!(compensated < 5e-7, "compensated sum off by {compensated:.2e}");
+    assert!(
+        plain > TRIAL_TOLERANCE,
+        "the planted plain sum passes: {plain:.2e}"
+    );
+}
+
+#[test]
+fn kahan_sum_keeps_what_a_plain_sum_rounds_away() {
+    // 1 + 2^24 terms of 2^-24: a plain f32 sum stays at 1 (each term is half an ulp of 1 and
+    // rounds away), the compensated one reaches 2.
+    let mut sum = ksoft::KahanSum::ZERO;
+    sum.add(1.0);
+    let tiny = f32::powi(2.0, -24);
+    for _ in 0..(1 << 24) {
+        sum.add(tiny);
+    }
+    assert_eq!(sum.value(), 2.0);
+    let mut scaled = sum;
+    scaled.scale(0.5);
+    assert_eq!(scaled.value(), 1.0);
 }

@@ -3,7 +3,7 @@
 use cudarc::driver::PushKernelArg;
 use kernels_gpu::{add as k, sim};
 
-use super::mixed_backends;
+use super::{launch_count, mixed_backends};
 use crate::buffer::{DeviceVec, Storage};
 use crate::device::{Backend, Gpu};
 use crate::error::{DriverContext, Result};
@@ -27,6 +27,7 @@ pub(crate) unsafe fn add(
             launch.arg(a).arg(b).arg(c).arg(&n);
             // SAFETY: argument types and order match the kernel; sizes per the contract.
             unsafe { launch.launch(cfg.to_cuda()) }.during("launching add")?;
+            launch_count::cuda("add");
             Ok(())
         }
         (Backend::Simulator, Storage::Host(a), Storage::Host(b), Storage::Host(c)) => {
@@ -34,6 +35,7 @@ pub(crate) unsafe fn add(
             let (a, b, c) = (launch.input("a", a), launch.input("b", b), launch.output("c", c));
             // SAFETY: registered buffers, sizes per the contract.
             unsafe { launch.run(|| k::add(a, b, c, n)) }?;
+            launch_count::simulator("add");
             Ok(())
         }
         _ => mixed_backends("add"),
@@ -59,6 +61,7 @@ pub(crate) unsafe fn add_vec4(
             launch.arg(a).arg(b).arg(c).arg(&n);
             // SAFETY: argument types and order match the kernel; sizes per the contract.
             unsafe { launch.launch(cfg.to_cuda()) }.during("launching add_vec4")?;
+            launch_count::cuda("add_vec4");
             Ok(())
         }
         (Backend::Simulator, Storage::Host(a), Storage::Host(b), Storage::Host(c)) => {
@@ -66,6 +69,7 @@ pub(crate) unsafe fn add_vec4(
             let (a, b, c) = (launch.input("a", a), launch.input("b", b), launch.output("c", c));
             // SAFETY: registered buffers, sizes and alignment per the contract.
             unsafe { launch.run(|| k::add_vec4(a, b, c, n)) }?;
+            launch_count::simulator("add_vec4");
             Ok(())
         }
         _ => mixed_backends("add"),
@@ -88,6 +92,7 @@ pub(crate) unsafe fn increment_by_one(
             launch.arg(x).arg(&n);
             // SAFETY: argument types and order match the kernel; sizes per the contract.
             unsafe { launch.launch(cfg.to_cuda()) }.during("launching increment_by_one")?;
+            launch_count::cuda("increment_by_one");
             Ok(())
         }
         (Backend::Simulator, Storage::Host(x)) => {
@@ -95,6 +100,7 @@ pub(crate) unsafe fn increment_by_one(
             let x = launch.output("x", x);
             // SAFETY: registered buffer, size per the contract.
             unsafe { launch.run(|| k::increment_by_one(x, n)) }?;
+            launch_count::simulator("increment_by_one");
             Ok(())
         }
         _ => mixed_backends("increment_by_one"),

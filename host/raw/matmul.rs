@@ -3,7 +3,7 @@
 use cudarc::driver::PushKernelArg;
 use kernels_gpu::{matmul as k, matmul_tf32 as t, sim};
 
-use super::mixed_backends;
+use super::{launch_count, mixed_backends};
 use crate::buffer::{DeviceVec, Storage};
 use crate::device::{Backend, Gpu};
 use crate::error::{DriverContext, Result};
@@ -49,6 +49,7 @@ pub(crate) unsafe fn matmul(
             launch.arg(a).arg(b).arg(c).arg(&m).arg(&n).arg(&kd);
             // SAFETY: argument types and order match the kernel; sizes per the contract.
             unsafe { launch.launch(cfg.to_cuda()) }.during("launching matmul")?;
+            launch_count::cuda(name);
             Ok(())
         }
         (Backend::Simulator, Storage::Host(a), Storage::Host(b), Storage::Host(c)) => {
@@ -56,6 +57,7 @@ pub(crate) unsafe fn matmul(
             let (a, b, c) = (launch.input("a", a), launch.input("b", b), launch.output("c", c));
             // SAFETY: registered buffers, sizes per the contract.
             unsafe { launch.run(|| sim_fn(a, b, c, m, n, kd)) }?;
+            launch_count::simulator(name);
             Ok(())
         }
         _ => mixed_backends("matmul"),
@@ -124,6 +126,7 @@ pub(crate) unsafe fn matmul_fast(
             launch.arg(a).arg(b).arg(c).arg(&m).arg(&n).arg(&kd).arg(&k_split);
             // SAFETY: argument types and order match the kernel; sizes per the contract.
             unsafe { launch.launch(cfg.to_cuda()) }.during("launching matmul")?;
+            launch_count::cuda(name);
             Ok(())
         }
         (Backend::Simulator, Storage::Host(a), Storage::Host(b), Storage::Host(c)) => {
@@ -131,6 +134,7 @@ pub(crate) unsafe fn matmul_fast(
             let (a, b, c) = (launch.input("a", a), launch.input("b", b), launch.output("c", c));
             // SAFETY: registered buffers, sizes per the contract.
             unsafe { launch.run(|| sim_fn(a, b, c, m, n, kd, k_split)) }?;
+            launch_count::simulator(name);
             Ok(())
         }
         _ => mixed_backends("matmul"),
@@ -155,6 +159,7 @@ pub(crate) unsafe fn sum_splits(
             launch.arg(p).arg(c).arg(&len).arg(&slices);
             // SAFETY: argument types and order match the kernel; sizes per the contract.
             unsafe { launch.launch(cfg.to_cuda()) }.during("launching matmul_sum_splits")?;
+            launch_count::cuda("matmul_sum_splits");
             Ok(())
         }
         (Backend::Simulator, Storage::Host(p), Storage::Host(c)) => {
@@ -162,6 +167,7 @@ pub(crate) unsafe fn sum_splits(
             let (p, c) = (launch.input("partial", p), launch.output("c", c));
             // SAFETY: registered buffers, sizes per the contract.
             unsafe { launch.run(|| k::matmul_sum_splits(p, c, len, slices)) }?;
+            launch_count::simulator("matmul_sum_splits");
             Ok(())
         }
         _ => mixed_backends("matmul"),
@@ -238,6 +244,7 @@ pub(crate) unsafe fn matmul_tf32(
             launch.arg(a).arg(b).arg(c).arg(&m).arg(&n).arg(&kd);
             // SAFETY: argument types and order match the kernel; sizes per the contract.
             unsafe { launch.launch(cfg.to_cuda()) }.during("launching matmul")?;
+            launch_count::cuda(name);
             Ok(())
         }
         (Backend::Simulator, Storage::Host(a), Storage::Host(b), Storage::Host(c)) => {
@@ -245,6 +252,7 @@ pub(crate) unsafe fn matmul_tf32(
             let (a, b, c) = (launch.input("a", a), launch.input("b", b), launch.output("c", c));
             // SAFETY: registered buffers, sizes per the contract.
             unsafe { launch.run(|| sim_fn(a, b, c, m, n, kd)) }?;
+            launch_count::simulator(name);
             Ok(())
         }
         _ => mixed_backends("matmul"),

@@ -7,6 +7,7 @@
 //! comment gives.
 
 pub(crate) mod add;
+pub(crate) mod launch_count;
 pub(crate) mod matmul;
 pub(crate) mod softmax;
 

@@ -3,7 +3,7 @@
 use cudarc::driver::{CudaFunction, PushKernelArg};
 use kernels_gpu::{sim, softmax as k};
 
-use super::mixed_backends;
+use super::{launch_count, mixed_backends};
 use crate::buffer::{DeviceVec, Storage};
 use crate::device::{Backend, Gpu, Kernels};
 use crate::error::{DriverContext, Result};
@@ -29,6 +29,7 @@ pub(crate) unsafe fn softmax_rows(
             launch.arg(x).arg(y).arg(&rows).arg(&cols).arg(&t);
             // SAFETY: argument types and order match the kernel; sizes per the contract.
             unsafe { launch.launch(cfg.to_cuda()) }.during("launching softmax_rows")?;
+            launch_count::cuda("softmax_rows");
             Ok(())
         }
         (Backend::Simulator, Storage::Host(x), Storage::Host(y)) => {
@@ -36,6 +37,7 @@ pub(crate) unsafe fn softmax_rows(
             let (x, y) = (launch.input("x", x), launch.output("y", y));
             // SAFETY: registered buffers, sizes per the contract.
             unsafe { launch.run(|| k::softmax_rows(x, y, rows, cols, t)) }?;
+            launch_count::simulator("softmax_rows");
             Ok(())
         }
         _ => mixed_backends("softmax"),
@@ -251,6 +253,7 @@ pub(crate) unsafe fn softmax_row_kernel(
             launch.arg(x).arg(y).arg(&rows).arg(&cols).arg(&t);
             // SAFETY: argument types and order match the kernel; sizes per the contract.
             unsafe { launch.launch(cfg.to_cuda()) }.during("launching a softmax kernel")?;
+            launch_count::cuda(kernel.name());
             Ok(())
         }
         (Backend::Simulator, Storage::Host(x), Storage::Host(y)) => {
@@ -259,6 +262,7 @@ pub(crate) unsafe fn softmax_row_kernel(
             let f = kernel.sim();
             // SAFETY: registered buffers, sizes per the contract.
             unsafe { launch.run(|| f(x, y, rows, cols, t)) }?;
+            launch_count::simulator(kernel.name());
             Ok(())
         }
         _ => mixed_backends("softmax"),
@@ -294,6 +298,7 @@ pub(crate) unsafe fn softmax_split_stats(
                 .arg(&t);
             // SAFETY: argument types and order match the kernel; sizes per the contract.
             unsafe { launch.launch(cfg.to_cuda()) }.during("launching softmax_split_stats")?;
+            launch_count::cuda("softmax_split_stats");
             Ok(())
         }
         (Backend::Simulator, Storage::Host(x), Storage::Host(p)) => {
@@ -301,6 +306,7 @@ pub(crate) unsafe fn softmax_split_stats(
             let (x, p) = (launch.input("x", x), launch.output("partials", p));
             // SAFETY: registered buffers, sizes per the contract.
             unsafe { launch.run(|| k::softmax_split_stats(x, p, rows, cols, chunks, chunk_vecs, t)) }?;
+            launch_count::simulator("softmax_split_stats");
             Ok(())
         }
         _ => mixed_backends("softmax"),
@@ -338,6 +344,7 @@ pub(crate) unsafe fn softmax_split_write(
                 .arg(&t);
             // SAFETY: argument types and order match the kernel; sizes per the contract.
             unsafe { launch.launch(cfg.to_cuda()) }.during("launching softmax_split_write")?;
+            launch_count::cuda("softmax_split_write");
             Ok(())
         }
         (Backend::Simulator, Storage::Host(x), Storage::Host(p), Storage::Host(y)) => {
@@ -346,6 +353,7 @@ pub(crate) unsafe fn softmax_split_write(
             let y = launch.output("y", y);
             // SAFETY: registered buffers, sizes per the contract.
             unsafe { launch.run(|| k::softmax_split_write(x, p, y, rows, cols, chunks, chunk_vecs, t)) }?;
+            launch_count::simulator("softmax_split_write");
             Ok(())
         }
         _ => mixed_backends("softmax"),

@@ -121,3 +121,185 @@ pub fn tf32_violation_with(
     }
     None
 }
+
+/// The names of the `.entry` directives (kernel entry points) of a PTX module, in order.
+pub fn ptx_entry_names(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .filter_map(|line| {
+            let rest = line
+                .trim()
+                .strip_prefix(".visible")?
+                .trim()
+                .strip_prefix(".entry")?;
+            let name = rest
+                .trim()
+                .split(|c: char| c == '(' || c.is_whitespace())
+                .next()?;
+            (!name.is_empty()).then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// What a coverage check finds wrong with per-kernel launch `counts` (`gpukern::*_launch_counts`)
+/// against the module's `entries`: each entry point never launched, and each name on one side
+/// only (a kernel the launch table does not know of could never be counted). Empty when every
+/// entry point ran at least once.
+pub fn coverage_gaps(counts: &[(&'static str, u64)], entries: &[String]) -> Vec<String> {
+    let mut gaps = Vec::new();
+    for entry in entries {
+        match counts.iter().find(|(name, _)| name == entry) {
+            None => gaps.push(format!(
+                "{entry}: an entry point of the PTX missing from gpukern::ptx::KERNEL_NAMES"
+            )),
+            Some((_, 0)) => gaps.push(format!("{entry}: never launched")),
+            Some(_) => {}
+        }
+    }
+    for (name, _) in counts {
+        if !entries.iter().any(|e| e == name) {
+            gaps.push(format!(
+                "{name}: in KERNEL_NAMES but not an entry point of the PTX"
+            ));
+        }
+    }
+    gaps
+}
+
+/// How a TF32 kernel rounds its operands, for [`tf32_statistical_violation`].
+#[derive(Clone, Copy, Debug)]
+pub struct OperandRounding {
+    /// The unit roundoff `u`: `2^-11` for TF32 rounded to nearest, `2^-10` truncated.
+    pub unit_roundoff: f64,
+    /// Whether the operands are truncated (relative error in `[-u, 0]`) or rounded to nearest
+    /// (in `[-u, u]`).
+    pub truncates: bool,
+}
+
+/// TF32 rounded to nearest (the `Tf32` algorithm and the rounding tilings).
+pub const TF32_ROUNDED: OperandRounding = OperandRounding {
+    unit_roundoff: 1.0 / 2048.0,
+    truncates: false,
+};
+
+/// TF32 truncated (the `_trunc` tilings).
+pub const TF32_TRUNCATED: OperandRounding = OperandRounding {
+    unit_roundoff: 1.0 / 1024.0,
+    truncates: true,
+};
+
+/// Most the RMS error of a TF32 product may exceed the expected one, [`tf32_rms_ratio`].
+pub const TF32_RMS_FACTOR: f64 = 2.0;
+
+/// Fewest result elements for the statistical criterion: the ratio is an average over elements,
+/// and with `N` elements its spread is about `1 / sqrt(2N)` (0.09 at 64); below that only the
+/// worst-case bound applies.
+pub const TF32_RMS_MIN_ELEMENTS: usize = 64;
+
+/// The ratio of the RMS error of `got` (an `m x n` product of `a`, `b` by a TF32 kernel) to the
+/// RMS error TF32 operands are expected to give.
+///
+/// Derivation. Each operand is replaced by `a (1 + d)`, with `d` spread uniformly over `[-u, u]`
+/// (rounding to nearest: mean 0, mean square `u^2 / 3`) or `[-u, 0]` (truncation: mean `-u/2`,
+/// variance `u^2 / 12`), independently per operand element. Then, to first order,
+/// `err_ij = sum_p a_ip b_pj (d_a + d_b)`, whose mean square over the roundings is
+/// `E[err_ij^2] = 2 var(d) S_ij + (2 mean(d))^2 C_ij^2`, with `S_ij = sum_p (a_ip b_pj)^2` and
+/// `C_ij = sum_p a_ip b_pj`. The f32 accumulation adds about `2^-24 sqrt(k)` relative, far below
+/// `u` (2^-11). The ratio `sqrt(sum_ij err_ij^2 / sum_ij E[err_ij^2])` is then about 1 for a
+/// correct kernel (the simulator's and a CPU emulation of TF32 give 0.9 to 1.1), and grows with
+/// any further error: an operand of `b` bits more has `2^(11 - b)` times the error; a dropped
+/// term of `k` adds `|a b|`, about `sqrt(S / k)`, i.e. `sqrt(1 / k) / u` times the expected error.
+pub fn tf32_rms_ratio(
+    a: &ndarray::ArrayView2<'_, f32>,
+    b: &ndarray::ArrayView2<'_, f32>,
+    got: &[f32],
+    rounding: OperandRounding,
+) -> Result<f64, String> {
+    let want = gpukern::cpu::matmul(a, b).map_err(|e| format!("no reference: {e}"))?;
+    let squares = gpukern::cpu::matmul(&a.mapv(|v| v * v), &b.mapv(|v| v * v))
+        .map_err(|e| format!("no reference: {e}"))?;
+    let (m, n) = want.dim();
+    if got.len() != m * n {
+        return Err(format!("{} elements for a {m} x {n} result", got.len()));
+    }
+    let u = rounding.unit_roundoff;
+    let (mean, var) = if rounding.truncates {
+        (-u / 2.0, u * u / 12.0)
+    } else {
+        (0.0, u * u / 3.0)
+    };
+    let (mut observed, mut expected) = (0.0f64, 0.0f64);
+    for ((i, j), &w) in want.indexed_iter() {
+        let error = f64::from(got[i * n + j]) - f64::from(w);
+        observed += error * error;
+        let c = f64::from(w);
+        expected += 2.0 * var * f64::from(squares[(i, j)]) + 4.0 * mean * mean * c * c;
+    }
+    if observed.is_nan() {
+        return Err("NaN in the result".to_string());
+    }
+    if expected == 0.0 {
+        return Ok(if observed == 0.0 { 0.0 } else { f64::INFINITY });
+    }
+    Ok((observed / expected).sqrt())
+}
+
+/// `None` if `got` passes both TF32 checks: every element within the worst-case bound
+/// `factor * |A| |B|` ([`tf32_violation_with`]), and, with at least [`TF32_RMS_MIN_ELEMENTS`]
+/// elements, the RMS error within [`TF32_RMS_FACTOR`] of the expected one ([`tf32_rms_ratio`]).
+/// The worst-case bound alone accepts a kernel that drops a term of `k` or computes with bf16
+/// operands; the statistical one does not.
+pub fn tf32_statistical_violation(
+    a: &ndarray::ArrayView2<'_, f32>,
+    b: &ndarray::ArrayView2<'_, f32>,
+    got: &[f32],
+    factor: f64,
+    rounding: OperandRounding,
+) -> Option<String> {
+    if let Some(e) = tf32_violation_with(a, b, got, factor) {
+        return Some(e);
+    }
+    if got.len() < TF32_RMS_MIN_ELEMENTS {
+        return None;
+    }
+    match tf32_rms_ratio(a, b, got, rounding) {
+        Ok(ratio) if ratio <= TF32_RMS_FACTOR => None,
+        Ok(ratio) => Some(format!(
+            "RMS error {ratio:.2} times what TF32 operands give (at most {TF32_RMS_FACTOR})"
+        )),
+        Err(e) => Some(e),
+    }
+}
+
+/// `v` rounded to nearest (ties away from zero, as `cvt.rna.tf32.f32`) to `bits` explicit
+/// significand bits (TF32: 10, bf16: 7): a CPU emulation of a narrower operand format.
+pub fn round_significand(v: f32, bits: u32) -> f32 {
+    if !v.is_finite() || bits >= 23 {
+        return v;
+    }
+    let drop = 23 - bits;
+    let half = 1u32 << (drop - 1);
+    let rounded = (v.to_bits() + half) & !((1u32 << drop) - 1);
+    f32::from_bits(rounded)
+}
+
+/// `A * B` in f64 with both operands first rounded to `bits` explicit significand bits, rounded
+/// to f32: what an exact-accumulation kernel with such operands returns.
+pub fn matmul_with_operand_bits(
+    a: &ndarray::ArrayView2<'_, f32>,
+    b: &ndarray::ArrayView2<'_, f32>,
+    bits: u32,
+) -> Vec<f32> {
+    let ra = a.mapv(|v| round_significand(v, bits));
+    let rb = b.mapv(|v| round_significand(v, bits));
+    let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
+    let mut out = vec![0.0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let s: f64 = (0..k)
+                .map(|p| f64::from(ra[(i, p)]) * f64::from(rb[(p, j)]))
+                .sum();
+            out[i * n + j] = s as f32;
+        }
+    }
+    out
+}
