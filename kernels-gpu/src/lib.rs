@@ -30,7 +30,14 @@ pub mod gpu;
 /// each copy: register arrays indexed by `$k` stay in registers (LLVM's own full unrolling gives
 /// up on 8 copies of a body with an exponential, and the array then goes to local memory). Used
 /// by [`softmax`] and [`matmul_tf32`]; defined here so that both modules see it.
+///
+/// A literal count of 2 writes the body out twice, not eight times guarded: the type checker's
+/// time on the kernel crate goes with the number of copies (the code generated is the same).
 macro_rules! unroll_8 {
+    (2, |$k:ident| $body:block) => {{
+        unroll_8!(@one 2, $k, 0, $body);
+        unroll_8!(@one 2, $k, 1, $body);
+    }};
     ($n:expr, |$k:ident| $body:block) => {{
         unroll_8!(@one $n, $k, 0, $body);
         unroll_8!(@one $n, $k, 1, $body);

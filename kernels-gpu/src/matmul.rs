@@ -261,7 +261,33 @@ const MAX_UNROLL: usize = 16;
 /// [`MAX_UNROLL`]; `$lo` and `$hi` must be constants). Rust has no `#pragma unroll`, and LLVM keeps a loop of `BK` outer
 /// products (~600 instructions) rolled; unrolled, `ptxas` can issue the shared loads of step
 /// `i + 1` while the FMAs of step `i` run, instead of waiting for them at the top of each step.
+///
+/// `unrolled!($i in 0..$hi == N, $body)` with a literal `N` of 2, 4 or 8 (checked equal to `$hi`
+/// at compile time) writes the body out exactly `N` times instead of [`MAX_UNROLL`] guarded
+/// times: for the nested loops of [`wide_gemm`], whose bounds are constants, that is 96 copies
+/// of the innermost body instead of 4,352, and the type checker's time on the kernel crate goes
+/// with the number of copies. The code generated is the same.
 macro_rules! unrolled {
+    ($i:ident in 0..$hi:tt == 2, $body:block) => {
+        const { assert!($hi == 2, "unrolled!: the literal count must equal the bound") };
+        unrolled!(@exact $i, $body, 0 1)
+    };
+    ($i:ident in 0..$hi:tt == 4, $body:block) => {
+        const { assert!($hi == 4, "unrolled!: the literal count must equal the bound") };
+        unrolled!(@exact $i, $body, 0 1 2 3)
+    };
+    ($i:ident in 0..$hi:tt == 8, $body:block) => {
+        const { assert!($hi == 8, "unrolled!: the literal count must equal the bound") };
+        unrolled!(@exact $i, $body, 0 1 2 3 4 5 6 7)
+    };
+    (@exact $i:ident, $body:block, $($step:literal)*) => {
+        $(
+            {
+                let $i: usize = $step;
+                $body
+            }
+        )*
+    };
     ($i:ident in $lo:tt..$hi:expr, $body:block) => {
         unrolled!(@steps $i, $lo, $hi, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
     };
@@ -939,10 +965,10 @@ pub unsafe fn wide_gemm<const VEC: bool>(
         let stage = smem.wrapping_add((t % WIDE_STAGES) * WIDE_STAGE_FLOATS);
         let s_a = stage.wrapping_add(row_in * WIDE_A_STRIDE);
         let s_b = stage.wrapping_add(BM * WIDE_A_STRIDE + col_in);
-        unrolled!(kc in 0..(BK / WIDE_A_CHUNK), {
+        unrolled!(kc in 0..(BK / WIDE_A_CHUNK) == 4, {
             // This thread's 8 rows, `WIDE_A_CHUNK` steps of `k` each.
             let mut a_ops = [[0.0f32; WIDE_A_CHUNK]; TM];
-            unrolled!(i in 0..TM, {
+            unrolled!(i in 0..TM == 8, {
                 let at = i * WIDE_ROW_STEP * WIDE_A_STRIDE + kc * WIDE_A_CHUNK;
                 // SAFETY: row `row_in + 8 i < BM`, columns `at..at + WIDE_A_CHUNK` below `BK`,
                 // aligned to the chunk (rows of 48 bytes).
@@ -964,7 +990,7 @@ pub unsafe fn wide_gemm<const VEC: bool>(
                     }
                 }
             });
-            unrolled!(kk in 0..WIDE_A_CHUNK, {
+            unrolled!(kk in 0..WIDE_A_CHUNK == 2, {
                 let mut b_op = [0.0f32; TN];
                 for q in 0..TN / 4 {
                     // SAFETY: row `kc * WIDE_A_CHUNK + kk < BK` of the `B` tile, columns below
@@ -974,7 +1000,7 @@ pub unsafe fn wide_gemm<const VEC: bool>(
                         b_op[q * 4 + j] = v.0[j];
                     }
                 }
-                unrolled!(i in 0..TM, {
+                unrolled!(i in 0..TM == 8, {
                     let a_op = a_ops[i][kk];
                     for j in 0..TN {
                         acc[i][j] = math::fma(a_op, b_op[j], acc[i][j]);
@@ -984,7 +1010,7 @@ pub unsafe fn wide_gemm<const VEC: bool>(
         });
     }
 
-    unrolled!(i in 0..TM, {
+    unrolled!(i in 0..TM == 8, {
         let row = row0 + row_in + i * WIDE_ROW_STEP;
         for q in 0..TN / 4 {
             let col = col0 + col_in + q * 16;
