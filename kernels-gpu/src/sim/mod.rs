@@ -24,8 +24,10 @@
 //! lockstep here, they meet only at shuffles), the GPU's weak memory ordering, races in global memory between blocks, and
 //! fast-math differences (`exp2` is the CPU's, not `ex2.approx`).
 
+mod async_copy;
 mod block;
 pub(crate) mod device;
+mod global;
 mod launch;
 mod report;
 mod shadow;
