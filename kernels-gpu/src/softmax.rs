@@ -336,6 +336,7 @@ fn group_stats<const G: usize>(stats: Stats, t: f32) -> Stats {
 /// Called once per launch by every thread of a block whose size is a multiple of 32;
 /// `scratch` points to `blockDim.x / 32` [`Stats`] of shared memory.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 unsafe fn block_stats(scratch: *mut Stats, stats: Stats, t: f32) -> Stats {
     let tid = thread::thread_idx_x() as usize;
     let warps = (thread::block_dim_x() / warp::SIZE) as usize;

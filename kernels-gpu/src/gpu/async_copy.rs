@@ -11,11 +11,14 @@
 //! slots they copied themselves (the persistent softmax kernels): there the wait alone suffices,
 //! no barrier.
 //!
-//! In the simulator a copy is a checked load of the source and a checked store to the
-//! destination done at once, when issued; [`commit_group`] and [`wait_group`] do nothing. So the
-//! simulator checks the bounds, the alignment and shared-memory races of the copies (a copy
-//! counts as this thread's write at the time it is issued), but not a missing wait: reading a
-//! destination before its group is waited for is a bug it cannot see.
+//! In the simulator a copy reads its source (a checked load) when issued and lands in shared
+//! memory only at the wait that retires its group, as late as the GPU may land it: until then
+//! the destination words are pending, and any access to them (by any thread, the issuer
+//! included, or a second copy into them) is reported. A barrier completes no copy. The landed
+//! words count as the issuing thread's write in the barrier interval of the wait, so another
+//! thread that reads them before a barrier after that wait is reported as a shared-memory race.
+//! The simulator also checks the copies' bounds and alignment, and that the destination is
+//! shared memory.
 
 use crate::gpu::vector::F4;
 
@@ -113,7 +116,8 @@ pub unsafe fn cp_async_4(dst: *mut f32, src: *const f32, src_bytes: u32) {
 }
 
 /// The simulator's copy: `words` floats to `dst`, the first `src_bytes / 4` read from `src`
-/// (checked loads), the rest zero (checked stores).
+/// (checked loads, now), the rest zero; the destination is pending until the wait that retires
+/// the copy's group.
 #[cfg(not(target_arch = "nvptx64"))]
 #[track_caller]
 unsafe fn sim_copy(dst: *mut f32, src: *const f32, words: usize, src_bytes: u32) {
@@ -123,17 +127,7 @@ unsafe fn sim_copy(dst: *mut f32, src: *const f32, words: usize, src_bytes: u32)
         "cp.async of {} bytes with a source size of {src_bytes} bytes (the simulator takes multiples of 4)",
         4 * words
     );
-    for i in 0..words {
-        // SAFETY: the caller's contract; both accesses are checked by the simulator.
-        unsafe {
-            let v = if 4 * i < src_bytes {
-                crate::gpu::mem::load(src, i)
-            } else {
-                0.0
-            };
-            crate::gpu::mem::store(dst, i, v);
-        }
-    }
+    crate::sim::device::async_copy(dst as usize, src as usize, words, src_bytes);
 }
 
 /// Closes this thread's copies issued since the last commit into one group
@@ -146,6 +140,8 @@ pub fn commit_group() {
     unsafe {
         core::arch::asm!("cp.async.commit_group;", options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::async_commit();
 }
 
 /// Waits until at most `N` of this thread's committed groups are still in flight
@@ -158,6 +154,8 @@ pub fn wait_group<const N: u32>() {
     unsafe {
         core::arch::asm!("cp.async.wait_group {n};", n = const N, options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::async_wait(Some(N as usize));
 }
 
 /// [`wait_group`] with the count as an argument, for kernels whose pipeline depth is a const
@@ -223,4 +221,6 @@ pub fn wait_all() {
     unsafe {
         core::arch::asm!("cp.async.wait_all;", options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::async_wait(None);
 }

@@ -1,5 +1,10 @@
 //! Block-scope collectives: every thread of the block calls them, with the same arguments
 //! where arguments must agree.
+//!
+//! In the simulator each collective is `#[track_caller]` down to its barriers, so its barriers
+//! are named by the kernel's call site: threads that diverge into two different calls of one
+//! collective wait at different barriers, and are reported. (The barriers inside one call share
+//! that name; the collectives are straight-line code every thread runs alike.)
 
 use crate::gpu::{mem, thread};
 
@@ -14,6 +19,7 @@ use crate::gpu::{mem, thread};
 /// * `scratch` points to at least `blockDim.x` floats of shared memory that no other code uses
 ///   during the call.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub unsafe fn reduce(scratch: *mut f32, value: f32, op: impl Fn(f32, f32) -> f32) -> f32 {
     let tid = thread::thread_idx_x() as usize;
     let mut active = thread::block_dim_x() as usize / 2;
@@ -43,6 +49,7 @@ pub unsafe fn reduce(scratch: *mut f32, value: f32, op: impl Fn(f32, f32) -> f32
 /// # Safety
 /// As [`reduce`].
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub unsafe fn reduce_sum(scratch: *mut f32, value: f32) -> f32 {
     // SAFETY: forwarded contract.
     unsafe { reduce(scratch, value, |a, b| a + b) }
@@ -53,6 +60,7 @@ pub unsafe fn reduce_sum(scratch: *mut f32, value: f32) -> f32 {
 /// # Safety
 /// As [`reduce`].
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub unsafe fn reduce_max(scratch: *mut f32, value: f32) -> f32 {
     // SAFETY: forwarded contract.
     unsafe { reduce(scratch, value, crate::gpu::math::max_nan) }
@@ -63,6 +71,7 @@ pub unsafe fn reduce_max(scratch: *mut f32, value: f32) -> f32 {
 /// # Safety
 /// As [`reduce`].
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub unsafe fn reduce_min(scratch: *mut f32, value: f32) -> f32 {
     // SAFETY: forwarded contract.
     unsafe { reduce(scratch, value, crate::gpu::math::min_nan) }

@@ -2,8 +2,10 @@
 //!
 //! On the GPU these are plain pointer reads and writes. In the simulator each access is
 //! checked: the pointer must lie in a buffer the launch registered (or in the block's shared
-//! memory), the element must be inside it, and shared-memory accesses are tracked for races
-//! and reads of memory nobody wrote.
+//! memory), the element must be inside it, and accesses are tracked for races (shared memory and
+//! output buffers), reads of shared memory nobody wrote, and reads of `cp.async` slots not waited
+//! for. The pointers the simulator hands a kernel are simulated device addresses, which these
+//! helpers translate: a kernel must touch memory through them, never by dereferencing a pointer.
 
 /// Reads `p[i]`.
 ///
@@ -13,9 +15,22 @@
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub unsafe fn load<T: Copy>(p: *const T, i: usize) -> T {
     #[cfg(not(target_arch = "nvptx64"))]
-    crate::sim::device::check_access(p as usize, i, core::mem::size_of::<T>(), crate::sim::Access::Read);
-    // SAFETY: the caller guarantees `p.add(i)` is valid (checked above in the simulator).
-    unsafe { *p.add(i) }
+    {
+        let host = crate::sim::device::check_access(
+            p as usize,
+            i,
+            core::mem::size_of::<T>(),
+            crate::sim::Access::Read,
+        );
+        // SAFETY: the simulator checked the access and returned the host address of a whole `T`
+        // inside a registered buffer or shared memory (which may be less aligned than `T`).
+        unsafe { (host as *const T).read_unaligned() }
+    }
+    // SAFETY: the caller guarantees `p.add(i)` is valid.
+    #[cfg(target_arch = "nvptx64")]
+    unsafe {
+        *p.add(i)
+    }
 }
 
 /// Writes `v` to `p[i]`.
@@ -26,12 +41,20 @@ pub unsafe fn load<T: Copy>(p: *const T, i: usize) -> T {
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub unsafe fn store<T: Copy>(p: *mut T, i: usize, v: T) {
     #[cfg(not(target_arch = "nvptx64"))]
-    crate::sim::device::check_access(
-        p as usize,
-        i,
-        core::mem::size_of::<T>(),
-        crate::sim::Access::Write,
-    );
+    {
+        let host = crate::sim::device::check_access(
+            p as usize,
+            i,
+            core::mem::size_of::<T>(),
+            crate::sim::Access::Write,
+        );
+        // SAFETY: the simulator checked the access and returned the host address of a whole
+        // writable `T` inside an output buffer or shared memory.
+        unsafe { (host as *mut T).write_unaligned(v) }
+    }
     // SAFETY: the caller guarantees `p.add(i)` is valid and writable.
-    unsafe { *p.add(i) = v }
+    #[cfg(target_arch = "nvptx64")]
+    unsafe {
+        *p.add(i) = v
+    }
 }

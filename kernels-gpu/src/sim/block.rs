@@ -7,8 +7,10 @@ use std::panic::{self, AssertUnwindSafe, Location};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
-use super::launch::LaunchInfo;
-use super::shadow::{self, Shadow};
+use super::async_copy::AsyncCopies;
+use super::global::{GlobalConflict, Kind, Toucher};
+use super::launch::{LaunchInfo, Region};
+use super::shadow::{self, Shadow, Touch};
 use super::{device, Access, Dim3, SimError, Space, Violation, WARP_SIZE};
 
 /// Why a simulated thread handed control back to the scheduler.
@@ -52,6 +54,8 @@ impl StackPool {
 pub(super) struct BlockState<'l> {
     pub(super) info: &'l LaunchInfo,
     pub(super) block_idx: Dim3,
+    /// The block's linear index in the grid (x fastest).
+    block_linear: u64,
     /// Linear index of the thread running now.
     pub(super) current: Cell<u32>,
     /// Barrier intervals completed so far.
@@ -62,15 +66,20 @@ pub(super) struct BlockState<'l> {
     yielders: Vec<Cell<*const ThreadYielder>>,
     /// What each thread's last warp shuffle returned.
     shuffled: Vec<Cell<u32>>,
+    /// Each thread's `cp.async` copies that have not landed.
+    copies: Vec<RefCell<AsyncCopies>>,
     violation: RefCell<Option<Violation>>,
+    /// A whole report that overrides `violation` (a global race, named from its lower side).
+    reported: RefCell<Option<SimError>>,
 }
 
 impl<'l> BlockState<'l> {
-    fn new(info: &'l LaunchInfo, block_idx: Dim3, threads: usize) -> Self {
+    fn new(info: &'l LaunchInfo, block_linear: u64, threads: usize) -> Self {
         let bytes = info.config.shared_mem_bytes as usize;
         BlockState {
             info,
-            block_idx,
+            block_idx: info.config.grid.unflatten(block_linear),
+            block_linear,
             current: Cell::new(0),
             epoch: Cell::new(0),
             // At least one word, so that the base is a real address even with no shared memory
@@ -79,7 +88,9 @@ impl<'l> BlockState<'l> {
             shadow: RefCell::new(Shadow::new(bytes)),
             yielders: (0..threads).map(|_| Cell::new(std::ptr::null())).collect(),
             shuffled: (0..threads).map(|_| Cell::new(0)).collect(),
+            copies: (0..threads).map(|_| RefCell::default()).collect(),
             violation: RefCell::new(None),
+            reported: RefCell::new(None),
         }
     }
 
@@ -110,55 +121,68 @@ impl<'l> BlockState<'l> {
         panic::resume_unwind(Box::new(SimAbort))
     }
 
-    /// Checks an access of `size` bytes at element `i` from pointer `base`, and records it in the
-    /// shared-memory shadow.
-    pub(super) fn check(&self, base: usize, i: usize, size: usize, access: Access) -> Result<(), Violation> {
+    /// Checks an access of `size` bytes at element `i` from pointer `base`, records it in the
+    /// shadow of shared memory or of the global buffer, and returns the host address to access.
+    pub(super) fn check(
+        &self,
+        base: usize,
+        i: usize,
+        size: usize,
+        access: Access,
+    ) -> Result<usize, Violation> {
+        let touch = match access {
+            Access::Read => Touch::Read,
+            Access::Write => Touch::Write,
+        };
+        self.check_touch(base, i, size, touch)
+    }
+
+    /// [`BlockState::check`] for any kind of touch.
+    pub(super) fn check_touch(
+        &self,
+        base: usize,
+        i: usize,
+        size: usize,
+        touch: Touch,
+    ) -> Result<usize, Violation> {
         let size = size.max(1);
-        let shared_start = self.shared_base() as usize;
-        let shared_bytes = self.info.config.shared_mem_bytes as usize;
-        if base >= shared_start && base <= shared_start + shared_bytes {
-            // Byte offsets, not element indices: a 16-byte access from a base that is not a
-            // multiple of 16 bytes into the buffer must not be rounded down into bounds.
-            let offset = byte_offset(base - shared_start, i, size);
-            let in_bounds = offset.filter(|&o| o.checked_add(size).is_some_and(|end| end <= shared_bytes));
-            let Some(offset) = in_bounds else {
-                return Err(Violation::OutOfBounds {
-                    space: Space::Shared,
-                    buffer: "shared".into(),
-                    access,
-                    index: element_index(base - shared_start, i, size),
-                    len: shared_bytes / size,
-                });
-            };
+        let access = touch.access();
+        if let Some(offset) = self.shared_offset(base, i, size, access)? {
             let index = offset / size;
             let tid = self.current.get();
-            let recorded = self
-                .shadow
-                .borrow_mut()
-                .record(offset, size, tid, self.epoch.get(), access);
-            return recorded.map_err(|conflict| {
+            let epoch = self.epoch.get();
+            let recorded = self.shadow.borrow_mut().record(offset, size, tid, epoch, touch);
+            recorded.map_err(|conflict| {
                 let other = match conflict {
-                    shadow::Conflict::Race { other, .. } => self.thread_dim(other),
+                    shadow::Conflict::Race { other, .. } | shadow::Conflict::Pending { issuer: other } => {
+                        self.thread_dim(other)
+                    }
                     shadow::Conflict::Uninitialized => Dim3::default(),
                 };
                 shadow::violation(conflict, index, access, other)
+            })?;
+            return Ok(self.shared_base() as usize + offset);
+        }
+        if touch == Touch::AsyncCopy {
+            return Err(Violation::Panic {
+                message: format!("cp.async to {base:#x}, which is not the block's shared memory"),
             });
         }
 
-        let regions = &self.info.regions;
-        let region = regions
-            .iter()
-            .find(|r| base >= r.start && base < r.start + r.bytes)
-            .or_else(|| regions.iter().find(|r| base == r.start + r.bytes));
-        let Some(region) = region else {
+        let Some((region, base_offset)) = self.info.locate(base) else {
             let address = base.wrapping_add(i.wrapping_mul(size));
             return Err(Violation::UnknownPointer { access, address });
         };
-        let index = element_index(base - region.start, i, size);
-        let in_bounds = byte_offset(base - region.start, i, size)
+        let offset = (i as isize)
+            .checked_mul(size as isize)
+            .and_then(|o| o.checked_add(base_offset))
+            .filter(|&o| i <= isize::MAX as usize && o >= 0)
+            .map(|o| o as usize);
+        let index = element_index(base_offset, i, size);
+        let in_bounds = offset
             .and_then(|o| o.checked_add(size))
             .is_some_and(|end| end <= region.bytes);
-        if !in_bounds {
+        let (Some(offset), true) = (offset, in_bounds) else {
             return Err(Violation::OutOfBounds {
                 space: Space::Global,
                 buffer: region.name.into(),
@@ -166,18 +190,150 @@ impl<'l> BlockState<'l> {
                 index,
                 len: region.bytes / region.elem_size.max(1),
             });
-        }
+        };
         if access == Access::Write && !region.writable {
             return Err(Violation::WriteToInput {
                 buffer: region.name.into(),
                 index,
             });
         }
+        if let Some(shadow) = &region.shadow {
+            let me = Toucher {
+                block: self.block_linear as u32,
+                thread: self.current.get(),
+                epoch: self.epoch.get(),
+            };
+            if let Err(conflict) = shadow.record(offset, size, me, Kind::Plain(access)) {
+                self.fail_global_race(region, shadow.granularity(), conflict, me, access);
+            }
+        }
+        Ok(region.start + offset)
+    }
+
+    /// The byte offset into shared memory of element `i` of `size` bytes from `base`, if `base`
+    /// points into (or just past) the block's shared memory; an error if the element is not inside.
+    fn shared_offset(
+        &self,
+        base: usize,
+        i: usize,
+        size: usize,
+        access: Access,
+    ) -> Result<Option<usize>, Violation> {
+        let shared_start = self.shared_base() as usize;
+        let shared_bytes = self.info.config.shared_mem_bytes as usize;
+        if base < shared_start || base > shared_start + shared_bytes {
+            return Ok(None);
+        }
+        // Byte offsets, not element indices: a 16-byte access from a base that is not a
+        // multiple of 16 bytes into the buffer must not be rounded down into bounds.
+        let offset = byte_offset(base - shared_start, i, size);
+        match offset.filter(|&o| o.checked_add(size).is_some_and(|end| end <= shared_bytes)) {
+            Some(offset) => Ok(Some(offset)),
+            None => Err(Violation::OutOfBounds {
+                space: Space::Shared,
+                buffer: "shared".into(),
+                access,
+                index: element_index(base as isize - shared_start as isize, i, size),
+                len: shared_bytes / size,
+            }),
+        }
+    }
+
+    /// Stops the running thread with the report of a global race, given from the side of the
+    /// lower of the two (block, thread) pairs: the OS threads' interleaving decides which of the
+    /// two accesses comes second and sees the other, and the report must not depend on it.
+    fn fail_global_race(
+        &self,
+        region: &Region,
+        granularity: usize,
+        conflict: GlobalConflict,
+        me: Toucher,
+        access: Access,
+    ) -> ! {
+        let index = conflict.element * granularity / region.elem_size.max(1);
+        let grid = self.info.config.grid;
+        let block = self.info.config.block;
+        let other = conflict.other;
+        let (this, this_access, that, that_access) = if (other.block, other.thread) < (me.block, me.thread) {
+            (other, conflict.other_access, me, access)
+        } else {
+            (me, access, other, conflict.other_access)
+        };
+        let error = SimError {
+            kernel: self.info.kernel.to_string(),
+            block: grid.unflatten(u64::from(this.block)),
+            thread: block.unflatten(u64::from(this.thread)),
+            violation: Violation::GlobalRace {
+                buffer: region.name.into(),
+                index,
+                access: this_access,
+                other_block: grid.unflatten(u64::from(that.block)),
+                other: block.unflatten(u64::from(that.thread)),
+                other_access: that_access,
+            },
+        };
+        *self.reported.borrow_mut() = Some(error);
+        panic::resume_unwind(Box::new(SimAbort))
+    }
+
+    /// Issues the running thread's `cp.async` of `words` 4-byte words to shared `dst`: the first
+    /// `src_bytes / 4` read from global `src` now (checked loads), the rest zeros. The words are
+    /// pending until a wait retires the copy's group ([`BlockState::async_wait`]).
+    pub(super) fn async_copy(
+        &self,
+        dst: usize,
+        src: usize,
+        words: usize,
+        src_bytes: usize,
+    ) -> Result<(), Violation> {
+        let mut data = [0u32; 4];
+        for (w, word) in data.iter_mut().enumerate().take(src_bytes / 4) {
+            let address = self.check(src, w, 4, Access::Read)?;
+            // SAFETY: `check` returned the host address of 4 readable bytes of a registered buffer.
+            *word = unsafe { (address as *const u32).read_unaligned() };
+        }
+        let mut offset = None;
+        for w in 0..words {
+            let address = self.check_touch(dst, w, 4, Touch::AsyncCopy)?;
+            offset.get_or_insert(address - self.shared_base() as usize);
+        }
+        if let Some(offset) = offset {
+            let tid = self.current.get() as usize;
+            self.copies[tid].borrow_mut().issue(offset, data, words);
+        }
         Ok(())
+    }
+
+    /// Closes the running thread's open copies into a group (`cp.async.commit_group`).
+    pub(super) fn async_commit(&self) {
+        self.copies[self.current.get() as usize].borrow_mut().commit();
+    }
+
+    /// Lands the running thread's oldest groups until at most `in_flight` remain
+    /// (`cp.async.wait_group`); `None` commits the open copies and lands all (`cp.async.wait_all`).
+    pub(super) fn async_wait(&self, in_flight: Option<usize>) {
+        let tid = self.current.get();
+        let landed = self.copies[tid as usize].borrow_mut().retire(in_flight);
+        let mut shadow = self.shadow.borrow_mut();
+        for copy in landed {
+            let bytes = 4 * copy.words;
+            // SAFETY: the copy's bytes were checked to lie inside shared memory when it was
+            // issued; no reference to shared memory is held across this write.
+            unsafe {
+                let dst = self.shared_base().add(copy.offset);
+                std::ptr::copy_nonoverlapping(copy.data.as_ptr().cast::<u8>(), dst, bytes);
+            }
+            shadow.land(copy.offset, bytes, tid, self.epoch.get());
+        }
     }
 
     /// The report for thread `tid`, whose run ended by unwinding with `payload`.
     fn report(&self, tid: u32, payload: Box<dyn std::any::Any + Send>) -> SimError {
+        if payload.is::<SimAbort>() {
+            if let Some(error) = self.reported.borrow_mut().take() {
+                return error;
+            }
+        }
         let violation = if payload.is::<SimAbort>() {
             self.violation.borrow_mut().take()
         } else {
@@ -206,9 +362,10 @@ fn byte_offset(base_offset: usize, i: usize, size: usize) -> Option<usize> {
 }
 
 /// The index, counted in elements of `size` bytes from the buffer's start, that a report gives
-/// for element `i` from a pointer `base_offset` bytes into the buffer.
-fn element_index(base_offset: usize, i: usize, size: usize) -> usize {
-    (base_offset / size).wrapping_add(i)
+/// for element `i` from a pointer `base_offset` bytes from the buffer's start (negative below
+/// it: the index then wraps, as `usize` arithmetic does).
+fn element_index(base_offset: isize, i: usize, size: usize) -> usize {
+    (base_offset.div_euclid(size as isize) as usize).wrapping_add(i)
 }
 
 /// The text of a panic payload.
@@ -224,15 +381,15 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 type Thread = Coroutine<(), Suspend, (), DefaultStack>;
 
-/// Runs block `block_idx` of a launch to completion, or to its first violation.
+/// Runs block `block_linear` (linear index in the grid) of a launch to completion, or to its first violation.
 pub(super) fn run_block(
     info: &LaunchInfo,
-    block_idx: Dim3,
+    block_linear: u64,
     stacks: &mut StackPool,
     body: &(dyn Fn() + Sync),
 ) -> Result<(), SimError> {
     let threads = info.config.block.count() as usize;
-    let state = BlockState::new(info, block_idx, threads);
+    let state = BlockState::new(info, block_linear, threads);
     let _entered = device::enter(&state);
 
     let mut coroutines: Vec<Thread> = Vec::with_capacity(threads);

@@ -96,12 +96,31 @@ pub fn shared_base() -> *mut u8 {
     with_block(|b| b.shared_base())
 }
 
-/// Checks an access of one `size`-byte element at index `i` from pointer `base`; on a violation,
-/// records it and stops the running thread.
-pub fn check_access(base: usize, i: usize, size: usize, access: Access) {
+/// Checks an access of one `size`-byte element at index `i` from pointer `base` and returns the
+/// host address to access; on a violation, records it and stops the running thread.
+pub fn check_access(base: usize, i: usize, size: usize, access: Access) -> usize {
+    with_block(|b| match b.check(base, i, size, access) {
+        Ok(address) => address,
+        Err(violation) => b.fail(violation),
+    })
+}
+
+/// Issues a `cp.async` of `words` 4-byte words from global `src` to shared `dst` (`src_bytes`
+/// of them read, the rest zero); on a violation, records it and stops the running thread.
+pub fn async_copy(dst: usize, src: usize, words: usize, src_bytes: usize) {
     with_block(|b| {
-        if let Err(violation) = b.check(base, i, size, access) {
+        if let Err(violation) = b.async_copy(dst, src, words, src_bytes) {
             b.fail(violation)
         }
     })
+}
+
+/// `cp.async.commit_group` of the running thread.
+pub fn async_commit() {
+    with_block(|b| b.async_commit())
+}
+
+/// `cp.async.wait_group in_flight` of the running thread, or `cp.async.wait_all` with `None`.
+pub fn async_wait(in_flight: Option<usize>) {
+    with_block(|b| b.async_wait(in_flight))
 }

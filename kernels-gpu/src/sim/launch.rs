@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::block::{run_block, StackPool};
+use super::global::GlobalShadow;
 use super::{SimError, Violation, MAX_THREADS_PER_BLOCK};
 
 /// A grid or block extent, or an index in one.
@@ -60,14 +61,39 @@ pub struct LaunchConfig {
     pub shared_mem_bytes: u32,
 }
 
+/// Where the simulator places the kernel-side address of the first registered buffer.
+///
+/// Kernels never see a host address: [`Launch::input`] and [`Launch::output`] hand out addresses
+/// in a range no host allocation uses (above 2^62), one buffer every [`BUFFER_SPAN`] bytes. A
+/// pointer derived from buffer `x` by any offset smaller than half the span therefore stays
+/// nearer `x`'s address than any other buffer's, and the simulator names `x` in the report
+/// instead of silently accepting an access that happens to land in a neighbouring buffer.
+const FAKE_BASE: usize = 1 << 62;
+
+/// Distance between the kernel-side addresses of two registered buffers: 1 TiB.
+pub(super) const BUFFER_SPAN: usize = 1 << 40;
+
+/// Low address bits kept from the host address, so that a buffer's alignment (what vector
+/// accesses and the kernels' own alignment tests see) is the same as the host buffer's.
+const KEPT_ALIGNMENT: usize = 256;
+
+const _: () = assert!(
+    usize::BITS == 64,
+    "the simulator's address layout needs 64-bit pointers"
+);
+
 /// A buffer the kernel may touch.
-#[derive(Clone, Debug)]
 pub(super) struct Region {
     pub(super) name: &'static str,
+    /// The host address of its first byte.
     pub(super) start: usize,
+    /// The address the kernel sees for its first byte.
+    pub(super) fake_start: usize,
     pub(super) bytes: usize,
     pub(super) elem_size: usize,
     pub(super) writable: bool,
+    /// Which thread last wrote (and read) each element during this launch; writable buffers only.
+    pub(super) shadow: Option<GlobalShadow>,
 }
 
 /// What every block of a launch shares.
@@ -75,6 +101,17 @@ pub(super) struct LaunchInfo {
     pub(super) kernel: &'static str,
     pub(super) config: LaunchConfig,
     pub(super) regions: Vec<Region>,
+}
+
+impl LaunchInfo {
+    /// The buffer whose kernel-side address is nearest to `address`, and `address`'s byte offset
+    /// from that buffer's start (negative below it); `None` when `address` is farther than half
+    /// a [`BUFFER_SPAN`] from every registered buffer.
+    pub(super) fn locate(&self, address: usize) -> Option<(&Region, isize)> {
+        let slot = address.wrapping_sub(FAKE_BASE).wrapping_add(BUFFER_SPAN / 2) / BUFFER_SPAN;
+        let region = self.regions.get(slot.checked_sub(1)?)?;
+        Some((region, address.wrapping_sub(region.fake_start) as isize))
+    }
 }
 
 /// One kernel launch in the simulator: register the buffers, then [`Launch::run`] the kernel.
@@ -113,38 +150,57 @@ impl<'a> Launch<'a> {
         }
     }
 
-    /// Registers `data` as a read-only buffer named `name`; returns the pointer to pass to the kernel.
+    /// Registers `data` as a read-only buffer named `name`; returns the pointer to pass to the
+    /// kernel.
+    ///
+    /// The pointer is the buffer's address in the simulated device's memory, not `data`'s host
+    /// address: only the kernel's accesses through [`crate::gpu::mem`] (and the helpers built on
+    /// it) may use it, never a plain dereference.
     pub fn input<T>(&mut self, name: &'static str, data: &'a [T]) -> *const T {
-        self.register(
+        let fake = self.register(
             name,
             data.as_ptr() as usize,
             std::mem::size_of_val(data),
             size_of::<T>(),
             false,
         );
-        data.as_ptr()
+        std::ptr::without_provenance(fake)
     }
 
-    /// Registers `data` as a writable buffer named `name`; returns the pointer to pass to the kernel.
+    /// Registers `data` as a writable buffer named `name`; returns the pointer to pass to the
+    /// kernel (a simulated device address, as for [`Launch::input`]).
     pub fn output<T>(&mut self, name: &'static str, data: &'a mut [T]) -> *mut T {
-        self.register(
+        let fake = self.register(
             name,
             data.as_ptr() as usize,
             std::mem::size_of_val(data),
             size_of::<T>(),
             true,
         );
-        data.as_mut_ptr()
+        std::ptr::without_provenance_mut(fake)
     }
 
-    fn register(&mut self, name: &'static str, start: usize, bytes: usize, elem_size: usize, writable: bool) {
+    /// Adds a buffer; returns the address the kernel sees for its start.
+    fn register(
+        &mut self,
+        name: &'static str,
+        start: usize,
+        bytes: usize,
+        elem_size: usize,
+        writable: bool,
+    ) -> usize {
+        let slot = self.info.regions.len() + 1;
+        let fake_start = FAKE_BASE + slot * BUFFER_SPAN + start % KEPT_ALIGNMENT;
         self.info.regions.push(Region {
             name,
             start,
+            fake_start,
             bytes,
             elem_size,
             writable,
+            shadow: writable.then(|| GlobalShadow::new(bytes, elem_size)),
         });
+        fake_start
     }
 
     /// Runs the grid: `body` is called once per simulated thread, and must launch the kernel
@@ -178,8 +234,7 @@ impl<'a> Launch<'a> {
                         if b >= blocks {
                             break;
                         }
-                        let block_idx = info.config.grid.unflatten(b);
-                        if let Err(e) = run_block(&info, block_idx, &mut stacks, &|| (body.0)()) {
+                        if let Err(e) = run_block(&info, b, &mut stacks, &|| (body.0)()) {
                             stop.store(true, Ordering::Relaxed);
                             errors.lock().unwrap_or_else(|p| p.into_inner()).push((b, e));
                         }

@@ -6,26 +6,53 @@
 //!   barrier or returns, so [`crate::gpu::thread::sync_threads`] really synchronises them;
 //! * warp shuffles ([`crate::gpu::warp`]) as a rendezvous of the 32 lanes of a warp: each lane
 //!   suspends with its value, and the exchange completes when every lane of the warp is there;
-//! * each block's own dynamic shared memory, sized by the launch.
+//! * each block's own dynamic shared memory, sized by the launch;
+//! * each registered buffer at its own simulated device address, 1 TiB from any other: the
+//!   pointers a kernel gets from [`Launch::input`] / [`Launch::output`] are not host addresses,
+//!   and [`crate::gpu::mem`] translates every access;
+//! * `cp.async` copies that land in shared memory only at the wait that retires their group.
 //!
 //! What it checks, each report naming the kernel, block, thread and index ([`SimError`]):
 //! * reads and writes out of bounds of a global buffer or of shared memory, writes to an input,
-//!   and accesses through pointers into no buffer of the launch;
+//!   and accesses through pointers into no buffer of the launch. A global access is attributed to
+//!   the buffer whose simulated address is nearest its pointer, so a pointer offset past one
+//!   buffer's end (by less than half a TiB) is reported against that buffer even where, on the
+//!   host, the offset would land inside another registered buffer;
 //! * a barrier that not every thread of the block reaches, or threads waiting at different
-//!   barriers (reported, never a hang);
+//!   barriers (reported, never a hang). A barrier is named by the source location of the call
+//!   that reaches it from the kernel: the block collectives ([`crate::gpu::block`]) and other
+//!   helpers with barriers are `#[track_caller]`, so two calls of one helper are two barriers;
 //! * a warp shuffle that not every lane of the warp reaches (a lane returned, or waits at a
 //!   barrier or another shuffle), or one in a warp of fewer than 32 threads;
 //! * shared-memory races: two threads touching the same element between two barriers, at
 //!   least one of them writing;
+//! * global-memory races in output buffers: two threads touching the same element, at least one
+//!   writing, with nothing ordering them (threads of different blocks, always; threads of one
+//!   block, between two barriers). Reported from the lower of the two (block, thread) pairs;
+//! * an access to a shared word a `cp.async` is still copying into (before the issuing thread's
+//!   wait retires its group; a barrier does not), and a read of a landed copy by another thread
+//!   before a barrier that follows the wait;
 //! * reads of shared memory that no thread wrote since the launch began;
 //! * a panic inside kernel code.
 //!
-//! What it does not model: timing, warp-synchronous execution (threads of a warp do not run in
-//! lockstep here, they meet only at shuffles), the GPU's weak memory ordering, races in global memory between blocks, and
-//! fast-math differences (`exp2` is the CPU's, not `ex2.approx`).
+//! What it does not check or model:
+//! * memory touched other than through [`crate::gpu::mem`] and the helpers built on it (a plain
+//!   `*p` on a simulated address crashes or reads the wrong memory), and pointer provenance
+//!   beyond addresses: a pointer computed from another buffer's address (`x + (y - x)`), or
+//!   offset by half a TiB or more, is attributed to the buffer it lands nearest;
+//! * global races involving reads fully: each element remembers its last writer and its last
+//!   reader only, so a write is checked against the latest read, not every earlier one; input
+//!   buffers have no shadow (they cannot be written); threads of one block are ordered by any
+//!   barrier between them, as `__syncthreads` orders global memory too;
+//! * timing, warp-synchronous execution (threads of a warp do not run in lockstep here, they
+//!   meet only at shuffles), the GPU's weak memory ordering and fences, atomics (none exist yet;
+//!   the global shadow has an exempt `Atomic` kind ready for them), every possible order of the
+//!   blocks, and fast-math differences (`exp2` is the CPU's, not `ex2.approx`).
 
+mod async_copy;
 mod block;
 pub(crate) mod device;
+mod global;
 mod launch;
 mod report;
 mod shadow;

@@ -64,6 +64,34 @@ pub enum Violation {
         /// What the other thread did.
         other_access: Access,
     },
+    /// Two threads touched the same element of a global buffer, at least one writing, with
+    /// nothing ordering them: threads of different blocks (the kernels have no atomics), or of
+    /// one block with no barrier between the accesses. The report names the lower of the two
+    /// (block, thread) pairs as the thread, so that it does not depend on the order blocks ran.
+    GlobalRace {
+        /// The buffer's name.
+        buffer: String,
+        /// Element index in the buffer.
+        index: usize,
+        /// What this thread did.
+        access: Access,
+        /// The other thread's block.
+        other_block: Dim3,
+        /// The other thread.
+        other: Dim3,
+        /// What the other thread did.
+        other_access: Access,
+    },
+    /// An access to shared memory that a `cp.async` is still copying into: the issuing thread
+    /// has not yet waited (`wait_group` / `wait_all`) for the group holding that copy.
+    AsyncCopyNotWaited {
+        /// Element index in shared memory.
+        index: usize,
+        /// What this thread did.
+        access: Access,
+        /// The thread that issued the copy.
+        issuer: Dim3,
+    },
     /// A read of shared memory that no thread wrote since the launch began.
     UninitializedSharedRead {
         /// Element index in shared memory.
@@ -181,6 +209,28 @@ impl fmt::Display for Violation {
                 f,
                 "shared-memory race at index {index}: this thread's {access} and thread {other}'s \
                  {other_access} with no barrier between them"
+            ),
+            Violation::GlobalRace {
+                buffer,
+                index,
+                access,
+                other_block,
+                other,
+                other_access,
+            } => write!(
+                f,
+                "global-memory race on `{buffer}` at index {index}: this thread's {access} and the \
+                 {other_access} of thread {other} of block {other_block}, with nothing ordering them"
+            ),
+            Violation::AsyncCopyNotWaited {
+                index,
+                access,
+                issuer,
+            } => write!(
+                f,
+                "{access} of shared memory at index {index} while the cp.async into it issued by \
+                 thread {issuer} is still in flight (wait for its group first, then a barrier for \
+                 other threads)"
             ),
             Violation::UninitializedSharedRead { index } => {
                 write!(

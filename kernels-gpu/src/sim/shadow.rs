@@ -1,7 +1,29 @@
 //! Shadow state of a block's shared memory: who touched each 4-byte word since the last barrier,
-//! and whether anyone ever wrote it.
+//! whether anyone ever wrote it, and whether a `cp.async` into it is still in flight.
 
 use super::{Access, Violation};
+
+/// What a thread does to shared memory.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Touch {
+    /// A load.
+    Read,
+    /// A store.
+    Write,
+    /// The issue of a `cp.async` into the word: a write that lands later, at the wait that
+    /// retires its group ([`Shadow::land`]); until then any access to the word is a bug.
+    AsyncCopy,
+}
+
+impl Touch {
+    /// Whether it reads or writes, as a report says.
+    pub(super) fn access(self) -> Access {
+        match self {
+            Touch::Read => Access::Read,
+            Touch::Write | Touch::AsyncCopy => Access::Write,
+        }
+    }
+}
 
 /// No thread.
 const NONE: u32 = u32::MAX;
@@ -14,6 +36,8 @@ struct Word {
     /// The first two distinct readers: enough to name a reader other than any given thread.
     readers: [u32; 2],
     written: bool,
+    /// The thread whose `cp.async` into the word has not landed yet, or [`NONE`].
+    pending: u32,
 }
 
 /// One entry per 4-byte word of shared memory.
@@ -27,6 +51,8 @@ pub(super) enum Conflict {
     Race { other: u32, other_access: Access },
     /// Nobody wrote the word yet.
     Uninitialized,
+    /// A `cp.async` by thread `issuer` (linear index) into the word has not been waited for.
+    Pending { issuer: u32 },
 }
 
 impl Shadow {
@@ -37,6 +63,7 @@ impl Shadow {
             writer: NONE,
             readers: [NONE; 2],
             written: false,
+            pending: NONE,
         };
         Shadow {
             words: vec![fresh; bytes.div_ceil(4)],
@@ -51,18 +78,21 @@ impl Shadow {
         size: usize,
         tid: u32,
         epoch: u32,
-        access: Access,
+        touch: Touch,
     ) -> Result<(), Conflict> {
         let first = offset / 4;
         let last = (offset + size.max(1) - 1) / 4;
         for word in &mut self.words[first..=last] {
+            if word.pending != NONE {
+                return Err(Conflict::Pending { issuer: word.pending });
+            }
             if word.epoch != epoch {
                 word.epoch = epoch;
                 word.writer = NONE;
                 word.readers = [NONE; 2];
             }
-            match access {
-                Access::Read => {
+            match touch {
+                Touch::Read => {
                     if !word.written {
                         return Err(Conflict::Uninitialized);
                     }
@@ -78,7 +108,7 @@ impl Shadow {
                         word.readers[1] = tid;
                     }
                 }
-                Access::Write => {
+                Touch::Write | Touch::AsyncCopy => {
                     if word.writer != NONE && word.writer != tid {
                         return Err(Conflict::Race {
                             other: word.writer,
@@ -92,11 +122,32 @@ impl Shadow {
                         });
                     }
                     word.writer = tid;
-                    word.written = true;
+                    if touch == Touch::AsyncCopy {
+                        word.pending = tid;
+                    } else {
+                        word.written = true;
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// Lands thread `tid`'s `cp.async` into bytes `offset..offset + size` during `epoch`: the
+    /// words are written, by `tid`, in this barrier interval (so other threads must still pass a
+    /// barrier before they read them), and no longer pending.
+    pub(super) fn land(&mut self, offset: usize, size: usize, tid: u32, epoch: u32) {
+        let first = offset / 4;
+        let last = (offset + size.max(1) - 1) / 4;
+        for word in &mut self.words[first..=last] {
+            if word.epoch != epoch {
+                word.epoch = epoch;
+                word.readers = [NONE; 2];
+            }
+            word.writer = tid;
+            word.written = true;
+            word.pending = NONE;
+        }
     }
 }
 
@@ -110,5 +161,10 @@ pub(super) fn violation(conflict: Conflict, index: usize, access: Access, other:
             other_access,
         },
         Conflict::Uninitialized => Violation::UninitializedSharedRead { index },
+        Conflict::Pending { .. } => Violation::AsyncCopyNotWaited {
+            index,
+            access,
+            issuer: other,
+        },
     }
 }

@@ -1,0 +1,152 @@
+//! Shadow state of a launch's writable global buffers: which thread last wrote and last read
+//! each element, so that two threads touching one element without an order between them are
+//! reported instead of running as undefined behaviour.
+//!
+//! Blocks run on several OS threads at once, so each entry is an atomic word holding a packed
+//! [`Toucher`]. Two threads of one block are ordered by a barrier between their accesses (the
+//! same barrier-interval rule as shared memory); threads of different blocks are never ordered,
+//! since the kernels have no atomics or grid-wide synchronisation. Only writable buffers get a
+//! shadow: an input cannot be written, so it cannot race.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::Access;
+
+/// How an access takes part in the race check.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Kind {
+    /// An ordinary load or store: races with an unordered write (and a store with an unordered
+    /// read).
+    Plain(Access),
+    /// An atomic read-modify-write: exempt from the race check (none exist yet; the kind is
+    /// here so that the atomics, when they come, have their place).
+    #[allow(dead_code)]
+    Atomic,
+}
+
+/// Bits of a packed [`Toucher`] that hold `thread + 1` (up to 1024 threads, so 11 bits).
+const THREAD_BITS: u32 = 11;
+/// Bits that hold the barrier interval, modulo 2^21 (a block passing 2^21 barriers could alias
+/// two intervals of one thread pair; no kernel here comes near).
+const EPOCH_BITS: u32 = 21;
+
+/// One thread's access, packed into 64 bits: the block's linear index (low 32 bits of it), the
+/// barrier interval, and `thread + 1` (so that 0 means nobody).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) struct Toucher {
+    /// Linear index of the block in the grid.
+    pub(super) block: u32,
+    /// Linear index of the thread in its block.
+    pub(super) thread: u32,
+    /// Barriers the block had passed when the access happened.
+    pub(super) epoch: u32,
+}
+
+impl Toucher {
+    fn pack(self) -> u64 {
+        let epoch = u64::from(self.epoch) & ((1 << EPOCH_BITS) - 1);
+        (u64::from(self.block) << 32) | (epoch << THREAD_BITS) | (u64::from(self.thread) + 1)
+    }
+
+    fn unpack(word: u64) -> Option<Toucher> {
+        let thread = (word & ((1 << THREAD_BITS) - 1)) as u32;
+        (thread != 0).then(|| Toucher {
+            block: (word >> 32) as u32,
+            thread: thread - 1,
+            epoch: ((word >> THREAD_BITS) & ((1 << EPOCH_BITS) - 1)) as u32,
+        })
+    }
+
+    /// Whether nothing orders `self`'s access before `other`'s: different blocks, or different
+    /// threads of one block in the same barrier interval.
+    fn unordered_with(self, other: Toucher) -> bool {
+        let same_epoch = (self.epoch ^ other.epoch) & ((1 << EPOCH_BITS) - 1) == 0;
+        self.block != other.block || (self.thread != other.thread && same_epoch)
+    }
+}
+
+/// A race found by [`GlobalShadow::record`]: the element, and the earlier access it conflicts with.
+pub(super) struct GlobalConflict {
+    /// Element index (in elements of the shadow's granularity) where the race is.
+    pub(super) element: usize,
+    /// The other thread's access.
+    pub(super) other: Toucher,
+    /// What the other thread did.
+    pub(super) other_access: Access,
+}
+
+/// One writer and one reader entry per element of a writable buffer.
+pub(super) struct GlobalShadow {
+    /// Bytes per shadow element: the buffer's element size, at most 4, so that two threads
+    /// writing neighbouring floats of a buffer registered as wider elements are not confused.
+    granularity: usize,
+    writers: Vec<AtomicU64>,
+    /// The last reader only: a write is checked against the latest read, not every read.
+    readers: Vec<AtomicU64>,
+}
+
+impl GlobalShadow {
+    /// A shadow for a buffer of `bytes` bytes of `elem_size`-byte elements, nothing touched yet.
+    pub(super) fn new(bytes: usize, elem_size: usize) -> Self {
+        let granularity = elem_size.clamp(1, 4);
+        let entries = bytes.div_ceil(granularity);
+        GlobalShadow {
+            granularity,
+            writers: (0..entries).map(|_| AtomicU64::new(0)).collect(),
+            readers: (0..entries).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Records an access by `me` to bytes `offset..offset + size` of the buffer (in bounds), or
+    /// returns the first earlier access it races with.
+    ///
+    /// Each side publishes itself before it looks at the other (a store swaps in its writer and
+    /// then reads the reader; a load swaps in its reader and then reads the writer), with
+    /// sequentially consistent operations: of two racing accesses in different blocks, at least
+    /// one sees the other, whatever the interleaving of the OS threads.
+    pub(super) fn record(
+        &self,
+        offset: usize,
+        size: usize,
+        me: Toucher,
+        kind: Kind,
+    ) -> Result<(), GlobalConflict> {
+        let Kind::Plain(access) = kind else {
+            return Ok(());
+        };
+        let first = offset / self.granularity;
+        let last = (offset + size.max(1) - 1) / self.granularity;
+        let packed = me.pack();
+        for element in first..=last.min(self.writers.len().saturating_sub(1)) {
+            let conflict = |word: u64, other_access| {
+                Toucher::unpack(word)
+                    .filter(|&other| other.unordered_with(me))
+                    .map(|other| GlobalConflict {
+                        element,
+                        other,
+                        other_access,
+                    })
+            };
+            let found = match access {
+                Access::Write => {
+                    let writer = self.writers[element].swap(packed, Ordering::SeqCst);
+                    conflict(writer, Access::Write)
+                        .or_else(|| conflict(self.readers[element].load(Ordering::SeqCst), Access::Read))
+                }
+                Access::Read => {
+                    self.readers[element].swap(packed, Ordering::SeqCst);
+                    conflict(self.writers[element].load(Ordering::SeqCst), Access::Write)
+                }
+            };
+            if let Some(found) = found {
+                return Err(found);
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes per shadow element.
+    pub(super) fn granularity(&self) -> usize {
+        self.granularity
+    }
+}
