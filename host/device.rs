@@ -325,9 +325,10 @@ impl Gpu {
 pub(crate) fn open_error(ordinal: usize, e: DriverError) -> Error {
     use sys::CUresult::*;
     match e.0 {
+        // The code's name: `DriverError`'s text asks libcuda, which may be what is missing.
         CUDA_ERROR_NO_DEVICE | CUDA_ERROR_INVALID_DEVICE => Error::NoDevice {
             ordinal,
-            reason: e.to_string(),
+            reason: format!("{:?}", e.0),
         },
         _ => Error::Driver {
             during: OPENING_DEVICE,
@@ -443,7 +444,8 @@ mod tests {
                 Error::Driver { during, .. } => !no_gpu && during.contains("present but failing"),
                 _ => false,
             };
-            (!right || e.is_no_gpu() != no_gpu).then(|| format!("{code:?} -> {e:?}"))
+            // The code, not `e`: a DriverError's text asks libcuda, which may be missing here.
+            (!right || e.is_no_gpu() != no_gpu).then(|| format!("{code:?} -> no GPU: {}", e.is_no_gpu()))
         })
     }
 
@@ -457,7 +459,7 @@ mod tests {
     fn every_failure_as_no_device_is_caught() {
         let old = |ordinal, e: DriverError| Error::NoDevice {
             ordinal,
-            reason: e.to_string(),
+            reason: format!("{:?}", e.0),
         };
         let caught = misclassified(old);
         assert!(
