@@ -41,13 +41,58 @@ fn alloc_error(bytes: usize) -> impl FnOnce(DriverError) -> Error {
     }
 }
 
+/// The most `f32` elements one buffer may hold: those whose byte size fits `isize::MAX`, the
+/// most a host `Vec<f32>` can hold (and a pointer offset can span), so that every device buffer
+/// can also be copied back into one.
+pub const MAX_ELEMENTS: usize = isize::MAX as usize / std::mem::size_of::<f32>();
+
+/// The number of elements of a buffer of extents `dims` (their product; `[len]` for a vector,
+/// `[rows, cols]` for a matrix), or [`Error::TooLarge`] when the product overflows `usize` or
+/// exceeds [`MAX_ELEMENTS`]. Every allocation of gpukern sizes its buffer through this one check,
+/// before anything is allocated, so a byte count never wraps around (`len * 4` of `2^62 + 2^31`
+/// elements would be 8 GiB).
+pub fn checked_len(op: &'static str, dims: &[usize]) -> Result<usize> {
+    let too_large = || Error::TooLarge {
+        op,
+        detail: format!(
+            "{} f32 elements: a buffer may hold at most {MAX_ELEMENTS} ({} bytes, the most a host \
+             Vec<f32> can hold); use smaller inputs",
+            dims.iter().map(usize::to_string).collect::<Vec<_>>().join(" x "),
+            MAX_ELEMENTS * std::mem::size_of::<f32>()
+        ),
+    };
+    dims.iter()
+        .try_fold(1usize, |len, &d| len.checked_mul(d))
+        .filter(|&len| len <= MAX_ELEMENTS)
+        .ok_or_else(too_large)
+}
+
+/// An empty host vector with room for `len` floats, standing in for device memory in the
+/// simulator: [`Error::OutOfMemory`] (not an abort, as `vec!` would) when the host cannot
+/// provide it. `len` has passed [`checked_len`].
+fn host_buffer(len: usize) -> Result<Vec<f32>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+        bytes: len * std::mem::size_of::<f32>(),
+    })?;
+    Ok(v)
+}
+
+/// [`host_buffer`] filled with `len` copies of `value`.
+fn host_vec(len: usize, value: f32) -> Result<Vec<f32>> {
+    let mut v = host_buffer(len)?;
+    v.resize(len, value);
+    Ok(v)
+}
+
 impl CudaDevice {
     /// `len` floats of device memory, contents unspecified (every kernel writes its whole output).
+    /// `len` has passed [`checked_len`] (the callers in this module check it).
     pub(crate) fn alloc(&self, len: usize) -> Result<CudaSlice<f32>> {
         if len == 0 {
             return self.stream.null().during("allocating an empty buffer");
         }
-        let bytes = len.saturating_mul(4);
+        let bytes = len * std::mem::size_of::<f32>();
         // SAFETY: the caller fills the buffer (a kernel's output or a copy) before anyone reads it.
         unsafe { self.stream.alloc::<f32>(len) }.map_err(alloc_error(bytes))
     }
@@ -56,6 +101,8 @@ impl CudaDevice {
 impl Gpu {
     /// Copies `data` to a new device vector.
     pub fn upload(&self, data: &[f32]) -> Result<DeviceVec> {
+        // A host slice cannot exceed the limit; checked anyway so every allocation passes here.
+        checked_len("upload", &[data.len()])?;
         let storage = match &self.backend {
             Backend::Cuda(d) => {
                 let mut dst = d.alloc(data.len())?;
@@ -66,7 +113,11 @@ impl Gpu {
                 }
                 Storage::Cuda(dst)
             }
-            Backend::Simulator => Storage::Host(data.to_vec()),
+            Backend::Simulator => {
+                let mut v = host_buffer(data.len())?;
+                v.extend_from_slice(data);
+                Storage::Host(v)
+            }
         };
         Ok(DeviceVec {
             storage,
@@ -86,7 +137,10 @@ impl Gpu {
     }
 
     /// A new device vector of `len` zeros (e.g. the output of [`Gpu::add_into`]).
+    ///
+    /// Errors: [`Error::TooLarge`] above [`MAX_ELEMENTS`]; [`Error::OutOfMemory`].
     pub fn zeros(&self, len: usize) -> Result<DeviceVec> {
+        checked_len("zeros", &[len])?;
         let storage = match &self.backend {
             Backend::Cuda(d) => {
                 let mut s = d.alloc(len)?;
@@ -95,14 +149,17 @@ impl Gpu {
                 }
                 Storage::Cuda(s)
             }
-            Backend::Simulator => Storage::Host(vec![0.0; len]),
+            Backend::Simulator => Storage::Host(host_vec(len, 0.0)?),
         };
         Ok(DeviceVec { storage, len })
     }
 
     /// A new `rows x cols` device matrix of zeros (e.g. the output of [`Gpu::matmul_into`]).
+    ///
+    /// Errors: [`Error::TooLarge`] when `rows * cols` overflows or exceeds [`MAX_ELEMENTS`];
+    /// [`Error::OutOfMemory`].
     pub fn zeros_matrix(&self, rows: usize, cols: usize) -> Result<DeviceMatrix> {
-        let len = matrix_len(rows, cols)?;
+        let len = checked_len("zeros_matrix", &[rows, cols])?;
         Ok(DeviceMatrix {
             data: self.zeros(len)?,
             rows,
@@ -110,18 +167,21 @@ impl Gpu {
         })
     }
 
-    /// A new device vector of `len` elements for a kernel to write.
+    /// A new device vector of `len` elements for a kernel to write ([`Error::TooLarge`] above
+    /// [`MAX_ELEMENTS`]).
     pub(crate) fn alloc(&self, len: usize) -> Result<DeviceVec> {
+        checked_len("allocating device memory", &[len])?;
         let storage = match &self.backend {
             Backend::Cuda(d) => Storage::Cuda(d.alloc(len)?),
-            Backend::Simulator => Storage::Host(vec![f32::NAN; len]),
+            Backend::Simulator => Storage::Host(host_vec(len, f32::NAN)?),
         };
         Ok(DeviceVec { storage, len })
     }
 
-    /// A new `rows x cols` device matrix for a kernel to write.
+    /// A new `rows x cols` device matrix for a kernel to write (the result of an operation:
+    /// [`Error::TooLarge`] when it could not exist on the host).
     pub(crate) fn alloc_matrix(&self, rows: usize, cols: usize) -> Result<DeviceMatrix> {
-        let len = matrix_len(rows, cols)?;
+        let len = checked_len("allocating a result matrix", &[rows, cols])?;
         Ok(DeviceMatrix {
             data: self.alloc(len)?,
             rows,
@@ -142,14 +202,6 @@ impl Gpu {
             Err(Error::WrongDevice { op })
         }
     }
-}
-
-/// `rows * cols`, or [`Error::TooLarge`] if it overflows.
-fn matrix_len(rows: usize, cols: usize) -> Result<usize> {
-    rows.checked_mul(cols).ok_or_else(|| Error::TooLarge {
-        op: "allocating a matrix",
-        detail: format!("{rows} x {cols} elements overflow usize"),
-    })
 }
 
 impl DeviceVec {

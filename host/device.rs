@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, sys};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, sys};
 use cudarc::nvrtc::Ptx;
 
 use crate::error::{DriverContext, Error, Result};
@@ -67,6 +67,7 @@ pub(crate) struct Kernels {
     pub(crate) matmul_fast_128x256_vec4: CudaFunction,
     pub(crate) matmul_sum_splits: CudaFunction,
     pub(crate) matmul_tf32_128x128: CudaFunction,
+    pub(crate) matmul_tf32_128x128_k16: CudaFunction,
     pub(crate) matmul_tf32_128x256: CudaFunction,
     pub(crate) matmul_tf32_128x256_vec4: CudaFunction,
     pub(crate) matmul_tf32_128x128_trunc: CudaFunction,
@@ -99,16 +100,23 @@ impl Gpu {
     /// The CUDA device with this ordinal (0 is the first), with gpukern's kernels loaded.
     ///
     /// Errors: [`Error::NoDriver`] without the NVIDIA driver, [`Error::NoDevice`] without such a
-    /// device, [`Error::UnsupportedDevice`] if it is older than every embedded PTX module.
+    /// device, [`Error::UnsupportedDevice`] if it is older than every embedded PTX module, and
+    /// [`Error::Driver`] when the driver and device are there but fail (a broken install, a
+    /// context that cannot be created, a device out of memory...): that is never "no GPU", so
+    /// [`Gpu::global`] does not hide it behind the simulator.
     pub fn new(ordinal: usize) -> Result<Gpu> {
         // SAFETY: only probes whether the driver library can be loaded.
         if !unsafe { sys::is_culib_present() } {
             return Err(Error::NoDriver);
         }
-        let ctx = CudaContext::new(ordinal).map_err(|e| Error::NoDevice {
-            ordinal,
-            reason: e.to_string(),
-        })?;
+        let count = CudaContext::device_count().map_err(|e| open_error(ordinal, e))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(Error::NoDevice {
+                ordinal,
+                reason: format!("the driver sees {count} device(s)"),
+            });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| open_error(ordinal, e))?;
         // Every buffer of this Gpu lives on its one stream, so cudarc's cross-stream events
         // are pure overhead on each allocation and launch.
         // SAFETY: called before this context allocated anything or launched anything.
@@ -142,6 +150,7 @@ impl Gpu {
             matmul_fast_128x256_vec4: load("matmul_fast_128x256_vec4")?,
             matmul_sum_splits: load("matmul_sum_splits")?,
             matmul_tf32_128x128: load("matmul_tf32_128x128")?,
+            matmul_tf32_128x128_k16: load("matmul_tf32_128x128_k16")?,
             matmul_tf32_128x256: load("matmul_tf32_128x256")?,
             matmul_tf32_128x256_vec4: load("matmul_tf32_128x256_vec4")?,
             matmul_tf32_128x128_trunc: load("matmul_tf32_128x128_trunc")?,
@@ -215,9 +224,10 @@ impl Gpu {
     /// The process-wide default used by the free functions ([`crate::matmul`] and friends),
     /// created on first use.
     ///
-    /// With `GPUKERN_DEVICE` unset it is CUDA device 0, or, when there is no driver or no device,
-    /// the simulator (saying so once on stderr). `GPUKERN_DEVICE=cuda` makes a missing GPU an
-    /// error instead; `GPUKERN_DEVICE=sim` always picks the simulator.
+    /// With `GPUKERN_DEVICE` unset it is CUDA device 0, or, when there is no driver or no device
+    /// ([`Error::is_no_gpu`]), the simulator (saying so once on stderr); a GPU that is present
+    /// but failing is an error, never a silent fallback. `GPUKERN_DEVICE=cuda` makes a missing
+    /// GPU an error instead; `GPUKERN_DEVICE=sim` always picks the simulator.
     pub fn global() -> Result<&'static Gpu> {
         static DEFAULT: OnceLock<Result<Gpu>> = OnceLock::new();
         DEFAULT.get_or_init(Self::from_env).as_ref().map_err(Clone::clone)
@@ -233,14 +243,9 @@ impl Gpu {
             }),
             _ => match Gpu::new(0) {
                 Ok(gpu) => Ok(gpu),
-                Err(Error::NoDriver) => {
-                    eprintln!(
-                        "gpukern: no CUDA driver (libcuda not found): running the kernels in the CPU simulator"
-                    );
-                    Ok(Gpu::simulator())
-                }
-                Err(Error::NoDevice { reason, .. }) => {
-                    eprintln!("gpukern: no CUDA device ({reason}): running the kernels in the CPU simulator");
+                // Only "no GPU" falls back; a failing GPU is an error the user must see.
+                Err(e) if e.is_no_gpu() => {
+                    eprintln!("gpukern: {e}; running the kernels in the CPU simulator");
                     Ok(Gpu::simulator())
                 }
                 Err(e) => Err(e),
@@ -283,13 +288,58 @@ impl Gpu {
 
     /// The cudarc context and stream, for interop with other cudarc code (e.g. cuBLAS, timing
     /// events); `None` for the simulator.
-    pub fn cuda_stream(&self) -> Option<(&Arc<CudaContext>, &Arc<CudaStream>)> {
+    ///
+    /// # Safety
+    /// gpukern switches cudarc's cross-stream event tracking off for this context (every buffer
+    /// of a `Gpu` is used only on its one stream), so cudarc no longer orders work on other
+    /// streams against it. The caller must:
+    /// * queue everything it does with the context on the returned stream, or order it against
+    ///   that stream with events it records and waits on itself (or a full synchronisation);
+    /// * never use a buffer of this `Gpu` ([`crate::DeviceVec`], [`crate::DeviceMatrix`]) or
+    ///   memory it allocated from the context on another stream without such ordering, nor free
+    ///   it while work on another stream may still use it;
+    /// * not switch event tracking back on, nor destroy or reset the context or the stream.
+    ///
+    /// Work queued on the returned stream itself (cuBLAS on a handle bound to it, events recorded
+    /// on it) needs nothing more: it runs in order with gpukern's own calls.
+    ///
+    /// Safe code cannot call it:
+    ///
+    /// ```compile_fail,E0133
+    /// let gpu = gpukern::Gpu::simulator();
+    /// let _ = gpu.cuda_stream();
+    /// ```
+    pub unsafe fn cuda_stream(&self) -> Option<(&Arc<CudaContext>, &Arc<CudaStream>)> {
         match &self.backend {
             Backend::Cuda(d) => Some((&d.ctx, &d.stream)),
             Backend::Simulator => None,
         }
     }
 }
+
+/// What a failure of the driver while opening device `ordinal` means. Only the driver's "no
+/// such device" answers (`CUDA_ERROR_NO_DEVICE`: none visible; `CUDA_ERROR_INVALID_DEVICE`: no
+/// device with that ordinal) are [`Error::NoDevice`]; everything else (`CUDA_ERROR_NOT_INITIALIZED`
+/// or a version mismatch from a broken install, a context that cannot be created, out of memory)
+/// means a GPU is there and failing: [`Error::Driver`].
+pub(crate) fn open_error(ordinal: usize, e: DriverError) -> Error {
+    use sys::CUresult::*;
+    match e.0 {
+        // The code's name: `DriverError`'s text asks libcuda, which may be what is missing.
+        CUDA_ERROR_NO_DEVICE | CUDA_ERROR_INVALID_DEVICE => Error::NoDevice {
+            ordinal,
+            reason: format!("{:?}", e.0),
+        },
+        _ => Error::Driver {
+            during: OPENING_DEVICE,
+            source: e,
+        },
+    }
+}
+
+/// What [`Error::Driver`] says gpukern was doing when opening a device failed.
+const OPENING_DEVICE: &str = "opening the CUDA device (a device is present but failing: check \
+     `nvidia-smi` and the driver install, or run on the CPU with Gpu::simulator())";
 
 impl std::fmt::Debug for Gpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -321,12 +371,15 @@ fn read_limits(ctx: &Arc<CudaContext>) -> Result<DeviceLimits> {
 /// Opts the kernels that need more than 48 KiB of dynamic shared memory (the TF32 matmuls) in to
 /// what they use, and asks for the largest shared-memory carveout for them (two 105 KiB blocks
 /// of `matmul_tf32_128x128` per multiprocessor). A kernel whose need exceeds the device's opt-in
-/// limit is left as it is: its launches are refused by the limit check ([`DeviceLimits`]).
+/// limit is left as it is: [`crate::ops::matmul::Tf32Tile::choose`] picks a tiling that fits
+/// (`matmul_tf32_128x128_k16`, 74 KiB, where the limit is 99 KiB), and a launch of one that does
+/// not is refused by the limit check ([`DeviceLimits`]).
 fn allow_large_shared_memory(kernels: &Kernels, limits: &DeviceLimits) -> Result<()> {
-    use kernels_gpu::matmul_tf32::{TF32_128X128, TF32_128X256};
+    use kernels_gpu::matmul_tf32::{TF32_128X128, TF32_128X128_K16, TF32_128X256};
     use sys::CUfunction_attribute::*;
     let large = [
         (&kernels.matmul_tf32_128x128, TF32_128X128.shared_bytes()),
+        (&kernels.matmul_tf32_128x128_k16, TF32_128X128_K16.shared_bytes()),
         (&kernels.matmul_tf32_128x256, TF32_128X256.shared_bytes()),
         (&kernels.matmul_tf32_128x256_vec4, TF32_128X256.shared_bytes()),
         (&kernels.matmul_tf32_128x128_trunc, TF32_128X128.shared_bytes()),
@@ -358,4 +411,60 @@ fn allow_large_shared_memory(kernels: &Kernels, limits: &DeviceLimits) -> Result
         )
         .during("opting softmax_persist_block_8 in to more shared memory")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every driver answer `Gpu::new` can get while opening a device, and whether it means "no
+    /// GPU" (fall back, ignore the CUDA tests) rather than "a GPU failing" (report it).
+    const ANSWERS: [(sys::CUresult, bool); 10] = {
+        use sys::CUresult::*;
+        [
+            (CUDA_ERROR_NO_DEVICE, true),
+            (CUDA_ERROR_INVALID_DEVICE, true),
+            (CUDA_ERROR_NOT_INITIALIZED, false),
+            (CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, false),
+            (CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, false),
+            (CUDA_ERROR_INVALID_CONTEXT, false),
+            (CUDA_ERROR_OUT_OF_MEMORY, false),
+            (CUDA_ERROR_DEVICE_UNAVAILABLE, false),
+            (CUDA_ERROR_ECC_UNCORRECTABLE, false),
+            (CUDA_ERROR_UNKNOWN, false),
+        ]
+    };
+
+    /// The first answer `mapping` classifies wrongly, if any.
+    fn misclassified(mapping: impl Fn(usize, DriverError) -> Error) -> Option<String> {
+        ANSWERS.iter().find_map(|&(code, no_gpu)| {
+            let e = mapping(2, DriverError(code));
+            let right = match &e {
+                Error::NoDevice { ordinal, .. } => no_gpu && *ordinal == 2,
+                Error::Driver { during, .. } => !no_gpu && during.contains("present but failing"),
+                _ => false,
+            };
+            // The code, not `e`: a DriverError's text asks libcuda, which may be missing here.
+            (!right || e.is_no_gpu() != no_gpu).then(|| format!("{code:?} -> no GPU: {}", e.is_no_gpu()))
+        })
+    }
+
+    #[test]
+    fn only_missing_devices_are_no_device() {
+        assert_eq!(misclassified(open_error), None);
+    }
+
+    /// The mapping gpukern had (every failure to open a context is `NoDevice`) is caught.
+    #[test]
+    fn every_failure_as_no_device_is_caught() {
+        let old = |ordinal, e: DriverError| Error::NoDevice {
+            ordinal,
+            reason: format!("{:?}", e.0),
+        };
+        let caught = misclassified(old);
+        assert!(
+            caught.as_deref().is_some_and(|m| m.contains("NOT_INITIALIZED")),
+            "{caught:?}"
+        );
+    }
 }

@@ -12,7 +12,8 @@ pub enum Error {
          LD_LIBRARY_PATH), or run on the CPU with Gpu::simulator() / GPUKERN_DEVICE=sim"
     )]
     NoDriver,
-    /// The driver loaded, but there is no usable device with that ordinal.
+    /// The driver loaded, but has no device with that ordinal (or none at all). A device that is
+    /// there but fails is [`Error::Driver`] instead.
     #[error(
         "no CUDA device {ordinal}: {reason}. Check `nvidia-smi`, or run on the CPU with Gpu::simulator()"
     )]
@@ -47,7 +48,10 @@ pub enum Error {
         /// What the shapes must satisfy.
         rule: &'static str,
     },
-    /// The problem does not fit one launch on this device (grid, block or shared-memory limits).
+    /// The problem does not fit one launch on this device (grid, block or shared-memory limits),
+    /// or a buffer it needs (an input, or a result such as matmul's `m x n`) would have more
+    /// elements than [`crate::buffer::MAX_ELEMENTS`]: a byte size past `isize::MAX`, which no
+    /// host `Vec<f32>` could hold. Checked before anything is allocated.
     #[error("{op} is too large for the device: {detail}")]
     TooLarge {
         /// The operation.
@@ -75,7 +79,8 @@ pub enum Error {
         /// The operation.
         op: &'static str,
     },
-    /// The CUDA driver returned an error.
+    /// The CUDA driver returned an error, e.g. a device present but failing (a broken driver
+    /// install, a context that cannot be created) or a failed launch.
     #[error("CUDA driver error while {during}: {source}")]
     Driver {
         /// What gpukern was doing.
@@ -87,6 +92,16 @@ pub enum Error {
     /// The CPU simulator caught a kernel breaking a rule (a bug in the kernel, never in the input).
     #[error("simulator: {0}")]
     Simulator(#[from] SimError),
+}
+
+impl Error {
+    /// Whether this says there is no GPU to use ([`Error::NoDriver`], [`Error::NoDevice`]), as
+    /// opposed to a GPU that is there but failing ([`Error::Driver`] and the rest). Only these
+    /// make [`crate::Gpu::global`] fall back to the simulator, and only these make the CUDA tests
+    /// "ignored" rather than failed.
+    pub fn is_no_gpu(&self) -> bool {
+        matches!(self, Error::NoDriver | Error::NoDevice { .. })
+    }
 }
 
 /// `Result` with gpukern's [`Error`].

@@ -18,7 +18,7 @@ pub struct PtxModule {
 }
 
 /// Every kernel entry point each module exports.
-pub const KERNEL_NAMES: [&str; 34] = [
+pub const KERNEL_NAMES: [&str; 35] = [
     "add",
     "increment_by_one",
     "matmul_naive",
@@ -31,6 +31,7 @@ pub const KERNEL_NAMES: [&str; 34] = [
     "matmul_fast_128x256_vec4",
     "matmul_sum_splits",
     "matmul_tf32_128x128",
+    "matmul_tf32_128x128_k16",
     "matmul_tf32_128x256",
     "matmul_tf32_128x256_vec4",
     "matmul_tf32_128x128_trunc",

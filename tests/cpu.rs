@@ -661,3 +661,153 @@ fn fast_plans_follow_their_documented_rules() {
         );
     }
 }
+
+/// `checked_len`, the one size check every allocation passes: the largest element count whose
+/// bytes fit `isize::MAX` passes, one more does not, and products that overflow `usize` are
+/// refused whatever their factors.
+#[test]
+fn checked_len_stops_at_what_a_host_vec_holds() {
+    use gpukern::buffer::{MAX_ELEMENTS, checked_len};
+    assert_eq!(MAX_ELEMENTS * 4, isize::MAX as usize - 3);
+    assert_eq!(checked_len("t", &[MAX_ELEMENTS]).ok(), Some(MAX_ELEMENTS));
+    assert_eq!(checked_len("t", &[MAX_ELEMENTS, 1]).ok(), Some(MAX_ELEMENTS));
+    assert_eq!(checked_len("t", &[0, usize::MAX]).ok(), Some(0));
+    assert_eq!(checked_len("t", &[]).ok(), Some(1));
+    assert_too_large(
+        checked_len("t", &[MAX_ELEMENTS + 1]),
+        &["t is too large", "at most"],
+    );
+    // 2^62 + 2^31 floats: 2^64 + 2^33 bytes, which wraps to 8 GiB unchecked.
+    assert_too_large(checked_len("zeros", &[(1 << 62) + (1 << 31)]), &["zeros"]);
+    // The matmul of the issue: a 2^31 x 2^31 result is 2^62 elements, 2^64 bytes.
+    assert_too_large(
+        checked_len("t", &[1 << 31, 1 << 31]),
+        &["2147483648 x 2147483648"],
+    );
+    assert_too_large(checked_len("t", &[usize::MAX, 2]), &[]);
+    assert_too_large(checked_len("t", &[2, usize::MAX / 2 + 1, 0]), &[]);
+}
+
+/// The free function of the issue: a (2^31 x 0) by (0 x 2^31) matmul is refused as too large
+/// (it panicked with "capacity overflow" in the simulator).
+#[test]
+fn matmul_whose_result_cannot_exist_is_too_large() {
+    let a = Array2::<f32>::zeros((1 << 31, 0));
+    let b = Array2::<f32>::zeros((0, 1 << 31));
+    assert_too_large(gpukern::matmul(&a, &b), &["matrix"]);
+    let sim = gpukern::Gpu::simulator();
+    match (sim.upload_matrix(&a), sim.upload_matrix(&b)) {
+        (Ok(da), Ok(db)) => assert_too_large(sim.matmul(&da, &db).map(|c| c.dim()), &["matrix"]),
+        _ => panic!("uploading empty matrices failed"),
+    }
+}
+
+/// The TF32 tiling for each opt-in shared-memory limit of the GPUs gpukern supports: every
+/// choice fits its device, and a device of 99 KiB gets the 74 KiB `SquareK16` rather than a
+/// 105 KiB tiling it could not launch.
+#[test]
+fn tf32_tiling_fits_each_device() {
+    use gpukern::ops::matmul::Tf32Tile;
+    const KIB: u32 = 1024;
+    // (compute capabilities, opt-in limit, multiprocessors)
+    let devices = [
+        ("9.0 (H100, H200)", 227 * KIB, 132),
+        ("8.0 (A100)", 163 * KIB, 108),
+        ("8.6, 8.9, 12.0", 99 * KIB, 84),
+    ];
+    // (m, n): too few 128 x 256 blocks for any of them, and plenty.
+    let shapes = [(1, 1), (1000, 1000), (4096, 4096), (8192, 8192), (4097, 4093)];
+    for (name, optin, sms) in devices {
+        let limits = DeviceLimits {
+            max_shared_mem_per_block_optin: optin,
+            ..DeviceLimits::COMMON
+        };
+        for (m, n) in shapes {
+            let tile = Tf32Tile::choose(m, n, sms, &limits);
+            let bytes = tile.tiling().shared_bytes();
+            assert!(
+                bytes <= optin,
+                "{name}: {m}x{n} got {tile:?}, {bytes} bytes > {optin}"
+            );
+            assert!(
+                tile.rounds(),
+                "{name}: {tile:?} must round (it is MatmulAlgorithm::Tf32)"
+            );
+            let want = match optin {
+                o if o >= 204 * KIB => {
+                    let wide = m.div_ceil(128) * n.div_ceil(256) >= sms;
+                    if wide { Tf32Tile::Wide } else { Tf32Tile::Square }
+                }
+                o if o >= 105 * KIB => Tf32Tile::Square,
+                _ => Tf32Tile::SquareK16,
+            };
+            assert_eq!(tile, want, "{name}: {m}x{n}");
+        }
+    }
+    // The tilings' needs the table rests on.
+    assert_eq!(Tf32Tile::Wide.tiling().shared_bytes(), 208_896);
+    assert_eq!(Tf32Tile::Square.tiling().shared_bytes(), 107_520);
+    assert_eq!(Tf32Tile::SquareK16.tiling().shared_bytes(), 75_776);
+    assert!(Tf32Tile::Square.tiling().shared_bytes() > 99 * KIB);
+    // The choice as it was (Square whenever Wide does not fit) is what this test catches.
+    let old_choice = |m: usize, n: usize, sms: usize, limits: &DeviceLimits| {
+        let wide = Tf32Tile::Wide.tiling();
+        if m.div_ceil(128) * n.div_ceil(256) >= sms
+            && wide.shared_bytes() <= limits.max_shared_mem_per_block_optin
+        {
+            Tf32Tile::Wide
+        } else {
+            Tf32Tile::Square
+        }
+    };
+    let ada = DeviceLimits {
+        max_shared_mem_per_block_optin: 99 * KIB,
+        ..DeviceLimits::COMMON
+    };
+    assert!(old_choice(4096, 4096, 84, &ada).tiling().shared_bytes() > ada.max_shared_mem_per_block_optin);
+}
+
+/// Which "Gpu::new(0) failed" outcomes make the CUDA trials ignored: only no driver and no
+/// device, and never with `GPUKERN_REQUIRE_GPU=1`; a failing GPU (a driver error) runs them, so
+/// they fail. The rule the harnesses had (ignore on any error) is caught.
+#[test]
+fn only_a_missing_gpu_makes_cuda_trials_ignored() {
+    use cudarc::driver::{DriverError, sys::CUresult};
+    let failing = || Error::Driver {
+        during: "opening the CUDA device",
+        source: DriverError(CUresult::CUDA_ERROR_NOT_INITIALIZED),
+    };
+    let no_device = || Error::NoDevice {
+        ordinal: 0,
+        reason: "CUDA_ERROR_NO_DEVICE".into(),
+    };
+    // (name, what Gpu::new returned, GPUKERN_REQUIRE_GPU=1, ignored). Named, not printed: a
+    // DriverError's text asks libcuda, which this machine may not have.
+    let cases: Vec<(&str, Result<(), Error>, bool, bool)> = vec![
+        ("gpu", Ok(()), false, false),
+        ("gpu, required", Ok(()), true, false),
+        ("no driver", Err(Error::NoDriver), false, true),
+        ("no device", Err(no_device()), false, true),
+        ("no driver, required", Err(Error::NoDriver), true, false),
+        ("no device, required", Err(no_device()), true, false),
+        ("failing gpu", Err(failing()), false, false),
+        ("failing gpu, required", Err(failing()), true, false),
+    ];
+    let wrong = |decide: &dyn Fn(&Result<(), Error>, bool) -> bool| {
+        cases
+            .iter()
+            .filter(|(_, opened, require, ignored)| decide(opened, *require) != *ignored)
+            .map(|(name, ..)| *name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        wrong(&|o, r| common::cuda_trials_ignored(o, r)),
+        Vec::<&str>::new()
+    );
+    let old_rule = |o: &Result<(), Error>, r: bool| o.is_err() && !r;
+    assert_eq!(
+        wrong(&old_rule),
+        ["failing gpu"],
+        "the old rule ignores a failing GPU"
+    );
+}

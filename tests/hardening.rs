@@ -328,6 +328,80 @@ fn softmax_edges(backend: Backend, _seed: u64) -> Result<(), Failed> {
     Ok(())
 }
 
+/// Sizes whose bytes overflow, or that no host `Vec<f32>` could hold, are `TooLarge` before
+/// anything is allocated, on every allocation path; one element less gets past the size check
+/// (and fails as out of memory instead). The device keeps working after each.
+fn impossible_sizes(backend: Backend, _seed: u64) -> Result<(), Failed> {
+    use gpukern::buffer::MAX_ELEMENTS;
+    let gpu = backend.gpu()?;
+    let mut failures = Vec::new();
+    let mut expect = |what: &str, result: Result<(), Error>, too_large: bool| match (result, too_large) {
+        (Err(Error::TooLarge { .. }), true) => {}
+        // The other side of the boundary: past the size check, refused by the allocator.
+        (Err(e), false) if !matches!(e, Error::TooLarge { .. }) => {}
+        (other, _) => failures.push(format!(
+            "{what}: expected {}, got {other:?}",
+            if too_large {
+                "TooLarge"
+            } else {
+                "an allocation failure other than TooLarge"
+            }
+        )),
+    };
+    // The cases: 2^62 + 2^31 floats are 2^64 + 2^33 bytes, 8 GiB once wrapped.
+    expect(
+        "zeros(2^62 + 2^31)",
+        gpu.zeros((1 << 62) + (1 << 31)).map(drop),
+        true,
+    );
+    expect(
+        "zeros(MAX_ELEMENTS + 1)",
+        gpu.zeros(MAX_ELEMENTS + 1).map(drop),
+        true,
+    );
+    expect("zeros(usize::MAX)", gpu.zeros(usize::MAX).map(drop), true);
+    expect("zeros(MAX_ELEMENTS)", gpu.zeros(MAX_ELEMENTS).map(drop), false);
+    expect(
+        "zeros_matrix(2^31, 2^31)",
+        gpu.zeros_matrix(1 << 31, 1 << 31).map(drop),
+        true,
+    );
+    expect(
+        "zeros_matrix(usize::MAX, 2)",
+        gpu.zeros_matrix(usize::MAX, 2).map(drop),
+        true,
+    );
+    expect(
+        "zeros_matrix(MAX_ELEMENTS, 1)",
+        gpu.zeros_matrix(MAX_ELEMENTS, 1).map(drop),
+        false,
+    );
+    // A (2^31 x 0) by (0 x 2^31) product: empty operands, a 2^62-element result.
+    let a = gpu
+        .upload_matrix(&Array2::<f32>::zeros((1 << 31, 0)))
+        .map_err(fail)?;
+    let b = gpu
+        .upload_matrix(&Array2::<f32>::zeros((0, 1 << 31)))
+        .map_err(fail)?;
+    for algorithm in MatmulAlgorithm::ALL {
+        expect(
+            &format!("matmul_with(2^31 x 0, 0 x 2^31, {})", algorithm.name()),
+            gpu.matmul_with(&a, &b, algorithm).map(drop),
+            true,
+        );
+    }
+    let x = gpu.upload(&[1.0, 2.0]).map_err(fail)?;
+    let sum = gpu.add(&x, &x).and_then(|s| s.to_vec()).map_err(fail)?;
+    if sum != [2.0, 4.0] {
+        failures.push(format!("add after the refused allocations gave {sum:?}"));
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("\n").into())
+    }
+}
+
 /// Empty, 1xN, Nx1, k = 0, and a launch past the grid's limit.
 fn shape_edges(backend: Backend, _seed: u64) -> Result<(), Failed> {
     let gpu = backend.gpu()?;
@@ -469,7 +543,8 @@ fn global_concurrency(_seed: u64) -> Result<(), Failed> {
 /// keeps working.
 fn cuda_out_of_memory(_seed: u64) -> Result<(), Failed> {
     let gpu = Backend::Cuda.gpu()?;
-    let Some((ctx, _)) = gpu.cuda_stream() else {
+    // SAFETY: only the context's memory counters are read; nothing is queued or allocated.
+    let Some((ctx, _)) = (unsafe { gpu.cuda_stream() }) else {
         return Err("not a CUDA Gpu".into());
     };
     let (free_before, total) = ctx.mem_get_info().map_err(|e| e.to_string())?;
@@ -560,23 +635,24 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(rand::random::<u64>);
     eprintln!("hardening: seed {seed} (GPUKERN_TEST_SEED={seed} reproduces this run)");
-    let require_gpu = std::env::var("GPUKERN_REQUIRE_GPU").is_ok_and(|v| v == "1");
-    let no_gpu = Gpu::new(0).err();
-    if let Some(e) = &no_gpu {
-        if require_gpu {
-            eprintln!("hardening: GPUKERN_REQUIRE_GPU=1 but {e}: the CUDA checks will fail");
-        } else {
+    let require_gpu = common::require_gpu();
+    let opened = Gpu::new(0);
+    let skip_cuda = common::cuda_trials_ignored(&opened, require_gpu);
+    if let Err(e) = &opened {
+        if skip_cuda {
             eprintln!("hardening: CUDA checks skipped (reported as ignored): {e}");
+        } else {
+            eprintln!("hardening: Gpu::new(0) failed: {e}: the CUDA checks will fail");
         }
     }
-    let skip_cuda = no_gpu.is_some() && !require_gpu;
 
-    let checks: [(&str, Check); 5] = [
+    let checks: [(&str, Check); 6] = [
         ("prop_add", prop_add),
         ("prop_matmul", prop_matmul),
         ("prop_softmax", prop_softmax),
         ("softmax_edges", softmax_edges),
         ("shape_edges", shape_edges),
+        ("impossible_sizes", impossible_sizes),
     ];
     let mut trials = Vec::new();
     for backend in [Backend::Sim, Backend::Cuda] {

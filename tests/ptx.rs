@@ -143,6 +143,7 @@ fn block_threads(kernel: &str) -> Option<u32> {
         "matmul_tf32_128x128" | "matmul_tf32_128x128_trunc" | "matmul_tf32_128x128_vec4_trunc" => {
             matmul_tf32::TF32_128X128.threads()
         }
+        "matmul_tf32_128x128_k16" => matmul_tf32::TF32_128X128_K16.threads(),
         "matmul_tf32_128x256"
         | "matmul_tf32_128x256_vec4"
         | "matmul_tf32_128x256_trunc"
@@ -333,6 +334,7 @@ const BARRIERS: &[(&str, usize)] = &[
     // `tf32_gemm`: one per tile in the main loop, after the wait for the tile's copies (the
     // stages of the cp.async pipeline make a second one unnecessary).
     ("matmul_tf32_128x128", 1),
+    ("matmul_tf32_128x128_k16", 1),
     ("matmul_tf32_128x256", 1),
     ("matmul_tf32_128x256_vec4", 1),
     ("matmul_tf32_128x128_trunc", 1),
@@ -411,6 +413,7 @@ fn tf32_mmas_are_where_the_source_puts_them() {
     // (kernel, tiling, whether it rounds)
     let tilings = [
         ("matmul_tf32_128x128", matmul_tf32::TF32_128X128, true),
+        ("matmul_tf32_128x128_k16", matmul_tf32::TF32_128X128_K16, true),
         ("matmul_tf32_128x256", matmul_tf32::TF32_128X256, true),
         ("matmul_tf32_128x256_vec4", matmul_tf32::TF32_128X256, true),
         ("matmul_tf32_128x128_trunc", matmul_tf32::TF32_128X128, false),

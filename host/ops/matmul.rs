@@ -3,10 +3,10 @@
 use kernels_gpu::matmul::{
     FAST_64, FAST_128, FAST_WIDE, FastTiling, NAIVE_BLOCK, SUM_BLOCK, TILE, TILED_SHARED_BYTES,
 };
-use kernels_gpu::matmul_tf32::{TF32_128X128, TF32_128X256, Tf32Tiling};
+use kernels_gpu::matmul_tf32::{TF32_128X128, TF32_128X128_K16, TF32_128X256, Tf32Tiling};
 
 use super::same_shape;
-use crate::buffer::DeviceMatrix;
+use crate::buffer::{DeviceMatrix, checked_len};
 use crate::device::{Backend, Gpu};
 use crate::error::DriverContext;
 use crate::error::{Error, Result};
@@ -30,9 +30,9 @@ pub enum MatmulAlgorithm {
     Fast,
     /// Opt-in, reduced precision: TF32 tensor cores (`mma.sync` with TF32 operands, sm_80 and
     /// newer), 128 x 256 or 128 x 128 block tiles with a `cp.async` pipeline, the tiling chosen
-    /// per shape by [`Tf32Tile::choose`]. Each element of `A` and `B` is rounded to TF32 (10
-    /// explicit significand bits, to nearest with ties away from zero, unit roundoff
-    /// `u = 2^-11`); the products of the rounded values are exact and are summed in f32. So, for
+    /// per shape and device (its shared memory per block) by [`Tf32Tile::choose`]. Each element
+    /// of `A` and `B` is rounded to TF32 (10 explicit significand bits, to nearest with ties
+    /// away from zero, unit roundoff `u = 2^-11`); the products of the rounded values are exact and are summed in f32. So, for
     /// normal (not subnormal) operands, each element of the result obeys
     ///
     /// `|C_tf32(i,j) - C(i,j)| <= tf32_error_factor(k) * sum_l |A(i,l)| |B(l,j)|`,
@@ -110,6 +110,10 @@ pub enum Tf32Tile {
     Wide,
     /// 128 x 128 per block, 4 warps of 64 x 64, 3 stages, two blocks per SM ([`TF32_128X128`]).
     Square,
+    /// 128 x 128 per block, 4 warps of 64 x 64, `BK = 16`, 4 stages, 74 KiB of shared memory
+    /// ([`TF32_128X128_K16`]): for GPUs that cannot give a block the 105 KiB of
+    /// [`Tf32Tile::Square`] (99 KiB on compute capability 8.6, 8.9 and 12.0).
+    SquareK16,
     /// [`Tf32Tile::Wide`] without rounding the operands: the tensor core truncates them (unit
     /// roundoff [`TF32_TRUNCATION_UNIT_ROUNDOFF`], `2^-10`), so the error bound is
     /// [`Tf32Tile::error_factor`], about twice [`tf32_error_factor`]; 256 fewer instructions
@@ -122,9 +126,10 @@ pub enum Tf32Tile {
 
 impl Tf32Tile {
     /// Every tiling, rounding first, then truncating.
-    pub const ALL: [Tf32Tile; 4] = [
+    pub const ALL: [Tf32Tile; 5] = [
         Tf32Tile::Wide,
         Tf32Tile::Square,
+        Tf32Tile::SquareK16,
         Tf32Tile::WideTruncated,
         Tf32Tile::SquareTruncated,
     ];
@@ -134,14 +139,16 @@ impl Tf32Tile {
         match self {
             Tf32Tile::Wide | Tf32Tile::WideTruncated => TF32_128X256,
             Tf32Tile::Square | Tf32Tile::SquareTruncated => TF32_128X128,
+            Tf32Tile::SquareK16 => TF32_128X128_K16,
         }
     }
 
-    /// A short name: `128x256`, `128x128`, `128x256-trunc`, `128x128-trunc`.
+    /// A short name: `128x256`, `128x128`, `128x128-k16`, `128x256-trunc`, `128x128-trunc`.
     pub fn name(self) -> &'static str {
         match self {
             Tf32Tile::Wide => "128x256",
             Tf32Tile::Square => "128x128",
+            Tf32Tile::SquareK16 => "128x128-k16",
             Tf32Tile::WideTruncated => "128x256-trunc",
             Tf32Tile::SquareTruncated => "128x128-trunc",
         }
@@ -150,7 +157,7 @@ impl Tf32Tile {
     /// Whether the kernels round the operands to TF32 (to nearest) rather than let the tensor
     /// core truncate them.
     pub fn rounds(self) -> bool {
-        matches!(self, Tf32Tile::Wide | Tf32Tile::Square)
+        matches!(self, Tf32Tile::Wide | Tf32Tile::Square | Tf32Tile::SquareK16)
     }
 
     /// The factor of this tiling's per-element error bound for an inner dimension `k`:
@@ -165,17 +172,29 @@ impl Tf32Tile {
         error_factor(k, u)
     }
 
-    /// The tiling for an `m x n` result on a GPU with `multiprocessors` SMs and these limits:
-    /// [`Tf32Tile::Wide`] (fewer global bytes per flop, a deeper pipeline) when it gives at
-    /// least one block per SM and its shared memory fits the device, else
-    /// [`Tf32Tile::Square`] (four times the blocks, two per SM).
+    /// The tiling for an `m x n` result on a GPU with `multiprocessors` SMs and these limits,
+    /// the first that fits the device's opt-in shared memory per block
+    /// (`max_shared_mem_per_block_optin`):
+    ///
+    /// | tiling | shared memory | when |
+    /// |---|---|---|
+    /// | [`Tf32Tile::Wide`] | 204 KiB | at least one block per SM (fewer bytes per flop) |
+    /// | [`Tf32Tile::Square`] | 105 KiB | four times the blocks, two per SM |
+    /// | [`Tf32Tile::SquareK16`] | 74 KiB | always (the rest) |
+    ///
+    /// So an H100/H200 (227 KiB) takes `Wide` or `Square` by shape, an A100 (163 KiB)
+    /// `Square`, and compute capability 8.6, 8.9 and 12.0 (99 KiB) `SquareK16`. Below 74 KiB
+    /// (no GPU gpukern supports) the launch is refused with [`Error::TooLarge`].
     pub fn choose(m: usize, n: usize, multiprocessors: usize, limits: &DeviceLimits) -> Tf32Tile {
-        let t = TF32_128X256;
-        let blocks = m.div_ceil(t.block_rows) * n.div_ceil(t.block_cols);
-        if blocks >= multiprocessors.max(1) && t.shared_bytes() <= limits.max_shared_mem_per_block_optin {
+        let fits = |t: Tf32Tiling| t.shared_bytes() <= limits.max_shared_mem_per_block_optin;
+        let wide = TF32_128X256;
+        let blocks = m.div_ceil(wide.block_rows) * n.div_ceil(wide.block_cols);
+        if blocks >= multiprocessors.max(1) && fits(wide) {
             Tf32Tile::Wide
-        } else {
+        } else if fits(TF32_128X128) {
             Tf32Tile::Square
+        } else {
+            Tf32Tile::SquareK16
         }
     }
 }
@@ -435,11 +454,7 @@ impl Gpu {
         .checked("matmul", &limits)?;
 
         let mut partial = if slices > 1 {
-            let len = slices.checked_mul(m * n).ok_or_else(|| Error::TooLarge {
-                op: "matmul",
-                detail: format!("{slices} partial products of {m} x {n} overflow usize"),
-            })?;
-            Some(self.alloc(len)?)
+            Some(self.alloc(checked_len("matmul (partial products)", &[slices, m, n])?)?)
         } else {
             None
         };
@@ -520,6 +535,8 @@ impl Gpu {
         let kernel = match (tile, vec4) {
             // No 16-byte twin: see `matmul_tf32_128x128`.
             (Tf32Tile::Square, _) => Tf32Kernel::Square,
+            // 4-byte copies only: the one kernel for the GPUs that need this tiling.
+            (Tf32Tile::SquareK16, _) => Tf32Kernel::SquareK16,
             (Tf32Tile::Wide, false) => Tf32Kernel::Wide,
             (Tf32Tile::Wide, true) => Tf32Kernel::WideVec4,
             (Tf32Tile::SquareTruncated, false) => Tf32Kernel::SquareTrunc,

@@ -174,13 +174,15 @@ pub(crate) unsafe fn sum_splits(
     }
 }
 
-/// The TF32 tensor-core kernels: two tilings, each with 16-byte or 4-byte copies, and each with
-/// the operands rounded to TF32 or truncated by the tensor core (`Trunc`). They share
-/// the signature `(a, b, c, m, n, k)`.
+/// The TF32 tensor-core kernels: three tilings, with 16-byte or 4-byte copies, and with the
+/// operands rounded to TF32 or truncated by the tensor core (`Trunc`); not every combination has
+/// a kernel. They share the signature `(a, b, c, m, n, k)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Tf32Kernel {
     /// `matmul_tf32_128x128` (4-byte copies).
     Square,
+    /// `matmul_tf32_128x128_k16` (4-byte copies).
+    SquareK16,
     /// `matmul_tf32_128x256` (4-byte copies).
     Wide,
     /// `matmul_tf32_128x256_vec4`.
@@ -216,6 +218,7 @@ pub(crate) unsafe fn matmul_tf32(
 ) -> Result<()> {
     let (name, sim_fn): (&'static str, MatmulFn) = match kernel {
         Tf32Kernel::Square => ("matmul_tf32_128x128", t::matmul_tf32_128x128),
+        Tf32Kernel::SquareK16 => ("matmul_tf32_128x128_k16", t::matmul_tf32_128x128_k16),
         Tf32Kernel::Wide => ("matmul_tf32_128x256", t::matmul_tf32_128x256),
         Tf32Kernel::WideVec4 => ("matmul_tf32_128x256_vec4", t::matmul_tf32_128x256_vec4),
         Tf32Kernel::SquareTrunc => ("matmul_tf32_128x128_trunc", t::matmul_tf32_128x128_trunc),
@@ -233,6 +236,7 @@ pub(crate) unsafe fn matmul_tf32(
         (Backend::Cuda(d), Storage::Cuda(a), Storage::Cuda(b), Storage::Cuda(c)) => {
             let func = match kernel {
                 Tf32Kernel::Square => &d.kernels.matmul_tf32_128x128,
+                Tf32Kernel::SquareK16 => &d.kernels.matmul_tf32_128x128_k16,
                 Tf32Kernel::Wide => &d.kernels.matmul_tf32_128x256,
                 Tf32Kernel::WideVec4 => &d.kernels.matmul_tf32_128x256_vec4,
                 Tf32Kernel::SquareTrunc => &d.kernels.matmul_tf32_128x128_trunc,

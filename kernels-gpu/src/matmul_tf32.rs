@@ -13,7 +13,9 @@
 //! instructions per warp per tile (the rounding is a compare and an add per element).
 //!
 //! # Design
-//! * **Block tile** `BM x BN` of `C` (128 x 128 or 128 x 256), stepping `BK = 32` along `k`.
+//! * **Block tile** `BM x BN` of `C` (128 x 128 or 128 x 256), stepping `BK = 32` along `k`
+//!   (`BK = 16` in [`TF32_128X128_K16`], the tiling for GPUs with 99 KiB of shared memory per
+//!   block).
 //!   Per step a block copies `4 * BK * (BM + BN)` bytes (32 KiB or 48 KiB) from global memory
 //!   and does `2 * BM * BN * BK` flops (1 or 2 MFLOP): 32 or 43 flops per byte. A kernel at
 //!   the predicted ~330 TFLOP/s (derived: see "Predicted" below) against the
@@ -117,6 +119,21 @@ pub const TF32_128X256: Tf32Tiling = Tf32Tiling {
     block_rows: 128,
     block_cols: 256,
     block_k: 32,
+    warp_rows: 64,
+    warp_cols: 64,
+    stages: 4,
+};
+
+/// 128 x 128 per block, four warps of 64 x 64 (128 threads), `BK = 16`, four stages: 74 KiB of
+/// shared memory (75,776 bytes), for GPUs whose opt-in limit per block is below the 105 KiB of
+/// [`TF32_128X128`]: 99 KiB on compute capability 8.6, 8.9 and 12.0. Half the depth per stage
+/// and one stage more keeps three tiles (48 along `k`) in flight; the `A` rows of `BK + 4 = 20`
+/// floats still put a warp's fragment loads on 32 banks (`(20g + t) % 32` is a permutation of
+/// `4g' + t`). Twice the barriers of [`TF32_128X128`] per step of `k`.
+pub const TF32_128X128_K16: Tf32Tiling = Tf32Tiling {
+    block_rows: 128,
+    block_cols: 128,
+    block_k: 16,
     warp_rows: 64,
     warp_cols: 64,
     stages: 4,
@@ -466,6 +483,24 @@ tf32_kernel!(
     /// As [`tf32_gemm`] with `VEC = false`.
     matmul_tf32_128x128,
     TF32_128X128,
+    false,
+    true
+);
+
+tf32_kernel!(
+    /// [`tf32_gemm`] with [`TF32_128X128_K16`] and 4-byte copies: any `k`, `n` and alignment;
+    /// the TF32 kernel for GPUs that cannot give a block the 105 KiB of
+    /// [`matmul_tf32_128x128`] (99 KiB on compute capability 8.6, 8.9, 12.0).
+    ///
+    /// Per tile of 16 along `k` a block copies 16 KiB and does 524,288 flops; each warp issues
+    /// 64 MMAs from 64 shared loads per thread. Launch: 128 threads, grid
+    /// `(ceil(n/128), ceil(m/128))`, `TF32_128X128_K16.shared_bytes()` (75,776) bytes of
+    /// dynamic shared memory.
+    ///
+    /// # Safety
+    /// As [`tf32_gemm`] with `VEC = false`.
+    matmul_tf32_128x128_k16,
+    TF32_128X128_K16,
     false,
     true
 );

@@ -4,7 +4,7 @@
 //! misaligned matrix (caught). Small on purpose: every MMA is 32 warp shuffles here.
 
 use kernels_gpu::gpu::vector::F4;
-use kernels_gpu::matmul_tf32::{self as t, Tf32Tiling, TF32_128X128, TF32_128X256};
+use kernels_gpu::matmul_tf32::{self as t, Tf32Tiling, TF32_128X128, TF32_128X128_K16, TF32_128X256};
 use kernels_gpu::sim::{Dim3, Launch, LaunchConfig, SimError, Violation};
 
 /// A TF32 kernel's signature: `(a, b, c, m, n, k)`.
@@ -90,7 +90,25 @@ fn assert_product(what: &str, [a, b, c]: [Vec<f32>; 3], (m, k, n): Shape, u: f64
 
 #[test]
 fn tf32_kernels_match_f64_within_the_bound() {
-    let cases: [(&'static str, Tf32Kernel, Tf32Tiling, Shape); 9] = [
+    let cases: [(&'static str, Tf32Kernel, Tf32Tiling, Shape); 12] = [
+        (
+            "matmul_tf32_128x128_k16",
+            t::matmul_tf32_128x128_k16,
+            TF32_128X128_K16,
+            (17, 65, 33),
+        ),
+        (
+            "matmul_tf32_128x128_k16",
+            t::matmul_tf32_128x128_k16,
+            TF32_128X128_K16,
+            (130, 17, 129),
+        ),
+        (
+            "matmul_tf32_128x128_k16",
+            t::matmul_tf32_128x128_k16,
+            TF32_128X128_K16,
+            (1, 1, 1),
+        ),
         (
             "matmul_tf32_128x128",
             t::matmul_tf32_128x128,

@@ -38,6 +38,25 @@ pub fn seed_hint() -> String {
     format!("seed {seed}; rerun with {SEED_ENV}={seed}")
 }
 
+/// The variable that turns a missing GPU into a failure of the CUDA tests.
+pub const REQUIRE_GPU_ENV: &str = "GPUKERN_REQUIRE_GPU";
+
+/// Whether `GPUKERN_REQUIRE_GPU=1` is set.
+pub fn require_gpu() -> bool {
+    std::env::var(REQUIRE_GPU_ENV).is_ok_and(|v| v == "1")
+}
+
+/// Whether the CUDA trials are reported as ignored, given what `Gpu::new(0)` returned: only when
+/// there is no GPU ([`gpukern::Error::is_no_gpu`]: no driver, no device) and `require_gpu` is
+/// off. A GPU that is present but failing (any other error) runs them, so they fail with the
+/// error instead of passing as "ignored".
+pub fn cuda_trials_ignored<T>(opened: &Result<T, gpukern::Error>, require_gpu: bool) -> bool {
+    match opened {
+        Ok(_) => false,
+        Err(e) => e.is_no_gpu() && !require_gpu,
+    }
+}
+
 /// A generator for the test called `name`, derived from the run's seed and the name.
 pub fn rng_for(name: &str) -> StdRng {
     // FNV-1a: a stable hash, so the stream of a test does not change between Rust versions.
