@@ -35,7 +35,7 @@ KERNEL_TITLES = {
 }
 # One reference for every implementation's error: the f64 product or softmax of the same inputs
 # (gpukern: the CPU in f64, or cuBLAS dgemm for large matmuls; the peers: torch in float64).
-REL_ERR_HEADER = "rel_err vs f64"
+REL_ERR_HEADER = "rel_err vs f64 (see above)"
 # The `ref` values that are an f64 reference of the same inputs ("input": a copy is its input).
 F64_REFS = {"cpu_f64", "cublas_f64", "torch_f64", "input"}
 
@@ -223,6 +223,13 @@ def header(run: Run, source: str, readme: str) -> str:
             f"medians of CUDA-event samples after warm-up (see [bench/README.md]({readme}) for "
             "the method and the schema). Rates come from the minimum traffic (add 12 B/element, "
             "increment and softmax 8 B/element, matmul 4(mk+kn+mn) B) and 2mnk flops.",
+            "The `rel_err` column is the relative error norm against the f64 result of the same "
+            "inputs, with one difference in how that reference is held: the Rust bench (gpukern, "
+            "cuBLAS, cudarc; `ref` `cpu_f64` or `cublas_f64`) compares with it rounded to f32, the "
+            "Python peers (`torch_f64`) with the f64 values themselves. The two differ by at most one "
+            "f32 rounding (2^-24 relative) per element, so they agree wherever an error is larger than "
+            "that; for `add`, whose f32 result is the correctly rounded sum, gpukern shows 0 and the "
+            "peers show that rounding.",
             table(["run", ""], rows),
             "Reproduce:\n\n```sh\n" + REPRODUCE + "\n```",
         ]
