@@ -10,7 +10,7 @@
 //! Only numbers carrying a measurement unit are figures; sizes (`4096^3`, `8192x128`,
 //! `128 x 256`), counts, exponents and bounds without a unit are not checked.
 //! * `NUMBER UNIT`: a decimal number (`46`, `46.13`; not glued to a letter, digit, `.`, `^` or
-//!   `_` on its left) followed by at most one space and a unit: `TFLOP/s`, `GFLOP/s`, `TB/s`,
+//!   `_`, nor to `:` as in a test path `softmax_plan::255x`, on its left) followed by at most one space and a unit: `TFLOP/s`, `GFLOP/s`, `TB/s`,
 //!   `GB/s`, `ms`, `us`, `µs`; or followed directly (no space) by `%` or by `x` that is not
 //!   followed by a letter or digit (`1.35x` is a ratio, `8192x128` a shape).
 //! * A relative error written in scientific notation with a fractional mantissa (`6.9e-4`).
@@ -181,8 +181,8 @@ struct Number {
     scientific: bool,
 }
 
-/// Every number of `line` that starts a token (not glued to a word, a decimal point, a `^` or
-/// an `_` on its left).
+/// Every number of `line` that starts a token (not glued to a word, a decimal point, a `^`, an
+/// `_` or a `:` on its left).
 fn numbers(line: &str) -> Vec<Number> {
     let bytes = line.as_bytes();
     let mut out = Vec::new();
@@ -194,7 +194,7 @@ fn numbers(line: &str) -> Vec<Number> {
         }
         let glued = i > 0 && {
             let p = bytes[i - 1];
-            p.is_ascii_alphanumeric() || matches!(p, b'.' | b'^' | b'_') || p >= 0x80
+            p.is_ascii_alphanumeric() || matches!(p, b'.' | b'^' | b'_' | b':') || p >= 0x80
         };
         let start = i;
         while i < bytes.len() && bytes[i].is_ascii_digit() {
@@ -535,6 +535,9 @@ mod matcher {
         // Targets, sizes, formulas and marked sources are not measurements.
         assert!(offending(">= 90% of cuBLAS at 4096^3, <= 5 us per call, ≥ 85%").is_empty());
         assert!(offending("8192x128 rows, 128 x 256 tiles, 4x4 per thread, 2^24 columns").is_empty());
+        // A number glued to `::` is part of a name (a test path), not a figure.
+        assert!(offending("softmax_plan::255x softmax_plan::256x").is_empty());
+        assert_eq!(offending("plan: 255x"), ["255 Ratio"]);
         assert!(offending("about `1e-3 + k * 1.2e-7`, `u = 2^-11`").is_empty());
         assert!(offending("HBM ~4.8 TB/s [quoted: NVIDIA H200 datasheet]").is_empty());
         // A marker must name its source, and applies only to its own line.
