@@ -39,6 +39,9 @@ where
             rule: "A's columns must equal B's rows",
         });
     }
+    // The product is held in f64 (two f32 slots per element) before it is rounded: refuse a
+    // result that could not exist on the host instead of letting the allocation panic.
+    crate::buffer::checked_len("cpu::matmul", &[a.nrows(), b.ncols(), 2])?;
     let a64 = a.mapv(f64::from);
     let b64 = b.mapv(f64::from);
     Ok(a64.dot(&b64).mapv(|v| v as f32))

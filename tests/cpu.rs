@@ -700,6 +700,8 @@ fn matmul_whose_result_cannot_exist_is_too_large() {
         (Ok(da), Ok(db)) => assert_too_large(sim.matmul(&da, &db).map(|c| c.dim()), &["matrix"]),
         _ => panic!("uploading empty matrices failed"),
     }
+    // The CPU reference too: its f64 product of 2^62 elements cannot exist either.
+    assert_too_large(gpukern::cpu::matmul(&a, &b).map(|c| c.dim()), &["cpu::matmul"]);
 }
 
 /// The TF32 tiling for each opt-in shared-memory limit of the GPUs gpukern supports: every

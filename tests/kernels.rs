@@ -551,6 +551,15 @@ fn matmul_tf32_tiles(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usiz
     for tile in Tf32Tile::ALL {
         let what = format!("{m}x{k}x{n} matmul_tf32_into({})", tile.name());
         let mut c = poisoned_matrix(gpu, m, n)?;
+        if tile.tiling().shared_bytes() > gpu.limits().max_shared_mem_per_block_optin {
+            // A tiling this device cannot hold (e.g. 105 KiB on a 99 KiB GPU) must be refused
+            // with TooLarge, never launched; `Tf32Tile::choose` never picks it there.
+            match gpu.matmul_tf32_into(&da, &db, &mut c, tile) {
+                Err(Error::TooLarge { .. }) => {}
+                other => failures.push(format!("{what}: over the shared-memory limit, got {other:?}")),
+            }
+            continue;
+        }
         let result: Check = gpu
             .matmul_tf32_into(&da, &db, &mut c, tile)
             .and_then(|()| c.to_array())

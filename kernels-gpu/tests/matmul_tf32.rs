@@ -2,6 +2,14 @@
 //! their doc comments give, against an f64 product and the TF32 error bound: each kernel on
 //! ragged shapes (past the block tile in `m`, `n` and `k`), and a 16-byte kernel handed a
 //! misaligned matrix (caught). Small on purpose: every MMA is 32 warp shuffles here.
+//!
+//! The worst-case bound alone would accept a kernel that drops a `k` term or rounds its operands
+//! to fewer bits; the statistical criterion that rejects those (the RMS error within a small
+//! factor of what TF32 rounding predicts, with planted wrong kernels shown to fail it) is
+//! `tf32_statistical_violation` in the host suite (`tests/common/mod.rs`), which every TF32 trial
+//! of `tests/kernels.rs` applies to every tiling, in the simulator and on CUDA. Here the bound
+//! checks the kernels in isolation, and `trunc_kernels_truncate_and_the_others_round` tells
+//! rounding from truncation exactly.
 
 use kernels_gpu::gpu::vector::F4;
 use kernels_gpu::matmul_tf32::{self as t, Tf32Tiling, TF32_128X128, TF32_128X128_K16, TF32_128X256};
