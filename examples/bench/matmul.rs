@@ -94,19 +94,7 @@ impl Blas {
         b: &CudaSlice<f64>,
         c: &mut CudaSlice<f64>,
     ) -> Res<()> {
-        let int = |v: usize| i32::try_from(v).map_err(|_| format!("{v} does not fit cuBLAS's int"));
-        let cfg = GemmConfig {
-            transa: blas_sys::cublasOperation_t::CUBLAS_OP_N,
-            transb: blas_sys::cublasOperation_t::CUBLAS_OP_N,
-            m: int(n)?,
-            n: int(m)?,
-            k: int(k)?,
-            alpha: 1.0f64,
-            lda: int(n)?,
-            ldb: int(k)?,
-            beta: 0.0f64,
-            ldc: int(n)?,
-        };
+        let cfg = row_major_config((m, n, k), 1.0f64, 0.0f64)?;
         if a.len() < m * k || b.len() < k * n || c.len() < m * n {
             return Err("dgemm: a buffer is smaller than its matrix".into());
         }
@@ -125,19 +113,7 @@ impl Blas {
         b: &CudaSlice<f32>,
         c: &mut CudaSlice<f32>,
     ) -> Res<()> {
-        let int = |v: usize| i32::try_from(v).map_err(|_| format!("{v} does not fit cuBLAS's int"));
-        let cfg = GemmConfig {
-            transa: blas_sys::cublasOperation_t::CUBLAS_OP_N,
-            transb: blas_sys::cublasOperation_t::CUBLAS_OP_N,
-            m: int(n)?,
-            n: int(m)?,
-            k: int(k)?,
-            alpha: 1.0f32,
-            lda: int(n)?,
-            ldb: int(k)?,
-            beta: 0.0f32,
-            ldc: int(n)?,
-        };
+        let cfg = row_major_config((m, n, k), 1.0f32, 0.0f32)?;
         if a.len() < m * k || b.len() < k * n || c.len() < m * n {
             return Err("sgemm: a buffer is smaller than its matrix".into());
         }
@@ -147,6 +123,24 @@ impl Blas {
         unsafe { handle.gemm(cfg, b, a, c) }.map_err(|e| format!("cuBLAS sgemm: {e}"))?;
         Ok(())
     }
+}
+
+/// The cuBLAS (column-major) configuration of the row-major product `C = A * B` of `shape`:
+/// `C^T = B^T * A^T`, each matrix read as its column-major transpose, no transposition flags.
+fn row_major_config<T>((m, n, k): Shape, alpha: T, beta: T) -> Res<GemmConfig<T>> {
+    let int = |v: usize| i32::try_from(v).map_err(|_| format!("{v} does not fit cuBLAS's int"));
+    Ok(GemmConfig {
+        transa: blas_sys::cublasOperation_t::CUBLAS_OP_N,
+        transb: blas_sys::cublasOperation_t::CUBLAS_OP_N,
+        m: int(n)?,
+        n: int(m)?,
+        k: int(k)?,
+        alpha,
+        lda: int(n)?,
+        ldb: int(k)?,
+        beta,
+        ldc: int(n)?,
+    })
 }
 
 /// The reference product of row-major `a` (m x k) and `b` (k x n), and what it came from.

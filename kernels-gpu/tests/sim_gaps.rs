@@ -7,6 +7,9 @@
 //! 3. reads of a `cp.async` destination before the wait that lands it;
 //! 4. threads diverging into two call sites of a block collective (`#[track_caller]`).
 
+mod common;
+
+use common::assert_report;
 use kernels_gpu::gpu::async_copy::{self, cp_async_16};
 use kernels_gpu::gpu::vector::F4;
 use kernels_gpu::gpu::{block, mem, shared, thread};
@@ -34,25 +37,10 @@ fn report(kernel: &str, block: u32, thread: u32, violation: Violation) -> SimErr
     }
 }
 
-/// Asserts that a launch failed with exactly `expected`; prints the report's text.
-#[track_caller]
-fn assert_report(result: Result<(), SimError>, expected: SimError) {
-    let err = result.expect_err("the simulator should have caught the planted bug");
-    println!("{err}");
-    assert_eq!(err, expected, "report text: {err}");
-}
-
 /// `file:line:column` of `call` on the line of this file that ends with `marker`, as the
 /// simulator names a barrier reached through it.
 fn site(call: &str, marker: &str) -> String {
-    let source = include_str!("sim_gaps.rs");
-    let (line, text) = source
-        .lines()
-        .enumerate()
-        .find(|(_, l)| l.contains(call) && l.ends_with(marker))
-        .unwrap_or_else(|| panic!("no call marked {marker:?}"));
-    let column = text.find(call).unwrap_or(0);
-    format!("{}:{}:{}", file!(), line + 1, column + 1)
+    common::site_in(include_str!("sim_gaps.rs"), file!(), call, marker)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,11 +9,14 @@
 //! Then the rules of a whole launch: invalid configurations, several failing blocks (the lowest
 //! is reported), and `GPUKERN_SIM_THREADS` (the number of OS threads changes nothing).
 
+mod common;
+
 use std::collections::HashSet;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use common::assert_report;
 use kernels_gpu::gpu::{block, mem, shared, thread};
 use kernels_gpu::sim::{Access, Dim3, Launch, LaunchConfig, SimError, Space, Violation};
 use kernels_gpu::{add, matmul, softmax};
@@ -45,14 +48,6 @@ fn report(kernel: &str, block: (u32, u32), thread: (u32, u32), violation: Violat
         thread: Dim3::new(thread.0, thread.1, 0),
         violation,
     }
-}
-
-/// Asserts that a launch failed with exactly `expected`; prints the report's text.
-#[track_caller]
-fn assert_report(result: Result<(), SimError>, expected: SimError) {
-    let err = result.expect_err("the simulator should have caught the planted bug");
-    println!("{err}");
-    assert_eq!(err, expected, "report text: {err}");
 }
 
 /// `n` pseudo-random floats in [-1, 1): a 64-bit LCG (Knuth's MMIX constants), so every run sees

@@ -10,6 +10,9 @@
 //! 3. 16-byte accesses from a buffer that does not start on a 16-byte boundary, as the one-pass
 //!    softmax makes them: bounds are checked in bytes.
 
+mod common;
+
+use common::assert_report;
 use kernels_gpu::gpu::vector::{self, F4};
 use kernels_gpu::gpu::{mem, shared, thread, warp};
 use kernels_gpu::sim::{Access, Dim3, Launch, LaunchConfig, SimError, Space, Violation};
@@ -33,25 +36,10 @@ fn report(kernel: &str, x: u32, violation: Violation) -> SimError {
     }
 }
 
-/// Asserts that a launch failed with exactly `expected`; prints the report's text.
-#[track_caller]
-fn assert_report(result: Result<(), SimError>, expected: SimError) {
-    let err = result.expect_err("the simulator should have caught the planted bug");
-    println!("{err}");
-    assert_eq!(err, expected, "report text: {err}");
-}
-
 /// `file:line:column` of the call `call` on the line of this file that ends with `marker`, as
 /// the simulator names a shuffle or barrier.
 fn site(call: &str, marker: &str) -> String {
-    let source = include_str!("warp.rs");
-    let (line, text) = source
-        .lines()
-        .enumerate()
-        .find(|(_, l)| l.contains(call) && l.ends_with(marker))
-        .unwrap_or_else(|| panic!("no line with {call} marked {marker:?}"));
-    let column = text.find(call).unwrap_or(0);
-    format!("{}:{}:{}", file!(), line + 1, column + 1)
+    common::site_in(include_str!("warp.rs"), file!(), call, marker)
 }
 
 /// `n` floats, distinct and exact: `i * 0.25 - 7`.
