@@ -33,6 +33,7 @@ use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
 use cudarc::driver::{CudaContext, CudaStream};
+use gpukern::ops::add::AddAlgorithm;
 use gpukern::{Error, Gpu, MatmulAlgorithm};
 
 use record::{Meta, Res, Sink};
@@ -104,7 +105,8 @@ impl Suite {
     /// Records this suite writes.
     fn planned(self, quick: bool, plans: bool) -> u64 {
         let n = match self {
-            Suite::Copy | Suite::Add | Suite::IncrementByOne => memory::sizes(quick).len(),
+            Suite::Copy => memory::sizes(quick).len(),
+            Suite::Add | Suite::IncrementByOne => memory::sizes(quick).len() * AddAlgorithm::ALL.len(),
             Suite::Matmul => matmul::shapes(quick).len() * (MatmulAlgorithm::ALL.len() + 2),
             Suite::Softmax => softmax::planned(quick, plans),
             Suite::LaunchOverhead => overhead::LAUNCH_RECORDS as usize,

@@ -57,6 +57,7 @@ pub(crate) struct CudaDevice {
 pub(crate) struct Kernels {
     pub(crate) add: CudaFunction,
     pub(crate) increment_by_one: CudaFunction,
+    pub(crate) increment_by_one_vec4: CudaFunction,
     pub(crate) matmul_naive: CudaFunction,
     pub(crate) matmul_tiled: CudaFunction,
     pub(crate) matmul_fast_128x128: CudaFunction,
@@ -140,6 +141,7 @@ impl Gpu {
         let kernels = Kernels {
             add: load("add")?,
             increment_by_one: load("increment_by_one")?,
+            increment_by_one_vec4: load("increment_by_one_vec4")?,
             matmul_naive: load("matmul_naive")?,
             matmul_tiled: load("matmul_tiled")?,
             matmul_fast_128x128: load("matmul_fast_128x128")?,

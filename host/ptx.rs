@@ -18,9 +18,10 @@ pub struct PtxModule {
 }
 
 /// Every kernel entry point each module exports.
-pub const KERNEL_NAMES: [&str; 35] = [
+pub const KERNEL_NAMES: [&str; 36] = [
     "add",
     "increment_by_one",
+    "increment_by_one_vec4",
     "matmul_naive",
     "matmul_tiled",
     "matmul_fast_128x128",

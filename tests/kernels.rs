@@ -448,19 +448,35 @@ fn add_vectors(gpu: &Gpu, rng: &mut StdRng, n: usize) -> Check {
     all_passed(failures)
 }
 
-/// `increment_by_one` in place against `cpu::increment_by_one`.
+/// `increment_by_one` in place against `cpu::increment_by_one`: twice with the default
+/// algorithm, then twice with each algorithm (the scalar tutorial kernel and the 16-byte one).
 fn increment_vector(gpu: &Gpu, rng: &mut StdRng, n: usize) -> Check {
     let x = random_vec(rng, n);
-    let mut dx = gpu.upload(&x)?;
-    gpu.increment_by_one(&mut dx)?;
-    gpu.increment_by_one(&mut dx)?;
     let want = cpu::increment_by_one(&cpu::increment_by_one(&x));
-    check_abs(
-        &format!("increment_by_one twice, n = {n}"),
-        &dx.to_vec()?,
-        &want,
-        ELEMENTWISE_MAX_ABS,
-    )
+    let mut failures = Vec::new();
+    let run = |what: String, algorithm: Option<AddAlgorithm>| -> Check {
+        let mut dx = gpu.upload(&x)?;
+        for _ in 0..2 {
+            match algorithm {
+                None => gpu.increment_by_one(&mut dx)?,
+                Some(algorithm) => gpu.increment_by_one_with(&mut dx, algorithm)?,
+            }
+        }
+        check_abs(&what, &dx.to_vec()?, &want, ELEMENTWISE_MAX_ABS)
+    };
+    let mut cases = vec![(format!("increment_by_one twice, n = {n}"), None)];
+    for algorithm in AddAlgorithm::ALL {
+        cases.push((
+            format!("increment_by_one_with({}) twice, n = {n}", algorithm.name()),
+            Some(algorithm),
+        ));
+    }
+    for (what, algorithm) in cases {
+        if let Err(e) = run(what, algorithm) {
+            failures.push(e.to_string());
+        }
+    }
+    all_passed(failures)
 }
 
 /// `softmax_vec` at every temperature against `cpu::softmax`.

@@ -133,7 +133,7 @@ fn parse_report(text: &str) -> BTreeMap<String, Properties> {
 fn block_threads(kernel: &str) -> Option<u32> {
     let tile = matmul::TILE as u32;
     Some(match kernel {
-        "add" | "add_vec4" | "increment_by_one" => add::BLOCK,
+        "add" | "add_vec4" | "increment_by_one" | "increment_by_one_vec4" => add::BLOCK,
         "matmul_naive" => matmul::NAIVE_BLOCK * matmul::NAIVE_BLOCK,
         "matmul_tiled" => tile * tile,
         "matmul_fast_128x128" | "matmul_fast_128x128_vec4" => matmul::FAST_128.threads(),
@@ -318,6 +318,7 @@ const BARRIERS: &[(&str, usize)] = &[
     ("add", 0),
     ("add_vec4", 0),
     ("increment_by_one", 0),
+    ("increment_by_one_vec4", 0),
     ("matmul_naive", 0),
     // Two per step along k: after the tiles are stored, after they are used.
     ("matmul_tiled", 2),

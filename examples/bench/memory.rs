@@ -85,30 +85,34 @@ pub fn add(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     Ok(())
 }
 
-/// `gpu.increment_by_one(x)` in place on a device-resident vector.
+/// `gpu.increment_by_one_with(x, algorithm)` in place on a device-resident vector, every
+/// algorithm.
 pub fn increment_by_one(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for n in sizes(b.quick) {
-        let base = Record::new("increment_by_one", "gpukern:increment_by_one", n.to_string()).with("n", n);
-        sink.item(base.clone(), || {
-            let x = random_vec(n, -1.0, 1.0);
-            let reference = gpukern::cpu::increment_by_one(&x);
-            let sets = sets_for(8 * n);
-            let mut bufs = Vec::with_capacity(sets);
-            for _ in 0..sets {
-                bufs.push(b.gpu.upload(&x)?);
-            }
-            b.gpu.increment_by_one(&mut bufs[0])?;
-            let check = Check::new(&bufs[0].to_vec()?, &reference, F32_TOL, "cpu_f64");
-            let record = base.checked(&check).with("sets", sets);
-            if !check.passed() {
-                return Ok(record);
-            }
-            let gpu = &b.gpu;
-            let stats = b
-                .timer
-                .measure(|i| Ok(gpu.increment_by_one(&mut bufs[i % sets])?))?;
-            Ok(record.timed(&stats, Some(8.0 * n as f64), None))
-        })?;
+        for algorithm in AddAlgorithm::ALL {
+            let impl_name = format!("gpukern:{}", algorithm.name());
+            let base = Record::new("increment_by_one", impl_name, n.to_string()).with("n", n);
+            sink.item(base.clone(), || {
+                let x = random_vec(n, -1.0, 1.0);
+                let reference = gpukern::cpu::increment_by_one(&x);
+                let sets = sets_for(8 * n);
+                let mut bufs = Vec::with_capacity(sets);
+                for _ in 0..sets {
+                    bufs.push(b.gpu.upload(&x)?);
+                }
+                b.gpu.increment_by_one_with(&mut bufs[0], algorithm)?;
+                let check = Check::new(&bufs[0].to_vec()?, &reference, F32_TOL, "cpu_f64");
+                let record = base.checked(&check).with("sets", sets);
+                if !check.passed() {
+                    return Ok(record);
+                }
+                let gpu = &b.gpu;
+                let stats = b
+                    .timer
+                    .measure(|i| Ok(gpu.increment_by_one_with(&mut bufs[i % sets], algorithm)?))?;
+                Ok(record.timed(&stats, Some(8.0 * n as f64), None))
+            })?;
+        }
     }
     Ok(())
 }

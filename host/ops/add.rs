@@ -9,7 +9,8 @@ use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 use crate::raw;
 
-/// Which add kernel to run. Both are exact (one f32 rounding per element).
+/// Which element-wise kernel to run (for `add` and `increment_by_one` alike). Both are exact (one
+/// f32 rounding per element).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AddAlgorithm {
     /// One thread per element, 4-byte accesses (the first tutorial's kernel, `add`).
@@ -100,15 +101,30 @@ impl Gpu {
         }
     }
 
-    /// `x += 1`, element by element, in place.
+    /// `x += 1`, element by element, in place, with the default algorithm.
     pub fn increment_by_one(&self, x: &mut DeviceVec) -> Result<()> {
+        self.increment_by_one_with(x, AddAlgorithm::default())
+    }
+
+    /// [`Gpu::increment_by_one`] with the given algorithm: [`AddAlgorithm::Scalar`] is the second
+    /// tutorial's kernel (`increment_by_one`), [`AddAlgorithm::Vec4`] the same with 16-byte
+    /// accesses (`increment_by_one_vec4`; the scalar kernel runs if `x` is not 16-byte aligned).
+    pub fn increment_by_one_with(&self, x: &mut DeviceVec, algorithm: AddAlgorithm) -> Result<()> {
         self.check_owner("increment_by_one", &[x])?;
         let n = x.len();
         if n == 0 {
             return Ok(());
         }
-        let cfg = LaunchConfig::linear("increment_by_one", n, BLOCK, &self.limits())?;
-        // SAFETY: `x` holds `n` elements; `cfg` is the kernel's 1-D shape.
-        unsafe { raw::add::increment_by_one(self, cfg, x, n) }
+        if algorithm == AddAlgorithm::Vec4 && x.is_16_byte_aligned() {
+            let threads = (n / 4).div_ceil(VEC_UNROLL).max(1);
+            let cfg = LaunchConfig::linear("increment_by_one", threads, BLOCK, &self.limits())?;
+            // SAFETY: `x` holds `n` elements at a 16-byte aligned address; `cfg` is the kernel's
+            // 1-D shape, blocks of exactly BLOCK threads.
+            unsafe { raw::add::increment_by_one_vec4(self, cfg, x, n) }
+        } else {
+            let cfg = LaunchConfig::linear("increment_by_one", n, BLOCK, &self.limits())?;
+            // SAFETY: `x` holds `n` elements; `cfg` is the kernel's 1-D shape.
+            unsafe { raw::add::increment_by_one(self, cfg, x, n) }
+        }
     }
 }

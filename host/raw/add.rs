@@ -106,3 +106,35 @@ pub(crate) unsafe fn increment_by_one(
         _ => mixed_backends("increment_by_one"),
     }
 }
+
+/// Launches `increment_by_one_vec4(x, n)`.
+///
+/// # Safety
+/// See the module contract: `x` holds at least `n` elements and starts at a 16-byte aligned
+/// address.
+pub(crate) unsafe fn increment_by_one_vec4(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    x: &mut DeviceVec,
+    n: usize,
+) -> Result<()> {
+    match (&gpu.backend, &mut x.storage) {
+        (Backend::Cuda(d), Storage::Cuda(x)) => {
+            let mut launch = d.stream.launch_builder(&d.kernels.increment_by_one_vec4);
+            launch.arg(x).arg(&n);
+            // SAFETY: argument types and order match the kernel; sizes per the contract.
+            unsafe { launch.launch(cfg.to_cuda()) }.during("launching increment_by_one_vec4")?;
+            launch_count::cuda("increment_by_one_vec4");
+            Ok(())
+        }
+        (Backend::Simulator, Storage::Host(x)) => {
+            let mut launch = sim::Launch::new("increment_by_one_vec4", cfg.to_sim());
+            let x = launch.output("x", x);
+            // SAFETY: registered buffer, size and alignment per the contract.
+            unsafe { launch.run(|| k::increment_by_one_vec4(x, n)) }?;
+            launch_count::simulator("increment_by_one_vec4");
+            Ok(())
+        }
+        _ => mixed_backends("increment_by_one"),
+    }
+}

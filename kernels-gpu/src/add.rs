@@ -1,5 +1,5 @@
 //! Element-wise kernels: the first tutorial's thread-indexed vector add and `increment_by_one`,
-//! then [`add_vec4`], the same add with 16-byte accesses.
+//! then [`add_vec4`] and [`increment_by_one_vec4`], the same with 16-byte accesses.
 //!
 //! Memory traffic: `add` reads 8 and writes 4 bytes per element, `increment_by_one` reads and
 //! writes 4; both are bound by memory bandwidth.
@@ -110,5 +110,57 @@ pub unsafe fn add_vec4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
     if i < n {
         // SAFETY: `i < n`.
         unsafe { mem::store(c, i, mem::load(a, i) + mem::load(b, i)) }
+    }
+}
+
+/// `x[i] += 1` for `i < n`, in place, with 16-byte accesses: [`add_vec4`]'s loop with one
+/// operand.
+///
+/// The array is taken as `n / 4` vectors of four floats plus a scalar tail of `n % 4`. Block `g`
+/// starts at vector `g * VEC_TILE`; thread `tid` loads vectors `start + tid + k * BLOCK` for
+/// `k < VEC_UNROLL` (all four loads issued before the first add, each coalesced across the warp),
+/// then stores the four incremented vectors back where it read them, and moves on by the whole
+/// grid. The first `n % 4` threads of the grid then increment the tail elements one by one.
+///
+/// Global memory: reads and writes 4 bytes per element, each exactly once; each element is read
+/// and written by the same thread, so no two threads touch one address.
+///
+/// Launch: 1-D blocks of exactly [`BLOCK`] threads; the host launches `ceil(n / 4 / VEC_TILE)`
+/// blocks (at least one, for the tail); no dynamic shared memory.
+///
+/// # Safety
+/// `x` points to at least `n` floats of device memory, 16-byte aligned (the host falls back to
+/// [`increment_by_one`] otherwise).
+#[kernel]
+pub unsafe fn increment_by_one_vec4(x: *mut f32, n: usize) {
+    let vectors = n / 4;
+    let threads = BLOCK as usize;
+    let tile = VEC_TILE;
+    let stride = thread::grid_dim_x() as usize * tile;
+    let mut start = thread::block_idx_x() as usize * tile + thread::thread_idx_x() as usize;
+    while start < vectors {
+        let mut vx = [F4::ZERO; VEC_UNROLL];
+        for (k, slot) in vx.iter_mut().enumerate() {
+            let v = start + k * threads;
+            if v < vectors {
+                // SAFETY: vector `v < n / 4` holds floats `4v..4v + 4 <= n`, 16-byte aligned
+                // because the base is.
+                *slot = unsafe { vector::load4(x, 4 * v) };
+            }
+        }
+        for (k, loaded) in vx.iter().enumerate() {
+            let v = start + k * threads;
+            if v < vectors {
+                let p = loaded.0;
+                // SAFETY: as for the loads.
+                unsafe { vector::store4(x, 4 * v, F4([p[0] + 1.0, p[1] + 1.0, p[2] + 1.0, p[3] + 1.0])) };
+            }
+        }
+        start += stride;
+    }
+    let i = 4 * vectors + thread::index_1d();
+    if i < n {
+        // SAFETY: `i < n`.
+        unsafe { mem::store(x, i, mem::load(x, i) + 1.0) }
     }
 }
