@@ -243,8 +243,8 @@ pub const STAGES: usize = 2;
 /// vector loads (16 per 4 stores).
 pub const SHARED_PAD: usize = 4;
 
-/// Threads of a warp.
-const WARP: usize = 32;
+/// Threads of a warp ([`crate::gpu::warp::SIZE`], as a `usize` for index arithmetic).
+const WARP: usize = crate::gpu::warp::SIZE as usize;
 /// A warp covers 8 thread columns x 4 thread rows of the block's thread grid: a shared load of
 /// `B` operands is then 8 distinct 16-byte words (all 32 banks once), of `A` operands 4 distinct
 /// words broadcast to 8 threads each: one shared-memory wavefront per load either way.

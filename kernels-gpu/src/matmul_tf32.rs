@@ -156,8 +156,8 @@ pub const B_PAD: usize = 8;
 /// rows before moving one block column right, so the blocks running at once share the `B`
 /// columns and `A` rows they read, and L2 serves them.
 pub const GROUP_ROWS: usize = 8;
-/// Threads of a warp.
-const WARP: usize = 32;
+/// Threads of a warp ([`crate::gpu::warp::SIZE`], as a `usize` for index arithmetic).
+const WARP: usize = crate::gpu::warp::SIZE as usize;
 
 /// This block's tile `(row, column)` in the grid of `C`'s tiles (`tiles_n` columns, `tiles_m`
 /// rows), from its linear index `id`: blocks in order of `id` fill a group of [`GROUP_ROWS`]

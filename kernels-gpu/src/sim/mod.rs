@@ -65,4 +65,4 @@ pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
 
 /// Threads per warp. A warp is the threads of a block whose linear index (x fastest) divided by
 /// 32 is the same; warp shuffles exchange values among its lanes.
-pub const WARP_SIZE: u32 = 32;
+pub const WARP_SIZE: u32 = crate::gpu::warp::SIZE;
