@@ -106,6 +106,29 @@ impl LaunchConfig {
         .checked(op, limits)
     }
 
+    /// One 1-D block of `threads` threads per `block_rows x block_cols` tile of a `rows x cols`
+    /// output, x walking the column tiles (`repeat_x` times over, e.g. once per slice of a split
+    /// `k`), y walking the row tiles.
+    pub fn block_tiles(
+        op: &'static str,
+        (rows, cols): (usize, usize),
+        (block_rows, block_cols): (usize, usize),
+        repeat_x: usize,
+        threads: u32,
+        shared_mem_bytes: u32,
+        limits: &DeviceLimits,
+    ) -> Result<Self> {
+        let tiles_x = ceil_div(cols, block_cols.max(1)).saturating_mul(repeat_x);
+        let gx = grid_extent(op, "column tiles", tiles_x, 1, limits.max_grid_dim[0])?;
+        let gy = grid_extent(op, "row tiles", rows, block_rows, limits.max_grid_dim[1])?;
+        LaunchConfig {
+            grid: (gx, gy, 1),
+            block: (threads, 1, 1),
+            shared_mem_bytes,
+        }
+        .checked(op, limits)
+    }
+
     /// Total threads of the launch.
     pub fn threads(&self) -> u64 {
         let (gx, gy, gz) = self.grid;

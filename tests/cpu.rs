@@ -157,6 +157,49 @@ fn tiles_2d_at_the_grid_limits() {
 }
 
 #[test]
+fn block_tiles_cover_the_output_and_repeat_x() {
+    // (rows, cols, repeat_x) -> (grid x, grid y) for 128 x 64 tiles.
+    for (rows, cols, repeat, gx, gy) in [
+        (1, 1, 1, 1, 1),
+        (128, 64, 1, 1, 1),
+        (129, 64, 1, 1, 2),
+        (128, 65, 1, 2, 1),
+        (300, 200, 3, 12, 3),
+    ] {
+        let cfg =
+            LaunchConfig::block_tiles("matmul", (rows, cols), (128, 64), repeat, 256, 1024, &SMALL).unwrap();
+        assert_eq!(
+            cfg,
+            launch((gx, gy, 1), (256, 1, 1), 1024),
+            "{rows} x {cols} x {repeat}"
+        );
+    }
+}
+
+#[test]
+fn block_tiles_at_the_grid_limits() {
+    for limits in [DeviceLimits::COMMON, SMALL] {
+        let [max_x, max_y, _] = limits.max_grid_dim;
+        let (rows, cols) = (max_y as usize * 2, max_x as usize * 4);
+        let cfg = LaunchConfig::block_tiles("matmul", (rows, cols), (2, 4), 1, 32, 0, &limits).unwrap();
+        assert_eq!(cfg.grid, (max_x, max_y, 1));
+        assert_too_large(
+            LaunchConfig::block_tiles("matmul", (rows + 1, cols), (2, 4), 1, 32, 0, &limits),
+            &["row tiles", &max_y.to_string()],
+        );
+        assert_too_large(
+            LaunchConfig::block_tiles("matmul", (rows, cols + 1), (2, 4), 1, 32, 0, &limits),
+            &["column tiles", &max_x.to_string()],
+        );
+        // The slices of a split `k` multiply the column tiles.
+        assert_too_large(
+            LaunchConfig::block_tiles("matmul", (rows, cols), (2, 4), 2, 32, 0, &limits),
+            &["column tiles", &max_x.to_string()],
+        );
+    }
+}
+
+#[test]
 fn tiles_2d_checks_the_block_and_shared_memory() {
     // 32 x 32 = 1024 threads: too many for SMALL's 512.
     assert_too_large(

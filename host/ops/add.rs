@@ -120,11 +120,11 @@ impl Gpu {
             let cfg = LaunchConfig::linear("increment_by_one", threads, BLOCK, &self.limits())?;
             // SAFETY: `x` holds `n` elements at a 16-byte aligned address; `cfg` is the kernel's
             // 1-D shape, blocks of exactly BLOCK threads.
-            unsafe { raw::add::increment_by_one_vec4(self, cfg, x, n) }
+            unsafe { raw::add::increment_by_one(self, cfg, x, n, true) }
         } else {
             let cfg = LaunchConfig::linear("increment_by_one", n, BLOCK, &self.limits())?;
             // SAFETY: `x` holds `n` elements; `cfg` is the kernel's 1-D shape.
-            unsafe { raw::add::increment_by_one(self, cfg, x, n) }
+            unsafe { raw::add::increment_by_one(self, cfg, x, n, false) }
         }
     }
 }

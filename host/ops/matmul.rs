@@ -8,7 +8,6 @@ use kernels_gpu::matmul_tf32::{TF32_128X128, TF32_128X128_K16, TF32_128X256, Tf3
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, checked_len};
 use crate::device::{Backend, Gpu};
-use crate::error::DriverContext;
 use crate::error::{Error, Result};
 use crate::launch_config::{DeviceLimits, LaunchConfig};
 use crate::raw;
@@ -342,22 +341,18 @@ impl Gpu {
         c: &mut DeviceMatrix,
         algorithm: MatmulAlgorithm,
     ) -> Result<()> {
-        check_inner(a, b)?;
-        let (m, k, n) = (a.rows, a.cols, b.cols);
-        same_shape("matmul", &[c.rows, c.cols], &[m, n], "the output must be m x n")?;
-        self.check_owner("matmul", &[&a.data, &b.data, &c.data])?;
-        if m == 0 || n == 0 {
+        let Some((m, k, n)) = self.check_product(a, b, c)? else {
             return Ok(());
-        }
+        };
         let limits = self.limits();
         let (kernel, cfg) = match algorithm {
             MatmulAlgorithm::Fast => {
                 let plan = FastPlan::choose(m, n, k, self.multiprocessors()?);
-                return self.matmul_fast_into(a, b, c, plan);
+                return self.launch_fast(a, b, c, plan, (m, k, n));
             }
             MatmulAlgorithm::Tf32 => {
                 let tile = Tf32Tile::choose(m, n, self.multiprocessors()?, &limits);
-                return self.matmul_tf32_into(a, b, c, tile);
+                return self.launch_tf32(a, b, c, tile, (m, k, n));
             }
             MatmulAlgorithm::Naive => (
                 MatmulKernel::Naive,
@@ -371,6 +366,22 @@ impl Gpu {
         // SAFETY: `a`, `b`, `c` hold m*k, k*n, m*n elements (shapes checked); `cfg` is the
         // kernel's documented launch shape.
         unsafe { raw::matmul::matmul(self, kernel, cfg, &a.data, &b.data, &mut c.data, m, n, k) }
+    }
+
+    /// The one validation of a product `C = A * B`, shared by every matmul operation: `A` is
+    /// `m x k` and `B` is `k x n`, `C` is `m x n`, all three belong to this `Gpu`. Returns
+    /// `(m, k, n)`, or `None` when the result is empty and there is nothing to launch.
+    fn check_product(
+        &self,
+        a: &DeviceMatrix,
+        b: &DeviceMatrix,
+        c: &DeviceMatrix,
+    ) -> Result<Option<(usize, usize, usize)>> {
+        check_inner(a, b)?;
+        let (m, k, n) = (a.rows, a.cols, b.cols);
+        same_shape("matmul", &[c.rows, c.cols], &[m, n], "the output must be m x n")?;
+        self.check_owner("matmul", &[&a.data, &b.data, &c.data])?;
+        Ok((m > 0 && n > 0).then_some((m, k, n)))
     }
 }
 
@@ -391,13 +402,10 @@ fn check_inner(a: &DeviceMatrix, b: &DeviceMatrix) -> Result<()> {
 impl Gpu {
     /// Streaming multiprocessors of the device ([`SIMULATED_MULTIPROCESSORS`] in the simulator):
     /// what [`FastPlan::choose`] sizes the grid against.
+    /// Read once, when the `Gpu` was made.
     pub fn multiprocessors(&self) -> Result<usize> {
         match &self.backend {
-            Backend::Cuda(d) => d
-                .ctx
-                .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-                .map(|count| count.max(1) as usize)
-                .during("reading the multiprocessor count"),
+            Backend::Cuda(d) => Ok(d.multiprocessors.max(1) as usize),
             Backend::Simulator => Ok(SIMULATED_MULTIPROCESSORS),
         }
     }
@@ -414,44 +422,40 @@ impl Gpu {
         c: &mut DeviceMatrix,
         plan: FastPlan,
     ) -> Result<()> {
-        check_inner(a, b)?;
-        let (m, k, n) = (a.rows, a.cols, b.cols);
-        same_shape("matmul", &[c.rows, c.cols], &[m, n], "the output must be m x n")?;
-        self.check_owner("matmul", &[&a.data, &b.data, &c.data])?;
         if plan.slices == 0 {
             return Err(Error::InvalidArgument {
                 op: "matmul",
                 detail: "a FastPlan needs at least one slice of k".to_string(),
             });
         }
-        if m == 0 || n == 0 {
-            return Ok(());
+        match self.check_product(a, b, c)? {
+            Some(mkn) => self.launch_fast(a, b, c, plan, mkn),
+            None => Ok(()),
         }
+    }
+
+    /// [`Gpu::matmul_fast_into`] after [`Gpu::check_product`]: `(m, k, n)` are the checked
+    /// shapes, both `m` and `n` at least 1, and `plan` has at least one slice.
+    fn launch_fast(
+        &self,
+        a: &DeviceMatrix,
+        b: &DeviceMatrix,
+        c: &mut DeviceMatrix,
+        plan: FastPlan,
+        (m, k, n): (usize, usize, usize),
+    ) -> Result<()> {
         let limits = self.limits();
         let tiling = plan.tile.tiling();
         let (k_split, slices) = (plan.k_split(k), plan.launched_slices(k));
-        let extent = |what: &str, blocks: usize, max: u32| {
-            u32::try_from(blocks)
-                .ok()
-                .filter(|&b| b <= max)
-                .ok_or_else(|| Error::TooLarge {
-                    op: "matmul",
-                    detail: format!("{blocks} blocks of {what}, the device's grid allows {max}"),
-                })
-        };
-        let tiles_n = n.div_ceil(tiling.block_cols);
-        let grid_x = extent(
-            "columns (times slices of k)",
-            tiles_n * slices,
-            limits.max_grid_dim[0],
+        let cfg = LaunchConfig::block_tiles(
+            "matmul",
+            (m, n),
+            (tiling.block_rows, tiling.block_cols),
+            slices,
+            tiling.threads(),
+            tiling.shared_bytes(),
+            &limits,
         )?;
-        let grid_y = extent("rows", m.div_ceil(tiling.block_rows), limits.max_grid_dim[1])?;
-        let cfg = LaunchConfig {
-            grid: (grid_x, grid_y, 1),
-            block: (tiling.threads(), 1, 1),
-            shared_mem_bytes: tiling.shared_bytes(),
-        }
-        .checked("matmul", &limits)?;
 
         let mut partial = if slices > 1 {
             Some(self.alloc(checked_len("matmul (partial products)", &[slices, m, n])?)?)
@@ -499,37 +503,38 @@ impl Gpu {
         c: &mut DeviceMatrix,
         tile: Tf32Tile,
     ) -> Result<()> {
-        check_inner(a, b)?;
-        let (m, k, n) = (a.rows, a.cols, b.cols);
-        same_shape("matmul", &[c.rows, c.cols], &[m, n], "the output must be m x n")?;
-        self.check_owner("matmul", &[&a.data, &b.data, &c.data])?;
-        if m == 0 || n == 0 {
-            return Ok(());
+        match self.check_product(a, b, c)? {
+            Some(mkn) => self.launch_tf32(a, b, c, tile, mkn),
+            None => Ok(()),
         }
+    }
+
+    /// [`Gpu::matmul_tf32_into`] after [`Gpu::check_product`]: `(m, k, n)` are the checked
+    /// shapes, both `m` and `n` at least 1.
+    fn launch_tf32(
+        &self,
+        a: &DeviceMatrix,
+        b: &DeviceMatrix,
+        c: &mut DeviceMatrix,
+        tile: Tf32Tile,
+        (m, k, n): (usize, usize, usize),
+    ) -> Result<()> {
         let limits = self.limits();
         let tiling = tile.tiling();
-        let extent = |what: &str, blocks: usize, max: u32| {
-            u32::try_from(blocks)
-                .ok()
-                .filter(|&b| b <= max)
-                .ok_or_else(|| Error::TooLarge {
-                    op: "matmul",
-                    detail: format!("{blocks} blocks of {what}, the device's grid allows {max}"),
-                })
-        };
-        let grid_x = extent("columns", n.div_ceil(tiling.block_cols), limits.max_grid_dim[0])?;
-        let grid_y = extent("rows", m.div_ceil(tiling.block_rows), limits.max_grid_dim[1])?;
         // These kernels are opted in to more than the default 48 KiB when they are loaded.
         let optin = DeviceLimits {
             max_shared_mem_per_block: limits.max_shared_mem_per_block_optin,
             ..limits
         };
-        let cfg = LaunchConfig {
-            grid: (grid_x, grid_y, 1),
-            block: (tiling.threads(), 1, 1),
-            shared_mem_bytes: tiling.shared_bytes(),
-        }
-        .checked("matmul", &optin)?;
+        let cfg = LaunchConfig::block_tiles(
+            "matmul",
+            (m, n),
+            (tiling.block_rows, tiling.block_cols),
+            1,
+            tiling.threads(),
+            tiling.shared_bytes(),
+            &optin,
+        )?;
         let vec4 =
             k % 4 == 0 && n % 4 == 0 && [&a.data, &b.data, &c.data].iter().all(|v| v.is_16_byte_aligned());
         let kernel = match (tile, vec4) {

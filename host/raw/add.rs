@@ -76,63 +76,51 @@ pub(crate) unsafe fn add_vec4(
     }
 }
 
-/// Launches `increment_by_one(x, n)`.
+/// Launches `increment_by_one(x, n)`, or `increment_by_one_vec4(x, n)` with `vec4`.
 ///
 /// # Safety
-/// See the module contract: `x` holds at least `n` elements.
+/// See the module contract: `x` holds at least `n` elements; with `vec4` it starts at a 16-byte
+/// aligned address.
 pub(crate) unsafe fn increment_by_one(
     gpu: &Gpu,
     cfg: LaunchConfig,
     x: &mut DeviceVec,
     n: usize,
+    vec4: bool,
 ) -> Result<()> {
+    let (name, during, sim_kernel): (&'static str, &'static str, unsafe fn(*mut f32, usize)) = if vec4 {
+        (
+            "increment_by_one_vec4",
+            "launching increment_by_one_vec4",
+            k::increment_by_one_vec4,
+        )
+    } else {
+        (
+            "increment_by_one",
+            "launching increment_by_one",
+            k::increment_by_one,
+        )
+    };
     match (&gpu.backend, &mut x.storage) {
         (Backend::Cuda(d), Storage::Cuda(x)) => {
-            let mut launch = d.stream.launch_builder(&d.kernels.increment_by_one);
+            let function = if vec4 {
+                &d.kernels.increment_by_one_vec4
+            } else {
+                &d.kernels.increment_by_one
+            };
+            let mut launch = d.stream.launch_builder(function);
             launch.arg(x).arg(&n);
             // SAFETY: argument types and order match the kernel; sizes per the contract.
-            unsafe { launch.launch(cfg.to_cuda()) }.during("launching increment_by_one")?;
-            launch_count::cuda("increment_by_one");
+            unsafe { launch.launch(cfg.to_cuda()) }.during(during)?;
+            launch_count::cuda(name);
             Ok(())
         }
         (Backend::Simulator, Storage::Host(x)) => {
-            let mut launch = sim::Launch::new("increment_by_one", cfg.to_sim());
-            let x = launch.output("x", x);
-            // SAFETY: registered buffer, size per the contract.
-            unsafe { launch.run(|| k::increment_by_one(x, n)) }?;
-            launch_count::simulator("increment_by_one");
-            Ok(())
-        }
-        _ => mixed_backends("increment_by_one"),
-    }
-}
-
-/// Launches `increment_by_one_vec4(x, n)`.
-///
-/// # Safety
-/// See the module contract: `x` holds at least `n` elements and starts at a 16-byte aligned
-/// address.
-pub(crate) unsafe fn increment_by_one_vec4(
-    gpu: &Gpu,
-    cfg: LaunchConfig,
-    x: &mut DeviceVec,
-    n: usize,
-) -> Result<()> {
-    match (&gpu.backend, &mut x.storage) {
-        (Backend::Cuda(d), Storage::Cuda(x)) => {
-            let mut launch = d.stream.launch_builder(&d.kernels.increment_by_one_vec4);
-            launch.arg(x).arg(&n);
-            // SAFETY: argument types and order match the kernel; sizes per the contract.
-            unsafe { launch.launch(cfg.to_cuda()) }.during("launching increment_by_one_vec4")?;
-            launch_count::cuda("increment_by_one_vec4");
-            Ok(())
-        }
-        (Backend::Simulator, Storage::Host(x)) => {
-            let mut launch = sim::Launch::new("increment_by_one_vec4", cfg.to_sim());
+            let mut launch = sim::Launch::new(name, cfg.to_sim());
             let x = launch.output("x", x);
             // SAFETY: registered buffer, size and alignment per the contract.
-            unsafe { launch.run(|| k::increment_by_one_vec4(x, n)) }?;
-            launch_count::simulator("increment_by_one_vec4");
+            unsafe { launch.run(|| sim_kernel(x, n)) }?;
+            launch_count::simulator(name);
             Ok(())
         }
         _ => mixed_backends("increment_by_one"),
