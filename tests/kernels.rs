@@ -23,8 +23,8 @@ use ndarray::{Array1, Array2, Array3, ArrayView2, Dimension, s};
 use rand::rngs::StdRng;
 
 use common::{
-    TF32_ROUNDED, TF32_TRUNCATED, matmul_with_operand_bits, max_abs_diff, random_matrix, random_vec,
-    tf32_statistical_violation,
+    REQUIRE_GPU_ENV, TF32_ROUNDED, TF32_TRUNCATED, matmul_with_operand_bits, max_abs_diff, random_matrix,
+    random_vec, tf32_statistical_violation,
 };
 
 /// `add`, `add_into` and `increment_by_one` must be exact: one IEEE f32 rounding per element, the
@@ -43,9 +43,6 @@ const CHAIN_REL_TOL: f64 = 1e-4;
 
 /// Inverse temperatures every softmax shape runs with: plain, flatter, uniform, reversed, sharp.
 const TEMPERATURES: [f32; 5] = [1.0, 0.5, 0.0, -2.5, 10.0];
-
-/// Set to `1` to make a missing GPU fail the CUDA trials instead of ignoring them.
-const REQUIRE_GPU_ENV: &str = "GPUKERN_REQUIRE_GPU";
 
 /// What a trial body returns: `?` works on gpukern's errors, and a message is a `String`.
 type Check = Result<(), Box<dyn std::error::Error + Send + Sync>>;
@@ -1679,7 +1676,7 @@ fn global_trials() -> Vec<Trial> {
 fn main() {
     let args = Arguments::from_args();
     let seed = common::seed();
-    let require_gpu = std::env::var(REQUIRE_GPU_ENV).is_ok_and(|v| v == "1");
+    let require_gpu = common::require_gpu();
 
     let sim = Target {
         prefix: "sim",
@@ -1687,13 +1684,15 @@ fn main() {
         ignored: false,
     };
     let mut skipped = None;
-    let cuda = match Gpu::new(0) {
+    let opened = Gpu::new(0);
+    let ignored = common::cuda_trials_ignored(&opened, require_gpu);
+    let cuda = match opened {
         Ok(gpu) => Target {
             prefix: "cuda",
             gpu: Ok(gpu),
             ignored: false,
         },
-        Err(e @ (Error::NoDriver | Error::NoDevice { .. })) if !require_gpu => {
+        Err(e) if ignored => {
             skipped = Some(format!(
                 "CUDA tests skipped (ignored): {e} [set {REQUIRE_GPU_ENV}=1 to make this a failure]"
             ));
