@@ -3,8 +3,7 @@
 //! table of modules that `host/ptx.rs` includes.
 
 fn main() {
-    // The proc-macro crate of `#[kernel]` shapes the PTX as much as the kernels themselves.
-    if let Err(e) = gpukern_build::Builder::new("kernels-gpu").input("macros").build() {
+    if let Err(e) = gpukern_build::Builder::new("kernels-gpu").build() {
         e.exit();
     }
 }

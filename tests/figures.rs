@@ -4,7 +4,7 @@
 //! # What is scanned
 //! Every line of `README.md`, `BENCHMARKS.md`, `bench/targets.md` and `kernels-gpu/README.md`,
 //! and the comment text (from the first `//` of a line on) of every `.rs` file under `host/` and
-//! `kernels-gpu/src/`.
+//! `kernels-gpu/src/` and `gpukern-device/src/`.
 //!
 //! # What a figure is
 //! Only numbers carrying a measurement unit are figures; sizes (`4096^3`, `8192x128`,
@@ -52,7 +52,7 @@ const PROSE: [&str; 4] = [
     "kernels-gpu/README.md",
 ];
 /// Folders whose `.rs` files have their comments checked.
-const CODE_DIRS: [&str; 2] = ["host", "kernels-gpu/src"];
+const CODE_DIRS: [&str; 3] = ["host", "kernels-gpu/src", "gpukern-device/src"];
 /// Folder of the committed benchmark records.
 const RESULTS_DIR: &str = "bench/results";
 

@@ -93,8 +93,9 @@ impl Builder {
     }
 
     /// Another file or folder (relative to the kernel crate) whose contents the PTX depends on,
-    /// besides the crate's `src/` and `Cargo.toml`: e.g. a path dependency such as a proc-macro
-    /// crate. It is hashed into the cache key and watched for changes.
+    /// besides the crate's `src/` and `Cargo.toml` and those of its path dependencies (found in
+    /// the manifests, `gpukern-device` and its macros among them). It is hashed into the cache
+    /// key and watched for changes.
     pub fn input(mut self, path: impl AsRef<Path>) -> Builder {
         self.extra_inputs.push(path.as_ref().to_path_buf());
         self
@@ -125,6 +126,7 @@ impl Builder {
             ));
         }
         let mut inputs = vec![PathBuf::from("src"), PathBuf::from("Cargo.toml")];
+        inputs.extend(path_dependencies(&krate)?);
         inputs.extend(self.extra_inputs.iter().cloned());
         for input in &inputs {
             println!("cargo:rerun-if-changed={}", krate.join(input).display());
@@ -295,6 +297,65 @@ fn lib_name(krate: &Path) -> Result<String, BuildError> {
         .replace('-', "_"))
 }
 
+/// The `src/` and `Cargo.toml` of every path dependency of the crate at `krate`, and of theirs,
+/// relative to `krate` (`../gpukern-device/src`, ...): the PTX depends on them as much as on the
+/// kernel crate's own sources.
+fn path_dependencies(krate: &Path) -> Result<Vec<PathBuf>, BuildError> {
+    let mut dirs: Vec<(PathBuf, Option<PathBuf>)> = Vec::new();
+    let mut pending = vec![PathBuf::new()];
+    while let Some(rel) = pending.pop() {
+        let manifest = krate.join(&rel).join("Cargo.toml");
+        let text =
+            fs::read_to_string(&manifest).or_else(|e| err(format!("reading {}: {e}", manifest.display())))?;
+        for dep in manifest_path_dependencies(&text) {
+            let dep = rel.join(dep);
+            let canonical = krate.join(&dep).canonicalize().ok();
+            if canonical.is_none() || dirs.iter().any(|(_, c)| *c == canonical) {
+                continue;
+            }
+            dirs.push((dep.clone(), canonical));
+            pending.push(dep);
+        }
+    }
+    Ok(dirs
+        .into_iter()
+        .flat_map(|(dep, _)| [dep.join("src"), dep.join("Cargo.toml")])
+        .collect())
+}
+
+/// The `path = "..."` values in the dependency tables of a manifest (`[dependencies]`,
+/// `[target.'cfg(..)'.dependencies]`, `[dependencies.name]`; not dev- or build-dependencies,
+/// which do not reach the PTX).
+fn manifest_path_dependencies(text: &str) -> Vec<String> {
+    let mut section = String::new();
+    let mut paths = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.to_string();
+            continue;
+        }
+        let is_dependencies = section.contains("dependencies")
+            && !section.contains("dev-dependencies")
+            && !section.contains("build-dependencies");
+        if !is_dependencies {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("path") {
+            rest = &rest[at + 4..];
+            let Some(value) = rest.trim_start().strip_prefix('=') else {
+                continue;
+            };
+            if let Some(value) = value.trim_start().strip_prefix('"') {
+                if let Some(end) = value.find('"') {
+                    paths.push(value[..end].to_string());
+                }
+            }
+        }
+    }
+    paths
+}
+
 /// The `name = "..."` of the `[lib]` section of a manifest, else of `[package]`.
 fn manifest_name(text: &str) -> Option<String> {
     let mut section = "";
@@ -338,6 +399,18 @@ mod tests {
         assert!(parse_archs("").is_err());
         assert!(parse_archs("compute_90").is_err());
         assert!(parse_archs("sm_9").is_err());
+    }
+
+    #[test]
+    fn path_dependencies_are_read_from_the_dependency_tables() {
+        let manifest = "[package]\nname = \"k\"\npath = \"nope\"\n\n[dependencies]\n\
+            gpukern-device = { path = \"../gpukern-device\" }\nhalf = \"2\"\n\n\
+            [target.'cfg(not(target_arch = \"nvptx64\"))'.dependencies]\nsim = { path=\"sim\" }\n\n\
+            [dependencies.other]\npath = \"../other\"\n\n[dev-dependencies]\nt = { path = \"t\" }\n";
+        assert_eq!(
+            manifest_path_dependencies(manifest),
+            vec!["../gpukern-device", "sim", "../other"]
+        );
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! gpukern's kernels, written once in Rust.
 //!
-//! * On `nvptx64-nvidia-cuda` (built by gpukern's `build.rs` with a pinned nightly) this crate is
-//!   `no_std` and every `#[kernel]` becomes an entry point of the PTX module that the host loads.
+//! A kernel crate like any user's: it depends on `gpukern-device` (re-exported here as [`gpu`])
+//! and gpukern's `build.rs` compiles it with `gpukern-build`.
+//!
+//! * On `nvptx64-nvidia-cuda` (built with the pinned nightly) this crate is `no_std` and every
+//!   `#[kernel]` becomes an entry point of the PTX module that the host loads.
 //! * On any other target (stable Rust) the same kernel functions are plain `unsafe fn`s, and the
 //!   device-side helpers in [`gpu`] are backed by [`sim`], a block/thread simulator that runs a
 //!   launch on the CPU and checks memory accesses, barriers and shared-memory races.
@@ -11,20 +14,10 @@
 //! touch memory only through [`gpu::mem`] (or the checked copies of [`gpu::async_copy`]), so that
 //! the simulator sees every access.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(
-        abi_ptx,
-        stdarch_nvptx,
-        core_intrinsics,
-        gpu_intrinsics,
-        gpu_launch_sized_workgroup_mem,
-        asm_experimental_arch
-    )
-)]
-#![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
 
-pub mod gpu;
+/// The device-side helpers: `gpukern-device`.
+pub use gpukern_device as gpu;
 
 /// `for $k in 0..$n { $body }` with `$n <= 8`, unrolled by hand so that `$k` is a literal in
 /// each copy: register arrays indexed by `$k` stay in registers (LLVM's own full unrolling gives
@@ -61,15 +54,8 @@ pub mod matmul;
 pub mod matmul_tf32;
 pub mod softmax;
 
+/// The simulator of `gpukern-device`.
 #[cfg(not(target_arch = "nvptx64"))]
-pub mod sim;
+pub use gpukern_device::sim;
 
-pub use kernels_gpu_macros::kernel;
-
-/// `-Cpanic=immediate-abort` turns panics into `trap`; this handler is never reached.
-#[cfg(target_arch = "nvptx64")]
-#[panic_handler]
-fn panic(_: &core::panic::PanicInfo) -> ! {
-    // SAFETY: `trap` ends the kernel with an error the host sees at its next synchronisation.
-    unsafe { core::arch::nvptx::trap() }
-}
+pub use gpukern_device::kernel;

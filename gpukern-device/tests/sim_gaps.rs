@@ -10,10 +10,10 @@
 mod common;
 
 use common::assert_report;
-use kernels_gpu::gpu::async_copy::{self, cp_async_16};
-use kernels_gpu::gpu::vector::F4;
-use kernels_gpu::gpu::{block, mem, shared, thread};
-use kernels_gpu::sim::{Access, Dim3, Launch, LaunchConfig, SimError, Space, Violation};
+use gpukern_device::async_copy::{self, cp_async_16};
+use gpukern_device::sim::{Access, Dim3, Launch, LaunchConfig, SimError, Space, Violation};
+use gpukern_device::vector::F4;
+use gpukern_device::{block, mem, shared, thread};
 
 /// Threads per block of the planted-bug kernels.
 const T: u32 = 8;

@@ -7,7 +7,7 @@
 //! shuffle is one `shfl.sync.bfly.b32`; in the simulator it is a rendezvous of the warp's lanes
 //! that reports a lane that returned, waits elsewhere, or does not exist.
 
-use crate::gpu::math;
+use crate::math;
 
 /// Lanes per warp.
 pub const SIZE: u32 = 32;

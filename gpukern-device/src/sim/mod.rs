@@ -3,13 +3,13 @@
 //! What it models:
 //! * a grid of blocks; blocks run in parallel on the CPU's cores, in no fixed order;
 //! * the threads of one block as coroutines on one OS thread: each runs until it reaches a
-//!   barrier or returns, so [`crate::gpu::thread::sync_threads`] really synchronises them;
-//! * warp shuffles ([`crate::gpu::warp`]) as a rendezvous of the 32 lanes of a warp: each lane
+//!   barrier or returns, so [`crate::thread::sync_threads`] really synchronises them;
+//! * warp shuffles ([`crate::warp`]) as a rendezvous of the 32 lanes of a warp: each lane
 //!   suspends with its value, and the exchange completes when every lane of the warp is there;
 //! * each block's own dynamic shared memory, sized by the launch;
 //! * each registered buffer at its own simulated device address, 1 TiB from any other: the
 //!   pointers a kernel gets from [`Launch::input`] / [`Launch::output`] are not host addresses,
-//!   and [`crate::gpu::mem`] translates every access;
+//!   and [`crate::mem`] translates every access;
 //! * `cp.async` copies that land in shared memory only at the wait that retires their group.
 //!
 //! What it checks, each report naming the kernel, block, thread and index ([`SimError`]):
@@ -20,7 +20,7 @@
 //!   host, the offset would land inside another registered buffer;
 //! * a barrier that not every thread of the block reaches, or threads waiting at different
 //!   barriers (reported, never a hang). A barrier is named by the source location of the call
-//!   that reaches it from the kernel: the block collectives ([`crate::gpu::block`]) and other
+//!   that reaches it from the kernel: the block collectives ([`crate::block`]) and other
 //!   helpers with barriers are `#[track_caller]`, so two calls of one helper are two barriers;
 //! * a warp shuffle that not every lane of the warp reaches (a lane returned, or waits at a
 //!   barrier or another shuffle), or one in a warp of fewer than 32 threads;
@@ -36,7 +36,7 @@
 //! * a panic inside kernel code.
 //!
 //! What it does not check or model:
-//! * memory touched other than through [`crate::gpu::mem`] and the helpers built on it (a plain
+//! * memory touched other than through [`crate::mem`] and the helpers built on it (a plain
 //!   `*p` on a simulated address crashes or reads the wrong memory), and pointer provenance
 //!   beyond addresses: a pointer computed from another buffer's address (`x + (y - x)`), or
 //!   offset by half a TiB or more, is attributed to the buffer it lands nearest;
@@ -65,4 +65,4 @@ pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
 
 /// Threads per warp. A warp is the threads of a block whose linear index (x fastest) divided by
 /// 32 is the same; warp shuffles exchange values among its lanes.
-pub const WARP_SIZE: u32 = crate::gpu::warp::SIZE;
+pub const WARP_SIZE: u32 = crate::warp::SIZE;

@@ -117,14 +117,25 @@ impl LaunchInfo {
 /// One kernel launch in the simulator: register the buffers, then [`Launch::run`] the kernel.
 ///
 /// ```
-/// use kernels_gpu::sim::{Dim3, Launch, LaunchConfig};
+/// use gpukern_device::sim::{Dim3, Launch, LaunchConfig};
+/// use gpukern_device::{kernel, mem, thread};
+///
+/// /// `c[i] = a[i] + b[i]` for the first `n` elements.
+/// #[kernel]
+/// pub unsafe fn add(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
+///     let i = thread::index_1d();
+///     if i < n {
+///         unsafe { mem::store(c, i, mem::load(a, i) + mem::load(b, i)) }
+///     }
+/// }
+///
 /// let (a, b) = (vec![1.0f32; 5], vec![2.0f32; 5]);
 /// let mut c = vec![0.0f32; 5];
 /// let config = LaunchConfig { grid: Dim3::new(1, 1, 1), block: Dim3::new(8, 1, 1), shared_mem_bytes: 0 };
 /// let mut launch = Launch::new("add", config);
 /// let (pa, pb, pc) = (launch.input("a", &a), launch.input("b", &b), launch.output("c", &mut c));
 /// // SAFETY: the buffers hold 5 floats and the closure only launches the kernel.
-/// unsafe { launch.run(|| kernels_gpu::add::add(pa, pb, pc, 5)) }.unwrap();
+/// unsafe { launch.run(|| add(pa, pb, pc, 5)) }.unwrap();
 /// assert_eq!(c, vec![3.0; 5]);
 /// ```
 pub struct Launch<'a> {
@@ -154,7 +165,7 @@ impl<'a> Launch<'a> {
     /// kernel.
     ///
     /// The pointer is the buffer's address in the simulated device's memory, not `data`'s host
-    /// address: only the kernel's accesses through [`crate::gpu::mem`] (and the helpers built on
+    /// address: only the kernel's accesses through [`crate::mem`] (and the helpers built on
     /// it) may use it, never a plain dereference.
     pub fn input<T>(&mut self, name: &'static str, data: &'a [T]) -> *const T {
         let fake = self.register(

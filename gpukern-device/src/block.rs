@@ -6,7 +6,7 @@
 //! collective wait at different barriers, and are reported. (The barriers inside one call share
 //! that name; the collectives are straight-line code every thread runs alike.)
 
-use crate::gpu::{mem, thread};
+use crate::{mem, thread};
 
 /// Combines one value per thread with `op` and returns the result to every thread of the block.
 ///
@@ -63,7 +63,7 @@ pub unsafe fn reduce_sum(scratch: *mut f32, value: f32) -> f32 {
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub unsafe fn reduce_max(scratch: *mut f32, value: f32) -> f32 {
     // SAFETY: forwarded contract.
-    unsafe { reduce(scratch, value, crate::gpu::math::max_nan) }
+    unsafe { reduce(scratch, value, crate::math::max_nan) }
 }
 
 /// The minimum over the block of one value per thread; NaN if any value is NaN.
@@ -74,5 +74,5 @@ pub unsafe fn reduce_max(scratch: *mut f32, value: f32) -> f32 {
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub unsafe fn reduce_min(scratch: *mut f32, value: f32) -> f32 {
     // SAFETY: forwarded contract.
-    unsafe { reduce(scratch, value, crate::gpu::math::min_nan) }
+    unsafe { reduce(scratch, value, crate::math::min_nan) }
 }

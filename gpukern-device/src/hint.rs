@@ -26,7 +26,7 @@ pub fn recompute(x: u32) -> u32 {
 
 /// [`recompute`] for a pointer (`mov.b64`). The result is a generic address to LLVM even where
 /// `p` was known to point to shared memory, so pass it only where that does not matter (to an
-/// instruction that converts it, as [`crate::gpu::async_copy::cp_async_16_after`] does).
+/// instruction that converts it, as [`crate::async_copy::cp_async_16_after`] does).
 #[inline(always)]
 pub fn recompute_ptr<T>(p: *mut T) -> *mut T {
     #[cfg(target_arch = "nvptx64")]

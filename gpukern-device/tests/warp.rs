@@ -1,4 +1,4 @@
-//! Warp shuffles in the simulator ([`kernels_gpu::gpu::warp`]), tested like the rest of it
+//! Warp shuffles in the simulator ([`gpukern_device::warp`]), tested like the rest of it
 //! (`tests/simulator.rs`):
 //!
 //! 1. The exchange itself: every lane gets its partner's value, in 1-D and 2-D blocks, and the
@@ -13,9 +13,9 @@
 mod common;
 
 use common::assert_report;
-use kernels_gpu::gpu::vector::{self, F4};
-use kernels_gpu::gpu::{mem, shared, thread, warp};
-use kernels_gpu::sim::{Access, Dim3, Launch, LaunchConfig, SimError, Space, Violation};
+use gpukern_device::sim::{Access, Dim3, Launch, LaunchConfig, SimError, Space, Violation};
+use gpukern_device::vector::{self, F4};
+use gpukern_device::{mem, shared, thread, warp};
 
 /// A launch of one block of `block` threads.
 fn one_block(block: (u32, u32), shared_mem_bytes: u32) -> LaunchConfig {

@@ -20,7 +20,7 @@
 //! The simulator also checks the copies' bounds and alignment, and that the destination is
 //! shared memory.
 
-use crate::gpu::vector::F4;
+use crate::vector::F4;
 
 /// The shared-memory address of `p` (`cvta.to.shared`), as a `cp.async` destination operand.
 #[cfg(target_arch = "nvptx64")]

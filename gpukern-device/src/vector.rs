@@ -3,7 +3,7 @@
 //! warp, which is what a coalesced global access and a conflict-free shared access want. Also
 //! two floats as one 8-byte store ([`F2`], for the TF32 matmul's accumulator pairs).
 
-use crate::gpu::mem;
+use crate::mem;
 
 /// Four consecutive floats, 16-byte aligned so that the compiler emits one vector access.
 ///

@@ -1,5 +1,5 @@
-//! The tensor-core and async-copy helpers in the simulator ([`kernels_gpu::gpu::mma`],
-//! [`kernels_gpu::gpu::async_copy`]):
+//! The tensor-core and async-copy helpers in the simulator ([`gpukern_device::mma`],
+//! [`gpukern_device::async_copy`]):
 //!
 //! 1. `to_tf32` on the rounding edge cases (ties away from zero, carries into the exponent, up
 //!    to infinity, NaN and infinities kept) and against an independent f64 rounding on random
@@ -9,11 +9,11 @@
 //! 3. `cp_async_16` / `cp_async_4`: the copy, the zero-fill of a short source, and the checks
 //!    (a read past the source buffer, a misaligned 16-byte copy).
 
-use kernels_gpu::gpu::async_copy::{self, cp_async_16, cp_async_4};
-use kernels_gpu::gpu::mma::{mma_m16n8k8_tf32, to_tf32};
-use kernels_gpu::gpu::vector::F4;
-use kernels_gpu::gpu::{mem, shared, thread};
-use kernels_gpu::sim::{Access, Dim3, Launch, LaunchConfig, Space, Violation};
+use gpukern_device::async_copy::{self, cp_async_16, cp_async_4};
+use gpukern_device::mma::{mma_m16n8k8_tf32, to_tf32};
+use gpukern_device::sim::{Access, Dim3, Launch, LaunchConfig, Space, Violation};
+use gpukern_device::vector::F4;
+use gpukern_device::{mem, shared, thread};
 
 /// A launch of one block of `threads` threads.
 fn one_block(threads: u32, shared_mem_bytes: u32) -> LaunchConfig {
@@ -157,7 +157,7 @@ fn run_mma(
     b: &[f32],
     c: &[f32],
     skip_lane: Option<usize>,
-) -> Result<Vec<f32>, kernels_gpu::sim::SimError> {
+) -> Result<Vec<f32>, gpukern_device::sim::SimError> {
     let mut d = vec![f32::NAN; 16 * 8];
     let mut launch = Launch::new("mma_tile", one_block(32, 0));
     let (pa, pb, pc) = (launch.input("a", a), launch.input("b", b), launch.input("c", c));
@@ -266,7 +266,7 @@ unsafe fn copy_then_read(src: *const f32, src_start: usize, sizes: *const u32, o
     }
 }
 
-fn run_copy(src: &[F4], start: usize, sizes: &[u32]) -> Result<Vec<f32>, kernels_gpu::sim::SimError> {
+fn run_copy(src: &[F4], start: usize, sizes: &[u32]) -> Result<Vec<f32>, gpukern_device::sim::SimError> {
     let mut out = vec![f32::NAN; 40];
     let mut launch = Launch::new("copy_then_read", one_block(16, 160));
     let ps = launch.input("src", src).cast::<f32>();

@@ -1,0 +1,62 @@
+//! `gpukern-device`: what a GPU kernel written in Rust needs, the role `cuda_std` plays in
+//! rust-cuda. A kernel crate depends on it and marks its entry points with [`kernel`].
+//!
+//! * On `nvptx64-nvidia-cuda` (built by `gpukern-build` with the pinned nightly) the crate is
+//!   `no_std`, each helper is an inline wrapper over an NVPTX instruction, and every `#[kernel]`
+//!   becomes an entry point of the PTX module.
+//! * On any other target (stable Rust) the same helpers call into [`sim`], a block/thread
+//!   simulator that runs a launch on the CPU and checks memory accesses, barriers and races, and
+//!   every `#[kernel]` stays a plain `unsafe fn` the simulator calls once per thread.
+//!
+//! Names follow `cuda_std` where they fit (`thread::index_1d`, `thread::sync_threads`).
+//!
+//! * [`thread`]: thread, block and grid indices (1-D and 2-D), the block barrier.
+//! * [`shared`]: the block's dynamic shared memory.
+//! * [`mem`]: loads and stores through raw pointers; the only way kernels touch memory.
+//! * [`block`]: block-scope collectives (reductions through shared memory).
+//! * [`hint`]: [`hint::recompute`], a value LLVM may not hoist out of a loop.
+//! * [`math`]: the few float functions `core` lacks on the GPU.
+//! * [`vector`]: four floats as one 16-byte load or store ([`vector::F4`]).
+//! * [`warp`]: warp-scope collectives (`shfl_xor`, `reduce_max`, `reduce_sum`) through shuffles.
+//! * [`mma`]: the warp's TF32 tensor-core multiply-accumulate (`mma_m16n8k8_tf32`, `to_tf32`).
+//! * [`async_copy`]: global-to-shared copies in the background (`cp_async_16`, `commit_group`,
+//!   `wait_group`; `cp_async_16_after` and `wait_all` for threads that reuse their own slots).
+
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(
+        abi_ptx,
+        stdarch_nvptx,
+        core_intrinsics,
+        gpu_intrinsics,
+        gpu_launch_sized_workgroup_mem,
+        asm_experimental_arch
+    )
+)]
+#![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
+
+pub mod async_copy;
+pub mod block;
+pub mod hint;
+pub mod math;
+pub mod mem;
+pub mod mma;
+pub mod shared;
+pub mod thread;
+pub mod vector;
+pub mod warp;
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod sim;
+
+pub use gpukern_device_macros::kernel;
+
+/// `-Cpanic=immediate-abort` turns panics into `trap`; this handler is never reached. It lives
+/// here so that a kernel crate needs none of its own.
+#[cfg(target_arch = "nvptx64")]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // SAFETY: `trap` ends the kernel with an error the host sees at its next synchronisation.
+    unsafe { core::arch::nvptx::trap() }
+}
