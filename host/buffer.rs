@@ -1,31 +1,56 @@
-//! Device-resident data: a vector and a row-major matrix of `f32`, uploaded once and kept on
-//! the device across calls (copy once, compute many times).
+//! Device-resident data: a vector and a row-major matrix of any [`Element`] type (`f32` by
+//! default, the type of the library's own operations), uploaded once and kept on the device
+//! across calls (copy once, compute many times).
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtr, DriverError};
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, DriverError, ValidAsZeroBits};
+use half::{bf16, f16};
 use ndarray::{Array1, Array2, ArrayBase, Data, Ix2};
 
 use crate::device::{Backend, CudaDevice, Gpu};
 use crate::error::{DriverContext, Error, Result};
+use crate::module::faults;
 
-/// Where a buffer's elements live.
-pub(crate) enum Storage {
-    /// Device memory of one CUDA device, used on that `Gpu`'s stream.
-    Cuda(CudaSlice<f32>),
-    /// Host memory standing in for device memory in the simulator.
-    Host(Vec<f32>),
+/// A type a device buffer may hold: plain data the device and the host lay out alike.
+///
+/// Implemented for `f32`, `f64`, `i8`..`i64`, `u8`..`u64`, [`f16`] and [`bf16`].
+///
+/// # Safety
+/// Every bit pattern of `size_of::<Self>()` bytes that the device may write is a valid `Self`,
+/// all zero bits included, and `Self` has no padding or pointers (cudarc's [`DeviceRepr`] and
+/// [`ValidAsZeroBits`] contracts). A `#[repr(C)]` struct of such fields qualifies once it
+/// implements both.
+pub unsafe trait Element:
+    DeviceRepr + ValidAsZeroBits + Copy + Default + Send + Sync + 'static
+{
 }
 
-/// A vector of `f32` on a [`Gpu`].
-pub struct DeviceVec {
-    pub(crate) storage: Storage,
+macro_rules! elements {
+    ($($t:ty),*) => {$(
+        // SAFETY: a primitive number: every bit pattern is a value, zero included.
+        unsafe impl Element for $t {}
+    )*};
+}
+elements!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16);
+
+/// Where a buffer's elements live.
+pub(crate) enum Storage<T> {
+    /// Device memory of one CUDA device, used on that `Gpu`'s stream.
+    Cuda(CudaSlice<T>),
+    /// Host memory standing in for device memory in the simulator.
+    Host(Vec<T>),
+}
+
+/// A vector of `T` (`f32` unless said otherwise) on a [`Gpu`].
+pub struct DeviceVec<T = f32> {
+    pub(crate) storage: Storage<T>,
     pub(crate) len: usize,
 }
 
-/// A row-major `rows x cols` matrix of `f32` on a [`Gpu`].
-pub struct DeviceMatrix {
-    pub(crate) data: DeviceVec,
+/// A row-major `rows x cols` matrix of `T` (`f32` unless said otherwise) on a [`Gpu`].
+pub struct DeviceMatrix<T = f32> {
+    pub(crate) data: DeviceVec<T>,
     pub(crate) rows: usize,
     pub(crate) cols: usize,
 }
@@ -52,57 +77,66 @@ pub const MAX_ELEMENTS: usize = isize::MAX as usize / std::mem::size_of::<f32>()
 /// before anything is allocated, so a byte count never wraps around (`len * 4` of `2^62 + 2^31`
 /// elements would be 8 GiB).
 pub fn checked_len(op: &'static str, dims: &[usize]) -> Result<usize> {
+    checked_len_of::<f32>(op, dims)
+}
+
+/// [`checked_len`] for elements of type `T`: at most `isize::MAX / size_of::<T>()` of them.
+pub fn checked_len_of<T>(op: &'static str, dims: &[usize]) -> Result<usize> {
+    let size = std::mem::size_of::<T>().max(1);
+    let max = isize::MAX as usize / size;
     let too_large = || Error::TooLarge {
         op,
         detail: format!(
-            "{} f32 elements: a buffer may hold at most {MAX_ELEMENTS} ({} bytes, the most a host \
-             Vec<f32> can hold); use smaller inputs",
+            "{} {} elements: a buffer may hold at most {max} ({} bytes, the most a host Vec can \
+             hold); use smaller inputs",
             dims.iter().map(usize::to_string).collect::<Vec<_>>().join(" x "),
-            MAX_ELEMENTS * std::mem::size_of::<f32>()
+            std::any::type_name::<T>(),
+            max * size
         ),
     };
     dims.iter()
         .try_fold(1usize, |len, &d| len.checked_mul(d))
-        .filter(|&len| len <= MAX_ELEMENTS)
+        .filter(|&len| len <= max)
         .ok_or_else(too_large)
 }
 
-/// An empty host vector with room for `len` floats, standing in for device memory in the
+/// An empty host vector with room for `len` elements, standing in for device memory in the
 /// simulator: [`Error::OutOfMemory`] (not an abort, as `vec!` would) when the host cannot
-/// provide it. `len` has passed [`checked_len`].
-fn host_buffer(len: usize) -> Result<Vec<f32>> {
+/// provide it. `len` has passed [`checked_len_of`].
+fn host_buffer<T>(len: usize) -> Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
-        bytes: len * std::mem::size_of::<f32>(),
+        bytes: len * std::mem::size_of::<T>(),
     })?;
     Ok(v)
 }
 
 /// [`host_buffer`] filled with `len` copies of `value`.
-fn host_vec(len: usize, value: f32) -> Result<Vec<f32>> {
+fn host_vec<T: Clone>(len: usize, value: T) -> Result<Vec<T>> {
     let mut v = host_buffer(len)?;
     v.resize(len, value);
     Ok(v)
 }
 
 impl CudaDevice {
-    /// `len` floats of device memory, contents unspecified (every kernel writes its whole output).
-    /// `len` has passed [`checked_len`] (the callers in this module check it).
-    pub(crate) fn alloc(&self, len: usize) -> Result<CudaSlice<f32>> {
+    /// `len` elements of device memory, contents unspecified (every kernel writes its whole
+    /// output). `len` has passed [`checked_len_of`] (the callers in this module check it).
+    pub(crate) fn alloc<T: Element>(&self, len: usize) -> Result<CudaSlice<T>> {
         if len == 0 {
             return self.stream.null().during("allocating an empty buffer");
         }
-        let bytes = len * std::mem::size_of::<f32>();
-        // SAFETY: the caller fills the buffer (a kernel's output or a copy) before anyone reads it.
-        unsafe { self.stream.alloc::<f32>(len) }.map_err(alloc_error(bytes))
+        let bytes = len * std::mem::size_of::<T>();
+        // SAFETY: the caller fills the buffer (a kernel's output or a copy) before anyone reads
+        // it; every bit pattern is a valid `T` (`Element`).
+        unsafe { self.stream.alloc::<T>(len) }.map_err(alloc_error(bytes))
     }
 }
 
 impl Gpu {
     /// Copies `data` to a new device vector.
-    pub fn upload(&self, data: &[f32]) -> Result<DeviceVec> {
+    pub fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceVec<T>> {
         // A host slice cannot exceed the limit; checked anyway so every allocation passes here.
-        checked_len("upload", &[data.len()])?;
+        checked_len_of::<T>("upload", &[data.len()])?;
         let storage = match &self.backend {
             Backend::Cuda(d) => {
                 let mut dst = d.alloc(data.len())?;
@@ -126,7 +160,10 @@ impl Gpu {
     }
 
     /// Copies a matrix (any layout, views included) to a new row-major device matrix.
-    pub fn upload_matrix<S: Data<Elem = f32>>(&self, a: &ArrayBase<S, Ix2>) -> Result<DeviceMatrix> {
+    pub fn upload_matrix<T: Element, S: Data<Elem = T>>(
+        &self,
+        a: &ArrayBase<S, Ix2>,
+    ) -> Result<DeviceMatrix<T>> {
         let (rows, cols) = a.dim();
         let standard = a.as_standard_layout();
         let data = match standard.as_slice() {
@@ -136,11 +173,12 @@ impl Gpu {
         Ok(DeviceMatrix { data, rows, cols })
     }
 
-    /// A new device vector of `len` zeros (e.g. the output of [`Gpu::add_into`]).
+    /// A new device vector of `len` zeros (e.g. the output of [`Gpu::add_into`]); the element
+    /// type comes from the use, `gpu.zeros::<u32>(n)` where it cannot.
     ///
-    /// Errors: [`Error::TooLarge`] above [`MAX_ELEMENTS`]; [`Error::OutOfMemory`].
-    pub fn zeros(&self, len: usize) -> Result<DeviceVec> {
-        checked_len("zeros", &[len])?;
+    /// Errors: [`Error::TooLarge`] above `isize::MAX` bytes; [`Error::OutOfMemory`].
+    pub fn zeros<T: Element>(&self, len: usize) -> Result<DeviceVec<T>> {
+        checked_len_of::<T>("zeros", &[len])?;
         let storage = match &self.backend {
             Backend::Cuda(d) => {
                 let mut s = d.alloc(len)?;
@@ -149,17 +187,17 @@ impl Gpu {
                 }
                 Storage::Cuda(s)
             }
-            Backend::Simulator => Storage::Host(host_vec(len, 0.0)?),
+            Backend::Simulator => Storage::Host(host_vec(len, T::default())?),
         };
         Ok(DeviceVec { storage, len })
     }
 
     /// A new `rows x cols` device matrix of zeros (e.g. the output of [`Gpu::matmul_into`]).
     ///
-    /// Errors: [`Error::TooLarge`] when `rows * cols` overflows or exceeds [`MAX_ELEMENTS`];
+    /// Errors: [`Error::TooLarge`] when `rows * cols` overflows or exceeds `isize::MAX` bytes;
     /// [`Error::OutOfMemory`].
-    pub fn zeros_matrix(&self, rows: usize, cols: usize) -> Result<DeviceMatrix> {
-        let len = checked_len("zeros_matrix", &[rows, cols])?;
+    pub fn zeros_matrix<T: Element>(&self, rows: usize, cols: usize) -> Result<DeviceMatrix<T>> {
+        let len = checked_len_of::<T>("zeros_matrix", &[rows, cols])?;
         Ok(DeviceMatrix {
             data: self.zeros(len)?,
             rows,
@@ -189,14 +227,18 @@ impl Gpu {
         })
     }
 
-    /// Errors unless every buffer belongs to this `Gpu` (same backend, same stream).
-    pub(crate) fn check_owner(&self, op: &'static str, buffers: &[&DeviceVec]) -> Result<()> {
-        let ok = buffers.iter().all(|b| match (&self.backend, &b.storage) {
+    /// Whether `buffer` belongs to this `Gpu` (same backend, same stream).
+    pub(crate) fn owns<T>(&self, buffer: &DeviceVec<T>) -> bool {
+        match (&self.backend, &buffer.storage) {
             (Backend::Cuda(d), Storage::Cuda(s)) => Arc::ptr_eq(s.stream(), &d.stream),
             (Backend::Simulator, Storage::Host(_)) => true,
             _ => false,
-        });
-        if ok {
+        }
+    }
+
+    /// Errors unless every buffer belongs to this `Gpu` (same backend, same stream).
+    pub(crate) fn check_owner(&self, op: &'static str, buffers: &[&DeviceVec]) -> Result<()> {
+        if buffers.iter().all(|b| self.owns(b)) {
             Ok(())
         } else {
             Err(Error::WrongDevice { op })
@@ -204,7 +246,7 @@ impl Gpu {
     }
 }
 
-impl DeviceVec {
+impl<T: Element> DeviceVec<T> {
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len
@@ -216,10 +258,14 @@ impl DeviceVec {
     }
 
     /// Copies the elements back to the host (waits for the work queued before it).
-    pub fn to_vec(&self) -> Result<Vec<f32>> {
+    pub fn to_vec(&self) -> Result<Vec<T>> {
         match &self.storage {
             Storage::Cuda(s) if s.is_empty() => Ok(Vec::new()),
-            Storage::Cuda(s) => s.stream().clone_dtoh(s).during("copying from the device"),
+            Storage::Cuda(s) => faults::synced(
+                s.stream().context(),
+                "copying from the device",
+                s.stream().clone_dtoh(s),
+            ),
             Storage::Host(v) => Ok(v.clone()),
         }
     }
@@ -244,7 +290,7 @@ impl DeviceVec {
     ///
     /// Reusing one host buffer avoids the page faults of a fresh allocation on every download,
     /// which dominate large downloads into new memory.
-    pub fn copy_to_host(&self, out: &mut [f32]) -> Result<()> {
+    pub fn copy_to_host(&self, out: &mut [T]) -> Result<()> {
         if out.len() != self.len {
             return Err(Error::ShapeMismatch {
                 op: "copy_to_host",
@@ -255,7 +301,11 @@ impl DeviceVec {
         }
         match &self.storage {
             Storage::Cuda(s) if s.is_empty() => Ok(()),
-            Storage::Cuda(s) => s.stream().memcpy_dtoh(s, out).during("copying from the device"),
+            Storage::Cuda(s) => faults::synced(
+                s.stream().context(),
+                "copying from the device",
+                s.stream().memcpy_dtoh(s, out),
+            ),
             Storage::Host(v) => {
                 out.copy_from_slice(v);
                 Ok(())
@@ -264,12 +314,12 @@ impl DeviceVec {
     }
 
     /// Copies the elements back into an `ndarray` vector.
-    pub fn to_array(&self) -> Result<Array1<f32>> {
+    pub fn to_array(&self) -> Result<Array1<T>> {
         Ok(Array1::from(self.to_vec()?))
     }
 }
 
-impl DeviceMatrix {
+impl<T: Element> DeviceMatrix<T> {
     /// `(rows, cols)`.
     pub fn dim(&self) -> (usize, usize) {
         (self.rows, self.cols)
@@ -285,13 +335,18 @@ impl DeviceMatrix {
         self.cols
     }
 
-    /// The elements, row after row.
-    pub fn as_vec(&self) -> &DeviceVec {
+    /// The elements, row after row (what a kernel's `*const T` parameter takes).
+    pub fn as_vec(&self) -> &DeviceVec<T> {
         &self.data
     }
 
+    /// The elements, row after row, to write (what a kernel's `*mut T` parameter takes).
+    pub fn as_vec_mut(&mut self) -> &mut DeviceVec<T> {
+        &mut self.data
+    }
+
     /// Copies the matrix back to the host.
-    pub fn to_array(&self) -> Result<Array2<f32>> {
+    pub fn to_array(&self) -> Result<Array2<T>> {
         let v = self.data.to_vec()?;
         Array2::from_shape_vec((self.rows, self.cols), v).map_err(|e| Error::InvalidArgument {
             op: "DeviceMatrix::to_array",

@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, sys};
-use cudarc::nvrtc::Ptx;
+use cudarc::driver::{CudaContext, CudaStream, DriverError, sys};
 
 use crate::error::{DriverContext, Error, Result};
 use crate::launch_config::DeviceLimits;
+use crate::module::{Functions, faults};
 use crate::ptx;
 
 /// Where kernels run: a CUDA device, or the CPU simulator.
@@ -26,11 +26,12 @@ pub(crate) enum Backend {
     Simulator,
 }
 
-/// A CUDA device: context, the stream every call of this `Gpu` runs on, and the kernels.
+/// A CUDA device: context, the stream every call of this `Gpu` runs on, and gpukern's kernels.
 pub(crate) struct CudaDevice {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
-    pub(crate) kernels: Kernels,
+    /// gpukern's own kernels (`kernels-gpu`), loaded once ([`Gpu::library`]).
+    pub(crate) library: Arc<Functions>,
     pub(crate) limits: DeviceLimits,
     pub(crate) name: String,
     pub(crate) compute_capability: (i32, i32),
@@ -50,47 +51,6 @@ pub(crate) struct CudaDevice {
     /// Blocks of a persistent softmax kernel resident per multiprocessor, by kernel and block
     /// size: asked of the driver once per pair, not on every launch.
     pub(crate) residency: Mutex<HashMap<(&'static str, u32), u32>>,
-    _module: Arc<CudaModule>,
-}
-
-/// The loaded kernel entry points, one field per kernel of `kernels-gpu`.
-pub(crate) struct Kernels {
-    pub(crate) add: CudaFunction,
-    pub(crate) increment_by_one: CudaFunction,
-    pub(crate) increment_by_one_vec4: CudaFunction,
-    pub(crate) matmul_naive: CudaFunction,
-    pub(crate) matmul_tiled: CudaFunction,
-    pub(crate) matmul_fast_128x128: CudaFunction,
-    pub(crate) matmul_fast_128x128_vec4: CudaFunction,
-    pub(crate) matmul_fast_64x64: CudaFunction,
-    pub(crate) matmul_fast_64x64_vec4: CudaFunction,
-    pub(crate) matmul_fast_128x256: CudaFunction,
-    pub(crate) matmul_fast_128x256_vec4: CudaFunction,
-    pub(crate) matmul_sum_splits: CudaFunction,
-    pub(crate) matmul_tf32_128x128: CudaFunction,
-    pub(crate) matmul_tf32_128x128_k16: CudaFunction,
-    pub(crate) matmul_tf32_128x256: CudaFunction,
-    pub(crate) matmul_tf32_128x256_vec4: CudaFunction,
-    pub(crate) matmul_tf32_128x128_trunc: CudaFunction,
-    pub(crate) matmul_tf32_128x128_vec4_trunc: CudaFunction,
-    pub(crate) matmul_tf32_128x256_trunc: CudaFunction,
-    pub(crate) matmul_tf32_128x256_vec4_trunc: CudaFunction,
-    pub(crate) softmax_rows: CudaFunction,
-    pub(crate) add_vec4: CudaFunction,
-    pub(crate) softmax_warp_1: CudaFunction,
-    pub(crate) softmax_warp_2: CudaFunction,
-    pub(crate) softmax_warp_4: CudaFunction,
-    pub(crate) softmax_warp_8: CudaFunction,
-    pub(crate) softmax_block_4: CudaFunction,
-    pub(crate) softmax_block_8: CudaFunction,
-    pub(crate) softmax_stream: CudaFunction,
-    pub(crate) softmax_split_stats: CudaFunction,
-    pub(crate) softmax_split_write: CudaFunction,
-    pub(crate) softmax_group_8x4: CudaFunction,
-    pub(crate) softmax_group_16x2: CudaFunction,
-    pub(crate) softmax_persist_warp_8: CudaFunction,
-    pub(crate) softmax_persist_block_4: CudaFunction,
-    pub(crate) softmax_persist_block_8: CudaFunction,
 }
 
 /// Which backend [`Gpu::global`] picks: `GPUKERN_DEVICE` = `cuda`, `sim`, or unset (CUDA if
@@ -125,91 +85,32 @@ impl Gpu {
         let compute_capability = ctx
             .compute_capability()
             .during("reading the compute capability")?;
-        let module = ptx::select(compute_capability).ok_or_else(|| Error::UnsupportedDevice {
-            major: compute_capability.0,
-            minor: compute_capability.1,
-            built: ptx::modules()
-                .iter()
-                .map(|m| m.arch)
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
-        let loaded = ctx
-            .load_module(Ptx::from_src(module.ptx))
-            .during("loading the PTX module")?;
-        let load = |name: &'static str| loaded.load_function(name).during("loading a kernel");
-        let kernels = Kernels {
-            add: load("add")?,
-            increment_by_one: load("increment_by_one")?,
-            increment_by_one_vec4: load("increment_by_one_vec4")?,
-            matmul_naive: load("matmul_naive")?,
-            matmul_tiled: load("matmul_tiled")?,
-            matmul_fast_128x128: load("matmul_fast_128x128")?,
-            matmul_fast_128x128_vec4: load("matmul_fast_128x128_vec4")?,
-            matmul_fast_64x64: load("matmul_fast_64x64")?,
-            matmul_fast_64x64_vec4: load("matmul_fast_64x64_vec4")?,
-            matmul_fast_128x256: load("matmul_fast_128x256")?,
-            matmul_fast_128x256_vec4: load("matmul_fast_128x256_vec4")?,
-            matmul_sum_splits: load("matmul_sum_splits")?,
-            matmul_tf32_128x128: load("matmul_tf32_128x128")?,
-            matmul_tf32_128x128_k16: load("matmul_tf32_128x128_k16")?,
-            matmul_tf32_128x256: load("matmul_tf32_128x256")?,
-            matmul_tf32_128x256_vec4: load("matmul_tf32_128x256_vec4")?,
-            matmul_tf32_128x128_trunc: load("matmul_tf32_128x128_trunc")?,
-            matmul_tf32_128x128_vec4_trunc: load("matmul_tf32_128x128_vec4_trunc")?,
-            matmul_tf32_128x256_trunc: load("matmul_tf32_128x256_trunc")?,
-            matmul_tf32_128x256_vec4_trunc: load("matmul_tf32_128x256_vec4_trunc")?,
-            softmax_rows: load("softmax_rows")?,
-            add_vec4: load("add_vec4")?,
-            softmax_warp_1: load("softmax_warp_1")?,
-            softmax_warp_2: load("softmax_warp_2")?,
-            softmax_warp_4: load("softmax_warp_4")?,
-            softmax_warp_8: load("softmax_warp_8")?,
-            softmax_block_4: load("softmax_block_4")?,
-            softmax_block_8: load("softmax_block_8")?,
-            softmax_stream: load("softmax_stream")?,
-            softmax_split_stats: load("softmax_split_stats")?,
-            softmax_split_write: load("softmax_split_write")?,
-            softmax_group_8x4: load("softmax_group_8x4")?,
-            softmax_group_16x2: load("softmax_group_16x2")?,
-            softmax_persist_warp_8: load("softmax_persist_warp_8")?,
-            softmax_persist_block_4: load("softmax_persist_block_4")?,
-            softmax_persist_block_8: load("softmax_persist_block_8")?,
-        };
-        let softmax_block_8_max_threads = kernels
-            .softmax_block_8
-            .max_threads_per_block()
-            .during("reading a kernel's block limit")?
-            .max(0) as u32;
         let limits = read_limits(&ctx)?;
-        allow_large_shared_memory(&kernels, &limits)?;
+        let library = Functions::load(&ctx, compute_capability, &limits, &ptx::KERNELS)?;
+        let max_threads = |name: &str| library.by_name.get(name).map_or(0, |f| f.max_threads);
+        let softmax_block_8_max_threads = max_threads("softmax_block_8");
+        let softmax_persist_block_8_max_threads = max_threads("softmax_persist_block_8");
         let multiprocessors = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map(|v| v.max(0) as u32)
             .during("reading device limits")?;
         let shared_opt_in = limits.max_shared_mem_per_block_optin;
-        let softmax_persist_block_8_max_threads = kernels
-            .softmax_persist_block_8
-            .max_threads_per_block()
-            .during("reading a kernel's block limit")?
-            .max(0) as u32;
         let name = ctx.name().during("reading the device name")?;
         let stream = ctx.new_stream().during("creating a stream")?;
         Ok(Gpu {
             backend: Backend::Cuda(Arc::new(CudaDevice {
                 ctx,
                 stream,
-                kernels,
+                arch: library.arch,
+                library: Arc::new(library),
                 limits,
                 name,
                 compute_capability,
-                arch: module.arch,
                 softmax_block_8_max_threads,
                 softmax_persist_block_8_max_threads,
                 multiprocessors,
                 shared_opt_in,
                 residency: Mutex::new(HashMap::new()),
-                _module: loaded,
             })),
         })
     }
@@ -283,7 +184,7 @@ impl Gpu {
     /// Waits until every call queued on this `Gpu` has finished; reports an error a kernel raised.
     pub fn synchronize(&self) -> Result<()> {
         match &self.backend {
-            Backend::Cuda(d) => d.stream.synchronize().during("synchronising the stream"),
+            Backend::Cuda(d) => faults::synced(&d.ctx, "synchronising the stream", d.stream.synchronize()),
             Backend::Simulator => Ok(()),
         }
     }
@@ -368,51 +269,6 @@ fn read_limits(ctx: &Arc<CudaContext>) -> Result<DeviceLimits> {
         max_shared_mem_per_block: get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
         max_shared_mem_per_block_optin: get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
     })
-}
-
-/// Opts the kernels that need more than 48 KiB of dynamic shared memory (the TF32 matmuls) in to
-/// what they use, and asks for the largest shared-memory carveout for them (two 105 KiB blocks
-/// of `matmul_tf32_128x128` per multiprocessor). A kernel whose need exceeds the device's opt-in
-/// limit is left as it is: [`crate::ops::matmul::Tf32Tile::choose`] picks a tiling that fits
-/// (`matmul_tf32_128x128_k16`, 74 KiB, where the limit is 99 KiB), and a launch of one that does
-/// not is refused by the limit check ([`DeviceLimits`]).
-fn allow_large_shared_memory(kernels: &Kernels, limits: &DeviceLimits) -> Result<()> {
-    use kernels_gpu::matmul_tf32::{TF32_128X128, TF32_128X128_K16, TF32_128X256};
-    use sys::CUfunction_attribute::*;
-    let large = [
-        (&kernels.matmul_tf32_128x128, TF32_128X128.shared_bytes()),
-        (&kernels.matmul_tf32_128x128_k16, TF32_128X128_K16.shared_bytes()),
-        (&kernels.matmul_tf32_128x256, TF32_128X256.shared_bytes()),
-        (&kernels.matmul_tf32_128x256_vec4, TF32_128X256.shared_bytes()),
-        (&kernels.matmul_tf32_128x128_trunc, TF32_128X128.shared_bytes()),
-        (
-            &kernels.matmul_tf32_128x128_vec4_trunc,
-            TF32_128X128.shared_bytes(),
-        ),
-        (&kernels.matmul_tf32_128x256_trunc, TF32_128X256.shared_bytes()),
-        (
-            &kernels.matmul_tf32_128x256_vec4_trunc,
-            TF32_128X256.shared_bytes(),
-        ),
-    ];
-    for (func, bytes) in large {
-        if bytes <= limits.max_shared_mem_per_block_optin {
-            func.set_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
-                .during("allowing a kernel more than 48 KiB of shared memory")?;
-            func.set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
-                .during("setting a kernel's shared-memory carveout")?;
-        }
-    }
-    // A 32768-column row staged in shared memory is 128 KiB: over the 48 KiB default. The host
-    // sizes the launch to the row and checks it against this limit.
-    kernels
-        .softmax_persist_block_8
-        .set_attribute(
-            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            limits.max_shared_mem_per_block_optin as i32,
-        )
-        .during("opting softmax_persist_block_8 in to more shared memory")?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -89,6 +89,32 @@ pub enum Error {
         #[source]
         source: DriverError,
     },
+    /// A kernel failed: the driver refused its launch, or it faulted on the device (a device
+    /// assertion, a trap, an illegal address...). A fault surfaces at the next synchronisation
+    /// ([`crate::Gpu::synchronize`], a download), so `kernels` names every kernel launched on the
+    /// device since the last one. After a fault (`sticky`) the CUDA context is unusable: every
+    /// later call on this `Gpu` fails the same way.
+    #[error(
+        "kernel {kernels} failed ({during}): {source}{}",
+        if *sticky {
+            ". The CUDA context is unusable now (a sticky error): drop this Gpu with its buffers \
+             and modules (and do not use Gpu::global() for it), then create a new Gpu; run the \
+             kernel in the simulator (Gpu::simulator()) to find the bug"
+        } else {
+            ""
+        }
+    )]
+    KernelFailed {
+        /// The kernel, or the kernels launched since the last synchronisation.
+        kernels: String,
+        /// What gpukern was doing when the driver said so.
+        during: &'static str,
+        /// Whether the context is unusable from now on.
+        sticky: bool,
+        /// The driver's error.
+        #[source]
+        source: DriverError,
+    },
     /// The CPU simulator caught a kernel breaking a rule (a bug in the kernel, never in the input).
     #[error("simulator: {0}")]
     Simulator(#[from] SimError),

@@ -19,7 +19,34 @@
 //!   functions use (the simulator when there is no GPU).
 //! * [`DeviceVec`], [`DeviceMatrix`]: data kept on the device between calls.
 //! * [`cpu`]: reference implementations (f64 accumulation) the tests compare against.
-//! * [`ptx`]: the embedded PTX modules.
+//! * [`ptx`]: the embedded PTX modules of gpukern's own kernels.
+//! * [`Module`]: a kernel crate (yours, built by `gpukern-build`) loaded on a [`Gpu`]; its
+//!   `#[kernel]`s launch through the typed launchers the attribute generates.
+
+/// The PTX that `gpukern-build` compiled from the kernel crate `$krate` (its library name, as
+/// in `use $krate::...`), as a [`PtxSet`] to load with [`Gpu::load`]:
+///
+/// ```ignore
+/// static KERNELS: gpukern::PtxSet = gpukern::include_ptx!(my_kernels);
+/// ```
+///
+/// The calling crate's `build.rs` must have run `gpukern_build::Builder::new("<path>").build()`
+/// for that crate.
+#[macro_export]
+macro_rules! include_ptx {
+    ($krate:ident) => {
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/gpukern_ptx/",
+            stringify!($krate),
+            ".rs"
+        ))
+    };
+}
+
+// `::gpukern::...` paths (what `include_ptx!` and gpukern-build's generated files name) resolve
+// inside this crate too.
+extern crate self as gpukern;
 
 pub mod api;
 pub mod buffer;
@@ -27,18 +54,26 @@ pub mod cpu;
 pub mod device;
 pub mod error;
 pub mod launch_config;
+pub mod module;
 pub mod ops;
 pub mod ptx;
 mod raw;
 
 pub use api::{add, increment_by_one, matmul, matmul_with, softmax, softmax_with};
+pub use buffer::Element;
 pub use buffer::{DeviceMatrix, DeviceVec};
 pub use device::Gpu;
 pub use error::{Error, Result};
+pub use gpukern_device::launch::Launcher;
+pub use half::{bf16, f16};
 pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
+pub use module::{Module, PtxModule, PtxSet};
 pub use ops::add::AddAlgorithm;
 pub use ops::matmul::MatmulAlgorithm;
 pub use ops::softmax::SoftmaxAlgorithm;
 #[doc(hidden)]
 pub use raw::launch_count::{cuda_launch_counts, sim_launch_counts};
+
+/// Re-exported for the launchers `#[kernel]` generates and for kernel crates' tests.
+pub use gpukern_device;

@@ -4,7 +4,7 @@
 mod common;
 
 use gpukern::launch_config::ceil_div;
-use gpukern::ptx::{PtxModule, select_from};
+use gpukern::ptx::{PtxModule, PtxSet};
 use gpukern::{DeviceLimits, Error, LaunchConfig, cpu};
 use ndarray::{Array2, ArrayView2, s};
 use rand::Rng;
@@ -306,6 +306,17 @@ fn conversions_keep_the_launch_shape() {
         (cuda.grid_dim, cuda.block_dim, cuda.shared_mem_bytes),
         (cfg.grid, cfg.block, 96)
     );
+}
+
+/// [`PtxSet::select`] over `modules` (leaked: a `PtxSet` holds `'static` modules, as the
+/// generated ones are).
+fn select_from(modules: &[PtxModule], cc: (i32, i32)) -> Option<&'static PtxModule> {
+    let modules: &'static [PtxModule] = Box::leak(modules.to_vec().into_boxed_slice());
+    PtxSet {
+        krate: "fake",
+        modules,
+    }
+    .select(cc)
 }
 
 /// Fake modules for `select_from`, in the order `build.rs` emits them (oldest first).

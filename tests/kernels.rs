@@ -919,17 +919,17 @@ fn chained(gpu: &Gpu, rng: &mut StdRng, (len, [m, k, n, p]): (usize, [usize; 4])
 /// Zero-sized operands: empty results, and an all-zero product when `k = 0`.
 fn empty_inputs(gpu: &Gpu) -> Check {
     // `zeros` and `zeros_matrix` are zero-filled, empty or not.
-    check_abs("zeros(5)", &gpu.zeros(5)?.to_vec()?, &[0.0; 5], 0.0)?;
-    check_dim("zeros(0)", gpu.zeros(0)?.len(), 0)?;
+    check_abs("zeros(5)", &gpu.zeros::<f32>(5)?.to_vec()?, &[0.0; 5], 0.0)?;
+    check_dim("zeros(0)", gpu.zeros::<f32>(0)?.len(), 0)?;
     check_abs(
         "zeros_matrix(2, 3)",
-        &gpu.zeros_matrix(2, 3)?.as_vec().to_vec()?,
+        &gpu.zeros_matrix::<f32>(2, 3)?.as_vec().to_vec()?,
         &[0.0; 6],
         0.0,
     )?;
     check_dim(
         "zeros_matrix(0, 3)",
-        gpu.zeros_matrix(0, 3)?.to_array()?.dim(),
+        gpu.zeros_matrix::<f32>(0, 3)?.to_array()?.dim(),
         (0, 3),
     )?;
     let e = gpu.upload(&[])?;
@@ -1742,10 +1742,16 @@ fn main() {
     // must have been launched by it, or the run fails naming the kernels no trial reached.
     let mut gaps = Vec::new();
     if whole_family_ran(&args, "sim::") {
-        gaps.extend(launch_gaps("sim", &gpukern::sim_launch_counts()));
+        gaps.extend(launch_gaps(
+            "sim",
+            &gpukern::sim_launch_counts(gpukern::ptx::KERNELS.krate),
+        ));
     }
     if cuda_ran && whole_family_ran(&args, "cuda::") {
-        gaps.extend(launch_gaps("cuda", &gpukern::cuda_launch_counts()));
+        gaps.extend(launch_gaps(
+            "cuda",
+            &gpukern::cuda_launch_counts(gpukern::ptx::KERNELS.krate),
+        ));
     }
     if !gaps.is_empty() {
         eprintln!("\nkernel coverage: FAILED, {} gap(s):", gaps.len());
@@ -1802,8 +1808,9 @@ fn coverage_self_trials() -> Vec<Trial> {
             tf32_check_planted()
         }),
         Trial::test("coverage::planted_gaps_are_reported", || {
-            let entries: Vec<String> = gpukern::ptx::KERNEL_NAMES.iter().map(|s| s.to_string()).collect();
-            let full: Vec<(&'static str, u64)> = gpukern::ptx::KERNEL_NAMES.iter().map(|&n| (n, 1)).collect();
+            let names = gpukern::ptx::entry_names(gpukern::ptx::modules()[0].ptx);
+            let entries: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+            let full: Vec<(&'static str, u64)> = names.iter().map(|&n| (n, 1)).collect();
             if !common::coverage_gaps(&full, &entries).is_empty() {
                 return Err("a table with every kernel launched once reports gaps".into());
             }
@@ -1817,9 +1824,15 @@ fn coverage_self_trials() -> Vec<Trial> {
             extra_entry.push("softmax_planted".to_string());
             let gaps = common::coverage_gaps(&full, &extra_entry);
             if gaps.len() != 1 || !gaps[0].contains("softmax_planted") {
-                return Err(format!("an entry point outside KERNEL_NAMES gives {gaps:?}").into());
+                return Err(format!("an entry point no launch reached gives {gaps:?}").into());
             }
-            // The parser sees the module's real entry points, each in KERNEL_NAMES.
+            let mut extra_launch = full.clone();
+            extra_launch.push(("planted_kernel", 3));
+            let gaps = common::coverage_gaps(&extra_launch, &entries);
+            if gaps.len() != 1 || !gaps[0].contains("planted_kernel") {
+                return Err(format!("a launch of no entry point gives {gaps:?}").into());
+            }
+            // The harness's parser sees the module's real entry points, as gpukern's does.
             for module in gpukern::ptx::modules() {
                 let parsed = common::ptx_entry_names(module.ptx);
                 if parsed.len() != entries.len() {

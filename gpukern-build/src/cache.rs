@@ -32,9 +32,10 @@ fn target_dir_of(out: &Path) -> Option<&Path> {
         .and_then(|build| build.parent()?.parent())
 }
 
-/// Keeps the newest [`KEEP`] PTX files of each of `archs` in `cache` and deletes the rest, so
-/// that edits to the kernels do not fill the disk.
-pub fn prune(cache: &Path, archs: &[&str]) {
+/// Keeps the newest [`KEEP`] PTX files of kernel crate `krate` for each of `archs` in `cache`
+/// (`<krate>-<key>-<arch>.ptx`) and deletes the rest, so that edits to the kernels do not fill
+/// the disk; other crates' files are left alone.
+pub fn prune(cache: &Path, krate: &str, archs: &[&str]) {
     let Ok(entries) = fs::read_dir(cache) else {
         return;
     };
@@ -42,6 +43,12 @@ pub fn prune(cache: &Path, archs: &[&str]) {
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "ptx"))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str()?.strip_prefix(krate)?.strip_prefix('-'))
+                // `<key>-<arch>.ptx`: the key has no `-`, so `kernels` never matches `kernels-gpu`'s.
+                .is_some_and(|rest| rest.matches('-').count() == 1)
+        })
         .filter_map(|p| Some((p.clone(), fs::metadata(&p).ok()?.modified().ok()?)))
         .collect();
     for arch in archs {

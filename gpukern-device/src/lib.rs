@@ -19,6 +19,7 @@
 //! * [`vector`]: four floats as one 16-byte load or store ([`vector::F4`]).
 //! * [`warp`]: warp-scope collectives (`shfl_xor`, `reduce_max`, `reduce_sum`) through shuffles.
 //! * [`mma`]: the warp's TF32 tensor-core multiply-accumulate (`mma_m16n8k8_tf32`, `to_tf32`).
+//! * `launch` (host only): what the typed launcher `#[kernel]` generates is written against.
 //! * [`async_copy`]: global-to-shared copies in the background (`cp_async_16`, `commit_group`,
 //!   `wait_group`; `cp_async_16_after` and `wait_all` for threads that reuse their own slots).
 
@@ -47,6 +48,8 @@ pub mod thread;
 pub mod vector;
 pub mod warp;
 
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod launch;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod sim;
 

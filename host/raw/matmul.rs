@@ -1,13 +1,13 @@
-//! Launches of `kernels_gpu::matmul`.
+//! Launches of `kernels_gpu::matmul` and `kernels_gpu::matmul_tf32`, through the launchers
+//! `#[kernel]` generates.
 
-use cudarc::driver::PushKernelArg;
-use kernels_gpu::{matmul as k, matmul_tf32 as t, sim};
+use kernels_gpu::{matmul as k, matmul_tf32 as t};
 
-use super::{launch_count, mixed_backends};
-use crate::buffer::{DeviceVec, Storage};
-use crate::device::{Backend, Gpu};
-use crate::error::{DriverContext, Result};
+use crate::buffer::DeviceVec;
+use crate::device::Gpu;
+use crate::error::Result;
 use crate::launch_config::LaunchConfig;
+use crate::module::Module;
 
 /// The matmul kernels, which share one signature `(a, b, c, m, n, k)`.
 #[derive(Clone, Copy)]
@@ -16,8 +16,18 @@ pub(crate) enum MatmulKernel {
     Tiled,
 }
 
-/// The signature every matmul kernel shares on the host: `(a, b, c, m, n, k)`.
-type MatmulFn = unsafe fn(*const f32, *const f32, *mut f32, usize, usize, usize);
+/// The launcher of a kernel with the signature `(a, b, c, m, n, k)`.
+/// (One lifetime for every reference, as the generated launcher has.)
+type MatmulLauncher = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    &'a DeviceVec,
+    &'a DeviceVec,
+    &'a mut DeviceVec,
+    usize,
+    usize,
+    usize,
+) -> Result<()>;
 
 /// Launches `kernel(a, b, c, m, n, k)`.
 ///
@@ -35,33 +45,12 @@ pub(crate) unsafe fn matmul(
     n: usize,
     kd: usize,
 ) -> Result<()> {
-    let (name, sim_fn): (&'static str, MatmulFn) = match kernel {
-        MatmulKernel::Naive => ("matmul_naive", k::matmul_naive),
-        MatmulKernel::Tiled => ("matmul_tiled", k::matmul_tiled),
+    let launch: MatmulLauncher = match kernel {
+        MatmulKernel::Naive => k::matmul_naive::launch,
+        MatmulKernel::Tiled => k::matmul_tiled::launch,
     };
-    match (&gpu.backend, &a.storage, &b.storage, &mut c.storage) {
-        (Backend::Cuda(d), Storage::Cuda(a), Storage::Cuda(b), Storage::Cuda(c)) => {
-            let func = match kernel {
-                MatmulKernel::Naive => &d.kernels.matmul_naive,
-                MatmulKernel::Tiled => &d.kernels.matmul_tiled,
-            };
-            let mut launch = d.stream.launch_builder(func);
-            launch.arg(a).arg(b).arg(c).arg(&m).arg(&n).arg(&kd);
-            // SAFETY: argument types and order match the kernel; sizes per the contract.
-            unsafe { launch.launch(cfg.to_cuda()) }.during("launching matmul")?;
-            launch_count::cuda(name);
-            Ok(())
-        }
-        (Backend::Simulator, Storage::Host(a), Storage::Host(b), Storage::Host(c)) => {
-            let mut launch = sim::Launch::new(name, cfg.to_sim());
-            let (a, b, c) = (launch.input("a", a), launch.input("b", b), launch.output("c", c));
-            // SAFETY: registered buffers, sizes per the contract.
-            unsafe { launch.run(|| sim_fn(a, b, c, m, n, kd)) }?;
-            launch_count::simulator(name);
-            Ok(())
-        }
-        _ => mixed_backends("matmul"),
-    }
+    // SAFETY: sizes per the contract.
+    unsafe { launch(&gpu.library(), cfg, a, b, c, m, n, kd) }
 }
 
 /// The fast matmul kernels: three tilings, each with 16-byte or scalar global accesses. They share
@@ -82,8 +71,18 @@ pub(crate) enum FastKernel {
     WideVec4,
 }
 
-/// The signature every fast matmul kernel shares on the host: `(a, b, c, m, n, k, k_split)`.
-type FastFn = unsafe fn(*const f32, *const f32, *mut f32, usize, usize, usize, usize);
+/// The launcher of a kernel with the signature `(a, b, c, m, n, k, k_split)`.
+type FastLauncher = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    &'a DeviceVec,
+    &'a DeviceVec,
+    &'a mut DeviceVec,
+    usize,
+    usize,
+    usize,
+    usize,
+) -> Result<()>;
 
 /// Launches `kernel(a, b, c, m, n, k, k_split)`.
 ///
@@ -104,41 +103,16 @@ pub(crate) unsafe fn matmul_fast(
     kd: usize,
     k_split: usize,
 ) -> Result<()> {
-    let (name, sim_fn): (&'static str, FastFn) = match kernel {
-        FastKernel::Large => ("matmul_fast_128x128", k::matmul_fast_128x128),
-        FastKernel::LargeVec4 => ("matmul_fast_128x128_vec4", k::matmul_fast_128x128_vec4),
-        FastKernel::Small => ("matmul_fast_64x64", k::matmul_fast_64x64),
-        FastKernel::SmallVec4 => ("matmul_fast_64x64_vec4", k::matmul_fast_64x64_vec4),
-        FastKernel::Wide => ("matmul_fast_128x256", k::matmul_fast_128x256),
-        FastKernel::WideVec4 => ("matmul_fast_128x256_vec4", k::matmul_fast_128x256_vec4),
+    let launch: FastLauncher = match kernel {
+        FastKernel::Large => k::matmul_fast_128x128::launch,
+        FastKernel::LargeVec4 => k::matmul_fast_128x128_vec4::launch,
+        FastKernel::Small => k::matmul_fast_64x64::launch,
+        FastKernel::SmallVec4 => k::matmul_fast_64x64_vec4::launch,
+        FastKernel::Wide => k::matmul_fast_128x256::launch,
+        FastKernel::WideVec4 => k::matmul_fast_128x256_vec4::launch,
     };
-    match (&gpu.backend, &a.storage, &b.storage, &mut c.storage) {
-        (Backend::Cuda(d), Storage::Cuda(a), Storage::Cuda(b), Storage::Cuda(c)) => {
-            let func = match kernel {
-                FastKernel::Large => &d.kernels.matmul_fast_128x128,
-                FastKernel::LargeVec4 => &d.kernels.matmul_fast_128x128_vec4,
-                FastKernel::Small => &d.kernels.matmul_fast_64x64,
-                FastKernel::SmallVec4 => &d.kernels.matmul_fast_64x64_vec4,
-                FastKernel::Wide => &d.kernels.matmul_fast_128x256,
-                FastKernel::WideVec4 => &d.kernels.matmul_fast_128x256_vec4,
-            };
-            let mut launch = d.stream.launch_builder(func);
-            launch.arg(a).arg(b).arg(c).arg(&m).arg(&n).arg(&kd).arg(&k_split);
-            // SAFETY: argument types and order match the kernel; sizes per the contract.
-            unsafe { launch.launch(cfg.to_cuda()) }.during("launching matmul")?;
-            launch_count::cuda(name);
-            Ok(())
-        }
-        (Backend::Simulator, Storage::Host(a), Storage::Host(b), Storage::Host(c)) => {
-            let mut launch = sim::Launch::new(name, cfg.to_sim());
-            let (a, b, c) = (launch.input("a", a), launch.input("b", b), launch.output("c", c));
-            // SAFETY: registered buffers, sizes per the contract.
-            unsafe { launch.run(|| sim_fn(a, b, c, m, n, kd, k_split)) }?;
-            launch_count::simulator(name);
-            Ok(())
-        }
-        _ => mixed_backends("matmul"),
-    }
+    // SAFETY: sizes and alignment per the contract.
+    unsafe { launch(&gpu.library(), cfg, a, b, c, m, n, kd, k_split) }
 }
 
 /// Launches `matmul_sum_splits(partial, c, len, slices)`.
@@ -153,25 +127,8 @@ pub(crate) unsafe fn sum_splits(
     len: usize,
     slices: usize,
 ) -> Result<()> {
-    match (&gpu.backend, &partial.storage, &mut c.storage) {
-        (Backend::Cuda(d), Storage::Cuda(p), Storage::Cuda(c)) => {
-            let mut launch = d.stream.launch_builder(&d.kernels.matmul_sum_splits);
-            launch.arg(p).arg(c).arg(&len).arg(&slices);
-            // SAFETY: argument types and order match the kernel; sizes per the contract.
-            unsafe { launch.launch(cfg.to_cuda()) }.during("launching matmul_sum_splits")?;
-            launch_count::cuda("matmul_sum_splits");
-            Ok(())
-        }
-        (Backend::Simulator, Storage::Host(p), Storage::Host(c)) => {
-            let mut launch = sim::Launch::new("matmul_sum_splits", cfg.to_sim());
-            let (p, c) = (launch.input("partial", p), launch.output("c", c));
-            // SAFETY: registered buffers, sizes per the contract.
-            unsafe { launch.run(|| k::matmul_sum_splits(p, c, len, slices)) }?;
-            launch_count::simulator("matmul_sum_splits");
-            Ok(())
-        }
-        _ => mixed_backends("matmul"),
-    }
+    // SAFETY: sizes per the contract.
+    unsafe { k::matmul_sum_splits::launch(&gpu.library(), cfg, partial, c, len, slices) }
 }
 
 /// The TF32 tensor-core kernels: three tilings, with 16-byte or 4-byte copies, and with the
@@ -216,49 +173,16 @@ pub(crate) unsafe fn matmul_tf32(
     n: usize,
     kd: usize,
 ) -> Result<()> {
-    let (name, sim_fn): (&'static str, MatmulFn) = match kernel {
-        Tf32Kernel::Square => ("matmul_tf32_128x128", t::matmul_tf32_128x128),
-        Tf32Kernel::SquareK16 => ("matmul_tf32_128x128_k16", t::matmul_tf32_128x128_k16),
-        Tf32Kernel::Wide => ("matmul_tf32_128x256", t::matmul_tf32_128x256),
-        Tf32Kernel::WideVec4 => ("matmul_tf32_128x256_vec4", t::matmul_tf32_128x256_vec4),
-        Tf32Kernel::SquareTrunc => ("matmul_tf32_128x128_trunc", t::matmul_tf32_128x128_trunc),
-        Tf32Kernel::SquareVec4Trunc => (
-            "matmul_tf32_128x128_vec4_trunc",
-            t::matmul_tf32_128x128_vec4_trunc,
-        ),
-        Tf32Kernel::WideTrunc => ("matmul_tf32_128x256_trunc", t::matmul_tf32_128x256_trunc),
-        Tf32Kernel::WideVec4Trunc => (
-            "matmul_tf32_128x256_vec4_trunc",
-            t::matmul_tf32_128x256_vec4_trunc,
-        ),
+    let launch: MatmulLauncher = match kernel {
+        Tf32Kernel::Square => t::matmul_tf32_128x128::launch,
+        Tf32Kernel::SquareK16 => t::matmul_tf32_128x128_k16::launch,
+        Tf32Kernel::Wide => t::matmul_tf32_128x256::launch,
+        Tf32Kernel::WideVec4 => t::matmul_tf32_128x256_vec4::launch,
+        Tf32Kernel::SquareTrunc => t::matmul_tf32_128x128_trunc::launch,
+        Tf32Kernel::SquareVec4Trunc => t::matmul_tf32_128x128_vec4_trunc::launch,
+        Tf32Kernel::WideTrunc => t::matmul_tf32_128x256_trunc::launch,
+        Tf32Kernel::WideVec4Trunc => t::matmul_tf32_128x256_vec4_trunc::launch,
     };
-    match (&gpu.backend, &a.storage, &b.storage, &mut c.storage) {
-        (Backend::Cuda(d), Storage::Cuda(a), Storage::Cuda(b), Storage::Cuda(c)) => {
-            let func = match kernel {
-                Tf32Kernel::Square => &d.kernels.matmul_tf32_128x128,
-                Tf32Kernel::SquareK16 => &d.kernels.matmul_tf32_128x128_k16,
-                Tf32Kernel::Wide => &d.kernels.matmul_tf32_128x256,
-                Tf32Kernel::WideVec4 => &d.kernels.matmul_tf32_128x256_vec4,
-                Tf32Kernel::SquareTrunc => &d.kernels.matmul_tf32_128x128_trunc,
-                Tf32Kernel::SquareVec4Trunc => &d.kernels.matmul_tf32_128x128_vec4_trunc,
-                Tf32Kernel::WideTrunc => &d.kernels.matmul_tf32_128x256_trunc,
-                Tf32Kernel::WideVec4Trunc => &d.kernels.matmul_tf32_128x256_vec4_trunc,
-            };
-            let mut launch = d.stream.launch_builder(func);
-            launch.arg(a).arg(b).arg(c).arg(&m).arg(&n).arg(&kd);
-            // SAFETY: argument types and order match the kernel; sizes per the contract.
-            unsafe { launch.launch(cfg.to_cuda()) }.during("launching matmul")?;
-            launch_count::cuda(name);
-            Ok(())
-        }
-        (Backend::Simulator, Storage::Host(a), Storage::Host(b), Storage::Host(c)) => {
-            let mut launch = sim::Launch::new(name, cfg.to_sim());
-            let (a, b, c) = (launch.input("a", a), launch.input("b", b), launch.output("c", c));
-            // SAFETY: registered buffers, sizes per the contract.
-            unsafe { launch.run(|| sim_fn(a, b, c, m, n, kd)) }?;
-            launch_count::simulator(name);
-            Ok(())
-        }
-        _ => mixed_backends("matmul"),
-    }
+    // SAFETY: sizes, alignment and shape per the contract.
+    unsafe { launch(&gpu.library(), cfg, a, b, c, m, n, kd) }
 }

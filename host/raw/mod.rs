@@ -1,5 +1,6 @@
 //! Raw kernel launches, one module per kernel family: `unsafe`, arguments in the kernel's order,
-//! one arm per backend (cudarc launch on a CUDA device, [`kernels_gpu::sim::Launch`] on the
+//! each a call of the launcher `#[kernel]` generated for the kernel, on the `Gpu`'s library
+//! [`crate::Module`] (a cudarc launch on a CUDA device, [`kernels_gpu::sim::Launch`] on the
 //! CPU). The safe, shape-checked API is in [`crate::ops`].
 //!
 //! Safety contract of every function here: the buffers hold as many elements as the kernel's own
@@ -10,10 +11,3 @@ pub(crate) mod add;
 pub(crate) mod launch_count;
 pub(crate) mod matmul;
 pub(crate) mod softmax;
-
-use crate::error::{Error, Result};
-
-/// The error for buffers whose backend differs from the `Gpu`'s.
-pub(crate) fn mixed_backends<T>(op: &'static str) -> Result<T> {
-    Err(Error::WrongDevice { op })
-}

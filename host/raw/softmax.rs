@@ -1,11 +1,9 @@
-//! Launches of `kernels_gpu::softmax`.
+//! Launches of `kernels_gpu::softmax`, through the launchers `#[kernel]` generates.
 
-use cudarc::driver::{CudaFunction, PushKernelArg};
 use kernels_gpu::{sim, softmax as k};
 
-use super::{launch_count, mixed_backends};
-use crate::buffer::{DeviceVec, Storage};
-use crate::device::{Backend, Gpu, Kernels};
+use crate::buffer::DeviceVec;
+use crate::device::{Backend, Gpu};
 use crate::error::{DriverContext, Result};
 use crate::launch_config::LaunchConfig;
 
@@ -23,25 +21,8 @@ pub(crate) unsafe fn softmax_rows(
     cols: usize,
     t: f32,
 ) -> Result<()> {
-    match (&gpu.backend, &x.storage, &mut y.storage) {
-        (Backend::Cuda(d), Storage::Cuda(x), Storage::Cuda(y)) => {
-            let mut launch = d.stream.launch_builder(&d.kernels.softmax_rows);
-            launch.arg(x).arg(y).arg(&rows).arg(&cols).arg(&t);
-            // SAFETY: argument types and order match the kernel; sizes per the contract.
-            unsafe { launch.launch(cfg.to_cuda()) }.during("launching softmax_rows")?;
-            launch_count::cuda("softmax_rows");
-            Ok(())
-        }
-        (Backend::Simulator, Storage::Host(x), Storage::Host(y)) => {
-            let mut launch = sim::Launch::new("softmax_rows", cfg.to_sim());
-            let (x, y) = (launch.input("x", x), launch.output("y", y));
-            // SAFETY: registered buffers, sizes per the contract.
-            unsafe { launch.run(|| k::softmax_rows(x, y, rows, cols, t)) }?;
-            launch_count::simulator("softmax_rows");
-            Ok(())
-        }
-        _ => mixed_backends("softmax"),
-    }
+    // SAFETY: sizes per the contract.
+    unsafe { k::softmax_rows::launch(&gpu.library(), cfg, x, y, rows, cols, t) }
 }
 
 /// The one-pass kernels that take `(x, y, rows, cols, t)`: warp per row, block per row, stream.
@@ -60,9 +41,6 @@ pub(crate) enum RowKernel {
     PersistBlock4,
     PersistBlock8,
 }
-
-/// A kernel's simulator entry point.
-type RowFn = unsafe fn(*const f32, *mut f32, usize, usize, f32);
 
 impl RowKernel {
     /// The warp-per-row kernel with `vectors` vectors per lane (1, 2, 4 or 8).
@@ -120,37 +98,32 @@ impl RowKernel {
         }
     }
 
-    fn sim(self) -> RowFn {
+    /// The kernel's generated launcher.
+    #[allow(clippy::type_complexity)]
+    fn launcher(
+        self,
+    ) -> for<'a> unsafe fn(
+        &'a crate::Module,
+        LaunchConfig,
+        &'a DeviceVec,
+        &'a mut DeviceVec,
+        usize,
+        usize,
+        f32,
+    ) -> Result<()> {
         match self {
-            RowKernel::Warp1 => k::softmax_warp_1,
-            RowKernel::Warp2 => k::softmax_warp_2,
-            RowKernel::Warp4 => k::softmax_warp_4,
-            RowKernel::Warp8 => k::softmax_warp_8,
-            RowKernel::Block4 => k::softmax_block_4,
-            RowKernel::Block8 => k::softmax_block_8,
-            RowKernel::Stream => k::softmax_stream,
-            RowKernel::Group8x4 => k::softmax_group_8x4,
-            RowKernel::Group16x2 => k::softmax_group_16x2,
-            RowKernel::PersistWarp8 => k::softmax_persist_warp_8,
-            RowKernel::PersistBlock4 => k::softmax_persist_block_4,
-            RowKernel::PersistBlock8 => k::softmax_persist_block_8,
-        }
-    }
-
-    fn cuda(self, kernels: &Kernels) -> &CudaFunction {
-        match self {
-            RowKernel::Warp1 => &kernels.softmax_warp_1,
-            RowKernel::Warp2 => &kernels.softmax_warp_2,
-            RowKernel::Warp4 => &kernels.softmax_warp_4,
-            RowKernel::Warp8 => &kernels.softmax_warp_8,
-            RowKernel::Block4 => &kernels.softmax_block_4,
-            RowKernel::Block8 => &kernels.softmax_block_8,
-            RowKernel::Stream => &kernels.softmax_stream,
-            RowKernel::Group8x4 => &kernels.softmax_group_8x4,
-            RowKernel::Group16x2 => &kernels.softmax_group_16x2,
-            RowKernel::PersistWarp8 => &kernels.softmax_persist_warp_8,
-            RowKernel::PersistBlock4 => &kernels.softmax_persist_block_4,
-            RowKernel::PersistBlock8 => &kernels.softmax_persist_block_8,
+            RowKernel::Warp1 => k::softmax_warp_1::launch,
+            RowKernel::Warp2 => k::softmax_warp_2::launch,
+            RowKernel::Warp4 => k::softmax_warp_4::launch,
+            RowKernel::Warp8 => k::softmax_warp_8::launch,
+            RowKernel::Block4 => k::softmax_block_4::launch,
+            RowKernel::Block8 => k::softmax_block_8::launch,
+            RowKernel::Stream => k::softmax_stream::launch,
+            RowKernel::Group8x4 => k::softmax_group_8x4::launch,
+            RowKernel::Group16x2 => k::softmax_group_16x2::launch,
+            RowKernel::PersistWarp8 => k::softmax_persist_warp_8::launch,
+            RowKernel::PersistBlock4 => k::softmax_persist_block_4::launch,
+            RowKernel::PersistBlock8 => k::softmax_persist_block_8::launch,
         }
     }
 }
@@ -209,8 +182,18 @@ pub(crate) fn resident_blocks(
     let per_sm = match cached {
         Some(n) => n,
         None => {
-            let n = kernel
-                .cuda(&d.kernels)
+            let function =
+                d.library
+                    .by_name
+                    .get(kernel.name())
+                    .ok_or(crate::error::Error::InvalidArgument {
+                        op: "softmax",
+                        detail: format!("the PTX has no kernel {}", kernel.name()),
+                    })?;
+            // The count asked for must be one the kernel may launch with.
+            function.opt_in(shared_mem_bytes)?;
+            let n = function
+                .func
                 .occupancy_max_active_blocks_per_multiprocessor(threads, shared_mem_bytes as usize, None)
                 .during("asking the driver how many softmax blocks fit a multiprocessor")?;
             if let Ok(mut m) = d.residency.lock() {
@@ -247,26 +230,8 @@ pub(crate) unsafe fn softmax_row_kernel(
     cols: usize,
     t: f32,
 ) -> Result<()> {
-    match (&gpu.backend, &x.storage, &mut y.storage) {
-        (Backend::Cuda(d), Storage::Cuda(x), Storage::Cuda(y)) => {
-            let mut launch = d.stream.launch_builder(kernel.cuda(&d.kernels));
-            launch.arg(x).arg(y).arg(&rows).arg(&cols).arg(&t);
-            // SAFETY: argument types and order match the kernel; sizes per the contract.
-            unsafe { launch.launch(cfg.to_cuda()) }.during("launching a softmax kernel")?;
-            launch_count::cuda(kernel.name());
-            Ok(())
-        }
-        (Backend::Simulator, Storage::Host(x), Storage::Host(y)) => {
-            let mut launch = sim::Launch::new(kernel.name(), cfg.to_sim());
-            let (x, y) = (launch.input("x", x), launch.output("y", y));
-            let f = kernel.sim();
-            // SAFETY: registered buffers, sizes per the contract.
-            unsafe { launch.run(|| f(x, y, rows, cols, t)) }?;
-            launch_count::simulator(kernel.name());
-            Ok(())
-        }
-        _ => mixed_backends("softmax"),
-    }
+    // SAFETY: sizes, alignment and shape per the contract.
+    unsafe { kernel.launcher()(&gpu.library(), cfg, x, y, rows, cols, t) }
 }
 
 /// Launches `softmax_split_stats(x, partials, rows, cols, chunks, chunk_vecs, t)`.
@@ -285,31 +250,19 @@ pub(crate) unsafe fn softmax_split_stats(
     (chunks, chunk_vecs): (usize, usize),
     t: f32,
 ) -> Result<()> {
-    match (&gpu.backend, &x.storage, &mut partials.storage) {
-        (Backend::Cuda(d), Storage::Cuda(x), Storage::Cuda(p)) => {
-            let mut launch = d.stream.launch_builder(&d.kernels.softmax_split_stats);
-            launch
-                .arg(x)
-                .arg(p)
-                .arg(&rows)
-                .arg(&cols)
-                .arg(&chunks)
-                .arg(&chunk_vecs)
-                .arg(&t);
-            // SAFETY: argument types and order match the kernel; sizes per the contract.
-            unsafe { launch.launch(cfg.to_cuda()) }.during("launching softmax_split_stats")?;
-            launch_count::cuda("softmax_split_stats");
-            Ok(())
-        }
-        (Backend::Simulator, Storage::Host(x), Storage::Host(p)) => {
-            let mut launch = sim::Launch::new("softmax_split_stats", cfg.to_sim());
-            let (x, p) = (launch.input("x", x), launch.output("partials", p));
-            // SAFETY: registered buffers, sizes per the contract.
-            unsafe { launch.run(|| k::softmax_split_stats(x, p, rows, cols, chunks, chunk_vecs, t)) }?;
-            launch_count::simulator("softmax_split_stats");
-            Ok(())
-        }
-        _ => mixed_backends("softmax"),
+    // SAFETY: sizes and shape per the contract.
+    unsafe {
+        k::softmax_split_stats::launch(
+            &gpu.library(),
+            cfg,
+            x,
+            partials,
+            rows,
+            cols,
+            chunks,
+            chunk_vecs,
+            t,
+        )
     }
 }
 
@@ -330,32 +283,19 @@ pub(crate) unsafe fn softmax_split_write(
     (chunks, chunk_vecs): (usize, usize),
     t: f32,
 ) -> Result<()> {
-    match (&gpu.backend, &x.storage, &partials.storage, &mut y.storage) {
-        (Backend::Cuda(d), Storage::Cuda(x), Storage::Cuda(p), Storage::Cuda(y)) => {
-            let mut launch = d.stream.launch_builder(&d.kernels.softmax_split_write);
-            launch
-                .arg(x)
-                .arg(p)
-                .arg(y)
-                .arg(&rows)
-                .arg(&cols)
-                .arg(&chunks)
-                .arg(&chunk_vecs)
-                .arg(&t);
-            // SAFETY: argument types and order match the kernel; sizes per the contract.
-            unsafe { launch.launch(cfg.to_cuda()) }.during("launching softmax_split_write")?;
-            launch_count::cuda("softmax_split_write");
-            Ok(())
-        }
-        (Backend::Simulator, Storage::Host(x), Storage::Host(p), Storage::Host(y)) => {
-            let mut launch = sim::Launch::new("softmax_split_write", cfg.to_sim());
-            let (x, p) = (launch.input("x", x), launch.input("partials", p));
-            let y = launch.output("y", y);
-            // SAFETY: registered buffers, sizes per the contract.
-            unsafe { launch.run(|| k::softmax_split_write(x, p, y, rows, cols, chunks, chunk_vecs, t)) }?;
-            launch_count::simulator("softmax_split_write");
-            Ok(())
-        }
-        _ => mixed_backends("softmax"),
+    // SAFETY: sizes, alignment and shape per the contract.
+    unsafe {
+        k::softmax_split_write::launch(
+            &gpu.library(),
+            cfg,
+            x,
+            partials,
+            y,
+            rows,
+            cols,
+            chunks,
+            chunk_vecs,
+            t,
+        )
     }
 }

@@ -1,10 +1,13 @@
-//! `#[kernel]`: marks a function of `kernels-gpu` as a GPU entry point.
+//! `#[kernel]`: marks a function of a kernel crate as a GPU entry point.
 //!
 //! On `nvptx64` the function becomes `#[unsafe(no_mangle)] pub unsafe extern "ptx-kernel" fn`, an
 //! entry point of the PTX module under its own name. On any other target it stays a plain
-//! `pub unsafe fn`, which the CPU simulator calls once per simulated thread.
+//! `pub unsafe fn`, which the CPU simulator calls once per simulated thread, and gets a sibling
+//! module of the same name with its typed host launcher ([`launcher`]).
 //!
 //! Written on bare token trees (no `syn`), so the nested PTX build pulls in no dependency.
+
+mod launcher;
 
 use proc_macro::{Delimiter, Group, Ident, Literal, Punct, Spacing, Span, TokenStream, TokenTree};
 
@@ -40,9 +43,14 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
         gpu.extend([t.clone()]);
     }
 
+    let launcher = match launcher::launcher(&tokens, fn_pos) {
+        Ok(launcher) => launcher,
+        Err(msg) => return compile_error(&msg),
+    };
     let mut host = TokenStream::new();
     host.extend(attribute("cfg(not(target_arch = \"nvptx64\"))"));
     host.extend(tokens);
+    host.extend(launcher);
 
     let mut out = gpu;
     out.extend(host);

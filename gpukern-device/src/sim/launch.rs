@@ -118,14 +118,17 @@ impl LaunchInfo {
 ///
 /// ```
 /// use gpukern_device::sim::{Dim3, Launch, LaunchConfig};
-/// use gpukern_device::{kernel, mem, thread};
 ///
-/// /// `c[i] = a[i] + b[i]` for the first `n` elements.
-/// #[kernel]
-/// pub unsafe fn add(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
-///     let i = thread::index_1d();
-///     if i < n {
-///         unsafe { mem::store(c, i, mem::load(a, i) + mem::load(b, i)) }
+/// mod kernels {
+///     use gpukern_device::{kernel, mem, thread};
+///
+///     /// `c[i] = a[i] + b[i]` for the first `n` elements.
+///     #[kernel]
+///     pub unsafe fn add(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
+///         let i = thread::index_1d();
+///         if i < n {
+///             unsafe { mem::store(c, i, mem::load(a, i) + mem::load(b, i)) }
+///         }
 ///     }
 /// }
 ///
@@ -135,7 +138,7 @@ impl LaunchInfo {
 /// let mut launch = Launch::new("add", config);
 /// let (pa, pb, pc) = (launch.input("a", &a), launch.input("b", &b), launch.output("c", &mut c));
 /// // SAFETY: the buffers hold 5 floats and the closure only launches the kernel.
-/// unsafe { launch.run(|| add(pa, pb, pc, 5)) }.unwrap();
+/// unsafe { launch.run(|| kernels::add(pa, pb, pc, 5)) }.unwrap();
 /// assert_eq!(c, vec![3.0; 5]);
 /// ```
 pub struct Launch<'a> {

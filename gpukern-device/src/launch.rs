@@ -1,0 +1,198 @@
+//! The host side of a typed launch (host only): what the launcher that `#[kernel]` generates for
+//! each kernel is written against.
+//!
+//! For a kernel
+//!
+//! ```ignore
+//! #[kernel]
+//! pub unsafe fn scale(x: *const f32, y: *mut f32, factor: f32, n: usize) { ... }
+//! ```
+//!
+//! `#[kernel]` also emits, on the host, a module of the same name with a launcher:
+//!
+//! ```ignore
+//! pub mod scale {
+//!     pub const KERNEL: Kernel = Kernel { name: "scale", krate: "my_kernels", params: &[...] };
+//!     pub unsafe fn launch<L: Launcher>(on: &L, config: L::Config, x: &L::Buffer<f32>,
+//!         y: &mut L::Buffer<f32>, factor: f32, n: usize) -> Result<(), L::Error> { ... }
+//! }
+//! ```
+//!
+//! Each `*const T` parameter becomes `&L::Buffer<T>`, each `*mut T` `&mut L::Buffer<T>`, and a
+//! scalar is passed by value (its type must implement [`Scalar`]). gpukern's `Module` is the
+//! [`Launcher`]: `L::Buffer<T>` is its `DeviceVec<T>`, so a buffer of the wrong element type, a
+//! missing argument or one too many is a compile error, and the launch runs on CUDA or in the
+//! simulator with the same call. The launcher asks the `Launcher` for each argument in the
+//! kernel's order, then hands it a closure that calls the kernel with the pointers and scalars
+//! it got back: the simulator runs that closure once per simulated thread, CUDA never calls it.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// A kernel as the host sees it: its entry point's name, the crate it lives in, its parameters,
+/// and how many times it was launched in this process.
+#[derive(Debug)]
+pub struct Kernel {
+    /// The PTX entry point's name (the function's name).
+    pub name: &'static str,
+    /// The kernel crate's name as rustc knows it (`my_kernels`): a `Module` built from another
+    /// crate refuses to launch it.
+    pub krate: &'static str,
+    /// The parameters in order.
+    pub params: &'static [Param],
+    /// Launches so far, counted by the [`Launcher`] (gpukern's coverage check reads them).
+    pub launches: LaunchCounts,
+}
+
+/// Launches of one kernel in this process, per backend.
+#[derive(Debug, Default)]
+pub struct LaunchCounts {
+    cuda: AtomicU64,
+    simulator: AtomicU64,
+}
+
+impl LaunchCounts {
+    /// No launches yet.
+    pub const fn new() -> LaunchCounts {
+        LaunchCounts {
+            cuda: AtomicU64::new(0),
+            simulator: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a launch on a CUDA device; returns the count before it.
+    pub fn count_cuda(&self) -> u64 {
+        self.cuda.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Counts a launch in the simulator; returns the count before it.
+    pub fn count_simulator(&self) -> u64 {
+        self.simulator.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// `(cuda, simulator)` launches so far.
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.cuda.load(Ordering::Relaxed),
+            self.simulator.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// One parameter of a [`Kernel`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Param {
+    /// Its name in the kernel's signature (used in simulator reports and errors).
+    pub name: &'static str,
+    /// How the host passes it.
+    pub kind: ParamKind,
+    /// The type as written in the kernel (`*const f32`, `usize`).
+    pub ty: &'static str,
+}
+
+/// How the host passes a parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// `*const T`: a device buffer the kernel reads.
+    Input,
+    /// `*mut T`: a device buffer the kernel may write.
+    Output,
+    /// Anything else: a value copied into the launch.
+    Scalar,
+}
+
+/// What kernels are launched on: gpukern's `Module` implements it for CUDA and the simulator.
+///
+/// The generated launcher calls [`Launcher::begin`], then [`Launcher::input`],
+/// [`Launcher::output`] or [`Launcher::scalar`] once per parameter in order, then
+/// [`Launcher::launch`]. An implementation may record an error on the way (a buffer of another
+/// device, say) and return it from `launch` without launching.
+pub trait Launcher {
+    /// Grid, block and dynamic shared memory of a launch.
+    type Config;
+    /// A device vector of `T`.
+    type Buffer<T>;
+    /// Why a launch failed.
+    type Error;
+    /// One launch being assembled.
+    type Args<'a>
+    where
+        Self: 'a;
+
+    /// Starts a launch of `kernel` with `config`.
+    fn begin<'a>(&'a self, kernel: &'static Kernel, config: Self::Config) -> Self::Args<'a>;
+
+    /// Adds a buffer the kernel reads; returns the pointer the simulator passes to the kernel
+    /// (on CUDA, any pointer: the kernel closure is never called there).
+    fn input<'a, T: Copy + 'static>(args: &mut Self::Args<'a>, buffer: &'a Self::Buffer<T>) -> *const T
+    where
+        Self: 'a;
+
+    /// Adds a buffer the kernel may write; returns the pointer the simulator passes to the kernel.
+    fn output<'a, T: Copy + 'static>(args: &mut Self::Args<'a>, buffer: &'a mut Self::Buffer<T>) -> *mut T
+    where
+        Self: 'a;
+
+    /// Adds a value parameter.
+    fn scalar<'a, S: Scalar>(args: &mut Self::Args<'a>, value: S)
+    where
+        Self: 'a;
+
+    /// Launches: on CUDA the entry point named by the kernel with the arguments gathered, in
+    /// the simulator `body` once per simulated thread (`body` calls the kernel function with the
+    /// pointers [`Launcher::input`] and [`Launcher::output`] returned).
+    ///
+    /// # Safety
+    /// The kernel's own safety contract, for the arguments given: the generated launcher is as
+    /// `unsafe` as the kernel (it cannot know how many elements the kernel touches).
+    unsafe fn launch<'a>(args: Self::Args<'a>, body: &dyn Fn()) -> Result<(), Self::Error>
+    where
+        Self: 'a;
+}
+
+/// A value a kernel can take by value: the host copies its bytes into the launch.
+///
+/// # Safety
+/// `Self` is plain data whose PTX parameter is its own size (at most 8 bytes) and whose bytes,
+/// little-endian in the low bytes of [`Scalar::to_bits`], are the value.
+pub unsafe trait Scalar: Copy + Send + Sync + 'static {
+    /// The value's bytes in the low bytes of a `u64` (the rest zero).
+    fn to_bits(self) -> u64;
+}
+
+macro_rules! scalar_int {
+    ($($t:ty => $u:ty),*) => {$(
+        // SAFETY: an integer of at most 8 bytes; its PTX parameter has its size.
+        unsafe impl Scalar for $t {
+            #[inline(always)]
+            fn to_bits(self) -> u64 {
+                self as $u as u64
+            }
+        }
+    )*};
+}
+scalar_int!(u8 => u8, u16 => u16, u32 => u32, u64 => u64, usize => usize,
+            i8 => u8, i16 => u16, i32 => u32, i64 => u64, isize => usize);
+
+// SAFETY: four bytes, passed as a `.f32` parameter.
+unsafe impl Scalar for f32 {
+    #[inline(always)]
+    fn to_bits(self) -> u64 {
+        u64::from(self.to_bits())
+    }
+}
+
+// SAFETY: eight bytes, passed as a `.f64` parameter.
+unsafe impl Scalar for f64 {
+    #[inline(always)]
+    fn to_bits(self) -> u64 {
+        self.to_bits()
+    }
+}
+
+// SAFETY: one byte, 0 or 1, passed as a `.b8` parameter.
+unsafe impl Scalar for bool {
+    #[inline(always)]
+    fn to_bits(self) -> u64 {
+        u64::from(self)
+    }
+}

@@ -1,0 +1,567 @@
+//! `Module`: one kernel crate's PTX loaded on a [`Gpu`] (or its simulator twin), and the typed
+//! launches of its kernels.
+//!
+//! A kernel crate's `#[kernel]` functions each come with a generated launcher,
+//! `my_kernels::scale::launch(&module, config, &x, &mut y, 2.0, n)`, written against
+//! [`gpukern_device::launch::Launcher`]; `Module` implements that trait. On CUDA the launch goes
+//! to the entry point of that name in the module's PTX; in the simulator the launcher's closure
+//! runs the kernel function once per simulated thread. gpukern's own kernels take the same path
+//! ([`Gpu::library`]).
+//!
+//! Before anything is launched the module checks what a GPU would refuse or crash on:
+//! every buffer belongs to the module's `Gpu`, the kernel comes from the crate the module was
+//! built from, and the grid, the block (against the kernel's own register-limited maximum) and
+//! the dynamic shared memory (opting the kernel in above 48 KiB) fit the device.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, DevicePtr, DriverError, result, sys};
+use cudarc::nvrtc::Ptx;
+use gpukern_device::launch::{Kernel, Launcher, Scalar};
+use gpukern_device::sim;
+
+use crate::buffer::{DeviceVec, Storage};
+use crate::device::{Backend, CudaDevice, Gpu};
+use crate::error::{DriverContext, Error, Result};
+use crate::launch_config::{DeviceLimits, LaunchConfig};
+use crate::raw::launch_count;
+
+/// One kernel crate's PTX, one module per architecture, as `gpukern-build` embeds it
+/// ([`crate::include_ptx!`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PtxSet {
+    /// The kernel crate's name as rustc knows it (`my_kernels`).
+    pub krate: &'static str,
+    /// The modules, oldest architecture first.
+    pub modules: &'static [PtxModule],
+}
+
+/// One embedded PTX module.
+#[derive(Clone, Copy, Debug)]
+pub struct PtxModule {
+    /// Target architecture, e.g. `"sm_90"`.
+    pub arch: &'static str,
+    /// Compute capability the module was built for, `(major, minor)`.
+    pub compute_capability: (i32, i32),
+    /// The PTX text.
+    pub ptx: &'static str,
+}
+
+impl PtxSet {
+    /// The newest module that runs on a device of compute capability `cc`: the driver compiles
+    /// PTX forward to any newer GPU, never back.
+    pub fn select(&self, cc: (i32, i32)) -> Option<&'static PtxModule> {
+        self.modules
+            .iter()
+            .filter(|m| m.compute_capability <= cc)
+            .max_by_key(|m| m.compute_capability)
+    }
+}
+
+/// The entry points of a PTX text, in order (`.entry name(`).
+pub fn entry_names(ptx: &str) -> Vec<&str> {
+    ptx.lines()
+        .filter_map(|line| {
+            let rest = line
+                .trim_start()
+                .strip_prefix(".visible ")
+                .unwrap_or(line.trim_start());
+            let rest = rest.strip_prefix(".entry ")?;
+            Some(rest.split('(').next().unwrap_or(rest).trim())
+        })
+        .collect()
+}
+
+/// A loaded entry point and what its launches are checked against.
+pub(crate) struct Function {
+    pub(crate) func: CudaFunction,
+    /// The most threads a block may have: the device limit, lowered by the driver when the
+    /// kernel's registers do not fit the register file at that many.
+    pub(crate) max_threads: u32,
+    /// Bytes of static shared memory the kernel declares (counted against the block's limit).
+    static_shared: u32,
+    /// Dynamic shared memory the kernel has been opted in to so far.
+    opted_in: AtomicU32,
+}
+
+/// The functions of one loaded PTX module, by entry-point name.
+pub(crate) struct Functions {
+    _module: Arc<CudaModule>,
+    pub(crate) by_name: HashMap<String, Function>,
+    pub(crate) arch: &'static str,
+}
+
+impl Functions {
+    /// Loads `set`'s module for a device of compute capability `cc` with `limits`, and every
+    /// entry point in it.
+    pub(crate) fn load(
+        ctx: &Arc<CudaContext>,
+        cc: (i32, i32),
+        limits: &DeviceLimits,
+        set: &PtxSet,
+    ) -> Result<Functions> {
+        let module = set.select(cc).ok_or_else(|| Error::UnsupportedDevice {
+            major: cc.0,
+            minor: cc.1,
+            built: set.modules.iter().map(|m| m.arch).collect::<Vec<_>>().join(", "),
+        })?;
+        let loaded = ctx
+            .load_module(Ptx::from_src(module.ptx))
+            .during("loading a PTX module")?;
+        let mut by_name = HashMap::new();
+        for name in entry_names(module.ptx) {
+            use sys::CUfunction_attribute::*;
+            let func = loaded.load_function(name).during("loading a kernel")?;
+            let attribute = |a| {
+                func.get_attribute(a)
+                    .map(|v| v.max(0) as u32)
+                    .during("reading a kernel's attributes")
+            };
+            let max_threads = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
+            let static_shared = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?;
+            by_name.insert(
+                name.to_string(),
+                Function {
+                    func,
+                    max_threads,
+                    static_shared,
+                    opted_in: AtomicU32::new(limits.max_shared_mem_per_block),
+                },
+            );
+        }
+        Ok(Functions {
+            _module: loaded,
+            by_name,
+            arch: module.arch,
+        })
+    }
+}
+
+/// A kernel crate loaded on a [`Gpu`]: launch its kernels with their generated launchers.
+///
+/// Made by [`Gpu::load`]; cheap to clone. On the simulator it holds no PTX (the simulator runs
+/// the kernels' Rust code). Errors from a kernel that faults on the device surface at the next
+/// synchronisation ([`Gpu::synchronize`], a download) as [`Error::KernelFailed`], naming the
+/// kernels launched since the last one.
+#[derive(Clone)]
+pub struct Module {
+    backend: Backend,
+    krate: &'static str,
+    functions: Option<Arc<Functions>>,
+}
+
+impl Gpu {
+    /// Loads a kernel crate's PTX (`gpukern::include_ptx!(my_kernels)`) on this device: the
+    /// newest architecture in it that the device runs.
+    ///
+    /// Errors: [`Error::UnsupportedDevice`] if every module is for a newer GPU;
+    /// [`Error::Driver`] if the driver refuses the PTX.
+    pub fn load(&self, ptx: &PtxSet) -> Result<Module> {
+        let functions = match &self.backend {
+            Backend::Cuda(d) => Some(Arc::new(Functions::load(
+                &d.ctx,
+                d.compute_capability,
+                &d.limits,
+                ptx,
+            )?)),
+            Backend::Simulator => None,
+        };
+        Ok(Module {
+            backend: self.backend.clone(),
+            krate: ptx.krate,
+            functions,
+        })
+    }
+
+    /// gpukern's own kernels (`kernels-gpu`), loaded when the `Gpu` was made.
+    pub fn library(&self) -> Module {
+        match &self.backend {
+            Backend::Cuda(d) => Module {
+                backend: self.backend.clone(),
+                krate: crate::ptx::KERNELS.krate,
+                functions: Some(d.library.clone()),
+            },
+            Backend::Simulator => Module {
+                backend: Backend::Simulator,
+                krate: crate::ptx::KERNELS.krate,
+                functions: None,
+            },
+        }
+    }
+}
+
+impl Module {
+    /// The `Gpu` this module is loaded on.
+    pub fn gpu(&self) -> Gpu {
+        Gpu {
+            backend: self.backend.clone(),
+        }
+    }
+
+    /// The kernel crate it was built from.
+    pub fn krate(&self) -> &'static str {
+        self.krate
+    }
+
+    /// The entry points of the loaded PTX, sorted (empty on the simulator, which has no PTX).
+    pub fn kernel_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .functions
+            .iter()
+            .flat_map(|f| f.by_name.keys().map(String::as_str))
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// The loaded entry point `name` (CUDA only).
+    pub(crate) fn function(&self, name: &str) -> Option<&Function> {
+        self.functions.as_ref()?.by_name.get(name)
+    }
+}
+
+/// Most parameters a kernel may have through a generated launcher.
+pub const MAX_PARAMS: usize = 32;
+
+/// One launch being assembled by a generated launcher (see [`Launcher`]).
+pub struct ModuleArgs<'a> {
+    module: &'a Module,
+    kernel: &'static Kernel,
+    config: LaunchConfig,
+    /// The first problem found with an argument; returned by the launch, which then does not run.
+    error: Option<Error>,
+    /// Parameters added so far.
+    count: usize,
+    /// CUDA: each parameter's value (a device address, or a scalar in the low bytes).
+    slots: [u64; MAX_PARAMS],
+    /// Simulator: the launch with its registered buffers.
+    sim: Option<sim::Launch<'a>>,
+}
+
+impl ModuleArgs<'_> {
+    fn note(&mut self, error: Error) {
+        self.error.get_or_insert(error);
+    }
+
+    /// The next parameter's name, for simulator reports.
+    fn param_name(&self) -> &'static str {
+        self.kernel.params.get(self.count).map_or("?", |p| p.name)
+    }
+
+    fn push_slot(&mut self, value: u64) {
+        match self.slots.get_mut(self.count) {
+            Some(slot) => *slot = value,
+            None => self.note(Error::InvalidArgument {
+                op: self.kernel.name,
+                detail: format!("more than {MAX_PARAMS} parameters: gpukern launches at most {MAX_PARAMS}"),
+            }),
+        }
+        self.count += 1;
+    }
+
+    fn buffer_address<T>(&mut self, buffer: &DeviceVec<T>) -> u64 {
+        let owned = self.module.gpu().owns(buffer);
+        if !owned {
+            self.note(Error::WrongDevice { op: self.kernel.name });
+            return 0;
+        }
+        match &buffer.storage {
+            Storage::Cuda(s) => s.device_ptr(s.stream()).0,
+            Storage::Host(_) => 0,
+        }
+    }
+}
+
+impl Launcher for Module {
+    type Config = LaunchConfig;
+    type Buffer<T> = DeviceVec<T>;
+    type Error = Error;
+    type Args<'a> = ModuleArgs<'a>;
+
+    fn begin<'a>(&'a self, kernel: &'static Kernel, config: LaunchConfig) -> ModuleArgs<'a> {
+        let sim = match self.backend {
+            Backend::Simulator => Some(sim::Launch::new(kernel.name, config.to_sim())),
+            Backend::Cuda(_) => None,
+        };
+        let mut args = ModuleArgs {
+            module: self,
+            kernel,
+            config,
+            error: None,
+            count: 0,
+            slots: [0; MAX_PARAMS],
+            sim,
+        };
+        if kernel.krate != self.krate {
+            args.note(Error::InvalidArgument {
+                op: kernel.name,
+                detail: format!(
+                    "the kernel is from crate `{}`, the module was loaded from `{}`: load that \
+                     crate's PTX with Gpu::load(&gpukern::include_ptx!({}))",
+                    kernel.krate, self.krate, kernel.krate
+                ),
+            });
+        }
+        args
+    }
+
+    fn input<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a DeviceVec<T>) -> *const T
+    where
+        Self: 'a,
+    {
+        let name = args.param_name();
+        let address = args.buffer_address(buffer);
+        args.push_slot(address);
+        match (&mut args.sim, &buffer.storage) {
+            (Some(launch), Storage::Host(v)) => launch.input(name, v.as_slice()),
+            _ => std::ptr::null(),
+        }
+    }
+
+    fn output<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a mut DeviceVec<T>) -> *mut T
+    where
+        Self: 'a,
+    {
+        let name = args.param_name();
+        let address = args.buffer_address(buffer);
+        args.push_slot(address);
+        match (&mut args.sim, &mut buffer.storage) {
+            (Some(launch), Storage::Host(v)) => launch.output(name, v.as_mut_slice()),
+            _ => std::ptr::null_mut(),
+        }
+    }
+
+    fn scalar<'a, S: Scalar>(args: &mut ModuleArgs<'a>, value: S)
+    where
+        Self: 'a,
+    {
+        args.push_slot(value.to_bits());
+    }
+
+    unsafe fn launch<'a>(mut args: ModuleArgs<'a>, body: &dyn Fn()) -> Result<()>
+    where
+        Self: 'a,
+    {
+        if let Some(error) = args.error.take() {
+            return Err(error);
+        }
+        let kernel = args.kernel;
+        match (&args.module.backend, args.sim.take()) {
+            (Backend::Simulator, Some(launch)) => {
+                args.config
+                    .checked(kernel.name, &DeviceLimits::SIMULATOR.opted_in())?;
+                // SAFETY: the caller upholds the kernel's contract; `body` calls the kernel with
+                // the pointers this launch registered.
+                unsafe { launch.run(body) }?;
+                launch_count::simulator(kernel);
+                Ok(())
+            }
+            (Backend::Cuda(device), _) => {
+                let function = args
+                    .module
+                    .function(kernel.name)
+                    .ok_or_else(|| Error::InvalidArgument {
+                        op: kernel.name,
+                        detail: format!(
+                            "the loaded PTX of `{}` has no entry point `{}`: was it built from this \
+                         version of the crate?",
+                            args.module.krate, kernel.name
+                        ),
+                    })?;
+                let config = checked_on_device(args.config, kernel, function, device)?;
+                let mut pointers = [std::ptr::null_mut::<c_void>(); MAX_PARAMS];
+                for (pointer, slot) in pointers.iter_mut().zip(args.slots.iter_mut()) {
+                    *pointer = (slot as *mut u64).cast();
+                }
+                faults::launched(&device.ctx, kernel.name);
+                device
+                    .ctx
+                    .bind_to_thread()
+                    .map_err(|e| faults::launch_error(&device.ctx, kernel.name, e))?;
+                // SAFETY: one pointer per parameter, in the kernel's order (the generated
+                // launcher's), each to a value of the parameter's size in its low bytes; the
+                // buffers are this device's and live through the call; the caller upholds the
+                // kernel's own contract.
+                unsafe {
+                    result::launch_kernel(
+                        function.func.cu_function(),
+                        config.grid,
+                        config.block,
+                        config.shared_mem_bytes,
+                        device.stream.cu_stream(),
+                        &mut pointers[..args.count.min(MAX_PARAMS)],
+                    )
+                }
+                .map_err(|e| faults::launch_error(&device.ctx, kernel.name, e))?;
+                launch_count::cuda(kernel);
+                Ok(())
+            }
+            (Backend::Simulator, None) => Err(Error::InvalidArgument {
+                op: kernel.name,
+                detail: "internal: a simulator launch without its simulator state".into(),
+            }),
+        }
+    }
+}
+
+/// `config` checked against the device and the kernel's own limits; a kernel that needs more
+/// than 48 KiB of dynamic shared memory is opted in to it (once per size) first.
+fn checked_on_device(
+    config: LaunchConfig,
+    kernel: &Kernel,
+    function: &Function,
+    device: &CudaDevice,
+) -> Result<LaunchConfig> {
+    let limits = DeviceLimits {
+        max_threads_per_block: function.max_threads.min(device.limits.max_threads_per_block),
+        max_shared_mem_per_block: device
+            .limits
+            .max_shared_mem_per_block_optin
+            .saturating_sub(function.static_shared),
+        ..device.limits
+    };
+    let config = config.checked(kernel.name, &limits)?;
+    function.opt_in(config.shared_mem_bytes)?;
+    Ok(config)
+}
+
+impl Function {
+    /// Lets the kernel launch with `shared` bytes of dynamic shared memory: above the 48 KiB
+    /// every kernel may use, the kernel must opt in (once per larger size). `shared` is within
+    /// the device's opt-in limit (checked by the caller).
+    pub(crate) fn opt_in(&self, shared: u32) -> Result<()> {
+        if shared <= self.opted_in.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        use sys::CUfunction_attribute::*;
+        self.func
+            .set_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared as i32)
+            .during("opting a kernel in to more shared memory")?;
+        // The largest carveout, so that as many blocks of this size as possible fit an SM.
+        self.func
+            .set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
+            .during("opting a kernel in to more shared memory")?;
+        self.opted_in.fetch_max(shared, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl DeviceLimits {
+    /// These limits with the opt-in shared memory as the per-block limit: what a kernel opted in
+    /// to all of it may use.
+    pub fn opted_in(self) -> DeviceLimits {
+        DeviceLimits {
+            max_shared_mem_per_block: self.max_shared_mem_per_block_optin,
+            ..self
+        }
+    }
+}
+
+/// Which kernels may have faulted: the names launched on each device since its last
+/// successful synchronisation, so that a fault reported later names them.
+pub(crate) mod faults {
+    use super::*;
+
+    /// Most names remembered per device (the oldest are dropped, and the message says so).
+    const REMEMBERED: usize = 8;
+
+    type Recent = HashMap<usize, (Vec<&'static str>, bool)>;
+
+    fn recent() -> &'static Mutex<Recent> {
+        static RECENT: std::sync::OnceLock<Mutex<Recent>> = std::sync::OnceLock::new();
+        RECENT.get_or_init(|| Mutex::new(HashMap::new()))
+    }
+
+    fn key(ctx: &Arc<CudaContext>) -> usize {
+        Arc::as_ptr(ctx) as usize
+    }
+
+    /// Notes a launch of `kernel` in `ctx`.
+    pub(crate) fn launched(ctx: &Arc<CudaContext>, kernel: &'static str) {
+        let mut recent = recent().lock().unwrap_or_else(|p| p.into_inner());
+        let (names, dropped) = recent.entry(key(ctx)).or_default();
+        if names.last() != Some(&kernel) {
+            if names.len() == REMEMBERED {
+                names.remove(0);
+                *dropped = true;
+            }
+            names.push(kernel);
+        }
+    }
+
+    /// Forgets the launches in `ctx`: they all finished.
+    pub(crate) fn synchronized(ctx: &Arc<CudaContext>) {
+        let mut recent = recent().lock().unwrap_or_else(|p| p.into_inner());
+        recent.remove(&key(ctx));
+    }
+
+    /// Whether a driver error means a kernel faulted on the device, leaving the context unusable.
+    pub(crate) fn is_sticky(e: &DriverError) -> bool {
+        use sys::CUresult::*;
+        matches!(
+            e.0,
+            CUDA_ERROR_ASSERT
+                | CUDA_ERROR_ILLEGAL_ADDRESS
+                | CUDA_ERROR_ILLEGAL_INSTRUCTION
+                | CUDA_ERROR_MISALIGNED_ADDRESS
+                | CUDA_ERROR_INVALID_ADDRESS_SPACE
+                | CUDA_ERROR_INVALID_PC
+                | CUDA_ERROR_HARDWARE_STACK_ERROR
+                | CUDA_ERROR_LAUNCH_FAILED
+                | CUDA_ERROR_LAUNCH_TIMEOUT
+                | CUDA_ERROR_ECC_UNCORRECTABLE
+        )
+    }
+
+    /// The error for a launch of `kernel` that the driver refused with `e`: an earlier kernel's
+    /// fault if `e` is one, else `kernel`'s own failure.
+    pub(crate) fn launch_error(ctx: &Arc<CudaContext>, kernel: &'static str, e: DriverError) -> Error {
+        if is_sticky(&e) {
+            return error(ctx, "launching a kernel", e);
+        }
+        Error::KernelFailed {
+            kernels: kernel.to_string(),
+            during: "launching it",
+            sticky: false,
+            source: e,
+        }
+    }
+
+    /// The error for `e`, seen while `during`: [`Error::KernelFailed`] naming the kernels
+    /// launched since the last synchronisation when a kernel faulted, else [`Error::Driver`].
+    pub(crate) fn error(ctx: &Arc<CudaContext>, during: &'static str, e: DriverError) -> Error {
+        if !is_sticky(&e) {
+            return Error::Driver { during, source: e };
+        }
+        let recent = recent().lock().unwrap_or_else(|p| p.into_inner());
+        let kernels = match recent.get(&key(ctx)) {
+            Some((names, dropped)) => format!("{}{}", if *dropped { "... " } else { "" }, names.join(", ")),
+            None => "(none recorded)".to_string(),
+        };
+        Error::KernelFailed {
+            kernels,
+            during,
+            sticky: true,
+            source: e,
+        }
+    }
+
+    /// `r` with a fault mapped by [`error`]; a success forgets the launches (`r` came from a
+    /// synchronisation of the device's stream).
+    pub(crate) fn synced<T>(
+        ctx: &Arc<CudaContext>,
+        during: &'static str,
+        r: std::result::Result<T, DriverError>,
+    ) -> Result<T> {
+        match r {
+            Ok(v) => {
+                synchronized(ctx);
+                Ok(v)
+            }
+            Err(e) => Err(error(ctx, during, e)),
+        }
+    }
+}
