@@ -200,7 +200,7 @@ int!(i64, |i, n| i as i64 - (n / 2) as i64);
 /// thread `i < n` with value `v` ([`Int::value`]): `out[0] += 1`; `out[1] = max(out[1], v)`;
 /// `out[2] = min(out[2], v)`; `out[3]` exchanged for `v` and the old value added to `out[4]`
 /// (so `out[3] + out[4]` is the sum of every `v` plus `out[3]`'s start); `out[5]` incremented
-/// by a CAS loop. Five or more atomics per thread, on six addresses. With scope 0 (block),
+/// by a CAS loop. Six or more atomics per thread, on six addresses. With scope 0 (block),
 /// launch one block only: a block-scope atomic is not atomic with respect to other blocks.
 unsafe fn int_ops<T: Int>(code: u32, n: usize, out: *mut T) {
     let i = thread::index_1d();
