@@ -22,6 +22,8 @@
 //! * `launch` (host only): what the typed launcher `#[kernel]` generates is written against.
 //! * [`async_copy`]: global-to-shared copies in the background (`cp_async_16`, `commit_group`,
 //!   `wait_group`; `cp_async_16_after` and `wait_all` for threads that reuse their own slots).
+//! * [`atomic`]: atomic read-modify-writes on global or shared memory (`add`, `max`, `min`,
+//!   `exchange`, `cas`), with an explicit [`atomic::Scope`] (block, device, system).
 
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
@@ -38,6 +40,7 @@
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod async_copy;
+pub mod atomic;
 pub mod block;
 pub mod hint;
 pub mod math;

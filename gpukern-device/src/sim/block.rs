@@ -8,7 +8,7 @@ use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::async_copy::AsyncCopies;
-use super::global::{GlobalConflict, Kind, Toucher};
+use super::global::{GlobalConflict, Toucher};
 use super::launch::{LaunchInfo, Region};
 use super::shadow::{self, Shadow, Touch};
 use super::{device, Access, Dim3, SimError, Space, Violation, WARP_SIZE};
@@ -133,6 +133,7 @@ impl<'l> BlockState<'l> {
         let touch = match access {
             Access::Read => Touch::Read,
             Access::Write => Touch::Write,
+            Access::Atomic => Touch::Atomic,
         };
         self.check_touch(base, i, size, touch)
     }
@@ -148,6 +149,15 @@ impl<'l> BlockState<'l> {
         let size = size.max(1);
         let access = touch.access();
         if let Some(offset) = self.shared_offset(base, i, size, access)? {
+            let address = self.shared_base() as usize + offset;
+            if touch == Touch::Atomic && !address.is_multiple_of(size) {
+                return Err(Violation::MisalignedAtomic {
+                    space: Space::Shared,
+                    buffer: "shared".into(),
+                    offset,
+                    size,
+                });
+            }
             let index = offset / size;
             let tid = self.current.get();
             let epoch = self.epoch.get();
@@ -161,7 +171,7 @@ impl<'l> BlockState<'l> {
                 };
                 shadow::violation(conflict, index, access, other)
             })?;
-            return Ok(self.shared_base() as usize + offset);
+            return Ok(address);
         }
         if touch == Touch::AsyncCopy {
             return Err(Violation::Panic {
@@ -191,10 +201,20 @@ impl<'l> BlockState<'l> {
                 len: region.bytes / region.elem_size.max(1),
             });
         };
-        if access == Access::Write && !region.writable {
+        if access != Access::Read && !region.writable {
             return Err(Violation::WriteToInput {
                 buffer: region.name.into(),
                 index,
+            });
+        }
+        // The host buffer keeps the low address bits of the kernel-side address, so this is
+        // the alignment the kernel's own address has, and the one the host atomic needs.
+        if access == Access::Atomic && !(region.start + offset).is_multiple_of(size) {
+            return Err(Violation::MisalignedAtomic {
+                space: Space::Global,
+                buffer: region.name.into(),
+                offset,
+                size,
             });
         }
         if let Some(shadow) = &region.shadow {
@@ -203,7 +223,7 @@ impl<'l> BlockState<'l> {
                 thread: self.current.get(),
                 epoch: self.epoch.get(),
             };
-            if let Err(conflict) = shadow.record(offset, size, me, Kind::Plain(access)) {
+            if let Err(conflict) = shadow.record(offset, size, me, access) {
                 self.fail_global_race(region, shadow.granularity(), conflict, me, access);
             }
         }

@@ -1,28 +1,17 @@
-//! Shadow state of a launch's writable global buffers: which thread last wrote and last read
-//! each element, so that two threads touching one element without an order between them are
-//! reported instead of running as undefined behaviour.
+//! Shadow state of a launch's writable global buffers: which thread last wrote, last read and
+//! last performed an atomic on each element, so that two threads touching one element without an
+//! order between them are reported instead of running as undefined behaviour.
 //!
 //! Blocks run on several OS threads at once, so each entry is an atomic word holding a packed
 //! [`Toucher`]. Two threads of one block are ordered by a barrier between their accesses (the
 //! same barrier-interval rule as shared memory); threads of different blocks are never ordered,
-//! since the kernels have no atomics or grid-wide synchronisation. Only writable buffers get a
-//! shadow: an input cannot be written, so it cannot race.
+//! since the kernels have no grid-wide synchronisation. Two atomics never race with each other
+//! (that is what they are for), but an atomic races with an unordered plain read or write.
+//! Only writable buffers get a shadow: an input cannot be written, so it cannot race.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Access;
-
-/// How an access takes part in the race check.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Kind {
-    /// An ordinary load or store: races with an unordered write (and a store with an unordered
-    /// read).
-    Plain(Access),
-    /// An atomic read-modify-write: exempt from the race check (none exist yet; the kind is
-    /// here so that the atomics, when they come, have their place).
-    #[allow(dead_code)]
-    Atomic,
-}
 
 /// Bits of a packed [`Toucher`] that hold `thread + 1` (up to 1024 threads, so 11 bits).
 const THREAD_BITS: u32 = 11;
@@ -75,14 +64,18 @@ pub(super) struct GlobalConflict {
     pub(super) other_access: Access,
 }
 
-/// One writer and one reader entry per element of a writable buffer.
+/// One writer, one reader and one atomic entry per element of a writable buffer.
 pub(super) struct GlobalShadow {
     /// Bytes per shadow element: the buffer's element size, at most 4, so that two threads
     /// writing neighbouring floats of a buffer registered as wider elements are not confused.
     granularity: usize,
+    /// The last plain writer.
     writers: Vec<AtomicU64>,
     /// The last reader only: a write is checked against the latest read, not every read.
     readers: Vec<AtomicU64>,
+    /// The last thread that performed an atomic: a plain access is checked against the latest
+    /// atomic only.
+    atomics: Vec<AtomicU64>,
 }
 
 impl GlobalShadow {
@@ -94,6 +87,7 @@ impl GlobalShadow {
             granularity,
             writers: (0..entries).map(|_| AtomicU64::new(0)).collect(),
             readers: (0..entries).map(|_| AtomicU64::new(0)).collect(),
+            atomics: (0..entries).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -101,19 +95,17 @@ impl GlobalShadow {
     /// returns the first earlier access it races with.
     ///
     /// Each side publishes itself before it looks at the other (a store swaps in its writer and
-    /// then reads the reader; a load swaps in its reader and then reads the writer), with
-    /// sequentially consistent operations: of two racing accesses in different blocks, at least
-    /// one sees the other, whatever the interleaving of the OS threads.
+    /// then reads the reader and the atomic; a load swaps in its reader and then reads the writer
+    /// and the atomic; an atomic swaps in its entry and then reads the writer and the reader),
+    /// with sequentially consistent operations: of two racing accesses in different blocks, at
+    /// least one sees the other, whatever the interleaving of the OS threads.
     pub(super) fn record(
         &self,
         offset: usize,
         size: usize,
         me: Toucher,
-        kind: Kind,
+        access: Access,
     ) -> Result<(), GlobalConflict> {
-        let Kind::Plain(access) = kind else {
-            return Ok(());
-        };
         let first = offset / self.granularity;
         let last = (offset + size.max(1) - 1) / self.granularity;
         let packed = me.pack();
@@ -127,15 +119,23 @@ impl GlobalShadow {
                         other_access,
                     })
             };
+            let writer = || self.writers[element].load(Ordering::SeqCst);
+            let reader = || self.readers[element].load(Ordering::SeqCst);
+            let atomic = || self.atomics[element].load(Ordering::SeqCst);
             let found = match access {
                 Access::Write => {
                     let writer = self.writers[element].swap(packed, Ordering::SeqCst);
                     conflict(writer, Access::Write)
-                        .or_else(|| conflict(self.readers[element].load(Ordering::SeqCst), Access::Read))
+                        .or_else(|| conflict(reader(), Access::Read))
+                        .or_else(|| conflict(atomic(), Access::Atomic))
                 }
                 Access::Read => {
                     self.readers[element].swap(packed, Ordering::SeqCst);
-                    conflict(self.writers[element].load(Ordering::SeqCst), Access::Write)
+                    conflict(writer(), Access::Write).or_else(|| conflict(atomic(), Access::Atomic))
+                }
+                Access::Atomic => {
+                    self.atomics[element].swap(packed, Ordering::SeqCst);
+                    conflict(writer(), Access::Write).or_else(|| conflict(reader(), Access::Read))
                 }
             };
             if let Some(found) = found {

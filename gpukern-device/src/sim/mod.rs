@@ -10,7 +10,9 @@
 //! * each registered buffer at its own simulated device address, 1 TiB from any other: the
 //!   pointers a kernel gets from [`Launch::input`] / [`Launch::output`] are not host addresses,
 //!   and [`crate::mem`] translates every access;
-//! * `cp.async` copies that land in shared memory only at the wait that retires their group.
+//! * `cp.async` copies that land in shared memory only at the wait that retires their group;
+//! * atomics ([`crate::atomic`]) as a real atomic of the host on the element (a CAS loop), so
+//!   blocks running on several OS threads lose no update.
 //!
 //! What it checks, each report naming the kernel, block, thread and index ([`SimError`]):
 //! * reads and writes out of bounds of a global buffer or of shared memory, writes to an input,
@@ -29,6 +31,12 @@
 //! * global-memory races in output buffers: two threads touching the same element, at least one
 //!   writing, with nothing ordering them (threads of different blocks, always; threads of one
 //!   block, between two barriers). Reported from the lower of the two (block, thread) pairs;
+//! * atomics, as accesses of kind [`Access::Atomic`] in global and shared memory: checked for
+//!   bounds, unknown pointers and writes to inputs as a write is; two atomics on one element
+//!   never race, but an atomic races with another thread's plain read or write of the element
+//!   that nothing orders (the same rules as above); an atomic on shared memory nobody wrote is an
+//!   uninitialised read; an atomic on an address that is not a multiple of its size is reported
+//!   ([`Violation::MisalignedAtomic`]) instead of performed;
 //! * an access to a shared word a `cp.async` is still copying into (before the issuing thread's
 //!   wait retires its group; a barrier does not), and a read of a landed copy by another thread
 //!   before a barrier that follows the wait;
@@ -44,10 +52,16 @@
 //!   reader only, so a write is checked against the latest read, not every earlier one; input
 //!   buffers have no shadow (they cannot be written); threads of one block are ordered by any
 //!   barrier between them, as `__syncthreads` orders global memory too;
+//! * global races with atomics fully: each element remembers its last atomic only, so a plain
+//!   access is checked against the latest atomic, not every earlier one;
+//! * the scope of an atomic: every atomic is performed device-wide, so a block-scope atomic on
+//!   global memory that other blocks update too passes here (on the GPU it is not atomic with
+//!   respect to them); nor the ordering atomics do not give (they are relaxed, as on the GPU, but
+//!   nothing checks that a kernel relies on them for more), nor the GPU's f32 atomic add on
+//!   global memory flushing subnormals to zero;
 //! * timing, warp-synchronous execution (threads of a warp do not run in lockstep here, they
-//!   meet only at shuffles), the GPU's weak memory ordering and fences, atomics (none exist yet;
-//!   the global shadow has an exempt `Atomic` kind ready for them), every possible order of the
-//!   blocks, and fast-math differences (`exp2` is the CPU's, not `ex2.approx`).
+//!   meet only at shuffles), the GPU's weak memory ordering and fences, every possible order of
+//!   the blocks, and fast-math differences (`exp2` is the CPU's, not `ex2.approx`).
 
 mod async_copy;
 mod block;

@@ -11,6 +11,9 @@ pub enum Access {
     Read,
     /// A store.
     Write,
+    /// An atomic read-modify-write ([`crate::atomic`]): it writes, but never races with another
+    /// atomic.
+    Atomic,
 }
 
 /// Which memory an access touched.
@@ -65,9 +68,10 @@ pub enum Violation {
         other_access: Access,
     },
     /// Two threads touched the same element of a global buffer, at least one writing, with
-    /// nothing ordering them: threads of different blocks (the kernels have no atomics), or of
-    /// one block with no barrier between the accesses. The report names the lower of the two
-    /// (block, thread) pairs as the thread, so that it does not depend on the order blocks ran.
+    /// nothing ordering them: threads of different blocks (the only accesses of different
+    /// blocks that may meet are two atomics), or of one block with no barrier between the
+    /// accesses. The report names the lower of the two (block, thread) pairs as the thread, so
+    /// that it does not depend on the order blocks ran.
     GlobalRace {
         /// The buffer's name.
         buffer: String,
@@ -81,6 +85,18 @@ pub enum Violation {
         other: Dim3,
         /// What the other thread did.
         other_access: Access,
+    },
+    /// An atomic on an address that is not a multiple of its size (the GPU faults with
+    /// "misaligned address"; the simulator reports it instead of performing it).
+    MisalignedAtomic {
+        /// Global or shared.
+        space: Space,
+        /// The buffer's name (`"shared"` for shared memory).
+        buffer: String,
+        /// Byte offset of the atomic from the start of the buffer (or of shared memory).
+        offset: usize,
+        /// Bytes of the atomic (and the alignment it needs).
+        size: usize,
     },
     /// An access to shared memory that a `cp.async` is still copying into: the issuing thread
     /// has not yet waited (`wait_group` / `wait_all`) for the group holding that copy.
@@ -168,6 +184,7 @@ impl fmt::Display for Access {
         f.write_str(match self {
             Access::Read => "read",
             Access::Write => "write",
+            Access::Atomic => "atomic",
         })
     }
 }
@@ -222,6 +239,22 @@ impl fmt::Display for Violation {
                 "global-memory race on `{buffer}` at index {index}: this thread's {access} and the \
                  {other_access} of thread {other} of block {other_block}, with nothing ordering them"
             ),
+            Violation::MisalignedAtomic {
+                space,
+                buffer,
+                offset,
+                size,
+            } => {
+                let space = match space {
+                    Space::Global => "global buffer",
+                    Space::Shared => "shared memory",
+                };
+                write!(
+                    f,
+                    "{size}-byte atomic on {space} `{buffer}` at byte offset {offset}: its address is \
+                     not a multiple of {size}"
+                )
+            }
             Violation::AsyncCopyNotWaited {
                 index,
                 access,

@@ -1,5 +1,6 @@
-//! Shadow state of a block's shared memory: who touched each 4-byte word since the last barrier,
-//! whether anyone ever wrote it, and whether a `cp.async` into it is still in flight.
+//! Shadow state of a block's shared memory: who touched each 4-byte word since the last barrier
+//! (reads, writes and atomics), whether anyone ever wrote it, and whether a `cp.async` into it is
+//! still in flight.
 
 use super::{Access, Violation};
 
@@ -10,6 +11,9 @@ pub(super) enum Touch {
     Read,
     /// A store.
     Write,
+    /// An atomic read-modify-write: reads the word (which must have been written) and writes
+    /// it; races with another thread's plain read or write, never with another atomic.
+    Atomic,
     /// The issue of a `cp.async` into the word: a write that lands later, at the wait that
     /// retires its group ([`Shadow::land`]); until then any access to the word is a bug.
     AsyncCopy,
@@ -21,6 +25,7 @@ impl Touch {
         match self {
             Touch::Read => Access::Read,
             Touch::Write | Touch::AsyncCopy => Access::Write,
+            Touch::Atomic => Access::Atomic,
         }
     }
 }
@@ -35,6 +40,8 @@ struct Word {
     writer: u32,
     /// The first two distinct readers: enough to name a reader other than any given thread.
     readers: [u32; 2],
+    /// The first two distinct threads that performed an atomic on it, for the same reason.
+    atomics: [u32; 2],
     written: bool,
     /// The thread whose `cp.async` into the word has not landed yet, or [`NONE`].
     pending: u32,
@@ -62,6 +69,7 @@ impl Shadow {
             epoch: 0,
             writer: NONE,
             readers: [NONE; 2],
+            atomics: [NONE; 2],
             written: false,
             pending: NONE,
         };
@@ -90,6 +98,16 @@ impl Shadow {
                 word.epoch = epoch;
                 word.writer = NONE;
                 word.readers = [NONE; 2];
+                word.atomics = [NONE; 2];
+            }
+            // Any touch but an atomic races with another thread's atomic in this interval.
+            if touch != Touch::Atomic {
+                if let Some(other) = other_than(word.atomics, tid) {
+                    return Err(Conflict::Race {
+                        other,
+                        other_access: Access::Atomic,
+                    });
+                }
             }
             match touch {
                 Touch::Read => {
@@ -102,11 +120,25 @@ impl Shadow {
                             other_access: Access::Write,
                         });
                     }
-                    if word.readers[0] == NONE {
-                        word.readers[0] = tid;
-                    } else if word.readers[0] != tid && word.readers[1] == NONE {
-                        word.readers[1] = tid;
+                    remember(&mut word.readers, tid);
+                }
+                Touch::Atomic => {
+                    if !word.written {
+                        return Err(Conflict::Uninitialized);
                     }
+                    if word.writer != NONE && word.writer != tid {
+                        return Err(Conflict::Race {
+                            other: word.writer,
+                            other_access: Access::Write,
+                        });
+                    }
+                    if let Some(other) = other_than(word.readers, tid) {
+                        return Err(Conflict::Race {
+                            other,
+                            other_access: Access::Read,
+                        });
+                    }
+                    remember(&mut word.atomics, tid);
                 }
                 Touch::Write | Touch::AsyncCopy => {
                     if word.writer != NONE && word.writer != tid {
@@ -115,7 +147,7 @@ impl Shadow {
                             other_access: Access::Write,
                         });
                     }
-                    if let Some(&other) = word.readers.iter().find(|&&r| r != NONE && r != tid) {
+                    if let Some(other) = other_than(word.readers, tid) {
                         return Err(Conflict::Race {
                             other,
                             other_access: Access::Read,
@@ -143,11 +175,26 @@ impl Shadow {
             if word.epoch != epoch {
                 word.epoch = epoch;
                 word.readers = [NONE; 2];
+                word.atomics = [NONE; 2];
             }
             word.writer = tid;
             word.written = true;
             word.pending = NONE;
         }
+    }
+}
+
+/// A thread of `threads` (two distinct ones, or [`NONE`]) other than `tid`, if there is one.
+fn other_than(threads: [u32; 2], tid: u32) -> Option<u32> {
+    threads.into_iter().find(|&t| t != NONE && t != tid)
+}
+
+/// Adds `tid` to the first two distinct threads kept in `threads`.
+fn remember(threads: &mut [u32; 2], tid: u32) {
+    if threads[0] == NONE {
+        threads[0] = tid;
+    } else if threads[0] != tid && threads[1] == NONE {
+        threads[1] = tid;
     }
 }
 

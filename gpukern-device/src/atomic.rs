@@ -1,0 +1,376 @@
+//! Atomic read-modify-writes on one element of global or shared memory: [`add`], [`max`],
+//! [`min`], [`exchange`] and compare-and-swap ([`cas`]), each returning the element's old value.
+//!
+//! Every call names its [`Scope`]: the set of threads it is atomic with respect to. CUDA's
+//! `atomicAdd(p, v)` is `atomic::add(p, 0, v, Scope::Device)`.
+//!
+//! The memory order is relaxed, as CUDA's `atomicAdd`: the update itself is indivisible, but it
+//! orders no other memory access. A thread that reads a result other threads built with atomics
+//! must be ordered after them by other means (a barrier within a block; across blocks, the end of
+//! the launch).
+//!
+//! On the GPU each call is one `atom.relaxed.<scope>.<op>.<type>` on a generic address, so the
+//! same call works on global and shared memory; pass the scope as a constant (as written in the
+//! call) so that the `match` on it folds away and one instruction remains. In the simulator each
+//! call is a checked access of kind [`Access::Atomic`](crate::sim::Access::Atomic) (bounds,
+//! writes to inputs, alignment, races with plain accesses; two atomics never race), then a real
+//! atomic of the host on the element, so blocks running on several OS threads do not lose updates.
+//!
+//! Element types are chosen through sealed traits: [`AtomicAdd`] (f32, f64, u32, i32, u64, i64),
+//! [`AtomicMinMax`] (u32, i32, u64, i64) and [`AtomicBits`] (exchange and CAS: u32, i32, u64,
+//! i64, f32, f64).
+
+/// Which threads an atomic is atomic with respect to (the PTX `.scope` qualifier).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The threads of this block (`.cta`): enough for shared memory, and for global memory that
+    /// only this block's threads update.
+    Block,
+    /// Every thread of the GPU (`.gpu`): what CUDA's `atomicAdd` is; the scope for global memory
+    /// that threads of several blocks update.
+    Device,
+    /// The GPU's threads, other GPUs' and the host's (`.sys`): for memory mapped from the host or
+    /// a peer GPU that they update at the same time.
+    System,
+}
+
+mod sealed {
+    /// Keeps the atomic element traits closed: each type needs its own PTX instruction.
+    pub trait Sealed: Copy {
+        /// In the simulator: checks an atomic on `p[i]` and replaces its value `old` with
+        /// `f(old)` (left alone where `f` gives `None`) as one host atomic; returns `old`.
+        #[cfg(not(target_arch = "nvptx64"))]
+        #[track_caller]
+        fn sim_update(p: *mut Self, i: usize, f: impl Fn(Self) -> Option<Self>) -> Self;
+    }
+}
+
+/// An element type with an atomic add: f32, f64, u32, i32, u64, i64 (integers wrap).
+pub trait AtomicAdd: sealed::Sealed + Copy {
+    /// See [`add`].
+    ///
+    /// # Safety
+    /// As [`add`].
+    #[doc(hidden)]
+    unsafe fn atomic_add(p: *mut Self, i: usize, v: Self, scope: Scope) -> Self;
+}
+
+/// An element type with atomic maximum and minimum: u32, i32, u64, i64.
+pub trait AtomicMinMax: sealed::Sealed + Copy {
+    /// See [`max`].
+    ///
+    /// # Safety
+    /// As [`max`].
+    #[doc(hidden)]
+    unsafe fn atomic_max(p: *mut Self, i: usize, v: Self, scope: Scope) -> Self;
+    /// See [`min`].
+    ///
+    /// # Safety
+    /// As [`min`].
+    #[doc(hidden)]
+    unsafe fn atomic_min(p: *mut Self, i: usize, v: Self, scope: Scope) -> Self;
+}
+
+/// An element type with atomic exchange and compare-and-swap, on its bits: u32, i32, u64, i64,
+/// f32, f64.
+pub trait AtomicBits: sealed::Sealed + Copy {
+    /// See [`exchange`].
+    ///
+    /// # Safety
+    /// As [`exchange`].
+    #[doc(hidden)]
+    unsafe fn atomic_exchange(p: *mut Self, i: usize, v: Self, scope: Scope) -> Self;
+    /// See [`cas`].
+    ///
+    /// # Safety
+    /// As [`cas`].
+    #[doc(hidden)]
+    unsafe fn atomic_cas(p: *mut Self, i: usize, compare: Self, new: Self, scope: Scope) -> Self;
+}
+
+/// Adds `v` to `p[i]` as one indivisible update and returns the value `p[i]` had before.
+///
+/// Relaxed order, atomic with respect to `scope`'s threads; works on global and shared memory.
+/// Integers wrap. On global memory the GPU's f32 add flushes subnormal operands and results to
+/// zero (the simulator adds as the CPU does).
+///
+/// # Safety
+/// `p.add(i)` must point to a writable `T` in global or shared memory, aligned to its size.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn add<T: AtomicAdd>(p: *mut T, i: usize, v: T, scope: Scope) -> T {
+    // SAFETY: the caller's contract is the trait method's.
+    unsafe { T::atomic_add(p, i, v, scope) }
+}
+
+/// Sets `p[i]` to the larger of `p[i]` and `v` as one indivisible update and returns the value
+/// `p[i]` had before (relaxed order, atomic with respect to `scope`; global or shared memory).
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn max<T: AtomicMinMax>(p: *mut T, i: usize, v: T, scope: Scope) -> T {
+    // SAFETY: the caller's contract is the trait method's.
+    unsafe { T::atomic_max(p, i, v, scope) }
+}
+
+/// Sets `p[i]` to the smaller of `p[i]` and `v` as one indivisible update and returns the value
+/// `p[i]` had before (relaxed order, atomic with respect to `scope`; global or shared memory).
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn min<T: AtomicMinMax>(p: *mut T, i: usize, v: T, scope: Scope) -> T {
+    // SAFETY: the caller's contract is the trait method's.
+    unsafe { T::atomic_min(p, i, v, scope) }
+}
+
+/// Writes `v` to `p[i]` and returns the value `p[i]` had before, as one indivisible update
+/// (relaxed order, atomic with respect to `scope`; global or shared memory).
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn exchange<T: AtomicBits>(p: *mut T, i: usize, v: T, scope: Scope) -> T {
+    // SAFETY: the caller's contract is the trait method's.
+    unsafe { T::atomic_exchange(p, i, v, scope) }
+}
+
+/// Compare-and-swap: if `p[i]` equals `compare` bit for bit, writes `new`; either way returns the
+/// value `p[i]` had before, so the swap happened exactly when the result equals `compare`.
+/// One indivisible update (relaxed order, atomic with respect to `scope`; global or shared
+/// memory). Floats compare as bits: `-0.0` is not `0.0`, and a NaN can equal itself.
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn cas<T: AtomicBits>(p: *mut T, i: usize, compare: T, new: T, scope: Scope) -> T {
+    // SAFETY: the caller's contract is the trait method's.
+    unsafe { T::atomic_cas(p, i, compare, new, scope) }
+}
+
+/// One `atom.relaxed.<scope>.<op>.<ty>` on the generic address `$addr`, with one operand or,
+/// for `cas`, two; the scope is matched here so that a constant scope leaves one instruction.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! atom {
+    ($scope:expr, $op:literal, $ty:literal, $class:ident, $t:ty, $addr:expr, $($v:expr),+) => {{
+        let old: $t;
+        let addr: u64 = $addr as u64;
+        // SAFETY: the caller's contract: `addr` is the generic address of one writable, aligned
+        // element. Not `nomem`: the instruction reads and writes memory, so the compiler must
+        // keep it in place among other accesses.
+        unsafe {
+            match $scope {
+                Scope::Block => atom!(@asm "cta", $op, $ty, $class, old, addr, $($v),+),
+                Scope::Device => atom!(@asm "gpu", $op, $ty, $class, old, addr, $($v),+),
+                Scope::System => atom!(@asm "sys", $op, $ty, $class, old, addr, $($v),+),
+            }
+        }
+        old
+    }};
+    (@asm $s:literal, $op:literal, $ty:literal, $class:ident, $old:ident, $addr:ident, $v:expr) => {
+        core::arch::asm!(
+            concat!("atom.relaxed.", $s, ".", $op, ".", $ty, " {old}, [{addr}], {v};"),
+            old = out($class) $old,
+            addr = in(reg64) $addr,
+            v = in($class) $v,
+            options(nostack),
+        )
+    };
+    (@asm $s:literal, $op:literal, $ty:literal, $class:ident, $old:ident, $addr:ident, $c:expr, $n:expr) => {
+        core::arch::asm!(
+            concat!("atom.relaxed.", $s, ".", $op, ".", $ty, " {old}, [{addr}], {c}, {n};"),
+            old = out($class) $old,
+            addr = in(reg64) $addr,
+            c = in($class) $c,
+            n = in($class) $n,
+            options(nostack),
+        )
+    };
+}
+
+/// The simulator's side: check the access, then update the element with an atomic of the host.
+#[cfg(not(target_arch = "nvptx64"))]
+mod host {
+    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+    use crate::sim::{device, Access};
+
+    /// Checks an atomic on the 4-byte element `i` from `p` and replaces its bits `old` with
+    /// `f(old)` (left alone where `f` gives `None`); returns `old`.
+    #[track_caller]
+    pub(super) fn rmw32(p: usize, i: usize, f: impl FnMut(u32) -> Option<u32>) -> u32 {
+        let host = device::check_access(p, i, 4, Access::Atomic);
+        // SAFETY: the simulator checked that `host` is the address of 4 writable bytes inside a
+        // registered buffer or shared memory, aligned to 4, alive for the whole launch.
+        let word = unsafe { AtomicU32::from_ptr(host as *mut u32) };
+        // Relaxed, as the GPU instruction: the simulator promises no more ordering than it.
+        match word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, f) {
+            Ok(old) | Err(old) => old,
+        }
+    }
+
+    /// [`rmw32`] for an 8-byte element.
+    #[track_caller]
+    pub(super) fn rmw64(p: usize, i: usize, f: impl FnMut(u64) -> Option<u64>) -> u64 {
+        let host = device::check_access(p, i, 8, Access::Atomic);
+        // SAFETY: as in `rmw32`, for 8 bytes aligned to 8.
+        let word = unsafe { AtomicU64::from_ptr(host as *mut u64) };
+        match word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, f) {
+            Ok(old) | Err(old) => old,
+        }
+    }
+}
+
+/// The element type `$t`: in the simulator, `$raw`/`$rmw` are the host word and its update, and
+/// `$to`/`$from` convert to and from its bits.
+macro_rules! element {
+    ($t:ty, $raw:ty, $rmw:ident, $to:expr, $from:expr) => {
+        impl sealed::Sealed for $t {
+            #[cfg(not(target_arch = "nvptx64"))]
+            #[track_caller]
+            fn sim_update(p: *mut $t, i: usize, f: impl Fn($t) -> Option<$t>) -> $t {
+                let (to, from): (fn($t) -> $raw, fn($raw) -> $t) = ($to, $from);
+                from(host::$rmw(p as usize, i, |old| f(from(old)).map(to)))
+            }
+        }
+    };
+}
+
+/// [`AtomicAdd`] for `$t`, whose PTX add type is `$ty`, adding with `$op` in the simulator.
+macro_rules! add {
+    ($t:ty, $ty:literal, $class:ident, $op:expr) => {
+        impl AtomicAdd for $t {
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn atomic_add(p: *mut Self, i: usize, v: Self, scope: Scope) -> Self {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    // SAFETY: the caller's contract: `p.add(i)` is in bounds.
+                    atom!(scope, "add", $ty, $class, $t, unsafe { p.add(i) }, v)
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = scope;
+                    let op: fn($t, $t) -> $t = $op;
+                    <$t as sealed::Sealed>::sim_update(p, i, |old| Some(op(old, v)))
+                }
+            }
+        }
+    };
+}
+
+/// [`AtomicMinMax`] for `$t`, whose PTX type is `$ty`.
+macro_rules! min_max {
+    ($t:ty, $ty:literal, $class:ident) => {
+        impl AtomicMinMax for $t {
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn atomic_max(p: *mut Self, i: usize, v: Self, scope: Scope) -> Self {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    // SAFETY: the caller's contract: `p.add(i)` is in bounds.
+                    atom!(scope, "max", $ty, $class, $t, unsafe { p.add(i) }, v)
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = scope;
+                    <$t as sealed::Sealed>::sim_update(p, i, |old| Some(old.max(v)))
+                }
+            }
+
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn atomic_min(p: *mut Self, i: usize, v: Self, scope: Scope) -> Self {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    // SAFETY: the caller's contract: `p.add(i)` is in bounds.
+                    atom!(scope, "min", $ty, $class, $t, unsafe { p.add(i) }, v)
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = scope;
+                    <$t as sealed::Sealed>::sim_update(p, i, |old| Some(old.min(v)))
+                }
+            }
+        }
+    };
+}
+
+/// [`AtomicBits`] for `$t`, whose PTX bit type is `$ty`.
+macro_rules! bits {
+    ($t:ty, $ty:literal, $class:ident, $to:expr) => {
+        impl AtomicBits for $t {
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn atomic_exchange(p: *mut Self, i: usize, v: Self, scope: Scope) -> Self {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    // SAFETY: the caller's contract: `p.add(i)` is in bounds.
+                    atom!(scope, "exch", $ty, $class, $t, unsafe { p.add(i) }, v)
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = scope;
+                    <$t as sealed::Sealed>::sim_update(p, i, |_| Some(v))
+                }
+            }
+
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn atomic_cas(p: *mut Self, i: usize, compare: Self, new: Self, scope: Scope) -> Self {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    // SAFETY: the caller's contract: `p.add(i)` is in bounds.
+                    atom!(
+                        scope,
+                        "cas",
+                        $ty,
+                        $class,
+                        $t,
+                        unsafe { p.add(i) },
+                        compare,
+                        new
+                    )
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = scope;
+                    let to: fn($t) -> _ = $to;
+                    <$t as sealed::Sealed>::sim_update(p, i, |old| (to(old) == to(compare)).then_some(new))
+                }
+            }
+        }
+    };
+}
+
+element!(u32, u32, rmw32, |v| v, |r| r);
+element!(i32, u32, rmw32, |v| v as u32, |r| r as i32);
+element!(u64, u64, rmw64, |v| v, |r| r);
+element!(i64, u64, rmw64, |v| v as u64, |r| r as i64);
+element!(f32, u32, rmw32, f32::to_bits, f32::from_bits);
+element!(f64, u64, rmw64, f64::to_bits, f64::from_bits);
+
+add!(u32, "u32", reg32, u32::wrapping_add);
+add!(i32, "s32", reg32, i32::wrapping_add);
+add!(u64, "u64", reg64, u64::wrapping_add);
+// PTX has no `atom.add.s64`; a two's-complement add is the same bits as the unsigned one.
+add!(i64, "u64", reg64, i64::wrapping_add);
+add!(f32, "f32", reg32, |a, b| a + b);
+add!(f64, "f64", reg64, |a, b| a + b);
+
+min_max!(u32, "u32", reg32);
+min_max!(i32, "s32", reg32);
+min_max!(u64, "u64", reg64);
+min_max!(i64, "s64", reg64);
+
+bits!(u32, "b32", reg32, |v| v);
+bits!(i32, "b32", reg32, |v| v as u32);
+bits!(u64, "b64", reg64, |v| v);
+bits!(i64, "b64", reg64, |v| v as u64);
+bits!(f32, "b32", reg32, f32::to_bits);
+bits!(f64, "b64", reg64, f64::to_bits);
