@@ -5,4 +5,5 @@
 //! One module per helper family; each kernel's doc comment says what one thread does.
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
 
+pub mod elements;
 pub mod indices;
