@@ -6,9 +6,9 @@
 //! instruction on a 16-bit register (`cvt.f32.f16`, `cvt.rn.f16.f32`, `cvt.rn.bf16.f32`; bf16 to
 //! f32 is a 16-bit shift, which `cvt.f32.bf16` would only do from sm_90 on), and a pair is stored
 //! with one `cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32` (sm_80 and newer). In the simulator the
-//! conversions are the `half` crate's, which give the same bits for every finite value,
-//! subnormals and rounding ties included, and for infinities; a NaN stays a NaN (its payload may
-//! differ: the GPU returns the canonical NaN `0x7fff`).
+//! conversions are the `half` crate's (bf16 to f32 is the same shift), which give the same bits
+//! for every finite value, subnormals and rounding ties included, and for infinities; a NaN stays
+//! a NaN, its payload may differ (the GPU's `cvt.rn` returns the canonical NaN).
 //!
 //! f64 needs no helper: `x as f32` is `cvt.rn.f32.f64` and `x as f64` is `cvt.f64.f32`, the same
 //! rounding as on the CPU.
@@ -70,18 +70,12 @@ pub fn f32_to_f16(x: f32) -> f16 {
 
 /// `x` widened to f32 (exact: a bf16 is the upper half of an f32).
 ///
-/// On the GPU a shift of the 16 bits into the upper half (valid on every architecture, where
-/// `cvt.f32.bf16` needs sm_90); a register operation, no memory.
+/// A shift of the 16 bits into the upper half, on the GPU (valid on every architecture, where
+/// `cvt.f32.bf16` needs sm_90) and in the simulator alike, so that even a signalling NaN's bits
+/// agree (the `half` crate's `to_f32` would quiet it); a register operation, no memory.
 #[inline(always)]
 pub fn bf16_to_f32(x: bf16) -> f32 {
-    #[cfg(target_arch = "nvptx64")]
-    {
-        f32::from_bits(u32::from(x.to_bits()) << 16)
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    {
-        x.to_f32()
-    }
+    f32::from_bits(u32::from(x.to_bits()) << 16)
 }
 
 /// `x` rounded to the nearest bf16, ties to even (bf16 has f32's exponent range, so only values

@@ -11,6 +11,10 @@ use gpukern_device::convert::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, 
 use gpukern_device::{bf16, f16, kernel, math, mem, thread};
 
 /// One thread: `y[i] = 2 * x[i]` in f64 (exact, up to overflow to infinity) for `i < n`.
+///
+/// # Safety
+/// `x` and `y` point to at least `n` elements each in global memory, `y` writable and not
+/// overlapping `x`.
 #[kernel]
 pub unsafe fn scale_f64(x: *const f64, y: *mut f64, n: usize) {
     let i = thread::index_1d();
@@ -21,6 +25,10 @@ pub unsafe fn scale_f64(x: *const f64, y: *mut f64, n: usize) {
 }
 
 /// One thread: `y[i] = x[i] * 2` in i32, wrapping on overflow, for `i < n`.
+///
+/// # Safety
+/// `x` and `y` point to at least `n` elements each in global memory, `y` writable and not
+/// overlapping `x`.
 #[kernel]
 pub unsafe fn scale_i32(x: *const i32, y: *mut i32, n: usize) {
     let i = thread::index_1d();
@@ -31,6 +39,10 @@ pub unsafe fn scale_i32(x: *const i32, y: *mut i32, n: usize) {
 }
 
 /// One thread: `y[i] = x[i] * 2` in u32, wrapping on overflow, for `i < n`.
+///
+/// # Safety
+/// `x` and `y` point to at least `n` elements each in global memory, `y` writable and not
+/// overlapping `x`.
 #[kernel]
 pub unsafe fn scale_u32(x: *const u32, y: *mut u32, n: usize) {
     let i = thread::index_1d();
@@ -41,6 +53,10 @@ pub unsafe fn scale_u32(x: *const u32, y: *mut u32, n: usize) {
 }
 
 /// One thread: `y[i] = x[i] * 2` in u64, wrapping on overflow, for `i < n`.
+///
+/// # Safety
+/// `x` and `y` point to at least `n` elements each in global memory, `y` writable and not
+/// overlapping `x`.
 #[kernel]
 pub unsafe fn scale_u64(x: *const u64, y: *mut u64, n: usize) {
     let i = thread::index_1d();
@@ -52,6 +68,10 @@ pub unsafe fn scale_u64(x: *const u64, y: *mut u64, n: usize) {
 
 /// One thread: `y[i] = x[i] * 2` in u8, saturating at 255 (so inputs 128..=255 give 255), for
 /// `i < n`. Byte accesses: neighbouring threads share a 32-bit word, which must not race.
+///
+/// # Safety
+/// `x` and `y` point to at least `n` elements each in global memory, `y` writable and not
+/// overlapping `x`.
 #[kernel]
 pub unsafe fn scale_u8(x: *const u8, y: *mut u8, n: usize) {
     let i = thread::index_1d();
@@ -63,6 +83,10 @@ pub unsafe fn scale_u8(x: *const u8, y: *mut u8, n: usize) {
 
 /// One thread: `y[i] = 2 * x[i]` in f16 through f32 (widen, double exactly, round back: values
 /// above 32752 become infinity), for `i < n`.
+///
+/// # Safety
+/// `x` and `y` point to at least `n` elements each in global memory, `y` writable and not
+/// overlapping `x`.
 #[kernel]
 pub unsafe fn scale_f16(x: *const f16, y: *mut f16, n: usize) {
     let i = thread::index_1d();
@@ -74,6 +98,10 @@ pub unsafe fn scale_f16(x: *const f16, y: *mut f16, n: usize) {
 
 /// One thread: `y[i] = 2 * x[i]` in bf16 through f32 (exact, up to overflow to infinity), for
 /// `i < n`.
+///
+/// # Safety
+/// `x` and `y` point to at least `n` elements each in global memory, `y` writable and not
+/// overlapping `x`.
 #[kernel]
 pub unsafe fn scale_bf16(x: *const bf16, y: *mut bf16, n: usize) {
     let i = thread::index_1d();
@@ -85,6 +113,10 @@ pub unsafe fn scale_bf16(x: *const bf16, y: *mut bf16, n: usize) {
 
 /// One thread: `h[i] = f16(x[i])` (rounded to nearest even) and `y[i] = f32(h[i])`, for `i < n`.
 /// `h` shows the rounding bit for bit, `y` the value it stands for.
+///
+/// # Safety
+/// `x`, `h` and `y` point to at least `n` elements each in global memory, `h` and `y` writable
+/// and overlapping nothing else.
 #[kernel]
 pub unsafe fn round_trip_f16(x: *const f32, h: *mut f16, y: *mut f32, n: usize) {
     let i = thread::index_1d();
@@ -99,6 +131,10 @@ pub unsafe fn round_trip_f16(x: *const f32, h: *mut f16, y: *mut f32, n: usize) 
 }
 
 /// One thread: `h[i] = bf16(x[i])` (rounded to nearest even) and `y[i] = f32(h[i])`, for `i < n`.
+///
+/// # Safety
+/// `x`, `h` and `y` point to at least `n` elements each in global memory, `h` and `y` writable
+/// and overlapping nothing else.
 #[kernel]
 pub unsafe fn round_trip_bf16(x: *const f32, h: *mut bf16, y: *mut f32, n: usize) {
     let i = thread::index_1d();
@@ -116,7 +152,9 @@ pub unsafe fn round_trip_bf16(x: *const f32, h: *mut bf16, y: *mut f32, n: usize
 /// pair read from `x` and `y` and written to `y` as one 4-byte access each; for an odd `n` the
 /// last thread does the lone last element with 2-byte accesses. Threads: `n.div_ceil(2)`.
 ///
-/// `x` and `y` must start 4-byte aligned (any buffer the host allocates does).
+/// # Safety
+/// `x` and `y` point to at least `n` f16 each in global memory, both 4-byte aligned, `y`
+/// writable and not overlapping `x`.
 #[kernel]
 pub unsafe fn axpy_f16x2(a: f32, x: *const f16, y: *mut f16, n: usize) {
     let i = 2 * thread::index_1d();
@@ -138,6 +176,10 @@ pub unsafe fn axpy_f16x2(a: f32, x: *const f16, y: *mut f16, n: usize) {
 
 /// One thread: `y[i] = x[i] as f32` (`cvt.rn.f32.f64`: to nearest even, overflow to infinity,
 /// subnormal results kept), for `i < n`.
+///
+/// # Safety
+/// `x` and `y` point to at least `n` elements each in global memory, `y` writable and not
+/// overlapping `x`.
 #[kernel]
 pub unsafe fn cast_f64_to_f32(x: *const f64, y: *mut f32, n: usize) {
     let i = thread::index_1d();
