@@ -4,7 +4,7 @@
 //! Kernels keep 16-bit values in memory and compute in f32: load, widen (exact), compute,
 //! narrow (rounded to nearest, ties to even) and store. On the GPU each conversion is one
 //! instruction on a 16-bit register (`cvt.f32.f16`, `cvt.rn.f16.f32`, `cvt.rn.bf16.f32`; bf16 to
-//! f32 is a 16-bit shift, which `cvt.f32.bf16` would only do from sm_90 on), and a pair is stored
+//! f32 is a 16-bit shift, see [`bf16_to_f32`]), and a pair is stored
 //! with one `cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32` (sm_80 and newer). In the simulator the
 //! conversions are the `half` crate's (bf16 to f32 is the same shift), which give the same bits
 //! for every finite value, subnormals and rounding ties included, and for infinities; a NaN stays
@@ -70,9 +70,11 @@ pub fn f32_to_f16(x: f32) -> f16 {
 
 /// `x` widened to f32 (exact: a bf16 is the upper half of an f32).
 ///
-/// A shift of the 16 bits into the upper half, on the GPU (valid on every architecture, where
-/// `cvt.f32.bf16` needs sm_90) and in the simulator alike, so that even a signalling NaN's bits
-/// agree (the `half` crate's `to_f32` would quiet it); a register operation, no memory.
+/// A shift of the 16 bits into the upper half, on the GPU and in the simulator alike: exact for
+/// every input, a NaN's payload included (the `half` crate's `to_f32` would quiet a signalling
+/// NaN), so both sides agree bit for bit. One integer instruction, no dearer than
+/// `cvt.f32.bf16` (which ptxas also accepts from sm_80, PTX 7.1); a register operation, no
+/// memory.
 #[inline(always)]
 pub fn bf16_to_f32(x: bf16) -> f32 {
     f32::from_bits(u32::from(x.to_bits()) << 16)

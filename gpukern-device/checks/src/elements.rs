@@ -7,7 +7,9 @@
 //! arithmetic is exact before the final rounding or one fused `fma`, so the GPU's output must
 //! equal the CPU reference bit for bit.
 
-use gpukern_device::convert::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, load_f16x2, store_f16x2};
+use gpukern_device::convert::{
+    bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, load_bf16x2, load_f16x2, store_bf16x2, store_f16x2,
+};
 use gpukern_device::{bf16, f16, kernel, math, mem, thread};
 
 /// One thread: `y[i] = 2 * x[i]` in f64 (exact, up to overflow to infinity) for `i < n`.
@@ -170,6 +172,32 @@ pub unsafe fn axpy_f16x2(a: f32, x: *const f16, y: *mut f16, n: usize) {
         unsafe {
             let v = math::fma(a, f16_to_f32(mem::load(x, i)), f16_to_f32(mem::load(y, i)));
             mem::store(y, i, f32_to_f16(v));
+        }
+    }
+}
+
+/// [`axpy_f16x2`] in bf16: pair `j` (elements `2j`, `2j + 1`) gets `y = bf16(fma(a, x, y))`
+/// through one 4-byte load of each input and one `cvt.rn.bf16x2.f32` + 4-byte store; the lone
+/// last element of an odd `n` with 2-byte accesses. Threads: `n.div_ceil(2)`.
+///
+/// # Safety
+/// `x` and `y` point to at least `n` bf16 each in global memory, both 4-byte aligned, `y`
+/// writable and not overlapping `x`.
+#[kernel]
+pub unsafe fn axpy_bf16x2(a: f32, x: *const bf16, y: *mut bf16, n: usize) {
+    let i = 2 * thread::index_1d();
+    if i + 1 < n {
+        // SAFETY: `i + 1 < n` and `i` is even: a whole, aligned pair inside both buffers.
+        unsafe {
+            let [x0, x1] = load_bf16x2(x, i);
+            let [y0, y1] = load_bf16x2(y, i);
+            store_bf16x2(y, i, [math::fma(a, x0, y0), math::fma(a, x1, y1)]);
+        }
+    } else if i < n {
+        // SAFETY: `i < n`.
+        unsafe {
+            let v = math::fma(a, bf16_to_f32(mem::load(x, i)), bf16_to_f32(mem::load(y, i)));
+            mem::store(y, i, f32_to_bf16(v));
         }
     }
 }

@@ -14,8 +14,8 @@ use gpukern_device::convert::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, 
 use gpukern_device::sim::{Access, Dim3, Launch, LaunchConfig, SimError, Space, Violation};
 use gpukern_device::{bf16, f16, mem, thread};
 use gpukern_device_checks::elements::{
-    axpy_f16x2, cast_f64_to_f32, round_trip_bf16, round_trip_f16, scale_bf16, scale_f16, scale_f64,
-    scale_i32, scale_u32, scale_u64, scale_u8,
+    axpy_bf16x2, axpy_f16x2, cast_f64_to_f32, round_trip_bf16, round_trip_f16, scale_bf16, scale_f16,
+    scale_f64, scale_i32, scale_u32, scale_u64, scale_u8,
 };
 
 /// Threads per block in these launches (not a multiple of 32 on purpose: nothing here is warp
@@ -446,13 +446,14 @@ fn round_trip_bf16_rounds_to_nearest_even() {
     }
 }
 
-/// f16 pairs 4-byte aligned, so that a buffer of them starts where `load_f16x2` may read.
+/// Two 16-bit elements, 4-byte aligned, so that a buffer of them starts where `load_f16x2`
+/// may read.
 #[repr(C, align(4))]
 #[derive(Clone, Copy)]
-struct Pair([f16; 2]);
+struct Pair<T>([T; 2]);
 
 /// `values` followed by `tail` copies of `fill`, in storage that starts 4-byte aligned.
-fn aligned_f16(values: &[f16], fill: f16, tail: usize) -> Vec<Pair> {
+fn aligned<T: Copy>(values: &[T], fill: T, tail: usize) -> Vec<Pair<T>> {
     let len = values.len() + tail;
     let mut pairs = vec![Pair([fill; 2]); len.div_ceil(2)];
     for (i, &v) in values.iter().enumerate() {
@@ -461,55 +462,63 @@ fn aligned_f16(values: &[f16], fill: f16, tail: usize) -> Vec<Pair> {
     pairs
 }
 
-/// The first `len` f16 of `pairs`.
-fn as_f16(pairs: &[Pair], len: usize) -> &[f16] {
+/// The first `len` elements of `pairs`.
+fn elements<T>(pairs: &[Pair<T>], len: usize) -> &[T] {
     assert!(len <= 2 * pairs.len());
-    // SAFETY: `Pair` is `repr(C)` over `[f16; 2]` with no padding (4 bytes, align 4).
-    unsafe { std::slice::from_raw_parts(pairs.as_ptr().cast::<f16>(), len) }
+    // SAFETY: `Pair<T>` is `repr(C)` over `[T; 2]`, and `T` (f16, bf16) is 2 bytes with align 2,
+    // so there is no padding.
+    unsafe { std::slice::from_raw_parts(pairs.as_ptr().cast::<T>(), len) }
 }
 
-/// [`as_f16`], writable.
-fn as_f16_mut(pairs: &mut [Pair], len: usize) -> &mut [f16] {
+/// [`elements`], writable.
+fn elements_mut<T>(pairs: &mut [Pair<T>], len: usize) -> &mut [T] {
     assert!(len <= 2 * pairs.len());
-    // SAFETY: as in `as_f16`.
-    unsafe { std::slice::from_raw_parts_mut(pairs.as_mut_ptr().cast::<f16>(), len) }
+    // SAFETY: as in `elements`.
+    unsafe { std::slice::from_raw_parts_mut(pairs.as_mut_ptr().cast::<T>(), len) }
+}
+
+/// Runs `kernel(a, x, y, n)` (an axpy on 16-bit pairs) over random `x`, `y` of `n` elements for
+/// ragged `n`, and checks `y` against `from_f32(fma(a, x, y))` bit for bit, the tail untouched.
+fn check_axpy<T: Copy + PartialEq + std::fmt::Debug>(
+    name: &'static str,
+    kernel: unsafe fn(f32, *const T, *mut T, usize),
+    to_f32: fn(T) -> f32,
+    from_f32: fn(f32) -> T,
+) {
+    let fill = from_f32(1234.0);
+    for n in [1, 2, 7, 96, 193, 1000, 4099] {
+        let x: Vec<T> = random_f32(4, n).into_iter().map(|v| from_f32(v * 1e-3)).collect();
+        let y0: Vec<T> = random_f32(5, n).into_iter().map(|v| from_f32(v * 1e-3)).collect();
+        let a = 0.7f32;
+        let xs = aligned(&x, fill, 0);
+        let mut ys = aligned(&y0, fill, TAIL);
+        {
+            let mut launch = Launch::new(name, config_for(n.div_ceil(2)));
+            let px = launch.input("x", elements(&xs, n));
+            let py = launch.output("y", elements_mut(&mut ys, n + TAIL));
+            // SAFETY: both buffers start 4-byte aligned, `x` holds `n` elements and `y` more.
+            let result = unsafe { launch.run(|| kernel(a, px, py, n)) };
+            assert_eq!(result, Ok(()), "{name}, n = {n}");
+        }
+        let y = elements(&ys, n + TAIL);
+        for i in 0..n {
+            let expected = from_f32(a.mul_add(to_f32(x[i]), to_f32(y0[i])));
+            // Compared as f32 bits: `==` on the 16-bit type would take -0 for +0.
+            let (got, expected) = (to_f32(y[i]).to_bits(), to_f32(expected).to_bits());
+            assert_eq!(got, expected, "{name}, n = {n}, i = {i}");
+        }
+        assert_eq!(y[n..], [fill; TAIL], "{name}, n = {n}: tail");
+    }
 }
 
 #[test]
 fn axpy_f16x2_matches_fma_rounded_once() {
-    let fill = f16::from_bits(0x1234);
-    for n in [1, 2, 7, 96, 193, 1000, 4099] {
-        let x: Vec<f16> = random_f32(4, n)
-            .into_iter()
-            .map(|v| f16::from_f32(v * 1e-3))
-            .collect();
-        let y0: Vec<f16> = random_f32(5, n)
-            .into_iter()
-            .map(|v| f16::from_f32(v * 1e-3))
-            .collect();
-        let a = 0.7f32;
-        let xs = aligned_f16(&x, fill, 0);
-        let mut ys = aligned_f16(&y0, fill, TAIL);
-        {
-            let x = as_f16(&xs, n);
-            let y = as_f16_mut(&mut ys, n + TAIL);
-            let mut launch = Launch::new("axpy_f16x2", config_for(n.div_ceil(2)));
-            let px = launch.input("x", x);
-            let py = launch.output("y", y);
-            // SAFETY: both buffers start 4-byte aligned, `x` holds `n` f16 and `y` more.
-            let result = unsafe { launch.run(|| axpy_f16x2(a, px, py, n)) };
-            assert_eq!(result, Ok(()), "n = {n}");
-        }
-        let y = as_f16(&ys, n + TAIL);
-        for i in 0..n {
-            let expected = f16::from_f32(a.mul_add(x[i].to_f32(), y0[i].to_f32()));
-            assert_eq!(y[i].to_bits(), expected.to_bits(), "n = {n}, i = {i}");
-        }
-        assert!(
-            y[n..].iter().all(|v| v.to_bits() == fill.to_bits()),
-            "n = {n}: tail"
-        );
-    }
+    check_axpy("axpy_f16x2", axpy_f16x2, f16::to_f32, f16::from_f32);
+}
+
+#[test]
+fn axpy_bf16x2_matches_fma_rounded_once() {
+    check_axpy("axpy_bf16x2", axpy_bf16x2, bf16::to_f32, bf16::from_f32);
 }
 
 #[test]
@@ -597,12 +606,12 @@ unsafe fn copy_pairs(x: *const f16, y: *mut f16, n: usize, bug: bool) {
 #[test]
 fn a_misaligned_f16x2_pair_is_reported() {
     let n = 64;
-    let xs = aligned_f16(&vec![f16::ONE; n], f16::ZERO, 0);
+    let xs = aligned(&vec![f16::ONE; n], f16::ZERO, 0);
     for bug in [false, true] {
-        let mut ys = aligned_f16(&vec![f16::ZERO; n], f16::ZERO, 0);
-        let y = as_f16_mut(&mut ys, n);
+        let mut ys = aligned(&vec![f16::ZERO; n], f16::ZERO, 0);
+        let y = elements_mut(&mut ys, n);
         let mut launch = Launch::new("copy_pairs", config_for(n / 2));
-        let px = launch.input("x", as_f16(&xs, n));
+        let px = launch.input("x", elements(&xs, n));
         let py = launch.output("y", y);
         // SAFETY: `x` and `y` hold `n` f16; the planted misalignment is what is under test.
         let result = unsafe { launch.run(|| copy_pairs(px, py, n, bug)) };
@@ -610,7 +619,7 @@ fn a_misaligned_f16x2_pair_is_reported() {
             assert_panic_report(result, "copy_pairs", "misaligned 4-byte pair read at ");
         } else {
             assert_eq!(result, Ok(()));
-            assert!(as_f16(&ys, n).iter().all(|v| *v == f16::ONE));
+            assert!(elements(&ys, n).iter().all(|v| *v == f16::ONE));
         }
     }
 }
