@@ -1,5 +1,5 @@
-//! Half-precision elements ([`f16`], [`bf16`] from the `half` crate): conversions to and from
-//! f32, and pairs moved as one 32-bit access with the math done in f32.
+//! Half-precision elements ([`f16`](struct@f16), [`bf16`] from the `half` crate): conversions to
+//! and from f32, and pairs moved as one 32-bit access with the math done in f32.
 //!
 //! Kernels keep 16-bit values in memory and compute in f32: load, widen (exact), compute,
 //! narrow (rounded to nearest, ties to even) and store. On the GPU each conversion is one
