@@ -21,8 +21,8 @@
 //! * [`mma`]: the warp's TF32 tensor-core multiply-accumulate (`mma_m16n8k8_tf32`, `to_tf32`).
 //! * [`async_copy`]: global-to-shared copies in the background (`cp_async_16`, `commit_group`,
 //!   `wait_group`; `cp_async_16_after` and `wait_all` for threads that reuse their own slots).
-//! * [`convert`]: half-precision elements ([`f16`](struct@f16), [`bf16`], re-exported from the `half` crate):
-//!   conversions to and from f32, and pairs as one 32-bit access (`load_f16x2`, `store_bf16x2`).
+//! * [`convert`]: half-precision elements ([`f16`](struct@f16), [`bf16`], re-exported from the
+//!   `half` crate): conversions to and from f32, and pairs as one 32-bit access (`load_f16x2`).
 
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
