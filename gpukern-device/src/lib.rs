@@ -24,6 +24,8 @@
 //!   `wait_group`; `cp_async_16_after` and `wait_all` for threads that reuse their own slots).
 //! * [`atomic`]: atomic read-modify-writes on global or shared memory (`add`, `max`, `min`,
 //!   `exchange`, `cas`), with an explicit [`atomic::Scope`] (block, device, system).
+//! * [`convert`]: half-precision elements ([`f16`](struct@f16), [`bf16`], re-exported from the
+//!   `half` crate): conversions to and from f32, and pairs as one 32-bit access (`load_f16x2`).
 
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
@@ -42,6 +44,7 @@
 pub mod async_copy;
 pub mod atomic;
 pub mod block;
+pub mod convert;
 pub mod hint;
 pub mod math;
 pub mod mem;
@@ -57,6 +60,8 @@ pub mod launch;
 pub mod sim;
 
 pub use gpukern_device_macros::kernel;
+/// The `half` crate (no_std), whose [`f16`](struct@f16) and [`bf16`] are the 16-bit element types.
+pub use half::{self, bf16, f16};
 
 /// `-Cpanic=immediate-abort` turns panics into `trap`; this handler is never reached. It lives
 /// here so that a kernel crate needs none of its own.

@@ -2,7 +2,8 @@
 //!
 //! On the GPU these are plain pointer reads and writes. In the simulator each access is
 //! checked: the pointer must lie in a buffer the launch registered (or in the block's shared
-//! memory), the element must be inside it, and accesses are tracked for races (shared memory and
+//! memory), the element must be inside it and aligned to its type (`align_of::<T>()`, as the
+//! GPU requires), and accesses are tracked for races (shared memory and
 //! output buffers), reads of shared memory nobody wrote, and reads of `cp.async` slots not waited
 //! for. The pointers the simulator hands a kernel are simulated device addresses, which these
 //! helpers translate: a kernel must touch memory through them, never by dereferencing a pointer.
@@ -21,6 +22,13 @@ pub unsafe fn load<T: Copy>(p: *const T, i: usize) -> T {
             i,
             core::mem::size_of::<T>(),
             crate::sim::Access::Read,
+        );
+        let q = p.wrapping_add(i);
+        // A GPU faults on an access not aligned to its size (`ld.global.f32` at an odd address).
+        assert!(
+            q.is_aligned(),
+            "misaligned {}-byte read at {q:p}",
+            core::mem::size_of::<T>()
         );
         // SAFETY: the simulator checked the access and returned the host address of a whole `T`
         // inside a registered buffer or shared memory (which may be less aligned than `T`).
@@ -47,6 +55,12 @@ pub unsafe fn store<T: Copy>(p: *mut T, i: usize, v: T) {
             i,
             core::mem::size_of::<T>(),
             crate::sim::Access::Write,
+        );
+        let q = p.wrapping_add(i);
+        assert!(
+            q.is_aligned(),
+            "misaligned {}-byte write at {q:p}",
+            core::mem::size_of::<T>()
         );
         // SAFETY: the simulator checked the access and returned the host address of a whole
         // writable `T` inside an output buffer or shared memory.

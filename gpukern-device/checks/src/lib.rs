@@ -6,4 +6,5 @@
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
 
 pub mod atomics;
+pub mod elements;
 pub mod indices;

@@ -20,6 +20,8 @@
 //!   the buffer whose simulated address is nearest its pointer, so a pointer offset past one
 //!   buffer's end (by less than half a TiB) is reported against that buffer even where, on the
 //!   host, the offset would land inside another registered buffer;
+//! * an access through [`crate::mem`] at an address not aligned to its type (a misaligned-address
+//!   fault on the GPU), reported as a panic of the kernel code;
 //! * a barrier that not every thread of the block reaches, or threads waiting at different
 //!   barriers (reported, never a hang). A barrier is named by the source location of the call
 //!   that reaches it from the kernel: the block collectives ([`crate::block`]) and other
