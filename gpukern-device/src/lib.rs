@@ -21,6 +21,8 @@
 //! * [`mma`]: the warp's TF32 tensor-core multiply-accumulate (`mma_m16n8k8_tf32`, `to_tf32`).
 //! * [`async_copy`]: global-to-shared copies in the background (`cp_async_16`, `commit_group`,
 //!   `wait_group`; `cp_async_16_after` and `wait_all` for threads that reuse their own slots).
+//! * [`print`](mod@print): [`print!`] (CUDA's device `printf`, its format checked at compile
+//!   time) and [`device_assert!`] (CUDA's device `assert`), on the GPU and in the simulator.
 
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
@@ -42,6 +44,7 @@ pub mod hint;
 pub mod math;
 pub mod mem;
 pub mod mma;
+pub mod print;
 pub mod shared;
 pub mod thread;
 pub mod vector;

@@ -6,3 +6,4 @@
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
 
 pub mod indices;
+pub mod print;

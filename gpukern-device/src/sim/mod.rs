@@ -10,7 +10,9 @@
 //! * each registered buffer at its own simulated device address, 1 TiB from any other: the
 //!   pointers a kernel gets from [`Launch::input`] / [`Launch::output`] are not host addresses,
 //!   and [`crate::mem`] translates every access;
-//! * `cp.async` copies that land in shared memory only at the wait that retires their group.
+//! * `cp.async` copies that land in shared memory only at the wait that retires their group;
+//! * [`crate::print!`], formatted on the host and printed at once (one call's text is never
+//!   split), and captured per launch when asked ([`Launch::capture_output`]).
 //!
 //! What it checks, each report naming the kernel, block, thread and index ([`SimError`]):
 //! * reads and writes out of bounds of a global buffer or of shared memory, writes to an input,
@@ -33,6 +35,7 @@
 //!   wait retires its group; a barrier does not), and a read of a landed copy by another thread
 //!   before a barrier that follows the wait;
 //! * reads of shared memory that no thread wrote since the launch began;
+//! * a failed [`crate::device_assert!`] ([`Violation::Assertion`]);
 //! * a panic inside kernel code.
 //!
 //! What it does not check or model:
@@ -54,10 +57,12 @@ mod block;
 pub(crate) mod device;
 mod global;
 mod launch;
+mod print;
 mod report;
 mod shadow;
 
 pub use launch::{Dim3, Launch, LaunchConfig};
+pub use print::{Output, Printed};
 pub use report::{Access, SimError, Space, Violation};
 
 /// Most threads a block may have (the CUDA limit on every current GPU).
