@@ -50,7 +50,10 @@
 //! * timing, warp-synchronous execution (threads of a warp do not run in lockstep here, they
 //!   meet only at shuffles), the GPU's weak memory ordering and fences, atomics (none exist yet;
 //!   the global shadow has an exempt `Atomic` kind ready for them), every possible order of the
-//!   blocks, and fast-math differences (`exp2` is the CPU's, not `ex2.approx`).
+//!   blocks, and fast-math differences (`exp2` is the CPU's, not `ex2.approx`);
+//! * `print!` as CUDA delivers it: the GPU keeps the text in a fixed device buffer (1 MiB by
+//!   default) until the next synchronisation and drops what overflows, and a failed assertion
+//!   on the GPU stops every thread that fails it (here, the first one stops the launch).
 
 mod async_copy;
 mod block;
