@@ -24,6 +24,9 @@ asm=$(build sm_90)
 cp "$asm" "$out"
 "$ptxas" -arch=sm_90 -v "$out" -o /dev/null 2>&1 | grep -E "error|spill|Compiling|registers" || true
 "$ptxas" -arch=sm_90 "$out" -o /dev/null
+# The system calls the module makes, which ptxas resolves and the driver implements: vprintf
+# (gpukern_device::print!) and __assertfail (gpukern_device::device_assert!).
+grep -E '^\.extern \.func' "$out" || true
 echo "ptx: $out (assembled by ptxas for sm_90)"
 
 if [ "${GPUKERN_PTX_SM80:-1}" != 0 ]; then

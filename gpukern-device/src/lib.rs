@@ -26,6 +26,8 @@
 //!   `exchange`, `cas`), with an explicit [`atomic::Scope`] (block, device, system).
 //! * [`convert`]: half-precision elements ([`f16`](struct@f16), [`bf16`], re-exported from the
 //!   `half` crate): conversions to and from f32, and pairs as one 32-bit access (`load_f16x2`).
+//! * [`print`](mod@print): [`print!`] (CUDA's device `printf`, its format checked at compile
+//!   time) and [`device_assert!`] (CUDA's device `assert`), on the GPU and in the simulator.
 
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
@@ -49,6 +51,7 @@ pub mod hint;
 pub mod math;
 pub mod mem;
 pub mod mma;
+pub mod print;
 pub mod shared;
 pub mod thread;
 pub mod vector;

@@ -8,3 +8,4 @@
 pub mod atomics;
 pub mod elements;
 pub mod indices;
+pub mod print;

@@ -11,6 +11,14 @@ mod launcher;
 
 use proc_macro::{Delimiter, Group, Ident, Literal, Punct, Spacing, Span, TokenStream, TokenTree};
 
+mod print;
+
+/// `gpukern_device::print!`'s expansion: `$crate; "format", args...` (see `print.rs`).
+#[proc_macro]
+pub fn print(input: TokenStream) -> TokenStream {
+    print::expand(input)
+}
+
 /// Turns `pub unsafe fn name(args) { body }` into a PTX kernel on the GPU and a plain function on the host.
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {

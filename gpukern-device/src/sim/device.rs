@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::panic::Location;
 
 use super::block::{BlockState, Suspend};
-use super::Access;
+use super::{Access, Violation};
 
 thread_local! {
     /// The block this OS thread is simulating, or null outside a launch.
@@ -112,6 +112,21 @@ pub fn async_copy(dst: usize, src: usize, words: usize, src_bytes: usize) {
         if let Err(violation) = b.async_copy(dst, src, words, src_bytes) {
             b.fail(violation)
         }
+    })
+}
+
+/// Prints one `print!` call's text for the running thread (see [`super::print`]).
+pub fn print(text: String) {
+    with_block(|b| super::print::emit(b, text))
+}
+
+/// Stops the running thread with a failed `device_assert!` at `file:line`.
+pub fn assert_failed(message: &str, file: &str, line: u32) -> ! {
+    with_block(|b| {
+        b.fail(Violation::Assertion {
+            message: message.to_string(),
+            location: format!("{file}:{line}"),
+        })
     })
 }
 

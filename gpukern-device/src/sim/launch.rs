@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use super::block::{run_block, StackPool};
 use super::global::GlobalShadow;
+use super::print::Output;
 use super::{SimError, Violation, MAX_THREADS_PER_BLOCK};
 
 /// A grid or block extent, or an index in one.
@@ -101,6 +102,8 @@ pub(super) struct LaunchInfo {
     pub(super) kernel: &'static str,
     pub(super) config: LaunchConfig,
     pub(super) regions: Vec<Region>,
+    /// Where `print!` calls also go, when a test asked ([`Launch::capture_output`]).
+    pub(super) output: Option<Output>,
 }
 
 impl LaunchInfo {
@@ -159,6 +162,7 @@ impl<'a> Launch<'a> {
                 kernel,
                 config,
                 regions: Vec::new(),
+                output: None,
             },
             _buffers: PhantomData,
         }
@@ -192,6 +196,12 @@ impl<'a> Launch<'a> {
             true,
         );
         std::ptr::without_provenance_mut(fake)
+    }
+
+    /// Captures the text of the launch's `print!` calls (which still go to stdout as well): read
+    /// it from the returned handle after [`Launch::run`]. Calling it again returns the same one.
+    pub fn capture_output(&mut self) -> Output {
+        self.info.output.get_or_insert_with(Output::default).clone()
     }
 
     /// Adds a buffer; returns the address the kernel sees for its start.

@@ -12,7 +12,9 @@
 //!   and [`crate::mem`] translates every access;
 //! * `cp.async` copies that land in shared memory only at the wait that retires their group;
 //! * atomics ([`crate::atomic`]) as a real atomic of the host on the element (a CAS loop), so
-//!   blocks running on several OS threads lose no update.
+//!   blocks running on several OS threads lose no update;
+//! * [`crate::print!`], formatted on the host and printed at once (one call's text is never
+//!   split), and captured per launch when asked ([`Launch::capture_output`]).
 //!
 //! What it checks, each report naming the kernel, block, thread and index ([`SimError`]):
 //! * reads and writes out of bounds of a global buffer or of shared memory, writes to an input,
@@ -43,6 +45,7 @@
 //!   wait retires its group; a barrier does not), and a read of a landed copy by another thread
 //!   before a barrier that follows the wait;
 //! * reads of shared memory that no thread wrote since the launch began;
+//! * a failed [`crate::device_assert!`] ([`Violation::Assertion`]);
 //! * a panic inside kernel code.
 //!
 //! What it does not check or model:
@@ -63,17 +66,22 @@
 //!   global memory flushing subnormals to zero;
 //! * timing, warp-synchronous execution (threads of a warp do not run in lockstep here, they
 //!   meet only at shuffles), the GPU's weak memory ordering and fences, every possible order of
-//!   the blocks, and fast-math differences (`exp2` is the CPU's, not `ex2.approx`).
+//!   the blocks, and fast-math differences (`exp2` is the CPU's, not `ex2.approx`);
+//! * `print!` as CUDA delivers it: the GPU keeps the text in a fixed device buffer (1 MiB by
+//!   default) until the next synchronisation and drops what overflows, and a failed assertion
+//!   on the GPU stops every thread that fails it (here, the first one stops the launch).
 
 mod async_copy;
 mod block;
 pub(crate) mod device;
 mod global;
 mod launch;
+mod print;
 mod report;
 mod shadow;
 
 pub use launch::{Dim3, Launch, LaunchConfig};
+pub use print::{Output, Printed};
 pub use report::{Access, SimError, Space, Violation};
 
 /// Most threads a block may have (the CUDA limit on every current GPU).

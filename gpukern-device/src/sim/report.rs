@@ -154,6 +154,13 @@ pub enum Violation {
         /// Threads in this warp.
         lanes: u32,
     },
+    /// A `device_assert!` whose condition was false (on the GPU: `CUDA_ERROR_ASSERT`).
+    Assertion {
+        /// The assertion's message: the text given, or the condition's source text.
+        message: String,
+        /// Where the assertion is (`file:line`).
+        location: String,
+    },
     /// Kernel code panicked.
     Panic {
         /// The panic message.
@@ -294,6 +301,9 @@ impl fmt::Display for Violation {
                 "warp shuffle at {shuffle} in a warp of {lanes} thread(s): a full-warp shuffle \
                  needs 32 (make the block's size a multiple of 32)"
             ),
+            Violation::Assertion { message, location } => {
+                write!(f, "device assertion `{message}` failed at {location}")
+            }
             Violation::Panic { message } => write!(f, "kernel code panicked: {message}"),
             Violation::InvalidLaunch { reason } => write!(f, "invalid launch: {reason}"),
         }
