@@ -28,14 +28,16 @@ pub use gpukern_device_macros::print as __expand;
 /// Prints from every thread that calls it, with a C format as CUDA's device `printf`.
 ///
 /// ```
-/// use gpukern_device::{kernel, print, thread};
+/// mod kernels {
+///     use gpukern_device::{kernel, print, thread};
 ///
-/// /// Thread 0 of each block says which block it is.
-/// #[kernel]
-/// pub unsafe fn hello(scale: f32) {
-///     if thread::thread_idx_x() == 0 {
-///         let b = thread::block_idx_x();
-///         print!("block %u: %.2f (%ld bytes at %p)\n", b, b as f32 * scale, 4i64, core::ptr::null::<f32>());
+///     /// Thread 0 of each block says which block it is.
+///     #[kernel]
+///     pub unsafe fn hello(scale: f32) {
+///         if thread::thread_idx_x() == 0 {
+///             let b = thread::block_idx_x();
+///             print!("block %u: %.2f (%ld bytes at %p)\n", b, b as f32 * scale, 4i64, core::ptr::null::<f32>());
+///         }
 ///     }
 /// }
 /// ```
@@ -113,14 +115,16 @@ macro_rules! print {
 /// release builds.
 ///
 /// ```
-/// use gpukern_device::{device_assert, kernel, mem, thread};
+/// mod kernels {
+///     use gpukern_device::{device_assert, kernel, mem, thread};
 ///
-/// /// Checks that the `n` elements of `x` are finite.
-/// #[kernel]
-/// pub unsafe fn check_finite(x: *const f32, n: usize) {
-///     let i = thread::index_1d();
-///     if i < n {
-///         device_assert!(unsafe { mem::load(x, i) }.is_finite(), "x[i] is not finite");
+///     /// Checks that the `n` elements of `x` are finite.
+///     #[kernel]
+///     pub unsafe fn check_finite(x: *const f32, n: usize) {
+///         let i = thread::index_1d();
+///         if i < n {
+///             device_assert!(unsafe { mem::load(x, i) }.is_finite(), "x[i] is not finite");
+///         }
 ///     }
 /// }
 /// ```

@@ -325,8 +325,8 @@ enum Plain {
 }
 
 /// Every thread adds 1 to `counter[0]` atomically, except the one that `plain` says does a
-/// plain access instead.
-#[kernel]
+/// plain access instead. (A simulator-only kernel: no `#[kernel]`, whose launcher would need
+/// `Plain` to be a `Scalar`.)
 unsafe fn count_with_a_plain_access(counter: *mut u32, seen: *mut u32, plain: Plain) {
     let (tid, block) = (thread::thread_idx_x(), thread::block_idx_x());
     let last = thread::block_dim_x() - 1;

@@ -57,6 +57,9 @@ fn thread_0_of_every_block_prints_its_line() {
 }
 
 /// Every thread prints its index, and one line without conversions.
+///
+/// # Safety
+/// None beyond a launch's.
 #[kernel]
 pub unsafe fn print_every_thread() {
     print!(
@@ -167,6 +170,9 @@ fn a_nan_fails_the_assertion_too() {
 }
 
 /// `device_assert!` without a message: the condition's text is the message.
+///
+/// # Safety
+/// `x` holds one element per thread of the launch.
 #[kernel]
 pub unsafe fn assert_below(x: *const u32, limit: u32) {
     let v = unsafe { mem::load(x, thread::index_1d()) };

@@ -5,6 +5,10 @@
 //! `pub unsafe fn`, which the CPU simulator calls once per simulated thread, and gets a sibling
 //! module of the same name with its typed host launcher ([`launcher`]).
 //!
+//! A `#[kernel]` goes on a function at module level (not inside a function body, where the
+//! launcher module could not name it), `pub unsafe fn`, not generic, every parameter a raw
+//! pointer or a `Scalar` (an integer, a float, `bool`).
+//!
 //! Written on bare token trees (no `syn`), so the nested PTX build pulls in no dependency.
 
 mod launcher;
