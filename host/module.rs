@@ -51,6 +51,13 @@ pub struct PtxModule {
 }
 
 impl PtxSet {
+    /// A set with no PTX, for kernels that only ever run in the simulator (a test's planted
+    /// kernels): `Gpu::simulator().load(&PtxSet::simulator_only(env!("CARGO_CRATE_NAME")))`. On
+    /// a CUDA device loading it is [`Error::UnsupportedDevice`].
+    pub const fn simulator_only(krate: &'static str) -> PtxSet {
+        PtxSet { krate, modules: &[] }
+    }
+
     /// The newest module that runs on a device of compute capability `cc`: the driver compiles
     /// PTX forward to any newer GPU, never back.
     pub fn select(&self, cc: (i32, i32)) -> Option<&'static PtxModule> {

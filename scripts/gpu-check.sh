@@ -29,6 +29,9 @@ build() {
         [ "$name" = bench ] && continue # the benchmark has its own command: bench/run.sh
         cp "$target/release/examples/$name" "$dir/examples/"
     done
+    # The user-crate example (its own package): its kernels on the GPU and in the simulator.
+    cargo build --release -p custom-kernels
+    cp "$target/release/custom-kernels" "$dir/examples/"
     echo "gpu-check: built $(ls "$dir/tests" | wc -l) test binaries and $(ls "$dir/examples" | wc -l) examples into $dir"
 }
 

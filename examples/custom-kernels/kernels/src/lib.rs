@@ -1,0 +1,122 @@
+//! The kernels of the two CUDA tutorials gpukern grew from, written as a newcomer would write
+//! them in Rust: one thread per element, blocks and grids, 2-D indices, shared memory with
+//! barriers, atomics, and printing from the device.
+//!
+//! On `nvptx64` this crate is `no_std` and each `#[kernel]` is a PTX entry point; on the host
+//! each kernel is a plain `unsafe fn` the simulator runs, with a generated launcher
+//! (`kernels::increment_by_one::launch`) next to it.
+#![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
+
+use gpukern_device::atomic::{self, Scope};
+use gpukern_device::{kernel, mem, print, shared, thread};
+
+/// Threads per block of the 1-D kernels (and the shared memory of [`block_sum`]).
+pub const BLOCK: u32 = 256;
+
+/// `x[i] += 1` for `i < n`: one thread per element.
+///
+/// Launch: `ceil(n / BLOCK)` blocks of [`BLOCK`] threads. Traffic: 8 bytes per element.
+///
+/// # Safety
+/// `x` holds at least `n` elements.
+#[kernel]
+pub unsafe fn increment_by_one(x: *mut f32, n: usize) {
+    let i = thread::index_1d();
+    if i < n {
+        // SAFETY: `i < n` and `x` holds `n` elements.
+        unsafe { mem::store(x, i, mem::load(x, i) + 1.0) }
+    }
+}
+
+/// Grayscale of an RGB image: one thread per pixel, `gray = (77 r + 150 g + 29 b + 128) / 256`
+/// (integer weights that sum to 256, so the GPU and the CPU agree exactly).
+///
+/// Launch: a 2-D grid of 16 x 16 blocks covering `width x height` (x walks columns). Traffic:
+/// 3 bytes read and 1 written per pixel.
+///
+/// # Safety
+/// `rgb` holds `3 * width * height` bytes (row-major, RGB interleaved), `gray` `width * height`.
+#[kernel]
+pub unsafe fn grayscale(rgb: *const u8, gray: *mut u8, width: usize, height: usize) {
+    let (col, row) = thread::index_2d();
+    if col < width && row < height {
+        let pixel = row * width + col;
+        // SAFETY: `pixel < width * height`, so `3 * pixel + 2 < 3 * width * height`.
+        unsafe {
+            let r = mem::load(rgb, 3 * pixel) as u32;
+            let g = mem::load(rgb, 3 * pixel + 1) as u32;
+            let b = mem::load(rgb, 3 * pixel + 2) as u32;
+            mem::store(gray, pixel, ((77 * r + 150 * g + 29 * b + 128) >> 8) as u8);
+        }
+    }
+}
+
+/// The sum of each block's [`BLOCK`] elements of `x`, into `partial[block]`: each thread loads
+/// one element into shared memory, then the block halves the active threads at each step, a
+/// barrier between steps, until thread 0 holds the sum.
+///
+/// Launch: `ceil(n / BLOCK)` blocks of [`BLOCK`] threads, `4 * BLOCK` bytes of shared memory.
+/// Traffic: 4 bytes per element, 4 per block.
+///
+/// # Safety
+/// `x` holds `n` elements, `partial` one per block; the launch is as above.
+#[kernel]
+pub unsafe fn block_sum(x: *const f32, partial: *mut f32, n: usize) {
+    let scratch = shared::dynamic::<f32>();
+    let tid = thread::thread_idx_x() as usize;
+    let i = thread::index_1d();
+    // SAFETY: `tid < BLOCK`, the shared memory holds `BLOCK` floats; `i < n` is checked.
+    unsafe {
+        mem::store(scratch, tid, if i < n { mem::load(x, i) } else { 0.0 });
+        thread::sync_threads();
+        let mut active = thread::block_dim_x() as usize / 2;
+        while active > 0 {
+            if tid < active {
+                let sum = mem::load(scratch, tid) + mem::load(scratch, tid + active);
+                mem::store(scratch, tid, sum);
+            }
+            thread::sync_threads();
+            active /= 2;
+        }
+        if tid == 0 {
+            mem::store(partial, thread::block_idx_x() as usize, mem::load(scratch, 0));
+        }
+    }
+}
+
+/// `bins[x[i] % nbins] += 1` for every `i < n`: one thread per element, an atomic add per
+/// element (two threads may hit the same bin at once; a plain `+=` would lose counts).
+///
+/// Launch: `ceil(n / BLOCK)` blocks of [`BLOCK`] threads. Traffic: 4 bytes read per element and
+/// one atomic on `bins`.
+///
+/// # Safety
+/// `x` holds `n` elements, `bins` `nbins >= 1`.
+#[kernel]
+pub unsafe fn histogram(x: *const u32, bins: *mut u32, n: usize, nbins: u32) {
+    let i = thread::index_1d();
+    if i < n {
+        // SAFETY: `i < n`; the bin index is below `nbins`.
+        unsafe {
+            let bin = mem::load(x, i) % nbins;
+            atomic::add(bins, bin as usize, 1u32, Scope::Device);
+        }
+    }
+}
+
+/// Thread 0 of each block says hello, with its block index and the grid's size.
+///
+/// Launch: any grid and block.
+///
+/// # Safety
+/// None beyond a launch's.
+#[kernel]
+pub unsafe fn hello() {
+    if thread::thread_idx_x() == 0 {
+        print!(
+            "hello from block %u of %u\n",
+            thread::block_idx_x(),
+            thread::grid_dim_x()
+        );
+    }
+}
