@@ -5,7 +5,10 @@
 #   1. the pinned nightly with rust-src, which build.rs uses to compile the kernels to PTX;
 #   2. ptxas, from PyPI's nvidia-cuda-nvcc wheel, which the PTX tests assemble the kernels with;
 #   3. cargo fmt --check, cargo clippy -D warnings, cargo test, over the one workspace (gpukern,
-#      the kernel crate and its macro crate), sharing one target directory.
+#      gpukern-build, gpukern-device and its checks, kernels-gpu, examples/custom-kernels),
+#      sharing one target directory;
+#   4. examples/custom-kernels copied outside the repository and built as a user's crate
+#      (scripts/outside-crate.sh), run in the simulator with its tests.
 # At the end it prints how long each step took.
 # Without a GPU the CUDA tests are reported as ignored and everything else runs: the kernels'
 # real code in the CPU simulator, the CPU references, the launch math and the PTX checks.
@@ -83,3 +86,6 @@ cargo test --workspace --no-run
 
 step "tests"
 cargo test --workspace
+
+step "the example as a crate outside the repository"
+bash scripts/outside-crate.sh
