@@ -51,6 +51,8 @@ pub(crate) struct CudaDevice {
     /// Blocks of a persistent softmax kernel resident per multiprocessor, by kernel and block
     /// size: asked of the driver once per pair, not on every launch.
     pub(crate) residency: Mutex<HashMap<(&'static str, u32), u32>>,
+    /// The kernel crates loaded with [`Gpu::load`], by crate name: each loaded once.
+    pub(crate) modules: Mutex<HashMap<&'static str, Arc<Functions>>>,
 }
 
 /// Which backend [`Gpu::global`] picks: `GPUKERN_DEVICE` = `cuda`, `sim`, or unset (CUDA if
@@ -96,13 +98,15 @@ impl Gpu {
             .during("reading device limits")?;
         let shared_opt_in = limits.max_shared_mem_per_block_optin;
         let name = ctx.name().during("reading the device name")?;
+        let library = Arc::new(library);
         let stream = ctx.new_stream().during("creating a stream")?;
         Ok(Gpu {
             backend: Backend::Cuda(Arc::new(CudaDevice {
                 ctx,
                 stream,
                 arch: library.arch,
-                library: Arc::new(library),
+                modules: Mutex::new(HashMap::from([(ptx::KERNELS.krate, library.clone())])),
+                library,
                 limits,
                 name,
                 compute_capability,

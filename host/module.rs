@@ -166,14 +166,22 @@ impl Gpu {
     ///
     /// Errors: [`Error::UnsupportedDevice`] if every module is for a newer GPU;
     /// [`Error::Driver`] if the driver refuses the PTX.
+    ///
+    /// A crate is loaded once per `Gpu`: loading it again returns the module loaded first.
     pub fn load(&self, ptx: &PtxSet) -> Result<Module> {
         let functions = match &self.backend {
-            Backend::Cuda(d) => Some(Arc::new(Functions::load(
-                &d.ctx,
-                d.compute_capability,
-                &d.limits,
-                ptx,
-            )?)),
+            Backend::Cuda(d) => {
+                let mut loaded = d.modules.lock().unwrap_or_else(|p| p.into_inner());
+                match loaded.get(ptx.krate) {
+                    Some(functions) => Some(functions.clone()),
+                    None => {
+                        let functions =
+                            Arc::new(Functions::load(&d.ctx, d.compute_capability, &d.limits, ptx)?);
+                        loaded.insert(ptx.krate, functions.clone());
+                        Some(functions)
+                    }
+                }
+            }
             Backend::Simulator => None,
         };
         Ok(Module {
