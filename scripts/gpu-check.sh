@@ -59,6 +59,11 @@ run() {
             elif [[ $(basename "$exe") == kernels-* ]] && ! grep -q '^kernel coverage (cuda): all' "$log"; then
                 echo "gpu-check: FAIL $(basename "$exe"): no CUDA kernel coverage line"
                 failed=$((failed + 1))
+            # Likewise the device-checks binary for the kernels of gpukern-device/checks.
+            elif [[ $(basename "$exe") == device_checks-* ]] &&
+                ! grep -q '^kernel coverage (cuda, device checks): all' "$log"; then
+                echo "gpu-check: FAIL $(basename "$exe"): no CUDA device-checks coverage line"
+                failed=$((failed + 1))
             else
                 passed=$((passed + 1))
             fi

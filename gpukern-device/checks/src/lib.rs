@@ -9,3 +9,5 @@ pub mod atomics;
 pub mod elements;
 pub mod indices;
 pub mod print;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod tables;

@@ -17,6 +17,7 @@ use gpukern_device_checks::elements::{
     axpy_bf16x2, axpy_f16x2, cast_f64_to_f32, round_trip_bf16, round_trip_f16, scale_bf16, scale_f16,
     scale_f64, scale_i32, scale_u32, scale_u64, scale_u8,
 };
+use gpukern_device_checks::tables::{cast_f64_cases, BF16_CASES, F16_CASES, NANS};
 
 /// Threads per block in these launches (not a multiple of 32 on purpose: nothing here is warp
 /// collective, and an odd block puts block edges at odd element indices).
@@ -104,61 +105,8 @@ fn same_f32(a: f32, b: f32) -> bool {
 // ---------------------------------------------------------------------------------------------
 // 1. The conversions.
 
-/// f32 inputs (as bits) and the f16 bits `cvt.rn.f16.f32` gives, worked out by hand. Shared
-/// with the GPU trial of `round_trip_f16` (see the crate's report).
-const F16_CASES: &[(u32, u16)] = &[
-    (0x3f80_0000, 0x3c00), // 1.0
-    (0xc000_0000, 0xc000), // -2.0
-    (0x0000_0000, 0x0000), // +0
-    (0x8000_0000, 0x8000), // -0 keeps its sign
-    (0x477f_e000, 0x7bff), // 65504, the largest f16
-    (0x477f_ef00, 0x7bff), // 65519, below the midpoint to infinity
-    (0x477f_f000, 0x7c00), // 65520: the tie between 65504 (odd) and "65536" rounds to infinity
-    (0x4780_0000, 0x7c00), // 65536 overflows
-    (0x7f80_0000, 0x7c00), // +inf
-    (0xff80_0000, 0xfc00), // -inf
-    (0x3880_0000, 0x0400), // 2^-14, the smallest normal f16
-    (0x387f_c000, 0x03ff), // 1023 * 2^-24, the largest subnormal
-    (0x387f_e000, 0x0400), // 2^-14 - 2^-25: tie between 0x03ff (odd) and 0x0400, rounds up
-    (0x3380_0000, 0x0001), // 2^-24, the smallest subnormal
-    (0x3300_0000, 0x0000), // 2^-25: tie between 0 (even) and 2^-24, rounds to zero
-    (0x3300_0001, 0x0001), // just above 2^-25 rounds up
-    (0xb300_0000, 0x8000), // -2^-25 rounds to -0
-    (0x33c0_0000, 0x0002), // 3 * 2^-25: tie between 1 (odd) and 2 units, rounds to 2
-    (0x0000_0001, 0x0000), // the smallest f32 subnormal becomes zero
-    (0x3f80_1000, 0x3c00), // 1 + 2^-11: tie between 1.0 (even) and 1 + 2^-10, stays 1.0
-    (0x3f80_1001, 0x3c01), // just above that tie rounds up
-    (0x3f80_3000, 0x3c02), // 1 + 3 * 2^-11: tie between 0x3c01 (odd) and 0x3c02, rounds up
-    (0x3f7f_f000, 0x3c00), // 1 - 2^-12: tie between 0x3bff (odd) and 1.0, carries into the exponent
-    (0x4500_1000, 0x6800), // 2049: tie between 2048 (even) and 2050
-    (0x4500_3000, 0x6802), // 2051: tie between 2050 (odd) and 2052
-    (0xc500_3000, 0xe802), // -2051: ties are symmetric in sign
-];
-
-/// f32 inputs (as bits) and the bf16 bits `cvt.rn.bf16.f32` gives, worked out by hand.
-const BF16_CASES: &[(u32, u16)] = &[
-    (0x3f80_0000, 0x3f80), // 1.0
-    (0x8000_0000, 0x8000), // -0
-    (0x3f80_8000, 0x3f80), // 1 + 2^-8: tie between 1.0 (even) and 1 + 2^-7, stays 1.0
-    (0x3f80_8001, 0x3f81), // just above that tie rounds up
-    (0x3f81_8000, 0x3f82), // 1 + 3 * 2^-8: tie between 0x3f81 (odd) and 0x3f82, rounds up
-    (0x3f81_7fff, 0x3f81), // just below that tie rounds down
-    (0xbf81_8000, 0xbf82), // the same tie, negative
-    (0x3fff_8000, 0x4000), // tie between 0x3fff (odd) and 2.0, carries into the exponent
-    (0x7f7f_7fff, 0x7f7f), // just below the midpoint above the largest bf16
-    (0x7f7f_8000, 0x7f80), // that midpoint, a tie from an odd bf16: infinity
-    (0x7f7f_ffff, 0x7f80), // f32::MAX rounds to infinity
-    (0x7f80_0000, 0x7f80), // +inf
-    (0xff80_0000, 0xff80), // -inf
-    (0x0001_0000, 0x0001), // a subnormal bf16, exact
-    (0x0000_8000, 0x0000), // tie between 0 (even) and the smallest subnormal
-    (0x0001_8000, 0x0002), // tie between 0x0001 (odd) and 0x0002
-    (0x0000_0001, 0x0000), // the smallest f32 subnormal becomes zero
-    (0x007f_ffff, 0x0080), // the largest f32 subnormal rounds up to the smallest normal bf16
-];
-
-/// f32 NaNs (quiet, signalling, negative); the result must be a NaN, any NaN.
-const NANS: [u32; 4] = [0x7fc0_0000, 0x7f80_0001, 0xffc0_1234, 0x7fbf_ffff];
+// The hand-worked tables (`F16_CASES`, `BF16_CASES`, `NANS`) live in the crate's `tables`
+// module: gpukern's GPU trials of `round_trip_f16` / `round_trip_bf16` check against them too.
 
 #[test]
 fn f32_to_f16_on_the_hand_worked_cases() {
@@ -523,30 +471,7 @@ fn axpy_bf16x2_matches_fma_rounded_once() {
 
 #[test]
 fn cast_f64_to_f32_rounds_to_nearest_even() {
-    let edges = [
-        1.0 / 3.0,
-        -0.0,
-        f64::MAX,                                     // overflows to infinity
-        f64::from(f32::MAX) * (1.0 + 2f64.powi(-25)), // below the overflow midpoint: f32::MAX
-        1e-40,                                        // an f32 subnormal
-        1e-50,                                        // below every f32: zero
-        1.0 + 2f64.powi(-24),                         // tie between 1.0 (even) and 1 + 2^-23
-        1.0 + 3.0 * 2f64.powi(-24),                   // tie between 1 + 2^-23 (odd) and 1 + 2^-22
-        f64::NAN,
-        f64::NEG_INFINITY,
-    ];
-    let expected_edges = [
-        (1.0f64 / 3.0) as f32,
-        -0.0,
-        f32::INFINITY,
-        f32::MAX,
-        1e-40f32,
-        0.0,
-        1.0,
-        1.0 + 2f32.powi(-22),
-        f32::NAN,
-        f32::NEG_INFINITY,
-    ];
+    let (edges, expected_edges): (Vec<f64>, Vec<f32>) = cast_f64_cases().into_iter().unzip();
     for &n in &SIZES {
         let mut x: Vec<f64> = random_bits(6, n)
             .into_iter()

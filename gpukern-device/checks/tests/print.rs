@@ -13,6 +13,7 @@ use gpukern_device::print::{format, Arg};
 use gpukern_device::sim::{Dim3, Launch, LaunchConfig, Printed, SimError, Violation};
 use gpukern_device::{device_assert, kernel, mem, print, thread};
 use gpukern_device_checks::print::{assert_non_negative, print_once, print_values};
+use gpukern_device_checks::tables::{PRINT_ONCE_LINE, PRINT_VALUES_LINES};
 
 fn grid(blocks: u32, threads: u32) -> LaunchConfig {
     LaunchConfig {
@@ -21,15 +22,6 @@ fn grid(blocks: u32, threads: u32) -> LaunchConfig {
         shared_mem_bytes: 0,
     }
 }
-
-/// What `print_values` prints on 4 blocks: glibc's `printf` of the kernel's format and values
-/// (the lines a GPU run must print too, in any order of the blocks).
-const PRINT_VALUES_LINES: [&str; 4] = [
-    "block 0: int -7 hex 0xfa long 0 float 0.500 exp 1.500000e+00 g 0 ptr 0x1000 char A 100%",
-    "block 1: int -14 hex 0xfb long 10000000000 float 0.750 exp 1.500000e+01 g 0.125 ptr 0x1010 char B 100%",
-    "block 2: int -21 hex 0xfc long 20000000000 float 1.000 exp 1.500000e+02 g 0.25 ptr 0x1020 char C 100%",
-    "block 3: int -28 hex 0xfd long 30000000000 float 1.250 exp 1.500000e+03 g 0.375 ptr 0x1030 char D 100%",
-];
 
 #[test]
 fn thread_0_of_every_block_prints_its_line() {
@@ -99,7 +91,7 @@ fn a_format_without_conversions_prints_once() {
     let output = launch.capture_output();
     // SAFETY: the kernel takes no pointers.
     assert_eq!(unsafe { launch.run(|| print_once()) }, Ok(()));
-    assert_eq!(output.text(), "print_once: no conversions\n");
+    assert_eq!(output.text(), format!("{PRINT_ONCE_LINE}\n"));
 }
 
 #[test]

@@ -1,0 +1,219 @@
+//! `write_index_1d`, `assert_non_negative` on good input (and, in the simulator, on a planted
+//! negative element), and launches a GPU would refuse or crash on, through a generated launcher:
+//! each must come back as an `Error`, and the module must launch fine afterwards.
+
+use gpukern::gpukern_device::sim::{Dim3, Violation};
+use gpukern::{Error, Gpu, LaunchConfig, Module};
+use gpukern_device_checks::indices::write_index_1d;
+use gpukern_device_checks::print::assert_non_negative;
+use libtest_mimic::Trial;
+use rand::rngs::StdRng;
+
+use crate::{CHECKS, Check, Sizes, Target, expect_all, expect_eq, linear, trial};
+
+/// Runs `write_index_1d` over `n` elements of a buffer of `n + 3` on `module`; checks the
+/// indices and the untouched tail.
+fn write_indices(module: &Module, n: usize) -> Check {
+    let gpu = module.gpu();
+    let mut out = gpu.upload(&vec![u32::MAX; n + 3])?;
+    // SAFETY: `out` holds more than `n` elements.
+    unsafe { write_index_1d::launch(module, linear(n), &mut out, n) }?;
+    let want: Vec<u32> = (0..n as u32).chain([u32::MAX; 3]).collect();
+    expect_all(
+        &format!("write_index_1d, n {n}"),
+        &out.to_vec()?,
+        &want,
+        |a, b| a == b,
+    )
+}
+
+fn indices(module: &Module, sizes: &Sizes, _: &mut StdRng) -> Check {
+    for &n in sizes.elements {
+        write_indices(module, n)?;
+    }
+    Ok(())
+}
+
+/// The grid of 4 blocks of 256 threads the assertion trials use (1000 elements).
+const ASSERT_GRID: LaunchConfig = LaunchConfig {
+    grid: (4, 1, 1),
+    block: (256, 1, 1),
+    shared_mem_bytes: 0,
+};
+
+fn assert_passes(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
+    let gpu = module.gpu();
+    let x = gpu.upload(&(0..1000).map(|i| i as f32 * 0.5).collect::<Vec<f32>>())?;
+    // SAFETY: `x` holds 1000 elements.
+    unsafe { assert_non_negative::launch(module, ASSERT_GRID, &x, 1000) }?;
+    Ok(gpu.synchronize()?)
+}
+
+/// The `file:line` of the checks crate's `device_assert!`.
+fn assert_location() -> String {
+    let source = include_str!("../../gpukern-device/checks/src/print.rs");
+    let line = source
+        .lines()
+        .position(|l| l.contains("device_assert!("))
+        .map_or(0, |i| i + 1);
+    format!("gpukern-device/checks/src/print.rs:{line}")
+}
+
+/// In the simulator (no context to poison: in process), x[300] = -1 stops the launch with the
+/// assertion of block 1, thread 44.
+fn sim_assert_fails(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
+    let gpu = module.gpu();
+    let mut x: Vec<f32> = (0..1000).map(|i| i as f32).collect();
+    x[300] = -1.0;
+    let x = gpu.upload(&x)?;
+    // SAFETY: `x` holds 1000 elements.
+    let result = unsafe { assert_non_negative::launch(module, ASSERT_GRID, &x, 1000) };
+    let Err(Error::Simulator(report)) = result else {
+        return Err(format!("x[300] = -1: {result:?}, want a simulator report").into());
+    };
+    let want = Violation::Assertion {
+        message: "x[i] >= 0".into(),
+        location: assert_location(),
+    };
+    expect_eq(
+        "the report",
+        (
+            report.kernel.as_str(),
+            report.block,
+            report.thread,
+            &report.violation,
+        ),
+        (
+            "assert_non_negative",
+            Dim3::new(1, 0, 0),
+            Dim3::new(44, 0, 0),
+            &want,
+        ),
+    )
+}
+
+/// Fails unless `result` is the error `is` accepts (`want` describes it).
+fn refused(what: &str, result: gpukern::Result<()>, want: &str, is: impl Fn(&Error) -> bool) -> Check {
+    match result {
+        Err(e) if is(&e) => Ok(()),
+        other => Err(format!("{what}: {other:?}, want {want}").into()),
+    }
+}
+
+/// Launches a GPU would refuse or crash on: each an `Error` before anything runs; then a good
+/// launch on the same module still works.
+fn bad_launches(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
+    let gpu = module.gpu();
+    let n = 1000;
+    let mut out = gpu.zeros::<u32>(n)?;
+    let launch = |config: LaunchConfig, on: &Module, out: &mut gpukern::DeviceVec<u32>| {
+        // SAFETY: `out` holds `n` elements (the launches under test are refused anyway).
+        unsafe { write_index_1d::launch(on, config, out, n) }
+    };
+    let big_block = LaunchConfig {
+        block: (2048, 1, 1),
+        ..linear(n)
+    };
+    let too_large = |e: &Error| {
+        matches!(
+            e,
+            Error::TooLarge {
+                op: "write_index_1d",
+                ..
+            }
+        )
+    };
+    refused(
+        "a block of 2048 threads",
+        launch(big_block, module, &mut out),
+        "TooLarge",
+        too_large,
+    )?;
+    let empty = LaunchConfig {
+        grid: (0, 1, 1),
+        ..linear(n)
+    };
+    let invalid = |e: &Error| {
+        matches!(
+            e,
+            Error::InvalidArgument {
+                op: "write_index_1d",
+                ..
+            }
+        )
+    };
+    refused(
+        "grid x = 0",
+        launch(empty, module, &mut out),
+        "InvalidArgument",
+        invalid,
+    )?;
+    let shared = LaunchConfig {
+        shared_mem_bytes: gpu.limits().max_shared_mem_per_block_optin + 1,
+        ..linear(n)
+    };
+    refused(
+        "shared memory above the limit",
+        launch(shared, module, &mut out),
+        "TooLarge",
+        too_large,
+    )?;
+
+    // A module of another crate: gpukern's own kernels.
+    let library = gpu.load(&gpukern::ptx::KERNELS)?;
+    let other_crate =
+        |e: &Error| matches!(e, Error::InvalidArgument { detail, .. } if detail.contains(CHECKS.krate));
+    refused(
+        "a checks kernel on kernels_gpu's module",
+        launch(linear(n), &library, &mut out),
+        "InvalidArgument naming the crate",
+        other_crate,
+    )?;
+
+    // Buffers of another Gpu (CUDA only: every simulator buffer is the simulator's).
+    let wrong = |e: &Error| matches!(e, Error::WrongDevice { op: "write_index_1d" });
+    if !gpu.is_simulator() {
+        let mut sim_out = Gpu::simulator().zeros::<u32>(n)?;
+        refused(
+            "a simulator buffer on CUDA",
+            launch(linear(n), module, &mut sim_out),
+            "WrongDevice",
+            wrong,
+        )?;
+        let sim_module = Gpu::simulator().load(&CHECKS)?;
+        refused(
+            "a CUDA buffer in the simulator",
+            launch(linear(n), &sim_module, &mut out),
+            "WrongDevice",
+            wrong,
+        )?;
+        // Two handles of device 0 have their own streams: a buffer of one is not the other's.
+        let other = Gpu::new(0)?;
+        let mut other_out = other.zeros::<u32>(n)?;
+        refused(
+            "a buffer of another Gpu::new(0)",
+            launch(linear(n), module, &mut other_out),
+            "WrongDevice",
+            wrong,
+        )?;
+    }
+    expect_eq("out after the refused launches", out.to_vec()?, vec![0; n])?;
+    write_indices(module, n)
+}
+
+/// The launch trials of one backend.
+pub fn trials(target: &Target) -> Vec<Trial> {
+    let mut trials = vec![
+        trial(target, "indices::write_index_1d", indices),
+        trial(target, "assert::passes_on_good_input", assert_passes),
+        trial(target, "launches::bad_launches_are_errors", bad_launches),
+    ];
+    if target.prefix == "sim" {
+        trials.push(trial(
+            target,
+            "assert::a_negative_element_fails_in_block_1_thread_44",
+            sim_assert_fails,
+        ));
+    }
+    trials
+}
