@@ -8,11 +8,12 @@
 //   and a `#[kernel]` must be an item of a module (its launcher, a sibling module, calls it as
 //   `super::name`). The kernel crate's `lib.rs` of step 1 has a hidden `fn main() {}` instead,
 //   so that its items stay at the crate root, as in a real kernel crate.
-// * A simulator `Module` needs only the crate name: `PtxSet { krate:
-//   env!("CARGO_CRATE_NAME"), modules: &[] }`. In a doctest `CARGO_CRATE_NAME` is this crate's
-//   (`gpukern_docs`: cargo sets it for rustdoc, and the doctest's compilation inherits it), and
-//   the `KERNEL.krate` of a snippet's kernel is expanded from the same variable in the same
-//   compilation, so the two agree and the module launches the snippet's kernels.
+// * A simulator `Module` needs only the crate name:
+//   `PtxSet::simulator_only(env!("CARGO_CRATE_NAME"))`. In a doctest `CARGO_CRATE_NAME` is this
+//   crate's (`gpukern_docs`, checked: cargo sets it for rustdoc, and the doctest's compilation
+//   inherits it), and the `KERNEL.krate` of a snippet's kernel is expanded from the same
+//   variable in the same compilation, so the two agree and the module launches the snippet's
+//   kernels.
 // * `build.rs` (step 1) is `no_run`: it compiles (this crate dev-depends on `gpukern-build`) but
 //   only works inside a build script (it needs `OUT_DIR` and `CARGO_MANIFEST_DIR`).
 //
