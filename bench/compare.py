@@ -9,7 +9,7 @@ writes them): it says how far a figure moves with nothing changed. Two runs of d
 commits measure gpukern's own changes as well, so compare.py refuses them (exit 3) unless
 `--change` is given, and then titles the table "change, not spread".
 
-Rows are matched on (kernel, impl, shape, t, mode, math); only rows timed in both runs count.
+Rows are matched on (kernel, impl, shape, t, mode, math, op); only rows timed in both runs count.
 Prints a markdown table of |median_ms_b / median_ms_a - 1| per kernel family, median and
 maximum, in percent (the unit is in the column header, so the numbers are rendered from the
 two records, not prose figures).
@@ -23,7 +23,8 @@ import statistics
 import sys
 from collections import defaultdict
 
-KEY = ("kernel", "impl", "shape", "t", "mode", "math")
+# `op` tells apart the launch-overhead rows of different kernels at the same shape.
+KEY = ("kernel", "impl", "shape", "t", "mode", "math", "op")
 
 
 def load(path: str) -> tuple[dict[tuple, dict], set[str]]:

@@ -348,10 +348,62 @@ def kernel_section(run: Run, kernel: str, plot: str | None) -> str:
     return "\n\n".join(parts)
 
 
-def overhead_section(run: Run, plot: str | None) -> str:
-    records = run.by_kernel.get("launch_overhead", [])
+# The op of the generated-launcher comparison's launch-overhead rows (examples/bench/overhead.rs,
+# `launcher_vs_bare`): the same kernel launched by bare cudarc and by gpukern's generated launcher.
+LAUNCHER_OP = "increment_by_one"
+# Its paths, in the table's order: impl -> how it launches.
+LAUNCHER_PATHS = {
+    "cudarc": "bare cudarc `launch_builder`",
+    "gpukern:launcher": "generated launcher, `gpu.library()`",
+    "gpukern:module": "generated launcher, `gpu.load(&KERNELS)`",
+}
+# The target: the generated launcher's time per call at most this much of the bare launch's.
+LAUNCHER_GOAL = 1.10
+
+
+def launcher_rows(run: Run) -> list[Record]:
+    return [r for r in run.by_kernel.get("launch_overhead", []) if r.get("op") == LAUNCHER_OP]
+
+
+def launcher_section(run: Run) -> str:
+    """The generated launcher against a bare cudarc launch of the same kernel, per mode."""
+    records = launcher_rows(run)
     if not records:
         return ""
+    rows = []
+    for mode in ordered(str(r.get("mode")) for r in records):
+        by_impl = {r["impl"]: r for r in records if r.get("mode") == mode}
+        bare = by_impl.get("cudarc")
+        for impl, how in LAUNCHER_PATHS.items():
+            r = by_impl.get(impl)
+            if r is None:
+                continue
+            ratio = r["median_ms"] / bare["median_ms"] if impl != "cudarc" and timed(r) and bare and timed(bare) else None
+            us = f"{r['median_ms'] * 1e3:.2f}" if timed(r) else "-"
+            rows.append([mode, impl, how, us, fmt_ratio(ratio, percent=True), note(r) or "-"])
+    rounds = ordered(str(r["rounds"]) for r in records if r.get("rounds"))
+    return "\n\n".join(
+        [
+            "### Generated launcher against bare cudarc",
+            "One kernel, `increment_by_one` on 1,024 floats (one thread per element, blocks of "
+            "`kernels::add::BLOCK`), launched by cudarc's `launch_builder` on the PTX gpukern embeds, "
+            "and by the launcher `#[kernel]` generates, through `gpu.library()` and through a module "
+            "loaded with `gpu.load`. The three take turns for "
+            f"{' / '.join(rounds) or 'several'} rounds; the time is the median over the rounds of "
+            "the mean wall time per call (`async`: back to back, one synchronize at the end; `sync`: "
+            "a synchronize after each call). Microseconds per call, and the launcher's time over "
+            "the bare launch's in the same rounds:",
+            table(["mode", "impl", "launched by", "us per call", "of bare cudarc", "note"], rows, right=[3, 4]),
+        ]
+    )
+
+
+def overhead_section(run: Run, plot: str | None) -> str:
+    # The generated-launcher comparison has a table of its own (two gpukern paths per call).
+    records = [r for r in run.by_kernel.get("launch_overhead", []) if r.get("op") != LAUNCHER_OP]
+    launcher = launcher_section(run)
+    if not records:
+        return launcher
     parts = [
         "## Launch overhead",
         "Wall time per call (mean over up to 10,000 calls) of a 1,024-element add and a 32^3 matmul: "
@@ -385,6 +437,8 @@ def overhead_section(run: Run, plot: str | None) -> str:
         rows.append(row)
     parts.append("Microseconds per call:")
     parts.append(table(["call", *libs], rows, right=range(1, len(libs) + 1)))
+    if launcher:
+        parts.append(launcher)
     return "\n\n".join(parts)
 
 
@@ -488,7 +542,8 @@ def plots(run: Run, folder: str) -> dict[str, str]:
         bars(kernel, rs, "gbps", f"{kernel}{on}: GB/s (higher is better)", "GB/s", False, copy_bw, "copy ceiling")
     mm = [r for r in run.by_kernel.get("matmul", []) if timed(r)]
     bars("matmul", mm, "tflops", f"matmul{on}: TFLOP/s (log scale)", "TFLOP/s", True, None, "")
-    lo = [r for r in run.by_kernel.get("launch_overhead", []) if timed(r)]
+    # The generated-launcher rows have their own table (their two gpukern paths share a call).
+    lo = [r for r in run.by_kernel.get("launch_overhead", []) if timed(r) and r.get("op") != LAUNCHER_OP]
     if lo:
         for r in lo:
             r["us"] = r["median_ms"] * 1e3
@@ -593,6 +648,26 @@ def range_target(run: Run, label: str, kernel: str, mine: Any, theirs: str) -> l
     return [label, figure, status]
 
 
+def launcher_target(lo: dict[tuple[Any, Any, Any], Record], mode: str) -> list[str]:
+    """A row for "the generated launcher within 10% of a bare cudarc launch of the same kernel"
+    in `mode`: both generated-launcher paths (`gpu.library()`, `gpu.load`) against the bare one."""
+    label = f"generated launcher <= {100 * LAUNCHER_GOAL:.0f}% of bare cudarc (`{LAUNCHER_OP}`, {mode})"
+    bare = lo.get(("cudarc", LAUNCHER_OP, mode))
+    paths = [(impl, lo.get((impl, LAUNCHER_OP, mode))) for impl in ("gpukern:launcher", "gpukern:module")]
+    measured = [(impl, r["median_ms"] / bare["median_ms"], r) for impl, r in paths if r and bare]
+    if not bare or not measured:
+        return [label, "not measured in this run", "unknown"]
+    impl, q, r = measured[0]
+    figure = f"{r['median_ms'] * 1e3:.2f} vs {bare['median_ms'] * 1e3:.2f} us = **{100 * q:.0f}%** ({impl} / cudarc)"
+    figure += "".join(f"; {i.split(':')[1]} {100 * x:.0f}%" for i, x, _ in measured[1:])
+    missing = [impl for impl, r in paths if not r]
+    if missing:
+        figure += f"; {', '.join(missing)} not measured"
+    worst = max(x for _, x, _ in measured)
+    status = "met" if worst <= LAUNCHER_GOAL and not missing else "missed" if worst > LAUNCHER_GOAL else "unknown"
+    return [label, figure, status]
+
+
 def targets_table(run: Run) -> str:
     """The performance targets of the fast-kernels issue, each computed from this run's records."""
     rows = [
@@ -619,8 +694,8 @@ def targets_table(run: Run) -> str:
         figure = f"{tf['impl']} {fmt_err(tf)}" + (f", cublas_tf32 {fmt_err(cb)}" if cb else "") + " at 4096^3"
         rows.append(["TF32 relative error about 1e-3", figure, "met" if tf["rel_err"] < 2e-3 else "missed"])
     # Launch overhead: wall time per call, async mode.
-    lo = {(r["impl"], r.get("mode")): r for r in run.by_kernel.get("launch_overhead", []) if timed(r)}
-    mine, bare = lo.get(("gpukern:scalar", "async")), lo.get(("cudarc", "async"))
+    lo = {(r["impl"], r.get("op"), r.get("mode")): r for r in run.by_kernel.get("launch_overhead", []) if timed(r)}
+    mine, bare = lo.get(("gpukern:scalar", "add", "async")), lo.get(("cudarc", "add", "async"))
     if mine:
         us = mine["median_ms"] * 1e3
         rows.append([
@@ -635,6 +710,8 @@ def targets_table(run: Run) -> str:
             f"{mine['median_ms'] * 1e3:.2f} vs {bare['median_ms'] * 1e3:.2f} us = {100 * (q - 1):+.0f}%",
             "met" if q <= 1.2 else "missed",
         ])
+    for mode in ("async", "sync"):
+        rows.append(launcher_target(lo, mode))
     return "\n\n".join(
         [
             "## Targets, against this run",

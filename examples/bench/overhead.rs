@@ -5,6 +5,11 @@
 //! synchronize at the end (the cost of queueing a launch); `sync` = a synchronize after every
 //! call (one round trip); `ndarray` = the free function on host arrays (upload, launch,
 //! download).
+//!
+//! The generated launcher against a bare cudarc launch: `increment_by_one` on the same 1,024
+//! floats, launched by cudarc's `launch_builder` on the PTX gpukern embeds, by the launcher
+//! `#[kernel]` generates through `gpu.library()`, and by the same launcher through a module
+//! loaded with `gpu.load(&gpukern::ptx::KERNELS)`; the three take turns over several rounds.
 
 use cudarc::driver::{CudaSlice, LaunchConfig as CudaLaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
@@ -15,16 +20,21 @@ use crate::Bench;
 use crate::data::random_vec;
 use crate::matmul::{Shape, reference, shape_name};
 use crate::memory::F32_TOL;
-use crate::record::{Check, Record, Res, Sink};
-use crate::timing::{wall_median, wall_per_call};
+use crate::record::{Check, Record, Res, Sink, catch};
+use crate::timing::{Stats, wall_median, wall_per_call};
 
 /// Elements of the tiny add.
 const ADD_N: usize = 1024;
 /// Side of the tiny matmul.
 const MATMUL_N: usize = 32;
 
+/// Records made by [`launcher_vs_bare`]: three launch paths, two modes.
+const LAUNCHER_RECORDS: u64 = 6;
 /// Records made by [`launch_overhead`].
-pub const LAUNCH_RECORDS: u64 = 8;
+pub const LAUNCH_RECORDS: u64 = 8 + LAUNCHER_RECORDS;
+/// Rounds of [`launcher_vs_bare`] (each path measured once per round, in turn), so that a drift
+/// of the clocks or of the host's load during the measurement falls on every path alike.
+const LAUNCHER_ROUNDS: usize = 5;
 
 impl Record {
     /// Adds a mean wall time per call.
@@ -218,6 +228,217 @@ pub fn launch_overhead(b: &mut Bench, sink: &mut Sink) -> Res<()> {
         )?;
         Ok(base.checked(&check).per_call(ms, done))
     })?;
+    launcher_vs_bare(b, sink, calls, warmup, max_s)
+}
+
+/// A launch of `increment_by_one` on a device-resident vector, ready to be repeated.
+type Call = Box<dyn FnMut() -> Res<()>>;
+/// Prepares a [`Call`]: the vector after its first launch, and the call.
+type Setup<'a> = &'a dyn Fn() -> Res<(Vec<f32>, Call)>;
+
+/// One way of launching `increment_by_one` in [`launcher_vs_bare`]: its record so far, and the
+/// call with the means per call of the rounds it has been timed in (`None` once it failed).
+struct LaunchPath {
+    record: Record,
+    call: Option<Call>,
+    means_ms: Vec<f64>,
+    calls: usize,
+}
+
+/// The launch shape `increment_by_one` documents: one thread per element in 1-D blocks of
+/// [`gpukern::kernels::add::BLOCK`], no shared memory; returns (grid, block).
+fn increment_shape(n: usize) -> Res<(u32, u32)> {
+    let block = gpukern::kernels::add::BLOCK;
+    let grid = u32::try_from(n.div_ceil(block as usize))?;
+    Ok((grid, block))
+}
+
+/// The bare path: `increment_by_one` loaded by cudarc from the PTX gpukern embeds for this
+/// device, launched with `launch_builder` on the Gpu's stream. Returns the vector after one
+/// launch (from `x`) and the launch to repeat, with a synchronize after it when `sync`.
+fn bare_increment(b: &Bench, x: &[f32], sync: bool) -> Res<(Vec<f32>, Call)> {
+    let (ctx, s) = (b.ctx.clone(), b.stream.clone());
+    let cc = ctx.compute_capability()?;
+    let module = gpukern::ptx::select(cc).ok_or("no embedded PTX module runs on this device")?;
+    let function = ctx
+        .load_module(Ptx::from_src(module.ptx))?
+        .load_function("increment_by_one")?;
+    let n = x.len();
+    let (grid, block) = increment_shape(n)?;
+    let cfg = CudaLaunchConfig {
+        grid_dim: (grid, 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut dx = s.clone_htod(x)?;
+    let stream = s.clone();
+    let launch = move |dx: &mut CudaSlice<f32>| -> Res<()> {
+        let mut args = stream.launch_builder(&function);
+        args.arg(dx).arg(&n);
+        // SAFETY: `increment_by_one(x, n: usize)` with a buffer of `n` floats, one thread per
+        // element in blocks of BLOCK.
+        unsafe { args.launch(cfg) }?;
+        if sync {
+            stream.synchronize()?;
+        }
+        Ok(())
+    };
+    launch(&mut dx)?;
+    let out = s.clone_dtoh(&dx)?;
+    Ok((out, Box::new(move || launch(&mut dx))))
+}
+
+/// The generated launcher, `kernels::add::increment_by_one::launch`, on `x` uploaded to the
+/// bench's Gpu: through `gpu.library()` (gpukern's own kernels, as gpukern's operations launch
+/// them) when `module` is `None`, else through `module`. Returns as [`bare_increment`] does.
+fn launcher_increment(
+    b: &Bench,
+    module: Option<gpukern::Module>,
+    x: &[f32],
+    sync: bool,
+) -> Res<(Vec<f32>, Call)> {
+    let gpu = b.gpu.clone();
+    let n = x.len();
+    let (grid, block) = increment_shape(n)?;
+    let cfg = gpukern::LaunchConfig {
+        grid: (grid, 1, 1),
+        block: (block, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut dx = gpu.upload(x)?;
+    let launch = move |dx: &mut gpukern::DeviceVec<f32>| -> Res<()> {
+        // SAFETY: `increment_by_one(x, n)` with a buffer of `n` floats, one thread per element
+        // in blocks of BLOCK.
+        match &module {
+            Some(m) => unsafe { gpukern::kernels::add::increment_by_one::launch(m, cfg, dx, n) }?,
+            None => unsafe { gpukern::kernels::add::increment_by_one::launch(&gpu.library(), cfg, dx, n) }?,
+        }
+        if sync {
+            gpu.synchronize()?;
+        }
+        Ok(())
+    };
+    launch(&mut dx)?;
+    let out = dx.to_vec()?;
+    Ok((out, Box::new(move || launch(&mut dx))))
+}
+
+/// Wall time per call of one kernel, `increment_by_one` on 1,024 floats, launched by a bare
+/// cudarc `launch_builder` (`impl: cudarc`), by its generated launcher through `gpu.library()`
+/// (`gpukern:launcher`) and through a module loaded with `gpu.load` (`gpukern:module`), in
+/// `async` and `sync` mode. Each path is checked (its first launch must give `x + 1`), then the
+/// three take turns for [`LAUNCHER_ROUNDS`] rounds; `median_ms` is the median over the rounds of
+/// the mean per call, and the launcher rows carry `launcher_vs_bare`, their `median_ms` over the
+/// bare path's.
+pub fn launcher_vs_bare(b: &mut Bench, sink: &mut Sink, calls: usize, warmup: usize, max_s: f64) -> Res<()> {
+    let b: &Bench = b;
+    let n = ADD_N;
+    let rounds = if b.quick { 3 } else { LAUNCHER_ROUNDS };
+    let per_round = calls.div_ceil(rounds);
+    let x = random_vec(n, -1.0, 1.0);
+    let want = gpukern::cpu::increment_by_one(&x);
+    let (grid, block) = increment_shape(n)?;
+    for mode in ["async", "sync"] {
+        let sync = mode == "sync";
+        let base = |imp: &str, via: &str| {
+            Record::new("launch_overhead", imp, n.to_string())
+                .with("op", "increment_by_one")
+                .with("mode", mode)
+                .with("via", via)
+                .with("grid", grid)
+                .with("block", block)
+                .with("calls_planned", per_round * rounds)
+                .with("rounds", rounds)
+        };
+        let setups: [(Record, Setup); 3] = [
+            (base("cudarc", "launch_builder"), &|| bare_increment(b, &x, sync)),
+            (base("gpukern:launcher", "gpu.library()"), &|| {
+                launcher_increment(b, None, &x, sync)
+            }),
+            (
+                base("gpukern:module", "gpu.load(&gpukern::ptx::KERNELS)"),
+                &|| {
+                    let module = b.gpu.load(&gpukern::ptx::KERNELS)?;
+                    launcher_increment(b, Some(module), &x, sync)
+                },
+            ),
+        ];
+        if sink.expired() {
+            for (record, _) in setups {
+                sink.item(record, || Err("time budget spent".into()))?;
+            }
+            continue;
+        }
+        let mut paths: Vec<LaunchPath> = setups
+            .into_iter()
+            .map(|(record, setup)| match catch(setup) {
+                Ok((out, call)) => {
+                    let check = Check::new(&out, &want, F32_TOL, "cpu_f64");
+                    let passed = check.passed();
+                    LaunchPath {
+                        record: record.checked(&check),
+                        call: passed.then_some(call),
+                        means_ms: Vec::new(),
+                        calls: 0,
+                    }
+                }
+                Err(e) => LaunchPath {
+                    record: record.failed(e),
+                    call: None,
+                    means_ms: Vec::new(),
+                    calls: 0,
+                },
+            })
+            .collect();
+        for round in 0..rounds {
+            // Each round starts with another path, so no path always follows the same one.
+            for k in 0..paths.len() {
+                let count = paths.len();
+                let path = &mut paths[(round + k) % count];
+                let Some(call) = path.call.as_mut() else {
+                    continue;
+                };
+                let finish = || -> Res<()> { Ok(b.stream.synchronize()?) };
+                match catch(|| wall_per_call(per_round, warmup, max_s / rounds as f64, call, finish)) {
+                    Ok((ms, done)) => {
+                        path.means_ms.push(ms);
+                        path.calls += done;
+                    }
+                    Err(e) => {
+                        path.record = path.record.clone().failed(e);
+                        path.call = None;
+                    }
+                }
+            }
+        }
+        let mut records = Vec::with_capacity(paths.len());
+        for path in paths {
+            let stats = Stats::of(path.means_ms, per_round, warmup, "wall_clock");
+            let record = match (path.call, stats) {
+                (Some(_), Ok(stats)) => path
+                    .record
+                    .timed(&stats, None, None)
+                    .with("us_per_call", stats.median_ms * 1e3)
+                    .with("calls", path.calls)
+                    .with("stat", "median_of_round_means"),
+                (Some(_), Err(e)) => path.record.failed(e),
+                (None, _) => path.record,
+            };
+            records.push(record);
+        }
+        let bare_ms = records[0].median_ms;
+        for record in &mut records[1..] {
+            if let (Some(ms), Some(bare)) = (record.median_ms, bare_ms) {
+                *record = record
+                    .clone()
+                    .with("launcher_vs_bare", ms / bare)
+                    .with("bare_us_per_call", bare * 1e3);
+            }
+        }
+        for record in records {
+            sink.emit(record)?;
+        }
+    }
     Ok(())
 }
 
