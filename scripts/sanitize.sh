@@ -60,4 +60,29 @@ for tool in memcheck racecheck synccheck initcheck; do
     fi
     rm -f "$log"
 done
+
+# The device helpers' checks (tests/device_checks.rs, every entry point of gpukern-device/checks)
+# and the user-crate example (examples/custom-kernels): memcheck and racecheck over all of them.
+# The device-assert child (a planted fault) runs outside the sanitizer: the parent re-runs itself.
+checks=$(find "$dir/tests" -name 'device_checks-*' -type f | head -n 1)
+example=$(find "$dir/examples" -name 'custom-kernels' -type f | head -n 1)
+for tool in memcheck racecheck; do
+    for exe in $checks $example; do
+        log=$(mktemp)
+        start=$(date +%s)
+        exe_args=()
+        [ "$exe" = "$checks" ] && exe_args=(cuda:: --test-threads 1)
+        timeout "${SANITIZE_TOOL_TIMEOUT:-300}" \
+            "$sanitizer" --tool "$tool" --error-exitcode 99 "$exe" "${exe_args[@]}" >"$log" 2>&1
+        rc=$?
+        summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)
+        passed=$(grep -Eo '[0-9]+ passed; [0-9]+ failed' "$log" | tail -n 1)
+        echo "$tool $(basename "$exe"): ${summary:-no summary} | ${passed:-example} | exit $rc | $(( $(date +%s) - start )) s"
+        if [ $rc -ne 0 ]; then
+            status=1
+            grep -E '^=========' "$log" | head -n 30
+        fi
+        rm -f "$log"
+    done
+done
 exit $status
