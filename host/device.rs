@@ -53,53 +53,6 @@ pub(crate) struct CudaDevice {
     pub(crate) residency: Mutex<HashMap<(&'static str, u32), u32>>,
     /// The kernel crates loaded with [`Gpu::load`], by crate name: each loaded once.
     pub(crate) modules: Mutex<HashMap<&'static str, Arc<Functions>>>,
-    /// Counts this device as open until everything above is dropped (declared last: fields drop
-    /// in order).
-    _live: live::Handle,
-}
-
-/// How many gpukern handles of each device ordinal are alive: a device whose context a kernel
-/// fault poisoned is reset only when none is (see [`Gpu::new`]).
-mod live {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-
-    static LIVE: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
-
-    /// The live `CudaDevice`s of `ordinal`.
-    pub(crate) fn count(ordinal: usize) -> usize {
-        let live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
-        live.as_ref().and_then(|m| m.get(&ordinal).copied()).unwrap_or(0)
-    }
-
-    /// One live `CudaDevice`, counted from creation to drop.
-    pub(crate) struct Handle(usize);
-
-    impl Handle {
-        pub(crate) fn new(ordinal: usize) -> Handle {
-            let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
-            *live.get_or_insert_with(HashMap::new).entry(ordinal).or_insert(0) += 1;
-            Handle(ordinal)
-        }
-    }
-
-    impl Drop for Handle {
-        fn drop(&mut self) {
-            let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(n) = live.as_mut().and_then(|m| m.get_mut(&self.0)) {
-                *n = n.saturating_sub(1);
-            }
-        }
-    }
-}
-
-/// Resets device `ordinal`'s primary context (`cuDevicePrimaryCtxReset`): every allocation and
-/// all state of it are destroyed, and the sticky error with them.
-fn reset_primary_context(ordinal: usize) -> std::result::Result<(), DriverError> {
-    let device = cudarc::driver::result::device::get(ordinal as i32)?;
-    // SAFETY: called only when no gpukern handle of the device is alive, so nothing of
-    // gpukern's refers to the state it destroys.
-    unsafe { sys::cuDevicePrimaryCtxReset_v2(device) }.result()
 }
 
 /// Which backend [`Gpu::global`] picks: `GPUKERN_DEVICE` = `cuda`, `sim`, or unset (CUDA if
@@ -126,17 +79,7 @@ impl Gpu {
                 reason: format!("the driver sees {count} device(s)"),
             });
         }
-        let ctx = match CudaContext::new(ordinal) {
-            Ok(ctx) => ctx,
-            // A kernel fault left the device's primary context unusable (a sticky error). Once
-            // every gpukern handle of the device is gone (what `Error::KernelFailed` asks for),
-            // nothing of gpukern's can use the old state: reset the context and open it afresh.
-            Err(e) if faults::is_sticky(&e) && live::count(ordinal) == 0 => {
-                reset_primary_context(ordinal).map_err(|e| open_error(ordinal, e))?;
-                CudaContext::new(ordinal).map_err(|e| open_error(ordinal, e))?
-            }
-            Err(e) => return Err(open_error(ordinal, e)),
-        };
+        let ctx = CudaContext::new(ordinal).map_err(|e| open_error(ordinal, e))?;
         // Every buffer of this Gpu lives on its one stream, so cudarc's cross-stream events
         // are pure overhead on each allocation and launch.
         // SAFETY: called before this context allocated anything or launched anything.
@@ -172,7 +115,6 @@ impl Gpu {
                 multiprocessors,
                 shared_opt_in,
                 residency: Mutex::new(HashMap::new()),
-                _live: live::Handle::new(ordinal),
             })),
         })
     }
@@ -294,6 +236,13 @@ pub(crate) fn open_error(ordinal: usize, e: DriverError) -> Error {
         CUDA_ERROR_NO_DEVICE | CUDA_ERROR_INVALID_DEVICE => Error::NoDevice {
             ordinal,
             reason: format!("{:?}", e.0),
+        },
+        // A kernel of this process faulted earlier: CUDA stays unusable in this process.
+        _ if faults::is_sticky(&e) => Error::KernelFailed {
+            kernels: "(one launched earlier in this process)".to_string(),
+            during: "opening the CUDA device",
+            sticky: true,
+            source: e,
         },
         _ => Error::Driver {
             during: OPENING_DEVICE,

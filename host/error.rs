@@ -92,14 +92,16 @@ pub enum Error {
     /// A kernel failed: the driver refused its launch, or it faulted on the device (a device
     /// assertion, a trap, an illegal address...). A fault surfaces at the next synchronisation
     /// ([`crate::Gpu::synchronize`], a download), so `kernels` names every kernel launched on the
-    /// device since the last one. After a fault (`sticky`) the CUDA context is unusable: every
-    /// later call on this `Gpu` fails the same way.
+    /// device since the last one. After a fault (`sticky`) CUDA is unusable for the rest of the
+    /// process, as CUDA documents for these errors ("to continue using CUDA, the process must be
+    /// terminated and relaunched"): every later call fails the same way, `Gpu::new` included;
+    /// the simulator still works.
     #[error(
         "kernel {kernels} failed ({during}): {source}{}",
         if *sticky {
-            ". The CUDA context is unusable now (a sticky error): drop this Gpu with its buffers \
-             and modules (and do not use Gpu::global() for it), then create a new Gpu; run the \
-             kernel in the simulator (Gpu::simulator()) to find the bug"
+            ". CUDA cannot be used again in this process (a sticky error: every later CUDA call \
+             fails the same way, and a new Gpu too); restart the process to use the GPU, and run \
+             the kernel in the simulator (Gpu::simulator(), which still works here) to find the bug"
         } else {
             ""
         }
