@@ -63,7 +63,7 @@ done
 
 # The device helpers' checks (tests/device_checks.rs, every entry point of gpukern-device/checks)
 # and the user-crate example (examples/custom-kernels): memcheck and racecheck over all of them.
-# The device-assert child (a planted fault) runs outside the sanitizer: the parent re-runs itself.
+# The trial whose child trips a device assertion on purpose is skipped here.
 checks=$(find "$dir/tests" -name 'device_checks-*' -type f | head -n 1)
 example=$(find "$dir/examples" -name 'custom-kernels' -type f | head -n 1)
 for tool in memcheck racecheck; do
@@ -71,7 +71,9 @@ for tool in memcheck racecheck; do
         log=$(mktemp)
         start=$(date +%s)
         exe_args=()
-        [ "$exe" = "$checks" ] && exe_args=(cuda:: --test-threads 1)
+        # The assert trial's child trips a device assertion on purpose: the sanitizer would count
+        # that planted fault as its error, so it runs without the sanitizer (gpu-check runs it).
+        [ "$exe" = "$checks" ] && exe_args=(cuda:: --skip cuda::assert:: --test-threads 1)
         timeout "${SANITIZE_TOOL_TIMEOUT:-300}" \
             "$sanitizer" --tool "$tool" --error-exitcode 99 "$exe" "${exe_args[@]}" >"$log" 2>&1
         rc=$?
