@@ -14,6 +14,7 @@
 //! ([`children`]). After a whole family ran, every `.entry` of the checks PTX must have been
 //! launched by it (in this process or a child), or the run fails naming the kernels missed.
 
+#[path = "../../../../tests/common/mod.rs"]
 mod common;
 
 #[path = "device_checks/atomics.rs"]

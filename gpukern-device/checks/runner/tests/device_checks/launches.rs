@@ -51,7 +51,7 @@ fn assert_passes(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
 
 /// The `file:line` of the checks crate's `device_assert!`.
 fn assert_location() -> String {
-    let source = include_str!("../../gpukern-device/checks/src/print.rs");
+    let source = include_str!("../../../src/print.rs");
     let line = source
         .lines()
         .position(|l| l.contains("device_assert!("))
