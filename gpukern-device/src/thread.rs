@@ -1,6 +1,7 @@
 //! Thread, block and grid indices, and the block barrier.
 //!
-//! `x` is the fastest-varying dimension: in the 2-D kernels it walks columns, `y` walks rows.
+//! `x` is the fastest-varying dimension: in the 2-D kernels it walks columns, `y` walks rows;
+//! `z` is the slowest (planes of a 3-D launch).
 
 #[cfg(target_arch = "nvptx64")]
 mod backend {
@@ -8,20 +9,38 @@ mod backend {
 
     // SAFETY (all below): reading a special register has no precondition inside a kernel.
     #[inline(always)]
-    pub fn thread_idx() -> (u32, u32) {
-        unsafe { (nvptx::_thread_idx_x(), nvptx::_thread_idx_y()) }
+    pub fn thread_idx() -> (u32, u32, u32) {
+        unsafe {
+            (
+                nvptx::_thread_idx_x(),
+                nvptx::_thread_idx_y(),
+                nvptx::_thread_idx_z(),
+            )
+        }
     }
     #[inline(always)]
-    pub fn block_idx() -> (u32, u32) {
-        unsafe { (nvptx::_block_idx_x(), nvptx::_block_idx_y()) }
+    pub fn block_idx() -> (u32, u32, u32) {
+        unsafe {
+            (
+                nvptx::_block_idx_x(),
+                nvptx::_block_idx_y(),
+                nvptx::_block_idx_z(),
+            )
+        }
     }
     #[inline(always)]
-    pub fn block_dim() -> (u32, u32) {
-        unsafe { (nvptx::_block_dim_x(), nvptx::_block_dim_y()) }
+    pub fn block_dim() -> (u32, u32, u32) {
+        unsafe {
+            (
+                nvptx::_block_dim_x(),
+                nvptx::_block_dim_y(),
+                nvptx::_block_dim_z(),
+            )
+        }
     }
     #[inline(always)]
-    pub fn grid_dim() -> (u32, u32) {
-        unsafe { (nvptx::_grid_dim_x(), nvptx::_grid_dim_y()) }
+    pub fn grid_dim() -> (u32, u32, u32) {
+        unsafe { (nvptx::_grid_dim_x(), nvptx::_grid_dim_y(), nvptx::_grid_dim_z()) }
     }
     #[inline(always)]
     pub fn sync_threads() {
@@ -76,6 +95,26 @@ pub fn grid_dim_x() -> u32 {
 pub fn grid_dim_y() -> u32 {
     backend::grid_dim().1
 }
+/// `threadIdx.z`: this thread's index in its block, z dimension.
+#[inline(always)]
+pub fn thread_idx_z() -> u32 {
+    backend::thread_idx().2
+}
+/// `blockIdx.z`: this block's index in the grid, z dimension.
+#[inline(always)]
+pub fn block_idx_z() -> u32 {
+    backend::block_idx().2
+}
+/// `blockDim.z`: threads per block, z dimension.
+#[inline(always)]
+pub fn block_dim_z() -> u32 {
+    backend::block_dim().2
+}
+/// `gridDim.z`: blocks in the grid, z dimension.
+#[inline(always)]
+pub fn grid_dim_z() -> u32 {
+    backend::grid_dim().2
+}
 
 /// This thread's global index in a 1-D launch: `blockIdx.x * blockDim.x + threadIdx.x`.
 #[inline(always)]
@@ -89,6 +128,14 @@ pub fn index_2d() -> (usize, usize) {
     let x = block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize;
     let y = block_idx_y() as usize * block_dim_y() as usize + thread_idx_y() as usize;
     (x, y)
+}
+
+/// This thread's global `(x, y, z)` index in a 3-D launch.
+#[inline(always)]
+pub fn index_3d() -> (usize, usize, usize) {
+    let (x, y) = index_2d();
+    let z = block_idx_z() as usize * block_dim_z() as usize + thread_idx_z() as usize;
+    (x, y, z)
 }
 
 /// Total threads of a 1-D launch: `gridDim.x * blockDim.x` (the stride of a grid-stride loop).

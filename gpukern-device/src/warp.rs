@@ -4,7 +4,8 @@
 //! A warp is the 32 threads of a block whose linear index divided by 32 is the same. Every
 //! helper here names the whole warp (`membermask` 0xffffffff), so all 32 lanes must call it, at
 //! the same place in the code; the block's size must be a multiple of 32. On the GPU each
-//! shuffle is one `shfl.sync.bfly.b32`; in the simulator it is a rendezvous of the warp's lanes
+//! shuffle is one `shfl.sync.bfly.b32` (a vote, `ballot`/`all`/`any`, one `vote.sync.ballot.b32`);
+//! in the simulator it is a rendezvous of the warp's lanes
 //! that reports a lane that returned, waits elsewhere, or does not exist.
 
 use crate::math;
@@ -94,4 +95,51 @@ pub fn reduce_max(value: f32) -> f32 {
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub fn reduce_min(value: f32) -> f32 {
     reduce(value, math::min_nan)
+}
+
+/// One bit per lane of the warp, set where `predicate` holds: bit `l` is lane `l`'s
+/// (`__ballot_sync(0xffffffff, predicate)`). Every lane of the warp must call it together.
+///
+/// On the GPU one `vote.sync.ballot.b32`; in the simulator five exchanges of the lanes' bits.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn ballot(predicate: bool) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let bits: u32;
+        // SAFETY: a vote among the warp's lanes; every lane reaches it (caller's contract, as for
+        // a barrier). Not `pure`: the compiler must neither drop nor move it.
+        unsafe {
+            core::arch::asm!(
+                "{{ .reg .pred p; setp.ne.u32 p, {predicate}, 0; vote.sync.ballot.b32 {bits}, p, 0xffffffff; }}",
+                bits = out(reg32) bits,
+                predicate = in(reg32) predicate as u32,
+                options(nomem, nostack),
+            );
+        }
+        bits
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let lane = crate::sim::device::lane_id();
+        let mut bits = u32::from(predicate) << lane;
+        for mask in [16, 8, 4, 2, 1] {
+            bits |= crate::sim::device::warp_shuffle(bits, lane ^ mask);
+        }
+        bits
+    }
+}
+
+/// Whether `predicate` holds on every lane of the warp (`__all_sync(0xffffffff, predicate)`).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn all(predicate: bool) -> bool {
+    ballot(predicate) == u32::MAX
+}
+
+/// Whether `predicate` holds on some lane of the warp (`__any_sync(0xffffffff, predicate)`).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn any(predicate: bool) -> bool {
+    ballot(predicate) != 0
 }

@@ -42,27 +42,29 @@ fn with_block<R>(f: impl FnOnce(&BlockState<'_>) -> R) -> R {
     f(unsafe { &*ptr })
 }
 
-/// `(threadIdx.x, threadIdx.y)` of the running thread.
-pub fn thread_idx() -> (u32, u32) {
+/// `(threadIdx.x, threadIdx.y, threadIdx.z)` of the running thread.
+pub fn thread_idx() -> (u32, u32, u32) {
     with_block(|b| {
         let d = b.thread_dim(b.current.get());
-        (d.x, d.y)
+        (d.x, d.y, d.z)
     })
 }
 
-/// `(blockIdx.x, blockIdx.y)`.
-pub fn block_idx() -> (u32, u32) {
-    with_block(|b| (b.block_idx.x, b.block_idx.y))
+/// `(blockIdx.x, blockIdx.y, blockIdx.z)`.
+pub fn block_idx() -> (u32, u32, u32) {
+    with_block(|b| (b.block_idx.x, b.block_idx.y, b.block_idx.z))
 }
 
-/// `(blockDim.x, blockDim.y)`.
-pub fn block_dim() -> (u32, u32) {
-    with_block(|b| (b.info.config.block.x, b.info.config.block.y))
+/// `(blockDim.x, blockDim.y, blockDim.z)`.
+pub fn block_dim() -> (u32, u32, u32) {
+    let d = with_block(|b| b.info.config.block);
+    (d.x, d.y, d.z)
 }
 
-/// `(gridDim.x, gridDim.y)`.
-pub fn grid_dim() -> (u32, u32) {
-    with_block(|b| (b.info.config.grid.x, b.info.config.grid.y))
+/// `(gridDim.x, gridDim.y, gridDim.z)`.
+pub fn grid_dim() -> (u32, u32, u32) {
+    let d = with_block(|b| b.info.config.grid);
+    (d.x, d.y, d.z)
 }
 
 /// Suspends the running thread at the barrier of the caller's source location.

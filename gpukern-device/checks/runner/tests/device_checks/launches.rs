@@ -4,7 +4,7 @@
 
 use gpukern::gpukern_device::sim::{Dim3, Violation};
 use gpukern::{Error, Gpu, LaunchConfig, Module};
-use gpukern_device_checks::indices::write_index_1d;
+use gpukern_device_checks::indices::{warp_votes, write_index_1d, write_index_3d};
 use gpukern_device_checks::print::assert_non_negative;
 use libtest_mimic::Trial;
 use rand::rngs::StdRng;
@@ -25,6 +25,48 @@ fn write_indices(module: &Module, n: usize) -> Check {
         &want,
         |a, b| a == b,
     )
+}
+
+/// `write_index_3d` over a ragged 3-D box (13 x 7 x 5 in a grid of 8 x 4 x 2 blocks), and
+/// `warp_votes` over 2 blocks of 96 threads against the votes computed on the CPU.
+fn indices_3d_and_votes(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
+    let gpu = module.gpu();
+    let (nx, ny, nz) = (13, 7, 5);
+    let len = nx * ny * nz;
+    let mut out = gpu.upload(&vec![u32::MAX; len + 2])?;
+    let config = LaunchConfig {
+        grid: (2, 2, 3),
+        block: (8, 4, 2),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `out` holds more than `nx * ny * nz` elements.
+    unsafe { write_index_3d::launch(module, config, &mut out, nx, ny, nz) }?;
+    let want: Vec<u32> = (0..len as u32).chain([u32::MAX; 2]).collect();
+    expect_all("write_index_3d", &out.to_vec()?, &want, |a, b| a == b)?;
+    let warps = 6;
+    let mut votes = gpu.zeros::<u32>(5 * warps)?;
+    let config = LaunchConfig {
+        grid: (2, 1, 1),
+        block: (96, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: 5 elements per warp of the launch.
+    unsafe { warp_votes::launch(module, config, &mut votes) }?;
+    let want: Vec<u32> = (0..warps)
+        .flat_map(|w| {
+            let ballot = (0..32u32)
+                .filter(|&l| (l as usize + w).is_multiple_of(3))
+                .fold(0u32, |b, l| b | 1 << l);
+            [
+                ballot,
+                1,
+                0,
+                u32::from(ballot != 0),
+                u32::from(ballot == u32::MAX),
+            ]
+        })
+        .collect();
+    expect_all("warp_votes", &votes.to_vec()?, &want, |a, b| a == b)
 }
 
 fn indices(module: &Module, sizes: &Sizes, _: &mut StdRng) -> Check {
@@ -205,6 +247,7 @@ fn bad_launches(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
 pub fn trials(target: &Target) -> Vec<Trial> {
     let mut trials = vec![
         trial(target, "indices::write_index_1d", indices),
+        trial(target, "indices::index_3d_and_warp_votes", indices_3d_and_votes),
         trial(target, "assert::passes_on_good_input", assert_passes),
         trial(target, "launches::bad_launches_are_errors", bad_launches),
     ];
