@@ -5,6 +5,9 @@
 #
 #   bash scripts/outside-crate.sh            build and run it, sharing this repository's target
 #                                            directory (dependencies already built are reused)
+#   bash scripts/outside-crate.sh --binary DEST
+#                                            build the copy in release and copy its binary to
+#                                            DEST (to run it on a GPU machine)
 #   bash scripts/outside-crate.sh --timing   also time, in a target directory of its own: the
 #                                            first `cargo build` from clean, a rebuild after
 #                                            editing one kernel, and a rebuild after editing only
@@ -29,9 +32,27 @@ if [ -z "${GPUKERN_PTXAS:-}" ] && [ -x "$repo/.tools/ptxas/bin/ptxas" ]; then
     export GPUKERN_PTXAS=$repo/.tools/ptxas/bin/ptxas
 fi
 
+if [ "$timing" = "--binary" ]; then
+    CARGO_TARGET_DIR="$repo/target" cargo build --release --manifest-path "$crate/Cargo.toml"
+    cp "$repo/target/release/custom-kernels" "${2:?usage: outside-crate.sh --binary DEST}"
+    exit 0
+fi
+
 if [ "$timing" != "--timing" ]; then
     CARGO_TARGET_DIR="$repo/target" cargo run --manifest-path "$crate/Cargo.toml"
     CARGO_TARGET_DIR="$repo/target" cargo test --manifest-path "$crate/Cargo.toml"
+    # A kernel that does not compile fails the user's build with rustc's own message, naming the
+    # kernel crate's file.
+    sed -i 's/mem::load(x, i) + 1.0)/mem::load(x, i) + 1u32)/' "$crate/kernels/src/lib.rs"
+    if CARGO_TARGET_DIR="$repo/target" cargo build --manifest-path "$crate/Cargo.toml" >"$work/broken.log" 2>&1; then
+        echo "outside-crate: a kernel with a type error built"; exit 1
+    fi
+    if ! grep -q 'error\[E0277\]' "$work/broken.log" || ! grep -q 'kernels/src/lib.rs' "$work/broken.log"; then
+        echo "outside-crate: the failed build did not show rustc's error in kernels/src/lib.rs:"
+        cat "$work/broken.log"; exit 1
+    fi
+    echo "outside-crate: a kernel with a type error fails the build with rustc's message:"
+    grep -E 'error\[E0277\]|kernels/src/lib.rs' "$work/broken.log" | head -n 3
     exit 0
 fi
 
