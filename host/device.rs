@@ -311,6 +311,8 @@ mod tests {
             let right = match &e {
                 Error::NoDevice { ordinal, .. } => no_gpu && *ordinal == 2,
                 Error::Driver { during, .. } => !no_gpu && during.contains("present but failing"),
+                // A sticky error (an earlier kernel's fault, or ECC): a GPU that is there.
+                Error::KernelFailed { sticky: true, .. } => !no_gpu,
                 _ => false,
             };
             // The code, not `e`: a DriverError's text asks libcuda, which may be missing here.
