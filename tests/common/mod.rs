@@ -1,5 +1,6 @@
 //! Helpers shared by the test binaries: the run's random seed, seeded generators and random
-//! inputs.
+//! inputs (and the fixed LCG inputs of the direct simulator trials); `check` and `trial`, the
+//! comparisons and trial naming of the `kernels` harness.
 //!
 //! Every run draws a fresh seed (or takes `GPUKERN_TEST_SEED`), and each test derives its own
 //! generator from that seed and its name, so a failure reproduces with the same seed whatever
@@ -8,7 +9,12 @@
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code)]
 
+pub mod check;
+pub mod trial;
+
 use std::sync::OnceLock;
+
+use gpukern::kernels::sim::{Dim3, LaunchConfig};
 
 use ndarray::Array2;
 use rand::rngs::StdRng;
@@ -316,4 +322,33 @@ pub fn matmul_with_operand_bits(
         }
     }
     out
+}
+
+/// `n` floats in [-1, 1) from a 64-bit LCG seeded with `seed`: the same inputs every run (the
+/// direct simulator trials, whose shapes and special entries are chosen against fixed data).
+pub fn lcg_vec(seed: u64, n: usize) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+/// A `rows x cols` matrix of [`lcg_vec`] floats.
+pub fn lcg_matrix(seed: u64, rows: usize, cols: usize) -> Array2<f32> {
+    Array2::from_shape_vec((rows, cols), lcg_vec(seed, rows * cols)).unwrap()
+}
+
+/// A 1-D launch of `blocks` blocks of `threads` threads with `shared_mem_bytes` of dynamic shared
+/// memory, for kernels launched straight through the simulator.
+pub fn launch_1d(blocks: u32, threads: u32, shared_mem_bytes: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: Dim3::new(blocks, 1, 1),
+        block: Dim3::new(threads, 1, 1),
+        shared_mem_bytes,
+    }
 }

@@ -1,18 +1,36 @@
 //! The fast matmul kernels ([`MatmulAlgorithm::Fast`]) in the CPU simulator, against
 //! [`gpukern::cpu::matmul`]: every kernel (both tilings, 16-byte and scalar global accesses, with
 //! and without a split of `k`) on shapes that cross every tile edge, and the plan table that
-//! picks among them.
+//! picks among them. Plain test functions (they fail by panicking), run as `sim::matmul::<name>`.
 //!
 //! Shapes are small: the simulator checks every access of every thread, and a block of the large
 //! tiling is 256 threads doing 64 multiply-adds per step.
 
-mod common;
-
 use gpukern::ops::matmul::{FastPlan, FastTile, SIMULATED_MULTIPROCESSORS};
 use gpukern::{Error, Gpu, MatmulAlgorithm, cpu};
+use libtest_mimic::Trial;
 use ndarray::Array2;
 
-use common::random_matrix;
+use crate::common::trial::plain_trials;
+use crate::common::{self, random_matrix};
+
+/// The trials of this file.
+pub(super) fn trials() -> Vec<Trial> {
+    plain_trials!(
+        "matmul",
+        [
+            large_tiling_matches_cpu,
+            small_tiling_matches_cpu,
+            wide_tiling_matches_cpu,
+            split_k_matches_cpu,
+            default_is_fast_and_matches_cpu,
+            empty_shapes,
+            too_many_rows_is_too_large,
+            plans_for_benchmark_shapes,
+            k_split_covers_k,
+        ]
+    )
+}
 
 /// Each element within this fraction of `sum_i |A[r][i] * B[i][c]|` of the f64 reference: f32
 /// fused multiply-adds over `k` terms drift like `sqrt(k) * 2^-24`, far below.
@@ -64,7 +82,6 @@ fn plan(tile: FastTile, slices: usize) -> FastPlan {
     FastPlan { tile, slices }
 }
 
-#[test]
 fn large_tiling_matches_cpu() {
     let gpu = Gpu::simulator();
     for shape in LARGE_SHAPES {
@@ -72,7 +89,6 @@ fn large_tiling_matches_cpu() {
     }
 }
 
-#[test]
 fn small_tiling_matches_cpu() {
     let gpu = Gpu::simulator();
     for shape in SMALL_SHAPES {
@@ -84,7 +100,6 @@ fn small_tiling_matches_cpu() {
 /// of the block tile, more tiles of `k` than stages, and the smallest case.
 const WIDE_SHAPES: [(usize, usize, usize); 4] = [(1, 1, 1), (130, 44, 260), (129, 37, 257), (3, 12, 4)];
 
-#[test]
 fn wide_tiling_matches_cpu() {
     let gpu = Gpu::simulator();
     for shape in WIDE_SHAPES {
@@ -93,7 +108,6 @@ fn wide_tiling_matches_cpu() {
 }
 
 /// Slices of `k`, with ragged last slices, on every tiling and both kinds of global access.
-#[test]
 fn split_k_matches_cpu() {
     let gpu = Gpu::simulator();
     // k = 36 in 3 slices of 16, 16, 4 (small, 16-byte); k = 50 in 3 slices of 24, 24, 2 (large,
@@ -107,7 +121,6 @@ fn split_k_matches_cpu() {
 }
 
 /// The default algorithm end to end, through `matmul`, `matmul_with` and the free function.
-#[test]
 fn default_is_fast_and_matches_cpu() {
     assert_eq!(MatmulAlgorithm::default(), MatmulAlgorithm::Fast);
     // The fastest full-precision algorithm; only the opt-in TF32 one comes after it.
@@ -135,7 +148,6 @@ fn default_is_fast_and_matches_cpu() {
 
 /// An empty inner dimension gives zeros (every kernel variant still writes all of `C`); empty
 /// outputs are fine; a plan of 0 slices is refused.
-#[test]
 fn empty_shapes() {
     let gpu = Gpu::simulator();
     for p in [
@@ -175,7 +187,6 @@ fn empty_shapes() {
 }
 
 /// Rows past the grid's `y` extent are refused with `TooLarge` naming the limit.
-#[test]
 fn too_many_rows_is_too_large() {
     let gpu = Gpu::simulator();
     let max_y = gpu.limits().max_grid_dim[1] as usize;
@@ -197,7 +208,6 @@ fn too_many_rows_is_too_large() {
 
 /// The plan table of `FastPlan::choose` on the benchmark shapes `(m, n, k)` of an H200 (132
 /// SMs), which the simulator also assumes.
-#[test]
 fn plans_for_benchmark_shapes() {
     assert_eq!(SIMULATED_MULTIPROCESSORS, 132);
     let large = plan(FastTile::Large, 1);
@@ -222,7 +232,6 @@ fn plans_for_benchmark_shapes() {
 }
 
 /// `k_split` covers `k` with whole tiles of `BK` and no empty slice.
-#[test]
 fn k_split_covers_k() {
     for tile in FastTile::ALL {
         let bk = tile.tiling().block_k;

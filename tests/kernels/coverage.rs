@@ -1,0 +1,86 @@
+//! Coverage by construction: after a run of a whole family (`sim::` or `cuda::`), every entry
+//! point of the PTX must have been launched by it (`main` checks the launch counts after the
+//! run); and the check itself shown able to fail (`coverage::planted_gaps_are_reported`).
+
+use libtest_mimic::{Arguments, Trial};
+
+use crate::common;
+
+/// Whether this run ran every trial of the family `prefix` (`"sim::"`, `"cuda::"`) that its skip
+/// patterns leave: no filter or a filter that the prefix starts with, not `--exact`, not only
+/// the ignored trials, and no skip pattern that drops the whole family. A skip of some shapes
+/// (as `scripts/sanitize.sh` does) keeps the check on: it must not remove a kernel's only trial.
+pub(crate) fn whole_family_ran(args: &Arguments, prefix: &str) -> bool {
+    let filter_admits = match &args.filter {
+        None => true,
+        Some(f) => !args.exact && prefix.starts_with(f.as_str()),
+    };
+    !args.list && !args.ignored && filter_admits && !args.skip.iter().any(|s| prefix.contains(s.as_str()))
+}
+
+/// The coverage gaps of one backend's launch counts against the entry points of every embedded
+/// PTX module, each prefixed with the backend; prints the tally when there are none.
+pub(crate) fn launch_gaps(backend: &str, counts: &[(&'static str, u64)]) -> Vec<String> {
+    let mut gaps = Vec::new();
+    for module in gpukern::ptx::modules() {
+        let entries = common::ptx_entry_names(module.ptx);
+        gaps.extend(
+            common::coverage_gaps(counts, &entries)
+                .into_iter()
+                .map(|g| format!("{backend} ({}): {g}", module.arch)),
+        );
+    }
+    if gaps.is_empty() {
+        let launches: u64 = counts.iter().map(|(_, n)| n).sum();
+        println!(
+            "kernel coverage ({backend}): all {} entry points launched ({launches} launches)",
+            counts.len()
+        );
+    }
+    gaps
+}
+
+/// The coverage check itself, shown able to fail: a planted table with a kernel never launched,
+/// and one with an entry point the launch table lacks, are reported; a full one is not.
+pub(crate) fn self_trials() -> Vec<Trial> {
+    vec![Trial::test("coverage::planted_gaps_are_reported", || {
+        let names = gpukern::ptx::entry_names(gpukern::ptx::modules()[0].ptx);
+        let entries: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        let full: Vec<(&'static str, u64)> = names.iter().map(|&n| (n, 1)).collect();
+        if !common::coverage_gaps(&full, &entries).is_empty() {
+            return Err("a table with every kernel launched once reports gaps".into());
+        }
+        let mut unlaunched = full.clone();
+        unlaunched[5].1 = 0;
+        let gaps = common::coverage_gaps(&unlaunched, &entries);
+        if gaps.len() != 1 || !gaps[0].contains(full[5].0) {
+            return Err(format!("a kernel never launched ({}) gives {gaps:?}", full[5].0).into());
+        }
+        let mut extra_entry = entries.clone();
+        extra_entry.push("softmax_planted".to_string());
+        let gaps = common::coverage_gaps(&full, &extra_entry);
+        if gaps.len() != 1 || !gaps[0].contains("softmax_planted") {
+            return Err(format!("an entry point no launch reached gives {gaps:?}").into());
+        }
+        let mut extra_launch = full.clone();
+        extra_launch.push(("planted_kernel", 3));
+        let gaps = common::coverage_gaps(&extra_launch, &entries);
+        if gaps.len() != 1 || !gaps[0].contains("planted_kernel") {
+            return Err(format!("a launch of no entry point gives {gaps:?}").into());
+        }
+        // The harness's parser sees the module's real entry points, as gpukern's does.
+        for module in gpukern::ptx::modules() {
+            let parsed = common::ptx_entry_names(module.ptx);
+            if parsed.len() != entries.len() {
+                return Err(format!(
+                    "{} module: {} entry points parsed, {} expected",
+                    module.arch,
+                    parsed.len(),
+                    entries.len()
+                )
+                .into());
+            }
+        }
+        Ok(())
+    })]
+}
