@@ -7,7 +7,7 @@
 //! to fewer bits; the statistical criterion that rejects those (the RMS error within a small
 //! factor of what TF32 rounding predicts, with planted wrong kernels shown to fail it) is
 //! `tf32_statistical_violation` in the host suite (`tests/common/mod.rs`), which every TF32 trial
-//! of `tests/kernels.rs` applies to every tiling, in the simulator and on CUDA. Here the bound
+//! of `tests/kernels/matmul.rs` applies to every tiling, in the simulator and on CUDA. Here the bound
 //! checks the kernels in isolation, and `trunc_kernels_truncate_and_the_others_round` tells
 //! rounding from truncation exactly.
 

@@ -235,7 +235,7 @@ fn main() {
     conclusion.exit();
 }
 
-/// Whether this run ran every trial of the family `prefix` (as in `tests/kernels.rs`): no
+/// Whether this run ran every trial of the family `prefix` (as in `tests/kernels/coverage.rs`): no
 /// filter or one the prefix starts with, not `--exact`, not only the ignored trials, and no skip
 /// pattern that drops the whole family.
 fn whole_family_ran(args: &Arguments, prefix: &str) -> bool {
