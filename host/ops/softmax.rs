@@ -17,7 +17,8 @@ use crate::raw::softmax::RowKernel;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum SoftmaxAlgorithm {
     /// One block of 256 threads per row, three passes over the row (max, sum, write), tree
-    /// reductions in shared memory: the tutorial kernel `softmax_rows`. 16 bytes per element.
+    /// reductions in shared memory: the tutorial kernel `softmax_block_reduce`. 16 bytes per
+    /// element.
     BlockReduce,
     /// One read and one write of each element where the row fits on chip (up to 32768 columns):
     /// online (max, sum) statistics merged with warp shuffles, 16-byte accesses, a warp per row
@@ -336,7 +337,7 @@ impl Gpu {
             _ => {
                 let cfg = LaunchConfig::per_row("softmax", rows, BLOCK, SHARED_BYTES, &self.limits())?;
                 // SAFETY: `x` and `y` hold rows*cols elements; `cfg` is the kernel's per-row shape.
-                unsafe { raw::softmax::softmax_rows(self, cfg, x, y, rows, cols, t) }
+                unsafe { raw::softmax::softmax_block_reduce(self, cfg, x, y, rows, cols, t) }
             }
         }
     }

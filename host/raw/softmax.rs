@@ -7,12 +7,12 @@ use crate::device::{Backend, Gpu};
 use crate::error::{DriverContext, Result};
 use crate::launch_config::LaunchConfig;
 
-/// Launches `softmax_rows(x, y, rows, cols, t)`.
+/// Launches `softmax_block_reduce(x, y, rows, cols, t)`.
 ///
 /// # Safety
 /// See the module contract: `x` and `y` hold `rows * cols` elements.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn softmax_rows(
+pub(crate) unsafe fn softmax_block_reduce(
     gpu: &Gpu,
     cfg: LaunchConfig,
     x: &DeviceVec,
@@ -22,7 +22,7 @@ pub(crate) unsafe fn softmax_rows(
     t: f32,
 ) -> Result<()> {
     // SAFETY: sizes per the contract.
-    unsafe { k::softmax_rows::launch(&gpu.library(), cfg, x, y, rows, cols, t) }
+    unsafe { k::softmax_block_reduce::launch(&gpu.library(), cfg, x, y, rows, cols, t) }
 }
 
 /// The one-pass kernels that take `(x, y, rows, cols, t)`: warp per row, block per row, stream.

@@ -1,7 +1,8 @@
 //! The simulator, tested two ways.
 //!
 //! 1. Every shipped kernel runs through [`Launch`] on small ragged shapes, with the launch shape
-//!    its doc comment gives, and matches an f64 computation written here.
+//!    its doc comment gives, and matches an f64 computation written here (the softmax kernels
+//!    in `softmax.rs`).
 //! 2. Each check is proved on a test-only kernel with one planted bug, written with the same
 //!    `gpu` helpers as the real kernels: the report must name the exact violation, kernel, block
 //!    and thread. Next to each buggy kernel runs its fixed version, which must pass.
@@ -16,10 +17,11 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::assert_report;
+use common::softmax::{run_softmax, softmax_config};
+use common::{assert_close, assert_report, config, random, report};
 use kernels_gpu::gpu::{block, mem, shared, thread};
 use kernels_gpu::sim::{Access, Dim3, Launch, LaunchConfig, SimError, Space, Violation};
-use kernels_gpu::{add, matmul, softmax};
+use kernels_gpu::{add, matmul};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -30,53 +32,6 @@ const T: u32 = 8;
 
 /// Shared memory for one float per thread of a `T`-thread block.
 const T_FLOATS: u32 = T * 4;
-
-/// A 2-D launch (`z` = 1).
-fn config(grid: (u32, u32), block: (u32, u32), shared_mem_bytes: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid: Dim3::new(grid.0, grid.1, 1),
-        block: Dim3::new(block.0, block.1, 1),
-        shared_mem_bytes,
-    }
-}
-
-/// The report expected from `kernel` at block `(x, y)`, thread `(x, y)`.
-fn report(kernel: &str, block: (u32, u32), thread: (u32, u32), violation: Violation) -> SimError {
-    SimError {
-        kernel: kernel.to_string(),
-        block: Dim3::new(block.0, block.1, 0),
-        thread: Dim3::new(thread.0, thread.1, 0),
-        violation,
-    }
-}
-
-/// `n` pseudo-random floats in [-1, 1): a 64-bit LCG (Knuth's MMIX constants), so every run sees
-/// the same inputs; the top 24 bits of the state are exact in an f32.
-fn random(seed: u64, n: usize) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (0..n)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
-
-/// Asserts `|got[i] - want[i]| <= rel * scale[i]` for every element.
-#[track_caller]
-fn assert_close(what: &str, got: &[f32], want: &[f64], scale: &[f64], rel: f64) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, ((&g, &w), &s)) in got.iter().zip(want).zip(scale).enumerate() {
-        let err = (g as f64 - w).abs();
-        assert!(
-            err <= rel * s,
-            "{what}: element {i}: got {g}, want {w} (error {err:e}, allowed {:e})",
-            rel * s
-        );
-    }
-}
 
 /// FNV-1a over the bits of `values`: equal hashes mean bit-identical results.
 fn hash(values: &[f32]) -> u64 {
@@ -252,69 +207,6 @@ fn matmul_tiled_matches_f64() {
             1e-5,
         );
     }
-}
-
-/// The documented launch of [`softmax::softmax_rows`]: one block per row.
-fn softmax_config(rows: usize) -> LaunchConfig {
-    config((rows as u32, 1), (softmax::BLOCK, 1), softmax::SHARED_BYTES)
-}
-
-/// Row-wise softmax of `x` (`rows x cols`) with inverse temperature `t` in the simulator.
-fn run_softmax(cfg: LaunchConfig, x: &[f32], rows: usize, cols: usize, t: f32) -> Result<Vec<f32>, SimError> {
-    let mut y = vec![0.0f32; rows * cols];
-    let mut launch = Launch::new("softmax_rows", cfg);
-    let (px, py) = (launch.input("x", x), launch.output("y", &mut y));
-    // SAFETY: `x` and `y` hold `rows * cols` floats and are registered on the launch.
-    unsafe { launch.run(|| softmax::softmax_rows(px, py, rows, cols, t)) }?;
-    Ok(y)
-}
-
-/// Row-wise softmax in f64.
-fn softmax_f64(x: &[f32], cols: usize, t: f32) -> Vec<f64> {
-    let t = t as f64;
-    x.chunks(cols)
-        .flat_map(|row| {
-            let max = row
-                .iter()
-                .map(|&v| t * v as f64)
-                .fold(f64::NEG_INFINITY, f64::max);
-            let e: Vec<f64> = row.iter().map(|&v| (t * v as f64 - max).exp()).collect();
-            let sum: f64 = e.iter().sum();
-            e.into_iter().map(move |v| v / sum)
-        })
-        .collect()
-}
-
-#[test]
-fn softmax_rows_matches_f64() {
-    // (rows, cols, t, offset): the last case has inputs near 100, whose exponentials overflow
-    // f32 unless the row maximum is subtracted first.
-    let cases = [
-        (3, 1, 1.0, 0.0),
-        (5, 300, 0.5, 0.0),
-        (2, 513, 2.0, 0.0),
-        (3, 40, -1.5, 0.0),
-        (4, 257, 1.0, 97.0),
-    ];
-    for (s, (rows, cols, t, offset)) in cases.into_iter().enumerate() {
-        let x: Vec<f32> = random(30 + s as u64, rows * cols)
-            .iter()
-            .map(|v| offset + 2.0 * v)
-            .collect();
-        let y = run_softmax(softmax_config(rows), &x, rows, cols, t).unwrap();
-        let want = softmax_f64(&x, cols, t);
-        assert_close(&format!("softmax {rows}x{cols} t={t}"), &y, &want, &want, 1e-5);
-    }
-}
-
-#[test]
-fn softmax_rows_blocks_past_the_last_row_leave_together() {
-    // One block more than rows: the whole extra block returns at once, which is no barrier error.
-    let (rows, cols) = (2, 70);
-    let x = random(40, rows * cols);
-    let y = run_softmax(softmax_config(rows + 1), &x, rows, cols, 1.0).unwrap();
-    let want = softmax_f64(&x, cols, 1.0);
-    assert_close("softmax with a spare block", &y, &want, &want, 1e-5);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -669,26 +561,6 @@ fn out_of_bounds_shared_read_off_by_one() {
     for i in 0..T as usize - 1 {
         assert_eq!(y[i], x[i] + x[i + 1]);
     }
-}
-
-#[test]
-fn out_of_bounds_shared_when_the_host_passes_too_little() {
-    // softmax_rows with half its documented shared memory: thread 128 stores past the end.
-    let x = random(59, 300);
-    let cfg = config((1, 1), (softmax::BLOCK, 1), softmax::SHARED_BYTES / 2);
-    let expected = report(
-        "softmax_rows",
-        (0, 0),
-        (128, 0),
-        Violation::OutOfBounds {
-            space: Space::Shared,
-            buffer: "shared".into(),
-            access: Access::Write,
-            index: 128,
-            len: 128,
-        },
-    );
-    assert_report(run_softmax(cfg, &x, 1, 300, 1.0).map(drop), expected);
 }
 
 /// Thread 0 writes the sum of a tile of `x` staged in shared memory. Threads past `n` should

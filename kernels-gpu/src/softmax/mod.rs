@@ -1,0 +1,108 @@
+//! Row-wise softmax with an inverse temperature `t`: `y[r] = softmax(t * x[r])`.
+//!
+//! Computed as `y[r][j] = exp(d_j) / sum_j exp(d_j)` with `d_j = t * (x[r][j] - m_r)`, where `m_r`
+//! is the row's maximum for `t >= 0` and its minimum for `t < 0`, so that `t * m_r` is the
+//! maximum of `t * x[r]`. Every `d_j <= 0`, so nothing overflows, and `t * x` itself is never
+//! formed (it could overflow near `f32::MAX`). The rules at the edges ([`exponent`]):
+//! * an entry equal to `m_r` gets `d_j = 0`: entries at `+inf` (for `t > 0`) share the row's
+//!   mass equally, and a row whose entries are all equal, even all `-inf`, is uniform;
+//! * `t = 0` gives the uniform distribution;
+//! * a NaN anywhere in a row makes that whole row NaN, and no other row.
+//!
+//! A vector is a matrix of one row.
+//!
+//! # The ladder, one file per rung
+//! * [`block_reduce`]: [`softmax_block_reduce`], the tutorial's block reduction, three passes
+//!   over the row.
+//! * [`in_registers`]: one pass, the row held in registers by a warp ([`softmax_warp_1`] ...
+//!   [`softmax_warp_8`]), a lane group ([`softmax_group_8x4`], [`softmax_group_16x2`]) or a
+//!   block ([`softmax_block_4`], [`softmax_block_8`]).
+//! * [`persistent`]: the same, a warp or block kept over several rows, the next row staged in
+//!   shared memory ([`softmax_persist_warp_8`], [`softmax_persist_block_4`],
+//!   [`softmax_persist_block_8`]).
+//! * [`stream`]: rows too long for the chip, read twice by one block per row
+//!   ([`softmax_stream`]).
+//! * [`two_pass`]: the same with several blocks per row, in two launches
+//!   ([`softmax_split_stats`] then [`softmax_split_write`]).
+//!
+//! The shared pieces: [`stats`] (the exponent, Kahan sums, the online `(max, sum)` statistics and
+//! their warp and block merges) and `row` (a row's split into 16-byte vectors, the entries one
+//! thread holds).
+//!
+//! # One pass over the input: online (max, sum) statistics, 16-byte accesses
+//!
+//! Every kernel past the tutorial computes, per thread, the statistics [`Stats`] of the entries it
+//! holds (their reference value `m` and the sum of `exp(exponent(x, m, t))`), merges them across
+//! the warp with shuffles ([`warp::shfl_xor`]) and across the block through shared memory, and
+//! writes `exp(exponent(x, M, t)) / S` with the row's `(M, S)`. Merging rescales each partial sum
+//! to the common reference, so one reduction gives both the reference and the sum.
+//!
+//! Rows are read as 16-byte vectors. A row whose start is not 16-byte aligned (a row `r > 0` when
+//! `cols` is not a multiple of 4) splits into up to 3 head scalars, aligned vectors, and up to 3
+//! tail scalars (`row::RowSplit`); the host passes `x` and `y` at the same address modulo 16
+//! bytes, so the same split holds for the output row.
+//!
+//! Which kernel a shape gets (gpukern's `OnePassConfig::plan`): rows of up to 1024 columns take a
+//! warp each ([`softmax_warp_1`] ... [`softmax_warp_8`]; rows of up to 128 columns optionally a
+//! group of 8 or 16 lanes, [`softmax_group_8x4`], [`softmax_group_16x2`]); up to 32768 a block
+//! each, the row held in registers ([`softmax_block_4`], [`softmax_block_8`]); the persistent
+//! twins of `softmax_warp_8` and the block kernels ([`softmax_persist_warp_8`],
+//! [`softmax_persist_block_4`], [`softmax_persist_block_8`]) stage the next row in shared memory
+//! while they finish the current one; longer rows cannot stay on chip and are
+//! read twice, by one block per row when there are many rows ([`softmax_stream`]), or by several
+//! blocks per row when there are few ([`softmax_split_stats`] then [`softmax_split_write`]).
+
+use crate::gpu::warp;
+
+/// A `#[kernel]` entry `name(x, y, rows, cols, t)` that forwards to the generic body `body`
+/// (`softmax_warp::<8>`), under the doc comment given: one line per instantiation of a rung.
+macro_rules! softmax_kernel {
+    ($(#[$doc:meta])* $name:ident = $body:path) => {
+        $(#[$doc])*
+        #[kernel]
+        pub unsafe fn $name(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
+            // SAFETY: forwarded contract.
+            unsafe { $body(x, y, rows, cols, t) }
+        }
+    };
+}
+
+pub mod block_reduce;
+pub mod in_registers;
+pub mod persistent;
+mod row;
+pub mod stats;
+pub mod stream;
+pub mod two_pass;
+
+pub use block_reduce::{softmax_block_reduce, BLOCK, SHARED_BYTES};
+pub use in_registers::{
+    softmax_block_4, softmax_block_8, softmax_group_16x2, softmax_group_8x4, softmax_warp_1, softmax_warp_2,
+    softmax_warp_4, softmax_warp_8, GROUP_KERNEL_BLOCK,
+};
+pub use persistent::{
+    persist_block_shared_bytes, softmax_persist_block_4, softmax_persist_block_8, softmax_persist_warp_8,
+    PERSIST_WARP_SHARED_BYTES,
+};
+pub use stats::{exponent, KahanSum, Stats};
+pub use stream::{softmax_stream, STREAM_UNROLL};
+pub use two_pass::{softmax_split_stats, softmax_split_write};
+
+/// Threads per block of the warp-per-row kernels: 8 warps, one row each. Small blocks let the
+/// multiprocessor fill up with whole blocks (8 per SM at 256 threads) and leave a partial last
+/// block little to waste.
+pub const WARP_KERNEL_BLOCK: u32 = 256;
+
+/// Rows per block of the warp-per-row kernels.
+pub const WARP_KERNEL_ROWS: u32 = WARP_KERNEL_BLOCK / warp::SIZE;
+
+/// Most threads a block-per-row kernel takes (the CUDA limit).
+pub const ROW_BLOCK_MAX: u32 = 1024;
+
+/// Threads per block of the kernels that stream a row from memory twice ([`softmax_stream`],
+/// [`softmax_split_stats`], [`softmax_split_write`]).
+pub const STREAM_BLOCK: u32 = 512;
+
+/// Dynamic shared memory of the block-per-row and streaming kernels: one [`Stats`] (8 bytes) per
+/// warp of the largest block, for the cross-warp step of the reduction.
+pub const STATS_SHARED_BYTES: u32 = ROW_BLOCK_MAX / warp::SIZE * core::mem::size_of::<Stats>() as u32;
