@@ -650,7 +650,7 @@ fn error_messages_say_what_to_do() {
 fn simulator_errors_name_the_kernel_and_the_thread() {
     use gpukern::kernels::sim::{Dim3, SimError, Violation};
     let sim = SimError {
-        kernel: "softmax_rows".into(),
+        kernel: "softmax_block_reduce".into(),
         block: Dim3::new(2, 0, 0),
         thread: Dim3::new(17, 0, 0),
         violation: Violation::BarrierNotReached {
@@ -661,7 +661,7 @@ fn simulator_errors_name_the_kernel_and_the_thread() {
     let msg = Error::from(sim).to_string();
     for needle in [
         "simulator",
-        "softmax_rows",
+        "softmax_block_reduce",
         "(2, 0, 0)",
         "(17, 0, 0)",
         "softmax.rs:1:1",

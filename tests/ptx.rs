@@ -148,7 +148,7 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "matmul_tf32_128x256_vec4"
         | "matmul_tf32_128x256_trunc"
         | "matmul_tf32_128x256_vec4_trunc" => matmul_tf32::TF32_128X256.threads(),
-        "softmax_rows" => softmax::BLOCK,
+        "softmax_block_reduce" => softmax::BLOCK,
         "softmax_warp_1" | "softmax_warp_2" | "softmax_warp_4" | "softmax_warp_8" => {
             softmax::WARP_KERNEL_BLOCK
         }
@@ -230,7 +230,7 @@ fn every_module_exports_the_same_kernels() {
         "increment_by_one",
         "matmul_naive",
         "matmul_tiled",
-        "softmax_rows",
+        "softmax_block_reduce",
     ] {
         assert!(
             first.contains(&name),
@@ -344,7 +344,7 @@ const BARRIERS: &[(&str, usize)] = &[
     // Each `block::reduce` has three (after the store, one per tree round in its loop, after the
     // final read); the kernel calls `reduce_max` or `reduce_min` (a branch on `t`, which is the
     // same for the whole block), then `reduce_sum`: three call sites.
-    ("softmax_rows", 9),
+    ("softmax_block_reduce", 9),
     // Warp-per-row: shuffles only.
     ("softmax_warp_1", 0),
     ("softmax_warp_2", 0),

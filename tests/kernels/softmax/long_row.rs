@@ -94,7 +94,7 @@ fn softmax_long_row(gpu: &Gpu, rng: &mut StdRng, t: f32) -> Check {
     all_passed(failures)
 }
 
-/// The relative error of a row's sum of exponentials as the tutorial kernel (`softmax_rows`)
+/// The relative error of a row's sum of exponentials as the tutorial kernel (`softmax_block_reduce`)
 /// forms it: thread `tid` of `threads` adds entries `tid, tid + threads, ...` with `add`, then the
 /// block adds the partial sums by a tree (in f32, as `block::reduce_sum`).
 fn row_sum_error(terms: &[f32], threads: usize, add: impl Fn(&[f32], usize, usize) -> f32) -> f64 {
