@@ -1,6 +1,6 @@
 //! Matrix product on device-resident matrices, with a choice of algorithm: each public
-//! operation checks its operands once, picks the plan once ([`plan`]), and launches it
-//! ([`launch`]).
+//! operation checks its operands once, picks the plan once (`plan.rs`), and launches it
+//! (`launch.rs`).
 
 mod error_bound;
 mod launch;

@@ -54,7 +54,7 @@ pub enum Tf32Tile {
     SquareK16,
     /// [`Tf32Tile::Wide`] without rounding the operands: the tensor core truncates them (unit
     /// roundoff [`TF32_TRUNCATION_UNIT_ROUNDOFF`], `2^-10`), so the error bound is
-    /// [`Tf32Tile::error_factor`], about twice [`tf32_error_factor`]; 256 fewer instructions
+    /// [`Tf32Tile::error_factor`], about twice [`tf32_error_factor`](super::tf32_error_factor); 256 fewer instructions
     /// per warp per tile. Never chosen by [`MatmulAlgorithm::Tf32`]; only through
     /// [`Gpu::matmul_tf32_into`].
     WideTruncated,
@@ -99,7 +99,7 @@ impl Tf32Tile {
     }
 
     /// The factor of this tiling's per-element error bound for an inner dimension `k`:
-    /// [`tf32_error_factor`] (`u = 2^-11`) when it [rounds](Tf32Tile::rounds), else the same
+    /// [`tf32_error_factor`](super::tf32_error_factor) (`u = 2^-11`) when it [rounds](Tf32Tile::rounds), else the same
     /// formula with `u =` [`TF32_TRUNCATION_UNIT_ROUNDOFF`] (`2^-10`): about `2e-3 + k * 1.2e-7`.
     pub fn error_factor(self, k: usize) -> f64 {
         let u = if self.rounds() {

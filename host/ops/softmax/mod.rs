@@ -1,6 +1,6 @@
 //! Row-wise softmax with an inverse temperature, with a choice of algorithm: each public
-//! operation checks its operands once, picks the plan once ([`plan`]), and launches it
-//! ([`launch`]).
+//! operation checks its operands once, picks the plan once (`plan.rs`), and launches it
+//! (`launch.rs`).
 
 mod launch;
 mod plan;
