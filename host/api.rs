@@ -97,14 +97,7 @@ where
     S1: Data<Elem = f32>,
     S2: Data<Elem = f32>,
 {
-    if a.ncols() != b.nrows() {
-        return Err(Error::ShapeMismatch {
-            op: "matmul",
-            lhs: a.shape().to_vec(),
-            rhs: b.shape().to_vec(),
-            rule: "A's columns must equal B's rows",
-        });
-    }
+    crate::ops::matmul::check_inner(a.dim(), b.dim())?;
     let gpu = Gpu::global()?;
     let c = gpu.matmul_with(&gpu.upload_matrix(a)?, &gpu.upload_matrix(b)?, algorithm)?;
     c.to_array()

@@ -3,11 +3,11 @@
 
 use ndarray::{Array2, ArrayBase, Data, Ix2};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// `a[i] + b[i]`.
 ///
-/// Errors: [`Error::ShapeMismatch`] if the lengths differ.
+/// Errors: [`crate::Error::ShapeMismatch`] if the lengths differ.
 pub fn add(a: &[f32], b: &[f32]) -> Result<Vec<f32>> {
     crate::ops::same_shape(
         "add",
@@ -25,20 +25,13 @@ pub fn increment_by_one(x: &[f32]) -> Vec<f32> {
 
 /// `A * B` with f64 accumulation, rounded to f32 once at the end.
 ///
-/// Errors: [`Error::ShapeMismatch`] unless `A`'s columns equal `B`'s rows.
+/// Errors: [`crate::Error::ShapeMismatch`] unless `A`'s columns equal `B`'s rows.
 pub fn matmul<S1, S2>(a: &ArrayBase<S1, Ix2>, b: &ArrayBase<S2, Ix2>) -> Result<Array2<f32>>
 where
     S1: Data<Elem = f32>,
     S2: Data<Elem = f32>,
 {
-    if a.ncols() != b.nrows() {
-        return Err(Error::ShapeMismatch {
-            op: "matmul",
-            lhs: a.shape().to_vec(),
-            rhs: b.shape().to_vec(),
-            rule: "A's columns must equal B's rows",
-        });
-    }
+    crate::ops::matmul::check_inner(a.dim(), b.dim())?;
     // The product is held in f64 (two f32 slots per element) before it is rounded: refuse a
     // result that could not exist on the host instead of letting the allocation panic.
     crate::buffer::checked_len("cpu::matmul", &[a.nrows(), b.ncols(), 2])?;

@@ -6,6 +6,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaStream, DriverError, sys};
 
+use gpukern_device::launch::Kernel;
+use kernels_gpu::sim;
+
 use crate::error::{DriverContext, Error, Result};
 use crate::launch_config::DeviceLimits;
 use crate::module::{Functions, faults};
@@ -36,19 +39,10 @@ pub(crate) struct CudaDevice {
     pub(crate) name: String,
     pub(crate) compute_capability: (i32, i32),
     pub(crate) arch: &'static str,
-    /// The most threads a block of `softmax_block_8` may have: the CUDA limit, lowered by the
-    /// driver when the kernel's registers do not fit the register file at 1024 threads. Read
-    /// once here, since it is fixed for the loaded module.
-    pub(crate) softmax_block_8_max_threads: u32,
-    /// The same for `softmax_persist_block_8`.
-    pub(crate) softmax_persist_block_8_max_threads: u32,
-    /// Streaming multiprocessors: the persistent softmax kernels launch as many blocks as fit
-    /// on all of them at once.
+    /// Streaming multiprocessors: the plans size their grids against them, and the persistent
+    /// softmax kernels launch as many blocks as fit on all of them at once.
     pub(crate) multiprocessors: u32,
-    /// Dynamic shared memory a block may use after opting in (`softmax_persist_block_8` has
-    /// opted in to all of it).
-    pub(crate) shared_opt_in: u32,
-    /// Blocks of a persistent softmax kernel resident per multiprocessor, by kernel and block
+    /// Blocks of a persistent kernel resident per multiprocessor, by kernel and block
     /// size: asked of the driver once per pair, not on every launch.
     pub(crate) residency: Mutex<HashMap<(&'static str, u32), u32>>,
     /// The kernel crates loaded with [`Gpu::load`], by crate name: each loaded once.
@@ -89,14 +83,10 @@ impl Gpu {
             .during("reading the compute capability")?;
         let limits = read_limits(&ctx)?;
         let library = Functions::load(&ctx, compute_capability, &limits, &ptx::KERNELS)?;
-        let max_threads = |name: &str| library.by_name.get(name).map_or(0, |f| f.max_threads);
-        let softmax_block_8_max_threads = max_threads("softmax_block_8");
-        let softmax_persist_block_8_max_threads = max_threads("softmax_persist_block_8");
         let multiprocessors = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map(|v| v.max(0) as u32)
             .during("reading device limits")?;
-        let shared_opt_in = limits.max_shared_mem_per_block_optin;
         let name = ctx.name().during("reading the device name")?;
         let library = Arc::new(library);
         let stream = ctx.new_stream().during("creating a stream")?;
@@ -110,10 +100,7 @@ impl Gpu {
                 limits,
                 name,
                 compute_capability,
-                softmax_block_8_max_threads,
-                softmax_persist_block_8_max_threads,
                 multiprocessors,
-                shared_opt_in,
                 residency: Mutex::new(HashMap::new()),
             })),
         })
@@ -221,6 +208,90 @@ impl Gpu {
             Backend::Cuda(d) => Some((&d.ctx, &d.stream)),
             Backend::Simulator => None,
         }
+    }
+}
+
+/// Multiprocessors the plans assume in the simulator: an H200's (and H100 SXM's) 132, so that the
+/// simulator runs the same plans as that GPU.
+pub const SIMULATED_MULTIPROCESSORS: usize = 132;
+
+/// Blocks the simulator runs a persistent kernel with (at most): few, so that every block loops
+/// over several rows on small test shapes.
+const SIM_RESIDENT_BLOCKS: u32 = 2;
+
+/// The device facts the plans and launches read, each read off the device once (when the `Gpu`
+/// was made, or once per kernel and block size) and answered here; the simulator's stand-ins
+/// are those of an H200 ([`DeviceLimits::SIMULATOR`], [`SIMULATED_MULTIPROCESSORS`]).
+impl Gpu {
+    /// Streaming multiprocessors of the device ([`SIMULATED_MULTIPROCESSORS`] in the simulator):
+    /// what [`crate::ops::matmul::FastPlan::choose`] sizes the grid against.
+    /// Read once, when the `Gpu` was made.
+    pub fn multiprocessors(&self) -> Result<usize> {
+        match &self.backend {
+            Backend::Cuda(d) => Ok(d.multiprocessors.max(1) as usize),
+            Backend::Simulator => Ok(SIMULATED_MULTIPROCESSORS),
+        }
+    }
+
+    /// The most threads a block of `kernel` (one of gpukern's own) may have: the CUDA limit,
+    /// lowered by the driver when the kernel's registers do not fit the register file at 1024
+    /// threads; read when the kernels were loaded (0 for a kernel the PTX lacks). The
+    /// simulator's limit is the CUDA one.
+    pub(crate) fn max_block_threads(&self, kernel: &Kernel) -> u32 {
+        match &self.backend {
+            Backend::Cuda(d) => d.library.by_name.get(kernel.name).map_or(0, |f| f.max_threads),
+            Backend::Simulator => sim::MAX_THREADS_PER_BLOCK,
+        }
+    }
+
+    /// How many blocks of `kernel` (one of gpukern's own), with `threads` threads and
+    /// `shared_mem_bytes` of dynamic shared memory each, are resident on the whole device at
+    /// once: the grid of a persistent launch, which then never waits for a block to finish
+    /// before another starts. Asked of the driver once per kernel and block size. In the
+    /// simulator, [`SIM_RESIDENT_BLOCKS`].
+    ///
+    /// Errors: a driver error, or [`Error::TooLarge`] if not one such block fits.
+    pub(crate) fn resident_blocks(
+        &self,
+        op: &'static str,
+        kernel: &'static Kernel,
+        threads: u32,
+        shared_mem_bytes: u32,
+    ) -> Result<u32> {
+        let Backend::Cuda(d) = &self.backend else {
+            return Ok(SIM_RESIDENT_BLOCKS);
+        };
+        let key = (kernel.name, threads);
+        let cached = d.residency.lock().ok().and_then(|m| m.get(&key).copied());
+        let per_sm = match cached {
+            Some(n) => n,
+            None => {
+                let function = d.library.by_name.get(kernel.name).ok_or(Error::InvalidArgument {
+                    op,
+                    detail: format!("the PTX has no kernel {}", kernel.name),
+                })?;
+                // The count asked for must be one the kernel may launch with.
+                function.opt_in(shared_mem_bytes)?;
+                let n = function
+                    .func
+                    .occupancy_max_active_blocks_per_multiprocessor(threads, shared_mem_bytes as usize, None)
+                    .during("asking the driver how many softmax blocks fit a multiprocessor")?;
+                if let Ok(mut m) = d.residency.lock() {
+                    m.insert(key, n);
+                }
+                n
+            }
+        };
+        if per_sm == 0 {
+            return Err(Error::TooLarge {
+                op,
+                detail: format!(
+                    "{}: not one block of {threads} threads and {shared_mem_bytes} bytes of shared memory fits a multiprocessor",
+                    kernel.name
+                ),
+            });
+        }
+        Ok(per_sm * d.multiprocessors)
     }
 }
 

@@ -106,6 +106,64 @@ impl LaunchConfig {
         .checked(op, limits)
     }
 
+    /// One thread per `vectors_per_thread` 4-float vectors of `n` elements, in blocks of
+    /// `block` threads (1-D); at least one thread, which also takes a tail of fewer than 4.
+    pub fn vectors(
+        op: &'static str,
+        n: usize,
+        vectors_per_thread: usize,
+        block: u32,
+        limits: &DeviceLimits,
+    ) -> Result<Self> {
+        let threads = (n / 4).div_ceil(vectors_per_thread.max(1)).max(1);
+        Self::linear(op, threads, block, limits)
+    }
+
+    /// Blocks of `block` threads that take `rows_per_block` rows each (a warp or a group of
+    /// lanes per row).
+    pub fn rows_per_block(
+        op: &'static str,
+        rows: usize,
+        rows_per_block: usize,
+        block: u32,
+        shared_mem_bytes: u32,
+        limits: &DeviceLimits,
+    ) -> Result<Self> {
+        let blocks = rows.div_ceil(rows_per_block.max(1));
+        Self::per_row(op, blocks, block, shared_mem_bytes, limits)
+    }
+
+    /// A persistent launch over `rows` rows, `rows_per_block` at a time: as many blocks as are
+    /// `resident` on the device at once, no more than there is work for.
+    pub fn persistent(
+        op: &'static str,
+        (rows, rows_per_block): (usize, usize),
+        resident: u32,
+        block: u32,
+        shared_mem_bytes: u32,
+        limits: &DeviceLimits,
+    ) -> Result<Self> {
+        let blocks = rows.div_ceil(rows_per_block.max(1)).min(resident as usize);
+        Self::per_row(op, blocks, block, shared_mem_bytes, limits)
+    }
+
+    /// One block of `block` threads per chunk of a row, `chunks` chunks per row: block
+    /// `row * chunks + chunk`.
+    pub fn row_chunks(
+        op: &'static str,
+        rows: usize,
+        chunks: usize,
+        block: u32,
+        shared_mem_bytes: u32,
+        limits: &DeviceLimits,
+    ) -> Result<Self> {
+        let blocks = rows.checked_mul(chunks).ok_or_else(|| Error::TooLarge {
+            op,
+            detail: format!("{rows} rows x {chunks} chunks overflow usize"),
+        })?;
+        Self::per_row(op, blocks, block, shared_mem_bytes, limits)
+    }
+
     /// One 1-D block of `threads` threads per `block_rows x block_cols` tile of a `rows x cols`
     /// output, x walking the column tiles (`repeat_x` times over, e.g. once per slice of a split
     /// `k`), y walking the row tiles.

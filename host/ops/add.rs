@@ -8,6 +8,7 @@ use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 use crate::raw;
+use crate::raw::add::Access;
 
 /// Which element-wise kernel to run (for `add` and `increment_by_one` alike). Both are exact (one
 /// f32 rounding per element).
@@ -45,14 +46,9 @@ impl Gpu {
 
     /// `a + b` with the given algorithm, into a new device vector.
     pub fn add_with(&self, a: &DeviceVec, b: &DeviceVec, algorithm: AddAlgorithm) -> Result<DeviceVec> {
-        same_shape(
-            "add",
-            &[a.len()],
-            &[b.len()],
-            "operands must have the same length",
-        )?;
+        self.check_add(a, b, None)?;
         let mut c = self.alloc(a.len())?;
-        self.add_into_with(a, b, &mut c, algorithm)?;
+        self.launch_add(algorithm, (a, b), &mut c)?;
         Ok(c)
     }
 
@@ -69,36 +65,8 @@ impl Gpu {
         c: &mut DeviceVec,
         algorithm: AddAlgorithm,
     ) -> Result<()> {
-        same_shape(
-            "add",
-            &[a.len()],
-            &[b.len()],
-            "operands must have the same length",
-        )?;
-        same_shape(
-            "add",
-            &[a.len()],
-            &[c.len()],
-            "the output must have the operands' length",
-        )?;
-        self.check_owner("add", &[a, b, c])?;
-        let n = a.len();
-        if n == 0 {
-            return Ok(());
-        }
-        let aligned = [a, b, &*c].iter().all(|v| v.is_16_byte_aligned());
-        if algorithm == AddAlgorithm::Vec4 && aligned {
-            // One thread per VEC_UNROLL vectors, at least one thread for an n < 4 tail.
-            let threads = (n / 4).div_ceil(VEC_UNROLL).max(1);
-            let cfg = LaunchConfig::linear("add", threads, BLOCK, &self.limits())?;
-            // SAFETY: all three hold `n` elements at 16-byte aligned addresses; `cfg` is the
-            // kernel's 1-D shape, blocks of exactly BLOCK threads.
-            unsafe { raw::add::add_vec4(self, cfg, a, b, c, n) }
-        } else {
-            let cfg = LaunchConfig::linear("add", n, BLOCK, &self.limits())?;
-            // SAFETY: all three hold `n` elements; `cfg` is the kernel's 1-D shape.
-            unsafe { raw::add::add(self, cfg, a, b, c, n) }
-        }
+        self.check_add(a, b, Some(&*c))?;
+        self.launch_add(algorithm, (a, b), c)
     }
 
     /// `x += 1`, element by element, in place, with the default algorithm.
@@ -110,21 +78,74 @@ impl Gpu {
     /// tutorial's kernel (`increment_by_one`), [`AddAlgorithm::Vec4`] the same with 16-byte
     /// accesses (`increment_by_one_vec4`; the scalar kernel runs if `x` is not 16-byte aligned).
     pub fn increment_by_one_with(&self, x: &mut DeviceVec, algorithm: AddAlgorithm) -> Result<()> {
-        self.check_owner("increment_by_one", &[x])?;
+        const OP: &str = "increment_by_one";
+        self.check_owner(OP, &[x])?;
         let n = x.len();
         if n == 0 {
             return Ok(());
         }
-        if algorithm == AddAlgorithm::Vec4 && x.is_16_byte_aligned() {
-            let threads = (n / 4).div_ceil(VEC_UNROLL).max(1);
-            let cfg = LaunchConfig::linear("increment_by_one", threads, BLOCK, &self.limits())?;
-            // SAFETY: `x` holds `n` elements at a 16-byte aligned address; `cfg` is the kernel's
-            // 1-D shape, blocks of exactly BLOCK threads.
-            unsafe { raw::add::increment_by_one(self, cfg, x, n, true) }
-        } else {
-            let cfg = LaunchConfig::linear("increment_by_one", n, BLOCK, &self.limits())?;
-            // SAFETY: `x` holds `n` elements; `cfg` is the kernel's 1-D shape.
-            unsafe { raw::add::increment_by_one(self, cfg, x, n, false) }
+        let access = access(algorithm, &[&*x]);
+        let cfg = self.elementwise_config(OP, access, n)?;
+        // SAFETY: `x` holds `n` elements, 16-byte aligned for `Access::Vec4`; `cfg` is the
+        // kernel's 1-D shape.
+        unsafe { raw::add::increment_by_one(self, access, cfg, x, n) }
+    }
+
+    /// The one validation of `c = a + b`: equal lengths, every buffer on this `Gpu`; `c` is
+    /// `None` when the operation allocates it.
+    fn check_add(&self, a: &DeviceVec, b: &DeviceVec, c: Option<&DeviceVec>) -> Result<()> {
+        same_shape(
+            "add",
+            &[a.len()],
+            &[b.len()],
+            "operands must have the same length",
+        )?;
+        let Some(c) = c else {
+            return self.check_owner("add", &[a, b]);
+        };
+        same_shape(
+            "add",
+            &[a.len()],
+            &[c.len()],
+            "the output must have the operands' length",
+        )?;
+        self.check_owner("add", &[a, b, c])
+    }
+
+    /// `c = a + b` for checked operands.
+    fn launch_add(
+        &self,
+        algorithm: AddAlgorithm,
+        (a, b): (&DeviceVec, &DeviceVec),
+        c: &mut DeviceVec,
+    ) -> Result<()> {
+        let n = a.len();
+        if n == 0 {
+            return Ok(());
         }
+        let access = access(algorithm, &[a, b, &*c]);
+        let cfg = self.elementwise_config("add", access, n)?;
+        // SAFETY: all three hold `n` elements, 16-byte aligned for `Access::Vec4`; `cfg` is the
+        // kernel's 1-D shape.
+        unsafe { raw::add::add(self, access, cfg, a, b, c, n) }
+    }
+
+    /// The launch of an element-wise kernel over `n` elements: one thread per element, or for
+    /// the `_vec4` kernels one per `VEC_UNROLL` vectors, in blocks of exactly `BLOCK` threads.
+    fn elementwise_config(&self, op: &'static str, access: Access, n: usize) -> Result<LaunchConfig> {
+        match access {
+            Access::Scalar => LaunchConfig::linear(op, n, BLOCK, &self.limits()),
+            Access::Vec4 => LaunchConfig::vectors(op, n, VEC_UNROLL, BLOCK, &self.limits()),
+        }
+    }
+}
+
+/// The kernel `algorithm` runs on `buffers`: [`AddAlgorithm::Vec4`] needs them all 16-byte
+/// aligned, which device allocations are; otherwise the scalar kernel runs.
+fn access(algorithm: AddAlgorithm, buffers: &[&DeviceVec]) -> Access {
+    if algorithm == AddAlgorithm::Vec4 && buffers.iter().all(|v| v.is_16_byte_aligned()) {
+        Access::Vec4
+    } else {
+        Access::Scalar
     }
 }

@@ -1,5 +1,8 @@
-//! Safe, shape-checked operations on device-resident data, one module per kernel family: check
-//! shapes and owners, compute the launch configuration, launch through [`crate::raw`].
+//! Safe, shape-checked operations on device-resident data, one module per kernel family (a
+//! folder where the family has plans: `mod.rs` the public operations, `plan.rs` the plan and its
+//! choice, `launch.rs` the plan launched). Each operation checks its operands once, picks its
+//! plan once, computes the launch configuration ([`crate::launch_config`]) and launches through
+//! `crate::raw`; device facts come from [`crate::device`].
 
 pub mod add;
 pub mod matmul;

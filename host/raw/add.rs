@@ -7,55 +7,51 @@ use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 
-/// Launches `add(a, b, c, n)`.
+/// Which kernel of a pair runs: the scalar one (4-byte accesses, one thread per element) or its
+/// `_vec4` twin (16-byte accesses, several vectors per thread).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    Scalar,
+    Vec4,
+}
+
+/// Launches `add(a, b, c, n)`, or `add_vec4(a, b, c, n)`.
 ///
 /// # Safety
-/// See the module contract: `a`, `b`, `c` hold at least `n` elements.
+/// See the module contract: `a`, `b`, `c` hold at least `n` elements; with [`Access::Vec4`]
+/// each starts at a 16-byte aligned address.
 pub(crate) unsafe fn add(
     gpu: &Gpu,
+    access: Access,
     cfg: LaunchConfig,
     a: &DeviceVec,
     b: &DeviceVec,
     c: &mut DeviceVec,
     n: usize,
 ) -> Result<()> {
-    // SAFETY: sizes per the contract.
-    unsafe { k::add::launch(&gpu.library(), cfg, a, b, c, n) }
-}
-
-/// Launches `add_vec4(a, b, c, n)`.
-///
-/// # Safety
-/// See the module contract: `a`, `b`, `c` hold at least `n` elements, and each starts at a
-/// 16-byte aligned address ([`address`]).
-pub(crate) unsafe fn add_vec4(
-    gpu: &Gpu,
-    cfg: LaunchConfig,
-    a: &DeviceVec,
-    b: &DeviceVec,
-    c: &mut DeviceVec,
-    n: usize,
-) -> Result<()> {
+    let launch = match access {
+        Access::Scalar => k::add::launch,
+        Access::Vec4 => k::add_vec4::launch,
+    };
     // SAFETY: sizes and alignment per the contract.
-    unsafe { k::add_vec4::launch(&gpu.library(), cfg, a, b, c, n) }
+    unsafe { launch(&gpu.library(), cfg, a, b, c, n) }
 }
 
-/// Launches `increment_by_one(x, n)`, or `increment_by_one_vec4(x, n)` with `vec4`.
+/// Launches `increment_by_one(x, n)`, or `increment_by_one_vec4(x, n)`.
 ///
 /// # Safety
-/// See the module contract: `x` holds at least `n` elements; with `vec4` it starts at a 16-byte
-/// aligned address.
+/// See the module contract: `x` holds at least `n` elements; with [`Access::Vec4`] it starts at
+/// a 16-byte aligned address.
 pub(crate) unsafe fn increment_by_one(
     gpu: &Gpu,
+    access: Access,
     cfg: LaunchConfig,
     x: &mut DeviceVec,
     n: usize,
-    vec4: bool,
 ) -> Result<()> {
-    let launch = if vec4 {
-        k::increment_by_one_vec4::launch
-    } else {
-        k::increment_by_one::launch
+    let launch = match access {
+        Access::Scalar => k::increment_by_one::launch,
+        Access::Vec4 => k::increment_by_one_vec4::launch,
     };
     // SAFETY: size and alignment per the contract.
     unsafe { launch(&gpu.library(), cfg, x, n) }

@@ -8,70 +8,29 @@ use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 use crate::module::Module;
+use crate::ops::matmul::{FastTile, Tf32Tile};
 
-/// The matmul kernels, which share one signature `(a, b, c, m, n, k)`.
-#[derive(Clone, Copy)]
-pub(crate) enum MatmulKernel {
-    Naive,
-    Tiled,
-}
-
-/// The launcher of a kernel with the signature `(a, b, c, m, n, k)`.
-/// (One lifetime for every reference, as the generated launcher has.)
-type MatmulLauncher = for<'a> unsafe fn(
-    &'a Module,
-    LaunchConfig,
-    &'a DeviceVec,
-    &'a DeviceVec,
-    &'a mut DeviceVec,
-    usize,
-    usize,
-    usize,
-) -> Result<()>;
-
-/// Launches `kernel(a, b, c, m, n, k)`.
-///
-/// # Safety
-/// See the module contract: `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` elements.
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn matmul(
-    gpu: &Gpu,
-    kernel: MatmulKernel,
-    cfg: LaunchConfig,
-    a: &DeviceVec,
-    b: &DeviceVec,
-    c: &mut DeviceVec,
-    m: usize,
-    n: usize,
-    kd: usize,
-) -> Result<()> {
-    let launch: MatmulLauncher = match kernel {
-        MatmulKernel::Naive => k::matmul_naive::launch,
-        MatmulKernel::Tiled => k::matmul_tiled::launch,
-    };
-    // SAFETY: sizes per the contract.
-    unsafe { launch(&gpu.library(), cfg, a, b, c, m, n, kd) }
-}
-
-/// The fast matmul kernels: three tilings, each with 16-byte or scalar global accesses. They share
-/// the signature `(a, b, c, m, n, k, k_split)`.
+/// The matmul kernels. All take `(a, b, c, m, n, k)`; the fast ones also `k_split`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FastKernel {
-    /// `matmul_fast_128x128` (scalar global accesses).
-    Large,
-    /// `matmul_fast_128x128_vec4`.
-    LargeVec4,
-    /// `matmul_fast_64x64`.
-    Small,
-    /// `matmul_fast_64x64_vec4`.
-    SmallVec4,
-    /// `matmul_fast_128x256` (the `cp.async` pipeline, 4-byte copies).
-    Wide,
-    /// `matmul_fast_128x256_vec4`.
-    WideVec4,
+pub(crate) enum MatmulKernel {
+    /// `matmul_naive`.
+    Naive,
+    /// `matmul_tiled`.
+    Tiled,
+    /// `matmul_fast_*`: the kernel of a fast tiling, with 16-byte global accesses (`vec4`) or
+    /// scalar ones, each block taking a slice of `k_split` of `k`.
+    Fast {
+        tile: FastTile,
+        vec4: bool,
+        k_split: usize,
+    },
+    /// `matmul_tf32_*`: the kernel of a TF32 tiling, with 16-byte copies (`vec4`) where that
+    /// tiling has such a twin, else 4-byte copies.
+    Tf32 { tile: Tf32Tile, vec4: bool },
 }
 
-/// The launcher of a kernel with the signature `(a, b, c, m, n, k, k_split)`.
+/// The launcher of a fast kernel, `(a, b, c, m, n, k, k_split)`.
+/// (One lifetime for every reference, as the generated launcher has.)
 type FastLauncher = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -84,16 +43,31 @@ type FastLauncher = for<'a> unsafe fn(
     usize,
 ) -> Result<()>;
 
-/// Launches `kernel(a, b, c, m, n, k, k_split)`.
+/// The fast kernel of `tile`, with 16-byte global accesses or not: `(a, b, c, m, n, k, k_split)`.
+fn fast(tile: FastTile, vec4: bool) -> FastLauncher {
+    match (tile, vec4) {
+        (FastTile::Large, false) => k::matmul_fast_128x128::launch,
+        (FastTile::Large, true) => k::matmul_fast_128x128_vec4::launch,
+        (FastTile::Small, false) => k::matmul_fast_64x64::launch,
+        (FastTile::Small, true) => k::matmul_fast_64x64_vec4::launch,
+        // The `cp.async` pipeline, 4-byte or 16-byte copies.
+        (FastTile::Wide, false) => k::matmul_fast_128x256::launch,
+        (FastTile::Wide, true) => k::matmul_fast_128x256_vec4::launch,
+    }
+}
+
+/// Launches `kernel(a, b, c, m, n, k)`, or `kernel(a, b, c, m, n, k, k_split)` for a fast one.
 ///
 /// # Safety
-/// See the module contract and `kernels_gpu::matmul::fast_gemm`: `a`, `b` hold `m*k`, `k*n`
-/// elements, `c` holds `slices * m * n` for the launch's number of `k` slices; the `_vec4`
-/// kernels need `k` and `n` multiples of 4 and 16-byte aligned buffers.
+/// See the module contract: `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` elements. A fast kernel
+/// (`kernels_gpu::matmul::fast_gemm`): `c` holds `slices * m * n` for the launch's number of
+/// `k` slices. A TF32 kernel (`kernels_gpu::matmul_tf32::tf32_gemm`): `m, n >= 1`, `cfg`'s
+/// shared memory allowed by the kernel's attribute on a CUDA device. With `vec4`: `k` and `n`
+/// multiples of 4 and 16-byte aligned buffers.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn matmul_fast(
+pub(crate) unsafe fn matmul(
     gpu: &Gpu,
-    kernel: FastKernel,
+    kernel: MatmulKernel,
     cfg: LaunchConfig,
     a: &DeviceVec,
     b: &DeviceVec,
@@ -101,18 +75,31 @@ pub(crate) unsafe fn matmul_fast(
     m: usize,
     n: usize,
     kd: usize,
-    k_split: usize,
 ) -> Result<()> {
-    let launch: FastLauncher = match kernel {
-        FastKernel::Large => k::matmul_fast_128x128::launch,
-        FastKernel::LargeVec4 => k::matmul_fast_128x128_vec4::launch,
-        FastKernel::Small => k::matmul_fast_64x64::launch,
-        FastKernel::SmallVec4 => k::matmul_fast_64x64_vec4::launch,
-        FastKernel::Wide => k::matmul_fast_128x256::launch,
-        FastKernel::WideVec4 => k::matmul_fast_128x256_vec4::launch,
+    let on = &gpu.library();
+    let (tile, vec4) = match kernel {
+        // SAFETY (every arm): sizes, alignment and shape per the contract.
+        MatmulKernel::Naive => return unsafe { k::matmul_naive::launch(on, cfg, a, b, c, m, n, kd) },
+        MatmulKernel::Tiled => return unsafe { k::matmul_tiled::launch(on, cfg, a, b, c, m, n, kd) },
+        MatmulKernel::Fast { tile, vec4, k_split } => {
+            return unsafe { fast(tile, vec4)(on, cfg, a, b, c, m, n, kd, k_split) };
+        }
+        MatmulKernel::Tf32 { tile, vec4 } => (tile, vec4),
     };
-    // SAFETY: sizes and alignment per the contract.
-    unsafe { launch(&gpu.library(), cfg, a, b, c, m, n, kd, k_split) }
+    let launch = match (tile, vec4) {
+        // No 16-byte twin: see `matmul_tf32_128x128`.
+        (Tf32Tile::Square, _) => t::matmul_tf32_128x128::launch,
+        // 4-byte copies only: the one kernel for the GPUs that need this tiling.
+        (Tf32Tile::SquareK16, _) => t::matmul_tf32_128x128_k16::launch,
+        (Tf32Tile::Wide, false) => t::matmul_tf32_128x256::launch,
+        (Tf32Tile::Wide, true) => t::matmul_tf32_128x256_vec4::launch,
+        (Tf32Tile::SquareTruncated, false) => t::matmul_tf32_128x128_trunc::launch,
+        (Tf32Tile::SquareTruncated, true) => t::matmul_tf32_128x128_vec4_trunc::launch,
+        (Tf32Tile::WideTruncated, false) => t::matmul_tf32_128x256_trunc::launch,
+        (Tf32Tile::WideTruncated, true) => t::matmul_tf32_128x256_vec4_trunc::launch,
+    };
+    // SAFETY: sizes, alignment and shape per the contract.
+    unsafe { launch(on, cfg, a, b, c, m, n, kd) }
 }
 
 /// Launches `matmul_sum_splits(partial, c, len, slices)`.
@@ -129,60 +116,4 @@ pub(crate) unsafe fn sum_splits(
 ) -> Result<()> {
     // SAFETY: sizes per the contract.
     unsafe { k::matmul_sum_splits::launch(&gpu.library(), cfg, partial, c, len, slices) }
-}
-
-/// The TF32 tensor-core kernels: three tilings, with 16-byte or 4-byte copies, and with the
-/// operands rounded to TF32 or truncated by the tensor core (`Trunc`); not every combination has
-/// a kernel. They share the signature `(a, b, c, m, n, k)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Tf32Kernel {
-    /// `matmul_tf32_128x128` (4-byte copies).
-    Square,
-    /// `matmul_tf32_128x128_k16` (4-byte copies).
-    SquareK16,
-    /// `matmul_tf32_128x256` (4-byte copies).
-    Wide,
-    /// `matmul_tf32_128x256_vec4`.
-    WideVec4,
-    /// `matmul_tf32_128x128_trunc`.
-    SquareTrunc,
-    /// `matmul_tf32_128x128_vec4_trunc`.
-    SquareVec4Trunc,
-    /// `matmul_tf32_128x256_trunc`.
-    WideTrunc,
-    /// `matmul_tf32_128x256_vec4_trunc`.
-    WideVec4Trunc,
-}
-
-/// Launches `kernel(a, b, c, m, n, k)`, a TF32 kernel.
-///
-/// # Safety
-/// See `kernels_gpu::matmul_tf32::tf32_gemm`: `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` elements,
-/// `m, n >= 1`, `cfg` is the kernel's documented launch (its shared memory allowed by the
-/// kernel's attribute on a CUDA device); the `_vec4` kernels need `k` and `n` multiples of 4 and
-/// 16-byte aligned buffers.
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn matmul_tf32(
-    gpu: &Gpu,
-    kernel: Tf32Kernel,
-    cfg: LaunchConfig,
-    a: &DeviceVec,
-    b: &DeviceVec,
-    c: &mut DeviceVec,
-    m: usize,
-    n: usize,
-    kd: usize,
-) -> Result<()> {
-    let launch: MatmulLauncher = match kernel {
-        Tf32Kernel::Square => t::matmul_tf32_128x128::launch,
-        Tf32Kernel::SquareK16 => t::matmul_tf32_128x128_k16::launch,
-        Tf32Kernel::Wide => t::matmul_tf32_128x256::launch,
-        Tf32Kernel::WideVec4 => t::matmul_tf32_128x256_vec4::launch,
-        Tf32Kernel::SquareTrunc => t::matmul_tf32_128x128_trunc::launch,
-        Tf32Kernel::SquareVec4Trunc => t::matmul_tf32_128x128_vec4_trunc::launch,
-        Tf32Kernel::WideTrunc => t::matmul_tf32_128x256_trunc::launch,
-        Tf32Kernel::WideVec4Trunc => t::matmul_tf32_128x256_vec4_trunc::launch,
-    };
-    // SAFETY: sizes, alignment and shape per the contract.
-    unsafe { launch(&gpu.library(), cfg, a, b, c, m, n, kd) }
 }

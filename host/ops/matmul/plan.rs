@@ -1,0 +1,246 @@
+//! The plan of a matmul: which kernels run for a shape, chosen once per call from the algorithm
+//! and the device's facts (multiprocessors, opt-in shared memory).
+
+use kernels_gpu::matmul::{FAST_64, FAST_128, FAST_WIDE, FastTiling};
+use kernels_gpu::matmul_tf32::{TF32_128X128, TF32_128X128_K16, TF32_128X256, Tf32Tiling};
+
+use super::MatmulAlgorithm;
+use super::error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, error_factor};
+use crate::device::Gpu;
+use crate::error::Result;
+use crate::launch_config::DeviceLimits;
+
+/// What one matmul call runs: the whole choice, made once before anything is launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MatmulPlan {
+    /// `matmul_naive`: one thread per output element.
+    Naive,
+    /// `matmul_tiled`: 32x32 tiles in shared memory.
+    Tiled,
+    /// The fast kernels, with this tiling and split of `k`.
+    Fast(FastPlan),
+    /// The TF32 tensor-core kernels, with this tiling.
+    Tf32(Tf32Tile),
+}
+
+impl MatmulPlan {
+    /// The plan of `algorithm` for an `m x k` times `k x n` product on `gpu`.
+    pub(crate) fn choose(
+        gpu: &Gpu,
+        algorithm: MatmulAlgorithm,
+        (m, k, n): (usize, usize, usize),
+    ) -> Result<Self> {
+        Ok(match algorithm {
+            MatmulAlgorithm::Naive => MatmulPlan::Naive,
+            MatmulAlgorithm::Tiled => MatmulPlan::Tiled,
+            MatmulAlgorithm::Fast => MatmulPlan::Fast(FastPlan::choose(m, n, k, gpu.multiprocessors()?)),
+            MatmulAlgorithm::Tf32 => {
+                MatmulPlan::Tf32(Tf32Tile::choose(m, n, gpu.multiprocessors()?, &gpu.limits()))
+            }
+        })
+    }
+}
+
+/// The block tiling of a [`MatmulAlgorithm::Tf32`] launch, and how its operands become TF32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tf32Tile {
+    /// 128 x 256 per block, 8 warps of 64 x 64, 4 stages ([`TF32_128X256`]).
+    Wide,
+    /// 128 x 128 per block, 4 warps of 64 x 64, 3 stages, two blocks per SM ([`TF32_128X128`]).
+    Square,
+    /// 128 x 128 per block, 4 warps of 64 x 64, `BK = 16`, 4 stages, 74 KiB of shared memory
+    /// ([`TF32_128X128_K16`]): for GPUs that cannot give a block the 105 KiB of
+    /// [`Tf32Tile::Square`] (99 KiB on compute capability 8.6, 8.9 and 12.0).
+    SquareK16,
+    /// [`Tf32Tile::Wide`] without rounding the operands: the tensor core truncates them (unit
+    /// roundoff [`TF32_TRUNCATION_UNIT_ROUNDOFF`], `2^-10`), so the error bound is
+    /// [`Tf32Tile::error_factor`], about twice [`tf32_error_factor`](super::tf32_error_factor); 256 fewer instructions
+    /// per warp per tile. Never chosen by [`MatmulAlgorithm::Tf32`]; only through
+    /// [`Gpu::matmul_tf32_into`].
+    WideTruncated,
+    /// [`Tf32Tile::Square`] without rounding the operands, as [`Tf32Tile::WideTruncated`].
+    SquareTruncated,
+}
+
+impl Tf32Tile {
+    /// Every tiling, rounding first, then truncating.
+    pub const ALL: [Tf32Tile; 5] = [
+        Tf32Tile::Wide,
+        Tf32Tile::Square,
+        Tf32Tile::SquareK16,
+        Tf32Tile::WideTruncated,
+        Tf32Tile::SquareTruncated,
+    ];
+
+    /// The tile shape of the kernels this runs.
+    pub fn tiling(self) -> Tf32Tiling {
+        match self {
+            Tf32Tile::Wide | Tf32Tile::WideTruncated => TF32_128X256,
+            Tf32Tile::Square | Tf32Tile::SquareTruncated => TF32_128X128,
+            Tf32Tile::SquareK16 => TF32_128X128_K16,
+        }
+    }
+
+    /// A short name: `128x256`, `128x128`, `128x128-k16`, `128x256-trunc`, `128x128-trunc`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tf32Tile::Wide => "128x256",
+            Tf32Tile::Square => "128x128",
+            Tf32Tile::SquareK16 => "128x128-k16",
+            Tf32Tile::WideTruncated => "128x256-trunc",
+            Tf32Tile::SquareTruncated => "128x128-trunc",
+        }
+    }
+
+    /// Whether the kernels round the operands to TF32 (to nearest) rather than let the tensor
+    /// core truncate them.
+    pub fn rounds(self) -> bool {
+        matches!(self, Tf32Tile::Wide | Tf32Tile::Square | Tf32Tile::SquareK16)
+    }
+
+    /// The factor of this tiling's per-element error bound for an inner dimension `k`:
+    /// [`tf32_error_factor`](super::tf32_error_factor) (`u = 2^-11`) when it [rounds](Tf32Tile::rounds), else the same
+    /// formula with `u =` [`TF32_TRUNCATION_UNIT_ROUNDOFF`] (`2^-10`): about `2e-3 + k * 1.2e-7`.
+    pub fn error_factor(self, k: usize) -> f64 {
+        let u = if self.rounds() {
+            TF32_UNIT_ROUNDOFF
+        } else {
+            TF32_TRUNCATION_UNIT_ROUNDOFF
+        };
+        error_factor(k, u)
+    }
+
+    /// The tiling for an `m x n` result on a GPU with `multiprocessors` SMs and these limits,
+    /// the first that fits the device's opt-in shared memory per block
+    /// (`max_shared_mem_per_block_optin`):
+    ///
+    /// | tiling | shared memory | when |
+    /// |---|---|---|
+    /// | [`Tf32Tile::Wide`] | 204 KiB | at least one block per SM (fewer bytes per flop) |
+    /// | [`Tf32Tile::Square`] | 105 KiB | four times the blocks, two per SM |
+    /// | [`Tf32Tile::SquareK16`] | 74 KiB | always (the rest) |
+    ///
+    /// So an H100/H200 (227 KiB) takes `Wide` or `Square` by shape, an A100 (163 KiB)
+    /// `Square`, and compute capability 8.6, 8.9 and 12.0 (99 KiB) `SquareK16`. Below 74 KiB
+    /// (no GPU gpukern supports) the launch is refused with [`crate::Error::TooLarge`].
+    pub fn choose(m: usize, n: usize, multiprocessors: usize, limits: &DeviceLimits) -> Tf32Tile {
+        let fits = |t: Tf32Tiling| t.shared_bytes() <= limits.max_shared_mem_per_block_optin;
+        let wide = TF32_128X256;
+        let blocks = m.div_ceil(wide.block_rows) * n.div_ceil(wide.block_cols);
+        if blocks >= multiprocessors.max(1) && fits(wide) {
+            Tf32Tile::Wide
+        } else if fits(TF32_128X128) {
+            Tf32Tile::Square
+        } else {
+            Tf32Tile::SquareK16
+        }
+    }
+}
+
+/// The block tiling of a [`FastPlan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FastTile {
+    /// 128 x 128 per block, 8 x 8 per thread ([`FAST_128`]).
+    Large,
+    /// 64 x 64 per block, 4 x 4 per thread ([`FAST_64`]).
+    Small,
+    /// 128 x 256 per block, 8 x 16 per thread, tiles moved by `cp.async` ([`FAST_WIDE`]).
+    Wide,
+}
+
+impl FastTile {
+    /// The tile shape of the kernels this runs.
+    pub fn tiling(self) -> FastTiling {
+        match self {
+            FastTile::Large => FAST_128,
+            FastTile::Small => FAST_64,
+            FastTile::Wide => FAST_WIDE,
+        }
+    }
+
+    /// Every tiling.
+    pub const ALL: [FastTile; 3] = [FastTile::Large, FastTile::Small, FastTile::Wide];
+
+    /// A short name: `128x128`, `64x64`, `128x256`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FastTile::Large => "128x128",
+            FastTile::Small => "64x64",
+            FastTile::Wide => "128x256",
+        }
+    }
+}
+
+/// How [`MatmulAlgorithm::Fast`] runs one `m x k` times `k x n` product: which tiling, and over
+/// how many slices of `k` (each slice a block of its own, writing a partial product that
+/// `matmul_sum_splits` adds up). Whether the kernel uses 16-byte global accesses is not part of
+/// the plan: it follows from the shapes and alignment (`k % 4 == 0`, `n % 4 == 0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FastPlan {
+    /// The block tiling.
+    pub tile: FastTile,
+    /// Slices of `k` asked for (at least 1); [`FastPlan::k_split`] rounds them to whole tiles.
+    pub slices: usize,
+}
+
+/// With fewer blocks than multiprocessors, [`FastPlan::choose`] splits `k` until there are about
+/// this many blocks per multiprocessor.
+const SPLIT_BLOCKS_PER_MULTIPROCESSOR: usize = 2;
+/// Shortest slice of `k` worth a block of its own: below it the prologue and epilogue of a block
+/// (first tile load, writing the partial tile) outweigh its main loop.
+const MIN_SPLIT_K: usize = 256;
+/// Most slices of `k`: bounds the partial products' memory (`slices * m * n` floats).
+const MAX_SLICES: usize = 16;
+
+impl FastPlan {
+    /// The plan for an `m x k` times `k x n` product on a GPU with `multiprocessors` SMs:
+    ///
+    /// | blocks of 128 x 128 | blocks of 64 x 64 | plan |
+    /// |---|---|---|
+    /// | at least one per SM | | [`FastTile::Large`], `k` whole |
+    /// | fewer | at least one per SM | [`FastTile::Small`], `k` whole |
+    /// | fewer | fewer | [`FastTile::Small`], `k` in slices of at least 256 (at most 16) for about two blocks per SM |
+    ///
+    /// The 128 x 128 tiling does the most work per shared-memory load, but only while the grid
+    /// fills the GPU: 1024^3 gives 64 such blocks for 132 SMs, 256 of 64 x 64. Skinny products
+    /// (`m` or `n` of 64 and less, e.g. 64x4096x4096 or a single row) fill it only by splitting
+    /// `k`. On an H200: 4096^3, 8192^3, 2048^3, 4097x4095x4093 and 4096x4096x64 (k = 64) take
+    /// the large tiling; 1024^3 the small one; 512^3 the small one in 2 slices; 64x4096x4096 and
+    /// 1x4096x4096 the small one in 5 slices.
+    pub fn choose(m: usize, n: usize, k: usize, multiprocessors: usize) -> FastPlan {
+        let blocks = |t: FastTiling| m.div_ceil(t.block_rows) * n.div_ceil(t.block_cols);
+        let sms = multiprocessors.max(1);
+        if blocks(FAST_128) >= sms {
+            return FastPlan {
+                tile: FastTile::Large,
+                slices: 1,
+            };
+        }
+        let tiles = blocks(FAST_64).max(1);
+        let slices = if tiles >= sms {
+            1
+        } else {
+            (SPLIT_BLOCKS_PER_MULTIPROCESSOR * sms)
+                .div_ceil(tiles)
+                .min(k / MIN_SPLIT_K)
+                .clamp(1, MAX_SLICES)
+        };
+        FastPlan {
+            tile: FastTile::Small,
+            slices,
+        }
+    }
+
+    /// Length of each slice of `k`: `k / slices` rounded up to whole tiles of the tiling's `BK`
+    /// (so that slices start 16-byte aligned), at least one tile.
+    pub fn k_split(&self, k: usize) -> usize {
+        let bk = self.tile.tiling().block_k;
+        k.div_ceil(self.slices.max(1)).next_multiple_of(bk).max(bk)
+    }
+
+    /// Slices actually launched for this `k`: those of [`FastPlan::k_split`] that hold part of
+    /// `k` (at least one).
+    pub fn launched_slices(&self, k: usize) -> usize {
+        k.div_ceil(self.k_split(k)).max(1)
+    }
+}

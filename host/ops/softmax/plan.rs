@@ -1,0 +1,222 @@
+//! The plan of a softmax: which kernels run for a shape, chosen once per call from the
+//! algorithm, the thresholds of [`OnePassConfig`] and the device's facts.
+
+use kernels_gpu::softmax::{ROW_BLOCK_MAX, persist_block_shared_bytes};
+
+use super::SoftmaxAlgorithm;
+use crate::device::Gpu;
+use crate::raw::softmax::RowKernel;
+
+/// What one softmax call runs: the whole choice, made once before anything is launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SoftmaxPlan {
+    /// The tutorial kernel: a block per row, three passes ([`SoftmaxAlgorithm::BlockReduce`],
+    /// and the fallback where `x` and `y` do not agree modulo 16 bytes).
+    BlockReduce,
+    /// The kernels of [`SoftmaxAlgorithm::OnePass`] for this shape.
+    OnePass(OnePassPlan),
+}
+
+impl SoftmaxPlan {
+    /// The plan for a `rows x cols` softmax on `gpu` with `algorithm` (`config` picking the
+    /// kernels of [`SoftmaxAlgorithm::OnePass`]). `congruent`: `x` and `y` start at the same
+    /// address modulo 16 bytes, which the 16-byte kernels need (they split each row of both at
+    /// the same offsets); device allocations are 256-byte aligned, so only host buffers of the
+    /// simulator fail it, and the tutorial kernel takes over.
+    pub(crate) fn choose(
+        gpu: &Gpu,
+        algorithm: SoftmaxAlgorithm,
+        config: &OnePassConfig,
+        (rows, cols): (usize, usize),
+        congruent: bool,
+    ) -> SoftmaxPlan {
+        if algorithm == SoftmaxAlgorithm::BlockReduce || !congruent {
+            return SoftmaxPlan::BlockReduce;
+        }
+        // Rows that may go persistent are bounded by the persistent kernel's block limit and
+        // the shared memory a staged row needs; the others by the plain kernel's limit.
+        let (block_8_max, shared_max) = if cols >= config.persistent_min_cols {
+            let block_8 = gpu.max_block_threads(RowKernel::PersistBlock8.kernel());
+            (block_8, gpu.limits().max_shared_mem_per_block_optin)
+        } else {
+            (gpu.max_block_threads(RowKernel::Block8.kernel()), u32::MAX)
+        };
+        SoftmaxPlan::OnePass(config.plan_limited(rows, cols, block_8_max, shared_max))
+    }
+}
+
+/// Most 4-float vectors a lane of a warp-per-row kernel holds (`softmax_warp_8`).
+const WARP_MAX_VECTORS: usize = 8;
+/// Most vectors a thread of a block-per-row kernel holds (`softmax_block_8`).
+const BLOCK_MAX_VECTORS: usize = 8;
+/// Threads up to which a block-per-row row uses 4 vectors per thread; longer rows use 8.
+/// Up to 8192 columns that is 512 threads of about 40 registers, three blocks per SM; past it,
+/// 8 vectors keep the block at 512 threads up to 16384 columns.
+const BLOCK_4_MAX_THREADS: usize = 512;
+
+/// Default [`OnePassConfig::persistent_min_cols`]: rows longer than 16384 columns, the ones that
+/// take 8 vectors per thread of more than 512 threads.
+pub const PERSISTENT_MIN_COLS: usize = 16385;
+
+/// The thresholds [`SoftmaxAlgorithm::OnePass`] picks its kernels by. `Default` is what
+/// [`Gpu::softmax`] uses; tests lower them to reach every path on small shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OnePassConfig {
+    /// Rows of up to this many columns take a warp each (the kernels hold at most 1027).
+    pub warp_max_cols: usize,
+    /// Longer rows of up to this many columns take a block each, held in registers (at most
+    /// 32771: 8 vectors per thread of 1024 threads, plus head and tail).
+    pub block_max_cols: usize,
+    /// Still longer rows are read twice: with at least this many rows, by one block per row
+    /// (`softmax_stream`); with fewer, each row is split over blocks of `split_chunk` columns.
+    pub split_max_rows: usize,
+    /// Columns per block when a row is split (at least 4).
+    pub split_chunk: usize,
+    /// Rows that a warp would hold with 1 vector per lane (up to 128 columns, +3) take a group
+    /// of this many lanes instead, several rows per warp: 8 (`softmax_group_8x4`) or 16
+    /// (`softmax_group_16x2`); 0 keeps them on a warp each. Applies where `warp_max_cols`
+    /// admits the row.
+    pub group_lanes: usize,
+    /// Rows of at least this many columns that a warp holds with 8 vectors per lane, or a block
+    /// with 4 or 8 per thread, run on the persistent kernels (`softmax_persist_warp_8`,
+    /// `softmax_persist_block_{4,8}`): as many warps or blocks as are resident at once, each
+    /// looping over rows with the next row staged in shared memory while it finishes the
+    /// current one. 0: every such row; `usize::MAX`: none.
+    pub persistent_min_cols: usize,
+}
+
+impl Default for OnePassConfig {
+    fn default() -> Self {
+        OnePassConfig {
+            warp_max_cols: 1024,
+            block_max_cols: 32768,
+            // Two blocks per multiprocessor of an H200 (132 SMs) and more: enough rows to fill
+            // the GPU with one block each.
+            split_max_rows: 256,
+            // 64 KiB per block, 8 vectors per thread of 512: a 2^24 row is 1024 blocks, and each
+            // block of step 2 reads 8 KiB of partial statistics.
+            split_chunk: 16384,
+            // At 8192 x 128 on an H200 groups of 16 lanes (two rows per warp) were faster than
+            // groups of 8 and than a warp per row (bench `one-pass/group-*`, `--plans`; not a
+            // committed run).
+            group_lanes: 16,
+            // The next row's loads in flight while a row is reduced and written pays where a
+            // row takes a whole 1024-thread block, one per SM: the SM otherwise stops loading
+            // for all of that, and for the block's exit and the next block's start. On an H200
+            // that was faster at 32768 columns; at 1024 to 8192 columns, where several rows
+            // share an SM anyway, the staging through shared memory cost more than it hid
+            // (`--plans` run, not committed).
+            persistent_min_cols: PERSISTENT_MIN_COLS,
+        }
+    }
+}
+
+/// The kernels [`SoftmaxAlgorithm::OnePass`] runs for one shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnePassPlan {
+    /// `softmax_warp_{vectors}`: a warp per row, `vectors` 4-float vectors per lane.
+    Warp {
+        /// 1, 2, 4 or 8.
+        vectors: usize,
+    },
+    /// `softmax_block_{vectors}`: a block of `threads` per row, `vectors` per thread.
+    Block {
+        /// 4 or 8.
+        vectors: usize,
+        /// A multiple of 32, at most 1024.
+        threads: u32,
+    },
+    /// `softmax_group_8x4` or `softmax_group_16x2`: a group of `lanes` lanes per row.
+    Group {
+        /// 8 or 16.
+        lanes: usize,
+    },
+    /// `softmax_persist_warp_8`: a warp per row, 8 vectors per lane, persistent.
+    PersistentWarp,
+    /// `softmax_persist_block_{vectors}`: a block of `threads` per row, `vectors` per thread,
+    /// persistent.
+    PersistentBlock {
+        /// 4 or 8.
+        vectors: usize,
+        /// A multiple of 32, at most 1024.
+        threads: u32,
+    },
+    /// `softmax_stream`: a block per row, the row read twice.
+    Stream,
+    /// `softmax_split_stats` then `softmax_split_write`: `chunks` blocks per row of `chunk_vecs`
+    /// vectors each.
+    Split {
+        /// Blocks per row.
+        chunks: usize,
+        /// Vectors of 4 floats per block.
+        chunk_vecs: usize,
+    },
+}
+
+impl OnePassConfig {
+    /// The kernels for a `rows x cols` softmax.
+    pub fn plan(&self, rows: usize, cols: usize) -> OnePassPlan {
+        self.plan_limited(rows, cols, ROW_BLOCK_MAX, u32::MAX)
+    }
+
+    /// [`OnePassConfig::plan`] where the block-per-row kernel with 8 vectors per thread
+    /// (`softmax_block_8`, or `softmax_persist_block_8` when `persistent`) runs at most
+    /// `block_8_max_threads` per block (the driver's limit for its register count), and a
+    /// persistent block may use at most `shared_max` bytes of shared memory.
+    pub(crate) fn plan_limited(
+        &self,
+        rows: usize,
+        cols: usize,
+        block_8_max_threads: u32,
+        shared_max: u32,
+    ) -> OnePassPlan {
+        // Aligned vectors of the row with the most: a row whose start is not 16-byte aligned
+        // has one fewer, plus up to 3 head and 3 tail scalars that threads 0..7 take.
+        let vecs = cols / 4;
+        if cols <= self.warp_max_cols {
+            if let Some(vectors) = warp_vectors(vecs) {
+                return match vectors {
+                    1 if matches!(self.group_lanes, 8 | 16) => OnePassPlan::Group {
+                        lanes: self.group_lanes,
+                    },
+                    WARP_MAX_VECTORS if cols >= self.persistent_min_cols => OnePassPlan::PersistentWarp,
+                    _ => OnePassPlan::Warp { vectors },
+                };
+            }
+        }
+        if cols <= self.block_max_cols {
+            let threads_for = |vectors: usize| vecs.div_ceil(vectors).next_multiple_of(32).max(32);
+            let block = |vectors: usize, threads: usize| {
+                let threads = threads as u32;
+                let staged = persist_block_shared_bytes(vectors as u32, threads) <= shared_max;
+                if cols >= self.persistent_min_cols && staged {
+                    OnePassPlan::PersistentBlock { vectors, threads }
+                } else {
+                    OnePassPlan::Block { vectors, threads }
+                }
+            };
+            if threads_for(4) <= BLOCK_4_MAX_THREADS {
+                return block(4, threads_for(4));
+            }
+            let threads = threads_for(BLOCK_MAX_VECTORS);
+            if threads <= block_8_max_threads.min(ROW_BLOCK_MAX) as usize {
+                return block(BLOCK_MAX_VECTORS, threads);
+            }
+        }
+        if rows >= self.split_max_rows {
+            return OnePassPlan::Stream;
+        }
+        let chunk_vecs = (self.split_chunk / 4).max(1);
+        OnePassPlan::Split {
+            chunks: vecs.div_ceil(chunk_vecs).max(1),
+            chunk_vecs,
+        }
+    }
+}
+
+/// The fewest vectors per lane (1, 2, 4, 8) that hold `vecs` vectors in a warp.
+fn warp_vectors(vecs: usize) -> Option<usize> {
+    [1, 2, 4, WARP_MAX_VECTORS]
+        .into_iter()
+        .find(|&v| vecs <= v * gpukern_device::warp::SIZE as usize)
+}
