@@ -1,10 +1,15 @@
-//! Helpers shared by the simulator's test binaries: asserting a planted bug's exact report, and
-//! naming a call site the way the simulator does.
+//! Helpers shared by the simulator's test binaries: launch shapes, reproducible inputs, checks
+//! against an f64 computation, asserting a planted bug's exact report, and naming a call site the
+//! way the simulator does; [`matmul`] for the matmul kernels.
 
 // Each test binary compiles this module and uses part of it.
 #![allow(dead_code)]
 
-use kernels_gpu::sim::SimError;
+pub mod matmul;
+
+use kernels_gpu::add;
+use kernels_gpu::gpu::vector::F4;
+use kernels_gpu::sim::{Dim3, LaunchConfig, SimError};
 
 /// Asserts that a launch failed with exactly `expected`; prints the report's text.
 #[track_caller]
@@ -24,4 +29,51 @@ pub fn site_in(source: &str, file: &str, call: &str, marker: &str) -> String {
         .unwrap_or_else(|| panic!("no line of {file} with {call} marked {marker:?}"));
     let column = text.find(call).unwrap_or(0);
     format!("{file}:{}:{}", line + 1, column + 1)
+}
+
+/// A 2-D launch (`z` = 1).
+pub fn config(grid: (u32, u32), block: (u32, u32), shared_mem_bytes: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: Dim3::new(grid.0, grid.1, 1),
+        block: Dim3::new(block.0, block.1, 1),
+        shared_mem_bytes,
+    }
+}
+
+/// A 1-D launch of `add`/`increment_by_one` over `n` elements.
+pub fn elementwise_config(n: usize) -> LaunchConfig {
+    config(((n as u32).div_ceil(add::BLOCK), 1), (add::BLOCK, 1), 0)
+}
+
+/// `n` pseudo-random floats in [-1, 1): a 64-bit LCG (Knuth's MMIX constants), so every run sees
+/// the same inputs; the top 24 bits of the state are exact in an f32.
+pub fn random(seed: u64, n: usize) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+/// Asserts `|got[i] - want[i]| <= rel * scale[i]` for every element.
+#[track_caller]
+pub fn assert_close(what: &str, got: &[f32], want: &[f64], scale: &[f64], rel: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, ((&g, &w), &s)) in got.iter().zip(want).zip(scale).enumerate() {
+        let err = (g as f64 - w).abs();
+        assert!(
+            err <= rel * s,
+            "{what}: element {i}: got {g}, want {w} (error {err:e}, allowed {:e})",
+            rel * s
+        );
+    }
+}
+
+/// The floats of 16-byte aligned storage, in order.
+pub fn floats(v: &[F4]) -> Vec<f32> {
+    v.iter().flat_map(|x| x.0).collect()
 }
