@@ -52,6 +52,19 @@ pub const VEC_UNROLL: usize = 4;
 /// Vectors of 4 floats one block of [`add_vec4`] covers per sweep of its grid-stride loop.
 pub const VEC_TILE: usize = BLOCK as usize * VEC_UNROLL;
 
+/// The grid-stride loop of the `_vec4` kernels: this thread's first vector (block `g` starts at
+/// vector `g * VEC_TILE`) and the step to its next sweep (the whole grid's `gridDim.x *
+/// VEC_TILE` vectors). The kernels take the launch's block size as the constant [`BLOCK`]:
+/// vector `k` of a sweep then lies `16 * k * BLOCK` bytes past vector 0, an immediate offset of
+/// the load, instead of one more 64-bit address per `k`.
+#[inline(always)]
+fn vec4_sweep() -> (usize, usize) {
+    let tile = VEC_TILE;
+    let stride = thread::grid_dim_x() as usize * tile;
+    let start = thread::block_idx_x() as usize * tile + thread::thread_idx_x() as usize;
+    (start, stride)
+}
+
 /// `c[i] = a[i] + b[i]` for `i < n`, with 16-byte accesses.
 ///
 /// The arrays are taken as `n / 4` vectors of four floats plus a scalar tail of `n % 4`. Block
@@ -75,12 +88,8 @@ pub const VEC_TILE: usize = BLOCK as usize * VEC_UNROLL;
 #[kernel]
 pub unsafe fn add_vec4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
     let vectors = n / 4;
-    // The launch's block size, as a constant: vector `k` then lies `16 * k * BLOCK` bytes past
-    // vector 0, an immediate offset of the load, instead of one more 64-bit address per `k`.
     let threads = BLOCK as usize;
-    let tile = VEC_TILE;
-    let stride = thread::grid_dim_x() as usize * tile;
-    let mut start = thread::block_idx_x() as usize * tile + thread::thread_idx_x() as usize;
+    let (mut start, stride) = vec4_sweep();
     while start < vectors {
         let mut va = [F4::ZERO; VEC_UNROLL];
         let mut vb = [F4::ZERO; VEC_UNROLL];
@@ -135,9 +144,7 @@ pub unsafe fn add_vec4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
 pub unsafe fn increment_by_one_vec4(x: *mut f32, n: usize) {
     let vectors = n / 4;
     let threads = BLOCK as usize;
-    let tile = VEC_TILE;
-    let stride = thread::grid_dim_x() as usize * tile;
-    let mut start = thread::block_idx_x() as usize * tile + thread::thread_idx_x() as usize;
+    let (mut start, stride) = vec4_sweep();
     while start < vectors {
         let mut vx = [F4::ZERO; VEC_UNROLL];
         for (k, slot) in vx.iter_mut().enumerate() {

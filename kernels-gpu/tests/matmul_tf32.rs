@@ -11,8 +11,11 @@
 //! checks the kernels in isolation, and `trunc_kernels_truncate_and_the_others_round` tells
 //! rounding from truncation exactly.
 
+mod common;
+
+use common::floats;
 use kernels_gpu::gpu::vector::F4;
-use kernels_gpu::matmul_tf32::{self as t, Tf32Tiling, TF32_128X128, TF32_128X128_K16, TF32_128X256};
+use kernels_gpu::matmul::tf32::{self as t, Tf32Tiling, TF32_128X128, TF32_128X128_K16, TF32_128X256};
 use kernels_gpu::sim::{Dim3, Launch, LaunchConfig, SimError, Violation};
 
 /// A TF32 kernel's signature: `(a, b, c, m, n, k)`.
@@ -32,10 +35,6 @@ fn random_aligned(seed: u64, n: usize) -> Vec<F4> {
         *x = (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
     }
     out
-}
-
-fn floats(v: &[F4]) -> Vec<f32> {
-    v.iter().flat_map(|x| x.0).collect()
 }
 
 /// Runs `kernel` on random `A`, `B` (shifted by `b_offset` floats) with the documented launch;

@@ -1,8 +1,8 @@
 //! The simulator, tested two ways.
 //!
 //! 1. Every shipped kernel runs through [`Launch`] on small ragged shapes, with the launch shape
-//!    its doc comment gives, and matches an f64 computation written here (the softmax kernels
-//!    in `softmax.rs`).
+//!    its doc comment gives, and matches an f64 computation (the kernels of each family in
+//!    `add.rs`, `matmul.rs` and `softmax.rs`; here, what spans families).
 //! 2. Each check is proved on a test-only kernel with one planted bug, written with the same
 //!    `gpu` helpers as the real kernels: the report must name the exact violation, kernel, block
 //!    and thread. Next to each buggy kernel runs its fixed version, which must pass.
@@ -17,10 +17,11 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use common::matmul::{naive_config, run_matmul, tiled_config};
 use common::softmax::{run_softmax, softmax_config};
-use common::{assert_close, assert_report, config, random, report};
+use common::{assert_report, config, elementwise_config, random, report};
 use kernels_gpu::gpu::{block, mem, shared, thread};
-use kernels_gpu::sim::{Access, Dim3, Launch, LaunchConfig, SimError, Space, Violation};
+use kernels_gpu::sim::{Access, Dim3, Launch, SimError, Space, Violation};
 use kernels_gpu::{add, matmul};
 
 // ---------------------------------------------------------------------------------------------
@@ -65,149 +66,6 @@ fn within<R: Send + 'static>(seconds: u64, f: impl FnOnce() -> R + Send + 'stati
 // ---------------------------------------------------------------------------------------------
 // 1. Shipped kernels against f64 computations, with their documented launch shapes
 // ---------------------------------------------------------------------------------------------
-
-/// A 1-D launch of `add`/`increment_by_one` over `n` elements.
-fn elementwise_config(n: usize) -> LaunchConfig {
-    config(((n as u32).div_ceil(add::BLOCK), 1), (add::BLOCK, 1), 0)
-}
-
-#[test]
-fn add_matches_f64() {
-    for n in [1, 7, 33, 257] {
-        let (a, b) = (random(1, n), random(2, n));
-        let mut c = vec![0.0f32; n];
-        let mut launch = Launch::new("add", elementwise_config(n));
-        let (pa, pb, pc) = (
-            launch.input("a", &a),
-            launch.input("b", &b),
-            launch.output("c", &mut c),
-        );
-        // SAFETY: the three buffers hold `n` floats and are registered on the launch.
-        unsafe { launch.run(|| add::add(pa, pb, pc, n)) }.unwrap();
-        let want: Vec<f64> = a.iter().zip(&b).map(|(&x, &y)| x as f64 + y as f64).collect();
-        let scale: Vec<f64> = a
-            .iter()
-            .zip(&b)
-            .map(|(&x, &y)| (x.abs() + y.abs()) as f64)
-            .collect();
-        assert_close(&format!("add n={n}"), &c, &want, &scale, 1e-5);
-    }
-}
-
-#[test]
-fn increment_by_one_matches_f64() {
-    for n in [1, 7, 33, 257] {
-        let x0 = random(3, n);
-        let mut x = x0.clone();
-        let mut launch = Launch::new("increment_by_one", elementwise_config(n));
-        let px = launch.output("x", &mut x);
-        // SAFETY: `x` holds `n` floats and is registered on the launch.
-        unsafe { launch.run(|| add::increment_by_one(px, n)) }.unwrap();
-        let want: Vec<f64> = x0.iter().map(|&v| v as f64 + 1.0).collect();
-        let scale: Vec<f64> = x0.iter().map(|&v| v.abs() as f64 + 1.0).collect();
-        assert_close(&format!("increment_by_one n={n}"), &x, &want, &scale, 1e-5);
-    }
-}
-
-/// A matmul kernel's signature: `(a, b, c, m, n, k)`.
-type MatmulKernel = unsafe fn(*const f32, *const f32, *mut f32, usize, usize, usize);
-
-/// The documented launch of [`matmul::matmul_naive`] for an `m x n` result.
-fn naive_config(m: usize, n: usize) -> LaunchConfig {
-    let side = matmul::NAIVE_BLOCK;
-    let grid = ((n as u32).div_ceil(side), (m as u32).div_ceil(side));
-    config(grid, (side, side), 0)
-}
-
-/// The documented launch of [`matmul::matmul_tiled`] for an `m x n` result.
-fn tiled_config(m: usize, n: usize) -> LaunchConfig {
-    let tile = matmul::TILE as u32;
-    let grid = ((n as u32).div_ceil(tile), (m as u32).div_ceil(tile));
-    config(grid, (tile, tile), matmul::TILED_SHARED_BYTES)
-}
-
-/// `C = A * B` (`m x k` times `k x n`) by `kernel` in the simulator.
-fn run_matmul(
-    name: &'static str,
-    kernel: MatmulKernel,
-    cfg: LaunchConfig,
-    (a, b): (&[f32], &[f32]),
-    (m, n, k): (usize, usize, usize),
-) -> Result<Vec<f32>, SimError> {
-    let mut c = vec![0.0f32; m * n];
-    let mut launch = Launch::new(name, cfg);
-    let (pa, pb, pc) = (
-        launch.input("a", a),
-        launch.input("b", b),
-        launch.output("c", &mut c),
-    );
-    // SAFETY: `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` floats and are registered on the launch.
-    unsafe { launch.run(|| kernel(pa, pb, pc, m, n, k)) }?;
-    Ok(c)
-}
-
-/// `C = A * B` in f64, and for each element the error scale `sum_i |A[r][i] * B[i][c]|`.
-fn matmul_f64(a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize)) -> (Vec<f64>, Vec<f64>) {
-    let mut want = vec![0.0; m * n];
-    let mut scale = vec![0.0; m * n];
-    for r in 0..m {
-        for c in 0..n {
-            for i in 0..k {
-                let p = a[r * k + i] as f64 * b[i * n + c] as f64;
-                want[r * n + c] += p;
-                scale[r * n + c] += p.abs();
-            }
-        }
-    }
-    (want, scale)
-}
-
-/// `(m, n, k)`: 1x1x1, 7x31x33 and 33x65x17 as `m x k x n`; each leaves ragged tile edges.
-const MATMUL_SHAPES: [(usize, usize, usize); 3] = [(1, 1, 1), (7, 33, 31), (33, 17, 65)];
-
-#[test]
-fn matmul_naive_matches_f64() {
-    for (s, shape @ (m, n, k)) in MATMUL_SHAPES.into_iter().enumerate() {
-        let (a, b) = (random(10 + s as u64, m * k), random(20 + s as u64, k * n));
-        let c = run_matmul(
-            "matmul_naive",
-            matmul::matmul_naive,
-            naive_config(m, n),
-            (&a, &b),
-            shape,
-        );
-        let (want, scale) = matmul_f64(&a, &b, shape);
-        assert_close(
-            &format!("matmul_naive {m}x{k}x{n}"),
-            &c.unwrap(),
-            &want,
-            &scale,
-            1e-5,
-        );
-    }
-}
-
-#[test]
-fn matmul_tiled_matches_f64() {
-    for (s, shape @ (m, n, k)) in MATMUL_SHAPES.into_iter().enumerate() {
-        let (a, b) = (random(10 + s as u64, m * k), random(20 + s as u64, k * n));
-        let c = run_matmul(
-            "matmul_tiled",
-            matmul::matmul_tiled,
-            tiled_config(m, n),
-            (&a, &b),
-            shape,
-        );
-        let (want, scale) = matmul_f64(&a, &b, shape);
-        assert_close(
-            &format!("matmul_tiled {m}x{k}x{n}"),
-            &c.unwrap(),
-            &want,
-            &scale,
-            1e-5,
-        );
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // 2. Planted bugs, one per check, each next to its fixed version

@@ -1,13 +1,46 @@
-//! Helpers shared by the simulator's test binaries: launch shapes, inputs and tolerances, the
-//! documented launch of each kernel family ([`softmax`]), asserting a planted bug's exact report,
-//! and naming a call site the way the simulator does.
+//! Helpers shared by the simulator's test binaries: launch shapes, reproducible inputs, checks
+//! against an f64 computation, asserting a planted bug's exact report, and naming a call site the
+//! way the simulator does; the documented launch of each kernel family ([`matmul`], [`softmax`]).
 
 // Each test binary compiles this module and uses part of it.
 #![allow(dead_code)]
 
+pub mod matmul;
+pub mod softmax;
+
+use kernels_gpu::add;
+use kernels_gpu::gpu::vector::F4;
 use kernels_gpu::sim::{Dim3, LaunchConfig, SimError, Violation};
 
-pub mod softmax;
+/// The report expected from `kernel` at block `(x, y)`, thread `(x, y)`.
+pub fn report(kernel: &str, block: (u32, u32), thread: (u32, u32), violation: Violation) -> SimError {
+    SimError {
+        kernel: kernel.to_string(),
+        block: Dim3::new(block.0, block.1, 0),
+        thread: Dim3::new(thread.0, thread.1, 0),
+        violation,
+    }
+}
+
+/// Asserts that a launch failed with exactly `expected`; prints the report's text.
+#[track_caller]
+pub fn assert_report(result: Result<(), SimError>, expected: SimError) {
+    let err = result.expect_err("the simulator should have caught the planted bug");
+    println!("{err}");
+    assert_eq!(err, expected, "report text: {err}");
+}
+
+/// `file:line:column` of `call` on the line of `source` (the text of the test file `file`) that
+/// ends with `marker`, as the simulator names a barrier or shuffle reached through that call.
+pub fn site_in(source: &str, file: &str, call: &str, marker: &str) -> String {
+    let (line, text) = source
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains(call) && l.ends_with(marker))
+        .unwrap_or_else(|| panic!("no line of {file} with {call} marked {marker:?}"));
+    let column = text.find(call).unwrap_or(0);
+    format!("{file}:{}:{}", line + 1, column + 1)
+}
 
 /// A 2-D launch (`z` = 1).
 pub fn config(grid: (u32, u32), block: (u32, u32), shared_mem_bytes: u32) -> LaunchConfig {
@@ -18,14 +51,9 @@ pub fn config(grid: (u32, u32), block: (u32, u32), shared_mem_bytes: u32) -> Lau
     }
 }
 
-/// The report expected from `kernel` at block `(x, y)`, thread `(x, y)`.
-pub fn report(kernel: &str, block: (u32, u32), thread: (u32, u32), violation: Violation) -> SimError {
-    SimError {
-        kernel: kernel.to_string(),
-        block: Dim3::new(block.0, block.1, 0),
-        thread: Dim3::new(thread.0, thread.1, 0),
-        violation,
-    }
+/// A 1-D launch of `add`/`increment_by_one` over `n` elements.
+pub fn elementwise_config(n: usize) -> LaunchConfig {
+    config(((n as u32).div_ceil(add::BLOCK), 1), (add::BLOCK, 1), 0)
 }
 
 /// `n` pseudo-random floats in [-1, 1): a 64-bit LCG (Knuth's MMIX constants), so every run sees
@@ -56,22 +84,7 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f64], scale: &[f64], rel: f
     }
 }
 
-/// Asserts that a launch failed with exactly `expected`; prints the report's text.
-#[track_caller]
-pub fn assert_report(result: Result<(), SimError>, expected: SimError) {
-    let err = result.expect_err("the simulator should have caught the planted bug");
-    println!("{err}");
-    assert_eq!(err, expected, "report text: {err}");
-}
-
-/// `file:line:column` of `call` on the line of `source` (the text of the test file `file`) that
-/// ends with `marker`, as the simulator names a barrier or shuffle reached through that call.
-pub fn site_in(source: &str, file: &str, call: &str, marker: &str) -> String {
-    let (line, text) = source
-        .lines()
-        .enumerate()
-        .find(|(_, l)| l.contains(call) && l.ends_with(marker))
-        .unwrap_or_else(|| panic!("no line of {file} with {call} marked {marker:?}"));
-    let column = text.find(call).unwrap_or(0);
-    format!("{file}:{}:{}", line + 1, column + 1)
+/// The floats of 16-byte aligned storage, in order.
+pub fn floats(v: &[F4]) -> Vec<f32> {
+    v.iter().flat_map(|x| x.0).collect()
 }

@@ -55,6 +55,7 @@
 //! the MMAs. Measured: BENCHMARKS.md, the `gpukern:tf32` rows against cuBLAS TF32 (the `_trunc`
 //! kernels are timed only in a `--plans` run).
 
+use super::WARP;
 use crate::gpu::async_copy::{self, cp_async_16, cp_async_4};
 use crate::gpu::mma::{mma_m16n8k8_tf32, to_tf32};
 use crate::gpu::vector::{self, F2, F4};
@@ -156,8 +157,6 @@ pub const B_PAD: usize = 8;
 /// rows before moving one block column right, so the blocks running at once share the `B`
 /// columns and `A` rows they read, and L2 serves them.
 pub const GROUP_ROWS: usize = 8;
-/// Threads of a warp ([`crate::gpu::warp::SIZE`], as a `usize` for index arithmetic).
-const WARP: usize = crate::gpu::warp::SIZE as usize;
 
 /// This block's tile `(row, column)` in the grid of `C`'s tiles (`tiles_n` columns, `tiles_m`
 /// rows), from its linear index `id`: blocks in order of `id` fill a group of [`GROUP_ROWS`]
@@ -444,31 +443,7 @@ pub unsafe fn tf32_gemm<
     });
 }
 
-/// Instantiates [`tf32_gemm`] for a [`Tf32Tiling`] constant.
-macro_rules! tf32_kernel {
-    ($(#[$doc:meta])* $name:ident, $tiling:expr, $vec:expr, $round:expr) => {
-        $(#[$doc])*
-        #[kernel]
-        pub unsafe fn $name(a: *const f32, b: *const f32, c: *mut f32, m: usize, n: usize, k: usize) {
-            const T: Tf32Tiling = $tiling;
-            // SAFETY: forwarded contract.
-            unsafe {
-                tf32_gemm::<
-                    { T.block_rows },
-                    { T.block_cols },
-                    { T.block_k },
-                    { T.warp_rows / MMA_M },
-                    { T.warp_cols / MMA_N },
-                    { T.stages },
-                    $vec,
-                    $round,
-                >(a, b, c, m, n, k)
-            }
-        }
-    };
-}
-
-tf32_kernel!(
+gemm_kernel!(
     /// [`tf32_gemm`] with [`TF32_128X128`] and 4-byte copies: any `k`, `n` and alignment.
     /// There is no 16-byte-copy twin of this rounding kernel: ptxas 13.0 (the H200's CUDA 13.0
     /// toolchain and driver) gives it 255 registers and an 8-byte spill, ptxas 13.5 none; the
@@ -481,13 +456,10 @@ tf32_kernel!(
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = false`.
-    matmul_tf32_128x128,
-    TF32_128X128,
-    false,
-    true
+    matmul_tf32_128x128: tf32_gemm(TF32_128X128, vec = false, round = true)
 );
 
-tf32_kernel!(
+gemm_kernel!(
     /// [`tf32_gemm`] with [`TF32_128X128_K16`] and 4-byte copies: any `k`, `n` and alignment;
     /// the TF32 kernel for GPUs that cannot give a block the 105 KiB of
     /// [`matmul_tf32_128x128`] (99 KiB on compute capability 8.6, 8.9, 12.0).
@@ -499,13 +471,10 @@ tf32_kernel!(
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = false`.
-    matmul_tf32_128x128_k16,
-    TF32_128X128_K16,
-    false,
-    true
+    matmul_tf32_128x128_k16: tf32_gemm(TF32_128X128_K16, vec = false, round = true)
 );
 
-tf32_kernel!(
+gemm_kernel!(
     /// [`tf32_gemm`] with [`TF32_128X256`] and 16-byte copies: for `k` and `n` multiples of 4
     /// and 16-byte aligned matrices.
     ///
@@ -516,24 +485,18 @@ tf32_kernel!(
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = true`.
-    matmul_tf32_128x256_vec4,
-    TF32_128X256,
-    true,
-    true
+    matmul_tf32_128x256_vec4: tf32_gemm(TF32_128X256, vec = true, round = true)
 );
 
-tf32_kernel!(
+gemm_kernel!(
     /// [`matmul_tf32_128x256_vec4`] with 4-byte copies: any `k`, `n` and alignment.
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = false`.
-    matmul_tf32_128x256,
-    TF32_128X256,
-    false,
-    true
+    matmul_tf32_128x256: tf32_gemm(TF32_128X256, vec = false, round = true)
 );
 
-tf32_kernel!(
+gemm_kernel!(
     /// [`matmul_tf32_128x128`] with 16-byte copies and without the rounding to TF32: for `k`
     /// and `n` multiples of 4 and 16-byte aligned matrices. The tensor core truncates the
     /// f32 operands (unit roundoff `2^-10` instead of `2^-11`), and each thread issues 32 fewer
@@ -541,44 +504,32 @@ tf32_kernel!(
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = true`.
-    matmul_tf32_128x128_vec4_trunc,
-    TF32_128X128,
-    true,
-    false
+    matmul_tf32_128x128_vec4_trunc: tf32_gemm(TF32_128X128, vec = true, round = false)
 );
 
-tf32_kernel!(
+gemm_kernel!(
     /// [`matmul_tf32_128x128`] without the rounding to TF32 (see
     /// [`matmul_tf32_128x128_vec4_trunc`]): any `k`, `n` and alignment.
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = false`.
-    matmul_tf32_128x128_trunc,
-    TF32_128X128,
-    false,
-    false
+    matmul_tf32_128x128_trunc: tf32_gemm(TF32_128X128, vec = false, round = false)
 );
 
-tf32_kernel!(
+gemm_kernel!(
     /// [`matmul_tf32_128x256_vec4`] without the rounding to TF32 (see
     /// [`matmul_tf32_128x128_vec4_trunc`]).
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = true`.
-    matmul_tf32_128x256_vec4_trunc,
-    TF32_128X256,
-    true,
-    false
+    matmul_tf32_128x256_vec4_trunc: tf32_gemm(TF32_128X256, vec = true, round = false)
 );
 
-tf32_kernel!(
+gemm_kernel!(
     /// [`matmul_tf32_128x256`] without the rounding to TF32 (see
     /// [`matmul_tf32_128x128_vec4_trunc`]): any `k`, `n` and alignment.
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = false`.
-    matmul_tf32_128x256_trunc,
-    TF32_128X256,
-    false,
-    false
+    matmul_tf32_128x256_trunc: tf32_gemm(TF32_128X256, vec = false, round = false)
 );

@@ -1,11 +1,90 @@
-//! The fast matmul kernels launched directly through the simulator, with the launch their doc
-//! comments give, against an f64 computation: each kernel once on a ragged shape, a split of `k`
-//! added up by `matmul_sum_splits`, and a 16-byte kernel handed a misaligned matrix (caught).
-//! Small on purpose: a block of these kernels is 256 threads.
+//! The f32 matmul kernels launched through the simulator, with the launch their doc comments give,
+//! against an f64 computation, rung by rung:
+//! 1. `matmul_naive` and `matmul_tiled` on small ragged shapes;
+//! 2. the register-tiled and wide kernels (`matmul_fast_*`), each once on a ragged shape, a split
+//!    of `k` added up by `matmul_sum_splits`, and a 16-byte kernel handed a misaligned matrix
+//!    (caught). Small on purpose: a block of these kernels is 256 threads.
+//!
+//! The TF32 kernels are in `matmul_tf32.rs`.
 
+mod common;
+
+use common::matmul::{naive_config, run_matmul, tiled_config};
+use common::{assert_close, floats, random};
 use kernels_gpu::gpu::vector::F4;
 use kernels_gpu::matmul::{self, FastTiling, FAST_128, FAST_64, FAST_WIDE};
 use kernels_gpu::sim::{Dim3, Launch, LaunchConfig, SimError, Violation};
+
+// ---------------------------------------------------------------------------------------------
+// 1. The tutorial rungs
+// ---------------------------------------------------------------------------------------------
+
+/// `C = A * B` in f64, and for each element the error scale `sum_i |A[r][i] * B[i][c]|`.
+fn matmul_f64(a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize)) -> (Vec<f64>, Vec<f64>) {
+    let mut want = vec![0.0; m * n];
+    let mut scale = vec![0.0; m * n];
+    for r in 0..m {
+        for c in 0..n {
+            for i in 0..k {
+                let p = a[r * k + i] as f64 * b[i * n + c] as f64;
+                want[r * n + c] += p;
+                scale[r * n + c] += p.abs();
+            }
+        }
+    }
+    (want, scale)
+}
+
+/// `(m, n, k)`: 1x1x1, 7x31x33 and 33x65x17 as `m x k x n`; each leaves ragged tile edges.
+const MATMUL_SHAPES: [(usize, usize, usize); 3] = [(1, 1, 1), (7, 33, 31), (33, 17, 65)];
+
+#[test]
+fn matmul_naive_matches_f64() {
+    for (s, shape @ (m, n, k)) in MATMUL_SHAPES.into_iter().enumerate() {
+        let (a, b) = (random(10 + s as u64, m * k), random(20 + s as u64, k * n));
+        let c = run_matmul(
+            "matmul_naive",
+            matmul::matmul_naive,
+            naive_config(m, n),
+            (&a, &b),
+            shape,
+        );
+        let (want, scale) = matmul_f64(&a, &b, shape);
+        assert_close(
+            &format!("matmul_naive {m}x{k}x{n}"),
+            &c.unwrap(),
+            &want,
+            &scale,
+            1e-5,
+        );
+    }
+}
+
+#[test]
+fn matmul_tiled_matches_f64() {
+    for (s, shape @ (m, n, k)) in MATMUL_SHAPES.into_iter().enumerate() {
+        let (a, b) = (random(10 + s as u64, m * k), random(20 + s as u64, k * n));
+        let c = run_matmul(
+            "matmul_tiled",
+            matmul::matmul_tiled,
+            tiled_config(m, n),
+            (&a, &b),
+            shape,
+        );
+        let (want, scale) = matmul_f64(&a, &b, shape);
+        assert_close(
+            &format!("matmul_tiled {m}x{k}x{n}"),
+            &c.unwrap(),
+            &want,
+            &scale,
+            1e-5,
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. The register-tiled and wide kernels, and split k
+// ---------------------------------------------------------------------------------------------
 
 /// A fast kernel's signature: `(a, b, c, m, n, k, k_split)`.
 type FastKernel = unsafe fn(*const f32, *const f32, *mut f32, usize, usize, usize, usize);
@@ -33,10 +112,6 @@ fn random_aligned(seed: u64, n: usize, extra: usize) -> Vec<F4> {
         *x = ((state >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * if i % 3 == 0 { -1.0 } else { 1.0 };
     }
     out
-}
-
-fn floats(v: &[F4]) -> Vec<f32> {
-    v.iter().flat_map(|x| x.0).collect()
 }
 
 /// The documented launch of a fast kernel: `(ceil(n/BN) * slices, ceil(m/BM))` blocks.

@@ -1,0 +1,172 @@
+//! Matrix product `C = A * B` in f32, row-major: `A` is `m x k`, `B` is `k x n`, `C` is `m x n`.
+//!
+//! The ladder, one file per rung, from the tutorial version up:
+//! 1. [`naive`]: [`matmul_naive`], one thread per element of `C`, operands straight from global
+//!    memory.
+//! 2. [`tiled`]: [`matmul_tiled`], square tiles of `A` and `B` staged in shared memory, so each
+//!    element loaded from global memory is used `TILE` times.
+//! 3. [`register_tiled`]: [`matmul_fast_128x128`] and friends. Each thread computes a register
+//!    tile of `C` (an outer product per step along `k`, so each element read from shared memory
+//!    is used 8 or 4 times), 16-byte loads, two shared-memory stages so one barrier per tile
+//!    suffices. One generic body, [`fast_gemm`], instantiated per [`FastTiling`].
+//! 4. [`wide`]: [`matmul_fast_128x256`] and its `_vec4` twin, a 128 x 256 block tile fed by a
+//!    `cp.async` pipeline ([`wide_gemm`]).
+//! 5. [`split_k`]: [`matmul_sum_splits`] adds the partial products when rungs 3 and 4 split `k`
+//!    over blocks.
+//! 6. [`tf32`]: the opt-in TF32 tensor-core kernels (`mma.m16n8k8`), which trade precision for
+//!    speed; their items stay under `matmul::tf32`.
+//!
+//! Every entry point of rungs 3 to 6 is declared with `gemm_kernel!`, one instance of a generic
+//! body. Rungs 3 and 4 find their block's tile and slice of `k` and write their register tiles
+//! back with the same lines, written out in each body: as shared inlined functions they changed
+//! the PTX (the order of the prologue's instructions in every fast kernel; the wide kernels'
+//! epilogue), and these kernels' PTX is what was measured.
+
+/// Threads of a warp ([`crate::gpu::warp::SIZE`], as a `usize` for index arithmetic).
+const WARP: usize = crate::gpu::warp::SIZE as usize;
+
+/// Most steps along `k` per tile (`BK`) that [`unrolled!`] unrolls.
+const MAX_UNROLL: usize = 16;
+
+/// `for $i in $lo..$hi $body` with the body written out once per step (steps below
+/// [`MAX_UNROLL`]; `$lo` and `$hi` must be constants). Rust has no `#pragma unroll`, and LLVM
+/// keeps a loop of `BK` outer products (~600 instructions) rolled; unrolled, `ptxas` can issue
+/// the shared loads of step `i + 1` while the FMAs of step `i` run, instead of waiting for them
+/// at the top of each step.
+///
+/// `unrolled!($i in 0..$hi == N, $body)` with a literal `N` of 2, 4 or 8 (checked equal to `$hi`
+/// at compile time) writes the body out exactly `N` times instead of [`MAX_UNROLL`] guarded
+/// times: for the nested loops of [`wide_gemm`], whose bounds are constants, that is 96 copies
+/// of the innermost body instead of 4,352, and the type checker's time on the kernel crate goes
+/// with the number of copies. The code generated is the same.
+macro_rules! unrolled {
+    ($i:ident in 0..$hi:tt == 2, $body:block) => {
+        const { assert!($hi == 2, "unrolled!: the literal count must equal the bound") };
+        unrolled!(@exact $i, $body, 0 1)
+    };
+    ($i:ident in 0..$hi:tt == 4, $body:block) => {
+        const { assert!($hi == 4, "unrolled!: the literal count must equal the bound") };
+        unrolled!(@exact $i, $body, 0 1 2 3)
+    };
+    ($i:ident in 0..$hi:tt == 8, $body:block) => {
+        const { assert!($hi == 8, "unrolled!: the literal count must equal the bound") };
+        unrolled!(@exact $i, $body, 0 1 2 3 4 5 6 7)
+    };
+    (@exact $i:ident, $body:block, $($step:literal)*) => {
+        $(
+            {
+                let $i: usize = $step;
+                $body
+            }
+        )*
+    };
+    ($i:ident in $lo:tt..$hi:expr, $body:block) => {
+        unrolled!(@steps $i, $lo, $hi, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    };
+    (@steps $i:ident, $lo:expr, $hi:expr, $body:block, $($step:literal)*) => {
+        $(
+            if $lo <= $step && $step < $hi {
+                let $i: usize = $step;
+                $body
+            }
+        )*
+    };
+}
+
+/// Declares one entry point of the fast matmul kernels: a `#[kernel]` that forwards its
+/// arguments to one instance of a generic body, so that a variant is its doc comment, a name and
+/// its knobs. One arm per body:
+/// * `fast_gemm(TILING, vec = VEC)`: [`fast_gemm`] with a [`FastTiling`]'s numbers, arguments
+///   `(a, b, c, m, n, k, k_split)`;
+/// * `wide_gemm(vec = VEC)`: [`wide_gemm`] (its tiling is [`FAST_WIDE`]), the same arguments;
+/// * `tf32_gemm(TILING, vec = VEC, round = ROUND)`: [`tf32::tf32_gemm`] with a
+///   [`tf32::Tf32Tiling`]'s numbers, arguments `(a, b, c, m, n, k)`.
+macro_rules! gemm_kernel {
+    ($(#[$doc:meta])* $name:ident: fast_gemm($tiling:expr, vec = $vec:expr)) => {
+        $(#[$doc])*
+        #[kernel]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $name(
+            a: *const f32,
+            b: *const f32,
+            c: *mut f32,
+            m: usize,
+            n: usize,
+            k: usize,
+            k_split: usize,
+        ) {
+            const T: FastTiling = $tiling;
+            // SAFETY: forwarded contract.
+            unsafe {
+                fast_gemm::<
+                    { T.block_rows },
+                    { T.block_cols },
+                    { T.block_k },
+                    { T.thread_rows },
+                    { T.thread_cols },
+                    $vec,
+                >(a, b, c, m, n, k, k_split)
+            }
+        }
+    };
+    ($(#[$doc:meta])* $name:ident: wide_gemm(vec = $vec:expr)) => {
+        $(#[$doc])*
+        #[kernel]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $name(
+            a: *const f32,
+            b: *const f32,
+            c: *mut f32,
+            m: usize,
+            n: usize,
+            k: usize,
+            k_split: usize,
+        ) {
+            // SAFETY: forwarded contract.
+            unsafe { wide_gemm::<$vec>(a, b, c, m, n, k, k_split) }
+        }
+    };
+    ($(#[$doc:meta])* $name:ident: tf32_gemm($tiling:expr, vec = $vec:expr, round = $round:expr)) => {
+        $(#[$doc])*
+        #[kernel]
+        pub unsafe fn $name(a: *const f32, b: *const f32, c: *mut f32, m: usize, n: usize, k: usize) {
+            const T: Tf32Tiling = $tiling;
+            // SAFETY: forwarded contract.
+            unsafe {
+                tf32_gemm::<
+                    { T.block_rows },
+                    { T.block_cols },
+                    { T.block_k },
+                    { T.warp_rows / MMA_M },
+                    { T.warp_cols / MMA_N },
+                    { T.stages },
+                    $vec,
+                    $round,
+                >(a, b, c, m, n, k)
+            }
+        }
+    };
+}
+
+pub mod naive;
+pub mod register_tiled;
+pub mod split_k;
+pub mod tf32;
+pub mod tiled;
+pub mod wide;
+
+pub use naive::{matmul_naive, NAIVE_BLOCK};
+pub use register_tiled::{
+    fast_gemm, matmul_fast_128x128, matmul_fast_128x128_vec4, matmul_fast_64x64, matmul_fast_64x64_vec4,
+    FastTiling, Pipeline, FAST_128, FAST_128_SCALAR, FAST_64, SHARED_PAD, STAGES,
+};
+pub use split_k::{matmul_sum_splits, SUM_BLOCK};
+pub use tiled::{matmul_tiled, TILE, TILED_SHARED_BYTES};
+pub use wide::{
+    matmul_fast_128x256, matmul_fast_128x256_vec4, wide_gemm, FAST_WIDE, WIDE_A_STRIDE, WIDE_SHARED_BYTES,
+    WIDE_STAGES,
+};
+
+/// The most rows of `C` one block of any f32 matmul kernel here covers (the grid's `y` extent is
+/// the rows divided by this, at most).
+pub const MAX_BLOCK_ROWS: usize = FAST_128.block_rows;
