@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use gpukern::kernels::{add, matmul, matmul_tf32, softmax};
+use gpukern::kernels::matmul::tf32;
+use gpukern::kernels::{add, matmul, softmax};
 use gpukern::ptx::{PtxModule, entry_names, modules};
 
 /// The variable naming the ptxas binary.
@@ -141,13 +142,13 @@ fn block_threads(kernel: &str) -> Option<u32> {
         "matmul_fast_128x256" | "matmul_fast_128x256_vec4" => matmul::FAST_WIDE.threads(),
         "matmul_sum_splits" => matmul::SUM_BLOCK,
         "matmul_tf32_128x128" | "matmul_tf32_128x128_trunc" | "matmul_tf32_128x128_vec4_trunc" => {
-            matmul_tf32::TF32_128X128.threads()
+            tf32::TF32_128X128.threads()
         }
-        "matmul_tf32_128x128_k16" => matmul_tf32::TF32_128X128_K16.threads(),
+        "matmul_tf32_128x128_k16" => tf32::TF32_128X128_K16.threads(),
         "matmul_tf32_128x256"
         | "matmul_tf32_128x256_vec4"
         | "matmul_tf32_128x256_trunc"
-        | "matmul_tf32_128x256_vec4_trunc" => matmul_tf32::TF32_128X256.threads(),
+        | "matmul_tf32_128x256_vec4_trunc" => tf32::TF32_128X256.threads(),
         "softmax_block_reduce" => softmax::BLOCK,
         "softmax_warp_1" | "softmax_warp_2" | "softmax_warp_4" | "softmax_warp_8" => {
             softmax::WARP_KERNEL_BLOCK
@@ -414,20 +415,20 @@ fn barriers_are_where_the_source_puts_them() {
 fn tf32_mmas_are_where_the_source_puts_them() {
     // (kernel, tiling, whether it rounds)
     let tilings = [
-        ("matmul_tf32_128x128", matmul_tf32::TF32_128X128, true),
-        ("matmul_tf32_128x128_k16", matmul_tf32::TF32_128X128_K16, true),
-        ("matmul_tf32_128x256", matmul_tf32::TF32_128X256, true),
-        ("matmul_tf32_128x256_vec4", matmul_tf32::TF32_128X256, true),
-        ("matmul_tf32_128x128_trunc", matmul_tf32::TF32_128X128, false),
-        ("matmul_tf32_128x128_vec4_trunc", matmul_tf32::TF32_128X128, false),
-        ("matmul_tf32_128x256_trunc", matmul_tf32::TF32_128X256, false),
-        ("matmul_tf32_128x256_vec4_trunc", matmul_tf32::TF32_128X256, false),
+        ("matmul_tf32_128x128", tf32::TF32_128X128, true),
+        ("matmul_tf32_128x128_k16", tf32::TF32_128X128_K16, true),
+        ("matmul_tf32_128x256", tf32::TF32_128X256, true),
+        ("matmul_tf32_128x256_vec4", tf32::TF32_128X256, true),
+        ("matmul_tf32_128x128_trunc", tf32::TF32_128X128, false),
+        ("matmul_tf32_128x128_vec4_trunc", tf32::TF32_128X128, false),
+        ("matmul_tf32_128x256_trunc", tf32::TF32_128X256, false),
+        ("matmul_tf32_128x256_vec4_trunc", tf32::TF32_128X256, false),
     ];
     let mut failures = Vec::new();
     for module in modules() {
         for (name, t, rounds) in tilings {
-            let (mi, nj) = (t.warp_rows / matmul_tf32::MMA_M, t.warp_cols / matmul_tf32::MMA_N);
-            let steps = t.block_k / matmul_tf32::MMA_K;
+            let (mi, nj) = (t.warp_rows / tf32::MMA_M, t.warp_cols / tf32::MMA_N);
+            let steps = t.block_k / tf32::MMA_K;
             let expected = mi * nj * steps;
             let body = kernel_body(module.ptx, name);
             let cvts = body.iter().filter(|line| line.contains("cvt.rna.tf32")).count();

@@ -1,7 +1,7 @@
 //! Launches of `kernels_gpu::matmul` and `kernels_gpu::matmul_tf32`, through the launchers
 //! `#[kernel]` generates.
 
-use kernels_gpu::{matmul as k, matmul_tf32 as t};
+use kernels_gpu::matmul::{self as k, tf32 as t};
 
 use crate::buffer::DeviceVec;
 use crate::device::Gpu;
@@ -61,7 +61,7 @@ fn fast(tile: FastTile, vec4: bool) -> FastLauncher {
 /// # Safety
 /// See the module contract: `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` elements. A fast kernel
 /// (`kernels_gpu::matmul::fast_gemm`): `c` holds `slices * m * n` for the launch's number of
-/// `k` slices. A TF32 kernel (`kernels_gpu::matmul_tf32::tf32_gemm`): `m, n >= 1`, `cfg`'s
+/// `k` slices. A TF32 kernel (`kernels_gpu::matmul::tf32::tf32_gemm`): `m, n >= 1`, `cfg`'s
 /// shared memory allowed by the kernel's attribute on a CUDA device. With `vec4`: `k` and `n`
 /// multiples of 4 and 16-byte aligned buffers.
 #[allow(clippy::too_many_arguments)]

@@ -53,10 +53,6 @@ pub mod add;
 pub mod matmul;
 pub mod softmax;
 
-/// The TF32 kernels under their old path: [`matmul::tf32`].
-// TODO(lead): update users, then remove
-pub use matmul::tf32 as matmul_tf32;
-
 /// The simulator of `gpukern-device`.
 #[cfg(not(target_arch = "nvptx64"))]
 pub use gpukern_device::sim;

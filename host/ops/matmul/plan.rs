@@ -1,8 +1,8 @@
 //! The plan of a matmul: which kernels run for a shape, chosen once per call from the algorithm
 //! and the device's facts (multiprocessors, opt-in shared memory).
 
+use kernels_gpu::matmul::tf32::{TF32_128X128, TF32_128X128_K16, TF32_128X256, Tf32Tiling};
 use kernels_gpu::matmul::{FAST_64, FAST_128, FAST_WIDE, FastTiling};
-use kernels_gpu::matmul_tf32::{TF32_128X128, TF32_128X128_K16, TF32_128X256, Tf32Tiling};
 
 use super::MatmulAlgorithm;
 use super::error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, error_factor};
