@@ -14,7 +14,7 @@ use crate::module::faults;
 
 /// A type a device buffer may hold: plain data the device and the host lay out alike.
 ///
-/// Implemented for `f32`, `f64`, `i8`..`i64`, `u8`..`u64`, [`f16`] and [`bf16`].
+/// Implemented for `f32`, `f64`, `i8`..`i64`, `u8`..`u64`, [`f16`](struct@f16) and [`bf16`].
 ///
 /// # Safety
 /// Every bit pattern of `size_of::<Self>()` bytes that the device may write is a valid `Self`,

@@ -11,8 +11,9 @@
 //! # Ok::<(), gpukern::Error>(())
 //! ```
 //!
-//! The path of a call: public function ([`api`]) -> shape checks -> upload ([`buffer`]) ->
-//! launch configuration ([`launch_config`]) -> kernel launch ([`raw`]; kernels in the
+//! The path of a call: public function ([`api`]) -> the operation ([`ops`]: operands checked
+//! once, a plan chosen once) -> upload ([`buffer`]) -> launch configuration ([`launch_config`])
+//! -> the kernel's generated launcher on the `Gpu`'s library [`Module`] (kernels in the
 //! `kernels-gpu` crate, re-exported as [`kernels`]) -> download.
 //!
 //! * [`Gpu`]: a CUDA device or the CPU simulator; [`Gpu::global`] is the default the free

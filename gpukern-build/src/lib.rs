@@ -13,7 +13,7 @@
 //! `cargo rustc --target nvptx64-nvidia-cuda -Zbuild-std=core -- --emit=asm` on the pinned
 //! nightly (installed through rustup, with a message, if it is missing), all architectures at
 //! once, each in a target directory of its own. The PTX is cached under a hash of everything it
-//! depends on ([`hash`]) in `<target dir>/gpukern-ptx/` (or `GPUKERN_PTX_CACHE`), shared by the
+//! depends on (module `hash`) in `<target dir>/gpukern-ptx/` (or `GPUKERN_PTX_CACHE`), shared by the
 //! debug, release, clippy and test builds: a build that changes only host code compiles no
 //! kernel. [`Builder::build`] writes `$OUT_DIR/gpukern_ptx/<crate>.rs`, a `gpukern::PtxSet`
 //! expression (the crate's name and one `PtxModule { arch, compute_capability, ptx }` per

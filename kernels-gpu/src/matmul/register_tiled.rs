@@ -84,8 +84,7 @@ impl FastTiling {
 /// * `BK = 16`: each thread loads two 16-byte pieces of `A` and two of `B` per tile, and one
 ///   tile is 1,024 FMAs per thread between barriers; two stages take 32.5 KiB of shared memory.
 ///   Against `BK = 8` (one barrier per 512 FMAs) this halves the barriers and the per-tile
-///   address and loop work: on the H200 42.04 -> 46.13 TFLOP/s at 4096^3 (committed runs
-///   `8f3a480` -> `d166213`, `bench/results/<rev>.jsonl`).
+///   address and loop work (measured on the H200: BENCHMARKS.md, "What was tried").
 pub const FAST_128: FastTiling = FastTiling {
     block_rows: 128,
     block_cols: 128,
@@ -148,7 +147,7 @@ type Prefetch = [f32; 4 * MAX_LOADS];
 ///
 /// What one thread does: it owns a `TM x TN` register tile of `C`, split into 4 x 4 quadrants
 /// that lie `4 * BM/TM` rows and `4 * BN/TN` columns apart (so that the 16-byte shared loads of a
-/// warp touch consecutive words; see [`WARP_COLS`]). Per tile of `BK` along `k`:
+/// warp touch consecutive words; see `WARP_COLS`). Per tile of `BK` along `k`:
 /// 1. it issues the global loads of the *next* tile into registers (one or more 16-byte pieces
 ///    of `A` and of `B`; with `VEC = false` four scalar loads each, for rows that are not
 ///    16-byte aligned),

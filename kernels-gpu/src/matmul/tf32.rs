@@ -184,7 +184,7 @@ fn operand<const ROUND: bool>(x: f32) -> u32 {
 }
 
 /// The body of every TF32 matmul kernel: block `(bx, by)` computes one `BM x BN` tile of `C`
-/// (which one: [`grouped_tile`] of its linear index `by * gridDim.x + bx`).
+/// (which one: `grouped_tile` of its linear index `by * gridDim.x + bx`).
 ///
 /// The warp tile is `MI x NJ` MMA tiles (`16 MI x 8 NJ` elements of `C`); warp `w` of the block
 /// owns warp tile `(w / (BN / 8NJ), w % (BN / 8NJ))`. What one thread does, per tile of `BK`
@@ -445,9 +445,9 @@ pub unsafe fn tf32_gemm<
 
 gemm_kernel!(
     /// [`tf32_gemm`] with [`TF32_128X128`] and 4-byte copies: any `k`, `n` and alignment.
-    /// There is no 16-byte-copy twin of this rounding kernel: ptxas 13.0 (the H200's CUDA 13.0
-    /// toolchain and driver) gives it 255 registers and an 8-byte spill, ptxas 13.5 none; the
-    /// truncating [`matmul_tf32_128x128_vec4_trunc`] has one.
+    /// There is no 16-byte-copy twin of this rounding kernel: the H200's ptxas spilled it (which
+    /// versions: BENCHMARKS.md, "What was tried"); the truncating
+    /// [`matmul_tf32_128x128_vec4_trunc`] has one.
     ///
     /// Per tile of 32 along `k` a block copies 32 KiB and does 1,048,576 flops; each warp
     /// issues 128 MMAs from 128 shared loads per thread. Launch: 128 threads, grid
