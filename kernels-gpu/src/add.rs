@@ -1,5 +1,5 @@
 //! Element-wise kernels: the first tutorial's thread-indexed vector add and `increment_by_one`,
-//! then [`add_vec4`] and [`increment_by_one_vec4`], the same with 16-byte accesses.
+//! then [`add_vec4`](fn@add_vec4)(fn@add_vec4)(fn@add_vec4)(fn@add_vec4) and [`increment_by_one_vec4`](fn@increment_by_one_vec4), the same with 16-byte accesses.
 //!
 //! Memory traffic: `add` reads 8 and writes 4 bytes per element, `increment_by_one` reads and
 //! writes 4; both are bound by memory bandwidth.
@@ -43,13 +43,13 @@ pub unsafe fn increment_by_one(x: *mut f32, n: usize) {
     }
 }
 
-/// Vectors of 4 floats each thread of [`add_vec4`] loads before it adds any: 4 x (16 + 16) bytes
+/// Vectors of 4 floats each thread of [`add_vec4`](fn@add_vec4)(fn@add_vec4)(fn@add_vec4)(fn@add_vec4) loads before it adds any: 4 x (16 + 16) bytes
 /// of loads in flight per thread. Little's law asks about 32 KB in flight per multiprocessor to
 /// cover the H200's DRAM latency at full bandwidth; with 128 bytes per thread a multiprocessor
 /// has several times that at any occupancy the registers allow.
 pub const VEC_UNROLL: usize = 4;
 
-/// Vectors of 4 floats one block of [`add_vec4`] covers per sweep of its grid-stride loop.
+/// Vectors of 4 floats one block of [`add_vec4`](fn@add_vec4)(fn@add_vec4)(fn@add_vec4)(fn@add_vec4) covers per sweep of its grid-stride loop.
 pub const VEC_TILE: usize = BLOCK as usize * VEC_UNROLL;
 
 /// The grid-stride loop of the `_vec4` kernels: this thread's first vector (block `g` starts at
@@ -84,7 +84,7 @@ fn vec4_sweep() -> (usize, usize) {
 ///
 /// # Safety
 /// `a`, `b` and `c` point to at least `n` floats of device memory, each 16-byte aligned (the host
-/// falls back to [`add`] otherwise); `c` does not overlap `a` or `b`.
+/// falls back to [`add`](fn@add) otherwise); `c` does not overlap `a` or `b`.
 #[kernel]
 pub unsafe fn add_vec4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
     let vectors = n / 4;
@@ -122,7 +122,7 @@ pub unsafe fn add_vec4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
     }
 }
 
-/// `x[i] += 1` for `i < n`, in place, with 16-byte accesses: [`add_vec4`]'s loop with one
+/// `x[i] += 1` for `i < n`, in place, with 16-byte accesses: [`add_vec4`](fn@add_vec4)(fn@add_vec4)(fn@add_vec4)(fn@add_vec4)'s loop with one
 /// operand.
 ///
 /// The array is taken as `n / 4` vectors of four floats plus a scalar tail of `n % 4`. Block `g`
@@ -139,7 +139,7 @@ pub unsafe fn add_vec4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
 ///
 /// # Safety
 /// `x` points to at least `n` floats of device memory, 16-byte aligned (the host falls back to
-/// [`increment_by_one`] otherwise).
+/// [`increment_by_one`](fn@increment_by_one) otherwise).
 #[kernel]
 pub unsafe fn increment_by_one_vec4(x: *mut f32, n: usize) {
     let vectors = n / 4;

@@ -1,17 +1,17 @@
 //! Matrix product `C = A * B` in f32, row-major: `A` is `m x k`, `B` is `k x n`, `C` is `m x n`.
 //!
 //! The ladder, one file per rung, from the tutorial version up:
-//! 1. [`naive`]: [`matmul_naive`], one thread per element of `C`, operands straight from global
+//! 1. [`naive`]: [`matmul_naive`](fn@matmul_naive), one thread per element of `C`, operands straight from global
 //!    memory.
-//! 2. [`tiled`]: [`matmul_tiled`], square tiles of `A` and `B` staged in shared memory, so each
+//! 2. [`tiled`]: [`matmul_tiled`](fn@matmul_tiled), square tiles of `A` and `B` staged in shared memory, so each
 //!    element loaded from global memory is used `TILE` times.
-//! 3. [`register_tiled`]: [`matmul_fast_128x128`] and friends. Each thread computes a register
+//! 3. [`register_tiled`]: [`matmul_fast_128x128`](fn@matmul_fast_128x128) and friends. Each thread computes a register
 //!    tile of `C` (an outer product per step along `k`, so each element read from shared memory
 //!    is used 8 or 4 times), 16-byte loads, two shared-memory stages so one barrier per tile
 //!    suffices. One generic body, [`fast_gemm`], instantiated per [`FastTiling`].
-//! 4. [`wide`]: [`matmul_fast_128x256`] and its `_vec4` twin, a 128 x 256 block tile fed by a
+//! 4. [`wide`]: [`matmul_fast_128x256`](fn@matmul_fast_128x256) and its `_vec4` twin, a 128 x 256 block tile fed by a
 //!    `cp.async` pipeline ([`wide_gemm`]).
-//! 5. [`split_k`]: [`matmul_sum_splits`] adds the partial products when rungs 3 and 4 split `k`
+//! 5. [`split_k`]: [`matmul_sum_splits`](fn@matmul_sum_splits) adds the partial products when rungs 3 and 4 split `k`
 //!    over blocks.
 //! 6. [`tf32`]: the opt-in TF32 tensor-core kernels (`mma.m16n8k8`), which trade precision for
 //!    speed; their items stay under `matmul::tf32`.

@@ -4,7 +4,7 @@
 use crate::gpu::{math, mem, thread};
 use crate::kernel;
 
-/// Side of the 2-D thread block of [`matmul_naive`]: 16 x 16 = 256 threads.
+/// Side of the 2-D thread block of [`matmul_naive`](fn@matmul_naive): 16 x 16 = 256 threads.
 pub const NAIVE_BLOCK: u32 = 16;
 
 /// Naive matmul: thread `(x, y)` of the grid computes `C[y][x]`, the dot product of row `y` of `A`

@@ -1,7 +1,7 @@
 //! Rung 3, the register-tiled kernels: each thread computes a `TM x TN` register tile of `C` (an
 //! outer product per step along `k`), 16-byte loads, two shared-memory stages so that one barrier
 //! per tile suffices, and an optional split of `k` over blocks (added up by
-//! [`super::matmul_sum_splits`]). One generic body, [`fast_gemm`], instantiated per
+//! [`super::matmul_sum_splits`](fn@super::matmul_sum_splits)). One generic body, [`fast_gemm`], instantiated per
 //! [`FastTiling`] (the entries declared by `gemm_kernel!`).
 
 use super::wide::WIDE_STAGES;
@@ -72,7 +72,7 @@ impl FastTiling {
 }
 
 /// The main tiling, for products with at least about one block per multiprocessor:
-/// 128 x 128 per block, 8 x 8 per thread, 256 threads, `BK = 16` ([`matmul_fast_128x128_vec4`];
+/// 128 x 128 per block, 8 x 8 per thread, 256 threads, `BK = 16` ([`matmul_fast_128x128_vec4`](fn@matmul_fast_128x128_vec4)(fn@matmul_fast_128x128_vec4);
 /// the scalar-load kernel takes [`FAST_128_SCALAR`]).
 ///
 /// * 8 x 8 per thread: per step along `k` a thread reads 8 + 8 floats from shared memory (four
@@ -80,7 +80,7 @@ impl FastTiling {
 ///   prefetched floats fit in the 128 registers per thread that leave room for two blocks (16
 ///   warps) per multiprocessor (ptxas: 124 registers).
 /// * 128 x 128 per block: 32 flops per byte read from global memory (`2*BM*BN*BK` flops for
-///   `4*(BM+BN)*BK` bytes), against 8 for the 32 x 32 tiles of [`matmul_tiled`](super::matmul_tiled).
+///   `4*(BM+BN)*BK` bytes), against 8 for the 32 x 32 tiles of [`matmul_tiled`](fn@super::matmul_tiled).
 /// * `BK = 16`: each thread loads two 16-byte pieces of `A` and two of `B` per tile, and one
 ///   tile is 1,024 FMAs per thread between barriers; two stages take 32.5 KiB of shared memory.
 ///   Against `BK = 8` (one barrier per 512 FMAs) this halves the barriers and the per-tile
@@ -94,7 +94,7 @@ pub const FAST_128: FastTiling = FastTiling {
     pipeline: Pipeline::Registers,
 };
 
-/// [`FAST_128`] with `BK = 8`, for the scalar-load kernel [`matmul_fast_128x128`]: with
+/// [`FAST_128`] with `BK = 8`, for the scalar-load kernel [`matmul_fast_128x128`](fn@matmul_fast_128x128): with
 /// `BK = 16` its four scalar loads per piece need 143 registers, one block per multiprocessor,
 /// and it ran slower than at `BK = 8` on 4097x4095x4093 (H200; not a committed run). It
 /// launches with [`FAST_128`]'s shape: the same threads and grid, and at least the shared memory it needs.
@@ -460,11 +460,11 @@ gemm_kernel!(
 );
 
 gemm_kernel!(
-    /// [`matmul_fast_128x128_vec4`] with scalar global loads and stores and [`FAST_128_SCALAR`]
+    /// [`matmul_fast_128x128_vec4`](fn@matmul_fast_128x128_vec4)(fn@matmul_fast_128x128_vec4) with scalar global loads and stores and [`FAST_128_SCALAR`]
     /// (`BK = 8`): any `k`, `n` and alignment (four 4-byte loads per 16-byte piece; they hit the
     /// same L1 sectors, so the traffic is the same and only the load instructions are four times
     /// as many, about 1% of the total; derived: instruction counts). Launch as
-    /// [`matmul_fast_128x128_vec4`]; `k_split` a multiple of 8.
+    /// [`matmul_fast_128x128_vec4`](fn@matmul_fast_128x128_vec4)(fn@matmul_fast_128x128_vec4); `k_split` a multiple of 8.
     ///
     /// # Safety
     /// As [`fast_gemm`] with `VEC = false`.
@@ -486,7 +486,7 @@ gemm_kernel!(
 );
 
 gemm_kernel!(
-    /// [`matmul_fast_64x64_vec4`] with scalar global loads and stores: any `k`, `n` and
+    /// [`matmul_fast_64x64_vec4`](fn@matmul_fast_64x64_vec4) with scalar global loads and stores: any `k`, `n` and
     /// alignment.
     ///
     /// # Safety

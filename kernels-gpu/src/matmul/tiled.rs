@@ -4,11 +4,11 @@
 use crate::gpu::{math, mem, shared, thread};
 use crate::kernel;
 
-/// Side of the square tiles of [`matmul_tiled`], and of its thread block (32 x 32 = 1024
+/// Side of the square tiles of [`matmul_tiled`](fn@matmul_tiled)(fn@matmul_tiled), and of its thread block (32 x 32 = 1024
 /// threads, the most a block may have): one thread per element of a tile.
 pub const TILE: usize = 32;
 
-/// Dynamic shared memory [`matmul_tiled`] needs: one tile of `A` and one of `B`.
+/// Dynamic shared memory [`matmul_tiled`](fn@matmul_tiled)(fn@matmul_tiled) needs: one tile of `A` and one of `B`.
 pub const TILED_SHARED_BYTES: u32 = (2 * TILE * TILE * core::mem::size_of::<f32>()) as u32;
 
 /// Tiled matmul: block `(bx, by)` computes the `TILE x TILE` tile of `C` at rows `by*TILE..`,
@@ -25,7 +25,7 @@ pub const TILED_SHARED_BYTES: u32 = (2 * TILE * TILE * core::mem::size_of::<f32>
 /// `TILED_SHARED_BYTES` of dynamic shared memory.
 ///
 /// # Safety
-/// As [`matmul_naive`](super::matmul_naive), plus the launch shape above.
+/// As [`matmul_naive`](fn@super::matmul_naive), plus the launch shape above.
 #[kernel]
 pub unsafe fn matmul_tiled(a: *const f32, b: *const f32, c: *mut f32, m: usize, n: usize, k: usize) {
     let tx = thread::thread_idx_x() as usize;

@@ -291,7 +291,7 @@ gemm_kernel!(
 );
 
 gemm_kernel!(
-    /// [`matmul_fast_128x256_vec4`] with 4-byte copies and scalar stores: any `k`, `n` and
+    /// [`matmul_fast_128x256_vec4`](fn@matmul_fast_128x256_vec4) with 4-byte copies and scalar stores: any `k`, `n` and
     /// alignment.
     ///
     /// # Safety

@@ -9,7 +9,7 @@ use crate::kernel;
 /// threads read a row in coalesced 1 KiB sweeps.
 pub const BLOCK: u32 = 256;
 
-/// Dynamic shared memory [`softmax_block_reduce`] needs: one float per thread for the reductions.
+/// Dynamic shared memory [`softmax_block_reduce`](fn@softmax_block_reduce) needs: one float per thread for the reductions.
 pub const SHARED_BYTES: u32 = BLOCK * core::mem::size_of::<f32>() as u32;
 
 /// Block-reduction softmax, three passes over the row.

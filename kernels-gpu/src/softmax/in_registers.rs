@@ -1,7 +1,7 @@
 //! One read and one write of each element, the row held in registers: a warp per row
-//! ([`softmax_warp_1`] ... [`softmax_warp_8`]), a group of 8 or 16 lanes per short row
-//! ([`softmax_group_8x4`], [`softmax_group_16x2`]), or a block per row ([`softmax_block_4`],
-//! [`softmax_block_8`]). All share one body, [`row_in_registers`], and differ in who holds a
+//! ([`softmax_warp_1`](fn@softmax_warp_1) ... [`softmax_warp_8`](fn@softmax_warp_8)), a group of 8 or 16 lanes per short row
+//! ([`softmax_group_8x4`](fn@softmax_group_8x4)(fn@softmax_group_8x4), [`softmax_group_16x2`](fn@softmax_group_16x2)(fn@softmax_group_16x2)), or a block per row ([`softmax_block_4`](fn@softmax_block_4),
+//! [`softmax_block_8`](fn@softmax_block_8)). All share one body, `row_in_registers`, and differ in who holds a
 //! row and how its statistics are merged.
 
 use super::row::Held;
@@ -43,7 +43,7 @@ pub(super) unsafe fn row_in_registers<const V: usize, const FIXED: usize>(
     }
 }
 
-/// Warp-per-row softmax, the row in registers: the body of [`softmax_warp_1`] ... [`softmax_warp_8`].
+/// Warp-per-row softmax, the row in registers: the body of [`softmax_warp_1`](fn@softmax_warp_1) ... [`softmax_warp_8`](fn@softmax_warp_8).
 ///
 /// Warp `w` of block `b` handles row `b * (blockDim.x / 32) + w`: lane `l` holds vectors
 /// `l, l + 32, ..., l + 32 * (V - 1)` of the row (`4 * V` floats in registers) and at most one
@@ -86,46 +86,46 @@ unsafe fn softmax_warp<const V: usize>(x: *const f32, y: *mut f32, rows: usize, 
 }
 
 softmax_kernel!(
-    /// [`softmax_warp`] with 1 vector per lane: rows of up to 128 columns (+3 when the row is not
+    /// `softmax_warp` with 1 vector per lane: rows of up to 128 columns (+3 when the row is not
     /// aligned), 4 floats per lane. 8192 x 128 is 8192 warps, 1024 blocks: one wave of 8 blocks per
     /// SM on an H200, with 16 bytes per lane in flight.
     ///
     /// # Safety
-    /// As [`softmax_warp`].
+    /// As `softmax_warp`.
     softmax_warp_1 = softmax_warp::<1>
 );
 
 softmax_kernel!(
-    /// [`softmax_warp`] with 2 vectors per lane: rows of up to 256 columns, 8 floats per lane.
+    /// `softmax_warp` with 2 vectors per lane: rows of up to 256 columns, 8 floats per lane.
     ///
     /// # Safety
-    /// As [`softmax_warp`].
+    /// As `softmax_warp`.
     softmax_warp_2 = softmax_warp::<2>
 );
 
 softmax_kernel!(
-    /// [`softmax_warp`] with 4 vectors per lane: rows of up to 512 columns, 16 floats per lane.
+    /// `softmax_warp` with 4 vectors per lane: rows of up to 512 columns, 16 floats per lane.
     ///
     /// # Safety
-    /// As [`softmax_warp`].
+    /// As `softmax_warp`.
     softmax_warp_4 = softmax_warp::<4>
 );
 
 softmax_kernel!(
-    /// [`softmax_warp`] with 8 vectors per lane: rows of up to 1024 columns, 32 floats per lane
+    /// `softmax_warp` with 8 vectors per lane: rows of up to 1024 columns, 32 floats per lane
     /// (128 bytes per lane in flight, all 8 loads issued before the first use).
     ///
     /// # Safety
-    /// As [`softmax_warp`].
+    /// As `softmax_warp`.
     softmax_warp_8 = softmax_warp::<8>
 );
 
-/// Threads per block of the lane-group kernels ([`softmax_group_8x4`], [`softmax_group_16x2`]):
+/// Threads per block of the lane-group kernels ([`softmax_group_8x4`](fn@softmax_group_8x4)(fn@softmax_group_8x4), [`softmax_group_16x2`](fn@softmax_group_16x2)(fn@softmax_group_16x2)):
 /// 8 warps, `256 / G` rows per block.
 pub const GROUP_KERNEL_BLOCK: u32 = 256;
 
 /// Lane-group softmax, several short rows per warp, each held in registers: the body of
-/// [`softmax_group_8x4`] and [`softmax_group_16x2`].
+/// [`softmax_group_8x4`](fn@softmax_group_8x4)(fn@softmax_group_8x4) and [`softmax_group_16x2`](fn@softmax_group_16x2)(fn@softmax_group_16x2).
 ///
 /// The block's threads form groups of `G` consecutive lanes (`G` = 8 or 16, so a warp holds
 /// `32 / G` rows); group `g` of block `b` handles row `b * (blockDim.x / G) + g`. Lane `l` of a
@@ -135,7 +135,7 @@ pub const GROUP_KERNEL_BLOCK: u32 = 256;
 /// past the last row takes part in the shuffles with no entries and stores nothing; a warp whose
 /// groups are all past it leaves.
 ///
-/// Why: a row of up to 128 columns is 512 bytes. A warp per row ([`softmax_warp_1`]) gives each
+/// Why: a row of up to 128 columns is 512 bytes. A warp per row ([`softmax_warp_1`](fn@softmax_warp_1)) gives each
 /// lane one 16-byte load and spends 5 butterfly steps on 128 floats; `G` lanes per row give each
 /// lane `V` loads in flight at once, `log2 G` steps, and `32 / G` times fewer warps and blocks
 /// to schedule (8192 x 128: 256 blocks for `G = 8`, 512 for `G = 16`, against 1024), which is
@@ -177,26 +177,26 @@ unsafe fn softmax_group<const G: usize, const V: usize>(
 }
 
 softmax_kernel!(
-    /// [`softmax_group`] with 8 lanes per row and 4 vectors per lane: rows of up to 128 columns
+    /// `softmax_group` with 8 lanes per row and 4 vectors per lane: rows of up to 128 columns
     /// (+3 when the row is not aligned), 4 rows per warp, 32 rows per block, 64 bytes per lane in
     /// flight.
     ///
     /// # Safety
-    /// As [`softmax_group`].
+    /// As `softmax_group`.
     softmax_group_8x4 = softmax_group::<8, 4>
 );
 
 softmax_kernel!(
-    /// [`softmax_group`] with 16 lanes per row and 2 vectors per lane: rows of up to 128 columns
+    /// `softmax_group` with 16 lanes per row and 2 vectors per lane: rows of up to 128 columns
     /// (+3), 2 rows per warp (PyTorch's choice for such rows), 16 rows per block.
     ///
     /// # Safety
-    /// As [`softmax_group`].
+    /// As `softmax_group`.
     softmax_group_16x2 = softmax_group::<16, 2>
 );
 
-/// Block-per-row softmax, the row in registers: the body of [`softmax_block_4`] and
-/// [`softmax_block_8`].
+/// Block-per-row softmax, the row in registers: the body of [`softmax_block_4`](fn@softmax_block_4) and
+/// [`softmax_block_8`](fn@softmax_block_8).
 ///
 /// Block `r` handles row `r`: thread `tid` holds vectors `tid + k * blockDim.x` (`k < V`) of the
 /// row and at most one head or tail scalar; the block merges the statistics with shuffles and one
@@ -232,21 +232,21 @@ unsafe fn softmax_block<const V: usize>(x: *const f32, y: *mut f32, rows: usize,
 }
 
 softmax_kernel!(
-    /// [`softmax_block`] with 4 vectors (16 floats) per thread: rows of up to 16 * blockDim.x
+    /// `softmax_block` with 4 vectors (16 floats) per thread: rows of up to 16 * blockDim.x
     /// columns; the host uses it up to 8192 columns (512 threads). 8192 x 4096 runs 256-thread blocks;
     /// about 40 registers let 6 blocks share a multiprocessor, 96 KB of loads in flight per SM.
     ///
     /// # Safety
-    /// As [`softmax_block`].
+    /// As `softmax_block`.
     softmax_block_4 = softmax_block::<4>
 );
 
 softmax_kernel!(
-    /// [`softmax_block`] with 8 vectors (32 floats) per thread: rows of up to 32 * blockDim.x
+    /// `softmax_block` with 8 vectors (32 floats) per thread: rows of up to 32 * blockDim.x
     /// columns; the host uses it from 8193 to 32768 columns (up to 1024 threads). A 32768-column row
     /// is 128 KiB, half a multiprocessor's register file: one row per SM at a time.
     ///
     /// # Safety
-    /// As [`softmax_block`].
+    /// As `softmax_block`.
     softmax_block_8 = softmax_block::<8>
 );

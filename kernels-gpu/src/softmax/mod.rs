@@ -12,18 +12,18 @@
 //! A vector is a matrix of one row.
 //!
 //! # The ladder, one file per rung
-//! * [`block_reduce`]: [`softmax_block_reduce`], the tutorial's block reduction, three passes
+//! * [`block_reduce`]: [`softmax_block_reduce`](fn@softmax_block_reduce), the tutorial's block reduction, three passes
 //!   over the row.
-//! * [`in_registers`]: one pass, the row held in registers by a warp ([`softmax_warp_1`] ...
-//!   [`softmax_warp_8`]), a lane group ([`softmax_group_8x4`], [`softmax_group_16x2`]) or a
-//!   block ([`softmax_block_4`], [`softmax_block_8`]).
+//! * [`in_registers`]: one pass, the row held in registers by a warp ([`softmax_warp_1`](fn@softmax_warp_1)(fn@softmax_warp_1) ...
+//!   [`softmax_warp_8`](fn@softmax_warp_8)(fn@softmax_warp_8)), a lane group ([`softmax_group_8x4`](fn@softmax_group_8x4)(fn@softmax_group_8x4), [`softmax_group_16x2`](fn@softmax_group_16x2)(fn@softmax_group_16x2)) or a
+//!   block ([`softmax_block_4`](fn@softmax_block_4)(fn@softmax_block_4), [`softmax_block_8`](fn@softmax_block_8)(fn@softmax_block_8)).
 //! * [`persistent`]: the same, a warp or block kept over several rows, the next row staged in
-//!   shared memory ([`softmax_persist_warp_8`], [`softmax_persist_block_4`],
-//!   [`softmax_persist_block_8`]).
+//!   shared memory ([`softmax_persist_warp_8`](fn@softmax_persist_warp_8)(fn@softmax_persist_warp_8), [`softmax_persist_block_4`](fn@softmax_persist_block_4)(fn@softmax_persist_block_4),
+//!   [`softmax_persist_block_8`](fn@softmax_persist_block_8)(fn@softmax_persist_block_8)).
 //! * [`stream`]: rows too long for the chip, read twice by one block per row
-//!   ([`softmax_stream`]).
+//!   ([`softmax_stream`](fn@softmax_stream)(fn@softmax_stream)(fn@softmax_stream)).
 //! * [`two_pass`]: the same with several blocks per row, in two launches
-//!   ([`softmax_split_stats`] then [`softmax_split_write`]).
+//!   ([`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats)(fn@softmax_split_stats) then [`softmax_split_write`](fn@softmax_split_write)(fn@softmax_split_write)(fn@softmax_split_write)).
 //!
 //! The shared pieces: [`stats`] (the exponent, Kahan sums, the online `(max, sum)` statistics and
 //! their warp and block merges) and `row` (a row's split into 16-byte vectors, the entries one
@@ -43,14 +43,14 @@
 //! bytes, so the same split holds for the output row.
 //!
 //! Which kernel a shape gets (gpukern's `OnePassConfig::plan`): rows of up to 1024 columns take a
-//! warp each ([`softmax_warp_1`] ... [`softmax_warp_8`]; rows of up to 128 columns optionally a
-//! group of 8 or 16 lanes, [`softmax_group_8x4`], [`softmax_group_16x2`]); up to 32768 a block
-//! each, the row held in registers ([`softmax_block_4`], [`softmax_block_8`]); the persistent
-//! twins of `softmax_warp_8` and the block kernels ([`softmax_persist_warp_8`],
-//! [`softmax_persist_block_4`], [`softmax_persist_block_8`]) stage the next row in shared memory
+//! warp each ([`softmax_warp_1`](fn@softmax_warp_1)(fn@softmax_warp_1) ... [`softmax_warp_8`](fn@softmax_warp_8)(fn@softmax_warp_8); rows of up to 128 columns optionally a
+//! group of 8 or 16 lanes, [`softmax_group_8x4`](fn@softmax_group_8x4)(fn@softmax_group_8x4), [`softmax_group_16x2`](fn@softmax_group_16x2)(fn@softmax_group_16x2)); up to 32768 a block
+//! each, the row held in registers ([`softmax_block_4`](fn@softmax_block_4)(fn@softmax_block_4), [`softmax_block_8`](fn@softmax_block_8)(fn@softmax_block_8)); the persistent
+//! twins of `softmax_warp_8` and the block kernels ([`softmax_persist_warp_8`](fn@softmax_persist_warp_8)(fn@softmax_persist_warp_8),
+//! [`softmax_persist_block_4`](fn@softmax_persist_block_4)(fn@softmax_persist_block_4), [`softmax_persist_block_8`](fn@softmax_persist_block_8)(fn@softmax_persist_block_8)) stage the next row in shared memory
 //! while they finish the current one; longer rows cannot stay on chip and are
-//! read twice, by one block per row when there are many rows ([`softmax_stream`]), or by several
-//! blocks per row when there are few ([`softmax_split_stats`] then [`softmax_split_write`]).
+//! read twice, by one block per row when there are many rows ([`softmax_stream`](fn@softmax_stream)(fn@softmax_stream)(fn@softmax_stream)), or by several
+//! blocks per row when there are few ([`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats)(fn@softmax_split_stats) then [`softmax_split_write`](fn@softmax_split_write)(fn@softmax_split_write)(fn@softmax_split_write)).
 
 use crate::gpu::warp;
 
@@ -99,8 +99,8 @@ pub const WARP_KERNEL_ROWS: u32 = WARP_KERNEL_BLOCK / warp::SIZE;
 /// Most threads a block-per-row kernel takes (the CUDA limit).
 pub const ROW_BLOCK_MAX: u32 = 1024;
 
-/// Threads per block of the kernels that stream a row from memory twice ([`softmax_stream`],
-/// [`softmax_split_stats`], [`softmax_split_write`]).
+/// Threads per block of the kernels that stream a row from memory twice ([`softmax_stream`](fn@softmax_stream)(fn@softmax_stream)(fn@softmax_stream),
+/// [`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats)(fn@softmax_split_stats), [`softmax_split_write`](fn@softmax_split_write)(fn@softmax_split_write)(fn@softmax_split_write)).
 pub const STREAM_BLOCK: u32 = 512;
 
 /// Dynamic shared memory of the block-per-row and streaming kernels: one [`Stats`] (8 bytes) per

@@ -1,6 +1,6 @@
 //! Persistent kernels: the next row in flight while the current one is reduced and written.
 //!
-//! A register-held kernel ([`softmax_warp_8`], [`softmax_block_4`], [`softmax_block_8`]) loads its
+//! A register-held kernel (`softmax_warp_8`, `softmax_block_4`, `softmax_block_8`) loads its
 //! row, then computes and writes it, then exits: between its last load's arrival and the next
 //! block's first load the SM's share of the row pipeline is idle (the exponentials, the reduction,
 //! the stores, the block's exit and the next block's start). At 32768 columns a block is 1024
@@ -18,7 +18,7 @@ use crate::gpu::vector::F4;
 use crate::gpu::{async_copy, hint, mem, shared, thread, warp};
 use crate::kernel;
 
-/// Shared memory of [`softmax_persist_block_4`] / [`softmax_persist_block_8`] for `vectors` per
+/// Shared memory of [`softmax_persist_block_4`](fn@softmax_persist_block_4) / [`softmax_persist_block_8`](fn@softmax_persist_block_8) for `vectors` per
 /// thread of `threads`: one 16-byte slot per vector of the row, then two sets of per-warp
 /// [`Stats`] (consecutive rows alternate between them, so that a warp writing the next row's
 /// statistics never meets one still reading the current row's).
@@ -26,7 +26,7 @@ pub const fn persist_block_shared_bytes(vectors: u32, threads: u32) -> u32 {
     vectors * threads * core::mem::size_of::<F4>() as u32 + 2 * STATS_SHARED_BYTES
 }
 
-/// Shared memory of [`softmax_persist_warp_8`]: 8 16-byte slots per lane of a
+/// Shared memory of [`softmax_persist_warp_8`](fn@softmax_persist_warp_8): 8 16-byte slots per lane of a
 /// [`WARP_KERNEL_BLOCK`]-thread block (32 KiB).
 pub const PERSIST_WARP_SHARED_BYTES: u32 = 8 * WARP_KERNEL_BLOCK * core::mem::size_of::<F4>() as u32;
 
@@ -146,13 +146,13 @@ unsafe fn persist_rows<const V: usize, const FIXED: usize>(
     }
 }
 
-/// Persistent warp-per-row softmax, the next row staged in shared memory: [`softmax_warp_8`]
+/// Persistent warp-per-row softmax, the next row staged in shared memory: `softmax_warp_8`
 /// over several rows per warp.
 ///
 /// Warp `w` of block `b` handles rows `b * 8 + w + i * 8 * gridDim.x`; for each, lane `l` holds
 /// vectors `l + 32 k` (`k < 8`, rows of up to 1024 columns + 3) in registers, and while the warp
 /// reduces (10 shuffles) and writes that row, the lane's 8 vectors of the warp's next row are
-/// on their way into its 8 slots of shared memory ([`persist_rows`]).
+/// on their way into its 8 slots of shared memory (`persist_rows`).
 ///
 /// Global memory: each entry read once (`cp.async`, through L2 only) and written once, 8 bytes
 /// per element, 8 KiB per 1024-column row. Shared memory: 128 bytes per lane, 32 KiB per block
@@ -194,7 +194,7 @@ pub unsafe fn softmax_persist_warp_8(x: *const f32, y: *mut f32, rows: usize, co
 }
 
 /// Persistent block-per-row softmax, the next row staged in shared memory: the body of
-/// [`softmax_persist_block_4`] and [`softmax_persist_block_8`].
+/// [`softmax_persist_block_4`](fn@softmax_persist_block_4) and [`softmax_persist_block_8`](fn@softmax_persist_block_8).
 ///
 /// Block `b` handles rows `b, b + gridDim.x, ...`; for each, thread `tid` holds vectors
 /// `tid + k * blockDim.x` (`k < V`) in registers and at most one head or tail scalar, the block
@@ -252,22 +252,22 @@ unsafe fn softmax_persist_block<const V: usize>(
 }
 
 softmax_kernel!(
-    /// [`softmax_persist_block`] with 4 vectors (16 floats) per thread: rows of up to
-    /// `16 * blockDim.x` columns, the same blocks as [`softmax_block_4`] (256 threads at 4096
+    /// `softmax_persist_block` with 4 vectors (16 floats) per thread: rows of up to
+    /// `16 * blockDim.x` columns, the same blocks as `softmax_block_4` (256 threads at 4096
     /// columns, 512 at 8192), with 64 bytes of shared memory per thread.
     ///
     /// # Safety
-    /// As [`softmax_persist_block`].
+    /// As `softmax_persist_block`.
     softmax_persist_block_4 = softmax_persist_block::<4>
 );
 
 softmax_kernel!(
-    /// [`softmax_persist_block`] with 8 vectors (32 floats) per thread: rows of up to
-    /// `32 * blockDim.x` columns, the same blocks as [`softmax_block_8`]; at 32768 columns one block
+    /// `softmax_persist_block` with 8 vectors (32 floats) per thread: rows of up to
+    /// `32 * blockDim.x` columns, the same blocks as `softmax_block_8`; at 32768 columns one block
     /// of 1024 threads per SM holds a row in registers and stages the next in 128 KiB of shared
     /// memory (the over-48 KiB opt-in).
     ///
     /// # Safety
-    /// As [`softmax_persist_block`].
+    /// As `softmax_persist_block`.
     softmax_persist_block_8 = softmax_persist_block::<8>
 );

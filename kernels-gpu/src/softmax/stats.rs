@@ -1,6 +1,6 @@
 //! The row statistics every softmax kernel reduces: the exponent of an entry relative to the
 //! row's reference value, Kahan-compensated sums, and the online `(max, sum)` pair [`Stats`]
-//! merged across a lane group, a warp ([`warp_stats`]) or a block ([`block_stats`]).
+//! merged across a lane group, a warp (`warp_stats`) or a block (`block_stats`).
 
 use crate::gpu::{math, mem, thread, warp};
 

@@ -1,6 +1,6 @@
-//! Rows too long to keep on chip, read twice by one block per row ([`softmax_stream`]): the
-//! streamed statistics of a range of a row's vectors ([`range_stats`]) and the streamed write
-//! ([`range_write`]), which the split-row kernels of [`two_pass`](super::two_pass) share.
+//! Rows too long to keep on chip, read twice by one block per row ([`softmax_stream`](fn@softmax_stream)): the
+//! streamed statistics of a range of a row's vectors (`range_stats`) and the streamed write
+//! (`range_write`), which the split-row kernels of [`two_pass`](super::two_pass) share.
 
 use super::row::{map4, RowSplit};
 use super::stats::{block_stats, exponent, KahanSum, Stats};
@@ -114,15 +114,15 @@ pub(super) unsafe fn range_write(
 /// Block-per-row softmax for rows too long to keep on chip: two reads of the row.
 ///
 /// Block `r` handles row `r`. Pass 1: thread `tid` streams vectors `tid, tid + blockDim.x, ...`
-/// [`STREAM_UNROLL`] at a time, keeping running statistics ([`range_stats`]); threads 0..7 add
-/// the head and tail scalars; the block merges the statistics ([`block_stats`]). Pass 2: the
+/// [`STREAM_UNROLL`] at a time, keeping running statistics (`range_stats`); threads 0..7 add
+/// the head and tail scalars; the block merges the statistics (`block_stats`). Pass 2: the
 /// same vectors are read again and `exp(exponent(x, M, t)) / S` written.
 ///
 /// Global memory: 12 bytes per element (read twice, write once). The second read of a row comes
 /// right after the first, so with one row of up to a few hundred KiB per block in flight the whole
 /// grid's rows fit the H200's 50 MB L2 and DRAM sees close to 8 bytes per element.
 ///
-/// Launch: `rows` blocks of [`STREAM_BLOCK`] threads, [`STATS_SHARED_BYTES`] of dynamic shared
+/// Launch: `rows` blocks of `STREAM_BLOCK` threads, `STATS_SHARED_BYTES` of dynamic shared
 /// memory.
 ///
 /// # Safety

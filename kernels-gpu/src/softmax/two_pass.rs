@@ -1,6 +1,6 @@
 //! Rows too long to keep on chip when there are few of them: several blocks per row, in two
-//! launches, the chunks' statistics ([`softmax_split_stats`]) then the merge and the write
-//! ([`softmax_split_write`]).
+//! launches, the chunks' statistics ([`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats)) then the merge and the write
+//! ([`softmax_split_write`](fn@softmax_split_write)).
 
 use super::row::RowSplit;
 use super::stats::{block_stats, exponent, Stats};
@@ -19,12 +19,12 @@ fn chunk_range(split: RowSplit, chunk: usize, chunk_vecs: usize) -> (usize, usiz
 ///
 /// Block `b` handles chunk `b % chunks` of row `b / chunks`, the vectors
 /// `chunk * chunk_vecs .. (chunk + 1) * chunk_vecs` of the row, streamed as in
-/// [`softmax_stream`]'s first pass (chunk 0 also takes the head and tail scalars); thread 0 writes
+/// `softmax_stream`'s first pass (chunk 0 also takes the head and tail scalars); thread 0 writes
 /// the block's merged [`Stats`] to `partials[b]` (two floats).
 ///
 /// Global memory: reads each element once (4 bytes), writes 8 bytes per block.
 ///
-/// Launch: `rows * chunks` blocks of [`STREAM_BLOCK`] threads, [`STATS_SHARED_BYTES`] of dynamic
+/// Launch: `rows * chunks` blocks of `STREAM_BLOCK` threads, `STATS_SHARED_BYTES` of dynamic
 /// shared memory, with `chunks * chunk_vecs >= cols / 4`.
 ///
 /// # Safety
@@ -69,17 +69,17 @@ pub unsafe fn softmax_split_stats(
 /// Split-row softmax, step 2 of 2: merge a row's chunk statistics, write one chunk.
 ///
 /// Block `b` handles chunk `c = l % chunks` of row `l / chunks` with `l = gridDim.x - 1 - b`:
-/// the blocks run in the reverse order of [`softmax_split_stats`], so the first chunks read are
+/// the blocks run in the reverse order of [`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats), so the first chunks read are
 /// the last ones step 1 read, still in L2. Every thread merges the row's partials
-/// `tid, tid + blockDim.x, ...`, the block merges them ([`block_stats`]), and the chunk's
-/// vectors are read again and written as in [`softmax_stream`]'s second pass (chunk 0 also
+/// `tid, tid + blockDim.x, ...`, the block merges them (`block_stats`), and the chunk's
+/// vectors are read again and written as in `softmax_stream`'s second pass (chunk 0 also
 /// writes the head and tail scalars). Every block of a row merges the same partials in the same
 /// order, so all use the same `(M, S)`.
 ///
 /// Global memory: reads each element once and writes it once (8 bytes per element), plus
 /// `8 * chunks` bytes of partials per block from L2. With step 1, 12 bytes per element.
 ///
-/// Launch: as [`softmax_split_stats`], with the same `chunks` and `chunk_vecs`.
+/// Launch: as [`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats), with the same `chunks` and `chunk_vecs`.
 ///
 /// # Safety
 /// `x` and `y` point to `rows * cols` floats of device memory at the same address modulo 16
