@@ -1,5 +1,6 @@
 //! Helpers shared by the test binaries: the run's random seed, seeded generators and random
-//! inputs (and the fixed LCG inputs of the direct simulator trials); `check` and `trial`, the
+//! inputs (and the fixed LCG inputs of the direct simulator trials); `assert_too_large`, the
+//! expected error of an oversized launch or allocation; `check` and `trial`, the
 //! comparisons and trial naming of the `kernels` harness.
 //!
 //! Every run draws a fresh seed (or takes `GPUKERN_TEST_SEED`), and each test derives its own
@@ -60,6 +61,23 @@ pub fn cuda_trials_ignored<T>(opened: &Result<T, gpukern::Error>, require_gpu: b
     match opened {
         Ok(_) => false,
         Err(e) => e.is_no_gpu() && !require_gpu,
+    }
+}
+
+/// Asserts that `result` is [`gpukern::Error::TooLarge`] and its message contains every one of `needles`.
+#[track_caller]
+pub fn assert_too_large<T: std::fmt::Debug>(result: gpukern::Result<T>, needles: &[&str]) {
+    match result {
+        Err(e @ gpukern::Error::TooLarge { .. }) => {
+            let msg = e.to_string();
+            for needle in needles {
+                assert!(
+                    msg.contains(needle),
+                    "message {msg:?} does not contain {needle:?}"
+                );
+            }
+        }
+        other => panic!("expected Error::TooLarge, got {other:?}"),
     }
 }
 
