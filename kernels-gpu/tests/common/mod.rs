@@ -22,25 +22,11 @@ pub fn report(kernel: &str, block: (u32, u32), thread: (u32, u32), violation: Vi
     }
 }
 
-/// Asserts that a launch failed with exactly `expected`; prints the report's text.
-#[track_caller]
-pub fn assert_report(result: Result<(), SimError>, expected: SimError) {
-    let err = result.expect_err("the simulator should have caught the planted bug");
-    println!("{err}");
-    assert_eq!(err, expected, "report text: {err}");
-}
-
-/// `file:line:column` of `call` on the line of `source` (the text of the test file `file`) that
-/// ends with `marker`, as the simulator names a barrier or shuffle reached through that call.
-pub fn site_in(source: &str, file: &str, call: &str, marker: &str) -> String {
-    let (line, text) = source
-        .lines()
-        .enumerate()
-        .find(|(_, l)| l.contains(call) && l.ends_with(marker))
-        .unwrap_or_else(|| panic!("no line of {file} with {call} marked {marker:?}"));
-    let column = text.find(call).unwrap_or(0);
-    format!("{file}:{}:{}", line + 1, column + 1)
-}
+// `assert_report` and `site_in` are gpukern-device's own test helpers, shared rather than copied.
+#[path = "../../../gpukern-device/tests/common/mod.rs"]
+mod sim_reports;
+#[allow(unused_imports)] // each test binary uses part of this module
+pub use sim_reports::{assert_report, site_in};
 
 /// A 2-D launch (`z` = 1).
 pub fn config(grid: (u32, u32), block: (u32, u32), shared_mem_bytes: u32) -> LaunchConfig {
