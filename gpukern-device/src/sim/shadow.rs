@@ -114,45 +114,20 @@ impl Shadow {
                     if !word.written {
                         return Err(Conflict::Uninitialized);
                     }
-                    if word.writer != NONE && word.writer != tid {
-                        return Err(Conflict::Race {
-                            other: word.writer,
-                            other_access: Access::Write,
-                        });
-                    }
+                    word.no_other_writer(tid)?;
                     remember(&mut word.readers, tid);
                 }
                 Touch::Atomic => {
                     if !word.written {
                         return Err(Conflict::Uninitialized);
                     }
-                    if word.writer != NONE && word.writer != tid {
-                        return Err(Conflict::Race {
-                            other: word.writer,
-                            other_access: Access::Write,
-                        });
-                    }
-                    if let Some(other) = other_than(word.readers, tid) {
-                        return Err(Conflict::Race {
-                            other,
-                            other_access: Access::Read,
-                        });
-                    }
+                    word.no_other_writer(tid)?;
+                    word.no_other_reader(tid)?;
                     remember(&mut word.atomics, tid);
                 }
                 Touch::Write | Touch::AsyncCopy => {
-                    if word.writer != NONE && word.writer != tid {
-                        return Err(Conflict::Race {
-                            other: word.writer,
-                            other_access: Access::Write,
-                        });
-                    }
-                    if let Some(other) = other_than(word.readers, tid) {
-                        return Err(Conflict::Race {
-                            other,
-                            other_access: Access::Read,
-                        });
-                    }
+                    word.no_other_writer(tid)?;
+                    word.no_other_reader(tid)?;
                     word.writer = tid;
                     if touch == Touch::AsyncCopy {
                         word.pending = tid;
@@ -185,6 +160,30 @@ impl Shadow {
 }
 
 /// A thread of `threads` (two distinct ones, or [`NONE`]) other than `tid`, if there is one.
+impl Word {
+    /// A race with another thread's write of this word in this barrier interval.
+    fn no_other_writer(&self, tid: u32) -> Result<(), Conflict> {
+        if self.writer != NONE && self.writer != tid {
+            return Err(Conflict::Race {
+                other: self.writer,
+                other_access: Access::Write,
+            });
+        }
+        Ok(())
+    }
+
+    /// A race with another thread's read of this word in this barrier interval.
+    fn no_other_reader(&self, tid: u32) -> Result<(), Conflict> {
+        match other_than(self.readers, tid) {
+            Some(other) => Err(Conflict::Race {
+                other,
+                other_access: Access::Read,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
 fn other_than(threads: [u32; 2], tid: u32) -> Option<u32> {
     threads.into_iter().find(|&t| t != NONE && t != tid)
 }
