@@ -229,11 +229,7 @@ impl Gpu {
 
     /// Whether `buffer` belongs to this `Gpu` (same backend, same stream).
     pub(crate) fn owns<T>(&self, buffer: &DeviceVec<T>) -> bool {
-        match (&self.backend, &buffer.storage) {
-            (Backend::Cuda(d), Storage::Cuda(s)) => Arc::ptr_eq(s.stream(), &d.stream),
-            (Backend::Simulator, Storage::Host(_)) => true,
-            _ => false,
-        }
+        self.backend.owns(buffer)
     }
 
     /// Errors unless every buffer belongs to this `Gpu` (same backend, same stream).
@@ -242,6 +238,17 @@ impl Gpu {
             Ok(())
         } else {
             Err(Error::WrongDevice { op })
+        }
+    }
+}
+
+impl Backend {
+    /// Whether `buffer` lives on this backend: on CUDA, on this device's one stream.
+    pub(crate) fn owns<T>(&self, buffer: &DeviceVec<T>) -> bool {
+        match (self, &buffer.storage) {
+            (Backend::Cuda(d), Storage::Cuda(s)) => Arc::ptr_eq(s.stream(), &d.stream),
+            (Backend::Simulator, Storage::Host(_)) => true,
+            _ => false,
         }
     }
 }

@@ -278,8 +278,8 @@ impl ModuleArgs<'_> {
     }
 
     fn buffer_address<T>(&mut self, buffer: &DeviceVec<T>) -> u64 {
-        let owned = self.module.gpu().owns(buffer);
-        if !owned {
+        // On the launch path: the backend itself, not a `Gpu` handle cloned for the question.
+        if !self.module.backend.owns(buffer) {
             self.note(Error::WrongDevice { op: self.kernel.name });
             return 0;
         }
