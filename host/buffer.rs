@@ -135,6 +135,7 @@ impl CudaDevice {
 impl Gpu {
     /// Copies `data` to a new device vector.
     pub fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceVec<T>> {
+        crate::graph::refuse(self, "upload", "an allocation (upload)")?;
         // A host slice cannot exceed the limit; checked anyway so every allocation passes here.
         checked_len_of::<T>("upload", &[data.len()])?;
         let storage = match &self.backend {
@@ -178,6 +179,7 @@ impl Gpu {
     ///
     /// Errors: [`Error::TooLarge`] above `isize::MAX` bytes; [`Error::OutOfMemory`].
     pub fn zeros<T: Element>(&self, len: usize) -> Result<DeviceVec<T>> {
+        crate::graph::refuse(self, "zeros", "an allocation (zeros)")?;
         checked_len_of::<T>("zeros", &[len])?;
         let storage = match &self.backend {
             Backend::Cuda(d) => {
@@ -208,6 +210,11 @@ impl Gpu {
     /// A new device vector of `len` elements for a kernel to write ([`Error::TooLarge`] above
     /// [`MAX_ELEMENTS`]).
     pub(crate) fn alloc(&self, len: usize) -> Result<DeviceVec> {
+        crate::graph::refuse(
+            self,
+            "allocating device memory",
+            "an allocation (an operation that returns a new buffer)",
+        )?;
         checked_len("allocating device memory", &[len])?;
         let storage = match &self.backend {
             Backend::Cuda(d) => Storage::Cuda(d.alloc(len)?),
@@ -266,6 +273,7 @@ impl<T: Element> DeviceVec<T> {
 
     /// Copies the elements back to the host (waits for the work queued before it).
     pub fn to_vec(&self) -> Result<Vec<T>> {
+        crate::graph::refuse_copy(self, "to_vec")?;
         match &self.storage {
             Storage::Cuda(s) if s.is_empty() => Ok(Vec::new()),
             Storage::Cuda(s) => faults::synced(
@@ -306,6 +314,7 @@ impl<T: Element> DeviceVec<T> {
                 rule: "the host buffer must have the device vector's length",
             });
         }
+        crate::graph::refuse_copy(self, "copy_to_host")?;
         match &self.storage {
             Storage::Cuda(s) if s.is_empty() => Ok(()),
             Storage::Cuda(s) => faults::synced(

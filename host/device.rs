@@ -174,6 +174,7 @@ impl Gpu {
 
     /// Waits until every call queued on this `Gpu` has finished; reports an error a kernel raised.
     pub fn synchronize(&self) -> Result<()> {
+        crate::graph::refuse(self, "Gpu::synchronize", "a synchronisation")?;
         match &self.backend {
             Backend::Cuda(d) => faults::synced(&d.ctx, "synchronising the stream", d.stream.synchronize()),
             Backend::Simulator => Ok(()),

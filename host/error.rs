@@ -117,6 +117,31 @@ pub enum Error {
         #[source]
         source: DriverError,
     },
+    /// Something a CUDA graph cannot hold was asked for inside [`crate::Gpu::capture`] (an
+    /// allocation, a host copy, a synchronisation), the driver refused the capture, or a graph's
+    /// buffers were replaced since it was captured (see [`crate::graph`]).
+    #[error("{op}: {detail}")]
+    Capture {
+        /// The operation refused.
+        op: &'static str,
+        /// What was refused and what to do instead.
+        detail: String,
+    },
+    /// NCCL (`libnccl.so`) could not be loaded, so there is no all-reduce across GPUs.
+    #[error(
+        "no NCCL: libnccl could not be loaded (cudarc looks for libnccl.so, libnccl.so.12, ...: \
+         put a folder with libnccl.so on LD_LIBRARY_PATH, e.g. a link to the libnccl.so.2 of \
+         PyTorch's nvidia/nccl/lib; scripts/nccl-path.sh prints one)"
+    )]
+    NoNccl,
+    /// NCCL returned an error.
+    #[error("NCCL error while {during}: {code}")]
+    Nccl {
+        /// What gpukern was doing.
+        during: &'static str,
+        /// NCCL's result code.
+        code: String,
+    },
     /// The CPU simulator caught a kernel breaking a rule (a bug in the kernel, never in the input).
     #[error("simulator: {0}")]
     Simulator(#[from] SimError),

@@ -368,6 +368,10 @@ impl Launcher for Module {
             (Backend::Simulator, Some(launch)) => {
                 args.config
                     .checked(kernel.name, &DeviceLimits::SIMULATOR.opted_in())?;
+                // A simulator graph being captured: checked, not run (as a CUDA capture records).
+                if crate::graph::simulator_dry_run() {
+                    return Ok(());
+                }
                 // SAFETY: the caller upholds the kernel's contract; `body` calls the kernel with
                 // the pointers this launch registered.
                 unsafe { launch.run(body) }?;

@@ -31,8 +31,12 @@ mod coverage;
 mod device;
 #[path = "kernels/errors.rs"]
 mod errors;
+#[path = "kernels/graph.rs"]
+mod graph;
 #[path = "kernels/matmul.rs"]
 mod matmul;
+#[path = "kernels/multi.rs"]
+mod multi;
 #[path = "kernels/sizes.rs"]
 mod sizes;
 #[path = "kernels/softmax.rs"]
@@ -100,6 +104,8 @@ fn main() {
         add::trials,
         matmul::trials,
         softmax::trials,
+        graph::trials,
+        multi::trials,
     ] {
         trials.extend(family(&sim, &cuda));
     }

@@ -67,6 +67,15 @@ impl Gpu {
             &limits,
         )?;
 
+        if slices > 1 {
+            crate::graph::refuse(
+                self,
+                OP,
+                "this shape's fast plan splits k and allocates partial products (use \
+                 Gpu::matmul_fast_into with a one-slice FastPlan, or another algorithm); that is \
+                 an allocation",
+            )?;
+        }
         let mut partial = if slices > 1 {
             Some(self.alloc(checked_len("matmul (partial products)", &[slices, m, n])?)?)
         } else {

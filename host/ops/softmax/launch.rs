@@ -99,6 +99,12 @@ impl Gpu {
     ) -> Result<()> {
         let cfg =
             LaunchConfig::row_chunks(OP, rows, chunks, STREAM_BLOCK, STATS_SHARED_BYTES, &self.limits())?;
+        crate::graph::refuse(
+            self,
+            OP,
+            "rows this long take the split plan, which allocates per-chunk statistics (use \
+             SoftmaxAlgorithm::BlockReduce); that is an allocation",
+        )?;
         // Two floats, (m, s), per block: one block per chunk of a row.
         let mut partials = self.alloc(2 * cfg.grid.0 as usize)?;
         // SAFETY: `x` and `y` hold rows*cols elements at the same address modulo 16, `partials`

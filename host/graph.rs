@@ -1,0 +1,399 @@
+//! CUDA graphs: a sequence of gpukern calls captured once on a [`Gpu`]'s stream and replayed
+//! with one launch, which costs the CPU one driver call instead of one per kernel.
+//!
+//! ```no_run
+//! # fn main() -> gpukern::Result<()> {
+//! let gpu = gpukern::Gpu::new(0)?;
+//! let x = gpu.upload_matrix(&ndarray::Array2::<f32>::ones((64, 64)))?;
+//! let y = gpu.zeros_matrix(64, 64)?;
+//! let z = gpu.zeros_matrix(64, 64)?;
+//! // The graph holds the buffers it uses; `buffers()` reads them between replays.
+//! let mut graph = gpu.capture_with((x, y, z), |g, (x, y, z)| {
+//!     g.softmax_into(x, y, 1.0)?;
+//!     g.matmul_into(y, x, z, gpukern::MatmulAlgorithm::Tiled)
+//! })?;
+//! graph.launch()?;
+//! let z = graph.buffers().2.to_array()?;
+//! # Ok(()) }
+//! ```
+//!
+//! # What a capture may do
+//! The closure runs once, while the stream records instead of executing: kernel launches (every
+//! `*_into` operation, `increment_by_one`, a [`crate::Module`]'s generated launchers) are
+//! recorded, and run on every [`Graph::launch`]. What cannot be part of a graph is refused with
+//! [`Error::Capture`] before it reaches the driver, and the capture then fails with it:
+//! * allocations (`upload`, `zeros`, the operations that return a new buffer such as
+//!   [`Gpu::matmul`], and the plans that need a temporary buffer: a [`Gpu::matmul_into`] whose
+//!   fast plan splits `k`, a softmax of rows long enough for the split plan): allocate every
+//!   buffer before capturing; for a matmul that would split `k` pass a one-slice plan to
+//!   [`Gpu::matmul_fast_into`] or use another algorithm;
+//! * host copies (`to_vec`, `copy_to_host`) and [`Gpu::synchronize`].
+//!
+//! A buffer's address is baked into the graph, so the buffers a graph uses must outlive it and
+//! stay where they are: [`Gpu::capture`] borrows what its closure uses for as long as the graph
+//! lives; [`Gpu::capture_with`] takes the buffers into the graph, lends them out between
+//! replays ([`Graph::buffers`], [`Graph::buffers_mut`]: write new inputs in place, read
+//! results), and refuses to launch when one was replaced since the capture.
+//!
+//! Do not queue work on the same `Gpu` from another thread while one thread captures: that
+//! work would be recorded into the graph (or make the capture fail).
+//!
+//! # On the simulator
+//! A simulator `Gpu` keeps the closure: capturing runs it once with every check (shapes,
+//! owners, the refusals above) but without running the kernels, as a CUDA capture records
+//! without executing; each [`Graph::launch`] runs it again, kernels included.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaGraph, sys};
+
+use crate::buffer::{DeviceMatrix, DeviceVec, Element, Storage};
+use crate::device::{Backend, Gpu};
+use crate::error::{Error, Result};
+use crate::module::faults;
+
+/// What a graph's closure is: it queues gpukern calls on the `Gpu` it is given.
+type Body<'a, B> = Box<dyn FnMut(&Gpu, &mut B) -> Result<()> + 'a>;
+
+/// A captured sequence of gpukern calls on one [`Gpu`], replayed by [`Graph::launch`]. See the
+/// [module documentation](self) for what a capture may do.
+///
+/// `'a` is the lifetime of what the closure borrows: those buffers stay borrowed while the graph
+/// lives. `B` is the buffers the graph holds ([`Gpu::capture_with`]; `()` for [`Gpu::capture`]).
+pub struct Graph<'a, B = ()> {
+    gpu: Gpu,
+    buffers: B,
+    /// The closure: rerun on every launch by the simulator; kept by CUDA so that what it
+    /// borrows or owns lives as long as the graph that uses it.
+    body: Body<'a, B>,
+    /// The instantiated CUDA graph (`None` on the simulator, or when nothing was captured).
+    exec: Option<CudaGraph>,
+    /// Where the held buffers were at capture time, (address, length) each.
+    addresses: Vec<(usize, usize)>,
+}
+
+/// Buffers a graph holds ([`Gpu::capture_with`]): device vectors and matrices, and tuples,
+/// arrays and `Vec`s of them. A graph checks before each launch that they are still where they
+/// were when it was captured.
+pub trait GraphBuffers {
+    /// Appends `(address, length)` of every device buffer in `self`, in a fixed order.
+    fn addresses(&self, out: &mut Vec<(usize, usize)>);
+}
+
+impl<T: Element> GraphBuffers for DeviceVec<T> {
+    fn addresses(&self, out: &mut Vec<(usize, usize)>) {
+        out.push((self.address(), self.len()));
+    }
+}
+
+impl<T: Element> GraphBuffers for DeviceMatrix<T> {
+    fn addresses(&self, out: &mut Vec<(usize, usize)>) {
+        self.as_vec().addresses(out);
+    }
+}
+
+impl GraphBuffers for () {
+    fn addresses(&self, _: &mut Vec<(usize, usize)>) {}
+}
+
+impl<X: GraphBuffers, const N: usize> GraphBuffers for [X; N] {
+    fn addresses(&self, out: &mut Vec<(usize, usize)>) {
+        self.iter().for_each(|x| x.addresses(out));
+    }
+}
+
+impl<X: GraphBuffers> GraphBuffers for Vec<X> {
+    fn addresses(&self, out: &mut Vec<(usize, usize)>) {
+        self.iter().for_each(|x| x.addresses(out));
+    }
+}
+
+macro_rules! tuple_buffers {
+    ($($name:ident),+) => {
+        impl<$($name: GraphBuffers),+> GraphBuffers for ($($name,)+) {
+            #[allow(non_snake_case)]
+            fn addresses(&self, out: &mut Vec<(usize, usize)>) {
+                let ($($name,)+) = self;
+                $($name.addresses(out);)+
+            }
+        }
+    };
+}
+tuple_buffers!(A);
+tuple_buffers!(A, B);
+tuple_buffers!(A, B, C);
+tuple_buffers!(A, B, C, D);
+tuple_buffers!(A, B, C, D, E);
+tuple_buffers!(A, B, C, D, E, F);
+tuple_buffers!(A, B, C, D, E, F, G);
+tuple_buffers!(A, B, C, D, E, F, G, H);
+
+fn addresses_of<B: GraphBuffers>(buffers: &B) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    buffers.addresses(&mut out);
+    out
+}
+
+impl Gpu {
+    /// Captures the gpukern calls `body` queues on this `Gpu` into a [`Graph`] to replay with
+    /// [`Graph::launch`]; nothing runs until then. The buffers `body` borrows stay borrowed while
+    /// the graph lives (to read results between replays, let the graph hold them:
+    /// [`Gpu::capture_with`]).
+    ///
+    /// Errors: [`Error::Capture`] when `body` allocates, copies to or from the host, or
+    /// synchronises (see the [module documentation](crate::graph)), or when the driver refuses
+    /// the capture; any error `body` returns (the capture is then abandoned).
+    pub fn capture<'a, F>(&self, mut body: F) -> Result<Graph<'a, ()>>
+    where
+        F: FnMut(&Gpu) -> Result<()> + 'a,
+    {
+        self.capture_with((), move |g, ()| body(g))
+    }
+
+    /// [`Gpu::capture`] of a closure over `buffers`, which the graph holds: read and write them
+    /// in place between replays with [`Graph::buffers`] and [`Graph::buffers_mut`], take them
+    /// back with [`Graph::into_buffers`].
+    pub fn capture_with<'a, B, F>(&self, mut buffers: B, body: F) -> Result<Graph<'a, B>>
+    where
+        B: GraphBuffers,
+        F: FnMut(&Gpu, &mut B) -> Result<()> + 'a,
+    {
+        let mut body: Body<'a, B> = Box::new(body);
+        let exec = match &self.backend {
+            Backend::Simulator => {
+                let _capturing = Capturing::simulator(true)?;
+                body(self, &mut buffers)?;
+                None
+            }
+            Backend::Cuda(d) => {
+                let capturing = Capturing::cuda(stream_key(&d.stream))?;
+                d.stream
+                    .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                    .map_err(|e| capture_error("starting a capture", e))?;
+                let ran = body(self, &mut buffers);
+                // Always end the capture, so the stream runs work again whatever happened.
+                let ended = d.stream.end_capture(sys::CUgraphInstantiate_flags(0));
+                drop(capturing);
+                ran?;
+                ended.map_err(|e| {
+                    capture_error(
+                        "ending the capture (something in the closure did what a capture cannot: \
+                         a synchronisation, a host copy, or work from another thread)",
+                        e,
+                    )
+                })?
+            }
+        };
+        Ok(Graph {
+            gpu: self.clone(),
+            addresses: addresses_of(&buffers),
+            buffers,
+            body,
+            exec,
+        })
+    }
+}
+
+impl<B: GraphBuffers> Graph<'_, B> {
+    /// Queues one replay of the captured calls on the `Gpu`'s stream (on the simulator: runs
+    /// the closure again). Like any launch it returns before the work finishes; a download or
+    /// [`Gpu::synchronize`] waits for it.
+    ///
+    /// Errors: [`Error::Capture`] when a buffer the graph holds was replaced since the capture
+    /// (its address is in the graph); a driver error; on the simulator, what the calls report.
+    pub fn launch(&mut self) -> Result<()> {
+        if addresses_of(&self.buffers) != self.addresses {
+            return Err(Error::Capture {
+                op: "Graph::launch",
+                detail: "a buffer the graph holds was replaced since the capture (the graph \
+                         would use the old one's address): write new data into the buffers in \
+                         place, or capture again"
+                    .into(),
+            });
+        }
+        match (&self.gpu.backend, &self.exec) {
+            (Backend::Simulator, _) => {
+                let _capturing = Capturing::simulator(false)?;
+                (self.body)(&self.gpu, &mut self.buffers)
+            }
+            (Backend::Cuda(d), Some(exec)) => {
+                faults::launched(&d.ctx, "(a CUDA graph)");
+                exec.launch()
+                    .map_err(|e| faults::launch_error(&d.ctx, "(a CUDA graph)", e))
+            }
+            (Backend::Cuda(_), None) => Ok(()),
+        }
+    }
+}
+
+impl<B> Graph<'_, B> {
+    /// The `Gpu` the graph runs on.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// The buffers the graph holds, to read between replays (a download waits for the
+    /// replays queued before it).
+    pub fn buffers(&self) -> &B {
+        &self.buffers
+    }
+
+    /// The buffers the graph holds, to write in place between replays (uploads into them, or
+    /// other gpukern calls, queue in order with the replays). Replacing one makes the next
+    /// [`Graph::launch`] an error.
+    pub fn buffers_mut(&mut self) -> &mut B {
+        &mut self.buffers
+    }
+
+    /// Drops the graph and gives back its buffers.
+    pub fn into_buffers(self) -> B {
+        let Graph {
+            buffers, exec, body, ..
+        } = self;
+        drop(exec);
+        drop(body);
+        buffers
+    }
+}
+
+/// Maps a driver error of a capture to [`Error::Capture`].
+fn capture_error(during: &'static str, e: cudarc::driver::DriverError) -> Error {
+    Error::Capture {
+        op: "Gpu::capture",
+        detail: format!("the driver failed {during}: {e:?}"),
+    }
+}
+
+// The capture registry: which CUDA streams are being captured (by any thread), and whether
+// this thread is capturing (or replaying) on the simulator. Every allocation, host copy and
+// synchronisation asks it first ([`refuse`]).
+
+/// CUDA streams under capture, by address; with a count for a lock-free "none" answer.
+static CUDA_CAPTURES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+static CUDA_CAPTURE_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// How this thread is running a simulator graph's closure.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SimMode {
+    /// Not at all.
+    Off,
+    /// Capturing: every check, no kernel runs.
+    Capture,
+    /// Replaying: kernels run, refusals still apply.
+    Replay,
+}
+
+thread_local! {
+    static SIM_MODE: Cell<SimMode> = const { Cell::new(SimMode::Off) };
+}
+
+fn stream_key(stream: &Arc<cudarc::driver::CudaStream>) -> usize {
+    Arc::as_ptr(stream) as usize
+}
+
+/// A capture in progress, ended when dropped (a panic in the closure included).
+enum Capturing {
+    Cuda(usize),
+    Simulator,
+}
+
+impl Capturing {
+    fn cuda(key: usize) -> Result<Capturing> {
+        let mut captures = CUDA_CAPTURES.lock().unwrap_or_else(|p| p.into_inner());
+        if captures.contains(&key) {
+            return Err(nested());
+        }
+        captures.push(key);
+        CUDA_CAPTURE_COUNT.fetch_add(1, Ordering::SeqCst);
+        Ok(Capturing::Cuda(key))
+    }
+
+    fn simulator(capture: bool) -> Result<Capturing> {
+        if SIM_MODE.get() != SimMode::Off {
+            return Err(nested());
+        }
+        SIM_MODE.set(if capture {
+            SimMode::Capture
+        } else {
+            SimMode::Replay
+        });
+        Ok(Capturing::Simulator)
+    }
+}
+
+impl Drop for Capturing {
+    fn drop(&mut self) {
+        match self {
+            Capturing::Cuda(key) => {
+                let mut captures = CUDA_CAPTURES.lock().unwrap_or_else(|p| p.into_inner());
+                captures.retain(|k| k != key);
+                CUDA_CAPTURE_COUNT.fetch_sub(1, Ordering::SeqCst);
+            }
+            Capturing::Simulator => SIM_MODE.set(SimMode::Off),
+        }
+    }
+}
+
+fn nested() -> Error {
+    Error::Capture {
+        op: "Gpu::capture",
+        detail: "a capture or a graph launch inside a capture: capture the calls themselves".into(),
+    }
+}
+
+fn cuda_capturing(key: usize) -> bool {
+    CUDA_CAPTURE_COUNT.load(Ordering::SeqCst) > 0
+        && CUDA_CAPTURES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&key)
+}
+
+/// Whether `backend` is being captured (CUDA: by any thread; simulator: by this thread, or a
+/// simulator graph is replaying on it).
+fn capturing(backend: &Backend) -> bool {
+    match backend {
+        Backend::Cuda(d) => cuda_capturing(stream_key(&d.stream)),
+        Backend::Simulator => SIM_MODE.get() != SimMode::Off,
+    }
+}
+
+fn refused(op: &'static str, what: &str) -> Error {
+    Error::Capture {
+        op,
+        detail: format!(
+            "{what} inside Gpu::capture: a graph can only launch kernels. Allocate and copy \
+             before capturing, read results after a launch"
+        ),
+    }
+}
+
+/// [`Error::Capture`] if `gpu` is being captured: `what` (an allocation, a synchronisation...)
+/// cannot be part of a graph.
+pub(crate) fn refuse(gpu: &Gpu, op: &'static str, what: &str) -> Result<()> {
+    if capturing(&gpu.backend) {
+        Err(refused(op, what))
+    } else {
+        Ok(())
+    }
+}
+
+/// [`refuse`] for a host copy of `buffer`.
+pub(crate) fn refuse_copy<T>(buffer: &DeviceVec<T>, op: &'static str) -> Result<()> {
+    let busy = match &buffer.storage {
+        Storage::Cuda(s) => cuda_capturing(stream_key(s.stream())),
+        Storage::Host(_) => SIM_MODE.get() != SimMode::Off,
+    };
+    if busy {
+        Err(refused(op, "a copy to the host"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether the simulator is capturing on this thread: launches are checked, not run.
+pub(crate) fn simulator_dry_run() -> bool {
+    SIM_MODE.get() == SimMode::Capture
+}
