@@ -1313,7 +1313,9 @@ def peer_numba(ctx: Ctx) -> None:
 
 
 # --- Main ------------------------------------------------------------------------------------
-PEERS: dict[str, Callable[[Ctx], None]] = {"torch": peer_torch, "triton": peer_triton, "numba": peer_numba}
+from peers_multi import peer_multi  # noqa: E402 - multi-GPU peers (bench/peers_multi.py)
+
+PEERS: dict[str, Callable[[Ctx], None]] = {"torch": peer_torch, "triton": peer_triton, "numba": peer_numba, "multi": peer_multi}
 
 
 def summary(records: list[dict[str, Any]]) -> str:

@@ -72,6 +72,11 @@ find_cublas() {
   done
   return 1
 }
+# cudarc loads NCCL (the multi_gpu all-reduce) as libnccl.so; PyTorch's wheel has libnccl.so.2.
+if nccl_libs="$(bash scripts/nccl-path.sh)"; then
+  export LD_LIBRARY_PATH="$nccl_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "run.sh: NCCL from $nccl_libs"
+fi
 if ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so '; then
   if libs="$(find_cublas)"; then
     export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -14,6 +14,8 @@
 
 #[path = "bench/data.rs"]
 mod data;
+#[path = "bench/graph.rs"]
+mod graph;
 #[path = "bench/matmul.rs"]
 mod matmul;
 #[path = "bench/memory.rs"]
@@ -89,10 +91,16 @@ enum Suite {
     /// Matmul with host-device copies against device-resident data.
     #[value(name = "matmul_with_copies")]
     MatmulWithCopies,
+    /// A replayed CUDA graph of 100 small kernels against 100 launches, per kernel.
+    #[value(name = "graph_replay")]
+    GraphReplay,
+    /// Two or more GPUs: NCCL all-reduce bus bandwidth, data-parallel matmul scaling.
+    #[value(name = "multi_gpu")]
+    MultiGpu,
 }
 
 impl Suite {
-    const ALL: [Suite; 7] = [
+    const ALL: [Suite; 9] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -100,6 +108,8 @@ impl Suite {
         Suite::Softmax,
         Suite::LaunchOverhead,
         Suite::MatmulWithCopies,
+        Suite::GraphReplay,
+        Suite::MultiGpu,
     ];
 
     /// Records this suite writes.
@@ -111,6 +121,8 @@ impl Suite {
             Suite::Softmax => softmax::planned(quick, plans),
             Suite::LaunchOverhead => overhead::LAUNCH_RECORDS as usize,
             Suite::MatmulWithCopies => overhead::copies_shapes(quick).len() * 2,
+            Suite::GraphReplay => graph::GRAPH_RECORDS as usize,
+            Suite::MultiGpu => graph::MULTI_RECORDS as usize,
         };
         n as u64
     }
@@ -124,6 +136,8 @@ impl Suite {
             Suite::Softmax => softmax::softmax(bench, sink),
             Suite::LaunchOverhead => overhead::launch_overhead(bench, sink),
             Suite::MatmulWithCopies => overhead::matmul_with_copies(bench, sink),
+            Suite::GraphReplay => graph::graph_replay(bench, sink),
+            Suite::MultiGpu => graph::multi_gpu(bench, sink),
         }
     }
 }
