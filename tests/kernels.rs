@@ -37,6 +37,8 @@ mod matmul;
 mod sizes;
 #[path = "kernels/softmax.rs"]
 mod softmax;
+#[path = "kernels/transfer.rs"]
+mod transfer;
 
 use gpukern::Gpu;
 use libtest_mimic::Arguments;
@@ -100,6 +102,7 @@ fn main() {
         add::trials,
         matmul::trials,
         softmax::trials,
+        transfer::trials,
     ] {
         trials.extend(family(&sim, &cuda));
     }
