@@ -1315,6 +1315,10 @@ def peer_numba(ctx: Ctx) -> None:
 # --- Main ------------------------------------------------------------------------------------
 PEERS: dict[str, Callable[[Ctx], None]] = {"torch": peer_torch, "triton": peer_triton, "numba": peer_numba}
 
+from peers_transfer import torch_transfer  # noqa: E402 - the transfer suite's peer (issue 14)
+
+PEERS["torch_transfer"] = torch_transfer
+
 
 def summary(records: list[dict[str, Any]]) -> str:
     header = ["kernel", "impl", "shape", "t/mode", "median", "GB/s", "TFLOP/s", "rel_err", "note"]

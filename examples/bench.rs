@@ -26,6 +26,8 @@ mod record;
 mod softmax;
 #[path = "bench/timing.rs"]
 mod timing;
+#[path = "bench/transfer.rs"]
+mod transfer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -89,10 +91,16 @@ enum Suite {
     /// Matmul with host-device copies against device-resident data.
     #[value(name = "matmul_with_copies")]
     MatmulWithCopies,
+    /// Host-device copies of 256 MiB: pinned, staged, pageable.
+    #[value(name = "transfer")]
+    Transfer,
+    /// The chunked matmul batch: copies alone, compute alone, one stream, three streams.
+    #[value(name = "pipelined")]
+    Pipelined,
 }
 
 impl Suite {
-    const ALL: [Suite; 7] = [
+    const ALL: [Suite; 9] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -100,6 +108,8 @@ impl Suite {
         Suite::Softmax,
         Suite::LaunchOverhead,
         Suite::MatmulWithCopies,
+        Suite::Transfer,
+        Suite::Pipelined,
     ];
 
     /// Records this suite writes.
@@ -111,6 +121,8 @@ impl Suite {
             Suite::Softmax => softmax::planned(quick, plans),
             Suite::LaunchOverhead => overhead::LAUNCH_RECORDS as usize,
             Suite::MatmulWithCopies => overhead::copies_shapes(quick).len() * 2,
+            Suite::Transfer => transfer::TRANSFER_RECORDS,
+            Suite::Pipelined => transfer::PIPELINED_RECORDS,
         };
         n as u64
     }
@@ -124,6 +136,8 @@ impl Suite {
             Suite::Softmax => softmax::softmax(bench, sink),
             Suite::LaunchOverhead => overhead::launch_overhead(bench, sink),
             Suite::MatmulWithCopies => overhead::matmul_with_copies(bench, sink),
+            Suite::Transfer => transfer::transfer(bench, sink),
+            Suite::Pipelined => transfer::pipelined(bench, sink),
         }
     }
 }
