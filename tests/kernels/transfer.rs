@@ -41,7 +41,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             trial(target, "transfer::staged_round_trip", move |gpu, rng| {
                 staged_round_trip(gpu, rng, lengths)
             }),
-            trial(target, "transfer::streams", |gpu, rng| streams(gpu, rng)),
+            trial(target, "transfer::streams", streams),
             trial(target, "transfer::events", |gpu, _| events(gpu)),
             trial(target, "transfer::pipelined", move |gpu, rng| {
                 pipelined(gpu, rng, pipeline)
@@ -197,7 +197,7 @@ fn events(gpu: &Gpu) -> Check {
     let end = s.record()?;
     end.synchronize()?;
     let ms = start.elapsed_ms(&done)?;
-    if !(ms >= 0.0) {
+    if ms.is_nan() || ms < 0.0 {
         return Err(format!("elapsed_ms = {ms}").into());
     }
     check_abs(
