@@ -1317,6 +1317,10 @@ from peers_multi import peer_multi  # noqa: E402 - multi-GPU peers (bench/peers_
 
 PEERS: dict[str, Callable[[Ctx], None]] = {"torch": peer_torch, "triton": peer_triton, "numba": peer_numba, "multi": peer_multi}
 
+from peers_transfer import torch_transfer  # noqa: E402 - the transfer suite's peer (issue 14)
+
+PEERS["torch_transfer"] = torch_transfer
+
 
 def summary(records: list[dict[str, Any]]) -> str:
     header = ["kernel", "impl", "shape", "t/mode", "median", "GB/s", "TFLOP/s", "rel_err", "note"]

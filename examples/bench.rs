@@ -28,6 +28,8 @@ mod record;
 mod softmax;
 #[path = "bench/timing.rs"]
 mod timing;
+#[path = "bench/transfer.rs"]
+mod transfer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -97,10 +99,16 @@ enum Suite {
     /// Two or more GPUs: NCCL all-reduce bus bandwidth, data-parallel matmul scaling.
     #[value(name = "multi_gpu")]
     MultiGpu,
+    /// Host-device copies of 256 MiB: pinned, staged, pageable.
+    #[value(name = "transfer")]
+    Transfer,
+    /// The chunked matmul batch: copies alone, compute alone, one stream, three streams.
+    #[value(name = "pipelined")]
+    Pipelined,
 }
 
 impl Suite {
-    const ALL: [Suite; 9] = [
+    const ALL: [Suite; 11] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -110,6 +118,8 @@ impl Suite {
         Suite::MatmulWithCopies,
         Suite::GraphReplay,
         Suite::MultiGpu,
+        Suite::Transfer,
+        Suite::Pipelined,
     ];
 
     /// Records this suite writes.
@@ -123,6 +133,8 @@ impl Suite {
             Suite::MatmulWithCopies => overhead::copies_shapes(quick).len() * 2,
             Suite::GraphReplay => graph::GRAPH_RECORDS as usize,
             Suite::MultiGpu => graph::MULTI_RECORDS as usize,
+            Suite::Transfer => transfer::TRANSFER_RECORDS,
+            Suite::Pipelined => transfer::PIPELINED_RECORDS,
         };
         n as u64
     }
@@ -138,6 +150,8 @@ impl Suite {
             Suite::MatmulWithCopies => overhead::matmul_with_copies(bench, sink),
             Suite::GraphReplay => graph::graph_replay(bench, sink),
             Suite::MultiGpu => graph::multi_gpu(bench, sink),
+            Suite::Transfer => transfer::transfer(bench, sink),
+            Suite::Pipelined => transfer::pipelined(bench, sink),
         }
     }
 }

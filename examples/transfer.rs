@@ -8,7 +8,16 @@
 //! host-to-device upload and one device-to-host download of a matrix on their own, in GB/s, which
 //! is what the free function pays twice or three times per call.
 //!
-//! Run: `cargo run --release --example transfer [-- --size N --count C --reps R]`
+//! Then the third timing, on a batch of `--chunks` independent products `A_i * B` (`--batch-size`
+//! square, 2048 by default, so that a chunk's copies and its product take times of one order):
+//! the copies alone (every `A_i` up and every `C_i` down through pinned memory, one stream), the
+//! products alone on device-resident data, copy every call (upload, compute, download chunk by
+//! chunk on one stream), and pipelined on three streams with [`Gpu::pipelined`], where one
+//! chunk's upload, another's product and a third's download overlap. It prints the pipelined
+//! time over max(copy time, compute time): the overlap bound is 1.
+//!
+//! Run: `cargo run --release --example transfer [-- --size N --count C --reps R --batch-size N
+//! --chunks K]`
 
 mod common;
 
@@ -47,6 +56,11 @@ fn transfer() -> Result<(), BoxError> {
                 "reps",
                 "timed repetitions, the median is reported (default 10; 1 in the simulator)",
             ),
+            (
+                "batch-size",
+                "square size of each chunk of the pipelined batch (default 2048; 32 in the simulator)",
+            ),
+            ("chunks", "chunks of the pipelined batch (default 8)"),
         ],
     )?;
     let gpu = common::device()?;
@@ -126,9 +140,100 @@ fn transfer() -> Result<(), BoxError> {
         "  copy every call / copy once: {:.2}x the time",
         free_ms / resident_ms
     );
+    pipelined(gpu, &args, reps)?;
     if gpu.is_simulator() {
         println!("  (simulator times measure the CPU running each GPU thread, not a GPU)");
     }
+    Ok(())
+}
+
+/// Square size of each chunk of the pipelined batch on a GPU: a 2048^3 product and the copies
+/// of its 16 MiB operand and result take times of one order.
+const BATCH_SIZE: usize = 2048;
+/// The chunk size in the CPU simulator.
+const BATCH_SIZE_SIMULATOR: usize = 32;
+/// Chunks of the pipelined batch.
+const CHUNKS: usize = 8;
+/// Streams of the pipelined run: one uploading, one computing, one downloading.
+const STREAMS: usize = 3;
+
+/// The batch `C_i = A_i * B` four ways (see the module's doc), printed with the overlap ratio.
+fn pipelined(gpu: &Gpu, args: &Args, reps: usize) -> Result<(), BoxError> {
+    let n = args.size_or(gpu, "batch-size", BATCH_SIZE, BATCH_SIZE_SIMULATOR, |n| {
+        format!("{n}x{n}")
+    })?;
+    let chunks = args.usize("chunks")?.unwrap_or(CHUNKS).max(1);
+    let mut rng = common::rng();
+    let a = common::random_matrix(&mut rng, chunks * n, n);
+    let b = common::random_matrix(&mut rng, n, n) * (3.0 / n as f32).sqrt();
+    let chunk_bytes = (4 * n * n) as f64;
+    let algorithm = MatmulAlgorithm::default();
+
+    let db = gpu.upload_matrix(&b)?;
+    let input = gpu.pinned_from(a.as_slice().ok_or("a standard-layout batch")?)?;
+    let mut output = gpu.pinned::<f32>(chunks * n * n)?;
+
+    // Checked first (also the warm-up): the pipelined result against the chunks on the CPU.
+    let compute = |g: &Gpu, x: &gpukern::DeviceMatrix, y: &mut gpukern::DeviceMatrix| {
+        g.matmul_into(x, &db, y, algorithm)
+    };
+    gpu.pipelined(STREAMS, &input, (n, n), &mut output, (n, n), compute)?;
+    let reference = gpukern::cpu::matmul(&a.slice(ndarray::s![..n, ..]), &b)?;
+    let first = Array2::from_shape_vec((n, n), output.as_slice()?[..n * n].to_vec())?;
+    let err = rel_error(&first, &reference);
+    common::ensure("the first chunk of the pipelined batch", err, TOLERANCE)?;
+
+    // Copies alone: every chunk up, then every result down, one stream, pinned memory.
+    let mut lanes = Vec::with_capacity(chunks);
+    for _ in 0..chunks {
+        lanes.push((gpu.zeros_matrix::<f32>(n, n)?, gpu.zeros_matrix::<f32>(n, n)?));
+    }
+    let copy_ms = common::time_ms(gpu, reps, || {
+        for (i, (x, _)) in lanes.iter_mut().enumerate() {
+            x.as_vec_mut().copy_from_pinned(&input, i * n * n)?;
+        }
+        for (i, (_, y)) in lanes.iter().enumerate() {
+            y.as_vec().copy_to_pinned(&mut output, i * n * n)?;
+        }
+        output.as_slice().map(|_| ())
+    })?;
+    // Compute alone, on the chunks already on the device.
+    let compute_ms = common::time_ms(gpu, reps, || {
+        lanes.iter_mut().try_for_each(|(x, y)| compute(gpu, x, y))
+    })?;
+    // Copy every call: upload, compute, download chunk after chunk on one stream.
+    let serial_ms = common::time_ms(gpu, reps, || {
+        gpu.pipelined(1, &input, (n, n), &mut output, (n, n), compute)?;
+        output.as_slice().map(|_| ())
+    })?;
+    let pipelined_ms = common::time_ms(gpu, reps, || {
+        gpu.pipelined(STREAMS, &input, (n, n), &mut output, (n, n), compute)?;
+        output.as_slice().map(|_| ())
+    })?;
+
+    println!(
+        "\npipelined batch: {chunks} products A_i * B of {n}x{n} f32 ({:.1} MB up and {:.1} MB down \
+         per chunk, pinned); {}",
+        chunk_bytes / 1e6,
+        chunk_bytes / 1e6,
+        common::runs(reps)
+    );
+    let row = |label: &str, ms: f64| println!("  {label:<62} {ms:>10.3}");
+    row("copies alone (all up, all down, one stream)", copy_ms);
+    row("compute alone (data kept on the device)", compute_ms);
+    row(
+        "copy every call (up, compute, down per chunk, one stream)",
+        serial_ms,
+    );
+    row(
+        &format!("pipelined on {STREAMS} streams (Gpu::pipelined)"),
+        pipelined_ms,
+    );
+    println!(
+        "  pipelined / max(copy, compute) = {:.3} (overlap bound 1; target <= 1.15); \
+         first chunk rel. error {err:.1e}",
+        pipelined_ms / copy_ms.max(compute_ms)
+    );
     Ok(())
 }
 

@@ -1,4 +1,5 @@
 //! The free functions on `ndarray` arrays: upload, compute on [`Gpu::global`], download.
+//! Copies of 1 MiB or more go through the `Gpu`'s pinned staging buffers ([`crate::pinned`]).
 //!
 //! Any `ArrayBase` works, views included: transposed or sliced inputs are copied into row-major
 //! order on the way to the device. Each call copies its inputs up and its result down; to chain
@@ -49,7 +50,7 @@ where
     same_shape("add", a.shape(), b.shape(), "operands must have the same shape")?;
     let gpu = Gpu::global()?;
     let c = gpu.add(&gpu.upload(&row_major(a))?, &gpu.upload(&row_major(b))?)?;
-    shaped("add", a.raw_dim(), c.to_vec()?)
+    shaped("add", a.raw_dim(), gpu.download(&c)?)
 }
 
 /// `x += 1`, element by element, in place, on the default device.
@@ -61,7 +62,7 @@ where
     let gpu = Gpu::global()?;
     let mut d = gpu.upload(&row_major(x))?;
     gpu.increment_by_one(&mut d)?;
-    let result = shaped("increment_by_one", x.raw_dim(), d.to_vec()?)?;
+    let result = shaped("increment_by_one", x.raw_dim(), gpu.download(&d)?)?;
     x.assign(&result);
     Ok(())
 }
@@ -100,7 +101,11 @@ where
     crate::ops::matmul::check_inner(a.dim(), b.dim())?;
     let gpu = Gpu::global()?;
     let c = gpu.matmul_with(&gpu.upload_matrix(a)?, &gpu.upload_matrix(b)?, algorithm)?;
-    c.to_array()
+    shaped(
+        "matmul",
+        ndarray::Ix2(c.rows(), c.cols()),
+        gpu.download(c.as_vec())?,
+    )
 }
 
 /// Softmax along the last axis (a 1-D array as a whole, a 2-D array row by row), scaled by the
@@ -132,5 +137,5 @@ where
     let d = gpu.upload(&row_major(x))?;
     let d = crate::buffer::DeviceMatrix { data: d, rows, cols };
     let y = gpu.softmax_with(&d, t, algorithm)?;
-    shaped("softmax", x.raw_dim(), y.as_vec().to_vec()?)
+    shaped("softmax", x.raw_dim(), gpu.download(y.as_vec())?)
 }

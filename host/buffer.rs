@@ -133,7 +133,10 @@ impl CudaDevice {
 }
 
 impl Gpu {
-    /// Copies `data` to a new device vector.
+    /// Copies `data` to a new device vector, on this handle's stream. From
+    /// [`crate::pinned::STAGING_MIN_BYTES`] on, the copy goes through this handle's pinned
+    /// staging buffers (two of [`crate::pinned::STAGING_CHUNK_BYTES`], made on first use);
+    /// [`Gpu::upload_pinned`] copies straight from pinned memory.
     pub fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceVec<T>> {
         crate::graph::refuse(self, "upload", "an allocation (upload)")?;
         // A host slice cannot exceed the limit; checked anyway so every allocation passes here.
@@ -142,9 +145,7 @@ impl Gpu {
             Backend::Cuda(d) => {
                 let mut dst = d.alloc(data.len())?;
                 if !data.is_empty() {
-                    d.stream
-                        .memcpy_htod(data, &mut dst)
-                        .during("copying to the device")?;
+                    d.copy_htod(data, &mut dst)?;
                 }
                 Storage::Cuda(dst)
             }
@@ -234,12 +235,13 @@ impl Gpu {
         })
     }
 
-    /// Whether `buffer` belongs to this `Gpu` (same backend, same stream).
+    /// Whether `buffer` belongs to this `Gpu`'s device (same backend, same context: this handle
+    /// or another stream of it, [`Gpu::stream`]).
     pub(crate) fn owns<T>(&self, buffer: &DeviceVec<T>) -> bool {
         self.backend.owns(buffer)
     }
 
-    /// Errors unless every buffer belongs to this `Gpu` (same backend, same stream).
+    /// Errors unless every buffer belongs to this `Gpu`'s device (see [`Gpu::owns`]).
     pub(crate) fn check_owner(&self, op: &'static str, buffers: &[&DeviceVec]) -> Result<()> {
         if buffers.iter().all(|b| self.owns(b)) {
             Ok(())
@@ -250,10 +252,11 @@ impl Gpu {
 }
 
 impl Backend {
-    /// Whether `buffer` lives on this backend: on CUDA, on this device's one stream.
+    /// Whether `buffer` lives on this backend: on CUDA, in this device's context (on any of its
+    /// streams; a launch orders itself against the others, [`crate::stream`]).
     pub(crate) fn owns<T>(&self, buffer: &DeviceVec<T>) -> bool {
         match (self, &buffer.storage) {
-            (Backend::Cuda(d), Storage::Cuda(s)) => Arc::ptr_eq(s.stream(), &d.stream),
+            (Backend::Cuda(d), Storage::Cuda(s)) => Arc::ptr_eq(s.context(), &d.ctx),
             (Backend::Simulator, Storage::Host(_)) => true,
             _ => false,
         }
@@ -271,7 +274,9 @@ impl<T: Element> DeviceVec<T> {
         self.len == 0
     }
 
-    /// Copies the elements back to the host (waits for the work queued before it).
+    /// Copies the elements back to the host, on the stream of the `Gpu` that made this vector
+    /// (waits for the work queued before it; [`Gpu::download`] stages large copies through
+    /// pinned memory, [`DeviceVec::copy_to_pinned`] copies into pinned memory without waiting).
     pub fn to_vec(&self) -> Result<Vec<T>> {
         crate::graph::refuse_copy(self, "to_vec")?;
         match &self.storage {

@@ -44,9 +44,14 @@ pub(crate) struct CudaDevice {
     pub(crate) multiprocessors: u32,
     /// Blocks of a persistent kernel resident per multiprocessor, by kernel and block
     /// size: asked of the driver once per pair, not on every launch.
-    pub(crate) residency: Mutex<HashMap<(&'static str, u32), u32>>,
-    /// The kernel crates loaded with [`Gpu::load`], by crate name: each loaded once.
-    pub(crate) modules: Mutex<HashMap<&'static str, Arc<Functions>>>,
+    /// Shared by every stream handle of the device ([`Gpu::stream`]).
+    pub(crate) residency: Arc<Mutex<HashMap<(&'static str, u32), u32>>>,
+    /// The kernel crates loaded with [`Gpu::load`], by crate name: each loaded once, and shared
+    /// by every stream handle of the device.
+    pub(crate) modules: Arc<Mutex<HashMap<&'static str, Arc<Functions>>>>,
+    /// The pinned staging buffers of large pageable copies ([`crate::pinned`]), made on first
+    /// use; one set per stream handle, so that two streams never wait on each other's staging.
+    pub(crate) staging: Mutex<Option<crate::pinned::Staging>>,
 }
 
 /// Which backend [`Gpu::global`] picks: `GPUKERN_DEVICE` = `cuda`, `sim`, or unset (CUDA if
@@ -74,9 +79,11 @@ impl Gpu {
             });
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| open_error(ordinal, e))?;
-        // Every buffer of this Gpu lives on its one stream, so cudarc's cross-stream events
-        // are pure overhead on each allocation and launch.
-        // SAFETY: called before this context allocated anything or launched anything.
+        // gpukern orders cross-stream uses of its buffers itself, only where streams differ
+        // (`crate::stream`), so cudarc's per-buffer events would be pure overhead on each
+        // allocation and launch.
+        // SAFETY: called before this context allocated anything or launched anything; every use
+        // of a buffer on a stream other than its own is ordered by `crate::stream::CrossStream`.
         unsafe { ctx.disable_event_tracking() };
         let compute_capability = ctx
             .compute_capability()
@@ -95,13 +102,14 @@ impl Gpu {
                 ctx,
                 stream,
                 arch: library.arch,
-                modules: Mutex::new(HashMap::from([(ptx::KERNELS.krate, library.clone())])),
+                modules: Arc::new(Mutex::new(HashMap::from([(ptx::KERNELS.krate, library.clone())]))),
                 library,
                 limits,
                 name,
                 compute_capability,
                 multiprocessors,
-                residency: Mutex::new(HashMap::new()),
+                residency: Arc::new(Mutex::new(HashMap::new())),
+                staging: Mutex::new(None),
             })),
         })
     }
@@ -172,7 +180,8 @@ impl Gpu {
         }
     }
 
-    /// Waits until every call queued on this `Gpu` has finished; reports an error a kernel raised.
+    /// Waits until every call queued on this handle's stream has finished (not those of other
+    /// [`Gpu::stream`] handles); reports an error a kernel raised.
     pub fn synchronize(&self) -> Result<()> {
         crate::graph::refuse(self, "Gpu::synchronize", "a synchronisation")?;
         match &self.backend {
@@ -185,14 +194,17 @@ impl Gpu {
     /// events); `None` for the simulator.
     ///
     /// # Safety
-    /// gpukern switches cudarc's cross-stream event tracking off for this context (every buffer
-    /// of a `Gpu` is used only on its one stream), so cudarc no longer orders work on other
-    /// streams against it. The caller must:
-    /// * queue everything it does with the context on the returned stream, or order it against
-    ///   that stream with events it records and waits on itself (or a full synchronisation);
-    /// * never use a buffer of this `Gpu` ([`crate::DeviceVec`], [`crate::DeviceMatrix`]) or
-    ///   memory it allocated from the context on another stream without such ordering, nor free
-    ///   it while work on another stream may still use it;
+    /// gpukern switches cudarc's cross-stream event tracking off for this context and orders
+    /// cross-stream uses of its buffers itself, in its own launches only ([`crate::stream`]),
+    /// so neither cudarc nor gpukern orders what the caller queues with the raw stream. The
+    /// caller must:
+    /// * queue everything it does with the context on the returned stream (this handle's; each
+    ///   [`Gpu::stream`] handle has its own), or order it against that stream with events it
+    ///   records and waits on itself ([`Gpu::record`], [`Gpu::wait`]) or a full synchronisation;
+    /// * never use a buffer of this device ([`crate::DeviceVec`], [`crate::DeviceMatrix`]) that
+    ///   another handle made (another stream) without such ordering, nor memory it allocated
+    ///   from the context on another stream, nor free it while work on another stream may still
+    ///   use it;
     /// * not switch event tracking back on, nor destroy or reset the context or the stream.
     ///
     /// Work queued on the returned stream itself (cuBLAS on a handle bound to it, events recorded

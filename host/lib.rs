@@ -19,6 +19,8 @@
 //! * [`Gpu`]: a CUDA device or the CPU simulator; [`Gpu::global`] is the default the free
 //!   functions use (the simulator when there is no GPU).
 //! * [`DeviceVec`], [`DeviceMatrix`]: data kept on the device between calls.
+//! * [`PinnedBuffer`], [`Gpu::stream`], [`Event`]: page-locked host memory, several streams of
+//!   one device and the ordering between them ([`pinned`], [`stream`]).
 //! * [`cpu`]: reference implementations (f64 accumulation) the tests compare against.
 //! * [`ptx`]: the embedded PTX modules of gpukern's own kernels.
 //! * [`Module`]: a kernel crate (yours, built by `gpukern-build`) loaded on a [`Gpu`]; its
@@ -59,8 +61,10 @@ pub mod launch_config;
 pub mod module;
 pub mod multi;
 pub mod ops;
+pub mod pinned;
 pub mod ptx;
 mod raw;
+pub mod stream;
 
 pub use api::{add, increment_by_one, matmul, matmul_with, softmax, softmax_with};
 pub use buffer::Element;
@@ -77,8 +81,10 @@ pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
 pub use ops::matmul::MatmulAlgorithm;
 pub use ops::softmax::SoftmaxAlgorithm;
+pub use pinned::PinnedBuffer;
 #[doc(hidden)]
 pub use raw::launch_count::{cuda_launch_counts, sim_launch_counts};
+pub use stream::Event;
 
 /// Re-exported for the launchers `#[kernel]` generates and for kernel crates' tests.
 pub use gpukern_device;

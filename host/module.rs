@@ -28,6 +28,7 @@ use crate::device::{Backend, CudaDevice, Gpu};
 use crate::error::{DriverContext, Error, Result};
 use crate::launch_config::{DeviceLimits, LaunchConfig};
 use crate::raw::launch_count;
+use crate::stream::{CrossStream, MAX_FOREIGN};
 
 /// One kernel crate's PTX, one module per architecture, as `gpukern-build` embeds it
 /// ([`crate::include_ptx!`]).
@@ -254,6 +255,8 @@ pub struct ModuleArgs<'a> {
     slots: [u64; MAX_PARAMS],
     /// Simulator: the launch with its registered buffers.
     sim: Option<sim::Launch<'a>>,
+    /// CUDA: the other streams of the device that the launch's buffers live on.
+    cross: CrossStream,
 }
 
 impl ModuleArgs<'_> {
@@ -279,13 +282,26 @@ impl ModuleArgs<'_> {
 
     fn buffer_address<T>(&mut self, buffer: &DeviceVec<T>) -> u64 {
         // On the launch path: the backend itself, not a `Gpu` handle cloned for the question.
-        if !self.module.backend.owns(buffer) {
-            self.note(Error::WrongDevice { op: self.kernel.name });
-            return 0;
-        }
-        match &buffer.storage {
-            Storage::Cuda(s) => s.device_ptr(s.stream()).0,
-            Storage::Host(_) => 0,
+        match (&self.module.backend, &buffer.storage) {
+            (Backend::Cuda(d), Storage::Cuda(s)) if Arc::ptr_eq(s.context(), &d.ctx) => {
+                // A buffer of another stream of this device: the launch orders itself
+                // against that stream (`crate::stream`). One pointer comparison otherwise.
+                if !Arc::ptr_eq(s.stream(), &d.stream) && !self.cross.note(s.stream()) {
+                    self.note(Error::InvalidArgument {
+                        op: self.kernel.name,
+                        detail: format!(
+                            "buffers on more than {MAX_FOREIGN} other streams in one launch: \
+                             copy some to the launching stream's buffers first"
+                        ),
+                    });
+                }
+                s.device_ptr(s.stream()).0
+            }
+            (Backend::Simulator, Storage::Host(_)) => 0,
+            _ => {
+                self.note(Error::WrongDevice { op: self.kernel.name });
+                0
+            }
         }
     }
 }
@@ -309,6 +325,7 @@ impl Launcher for Module {
             count: 0,
             slots: [0; MAX_PARAMS],
             sim,
+            cross: CrossStream::default(),
         };
         if kernel.krate != self.krate {
             args.note(Error::InvalidArgument {
@@ -400,6 +417,10 @@ impl Launcher for Module {
                     .ctx
                     .bind_to_thread()
                     .map_err(|e| faults::launch_error(&device.ctx, kernel.name, e))?;
+                let joined = match args.cross.is_empty() {
+                    true => None,
+                    false => Some(args.cross.before(&device.ctx, &device.stream)?),
+                };
                 // SAFETY: one pointer per parameter, in the kernel's order (the generated
                 // launcher's), each to a value of the parameter's size in its low bytes; the
                 // buffers are this device's and live through the call; the caller upholds the
@@ -415,6 +436,9 @@ impl Launcher for Module {
                     )
                 }
                 .map_err(|e| faults::launch_error(&device.ctx, kernel.name, e))?;
+                if let Some(event) = joined {
+                    args.cross.after(event, &device.stream)?;
+                }
                 launch_count::cuda(kernel);
                 Ok(())
             }

@@ -41,6 +41,8 @@ mod multi;
 mod sizes;
 #[path = "kernels/softmax.rs"]
 mod softmax;
+#[path = "kernels/transfer.rs"]
+mod transfer;
 
 use gpukern::Gpu;
 use libtest_mimic::Arguments;
@@ -106,6 +108,7 @@ fn main() {
         softmax::trials,
         graph::trials,
         multi::trials,
+        transfer::trials,
     ] {
         trials.extend(family(&sim, &cuda));
     }
