@@ -1315,6 +1315,10 @@ def peer_numba(ctx: Ctx) -> None:
 # --- Main ------------------------------------------------------------------------------------
 PEERS: dict[str, Callable[[Ctx], None]] = {"torch": peer_torch, "triton": peer_triton, "numba": peer_numba}
 
+from peers_reduce import peer_compile_reduce, peer_torch_reduce  # noqa: E402
+
+PEERS.update(torch_reduce=peer_torch_reduce, compile_reduce=peer_compile_reduce)
+
 
 def summary(records: list[dict[str, Any]]) -> str:
     header = ["kernel", "impl", "shape", "t/mode", "median", "GB/s", "TFLOP/s", "rel_err", "note"]

@@ -22,10 +22,14 @@ mod memory;
 mod overhead;
 #[path = "bench/record.rs"]
 mod record;
+#[path = "bench/reduce.rs"]
+mod reduce;
 #[path = "bench/softmax.rs"]
 mod softmax;
 #[path = "bench/timing.rs"]
 mod timing;
+#[path = "bench/transpose.rs"]
+mod transpose;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -89,10 +93,17 @@ enum Suite {
     /// Matmul with host-device copies against device-resident data.
     #[value(name = "matmul_with_copies")]
     MatmulWithCopies,
+    /// Sum of a vector, every reduction algorithm.
+    #[value(name = "sum")]
+    Sum,
+    #[value(name = "argmax")]
+    Argmax,
+    #[value(name = "transpose")]
+    Transpose,
 }
 
 impl Suite {
-    const ALL: [Suite; 7] = [
+    const ALL: [Suite; 10] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -100,6 +111,9 @@ impl Suite {
         Suite::Softmax,
         Suite::LaunchOverhead,
         Suite::MatmulWithCopies,
+        Suite::Sum,
+        Suite::Argmax,
+        Suite::Transpose,
     ];
 
     /// Records this suite writes.
@@ -111,6 +125,9 @@ impl Suite {
             Suite::Softmax => softmax::planned(quick, plans),
             Suite::LaunchOverhead => overhead::LAUNCH_RECORDS as usize,
             Suite::MatmulWithCopies => overhead::copies_shapes(quick).len() * 2,
+            Suite::Sum => reduce::sizes(quick).len() * gpukern::ReduceAlgorithm::ALL.len(),
+            Suite::Argmax => reduce::sizes(quick).len(),
+            Suite::Transpose => transpose::shapes(quick).len() * gpukern::TransposeAlgorithm::ALL.len(),
         };
         n as u64
     }
@@ -124,6 +141,9 @@ impl Suite {
             Suite::Softmax => softmax::softmax(bench, sink),
             Suite::LaunchOverhead => overhead::launch_overhead(bench, sink),
             Suite::MatmulWithCopies => overhead::matmul_with_copies(bench, sink),
+            Suite::Sum => reduce::sum(bench, sink),
+            Suite::Argmax => reduce::argmax(bench, sink),
+            Suite::Transpose => transpose::transpose(bench, sink),
         }
     }
 }

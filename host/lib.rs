@@ -61,6 +61,7 @@ pub mod ptx;
 mod raw;
 
 pub use api::{add, increment_by_one, matmul, matmul_with, softmax, softmax_with};
+pub use api::{argmax, max, sum, sum_axis, transpose};
 pub use buffer::Element;
 pub use buffer::{DeviceMatrix, DeviceVec};
 pub use device::Gpu;
@@ -72,7 +73,9 @@ pub use launch_config::{DeviceLimits, LaunchConfig};
 pub use module::{Module, PtxModule, PtxSet};
 pub use ops::add::AddAlgorithm;
 pub use ops::matmul::MatmulAlgorithm;
+pub use ops::reduce::ReduceAlgorithm;
 pub use ops::softmax::SoftmaxAlgorithm;
+pub use ops::transpose::TransposeAlgorithm;
 #[doc(hidden)]
 pub use raw::launch_count::{cuda_launch_counts, sim_launch_counts};
 

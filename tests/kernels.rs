@@ -33,10 +33,14 @@ mod device;
 mod errors;
 #[path = "kernels/matmul.rs"]
 mod matmul;
+#[path = "kernels/reduce.rs"]
+mod reduce;
 #[path = "kernels/sizes.rs"]
 mod sizes;
 #[path = "kernels/softmax.rs"]
 mod softmax;
+#[path = "kernels/transpose.rs"]
+mod transpose;
 
 use gpukern::Gpu;
 use libtest_mimic::Arguments;
@@ -100,6 +104,8 @@ fn main() {
         add::trials,
         matmul::trials,
         softmax::trials,
+        reduce::trials,
+        transpose::trials,
     ] {
         trials.extend(family(&sim, &cuda));
     }
