@@ -211,7 +211,7 @@ fn axis_sums(gpu: &Gpu, rng: &mut StdRng, rows: usize, cols: usize) -> Check {
             let err = (f64::from(got[i]) - f64::from(want[i])).abs();
             // One f32 rounding of the reference on top of the documented bound.
             let bound = sum_bound(lane) + f64::from(want[i].abs()) * f64::from(f32::EPSILON);
-            if !(err <= bound) {
+            if !within(err, bound) {
                 return Err(format!(
                     "sum_axis({axis:?}) of {rows}x{cols}, output {i}: {} vs {} (error {err:e} > {bound:e})",
                     got[i], want[i]
@@ -244,7 +244,7 @@ fn sum_error(gpu: &Gpu, rng: &mut StdRng, n: usize) -> Check {
                 "sum_with({}) of 2^24 in {what}: {first} vs {exact}: error {err:.3e}, bound {bound:.3e}",
                 algorithm.name()
             );
-            if !(err <= bound) {
+            if !within(err, bound) {
                 failures.push(format!(
                     "sum_with({}) in {what}: error {err:e} > {bound:e}",
                     algorithm.name()
@@ -296,7 +296,7 @@ fn global_reduce(rng: &mut StdRng) -> Check {
     ];
     for ((what, x), (sum, max, argmax)) in views.iter().zip(got) {
         let err = (f64::from(sum) - cpu::sum_f64(x)).abs();
-        if !(err <= sum_bound(x)) {
+        if !within(err, sum_bound(x)) {
             return Err(format!("gpukern::sum {what}: {sum} vs {}", cpu::sum_f64(x)).into());
         }
         if Some(max) != cpu::max(x) || Some(argmax) != cpu::argmax(x) {
