@@ -1321,6 +1321,10 @@ from peers_transfer import torch_transfer  # noqa: E402 - the transfer suite's p
 
 PEERS["torch_transfer"] = torch_transfer
 
+from peers_reduce import peer_compile_reduce, peer_torch_reduce  # noqa: E402
+
+PEERS.update(torch_reduce=peer_torch_reduce, compile_reduce=peer_compile_reduce)
+
 
 def summary(records: list[dict[str, Any]]) -> str:
     header = ["kernel", "impl", "shape", "t/mode", "median", "GB/s", "TFLOP/s", "rel_err", "note"]

@@ -26,18 +26,21 @@ T = TypeVar("T")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Ceilings measured in the same run, never counted as peers.
 CEILINGS = {"copy", "cublas", "cublas_tf32"}
-MEMORY_BOUND = ["add", "increment_by_one", "softmax"]
+MEMORY_BOUND = ["add", "increment_by_one", "softmax", "sum", "argmax", "transpose"]
 KERNEL_TITLES = {
     "add": "add (c = a + b)",
     "increment_by_one": "increment_by_one (x += 1, in place)",
     "matmul": "matmul (f32, row-major, C = A B)",
     "softmax": "softmax (rows, inverse temperature t)",
+    "sum": "sum (of a vector, f32)",
+    "argmax": "argmax (of a vector, f32)",
+    "transpose": "transpose (f32, row-major in and out)",
 }
 # One reference for every implementation's error: the f64 product or softmax of the same inputs
 # (gpukern: the CPU in f64, or cuBLAS dgemm for large matmuls; the peers: torch in float64).
 REL_ERR_HEADER = "rel_err vs f64 (see above)"
 # The `ref` values that are an f64 reference of the same inputs ("input": a copy is its input).
-F64_REFS = {"cpu_f64", "cublas_f64", "torch_f64", "input"}
+F64_REFS = {"cpu_f64", "cublas_f64", "torch_f64", "input", "cpu_exact", "exact"}
 
 
 def f64_ref(r: Record) -> bool:
@@ -222,7 +225,8 @@ def header(run: Run, source: str, readme: str) -> str:
             "is compared to. Kernels are checked against a reference before they are timed; times are "
             f"medians of CUDA-event samples after warm-up (see [bench/README.md]({readme}) for "
             "the method and the schema). Rates come from the minimum traffic (add 12 B/element, "
-            "increment and softmax 8 B/element, matmul 4(mk+kn+mn) B) and 2mnk flops.",
+            "increment and softmax 8 B/element, sum and argmax 4 B/element, transpose 8 B/element, "
+            "matmul 4(mk+kn+mn) B) and 2mnk flops.",
             "The `rel_err` column is the relative error norm against the f64 result of the same "
             "inputs, with one difference in how that reference is held: the Rust bench (gpukern, "
             "cuBLAS, cudarc; `ref` `cpu_f64` or `cublas_f64`) compares with it rounded to f32, the "
@@ -686,6 +690,10 @@ def targets_table(run: Run) -> str:
         range_target(run, "softmax at least as fast as Triton's softmax on every case", "softmax", is_gpukern, "triton"),
         ratio_target(run, "`add` >= 95% of copy at 2^28", "add", "268435456", is_gpukern, "copy", 0.95),
         ratio_target(run, "`add` >= 90% of copy at 2^24", "add", "16777216", is_gpukern, "copy", 0.9),
+        ratio_target(run, "`increment_by_one` >= 95% of copy at 2^28", "increment_by_one", "268435456", is_gpukern, "copy", 0.95),
+        ratio_target(run, "`sum` >= 95% of copy at 2^28", "sum", "268435456", is_gpukern, "copy", 0.95),
+        ratio_target(run, "`argmax` >= 95% of copy at 2^28", "argmax", "268435456", is_gpukern, "copy", 0.95),
+        ratio_target(run, "`transpose` >= 90% of copy at 8192^2", "transpose", "8192x8192", is_gpukern, "copy", 0.9),
     ]
     # TF32's relative error, against the f64 reference like every rel_err column.
     tf = pick(run, "matmul", "4096x4096x4096", gpukern_tf32)
@@ -751,7 +759,7 @@ def main() -> int:
     source = os.path.relpath(os.path.abspath(args.results), out_dir).replace(os.sep, "/")
     readme = os.path.relpath(os.path.join(ROOT, "bench", "README.md"), out_dir).replace(os.sep, "/")
     sections = [header(run, source, readme), ceilings_section(run)]
-    for kernel in ["add", "increment_by_one", "matmul", "softmax"]:
+    for kernel in ["add", "increment_by_one", "matmul", "softmax", "sum", "argmax", "transpose"]:
         sections.append(kernel_section(run, kernel, pngs.get(kernel)))
     sections += [overhead_section(run, pngs.get("launch_overhead")), copies_section(run), failures_section(run)]
     sections += [spread_section(args.results), targets_table(run), targets_section()]

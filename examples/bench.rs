@@ -24,12 +24,16 @@ mod memory;
 mod overhead;
 #[path = "bench/record.rs"]
 mod record;
+#[path = "bench/reduce.rs"]
+mod reduce;
 #[path = "bench/softmax.rs"]
 mod softmax;
 #[path = "bench/timing.rs"]
 mod timing;
 #[path = "bench/transfer.rs"]
 mod transfer;
+#[path = "bench/transpose.rs"]
+mod transpose;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -105,10 +109,19 @@ enum Suite {
     /// The chunked matmul batch: copies alone, compute alone, one stream, three streams.
     #[value(name = "pipelined")]
     Pipelined,
+    /// Sum of a vector, every reduction algorithm.
+    #[value(name = "sum")]
+    Sum,
+    /// Index of the largest element of a vector.
+    #[value(name = "argmax")]
+    Argmax,
+    /// A matrix transposed, every transpose algorithm.
+    #[value(name = "transpose")]
+    Transpose,
 }
 
 impl Suite {
-    const ALL: [Suite; 11] = [
+    const ALL: [Suite; 14] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -120,6 +133,9 @@ impl Suite {
         Suite::MultiGpu,
         Suite::Transfer,
         Suite::Pipelined,
+        Suite::Sum,
+        Suite::Argmax,
+        Suite::Transpose,
     ];
 
     /// Records this suite writes.
@@ -135,6 +151,9 @@ impl Suite {
             Suite::MultiGpu => graph::MULTI_RECORDS as usize,
             Suite::Transfer => transfer::TRANSFER_RECORDS,
             Suite::Pipelined => transfer::PIPELINED_RECORDS,
+            Suite::Sum => reduce::sizes(quick).len() * gpukern::ReduceAlgorithm::ALL.len(),
+            Suite::Argmax => reduce::sizes(quick).len(),
+            Suite::Transpose => transpose::shapes(quick).len() * gpukern::TransposeAlgorithm::ALL.len(),
         };
         n as u64
     }
@@ -152,6 +171,9 @@ impl Suite {
             Suite::MultiGpu => graph::multi_gpu(bench, sink),
             Suite::Transfer => transfer::transfer(bench, sink),
             Suite::Pipelined => transfer::pipelined(bench, sink),
+            Suite::Sum => reduce::sum(bench, sink),
+            Suite::Argmax => reduce::argmax(bench, sink),
+            Suite::Transpose => transpose::transpose(bench, sink),
         }
     }
 }

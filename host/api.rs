@@ -139,3 +139,72 @@ where
     let y = gpu.softmax_with(&d, t, algorithm)?;
     shaped("softmax", x.raw_dim(), gpu.download(y.as_vec())?)
 }
+
+/// The sum of the elements of `x` (any shape, views included; `0.0` if empty), on the default
+/// device. See [`Gpu::sum`] for the order of the additions and the error.
+///
+/// ```no_run
+/// let x = ndarray::arr1(&[1.0f32, 2.0, 3.5]);
+/// assert_eq!(gpukern::sum(&x)?, 6.5);
+/// # Ok::<(), gpukern::Error>(())
+/// ```
+pub fn sum<S: Data<Elem = f32>, D: Dimension>(x: &ArrayBase<S, D>) -> Result<f32> {
+    let gpu = Gpu::global()?;
+    gpu.sum(&gpu.upload(&row_major(x))?)
+}
+
+/// The largest element of `x` (NaN if `x` holds one), on the default device.
+///
+/// Errors: [`Error::InvalidArgument`] if `x` is empty.
+pub fn max<S: Data<Elem = f32>, D: Dimension>(x: &ArrayBase<S, D>) -> Result<f32> {
+    let gpu = Gpu::global()?;
+    gpu.max(&gpu.upload(&row_major(x))?)
+}
+
+/// The index, in `x`'s logical (row-major) order, of its largest element: the first NaN if there
+/// is one, else the first occurrence of the largest value (as `torch.argmax` on a flattened
+/// tensor), on the default device.
+///
+/// ```no_run
+/// let x = ndarray::arr1(&[1.0f32, 3.0, 3.0, -2.0]);
+/// assert_eq!(gpukern::argmax(&x)?, 1);
+/// # Ok::<(), gpukern::Error>(())
+/// ```
+///
+/// Errors: [`Error::InvalidArgument`] if `x` is empty.
+pub fn argmax<S: Data<Elem = f32>, D: Dimension>(x: &ArrayBase<S, D>) -> Result<usize> {
+    let gpu = Gpu::global()?;
+    gpu.argmax(&gpu.upload(&row_major(x))?)
+}
+
+/// Sums of the matrix `m` along `axis`, as ndarray's `sum_axis`: `Axis(1)` one per row,
+/// `Axis(0)` one per column; on the default device.
+///
+/// ```no_run
+/// use ndarray::{Axis, arr2};
+/// let m = arr2(&[[1.0f32, 2.0], [3.0, 4.0]]);
+/// assert_eq!(gpukern::sum_axis(&m, Axis(1))?, ndarray::arr1(&[3.0, 7.0]));
+/// # Ok::<(), gpukern::Error>(())
+/// ```
+///
+/// Errors: [`Error::InvalidArgument`] for an axis other than 0 or 1.
+pub fn sum_axis<S: Data<Elem = f32>>(
+    m: &ArrayBase<S, Ix2>,
+    axis: ndarray::Axis,
+) -> Result<ndarray::Array1<f32>> {
+    let gpu = Gpu::global()?;
+    gpu.sum_axis(&gpu.upload_matrix(m)?, axis)?.to_array()
+}
+
+/// `m^T` as a new standard-layout (row-major) array, computed on the default device: a view
+/// (already transposed or sliced) is first copied into row-major order, then transposed there.
+///
+/// ```no_run
+/// let m = ndarray::arr2(&[[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]]);
+/// assert_eq!(gpukern::transpose(&m)?, m.t());
+/// # Ok::<(), gpukern::Error>(())
+/// ```
+pub fn transpose<S: Data<Elem = f32>>(m: &ArrayBase<S, Ix2>) -> Result<Array2<f32>> {
+    let gpu = Gpu::global()?;
+    gpu.transpose(&gpu.upload_matrix(m)?)?.to_array()
+}

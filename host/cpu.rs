@@ -114,3 +114,53 @@ pub fn rel_error(out: &[f32], reference: &[f32]) -> f64 {
         (diff / norm).sqrt()
     }
 }
+
+/// The sum of `x` in f64, rounded to f32 once (`0.0` if empty).
+pub fn sum(x: &[f32]) -> f32 {
+    sum_f64(x) as f32
+}
+
+/// The sum of `x` in f64 (the exact reference the f32 sums are measured against).
+pub fn sum_f64(x: &[f32]) -> f64 {
+    x.iter().map(|&v| f64::from(v)).sum()
+}
+
+/// The largest element of `x`, NaN if one is NaN; `None` if `x` is empty.
+pub fn max(x: &[f32]) -> Option<f32> {
+    let first = *x.first()?;
+    Some(x.iter().fold(first, |m, &v| {
+        if m.is_nan() || v.is_nan() {
+            f32::NAN
+        } else if v > m {
+            v
+        } else {
+            m
+        }
+    }))
+}
+
+/// The index of the first NaN of `x` if there is one, else of the first occurrence of its
+/// largest value (as `torch.argmax`); `None` if `x` is empty.
+pub fn argmax(x: &[f32]) -> Option<usize> {
+    if let Some(i) = x.iter().position(|v| v.is_nan()) {
+        return Some(i);
+    }
+    let mut best: Option<(usize, f32)> = None;
+    for (i, &v) in x.iter().enumerate() {
+        match best {
+            Some((_, b)) if v <= b => {}
+            _ => best = Some((i, v)),
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// Sums of the rows (`axis = 1`) or columns (`axis = 0`) of `m` in f64, rounded once.
+pub fn sum_axis<S: Data<Elem = f32>>(m: &ArrayBase<S, Ix2>, axis: ndarray::Axis) -> ndarray::Array1<f32> {
+    m.mapv(f64::from).sum_axis(axis).mapv(|v| v as f32)
+}
+
+/// `m^T` in standard (row-major) layout.
+pub fn transpose<S: Data<Elem = f32>>(m: &ArrayBase<S, Ix2>) -> Array2<f32> {
+    m.t().as_standard_layout().into_owned()
+}

@@ -67,6 +67,7 @@ mod raw;
 pub mod stream;
 
 pub use api::{add, increment_by_one, matmul, matmul_with, softmax, softmax_with};
+pub use api::{argmax, max, sum, sum_axis, transpose};
 pub use buffer::Element;
 pub use buffer::{DeviceMatrix, DeviceVec};
 pub use device::Gpu;
@@ -80,7 +81,9 @@ pub use module::{Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
 pub use ops::matmul::MatmulAlgorithm;
+pub use ops::reduce::ReduceAlgorithm;
 pub use ops::softmax::SoftmaxAlgorithm;
+pub use ops::transpose::TransposeAlgorithm;
 pub use pinned::PinnedBuffer;
 #[doc(hidden)]
 pub use raw::launch_count::{cuda_launch_counts, sim_launch_counts};

@@ -37,12 +37,16 @@ mod graph;
 mod matmul;
 #[path = "kernels/multi.rs"]
 mod multi;
+#[path = "kernels/reduce.rs"]
+mod reduce;
 #[path = "kernels/sizes.rs"]
 mod sizes;
 #[path = "kernels/softmax.rs"]
 mod softmax;
 #[path = "kernels/transfer.rs"]
 mod transfer;
+#[path = "kernels/transpose.rs"]
+mod transpose;
 
 use gpukern::Gpu;
 use libtest_mimic::Arguments;
@@ -109,6 +113,8 @@ fn main() {
         graph::trials,
         multi::trials,
         transfer::trials,
+        reduce::trials,
+        transpose::trials,
     ] {
         trials.extend(family(&sim, &cuda));
     }

@@ -132,9 +132,22 @@ fn parse_report(text: &str) -> BTreeMap<String, Properties> {
 /// Threads per block each kernel is launched with (the host's launch configuration), or `None`
 /// for a kernel this test does not know yet.
 fn block_threads(kernel: &str) -> Option<u32> {
+    use gpukern::kernels::reduce as kernels_gpu_reduce;
     let tile = matmul::TILE as u32;
     Some(match kernel {
-        "add" | "add_vec4" | "increment_by_one" | "increment_by_one_vec4" => add::BLOCK,
+        "add"
+        | "add_vec4"
+        | "increment_by_one"
+        | "increment_by_one_vec4"
+        | "add_vec4_streaming"
+        | "increment_by_one_vec4_streaming" => add::BLOCK,
+        "sum_tree" | "max_tree" => kernels_gpu_reduce::TREE_BLOCK,
+        "sum_vec4" | "max_vec4" | "argmax_vec4" | "argmax_pairs" => kernels_gpu_reduce::VEC_BLOCK,
+        "sum_rows" => kernels_gpu_reduce::ROWS_BLOCK,
+        "sum_cols" => kernels_gpu_reduce::COLS_BLOCK_X * kernels_gpu_reduce::COLS_BLOCK_Y,
+        "transpose_naive" | "transpose_tiled" => {
+            gpukern::kernels::transpose::TILE * gpukern::kernels::transpose::BLOCK_ROWS
+        }
         "matmul_naive" => matmul::NAIVE_BLOCK * matmul::NAIVE_BLOCK,
         "matmul_tiled" => tile * tile,
         "matmul_fast_128x128" | "matmul_fast_128x128_vec4" => matmul::FAST_128.threads(),
@@ -319,6 +332,23 @@ const BARRIERS: &[(&str, usize)] = &[
     ("add_vec4", 0),
     ("increment_by_one", 0),
     ("increment_by_one_vec4", 0),
+    ("add_vec4_streaming", 0),
+    ("increment_by_one_vec4_streaming", 0),
+    // The tutorial reductions: one `block::reduce` (after the store, one per tree round in its
+    // loop, after the final read).
+    ("sum_tree", 3),
+    ("max_tree", 3),
+    // The vector-load reductions: one `block_combine` (the warps' results meet in shared memory).
+    ("sum_vec4", 1),
+    ("max_vec4", 1),
+    ("argmax_vec4", 1),
+    ("argmax_pairs", 1),
+    // A warp per row: shuffles only. A column per thread: one barrier before the row groups meet.
+    ("sum_rows", 0),
+    ("sum_cols", 1),
+    // The naive transpose has no shared memory; the tiled one a barrier between store and load.
+    ("transpose_naive", 0),
+    ("transpose_tiled", 1),
     ("matmul_naive", 0),
     // Two per step along k: after the tiles are stored, after they are used.
     ("matmul_tiled", 2),

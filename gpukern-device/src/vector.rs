@@ -46,6 +46,74 @@ pub unsafe fn store4(p: *mut f32, i: usize, v: F4) {
     unsafe { mem::store(q, 0, v) }
 }
 
+/// [`load4`] with the streaming cache hint (`ld.global.cs.v4.f32`: cache, evict first), for
+/// data read once: its lines are the first the L1 and L2 evict, so a stream of them displaces
+/// less of what the caches hold. The hint changes no value; the simulator treats it as [`load4`].
+///
+/// # Safety
+/// As [`load4`], and `p` points to global memory (not shared).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn load4_streaming(p: *const f32, i: usize) -> F4 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let q = p.wrapping_add(i);
+        let (a, b, c, d): (f32, f32, f32, f32);
+        // SAFETY: the caller guarantees four floats of global memory at a 16-byte aligned `q`;
+        // a generic address of global memory converts to a global one with `cvta.to.global`.
+        unsafe {
+            core::arch::asm!(
+                "{{ .reg .u64 g; cvta.to.global.u64 g, {q}; ld.global.cs.v4.f32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
+                q = in(reg64) q,
+                a = out(reg32) a,
+                b = out(reg32) b,
+                c = out(reg32) c,
+                d = out(reg32) d,
+                options(readonly, nostack, preserves_flags),
+            );
+        }
+        F4([a, b, c, d])
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        // SAFETY: forwarded contract.
+        unsafe { load4(p, i) }
+    }
+}
+
+/// [`store4`] with the streaming cache hint (`st.global.cs.v4.f32`: evict first), for results no
+/// kernel reads soon. The simulator treats it as [`store4`].
+///
+/// # Safety
+/// As [`store4`], and `p` points to global memory (not shared).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn store4_streaming(p: *mut f32, i: usize, v: F4) {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let q = p.wrapping_add(i);
+        let [a, b, c, d] = v.0;
+        // SAFETY: the caller guarantees four writable floats of global memory at a 16-byte
+        // aligned `q`.
+        unsafe {
+            core::arch::asm!(
+                "{{ .reg .u64 g; cvta.to.global.u64 g, {q}; st.global.cs.v4.f32 [g], {{{a}, {b}, {c}, {d}}}; }}",
+                q = in(reg64) q,
+                a = in(reg32) a,
+                b = in(reg32) b,
+                c = in(reg32) c,
+                d = in(reg32) d,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        // SAFETY: forwarded contract.
+        unsafe { store4(p, i, v) }
+    }
+}
+
 /// Two consecutive floats, 8-byte aligned so that the compiler emits one 8-byte access.
 #[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -60,6 +60,35 @@ pub fn shfl_xor(value: f32, lane_mask: u32) -> f32 {
     }
 }
 
+/// The `value` of lane `lane_id() ^ lane_mask`, for 32-bit integers (an index travelling with a
+/// value, as in an argmax): [`shfl_xor`] on the bits.
+///
+/// `shfl.sync.bfly.b32` with the full member mask: every lane of the warp must call it together.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn shfl_xor_u32(value: u32, lane_mask: u32) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let out: u32;
+        // SAFETY: as for `shfl_xor`.
+        unsafe {
+            core::arch::asm!(
+                "shfl.sync.bfly.b32 {out}, {value}, {mask}, 0x1f, 0xffffffff;",
+                out = out(reg32) out,
+                value = in(reg32) value,
+                mask = in(reg32) lane_mask,
+                options(nomem, nostack),
+            );
+        }
+        out
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let src = crate::sim::device::lane_id() ^ (lane_mask & (SIZE - 1));
+        crate::sim::device::warp_shuffle(value, src)
+    }
+}
+
 /// Combines one value per lane with `op` and returns the result to every lane of the warp.
 ///
 /// A butterfly over lane masks 16, 8, 4, 2, 1: five shuffles, after which every lane holds the

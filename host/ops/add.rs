@@ -10,29 +10,55 @@ use crate::launch_config::LaunchConfig;
 use crate::raw;
 use crate::raw::add::Access;
 
-/// Which element-wise kernel to run (for `add` and `increment_by_one` alike). Both are exact (one
-/// f32 rounding per element).
+/// Which element-wise kernel to run (for `add` and `increment_by_one` alike). All are exact (one
+/// f32 rounding per element). The `Vec4*` algorithms need every buffer 16-byte aligned, which
+/// device allocations are; otherwise [`AddAlgorithm::Scalar`] runs instead.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AddAlgorithm {
     /// One thread per element, 4-byte accesses (the first tutorial's kernel, `add`).
     Scalar,
     /// 16-byte accesses, four vectors of 4 floats per thread, a grid-stride loop and a scalar
-    /// tail (`add_vec4`); the default. Needs all three buffers 16-byte aligned, which device
-    /// allocations are; otherwise [`AddAlgorithm::Scalar`] runs instead.
+    /// tail (`add_vec4`), one block per `VEC_TILE` vectors; the default.
     #[default]
     Vec4,
+    /// `add_vec4` on a persistent grid: no more blocks than are resident on the device at once,
+    /// each going round the grid-stride loop several times (no block launched after another
+    /// ends, no tail wave).
+    Vec4Persistent,
+    /// `add_vec4_streaming`: [`AddAlgorithm::Vec4`] with evict-first (`.cs`) loads and stores.
+    Vec4Streaming,
+    /// `add_vec4_streaming` on a persistent grid.
+    Vec4StreamingPersistent,
 }
 
 impl AddAlgorithm {
-    /// Every algorithm, slowest first.
-    pub const ALL: [AddAlgorithm; 2] = [AddAlgorithm::Scalar, AddAlgorithm::Vec4];
+    /// Every algorithm, the tutorial's first.
+    pub const ALL: [AddAlgorithm; 5] = [
+        AddAlgorithm::Scalar,
+        AddAlgorithm::Vec4,
+        AddAlgorithm::Vec4Persistent,
+        AddAlgorithm::Vec4Streaming,
+        AddAlgorithm::Vec4StreamingPersistent,
+    ];
 
-    /// A short name: `scalar`, `vec4`.
+    /// A short name: `scalar`, `vec4`, `vec4_persistent`, `vec4_streaming`,
+    /// `vec4_streaming_persistent`.
     pub fn name(self) -> &'static str {
         match self {
             AddAlgorithm::Scalar => "scalar",
             AddAlgorithm::Vec4 => "vec4",
+            AddAlgorithm::Vec4Persistent => "vec4_persistent",
+            AddAlgorithm::Vec4Streaming => "vec4_streaming",
+            AddAlgorithm::Vec4StreamingPersistent => "vec4_streaming_persistent",
         }
+    }
+
+    /// Whether the grid is persistent (at most the device's resident blocks).
+    fn persistent(self) -> bool {
+        matches!(
+            self,
+            AddAlgorithm::Vec4Persistent | AddAlgorithm::Vec4StreamingPersistent
+        )
     }
 }
 
@@ -85,7 +111,7 @@ impl Gpu {
             return Ok(());
         }
         let access = access(algorithm, &[&*x]);
-        let cfg = self.elementwise_config(OP, access, n)?;
+        let cfg = self.elementwise_config(OP, algorithm, access, n)?;
         // SAFETY: `x` holds `n` elements, 16-byte aligned for `Access::Vec4`; `cfg` is the
         // kernel's 1-D shape.
         unsafe { raw::add::increment_by_one(self, access, cfg, x, n) }
@@ -124,28 +150,48 @@ impl Gpu {
             return Ok(());
         }
         let access = access(algorithm, &[a, b, &*c]);
-        let cfg = self.elementwise_config("add", access, n)?;
+        let cfg = self.elementwise_config("add", algorithm, access, n)?;
         // SAFETY: all three hold `n` elements, 16-byte aligned for `Access::Vec4`; `cfg` is the
         // kernel's 1-D shape.
         unsafe { raw::add::add(self, access, cfg, a, b, c, n) }
     }
 
     /// The launch of an element-wise kernel over `n` elements: one thread per element, or for
-    /// the `_vec4` kernels one per `VEC_UNROLL` vectors, in blocks of exactly `BLOCK` threads.
-    fn elementwise_config(&self, op: &'static str, access: Access, n: usize) -> Result<LaunchConfig> {
+    /// the `_vec4` kernels one per `VEC_UNROLL` vectors, in blocks of exactly `BLOCK` threads;
+    /// for a persistent algorithm no more blocks than are resident on the device at once.
+    fn elementwise_config(
+        &self,
+        op: &'static str,
+        algorithm: AddAlgorithm,
+        access: Access,
+        n: usize,
+    ) -> Result<LaunchConfig> {
+        let limits = self.limits();
         match access {
-            Access::Scalar => LaunchConfig::linear(op, n, BLOCK, &self.limits()),
-            Access::Vec4 => LaunchConfig::vectors(op, n, VEC_UNROLL, BLOCK, &self.limits()),
+            Access::Scalar => LaunchConfig::linear(op, n, BLOCK, &limits),
+            Access::Vec4 | Access::Vec4Streaming => {
+                let mut cfg = LaunchConfig::vectors(op, n, VEC_UNROLL, BLOCK, &limits)?;
+                if algorithm.persistent() {
+                    // Residency is a property of the kernel's registers, the same for `add` and
+                    // `increment_by_one` within a rung; asked once per kernel.
+                    let kernel = raw::add::kernel(op, access);
+                    let resident = self.resident_blocks(op, kernel, BLOCK, 0)?;
+                    cfg.grid.0 = cfg.grid.0.min(resident.max(1));
+                }
+                Ok(cfg)
+            }
         }
     }
 }
 
-/// The kernel `algorithm` runs on `buffers`: [`AddAlgorithm::Vec4`] needs them all 16-byte
+/// The kernel `algorithm` runs on `buffers`: the `Vec4*` algorithms need them all 16-byte
 /// aligned, which device allocations are; otherwise the scalar kernel runs.
 fn access(algorithm: AddAlgorithm, buffers: &[&DeviceVec]) -> Access {
-    if algorithm == AddAlgorithm::Vec4 && buffers.iter().all(|v| v.is_16_byte_aligned()) {
-        Access::Vec4
-    } else {
-        Access::Scalar
+    let aligned = buffers.iter().all(|v| v.is_16_byte_aligned());
+    match algorithm {
+        AddAlgorithm::Scalar => Access::Scalar,
+        _ if !aligned => Access::Scalar,
+        AddAlgorithm::Vec4 | AddAlgorithm::Vec4Persistent => Access::Vec4,
+        AddAlgorithm::Vec4Streaming | AddAlgorithm::Vec4StreamingPersistent => Access::Vec4Streaming,
     }
 }

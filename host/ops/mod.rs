@@ -6,7 +6,9 @@
 
 pub mod add;
 pub mod matmul;
+pub mod reduce;
 pub mod softmax;
+pub mod transpose;
 
 use crate::error::{Error, Result};
 

@@ -6,6 +6,7 @@ use crate::buffer::DeviceVec;
 use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
+use gpukern_device::launch::Kernel;
 
 /// Which kernel of a pair runs: the scalar one (4-byte accesses, one thread per element) or its
 /// `_vec4` twin (16-byte accesses, several vectors per thread).
@@ -13,6 +14,21 @@ use crate::launch_config::LaunchConfig;
 pub(crate) enum Access {
     Scalar,
     Vec4,
+    /// The `_vec4_streaming` twin (evict-first accesses).
+    Vec4Streaming,
+}
+
+/// The kernel `op` (`"add"` or `"increment_by_one"`) runs with `access`: what the persistent
+/// plans ask the device's residency of.
+pub(crate) fn kernel(op: &str, access: Access) -> &'static Kernel {
+    match (op == "add", access) {
+        (true, Access::Scalar) => &k::add::KERNEL,
+        (true, Access::Vec4) => &k::add_vec4::KERNEL,
+        (true, Access::Vec4Streaming) => &k::add_vec4_streaming::KERNEL,
+        (false, Access::Scalar) => &k::increment_by_one::KERNEL,
+        (false, Access::Vec4) => &k::increment_by_one_vec4::KERNEL,
+        (false, Access::Vec4Streaming) => &k::increment_by_one_vec4_streaming::KERNEL,
+    }
 }
 
 /// Launches `add(a, b, c, n)`, or `add_vec4(a, b, c, n)`.
@@ -32,6 +48,7 @@ pub(crate) unsafe fn add(
     let launch = match access {
         Access::Scalar => k::add::launch,
         Access::Vec4 => k::add_vec4::launch,
+        Access::Vec4Streaming => k::add_vec4_streaming::launch,
     };
     // SAFETY: sizes and alignment per the contract.
     unsafe { launch(&gpu.library(), cfg, a, b, c, n) }
@@ -52,6 +69,7 @@ pub(crate) unsafe fn increment_by_one(
     let launch = match access {
         Access::Scalar => k::increment_by_one::launch,
         Access::Vec4 => k::increment_by_one_vec4::launch,
+        Access::Vec4Streaming => k::increment_by_one_vec4_streaming::launch,
     };
     // SAFETY: size and alignment per the contract.
     unsafe { launch(&gpu.library(), cfg, x, n) }

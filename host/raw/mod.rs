@@ -10,4 +10,6 @@
 pub(crate) mod add;
 pub(crate) mod launch_count;
 pub(crate) mod matmul;
+pub(crate) mod reduce;
 pub(crate) mod softmax;
+pub(crate) mod transpose;

@@ -1,5 +1,6 @@
 //! Element-wise kernels: the first tutorial's thread-indexed vector add and `increment_by_one`,
-//! then [`add_vec4`](fn@add_vec4)(fn@add_vec4)(fn@add_vec4)(fn@add_vec4) and [`increment_by_one_vec4`](fn@increment_by_one_vec4), the same with 16-byte accesses.
+//! then [`add_vec4`](fn@add_vec4) and [`increment_by_one_vec4`](fn@increment_by_one_vec4), the same with 16-byte accesses,
+//! and their `_streaming` twins, which also mark every access evict-first (`.cs`).
 //!
 //! Memory traffic: `add` reads 8 and writes 4 bytes per element, `increment_by_one` reads and
 //! writes 4; both are bound by memory bandwidth.
@@ -43,13 +44,13 @@ pub unsafe fn increment_by_one(x: *mut f32, n: usize) {
     }
 }
 
-/// Vectors of 4 floats each thread of [`add_vec4`](fn@add_vec4)(fn@add_vec4)(fn@add_vec4)(fn@add_vec4) loads before it adds any: 4 x (16 + 16) bytes
+/// Vectors of 4 floats each thread of [`add_vec4`](fn@add_vec4) loads before it adds any: 4 x (16 + 16) bytes
 /// of loads in flight per thread. Little's law asks about 32 KB in flight per multiprocessor to
 /// cover the H200's DRAM latency at full bandwidth; with 128 bytes per thread a multiprocessor
 /// has several times that at any occupancy the registers allow.
 pub const VEC_UNROLL: usize = 4;
 
-/// Vectors of 4 floats one block of [`add_vec4`](fn@add_vec4)(fn@add_vec4)(fn@add_vec4)(fn@add_vec4) covers per sweep of its grid-stride loop.
+/// Vectors of 4 floats one block of [`add_vec4`](fn@add_vec4) covers per sweep of its grid-stride loop.
 pub const VEC_TILE: usize = BLOCK as usize * VEC_UNROLL;
 
 /// The grid-stride loop of the `_vec4` kernels: this thread's first vector (block `g` starts at
@@ -78,15 +79,109 @@ fn vec4_sweep() -> (usize, usize) {
 /// elements and operand instead of four `ld`, which is what lets a memory-bound kernel reach the
 /// DRAM's bandwidth with fewer instructions and more bytes in flight per thread.
 ///
-/// Launch: 1-D blocks of exactly [`BLOCK`] threads (the kernel relies on it); the host launches `ceil(n / 4 / VEC_TILE)` blocks (at
-/// least one, for the tail), so the loop runs once per thread and the hardware balances the blocks
-/// across multiprocessors; no dynamic shared memory.
+/// Launch: 1-D blocks of exactly [`BLOCK`] threads (the kernel relies on it); the host launches
+/// `ceil(n / 4 / VEC_TILE)` blocks (at least one, for the tail), so the loop runs once per thread
+/// and the hardware balances the blocks across multiprocessors, or, for the persistent plans, no
+/// more blocks than are resident on the device at once, each then going round the loop several
+/// times; no dynamic shared memory.
 ///
 /// # Safety
 /// `a`, `b` and `c` point to at least `n` floats of device memory, each 16-byte aligned (the host
 /// falls back to [`add`](fn@add) otherwise); `c` does not overlap `a` or `b`.
 #[kernel]
 pub unsafe fn add_vec4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { add_vec4_body::<false>(a, b, c, n) }
+}
+
+/// `x[i] += 1` for `i < n`, in place, with 16-byte accesses: [`add_vec4`](fn@add_vec4)'s loop with one
+/// operand.
+///
+/// The array is taken as `n / 4` vectors of four floats plus a scalar tail of `n % 4`. Block `g`
+/// starts at vector `g * VEC_TILE`; thread `tid` loads vectors `start + tid + k * BLOCK` for
+/// `k < VEC_UNROLL` (all four loads issued before the first add, each coalesced across the warp),
+/// then stores the four incremented vectors back where it read them, and moves on by the whole
+/// grid. The first `n % 4` threads of the grid then increment the tail elements one by one.
+///
+/// Global memory: reads and writes 4 bytes per element, each exactly once; each element is read
+/// and written by the same thread, so no two threads touch one address.
+///
+/// Launch: as [`add_vec4`](fn@add_vec4).
+///
+/// # Safety
+/// `x` points to at least `n` floats of device memory, 16-byte aligned (the host falls back to
+/// [`increment_by_one`](fn@increment_by_one) otherwise).
+#[kernel]
+pub unsafe fn increment_by_one_vec4(x: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { increment_by_one_vec4_body::<false>(x, n) }
+}
+
+/// [`add_vec4`](fn@add_vec4) with every 16-byte access marked streaming (`ld.global.cs`,
+/// `st.global.cs`: evict first), so that the operands, each touched once, displace less of the
+/// L2; the same loop, launch and traffic (reads 8 and writes 4 bytes per element). A candidate
+/// the benchmark weighs against [`add_vec4`](fn@add_vec4).
+///
+/// # Safety
+/// As [`add_vec4`](fn@add_vec4).
+#[kernel]
+pub unsafe fn add_vec4_streaming(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { add_vec4_body::<true>(a, b, c, n) }
+}
+
+/// [`increment_by_one_vec4`](fn@increment_by_one_vec4) with every 16-byte access marked
+/// streaming (`.cs`, evict first); the same loop, launch and traffic (reads and writes 4 bytes
+/// per element).
+///
+/// # Safety
+/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4).
+#[kernel]
+pub unsafe fn increment_by_one_vec4_streaming(x: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { increment_by_one_vec4_body::<true>(x, n) }
+}
+
+/// One 16-byte load, streaming (`.cs`) when `STREAMING`.
+///
+/// # Safety
+/// As [`vector::load4`], in global memory.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn load4<const STREAMING: bool>(p: *const f32, i: usize) -> F4 {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if STREAMING {
+            vector::load4_streaming(p, i)
+        } else {
+            vector::load4(p, i)
+        }
+    }
+}
+
+/// One 16-byte store, streaming (`.cs`) when `STREAMING`.
+///
+/// # Safety
+/// As [`vector::store4`], in global memory.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn store4<const STREAMING: bool>(p: *mut f32, i: usize, v: F4) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if STREAMING {
+            vector::store4_streaming(p, i, v)
+        } else {
+            vector::store4(p, i, v)
+        }
+    }
+}
+
+/// The body of [`add_vec4`](fn@add_vec4) and [`add_vec4_streaming`](fn@add_vec4_streaming).
+///
+/// # Safety
+/// As [`add_vec4`](fn@add_vec4).
+#[inline(always)]
+unsafe fn add_vec4_body<const STREAMING: bool>(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
     let vectors = n / 4;
     let threads = BLOCK as usize;
     let (mut start, stride) = vec4_sweep();
@@ -99,8 +194,8 @@ pub unsafe fn add_vec4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
                 // SAFETY: vector `v < n / 4` holds floats `4v..4v + 4 <= n`, 16-byte aligned
                 // because the bases are.
                 unsafe {
-                    va[k] = vector::load4(a, 4 * v);
-                    vb[k] = vector::load4(b, 4 * v);
+                    va[k] = load4::<STREAMING>(a, 4 * v);
+                    vb[k] = load4::<STREAMING>(b, 4 * v);
                 }
             }
         }
@@ -110,7 +205,7 @@ pub unsafe fn add_vec4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
                 let (p, q) = (va[k].0, vb[k].0);
                 let sum = F4([p[0] + q[0], p[1] + q[1], p[2] + q[2], p[3] + q[3]]);
                 // SAFETY: as for the loads.
-                unsafe { vector::store4(c, 4 * v, sum) };
+                unsafe { store4::<STREAMING>(c, 4 * v, sum) };
             }
         }
         start += stride;
@@ -122,26 +217,13 @@ pub unsafe fn add_vec4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
     }
 }
 
-/// `x[i] += 1` for `i < n`, in place, with 16-byte accesses: [`add_vec4`](fn@add_vec4)(fn@add_vec4)(fn@add_vec4)(fn@add_vec4)'s loop with one
-/// operand.
-///
-/// The array is taken as `n / 4` vectors of four floats plus a scalar tail of `n % 4`. Block `g`
-/// starts at vector `g * VEC_TILE`; thread `tid` loads vectors `start + tid + k * BLOCK` for
-/// `k < VEC_UNROLL` (all four loads issued before the first add, each coalesced across the warp),
-/// then stores the four incremented vectors back where it read them, and moves on by the whole
-/// grid. The first `n % 4` threads of the grid then increment the tail elements one by one.
-///
-/// Global memory: reads and writes 4 bytes per element, each exactly once; each element is read
-/// and written by the same thread, so no two threads touch one address.
-///
-/// Launch: 1-D blocks of exactly [`BLOCK`] threads; the host launches `ceil(n / 4 / VEC_TILE)`
-/// blocks (at least one, for the tail); no dynamic shared memory.
+/// The body of [`increment_by_one_vec4`](fn@increment_by_one_vec4) and
+/// [`increment_by_one_vec4_streaming`](fn@increment_by_one_vec4_streaming).
 ///
 /// # Safety
-/// `x` points to at least `n` floats of device memory, 16-byte aligned (the host falls back to
-/// [`increment_by_one`](fn@increment_by_one) otherwise).
-#[kernel]
-pub unsafe fn increment_by_one_vec4(x: *mut f32, n: usize) {
+/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4).
+#[inline(always)]
+unsafe fn increment_by_one_vec4_body<const STREAMING: bool>(x: *mut f32, n: usize) {
     let vectors = n / 4;
     let threads = BLOCK as usize;
     let (mut start, stride) = vec4_sweep();
@@ -152,7 +234,7 @@ pub unsafe fn increment_by_one_vec4(x: *mut f32, n: usize) {
             if v < vectors {
                 // SAFETY: vector `v < n / 4` holds floats `4v..4v + 4 <= n`, 16-byte aligned
                 // because the base is.
-                *slot = unsafe { vector::load4(x, 4 * v) };
+                *slot = unsafe { load4::<STREAMING>(x, 4 * v) };
             }
         }
         for (k, loaded) in vx.iter().enumerate() {
@@ -160,7 +242,9 @@ pub unsafe fn increment_by_one_vec4(x: *mut f32, n: usize) {
             if v < vectors {
                 let p = loaded.0;
                 // SAFETY: as for the loads.
-                unsafe { vector::store4(x, 4 * v, F4([p[0] + 1.0, p[1] + 1.0, p[2] + 1.0, p[3] + 1.0])) };
+                unsafe {
+                    store4::<STREAMING>(x, 4 * v, F4([p[0] + 1.0, p[1] + 1.0, p[2] + 1.0, p[3] + 1.0]))
+                };
             }
         }
         start += stride;

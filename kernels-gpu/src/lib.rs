@@ -10,7 +10,7 @@
 //!   launch on the CPU and checks memory accesses, barriers and shared-memory races.
 //!
 //! A module per kernel family ([`add`], [`matmul`] with its TF32 tensor-core rung
-//! [`matmul::tf32`], [`softmax`]), each ordered from the tutorial version to faster ones. Kernels
+//! [`matmul::tf32`], [`softmax`], [`reduce`], [`transpose`]), each ordered from the tutorial version to faster ones. Kernels
 //! touch memory only through [`gpu::mem`] (or the checked copies of [`gpu::async_copy`]), so that
 //! the simulator sees every access.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
@@ -51,7 +51,9 @@ macro_rules! unroll_8 {
 
 pub mod add;
 pub mod matmul;
+pub mod reduce;
 pub mod softmax;
+pub mod transpose;
 
 /// The simulator of `gpukern-device`.
 #[cfg(not(target_arch = "nvptx64"))]

@@ -1,0 +1,115 @@
+"""The peers of gpukern's reductions and transpose: PyTorch eager and torch.compile of
+`x.sum()`, `x.argmax()` and `x.t().contiguous()`, with the same shapes, checks and timing as
+examples/bench/reduce.rs and transpose.rs. Imported by peers.py (entries `torch_reduce` and
+`compile_reduce` of its PEERS); the helpers come from peers.py, imported when a peer runs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+
+def reduce_sizes(quick: bool) -> list[int]:
+    """The same lengths as examples/bench/reduce.rs."""
+    return [1 << 20] if quick else [1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]
+
+
+def transpose_shapes(quick: bool) -> list[tuple[int, int]]:
+    """The same shapes as examples/bench/transpose.rs."""
+    return [(1024, 1024)] if quick else [(8192, 8192), (4097, 16381)]
+
+
+def _helpers() -> Any:
+    import peers  # the module whose Ctx, Sink and checks the peers share
+
+    return peers
+
+
+def _ops(torch: Any, compiled: bool) -> dict[str, Callable[[Any], Any]]:
+    ops: dict[str, Callable[[Any], Any]] = {
+        "sum": lambda x: x.sum(),
+        "argmax": lambda x: x.argmax(),
+        "transpose": lambda x: x.t().contiguous(),
+    }
+    if compiled:
+        return {k: torch.compile(f) for k, f in ops.items()}
+    return ops
+
+
+def _run(ctx: Any, impl: str, compiled: bool) -> None:
+    P = _helpers()
+    torch, sink = ctx.torch, ctx.sink
+    version = torch.__version__
+    ops = _ops(torch, compiled)
+    wrap = "torch.compile({})" if compiled else "{}"
+
+    for n in reduce_sizes(ctx.quick):
+        base = P.record("sum", impl, str(n), n=n, version=version, call=wrap.format("x.sum()"))
+
+        def sum_(n: int = n, base: dict[str, Any] = base) -> dict[str, Any]:
+            sets = P.sets_for(4 * n)
+            x = ctx.rand((n,), 0.0, 1.0)
+            xs = [x.clone() for _ in range(sets)]
+            ref = x.double().sum().reshape(1)
+            return P.timed_check(
+                ctx,
+                {**base, "sets": sets},
+                lambda: ops["sum"](xs[0]).reshape(1),
+                ref,
+                lambda i: ops["sum"](xs[i % sets]),
+                4.0 * n,
+                None,
+            )
+
+        sink.item(base, sum_)
+
+    for n in reduce_sizes(ctx.quick):
+        base = P.record("argmax", impl, str(n), n=n, version=version, call=wrap.format("x.argmax()"))
+
+        def argmax(n: int = n, base: dict[str, Any] = base) -> dict[str, Any]:
+            sets = P.sets_for(4 * n)
+            x = ctx.rand((n,))
+            xs = [x.clone() for _ in range(sets)]
+            want = int(x.double().argmax().item())
+            got = int(ops["argmax"](xs[0]).item())
+            check = P.Check(0.0 if got == want else math.inf, 0.0, "exact")
+            rec = P.checked({**base, "sets": sets}, check)
+            if not check.passed:
+                return rec
+            stats = ctx.timer.measure(lambda i: ops["argmax"](xs[i % sets]))
+            return P.timed(rec, stats, 4.0 * n, None)
+
+        sink.item(base, argmax)
+
+    for rows, cols in transpose_shapes(ctx.quick):
+        shape = f"{rows}x{cols}"
+        base = P.record("transpose", impl, shape, rows=rows, cols=cols, version=version, call=wrap.format("x.t().contiguous()"))
+
+        def transpose(rows: int = rows, cols: int = cols, base: dict[str, Any] = base) -> dict[str, Any]:
+            sets = P.sets_for(8 * rows * cols)
+            x = ctx.rand((rows, cols))
+            xs = [x.clone() for _ in range(sets)]
+            ref = x.double().t()
+            return P.timed_check(
+                ctx,
+                {**base, "sets": sets},
+                lambda: ops["transpose"](xs[0]),
+                ref,
+                lambda i: ops["transpose"](xs[i % sets]),
+                8.0 * rows * cols,
+                None,
+                tol=0.0,
+            )
+
+        sink.item(base, transpose)
+
+
+def peer_torch_reduce(ctx: Any) -> None:
+    """torch eager: `x.sum()`, `x.argmax()`, `x.t().contiguous()`."""
+    _run(ctx, "torch", compiled=False)
+
+
+def peer_compile_reduce(ctx: Any) -> None:
+    """The same functions through `torch.compile` (Inductor's generated Triton kernels)."""
+    _run(ctx, "torch_compile", compiled=True)

@@ -1,0 +1,89 @@
+//! Reductions of a vector: `gpu.sum_into_with(x, out, algorithm)` for every algorithm and
+//! `gpu.argmax_into(x, index)`, device-resident, the result left on the device.
+//!
+//! Minimum traffic: 4 bytes per element (read x once; the partials are a few KB).
+
+use gpukern::ReduceAlgorithm;
+
+use crate::Bench;
+use crate::data::{random_vec, sets_for};
+use crate::memory::F32_TOL;
+use crate::record::{Check, Record, Res, Sink};
+
+/// Vector lengths of the reductions.
+pub fn sizes(quick: bool) -> Vec<usize> {
+    if quick {
+        vec![1 << 20]
+    } else {
+        vec![1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]
+    }
+}
+
+/// `gpu.sum_into_with(x, out, algorithm)`, every algorithm. Inputs in [0, 1), so that the sum is
+/// far from 0 and its relative error meaningful.
+pub fn sum(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    for n in sizes(b.quick) {
+        for algorithm in ReduceAlgorithm::ALL {
+            let base =
+                Record::new("sum", format!("gpukern:{}", algorithm.name()), n.to_string()).with("n", n);
+            sink.item(base.clone(), || {
+                let x = random_vec(n, 0.0, 1.0);
+                let reference = gpukern::cpu::sum(&x);
+                let sets = sets_for(4 * n);
+                let mut bufs = Vec::with_capacity(sets);
+                for _ in 0..sets {
+                    bufs.push((b.gpu.upload(&x)?, b.gpu.upload(&[f32::NAN])?));
+                }
+                let (x0, out0) = &mut bufs[0];
+                b.gpu.sum_into_with(x0, out0, algorithm)?;
+                let check = Check::new(&out0.to_vec()?, &[reference], F32_TOL, "cpu_f64");
+                let record = base.checked(&check).with("sets", sets);
+                if !check.passed() {
+                    return Ok(record);
+                }
+                let gpu = &b.gpu;
+                let stats = b.timer.measure(|i| {
+                    let (x, out) = &mut bufs[i % sets];
+                    Ok(gpu.sum_into_with(x, out, algorithm)?)
+                })?;
+                Ok(record.timed(&stats, Some(4.0 * n as f64), None))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// `gpu.argmax_into(x, index)`; the index must equal `cpu::argmax`'s exactly.
+pub fn argmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    for n in sizes(b.quick) {
+        let base = Record::new("argmax", "gpukern:vec4", n.to_string()).with("n", n);
+        sink.item(base.clone(), || {
+            let x = random_vec(n, -1.0, 1.0);
+            let want = gpukern::cpu::argmax(&x).ok_or("empty input")?;
+            let sets = sets_for(4 * n);
+            let mut bufs = Vec::with_capacity(sets);
+            for _ in 0..sets {
+                bufs.push((b.gpu.upload(&x)?, b.gpu.zeros::<u32>(1)?));
+            }
+            let (x0, out0) = &mut bufs[0];
+            b.gpu.argmax_into(x0, out0)?;
+            let got = out0.to_vec()?.first().copied().map(|i| i as usize);
+            let check = Check {
+                rel_err: if got == Some(want) { 0.0 } else { f64::INFINITY },
+                tol: 0.0,
+                reference: "cpu_exact",
+            };
+            let record = base.checked(&check).with("sets", sets);
+            if !check.passed() {
+                return Ok(record);
+            }
+            let gpu = &b.gpu;
+            let stats = b.timer.measure(|i| {
+                let (x, out) = &mut bufs[i % sets];
+                Ok(gpu.argmax_into(x, out)?)
+            })?;
+            Ok(record.timed(&stats, Some(4.0 * n as f64), None))
+        })?;
+    }
+    Ok(())
+}

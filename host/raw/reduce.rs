@@ -1,0 +1,112 @@
+//! Launches of `kernels_gpu::reduce`, through the launchers `#[kernel]` generates.
+
+use kernels_gpu::reduce as k;
+
+use crate::buffer::DeviceVec;
+use crate::device::Gpu;
+use crate::error::Result;
+use crate::launch_config::LaunchConfig;
+use crate::ops::reduce::Reduction;
+
+/// Launches `sum_tree` or `max_tree(x, partials, n)`.
+///
+/// # Safety
+/// `x` holds `n` floats, `partials` one per block of `cfg`.
+pub(crate) unsafe fn tree(
+    gpu: &Gpu,
+    reduction: Reduction,
+    cfg: LaunchConfig,
+    x: &DeviceVec,
+    partials: &mut DeviceVec,
+    n: usize,
+) -> Result<()> {
+    let launch = match reduction {
+        Reduction::Sum => k::sum_tree::launch,
+        Reduction::Max => k::max_tree::launch,
+    };
+    // SAFETY: sizes per the contract.
+    unsafe { launch(&gpu.library(), cfg, x, partials, n) }
+}
+
+/// Launches `sum_vec4` or `max_vec4(x, partials, n)`.
+///
+/// # Safety
+/// `x` holds `n` floats, 16-byte aligned; `partials` one per block of `cfg`.
+pub(crate) unsafe fn vec4(
+    gpu: &Gpu,
+    reduction: Reduction,
+    cfg: LaunchConfig,
+    x: &DeviceVec,
+    partials: &mut DeviceVec,
+    n: usize,
+) -> Result<()> {
+    let launch = match reduction {
+        Reduction::Sum => k::sum_vec4::launch,
+        Reduction::Max => k::max_vec4::launch,
+    };
+    // SAFETY: sizes and alignment per the contract.
+    unsafe { launch(&gpu.library(), cfg, x, partials, n) }
+}
+
+/// Launches `argmax_vec4(x, values, indices, n)`.
+///
+/// # Safety
+/// `x` holds `n <= u32::MAX` floats, 16-byte aligned; `values` and `indices` one per block.
+pub(crate) unsafe fn argmax_vec4(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    x: &DeviceVec,
+    values: &mut DeviceVec,
+    indices: &mut DeviceVec<u32>,
+    n: usize,
+) -> Result<()> {
+    // SAFETY: sizes and alignment per the contract.
+    unsafe { k::argmax_vec4::launch(&gpu.library(), cfg, x, values, indices, n) }
+}
+
+/// Launches `argmax_pairs(values, indices, out_value, out_index, n)`.
+///
+/// # Safety
+/// `values` and `indices` hold `n` elements each, the outputs one per block.
+pub(crate) unsafe fn argmax_pairs(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    (values, indices): (&DeviceVec, &DeviceVec<u32>),
+    (out_value, out_index): (&mut DeviceVec, &mut DeviceVec<u32>),
+    n: usize,
+) -> Result<()> {
+    // SAFETY: sizes per the contract.
+    unsafe { k::argmax_pairs::launch(&gpu.library(), cfg, values, indices, out_value, out_index, n) }
+}
+
+/// Launches `sum_rows(x, out, rows, cols)`.
+///
+/// # Safety
+/// `x` holds `rows * cols` floats, `out` `rows`; `cfg` one warp per row.
+pub(crate) unsafe fn sum_rows(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    x: &DeviceVec,
+    out: &mut DeviceVec,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    // SAFETY: sizes per the contract.
+    unsafe { k::sum_rows::launch(&gpu.library(), cfg, x, out, rows, cols) }
+}
+
+/// Launches `sum_cols(x, out, rows, cols)`.
+///
+/// # Safety
+/// `x` holds `rows * cols` floats, `out` `cols`; `cfg` 32 columns per block.
+pub(crate) unsafe fn sum_cols(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    x: &DeviceVec,
+    out: &mut DeviceVec,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    // SAFETY: sizes per the contract.
+    unsafe { k::sum_cols::launch(&gpu.library(), cfg, x, out, rows, cols) }
+}

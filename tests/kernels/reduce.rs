@@ -1,0 +1,395 @@
+//! The reduction family (`sum`, `max`, `argmax`, `sum_axis`) against `cpu::sum_f64`, `cpu::max`,
+//! `cpu::argmax` and `cpu::sum_axis`: per backend on random vectors of ragged lengths
+//! (`{sim,cuda}::reduce::len_N`), on planted NaN / infinity / tie / signed-zero inputs
+//! (`{sim,cuda}::reduce::rules`), along both axes of ragged matrices
+//! (`{sim,cuda}::reduce::axis_RxC`); on CUDA also the f32 sum's error and run-to-run equality on
+//! 2^24 values (`cuda::reduce::sum_error_2p24`); the free functions on views
+//! (`global::reduce`); and the argmax rule's algebra (`sim::reduce::*`).
+
+use gpukern::kernels::reduce::{self as kr, Best, argmax_combine};
+use gpukern::ops::reduce::ReduceAlgorithm;
+use gpukern::{Error, Gpu, cpu};
+use libtest_mimic::Trial;
+use ndarray::{Array1, Axis, s};
+use rand::Rng;
+use rand::rngs::StdRng;
+
+use crate::common::check::*;
+use crate::common::random_matrix;
+use crate::common::random_vec;
+use crate::common::trial::{Target, global_trial, plain_trials, trial};
+
+/// Simulator lengths: past one tree block (257, 1025: two and three tree passes) and past one
+/// vector block's tile of 4096 floats (9001: the two-launch path, each block looping), ragged
+/// tails of 1 to 3.
+const SIM_LENGTHS: &[usize] = &[1, 3, 4, 7, 33, 257, 1025, 9001];
+/// CUDA lengths: ragged ones and large ones (each resident block loops several times).
+const CUDA_LENGTHS: &[usize] = &[1, 7, 31, 1000, 1025, 4097, 65_537, (1 << 20) + 3, 1 << 22];
+/// `(rows, cols)` of the axis sums in the simulator.
+const SIM_AXIS: &[(usize, usize)] = &[(1, 1), (1, 70), (9, 1), (13, 33), (40, 7), (3, 300)];
+/// `(rows, cols)` of the axis sums on CUDA.
+const CUDA_AXIS: &[(usize, usize)] = &[
+    (1, 1),
+    (7, 1025),
+    (1025, 7),
+    (1000, 1000),
+    (4097, 33),
+    (3, 1 << 18),
+];
+
+/// Every trial of the family.
+pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
+    let mut trials = backend_trials(sim, SIM_LENGTHS, SIM_AXIS);
+    trials.extend(backend_trials(cuda, CUDA_LENGTHS, CUDA_AXIS));
+    trials.push(trial(cuda, "reduce::sum_error_2p24", |gpu, rng| {
+        sum_error(gpu, rng, 1 << 24)
+    }));
+    trials.push(global_trial("reduce", global_reduce));
+    trials.extend(plain_trials!(
+        "reduce",
+        [
+            argmax_combine_is_commutative_and_associative,
+            empty_inputs_follow_the_rules,
+        ]
+    ));
+    trials
+}
+
+/// One backend's trials.
+fn backend_trials(
+    target: &Target,
+    lengths: &'static [usize],
+    shapes: &'static [(usize, usize)],
+) -> Vec<Trial> {
+    let mut trials = Vec::new();
+    for &n in lengths {
+        trials.push(trial(target, &format!("reduce::len_{n}"), move |gpu, rng| {
+            reduce_vector(gpu, &random_vec(rng, n), &format!("random, n = {n}"))
+        }));
+    }
+    trials.push(trial(target, "reduce::rules", |gpu, _| rules(gpu)));
+    for &(rows, cols) in shapes {
+        trials.push(trial(
+            target,
+            &format!("reduce::axis_{rows}x{cols}"),
+            move |gpu, rng| axis_sums(gpu, rng, rows, cols),
+        ));
+    }
+    trials
+}
+
+/// The bound on the f32 sum's error this crate documents for [`Gpu::sum`]: `k * 2^-24 * sum |x|`
+/// with `k` the longest chain of additions, here at most `n / (4 * 132 * 256) + 64` (a grid of at
+/// least one block per multiprocessor of an H200-sized GPU, four running sums per thread, plus
+/// the trees; the tree rung's chain is shorter).
+fn sum_bound(x: &[f32]) -> f64 {
+    let chain = x.len() as f64 / (4.0 * 132.0 * 256.0) + 64.0;
+    let abs: f64 = x.iter().map(|&v| f64::from(v).abs()).sum();
+    chain * f64::from(f32::EPSILON) / 2.0 * abs
+}
+
+/// Every reduction of `x`, every algorithm, against the references: sums within
+/// [`sum_bound`] (and the same bits on a second run), maxima and argmax exact.
+fn reduce_vector(gpu: &Gpu, x: &[f32], what: &str) -> Check {
+    let d = gpu.upload(x)?;
+    let exact = cpu::sum_f64(x);
+    let bound = sum_bound(x);
+    let mut failures = Vec::new();
+    for algorithm in ReduceAlgorithm::ALL {
+        let name = algorithm.name();
+        let got = gpu.sum_with(&d, algorithm)?;
+        let err = (f64::from(got) - exact).abs();
+        // NaN sums are compared as NaN (an input with a NaN or opposite infinities).
+        let ok = if exact.is_nan() {
+            got.is_nan()
+        } else if exact.is_infinite() {
+            f64::from(got) == exact
+        } else {
+            err <= bound
+        };
+        if !ok {
+            failures.push(format!(
+                "sum_with({name}), {what}: {got} vs {exact} (error {err:e} > bound {bound:e})"
+            ));
+        }
+        let again = gpu.sum_with(&d, algorithm)?;
+        if again.to_bits() != got.to_bits() {
+            failures.push(format!(
+                "sum_with({name}), {what}: {got} then {again} on a second run"
+            ));
+        }
+        if !x.is_empty() {
+            let got = gpu.max_with(&d, algorithm)?;
+            let want = cpu::max(x).ok_or("cpu::max of a non-empty vector")?;
+            if !(got == want || got.is_nan() && want.is_nan()) {
+                failures.push(format!("max_with({name}), {what}: {got} vs {want}"));
+            }
+        }
+    }
+    if !x.is_empty() {
+        let got = gpu.argmax(&d)?;
+        let want = cpu::argmax(x).ok_or("cpu::argmax of a non-empty vector")?;
+        if got != want {
+            failures.push(format!(
+                "argmax, {what}: {got} vs {want} (values {} and {})",
+                x[got.min(x.len() - 1)],
+                x[want]
+            ));
+        }
+        // The device-resident forms, into outputs of length 1.
+        let mut out = gpu.upload(&[f32::NAN])?;
+        gpu.sum_into_with(&d, &mut out, ReduceAlgorithm::default())?;
+        let into = out.to_vec()?[0];
+        let plain = gpu.sum(&d)?;
+        if into.to_bits() != plain.to_bits() {
+            failures.push(format!("sum_into_with, {what}: {into} vs sum {plain}"));
+        }
+        let mut index = gpu.zeros::<u32>(1)?;
+        gpu.argmax_into(&d, &mut index)?;
+        if index.to_vec()?[0] as usize != want {
+            failures.push(format!("argmax_into, {what}: {:?} vs {want}", index.to_vec()?));
+        }
+    }
+    all_passed(failures)
+}
+
+/// Planted inputs for the rules: NaN (the first wins argmax, max is NaN), ties (the first
+/// index), `+-inf`, all `-inf`, signed zeros; at lengths that put the planted entries in
+/// different blocks, warps, lanes of a vector and the scalar tail.
+fn rules(gpu: &Gpu) -> Check {
+    let mut failures = Vec::new();
+    let mut case = |x: Vec<f32>, what: String| {
+        if let Err(e) = reduce_vector(gpu, &x, &what) {
+            failures.push(e.to_string());
+        }
+    };
+    for n in [1usize, 5, 33, 1027, 9001] {
+        let base: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let last = n - 1;
+        let mid = n / 2;
+        let mut x = base.clone();
+        x[last] = f32::NAN;
+        x[mid] = f32::NAN;
+        case(x, format!("NaN at {mid} and {last}, n = {n}"));
+        let mut x = base.clone();
+        x[last] = 2.0;
+        x[mid] = 2.0;
+        case(x, format!("ties at {mid} and {last}, n = {n}"));
+        let mut x = base.clone();
+        x[last] = f32::INFINITY;
+        x[0] = f32::NEG_INFINITY;
+        case(x, format!("+inf at {last}, -inf at 0, n = {n}"));
+        case(vec![f32::NEG_INFINITY; n], format!("all -inf, n = {n}"));
+        let mut x = vec![-1.0f32; n];
+        x[last] = 0.0;
+        x[mid] = -0.0;
+        case(x, format!("-0.0 at {mid}, 0.0 at {last}, n = {n}"));
+        let mut x = vec![f32::INFINITY; n];
+        x[mid] = f32::NEG_INFINITY;
+        case(x, format!("+inf and -inf (sum NaN when both), n = {n}"));
+    }
+    all_passed(failures)
+}
+
+/// `sum_axis` along both axes of a random matrix against `cpu::sum_axis`, within the bound of
+/// [`sum_bound`] of each row or column; a bad axis is refused.
+fn axis_sums(gpu: &Gpu, rng: &mut StdRng, rows: usize, cols: usize) -> Check {
+    let m = random_matrix(rng, rows, cols);
+    let d = gpu.upload_matrix(&m)?;
+    for axis in [Axis(0), Axis(1)] {
+        let got = gpu.sum_axis(&d, axis)?.to_vec()?;
+        let want = cpu::sum_axis(&m, axis);
+        let lanes: Vec<Vec<f32>> = m.lanes(axis).into_iter().map(|l| l.to_vec()).collect();
+        check_dim(
+            &format!("sum_axis({axis:?}) of {rows}x{cols}"),
+            got.len(),
+            want.len(),
+        )?;
+        for (i, lane) in lanes.iter().enumerate() {
+            let err = (f64::from(got[i]) - f64::from(want[i])).abs();
+            // One f32 rounding of the reference on top of the documented bound.
+            let bound = sum_bound(lane) + f64::from(want[i].abs()) * f64::from(f32::EPSILON);
+            if !within(err, bound) {
+                return Err(format!(
+                    "sum_axis({axis:?}) of {rows}x{cols}, output {i}: {} vs {} (error {err:e} > {bound:e})",
+                    got[i], want[i]
+                )
+                .into());
+            }
+        }
+    }
+    match gpu.sum_axis(&d, Axis(2)) {
+        Err(Error::InvalidArgument { .. }) => Ok(()),
+        other => Err(format!("sum_axis(Axis(2)) gave {:?}", other.map(|v| v.len())).into()),
+    }
+}
+
+/// The f32 sum of `n` values in [0, 1) (where a naive running f32 sum would be off by far more
+/// than the bound) and in [-1, 1): within [`sum_bound`] of the f64 sum, the same bits on five
+/// runs, for every algorithm.
+fn sum_error(gpu: &Gpu, rng: &mut StdRng, n: usize) -> Check {
+    let positive: Vec<f32> = (0..n).map(|_| rng.random_range(0.0f32..1.0)).collect();
+    let signed = random_vec(rng, n);
+    let mut failures = Vec::new();
+    for (what, x) in [("[0, 1)", &positive), ("[-1, 1)", &signed)] {
+        let d = gpu.upload(x)?;
+        let exact = cpu::sum_f64(x);
+        let bound = sum_bound(x);
+        for algorithm in ReduceAlgorithm::ALL {
+            let first = gpu.sum_with(&d, algorithm)?;
+            let err = (f64::from(first) - exact).abs();
+            println!(
+                "sum_with({}) of 2^24 in {what}: {first} vs {exact}: error {err:.3e}, bound {bound:.3e}",
+                algorithm.name()
+            );
+            if !within(err, bound) {
+                failures.push(format!(
+                    "sum_with({}) in {what}: error {err:e} > {bound:e}",
+                    algorithm.name()
+                ));
+            }
+            for _ in 0..4 {
+                let again = gpu.sum_with(&d, algorithm)?;
+                if again.to_bits() != first.to_bits() {
+                    failures.push(format!(
+                        "sum_with({}) in {what}: {first} then {again}",
+                        algorithm.name()
+                    ));
+                }
+            }
+        }
+        let want = cpu::argmax(x).ok_or("empty")?;
+        let got = gpu.argmax(&d)?;
+        if got != want {
+            failures.push(format!("argmax in {what}: {got} vs {want}"));
+        }
+    }
+    all_passed(failures)
+}
+
+/// `gpukern::sum`, `max`, `argmax` (flattened, row-major order), `sum_axis` on 1-D, 2-D,
+/// transposed and sliced views.
+fn global_reduce(rng: &mut StdRng) -> Check {
+    let v = Array1::from(random_vec(rng, 1001));
+    let m = random_matrix(rng, 37, 29);
+    let views = [
+        ("1-D", logical(&v.view().into_dyn())),
+        ("2-D", logical(&m.view().into_dyn())),
+        ("transposed", logical(&m.t().into_dyn())),
+        ("sliced", logical(&m.slice(s![3..30, ..;3]).into_dyn())),
+    ];
+    let got = [
+        (gpukern::sum(&v)?, gpukern::max(&v)?, gpukern::argmax(&v)?),
+        (gpukern::sum(&m)?, gpukern::max(&m)?, gpukern::argmax(&m)?),
+        (
+            gpukern::sum(&m.t())?,
+            gpukern::max(&m.t())?,
+            gpukern::argmax(&m.t())?,
+        ),
+        (
+            gpukern::sum(&m.slice(s![3..30, ..;3]))?,
+            gpukern::max(&m.slice(s![3..30, ..;3]))?,
+            gpukern::argmax(&m.slice(s![3..30, ..;3]))?,
+        ),
+    ];
+    for ((what, x), (sum, max, argmax)) in views.iter().zip(got) {
+        let err = (f64::from(sum) - cpu::sum_f64(x)).abs();
+        if !within(err, sum_bound(x)) {
+            return Err(format!("gpukern::sum {what}: {sum} vs {}", cpu::sum_f64(x)).into());
+        }
+        if Some(max) != cpu::max(x) || Some(argmax) != cpu::argmax(x) {
+            return Err(format!(
+                "gpukern::max/argmax {what}: {max}, {argmax} vs {:?}, {:?}",
+                cpu::max(x),
+                cpu::argmax(x)
+            )
+            .into());
+        }
+    }
+    for axis in [Axis(0), Axis(1)] {
+        for (what, view) in [
+            ("2-D", m.view()),
+            ("transposed", m.t()),
+            ("sliced", m.slice(s![1.., ..;2])),
+        ] {
+            let got = gpukern::sum_axis(&view, axis)?;
+            let want = cpu::sum_axis(&view, axis);
+            check_abs(
+                &format!("gpukern::sum_axis({axis:?}) {what}"),
+                got.as_slice().ok_or("layout")?,
+                want.as_slice().ok_or("layout")?,
+                1e-5,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn argmax_combine_is_commutative_and_associative() {
+    let values = [f32::NAN, f32::NEG_INFINITY, -1.0, -0.0, 0.0, 1.0, f32::INFINITY];
+    let mut items = Vec::new();
+    for (i, &value) in values.iter().enumerate() {
+        for index in [i as u32, 100 + i as u32] {
+            items.push(Best { value, index });
+        }
+    }
+    items.push(Best::NONE);
+    let same =
+        |a: Best, b: Best| a.index == b.index && (a.value == b.value || a.value.is_nan() && b.value.is_nan());
+    for &a in &items {
+        for &b in &items {
+            assert!(same(argmax_combine(a, b), argmax_combine(b, a)), "{a:?} {b:?}");
+            for &c in &items {
+                let left = argmax_combine(argmax_combine(a, b), c);
+                let right = argmax_combine(a, argmax_combine(b, c));
+                assert!(same(left, right), "{a:?} {b:?} {c:?}: {left:?} vs {right:?}");
+            }
+        }
+    }
+    // The rule itself: NaN first, then the larger, then the lower index.
+    let nan = Best {
+        value: f32::NAN,
+        index: 9,
+    };
+    let inf = Best {
+        value: f32::INFINITY,
+        index: 1,
+    };
+    assert_eq!(argmax_combine(inf, nan).index, 9);
+    let zero = Best { value: 0.0, index: 4 };
+    let negzero = Best {
+        value: -0.0,
+        index: 2,
+    };
+    assert_eq!(argmax_combine(zero, negzero).index, 2);
+    assert_eq!(kr::VEC_BLOCK % 32, 0);
+}
+
+fn empty_inputs_follow_the_rules() {
+    let gpu = Gpu::simulator();
+    let empty = gpu.upload::<f32>(&[]).unwrap();
+    for algorithm in ReduceAlgorithm::ALL {
+        assert_eq!(gpu.sum_with(&empty, algorithm).unwrap(), 0.0);
+        assert!(matches!(
+            gpu.max_with(&empty, algorithm),
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
+    assert!(matches!(gpu.argmax(&empty), Err(Error::InvalidArgument { .. })));
+    assert!(matches!(
+        gpukern::argmax(&Array1::<f32>::zeros(0)),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let m = gpu.upload_matrix(&ndarray::Array2::<f32>::zeros((3, 0))).unwrap();
+    assert_eq!(gpu.sum_axis(&m, Axis(1)).unwrap().to_vec().unwrap(), vec![0.0; 3]);
+    assert!(gpu.sum_axis(&m, Axis(0)).unwrap().is_empty());
+    // An output of the wrong length is refused.
+    let x = gpu.upload(&[1.0f32, 2.0]).unwrap();
+    let mut two = gpu.upload(&[0.0f32, 0.0]).unwrap();
+    assert!(matches!(
+        gpu.sum_into_with(&x, &mut two, ReduceAlgorithm::Vec4),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
