@@ -60,7 +60,7 @@ pub mod ops;
 pub mod ptx;
 mod raw;
 
-pub use api::{add, increment_by_one, matmul, matmul_with, softmax, softmax_with};
+pub use api::{add, increment_by_one, matmul, matmul_f32_out, matmul_with, softmax, softmax_with};
 pub use buffer::Element;
 pub use buffer::{DeviceMatrix, DeviceVec};
 pub use device::Gpu;
@@ -71,7 +71,7 @@ pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
 pub use module::{Module, PtxModule, PtxSet};
 pub use ops::add::AddAlgorithm;
-pub use ops::matmul::MatmulAlgorithm;
+pub use ops::matmul::{MatmulAlgorithm, MatmulElement, MatmulOutput};
 pub use ops::softmax::SoftmaxAlgorithm;
 #[doc(hidden)]
 pub use raw::launch_count::{cuda_launch_counts, sim_launch_counts};
