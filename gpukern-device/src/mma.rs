@@ -268,6 +268,8 @@ pub fn mma_m16n8k16_f16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
 /// every shuffle is one rendezvous of the whole warp at one source location.
 #[cfg(not(target_arch = "nvptx64"))]
 #[track_caller]
+// The register index `r` also places the elements (`8 (r / 2)`, `8r`).
+#[allow(clippy::needless_range_loop)]
 fn sim_mma_k16(ty: Half16, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
     use crate::sim::device::{lane_id, warp_shuffle};
     let lane = lane_id();
@@ -427,7 +429,12 @@ unsafe fn sim_ldmatrix<const TRANS: bool>(row: *const u16) -> [u32; 4] {
             }
         } else {
             // SAFETY: row `g` of matrix `i`, columns `2t`, `2t + 1`: as above.
-            unsafe { [crate::mem::load(rows[8 * i + g], 2 * t), crate::mem::load(rows[8 * i + g], 2 * t + 1)] }
+            unsafe {
+                [
+                    crate::mem::load(rows[8 * i + g], 2 * t),
+                    crate::mem::load(rows[8 * i + g], 2 * t + 1),
+                ]
+            }
         };
         *word = u32::from(lo) | (u32::from(hi) << 16);
     }

@@ -40,13 +40,25 @@ mod sealed {
     /// The product of `T` operands into `Self`, its shapes `(m, k, n)` checked.
     pub trait Product<T>: Sized {
         /// Runs `C = A * B`.
-        fn product(gpu: &Gpu, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>, c: &mut DeviceMatrix<Self>, mkn: (usize, usize, usize)) -> Result<()>;
+        fn product(
+            gpu: &Gpu,
+            a: &DeviceMatrix<T>,
+            b: &DeviceMatrix<T>,
+            c: &mut DeviceMatrix<Self>,
+            mkn: (usize, usize, usize),
+        ) -> Result<()>;
         /// A new `rows x cols` matrix for the product to write.
         fn alloc_result(gpu: &Gpu, rows: usize, cols: usize) -> Result<DeviceMatrix<Self>>;
     }
 
     impl Product<f32> for f32 {
-        fn product(gpu: &Gpu, a: &DeviceMatrix, b: &DeviceMatrix, c: &mut DeviceMatrix, mkn: (usize, usize, usize)) -> Result<()> {
+        fn product(
+            gpu: &Gpu,
+            a: &DeviceMatrix,
+            b: &DeviceMatrix,
+            c: &mut DeviceMatrix,
+            mkn: (usize, usize, usize),
+        ) -> Result<()> {
             let plan = MatmulPlan::choose(gpu, MatmulAlgorithm::default(), mkn)?;
             gpu.launch_matmul(plan, a, b, c, mkn)
         }
@@ -104,13 +116,21 @@ impl Gpu {
     /// Errors: [`Error::ShapeMismatch`] unless `A` is `m x k` and `B` is `k x n`;
     /// [`Error::WrongDevice`] for a matrix of another `Gpu`; [`Error::TooLarge`] if `m` or `n`
     /// needs more blocks than the grid allows.
-    pub fn matmul<T: MatmulElement>(&self, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>) -> Result<DeviceMatrix<T>> {
+    pub fn matmul<T: MatmulElement>(
+        &self,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+    ) -> Result<DeviceMatrix<T>> {
         self.matmul_as(a, b)
     }
 
     /// `A * B` into a new f32 device matrix: for bf16 and f16 operands the f32 accumulators
     /// themselves, unrounded; for f32 the same as [`Gpu::matmul`]. Errors as [`Gpu::matmul`].
-    pub fn matmul_f32_out<T: MatmulElement>(&self, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>) -> Result<DeviceMatrix<f32>>
+    pub fn matmul_f32_out<T: MatmulElement>(
+        &self,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+    ) -> Result<DeviceMatrix<f32>>
     where
         f32: MatmulOutput<T>,
     {
@@ -122,7 +142,12 @@ impl Gpu {
     /// [`Gpu::matmul_into`] with the default algorithm). No allocation.
     ///
     /// Errors as [`Gpu::matmul`]; [`Error::ShapeMismatch`] also unless `C` is `m x n`.
-    pub fn matmul_to<T, O: MatmulOutput<T>>(&self, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>, c: &mut DeviceMatrix<O>) -> Result<()>
+    pub fn matmul_to<T, O: MatmulOutput<T>>(
+        &self,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+        c: &mut DeviceMatrix<O>,
+    ) -> Result<()>
     where
         T: Element,
     {
@@ -136,7 +161,11 @@ impl Gpu {
     }
 
     /// `A * B` into a new `O` matrix.
-    fn matmul_as<T: Element, O: MatmulOutput<T>>(&self, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>) -> Result<DeviceMatrix<O>> {
+    fn matmul_as<T: Element, O: MatmulOutput<T>>(
+        &self,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+    ) -> Result<DeviceMatrix<O>> {
         let mkn = self.check_any_operands(a, b)?;
         let mut c = O::alloc_result(self, a.rows, b.cols)?;
         O::product(self, a, b, &mut c, mkn)?;
@@ -145,7 +174,11 @@ impl Gpu {
 
     /// The checks of the operands of `A * B` of any element type: `A` is `m x k`, `B` is
     /// `k x n`, both belong to this `Gpu`. Returns `(m, k, n)`.
-    fn check_any_operands<T: Element>(&self, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>) -> Result<(usize, usize, usize)> {
+    fn check_any_operands<T: Element>(
+        &self,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+    ) -> Result<(usize, usize, usize)> {
         check_inner((a.rows, a.cols), (b.rows, b.cols))?;
         if !(self.owns(&a.data) && self.owns(&b.data)) {
             return Err(Error::WrongDevice { op: OP });

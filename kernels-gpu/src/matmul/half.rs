@@ -405,7 +405,8 @@ pub unsafe fn half_gemm<
         async_copy::commit_group();
 
         let s_a = smem.wrapping_add(read * stage_elements + (wm * wm_rows + ld_row) * a_stride + ld_col);
-        let s_b = smem.wrapping_add(read * stage_elements + BM * a_stride + ld_row * b_stride + wn * wn_cols + ld_col);
+        let s_b = smem
+            .wrapping_add(read * stage_elements + BM * a_stride + ld_row * b_stride + wn * wn_cols + ld_col);
         // One step of 16 along `k`: fragments from shared memory, then the warp tile's MMAs.
         let step = |kk: usize, acc: &mut [[[f32; 4]; NJ]; MI]| {
             let mut af = [[0u32; 4]; MI];
@@ -419,7 +420,8 @@ pub unsafe fn half_gemm<
             unroll_8!(NJ / 2, |jj| {
                 // SAFETY: row `16 kk + lane % 16` (below `BK`), columns `16 jj + 8 (lane / 16)
                 // ..+ 8` of the warp tile (below `BN`), 16-byte aligned, inside the stage.
-                let r = unsafe { ldmatrix_x4_trans(s_b.wrapping_add(kk * MMA_K * b_stride + jj * 2 * MMA_N)) };
+                let r =
+                    unsafe { ldmatrix_x4_trans(s_b.wrapping_add(kk * MMA_K * b_stride + jj * 2 * MMA_N)) };
                 bf[2 * jj] = [r[0], r[1]];
                 bf[2 * jj + 1] = [r[2], r[3]];
             });

@@ -53,9 +53,11 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     for (target, shapes) in [(sim, SIM_SHAPES), (cuda, CUDA_SHAPES)] {
         for &shape in shapes {
             let (m, k, n) = shape;
-            trials.push(trial(target, &format!("matmul_half::{m}x{k}x{n}"), move |gpu, rng| {
-                half_shape(gpu, rng, shape)
-            }));
+            trials.push(trial(
+                target,
+                &format!("matmul_half::{m}x{k}x{n}"),
+                move |gpu, rng| half_shape(gpu, rng, shape),
+            ));
         }
         trials.push(trial(target, "matmul_half::errors", |gpu, _| half_errors(gpu)));
     }
@@ -75,7 +77,13 @@ fn random_of<T: Copy>(rng: &mut StdRng, rows: usize, cols: usize, from: fn(f32) 
 /// The first element of `got` (an `m x n` result, widened to f64) outside the bound of the
 /// module documentation around `want` (`cpu::matmul_f64`), with `abs` the sums of `|A B|` and
 /// `u_out` the result type's unit roundoff; `None` when every element is inside.
-fn half_violation(got: &[f64], want: &Array2<f64>, abs: &Array2<f64>, k: usize, u_out: f64) -> Option<String> {
+fn half_violation(
+    got: &[f64],
+    want: &Array2<f64>,
+    abs: &Array2<f64>,
+    k: usize,
+    u_out: f64,
+) -> Option<String> {
     let terms = (k as f64).sqrt().max(k.min(16) as f64);
     let acc = ACC_FACTOR * terms * f64::powi(2.0, -24);
     let (want, abs) = (want.as_slice()?, abs.as_slice()?);
@@ -91,7 +99,12 @@ fn half_violation(got: &[f64], want: &Array2<f64>, abs: &Array2<f64>, k: usize, 
             // `!(x <= b)` so that a NaN fails.
             #[allow(clippy::neg_cmp_op_on_partial_ord)]
             let outside = !((g - w).abs() <= bound);
-            outside.then(|| format!("element {i}: {g} against {w}, error {:.3e} > bound {bound:.3e}", (g - w).abs()))
+            outside.then(|| {
+                format!(
+                    "element {i}: {g} against {w}, error {:.3e} > bound {bound:.3e}",
+                    (g - w).abs()
+                )
+            })
         })
 }
 
@@ -105,15 +118,27 @@ fn unit_roundoff<O: MatmulElement>() -> f64 {
 }
 
 /// The reference `C_ref` and `sum_l |A(i,l) B(l,j)|` of `a * b`.
-fn references<T: Copy + Into<f64>>(a: &ArrayView2<T>, b: &ArrayView2<T>) -> gpukern::Result<(Array2<f64>, Array2<f64>)> {
+fn references<T: Copy + Into<f64>>(
+    a: &ArrayView2<T>,
+    b: &ArrayView2<T>,
+) -> gpukern::Result<(Array2<f64>, Array2<f64>)> {
     let want = cpu::matmul_f64(a, b)?;
-    let abs = cpu::matmul_f64(&a.mapv(|x| Into::<f64>::into(x).abs()), &b.mapv(|x| Into::<f64>::into(x).abs()))?;
+    let abs = cpu::matmul_f64(
+        &a.mapv(|x| Into::<f64>::into(x).abs()),
+        &b.mapv(|x| Into::<f64>::into(x).abs()),
+    )?;
     Ok((want, abs))
 }
 
 /// One `m x k` times `k x n` product in `T` through `Gpu::matmul` (result `T`),
 /// `Gpu::matmul_f32_out` (f32) and `Gpu::matmul_to` into a poisoned-by-NaN... result of each.
-fn check_type<T>(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize), from: fn(f32) -> T, failures: &mut Vec<String>) -> Check
+fn check_type<T>(
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    (m, k, n): (usize, usize, usize),
+    from: fn(f32) -> T,
+    failures: &mut Vec<String>,
+) -> Check
 where
     T: MatmulElement + Into<f64>,
     f32: MatmulOutput<T>,
@@ -139,7 +164,11 @@ where
     check("matmul_to f32 (NaN-filled)", widen(&c.to_array()?), 0.0);
     let mut c = gpu.upload_matrix(&Array2::from_elem((m, n), from(f32::NAN)))?;
     gpu.matmul_to(&da, &db, &mut c)?;
-    check("matmul_to (NaN-filled)", widen(&c.to_array()?), unit_roundoff::<T>());
+    check(
+        "matmul_to (NaN-filled)",
+        widen(&c.to_array()?),
+        unit_roundoff::<T>(),
+    );
     Ok(())
 }
 
@@ -163,7 +192,10 @@ fn half_errors(gpu: &Gpu) -> Check {
     expect_shape_mismatch("matmul bf16", gpu.matmul(&a, &b), &[3, 4], &[5, 2])?;
     let b = gpu.upload_matrix(&Array2::from_elem((4, 2), bf16::ONE))?;
     let mut c = gpu.zeros_matrix::<f32>(3, 3)?;
-    if !matches!(gpu.matmul_to(&a, &b, &mut c), Err(gpukern::Error::ShapeMismatch { .. })) {
+    if !matches!(
+        gpu.matmul_to(&a, &b, &mut c),
+        Err(gpukern::Error::ShapeMismatch { .. })
+    ) {
         return Err("matmul_to into a 3x3 result of a 3x2 product was not refused".into());
     }
     let a0 = gpu.upload_matrix(&Array2::<f16>::zeros((3, 0)))?;
@@ -237,7 +269,8 @@ fn planted_kernels_fail() -> Result<(), Failed> {
         }
     }
     // A kernel that skips the last term of `k`.
-    let short = cpu::matmul_f64(&a.slice(s![.., ..k - 1]), &b.slice(s![..k - 1, ..])).map_err(|e| e.to_string())?;
+    let short =
+        cpu::matmul_f64(&a.slice(s![.., ..k - 1]), &b.slice(s![..k - 1, ..])).map_err(|e| e.to_string())?;
     // A kernel that reads its operands with 4 significand bits (truncated).
     let cut = |x: bf16| bf16::from_bits(x.to_bits() & 0xfff8);
     let coarse = cpu::matmul_f64(&a.mapv(cut), &b.mapv(cut)).map_err(|e| e.to_string())?;
