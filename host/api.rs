@@ -11,7 +11,7 @@ use ndarray::{Array, Array2, ArrayBase, Data, DataMut, Dimension, Ix2};
 
 use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::ops::matmul::MatmulAlgorithm;
+use crate::ops::matmul::{MatmulAlgorithm, MatmulElement, MatmulOutput};
 use crate::ops::same_shape;
 use crate::ops::softmax::SoftmaxAlgorithm;
 
@@ -67,7 +67,10 @@ where
     Ok(())
 }
 
-/// `A * B` (`m x k` times `k x n`) on the default device, with the default algorithm.
+/// `A * B` (`m x k` times `k x n`) on the default device, with the default algorithm, for f32,
+/// [`bf16`](crate::bf16) or [`f16`](crate::f16) arrays; the result has the operands' type.
+/// Half-precision operands run on tensor cores with f32 accumulation, each result element
+/// rounded once (see [`MatmulElement`]; [`matmul_f32_out`] keeps the f32 sums).
 ///
 /// ```no_run
 /// use ndarray::Array2;
@@ -75,17 +78,27 @@ where
 /// let b = Array2::<f32>::ones((4, 5));
 /// let c = gpukern::matmul(&a, &b)?;
 /// assert_eq!(c, Array2::from_elem((3, 5), 4.0));
+///
+/// use gpukern::bf16;
+/// let a = Array2::from_elem((3, 4), bf16::from_f32(1.5));
+/// let b = Array2::from_elem((4, 5), bf16::from_f32(2.0));
+/// let c: Array2<bf16> = gpukern::matmul(&a, &b)?;
+/// assert_eq!(c, Array2::from_elem((3, 5), bf16::from_f32(12.0)));
 /// # Ok::<(), gpukern::Error>(())
 /// ```
 ///
 /// Errors: [`Error::ShapeMismatch`] unless `A`'s columns equal `B`'s rows; the errors of
 /// [`Gpu::global`] and [`Gpu::matmul`].
-pub fn matmul<S1, S2>(a: &ArrayBase<S1, Ix2>, b: &ArrayBase<S2, Ix2>) -> Result<Array2<f32>>
+pub fn matmul<T, S1, S2>(a: &ArrayBase<S1, Ix2>, b: &ArrayBase<S2, Ix2>) -> Result<Array2<T>>
 where
-    S1: Data<Elem = f32>,
-    S2: Data<Elem = f32>,
+    T: MatmulElement,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
 {
-    matmul_with(a, b, MatmulAlgorithm::default())
+    crate::ops::matmul::check_inner(a.dim(), b.dim())?;
+    let gpu = Gpu::global()?;
+    let c = gpu.matmul(&gpu.upload_matrix(a)?, &gpu.upload_matrix(b)?)?;
+    c.to_array()
 }
 
 /// [`matmul`] with a chosen algorithm.
@@ -207,4 +220,30 @@ pub fn sum_axis<S: Data<Elem = f32>>(
 pub fn transpose<S: Data<Elem = f32>>(m: &ArrayBase<S, Ix2>) -> Result<Array2<f32>> {
     let gpu = Gpu::global()?;
     gpu.transpose(&gpu.upload_matrix(m)?)?.to_array()
+}
+
+/// `A * B` of f32, [`bf16`](crate::bf16) or [`f16`](crate::f16) arrays on the default device,
+/// the result in f32: for half-precision operands the tensor cores' f32 sums, unrounded.
+///
+/// ```no_run
+/// use gpukern::f16;
+/// let a = ndarray::Array2::from_elem((2, 3), f16::from_f32(0.1));
+/// let b = ndarray::Array2::from_elem((3, 2), f16::from_f32(1.0));
+/// let c: ndarray::Array2<f32> = gpukern::matmul_f32_out(&a, &b)?;
+/// assert_eq!(c[(0, 0)], 3.0 * f16::from_f32(0.1).to_f32());
+/// # Ok::<(), gpukern::Error>(())
+/// ```
+///
+/// Errors as [`matmul`].
+pub fn matmul_f32_out<T, S1, S2>(a: &ArrayBase<S1, Ix2>, b: &ArrayBase<S2, Ix2>) -> Result<Array2<f32>>
+where
+    T: MatmulElement,
+    f32: MatmulOutput<T>,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+{
+    crate::ops::matmul::check_inner(a.dim(), b.dim())?;
+    let gpu = Gpu::global()?;
+    let c = gpu.matmul_f32_out(&gpu.upload_matrix(a)?, &gpu.upload_matrix(b)?)?;
+    c.to_array()
 }

@@ -164,3 +164,21 @@ pub fn sum_axis<S: Data<Elem = f32>>(m: &ArrayBase<S, Ix2>, axis: ndarray::Axis)
 pub fn transpose<S: Data<Elem = f32>>(m: &ArrayBase<S, Ix2>) -> Array2<f32> {
     m.t().as_standard_layout().into_owned()
 }
+
+/// `A * B` of any element type widened exactly to f64 (f32, [`half::bf16`], [`half::f16`]),
+/// in f64, unrounded: the reference of the half-precision products, whose errors are checked
+/// against this with bounds of the size of the f32 sums' and the final rounding's.
+///
+/// Errors: [`crate::Error::ShapeMismatch`] unless `A`'s columns equal `B`'s rows.
+pub fn matmul_f64<T, S1, S2>(a: &ArrayBase<S1, Ix2>, b: &ArrayBase<S2, Ix2>) -> Result<Array2<f64>>
+where
+    T: Copy + Into<f64>,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+{
+    crate::ops::matmul::check_inner(a.dim(), b.dim())?;
+    crate::buffer::checked_len("cpu::matmul_f64", &[a.nrows(), b.ncols(), 2])?;
+    let a64 = a.mapv(Into::into);
+    let b64 = b.mapv(Into::into);
+    Ok(a64.dot(&b64))
+}

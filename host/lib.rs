@@ -66,7 +66,7 @@ pub mod ptx;
 mod raw;
 pub mod stream;
 
-pub use api::{add, increment_by_one, matmul, matmul_with, softmax, softmax_with};
+pub use api::{add, increment_by_one, matmul, matmul_f32_out, matmul_with, softmax, softmax_with};
 pub use api::{argmax, max, sum, sum_axis, transpose};
 pub use buffer::Element;
 pub use buffer::{DeviceMatrix, DeviceVec};
@@ -80,7 +80,7 @@ pub use launch_config::{DeviceLimits, LaunchConfig};
 pub use module::{Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
-pub use ops::matmul::MatmulAlgorithm;
+pub use ops::matmul::{MatmulAlgorithm, MatmulElement, MatmulOutput};
 pub use ops::reduce::ReduceAlgorithm;
 pub use ops::softmax::SoftmaxAlgorithm;
 pub use ops::transpose::TransposeAlgorithm;

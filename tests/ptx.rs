@@ -162,6 +162,14 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "matmul_tf32_128x256_vec4"
         | "matmul_tf32_128x256_trunc"
         | "matmul_tf32_128x256_vec4_trunc" => tf32::TF32_128X256.threads(),
+        "matmul_bf16_128x128"
+        | "matmul_bf16_128x128_vec8"
+        | "matmul_bf16_f32out_128x128"
+        | "matmul_bf16_f32out_128x128_vec8"
+        | "matmul_f16_128x128"
+        | "matmul_f16_128x128_vec8"
+        | "matmul_f16_f32out_128x128"
+        | "matmul_f16_f32out_128x128_vec8" => matmul::half::HALF_128X128.threads(),
         "softmax_block_reduce" => softmax::BLOCK,
         "softmax_warp_1" | "softmax_warp_2" | "softmax_warp_4" | "softmax_warp_8" => {
             softmax::WARP_KERNEL_BLOCK
@@ -372,6 +380,15 @@ const BARRIERS: &[(&str, usize)] = &[
     ("matmul_tf32_128x128_vec4_trunc", 1),
     ("matmul_tf32_128x256_trunc", 1),
     ("matmul_tf32_128x256_vec4_trunc", 1),
+    // `half_gemm`: one per tile in the main loop, as `tf32_gemm`.
+    ("matmul_bf16_128x128", 1),
+    ("matmul_bf16_128x128_vec8", 1),
+    ("matmul_bf16_f32out_128x128", 1),
+    ("matmul_bf16_f32out_128x128_vec8", 1),
+    ("matmul_f16_128x128", 1),
+    ("matmul_f16_128x128_vec8", 1),
+    ("matmul_f16_f32out_128x128", 1),
+    ("matmul_f16_f32out_128x128_vec8", 1),
     // Each `block::reduce` has three (after the store, one per tree round in its loop, after the
     // final read); the kernel calls `reduce_max` or `reduce_min` (a branch on `t`, which is the
     // same for the whole block), then `reduce_sum`: three call sites.

@@ -22,10 +22,11 @@
 
 use crate::vector::F4;
 
-/// The shared-memory address of `p` (`cvta.to.shared`), as a `cp.async` destination operand.
+/// The shared-memory address of `p` (`cvta.to.shared`), as a `cp.async` destination operand
+/// (and an `ldmatrix` source, [`crate::mma`]).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn shared_address<T>(p: *mut T) -> u32 {
+pub(crate) fn shared_address<T>(p: *mut T) -> u32 {
     let out: u64;
     // SAFETY: an address conversion; no memory access.
     unsafe {

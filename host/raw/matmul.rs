@@ -1,7 +1,7 @@
-//! Launches of `kernels_gpu::matmul` and `kernels_gpu::matmul_tf32`, through the launchers
+//! Launches of `kernels_gpu::matmul` (f32, TF32 and half precision), through the launchers
 //! `#[kernel]` generates.
 
-use kernels_gpu::matmul::{self as k, tf32 as t};
+use kernels_gpu::matmul::{self as k, half as h, tf32 as t};
 
 use crate::buffer::DeviceVec;
 use crate::device::Gpu;
@@ -116,4 +116,40 @@ pub(crate) unsafe fn sum_splits(
 ) -> Result<()> {
     // SAFETY: sizes per the contract.
     unsafe { k::matmul_sum_splits::launch(&gpu.library(), cfg, partial, c, len, slices) }
+}
+
+/// The launcher of a half-precision kernel `(a, b, c, m, n, k)`: `I` operands, an `O` result.
+pub(crate) type HalfLauncher<I, O> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    &'a DeviceVec<I>,
+    &'a DeviceVec<I>,
+    &'a mut DeviceVec<O>,
+    usize,
+    usize,
+    usize,
+) -> Result<()>;
+
+/// The `mma.sync` half-precision kernels (`kernels_gpu::matmul::half`) of `I` operands and an
+/// `O` result: bf16 or f16 into the same type or f32.
+pub(crate) trait HalfKernels<O>: Sized {
+    /// The 128 x 128 kernel with 16-byte copies (`vec8`) or 2-byte loads.
+    fn half_128x128(vec8: bool) -> HalfLauncher<Self, O>;
+}
+
+macro_rules! half_kernels {
+    ($($in:ty => $out:ty: $plain:ident, $vec8:ident;)*) => {$(
+        impl HalfKernels<$out> for $in {
+            fn half_128x128(vec8: bool) -> HalfLauncher<$in, $out> {
+                if vec8 { h::$vec8::launch } else { h::$plain::launch }
+            }
+        }
+    )*};
+}
+
+half_kernels! {
+    half::bf16 => half::bf16: matmul_bf16_128x128, matmul_bf16_128x128_vec8;
+    half::bf16 => f32: matmul_bf16_f32out_128x128, matmul_bf16_f32out_128x128_vec8;
+    half::f16 => half::f16: matmul_f16_128x128, matmul_f16_128x128_vec8;
+    half::f16 => f32: matmul_f16_f32out_128x128, matmul_f16_f32out_128x128_vec8;
 }

@@ -7,6 +7,8 @@
 
 #[path = "matmul/fast_plans.rs"]
 mod fast_plans;
+#[path = "matmul/half.rs"]
+mod half;
 
 use gpukern::ops::matmul::{FastPlan, FastTile, Tf32Tile};
 use gpukern::{Error, Gpu, MatmulAlgorithm, cpu};
@@ -39,6 +41,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         tf32_check_planted,
     ));
     trials.extend(fast_plans::trials());
+    trials.extend(half::trials(sim, cuda));
     trials
 }
 

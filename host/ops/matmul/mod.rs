@@ -3,12 +3,14 @@
 //! (`launch.rs`).
 
 mod error_bound;
+mod half;
 mod launch;
 mod plan;
 
 pub use crate::device::SIMULATED_MULTIPROCESSORS;
 pub use error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, tf32_error_factor};
-pub use plan::{FastPlan, FastTile, Tf32Tile};
+pub use half::{MatmulElement, MatmulOutput};
+pub use plan::{FastPlan, FastTile, HalfTile, Tf32Tile};
 
 use super::same_shape;
 use crate::buffer::DeviceMatrix;
@@ -73,14 +75,6 @@ impl MatmulAlgorithm {
 }
 
 impl Gpu {
-    /// `A * B` with the default algorithm, into a new device matrix.
-    ///
-    /// Errors: [`Error::ShapeMismatch`] unless `A` is `m x k` and `B` is `k x n`;
-    /// [`Error::TooLarge`] if `m` or `n` needs more blocks than the grid allows.
-    pub fn matmul(&self, a: &DeviceMatrix, b: &DeviceMatrix) -> Result<DeviceMatrix> {
-        self.matmul_with(a, b, MatmulAlgorithm::default())
-    }
-
     /// `A * B` with the given algorithm, into a new device matrix.
     pub fn matmul_with(
         &self,

@@ -1,6 +1,7 @@
 //! The plan of a matmul: which kernels run for a shape, chosen once per call from the algorithm
 //! and the device's facts (multiprocessors, opt-in shared memory).
 
+use kernels_gpu::matmul::half::{HALF_128X128, HalfTiling};
 use kernels_gpu::matmul::tf32::{TF32_128X128, TF32_128X128_K16, TF32_128X256, Tf32Tiling};
 use kernels_gpu::matmul::{FAST_64, FAST_128, FAST_WIDE, FastTiling};
 
@@ -242,5 +243,38 @@ impl FastPlan {
     /// `k` (at least one).
     pub fn launched_slices(&self, k: usize) -> usize {
         k.div_ceil(self.k_split(k)).max(1)
+    }
+}
+
+/// The kernel of a half-precision (bf16, f16) product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HalfTile {
+    /// `mma.sync.m16n8k16`, 128 x 128 per block, 4 warps of 64 x 64, `BK = 32`, 4 stages, 74 KiB
+    /// of shared memory ([`HALF_128X128`]): every GPU from sm_80 on.
+    Square,
+}
+
+impl HalfTile {
+    /// Every half-precision kernel.
+    pub const ALL: [HalfTile; 1] = [HalfTile::Square];
+
+    /// The tile shape of the kernels this runs.
+    pub fn tiling(self) -> HalfTiling {
+        match self {
+            HalfTile::Square => HALF_128X128,
+        }
+    }
+
+    /// A short name: `128x128`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HalfTile::Square => "128x128",
+        }
+    }
+
+    /// The kernel for a half-precision product: [`HalfTile::Square`], the one there is (a
+    /// Hopper `wgmma` kernel, when there is one, will be chosen here for sm_90a devices).
+    pub fn choose() -> HalfTile {
+        HalfTile::Square
     }
 }

@@ -15,8 +15,11 @@
 //!    over blocks.
 //! 6. [`tf32`]: the opt-in TF32 tensor-core kernels (`mma.m16n8k8`), which trade precision for
 //!    speed; their items stay under `matmul::tf32`.
+//! 7. [`half`]: BF16 and FP16 operands on tensor cores (`mma.m16n8k16`, f32 accumulators, the
+//!    result in the input type or f32), fragments loaded with `ldmatrix`; their items stay under
+//!    `matmul::half`.
 //!
-//! Every entry point of rungs 3 to 6 is declared with `gemm_kernel!`, one instance of a generic
+//! Every entry point of rungs 3 to 7 is declared with `gemm_kernel!`, one instance of a generic
 //! body. Rungs 3 and 4 find their block's tile and slice of `k` and write their register tiles
 //! back with the same lines, written out in each body: as shared inlined functions they changed
 //! the PTX (the order of the prologue's instructions in every fast kernel; the wide kernels'
@@ -80,7 +83,10 @@ macro_rules! unrolled {
 ///   `(a, b, c, m, n, k, k_split)`;
 /// * `wide_gemm(vec = VEC)`: [`wide_gemm`] (its tiling is [`FAST_WIDE`]), the same arguments;
 /// * `tf32_gemm(TILING, vec = VEC, round = ROUND)`: [`tf32::tf32_gemm`] with a
-///   [`tf32::Tf32Tiling`]'s numbers, arguments `(a, b, c, m, n, k)`.
+///   [`tf32::Tf32Tiling`]'s numbers, arguments `(a, b, c, m, n, k)`;
+/// * `half_gemm(TILING, IN => OUT, vec = VEC)`: [`half::half_gemm`] with a
+///   [`half::HalfTiling`]'s numbers, `IN` (bf16 or f16) operands and an `OUT` result,
+///   arguments `(a, b, c, m, n, k)`.
 macro_rules! gemm_kernel {
     ($(#[$doc:meta])* $name:ident: fast_gemm($tiling:expr, vec = $vec:expr)) => {
         $(#[$doc])*
@@ -146,8 +152,30 @@ macro_rules! gemm_kernel {
             }
         }
     };
+    ($(#[$doc:meta])* $name:ident: half_gemm($tiling:expr, $in:ty => $out:ty, vec = $vec:expr)) => {
+        $(#[$doc])*
+        #[kernel]
+        pub unsafe fn $name(a: *const $in, b: *const $in, c: *mut $out, m: usize, n: usize, k: usize) {
+            const T: HalfTiling = $tiling;
+            // SAFETY: forwarded contract.
+            unsafe {
+                half_gemm::<
+                    $in,
+                    $out,
+                    { T.block_rows },
+                    { T.block_cols },
+                    { T.block_k },
+                    { T.warp_rows / MMA_M },
+                    { T.warp_cols / MMA_N },
+                    { T.stages },
+                    $vec,
+                >(a, b, c, m, n, k)
+            }
+        }
+    };
 }
 
+pub mod half;
 pub mod naive;
 pub mod register_tiled;
 pub mod split_k;

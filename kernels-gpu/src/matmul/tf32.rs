@@ -162,7 +162,7 @@ pub const GROUP_ROWS: usize = 8;
 /// rows), from its linear index `id`: blocks in order of `id` fill a group of [`GROUP_ROWS`]
 /// tile rows column by column.
 #[inline(always)]
-fn grouped_tile(id: usize, tiles_m: usize, tiles_n: usize) -> (usize, usize) {
+pub(super) fn grouped_tile(id: usize, tiles_m: usize, tiles_n: usize) -> (usize, usize) {
     let per_group = GROUP_ROWS * tiles_n;
     let group = id / per_group;
     let first = group * GROUP_ROWS;

@@ -1,0 +1,228 @@
+//! The element types of [`Gpu::matmul`] and [`crate::matmul`] (f32, bf16, f16), and the
+//! half-precision products: bf16 or f16 operands on tensor cores with f32 accumulation, the
+//! result in the operands' type (rounded once) or in f32.
+
+use half::{bf16, f16};
+
+use super::plan::{HalfTile, MatmulPlan};
+use super::{MatmulAlgorithm, check_inner};
+use crate::buffer::{DeviceMatrix, Element};
+use crate::device::Gpu;
+use crate::error::{Error, Result};
+use crate::launch_config::LaunchConfig;
+use crate::raw::matmul::HalfKernels;
+
+/// The operation's name in errors.
+const OP: &str = "matmul";
+
+/// An element type [`Gpu::matmul`] and [`crate::matmul`] multiply: `f32` (the f32 kernels of
+/// [`MatmulAlgorithm::Fast`]), [`bf16`] and [`f16`](struct@f16) (tensor cores, f32
+/// accumulation; the result rounded once to the element type, or kept in f32 with
+/// [`Gpu::matmul_f32_out`]). Sealed: implemented for these three only.
+///
+/// Accuracy of the half-precision products, against the exact product of the given operands:
+/// the products of two bf16 or two f16 are exact, their sums are in f32 (an error of about
+/// `sqrt(k) * 2^-24` relative to `sum_l |A(i,l) B(l,j)|` on random data), and a bf16 result is
+/// then rounded to 8 significant bits (relative error at most `2^-8`), an f16 one to 11
+/// (`2^-11`, and f16's range: results beyond 65504 become infinite).
+pub trait MatmulElement: MatmulOutput<Self> {
+    /// The type's short name: `f32`, `bf16`, `f16`.
+    const NAME: &'static str;
+}
+
+/// A result type of a product of `T` operands: `T` itself, or `f32` for half-precision `T`
+/// ([`Gpu::matmul_to`]). Sealed.
+pub trait MatmulOutput<T>: Element + sealed::Product<T> {}
+
+mod sealed {
+    use super::*;
+
+    /// The product of `T` operands into `Self`, its shapes `(m, k, n)` checked.
+    pub trait Product<T>: Sized {
+        /// Runs `C = A * B`.
+        fn product(
+            gpu: &Gpu,
+            a: &DeviceMatrix<T>,
+            b: &DeviceMatrix<T>,
+            c: &mut DeviceMatrix<Self>,
+            mkn: (usize, usize, usize),
+        ) -> Result<()>;
+        /// A new `rows x cols` matrix for the product to write.
+        fn alloc_result(gpu: &Gpu, rows: usize, cols: usize) -> Result<DeviceMatrix<Self>>;
+    }
+
+    impl Product<f32> for f32 {
+        fn product(
+            gpu: &Gpu,
+            a: &DeviceMatrix,
+            b: &DeviceMatrix,
+            c: &mut DeviceMatrix,
+            mkn: (usize, usize, usize),
+        ) -> Result<()> {
+            let plan = MatmulPlan::choose(gpu, MatmulAlgorithm::default(), mkn)?;
+            gpu.launch_matmul(plan, a, b, c, mkn)
+        }
+        fn alloc_result(gpu: &Gpu, rows: usize, cols: usize) -> Result<DeviceMatrix> {
+            gpu.alloc_matrix(rows, cols)
+        }
+    }
+
+    macro_rules! half_products {
+        ($($in:ty => $out:ty),*) => {$(
+            impl Product<$in> for $out {
+                fn product(gpu: &Gpu, a: &DeviceMatrix<$in>, b: &DeviceMatrix<$in>, c: &mut DeviceMatrix<$out>, mkn: (usize, usize, usize)) -> Result<()> {
+                    gpu.launch_half(HalfTile::choose(), a, b, c, mkn)
+                }
+                fn alloc_result(gpu: &Gpu, rows: usize, cols: usize) -> Result<DeviceMatrix<$out>> {
+                    gpu.zeros_matrix(rows, cols)
+                }
+            }
+        )*};
+    }
+    half_products!(bf16 => bf16, bf16 => f32, f16 => f16, f16 => f32);
+}
+
+impl MatmulOutput<f32> for f32 {}
+impl MatmulOutput<bf16> for bf16 {}
+impl MatmulOutput<bf16> for f32 {}
+impl MatmulOutput<f16> for f16 {}
+impl MatmulOutput<f16> for f32 {}
+
+impl MatmulElement for f32 {
+    const NAME: &'static str = "f32";
+}
+impl MatmulElement for bf16 {
+    const NAME: &'static str = "bf16";
+}
+impl MatmulElement for f16 {
+    const NAME: &'static str = "f16";
+}
+
+impl Gpu {
+    /// `A * B` into a new device matrix of the operands' type: f32 with the default algorithm
+    /// ([`MatmulAlgorithm::Fast`]); bf16 and f16 on tensor cores with f32 accumulation, each
+    /// element rounded once to the type (see [`MatmulElement`]).
+    ///
+    /// ```
+    /// use gpukern::{Gpu, bf16};
+    /// let gpu = Gpu::simulator();
+    /// let a = gpu.upload_matrix(&ndarray::Array2::from_elem((2, 3), bf16::from_f32(0.5)))?;
+    /// let b = gpu.upload_matrix(&ndarray::Array2::from_elem((3, 4), bf16::from_f32(2.0)))?;
+    /// let c = gpu.matmul(&a, &b)?;
+    /// assert_eq!(c.to_array()?, ndarray::Array2::from_elem((2, 4), bf16::from_f32(3.0)));
+    /// # Ok::<(), gpukern::Error>(())
+    /// ```
+    ///
+    /// Errors: [`Error::ShapeMismatch`] unless `A` is `m x k` and `B` is `k x n`;
+    /// [`Error::WrongDevice`] for a matrix of another `Gpu`; [`Error::TooLarge`] if `m` or `n`
+    /// needs more blocks than the grid allows.
+    pub fn matmul<T: MatmulElement>(
+        &self,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+    ) -> Result<DeviceMatrix<T>> {
+        self.matmul_as(a, b)
+    }
+
+    /// `A * B` into a new f32 device matrix: for bf16 and f16 operands the f32 accumulators
+    /// themselves, unrounded; for f32 the same as [`Gpu::matmul`]. Errors as [`Gpu::matmul`].
+    pub fn matmul_f32_out<T: MatmulElement>(
+        &self,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+    ) -> Result<DeviceMatrix<f32>>
+    where
+        f32: MatmulOutput<T>,
+    {
+        self.matmul_as(a, b)
+    }
+
+    /// `C = A * B` into an existing `m x n` device matrix whose element type picks the result
+    /// type: the operands' own, or f32 for bf16 and f16 operands (for f32, the same as
+    /// [`Gpu::matmul_into`] with the default algorithm). No allocation.
+    ///
+    /// Errors as [`Gpu::matmul`]; [`Error::ShapeMismatch`] also unless `C` is `m x n`.
+    pub fn matmul_to<T, O: MatmulOutput<T>>(
+        &self,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+        c: &mut DeviceMatrix<O>,
+    ) -> Result<()>
+    where
+        T: Element,
+    {
+        let mkn = self.check_any_operands(a, b)?;
+        let (m, _, n) = mkn;
+        super::same_shape(OP, &[c.rows, c.cols], &[m, n], "the output must be m x n")?;
+        if !self.owns(&c.data) {
+            return Err(Error::WrongDevice { op: OP });
+        }
+        O::product(self, a, b, c, mkn)
+    }
+
+    /// `A * B` into a new `O` matrix.
+    fn matmul_as<T: Element, O: MatmulOutput<T>>(
+        &self,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+    ) -> Result<DeviceMatrix<O>> {
+        let mkn = self.check_any_operands(a, b)?;
+        let mut c = O::alloc_result(self, a.rows, b.cols)?;
+        O::product(self, a, b, &mut c, mkn)?;
+        Ok(c)
+    }
+
+    /// The checks of the operands of `A * B` of any element type: `A` is `m x k`, `B` is
+    /// `k x n`, both belong to this `Gpu`. Returns `(m, k, n)`.
+    fn check_any_operands<T: Element>(
+        &self,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+    ) -> Result<(usize, usize, usize)> {
+        check_inner((a.rows, a.cols), (b.rows, b.cols))?;
+        if !(self.owns(&a.data) && self.owns(&b.data)) {
+            return Err(Error::WrongDevice { op: OP });
+        }
+        Ok((a.rows, a.cols, b.cols))
+    }
+
+    /// The half-precision kernels of `tile` for `C = A * B`, shapes and owners checked; nothing
+    /// for an empty result (a `k` of 0 gives zeros: `C` starts zeroed).
+    pub(crate) fn launch_half<I: HalfKernels<O> + Element, O: Element>(
+        &self,
+        tile: HalfTile,
+        a: &DeviceMatrix<I>,
+        b: &DeviceMatrix<I>,
+        c: &mut DeviceMatrix<O>,
+        (m, k, n): (usize, usize, usize),
+    ) -> Result<()> {
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let tiling = tile.tiling();
+        // The kernel is opted in to more than the default 48 KiB when it is loaded.
+        let cfg = LaunchConfig::block_tiles(
+            OP,
+            (m, n),
+            (tiling.block_rows, tiling.block_cols),
+            1,
+            tiling.threads(),
+            tiling.shared_bytes(),
+            &self.limits().opted_in(),
+        )?;
+        // 16-byte pieces: every row of `A` and `B` starts 16-byte aligned (`k`, `n` multiples
+        // of 8 elements) and so does every buffer.
+        let vec8 = k % 8 == 0
+            && n % 8 == 0
+            && a.data.is_16_byte_aligned()
+            && b.data.is_16_byte_aligned()
+            && c.data.is_16_byte_aligned();
+        let launch = match tile {
+            HalfTile::Square => I::half_128x128(vec8),
+        };
+        // SAFETY: `a`, `b`, `c` hold m*k, k*n, m*n elements (shapes checked), `m, n >= 1`;
+        // `cfg` is the kernel's documented launch; the `vec8` kernels only with `k`, `n`
+        // multiples of 8 and 16-byte aligned buffers.
+        unsafe { launch(&self.library(), cfg, &a.data, &b.data, &mut c.data, m, n, k) }
+    }
+}
