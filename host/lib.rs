@@ -60,7 +60,10 @@ pub mod ops;
 pub mod ptx;
 mod raw;
 
-pub use api::{add, increment_by_one, matmul, matmul_with, softmax, softmax_with};
+pub use api::{
+    add, cross_entropy, cross_entropy_mean, increment_by_one, layer_norm, matmul, matmul_with, rms_norm,
+    softmax, softmax_with,
+};
 pub use buffer::Element;
 pub use buffer::{DeviceMatrix, DeviceVec};
 pub use device::Gpu;
@@ -71,7 +74,9 @@ pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
 pub use module::{Module, PtxModule, PtxSet};
 pub use ops::add::AddAlgorithm;
+pub use ops::cross_entropy::ClassLabels;
 pub use ops::matmul::MatmulAlgorithm;
+pub use ops::norm::{NormAlgorithm, NormElement};
 pub use ops::softmax::SoftmaxAlgorithm;
 #[doc(hidden)]
 pub use raw::launch_count::{cuda_launch_counts, sim_launch_counts};

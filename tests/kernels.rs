@@ -27,12 +27,16 @@ mod common;
 mod add;
 #[path = "kernels/coverage.rs"]
 mod coverage;
+#[path = "kernels/cross_entropy.rs"]
+mod cross_entropy;
 #[path = "kernels/device.rs"]
 mod device;
 #[path = "kernels/errors.rs"]
 mod errors;
 #[path = "kernels/matmul.rs"]
 mod matmul;
+#[path = "kernels/norm.rs"]
+mod norm;
 #[path = "kernels/sizes.rs"]
 mod sizes;
 #[path = "kernels/softmax.rs"]
@@ -100,6 +104,8 @@ fn main() {
         add::trials,
         matmul::trials,
         softmax::trials,
+        norm::trials,
+        cross_entropy::trials,
     ] {
         trials.extend(family(&sim, &cuda));
     }

@@ -8,6 +8,8 @@
 //! comment gives.
 
 pub(crate) mod add;
+pub(crate) mod cross_entropy;
 pub(crate) mod launch_count;
 pub(crate) mod matmul;
+pub(crate) mod norm;
 pub(crate) mod softmax;

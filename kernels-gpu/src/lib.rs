@@ -50,7 +50,9 @@ macro_rules! unroll_8 {
 }
 
 pub mod add;
+pub mod cross_entropy;
 pub mod matmul;
+pub mod norm;
 pub mod softmax;
 
 /// The simulator of `gpukern-device`.
