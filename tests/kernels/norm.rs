@@ -17,7 +17,7 @@ use crate::common::trial::{Target, global_trial, trial};
 
 /// Simulator shapes: row lengths off the block (256) and the vector widths (4, 8): 1, 3, 1000
 /// (a multiple of 8), 4097 (of neither: the tutorial kernel), 1024, and 8200 (2050 f32
-/// vectors: 8 per thread of the in-register kernel).
+/// vectors: up to 4 per thread of 544 threads, a partly filled last warp).
 const SIM_SHAPES: &[(usize, usize)] = &[(1, 1), (3, 3), (2, 1000), (2, 4097), (3, 1024), (1, 8200)];
 
 /// CUDA shapes: ragged ones, the bench's, the in-register limit (32768) and past it.
