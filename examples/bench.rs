@@ -12,12 +12,16 @@
 //! Layout: `timing` (CUDA events, wall clock), `record` (JSON Lines, progress, summary), `data`
 //! (random inputs, CPU references), then one module per kernel family.
 
+#[path = "bench/cross_entropy.rs"]
+mod cross_entropy;
 #[path = "bench/data.rs"]
 mod data;
 #[path = "bench/matmul.rs"]
 mod matmul;
 #[path = "bench/memory.rs"]
 mod memory;
+#[path = "bench/norm.rs"]
+mod norm;
 #[path = "bench/overhead.rs"]
 mod overhead;
 #[path = "bench/record.rs"]
@@ -89,10 +93,16 @@ enum Suite {
     /// Matmul with host-device copies against device-resident data.
     #[value(name = "matmul_with_copies")]
     MatmulWithCopies,
+    /// RMSNorm and LayerNorm (records `rms_norm`, `layer_norm`), f32 and bf16.
+    #[value(name = "norm")]
+    Norm,
+    /// Cross-entropy per row and its mean (records `cross_entropy`, `cross_entropy_mean`).
+    #[value(name = "cross-entropy")]
+    CrossEntropy,
 }
 
 impl Suite {
-    const ALL: [Suite; 7] = [
+    const ALL: [Suite; 9] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -100,6 +110,8 @@ impl Suite {
         Suite::Softmax,
         Suite::LaunchOverhead,
         Suite::MatmulWithCopies,
+        Suite::Norm,
+        Suite::CrossEntropy,
     ];
 
     /// Records this suite writes.
@@ -111,6 +123,8 @@ impl Suite {
             Suite::Softmax => softmax::planned(quick, plans),
             Suite::LaunchOverhead => overhead::LAUNCH_RECORDS as usize,
             Suite::MatmulWithCopies => overhead::copies_shapes(quick).len() * 2,
+            Suite::Norm => norm::planned(quick),
+            Suite::CrossEntropy => cross_entropy::planned(quick),
         };
         n as u64
     }
@@ -124,6 +138,8 @@ impl Suite {
             Suite::Softmax => softmax::softmax(bench, sink),
             Suite::LaunchOverhead => overhead::launch_overhead(bench, sink),
             Suite::MatmulWithCopies => overhead::matmul_with_copies(bench, sink),
+            Suite::Norm => norm::norm(bench, sink),
+            Suite::CrossEntropy => cross_entropy::cross_entropy(bench, sink),
         }
     }
 }
