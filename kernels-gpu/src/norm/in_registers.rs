@@ -36,6 +36,9 @@ pub const ROWS_SHARED_BYTES: u32 = 2 * super::ROW_BLOCK_MAX / warp::SIZE * core:
 /// `LANES`; the launch shape is as above.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
+// Index loops over the register arrays: each index is a constant once unrolled, which is what
+// keeps the arrays in registers.
+#[allow(clippy::needless_range_loop)]
 unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
     x: *const E,
     w: *const E,
