@@ -112,4 +112,4 @@ def peer_torch_reduce(ctx: Any) -> None:
 
 def peer_compile_reduce(ctx: Any) -> None:
     """The same functions through `torch.compile` (Inductor's generated Triton kernels)."""
-    _run(ctx, "torch_compile", compiled=True)
+    _run(ctx, "torch-compile", compiled=True)

@@ -26,7 +26,7 @@ T = TypeVar("T")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Ceilings measured in the same run, never counted as peers.
 CEILINGS = {"copy", "cublas", "cublas_tf32"}
-MEMORY_BOUND = ["add", "increment_by_one", "softmax", "sum", "argmax", "transpose"]
+MEMORY_BOUND = ["add", "increment_by_one", "softmax", "sum", "argmax", "transpose", "rms_norm", "layer_norm", "cross_entropy", "cross_entropy_mean"]
 KERNEL_TITLES = {
     "add": "add (c = a + b)",
     "increment_by_one": "increment_by_one (x += 1, in place)",
@@ -35,6 +35,10 @@ KERNEL_TITLES = {
     "sum": "sum (of a vector, f32)",
     "argmax": "argmax (of a vector, f32)",
     "transpose": "transpose (f32, row-major in and out)",
+    "rms_norm": "rms_norm (rows, x / sqrt(mean(x^2) + eps) * w; f32 and bf16)",
+    "layer_norm": "layer_norm (rows, (x - mean) / sqrt(var + eps) * w + b; f32 and bf16)",
+    "cross_entropy": "cross_entropy (f32 logits, one label per row, a loss per row)",
+    "cross_entropy_mean": "cross_entropy_mean (f32 logits, the mean of the rows' losses)",
 }
 # One reference for every implementation's error: the f64 product or softmax of the same inputs
 # (gpukern: the CPU in f64, or cuBLAS dgemm for large matmuls; the peers: torch in float64).
@@ -93,8 +97,22 @@ def is_peer(r: Record) -> bool:
     return not is_gpukern(r) and r["impl"] not in CEILINGS and r.get("math", "fp32") != "tf32" and comparable(r)
 
 
+# The order of the rows of a case: gpukern, the ceilings' libraries, then the peers (torch eager
+# before torch.compile); the first matching prefix ranks an impl.
+IMPL_RANKS = [
+    ("gpukern", 0),
+    ("cudarc", 1),
+    ("cublas", 2),
+    ("copy", 3),
+    ("torch-compile", 5),
+    ("torch", 4),
+    ("triton", 6),
+    ("numba", 7),
+]
+
+
 def impl_order(impl: str) -> tuple[int, str]:
-    for rank, prefix in enumerate(["gpukern", "cudarc", "cublas", "copy", "torch", "triton", "numba"]):
+    for prefix, rank in IMPL_RANKS:
         if impl.startswith(prefix):
             return rank, impl
     return 99, impl
@@ -106,8 +124,12 @@ def ordered(items: Iterable[T]) -> list[T]:
 
 
 def case_key(r: Record) -> tuple[str, str]:
-    """Shape plus the parameter that makes a separate case (softmax's temperature)."""
-    return r["shape"], f"t={r['t']:g}" if r.get("t") is not None else ""
+    """Shape plus the parameters that make a separate case (softmax's temperature; an element
+    type other than f32, e.g. the norms' bf16)."""
+    params = [f"t={r['t']:g}"] if r.get("t") is not None else []
+    if r.get("dtype", "f32") != "f32":
+        params.append(str(r["dtype"]))
+    return r["shape"], " ".join(params)
 
 
 def pretty(shape: str) -> str:
@@ -226,7 +248,9 @@ def header(run: Run, source: str, readme: str) -> str:
             f"medians of CUDA-event samples after warm-up (see [bench/README.md]({readme}) for "
             "the method and the schema). Rates come from the minimum traffic (add 12 B/element, "
             "increment and softmax 8 B/element, sum and argmax 4 B/element, transpose 8 B/element, "
-            "matmul 4(mk+kn+mn) B) and 2mnk flops.",
+            "matmul 4(mk+kn+mn) B, rms_norm and layer_norm 8 B/element "
+            "in f32 and 4 in bf16 plus the weight and bias once, cross_entropy 4 B/element plus 12 B/row "
+            "(an i64 label read, a loss written; the mean writes 4 B in all) and 2mnk flops.",
             "The `rel_err` column is the relative error norm against the f64 result of the same "
             "inputs, with one difference in how that reference is held: the Rust bench (gpukern, "
             "cuBLAS, cudarc; `ref` `cpu_f64` or `cublas_f64`) compares with it rounded to f32, the "
@@ -950,6 +974,34 @@ def data_movement_targets(run: Run) -> list[list[str]]:
     ]
 
 
+NORM_KERNELS = ["rms_norm", "layer_norm", "cross_entropy", "cross_entropy_mean"]
+
+
+def f32_of(want: Any) -> Any:
+    """`want` (an impl name or a predicate) restricted to f32 records."""
+    ok = want if callable(want) else (lambda r: r["impl"] == want)
+    return lambda r: r.get("dtype", "f32") == "f32" and ok(r)
+
+
+def norm_targets(run: Run) -> list[list[str]]:
+    """The norms (f32) >= 90% of copy and >= 1.0x torch.compile at 8192 x 1024..16384;
+    cross-entropy per row >= 85% of copy at 8192 x 32768 and 131072."""
+    rows = []
+    for kernel in ("rms_norm", "layer_norm"):
+        for cols in (1024, 4096, 16384):
+            shape = f"8192x{cols}"
+            rows.append(ratio_target(run, f"`{kernel}` f32 >= 90% of copy at {shape}", kernel, shape, f32_of(is_gpukern), "copy", 0.9))
+            rows.append(
+                ratio_target(
+                    run, f"`{kernel}` f32 >= 1.0x torch.compile at {shape}", kernel, shape, f32_of(is_gpukern), f32_of("torch-compile"), 1.0
+                )
+            )
+    for cols in (32768, 131072):
+        shape = f"8192x{cols}"
+        rows.append(ratio_target(run, f"`cross_entropy` >= 85% of copy at {shape}", "cross_entropy", shape, is_gpukern, "copy", 0.85))
+    return rows
+
+
 def targets_table(run: Run) -> str:
     """The performance targets of the fast-kernels issue, each computed from this run's records."""
     rows = [
@@ -972,6 +1024,7 @@ def targets_table(run: Run) -> str:
         ratio_target(run, "`sum` >= 95% of copy at 2^28", "sum", "268435456", is_gpukern, "copy", 0.95),
         ratio_target(run, "`argmax` >= 95% of copy at 2^28", "argmax", "268435456", is_gpukern, "copy", 0.95),
         ratio_target(run, "`transpose` >= 90% of copy at 8192^2", "transpose", "8192x8192", is_gpukern, "copy", 0.9),
+        *norm_targets(run),
     ]
     # TF32's relative error, against the f64 reference like every rel_err column.
     tf = pick(run, "matmul", "4096x4096x4096", gpukern_tf32)
@@ -1038,7 +1091,7 @@ def main() -> int:
     source = os.path.relpath(os.path.abspath(args.results), out_dir).replace(os.sep, "/")
     readme = os.path.relpath(os.path.join(ROOT, "bench", "README.md"), out_dir).replace(os.sep, "/")
     sections = [header(run, source, readme), ceilings_section(run)]
-    for kernel in ["add", "increment_by_one", "matmul", "softmax", "sum", "argmax", "transpose"]:
+    for kernel in ["add", "increment_by_one", "matmul", "softmax", "sum", "argmax", "transpose", *NORM_KERNELS]:
         sections.append(kernel_section(run, kernel, pngs.get(kernel)))
     sections += [overhead_section(run, pngs.get("launch_overhead")), copies_section(run)]
     sections += data_movement_sections(run)

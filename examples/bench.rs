@@ -12,6 +12,8 @@
 //! Layout: `timing` (CUDA events, wall clock), `record` (JSON Lines, progress, summary), `data`
 //! (random inputs, CPU references), then one module per kernel family.
 
+#[path = "bench/cross_entropy.rs"]
+mod cross_entropy;
 #[path = "bench/data.rs"]
 mod data;
 #[path = "bench/graph.rs"]
@@ -20,6 +22,8 @@ mod graph;
 mod matmul;
 #[path = "bench/memory.rs"]
 mod memory;
+#[path = "bench/norm.rs"]
+mod norm;
 #[path = "bench/overhead.rs"]
 mod overhead;
 #[path = "bench/record.rs"]
@@ -118,10 +122,16 @@ enum Suite {
     /// A matrix transposed, every transpose algorithm.
     #[value(name = "transpose")]
     Transpose,
+    /// RMSNorm and LayerNorm (records `rms_norm`, `layer_norm`), f32 and bf16.
+    #[value(name = "norm")]
+    Norm,
+    /// Cross-entropy per row and its mean (records `cross_entropy`, `cross_entropy_mean`).
+    #[value(name = "cross-entropy")]
+    CrossEntropy,
 }
 
 impl Suite {
-    const ALL: [Suite; 14] = [
+    const ALL: [Suite; 16] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -136,6 +146,8 @@ impl Suite {
         Suite::Sum,
         Suite::Argmax,
         Suite::Transpose,
+        Suite::Norm,
+        Suite::CrossEntropy,
     ];
 
     /// Records this suite writes.
@@ -154,6 +166,8 @@ impl Suite {
             Suite::Sum => reduce::sizes(quick).len() * gpukern::ReduceAlgorithm::ALL.len(),
             Suite::Argmax => reduce::sizes(quick).len(),
             Suite::Transpose => transpose::shapes(quick).len() * gpukern::TransposeAlgorithm::ALL.len(),
+            Suite::Norm => norm::planned(quick),
+            Suite::CrossEntropy => cross_entropy::planned(quick),
         };
         n as u64
     }
@@ -174,6 +188,8 @@ impl Suite {
             Suite::Sum => reduce::sum(bench, sink),
             Suite::Argmax => reduce::argmax(bench, sink),
             Suite::Transpose => transpose::transpose(bench, sink),
+            Suite::Norm => norm::norm(bench, sink),
+            Suite::CrossEntropy => cross_entropy::cross_entropy(bench, sink),
         }
     }
 }

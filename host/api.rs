@@ -247,3 +247,96 @@ where
     let c = gpu.matmul_f32_out(&gpu.upload_matrix(a)?, &gpu.upload_matrix(b)?)?;
     c.to_array()
 }
+
+/// The elements of a 1-D array in order, borrowed when contiguous.
+fn elements<T: Copy, S: Data<Elem = T>>(a: &ArrayBase<S, ndarray::Ix1>) -> Cow<'_, [T]> {
+    match a.as_slice() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(a.iter().copied().collect()),
+    }
+}
+
+/// RMSNorm of each row of `x` (f32 or bf16) with the per-column `weight`, on the default
+/// device: `y = x / sqrt(mean(x^2) + eps) * weight` (see [`Gpu::rms_norm`] for the rules).
+///
+/// Errors: [`Error::ShapeMismatch`] unless `weight` has one element per column;
+/// [`Error::InvalidArgument`] if `eps` is negative or not finite.
+pub fn rms_norm<T, S1, S2>(
+    x: &ArrayBase<S1, Ix2>,
+    weight: &ArrayBase<S2, ndarray::Ix1>,
+    eps: f32,
+) -> Result<Array2<T>>
+where
+    T: crate::ops::norm::NormElement,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+{
+    let gpu = Gpu::global()?;
+    let y = gpu.rms_norm(&gpu.upload_matrix(x)?, &gpu.upload(&elements(weight))?, eps)?;
+    y.to_array()
+}
+
+/// LayerNorm of each row of `x` (f32 or bf16) with the per-column `weight` and `bias`, on the
+/// default device: `y = (x - mean) / sqrt(var + eps) * weight + bias` (see [`Gpu::layer_norm`]).
+///
+/// Errors: [`Error::ShapeMismatch`] unless `weight` and `bias` have one element per column;
+/// [`Error::InvalidArgument`] if `eps` is negative or not finite.
+pub fn layer_norm<T, S1, S2, S3>(
+    x: &ArrayBase<S1, Ix2>,
+    weight: &ArrayBase<S2, ndarray::Ix1>,
+    bias: &ArrayBase<S3, ndarray::Ix1>,
+    eps: f32,
+) -> Result<Array2<T>>
+where
+    T: crate::ops::norm::NormElement,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+    S3: Data<Elem = T>,
+{
+    let gpu = Gpu::global()?;
+    let (w, b) = (gpu.upload(&elements(weight))?, gpu.upload(&elements(bias))?);
+    let y = gpu.layer_norm(&gpu.upload_matrix(x)?, &w, &b, eps)?;
+    y.to_array()
+}
+
+/// The cross-entropy loss of each row of `logits` with class `labels` (one per row, each in
+/// `0..cols`), on the default device: `logsumexp(logits[r]) - logits[r][labels[r]]` (PyTorch's
+/// `cross_entropy(reduction='none')`; see [`Gpu::cross_entropy`]).
+///
+/// Errors: [`Error::InvalidArgument`] for a label out of range (checked before any launch) or
+/// rows of no columns; [`Error::ShapeMismatch`] unless there is one label per row.
+pub fn cross_entropy<S1, S2>(
+    logits: &ArrayBase<S1, Ix2>,
+    labels: &ArrayBase<S2, ndarray::Ix1>,
+) -> Result<ndarray::Array1<f32>>
+where
+    S1: Data<Elem = f32>,
+    S2: Data<Elem = i64>,
+{
+    let gpu = Gpu::global()?;
+    let labels = gpu.upload_labels(&elements(labels), logits.ncols())?;
+    gpu.cross_entropy(&gpu.upload_matrix(logits)?, &labels)?
+        .to_array()
+}
+
+/// The mean over the rows of [`cross_entropy`] (PyTorch's `reduction='mean'`).
+///
+/// Errors: those of [`cross_entropy`]; [`Error::InvalidArgument`] for no rows.
+pub fn cross_entropy_mean<S1, S2>(
+    logits: &ArrayBase<S1, Ix2>,
+    labels: &ArrayBase<S2, ndarray::Ix1>,
+) -> Result<f32>
+where
+    S1: Data<Elem = f32>,
+    S2: Data<Elem = i64>,
+{
+    let gpu = Gpu::global()?;
+    let labels = gpu.upload_labels(&elements(labels), logits.ncols())?;
+    let mean = gpu
+        .cross_entropy_mean(&gpu.upload_matrix(logits)?, &labels)?
+        .to_vec()?;
+    mean.first().copied().ok_or(Error::InvalidArgument {
+        op: "cross_entropy_mean",
+        detail: "the mean came back empty".into(),
+    })
+}

@@ -182,3 +182,62 @@ where
     let b64 = b.mapv(Into::into);
     Ok(a64.dot(&b64))
 }
+
+/// RMSNorm of each row of the row-major `rows x cols` matrix `x` with weight `w`, in f64:
+/// `x / sqrt(mean(x^2) + eps) * w` (the kernels' rules at the edges follow from the formula).
+pub fn rms_norm_rows(x: &[f32], cols: usize, w: &[f32], eps: f32) -> Vec<f32> {
+    let mut y = Vec::with_capacity(x.len());
+    for row in x.chunks(cols.max(1)) {
+        let ms = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / cols as f64;
+        let inv = 1.0 / (ms + f64::from(eps)).sqrt();
+        y.extend(
+            row.iter()
+                .zip(w)
+                .map(|(&v, &g)| (f64::from(v) * inv * f64::from(g)) as f32),
+        );
+    }
+    y
+}
+
+/// LayerNorm of each row of the row-major `rows x cols` matrix `x` with weight `w` and bias
+/// `b`, in f64 with a two-pass variance: `(x - mean) / sqrt(var + eps) * w + b`, the biased
+/// variance (as PyTorch). A row with an infinite entry is NaN (`inf - inf`).
+pub fn layer_norm_rows(x: &[f32], cols: usize, w: &[f32], b: &[f32], eps: f32) -> Vec<f32> {
+    let mut y = Vec::with_capacity(x.len());
+    for row in x.chunks(cols.max(1)) {
+        let n = cols as f64;
+        let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+        let var = row.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / n;
+        let rstd = 1.0 / (var + f64::from(eps)).sqrt();
+        y.extend(
+            row.iter().zip(w.iter().zip(b)).map(|(&v, (&g, &beta))| {
+                ((f64::from(v) - mean) * rstd * f64::from(g) + f64::from(beta)) as f32
+            }),
+        );
+    }
+    y
+}
+
+/// The cross-entropy loss of each row of the row-major `rows x cols` logits `x` with class
+/// `labels` (each in `0..cols`), in f64: `logsumexp(x[r]) - x[r][labels[r]]`, with
+/// `logsumexp = m + ln(sum exp(x - m))` for the row's max `m` (NaN if the row holds a NaN).
+pub fn cross_entropy_rows(x: &[f32], cols: usize, labels: &[i64]) -> Vec<f32> {
+    x.chunks(cols.max(1))
+        .zip(labels)
+        .map(|(row, &label)| {
+            let m = row.iter().map(|&v| f64::from(v)).fold(f64::NEG_INFINITY, nan_max);
+            let s: f64 = row
+                .iter()
+                .map(|&v| {
+                    if f64::from(v) == m {
+                        1.0
+                    } else {
+                        (f64::from(v) - m).exp()
+                    }
+                })
+                .sum();
+            let picked = f64::from(row[label as usize]);
+            ((m - picked) + s.ln()) as f32
+        })
+        .collect()
+}

@@ -66,7 +66,10 @@ pub mod ptx;
 mod raw;
 pub mod stream;
 
-pub use api::{add, increment_by_one, matmul, matmul_f32_out, matmul_with, softmax, softmax_with};
+pub use api::{
+    add, cross_entropy, cross_entropy_mean, increment_by_one, layer_norm, matmul, matmul_f32_out,
+    matmul_with, rms_norm, softmax, softmax_with,
+};
 pub use api::{argmax, max, sum, sum_axis, transpose};
 pub use buffer::Element;
 pub use buffer::{DeviceMatrix, DeviceVec};
@@ -80,7 +83,9 @@ pub use launch_config::{DeviceLimits, LaunchConfig};
 pub use module::{Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
+pub use ops::cross_entropy::ClassLabels;
 pub use ops::matmul::{MatmulAlgorithm, MatmulElement, MatmulOutput};
+pub use ops::norm::{NormAlgorithm, NormElement};
 pub use ops::reduce::ReduceAlgorithm;
 pub use ops::softmax::SoftmaxAlgorithm;
 pub use ops::transpose::TransposeAlgorithm;

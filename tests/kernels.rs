@@ -27,6 +27,8 @@ mod common;
 mod add;
 #[path = "kernels/coverage.rs"]
 mod coverage;
+#[path = "kernels/cross_entropy.rs"]
+mod cross_entropy;
 #[path = "kernels/device.rs"]
 mod device;
 #[path = "kernels/errors.rs"]
@@ -37,6 +39,8 @@ mod graph;
 mod matmul;
 #[path = "kernels/multi.rs"]
 mod multi;
+#[path = "kernels/norm.rs"]
+mod norm;
 #[path = "kernels/reduce.rs"]
 mod reduce;
 #[path = "kernels/sizes.rs"]
@@ -115,6 +119,8 @@ fn main() {
         transfer::trials,
         reduce::trials,
         transpose::trials,
+        norm::trials,
+        cross_entropy::trials,
     ] {
         trials.extend(family(&sim, &cuda));
     }

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gpukern::kernels::matmul::tf32;
-use gpukern::kernels::{add, matmul, softmax};
+use gpukern::kernels::{add, cross_entropy, matmul, norm, softmax};
 use gpukern::ptx::{PtxModule, entry_names, modules};
 
 /// The variable naming the ptxas binary.
@@ -181,6 +181,18 @@ fn block_threads(kernel: &str) -> Option<u32> {
         "softmax_persist_warp_8" => softmax::WARP_KERNEL_BLOCK,
         // Sized to the row like the block-per-row kernels, up to this many threads.
         "softmax_persist_block_4" | "softmax_persist_block_8" => softmax::ROW_BLOCK_MAX,
+        "rms_norm_block_reduce_f32"
+        | "rms_norm_block_reduce_bf16"
+        | "layer_norm_block_reduce_f32"
+        | "layer_norm_block_reduce_bf16" => norm::BLOCK,
+        // Sized to the row, up to this many threads.
+        "rms_norm_rows_f32" | "rms_norm_rows_bf16" | "layer_norm_rows_bf16" => norm::ROW_BLOCK_MAX,
+        // About 80 registers (the 32 held floats, their addresses kept from the loads to the
+        // stores, mean and rstd): the driver's limit is below 1024, which the plan reads
+        // (`Gpu::max_block_threads`), so 16384-column rows take 512 threads of 8 vectors.
+        "layer_norm_rows_f32" => 768,
+        "cross_entropy_finish" => cross_entropy::FINISH_BLOCK,
+        "cross_entropy_mean" => cross_entropy::MEAN_BLOCK,
         _ => return None,
     })
 }
@@ -411,6 +423,19 @@ const BARRIERS: &[(&str, usize)] = &[
     ("softmax_persist_warp_8", 0),
     ("softmax_persist_block_4", 1),
     ("softmax_persist_block_8", 1),
+    // Tutorial norms: one `block::reduce_sum` (three barriers) for RMSNorm, two for LayerNorm.
+    ("rms_norm_block_reduce_f32", 3),
+    ("rms_norm_block_reduce_bf16", 3),
+    ("layer_norm_block_reduce_f32", 6),
+    ("layer_norm_block_reduce_bf16", 6),
+    // In-register norms: one barrier per `block_sum`, one for RMSNorm, two for LayerNorm.
+    ("rms_norm_rows_f32", 1),
+    ("rms_norm_rows_bf16", 1),
+    ("layer_norm_rows_f32", 2),
+    ("layer_norm_rows_bf16", 2),
+    // Cross-entropy: the finish is a warp per row (shuffles only); the mean one `reduce_sum`.
+    ("cross_entropy_finish", 0),
+    ("cross_entropy_mean", 3),
 ];
 
 #[test]

@@ -61,3 +61,45 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
         a.mul_add(b, c)
     }
 }
+
+/// `sqrt(x)`, correctly rounded (`sqrt.rn.f32` on the GPU); NaN for `x < 0`.
+#[inline(always)]
+pub fn sqrt(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        core::intrinsics::sqrtf32(x)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        x.sqrt()
+    }
+}
+
+/// `ln(2)`: turns `log2(x)` into `ln(x)`.
+pub const LN_2: f32 = core::f32::consts::LN_2;
+
+/// The natural logarithm, computed as `log2(x) * ln 2`.
+///
+/// On the GPU `log2` is the `lg2.approx.f32` instruction (absolute error about 2^-22 near 1,
+/// relative error about 2^-22 elsewhere); `ln(0) = -inf`, `ln(inf) = inf`, NaN for `x < 0`.
+#[inline(always)]
+pub fn ln(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let out: f32;
+        // SAFETY: a register-to-register instruction; no memory, no side effects.
+        unsafe {
+            core::arch::asm!(
+                "lg2.approx.f32 {out}, {x};",
+                out = out(reg32) out,
+                x = in(reg32) x,
+                options(pure, nomem, nostack),
+            );
+        }
+        out * LN_2
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        x.log2() * LN_2
+    }
+}

@@ -5,7 +5,9 @@
 //! `crate::raw`; device facts come from [`crate::device`].
 
 pub mod add;
+pub mod cross_entropy;
 pub mod matmul;
+pub mod norm;
 pub mod reduce;
 pub mod softmax;
 pub mod transpose;

@@ -8,8 +8,10 @@
 //! comment gives.
 
 pub(crate) mod add;
+pub(crate) mod cross_entropy;
 pub(crate) mod launch_count;
 pub(crate) mod matmul;
+pub(crate) mod norm;
 pub(crate) mod reduce;
 pub(crate) mod softmax;
 pub(crate) mod transpose;

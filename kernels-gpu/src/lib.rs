@@ -50,7 +50,9 @@ macro_rules! unroll_8 {
 }
 
 pub mod add;
+pub mod cross_entropy;
 pub mod matmul;
+pub mod norm;
 pub mod reduce;
 pub mod softmax;
 pub mod transpose;

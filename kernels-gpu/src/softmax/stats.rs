@@ -120,7 +120,7 @@ impl Stats {
 /// Every lane of the warp calls it.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-pub(super) fn warp_stats(stats: Stats, t: f32) -> Stats {
+pub(crate) fn warp_stats(stats: Stats, t: f32) -> Stats {
     group_stats::<{ warp::SIZE as usize }>(stats, t)
 }
 

@@ -1,0 +1,209 @@
+//! The fast norms: one block per row, the row held in registers as 16-byte vectors, so that
+//! each entry is read once and written once ([`rms_norm_rows_f32`](fn@rms_norm_rows_f32),
+//! [`rms_norm_rows_bf16`](fn@rms_norm_rows_bf16), [`layer_norm_rows_f32`](fn@layer_norm_rows_f32),
+//! [`layer_norm_rows_bf16`](fn@layer_norm_rows_bf16)).
+
+use super::{block_sum, scratch, NormElem};
+use crate::gpu::{bf16, math, thread, warp};
+use crate::kernel;
+
+/// Dynamic shared memory of the in-register kernels: two areas of one float per warp of the
+/// largest block, one per [`block_sum`] (LayerNorm sums twice, and a separate area spares the
+/// barrier that reusing one would need).
+pub const ROWS_SHARED_BYTES: u32 = 2 * super::ROW_BLOCK_MAX / warp::SIZE * core::mem::size_of::<f32>() as u32;
+
+/// RMSNorm (`LAYER = false`) or LayerNorm (`LAYER = true`) of one row per block, the row in
+/// registers: the body of the four `*_rows_*` kernels.
+///
+/// Block `r` handles row `r`. Thread `tid` of the block's `T` threads loads the row's vectors
+/// `tid + k * T` (`k < V`, each [`NormElem::LANES`] elements, 16 bytes), all `V` loads issued
+/// before any use, and widens them to f32. RMSNorm: the block sums the squares ([`block_sum`],
+/// one barrier) and each thread stores `x * (1 / sqrt(ms + eps)) * w` for its vectors. LayerNorm:
+/// the block sums `x - x[r][0]` (the mean, shifted: see the [family's doc](super)), then
+/// `(x - mu)^2` over the registers (the variance, two passes with no second read of memory),
+/// then each thread stores `(x - mu) * rstd * w + b`. Weight and bias vectors are read at the
+/// store, the same ones by every block (from L2 after the first blocks).
+///
+/// Global memory: `x` read once, `y` written once: 8 bytes per element in f32, 4 in bf16, plus
+/// the weight (and bias) once per block from L2.
+///
+/// Launch: `rows` blocks of `T` threads, `T` a multiple of 32 and at most 1024, with
+/// `cols / LANES <= V * T`; [`ROWS_SHARED_BYTES`] of dynamic shared memory.
+///
+/// # Safety
+/// `x` and `y` point to `rows * cols` elements of device memory and do not overlap, `w` and `b`
+/// to `cols` (`b` is not read by RMSNorm); all four 16-byte aligned; `cols >= 1` a multiple of
+/// `LANES`; the launch shape is as above.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+// Index loops over the register arrays: each index is a constant once unrolled, which is what
+// keeps the arrays in registers.
+#[allow(clippy::needless_range_loop)]
+unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
+    x: *const E,
+    w: *const E,
+    b: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    let row = thread::block_idx_x() as usize;
+    if row >= rows {
+        return; // the whole block leaves together: no barrier is skipped by part of it
+    }
+    let lanes = E::LANES;
+    let tid = thread::thread_idx_x();
+    let threads = thread::block_dim_x();
+    // 32-bit vector indices: a held row has at most 8 * 1024 vectors.
+    let vecs = (cols / lanes) as u32;
+    let (x_row, y_row) = (x.wrapping_add(row * cols), y.wrapping_add(row * cols));
+    // Whether vector `tid + k * T` is in the row, with the right side uniform over the block.
+    let valid = |k: usize| tid < vecs.saturating_sub(k as u32 * threads);
+    let offset = |k: usize| (tid + k as u32 * threads) as usize * lanes;
+    let n = cols as f32;
+
+    let mut v = [[0.0f32; 8]; V];
+    unroll_8!(V, |k| {
+        if valid(k) {
+            // SAFETY: vector `tid + k * T < vecs` lies inside the row, 16-byte aligned.
+            v[k] = unsafe { E::load_vec(x_row, offset(k)) };
+        }
+    });
+
+    if LAYER {
+        // SAFETY: `cols >= 1`.
+        let shift = unsafe { E::load(x_row, 0) };
+        let mut s = 0.0f32;
+        unroll_8!(V, |k| {
+            if valid(k) {
+                for c in 0..lanes {
+                    s += v[k][c] - shift;
+                }
+            }
+        });
+        // The mean of `x - shift`: deviations are `(x - shift) - mu`, where `x - shift` is exact
+        // for entries near the shift, so a large mean costs no precision (see the family's doc).
+        // SAFETY: every thread of the block reaches both sums, each with its own scratch area.
+        let mu = unsafe { block_sum(scratch(0), s) } / n;
+        let mut q = 0.0f32;
+        unroll_8!(V, |k| {
+            if valid(k) {
+                for c in 0..lanes {
+                    let d = (v[k][c] - shift) - mu;
+                    q = math::fma(d, d, q);
+                }
+            }
+        });
+        let var = unsafe { block_sum(scratch(1), q) } / n;
+        let rstd = 1.0 / math::sqrt(var + eps);
+        unroll_8!(V, |k| {
+            if valid(k) {
+                // SAFETY: as for the loads; the weight and bias have `cols` elements, aligned.
+                let (g, beta) = unsafe { (E::load_vec(w, offset(k)), E::load_vec(b, offset(k))) };
+                let mut out = [0.0f32; 8];
+                for c in 0..lanes {
+                    out[c] = math::fma(((v[k][c] - shift) - mu) * rstd, g[c], beta[c]);
+                }
+                // SAFETY: as for the loads; `y` has `x`'s shape and alignment.
+                unsafe { E::store_vec(y_row, offset(k), out) };
+            }
+        });
+    } else {
+        let mut q = 0.0f32;
+        unroll_8!(V, |k| {
+            if valid(k) {
+                for c in 0..lanes {
+                    q = math::fma(v[k][c], v[k][c], q);
+                }
+            }
+        });
+        // SAFETY: every thread of the block reaches the sum.
+        let ms = unsafe { block_sum(scratch(0), q) } / n;
+        let inv = 1.0 / math::sqrt(ms + eps);
+        unroll_8!(V, |k| {
+            if valid(k) {
+                // SAFETY: as for the loads; the weight has `cols` elements, aligned.
+                let g = unsafe { E::load_vec(w, offset(k)) };
+                let mut out = [0.0f32; 8];
+                for c in 0..lanes {
+                    out[c] = v[k][c] * inv * g[c];
+                }
+                // SAFETY: as for the loads; `y` has `x`'s shape and alignment.
+                unsafe { E::store_vec(y_row, offset(k), out) };
+            }
+        });
+    }
+}
+
+/// RMSNorm through [`norm_rows`] (no bias: `w` stands in for it, never read).
+///
+/// # Safety
+/// As [`norm_rows`].
+#[inline(always)]
+unsafe fn rms_rows<E: NormElem, const V: usize>(
+    x: *const E,
+    w: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { norm_rows::<E, V, false>(x, w, w, y, rows, cols, eps) }
+}
+
+/// LayerNorm through [`norm_rows`].
+///
+/// # Safety
+/// As [`norm_rows`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn layer_rows<E: NormElem, const V: usize>(
+    x: *const E,
+    w: *const E,
+    b: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { norm_rows::<E, V, true>(x, w, b, y, rows, cols, eps) }
+}
+
+rms_kernel!(
+    /// [`norm_rows`] as RMSNorm on f32, 8 vectors of 4 per thread: rows of up to 32768
+    /// columns (1024 threads), a multiple of 4. Minimum traffic, moved: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_rows`].
+    rms_norm_rows_f32(f32) = rms_rows::<f32, 8>
+);
+
+rms_kernel!(
+    /// [`norm_rows`] as RMSNorm on bf16 (f32 statistics), 4 vectors of 8 per thread: rows of up
+    /// to 32768 columns, a multiple of 8. Minimum traffic, moved: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_rows`].
+    rms_norm_rows_bf16(bf16) = rms_rows::<bf16, 4>
+);
+
+layer_kernel!(
+    /// [`norm_rows`] as LayerNorm on f32, 8 vectors of 4 per thread: rows of up to 32768
+    /// columns, a multiple of 4. Minimum traffic, moved: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_rows`].
+    layer_norm_rows_f32(f32) = layer_rows::<f32, 8>
+);
+
+layer_kernel!(
+    /// [`norm_rows`] as LayerNorm on bf16 (f32 statistics), 4 vectors of 8 per thread: rows of
+    /// up to 32768 columns, a multiple of 8. Minimum traffic, moved: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_rows`].
+    layer_norm_rows_bf16(bf16) = layer_rows::<bf16, 4>
+);

@@ -1,0 +1,269 @@
+//! Row normalisations over the rows of a `rows x cols` matrix, with a per-column weight
+//! (gamma) and, for LayerNorm, a per-column bias (beta):
+//!
+//! * RMSNorm: `y[r][j] = x[r][j] / sqrt(mean_j(x[r][j]^2) + eps) * w[j]`;
+//! * LayerNorm: `y[r][j] = (x[r][j] - mu_r) / sqrt(var_r + eps) * w[j] + b[j]`, with the row's
+//!   mean `mu_r` and its biased variance `var_r = mean_j((x[r][j] - mu_r)^2)` (as PyTorch).
+//!
+//! Elements are f32 or bf16 ([`NormElem`]); the statistics are always f32, and a bf16 output is
+//! rounded once, at the store.
+//!
+//! # The variance: two passes over the row (shifted), not one
+//! The one-pass formula `E[x^2] - E[x]^2` cancels: a row of mean 1e4 and spread 1 has
+//! `E[x^2] ~ 1e8`, whose f32 rounding (about 8) is larger than the variance itself. Welford's
+//! update avoids that but costs a division per element and per merge. The kernels here hold the
+//! row (in registers, or re-read it from memory in the tutorial), so they take two passes:
+//! the mean first, then `sum (x - mu)^2`, which has no cancellation. Both passes work on
+//! `x - s` with the shift `s = x[r][0]` (the row's first entry, read by every thread): the
+//! first sums `x - s` to the shifted mean `m`, the second and the store use `(x - s) - m`.
+//! `x - s` is exact for entries within a factor 2 of `s`, and `m` is of the size of the spread,
+//! not of the mean, so a row of mean 1e4 and spread 1 loses nothing to its mean (in f32 the
+//! mean 1e4 itself could only be held to 5e-4, which `x - mu` would carry). A constant row gets
+//! `x - s = 0` exactly, so `y = b`.
+//!
+//! # Rules at the edges
+//! * A constant row (zero variance) gives `y = b` (LayerNorm) and a zero row `y = 0` (RMSNorm),
+//!   finite thanks to `eps > 0` (with `eps = 0` they are NaN: `0 * inf`).
+//! * A NaN in a row makes that row's outputs NaN (LayerNorm: all of them; RMSNorm: all of them,
+//!   as the mean square is NaN); an infinite entry makes a LayerNorm row all NaN, and an RMSNorm
+//!   row 0 at its finite entries, NaN at its infinite ones (`x / inf`, `inf / inf`). Other rows
+//!   are never affected.
+//!
+//! # The ladder, one file per rung
+//! * [`block_reduce`]: the tutorial, one block of [`BLOCK`] threads per row, tree reductions in
+//!   shared memory ([`block::reduce_sum`](crate::gpu::block::reduce_sum)); the row read from
+//!   memory once per pass (RMSNorm twice, LayerNorm three times) and written once. Any shape.
+//! * [`in_registers`]: one block per row, the row held in registers as 16-byte vectors, loaded
+//!   once and written once: the minimum traffic (read `x`, write `y`, and the weight and bias
+//!   once per block, from L2). For rows whose length is a multiple of the vector width
+//!   ([`NormElem::LANES`]) that fit in [`ROW_BLOCK_MAX`] threads.
+
+use crate::gpu::convert::{bf16_to_f32, f32_to_bf16};
+use crate::gpu::vector;
+use crate::gpu::{bf16, mem, shared, thread, warp};
+
+/// A `#[kernel]` RMSNorm entry `name(x, w, y, rows, cols, eps)` on elements `$t`, forwarding
+/// to the body given.
+macro_rules! rms_kernel {
+    ($(#[$doc:meta])* $name:ident($t:ident) = $($body:tt)+) => {
+        $(#[$doc])*
+        #[kernel]
+        pub unsafe fn $name(x: *const $t, w: *const $t, y: *mut $t, rows: usize, cols: usize, eps: f32) {
+            // SAFETY: forwarded contract.
+            unsafe { $($body)+(x, w, y, rows, cols, eps) }
+        }
+    };
+}
+
+/// A `#[kernel]` LayerNorm entry `name(x, w, b, y, rows, cols, eps)` on elements `$t`,
+/// forwarding to the generic body `$body`.
+macro_rules! layer_kernel {
+    ($(#[$doc:meta])* $name:ident($t:ident) = $($body:tt)+) => {
+        $(#[$doc])*
+        #[kernel]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $name(
+            x: *const $t,
+            w: *const $t,
+            b: *const $t,
+            y: *mut $t,
+            rows: usize,
+            cols: usize,
+            eps: f32,
+        ) {
+            // SAFETY: forwarded contract.
+            unsafe { $($body)+(x, w, b, y, rows, cols, eps) }
+        }
+    };
+}
+
+pub mod block_reduce;
+pub mod in_registers;
+
+pub use block_reduce::{
+    layer_norm_block_reduce_bf16, layer_norm_block_reduce_f32, rms_norm_block_reduce_bf16,
+    rms_norm_block_reduce_f32, BLOCK, SHARED_BYTES,
+};
+pub use in_registers::{
+    layer_norm_rows_bf16, layer_norm_rows_f32, rms_norm_rows_bf16, rms_norm_rows_f32, ROWS_SHARED_BYTES,
+};
+
+/// Most threads a block-per-row kernel takes (the CUDA limit).
+pub const ROW_BLOCK_MAX: u32 = 1024;
+
+/// An element type of the norms: how it is loaded into f32 and stored from f32, one at a time
+/// or [`NormElem::LANES`] at a time as one 16-byte access.
+pub trait NormElem: Copy + 'static {
+    /// Elements per 16-byte vector: 4 f32, 8 bf16.
+    const LANES: usize;
+    /// Vectors of [`NormElem::LANES`] elements a thread of [`in_registers`] holds: 32 floats
+    /// either way (8 f32 vectors, 4 bf16 vectors), rows of up to `32 * 1024` elements.
+    const VECTORS: usize;
+
+    /// `p[i]` widened to f32.
+    ///
+    /// # Safety
+    /// `p.add(i)` points to an initialised element of global memory.
+    unsafe fn load(p: *const Self, i: usize) -> f32;
+
+    /// `v` rounded to the element type and stored to `p[i]`.
+    ///
+    /// # Safety
+    /// `p.add(i)` points to a writable element of global memory.
+    unsafe fn store(p: *mut Self, i: usize, v: f32);
+
+    /// `p[i..i + LANES]` widened to f32, as one 16-byte load (the first `LANES` floats of the
+    /// result; the others are 0).
+    ///
+    /// # Safety
+    /// `p.add(i)` is 16-byte aligned and points to `LANES` initialised elements.
+    unsafe fn load_vec(p: *const Self, i: usize) -> [f32; 8];
+
+    /// The first `LANES` floats of `v` rounded and stored to `p[i..i + LANES]` as one 16-byte
+    /// store.
+    ///
+    /// # Safety
+    /// `p.add(i)` is 16-byte aligned and points to `LANES` writable elements.
+    unsafe fn store_vec(p: *mut Self, i: usize, v: [f32; 8]);
+}
+
+impl NormElem for f32 {
+    const LANES: usize = 4;
+    const VECTORS: usize = 8;
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn load(p: *const f32, i: usize) -> f32 {
+        // SAFETY: forwarded contract.
+        unsafe { mem::load(p, i) }
+    }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn store(p: *mut f32, i: usize, v: f32) {
+        // SAFETY: forwarded contract.
+        unsafe { mem::store(p, i, v) }
+    }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn load_vec(p: *const f32, i: usize) -> [f32; 8] {
+        // SAFETY: forwarded contract.
+        let v = unsafe { vector::load4(p, i) }.0;
+        [v[0], v[1], v[2], v[3], 0.0, 0.0, 0.0, 0.0]
+    }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn store_vec(p: *mut f32, i: usize, v: [f32; 8]) {
+        // SAFETY: forwarded contract.
+        unsafe { vector::store4(p, i, vector::F4([v[0], v[1], v[2], v[3]])) }
+    }
+}
+
+/// Sixteen bytes as four 32-bit words, 16-byte aligned so that one vector access moves them
+/// (eight bf16, the element at the lower address in the low half of each word).
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct Words4([u32; 4]);
+
+impl NormElem for bf16 {
+    const LANES: usize = 8;
+    const VECTORS: usize = 4;
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn load(p: *const bf16, i: usize) -> f32 {
+        // SAFETY: forwarded contract.
+        bf16_to_f32(unsafe { mem::load(p, i) })
+    }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn store(p: *mut bf16, i: usize, v: f32) {
+        // SAFETY: forwarded contract.
+        unsafe { mem::store(p, i, f32_to_bf16(v)) }
+    }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn load_vec(p: *const bf16, i: usize) -> [f32; 8] {
+        let q = p.wrapping_add(i).cast::<Words4>();
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert!(q.is_aligned(), "misaligned 16-byte read at {q:p}");
+        // SAFETY: the caller guarantees eight bf16 at an aligned `q`.
+        let w = unsafe { mem::load(q, 0) }.0;
+        // A bf16 widens to the f32 of its bits shifted into the upper half: the upper half of a
+        // word is already in place, the lower half moves up.
+        let lo = |w: u32| f32::from_bits(w << 16);
+        let hi = |w: u32| f32::from_bits(w & 0xffff_0000);
+        [
+            lo(w[0]),
+            hi(w[0]),
+            lo(w[1]),
+            hi(w[1]),
+            lo(w[2]),
+            hi(w[2]),
+            lo(w[3]),
+            hi(w[3]),
+        ]
+    }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn store_vec(p: *mut bf16, i: usize, v: [f32; 8]) {
+        let q = p.wrapping_add(i).cast::<Words4>();
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert!(q.is_aligned(), "misaligned 16-byte write at {q:p}");
+        let pack = |lo: f32, hi: f32| {
+            u32::from(f32_to_bf16(lo).to_bits()) | (u32::from(f32_to_bf16(hi).to_bits()) << 16)
+        };
+        let w = Words4([
+            pack(v[0], v[1]),
+            pack(v[2], v[3]),
+            pack(v[4], v[5]),
+            pack(v[6], v[7]),
+        ]);
+        // SAFETY: the caller guarantees eight writable bf16 at an aligned `q`.
+        unsafe { mem::store(q, 0, w) }
+    }
+}
+
+/// The sum over the block of one float per thread, returned to every thread: a warp butterfly
+/// ([`warp::reduce_sum`]), lane 0 of each warp stores its warp's sum in `scratch[warp]`, one
+/// barrier, then every warp sums all the warps' values the same way (so every thread gets the
+/// same bits, with no second barrier).
+///
+/// # Safety
+/// Called once per `scratch` by every thread of a block whose size is a multiple of 32 (a second
+/// sum in the same launch takes another `scratch`); `scratch` points to `blockDim.x / 32` floats
+/// of shared memory.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub(crate) unsafe fn block_sum(scratch: *mut f32, value: f32) -> f32 {
+    let tid = thread::thread_idx_x() as usize;
+    let warps = (thread::block_dim_x() / warp::SIZE) as usize;
+    let (warp_idx, lane) = (tid / warp::SIZE as usize, tid % warp::SIZE as usize);
+    let mine = warp::reduce_sum(value);
+    // SAFETY: `warp_idx, lane < warps`, the size of `scratch`; each slot is written by one lane
+    // before the barrier and only read after it.
+    unsafe {
+        if lane == 0 {
+            mem::store(scratch, warp_idx, mine);
+        }
+        thread::sync_threads();
+        let other = if lane < warps {
+            mem::load(scratch, lane)
+        } else {
+            0.0
+        };
+        warp::reduce_sum(other)
+    }
+}
+
+/// The block's dynamic shared memory as floats: `scratch(k)` is the `k`-th area of 32 floats
+/// (one per warp of the largest block), for the `k`-th [`block_sum`] of a launch.
+#[inline(always)]
+pub(crate) fn scratch(k: usize) -> *mut f32 {
+    shared::dynamic::<f32>().wrapping_add(k * warp::SIZE as usize)
+}
