@@ -1325,6 +1325,10 @@ from peers_reduce import peer_compile_reduce, peer_torch_reduce  # noqa: E402
 
 PEERS.update(torch_reduce=peer_torch_reduce, compile_reduce=peer_compile_reduce)
 
+from peers_matmul_half import peer_torch_half, peer_triton_half, selftest as half_selftest  # noqa: E402
+
+PEERS.update(torch_half=peer_torch_half, triton_half=peer_triton_half)
+
 
 def summary(records: list[dict[str, Any]]) -> str:
     header = ["kernel", "impl", "shape", "t/mode", "median", "GB/s", "TFLOP/s", "rel_err", "note"]
@@ -1386,6 +1390,7 @@ def selftest() -> int:
     st = Stats.of([3.0, 1.0, 2.0], 1, 0, "cuda_events")
     if st.median_ms != 2.0:
         failures.append(f"Stats.of: median of [3, 1, 2] is {st.median_ms}, not 2")
+    failures += half_selftest()
     for f in failures:
         print(f"peers selftest: FAIL {f}", file=sys.stderr)
     print(f"peers selftest: {'FAILED' if failures else 'passed'} ({len(failures)} failure(s))")

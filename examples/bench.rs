@@ -18,6 +18,8 @@ mod data;
 mod graph;
 #[path = "bench/matmul.rs"]
 mod matmul;
+#[path = "bench/matmul_half.rs"]
+mod matmul_half;
 #[path = "bench/memory.rs"]
 mod memory;
 #[path = "bench/overhead.rs"]
@@ -118,10 +120,13 @@ enum Suite {
     /// A matrix transposed, every transpose algorithm.
     #[value(name = "transpose")]
     Transpose,
+    /// bf16 and fp16 matmul (f32 sums) against cuBLAS `cublasGemmEx` of the same types.
+    #[value(name = "matmul_half")]
+    MatmulHalf,
 }
 
 impl Suite {
-    const ALL: [Suite; 14] = [
+    const ALL: [Suite; 15] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -136,6 +141,7 @@ impl Suite {
         Suite::Sum,
         Suite::Argmax,
         Suite::Transpose,
+        Suite::MatmulHalf,
     ];
 
     /// Records this suite writes.
@@ -154,6 +160,7 @@ impl Suite {
             Suite::Sum => reduce::sizes(quick).len() * gpukern::ReduceAlgorithm::ALL.len(),
             Suite::Argmax => reduce::sizes(quick).len(),
             Suite::Transpose => transpose::shapes(quick).len() * gpukern::TransposeAlgorithm::ALL.len(),
+            Suite::MatmulHalf => matmul_half::planned(quick),
         };
         n as u64
     }
@@ -174,6 +181,7 @@ impl Suite {
             Suite::Sum => reduce::sum(bench, sink),
             Suite::Argmax => reduce::argmax(bench, sink),
             Suite::Transpose => transpose::transpose(bench, sink),
+            Suite::MatmulHalf => matmul_half::matmul_half(bench, sink),
         }
     }
 }
