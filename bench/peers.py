@@ -1328,6 +1328,9 @@ PEERS.update(torch_reduce=peer_torch_reduce, compile_reduce=peer_compile_reduce)
 from peers_norm import peer_compile_norm, peer_torch_norm, peer_triton_norm, selftest_norm  # noqa: E402
 
 PEERS.update(torch_norm=peer_torch_norm, compile_norm=peer_compile_norm, triton_norm=peer_triton_norm)
+from peers_matmul_half import peer_torch_half, peer_triton_half, selftest as half_selftest  # noqa: E402
+
+PEERS.update(torch_half=peer_torch_half, triton_half=peer_triton_half)
 
 
 def summary(records: list[dict[str, Any]]) -> str:
@@ -1391,6 +1394,7 @@ def selftest() -> int:
     if st.median_ms != 2.0:
         failures.append(f"Stats.of: median of [3, 1, 2] is {st.median_ms}, not 2")
     failures += selftest_norm()
+    failures += half_selftest()
     for f in failures:
         print(f"peers selftest: FAIL {f}", file=sys.stderr)
     print(f"peers selftest: {'FAILED' if failures else 'passed'} ({len(failures)} failure(s))")

@@ -20,6 +20,8 @@ mod data;
 mod graph;
 #[path = "bench/matmul.rs"]
 mod matmul;
+#[path = "bench/matmul_half.rs"]
+mod matmul_half;
 #[path = "bench/memory.rs"]
 mod memory;
 #[path = "bench/norm.rs"]
@@ -128,10 +130,13 @@ enum Suite {
     /// Cross-entropy per row and its mean (records `cross_entropy`, `cross_entropy_mean`).
     #[value(name = "cross-entropy")]
     CrossEntropy,
+    /// bf16 and fp16 matmul (f32 sums) against cuBLAS `cublasGemmEx` of the same types.
+    #[value(name = "matmul_half")]
+    MatmulHalf,
 }
 
 impl Suite {
-    const ALL: [Suite; 16] = [
+    const ALL: [Suite; 17] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -148,6 +153,7 @@ impl Suite {
         Suite::Transpose,
         Suite::Norm,
         Suite::CrossEntropy,
+        Suite::MatmulHalf,
     ];
 
     /// Records this suite writes.
@@ -168,6 +174,7 @@ impl Suite {
             Suite::Transpose => transpose::shapes(quick).len() * gpukern::TransposeAlgorithm::ALL.len(),
             Suite::Norm => norm::planned(quick),
             Suite::CrossEntropy => cross_entropy::planned(quick),
+            Suite::MatmulHalf => matmul_half::planned(quick),
         };
         n as u64
     }
@@ -190,6 +197,7 @@ impl Suite {
             Suite::Transpose => transpose::transpose(bench, sink),
             Suite::Norm => norm::norm(bench, sink),
             Suite::CrossEntropy => cross_entropy::cross_entropy(bench, sink),
+            Suite::MatmulHalf => matmul_half::matmul_half(bench, sink),
         }
     }
 }

@@ -85,6 +85,12 @@ impl Blas {
         })
     }
 
+    /// The handle with cuBLAS's default math mode (`cublasGemmEx` on 16-bit operands runs on
+    /// tensor cores in it), for the half-precision rows (`matmul_half`).
+    pub fn default_math(&self) -> &CudaBlas {
+        &self.fp32
+    }
+
     /// Row-major `C = A * B` in f64 with cuBLAS dgemm (the reference for large shapes), on the
     /// fp32 handle (its default math mode leaves dgemm in full f64).
     pub fn dgemm(
@@ -127,7 +133,7 @@ impl Blas {
 
 /// The cuBLAS (column-major) configuration of the row-major product `C = A * B` of `shape`:
 /// `C^T = B^T * A^T`, each matrix read as its column-major transpose, no transposition flags.
-fn row_major_config<T>((m, n, k): Shape, alpha: T, beta: T) -> Res<GemmConfig<T>> {
+pub fn row_major_config<T>((m, n, k): Shape, alpha: T, beta: T) -> Res<GemmConfig<T>> {
     let int = |v: usize| i32::try_from(v).map_err(|_| format!("{v} does not fit cuBLAS's int"));
     Ok(GemmConfig {
         transa: blas_sys::cublasOperation_t::CUBLAS_OP_N,

@@ -1,0 +1,437 @@
+//! Half-precision matrix product (issue 13): bf16 and fp16 operands, products on tensor cores with
+//! f32 sums, row-major. gpukern's kernel through `gpu.matmul_to(a, b, c)` (no allocation; the
+//! result in the operands' type, and at one shape in f32 too) against cuBLAS `cublasGemmEx` with
+//! the same types in and out (`CUDA_R_16BF` / `CUDA_R_16F`, `CUBLAS_COMPUTE_32F`, the default
+//! algorithm, the default math mode), the f32-result rows against `cublasGemmEx` writing
+//! `CUDA_R_32F`.
+//!
+//! Records: `kernel` `matmul_half`; `dtype` and `math` the operands' type (`bf16`, `fp16`); `out`
+//! the result type. Counts: 2*m*n*k flops; minimum traffic 2*(m*k + k*n) bytes plus 2*m*n for a
+//! 16-bit result or 4*m*n for an f32 one.
+//!
+//! Inputs: uniform in [-1, 1), rounded to the type, fresh per type and shape. Reference, one for
+//! every implementation: the f64 product of those rounded inputs ([`crate::matmul::reference`]:
+//! the CPU in f64, or cuBLAS dgemm at large sizes), held in f32. The relative error norm of a
+//! 16-bit result is dominated by its final rounding, a fraction of its unit roundoff (2^-8 for
+//! bf16, 2^-11 for fp16); the tolerance is three units, so operands read with a 4-bit mantissa or
+//! a dropped k-tile fail (see the tests below). An f32 result is held to the f32 suite's
+//! tolerance.
+
+use std::ffi::c_void;
+
+use cudarc::cublas::{CudaBlas, result as blas_result, sys as blas_sys};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
+use gpukern::ops::matmul::HalfTile;
+use gpukern::{Element, MatmulOutput, bf16, f16};
+use ndarray::ArrayView2;
+
+use crate::Bench;
+use crate::data::{random_vec, sets_for};
+use crate::matmul::{Shape, row_major_config, shape_name};
+use crate::memory::F32_TOL;
+use crate::record::{Check, Record, Res, Sink};
+
+/// The `kernel` of every record here.
+const KERNEL: &str = "matmul_half";
+
+/// The shapes of issue 13's targets.
+pub fn shapes(quick: bool) -> Vec<Shape> {
+    if quick {
+        return vec![(1024, 1024, 1024)];
+    }
+    let mut s: Vec<Shape> = [1024, 2048, 4096, 8192].iter().map(|&d| (d, d, d)).collect();
+    s.push((4097, 4095, 4093));
+    s
+}
+
+/// The shape where the f32-result rows (gpukern and cuBLAS) are measured too.
+pub fn f32_out_shape(quick: bool) -> Shape {
+    if quick {
+        (1024, 1024, 1024)
+    } else {
+        (4096, 4096, 4096)
+    }
+}
+
+/// Records this suite writes: per shape and type, gpukern and cuBLAS, twice at the f32-out shape.
+pub fn planned(quick: bool) -> usize {
+    let per_type: usize = shapes(quick)
+        .into_iter()
+        .map(|s| if s == f32_out_shape(quick) { 4 } else { 2 })
+        .sum();
+    2 * per_type
+}
+
+/// A number that converts to and from f32 (the result types: f32, bf16, f16).
+pub trait Num: Copy {
+    /// The value, widened (exact) or rounded to f32.
+    fn to_f32(self) -> f32;
+    /// The value rounded to nearest (even) from f32.
+    fn from_f32(x: f32) -> Self;
+}
+
+impl Num for f32 {
+    fn to_f32(self) -> f32 {
+        self
+    }
+    fn from_f32(x: f32) -> f32 {
+        x
+    }
+}
+
+impl Num for bf16 {
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+    fn from_f32(x: f32) -> bf16 {
+        bf16::from_f32(x)
+    }
+}
+
+impl Num for f16 {
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    fn from_f32(x: f32) -> f16 {
+        f16::from_f32(x)
+    }
+}
+
+/// An operand type measured here: bf16 or f16.
+pub trait Half: Num + Element + DeviceRepr + MatmulOutput<Self> {
+    /// The records' `dtype` and `math`: `bf16`, `fp16`.
+    const NAME: &'static str;
+    /// cuBLAS's name of the type.
+    const CUDA: blas_sys::cudaDataType_t;
+    /// The largest relative error norm of a result in this type: three unit roundoffs.
+    const TOL: f64;
+}
+
+impl Half for bf16 {
+    const NAME: &'static str = "bf16";
+    const CUDA: blas_sys::cudaDataType_t = blas_sys::cudaDataType_t::CUDA_R_16BF;
+    const TOL: f64 = 3.0 / 256.0;
+}
+
+impl Half for f16 {
+    const NAME: &'static str = "fp16";
+    const CUDA: blas_sys::cudaDataType_t = blas_sys::cudaDataType_t::CUDA_R_16F;
+    const TOL: f64 = 3.0 / 2048.0;
+}
+
+/// The inputs of one type and shape and their reference.
+struct Inputs<T> {
+    a: Vec<T>,
+    b: Vec<T>,
+    /// The f64 product of `a` and `b`, in f32, and where it came from; or why there is none.
+    reference: Result<(Vec<f32>, &'static str), String>,
+}
+
+/// `n` values uniform in [-1, 1), rounded to `T`.
+fn random_of<T: Num>(n: usize) -> Vec<T> {
+    random_vec(n, -1.0, 1.0).into_iter().map(T::from_f32).collect()
+}
+
+/// Fresh inputs of `T` at `shape` and their reference (nothing past the time budget).
+fn inputs<T: Half>(bench: &mut Bench, sink: &Sink, shape: Shape) -> Inputs<T> {
+    let (m, n, k) = shape;
+    if sink.expired() {
+        let reference = Err("time budget spent".to_string());
+        return Inputs {
+            a: Vec::new(),
+            b: Vec::new(),
+            reference,
+        };
+    }
+    sink.note(&format!(
+        "{KERNEL} {} {}: preparing inputs and the reference",
+        T::NAME,
+        shape_name(shape)
+    ));
+    let (a, b) = (random_of::<T>(m * k), random_of::<T>(k * n));
+    let reference = crate::record::catch(|| {
+        let wide = |v: &[T]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
+        crate::matmul::reference(bench, shape, &wide(&a), &wide(&b))
+    })
+    .map_err(|e| e.to_string());
+    Inputs { a, b, reference }
+}
+
+/// The record of `imp` at `shape` for operands `T` and result `out`, nothing measured yet.
+fn base<T: Half>(imp: &str, shape: Shape, out: &str) -> Record {
+    let (m, n, k) = shape;
+    let mut r = Record::new(KERNEL, imp, shape_name(shape))
+        .with("m", m)
+        .with("n", n)
+        .with("k", k)
+        .with("math", T::NAME)
+        .with("out", out);
+    r.dtype = T::NAME;
+    r
+}
+
+/// Minimum bytes moved by a product at `shape` whose result elements are `out_bytes` wide.
+fn traffic((m, n, k): Shape, out_bytes: usize) -> f64 {
+    (2 * (m * k + k * n) + out_bytes * m * n) as f64
+}
+
+/// Checks `out` (widened to f32) against the reference; the record, and whether it may be timed.
+fn check<O: Num>(record: Record, out: &[O], inputs: &Inputs<impl Half>, tol: f64) -> (Record, bool) {
+    match &inputs.reference {
+        Ok((r, what)) => {
+            let out: Vec<f32> = out.iter().map(|x| x.to_f32()).collect();
+            let check = Check::new(&out, r, tol, what);
+            (record.checked(&check), check.passed())
+        }
+        Err(e) => (record.failed(e), false),
+    }
+}
+
+/// Row-major `C = A * B` with `cublasGemmEx`: `T` operands, an `O` result (`T`, or f32), f32
+/// compute type, the default algorithm; computed as `C^T = B^T A^T` in cuBLAS's column-major
+/// terms, like [`crate::matmul::Blas::sgemm`].
+fn gemm_ex<T: Half, O: DeviceRepr>(
+    blas: &CudaBlas,
+    stream: &CudaStream,
+    shape: Shape,
+    out_type: blas_sys::cudaDataType_t,
+    a: &CudaSlice<T>,
+    b: &CudaSlice<T>,
+    c: &mut CudaSlice<O>,
+) -> Res<()> {
+    let (m, n, k) = shape;
+    let cfg = row_major_config(shape, 1.0f32, 0.0f32)?;
+    if a.len() < m * k || b.len() < k * n || c.len() < m * n {
+        return Err("cublasGemmEx: a buffer is smaller than its matrix".into());
+    }
+    let (pa, _ra) = a.device_ptr(stream);
+    let (pb, _rb) = b.device_ptr(stream);
+    let (pc, _rc) = c.device_ptr_mut(stream);
+    // SAFETY: buffer sizes checked above, element types as declared (`T::CUDA`, `out_type`
+    // matches `O` at every call); the pointers stay valid while the guards live, and the handle
+    // runs on `stream`, the stream the guards order the buffers on.
+    unsafe {
+        blas_result::gemm_ex(
+            *blas.handle(),
+            cfg.transa,
+            cfg.transb,
+            cfg.m,
+            cfg.n,
+            cfg.k,
+            (&cfg.alpha) as *const f32 as *const c_void,
+            pb as *const c_void,
+            T::CUDA,
+            cfg.lda,
+            pa as *const c_void,
+            T::CUDA,
+            cfg.ldb,
+            (&cfg.beta) as *const f32 as *const c_void,
+            pc as *mut c_void,
+            out_type,
+            cfg.ldc,
+            blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+        )
+    }
+    .map_err(|e| format!("cublasGemmEx: {e}"))?;
+    Ok(())
+}
+
+/// cuBLAS at `shape`, result `O` (`out_type`, named `out` in the record).
+fn cublas<T: Half, O: Num + DeviceRepr>(
+    b: &mut Bench,
+    sink: &mut Sink,
+    shape: Shape,
+    inputs: &Inputs<T>,
+    (imp, out, out_type, tol): (&str, &str, blas_sys::cudaDataType_t, f64),
+) -> Res<()> {
+    let (m, n, k) = shape;
+    let bytes = traffic(shape, size_of::<O>());
+    let sets = sets_for(bytes as usize);
+    let base = base::<T>(imp, shape, out)
+        .with("compute", "CUBLAS_COMPUTE_32F")
+        .with("algo", "CUBLAS_GEMM_DEFAULT");
+    sink.item(base.clone(), || {
+        let blas = b.blas()?;
+        let handle = blas.default_math();
+        let s = b.stream.clone();
+        let nan = vec![O::from_f32(f32::NAN); m * n];
+        let mut bufs = Vec::with_capacity(sets);
+        for _ in 0..sets {
+            bufs.push((
+                s.clone_htod(&inputs.a)?,
+                s.clone_htod(&inputs.b)?,
+                s.clone_htod(&nan)?,
+            ));
+        }
+        let (da, db, dc) = &mut bufs[0];
+        gemm_ex(handle, &s, shape, out_type, da, db, dc)?;
+        let (record, passed) = check(base.with("sets", sets), &s.clone_dtoh(dc)?, inputs, tol);
+        if !passed {
+            return Ok(record);
+        }
+        let stats = b.timer.measure(|i| {
+            let (da, db, dc) = &mut bufs[i % sets];
+            gemm_ex(handle, &s, shape, out_type, da, db, dc)
+        })?;
+        Ok(record.timed(&stats, Some(bytes), Some(2.0 * (m * n) as f64 * k as f64)))
+    })
+}
+
+/// gpukern's `gpu.matmul_to` at `shape`, result `O` (named `out` in the record).
+fn gpukern<T: Half, O: Num + MatmulOutput<T>>(
+    b: &mut Bench,
+    sink: &mut Sink,
+    shape: Shape,
+    inputs: &Inputs<T>,
+    (imp, out, tol): (&str, &str, f64),
+) -> Res<()> {
+    let (m, n, k) = shape;
+    let bytes = traffic(shape, size_of::<O>());
+    let sets = sets_for(bytes as usize);
+    let base = base::<T>(imp, shape, out).with("tile", HalfTile::choose().name());
+    sink.item(base.clone(), || {
+        if let Err(e) = &inputs.reference {
+            return Ok(base.failed(e));
+        }
+        let gpu = &b.gpu;
+        let nan = vec![O::from_f32(f32::NAN); m * n];
+        let mut bufs = Vec::with_capacity(sets);
+        for _ in 0..sets {
+            bufs.push((
+                gpu.upload_matrix(&ArrayView2::from_shape((m, k), &inputs.a)?)?,
+                gpu.upload_matrix(&ArrayView2::from_shape((k, n), &inputs.b)?)?,
+                gpu.upload_matrix(&ArrayView2::from_shape((m, n), &nan)?)?,
+            ));
+        }
+        let (da, db, dc) = &mut bufs[0];
+        gpu.matmul_to(da, db, dc)?;
+        let (record, passed) = check(base.with("sets", sets), &dc.as_vec().to_vec()?, inputs, tol);
+        if !passed {
+            return Ok(record);
+        }
+        let stats = b.timer.measure(|i| {
+            let (da, db, dc) = &mut bufs[i % sets];
+            Ok(gpu.matmul_to(da, db, dc)?)
+        })?;
+        Ok(record.timed(&stats, Some(bytes), Some(2.0 * (m * n) as f64 * k as f64)))
+    })
+}
+
+/// Every row of operand type `T` at `shape`.
+fn rows<T: Half>(b: &mut Bench, sink: &mut Sink, shape: Shape) -> Res<()>
+where
+    f32: MatmulOutput<T>,
+{
+    let inputs = inputs::<T>(b, sink, shape);
+    let f32_out = shape == f32_out_shape(b.quick);
+    cublas::<T, T>(b, sink, shape, &inputs, ("cublas", T::NAME, T::CUDA, T::TOL))?;
+    if f32_out {
+        let f32_type = blas_sys::cudaDataType_t::CUDA_R_32F;
+        cublas::<T, f32>(
+            b,
+            sink,
+            shape,
+            &inputs,
+            ("cublas_f32out", "f32", f32_type, F32_TOL),
+        )?;
+    }
+    gpukern::<T, T>(b, sink, shape, &inputs, ("gpukern:half", T::NAME, T::TOL))?;
+    if f32_out {
+        gpukern::<T, f32>(b, sink, shape, &inputs, ("gpukern:half_f32out", "f32", F32_TOL))?;
+    }
+    Ok(())
+}
+
+/// bf16 then fp16 at every shape.
+pub fn matmul_half(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    for shape in shapes(b.quick) {
+        if !b.wants(&shape_name(shape)) {
+            continue;
+        }
+        rows::<bf16>(b, sink, shape)?;
+        rows::<f16>(b, sink, shape)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check of a 16-bit result at `(m, n, k)`: the reference rounded to `T` passes; a
+    /// result from operands cut to 4 significant bits, or with the last 32 terms of `k` dropped,
+    /// fails.
+    fn check_can_fail<T: Half>() {
+        let (m, n, k) = (48, 40, 512);
+        let a: Vec<T> = random_of(m * k);
+        let b: Vec<T> = random_of(k * n);
+        let product = |keep: usize, cut: fn(f32) -> f32| -> Vec<f32> {
+            let mut c = vec![0.0f32; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    let s: f64 = (0..keep)
+                        .map(|l| {
+                            f64::from(cut(a[i * k + l].to_f32())) * f64::from(cut(b[l * n + j].to_f32()))
+                        })
+                        .sum();
+                    c[i * n + j] = s as f32;
+                }
+            }
+            c
+        };
+        let exact = |x: f32| x;
+        // Keeps the sign, the exponent and the 3 leading mantissa bits (4 significant bits).
+        let four_bits = |x: f32| f32::from_bits(x.to_bits() & 0xfff0_0000);
+        let reference = product(k, exact);
+        let rounded: Vec<f32> = reference.iter().map(|&x| T::from_f32(x).to_f32()).collect();
+        let err = |out: &[f32]| gpukern::cpu::rel_error(out, &reference);
+        assert!(
+            err(&rounded) <= T::TOL,
+            "{}: the rounded reference fails: {}",
+            T::NAME,
+            err(&rounded)
+        );
+        assert!(err(&rounded) > 0.0, "{}: rounding changed nothing", T::NAME);
+        let truncated: Vec<f32> = product(k, four_bits)
+            .iter()
+            .map(|&x| T::from_f32(x).to_f32())
+            .collect();
+        assert!(
+            err(&truncated) > T::TOL,
+            "{}: 4-bit operands pass: {}",
+            T::NAME,
+            err(&truncated)
+        );
+        let dropped: Vec<f32> = product(k - 32, exact)
+            .iter()
+            .map(|&x| T::from_f32(x).to_f32())
+            .collect();
+        assert!(
+            err(&dropped) > T::TOL,
+            "{}: a dropped k-tile passes: {}",
+            T::NAME,
+            err(&dropped)
+        );
+        // The f32-result tolerance catches a dropped k-tile too.
+        assert!(err(&product(k - 32, exact)) > F32_TOL);
+    }
+
+    #[test]
+    fn bf16_check_can_fail() {
+        check_can_fail::<bf16>();
+    }
+
+    #[test]
+    fn fp16_check_can_fail() {
+        check_can_fail::<f16>();
+    }
+
+    #[test]
+    fn planned_matches_the_rows() {
+        assert_eq!(planned(true), 8);
+        assert_eq!(planned(false), 2 * (5 * 2 + 2));
+        assert!(shapes(false).contains(&f32_out_shape(false)));
+        assert!(shapes(true).contains(&f32_out_shape(true)));
+    }
+}
