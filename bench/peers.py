@@ -1317,6 +1317,9 @@ from peers_multi import peer_multi  # noqa: E402 - multi-GPU peers (bench/peers_
 
 PEERS: dict[str, Callable[[Ctx], None]] = {"torch": peer_torch, "triton": peer_triton, "numba": peer_numba, "multi": peer_multi}
 
+from peers_graph import peer_torch_graph  # noqa: E402 - graph_replay's peer (bench/peers_graph.py)
+
+PEERS["torch_graph"] = peer_torch_graph
 from peers_transfer import torch_transfer  # noqa: E402 - the transfer suite's peer (issue 14)
 
 PEERS["torch_transfer"] = torch_transfer

@@ -690,10 +690,14 @@ def graph_section(run: Run) -> str:
     rows = []
     for shape in ordered(r["shape"] for r in records):
         here = sorted((r for r in records if r["shape"] == shape), key=lambda r: impl_order(r["impl"]))
-        launches = num(next((r for r in here if r["impl"] == "gpukern:launches"), None), "us_per_kernel")
+        def launches_of(impl: str) -> float | None:
+            lib = impl.split(":")[0]
+            return num(next((r for r in here if r["impl"] == f"{lib}:launches"), None), "us_per_kernel")
+
         for r in here:
             per = num(r, "us_per_kernel")
-            vs = per / launches if per and launches and r["impl"] != "gpukern:launches" else None
+            launches = launches_of(r["impl"])
+            vs = per / launches if per and launches and not r["impl"].endswith(":launches") else None
             kernels = r.get("kernels_per_call", "-")
             rows.append([
                 shape, r["impl"], str(r.get("op", "-")), str(kernels), f"{r['median_ms'] * 1e3:.2f}",
@@ -701,9 +705,11 @@ def graph_section(run: Run) -> str:
             ])
     parts += [
         "A chain of small kernels (`increment_by_one` on 1,024 floats) replayed as one captured graph "
-        "(`gpukern:graph`) against the same kernels launched one by one (`gpukern:launches`), calls "
-        "back to back with one synchronize at the end; mean wall time per call and per kernel, in "
-        "microseconds:",
+        "(`gpukern:graph`) against the same kernels launched one by one (`gpukern:launches`), and the "
+        "same chain of `x.add_(1)` in PyTorch, captured with `torch.cuda.CUDAGraph` and replayed "
+        "(`torch:cudagraph`) or launched eagerly (`torch:launches`); calls back to back with one "
+        "synchronize at the end; mean wall time per call and per kernel, in microseconds (the "
+        "last column against the same library's separate launches):",
         table(
             ["kernels x floats", "impl", "kernel", "kernels per call", "us per call", "us per kernel",
              "of separate launches"],
@@ -1022,6 +1028,9 @@ def graph_target(run: Run) -> list[str]:
         return unmeasured(label)
     launches = num(by_impl.get("gpukern:launches"), "us_per_kernel")
     figure = f"**{per:.3f} us** per kernel" + (f" (separate launches: {launches:.3f} us)" if launches else "")
+    torch_graph = num(by_impl.get("torch:cudagraph"), "us_per_kernel")
+    if torch_graph:
+        figure += f"; torch.cuda.CUDAGraph of the same chain: {torch_graph:.3f} us"
     return [label, figure, "met" if per <= GRAPH_GOAL_US else "missed"]
 
 

@@ -24,6 +24,19 @@ SKIPPED=(
     softmax_plan::255x      # softmax 255 x 32769 (split path at its row boundary)
     softmax_plan::256x      # softmax 256 x 32769 (stream path at its row boundary)
     softmax_long_row::      # softmax of one row of 2^24, every algorithm
+    1000x4096x1000          # matmul_half at 4M results (and its f64 reference)
+    4097x4093x4095          # matmul_half at the ragged 4097 shape (two f64 references on the CPU)
+    len_4194304             # sum, max, argmax of 2^22
+    sum_error_2p24          # sum of 2^24, five runs
+    transpose::4096x4096    # transpose of 16M elements
+    norm::f32::8192x1024    # norms of 8M elements
+    norm::bf16::8192x1024
+    norm::f32::1000x4096
+    norm::bf16::1000x4096
+    512x262144              # cross-entropy of 128M logits
+    3x1048576               # cross-entropy rows of 2^20
+    multi::all_reduce       # NCCL's own kernels (two GPUs only)
+    transfer::pipelined     # 8 products of 2048^3 on three streams
 )
 
 dir=${1:?usage: sanitize.sh DIR [TEST ARGS...]}
