@@ -5,7 +5,7 @@
 mod launch;
 mod plan;
 
-pub use plan::{OnePassConfig, OnePassPlan, PERSISTENT_MIN_COLS};
+pub use plan::{CLUSTER_MIN_COLS, OnePassConfig, OnePassPlan, PERSISTENT_MIN_COLS};
 
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, DeviceVec};
