@@ -76,7 +76,7 @@ def matmul_shapes(quick: bool) -> list[tuple[int, int, int]]:
 def softmax_shapes(quick: bool) -> list[tuple[int, int]]:
     if quick:
         return [(8192, 128)]
-    return [(8192, c) for c in (128, 1024, 4096, 8192, 32768)] + [(1, 1 << 24)]
+    return [(8192, c) for c in (128, 1024, 4096, 8192, 32768)] + [(8192, 65536), (1024, 131072), (1, 1 << 24)]
 
 
 def copies_shapes(quick: bool) -> list[tuple[int, int, int]]:
@@ -1324,6 +1324,10 @@ PEERS["torch_transfer"] = torch_transfer
 from peers_reduce import peer_compile_reduce, peer_torch_reduce  # noqa: E402
 
 PEERS.update(torch_reduce=peer_torch_reduce, compile_reduce=peer_compile_reduce)
+
+from peers_softmax import peer_compile_softmax  # noqa: E402
+
+PEERS["compile_softmax"] = peer_compile_softmax
 
 
 def summary(records: list[dict[str, Any]]) -> str:
