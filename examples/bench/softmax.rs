@@ -110,6 +110,17 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
                 ..base
             },
         ),
+        // 8 vectors per thread from 2048 vectors per row (8192 x 4096 as 128 threads, 8192 x
+        // 8192 as 256): 64-register threads in blocks of half the size, so that registers admit
+        // more rows per multiprocessor (8 x 16 KiB or 4 x 32 KiB of loads in flight, as
+        // 8192 x 16384 has 2 x 64 KiB), against 4-vector blocks (3 x 32 KiB at 8192 x 8192).
+        (
+            "block-8-from-4k",
+            OnePassConfig {
+                block_4_max_threads: 64,
+                ..base
+            },
+        ),
         (
             "cluster-4v-from-8k",
             OnePassConfig {

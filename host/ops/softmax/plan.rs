@@ -82,10 +82,11 @@ impl Limits {
 const WARP_MAX_VECTORS: usize = 8;
 /// Most vectors a thread of a block-per-row kernel holds (`softmax_block_8`).
 const BLOCK_MAX_VECTORS: usize = 8;
-/// Threads up to which a block-per-row row uses 4 vectors per thread; longer rows use 8.
+/// Default [`OnePassConfig::block_4_max_threads`]: threads up to which a block-per-row row uses 4
+/// vectors per thread; longer rows use 8.
 /// Up to 8192 columns that is 512 threads of about 40 registers, three blocks per SM; past it,
 /// 8 vectors keep the block at 512 threads up to 16384 columns.
-const BLOCK_4_MAX_THREADS: usize = 512;
+pub const BLOCK_4_MAX_THREADS: usize = 512;
 
 /// Default [`OnePassConfig::persistent_min_cols`]: rows longer than 16384 columns, the ones that
 /// take 8 vectors per thread of more than 512 threads.
@@ -124,6 +125,11 @@ pub struct OnePassConfig {
     /// in the registers of `C` blocks, read once. `usize::MAX`: never. Where the device has no
     /// clusters (before sm_90) the block, stream and split kernels take such rows.
     pub cluster_min_cols: usize,
+    /// Rows a block holds with 4 vectors per thread of at most this many threads take
+    /// `softmax_block_4` (or its persistent twin); longer ones 8 vectors per thread. Fewer
+    /// threads here move rows to 8-vector blocks of half the threads: the same bytes in flight
+    /// per block, and more blocks (rows) per multiprocessor where registers allow.
+    pub block_4_max_threads: usize,
     /// Most blocks in a cluster (2 to 16; past 8 is a non-portable size). Fewer than 2: no
     /// clusters.
     pub cluster_max_blocks: usize,
@@ -158,6 +164,7 @@ impl Default for OnePassConfig {
             // instead of the stream and split kernels' two. Whether clusters also beat the
             // block kernels below is a bench question (`--plans`).
             cluster_min_cols: CLUSTER_MIN_COLS,
+            block_4_max_threads: BLOCK_4_MAX_THREADS,
             // The portable limit.
             cluster_max_blocks: 8,
             cluster_vectors: 8,
@@ -257,7 +264,7 @@ impl OnePassConfig {
                     OnePassPlan::Block { vectors, threads }
                 }
             };
-            if threads_for(4) <= BLOCK_4_MAX_THREADS {
+            if threads_for(4) <= self.block_4_max_threads.min(ROW_BLOCK_MAX as usize) {
                 return block(4, threads_for(4));
             }
             let threads = threads_for(BLOCK_MAX_VECTORS);

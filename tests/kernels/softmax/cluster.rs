@@ -279,6 +279,14 @@ fn cluster_plans_for_the_long_rows() {
     assert!(matches!(none.plan(2, 65_536), OnePassPlan::Split { .. }));
 }
 
+/// One side of a plan boundary: its name, the config, the shape, and what the plan must be.
+type Side = (
+    &'static str,
+    OnePassConfig,
+    (usize, usize),
+    fn(OnePassPlan) -> bool,
+);
+
 fn cluster_plan_boundaries_on_the_simulator() {
     // Each side of `cluster_min_cols` (the block kernel below, a cluster from it) and of what a
     // cluster of 2 holds (the stream past it), at a small scale: with `block_max_cols = 0` the
@@ -299,7 +307,7 @@ fn cluster_plan_boundaries_on_the_simulator() {
         split_max_rows: 0,
         ..classic()
     };
-    let sides: [(&str, OnePassConfig, (usize, usize), fn(OnePassPlan) -> bool); 4] = [
+    let sides: [Side; 4] = [
         ("below cluster_min_cols", small, (3, 99), |p| {
             matches!(p, OnePassPlan::Block { .. })
         }),
