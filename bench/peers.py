@@ -76,7 +76,7 @@ def matmul_shapes(quick: bool) -> list[tuple[int, int, int]]:
 def softmax_shapes(quick: bool) -> list[tuple[int, int]]:
     if quick:
         return [(8192, 128)]
-    return [(8192, c) for c in (128, 1024, 4096, 8192, 32768)] + [(1, 1 << 24)]
+    return [(8192, c) for c in (128, 1024, 4096, 8192, 32768)] + [(8192, 65536), (1024, 131072), (1, 1 << 24)]
 
 
 def copies_shapes(quick: bool) -> list[tuple[int, int, int]]:
@@ -1334,6 +1334,9 @@ PEERS.update(torch_norm=peer_torch_norm, compile_norm=peer_compile_norm, triton_
 from peers_matmul_half import peer_torch_half, peer_triton_half, selftest as half_selftest  # noqa: E402
 
 PEERS.update(torch_half=peer_torch_half, triton_half=peer_triton_half)
+from peers_softmax import peer_compile_softmax  # noqa: E402
+
+PEERS["compile_softmax"] = peer_compile_softmax
 
 
 def summary(records: list[dict[str, Any]]) -> str:

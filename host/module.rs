@@ -30,6 +30,10 @@ use crate::launch_config::{DeviceLimits, LaunchConfig};
 use crate::raw::launch_count;
 use crate::stream::{CrossStream, MAX_FOREIGN};
 
+mod cluster;
+
+pub use cluster::{Clustered, MAX_CLUSTER_BLOCKS, PORTABLE_CLUSTER_BLOCKS};
+
 /// One kernel crate's PTX, one module per architecture, as `gpukern-build` embeds it
 /// ([`crate::include_ptx!`]).
 #[derive(Clone, Copy, Debug)]
@@ -257,6 +261,8 @@ pub struct ModuleArgs<'a> {
     sim: Option<sim::Launch<'a>>,
     /// CUDA: the other streams of the device that the launch's buffers live on.
     cross: CrossStream,
+    /// Blocks per thread-block cluster, when the launch goes through [`Module::clustered`].
+    cluster: Option<(u32, u32, u32)>,
 }
 
 impl ModuleArgs<'_> {
@@ -326,6 +332,7 @@ impl Launcher for Module {
             slots: [0; MAX_PARAMS],
             sim,
             cross: CrossStream::default(),
+            cluster: None,
         };
         if kernel.krate != self.krate {
             args.note(Error::InvalidArgument {
@@ -383,8 +390,12 @@ impl Launcher for Module {
         let kernel = args.kernel;
         match (&args.module.backend, args.sim.take()) {
             (Backend::Simulator, Some(launch)) => {
-                args.config
+                let config = args
+                    .config
                     .checked(kernel.name, &DeviceLimits::SIMULATOR.opted_in())?;
+                if let Some(shape) = args.cluster {
+                    cluster::check(kernel.name, config, shape, None)?;
+                }
                 // A simulator graph being captured: checked, not run (as a CUDA capture records).
                 if crate::graph::simulator_dry_run() {
                     return Ok(());
@@ -408,6 +419,10 @@ impl Launcher for Module {
                         ),
                     })?;
                 let config = checked_on_device(args.config, kernel, function, device)?;
+                if let Some(shape) = args.cluster {
+                    cluster::check(kernel.name, config, shape, Some(device.compute_capability))?;
+                    function.allow_cluster(shape)?;
+                }
                 let mut pointers = [std::ptr::null_mut::<c_void>(); MAX_PARAMS];
                 for (pointer, slot) in pointers.iter_mut().zip(args.slots.iter_mut()) {
                     *pointer = (slot as *mut u64).cast();
@@ -426,14 +441,18 @@ impl Launcher for Module {
                 // buffers are this device's and live through the call; the caller upholds the
                 // kernel's own contract.
                 unsafe {
-                    result::launch_kernel(
-                        function.func.cu_function(),
-                        config.grid,
-                        config.block,
-                        config.shared_mem_bytes,
-                        device.stream.cu_stream(),
-                        &mut pointers[..args.count.min(MAX_PARAMS)],
-                    )
+                    let params = &mut pointers[..args.count.min(MAX_PARAMS)];
+                    match args.cluster {
+                        None => result::launch_kernel(
+                            function.func.cu_function(),
+                            config.grid,
+                            config.block,
+                            config.shared_mem_bytes,
+                            device.stream.cu_stream(),
+                            params,
+                        ),
+                        Some(shape) => cluster::launch(function, config, shape, device, params),
+                    }
                 }
                 .map_err(|e| faults::launch_error(&device.ctx, kernel.name, e))?;
                 if let Some(event) = joined {

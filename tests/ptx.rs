@@ -193,6 +193,8 @@ fn block_threads(kernel: &str) -> Option<u32> {
         "layer_norm_rows_f32" => 768,
         "cross_entropy_finish" => cross_entropy::FINISH_BLOCK,
         "cross_entropy_mean" => cross_entropy::MEAN_BLOCK,
+        // Each block of a cluster sized to its share of the row, up to this many threads.
+        "softmax_cluster_4" | "softmax_cluster_8" => softmax::ROW_BLOCK_MAX,
         _ => return None,
     })
 }
@@ -253,7 +255,8 @@ fn every_module_declares_every_kernel_for_its_architecture() {
     }
 }
 
-/// Every module exports the same kernels, at least the tutorial ones, each once: the PTX's
+/// Every module exports the same kernels (plus [`ARCH_ONLY`]'s), at least the tutorial ones,
+/// each once: the PTX's
 /// `.entry` list is the kernel table (no name is kept by hand; the launch counts and the
 /// coverage check of `tests/kernels.rs` go by these names).
 #[test]
@@ -277,14 +280,24 @@ fn every_module_exports_the_same_kernels() {
     unique.dedup();
     assert_eq!(unique.len(), first.len(), "an entry point declared twice");
     for module in modules() {
-        assert_eq!(
-            entry_names(module.ptx),
-            first,
-            "the {} module's entry points",
-            module.arch
+        // The oldest module's kernels, then those that need this architecture.
+        let mut want = first.clone();
+        want.extend(
+            ARCH_ONLY
+                .iter()
+                .filter(|(arch, _)| module.compute_capability >= *arch)
+                .flat_map(|(_, names)| names.iter().copied()),
         );
+        let mut got = entry_names(module.ptx);
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want, "the {} module's entry points", module.arch);
     }
 }
+
+/// Kernels only in the modules of an architecture from the given compute capability on: their
+/// instructions do not exist before it (the cluster kernels, sm_90).
+const ARCH_ONLY: &[((i32, i32), &[&str])] = &[((9, 0), &["softmax_cluster_4", "softmax_cluster_8"])];
 
 #[test]
 fn ptxas_assembles_every_module_without_stack_or_spills() {
@@ -436,11 +449,15 @@ const BARRIERS: &[(&str, usize)] = &[
     // Cross-entropy: the finish is a warp per row (shuffles only); the mean one `reduce_sum`.
     ("cross_entropy_finish", 0),
     ("cross_entropy_mean", 3),
+    // Cluster (sm_90 only): one `block_stats`, then the cluster barrier's arrive and wait before
+    // the partials are read, an arrive after the reads and a wait before the exit.
+    ("softmax_cluster_4", 5),
+    ("softmax_cluster_8", 5),
 ];
 
 #[test]
 fn barriers_are_where_the_source_puts_them() {
-    let names = entry_names(modules()[0].ptx);
+    let names: Vec<&str> = modules().iter().flat_map(|m| entry_names(m.ptx)).collect();
     let missing: Vec<&str> = names
         .iter()
         .copied()
@@ -452,6 +469,7 @@ fn barriers_are_where_the_source_puts_them() {
     );
     let mut failures = Vec::new();
     for module in modules() {
+        let names = entry_names(module.ptx);
         for (name, expected) in BARRIERS
             .iter()
             .copied()

@@ -28,6 +28,9 @@ pub fn shapes(quick: bool) -> Vec<(usize, usize)> {
         .iter()
         .map(|&c| (8192, c))
         .collect();
+    // Rows past one block's registers: a thread-block cluster's on sm_90 (2 GiB and 512 MiB).
+    s.push((8192, 65536));
+    s.push((1024, 131072));
     s.push((1, 1 << 24));
     s
 }
@@ -70,6 +73,59 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
             "non-persistent",
             OnePassConfig {
                 persistent_min_cols: usize::MAX,
+                ..base
+            },
+        ),
+        // The long rows without clusters: the stream or split kernels, read twice.
+        (
+            "no-cluster",
+            OnePassConfig {
+                cluster_min_cols: usize::MAX,
+                ..base
+            },
+        ),
+        // Clusters of 4-vector threads (twice the blocks, two blocks per SM at 1024 threads).
+        (
+            "cluster-4v",
+            OnePassConfig {
+                cluster_vectors: 4,
+                ..base
+            },
+        ),
+        // Clusters of up to 16 blocks (non-portable): more SMs per row when rows are few.
+        (
+            "cluster-16",
+            OnePassConfig {
+                cluster_max_blocks: 16,
+                ..base
+            },
+        ),
+        // Clusters from 16385 columns: 8192 x 32768 as 2 blocks of 512 threads per row instead
+        // of one persistent 1024-thread block (one row per SM), which leaves the SM idle between
+        // rows; and the same with 4-vector threads from 8193 columns (8192 x 16384 as 2 x 512).
+        (
+            "cluster-from-16k",
+            OnePassConfig {
+                cluster_min_cols: 16385,
+                ..base
+            },
+        ),
+        // 8 vectors per thread from 2048 vectors per row (8192 x 4096 as 128 threads, 8192 x
+        // 8192 as 256): 64-register threads in blocks of half the size, so that registers admit
+        // more rows per multiprocessor (8 x 16 KiB or 4 x 32 KiB of loads in flight, as
+        // 8192 x 16384 has 2 x 64 KiB), against 4-vector blocks (3 x 32 KiB at 8192 x 8192).
+        (
+            "block-8-from-4k",
+            OnePassConfig {
+                block_4_max_threads: 64,
+                ..base
+            },
+        ),
+        (
+            "cluster-4v-from-8k",
+            OnePassConfig {
+                cluster_min_cols: 8193,
+                cluster_vectors: 4,
                 ..base
             },
         ),

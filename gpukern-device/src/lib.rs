@@ -46,6 +46,8 @@
 pub mod async_copy;
 pub mod atomic;
 pub mod block;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
+pub mod cluster;
 pub mod convert;
 pub mod hint;
 pub mod math;

@@ -161,3 +161,41 @@ pub(crate) unsafe fn softmax_split(
         k::softmax_split_write::launch(&library, cfg, x, partials, y, rows, cols, chunks, chunk_vecs, t)
     }
 }
+
+/// The cluster kernel with `vectors` vectors per thread (4: `softmax_cluster_4`, else
+/// `softmax_cluster_8`).
+pub(crate) fn cluster_kernel(vectors: usize) -> &'static Kernel {
+    if vectors <= 4 {
+        &k::softmax_cluster_4::KERNEL
+    } else {
+        &k::softmax_cluster_8::KERNEL
+    }
+}
+
+/// Launches `softmax_cluster_{vectors}(x, y, rows, cols, t)` in clusters of `(blocks, 1, 1)`.
+///
+/// # Safety
+/// See the module contract: `x` and `y` hold `rows * cols` elements at the same address modulo
+/// 16 bytes; `cfg` is `rows * blocks` blocks of the kernel's shape for `cols` (its doc comment).
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn softmax_cluster(
+    gpu: &Gpu,
+    (vectors, blocks): (usize, u32),
+    cfg: LaunchConfig,
+    x: &DeviceVec,
+    y: &mut DeviceVec,
+    rows: usize,
+    cols: usize,
+    t: f32,
+) -> Result<()> {
+    let library = gpu.library();
+    let on = library.clustered((blocks, 1, 1));
+    // SAFETY: sizes, alignment and shape per the contract.
+    unsafe {
+        if vectors <= 4 {
+            k::softmax_cluster_4::launch(&on, cfg, x, y, rows, cols, t)
+        } else {
+            k::softmax_cluster_8::launch(&on, cfg, x, y, rows, cols, t)
+        }
+    }
+}

@@ -9,6 +9,8 @@
 //! on every path, rows off a 16-byte boundary); and [`long_row`], one row of 2^24 on CUDA with
 //! the CPU-side check that its tolerance catches an uncompensated sum.
 
+#[path = "softmax/cluster.rs"]
+mod cluster;
 #[path = "softmax/edges.rs"]
 mod edges;
 #[path = "softmax/fixtures.rs"]
@@ -53,6 +55,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     trials.extend(long_row::trials(cuda));
     trials.push(global_trial("softmax", global_softmax));
     trials.extend(plans::trials());
+    trials.extend(cluster::trials(sim, cuda));
     trials.extend(paths::trials());
     trials.extend(edges::trials());
     trials
@@ -168,6 +171,7 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
     let base = OnePassConfig {
         group_lanes: 0,
         persistent_min_cols: usize::MAX,
+        cluster_min_cols: usize::MAX,
         ..OnePassConfig::default()
     };
     let (no_warp, no_block) = (0, 0);
@@ -217,6 +221,23 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
                 warp_max_cols: no_warp,
                 block_max_cols: usize::MAX,
                 persistent_min_cols: 0,
+                ..base
+            },
+        ),
+        (
+            "cluster of 8-vector threads",
+            OnePassConfig {
+                warp_max_cols: no_warp,
+                cluster_min_cols: 0,
+                ..base
+            },
+        ),
+        (
+            "cluster of 4-vector threads",
+            OnePassConfig {
+                warp_max_cols: no_warp,
+                cluster_min_cols: 0,
+                cluster_vectors: 4,
                 ..base
             },
         ),
@@ -370,7 +391,7 @@ fn non_finite_temperature(gpu: &Gpu) -> Check {
 /// [`softmax_shape`]: every path the default takes, at its edges, and the kernels behind the
 /// 8192 x 16384 and 8192 x 32768 benchmark figures (`softmax_block_8`, `softmax_persist_block_8`)
 /// with few rows. [`plans`] checks the plans these shapes get.
-const SOFTMAX_PLAN_BOUNDARIES: [(usize, usize); 16] = [
+const SOFTMAX_PLAN_BOUNDARIES: [(usize, usize); 18] = [
     // Lane groups of 16 (up to 32 vectors + 3) | a warp with 2 vectors per lane.
     (3, 131),
     (3, 132),
@@ -389,12 +410,16 @@ const SOFTMAX_PLAN_BOUNDARIES: [(usize, usize); 16] = [
     // softmax_block_8 | softmax_persist_block_8 (PERSISTENT_MIN_COLS).
     (2, 16_384),
     (2, 16_385),
-    // softmax_persist_block_8 at 1024 threads (block_max_cols) | the split path (few rows).
+    // softmax_persist_block_8 at 1024 threads (block_max_cols) | a cluster of 2 blocks
+    // (CLUSTER_MIN_COLS; before sm_90, the split path).
     (2, 32_768),
     (2, 32_769),
+    // The most a cluster of 8 blocks (the portable limit) holds | the split path (few rows).
+    (1, 262_147),
+    (1, 262_148),
     // Split (fewer than split_max_rows = 256 rows) | one streaming block per row.
-    (255, 32_769),
-    (256, 32_769),
+    (255, 262_148),
+    (256, 262_148),
 ];
 
 /// `gpukern::softmax` along the last axis of 1-D, 2-D, 3-D, transposed and sliced inputs

@@ -10,13 +10,15 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use super::async_copy::AsyncCopies;
 use super::global::{GlobalConflict, Toucher};
 use super::launch::{LaunchInfo, Region};
-use super::shadow::{self, Shadow, Touch};
+use super::shadow::{self, ClusterTouch, Shadow, Touch};
 use super::{device, Access, Dim3, SimError, Space, Violation, WARP_SIZE};
 
 /// Why a simulated thread handed control back to the scheduler.
 pub(super) enum Suspend {
     /// It reached the barrier at this source location.
     Barrier(&'static Location<'static>),
+    /// It reached a cluster barrier's wait (`barrier.cluster.wait`) at this source location.
+    Cluster(&'static Location<'static>),
     /// It reached the warp shuffle at this source location, depositing `value` and asking for
     /// the value of lane `src_lane` of its warp (the lane's own when `src_lane` is past the
     /// warp). The scheduler completes the exchange once every lane of the warp is there.
@@ -71,10 +73,20 @@ pub(super) struct BlockState<'l> {
     violation: RefCell<Option<Violation>>,
     /// A whole report that overrides `violation` (a global race, named from its lower side).
     reported: RefCell<Option<SimError>>,
+    /// The block's rank in its cluster (0 in a launch without clusters).
+    pub(super) rank: u32,
+    /// The blocks of the cluster, this one included, by rank (set once they all exist).
+    peers: Cell<(*const BlockState<'l>, usize)>,
+    /// Cluster barriers completed so far.
+    cluster_epoch: Cell<u32>,
+    /// Which threads have arrived at the cluster barrier and not yet waited.
+    arrived: Vec<Cell<bool>>,
+    /// Whether every thread of the block has returned (its shared memory is gone).
+    exited: Cell<bool>,
 }
 
 impl<'l> BlockState<'l> {
-    fn new(info: &'l LaunchInfo, block_linear: u64, threads: usize) -> Self {
+    fn new(info: &'l LaunchInfo, block_linear: u64, threads: usize, rank: u32) -> Self {
         let bytes = info.config.shared_mem_bytes as usize;
         BlockState {
             info,
@@ -91,7 +103,153 @@ impl<'l> BlockState<'l> {
             copies: (0..threads).map(|_| RefCell::default()).collect(),
             violation: RefCell::new(None),
             reported: RefCell::new(None),
+            rank,
+            peers: Cell::new((std::ptr::null(), 0)),
+            cluster_epoch: Cell::new(0),
+            arrived: (0..threads).map(|_| Cell::new(false)).collect(),
+            exited: Cell::new(false),
         }
+    }
+
+    /// The blocks of this block's cluster, by rank (this one alone outside a cluster launch).
+    pub(super) fn peers(&self) -> &[BlockState<'l>] {
+        match self.peers.get() {
+            (ptr, len) if !ptr.is_null() => {
+                // SAFETY: `run_cluster` set the pointer to its vector of states, which it keeps,
+                // unmoved, until every thread of the cluster is dropped.
+                unsafe { std::slice::from_raw_parts(ptr, len) }
+            }
+            _ => std::slice::from_ref(self),
+        }
+    }
+
+    /// The running thread's index in the cluster: `rank * threads per block + thread`.
+    fn cluster_thread(&self) -> u32 {
+        self.rank * self.yielders.len() as u32 + self.current.get()
+    }
+
+    /// What a shared-memory access by the running thread records for the cluster's checks:
+    /// nothing outside a launch of clusters of several blocks.
+    fn cluster_touch(&self, remote: bool) -> Option<ClusterTouch> {
+        (self.peers().len() > 1).then(|| ClusterTouch {
+            thread: self.cluster_thread(),
+            epoch: self.cluster_epoch.get(),
+            remote,
+        })
+    }
+
+    /// The running thread arrives at the cluster barrier (`barrier.cluster.arrive`).
+    pub(super) fn cluster_arrive(&self) -> Result<(), Violation> {
+        let arrived = &self.arrived[self.current.get() as usize];
+        if arrived.replace(true) {
+            return Err(Violation::Panic {
+                message: "barrier.cluster.arrive twice with no barrier.cluster.wait between".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether the running thread may wait at the cluster barrier: it arrived first.
+    pub(super) fn cluster_may_wait(&self) -> Result<(), Violation> {
+        if !self.arrived[self.current.get() as usize].get() {
+            return Err(Violation::Panic {
+                message: "barrier.cluster.wait with no barrier.cluster.arrive before it (the \
+                          cluster would hang)"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The address of the word at `address` (in this block's shared memory) in the shared
+    /// memory of the cluster's block `rank` (`mapa`).
+    pub(super) fn map_shared(&self, address: usize, rank: u32) -> Result<usize, Violation> {
+        let base = self.shared_base() as usize;
+        let bytes = self.info.config.shared_mem_bytes as usize;
+        let peers = self.peers();
+        if address < base || address > base + bytes {
+            return Err(Violation::Panic {
+                message: format!("mapa of {address:#x}, which is not the block's shared memory"),
+            });
+        }
+        let Some(peer) = peers.get(rank as usize) else {
+            return Err(Violation::Panic {
+                message: format!("mapa to rank {rank} of a cluster of {} blocks", peers.len()),
+            });
+        };
+        Ok(peer.shared_base() as usize + (address - base))
+    }
+
+    /// Checks an access of `size` bytes at `address` in the shared memory of any block of the
+    /// cluster (`ld.shared::cluster` / `st.shared::cluster`), records it, and returns the host
+    /// address to access.
+    pub(super) fn check_cluster(
+        &self,
+        address: usize,
+        size: usize,
+        access: Access,
+    ) -> Result<usize, Violation> {
+        let peers = self.peers();
+        let owner = peers.iter().find(|p| {
+            let base = p.shared_base() as usize;
+            address >= base && address < base + (p.info.config.shared_mem_bytes as usize).max(1)
+        });
+        let Some(owner) = owner else {
+            return Err(Violation::Panic {
+                message: format!(
+                    "distributed shared-memory access at {address:#x}, in no block of the cluster's \
+                     shared memory (map the address with mapa first)"
+                ),
+            });
+        };
+        if owner.rank == self.rank {
+            return self.check(address, 0, size, access);
+        }
+        if owner.exited.get() {
+            return Err(Violation::Panic {
+                message: format!(
+                    "distributed shared-memory access to block rank {} of the cluster, which has \
+                     exited (a cluster barrier must keep it alive)",
+                    owner.rank
+                ),
+            });
+        }
+        let offset = address - owner.shared_base() as usize;
+        let bytes = owner.info.config.shared_mem_bytes as usize;
+        if offset + size > bytes {
+            return Err(Violation::OutOfBounds {
+                space: Space::Shared,
+                buffer: format!("shared (block rank {})", owner.rank),
+                access,
+                index: offset / size.max(1),
+                len: bytes / size.max(1),
+            });
+        }
+        let touch = match access {
+            Access::Read => Touch::Read,
+            Access::Write => Touch::Write,
+            Access::Atomic => Touch::Atomic,
+        };
+        let cluster = self.cluster_touch(true);
+        let recorded = owner
+            .shadow
+            .borrow_mut()
+            .record(offset, size, 0, 0, touch, cluster);
+        recorded.map_err(|conflict| self.cluster_violation(conflict, offset / size.max(1), access))?;
+        Ok(address)
+    }
+
+    /// The violation for a conflict found by the cluster's checks (the other thread named by
+    /// its index in the cluster).
+    fn cluster_violation(&self, conflict: shadow::Conflict, index: usize, access: Access) -> Violation {
+        let threads = self.yielders.len() as u32;
+        let other = match conflict {
+            shadow::Conflict::Race { other, .. } | shadow::Conflict::Pending { issuer: other } => {
+                self.thread_dim(other % threads.max(1))
+            }
+            shadow::Conflict::Uninitialized => Dim3::default(),
+        };
+        shadow::violation(conflict, index, access, other)
     }
 
     /// The start of this block's shared memory.
@@ -161,8 +319,15 @@ impl<'l> BlockState<'l> {
             let index = offset / size;
             let tid = self.current.get();
             let epoch = self.epoch.get();
-            let recorded = self.shadow.borrow_mut().record(offset, size, tid, epoch, touch);
+            let cluster = self.cluster_touch(false);
+            let recorded = self
+                .shadow
+                .borrow_mut()
+                .record(offset, size, tid, epoch, touch, cluster);
             recorded.map_err(|conflict| {
+                if cluster.is_some() {
+                    return self.cluster_violation(conflict, index, access);
+                }
                 let other = match conflict {
                     shadow::Conflict::Race { other, .. } | shadow::Conflict::Pending { issuer: other } => {
                         self.thread_dim(other)
@@ -401,44 +566,66 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 type Thread = Coroutine<(), Suspend, (), DefaultStack>;
 
-/// Runs block `block_linear` (linear index in the grid) of a launch to completion, or to its first violation.
-pub(super) fn run_block(
+/// Runs the blocks `blocks` (linear indices in the grid, by rank), one cluster of a launch (a
+/// single block without clusters), to completion, or to the first violation.
+///
+/// The threads of all the cluster's blocks are scheduled together, block after block each
+/// round, so that a cluster barrier really synchronises them and one block's distributed
+/// shared-memory accesses see the others' shared memory as it stands.
+pub(super) fn run_cluster(
     info: &LaunchInfo,
-    block_linear: u64,
+    blocks: &[u64],
     stacks: &mut StackPool,
     body: &(dyn Fn() + Sync),
 ) -> Result<(), SimError> {
     let threads = info.config.block.count() as usize;
-    let state = BlockState::new(info, block_linear, threads);
-    let _entered = device::enter(&state);
+    let states: Vec<BlockState> = blocks
+        .iter()
+        .enumerate()
+        .map(|(rank, &b)| BlockState::new(info, b, threads, rank as u32))
+        .collect();
+    if states.len() > 1 {
+        for state in &states {
+            state.peers.set((states.as_ptr(), states.len()));
+        }
+    }
 
-    let mut coroutines: Vec<Thread> = Vec::with_capacity(threads);
+    let mut coroutines: Vec<Vec<Thread>> = Vec::with_capacity(states.len());
     let mut result = Ok(());
-    for tid in 0..threads {
-        let stack = match stacks.take() {
-            Ok(stack) => stack,
-            Err(e) => {
-                let message = format!("could not map a {STACK_BYTES}-byte thread stack: {e}");
-                result = Err(state.error(tid as u32, Violation::Panic { message }));
-                break;
-            }
-        };
-        let slot = &state.yielders[tid];
-        // SAFETY: the coroutine borrows `state` and `body`, and is dropped (below) before either.
-        let coroutine = unsafe {
-            Coroutine::with_stack_unchecked(stack, move |yielder: &ThreadYielder, ()| {
-                slot.set(yielder);
-                body()
-            })
-        };
-        coroutines.push(coroutine);
+    'blocks: for state in &states {
+        let mut block = Vec::with_capacity(threads);
+        for tid in 0..threads {
+            let stack = match stacks.take() {
+                Ok(stack) => stack,
+                Err(e) => {
+                    let message = format!("could not map a {STACK_BYTES}-byte thread stack: {e}");
+                    result = Err(state.error(tid as u32, Violation::Panic { message }));
+                    coroutines.push(block);
+                    break 'blocks;
+                }
+            };
+            let slot = &state.yielders[tid];
+            // SAFETY: the coroutine borrows `state` and `body`, and is dropped (below) before
+            // either.
+            let coroutine = unsafe {
+                Coroutine::with_stack_unchecked(stack, move |yielder: &ThreadYielder, ()| {
+                    slot.set(yielder);
+                    body()
+                })
+            };
+            block.push(coroutine);
+        }
+        coroutines.push(block);
     }
     if result.is_ok() {
-        result = schedule(&state, &mut coroutines);
+        result = schedule(&states, &mut coroutines);
     }
-    for mut coroutine in coroutines {
-        coroutine.force_unwind();
-        stacks.0.push(coroutine.into_stack());
+    for (state, block) in states.iter().zip(coroutines) {
+        let _entered = device::enter(state);
+        for mut coroutine in block {
+            coroutine.force_unwind();
+            stacks.0.push(coroutine.into_stack());
+        }
     }
     result
 }
@@ -450,6 +637,8 @@ enum Wait {
     Ready,
     /// It waits at the barrier at this location.
     Barrier(&'static Location<'static>),
+    /// It waits at the cluster barrier, at this location.
+    Cluster(&'static Location<'static>),
     /// It waits at the warp shuffle at this location.
     Warp {
         at: &'static Location<'static>,
@@ -465,72 +654,126 @@ impl Wait {
     fn describe(self) -> String {
         match self {
             Wait::Barrier(at) => format!("the barrier at {at}"),
+            Wait::Cluster(at) => format!("the cluster barrier at {at}"),
             Wait::Warp { at, .. } => format!("the warp shuffle at {at}"),
             Wait::Ready | Wait::Exited => "nowhere".to_string(),
         }
     }
 }
 
-/// Resumes every ready thread until it waits at a barrier or a warp shuffle, or returns. Then
-/// completes the shuffles of every warp whose lanes all wait at the same one, and goes round
-/// again; when no thread waits at a shuffle, checks that the barrier is one that the whole block
-/// reached, opens it, and goes round again.
-fn schedule(state: &BlockState, threads: &mut [Thread]) -> Result<(), SimError> {
-    let n = threads.len();
-    let mut wait = vec![Wait::Ready; n];
+/// Resumes every ready thread of every block of the cluster until it waits at a barrier, a
+/// cluster barrier or a warp shuffle, or returns. Then completes the shuffles of every warp
+/// whose lanes all wait at the same one, and goes round again; when no thread waits at a
+/// shuffle, opens the barrier of each block whose threads all reached the same one, and goes
+/// round again; when none does, checks that every thread of the cluster waits at the cluster
+/// barrier, opens it, and goes round again.
+fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), SimError> {
+    let mut wait: Vec<Vec<Wait>> = threads.iter().map(|b| vec![Wait::Ready; b.len()]).collect();
     loop {
-        for (tid, thread) in threads.iter_mut().enumerate() {
-            if wait[tid] != Wait::Ready {
-                continue;
-            }
-            state.current.set(tid as u32);
-            match panic::catch_unwind(AssertUnwindSafe(|| thread.resume(()))) {
-                Ok(CoroutineResult::Yield(Suspend::Barrier(at))) => wait[tid] = Wait::Barrier(at),
-                Ok(CoroutineResult::Yield(Suspend::Warp { at, value, src_lane })) => {
-                    wait[tid] = Wait::Warp { at, value, src_lane }
+        for ((state, block), wait) in states.iter().zip(threads.iter_mut()).zip(wait.iter_mut()) {
+            let _entered = device::enter(state);
+            for (tid, thread) in block.iter_mut().enumerate() {
+                if wait[tid] != Wait::Ready {
+                    continue;
                 }
-                Ok(CoroutineResult::Return(())) => wait[tid] = Wait::Exited,
-                Err(payload) => return Err(state.report(tid as u32, payload)),
+                state.current.set(tid as u32);
+                match panic::catch_unwind(AssertUnwindSafe(|| thread.resume(()))) {
+                    Ok(CoroutineResult::Yield(Suspend::Barrier(at))) => wait[tid] = Wait::Barrier(at),
+                    Ok(CoroutineResult::Yield(Suspend::Cluster(at))) => wait[tid] = Wait::Cluster(at),
+                    Ok(CoroutineResult::Yield(Suspend::Warp { at, value, src_lane })) => {
+                        wait[tid] = Wait::Warp { at, value, src_lane }
+                    }
+                    Ok(CoroutineResult::Return(())) => wait[tid] = Wait::Exited,
+                    Err(payload) => return Err(state.report(tid as u32, payload)),
+                }
             }
+            state.exited.set(wait.iter().all(|&w| w == Wait::Exited));
         }
-        if exchange_warps(state, &mut wait)? {
+        let mut any = false;
+        for (state, wait) in states.iter().zip(wait.iter_mut()) {
+            any |= exchange_warps(state, wait)?;
+        }
+        if any {
             continue;
         }
-        let Some(first) = wait.iter().position(|w| matches!(w, Wait::Barrier(_))) else {
+        let mut opened = false;
+        for (state, wait) in states.iter().zip(wait.iter_mut()) {
+            opened |= open_barrier(state, wait)?;
+        }
+        if opened {
+            continue;
+        }
+        // Every thread left waits at the cluster barrier, or none is left.
+        let Some(at) = wait.iter().flatten().find_map(|w| match w {
+            Wait::Cluster(at) => Some(*at),
+            _ => None,
+        }) else {
             return Ok(());
         };
-        let Wait::Barrier(at) = wait[first] else {
-            unreachable!("`first` waits at a barrier")
-        };
-        let barrier = at.to_string();
-        if let Some(gone) = wait.iter().position(|&w| w == Wait::Exited) {
-            let count = wait.iter().filter(|w| matches!(w, Wait::Barrier(_))).count();
-            return Err(state.error(
-                gone as u32,
-                Violation::BarrierNotReached {
-                    barrier,
-                    waiting: count,
-                },
-            ));
+        let waiting = wait
+            .iter()
+            .flatten()
+            .filter(|w| matches!(w, Wait::Cluster(_)))
+            .count();
+        for (state, block_wait) in states.iter().zip(&wait) {
+            if let Some(gone) = block_wait.iter().position(|&w| w == Wait::Exited) {
+                return Err(state.error(
+                    gone as u32,
+                    Violation::BarrierNotReached {
+                        barrier: format!("{at} (a cluster barrier)"),
+                        waiting,
+                    },
+                ));
+            }
         }
-        if let Some(other) = wait.iter().position(|w| *w != wait[first]) {
-            let there = match wait[other] {
-                Wait::Barrier(at) => at.to_string(),
-                _ => unreachable!("with no thread at a shuffle or returned, all wait at barriers"),
-            };
-            let other = state.thread_dim(other as u32);
-            return Err(state.error(
-                first as u32,
-                Violation::DifferentBarriers {
-                    here: barrier,
-                    there,
-                    other,
-                },
-            ));
+        for (state, wait) in states.iter().zip(wait.iter_mut()) {
+            state.epoch.set(state.epoch.get() + 1);
+            state.cluster_epoch.set(state.cluster_epoch.get() + 1);
+            state.arrived.iter().for_each(|a| a.set(false));
+            wait.fill(Wait::Ready);
         }
-        state.epoch.set(state.epoch.get() + 1);
-        wait.fill(Wait::Ready);
     }
+}
+
+/// Opens the block barrier the threads of `state` wait at, if some do: checks that the whole
+/// block reached that same barrier first. Returns whether it opened one.
+fn open_barrier(state: &BlockState, wait: &mut [Wait]) -> Result<bool, SimError> {
+    let Some(first) = wait.iter().position(|w| matches!(w, Wait::Barrier(_))) else {
+        return Ok(false);
+    };
+    let Wait::Barrier(at) = wait[first] else {
+        unreachable!("`first` waits at a barrier")
+    };
+    let barrier = at.to_string();
+    if let Some(gone) = wait.iter().position(|&w| w == Wait::Exited) {
+        let count = wait.iter().filter(|w| matches!(w, Wait::Barrier(_))).count();
+        return Err(state.error(
+            gone as u32,
+            Violation::BarrierNotReached {
+                barrier,
+                waiting: count,
+            },
+        ));
+    }
+    if let Some(other) = wait.iter().position(|w| *w != wait[first]) {
+        let there = match wait[other] {
+            Wait::Barrier(at) => at.to_string(),
+            w @ Wait::Cluster(_) => w.describe(),
+            _ => unreachable!("with no thread at a shuffle or returned, all wait at barriers"),
+        };
+        let other = state.thread_dim(other as u32);
+        return Err(state.error(
+            first as u32,
+            Violation::DifferentBarriers {
+                here: barrier,
+                there,
+                other,
+            },
+        ));
+    }
+    state.epoch.set(state.epoch.get() + 1);
+    wait.fill(Wait::Ready);
+    Ok(true)
 }
 
 /// Completes the shuffle of every warp some lane of which waits at one; returns whether any did.

@@ -141,3 +141,58 @@ pub fn async_commit() {
 pub fn async_wait(in_flight: Option<usize>) {
     with_block(|b| b.async_wait(in_flight))
 }
+
+/// The running block's rank in its cluster, the cluster's block count, and the cluster's index
+/// in the grid of clusters.
+pub fn cluster_shape() -> (u32, u32, (u32, u32, u32)) {
+    with_block(|b| {
+        let shape = b.info.cluster;
+        let id = (
+            b.block_idx.x / shape.x.max(1),
+            b.block_idx.y / shape.y.max(1),
+            b.block_idx.z / shape.z.max(1),
+        );
+        (b.rank, shape.count() as u32, id)
+    })
+}
+
+/// `barrier.cluster.arrive` of the running thread; on a violation (a second arrival with no wait
+/// between), records it and stops the thread.
+pub fn cluster_arrive() {
+    with_block(|b| {
+        if let Err(violation) = b.cluster_arrive() {
+            b.fail(violation)
+        }
+    })
+}
+
+/// `barrier.cluster.wait`: suspends the running thread until every thread of the cluster waits
+/// at the cluster barrier.
+#[track_caller]
+pub fn cluster_wait() {
+    let at = Location::caller();
+    let yielder = with_block(|b| match b.cluster_may_wait() {
+        Ok(()) => b.current_yielder(),
+        Err(violation) => b.fail(violation),
+    });
+    // SAFETY: the yielder lives on the running coroutine's stack, which is the one executing here.
+    unsafe { &*yielder }.suspend(Suspend::Cluster(at));
+}
+
+/// `mapa`: the address of the shared word at `address` of the running block in the shared memory
+/// of the cluster's block `rank`; on a violation, records it and stops the thread.
+pub fn map_shared(address: usize, rank: u32) -> usize {
+    with_block(|b| match b.map_shared(address, rank) {
+        Ok(mapped) => mapped,
+        Err(violation) => b.fail(violation),
+    })
+}
+
+/// Checks a `shared::cluster` access of `size` bytes at `address` and returns the host address
+/// to access; on a violation, records it and stops the running thread.
+pub fn check_cluster_access(address: usize, size: usize, access: Access) -> usize {
+    with_block(|b| match b.check_cluster(address, size, access) {
+        Ok(host) => host,
+        Err(violation) => b.fail(violation),
+    })
+}

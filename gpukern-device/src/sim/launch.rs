@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::block::{run_block, StackPool};
+use super::block::{run_cluster, StackPool};
 use super::global::GlobalShadow;
 use super::print::Output;
 use super::{SimError, Violation, MAX_THREADS_PER_BLOCK};
@@ -104,7 +104,13 @@ pub(super) struct LaunchInfo {
     pub(super) regions: Vec<Region>,
     /// Where `print!` calls also go, when a test asked ([`Launch::capture_output`]).
     pub(super) output: Option<Output>,
+    /// Blocks per cluster along each axis (`(1, 1, 1)`: no clusters).
+    pub(super) cluster: Dim3,
 }
+
+/// Most blocks a cluster may have: 8 is the portable limit, 16 needs the kernel's
+/// non-portable-size attribute on an sm_90 GPU; the simulator takes up to 16.
+pub const MAX_CLUSTER_BLOCKS: u64 = 16;
 
 impl LaunchInfo {
     /// The buffer whose kernel-side address is nearest to `address`, and `address`'s byte offset
@@ -163,9 +169,18 @@ impl<'a> Launch<'a> {
                 config,
                 regions: Vec::new(),
                 output: None,
+                cluster: Dim3::new(1, 1, 1),
             },
             _buffers: PhantomData,
         }
+    }
+
+    /// Groups the blocks into clusters of `shape` blocks (`cudaLaunchKernelEx` with a cluster
+    /// dimension): each cluster's blocks run together, synchronised by the cluster barrier
+    /// ([`crate::cluster`]), each able to reach the others' shared memory. The grid must divide
+    /// into clusters, of at most [`MAX_CLUSTER_BLOCKS`] blocks (checked when the launch runs).
+    pub fn cluster(&mut self, shape: Dim3) {
+        self.info.cluster = shape;
     }
 
     /// Registers `data` as a read-only buffer named `name`; returns the pointer to pass to the
@@ -239,8 +254,8 @@ impl<'a> Launch<'a> {
     pub unsafe fn run(self, body: impl Fn()) -> Result<(), SimError> {
         let info = self.info;
         validate(&info)?;
-        let blocks = info.config.grid.count();
-        let workers = worker_count().min(blocks).max(1) as usize;
+        let clusters = info.config.grid.count() / info.cluster.count().max(1);
+        let workers = worker_count().min(clusters).max(1) as usize;
         let body = SharedBody(body);
         let next = AtomicU64::new(0);
         let stop = AtomicBool::new(false);
@@ -254,11 +269,13 @@ impl<'a> Launch<'a> {
                     // `stop` is read before taking a block, never after: a taken block always
                     // runs, so every block below a failing one runs and the lowest error wins.
                     while !stop.load(Ordering::Relaxed) {
-                        let b = next.fetch_add(1, Ordering::Relaxed);
-                        if b >= blocks {
+                        let c = next.fetch_add(1, Ordering::Relaxed);
+                        if c >= clusters {
                             break;
                         }
-                        if let Err(e) = run_block(&info, b, &mut stacks, &|| (body.0)()) {
+                        let blocks = cluster_blocks(&info, c);
+                        let b = blocks[0];
+                        if let Err(e) = run_cluster(&info, &blocks, &mut stacks, &|| (body.0)()) {
                             stop.store(true, Ordering::Relaxed);
                             errors.lock().unwrap_or_else(|p| p.into_inner()).push((b, e));
                         }
@@ -285,10 +302,43 @@ fn worker_count() -> u64 {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u64))
 }
 
+/// The linear indices of the blocks of cluster `c` (clusters numbered x fastest), by rank (x
+/// fastest within the cluster).
+fn cluster_blocks(info: &LaunchInfo, c: u64) -> Vec<u64> {
+    let (grid, shape) = (info.config.grid, info.cluster);
+    let clusters = Dim3::new(grid.x / shape.x, grid.y / shape.y, grid.z / shape.z);
+    let at = clusters.unflatten(c);
+    (0..shape.count())
+        .map(|rank| {
+            let r = shape.unflatten(rank);
+            let (x, y, z) = (
+                (at.x * shape.x + r.x) as u64,
+                (at.y * shape.y + r.y) as u64,
+                (at.z * shape.z + r.z) as u64,
+            );
+            x + grid.x as u64 * (y + grid.y as u64 * z)
+        })
+        .collect()
+}
+
 /// Refuses a configuration no GPU would run.
 fn validate(info: &LaunchInfo) -> Result<(), SimError> {
     let LaunchConfig { grid, block, .. } = info.config;
-    let reason = if grid.count() == 0 {
+    let cluster = info.cluster;
+    let divides = cluster.x > 0
+        && cluster.y > 0
+        && cluster.z > 0
+        && grid.x % cluster.x.max(1) == 0
+        && grid.y % cluster.y.max(1) == 0
+        && grid.z % cluster.z.max(1) == 0;
+    let reason = if !divides {
+        Some(format!("grid {grid} does not divide into clusters of {cluster}"))
+    } else if cluster.count() > MAX_CLUSTER_BLOCKS {
+        Some(format!(
+            "clusters of {cluster}: {} blocks, more than {MAX_CLUSTER_BLOCKS}",
+            cluster.count()
+        ))
+    } else if grid.count() == 0 {
         Some(format!("grid {grid} has no blocks"))
     } else if block.count() == 0 {
         Some(format!("block {block} has no threads"))

@@ -7,6 +7,13 @@
 //! * warp shuffles ([`crate::warp`]) as a rendezvous of the 32 lanes of a warp: each lane
 //!   suspends with its value, and the exchange completes when every lane of the warp is there;
 //! * each block's own dynamic shared memory, sized by the launch;
+//! * thread-block clusters ([`Launch::cluster`]): the blocks of one cluster run together, their
+//!   threads scheduled as one group, so that the cluster barrier ([`crate::cluster`]) really
+//!   synchronises them; a block reaches another's shared memory through `mapa` and the
+//!   `shared::cluster` loads and stores, checked for bounds, uninitialised reads, races (a block
+//!   barrier orders a block's own threads only: an access from another block is ordered
+//!   against the memory's own threads by cluster barriers alone), and access to a block that
+//!   has exited;
 //! * each registered buffer at its own simulated device address, 1 TiB from any other: the
 //!   pointers a kernel gets from [`Launch::input`] / [`Launch::output`] are not host addresses,
 //!   and [`crate::mem`] translates every access;
@@ -80,7 +87,7 @@ mod print;
 mod report;
 mod shadow;
 
-pub use launch::{Dim3, Launch, LaunchConfig};
+pub use launch::{Dim3, Launch, LaunchConfig, MAX_CLUSTER_BLOCKS};
 pub use print::{Output, Printed};
 pub use report::{Access, SimError, Space, Violation};
 

@@ -45,6 +45,32 @@ struct Word {
     written: bool,
     /// The thread whose `cp.async` into the word has not landed yet, or [`NONE`].
     pending: u32,
+    /// Cluster launches only: what happened to the word since the last cluster barrier
+    /// (`cluster_epoch`), by threads named by their index in the cluster.
+    cluster: ClusterWord,
+}
+
+/// The touches of one word since the last cluster barrier, by cluster thread index (`rank *
+/// threads per block + thread`): a block barrier orders the block's own threads, never a thread
+/// of another block that reaches the word through distributed shared memory.
+#[derive(Clone, Copy)]
+struct ClusterWord {
+    epoch: u32,
+    writer: u32,
+    readers: [u32; 2],
+    /// Whether a thread of another block touched the word in this interval.
+    remote: bool,
+}
+
+/// An access in a launch of clusters of more than one block ([`Shadow::record`]).
+#[derive(Clone, Copy)]
+pub(super) struct ClusterTouch {
+    /// The thread's index in the cluster.
+    pub(super) thread: u32,
+    /// Cluster barriers completed so far.
+    pub(super) epoch: u32,
+    /// Whether the thread belongs to another block than the memory's.
+    pub(super) remote: bool,
 }
 
 /// One entry per 4-byte word of shared memory.
@@ -72,6 +98,12 @@ impl Shadow {
             atomics: [NONE; 2],
             written: false,
             pending: NONE,
+            cluster: ClusterWord {
+                epoch: 0,
+                writer: NONE,
+                readers: [NONE; 2],
+                remote: false,
+            },
         };
         Shadow {
             words: vec![fresh; bytes.div_ceil(4)],
@@ -80,6 +112,12 @@ impl Shadow {
 
     /// Records an access by thread `tid` to bytes `offset..offset + size` during `epoch`, or
     /// returns the first rule it breaks.
+    ///
+    /// In a launch of clusters (`cluster` given) the access is also checked against the touches
+    /// since the last cluster barrier whenever a thread of another block is involved: a remote
+    /// access (`cluster.remote`, where `tid` and `epoch` are not used) against every other
+    /// thread's, a local one against those of remote threads. A conflict then names the other
+    /// thread by its index in the cluster.
     pub(super) fn record(
         &mut self,
         offset: usize,
@@ -87,12 +125,20 @@ impl Shadow {
         tid: u32,
         epoch: u32,
         touch: Touch,
+        cluster: Option<ClusterTouch>,
     ) -> Result<(), Conflict> {
         let first = offset / 4;
         let last = (offset + size.max(1) - 1) / 4;
         for word in &mut self.words[first..=last] {
             if word.pending != NONE {
                 return Err(Conflict::Pending { issuer: word.pending });
+            }
+            if let Some(c) = cluster {
+                word.cluster.record(c, touch, word.written)?;
+                if c.remote {
+                    word.written |= touch != Touch::Read;
+                    continue;
+                }
             }
             if word.epoch != epoch {
                 word.epoch = epoch;
@@ -159,7 +205,49 @@ impl Shadow {
     }
 }
 
-/// A thread of `threads` (two distinct ones, or [`NONE`]) other than `tid`, if there is one.
+impl ClusterWord {
+    /// Checks and remembers an access since the last cluster barrier; `written`: whether anyone
+    /// ever wrote the word. Atomics count as writes here (no kernel uses remote atomics).
+    fn record(&mut self, c: ClusterTouch, touch: Touch, written: bool) -> Result<(), Conflict> {
+        if self.epoch != c.epoch {
+            *self = ClusterWord {
+                epoch: c.epoch,
+                writer: NONE,
+                readers: [NONE; 2],
+                remote: false,
+            };
+        }
+        let checked = c.remote || self.remote;
+        let reads = matches!(touch, Touch::Read | Touch::Atomic);
+        if c.remote && reads && !written {
+            return Err(Conflict::Uninitialized);
+        }
+        if checked {
+            if self.writer != NONE && self.writer != c.thread {
+                return Err(Conflict::Race {
+                    other: self.writer,
+                    other_access: Access::Write,
+                });
+            }
+            if touch != Touch::Read {
+                if let Some(other) = other_than(self.readers, c.thread) {
+                    return Err(Conflict::Race {
+                        other,
+                        other_access: Access::Read,
+                    });
+                }
+            }
+        }
+        if touch == Touch::Read {
+            remember(&mut self.readers, c.thread);
+        } else {
+            self.writer = c.thread;
+        }
+        self.remote |= c.remote;
+        Ok(())
+    }
+}
+
 impl Word {
     /// A race with another thread's write of this word in this barrier interval.
     fn no_other_writer(&self, tid: u32) -> Result<(), Conflict> {

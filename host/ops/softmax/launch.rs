@@ -1,8 +1,8 @@
 //! A softmax plan launched: its kernels, their launch shapes, the raw launches.
 
 use kernels_gpu::softmax::{
-    BLOCK, GROUP_KERNEL_BLOCK, PERSIST_WARP_SHARED_BYTES, SHARED_BYTES, STATS_SHARED_BYTES, STREAM_BLOCK,
-    WARP_KERNEL_BLOCK, WARP_KERNEL_ROWS, persist_block_shared_bytes,
+    BLOCK, CLUSTER_SHARED_BYTES, GROUP_KERNEL_BLOCK, PERSIST_WARP_SHARED_BYTES, SHARED_BYTES,
+    STATS_SHARED_BYTES, STREAM_BLOCK, WARP_KERNEL_BLOCK, WARP_KERNEL_ROWS, persist_block_shared_bytes,
 };
 
 use super::plan::{OnePassPlan, SoftmaxPlan};
@@ -62,6 +62,26 @@ impl Gpu {
                 let kernel = RowKernel::persist_block(vectors);
                 let shape = (threads, persist_block_shared_bytes(vectors as u32, threads));
                 (kernel, self.persistent_config(kernel, (rows, 1), shape)?)
+            }
+            OnePassPlan::Cluster {
+                vectors,
+                blocks,
+                threads,
+            } => {
+                let cfg = LaunchConfig::row_chunks(
+                    OP,
+                    rows,
+                    blocks as usize,
+                    threads,
+                    CLUSTER_SHARED_BYTES,
+                    &limits,
+                )?;
+                // SAFETY: `x` and `y` hold rows*cols elements at the same address modulo 16
+                // (checked by the caller); `cfg` is rows*blocks blocks of `threads`, which with
+                // `vectors` per thread hold a row (the plan).
+                return unsafe {
+                    raw::softmax::softmax_cluster(self, (vectors, blocks), cfg, x, y, rows, cols, t)
+                };
             }
             OnePassPlan::Stream => {
                 let cfg = LaunchConfig::per_row(OP, rows, STREAM_BLOCK, STATS_SHARED_BYTES, &limits)?;

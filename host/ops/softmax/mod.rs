@@ -5,7 +5,7 @@
 mod launch;
 mod plan;
 
-pub use plan::{OnePassConfig, OnePassPlan, PERSISTENT_MIN_COLS};
+pub use plan::{BLOCK_4_MAX_THREADS, CLUSTER_MIN_COLS, OnePassConfig, OnePassPlan, PERSISTENT_MIN_COLS};
 
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, DeviceVec};
@@ -19,12 +19,15 @@ pub enum SoftmaxAlgorithm {
     /// One block of 256 threads per row, three passes over the row (max, sum, write), tree
     /// reductions in shared memory: the tutorial kernel `softmax_block_reduce`. 16 bytes per element.
     BlockReduce,
-    /// One read and one write of each element where the row fits on chip (up to 32768 columns):
-    /// online (max, sum) statistics merged with warp shuffles, 16-byte accesses, a warp per row
-    /// up to 1024 columns, a block per row above (by default persistent, the next row staged in
-    /// shared memory while the current one is written). Longer rows are read twice (12 bytes per
-    /// element), split over several blocks when there are few rows. The default; the plan for a
-    /// shape is [`OnePassConfig::plan`].
+    /// One read and one write of each element where the row fits on chip (up to 32768 columns
+    /// in one block; on sm_90 up to 262144 in a thread-block cluster of 8): online (max, sum)
+    /// statistics merged with warp shuffles, 16-byte accesses, a warp per row up to 1024
+    /// columns, a block per row above (by default persistent, the next row staged in shared
+    /// memory while the current one is written), a cluster of blocks past 32768 columns on
+    /// sm_90 (the blocks' statistics merged through distributed shared memory). Longer rows, and
+    /// rows past 32768 columns before sm_90, are read twice (12 bytes per element), split over
+    /// several blocks when there are few rows. The default; the plan for a shape is
+    /// [`OnePassConfig::plan`].
     #[default]
     OnePass,
 }

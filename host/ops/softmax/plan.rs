@@ -1,7 +1,7 @@
 //! The plan of a softmax: which kernels run for a shape, chosen once per call from the
 //! algorithm, the thresholds of [`OnePassConfig`] and the device's facts.
 
-use kernels_gpu::softmax::{ROW_BLOCK_MAX, persist_block_shared_bytes};
+use kernels_gpu::softmax::{CLUSTER_MAX_BLOCKS, ROW_BLOCK_MAX, persist_block_shared_bytes};
 
 use super::SoftmaxAlgorithm;
 use crate::device::Gpu;
@@ -41,22 +41,59 @@ impl SoftmaxPlan {
         } else {
             (gpu.max_block_threads(RowKernel::Block8.kernel()), u32::MAX)
         };
-        SoftmaxPlan::OnePass(config.plan_limited(rows, cols, block_8_max, shared_max))
+        let limits = Limits {
+            block_8_max_threads: block_8_max,
+            shared_max,
+            // The cluster kernels are in the sm_90 PTX only, which a device loads only from
+            // compute capability 9.0 on (0 threads: the loaded PTX lacks the kernel).
+            cluster_max_threads: gpu
+                .max_block_threads(crate::raw::softmax::cluster_kernel(config.cluster_vectors)),
+            multiprocessors: gpu.multiprocessors().unwrap_or(1),
+        };
+        SoftmaxPlan::OnePass(config.plan_limited(rows, cols, &limits))
     }
+}
+
+/// What the plan needs to know of the device.
+pub(crate) struct Limits {
+    /// Most threads `softmax_block_8` (or `softmax_persist_block_8` for persistent rows) runs
+    /// per block (the driver's limit for its register count).
+    pub(crate) block_8_max_threads: u32,
+    /// Most shared memory a persistent block may use.
+    pub(crate) shared_max: u32,
+    /// Most threads the cluster kernel runs per block; 0 where the device has no clusters
+    /// (before compute capability 9.0, where its PTX lacks the kernel).
+    pub(crate) cluster_max_threads: u32,
+    /// Streaming multiprocessors.
+    pub(crate) multiprocessors: usize,
+}
+
+impl Limits {
+    /// No limit but the kernels' own; clusters available; an H200's 132 multiprocessors.
+    pub(crate) const KERNELS: Limits = Limits {
+        block_8_max_threads: ROW_BLOCK_MAX,
+        shared_max: u32::MAX,
+        cluster_max_threads: ROW_BLOCK_MAX,
+        multiprocessors: 132,
+    };
 }
 
 /// Most 4-float vectors a lane of a warp-per-row kernel holds (`softmax_warp_8`).
 const WARP_MAX_VECTORS: usize = 8;
 /// Most vectors a thread of a block-per-row kernel holds (`softmax_block_8`).
 const BLOCK_MAX_VECTORS: usize = 8;
-/// Threads up to which a block-per-row row uses 4 vectors per thread; longer rows use 8.
+/// Default [`OnePassConfig::block_4_max_threads`]: threads up to which a block-per-row row uses 4
+/// vectors per thread; longer rows use 8.
 /// Up to 8192 columns that is 512 threads of about 40 registers, three blocks per SM; past it,
 /// 8 vectors keep the block at 512 threads up to 16384 columns.
-const BLOCK_4_MAX_THREADS: usize = 512;
+pub const BLOCK_4_MAX_THREADS: usize = 512;
 
 /// Default [`OnePassConfig::persistent_min_cols`]: rows longer than 16384 columns, the ones that
 /// take 8 vectors per thread of more than 512 threads.
 pub const PERSISTENT_MIN_COLS: usize = 16385;
+
+/// Default [`OnePassConfig::cluster_min_cols`]: rows past the default `block_max_cols`.
+pub const CLUSTER_MIN_COLS: usize = 32769;
 
 /// The thresholds [`SoftmaxAlgorithm::OnePass`] picks its kernels by. `Default` is what
 /// [`Gpu::softmax`] uses; tests lower them to reach every path on small shapes.
@@ -83,6 +120,22 @@ pub struct OnePassConfig {
     /// looping over rows with the next row staged in shared memory while it finishes the
     /// current one. 0: every such row; `usize::MAX`: none.
     pub persistent_min_cols: usize,
+    /// Rows of at least this many columns (and more than `warp_max_cols`) that a thread-block
+    /// cluster holds run on the cluster kernels (`softmax_cluster_{4,8}`, sm_90): the row held
+    /// in the registers of `C` blocks, read once. `usize::MAX`: never. Where the device has no
+    /// clusters (before sm_90) the block, stream and split kernels take such rows.
+    pub cluster_min_cols: usize,
+    /// Rows a block holds with 4 vectors per thread of at most this many threads take
+    /// `softmax_block_4` (or its persistent twin); longer ones 8 vectors per thread. Fewer
+    /// threads here move rows to 8-vector blocks of half the threads: the same bytes in flight
+    /// per block, and more blocks (rows) per multiprocessor where registers allow.
+    pub block_4_max_threads: usize,
+    /// Most blocks in a cluster (2 to 16; past 8 is a non-portable size). Fewer than 2: no
+    /// clusters.
+    pub cluster_max_blocks: usize,
+    /// Vectors per thread of the cluster kernels: 8 (`softmax_cluster_8`, the fewest blocks)
+    /// or 4 (`softmax_cluster_4`, twice the blocks, each of fewer registers).
+    pub cluster_vectors: usize,
 }
 
 impl Default for OnePassConfig {
@@ -107,6 +160,14 @@ impl Default for OnePassConfig {
             // share an SM anyway, the staging through shared memory cost more than it hid
             // (`--plans` run, not committed).
             persistent_min_cols: PERSISTENT_MIN_COLS,
+            // Every row past the block kernels that a cluster holds: one read of the row
+            // instead of the stream and split kernels' two. Whether clusters also beat the
+            // block kernels below is a bench question (`--plans`).
+            cluster_min_cols: CLUSTER_MIN_COLS,
+            block_4_max_threads: BLOCK_4_MAX_THREADS,
+            // The portable limit.
+            cluster_max_blocks: 8,
+            cluster_vectors: 8,
         }
     }
 }
@@ -141,6 +202,16 @@ pub enum OnePassPlan {
         /// A multiple of 32, at most 1024.
         threads: u32,
     },
+    /// `softmax_cluster_{vectors}`: a cluster of `blocks` blocks of `threads` per row,
+    /// `vectors` per thread.
+    Cluster {
+        /// 4 or 8.
+        vectors: usize,
+        /// Blocks per cluster, 2 to 16.
+        blocks: u32,
+        /// A multiple of 32, at most 1024.
+        threads: u32,
+    },
     /// `softmax_stream`: a block per row, the row read twice.
     Stream,
     /// `softmax_split_stats` then `softmax_split_write`: `chunks` blocks per row of `chunk_vecs`
@@ -154,22 +225,15 @@ pub enum OnePassPlan {
 }
 
 impl OnePassConfig {
-    /// The kernels for a `rows x cols` softmax.
+    /// The kernels for a `rows x cols` softmax, on a device with thread-block clusters and 132
+    /// multiprocessors (an H200; what the simulator runs too).
     pub fn plan(&self, rows: usize, cols: usize) -> OnePassPlan {
-        self.plan_limited(rows, cols, ROW_BLOCK_MAX, u32::MAX)
+        self.plan_limited(rows, cols, &Limits::KERNELS)
     }
 
-    /// [`OnePassConfig::plan`] where the block-per-row kernel with 8 vectors per thread
-    /// (`softmax_block_8`, or `softmax_persist_block_8` when `persistent`) runs at most
-    /// `block_8_max_threads` per block (the driver's limit for its register count), and a
-    /// persistent block may use at most `shared_max` bytes of shared memory.
-    pub(crate) fn plan_limited(
-        &self,
-        rows: usize,
-        cols: usize,
-        block_8_max_threads: u32,
-        shared_max: u32,
-    ) -> OnePassPlan {
+    /// [`OnePassConfig::plan`] on a device with `limits`.
+    pub(crate) fn plan_limited(&self, rows: usize, cols: usize, limits: &Limits) -> OnePassPlan {
+        let (block_8_max_threads, shared_max) = (limits.block_8_max_threads, limits.shared_max);
         // Aligned vectors of the row with the most: a row whose start is not 16-byte aligned
         // has one fewer, plus up to 3 head and 3 tail scalars that threads 0..7 take.
         let vecs = cols / 4;
@@ -184,6 +248,11 @@ impl OnePassConfig {
                 };
             }
         }
+        if limits.cluster_max_threads >= 32 && cols >= self.cluster_min_cols {
+            if let Some(plan) = self.cluster_plan(rows, vecs, limits) {
+                return plan;
+            }
+        }
         if cols <= self.block_max_cols {
             let threads_for = |vectors: usize| vecs.div_ceil(vectors).next_multiple_of(32).max(32);
             let block = |vectors: usize, threads: usize| {
@@ -195,7 +264,7 @@ impl OnePassConfig {
                     OnePassPlan::Block { vectors, threads }
                 }
             };
-            if threads_for(4) <= BLOCK_4_MAX_THREADS {
+            if threads_for(4) <= self.block_4_max_threads.min(ROW_BLOCK_MAX as usize) {
                 return block(4, threads_for(4));
             }
             let threads = threads_for(BLOCK_MAX_VECTORS);
@@ -213,6 +282,48 @@ impl OnePassConfig {
         }
     }
 }
+
+impl OnePassConfig {
+    /// The cluster kernel for rows of `vecs` vectors (plus head and tail), if a cluster of at
+    /// most `cluster_max_blocks` blocks of the kernel's most threads holds one.
+    ///
+    /// The fewest blocks that hold the row, each of the fewest threads (a multiple of 32) that
+    /// then suffice; with few rows (fewer clusters than twice the multiprocessors), the cluster
+    /// doubles while its blocks keep at least [`CLUSTER_MIN_THREADS`], so that more
+    /// multiprocessors load the row.
+    fn cluster_plan(&self, rows: usize, vecs: usize, limits: &Limits) -> Option<OnePassPlan> {
+        let most = self.cluster_max_blocks.min(CLUSTER_MAX_BLOCKS as usize);
+        let vectors = if self.cluster_vectors <= 4 {
+            4
+        } else {
+            BLOCK_MAX_VECTORS
+        };
+        if most < 2 {
+            return None;
+        }
+        let block_max = limits.cluster_max_threads.min(ROW_BLOCK_MAX) as usize / 32 * 32;
+        let per_block = vectors * block_max;
+        let mut blocks = vecs.div_ceil(per_block).max(2);
+        if blocks > most {
+            return None;
+        }
+        let threads_for = |blocks: usize| vecs.div_ceil(vectors * blocks).next_multiple_of(32).max(32);
+        while 2 * blocks <= most
+            && rows.saturating_mul(blocks) < 2 * limits.multiprocessors
+            && threads_for(2 * blocks) >= CLUSTER_MIN_THREADS
+        {
+            blocks *= 2;
+        }
+        Some(OnePassPlan::Cluster {
+            vectors,
+            blocks: blocks as u32,
+            threads: threads_for(blocks) as u32,
+        })
+    }
+}
+
+/// Fewest threads per block the cluster plan splits a row down to when there are few rows.
+const CLUSTER_MIN_THREADS: usize = 256;
 
 /// The fewest vectors per lane (1, 2, 4, 8) that hold `vecs` vectors in a warp.
 fn warp_vectors(vecs: usize) -> Option<usize> {

@@ -20,6 +20,9 @@
 //! * [`persistent`]: the same, a warp or block kept over several rows, the next row staged in
 //!   shared memory ([`softmax_persist_warp_8`](fn@softmax_persist_warp_8)(fn@softmax_persist_warp_8), [`softmax_persist_block_4`](fn@softmax_persist_block_4)(fn@softmax_persist_block_4),
 //!   [`softmax_persist_block_8`](fn@softmax_persist_block_8)(fn@softmax_persist_block_8)).
+//! * [`cluster`] (sm_90): rows too long for one block, held in the registers of a thread-block
+//!   cluster of 2 to 16 blocks, the statistics merged through distributed shared memory
+//!   ([`softmax_cluster_4`](fn@softmax_cluster_4), [`softmax_cluster_8`](fn@softmax_cluster_8)).
 //! * [`stream`]: rows too long for the chip, read twice by one block per row
 //!   ([`softmax_stream`](fn@softmax_stream)(fn@softmax_stream)(fn@softmax_stream)).
 //! * [`two_pass`]: the same with several blocks per row, in two launches
@@ -68,6 +71,8 @@ macro_rules! softmax_kernel {
 }
 
 pub mod block_reduce;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
+pub mod cluster;
 pub mod in_registers;
 pub mod persistent;
 mod row;
@@ -76,6 +81,8 @@ pub mod stream;
 pub mod two_pass;
 
 pub use block_reduce::{softmax_block_reduce, BLOCK, SHARED_BYTES};
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
+pub use cluster::{softmax_cluster_4, softmax_cluster_8, CLUSTER_MAX_BLOCKS, CLUSTER_SHARED_BYTES};
 pub use in_registers::{
     softmax_block_4, softmax_block_8, softmax_group_16x2, softmax_group_8x4, softmax_warp_1, softmax_warp_2,
     softmax_warp_4, softmax_warp_8, GROUP_KERNEL_BLOCK,

@@ -66,7 +66,8 @@ pub(super) const MAX_VECTORS: usize = 8;
 /// `FIXED` is the number of threads when it is known at compile time (32 for a warp, 8 or 16 for
 /// a lane group), else 0. With `FIXED` threads vector `k` lies a constant distance past vector 0,
 /// an immediate offset in the instruction. With a run-time count, the vector indices are kept in
-/// 32 bits (a register-held row has at most 8 * 1024 vectors): the offsets stay live from the
+/// 32 bits (a register-held row has at most 8 vectors per thread of a cluster of 16 blocks of
+/// 1024 threads, 2^17 vectors): the offsets stay live from the
 /// loads to the stores, and 64-bit ones would cost 8 registers more (72 instead of 64 for
 /// `V = 8`, too many for 1024 threads).
 #[derive(Clone, Copy)]

@@ -130,7 +130,7 @@ fn edge_rules_hold_for_block_reduce() {
 
 fn edge_rules_hold_for_every_one_pass_path() {
     let gpu = Gpu::simulator();
-    let paths: [(&str, OnePassConfig, &[usize]); 11] = [
+    let paths: [(&str, OnePassConfig, &[usize]); 13] = [
         ("warp", classic(), &[1, 2, 67, 300, 1023]),
         ("group-8", groups(8), &[1, 2, 67, 131]),
         ("group-16", groups(16), &[2, 67]),
@@ -142,6 +142,8 @@ fn edge_rules_hold_for_every_one_pass_path() {
         ("stream", stream_only(), &[2, 67, 2051]),
         ("split", split_only(8), &[2, 67]),
         ("split", split_only(64), &[301]),
+        ("cluster-8", clusters_only(8), &[2, 67, 1030]),
+        ("cluster-4", clusters_only(4), &[67, 2051]),
     ];
     for (name, config, widths) in paths {
         for &cols in widths {
@@ -160,6 +162,7 @@ fn nan_stays_in_its_row_on_every_path() {
         ("block", blocks_only()),
         ("stream", stream_only()),
         ("split", split_only(8)),
+        ("cluster", clusters_only(8)),
     ] {
         let mut x = lcg_matrix(5, 9, 45);
         x[(4, 44)] = f32::NAN;

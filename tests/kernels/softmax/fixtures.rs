@@ -63,7 +63,19 @@ pub(super) fn classic() -> OnePassConfig {
     OnePassConfig {
         group_lanes: 0,
         persistent_min_cols: usize::MAX,
+        cluster_min_cols: usize::MAX,
         ..OnePassConfig::default()
+    }
+}
+
+/// Forces the cluster kernels, with `vectors` per thread, on every row past a warp's (a cluster
+/// of at least 2 blocks, of 32 threads for short rows).
+pub(super) fn clusters_only(vectors: usize) -> OnePassConfig {
+    OnePassConfig {
+        warp_max_cols: 0,
+        cluster_min_cols: 0,
+        cluster_vectors: vectors,
+        ..classic()
     }
 }
 

@@ -116,6 +116,7 @@ fn default_and_candidate_plans_for_the_timed_shapes() {
         OnePassConfig {
             group_lanes: 16,
             persistent_min_cols: 16385,
+            cluster_min_cols: 32769,
             ..classic()
         }
     );
