@@ -333,8 +333,9 @@ impl<T: Element> DeviceVec<T> {
 pub const STAGING_MIN_BYTES: usize = 1 << 20;
 
 /// Bytes of each of the two staging buffers: large enough that each piece's DMA runs at bus
-/// speed, small enough to keep the page-locked memory per stream handle bounded (2 x 4 MiB).
-pub const STAGING_CHUNK_BYTES: usize = 4 << 20;
+/// speed and each piece's host copy can be split over threads, small enough to keep the
+/// page-locked memory per stream handle bounded (2 x 16 MiB).
+pub const STAGING_CHUNK_BYTES: usize = 16 << 20;
 
 /// Two page-locked buffers a large pageable copy alternates between: the host fills (or drains)
 /// one while the device copies the other.
@@ -354,6 +355,48 @@ impl CudaDevice {
         }
         guard.as_ref().map(f)
     }
+}
+
+/// Host threads a staging copy of one piece uses at most: copies into fresh (never touched) or
+/// pageable memory run at the speed of one core's page faults and memcpy, far below the bus.
+const COPY_THREADS: usize = 8;
+
+/// Bytes below which a piece is copied by one thread (a thread's start costs more than it saves).
+const COPY_SPLIT_MIN_BYTES: usize = 1 << 20;
+
+/// Copies `len` bytes from `src` to `dst` with up to [`COPY_THREADS`] threads, each a contiguous
+/// share.
+///
+/// # Safety
+/// `src` is valid for reads and `dst` for writes of `len` bytes, and they do not overlap.
+unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(COPY_THREADS)
+        .min(len / COPY_SPLIT_MIN_BYTES)
+        .max(1);
+    if threads == 1 {
+        // SAFETY: as the caller promised.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+        return;
+    }
+    let share = len.div_ceil(threads);
+    // Addresses cross the thread boundary as integers; each thread touches its own share only.
+    let (src, dst) = (src as usize, dst as usize);
+    std::thread::scope(|scope| {
+        for t in 1..threads {
+            let start = t * share;
+            let n = share.min(len.saturating_sub(start));
+            scope.spawn(move || {
+                // SAFETY: `start + n <= len`; the shares are disjoint.
+                unsafe {
+                    std::ptr::copy_nonoverlapping((src + start) as *const u8, (dst + start) as *mut u8, n)
+                }
+            });
+        }
+        // SAFETY: the first share, on this thread.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, share.min(len)) };
+    });
 }
 
 /// `data`'s bytes (an [`Element`] has no padding).
@@ -380,7 +423,7 @@ impl Staging {
             buffer.wait()?;
             // SAFETY: `piece.len() <= STAGING_CHUNK_BYTES`, the buffer's size; no copy uses it.
             let staged = unsafe {
-                std::ptr::copy_nonoverlapping(piece.as_ptr(), buffer.ptr, piece.len());
+                copy_bytes(piece.as_ptr(), buffer.ptr, piece.len());
                 std::slice::from_raw_parts(buffer.ptr, piece.len())
             };
             let address = base + (i * STAGING_CHUNK_BYTES) as u64;
@@ -433,9 +476,7 @@ impl Staging {
             buffer.wait()?;
             // SAFETY: the piece lies inside `out` (`total` bytes) and the staging buffer holds
             // it (its copy finished); the two do not overlap.
-            unsafe {
-                std::ptr::copy_nonoverlapping(buffer.ptr, out.add(i * STAGING_CHUNK_BYTES), piece_len(i))
-            };
+            unsafe { copy_bytes(buffer.ptr, out.add(i * STAGING_CHUNK_BYTES), piece_len(i)) };
         }
         Ok(())
     }
