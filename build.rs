@@ -3,7 +3,7 @@
 //! sources) for `host/ptx.rs` (`gpukern::ptx::KERNELS`).
 
 fn main() {
-    if let Err(e) = gpukern_build::Builder::new("kernels-gpu").build() {
+    if let Err(e) = gpukern_build::Builder::new("kernels-gpu").sm90a().build() {
         e.exit();
     }
 }
