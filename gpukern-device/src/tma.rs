@@ -74,6 +74,8 @@ pub fn prefetch_map(map: *const u64) {
 ///   current phase expects these bytes ([`crate::mbarrier::arrive_expect_tx`]).
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+// `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
+#[allow(clippy::manual_is_multiple_of)]
 pub unsafe fn load_2d<T: Copy>(dst: *mut T, tensor: &Tensor2d<T>, bar: *mut u64, row: u32, col: u32) {
     #[cfg(target_arch = "nvptx64")]
     {

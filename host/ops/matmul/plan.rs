@@ -286,6 +286,7 @@ impl HalfTile {
     /// multiples of 8 (the copy engine's row strides are whole 16 bytes), 16-byte aligned
     /// operands (`aligned`), and `wgmma_loaded`: the `sm_90a` module is loaded (a compute
     /// capability 9.0 GPU), or the simulator.
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
     pub fn wgmma_applies(bf16: bool, k: usize, n: usize, aligned: bool, wgmma_loaded: bool) -> bool {
         bf16 && k % 8 == 0 && n % 8 == 0 && aligned && wgmma_loaded
     }

@@ -32,6 +32,7 @@ impl Gpu {
     /// `C = A * B` with a `wgmma` kernel, shapes and owners checked by the caller; `k` and `n`
     /// multiples of 8, the operands 16-byte aligned, [`Gpu::has_wgmma`] (checked here again:
     /// a clear error instead of a missing entry point).
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
     pub(crate) fn launch_wgmma<I: Element, O: Element>(
         &self,
         launch: WgmmaLauncher<I, O>,
