@@ -64,12 +64,26 @@ impl PtxSet {
     }
 
     /// The newest module that runs on a device of compute capability `cc`: the driver compiles
-    /// PTX forward to any newer GPU, never back.
+    /// PTX forward to any newer GPU, never back. An arch-specific module (`sm_90a`) runs only on
+    /// a GPU of exactly its compute capability, and there it is preferred to the plain one of the
+    /// same capability: built from the same sources, it has every entry point of that one plus
+    /// those compiled for it alone (`#[cfg(target_feature = "sm_90a")]`).
     pub fn select(&self, cc: (i32, i32)) -> Option<&'static PtxModule> {
         self.modules
             .iter()
-            .filter(|m| m.compute_capability <= cc)
-            .max_by_key(|m| m.compute_capability)
+            .filter(|m| match m.is_arch_specific() {
+                true => m.compute_capability == cc,
+                false => m.compute_capability <= cc,
+            })
+            .max_by_key(|m| (m.compute_capability, m.is_arch_specific()))
+    }
+}
+
+impl PtxModule {
+    /// Whether the module is for an arch-specific target (`sm_90a`), which runs on exactly its
+    /// compute capability and no other.
+    pub fn is_arch_specific(&self) -> bool {
+        self.arch.ends_with('a')
     }
 }
 

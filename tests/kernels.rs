@@ -135,12 +135,14 @@ fn main() {
         gaps.extend(coverage::launch_gaps(
             "sim",
             &gpukern::sim_launch_counts(gpukern::ptx::KERNELS.krate),
+            true,
         ));
     }
     if cuda_ran && coverage::whole_family_ran(&args, "cuda::") {
         gaps.extend(coverage::launch_gaps(
             "cuda",
             &gpukern::cuda_launch_counts(gpukern::ptx::KERNELS.krate),
+            cuda.gpu.as_ref().is_ok_and(|g| g.has_wgmma()),
         ));
     }
     if !gaps.is_empty() {

@@ -170,6 +170,9 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "matmul_f16_128x128_vec8"
         | "matmul_f16_f32out_128x128"
         | "matmul_f16_f32out_128x128_vec8" => matmul::half::HALF_128X128.threads(),
+        "matmul_wgmma_bf16_128x128" | "matmul_wgmma_bf16_f32out_128x128" => {
+            matmul::wgmma::WGMMA_128X128.threads()
+        }
         "softmax_block_reduce" => softmax::BLOCK,
         "softmax_warp_1" | "softmax_warp_2" | "softmax_warp_4" | "softmax_warp_8" => {
             softmax::WARP_KERNEL_BLOCK
@@ -206,7 +209,13 @@ fn kernel_body<'a>(ptx: &'a str, name: &str) -> Vec<&'a str> {
     let start = ptx
         .find(&header)
         .unwrap_or_else(|| panic!("no `{header}` in the module"));
-    ptx[start..].lines().take_while(|line| *line != "}").collect()
+    // The body ends at a `}` line alone that no `// end inline asm` follows (an `asm!` block's
+    // own braces are lines of their own too).
+    let lines: Vec<&str> = ptx[start..].lines().collect();
+    let end = (0..lines.len())
+        .find(|&i| lines[i] == "}" && !lines.get(i + 1).is_some_and(|l| l.contains("end inline asm")))
+        .unwrap_or(lines.len());
+    lines[..end].to_vec()
 }
 
 /// Whether a PTX line is a block barrier instruction (`bar.*` / `barrier.*`, predicated or not).
@@ -226,11 +235,15 @@ fn every_module_declares_every_kernel_for_its_architecture() {
     let modules = modules();
     assert!(!modules.is_empty(), "gpukern was built with no PTX module");
     for pair in modules.windows(2) {
+        // An arch-specific module (sm_90a) follows the plain one of its compute capability.
+        let ordered = pair[0].compute_capability < pair[1].compute_capability
+            || (pair[0].compute_capability == pair[1].compute_capability
+                && !pair[0].is_arch_specific()
+                && pair[1].is_arch_specific());
         assert!(
-            pair[0].compute_capability < pair[1].compute_capability,
+            ordered,
             "modules must be sorted oldest first, with no duplicate: {} then {}",
-            pair[0].arch,
-            pair[1].arch
+            pair[0].arch, pair[1].arch
         );
     }
     for module in modules {
@@ -286,7 +299,16 @@ fn every_module_exports_the_same_kernels() {
             ARCH_ONLY
                 .iter()
                 .filter(|(arch, _)| module.compute_capability >= *arch)
-                .flat_map(|(_, names)| names.iter().copied()),
+                .flat_map(|(_, names)| names.iter().copied())
+                // The arch-specific (`a`) module's own kernels.
+                .chain(
+                    module
+                        .is_arch_specific()
+                        .then_some(ARCH_SPECIFIC_KERNELS)
+                        .into_iter()
+                        .flatten()
+                        .copied(),
+                ),
         );
         let mut got = entry_names(module.ptx);
         got.sort_unstable();
@@ -298,6 +320,64 @@ fn every_module_exports_the_same_kernels() {
 /// Kernels only in the modules of an architecture from the given compute capability on: their
 /// instructions do not exist before it (the cluster kernels, sm_90).
 const ARCH_ONLY: &[((i32, i32), &[&str])] = &[((9, 0), &["softmax_cluster_4", "softmax_cluster_8"])];
+
+/// The entry points only the sm_90a module has (`#[cfg(target_feature = "sm_90a")]`).
+const ARCH_SPECIFIC_KERNELS: &[&str] = &["matmul_wgmma_bf16_128x128", "matmul_wgmma_bf16_f32out_128x128"];
+
+/// ptxas warnings that mean a `wgmma` pipeline was serialised or a register limit ignored:
+/// treated as failures. C7510: a call between `wgmma.fence` and its wait; C7514, C7515:
+/// ordinary instructions touching accumulators in flight; C7508: `setmaxnreg` ignored; C7509,
+/// C7511, C7512: register pressure around `wgmma`.
+const WGMMA_WARNINGS: &[&str] = &["C7508", "C7509", "C7510", "C7511", "C7512", "C7514", "C7515"];
+
+/// The sm_90a module assembles for sm_90a with its `wgmma` kernels intact: none of the
+/// serialisation warnings, each `wgmma` kernel with 8 products in its main loop, a `wait_group`
+/// and no stack (the no-spill check itself is
+/// `ptxas_assembles_every_module_without_stack_or_spills`).
+#[test]
+fn ptxas_keeps_the_wgmma_pipeline_of_the_sm_90a_module() {
+    let Some(module) = modules().iter().find(|m| m.arch == "sm_90a") else {
+        panic!("gpukern was built without the sm_90a module (GPUKERN_PTX_ARCHS without sm_90?)");
+    };
+    let ptxas = ptxas();
+    let file = std::env::temp_dir().join(format!("gpukern-ptx-test-{}-wgmma.ptx", std::process::id()));
+    fs::write(&file, module.ptx).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
+    let output = Command::new(&ptxas)
+        .args(["-arch=sm_90a", "-v", "--warn-on-spills"])
+        .arg(&file)
+        .args(["-o", "/dev/null"])
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", ptxas.display()));
+    let _ = fs::remove_file(&file);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "ptxas -arch=sm_90a refused the module:\n{text}"
+    );
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|line| WGMMA_WARNINGS.iter().any(|w| line.contains(w)))
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "ptxas warned about the wgmma pipeline:\n{}",
+        warnings.join("\n")
+    );
+    for name in ARCH_SPECIFIC_KERNELS {
+        let body = kernel_body(module.ptx, name);
+        let mmas = body.iter().filter(|l| l.contains("wgmma.mma_async")).count();
+        let waits = body.iter().filter(|l| l.contains("wgmma.wait_group")).count();
+        assert_eq!(
+            (mmas, waits),
+            (8, 1),
+            "{name}: wgmma.mma_async and wait_group lines"
+        );
+    }
+}
 
 #[test]
 fn ptxas_assembles_every_module_without_stack_or_spills() {
@@ -342,7 +422,8 @@ fn ptxas_assembles_every_module_without_stack_or_spills() {
 
 #[test]
 fn ptxas_assembles_every_module_for_sm_90() {
-    for module in modules() {
+    // An arch-specific module assembles for its own architecture only.
+    for module in modules().iter().filter(|m| !m.is_arch_specific()) {
         let report = assemble(module, "sm_90");
         for name in entry_names(module.ptx) {
             assert!(
@@ -414,6 +495,10 @@ const BARRIERS: &[(&str, usize)] = &[
     ("matmul_f16_128x128_vec8", 1),
     ("matmul_f16_f32out_128x128", 1),
     ("matmul_f16_f32out_128x128_vec8", 1),
+    // `wgmma_gemm` (sm_90a module only): one after the barriers' initialisation, one per tile
+    // (everyone is done with the stage before thread 0 refills it).
+    ("matmul_wgmma_bf16_128x128", 2),
+    ("matmul_wgmma_bf16_f32out_128x128", 2),
     // Each `block::reduce` has three (after the store, one per tree round in its loop, after the
     // final read); the kernel calls `reduce_max` or `reduce_min` (a branch on `t`, which is the
     // same for the whole block), then `reduce_sum`: three call sites.
@@ -469,11 +554,11 @@ fn barriers_are_where_the_source_puts_them() {
     );
     let mut failures = Vec::new();
     for module in modules() {
-        let names = entry_names(module.ptx);
+        let own = entry_names(module.ptx);
         for (name, expected) in BARRIERS
             .iter()
             .copied()
-            .filter(|(kernel, _)| names.contains(kernel))
+            .filter(|(kernel, _)| own.contains(kernel))
         {
             let body = kernel_body(module.ptx, name);
             let barriers: Vec<&str> = body.iter().copied().filter(|line| is_barrier(line)).collect();

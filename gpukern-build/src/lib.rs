@@ -89,6 +89,7 @@ pub struct Builder {
     krate: PathBuf,
     extra_inputs: Vec<PathBuf>,
     archs: Option<String>,
+    arch_specific: bool,
 }
 
 impl Builder {
@@ -98,6 +99,7 @@ impl Builder {
             krate: path.as_ref().to_path_buf(),
             extra_inputs: Vec::new(),
             archs: None,
+            arch_specific: false,
         }
     }
 
@@ -113,6 +115,18 @@ impl Builder {
     /// The architectures, comma-separated (`"sm_80,sm_90"`); `GPUKERN_PTX_ARCHS` still wins.
     pub fn archs(mut self, archs: &str) -> Builder {
         self.archs = Some(archs.to_string());
+        self
+    }
+
+    /// Also builds the arch-specific Hopper module, `sm_90a` (PTX ISA 8.0, `wgmma` and
+    /// `setmaxnreg`), whenever `sm_90` is among the architectures: one more nested build, run in
+    /// parallel with the others. Kernel code for it is compiled under
+    /// `#[cfg(target_feature = "sm_90a")]` (rustc sets that feature for `-Ctarget-cpu=sm_90a`
+    /// only), so the other modules never see it. The host loads an `a` module only on a device
+    /// of exactly its compute capability ([`ARCH_SPECIFIC_SUFFIX`]). Off by default: a kernel
+    /// crate without Hopper-only code need not pay for the extra build.
+    pub fn sm90a(mut self) -> Builder {
+        self.arch_specific = true;
         self
     }
 
@@ -151,7 +165,13 @@ impl Builder {
             Ok(v) => v,
             Err(_) => self.archs.clone().unwrap_or_else(|| DEFAULT_ARCHS.to_string()),
         };
-        let archs = parse_archs(&archs)?;
+        let mut archs = parse_archs(&archs)?;
+        if self.arch_specific
+            && archs.iter().any(|(a, _)| a == "sm_90")
+            && !archs.iter().any(|(a, _)| a == "sm_90a")
+        {
+            archs.push(("sm_90a".to_string(), (9, 0)));
+        }
         let key = hash::source_hash(&krate, &inputs, lock.as_deref(), &[NIGHTLY, RUSTFLAGS])?;
         let cache = cache::dir(&out)?;
         let name = lib_name(&krate)?;
@@ -199,6 +219,10 @@ impl Builder {
         Ok(modules)
     }
 }
+
+/// The suffix of an arch-specific architecture (`sm_90a`): its PTX runs only on a GPU of exactly
+/// its compute capability, never forward on a newer one.
+pub const ARCH_SPECIFIC_SUFFIX: char = 'a';
 
 /// An architecture's name (`sm_90`) and compute capability (`(9, 0)`).
 pub type Arch = (String, (i32, i32));

@@ -26,6 +26,9 @@
 //!   `exchange`, `cas`), with an explicit [`atomic::Scope`] (block, device, system).
 //! * [`convert`]: half-precision elements ([`f16`](struct@f16), [`bf16`], re-exported from the
 //!   `half` crate): conversions to and from f32, and pairs as one 32-bit access (`load_f16x2`).
+//! * [`mbarrier`], [`tma`], [`wgmma`]: Hopper's transaction barriers, bulk tensor copies and
+//!   warpgroup tensor-core products (`wgmma` needs the `sm_90a` module: call it only from code
+//!   under `#[cfg(target_feature = "sm_90a")]` on the GPU).
 //! * [`print`](mod@print): [`print!`] (CUDA's device `printf`, its format checked at compile
 //!   time) and [`device_assert!`] (CUDA's device `assert`), on the GPU and in the simulator.
 
@@ -51,13 +54,16 @@ pub mod cluster;
 pub mod convert;
 pub mod hint;
 pub mod math;
+pub mod mbarrier;
 pub mod mem;
 pub mod mma;
 pub mod print;
 pub mod shared;
 pub mod thread;
+pub mod tma;
 pub mod vector;
 pub mod warp;
+pub mod wgmma;
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod launch;

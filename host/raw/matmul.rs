@@ -135,21 +135,43 @@ pub(crate) type HalfLauncher<I, O> = for<'a> unsafe fn(
 pub(crate) trait HalfKernels<O>: Sized {
     /// The 128 x 128 kernel with 16-byte copies (`vec8`) or 2-byte loads.
     fn half_128x128(vec8: bool) -> HalfLauncher<Self, O>;
+    /// The Hopper `wgmma` kernel (`kernels_gpu::matmul::wgmma`), for bf16 operands only.
+    fn wgmma_128x128() -> Option<WgmmaLauncher<Self, O>> {
+        None
+    }
 }
 
+/// The launcher of a `wgmma` kernel: `(maps, a, b, c, m, n, k)`, `maps` the two tensor maps.
+pub(crate) type WgmmaLauncher<I, O> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    &'a DeviceVec<u64>,
+    &'a DeviceVec<I>,
+    &'a DeviceVec<I>,
+    &'a mut DeviceVec<O>,
+    usize,
+    usize,
+    usize,
+) -> Result<()>;
+
 macro_rules! half_kernels {
-    ($($in:ty => $out:ty: $plain:ident, $vec8:ident;)*) => {$(
+    ($($in:ty => $out:ty: $plain:ident, $vec8:ident $(, $wgmma:ident)?;)*) => {$(
         impl HalfKernels<$out> for $in {
             fn half_128x128(vec8: bool) -> HalfLauncher<$in, $out> {
                 if vec8 { h::$vec8::launch } else { h::$plain::launch }
             }
+            $(
+                fn wgmma_128x128() -> Option<WgmmaLauncher<$in, $out>> {
+                    Some(k::wgmma::$wgmma::launch)
+                }
+            )?
         }
     )*};
 }
 
 half_kernels! {
-    half::bf16 => half::bf16: matmul_bf16_128x128, matmul_bf16_128x128_vec8;
-    half::bf16 => f32: matmul_bf16_f32out_128x128, matmul_bf16_f32out_128x128_vec8;
+    half::bf16 => half::bf16: matmul_bf16_128x128, matmul_bf16_128x128_vec8, matmul_wgmma_bf16_128x128;
+    half::bf16 => f32: matmul_bf16_f32out_128x128, matmul_bf16_f32out_128x128_vec8, matmul_wgmma_bf16_f32out_128x128;
     half::f16 => half::f16: matmul_f16_128x128, matmul_f16_128x128_vec8;
     half::f16 => f32: matmul_f16_f32out_128x128, matmul_f16_f32out_128x128_vec8;
 }

@@ -9,6 +9,8 @@
 mod fast_plans;
 #[path = "matmul/half.rs"]
 mod half;
+#[path = "matmul/wgmma.rs"]
+mod wgmma;
 
 use gpukern::ops::matmul::{FastPlan, FastTile, Tf32Tile};
 use gpukern::{Error, Gpu, MatmulAlgorithm, cpu};
@@ -42,6 +44,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     ));
     trials.extend(fast_plans::trials());
     trials.extend(half::trials(sim, cuda));
+    trials.extend(wgmma::trials(sim, cuda));
     trials
 }
 

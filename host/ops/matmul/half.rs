@@ -39,13 +39,14 @@ mod sealed {
 
     /// The product of `T` operands into `Self`, its shapes `(m, k, n)` checked.
     pub trait Product<T>: Sized {
-        /// Runs `C = A * B`.
+        /// Runs `C = A * B`, half precision with the kernel `tile` (`None`: the plan's choice).
         fn product(
             gpu: &Gpu,
             a: &DeviceMatrix<T>,
             b: &DeviceMatrix<T>,
             c: &mut DeviceMatrix<Self>,
             mkn: (usize, usize, usize),
+            tile: Option<HalfTile>,
         ) -> Result<()>;
         /// A new `rows x cols` matrix for the product to write.
         fn alloc_result(gpu: &Gpu, rows: usize, cols: usize) -> Result<DeviceMatrix<Self>>;
@@ -58,6 +59,7 @@ mod sealed {
             b: &DeviceMatrix,
             c: &mut DeviceMatrix,
             mkn: (usize, usize, usize),
+            _tile: Option<HalfTile>,
         ) -> Result<()> {
             let plan = MatmulPlan::choose(gpu, MatmulAlgorithm::default(), mkn)?;
             gpu.launch_matmul(plan, a, b, c, mkn)
@@ -70,8 +72,8 @@ mod sealed {
     macro_rules! half_products {
         ($($in:ty => $out:ty),*) => {$(
             impl Product<$in> for $out {
-                fn product(gpu: &Gpu, a: &DeviceMatrix<$in>, b: &DeviceMatrix<$in>, c: &mut DeviceMatrix<$out>, mkn: (usize, usize, usize)) -> Result<()> {
-                    gpu.launch_half(HalfTile::choose(), a, b, c, mkn)
+                fn product(gpu: &Gpu, a: &DeviceMatrix<$in>, b: &DeviceMatrix<$in>, c: &mut DeviceMatrix<$out>, mkn: (usize, usize, usize), tile: Option<HalfTile>) -> Result<()> {
+                    gpu.launch_half(tile, a, b, c, mkn)
                 }
                 fn alloc_result(gpu: &Gpu, rows: usize, cols: usize) -> Result<DeviceMatrix<$out>> {
                     gpu.zeros_matrix(rows, cols)
@@ -157,7 +159,33 @@ impl Gpu {
         if !self.owns(&c.data) {
             return Err(Error::WrongDevice { op: OP });
         }
-        O::product(self, a, b, c, mkn)
+        O::product(self, a, b, c, mkn, None)
+    }
+
+    /// [`Gpu::matmul_to`] with a given half-precision kernel ([`HalfTile::Square`], the
+    /// `mma.sync` kernel, or [`HalfTile::Wgmma`], Hopper's): for comparing kernels, and for
+    /// tests that must reach each. For f32 operands the tile is ignored.
+    ///
+    /// Errors as [`Gpu::matmul_to`]; [`Error::InvalidArgument`] also for [`HalfTile::Wgmma`]
+    /// where it does not apply (f16 operands, `k` or `n` not a multiple of 8, a GPU without the
+    /// `sm_90a` module: see [`HalfTile::wgmma_applies`]).
+    pub fn matmul_to_with<T, O: MatmulOutput<T>>(
+        &self,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+        c: &mut DeviceMatrix<O>,
+        tile: HalfTile,
+    ) -> Result<()>
+    where
+        T: Element,
+    {
+        let mkn = self.check_any_operands(a, b)?;
+        let (m, _, n) = mkn;
+        super::same_shape(OP, &[c.rows, c.cols], &[m, n], "the output must be m x n")?;
+        if !self.owns(&c.data) {
+            return Err(Error::WrongDevice { op: OP });
+        }
+        O::product(self, a, b, c, mkn, Some(tile))
     }
 
     /// `A * B` into a new `O` matrix.
@@ -168,7 +196,7 @@ impl Gpu {
     ) -> Result<DeviceMatrix<O>> {
         let mkn = self.check_any_operands(a, b)?;
         let mut c = O::alloc_result(self, a.rows, b.cols)?;
-        O::product(self, a, b, &mut c, mkn)?;
+        O::product(self, a, b, &mut c, mkn, None)?;
         Ok(c)
     }
 
@@ -186,16 +214,31 @@ impl Gpu {
         Ok((a.rows, a.cols, b.cols))
     }
 
-    /// The half-precision kernels of `tile` for `C = A * B`, shapes and owners checked; nothing
-    /// for an empty result (a `k` of 0 gives zeros: `C` starts zeroed).
+    /// The half-precision kernels of `tile` (`None`: [`HalfTile::choose`]'s) for `C = A * B`,
+    /// shapes and owners checked; nothing for an empty result (a `k` of 0 gives zeros: `C`
+    /// starts zeroed).
     pub(crate) fn launch_half<I: HalfKernels<O> + Element, O: Element>(
         &self,
-        tile: HalfTile,
+        tile: Option<HalfTile>,
         a: &DeviceMatrix<I>,
         b: &DeviceMatrix<I>,
         c: &mut DeviceMatrix<O>,
         (m, k, n): (usize, usize, usize),
     ) -> Result<()> {
+        let aligned =
+            a.data.is_16_byte_aligned() && b.data.is_16_byte_aligned() && c.data.is_16_byte_aligned();
+        let wgmma = I::wgmma_128x128();
+        let applies = HalfTile::wgmma_applies(wgmma.is_some(), k, n, aligned, self.has_wgmma());
+        let tile = tile.unwrap_or_else(|| HalfTile::choose(applies, !self.is_simulator()));
+        if tile == HalfTile::Wgmma {
+            return match wgmma {
+                Some(launch) => self.launch_wgmma(launch, a, b, c, (m, k, n)),
+                None => Err(Error::InvalidArgument {
+                    op: OP,
+                    detail: "the wgmma kernels take bf16 operands: use HalfTile::Square".to_string(),
+                }),
+            };
+        }
         if m == 0 || n == 0 {
             return Ok(());
         }
@@ -218,7 +261,7 @@ impl Gpu {
             && b.data.is_16_byte_aligned()
             && c.data.is_16_byte_aligned();
         let launch = match tile {
-            HalfTile::Square => I::half_128x128(vec8),
+            HalfTile::Square | HalfTile::Wgmma => I::half_128x128(vec8),
         };
         // SAFETY: `a`, `b`, `c` hold m*k, k*n, m*n elements (shapes checked), `m, n >= 1`;
         // `cfg` is the kernel's documented launch; the `vec8` kernels only with `k`, `n`

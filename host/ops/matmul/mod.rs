@@ -6,11 +6,12 @@ mod error_bound;
 mod half;
 mod launch;
 mod plan;
+mod wgmma;
 
 pub use crate::device::SIMULATED_MULTIPROCESSORS;
 pub use error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, tf32_error_factor};
 pub use half::{MatmulElement, MatmulOutput};
-pub use plan::{FastPlan, FastTile, HalfTile, Tf32Tile};
+pub use plan::{FastPlan, FastTile, HALF_KERNEL_ENV, HalfTile, Tf32Tile};
 
 use super::same_shape;
 use crate::buffer::DeviceMatrix;

@@ -252,29 +252,55 @@ pub enum HalfTile {
     /// `mma.sync.m16n8k16`, 128 x 128 per block, 4 warps of 64 x 64, `BK = 32`, 4 stages, 74 KiB
     /// of shared memory ([`HALF_128X128`]): every GPU from sm_80 on.
     Square,
+    /// Hopper `wgmma.m64n128k16`, 128 x 128 per block, one warpgroup, `BK = 64`, a 4-stage TMA
+    /// ring guarded by `mbarrier`s, 129 KiB of shared memory ([`WGMMA_128X128`](kernels_gpu::matmul::wgmma::WGMMA_128X128)): bf16 operands,
+    /// `k` and `n` multiples of 8, 16-byte aligned operands, a compute capability 9.0 GPU with
+    /// the `sm_90a` module loaded (and the simulator).
+    Wgmma,
 }
+
+/// The variable that forces the kernel of half-precision products, for benchmarks: `mma` (the
+/// `mma.sync` kernel, [`HalfTile::Square`]) or `wgmma` ([`HalfTile::Wgmma`], where it applies;
+/// elsewhere `mma.sync`).
+pub const HALF_KERNEL_ENV: &str = "GPUKERN_HALF_KERNEL";
 
 impl HalfTile {
     /// Every half-precision kernel.
-    pub const ALL: [HalfTile; 1] = [HalfTile::Square];
+    pub const ALL: [HalfTile; 2] = [HalfTile::Square, HalfTile::Wgmma];
 
-    /// The tile shape of the kernels this runs.
+    /// The tile shape of the `mma.sync` kernels ([`HalfTile::Wgmma`]'s is
+    /// `WGMMA_128X128`; its rows and columns are the same).
     pub fn tiling(self) -> HalfTiling {
-        match self {
-            HalfTile::Square => HALF_128X128,
-        }
+        HALF_128X128
     }
 
-    /// A short name: `128x128`.
+    /// A short name: `128x128`, `wgmma-128x128`.
     pub fn name(self) -> &'static str {
         match self {
             HalfTile::Square => "128x128",
+            HalfTile::Wgmma => "wgmma-128x128",
         }
     }
 
-    /// The kernel for a half-precision product: [`HalfTile::Square`], the one there is (a
-    /// Hopper `wgmma` kernel, when there is one, will be chosen here for sm_90a devices).
-    pub fn choose() -> HalfTile {
-        HalfTile::Square
+    /// Whether [`HalfTile::Wgmma`] can run this product: bf16 operands (`bf16`), `k` and `n`
+    /// multiples of 8 (the copy engine's row strides are whole 16 bytes), 16-byte aligned
+    /// operands (`aligned`), and `wgmma_loaded`: the `sm_90a` module is loaded (a compute
+    /// capability 9.0 GPU), or the simulator.
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    pub fn wgmma_applies(bf16: bool, k: usize, n: usize, aligned: bool, wgmma_loaded: bool) -> bool {
+        bf16 && k % 8 == 0 && n % 8 == 0 && aligned && wgmma_loaded
+    }
+
+    /// The kernel for a half-precision product: [`HalfTile::Wgmma`] where it applies on a CUDA
+    /// device (`wgmma` from [`HalfTile::wgmma_applies`]), else [`HalfTile::Square`];
+    /// [`HALF_KERNEL_ENV`] can force `mma` (or `wgmma`, which the simulator then takes too).
+    pub fn choose(wgmma: bool, on_cuda: bool) -> HalfTile {
+        let forced = std::env::var(HALF_KERNEL_ENV).ok();
+        match forced.as_deref() {
+            Some("mma") => HalfTile::Square,
+            Some("wgmma") if wgmma => HalfTile::Wgmma,
+            _ if wgmma && on_cuda => HalfTile::Wgmma,
+            _ => HalfTile::Square,
+        }
     }
 }

@@ -18,6 +18,8 @@
 //! 7. [`half`]: BF16 and FP16 operands on tensor cores (`mma.m16n8k16`, f32 accumulators, the
 //!    result in the input type or f32), fragments loaded with `ldmatrix`; their items stay under
 //!    `matmul::half`.
+//! 8. [`wgmma`]: BF16 on Hopper's warpgroup tensor cores (`wgmma`, TMA copies, `mbarrier`s),
+//!    compiled into the `sm_90a` module only; its items stay under `matmul::wgmma`.
 //!
 //! Every entry point of rungs 3 to 7 is declared with `gemm_kernel!`, one instance of a generic
 //! body. Rungs 3 and 4 find their block's tile and slice of `k` and write their register tiles
@@ -181,6 +183,8 @@ pub mod register_tiled;
 pub mod split_k;
 pub mod tf32;
 pub mod tiled;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod wgmma;
 pub mod wide;
 
 pub use naive::{matmul_naive, NAIVE_BLOCK};

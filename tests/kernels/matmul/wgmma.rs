@@ -1,0 +1,119 @@
+//! The Hopper `wgmma` kernels (bf16 operands, bf16 or f32 result) forced through
+//! `Gpu::matmul_to_with(.., HalfTile::Wgmma)`, against `cpu::matmul_f64`:
+//! `{sim,cuda}::matmul_wgmma::MxKxN`. In the simulator the copies, barriers and products are the
+//! device helpers' fallbacks (`gpukern_device::{tma, mbarrier, wgmma}`); on CUDA the trial runs
+//! on a compute capability 9.0 GPU only (elsewhere the sm_90a module is not loaded and the trial
+//! checks that the launch is refused with a clear error). A failure names the first wrong
+//! element (row, column) and its neighbours in the row, so a layout mistake (a swizzle, a
+//! descriptor offset, the accumulator layout) shows its pattern.
+//!
+//! Bound per element as `matmul/half.rs`: `|C - C_ref| <= u_out |C_ref| + 4 terms(k) 2^-24
+//! sum_l |A(i,l) B(l,j)|`.
+
+use gpukern::ops::matmul::HalfTile;
+use gpukern::{Gpu, bf16, cpu};
+use libtest_mimic::Trial;
+use ndarray::Array2;
+use rand::rngs::StdRng;
+
+use crate::common::check::*;
+use crate::common::random_matrix;
+use crate::common::trial::{Target, trial};
+
+/// Simulator shapes `(m, k, n)`, `k` and `n` multiples of 8: one row; two row blocks with a
+/// ragged last one, six tiles of `k` (the 4-stage ring wraps, the last tile ragged), two column
+/// blocks; a narrow `n`.
+const SIM_SHAPES: &[(usize, usize, usize)] = &[(1, 8, 8), (130, 328, 136), (65, 64, 24)];
+
+/// CUDA shapes: the simulator's, 256^3, 4096^3, and every edge ragged with `k`, `n` multiples of 8.
+const CUDA_SHAPES: &[(usize, usize, usize)] = &[
+    (1, 8, 8),
+    (130, 328, 136),
+    (65, 64, 24),
+    (256, 256, 256),
+    (4096, 4096, 4096),
+    (4097, 4104, 4088),
+];
+
+/// Every trial of the `wgmma` kernels.
+pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
+    let mut trials = Vec::new();
+    for (target, shapes) in [(sim, SIM_SHAPES), (cuda, CUDA_SHAPES)] {
+        for &shape in shapes {
+            let (m, k, n) = shape;
+            trials.push(trial(
+                target,
+                &format!("matmul_wgmma::{m}x{k}x{n}"),
+                move |gpu, rng| wgmma_shape(gpu, rng, shape),
+            ));
+        }
+    }
+    trials
+}
+
+/// The first element of `got` outside the bound, with its neighbours in the row; `None` when
+/// every element is inside.
+fn first_wrong(got: &[f64], want: &Array2<f64>, abs: &Array2<f64>, k: usize, u_out: f64) -> Option<String> {
+    let (m, n) = want.dim();
+    let terms = (k as f64).sqrt().max(k.min(16) as f64);
+    let acc = 4.0 * terms * f64::powi(2.0, -24);
+    if got.len() != m * n {
+        return Some(format!("{} elements, want {}", got.len(), m * n));
+    }
+    let wrong = (0..m * n).filter(|&i| {
+        let (w, s) = (want[(i / n, i % n)], abs[(i / n, i % n)]);
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
+        let outside = !((got[i] - w).abs() <= u_out * w.abs() + acc * s);
+        outside
+    });
+    let count = wrong.clone().count();
+    let i = wrong.clone().next()?;
+    let (r, c) = (i / n, i % n);
+    let around: Vec<String> = (c.saturating_sub(3)..(c + 4).min(n))
+        .map(|j| format!("[{r},{j}] {:.5} want {:.5}", got[r * n + j], want[(r, j)]))
+        .collect();
+    Some(format!(
+        "{count} of {} elements wrong; first at row {r}, column {c} (row block {}, column block {}, \
+         row {} / column {} in the block): {}",
+        m * n,
+        r / 128,
+        c / 128,
+        r % 128,
+        c % 128,
+        around.join(", ")
+    ))
+}
+
+/// One product with both result types through the `wgmma` kernels.
+fn wgmma_shape(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize)) -> Check {
+    let a = random_matrix(rng, m, k).mapv(bf16::from_f32);
+    let b = random_matrix(rng, k, n).mapv(bf16::from_f32);
+    let (da, db) = (gpu.upload_matrix(&a)?, gpu.upload_matrix(&b)?);
+    let mut c16 = gpu.upload_matrix(&Array2::from_elem((m, n), bf16::NAN))?;
+    let launched = gpu.matmul_to_with(&da, &db, &mut c16, HalfTile::Wgmma);
+    if !gpu.has_wgmma() {
+        // The sm_90a module is not loaded here: the launch must be refused, clearly.
+        return match launched {
+            Err(gpukern::Error::InvalidArgument { detail, .. }) if detail.contains("sm_90a") => Ok(()),
+            other => Err(format!("a wgmma launch off compute capability 9.0 gave {other:?}").into()),
+        };
+    }
+    launched?;
+    let mut c32 = gpu.upload_matrix(&Array2::from_elem((m, n), f32::NAN))?;
+    gpu.matmul_to_with(&da, &db, &mut c32, HalfTile::Wgmma)?;
+    let want = cpu::matmul_f64(&a.view(), &b.view())?;
+    let abs = cpu::matmul_f64(
+        &a.mapv(|x| f64::from(x).abs()).view(),
+        &b.mapv(|x| f64::from(x).abs()).view(),
+    )?;
+    let mut failures = Vec::new();
+    let got16: Vec<f64> = c16.to_array()?.iter().map(|&x| f64::from(x)).collect();
+    if let Some(e) = first_wrong(&got16, &want, &abs, k, f64::powi(2.0, -8)) {
+        failures.push(format!("{m}x{k}x{n} bf16 result: {e}"));
+    }
+    let got32: Vec<f64> = c32.to_array()?.iter().map(|&x| f64::from(x)).collect();
+    if let Some(e) = first_wrong(&got32, &want, &abs, k, 0.0) {
+        failures.push(format!("{m}x{k}x{n} f32 result: {e}"));
+    }
+    all_passed(failures)
+}
