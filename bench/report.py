@@ -412,7 +412,8 @@ def half_section(run: Run) -> str:
                 mine = best((r for r in here if is_gpukern(r)), kind)
                 blas = best((r for r in here if r["impl"].startswith("cublas")), kind)
                 row = [pretty(shape), dtype, out]
-                row += [fmt_rate(mine, kind) if mine else "-", fmt_rate(blas, kind) if blas else "-"]
+                variant = f" ({mine['impl'].split(':', 1)[-1]})" if mine else ""
+                row += [fmt_rate(mine, kind) + variant if mine else "-", fmt_rate(blas, kind) if blas else "-"]
                 row.append(fmt_ratio(mine[kind] / blas[kind] if mine and blas and mine.get(kind) and blas.get(kind) else None))
                 for peer in peers:
                     theirs = best((r for r in here if r["impl"].split("_")[0] == peer), kind)
@@ -441,8 +442,10 @@ def half_section(run: Run) -> str:
         ])
     parts += [
         "Row-major `C = A B` with bf16 or fp16 operands, products on tensor cores and sums in f32, the "
-        "result in the operands' type (rounded once) or in f32. gpukern: `gpu.matmul_to(a, b, c)` into "
-        "an existing matrix (no allocation); cuBLAS: `cublasGemmEx` with the same types in and out, "
+        "result in the operands' type (rounded once) or in f32. gpukern: `gpu.matmul_to_with(a, b, c, tile)` "
+        "into an existing matrix (no allocation), the best of its kernels in the gpukern column: `mma` "
+        "(`mma.sync`, every GPU from sm_80 on) and `wgmma` (Hopper's `wgmma` fed by TMA, bf16 with `k` and "
+        "`n` multiples of 8); cuBLAS: `cublasGemmEx` with the same types in and out, "
         "`CUBLAS_COMPUTE_32F`, the default algorithm; torch: `torch.matmul(a, b, out=c)` with torch's "
         "default settings (f32 result: `torch.mm(a, b, out_dtype=torch.float32)`); Triton: the matmul "
         "tutorial kernel on the same types. TFLOP/s from 2mnk flops; `rel_err` against the f64 product of "

@@ -55,11 +55,16 @@ pub fn f32_out_shape(quick: bool) -> Shape {
 
 /// Records this suite writes: per shape and type, gpukern and cuBLAS, twice at the f32-out shape.
 pub fn planned(quick: bool) -> usize {
-    let per_type: usize = shapes(quick)
+    shapes(quick)
         .into_iter()
-        .map(|s| if s == f32_out_shape(quick) { 4 } else { 2 })
-        .sum();
-    2 * per_type
+        .map(|s| {
+            let outs = if s == f32_out_shape(quick) { 2 } else { 1 };
+            // cuBLAS and mma.sync in both types; wgmma in bf16 where k and n allow (on a GPU
+            // without it those rows are not written: the count is an upper bound).
+            let wgmma = usize::from(s.1 % 8 == 0 && s.2 % 8 == 0);
+            outs * (2 * 2 + wgmma)
+        })
+        .sum()
 }
 
 /// A number that converts to and from f32 (the result types: f32, bf16, f16).
@@ -278,18 +283,18 @@ fn cublas<T: Half, O: Num + DeviceRepr>(
     })
 }
 
-/// gpukern's `gpu.matmul_to` at `shape`, result `O` (named `out` in the record).
+/// gpukern's `gpu.matmul_to_with(.., tile)` at `shape`, result `O` (named `out` in the record).
 fn gpukern<T: Half, O: Num + MatmulOutput<T>>(
     b: &mut Bench,
     sink: &mut Sink,
     shape: Shape,
     inputs: &Inputs<T>,
-    (imp, out, tol): (&str, &str, f64),
+    (imp, out, tol, tile): (&str, &str, f64, HalfTile),
 ) -> Res<()> {
     let (m, n, k) = shape;
     let bytes = traffic(shape, size_of::<O>());
     let sets = sets_for(bytes as usize);
-    let base = base::<T>(imp, shape, out).with("tile", HalfTile::choose().name());
+    let base = base::<T>(imp, shape, out).with("tile", tile.name());
     sink.item(base.clone(), || {
         if let Err(e) = &inputs.reference {
             return Ok(base.failed(e));
@@ -305,14 +310,14 @@ fn gpukern<T: Half, O: Num + MatmulOutput<T>>(
             ));
         }
         let (da, db, dc) = &mut bufs[0];
-        gpu.matmul_to(da, db, dc)?;
+        gpu.matmul_to_with(da, db, dc, tile)?;
         let (record, passed) = check(base.with("sets", sets), &dc.as_vec().to_vec()?, inputs, tol);
         if !passed {
             return Ok(record);
         }
         let stats = b.timer.measure(|i| {
             let (da, db, dc) = &mut bufs[i % sets];
-            Ok(gpu.matmul_to(da, db, dc)?)
+            Ok(gpu.matmul_to_with(da, db, dc, tile)?)
         })?;
         Ok(record.timed(&stats, Some(bytes), Some(2.0 * (m * n) as f64 * k as f64)))
     })
@@ -336,9 +341,22 @@ where
             ("cublas_f32out", "f32", f32_type, F32_TOL),
         )?;
     }
-    gpukern::<T, T>(b, sink, shape, &inputs, ("gpukern:half", T::NAME, T::TOL))?;
-    if f32_out {
-        gpukern::<T, f32>(b, sink, shape, &inputs, ("gpukern:half_f32out", "f32", F32_TOL))?;
+    // The mma.sync kernel on every shape; the wgmma kernel where it applies (bf16, k and n
+    // multiples of 8, the sm_90a module loaded).
+    let wgmma = HalfTile::wgmma_applies(T::NAME == "bf16", shape.2, shape.1, true, b.gpu.has_wgmma());
+    let tiles: &[(HalfTile, &str, &str)] = if wgmma {
+        &[
+            (HalfTile::Square, "gpukern:mma", "gpukern:mma_f32out"),
+            (HalfTile::Wgmma, "gpukern:wgmma", "gpukern:wgmma_f32out"),
+        ]
+    } else {
+        &[(HalfTile::Square, "gpukern:mma", "gpukern:mma_f32out")]
+    };
+    for &(tile, imp, imp_f32) in tiles {
+        gpukern::<T, T>(b, sink, shape, &inputs, (imp, T::NAME, T::TOL, tile))?;
+        if f32_out {
+            gpukern::<T, f32>(b, sink, shape, &inputs, (imp_f32, "f32", F32_TOL, tile))?;
+        }
     }
     Ok(())
 }
@@ -429,8 +447,8 @@ mod tests {
 
     #[test]
     fn planned_matches_the_rows() {
-        assert_eq!(planned(true), 8);
-        assert_eq!(planned(false), 2 * (5 * 2 + 2));
+        // Three square shapes of 5 rows, 4096^3 with its f32 results (10), the ragged one (4).
+        assert_eq!(planned(false), 3 * 5 + 2 * 5 + 4);
         assert!(shapes(false).contains(&f32_out_shape(false)));
         assert!(shapes(true).contains(&f32_out_shape(true)));
     }
