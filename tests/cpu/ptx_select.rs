@@ -66,7 +66,12 @@ fn select_uses_the_embedded_modules() {
     assert!(!modules.is_empty(), "gpukern was built with no PTX module");
     for m in modules {
         let chosen = gpukern::ptx::select(m.compute_capability).expect("a module for its own architecture");
-        assert_eq!(chosen.arch, m.arch);
+        // On its exact compute capability an arch-specific (`sm_90a`) module is preferred to the
+        // plain one: it has the same kernels and more.
+        let specific = modules
+            .iter()
+            .find(|o| o.is_arch_specific() && o.compute_capability == m.compute_capability);
+        assert_eq!(chosen.arch, specific.unwrap_or(m).arch);
     }
     let oldest = modules.iter().map(|m| m.compute_capability).min().unwrap();
     assert!(gpukern::ptx::select((oldest.0 - 1, 0)).is_none());
