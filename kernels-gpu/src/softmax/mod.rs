@@ -70,7 +70,7 @@ macro_rules! softmax_kernel {
 pub mod block_reduce;
 pub mod in_registers;
 pub mod persistent;
-mod row;
+pub(crate) mod row;
 pub mod stats;
 pub mod stream;
 pub mod two_pass;
