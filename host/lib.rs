@@ -83,7 +83,7 @@ pub use launch_config::{DeviceLimits, LaunchConfig};
 pub use module::{Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
-pub use ops::cross_entropy::ClassLabels;
+pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
 pub use ops::matmul::{MatmulAlgorithm, MatmulElement, MatmulOutput};
 pub use ops::norm::{NormAlgorithm, NormElement};
 pub use ops::reduce::ReduceAlgorithm;

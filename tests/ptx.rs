@@ -189,11 +189,31 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "layer_norm_block_reduce_f32"
         | "layer_norm_block_reduce_bf16" => norm::BLOCK,
         // Sized to the row, up to this many threads.
-        "rms_norm_rows_f32" | "rms_norm_rows_bf16" | "layer_norm_rows_bf16" => norm::ROW_BLOCK_MAX,
-        // About 80 registers (the 32 held floats, their addresses kept from the loads to the
-        // stores, mean and rstd): the driver's limit is below 1024, which the plan reads
-        // (`Gpu::max_block_threads`), so 16384-column rows take 512 threads of 8 vectors.
-        "layer_norm_rows_f32" => 768,
+        // (LayerNorm centres the held row in place, so it keeps one copy of it: 62 registers
+        // on sm_90, down from 79 when `x - shift` was kept beside `x`.)
+        "rms_norm_rows_f32"
+        | "rms_norm_rows_bf16"
+        | "layer_norm_rows_bf16"
+        | "layer_norm_rows_f32"
+        | "rms_norm_rows16_f32"
+        | "rms_norm_rows16_bf16"
+        | "layer_norm_rows16_f32"
+        | "layer_norm_rows16_bf16" => norm::ROW_BLOCK_MAX,
+        // 64 held elements per thread (about 90 to 110 registers): rows of up to 32768 columns
+        // take at most 512 threads.
+        "rms_norm_rows64_f32"
+        | "rms_norm_rows64_bf16"
+        | "layer_norm_rows64_f32"
+        | "layer_norm_rows64_bf16" => 512,
+        "rms_norm_warp_f32"
+        | "rms_norm_warp_bf16"
+        | "layer_norm_warp_f32"
+        | "layer_norm_warp_bf16"
+        | "rms_norm_warp_keep_f32"
+        | "rms_norm_warp_keep_bf16"
+        | "layer_norm_warp_keep_f32"
+        | "layer_norm_warp_keep_bf16" => norm::WARP_BLOCK,
+        "cross_entropy_warp" => cross_entropy::WARP_CHUNK_BLOCK,
         "cross_entropy_finish" => cross_entropy::FINISH_BLOCK,
         "cross_entropy_mean" => cross_entropy::MEAN_BLOCK,
         // Each block of a cluster sized to its share of the row, up to this many threads.
@@ -531,8 +551,26 @@ const BARRIERS: &[(&str, usize)] = &[
     ("rms_norm_rows_bf16", 1),
     ("layer_norm_rows_f32", 2),
     ("layer_norm_rows_bf16", 2),
+    ("rms_norm_rows16_f32", 1),
+    ("rms_norm_rows16_bf16", 1),
+    ("layer_norm_rows16_f32", 2),
+    ("layer_norm_rows16_bf16", 2),
+    ("rms_norm_rows64_f32", 1),
+    ("rms_norm_rows64_bf16", 1),
+    ("layer_norm_rows64_f32", 2),
+    ("layer_norm_rows64_bf16", 2),
+    // Warp-per-row norms: shuffles only.
+    ("rms_norm_warp_f32", 0),
+    ("rms_norm_warp_bf16", 0),
+    ("layer_norm_warp_f32", 0),
+    ("layer_norm_warp_bf16", 0),
+    ("rms_norm_warp_keep_f32", 0),
+    ("rms_norm_warp_keep_bf16", 0),
+    ("layer_norm_warp_keep_f32", 0),
+    ("layer_norm_warp_keep_bf16", 0),
     // Cross-entropy: the finish is a warp per row (shuffles only); the mean one `reduce_sum`.
     ("cross_entropy_finish", 0),
+    ("cross_entropy_warp", 0),
     ("cross_entropy_mean", 3),
     // Cluster (sm_90 only): one `block_stats`, then the cluster barrier's arrive and wait before
     // the partials are read, an arrive after the reads and a wait before the exit.

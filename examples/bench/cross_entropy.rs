@@ -1,6 +1,6 @@
 //! Cross-entropy of f32 logits with one class label per row: the per-row losses
-//! (`gpu.cross_entropy_into`, PyTorch's `reduction='none'`) and their mean
-//! (`gpu.cross_entropy_mean`, `reduction='mean'`).
+//! (`gpu.cross_entropy_into_with`, PyTorch's `reduction='none'`) and their mean
+//! (`gpu.cross_entropy_mean_with`, `reduction='mean'`), with every `CrossEntropyAlgorithm`.
 //!
 //! Minimum traffic: the logits read once (4 bytes per element) plus 12 bytes per row (an i64
 //! label read, an f32 loss written); the mean writes one float instead of a loss per row.
@@ -11,7 +11,7 @@
 //! (`cuMemAllocAsync`), inside the timed region as a user's call would have them.
 
 use gpukern::ops::cross_entropy::cross_entropy_chunks;
-use gpukern::{ClassLabels, DeviceMatrix, DeviceVec, Gpu, cpu};
+use gpukern::{ClassLabels, CrossEntropyAlgorithm, DeviceMatrix, DeviceVec, Gpu, cpu};
 use ndarray::ArrayView2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
@@ -60,9 +60,9 @@ impl Reduction {
     }
 }
 
-/// Measurements [`cross_entropy`] makes.
+/// Measurements [`cross_entropy`] makes: every shape, reduction and algorithm.
 pub fn planned(quick: bool) -> usize {
-    shapes(quick).len() * Reduction::ALL.len()
+    shapes(quick).len() * Reduction::ALL.len() * CrossEntropyAlgorithm::ALL.len()
 }
 
 /// Minimum bytes of one call: the logits and the labels read once, the losses (or the mean)
@@ -114,25 +114,27 @@ pub struct Operands {
     pub loss: DeviceVec,
 }
 
-/// The device result of one call on `ops`: the losses written into `ops.loss`, or a new
-/// one-element vector holding the mean.
-pub fn run(gpu: &Gpu, reduction: Reduction, ops: &mut Operands) -> gpukern::Result<Option<DeviceVec>> {
+/// The device result of one call on `ops` with `algorithm`: the losses written into
+/// `ops.loss`, or a new one-element vector holding the mean.
+pub fn run(
+    gpu: &Gpu,
+    reduction: Reduction,
+    algorithm: CrossEntropyAlgorithm,
+    ops: &mut Operands,
+) -> gpukern::Result<Option<DeviceVec>> {
     match reduction {
         Reduction::None => gpu
-            .cross_entropy_into(&ops.x, &ops.labels, &mut ops.loss)
+            .cross_entropy_into_with(&ops.x, &ops.labels, &mut ops.loss, algorithm)
             .map(|()| None),
-        Reduction::Mean => gpu.cross_entropy_mean(&ops.x, &ops.labels).map(Some),
+        Reduction::Mean => gpu
+            .cross_entropy_mean_with(&ops.x, &ops.labels, algorithm)
+            .map(Some),
     }
 }
 
-/// Fresh random logits and labels (`sets` copies on the device), one call, and its check
-/// against the f64 CPU reference (every row: the output is one float per row).
-pub fn prepare(
-    gpu: &Gpu,
-    reduction: Reduction,
-    (rows, cols): (usize, usize),
-    sets: usize,
-) -> Res<(Vec<Operands>, Check)> {
+/// Fresh random logits and labels (`sets` copies on the device) and the f64 CPU reference's
+/// per-row losses.
+pub fn prepare(gpu: &Gpu, (rows, cols): (usize, usize), sets: usize) -> Res<(Vec<Operands>, Vec<f32>)> {
     let x = random_vec(rows * cols, -RANGE, RANGE);
     let labels = random_labels(rows, cols);
     let nan = vec![f32::NAN; rows];
@@ -144,48 +146,77 @@ pub fn prepare(
             loss: gpu.upload(&nan)?,
         });
     }
-    let out = run(gpu, reduction, &mut bufs[0])?;
-    let reference = reference_losses(&x, cols, &labels);
-    let check = match out {
-        None => Check::new(&bufs[0].loss.to_vec()?, &reference, F32_TOL, "cpu_f64"),
-        Some(m) => Check::new(&m.to_vec()?, &[mean(&reference)], F32_TOL, "cpu_f64"),
-    };
-    Ok((bufs, check))
+    Ok((bufs, reference_losses(&x, cols, &labels)))
 }
 
-/// Every shape, per-row losses and their mean.
+/// One call with `algorithm` on `ops` (its losses reset to NaN first, so that a loss the call
+/// does not write fails) and its check against `reference` (every row: the output is one float
+/// per row).
+pub fn check(
+    gpu: &Gpu,
+    reduction: Reduction,
+    algorithm: CrossEntropyAlgorithm,
+    ops: &mut Operands,
+    reference: &[f32],
+) -> Res<Check> {
+    ops.loss = gpu.upload(&vec![f32::NAN; reference.len()])?;
+    let out = run(gpu, reduction, algorithm, ops)?;
+    Ok(match out {
+        None => Check::new(&ops.loss.to_vec()?, reference, F32_TOL, "cpu_f64"),
+        Some(m) => Check::new(&m.to_vec()?, &[mean(reference)], F32_TOL, "cpu_f64"),
+    })
+}
+
+/// Every shape, per-row losses and their mean, every algorithm (`fused`, the default, and the
+/// tuning candidates `warp-8k`, `warp-32k`, `warp-row`).
 pub fn cross_entropy(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for (rows, cols) in shapes(b.quick) {
         if !b.wants(&format!("{rows}x{cols}")) {
             continue;
         }
+        let sets = sets_for(traffic(Reduction::None, rows, cols) as usize);
+        // Made on the first item that needs them, shared by the shape's other items.
+        let mut prepared: Option<(Vec<Operands>, Vec<f32>)> = None;
         for reduction in Reduction::ALL {
-            let (chunks, _) = cross_entropy_chunks(rows, cols, b.gpu.multiprocessors()?);
-            let call = match reduction {
-                Reduction::None => "gpu.cross_entropy_into",
-                Reduction::Mean => "gpu.cross_entropy_mean",
-            };
-            let base = Record::new(reduction.kernel(), "gpukern:fused", format!("{rows}x{cols}"))
+            for algorithm in CrossEntropyAlgorithm::ALL {
+                let (chunks, _) = cross_entropy_chunks(rows, cols, b.gpu.multiprocessors()?);
+                let call = match reduction {
+                    Reduction::None => "gpu.cross_entropy_into_with",
+                    Reduction::Mean => "gpu.cross_entropy_mean_with",
+                };
+                let mut base = Record::new(
+                    reduction.kernel(),
+                    format!("gpukern:{}", algorithm.name()),
+                    format!("{rows}x{cols}"),
+                )
                 .with("rows", rows)
                 .with("cols", cols)
                 .with("reduction", reduction.torch_name())
-                .with("chunks_per_row", chunks)
                 .with("call", call);
-            sink.item(base.clone(), || {
-                let bytes = traffic(reduction, rows, cols);
-                let sets = sets_for(bytes as usize);
-                let gpu = &b.gpu;
-                let (mut bufs, check) = prepare(gpu, reduction, (rows, cols), sets)?;
-                let record = base.checked(&check).with("sets", sets);
-                if !check.passed() {
-                    return Ok(record);
+                if algorithm == CrossEntropyAlgorithm::Blocks {
+                    base = base.with("chunks_per_row", chunks);
                 }
-                let stats = b.timer.measure(|i| {
-                    run(gpu, reduction, &mut bufs[i % sets])?;
-                    Ok(())
+                sink.item(base.clone(), || {
+                    let bytes = traffic(reduction, rows, cols);
+                    let gpu = &b.gpu;
+                    if prepared.is_none() {
+                        prepared = Some(prepare(gpu, (rows, cols), sets)?);
+                    }
+                    let Some((bufs, reference)) = prepared.as_mut() else {
+                        return Err("cross-entropy operands were not prepared".into());
+                    };
+                    let check = check(gpu, reduction, algorithm, &mut bufs[0], reference)?;
+                    let record = base.checked(&check).with("sets", sets);
+                    if !check.passed() {
+                        return Ok(record);
+                    }
+                    let stats = b.timer.measure(|i| {
+                        run(gpu, reduction, algorithm, &mut bufs[i % sets])?;
+                        Ok(())
+                    })?;
+                    Ok(record.timed(&stats, Some(bytes), None))
                 })?;
-                Ok(record.timed(&stats, Some(bytes), None))
-            })?;
+            }
         }
     }
     Ok(())
@@ -197,7 +228,7 @@ mod tests {
 
     #[test]
     fn shapes_and_traffic() {
-        assert_eq!(planned(true), 2);
+        assert_eq!(planned(true), 2 * CrossEntropyAlgorithm::ALL.len());
         assert_eq!(shapes(false).last(), Some(&(8192, 262144)));
         assert!(!shapes(true).contains(&(8192, 262144)));
         assert_eq!(traffic(Reduction::None, 2, 3), (24 + 16 + 8) as f64);
@@ -215,15 +246,18 @@ mod tests {
         );
     }
 
-    /// The prepare-and-check path on the simulator, both reductions, a ragged row and one that
-    /// is split into chunks; a wrong label must fail the check.
+    /// The prepare-and-check path on the simulator, both reductions, every algorithm, a ragged
+    /// row and one that is split into chunks; a wrong label must fail the check.
     #[test]
     fn checks_pass_on_the_simulator_and_can_fail() {
         let gpu = Gpu::simulator();
         for shape in [(3, 1001), (2, 20000)] {
+            let (mut bufs, reference) = prepare(&gpu, shape, 2).unwrap();
             for reduction in Reduction::ALL {
-                let (_, check) = prepare(&gpu, reduction, shape, 2).unwrap();
-                assert!(check.passed(), "{reduction:?} {shape:?}: {}", check.rel_err);
+                for algorithm in CrossEntropyAlgorithm::ALL {
+                    let c = check(&gpu, reduction, algorithm, &mut bufs[0], &reference).unwrap();
+                    assert!(c.passed(), "{reduction:?} {algorithm:?} {shape:?}: {}", c.rel_err);
+                }
             }
         }
         let (rows, cols) = (4, 1000);
@@ -236,7 +270,7 @@ mod tests {
             labels: gpu.upload_labels(&labels, cols).unwrap(),
             loss: gpu.upload(&vec![f32::NAN; rows]).unwrap(),
         };
-        run(&gpu, Reduction::None, &mut ops).unwrap();
+        run(&gpu, Reduction::None, CrossEntropyAlgorithm::default(), &mut ops).unwrap();
         let got = ops.loss.to_vec().unwrap();
         assert!(Check::new(&got, &reference_losses(&x, cols, &labels), F32_TOL, "cpu_f64").passed());
         let shifted: Vec<i64> = labels.iter().map(|&l| (l + 1) % cols as i64).collect();

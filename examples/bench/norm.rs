@@ -1,5 +1,7 @@
 //! RMSNorm and LayerNorm over the rows of a matrix, f32 and bf16: `gpu.rms_norm_into_with` and
-//! `gpu.layer_norm_into_with` (no allocation in the timed region), every `NormAlgorithm`.
+//! `gpu.layer_norm_into_with` (no allocation in the timed region), every `NormAlgorithm` whose
+//! own kernel takes the shape (the tuning candidates `rows-16`, `rows-32`, `rows-64`, `warp`,
+//! `warp-keep` next to the default `in-registers`).
 //!
 //! Minimum traffic: read x once and write y once (8 bytes per element in f32, 4 in bf16), plus
 //! the weight (and LayerNorm's bias) once.
@@ -92,9 +94,20 @@ impl Elem for bf16 {
     }
 }
 
-/// Measurements [`norm`] makes: every shape, norm, element type and algorithm.
+/// Measurements [`norm`] makes: every shape, norm, element type and algorithm whose own kernel
+/// takes the shape's rows ([`NormAlgorithm::fits`]; the others would time the default's plan
+/// again under another name).
 pub fn planned(quick: bool) -> usize {
-    shapes(quick).len() * Norm::ALL.len() * 2 * NormAlgorithm::ALL.len()
+    let fitting = |cols: usize| {
+        NormAlgorithm::ALL
+            .iter()
+            .map(|a| usize::from(a.fits::<f32>(cols)) + usize::from(a.fits::<bf16>(cols)))
+            .sum::<usize>()
+    };
+    shapes(quick)
+        .iter()
+        .map(|&(_, cols)| Norm::ALL.len() * fitting(cols))
+        .sum()
 }
 
 /// Minimum bytes of one call: x read and y written once, the weight (and bias) read once.
@@ -224,6 +237,9 @@ pub fn norm(b: &mut Bench, sink: &mut Sink) -> Res<()> {
 /// Every algorithm of one norm, element type and shape.
 fn measure<T: Elem>(b: &mut Bench, sink: &mut Sink, norm: Norm, (rows, cols): (usize, usize)) -> Res<()> {
     for algorithm in NormAlgorithm::ALL {
+        if !algorithm.fits::<T>(cols) {
+            continue;
+        }
         let mut base = Record::new(
             norm.name(),
             format!("gpukern:{}", algorithm.name()),
@@ -261,7 +277,9 @@ mod tests {
     #[test]
     fn shapes_traffic_and_sampled_rows() {
         assert_eq!(shapes(false), vec![(8192, 1024), (8192, 4096), (8192, 16384)]);
+        // At 1024 columns every algorithm's own kernel takes the rows.
         assert_eq!(planned(true), 2 * 2 * NormAlgorithm::ALL.len());
+        assert!(!NormAlgorithm::Warp.fits::<f32>(4096) && NormAlgorithm::Rows64.fits::<f32>(16384));
         assert_eq!(traffic::<f32>(Norm::Rms, 2, 3), (2 * 6 * 4 + 3 * 4) as f64);
         assert_eq!(traffic::<bf16>(Norm::Layer, 2, 3), (2 * 6 * 2 + 2 * 3 * 2) as f64);
         assert_eq!(check_rows(8192, 1024).len(), 8192);

@@ -2,7 +2,9 @@
 //! labels checked once on the host ([`ClassLabels`]), the plan (chunks per row) chosen once,
 //! then two launches (three for the mean). Kernels and edge rules: `kernels_gpu::cross_entropy`.
 
-use kernels_gpu::cross_entropy::{FINISH_BLOCK, FINISH_ROWS, MEAN_BLOCK, MEAN_SHARED_BYTES};
+use kernels_gpu::cross_entropy::{
+    FINISH_BLOCK, FINISH_ROWS, MEAN_BLOCK, MEAN_SHARED_BYTES, WARP_CHUNK_BLOCK, WARP_CHUNK_WARPS,
+};
 use kernels_gpu::softmax::{STATS_SHARED_BYTES, STREAM_BLOCK};
 
 use super::same_shape;
@@ -59,6 +61,65 @@ pub fn cross_entropy_chunks(rows: usize, cols: usize, sms: usize) -> (usize, usi
     (chunks, vecs.div_ceil(chunks))
 }
 
+/// Which kernels compute the loss. All give the same losses up to rounding (the chunks'
+/// statistics merge in another order).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CrossEntropyAlgorithm {
+    /// A block of 512 threads per chunk of a row (`softmax_split_stats` at `t = 1`, chunks from
+    /// [`cross_entropy_chunks`]), then `cross_entropy_finish`: two launches. The default.
+    #[default]
+    Blocks,
+    /// A warp per chunk of 8192 columns (32 KiB) of a row (`cross_entropy_warp`), then
+    /// `cross_entropy_finish` where a row has more than one chunk. A tuning candidate.
+    Warps8k,
+    /// As [`CrossEntropyAlgorithm::Warps8k`] with chunks of 32768 columns (128 KiB). A tuning
+    /// candidate.
+    Warps32k,
+    /// A warp per whole row (`cross_entropy_warp` with one chunk), which also writes the loss:
+    /// one launch. A tuning candidate.
+    WarpRow,
+}
+
+impl CrossEntropyAlgorithm {
+    /// Every algorithm, the default first.
+    pub const ALL: [CrossEntropyAlgorithm; 4] = [
+        CrossEntropyAlgorithm::Blocks,
+        CrossEntropyAlgorithm::Warps8k,
+        CrossEntropyAlgorithm::Warps32k,
+        CrossEntropyAlgorithm::WarpRow,
+    ];
+
+    /// A short name: `fused` (the default's name in the benchmark records), `warp-8k`,
+    /// `warp-32k`, `warp-row`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CrossEntropyAlgorithm::Blocks => "fused",
+            CrossEntropyAlgorithm::Warps8k => "warp-8k",
+            CrossEntropyAlgorithm::Warps32k => "warp-32k",
+            CrossEntropyAlgorithm::WarpRow => "warp-row",
+        }
+    }
+
+    /// Columns per warp of the warp algorithms (`None` for [`CrossEntropyAlgorithm::Blocks`];
+    /// `usize::MAX` for a whole row).
+    fn warp_chunk_cols(self) -> Option<usize> {
+        match self {
+            CrossEntropyAlgorithm::Blocks => None,
+            CrossEntropyAlgorithm::Warps8k => Some(8192),
+            CrossEntropyAlgorithm::Warps32k => Some(32768),
+            CrossEntropyAlgorithm::WarpRow => Some(usize::MAX),
+        }
+    }
+}
+
+/// The chunks per row and vectors per chunk of a warp algorithm for rows of `cols` columns and
+/// `chunk_cols` columns per warp.
+fn warp_chunks(cols: usize, chunk_cols: usize) -> (usize, usize) {
+    let vecs = (cols / 4).max(1);
+    let chunk_vecs = (chunk_cols / 4).clamp(1, vecs);
+    (vecs.div_ceil(chunk_vecs), chunk_vecs)
+}
+
 impl Gpu {
     /// Uploads one class label per row, checked on the host to lie in `0..classes` (the logits'
     /// columns).
@@ -105,6 +166,29 @@ impl Gpu {
         labels: &ClassLabels,
         loss: &mut DeviceVec,
     ) -> Result<()> {
+        self.cross_entropy_into_with(logits, labels, loss, CrossEntropyAlgorithm::default())
+    }
+
+    /// [`Gpu::cross_entropy`] with the given algorithm.
+    pub fn cross_entropy_with(
+        &self,
+        logits: &DeviceMatrix,
+        labels: &ClassLabels,
+        algorithm: CrossEntropyAlgorithm,
+    ) -> Result<DeviceVec> {
+        let mut loss = self.alloc(logits.rows)?;
+        self.cross_entropy_into_with(logits, labels, &mut loss, algorithm)?;
+        Ok(loss)
+    }
+
+    /// [`Gpu::cross_entropy_into`] with the given algorithm.
+    pub fn cross_entropy_into_with(
+        &self,
+        logits: &DeviceMatrix,
+        labels: &ClassLabels,
+        loss: &mut DeviceVec,
+        algorithm: CrossEntropyAlgorithm,
+    ) -> Result<()> {
         let (rows, cols) = (logits.rows, logits.cols);
         same_shape(OP, &[rows], &[labels.len()], "one label per row")?;
         same_shape(
@@ -126,8 +210,43 @@ impl Gpu {
                 detail: format!("{rows} rows of 0 columns: no class to pick"),
             });
         }
-        let (chunks, chunk_vecs) = cross_entropy_chunks(rows, cols, self.multiprocessors()?);
         let limits = self.limits();
+        if let Some(chunk_cols) = algorithm.warp_chunk_cols() {
+            let (chunks, chunk_vecs) = warp_chunks(cols, chunk_cols);
+            let warps = rows.checked_mul(chunks).ok_or_else(|| Error::TooLarge {
+                op: OP,
+                detail: format!("{rows} rows x {chunks} chunks overflow usize"),
+            })?;
+            let stats = LaunchConfig::rows_per_block(
+                OP,
+                warps,
+                WARP_CHUNK_WARPS as usize,
+                WARP_CHUNK_BLOCK,
+                0,
+                &limits,
+            )?;
+            let finish =
+                LaunchConfig::rows_per_block(OP, rows, FINISH_ROWS as usize, FINISH_BLOCK, 0, &limits)?;
+            // One chunk per row: the warp writes the loss, no partials.
+            let mut partials = self.alloc(if chunks > 1 { 2 * warps } else { 0 })?;
+            // SAFETY: `logits` holds rows*cols >= 1 floats, `labels` and `loss` rows (checked
+            // above), `partials` 2 per warp when there are several chunks; the configurations
+            // cover rows*chunks warps and the finishing kernel's rows, with
+            // chunks*chunk_vecs >= cols/4.
+            return unsafe {
+                raw::cross_entropy::cross_entropy_warps(
+                    self,
+                    (stats, finish),
+                    &logits.data,
+                    &labels.labels,
+                    &mut partials,
+                    loss,
+                    (rows, cols),
+                    (chunks, chunk_vecs),
+                )
+            };
+        }
+        let (chunks, chunk_vecs) = cross_entropy_chunks(rows, cols, self.multiprocessors()?);
         let stats = LaunchConfig::row_chunks(OP, rows, chunks, STREAM_BLOCK, STATS_SHARED_BYTES, &limits)?;
         let finish = LaunchConfig::rows_per_block(OP, rows, FINISH_ROWS as usize, FINISH_BLOCK, 0, &limits)?;
         let mut partials = self.alloc(2 * stats.grid.0 as usize)?;
@@ -154,13 +273,23 @@ impl Gpu {
     /// Errors: those of [`Gpu::cross_entropy`]; [`Error::InvalidArgument`] for no rows (the
     /// mean of nothing).
     pub fn cross_entropy_mean(&self, logits: &DeviceMatrix, labels: &ClassLabels) -> Result<DeviceVec> {
+        self.cross_entropy_mean_with(logits, labels, CrossEntropyAlgorithm::default())
+    }
+
+    /// [`Gpu::cross_entropy_mean`] with the given algorithm for the losses.
+    pub fn cross_entropy_mean_with(
+        &self,
+        logits: &DeviceMatrix,
+        labels: &ClassLabels,
+        algorithm: CrossEntropyAlgorithm,
+    ) -> Result<DeviceVec> {
         if logits.rows == 0 {
             return Err(Error::InvalidArgument {
                 op: OP,
                 detail: "no rows: the mean of no losses".into(),
             });
         }
-        let loss = self.cross_entropy(logits, labels)?;
+        let loss = self.cross_entropy_with(logits, labels, algorithm)?;
         let mut out = self.alloc(1)?;
         let cfg = LaunchConfig::per_row(OP, 1, MEAN_BLOCK, MEAN_SHARED_BYTES, &self.limits())?;
         // SAFETY: `loss` holds rows >= 1 floats, `out` 1; one block of the kernel's shape.

@@ -37,6 +37,40 @@ pub(crate) unsafe fn cross_entropy(
     }
 }
 
+/// Launches `cross_entropy_warp(x, labels, partials, loss, rows, cols, chunks, chunk_vecs)` with
+/// `stats`, then, when `chunks > 1`, `cross_entropy_finish(x, labels, partials, loss, rows, cols,
+/// chunks)` with `finish`.
+///
+/// # Safety
+/// See the module contract: `x` holds `rows * cols >= 1` floats, `labels` and `loss` `rows`,
+/// `partials` `2 * rows * chunks` when `chunks > 1`; `stats` covers `rows * chunks` warps of the
+/// warp kernel's shape with `chunks * chunk_vecs >= cols / 4`, `finish` the finishing kernel's
+/// shape.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn cross_entropy_warps(
+    gpu: &Gpu,
+    (stats, finish): (LaunchConfig, LaunchConfig),
+    x: &DeviceVec,
+    labels: &DeviceVec<i64>,
+    partials: &mut DeviceVec,
+    loss: &mut DeviceVec,
+    (rows, cols): (usize, usize),
+    (chunks, chunk_vecs): (usize, usize),
+) -> Result<()> {
+    let library = gpu.library();
+    // SAFETY: per the contract; the finish reads the statistics the first launch wrote (in
+    // order on the one stream).
+    unsafe {
+        k::cross_entropy_warp::launch(
+            &library, stats, x, labels, partials, loss, rows, cols, chunks, chunk_vecs,
+        )?;
+        if chunks > 1 {
+            k::cross_entropy_finish::launch(&library, finish, x, labels, partials, loss, rows, cols, chunks)?;
+        }
+        Ok(())
+    }
+}
+
 /// Launches `cross_entropy_finish(x, labels, partials, loss, rows, cols, chunks)` alone (tests:
 /// a bad label straight to the kernel).
 ///

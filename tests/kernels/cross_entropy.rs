@@ -1,12 +1,13 @@
-//! The cross-entropy family against `cpu::cross_entropy_rows`: per backend, the per-row losses
-//! and their mean on ragged and long rows (`cross_entropy::RxC`, several chunks per row past
+//! The cross-entropy family against `cpu::cross_entropy_rows`: per backend and algorithm
+//! (`CrossEntropyAlgorithm::ALL`: the block split, warps per chunk, a warp per row), the
+//! per-row losses and their mean on ragged and long rows (`cross_entropy::RxC`, several chunks per row past
 //! 8192 columns), NaN and infinite logits (`cross_entropy::edges`), labels out of range refused
 //! on the host (`errors::cross_entropy`), and a bad label passed straight to the kernel, which
 //! must read nothing outside the row and give NaN (`cross_entropy::unchecked_labels`, where the
 //! simulator reports any out-of-bounds read as an error); the free functions
 //! (`global::cross_entropy`).
 
-use gpukern::{Error, Gpu, cpu};
+use gpukern::{CrossEntropyAlgorithm, Error, Gpu, cpu};
 use libtest_mimic::Trial;
 use ndarray::{Array1, Array2};
 use rand::Rng;
@@ -99,15 +100,27 @@ fn shape(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize)) -> Check {
     let want = cpu::cross_entropy_rows(&x, cols, &labels);
     let dx = gpu.upload_matrix(&Array2::from_shape_vec((rows, cols), x).map_err(|e| e.to_string())?)?;
     let dl = gpu.upload_labels(&labels, cols)?;
-    let what = format!("cross_entropy {rows}x{cols}");
     let mut failures = Vec::new();
-    if let Err(e) = check_close(&what, &gpu.cross_entropy(&dx, &dl)?.to_vec()?, &want, ABS, REL) {
+    if let Err(e) = check_close(
+        &format!("cross_entropy {rows}x{cols}"),
+        &gpu.cross_entropy(&dx, &dl)?.to_vec()?,
+        &want,
+        ABS,
+        REL,
+    ) {
         failures.push(e.to_string());
     }
     let mean = want.iter().map(|&v| f64::from(v)).sum::<f64>() / rows as f64;
-    let got = gpu.cross_entropy_mean(&dx, &dl)?.to_vec()?;
-    if let Err(e) = check_close(&format!("{what} mean"), &got, &[mean as f32], ABS, REL) {
-        failures.push(e.to_string());
+    for algorithm in CrossEntropyAlgorithm::ALL {
+        let what = format!("cross_entropy_with({}) {rows}x{cols}", algorithm.name());
+        let got = gpu.cross_entropy_with(&dx, &dl, algorithm)?.to_vec()?;
+        if let Err(e) = check_close(&what, &got, &want, ABS, REL) {
+            failures.push(e.to_string());
+        }
+        let got = gpu.cross_entropy_mean_with(&dx, &dl, algorithm)?.to_vec()?;
+        if let Err(e) = check_close(&format!("{what} mean"), &got, &[mean as f32], ABS, REL) {
+            failures.push(e.to_string());
+        }
     }
     all_passed(failures)
 }
@@ -136,31 +149,34 @@ fn edges(gpu: &Gpu) -> Check {
         let want = cpu::cross_entropy_rows(&x, cols, &labels);
         let dx = gpu.upload_matrix(&Array2::from_shape_vec((rows, cols), x).map_err(|e| e.to_string())?)?;
         let dl = gpu.upload_labels(&labels, cols)?;
-        let got = gpu.cross_entropy(&dx, &dl)?.to_vec()?;
-        if let Err(e) = check_close(
-            &format!("cross_entropy edges, {cols} columns"),
-            &got,
-            &want,
-            1e-4,
-            REL,
-        ) {
-            failures.push(e.to_string());
-        }
-        let expected = [false, true, false, true, true, false];
-        for (r, &nan) in expected.iter().enumerate() {
-            if got[r].is_nan() != nan {
-                failures.push(format!(
-                    "{cols} columns, row {r}: loss {}, NaN expected: {nan}",
-                    got[r]
-                ));
+        for algorithm in CrossEntropyAlgorithm::ALL {
+            let name = algorithm.name();
+            let got = gpu.cross_entropy_with(&dx, &dl, algorithm)?.to_vec()?;
+            if let Err(e) = check_close(
+                &format!("cross_entropy edges ({name}), {cols} columns"),
+                &got,
+                &want,
+                1e-4,
+                REL,
+            ) {
+                failures.push(e.to_string());
             }
-        }
-        if !got[2].is_infinite() {
-            failures.push(format!("+inf off the label gave {}", got[2]));
-        }
-        let mean = gpu.cross_entropy_mean(&dx, &dl)?.to_vec()?;
-        if !mean.first().is_some_and(|m| m.is_nan()) {
-            failures.push(format!("the mean over a NaN loss is {mean:?}"));
+            let expected = [false, true, false, true, true, false];
+            for (r, &nan) in expected.iter().enumerate() {
+                if got[r].is_nan() != nan {
+                    failures.push(format!(
+                        "{name}, {cols} columns, row {r}: loss {}, NaN expected: {nan}",
+                        got[r]
+                    ));
+                }
+            }
+            if !got[2].is_infinite() {
+                failures.push(format!("{name}: +inf off the label gave {}", got[2]));
+            }
+            let mean = gpu.cross_entropy_mean_with(&dx, &dl, algorithm)?.to_vec()?;
+            if !mean.first().is_some_and(|m| m.is_nan()) {
+                failures.push(format!("{name}: the mean over a NaN loss is {mean:?}"));
+            }
         }
     }
     all_passed(failures)

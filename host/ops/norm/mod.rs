@@ -5,10 +5,10 @@
 
 mod plan;
 
-pub use plan::NormPlan;
+pub use plan::{NormPlan, RowsWidth};
 
 use half::bf16;
-use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES};
+use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES, WARP_BLOCK, WARP_ROWS};
 
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
@@ -30,17 +30,81 @@ pub enum NormAlgorithm {
     /// kernel elsewhere. The default.
     #[default]
     InRegisters,
+    /// The in-register kernel with 16 elements per thread (`*_rows16_*`), a block of
+    /// `cols / 16` threads (rounded up to whole warps) per row, where that is at most 1024;
+    /// the default's plan elsewhere. A tuning candidate.
+    Rows16,
+    /// The in-register kernel with all of its 32 elements per thread used (`*_rows_*`, a block
+    /// of `cols / 32` threads); the default's plan where the row needs more than 1024. A tuning
+    /// candidate.
+    Rows32,
+    /// The in-register kernel with 64 elements per thread (`*_rows64_*`, a block of `cols / 64`
+    /// threads); the default's plan where the row needs more than 1024. A tuning candidate.
+    Rows64,
+    /// A warp per row, 8 rows per block (`*_norm_warp_*`), for rows of up to 1024 columns; the
+    /// default's plan for longer rows. A tuning candidate.
+    Warp,
+    /// As [`NormAlgorithm::Warp`] on a persistent grid (as many blocks as are resident at
+    /// once), each warp keeping the weight (and bias) in registers across its rows
+    /// (`*_norm_warp_keep_*`). A tuning candidate.
+    WarpKeep,
 }
 
 impl NormAlgorithm {
     /// Every algorithm, slowest first.
-    pub const ALL: [NormAlgorithm; 2] = [NormAlgorithm::BlockReduce, NormAlgorithm::InRegisters];
+    pub const ALL: [NormAlgorithm; 7] = [
+        NormAlgorithm::BlockReduce,
+        NormAlgorithm::InRegisters,
+        NormAlgorithm::Rows16,
+        NormAlgorithm::Rows32,
+        NormAlgorithm::Rows64,
+        NormAlgorithm::Warp,
+        NormAlgorithm::WarpKeep,
+    ];
 
-    /// A short name: `block-reduce`, `in-registers`.
+    /// A short name: `block-reduce`, `in-registers`, `rows-16`, `rows-32`, `rows-64`, `warp`,
+    /// `warp-keep`.
     pub fn name(self) -> &'static str {
         match self {
             NormAlgorithm::BlockReduce => "block-reduce",
             NormAlgorithm::InRegisters => "in-registers",
+            NormAlgorithm::Rows16 => "rows-16",
+            NormAlgorithm::Rows32 => "rows-32",
+            NormAlgorithm::Rows64 => "rows-64",
+            NormAlgorithm::Warp => "warp",
+            NormAlgorithm::WarpKeep => "warp-keep",
+        }
+    }
+
+    /// Whether this algorithm's own kernel takes aligned rows of `cols` elements of `T` (up to
+    /// the CUDA block limit; a kernel whose registers lower that limit may still fall back):
+    /// where it does not, it runs the default's plan, and a benchmark need not time it.
+    pub fn fits<T: NormElement>(self, cols: usize) -> bool {
+        let plan = NormPlan::choose::<T>(self, cols, true, |_| kernels_gpu::norm::ROW_BLOCK_MAX);
+        match self {
+            NormAlgorithm::BlockReduce | NormAlgorithm::InRegisters => true,
+            NormAlgorithm::Rows16 => matches!(
+                plan,
+                NormPlan::Rows {
+                    width: RowsWidth::W16,
+                    ..
+                }
+            ),
+            NormAlgorithm::Rows32 => matches!(
+                plan,
+                NormPlan::Rows {
+                    width: RowsWidth::W32,
+                    ..
+                }
+            ),
+            NormAlgorithm::Rows64 => matches!(
+                plan,
+                NormPlan::Rows {
+                    width: RowsWidth::W64,
+                    ..
+                }
+            ),
+            NormAlgorithm::Warp | NormAlgorithm::WarpKeep => matches!(plan, NormPlan::Warp { .. }),
         }
     }
 }
@@ -281,30 +345,37 @@ impl Gpu {
             && ops.b.is_none_or(|b| b.is_16_byte_aligned())
             && y.data.is_16_byte_aligned();
         let kernels = T::kernels();
-        let rows_kernel = if ops.b.is_some() {
-            kernels.layer_rows.0
-        } else {
-            kernels.rms_rows.0
+        let layer = ops.b.is_some();
+        let max_threads = |width: RowsWidth| {
+            let probe = NormPlan::Rows { threads: 32, width };
+            self.max_block_threads(kernels.kernel(probe, layer))
         };
-        let max_threads = self.max_block_threads(rows_kernel);
         let plan = NormPlan::choose::<T>(algorithm, cols, aligned, max_threads);
         let limits = self.limits();
         let library = self.library();
         let cfg = match plan {
             NormPlan::BlockReduce => LaunchConfig::per_row(op, rows, BLOCK, SHARED_BYTES, &limits)?,
-            NormPlan::Rows { threads } => {
+            NormPlan::Rows { threads, .. } => {
                 LaunchConfig::per_row(op, rows, threads, ROWS_SHARED_BYTES, &limits)?
+            }
+            NormPlan::Warp { keep: false } => {
+                LaunchConfig::rows_per_block(op, rows, WARP_ROWS as usize, WARP_BLOCK, 0, &limits)?
+            }
+            NormPlan::Warp { keep: true } => {
+                let resident = self.resident_blocks(op, kernels.kernel(plan, layer), WARP_BLOCK, 0)?;
+                LaunchConfig::persistent(op, (rows, WARP_ROWS as usize), resident, WARP_BLOCK, 0, &limits)?
             }
         };
         let shape = (rows, cols);
         // SAFETY: `x` and `y` hold rows*cols elements, `w` (and `b`) cols (checked above); the
-        // plan admits the in-register kernels only for aligned buffers, `cols` a multiple of the
-        // vector width and `cols / LANES <= VECTORS * threads`; `cfg` is the kernel's shape.
+        // plan admits the in-register and warp kernels only for aligned buffers, `cols` a
+        // multiple of the vector width and `cols / LANES` within what the block (or warp) holds;
+        // `cfg` is the kernel's shape.
         unsafe {
-            match (ops.b, plan) {
-                (None, NormPlan::BlockReduce) => raw::norm::rms(
+            match ops.b {
+                None => raw::norm::rms(
                     &library,
-                    kernels.rms_block_reduce.1,
+                    kernels.rms_launcher(plan),
                     cfg,
                     ops.x,
                     ops.w,
@@ -312,29 +383,9 @@ impl Gpu {
                     shape,
                     ops.eps,
                 ),
-                (None, NormPlan::Rows { .. }) => raw::norm::rms(
+                Some(b) => raw::norm::layer(
                     &library,
-                    kernels.rms_rows.1,
-                    cfg,
-                    ops.x,
-                    ops.w,
-                    &mut y.data,
-                    shape,
-                    ops.eps,
-                ),
-                (Some(b), NormPlan::BlockReduce) => raw::norm::layer(
-                    &library,
-                    kernels.layer_block_reduce.1,
-                    cfg,
-                    ops.x,
-                    (ops.w, b),
-                    &mut y.data,
-                    shape,
-                    ops.eps,
-                ),
-                (Some(b), NormPlan::Rows { .. }) => raw::norm::layer(
-                    &library,
-                    kernels.layer_rows.1,
+                    kernels.layer_launcher(plan),
                     cfg,
                     ops.x,
                     (ops.w, b),

@@ -4,47 +4,107 @@ use kernels_gpu::norm::ROW_BLOCK_MAX;
 
 use super::{NormAlgorithm, NormElement};
 
+/// Elements per thread of a block-per-row in-register kernel (`*_rows16_*`, `*_rows_*`,
+/// `*_rows64_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowsWidth {
+    /// 16 elements per thread (4 f32 vectors, 2 bf16).
+    W16,
+    /// 32 elements per thread (8 f32 vectors, 4 bf16): the default kernel.
+    W32,
+    /// 64 elements per thread (16 f32 vectors, 8 bf16).
+    W64,
+}
+
+impl RowsWidth {
+    /// Elements a thread holds.
+    pub fn elements(self) -> usize {
+        match self {
+            RowsWidth::W16 => 16,
+            RowsWidth::W32 => 32,
+            RowsWidth::W64 => 64,
+        }
+    }
+}
+
 /// What one norm call runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NormPlan {
     /// The tutorial kernel, a block of 256 threads per row.
     BlockReduce,
-    /// The in-register kernel, a block of `threads` per row.
+    /// An in-register kernel of `width` elements per thread, a block of `threads` per row.
     Rows {
         /// A multiple of 32, at most 1024.
         threads: u32,
+        /// Elements per thread the kernel holds.
+        width: RowsWidth,
+    },
+    /// The warp-per-row kernel (32 elements per lane), [`kernels_gpu::norm::WARP_BLOCK`]
+    /// threads per block; `keep`: the persistent grid whose warps keep the weight in registers.
+    Warp {
+        /// Whether the grid is persistent and the weight kept in registers.
+        keep: bool,
     },
 }
 
-/// Vectors per thread the plan aims for, as a fraction of what a thread can hold: half (16
+/// Vectors per thread the default plan aims for, as a fraction of what a thread can hold: half (16
 /// floats, 64 bytes of f32 in flight per thread). Fewer threads per row with more vectors each
 /// would leave short rows with blocks of one warp; more threads with fewer vectors, less in
 /// flight per thread. Past what half fills (1024 threads), a thread takes up to all of them.
 const TARGET_FRACTION: usize = 2;
 
+/// Elements a lane of the warp-per-row kernels holds.
+const WARP_ELEMENTS: usize = 32;
+
 impl NormPlan {
     /// The plan for rows of `cols >= 1` elements of `T` with `algorithm`; `aligned`: every
     /// buffer starts on a 16-byte boundary (device allocations are 256-byte aligned; host
     /// buffers of the simulator may not be); `max_threads`: the driver's block limit for the
-    /// in-register kernel.
+    /// in-register kernel of each width.
+    ///
+    /// An algorithm whose own kernel does not take the row ([`NormAlgorithm::fits`]) runs the
+    /// default's plan ([`NormAlgorithm::InRegisters`]).
     pub fn choose<T: NormElement>(
         algorithm: NormAlgorithm,
         cols: usize,
         aligned: bool,
-        max_threads: u32,
+        max_threads: impl Fn(RowsWidth) -> u32,
     ) -> NormPlan {
         if algorithm == NormAlgorithm::BlockReduce || !aligned || cols % T::LANES != 0 {
             return NormPlan::BlockReduce;
         }
         let vecs = cols / T::LANES;
-        let limit = max_threads.min(ROW_BLOCK_MAX) as usize;
-        let threads_for = |per_thread: usize| vecs.div_ceil(per_thread).next_multiple_of(32).max(32);
+        let threads_for = |width: RowsWidth| {
+            let per_thread = (width.elements() / T::LANES).max(1);
+            let threads = vecs.div_ceil(per_thread).next_multiple_of(32).max(32);
+            let limit = max_threads(width).min(ROW_BLOCK_MAX) as usize;
+            (threads <= limit).then_some(threads as u32)
+        };
+        let fixed = |width: RowsWidth| threads_for(width).map(|threads| NormPlan::Rows { threads, width });
+        let own = match algorithm {
+            NormAlgorithm::BlockReduce | NormAlgorithm::InRegisters => None,
+            NormAlgorithm::Rows16 => fixed(RowsWidth::W16),
+            NormAlgorithm::Rows32 => fixed(RowsWidth::W32),
+            NormAlgorithm::Rows64 => fixed(RowsWidth::W64),
+            NormAlgorithm::Warp | NormAlgorithm::WarpKeep => {
+                (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::Warp {
+                    keep: algorithm == NormAlgorithm::WarpKeep,
+                })
+            }
+        };
+        if let Some(plan) = own {
+            return plan;
+        }
+        // The default: the 32-element kernel at half its capacity per thread, all of it past
+        // 1024 threads.
+        let limit = max_threads(RowsWidth::W32).min(ROW_BLOCK_MAX) as usize;
         let target = (T::VECTORS / TARGET_FRACTION).max(1);
         for per_thread in [target, T::VECTORS] {
-            let threads = threads_for(per_thread);
+            let threads = vecs.div_ceil(per_thread).next_multiple_of(32).max(32);
             if threads <= limit {
                 return NormPlan::Rows {
                     threads: threads as u32,
+                    width: RowsWidth::W32,
                 };
             }
         }

@@ -7,7 +7,9 @@
 //! that a few rows of 2^20 columns fill the GPU as well as 8192 rows of 32768), and
 //! [`cross_entropy_finish`](fn@cross_entropy_finish) merges a row's chunks, gathers the
 //! labelled logit and writes the row's loss; [`cross_entropy_mean`](fn@cross_entropy_mean)
-//! averages the losses. `logsumexp(x) = M + ln S` for the row's `(M, S)`; the loss is computed
+//! averages the losses. A second formulation, [`cross_entropy_warp`](fn@cross_entropy_warp),
+//! gives each chunk (or whole row) to one warp instead of one block, with no barrier, and writes
+//! the loss itself where a warp takes the whole row (one launch). `logsumexp(x) = M + ln S` for the row's `(M, S)`; the loss is computed
 //! as `(M - x[label]) + ln S`, whose subtraction is exact when the labelled logit is near the
 //! maximum (a confident prediction, the usual case), where `M + ln S - x[label]` would round at
 //! the size of `M`.
@@ -22,8 +24,10 @@
 use crate::gpu::warp;
 
 pub mod finish;
+pub mod warp_chunks;
 
 pub use finish::{cross_entropy_finish, cross_entropy_mean, MEAN_BLOCK, MEAN_SHARED_BYTES};
+pub use warp_chunks::{cross_entropy_warp, WARP_CHUNK_BLOCK, WARP_CHUNK_WARPS};
 
 /// Threads per block of [`cross_entropy_finish`](fn@cross_entropy_finish): 8 warps, one row
 /// each.

@@ -13,7 +13,7 @@ use crate::kernel;
 pub const ROWS_SHARED_BYTES: u32 = 2 * super::ROW_BLOCK_MAX / warp::SIZE * core::mem::size_of::<f32>() as u32;
 
 /// RMSNorm (`LAYER = false`) or LayerNorm (`LAYER = true`) of one row per block, the row in
-/// registers: the body of the four `*_rows_*` kernels.
+/// registers: the body of the `*_rows*_*` kernels (16, 32 or 64 elements per thread).
 ///
 /// Block `r` handles row `r`. Thread `tid` of the block's `T` threads loads the row's vectors
 /// `tid + k * T` (`k < V`, each [`NormElem::LANES`] elements, 16 bytes), all `V` loads issued
@@ -55,7 +55,7 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
     let lanes = E::LANES;
     let tid = thread::thread_idx_x();
     let threads = thread::block_dim_x();
-    // 32-bit vector indices: a held row has at most 8 * 1024 vectors.
+    // 32-bit vector indices: a held row has at most 16 * 1024 vectors.
     let vecs = (cols / lanes) as u32;
     let (x_row, y_row) = (x.wrapping_add(row * cols), y.wrapping_add(row * cols));
     // Whether vector `tid + k * T` is in the row, with the right side uniform over the block.
@@ -64,7 +64,7 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
     let n = cols as f32;
 
     let mut v = [[0.0f32; 8]; V];
-    unroll_8!(V, |k| {
+    unroll_16!(V, |k| {
         if valid(k) {
             // SAFETY: vector `tid + k * T < vecs` lies inside the row, 16-byte aligned.
             v[k] = unsafe { E::load_vec(x_row, offset(k)) };
@@ -74,11 +74,15 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
     if LAYER {
         // SAFETY: `cols >= 1`.
         let shift = unsafe { E::load(x_row, 0) };
+        // The row is shifted and centred in place, so that one copy of it stays live: `x - shift`
+        // kept beside `x` would double the registers (79 at 32 floats per thread, one block of 512
+        // threads per multiprocessor).
         let mut s = 0.0f32;
-        unroll_8!(V, |k| {
+        unroll_16!(V, |k| {
             if valid(k) {
                 for c in 0..lanes {
-                    s += v[k][c] - shift;
+                    v[k][c] -= shift;
+                    s += v[k][c];
                 }
             }
         });
@@ -87,23 +91,23 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
         // SAFETY: every thread of the block reaches both sums, each with its own scratch area.
         let mu = unsafe { block_sum(scratch(0), s) } / n;
         let mut q = 0.0f32;
-        unroll_8!(V, |k| {
+        unroll_16!(V, |k| {
             if valid(k) {
                 for c in 0..lanes {
-                    let d = (v[k][c] - shift) - mu;
-                    q = math::fma(d, d, q);
+                    v[k][c] -= mu;
+                    q = math::fma(v[k][c], v[k][c], q);
                 }
             }
         });
         let var = unsafe { block_sum(scratch(1), q) } / n;
         let rstd = 1.0 / math::sqrt(var + eps);
-        unroll_8!(V, |k| {
+        unroll_16!(V, |k| {
             if valid(k) {
                 // SAFETY: as for the loads; the weight and bias have `cols` elements, aligned.
                 let (g, beta) = unsafe { (E::load_vec(w, offset(k)), E::load_vec(b, offset(k))) };
                 let mut out = [0.0f32; 8];
                 for c in 0..lanes {
-                    out[c] = math::fma(((v[k][c] - shift) - mu) * rstd, g[c], beta[c]);
+                    out[c] = math::fma(v[k][c] * rstd, g[c], beta[c]);
                 }
                 // SAFETY: as for the loads; `y` has `x`'s shape and alignment.
                 unsafe { E::store_vec(y_row, offset(k), out) };
@@ -111,7 +115,7 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
         });
     } else {
         let mut q = 0.0f32;
-        unroll_8!(V, |k| {
+        unroll_16!(V, |k| {
             if valid(k) {
                 for c in 0..lanes {
                     q = math::fma(v[k][c], v[k][c], q);
@@ -121,7 +125,7 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
         // SAFETY: every thread of the block reaches the sum.
         let ms = unsafe { block_sum(scratch(0), q) } / n;
         let inv = 1.0 / math::sqrt(ms + eps);
-        unroll_8!(V, |k| {
+        unroll_16!(V, |k| {
             if valid(k) {
                 // SAFETY: as for the loads; the weight has `cols` elements, aligned.
                 let g = unsafe { E::load_vec(w, offset(k)) };
@@ -206,4 +210,78 @@ layer_kernel!(
     /// # Safety
     /// As [`norm_rows`].
     layer_norm_rows_bf16(bf16) = layer_rows::<bf16, 4>
+);
+
+rms_kernel!(
+    /// [`norm_rows`] as RMSNorm on f32, 4 vectors of 4 (16 floats) per thread: rows of up to
+    /// 16384 columns, a multiple of 4; fewer registers than the 32-float kernel, so more blocks
+    /// share a multiprocessor. Minimum traffic, moved: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_rows`].
+    rms_norm_rows16_f32(f32) = rms_rows::<f32, 4>
+);
+
+rms_kernel!(
+    /// [`norm_rows`] as RMSNorm on bf16, 2 vectors of 8 (16 elements) per thread: rows of up to
+    /// 16384 columns, a multiple of 8. Minimum traffic, moved: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_rows`].
+    rms_norm_rows16_bf16(bf16) = rms_rows::<bf16, 2>
+);
+
+layer_kernel!(
+    /// [`norm_rows`] as LayerNorm on f32, 4 vectors of 4 (16 floats) per thread: rows of up to
+    /// 16384 columns, a multiple of 4. Minimum traffic, moved: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_rows`].
+    layer_norm_rows16_f32(f32) = layer_rows::<f32, 4>
+);
+
+layer_kernel!(
+    /// [`norm_rows`] as LayerNorm on bf16, 2 vectors of 8 (16 elements) per thread: rows of up
+    /// to 16384 columns, a multiple of 8. Minimum traffic, moved: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_rows`].
+    layer_norm_rows16_bf16(bf16) = layer_rows::<bf16, 2>
+);
+
+rms_kernel!(
+    /// [`norm_rows`] as RMSNorm on f32, 16 vectors of 4 (64 floats, 256 bytes in flight) per
+    /// thread: rows of up to 65536 columns (the host takes it to 32768), a multiple of 4; a
+    /// 16384-column row is a block of 256 threads. Minimum traffic, moved: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_rows`].
+    rms_norm_rows64_f32(f32) = rms_rows::<f32, 16>
+);
+
+rms_kernel!(
+    /// [`norm_rows`] as RMSNorm on bf16, 8 vectors of 8 (64 elements) per thread: a multiple of
+    /// 8 columns. Minimum traffic, moved: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_rows`].
+    rms_norm_rows64_bf16(bf16) = rms_rows::<bf16, 8>
+);
+
+layer_kernel!(
+    /// [`norm_rows`] as LayerNorm on f32, 16 vectors of 4 (64 floats) per thread: a multiple of
+    /// 4 columns. Minimum traffic, moved: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_rows`].
+    layer_norm_rows64_f32(f32) = layer_rows::<f32, 16>
+);
+
+layer_kernel!(
+    /// [`norm_rows`] as LayerNorm on bf16, 8 vectors of 8 (64 elements) per thread: a multiple
+    /// of 8 columns. Minimum traffic, moved: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_rows`].
+    layer_norm_rows64_bf16(bf16) = layer_rows::<bf16, 8>
 );

@@ -36,7 +36,12 @@
 //! * [`in_registers`]: one block per row, the row held in registers as 16-byte vectors, loaded
 //!   once and written once: the minimum traffic (read `x`, write `y`, and the weight and bias
 //!   once per block, from L2). For rows whose length is a multiple of the vector width
-//!   ([`NormElem::LANES`]) that fit in [`ROW_BLOCK_MAX`] threads.
+//!   ([`NormElem::LANES`]) that fit in [`ROW_BLOCK_MAX`] threads. Three widths: 16, 32 or 64
+//!   elements per thread (`*_rows16_*`, `*_rows_*`, `*_rows64_*`): fewer threads per row with
+//!   more bytes in flight each, and so more blocks resident per multiprocessor.
+//! * [`warp_rows`]: one warp per row, the row in registers (up to 32 elements per lane: 1024
+//!   columns), no shared memory and no barrier; several rows per block, and optionally a
+//!   persistent grid whose warps keep the weight (and bias) in registers across their rows.
 
 use crate::gpu::convert::{bf16_to_f32, f32_to_bf16};
 use crate::gpu::vector;
@@ -77,15 +82,37 @@ macro_rules! layer_kernel {
     };
 }
 
+/// [`unroll_8!`] up to 16: `body` once for each `k < n` (`n <= 16` a constant), each `k` a
+/// constant, so that register arrays indexed by `k` stay in registers.
+macro_rules! unroll_16 {
+    ($n:expr, |$k:ident| $body:block) => {{
+        unroll_8!($n, |$k| $body);
+        if $n > 8 {
+            unroll_8!($n - 8, |j| {
+                let $k: usize = j + 8;
+                $body
+            });
+        }
+    }};
+}
+
 pub mod block_reduce;
 pub mod in_registers;
+pub mod warp_rows;
 
 pub use block_reduce::{
     layer_norm_block_reduce_bf16, layer_norm_block_reduce_f32, rms_norm_block_reduce_bf16,
     rms_norm_block_reduce_f32, BLOCK, SHARED_BYTES,
 };
 pub use in_registers::{
-    layer_norm_rows_bf16, layer_norm_rows_f32, rms_norm_rows_bf16, rms_norm_rows_f32, ROWS_SHARED_BYTES,
+    layer_norm_rows16_bf16, layer_norm_rows16_f32, layer_norm_rows64_bf16, layer_norm_rows64_f32,
+    layer_norm_rows_bf16, layer_norm_rows_f32, rms_norm_rows16_bf16, rms_norm_rows16_f32,
+    rms_norm_rows64_bf16, rms_norm_rows64_f32, rms_norm_rows_bf16, rms_norm_rows_f32, ROWS_SHARED_BYTES,
+};
+pub use warp_rows::{
+    layer_norm_warp_bf16, layer_norm_warp_f32, layer_norm_warp_keep_bf16, layer_norm_warp_keep_f32,
+    rms_norm_warp_bf16, rms_norm_warp_f32, rms_norm_warp_keep_bf16, rms_norm_warp_keep_f32, WARP_BLOCK,
+    WARP_ROWS,
 };
 
 /// Most threads a block-per-row kernel takes (the CUDA limit).

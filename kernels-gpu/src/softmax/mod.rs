@@ -75,7 +75,7 @@ pub mod block_reduce;
 pub mod cluster;
 pub mod in_registers;
 pub mod persistent;
-mod row;
+pub(crate) mod row;
 pub mod stats;
 pub mod stream;
 pub mod two_pass;

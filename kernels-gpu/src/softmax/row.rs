@@ -10,16 +10,16 @@ use crate::gpu::{math, mem};
 /// How one row lies in memory: `head` scalars up to the first 16-byte boundary, `vecs` aligned
 /// 4-float vectors, then `tail` scalars (`head, tail <= 3`).
 #[derive(Clone, Copy)]
-pub(super) struct RowSplit {
-    pub(super) head: usize,
-    pub(super) vecs: usize,
-    pub(super) tail: usize,
+pub(crate) struct RowSplit {
+    pub(crate) head: usize,
+    pub(crate) vecs: usize,
+    pub(crate) tail: usize,
 }
 
 impl RowSplit {
     /// The split of a row of `cols` floats starting at `row`.
     #[inline(always)]
-    pub(super) fn of(row: *const f32, cols: usize) -> RowSplit {
+    pub(crate) fn of(row: *const f32, cols: usize) -> RowSplit {
         let misaligned = (row as usize / 4) % 4;
         let head = ((4 - misaligned) % 4).min(cols);
         let vecs = (cols - head) / 4;
@@ -32,14 +32,14 @@ impl RowSplit {
 
     /// The float offset of vector `j`.
     #[inline(always)]
-    pub(super) fn vector(self, j: usize) -> usize {
+    pub(crate) fn vector(self, j: usize) -> usize {
         self.head + 4 * j
     }
 
     /// The scalar element (head or tail) thread `tid` of the row's threads handles, if any:
     /// threads `0..head` take the head, threads `4..4 + tail` the tail (at most 7 threads).
     #[inline(always)]
-    pub(super) fn scalar(self, tid: usize) -> Option<usize> {
+    pub(crate) fn scalar(self, tid: usize) -> Option<usize> {
         if tid < self.head {
             Some(tid)
         } else if tid >= 4 && tid - 4 < self.tail {

@@ -22,7 +22,7 @@ pub const STREAM_UNROLL: usize = 4;
 /// `x_row` is a row that splits as `split`, and `end <= split.vecs`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn range_stats(
+pub(crate) unsafe fn range_stats(
     x_row: *const f32,
     split: RowSplit,
     start: usize,

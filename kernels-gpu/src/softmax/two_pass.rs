@@ -10,7 +10,7 @@ use crate::kernel;
 
 /// The vectors `start..end` of a row that chunk `chunk` of `chunk_vecs` vectors covers.
 #[inline(always)]
-fn chunk_range(split: RowSplit, chunk: usize, chunk_vecs: usize) -> (usize, usize) {
+pub(crate) fn chunk_range(split: RowSplit, chunk: usize, chunk_vecs: usize) -> (usize, usize) {
     let start = (chunk * chunk_vecs).min(split.vecs);
     (start, (start + chunk_vecs).min(split.vecs))
 }

@@ -1,0 +1,269 @@
+//! A warp per row, the row in registers, no shared memory and no barrier
+//! ([`rms_norm_warp_f32`](fn@rms_norm_warp_f32), [`rms_norm_warp_bf16`](fn@rms_norm_warp_bf16),
+//! [`layer_norm_warp_f32`](fn@layer_norm_warp_f32),
+//! [`layer_norm_warp_bf16`](fn@layer_norm_warp_bf16)): for rows of up to 1024 columns, where a
+//! block per row is one or two warps that wait at a barrier for a few hundred bytes each.
+
+use super::NormElem;
+use crate::gpu::{bf16, math, thread, warp};
+use crate::kernel;
+
+/// Threads per block of the warp-per-row kernels: 8 warps, as softmax's warp kernels (8 blocks
+/// of 256 threads fill a multiprocessor's 2048 threads when the registers allow).
+pub const WARP_BLOCK: u32 = 256;
+
+/// Rows a block of the warp-per-row kernels handles at a time (one per warp).
+pub const WARP_ROWS: u32 = WARP_BLOCK / warp::SIZE;
+
+/// RMSNorm (`LAYER = false`) or LayerNorm (`LAYER = true`) of a warp's rows, each held in
+/// registers: the body of the `*_norm_warp_*` kernels.
+///
+/// Warp `w` of the grid's `W = gridDim.x * blockDim.x / 32` warps handles rows `w, w + W, ...`
+/// (one row each when the grid covers the rows, several when the host launches a persistent
+/// grid). Per row, lane `l` loads the row's vectors `l + 32 k` (`k < V`, each
+/// [`NormElem::LANES`] elements, 16 bytes; all loads issued before any use), the warp sums with
+/// shuffles ([`warp::reduce_sum`]: RMSNorm the squares; LayerNorm `x - x[r][0]`, then the squared
+/// deviations over the registers, as the block kernels: see the [family's doc](super)), and each
+/// lane stores its vectors. With `KEEP` the lane loads its weight (and bias) vectors once, before
+/// its first row, and keeps them in registers across its rows; without, it reads them at each
+/// store (the same 4 KiB for every warp of a multiprocessor, from L1).
+///
+/// Global memory: `x` read once, `y` written once: 8 bytes per element in f32, 4 in bf16; the
+/// weight (and bias) once per warp (`KEEP`) or once per row, from L1/L2.
+///
+/// Launch: blocks of a multiple of 32 threads ([`WARP_BLOCK`]), any grid (the warps stride over
+/// the rows); no shared memory; `cols / LANES <= 32 * V`.
+///
+/// # Safety
+/// `x` and `y` point to `rows * cols` elements of device memory and do not overlap, `w` and `b`
+/// to `cols` (`b` is not read by RMSNorm); all four 16-byte aligned; `cols >= 1` a multiple of
+/// `LANES`; the launch shape is as above.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+// Index loops over the register arrays: each index is a constant once unrolled.
+#[allow(clippy::needless_range_loop)]
+unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: bool>(
+    x: *const E,
+    w: *const E,
+    b: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    let lanes = E::LANES;
+    let tid = thread::thread_idx_x() as usize;
+    let warps = (thread::block_dim_x() / warp::SIZE) as usize;
+    let lane = (tid % warp::SIZE as usize) as u32;
+    let mut row = thread::block_idx_x() as usize * warps + tid / warp::SIZE as usize;
+    let stride = thread::grid_dim_x() as usize * warps;
+    let vecs = (cols / lanes) as u32;
+    // Whether vector `lane + 32 k` is in the row, the right side uniform over the warp.
+    let valid = |k: usize| lane < vecs.saturating_sub(k as u32 * warp::SIZE);
+    let offset = |k: usize| (lane + k as u32 * warp::SIZE) as usize * lanes;
+    let n = cols as f32;
+
+    let mut g = [[0.0f32; 8]; V];
+    let mut beta = [[0.0f32; 8]; V];
+    if KEEP && row < rows {
+        unroll_8!(V, |k| {
+            if valid(k) {
+                // SAFETY: vector `lane + 32 k < vecs` of the weight (and bias), aligned.
+                unsafe {
+                    g[k] = E::load_vec(w, offset(k));
+                    if LAYER {
+                        beta[k] = E::load_vec(b, offset(k));
+                    }
+                }
+            }
+        });
+    }
+    // `row` is the same for the 32 lanes: the warp leaves the loop together, and every lane
+    // reaches each shuffle.
+    while row < rows {
+        let (x_row, y_row) = (x.wrapping_add(row * cols), y.wrapping_add(row * cols));
+        let mut v = [[0.0f32; 8]; V];
+        unroll_8!(V, |k| {
+            if valid(k) {
+                // SAFETY: vector `lane + 32 k < vecs` lies inside the row, 16-byte aligned.
+                v[k] = unsafe { E::load_vec(x_row, offset(k)) };
+            }
+        });
+        let (scale, centre) = if LAYER {
+            // SAFETY: `cols >= 1`.
+            let shift = unsafe { E::load(x_row, 0) };
+            let mut s = 0.0f32;
+            unroll_8!(V, |k| {
+                if valid(k) {
+                    for c in 0..lanes {
+                        v[k][c] -= shift;
+                        s += v[k][c];
+                    }
+                }
+            });
+            let mu = warp::reduce_sum(s) / n;
+            let mut q = 0.0f32;
+            unroll_8!(V, |k| {
+                if valid(k) {
+                    for c in 0..lanes {
+                        v[k][c] -= mu;
+                        q = math::fma(v[k][c], v[k][c], q);
+                    }
+                }
+            });
+            let var = warp::reduce_sum(q) / n;
+            (1.0 / math::sqrt(var + eps), true)
+        } else {
+            let mut q = 0.0f32;
+            unroll_8!(V, |k| {
+                if valid(k) {
+                    for c in 0..lanes {
+                        q = math::fma(v[k][c], v[k][c], q);
+                    }
+                }
+            });
+            let ms = warp::reduce_sum(q) / n;
+            (1.0 / math::sqrt(ms + eps), false)
+        };
+        unroll_8!(V, |k| {
+            if valid(k) {
+                if !KEEP {
+                    // SAFETY: as for the loads; the weight and bias have `cols` elements, aligned.
+                    unsafe {
+                        g[k] = E::load_vec(w, offset(k));
+                        if LAYER {
+                            beta[k] = E::load_vec(b, offset(k));
+                        }
+                    }
+                }
+                let mut out = [0.0f32; 8];
+                for c in 0..lanes {
+                    out[c] = if centre {
+                        math::fma(v[k][c] * scale, g[k][c], beta[k][c])
+                    } else {
+                        v[k][c] * scale * g[k][c]
+                    };
+                }
+                // SAFETY: as for the loads; `y` has `x`'s shape and alignment.
+                unsafe { E::store_vec(y_row, offset(k), out) };
+            }
+        });
+        row += stride;
+    }
+}
+
+/// Forwards to [`norm_warp`] as RMSNorm (`w` stands in for the bias, never read).
+///
+/// # Safety
+/// As [`norm_warp`].
+#[inline(always)]
+unsafe fn rms_warp<E: NormElem, const V: usize, const KEEP: bool>(
+    x: *const E,
+    w: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { norm_warp::<E, V, false, KEEP>(x, w, w, y, rows, cols, eps) }
+}
+
+/// Forwards to [`norm_warp`] as LayerNorm.
+///
+/// # Safety
+/// As [`norm_warp`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn layer_warp<E: NormElem, const V: usize, const KEEP: bool>(
+    x: *const E,
+    w: *const E,
+    b: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { norm_warp::<E, V, true, KEEP>(x, w, b, y, rows, cols, eps) }
+}
+
+rms_kernel!(
+    /// [`norm_warp`] as RMSNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
+    /// multiple of the vector width; each lane reads the weight (and bias) at each store. Minimum traffic, moved: 8
+    /// bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_warp`].
+    rms_norm_warp_f32(f32) = rms_warp::<f32, 8, false>
+);
+
+layer_kernel!(
+    /// [`norm_warp`] as LayerNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
+    /// multiple of the vector width; each lane reads the weight (and bias) at each store. Minimum traffic, moved: 8
+    /// bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_warp`].
+    layer_norm_warp_f32(f32) = layer_warp::<f32, 8, false>
+);
+
+rms_kernel!(
+    /// [`norm_warp`] as RMSNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
+    /// multiple of the vector width; each lane reads the weight (and bias) at each store. Minimum traffic, moved: 4
+    /// bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_warp`].
+    rms_norm_warp_bf16(bf16) = rms_warp::<bf16, 4, false>
+);
+
+layer_kernel!(
+    /// [`norm_warp`] as LayerNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
+    /// multiple of the vector width; each lane reads the weight (and bias) at each store. Minimum traffic, moved: 4
+    /// bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_warp`].
+    layer_norm_warp_bf16(bf16) = layer_warp::<bf16, 4, false>
+);
+
+rms_kernel!(
+    /// [`norm_warp`] as RMSNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
+    /// multiple of the vector width; each lane keeps the weight (and bias) in registers across its rows (for a persistent grid). Minimum traffic, moved: 8
+    /// bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_warp`].
+    rms_norm_warp_keep_f32(f32) = rms_warp::<f32, 8, true>
+);
+
+layer_kernel!(
+    /// [`norm_warp`] as LayerNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
+    /// multiple of the vector width; each lane keeps the weight (and bias) in registers across its rows (for a persistent grid). Minimum traffic, moved: 8
+    /// bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_warp`].
+    layer_norm_warp_keep_f32(f32) = layer_warp::<f32, 8, true>
+);
+
+rms_kernel!(
+    /// [`norm_warp`] as RMSNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
+    /// multiple of the vector width; each lane keeps the weight (and bias) in registers across its rows (for a persistent grid). Minimum traffic, moved: 4
+    /// bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_warp`].
+    rms_norm_warp_keep_bf16(bf16) = rms_warp::<bf16, 4, true>
+);
+
+layer_kernel!(
+    /// [`norm_warp`] as LayerNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
+    /// multiple of the vector width; each lane keeps the weight (and bias) in registers across its rows (for a persistent grid). Minimum traffic, moved: 4
+    /// bytes per element.
+    ///
+    /// # Safety
+    /// As [`norm_warp`].
+    layer_norm_warp_keep_bf16(bf16) = layer_warp::<bf16, 4, true>
+);
