@@ -182,6 +182,14 @@ unsafe fn combine_all<const U: usize>(x: *const f32, n: usize) -> Best {
     best
 }
 
+/// `!(value <= best)`: true when `value` is larger or either is NaN (one `setp.gtu`). The lane
+/// loop relies on the unordered case: its "none yet" is a NaN `best`, which every number beats.
+#[inline(always)]
+#[allow(clippy::neg_cmp_op_on_partial_ord)]
+fn above_or_unordered(value: f32, best: f32) -> bool {
+    !(value <= best)
+}
+
 /// This thread's argmax with a cheaper loop, `U` vectors per sweep: one running best per lane
 /// of the vector (lane `j` sees elements `4v + j` in increasing order, so a strict `>` keeps the
 /// first of equal values and no index is compared), the first element index of the vector that
@@ -209,7 +217,7 @@ unsafe fn lanes_best<const U: usize>(x: *const f32, n: usize) -> Best {
             // Selects, not conditional stores, so that `best` and `at` stay in registers.
             if count == 4 && !has_nan {
                 for (j, value) in v.0.into_iter().enumerate() {
-                    let take = !(value <= best[j]);
+                    let take = above_or_unordered(value, best[j]);
                     best[j] = if take { value } else { best[j] };
                     at[j] = if take { i as u32 } else { at[j] };
                 }
@@ -221,7 +229,7 @@ unsafe fn lanes_best<const U: usize>(x: *const f32, n: usize) -> Best {
                     if nan && first_nan == u32::MAX {
                         first_nan = (i + j) as u32;
                     }
-                    let take = j < count && !value.is_nan() && !(value <= best[j]);
+                    let take = j < count && !value.is_nan() && above_or_unordered(value, best[j]);
                     best[j] = if take { value } else { best[j] };
                     at[j] = if take { i as u32 } else { at[j] };
                 }
