@@ -170,7 +170,7 @@ impl Suite {
             Suite::Transfer => transfer::TRANSFER_RECORDS,
             Suite::Pipelined => transfer::PIPELINED_RECORDS,
             Suite::Sum => reduce::sizes(quick).len() * gpukern::ReduceAlgorithm::ALL.len(),
-            Suite::Argmax => reduce::sizes(quick).len(),
+            Suite::Argmax => reduce::sizes(quick).len() * gpukern::ArgmaxAlgorithm::ALL.len(),
             Suite::Transpose => transpose::shapes(quick).len() * gpukern::TransposeAlgorithm::ALL.len(),
             Suite::Norm => norm::planned(quick),
             Suite::CrossEntropy => cross_entropy::planned(quick),

@@ -86,7 +86,7 @@ pub use ops::add::AddAlgorithm;
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
 pub use ops::matmul::{MatmulAlgorithm, MatmulElement, MatmulOutput};
 pub use ops::norm::{NormAlgorithm, NormElement};
-pub use ops::reduce::ReduceAlgorithm;
+pub use ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
 pub use ops::softmax::SoftmaxAlgorithm;
 pub use ops::transpose::TransposeAlgorithm;
 pub use pinned::PinnedBuffer;

@@ -140,12 +140,27 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "increment_by_one"
         | "increment_by_one_vec4"
         | "add_vec4_streaming"
-        | "increment_by_one_vec4_streaming" => add::BLOCK,
+        | "increment_by_one_vec4_streaming"
+        | "add_vec4_x2"
+        | "add_vec4_x4"
+        | "add_vec4_x8"
+        | "add_vec4_x4_cs_stores"
+        | "increment_by_one_vec4_x2"
+        | "increment_by_one_vec4_x4"
+        | "increment_by_one_vec4_x8"
+        | "increment_by_one_vec4_x4_cs_stores" => add::BLOCK,
+        "add_vec4_b512" | "increment_by_one_vec4_b512" => add::BLOCK_512,
         "sum_tree" | "max_tree" => kernels_gpu_reduce::TREE_BLOCK,
-        "sum_vec4" | "max_vec4" | "argmax_vec4" | "argmax_pairs" => kernels_gpu_reduce::VEC_BLOCK,
+        "sum_vec4"
+        | "max_vec4"
+        | "argmax_vec4"
+        | "argmax_vec4_u8"
+        | "argmax_vec4_lanes"
+        | "argmax_vec4_lanes_u8"
+        | "argmax_pairs" => kernels_gpu_reduce::VEC_BLOCK,
         "sum_rows" => kernels_gpu_reduce::ROWS_BLOCK,
         "sum_cols" => kernels_gpu_reduce::COLS_BLOCK_X * kernels_gpu_reduce::COLS_BLOCK_Y,
-        "transpose_naive" | "transpose_tiled" => {
+        "transpose_naive" | "transpose_tiled" | "transpose_tiled_64" | "transpose_vec4_64" => {
             gpukern::kernels::transpose::TILE * gpukern::kernels::transpose::BLOCK_ROWS
         }
         "matmul_naive" => matmul::NAIVE_BLOCK * matmul::NAIVE_BLOCK,
@@ -468,6 +483,16 @@ const BARRIERS: &[(&str, usize)] = &[
     ("increment_by_one_vec4", 0),
     ("add_vec4_streaming", 0),
     ("increment_by_one_vec4_streaming", 0),
+    ("add_vec4_x2", 0),
+    ("add_vec4_x4", 0),
+    ("add_vec4_x8", 0),
+    ("add_vec4_b512", 0),
+    ("add_vec4_x4_cs_stores", 0),
+    ("increment_by_one_vec4_x2", 0),
+    ("increment_by_one_vec4_x4", 0),
+    ("increment_by_one_vec4_x8", 0),
+    ("increment_by_one_vec4_b512", 0),
+    ("increment_by_one_vec4_x4_cs_stores", 0),
     // The tutorial reductions: one `block::reduce` (after the store, one per tree round in its
     // loop, after the final read).
     ("sum_tree", 3),
@@ -476,6 +501,9 @@ const BARRIERS: &[(&str, usize)] = &[
     ("sum_vec4", 1),
     ("max_vec4", 1),
     ("argmax_vec4", 1),
+    ("argmax_vec4_u8", 1),
+    ("argmax_vec4_lanes", 1),
+    ("argmax_vec4_lanes_u8", 1),
     ("argmax_pairs", 1),
     // A warp per row: shuffles only. A column per thread: one barrier before the row groups meet.
     ("sum_rows", 0),
@@ -483,6 +511,9 @@ const BARRIERS: &[(&str, usize)] = &[
     // The naive transpose has no shared memory; the tiled one a barrier between store and load.
     ("transpose_naive", 0),
     ("transpose_tiled", 1),
+    // The 64x64 tiles: one barrier between the tile's stores and its loads, as `transpose_tiled`.
+    ("transpose_tiled_64", 1),
+    ("transpose_vec4_64", 1),
     ("matmul_naive", 0),
     // Two per step along k: after the tiles are stored, after they are used.
     ("matmul_tiled", 2),

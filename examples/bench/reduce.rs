@@ -1,9 +1,9 @@
 //! Reductions of a vector: `gpu.sum_into_with(x, out, algorithm)` for every algorithm and
-//! `gpu.argmax_into(x, index)`, device-resident, the result left on the device.
+//! `gpu.argmax_into_with(x, index, algorithm)` for every first-pass kernel, device-resident, the result left on the device.
 //!
 //! Minimum traffic: 4 bytes per element (read x once; the partials are a few KB).
 
-use gpukern::ReduceAlgorithm;
+use gpukern::{ArgmaxAlgorithm, ReduceAlgorithm};
 
 use crate::Bench;
 use crate::data::{random_vec, sets_for};
@@ -53,37 +53,41 @@ pub fn sum(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     Ok(())
 }
 
-/// `gpu.argmax_into(x, index)`; the index must equal `cpu::argmax`'s exactly.
+/// `gpu.argmax_into_with(x, index, algorithm)`, every first-pass kernel; the index must equal
+/// `cpu::argmax`'s exactly.
 pub fn argmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for n in sizes(b.quick) {
-        let base = Record::new("argmax", "gpukern:vec4", n.to_string()).with("n", n);
-        sink.item(base.clone(), || {
-            let x = random_vec(n, -1.0, 1.0);
-            let want = gpukern::cpu::argmax(&x).ok_or("empty input")?;
-            let sets = sets_for(4 * n);
-            let mut bufs = Vec::with_capacity(sets);
-            for _ in 0..sets {
-                bufs.push((b.gpu.upload(&x)?, b.gpu.zeros::<u32>(1)?));
-            }
-            let (x0, out0) = &mut bufs[0];
-            b.gpu.argmax_into(x0, out0)?;
-            let got = out0.to_vec()?.first().copied().map(|i| i as usize);
-            let check = Check {
-                rel_err: if got == Some(want) { 0.0 } else { f64::INFINITY },
-                tol: 0.0,
-                reference: "cpu_exact",
-            };
-            let record = base.checked(&check).with("sets", sets);
-            if !check.passed() {
-                return Ok(record);
-            }
-            let gpu = &b.gpu;
-            let stats = b.timer.measure(|i| {
-                let (x, out) = &mut bufs[i % sets];
-                Ok(gpu.argmax_into(x, out)?)
+        for algorithm in ArgmaxAlgorithm::ALL {
+            let base =
+                Record::new("argmax", format!("gpukern:{}", algorithm.name()), n.to_string()).with("n", n);
+            sink.item(base.clone(), || {
+                let x = random_vec(n, -1.0, 1.0);
+                let want = gpukern::cpu::argmax(&x).ok_or("empty input")?;
+                let sets = sets_for(4 * n);
+                let mut bufs = Vec::with_capacity(sets);
+                for _ in 0..sets {
+                    bufs.push((b.gpu.upload(&x)?, b.gpu.zeros::<u32>(1)?));
+                }
+                let (x0, out0) = &mut bufs[0];
+                b.gpu.argmax_into_with(x0, out0, algorithm)?;
+                let got = out0.to_vec()?.first().copied().map(|i| i as usize);
+                let check = Check {
+                    rel_err: if got == Some(want) { 0.0 } else { f64::INFINITY },
+                    tol: 0.0,
+                    reference: "cpu_exact",
+                };
+                let record = base.checked(&check).with("sets", sets);
+                if !check.passed() {
+                    return Ok(record);
+                }
+                let gpu = &b.gpu;
+                let stats = b.timer.measure(|i| {
+                    let (x, out) = &mut bufs[i % sets];
+                    Ok(gpu.argmax_into_with(x, out, algorithm)?)
+                })?;
+                Ok(record.timed(&stats, Some(4.0 * n as f64), None))
             })?;
-            Ok(record.timed(&stats, Some(4.0 * n as f64), None))
-        })?;
+        }
     }
     Ok(())
 }

@@ -33,7 +33,10 @@ pub fn transpose(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                 shape.clone(),
             )
             .with("rows", rows)
-            .with("cols", cols);
+            .with("cols", cols)
+            // The kernel that runs: `vec4_64` falls back to `tiled_64` where a row is not 16-byte
+            // aligned (the ragged shape).
+            .with("runs", algorithm.effective(rows, cols, true).name());
             sink.item(base.clone(), || {
                 let a = ndarray::Array2::from_shape_vec((rows, cols), random_vec(rows * cols, -1.0, 1.0))?;
                 let reference = gpukern::cpu::transpose(&a);

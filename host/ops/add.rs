@@ -1,6 +1,6 @@
 //! Element-wise operations: `add`, `increment_by_one`.
 
-use kernels_gpu::add::{BLOCK, VEC_UNROLL};
+use kernels_gpu::add::BLOCK;
 
 use super::same_shape;
 use crate::buffer::DeviceVec;
@@ -29,20 +29,38 @@ pub enum AddAlgorithm {
     Vec4Streaming,
     /// `add_vec4_streaming` on a persistent grid.
     Vec4StreamingPersistent,
+    /// Tuning candidate `add_vec4_x2`: 2 vectors per thread, blocks of 256, one pass (a block per
+    /// 512 vectors), full tiles without bounds checks.
+    Vec4X2,
+    /// Tuning candidate `add_vec4_x4`: as [`AddAlgorithm::Vec4`] with full tiles unchecked.
+    Vec4X4,
+    /// Tuning candidate `add_vec4_x8`: 8 vectors per thread, blocks of 256, one pass.
+    Vec4X8,
+    /// Tuning candidate `add_vec4_b512`: 4 vectors per thread, blocks of 512, one pass.
+    Vec4B512,
+    /// Tuning candidate `add_vec4_x4_cs_stores`: [`AddAlgorithm::Vec4X4`] with evict-first
+    /// stores only.
+    Vec4X4CsStores,
 }
 
 impl AddAlgorithm {
     /// Every algorithm, the tutorial's first.
-    pub const ALL: [AddAlgorithm; 5] = [
+    pub const ALL: [AddAlgorithm; 10] = [
         AddAlgorithm::Scalar,
         AddAlgorithm::Vec4,
         AddAlgorithm::Vec4Persistent,
         AddAlgorithm::Vec4Streaming,
         AddAlgorithm::Vec4StreamingPersistent,
+        AddAlgorithm::Vec4X2,
+        AddAlgorithm::Vec4X4,
+        AddAlgorithm::Vec4X8,
+        AddAlgorithm::Vec4B512,
+        AddAlgorithm::Vec4X4CsStores,
     ];
 
     /// A short name: `scalar`, `vec4`, `vec4_persistent`, `vec4_streaming`,
-    /// `vec4_streaming_persistent`.
+    /// `vec4_streaming_persistent`, `vec4_x2`, `vec4_x4`, `vec4_x8`, `vec4_b512`,
+    /// `vec4_x4_cs_stores`.
     pub fn name(self) -> &'static str {
         match self {
             AddAlgorithm::Scalar => "scalar",
@@ -50,6 +68,11 @@ impl AddAlgorithm {
             AddAlgorithm::Vec4Persistent => "vec4_persistent",
             AddAlgorithm::Vec4Streaming => "vec4_streaming",
             AddAlgorithm::Vec4StreamingPersistent => "vec4_streaming_persistent",
+            AddAlgorithm::Vec4X2 => "vec4_x2",
+            AddAlgorithm::Vec4X4 => "vec4_x4",
+            AddAlgorithm::Vec4X8 => "vec4_x8",
+            AddAlgorithm::Vec4B512 => "vec4_b512",
+            AddAlgorithm::Vec4X4CsStores => "vec4_x4_cs_stores",
         }
     }
 
@@ -157,7 +180,8 @@ impl Gpu {
     }
 
     /// The launch of an element-wise kernel over `n` elements: one thread per element, or for
-    /// the `_vec4` kernels one per `VEC_UNROLL` vectors, in blocks of exactly `BLOCK` threads;
+    /// the `_vec4` kernels one per `VEC_UNROLL` vectors (the tile candidates: their own vectors
+    /// per thread), in blocks of exactly the kernel's threads (`BLOCK`, or 512 for `_b512`);
     /// for a persistent algorithm no more blocks than are resident on the device at once.
     fn elementwise_config(
         &self,
@@ -167,15 +191,15 @@ impl Gpu {
         n: usize,
     ) -> Result<LaunchConfig> {
         let limits = self.limits();
-        match access {
-            Access::Scalar => LaunchConfig::linear(op, n, BLOCK, &limits),
-            Access::Vec4 | Access::Vec4Streaming => {
-                let mut cfg = LaunchConfig::vectors(op, n, VEC_UNROLL, BLOCK, &limits)?;
+        match access.tile() {
+            None => LaunchConfig::linear(op, n, BLOCK, &limits),
+            Some((block, unroll)) => {
+                let mut cfg = LaunchConfig::vectors(op, n, unroll, block, &limits)?;
                 if algorithm.persistent() {
                     // Residency is a property of the kernel's registers, the same for `add` and
                     // `increment_by_one` within a rung; asked once per kernel.
                     let kernel = raw::add::kernel(op, access);
-                    let resident = self.resident_blocks(op, kernel, BLOCK, 0)?;
+                    let resident = self.resident_blocks(op, kernel, block, 0)?;
                     cfg.grid.0 = cfg.grid.0.min(resident.max(1));
                 }
                 Ok(cfg)
@@ -193,5 +217,10 @@ fn access(algorithm: AddAlgorithm, buffers: &[&DeviceVec]) -> Access {
         _ if !aligned => Access::Scalar,
         AddAlgorithm::Vec4 | AddAlgorithm::Vec4Persistent => Access::Vec4,
         AddAlgorithm::Vec4Streaming | AddAlgorithm::Vec4StreamingPersistent => Access::Vec4Streaming,
+        AddAlgorithm::Vec4X2 => Access::X2,
+        AddAlgorithm::Vec4X4 => Access::X4,
+        AddAlgorithm::Vec4X8 => Access::X8,
+        AddAlgorithm::Vec4B512 => Access::B512,
+        AddAlgorithm::Vec4X4CsStores => Access::X4CsStores,
     }
 }

@@ -46,6 +46,55 @@ impl ReduceAlgorithm {
     }
 }
 
+/// Which argmax kernel runs the first pass (all give the same index; the second pass is
+/// `argmax_pairs` for each).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ArgmaxAlgorithm {
+    /// `argmax_vec4`: the exact rule on every element, 4 vectors per thread and sweep; the
+    /// default.
+    #[default]
+    Vec4,
+    /// Tuning candidate `argmax_vec4_u8`: as [`ArgmaxAlgorithm::Vec4`] with 8 vectors per thread.
+    Vec4U8,
+    /// Tuning candidate `argmax_vec4_lanes`: a running best per lane of the vector (a compare and
+    /// two selects per element; the exact rule only on vectors holding a NaN), 4 vectors per
+    /// thread.
+    Vec4Lanes,
+    /// Tuning candidate `argmax_vec4_lanes_u8`: [`ArgmaxAlgorithm::Vec4Lanes`] with 8 vectors
+    /// per thread.
+    Vec4LanesU8,
+}
+
+impl ArgmaxAlgorithm {
+    /// Every algorithm, the default first.
+    pub const ALL: [ArgmaxAlgorithm; 4] = [
+        ArgmaxAlgorithm::Vec4,
+        ArgmaxAlgorithm::Vec4U8,
+        ArgmaxAlgorithm::Vec4Lanes,
+        ArgmaxAlgorithm::Vec4LanesU8,
+    ];
+
+    /// A short name: `vec4`, `vec4_u8`, `vec4_lanes`, `vec4_lanes_u8`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ArgmaxAlgorithm::Vec4 => "vec4",
+            ArgmaxAlgorithm::Vec4U8 => "vec4_u8",
+            ArgmaxAlgorithm::Vec4Lanes => "vec4_lanes",
+            ArgmaxAlgorithm::Vec4LanesU8 => "vec4_lanes_u8",
+        }
+    }
+
+    /// The first pass's kernel and the vectors one of its blocks covers per sweep.
+    fn kernel(self) -> (&'static gpukern_device::launch::Kernel, usize) {
+        match self {
+            ArgmaxAlgorithm::Vec4 => (&k::argmax_vec4::KERNEL, k::vec4::VEC_TILE),
+            ArgmaxAlgorithm::Vec4U8 => (&k::argmax_vec4_u8::KERNEL, k::VEC_TILE_8),
+            ArgmaxAlgorithm::Vec4Lanes => (&k::argmax_vec4_lanes::KERNEL, k::vec4::VEC_TILE),
+            ArgmaxAlgorithm::Vec4LanesU8 => (&k::argmax_vec4_lanes_u8::KERNEL, k::VEC_TILE_8),
+        }
+    }
+}
+
 /// The operation of a whole-vector reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reduction {
@@ -111,6 +160,16 @@ impl Gpu {
     /// [`Gpu::argmax`] into `index[0]` on the device (no download, no synchronisation); `index`
     /// must have length 1.
     pub fn argmax_into(&self, x: &DeviceVec, index: &mut DeviceVec<u32>) -> Result<()> {
+        self.argmax_into_with(x, index, ArgmaxAlgorithm::default())
+    }
+
+    /// [`Gpu::argmax_into`] with the given first-pass kernel (the same index from each).
+    pub fn argmax_into_with(
+        &self,
+        x: &DeviceVec,
+        index: &mut DeviceVec<u32>,
+        algorithm: ArgmaxAlgorithm,
+    ) -> Result<()> {
         const OP: &str = "argmax";
         self.check_reduce(OP, x, index.len(), self.owns(index))?;
         let n = x.len();
@@ -129,18 +188,19 @@ impl Gpu {
                 detail: "the input must be 16-byte aligned (device allocations are)".into(),
             });
         }
-        let cfg = self.vec4_config(OP, &k::argmax_vec4::KERNEL, n)?;
+        let (kernel, tile) = algorithm.kernel();
+        let cfg = self.vec4_config_tiled(OP, kernel, tile, n)?;
         let mut value = self.alloc(1)?;
         if cfg.grid.0 == 1 {
             // SAFETY: `x` holds `n` aligned floats; one block writes one pair.
-            return unsafe { raw::reduce::argmax_vec4(self, cfg, x, &mut value, index, n) };
+            return unsafe { raw::reduce::argmax_vec4(self, algorithm, cfg, x, &mut value, index, n) };
         }
         let g = cfg.grid.0 as usize;
         let (mut values, mut indices) = (self.alloc(g)?, self.zeros::<u32>(g)?);
         // SAFETY: `x` holds `n` aligned floats; the partials hold one pair per block; then one
         // block reduces the `g` pairs into `(value, index)`.
         unsafe {
-            raw::reduce::argmax_vec4(self, cfg, x, &mut values, &mut indices, n)?;
+            raw::reduce::argmax_vec4(self, algorithm, cfg, x, &mut values, &mut indices, n)?;
             raw::reduce::argmax_pairs(
                 self,
                 one_block(OP, self)?,
@@ -311,9 +371,20 @@ impl Gpu {
         kernel: &'static gpukern_device::launch::Kernel,
         n: usize,
     ) -> Result<LaunchConfig> {
+        self.vec4_config_tiled(op, kernel, k::vec4::VEC_TILE, n)
+    }
+
+    /// [`Gpu::vec4_config`] for a kernel whose block covers `tile` vectors per sweep.
+    fn vec4_config_tiled(
+        &self,
+        op: &'static str,
+        kernel: &'static gpukern_device::launch::Kernel,
+        tile: usize,
+        n: usize,
+    ) -> Result<LaunchConfig> {
         let limits = self.limits();
         let resident = self.resident_blocks(op, kernel, k::VEC_BLOCK, k::VEC_SHARED_BYTES)? as usize;
-        let blocks = ceil_div(n / 4, k::vec4::VEC_TILE).clamp(1, resident.max(1));
+        let blocks = ceil_div(n / 4, tile).clamp(1, resident.max(1));
         LaunchConfig::per_row(op, blocks, k::VEC_BLOCK, k::VEC_SHARED_BYTES, &limits)
     }
 }

@@ -17,17 +17,42 @@ pub enum TransposeAlgorithm {
     /// writes (`transpose_tiled`); the default.
     #[default]
     Tiled,
+    /// Tuning candidate `transpose_tiled_64`: a 64x64 tile (padded to 65 columns), 16 elements
+    /// per thread, 4-byte accesses; any shape.
+    Tiled64,
+    /// Tuning candidate `transpose_vec4_64`: a 64x64 swizzled tile, 16-byte global loads and
+    /// stores; for `rows % 4 == 0` and `cols % 4 == 0` (every row 16-byte aligned), otherwise
+    /// [`TransposeAlgorithm::Tiled64`] runs.
+    Vec4_64,
 }
 
 impl TransposeAlgorithm {
     /// Every algorithm, the tutorial's first.
-    pub const ALL: [TransposeAlgorithm; 2] = [TransposeAlgorithm::Naive, TransposeAlgorithm::Tiled];
+    pub const ALL: [TransposeAlgorithm; 4] = [
+        TransposeAlgorithm::Naive,
+        TransposeAlgorithm::Tiled,
+        TransposeAlgorithm::Tiled64,
+        TransposeAlgorithm::Vec4_64,
+    ];
 
-    /// A short name: `naive`, `tiled`.
+    /// A short name: `naive`, `tiled`, `tiled_64`, `vec4_64`.
     pub fn name(self) -> &'static str {
         match self {
             TransposeAlgorithm::Naive => "naive",
             TransposeAlgorithm::Tiled => "tiled",
+            TransposeAlgorithm::Tiled64 => "tiled_64",
+            TransposeAlgorithm::Vec4_64 => "vec4_64",
+        }
+    }
+
+    /// The algorithm that runs on a `rows x cols` matrix whose buffers are (`aligned`) or are not
+    /// 16-byte aligned: [`TransposeAlgorithm::Vec4_64`] needs every row of both 16-byte aligned.
+    pub fn effective(self, rows: usize, cols: usize, aligned: bool) -> TransposeAlgorithm {
+        match self {
+            TransposeAlgorithm::Vec4_64 if !(aligned && rows % 4 == 0 && cols % 4 == 0) => {
+                TransposeAlgorithm::Tiled64
+            }
+            other => other,
         }
     }
 }
@@ -66,7 +91,7 @@ impl Gpu {
     }
 
     /// The launch of a checked transpose: blocks of `TILE x BLOCK_ROWS` threads, one per tile
-    /// (the naive kernel: one per `TILE x BLOCK_ROWS` elements).
+    /// (32x32 or 64x64; the naive kernel: one per `TILE x BLOCK_ROWS` elements).
     fn launch_transpose(
         &self,
         a: &DeviceMatrix,
@@ -78,9 +103,17 @@ impl Gpu {
         if rows == 0 || cols == 0 {
             return Ok(());
         }
-        let (rows_per_block, shared) = match algorithm {
-            TransposeAlgorithm::Naive => (k::BLOCK_ROWS as usize, 0),
-            TransposeAlgorithm::Tiled => (k::TILE as usize, k::TILED_SHARED_BYTES),
+        let aligned = a.data.is_16_byte_aligned() && b.data.is_16_byte_aligned();
+        let algorithm = algorithm.effective(rows, cols, aligned);
+        let (cols_per_block, rows_per_block, shared) = match algorithm {
+            TransposeAlgorithm::Naive => (k::TILE as usize, k::BLOCK_ROWS as usize, 0),
+            TransposeAlgorithm::Tiled => (k::TILE as usize, k::TILE as usize, k::TILED_SHARED_BYTES),
+            TransposeAlgorithm::Tiled64 => {
+                (k::TILE_64 as usize, k::TILE_64 as usize, k::TILED_64_SHARED_BYTES)
+            }
+            TransposeAlgorithm::Vec4_64 => {
+                (k::TILE_64 as usize, k::TILE_64 as usize, k::VEC4_64_SHARED_BYTES)
+            }
         };
         let extent = |n: usize, per: usize, what: &str| {
             u32::try_from(ceil_div(n, per)).map_err(|_| Error::TooLarge {
@@ -90,7 +123,7 @@ impl Gpu {
         };
         let cfg = LaunchConfig {
             grid: (
-                extent(cols, k::TILE as usize, "columns")?,
+                extent(cols, cols_per_block, "columns")?,
                 extent(rows, rows_per_block, "rows")?,
                 1,
             ),

@@ -16,6 +16,27 @@ pub(crate) enum Access {
     Vec4,
     /// The `_vec4_streaming` twin (evict-first accesses).
     Vec4Streaming,
+    /// The one-pass tile candidates: `_vec4_x2`, `_vec4_x4`, `_vec4_x8`, `_vec4_b512`,
+    /// `_vec4_x4_cs_stores`.
+    X2,
+    X4,
+    X8,
+    B512,
+    X4CsStores,
+}
+
+impl Access {
+    /// `(threads per block, vectors per thread)` of the kernel (`None` for the scalar one).
+    pub(crate) fn tile(self) -> Option<(u32, usize)> {
+        Some(match self {
+            Access::Scalar => return None,
+            Access::Vec4 | Access::Vec4Streaming => (k::BLOCK, k::VEC_UNROLL),
+            Access::X2 => k::TILE_X2,
+            Access::X4 | Access::X4CsStores => k::TILE_X4,
+            Access::X8 => k::TILE_X8,
+            Access::B512 => k::TILE_B512,
+        })
+    }
 }
 
 /// The kernel `op` (`"add"` or `"increment_by_one"`) runs with `access`: what the persistent
@@ -28,6 +49,16 @@ pub(crate) fn kernel(op: &str, access: Access) -> &'static Kernel {
         (false, Access::Scalar) => &k::increment_by_one::KERNEL,
         (false, Access::Vec4) => &k::increment_by_one_vec4::KERNEL,
         (false, Access::Vec4Streaming) => &k::increment_by_one_vec4_streaming::KERNEL,
+        (true, Access::X2) => &k::add_vec4_x2::KERNEL,
+        (true, Access::X4) => &k::add_vec4_x4::KERNEL,
+        (true, Access::X8) => &k::add_vec4_x8::KERNEL,
+        (true, Access::B512) => &k::add_vec4_b512::KERNEL,
+        (true, Access::X4CsStores) => &k::add_vec4_x4_cs_stores::KERNEL,
+        (false, Access::X2) => &k::increment_by_one_vec4_x2::KERNEL,
+        (false, Access::X4) => &k::increment_by_one_vec4_x4::KERNEL,
+        (false, Access::X8) => &k::increment_by_one_vec4_x8::KERNEL,
+        (false, Access::B512) => &k::increment_by_one_vec4_b512::KERNEL,
+        (false, Access::X4CsStores) => &k::increment_by_one_vec4_x4_cs_stores::KERNEL,
     }
 }
 
@@ -35,7 +66,7 @@ pub(crate) fn kernel(op: &str, access: Access) -> &'static Kernel {
 ///
 /// # Safety
 /// See the module contract: `a`, `b`, `c` hold at least `n` elements; with [`Access::Vec4`]
-/// each starts at a 16-byte aligned address.
+/// each starts at a 16-byte aligned address (every access but [`Access::Scalar`]).
 pub(crate) unsafe fn add(
     gpu: &Gpu,
     access: Access,
@@ -49,6 +80,11 @@ pub(crate) unsafe fn add(
         Access::Scalar => k::add::launch,
         Access::Vec4 => k::add_vec4::launch,
         Access::Vec4Streaming => k::add_vec4_streaming::launch,
+        Access::X2 => k::add_vec4_x2::launch,
+        Access::X4 => k::add_vec4_x4::launch,
+        Access::X8 => k::add_vec4_x8::launch,
+        Access::B512 => k::add_vec4_b512::launch,
+        Access::X4CsStores => k::add_vec4_x4_cs_stores::launch,
     };
     // SAFETY: sizes and alignment per the contract.
     unsafe { launch(&gpu.library(), cfg, a, b, c, n) }
@@ -70,6 +106,11 @@ pub(crate) unsafe fn increment_by_one(
         Access::Scalar => k::increment_by_one::launch,
         Access::Vec4 => k::increment_by_one_vec4::launch,
         Access::Vec4Streaming => k::increment_by_one_vec4_streaming::launch,
+        Access::X2 => k::increment_by_one_vec4_x2::launch,
+        Access::X4 => k::increment_by_one_vec4_x4::launch,
+        Access::X8 => k::increment_by_one_vec4_x8::launch,
+        Access::B512 => k::increment_by_one_vec4_b512::launch,
+        Access::X4CsStores => k::increment_by_one_vec4_x4_cs_stores::launch,
     };
     // SAFETY: size and alignment per the contract.
     unsafe { launch(&gpu.library(), cfg, x, n) }

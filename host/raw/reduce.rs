@@ -6,7 +6,7 @@ use crate::buffer::DeviceVec;
 use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
-use crate::ops::reduce::Reduction;
+use crate::ops::reduce::{ArgmaxAlgorithm, Reduction};
 
 /// Launches `sum_tree` or `max_tree(x, partials, n)`.
 ///
@@ -48,20 +48,27 @@ pub(crate) unsafe fn vec4(
     unsafe { launch(&gpu.library(), cfg, x, partials, n) }
 }
 
-/// Launches `argmax_vec4(x, values, indices, n)`.
+/// Launches `argmax_vec4(x, values, indices, n)` or the candidate `algorithm` names.
 ///
 /// # Safety
 /// `x` holds `n <= u32::MAX` floats, 16-byte aligned; `values` and `indices` one per block.
 pub(crate) unsafe fn argmax_vec4(
     gpu: &Gpu,
+    algorithm: ArgmaxAlgorithm,
     cfg: LaunchConfig,
     x: &DeviceVec,
     values: &mut DeviceVec,
     indices: &mut DeviceVec<u32>,
     n: usize,
 ) -> Result<()> {
+    let launch = match algorithm {
+        ArgmaxAlgorithm::Vec4 => k::argmax_vec4::launch,
+        ArgmaxAlgorithm::Vec4U8 => k::argmax_vec4_u8::launch,
+        ArgmaxAlgorithm::Vec4Lanes => k::argmax_vec4_lanes::launch,
+        ArgmaxAlgorithm::Vec4LanesU8 => k::argmax_vec4_lanes_u8::launch,
+    };
     // SAFETY: sizes and alignment per the contract.
-    unsafe { k::argmax_vec4::launch(&gpu.library(), cfg, x, values, indices, n) }
+    unsafe { launch(&gpu.library(), cfg, x, values, indices, n) }
 }
 
 /// Launches `argmax_pairs(values, indices, out_value, out_index, n)`.

@@ -8,10 +8,12 @@ use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 use crate::ops::transpose::TransposeAlgorithm;
 
-/// Launches `transpose_naive` or `transpose_tiled(a, b, rows, cols)`.
+/// Launches `transpose_naive`, `transpose_tiled`, `transpose_tiled_64` or
+/// `transpose_vec4_64(a, b, rows, cols)`.
 ///
 /// # Safety
-/// `a` and `b` hold `rows * cols` floats each; `cfg` is the kernel's launch shape.
+/// `a` and `b` hold `rows * cols` floats each; `cfg` is the kernel's launch shape; for
+/// `Vec4_64` both are 16-byte aligned and `rows % 4 == 0`, `cols % 4 == 0`.
 pub(crate) unsafe fn transpose(
     gpu: &Gpu,
     algorithm: TransposeAlgorithm,
@@ -24,6 +26,8 @@ pub(crate) unsafe fn transpose(
     let launch = match algorithm {
         TransposeAlgorithm::Naive => k::transpose_naive::launch,
         TransposeAlgorithm::Tiled => k::transpose_tiled::launch,
+        TransposeAlgorithm::Tiled64 => k::transpose_tiled_64::launch,
+        TransposeAlgorithm::Vec4_64 => k::transpose_vec4_64::launch,
     };
     // SAFETY: sizes per the contract.
     unsafe { launch(&gpu.library(), cfg, a, b, rows, cols) }

@@ -1,6 +1,9 @@
 //! Element-wise kernels: the first tutorial's thread-indexed vector add and `increment_by_one`,
 //! then [`add_vec4`](fn@add_vec4) and [`increment_by_one_vec4`](fn@increment_by_one_vec4), the same with 16-byte accesses,
-//! and their `_streaming` twins, which also mark every access evict-first (`.cs`).
+//! and their `_streaming` twins, which also mark every access evict-first (`.cs`); then the
+//! one-pass tile candidates ([`add_vec4_x2`](fn@add_vec4_x2) ... [`increment_by_one_vec4_x4_cs_stores`](fn@increment_by_one_vec4_x4_cs_stores)):
+//! `U` vectors per thread in blocks of `B` threads, every load of a full tile unchecked and
+//! issued before any store, a grid that covers the array once (not persistent).
 //!
 //! Memory traffic: `add` reads 8 and writes 4 bytes per element, `increment_by_one` reads and
 //! writes 4; both are bound by memory bandwidth.
@@ -254,4 +257,245 @@ unsafe fn increment_by_one_vec4_body<const STREAMING: bool>(x: *mut f32, n: usiz
         // SAFETY: `i < n`.
         unsafe { mem::store(x, i, mem::load(x, i) + 1.0) }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The one-pass tile candidates: the benchmark weighs them against `_vec4` side by side.
+
+/// Threads per block of the 512-thread candidates ([`add_vec4_b512`](fn@add_vec4_b512),
+/// [`increment_by_one_vec4_b512`](fn@increment_by_one_vec4_b512)).
+pub const BLOCK_512: u32 = 512;
+
+/// `(threads per block, vectors per thread)` of each tile candidate, by its suffix: what the host
+/// sizes the grid with (`ceil(n / 4 / (threads * vectors))` blocks).
+pub const TILE_X2: (u32, usize) = (BLOCK, 2);
+/// See [`TILE_X2`].
+pub const TILE_X4: (u32, usize) = (BLOCK, 4);
+/// See [`TILE_X2`].
+pub const TILE_X8: (u32, usize) = (BLOCK, 8);
+/// See [`TILE_X2`].
+pub const TILE_B512: (u32, usize) = (BLOCK_512, 4);
+
+/// The tile of the one-pass candidates: this thread's first vector, `B * U` vectors per block,
+/// and the grid's stride (any grid covers any `n`; the host launches one pass).
+#[inline(always)]
+fn tile_sweep<const B: usize, const U: usize>() -> (usize, usize) {
+    let tile = B * U;
+    let stride = thread::grid_dim_x() as usize * tile;
+    let start = thread::block_idx_x() as usize * tile + thread::thread_idx_x() as usize;
+    (start, stride)
+}
+
+/// The body of the `add_vec4_x*` candidates: thread `tid` of block `g` takes vectors
+/// `g * B * U + tid + k * B`, `k < U`; where the whole tile lies inside the array (all but the
+/// last block) the `2 U` loads are issued with no bounds check, all before the first store; the
+/// last tile checks each vector. Stores are evict-first (`.cs`) when `CS_STORES`. Then the scalar
+/// tail of `n % 4` elements, one per thread of the grid's first threads.
+///
+/// # Safety
+/// As [`add_vec4`](fn@add_vec4), with 1-D blocks of exactly `B` threads.
+#[inline(always)]
+unsafe fn add_tile<const B: usize, const U: usize, const CS_STORES: bool>(
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    n: usize,
+) {
+    let vectors = n / 4;
+    let (mut start, stride) = tile_sweep::<B, U>();
+    while start < vectors {
+        let mut va = [F4::ZERO; U];
+        let mut vb = [F4::ZERO; U];
+        let full = start + (U - 1) * B < vectors;
+        for k in 0..U {
+            let v = start + k * B;
+            if full || v < vectors {
+                // SAFETY: vector `v < n / 4` holds floats `4v..4v + 4 <= n`, 16-byte aligned
+                // because the bases are.
+                unsafe {
+                    va[k] = load4::<false>(a, 4 * v);
+                    vb[k] = load4::<false>(b, 4 * v);
+                }
+            }
+        }
+        for k in 0..U {
+            let v = start + k * B;
+            if full || v < vectors {
+                let (p, q) = (va[k].0, vb[k].0);
+                let sum = F4([p[0] + q[0], p[1] + q[1], p[2] + q[2], p[3] + q[3]]);
+                // SAFETY: as for the loads.
+                unsafe { store4::<CS_STORES>(c, 4 * v, sum) };
+            }
+        }
+        start += stride;
+    }
+    let i = 4 * vectors + thread::index_1d();
+    if i < n {
+        // SAFETY: `i < n`.
+        unsafe { mem::store(c, i, mem::load(a, i) + mem::load(b, i)) }
+    }
+}
+
+/// The body of the `increment_by_one_vec4_x*` candidates: [`add_tile`] with one operand (`U`
+/// loads of a full tile unchecked, all before the first store).
+///
+/// # Safety
+/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4), with 1-D blocks of exactly `B` threads.
+#[inline(always)]
+unsafe fn increment_tile<const B: usize, const U: usize, const CS_STORES: bool>(x: *mut f32, n: usize) {
+    let vectors = n / 4;
+    let (mut start, stride) = tile_sweep::<B, U>();
+    while start < vectors {
+        let mut vx = [F4::ZERO; U];
+        let full = start + (U - 1) * B < vectors;
+        for (k, slot) in vx.iter_mut().enumerate() {
+            let v = start + k * B;
+            if full || v < vectors {
+                // SAFETY: vector `v < n / 4` holds floats `4v..4v + 4 <= n`, 16-byte aligned
+                // because the base is.
+                *slot = unsafe { load4::<false>(x, 4 * v) };
+            }
+        }
+        for (k, loaded) in vx.iter().enumerate() {
+            let v = start + k * B;
+            if full || v < vectors {
+                let p = loaded.0;
+                let plus = F4([p[0] + 1.0, p[1] + 1.0, p[2] + 1.0, p[3] + 1.0]);
+                // SAFETY: as for the loads.
+                unsafe { store4::<CS_STORES>(x, 4 * v, plus) };
+            }
+        }
+        start += stride;
+    }
+    let i = 4 * vectors + thread::index_1d();
+    if i < n {
+        // SAFETY: `i < n`.
+        unsafe { mem::store(x, i, mem::load(x, i) + 1.0) }
+    }
+}
+
+/// Threads per block of [`BLOCK`]-thread candidates, as a `usize` for the const generics.
+const B256: usize = BLOCK as usize;
+/// Threads per block of the 512-thread candidates, as a `usize`.
+const B512: usize = BLOCK_512 as usize;
+
+/// `c = a + b` with 16-byte accesses, 2 vectors per thread ([`TILE_X2`]): thread `tid` of block
+/// `g` loads vectors `2 * 256 g + tid` and `+ 256` of `a` and `b` (4 loads, unchecked in a full
+/// tile, all before the first store), stores the 2 sums; one pass over `ceil(n / 2048)` blocks,
+/// the scalar tail as [`add_vec4`](fn@add_vec4).
+///
+/// Global memory: reads 8 and writes 4 bytes per element, each once (minimum traffic
+/// `12 n` bytes). Launch: 1-D blocks of exactly [`BLOCK`] threads, no shared memory.
+///
+/// # Safety
+/// As [`add_vec4`](fn@add_vec4).
+#[kernel]
+pub unsafe fn add_vec4_x2(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { add_tile::<B256, 2, false>(a, b, c, n) }
+}
+
+/// `c = a + b`, 4 vectors per thread ([`TILE_X4`]): [`add_vec4`](fn@add_vec4)'s work with the
+/// full tiles unchecked; traffic `12 n` bytes, launch as [`add_vec4_x2`](fn@add_vec4_x2).
+///
+/// # Safety
+/// As [`add_vec4`](fn@add_vec4).
+#[kernel]
+pub unsafe fn add_vec4_x4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { add_tile::<B256, 4, false>(a, b, c, n) }
+}
+
+/// `c = a + b`, 8 vectors per thread ([`TILE_X8`]: 16 loads, 256 bytes in flight per thread);
+/// traffic `12 n` bytes, launch as [`add_vec4_x2`](fn@add_vec4_x2).
+///
+/// # Safety
+/// As [`add_vec4`](fn@add_vec4).
+#[kernel]
+pub unsafe fn add_vec4_x8(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { add_tile::<B256, 8, false>(a, b, c, n) }
+}
+
+/// `c = a + b`, 4 vectors per thread in blocks of [`BLOCK_512`] threads ([`TILE_B512`]);
+/// traffic `12 n` bytes. Launch: 1-D blocks of exactly [`BLOCK_512`] threads, no shared memory.
+///
+/// # Safety
+/// As [`add_vec4`](fn@add_vec4), with blocks of [`BLOCK_512`] threads.
+#[kernel]
+pub unsafe fn add_vec4_b512(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { add_tile::<B512, 4, false>(a, b, c, n) }
+}
+
+/// [`add_vec4_x4`](fn@add_vec4_x4) with evict-first (`.cs`) stores and ordinary loads; traffic
+/// `12 n` bytes, launch as [`add_vec4_x2`](fn@add_vec4_x2).
+///
+/// # Safety
+/// As [`add_vec4`](fn@add_vec4).
+#[kernel]
+pub unsafe fn add_vec4_x4_cs_stores(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { add_tile::<B256, 4, true>(a, b, c, n) }
+}
+
+/// `x += 1` in place with 16-byte accesses, 2 vectors per thread ([`TILE_X2`]): thread `tid` of
+/// block `g` loads vectors `2 * 256 g + tid` and `+ 256` (unchecked in a full tile, both before
+/// the first store) and stores them back incremented; one pass over `ceil(n / 2048)` blocks,
+/// the scalar tail as [`increment_by_one_vec4`](fn@increment_by_one_vec4).
+///
+/// Global memory: reads and writes 4 bytes per element, each once (minimum traffic `8 n`
+/// bytes). Launch: 1-D blocks of exactly [`BLOCK`] threads, no shared memory.
+///
+/// # Safety
+/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4).
+#[kernel]
+pub unsafe fn increment_by_one_vec4_x2(x: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { increment_tile::<B256, 2, false>(x, n) }
+}
+
+/// `x += 1`, 4 vectors per thread ([`TILE_X4`]), full tiles unchecked; traffic `8 n` bytes,
+/// launch as [`increment_by_one_vec4_x2`](fn@increment_by_one_vec4_x2).
+///
+/// # Safety
+/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4).
+#[kernel]
+pub unsafe fn increment_by_one_vec4_x4(x: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { increment_tile::<B256, 4, false>(x, n) }
+}
+
+/// `x += 1`, 8 vectors per thread ([`TILE_X8`]: 128 bytes of loads in flight per thread);
+/// traffic `8 n` bytes, launch as [`increment_by_one_vec4_x2`](fn@increment_by_one_vec4_x2).
+///
+/// # Safety
+/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4).
+#[kernel]
+pub unsafe fn increment_by_one_vec4_x8(x: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { increment_tile::<B256, 8, false>(x, n) }
+}
+
+/// `x += 1`, 4 vectors per thread in blocks of [`BLOCK_512`] threads ([`TILE_B512`]); traffic
+/// `8 n` bytes. Launch: 1-D blocks of exactly [`BLOCK_512`] threads, no shared memory.
+///
+/// # Safety
+/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4), with blocks of [`BLOCK_512`] threads.
+#[kernel]
+pub unsafe fn increment_by_one_vec4_b512(x: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { increment_tile::<B512, 4, false>(x, n) }
+}
+
+/// [`increment_by_one_vec4_x4`](fn@increment_by_one_vec4_x4) with evict-first (`.cs`) stores
+/// and ordinary loads; traffic `8 n` bytes, launch as
+/// [`increment_by_one_vec4_x2`](fn@increment_by_one_vec4_x2).
+///
+/// # Safety
+/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4).
+#[kernel]
+pub unsafe fn increment_by_one_vec4_x4_cs_stores(x: *mut f32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { increment_tile::<B256, 4, true>(x, n) }
 }

@@ -28,6 +28,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         [
             add_vec4_is_exact_on_ragged_lengths,
             add_vec4_with_a_grid_smaller_than_the_data_loops,
+            increment_tiles_with_a_grid_smaller_than_the_data_loop,
             add_vec4_on_a_misaligned_buffer_is_reported,
         ]
     ));
@@ -257,6 +258,43 @@ fn add_vec4_with_a_grid_smaller_than_the_data_loops() {
     );
     unsafe { l.run(|| kadd::add_vec4(pa, pb, pc, n)) }.unwrap();
     assert_eq!(c, cpu::add(&a, &b).unwrap());
+}
+
+fn increment_tiles_with_a_grid_smaller_than_the_data_loop() {
+    // The one-pass candidates on a grid smaller than the data: 2 blocks of 256 threads x 8
+    // vectors, or 1 block of 512 x 4, for 5 tiles plus a ragged tile and a 3-element tail; the
+    // full tiles take the unchecked path, the last one the checked path.
+    let n = 4 * 2048 * 5 + 4 * 700 + 3;
+    let x = lcg_vec(5, n);
+    let want = cpu::increment_by_one(&x);
+    type Kernel = unsafe fn(*mut f32, usize);
+    let cases: [(&str, u32, Kernel); 3] = [
+        (
+            "increment_by_one_vec4_x8",
+            kadd::BLOCK,
+            kadd::increment_by_one_vec4_x8,
+        ),
+        (
+            "increment_by_one_vec4_b512",
+            kadd::BLOCK_512,
+            kadd::increment_by_one_vec4_b512,
+        ),
+        (
+            "increment_by_one_vec4_x4_cs_stores",
+            kadd::BLOCK,
+            kadd::increment_by_one_vec4_x4_cs_stores,
+        ),
+    ];
+    for (name, block, kernel) in cases {
+        let mut got = x.clone();
+        let blocks = if block == kadd::BLOCK { 2 } else { 1 };
+        let mut l = Launch::new(name, launch_1d(blocks, block, 0));
+        let px = l.output("x", &mut got);
+        assert_eq!(px as usize % 16, 0, "glibc's allocations are 16-byte aligned");
+        // SAFETY: n floats, 16-byte aligned (checked above); blocks of the kernel's size.
+        unsafe { l.run(|| kernel(px, n)) }.unwrap();
+        assert_eq!(got, want, "{name}");
+    }
 }
 
 fn add_vec4_on_a_misaligned_buffer_is_reported() {

@@ -7,7 +7,7 @@
 //! (`global::reduce`); and the argmax rule's algebra (`sim::reduce::*`).
 
 use gpukern::kernels::reduce::{self as kr, Best, argmax_combine};
-use gpukern::ops::reduce::ReduceAlgorithm;
+use gpukern::ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
 use gpukern::{Error, Gpu, cpu};
 use libtest_mimic::Trial;
 use ndarray::{Array1, Axis, s};
@@ -21,8 +21,9 @@ use crate::common::trial::{Target, global_trial, plain_trials, trial};
 
 /// Simulator lengths: past one tree block (257, 1025: two and three tree passes) and past one
 /// vector block's tile of 4096 floats (9001: the two-launch path, each block looping), ragged
-/// tails of 1 to 3.
-const SIM_LENGTHS: &[usize] = &[1, 3, 4, 7, 33, 257, 1025, 9001];
+/// tails of 1 to 3; 70001 loops the 8-vector argmax candidates' blocks (tiles of 8192 floats)
+/// on the simulator's grid.
+const SIM_LENGTHS: &[usize] = &[1, 3, 4, 7, 33, 257, 1025, 9001, 70_001];
 /// CUDA lengths: ragged ones and large ones (each resident block loops several times).
 const CUDA_LENGTHS: &[usize] = &[1, 7, 31, 1000, 1025, 4097, 65_537, (1 << 20) + 3, 1 << 22];
 /// `(rows, cols)` of the axis sums in the simulator.
@@ -148,6 +149,18 @@ fn reduce_vector(gpu: &Gpu, x: &[f32], what: &str) -> Check {
         gpu.argmax_into(&d, &mut index)?;
         if index.to_vec()?[0] as usize != want {
             failures.push(format!("argmax_into, {what}: {:?} vs {want}", index.to_vec()?));
+        }
+        // Every first-pass kernel, into a poisoned index.
+        for algorithm in ArgmaxAlgorithm::ALL {
+            let mut index = gpu.upload(&[u32::MAX - 1])?;
+            gpu.argmax_into_with(&d, &mut index, algorithm)?;
+            let got = index.to_vec()?[0] as usize;
+            if got != want {
+                failures.push(format!(
+                    "argmax_into_with({}), {what}: {got} vs {want}",
+                    algorithm.name()
+                ));
+            }
         }
     }
     all_passed(failures)

@@ -12,8 +12,22 @@ use crate::common::check::*;
 use crate::common::random_matrix;
 use crate::common::trial::{Target, global_trial, trial};
 
-/// Simulator shapes: one element, thinner and wider than a tile, ragged on both sides.
-const SIM_SHAPES: &[(usize, usize)] = &[(1, 1), (1, 33), (33, 1), (31, 33), (64, 32), (65, 97), (100, 7)];
+/// Simulator shapes: one element, thinner and wider than a tile, ragged on both sides; and
+/// multiples of 4 around the 64x64 tile, where `vec4_64` runs its own kernel (elsewhere it
+/// falls back to `tiled_64`).
+const SIM_SHAPES: &[(usize, usize)] = &[
+    (1, 1),
+    (1, 33),
+    (33, 1),
+    (31, 33),
+    (64, 32),
+    (65, 97),
+    (100, 7),
+    (4, 200),
+    (68, 132),
+    (128, 64),
+    (132, 8),
+];
 /// CUDA shapes: ragged, tall, wide and large.
 const CUDA_SHAPES: &[(usize, usize)] = &[
     (1, 1),
@@ -24,6 +38,7 @@ const CUDA_SHAPES: &[(usize, usize)] = &[
     (1025, 2047),
     (3, 100_003),
     (4096, 4096),
+    (1028, 2060),
 ];
 
 /// Every trial of the family.

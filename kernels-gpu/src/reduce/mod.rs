@@ -12,7 +12,10 @@
 //!   partial per block ([`sum_vec4`](fn@sum_vec4), [`max_vec4`](fn@max_vec4),
 //!   [`argmax_vec4`](fn@argmax_vec4)), then a second launch of one block on the partials
 //!   ([`sum_vec4`](fn@sum_vec4) / [`max_vec4`](fn@max_vec4) again, or
-//!   [`argmax_pairs`](fn@argmax_pairs)): two launches for any `n`.
+//!   [`argmax_pairs`](fn@argmax_pairs)): two launches for any `n`. Tuning candidates of the
+//!   argmax: [`argmax_vec4_u8`](fn@argmax_vec4_u8) (8 vectors per thread),
+//!   [`argmax_vec4_lanes`](fn@argmax_vec4_lanes) and [`argmax_vec4_lanes_u8`](fn@argmax_vec4_lanes_u8)
+//!   (a running best per lane: one compare and two selects per element).
 //! * [`axis`]: [`sum_rows`](fn@sum_rows) (a warp per row) and [`sum_cols`](fn@sum_cols) (a
 //!   thread per column and row group, the groups combined in shared memory).
 //!
@@ -37,7 +40,10 @@ pub use axis::{
     sum_cols, sum_rows, COLS_BLOCK_X, COLS_BLOCK_Y, COLS_SHARED_BYTES, ROWS_BLOCK, ROWS_PER_BLOCK,
 };
 pub use tree::{max_tree, sum_tree, TREE_BLOCK, TREE_SHARED_BYTES};
-pub use vec4::{argmax_pairs, argmax_vec4, max_vec4, sum_vec4, VEC_BLOCK, VEC_SHARED_BYTES, VEC_UNROLL};
+pub use vec4::{
+    argmax_pairs, argmax_vec4, argmax_vec4_lanes, argmax_vec4_lanes_u8, argmax_vec4_u8, max_vec4, sum_vec4,
+    VEC_BLOCK, VEC_SHARED_BYTES, VEC_TILE_8, VEC_UNROLL, VEC_UNROLL_8,
+};
 
 /// Warps of a [`VEC_BLOCK`]-thread block.
 const WARPS: usize = (vec4::VEC_BLOCK / warp::SIZE) as usize;

@@ -43,26 +43,44 @@ pub const VEC_SHARED_BYTES: u32 = (WARPS * core::mem::size_of::<Best>()) as u32;
 /// `x` holds `n` floats of device memory, 16-byte aligned; 1-D blocks of [`VEC_BLOCK`] threads.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn sweep(x: *const f32, n: usize, pad: f32, mut visit: impl FnMut(usize, F4, usize)) {
+unsafe fn sweep(x: *const f32, n: usize, pad: f32, visit: impl FnMut(usize, F4, usize)) {
+    // SAFETY: forwarded contract.
+    unsafe { sweep_u::<VEC_UNROLL>(x, n, pad, visit) }
+}
+
+/// [`sweep`] with `U` vectors per thread and sweep (`VEC_BLOCK * U` vectors per block).
+///
+/// # Safety
+/// As [`sweep`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn sweep_u<const U: usize>(
+    x: *const f32,
+    n: usize,
+    pad: f32,
+    mut visit: impl FnMut(usize, F4, usize),
+) {
     let vectors = n / 4;
     let threads = VEC_BLOCK as usize;
-    let stride = thread::grid_dim_x() as usize * VEC_TILE;
-    let mut start = thread::block_idx_x() as usize * VEC_TILE + thread::thread_idx_x() as usize;
+    let tile = threads * U;
+    let stride = thread::grid_dim_x() as usize * tile;
+    let mut start = thread::block_idx_x() as usize * tile + thread::thread_idx_x() as usize;
+    const { assert!(U <= 8, "unroll_8! unrolls up to 8 vectors") };
     while start < vectors {
-        let mut loaded = [F4::ZERO; VEC_UNROLL];
-        for (k, slot) in loaded.iter_mut().enumerate() {
+        let mut loaded = [F4::ZERO; U];
+        unroll_8!(U, |k| {
             let v = start + k * threads;
             if v < vectors {
                 // SAFETY: vector `v < n / 4` holds floats `4v..4v + 4 <= n`, aligned as `x` is.
-                *slot = unsafe { vector::load4(x, 4 * v) };
+                loaded[k] = unsafe { vector::load4(x, 4 * v) };
             }
-        }
-        for (k, vec) in loaded.iter().enumerate() {
+        });
+        unroll_8!(U, |k| {
             let v = start + k * threads;
             if v < vectors {
-                visit(4 * v, *vec, 4);
+                visit(4 * v, loaded[k], 4);
             }
-        }
+        });
         start += stride;
     }
     let i = 4 * vectors + thread::index_1d();
@@ -132,6 +150,177 @@ pub unsafe fn max_vec4(x: *const f32, partials: *mut f32, n: usize) {
     }
 }
 
+/// Vectors per thread and sweep of the `_u8` argmax candidates: 128 bytes of loads in flight
+/// per thread.
+pub const VEC_UNROLL_8: usize = 8;
+
+/// Vectors one block of the `_u8` candidates covers per sweep (what the host sizes the grid by).
+pub const VEC_TILE_8: usize = VEC_BLOCK as usize * VEC_UNROLL_8;
+
+/// This thread's argmax with the exact [`argmax_combine`] on every element, `U` vectors per sweep.
+///
+/// # Safety
+/// As [`sweep`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn combine_all<const U: usize>(x: *const f32, n: usize) -> Best {
+    let mut best = Best::NONE;
+    // SAFETY: forwarded contract.
+    unsafe {
+        sweep_u::<U>(x, n, f32::NEG_INFINITY, |i, v, count| {
+            for (j, value) in v.0.into_iter().enumerate().take(count) {
+                best = argmax_combine(
+                    best,
+                    Best {
+                        value,
+                        index: (i + j) as u32,
+                    },
+                );
+            }
+        })
+    };
+    best
+}
+
+/// `!(value <= best)`: true when `value` is larger or either is NaN (one `setp.gtu`). The lane
+/// loop relies on the unordered case: its "none yet" is a NaN `best`, which every number beats.
+#[inline(always)]
+#[allow(clippy::neg_cmp_op_on_partial_ord)]
+fn above_or_unordered(value: f32, best: f32) -> bool {
+    !(value <= best)
+}
+
+/// This thread's argmax with a cheaper loop, `U` vectors per sweep: one running best per lane
+/// of the vector (lane `j` sees elements `4v + j` in increasing order, so a strict `>` keeps the
+/// first of equal values and no index is compared), the first element index of the vector that
+/// holds it, and this thread's first NaN. Per element of a vector with no NaN: one compare
+/// (`!(v <= best)`, true for any number over the NaN that means "none yet") and two selects;
+/// a vector holding a NaN (one `uno` test per pair of lanes finds it) takes the exact path, which
+/// records the first NaN and never lets a NaN into a lane's best. At the end the four lanes and
+/// the NaN meet through [`argmax_combine`] with their true indices: the same answer as
+/// [`combine_all`].
+///
+/// # Safety
+/// As [`sweep`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn lanes_best<const U: usize>(x: *const f32, n: usize) -> Best {
+    // NaN: no element yet (every number compares `!(v <= NaN)`).
+    let mut best = [f32::NAN; 4];
+    let mut at = [u32::MAX; 4];
+    let mut first_nan = u32::MAX;
+    // SAFETY: forwarded contract.
+    unsafe {
+        sweep_u::<U>(x, n, f32::NAN, |i, v, count| {
+            let [v0, v1, v2, v3] = v.0;
+            let has_nan = v0.is_nan() | v1.is_nan() | v2.is_nan() | v3.is_nan();
+            // Selects, not conditional stores, so that `best` and `at` stay in registers.
+            if count == 4 && !has_nan {
+                for (j, value) in v.0.into_iter().enumerate() {
+                    let take = above_or_unordered(value, best[j]);
+                    best[j] = if take { value } else { best[j] };
+                    at[j] = if take { i as u32 } else { at[j] };
+                }
+            } else {
+                // A vector with a NaN, or the tail element (`count == 1`, padded with NaN): the
+                // element at lane `j` is `i + j`; a NaN never enters a lane's best.
+                for (j, value) in v.0.into_iter().enumerate() {
+                    let nan = j < count && value.is_nan();
+                    if nan && first_nan == u32::MAX {
+                        first_nan = (i + j) as u32;
+                    }
+                    let take = j < count && !value.is_nan() && above_or_unordered(value, best[j]);
+                    best[j] = if take { value } else { best[j] };
+                    at[j] = if take { i as u32 } else { at[j] };
+                }
+            }
+        })
+    };
+    let mut total = if first_nan == u32::MAX {
+        Best::NONE
+    } else {
+        Best {
+            value: f32::NAN,
+            index: first_nan,
+        }
+    };
+    for j in 0..4 {
+        if at[j] != u32::MAX {
+            total = argmax_combine(
+                total,
+                Best {
+                    value: best[j],
+                    index: at[j] + j as u32,
+                },
+            );
+        }
+    }
+    total
+}
+
+/// Thread 0 writes the block's argmax of `best` (every thread's) to `values[g]`, `indices[g]`.
+///
+/// # Safety
+/// Every thread of the block calls it; the shared memory holds `WARPS` pairs; the outputs hold
+/// `gridDim.x` elements.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn write_block_best(best: Best, values: *mut f32, indices: *mut u32) {
+    // SAFETY: forwarded contract.
+    let total = unsafe { block_combine(best, Best::NONE, warp_argmax) };
+    if thread::thread_idx_x() == 0 {
+        let g = thread::block_idx_x() as usize;
+        // SAFETY: `g < gridDim.x`, the length of both outputs.
+        unsafe {
+            mem::store(values, g, total.value);
+            mem::store(indices, g, total.index);
+        }
+    }
+}
+
+/// [`argmax_vec4`](fn@argmax_vec4) with [`VEC_UNROLL_8`] vectors per thread and sweep (8 loads
+/// issued before any compare): a tuning candidate.
+///
+/// Global memory: reads `4 n` bytes once (minimum traffic), writes 8 bytes per block. Launch as
+/// [`sum_vec4`](fn@sum_vec4), the grid at most `ceil(n / 4 / VEC_TILE_8)` blocks.
+///
+/// # Safety
+/// As [`argmax_vec4`](fn@argmax_vec4).
+#[kernel]
+pub unsafe fn argmax_vec4_u8(x: *const f32, values: *mut f32, indices: *mut u32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { write_block_best(combine_all::<VEC_UNROLL_8>(x, n), values, indices) }
+}
+
+/// [`argmax_vec4`](fn@argmax_vec4) with the per-lane loop of [`lanes_best`] (a compare and two
+/// selects per element, the exact rule only for vectors holding a NaN), [`VEC_UNROLL`] vectors
+/// per thread and sweep: a tuning candidate, the same answer.
+///
+/// Global memory: reads `4 n` bytes once (minimum traffic), writes 8 bytes per block. Launch as
+/// [`sum_vec4`](fn@sum_vec4).
+///
+/// # Safety
+/// As [`argmax_vec4`](fn@argmax_vec4).
+#[kernel]
+pub unsafe fn argmax_vec4_lanes(x: *const f32, values: *mut f32, indices: *mut u32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { write_block_best(lanes_best::<VEC_UNROLL>(x, n), values, indices) }
+}
+
+/// [`argmax_vec4_lanes`](fn@argmax_vec4_lanes) with [`VEC_UNROLL_8`] vectors per thread and
+/// sweep: a tuning candidate.
+///
+/// Global memory: reads `4 n` bytes once (minimum traffic), writes 8 bytes per block. Launch as
+/// [`argmax_vec4_u8`](fn@argmax_vec4_u8).
+///
+/// # Safety
+/// As [`argmax_vec4`](fn@argmax_vec4).
+#[kernel]
+pub unsafe fn argmax_vec4_lanes_u8(x: *const f32, values: *mut f32, indices: *mut u32, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { write_block_best(lanes_best::<VEC_UNROLL_8>(x, n), values, indices) }
+}
+
 /// `(values[g], indices[g])` = the argmax (see [`argmax_combine`]) of the elements of `x[..n]`
 /// block `g` takes, `(-inf, u32::MAX)` for a block with none; [`argmax_pairs`](fn@argmax_pairs)
 /// then reduces the pairs.
@@ -147,31 +336,8 @@ pub unsafe fn max_vec4(x: *const f32, partials: *mut f32, n: usize) {
 /// hold `gridDim.x` elements each; none overlap.
 #[kernel]
 pub unsafe fn argmax_vec4(x: *const f32, values: *mut f32, indices: *mut u32, n: usize) {
-    let mut best = Best::NONE;
     // SAFETY: forwarded contract.
-    unsafe {
-        sweep(x, n, f32::NEG_INFINITY, |i, v, count| {
-            for (j, value) in v.0.into_iter().enumerate().take(count) {
-                best = argmax_combine(
-                    best,
-                    Best {
-                        value,
-                        index: (i + j) as u32,
-                    },
-                );
-            }
-        })
-    };
-    // SAFETY: every thread calls it; the shared memory holds `WARPS` pairs.
-    let total = unsafe { block_combine(best, Best::NONE, warp_argmax) };
-    if thread::thread_idx_x() == 0 {
-        let g = thread::block_idx_x() as usize;
-        // SAFETY: `g < gridDim.x`, the length of both outputs.
-        unsafe {
-            mem::store(values, g, total.value);
-            mem::store(indices, g, total.index);
-        }
-    }
+    unsafe { write_block_best(combine_all::<VEC_UNROLL>(x, n), values, indices) }
 }
 
 /// `(out_value[g], out_index[g])` = the argmax of the pairs `(values[i], indices[i])`, `i < n`,

@@ -9,15 +9,23 @@
 //! * [`tiled`]: [`transpose_tiled`](fn@transpose_tiled), a 32x32 tile staged in shared memory
 //!   (padded to 33 columns, so that reading a column hits 32 banks), each thread moving 4
 //!   elements: both the reads and the writes are coalesced.
+//! * [`tile64`]: tuning candidates with a 64x64 tile, 16 elements per thread:
+//!   [`transpose_tiled_64`](fn@transpose_tiled_64) (4-byte accesses, any shape) and
+//!   [`transpose_vec4_64`](fn@transpose_vec4_64) (16-byte global accesses through a swizzled
+//!   tile, for shapes whose rows are all 16-byte aligned).
 //!
 //! Both take blocks of [`TILE`] x [`BLOCK_ROWS`] threads on a grid of `ceil(cols / TILE)` x
 //! `ceil(rows / TILE)` blocks (the naive kernel's block covers `TILE x BLOCK_ROWS` elements, so
 //! its grid has `ceil(rows / BLOCK_ROWS)` blocks along y).
 
 pub mod naive;
+pub mod tile64;
 pub mod tiled;
 
 pub use naive::transpose_naive;
+pub use tile64::{
+    transpose_tiled_64, transpose_vec4_64, TILED_64_SHARED_BYTES, TILE_64, VEC4_64_SHARED_BYTES,
+};
 pub use tiled::{transpose_tiled, TILED_SHARED_BYTES};
 
 /// Side of the square tile of [`transpose_tiled`](fn@transpose_tiled), and the x extent of the
