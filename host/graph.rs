@@ -35,8 +35,12 @@
 //! replays ([`Graph::buffers`], [`Graph::buffers_mut`]: write new inputs in place, read
 //! results), and refuses to launch when one was replaced since the capture.
 //!
-//! Do not queue work on the same `Gpu` from another thread while one thread captures: that
-//! work would be recorded into the graph (or make the capture fail).
+//! Do not queue work on the same `Gpu` (the same stream) from another thread while one thread
+//! captures: that work would be recorded into the graph instead of running (or be refused as
+//! an allocation or copy inside a capture). On the H200 a test suite sharing one `Gpu` between
+//! threads saw exactly that: another thread's softmax was recorded into a graph and never ran
+//! (`bench/results/h200-logs/6088228-kernels.log`). Capture on a `Gpu` of its own
+//! ([`Gpu::new`]) or a handle no other thread uses.
 //!
 //! # On the simulator
 //! A simulator `Gpu` keeps the closure: capturing runs it once with every check (shapes,

@@ -18,21 +18,30 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     let mut trials = Vec::new();
     for (target, (m, k, n), len) in [(sim, (19, 37, 23), 1000), (cuda, (300, 517, 129), 1024)] {
         trials.push(trial(target, "graph::replay_equals_direct", move |gpu, rng| {
-            replay_equals_direct(gpu, rng, (m, k, n))
+            replay_equals_direct(&own(gpu)?, rng, (m, k, n))
         }));
         trials.push(trial(target, "graph::chain_of_100", move |gpu, rng| {
-            chain_of_100(gpu, rng, len)
+            chain_of_100(&own(gpu)?, rng, len)
         }));
         trials.push(trial(target, "graph::capture_runs_nothing", move |gpu, rng| {
-            capture_runs_nothing(gpu, rng, len)
+            capture_runs_nothing(&own(gpu)?, rng, len)
         }));
-        trials.push(trial(
-            target,
-            "graph::errors_inside_capture",
-            errors_inside_capture,
-        ));
+        trials.push(trial(target, "graph::errors_inside_capture", |gpu, rng| {
+            errors_inside_capture(&own(gpu)?, rng)
+        }));
     }
     trials
+}
+
+/// A `Gpu` of the trial's own on CUDA (a context and stream of its own): a capture records
+/// whatever is queued on its stream meanwhile, and the other trials share the harness's `Gpu`
+/// from other threads (as `Gpu::capture` documents, a capture wants its `Gpu` to itself). The
+/// simulator's capture is per thread: the shared one is fine.
+fn own(gpu: &Gpu) -> gpukern::Result<Gpu> {
+    match gpu.ordinal() {
+        Some(ordinal) => Gpu::new(ordinal),
+        None => Ok(gpu.clone()),
+    }
 }
 
 /// Not the trial's concern: the replay and the direct calls run the same kernels on the same

@@ -291,15 +291,13 @@ impl HalfTile {
         bf16 && k % 8 == 0 && n % 8 == 0 && aligned && wgmma_loaded
     }
 
-    /// The kernel for a half-precision product: [`HalfTile::Wgmma`] where it applies on a CUDA
-    /// device (`wgmma` from [`HalfTile::wgmma_applies`]), else [`HalfTile::Square`];
-    /// [`HALF_KERNEL_ENV`] can force `mma` (or `wgmma`, which the simulator then takes too).
-    pub fn choose(wgmma: bool, on_cuda: bool) -> HalfTile {
-        let forced = std::env::var(HALF_KERNEL_ENV).ok();
-        match forced.as_deref() {
-            Some("mma") => HalfTile::Square,
+    /// The kernel for a half-precision product: [`HalfTile::Square`] (`mma.sync`), unless
+    /// [`HALF_KERNEL_ENV`] is `wgmma` and `wgmma` (from [`HalfTile::wgmma_applies`]) holds.
+    /// The `wgmma` kernel is opt-in, not the default: on the H200 it gave wrong products at
+    /// `6088228` (`cuda::matmul_wgmma`, `bench/results/h200-logs/6088228-kernels.log`).
+    pub fn choose(wgmma: bool) -> HalfTile {
+        match std::env::var(HALF_KERNEL_ENV).ok().as_deref() {
             Some("wgmma") if wgmma => HalfTile::Wgmma,
-            _ if wgmma && on_cuda => HalfTile::Wgmma,
             _ => HalfTile::Square,
         }
     }
