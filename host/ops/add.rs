@@ -34,7 +34,8 @@ pub enum AddAlgorithm {
     Vec4X2,
     /// Tuning candidate `add_vec4_x4`: as [`AddAlgorithm::Vec4`] with full tiles unchecked.
     Vec4X4,
-    /// Tuning candidate `add_vec4_x8`: 8 vectors per thread, blocks of 256, one pass.
+    /// `add_vec4_x8`: 8 vectors per thread, blocks of 256, one pass, full tiles unchecked (all
+    /// loads before any store); [`AddAlgorithm::INCREMENT_DEFAULT`].
     Vec4X8,
     /// Tuning candidate `add_vec4_b512`: 4 vectors per thread, blocks of 512, one pass.
     Vec4B512,
@@ -44,6 +45,12 @@ pub enum AddAlgorithm {
 }
 
 impl AddAlgorithm {
+    /// What [`Gpu::increment_by_one`] runs: [`AddAlgorithm::Vec4X8`], the fastest in place at
+    /// every benchmarked size on the H200 (`bench/results/latest.jsonl`); `add`, three streams
+    /// instead of two, keeps [`AddAlgorithm::Vec4`] (the variants were within 1% of each other at
+    /// 2^28 and `Vec4` was ahead at 2^24).
+    pub const INCREMENT_DEFAULT: AddAlgorithm = AddAlgorithm::Vec4X8;
+
     /// Every algorithm, the tutorial's first.
     pub const ALL: [AddAlgorithm; 10] = [
         AddAlgorithm::Scalar,
@@ -120,7 +127,7 @@ impl Gpu {
 
     /// `x += 1`, element by element, in place, with the default algorithm.
     pub fn increment_by_one(&self, x: &mut DeviceVec) -> Result<()> {
-        self.increment_by_one_with(x, AddAlgorithm::default())
+        self.increment_by_one_with(x, AddAlgorithm::INCREMENT_DEFAULT)
     }
 
     /// [`Gpu::increment_by_one`] with the given algorithm: [`AddAlgorithm::Scalar`] is the second

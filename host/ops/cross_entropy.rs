@@ -66,11 +66,12 @@ pub fn cross_entropy_chunks(rows: usize, cols: usize, sms: usize) -> (usize, usi
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum CrossEntropyAlgorithm {
     /// A block of 512 threads per chunk of a row (`softmax_split_stats` at `t = 1`, chunks from
-    /// [`cross_entropy_chunks`]), then `cross_entropy_finish`: two launches. The default.
-    #[default]
+    /// [`cross_entropy_chunks`]), then `cross_entropy_finish`: two launches.
     Blocks,
     /// A warp per chunk of 8192 columns (32 KiB) of a row (`cross_entropy_warp`), then
-    /// `cross_entropy_finish` where a row has more than one chunk. A tuning candidate.
+    /// `cross_entropy_finish` where a row has more than one chunk. The default: the fastest at
+    /// every benchmarked shape on the H200 (`bench/results/latest.jsonl`).
+    #[default]
     Warps8k,
     /// As [`CrossEntropyAlgorithm::Warps8k`] with chunks of 32768 columns (128 KiB). A tuning
     /// candidate.
@@ -81,7 +82,7 @@ pub enum CrossEntropyAlgorithm {
 }
 
 impl CrossEntropyAlgorithm {
-    /// Every algorithm, the default first.
+    /// Every algorithm.
     pub const ALL: [CrossEntropyAlgorithm; 4] = [
         CrossEntropyAlgorithm::Blocks,
         CrossEntropyAlgorithm::Warps8k,

@@ -50,9 +50,7 @@ impl ReduceAlgorithm {
 /// `argmax_pairs` for each).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ArgmaxAlgorithm {
-    /// `argmax_vec4`: the exact rule on every element, 4 vectors per thread and sweep; the
-    /// default.
-    #[default]
+    /// `argmax_vec4`: the exact rule on every element, 4 vectors per thread and sweep.
     Vec4,
     /// Tuning candidate `argmax_vec4_u8`: as [`ArgmaxAlgorithm::Vec4`] with 8 vectors per thread.
     Vec4U8,
@@ -60,13 +58,14 @@ pub enum ArgmaxAlgorithm {
     /// two selects per element; the exact rule only on vectors holding a NaN), 4 vectors per
     /// thread.
     Vec4Lanes,
-    /// Tuning candidate `argmax_vec4_lanes_u8`: [`ArgmaxAlgorithm::Vec4Lanes`] with 8 vectors
-    /// per thread.
+    /// `argmax_vec4_lanes_u8`: [`ArgmaxAlgorithm::Vec4Lanes`] with 8 vectors per thread; the
+    /// default (the fastest at every benchmarked length on the H200, `bench/results/latest.jsonl`).
+    #[default]
     Vec4LanesU8,
 }
 
 impl ArgmaxAlgorithm {
-    /// Every algorithm, the default first.
+    /// Every algorithm.
     pub const ALL: [ArgmaxAlgorithm; 4] = [
         ArgmaxAlgorithm::Vec4,
         ArgmaxAlgorithm::Vec4U8,

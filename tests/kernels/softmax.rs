@@ -404,9 +404,10 @@ const SOFTMAX_PLAN_BOUNDARIES: [(usize, usize); 18] = [
     // Warp with 8 vectors (warp_max_cols = 1024) | a block with 4 vectors per thread.
     (3, 1024),
     (3, 1025),
-    // Block with 4 vectors per thread of up to 512 threads | 8 vectors (softmax_block_8).
-    (2, 8195),
-    (2, 8196),
+    // Block with 4 vectors per thread of up to 64 threads (BLOCK_4_MAX_THREADS) | 8 vectors
+    // (softmax_block_8).
+    (2, 1027),
+    (2, 1028),
     // softmax_block_8 | softmax_persist_block_8 (PERSISTENT_MIN_COLS).
     (2, 16_384),
     (2, 16_385),

@@ -95,8 +95,20 @@ impl NormPlan {
         if let Some(plan) = own {
             return plan;
         }
-        // The default: the 32-element kernel at half its capacity per thread, all of it past
-        // 1024 threads.
+        // The default, from the H200 run of every variant (`bench/results/latest.jsonl`): 16
+        // elements per thread up to 8192 columns (the fastest or within 1.5% of it at 1024 and
+        // 4096 columns, f32 and bf16), 32 past it (at 16384 columns 9-59% ahead of 16 for
+        // LayerNorm and bf16, 3% behind for f32 RMSNorm).
+        let preferred = if cols <= DEFAULT_W16_MAX_COLS {
+            RowsWidth::W16
+        } else {
+            RowsWidth::W32
+        };
+        if let Some(plan) = fixed(preferred) {
+            return plan;
+        }
+        // Else the 32-element kernel at half its capacity per thread, all of it past 1024
+        // threads.
         let limit = max_threads(RowsWidth::W32).min(ROW_BLOCK_MAX) as usize;
         let target = (T::VECTORS / TARGET_FRACTION).max(1);
         for per_thread in [target, T::VECTORS] {
@@ -111,3 +123,6 @@ impl NormPlan {
         NormPlan::BlockReduce
     }
 }
+
+/// Rows of up to this many columns take 16 elements per thread by default, longer ones 32.
+pub const DEFAULT_W16_MAX_COLS: usize = 8192;

@@ -83,10 +83,12 @@ const WARP_MAX_VECTORS: usize = 8;
 /// Most vectors a thread of a block-per-row kernel holds (`softmax_block_8`).
 const BLOCK_MAX_VECTORS: usize = 8;
 /// Default [`OnePassConfig::block_4_max_threads`]: threads up to which a block-per-row row uses 4
-/// vectors per thread; longer rows use 8.
-/// Up to 8192 columns that is 512 threads of about 40 registers, three blocks per SM; past it,
-/// 8 vectors keep the block at 512 threads up to 16384 columns.
-pub const BLOCK_4_MAX_THREADS: usize = 512;
+/// vectors per thread; longer rows use 8. 64: every row a block takes (past the warps' 1024
+/// columns) holds 8 vectors per thread, so blocks are half as large and twice as many are
+/// resident per multiprocessor. On the H200 that was 5% faster at 8192 x 4096 and 11% at
+/// 8192 x 8192 than 4 vectors per thread up to 512 threads (the bench's `one-pass/block-8-from-4k`
+/// rows, `bench/results/latest.jsonl`).
+pub const BLOCK_4_MAX_THREADS: usize = 64;
 
 /// Default [`OnePassConfig::persistent_min_cols`]: rows longer than 16384 columns, the ones that
 /// take 8 vectors per thread of more than 512 threads.

@@ -64,6 +64,9 @@ pub(super) fn classic() -> OnePassConfig {
         group_lanes: 0,
         persistent_min_cols: usize::MAX,
         cluster_min_cols: usize::MAX,
+        // 4 vectors per thread up to 512 threads (the default until the H200 run at 6088228
+        // showed 8 vectors from 1025 columns on faster).
+        block_4_max_threads: 512,
         ..OnePassConfig::default()
     }
 }

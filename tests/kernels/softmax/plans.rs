@@ -117,18 +117,41 @@ fn default_and_candidate_plans_for_the_timed_shapes() {
             group_lanes: 16,
             persistent_min_cols: 16385,
             cluster_min_cols: 32769,
+            block_4_max_threads: 64,
             ..classic()
         }
     );
-    // The default plans: lane groups of 16 for short rows, the classic register-held kernels up
-    // to 16384 columns, the persistent block past it.
+    // The default plans: lane groups of 16 for short rows, warps up to 1024 columns, blocks of 4
+    // vectors per thread while 64 threads hold the row, of 8 vectors past it up to 16384 columns,
+    // the persistent block past that.
     assert_eq!(d.plan(8192, 128), OnePassPlan::Group { lanes: 16 });
     assert_eq!(d.plan(8192, 1024), OnePassPlan::Warp { vectors: 8 });
     assert_eq!(
-        d.plan(8192, 8192),
+        d.plan(8192, 1027),
         OnePassPlan::Block {
             vectors: 4,
-            threads: 512
+            threads: 64
+        }
+    );
+    assert_eq!(
+        d.plan(8192, 1028),
+        OnePassPlan::Block {
+            vectors: 8,
+            threads: 64
+        }
+    );
+    assert_eq!(
+        d.plan(8192, 4096),
+        OnePassPlan::Block {
+            vectors: 8,
+            threads: 128
+        }
+    );
+    assert_eq!(
+        d.plan(8192, 8192),
+        OnePassPlan::Block {
+            vectors: 8,
+            threads: 256
         }
     );
     assert_eq!(
