@@ -30,10 +30,23 @@
 //! Byte Offset": for swizzled MN-major layouts the leading offset goes from one
 //! swizzle-width of `N` to the next and the stride offset from 8 `k` to the next.)
 //!
-//! In the simulator a product is done directly: each thread reads the rows of `A` and the
-//! columns of `B` its accumulators need from shared memory, through the layouts above (checked
-//! loads), and sums the exact products in f64 before adding to its accumulators in f32 (at least
-//! as accurate as the tensor core). [`fence`], [`commit_group`], [`wait_group`] do nothing there.
+//! # Scale-d
+//! Each `wgmma.mma_async` has its own scale-d predicate: true adds the product to the
+//! accumulators, false overwrites them (`D = A * B`). In a sequence of products on the same
+//! accumulators only the first may overwrite: scale-d false on a later one throws away the
+//! products before it. ([`mma_bf16_m128n128k64`] had exactly that bug at first: every product of
+//! the first `k` tile took the caller's `accumulate = false`, so only the last step of 16 along
+//! `k` of that tile survived. The H200 results matched that reading to every printed digit.)
+//!
+//! # Simulator
+//! In the simulator the PTX text of the sequence itself ([`MMA_BF16_M128N128K64_PTX`]) is
+//! interpreted: each `wgmma.mma_async` line with its own accumulator list, descriptors, scale-d
+//! predicate and transpose immediates; the descriptors decoded by their bit fields and each
+//! element's address computed from the ISA's canonical layouts and the 128-byte swizzle written
+//! out afresh (the private `sim` module), not from how the kernel meant to build them. Each thread reads the rows
+//! of `A` and the columns of `B` its accumulators need (checked loads) and sums the exact
+//! products in f64 before adding to its accumulators (at least as accurate as the tensor core).
+//! [`fence`], [`commit_group`], [`wait_group`] do nothing there.
 
 /// Builds a shared-memory matrix descriptor with 128-byte swizzle: `start` is the shared-window
 /// byte address of the operand (16-byte aligned, inside a 1024-byte aligned swizzle atom
@@ -82,7 +95,7 @@ pub fn fence() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: a fence, reached by the whole warpgroup (the caller's contract).
     unsafe {
-        core::arch::asm!("wgmma.fence.sync.aligned;", options(nostack));
+        core::arch::asm!("wgmma.fence.sync.aligned;\n", options(nostack));
     }
 }
 
@@ -93,7 +106,7 @@ pub fn commit_group() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: warpgroup-collective bookkeeping.
     unsafe {
-        core::arch::asm!("wgmma.commit_group.sync.aligned;", options(nostack));
+        core::arch::asm!("wgmma.commit_group.sync.aligned;\n", options(nostack));
     }
 }
 
@@ -104,37 +117,81 @@ pub fn wait_group() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: warpgroup-collective wait.
     unsafe {
-        core::arch::asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+        core::arch::asm!("wgmma.wait_group.sync.aligned 0;\n", options(nostack));
     }
 }
 
 /// The accumulator list `{{{a},{b},...}}` of a `wgmma` operand, from positional operand indices.
-#[cfg(target_arch = "nvptx64")]
 macro_rules! acc_list {
     ($first:literal $($i:literal)*) => {
         concat!("{{{", stringify!($first), "}" $(, ",{", stringify!($i), "}")*, "}}")
     };
 }
 
-/// One `wgmma.mma_async.m64n128k16.f32.bf16.bf16` line: `A` K-major, `B` N-major (transpose bit),
-/// scale-d from the predicate `p`.
-#[cfg(target_arch = "nvptx64")]
+/// One `wgmma.mma_async.m64n128k16.f32.bf16.bf16` line: `A` K-major (imm-trans-a 0), `B` N-major
+/// (imm-trans-b 1), no negation, scale-d from the predicate named `$scale`; `lo` / `hi` pick the
+/// accumulators of rows 0..64 (operands 0..64) or 64..128 (operands 64..128).
 macro_rules! mma_line {
-    ([$($i:literal)*], $a:literal, $b:literal) => {
-        concat!("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 ", acc_list!($($i)*), ", {", $a, "}, {", $b, "}, p, 1, 1, 0, 1;")
+    (lo, $a:literal, $b:literal, $scale:literal) => {
+        mma_line!(@ [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63], $a, $b, $scale)
+    };
+    (hi, $a:literal, $b:literal, $scale:literal) => {
+        mma_line!(@ [64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127], $a, $b, $scale)
+    };
+    (@ [$($i:literal)*], $a:literal, $b:literal, $scale:literal) => {
+        concat!(
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 ",
+            acc_list!($($i)*),
+            ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1, 0, 1;\n"
+        )
     };
 }
+
+/// The PTX of [`mma_bf16_m128n128k64`], as an `asm!` template (`{i}`: accumulator `i`, `{name}`:
+/// a named operand, `{{` / `}}`: literal braces). Only the first step along `k` (`a00`/`a10` with
+/// `b0`) takes scale-d from the caller (`p`, from `{scale}`); the three later steps always add to
+/// what the earlier ones wrote (`t`, true): scale-d 0 on a later step would throw away the
+/// products before it (PTX ISA, "Warpgroup MMA: wgmma.mma_async": `D = A * B + D` when scale-d is
+/// true, `D = A * B` when false).
+macro_rules! m128n128k64_ptx {
+    () => {
+        concat!(
+            "{{\n",
+            ".reg .pred p, t;\n",
+            "setp.ne.b32 p, {scale}, 0;\n",
+            "setp.ne.b32 t, 1, 0;\n",
+            "wgmma.fence.sync.aligned;\n",
+            mma_line!(lo, "a00", "b0", "p"),
+            mma_line!(hi, "a10", "b0", "p"),
+            mma_line!(lo, "a01", "b1", "t"),
+            mma_line!(hi, "a11", "b1", "t"),
+            mma_line!(lo, "a02", "b2", "t"),
+            mma_line!(hi, "a12", "b2", "t"),
+            mma_line!(lo, "a03", "b3", "t"),
+            mma_line!(hi, "a13", "b3", "t"),
+            "wgmma.commit_group.sync.aligned;\n",
+            "wgmma.wait_group.sync.aligned 0;\n",
+            "}}"
+        )
+    };
+}
+
+/// The PTX text [`mma_bf16_m128n128k64`] runs on the GPU (an `asm!` template: `{i}` is
+/// accumulator `i`, `{scale}`, `{a00}`..`{a13}`, `{b0}`..`{b3}` the named operands). The simulator
+/// interprets this same text (its `sim::run`), so what it checks is what the GPU executes.
+pub const MMA_BF16_M128N128K64_PTX: &str = m128n128k64_ptx!();
 
 /// `C(128 x 128) = A(128 x 64) * B(64 x 128) (+ C)` on a warpgroup, bf16 operands in shared
 /// memory, f32 accumulators: for each step `s` of 16 along `k`, two `m64n128k16` products (rows
 /// 0..64 with `a[0][s]`, rows 64..128 with `a[1][s]`, both with `b[s]`), all in one `asm!` block:
-/// `wgmma.fence`, the 8 products, `commit_group`, `wait_group 0`.
+/// `wgmma.fence`, the 8 products, `commit_group`, `wait_group 0` ([`MMA_BF16_M128N128K64_PTX`]).
 ///
-/// Returns the accumulators; `acc[0..64]` are this thread's accumulators of rows 0..64 and `acc[64..128]` those of rows
-/// 64..128, each in the layout of the module documentation. `a[h][s]` describes the `64 x 16` tile
-/// of `A` (K-major, 128-byte swizzle), `b[s]` the `16 x 128` tile of `B` (N-major, 128-byte
-/// swizzle, [`desc_sw128`]). With `accumulate` false the products overwrite `acc` (the first
-/// tile of `k`), else they add to it.
+/// Returns the accumulators; `acc[0..64]` are this thread's accumulators of rows 0..64 and
+/// `acc[64..128]` those of rows 64..128, each in the layout of the module documentation.
+/// `a[h][s]` describes the `64 x 16` tile of `A` (K-major, 128-byte swizzle), `b[s]` the
+/// `16 x 128` tile of `B` (N-major, 128-byte swizzle, [`desc_sw128`]). With `accumulate` false
+/// the first step's products overwrite `acc` (the first tile of `k`) and the later steps add to
+/// them; with `accumulate` true every product adds to `acc`.
 ///
 /// # Safety
 /// Every thread of a warpgroup calls it together (warps `4j .. 4j + 4`); the descriptors describe
@@ -149,9 +206,9 @@ pub unsafe fn mma_bf16_m128n128k64(
     accumulate: bool,
 ) -> [f32; 128] {
     let mut acc = acc;
+    let scale = accumulate as u32;
     #[cfg(target_arch = "nvptx64")]
     {
-        let scale = accumulate as u32;
         macro_rules! go {
             ($($i:literal)*) => {
                 // SAFETY: the caller's contract: the whole warpgroup is here and the shared tiles
@@ -159,21 +216,7 @@ pub unsafe fn mma_bf16_m128n128k64(
                 // touched while a product is in flight.
                 unsafe {
                     core::arch::asm!(
-                        "{{",
-                        ".reg .pred p;",
-                        "setp.ne.b32 p, {scale}, 0;",
-                        "wgmma.fence.sync.aligned;",
-                        mma_line!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63], "a00", "b0"),
-                        mma_line!([64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127], "a10", "b0"),
-                        mma_line!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63], "a01", "b1"),
-                        mma_line!([64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127], "a11", "b1"),
-                        mma_line!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63], "a02", "b2"),
-                        mma_line!([64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127], "a12", "b2"),
-                        mma_line!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63], "a03", "b3"),
-                        mma_line!([64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127], "a13", "b3"),
-                        "wgmma.commit_group.sync.aligned;",
-                        "wgmma.wait_group.sync.aligned 0;",
-                        "}}",
+                        m128n128k64_ptx!(),
                         $(inout(reg32) acc[$i],)*
                         scale = in(reg32) scale,
                         a00 = in(reg64) a[0][0],
@@ -197,72 +240,319 @@ pub unsafe fn mma_bf16_m128n128k64(
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        let (lo, hi) = acc.split_at_mut(64);
-        for s in 0..4 {
-            sim::m64nk16_nmajor_b(lo, a[0][s], b[s], accumulate || s > 0);
-            sim::m64nk16_nmajor_b(hi, a[1][s], b[s], accumulate || s > 0);
-        }
+        let named = [
+            ("scale", u64::from(scale)),
+            ("a00", a[0][0]),
+            ("a01", a[0][1]),
+            ("a02", a[0][2]),
+            ("a03", a[0][3]),
+            ("a10", a[1][0]),
+            ("a11", a[1][1]),
+            ("a12", a[1][2]),
+            ("a13", a[1][3]),
+            ("b0", b[0]),
+            ("b1", b[1]),
+            ("b2", b[2]),
+            ("b3", b[3]),
+        ];
+        sim::run(MMA_BF16_M128N128K64_PTX, &named, &mut acc);
     }
     acc
 }
 
-/// The simulator's products.
+/// The simulator's `wgmma`: an interpreter of the PTX text the GPU runs, with the operand
+/// layouts decoded from the descriptors as the PTX ISA defines them, independently of how the
+/// kernels build them.
 #[cfg(not(target_arch = "nvptx64"))]
-mod sim {
-    use crate::tma::swizzle_128b;
-
-    /// Reads the bf16 at shared-window byte address `address` (swizzled as the hardware reads
-    /// it), widened to f64.
+pub(crate) mod sim {
+    /// Reads the bf16 at shared-window byte address `address` (already swizzled), widened to f64.
     #[track_caller]
     fn element(address: usize) -> f64 {
         let base = crate::sim::device::shared_base();
-        let p = base.wrapping_add(swizzle_128b(address)).cast::<u16>();
-        // SAFETY: checked by the simulator (bounds, initialisation, races).
+        let p = base.wrapping_add(address).cast::<u16>();
+        // SAFETY: checked by the simulator (bounds, alignment, initialisation, races).
         let bits = unsafe { crate::mem::load(p, 0) };
         f64::from(f32::from_bits(u32::from(bits) << 16))
     }
 
-    /// The fields of a 128-byte-swizzle descriptor: start, leading and stride byte offsets.
-    fn fields(desc: u64) -> (usize, usize, usize) {
-        assert_eq!(
-            desc >> 62,
-            1,
-            "wgmma descriptor {desc:#x}: the simulator reads 128-byte swizzle only"
-        );
-        assert_eq!(
-            (desc >> 49) & 7,
-            0,
-            "wgmma descriptor {desc:#x}: base offset must be 0"
-        );
-        let f = |shift: u32| (((desc >> shift) & 0x3fff) << 4) as usize;
-        (f(0), f(16), f(32))
+    /// A shared-memory matrix descriptor, decoded (PTX ISA, "Asynchronous Warpgroup Level Matrix
+    /// Shared Memory Layout", "Matrix Descriptor Format"): bits 0..14 start address >> 4, 16..30
+    /// leading dimension byte offset >> 4, 32..46 stride dimension byte offset >> 4, 49..52 base
+    /// offset, 62..64 swizzle mode (0 none, 1 128-byte, 2 64-byte, 3 32-byte).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) struct Descriptor {
+        /// Start address in the shared window, bytes.
+        pub start: usize,
+        /// Leading dimension byte offset.
+        pub lbo: usize,
+        /// Stride dimension byte offset.
+        pub sbo: usize,
+        /// Base offset (bits 49..52).
+        pub base_offset: u64,
+        /// Swizzle mode (bits 62..64).
+        pub swizzle: u64,
     }
 
-    /// One `m64nNk16` (`N = 2 acc.len()`) with `A` K-major and `B` N-major, for the running
-    /// thread's accumulators.
+    impl Descriptor {
+        /// Decodes `desc`.
+        pub(crate) fn decode(desc: u64) -> Self {
+            let bytes = |shift: u32| (((desc >> shift) & 0x3fff) << 4) as usize;
+            Self {
+                start: bytes(0),
+                lbo: bytes(16),
+                sbo: bytes(32),
+                base_offset: (desc >> 49) & 7,
+                swizzle: desc >> 62,
+            }
+        }
+
+        /// The shared-window byte address of element (`mn`, `k`) of the operand this descriptor
+        /// describes (`mn` the row of `A` or the column of `B`, `k` in `0..16`), for 16-bit
+        /// elements, `mn_major` when the instruction's imm-trans bit of the operand is 1. The
+        /// canonical layouts with 128-byte swizzle, in 16-bit elements (`T = 8` per 16 bytes):
+        /// * K-major: `((8, m), (T, 2)) : ((8T, SBO), (1, T))`: row `mn % 8` of an 8-row group
+        ///   128 bytes on, groups `SBO` apart, the 16 `k` contiguous (LBO unused);
+        /// * MN-major: `((T, 8, m), (8, 2)) : ((1, T, LBO), (8T, SBO))`: 64 contiguous `mn`
+        ///   (128 bytes), 64-element chunks `LBO` apart, row `k % 8` 128 bytes on, 8-`k` groups
+        ///   `SBO` apart;
+        ///
+        /// then the 128-byte swizzle of the address: bits 4..7 (the 16-byte chunk) XOR bits
+        /// 7..10 (the row within 8 rows of 128 bytes).
+        #[track_caller]
+        pub(crate) fn address(&self, mn: usize, k: usize, mn_major: bool) -> usize {
+            assert_eq!(
+                self.swizzle, 1,
+                "wgmma descriptor {self:?}: the simulator models the 128-byte swizzle only"
+            );
+            assert_eq!(
+                self.base_offset, 0,
+                "wgmma descriptor {self:?}: the simulator models base offset 0 only (atoms 1024-byte aligned)"
+            );
+            let linear = if mn_major {
+                self.start + 2 * (mn % 64) + (mn / 64) * self.lbo + (k % 8) * 128 + (k / 8) * self.sbo
+            } else {
+                self.start + (mn % 8) * 128 + (mn / 8) * self.sbo + 2 * k
+            };
+            swizzle_128b(linear)
+        }
+    }
+
+    /// The 128-byte swizzle of a shared-window byte address (CUTLASS's `Swizzle<3, 4, 3>`):
+    /// written here again rather than shared with [`crate::tma::swizzle_128b`], so that a
+    /// mistake in one is not hidden by the other.
+    fn swizzle_128b(address: usize) -> usize {
+        let row = (address >> 7) & 7;
+        let chunk = (address >> 4) & 7;
+        (address & !0x70) | ((chunk ^ row) << 4)
+    }
+
+    /// The value of an operand token: `{name}` (a named `asm!` operand) or an integer immediate.
     #[track_caller]
-    pub(super) fn m64nk16_nmajor_b(acc: &mut [f32], a: u64, b: u64, accumulate: bool) {
+    fn value(token: &str, named: &[(&str, u64)]) -> u64 {
+        let token = token.trim();
+        if let Some(name) = token.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+            return named
+                .iter()
+                .find(|(n, _)| *n == name)
+                .unwrap_or_else(|| panic!("wgmma PTX: no operand named {name:?}"))
+                .1;
+        }
+        token
+            .parse::<i64>()
+            .unwrap_or_else(|e| panic!("wgmma PTX: {token:?} is not an operand or an immediate: {e}"))
+            as u64
+    }
+
+    /// Runs the `asm!` template `ptx` of a warpgroup `wgmma` sequence for the running thread:
+    /// `named` the named operands, `acc` the positional ones (`{i}` is `acc[i]`). Understands
+    /// `.reg .pred`, `setp.ne.b32`, `wgmma.fence` / `commit_group` / `wait_group 0` (checked: a
+    /// product before the fence, or accumulators left in flight at the end, are reported) and
+    /// `wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16` with shared-memory descriptors for
+    /// both operands; anything else is reported. The products are exact (f64 sums, added to the
+    /// accumulator in f64, rounded once to f32): at least as accurate as the tensor core.
+    #[track_caller]
+    pub(crate) fn run(ptx: &str, named: &[(&str, u64)], acc: &mut [f32]) {
+        let mut predicates: Vec<(&str, Option<bool>)> = Vec::new();
+        let (mut fenced, mut in_flight) = (false, false);
+        for statement in ptx.split(';') {
+            let statement = statement.trim();
+            let statement = statement.strip_prefix("{{").unwrap_or(statement).trim();
+            if statement.is_empty() || statement == "}}" {
+                continue;
+            }
+            let (op, args) = statement.split_once(' ').unwrap_or((statement, ""));
+            match op {
+                ".reg" => {
+                    let names = args
+                        .strip_prefix(".pred ")
+                        .unwrap_or_else(|| panic!("wgmma PTX: only predicates are declared: {statement:?}"));
+                    predicates.extend(names.split(',').map(|n| (n.trim(), None)));
+                }
+                "setp.ne.b32" => {
+                    let parts: Vec<&str> = args.split(',').map(str::trim).collect();
+                    let [p, x, y] = parts[..] else {
+                        panic!("wgmma PTX: {statement:?}: setp takes three operands")
+                    };
+                    let slot = predicates
+                        .iter_mut()
+                        .find(|(n, _)| *n == p)
+                        .unwrap_or_else(|| panic!("wgmma PTX: predicate {p:?} is not declared"));
+                    slot.1 = Some(value(x, named) as u32 != value(y, named) as u32);
+                }
+                "wgmma.fence.sync.aligned" => fenced = true,
+                "wgmma.commit_group.sync.aligned" => {}
+                "wgmma.wait_group.sync.aligned" => {
+                    assert_eq!(args.trim(), "0", "wgmma PTX: only wait_group 0 is modelled");
+                    in_flight = false;
+                }
+                _ if op.starts_with("wgmma.mma_async.") => {
+                    assert!(
+                        fenced,
+                        "wgmma PTX: a wgmma.mma_async before any wgmma.fence (the accumulators were written by ordinary code)"
+                    );
+                    mma_async(op, args, named, &predicates, acc);
+                    in_flight = true;
+                }
+                _ => panic!("wgmma PTX: the simulator does not model {statement:?}"),
+            }
+        }
+        assert!(
+            !in_flight,
+            "wgmma PTX: accumulators still in flight at the end (no wgmma.wait_group 0 after the last product)"
+        );
+    }
+
+    /// One `wgmma.mma_async` (`op` the opcode with its modifiers, `args` its operands) for the
+    /// running thread of the warpgroup.
+    // `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
+    #[allow(clippy::manual_is_multiple_of)]
+    #[track_caller]
+    fn mma_async(
+        op: &str,
+        args: &str,
+        named: &[(&str, u64)],
+        predicates: &[(&str, Option<bool>)],
+        acc: &mut [f32],
+    ) {
+        let n: usize = op
+            .strip_prefix("wgmma.mma_async.sync.aligned.m64n")
+            .and_then(|rest| rest.strip_suffix("k16.f32.bf16.bf16"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| {
+                panic!("wgmma PTX: the simulator models m64nNk16.f32.bf16.bf16 only, not {op:?}")
+            });
+        assert!(n % 8 == 0 && (8..=256).contains(&n), "wgmma PTX: N = {n}");
+        // The accumulator list `{{{i},{j},...}}` (its last operand's `}` then the literal `}}`),
+        // then the seven scalar operands.
+        let list_end = args
+            .find("}}}")
+            .unwrap_or_else(|| panic!("wgmma PTX: no accumulator list in {args:?}"))
+            + 1;
+        let list: Vec<usize> = args[..list_end]
+            .trim()
+            .trim_start_matches("{{")
+            .split(',')
+            .map(|t| {
+                t.trim()
+                    .trim_start_matches('{')
+                    .trim_end_matches('}')
+                    .parse()
+                    .unwrap_or_else(|e| panic!("wgmma PTX: accumulator {t:?}: {e}"))
+            })
+            .collect();
+        assert_eq!(
+            list.len(),
+            n / 2,
+            "wgmma PTX: m64n{n} has {} accumulators per thread",
+            n / 2
+        );
+        let rest: Vec<&str> = args[list_end + 2..]
+            .trim_start_matches(',')
+            .split(',')
+            .map(str::trim)
+            .collect();
+        let [a_desc, b_desc, scale_d, scale_a, scale_b, trans_a, trans_b] = rest[..] else {
+            panic!("wgmma PTX: {args:?}: want a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b")
+        };
+        let scale_d = match predicates.iter().find(|(p, _)| *p == scale_d) {
+            Some((_, Some(v))) => *v,
+            Some((p, None)) => panic!("wgmma PTX: predicate {p:?} read before it is set"),
+            None => value(scale_d, named) != 0,
+        };
+        let sign = |t: &str| match value(t, named) as i64 {
+            1 => 1.0,
+            -1 => -1.0,
+            v => panic!("wgmma PTX: imm-scale {v}: must be 1 or -1"),
+        };
+        let flag = |t: &str| match value(t, named) {
+            0 => false,
+            1 => true,
+            v => panic!("wgmma PTX: imm-trans {v}: must be 0 or 1"),
+        };
+        let sign = sign(scale_a) * sign(scale_b);
+        let (a_mn_major, b_mn_major) = (flag(trans_a), flag(trans_b));
+        let a = Descriptor::decode(value(a_desc, named));
+        let b = Descriptor::decode(value(b_desc, named));
+
+        // The accumulator layout of m64nNk16 f32 (PTX ISA, "Register Fragments and Shared Memory
+        // Matrix Layouts", "Matrix D"): d[i] is (row 16 w + g + 8 ((i / 2) % 2), column
+        // 8 (i / 4) + 2 q + i % 2).
         let t = crate::sim::device::thread_idx().0 as usize % 128;
         let (w, g, q) = (t / 32, (t % 32) / 4, t % 4);
-        let (a_start, _, a_sbo) = fields(a);
-        let (b_start, b_lbo, b_sbo) = fields(b);
-        let n = 2 * acc.len();
         let rows: [[f64; 16]; 2] = core::array::from_fn(|h| {
             let r = 16 * w + g + 8 * h;
-            core::array::from_fn(|k| element(a_start + (r / 8) * a_sbo + (r % 8) * 128 + 2 * k))
+            core::array::from_fn(|k| element(a.address(r, k, a_mn_major)))
         });
-        for j in 0..n / 8 {
-            for e in 0..2 {
-                let c = 8 * j + 2 * q + e;
-                let col: [f64; 16] = core::array::from_fn(|k| {
-                    element(b_start + (c / 64) * b_lbo + (k / 8) * b_sbo + (k % 8) * 128 + 2 * (c % 64))
-                });
-                for (h, row) in rows.iter().enumerate() {
-                    let i = 4 * j + 2 * h + e;
-                    let dot: f64 = row.iter().zip(&col).map(|(x, y)| x * y).sum();
-                    let before = if accumulate { f64::from(acc[i]) } else { 0.0 };
-                    acc[i] = (before + dot) as f32;
+        for (i, &slot) in list.iter().enumerate() {
+            let (h, c) = ((i / 2) % 2, 8 * (i / 4) + 2 * q + i % 2);
+            let dot: f64 = (0..16)
+                .map(|k| rows[h][k] * element(b.address(c, k, b_mn_major)))
+                .sum();
+            let before = if scale_d { f64::from(acc[slot]) } else { 0.0 };
+            acc[slot] = (before + sign * dot) as f32;
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::{swizzle_128b, Descriptor};
+
+        #[test]
+        fn descriptor_fields_decode() {
+            let d = Descriptor::decode(crate::wgmma::desc_sw128(0x2020, 8192, 1024));
+            assert_eq!(
+                d,
+                Descriptor {
+                    start: 0x2020,
+                    lbo: 8192,
+                    sbo: 1024,
+                    base_offset: 0,
+                    swizzle: 1
                 }
+            );
+        }
+
+        #[test]
+        fn canonical_addresses_by_hand() {
+            // K-major, SBO 1024: (1, 0) is row 1 chunk 0, swizzled to chunk 1; (9, 8) is group 1,
+            // row 1, chunk 1, swizzled to chunk 0.
+            let a = Descriptor::decode(crate::wgmma::desc_sw128(0, 16, 1024));
+            assert_eq!(a.address(1, 0, false), 128 + 16);
+            assert_eq!(a.address(9, 8, false), 1024 + 128);
+            // MN-major, LBO 8192 (64-column chunks), SBO 1024 (8-row groups): (65, 9) is chunk 1,
+            // group 1, row 1, byte 2: 9346, whose 16-byte chunk 0 swaps with row 1.
+            let b = Descriptor::decode(crate::wgmma::desc_sw128(0, 8192, 1024));
+            assert_eq!(b.address(65, 9, true), 9346 + 16);
+        }
+
+        #[test]
+        fn swizzle_agrees_with_the_copy_engine_model() {
+            for address in (0..8192).step_by(2) {
+                assert_eq!(
+                    swizzle_128b(address),
+                    crate::tma::swizzle_128b(address),
+                    "{address}"
+                );
             }
         }
     }

@@ -1,7 +1,9 @@
 //! The Hopper `wgmma` kernels (bf16 operands, bf16 or f32 result) forced through
 //! `Gpu::matmul_to_with(.., HalfTile::Wgmma)`, against `cpu::matmul_f64`:
 //! `{sim,cuda}::matmul_wgmma::MxKxN`. In the simulator the copies, barriers and products are the
-//! device helpers' fallbacks (`gpukern_device::{tma, mbarrier, wgmma}`); on CUDA the trial runs
+//! device helpers' fallbacks (`gpukern_device::{tma, mbarrier, wgmma}`: the products interpret
+//! the very PTX text the GPU runs, descriptors and swizzle decoded as the PTX ISA defines them,
+//! so a wrong scale-d, transpose bit or descriptor offset fails here too); on CUDA the trial runs
 //! on a compute capability 9.0 GPU only (elsewhere the sm_90a module is not loaded and the trial
 //! checks that the launch is refused with a clear error). A failure names the first wrong
 //! element (row, column) and its neighbours in the row, so a layout mistake (a swizzle, a
