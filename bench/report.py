@@ -52,8 +52,9 @@ def f64_ref(r: Record) -> bool:
 REPRODUCE = """\
 # here (Rust toolchain): build the bench binary
 cargo build --release --example bench
-# on the GPU machine, from the repository root (the binary carried along; no Rust needed there)
-GPUKERN_BENCH_BIN=target/release/examples/bench bash bench/run.sh
+# on the GPU machine, from the repository root (the binary carried along; no Rust needed there):
+# the whole suite in three parts, one device call each (how the committed run was made)
+for part in movement first new; do bash bench/run-parts.sh $part; done
 # here: tables and plots
 python3 bench/report.py bench/results/latest.jsonl"""
 
@@ -243,8 +244,10 @@ def header(run: Run, source: str, readme: str) -> str:
     return "\n\n".join(
         [
             "# gpukern benchmarks",
-            "Every figure below was measured in one run on one GPU, next to the peers and the ceilings it "
-            "is compared to. Kernels are checked against a reference before they are timed; times are "
+            "Every figure below was measured on one GPU next to the peers and the ceilings it is compared "
+            "to, in the same device call (a run may be split into several calls on the same machine, one "
+            "after the other with the same binaries: each kernel's rows, its peers and its copy ceiling "
+            "come from one of them; the `measured` row gives the span). Kernels are checked against a reference before they are timed; times are "
             f"medians of CUDA-event samples after warm-up (see [bench/README.md]({readme}) for "
             "the method and the schema). Rates come from the minimum traffic (add 12 B/element, "
             "increment and softmax 8 B/element, sum and argmax 4 B/element, transpose 8 B/element, "

@@ -22,7 +22,8 @@
 //! The figure must equal, at the precision it is written with (half a unit of its last digit),
 //! a value of some record in some committed `bench/results/*.jsonl` file:
 //! `TFLOP/s` <-> `tflops`, `GFLOP/s` <-> `tflops * 1000`, `TB/s` <-> `gbps / 1000`, `GB/s` <->
-//! `gbps`, `ms` <-> `median_ms`, `us`/`µs` <-> `median_ms * 1000`, scientific <-> `rel_err`.
+//! `gbps` (or an all-reduce's `busbw_gb_s` / `algbw_gb_s`), `ms` <-> `median_ms`, `us`/`µs` <->
+//! `median_ms * 1000` (or a chain's `us_per_kernel`), scientific <-> `rel_err`.
 //! A ratio `x` or a percentage `%` must be the ratio `q = a / b` of two records `a`, `b` of the
 //! same file, compared on `tflops`, `gbps` or `1 / median_ms`, where both have the same `shape`
 //! or `b` is a device-to-device `copy` record (the memory-bound ceiling report.py uses); `x`
@@ -107,6 +108,11 @@ struct Rec {
     gbps: Option<f64>,
     tflops: Option<f64>,
     rel_err: Option<f64>,
+    /// Per-kernel time of a replayed or launched chain (`graph_replay`), in microseconds.
+    us_per_kernel: Option<f64>,
+    /// NCCL's bus and algorithm bandwidths of an all-reduce, GB/s.
+    busbw: Option<f64>,
+    algbw: Option<f64>,
 }
 
 impl Rec {
@@ -120,6 +126,9 @@ impl Rec {
             gbps: num("gbps"),
             tflops: num("tflops"),
             rel_err: num("rel_err"),
+            us_per_kernel: num("us_per_kernel"),
+            busbw: num("busbw_gb_s"),
+            algbw: num("algbw_gb_s"),
         }
     }
 
@@ -144,9 +153,9 @@ fn matches(run: &Run, figure: &Figure) -> bool {
         Unit::Tflops => direct(|r| r.tflops),
         Unit::Gflops => direct(|r| r.tflops.map(|t| t * 1e3)),
         Unit::TbPerS => direct(|r| r.gbps.map(|g| g / 1e3)),
-        Unit::GbPerS => direct(|r| r.gbps),
+        Unit::GbPerS => direct(|r| r.gbps) || direct(|r| r.busbw) || direct(|r| r.algbw),
         Unit::Ms => direct(|r| r.median_ms),
-        Unit::Us => direct(|r| r.median_ms.map(|m| m * 1e3)),
+        Unit::Us => direct(|r| r.median_ms.map(|m| m * 1e3)) || direct(|r| r.us_per_kernel),
         Unit::RelErr => direct(|r| r.rel_err),
         Unit::Percent | Unit::Ratio => run.records.iter().any(|a| {
             run.records.iter().any(|b| {
@@ -468,7 +477,7 @@ mod matcher {
             median_ms: Some(ms),
             gbps,
             tflops,
-            rel_err: None,
+            ..Rec::default()
         }
     }
 

@@ -229,7 +229,7 @@ impl Gpu {
             a.data.is_16_byte_aligned() && b.data.is_16_byte_aligned() && c.data.is_16_byte_aligned();
         let wgmma = I::wgmma_128x128();
         let applies = HalfTile::wgmma_applies(wgmma.is_some(), k, n, aligned, self.has_wgmma());
-        let tile = tile.unwrap_or_else(|| HalfTile::choose(applies));
+        let tile = tile.unwrap_or_else(|| HalfTile::choose(applies, !self.is_simulator()));
         if tile == HalfTile::Wgmma {
             return match wgmma {
                 Some(launch) => self.launch_wgmma(launch, a, b, c, (m, k, n)),

@@ -291,13 +291,16 @@ impl HalfTile {
         bf16 && k % 8 == 0 && n % 8 == 0 && aligned && wgmma_loaded
     }
 
-    /// The kernel for a half-precision product: [`HalfTile::Square`] (`mma.sync`), unless
-    /// [`HALF_KERNEL_ENV`] is `wgmma` and `wgmma` (from [`HalfTile::wgmma_applies`]) holds.
-    /// The `wgmma` kernel is opt-in, not the default: on the H200 it gave wrong products at
-    /// `6088228` (`cuda::matmul_wgmma`, `bench/results/h200-logs/6088228-kernels.log`).
-    pub fn choose(wgmma: bool) -> HalfTile {
+    /// The kernel for a half-precision product: [`HalfTile::Wgmma`] where it applies (`wgmma`
+    /// from [`HalfTile::wgmma_applies`]) on a CUDA device, else [`HalfTile::Square`]
+    /// (`mma.sync`); [`HALF_KERNEL_ENV`] can force `mma`, or `wgmma` (which the simulator then
+    /// takes too). On the H200 the wgmma kernel ran 1.3-1.5x the mma.sync kernel's rate on bf16
+    /// from 2048^3 to 8192^3 (`bench/results/h200-logs/ad0b943-matmul-half.jsonl`).
+    pub fn choose(wgmma: bool, on_cuda: bool) -> HalfTile {
         match std::env::var(HALF_KERNEL_ENV).ok().as_deref() {
+            Some("mma") => HalfTile::Square,
             Some("wgmma") if wgmma => HalfTile::Wgmma,
+            _ if wgmma && on_cuda => HalfTile::Wgmma,
             _ => HalfTile::Square,
         }
     }
