@@ -1,0 +1,201 @@
+//! The cluster side of a block: the blocks of its cluster (its peers), the cluster barrier, and
+//! distributed shared memory (`mapa` and the `shared::cluster` loads and stores) with its checks.
+
+use super::schedule::Wait;
+use super::BlockState;
+use crate::sim::shadow::{self, ClusterTouch, Touch};
+use crate::sim::{Access, Dim3, SimError, Space, Violation};
+
+impl<'l> BlockState<'l> {
+    /// The blocks of this block's cluster, by rank (this one alone outside a cluster launch).
+    pub(in crate::sim) fn peers(&self) -> &[BlockState<'l>] {
+        match self.peers.get() {
+            (ptr, len) if !ptr.is_null() => {
+                // SAFETY: `run_cluster` set the pointer to its vector of states, which it keeps,
+                // unmoved, until every thread of the cluster is dropped.
+                unsafe { std::slice::from_raw_parts(ptr, len) }
+            }
+            _ => std::slice::from_ref(self),
+        }
+    }
+
+    /// The running thread's index in the cluster: `rank * threads per block + thread`.
+    fn cluster_thread(&self) -> u32 {
+        self.rank * self.yielders.len() as u32 + self.current.get()
+    }
+
+    /// What a shared-memory access by the running thread records for the cluster's checks:
+    /// nothing outside a launch of clusters of several blocks.
+    pub(super) fn cluster_touch(&self, remote: bool) -> Option<ClusterTouch> {
+        (self.peers().len() > 1).then(|| ClusterTouch {
+            thread: self.cluster_thread(),
+            epoch: self.cluster_epoch.get(),
+            remote,
+        })
+    }
+
+    /// The running thread arrives at the cluster barrier (`barrier.cluster.arrive`).
+    pub(in crate::sim) fn cluster_arrive(&self) -> Result<(), Violation> {
+        let arrived = &self.arrived[self.current.get() as usize];
+        if arrived.replace(true) {
+            return Err(Violation::Panic {
+                message: "barrier.cluster.arrive twice with no barrier.cluster.wait between".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether the running thread may wait at the cluster barrier: it arrived first.
+    pub(in crate::sim) fn cluster_may_wait(&self) -> Result<(), Violation> {
+        if !self.arrived[self.current.get() as usize].get() {
+            return Err(Violation::Panic {
+                message: "barrier.cluster.wait with no barrier.cluster.arrive before it (the \
+                          cluster would hang)"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The address of the word at `address` (in this block's shared memory) in the shared
+    /// memory of the cluster's block `rank` (`mapa`).
+    pub(in crate::sim) fn map_shared(&self, address: usize, rank: u32) -> Result<usize, Violation> {
+        let base = self.shared_base() as usize;
+        let bytes = self.info.config.shared_mem_bytes as usize;
+        let peers = self.peers();
+        if address < base || address > base + bytes {
+            return Err(Violation::Panic {
+                message: format!("mapa of {address:#x}, which is not the block's shared memory"),
+            });
+        }
+        let Some(peer) = peers.get(rank as usize) else {
+            return Err(Violation::Panic {
+                message: format!("mapa to rank {rank} of a cluster of {} blocks", peers.len()),
+            });
+        };
+        Ok(peer.shared_base() as usize + (address - base))
+    }
+
+    /// Checks an access of `size` bytes at `address` in the shared memory of any block of the
+    /// cluster (`ld.shared::cluster` / `st.shared::cluster`), records it, and returns the host
+    /// address to access.
+    pub(in crate::sim) fn check_cluster(
+        &self,
+        address: usize,
+        size: usize,
+        access: Access,
+    ) -> Result<usize, Violation> {
+        let peers = self.peers();
+        let owner = peers.iter().find(|p| {
+            let base = p.shared_base() as usize;
+            address >= base && address < base + (p.info.config.shared_mem_bytes as usize).max(1)
+        });
+        let Some(owner) = owner else {
+            return Err(Violation::Panic {
+                message: format!(
+                    "distributed shared-memory access at {address:#x}, in no block of the cluster's \
+                     shared memory (map the address with mapa first)"
+                ),
+            });
+        };
+        if owner.rank == self.rank {
+            return self.check(address, 0, size, access);
+        }
+        if owner.exited.get() {
+            return Err(Violation::Panic {
+                message: format!(
+                    "distributed shared-memory access to block rank {} of the cluster, which has \
+                     exited (a cluster barrier must keep it alive)",
+                    owner.rank
+                ),
+            });
+        }
+        let offset = address - owner.shared_base() as usize;
+        let bytes = owner.info.config.shared_mem_bytes as usize;
+        if offset + size > bytes {
+            return Err(Violation::OutOfBounds {
+                space: Space::Shared,
+                buffer: format!("shared (block rank {})", owner.rank),
+                access,
+                index: offset / size.max(1),
+                len: bytes / size.max(1),
+            });
+        }
+        let touch = match access {
+            Access::Read => Touch::Read,
+            Access::Write => Touch::Write,
+            Access::Atomic => Touch::Atomic,
+        };
+        let cluster = self.cluster_touch(true);
+        let recorded = owner
+            .shadow
+            .borrow_mut()
+            .record(offset, size, 0, 0, touch, cluster);
+        recorded.map_err(|conflict| self.cluster_violation(conflict, offset / size.max(1), access))?;
+        Ok(address)
+    }
+
+    /// The violation for a conflict found by the cluster's checks (the other thread named by
+    /// its index in the cluster).
+    pub(super) fn cluster_violation(
+        &self,
+        conflict: shadow::Conflict,
+        index: usize,
+        access: Access,
+    ) -> Violation {
+        let threads = self.yielders.len() as u32;
+        let other = match conflict {
+            shadow::Conflict::Race { other, .. } | shadow::Conflict::Pending { issuer: other } => {
+                self.thread_dim(other % threads.max(1))
+            }
+            shadow::Conflict::Uninitialized => Dim3::default(),
+        };
+        shadow::violation(conflict, index, access, other)
+    }
+}
+
+/// Makes the blocks `states` of one cluster each other's peers (nothing for a lone block).
+///
+/// `states` must stay where it is, unmoved, until every thread of the cluster is dropped.
+pub(super) fn link(states: &[BlockState]) {
+    if states.len() > 1 {
+        for state in states {
+            state.peers.set((states.as_ptr(), states.len()));
+        }
+    }
+}
+
+/// Opens the cluster barrier, once no thread of the cluster is ready and no block barrier or
+/// shuffle can complete: checks that no thread of the cluster has returned (then every thread
+/// waits at it). Returns `false` when no thread waits at it (every thread has returned).
+pub(super) fn open_barrier(states: &[BlockState], wait: &mut [Vec<Wait>]) -> Result<bool, SimError> {
+    let Some(at) = wait.iter().flatten().find_map(|w| match w {
+        Wait::Cluster(at) => Some(*at),
+        _ => None,
+    }) else {
+        return Ok(false);
+    };
+    let waiting = wait
+        .iter()
+        .flatten()
+        .filter(|w| matches!(w, Wait::Cluster(_)))
+        .count();
+    for (state, block_wait) in states.iter().zip(wait.iter()) {
+        if let Some(gone) = block_wait.iter().position(|&w| w == Wait::Exited) {
+            return Err(state.error(
+                gone as u32,
+                Violation::BarrierNotReached {
+                    barrier: format!("{at} (a cluster barrier)"),
+                    waiting,
+                },
+            ));
+        }
+    }
+    for (state, wait) in states.iter().zip(wait.iter_mut()) {
+        state.epoch.set(state.epoch.get() + 1);
+        state.cluster_epoch.set(state.cluster_epoch.get() + 1);
+        state.arrived.iter().for_each(|a| a.set(false));
+        wait.fill(Wait::Ready);
+    }
+    Ok(true)
+}

@@ -1,0 +1,166 @@
+//! Which PTX module a device loads, and loading it: a kernel crate's embedded PTX modules
+//! ([`PtxSet`], one [`PtxModule`] per architecture), the one chosen for a device's compute
+//! capability, and its entry points with the attributes their launches are checked against.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys};
+use cudarc::nvrtc::Ptx;
+
+use crate::error::{DriverContext, Error, Result};
+use crate::launch_config::DeviceLimits;
+
+/// One kernel crate's PTX, one module per architecture, as `gpukern-build` embeds it
+/// ([`crate::include_ptx!`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PtxSet {
+    /// The kernel crate's name as rustc knows it (`my_kernels`).
+    pub krate: &'static str,
+    /// The modules, oldest architecture first.
+    pub modules: &'static [PtxModule],
+}
+
+/// One embedded PTX module.
+#[derive(Clone, Copy, Debug)]
+pub struct PtxModule {
+    /// Target architecture, e.g. `"sm_90"`.
+    pub arch: &'static str,
+    /// Compute capability the module was built for, `(major, minor)`.
+    pub compute_capability: (i32, i32),
+    /// The PTX text.
+    pub ptx: &'static str,
+}
+
+impl PtxSet {
+    /// A set with no PTX, for kernels that only ever run in the simulator (a test's planted
+    /// kernels): `Gpu::simulator().load(&PtxSet::simulator_only(env!("CARGO_CRATE_NAME")))`. On
+    /// a CUDA device loading it is [`Error::UnsupportedDevice`].
+    pub const fn simulator_only(krate: &'static str) -> PtxSet {
+        PtxSet { krate, modules: &[] }
+    }
+
+    /// The newest module that runs on a device of compute capability `cc`: the driver compiles
+    /// PTX forward to any newer GPU, never back. An arch-specific module (`sm_90a`) runs only on
+    /// a GPU of exactly its compute capability, and there it is preferred to the plain one of the
+    /// same capability: built from the same sources, it has every entry point of that one plus
+    /// those compiled for it alone (`#[cfg(target_feature = "sm_90a")]`).
+    pub fn select(&self, cc: (i32, i32)) -> Option<&'static PtxModule> {
+        self.modules
+            .iter()
+            .filter(|m| match m.is_arch_specific() {
+                true => m.compute_capability == cc,
+                false => m.compute_capability <= cc,
+            })
+            .max_by_key(|m| (m.compute_capability, m.is_arch_specific()))
+    }
+}
+
+impl PtxModule {
+    /// Whether the module is for an arch-specific target (`sm_90a`), which runs on exactly its
+    /// compute capability and no other.
+    pub fn is_arch_specific(&self) -> bool {
+        self.arch.ends_with('a')
+    }
+}
+
+/// The entry points of a PTX text, in order (`.entry name(`).
+pub fn entry_names(ptx: &str) -> Vec<&str> {
+    ptx.lines()
+        .filter_map(|line| {
+            let rest = line
+                .trim_start()
+                .strip_prefix(".visible ")
+                .unwrap_or(line.trim_start());
+            let rest = rest.strip_prefix(".entry ")?;
+            Some(rest.split('(').next().unwrap_or(rest).trim())
+        })
+        .collect()
+}
+
+/// A loaded entry point and what its launches are checked against.
+pub(crate) struct Function {
+    pub(crate) func: CudaFunction,
+    /// The most threads a block may have: the device limit, lowered by the driver when the
+    /// kernel's registers do not fit the register file at that many.
+    pub(crate) max_threads: u32,
+    /// Bytes of static shared memory the kernel declares (counted against the block's limit).
+    pub(super) static_shared: u32,
+    /// Dynamic shared memory the kernel has been opted in to so far.
+    opted_in: AtomicU32,
+}
+
+/// The functions of one loaded PTX module, by entry-point name.
+pub(crate) struct Functions {
+    _module: Arc<CudaModule>,
+    pub(crate) by_name: HashMap<String, Function>,
+    pub(crate) arch: &'static str,
+}
+
+impl Functions {
+    /// Loads `set`'s module for a device of compute capability `cc` with `limits`, and every
+    /// entry point in it.
+    pub(crate) fn load(
+        ctx: &Arc<CudaContext>,
+        cc: (i32, i32),
+        limits: &DeviceLimits,
+        set: &PtxSet,
+    ) -> Result<Functions> {
+        let module = set.select(cc).ok_or_else(|| Error::UnsupportedDevice {
+            major: cc.0,
+            minor: cc.1,
+            built: set.modules.iter().map(|m| m.arch).collect::<Vec<_>>().join(", "),
+        })?;
+        let loaded = ctx
+            .load_module(Ptx::from_src(module.ptx))
+            .during("loading a PTX module")?;
+        let mut by_name = HashMap::new();
+        for name in entry_names(module.ptx) {
+            use sys::CUfunction_attribute::*;
+            let func = loaded.load_function(name).during("loading a kernel")?;
+            let attribute = |a| {
+                func.get_attribute(a)
+                    .map(|v| v.max(0) as u32)
+                    .during("reading a kernel's attributes")
+            };
+            let max_threads = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
+            let static_shared = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?;
+            by_name.insert(
+                name.to_string(),
+                Function {
+                    func,
+                    max_threads,
+                    static_shared,
+                    opted_in: AtomicU32::new(limits.max_shared_mem_per_block),
+                },
+            );
+        }
+        Ok(Functions {
+            _module: loaded,
+            by_name,
+            arch: module.arch,
+        })
+    }
+}
+
+impl Function {
+    /// Lets the kernel launch with `shared` bytes of dynamic shared memory: above the 48 KiB
+    /// every kernel may use, the kernel must opt in (once per larger size). `shared` is within
+    /// the device's opt-in limit (checked by the caller).
+    pub(crate) fn opt_in(&self, shared: u32) -> Result<()> {
+        if shared <= self.opted_in.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        use sys::CUfunction_attribute::*;
+        self.func
+            .set_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared as i32)
+            .during("opting a kernel in to more shared memory")?;
+        // The largest carveout, so that as many blocks of this size as possible fit an SM.
+        self.func
+            .set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
+            .during("opting a kernel in to more shared memory")?;
+        self.opted_in.fetch_max(shared, Ordering::Relaxed);
+        Ok(())
+    }
+}
