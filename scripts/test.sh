@@ -4,9 +4,9 @@
 # Installs what the tests need on a fresh machine, then runs formatting, lints and every test:
 #   1. the pinned nightly with rust-src, which build.rs uses to compile the kernels to PTX;
 #   2. ptxas, from PyPI's nvidia-cuda-nvcc wheel, which the PTX tests assemble the kernels with;
-#   3. cargo fmt --check, cargo clippy -D warnings, cargo test, over the one workspace (gpukern,
-#      gpukern-build, gpukern-device and its checks, kernels-gpu, examples/custom-kernels),
-#      sharing one target directory;
+#   3. cargo fmt --check, cargo clippy -D warnings, cargo doc (no warnings), cargo test, over the
+#      one workspace (gpukern, gpukern-build, gpukern-device and its checks, kernels-gpu,
+#      examples/custom-kernels), sharing one target directory;
 #   4. examples/custom-kernels copied outside the repository and built as a user's crate
 #      (scripts/outside-crate.sh), run in the simulator with its tests.
 # At the end it prints how long each step took.
@@ -80,6 +80,10 @@ cargo fmt --all --check
 
 step "lints"
 cargo clippy --workspace --all-targets -- -D warnings
+
+# The API docs build without warnings: no broken or private intra-doc links.
+step "docs"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 step "build the tests"
 cargo test --workspace --no-run

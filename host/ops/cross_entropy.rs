@@ -51,8 +51,8 @@ const MAX_CHUNK_VECS: usize = 4 * MIN_CHUNK_VECS;
 const BLOCKS_PER_SM: usize = 8;
 
 /// The chunks per row and vectors per chunk of the statistics step for `rows x cols` on a device
-/// of `sms` multiprocessors: chunks of at most [`MAX_CHUNK_VECS`] vectors, and more (down to
-/// [`MIN_CHUNK_VECS`]) when there are too few rows to give every SM [`BLOCKS_PER_SM`] blocks.
+/// of `sms` multiprocessors: chunks of at most `MAX_CHUNK_VECS` vectors, and more (down to
+/// `MIN_CHUNK_VECS`) when there are too few rows to give every SM `BLOCKS_PER_SM` blocks.
 pub fn cross_entropy_chunks(rows: usize, cols: usize, sms: usize) -> (usize, usize) {
     let vecs = (cols / 4).max(1);
     let at_most = vecs.div_ceil(MIN_CHUNK_VECS);

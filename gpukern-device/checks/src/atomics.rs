@@ -165,7 +165,7 @@ fn scope(code: u32) -> Scope {
     }
 }
 
-/// An integer element for [`int_ops`].
+/// An integer element for `int_ops`.
 trait Int: AtomicAdd + AtomicMinMax + AtomicBits + PartialEq {
     const ZERO: Self;
     const ONE: Self;
@@ -219,7 +219,7 @@ unsafe fn int_ops<T: Int>(code: u32, n: usize, out: *mut T) {
     }
 }
 
-/// The body of [`int_ops`] at one scope.
+/// The body of `int_ops` at one scope.
 #[inline(always)]
 unsafe fn int_ops_at<T: Int>(out: *mut T, v: T, scope: Scope) {
     // SAFETY: `out` holds 6 elements (the caller's contract).
@@ -240,7 +240,7 @@ unsafe fn int_ops_at<T: Int>(out: *mut T, v: T, scope: Scope) {
     }
 }
 
-/// [`int_ops`] on u32 (`v = i`).
+/// `int_ops` on u32 (`v = i`).
 ///
 /// # Safety
 /// `out` holds 6 writable elements; with scope 0 the grid has one block.
@@ -250,7 +250,7 @@ pub unsafe fn int_ops_u32(scope: u32, n: usize, out: *mut u32) {
     unsafe { int_ops(scope, n, out) }
 }
 
-/// [`int_ops`] on i32 (`v = i - n / 2`).
+/// `int_ops` on i32 (`v = i - n / 2`).
 ///
 /// # Safety
 /// `out` holds 6 writable elements; with scope 0 the grid has one block.
@@ -260,7 +260,7 @@ pub unsafe fn int_ops_i32(scope: u32, n: usize, out: *mut i32) {
     unsafe { int_ops(scope, n, out) }
 }
 
-/// [`int_ops`] on u64 (`v = i`).
+/// `int_ops` on u64 (`v = i`).
 ///
 /// # Safety
 /// `out` holds 6 writable elements; with scope 0 the grid has one block.
@@ -270,7 +270,7 @@ pub unsafe fn int_ops_u64(scope: u32, n: usize, out: *mut u64) {
     unsafe { int_ops(scope, n, out) }
 }
 
-/// [`int_ops`] on i64 (`v = i - n / 2`).
+/// `int_ops` on i64 (`v = i - n / 2`).
 ///
 /// # Safety
 /// `out` holds 6 writable elements; with scope 0 the grid has one block.
@@ -280,7 +280,7 @@ pub unsafe fn int_ops_i64(scope: u32, n: usize, out: *mut i64) {
     unsafe { int_ops(scope, n, out) }
 }
 
-/// A float element for [`float_ops`].
+/// A float element for `float_ops`.
 trait Float: AtomicAdd + AtomicBits + PartialOrd {
     const NEG_INFINITY: Self;
     /// `i / 2`, exact.
@@ -321,7 +321,7 @@ unsafe fn float_ops<T: Float>(code: u32, n: usize, out: *mut T) {
     }
 }
 
-/// The body of [`float_ops`] at one scope.
+/// The body of `float_ops` at one scope.
 #[inline(always)]
 unsafe fn float_ops_at<T: Float>(out: *mut T, v: T, scope: Scope) {
     // SAFETY: `out` holds 4 elements (the caller's contract).
@@ -341,7 +341,7 @@ unsafe fn float_ops_at<T: Float>(out: *mut T, v: T, scope: Scope) {
     }
 }
 
-/// [`float_ops`] on f32.
+/// `float_ops` on f32.
 ///
 /// # Safety
 /// `out` holds 4 writable elements; with scope 0 the grid has one block.
@@ -351,7 +351,7 @@ pub unsafe fn float_ops_f32(scope: u32, n: usize, out: *mut f32) {
     unsafe { float_ops(scope, n, out) }
 }
 
-/// [`float_ops`] on f64.
+/// `float_ops` on f64.
 ///
 /// # Safety
 /// `out` holds 4 writable elements; with scope 0 the grid has one block.

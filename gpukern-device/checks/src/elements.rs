@@ -176,7 +176,7 @@ pub unsafe fn axpy_f16x2(a: f32, x: *const f16, y: *mut f16, n: usize) {
     }
 }
 
-/// [`axpy_f16x2`] in bf16: pair `j` (elements `2j`, `2j + 1`) gets `y = bf16(fma(a, x, y))`
+/// [`axpy_f16x2`](fn@axpy_f16x2) in bf16: pair `j` (elements `2j`, `2j + 1`) gets `y = bf16(fma(a, x, y))`
 /// through one 4-byte load of each input and one `cvt.rn.bf16x2.f32` + 4-byte store; the lone
 /// last element of an odd `n` with 2-byte accesses. Threads: `n.div_ceil(2)`.
 ///

@@ -3,7 +3,7 @@
 //! On `nvptx64` the function becomes `#[unsafe(no_mangle)] pub unsafe extern "ptx-kernel" fn`, an
 //! entry point of the PTX module under its own name. On any other target it stays a plain
 //! `pub unsafe fn`, which the CPU simulator calls once per simulated thread, and gets a sibling
-//! module of the same name with its typed host launcher ([`launcher`]).
+//! module of the same name with its typed host launcher (`launcher`).
 //!
 //! A `#[kernel]` goes on a function at module level (not inside a function body, where the
 //! launcher module could not name it), `pub unsafe fn`, not generic, every parameter a raw

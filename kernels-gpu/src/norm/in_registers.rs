@@ -8,7 +8,7 @@ use crate::gpu::{bf16, math, thread, warp};
 use crate::kernel;
 
 /// Dynamic shared memory of the in-register kernels: two areas of one float per warp of the
-/// largest block, one per [`block_sum`] (LayerNorm sums twice, and a separate area spares the
+/// largest block, one per `block_sum` (LayerNorm sums twice, and a separate area spares the
 /// barrier that reusing one would need).
 pub const ROWS_SHARED_BYTES: u32 = 2 * super::ROW_BLOCK_MAX / warp::SIZE * core::mem::size_of::<f32>() as u32;
 
@@ -17,7 +17,7 @@ pub const ROWS_SHARED_BYTES: u32 = 2 * super::ROW_BLOCK_MAX / warp::SIZE * core:
 ///
 /// Block `r` handles row `r`. Thread `tid` of the block's `T` threads loads the row's vectors
 /// `tid + k * T` (`k < V`, each [`NormElem::LANES`] elements, 16 bytes), all `V` loads issued
-/// before any use, and widens them to f32. RMSNorm: the block sums the squares ([`block_sum`],
+/// before any use, and widens them to f32. RMSNorm: the block sums the squares (`block_sum`,
 /// one barrier) and each thread stores `x * (1 / sqrt(ms + eps)) * w` for its vectors. LayerNorm:
 /// the block sums `x - x[r][0]` (the mean, shifted: see the [family's doc](super)), then
 /// `(x - mu)^2` over the registers (the variance, two passes with no second read of memory),
@@ -140,10 +140,10 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
     }
 }
 
-/// RMSNorm through [`norm_rows`] (no bias: `w` stands in for it, never read).
+/// RMSNorm through `norm_rows` (no bias: `w` stands in for it, never read).
 ///
 /// # Safety
-/// As [`norm_rows`].
+/// As `norm_rows`.
 #[inline(always)]
 unsafe fn rms_rows<E: NormElem, const V: usize>(
     x: *const E,
@@ -157,10 +157,10 @@ unsafe fn rms_rows<E: NormElem, const V: usize>(
     unsafe { norm_rows::<E, V, false>(x, w, w, y, rows, cols, eps) }
 }
 
-/// LayerNorm through [`norm_rows`].
+/// LayerNorm through `norm_rows`.
 ///
 /// # Safety
-/// As [`norm_rows`].
+/// As `norm_rows`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn layer_rows<E: NormElem, const V: usize>(
@@ -177,111 +177,111 @@ unsafe fn layer_rows<E: NormElem, const V: usize>(
 }
 
 rms_kernel!(
-    /// [`norm_rows`] as RMSNorm on f32, 8 vectors of 4 per thread: rows of up to 32768
+    /// `norm_rows` as RMSNorm on f32, 8 vectors of 4 per thread: rows of up to 32768
     /// columns (1024 threads), a multiple of 4. Minimum traffic, moved: 8 bytes per element.
     ///
     /// # Safety
-    /// As [`norm_rows`].
+    /// As `norm_rows`.
     rms_norm_rows_f32(f32) = rms_rows::<f32, 8>
 );
 
 rms_kernel!(
-    /// [`norm_rows`] as RMSNorm on bf16 (f32 statistics), 4 vectors of 8 per thread: rows of up
+    /// `norm_rows` as RMSNorm on bf16 (f32 statistics), 4 vectors of 8 per thread: rows of up
     /// to 32768 columns, a multiple of 8. Minimum traffic, moved: 4 bytes per element.
     ///
     /// # Safety
-    /// As [`norm_rows`].
+    /// As `norm_rows`.
     rms_norm_rows_bf16(bf16) = rms_rows::<bf16, 4>
 );
 
 layer_kernel!(
-    /// [`norm_rows`] as LayerNorm on f32, 8 vectors of 4 per thread: rows of up to 32768
+    /// `norm_rows` as LayerNorm on f32, 8 vectors of 4 per thread: rows of up to 32768
     /// columns, a multiple of 4. Minimum traffic, moved: 8 bytes per element.
     ///
     /// # Safety
-    /// As [`norm_rows`].
+    /// As `norm_rows`.
     layer_norm_rows_f32(f32) = layer_rows::<f32, 8>
 );
 
 layer_kernel!(
-    /// [`norm_rows`] as LayerNorm on bf16 (f32 statistics), 4 vectors of 8 per thread: rows of
+    /// `norm_rows` as LayerNorm on bf16 (f32 statistics), 4 vectors of 8 per thread: rows of
     /// up to 32768 columns, a multiple of 8. Minimum traffic, moved: 4 bytes per element.
     ///
     /// # Safety
-    /// As [`norm_rows`].
+    /// As `norm_rows`.
     layer_norm_rows_bf16(bf16) = layer_rows::<bf16, 4>
 );
 
 rms_kernel!(
-    /// [`norm_rows`] as RMSNorm on f32, 4 vectors of 4 (16 floats) per thread: rows of up to
+    /// `norm_rows` as RMSNorm on f32, 4 vectors of 4 (16 floats) per thread: rows of up to
     /// 16384 columns, a multiple of 4; fewer registers than the 32-float kernel, so more blocks
     /// share a multiprocessor. Minimum traffic, moved: 8 bytes per element.
     ///
     /// # Safety
-    /// As [`norm_rows`].
+    /// As `norm_rows`.
     rms_norm_rows16_f32(f32) = rms_rows::<f32, 4>
 );
 
 rms_kernel!(
-    /// [`norm_rows`] as RMSNorm on bf16, 2 vectors of 8 (16 elements) per thread: rows of up to
+    /// `norm_rows` as RMSNorm on bf16, 2 vectors of 8 (16 elements) per thread: rows of up to
     /// 16384 columns, a multiple of 8. Minimum traffic, moved: 4 bytes per element.
     ///
     /// # Safety
-    /// As [`norm_rows`].
+    /// As `norm_rows`.
     rms_norm_rows16_bf16(bf16) = rms_rows::<bf16, 2>
 );
 
 layer_kernel!(
-    /// [`norm_rows`] as LayerNorm on f32, 4 vectors of 4 (16 floats) per thread: rows of up to
+    /// `norm_rows` as LayerNorm on f32, 4 vectors of 4 (16 floats) per thread: rows of up to
     /// 16384 columns, a multiple of 4. Minimum traffic, moved: 8 bytes per element.
     ///
     /// # Safety
-    /// As [`norm_rows`].
+    /// As `norm_rows`.
     layer_norm_rows16_f32(f32) = layer_rows::<f32, 4>
 );
 
 layer_kernel!(
-    /// [`norm_rows`] as LayerNorm on bf16, 2 vectors of 8 (16 elements) per thread: rows of up
+    /// `norm_rows` as LayerNorm on bf16, 2 vectors of 8 (16 elements) per thread: rows of up
     /// to 16384 columns, a multiple of 8. Minimum traffic, moved: 4 bytes per element.
     ///
     /// # Safety
-    /// As [`norm_rows`].
+    /// As `norm_rows`.
     layer_norm_rows16_bf16(bf16) = layer_rows::<bf16, 2>
 );
 
 rms_kernel!(
-    /// [`norm_rows`] as RMSNorm on f32, 16 vectors of 4 (64 floats, 256 bytes in flight) per
+    /// `norm_rows` as RMSNorm on f32, 16 vectors of 4 (64 floats, 256 bytes in flight) per
     /// thread: rows of up to 65536 columns (the host takes it to 32768), a multiple of 4; a
     /// 16384-column row is a block of 256 threads. Minimum traffic, moved: 8 bytes per element.
     ///
     /// # Safety
-    /// As [`norm_rows`].
+    /// As `norm_rows`.
     rms_norm_rows64_f32(f32) = rms_rows::<f32, 16>
 );
 
 rms_kernel!(
-    /// [`norm_rows`] as RMSNorm on bf16, 8 vectors of 8 (64 elements) per thread: a multiple of
+    /// `norm_rows` as RMSNorm on bf16, 8 vectors of 8 (64 elements) per thread: a multiple of
     /// 8 columns. Minimum traffic, moved: 4 bytes per element.
     ///
     /// # Safety
-    /// As [`norm_rows`].
+    /// As `norm_rows`.
     rms_norm_rows64_bf16(bf16) = rms_rows::<bf16, 8>
 );
 
 layer_kernel!(
-    /// [`norm_rows`] as LayerNorm on f32, 16 vectors of 4 (64 floats) per thread: a multiple of
+    /// `norm_rows` as LayerNorm on f32, 16 vectors of 4 (64 floats) per thread: a multiple of
     /// 4 columns. Minimum traffic, moved: 8 bytes per element.
     ///
     /// # Safety
-    /// As [`norm_rows`].
+    /// As `norm_rows`.
     layer_norm_rows64_f32(f32) = layer_rows::<f32, 16>
 );
 
 layer_kernel!(
-    /// [`norm_rows`] as LayerNorm on bf16, 8 vectors of 8 (64 elements) per thread: a multiple
+    /// `norm_rows` as LayerNorm on bf16, 8 vectors of 8 (64 elements) per thread: a multiple
     /// of 8 columns. Minimum traffic, moved: 4 bytes per element.
     ///
     /// # Safety
-    /// As [`norm_rows`].
+    /// As `norm_rows`.
     layer_norm_rows64_bf16(bf16) = layer_rows::<bf16, 8>
 );

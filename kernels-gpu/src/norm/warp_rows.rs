@@ -152,10 +152,10 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
     }
 }
 
-/// Forwards to [`norm_warp`] as RMSNorm (`w` stands in for the bias, never read).
+/// Forwards to `norm_warp` as RMSNorm (`w` stands in for the bias, never read).
 ///
 /// # Safety
-/// As [`norm_warp`].
+/// As `norm_warp`.
 #[inline(always)]
 unsafe fn rms_warp<E: NormElem, const V: usize, const KEEP: bool>(
     x: *const E,
@@ -169,10 +169,10 @@ unsafe fn rms_warp<E: NormElem, const V: usize, const KEEP: bool>(
     unsafe { norm_warp::<E, V, false, KEEP>(x, w, w, y, rows, cols, eps) }
 }
 
-/// Forwards to [`norm_warp`] as LayerNorm.
+/// Forwards to `norm_warp` as LayerNorm.
 ///
 /// # Safety
-/// As [`norm_warp`].
+/// As `norm_warp`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn layer_warp<E: NormElem, const V: usize, const KEEP: bool>(
@@ -189,81 +189,81 @@ unsafe fn layer_warp<E: NormElem, const V: usize, const KEEP: bool>(
 }
 
 rms_kernel!(
-    /// [`norm_warp`] as RMSNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
+    /// `norm_warp` as RMSNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
     /// multiple of the vector width; each lane reads the weight (and bias) at each store. Minimum traffic, moved: 8
     /// bytes per element.
     ///
     /// # Safety
-    /// As [`norm_warp`].
+    /// As `norm_warp`.
     rms_norm_warp_f32(f32) = rms_warp::<f32, 8, false>
 );
 
 layer_kernel!(
-    /// [`norm_warp`] as LayerNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
+    /// `norm_warp` as LayerNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
     /// multiple of the vector width; each lane reads the weight (and bias) at each store. Minimum traffic, moved: 8
     /// bytes per element.
     ///
     /// # Safety
-    /// As [`norm_warp`].
+    /// As `norm_warp`.
     layer_norm_warp_f32(f32) = layer_warp::<f32, 8, false>
 );
 
 rms_kernel!(
-    /// [`norm_warp`] as RMSNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
+    /// `norm_warp` as RMSNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
     /// multiple of the vector width; each lane reads the weight (and bias) at each store. Minimum traffic, moved: 4
     /// bytes per element.
     ///
     /// # Safety
-    /// As [`norm_warp`].
+    /// As `norm_warp`.
     rms_norm_warp_bf16(bf16) = rms_warp::<bf16, 4, false>
 );
 
 layer_kernel!(
-    /// [`norm_warp`] as LayerNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
+    /// `norm_warp` as LayerNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
     /// multiple of the vector width; each lane reads the weight (and bias) at each store. Minimum traffic, moved: 4
     /// bytes per element.
     ///
     /// # Safety
-    /// As [`norm_warp`].
+    /// As `norm_warp`.
     layer_norm_warp_bf16(bf16) = layer_warp::<bf16, 4, false>
 );
 
 rms_kernel!(
-    /// [`norm_warp`] as RMSNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
+    /// `norm_warp` as RMSNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
     /// multiple of the vector width; each lane keeps the weight (and bias) in registers across its rows (for a persistent grid). Minimum traffic, moved: 8
     /// bytes per element.
     ///
     /// # Safety
-    /// As [`norm_warp`].
+    /// As `norm_warp`.
     rms_norm_warp_keep_f32(f32) = rms_warp::<f32, 8, true>
 );
 
 layer_kernel!(
-    /// [`norm_warp`] as LayerNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
+    /// `norm_warp` as LayerNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
     /// multiple of the vector width; each lane keeps the weight (and bias) in registers across its rows (for a persistent grid). Minimum traffic, moved: 8
     /// bytes per element.
     ///
     /// # Safety
-    /// As [`norm_warp`].
+    /// As `norm_warp`.
     layer_norm_warp_keep_f32(f32) = layer_warp::<f32, 8, true>
 );
 
 rms_kernel!(
-    /// [`norm_warp`] as RMSNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
+    /// `norm_warp` as RMSNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
     /// multiple of the vector width; each lane keeps the weight (and bias) in registers across its rows (for a persistent grid). Minimum traffic, moved: 4
     /// bytes per element.
     ///
     /// # Safety
-    /// As [`norm_warp`].
+    /// As `norm_warp`.
     rms_norm_warp_keep_bf16(bf16) = rms_warp::<bf16, 4, true>
 );
 
 layer_kernel!(
-    /// [`norm_warp`] as LayerNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
+    /// `norm_warp` as LayerNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
     /// multiple of the vector width; each lane keeps the weight (and bias) in registers across its rows (for a persistent grid). Minimum traffic, moved: 4
     /// bytes per element.
     ///
     /// # Safety
-    /// As [`norm_warp`].
+    /// As `norm_warp`.
     layer_norm_warp_keep_bf16(bf16) = layer_warp::<bf16, 4, true>
 );

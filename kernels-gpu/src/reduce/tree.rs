@@ -1,7 +1,7 @@
 //! The tutorial rung: a shared-memory tree reduction, one element per thread.
 //!
 //! Block `g` reduces elements `g * TREE_BLOCK .. (g + 1) * TREE_BLOCK` with
-//! [`block::reduce`](crate::gpu::block::reduce) (halving the active threads each round, a barrier
+//! [`block::reduce`] (halving the active threads each round, a barrier
 //! between rounds) and writes one partial; the host launches the same kernel on the partials
 //! until one value is left. Simple and exact about its order, but a quarter of the threads'
 //! loads are 4 bytes wide, most threads idle after the first round, and each pass is a launch.

@@ -292,7 +292,7 @@ pub unsafe fn argmax_vec4_u8(x: *const f32, values: *mut f32, indices: *mut u32,
     unsafe { write_block_best(combine_all::<VEC_UNROLL_8>(x, n), values, indices) }
 }
 
-/// [`argmax_vec4`](fn@argmax_vec4) with the per-lane loop of [`lanes_best`] (a compare and two
+/// [`argmax_vec4`](fn@argmax_vec4) with the per-lane loop of `lanes_best` (a compare and two
 /// selects per element, the exact rule only for vectors holding a NaN), [`VEC_UNROLL`] vectors
 /// per thread and sweep: a tuning candidate, the same answer.
 ///

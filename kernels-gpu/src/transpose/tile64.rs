@@ -119,7 +119,7 @@ fn swizzled(r: usize, c: usize) -> usize {
 ///
 /// With `t = 32 ty + tx`: the thread loads the vectors `v = t + 256 k`, `k < 4` (row `v / 16` of
 /// the tile, floats `4 (v % 16) ..` of it: a warp reads two rows of 256 contiguous bytes), all
-/// four before the first store, and stores each whole into the swizzled tile (see [`swizzled`]).
+/// four before the first store, and stores each whole into the swizzled tile (see `swizzled`).
 /// After a barrier, warp `w`, pass `k` (`u = w + 8 k`) takes the 4 columns `4 (u % 16) ..` and
 /// 32 rows `32 (u / 16) ..` of the tile: lane `l` reads rows `4 q .. 4 q + 4` (`q` the 8 row
 /// groups of the pass, `l % 8`) of column `l / 8` of them (four 4-byte reads, 32 banks per read),

@@ -10,7 +10,7 @@
 use gpukern_device::atomic::{self, Scope};
 use gpukern_device::{kernel, mem, print, shared, thread};
 
-/// Threads per block of the 1-D kernels (and the shared memory of [`block_sum`]).
+/// Threads per block of the 1-D kernels (and the shared memory of [`block_sum`](fn@block_sum)).
 pub const BLOCK: u32 = 256;
 
 /// `x[i] += 1` for `i < n`: one thread per element.
