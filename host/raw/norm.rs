@@ -7,6 +7,7 @@ use crate::buffer::{DeviceVec, Element};
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 use crate::module::Module;
+use crate::ops::norm::{NormPlan, RowsWidth};
 
 /// The launcher of an RMSNorm kernel `(x, w, y, rows, cols, eps)` on elements `T`.
 pub type RmsLauncher<T> = for<'a> unsafe fn(
@@ -33,134 +34,98 @@ pub type LayerLauncher<T> = for<'a> unsafe fn(
     f32,
 ) -> Result<()>;
 
-/// The norm kernels of one element type: the tutorial (`block_reduce`), the in-register rungs
-/// (`rows`, 32 elements per thread; `rows16`, `rows64`) and the warp-per-row rung (`warp`,
-/// `warp_keep`) of each norm, with their descriptions. The one table from an element type to its
-/// kernels.
-pub struct NormKernels<T: 'static> {
-    pub(crate) rms_block_reduce: (&'static Kernel, RmsLauncher<T>),
-    pub(crate) rms_rows: (&'static Kernel, RmsLauncher<T>),
-    pub(crate) rms_rows16: (&'static Kernel, RmsLauncher<T>),
-    pub(crate) rms_rows64: (&'static Kernel, RmsLauncher<T>),
-    pub(crate) rms_warp: (&'static Kernel, RmsLauncher<T>),
-    pub(crate) rms_warp_keep: (&'static Kernel, RmsLauncher<T>),
-    pub(crate) layer_block_reduce: (&'static Kernel, LayerLauncher<T>),
-    pub(crate) layer_rows: (&'static Kernel, LayerLauncher<T>),
-    pub(crate) layer_rows16: (&'static Kernel, LayerLauncher<T>),
-    pub(crate) layer_rows64: (&'static Kernel, LayerLauncher<T>),
-    pub(crate) layer_warp: (&'static Kernel, LayerLauncher<T>),
-    pub(crate) layer_warp_keep: (&'static Kernel, LayerLauncher<T>),
+/// One norm's kernels, one per plan, each with its description and launcher `L`.
+pub struct NormSet<L: 'static> {
+    pub(crate) block_reduce: (&'static Kernel, L),
+    pub(crate) rows16: (&'static Kernel, L),
+    pub(crate) rows: (&'static Kernel, L),
+    pub(crate) rows64: (&'static Kernel, L),
+    pub(crate) warp: (&'static Kernel, L),
+    pub(crate) warp_keep: (&'static Kernel, L),
 }
 
-/// One table of [`NormKernels`] from the kernels' names without the element suffix.
-macro_rules! norm_kernels {
-    ($t:ty, $($field:ident = $kernel:ident),+ $(,)?) => {
-        NormKernels::<$t> {
+impl<L: Copy> NormSet<L> {
+    /// The kernel a plan launches and its launcher.
+    pub(crate) fn of(&self, plan: NormPlan) -> (&'static Kernel, L) {
+        match plan {
+            NormPlan::BlockReduce => self.block_reduce,
+            NormPlan::Rows { width, .. } => match width {
+                RowsWidth::W16 => self.rows16,
+                RowsWidth::W32 => self.rows,
+                RowsWidth::W64 => self.rows64,
+            },
+            NormPlan::Warp { keep: false } => self.warp,
+            NormPlan::Warp { keep: true } => self.warp_keep,
+        }
+    }
+}
+
+/// The norm kernels of one element type: for RMSNorm and LayerNorm each, the tutorial
+/// (`block_reduce`), the in-register rungs (`rows`, 32 elements per thread; `rows16`, `rows64`)
+/// and the warp-per-row rung (`warp`, `warp_keep`). The one table from an element type to its
+/// kernels.
+pub struct NormKernels<T: 'static> {
+    pub(crate) rms: NormSet<RmsLauncher<T>>,
+    pub(crate) layer: NormSet<LayerLauncher<T>>,
+}
+
+/// One [`NormSet`] from its kernels' names.
+macro_rules! norm_set {
+    ($($field:ident = $kernel:ident),+ $(,)?) => {
+        NormSet {
             $($field: (&k::$kernel::KERNEL, k::$kernel::launch)),+
         }
     };
 }
 
 /// The f32 kernels.
-pub(crate) static F32: NormKernels<f32> = norm_kernels!(
-    f32,
-    rms_block_reduce = rms_norm_block_reduce_f32,
-    rms_rows = rms_norm_rows_f32,
-    rms_rows16 = rms_norm_rows16_f32,
-    rms_rows64 = rms_norm_rows64_f32,
-    rms_warp = rms_norm_warp_f32,
-    rms_warp_keep = rms_norm_warp_keep_f32,
-    layer_block_reduce = layer_norm_block_reduce_f32,
-    layer_rows = layer_norm_rows_f32,
-    layer_rows16 = layer_norm_rows16_f32,
-    layer_rows64 = layer_norm_rows64_f32,
-    layer_warp = layer_norm_warp_f32,
-    layer_warp_keep = layer_norm_warp_keep_f32,
-);
+pub(crate) static F32: NormKernels<f32> = NormKernels {
+    rms: norm_set!(
+        block_reduce = rms_norm_block_reduce_f32,
+        rows16 = rms_norm_rows16_f32,
+        rows = rms_norm_rows_f32,
+        rows64 = rms_norm_rows64_f32,
+        warp = rms_norm_warp_f32,
+        warp_keep = rms_norm_warp_keep_f32,
+    ),
+    layer: norm_set!(
+        block_reduce = layer_norm_block_reduce_f32,
+        rows16 = layer_norm_rows16_f32,
+        rows = layer_norm_rows_f32,
+        rows64 = layer_norm_rows64_f32,
+        warp = layer_norm_warp_f32,
+        warp_keep = layer_norm_warp_keep_f32,
+    ),
+};
 
 /// The bf16 kernels.
-pub(crate) static BF16: NormKernels<half::bf16> = norm_kernels!(
-    half::bf16,
-    rms_block_reduce = rms_norm_block_reduce_bf16,
-    rms_rows = rms_norm_rows_bf16,
-    rms_rows16 = rms_norm_rows16_bf16,
-    rms_rows64 = rms_norm_rows64_bf16,
-    rms_warp = rms_norm_warp_bf16,
-    rms_warp_keep = rms_norm_warp_keep_bf16,
-    layer_block_reduce = layer_norm_block_reduce_bf16,
-    layer_rows = layer_norm_rows_bf16,
-    layer_rows16 = layer_norm_rows16_bf16,
-    layer_rows64 = layer_norm_rows64_bf16,
-    layer_warp = layer_norm_warp_bf16,
-    layer_warp_keep = layer_norm_warp_keep_bf16,
-);
+pub(crate) static BF16: NormKernels<half::bf16> = NormKernels {
+    rms: norm_set!(
+        block_reduce = rms_norm_block_reduce_bf16,
+        rows16 = rms_norm_rows16_bf16,
+        rows = rms_norm_rows_bf16,
+        rows64 = rms_norm_rows64_bf16,
+        warp = rms_norm_warp_bf16,
+        warp_keep = rms_norm_warp_keep_bf16,
+    ),
+    layer: norm_set!(
+        block_reduce = layer_norm_block_reduce_bf16,
+        rows16 = layer_norm_rows16_bf16,
+        rows = layer_norm_rows_bf16,
+        rows64 = layer_norm_rows64_bf16,
+        warp = layer_norm_warp_bf16,
+        warp_keep = layer_norm_warp_keep_bf16,
+    ),
+};
 
 impl<T> NormKernels<T> {
     /// The RMSNorm (`layer = false`) or LayerNorm kernel a plan launches, for the driver's facts
     /// (block limit, residency).
-    pub(crate) fn kernel(&self, plan: crate::ops::norm::NormPlan, layer: bool) -> &'static Kernel {
-        use crate::ops::norm::{NormPlan, RowsWidth};
-        match (plan, layer) {
-            (NormPlan::BlockReduce, false) => self.rms_block_reduce.0,
-            (NormPlan::BlockReduce, true) => self.layer_block_reduce.0,
-            (NormPlan::Rows { width, .. }, false) => match width {
-                RowsWidth::W16 => self.rms_rows16.0,
-                RowsWidth::W32 => self.rms_rows.0,
-                RowsWidth::W64 => self.rms_rows64.0,
-            },
-            (NormPlan::Rows { width, .. }, true) => match width {
-                RowsWidth::W16 => self.layer_rows16.0,
-                RowsWidth::W32 => self.layer_rows.0,
-                RowsWidth::W64 => self.layer_rows64.0,
-            },
-            (NormPlan::Warp { keep: false }, false) => self.rms_warp.0,
-            (NormPlan::Warp { keep: true }, false) => self.rms_warp_keep.0,
-            (NormPlan::Warp { keep: false }, true) => self.layer_warp.0,
-            (NormPlan::Warp { keep: true }, true) => self.layer_warp_keep.0,
-        }
-    }
-
-    /// The RMSNorm launcher of a plan.
-    pub(crate) fn rms_launcher(&self, plan: crate::ops::norm::NormPlan) -> RmsLauncher<T> {
-        use crate::ops::norm::{NormPlan, RowsWidth};
-        match plan {
-            NormPlan::BlockReduce => self.rms_block_reduce.1,
-            NormPlan::Rows {
-                width: RowsWidth::W16,
-                ..
-            } => self.rms_rows16.1,
-            NormPlan::Rows {
-                width: RowsWidth::W32,
-                ..
-            } => self.rms_rows.1,
-            NormPlan::Rows {
-                width: RowsWidth::W64,
-                ..
-            } => self.rms_rows64.1,
-            NormPlan::Warp { keep: false } => self.rms_warp.1,
-            NormPlan::Warp { keep: true } => self.rms_warp_keep.1,
-        }
-    }
-
-    /// The LayerNorm launcher of a plan.
-    pub(crate) fn layer_launcher(&self, plan: crate::ops::norm::NormPlan) -> LayerLauncher<T> {
-        use crate::ops::norm::{NormPlan, RowsWidth};
-        match plan {
-            NormPlan::BlockReduce => self.layer_block_reduce.1,
-            NormPlan::Rows {
-                width: RowsWidth::W16,
-                ..
-            } => self.layer_rows16.1,
-            NormPlan::Rows {
-                width: RowsWidth::W32,
-                ..
-            } => self.layer_rows.1,
-            NormPlan::Rows {
-                width: RowsWidth::W64,
-                ..
-            } => self.layer_rows64.1,
-            NormPlan::Warp { keep: false } => self.layer_warp.1,
-            NormPlan::Warp { keep: true } => self.layer_warp_keep.1,
+    pub(crate) fn kernel(&self, plan: NormPlan, layer: bool) -> &'static Kernel {
+        if layer {
+            self.layer.of(plan).0
+        } else {
+            self.rms.of(plan).0
         }
     }
 }

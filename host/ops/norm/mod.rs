@@ -375,7 +375,7 @@ impl Gpu {
             match ops.b {
                 None => raw::norm::rms(
                     &library,
-                    kernels.rms_launcher(plan),
+                    kernels.rms.of(plan).1,
                     cfg,
                     ops.x,
                     ops.w,
@@ -385,7 +385,7 @@ impl Gpu {
                 ),
                 Some(b) => raw::norm::layer(
                     &library,
-                    kernels.layer_launcher(plan),
+                    kernels.layer.of(plan).1,
                     cfg,
                     ops.x,
                     (ops.w, b),
