@@ -180,6 +180,36 @@ impl Half16 {
     }
 }
 
+/// `mma.sync.aligned.m16n8k16.row.col.f32.<ty>.<ty>.f32` on `a`, `b`, `c` (the fragments of
+/// [`mma_m16n8k16_bf16`]), evaluating to `D`: the one `asm!` of the bf16 and f16 wrappers.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! mma_m16n8k16_asm {
+    ($ty:literal, $a:expr, $b:expr, $c:expr) => {{
+        let (a, b): ([u32; 4], [u32; 2]) = ($a, $b);
+        let mut d: [f32; 4] = $c;
+        // SAFETY: registers only; every lane of the warp reaches it (the caller's contract, as
+        // for a barrier). Not `pure`: a warp-collective instruction must be neither dropped nor
+        // moved.
+        unsafe {
+            core::arch::asm!(
+                concat!("mma.sync.aligned.m16n8k16.row.col.f32.", $ty, ".", $ty, ".f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};"),
+                d0 = inout(reg32) d[0],
+                d1 = inout(reg32) d[1],
+                d2 = inout(reg32) d[2],
+                d3 = inout(reg32) d[3],
+                a0 = in(reg32) a[0],
+                a1 = in(reg32) a[1],
+                a2 = in(reg32) a[2],
+                a3 = in(reg32) a[3],
+                b0 = in(reg32) b[0],
+                b1 = in(reg32) b[1],
+                options(nomem, nostack),
+            );
+        }
+        d
+    }};
+}
+
 /// `D = A * B + C` on one 16 x 8 x 16 tile with BF16 operands and f32 accumulators,
 /// warp-collective (every lane of the warp calls it together, at the same place). Each operand
 /// register packs two bf16, the lower-index element in the low 16 bits. With `g = lane / 4`,
@@ -203,27 +233,7 @@ impl Half16 {
 pub fn mma_m16n8k16_bf16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
     #[cfg(target_arch = "nvptx64")]
     {
-        let mut d = c;
-        // SAFETY: registers only; every lane of the warp reaches it (the caller's contract, as
-        // for a barrier). Not `pure`: a warp-collective instruction must be neither dropped nor
-        // moved.
-        unsafe {
-            core::arch::asm!(
-                "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};",
-                d0 = inout(reg32) d[0],
-                d1 = inout(reg32) d[1],
-                d2 = inout(reg32) d[2],
-                d3 = inout(reg32) d[3],
-                a0 = in(reg32) a[0],
-                a1 = in(reg32) a[1],
-                a2 = in(reg32) a[2],
-                a3 = in(reg32) a[3],
-                b0 = in(reg32) b[0],
-                b1 = in(reg32) b[1],
-                options(nomem, nostack),
-            );
-        }
-        d
+        mma_m16n8k16_asm!("bf16", a, b, c)
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
@@ -238,25 +248,7 @@ pub fn mma_m16n8k16_bf16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
 pub fn mma_m16n8k16_f16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
     #[cfg(target_arch = "nvptx64")]
     {
-        let mut d = c;
-        // SAFETY: as `mma_m16n8k16_bf16`.
-        unsafe {
-            core::arch::asm!(
-                "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};",
-                d0 = inout(reg32) d[0],
-                d1 = inout(reg32) d[1],
-                d2 = inout(reg32) d[2],
-                d3 = inout(reg32) d[3],
-                a0 = in(reg32) a[0],
-                a1 = in(reg32) a[1],
-                a2 = in(reg32) a[2],
-                a3 = in(reg32) a[3],
-                b0 = in(reg32) b[0],
-                b1 = in(reg32) b[1],
-                options(nomem, nostack),
-            );
-        }
-        d
+        mma_m16n8k16_asm!("f16", a, b, c)
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
