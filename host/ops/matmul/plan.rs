@@ -294,7 +294,7 @@ impl HalfTile {
     /// The kernel for a half-precision product: [`HalfTile::Wgmma`] where it applies (`wgmma`
     /// from [`HalfTile::wgmma_applies`]) on a CUDA device, else [`HalfTile::Square`]
     /// (`mma.sync`); [`HALF_KERNEL_ENV`] can force `mma`, or `wgmma` (which the simulator then
-    /// takes too). On the H200 the wgmma kernel ran 1.3-1.5x the mma.sync kernel's rate on bf16
+    /// takes too). On the H200 the wgmma kernel ran 1.15-1.47x the mma.sync kernel's rate on bf16
     /// from 2048^3 to 8192^3 (`bench/results/h200-logs/ad0b943-matmul-half.jsonl`).
     pub fn choose(wgmma: bool, on_cuda: bool) -> HalfTile {
         match std::env::var(HALF_KERNEL_ENV).ok().as_deref() {

@@ -97,8 +97,8 @@ impl NormPlan {
         }
         // The default, from the H200 run of every variant (`bench/results/latest.jsonl`): 16
         // elements per thread up to 8192 columns (the fastest or within 1.5% of it at 1024 and
-        // 4096 columns, f32 and bf16), 32 past it (at 16384 columns 9-59% ahead of 16 for
-        // LayerNorm and bf16, 3% behind for f32 RMSNorm).
+        // 4096 columns, but for bf16 LayerNorm at 4096, 5% behind 32), 32 past it (at 16384
+        // columns 9-59% ahead of 16 for LayerNorm and bf16, 3% behind for f32 RMSNorm).
         let preferred = if cols <= DEFAULT_W16_MAX_COLS {
             RowsWidth::W16
         } else {
