@@ -259,7 +259,8 @@ pub enum HalfTile {
     Wgmma,
 }
 
-/// The variable that forces the kernel of half-precision products, for benchmarks: `mma` (the
+/// The variable that forces the kernel of half-precision products, for benchmarks (read once,
+/// at the first half-precision product): `mma` (the
 /// `mma.sync` kernel, [`HalfTile::Square`]) or `wgmma` ([`HalfTile::Wgmma`], where it applies;
 /// elsewhere `mma.sync`).
 pub const HALF_KERNEL_ENV: &str = "GPUKERN_HALF_KERNEL";
@@ -297,7 +298,12 @@ impl HalfTile {
     /// takes too). On the H200 the wgmma kernel ran 1.15-1.47x the mma.sync kernel's rate on bf16
     /// from 2048^3 to 8192^3 (`bench/results/h200-logs/ad0b943-matmul-half.jsonl`).
     pub fn choose(wgmma: bool, on_cuda: bool) -> HalfTile {
-        match std::env::var(HALF_KERNEL_ENV).ok().as_deref() {
+        // Read once per process, not on every product.
+        static FORCED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        match FORCED
+            .get_or_init(|| std::env::var(HALF_KERNEL_ENV).ok())
+            .as_deref()
+        {
             Some("mma") => HalfTile::Square,
             Some("wgmma") if wgmma => HalfTile::Wgmma,
             _ if wgmma && on_cuda => HalfTile::Wgmma,
