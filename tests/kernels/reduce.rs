@@ -67,6 +67,11 @@ fn backend_trials(
         trials.push(trial(target, &format!("reduce::len_{n}"), move |gpu, rng| {
             reduce_vector(gpu, &random_vec(rng, n), &format!("random, n = {n}"))
         }));
+        trials.push(trial(
+            target,
+            &format!("reduce::exact_len_{n}"),
+            move |gpu, rng| sum_exact(gpu, rng, n),
+        ));
     }
     trials.push(trial(target, "reduce::rules", |gpu, _| rules(gpu)));
     for &(rows, cols) in shapes {
@@ -87,6 +92,30 @@ fn sum_bound(x: &[f32]) -> f64 {
     let chain = x.len() as f64 / (4.0 * 132.0 * 256.0) + 64.0;
     let abs: f64 = x.iter().map(|&v| f64::from(v).abs()).sum();
     chain * f64::from(f32::EPSILON) / 2.0 * abs
+}
+
+/// Whole numbers in {-2, -1, 1, 2} (never 0, so a dropped or doubled element always moves the
+/// sum): every partial sum of up to 2^22 of them is a whole number below
+/// 2^24 in magnitude, exact in f32 whatever the order, so every algorithm's sum must equal the
+/// exact one. [`sum_bound`] is the worst case for rounding, loose enough at large `n` to let a
+/// dropped or doubled element through; this check is not.
+fn sum_exact(gpu: &Gpu, rng: &mut StdRng, n: usize) -> Check {
+    let x: Vec<f32> = (0..n)
+        .map(|_| [-2.0, -1.0, 1.0, 2.0][rng.random_range(0..4usize)])
+        .collect();
+    let d = gpu.upload(&x)?;
+    let exact = cpu::sum_f64(&x);
+    let mut failures = Vec::new();
+    for algorithm in ReduceAlgorithm::ALL {
+        let got = gpu.sum_with(&d, algorithm)?;
+        if f64::from(got) != exact {
+            failures.push(format!(
+                "sum_with({}) of {n} whole numbers in {{-2, -1, 1, 2}}: {got}, exactly {exact}",
+                algorithm.name()
+            ));
+        }
+    }
+    all_passed(failures)
 }
 
 /// Every reduction of `x`, every algorithm, against the references: sums within
