@@ -195,7 +195,7 @@ macro_rules! atom {
 
 /// The simulator's side: check the access, then update the element with an atomic of the host.
 #[cfg(not(target_arch = "nvptx64"))]
-mod host {
+pub(crate) mod host {
     use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
     use crate::sim::{device, Access};
@@ -203,7 +203,7 @@ mod host {
     /// Checks an atomic on the 4-byte element `i` from `p` and replaces its bits `old` with
     /// `f(old)` (left alone where `f` gives `None`); returns `old`.
     #[track_caller]
-    pub(super) fn rmw32(p: usize, i: usize, f: impl FnMut(u32) -> Option<u32>) -> u32 {
+    pub(crate) fn rmw32(p: usize, i: usize, f: impl FnMut(u32) -> Option<u32>) -> u32 {
         let host = device::check_access(p, i, 4, Access::Atomic);
         // SAFETY: the simulator checked that `host` is the address of 4 writable bytes inside a
         // registered buffer or shared memory, aligned to 4, alive for the whole launch.
@@ -216,7 +216,7 @@ mod host {
 
     /// [`rmw32`] for an 8-byte element.
     #[track_caller]
-    pub(super) fn rmw64(p: usize, i: usize, f: impl FnMut(u64) -> Option<u64>) -> u64 {
+    pub(crate) fn rmw64(p: usize, i: usize, f: impl FnMut(u64) -> Option<u64>) -> u64 {
         let host = device::check_access(p, i, 8, Access::Atomic);
         // SAFETY: as in `rmw32`, for 8 bytes aligned to 8.
         let word = unsafe { AtomicU64::from_ptr(host as *mut u64) };

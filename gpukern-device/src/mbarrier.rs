@@ -9,11 +9,13 @@
 //! bytes and issues them, and the consumers [`wait_parity`] for the stage's phase.
 //!
 //! In the simulator the word holds the barrier's state (pending arrivals, pending bytes, the
-//! phase); the copies are performed when issued and count their bytes down at once. A wait is a
-//! block barrier (named by its source location, as [`crate::thread::sync_threads`]): every thread
-//! of the block must wait at the same place, which is how gpukern's kernels use it. After that
-//! barrier the waited phase must be complete, else the simulator reports the wait (on a GPU it
-//! would never return).
+//! phase), updated and read as an atomic (so the barrier word itself never races); the copies are
+//! performed when issued and count their bytes down at once. A wait polls: the thread checks the
+//! phase and, while it is incomplete, hands control to the scheduler, which resumes it in the
+//! next round; a round in which every running thread polls and no barrier changed is reported as
+//! a deadlock (on a GPU the waits would never return). So threads may wait at different places
+//! for different barriers, as the producer and consumer warpgroups of a warp-specialized kernel
+//! do.
 
 /// Initialises the barrier at `bar` (8-byte aligned, in shared memory) for `count` arrivals per
 /// phase, in phase 0.
@@ -89,6 +91,34 @@ pub unsafe fn arrive_expect_tx(bar: *mut u64, bytes: u32) {
     }
 }
 
+/// Arrives at `bar` once (`mbarrier.arrive`), with no bytes: what a consumer calls when it is
+/// done with a stage, so that the producer may refill it.
+///
+/// # Safety
+/// `bar` is an initialised barrier of this block's shared memory whose current phase still
+/// expects an arrival.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn arrive(bar: *mut u64) {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let bar = crate::async_copy::shared_address(bar);
+        // SAFETY: the caller's contract. Not `nomem`: the arrival releases this thread's accesses.
+        unsafe {
+            core::arch::asm!(
+                "mbarrier.arrive.shared::cta.b64 _, [{bar}];",
+                bar = in(reg32) bar,
+                options(nostack),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        // SAFETY: the caller's contract.
+        unsafe { sim::update(bar, |s| s.arrive()) };
+    }
+}
+
 /// Whether the phase of parity `parity` (0 or 1) of `bar` has completed
 /// (`mbarrier.try_wait.parity`, which may wait a little before answering no).
 ///
@@ -117,12 +147,12 @@ pub unsafe fn try_wait_parity(bar: *mut u64, parity: u32) -> bool {
 }
 
 /// Waits until the phase of parity `parity` of `bar` has completed: a loop around
-/// `try_wait.parity` on the GPU; a block barrier in the simulator (see the module documentation),
-/// after which the phase must be complete.
+/// `try_wait.parity` on the GPU; a polling loop in the simulator (see the module documentation).
+/// A fresh barrier is in phase 0, so a wait for parity 1 returns at once (the phase "before" it
+/// counts as complete): how a producer waits for stages that no consumer has used yet.
 ///
 /// # Safety
-/// `bar` is an initialised barrier of this block's shared memory. Simulator: every thread of the
-/// block calls this wait together.
+/// `bar` is an initialised barrier of this block's shared memory.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub unsafe fn wait_parity(bar: *mut u64, parity: u32) {
@@ -133,16 +163,10 @@ pub unsafe fn wait_parity(bar: *mut u64, parity: u32) {
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        crate::sim::device::sync_threads();
         // SAFETY: the caller's contract.
-        let state = sim::State(unsafe { crate::mem::load(bar, 0) });
-        assert!(
-            state.phase() != parity & 1,
-            "mbarrier wait for phase parity {parity} that has not completed ({} arrivals and {} \
-             bytes still pending): on a GPU this wait never returns",
-            state.arrivals(),
-            state.bytes()
-        );
+        while unsafe { sim::read(bar) }.phase() == parity & 1 {
+            crate::sim::device::poll();
+        }
     }
 }
 
@@ -202,10 +226,17 @@ pub(crate) mod sim {
     /// `bar` is an initialised barrier in shared memory.
     #[track_caller]
     pub(crate) unsafe fn update(bar: *mut u64, f: impl FnOnce(State) -> State) {
-        // SAFETY: the caller's contract.
-        unsafe {
-            let s = State(crate::mem::load(bar, 0));
-            crate::mem::store(bar, 0, f(s).0);
-        }
+        let mut f = Some(f);
+        crate::atomic::host::rmw64(bar as usize, 0, |old| f.take().map(|f| f(State(old)).0));
+        crate::sim::device::mbarrier_updated();
+    }
+
+    /// The state of the barrier at `bar`, read as an atomic.
+    ///
+    /// # Safety
+    /// `bar` is an initialised barrier in shared memory.
+    #[track_caller]
+    pub(crate) unsafe fn read(bar: *mut u64) -> State {
+        State(crate::atomic::host::rmw64(bar as usize, 0, |_| None))
     }
 }

@@ -15,7 +15,8 @@
 //!
 //! In the simulator the tensor map is not read: [`Tensor2d`] also carries the matrix's pointer,
 //! shape and box, and the copy is done when issued, element by element through checked loads and
-//! stores, then counted down on the barrier.
+//! writes of the asynchronous proxy (bounds-checked; ordered by the barrier, which the race
+//! checker does not model: see `sim::shadow`'s `Touch::Proxy`), then counted down on the barrier.
 
 /// The 128-byte swizzle of a shared-memory byte offset from a 1024-byte aligned base: bits 4..7
 /// (the 16-byte chunk within a 128-byte row) XOR bits 7..10 (the row within 8 rows).
@@ -40,6 +41,9 @@ pub struct Tensor2d<T> {
     pub rows: usize,
     /// Columns (the contiguous dimension).
     pub cols: usize,
+    /// Elements from one row to the next (at least `cols`; simulator only: the tensor map's row
+    /// stride, in bytes a multiple of 16).
+    pub stride: usize,
     /// The box: rows and columns copied per call (simulator only; `box_cols * size_of::<T>()`
     /// is [`SWIZZLE_128B`]).
     pub box_rows: usize,
@@ -114,14 +118,16 @@ pub unsafe fn load_2d<T: Copy>(dst: *mut T, tensor: &Tensor2d<T>, bar: *mut u64,
                 let (gr, gc) = (row + r, col + c);
                 let v = if gr < tensor.rows && gc < tensor.cols {
                     // SAFETY: inside the matrix (the caller's contract).
-                    unsafe { crate::mem::load(tensor.data, gr * tensor.cols + gc) }
+                    unsafe { crate::mem::load(tensor.data, gr * tensor.stride + gc) }
                 } else {
                     // SAFETY: `T` is a plain number (the caller's contract), all-zero bits 0.
                     unsafe { core::mem::zeroed() }
                 };
                 let at = swizzle_128b((r * tensor.box_cols + c) * size);
-                // SAFETY: inside the box at `dst` (the caller's contract).
-                unsafe { crate::mem::store(base.wrapping_add(at).cast::<T>(), 0, v) };
+                // A write by the asynchronous proxy: checked for bounds, ordered by the barrier.
+                let host = crate::sim::device::check_proxy_write(base.wrapping_add(at) as usize, 0, size);
+                // SAFETY: the simulator checked that `host` holds a whole `T` of shared memory.
+                unsafe { (host as *mut T).write_unaligned(v) };
             }
         }
         let bytes = (tensor.box_rows * tensor.box_cols * size) as u32;

@@ -260,19 +260,191 @@ pub unsafe fn mma_bf16_m128n128k64(
     acc
 }
 
+/// One `wgmma.mma_async.m64n256k16.f32.$ty.$ty` line on accumulators 0..128: `A` K-major, `B`
+/// N-major (imm-trans-b 1), scale-d from the predicate named `$scale`.
+macro_rules! n256_line {
+    ($ty:literal, $a:literal, $b:literal, $scale:literal) => {
+        concat!(
+            "wgmma.mma_async.sync.aligned.m64n256k16.f32.", $ty, ".", $ty, " ",
+            acc_list!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127),
+            ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1, 0, 1;\n"
+        )
+    };
+}
+
+/// The PTX of `C(64 x 256) = A(64 x 64) * B(64 x 256) (+ C)` in element type `$ty`: four steps of
+/// 16 along `k` (`a0`..`a3` with `b0`..`b3`), only the first taking scale-d from the caller
+/// (`{scale}`), the later ones always adding (see [`MMA_BF16_M128N128K64_PTX`] for why).
+macro_rules! m64n256k64_ptx {
+    ($ty:literal) => {
+        concat!(
+            "{{\n",
+            ".reg .pred p, t;\n",
+            "setp.ne.b32 p, {scale}, 0;\n",
+            "setp.ne.b32 t, 1, 0;\n",
+            "wgmma.fence.sync.aligned;\n",
+            n256_line!($ty, "a0", "b0", "p"),
+            n256_line!($ty, "a1", "b1", "t"),
+            n256_line!($ty, "a2", "b2", "t"),
+            n256_line!($ty, "a3", "b3", "t"),
+            "wgmma.commit_group.sync.aligned;\n",
+            "wgmma.wait_group.sync.aligned 0;\n",
+            "}}"
+        )
+    };
+}
+
+/// The PTX text of [`mma_bf16_m64n256k64`] (interpreted as such by the simulator).
+pub const MMA_BF16_M64N256K64_PTX: &str = m64n256k64_ptx!("bf16");
+/// The PTX text of [`mma_f16_m64n256k64`] (interpreted as such by the simulator).
+pub const MMA_F16_M64N256K64_PTX: &str = m64n256k64_ptx!("f16");
+
+/// The `asm!` of an `m64n256k64` product in element type `$ty` on the accumulator array `$acc`
+/// (operands `$i`), scale-d from `$scale`, descriptors `$a[0..4]`, `$b[0..4]`.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! n256_asm {
+    ($ty:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
+        core::arch::asm!(
+            m64n256k64_ptx!($ty),
+            $(inout(reg32) $acc[$i],)*
+            scale = in(reg32) $scale,
+            a0 = in(reg64) $a[0],
+            a1 = in(reg64) $a[1],
+            a2 = in(reg64) $a[2],
+            a3 = in(reg64) $a[3],
+            b0 = in(reg64) $b[0],
+            b1 = in(reg64) $b[1],
+            b2 = in(reg64) $b[2],
+            b3 = in(reg64) $b[3],
+            options(nostack),
+        )
+    };
+}
+
+/// Declares a `C(64 x 256) (+)= A(64 x 64) * B(64 x 256)` warpgroup product of one element type.
+macro_rules! m64n256k64 {
+    ($(#[$doc:meta])* $name:ident, $ty:literal, $ptx:ident) => {
+        $(#[$doc])*
+        ///
+        /// `acc` is this thread's 128 accumulators of the `64 x 256` tile (the layout of the module
+        /// documentation, `N = 256`); `a[s]` describes the `64 x 16` tile of `A` for step `s` of 16
+        /// along `k` (K-major, 128-byte swizzle), `b[s]` the `16 x 256` tile of `B` (N-major,
+        /// 128-byte swizzle, 64-column chunks `LBO` apart). With `accumulate` false the first
+        /// step overwrites `acc`. One `asm!` block: fence, 4 products, commit, wait.
+        ///
+        /// # Safety
+        /// Every thread of one warpgroup calls it together; the descriptors describe shared
+        /// memory holding initialised tiles of the element type, which nothing writes until this
+        /// returns.
+        #[inline(always)]
+        #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+        pub unsafe fn $name(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+            let mut acc = acc;
+            let scale = accumulate as u32;
+            #[cfg(target_arch = "nvptx64")]
+            {
+                // SAFETY: the caller's contract: the whole warpgroup is here and the tiles are
+                // ready; one block, so no accumulator is touched in flight.
+                unsafe { n256_asm!($ty, acc, scale, a, b; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127) };
+            }
+            #[cfg(not(target_arch = "nvptx64"))]
+            {
+                let named = [
+                    ("scale", u64::from(scale)),
+                    ("a0", a[0]),
+                    ("a1", a[1]),
+                    ("a2", a[2]),
+                    ("a3", a[3]),
+                    ("b0", b[0]),
+                    ("b1", b[1]),
+                    ("b2", b[2]),
+                    ("b3", b[3]),
+                ];
+                sim::run($ptx, &named, &mut acc);
+            }
+            acc
+        }
+    };
+}
+
+m64n256k64!(
+    /// `C(64 x 256) (+)= A(64 x 64) * B(64 x 256)` on a warpgroup, bf16 operands in shared
+    /// memory, f32 accumulators ([`MMA_BF16_M64N256K64_PTX`]).
+    mma_bf16_m64n256k64,
+    "bf16",
+    MMA_BF16_M64N256K64_PTX
+);
+
+m64n256k64!(
+    /// `C(64 x 256) (+)= A(64 x 64) * B(64 x 256)` on a warpgroup, f16 operands in shared
+    /// memory, f32 accumulators ([`MMA_F16_M64N256K64_PTX`]).
+    mma_f16_m64n256k64,
+    "f16",
+    MMA_F16_M64N256K64_PTX
+);
+
+/// `setmaxnreg.inc.sync.aligned.u32 N`: the warpgroup asks for `N` registers per thread (a
+/// multiple of 8, 24 to 256), taken from those other warpgroups released. Warpgroup-collective;
+/// ptxas honours it only in an entry with launch bounds (`#[kernel(launch_bounds(..))]`), else
+/// it warns (C7508) and ignores it. Nothing in the simulator.
+#[inline(always)]
+pub fn setmaxnreg_inc<const N: u32>() {
+    const {
+        assert!(
+            N % 8 == 0 && N >= 24 && N <= 256,
+            "setmaxnreg takes 24..=256, a multiple of 8"
+        )
+    };
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: a register-allocation hint, reached by the whole warpgroup (the caller's design).
+    unsafe {
+        core::arch::asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack));
+    }
+}
+
+/// `setmaxnreg.dec.sync.aligned.u32 N`: the warpgroup gives registers back, keeping `N` per
+/// thread (a multiple of 8, 24 to 256). As [`setmaxnreg_inc`].
+#[inline(always)]
+pub fn setmaxnreg_dec<const N: u32>() {
+    const {
+        assert!(
+            N % 8 == 0 && N >= 24 && N <= 256,
+            "setmaxnreg takes 24..=256, a multiple of 8"
+        )
+    };
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: as `setmaxnreg_inc`.
+    unsafe {
+        core::arch::asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack));
+    }
+}
+
 /// The simulator's `wgmma`: an interpreter of the PTX text the GPU runs, with the operand
 /// layouts decoded from the descriptors as the PTX ISA defines them, independently of how the
 /// kernels build them.
 #[cfg(not(target_arch = "nvptx64"))]
 pub(crate) mod sim {
-    /// Reads the bf16 at shared-window byte address `address` (already swizzled), widened to f64.
+    /// The 16-bit operand types the simulator models.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub(crate) enum Operand {
+        /// `.bf16`.
+        Bf16,
+        /// `.f16`.
+        F16,
+    }
+
+    /// Reads the element of type `ty` at shared-window byte address `address` (already
+    /// swizzled), widened to f64.
     #[track_caller]
-    fn element(address: usize) -> f64 {
+    fn element(address: usize, ty: Operand) -> f64 {
         let base = crate::sim::device::shared_base();
         let p = base.wrapping_add(address).cast::<u16>();
         // SAFETY: checked by the simulator (bounds, alignment, initialisation, races).
         let bits = unsafe { crate::mem::load(p, 0) };
-        f64::from(f32::from_bits(u32::from(bits) << 16))
+        match ty {
+            Operand::Bf16 => f64::from(f32::from_bits(u32::from(bits) << 16)),
+            Operand::F16 => f64::from(half::f16::from_bits(bits).to_f32()),
+        }
     }
 
     /// A shared-memory matrix descriptor, decoded (PTX ISA, "Asynchronous Warpgroup Level Matrix
@@ -434,12 +606,17 @@ pub(crate) mod sim {
         predicates: &[(&str, Option<bool>)],
         acc: &mut [f32],
     ) {
-        let n: usize = op
-            .strip_prefix("wgmma.mma_async.sync.aligned.m64n")
-            .and_then(|rest| rest.strip_suffix("k16.f32.bf16.bf16"))
-            .and_then(|n| n.parse().ok())
+        let shape = op.strip_prefix("wgmma.mma_async.sync.aligned.m64n");
+        let typed = |suffix: &str, ty: Operand| {
+            shape
+                .and_then(|rest| rest.strip_suffix(suffix))
+                .and_then(|n| n.parse::<usize>().ok())
+                .map(|n| (n, ty))
+        };
+        let (n, ty) = typed("k16.f32.bf16.bf16", Operand::Bf16)
+            .or_else(|| typed("k16.f32.f16.f16", Operand::F16))
             .unwrap_or_else(|| {
-                panic!("wgmma PTX: the simulator models m64nNk16.f32.bf16.bf16 only, not {op:?}")
+                panic!("wgmma PTX: the simulator models m64nNk16.f32.{{bf16,f16}} only, not {op:?}")
             });
         assert!(n % 8 == 0 && (8..=256).contains(&n), "wgmma PTX: N = {n}");
         // The accumulator list `{{{i},{j},...}}` (its last operand's `}` then the literal `}}`),
@@ -501,12 +678,12 @@ pub(crate) mod sim {
         let (w, g, q) = (t / 32, (t % 32) / 4, t % 4);
         let rows: [[f64; 16]; 2] = core::array::from_fn(|h| {
             let r = 16 * w + g + 8 * h;
-            core::array::from_fn(|k| element(a.address(r, k, a_mn_major)))
+            core::array::from_fn(|k| element(a.address(r, k, a_mn_major), ty))
         });
         for (i, &slot) in list.iter().enumerate() {
             let (h, c) = ((i / 2) % 2, 8 * (i / 4) + 2 * q + i % 2);
             let dot: f64 = (0..16)
-                .map(|k| rows[h][k] * element(b.address(c, k, b_mn_major)))
+                .map(|k| rows[h][k] * element(b.address(c, k, b_mn_major), ty))
                 .sum();
             let before = if scale_d { f64::from(acc[slot]) } else { 0.0 };
             acc[slot] = (before + sign * dot) as f32;

@@ -35,6 +35,8 @@ pub(super) enum Suspend {
         value: u32,
         src_lane: u32,
     },
+    /// It polls (an `mbarrier` wait at this source location) and is to be resumed next round.
+    Poll(&'static Location<'static>),
 }
 
 /// The yielder a simulated thread suspends itself through.
@@ -91,6 +93,8 @@ pub(super) struct BlockState<'l> {
     arrived: Vec<Cell<bool>>,
     /// Whether every thread of the block has returned (its shared memory is gone).
     exited: Cell<bool>,
+    /// Updates of the block's `mbarrier` words so far: progress for polling threads.
+    pub(super) mbarrier_updates: Cell<u64>,
 }
 
 impl<'l> BlockState<'l> {
@@ -116,6 +120,7 @@ impl<'l> BlockState<'l> {
             cluster_epoch: Cell::new(0),
             arrived: (0..threads).map(|_| Cell::new(false)).collect(),
             exited: Cell::new(false),
+            mbarrier_updates: Cell::new(0),
         }
     }
 

@@ -107,6 +107,36 @@ pub fn check_access(base: usize, i: usize, size: usize, access: Access) -> usize
     })
 }
 
+/// Checks a write of one `size`-byte element at index `i` from `base` into the block's shared
+/// memory by the asynchronous proxy (a TMA copy, [`crate::tma`]) and returns the host address to
+/// write; on a violation, records it and stops the running thread.
+pub fn check_proxy_write(base: usize, i: usize, size: usize) -> usize {
+    with_block(
+        |b| match b.check_touch(base, i, size, super::shadow::Touch::Proxy) {
+            Ok(address) => address,
+            Err(violation) => b.fail(violation),
+        },
+    )
+}
+
+/// Hands control back to the scheduler while the running thread waits for something another
+/// thread of the block does (an `mbarrier` phase, [`crate::mbarrier::wait_parity`]): it is
+/// resumed in the next round. A round in which every thread polls and no `mbarrier` changed is
+/// reported as a deadlock (on a GPU the waits would never return).
+#[track_caller]
+pub fn poll() {
+    let at = Location::caller();
+    let yielder = with_block(|b| b.current_yielder());
+    // SAFETY: the yielder lives on the running coroutine's stack, which is the one executing here.
+    unsafe { &*yielder }.suspend(Suspend::Poll(at));
+}
+
+/// Counts an update of an `mbarrier` word of the running block: the progress that lets polling
+/// threads ([`poll`]) go on.
+pub fn mbarrier_updated() {
+    with_block(|b| b.mbarrier_updates.set(b.mbarrier_updates.get() + 1));
+}
+
 /// Issues a `cp.async` of `words` 4-byte words from global `src` to shared `dst` (`src_bytes`
 /// of them read, the rest zero); on a violation, records it and stops the running thread.
 pub fn async_copy(dst: usize, src: usize, words: usize, src_bytes: usize) {

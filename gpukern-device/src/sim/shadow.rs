@@ -17,6 +17,12 @@ pub(super) enum Touch {
     /// The issue of a `cp.async` into the word: a write that lands later, at the wait that
     /// retires its group ([`Shadow::land`]); until then any access to the word is a bug.
     AsyncCopy,
+    /// A write by the asynchronous proxy (a TMA bulk tensor copy, performed by the simulator when
+    /// it is issued): the word is written by no thread. Its ordering with the threads' accesses
+    /// is the program's `mbarrier` protocol, which the shadow does not model: such a write races
+    /// with nothing, and a thread's access to a word it wrote races with nothing either (the
+    /// numbers the kernel computes are what checks that protocol in the simulator).
+    Proxy,
 }
 
 impl Touch {
@@ -24,7 +30,7 @@ impl Touch {
     pub(super) fn access(self) -> Access {
         match self {
             Touch::Read => Access::Read,
-            Touch::Write | Touch::AsyncCopy => Access::Write,
+            Touch::Write | Touch::AsyncCopy | Touch::Proxy => Access::Write,
             Touch::Atomic => Access::Atomic,
         }
     }
@@ -32,6 +38,8 @@ impl Touch {
 
 /// No thread.
 const NONE: u32 = u32::MAX;
+/// The asynchronous proxy as a word's writer ([`Touch::Proxy`]).
+const PROXY: u32 = u32::MAX - 1;
 
 /// What happened to one word in the current barrier interval (`epoch`).
 #[derive(Clone, Copy)]
@@ -147,7 +155,7 @@ impl Shadow {
                 word.atomics = [NONE; 2];
             }
             // Any touch but an atomic races with another thread's atomic in this interval.
-            if touch != Touch::Atomic {
+            if touch != Touch::Atomic && touch != Touch::Proxy {
                 if let Some(other) = other_than(word.atomics, tid) {
                     return Err(Conflict::Race {
                         other,
@@ -156,6 +164,12 @@ impl Shadow {
                 }
             }
             match touch {
+                Touch::Proxy => {
+                    word.writer = PROXY;
+                    word.readers = [NONE; 2];
+                    word.atomics = [NONE; 2];
+                    word.written = true;
+                }
                 Touch::Read => {
                     if !word.written {
                         return Err(Conflict::Uninitialized);
@@ -251,7 +265,7 @@ impl ClusterWord {
 impl Word {
     /// A race with another thread's write of this word in this barrier interval.
     fn no_other_writer(&self, tid: u32) -> Result<(), Conflict> {
-        if self.writer != NONE && self.writer != tid {
+        if self.writer != NONE && self.writer != PROXY && self.writer != tid {
             return Err(Conflict::Race {
                 other: self.writer,
                 other_access: Access::Write,

@@ -12,6 +12,8 @@ use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::raw::matmul::HalfKernels;
 
+use super::wgmma::WgmmaKernel;
+
 /// The operation's name in errors.
 const OP: &str = "matmul";
 
@@ -228,16 +230,37 @@ impl Gpu {
         let aligned =
             a.data.is_16_byte_aligned() && b.data.is_16_byte_aligned() && c.data.is_16_byte_aligned();
         let wgmma = I::wgmma_128x128();
-        let applies = HalfTile::wgmma_applies(wgmma.is_some(), k, n, aligned, self.has_wgmma());
-        let tile = tile.unwrap_or_else(|| HalfTile::choose(applies, !self.is_simulator()));
-        if tile == HalfTile::Wgmma {
-            return match wgmma {
-                Some(launch) => self.launch_wgmma(launch, a, b, c, (m, k, n)),
-                None => Err(Error::InvalidArgument {
-                    op: OP,
-                    detail: "the wgmma kernels take bf16 operands: use HalfTile::Square".to_string(),
-                }),
-            };
+        let loaded = self.has_wgmma();
+        let applies = HalfTile::wgmma_applies(wgmma.is_some(), k, n, aligned, loaded);
+        let ws_applies = HalfTile::wgmma_applies(true, k, n, aligned, loaded);
+        let tile = tile.unwrap_or_else(|| HalfTile::choose(ws_applies, applies, !self.is_simulator()));
+        let kind = I::tensor_map_type();
+        match tile {
+            HalfTile::Wgmma => {
+                return match wgmma {
+                    Some(launch) => {
+                        self.launch_wgmma(launch, WgmmaKernel::OneWarpgroup, kind, a, b, c, (m, k, n))
+                    }
+                    None => Err(Error::InvalidArgument {
+                        op: OP,
+                        detail: "the one-warpgroup wgmma kernel takes bf16 operands: use \
+                                 HalfTile::WarpSpecialized or HalfTile::Square"
+                            .to_string(),
+                    }),
+                };
+            }
+            HalfTile::WarpSpecialized => {
+                return self.launch_wgmma(
+                    I::wgmma_ws(),
+                    WgmmaKernel::WarpSpecialized,
+                    kind,
+                    a,
+                    b,
+                    c,
+                    (m, k, n),
+                );
+            }
+            HalfTile::Square => {}
         }
         if m == 0 || n == 0 {
             return Ok(());
@@ -261,7 +284,7 @@ impl Gpu {
             && b.data.is_16_byte_aligned()
             && c.data.is_16_byte_aligned();
         let launch = match tile {
-            HalfTile::Square | HalfTile::Wgmma => I::half_128x128(vec8),
+            HalfTile::Square | HalfTile::Wgmma | HalfTile::WarpSpecialized => I::half_128x128(vec8),
         };
         // SAFETY: `a`, `b`, `c` hold m*k, k*n, m*n elements (shapes checked), `m, n >= 1`;
         // `cfg` is the kernel's documented launch; the `vec8` kernels only with `k`, `n`

@@ -257,17 +257,23 @@ pub enum HalfTile {
     /// `k` and `n` multiples of 8, 16-byte aligned operands, a compute capability 9.0 GPU with
     /// the `sm_90a` module loaded (and the simulator).
     Wgmma,
+    /// Hopper `wgmma.m64n256k16` with warp specialisation: a producer warpgroup issuing TMA
+    /// copies into a 4-stage ring and two consumer warpgroups (`setmaxnreg`), 128 x 256 per tile,
+    /// a persistent grid, 193 KiB of shared memory
+    /// ([`WS_128X256`](kernels_gpu::matmul::wgmma_ws::WS_128X256)): bf16 and f16 operands, where
+    /// [`HalfTile::Wgmma`]'s conditions on `k`, `n`, alignment and the GPU hold.
+    WarpSpecialized,
 }
 
 /// The variable that forces the kernel of half-precision products, for benchmarks (read once,
-/// at the first half-precision product): `mma` (the
-/// `mma.sync` kernel, [`HalfTile::Square`]) or `wgmma` ([`HalfTile::Wgmma`], where it applies;
-/// elsewhere `mma.sync`).
+/// at the first half-precision product): `mma` (the `mma.sync` kernel, [`HalfTile::Square`]),
+/// `wgmma` ([`HalfTile::Wgmma`], for bf16 where it applies) or `ws`
+/// ([`HalfTile::WarpSpecialized`], where it applies); elsewhere the default.
 pub const HALF_KERNEL_ENV: &str = "GPUKERN_HALF_KERNEL";
 
 impl HalfTile {
     /// Every half-precision kernel.
-    pub const ALL: [HalfTile; 2] = [HalfTile::Square, HalfTile::Wgmma];
+    pub const ALL: [HalfTile; 3] = [HalfTile::Square, HalfTile::Wgmma, HalfTile::WarpSpecialized];
 
     /// The tile shape of the `mma.sync` kernels ([`HalfTile::Wgmma`]'s is
     /// `WGMMA_128X128`; its rows and columns are the same).
@@ -280,10 +286,12 @@ impl HalfTile {
         match self {
             HalfTile::Square => "128x128",
             HalfTile::Wgmma => "wgmma-128x128",
+            HalfTile::WarpSpecialized => "wgmma-ws-128x256",
         }
     }
 
-    /// Whether [`HalfTile::Wgmma`] can run this product: bf16 operands (`bf16`), `k` and `n`
+    /// Whether a `wgmma` kernel can run this product: it exists for the operands' type
+    /// (`bf16`: bf16 for [`HalfTile::Wgmma`], always for [`HalfTile::WarpSpecialized`]), `k` and `n`
     /// multiples of 8 (the copy engine's row strides are whole 16 bytes), 16-byte aligned
     /// operands (`aligned`), and `wgmma_loaded`: the `sm_90a` module is loaded (a compute
     /// capability 9.0 GPU), or the simulator.
@@ -292,12 +300,11 @@ impl HalfTile {
         bf16 && k % 8 == 0 && n % 8 == 0 && aligned && wgmma_loaded
     }
 
-    /// The kernel for a half-precision product: [`HalfTile::Wgmma`] where it applies (`wgmma`
-    /// from [`HalfTile::wgmma_applies`]) on a CUDA device, else [`HalfTile::Square`]
-    /// (`mma.sync`); [`HALF_KERNEL_ENV`] can force `mma`, or `wgmma` (which the simulator then
-    /// takes too). On the H200 the wgmma kernel ran 1.15-1.47x the mma.sync kernel's rate on bf16
-    /// from 2048^3 to 8192^3 (`bench/results/h200-logs/ad0b943-matmul-half.jsonl`).
-    pub fn choose(wgmma: bool, on_cuda: bool) -> HalfTile {
+    /// The kernel for a half-precision product: [`HalfTile::WarpSpecialized`] where it applies
+    /// (`ws` from [`HalfTile::wgmma_applies`]) on a CUDA device, else [`HalfTile::Square`]
+    /// (`mma.sync`); [`HALF_KERNEL_ENV`] can force `mma`, `wgmma` (where `wgmma`, the
+    /// one-warpgroup kernel, applies) or `ws` (which the simulator then takes too).
+    pub fn choose(ws: bool, wgmma: bool, on_cuda: bool) -> HalfTile {
         // Read once per process, not on every product.
         static FORCED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
         match FORCED
@@ -306,7 +313,8 @@ impl HalfTile {
         {
             Some("mma") => HalfTile::Square,
             Some("wgmma") if wgmma => HalfTile::Wgmma,
-            _ if wgmma && on_cuda => HalfTile::Wgmma,
+            Some("ws") if ws => HalfTile::WarpSpecialized,
+            _ if ws && on_cuda => HalfTile::WarpSpecialized,
             _ => HalfTile::Square,
         }
     }

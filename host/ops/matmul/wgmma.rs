@@ -1,10 +1,13 @@
-//! The Hopper path of bf16 products: `kernels_gpu::matmul::wgmma` (TMA copies into a ring of
-//! shared-memory stages, `wgmma` on one warpgroup), its two tensor maps encoded here with the
-//! driver's `cuTensorMapEncodeTiled` and placed in device memory (rustc cannot pass them as
-//! `__grid_constant__` parameters).
+//! The Hopper path of half-precision products: `kernels_gpu::matmul::wgmma` (TMA copies into a
+//! ring of shared-memory stages, `wgmma` on one warpgroup, bf16) and `kernels_gpu::matmul::wgmma_ws`
+//! (a producer warpgroup and two consumers, a persistent grid, bf16 and f16); their two tensor
+//! maps encoded here with the driver's `cuTensorMapEncodeTiled` and placed in device memory
+//! (rustc cannot pass them as `__grid_constant__` parameters). Both kernels read the same boxes:
+//! `A` in `128 x 64`, `B` in `64 x 64`.
 
 use cudarc::driver::sys;
 use kernels_gpu::matmul::wgmma::{MAP_WORDS, SWIZZLE_COLS, WGMMA_128X128};
+use kernels_gpu::matmul::wgmma_ws::WS_128X256;
 
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
 use crate::device::{Backend, Gpu};
@@ -14,6 +17,24 @@ use crate::raw::matmul::WgmmaLauncher;
 
 /// The operation's name in errors.
 const OP: &str = "matmul";
+
+/// Which `wgmma` kernel a launch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WgmmaKernel {
+    /// `kernels_gpu::matmul::wgmma`: one warpgroup per 128 x 128 tile, a block per tile.
+    OneWarpgroup,
+    /// `kernels_gpu::matmul::wgmma_ws`: 384 threads, 128 x 256 tiles, a persistent grid.
+    WarpSpecialized,
+}
+
+// One pair of tensor maps serves both kernels: the same boxes.
+const _: () =
+    assert!(WGMMA_128X128.block_rows == WS_128X256.block_rows && WGMMA_128X128.block_k == WS_128X256.block_k);
+
+/// Blocks of the persistent kernel in the simulator: at most 2, so that the simulator's blocks
+/// walk several tiles and the ring wraps from one tile to the next as on the GPU (where the grid
+/// is one block per multiprocessor). The kernel is correct for any grid of 1 to `tiles` blocks.
+const SIMULATED_PERSISTENT_BLOCKS: usize = 2;
 
 /// An entry point only the `sm_90a` module has: whether it is loaded says whether the `wgmma`
 /// kernels can run.
@@ -33,9 +54,12 @@ impl Gpu {
     /// multiples of 8, the operands 16-byte aligned, [`Gpu::has_wgmma`] (checked here again:
     /// a clear error instead of a missing entry point).
     #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_wgmma<I: Element, O: Element>(
         &self,
         launch: WgmmaLauncher<I, O>,
+        kernel: WgmmaKernel,
+        kind: sys::CUtensorMapDataType,
         a: &DeviceMatrix<I>,
         b: &DeviceMatrix<I>,
         c: &mut DeviceMatrix<O>,
@@ -72,21 +96,41 @@ impl Gpu {
                 });
             }
         }
-        let t = WGMMA_128X128;
-        let cfg = LaunchConfig::block_tiles(
-            OP,
-            (m, n),
-            (t.block_rows, t.block_cols),
-            1,
-            t.threads(),
-            t.shared_bytes(),
-            &self.limits().opted_in(),
-        )?;
-        let maps = self.tensor_maps(a, b, (m, k, n))?;
+        let limits = self.limits().opted_in();
+        let cfg = match kernel {
+            WgmmaKernel::OneWarpgroup => {
+                let t = WGMMA_128X128;
+                LaunchConfig::block_tiles(
+                    OP,
+                    (m, n),
+                    (t.block_rows, t.block_cols),
+                    1,
+                    t.threads(),
+                    t.shared_bytes(),
+                    &limits,
+                )?
+            }
+            WgmmaKernel::WarpSpecialized => {
+                let t = WS_128X256;
+                let resident = match self.backend {
+                    Backend::Simulator => SIMULATED_PERSISTENT_BLOCKS,
+                    Backend::Cuda(_) => self.multiprocessors()?,
+                };
+                let blocks = t.tiles(m, n).min(resident).max(1);
+                LaunchConfig {
+                    grid: (blocks as u32, 1, 1),
+                    block: (t.threads(), 1, 1),
+                    shared_mem_bytes: t.shared_bytes(),
+                }
+                .checked(OP, &limits)?
+            }
+        };
+        let maps = self.tensor_maps(kind, a, b, (m, k, n))?;
         // SAFETY: `maps` holds the two tensor maps of `a` (m x k, box 128 x 64) and `b` (k x n,
-        // box 64 x 64), bf16 (the only `I` with a wgmma launcher), 128-byte swizzle, zero fill;
-        // shapes checked, `k`, `n` multiples of 8, aligned; `cfg` the kernel's launch; the
-        // sm_90a module is loaded (or the simulator).
+        // box 64 x 64) of `I`'s type `kind` (the caller's pairing), 128-byte swizzle, zero
+        // fill; shapes checked, `k`, `n` multiples of 8, aligned; `cfg` the kernel's launch
+        // (a persistent grid of at most the tile count for the warp-specialised one); the sm_90a
+        // module is loaded (or the simulator).
         unsafe {
             launch(
                 &self.library(),
@@ -107,6 +151,7 @@ impl Gpu {
     /// whose copies read the matrices directly.
     fn tensor_maps<I: Element>(
         &self,
+        kind: sys::CUtensorMapDataType,
         a: &DeviceMatrix<I>,
         b: &DeviceMatrix<I>,
         (m, k, n): (usize, usize, usize),
@@ -116,17 +161,24 @@ impl Gpu {
         }
         let t = WGMMA_128X128;
         let mut words = [0u64; 2 * MAP_WORDS];
-        let a_map = encode_bf16(a.data.address(), m, k, t.block_rows)?;
-        let b_map = encode_bf16(b.data.address(), k, n, t.block_k)?;
+        let a_map = encode(kind, a.data.address(), m, k, t.block_rows)?;
+        let b_map = encode(kind, b.data.address(), k, n, t.block_k)?;
         words[..MAP_WORDS].copy_from_slice(&a_map);
         words[MAP_WORDS..].copy_from_slice(&b_map);
         self.upload(&words)
     }
 }
 
-/// The tensor map of a row-major bf16 `rows x cols` matrix at device address `address`, boxes
-/// of `box_rows x` [`SWIZZLE_COLS`], 128-byte swizzle, zeros out of bounds.
-fn encode_bf16(address: usize, rows: usize, cols: usize, box_rows: usize) -> Result<[u64; MAP_WORDS]> {
+/// The tensor map of a row-major 16-bit (`kind`: bf16 or f16) `rows x cols` matrix at device
+/// address `address`, boxes of `box_rows x` [`SWIZZLE_COLS`], 128-byte swizzle, zeros out of
+/// bounds.
+fn encode(
+    kind: sys::CUtensorMapDataType,
+    address: usize,
+    rows: usize,
+    cols: usize,
+    box_rows: usize,
+) -> Result<[u64; MAP_WORDS]> {
     let mut map = sys::CUtensorMap { opaque: [0; 16] };
     let dims = [cols as u64, rows as u64];
     let strides = [(cols * 2) as u64];
@@ -137,7 +189,7 @@ fn encode_bf16(address: usize, rows: usize, cols: usize, box_rows: usize) -> Res
     unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map,
-            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            kind,
             2,
             address as *mut std::ffi::c_void,
             dims.as_ptr(),

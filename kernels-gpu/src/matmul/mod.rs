@@ -20,6 +20,9 @@
 //!    `matmul::half`.
 //! 8. [`wgmma`]: BF16 on Hopper's warpgroup tensor cores (`wgmma`, TMA copies, `mbarrier`s),
 //!    compiled into the `sm_90a` module only; its items stay under `matmul::wgmma`.
+//! 9. [`wgmma_ws`]: BF16 and FP16 on `wgmma` with warp specialisation (a producer warpgroup
+//!    issuing TMA, two consumer warpgroups, `setmaxnreg`) and a persistent grid, `sm_90a` only;
+//!    items under `matmul::wgmma_ws`.
 //!
 //! Every entry point of rungs 3 to 7 is declared with `gemm_kernel!`, one instance of a generic
 //! body. Rungs 3 and 4 find their block's tile and slice of `k` and write their register tiles
@@ -185,6 +188,8 @@ pub mod tf32;
 pub mod tiled;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod wgmma;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod wgmma_ws;
 pub mod wide;
 
 pub use naive::{matmul_naive, NAIVE_BLOCK};

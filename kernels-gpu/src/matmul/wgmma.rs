@@ -160,6 +160,7 @@ pub unsafe fn wgmma_gemm<
         data: a,
         rows: m,
         cols: k,
+        stride: k,
         box_rows: BM,
         box_cols: SWIZZLE_COLS,
     };
@@ -168,6 +169,7 @@ pub unsafe fn wgmma_gemm<
         data: b,
         rows: k,
         cols: n,
+        stride: n,
         box_rows: BK,
         box_cols: SWIZZLE_COLS,
     };

@@ -1,19 +1,24 @@
-//! The Hopper `wgmma` kernels (bf16 operands, bf16 or f32 result) forced through
-//! `Gpu::matmul_to_with(.., HalfTile::Wgmma)`, against `cpu::matmul_f64`:
-//! `{sim,cuda}::matmul_wgmma::MxKxN`. In the simulator the copies, barriers and products are the
-//! device helpers' fallbacks (`gpukern_device::{tma, mbarrier, wgmma}`: the products interpret
-//! the very PTX text the GPU runs, descriptors and swizzle decoded as the PTX ISA defines them,
-//! so a wrong scale-d, transpose bit or descriptor offset fails here too); on CUDA the trial runs
-//! on a compute capability 9.0 GPU only (elsewhere the sm_90a module is not loaded and the trial
-//! checks that the launch is refused with a clear error). A failure names the first wrong
-//! element (row, column) and its neighbours in the row, so a layout mistake (a swizzle, a
-//! descriptor offset, the accumulator layout) shows its pattern.
+//! The Hopper `wgmma` kernels forced through `Gpu::matmul_to_with`, against
+//! `cpu::matmul_f64`: the one-warpgroup kernel (`HalfTile::Wgmma`, bf16 operands) as
+//! `{sim,cuda}::matmul_wgmma::MxKxN`, the warp-specialised persistent kernel
+//! (`HalfTile::WarpSpecialized`, bf16 and f16 operands) as
+//! `{sim,cuda}::matmul_wgmma_ws::{bf16,f16}::MxKxN`; each with both result types (the operands'
+//! own and f32). In the simulator the copies, barriers and products are the device helpers'
+//! fallbacks (`gpukern_device::{tma, mbarrier, wgmma}`: the products interpret the very PTX text
+//! the GPU runs, descriptors and swizzle decoded as the PTX ISA defines them, so a wrong scale-d,
+//! transpose bit or descriptor offset fails here too; the barriers' waits poll, so the producer
+//! and consumer warpgroups wait at different places as on the GPU, and a wait that never
+//! completes is reported as a deadlock); on CUDA the trial runs on a compute capability 9.0 GPU
+//! only (elsewhere the sm_90a module is not loaded and the trial checks that the launch is
+//! refused with a clear error). A failure names the first wrong element (row, column) and its
+//! neighbours in the row, so a layout mistake (a swizzle, a descriptor offset, the accumulator
+//! layout) shows its pattern.
 //!
 //! Bound per element as `matmul/half.rs`: `|C - C_ref| <= u_out |C_ref| + 4 terms(k) 2^-24
-//! sum_l |A(i,l) B(l,j)|`.
+//! sum_l |A(i,l) B(l,j)|`, `u_out` the unit roundoff of the result type (0 for f32).
 
 use gpukern::ops::matmul::HalfTile;
-use gpukern::{Gpu, bf16, cpu};
+use gpukern::{Element, Gpu, MatmulOutput, bf16, cpu, f16};
 use libtest_mimic::Trial;
 use ndarray::Array2;
 use rand::rngs::StdRng;
@@ -37,6 +42,23 @@ const CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (4097, 4104, 4088),
 ];
 
+/// Simulator shapes of the warp-specialised kernel (`k`, `n` multiples of 8): one element; four
+/// tiles of 128 x 256 over the simulator's two persistent blocks, each block walking two tiles
+/// of four steps along `k` (the 4-stage ring wraps within and across tiles, the last step and
+/// both edges ragged); a narrow `n`.
+const WS_SIM_SHAPES: &[(usize, usize, usize)] = &[(1, 8, 8), (130, 200, 264), (65, 64, 24)];
+
+/// CUDA shapes of the warp-specialised kernel: the simulator's, 256^3, a grid of more tiles than
+/// multiprocessors with every edge ragged, 4096^3.
+const WS_CUDA_SHAPES: &[(usize, usize, usize)] = &[
+    (1, 8, 8),
+    (130, 200, 264),
+    (65, 64, 24),
+    (256, 256, 256),
+    (4097, 4104, 4088),
+    (4096, 4096, 4096),
+];
+
 /// Every trial of the `wgmma` kernels.
 pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     let mut trials = Vec::new();
@@ -46,11 +68,57 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             trials.push(trial(
                 target,
                 &format!("matmul_wgmma::{m}x{k}x{n}"),
-                move |gpu, rng| wgmma_shape(gpu, rng, shape),
+                move |gpu, rng| wgmma_shape::<bf16>(gpu, rng, shape, HalfTile::Wgmma),
+            ));
+        }
+    }
+    for (target, shapes) in [(sim, WS_SIM_SHAPES), (cuda, WS_CUDA_SHAPES)] {
+        for &shape in shapes {
+            let (m, k, n) = shape;
+            let tile = HalfTile::WarpSpecialized;
+            trials.push(trial(
+                target,
+                &format!("matmul_wgmma_ws::bf16::{m}x{k}x{n}"),
+                move |gpu, rng| wgmma_shape::<bf16>(gpu, rng, shape, tile),
+            ));
+            trials.push(trial(
+                target,
+                &format!("matmul_wgmma_ws::f16::{m}x{k}x{n}"),
+                move |gpu, rng| wgmma_shape::<f16>(gpu, rng, shape, tile),
             ));
         }
     }
     trials
+}
+
+/// A 16-bit operand type of these trials.
+trait Half: Element + MatmulOutput<Self> + Into<f64> + Copy {
+    /// The type's name in failures.
+    const NAME: &'static str;
+    /// Unit roundoff of a result of this type.
+    const UNIT: f64;
+    /// `x` rounded to the type.
+    fn of(x: f32) -> Self;
+    /// Not a number.
+    const NAN: Self;
+}
+
+impl Half for bf16 {
+    const NAME: &'static str = "bf16";
+    const UNIT: f64 = 1.0 / 256.0;
+    fn of(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    const NAN: Self = bf16::NAN;
+}
+
+impl Half for f16 {
+    const NAME: &'static str = "f16";
+    const UNIT: f64 = 1.0 / 2048.0;
+    fn of(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    const NAN: Self = f16::NAN;
 }
 
 /// The first element of `got` outside the bound, with its neighbours in the row; `None` when
@@ -86,13 +154,21 @@ fn first_wrong(got: &[f64], want: &Array2<f64>, abs: &Array2<f64>, k: usize, u_o
     ))
 }
 
-/// One product with both result types through the `wgmma` kernels.
-fn wgmma_shape(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize)) -> Check {
-    let a = random_matrix(rng, m, k).mapv(bf16::from_f32);
-    let b = random_matrix(rng, k, n).mapv(bf16::from_f32);
+/// One product with both result types through the `wgmma` kernel `tile`.
+fn wgmma_shape<T: Half>(
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    (m, k, n): (usize, usize, usize),
+    tile: HalfTile,
+) -> Check
+where
+    f32: MatmulOutput<T>,
+{
+    let a = random_matrix(rng, m, k).mapv(T::of);
+    let b = random_matrix(rng, k, n).mapv(T::of);
     let (da, db) = (gpu.upload_matrix(&a)?, gpu.upload_matrix(&b)?);
-    let mut c16 = gpu.upload_matrix(&Array2::from_elem((m, n), bf16::NAN))?;
-    let launched = gpu.matmul_to_with(&da, &db, &mut c16, HalfTile::Wgmma);
+    let mut c16 = gpu.upload_matrix(&Array2::from_elem((m, n), T::NAN))?;
+    let launched = gpu.matmul_to_with(&da, &db, &mut c16, tile);
     if !gpu.has_wgmma() {
         // The sm_90a module is not loaded here: the launch must be refused, clearly.
         return match launched {
@@ -102,16 +178,15 @@ fn wgmma_shape(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize)) ->
     }
     launched?;
     let mut c32 = gpu.upload_matrix(&Array2::from_elem((m, n), f32::NAN))?;
-    gpu.matmul_to_with(&da, &db, &mut c32, HalfTile::Wgmma)?;
-    let want = cpu::matmul_f64(&a.view(), &b.view())?;
-    let abs = cpu::matmul_f64(
-        &a.mapv(|x| f64::from(x).abs()).view(),
-        &b.mapv(|x| f64::from(x).abs()).view(),
-    )?;
+    gpu.matmul_to_with(&da, &db, &mut c32, tile)?;
+    let (a64, b64) = (a.mapv(Into::<f64>::into), b.mapv(Into::<f64>::into));
+    let want = cpu::matmul_f64(&a64.view(), &b64.view())?;
+    let abs = cpu::matmul_f64(&a64.mapv(f64::abs).view(), &b64.mapv(f64::abs).view())?;
     let mut failures = Vec::new();
-    let got16: Vec<f64> = c16.to_array()?.iter().map(|&x| f64::from(x)).collect();
-    if let Some(e) = first_wrong(&got16, &want, &abs, k, f64::powi(2.0, -8)) {
-        failures.push(format!("{m}x{k}x{n} bf16 result: {e}"));
+    let name = T::NAME;
+    let got16: Vec<f64> = c16.to_array()?.iter().map(|&x| x.into()).collect();
+    if let Some(e) = first_wrong(&got16, &want, &abs, k, T::UNIT) {
+        failures.push(format!("{m}x{k}x{n} {name} result: {e}"));
     }
     let got32: Vec<f64> = c32.to_array()?.iter().map(|&x| f64::from(x)).collect();
     if let Some(e) = first_wrong(&got32, &want, &abs, k, 0.0) {

@@ -88,6 +88,8 @@ pub(super) enum Wait {
         value: u32,
         src_lane: u32,
     },
+    /// It polls an `mbarrier` at this location: resumed every round.
+    Poll(&'static Location<'static>),
     /// It returned.
     Exited,
 }
@@ -99,6 +101,7 @@ impl Wait {
             Wait::Barrier(at) => format!("the barrier at {at}"),
             Wait::Cluster(at) => format!("the cluster barrier at {at}"),
             Wait::Warp { at, .. } => format!("the warp shuffle at {at}"),
+            Wait::Poll(at) => format!("the mbarrier wait at {at}"),
             Wait::Ready | Wait::Exited => "nowhere".to_string(),
         }
     }
@@ -113,11 +116,17 @@ impl Wait {
 fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), SimError> {
     let mut wait: Vec<Vec<Wait>> = threads.iter().map(|b| vec![Wait::Ready; b.len()]).collect();
     loop {
+        let updates = |states: &[BlockState]| states.iter().map(|s| s.mbarrier_updates.get()).sum::<u64>();
+        let updates_before = updates(states);
+        // Whether a thread ran that was not only polling again: progress by itself.
+        let mut ran_ready = false;
         for ((state, block), wait) in states.iter().zip(threads.iter_mut()).zip(wait.iter_mut()) {
             let _entered = device::enter(state);
             for (tid, thread) in block.iter_mut().enumerate() {
-                if wait[tid] != Wait::Ready {
-                    continue;
+                match wait[tid] {
+                    Wait::Ready => ran_ready = true,
+                    Wait::Poll(_) => {}
+                    _ => continue,
                 }
                 state.current.set(tid as u32);
                 match panic::catch_unwind(AssertUnwindSafe(|| thread.resume(()))) {
@@ -126,6 +135,7 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
                     Ok(CoroutineResult::Yield(Suspend::Warp { at, value, src_lane })) => {
                         wait[tid] = Wait::Warp { at, value, src_lane }
                     }
+                    Ok(CoroutineResult::Yield(Suspend::Poll(at))) => wait[tid] = Wait::Poll(at),
                     Ok(CoroutineResult::Return(())) => wait[tid] = Wait::Exited,
                     Err(payload) => return Err(state.report(tid as u32, payload)),
                 }
@@ -139,6 +149,17 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
         if any {
             continue;
         }
+        if let Some((state, tid, at)) = first_poller(states, &wait) {
+            if ran_ready || updates(states) != updates_before {
+                continue;
+            }
+            let message = format!(
+                "deadlock: thread {tid} (and every other thread still running) waits, at the \
+                 mbarrier wait at {at} or at a barrier, for something no thread or copy will do: \
+                 on a GPU the kernel would never finish"
+            );
+            return Err(state.error(tid, Violation::Panic { message }));
+        }
         let mut opened = false;
         for (state, wait) in states.iter().zip(wait.iter_mut()) {
             opened |= open_barrier(state, wait)?;
@@ -150,6 +171,19 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
             return Ok(());
         }
     }
+}
+
+/// The first thread of the cluster that polls an `mbarrier`: its block, index and location.
+fn first_poller<'s, 'l>(
+    states: &'s [BlockState<'l>],
+    wait: &[Vec<Wait>],
+) -> Option<(&'s BlockState<'l>, u32, &'static Location<'static>)> {
+    states.iter().zip(wait).find_map(|(state, wait)| {
+        wait.iter().enumerate().find_map(|(tid, w)| match w {
+            Wait::Poll(at) => Some((state, tid as u32, *at)),
+            _ => None,
+        })
+    })
 }
 
 /// Opens the block barrier the threads of `state` wait at, if some do: checks that the whole

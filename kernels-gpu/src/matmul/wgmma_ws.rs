@@ -1,0 +1,398 @@
+//! Matrix product `C = A * B` on Hopper's warpgroup tensor cores with warp specialisation (sm_90a
+//! only): bf16 or f16 operands, row-major (`A` is `m x k`, `B` is `k x n`), f32 accumulation, the
+//! result in the operands' type (rounded once) or f32. The rung after [`super::wgmma`]: there
+//! one warpgroup both waits for the copies and multiplies; here a producer warpgroup keeps the
+//! copy engine busy while two consumer warpgroups keep the tensor cores busy, and each block
+//! stays resident and walks over many tiles of `C`.
+//!
+//! Compiled into the `sm_90a` PTX only (and the simulator).
+//!
+//! # Design ([`WS_128X256`])
+//! * **Block**: three warpgroups (384 threads), launch bounds `(384, 1)` so that ptxas knows the
+//!   register budget at entry (168 per thread) and honours `setmaxnreg`: the producer gives
+//!   registers back (40 per thread), the consumers take them (232 per thread).
+//! * **Tile**: `BM x BN = 128 x 256` of `C` per tile, stepping `BK = 64` along `k`; consumer `c`
+//!   (warpgroups 1 and 2) owns rows `64 c .. 64 c + 64` of the tile, 128 f32 accumulators per
+//!   thread, and per step issues four `wgmma.m64n256k16` in one `asm!` block
+//!   ([`wgmma::mma_bf16_m64n256k64`]). Per step a block moves `2 BK (BM + BN)` = 48 KiB and does
+//!   `2 BM BN BK` = 4 MFLOP (85 flops per byte).
+//! * **Copies**: thread 0 of the producer issues TMA copies of 128-byte swizzled boxes: per stage
+//!   one box of `A` (128 rows x 64 columns, K-major) and four of `B` (64 rows x 64 columns each,
+//!   N-major, read through the descriptor's transpose bit). Zero fill past the matrix, so ragged
+//!   `m`, `n`, `k` need no code in the loop.
+//! * **Ring**: `STAGES` (4) stages, each with a `full` barrier (the producer's arrival with the
+//!   stage's bytes; the copies complete it) and an `empty` barrier (one arrival per consumer
+//!   warp once its products have read the stage). The producer waits for `empty`, the consumers
+//!   for `full`; the ring runs on across tiles, the phase of step `i` being `(i / STAGES) % 2`.
+//! * **Persistent grid**: block `b` of `G` takes the tiles `b, b + G, b + 2G, ...` in the grouped
+//!   order of [`super::tf32::grouped_tile`] (neighbouring blocks share rows of `A` and columns of
+//!   `B` in L2); the producer fills the next tile's stages while the consumers store the last.
+//! * **Epilogue**: each consumer thread stores its 128 accumulators straight to `C`, as pairs
+//!   where `n` is even, inside `m` and `n`.
+//! * **Shared memory**: 1 KiB of alignment slack, `STAGES x 48 KiB` of stages, two barriers per
+//!   stage: 197,696 bytes (one block per SM).
+//!
+//! Tensor maps: as [`super::wgmma`] (two maps in global memory, `A` box `128 x 64`, `B` box
+//! `64 x 64`), for the element type of the operands.
+
+use super::half::GemmOutput;
+use super::tf32::grouped_tile;
+use super::wgmma::{MAP_WORDS, SWIZZLE_COLS};
+use crate::gpu::tma::{self, Tensor2d};
+use crate::gpu::{bf16, f16, mbarrier, shared, thread, wgmma};
+use crate::kernel;
+
+/// Tile shape of the warp-specialised kernels; the host reads it to launch them and to encode
+/// the tensor maps' boxes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WsTiling {
+    /// Rows of `C` per tile (`BM`): 64 per consumer warpgroup.
+    pub block_rows: usize,
+    /// Columns of `C` per tile (`BN`), the `N` of `wgmma.m64nNk16`.
+    pub block_cols: usize,
+    /// Step along `k` per stage (`BK`): one 128-byte swizzle row of 16-bit elements.
+    pub block_k: usize,
+    /// Stages of the copy ring.
+    pub stages: usize,
+    /// Consumer warpgroups (the producer is one more).
+    pub consumers: usize,
+}
+
+impl WsTiling {
+    /// Threads per block: the producer and the consumers, a warpgroup each.
+    pub const fn threads(&self) -> u32 {
+        ((self.consumers + 1) * WARPGROUP) as u32
+    }
+
+    /// Bytes of `A` per stage (one box of `BM x BK`).
+    pub const fn a_bytes(&self) -> usize {
+        self.block_rows * self.block_k * 2
+    }
+
+    /// Bytes of one box of `B` (`BK x` [`SWIZZLE_COLS`]).
+    pub const fn b_box_bytes(&self) -> usize {
+        self.block_k * SWIZZLE_COLS * 2
+    }
+
+    /// Bytes of one stage: `A`, then `B` as `BN /` [`SWIZZLE_COLS`] boxes.
+    pub const fn stage_bytes(&self) -> usize {
+        self.a_bytes() + self.block_cols / SWIZZLE_COLS * self.b_box_bytes()
+    }
+
+    /// Dynamic shared memory per block: alignment slack, the stages, two barriers per stage.
+    pub const fn shared_bytes(&self) -> u32 {
+        (ALIGN + self.stages * self.stage_bytes() + 2 * self.stages * 8) as u32
+    }
+
+    /// Tiles of `C` for an `m x n` product.
+    pub const fn tiles(&self, m: usize, n: usize) -> usize {
+        m.div_ceil(self.block_rows) * n.div_ceil(self.block_cols)
+    }
+}
+
+/// 128 x 256 x 64, four stages, two consumers (197,696 bytes of shared memory).
+pub const WS_128X256: WsTiling = WsTiling {
+    block_rows: 128,
+    block_cols: 256,
+    block_k: 64,
+    stages: 4,
+    consumers: 2,
+};
+
+/// Threads of a warpgroup.
+const WARPGROUP: usize = 128;
+/// Alignment of the 128-byte swizzle pattern's atoms (8 rows of 128 bytes).
+const ALIGN: usize = 1024;
+/// Registers per thread the producer keeps.
+const PRODUCER_REGISTERS: u32 = 40;
+/// Registers per thread the consumers ask for: `128 x 40 + 256 x 232 <= 65536`.
+const CONSUMER_REGISTERS: u32 = 232;
+
+/// A 16-bit operand type of the warp-specialised kernels: its `m64n256k64` product.
+pub trait WgmmaOperand: Copy {
+    /// `C(64 x 256) (+)= A(64 x 64) * B(64 x 256)` on the calling warpgroup
+    /// ([`wgmma::mma_bf16_m64n256k64`]).
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n256k64`].
+    unsafe fn mma_m64n256k64(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128];
+}
+
+impl WgmmaOperand for bf16 {
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_m64n256k64(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_bf16_m64n256k64(acc, a, b, accumulate) }
+    }
+}
+
+impl WgmmaOperand for f16 {
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_m64n256k64(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_f16_m64n256k64(acc, a, b, accumulate) }
+    }
+}
+
+/// The body of the warp-specialised kernels (see the module documentation). What one thread
+/// does: thread 0 initialises the barriers; after a block barrier, the producer warpgroup lowers
+/// its registers and its thread 0 walks the block's tiles and their steps along `k`, waiting for
+/// each stage to be empty and refilling it by TMA; each consumer thread raises its registers and
+/// walks the same steps, waiting for each stage to be full, taking part in its warpgroup's four
+/// products, lane 0 of each warp then marking the stage empty; after a tile's last step it
+/// stores its 128 accumulators inside `C` as `O`.
+///
+/// # Safety
+/// * `maps` holds two tensor maps of [`MAP_WORDS`] words each, 64-byte aligned, encoded for `a`
+///   (`m x k`, box `128 x 64`) and `b` (`k x n`, box `64 x 64`), element type `I`, 128-byte
+///   swizzle, zero fill; `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` elements (rows of `a` and `b`
+///   may be further apart, as their maps say), `c` overlaps neither; `a` and `b` 16-byte aligned,
+///   `c` aligned to a pair of `O` when `n` is even; `m, n >= 1`.
+/// * The launch: [`WsTiling::threads`] threads, a grid of `(G, 1)` blocks with
+///   `1 <= G <= tiles`, [`WsTiling::shared_bytes`] of dynamic shared memory; a compute
+///   capability 9.0 GPU.
+#[inline(always)]
+pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
+    maps: *const u64,
+    a: *const I,
+    b: *const I,
+    c: *mut O,
+    m: usize,
+    n: usize,
+    k: usize,
+) {
+    const BM: usize = WS_128X256.block_rows;
+    const BN: usize = WS_128X256.block_cols;
+    const BK: usize = WS_128X256.block_k;
+    const { assert!(STAGES >= 2, "a ring of at least two stages") };
+    let t = WsTiling {
+        stages: STAGES,
+        ..WS_128X256
+    };
+    let (a_bytes, b_box, stage_bytes) = (t.a_bytes(), t.b_box_bytes(), t.stage_bytes());
+    let tid = thread::thread_idx_x() as usize;
+    let group = tid / WARPGROUP;
+
+    let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(BN));
+    let tiles = tiles_m * tiles_n;
+    let (first, step) = (thread::block_idx_x() as usize, thread::grid_dim_x() as usize);
+    let k_tiles = k.div_ceil(BK);
+
+    // The ring starts at the first 1024-byte boundary of the shared window; the barriers follow.
+    let base = shared::dynamic::<u64>().cast::<u8>();
+    let base_address = wgmma::shared_address(base) as usize;
+    let pad = (ALIGN - base_address % ALIGN) % ALIGN;
+    let ring = base.wrapping_add(pad);
+    let ring_address = (base_address + pad) as u32;
+    let bars = ring.wrapping_add(STAGES * stage_bytes).cast::<u64>();
+    let full = |s: usize| bars.wrapping_add(s);
+    let empty = |s: usize| bars.wrapping_add(STAGES + s);
+
+    if tid == 0 {
+        for s in 0..STAGES {
+            // SAFETY: 16 bytes of shared memory past the ring per stage, used by nothing else.
+            unsafe {
+                mbarrier::init(full(s), 1);
+                mbarrier::init(empty(s), (t.consumers * WARPGROUP / 32) as u32);
+            }
+        }
+        mbarrier::fence_init();
+    }
+    thread::sync_threads();
+
+    if group == 0 {
+        wgmma::setmaxnreg_dec::<PRODUCER_REGISTERS>();
+        if tid != 0 {
+            return;
+        }
+        let ta = Tensor2d {
+            map: maps,
+            data: a,
+            rows: m,
+            cols: k,
+            stride: k,
+            box_rows: BM,
+            box_cols: SWIZZLE_COLS,
+        };
+        let tb = Tensor2d {
+            map: maps.wrapping_add(MAP_WORDS),
+            data: b,
+            rows: k,
+            cols: n,
+            stride: n,
+            box_rows: BK,
+            box_cols: SWIZZLE_COLS,
+        };
+        tma::prefetch_map(ta.map);
+        tma::prefetch_map(tb.map);
+        let mut it = 0usize;
+        let mut tile = first;
+        while tile < tiles {
+            let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
+            let (row0, col0) = (tile_m * BM, tile_n * BN);
+            for kt in 0..k_tiles {
+                let s = it % STAGES;
+                let stage = ring.wrapping_add(s * stage_bytes);
+                // SAFETY: initialised barriers; stage `s` is 1024-byte aligned inside the ring,
+                // and free once its `empty` phase completed (every consumer warp is done with
+                // it; a fresh barrier's "previous" phase counts as complete); the maps are the
+                // kernel's (its contract).
+                unsafe {
+                    mbarrier::wait_parity(empty(s), (((it / STAGES) & 1) ^ 1) as u32);
+                    mbarrier::arrive_expect_tx(full(s), stage_bytes as u32);
+                    tma::load_2d(stage.cast::<I>(), &ta, full(s), row0 as u32, (kt * BK) as u32);
+                    for j in 0..BN / SWIZZLE_COLS {
+                        let dst = stage.wrapping_add(a_bytes + j * b_box).cast::<I>();
+                        let col = (col0 + j * SWIZZLE_COLS) as u32;
+                        tma::load_2d(dst, &tb, full(s), (kt * BK) as u32, col);
+                    }
+                }
+                it += 1;
+            }
+            tile += step;
+        }
+        return;
+    }
+
+    wgmma::setmaxnreg_inc::<CONSUMER_REGISTERS>();
+    let consumer = group - 1;
+    let lane = tid % 32;
+    // Zeroed as one memset (see `super::wgmma`); the first product of every tile overwrites them.
+    // SAFETY: all-zero bits are 0.0 for f32.
+    let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
+    let mut it = 0usize;
+    let mut tile = first;
+    while tile < tiles {
+        let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
+        let (row0, col0) = (tile_m * BM + 64 * consumer, tile_n * BN);
+        if k_tiles == 0 {
+            // SAFETY: as above.
+            acc = unsafe { core::mem::zeroed() };
+        }
+        for kt in 0..k_tiles {
+            let s = it % STAGES;
+            // SAFETY: an initialised barrier.
+            unsafe { mbarrier::wait_parity(full(s), ((it / STAGES) & 1) as u32) };
+            let stage = ring_address + (s * stage_bytes) as u32;
+            // A: this consumer's 64 rows start 64 rows (8 KiB) into the box; steps of 16 along
+            // k 32 bytes apart, 8-row groups 1024 bytes apart. B: 64-column boxes `b_box`
+            // apart (LBO), 8-row groups 1024 bytes apart, steps of 16 along k 16 rows (2 KiB)
+            // apart.
+            let a_desc: [u64; 4] = core::array::from_fn(|j| {
+                wgmma::desc_sw128(stage + (consumer * 64 * 128 + j * 32) as u32, 16, 1024)
+            });
+            let b_desc: [u64; 4] = core::array::from_fn(|j| {
+                wgmma::desc_sw128(stage + (a_bytes + j * 16 * 128) as u32, b_box as u32, 1024)
+            });
+            // SAFETY: the whole warpgroup is here; the stage's copies have landed (the wait)
+            // and nothing writes it before this warp's arrival below.
+            acc = unsafe { I::mma_m64n256k64(acc, a_desc, b_desc, kt > 0) };
+            if lane == 0 {
+                // SAFETY: an initialised barrier expecting one arrival per consumer warp.
+                unsafe { mbarrier::arrive(empty(s)) };
+            }
+            it += 1;
+        }
+        // SAFETY: the contract's shapes and alignment.
+        unsafe { store_tile(&acc, c, (row0, col0), m, n, tid % WARPGROUP) };
+        tile += step;
+    }
+}
+
+/// Stores thread `t` (of its warpgroup)'s 128 accumulators of the `64 x 256` tile at `(row0,
+/// col0)` into `C` (`m x n`), the elements inside it: pairs where `n` is even, else one by one.
+///
+/// # Safety
+/// `c` holds `m * n` elements, aligned to a pair when `n` is even.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn store_tile<O: GemmOutput>(
+    acc: &[f32; 128],
+    c: *mut O,
+    (row0, col0): (usize, usize),
+    m: usize,
+    n: usize,
+    t: usize,
+) {
+    let (w, g, q) = (t / 32, (t % 32) / 4, t % 4);
+    let pairs = n % 2 == 0;
+    unroll_8!(2, |r| {
+        let row = row0 + 16 * w + g + 8 * r;
+        if row < m {
+            unroll_8!(4, |j0| {
+                unroll_8!(8, |j1| {
+                    let j = 8 * j0 + j1;
+                    let col = col0 + 8 * j + 2 * q;
+                    let i = 4 * j + 2 * r;
+                    if pairs && col < n {
+                        // SAFETY: `row < m`, `col < n`, `n` and `col` even: both elements inside
+                        // the row, aligned to a pair.
+                        unsafe { O::store_pair(c, row * n + col, [acc[i], acc[i + 1]]) };
+                    } else if !pairs {
+                        if col < n {
+                            // SAFETY: inside `C`.
+                            unsafe { O::store(c, row * n + col, acc[i]) };
+                        }
+                        if col + 1 < n {
+                            // SAFETY: inside `C`.
+                            unsafe { O::store(c, row * n + col + 1, acc[i + 1]) };
+                        }
+                    }
+                });
+            });
+        }
+    });
+}
+
+/// Declares one warp-specialised entry point.
+macro_rules! ws_kernel {
+    ($(#[$doc:meta])* $name:ident: $in:ty => $out:ty) => {
+        $(#[$doc])*
+        #[kernel]
+        pub unsafe fn $name(maps: *const u64, a: *const $in, b: *const $in, c: *mut $out, m: usize, n: usize, k: usize) {
+            // SAFETY: forwarded contract.
+            unsafe { ws_gemm::<$in, $out, { WS_128X256.stages }>(maps, a, b, c, m, n, k) }
+        }
+    };
+}
+
+ws_kernel!(
+    /// [`ws_gemm`] for bf16 operands and a bf16 result: `C = A * B`, `A` `m x k`, `B` `k x n`.
+    /// Per step of 64 along `k` a tile moves 48 KiB by TMA and does 4,194,304 flops. Launch: 384
+    /// threads, a persistent grid of at most the tile count, `WS_128X256.shared_bytes()` of
+    /// dynamic shared memory, a compute capability 9.0 GPU. Minimum traffic:
+    /// `2 (m k + k n + m n)` bytes.
+    ///
+    /// # Safety
+    /// As [`ws_gemm`].
+    matmul_ws_bf16_128x256: bf16 => bf16
+);
+
+ws_kernel!(
+    /// [`matmul_ws_bf16_128x256`](fn@matmul_ws_bf16_128x256) with an f32 result (the accumulators
+    /// unrounded). Minimum traffic: `2 (m k + k n) + 4 m n` bytes.
+    ///
+    /// # Safety
+    /// As [`ws_gemm`].
+    matmul_ws_bf16_f32out_128x256: bf16 => f32
+);
+
+ws_kernel!(
+    /// [`ws_gemm`] for f16 operands and an f16 result (f16's range: sums past 65504 become
+    /// infinite). Minimum traffic: `2 (m k + k n + m n)` bytes.
+    ///
+    /// # Safety
+    /// As [`ws_gemm`].
+    matmul_ws_f16_128x256: f16 => f16
+);
+
+ws_kernel!(
+    /// [`matmul_ws_f16_128x256`](fn@matmul_ws_f16_128x256) with an f32 result. Minimum traffic:
+    /// `2 (m k + k n) + 4 m n` bytes.
+    ///
+    /// # Safety
+    /// As [`ws_gemm`].
+    matmul_ws_f16_f32out_128x256: f16 => f32
+);
