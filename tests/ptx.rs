@@ -194,7 +194,10 @@ fn block_threads(kernel: &str) -> Option<u32> {
         }
         // The host sizes these blocks to the row, up to this many threads.
         "softmax_block_4" | "softmax_block_8" => softmax::ROW_BLOCK_MAX,
-        "softmax_stream" | "softmax_split_stats" | "softmax_split_write" => softmax::STREAM_BLOCK,
+        "softmax_stream"
+        | "softmax_split_stats"
+        | "softmax_split_write"
+        | "softmax_split_write_streaming" => softmax::STREAM_BLOCK,
         "softmax_group_8x4" | "softmax_group_16x2" => softmax::GROUP_KERNEL_BLOCK,
         "softmax_persist_warp_8" => softmax::WARP_KERNEL_BLOCK,
         // Sized to the row like the block-per-row kernels, up to this many threads.
@@ -565,6 +568,7 @@ const BARRIERS: &[(&str, usize)] = &[
     ("softmax_stream", 1),
     ("softmax_split_stats", 1),
     ("softmax_split_write", 1),
+    ("softmax_split_write_streaming", 1),
     // Lane groups: shuffles only.
     ("softmax_group_8x4", 0),
     ("softmax_group_16x2", 0),

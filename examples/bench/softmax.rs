@@ -129,6 +129,66 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
                 ..base
             },
         ),
+        // Long rows over more blocks of fewer threads (issue 15): a row on 8 or 16 SMs instead
+        // of 2 (8192 x 65536) or 4 (1024 x 131072), and blocks of 128 to 512 threads, so that
+        // several rows share an SM and one row's reduction overlaps another's loads. 16 is the
+        // non-portable cluster size.
+        (
+            "cluster-8x",
+            OnePassConfig {
+                cluster_min_blocks: 8,
+                ..base
+            },
+        ),
+        (
+            "cluster-16x",
+            OnePassConfig {
+                cluster_max_blocks: 16,
+                cluster_min_blocks: 16,
+                ..base
+            },
+        ),
+        (
+            "cluster-16x-4v",
+            OnePassConfig {
+                cluster_max_blocks: 16,
+                cluster_min_blocks: 16,
+                cluster_vectors: 4,
+                ..base
+            },
+        ),
+        // The split path (1 x 2^24): the write launch with evict-first loads and stores, so the
+        // chunks the stats launch left in L2 stay there until read; and chunks of half and
+        // twice the default (2048 or 512 blocks for the row).
+        (
+            "split-streaming",
+            OnePassConfig {
+                split_streaming: true,
+                ..base
+            },
+        ),
+        (
+            "split-8k",
+            OnePassConfig {
+                split_chunk: 8192,
+                ..base
+            },
+        ),
+        (
+            "split-32k",
+            OnePassConfig {
+                split_chunk: 32768,
+                ..base
+            },
+        ),
+        (
+            "split-32k-streaming",
+            OnePassConfig {
+                split_chunk: 32768,
+                split_streaming: true,
+                ..base
+            },
+        ),
     ]
 }
 

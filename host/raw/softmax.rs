@@ -136,7 +136,8 @@ pub(crate) unsafe fn row_kernel(
 }
 
 /// Launches `softmax_split_stats(x, partials, rows, cols, chunks, chunk_vecs, t)`, then
-/// `softmax_split_write(x, partials, y, rows, cols, chunks, chunk_vecs, t)` with the same `cfg`.
+/// `softmax_split_write(x, partials, y, rows, cols, chunks, chunk_vecs, t)` with the same `cfg`
+/// (`softmax_split_write_streaming` if `streaming`).
 ///
 /// # Safety
 /// See the module contract: `x` and `y` hold `rows * cols` elements at the same address modulo
@@ -152,13 +153,19 @@ pub(crate) unsafe fn softmax_split(
     (rows, cols): (usize, usize),
     (chunks, chunk_vecs): (usize, usize),
     t: f32,
+    streaming: bool,
 ) -> Result<()> {
     let library = gpu.library();
+    let write = if streaming {
+        k::softmax_split_write_streaming::launch
+    } else {
+        k::softmax_split_write::launch
+    };
     // SAFETY: sizes, alignment and shape per the contract; the write reads the statistics the
     // first launch wrote (in order on the one stream).
     unsafe {
         k::softmax_split_stats::launch(&library, cfg, x, partials, rows, cols, chunks, chunk_vecs, t)?;
-        k::softmax_split_write::launch(&library, cfg, x, partials, y, rows, cols, chunks, chunk_vecs, t)
+        write(&library, cfg, x, partials, y, rows, cols, chunks, chunk_vecs, t)
     }
 }
 

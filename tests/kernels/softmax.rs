@@ -163,8 +163,9 @@ fn softmax_shape(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize), t: f
 
 /// One-pass thresholds that steer a `rows x cols` softmax to each of its paths where the shape
 /// allows it (else the plan falls through to the next path): warp per row, block per row, lane
-/// groups of 8 and 16, the persistent warp and block kernels, one streaming block per row, and
-/// rows split over blocks (a few chunks, and 4-column chunks).
+/// groups of 8 and 16, the persistent warp and block kernels, clusters (of 8- and 4-vector
+/// threads, of 16 blocks), one streaming block per row, and rows split over blocks (a few
+/// chunks, plain or with evict-first writes, and 4-column chunks).
 fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
     // The register-held kernels that load, reduce and write one row each; the lane-group and
     // persistent kernels have their own entries.
@@ -242,6 +243,16 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
             },
         ),
         (
+            "cluster of 16 blocks",
+            OnePassConfig {
+                warp_max_cols: no_warp,
+                cluster_min_cols: 0,
+                cluster_max_blocks: 16,
+                cluster_min_blocks: 16,
+                ..base
+            },
+        ),
+        (
             "stream",
             OnePassConfig {
                 warp_max_cols: no_warp,
@@ -257,6 +268,17 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
                 block_max_cols: no_block,
                 split_max_rows: usize::MAX,
                 split_chunk: (cols / 3).max(4),
+                ..base
+            },
+        ),
+        (
+            "split in ~3, evict-first writes",
+            OnePassConfig {
+                warp_max_cols: no_warp,
+                block_max_cols: no_block,
+                split_max_rows: usize::MAX,
+                split_chunk: (cols / 3).max(4),
+                split_streaming: true,
                 ..base
             },
         ),

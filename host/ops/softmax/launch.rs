@@ -87,8 +87,12 @@ impl Gpu {
                 let cfg = LaunchConfig::per_row(OP, rows, STREAM_BLOCK, STATS_SHARED_BYTES, &limits)?;
                 (RowKernel::Stream, cfg)
             }
-            OnePassPlan::Split { chunks, chunk_vecs } => {
-                return self.softmax_split(x, y, (rows, cols), t, (chunks, chunk_vecs));
+            OnePassPlan::Split {
+                chunks,
+                chunk_vecs,
+                streaming,
+            } => {
+                return self.softmax_split(x, y, (rows, cols), t, (chunks, chunk_vecs, streaming));
             }
         };
         // SAFETY: `x` and `y` hold rows*cols elements at the same address modulo 16 (checked by
@@ -108,14 +112,15 @@ impl Gpu {
         LaunchConfig::persistent(OP, rows, resident, threads, shared, &self.limits().opted_in())
     }
 
-    /// The split path: per-chunk statistics into a temporary buffer, then the writes.
+    /// The split path: per-chunk statistics into a temporary buffer, then the writes (with the
+    /// evict-first hint if `streaming`).
     fn softmax_split(
         &self,
         x: &DeviceVec,
         y: &mut DeviceVec,
         (rows, cols): (usize, usize),
         t: f32,
-        (chunks, chunk_vecs): (usize, usize),
+        (chunks, chunk_vecs, streaming): (usize, usize, bool),
     ) -> Result<()> {
         let cfg =
             LaunchConfig::row_chunks(OP, rows, chunks, STREAM_BLOCK, STATS_SHARED_BYTES, &self.limits())?;
@@ -140,6 +145,7 @@ impl Gpu {
                 (rows, cols),
                 (chunks, chunk_vecs),
                 t,
+                streaming,
             )
         }
     }

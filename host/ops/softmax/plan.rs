@@ -111,6 +111,9 @@ pub struct OnePassConfig {
     pub split_max_rows: usize,
     /// Columns per block when a row is split (at least 4).
     pub split_chunk: usize,
+    /// The split path's second launch reads `x` and writes `y` with the evict-first hint
+    /// (`softmax_split_write_streaming`) instead of plain accesses (`softmax_split_write`).
+    pub split_streaming: bool,
     /// Rows that a warp would hold with 1 vector per lane (up to 128 columns, +3) take a group
     /// of this many lanes instead, several rows per warp: 8 (`softmax_group_8x4`) or 16
     /// (`softmax_group_16x2`); 0 keeps them on a warp each. Applies where `warp_max_cols`
@@ -135,6 +138,10 @@ pub struct OnePassConfig {
     /// Most blocks in a cluster (2 to 16; past 8 is a non-portable size). Fewer than 2: no
     /// clusters.
     pub cluster_max_blocks: usize,
+    /// Fewest blocks in a cluster (more than `cluster_max_blocks` counts as that; the default 2
+    /// is the kernels' least): more blocks per row spread a row over more multiprocessors and make each block
+    /// smaller (fewer threads of the same vectors), so that more rows share a multiprocessor.
+    pub cluster_min_blocks: usize,
     /// Vectors per thread of the cluster kernels: 8 (`softmax_cluster_8`, the fewest blocks)
     /// or 4 (`softmax_cluster_4`, twice the blocks, each of fewer registers).
     pub cluster_vectors: usize,
@@ -151,6 +158,8 @@ impl Default for OnePassConfig {
             // 64 KiB per block, 8 vectors per thread of 512: a 2^24 row is 1024 blocks, and each
             // block of step 2 reads 8 KiB of partial statistics.
             split_chunk: 16384,
+            // Plain accesses until a run shows the hint pays (bench `one-pass/split-streaming`).
+            split_streaming: false,
             // At 8192 x 128 on an H200 groups of 16 lanes (two rows per warp) were faster than
             // groups of 8 and than a warp per row (bench `one-pass/group-*`, `--plans`; not a
             // committed run).
@@ -169,6 +178,7 @@ impl Default for OnePassConfig {
             block_4_max_threads: BLOCK_4_MAX_THREADS,
             // The portable limit.
             cluster_max_blocks: 8,
+            cluster_min_blocks: 2,
             cluster_vectors: 8,
         }
     }
@@ -216,13 +226,16 @@ pub enum OnePassPlan {
     },
     /// `softmax_stream`: a block per row, the row read twice.
     Stream,
-    /// `softmax_split_stats` then `softmax_split_write`: `chunks` blocks per row of `chunk_vecs`
-    /// vectors each.
+    /// `softmax_split_stats` then `softmax_split_write` (or `softmax_split_write_streaming`):
+    /// `chunks` blocks per row of `chunk_vecs` vectors each.
     Split {
         /// Blocks per row.
         chunks: usize,
         /// Vectors of 4 floats per block.
         chunk_vecs: usize,
+        /// The second launch with evict-first loads and stores
+        /// ([`OnePassConfig::split_streaming`]).
+        streaming: bool,
     },
 }
 
@@ -281,6 +294,7 @@ impl OnePassConfig {
         OnePassPlan::Split {
             chunks: vecs.div_ceil(chunk_vecs).max(1),
             chunk_vecs,
+            streaming: self.split_streaming,
         }
     }
 }
@@ -289,8 +303,8 @@ impl OnePassConfig {
     /// The cluster kernel for rows of `vecs` vectors (plus head and tail), if a cluster of at
     /// most `cluster_max_blocks` blocks of the kernel's most threads holds one.
     ///
-    /// The fewest blocks that hold the row, each of the fewest threads (a multiple of 32) that
-    /// then suffice; with few rows (fewer clusters than twice the multiprocessors), the cluster
+    /// The fewest blocks (at least `cluster_min_blocks`) that hold the row, each of the fewest
+    /// threads (a multiple of 32) that then suffice; with few rows (fewer clusters than twice the multiprocessors), the cluster
     /// doubles while its blocks keep at least [`CLUSTER_MIN_THREADS`], so that more
     /// multiprocessors load the row.
     fn cluster_plan(&self, rows: usize, vecs: usize, limits: &Limits) -> Option<OnePassPlan> {
@@ -305,7 +319,10 @@ impl OnePassConfig {
         }
         let block_max = limits.cluster_max_threads.min(ROW_BLOCK_MAX) as usize / 32 * 32;
         let per_block = vectors * block_max;
-        let mut blocks = vecs.div_ceil(per_block).max(2);
+        let mut blocks = vecs
+            .div_ceil(per_block)
+            .max(self.cluster_min_blocks.min(most))
+            .max(2);
         if blocks > most {
             return None;
         }

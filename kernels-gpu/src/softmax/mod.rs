@@ -26,7 +26,8 @@
 //! * [`stream`]: rows too long for the chip, read twice by one block per row
 //!   ([`softmax_stream`](fn@softmax_stream)(fn@softmax_stream)(fn@softmax_stream)).
 //! * [`two_pass`]: the same with several blocks per row, in two launches
-//!   ([`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats)(fn@softmax_split_stats) then [`softmax_split_write`](fn@softmax_split_write)(fn@softmax_split_write)(fn@softmax_split_write)).
+//!   ([`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats)(fn@softmax_split_stats) then [`softmax_split_write`](fn@softmax_split_write)(fn@softmax_split_write)(fn@softmax_split_write), or its
+//!   evict-first twin [`softmax_split_write_streaming`](fn@softmax_split_write_streaming)).
 //!
 //! The shared pieces: [`stats`] (the exponent, Kahan sums, the online `(max, sum)` statistics and
 //! their warp and block merges) and `row` (a row's split into 16-byte vectors, the entries one
@@ -93,7 +94,7 @@ pub use persistent::{
 };
 pub use stats::{exponent, KahanSum, Stats};
 pub use stream::{softmax_stream, STREAM_UNROLL};
-pub use two_pass::{softmax_split_stats, softmax_split_write};
+pub use two_pass::{softmax_split_stats, softmax_split_write, softmax_split_write_streaming};
 
 /// Threads per block of the warp-per-row kernels: 8 warps, one row each. Small blocks let the
 /// multiprocessor fill up with whole blocks (8 per SM at 256 threads) and leave a partial last

@@ -71,13 +71,16 @@ pub(crate) unsafe fn range_stats(
 }
 
 /// Writes `exp(exponent(x, row.m, t)) / row.s` for the vectors `start..end` of a row that thread
-/// `tid` of `threads` handles, reading them again [`STREAM_UNROLL`] at a time.
+/// `tid` of `threads` handles, reading them again [`STREAM_UNROLL`] at a time. `STREAMING`: the
+/// loads and stores carry the evict-first hint ([`vector::load4_streaming`],
+/// [`vector::store4_streaming`]), for a last read of `x` and an output no one reads soon, so
+/// that they displace what L2 still holds for later blocks as little as possible.
 ///
 /// # Safety
-/// `x_row` and `y_row` are rows that split as `split`, and `end <= split.vecs`.
+/// `x_row` and `y_row` are rows of global memory that split as `split`, and `end <= split.vecs`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn range_write(
+pub(super) unsafe fn range_write<const STREAMING: bool>(
     x_row: *const f32,
     y_row: *mut f32,
     split: RowSplit,
@@ -95,8 +98,15 @@ pub(super) unsafe fn range_write(
         for (k, slot) in v.iter_mut().enumerate() {
             let j = first + k * threads;
             if j < end {
-                // SAFETY: vector `j < vecs` lies inside the row and is 16-byte aligned.
-                *slot = unsafe { vector::load4(x_row, split.vector(j)) };
+                // SAFETY: vector `j < vecs` lies inside the row (global memory) and is 16-byte
+                // aligned.
+                *slot = unsafe {
+                    if STREAMING {
+                        vector::load4_streaming(x_row, split.vector(j))
+                    } else {
+                        vector::load4(x_row, split.vector(j))
+                    }
+                };
             }
         }
         for (k, vk) in v.iter().enumerate() {
@@ -104,7 +114,13 @@ pub(super) unsafe fn range_write(
             if j < end {
                 let out = map4(*vk, |x| math::exp(exponent(x, row.m, t)) * inv);
                 // SAFETY: as for the loads; `y_row` splits like `x_row`.
-                unsafe { vector::store4(y_row, split.vector(j), out) };
+                unsafe {
+                    if STREAMING {
+                        vector::store4_streaming(y_row, split.vector(j), out)
+                    } else {
+                        vector::store4(y_row, split.vector(j), out)
+                    }
+                };
             }
         }
         first += STREAM_UNROLL * threads;
@@ -147,7 +163,7 @@ pub unsafe fn softmax_stream(x: *const f32, y: *mut f32, rows: usize, cols: usiz
             acc = acc.merge(Stats::one(xs), t);
         }
         let total = block_stats(shared::dynamic::<Stats>(), acc, t);
-        range_write(x_row, y_row, split, 0, split.vecs, tid, threads, total, t);
+        range_write::<false>(x_row, y_row, split, 0, split.vecs, tid, threads, total, t);
         if let Some(i) = scalar {
             mem::store(y_row, i, math::exp(exponent(xs, total.m, t)) / total.s);
         }

@@ -66,10 +66,12 @@ pub unsafe fn softmax_split_stats(
     }
 }
 
-/// Split-row softmax, step 2 of 2: merge a row's chunk statistics, write one chunk.
+/// Split-row softmax, step 2 of 2: merge a row's chunk statistics, write one chunk. The body of
+/// [`softmax_split_write`](fn@softmax_split_write) (`STREAMING = false`) and
+/// [`softmax_split_write_streaming`](fn@softmax_split_write_streaming) (`true`).
 ///
 /// Block `b` handles chunk `c = l % chunks` of row `l / chunks` with `l = gridDim.x - 1 - b`:
-/// the blocks run in the reverse order of [`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats), so the first chunks read are
+/// the blocks run in the reverse order of [`softmax_split_stats`](fn@softmax_split_stats), so the first chunks read are
 /// the last ones step 1 read, still in L2. Every thread merges the row's partials
 /// `tid, tid + blockDim.x, ...`, the block merges them (`block_stats`), and the chunk's
 /// vectors are read again and written as in `softmax_stream`'s second pass (chunk 0 also
@@ -77,17 +79,18 @@ pub unsafe fn softmax_split_stats(
 /// order, so all use the same `(M, S)`.
 ///
 /// Global memory: reads each element once and writes it once (8 bytes per element), plus
-/// `8 * chunks` bytes of partials per block from L2. With step 1, 12 bytes per element.
+/// `8 * chunks` bytes of partials per block from L2. With step 1, 12 bytes per element; the
+/// second read of the chunks still in L2 does not reach DRAM, so DRAM sees between 8 and 12.
 ///
-/// Launch: as [`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats), with the same `chunks` and `chunk_vecs`.
+/// Launch: as [`softmax_split_stats`](fn@softmax_split_stats), with the same `chunks` and `chunk_vecs`.
 ///
 /// # Safety
 /// `x` and `y` point to `rows * cols` floats of device memory at the same address modulo 16
 /// bytes and do not overlap; `partials` holds step 1's `2 * rows * chunks` floats; the launch
 /// shape is as above.
-#[kernel]
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn softmax_split_write(
+unsafe fn split_write<const STREAMING: bool>(
     x: *const f32,
     partials: *const f32,
     y: *mut f32,
@@ -118,7 +121,7 @@ pub unsafe fn softmax_split_write(
             i += threads;
         }
         let total = block_stats(shared::dynamic::<Stats>(), acc, t);
-        range_write(x_row, y_row, split, start, end, tid, threads, total, t);
+        range_write::<STREAMING>(x_row, y_row, split, start, end, tid, threads, total, t);
         if chunk == 0 {
             if let Some(i) = split.scalar(tid) {
                 let e = math::exp(exponent(mem::load(x_row, i), total.m, t));
@@ -126,4 +129,55 @@ pub unsafe fn softmax_split_write(
             }
         }
     }
+}
+
+/// Split-row softmax, step 2 of 2 (`split_write`): block `b` merges its row's partial
+/// statistics and writes chunk `gridDim.x - 1 - b` (blocks in the reverse order of step 1), with
+/// plain loads and stores.
+///
+/// Global memory: 8 bytes per element (one read, one write), 12 with step 1.
+///
+/// # Safety
+/// As `split_write`.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn softmax_split_write(
+    x: *const f32,
+    partials: *const f32,
+    y: *mut f32,
+    rows: usize,
+    cols: usize,
+    chunks: usize,
+    chunk_vecs: usize,
+    t: f32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { split_write::<false>(x, partials, y, rows, cols, chunks, chunk_vecs, t) }
+}
+
+/// Split-row softmax, step 2 of 2 (`split_write`), its loads of `x` (their last use) and
+/// stores of `y` with the evict-first hint (`ld.global.cs`, `st.global.cs`): as its blocks walk
+/// the chunks in the reverse order of step 1, the chunks step 1 left in L2 are read first, and
+/// neither those lines once read nor the output lines displace the chunks still waiting there.
+/// The same values as [`softmax_split_write`](fn@softmax_split_write).
+///
+/// Global memory: 8 bytes per element (one read, one write), 12 with step 1; the L2 hits of the
+/// second read are what the hint is for.
+///
+/// # Safety
+/// As `split_write`.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn softmax_split_write_streaming(
+    x: *const f32,
+    partials: *const f32,
+    y: *mut f32,
+    rows: usize,
+    cols: usize,
+    chunks: usize,
+    chunk_vecs: usize,
+    t: f32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { split_write::<true>(x, partials, y, rows, cols, chunks, chunk_vecs, t) }
 }

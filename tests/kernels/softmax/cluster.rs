@@ -271,6 +271,33 @@ fn cluster_plans_for_the_long_rows() {
         ..d
     };
     assert_eq!(four.plan(8192, 65_536), cluster(4, 4, 1024));
+    // The bench's long-row candidates: at least 8 or 16 blocks per row, of fewer threads
+    // (`cluster_min_blocks` past `cluster_max_blocks` counts as the latter).
+    let eight = OnePassConfig {
+        cluster_min_blocks: 8,
+        ..d
+    };
+    assert_eq!(eight.plan(8192, 65_536), cluster(8, 8, 256));
+    assert_eq!(eight.plan(1024, 131_072), cluster(8, 8, 512));
+    assert_eq!(eight.plan(1, 262_147), cluster(8, 8, 1024));
+    let sixteen = OnePassConfig {
+        cluster_max_blocks: 16,
+        cluster_min_blocks: 16,
+        ..d
+    };
+    assert_eq!(sixteen.plan(8192, 65_536), cluster(8, 16, 128));
+    assert_eq!(sixteen.plan(1024, 131_072), cluster(8, 16, 256));
+    let sixteen_4v = OnePassConfig {
+        cluster_vectors: 4,
+        ..sixteen
+    };
+    assert_eq!(sixteen_4v.plan(8192, 65_536), cluster(4, 16, 256));
+    assert_eq!(sixteen_4v.plan(1024, 131_072), cluster(4, 16, 512));
+    let capped = OnePassConfig {
+        cluster_min_blocks: 16,
+        ..d
+    };
+    assert_eq!(capped.plan(8192, 65_536), cluster(8, 8, 256));
     // No clusters at all.
     let none = OnePassConfig {
         cluster_max_blocks: 1,

@@ -50,7 +50,8 @@ fn long_row_tolerance(t: f32) -> f32 {
 }
 
 /// One row of [`LONG_ROW`] through every softmax algorithm (the tutorial kernel, the default
-/// one-pass plan: rows split over blocks, and one streaming block for the row) at `t`, each
+/// one-pass plan: rows split over blocks, and one streaming block for the row; the split
+/// path's bench candidates) at `t`, each
 /// element within [`long_row_tolerance`] of the f64 reference.
 fn softmax_long_row(gpu: &Gpu, rng: &mut StdRng, t: f32) -> Check {
     let x = random_matrix(rng, 1, LONG_ROW);
@@ -85,12 +86,31 @@ fn softmax_long_row(gpu: &Gpu, rng: &mut StdRng, t: f32) -> Check {
             gpu.softmax_with(&dx, t, algorithm),
         );
     }
-    let mut y = poisoned_matrix(gpu, 1, LONG_ROW)?;
-    let streamed = gpu.softmax_into_one_pass(&dx, &mut y, t, &stream).map(|()| y);
-    check(
-        format!("softmax_into_one_pass({:?})", stream.plan(1, LONG_ROW)),
-        streamed,
-    );
+    // The stream, and the split candidates of the bench: evict-first writes, chunks of 8192
+    // and 32768 columns.
+    let candidates = [
+        stream,
+        OnePassConfig {
+            split_streaming: true,
+            ..OnePassConfig::default()
+        },
+        OnePassConfig {
+            split_chunk: 8192,
+            ..OnePassConfig::default()
+        },
+        OnePassConfig {
+            split_chunk: 32768,
+            ..OnePassConfig::default()
+        },
+    ];
+    for config in candidates {
+        let mut y = poisoned_matrix(gpu, 1, LONG_ROW)?;
+        let got = gpu.softmax_into_one_pass(&dx, &mut y, t, &config).map(|()| y);
+        check(
+            format!("softmax_into_one_pass({:?})", config.plan(1, LONG_ROW)),
+            got,
+        );
+    }
     all_passed(failures)
 }
 

@@ -184,6 +184,14 @@ fn split_rows_over_several_blocks() {
     check_path("split", &split_only(100), &[(1, 1001)], |p| {
         matches!(p, OnePassPlan::Split { chunks: 10, .. })
     });
+    // The evict-first write launch: the same chunks, the same values.
+    let streaming = OnePassConfig {
+        split_streaming: true,
+        ..split_only(8)
+    };
+    check_path("split-streaming", &streaming, &shapes, |p| {
+        matches!(p, OnePassPlan::Split { streaming: true, .. })
+    });
     // Chunks longer than a block's sweep (4096 vectors, 8 per thread of 512) at the default size
     // (clusters off: they would take these rows).
     check_path(

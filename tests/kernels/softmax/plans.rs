@@ -52,7 +52,8 @@ fn classic_plans_for_the_timed_shapes() {
         c.plan(1, 1 << 24),
         OnePassPlan::Split {
             chunks: 1024,
-            chunk_vecs: 4096
+            chunk_vecs: 4096,
+            streaming: false
         }
     );
     assert_eq!(c.plan(8192, 65536), OnePassPlan::Stream);
@@ -96,14 +97,16 @@ fn classic_plans_around_the_thresholds() {
         c.plan(3, 32769),
         OnePassPlan::Split {
             chunks: 2,
-            chunk_vecs: 4096
+            chunk_vecs: 4096,
+            streaming: false
         }
     );
     assert_eq!(
         c.plan(255, 40000),
         OnePassPlan::Split {
             chunks: 3,
-            chunk_vecs: 4096
+            chunk_vecs: 4096,
+            streaming: false
         }
     );
     assert_eq!(c.plan(256, 40000), OnePassPlan::Stream);
@@ -212,7 +215,8 @@ fn default_and_candidate_plans_for_the_timed_shapes() {
         p.plan(1, 1 << 24),
         OnePassPlan::Split {
             chunks: 1024,
-            chunk_vecs: 4096
+            chunk_vecs: 4096,
+            streaming: false
         }
     );
 }
