@@ -27,9 +27,11 @@ pub(crate) enum WgmmaKernel {
     WarpSpecialized,
 }
 
-// One pair of tensor maps serves both kernels: the same boxes.
-const _: () =
-    assert!(WGMMA_128X128.block_rows == WS_128X256.block_rows && WGMMA_128X128.block_k == WS_128X256.block_k);
+// One pair of tensor maps serves both kernels on 16-bit operands: the same boxes.
+const _: () = assert!(
+    WGMMA_128X128.block_rows == WS_128X256.block_rows
+        && WGMMA_128X128.block_k == kernels_gpu::matmul::wgmma_ws::WsTiling::block_k(2)
+);
 
 /// Blocks of the persistent kernel in the simulator: at most 2, so that the simulator's blocks
 /// walk several tiles and the ring wraps from one tile to the next as on the GPU (where the grid

@@ -32,26 +32,26 @@
 //! * **Shared memory**: 1 KiB of alignment slack, `STAGES x 48 KiB` of stages, two barriers per
 //!   stage: 197,696 bytes (one block per SM).
 //!
-//! Tensor maps: as [`super::wgmma`] (two maps in global memory, `A` box `128 x 64`, `B` box
-//! `64 x 64`), for the element type of the operands.
+//! Tensor maps: two in global memory, as [`super::wgmma`]: `A` (`m x k`, box `BM x BK`), then
+//! `B` (`k x n`, box `BK x 64`) or, for an operand type that reads `B` K-major
+//! ([`WgmmaOperand::B_K_MAJOR`]), `B^T` (`n x k`, box `BN x BK`); 128-byte swizzle, zero fill.
 
 use super::half::GemmOutput;
 use super::tf32::grouped_tile;
-use super::wgmma::{MAP_WORDS, SWIZZLE_COLS};
+use super::wgmma::MAP_WORDS;
 use crate::gpu::tma::{self, Tensor2d};
 use crate::gpu::{bf16, f16, mbarrier, shared, thread, wgmma};
 use crate::kernel;
 
 /// Tile shape of the warp-specialised kernels; the host reads it to launch them and to encode
-/// the tensor maps' boxes.
+/// the tensor maps' boxes. The step along `k` is one 128-byte swizzle row of the element type
+/// (64 for 16-bit elements, 32 for 32-bit ones): [`WsTiling::block_k`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WsTiling {
     /// Rows of `C` per tile (`BM`): 64 per consumer warpgroup.
     pub block_rows: usize,
-    /// Columns of `C` per tile (`BN`), the `N` of `wgmma.m64nNk16`.
+    /// Columns of `C` per tile (`BN`), the `N` of `wgmma.m64nNk*`.
     pub block_cols: usize,
-    /// Step along `k` per stage (`BK`): one 128-byte swizzle row of 16-bit elements.
-    pub block_k: usize,
     /// Stages of the copy ring.
     pub stages: usize,
     /// Consumer warpgroups (the producer is one more).
@@ -64,19 +64,19 @@ impl WsTiling {
         ((self.consumers + 1) * WARPGROUP) as u32
     }
 
-    /// Bytes of `A` per stage (one box of `BM x BK`).
+    /// The step along `k` per stage (`BK`) for elements of `bytes` bytes: one 128-byte row.
+    pub const fn block_k(bytes: usize) -> usize {
+        SWIZZLE_ROW / bytes
+    }
+
+    /// Bytes of `A` per stage (one box of `BM x BK`, 128 bytes per row).
     pub const fn a_bytes(&self) -> usize {
-        self.block_rows * self.block_k * 2
+        self.block_rows * SWIZZLE_ROW
     }
 
-    /// Bytes of one box of `B` (`BK x` [`SWIZZLE_COLS`]).
-    pub const fn b_box_bytes(&self) -> usize {
-        self.block_k * SWIZZLE_COLS * 2
-    }
-
-    /// Bytes of one stage: `A`, then `B` as `BN /` [`SWIZZLE_COLS`] boxes.
+    /// Bytes of one stage: `A`, then `B` (`BN x BK`, 128 bytes per `BN`), whatever the type.
     pub const fn stage_bytes(&self) -> usize {
-        self.a_bytes() + self.block_cols / SWIZZLE_COLS * self.b_box_bytes()
+        (self.block_rows + self.block_cols) * SWIZZLE_ROW
     }
 
     /// Dynamic shared memory per block: alignment slack, the stages, two barriers per stage.
@@ -90,15 +90,16 @@ impl WsTiling {
     }
 }
 
-/// 128 x 256 x 64, four stages, two consumers (197,696 bytes of shared memory).
+/// 128 x 256 per tile, four stages of 48 KiB, two consumers (197,696 bytes of shared memory).
 pub const WS_128X256: WsTiling = WsTiling {
     block_rows: 128,
     block_cols: 256,
-    block_k: 64,
     stages: 4,
     consumers: 2,
 };
 
+/// Bytes of one row of a 128-byte swizzled box.
+const SWIZZLE_ROW: usize = 128;
 /// Threads of a warpgroup.
 const WARPGROUP: usize = 128;
 /// Alignment of the 128-byte swizzle pattern's atoms (8 rows of 128 bytes).
@@ -108,29 +109,41 @@ const PRODUCER_REGISTERS: u32 = 40;
 /// Registers per thread the consumers ask for: `128 x 40 + 256 x 232 <= 65536`.
 const CONSUMER_REGISTERS: u32 = 232;
 
-/// A 16-bit operand type of the warp-specialised kernels: its `m64n256k64` product.
+/// An operand type of the warp-specialised kernels: its size, how `B` sits in shared memory, and
+/// its `m64n256` product over one 128-byte step of `k`.
 pub trait WgmmaOperand: Copy {
-    /// `C(64 x 256) (+)= A(64 x 64) * B(64 x 256)` on the calling warpgroup
-    /// ([`wgmma::mma_bf16_m64n256k64`]).
+    /// Bytes per element.
+    const BYTES: usize;
+    /// Whether the kernel reads `B` K-major: from a `B^T` (`n x k`, row-major) matrix, boxes of
+    /// `BN x BK` (TF32, which `wgmma` reads K-major only). Otherwise N-major from `B` itself
+    /// (`k x n`), boxes of `BK x 64` side by side, read through the descriptor's transpose bit.
+    const B_K_MAJOR: bool;
+
+    /// `C(64 x 256) (+)= A(64 x BK) * B(BK x 256)` on the calling warpgroup, four products of
+    /// one quarter of `BK` each ([`wgmma::mma_bf16_m64n256k64`]).
     ///
     /// # Safety
     /// As [`wgmma::mma_bf16_m64n256k64`].
-    unsafe fn mma_m64n256k64(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128];
+    unsafe fn mma_m64n256(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128];
 }
 
 impl WgmmaOperand for bf16 {
+    const BYTES: usize = 2;
+    const B_K_MAJOR: bool = false;
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn mma_m64n256k64(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+    unsafe fn mma_m64n256(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
         // SAFETY: forwarded contract.
         unsafe { wgmma::mma_bf16_m64n256k64(acc, a, b, accumulate) }
     }
 }
 
 impl WgmmaOperand for f16 {
+    const BYTES: usize = 2;
+    const B_K_MAJOR: bool = false;
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn mma_m64n256k64(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+    unsafe fn mma_m64n256(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
         // SAFETY: forwarded contract.
         unsafe { wgmma::mma_f16_m64n256k64(acc, a, b, accumulate) }
     }
@@ -146,10 +159,10 @@ impl WgmmaOperand for f16 {
 ///
 /// # Safety
 /// * `maps` holds two tensor maps of [`MAP_WORDS`] words each, 64-byte aligned, encoded for `a`
-///   (`m x k`, box `128 x 64`) and `b` (`k x n`, box `64 x 64`), element type `I`, 128-byte
-///   swizzle, zero fill; `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` elements (rows of `a` and `b`
-///   may be further apart, as their maps say), `c` overlaps neither; `a` and `b` 16-byte aligned,
-///   `c` aligned to a pair of `O` when `n` is even; `m, n >= 1`.
+///   (`m x k`, box `BM x BK`) and `b` (`k x n`, box `BK x 64`; or, where `I::B_K_MAJOR`, `b` is
+///   `B^T`, `n x k`, box `BN x BK`), element type `I`, 128-byte swizzle, zero fill; `a`, `b`, `c`
+///   hold `m*k`, `k*n`, `m*n` elements, `c` overlaps neither; `a` and `b` 16-byte aligned, `c`
+///   aligned to a pair of `O` when `n` is even; `m, n >= 1`.
 /// * The launch: [`WsTiling::threads`] threads, a grid of `(G, 1)` blocks with
 ///   `1 <= G <= tiles`, [`WsTiling::shared_bytes`] of dynamic shared memory; a compute
 ///   capability 9.0 GPU.
@@ -165,20 +178,24 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
 ) {
     const BM: usize = WS_128X256.block_rows;
     const BN: usize = WS_128X256.block_cols;
-    const BK: usize = WS_128X256.block_k;
     const { assert!(STAGES >= 2, "a ring of at least two stages") };
+    let bk = WsTiling::block_k(I::BYTES);
+    // Columns of one N-major box of `B`: one 128-byte row.
+    let box_cols = SWIZZLE_ROW / I::BYTES;
     let t = WsTiling {
         stages: STAGES,
         ..WS_128X256
     };
-    let (a_bytes, b_box, stage_bytes) = (t.a_bytes(), t.b_box_bytes(), t.stage_bytes());
+    let (a_bytes, stage_bytes) = (t.a_bytes(), t.stage_bytes());
+    // Bytes of one N-major box of `B` (`BK` rows of 128 bytes).
+    let b_box = bk * SWIZZLE_ROW;
     let tid = thread::thread_idx_x() as usize;
     let group = tid / WARPGROUP;
 
     let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(BN));
     let tiles = tiles_m * tiles_n;
     let (first, step) = (thread::block_idx_x() as usize, thread::grid_dim_x() as usize);
-    let k_tiles = k.div_ceil(BK);
+    let k_tiles = k.div_ceil(bk);
 
     // The ring starts at the first 1024-byte boundary of the shared window; the barriers follow.
     let base = shared::dynamic::<u64>().cast::<u8>();
@@ -214,16 +231,29 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
             cols: k,
             stride: k,
             box_rows: BM,
-            box_cols: SWIZZLE_COLS,
+            box_cols: bk,
         };
-        let tb = Tensor2d {
-            map: maps.wrapping_add(MAP_WORDS),
-            data: b,
-            rows: k,
-            cols: n,
-            stride: n,
-            box_rows: BK,
-            box_cols: SWIZZLE_COLS,
+        // `B` itself (`k x n`, N-major boxes), or `B^T` (`n x k`, one K-major box per stage).
+        let tb = if I::B_K_MAJOR {
+            Tensor2d {
+                map: maps.wrapping_add(MAP_WORDS),
+                data: b,
+                rows: n,
+                cols: k,
+                stride: k,
+                box_rows: BN,
+                box_cols: bk,
+            }
+        } else {
+            Tensor2d {
+                map: maps.wrapping_add(MAP_WORDS),
+                data: b,
+                rows: k,
+                cols: n,
+                stride: n,
+                box_rows: bk,
+                box_cols,
+            }
         };
         tma::prefetch_map(ta.map);
         tma::prefetch_map(tb.map);
@@ -242,11 +272,16 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
                 unsafe {
                     mbarrier::wait_parity(empty(s), (((it / STAGES) & 1) ^ 1) as u32);
                     mbarrier::arrive_expect_tx(full(s), stage_bytes as u32);
-                    tma::load_2d(stage.cast::<I>(), &ta, full(s), row0 as u32, (kt * BK) as u32);
-                    for j in 0..BN / SWIZZLE_COLS {
-                        let dst = stage.wrapping_add(a_bytes + j * b_box).cast::<I>();
-                        let col = (col0 + j * SWIZZLE_COLS) as u32;
-                        tma::load_2d(dst, &tb, full(s), (kt * BK) as u32, col);
+                    tma::load_2d(stage.cast::<I>(), &ta, full(s), row0 as u32, (kt * bk) as u32);
+                    let b_stage = stage.wrapping_add(a_bytes).cast::<I>();
+                    if I::B_K_MAJOR {
+                        tma::load_2d(b_stage, &tb, full(s), col0 as u32, (kt * bk) as u32);
+                    } else {
+                        for j in 0..BN / box_cols {
+                            let dst = b_stage.cast::<u8>().wrapping_add(j * b_box).cast::<I>();
+                            let col = (col0 + j * box_cols) as u32;
+                            tma::load_2d(dst, &tb, full(s), (kt * bk) as u32, col);
+                        }
                     }
                 }
                 it += 1;
@@ -276,19 +311,24 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
             // SAFETY: an initialised barrier.
             unsafe { mbarrier::wait_parity(full(s), ((it / STAGES) & 1) as u32) };
             let stage = ring_address + (s * stage_bytes) as u32;
-            // A: this consumer's 64 rows start 64 rows (8 KiB) into the box; steps of 16 along
-            // k 32 bytes apart, 8-row groups 1024 bytes apart. B: 64-column boxes `b_box`
-            // apart (LBO), 8-row groups 1024 bytes apart, steps of 16 along k 16 rows (2 KiB)
-            // apart.
+            // A: this consumer's 64 rows start 64 rows (8 KiB) into the box; the four quarter
+            // steps along k 32 bytes apart, 8-row groups 1024 bytes apart. B N-major: boxes of
+            // 64 columns `b_box` apart (LBO), 8-row groups 1024 bytes apart, the quarter steps
+            // `BK / 4` rows apart; B K-major: as A, over all `BN` rows.
             let a_desc: [u64; 4] = core::array::from_fn(|j| {
-                wgmma::desc_sw128(stage + (consumer * 64 * 128 + j * 32) as u32, 16, 1024)
+                wgmma::desc_sw128(stage + (consumer * 64 * SWIZZLE_ROW + j * 32) as u32, 16, 1024)
             });
             let b_desc: [u64; 4] = core::array::from_fn(|j| {
-                wgmma::desc_sw128(stage + (a_bytes + j * 16 * 128) as u32, b_box as u32, 1024)
+                if I::B_K_MAJOR {
+                    wgmma::desc_sw128(stage + (a_bytes + j * 32) as u32, 16, 1024)
+                } else {
+                    let start = a_bytes + j * (bk / 4) * SWIZZLE_ROW;
+                    wgmma::desc_sw128(stage + start as u32, b_box as u32, 1024)
+                }
             });
             // SAFETY: the whole warpgroup is here; the stage's copies have landed (the wait)
             // and nothing writes it before this warp's arrival below.
-            acc = unsafe { I::mma_m64n256k64(acc, a_desc, b_desc, kt > 0) };
+            acc = unsafe { I::mma_m64n256(acc, a_desc, b_desc, kt > 0) };
             if lane == 0 {
                 // SAFETY: an initialised barrier expecting one arrival per consumer warp.
                 unsafe { mbarrier::arrive(empty(s)) };
