@@ -188,6 +188,10 @@ fn block_threads(kernel: &str) -> Option<u32> {
         "matmul_wgmma_bf16_128x128" | "matmul_wgmma_bf16_f32out_128x128" => {
             matmul::wgmma::WGMMA_128X128.threads()
         }
+        "matmul_ws_bf16_128x256"
+        | "matmul_ws_bf16_f32out_128x256"
+        | "matmul_ws_f16_128x256"
+        | "matmul_ws_f16_f32out_128x256" => matmul::wgmma_ws::WS_128X256.threads(),
         "softmax_block_reduce" => softmax::BLOCK,
         "softmax_warp_1" | "softmax_warp_2" | "softmax_warp_4" | "softmax_warp_8" => {
             softmax::WARP_KERNEL_BLOCK
@@ -360,7 +364,21 @@ fn every_module_exports_the_same_kernels() {
 const ARCH_ONLY: &[((i32, i32), &[&str])] = &[((9, 0), &["softmax_cluster_4", "softmax_cluster_8"])];
 
 /// The entry points only the sm_90a module has (`#[cfg(target_feature = "sm_90a")]`).
-const ARCH_SPECIFIC_KERNELS: &[&str] = &["matmul_wgmma_bf16_128x128", "matmul_wgmma_bf16_f32out_128x128"];
+const ARCH_SPECIFIC_KERNELS: &[&str] = &[
+    "matmul_wgmma_bf16_128x128",
+    "matmul_wgmma_bf16_f32out_128x128",
+    "matmul_ws_bf16_128x256",
+    "matmul_ws_bf16_f32out_128x256",
+    "matmul_ws_f16_128x256",
+    "matmul_ws_f16_f32out_128x256",
+];
+
+/// `wgmma.mma_async` lines per `wgmma` kernel: the one-warpgroup kernel's `m128n128k64` step is
+/// 8 (`m64n128k16`), the warp-specialised one's `m64n256k64` step 4 (`m64n256k16`); each with
+/// one `wait_group`.
+fn wgmma_lines(name: &str) -> usize {
+    if name.starts_with("matmul_ws_") { 4 } else { 8 }
+}
 
 /// ptxas warnings that mean a `wgmma` pipeline was serialised or a register limit ignored:
 /// treated as failures. C7510: a call between `wgmma.fence` and its wait; C7514, C7515:
@@ -369,7 +387,8 @@ const ARCH_SPECIFIC_KERNELS: &[&str] = &["matmul_wgmma_bf16_128x128", "matmul_wg
 const WGMMA_WARNINGS: &[&str] = &["C7508", "C7509", "C7510", "C7511", "C7512", "C7514", "C7515"];
 
 /// The sm_90a module assembles for sm_90a with its `wgmma` kernels intact: none of the
-/// serialisation warnings, each `wgmma` kernel with 8 products in its main loop, a `wait_group`
+/// serialisation warnings, each `wgmma` kernel with its products in its main loop
+/// ([`wgmma_lines`]), a `wait_group`
 /// and no stack (the no-spill check itself is
 /// `ptxas_assembles_every_module_without_stack_or_spills`).
 #[test]
@@ -411,7 +430,7 @@ fn ptxas_keeps_the_wgmma_pipeline_of_the_sm_90a_module() {
         let waits = body.iter().filter(|l| l.contains("wgmma.wait_group")).count();
         assert_eq!(
             (mmas, waits),
-            (8, 1),
+            (wgmma_lines(name), 1),
             "{name}: wgmma.mma_async and wait_group lines"
         );
     }
@@ -553,6 +572,11 @@ const BARRIERS: &[(&str, usize)] = &[
     // (everyone is done with the stage before thread 0 refills it).
     ("matmul_wgmma_bf16_128x128", 2),
     ("matmul_wgmma_bf16_f32out_128x128", 2),
+    // `ws_gemm`: one after the barriers' initialisation; the ring runs on mbarriers only.
+    ("matmul_ws_bf16_128x256", 1),
+    ("matmul_ws_bf16_f32out_128x256", 1),
+    ("matmul_ws_f16_128x256", 1),
+    ("matmul_ws_f16_f32out_128x256", 1),
     // Each `block::reduce` has three (after the store, one per tree round in its loop, after the
     // final read); the kernel calls `reduce_max` or `reduce_min` (a branch on `t`, which is the
     // same for the whole block), then `reduce_sum`: three call sites.

@@ -59,10 +59,11 @@ pub fn planned(quick: bool) -> usize {
         .into_iter()
         .map(|s| {
             let outs = if s == f32_out_shape(quick) { 2 } else { 1 };
-            // cuBLAS and mma.sync in both types; wgmma in bf16 where k and n allow (on a GPU
-            // without it those rows are not written: the count is an upper bound).
+            // cuBLAS and mma.sync in both types; where k and n allow, the one-warpgroup wgmma
+            // kernel in bf16 and the warp-specialised one in both types (on a GPU without them
+            // those rows are not written: the count is an upper bound).
             let wgmma = usize::from(s.1 % 8 == 0 && s.2 % 8 == 0);
-            outs * (2 * 2 + wgmma)
+            outs * (2 * 2 + 3 * wgmma)
         })
         .sum()
 }
@@ -341,18 +342,19 @@ where
             ("cublas_f32out", "f32", f32_type, F32_TOL),
         )?;
     }
-    // The mma.sync kernel on every shape; the wgmma kernel where it applies (bf16, k and n
-    // multiples of 8, the sm_90a module loaded).
-    let wgmma = HalfTile::wgmma_applies(T::NAME == "bf16", shape.2, shape.1, true, b.gpu.has_wgmma());
-    let tiles: &[(HalfTile, &str, &str)] = if wgmma {
-        &[
-            (HalfTile::Square, "gpukern:mma", "gpukern:mma_f32out"),
-            (HalfTile::Wgmma, "gpukern:wgmma", "gpukern:wgmma_f32out"),
-        ]
-    } else {
-        &[(HalfTile::Square, "gpukern:mma", "gpukern:mma_f32out")]
+    // The mma.sync kernel on every shape; where they apply (k and n multiples of 8, the sm_90a
+    // module loaded) the one-warpgroup wgmma kernel (bf16 only) and the warp-specialised one.
+    let loaded = |bf16_only: bool| {
+        HalfTile::wgmma_applies(!bf16_only || T::NAME == "bf16", shape.2, shape.1, true, b.gpu.has_wgmma())
     };
-    for &(tile, imp, imp_f32) in tiles {
+    let mut tiles = vec![(HalfTile::Square, "gpukern:mma", "gpukern:mma_f32out")];
+    if loaded(true) {
+        tiles.push((HalfTile::Wgmma, "gpukern:wgmma", "gpukern:wgmma_f32out"));
+    }
+    if loaded(false) {
+        tiles.push((HalfTile::WarpSpecialized, "gpukern:wgmma_ws", "gpukern:wgmma_ws_f32out"));
+    }
+    for (tile, imp, imp_f32) in tiles {
         gpukern::<T, T>(b, sink, shape, &inputs, (imp, T::NAME, T::TOL, tile))?;
         if f32_out {
             gpukern::<T, f32>(b, sink, shape, &inputs, (imp_f32, "f32", F32_TOL, tile))?;
@@ -447,8 +449,9 @@ mod tests {
 
     #[test]
     fn planned_matches_the_rows() {
-        // Three square shapes of 5 rows, 4096^3 with its f32 results (10), the ragged one (4).
-        assert_eq!(planned(false), 3 * 5 + 2 * 5 + 4);
+        // Three square shapes of 2 x 2 + 3 rows, 4096^3 with its f32 results (twice), the ragged
+        // one (4: k and n odd).
+        assert_eq!(planned(false), 3 * 7 + 2 * 7 + 4);
         assert!(shapes(false).contains(&f32_out_shape(false)));
         assert!(shapes(true).contains(&f32_out_shape(true)));
     }
