@@ -345,14 +345,24 @@ where
     // The mma.sync kernel on every shape; where they apply (k and n multiples of 8, the sm_90a
     // module loaded) the one-warpgroup wgmma kernel (bf16 only) and the warp-specialised one.
     let loaded = |bf16_only: bool| {
-        HalfTile::wgmma_applies(!bf16_only || T::NAME == "bf16", shape.2, shape.1, true, b.gpu.has_wgmma())
+        HalfTile::wgmma_applies(
+            !bf16_only || T::NAME == "bf16",
+            shape.2,
+            shape.1,
+            true,
+            b.gpu.has_wgmma(),
+        )
     };
     let mut tiles = vec![(HalfTile::Square, "gpukern:mma", "gpukern:mma_f32out")];
     if loaded(true) {
         tiles.push((HalfTile::Wgmma, "gpukern:wgmma", "gpukern:wgmma_f32out"));
     }
     if loaded(false) {
-        tiles.push((HalfTile::WarpSpecialized, "gpukern:wgmma_ws", "gpukern:wgmma_ws_f32out"));
+        tiles.push((
+            HalfTile::WarpSpecialized,
+            "gpukern:wgmma_ws",
+            "gpukern:wgmma_ws_f32out",
+        ));
     }
     for (tile, imp, imp_f32) in tiles {
         gpukern::<T, T>(b, sink, shape, &inputs, (imp, T::NAME, T::TOL, tile))?;

@@ -163,28 +163,56 @@ impl Gpu {
         }
         let t = WGMMA_128X128;
         let mut words = [0u64; 2 * MAP_WORDS];
-        let a_map = encode(kind, a.data.address(), m, k, t.block_rows)?;
-        let b_map = encode(kind, b.data.address(), k, n, t.block_k)?;
+        let matrix = |address: usize, rows: usize, cols: usize| MapMatrix {
+            kind,
+            bytes: 2,
+            address,
+            rows,
+            cols,
+            stride: cols,
+        };
+        let a_map = encode(matrix(a.data.address(), m, k), t.block_rows)?;
+        let b_map = encode(matrix(b.data.address(), k, n), t.block_k)?;
         words[..MAP_WORDS].copy_from_slice(&a_map);
         words[MAP_WORDS..].copy_from_slice(&b_map);
         self.upload(&words)
     }
 }
 
-/// The tensor map of a row-major 16-bit (`kind`: bf16 or f16) `rows x cols` matrix at device
-/// address `address`, boxes of `box_rows x` [`SWIZZLE_COLS`], 128-byte swizzle, zeros out of
-/// bounds.
-fn encode(
-    kind: sys::CUtensorMapDataType,
-    address: usize,
-    rows: usize,
-    cols: usize,
-    box_rows: usize,
-) -> Result<[u64; MAP_WORDS]> {
+/// A row-major matrix as a tensor map describes it: `rows x cols` elements of `bytes` bytes at
+/// device address `address`, rows `stride` elements apart (at least `cols`, `stride * bytes` a
+/// multiple of 16).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct MapMatrix {
+    /// The copy engine's name of the element type.
+    pub kind: sys::CUtensorMapDataType,
+    /// Bytes per element.
+    pub bytes: usize,
+    /// Device address of element (0, 0).
+    pub address: usize,
+    /// Rows.
+    pub rows: usize,
+    /// Columns (the contiguous dimension).
+    pub cols: usize,
+    /// Elements from one row to the next.
+    pub stride: usize,
+}
+
+/// The tensor map of `matrix`, boxes of `box_rows` rows of 128 bytes, 128-byte swizzle, zeros
+/// out of bounds.
+pub(super) fn encode(matrix: MapMatrix, box_rows: usize) -> Result<[u64; MAP_WORDS]> {
+    let MapMatrix {
+        kind,
+        bytes,
+        address,
+        rows,
+        cols,
+        stride,
+    } = matrix;
     let mut map = sys::CUtensorMap { opaque: [0; 16] };
     let dims = [cols as u64, rows as u64];
-    let strides = [(cols * 2) as u64];
-    let boxes = [SWIZZLE_COLS as u32, box_rows as u32];
+    let strides = [(stride * bytes) as u64];
+    let boxes = [(SWIZZLE_COLS * 2 / bytes) as u32, box_rows as u32];
     let element_strides = [1u32, 1];
     // SAFETY: every pointer is to a live local array of the rank's length (strides: rank - 1);
     // the call only encodes (no device access).
