@@ -10,8 +10,9 @@
 //!
 //! Before anything is launched the module checks what a GPU would refuse or crash on:
 //! every buffer belongs to the module's `Gpu`, the kernel comes from the crate the module was
-//! built from, and the grid, the block (against the kernel's own register-limited maximum) and
-//! the dynamic shared memory (opting the kernel in above 48 KiB) fit the device.
+//! built from, and the grid, the block (against the kernel's launch bounds and its own
+//! register-limited maximum) and the dynamic shared memory (opting the kernel in above 48 KiB)
+//! fit the device.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -227,6 +228,9 @@ impl Launcher for Module {
                 ),
             });
         }
+        if let Some(error) = beyond_bounds(kernel, &config) {
+            args.note(error);
+        }
         args
     }
 
@@ -350,6 +354,23 @@ impl Launcher for Module {
             }),
         }
     }
+}
+
+/// The error for a launch of more threads per block than the kernel's launch bounds allow
+/// (`#[kernel(launch_bounds(..))]`), on either backend: the driver would refuse it with a bare
+/// `CUDA_ERROR_INVALID_VALUE`.
+fn beyond_bounds(kernel: &Kernel, config: &LaunchConfig) -> Option<Error> {
+    let bounds = kernel.bounds?;
+    let (x, y, z) = config.block;
+    let threads = u64::from(x) * u64::from(y) * u64::from(z);
+    (threads > u64::from(bounds.max_threads)).then(|| Error::InvalidArgument {
+        op: kernel.name,
+        detail: format!(
+            "a block of {threads} threads {:?}; the kernel's launch bounds \
+             (#[kernel(launch_bounds({}, {}))]) allow at most {} threads per block",
+            config.block, bounds.max_threads, bounds.min_blocks, bounds.max_threads
+        ),
+    })
 }
 
 /// `config` checked against the device and the kernel's own limits; a kernel that needs more

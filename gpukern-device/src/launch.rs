@@ -12,7 +12,8 @@
 //!
 //! ```ignore
 //! pub mod scale {
-//!     pub const KERNEL: Kernel = Kernel { name: "scale", krate: "my_kernels", params: &[...] };
+//!     pub const KERNEL: Kernel = Kernel { name: "scale", krate: "my_kernels", params: &[...], .. };
+//!     pub const MAX_THREADS: Option<u32> = None; // Some(384) with #[kernel(launch_bounds(384))]
 //!     pub unsafe fn launch<L: Launcher>(on: &L, config: L::Config, x: &L::Buffer<f32>,
 //!         y: &mut L::Buffer<f32>, factor: f32, n: usize) -> Result<(), L::Error> { ... }
 //! }
@@ -39,8 +40,23 @@ pub struct Kernel {
     pub krate: &'static str,
     /// The parameters in order.
     pub params: &'static [Param],
+    /// Its launch bounds, from `#[kernel(launch_bounds(..))]`: a launcher refuses a block of
+    /// more threads before it reaches the device.
+    pub bounds: Option<LaunchBounds>,
     /// Launches so far, counted by the [`Launcher`] (gpukern's coverage check reads them).
     pub launches: LaunchCounts,
+}
+
+/// CUDA's `__launch_bounds__(max_threads, min_blocks)` of a kernel: `.maxntid max_threads, 1, 1`
+/// and `.minnctapersm min_blocks` in its PTX entry. ptxas then keeps the kernel's registers per
+/// thread within `65536 / (max_threads * min_blocks)` (rounded down to a multiple of 8, at most
+/// 255), and the driver refuses a launch of more than `max_threads` threads per block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchBounds {
+    /// Most threads per block.
+    pub max_threads: u32,
+    /// Blocks of `max_threads` threads that must fit on one multiprocessor at once.
+    pub min_blocks: u32,
 }
 
 /// Launches of one kernel in this process, per backend.

@@ -6,6 +6,7 @@
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
 
 pub mod atomics;
+pub mod bounds;
 pub mod elements;
 pub mod indices;
 pub mod print;

@@ -7,6 +7,8 @@
 
 use proc_macro::{Delimiter, TokenStream, TokenTree};
 
+use crate::bounds::Bounds;
+
 /// How one kernel parameter is passed from the host.
 enum Kind {
     Input,
@@ -24,8 +26,8 @@ struct Param {
 }
 
 /// The launcher module for the kernel whose tokens are `tokens`, `fn_pos` being the index of its
-/// `fn` keyword; `Err` carries a message for `compile_error!`.
-pub fn launcher(tokens: &[TokenTree], fn_pos: usize) -> Result<TokenStream, String> {
+/// `fn` keyword, and its launch bounds if it has any; `Err` carries a message for `compile_error!`.
+pub fn launcher(tokens: &[TokenTree], fn_pos: usize, bounds: Option<Bounds>) -> Result<TokenStream, String> {
     let name = match tokens.get(fn_pos + 1) {
         Some(TokenTree::Ident(i)) => i.to_string(),
         _ => return Err("#[kernel]: expected the function's name after `fn`".into()),
@@ -45,7 +47,7 @@ pub fn launcher(tokens: &[TokenTree], fn_pos: usize) -> Result<TokenStream, Stri
         .enumerate()
         .map(|(i, p)| parse_param(&name, i, p))
         .collect::<Result<Vec<_>, _>>()?;
-    render(&name, &params)
+    render(&name, &params, bounds)
         .parse()
         .map_err(|e| format!("#[kernel] {name}: generated launcher does not parse: {e}"))
 }
@@ -142,7 +144,18 @@ fn parse_param(kernel: &str, index: usize, tokens: Vec<TokenTree>) -> Result<Par
 }
 
 /// The launcher module's source.
-fn render(kernel: &str, params: &[Param]) -> String {
+fn render(kernel: &str, params: &[Param], bounds: Option<Bounds>) -> String {
+    let (max_threads, min_blocks, launch_bounds) = match bounds {
+        Some(b) => (
+            format!("Some({})", b.max_threads),
+            format!("Some({})", b.min_blocks),
+            format!(
+                "Some(::gpukern_device::launch::LaunchBounds {{ max_threads: {}, min_blocks: {} }})",
+                b.max_threads, b.min_blocks
+            ),
+        ),
+        None => ("None".to_string(), "None".to_string(), "None".to_string()),
+    };
     let describe = params
         .iter()
         .map(|p| {
@@ -203,8 +216,18 @@ pub mod {kernel} {{
         name: {kernel:?},
         krate: ::core::env!("CARGO_CRATE_NAME"),
         params: &[{describe}],
+        bounds: {launch_bounds},
         launches: ::gpukern_device::launch::LaunchCounts::new(),
     }};
+
+    /// Most threads per block the kernel may be launched with (`.maxntid` in its PTX), from
+    /// `#[kernel(launch_bounds(..))]`; `None` without launch bounds.
+    pub const MAX_THREADS: ::core::option::Option<u32> = {max_threads};
+
+    /// Blocks of [`MAX_THREADS`] threads that must fit on one multiprocessor at once
+    /// (`.minnctapersm`, which caps the registers per thread), from
+    /// `#[kernel(launch_bounds(..))]`; `None` without launch bounds.
+    pub const MIN_BLOCKS: ::core::option::Option<u32> = {min_blocks};
 
     /// Launches the kernel on `on` (gpukern's `Module`: a CUDA device or the simulator) with
     /// `config`; the arguments are the host's counterparts of the kernel's ({host_args}).

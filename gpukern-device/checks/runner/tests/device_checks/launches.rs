@@ -4,6 +4,7 @@
 
 use gpukern::gpukern_device::sim::{Dim3, Violation};
 use gpukern::{Error, Gpu, LaunchConfig, Module};
+use gpukern_device_checks::bounds::{BOUNDED_THREADS, bounded_write_index};
 use gpukern_device_checks::indices::{warp_votes, write_index_1d, write_index_3d};
 use gpukern_device_checks::print::assert_non_negative;
 use libtest_mimic::Trial;
@@ -250,6 +251,7 @@ pub fn trials(target: &Target) -> Vec<Trial> {
         trial(target, "indices::index_3d_and_warp_votes", indices_3d_and_votes),
         trial(target, "assert::passes_on_good_input", assert_passes),
         trial(target, "launches::bad_launches_are_errors", bad_launches),
+        trial(target, "launches::launch_bounds", launch_bounds),
     ];
     if target.prefix == "sim" {
         trials.push(trial(
@@ -259,4 +261,61 @@ pub fn trials(target: &Target) -> Vec<Trial> {
         ));
     }
     trials
+}
+
+/// `bounded_write_index` (`#[kernel(launch_bounds(384, 1))]`): its launcher states the bounds;
+/// blocks of 384 threads (and fewer) run it over ragged lengths; a block of 385 or of 8 x 8 x 8
+/// threads is an `InvalidArgument` naming the launch bounds, before the driver sees it (which
+/// would refuse it with a bare CUDA_ERROR_INVALID_VALUE); the module launches fine afterwards.
+fn launch_bounds(module: &Module, sizes: &Sizes, _: &mut StdRng) -> Check {
+    expect_eq(
+        "MAX_THREADS",
+        bounded_write_index::MAX_THREADS,
+        Some(BOUNDED_THREADS),
+    )?;
+    expect_eq("MIN_BLOCKS", bounded_write_index::MIN_BLOCKS, Some(1))?;
+    expect_eq("write_index_1d::MAX_THREADS", write_index_1d::MAX_THREADS, None)?;
+    let gpu = module.gpu();
+    let run = |block: (u32, u32, u32), n: usize| -> gpukern::Result<Vec<u32>> {
+        let mut out = gpu.upload(&vec![u32::MAX; n + 3])?;
+        let threads = (block.0 * block.1 * block.2) as usize;
+        let config = LaunchConfig {
+            grid: (n.div_ceil(threads) as u32 + 1, 1, 1),
+            block,
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: `out` holds more than `n` elements.
+        unsafe { bounded_write_index::launch(module, config, &mut out, n) }?;
+        out.to_vec()
+    };
+    for &n in sizes.elements {
+        for block in [(BOUNDED_THREADS, 1, 1), (96, 1, 1)] {
+            let want: Vec<u32> = (0..n as u32).chain([u32::MAX; 3]).collect();
+            expect_all(
+                &format!("bounded_write_index, n {n}, block {block:?}"),
+                &run(block, n)?,
+                &want,
+                |a, b| a == b,
+            )?;
+        }
+    }
+    let beyond = |e: &Error| {
+        matches!(e, Error::InvalidArgument { op: "bounded_write_index", detail }
+            if detail.contains("launch_bounds(384, 1)") && detail.contains("at most 384 threads"))
+    };
+    for block in [(BOUNDED_THREADS + 1, 1, 1), (8, 8, 8), (1024, 1, 1)] {
+        refused(
+            &format!("a block of {block:?} threads past the launch bounds"),
+            run(block, 1000).map(|_| ()),
+            "InvalidArgument naming the launch bounds",
+            beyond,
+        )?;
+    }
+    let want: Vec<u32> = (0..1000).chain([u32::MAX; 3]).collect();
+    expect_all(
+        "bounded_write_index after the refused launches",
+        &run((BOUNDED_THREADS, 1, 1), 1000)?,
+        &want,
+        |a, b| a == b,
+    )
 }
