@@ -387,10 +387,14 @@ unsafe fn store_tile<O: GemmOutput>(
 }
 
 /// Declares one warp-specialised entry point.
+// The launch bounds are the block of `WS_128X256.threads()` (checked below) and one block per
+// multiprocessor: ptxas then knows the register budget at entry, which `setmaxnreg` needs.
+const _: () = assert!(WS_128X256.threads() == 384);
+
 macro_rules! ws_kernel {
     ($(#[$doc:meta])* $name:ident: $in:ty => $out:ty) => {
         $(#[$doc])*
-        #[kernel]
+        #[kernel(launch_bounds(384, 1))]
         pub unsafe fn $name(maps: *const u64, a: *const $in, b: *const $in, c: *mut $out, m: usize, n: usize, k: usize) {
             // SAFETY: forwarded contract.
             unsafe { ws_gemm::<$in, $out, { WS_128X256.stages }>(maps, a, b, c, m, n, k) }
