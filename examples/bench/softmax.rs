@@ -129,14 +129,14 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
                 ..base
             },
         ),
-        // Long rows over more blocks of fewer threads (issue 15): a row on 8 or 16 SMs instead
-        // of 2 (8192 x 65536) or 4 (1024 x 131072), and blocks of 128 to 512 threads, so that
-        // several rows share an SM and one row's reduction overlaps another's loads. 16 is the
-        // non-portable cluster size.
+        // Long rows over fewer or more blocks (issue 15): the default takes at least 8 blocks
+        // per row of fewer threads (blocks of 128 to 512 threads), so that several rows share an
+        // SM and one row's reduction overlaps another's loads; `cluster-2x` the fewest blocks
+        // that hold the row (the default before), `cluster-16x` 16 (the non-portable size).
         (
-            "cluster-8x",
+            "cluster-2x",
             OnePassConfig {
-                cluster_min_blocks: 8,
+                cluster_min_blocks: 2,
                 ..base
             },
         ),

@@ -178,7 +178,10 @@ impl Default for OnePassConfig {
             block_4_max_threads: BLOCK_4_MAX_THREADS,
             // The portable limit.
             cluster_max_blocks: 8,
-            cluster_min_blocks: 2,
+            // At least 8 blocks per row (of fewer threads): on an H200 faster than the fewest
+            // blocks that hold the row at 8192 x 65536 and 1024 x 131072 (bench `--plans`:
+            // `one-pass` against `one-pass/cluster-2x`).
+            cluster_min_blocks: CLUSTER_MIN_BLOCKS,
             cluster_vectors: 8,
         }
     }
@@ -340,6 +343,9 @@ impl OnePassConfig {
         })
     }
 }
+
+/// Fewest blocks per cluster of the default plan (see [`OnePassConfig::cluster_min_blocks`]).
+pub const CLUSTER_MIN_BLOCKS: usize = 8;
 
 /// Fewest threads per block the cluster plan splits a row down to when there are few rows.
 const CLUSTER_MIN_THREADS: usize = 256;

@@ -10,6 +10,7 @@
 //! min(k, 16))`: the f32 sums' error on random data grows like `sqrt(k)` (the worst case `γ_k`
 //! grows like `k`, and a kernel dropping a whole term of `k = 4097` stays under it).
 
+use gpukern::ops::matmul::HalfTile;
 use gpukern::{Element, Gpu, MatmulElement, MatmulOutput, bf16, cpu, f16};
 use libtest_mimic::{Failed, Trial};
 use ndarray::{Array2, ArrayView2, s};
@@ -131,7 +132,8 @@ fn references<T: Copy + Into<f64>>(
 }
 
 /// One `m x k` times `k x n` product in `T` through `Gpu::matmul` (result `T`),
-/// `Gpu::matmul_f32_out` (f32) and `Gpu::matmul_to` into a poisoned-by-NaN... result of each.
+/// `Gpu::matmul_f32_out` (f32), `Gpu::matmul_to` into NaN-filled results of each type, and the
+/// same through `Gpu::matmul_to_with(.., HalfTile::Square)` (the `mma.sync` kernels).
 fn check_type<T>(
     gpu: &Gpu,
     rng: &mut StdRng,
@@ -166,6 +168,18 @@ where
     gpu.matmul_to(&da, &db, &mut c)?;
     check(
         "matmul_to (NaN-filled)",
+        widen(&c.to_array()?),
+        unit_roundoff::<T>(),
+    );
+    // The `mma.sync` kernels forced, whatever the plan picks here (on a Hopper GPU the
+    // warp-specialised `wgmma` kernel takes the shapes it can): every GPU's path, both results.
+    let mut c = gpu.upload_matrix(&Array2::from_elem((m, n), f32::NAN))?;
+    gpu.matmul_to_with(&da, &db, &mut c, HalfTile::Square)?;
+    check("mma.sync f32 (NaN-filled)", widen(&c.to_array()?), 0.0);
+    let mut c = gpu.upload_matrix(&Array2::from_elem((m, n), from(f32::NAN)))?;
+    gpu.matmul_to_with(&da, &db, &mut c, HalfTile::Square)?;
+    check(
+        "mma.sync (NaN-filled)",
         widen(&c.to_array()?),
         unit_roundoff::<T>(),
     );

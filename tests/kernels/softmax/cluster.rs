@@ -232,11 +232,20 @@ fn cluster_edge_rows(gpu: &Gpu, _rng: &mut StdRng) -> Check {
 }
 
 fn cluster_plans_for_the_long_rows() {
-    let d = OnePassConfig::default();
+    // The default: at least 8 blocks per row.
+    let default = OnePassConfig::default();
     let cluster = |vectors, blocks, threads| OnePassPlan::Cluster {
         vectors,
         blocks,
         threads,
+    };
+    assert_eq!(default.plan(8192, 65_536), cluster(8, 8, 256));
+    assert_eq!(default.plan(1024, 131_072), cluster(8, 8, 512));
+    assert_eq!(default.plan(8192, 32_769), cluster(8, 8, 128));
+    // From here on the plan with clusters of the fewest blocks that hold the row.
+    let d = OnePassConfig {
+        cluster_min_blocks: 2,
+        ..default
     };
     // The block kernels keep every row up to 32768 columns.
     assert!(matches!(
@@ -323,6 +332,7 @@ fn cluster_plan_boundaries_on_the_simulator() {
     let small = OnePassConfig {
         warp_max_cols: 0,
         cluster_min_cols: 100,
+        cluster_min_blocks: 2,
         split_max_rows: 0,
         ..classic()
     };
