@@ -241,6 +241,16 @@ impl Gpu {
         self.backend.owns(buffer)
     }
 
+    /// Whether `buffer` lives on this handle's own stream (always in the simulator): work queued
+    /// on the stream outside a kernel launch (a copy) is then ordered after whatever wrote it.
+    pub(crate) fn on_own_stream<T>(&self, buffer: &DeviceVec<T>) -> bool {
+        match (&self.backend, &buffer.storage) {
+            (Backend::Cuda(d), Storage::Cuda(s)) => Arc::ptr_eq(s.stream(), &d.stream),
+            (Backend::Simulator, Storage::Host(_)) => true,
+            _ => false,
+        }
+    }
+
     /// Errors unless every buffer belongs to this `Gpu`'s device (see [`Gpu::owns`]).
     pub(crate) fn check_owner(&self, op: &'static str, buffers: &[&DeviceVec]) -> Result<()> {
         if buffers.iter().all(|b| self.owns(b)) {

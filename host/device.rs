@@ -52,6 +52,9 @@ pub(crate) struct CudaDevice {
     /// The pinned staging buffers of large pageable copies ([`crate::pinned`]), made on first
     /// use; one set per stream handle, so that two streams never wait on each other's staging.
     pub(crate) staging: Mutex<Option<crate::pinned::Staging>>,
+    /// Tensor maps already in device memory, by their words (`ops::matmul::wgmma`): a product
+    /// on the same matrices again uploads nothing. One cache per stream handle, like `staging`.
+    pub(crate) tensor_maps: Mutex<HashMap<Vec<u64>, Arc<crate::buffer::DeviceVec<u64>>>>,
 }
 
 /// Which backend [`Gpu::global`] picks: `GPUKERN_DEVICE` = `cuda`, `sim`, or unset (CUDA if
@@ -110,6 +113,7 @@ impl Gpu {
                 multiprocessors,
                 residency: Arc::new(Mutex::new(HashMap::new())),
                 staging: Mutex::new(None),
+                tensor_maps: Mutex::new(HashMap::new()),
             })),
         })
     }

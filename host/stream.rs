@@ -118,6 +118,7 @@ impl CudaDevice {
             residency: self.residency.clone(),
             modules: self.modules.clone(),
             staging: Mutex::new(None),
+            tensor_maps: Mutex::new(std::collections::HashMap::new()),
         }
     }
 }

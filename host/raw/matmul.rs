@@ -145,7 +145,8 @@ pub(crate) trait HalfKernels<O>: Sized {
     fn tensor_map_type() -> cudarc::driver::sys::CUtensorMapDataType;
 }
 
-/// The launcher of a `wgmma` kernel: `(maps, a, b, c, m, n, k)`, `maps` the two tensor maps.
+/// The launcher of a `wgmma` kernel: `(maps, a, b, c, m, n, k, lda, ldb)`, `maps` the two
+/// tensor maps, `lda` and `ldb` the row strides of `a` and `b` in elements.
 pub(crate) type WgmmaLauncher<I, O> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -153,6 +154,8 @@ pub(crate) type WgmmaLauncher<I, O> = for<'a> unsafe fn(
     &'a DeviceVec<I>,
     &'a DeviceVec<I>,
     &'a mut DeviceVec<O>,
+    usize,
+    usize,
     usize,
     usize,
     usize,

@@ -17,6 +17,17 @@ use super::wgmma::WgmmaKernel;
 /// The operation's name in errors.
 const OP: &str = "matmul";
 
+/// Fewest flops (`m n k`) of a product whose operands the default plan copies into rows of whole
+/// 16 bytes to run the `wgmma` kernel (`HalfTile::WarpSpecialized`); smaller ragged products run
+/// the `mma.sync` kernel. The copies move `4 (m k + k n)` bytes, small beside the product's time
+/// at this size.
+const STAGED_MIN_FLOPS: f64 = (1u64 << 30) as f64;
+
+/// `elements` rounded up to whole 16 bytes of 16-bit elements.
+fn pad_16_bytes(elements: usize) -> usize {
+    elements.div_ceil(8) * 8
+}
+
 /// An element type [`Gpu::matmul`] and [`crate::matmul`] multiply: `f32` (the f32 kernels of
 /// [`MatmulAlgorithm::Fast`]), [`bf16`] and [`f16`](struct@f16) (tensor cores, f32
 /// accumulation; the result rounded once to the element type, or kept in f32 with
@@ -233,14 +244,30 @@ impl Gpu {
         let loaded = self.has_wgmma();
         let applies = HalfTile::wgmma_applies(wgmma.is_some(), k, n, aligned, loaded);
         let ws_applies = HalfTile::wgmma_applies(true, k, n, aligned, loaded);
-        let tile = tile.unwrap_or_else(|| HalfTile::choose(ws_applies, applies, !self.is_simulator()));
+        // Operands whose rows are not whole 16 bytes apart (`k` or `n` not a multiple of 8):
+        // the warp-specialised kernel on padded copies, where the product is large enough for
+        // the copies not to matter and the operands live on this handle's stream.
+        let staged = !ws_applies
+            && loaded
+            && c.data.is_16_byte_aligned()
+            && self.on_own_stream(&a.data)
+            && self.on_own_stream(&b.data)
+            && (m as f64) * (n as f64) * (k as f64) >= STAGED_MIN_FLOPS;
+        let tile =
+            tile.unwrap_or_else(|| HalfTile::choose(ws_applies || staged, applies, !self.is_simulator()));
         let kind = I::tensor_map_type();
         match tile {
             HalfTile::Wgmma => {
                 return match wgmma {
-                    Some(launch) => {
-                        self.launch_wgmma(launch, WgmmaKernel::OneWarpgroup, kind, a, b, c, (m, k, n))
-                    }
+                    Some(launch) => self.launch_wgmma(
+                        launch,
+                        WgmmaKernel::OneWarpgroup,
+                        kind,
+                        (&a.data, k),
+                        (&b.data, n),
+                        c,
+                        (m, k, n),
+                    ),
                     None => Err(Error::InvalidArgument {
                         op: OP,
                         detail: "the one-warpgroup wgmma kernel takes bf16 operands: use \
@@ -250,15 +277,44 @@ impl Gpu {
                 };
             }
             HalfTile::WarpSpecialized => {
-                return self.launch_wgmma(
-                    I::wgmma_ws(),
-                    WgmmaKernel::WarpSpecialized,
-                    kind,
-                    a,
-                    b,
-                    c,
-                    (m, k, n),
-                );
+                let ws = WgmmaKernel::WarpSpecialized;
+                if ws_applies || !loaded || m == 0 || n == 0 {
+                    return self.launch_wgmma(
+                        I::wgmma_ws(),
+                        ws,
+                        kind,
+                        (&a.data, k),
+                        (&b.data, n),
+                        c,
+                        (m, k, n),
+                    );
+                }
+                if !(self.on_own_stream(&a.data) && self.on_own_stream(&b.data)) {
+                    return Err(Error::InvalidArgument {
+                        op: OP,
+                        detail: format!(
+                            "k = {k} or n = {n} is not a multiple of 8: the wgmma kernel runs on \
+                             padded copies of the operands, made on this handle's stream, and an \
+                             operand lives on another stream: use HalfTile::Square, or this \
+                             operation on the operands' stream"
+                        ),
+                    });
+                }
+                // Padded copies of the operands whose rows are not whole 16 bytes apart.
+                let (a_rows, b_rows) = (pad_16_bytes(k), pad_16_bytes(n));
+                let a_copy = if a_rows != k || !a.data.is_16_byte_aligned() {
+                    Some(self.pitched_copy(a, a_rows)?)
+                } else {
+                    None
+                };
+                let b_copy = if b_rows != n || !b.data.is_16_byte_aligned() {
+                    Some(self.pitched_copy(b, b_rows)?)
+                } else {
+                    None
+                };
+                let a_op = a_copy.as_ref().map_or((&a.data, k), |v| (v, a_rows));
+                let b_op = b_copy.as_ref().map_or((&b.data, n), |v| (v, b_rows));
+                return self.launch_wgmma(I::wgmma_ws(), ws, kind, a_op, b_op, c, (m, k, n));
             }
             HalfTile::Square => {}
         }

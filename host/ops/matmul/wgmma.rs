@@ -5,6 +5,8 @@
 //! (rustc cannot pass them as `__grid_constant__` parameters). Both kernels read the same boxes:
 //! `A` in `128 x 64`, `B` in `64 x 64`.
 
+use std::sync::Arc;
+
 use cudarc::driver::sys;
 use kernels_gpu::matmul::wgmma::{MAP_WORDS, SWIZZLE_COLS, WGMMA_128X128};
 use kernels_gpu::matmul::wgmma_ws::WS_128X256;
@@ -17,6 +19,9 @@ use crate::raw::matmul::WgmmaLauncher;
 
 /// The operation's name in errors.
 const OP: &str = "matmul";
+
+/// Most sets of tensor maps a stream handle keeps in device memory.
+const CACHED_MAPS: usize = 64;
 
 /// Which `wgmma` kernel a launch runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,8 +67,8 @@ impl Gpu {
         launch: WgmmaLauncher<I, O>,
         kernel: WgmmaKernel,
         kind: sys::CUtensorMapDataType,
-        a: &DeviceMatrix<I>,
-        b: &DeviceMatrix<I>,
+        (a, lda): (&DeviceVec<I>, usize),
+        (b, ldb): (&DeviceVec<I>, usize),
         c: &mut DeviceMatrix<O>,
         (m, k, n): (usize, usize, usize),
     ) -> Result<()> {
@@ -76,14 +81,14 @@ impl Gpu {
                     .to_string(),
             });
         }
-        let aligned =
-            a.data.is_16_byte_aligned() && b.data.is_16_byte_aligned() && c.data.is_16_byte_aligned();
-        if k % 8 != 0 || n % 8 != 0 || !aligned {
+        let aligned = a.is_16_byte_aligned() && b.is_16_byte_aligned() && c.data.is_16_byte_aligned();
+        if lda % 8 != 0 || ldb % 8 != 0 || lda < k || ldb < n || !aligned {
             return Err(Error::InvalidArgument {
                 op: OP,
                 detail: format!(
-                    "the wgmma kernels need k and n multiples of 8 and 16-byte aligned matrices \
-                     (k = {k}, n = {n}): use the mma.sync kernel (HalfTile::Square)"
+                    "the wgmma kernels need operand rows a multiple of 8 elements apart and \
+                     16-byte aligned matrices (k = {k}, n = {n}, row strides {lda} and {ldb}): \
+                     use the mma.sync kernel (HalfTile::Square)"
                 ),
             });
         }
@@ -127,55 +132,116 @@ impl Gpu {
                 .checked(OP, &limits)?
             }
         };
-        let maps = self.tensor_maps(kind, a, b, (m, k, n))?;
+        let maps = self.tensor_maps(kind, (a, lda), (b, ldb), (m, k, n))?;
         // SAFETY: `maps` holds the two tensor maps of `a` (m x k, box 128 x 64) and `b` (k x n,
         // box 64 x 64) of `I`'s type `kind` (the caller's pairing), 128-byte swizzle, zero
         // fill; shapes checked, `k`, `n` multiples of 8, aligned; `cfg` the kernel's launch
         // (a persistent grid of at most the tile count for the warp-specialised one); the sm_90a
         // module is loaded (or the simulator).
-        unsafe {
-            launch(
-                &self.library(),
-                cfg,
-                &maps,
-                &a.data,
-                &b.data,
-                &mut c.data,
-                m,
-                n,
-                k,
-            )
-        }
+        unsafe { launch(&self.library(), cfg, &maps, a, b, &mut c.data, m, n, k, lda, ldb) }
     }
 
     /// The tensor maps of `A` and `B` in device memory, [`MAP_WORDS`] words each (the
-    /// allocation is 256-byte aligned, so each map is 64-byte aligned). Zeros in the simulator,
-    /// whose copies read the matrices directly.
+    /// allocation is 256-byte aligned, so each map is 64-byte aligned), uploaded once per set
+    /// ([`Gpu::cached_maps`]). Zeros in the simulator, whose copies read the matrices directly.
     fn tensor_maps<I: Element>(
         &self,
         kind: sys::CUtensorMapDataType,
-        a: &DeviceMatrix<I>,
-        b: &DeviceMatrix<I>,
+        (a, lda): (&DeviceVec<I>, usize),
+        (b, ldb): (&DeviceVec<I>, usize),
         (m, k, n): (usize, usize, usize),
-    ) -> Result<DeviceVec<u64>> {
+    ) -> Result<Arc<DeviceVec<u64>>> {
         if let Backend::Simulator = self.backend {
-            return self.zeros::<u64>(2 * MAP_WORDS);
+            return Ok(Arc::new(self.zeros::<u64>(2 * MAP_WORDS)?));
         }
         let t = WGMMA_128X128;
         let mut words = [0u64; 2 * MAP_WORDS];
-        let matrix = |address: usize, rows: usize, cols: usize| MapMatrix {
+        let matrix = |address: usize, rows: usize, cols: usize, stride: usize| MapMatrix {
             kind,
             bytes: 2,
             address,
             rows,
             cols,
-            stride: cols,
+            stride,
         };
-        let a_map = encode(matrix(a.data.address(), m, k), t.block_rows)?;
-        let b_map = encode(matrix(b.data.address(), k, n), t.block_k)?;
+        let a_map = encode(matrix(a.address(), m, k, lda), t.block_rows)?;
+        let b_map = encode(matrix(b.address(), k, n, ldb), t.block_k)?;
         words[..MAP_WORDS].copy_from_slice(&a_map);
         words[MAP_WORDS..].copy_from_slice(&b_map);
-        self.upload(&words)
+        self.cached_maps(&words)
+    }
+
+    /// `words` (tensor maps) in device memory: from this stream handle's cache when the same
+    /// words were uploaded before, else uploaded and kept (at most [`CACHED_MAPS`] sets; a full
+    /// cache is emptied first). A map describes only an address, a shape and a box, so a cached
+    /// one stays right whatever the memory at that address holds now.
+    pub(super) fn cached_maps(&self, words: &[u64]) -> Result<Arc<DeviceVec<u64>>> {
+        let Backend::Cuda(device) = &self.backend else {
+            return Ok(Arc::new(self.upload(words)?));
+        };
+        let mut cache = device.tensor_maps.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(maps) = cache.get(words) {
+            return Ok(maps.clone());
+        }
+        if cache.len() >= CACHED_MAPS {
+            cache.clear();
+        }
+        let maps = Arc::new(self.upload(words)?);
+        cache.insert(words.to_vec(), maps.clone());
+        Ok(maps)
+    }
+}
+
+impl Gpu {
+    /// `src` (`rows x cols`) copied, on this handle's stream, into a new buffer whose rows are
+    /// `stride` elements apart (`stride >= cols`; the elements past `cols` in each row are left
+    /// unspecified: the kernels' tensor maps stop at `cols` and read zeros beyond). What the
+    /// `wgmma` kernels take for an operand whose rows are not whole 16 bytes apart: the copy
+    /// engine cannot address such rows. `cuMemcpy2DAsync` on CUDA; on the host in the simulator.
+    pub(super) fn pitched_copy<T: Element>(
+        &self,
+        src: &DeviceMatrix<T>,
+        stride: usize,
+    ) -> Result<DeviceVec<T>> {
+        let (rows, cols) = (src.rows, src.cols);
+        let len = crate::buffer::checked_len_of::<T>(OP, &[rows, stride])?;
+        let size = std::mem::size_of::<T>();
+        match &self.backend {
+            Backend::Simulator => {
+                let host = src.data.to_vec()?;
+                let mut out = vec![T::default(); len];
+                for r in 0..rows {
+                    out[r * stride..r * stride + cols].copy_from_slice(&host[r * cols..(r + 1) * cols]);
+                }
+                self.upload(&out)
+            }
+            Backend::Cuda(device) => {
+                crate::graph::refuse(self, OP, "an allocation (the padded copy of a matmul operand)")?;
+                let dst = DeviceVec {
+                    storage: crate::buffer::Storage::Cuda(device.alloc::<T>(len)?),
+                    len,
+                };
+                if rows > 0 && cols > 0 {
+                    // SAFETY: all-zero is a valid CUDA_MEMCPY2D (then every field used is set).
+                    let mut copy: sys::CUDA_MEMCPY2D = unsafe { std::mem::zeroed() };
+                    copy.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+                    copy.srcDevice = src.data.address() as sys::CUdeviceptr;
+                    copy.srcPitch = cols * size;
+                    copy.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+                    copy.dstDevice = dst.address() as sys::CUdeviceptr;
+                    copy.dstPitch = stride * size;
+                    copy.WidthInBytes = cols * size;
+                    copy.Height = rows;
+                    // SAFETY: both regions are live device allocations of this context holding
+                    // `rows` rows of the given pitches; the copy is ordered on this handle's
+                    // stream, where `src` lives (the caller checked) and `dst` was allocated.
+                    unsafe { sys::cuMemcpy2DAsync_v2(&copy, device.stream.cu_stream()) }
+                        .result()
+                        .during("copying a matmul operand into rows of whole 16 bytes (cuMemcpy2DAsync)")?;
+                }
+                Ok(dst)
+            }
+        }
     }
 }
 

@@ -106,11 +106,13 @@ pub const MAP_WORDS: usize = 16;
 /// # Safety
 /// * `maps` holds two tensor maps of [`MAP_WORDS`] words each, 64-byte aligned, encoded for `a`
 ///   (`m x k`, box `BM x 64`) and `b` (`k x n`, box `BK x 64`), bf16, 128-byte swizzle, zero
-///   fill; `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` elements, `c` overlaps neither; `k % 8 == 0`,
+///   fill; `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` elements (the rows of `a` `lda` and those of
+///   `b` `ldb` elements apart, as the maps say; `c` dense), `c` overlaps neither; `k % 8 == 0`,
 ///   `n % 8 == 0`, `a` and `b` 16-byte aligned, `c` aligned to a pair of `O`; `m, n >= 1`.
 /// * The launch: 128 threads, a grid of `(ceil(n / BN), ceil(m / BM))`,
 ///   [`WgmmaTiling::shared_bytes`] of dynamic shared memory; a compute capability 9.0 GPU.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn wgmma_gemm<
     O: GemmOutput,
     const BM: usize,
@@ -125,6 +127,8 @@ pub unsafe fn wgmma_gemm<
     m: usize,
     n: usize,
     k: usize,
+    lda: usize,
+    ldb: usize,
 ) {
     const {
         assert!(BM == 128 && BN == 128 && BK == 64, "the products are m128n128k64");
@@ -160,7 +164,7 @@ pub unsafe fn wgmma_gemm<
         data: a,
         rows: m,
         cols: k,
-        stride: k,
+        stride: lda,
         box_rows: BM,
         box_cols: SWIZZLE_COLS,
     };
@@ -169,7 +173,7 @@ pub unsafe fn wgmma_gemm<
         data: b,
         rows: k,
         cols: n,
-        stride: n,
+        stride: ldb,
         box_rows: BK,
         box_cols: SWIZZLE_COLS,
     };
@@ -266,12 +270,13 @@ macro_rules! wgmma_kernel {
     ($(#[$doc:meta])* $name:ident: $out:ty) => {
         $(#[$doc])*
         #[kernel]
-        pub unsafe fn $name(maps: *const u64, a: *const bf16, b: *const bf16, c: *mut $out, m: usize, n: usize, k: usize) {
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $name(maps: *const u64, a: *const bf16, b: *const bf16, c: *mut $out, m: usize, n: usize, k: usize, lda: usize, ldb: usize) {
             const T: WgmmaTiling = WGMMA_128X128;
             // SAFETY: forwarded contract.
             unsafe {
                 wgmma_gemm::<$out, { T.block_rows }, { T.block_cols }, { T.block_k }, { T.stages }>(
-                    maps, a, b, c, m, n, k,
+                    maps, a, b, c, m, n, k, lda, ldb,
                 )
             }
         }

@@ -161,12 +161,14 @@ impl WgmmaOperand for f16 {
 /// * `maps` holds two tensor maps of [`MAP_WORDS`] words each, 64-byte aligned, encoded for `a`
 ///   (`m x k`, box `BM x BK`) and `b` (`k x n`, box `BK x 64`; or, where `I::B_K_MAJOR`, `b` is
 ///   `B^T`, `n x k`, box `BN x BK`), element type `I`, 128-byte swizzle, zero fill; `a`, `b`, `c`
-///   hold `m*k`, `k*n`, `m*n` elements, `c` overlaps neither; `a` and `b` 16-byte aligned, `c`
+///   hold `m x k`, `k x n` (or `n x k`) and `m x n` elements, the rows of `a` `lda` and those of `b`
+///   `ldb` elements apart (as the maps say), `c` dense and overlapping neither; `a` and `b` 16-byte aligned, `c`
 ///   aligned to a pair of `O` when `n` is even; `m, n >= 1`.
 /// * The launch: [`WsTiling::threads`] threads, a grid of `(G, 1)` blocks with
 ///   `1 <= G <= tiles`, [`WsTiling::shared_bytes`] of dynamic shared memory; a compute
 ///   capability 9.0 GPU.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
     maps: *const u64,
     a: *const I,
@@ -175,6 +177,8 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
     m: usize,
     n: usize,
     k: usize,
+    lda: usize,
+    ldb: usize,
 ) {
     const BM: usize = WS_128X256.block_rows;
     const BN: usize = WS_128X256.block_cols;
@@ -229,7 +233,7 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
             data: a,
             rows: m,
             cols: k,
-            stride: k,
+            stride: lda,
             box_rows: BM,
             box_cols: bk,
         };
@@ -240,7 +244,7 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
                 data: b,
                 rows: n,
                 cols: k,
-                stride: k,
+                stride: ldb,
                 box_rows: BN,
                 box_cols: bk,
             }
@@ -250,7 +254,7 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
                 data: b,
                 rows: k,
                 cols: n,
-                stride: n,
+                stride: ldb,
                 box_rows: bk,
                 box_cols,
             }
@@ -395,9 +399,10 @@ macro_rules! ws_kernel {
     ($(#[$doc:meta])* $name:ident: $in:ty => $out:ty) => {
         $(#[$doc])*
         #[kernel(launch_bounds(384, 1))]
-        pub unsafe fn $name(maps: *const u64, a: *const $in, b: *const $in, c: *mut $out, m: usize, n: usize, k: usize) {
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $name(maps: *const u64, a: *const $in, b: *const $in, c: *mut $out, m: usize, n: usize, k: usize, lda: usize, ldb: usize) {
             // SAFETY: forwarded contract.
-            unsafe { ws_gemm::<$in, $out, { WS_128X256.stages }>(maps, a, b, c, m, n, k) }
+            unsafe { ws_gemm::<$in, $out, { WS_128X256.stages }>(maps, a, b, c, m, n, k, lda, ldb) }
         }
     };
 }

@@ -42,14 +42,25 @@ const CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (4097, 4104, 4088),
 ];
 
-/// Simulator shapes of the warp-specialised kernel (`k`, `n` multiples of 8): one element; four
+/// Simulator shapes of the warp-specialised kernel, first with `k`, `n` multiples of 8: one element; four
 /// tiles of 128 x 256 over the simulator's two persistent blocks, each block walking two tiles
 /// of four steps along `k` (the 4-stage ring wraps within and across tiles, the last step and
 /// both edges ragged); a narrow `n`.
-const WS_SIM_SHAPES: &[(usize, usize, usize)] = &[(1, 8, 8), (130, 200, 264), (65, 64, 24)];
+///
+/// Then shapes whose `k` or `n` is not a multiple of 8: the operands go through padded copies
+/// (rows of whole 16 bytes) first.
+const WS_SIM_SHAPES: &[(usize, usize, usize)] = &[
+    (1, 8, 8),
+    (130, 200, 264),
+    (65, 64, 24),
+    (1, 1, 1),
+    (130, 203, 261),
+    (65, 64, 19),
+];
 
 /// CUDA shapes of the warp-specialised kernel: the simulator's, 256^3, a grid of more tiles than
-/// multiprocessors with every edge ragged, 4096^3.
+/// multiprocessors with every edge ragged, 4096^3; then padded copies: one element, a ragged
+/// one, and 4097 x 4093 x 4095 (the benchmark's ragged shape).
 const WS_CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (1, 8, 8),
     (130, 200, 264),
@@ -57,6 +68,9 @@ const WS_CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (256, 256, 256),
     (4097, 4104, 4088),
     (4096, 4096, 4096),
+    (1, 1, 1),
+    (130, 203, 261),
+    (4097, 4093, 4095),
 ];
 
 /// Every trial of the `wgmma` kernels.
