@@ -222,16 +222,24 @@ impl Gpu {
                     len,
                 };
                 if rows > 0 && cols > 0 {
-                    // SAFETY: all-zero is a valid CUDA_MEMCPY2D (then every field used is set).
-                    let mut copy: sys::CUDA_MEMCPY2D = unsafe { std::mem::zeroed() };
-                    copy.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-                    copy.srcDevice = src.data.address() as sys::CUdeviceptr;
-                    copy.srcPitch = cols * size;
-                    copy.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-                    copy.dstDevice = dst.address() as sys::CUdeviceptr;
-                    copy.dstPitch = stride * size;
-                    copy.WidthInBytes = cols * size;
-                    copy.Height = rows;
+                    let copy = sys::CUDA_MEMCPY2D {
+                        srcXInBytes: 0,
+                        srcY: 0,
+                        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                        srcHost: std::ptr::null(),
+                        srcDevice: src.data.address() as sys::CUdeviceptr,
+                        srcArray: std::ptr::null_mut(),
+                        srcPitch: cols * size,
+                        dstXInBytes: 0,
+                        dstY: 0,
+                        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                        dstHost: std::ptr::null_mut(),
+                        dstDevice: dst.address() as sys::CUdeviceptr,
+                        dstArray: std::ptr::null_mut(),
+                        dstPitch: stride * size,
+                        WidthInBytes: cols * size,
+                        Height: rows,
+                    };
                     // SAFETY: both regions are live device allocations of this context holding
                     // `rows` rows of the given pitches; the copy is ordered on this handle's
                     // stream, where `src` lives (the caller checked) and `dst` was allocated.
