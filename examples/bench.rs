@@ -161,7 +161,8 @@ impl Suite {
         let n = match self {
             Suite::Copy => memory::sizes(quick).len(),
             Suite::Add | Suite::IncrementByOne => memory::sizes(quick).len() * AddAlgorithm::ALL.len(),
-            Suite::Matmul => matmul::shapes(quick).len() * (MatmulAlgorithm::ALL.len() + 2),
+            // + cuBLAS fp32 and TF32, + `gpukern:tf32_wgmma` (counted where it may not run).
+            Suite::Matmul => matmul::shapes(quick).len() * (MatmulAlgorithm::ALL.len() + 3),
             Suite::Softmax => softmax::planned(quick, plans),
             Suite::LaunchOverhead => overhead::LAUNCH_RECORDS as usize,
             Suite::MatmulWithCopies => overhead::copies_shapes(quick).len() * 2,

@@ -191,7 +191,8 @@ fn block_threads(kernel: &str) -> Option<u32> {
         "matmul_ws_bf16_128x256"
         | "matmul_ws_bf16_f32out_128x256"
         | "matmul_ws_f16_128x256"
-        | "matmul_ws_f16_f32out_128x256" => matmul::wgmma_ws::WS_128X256.threads(),
+        | "matmul_ws_f16_f32out_128x256"
+        | "matmul_ws_tf32_128x256" => matmul::wgmma_ws::WS_128X256.threads(),
         "softmax_block_reduce" => softmax::BLOCK,
         "softmax_warp_1" | "softmax_warp_2" | "softmax_warp_4" | "softmax_warp_8" => {
             softmax::WARP_KERNEL_BLOCK
@@ -371,10 +372,11 @@ const ARCH_SPECIFIC_KERNELS: &[&str] = &[
     "matmul_ws_bf16_f32out_128x256",
     "matmul_ws_f16_128x256",
     "matmul_ws_f16_f32out_128x256",
+    "matmul_ws_tf32_128x256",
 ];
 
 /// `wgmma.mma_async` lines per `wgmma` kernel: the one-warpgroup kernel's `m128n128k64` step is
-/// 8 (`m64n128k16`), the warp-specialised one's `m64n256k64` step 4 (`m64n256k16`); each with
+/// 8 (`m64n128k16`), the warp-specialised ones' step 4 (`m64n256k16`, or `m64n256k8` for TF32); each with
 /// one `wait_group`.
 fn wgmma_lines(name: &str) -> usize {
     if name.starts_with("matmul_ws_") { 4 } else { 8 }
@@ -577,6 +579,7 @@ const BARRIERS: &[(&str, usize)] = &[
     ("matmul_ws_bf16_f32out_128x256", 1),
     ("matmul_ws_f16_128x256", 1),
     ("matmul_ws_f16_f32out_128x256", 1),
+    ("matmul_ws_tf32_128x256", 1),
     // Each `block::reduce` has three (after the store, one per tree round in its loop, after the
     // final read); the kernel calls `reduce_max` or `reduce_min` (a branch on `t`, which is the
     // same for the whole block), then `reduce_sum`: three call sites.

@@ -4,6 +4,10 @@
 //! unsplit) and of the TF32 kernels (`gpukern:tf32/<tiling>`) is timed on its own too, beside the
 //! one that `FastPlan::choose` / `Tf32Tile::choose` picks, so one run compares them.
 //!
+//! `gpukern:tf32_wgmma` is the TF32 kernel on Hopper's `wgmma` (`Tf32Tile::Wgmma`), on a
+//! compute capability 9.0 GPU where `k` is a multiple of 4; its time includes the transpose of
+//! `B` into a workspace (`8 k n` bytes more than the minimum below, not counted in it).
+//!
 //! Counts: 2*m*n*k flops; minimum traffic 4*(m*k + k*n + m*n) bytes.
 //!
 //! Reference, one for every implementation (gpukern, cuBLAS fp32 and TF32, and the peers, which
@@ -247,6 +251,12 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                 (algorithm.name().to_string(), algorithm.uses_tf32(), run)
             })
             .collect();
+        // Hopper's TF32 `wgmma` (where the GPU and `k` allow), forced: `gpukern:tf32` takes it
+        // too there, this row says so by name and stays when the default changes.
+        if Tf32Tile::wgmma_applies(k, true, b.gpu.has_wgmma()) {
+            let run: Run = Box::new(|gpu, a, b, c| gpu.matmul_tf32_into(a, b, c, Tf32Tile::Wgmma));
+            runs.push(("tf32_wgmma".to_string(), true, run));
+        }
         if b.plans {
             for tile in FastTile::ALL {
                 let plan = FastPlan { tile, slices: 1 };

@@ -45,7 +45,8 @@
 //! element's address computed from the ISA's canonical layouts and the 128-byte swizzle written
 //! out afresh (the private `sim` module), not from how the kernel meant to build them. Each thread reads the rows
 //! of `A` and the columns of `B` its accumulators need (checked loads) and sums the exact
-//! products in f64 before adding to its accumulators (at least as accurate as the tensor core).
+//! products in f64 before adding to its accumulators (at least as accurate as the tensor core;
+//! TF32 operands are first truncated to 10 significand bits, as the tensor core reads them).
 //! [`fence`], [`commit_group`], [`wait_group`] do nothing there.
 
 /// Builds a shared-memory matrix descriptor with 128-byte swizzle: `start` is the shared-window
@@ -383,6 +384,113 @@ m64n256k64!(
     MMA_F16_M64N256K64_PTX
 );
 
+/// One `wgmma.mma_async.m64n256k8.f32.tf32.tf32` line on accumulators 0..128: both operands
+/// K-major (the `.tf32` form takes no imm-trans operands: `d, a-desc, b-desc, scale-d,
+/// imm-scale-a, imm-scale-b`), scale-d from the predicate named `$scale`.
+macro_rules! tf32_line {
+    ($a:literal, $b:literal, $scale:literal) => {
+        concat!(
+            "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 ",
+            acc_list!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127),
+            ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1;\n"
+        )
+    };
+}
+
+/// The PTX of `C(64 x 256) = A(64 x 32) * B(32 x 256) (+ C)` with TF32 operands: four steps of 8
+/// along `k` (`a0`..`a3` with `b0`..`b3`), only the first taking scale-d from the caller, as
+/// [`MMA_BF16_M64N256K64_PTX`].
+macro_rules! m64n256k32_tf32_ptx {
+    () => {
+        concat!(
+            "{{\n",
+            ".reg .pred p, t;\n",
+            "setp.ne.b32 p, {scale}, 0;\n",
+            "setp.ne.b32 t, 1, 0;\n",
+            "wgmma.fence.sync.aligned;\n",
+            tf32_line!("a0", "b0", "p"),
+            tf32_line!("a1", "b1", "t"),
+            tf32_line!("a2", "b2", "t"),
+            tf32_line!("a3", "b3", "t"),
+            "wgmma.commit_group.sync.aligned;\n",
+            "wgmma.wait_group.sync.aligned 0;\n",
+            "}}"
+        )
+    };
+}
+
+/// The PTX text of [`mma_tf32_m64n256k32`] (interpreted as such by the simulator).
+pub const MMA_TF32_M64N256K32_PTX: &str = m64n256k32_tf32_ptx!();
+
+/// `C(64 x 256) (+)= A(64 x 32) * B(32 x 256)` on a warpgroup, TF32 operands (f32 in shared
+/// memory) and f32 accumulators ([`MMA_TF32_M64N256K32_PTX`]): four `m64n256k8` products in one
+/// `asm!` block (fence, 4 products, commit, wait).
+///
+/// `acc` is this thread's 128 accumulators of the `64 x 256` tile (the layout of the module
+/// documentation, `N = 256`); `a[s]` describes the `64 x 8` tile of `A` for step `s` of 8 along
+/// `k`, `b[s]` the `8 x 256` tile of `B`, **both K-major** (TF32 `wgmma` cannot transpose: `B`
+/// sits in shared memory as rows of `B^T`), 128-byte swizzle: element (`mn`, `k`) of a
+/// descriptor with start `s` is at `s + (mn / 8) SBO + (mn % 8) 128 + 4 k`, 32 f32 per 128-byte
+/// row, so the four steps are starts 32 bytes apart. With `accumulate` false the first step
+/// overwrites `acc`.
+///
+/// The tensor core reads the f32 bits with the low 13 ignored (PTX ISA: `.tf32` `wgmma`
+/// truncates the 32-bit input to TF32 before multiplying): operands not already TF32 are
+/// truncated toward zero (unit roundoff `2^-10`). Round them beforehand (e.g. the copy engine's
+/// `TFLOAT32` tensor maps) for `2^-11`.
+///
+/// # Safety
+/// Every thread of one warpgroup calls it together; the descriptors describe shared memory
+/// holding initialised f32 tiles in that layout, which nothing writes until this returns.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn mma_tf32_m64n256k32(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+    let mut acc = acc;
+    let scale = accumulate as u32;
+    #[cfg(target_arch = "nvptx64")]
+    {
+        macro_rules! go {
+            ($($i:literal)*) => {
+                // SAFETY: the caller's contract: the whole warpgroup is here and the tiles are
+                // ready; one block, so no accumulator is touched in flight.
+                unsafe {
+                    core::arch::asm!(
+                        m64n256k32_tf32_ptx!(),
+                        $(inout(reg32) acc[$i],)*
+                        scale = in(reg32) scale,
+                        a0 = in(reg64) a[0],
+                        a1 = in(reg64) a[1],
+                        a2 = in(reg64) a[2],
+                        a3 = in(reg64) a[3],
+                        b0 = in(reg64) b[0],
+                        b1 = in(reg64) b[1],
+                        b2 = in(reg64) b[2],
+                        b3 = in(reg64) b[3],
+                        options(nostack),
+                    );
+                }
+            };
+        }
+        go!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127);
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let named = [
+            ("scale", u64::from(scale)),
+            ("a0", a[0]),
+            ("a1", a[1]),
+            ("a2", a[2]),
+            ("a3", a[3]),
+            ("b0", b[0]),
+            ("b1", b[1]),
+            ("b2", b[2]),
+            ("b3", b[3]),
+        ];
+        sim::run(MMA_TF32_M64N256K32_PTX, &named, &mut acc);
+    }
+    acc
+}
+
 /// `setmaxnreg.inc.sync.aligned.u32 N`: the warpgroup asks for `N` registers per thread (a
 /// multiple of 8, 24 to 256), taken from those other warpgroups released. Warpgroup-collective;
 /// ptxas honours it only in an entry with launch bounds (`#[kernel(launch_bounds(..))]`), else
@@ -424,13 +532,38 @@ pub fn setmaxnreg_dec<const N: u32>() {
 /// kernels build them.
 #[cfg(not(target_arch = "nvptx64"))]
 pub(crate) mod sim {
-    /// The 16-bit operand types the simulator models.
+    /// The operand types the simulator models.
     #[derive(Clone, Copy, PartialEq, Eq, Debug)]
     pub(crate) enum Operand {
         /// `.bf16`.
         Bf16,
         /// `.f16`.
         F16,
+        /// `.tf32`: f32 in shared memory, read with the low 13 bits of the significand ignored.
+        Tf32,
+    }
+
+    impl Operand {
+        /// Bytes per element in shared memory.
+        pub(crate) fn bytes(self) -> usize {
+            match self {
+                Operand::Bf16 | Operand::F16 => 2,
+                Operand::Tf32 => 4,
+            }
+        }
+
+        /// Elements along `k` per instruction: 32 bytes of each row (`k16` of 16-bit types,
+        /// `k8` of TF32).
+        fn k(self) -> usize {
+            32 / self.bytes()
+        }
+    }
+
+    /// TF32 as `.tf32` `wgmma` reads an f32: the low 13 bits of the significand dropped (PTX ISA,
+    /// "wgmma.mma_async": "will truncate lower 13 bits of the 32-bit input data before
+    /// multiplication is issued"), so toward zero, unit roundoff `2^-10`.
+    pub(crate) fn tf32_truncate(x: f32) -> f32 {
+        f32::from_bits(x.to_bits() & !0x1fff)
     }
 
     /// Reads the element of type `ty` at shared-window byte address `address` (already
@@ -438,12 +571,19 @@ pub(crate) mod sim {
     #[track_caller]
     fn element(address: usize, ty: Operand) -> f64 {
         let base = crate::sim::device::shared_base();
+        if ty == Operand::Tf32 {
+            let p = base.wrapping_add(address).cast::<u32>();
+            // SAFETY: checked by the simulator (bounds, alignment, initialisation, races).
+            let bits = unsafe { crate::mem::load(p, 0) };
+            return f64::from(tf32_truncate(f32::from_bits(bits)));
+        }
         let p = base.wrapping_add(address).cast::<u16>();
         // SAFETY: checked by the simulator (bounds, alignment, initialisation, races).
         let bits = unsafe { crate::mem::load(p, 0) };
         match ty {
             Operand::Bf16 => f64::from(f32::from_bits(u32::from(bits) << 16)),
             Operand::F16 => f64::from(half::f16::from_bits(bits).to_f32()),
+            Operand::Tf32 => unreachable!("read as 32 bits above"),
         }
     }
 
@@ -479,7 +619,7 @@ pub(crate) mod sim {
         }
 
         /// The shared-window byte address of element (`mn`, `k`) of the operand this descriptor
-        /// describes (`mn` the row of `A` or the column of `B`, `k` in `0..16`), for 16-bit
+        /// describes (`mn` the row of `A` or the column of `B`, `k` in `0..16`) of 16-bit
         /// elements, `mn_major` when the instruction's imm-trans bit of the operand is 1. The
         /// canonical layouts with 128-byte swizzle, in 16-bit elements (`T = 8` per 16 bytes):
         /// * K-major: `((8, m), (T, 2)) : ((8T, SBO), (1, T))`: row `mn % 8` of an 8-row group
@@ -490,8 +630,17 @@ pub(crate) mod sim {
         ///
         /// then the 128-byte swizzle of the address: bits 4..7 (the 16-byte chunk) XOR bits
         /// 7..10 (the row within 8 rows of 128 bytes).
+        ///
+        /// Elements of `bytes` bytes: 2, or 4 for TF32, whose K-major layout is the same in
+        /// bytes (`T = 4`, 32 elements per 128-byte row, `k` in `0..8`): element (`mn`, `k`) at
+        /// `start + (mn % 8) 128 + (mn / 8) SBO + 4 k`, then the swizzle. TF32 has no MN-major
+        /// form (`wgmma` cannot transpose 32-bit operands).
         #[track_caller]
-        pub(crate) fn address(&self, mn: usize, k: usize, mn_major: bool) -> usize {
+        pub(crate) fn address_of(&self, mn: usize, k: usize, mn_major: bool, bytes: usize) -> usize {
+            assert!(
+                bytes == 2 || !mn_major,
+                "wgmma descriptor {self:?}: an MN-major operand of {bytes}-byte elements (only 16-bit types transpose)"
+            );
             assert_eq!(
                 self.swizzle, 1,
                 "wgmma descriptor {self:?}: the simulator models the 128-byte swizzle only"
@@ -503,7 +652,7 @@ pub(crate) mod sim {
             let linear = if mn_major {
                 self.start + 2 * (mn % 64) + (mn / 64) * self.lbo + (k % 8) * 128 + (k / 8) * self.sbo
             } else {
-                self.start + (mn % 8) * 128 + (mn / 8) * self.sbo + 2 * k
+                self.start + (mn % 8) * 128 + (mn / 8) * self.sbo + bytes * k
             };
             swizzle_128b(linear)
         }
@@ -539,7 +688,8 @@ pub(crate) mod sim {
     /// `named` the named operands, `acc` the positional ones (`{i}` is `acc[i]`). Understands
     /// `.reg .pred`, `setp.ne.b32`, `wgmma.fence` / `commit_group` / `wait_group 0` (checked: a
     /// product before the fence, or accumulators left in flight at the end, are reported) and
-    /// `wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16` with shared-memory descriptors for
+    /// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}` and `m64nNk8.f32.tf32.tf32` (TF32
+    /// operands truncated as the tensor core reads them) with shared-memory descriptors for
     /// both operands; anything else is reported. The products are exact (f64 sums, added to the
     /// accumulator in f64, rounded once to f32): at least as accurate as the tensor core.
     #[track_caller]
@@ -615,8 +765,11 @@ pub(crate) mod sim {
         };
         let (n, ty) = typed("k16.f32.bf16.bf16", Operand::Bf16)
             .or_else(|| typed("k16.f32.f16.f16", Operand::F16))
+            .or_else(|| typed("k8.f32.tf32.tf32", Operand::Tf32))
             .unwrap_or_else(|| {
-                panic!("wgmma PTX: the simulator models m64nNk16.f32.{{bf16,f16}} only, not {op:?}")
+                panic!(
+                    "wgmma PTX: the simulator models m64nNk16.f32.{{bf16,f16}} and m64nNk8.f32.tf32.tf32 only, not {op:?}"
+                )
             });
         assert!(n % 8 == 0 && (8..=256).contains(&n), "wgmma PTX: N = {n}");
         // The accumulator list `{{{i},{j},...}}` (its last operand's `}` then the literal `}}`),
@@ -648,8 +801,16 @@ pub(crate) mod sim {
             .split(',')
             .map(str::trim)
             .collect();
-        let [a_desc, b_desc, scale_d, scale_a, scale_b, trans_a, trans_b] = rest[..] else {
-            panic!("wgmma PTX: {args:?}: want a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b")
+        // `.tf32` takes no imm-trans operands (both operands K-major); the 16-bit types do.
+        let (a_desc, b_desc, scale_d, scale_a, scale_b, trans) = match (ty, &rest[..]) {
+            (Operand::Tf32, &[a, b, d, sa, sb]) => (a, b, d, sa, sb, None),
+            (Operand::Bf16 | Operand::F16, &[a, b, d, sa, sb, ta, tb]) => (a, b, d, sa, sb, Some((ta, tb))),
+            (Operand::Tf32, _) => {
+                panic!("wgmma PTX: {args:?}: .tf32 wants a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b")
+            }
+            _ => panic!(
+                "wgmma PTX: {args:?}: want a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b"
+            ),
         };
         let scale_d = match predicates.iter().find(|(p, _)| *p == scale_d) {
             Some((_, Some(v))) => *v,
@@ -667,7 +828,8 @@ pub(crate) mod sim {
             v => panic!("wgmma PTX: imm-trans {v}: must be 0 or 1"),
         };
         let sign = sign(scale_a) * sign(scale_b);
-        let (a_mn_major, b_mn_major) = (flag(trans_a), flag(trans_b));
+        let (a_mn_major, b_mn_major) = trans.map_or((false, false), |(ta, tb)| (flag(ta), flag(tb)));
+        let (bytes, kk) = (ty.bytes(), ty.k());
         let a = Descriptor::decode(value(a_desc, named));
         let b = Descriptor::decode(value(b_desc, named));
 
@@ -678,12 +840,18 @@ pub(crate) mod sim {
         let (w, g, q) = (t / 32, (t % 32) / 4, t % 4);
         let rows: [[f64; 16]; 2] = core::array::from_fn(|h| {
             let r = 16 * w + g + 8 * h;
-            core::array::from_fn(|k| element(a.address(r, k, a_mn_major), ty))
+            core::array::from_fn(|k| {
+                if k < kk {
+                    element(a.address_of(r, k, a_mn_major, bytes), ty)
+                } else {
+                    0.0
+                }
+            })
         });
         for (i, &slot) in list.iter().enumerate() {
             let (h, c) = ((i / 2) % 2, 8 * (i / 4) + 2 * q + i % 2);
-            let dot: f64 = (0..16)
-                .map(|k| rows[h][k] * element(b.address(c, k, b_mn_major), ty))
+            let dot: f64 = (0..kk)
+                .map(|k| rows[h][k] * element(b.address_of(c, k, b_mn_major, bytes), ty))
                 .sum();
             let before = if scale_d { f64::from(acc[slot]) } else { 0.0 };
             acc[slot] = (before + sign * dot) as f32;
@@ -714,12 +882,67 @@ pub(crate) mod sim {
             // K-major, SBO 1024: (1, 0) is row 1 chunk 0, swizzled to chunk 1; (9, 8) is group 1,
             // row 1, chunk 1, swizzled to chunk 0.
             let a = Descriptor::decode(crate::wgmma::desc_sw128(0, 16, 1024));
-            assert_eq!(a.address(1, 0, false), 128 + 16);
-            assert_eq!(a.address(9, 8, false), 1024 + 128);
+            assert_eq!(a.address_of(1, 0, false, 2), 128 + 16);
+            assert_eq!(a.address_of(9, 8, false, 2), 1024 + 128);
             // MN-major, LBO 8192 (64-column chunks), SBO 1024 (8-row groups): (65, 9) is chunk 1,
             // group 1, row 1, byte 2: 9346, whose 16-byte chunk 0 swaps with row 1.
             let b = Descriptor::decode(crate::wgmma::desc_sw128(0, 8192, 1024));
-            assert_eq!(b.address(65, 9, true), 9346 + 16);
+            assert_eq!(b.address_of(65, 9, true, 2), 9346 + 16);
+        }
+
+        #[test]
+        fn tf32_k_major_addresses_by_hand() {
+            // 4-byte elements, 32 per 128-byte row, SBO 1024: (1, 0) is row 1 chunk 0, swizzled
+            // to chunk 1; (9, 5) is group 1, row 1, byte 20 (chunk 1), swizzled to chunk 0;
+            // (2, 31) is row 2, byte 124 (chunk 7), swizzled to chunk 5.
+            let a = Descriptor::decode(crate::wgmma::desc_sw128(0, 16, 1024));
+            assert_eq!(a.address_of(1, 0, false, 4), 128 + 16);
+            assert_eq!(a.address_of(9, 5, false, 4), 1024 + 128 + 4);
+            assert_eq!(a.address_of(2, 31, false, 4), 256 + 5 * 16 + 12);
+            // The second step of 8 along k starts 32 bytes on: its k = 0 is the first's k = 8.
+            let step = Descriptor::decode(crate::wgmma::desc_sw128(32, 16, 1024));
+            for mn in 0..16 {
+                for k in 0..8 {
+                    assert_eq!(
+                        step.address_of(mn, k, false, 4),
+                        a.address_of(mn, k + 8, false, 4)
+                    );
+                }
+            }
+        }
+
+        #[test]
+        #[should_panic(expected = "only 16-bit types transpose")]
+        fn tf32_has_no_mn_major_layout() {
+            let a = Descriptor::decode(crate::wgmma::desc_sw128(0, 16, 1024));
+            let _ = a.address_of(0, 0, true, 4);
+        }
+
+        #[test]
+        fn tf32_truncation_drops_the_low_13_bits() {
+            use super::tf32_truncate;
+            // 1 + 2^-11 + 2^-12 truncates to 1 (rounding would give 1 + 2^-10).
+            let x = 1.0 + f32::powi(2.0, -11) + f32::powi(2.0, -12);
+            assert_eq!(tf32_truncate(x), 1.0);
+            assert_eq!(tf32_truncate(-x), -1.0);
+            let y = 1.0 + f32::powi(2.0, -10);
+            assert_eq!(tf32_truncate(y), y);
+            assert_eq!(tf32_truncate(f32::INFINITY), f32::INFINITY);
+        }
+
+        #[test]
+        fn tf32_ptx_has_four_k8_products_without_transpose_operands() {
+            let ptx = crate::wgmma::MMA_TF32_M64N256K32_PTX;
+            let lines: Vec<&str> = ptx.lines().filter(|l| l.starts_with("wgmma.mma_async")).collect();
+            assert_eq!(lines.len(), 4);
+            for (s, line) in lines.iter().enumerate() {
+                assert!(line.starts_with("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "));
+                let tail = format!(
+                    "}}}}, {{a{s}}}, {{b{s}}}, {}, 1, 1;",
+                    if s == 0 { "p" } else { "t" }
+                );
+                assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
+            }
         }
 
         #[test]

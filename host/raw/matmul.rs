@@ -5,7 +5,7 @@ use kernels_gpu::matmul::{self as k, half as h, tf32 as t};
 
 use crate::buffer::DeviceVec;
 use crate::device::Gpu;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::module::Module;
 use crate::ops::matmul::{FastTile, Tf32Tile};
@@ -97,9 +97,40 @@ pub(crate) unsafe fn matmul(
         (Tf32Tile::SquareTruncated, true) => t::matmul_tf32_128x128_vec4_trunc::launch,
         (Tf32Tile::WideTruncated, false) => t::matmul_tf32_128x256_trunc::launch,
         (Tf32Tile::WideTruncated, true) => t::matmul_tf32_128x256_vec4_trunc::launch,
+        (Tf32Tile::Wgmma, _) => {
+            return Err(Error::InvalidArgument {
+                op: "matmul",
+                detail: "Tf32Tile::Wgmma takes tensor maps and B^T: it launches through ws_tf32".to_string(),
+            });
+        }
     };
     // SAFETY: sizes, alignment and shape per the contract.
     unsafe { launch(on, cfg, a, b, c, m, n, kd) }
+}
+
+/// Launches `matmul_ws_tf32_128x256(maps, a, bt, c, m, n, k)` (`kernels_gpu::matmul::wgmma_ws`):
+/// `C = A * B` with `bt` = `B^T`, on Hopper's TF32 `wgmma`.
+///
+/// # Safety
+/// As the kernel's contract: `maps` holds the tensor maps of `a` (`m x k`, box 128 x 32) and
+/// `bt` (`n x k`, box 256 x 32), f32 or TF32 elements, 128-byte swizzle, zero fill; `a`, `bt`,
+/// `c` hold `m*k`, `n*k`, `m*n` elements, `k` a multiple of 4, 16-byte aligned; `m, n >= 1`;
+/// `cfg` 384 threads, a grid of 1 to `tiles` blocks, the tiling's shared memory; the `sm_90a`
+/// module loaded (a compute capability 9.0 GPU) or the simulator.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn ws_tf32(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    maps: &DeviceVec<u64>,
+    a: &DeviceVec,
+    bt: &DeviceVec,
+    c: &mut DeviceVec,
+    m: usize,
+    n: usize,
+    kd: usize,
+) -> Result<()> {
+    // SAFETY: the contract.
+    unsafe { k::wgmma_ws::matmul_ws_tf32_128x256::launch(&gpu.library(), cfg, maps, a, bt, c, m, n, kd) }
 }
 
 /// Launches `matmul_sum_splits(partial, c, len, slices)`.

@@ -11,6 +11,8 @@ mod fast_plans;
 mod half;
 #[path = "matmul/wgmma.rs"]
 mod wgmma;
+#[path = "matmul/wgmma_tf32.rs"]
+mod wgmma_tf32;
 
 use gpukern::ops::matmul::{FastPlan, FastTile, Tf32Tile};
 use gpukern::{Error, Gpu, MatmulAlgorithm, cpu};
@@ -45,6 +47,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     trials.extend(fast_plans::trials());
     trials.extend(half::trials(sim, cuda));
     trials.extend(wgmma::trials(sim, cuda));
+    trials.extend(wgmma_tf32::trials(sim, cuda));
     trials
 }
 

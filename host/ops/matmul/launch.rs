@@ -110,6 +110,9 @@ impl Gpu {
         tile: Tf32Tile,
         (m, k, n): (usize, usize, usize),
     ) -> Result<()> {
+        if tile == Tf32Tile::Wgmma {
+            return self.launch_tf32_wgmma(a, b, c, (m, k, n));
+        }
         let tiling = tile.tiling();
         // These kernels are opted in to more than the default 48 KiB when they are loaded.
         let cfg = LaunchConfig::block_tiles(

@@ -7,6 +7,7 @@ mod half;
 mod launch;
 mod plan;
 mod wgmma;
+mod wgmma_tf32;
 
 pub use crate::device::SIMULATED_MULTIPROCESSORS;
 pub use error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, tf32_error_factor};
@@ -35,9 +36,11 @@ pub enum MatmulAlgorithm {
     Fast,
     /// Opt-in, reduced precision: TF32 tensor cores (`mma.sync` with TF32 operands, sm_80 and
     /// newer), 128 x 256 or 128 x 128 block tiles with a `cp.async` pipeline, the tiling chosen
-    /// per shape and device (its shared memory per block) by [`Tf32Tile::choose`]. Each element
-    /// of `A` and `B` is rounded to TF32 (10 explicit significand bits, to nearest with ties
-    /// away from zero, unit roundoff `u = 2^-11`); the products of the rounded values are exact and are summed in f32. So, for
+    /// per shape and device (its shared memory per block) by [`Tf32Tile::choose`]; on a compute
+    /// capability 9.0 GPU with the `sm_90a` module, where `k` is a multiple of 4, Hopper's
+    /// `wgmma` instead ([`Tf32Tile::Wgmma`], whose copy engine does the rounding, ties to even).
+    /// Each element of `A` and `B` is rounded to TF32 (10 explicit significand bits, to nearest
+    /// with ties away from zero, unit roundoff `u = 2^-11`); the products of the rounded values are exact and are summed in f32. So, for
     /// normal (not subnormal) operands, each element of the result obeys
     ///
     /// `|C_tf32(i,j) - C(i,j)| <= tf32_error_factor(k) * sum_l |A(i,l)| |B(l,j)|`,

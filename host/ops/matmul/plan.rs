@@ -35,6 +35,13 @@ impl MatmulPlan {
             MatmulAlgorithm::Naive => MatmulPlan::Naive,
             MatmulAlgorithm::Tiled => MatmulPlan::Tiled,
             MatmulAlgorithm::Fast => MatmulPlan::Fast(FastPlan::choose(m, n, k, gpu.multiprocessors()?)),
+            // Hopper's `wgmma` where it applies on a CUDA device (the allocations are 256-byte
+            // aligned; the launch checks again), else the `mma.sync` tilings.
+            MatmulAlgorithm::Tf32
+                if !gpu.is_simulator() && Tf32Tile::wgmma_applies(k, true, gpu.has_wgmma()) =>
+            {
+                MatmulPlan::Tf32(Tf32Tile::Wgmma)
+            }
             MatmulAlgorithm::Tf32 => {
                 MatmulPlan::Tf32(Tf32Tile::choose(m, n, gpu.multiprocessors()?, &gpu.limits()))
             }
@@ -61,10 +68,22 @@ pub enum Tf32Tile {
     WideTruncated,
     /// [`Tf32Tile::Square`] without rounding the operands, as [`Tf32Tile::WideTruncated`].
     SquareTruncated,
+    /// Hopper `wgmma.m64n256k8.tf32` with warp specialisation: the kernel of
+    /// [`HalfTile::WarpSpecialized`] on f32 operands (a producer warpgroup issuing TMA copies
+    /// into a 4-stage ring, two consumer warpgroups, 128 x 256 per tile, `BK = 32`, a persistent
+    /// grid), after a transpose of `B` into a workspace (TF32 `wgmma` reads both operands
+    /// K-major: `8 n k` more bytes of traffic, `4 n k` bytes of memory for the call). `k` a
+    /// multiple of 4 (at least 4), 16-byte aligned operands, a compute capability 9.0 GPU with
+    /// the `sm_90a` module ([`Tf32Tile::wgmma_applies`]). What [`MatmulAlgorithm::Tf32`] picks
+    /// there. The copy engine rounds the operands to TF32 (to nearest) on the GPU; the promised
+    /// bound is the truncation one ([`Tf32Tile::error_factor`], `2^-10`), which also covers the
+    /// simulator, whose copies leave the tensor core to truncate. Not in [`Tf32Tile::ALL`].
+    Wgmma,
 }
 
 impl Tf32Tile {
-    /// Every tiling, rounding first, then truncating.
+    /// Every `mma.sync` tiling (every GPU from sm_80 on), rounding first, then truncating;
+    /// [`Tf32Tile::Wgmma`] (Hopper only) is apart.
     pub const ALL: [Tf32Tile; 5] = [
         Tf32Tile::Wide,
         Tf32Tile::Square,
@@ -79,10 +98,13 @@ impl Tf32Tile {
             Tf32Tile::Wide | Tf32Tile::WideTruncated => TF32_128X256,
             Tf32Tile::Square | Tf32Tile::SquareTruncated => TF32_128X128,
             Tf32Tile::SquareK16 => TF32_128X128_K16,
+            // The same rows and columns per tile as the `wgmma` kernel's `WS_128X256`.
+            Tf32Tile::Wgmma => TF32_128X256,
         }
     }
 
-    /// A short name: `128x256`, `128x128`, `128x128-k16`, `128x256-trunc`, `128x128-trunc`.
+    /// A short name: `128x256`, `128x128`, `128x128-k16`, `128x256-trunc`, `128x128-trunc`,
+    /// `wgmma-ws-128x256`.
     pub fn name(self) -> &'static str {
         match self {
             Tf32Tile::Wide => "128x256",
@@ -90,11 +112,13 @@ impl Tf32Tile {
             Tf32Tile::SquareK16 => "128x128-k16",
             Tf32Tile::WideTruncated => "128x256-trunc",
             Tf32Tile::SquareTruncated => "128x128-trunc",
+            Tf32Tile::Wgmma => "wgmma-ws-128x256",
         }
     }
 
     /// Whether the kernels round the operands to TF32 (to nearest) rather than let the tensor
-    /// core truncate them.
+    /// core truncate them; false for [`Tf32Tile::Wgmma`], whose rounding is the copy engine's on
+    /// the GPU only (its bound is the truncation one).
     pub fn rounds(self) -> bool {
         matches!(self, Tf32Tile::Wide | Tf32Tile::Square | Tf32Tile::SquareK16)
     }
@@ -109,6 +133,15 @@ impl Tf32Tile {
             TF32_TRUNCATION_UNIT_ROUNDOFF
         };
         error_factor(k, u)
+    }
+
+    /// Whether [`Tf32Tile::Wgmma`] can run a product of inner dimension `k`: `k` a positive
+    /// multiple of 4 (the copy engine's rows of `A` and `B^T` are whole 16 bytes), 16-byte
+    /// aligned operands (`aligned`), and `wgmma_loaded`: the `sm_90a` module is loaded (a compute
+    /// capability 9.0 GPU), or the simulator.
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    pub fn wgmma_applies(k: usize, aligned: bool, wgmma_loaded: bool) -> bool {
+        k > 0 && k % 4 == 0 && aligned && wgmma_loaded
     }
 
     /// The tiling for an `m x n` result on a GPU with `multiprocessors` SMs and these limits,

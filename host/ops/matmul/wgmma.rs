@@ -41,7 +41,7 @@ const _: () = assert!(
 /// Blocks of the persistent kernel in the simulator: at most 2, so that the simulator's blocks
 /// walk several tiles and the ring wraps from one tile to the next as on the GPU (where the grid
 /// is one block per multiprocessor). The kernel is correct for any grid of 1 to `tiles` blocks.
-const SIMULATED_PERSISTENT_BLOCKS: usize = 2;
+pub(super) const SIMULATED_PERSISTENT_BLOCKS: usize = 2;
 
 /// An entry point only the `sm_90a` module has: whether it is loaded says whether the `wgmma`
 /// kernels can run.

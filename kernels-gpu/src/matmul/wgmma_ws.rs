@@ -445,3 +445,33 @@ ws_kernel!(
     /// As [`ws_gemm`].
     matmul_ws_f16_f32out_128x256: f16 => f32
 );
+
+/// f32 operands of the warp-specialised kernels, multiplied as TF32 (`wgmma...tf32.tf32`): 4
+/// bytes each, so `BK = 32` (one 128-byte row), and `B` read K-major from `B^T` (TF32 `wgmma`
+/// cannot transpose). The tensor core reads each f32 with its low 13 bits ignored (truncation);
+/// the host's `TFLOAT32` tensor maps have the copy engine round them to nearest first.
+impl WgmmaOperand for f32 {
+    const BYTES: usize = 4;
+    const B_K_MAJOR: bool = true;
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_m64n256(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_tf32_m64n256k32(acc, a, b, accumulate) }
+    }
+}
+
+ws_kernel!(
+    /// [`ws_gemm`] for f32 operands multiplied as TF32 and an f32 result: `C = A * B` with `a` =
+    /// `A` (`m x k`) and `b` = `B^T` (`n x k`, row-major: TF32 `wgmma` reads both operands
+    /// K-major), `k` a multiple of 4 (16-byte rows for the copy engine). Per step of 32 along `k`
+    /// a tile moves 48 KiB by TMA (a box of `A`, 128 x 32, and one of `B^T`, 256 x 32) and does
+    /// four `wgmma.m64n256k8` per consumer: 2,097,152 flops (43 flops per byte). Launch: 384
+    /// threads, a persistent grid of at most the tile count, `WS_128X256.shared_bytes()` of
+    /// dynamic shared memory, a compute capability 9.0 GPU. Minimum traffic:
+    /// `4 (m k + n k + m n)` bytes.
+    ///
+    /// # Safety
+    /// As [`ws_gemm`] (`b` is `B^T`, its map `n x k` with boxes of 256 x 32).
+    matmul_ws_tf32_128x256: f32 => f32
+);

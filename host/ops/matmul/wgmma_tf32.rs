@@ -1,0 +1,146 @@
+//! The Hopper path of TF32 products ([`Tf32Tile::Wgmma`]): the warp-specialised persistent
+//! `wgmma` kernel (`kernels_gpu::matmul::wgmma_ws::matmul_ws_tf32_128x256`) on f32 operands.
+//!
+//! TF32 `wgmma` reads both operands K-major, so `B` (`k x n`) is first transposed into a
+//! workspace `B^T` (`n x k`) by the transpose kernel: one pass, `8 n k` bytes of traffic (read
+//! and written once) on top of the product's minimum `4 (m k + n k + m n)`, and `4 n k` bytes
+//! of device memory for the call. Then the tensor maps of `A` (`m x k`, boxes of 128 x 32) and
+//! `B^T` (`n x k`, boxes of 256 x 32) are encoded, 128-byte swizzle, zero fill, and the kernel
+//! runs on a persistent grid of one block per multiprocessor.
+//!
+//! # Rounding: `TFLOAT32` tensor maps
+//! The tensor core reads a `.tf32` operand with the low 13 bits of the f32 ignored (PTX ISA,
+//! `wgmma.mma_async`: truncation, unit roundoff `2^-10`, and a bias toward zero). The maps are
+//! encoded with the copy engine's `CU_TENSOR_MAP_DATA_TYPE_TFLOAT32` ([`TF32_MAP_TYPE`]), for
+//! which the copy engine rounds each f32 to TF32 on its way to shared memory (to nearest, ties
+//! to even: what Triton's `TensorDescriptor(round_f32_to_tf32=True)` relies on, and its
+//! interpreter emulates), so that the truncation then drops only zeros: unit roundoff `2^-11`,
+//! unbiased, as the `mma.sync` kernels' `cvt.rna`. The CUDA trial
+//! `cuda::matmul_tf32_wgmma::rounds_to_nearest` checks it on the GPU. The simulator's copies
+//! move bits (they do not read the map), so there the tensor core's truncation stands:
+//! [`Tf32Tile::Wgmma`] promises the truncation bound ([`Tf32Tile::error_factor`], `2^-10`),
+//! which holds either way.
+
+use cudarc::driver::sys;
+use kernels_gpu::matmul::wgmma::MAP_WORDS;
+use kernels_gpu::matmul::wgmma_ws::{WS_128X256, WsTiling};
+
+use super::plan::Tf32Tile;
+use super::wgmma::{MapMatrix, SIMULATED_PERSISTENT_BLOCKS, encode};
+use crate::buffer::{DeviceMatrix, DeviceVec};
+use crate::device::{Backend, Gpu};
+use crate::error::{Error, Result};
+use crate::launch_config::LaunchConfig;
+use crate::raw;
+
+/// The operation's name in errors.
+const OP: &str = "matmul";
+
+/// The copy engine's element type of the TF32 kernel's tensor maps: `TFLOAT32`, which rounds
+/// each f32 to TF32 (to nearest) as it is copied (module documentation). `FLOAT32` would copy
+/// the bits and leave the tensor core to truncate them.
+pub(crate) const TF32_MAP_TYPE: sys::CUtensorMapDataType =
+    sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_TFLOAT32;
+
+/// Bytes of an f32.
+const F32_BYTES: usize = 4;
+
+// The kernel reads 128-byte rows of f32: 32 along `k` per step, the box width `encode` gives.
+const _: () = assert!(WsTiling::block_k(F32_BYTES) == 32);
+
+impl Gpu {
+    /// `C = A * B` with the TF32 `wgmma` kernel ([`Tf32Tile::Wgmma`]), shapes and owners checked
+    /// by the caller, `m, n >= 1`.
+    ///
+    /// Errors: [`Error::InvalidArgument`] off a compute capability 9.0 GPU with the `sm_90a`
+    /// module ([`Gpu::has_wgmma`]), for `k` not a multiple of 4 (the copy engine's rows of `A`
+    /// and `B^T` must be whole 16 bytes) or buffers not 16-byte aligned; [`Error::TooLarge`] for
+    /// a dimension past the copy engine's 32-bit coordinates.
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    pub(super) fn launch_tf32_wgmma(
+        &self,
+        a: &DeviceMatrix,
+        b: &DeviceMatrix,
+        c: &mut DeviceMatrix,
+        (m, k, n): (usize, usize, usize),
+    ) -> Result<()> {
+        if !self.has_wgmma() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: "the TF32 wgmma kernel is in the sm_90a PTX module only, which loads on a \
+                         compute capability 9.0 GPU (gpukern built with sm_90 among \
+                         GPUKERN_PTX_ARCHS): use an mma.sync tiling (Tf32Tile::Wide or \
+                         Tf32Tile::Square)"
+                    .to_string(),
+            });
+        }
+        // With `k = 0` nothing of `A` or `B` is read (the result is zeros).
+        let aligned = (k == 0 || a.data.is_16_byte_aligned() && b.data.is_16_byte_aligned())
+            && c.data.is_16_byte_aligned();
+        if !Tf32Tile::wgmma_applies(k.max(4), aligned, true) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "the TF32 wgmma kernel needs k a multiple of 4 and 16-byte aligned matrices \
+                     (k = {k}): use an mma.sync tiling (Tf32Tile::Wide or Tf32Tile::Square)"
+                ),
+            });
+        }
+        for (what, dim) in [("m", m), ("k", k), ("n", n)] {
+            if dim > i32::MAX as usize {
+                return Err(Error::TooLarge {
+                    op: OP,
+                    detail: format!("{what} = {dim}: the copy engine's coordinates are 32-bit"),
+                });
+            }
+        }
+        let t = WS_128X256;
+        let resident = match self.backend {
+            Backend::Simulator => SIMULATED_PERSISTENT_BLOCKS,
+            Backend::Cuda(_) => self.multiprocessors()?,
+        };
+        let cfg = LaunchConfig {
+            grid: (t.tiles(m, n).min(resident).max(1) as u32, 1, 1),
+            block: (t.threads(), 1, 1),
+            shared_mem_bytes: t.shared_bytes(),
+        }
+        .checked(OP, &self.limits().opted_in())?;
+        let bt = self.transpose(b)?;
+        let maps = self.tf32_tensor_maps(a, &bt, (m, k, n))?;
+        // SAFETY: `maps` holds the TFLOAT32 maps of `a` (m x k, box 128 x 32) and `bt` = B^T
+        // (n x k, box 256 x 32), 128-byte swizzle, zero fill (zeros where `k = 0`: the kernel
+        // then issues no copy); `a`, `bt`, `c` hold m*k, n*k, m*n floats (shapes checked), `c`
+        // distinct from both; `k` a multiple of 4, every buffer 16-byte aligned, `m, n >= 1`;
+        // `cfg` the persistent launch (at most the tile count); the sm_90a module is loaded (or
+        // the simulator).
+        unsafe { raw::matmul::ws_tf32(self, cfg, &maps, &a.data, &bt.data, &mut c.data, m, n, k) }
+    }
+
+    /// The tensor maps of `A` (`m x k`) and `B^T` (`n x k`) in device memory, [`MAP_WORDS`]
+    /// words each. Zeros in the simulator (whose copies read the matrices directly) and for
+    /// `k = 0` (no copy is issued; a map of an empty matrix cannot be encoded).
+    fn tf32_tensor_maps(
+        &self,
+        a: &DeviceMatrix,
+        bt: &DeviceMatrix,
+        (m, k, n): (usize, usize, usize),
+    ) -> Result<DeviceVec<u64>> {
+        if matches!(self.backend, Backend::Simulator) || k == 0 {
+            return self.zeros::<u64>(2 * MAP_WORDS);
+        }
+        let matrix = |address: usize, rows: usize| MapMatrix {
+            kind: TF32_MAP_TYPE,
+            bytes: F32_BYTES,
+            address,
+            rows,
+            cols: k,
+            stride: k,
+        };
+        let mut words = [0u64; 2 * MAP_WORDS];
+        let a_map = encode(matrix(a.data.address(), m), WS_128X256.block_rows)?;
+        let b_map = encode(matrix(bt.data.address(), n), WS_128X256.block_cols)?;
+        words[..MAP_WORDS].copy_from_slice(&a_map);
+        words[MAP_WORDS..].copy_from_slice(&b_map);
+        self.upload(&words)
+    }
+}
