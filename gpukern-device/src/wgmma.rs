@@ -496,6 +496,7 @@ pub unsafe fn mma_tf32_m64n256k32(acc: [f32; 128], a: [u64; 4], b: [u64; 4], acc
 /// ptxas honours it only in an entry with launch bounds (`#[kernel(launch_bounds(..))]`), else
 /// it warns (C7508) and ignores it. Nothing in the simulator.
 #[inline(always)]
+#[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
 pub fn setmaxnreg_inc<const N: u32>() {
     const {
         assert!(
@@ -513,6 +514,7 @@ pub fn setmaxnreg_inc<const N: u32>() {
 /// `setmaxnreg.dec.sync.aligned.u32 N`: the warpgroup gives registers back, keeping `N` per
 /// thread (a multiple of 8, 24 to 256). As [`setmaxnreg_inc`].
 #[inline(always)]
+#[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
 pub fn setmaxnreg_dec<const N: u32>() {
     const {
         assert!(

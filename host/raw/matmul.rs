@@ -114,7 +114,8 @@ pub(crate) unsafe fn matmul(
 /// # Safety
 /// As the kernel's contract: `maps` holds the tensor maps of `a` (`m x k`, box 128 x 32) and
 /// `bt` (`n x k`, box 256 x 32), f32 or TF32 elements, 128-byte swizzle, zero fill; `a`, `bt`,
-/// `c` hold `m*k`, `n*k`, `m*n` elements, `k` a multiple of 4, 16-byte aligned; `m, n >= 1`;
+/// `c` hold `m*k`, `n*k`, `m*n` elements (dense: both row strides `k`), `k` a multiple of 4,
+/// 16-byte aligned; `m, n >= 1`;
 /// `cfg` 384 threads, a grid of 1 to `tiles` blocks, the tiling's shared memory; the `sm_90a`
 /// module loaded (a compute capability 9.0 GPU) or the simulator.
 #[allow(clippy::too_many_arguments)]
@@ -130,7 +131,9 @@ pub(crate) unsafe fn ws_tf32(
     kd: usize,
 ) -> Result<()> {
     // SAFETY: the contract.
-    unsafe { k::wgmma_ws::matmul_ws_tf32_128x256::launch(&gpu.library(), cfg, maps, a, bt, c, m, n, kd) }
+    unsafe {
+        k::wgmma_ws::matmul_ws_tf32_128x256::launch(&gpu.library(), cfg, maps, a, bt, c, m, n, kd, kd, kd)
+    }
 }
 
 /// Launches `matmul_sum_splits(partial, c, len, slices)`.

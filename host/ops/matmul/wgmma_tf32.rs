@@ -124,9 +124,9 @@ impl Gpu {
         a: &DeviceMatrix,
         bt: &DeviceMatrix,
         (m, k, n): (usize, usize, usize),
-    ) -> Result<DeviceVec<u64>> {
+    ) -> Result<std::sync::Arc<DeviceVec<u64>>> {
         if matches!(self.backend, Backend::Simulator) || k == 0 {
-            return self.zeros::<u64>(2 * MAP_WORDS);
+            return Ok(std::sync::Arc::new(self.zeros::<u64>(2 * MAP_WORDS)?));
         }
         let matrix = |address: usize, rows: usize| MapMatrix {
             kind: TF32_MAP_TYPE,
@@ -141,6 +141,6 @@ impl Gpu {
         let b_map = encode(matrix(bt.data.address(), n), WS_128X256.block_cols)?;
         words[..MAP_WORDS].copy_from_slice(&a_map);
         words[MAP_WORDS..].copy_from_slice(&b_map);
-        self.upload(&words)
+        self.cached_maps(&words)
     }
 }

@@ -20,7 +20,7 @@
 //!    `matmul::half`.
 //! 8. [`wgmma`]: BF16 on Hopper's warpgroup tensor cores (`wgmma`, TMA copies, `mbarrier`s),
 //!    compiled into the `sm_90a` module only; its items stay under `matmul::wgmma`.
-//! 9. [`wgmma_ws`]: BF16 and FP16 on `wgmma` with warp specialisation (a producer warpgroup
+//! 9. [`wgmma_ws`]: BF16, FP16 and TF32 on `wgmma` with warp specialisation (a producer warpgroup
 //!    issuing TMA, two consumer warpgroups, `setmaxnreg`) and a persistent grid, `sm_90a` only;
 //!    items under `matmul::wgmma_ws`.
 //!

@@ -1,6 +1,7 @@
 //! Matrix product `C = A * B` on Hopper's warpgroup tensor cores with warp specialisation (sm_90a
 //! only): bf16 or f16 operands, row-major (`A` is `m x k`, `B` is `k x n`), f32 accumulation, the
-//! result in the operands' type (rounded once) or f32. The rung after [`super::wgmma`]: there
+//! result in the operands' type (rounded once) or f32; and TF32 (f32 operands read as TF32, `B`
+//! given transposed, `n x k`: `wgmma` reads TF32 operands K-major only), an f32 result. The rung after [`super::wgmma`]: there
 //! one warpgroup both waits for the copies and multiplies; here a producer warpgroup keeps the
 //! copy engine busy while two consumer warpgroups keep the tensor cores busy, and each block
 //! stays resident and walks over many tiles of `C`.
