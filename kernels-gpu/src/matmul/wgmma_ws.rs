@@ -353,6 +353,7 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
 /// `c` holds `m * n` elements, aligned to a pair when `n` is even.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
 unsafe fn store_tile<O: GemmOutput>(
     acc: &[f32; 128],
     c: *mut O,
