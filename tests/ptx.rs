@@ -375,18 +375,28 @@ const ARCH_SPECIFIC_KERNELS: &[&str] = &[
     "matmul_ws_tf32_128x256",
 ];
 
-/// `wgmma.mma_async` lines per `wgmma` kernel: the one-warpgroup kernel's `m128n128k64` step is
-/// 8 (`m64n128k16`), the warp-specialised ones' step 4 (`m64n256k16`, or `m64n256k8` for TF32); each with
-/// one `wait_group`.
-fn wgmma_lines(name: &str) -> usize {
-    if name.starts_with("matmul_ws_") { 4 } else { 8 }
+/// `wgmma.mma_async` and `wgmma.wait_group` lines per `wgmma` kernel: the one-warpgroup
+/// kernel's `m128n128k64` step is 8 products (`m64n128k16`) and a wait; the warp-specialised
+/// kernels' step 4 (`m64n256k16`, `m64n256k8` in TF32) issued without a wait, then a
+/// `wait_group 1` in the loop and a `wait_group 0` after it; TF32 has no asynchronous twin, so
+/// its step waits inside too.
+fn wgmma_lines(name: &str) -> (usize, usize) {
+    if name.starts_with("matmul_ws_tf32") {
+        (4, 3)
+    } else if name.starts_with("matmul_ws_") {
+        (4, 2)
+    } else {
+        (8, 1)
+    }
 }
 
 /// ptxas warnings that mean a `wgmma` pipeline was serialised or a register limit ignored:
 /// treated as failures. C7510: a call between `wgmma.fence` and its wait; C7514, C7515:
 /// ordinary instructions touching accumulators in flight; C7508: `setmaxnreg` ignored; C7509,
-/// C7511, C7512: register pressure around `wgmma`.
-const WGMMA_WARNINGS: &[&str] = &["C7508", "C7509", "C7510", "C7511", "C7512", "C7514", "C7515"];
+/// C7511, C7512: register pressure around `wgmma`; C7517: a `wait_group` ptxas had to insert.
+const WGMMA_WARNINGS: &[&str] = &[
+    "C7508", "C7509", "C7510", "C7511", "C7512", "C7514", "C7515", "C7517",
+];
 
 /// The sm_90a module assembles for sm_90a with its `wgmma` kernels intact: none of the
 /// serialisation warnings, each `wgmma` kernel with its products in its main loop
@@ -432,7 +442,7 @@ fn ptxas_keeps_the_wgmma_pipeline_of_the_sm_90a_module() {
         let waits = body.iter().filter(|l| l.contains("wgmma.wait_group")).count();
         assert_eq!(
             (mmas, waits),
-            (wgmma_lines(name), 1),
+            wgmma_lines(name),
             "{name}: wgmma.mma_async and wait_group lines"
         );
     }

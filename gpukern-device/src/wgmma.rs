@@ -278,6 +278,9 @@ macro_rules! n256_line {
 /// (`{scale}`), the later ones always adding (see [`MMA_BF16_M128N128K64_PTX`] for why).
 macro_rules! m64n256k64_ptx {
     ($ty:literal) => {
+        m64n256k64_ptx!($ty, "wgmma.wait_group.sync.aligned 0;\n")
+    };
+    ($ty:literal, $wait:literal) => {
         concat!(
             "{{\n",
             ".reg .pred p, t;\n",
@@ -289,7 +292,7 @@ macro_rules! m64n256k64_ptx {
             n256_line!($ty, "a2", "b2", "t"),
             n256_line!($ty, "a3", "b3", "t"),
             "wgmma.commit_group.sync.aligned;\n",
-            "wgmma.wait_group.sync.aligned 0;\n",
+            $wait,
             "}}"
         )
     };
@@ -299,14 +302,19 @@ macro_rules! m64n256k64_ptx {
 pub const MMA_BF16_M64N256K64_PTX: &str = m64n256k64_ptx!("bf16");
 /// The PTX text of [`mma_f16_m64n256k64`] (interpreted as such by the simulator).
 pub const MMA_F16_M64N256K64_PTX: &str = m64n256k64_ptx!("f16");
+/// The PTX text of [`mma_bf16_m64n256k64_async`]: the products committed as one group, not
+/// waited for.
+pub const MMA_BF16_M64N256K64_ASYNC_PTX: &str = m64n256k64_ptx!("bf16", "");
+/// The PTX text of [`mma_f16_m64n256k64_async`].
+pub const MMA_F16_M64N256K64_ASYNC_PTX: &str = m64n256k64_ptx!("f16", "");
 
 /// The `asm!` of an `m64n256k64` product in element type `$ty` on the accumulator array `$acc`
 /// (operands `$i`), scale-d from `$scale`, descriptors `$a[0..4]`, `$b[0..4]`.
 #[cfg(target_arch = "nvptx64")]
 macro_rules! n256_asm {
-    ($ty:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
+    ($ty:literal, $wait:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
         core::arch::asm!(
-            m64n256k64_ptx!($ty),
+            m64n256k64_ptx!($ty, $wait),
             $(inout(reg32) $acc[$i],)*
             scale = in(reg32) $scale,
             a0 = in(reg64) $a[0],
@@ -325,13 +333,17 @@ macro_rules! n256_asm {
 /// Declares a `C(64 x 256) (+)= A(64 x 64) * B(64 x 256)` warpgroup product of one element type.
 macro_rules! m64n256k64 {
     ($(#[$doc:meta])* $name:ident, $ty:literal, $ptx:ident) => {
+        m64n256k64!($(#[$doc])* $name, $ty, "wgmma.wait_group.sync.aligned 0;\n", $ptx);
+    };
+    ($(#[$doc:meta])* $name:ident, $ty:literal, $wait:literal, $ptx:ident) => {
         $(#[$doc])*
         ///
         /// `acc` is this thread's 128 accumulators of the `64 x 256` tile (the layout of the module
         /// documentation, `N = 256`); `a[s]` describes the `64 x 16` tile of `A` for step `s` of 16
         /// along `k` (K-major, 128-byte swizzle), `b[s]` the `16 x 256` tile of `B` (N-major,
         /// 128-byte swizzle, 64-column chunks `LBO` apart). With `accumulate` false the first
-        /// step overwrites `acc`. One `asm!` block: fence, 4 products, commit, wait.
+        /// step overwrites `acc`. One `asm!` block: fence, 4 products, commit, and (but for the
+        /// `_async` twins, whose accumulators stay in flight until [`wait_accumulators`]) wait.
         ///
         /// # Safety
         /// Every thread of one warpgroup calls it together; the descriptors describe shared
@@ -346,7 +358,7 @@ macro_rules! m64n256k64 {
             {
                 // SAFETY: the caller's contract: the whole warpgroup is here and the tiles are
                 // ready; one block, so no accumulator is touched in flight.
-                unsafe { n256_asm!($ty, acc, scale, a, b; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127) };
+                unsafe { n256_asm!($ty, $wait, acc, scale, a, b; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127) };
             }
             #[cfg(not(target_arch = "nvptx64"))]
             {
@@ -383,6 +395,63 @@ m64n256k64!(
     "f16",
     MMA_F16_M64N256K64_PTX
 );
+
+m64n256k64!(
+    /// [`mma_bf16_m64n256k64`] without the wait: the four products are committed as one group
+    /// and left in flight ([`MMA_BF16_M64N256K64_ASYNC_PTX`]); [`wait_accumulators`] retires it.
+    /// Until then the returned accumulators must not be read or written by anything else, and
+    /// the tiles must stay as they are.
+    mma_bf16_m64n256k64_async,
+    "bf16",
+    "",
+    MMA_BF16_M64N256K64_ASYNC_PTX
+);
+
+m64n256k64!(
+    /// [`mma_f16_m64n256k64`] without the wait, as [`mma_bf16_m64n256k64_async`].
+    mma_f16_m64n256k64_async,
+    "f16",
+    "",
+    MMA_F16_M64N256K64_ASYNC_PTX
+);
+
+/// The `asm!` of `wgmma.wait_group N` with 128 accumulators as operands.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! wait_asm {
+    ($n:ident, $acc:ident; $($i:literal)*) => {
+        core::arch::asm!(
+            // The accumulators are named in a comment: operands of the wait, never touched.
+            "// accumulators: {0} {1} {2} {3} {4} {5} {6} {7} {8} {9} {10} {11} {12} {13} {14} {15} {16} {17} {18} {19} {20} {21} {22} {23} {24} {25} {26} {27} {28} {29} {30} {31} {32} {33} {34} {35} {36} {37} {38} {39} {40} {41} {42} {43} {44} {45} {46} {47} {48} {49} {50} {51} {52} {53} {54} {55} {56} {57} {58} {59} {60} {61} {62} {63} {64} {65} {66} {67} {68} {69} {70} {71} {72} {73} {74} {75} {76} {77} {78} {79} {80} {81} {82} {83} {84} {85} {86} {87} {88} {89} {90} {91} {92} {93} {94} {95} {96} {97} {98} {99} {100} {101} {102} {103} {104} {105} {106} {107} {108} {109} {110} {111} {112} {113} {114} {115} {116} {117} {118} {119} {120} {121} {122} {123} {124} {125} {126} {127}",
+            "wgmma.wait_group.sync.aligned {n};",
+            $(inout(reg32) $acc[$i],)*
+            n = const $n,
+            options(nostack),
+        )
+    };
+}
+
+/// `wgmma.wait_group.sync.aligned N`: waits until at most `N` committed groups of this
+/// warpgroup's products are still in flight, and returns the 128 accumulators they write (its
+/// operands, so that the compiler keeps every use of them after the wait). With `N = 1` after
+/// issuing a step's products, the previous step's are done and its stage may be released
+/// while this step's run.
+///
+/// # Safety
+/// Every thread of the warpgroup calls it together, with the accumulators of its products in
+/// flight.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn wait_accumulators<const N: u32>(acc: [f32; 128]) -> [f32; 128] {
+    let mut acc = acc;
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: the caller's contract.
+    unsafe {
+        wait_asm!(N, acc; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127)
+    };
+    #[cfg(not(target_arch = "nvptx64"))]
+    sim::run(&format!("wgmma.wait_group.sync.aligned {N};"), &[], &mut acc);
+    acc
+}
 
 /// One `wgmma.mma_async.m64n256k8.f32.tf32.tf32` line on accumulators 0..128: both operands
 /// K-major (the `.tf32` form takes no imm-trans operands: `d, a-desc, b-desc, scale-d,
@@ -694,10 +763,52 @@ pub(crate) mod sim {
     /// operands truncated as the tensor core reads them) with shared-memory descriptors for
     /// both operands; anything else is reported. The products are exact (f64 sums, added to the
     /// accumulator in f64, rounded once to f32): at least as accurate as the tensor core.
+    /// One product issued and not yet applied: the instruction, its operands and the values of
+    /// its predicates when it was issued.
+    struct Pending {
+        op: String,
+        args: String,
+        named: Vec<(String, u64)>,
+        predicates: Vec<(String, Option<bool>)>,
+    }
+
+    std::thread_local! {
+        /// The committed groups of products of each simulated thread (by block and thread
+        /// index), oldest first, not yet waited for: their operands are read from shared memory
+        /// when a `wait_group` retires them, as late as the tensor core may read them.
+        static GROUPS: std::cell::RefCell<
+            std::collections::HashMap<((u32, u32, u32), (u32, u32, u32)), std::collections::VecDeque<Vec<Pending>>>,
+        > = std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+
+    /// Applies the products of `group` to `acc`.
+    #[track_caller]
+    fn apply(group: Vec<Pending>, acc: &mut [f32]) {
+        for p in group {
+            let named: Vec<(&str, u64)> = p.named.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+            let predicates: Vec<(&str, Option<bool>)> =
+                p.predicates.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+            mma_async(&p.op, &p.args, &named, &predicates, acc);
+        }
+    }
+
+    /// Runs the `asm!` template `ptx` of a warpgroup `wgmma` sequence for the running thread:
+    /// `named` the named operands, `acc` the positional ones (`{i}` is `acc[i]`). Understands
+    /// `.reg .pred`, `setp.ne.b32`, `wgmma.fence`, `wgmma.mma_async.sync.aligned` (`m64nNk16`
+    /// in bf16 or f16, `m64nNk8` in TF32, operands truncated as the tensor core reads them;
+    /// shared-memory descriptors for both operands), `commit_group` and `wait_group N`; anything
+    /// else is reported. A product is recorded when issued and computed when a `wait_group`
+    /// retires its group (so its operands are read from shared memory then: a stage released
+    /// before the wait that covers it is caught by the numbers), into the accumulators of the
+    /// block doing the wait; a product before the block's fence, or one left uncommitted at the
+    /// end of the block, is reported. The products are exact (f64 sums, added to the
+    /// accumulator in f64, rounded once to f32): at least as accurate as the tensor core.
     #[track_caller]
     pub(crate) fn run(ptx: &str, named: &[(&str, u64)], acc: &mut [f32]) {
         let mut predicates: Vec<(&str, Option<bool>)> = Vec::new();
-        let (mut fenced, mut in_flight) = (false, false);
+        let mut fenced = false;
+        let mut open: Vec<Pending> = Vec::new();
+        let me = (crate::sim::device::block_idx(), crate::sim::device::thread_idx());
         for statement in ptx.split(';') {
             let statement = statement.trim();
             let statement = statement.strip_prefix("{{").unwrap_or(statement).trim();
@@ -724,25 +835,52 @@ pub(crate) mod sim {
                     slot.1 = Some(value(x, named) as u32 != value(y, named) as u32);
                 }
                 "wgmma.fence.sync.aligned" => fenced = true,
-                "wgmma.commit_group.sync.aligned" => {}
+                "wgmma.commit_group.sync.aligned" => {
+                    let group = std::mem::take(&mut open);
+                    GROUPS.with(|g| g.borrow_mut().entry(me).or_default().push_back(group));
+                }
                 "wgmma.wait_group.sync.aligned" => {
-                    assert_eq!(args.trim(), "0", "wgmma PTX: only wait_group 0 is modelled");
-                    in_flight = false;
+                    let keep: usize = args
+                        .trim()
+                        .parse()
+                        .unwrap_or_else(|e| panic!("wgmma PTX: wait_group {args:?}: {e}"));
+                    loop {
+                        let oldest = GROUPS.with(|g| {
+                            let mut g = g.borrow_mut();
+                            let queue = g.entry(me).or_default();
+                            if queue.len() > keep {
+                                queue.pop_front()
+                            } else {
+                                None
+                            }
+                        });
+                        match oldest {
+                            Some(group) => apply(group, acc),
+                            None => break,
+                        }
+                    }
                 }
                 _ if op.starts_with("wgmma.mma_async.") => {
                     assert!(
                         fenced,
                         "wgmma PTX: a wgmma.mma_async before any wgmma.fence (the accumulators were written by ordinary code)"
                     );
-                    mma_async(op, args, named, &predicates, acc);
-                    in_flight = true;
+                    // The operands as they are now; the scale-d predicate's value now.
+                    let resolved: Vec<(String, u64)> =
+                        named.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+                    open.push(Pending {
+                        op: op.to_string(),
+                        args: args.to_string(),
+                        named: resolved,
+                        predicates: predicates.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+                    });
                 }
                 _ => panic!("wgmma PTX: the simulator does not model {statement:?}"),
             }
         }
         assert!(
-            !in_flight,
-            "wgmma PTX: accumulators still in flight at the end (no wgmma.wait_group 0 after the last product)"
+            open.is_empty(),
+            "wgmma PTX: a wgmma.mma_async left uncommitted at the end of its asm block (no wgmma.commit_group)"
         );
     }
 

@@ -126,6 +126,19 @@ pub trait WgmmaOperand: Copy {
     /// # Safety
     /// As [`wgmma::mma_bf16_m64n256k64`].
     unsafe fn mma_m64n256(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128];
+
+    /// [`WgmmaOperand::mma_m64n256`] issued and committed as one group but not waited for
+    /// ([`wgmma::mma_bf16_m64n256k64_async`]); [`wgmma::wait_accumulators`] retires it. By
+    /// default the product waited for (a type without an asynchronous twin).
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n256k64_async`].
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_m64n256_async(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+        // SAFETY: forwarded contract.
+        unsafe { Self::mma_m64n256(acc, a, b, accumulate) }
+    }
 }
 
 impl WgmmaOperand for bf16 {
@@ -137,6 +150,12 @@ impl WgmmaOperand for bf16 {
         // SAFETY: forwarded contract.
         unsafe { wgmma::mma_bf16_m64n256k64(acc, a, b, accumulate) }
     }
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_m64n256_async(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_bf16_m64n256k64_async(acc, a, b, accumulate) }
+    }
 }
 
 impl WgmmaOperand for f16 {
@@ -147,6 +166,12 @@ impl WgmmaOperand for f16 {
     unsafe fn mma_m64n256(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
         // SAFETY: forwarded contract.
         unsafe { wgmma::mma_f16_m64n256k64(acc, a, b, accumulate) }
+    }
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_m64n256_async(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_f16_m64n256k64_async(acc, a, b, accumulate) }
     }
 }
 
@@ -308,8 +333,12 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
         let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
         let (row0, col0) = (tile_m * BM + 64 * consumer, tile_n * BN);
         if k_tiles == 0 {
-            // SAFETY: as above.
-            acc = unsafe { core::mem::zeroed() };
+            // `k = 0`: zeros, from an array of their own (nothing but products may write the
+            // accumulators, or ptxas serialises the products: warning C7515).
+            // SAFETY: all-zero bits are 0.0 for f32; the contract's shapes and alignment.
+            unsafe { store_tile(&core::mem::zeroed(), c, (row0, col0), m, n, tid % WARPGROUP) };
+            tile += step;
+            continue;
         }
         for kt in 0..k_tiles {
             let s = it % STAGES;
@@ -332,13 +361,24 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
                 }
             });
             // SAFETY: the whole warpgroup is here; the stage's copies have landed (the wait)
-            // and nothing writes it before this warp's arrival below.
-            acc = unsafe { I::mma_m64n256(acc, a_desc, b_desc, kt > 0) };
-            if lane == 0 {
+            // and nothing writes it before this warp's arrival for it, after the wait that
+            // retires these products. Then the previous step's products are done (at most this
+            // step's group in flight): its stage is released while this one's run.
+            unsafe {
+                acc = I::mma_m64n256_async(acc, a_desc, b_desc, kt > 0);
+                acc = wgmma::wait_accumulators::<1>(acc);
+            }
+            if kt > 0 && lane == 0 {
                 // SAFETY: an initialised barrier expecting one arrival per consumer warp.
-                unsafe { mbarrier::arrive(empty(s)) };
+                unsafe { mbarrier::arrive(empty((it - 1) % STAGES)) };
             }
             it += 1;
+        }
+        // SAFETY: the whole warpgroup is here, the last step's products in flight.
+        acc = unsafe { wgmma::wait_accumulators::<0>(acc) };
+        if lane == 0 {
+            // SAFETY: as above, for the last step's stage (`k_tiles >= 1`, so `it >= 1`).
+            unsafe { mbarrier::arrive(empty((it - 1) % STAGES)) };
         }
         // SAFETY: the contract's shapes and alignment.
         unsafe { store_tile(&acc, c, (row0, col0), m, n, tid % WARPGROUP) };

@@ -44,14 +44,17 @@ const CUDA_SHAPES: &[(usize, usize, usize)] = &[
 
 /// Simulator shapes of the warp-specialised kernel, first with `k`, `n` multiples of 8: one element; four
 /// tiles of 128 x 256 over the simulator's two persistent blocks, each block walking two tiles
-/// of four steps along `k` (the 4-stage ring wraps within and across tiles, the last step and
-/// both edges ragged); a narrow `n`.
+/// of four steps along `k` (the 4-stage ring wraps across tiles, the last step and both edges
+/// ragged); the same with seven steps (the ring wraps within a tile, so that the simulator's
+/// producer refills a stage while a consumer's products of it may still be in flight: a stage
+/// released too early shows in the numbers); a narrow `n`.
 ///
 /// Then shapes whose `k` or `n` is not a multiple of 8: the operands go through padded copies
 /// (rows of whole 16 bytes) first.
 const WS_SIM_SHAPES: &[(usize, usize, usize)] = &[
     (1, 8, 8),
     (130, 200, 264),
+    (130, 392, 264),
     (65, 64, 24),
     (1, 1, 1),
     (130, 203, 261),
