@@ -111,7 +111,7 @@ pub fn f32_to_bf16(x: f32) -> bf16 {
 ///
 /// On the GPU one `cvt.rn.f16x2.f32` (which puts its first source in the upper half).
 #[inline(always)]
-fn pack_f16x2([lo, hi]: [f32; 2]) -> u32 {
+pub fn pack_f16x2([lo, hi]: [f32; 2]) -> u32 {
     #[cfg(target_arch = "nvptx64")]
     {
         let out: u32;
@@ -137,7 +137,7 @@ fn pack_f16x2([lo, hi]: [f32; 2]) -> u32 {
 ///
 /// On the GPU one `cvt.rn.bf16x2.f32` (sm_80 and newer).
 #[inline(always)]
-fn pack_bf16x2([lo, hi]: [f32; 2]) -> u32 {
+pub fn pack_bf16x2([lo, hi]: [f32; 2]) -> u32 {
     #[cfg(target_arch = "nvptx64")]
     {
         let out: u32;

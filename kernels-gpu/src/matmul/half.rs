@@ -156,6 +156,22 @@ pub trait GemmOutput: Copy {
     /// # Safety
     /// `c.add(i)` is writable for two elements and aligned to two of them.
     unsafe fn store_pair(c: *mut Self, i: usize, v: [f32; 2]);
+    /// 32-bit words a stored pair takes: 1 for a 16-bit result, 2 for f32.
+    const PAIR_WORDS: usize;
+    /// A pair as the words it is stored as (`[packed, 0]` for a 16-bit result, `[lo, hi]` bits
+    /// for f32).
+    fn pack(v: [f32; 2]) -> [u32; 2];
+    /// Stores four packed pairs (8 elements) at `c[i..i + 8]` as 16-byte accesses.
+    ///
+    /// # Safety
+    /// `c.add(i)` is writable for 8 elements and 16-byte aligned.
+    unsafe fn store_octet(c: *mut Self, i: usize, pairs: [[u32; 2]; 4]);
+}
+
+/// Four words as an `F4` of their bits.
+#[inline(always)]
+fn bits4(w: [u32; 4]) -> vector::F4 {
+    vector::F4(w.map(f32::from_bits))
 }
 
 impl GemmOutput for f32 {
@@ -170,6 +186,20 @@ impl GemmOutput for f32 {
     unsafe fn store_pair(c: *mut f32, i: usize, v: [f32; 2]) {
         // SAFETY: forwarded contract (8-byte aligned).
         unsafe { vector::store2(c, i, F2(v)) }
+    }
+    const PAIR_WORDS: usize = 2;
+    #[inline(always)]
+    fn pack(v: [f32; 2]) -> [u32; 2] {
+        v.map(f32::to_bits)
+    }
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn store_octet(c: *mut f32, i: usize, p: [[u32; 2]; 4]) {
+        // SAFETY: forwarded contract: 8 floats, 16-byte aligned.
+        unsafe {
+            vector::store4(c, i, bits4([p[0][0], p[0][1], p[1][0], p[1][1]]));
+            vector::store4(c, i + 4, bits4([p[2][0], p[2][1], p[3][0], p[3][1]]));
+        }
     }
 }
 
@@ -186,6 +216,24 @@ impl GemmOutput for bf16 {
         // SAFETY: forwarded contract (4-byte aligned).
         unsafe { store_bf16x2(c, i, v) }
     }
+    const PAIR_WORDS: usize = 1;
+    #[inline(always)]
+    fn pack(v: [f32; 2]) -> [u32; 2] {
+        [crate::gpu::convert::pack_bf16x2(v), 0]
+    }
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn store_octet(c: *mut bf16, i: usize, p: [[u32; 2]; 4]) {
+        // SAFETY: forwarded contract: 8 elements (16 bytes), 16-byte aligned, `i` a multiple of
+        // 8 from an aligned buffer, so `i / 2` floats in.
+        unsafe {
+            vector::store4(
+                c.cast::<f32>(),
+                i / 2,
+                bits4([p[0][0], p[1][0], p[2][0], p[3][0]]),
+            )
+        }
+    }
 }
 
 impl GemmOutput for f16 {
@@ -200,6 +248,24 @@ impl GemmOutput for f16 {
     unsafe fn store_pair(c: *mut f16, i: usize, v: [f32; 2]) {
         // SAFETY: forwarded contract (4-byte aligned).
         unsafe { store_f16x2(c, i, v) }
+    }
+    const PAIR_WORDS: usize = 1;
+    #[inline(always)]
+    fn pack(v: [f32; 2]) -> [u32; 2] {
+        [crate::gpu::convert::pack_f16x2(v), 0]
+    }
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn store_octet(c: *mut f16, i: usize, p: [[u32; 2]; 4]) {
+        // SAFETY: forwarded contract: 8 elements (16 bytes), 16-byte aligned, `i` a multiple of
+        // 8 from an aligned buffer, so `i / 2` floats in.
+        unsafe {
+            vector::store4(
+                c.cast::<f32>(),
+                i / 2,
+                bits4([p[0][0], p[1][0], p[2][0], p[3][0]]),
+            )
+        }
     }
 }
 
