@@ -772,13 +772,17 @@ pub(crate) mod sim {
         predicates: Vec<(String, Option<bool>)>,
     }
 
+    /// A simulated thread: its block index and thread index.
+    type ThreadKey = ((u32, u32, u32), (u32, u32, u32));
+    /// Committed groups of products, oldest first.
+    type Groups = std::collections::VecDeque<Vec<Pending>>;
+
     std::thread_local! {
         /// The committed groups of products of each simulated thread (by block and thread
         /// index), oldest first, not yet waited for: their operands are read from shared memory
         /// when a `wait_group` retires them, as late as the tensor core may read them.
-        static GROUPS: std::cell::RefCell<
-            std::collections::HashMap<((u32, u32, u32), (u32, u32, u32)), std::collections::VecDeque<Vec<Pending>>>,
-        > = std::cell::RefCell::new(std::collections::HashMap::new());
+        static GROUPS: std::cell::RefCell<std::collections::HashMap<ThreadKey, Groups>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
     }
 
     /// Applies the products of `group` to `acc`.
