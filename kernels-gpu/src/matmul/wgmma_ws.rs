@@ -26,7 +26,7 @@
 //!   warp once its products have read the stage). The producer waits for `empty`, the consumers
 //!   for `full`; the ring runs on across tiles, the phase of step `i` being `(i / STAGES) % 2`.
 //! * **Persistent grid**: block `b` of `G` takes the tiles `b, b + G, b + 2G, ...` in the grouped
-//!   order of [`super::tf32::grouped_tile`] (neighbouring blocks share rows of `A` and columns of
+//!   order of the TF32 kernels' `grouped_tile` (neighbouring blocks share rows of `A` and columns of
 //!   `B` in L2); the producer fills the next tile's stages while the consumers store the last.
 //! * **Epilogue**: each consumer thread stores its 128 accumulators straight to `C`, as pairs
 //!   where `n` is even, inside `m` and `n`.
