@@ -145,12 +145,12 @@ impl<const FIXED: usize> Held<FIXED> {
         unroll_8!(V, |k| {
             if self.valid(k) {
                 for c in 0..4 {
-                    key = math::max_nan(key, sign * v[k].0[c]);
+                    key = math::max_nan_fast(key, sign * v[k].0[c]);
                 }
             }
         });
         if self.scalar().is_some() {
-            key = math::max_nan(key, sign * xs);
+            key = math::max_nan_fast(key, sign * xs);
         }
         key
     }
@@ -178,12 +178,27 @@ impl<const FIXED: usize> Held<FIXED> {
     ) {
         let m = sign * key;
         let mut s = 0.0f32;
-        unroll_8!(V, |k| {
-            if self.valid(k) {
-                v[k] = map4(v[k], |x| math::exp(exponent(x, m, t)));
-                s += (v[k].0[0] + v[k].0[1]) + (v[k].0[2] + v[k].0[3]);
-            }
-        });
+        // Where the thread's reference value and `t` are finite and `t` is not 0 (the common
+        // case: then no entry is NaN and every one lies at or below `m`), `exponent(x, m, t)` is
+        // `t (x - m)`, exactly 0 at `x = m`: one subtraction and one multiplication by
+        // `t log2(e)` before `exp2`, instead of `exponent`'s tests on every entry. The two loops
+        // are written out apart so that the test is made once per thread, not per entry.
+        if m.is_finite() && t.is_finite() && t != 0.0 {
+            let scale = t * math::LOG2_E;
+            unroll_8!(V, |k| {
+                if self.valid(k) {
+                    v[k] = map4(v[k], |x| math::exp2((x - m) * scale));
+                    s += (v[k].0[0] + v[k].0[1]) + (v[k].0[2] + v[k].0[3]);
+                }
+            });
+        } else {
+            unroll_8!(V, |k| {
+                if self.valid(k) {
+                    v[k] = map4(v[k], |x| math::exp(exponent(x, m, t)));
+                    s += (v[k].0[0] + v[k].0[1]) + (v[k].0[2] + v[k].0[3]);
+                }
+            });
+        }
         let scalar = self.scalar();
         let es = if scalar.is_some() {
             math::exp(exponent(xs, m, t))
