@@ -430,10 +430,11 @@ const SOFTMAX_PLAN_BOUNDARIES: [(usize, usize); 18] = [
     // (softmax_block_8).
     (2, 1027),
     (2, 1028),
-    // softmax_block_8 | softmax_persist_block_8 (PERSISTENT_MIN_COLS).
+    // softmax_block_8 on both sides of where the persistent kernels once began (the default
+    // PERSISTENT_MIN_COLS is now none).
     (2, 16_384),
     (2, 16_385),
-    // softmax_persist_block_8 at 1024 threads (block_max_cols) | a cluster of 2 blocks
+    // softmax_block_8 at 1024 threads (block_max_cols) | a cluster of 8 blocks
     // (CLUSTER_MIN_COLS; before sm_90, the split path).
     (2, 32_768),
     (2, 32_769),

@@ -90,9 +90,12 @@ const BLOCK_MAX_VECTORS: usize = 8;
 /// rows, `bench/results/latest.jsonl`).
 pub const BLOCK_4_MAX_THREADS: usize = 64;
 
-/// Default [`OnePassConfig::persistent_min_cols`]: rows longer than 16384 columns, the ones that
-/// take 8 vectors per thread of more than 512 threads.
-pub const PERSISTENT_MIN_COLS: usize = 16385;
+/// Default [`OnePassConfig::persistent_min_cols`]: none. Once the register-held kernels skipped
+/// `exponent`'s per-entry tests on ordinary rows (commit `ac69d2b`), the block per row without
+/// staging (`softmax_block_8`, the bench's `one-pass/classic`) measured faster at 8192 x 32768
+/// than the persistent kernel that stages the next row in shared memory (`one-pass`, then the
+/// default there): `bench/results/ac69d2b.jsonl`. The persistent kernels stay selectable.
+pub const PERSISTENT_MIN_COLS: usize = usize::MAX;
 
 /// Default [`OnePassConfig::cluster_min_cols`]: rows past the default `block_max_cols`.
 pub const CLUSTER_MIN_COLS: usize = 32769;
@@ -164,12 +167,8 @@ impl Default for OnePassConfig {
             // groups of 8 and than a warp per row (bench `one-pass/group-*`, `--plans`; not a
             // committed run).
             group_lanes: 16,
-            // The next row's loads in flight while a row is reduced and written pays where a
-            // row takes a whole 1024-thread block, one per SM: the SM otherwise stops loading
-            // for all of that, and for the block's exit and the next block's start. On an H200
-            // that was faster at 32768 columns; at 1024 to 8192 columns, where several rows
-            // share an SM anyway, the staging through shared memory cost more than it hid
-            // (`--plans` run, not committed).
+            // Staging the next row in shared memory (the persistent kernels) no longer pays
+            // anywhere on the H200 (see `PERSISTENT_MIN_COLS`).
             persistent_min_cols: PERSISTENT_MIN_COLS,
             // Every row past the block kernels that a cluster holds: one read of the row
             // instead of the stream and split kernels' two. Whether clusters also beat the

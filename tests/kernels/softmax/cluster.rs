@@ -250,7 +250,7 @@ fn cluster_plans_for_the_long_rows() {
     // The block kernels keep every row up to 32768 columns.
     assert!(matches!(
         d.plan(8192, 32_768),
-        OnePassPlan::PersistentBlock {
+        OnePassPlan::Block {
             vectors: 8,
             threads: 1024
         }

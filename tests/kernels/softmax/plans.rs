@@ -118,15 +118,15 @@ fn default_and_candidate_plans_for_the_timed_shapes() {
         d,
         OnePassConfig {
             group_lanes: 16,
-            persistent_min_cols: 16385,
+            persistent_min_cols: usize::MAX,
             cluster_min_cols: 32769,
             block_4_max_threads: 64,
             ..classic()
         }
     );
     // The default plans: lane groups of 16 for short rows, warps up to 1024 columns, blocks of 4
-    // vectors per thread while 64 threads hold the row, of 8 vectors past it up to 16384 columns,
-    // the persistent block past that.
+    // vectors per thread while 64 threads hold the row, of 8 vectors past it up to 32768 columns
+    // (no persistent kernel by default).
     assert_eq!(d.plan(8192, 128), OnePassPlan::Group { lanes: 16 });
     assert_eq!(d.plan(8192, 1024), OnePassPlan::Warp { vectors: 8 });
     assert_eq!(
@@ -166,14 +166,14 @@ fn default_and_candidate_plans_for_the_timed_shapes() {
     );
     assert_eq!(
         d.plan(8192, 16388),
-        OnePassPlan::PersistentBlock {
+        OnePassPlan::Block {
             vectors: 8,
             threads: 544
         }
     );
     assert_eq!(
         d.plan(8192, 32768),
-        OnePassPlan::PersistentBlock {
+        OnePassPlan::Block {
             vectors: 8,
             threads: 1024
         }
