@@ -30,6 +30,15 @@
 //! Byte Offset": for swizzled MN-major layouts the leading offset goes from one
 //! swizzle-width of `N` to the next and the stride offset from 8 `k` to the next.)
 //!
+//! # Products in flight across `asm!` blocks
+//! [`mma_bf16_m64n256k64_async`] issues and commits without waiting; [`wait_accumulators`]
+//! waits with the 128 accumulators as its operands (named in a PTX comment), so LLVM keeps every
+//! use of them after the wait and ptxas sees no ordinary instruction touch them in flight. What
+//! ptxas does see as such (warning C7515, then C7517: a `wait_group` it inserts itself) is any
+//! other write of an accumulator between stages, such as zeroing them on a path that skips the
+//! products: keep such values in an array of their own (the warp-specialised kernel stores a
+//! `k = 0` tile's zeros from one).
+//!
 //! # Scale-d
 //! Each `wgmma.mma_async` has its own scale-d predicate: true adds the product to the
 //! accumulators, false overwrites them (`D = A * B`). In a sequence of products on the same
