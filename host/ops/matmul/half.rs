@@ -247,11 +247,11 @@ impl Gpu {
         // Operands whose rows are not whole 16 bytes apart (`k` or `n` not a multiple of 8):
         // the warp-specialised kernel on padded copies, where the product is large enough for
         // the copies not to matter and the operands live on this handle's stream.
+        let own_stream = self.on_own_stream(&a.data) && self.on_own_stream(&b.data);
         let staged = !ws_applies
             && loaded
             && c.data.is_16_byte_aligned()
-            && self.on_own_stream(&a.data)
-            && self.on_own_stream(&b.data)
+            && own_stream
             && (m as f64) * (n as f64) * (k as f64) >= STAGED_MIN_FLOPS;
         let tile =
             tile.unwrap_or_else(|| HalfTile::choose(ws_applies || staged, applies, !self.is_simulator()));
@@ -289,7 +289,7 @@ impl Gpu {
                         (m, k, n),
                     );
                 }
-                if !(self.on_own_stream(&a.data) && self.on_own_stream(&b.data)) {
+                if !own_stream {
                     return Err(Error::InvalidArgument {
                         op: OP,
                         detail: format!(

@@ -41,7 +41,7 @@ const _: () = assert!(
 /// Blocks of the persistent kernel in the simulator: at most 2, so that the simulator's blocks
 /// walk several tiles and the ring wraps from one tile to the next as on the GPU (where the grid
 /// is one block per multiprocessor). The kernel is correct for any grid of 1 to `tiles` blocks.
-pub(super) const SIMULATED_PERSISTENT_BLOCKS: usize = 2;
+const SIMULATED_PERSISTENT_BLOCKS: usize = 2;
 
 /// An entry point only the `sm_90a` module has: whether it is loaded says whether the `wgmma`
 /// kernels can run.
@@ -95,15 +95,7 @@ impl Gpu {
         if m == 0 || n == 0 {
             return Ok(());
         }
-        for (what, dim) in [("m", m), ("k", k), ("n", n)] {
-            if dim > i32::MAX as usize {
-                return Err(Error::TooLarge {
-                    op: OP,
-                    detail: format!("{what} = {dim}: the copy engine's coordinates are 32-bit"),
-                });
-            }
-        }
-        let limits = self.limits().opted_in();
+        check_copy_engine_dims((m, k, n))?;
         let cfg = match kernel {
             WgmmaKernel::OneWarpgroup => {
                 let t = WGMMA_128X128;
@@ -114,23 +106,10 @@ impl Gpu {
                     1,
                     t.threads(),
                     t.shared_bytes(),
-                    &limits,
+                    &self.limits().opted_in(),
                 )?
             }
-            WgmmaKernel::WarpSpecialized => {
-                let t = WS_128X256;
-                let resident = match self.backend {
-                    Backend::Simulator => SIMULATED_PERSISTENT_BLOCKS,
-                    Backend::Cuda(_) => self.multiprocessors()?,
-                };
-                let blocks = t.tiles(m, n).min(resident).max(1);
-                LaunchConfig {
-                    grid: (blocks as u32, 1, 1),
-                    block: (t.threads(), 1, 1),
-                    shared_mem_bytes: t.shared_bytes(),
-                }
-                .checked(OP, &limits)?
-            }
+            WgmmaKernel::WarpSpecialized => self.ws_launch_config(m, n)?,
         };
         let maps = self.tensor_maps(kind, (a, lda), (b, ldb), (m, k, n))?;
         // SAFETY: `maps` holds the two tensor maps of `a` (m x k, box 128 x 64) and `b` (k x n,
@@ -155,7 +134,6 @@ impl Gpu {
             return Ok(Arc::new(self.zeros::<u64>(2 * MAP_WORDS)?));
         }
         let t = WGMMA_128X128;
-        let mut words = [0u64; 2 * MAP_WORDS];
         let matrix = |address: usize, rows: usize, cols: usize, stride: usize| MapMatrix {
             kind,
             bytes: 2,
@@ -166,8 +144,35 @@ impl Gpu {
         };
         let a_map = encode(matrix(a.address(), m, k, lda), t.block_rows)?;
         let b_map = encode(matrix(b.address(), k, n, ldb), t.block_k)?;
-        words[..MAP_WORDS].copy_from_slice(&a_map);
-        words[MAP_WORDS..].copy_from_slice(&b_map);
+        self.cached_map_pair(&a_map, &b_map)
+    }
+
+    /// The launch of the warp-specialised kernels for an `m x n` result: [`WS_128X256`]'s block
+    /// and shared memory, a persistent grid of one block per multiprocessor (at most
+    /// [`SIMULATED_PERSISTENT_BLOCKS`] in the simulator), never more blocks than tiles.
+    pub(super) fn ws_launch_config(&self, m: usize, n: usize) -> Result<LaunchConfig> {
+        let t = WS_128X256;
+        let resident = match self.backend {
+            Backend::Simulator => SIMULATED_PERSISTENT_BLOCKS,
+            Backend::Cuda(_) => self.multiprocessors()?,
+        };
+        LaunchConfig {
+            grid: (t.tiles(m, n).min(resident).max(1) as u32, 1, 1),
+            block: (t.threads(), 1, 1),
+            shared_mem_bytes: t.shared_bytes(),
+        }
+        .checked(OP, &self.limits().opted_in())
+    }
+
+    /// The maps of `A` then `B` in device memory, side by side ([`Gpu::cached_maps`]).
+    pub(super) fn cached_map_pair(
+        &self,
+        a_map: &[u64; MAP_WORDS],
+        b_map: &[u64; MAP_WORDS],
+    ) -> Result<Arc<DeviceVec<u64>>> {
+        let mut words = [0u64; 2 * MAP_WORDS];
+        words[..MAP_WORDS].copy_from_slice(a_map);
+        words[MAP_WORDS..].copy_from_slice(b_map);
         self.cached_maps(&words)
     }
 
@@ -251,6 +256,20 @@ impl Gpu {
             }
         }
     }
+}
+
+/// Errors unless every dimension of an `(m, k, n)` product fits the copy engine's 32-bit
+/// coordinates.
+pub(super) fn check_copy_engine_dims((m, k, n): (usize, usize, usize)) -> Result<()> {
+    for (what, dim) in [("m", m), ("k", k), ("n", n)] {
+        if dim > i32::MAX as usize {
+            return Err(Error::TooLarge {
+                op: OP,
+                detail: format!("{what} = {dim}: the copy engine's coordinates are 32-bit"),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A row-major matrix as a tensor map describes it: `rows x cols` elements of `bytes` bytes at

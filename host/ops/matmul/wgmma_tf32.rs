@@ -16,7 +16,7 @@
 //! to even: what Triton's `TensorDescriptor(round_f32_to_tf32=True)` relies on, and its
 //! interpreter emulates), so that the truncation then drops only zeros: unit roundoff `2^-11`,
 //! unbiased, as the `mma.sync` kernels' `cvt.rna`. The CUDA trial
-//! `cuda::matmul_tf32_wgmma::rounds_to_nearest` checks it on the GPU. The simulator's copies
+//! `cuda::matmul_tf32_wgmma::rounding` checks it on the GPU. The simulator's copies
 //! move bits (they do not read the map), so there the tensor core's truncation stands:
 //! [`Tf32Tile::Wgmma`] promises the truncation bound ([`Tf32Tile::error_factor`], `2^-10`),
 //! which holds either way.
@@ -26,11 +26,10 @@ use kernels_gpu::matmul::wgmma::MAP_WORDS;
 use kernels_gpu::matmul::wgmma_ws::{WS_128X256, WsTiling};
 
 use super::plan::Tf32Tile;
-use super::wgmma::{MapMatrix, SIMULATED_PERSISTENT_BLOCKS, encode};
+use super::wgmma::{MapMatrix, check_copy_engine_dims, encode};
 use crate::buffer::{DeviceMatrix, DeviceVec};
 use crate::device::{Backend, Gpu};
 use crate::error::{Error, Result};
-use crate::launch_config::LaunchConfig;
 use crate::raw;
 
 /// The operation's name in errors.
@@ -86,25 +85,8 @@ impl Gpu {
                 ),
             });
         }
-        for (what, dim) in [("m", m), ("k", k), ("n", n)] {
-            if dim > i32::MAX as usize {
-                return Err(Error::TooLarge {
-                    op: OP,
-                    detail: format!("{what} = {dim}: the copy engine's coordinates are 32-bit"),
-                });
-            }
-        }
-        let t = WS_128X256;
-        let resident = match self.backend {
-            Backend::Simulator => SIMULATED_PERSISTENT_BLOCKS,
-            Backend::Cuda(_) => self.multiprocessors()?,
-        };
-        let cfg = LaunchConfig {
-            grid: (t.tiles(m, n).min(resident).max(1) as u32, 1, 1),
-            block: (t.threads(), 1, 1),
-            shared_mem_bytes: t.shared_bytes(),
-        }
-        .checked(OP, &self.limits().opted_in())?;
+        check_copy_engine_dims((m, k, n))?;
+        let cfg = self.ws_launch_config(m, n)?;
         let bt = self.transpose(b)?;
         let maps = self.tf32_tensor_maps(a, &bt, (m, k, n))?;
         // SAFETY: `maps` holds the TFLOAT32 maps of `a` (m x k, box 128 x 32) and `bt` = B^T
@@ -136,11 +118,8 @@ impl Gpu {
             cols: k,
             stride: k,
         };
-        let mut words = [0u64; 2 * MAP_WORDS];
         let a_map = encode(matrix(a.data.address(), m), WS_128X256.block_rows)?;
         let b_map = encode(matrix(bt.data.address(), n), WS_128X256.block_cols)?;
-        words[..MAP_WORDS].copy_from_slice(&a_map);
-        words[MAP_WORDS..].copy_from_slice(&b_map);
-        self.cached_maps(&words)
+        self.cached_map_pair(&a_map, &b_map)
     }
 }

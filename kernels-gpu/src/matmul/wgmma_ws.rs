@@ -141,39 +141,35 @@ pub trait WgmmaOperand: Copy {
     }
 }
 
-impl WgmmaOperand for bf16 {
-    const BYTES: usize = 2;
-    const B_K_MAJOR: bool = false;
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn mma_m64n256(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
-        // SAFETY: forwarded contract.
-        unsafe { wgmma::mma_bf16_m64n256k64(acc, a, b, accumulate) }
-    }
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn mma_m64n256_async(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
-        // SAFETY: forwarded contract.
-        unsafe { wgmma::mma_bf16_m64n256k64_async(acc, a, b, accumulate) }
-    }
+/// [`WgmmaOperand`] for a 16-bit type, its products `$sync` and `$async` of [`wgmma`].
+macro_rules! half_operand {
+    ($t:ty: $sync:ident, $async:ident) => {
+        impl WgmmaOperand for $t {
+            const BYTES: usize = 2;
+            const B_K_MAJOR: bool = false;
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn mma_m64n256(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$sync(acc, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn mma_m64n256_async(
+                acc: [f32; 128],
+                a: [u64; 4],
+                b: [u64; 4],
+                accumulate: bool,
+            ) -> [f32; 128] {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$async(acc, a, b, accumulate) }
+            }
+        }
+    };
 }
 
-impl WgmmaOperand for f16 {
-    const BYTES: usize = 2;
-    const B_K_MAJOR: bool = false;
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn mma_m64n256(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
-        // SAFETY: forwarded contract.
-        unsafe { wgmma::mma_f16_m64n256k64(acc, a, b, accumulate) }
-    }
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn mma_m64n256_async(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
-        // SAFETY: forwarded contract.
-        unsafe { wgmma::mma_f16_m64n256k64_async(acc, a, b, accumulate) }
-    }
-}
+half_operand!(bf16: mma_bf16_m64n256k64, mma_bf16_m64n256k64_async);
+half_operand!(f16: mma_f16_m64n256k64, mma_f16_m64n256k64_async);
 
 /// The body of the warp-specialised kernels (see the module documentation). What one thread
 /// does: thread 0 initialises the barriers; after a block barrier, the producer warpgroup lowers
