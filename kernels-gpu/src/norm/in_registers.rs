@@ -3,7 +3,7 @@
 //! [`rms_norm_rows_bf16`](fn@rms_norm_rows_bf16), [`layer_norm_rows_f32`](fn@layer_norm_rows_f32),
 //! [`layer_norm_rows_bf16`](fn@layer_norm_rows_bf16)).
 
-use super::{block_sum, scratch, NormElem};
+use super::{block_sum, rcp_fast, rsqrt_fast, scratch, NormElem};
 use crate::gpu::{bf16, math, thread, warp};
 use crate::kernel;
 
@@ -61,7 +61,8 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
     // Whether vector `tid + k * T` is in the row, with the right side uniform over the block.
     let valid = |k: usize| tid < vecs.saturating_sub(k as u32 * threads);
     let offset = |k: usize| (tid + k as u32 * threads) as usize * lanes;
-    let n = cols as f32;
+    // `1 / cols` once, so that each statistic is a multiply, not an IEEE division.
+    let inv_n = rcp_fast(cols as f32);
 
     let mut v = [[0.0f32; 8]; V];
     unroll_16!(V, |k| {
@@ -89,7 +90,7 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
         // The mean of `x - shift`: deviations are `(x - shift) - mu`, where `x - shift` is exact
         // for entries near the shift, so a large mean costs no precision (see the family's doc).
         // SAFETY: every thread of the block reaches both sums, each with its own scratch area.
-        let mu = unsafe { block_sum(scratch(0), s) } / n;
+        let mu = unsafe { block_sum(scratch(0), s) } * inv_n;
         let mut q = 0.0f32;
         unroll_16!(V, |k| {
             if valid(k) {
@@ -99,8 +100,8 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
                 }
             }
         });
-        let var = unsafe { block_sum(scratch(1), q) } / n;
-        let rstd = 1.0 / math::sqrt(var + eps);
+        let var = unsafe { block_sum(scratch(1), q) } * inv_n;
+        let rstd = rsqrt_fast(var + eps);
         unroll_16!(V, |k| {
             if valid(k) {
                 // SAFETY: as for the loads; the weight and bias have `cols` elements, aligned.
@@ -123,8 +124,8 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
             }
         });
         // SAFETY: every thread of the block reaches the sum.
-        let ms = unsafe { block_sum(scratch(0), q) } / n;
-        let inv = 1.0 / math::sqrt(ms + eps);
+        let ms = unsafe { block_sum(scratch(0), q) } * inv_n;
+        let inv = rsqrt_fast(ms + eps);
         unroll_16!(V, |k| {
             if valid(k) {
                 // SAFETY: as for the loads; the weight has `cols` elements, aligned.

@@ -256,6 +256,58 @@ impl NormElem for bf16 {
     }
 }
 
+/// `1 / x` to within an ulp or two: `rcp.approx.f32` on the GPU (one MUFU.RCP, where `1.0 / x`
+/// is an IEEE division with a test and a slow path), `1.0 / x` on the CPU. The norms take it for
+/// `1 / cols` (an integer of at most 2^24, never denormal), so a row's statistics cost a multiply
+/// instead of a division.
+#[inline(always)]
+pub(crate) fn rcp_fast(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let out: f32;
+        // SAFETY: a register-to-register instruction; no memory, no side effects.
+        unsafe {
+            core::arch::asm!(
+                "rcp.approx.f32 {out}, {x};",
+                out = out(reg32) out,
+                x = in(reg32) x,
+                options(pure, nomem, nostack),
+            );
+        }
+        out
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        1.0 / x
+    }
+}
+
+/// `1 / sqrt(x)` to within a few ulps: `rsqrt.approx.f32` on the GPU (one MUFU.RSQ, where
+/// `1.0 / sqrt(x)` is a correctly rounded square root and an IEEE division, each with a test and
+/// a slow path); `1.0 / x.sqrt()` on the CPU. The same edges as the exact form: `+inf` at 0, 0 at
+/// `+inf`, NaN for NaN and for `x < 0` (the norms pass `var + eps >= 0`).
+#[inline(always)]
+pub(crate) fn rsqrt_fast(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let out: f32;
+        // SAFETY: a register-to-register instruction; no memory, no side effects.
+        unsafe {
+            core::arch::asm!(
+                "rsqrt.approx.f32 {out}, {x};",
+                out = out(reg32) out,
+                x = in(reg32) x,
+                options(pure, nomem, nostack),
+            );
+        }
+        out
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        1.0 / x.sqrt()
+    }
+}
+
 /// The sum over the block of one float per thread, returned to every thread: a warp butterfly
 /// ([`warp::reduce_sum`]), lane 0 of each warp stores its warp's sum in `scratch[warp]`, one
 /// barrier, then every warp sums all the warps' values the same way (so every thread gets the

@@ -4,7 +4,7 @@
 //! [`layer_norm_warp_bf16`](fn@layer_norm_warp_bf16)): for rows of up to 1024 columns, where a
 //! block per row is one or two warps that wait at a barrier for a few hundred bytes each.
 
-use super::NormElem;
+use super::{rcp_fast, rsqrt_fast, NormElem};
 use crate::gpu::{bf16, math, thread, warp};
 use crate::kernel;
 
@@ -61,7 +61,8 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
     // Whether vector `lane + 32 k` is in the row, the right side uniform over the warp.
     let valid = |k: usize| lane < vecs.saturating_sub(k as u32 * warp::SIZE);
     let offset = |k: usize| (lane + k as u32 * warp::SIZE) as usize * lanes;
-    let n = cols as f32;
+    // `1 / cols` once, so that each statistic is a multiply, not an IEEE division.
+    let inv_n = rcp_fast(cols as f32);
 
     let mut g = [[0.0f32; 8]; V];
     let mut beta = [[0.0f32; 8]; V];
@@ -101,7 +102,7 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
                     }
                 }
             });
-            let mu = warp::reduce_sum(s) / n;
+            let mu = warp::reduce_sum(s) * inv_n;
             let mut q = 0.0f32;
             unroll_8!(V, |k| {
                 if valid(k) {
@@ -111,8 +112,8 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
                     }
                 }
             });
-            let var = warp::reduce_sum(q) / n;
-            (1.0 / math::sqrt(var + eps), true)
+            let var = warp::reduce_sum(q) * inv_n;
+            (rsqrt_fast(var + eps), true)
         } else {
             let mut q = 0.0f32;
             unroll_8!(V, |k| {
@@ -122,8 +123,8 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
                     }
                 }
             });
-            let ms = warp::reduce_sum(q) / n;
-            (1.0 / math::sqrt(ms + eps), false)
+            let ms = warp::reduce_sum(q) * inv_n;
+            (rsqrt_fast(ms + eps), false)
         };
         unroll_8!(V, |k| {
             if valid(k) {
