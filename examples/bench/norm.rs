@@ -98,10 +98,11 @@ impl Elem for bf16 {
 }
 
 /// Candidates timed only with `--plans` (their A/B against the defaults).
-pub const PLAN_ONLY: [NormAlgorithm; 3] = [
+pub const PLAN_ONLY: [NormAlgorithm; 4] = [
     NormAlgorithm::Rows16Stream,
     NormAlgorithm::Rows32Stream,
     NormAlgorithm::WarpPipe,
+    NormAlgorithm::TwoPass,
 ];
 
 /// The algorithms timed: all but [`PLAN_ONLY`], and those too with `plans`.

@@ -45,6 +45,7 @@ pub struct NormSet<L: 'static> {
     pub(crate) rows16_cs: (&'static Kernel, L),
     pub(crate) rows_cs: (&'static Kernel, L),
     pub(crate) warp_pipe: (&'static Kernel, L),
+    pub(crate) two_pass: (&'static Kernel, L),
 }
 
 impl<L: Copy> NormSet<L> {
@@ -62,6 +63,7 @@ impl<L: Copy> NormSet<L> {
             NormPlan::Warp { keep: false } => self.warp,
             NormPlan::Warp { keep: true } => self.warp_keep,
             NormPlan::WarpPipe => self.warp_pipe,
+            NormPlan::TwoPass { .. } => self.two_pass,
         }
     }
 }
@@ -69,7 +71,7 @@ impl<L: Copy> NormSet<L> {
 /// The norm kernels of one element type: for RMSNorm and LayerNorm each, the tutorial
 /// (`block_reduce`), the in-register rungs (`rows`, 32 elements per thread; `rows16`, `rows64`)
 /// and the warp-per-row rung (`warp`, `warp_keep`, `warp_pipe`); the streaming candidates
-/// `rows16_cs`, `rows_cs`. The one table from an element type to its
+/// `rows16_cs`, `rows_cs`; the L2 re-read candidate `two_pass`. The one table from an element type to its
 /// kernels.
 pub struct NormKernels<T: 'static> {
     pub(crate) rms: NormSet<RmsLauncher<T>>,
@@ -97,6 +99,7 @@ pub(crate) static F32: NormKernels<f32> = NormKernels {
         rows16_cs = rms_norm_rows16_cs_f32,
         rows_cs = rms_norm_rows_cs_f32,
         warp_pipe = rms_norm_warp_pipe_f32,
+        two_pass = rms_norm_two_pass_f32,
     ),
     layer: norm_set!(
         block_reduce = layer_norm_block_reduce_f32,
@@ -108,6 +111,7 @@ pub(crate) static F32: NormKernels<f32> = NormKernels {
         rows16_cs = layer_norm_rows16_cs_f32,
         rows_cs = layer_norm_rows_cs_f32,
         warp_pipe = layer_norm_warp_pipe_f32,
+        two_pass = layer_norm_two_pass_f32,
     ),
 };
 
@@ -123,6 +127,7 @@ pub(crate) static BF16: NormKernels<half::bf16> = NormKernels {
         rows16_cs = rms_norm_rows16_cs_bf16,
         rows_cs = rms_norm_rows_cs_bf16,
         warp_pipe = rms_norm_warp_pipe_bf16,
+        two_pass = rms_norm_two_pass_bf16,
     ),
     layer: norm_set!(
         block_reduce = layer_norm_block_reduce_bf16,
@@ -134,6 +139,7 @@ pub(crate) static BF16: NormKernels<half::bf16> = NormKernels {
         rows16_cs = layer_norm_rows16_cs_bf16,
         rows_cs = layer_norm_rows_cs_bf16,
         warp_pipe = layer_norm_warp_pipe_bf16,
+        two_pass = layer_norm_two_pass_bf16,
     ),
 };
 

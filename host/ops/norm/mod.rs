@@ -58,11 +58,16 @@ pub enum NormAlgorithm {
     /// the reductions of its current one (`*_norm_warp_pipe_*`), for rows of up to 1024
     /// columns; the default's plan for longer rows. A tuning candidate.
     WarpPipe,
+    /// One block per row, the row read from memory for the statistics and again for the output
+    /// (LayerNorm: three reads), the re-reads meant to hit L2 (`*_norm_two_pass_*`, the
+    /// formulation torch.compile's kernel takes for long rows); any aligned row of a multiple
+    /// of the vector width. A tuning candidate.
+    TwoPass,
 }
 
 impl NormAlgorithm {
     /// Every algorithm, slowest first.
-    pub const ALL: [NormAlgorithm; 10] = [
+    pub const ALL: [NormAlgorithm; 11] = [
         NormAlgorithm::BlockReduce,
         NormAlgorithm::InRegisters,
         NormAlgorithm::Rows16,
@@ -73,10 +78,11 @@ impl NormAlgorithm {
         NormAlgorithm::Rows16Stream,
         NormAlgorithm::Rows32Stream,
         NormAlgorithm::WarpPipe,
+        NormAlgorithm::TwoPass,
     ];
 
     /// A short name: `block-reduce`, `in-registers`, `rows-16`, `rows-32`, `rows-64`, `warp`,
-    /// `warp-keep`, `rows-16-cs`, `rows-32-cs`, `warp-pipe`.
+    /// `warp-keep`, `rows-16-cs`, `rows-32-cs`, `warp-pipe`, `two-pass`.
     pub fn name(self) -> &'static str {
         match self {
             NormAlgorithm::BlockReduce => "block-reduce",
@@ -89,6 +95,7 @@ impl NormAlgorithm {
             NormAlgorithm::Rows16Stream => "rows-16-cs",
             NormAlgorithm::Rows32Stream => "rows-32-cs",
             NormAlgorithm::WarpPipe => "warp-pipe",
+            NormAlgorithm::TwoPass => "two-pass",
         }
     }
 
@@ -138,6 +145,7 @@ impl NormAlgorithm {
                 }
             ),
             NormAlgorithm::WarpPipe => plan == NormPlan::WarpPipe,
+            NormAlgorithm::TwoPass => matches!(plan, NormPlan::TwoPass { .. }),
         }
     }
 }
@@ -398,7 +406,7 @@ impl Gpu {
         let library = self.library();
         let cfg = match plan {
             NormPlan::BlockReduce => LaunchConfig::per_row(op, rows, BLOCK, SHARED_BYTES, &limits)?,
-            NormPlan::Rows { threads, .. } => {
+            NormPlan::Rows { threads, .. } | NormPlan::TwoPass { threads } => {
                 LaunchConfig::per_row(op, rows, threads, ROWS_SHARED_BYTES, &limits)?
             }
             NormPlan::Warp { keep: false } => {

@@ -1,6 +1,6 @@
 //! The plan of a norm: which kernel and block size a row length gets, chosen once per call.
 
-use kernels_gpu::norm::ROW_BLOCK_MAX;
+use kernels_gpu::norm::{ROW_BLOCK_MAX, TWO_PASS_VECTORS};
 
 use super::{NormAlgorithm, NormElement};
 
@@ -52,6 +52,11 @@ pub enum NormPlan {
     /// before reducing the current one), [`kernels_gpu::norm::WARP_BLOCK`] threads per block on
     /// a persistent grid.
     WarpPipe,
+    /// The L2 re-read kernel (`*_norm_two_pass_*`), a block of `threads` per row.
+    TwoPass {
+        /// A multiple of 32, at most 1024.
+        threads: u32,
+    },
 }
 
 /// Vectors per thread the default plan aims for, as a fraction of what a thread can hold: half (16
@@ -103,6 +108,14 @@ impl NormPlan {
             NormAlgorithm::Rows16Stream => fixed_as(RowsWidth::W16, true),
             NormAlgorithm::Rows32Stream => fixed_as(RowsWidth::W32, true),
             NormAlgorithm::WarpPipe => (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::WarpPipe),
+            NormAlgorithm::TwoPass => {
+                // Any row length (the block steps over the row): TWO_PASS_VECTORS per thread
+                // where that is at most 1024 threads, more past it.
+                let threads = vecs.div_ceil(TWO_PASS_VECTORS).next_multiple_of(32);
+                Some(NormPlan::TwoPass {
+                    threads: threads.clamp(32, ROW_BLOCK_MAX as usize) as u32,
+                })
+            }
             NormAlgorithm::Warp | NormAlgorithm::WarpKeep => {
                 (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::Warp {
                     keep: algorithm == NormAlgorithm::WarpKeep,

@@ -45,6 +45,10 @@
 //!   (`*_warp_pipe_*`) a persistent grid whose warps load their next row before reducing the
 //!   current one.
 //!
+//! * [`two_pass`]: one block per row, the row not held but re-read for each pass (the second
+//!   and third reads meant to hit L2), vectorised; any row length of a multiple of the vector
+//!   width.
+//!
 //! The `*_cs_*` kernels are in-register kernels whose loads of `x` and stores of `y` carry the
 //! streaming cache hint (evict first). The pipelined and streaming kernels are tuning
 //! candidates, timed beside the defaults.
@@ -104,6 +108,7 @@ macro_rules! unroll_16 {
 
 pub mod block_reduce;
 pub mod in_registers;
+pub mod two_pass;
 pub mod warp_rows;
 
 pub use block_reduce::{
@@ -116,6 +121,10 @@ pub use in_registers::{
     layer_norm_rows_cs_f32, layer_norm_rows_f32, rms_norm_rows16_bf16, rms_norm_rows16_cs_bf16,
     rms_norm_rows16_cs_f32, rms_norm_rows16_f32, rms_norm_rows64_bf16, rms_norm_rows64_f32,
     rms_norm_rows_bf16, rms_norm_rows_cs_bf16, rms_norm_rows_cs_f32, rms_norm_rows_f32, ROWS_SHARED_BYTES,
+};
+pub use two_pass::{
+    layer_norm_two_pass_bf16, layer_norm_two_pass_f32, rms_norm_two_pass_bf16, rms_norm_two_pass_f32,
+    TWO_PASS_CHUNK, TWO_PASS_VECTORS,
 };
 pub use warp_rows::{
     layer_norm_warp_bf16, layer_norm_warp_f32, layer_norm_warp_keep_bf16, layer_norm_warp_keep_f32,
