@@ -173,7 +173,7 @@ impl Suite {
             Suite::Sum => reduce::sizes(quick).len() * gpukern::ReduceAlgorithm::ALL.len(),
             Suite::Argmax => reduce::sizes(quick).len() * gpukern::ArgmaxAlgorithm::ALL.len(),
             Suite::Transpose => transpose::shapes(quick).len() * gpukern::TransposeAlgorithm::ALL.len(),
-            Suite::Norm => norm::planned(quick),
+            Suite::Norm => norm::planned(quick, plans),
             Suite::CrossEntropy => cross_entropy::planned(quick),
             Suite::MatmulHalf => matmul_half::planned(quick),
         };

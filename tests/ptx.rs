@@ -221,7 +221,19 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "rms_norm_rows16_f32"
         | "rms_norm_rows16_bf16"
         | "layer_norm_rows16_f32"
-        | "layer_norm_rows16_bf16" => norm::ROW_BLOCK_MAX,
+        | "layer_norm_rows16_bf16"
+        | "rms_norm_rows_cs_f32"
+        | "rms_norm_rows_cs_bf16"
+        | "layer_norm_rows_cs_f32"
+        | "layer_norm_rows_cs_bf16"
+        | "rms_norm_rows16_cs_f32"
+        | "rms_norm_rows16_cs_bf16"
+        | "layer_norm_rows16_cs_f32"
+        | "layer_norm_rows16_cs_bf16"
+        | "rms_norm_two_pass_f32"
+        | "rms_norm_two_pass_bf16"
+        | "layer_norm_two_pass_f32"
+        | "layer_norm_two_pass_bf16" => norm::ROW_BLOCK_MAX,
         // 64 held elements per thread (about 90 to 110 registers): rows of up to 32768 columns
         // take at most 512 threads.
         "rms_norm_rows64_f32"
@@ -235,7 +247,11 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "rms_norm_warp_keep_f32"
         | "rms_norm_warp_keep_bf16"
         | "layer_norm_warp_keep_f32"
-        | "layer_norm_warp_keep_bf16" => norm::WARP_BLOCK,
+        | "layer_norm_warp_keep_bf16"
+        | "rms_norm_warp_pipe_f32"
+        | "rms_norm_warp_pipe_bf16"
+        | "layer_norm_warp_pipe_f32"
+        | "layer_norm_warp_pipe_bf16" => norm::WARP_BLOCK,
         "cross_entropy_warp" => cross_entropy::WARP_CHUNK_BLOCK,
         "cross_entropy_finish" => cross_entropy::FINISH_BLOCK,
         "cross_entropy_mean" => cross_entropy::MEAN_BLOCK,
@@ -640,6 +656,23 @@ const BARRIERS: &[(&str, usize)] = &[
     ("rms_norm_warp_keep_bf16", 0),
     ("layer_norm_warp_keep_f32", 0),
     ("layer_norm_warp_keep_bf16", 0),
+    ("rms_norm_warp_pipe_f32", 0),
+    ("rms_norm_warp_pipe_bf16", 0),
+    ("layer_norm_warp_pipe_f32", 0),
+    ("layer_norm_warp_pipe_bf16", 0),
+    // Streaming in-register norms and the L2 re-read norms: one barrier per `block_sum`.
+    ("rms_norm_rows_cs_f32", 1),
+    ("rms_norm_rows_cs_bf16", 1),
+    ("layer_norm_rows_cs_f32", 2),
+    ("layer_norm_rows_cs_bf16", 2),
+    ("rms_norm_rows16_cs_f32", 1),
+    ("rms_norm_rows16_cs_bf16", 1),
+    ("layer_norm_rows16_cs_f32", 2),
+    ("layer_norm_rows16_cs_bf16", 2),
+    ("rms_norm_two_pass_f32", 1),
+    ("rms_norm_two_pass_bf16", 1),
+    ("layer_norm_two_pass_f32", 2),
+    ("layer_norm_two_pass_bf16", 2),
     // Cross-entropy: the finish is a warp per row (shuffles only); the mean one `reduce_sum`.
     ("cross_entropy_finish", 0),
     ("cross_entropy_warp", 0),

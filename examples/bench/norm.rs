@@ -1,11 +1,14 @@
 //! RMSNorm and LayerNorm over the rows of a matrix, f32 and bf16: `gpu.rms_norm_into_with` and
 //! `gpu.layer_norm_into_with` (no allocation in the timed region), every `NormAlgorithm` whose
 //! own kernel takes the shape (the tuning candidates `rows-16`, `rows-32`, `rows-64`, `warp`,
-//! `warp-keep` next to the default `in-registers`).
+//! `warp-keep` next to the default `in-registers`; with `--plans` also the candidates
+//! [`PLAN_ONLY`]), and per shape and element type a device-to-device copy of the same bytes
+//! (`impl` `copy`: what a copy reaches at this size, beside the 1 GiB copy ceiling).
 //!
 //! Minimum traffic: read x once and write y once (8 bytes per element in f32, 4 in bf16), plus
 //! the weight (and LayerNorm's bias) once.
 
+use cudarc::driver::CudaSlice;
 use gpukern::{DeviceMatrix, DeviceVec, Gpu, NormAlgorithm, NormElement, bf16, cpu};
 use ndarray::ArrayView2;
 
@@ -94,15 +97,30 @@ impl Elem for bf16 {
     }
 }
 
+/// Candidates timed only with `--plans` (their A/B against the defaults).
+pub const PLAN_ONLY: [NormAlgorithm; 4] = [
+    NormAlgorithm::Rows16Stream,
+    NormAlgorithm::Rows32Stream,
+    NormAlgorithm::WarpPipe,
+    NormAlgorithm::TwoPass,
+];
+
+/// The algorithms timed: all but [`PLAN_ONLY`], and those too with `plans`.
+pub fn algorithms(plans: bool) -> impl Iterator<Item = NormAlgorithm> {
+    NormAlgorithm::ALL
+        .into_iter()
+        .filter(move |a| plans || !PLAN_ONLY.contains(a))
+}
+
 /// Measurements [`norm`] makes: every shape, norm, element type and algorithm whose own kernel
 /// takes the shape's rows ([`NormAlgorithm::fits`]; the others would time the default's plan
-/// again under another name).
-pub fn planned(quick: bool) -> usize {
+/// again under another name), and a copy per shape, norm and element type.
+pub fn planned(quick: bool, plans: bool) -> usize {
     let fitting = |cols: usize| {
-        NormAlgorithm::ALL
-            .iter()
+        algorithms(plans)
             .map(|a| usize::from(a.fits::<f32>(cols)) + usize::from(a.fits::<bf16>(cols)))
             .sum::<usize>()
+            + 2
     };
     shapes(quick)
         .iter()
@@ -234,9 +252,9 @@ pub fn norm(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     Ok(())
 }
 
-/// Every algorithm of one norm, element type and shape.
+/// Every algorithm of one norm, element type and shape, then the copy of its bytes.
 fn measure<T: Elem>(b: &mut Bench, sink: &mut Sink, norm: Norm, (rows, cols): (usize, usize)) -> Res<()> {
-    for algorithm in NormAlgorithm::ALL {
+    for algorithm in algorithms(b.plans) {
         if !algorithm.fits::<T>(cols) {
             continue;
         }
@@ -267,7 +285,44 @@ fn measure<T: Elem>(b: &mut Bench, sink: &mut Sink, norm: Norm, (rows, cols): (u
             Ok(record.timed(&stats, Some(bytes), None))
         })?;
     }
-    Ok(())
+    copy::<T>(b, sink, norm, (rows, cols))
+}
+
+/// A device-to-device copy (`cuMemcpyDtoDAsync`) of x's bytes, `rows * cols` elements of `T`,
+/// into another buffer: record `kernel` the norm's, `impl` `copy`, traffic the bytes read plus
+/// written (the norm's less its weight and bias). What a copy reaches at this size (launch and
+/// ramp weigh more in 32 MiB than in the 1 GiB copy ceiling); the report's ceiling stays the
+/// `copy` suite's (its `kernel` is `copy`).
+fn copy<T: Elem>(b: &mut Bench, sink: &mut Sink, norm: Norm, (rows, cols): (usize, usize)) -> Res<()> {
+    let mut base = Record::new(norm.name(), "copy", format!("{rows}x{cols}"))
+        .with("rows", rows)
+        .with("cols", cols)
+        .with("call", "cuMemcpyDtoDAsync");
+    base.dtype = T::DTYPE;
+    sink.item(base.clone(), || {
+        // The same bytes as f32 words (a bf16 matrix of an even element count is half as many).
+        let n = rows * cols * std::mem::size_of::<T>() / std::mem::size_of::<f32>();
+        let bytes = 2.0 * (n * std::mem::size_of::<f32>()) as f64;
+        let host = random_vec(n, -1.0, 1.0);
+        let sets = sets_for(bytes as usize);
+        let src = (0..sets)
+            .map(|_| b.stream.clone_htod(&host))
+            .collect::<Result<Vec<CudaSlice<f32>>, _>>()?;
+        let mut dst = (0..sets)
+            .map(|_| b.stream.alloc_zeros::<f32>(n))
+            .collect::<Result<Vec<CudaSlice<f32>>, _>>()?;
+        b.stream.memcpy_dtod(&src[0], &mut dst[0])?;
+        let check = Check::new(&b.stream.clone_dtoh(&dst[0])?, &host, 0.0, "input");
+        let record = base.checked(&check).with("sets", sets);
+        if !check.passed() {
+            return Ok(record);
+        }
+        let stats = b.timer.measure(|i| {
+            let j = i % sets;
+            Ok(b.stream.memcpy_dtod(&src[j], &mut dst[j])?)
+        })?;
+        Ok(record.timed(&stats, Some(bytes), None))
+    })
 }
 
 #[cfg(test)]
@@ -277,8 +332,13 @@ mod tests {
     #[test]
     fn shapes_traffic_and_sampled_rows() {
         assert_eq!(shapes(false), vec![(8192, 1024), (8192, 4096), (8192, 16384)]);
-        // At 1024 columns every algorithm's own kernel takes the rows.
-        assert_eq!(planned(true), 2 * 2 * NormAlgorithm::ALL.len());
+        // At 1024 columns every algorithm's own kernel takes the rows; one copy per norm and
+        // type; the candidates only with `plans`.
+        assert_eq!(planned(true, true), 2 * 2 * (NormAlgorithm::ALL.len() + 1));
+        assert_eq!(
+            planned(true, false),
+            2 * 2 * (NormAlgorithm::ALL.len() - PLAN_ONLY.len() + 1)
+        );
         assert!(!NormAlgorithm::Warp.fits::<f32>(4096) && NormAlgorithm::Rows64.fits::<f32>(16384));
         assert_eq!(traffic::<f32>(Norm::Rms, 2, 3), (2 * 6 * 4 + 3 * 4) as f64);
         assert_eq!(traffic::<bf16>(Norm::Layer, 2, 3), (2 * 6 * 2 + 2 * 3 * 2) as f64);

@@ -42,6 +42,10 @@ pub struct NormSet<L: 'static> {
     pub(crate) rows64: (&'static Kernel, L),
     pub(crate) warp: (&'static Kernel, L),
     pub(crate) warp_keep: (&'static Kernel, L),
+    pub(crate) rows16_cs: (&'static Kernel, L),
+    pub(crate) rows_cs: (&'static Kernel, L),
+    pub(crate) warp_pipe: (&'static Kernel, L),
+    pub(crate) two_pass: (&'static Kernel, L),
 }
 
 impl<L: Copy> NormSet<L> {
@@ -49,20 +53,25 @@ impl<L: Copy> NormSet<L> {
     pub(crate) fn of(&self, plan: NormPlan) -> (&'static Kernel, L) {
         match plan {
             NormPlan::BlockReduce => self.block_reduce,
-            NormPlan::Rows { width, .. } => match width {
-                RowsWidth::W16 => self.rows16,
-                RowsWidth::W32 => self.rows,
-                RowsWidth::W64 => self.rows64,
+            NormPlan::Rows { width, stream, .. } => match (width, stream) {
+                (RowsWidth::W16, false) => self.rows16,
+                (RowsWidth::W32, false) => self.rows,
+                (RowsWidth::W64, _) => self.rows64,
+                (RowsWidth::W16, true) => self.rows16_cs,
+                (RowsWidth::W32, true) => self.rows_cs,
             },
             NormPlan::Warp { keep: false } => self.warp,
             NormPlan::Warp { keep: true } => self.warp_keep,
+            NormPlan::WarpPipe => self.warp_pipe,
+            NormPlan::TwoPass { .. } => self.two_pass,
         }
     }
 }
 
 /// The norm kernels of one element type: for RMSNorm and LayerNorm each, the tutorial
 /// (`block_reduce`), the in-register rungs (`rows`, 32 elements per thread; `rows16`, `rows64`)
-/// and the warp-per-row rung (`warp`, `warp_keep`). The one table from an element type to its
+/// and the warp-per-row rung (`warp`, `warp_keep`, `warp_pipe`); the streaming candidates
+/// `rows16_cs`, `rows_cs`; the L2 re-read candidate `two_pass`. The one table from an element type to its
 /// kernels.
 pub struct NormKernels<T: 'static> {
     pub(crate) rms: NormSet<RmsLauncher<T>>,
@@ -87,6 +96,10 @@ pub(crate) static F32: NormKernels<f32> = NormKernels {
         rows64 = rms_norm_rows64_f32,
         warp = rms_norm_warp_f32,
         warp_keep = rms_norm_warp_keep_f32,
+        rows16_cs = rms_norm_rows16_cs_f32,
+        rows_cs = rms_norm_rows_cs_f32,
+        warp_pipe = rms_norm_warp_pipe_f32,
+        two_pass = rms_norm_two_pass_f32,
     ),
     layer: norm_set!(
         block_reduce = layer_norm_block_reduce_f32,
@@ -95,6 +108,10 @@ pub(crate) static F32: NormKernels<f32> = NormKernels {
         rows64 = layer_norm_rows64_f32,
         warp = layer_norm_warp_f32,
         warp_keep = layer_norm_warp_keep_f32,
+        rows16_cs = layer_norm_rows16_cs_f32,
+        rows_cs = layer_norm_rows_cs_f32,
+        warp_pipe = layer_norm_warp_pipe_f32,
+        two_pass = layer_norm_two_pass_f32,
     ),
 };
 
@@ -107,6 +124,10 @@ pub(crate) static BF16: NormKernels<half::bf16> = NormKernels {
         rows64 = rms_norm_rows64_bf16,
         warp = rms_norm_warp_bf16,
         warp_keep = rms_norm_warp_keep_bf16,
+        rows16_cs = rms_norm_rows16_cs_bf16,
+        rows_cs = rms_norm_rows_cs_bf16,
+        warp_pipe = rms_norm_warp_pipe_bf16,
+        two_pass = rms_norm_two_pass_bf16,
     ),
     layer: norm_set!(
         block_reduce = layer_norm_block_reduce_bf16,
@@ -115,6 +136,10 @@ pub(crate) static BF16: NormKernels<half::bf16> = NormKernels {
         rows64 = layer_norm_rows64_bf16,
         warp = layer_norm_warp_bf16,
         warp_keep = layer_norm_warp_keep_bf16,
+        rows16_cs = layer_norm_rows16_cs_bf16,
+        rows_cs = layer_norm_rows_cs_bf16,
+        warp_pipe = layer_norm_warp_pipe_bf16,
+        two_pass = layer_norm_two_pass_bf16,
     ),
 };
 

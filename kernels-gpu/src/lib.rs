@@ -14,7 +14,7 @@
 //! touch memory only through [`gpu::mem`] (or the checked copies of [`gpu::async_copy`]), so that
 //! the simulator sees every access.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 
 /// The device-side helpers: `gpukern-device`.
 pub use gpukern_device as gpu;

@@ -48,11 +48,26 @@ pub enum NormAlgorithm {
     /// once), each warp keeping the weight (and bias) in registers across its rows
     /// (`*_norm_warp_keep_*`). A tuning candidate.
     WarpKeep,
+    /// The in-register kernel of [`NormAlgorithm::Rows16`] with the streaming cache hint on the
+    /// loads of `x` and the stores of `y` (`*_rows16_cs_*`, evict first). A tuning candidate.
+    Rows16Stream,
+    /// The in-register kernel of [`NormAlgorithm::Rows32`] with the streaming cache hint
+    /// (`*_rows_cs_*`). A tuning candidate.
+    Rows32Stream,
+    /// A warp per row on a persistent grid, each warp issuing the loads of its next row before
+    /// the reductions of its current one (`*_norm_warp_pipe_*`), for rows of up to 1024
+    /// columns; the default's plan for longer rows. A tuning candidate.
+    WarpPipe,
+    /// One block per row, the row read from memory for the statistics and again for the output
+    /// (LayerNorm: three reads), the re-reads meant to hit L2 (`*_norm_two_pass_*`, the
+    /// formulation torch.compile's kernel takes for long rows); any aligned row of a multiple
+    /// of the vector width. A tuning candidate.
+    TwoPass,
 }
 
 impl NormAlgorithm {
     /// Every algorithm, slowest first.
-    pub const ALL: [NormAlgorithm; 7] = [
+    pub const ALL: [NormAlgorithm; 11] = [
         NormAlgorithm::BlockReduce,
         NormAlgorithm::InRegisters,
         NormAlgorithm::Rows16,
@@ -60,10 +75,14 @@ impl NormAlgorithm {
         NormAlgorithm::Rows64,
         NormAlgorithm::Warp,
         NormAlgorithm::WarpKeep,
+        NormAlgorithm::Rows16Stream,
+        NormAlgorithm::Rows32Stream,
+        NormAlgorithm::WarpPipe,
+        NormAlgorithm::TwoPass,
     ];
 
     /// A short name: `block-reduce`, `in-registers`, `rows-16`, `rows-32`, `rows-64`, `warp`,
-    /// `warp-keep`.
+    /// `warp-keep`, `rows-16-cs`, `rows-32-cs`, `warp-pipe`, `two-pass`.
     pub fn name(self) -> &'static str {
         match self {
             NormAlgorithm::BlockReduce => "block-reduce",
@@ -73,6 +92,10 @@ impl NormAlgorithm {
             NormAlgorithm::Rows64 => "rows-64",
             NormAlgorithm::Warp => "warp",
             NormAlgorithm::WarpKeep => "warp-keep",
+            NormAlgorithm::Rows16Stream => "rows-16-cs",
+            NormAlgorithm::Rows32Stream => "rows-32-cs",
+            NormAlgorithm::WarpPipe => "warp-pipe",
+            NormAlgorithm::TwoPass => "two-pass",
         }
     }
 
@@ -105,6 +128,24 @@ impl NormAlgorithm {
                 }
             ),
             NormAlgorithm::Warp | NormAlgorithm::WarpKeep => matches!(plan, NormPlan::Warp { .. }),
+            NormAlgorithm::Rows16Stream => matches!(
+                plan,
+                NormPlan::Rows {
+                    width: RowsWidth::W16,
+                    stream: true,
+                    ..
+                }
+            ),
+            NormAlgorithm::Rows32Stream => matches!(
+                plan,
+                NormPlan::Rows {
+                    width: RowsWidth::W32,
+                    stream: true,
+                    ..
+                }
+            ),
+            NormAlgorithm::WarpPipe => plan == NormPlan::WarpPipe,
+            NormAlgorithm::TwoPass => matches!(plan, NormPlan::TwoPass { .. }),
         }
     }
 }
@@ -346,8 +387,18 @@ impl Gpu {
             && y.data.is_16_byte_aligned();
         let kernels = T::kernels();
         let layer = ops.b.is_some();
+        // The block limit of the kernel the plan would launch at each width (the streaming
+        // candidates have their own kernels at 16 and 32 elements per thread).
+        let stream = matches!(
+            algorithm,
+            NormAlgorithm::Rows16Stream | NormAlgorithm::Rows32Stream
+        );
         let max_threads = |width: RowsWidth| {
-            let probe = NormPlan::Rows { threads: 32, width };
+            let probe = NormPlan::Rows {
+                threads: 32,
+                width,
+                stream: stream && width != RowsWidth::W64,
+            };
             self.max_block_threads(kernels.kernel(probe, layer))
         };
         let plan = NormPlan::choose::<T>(algorithm, cols, aligned, max_threads);
@@ -355,13 +406,13 @@ impl Gpu {
         let library = self.library();
         let cfg = match plan {
             NormPlan::BlockReduce => LaunchConfig::per_row(op, rows, BLOCK, SHARED_BYTES, &limits)?,
-            NormPlan::Rows { threads, .. } => {
+            NormPlan::Rows { threads, .. } | NormPlan::TwoPass { threads } => {
                 LaunchConfig::per_row(op, rows, threads, ROWS_SHARED_BYTES, &limits)?
             }
             NormPlan::Warp { keep: false } => {
                 LaunchConfig::rows_per_block(op, rows, WARP_ROWS as usize, WARP_BLOCK, 0, &limits)?
             }
-            NormPlan::Warp { keep: true } => {
+            NormPlan::Warp { keep: true } | NormPlan::WarpPipe => {
                 let resident = self.resident_blocks(op, kernels.kernel(plan, layer), WARP_BLOCK, 0)?;
                 LaunchConfig::persistent(op, (rows, WARP_ROWS as usize), resident, WARP_BLOCK, 0, &limits)?
             }

@@ -1,6 +1,6 @@
 //! The plan of a norm: which kernel and block size a row length gets, chosen once per call.
 
-use kernels_gpu::norm::ROW_BLOCK_MAX;
+use kernels_gpu::norm::{ROW_BLOCK_MAX, TWO_PASS_VECTORS};
 
 use super::{NormAlgorithm, NormElement};
 
@@ -38,12 +38,24 @@ pub enum NormPlan {
         threads: u32,
         /// Elements per thread the kernel holds.
         width: RowsWidth,
+        /// Whether the loads of `x` and the stores of `y` carry the streaming cache hint (the
+        /// `*_cs_*` kernels; 16 and 32 elements per thread only).
+        stream: bool,
     },
     /// The warp-per-row kernel (32 elements per lane), [`kernels_gpu::norm::WARP_BLOCK`]
     /// threads per block; `keep`: the persistent grid whose warps keep the weight in registers.
     Warp {
         /// Whether the grid is persistent and the weight kept in registers.
         keep: bool,
+    },
+    /// The pipelined warp-per-row kernel (`*_norm_warp_pipe_*`: each warp loads its next row
+    /// before reducing the current one), [`kernels_gpu::norm::WARP_BLOCK`] threads per block on
+    /// a persistent grid.
+    WarpPipe,
+    /// The L2 re-read kernel (`*_norm_two_pass_*`), a block of `threads` per row.
+    TwoPass {
+        /// A multiple of 32, at most 1024.
+        threads: u32,
     },
 }
 
@@ -80,12 +92,30 @@ impl NormPlan {
             let limit = max_threads(width).min(ROW_BLOCK_MAX) as usize;
             (threads <= limit).then_some(threads as u32)
         };
-        let fixed = |width: RowsWidth| threads_for(width).map(|threads| NormPlan::Rows { threads, width });
+        let fixed_as = |width: RowsWidth, stream: bool| {
+            threads_for(width).map(|threads| NormPlan::Rows {
+                threads,
+                width,
+                stream,
+            })
+        };
+        let fixed = |width: RowsWidth| fixed_as(width, false);
         let own = match algorithm {
             NormAlgorithm::BlockReduce | NormAlgorithm::InRegisters => None,
             NormAlgorithm::Rows16 => fixed(RowsWidth::W16),
             NormAlgorithm::Rows32 => fixed(RowsWidth::W32),
             NormAlgorithm::Rows64 => fixed(RowsWidth::W64),
+            NormAlgorithm::Rows16Stream => fixed_as(RowsWidth::W16, true),
+            NormAlgorithm::Rows32Stream => fixed_as(RowsWidth::W32, true),
+            NormAlgorithm::WarpPipe => (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::WarpPipe),
+            NormAlgorithm::TwoPass => {
+                // Any row length (the block steps over the row): TWO_PASS_VECTORS per thread
+                // where that is at most 1024 threads, more past it.
+                let threads = vecs.div_ceil(TWO_PASS_VECTORS).next_multiple_of(32);
+                Some(NormPlan::TwoPass {
+                    threads: threads.clamp(32, ROW_BLOCK_MAX as usize) as u32,
+                })
+            }
             NormAlgorithm::Warp | NormAlgorithm::WarpKeep => {
                 (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::Warp {
                     keep: algorithm == NormAlgorithm::WarpKeep,
@@ -117,6 +147,7 @@ impl NormPlan {
                 return NormPlan::Rows {
                     threads: threads as u32,
                     width: RowsWidth::W32,
+                    stream: false,
                 };
             }
         }

@@ -3,7 +3,7 @@
 //! [`rms_norm_rows_bf16`](fn@rms_norm_rows_bf16), [`layer_norm_rows_f32`](fn@layer_norm_rows_f32),
 //! [`layer_norm_rows_bf16`](fn@layer_norm_rows_bf16)).
 
-use super::{block_sum, scratch, NormElem};
+use super::{block_sum, load_x, rcp_fast, rsqrt_fast, scratch, store_y, NormElem};
 use crate::gpu::{bf16, math, thread, warp};
 use crate::kernel;
 
@@ -13,7 +13,9 @@ use crate::kernel;
 pub const ROWS_SHARED_BYTES: u32 = 2 * super::ROW_BLOCK_MAX / warp::SIZE * core::mem::size_of::<f32>() as u32;
 
 /// RMSNorm (`LAYER = false`) or LayerNorm (`LAYER = true`) of one row per block, the row in
-/// registers: the body of the `*_rows*_*` kernels (16, 32 or 64 elements per thread).
+/// registers: the body of the `*_rows*_*` kernels (16, 32 or 64 elements per thread). With
+/// `STREAM` the loads of `x` and the stores of `y` carry the streaming cache hint (evict first:
+/// each is touched once), the `*_rows*_cs_*` candidates.
 ///
 /// Block `r` handles row `r`. Thread `tid` of the block's `T` threads loads the row's vectors
 /// `tid + k * T` (`k < V`, each [`NormElem::LANES`] elements, 16 bytes), all `V` loads issued
@@ -39,7 +41,7 @@ pub const ROWS_SHARED_BYTES: u32 = 2 * super::ROW_BLOCK_MAX / warp::SIZE * core:
 // Index loops over the register arrays: each index is a constant once unrolled, which is what
 // keeps the arrays in registers.
 #[allow(clippy::needless_range_loop)]
-unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
+unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const STREAM: bool>(
     x: *const E,
     w: *const E,
     b: *const E,
@@ -61,13 +63,14 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
     // Whether vector `tid + k * T` is in the row, with the right side uniform over the block.
     let valid = |k: usize| tid < vecs.saturating_sub(k as u32 * threads);
     let offset = |k: usize| (tid + k as u32 * threads) as usize * lanes;
-    let n = cols as f32;
+    // `1 / cols` once, so that each statistic is a multiply, not an IEEE division.
+    let inv_n = rcp_fast(cols as f32);
 
     let mut v = [[0.0f32; 8]; V];
     unroll_16!(V, |k| {
         if valid(k) {
             // SAFETY: vector `tid + k * T < vecs` lies inside the row, 16-byte aligned.
-            v[k] = unsafe { E::load_vec(x_row, offset(k)) };
+            v[k] = unsafe { load_x::<E, STREAM>(x_row, offset(k)) };
         }
     });
 
@@ -89,7 +92,7 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
         // The mean of `x - shift`: deviations are `(x - shift) - mu`, where `x - shift` is exact
         // for entries near the shift, so a large mean costs no precision (see the family's doc).
         // SAFETY: every thread of the block reaches both sums, each with its own scratch area.
-        let mu = unsafe { block_sum(scratch(0), s) } / n;
+        let mu = unsafe { block_sum(scratch(0), s) } * inv_n;
         let mut q = 0.0f32;
         unroll_16!(V, |k| {
             if valid(k) {
@@ -99,8 +102,8 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
                 }
             }
         });
-        let var = unsafe { block_sum(scratch(1), q) } / n;
-        let rstd = 1.0 / math::sqrt(var + eps);
+        let var = unsafe { block_sum(scratch(1), q) } * inv_n;
+        let rstd = rsqrt_fast(var + eps);
         unroll_16!(V, |k| {
             if valid(k) {
                 // SAFETY: as for the loads; the weight and bias have `cols` elements, aligned.
@@ -110,7 +113,7 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
                     out[c] = math::fma(v[k][c] * rstd, g[c], beta[c]);
                 }
                 // SAFETY: as for the loads; `y` has `x`'s shape and alignment.
-                unsafe { E::store_vec(y_row, offset(k), out) };
+                unsafe { store_y::<E, STREAM>(y_row, offset(k), out) };
             }
         });
     } else {
@@ -123,8 +126,8 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
             }
         });
         // SAFETY: every thread of the block reaches the sum.
-        let ms = unsafe { block_sum(scratch(0), q) } / n;
-        let inv = 1.0 / math::sqrt(ms + eps);
+        let ms = unsafe { block_sum(scratch(0), q) } * inv_n;
+        let inv = rsqrt_fast(ms + eps);
         unroll_16!(V, |k| {
             if valid(k) {
                 // SAFETY: as for the loads; the weight has `cols` elements, aligned.
@@ -134,7 +137,7 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
                     out[c] = v[k][c] * inv * g[c];
                 }
                 // SAFETY: as for the loads; `y` has `x`'s shape and alignment.
-                unsafe { E::store_vec(y_row, offset(k), out) };
+                unsafe { store_y::<E, STREAM>(y_row, offset(k), out) };
             }
         });
     }
@@ -145,7 +148,7 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool>(
 /// # Safety
 /// As `norm_rows`.
 #[inline(always)]
-unsafe fn rms_rows<E: NormElem, const V: usize>(
+unsafe fn rms_rows<E: NormElem, const V: usize, const STREAM: bool>(
     x: *const E,
     w: *const E,
     y: *mut E,
@@ -154,7 +157,7 @@ unsafe fn rms_rows<E: NormElem, const V: usize>(
     eps: f32,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { norm_rows::<E, V, false>(x, w, w, y, rows, cols, eps) }
+    unsafe { norm_rows::<E, V, false, STREAM>(x, w, w, y, rows, cols, eps) }
 }
 
 /// LayerNorm through `norm_rows`.
@@ -163,7 +166,7 @@ unsafe fn rms_rows<E: NormElem, const V: usize>(
 /// As `norm_rows`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn layer_rows<E: NormElem, const V: usize>(
+unsafe fn layer_rows<E: NormElem, const V: usize, const STREAM: bool>(
     x: *const E,
     w: *const E,
     b: *const E,
@@ -173,7 +176,7 @@ unsafe fn layer_rows<E: NormElem, const V: usize>(
     eps: f32,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { norm_rows::<E, V, true>(x, w, b, y, rows, cols, eps) }
+    unsafe { norm_rows::<E, V, true, STREAM>(x, w, b, y, rows, cols, eps) }
 }
 
 rms_kernel!(
@@ -182,7 +185,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows_f32(f32) = rms_rows::<f32, 8>
+    rms_norm_rows_f32(f32) = rms_rows::<f32, 8, false>
 );
 
 rms_kernel!(
@@ -191,7 +194,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows_bf16(bf16) = rms_rows::<bf16, 4>
+    rms_norm_rows_bf16(bf16) = rms_rows::<bf16, 4, false>
 );
 
 layer_kernel!(
@@ -200,7 +203,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows_f32(f32) = layer_rows::<f32, 8>
+    layer_norm_rows_f32(f32) = layer_rows::<f32, 8, false>
 );
 
 layer_kernel!(
@@ -209,7 +212,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows_bf16(bf16) = layer_rows::<bf16, 4>
+    layer_norm_rows_bf16(bf16) = layer_rows::<bf16, 4, false>
 );
 
 rms_kernel!(
@@ -219,7 +222,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows16_f32(f32) = rms_rows::<f32, 4>
+    rms_norm_rows16_f32(f32) = rms_rows::<f32, 4, false>
 );
 
 rms_kernel!(
@@ -228,7 +231,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows16_bf16(bf16) = rms_rows::<bf16, 2>
+    rms_norm_rows16_bf16(bf16) = rms_rows::<bf16, 2, false>
 );
 
 layer_kernel!(
@@ -237,7 +240,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows16_f32(f32) = layer_rows::<f32, 4>
+    layer_norm_rows16_f32(f32) = layer_rows::<f32, 4, false>
 );
 
 layer_kernel!(
@@ -246,7 +249,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows16_bf16(bf16) = layer_rows::<bf16, 2>
+    layer_norm_rows16_bf16(bf16) = layer_rows::<bf16, 2, false>
 );
 
 rms_kernel!(
@@ -256,7 +259,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows64_f32(f32) = rms_rows::<f32, 16>
+    rms_norm_rows64_f32(f32) = rms_rows::<f32, 16, false>
 );
 
 rms_kernel!(
@@ -265,7 +268,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows64_bf16(bf16) = rms_rows::<bf16, 8>
+    rms_norm_rows64_bf16(bf16) = rms_rows::<bf16, 8, false>
 );
 
 layer_kernel!(
@@ -274,7 +277,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows64_f32(f32) = layer_rows::<f32, 16>
+    layer_norm_rows64_f32(f32) = layer_rows::<f32, 16, false>
 );
 
 layer_kernel!(
@@ -283,5 +286,85 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows64_bf16(bf16) = layer_rows::<bf16, 8>
+    layer_norm_rows64_bf16(bf16) = layer_rows::<bf16, 8, false>
+);
+
+rms_kernel!(
+    /// [`rms_norm_rows16_f32`](fn@rms_norm_rows16_f32) with the streaming cache hint on the loads of `x` and the stores
+    /// of `y` (`norm_rows` with `STREAM`): RMSNorm on f32, 4 vectors of 4 per thread. A
+    /// tuning candidate. Minimum traffic, moved: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_rows`.
+    rms_norm_rows16_cs_f32(f32) = rms_rows::<f32, 4, true>
+);
+
+rms_kernel!(
+    /// [`rms_norm_rows16_bf16`](fn@rms_norm_rows16_bf16) with the streaming cache hint on the loads of `x` and the stores
+    /// of `y` (`norm_rows` with `STREAM`): RMSNorm on bf16, 2 vectors of 8 per thread. A
+    /// tuning candidate. Minimum traffic, moved: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_rows`.
+    rms_norm_rows16_cs_bf16(bf16) = rms_rows::<bf16, 2, true>
+);
+
+layer_kernel!(
+    /// [`layer_norm_rows16_f32`](fn@layer_norm_rows16_f32) with the streaming cache hint on the loads of `x` and the stores
+    /// of `y` (`norm_rows` with `STREAM`): LayerNorm on f32, 4 vectors of 4 per thread. A
+    /// tuning candidate. Minimum traffic, moved: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_rows`.
+    layer_norm_rows16_cs_f32(f32) = layer_rows::<f32, 4, true>
+);
+
+layer_kernel!(
+    /// [`layer_norm_rows16_bf16`](fn@layer_norm_rows16_bf16) with the streaming cache hint on the loads of `x` and the stores
+    /// of `y` (`norm_rows` with `STREAM`): LayerNorm on bf16, 2 vectors of 8 per thread. A
+    /// tuning candidate. Minimum traffic, moved: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_rows`.
+    layer_norm_rows16_cs_bf16(bf16) = layer_rows::<bf16, 2, true>
+);
+
+rms_kernel!(
+    /// [`rms_norm_rows_f32`](fn@rms_norm_rows_f32) with the streaming cache hint on the loads of `x` and the stores
+    /// of `y` (`norm_rows` with `STREAM`): RMSNorm on f32, 8 vectors of 4 per thread. A
+    /// tuning candidate. Minimum traffic, moved: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_rows`.
+    rms_norm_rows_cs_f32(f32) = rms_rows::<f32, 8, true>
+);
+
+rms_kernel!(
+    /// [`rms_norm_rows_bf16`](fn@rms_norm_rows_bf16) with the streaming cache hint on the loads of `x` and the stores
+    /// of `y` (`norm_rows` with `STREAM`): RMSNorm on bf16, 4 vectors of 8 per thread. A
+    /// tuning candidate. Minimum traffic, moved: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_rows`.
+    rms_norm_rows_cs_bf16(bf16) = rms_rows::<bf16, 4, true>
+);
+
+layer_kernel!(
+    /// [`layer_norm_rows_f32`](fn@layer_norm_rows_f32) with the streaming cache hint on the loads of `x` and the stores
+    /// of `y` (`norm_rows` with `STREAM`): LayerNorm on f32, 8 vectors of 4 per thread. A
+    /// tuning candidate. Minimum traffic, moved: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_rows`.
+    layer_norm_rows_cs_f32(f32) = layer_rows::<f32, 8, true>
+);
+
+layer_kernel!(
+    /// [`layer_norm_rows_bf16`](fn@layer_norm_rows_bf16) with the streaming cache hint on the loads of `x` and the stores
+    /// of `y` (`norm_rows` with `STREAM`): LayerNorm on bf16, 4 vectors of 8 per thread. A
+    /// tuning candidate. Minimum traffic, moved: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_rows`.
+    layer_norm_rows_cs_bf16(bf16) = layer_rows::<bf16, 4, true>
 );

@@ -41,7 +41,17 @@
 //!   more bytes in flight each, and so more blocks resident per multiprocessor.
 //! * [`warp_rows`]: one warp per row, the row in registers (up to 32 elements per lane: 1024
 //!   columns), no shared memory and no barrier; several rows per block, and optionally a
-//!   persistent grid whose warps keep the weight (and bias) in registers across their rows.
+//!   persistent grid whose warps keep the weight (and bias) in registers across their rows, or
+//!   (`*_warp_pipe_*`) a persistent grid whose warps load their next row before reducing the
+//!   current one.
+//!
+//! * [`two_pass`]: one block per row, the row not held but re-read for each pass (the second
+//!   and third reads meant to hit L2), vectorised; any row length of a multiple of the vector
+//!   width.
+//!
+//! The `*_cs_*` kernels are in-register kernels whose loads of `x` and stores of `y` carry the
+//! streaming cache hint (evict first). The pipelined and streaming kernels are tuning
+//! candidates, timed beside the defaults.
 
 use crate::gpu::convert::{bf16_to_f32, f32_to_bf16};
 use crate::gpu::vector;
@@ -98,6 +108,7 @@ macro_rules! unroll_16 {
 
 pub mod block_reduce;
 pub mod in_registers;
+pub mod two_pass;
 pub mod warp_rows;
 
 pub use block_reduce::{
@@ -105,14 +116,21 @@ pub use block_reduce::{
     rms_norm_block_reduce_f32, BLOCK, SHARED_BYTES,
 };
 pub use in_registers::{
-    layer_norm_rows16_bf16, layer_norm_rows16_f32, layer_norm_rows64_bf16, layer_norm_rows64_f32,
-    layer_norm_rows_bf16, layer_norm_rows_f32, rms_norm_rows16_bf16, rms_norm_rows16_f32,
-    rms_norm_rows64_bf16, rms_norm_rows64_f32, rms_norm_rows_bf16, rms_norm_rows_f32, ROWS_SHARED_BYTES,
+    layer_norm_rows16_bf16, layer_norm_rows16_cs_bf16, layer_norm_rows16_cs_f32, layer_norm_rows16_f32,
+    layer_norm_rows64_bf16, layer_norm_rows64_f32, layer_norm_rows_bf16, layer_norm_rows_cs_bf16,
+    layer_norm_rows_cs_f32, layer_norm_rows_f32, rms_norm_rows16_bf16, rms_norm_rows16_cs_bf16,
+    rms_norm_rows16_cs_f32, rms_norm_rows16_f32, rms_norm_rows64_bf16, rms_norm_rows64_f32,
+    rms_norm_rows_bf16, rms_norm_rows_cs_bf16, rms_norm_rows_cs_f32, rms_norm_rows_f32, ROWS_SHARED_BYTES,
+};
+pub use two_pass::{
+    layer_norm_two_pass_bf16, layer_norm_two_pass_f32, rms_norm_two_pass_bf16, rms_norm_two_pass_f32,
+    TWO_PASS_CHUNK, TWO_PASS_VECTORS,
 };
 pub use warp_rows::{
     layer_norm_warp_bf16, layer_norm_warp_f32, layer_norm_warp_keep_bf16, layer_norm_warp_keep_f32,
-    rms_norm_warp_bf16, rms_norm_warp_f32, rms_norm_warp_keep_bf16, rms_norm_warp_keep_f32, WARP_BLOCK,
-    WARP_ROWS,
+    layer_norm_warp_pipe_bf16, layer_norm_warp_pipe_f32, rms_norm_warp_bf16, rms_norm_warp_f32,
+    rms_norm_warp_keep_bf16, rms_norm_warp_keep_f32, rms_norm_warp_pipe_bf16, rms_norm_warp_pipe_f32,
+    WARP_BLOCK, WARP_ROWS,
 };
 
 /// Most threads a block-per-row kernel takes (the CUDA limit).
@@ -152,6 +170,20 @@ pub trait NormElem: Copy + 'static {
     /// # Safety
     /// `p.add(i)` is 16-byte aligned and points to `LANES` writable elements.
     unsafe fn store_vec(p: *mut Self, i: usize, v: [f32; 8]);
+
+    /// [`NormElem::load_vec`] with the streaming cache hint (`ld.global.cs`, evict first: the
+    /// row is read once); the simulator treats it as the plain load.
+    ///
+    /// # Safety
+    /// As [`NormElem::load_vec`], and `p` points to global memory.
+    unsafe fn load_vec_cs(p: *const Self, i: usize) -> [f32; 8];
+
+    /// [`NormElem::store_vec`] with the streaming cache hint (`st.global.cs`, evict first: no
+    /// kernel of the launch reads the output); the simulator treats it as the plain store.
+    ///
+    /// # Safety
+    /// As [`NormElem::store_vec`], and `p` points to global memory.
+    unsafe fn store_vec_cs(p: *mut Self, i: usize, v: [f32; 8]);
 }
 
 impl NormElem for f32 {
@@ -186,6 +218,21 @@ impl NormElem for f32 {
         // SAFETY: forwarded contract.
         unsafe { vector::store4(p, i, vector::F4([v[0], v[1], v[2], v[3]])) }
     }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn load_vec_cs(p: *const f32, i: usize) -> [f32; 8] {
+        // SAFETY: forwarded contract.
+        let v = unsafe { vector::load4_streaming(p, i) }.0;
+        [v[0], v[1], v[2], v[3], 0.0, 0.0, 0.0, 0.0]
+    }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn store_vec_cs(p: *mut f32, i: usize, v: [f32; 8]) {
+        // SAFETY: forwarded contract.
+        unsafe { vector::store4_streaming(p, i, vector::F4([v[0], v[1], v[2], v[3]])) }
+    }
 }
 
 /// Sixteen bytes as four 32-bit words, 16-byte aligned so that one vector access moves them
@@ -219,21 +266,7 @@ impl NormElem for bf16 {
         #[cfg(not(target_arch = "nvptx64"))]
         assert!(q.is_aligned(), "misaligned 16-byte read at {q:p}");
         // SAFETY: the caller guarantees eight bf16 at an aligned `q`.
-        let w = unsafe { mem::load(q, 0) }.0;
-        // A bf16 widens to the f32 of its bits shifted into the upper half: the upper half of a
-        // word is already in place, the lower half moves up.
-        let lo = |w: u32| f32::from_bits(w << 16);
-        let hi = |w: u32| f32::from_bits(w & 0xffff_0000);
-        [
-            lo(w[0]),
-            hi(w[0]),
-            lo(w[1]),
-            hi(w[1]),
-            lo(w[2]),
-            hi(w[2]),
-            lo(w[3]),
-            hi(w[3]),
-        ]
+        widen_bf16x8(unsafe { mem::load(q, 0) }.0)
     }
 
     #[inline(always)]
@@ -242,17 +275,153 @@ impl NormElem for bf16 {
         let q = p.wrapping_add(i).cast::<Words4>();
         #[cfg(not(target_arch = "nvptx64"))]
         assert!(q.is_aligned(), "misaligned 16-byte write at {q:p}");
-        let pack = |lo: f32, hi: f32| {
-            u32::from(f32_to_bf16(lo).to_bits()) | (u32::from(f32_to_bf16(hi).to_bits()) << 16)
-        };
-        let w = Words4([
-            pack(v[0], v[1]),
-            pack(v[2], v[3]),
-            pack(v[4], v[5]),
-            pack(v[6], v[7]),
-        ]);
         // SAFETY: the caller guarantees eight writable bf16 at an aligned `q`.
-        unsafe { mem::store(q, 0, w) }
+        unsafe { mem::store(q, 0, Words4(pack_bf16x8(v))) }
+    }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn load_vec_cs(p: *const bf16, i: usize) -> [f32; 8] {
+        // Eight bf16 are the bits of four f32: one streaming 16-byte load of them.
+        let q = p.wrapping_add(i).cast::<f32>();
+        // SAFETY: the caller guarantees eight bf16 (sixteen bytes) of global memory at an
+        // aligned `q`.
+        let f = unsafe { vector::load4_streaming(q, 0) }.0;
+        widen_bf16x8([f[0].to_bits(), f[1].to_bits(), f[2].to_bits(), f[3].to_bits()])
+    }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn store_vec_cs(p: *mut bf16, i: usize, v: [f32; 8]) {
+        let q = p.wrapping_add(i).cast::<f32>();
+        let w = pack_bf16x8(v);
+        let f = vector::F4([
+            f32::from_bits(w[0]),
+            f32::from_bits(w[1]),
+            f32::from_bits(w[2]),
+            f32::from_bits(w[3]),
+        ]);
+        // SAFETY: the caller guarantees eight writable bf16 of global memory at an aligned `q`.
+        unsafe { vector::store4_streaming(q, 0, f) }
+    }
+}
+
+/// Eight bf16 packed in four words (the element at the lower address in the low half) widened
+/// to f32: a bf16 is the f32 of its bits shifted into the upper half, so the upper half of a
+/// word is already in place and the lower half moves up.
+#[inline(always)]
+fn widen_bf16x8(w: [u32; 4]) -> [f32; 8] {
+    let lo = |w: u32| f32::from_bits(w << 16);
+    let hi = |w: u32| f32::from_bits(w & 0xffff_0000);
+    [
+        lo(w[0]),
+        hi(w[0]),
+        lo(w[1]),
+        hi(w[1]),
+        lo(w[2]),
+        hi(w[2]),
+        lo(w[3]),
+        hi(w[3]),
+    ]
+}
+
+/// Eight floats rounded to bf16 and packed in four words, as [`widen_bf16x8`] reads them.
+#[inline(always)]
+fn pack_bf16x8(v: [f32; 8]) -> [u32; 4] {
+    let pack = |lo: f32, hi: f32| {
+        u32::from(f32_to_bf16(lo).to_bits()) | (u32::from(f32_to_bf16(hi).to_bits()) << 16)
+    };
+    [
+        pack(v[0], v[1]),
+        pack(v[2], v[3]),
+        pack(v[4], v[5]),
+        pack(v[6], v[7]),
+    ]
+}
+
+/// `E::load_vec`, or with `STREAM` [`NormElem::load_vec_cs`].
+///
+/// # Safety
+/// As [`NormElem::load_vec_cs`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub(crate) unsafe fn load_x<E: NormElem, const STREAM: bool>(p: *const E, i: usize) -> [f32; 8] {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if STREAM {
+            E::load_vec_cs(p, i)
+        } else {
+            E::load_vec(p, i)
+        }
+    }
+}
+
+/// `E::store_vec`, or with `STREAM` [`NormElem::store_vec_cs`].
+///
+/// # Safety
+/// As [`NormElem::store_vec_cs`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub(crate) unsafe fn store_y<E: NormElem, const STREAM: bool>(p: *mut E, i: usize, v: [f32; 8]) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if STREAM {
+            E::store_vec_cs(p, i, v)
+        } else {
+            E::store_vec(p, i, v)
+        }
+    }
+}
+
+/// `1 / x` to within an ulp or two: `rcp.approx.f32` on the GPU (one MUFU.RCP, where `1.0 / x`
+/// is an IEEE division with a test and a slow path), `1.0 / x` on the CPU. The norms take it for
+/// `1 / cols` (an integer of at most 2^24, never denormal), so a row's statistics cost a multiply
+/// instead of a division.
+#[inline(always)]
+pub(crate) fn rcp_fast(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let out: f32;
+        // SAFETY: a register-to-register instruction; no memory, no side effects.
+        unsafe {
+            core::arch::asm!(
+                "rcp.approx.f32 {out}, {x};",
+                out = out(reg32) out,
+                x = in(reg32) x,
+                options(pure, nomem, nostack),
+            );
+        }
+        out
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        1.0 / x
+    }
+}
+
+/// `1 / sqrt(x)` to within a few ulps: `rsqrt.approx.f32` on the GPU (one MUFU.RSQ, where
+/// `1.0 / sqrt(x)` is a correctly rounded square root and an IEEE division, each with a test and
+/// a slow path); `1.0 / x.sqrt()` on the CPU. The same edges as the exact form: `+inf` at 0, 0 at
+/// `+inf`, NaN for NaN and for `x < 0` (the norms pass `var + eps >= 0`).
+#[inline(always)]
+pub(crate) fn rsqrt_fast(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let out: f32;
+        // SAFETY: a register-to-register instruction; no memory, no side effects.
+        unsafe {
+            core::arch::asm!(
+                "rsqrt.approx.f32 {out}, {x};",
+                out = out(reg32) out,
+                x = in(reg32) x,
+                options(pure, nomem, nostack),
+            );
+        }
+        out
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        1.0 / x.sqrt()
     }
 }
 

@@ -4,7 +4,7 @@
 //! [`layer_norm_warp_bf16`](fn@layer_norm_warp_bf16)): for rows of up to 1024 columns, where a
 //! block per row is one or two warps that wait at a barrier for a few hundred bytes each.
 
-use super::NormElem;
+use super::{rcp_fast, rsqrt_fast, NormElem};
 use crate::gpu::{bf16, math, thread, warp};
 use crate::kernel;
 
@@ -61,7 +61,8 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
     // Whether vector `lane + 32 k` is in the row, the right side uniform over the warp.
     let valid = |k: usize| lane < vecs.saturating_sub(k as u32 * warp::SIZE);
     let offset = |k: usize| (lane + k as u32 * warp::SIZE) as usize * lanes;
-    let n = cols as f32;
+    // `1 / cols` once, so that each statistic is a multiply, not an IEEE division.
+    let inv_n = rcp_fast(cols as f32);
 
     let mut g = [[0.0f32; 8]; V];
     let mut beta = [[0.0f32; 8]; V];
@@ -81,7 +82,7 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
     // `row` is the same for the 32 lanes: the warp leaves the loop together, and every lane
     // reaches each shuffle.
     while row < rows {
-        let (x_row, y_row) = (x.wrapping_add(row * cols), y.wrapping_add(row * cols));
+        let x_row = x.wrapping_add(row * cols);
         let mut v = [[0.0f32; 8]; V];
         unroll_8!(V, |k| {
             if valid(k) {
@@ -89,66 +90,183 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
                 v[k] = unsafe { E::load_vec(x_row, offset(k)) };
             }
         });
-        let (scale, centre) = if LAYER {
-            // SAFETY: `cols >= 1`.
-            let shift = unsafe { E::load(x_row, 0) };
-            let mut s = 0.0f32;
-            unroll_8!(V, |k| {
-                if valid(k) {
-                    for c in 0..lanes {
-                        v[k][c] -= shift;
-                        s += v[k][c];
-                    }
-                }
-            });
-            let mu = warp::reduce_sum(s) / n;
-            let mut q = 0.0f32;
-            unroll_8!(V, |k| {
-                if valid(k) {
-                    for c in 0..lanes {
-                        v[k][c] -= mu;
-                        q = math::fma(v[k][c], v[k][c], q);
-                    }
-                }
-            });
-            let var = warp::reduce_sum(q) / n;
-            (1.0 / math::sqrt(var + eps), true)
-        } else {
-            let mut q = 0.0f32;
-            unroll_8!(V, |k| {
-                if valid(k) {
-                    for c in 0..lanes {
-                        q = math::fma(v[k][c], v[k][c], q);
-                    }
-                }
-            });
-            let ms = warp::reduce_sum(q) / n;
-            (1.0 / math::sqrt(ms + eps), false)
+        // SAFETY: `cols >= 1`.
+        let shift = if LAYER { unsafe { E::load(x_row, 0) } } else { 0.0 };
+        // SAFETY: forwarded contract; `row < rows`.
+        unsafe {
+            finish_row::<E, V, LAYER, KEEP>(
+                v,
+                shift,
+                (&mut g, &mut beta),
+                (w, b),
+                y.wrapping_add(row * cols),
+                lane,
+                vecs,
+                inv_n,
+                eps,
+            )
         };
+        row += stride;
+    }
+}
+
+/// The statistics and the store of one row a warp holds: `v` the lane's vectors `lane + 32 k`
+/// of the row (0 past the row), `shift` the row's first entry (LayerNorm); the warp sums with
+/// shuffles (RMSNorm the squares; LayerNorm `x - shift`, then the squared deviations over the
+/// registers) and each lane stores its vectors of `y_row`. Without `KEEP` the lane reads its
+/// weight (and bias) vectors into `params` at the store; with it, `params` holds them already.
+///
+/// # Safety
+/// Called by all 32 lanes of a warp with the same row; as `norm_warp` for the pointers, with
+/// `y_row` the row's output and `vecs = cols / LANES <= 32 V`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP: bool>(
+    mut v: [[f32; 8]; V],
+    shift: f32,
+    (g, beta): (&mut [[f32; 8]; V], &mut [[f32; 8]; V]),
+    (w, b): (*const E, *const E),
+    y_row: *mut E,
+    lane: u32,
+    vecs: u32,
+    inv_n: f32,
+    eps: f32,
+) {
+    let lanes = E::LANES;
+    let valid = |k: usize| lane < vecs.saturating_sub(k as u32 * warp::SIZE);
+    let offset = |k: usize| (lane + k as u32 * warp::SIZE) as usize * lanes;
+    let scale = if LAYER {
+        let mut s = 0.0f32;
         unroll_8!(V, |k| {
             if valid(k) {
-                if !KEEP {
-                    // SAFETY: as for the loads; the weight and bias have `cols` elements, aligned.
-                    unsafe {
-                        g[k] = E::load_vec(w, offset(k));
-                        if LAYER {
-                            beta[k] = E::load_vec(b, offset(k));
-                        }
-                    }
-                }
-                let mut out = [0.0f32; 8];
                 for c in 0..lanes {
-                    out[c] = if centre {
-                        math::fma(v[k][c] * scale, g[k][c], beta[k][c])
-                    } else {
-                        v[k][c] * scale * g[k][c]
-                    };
+                    v[k][c] -= shift;
+                    s += v[k][c];
                 }
-                // SAFETY: as for the loads; `y` has `x`'s shape and alignment.
-                unsafe { E::store_vec(y_row, offset(k), out) };
             }
         });
-        row += stride;
+        let mu = warp::reduce_sum(s) * inv_n;
+        let mut q = 0.0f32;
+        unroll_8!(V, |k| {
+            if valid(k) {
+                for c in 0..lanes {
+                    v[k][c] -= mu;
+                    q = math::fma(v[k][c], v[k][c], q);
+                }
+            }
+        });
+        rsqrt_fast(warp::reduce_sum(q) * inv_n + eps)
+    } else {
+        let mut q = 0.0f32;
+        unroll_8!(V, |k| {
+            if valid(k) {
+                for c in 0..lanes {
+                    q = math::fma(v[k][c], v[k][c], q);
+                }
+            }
+        });
+        rsqrt_fast(warp::reduce_sum(q) * inv_n + eps)
+    };
+    unroll_8!(V, |k| {
+        if valid(k) {
+            if !KEEP {
+                // SAFETY: as for the loads; the weight and bias have `cols` elements, aligned.
+                unsafe {
+                    g[k] = E::load_vec(w, offset(k));
+                    if LAYER {
+                        beta[k] = E::load_vec(b, offset(k));
+                    }
+                }
+            }
+            let mut out = [0.0f32; 8];
+            for c in 0..lanes {
+                out[c] = if LAYER {
+                    math::fma(v[k][c] * scale, g[k][c], beta[k][c])
+                } else {
+                    v[k][c] * scale * g[k][c]
+                };
+            }
+            // SAFETY: vector `lane + 32 k < vecs` of the row; `y` has `x`'s shape and alignment.
+            unsafe { E::store_vec(y_row, offset(k), out) };
+        }
+    });
+}
+
+/// RMSNorm (`LAYER = false`) or LayerNorm (`LAYER = true`) as `norm_warp` without `KEEP` on a
+/// persistent grid, software-pipelined: each warp issues the loads of its next row
+/// (`row + W`) before the reductions of its current one, so two rows per warp are in flight
+/// and the shuffles and the store of one row overlap the memory latency of the next: the body
+/// of the `*_norm_warp_pipe_*` kernels, for rows of up to 1024 columns where a row is a few
+/// hundred bytes per lane and a warp would otherwise wait on each row in turn.
+///
+/// Global memory: as `norm_warp`: `x` read once, `y` written once, the weight (and bias) per
+/// row from L1.
+///
+/// Launch: as `norm_warp` (any grid; the host launches as many blocks as are resident).
+///
+/// # Safety
+/// As `norm_warp`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn norm_warp_pipe<E: NormElem, const V: usize, const LAYER: bool>(
+    x: *const E,
+    w: *const E,
+    b: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    let lanes = E::LANES;
+    let tid = thread::thread_idx_x() as usize;
+    let warps = (thread::block_dim_x() / warp::SIZE) as usize;
+    let lane = (tid % warp::SIZE as usize) as u32;
+    let mut row = thread::block_idx_x() as usize * warps + tid / warp::SIZE as usize;
+    let stride = thread::grid_dim_x() as usize * warps;
+    let vecs = (cols / lanes) as u32;
+    let valid = |k: usize| lane < vecs.saturating_sub(k as u32 * warp::SIZE);
+    let offset = |k: usize| (lane + k as u32 * warp::SIZE) as usize * lanes;
+    let inv_n = rcp_fast(cols as f32);
+    // Row `r`'s vectors and first entry, all loads issued at once; zeros past the last row (the
+    // test is the same for the 32 lanes).
+    let load_row = |r: usize| {
+        let mut v = [[0.0f32; 8]; V];
+        let mut shift = 0.0f32;
+        if r < rows {
+            let x_row = x.wrapping_add(r * cols);
+            unroll_8!(V, |k| {
+                if valid(k) {
+                    // SAFETY: vector `lane + 32 k < vecs` lies inside row `r < rows`, aligned.
+                    v[k] = unsafe { E::load_vec(x_row, offset(k)) };
+                }
+            });
+            if LAYER {
+                // SAFETY: `cols >= 1`.
+                shift = unsafe { E::load(x_row, 0) };
+            }
+        }
+        (v, shift)
+    };
+    let (mut g, mut beta) = ([[0.0f32; 8]; V], [[0.0f32; 8]; V]);
+    let (mut cur, mut cur_shift) = load_row(row);
+    while row < rows {
+        let next = row + stride;
+        let (nxt, nxt_shift) = load_row(next);
+        // SAFETY: forwarded contract; `row < rows`, the same for the 32 lanes.
+        unsafe {
+            finish_row::<E, V, LAYER, false>(
+                cur,
+                cur_shift,
+                (&mut g, &mut beta),
+                (w, b),
+                y.wrapping_add(row * cols),
+                lane,
+                vecs,
+                inv_n,
+                eps,
+            )
+        };
+        (cur, cur_shift, row) = (nxt, nxt_shift, next);
     }
 }
 
@@ -186,6 +304,42 @@ unsafe fn layer_warp<E: NormElem, const V: usize, const KEEP: bool>(
 ) {
     // SAFETY: forwarded contract.
     unsafe { norm_warp::<E, V, true, KEEP>(x, w, b, y, rows, cols, eps) }
+}
+
+/// Forwards to `norm_warp_pipe` as RMSNorm (`w` stands in for the bias, never read).
+///
+/// # Safety
+/// As `norm_warp_pipe`.
+#[inline(always)]
+unsafe fn rms_pipe<E: NormElem, const V: usize>(
+    x: *const E,
+    w: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { norm_warp_pipe::<E, V, false>(x, w, w, y, rows, cols, eps) }
+}
+
+/// Forwards to `norm_warp_pipe` as LayerNorm.
+///
+/// # Safety
+/// As `norm_warp_pipe`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn layer_pipe<E: NormElem, const V: usize>(
+    x: *const E,
+    w: *const E,
+    b: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { norm_warp_pipe::<E, V, true>(x, w, b, y, rows, cols, eps) }
 }
 
 rms_kernel!(
@@ -266,4 +420,44 @@ layer_kernel!(
     /// # Safety
     /// As `norm_warp`.
     layer_norm_warp_keep_bf16(bf16) = layer_warp::<bf16, 4, true>
+);
+
+rms_kernel!(
+    /// `norm_warp_pipe` as RMSNorm on f32, 32 floats (8 vectors of 4) per lane and row, two
+    /// rows in flight per warp: rows of up to 1024 columns, a multiple of the vector width, on a
+    /// persistent grid. A tuning candidate. Minimum traffic, moved: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_warp_pipe`.
+    rms_norm_warp_pipe_f32(f32) = rms_pipe::<f32, 8>
+);
+
+layer_kernel!(
+    /// `norm_warp_pipe` as LayerNorm on f32, 32 floats (8 vectors of 4) per lane and row, two
+    /// rows in flight per warp: rows of up to 1024 columns, a multiple of the vector width, on a
+    /// persistent grid. A tuning candidate. Minimum traffic, moved: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_warp_pipe`.
+    layer_norm_warp_pipe_f32(f32) = layer_pipe::<f32, 8>
+);
+
+rms_kernel!(
+    /// `norm_warp_pipe` as RMSNorm on bf16, 32 elements (4 vectors of 8) per lane and row, two
+    /// rows in flight per warp: rows of up to 1024 columns, a multiple of the vector width, on a
+    /// persistent grid. A tuning candidate. Minimum traffic, moved: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_warp_pipe`.
+    rms_norm_warp_pipe_bf16(bf16) = rms_pipe::<bf16, 4>
+);
+
+layer_kernel!(
+    /// `norm_warp_pipe` as LayerNorm on bf16, 32 elements (4 vectors of 8) per lane and row, two
+    /// rows in flight per warp: rows of up to 1024 columns, a multiple of the vector width, on a
+    /// persistent grid. A tuning candidate. Minimum traffic, moved: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_warp_pipe`.
+    layer_norm_warp_pipe_bf16(bf16) = layer_pipe::<bf16, 4>
 );

@@ -1,0 +1,232 @@
+//! The L2 re-read norms: one block per row, the row not held but read once for the statistics
+//! and again for the output, the second read meant to hit L2 (the formulation torch.compile's
+//! kernel takes for long rows): [`rms_norm_two_pass_f32`](fn@rms_norm_two_pass_f32),
+//! [`rms_norm_two_pass_bf16`](fn@rms_norm_two_pass_bf16),
+//! [`layer_norm_two_pass_f32`](fn@layer_norm_two_pass_f32),
+//! [`layer_norm_two_pass_bf16`](fn@layer_norm_two_pass_bf16). Few registers per thread, so
+//! more threads per multiprocessor than the in-register kernels at the same row length.
+
+use super::{block_sum, load_x, rcp_fast, rsqrt_fast, scratch, store_y, NormElem};
+use crate::gpu::{bf16, math, thread};
+use crate::kernel;
+
+/// Vectors a thread loads together per step of a pass (16 bytes each: 64 bytes in flight per
+/// thread).
+pub const TWO_PASS_CHUNK: usize = 4;
+
+/// Vectors of the row per thread the host aims for (two steps of [`TWO_PASS_CHUNK`]): the block
+/// is `cols / LANES / TWO_PASS_VECTORS` threads, rounded up to whole warps, 32 to 1024.
+pub const TWO_PASS_VECTORS: usize = 2 * TWO_PASS_CHUNK;
+
+/// RMSNorm (`LAYER = false`) or LayerNorm (`LAYER = true`) of one row per block, the row read
+/// from memory once per pass: the body of the `*_norm_two_pass_*` kernels.
+///
+/// Block `r` handles row `r`; its `T` threads step over the row's vectors, thread `tid` taking
+/// vectors `base + tid + k T` (`k <` [`TWO_PASS_CHUNK`], all loads of a step issued before any
+/// use; `base` advancing by `T * CHUNK`). RMSNorm: pass 1 sums the squares (`block_sum`, one
+/// barrier); the last pass re-reads `x` and stores `x * rsqrt(ms + eps) * w`. LayerNorm: pass 1
+/// sums `x - x[r][0]` (the mean, shifted: see the [family's doc](super)), pass 2 the squared
+/// deviations `((x - s) - mu)^2` (no cancellation), the last pass stores
+/// `((x - s) - mu) * rstd * w + b`. The last pass's loads of `x` and stores of `y` carry the
+/// streaming hint (their last use); the earlier passes' loads do not, so that the row stays in
+/// L2 for the re-read.
+///
+/// Global memory: `x` read from memory once if the re-reads hit L2 (RMSNorm twice, LayerNorm
+/// three times from the SM's side), `y` written once: the minimum traffic, 8 bytes per element
+/// in f32, 4 in bf16, is what reaches memory when they do; the weight (and bias) once per block.
+///
+/// Launch: `rows` blocks of `T` threads, `T` a multiple of 32 and at most 1024; dynamic shared
+/// memory [`ROWS_SHARED_BYTES`](super::ROWS_SHARED_BYTES).
+///
+/// # Safety
+/// `x` and `y` point to `rows * cols` elements of device memory and do not overlap, `w` and `b`
+/// to `cols` (`b` is not read by RMSNorm); all four 16-byte aligned; `cols >= 1` a multiple of
+/// `LANES`, `cols / LANES < 2^32`; the launch shape is as above.
+#[inline(always)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+unsafe fn norm_two_pass<E: NormElem, const LAYER: bool>(
+    x: *const E,
+    w: *const E,
+    b: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    let row = thread::block_idx_x() as usize;
+    if row >= rows {
+        return; // the whole block leaves together: no barrier is skipped by part of it
+    }
+    const C: usize = TWO_PASS_CHUNK;
+    let lanes = E::LANES;
+    let tid = thread::thread_idx_x();
+    let threads = thread::block_dim_x();
+    let vecs = (cols / lanes) as u32;
+    let step = threads * C as u32;
+    let (x_row, y_row) = (x.wrapping_add(row * cols), y.wrapping_add(row * cols));
+    let inv_n = rcp_fast(cols as f32);
+    // Vector `base + tid + k T`, and whether it is in the row.
+    let index = |base: u32, k: usize| base + tid + k as u32 * threads;
+    // One step's vectors of `x` (zeros past the row); `STREAM` for the last pass.
+    let load_step = |base: u32, last: bool| {
+        let mut v = [[0.0f32; 8]; C];
+        unroll_8!(C, |k| {
+            let i = index(base, k);
+            if i < vecs {
+                // SAFETY: vector `i < vecs` lies inside the row, 16-byte aligned.
+                v[k] = unsafe {
+                    if last {
+                        load_x::<E, true>(x_row, i as usize * lanes)
+                    } else {
+                        load_x::<E, false>(x_row, i as usize * lanes)
+                    }
+                };
+            }
+        });
+        v
+    };
+    // SAFETY: `cols >= 1`.
+    let shift = if LAYER { unsafe { E::load(x_row, 0) } } else { 0.0 };
+
+    // Pass 1: the sum of squares (RMSNorm) or of `x - shift` (LayerNorm). Entries past the row
+    // are zeros that add nothing to the squares; LayerNorm skips them (they would add `-shift`).
+    let mut s = 0.0f32;
+    let mut base = 0u32;
+    while base < vecs {
+        let v = load_step(base, false);
+        unroll_8!(C, |k| {
+            if LAYER {
+                if index(base, k) < vecs {
+                    for c in 0..lanes {
+                        s += v[k][c] - shift;
+                    }
+                }
+            } else {
+                for c in 0..lanes {
+                    s = math::fma(v[k][c], v[k][c], s);
+                }
+            }
+        });
+        base += step;
+    }
+    // SAFETY: every thread of the block reaches each sum, each with its own scratch area.
+    let first = unsafe { block_sum(scratch(0), s) } * inv_n;
+    let (mu, scale) = if LAYER {
+        // Pass 2: the squared deviations from the mean, re-read (from L2).
+        let mut q = 0.0f32;
+        let mut base = 0u32;
+        while base < vecs {
+            let v = load_step(base, false);
+            unroll_8!(C, |k| {
+                if index(base, k) < vecs {
+                    for c in 0..lanes {
+                        let d = (v[k][c] - shift) - first;
+                        q = math::fma(d, d, q);
+                    }
+                }
+            });
+            base += step;
+        }
+        let var = unsafe { block_sum(scratch(1), q) } * inv_n;
+        (first, rsqrt_fast(var + eps))
+    } else {
+        (0.0, rsqrt_fast(first + eps))
+    };
+
+    // The last pass: re-read, scale, store.
+    let mut base = 0u32;
+    while base < vecs {
+        let v = load_step(base, true);
+        unroll_8!(C, |k| {
+            let i = index(base, k);
+            if i < vecs {
+                let at = i as usize * lanes;
+                // SAFETY: vector `i < vecs` of the weight, the bias and the row of `y`, aligned.
+                unsafe {
+                    let g = E::load_vec(w, at);
+                    let mut out = [0.0f32; 8];
+                    if LAYER {
+                        let beta = E::load_vec(b, at);
+                        for c in 0..lanes {
+                            out[c] = math::fma(((v[k][c] - shift) - mu) * scale, g[c], beta[c]);
+                        }
+                    } else {
+                        for c in 0..lanes {
+                            out[c] = v[k][c] * scale * g[c];
+                        }
+                    }
+                    store_y::<E, true>(y_row, at, out);
+                }
+            }
+        });
+        base += step;
+    }
+}
+
+/// Forwards to `norm_two_pass` as RMSNorm (`w` stands in for the bias, never read).
+///
+/// # Safety
+/// As `norm_two_pass`.
+#[inline(always)]
+unsafe fn rms_two<E: NormElem>(x: *const E, w: *const E, y: *mut E, rows: usize, cols: usize, eps: f32) {
+    // SAFETY: forwarded contract.
+    unsafe { norm_two_pass::<E, false>(x, w, w, y, rows, cols, eps) }
+}
+
+/// Forwards to `norm_two_pass` as LayerNorm.
+///
+/// # Safety
+/// As `norm_two_pass`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn layer_two<E: NormElem>(
+    x: *const E,
+    w: *const E,
+    b: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { norm_two_pass::<E, true>(x, w, b, y, rows, cols, eps) }
+}
+
+rms_kernel!(
+    /// `norm_two_pass` as RMSNorm on f32: any row length that is a multiple of 4, the row read
+    /// twice (the second time meant to hit L2). A tuning candidate. Minimum traffic, moved when
+    /// the re-read hits L2: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_two_pass`.
+    rms_norm_two_pass_f32(f32) = rms_two::<f32>
+);
+
+rms_kernel!(
+    /// `norm_two_pass` as RMSNorm on bf16 (f32 statistics): a multiple of 8 columns, the row
+    /// read twice. A tuning candidate. Minimum traffic, moved when the re-read hits L2: 4 bytes
+    /// per element.
+    ///
+    /// # Safety
+    /// As `norm_two_pass`.
+    rms_norm_two_pass_bf16(bf16) = rms_two::<bf16>
+);
+
+layer_kernel!(
+    /// `norm_two_pass` as LayerNorm on f32: a multiple of 4 columns, the row read three times
+    /// (twice meant to hit L2). A tuning candidate. Minimum traffic, moved when the re-reads
+    /// hit L2: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_two_pass`.
+    layer_norm_two_pass_f32(f32) = layer_two::<f32>
+);
+
+layer_kernel!(
+    /// `norm_two_pass` as LayerNorm on bf16: a multiple of 8 columns, the row read three times.
+    /// A tuning candidate. Minimum traffic, moved when the re-reads hit L2: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_two_pass`.
+    layer_norm_two_pass_bf16(bf16) = layer_two::<bf16>
+);
