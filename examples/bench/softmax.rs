@@ -121,6 +121,33 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
                 ..base
             },
         ),
+        // Issue 15, shapes nearer Triton's (one program per row, 4 warps at 1024 columns, 16 at
+        // 4096 and 8192): 8192 x 1024 as a block of 64 threads of 4 vectors per row instead of a
+        // warp of 8 vectors per lane (`block-from-1k`); 4 vectors per thread up to 512 threads,
+        // so 8192 x 4096 as 256 threads and 8192 x 8192 as 512 (Triton's block there), instead
+        // of 8 vectors per thread in blocks of half the threads (`block-4v-to-8k`); and up to
+        // 1024 threads, 8192 x 16384 as 1024 threads of 4 vectors (`block-4v-to-16k`).
+        (
+            "block-from-1k",
+            OnePassConfig {
+                warp_max_cols: 512,
+                ..base
+            },
+        ),
+        (
+            "block-4v-to-8k",
+            OnePassConfig {
+                block_4_max_threads: 512,
+                ..base
+            },
+        ),
+        (
+            "block-4v-to-16k",
+            OnePassConfig {
+                block_4_max_threads: 1024,
+                ..base
+            },
+        ),
         (
             "cluster-4v-from-8k",
             OnePassConfig {

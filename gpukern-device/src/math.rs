@@ -25,6 +25,43 @@ pub fn exp2(x: f32) -> f32 {
     }
 }
 
+/// `2^x` with subnormals flushed to zero (`ex2.approx.ftz.f32` on the GPU): the same `MUFU.EX2`
+/// as [`exp2`] without the fix-up ptxas wraps around it for subnormal results (a compare and two
+/// multiplications: `2^x` for `x < -126` computed as `(2^(x/2))^2`).
+///
+/// The rule for using it: the argument is `<= 0` (a softmax's exponent relative to the row's
+/// reference) and a result below `2^-126` (about `1.2e-38`) may become 0. Such a term is then
+/// off by less than `2^-126` in absolute terms, far below any f32 tolerance of a probability or
+/// a sum of at least 1. A subnormal argument is read as 0 and gives 1, which `2^x` rounds to
+/// anyway. The simulator computes `x.exp2()` and flushes the same way.
+#[inline(always)]
+pub fn exp2_ftz(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let out: f32;
+        // SAFETY: a register-to-register instruction; no memory, no side effects.
+        unsafe {
+            core::arch::asm!(
+                "ex2.approx.ftz.f32 {out}, {x};",
+                out = out(reg32) out,
+                x = in(reg32) x,
+                options(pure, nomem, nostack),
+            );
+        }
+        out
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let x = if x.is_subnormal() { 0.0 } else { x };
+        let e = x.exp2();
+        if e.is_subnormal() {
+            0.0
+        } else {
+            e
+        }
+    }
+}
+
 /// The larger of `a` and `b`; NaN if either is NaN (unlike `f32::max`, which drops a NaN).
 #[inline(always)]
 pub fn max_nan(a: f32, b: f32) -> f32 {
@@ -73,6 +110,32 @@ pub fn min_nan(a: f32, b: f32) -> f32 {
         a
     } else {
         b
+    }
+}
+
+/// [`min_nan`] in one instruction on the GPU (`min.NaN.f32`, sm_80 and newer): the smaller of
+/// `a` and `b`, NaN if either is NaN; which of two zeros of opposite signs it returns is
+/// unspecified (as for [`max_nan_fast`]).
+#[inline(always)]
+pub fn min_nan_fast(a: f32, b: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let out: f32;
+        // SAFETY: a register-to-register instruction; no memory, no side effects.
+        unsafe {
+            core::arch::asm!(
+                "min.NaN.f32 {out}, {a}, {b};",
+                out = out(reg32) out,
+                a = in(reg32) a,
+                b = in(reg32) b,
+                options(pure, nomem, nostack),
+            );
+        }
+        out
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        min_nan(a, b)
     }
 }
 

@@ -4,7 +4,7 @@
 //! [`softmax_block_8`](fn@softmax_block_8)). All share one body, `row_in_registers`, and differ in who holds a
 //! row and how its statistics are merged.
 
-use super::row::Held;
+use super::row::{reference, Held};
 use super::stats::{block_stats, group_stats, warp_stats, Stats};
 use crate::gpu::{shared, thread, warp};
 use crate::kernel;
@@ -34,12 +34,10 @@ pub(super) unsafe fn row_in_registers<const V: usize, const FIXED: usize>(
     reduce: impl FnOnce(Stats) -> Stats,
 ) {
     let held = Held::<FIXED>::of(x_row, cols, tid, threads);
-    let sign = if t >= 0.0 { 1.0f32 } else { -1.0 };
     // SAFETY: forwarded contract.
     unsafe {
-        let (v, xs) = held.load::<V>(x_row);
-        let key = held.key(&v, xs, sign);
-        held.write(v, xs, key, sign, y_row, t, reduce)
+        let (v, xs) = held.load::<V>(x_row, t);
+        held.write::<V, false>(v, xs, reference(&v, xs, t), y_row, t, reduce)
     }
 }
 

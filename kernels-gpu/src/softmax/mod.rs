@@ -39,7 +39,9 @@
 //! holds (their reference value `m` and the sum of `exp(exponent(x, m, t))`), merges them across
 //! the warp with shuffles ([`warp::shfl_xor`]) and across the block through shared memory, and
 //! writes `exp(exponent(x, M, t)) / S` with the row's `(M, S)`. Merging rescales each partial sum
-//! to the common reference, so one reduction gives both the reference and the sum.
+//! to the common reference, so one barrier gives both the reference and the sum: within a warp
+//! the reference first (a butterfly of maxima), then each lane's sum rescaled to it once and
+//! added up (a butterfly of sums), one exponential per lane.
 //!
 //! Rows are read as 16-byte vectors. A row whose start is not 16-byte aligned (a row `r > 0` when
 //! `cols` is not a multiple of 4) splits into up to 3 head scalars, aligned vectors, and up to 3

@@ -11,7 +11,7 @@
 //! reduction and stores. Each thread copies exactly the vectors it will hold, into its own slots,
 //! and reads back only those: the staging needs no barrier.
 
-use super::row::{Held, MAX_VECTORS};
+use super::row::{identity, reference, Held, MAX_VECTORS};
 use super::stats::{block_stats, warp_stats, Stats};
 use super::{ROW_BLOCK_MAX, STATS_SHARED_BYTES, WARP_KERNEL_BLOCK};
 use crate::gpu::vector::F4;
@@ -37,7 +37,7 @@ pub const PERSIST_WARP_SHARED_BYTES: u32 = 8 * WARP_KERNEL_BLOCK * core::mem::si
 /// vectors from its slots `stage + tid + k * threads` into registers; right after each read it
 /// starts the copy of its vector `k` of the next row into the same slot (issued once the value
 /// read is in a register, see [`async_copy::cp_async_16_after`]) and then loads the next row's head or tail
-/// scalar; then it finishes the current row ([`Held::key`], [`Held::write`], with
+/// scalar; then it finishes the current row ([`reference`](super::row::reference), [`Held::write`], with
 /// `reduce(stats, parity)`, parity alternating between rows). So the next row's loads are in
 /// flight through all of the current row's exponentials, reduction and stores.
 ///
@@ -60,7 +60,6 @@ unsafe fn persist_rows<const V: usize, const FIXED: usize>(
     mut reduce: impl FnMut(Stats, usize) -> Stats,
 ) {
     const { assert!(V <= MAX_VECTORS, "unroll_8! unrolls up to 8 vectors") };
-    let sign = if t >= 0.0 { 1.0f32 } else { -1.0 };
     // The thread's index and count, recomputed where each iteration uses them, and its slots
     // and vector indices from those: hoisted ahead of the loop, the 8 slot addresses and vector
     // indices of a thread would stay live across it, some 30 registers more than the row itself
@@ -96,8 +95,10 @@ unsafe fn persist_rows<const V: usize, const FIXED: usize>(
         unsafe { async_copy::cp_async_16_after(dst, src, after) };
     };
     // SAFETY (scalar loads): a head or tail index is inside its row.
-    let scalar_of =
-        |held: Held<FIXED>, x_row: *const f32| held.scalar().map_or(0.0, |i| unsafe { mem::load(x_row, i) });
+    let scalar_of = |held: Held<FIXED>, x_row: *const f32| {
+        held.scalar()
+            .map_or(identity(t), |i| unsafe { mem::load(x_row, i) })
+    };
 
     let mut row = first;
     let mut xs_next = {
@@ -116,7 +117,9 @@ unsafe fn persist_rows<const V: usize, const FIXED: usize>(
         let (next_held, next_row) = (held_of(next), x.wrapping_add(next * cols));
         let more = next < rows;
         async_copy::wait_all();
-        let mut v = [F4::ZERO; V];
+        // Vectors the thread does not hold are the identity, as `Held::write` needs.
+        let fill = identity(t);
+        let mut v = [F4([fill; 4]); V];
         unroll_8!(V, |k| {
             if held.valid(k) {
                 // SAFETY: the slot holds this thread's copy of vector `k`, landed (waited for).
@@ -131,12 +134,10 @@ unsafe fn persist_rows<const V: usize, const FIXED: usize>(
         if more {
             xs_next = scalar_of(next_held, next_row);
         }
-        let key = held.key(&v, xs, sign);
+        let m = reference(&v, xs, t);
         // SAFETY: the row is inside `y`; every thread of the row reaches `reduce`.
         unsafe {
-            held.write(v, xs, key, sign, y.wrapping_add(row * cols), t, |s| {
-                reduce(s, parity)
-            });
+            held.write::<V, true>(v, xs, m, y.wrapping_add(row * cols), t, |s| reduce(s, parity));
         }
         if !more {
             break;
@@ -261,13 +262,17 @@ softmax_kernel!(
     softmax_persist_block_4 = softmax_persist_block::<4>
 );
 
-softmax_kernel!(
-    /// `softmax_persist_block` with 8 vectors (32 floats) per thread: rows of up to
-    /// `32 * blockDim.x` columns, the same blocks as `softmax_block_8`; at 32768 columns one block
-    /// of 1024 threads per SM holds a row in registers and stages the next in 128 KiB of shared
-    /// memory (the over-48 KiB opt-in).
-    ///
-    /// # Safety
-    /// As `softmax_persist_block`.
-    softmax_persist_block_8 = softmax_persist_block::<8>
-);
+/// `softmax_persist_block` with 8 vectors (32 floats) per thread: rows of up to
+/// `32 * blockDim.x` columns, the same blocks as `softmax_block_8`; at 32768 columns one block
+/// of 1024 threads per SM holds a row in registers and stages the next in 128 KiB of shared
+/// memory (the over-48 KiB opt-in). Launch bounds of 1024 threads keep ptxas at the 64
+/// registers such a block needs (left alone it took 72 once the register-held row's loops lost
+/// their per-vector tests).
+///
+/// # Safety
+/// As `softmax_persist_block`.
+#[kernel(launch_bounds(1024))]
+pub unsafe fn softmax_persist_block_8(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
+    // SAFETY: forwarded contract.
+    unsafe { softmax_persist_block::<8>(x, y, rows, cols, t) }
+}

@@ -2,8 +2,7 @@
 //! vectors and tail scalars ([`RowSplit`]), and the vectors one thread of a register-held row
 //! owns, loads, reduces and writes ([`Held`]), shared by the one-pass kernels.
 
-use super::stats::exponent;
-use super::stats::Stats;
+use super::stats::{exponent, Stats};
 use crate::gpu::vector::{self, F4};
 use crate::gpu::{math, mem};
 
@@ -118,14 +117,17 @@ impl<const FIXED: usize> Held<FIXED> {
     }
 
     /// Loads the thread's entries of `x_row`: `V` vectors (all loads issued before any use) and
-    /// the scalar (0 if none).
+    /// the scalar. A vector or scalar the thread does not hold is [`identity`]`(t)`, which leaves
+    /// the reference value ([`reference`]) and, where it is finite, the sum of
+    /// exponentials unchanged (its exponential is 0), so those need no test per vector.
     ///
     /// # Safety
     /// `x_row` is the row `self` describes; `cols / 4 <= V * threads`.
     #[inline(always)]
-    pub(super) unsafe fn load<const V: usize>(self, x_row: *const f32) -> ([F4; V], f32) {
+    pub(super) unsafe fn load<const V: usize>(self, x_row: *const f32, t: f32) -> ([F4; V], f32) {
         const { assert!(V <= MAX_VECTORS, "unroll_8! unrolls up to 8 vectors") };
-        let mut v = [F4::ZERO; V];
+        let fill = identity(t);
+        let mut v = [F4([fill; 4]); V];
         unroll_8!(V, |k| {
             if self.valid(k) {
                 // SAFETY: vector `tid + k * threads < vecs` lies inside the row, 16-byte aligned.
@@ -133,64 +135,60 @@ impl<const FIXED: usize> Held<FIXED> {
             }
         });
         // SAFETY: a head or tail index is inside the row.
-        let xs = self.scalar().map_or(0.0, |i| unsafe { mem::load(x_row, i) });
+        let xs = self.scalar().map_or(fill, |i| unsafe { mem::load(x_row, i) });
         (v, xs)
     }
 
-    /// The largest `sign * x` over the thread's entries (`-inf` if it holds none; NaN if one is
-    /// NaN): the thread's reference value times `sign`.
-    #[inline(always)]
-    pub(super) fn key<const V: usize>(self, v: &[F4; V], xs: f32, sign: f32) -> f32 {
-        let mut key = f32::NEG_INFINITY;
-        unroll_8!(V, |k| {
-            if self.valid(k) {
-                for c in 0..4 {
-                    key = math::max_nan_fast(key, sign * v[k].0[c]);
-                }
-            }
-        });
-        if self.scalar().is_some() {
-            key = math::max_nan_fast(key, sign * xs);
-        }
-        key
-    }
-
-    /// The rest of the row's softmax once the thread holds its entries `v`, `xs` and their
-    /// `key` ([`Held::key`]): replaces each entry by `e = exp(exponent(x, m, t))` (`m` the
-    /// thread's reference), sums them, merges the statistics over the row's threads with
-    /// `reduce` into `(M, S)`, and stores `e * exp(exponent(m, M, t)) / S` to `y_row`, which is
-    /// `exp(exponent(x, M, t)) / S` (the factor is 1 for the thread that holds the row's
-    /// reference, 0 for a thread whose entries all lie at `-inf` below a finite `M`).
+    /// The rest of the row's softmax once the thread holds its entries `v`, `xs` ([`Held::load`],
+    /// the identity where it holds none) and their reference `m` ([`reference`]):
+    /// replaces each entry by `e = exp(exponent(x, m, t))`, sums them, merges the statistics
+    /// over the row's threads with `reduce` into `(M, S)`, and stores
+    /// `e * exp(exponent(m, M, t)) / S` to `y_row`, which is `exp(exponent(x, M, t)) / S` (the
+    /// factor is 1 for the thread that holds the row's reference, 0 for a thread whose entries
+    /// all lie at `-inf` below a finite `M`).
+    ///
+    /// `TESTED`: the fast path, too, skips the vectors the thread does not hold (a test per
+    /// vector), as the slow path always does. Without the tests the exponentials of those
+    /// vectors are computed and add 0; with them, where registers are tight (the persistent
+    /// kernels), no register holds an exponential the thread does not need.
     ///
     /// # Safety
     /// `y_row` splits like the row `self` describes; `reduce` is called by all the row's threads.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn write<const V: usize>(
+    pub(super) unsafe fn write<const V: usize, const TESTED: bool>(
         self,
         mut v: [F4; V],
         xs: f32,
-        key: f32,
-        sign: f32,
+        m: f32,
         y_row: *mut f32,
         t: f32,
         reduce: impl FnOnce(Stats) -> Stats,
     ) {
-        let m = sign * key;
         let mut s = 0.0f32;
-        // Where the thread's reference value and `t` are finite and `t` is not 0 (the common
-        // case: then no entry is NaN and every one lies at or below `m`), `exponent(x, m, t)` is
-        // `t (x - m)`, exactly 0 at `x = m`: one subtraction and one multiplication by
-        // `t log2(e)` before `exp2`, instead of `exponent`'s tests on every entry. The two loops
-        // are written out apart so that the test is made once per thread, not per entry.
-        if m.is_finite() && t.is_finite() && t != 0.0 {
-            let scale = t * math::LOG2_E;
+        let scale = t * math::LOG2_E;
+        let scalar = self.scalar();
+        let es;
+        // Where the thread's reference value and `t log2(e)` are finite and `t` is not 0 (the
+        // common case: then no entry is NaN and every one lies at or below `m`, times the sign
+        // of `t`), `exponent(x, m, t)` is `t (x - m)`, exactly 0 at `x = m`: one subtraction
+        // and one multiplication by `t log2(e)` before `exp2`, instead of `exponent`'s tests on
+        // every entry. Every argument of `exp2` is then `<= 0` and a result below 2^-126 may
+        // flush to 0 (a term off by less than 2^-126): `exp2_ftz`, no subnormal fix-up. The
+        // entries the thread does not hold are the identity, `-inf` or `+inf` against a finite
+        // `m`, whose term is exactly 0: summed with no test per vector. The two loops are
+        // written out apart so that the test is made once per thread, not per entry.
+        if m.is_finite() && scale.is_finite() && t != 0.0 {
             unroll_8!(V, |k| {
-                if self.valid(k) {
-                    v[k] = map4(v[k], |x| math::exp2((x - m) * scale));
+                if !TESTED || self.valid(k) {
+                    v[k] = map4(v[k], |x| math::exp2_ftz((x - m) * scale));
                     s += (v[k].0[0] + v[k].0[1]) + (v[k].0[2] + v[k].0[3]);
                 }
             });
+            es = if scalar.is_some() {
+                math::exp2_ftz((xs - m) * scale)
+            } else {
+                0.0
+            };
         } else {
             unroll_8!(V, |k| {
                 if self.valid(k) {
@@ -198,13 +196,12 @@ impl<const FIXED: usize> Held<FIXED> {
                     s += (v[k].0[0] + v[k].0[1]) + (v[k].0[2] + v[k].0[3]);
                 }
             });
+            es = if scalar.is_some() {
+                math::exp(exponent(xs, m, t))
+            } else {
+                0.0
+            };
         }
-        let scalar = self.scalar();
-        let es = if scalar.is_some() {
-            math::exp(exponent(xs, m, t))
-        } else {
-            0.0
-        };
         s += es;
 
         let row = reduce(Stats { m, s });
@@ -221,4 +218,43 @@ impl<const FIXED: usize> Held<FIXED> {
             unsafe { mem::store(y_row, i, es * factor) };
         }
     }
+}
+
+/// The identity of a row's reference value for the inverse temperature `t`: `-inf` for
+/// `t >= 0` (the reference is a maximum), `+inf` for `t < 0` (a minimum). What a thread's
+/// register-held row holds in place of entries past the row's end.
+#[inline(always)]
+pub(super) fn identity(t: f32) -> f32 {
+    if t >= 0.0 {
+        f32::NEG_INFINITY
+    } else {
+        f32::INFINITY
+    }
+}
+
+/// The thread's reference value: the largest of its entries for `t >= 0`, the smallest for
+/// `t < 0` (the identity, [`identity`]`(t)`, if it holds none; NaN if one is NaN). The
+/// entries the thread does not hold must be the identity ([`Held::load`]): all `4 V + 1` are
+/// folded in, with no test per vector, and the sign of `t` is tested once, not per entry.
+#[inline(always)]
+pub(super) fn reference<const V: usize>(v: &[F4; V], xs: f32, t: f32) -> f32 {
+    if t >= 0.0 {
+        fold(v, xs, math::max_nan_fast)
+    } else {
+        fold(v, xs, math::min_nan_fast)
+    }
+}
+
+/// `pick` folded over the entries of `v`, then `xs`.
+#[inline(always)]
+fn fold<const V: usize>(v: &[F4; V], xs: f32, pick: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut m = v[0].0[0];
+    unroll_8!(V, |k| {
+        for c in 0..4 {
+            if k + c > 0 {
+                m = pick(m, v[k].0[c]);
+            }
+        }
+    });
+    pick(m, xs)
 }

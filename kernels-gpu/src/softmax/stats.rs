@@ -114,8 +114,8 @@ impl Stats {
     }
 }
 
-/// The statistics over the warp of one [`Stats`] per lane, returned to every lane: five
-/// butterfly steps of two shuffles and one [`Stats::merge`] each.
+/// The statistics over the warp of one [`Stats`] per lane, returned to every lane
+/// ([`group_stats`] of the whole warp).
 ///
 /// Every lane of the warp calls it.
 #[inline(always)]
@@ -128,22 +128,35 @@ pub(crate) fn warp_stats(stats: Stats, t: f32) -> Stats {
 /// [`Stats`] per lane, returned to every lane of the group: `log2 G` butterfly steps with lane
 /// masks below `G`, so that no value crosses from one group to another.
 ///
+/// In two rounds rather than one round of [`Stats::merge`]: first the group's reference value
+/// `M` (a butterfly of one shuffle and one `max.NaN` per step, on `sign(t) * m` so that one
+/// maximum serves both signs of `t`), then each lane rescales its own sum once,
+/// `s * exp(exponent(m, M, t))`, and the group adds those (a butterfly of one shuffle and one
+/// addition per step). The same `(M, S)` as merging pairwise, and the same rules at the edges
+/// (they are [`exponent`]'s), for one exponential per lane instead of two per step with
+/// `exponent`'s tests around each. Every step is bit for bit commutative (a maximum, a sum of
+/// two), so every lane of the group gets the same result.
+///
 /// Every lane of the warp calls it (the shuffles name the whole warp).
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub(super) fn group_stats<const G: usize>(stats: Stats, t: f32) -> Stats {
     const { assert!(G.is_power_of_two() && G <= warp::SIZE as usize) };
-    let mut acc = stats;
+    let sign = if t >= 0.0 { 1.0f32 } else { -1.0 };
+    let mut key = sign * stats.m;
     let mut mask = G as u32 / 2;
     while mask > 0 {
-        let other = Stats {
-            m: warp::shfl_xor(acc.m, mask),
-            s: warp::shfl_xor(acc.s, mask),
-        };
-        acc = acc.merge(other, t);
+        key = math::max_nan_fast(key, warp::shfl_xor(key, mask));
         mask /= 2;
     }
-    acc
+    let m = sign * key;
+    let mut s = stats.s * math::exp(exponent(stats.m, m, t));
+    mask = G as u32 / 2;
+    while mask > 0 {
+        s += warp::shfl_xor(s, mask);
+        mask /= 2;
+    }
+    Stats { m, s }
 }
 
 /// The statistics over the block of one [`Stats`] per thread, returned to every thread.

@@ -18,6 +18,7 @@ pub(super) fn trials() -> Vec<Trial> {
             classic_plans_for_the_timed_shapes,
             classic_plans_around_the_thresholds,
             default_and_candidate_plans_for_the_timed_shapes,
+            triton_like_candidate_plans,
             the_default_algorithm_is_one_pass_and_block_reduce_stays_selectable,
         ]
     )
@@ -110,6 +111,33 @@ fn classic_plans_around_the_thresholds() {
         }
     );
     assert_eq!(c.plan(256, 40000), OnePassPlan::Stream);
+}
+
+/// The bench's `--plans` candidates nearer Triton's launch shapes (`block-from-1k`,
+/// `block-4v-to-8k`, `block-4v-to-16k` in examples/bench/softmax.rs) give the plans their
+/// comments name.
+fn triton_like_candidate_plans() {
+    let d = OnePassConfig::default();
+    let block = |vectors, threads| OnePassPlan::Block { vectors, threads };
+    let from_1k = OnePassConfig {
+        warp_max_cols: 512,
+        ..d
+    };
+    assert_eq!(from_1k.plan(8192, 1024), block(4, 64));
+    assert_eq!(from_1k.plan(8192, 128), OnePassPlan::Group { lanes: 16 });
+    let to_8k = OnePassConfig {
+        block_4_max_threads: 512,
+        ..d
+    };
+    assert_eq!(to_8k.plan(8192, 4096), block(4, 256));
+    assert_eq!(to_8k.plan(8192, 8192), block(4, 512));
+    assert_eq!(to_8k.plan(8192, 16384), block(8, 512));
+    let to_16k = OnePassConfig {
+        block_4_max_threads: 1024,
+        ..d
+    };
+    assert_eq!(to_16k.plan(8192, 16384), block(4, 1024));
+    assert_eq!(to_16k.plan(8192, 32768), block(8, 1024));
 }
 
 fn default_and_candidate_plans_for_the_timed_shapes() {
