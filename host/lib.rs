@@ -80,7 +80,7 @@ pub use graph::{Graph, GraphBuffers};
 pub use half::{bf16, f16};
 pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
-pub use module::{Module, PtxModule, PtxSet};
+pub use module::{Cooperative, Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};

@@ -30,9 +30,11 @@ use crate::raw::launch_count;
 use crate::stream::{CrossStream, MAX_FOREIGN};
 
 mod cluster;
+mod cooperative;
 mod load;
 
 pub use cluster::{Clustered, MAX_CLUSTER_BLOCKS, PORTABLE_CLUSTER_BLOCKS};
+pub use cooperative::Cooperative;
 pub(crate) use load::{Function, Functions};
 pub use load::{PtxModule, PtxSet, entry_names};
 
@@ -147,6 +149,8 @@ pub struct ModuleArgs<'a> {
     cross: CrossStream,
     /// Blocks per thread-block cluster, when the launch goes through [`Module::clustered`].
     cluster: Option<(u32, u32, u32)>,
+    /// Whether the launch goes through [`Module::cooperative`].
+    cooperative: bool,
 }
 
 impl ModuleArgs<'_> {
@@ -217,6 +221,7 @@ impl Launcher for Module {
             sim,
             cross: CrossStream::default(),
             cluster: None,
+            cooperative: false,
         };
         if kernel.krate != self.krate {
             args.note(Error::InvalidArgument {
@@ -310,6 +315,9 @@ impl Launcher for Module {
                     cluster::check(kernel.name, config, shape, Some(device.compute_capability))?;
                     function.allow_cluster(shape)?;
                 }
+                if args.cooperative {
+                    cooperative::check(kernel.name, config, args.cluster, function, device)?;
+                }
                 let mut pointers = [std::ptr::null_mut::<c_void>(); MAX_PARAMS];
                 for (pointer, slot) in pointers.iter_mut().zip(args.slots.iter_mut()) {
                     *pointer = (slot as *mut u64).cast();
@@ -330,6 +338,7 @@ impl Launcher for Module {
                 unsafe {
                     let params = &mut pointers[..args.count.min(MAX_PARAMS)];
                     match args.cluster {
+                        None if args.cooperative => cooperative::launch(function, config, device, params),
                         None => result::launch_kernel(
                             function.func.cu_function(),
                             config.grid,

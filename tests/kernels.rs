@@ -35,6 +35,8 @@ mod device;
 mod errors;
 #[path = "kernels/graph.rs"]
 mod graph;
+#[path = "kernels/grid.rs"]
+mod grid;
 #[path = "kernels/matmul.rs"]
 mod matmul;
 #[path = "kernels/multi.rs"]
@@ -121,6 +123,7 @@ fn main() {
         transpose::trials,
         norm::trials,
         cross_entropy::trials,
+        grid::trials,
     ] {
         trials.extend(family(&sim, &cuda));
     }

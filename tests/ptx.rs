@@ -204,6 +204,10 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "softmax_split_write"
         | "softmax_split_write_streaming" => softmax::STREAM_BLOCK,
         "softmax_group_8x4" | "softmax_group_16x2" => softmax::GROUP_KERNEL_BLOCK,
+        // Sized to the row, up to its launch bounds.
+        "softmax_grid_row" => softmax::GRID_ROW_BLOCK,
+        // The check of the grid barrier: any block size; the CUDA trials' largest.
+        "grid_exchange" => 1024,
         "softmax_persist_warp_8" => softmax::WARP_KERNEL_BLOCK,
         // Sized to the row like the block-per-row kernels, up to this many threads.
         "softmax_persist_block_4" | "softmax_persist_block_8" => softmax::ROW_BLOCK_MAX,
@@ -622,6 +626,10 @@ const BARRIERS: &[(&str, usize)] = &[
     ("softmax_split_stats", 1),
     ("softmax_split_write", 1),
     ("softmax_split_write_streaming", 1),
+    // Two block reductions, and the grid barrier's two block barriers around its arrival.
+    ("softmax_grid_row", 4),
+    // Two grid barriers per round, two block barriers each.
+    ("grid_exchange", 4),
     // Lane groups: shuffles only.
     ("softmax_group_8x4", 0),
     ("softmax_group_16x2", 0),

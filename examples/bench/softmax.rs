@@ -216,6 +216,16 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
                 ..base
             },
         ),
+        // The same rows in one cooperative launch, each row over the whole grid
+        // (`softmax_grid_row`): a block per multiprocessor keeps its share in registers and
+        // shared memory, and reads again only what does not fit.
+        (
+            "grid-row",
+            OnePassConfig {
+                grid_row_max_rows: 8,
+                ..base
+            },
+        ),
     ]
 }
 

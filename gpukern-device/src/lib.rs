@@ -24,6 +24,7 @@
 //!   `wait_group`; `cp_async_16_after` and `wait_all` for threads that reuse their own slots).
 //! * [`atomic`]: atomic read-modify-writes on global or shared memory (`add`, `max`, `min`,
 //!   `exchange`, `cas`), with an explicit [`atomic::Scope`] (block, device, system).
+//! * [`grid`]: [`grid::sync`], the grid-wide barrier of a cooperative launch.
 //! * [`convert`]: half-precision elements ([`f16`](struct@f16), [`bf16`], re-exported from the
 //!   `half` crate): conversions to and from f32, and pairs as one 32-bit access (`load_f16x2`).
 //! * [`mbarrier`], [`tma`], [`wgmma`]: Hopper's transaction barriers, bulk tensor copies and
@@ -52,6 +53,7 @@ pub mod block;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 pub mod cluster;
 pub mod convert;
+pub mod grid;
 pub mod hint;
 pub mod math;
 pub mod mbarrier;

@@ -51,6 +51,7 @@ macro_rules! unroll_8 {
 
 pub mod add;
 pub mod cross_entropy;
+pub mod grid_check;
 pub mod matmul;
 pub mod norm;
 pub mod reduce;

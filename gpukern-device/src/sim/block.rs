@@ -37,6 +37,8 @@ pub(super) enum Suspend {
     },
     /// It polls (an `mbarrier` wait at this source location) and is to be resumed next round.
     Poll(&'static Location<'static>),
+    /// It reached the grid barrier ([`crate::grid::sync`]) at this source location.
+    Grid(&'static Location<'static>),
 }
 
 /// The yielder a simulated thread suspends itself through.
@@ -89,6 +91,8 @@ pub(super) struct BlockState<'l> {
     peers: Cell<(*const BlockState<'l>, usize)>,
     /// Cluster barriers completed so far.
     cluster_epoch: Cell<u32>,
+    /// Grid barriers completed so far (cooperative launches; the same in every block).
+    grid_epoch: Cell<u32>,
     /// Which threads have arrived at the cluster barrier and not yet waited.
     arrived: Vec<Cell<bool>>,
     /// Whether every thread of the block has returned (its shared memory is gone).
@@ -118,6 +122,7 @@ impl<'l> BlockState<'l> {
             rank,
             peers: Cell::new((std::ptr::null(), 0)),
             cluster_epoch: Cell::new(0),
+            grid_epoch: Cell::new(0),
             arrived: (0..threads).map(|_| Cell::new(false)).collect(),
             exited: Cell::new(false),
             mbarrier_updates: Cell::new(0),
@@ -259,6 +264,7 @@ impl<'l> BlockState<'l> {
                 block: self.block_linear as u32,
                 thread: self.current.get(),
                 epoch: self.epoch.get(),
+                grid: self.grid_epoch.get(),
             };
             if let Err(conflict) = shadow.record(offset, size, me, access) {
                 self.fail_global_race(region, shadow.granularity(), conflict, me, access);
@@ -357,6 +363,39 @@ impl<'l> BlockState<'l> {
         if let Some(offset) = offset {
             let tid = self.current.get() as usize;
             self.copies[tid].borrow_mut().issue(offset, data, words);
+        }
+        Ok(())
+    }
+
+    /// Whether the running thread may wait at the grid barrier whose word is at `barrier`: the
+    /// launch is cooperative, and (checked by the block's thread 0, the one that updates the
+    /// word on the GPU) the word is a writable, aligned `u32` of a registered buffer whose low 31
+    /// bits are zero, as the host leaves it. The simulator does not update the word.
+    pub(super) fn grid_may_sync(&self, barrier: usize) -> Result<(), Violation> {
+        if !self.info.cooperative {
+            return Err(Violation::InvalidLaunch {
+                reason: "grid::sync in a launch that is not cooperative: on a GPU its blocks \
+                         need not all be resident, and the grid barrier can hang; launch through \
+                         Module::cooperative (sim: Launch::cooperative)"
+                    .into(),
+            });
+        }
+        if self.current.get() != 0 {
+            return Ok(());
+        }
+        let address = self.check(barrier, 0, 4, Access::Atomic)?;
+        // SAFETY: `check` returned the host address of 4 bytes of a registered writable buffer,
+        // aligned to 4 (an atomic access); no simulated thread writes it but through atomics.
+        let word = unsafe {
+            (*(address as *const std::sync::atomic::AtomicU32)).load(std::sync::atomic::Ordering::Relaxed)
+        };
+        if word & 0x7fff_ffff != 0 {
+            return Err(Violation::Panic {
+                message: format!(
+                    "grid barrier word is {word:#x}: its low 31 bits must be 0 when the launch \
+                     starts (zero it before each cooperative launch), or the barrier opens early"
+                ),
+            });
         }
         Ok(())
     }

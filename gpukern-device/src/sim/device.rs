@@ -226,3 +226,17 @@ pub fn check_cluster_access(address: usize, size: usize, access: Access) -> usiz
         Err(violation) => b.fail(violation),
     })
 }
+
+/// The grid barrier ([`crate::grid::sync`]) with its word at `barrier`: suspends the running
+/// thread until every thread of the grid waits at it; on a violation (a launch that is not
+/// cooperative, a bad or non-zero word), records it and stops the thread.
+#[track_caller]
+pub fn grid_sync(barrier: usize) {
+    let at = Location::caller();
+    let yielder = with_block(|b| match b.grid_may_sync(barrier) {
+        Ok(()) => b.current_yielder(),
+        Err(violation) => b.fail(violation),
+    });
+    // SAFETY: the yielder lives on the running coroutine's stack, which is the one executing here.
+    unsafe { &*yielder }.suspend(Suspend::Grid(at));
+}

@@ -4,8 +4,8 @@
 //!
 //! Blocks run on several OS threads at once, so each entry is an atomic word holding a packed
 //! [`Toucher`]. Two threads of one block are ordered by a barrier between their accesses (the
-//! same barrier-interval rule as shared memory); threads of different blocks are never ordered,
-//! since the kernels have no grid-wide synchronisation. Two atomics never race with each other
+//! same barrier-interval rule as shared memory); threads of different blocks are ordered only by
+//! a grid barrier between their accesses ([`crate::grid::sync`], cooperative launches only). Two atomics never race with each other
 //! (that is what they are for), but an atomic races with an unordered plain read or write.
 //! Only writable buffers get a shadow: an input cannot be written, so it cannot race.
 
@@ -19,8 +19,15 @@ const THREAD_BITS: u32 = 11;
 /// two intervals of one thread pair; no kernel here comes near).
 const EPOCH_BITS: u32 = 21;
 
-/// One thread's access, packed into 64 bits: the block's linear index (low 32 bits of it), the
-/// barrier interval, and `thread + 1` (so that 0 means nobody).
+/// Bits of the high half of a packed [`Toucher`] that hold the grid-barrier interval in a
+/// cooperative launch (the block's index gets the other 16: such a grid has at most
+/// [`super::MAX_COOPERATIVE_THREADS`] threads, so far fewer blocks). Modulo 2^16, as the
+/// barrier interval is modulo 2^21.
+const GRID_EPOCH_BITS: u32 = 16;
+
+/// One thread's access, packed into 64 bits: the block's linear index (low 32 bits of it; in a
+/// cooperative launch, the low 16 bits beside the grid-barrier interval), the barrier interval,
+/// and `thread + 1` (so that 0 means nobody).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) struct Toucher {
     /// Linear index of the block in the grid.
@@ -29,28 +36,47 @@ pub(super) struct Toucher {
     pub(super) thread: u32,
     /// Barriers the block had passed when the access happened.
     pub(super) epoch: u32,
+    /// Grid barriers the grid had passed when the access happened (0 outside a cooperative
+    /// launch).
+    pub(super) grid: u32,
 }
 
 impl Toucher {
-    fn pack(self) -> u64 {
+    /// `grid_bits`: bits of the high half given to the grid-barrier interval (0 outside a
+    /// cooperative launch).
+    fn pack(self, grid_bits: u32) -> u64 {
         let epoch = u64::from(self.epoch) & ((1 << EPOCH_BITS) - 1);
-        (u64::from(self.block) << 32) | (epoch << THREAD_BITS) | (u64::from(self.thread) + 1)
+        let high = match grid_bits {
+            0 => u64::from(self.block),
+            bits => (u64::from(self.grid) & ((1 << bits) - 1)) << (32 - bits) | u64::from(self.block),
+        };
+        (high << 32) | (epoch << THREAD_BITS) | (u64::from(self.thread) + 1)
     }
 
-    fn unpack(word: u64) -> Option<Toucher> {
+    fn unpack(word: u64, grid_bits: u32) -> Option<Toucher> {
         let thread = (word & ((1 << THREAD_BITS) - 1)) as u32;
+        let high = (word >> 32) as u32;
+        let (block, grid) = match grid_bits {
+            0 => (high, 0),
+            bits => (high & ((1 << (32 - bits)) - 1), high >> (32 - bits)),
+        };
         (thread != 0).then(|| Toucher {
-            block: (word >> 32) as u32,
+            block,
             thread: thread - 1,
             epoch: ((word >> THREAD_BITS) & ((1 << EPOCH_BITS) - 1)) as u32,
+            grid,
         })
     }
 
-    /// Whether nothing orders `self`'s access before `other`'s: different blocks, or different
-    /// threads of one block in the same barrier interval.
-    fn unordered_with(self, other: Toucher) -> bool {
+    /// Whether nothing orders `self`'s access before `other`'s: in one grid-barrier interval
+    /// (always, outside a cooperative launch), different blocks, or different threads of one
+    /// block in the same barrier interval. (`other` was unpacked: its `grid` is reduced modulo
+    /// 2^`grid_bits`.)
+    fn unordered_with(self, other: Toucher, grid_bits: u32) -> bool {
         let same_epoch = (self.epoch ^ other.epoch) & ((1 << EPOCH_BITS) - 1) == 0;
-        self.block != other.block || (self.thread != other.thread && same_epoch)
+        let grid_mask = (1u64 << grid_bits) - 1;
+        let same_grid = (u64::from(self.grid ^ other.grid) & grid_mask) == 0;
+        same_grid && (self.block != other.block || (self.thread != other.thread && same_epoch))
     }
 }
 
@@ -76,6 +102,9 @@ pub(super) struct GlobalShadow {
     /// The last thread that performed an atomic: a plain access is checked against the latest
     /// atomic only.
     atomics: Vec<AtomicU64>,
+    /// Bits of a packed entry that hold the grid-barrier interval: [`GRID_EPOCH_BITS`] in a
+    /// cooperative launch, else 0 (the block index then gets all 32 bits).
+    grid_bits: u32,
 }
 
 impl GlobalShadow {
@@ -88,7 +117,14 @@ impl GlobalShadow {
             writers: (0..entries).map(|_| AtomicU64::new(0)).collect(),
             readers: (0..entries).map(|_| AtomicU64::new(0)).collect(),
             atomics: (0..entries).map(|_| AtomicU64::new(0)).collect(),
+            grid_bits: 0,
         }
+    }
+
+    /// Orders accesses of different blocks separated by a grid barrier (a cooperative launch,
+    /// whose blocks number less than 2^16); call before anything is recorded.
+    pub(super) fn order_by_grid_barriers(&mut self) {
+        self.grid_bits = GRID_EPOCH_BITS;
     }
 
     /// Records an access by `me` to bytes `offset..offset + size` of the buffer (in bounds), or
@@ -108,11 +144,12 @@ impl GlobalShadow {
     ) -> Result<(), GlobalConflict> {
         let first = offset / self.granularity;
         let last = (offset + size.max(1) - 1) / self.granularity;
-        let packed = me.pack();
+        let bits = self.grid_bits;
+        let packed = me.pack(bits);
         for element in first..=last.min(self.writers.len().saturating_sub(1)) {
             let conflict = |word: u64, other_access| {
-                Toucher::unpack(word)
-                    .filter(|&other| other.unordered_with(me))
+                Toucher::unpack(word, bits)
+                    .filter(|&other| me.unordered_with(other, bits))
                     .map(|other| GlobalConflict {
                         element,
                         other,

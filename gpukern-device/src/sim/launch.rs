@@ -106,11 +106,18 @@ pub(super) struct LaunchInfo {
     pub(super) output: Option<Output>,
     /// Blocks per cluster along each axis (`(1, 1, 1)`: no clusters).
     pub(super) cluster: Dim3,
+    /// A cooperative launch ([`Launch::cooperative`]): every block runs at once, and
+    /// [`crate::grid::sync`] is allowed.
+    pub(super) cooperative: bool,
 }
 
 /// Most blocks a cluster may have: 8 is the portable limit, 16 needs the kernel's
 /// non-portable-size attribute on an sm_90 GPU; the simulator takes up to 16.
 pub const MAX_CLUSTER_BLOCKS: u64 = 16;
+
+/// Most threads (all blocks together) of a cooperative launch in the simulator: every thread of
+/// the grid is a coroutine alive at once, with its own stack, on one OS thread.
+pub const MAX_COOPERATIVE_THREADS: u64 = 4096;
 
 impl LaunchInfo {
     /// The buffer whose kernel-side address is nearest to `address`, and `address`'s byte offset
@@ -170,6 +177,7 @@ impl<'a> Launch<'a> {
                 regions: Vec::new(),
                 output: None,
                 cluster: Dim3::new(1, 1, 1),
+                cooperative: false,
             },
             _buffers: PhantomData,
         }
@@ -181,6 +189,16 @@ impl<'a> Launch<'a> {
     /// into clusters, of at most [`MAX_CLUSTER_BLOCKS`] blocks (checked when the launch runs).
     pub fn cluster(&mut self, shape: Dim3) {
         self.info.cluster = shape;
+    }
+
+    /// Makes the launch cooperative (`cuLaunchKernelEx` with `CU_LAUNCH_ATTRIBUTE_COOPERATIVE`):
+    /// every block of the grid runs at once, its threads scheduled as one group, so that the
+    /// grid-wide barrier [`crate::grid::sync`] really synchronises them all (a launch that is not
+    /// cooperative and calls it is reported). Global-memory accesses of different blocks separated
+    /// by a grid barrier are ordered; without one they race, as always. The grid may have at most
+    /// [`MAX_COOPERATIVE_THREADS`] threads, and no clusters (checked when the launch runs).
+    pub fn cooperative(&mut self) {
+        self.info.cooperative = true;
     }
 
     /// Registers `data` as a read-only buffer named `name`; returns the pointer to pass to the
@@ -252,9 +270,18 @@ impl<'a> Launch<'a> {
     /// `body` is called concurrently from several OS threads; it must only call a kernel with
     /// pointers registered on this launch (the kernel's own safety contract applies).
     pub unsafe fn run(self, body: impl Fn()) -> Result<(), SimError> {
-        let info = self.info;
+        let mut info = self.info;
         validate(&info)?;
-        let clusters = info.config.grid.count() / info.cluster.count().max(1);
+        if info.cooperative {
+            for shadow in info.regions.iter_mut().filter_map(|r| r.shadow.as_mut()) {
+                shadow.order_by_grid_barriers();
+            }
+        }
+        // A cooperative launch is one group of every block; otherwise one group per cluster.
+        let clusters = match info.cooperative {
+            true => 1,
+            false => info.config.grid.count() / info.cluster.count().max(1),
+        };
         let workers = worker_count().min(clusters).max(1) as usize;
         let body = SharedBody(body);
         let next = AtomicU64::new(0);
@@ -273,7 +300,10 @@ impl<'a> Launch<'a> {
                         if c >= clusters {
                             break;
                         }
-                        let blocks = cluster_blocks(&info, c);
+                        let blocks = match info.cooperative {
+                            true => (0..info.config.grid.count()).collect(),
+                            false => cluster_blocks(&info, c),
+                        };
                         let b = blocks[0];
                         if let Err(e) = run_cluster(&info, &blocks, &mut stacks, &|| (body.0)()) {
                             stop.store(true, Ordering::Relaxed);
@@ -337,6 +367,17 @@ fn validate(info: &LaunchInfo) -> Result<(), SimError> {
         Some(format!(
             "clusters of {cluster}: {} blocks, more than {MAX_CLUSTER_BLOCKS}",
             cluster.count()
+        ))
+    } else if info.cooperative && cluster.count() > 1 {
+        Some(format!(
+            "a cooperative launch in clusters of {cluster}: the simulator runs cooperative grids \
+             without clusters"
+        ))
+    } else if info.cooperative && grid.count() * block.count() > MAX_COOPERATIVE_THREADS {
+        Some(format!(
+            "a cooperative grid {grid} of blocks {block}: {} threads, more than the simulator's \
+             {MAX_COOPERATIVE_THREADS}",
+            grid.count() * block.count()
         ))
     } else if grid.count() == 0 {
         Some(format!("grid {grid} has no blocks"))

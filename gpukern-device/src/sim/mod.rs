@@ -14,6 +14,12 @@
 //!   barrier orders a block's own threads only: an access from another block is ordered
 //!   against the memory's own threads by cluster barriers alone), and access to a block that
 //!   has exited;
+//! * cooperative launches ([`Launch::cooperative`]): every block of the grid runs together, its
+//!   threads scheduled as one group, so that the grid barrier ([`crate::grid::sync`]) really
+//!   synchronises them; it is reported (never hung) when a thread of the grid has returned or
+//!   waits elsewhere, and when a launch that is not cooperative calls it. Global accesses of
+//!   different blocks separated by a grid barrier are ordered (each access records the grid
+//!   barriers passed before it); in one grid-barrier interval they race as always;
 //! * each registered buffer at its own simulated device address, 1 TiB from any other: the
 //!   pointers a kernel gets from [`Launch::input`] / [`Launch::output`] are not host addresses,
 //!   and [`crate::mem`] translates every access;
@@ -40,8 +46,8 @@
 //! * shared-memory races: two threads touching the same element between two barriers, at
 //!   least one of them writing;
 //! * global-memory races in output buffers: two threads touching the same element, at least one
-//!   writing, with nothing ordering them (threads of different blocks, always; threads of one
-//!   block, between two barriers). Reported from the lower of the two (block, thread) pairs;
+//!   writing, with nothing ordering them (threads of different blocks, unless a grid barrier of a
+//!   cooperative launch lies between; threads of one block, between two barriers). Reported from the lower of the two (block, thread) pairs;
 //! * atomics, as accesses of kind [`Access::Atomic`] in global and shared memory: checked for
 //!   bounds, unknown pointers and writes to inputs as a write is; two atomics on one element
 //!   never race, but an atomic races with another thread's plain read or write of the element
@@ -87,7 +93,7 @@ mod print;
 mod report;
 mod shadow;
 
-pub use launch::{Dim3, Launch, LaunchConfig, MAX_CLUSTER_BLOCKS};
+pub use launch::{Dim3, Launch, LaunchConfig, MAX_CLUSTER_BLOCKS, MAX_COOPERATIVE_THREADS};
 pub use print::{Output, Printed};
 pub use report::{Access, SimError, Space, Violation};
 

@@ -94,6 +94,7 @@ impl Gpu {
             } => {
                 return self.softmax_split(x, y, (rows, cols), t, (chunks, chunk_vecs, streaming));
             }
+            OnePassPlan::GridRow => return self.softmax_grid_row(x, y, (rows, cols), t),
         };
         // SAFETY: `x` and `y` hold rows*cols elements at the same address modulo 16 (checked by
         // the caller); the plan fits `cols` to the kernel and `cfg` is its documented shape.
@@ -148,5 +149,16 @@ impl Gpu {
                 streaming,
             )
         }
+    }
+
+    /// The grid-row path (`softmax_grid_row`): see [`super::grid_row`].
+    fn softmax_grid_row(
+        &self,
+        x: &DeviceVec,
+        y: &mut DeviceVec,
+        shape: (usize, usize),
+        t: f32,
+    ) -> Result<()> {
+        super::grid_row::launch(self, x, y, shape, t)
     }
 }

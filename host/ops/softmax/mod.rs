@@ -2,6 +2,7 @@
 //! operation checks its operands once, picks the plan once (`plan.rs`), and launches it
 //! (`launch.rs`).
 
+mod grid_row;
 mod launch;
 mod plan;
 

@@ -148,6 +148,11 @@ pub struct OnePassConfig {
     /// Vectors per thread of the cluster kernels: 8 (`softmax_cluster_8`, the fewest blocks)
     /// or 4 (`softmax_cluster_4`, twice the blocks, each of fewer registers).
     pub cluster_vectors: usize,
+    /// Rows too long for the block and cluster kernels, when there are at most this many, run
+    /// on `softmax_grid_row`: one cooperative launch, each row split over the whole grid (a
+    /// block per multiprocessor) and kept on chip where it fits, instead of the split path's
+    /// two launches. 0: never (the default until the bench's `one-pass/grid-row` is measured).
+    pub grid_row_max_rows: usize,
 }
 
 impl Default for OnePassConfig {
@@ -182,6 +187,7 @@ impl Default for OnePassConfig {
             // `one-pass` against `one-pass/cluster-2x`).
             cluster_min_blocks: CLUSTER_MIN_BLOCKS,
             cluster_vectors: 8,
+            grid_row_max_rows: 0,
         }
     }
 }
@@ -228,6 +234,10 @@ pub enum OnePassPlan {
     },
     /// `softmax_stream`: a block per row, the row read twice.
     Stream,
+    /// `softmax_grid_row`: a cooperative launch, each row split over the whole grid; the grid,
+    /// block and shared memory are sized at launch from the device
+    /// ([`OnePassConfig::grid_row_max_rows`]).
+    GridRow,
     /// `softmax_split_stats` then `softmax_split_write` (or `softmax_split_write_streaming`):
     /// `chunks` blocks per row of `chunk_vecs` vectors each.
     Split {
@@ -288,6 +298,9 @@ impl OnePassConfig {
             if threads <= block_8_max_threads.min(ROW_BLOCK_MAX) as usize {
                 return block(BLOCK_MAX_VECTORS, threads);
             }
+        }
+        if rows <= self.grid_row_max_rows {
+            return OnePassPlan::GridRow;
         }
         if rows >= self.split_max_rows {
             return OnePassPlan::Stream;

@@ -28,6 +28,9 @@
 //! * [`two_pass`]: the same with several blocks per row, in two launches
 //!   ([`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats)(fn@softmax_split_stats) then [`softmax_split_write`](fn@softmax_split_write)(fn@softmax_split_write)(fn@softmax_split_write), or its
 //!   evict-first twin [`softmax_split_write_streaming`](fn@softmax_split_write_streaming)).
+//! * [`grid_row`]: the same rows in one cooperative launch, the row split over the whole grid,
+//!   each block keeping what fits of its share in registers and shared memory, the statistics
+//!   exchanged across a grid barrier ([`softmax_grid_row`](fn@softmax_grid_row)).
 //!
 //! The shared pieces: [`stats`] (the exponent, Kahan sums, the online `(max, sum)` statistics and
 //! their warp and block merges) and `row` (a row's split into 16-byte vectors, the entries one
@@ -76,6 +79,7 @@ macro_rules! softmax_kernel {
 pub mod block_reduce;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 pub mod cluster;
+pub mod grid_row;
 pub mod in_registers;
 pub mod persistent;
 pub(crate) mod row;
@@ -86,6 +90,9 @@ pub mod two_pass;
 pub use block_reduce::{softmax_block_reduce, BLOCK, SHARED_BYTES};
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 pub use cluster::{softmax_cluster_4, softmax_cluster_8, CLUSTER_MAX_BLOCKS, CLUSTER_SHARED_BYTES};
+pub use grid_row::{
+    grid_row_shared_bytes, softmax_grid_row, GRID_ROW_BLOCK, GRID_ROW_SCRATCH_BYTES, GRID_ROW_VECTORS,
+};
 pub use in_registers::{
     softmax_block_4, softmax_block_8, softmax_group_16x2, softmax_group_8x4, softmax_warp_1, softmax_warp_2,
     softmax_warp_4, softmax_warp_8, GROUP_KERNEL_BLOCK,

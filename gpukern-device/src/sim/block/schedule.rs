@@ -26,12 +26,16 @@ pub(in crate::sim) fn run_cluster(
     body: &(dyn Fn() + Sync),
 ) -> Result<(), SimError> {
     let threads = info.config.block.count() as usize;
+    // A cooperative launch's group is every block of the grid, each a cluster of one.
+    let clustered = info.cluster.count() > 1;
     let states: Vec<BlockState> = blocks
         .iter()
         .enumerate()
-        .map(|(rank, &b)| BlockState::new(info, b, threads, rank as u32))
+        .map(|(rank, &b)| BlockState::new(info, b, threads, if clustered { rank as u32 } else { 0 }))
         .collect();
-    cluster::link(&states);
+    if clustered {
+        cluster::link(&states);
+    }
 
     let mut coroutines: Vec<Vec<Thread>> = Vec::with_capacity(states.len());
     let mut result = Ok(());
@@ -90,6 +94,8 @@ pub(super) enum Wait {
     },
     /// It polls an `mbarrier` at this location: resumed every round.
     Poll(&'static Location<'static>),
+    /// It waits at the grid barrier, at this location.
+    Grid(&'static Location<'static>),
     /// It returned.
     Exited,
 }
@@ -102,6 +108,7 @@ impl Wait {
             Wait::Cluster(at) => format!("the cluster barrier at {at}"),
             Wait::Warp { at, .. } => format!("the warp shuffle at {at}"),
             Wait::Poll(at) => format!("the mbarrier wait at {at}"),
+            Wait::Grid(at) => format!("the grid barrier at {at}"),
             Wait::Ready | Wait::Exited => "nowhere".to_string(),
         }
     }
@@ -136,6 +143,7 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
                         wait[tid] = Wait::Warp { at, value, src_lane }
                     }
                     Ok(CoroutineResult::Yield(Suspend::Poll(at))) => wait[tid] = Wait::Poll(at),
+                    Ok(CoroutineResult::Yield(Suspend::Grid(at))) => wait[tid] = Wait::Grid(at),
                     Ok(CoroutineResult::Return(())) => wait[tid] = Wait::Exited,
                     Err(payload) => return Err(state.report(tid as u32, payload)),
                 }
@@ -164,7 +172,7 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
         for (state, wait) in states.iter().zip(wait.iter_mut()) {
             opened |= open_barrier(state, wait)?;
         }
-        if opened {
+        if opened || open_grid_barrier(states, &mut wait)? {
             continue;
         }
         if !cluster::open_barrier(states, &mut wait)? {
@@ -209,7 +217,7 @@ fn open_barrier(state: &BlockState, wait: &mut [Wait]) -> Result<bool, SimError>
     if let Some(other) = wait.iter().position(|w| *w != wait[first]) {
         let there = match wait[other] {
             Wait::Barrier(at) => at.to_string(),
-            w @ Wait::Cluster(_) => w.describe(),
+            w @ (Wait::Cluster(_) | Wait::Grid(_)) => w.describe(),
             _ => unreachable!("with no thread at a shuffle or returned, all wait at barriers"),
         };
         let other = state.thread_dim(other as u32);
@@ -224,6 +232,58 @@ fn open_barrier(state: &BlockState, wait: &mut [Wait]) -> Result<bool, SimError>
     }
     state.epoch.set(state.epoch.get() + 1);
     wait.fill(Wait::Ready);
+    Ok(true)
+}
+
+/// Opens the grid barrier ([`crate::grid::sync`], a cooperative launch: `states` are every block
+/// of the grid), once no block barrier or shuffle can complete, if some thread waits at it:
+/// checks that every thread of the grid does (at any of the kernel's grid barriers: on the GPU
+/// they are one counter). Returns whether it opened it.
+fn open_grid_barrier(states: &[BlockState], wait: &mut [Vec<Wait>]) -> Result<bool, SimError> {
+    let Some((first_block, first, at)) = wait.iter().enumerate().find_map(|(b, w)| {
+        w.iter().enumerate().find_map(|(t, w)| match w {
+            Wait::Grid(at) => Some((b, t, *at)),
+            _ => None,
+        })
+    }) else {
+        return Ok(false);
+    };
+    let waiting = wait
+        .iter()
+        .flatten()
+        .filter(|w| matches!(w, Wait::Grid(_)))
+        .count();
+    for (state, block_wait) in states.iter().zip(wait.iter()) {
+        if let Some(gone) = block_wait.iter().position(|&w| w == Wait::Exited) {
+            return Err(state.error(
+                gone as u32,
+                Violation::BarrierNotReached {
+                    barrier: format!("{at} (the grid barrier)"),
+                    waiting,
+                },
+            ));
+        }
+    }
+    for (state, block_wait) in states.iter().zip(wait.iter()) {
+        if let Some(other) = block_wait.iter().position(|w| !matches!(w, Wait::Grid(_))) {
+            return Err(state.error(
+                other as u32,
+                Violation::DifferentBarriers {
+                    here: block_wait[other].describe(),
+                    there: format!(
+                        "the grid barrier at {at} (block {} waits there)",
+                        states[first_block].block_idx
+                    ),
+                    other: states[first_block].thread_dim(first as u32),
+                },
+            ));
+        }
+    }
+    for (state, wait) in states.iter().zip(wait.iter_mut()) {
+        state.epoch.set(state.epoch.get() + 1);
+        state.grid_epoch.set(state.grid_epoch.get() + 1);
+        wait.fill(Wait::Ready);
+    }
     Ok(true)
 }
 

@@ -1,0 +1,88 @@
+//! The grid-wide barrier of a cooperative launch (CUDA's cooperative groups `grid.sync()`):
+//! [`sync`] returns in no thread until every thread of the grid has reached it, and every
+//! memory write before it (global and shared, by any thread of the grid) is visible to every
+//! thread after it.
+//!
+//! The barrier is one `u32` word in global memory that the host zeroes before the launch (a
+//! scratch word of the launch, not shared with another launch in flight). Each block's thread 0
+//! adds to it once per barrier: 1 for every block but block 0, which adds
+//! `2^31 - (blocks - 1)`; the word's top bit flips exactly when the last block has arrived
+//! (before that the low 31 bits, which start at 0, keep the sum below or at the bit), and the low
+//! bits return to 0, so the same word serves every barrier of the launch. A block that arrives
+//! at the next barrier early cannot flip the bit again before every block has arrived there too.
+//!
+//! The launch **must be cooperative** (gpukern's `Module::cooperative`, `cuLaunchKernelEx` with
+//! `CU_LAUNCH_ATTRIBUTE_COOPERATIVE`): every block of the grid resident at once. In a plain
+//! launch with more blocks than fit, the resident ones spin forever waiting for blocks that
+//! cannot start: the GPU hangs. The simulator reports a call from a launch that is not
+//! cooperative ([`crate::sim::Launch::cooperative`]), a thread that returns or waits at another
+//! barrier while others wait at this one, and a word whose low bits are not zero at a barrier.
+
+/// Waits until every thread of the grid has called `sync` (as many times as this thread): the
+/// block's threads meet at a block barrier, thread 0 arrives on the word `*barrier` with a
+/// release atomic at GPU scope (`atom.add.release.gpu`, which carries the block's writes that
+/// the block barrier ordered before it) and spins with acquire loads (`ld.acquire.gpu`) until
+/// the word's top bit flips, and a second block barrier lets the block go on.
+///
+/// # Safety
+/// The launch is cooperative (every block resident at once), and every thread of the grid calls
+/// `sync` the same number of times; `barrier` points to a `u32` in global memory, aligned, that
+/// was 0 when the launch started and that nothing else touches during it.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn sync(barrier: *mut u32) {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        crate::thread::sync_threads();
+        let (tx, ty, tz) = (
+            crate::thread::thread_idx_x(),
+            crate::thread::thread_idx_y(),
+            crate::thread::thread_idx_z(),
+        );
+        if tx | ty | tz == 0 {
+            let blocks =
+                crate::thread::grid_dim_x() * crate::thread::grid_dim_y() * crate::thread::grid_dim_z();
+            let first =
+                crate::thread::block_idx_x() | crate::thread::block_idx_y() | crate::thread::block_idx_z()
+                    == 0;
+            let add = if first {
+                TOP_BIT.wrapping_sub(blocks - 1)
+            } else {
+                1
+            };
+            let old: u32;
+            // SAFETY: the caller's contract: `barrier` is an aligned global u32.
+            unsafe {
+                core::arch::asm!(
+                    "atom.add.release.gpu.global.u32 {old}, [{p}], {add};",
+                    old = out(reg32) old,
+                    p = in(reg64) barrier,
+                    add = in(reg32) add,
+                    options(nostack),
+                );
+            }
+            loop {
+                let now: u32;
+                // SAFETY: as above.
+                unsafe {
+                    core::arch::asm!(
+                        "ld.acquire.gpu.global.u32 {now}, [{p}];",
+                        now = out(reg32) now,
+                        p = in(reg64) barrier,
+                        options(nostack),
+                    );
+                }
+                if (old ^ now) & TOP_BIT != 0 {
+                    break;
+                }
+            }
+        }
+        crate::thread::sync_threads();
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::grid_sync(barrier as usize);
+}
+
+/// The bit of the barrier word that flips at each completed barrier.
+#[cfg(target_arch = "nvptx64")]
+const TOP_BIT: u32 = 1 << 31;
