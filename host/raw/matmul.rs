@@ -173,8 +173,8 @@ pub(crate) trait HalfKernels<O>: Sized {
     fn wgmma_128x128() -> Option<WgmmaLauncher<Self, O>> {
         None
     }
-    /// The warp-specialised Hopper kernel (`kernels_gpu::matmul::wgmma_ws`).
-    fn wgmma_ws() -> WgmmaLauncher<Self, O>;
+    /// The warp-specialised Hopper kernel (`kernels_gpu::matmul::wgmma_ws`) of `tile`.
+    fn wgmma_ws(tile: crate::ops::matmul::WsTile) -> WgmmaLauncher<Self, O>;
     /// The element type as the copy engine's tensor maps name it.
     fn tensor_map_type() -> cudarc::driver::sys::CUtensorMapDataType;
 }
@@ -196,7 +196,7 @@ pub(crate) type WgmmaLauncher<I, O> = for<'a> unsafe fn(
 ) -> Result<()>;
 
 macro_rules! half_kernels {
-    ($($in:ty => $out:ty: $tma:ident, $plain:ident, $vec8:ident, $ws:ident $(, $wgmma:ident)?;)*) => {$(
+    ($($in:ty => $out:ty: $tma:ident, $plain:ident, $vec8:ident, [$wide:ident, $square:ident, $narrow:ident] $(, $wgmma:ident)?;)*) => {$(
         impl HalfKernels<$out> for $in {
             fn half_128x128(vec8: bool) -> HalfLauncher<$in, $out> {
                 if vec8 { h::$vec8::launch } else { h::$plain::launch }
@@ -206,8 +206,13 @@ macro_rules! half_kernels {
                     Some(k::wgmma::$wgmma::launch)
                 }
             )?
-            fn wgmma_ws() -> WgmmaLauncher<$in, $out> {
-                k::wgmma_ws::$ws::launch
+            fn wgmma_ws(tile: crate::ops::matmul::WsTile) -> WgmmaLauncher<$in, $out> {
+                use crate::ops::matmul::WsTile;
+                match tile {
+                    WsTile::Wide => k::wgmma_ws::$wide::launch,
+                    WsTile::Square => k::wgmma_ws::$square::launch,
+                    WsTile::Narrow => k::wgmma_ws::$narrow::launch,
+                }
             }
             fn tensor_map_type() -> cudarc::driver::sys::CUtensorMapDataType {
                 cudarc::driver::sys::CUtensorMapDataType::$tma
@@ -217,8 +222,8 @@ macro_rules! half_kernels {
 }
 
 half_kernels! {
-    half::bf16 => half::bf16: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, matmul_bf16_128x128, matmul_bf16_128x128_vec8, matmul_ws_bf16_128x256, matmul_wgmma_bf16_128x128;
-    half::bf16 => f32: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, matmul_bf16_f32out_128x128, matmul_bf16_f32out_128x128_vec8, matmul_ws_bf16_f32out_128x256, matmul_wgmma_bf16_f32out_128x128;
-    half::f16 => half::f16: CU_TENSOR_MAP_DATA_TYPE_FLOAT16, matmul_f16_128x128, matmul_f16_128x128_vec8, matmul_ws_f16_128x256;
-    half::f16 => f32: CU_TENSOR_MAP_DATA_TYPE_FLOAT16, matmul_f16_f32out_128x128, matmul_f16_f32out_128x128_vec8, matmul_ws_f16_f32out_128x256;
+    half::bf16 => half::bf16: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, matmul_bf16_128x128, matmul_bf16_128x128_vec8, [matmul_ws_bf16_128x256, matmul_ws_bf16_128x128, matmul_ws_bf16_64x128], matmul_wgmma_bf16_128x128;
+    half::bf16 => f32: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, matmul_bf16_f32out_128x128, matmul_bf16_f32out_128x128_vec8, [matmul_ws_bf16_f32out_128x256, matmul_ws_bf16_f32out_128x128, matmul_ws_bf16_f32out_64x128], matmul_wgmma_bf16_f32out_128x128;
+    half::f16 => half::f16: CU_TENSOR_MAP_DATA_TYPE_FLOAT16, matmul_f16_128x128, matmul_f16_128x128_vec8, [matmul_ws_f16_128x256, matmul_ws_f16_128x128, matmul_ws_f16_64x128];
+    half::f16 => f32: CU_TENSOR_MAP_DATA_TYPE_FLOAT16, matmul_f16_f32out_128x128, matmul_f16_f32out_128x128_vec8, [matmul_ws_f16_f32out_128x256, matmul_ws_f16_f32out_128x128, matmul_ws_f16_f32out_64x128];
 }

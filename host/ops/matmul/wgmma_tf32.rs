@@ -86,7 +86,7 @@ impl Gpu {
             });
         }
         check_copy_engine_dims((m, k, n))?;
-        let cfg = self.ws_launch_config(m, n)?;
+        let cfg = self.ws_launch_config(m, n, WS_128X256)?;
         let bt = self.transpose(b)?;
         let maps = self.tf32_tensor_maps(a, &bt, (m, k, n))?;
         // SAFETY: `maps` holds the TFLOAT32 maps of `a` (m x k, box 128 x 32) and `bt` = B^T
