@@ -39,6 +39,18 @@
 //! products: keep such values in an array of their own (the warp-specialised kernel stores a
 //! `k = 0` tile's zeros from one).
 //!
+//! # Widths: one body for several tile shapes
+//! The four-step products exist for `N` = 256, 128 and 64 (`mma_{bf16,f16}_m64n{N}k64`, their
+//! `_async` twins, `mma_tf32_m64n{N}k32`), all from one macro: the accumulator operand lists are
+//! written once per width (`[f32; N / 2]` per thread) and the PTX text, the `asm!` operands and
+//! the simulator's reading of them follow. The [`Accumulators`] trait ties each width to its
+//! array type, so a kernel generic over its tile (`kernels_gpu::matmul::wgmma_ws::ws_gemm`, whose
+//! tile type names a tiling and an accumulator array) picks the instruction by the array its
+//! consumers hold: a 128 x 128 tile of two consumers uses `m64n128k16`, a 64 x 128 tile whose
+//! two consumers sit side by side `m64n64k16`, with no second copy of the kernel body. A smaller
+//! `N` reads the same `64 x 16` of `A` per instruction for fewer products, so it needs more
+//! shared-memory bandwidth per flop; it pays where the larger tile leaves multiprocessors idle.
+//!
 //! # Scale-d
 //! Each `wgmma.mma_async` has its own scale-d predicate: true adds the product to the
 //! accumulators, false overwrites them (`D = A * B`). In a sequence of products on the same

@@ -161,6 +161,13 @@ const _: () = assert!(
     "every warp-specialised tiling tiles its block with 64 x N consumers and fits shared memory"
 );
 
+// The shared memory the tilings' documentation states.
+const _: () = assert!(
+    WS_128X256.shared_bytes() == 197_696
+        && WS_128X128.shared_bytes() == 197_728
+        && WS_64X128.shared_bytes() == 197_760
+);
+
 /// A tile shape of [`ws_gemm`]: the tiling, and the accumulator array of one consumer (its
 /// `wgmma` width).
 pub trait WsShape {
