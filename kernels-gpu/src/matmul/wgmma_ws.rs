@@ -118,6 +118,7 @@ impl WsTiling {
     /// Whether the consumers tile the block exactly, each `64 x N` with `N` a width `wgmma` has
     /// here (64, 128 or 256) and a whole number of 64-column boxes of `B`, and the block
     /// within one SM's shared memory (227 KiB).
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
     pub const fn is_valid(&self) -> bool {
         let rows = self.row_groups();
         let n = self.consumer_cols();

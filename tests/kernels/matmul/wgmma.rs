@@ -184,7 +184,35 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             }
         }
     }
+    trials.extend(crate::common::trial::plain_trials!(
+        "matmul_wgmma_ws_plan",
+        [ws_tiles_for_benchmark_shapes]
+    ));
     trials
+}
+
+/// `WsTile::choose` on an H200's 132 SMs: 128 x 256 from 2048^3 on (the default for large
+/// products unchanged), 128 x 128 where it gives about a wave and 128 x 256 does not, 64 x 128
+/// below; the smallest tile when none fills the GPU.
+fn ws_tiles_for_benchmark_shapes() {
+    let sms = 132;
+    for (m, n, want) in [
+        (8192, 8192, WsTile::Wide),
+        (4096, 4096, WsTile::Wide),
+        (4097, 4093, WsTile::Wide),
+        (2048, 2048, WsTile::Wide),
+        (1536, 1536, WsTile::Square),
+        (2048, 1024, WsTile::Square),
+        (1024, 1024, WsTile::Narrow),
+        (1, 1, WsTile::Narrow),
+    ] {
+        assert_eq!(WsTile::choose(m, n, sms), want, "{m} x {n}");
+    }
+    // Each tile's count at the boundary: 119 tiles (90% of 132 is 118.8) is a wave, 118 not.
+    let wide = WsTile::Wide.tiling();
+    assert_eq!(wide.tiles(128 * 7, 256 * 17), 119);
+    assert_eq!(WsTile::choose(128 * 7, 256 * 17, sms), WsTile::Wide);
+    assert_eq!(WsTile::choose(128 * 2, 256 * 59, sms), WsTile::Square);
 }
 
 /// A 16-bit operand type of these trials.
