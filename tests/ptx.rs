@@ -196,11 +196,13 @@ fn block_threads(kernel: &str) -> Option<u32> {
         "matmul_ws_bf16_128x128"
         | "matmul_ws_bf16_f32out_128x128"
         | "matmul_ws_f16_128x128"
-        | "matmul_ws_f16_f32out_128x128" => matmul::wgmma_ws::WS_128X128.threads(),
+        | "matmul_ws_f16_f32out_128x128"
+        | "matmul_ws_tf32_128x128" => matmul::wgmma_ws::WS_128X128.threads(),
         "matmul_ws_bf16_64x128"
         | "matmul_ws_bf16_f32out_64x128"
         | "matmul_ws_f16_64x128"
-        | "matmul_ws_f16_f32out_64x128" => matmul::wgmma_ws::WS_64X128.threads(),
+        | "matmul_ws_f16_f32out_64x128"
+        | "matmul_ws_tf32_64x128" => matmul::wgmma_ws::WS_64X128.threads(),
         "softmax_block_reduce" => softmax::BLOCK,
         "softmax_warp_1" | "softmax_warp_2" | "softmax_warp_4" | "softmax_warp_8" => {
             softmax::WARP_KERNEL_BLOCK
@@ -389,6 +391,8 @@ const ARCH_SPECIFIC_KERNELS: &[&str] = &[
     "matmul_ws_bf16_f32out_64x128",
     "matmul_ws_f16_64x128",
     "matmul_ws_f16_f32out_64x128",
+    "matmul_ws_tf32_128x128",
+    "matmul_ws_tf32_64x128",
 ];
 
 /// `wgmma.mma_async` and `wgmma.wait_group` lines per `wgmma` kernel: the one-warpgroup
@@ -614,6 +618,8 @@ const BARRIERS: &[(&str, usize)] = &[
     ("matmul_ws_bf16_f32out_64x128", 1),
     ("matmul_ws_f16_64x128", 1),
     ("matmul_ws_f16_f32out_64x128", 1),
+    ("matmul_ws_tf32_128x128", 1),
+    ("matmul_ws_tf32_64x128", 1),
     // Each `block::reduce` has three (after the store, one per tree round in its loop, after the
     // final read); the kernel calls `reduce_max` or `reduce_min` (a branch on `t`, which is the
     // same for the whole block), then `reduce_sum`: three call sites.

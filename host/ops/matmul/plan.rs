@@ -79,7 +79,11 @@ pub enum Tf32Tile {
     /// there. The copy engine rounds the operands to TF32 (to nearest) on the GPU; the promised
     /// bound is the truncation one ([`Tf32Tile::error_factor`], `2^-10`), which also covers the
     /// simulator, whose copies leave the tensor core to truncate. Not in [`Tf32Tile::ALL`].
+    /// The tile by shape, as [`HalfTile::WarpSpecialized`] ([`WsTile::choose`]).
     Wgmma,
+    /// [`Tf32Tile::Wgmma`] with the given tile, whatever the shape (for comparing tiles, and
+    /// for tests that must reach each). Not in [`Tf32Tile::ALL`].
+    WgmmaTile(WsTile),
 }
 
 impl Tf32Tile {
@@ -99,13 +103,14 @@ impl Tf32Tile {
             Tf32Tile::Wide | Tf32Tile::WideTruncated => TF32_128X256,
             Tf32Tile::Square | Tf32Tile::SquareTruncated => TF32_128X128,
             Tf32Tile::SquareK16 => TF32_128X128_K16,
-            // The same rows and columns per tile as the `wgmma` kernel's `WS_128X256`.
-            Tf32Tile::Wgmma => TF32_128X256,
+            // The same rows and columns per tile as the `wgmma` kernel's `WS_128X256` (its
+            // tiling by shape is `WsTile::tiling`'s).
+            Tf32Tile::Wgmma | Tf32Tile::WgmmaTile(_) => TF32_128X256,
         }
     }
 
     /// A short name: `128x256`, `128x128`, `128x128-k16`, `128x256-trunc`, `128x128-trunc`,
-    /// `wgmma-ws-128x256`.
+    /// `wgmma-ws` (the tile by shape), or the [`WsTile::name`] of a forced tile.
     pub fn name(self) -> &'static str {
         match self {
             Tf32Tile::Wide => "128x256",
@@ -113,7 +118,8 @@ impl Tf32Tile {
             Tf32Tile::SquareK16 => "128x128-k16",
             Tf32Tile::WideTruncated => "128x256-trunc",
             Tf32Tile::SquareTruncated => "128x128-trunc",
-            Tf32Tile::Wgmma => "wgmma-ws-128x256",
+            Tf32Tile::Wgmma => "wgmma-ws",
+            Tf32Tile::WgmmaTile(t) => t.name(),
         }
     }
 

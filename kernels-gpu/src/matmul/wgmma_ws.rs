@@ -607,6 +607,28 @@ ws_kernel!(
     matmul_ws_tf32_128x256: f32 => f32
 );
 
+ws_kernel!(
+    /// [`matmul_ws_tf32_128x256`](fn@matmul_ws_tf32_128x256) on 128 x 128 tiles ([`WS_128X128`]):
+    /// per step of 32 along `k` a tile moves 32 KiB (boxes of `A`, 128 x 32, and of `B^T`,
+    /// 128 x 32) and does four `wgmma.m64n128k8` per consumer: 1,048,576 flops. Minimum
+    /// traffic: `4 (m k + n k + m n)` bytes.
+    ///
+    /// # Safety
+    /// As [`ws_gemm`] (`b` is `B^T`, its map `n x k` with boxes of 128 x 32).
+    matmul_ws_tf32_128x128: f32 => f32, Ws128x128
+);
+
+ws_kernel!(
+    /// [`matmul_ws_tf32_128x256`](fn@matmul_ws_tf32_128x256) on 64 x 128 tiles ([`WS_64X128`],
+    /// two consumers of 64 x 64 side by side): per step of 32 along `k` a tile moves 24 KiB
+    /// (boxes of `A`, 64 x 32, and of `B^T`, 128 x 32) and does four `wgmma.m64n64k8` per
+    /// consumer: 524,288 flops. Minimum traffic: `4 (m k + n k + m n)` bytes.
+    ///
+    /// # Safety
+    /// As [`ws_gemm`] (`b` is `B^T`, its map `n x k` with boxes of 128 x 32).
+    matmul_ws_tf32_64x128: f32 => f32, Ws64x128
+);
+
 /// The four entry points (bf16 and f16 operands, each into its own type and into f32) of one
 /// smaller tile shape `$shape` ([`WsShape`]) of [`ws_gemm`].
 macro_rules! ws_family {
