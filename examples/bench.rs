@@ -175,7 +175,7 @@ impl Suite {
             Suite::Transpose => transpose::shapes(quick).len() * gpukern::TransposeAlgorithm::ALL.len(),
             Suite::Norm => norm::planned(quick, plans),
             Suite::CrossEntropy => cross_entropy::planned(quick),
-            Suite::MatmulHalf => matmul_half::planned(quick),
+            Suite::MatmulHalf => matmul_half::planned(quick, plans),
         };
         n as u64
     }
@@ -212,7 +212,7 @@ pub struct Bench {
     pub quick: bool,
     /// `--shapes`: the shape names to measure (all when `None`).
     shapes: Option<Vec<String>>,
-    /// `--plans`: time every fast-matmul tiling too.
+    /// `--plans`: time every fast-matmul tiling (and every warp-specialised half tile) too.
     pub plans: bool,
     blas: Option<Result<Arc<matmul::Blas>, String>>,
 }

@@ -193,6 +193,16 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "matmul_ws_f16_128x256"
         | "matmul_ws_f16_f32out_128x256"
         | "matmul_ws_tf32_128x256" => matmul::wgmma_ws::WS_128X256.threads(),
+        "matmul_ws_bf16_128x128"
+        | "matmul_ws_bf16_f32out_128x128"
+        | "matmul_ws_f16_128x128"
+        | "matmul_ws_f16_f32out_128x128"
+        | "matmul_ws_tf32_128x128" => matmul::wgmma_ws::WS_128X128.threads(),
+        "matmul_ws_bf16_64x128"
+        | "matmul_ws_bf16_f32out_64x128"
+        | "matmul_ws_f16_64x128"
+        | "matmul_ws_f16_f32out_64x128"
+        | "matmul_ws_tf32_64x128" => matmul::wgmma_ws::WS_64X128.threads(),
         "softmax_block_reduce" => softmax::BLOCK,
         "softmax_warp_1" | "softmax_warp_2" | "softmax_warp_4" | "softmax_warp_8" => {
             softmax::WARP_KERNEL_BLOCK
@@ -393,11 +403,21 @@ const ARCH_SPECIFIC_KERNELS: &[&str] = &[
     "matmul_ws_f16_128x256",
     "matmul_ws_f16_f32out_128x256",
     "matmul_ws_tf32_128x256",
+    "matmul_ws_bf16_128x128",
+    "matmul_ws_bf16_f32out_128x128",
+    "matmul_ws_f16_128x128",
+    "matmul_ws_f16_f32out_128x128",
+    "matmul_ws_bf16_64x128",
+    "matmul_ws_bf16_f32out_64x128",
+    "matmul_ws_f16_64x128",
+    "matmul_ws_f16_f32out_64x128",
+    "matmul_ws_tf32_128x128",
+    "matmul_ws_tf32_64x128",
 ];
 
 /// `wgmma.mma_async` and `wgmma.wait_group` lines per `wgmma` kernel: the one-warpgroup
 /// kernel's `m128n128k64` step is 8 products (`m64n128k16`) and a wait; the warp-specialised
-/// kernels' step 4 (`m64n256k16`, `m64n256k8` in TF32) issued without a wait, then a
+/// kernels' step 4 (`m64nNk16` with `N` 256, 128 or 64 by tile, `m64n256k8` in TF32) issued without a wait, then a
 /// `wait_group 1` in the loop and a `wait_group 0` after it; TF32 has no asynchronous twin, so
 /// its step waits inside too.
 fn wgmma_lines(name: &str) -> (usize, usize) {
@@ -610,6 +630,16 @@ const BARRIERS: &[(&str, usize)] = &[
     ("matmul_ws_f16_128x256", 1),
     ("matmul_ws_f16_f32out_128x256", 1),
     ("matmul_ws_tf32_128x256", 1),
+    ("matmul_ws_bf16_128x128", 1),
+    ("matmul_ws_bf16_f32out_128x128", 1),
+    ("matmul_ws_f16_128x128", 1),
+    ("matmul_ws_f16_f32out_128x128", 1),
+    ("matmul_ws_bf16_64x128", 1),
+    ("matmul_ws_bf16_f32out_64x128", 1),
+    ("matmul_ws_f16_64x128", 1),
+    ("matmul_ws_f16_f32out_64x128", 1),
+    ("matmul_ws_tf32_128x128", 1),
+    ("matmul_ws_tf32_64x128", 1),
     // Each `block::reduce` has three (after the store, one per tree round in its loop, after the
     // final read); the kernel calls `reduce_max` or `reduce_min` (a branch on `t`, which is the
     // same for the whole block), then `reduce_sum`: three call sites.

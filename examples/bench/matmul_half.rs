@@ -21,7 +21,7 @@ use std::ffi::c_void;
 
 use cudarc::cublas::{CudaBlas, result as blas_result, sys as blas_sys};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
-use gpukern::ops::matmul::HalfTile;
+use gpukern::ops::matmul::{HalfTile, WsTile};
 use gpukern::{Element, MatmulOutput, bf16, f16};
 use ndarray::ArrayView2;
 
@@ -53,8 +53,25 @@ pub fn f32_out_shape(quick: bool) -> Shape {
     }
 }
 
-/// Records this suite writes: per shape and type, gpukern and cuBLAS, twice at the f32-out shape.
-pub fn planned(quick: bool) -> usize {
+/// The shapes where `--plans` times each tile of the warp-specialised kernel too
+/// ([`WsTile::ALL`], the result in the operands' type): all but 8192^3.
+fn plans_shape(shape: Shape) -> bool {
+    shape.0 <= 4097
+}
+
+/// The implementation name of the warp-specialised kernel forced to `tile`:
+/// `gpukern:wgmma_ws_128x256`, `gpukern:wgmma_ws_128x128`, `gpukern:wgmma_ws_64x128`.
+fn ws_tile_impl(tile: WsTile) -> &'static str {
+    match tile {
+        WsTile::Wide => "gpukern:wgmma_ws_128x256",
+        WsTile::Square => "gpukern:wgmma_ws_128x128",
+        WsTile::Narrow => "gpukern:wgmma_ws_64x128",
+    }
+}
+
+/// Records this suite writes: per shape and type, gpukern and cuBLAS, twice at the f32-out shape;
+/// with `plans`, each warp-specialised tile per type at [`plans_shape`]s.
+pub fn planned(quick: bool, plans: bool) -> usize {
     shapes(quick)
         .into_iter()
         .map(|s| {
@@ -64,7 +81,12 @@ pub fn planned(quick: bool) -> usize {
             // or n is not a multiple of 8). On a GPU without them those rows are not written:
             // the count is an upper bound.
             let wgmma = usize::from(s.1 % 8 == 0 && s.2 % 8 == 0);
-            outs * (2 * 2 + wgmma + 2)
+            let tiles = if plans && plans_shape(s) {
+                2 * WsTile::ALL.len()
+            } else {
+                0
+            };
+            outs * (2 * 2 + wgmma + 2) + tiles
         })
         .sum()
 }
@@ -350,8 +372,9 @@ where
     if wgmma {
         tiles.push((HalfTile::Wgmma, "gpukern:wgmma", "gpukern:wgmma_f32out"));
     }
-    // The warp-specialised kernel wherever the sm_90a module is loaded: on padded copies of
-    // the operands where k or n is not a multiple of 8 (the copies are in the timed call).
+    // The warp-specialised kernel wherever the sm_90a module is loaded, its tile the plan's
+    // (`WsTile::choose`): on padded copies of the operands where k or n is not a multiple of 8
+    // (the copies are in the timed call).
     if b.gpu.has_wgmma() {
         tiles.push((
             HalfTile::WarpSpecialized,
@@ -363,6 +386,14 @@ where
         gpukern::<T, T>(b, sink, shape, &inputs, (imp, T::NAME, T::TOL, tile))?;
         if f32_out {
             gpukern::<T, f32>(b, sink, shape, &inputs, (imp_f32, "f32", F32_TOL, tile))?;
+        }
+    }
+    // `--plans`: each tile of the warp-specialised kernel, forced, for choosing the plan's
+    // thresholds.
+    if b.plans && b.gpu.has_wgmma() && plans_shape(shape) {
+        for ws in WsTile::ALL {
+            let tile = HalfTile::WarpSpecializedTile(ws);
+            gpukern::<T, T>(b, sink, shape, &inputs, (ws_tile_impl(ws), T::NAME, T::TOL, tile))?;
         }
     }
     Ok(())
@@ -456,7 +487,9 @@ mod tests {
     fn planned_matches_the_rows() {
         // Three square shapes of 2 x 2 + 3 rows, 4096^3 with its f32 results (twice), the ragged
         // one (6: k and n odd, no one-warpgroup wgmma row).
-        assert_eq!(planned(false), 3 * 7 + 2 * 7 + 6);
+        assert_eq!(planned(false, false), 3 * 7 + 2 * 7 + 6);
+        // `--plans`: three tiles in two types at every shape but 8192^3.
+        assert_eq!(planned(false, true), planned(false, false) + 4 * 6);
         assert!(shapes(false).contains(&f32_out_shape(false)));
         assert!(shapes(true).contains(&f32_out_shape(true)));
     }

@@ -39,6 +39,18 @@
 //! products: keep such values in an array of their own (the warp-specialised kernel stores a
 //! `k = 0` tile's zeros from one).
 //!
+//! # Widths: one body for several tile shapes
+//! The four-step products exist for `N` = 256, 128 and 64 (`mma_{bf16,f16}_m64n{N}k64`, their
+//! `_async` twins, `mma_tf32_m64n{N}k32`), all from one macro: the accumulator operand lists are
+//! written once per width (`[f32; N / 2]` per thread) and the PTX text, the `asm!` operands and
+//! the simulator's reading of them follow. The [`Accumulators`] trait ties each width to its
+//! array type, so a kernel generic over its tile (`kernels_gpu::matmul::wgmma_ws::ws_gemm`, whose
+//! tile type names a tiling and an accumulator array) picks the instruction by the array its
+//! consumers hold: a 128 x 128 tile of two consumers uses `m64n128k16`, a 64 x 128 tile whose
+//! two consumers sit side by side `m64n64k16`, with no second copy of the kernel body. A smaller
+//! `N` reads the same `64 x 16` of `A` per instruction for fewer products, so it needs more
+//! shared-memory bandwidth per flop; it pays where the larger tile leaves multiprocessors idle.
+//!
 //! # Scale-d
 //! Each `wgmma.mma_async` has its own scale-d predicate: true adds the product to the
 //! accumulators, false overwrites them (`D = A * B`). In a sequence of products on the same
@@ -270,36 +282,50 @@ pub unsafe fn mma_bf16_m128n128k64(
     acc
 }
 
-/// One `wgmma.mma_async.m64n256k16.f32.$ty.$ty` line on accumulators 0..128: `A` K-major, `B`
+/// Calls `$mac!($args ; 0 1 ... L-1)`: the accumulator operand indices of a thread's `L`
+/// accumulators of an `m64nN` product (`L = N / 2`), for the macros that spell out operand
+/// lists. The three lists are the only place the indices are written.
+macro_rules! acc_indices {
+    (32, $mac:ident!($($args:tt)*)) => {
+        $mac!($($args)*; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31)
+    };
+    (64, $mac:ident!($($args:tt)*)) => {
+        $mac!($($args)*; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63)
+    };
+    (128, $mac:ident!($($args:tt)*)) => {
+        $mac!($($args)*; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127)
+    };
+}
+
+/// One `wgmma.mma_async.m64n$nk16.f32.$ty.$ty` line on the accumulators `$i`: `A` K-major, `B`
 /// N-major (imm-trans-b 1), scale-d from the predicate named `$scale`.
-macro_rules! n256_line {
-    ($ty:literal, $a:literal, $b:literal, $scale:literal) => {
+macro_rules! nk16_line {
+    ($n:literal, $ty:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
         concat!(
-            "wgmma.mma_async.sync.aligned.m64n256k16.f32.", $ty, ".", $ty, " ",
-            acc_list!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127),
+            "wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty, " ",
+            acc_list!($($i)*),
             ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1, 0, 1;\n"
         )
     };
 }
 
-/// The PTX of `C(64 x 256) = A(64 x 64) * B(64 x 256) (+ C)` in element type `$ty`: four steps of
-/// 16 along `k` (`a0`..`a3` with `b0`..`b3`), only the first taking scale-d from the caller
-/// (`{scale}`), the later ones always adding (see [`MMA_BF16_M128N128K64_PTX`] for why).
-macro_rules! m64n256k64_ptx {
-    ($ty:literal) => {
-        m64n256k64_ptx!($ty, "wgmma.wait_group.sync.aligned 0;\n")
-    };
-    ($ty:literal, $wait:literal) => {
+/// The PTX of `C(64 x N) = A(64 x 64) * B(64 x N) (+ C)` in element type `$ty` (`N = $n`, the
+/// accumulators `$i`): four steps of 16 along `k` (`a0`..`a3` with `b0`..`b3`), only the first
+/// taking scale-d from the caller (`{scale}`), the later ones always adding (see
+/// [`MMA_BF16_M128N128K64_PTX`] for why); then `$wait` (a `wait_group 0`, or nothing for the
+/// asynchronous twins).
+macro_rules! m64nk64_ptx {
+    ($n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
         concat!(
             "{{\n",
             ".reg .pred p, t;\n",
             "setp.ne.b32 p, {scale}, 0;\n",
             "setp.ne.b32 t, 1, 0;\n",
             "wgmma.fence.sync.aligned;\n",
-            n256_line!($ty, "a0", "b0", "p"),
-            n256_line!($ty, "a1", "b1", "t"),
-            n256_line!($ty, "a2", "b2", "t"),
-            n256_line!($ty, "a3", "b3", "t"),
+            nk16_line!($n, $ty, "a0", "b0", "p"; $($i)*),
+            nk16_line!($n, $ty, "a1", "b1", "t"; $($i)*),
+            nk16_line!($n, $ty, "a2", "b2", "t"; $($i)*),
+            nk16_line!($n, $ty, "a3", "b3", "t"; $($i)*),
             "wgmma.commit_group.sync.aligned;\n",
             $wait,
             "}}"
@@ -307,23 +333,58 @@ macro_rules! m64n256k64_ptx {
     };
 }
 
-/// The PTX text of [`mma_bf16_m64n256k64`] (interpreted as such by the simulator).
-pub const MMA_BF16_M64N256K64_PTX: &str = m64n256k64_ptx!("bf16");
-/// The PTX text of [`mma_f16_m64n256k64`] (interpreted as such by the simulator).
-pub const MMA_F16_M64N256K64_PTX: &str = m64n256k64_ptx!("f16");
-/// The PTX text of [`mma_bf16_m64n256k64_async`]: the products committed as one group, not
-/// waited for.
-pub const MMA_BF16_M64N256K64_ASYNC_PTX: &str = m64n256k64_ptx!("bf16", "");
-/// The PTX text of [`mma_f16_m64n256k64_async`].
-pub const MMA_F16_M64N256K64_ASYNC_PTX: &str = m64n256k64_ptx!("f16", "");
+/// One `wgmma.mma_async.m64n$nk8.f32.tf32.tf32` line on the accumulators `$i`: both operands
+/// K-major (the `.tf32` form takes no imm-trans operands: `d, a-desc, b-desc, scale-d,
+/// imm-scale-a, imm-scale-b`), scale-d from the predicate named `$scale`.
+macro_rules! tf32_line {
+    ($n:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
+        concat!(
+            "wgmma.mma_async.sync.aligned.m64n", $n, "k8.f32.tf32.tf32 ",
+            acc_list!($($i)*),
+            ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1;\n"
+        )
+    };
+}
 
-/// The `asm!` of an `m64n256k64` product in element type `$ty` on the accumulator array `$acc`
-/// (operands `$i`), scale-d from `$scale`, descriptors `$a[0..4]`, `$b[0..4]`.
+/// The PTX of `C(64 x N) = A(64 x 32) * B(32 x N) (+ C)` with TF32 operands: four steps of 8
+/// along `k` (`a0`..`a3` with `b0`..`b3`), only the first taking scale-d from the caller, as
+/// [`MMA_BF16_M64N256K64_PTX`]; `$wait` as there.
+macro_rules! m64nk32_tf32_ptx {
+    ($n:literal, $wait:literal; $($i:literal)*) => {
+        concat!(
+            "{{\n",
+            ".reg .pred p, t;\n",
+            "setp.ne.b32 p, {scale}, 0;\n",
+            "setp.ne.b32 t, 1, 0;\n",
+            "wgmma.fence.sync.aligned;\n",
+            tf32_line!($n, "a0", "b0", "p"; $($i)*),
+            tf32_line!($n, "a1", "b1", "t"; $($i)*),
+            tf32_line!($n, "a2", "b2", "t"; $($i)*),
+            tf32_line!($n, "a3", "b3", "t"; $($i)*),
+            "wgmma.commit_group.sync.aligned;\n",
+            $wait,
+            "}}"
+        )
+    };
+}
+
+/// The PTX template of a four-step product: `k64` (`$ty` a 16-bit type) or `k32` (TF32).
+macro_rules! step_ptx {
+    (k64, $n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
+        m64nk64_ptx!($n, $ty, $wait; $($i)*)
+    };
+    (k32, $n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
+        m64nk32_tf32_ptx!($n, $wait; $($i)*)
+    };
+}
+
+/// The `asm!` of a four-step product (`step_ptx!`) on the accumulator array `$acc` (operands
+/// `$i`), scale-d from `$scale`, descriptors `$a[0..4]`, `$b[0..4]`.
 #[cfg(target_arch = "nvptx64")]
-macro_rules! n256_asm {
-    ($ty:literal, $wait:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
+macro_rules! step_asm {
+    ($k:ident, $n:literal, $ty:literal, $wait:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
         core::arch::asm!(
-            m64n256k64_ptx!($ty, $wait),
+            step_ptx!($k, $n, $ty, $wait; $($i)*),
             $(inout(reg32) $acc[$i],)*
             scale = in(reg32) $scale,
             a0 = in(reg64) $a[0],
@@ -339,35 +400,39 @@ macro_rules! n256_asm {
     };
 }
 
-/// Declares a `C(64 x 256) (+)= A(64 x 64) * B(64 x 256)` warpgroup product of one element type.
-macro_rules! m64n256k64 {
-    ($(#[$doc:meta])* $name:ident, $ty:literal, $ptx:ident) => {
-        m64n256k64!($(#[$doc])* $name, $ty, "wgmma.wait_group.sync.aligned 0;\n", $ptx);
-    };
-    ($(#[$doc:meta])* $name:ident, $ty:literal, $wait:literal, $ptx:ident) => {
+/// Declares a four-step warpgroup product `C(64 x N) (+)= A(64 x 4K) * B(4K x N)` of one element
+/// type and its PTX text: `$k` is `k64` (16-bit `$ty`, four `m64nNk16`) or `k32` (TF32, four
+/// `m64nNk8`); `$len = N / 2` accumulators per thread; `$wait` the closing `wait_group 0` or
+/// nothing (an asynchronous twin).
+macro_rules! step_product {
+    ($(#[$doc:meta])* $name:ident, $ptx:ident, $k:ident, $n:literal, $len:tt, $ty:literal, $wait:literal) => {
+        #[doc = concat!("The PTX text of [`", stringify!($name), "`] (interpreted as such by the simulator).")]
+        pub const $ptx: &str = acc_indices!($len, step_ptx!($k, $n, $ty, $wait));
+
         $(#[$doc])*
         ///
-        /// `acc` is this thread's 128 accumulators of the `64 x 256` tile (the layout of the module
-        /// documentation, `N = 256`); `a[s]` describes the `64 x 16` tile of `A` for step `s` of 16
-        /// along `k` (K-major, 128-byte swizzle), `b[s]` the `16 x 256` tile of `B` (N-major,
-        /// 128-byte swizzle, 64-column chunks `LBO` apart). With `accumulate` false the first
-        /// step overwrites `acc`. One `asm!` block: fence, 4 products, commit, and (but for the
-        /// `_async` twins, whose accumulators stay in flight until [`wait_accumulators`]) wait.
+        #[doc = concat!("`acc` is this thread's ", stringify!($len), " accumulators of the `64 x ", $n, "` tile")]
+        /// (the layout of the module documentation); `a[s]` describes the tile of `A` for step
+        /// `s` along `k` (K-major, 128-byte swizzle), `b[s]` that of `B` (16-bit types: N-major,
+        /// 128-byte swizzle, 64-column chunks `LBO` apart; TF32: K-major, as `A`). With
+        /// `accumulate` false the first step overwrites `acc`. One `asm!` block: fence, 4
+        /// products, commit, and (but for the `_async` twins, whose accumulators stay in flight
+        /// until [`wait_accumulators`]) wait.
         ///
         /// # Safety
         /// Every thread of one warpgroup calls it together; the descriptors describe shared
-        /// memory holding initialised tiles of the element type, which nothing writes until this
-        /// returns.
+        /// memory holding initialised tiles of the element type, which nothing writes until the
+        /// products are retired.
         #[inline(always)]
         #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-        pub unsafe fn $name(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+        pub unsafe fn $name(acc: [f32; $len], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; $len] {
             let mut acc = acc;
             let scale = accumulate as u32;
             #[cfg(target_arch = "nvptx64")]
             {
                 // SAFETY: the caller's contract: the whole warpgroup is here and the tiles are
                 // ready; one block, so no accumulator is touched in flight.
-                unsafe { n256_asm!($ty, $wait, acc, scale, a, b; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127) };
+                unsafe { acc_indices!($len, step_asm!($k, $n, $ty, $wait, acc, scale, a, b)) };
             }
             #[cfg(not(target_arch = "nvptx64"))]
             {
@@ -389,48 +454,64 @@ macro_rules! m64n256k64 {
     };
 }
 
-m64n256k64!(
-    /// `C(64 x 256) (+)= A(64 x 64) * B(64 x 256)` on a warpgroup, bf16 operands in shared
-    /// memory, f32 accumulators ([`MMA_BF16_M64N256K64_PTX`]).
-    mma_bf16_m64n256k64,
-    "bf16",
-    MMA_BF16_M64N256K64_PTX
-);
+/// The products of one instruction width `N` (`$len = N / 2` accumulators per thread): bf16 and
+/// f16 (`k64`, waited and asynchronous) and TF32 (`k32`, waited).
+macro_rules! width_products {
+    ($n:literal, $len:tt:
+     $bf16:ident $bf16_ptx:ident, $f16:ident $f16_ptx:ident,
+     $bf16_async:ident $bf16_async_ptx:ident, $f16_async:ident $f16_async_ptx:ident,
+     $tf32:ident $tf32_ptx:ident) => {
+        step_product!(
+            #[doc = concat!("`C(64 x ", $n, ") (+)= A(64 x 64) * B(64 x ", $n, ")` on a warpgroup, bf16 operands in shared memory, f32 accumulators.")]
+            $bf16, $bf16_ptx, k64, $n, $len, "bf16", "wgmma.wait_group.sync.aligned 0;\n"
+        );
+        step_product!(
+            #[doc = concat!("`C(64 x ", $n, ") (+)= A(64 x 64) * B(64 x ", $n, ")` on a warpgroup, f16 operands in shared memory, f32 accumulators.")]
+            $f16, $f16_ptx, k64, $n, $len, "f16", "wgmma.wait_group.sync.aligned 0;\n"
+        );
+        step_product!(
+            #[doc = concat!("[`", stringify!($bf16), "`] without the wait: the four products are committed as one group and left in flight; [`wait_accumulators`] retires it. Until then the returned accumulators must not be read or written by anything else, and the tiles must stay as they are.")]
+            $bf16_async, $bf16_async_ptx, k64, $n, $len, "bf16", ""
+        );
+        step_product!(
+            #[doc = concat!("[`", stringify!($f16), "`] without the wait, as [`", stringify!($bf16_async), "`].")]
+            $f16_async, $f16_async_ptx, k64, $n, $len, "f16", ""
+        );
+        step_product!(
+            #[doc = concat!("`C(64 x ", $n, ") (+)= A(64 x 32) * B(32 x ", $n, ")` on a warpgroup, TF32 operands (f32 in shared memory) and f32 accumulators: four `m64n", $n, "k8` products, **both operands K-major** (TF32 `wgmma` cannot transpose: `B` sits in shared memory as rows of `B^T`), the four steps' starts 32 bytes apart.")]
+            ///
+            /// The tensor core reads the f32 bits with the low 13 ignored (PTX ISA: `.tf32`
+            /// `wgmma` truncates the 32-bit input to TF32 before multiplying): operands not
+            /// already TF32 are truncated toward zero (unit roundoff `2^-10`). Round them
+            /// beforehand (e.g. the copy engine's `TFLOAT32` tensor maps) for `2^-11`.
+            $tf32, $tf32_ptx, k32, $n, $len, "tf32", "wgmma.wait_group.sync.aligned 0;\n"
+        );
+    };
+}
 
-m64n256k64!(
-    /// `C(64 x 256) (+)= A(64 x 64) * B(64 x 256)` on a warpgroup, f16 operands in shared
-    /// memory, f32 accumulators ([`MMA_F16_M64N256K64_PTX`]).
-    mma_f16_m64n256k64,
-    "f16",
-    MMA_F16_M64N256K64_PTX
-);
+width_products!(256, 128:
+    mma_bf16_m64n256k64 MMA_BF16_M64N256K64_PTX, mma_f16_m64n256k64 MMA_F16_M64N256K64_PTX,
+    mma_bf16_m64n256k64_async MMA_BF16_M64N256K64_ASYNC_PTX,
+    mma_f16_m64n256k64_async MMA_F16_M64N256K64_ASYNC_PTX,
+    mma_tf32_m64n256k32 MMA_TF32_M64N256K32_PTX);
+width_products!(128, 64:
+    mma_bf16_m64n128k64 MMA_BF16_M64N128K64_PTX, mma_f16_m64n128k64 MMA_F16_M64N128K64_PTX,
+    mma_bf16_m64n128k64_async MMA_BF16_M64N128K64_ASYNC_PTX,
+    mma_f16_m64n128k64_async MMA_F16_M64N128K64_ASYNC_PTX,
+    mma_tf32_m64n128k32 MMA_TF32_M64N128K32_PTX);
+width_products!(64, 32:
+    mma_bf16_m64n64k64 MMA_BF16_M64N64K64_PTX, mma_f16_m64n64k64 MMA_F16_M64N64K64_PTX,
+    mma_bf16_m64n64k64_async MMA_BF16_M64N64K64_ASYNC_PTX,
+    mma_f16_m64n64k64_async MMA_F16_M64N64K64_ASYNC_PTX,
+    mma_tf32_m64n64k32 MMA_TF32_M64N64K32_PTX);
 
-m64n256k64!(
-    /// [`mma_bf16_m64n256k64`] without the wait: the four products are committed as one group
-    /// and left in flight ([`MMA_BF16_M64N256K64_ASYNC_PTX`]); [`wait_accumulators`] retires it.
-    /// Until then the returned accumulators must not be read or written by anything else, and
-    /// the tiles must stay as they are.
-    mma_bf16_m64n256k64_async,
-    "bf16",
-    "",
-    MMA_BF16_M64N256K64_ASYNC_PTX
-);
-
-m64n256k64!(
-    /// [`mma_f16_m64n256k64`] without the wait, as [`mma_bf16_m64n256k64_async`].
-    mma_f16_m64n256k64_async,
-    "f16",
-    "",
-    MMA_F16_M64N256K64_ASYNC_PTX
-);
-
-/// The `asm!` of `wgmma.wait_group N` with 128 accumulators as operands.
+/// The `asm!` of `wgmma.wait_group N` with the accumulators `$i` as operands, named in a PTX
+/// comment: operands of the wait, never touched.
 #[cfg(target_arch = "nvptx64")]
 macro_rules! wait_asm {
     ($n:ident, $acc:ident; $($i:literal)*) => {
         core::arch::asm!(
-            // The accumulators are named in a comment: operands of the wait, never touched.
-            "// accumulators: {0} {1} {2} {3} {4} {5} {6} {7} {8} {9} {10} {11} {12} {13} {14} {15} {16} {17} {18} {19} {20} {21} {22} {23} {24} {25} {26} {27} {28} {29} {30} {31} {32} {33} {34} {35} {36} {37} {38} {39} {40} {41} {42} {43} {44} {45} {46} {47} {48} {49} {50} {51} {52} {53} {54} {55} {56} {57} {58} {59} {60} {61} {62} {63} {64} {65} {66} {67} {68} {69} {70} {71} {72} {73} {74} {75} {76} {77} {78} {79} {80} {81} {82} {83} {84} {85} {86} {87} {88} {89} {90} {91} {92} {93} {94} {95} {96} {97} {98} {99} {100} {101} {102} {103} {104} {105} {106} {107} {108} {109} {110} {111} {112} {113} {114} {115} {116} {117} {118} {119} {120} {121} {122} {123} {124} {125} {126} {127}",
+            concat!("// accumulators:", $(" {", stringify!($i), "}",)*),
             "wgmma.wait_group.sync.aligned {n};",
             $(inout(reg32) $acc[$i],)*
             n = const $n,
@@ -439,8 +520,115 @@ macro_rules! wait_asm {
     };
 }
 
+/// A thread's f32 accumulators of one `m64nN` product shape (`[f32; N / 2]`, the layout of the
+/// module documentation): the products of that width on them, and the wait that retires them.
+/// Implemented for `N` = 256, 128 and 64, so that a kernel generic over its tile picks the
+/// instruction width by the accumulator array it holds.
+pub trait Accumulators: Copy + core::ops::Index<usize, Output = f32> {
+    /// The `N` of `m64nN`: columns of the warpgroup's tile.
+    const N: usize;
+    /// All zeros (one memset: all-zero bits are 0.0).
+    fn zeroed() -> Self;
+    /// Four bf16 steps of 16 along `k`, waited for (`mma_bf16_m64n{N}k64`).
+    ///
+    /// # Safety
+    /// As [`mma_bf16_m64n256k64`].
+    unsafe fn mma_bf16(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self;
+    /// Four f16 steps, waited for (`mma_f16_m64n{N}k64`).
+    ///
+    /// # Safety
+    /// As [`mma_f16_m64n256k64`].
+    unsafe fn mma_f16(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self;
+    /// Four bf16 steps left in flight (`mma_bf16_m64n{N}k64_async`).
+    ///
+    /// # Safety
+    /// As [`mma_bf16_m64n256k64_async`].
+    unsafe fn mma_bf16_async(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self;
+    /// Four f16 steps left in flight (`mma_f16_m64n{N}k64_async`).
+    ///
+    /// # Safety
+    /// As [`mma_f16_m64n256k64_async`].
+    unsafe fn mma_f16_async(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self;
+    /// Four TF32 steps of 8 along `k`, waited for (`mma_tf32_m64n{N}k32`).
+    ///
+    /// # Safety
+    /// As [`mma_tf32_m64n256k32`].
+    unsafe fn mma_tf32(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self;
+    /// `wgmma.wait_group.sync.aligned G` with these accumulators as operands
+    /// ([`wait_accumulators`]).
+    ///
+    /// # Safety
+    /// As [`wait_accumulators`].
+    unsafe fn wait<const G: u32>(self) -> Self;
+}
+
+/// [`Accumulators`] for `[f32; $len]`, the products of width `$n`.
+macro_rules! accumulators {
+    ($n:literal, $len:tt: $bf16:ident, $f16:ident, $bf16_async:ident, $f16_async:ident, $tf32:ident) => {
+        impl Accumulators for [f32; $len] {
+            const N: usize = $n;
+            #[inline(always)]
+            fn zeroed() -> Self {
+                // SAFETY: all-zero bits are 0.0 for f32.
+                unsafe { core::mem::zeroed() }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn mma_bf16(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self {
+                // SAFETY: forwarded contract.
+                unsafe { $bf16(self, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn mma_f16(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self {
+                // SAFETY: forwarded contract.
+                unsafe { $f16(self, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn mma_bf16_async(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self {
+                // SAFETY: forwarded contract.
+                unsafe { $bf16_async(self, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn mma_f16_async(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self {
+                // SAFETY: forwarded contract.
+                unsafe { $f16_async(self, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn mma_tf32(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self {
+                // SAFETY: forwarded contract.
+                unsafe { $tf32(self, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn wait<const G: u32>(self) -> Self {
+                let mut acc = self;
+                #[cfg(target_arch = "nvptx64")]
+                // SAFETY: the caller's contract.
+                unsafe {
+                    acc_indices!($len, wait_asm!(G, acc))
+                };
+                #[cfg(not(target_arch = "nvptx64"))]
+                sim::run(
+                    &format!("wgmma.wait_group.sync.aligned {G};"),
+                    &[],
+                    &mut acc,
+                );
+                acc
+            }
+        }
+    };
+}
+
+accumulators!(256, 128: mma_bf16_m64n256k64, mma_f16_m64n256k64, mma_bf16_m64n256k64_async, mma_f16_m64n256k64_async, mma_tf32_m64n256k32);
+accumulators!(128, 64: mma_bf16_m64n128k64, mma_f16_m64n128k64, mma_bf16_m64n128k64_async, mma_f16_m64n128k64_async, mma_tf32_m64n128k32);
+accumulators!(64, 32: mma_bf16_m64n64k64, mma_f16_m64n64k64, mma_bf16_m64n64k64_async, mma_f16_m64n64k64_async, mma_tf32_m64n64k32);
+
 /// `wgmma.wait_group.sync.aligned N`: waits until at most `N` committed groups of this
-/// warpgroup's products are still in flight, and returns the 128 accumulators they write (its
+/// warpgroup's products are still in flight, and returns the accumulators they write (its
 /// operands, so that the compiler keeps every use of them after the wait). With `N = 1` after
 /// issuing a step's products, the previous step's are done and its stage may be released
 /// while this step's run.
@@ -450,123 +638,9 @@ macro_rules! wait_asm {
 /// flight.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-pub unsafe fn wait_accumulators<const N: u32>(acc: [f32; 128]) -> [f32; 128] {
-    let mut acc = acc;
-    #[cfg(target_arch = "nvptx64")]
-    // SAFETY: the caller's contract.
-    unsafe {
-        wait_asm!(N, acc; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127)
-    };
-    #[cfg(not(target_arch = "nvptx64"))]
-    sim::run(&format!("wgmma.wait_group.sync.aligned {N};"), &[], &mut acc);
-    acc
-}
-
-/// One `wgmma.mma_async.m64n256k8.f32.tf32.tf32` line on accumulators 0..128: both operands
-/// K-major (the `.tf32` form takes no imm-trans operands: `d, a-desc, b-desc, scale-d,
-/// imm-scale-a, imm-scale-b`), scale-d from the predicate named `$scale`.
-macro_rules! tf32_line {
-    ($a:literal, $b:literal, $scale:literal) => {
-        concat!(
-            "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 ",
-            acc_list!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127),
-            ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1;\n"
-        )
-    };
-}
-
-/// The PTX of `C(64 x 256) = A(64 x 32) * B(32 x 256) (+ C)` with TF32 operands: four steps of 8
-/// along `k` (`a0`..`a3` with `b0`..`b3`), only the first taking scale-d from the caller, as
-/// [`MMA_BF16_M64N256K64_PTX`].
-macro_rules! m64n256k32_tf32_ptx {
-    () => {
-        concat!(
-            "{{\n",
-            ".reg .pred p, t;\n",
-            "setp.ne.b32 p, {scale}, 0;\n",
-            "setp.ne.b32 t, 1, 0;\n",
-            "wgmma.fence.sync.aligned;\n",
-            tf32_line!("a0", "b0", "p"),
-            tf32_line!("a1", "b1", "t"),
-            tf32_line!("a2", "b2", "t"),
-            tf32_line!("a3", "b3", "t"),
-            "wgmma.commit_group.sync.aligned;\n",
-            "wgmma.wait_group.sync.aligned 0;\n",
-            "}}"
-        )
-    };
-}
-
-/// The PTX text of [`mma_tf32_m64n256k32`] (interpreted as such by the simulator).
-pub const MMA_TF32_M64N256K32_PTX: &str = m64n256k32_tf32_ptx!();
-
-/// `C(64 x 256) (+)= A(64 x 32) * B(32 x 256)` on a warpgroup, TF32 operands (f32 in shared
-/// memory) and f32 accumulators ([`MMA_TF32_M64N256K32_PTX`]): four `m64n256k8` products in one
-/// `asm!` block (fence, 4 products, commit, wait).
-///
-/// `acc` is this thread's 128 accumulators of the `64 x 256` tile (the layout of the module
-/// documentation, `N = 256`); `a[s]` describes the `64 x 8` tile of `A` for step `s` of 8 along
-/// `k`, `b[s]` the `8 x 256` tile of `B`, **both K-major** (TF32 `wgmma` cannot transpose: `B`
-/// sits in shared memory as rows of `B^T`), 128-byte swizzle: element (`mn`, `k`) of a
-/// descriptor with start `s` is at `s + (mn / 8) SBO + (mn % 8) 128 + 4 k`, 32 f32 per 128-byte
-/// row, so the four steps are starts 32 bytes apart. With `accumulate` false the first step
-/// overwrites `acc`.
-///
-/// The tensor core reads the f32 bits with the low 13 ignored (PTX ISA: `.tf32` `wgmma`
-/// truncates the 32-bit input to TF32 before multiplying): operands not already TF32 are
-/// truncated toward zero (unit roundoff `2^-10`). Round them beforehand (e.g. the copy engine's
-/// `TFLOAT32` tensor maps) for `2^-11`.
-///
-/// # Safety
-/// Every thread of one warpgroup calls it together; the descriptors describe shared memory
-/// holding initialised f32 tiles in that layout, which nothing writes until this returns.
-#[inline(always)]
-#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-pub unsafe fn mma_tf32_m64n256k32(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
-    let mut acc = acc;
-    let scale = accumulate as u32;
-    #[cfg(target_arch = "nvptx64")]
-    {
-        macro_rules! go {
-            ($($i:literal)*) => {
-                // SAFETY: the caller's contract: the whole warpgroup is here and the tiles are
-                // ready; one block, so no accumulator is touched in flight.
-                unsafe {
-                    core::arch::asm!(
-                        m64n256k32_tf32_ptx!(),
-                        $(inout(reg32) acc[$i],)*
-                        scale = in(reg32) scale,
-                        a0 = in(reg64) a[0],
-                        a1 = in(reg64) a[1],
-                        a2 = in(reg64) a[2],
-                        a3 = in(reg64) a[3],
-                        b0 = in(reg64) b[0],
-                        b1 = in(reg64) b[1],
-                        b2 = in(reg64) b[2],
-                        b3 = in(reg64) b[3],
-                        options(nostack),
-                    );
-                }
-            };
-        }
-        go!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127);
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    {
-        let named = [
-            ("scale", u64::from(scale)),
-            ("a0", a[0]),
-            ("a1", a[1]),
-            ("a2", a[2]),
-            ("a3", a[3]),
-            ("b0", b[0]),
-            ("b1", b[1]),
-            ("b2", b[2]),
-            ("b3", b[3]),
-        ];
-        sim::run(MMA_TF32_M64N256K32_PTX, &named, &mut acc);
-    }
-    acc
+pub unsafe fn wait_accumulators<const N: u32, A: Accumulators>(acc: A) -> A {
+    // SAFETY: forwarded contract.
+    unsafe { acc.wait::<N>() }
 }
 
 /// `setmaxnreg.inc.sync.aligned.u32 N`: the warpgroup asks for `N` registers per thread (a

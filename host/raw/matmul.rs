@@ -97,7 +97,7 @@ pub(crate) unsafe fn matmul(
         (Tf32Tile::SquareTruncated, true) => t::matmul_tf32_128x128_vec4_trunc::launch,
         (Tf32Tile::WideTruncated, false) => t::matmul_tf32_128x256_trunc::launch,
         (Tf32Tile::WideTruncated, true) => t::matmul_tf32_128x256_vec4_trunc::launch,
-        (Tf32Tile::Wgmma, _) => {
+        (Tf32Tile::Wgmma | Tf32Tile::WgmmaTile(_), _) => {
             return Err(Error::InvalidArgument {
                 op: "matmul",
                 detail: "Tf32Tile::Wgmma takes tensor maps and B^T: it launches through ws_tf32".to_string(),
@@ -108,12 +108,12 @@ pub(crate) unsafe fn matmul(
     unsafe { launch(on, cfg, a, b, c, m, n, kd) }
 }
 
-/// Launches `matmul_ws_tf32_128x256(maps, a, bt, c, m, n, k)` (`kernels_gpu::matmul::wgmma_ws`):
-/// `C = A * B` with `bt` = `B^T`, on Hopper's TF32 `wgmma`.
+/// Launches `matmul_ws_tf32_<tile>(maps, a, bt, c, m, n, k)` (`kernels_gpu::matmul::wgmma_ws`):
+/// `C = A * B` with `bt` = `B^T`, on Hopper's TF32 `wgmma`, tiles of `tile`.
 ///
 /// # Safety
-/// As the kernel's contract: `maps` holds the tensor maps of `a` (`m x k`, box 128 x 32) and
-/// `bt` (`n x k`, box 256 x 32), f32 or TF32 elements, 128-byte swizzle, zero fill; `a`, `bt`,
+/// As the kernel's contract: `maps` holds the tensor maps of `a` (`m x k`, box `BM x 32`) and
+/// `bt` (`n x k`, box `BN x 32`), `BM x BN` the tile, f32 or TF32 elements, 128-byte swizzle, zero fill; `a`, `bt`,
 /// `c` hold `m*k`, `n*k`, `m*n` elements (dense: both row strides `k`), `k` a multiple of 4,
 /// 16-byte aligned; `m, n >= 1`;
 /// `cfg` 384 threads, a grid of 1 to `tiles` blocks, the tiling's shared memory; the `sm_90a`
@@ -121,6 +121,7 @@ pub(crate) unsafe fn matmul(
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn ws_tf32(
     gpu: &Gpu,
+    tile: crate::ops::matmul::WsTile,
     cfg: LaunchConfig,
     maps: &DeviceVec<u64>,
     a: &DeviceVec,
@@ -130,10 +131,14 @@ pub(crate) unsafe fn ws_tf32(
     n: usize,
     kd: usize,
 ) -> Result<()> {
+    use crate::ops::matmul::WsTile;
+    let launch = match tile {
+        WsTile::Wide => k::wgmma_ws::matmul_ws_tf32_128x256::launch,
+        WsTile::Square => k::wgmma_ws::matmul_ws_tf32_128x128::launch,
+        WsTile::Narrow => k::wgmma_ws::matmul_ws_tf32_64x128::launch,
+    };
     // SAFETY: the contract.
-    unsafe {
-        k::wgmma_ws::matmul_ws_tf32_128x256::launch(&gpu.library(), cfg, maps, a, bt, c, m, n, kd, kd, kd)
-    }
+    unsafe { launch(&gpu.library(), cfg, maps, a, bt, c, m, n, kd, kd, kd) }
 }
 
 /// Launches `matmul_sum_splits(partial, c, len, slices)`.
@@ -173,8 +178,8 @@ pub(crate) trait HalfKernels<O>: Sized {
     fn wgmma_128x128() -> Option<WgmmaLauncher<Self, O>> {
         None
     }
-    /// The warp-specialised Hopper kernel (`kernels_gpu::matmul::wgmma_ws`).
-    fn wgmma_ws() -> WgmmaLauncher<Self, O>;
+    /// The warp-specialised Hopper kernel (`kernels_gpu::matmul::wgmma_ws`) of `tile`.
+    fn wgmma_ws(tile: crate::ops::matmul::WsTile) -> WgmmaLauncher<Self, O>;
     /// The element type as the copy engine's tensor maps name it.
     fn tensor_map_type() -> cudarc::driver::sys::CUtensorMapDataType;
 }
@@ -196,7 +201,7 @@ pub(crate) type WgmmaLauncher<I, O> = for<'a> unsafe fn(
 ) -> Result<()>;
 
 macro_rules! half_kernels {
-    ($($in:ty => $out:ty: $tma:ident, $plain:ident, $vec8:ident, $ws:ident $(, $wgmma:ident)?;)*) => {$(
+    ($($in:ty => $out:ty: $tma:ident, $plain:ident, $vec8:ident, [$wide:ident, $square:ident, $narrow:ident] $(, $wgmma:ident)?;)*) => {$(
         impl HalfKernels<$out> for $in {
             fn half_128x128(vec8: bool) -> HalfLauncher<$in, $out> {
                 if vec8 { h::$vec8::launch } else { h::$plain::launch }
@@ -206,8 +211,13 @@ macro_rules! half_kernels {
                     Some(k::wgmma::$wgmma::launch)
                 }
             )?
-            fn wgmma_ws() -> WgmmaLauncher<$in, $out> {
-                k::wgmma_ws::$ws::launch
+            fn wgmma_ws(tile: crate::ops::matmul::WsTile) -> WgmmaLauncher<$in, $out> {
+                use crate::ops::matmul::WsTile;
+                match tile {
+                    WsTile::Wide => k::wgmma_ws::$wide::launch,
+                    WsTile::Square => k::wgmma_ws::$square::launch,
+                    WsTile::Narrow => k::wgmma_ws::$narrow::launch,
+                }
             }
             fn tensor_map_type() -> cudarc::driver::sys::CUtensorMapDataType {
                 cudarc::driver::sys::CUtensorMapDataType::$tma
@@ -217,8 +227,8 @@ macro_rules! half_kernels {
 }
 
 half_kernels! {
-    half::bf16 => half::bf16: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, matmul_bf16_128x128, matmul_bf16_128x128_vec8, matmul_ws_bf16_128x256, matmul_wgmma_bf16_128x128;
-    half::bf16 => f32: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, matmul_bf16_f32out_128x128, matmul_bf16_f32out_128x128_vec8, matmul_ws_bf16_f32out_128x256, matmul_wgmma_bf16_f32out_128x128;
-    half::f16 => half::f16: CU_TENSOR_MAP_DATA_TYPE_FLOAT16, matmul_f16_128x128, matmul_f16_128x128_vec8, matmul_ws_f16_128x256;
-    half::f16 => f32: CU_TENSOR_MAP_DATA_TYPE_FLOAT16, matmul_f16_f32out_128x128, matmul_f16_f32out_128x128_vec8, matmul_ws_f16_f32out_128x256;
+    half::bf16 => half::bf16: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, matmul_bf16_128x128, matmul_bf16_128x128_vec8, [matmul_ws_bf16_128x256, matmul_ws_bf16_128x128, matmul_ws_bf16_64x128], matmul_wgmma_bf16_128x128;
+    half::bf16 => f32: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, matmul_bf16_f32out_128x128, matmul_bf16_f32out_128x128_vec8, [matmul_ws_bf16_f32out_128x256, matmul_ws_bf16_f32out_128x128, matmul_ws_bf16_f32out_64x128], matmul_wgmma_bf16_f32out_128x128;
+    half::f16 => half::f16: CU_TENSOR_MAP_DATA_TYPE_FLOAT16, matmul_f16_128x128, matmul_f16_128x128_vec8, [matmul_ws_f16_128x256, matmul_ws_f16_128x128, matmul_ws_f16_64x128];
+    half::f16 => f32: CU_TENSOR_MAP_DATA_TYPE_FLOAT16, matmul_f16_f32out_128x128, matmul_f16_f32out_128x128_vec8, [matmul_ws_f16_f32out_128x256, matmul_ws_f16_f32out_128x128, matmul_ws_f16_f32out_64x128];
 }

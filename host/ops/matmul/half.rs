@@ -4,7 +4,7 @@
 
 use half::{bf16, f16};
 
-use super::plan::{HalfTile, MatmulPlan};
+use super::plan::{HalfTile, MatmulPlan, WsTile};
 use super::{MatmulAlgorithm, check_inner};
 use crate::buffer::{DeviceMatrix, Element};
 use crate::device::Gpu;
@@ -276,11 +276,15 @@ impl Gpu {
                     }),
                 };
             }
-            HalfTile::WarpSpecialized => {
-                let ws = WgmmaKernel::WarpSpecialized;
+            HalfTile::WarpSpecialized | HalfTile::WarpSpecializedTile(_) => {
+                let ws_tile = match tile {
+                    HalfTile::WarpSpecializedTile(t) => t,
+                    _ => WsTile::choose(m, n, self.multiprocessors()?),
+                };
+                let ws = WgmmaKernel::WarpSpecialized(ws_tile.tiling());
                 if ws_applies || !loaded || m == 0 || n == 0 {
                     return self.launch_wgmma(
-                        I::wgmma_ws(),
+                        I::wgmma_ws(ws_tile),
                         ws,
                         kind,
                         (&a.data, k),
@@ -314,7 +318,7 @@ impl Gpu {
                 };
                 let a_op = a_copy.as_ref().map_or((&a.data, k), |v| (v, a_rows));
                 let b_op = b_copy.as_ref().map_or((&b.data, n), |v| (v, b_rows));
-                return self.launch_wgmma(I::wgmma_ws(), ws, kind, a_op, b_op, c, (m, k, n));
+                return self.launch_wgmma(I::wgmma_ws(ws_tile), ws, kind, a_op, b_op, c, (m, k, n));
             }
             HalfTile::Square => {}
         }
@@ -340,7 +344,10 @@ impl Gpu {
             && b.data.is_16_byte_aligned()
             && c.data.is_16_byte_aligned();
         let launch = match tile {
-            HalfTile::Square | HalfTile::Wgmma | HalfTile::WarpSpecialized => I::half_128x128(vec8),
+            HalfTile::Square
+            | HalfTile::Wgmma
+            | HalfTile::WarpSpecialized
+            | HalfTile::WarpSpecializedTile(_) => I::half_128x128(vec8),
         };
         // SAFETY: `a`, `b`, `c` hold m*k, k*n, m*n elements (shapes checked), `m, n >= 1`;
         // `cfg` is the kernel's documented launch; the `vec8` kernels only with `k`, `n`

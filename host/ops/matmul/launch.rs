@@ -110,8 +110,10 @@ impl Gpu {
         tile: Tf32Tile,
         (m, k, n): (usize, usize, usize),
     ) -> Result<()> {
-        if tile == Tf32Tile::Wgmma {
-            return self.launch_tf32_wgmma(a, b, c, (m, k, n));
+        match tile {
+            Tf32Tile::Wgmma => return self.launch_tf32_wgmma(a, b, c, (m, k, n), None),
+            Tf32Tile::WgmmaTile(t) => return self.launch_tf32_wgmma(a, b, c, (m, k, n), Some(t)),
+            _ => {}
         }
         let tiling = tile.tiling();
         // These kernels are opted in to more than the default 48 KiB when they are loaded.

@@ -12,7 +12,7 @@ mod wgmma_tf32;
 pub use crate::device::SIMULATED_MULTIPROCESSORS;
 pub use error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, tf32_error_factor};
 pub use half::{MatmulElement, MatmulOutput};
-pub use plan::{FastPlan, FastTile, HALF_KERNEL_ENV, HalfTile, Tf32Tile};
+pub use plan::{FastPlan, FastTile, HALF_KERNEL_ENV, HalfTile, Tf32Tile, WsTile};
 
 use super::same_shape;
 use crate::buffer::DeviceMatrix;

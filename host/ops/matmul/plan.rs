@@ -3,6 +3,7 @@
 
 use kernels_gpu::matmul::half::{HALF_128X128, HalfTiling};
 use kernels_gpu::matmul::tf32::{TF32_128X128, TF32_128X128_K16, TF32_128X256, Tf32Tiling};
+use kernels_gpu::matmul::wgmma_ws::{WS_64X128, WS_128X128, WS_128X256, WsTiling};
 use kernels_gpu::matmul::{FAST_64, FAST_128, FAST_WIDE, FastTiling};
 
 use super::MatmulAlgorithm;
@@ -78,7 +79,11 @@ pub enum Tf32Tile {
     /// there. The copy engine rounds the operands to TF32 (to nearest) on the GPU; the promised
     /// bound is the truncation one ([`Tf32Tile::error_factor`], `2^-10`), which also covers the
     /// simulator, whose copies leave the tensor core to truncate. Not in [`Tf32Tile::ALL`].
+    /// The tile by shape, as [`HalfTile::WarpSpecialized`] ([`WsTile::choose`]).
     Wgmma,
+    /// [`Tf32Tile::Wgmma`] with the given tile, whatever the shape (for comparing tiles, and
+    /// for tests that must reach each). Not in [`Tf32Tile::ALL`].
+    WgmmaTile(WsTile),
 }
 
 impl Tf32Tile {
@@ -98,13 +103,14 @@ impl Tf32Tile {
             Tf32Tile::Wide | Tf32Tile::WideTruncated => TF32_128X256,
             Tf32Tile::Square | Tf32Tile::SquareTruncated => TF32_128X128,
             Tf32Tile::SquareK16 => TF32_128X128_K16,
-            // The same rows and columns per tile as the `wgmma` kernel's `WS_128X256`.
-            Tf32Tile::Wgmma => TF32_128X256,
+            // The same rows and columns per tile as the `wgmma` kernel's `WS_128X256` (its
+            // tiling by shape is `WsTile::tiling`'s).
+            Tf32Tile::Wgmma | Tf32Tile::WgmmaTile(_) => TF32_128X256,
         }
     }
 
     /// A short name: `128x256`, `128x128`, `128x128-k16`, `128x256-trunc`, `128x128-trunc`,
-    /// `wgmma-ws-128x256`.
+    /// `wgmma-ws` (the tile by shape), or the [`WsTile::name`] of a forced tile.
     pub fn name(self) -> &'static str {
         match self {
             Tf32Tile::Wide => "128x256",
@@ -112,7 +118,8 @@ impl Tf32Tile {
             Tf32Tile::SquareK16 => "128x128-k16",
             Tf32Tile::WideTruncated => "128x256-trunc",
             Tf32Tile::SquareTruncated => "128x128-trunc",
-            Tf32Tile::Wgmma => "wgmma-ws-128x256",
+            Tf32Tile::Wgmma => "wgmma-ws",
+            Tf32Tile::WgmmaTile(t) => t.name(),
         }
     }
 
@@ -290,18 +297,75 @@ pub enum HalfTile {
     /// `k` and `n` multiples of 8, 16-byte aligned operands, a compute capability 9.0 GPU with
     /// the `sm_90a` module loaded (and the simulator).
     Wgmma,
-    /// Hopper `wgmma.m64n256k16` with warp specialisation: a producer warpgroup issuing TMA
-    /// copies into a 4-stage ring and two consumer warpgroups (`setmaxnreg`), 128 x 256 per tile,
-    /// a persistent grid, 193 KiB of shared memory
-    /// ([`WS_128X256`](kernels_gpu::matmul::wgmma_ws::WS_128X256)): bf16 and f16 operands, where
-    /// [`HalfTile::Wgmma`]'s conditions on `k`, `n`, alignment and the GPU hold.
+    /// Hopper `wgmma` with warp specialisation: a producer warpgroup issuing TMA copies into a
+    /// ring of stages and two consumer warpgroups (`setmaxnreg`), a persistent grid, 193 KiB of
+    /// shared memory, the tile chosen by shape ([`WsTile::choose`]: 128 x 256 with
+    /// `wgmma.m64n256k16` where its tiles fill the GPU, else a smaller one): bf16 and f16
+    /// operands, where [`HalfTile::Wgmma`]'s conditions on `k`, `n`, alignment and the GPU hold.
     WarpSpecialized,
+    /// [`HalfTile::WarpSpecialized`] with the given tile, whatever the shape (for comparing
+    /// tiles, and for tests that must reach each).
+    WarpSpecializedTile(WsTile),
+}
+
+/// The tile of the warp-specialised `wgmma` kernels ([`HalfTile::WarpSpecialized`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WsTile {
+    /// 128 x 256, two consumers of `64 x 256` (`wgmma.m64n256k16`), 4 stages ([`WS_128X256`]):
+    /// the most flops per byte, for products with enough tiles to fill the GPU.
+    Wide,
+    /// 128 x 128, two consumers of `64 x 128` (`m64n128k16`), 6 stages ([`WS_128X128`]): twice
+    /// the tiles of [`WsTile::Wide`].
+    Square,
+    /// 64 x 128, two consumers of `64 x 64` side by side (`m64n64k16`), 8 stages
+    /// ([`WS_64X128`]): four times the tiles of [`WsTile::Wide`], for small products.
+    Narrow,
+}
+
+/// [`WsTile::choose`] takes the largest tile whose count is at least this percentage of the
+/// multiprocessors ("about one full wave": the persistent grid is one block per SM).
+const WS_WAVE_PERCENT: usize = 90;
+
+impl WsTile {
+    /// Every tile, largest first.
+    pub const ALL: [WsTile; 3] = [WsTile::Wide, WsTile::Square, WsTile::Narrow];
+
+    /// The kernels' tiling.
+    pub fn tiling(self) -> WsTiling {
+        match self {
+            WsTile::Wide => WS_128X256,
+            WsTile::Square => WS_128X128,
+            WsTile::Narrow => WS_64X128,
+        }
+    }
+
+    /// A short name: `wgmma-ws-128x256`, `wgmma-ws-128x128`, `wgmma-ws-64x128`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WsTile::Wide => "wgmma-ws-128x256",
+            WsTile::Square => "wgmma-ws-128x128",
+            WsTile::Narrow => "wgmma-ws-64x128",
+        }
+    }
+
+    /// The tile for an `m x n` result on a GPU with `multiprocessors` SMs: the largest of
+    /// [`WsTile::ALL`] that gives at least about one full wave of tiles (90% of the SMs), else
+    /// the smallest. On an H200 (132 SMs): 2048^3 and larger take [`WsTile::Wide`] (128 tiles
+    /// at 2048^3), 1536^3 [`WsTile::Square`] (144), 1024^3 [`WsTile::Narrow`] (128).
+    pub fn choose(m: usize, n: usize, multiprocessors: usize) -> WsTile {
+        let wave = multiprocessors.max(1) * WS_WAVE_PERCENT;
+        WsTile::ALL
+            .into_iter()
+            .find(|t| t.tiling().tiles(m, n) * 100 >= wave)
+            .unwrap_or(WsTile::Narrow)
+    }
 }
 
 /// The variable that forces the kernel of half-precision products, for benchmarks (read once,
 /// at the first half-precision product): `mma` (the `mma.sync` kernel, [`HalfTile::Square`]),
-/// `wgmma` ([`HalfTile::Wgmma`], for bf16 where it applies) or `ws`
-/// ([`HalfTile::WarpSpecialized`], where it applies); elsewhere the default.
+/// `wgmma` ([`HalfTile::Wgmma`], for bf16 where it applies), `ws`
+/// ([`HalfTile::WarpSpecialized`], where it applies) or `ws-128x256`, `ws-128x128`, `ws-64x128`
+/// (the same with that [`WsTile`]); elsewhere the default.
 pub const HALF_KERNEL_ENV: &str = "GPUKERN_HALF_KERNEL";
 
 impl HalfTile {
@@ -314,12 +378,14 @@ impl HalfTile {
         HALF_128X128
     }
 
-    /// A short name: `128x128`, `wgmma-128x128`.
+    /// A short name: `128x128`, `wgmma-128x128`, `wgmma-ws` (the tile by shape), or the
+    /// [`WsTile::name`] of a forced tile.
     pub fn name(self) -> &'static str {
         match self {
             HalfTile::Square => "128x128",
             HalfTile::Wgmma => "wgmma-128x128",
-            HalfTile::WarpSpecialized => "wgmma-ws-128x256",
+            HalfTile::WarpSpecialized => "wgmma-ws",
+            HalfTile::WarpSpecializedTile(t) => t.name(),
         }
     }
 
@@ -347,6 +413,9 @@ impl HalfTile {
             Some("mma") => HalfTile::Square,
             Some("wgmma") if wgmma => HalfTile::Wgmma,
             Some("ws") if ws => HalfTile::WarpSpecialized,
+            Some("ws-128x256") if ws => HalfTile::WarpSpecializedTile(WsTile::Wide),
+            Some("ws-128x128") if ws => HalfTile::WarpSpecializedTile(WsTile::Square),
+            Some("ws-64x128") if ws => HalfTile::WarpSpecializedTile(WsTile::Narrow),
             _ if ws && on_cuda => HalfTile::WarpSpecialized,
             _ => HalfTile::Square,
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys;
 use kernels_gpu::matmul::wgmma::{MAP_WORDS, SWIZZLE_COLS, WGMMA_128X128};
-use kernels_gpu::matmul::wgmma_ws::WS_128X256;
+use kernels_gpu::matmul::wgmma_ws::{WS_64X128, WS_128X128, WS_128X256, WsTiling};
 
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
 use crate::device::{Backend, Gpu};
@@ -28,14 +28,17 @@ const CACHED_MAPS: usize = 64;
 pub(crate) enum WgmmaKernel {
     /// `kernels_gpu::matmul::wgmma`: one warpgroup per 128 x 128 tile, a block per tile.
     OneWarpgroup,
-    /// `kernels_gpu::matmul::wgmma_ws`: 384 threads, 128 x 256 tiles, a persistent grid.
-    WarpSpecialized,
+    /// `kernels_gpu::matmul::wgmma_ws`: 384 threads, tiles of this tiling, a persistent grid.
+    WarpSpecialized(WsTiling),
 }
 
-// One pair of tensor maps serves both kernels on 16-bit operands: the same boxes.
+// The kernels on 16-bit operands read the same boxes but for the rows of `A`'s (the tile's
+// rows): `B` in boxes of `BK x 64`, `BK` one 128-byte row.
 const _: () = assert!(
-    WGMMA_128X128.block_rows == WS_128X256.block_rows
-        && WGMMA_128X128.block_k == kernels_gpu::matmul::wgmma_ws::WsTiling::block_k(2)
+    WGMMA_128X128.block_k == WsTiling::block_k(2)
+        && WGMMA_128X128.block_rows == WS_128X256.block_rows
+        && WGMMA_128X128.block_rows == WS_128X128.block_rows
+        && WS_64X128.block_rows == 64
 );
 
 /// Blocks of the persistent kernel in the simulator: at most 2, so that the simulator's blocks
@@ -109,18 +112,23 @@ impl Gpu {
                     &self.limits().opted_in(),
                 )?
             }
-            WgmmaKernel::WarpSpecialized => self.ws_launch_config(m, n)?,
+            WgmmaKernel::WarpSpecialized(t) => self.ws_launch_config(m, n, t)?,
         };
-        let maps = self.tensor_maps(kind, (a, lda), (b, ldb), (m, k, n))?;
-        // SAFETY: `maps` holds the two tensor maps of `a` (m x k, box 128 x 64) and `b` (k x n,
-        // box 64 x 64) of `I`'s type `kind` (the caller's pairing), 128-byte swizzle, zero
+        let a_box_rows = match kernel {
+            WgmmaKernel::OneWarpgroup => WGMMA_128X128.block_rows,
+            WgmmaKernel::WarpSpecialized(t) => t.block_rows,
+        };
+        let maps = self.tensor_maps(kind, (a, lda), (b, ldb), (m, k, n), a_box_rows)?;
+        // SAFETY: `maps` holds the two tensor maps of `a` (m x k, box `BM x 64`, `BM` the
+        // kernel's tile rows) and `b` (k x n, box 64 x 64) of `I`'s type `kind` (the caller's pairing), 128-byte swizzle, zero
         // fill; shapes checked, `k`, `n` multiples of 8, aligned; `cfg` the kernel's launch
         // (a persistent grid of at most the tile count for the warp-specialised one); the sm_90a
         // module is loaded (or the simulator).
         unsafe { launch(&self.library(), cfg, &maps, a, b, &mut c.data, m, n, k, lda, ldb) }
     }
 
-    /// The tensor maps of `A` and `B` in device memory, [`MAP_WORDS`] words each (the
+    /// The tensor maps of `A` (boxes of `a_box_rows x 64`) and `B` (boxes of `64 x 64`) in
+    /// device memory, [`MAP_WORDS`] words each (the
     /// allocation is 256-byte aligned, so each map is 64-byte aligned), uploaded once per set
     /// ([`Gpu::cached_maps`]). Zeros in the simulator, whose copies read the matrices directly.
     fn tensor_maps<I: Element>(
@@ -129,6 +137,7 @@ impl Gpu {
         (a, lda): (&DeviceVec<I>, usize),
         (b, ldb): (&DeviceVec<I>, usize),
         (m, k, n): (usize, usize, usize),
+        a_box_rows: usize,
     ) -> Result<Arc<DeviceVec<u64>>> {
         if let Backend::Simulator = self.backend {
             return Ok(Arc::new(self.zeros::<u64>(2 * MAP_WORDS)?));
@@ -142,16 +151,15 @@ impl Gpu {
             cols,
             stride,
         };
-        let a_map = encode(matrix(a.address(), m, k, lda), t.block_rows)?;
+        let a_map = encode(matrix(a.address(), m, k, lda), a_box_rows)?;
         let b_map = encode(matrix(b.address(), k, n, ldb), t.block_k)?;
         self.cached_map_pair(&a_map, &b_map)
     }
 
-    /// The launch of the warp-specialised kernels for an `m x n` result: [`WS_128X256`]'s block
+    /// The launch of the warp-specialised kernels of tiling `t` for an `m x n` result: its block
     /// and shared memory, a persistent grid of one block per multiprocessor (at most
     /// [`SIMULATED_PERSISTENT_BLOCKS`] in the simulator), never more blocks than tiles.
-    pub(super) fn ws_launch_config(&self, m: usize, n: usize) -> Result<LaunchConfig> {
-        let t = WS_128X256;
+    pub(super) fn ws_launch_config(&self, m: usize, n: usize, t: WsTiling) -> Result<LaunchConfig> {
         let resident = match self.backend {
             Backend::Simulator => SIMULATED_PERSISTENT_BLOCKS,
             Backend::Cuda(_) => self.multiprocessors()?,

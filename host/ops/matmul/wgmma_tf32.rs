@@ -1,11 +1,12 @@
 //! The Hopper path of TF32 products ([`Tf32Tile::Wgmma`]): the warp-specialised persistent
-//! `wgmma` kernel (`kernels_gpu::matmul::wgmma_ws::matmul_ws_tf32_128x256`) on f32 operands.
+//! `wgmma` kernel (`kernels_gpu::matmul::wgmma_ws::matmul_ws_tf32_{128x256,128x128,64x128}`, the
+//! tile by shape as for half precision: [`WsTile::choose`]) on f32 operands.
 //!
 //! TF32 `wgmma` reads both operands K-major, so `B` (`k x n`) is first transposed into a
 //! workspace `B^T` (`n x k`) by the transpose kernel: one pass, `8 n k` bytes of traffic (read
 //! and written once) on top of the product's minimum `4 (m k + n k + m n)`, and `4 n k` bytes
-//! of device memory for the call. Then the tensor maps of `A` (`m x k`, boxes of 128 x 32) and
-//! `B^T` (`n x k`, boxes of 256 x 32) are encoded, 128-byte swizzle, zero fill, and the kernel
+//! of device memory for the call. Then the tensor maps of `A` (`m x k`, boxes of `BM x 32`) and
+//! `B^T` (`n x k`, boxes of `BN x 32`, `BM x BN` the tile) are encoded, 128-byte swizzle, zero fill, and the kernel
 //! runs on a persistent grid of one block per multiprocessor.
 //!
 //! # Rounding: `TFLOAT32` tensor maps
@@ -23,9 +24,9 @@
 
 use cudarc::driver::sys;
 use kernels_gpu::matmul::wgmma::MAP_WORDS;
-use kernels_gpu::matmul::wgmma_ws::{WS_128X256, WsTiling};
+use kernels_gpu::matmul::wgmma_ws::WsTiling;
 
-use super::plan::Tf32Tile;
+use super::plan::{Tf32Tile, WsTile};
 use super::wgmma::{MapMatrix, check_copy_engine_dims, encode};
 use crate::buffer::{DeviceMatrix, DeviceVec};
 use crate::device::{Backend, Gpu};
@@ -48,8 +49,8 @@ const F32_BYTES: usize = 4;
 const _: () = assert!(WsTiling::block_k(F32_BYTES) == 32);
 
 impl Gpu {
-    /// `C = A * B` with the TF32 `wgmma` kernel ([`Tf32Tile::Wgmma`]), shapes and owners checked
-    /// by the caller, `m, n >= 1`.
+    /// `C = A * B` with the TF32 `wgmma` kernel ([`Tf32Tile::Wgmma`]) on tiles of `tile`
+    /// (`None`: [`WsTile::choose`]'s), shapes and owners checked by the caller, `m, n >= 1`.
     ///
     /// Errors: [`Error::InvalidArgument`] off a compute capability 9.0 GPU with the `sm_90a`
     /// module ([`Gpu::has_wgmma`]), for `k` not a multiple of 4 (the copy engine's rows of `A`
@@ -62,6 +63,7 @@ impl Gpu {
         b: &DeviceMatrix,
         c: &mut DeviceMatrix,
         (m, k, n): (usize, usize, usize),
+        tile: Option<WsTile>,
     ) -> Result<()> {
         if !self.has_wgmma() {
             return Err(Error::InvalidArgument {
@@ -86,26 +88,32 @@ impl Gpu {
             });
         }
         check_copy_engine_dims((m, k, n))?;
-        let cfg = self.ws_launch_config(m, n)?;
+        let tile = match tile {
+            Some(t) => t,
+            None => WsTile::choose(m, n, self.multiprocessors()?),
+        };
+        let tiling = tile.tiling();
+        let cfg = self.ws_launch_config(m, n, tiling)?;
         let bt = self.transpose(b)?;
-        let maps = self.tf32_tensor_maps(a, &bt, (m, k, n))?;
-        // SAFETY: `maps` holds the TFLOAT32 maps of `a` (m x k, box 128 x 32) and `bt` = B^T
-        // (n x k, box 256 x 32), 128-byte swizzle, zero fill (zeros where `k = 0`: the kernel
+        let maps = self.tf32_tensor_maps(a, &bt, (m, k, n), tiling)?;
+        // SAFETY: `maps` holds the TFLOAT32 maps of `a` (m x k, box BM x 32) and `bt` = B^T
+        // (n x k, box BN x 32), `BM x BN` the tile of `tile`, 128-byte swizzle, zero fill (zeros where `k = 0`: the kernel
         // then issues no copy); `a`, `bt`, `c` hold m*k, n*k, m*n floats (shapes checked), `c`
         // distinct from both; `k` a multiple of 4, every buffer 16-byte aligned, `m, n >= 1`;
         // `cfg` the persistent launch (at most the tile count); the sm_90a module is loaded (or
         // the simulator).
-        unsafe { raw::matmul::ws_tf32(self, cfg, &maps, &a.data, &bt.data, &mut c.data, m, n, k) }
+        unsafe { raw::matmul::ws_tf32(self, tile, cfg, &maps, &a.data, &bt.data, &mut c.data, m, n, k) }
     }
 
-    /// The tensor maps of `A` (`m x k`) and `B^T` (`n x k`) in device memory, [`MAP_WORDS`]
-    /// words each. Zeros in the simulator (whose copies read the matrices directly) and for
+    /// The tensor maps of `A` (`m x k`, boxes of `BM x 32`) and `B^T` (`n x k`, boxes of
+    /// `BN x 32`), `BM x BN` the tile of `t`, in device memory, [`MAP_WORDS`] words each. Zeros in the simulator (whose copies read the matrices directly) and for
     /// `k = 0` (no copy is issued; a map of an empty matrix cannot be encoded).
     fn tf32_tensor_maps(
         &self,
         a: &DeviceMatrix,
         bt: &DeviceMatrix,
         (m, k, n): (usize, usize, usize),
+        t: WsTiling,
     ) -> Result<std::sync::Arc<DeviceVec<u64>>> {
         if matches!(self.backend, Backend::Simulator) || k == 0 {
             return Ok(std::sync::Arc::new(self.zeros::<u64>(2 * MAP_WORDS)?));
@@ -118,8 +126,8 @@ impl Gpu {
             cols: k,
             stride: k,
         };
-        let a_map = encode(matrix(a.data.address(), m), WS_128X256.block_rows)?;
-        let b_map = encode(matrix(bt.data.address(), n), WS_128X256.block_cols)?;
+        let a_map = encode(matrix(a.data.address(), m), t.block_rows)?;
+        let b_map = encode(matrix(bt.data.address(), n), t.block_cols)?;
         self.cached_map_pair(&a_map, &b_map)
     }
 }

@@ -191,6 +191,8 @@ pub mod wgmma;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod wgmma_ws;
 pub mod wide;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+mod ws_epilogue;
 
 pub use naive::{matmul_naive, NAIVE_BLOCK};
 pub use register_tiled::{

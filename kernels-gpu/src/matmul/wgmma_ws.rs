@@ -8,7 +8,19 @@
 //!
 //! Compiled into the `sm_90a` PTX only (and the simulator).
 //!
-//! # Design ([`WS_128X256`])
+//! # Tile shapes as parameters
+//! [`ws_gemm`] takes its tile as a type ([`WsShape`]: a [`WsTiling`] and the consumers'
+//! accumulator array), so one body serves every shape: [`WS_128X256`] (two consumers of
+//! `64 x 256`, `wgmma.m64n256k16`), [`WS_128X128`] (two of `64 x 128`, `m64n128k16`, six stages)
+//! and [`WS_64X128`] (two consumers side by side along `n`, each `64 x 64`, `m64n64k16`, eight
+//! stages). Consumers sit in a grid of [`WsTiling::row_groups`] along `m` (64 rows each) by the
+//! rest along `n` ([`WsTiling::consumer_cols`] each); the instruction width `N` is the consumer's
+//! columns, picked by its accumulator array ([`wgmma::Accumulators`]: `[f32; N / 2]`). The
+//! smaller tiles are for products with too few 128 x 256 tiles to fill the GPU (1024^3 has 32 for
+//! 132 SMs; 64 of 128 x 128, 128 of 64 x 128); all keep one block of 384 threads per SM and the
+//! same register split, and spend the shared memory the narrower stages free on more stages.
+//!
+//! # Design (as [`WS_128X256`]; the other tilings scale the numbers)
 //! * **Block**: three warpgroups (384 threads), launch bounds `(384, 1)` so that ptxas knows the
 //!   register budget at entry (168 per thread) and honours `setmaxnreg`: the producer gives
 //!   registers back (40 per thread), the consumers take them (232 per thread).
@@ -40,8 +52,9 @@
 use super::half::GemmOutput;
 use super::tf32::grouped_tile;
 use super::wgmma::MAP_WORDS;
+use super::ws_epilogue::store_tile;
 use crate::gpu::tma::{self, Tensor2d};
-use crate::gpu::{bf16, f16, mbarrier, shared, thread, warp, wgmma};
+use crate::gpu::{bf16, f16, mbarrier, shared, thread, wgmma};
 use crate::kernel;
 
 /// Tile shape of the warp-specialised kernels; the host reads it to launch them and to encode
@@ -51,7 +64,8 @@ use crate::kernel;
 pub struct WsTiling {
     /// Rows of `C` per tile (`BM`): 64 per consumer warpgroup.
     pub block_rows: usize,
-    /// Columns of `C` per tile (`BN`), the `N` of `wgmma.m64nNk*`.
+    /// Columns of `C` per tile (`BN`): the `N` of `wgmma.m64nNk*` per consumer column group
+    /// ([`WsTiling::consumer_cols`]).
     pub block_cols: usize,
     /// Stages of the copy ring.
     pub stages: usize,
@@ -89,6 +103,33 @@ impl WsTiling {
     pub const fn tiles(&self, m: usize, n: usize) -> usize {
         m.div_ceil(self.block_rows) * n.div_ceil(self.block_cols)
     }
+
+    /// Consumers along the tile's rows, 64 rows each (the `M` of `wgmma.m64nNk*`).
+    pub const fn row_groups(&self) -> usize {
+        self.block_rows / CONSUMER_ROWS
+    }
+
+    /// Columns of `C` per consumer: the `N` of its `wgmma.m64nNk*` (the consumers not along the
+    /// rows sit side by side along the columns).
+    pub const fn consumer_cols(&self) -> usize {
+        self.block_cols * self.row_groups() / self.consumers
+    }
+
+    /// Whether the consumers tile the block exactly, each `64 x N` with `N` a width `wgmma` has
+    /// here (64, 128 or 256) and a whole number of 64-column boxes of `B`, and the block
+    /// within one SM's shared memory (227 KiB).
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    pub const fn is_valid(&self) -> bool {
+        let rows = self.row_groups();
+        let n = self.consumer_cols();
+        self.block_rows % CONSUMER_ROWS == 0
+            && rows >= 1
+            && self.consumers % rows == 0
+            && n * (self.consumers / rows) == self.block_cols
+            && (n == 64 || n == 128 || n == 256)
+            && self.stages >= 2
+            && self.shared_bytes() <= MAX_SHARED
+    }
 }
 
 /// 128 x 256 per tile, four stages of 48 KiB, two consumers (197,696 bytes of shared memory).
@@ -99,6 +140,74 @@ pub const WS_128X256: WsTiling = WsTiling {
     consumers: 2,
 };
 
+/// 128 x 128 per tile, six stages of 32 KiB, two consumers of 64 x 128 (197,728 bytes).
+pub const WS_128X128: WsTiling = WsTiling {
+    block_rows: 128,
+    block_cols: 128,
+    stages: 6,
+    consumers: 2,
+};
+
+/// 64 x 128 per tile, eight stages of 24 KiB, two consumers side by side of 64 x 64 each
+/// (197,760 bytes).
+pub const WS_64X128: WsTiling = WsTiling {
+    block_rows: 64,
+    block_cols: 128,
+    stages: 8,
+    consumers: 2,
+};
+
+const _: () = assert!(
+    WS_128X256.is_valid() && WS_128X128.is_valid() && WS_64X128.is_valid(),
+    "every warp-specialised tiling tiles its block with 64 x N consumers and fits shared memory"
+);
+
+// The shared memory the tilings' documentation states.
+const _: () = assert!(
+    WS_128X256.shared_bytes() == 197_696
+        && WS_128X128.shared_bytes() == 197_728
+        && WS_64X128.shared_bytes() == 197_760
+);
+
+/// A tile shape of [`ws_gemm`]: the tiling, and the accumulator array of one consumer (its
+/// `wgmma` width).
+pub trait WsShape {
+    /// The tiling.
+    const TILING: WsTiling;
+    /// One consumer thread's accumulators: `[f32; N / 2]` for `N` = [`WsTiling::consumer_cols`].
+    type Acc: wgmma::Accumulators;
+}
+
+/// Declares a [`WsShape`].
+macro_rules! ws_shape {
+    ($(#[$doc:meta])* $name:ident: $tiling:ident, $acc:ty) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name;
+        impl WsShape for $name {
+            const TILING: WsTiling = $tiling;
+            type Acc = $acc;
+        }
+    };
+}
+
+ws_shape!(
+    /// [`WS_128X256`]: `wgmma.m64n256k16`, 128 accumulators per consumer thread.
+    Ws128x256: WS_128X256, [f32; 128]
+);
+ws_shape!(
+    /// [`WS_128X128`]: `wgmma.m64n128k16`, 64 accumulators per consumer thread.
+    Ws128x128: WS_128X128, [f32; 64]
+);
+ws_shape!(
+    /// [`WS_64X128`]: `wgmma.m64n64k16`, 32 accumulators per consumer thread.
+    Ws64x128: WS_64X128, [f32; 32]
+);
+
+/// Rows of `C` per consumer warpgroup (the `M` of `wgmma.m64nNk*`).
+const CONSUMER_ROWS: usize = 64;
+/// Most dynamic shared memory one block may opt in to on compute capability 9.0 (227 KiB).
+const MAX_SHARED: u32 = 232_448;
 /// Bytes of one row of a 128-byte swizzled box.
 const SWIZZLE_ROW: usize = 128;
 /// Threads of a warpgroup.
@@ -111,7 +220,7 @@ const PRODUCER_REGISTERS: u32 = 40;
 const CONSUMER_REGISTERS: u32 = 232;
 
 /// An operand type of the warp-specialised kernels: its size, how `B` sits in shared memory, and
-/// its `m64n256` product over one 128-byte step of `k`.
+/// its `m64nN` product over one 128-byte step of `k` (`N` by the accumulator array).
 pub trait WgmmaOperand: Copy {
     /// Bytes per element.
     const BYTES: usize;
@@ -120,14 +229,14 @@ pub trait WgmmaOperand: Copy {
     /// (`k x n`), boxes of `BK x 64` side by side, read through the descriptor's transpose bit.
     const B_K_MAJOR: bool;
 
-    /// `C(64 x 256) (+)= A(64 x BK) * B(BK x 256)` on the calling warpgroup, four products of
-    /// one quarter of `BK` each ([`wgmma::mma_bf16_m64n256k64`]).
+    /// `C(64 x N) (+)= A(64 x BK) * B(BK x N)` on the calling warpgroup, four products of one
+    /// quarter of `BK` each ([`wgmma::mma_bf16_m64n256k64`] and its kin of other widths).
     ///
     /// # Safety
     /// As [`wgmma::mma_bf16_m64n256k64`].
-    unsafe fn mma_m64n256(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128];
+    unsafe fn mma<A: wgmma::Accumulators>(acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A;
 
-    /// [`WgmmaOperand::mma_m64n256`] issued and committed as one group but not waited for
+    /// [`WgmmaOperand::mma`] issued and committed as one group but not waited for
     /// ([`wgmma::mma_bf16_m64n256k64_async`]); [`wgmma::wait_accumulators`] retires it. By
     /// default the product waited for (a type without an asynchronous twin).
     ///
@@ -135,13 +244,14 @@ pub trait WgmmaOperand: Copy {
     /// As [`wgmma::mma_bf16_m64n256k64_async`].
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn mma_m64n256_async(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+    unsafe fn mma_async<A: wgmma::Accumulators>(acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A {
         // SAFETY: forwarded contract.
-        unsafe { Self::mma_m64n256(acc, a, b, accumulate) }
+        unsafe { Self::mma(acc, a, b, accumulate) }
     }
 }
 
-/// [`WgmmaOperand`] for a 16-bit type, its products `$sync` and `$async` of [`wgmma`].
+/// [`WgmmaOperand`] for a 16-bit type, its products `$sync` and `$async` of
+/// [`wgmma::Accumulators`].
 macro_rules! half_operand {
     ($t:ty: $sync:ident, $async:ident) => {
         impl WgmmaOperand for $t {
@@ -149,27 +259,27 @@ macro_rules! half_operand {
             const B_K_MAJOR: bool = false;
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-            unsafe fn mma_m64n256(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+            unsafe fn mma<A: wgmma::Accumulators>(acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A {
                 // SAFETY: forwarded contract.
-                unsafe { wgmma::$sync(acc, a, b, accumulate) }
+                unsafe { acc.$sync(a, b, accumulate) }
             }
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-            unsafe fn mma_m64n256_async(
-                acc: [f32; 128],
+            unsafe fn mma_async<A: wgmma::Accumulators>(
+                acc: A,
                 a: [u64; 4],
                 b: [u64; 4],
                 accumulate: bool,
-            ) -> [f32; 128] {
+            ) -> A {
                 // SAFETY: forwarded contract.
-                unsafe { wgmma::$async(acc, a, b, accumulate) }
+                unsafe { acc.$async(a, b, accumulate) }
             }
         }
     };
 }
 
-half_operand!(bf16: mma_bf16_m64n256k64, mma_bf16_m64n256k64_async);
-half_operand!(f16: mma_f16_m64n256k64, mma_f16_m64n256k64_async);
+half_operand!(bf16: mma_bf16, mma_bf16_async);
+half_operand!(f16: mma_f16, mma_f16_async);
 
 /// The body of the warp-specialised kernels (see the module documentation). What one thread
 /// does: thread 0 initialises the barriers; after a block barrier, the producer warpgroup lowers
@@ -177,7 +287,9 @@ half_operand!(f16: mma_f16_m64n256k64, mma_f16_m64n256k64_async);
 /// each stage to be empty and refilling it by TMA; each consumer thread raises its registers and
 /// walks the same steps, waiting for each stage to be full, taking part in its warpgroup's four
 /// products, lane 0 of each warp then marking the stage empty; after a tile's last step it
-/// stores its 128 accumulators inside `C` as `O`.
+/// stores its `N / 2` accumulators (`N` = [`WsTiling::consumer_cols`] of `S`'s tiling) inside
+/// `C` as `O`. Per stage a block moves `(BM + BN) 128` bytes ([`WsTiling::stage_bytes`]) and
+/// does `2 BM BN BK` flops.
 ///
 /// # Safety
 /// * `maps` holds two tensor maps of [`MAP_WORDS`] words each, 64-byte aligned, encoded for `a`
@@ -186,12 +298,12 @@ half_operand!(f16: mma_f16_m64n256k64, mma_f16_m64n256k64_async);
 ///   hold `m x k`, `k x n` (or `n x k`) and `m x n` elements, the rows of `a` `lda` and those of `b`
 ///   `ldb` elements apart (as the maps say), `c` dense and overlapping neither; `a` and `b` 16-byte aligned, `c`
 ///   aligned to a pair of `O` when `n` is even; `m, n >= 1`.
-/// * The launch: [`WsTiling::threads`] threads, a grid of `(G, 1)` blocks with
+/// * The launch: [`WsTiling::threads`] threads of `S::TILING`, a grid of `(G, 1)` blocks with
 ///   `1 <= G <= tiles`, [`WsTiling::shared_bytes`] of dynamic shared memory; a compute
 ///   capability 9.0 GPU.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
+pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, S: WsShape>(
     maps: *const u64,
     a: *const I,
     b: *const I,
@@ -202,23 +314,32 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
     lda: usize,
     ldb: usize,
 ) {
-    const BM: usize = WS_128X256.block_rows;
-    const BN: usize = WS_128X256.block_cols;
-    const { assert!(STAGES >= 2, "a ring of at least two stages") };
+    let t = S::TILING;
+    const {
+        assert!(
+            S::TILING.is_valid(),
+            "a tiling of 64 x N consumers that fits shared memory"
+        );
+        assert!(
+            <S::Acc as wgmma::Accumulators>::N == S::TILING.consumer_cols(),
+            "the accumulators' wgmma width is the consumer's columns"
+        );
+        assert!(
+            S::TILING.threads() == 384,
+            "the entries' launch bounds are 384 threads"
+        );
+    };
+    let (bm, bn, stages) = (t.block_rows, t.block_cols, t.stages);
     let bk = WsTiling::block_k(I::BYTES);
     // Columns of one N-major box of `B`: one 128-byte row.
     let box_cols = SWIZZLE_ROW / I::BYTES;
-    let t = WsTiling {
-        stages: STAGES,
-        ..WS_128X256
-    };
     let (a_bytes, stage_bytes) = (t.a_bytes(), t.stage_bytes());
     // Bytes of one N-major box of `B` (`BK` rows of 128 bytes).
     let b_box = bk * SWIZZLE_ROW;
     let tid = thread::thread_idx_x() as usize;
     let group = tid / WARPGROUP;
 
-    let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(BN));
+    let (tiles_m, tiles_n) = (m.div_ceil(bm), n.div_ceil(bn));
     let tiles = tiles_m * tiles_n;
     let (first, step) = (thread::block_idx_x() as usize, thread::grid_dim_x() as usize);
     let k_tiles = k.div_ceil(bk);
@@ -229,12 +350,12 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
     let pad = (ALIGN - base_address % ALIGN) % ALIGN;
     let ring = base.wrapping_add(pad);
     let ring_address = (base_address + pad) as u32;
-    let bars = ring.wrapping_add(STAGES * stage_bytes).cast::<u64>();
+    let bars = ring.wrapping_add(stages * stage_bytes).cast::<u64>();
     let full = |s: usize| bars.wrapping_add(s);
-    let empty = |s: usize| bars.wrapping_add(STAGES + s);
+    let empty = |s: usize| bars.wrapping_add(stages + s);
 
     if tid == 0 {
-        for s in 0..STAGES {
+        for s in 0..stages {
             // SAFETY: 16 bytes of shared memory past the ring per stage, used by nothing else.
             unsafe {
                 mbarrier::init(full(s), 1);
@@ -256,7 +377,7 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
             rows: m,
             cols: k,
             stride: lda,
-            box_rows: BM,
+            box_rows: bm,
             box_cols: bk,
         };
         // `B` itself (`k x n`, N-major boxes), or `B^T` (`n x k`, one K-major box per stage).
@@ -267,7 +388,7 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
                 rows: n,
                 cols: k,
                 stride: ldb,
-                box_rows: BN,
+                box_rows: bn,
                 box_cols: bk,
             }
         } else {
@@ -287,23 +408,23 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
         let mut tile = first;
         while tile < tiles {
             let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
-            let (row0, col0) = (tile_m * BM, tile_n * BN);
+            let (row0, col0) = (tile_m * bm, tile_n * bn);
             for kt in 0..k_tiles {
-                let s = it % STAGES;
+                let s = it % stages;
                 let stage = ring.wrapping_add(s * stage_bytes);
                 // SAFETY: initialised barriers; stage `s` is 1024-byte aligned inside the ring,
                 // and free once its `empty` phase completed (every consumer warp is done with
                 // it; a fresh barrier's "previous" phase counts as complete); the maps are the
                 // kernel's (its contract).
                 unsafe {
-                    mbarrier::wait_parity(empty(s), (((it / STAGES) & 1) ^ 1) as u32);
+                    mbarrier::wait_parity(empty(s), (((it / stages) & 1) ^ 1) as u32);
                     mbarrier::arrive_expect_tx(full(s), stage_bytes as u32);
                     tma::load_2d(stage.cast::<I>(), &ta, full(s), row0 as u32, (kt * bk) as u32);
                     let b_stage = stage.wrapping_add(a_bytes).cast::<I>();
                     if I::B_K_MAJOR {
                         tma::load_2d(b_stage, &tb, full(s), col0 as u32, (kt * bk) as u32);
                     } else {
-                        for j in 0..BN / box_cols {
+                        for j in 0..bn / box_cols {
                             let dst = b_stage.cast::<u8>().wrapping_add(j * b_box).cast::<I>();
                             let col = (col0 + j * box_cols) as u32;
                             tma::load_2d(dst, &tb, full(s), (kt * bk) as u32, col);
@@ -318,41 +439,54 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
     }
 
     wgmma::setmaxnreg_inc::<CONSUMER_REGISTERS>();
+    // This consumer's place in the tile: row group `cr` (64 rows), column group `cc` (`cn`
+    // columns, its `wgmma` width).
     let consumer = group - 1;
+    let rows = t.row_groups();
+    // (A constant branch: with every consumer along the rows, `cc` is 0 without arithmetic.)
+    let (cr, cc) = if rows == t.consumers {
+        (consumer, 0)
+    } else {
+        (consumer % rows, consumer / rows)
+    };
+    let cn = t.consumer_cols();
     let lane = tid % 32;
     // Zeroed as one memset (see `super::wgmma`); the first product of every tile overwrites them.
-    // SAFETY: all-zero bits are 0.0 for f32.
-    let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
+    let mut acc = <S::Acc as wgmma::Accumulators>::zeroed();
     let mut it = 0usize;
     let mut tile = first;
     while tile < tiles {
         let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
-        let (row0, col0) = (tile_m * BM + 64 * consumer, tile_n * BN);
+        let (row0, col0) = (tile_m * bm + CONSUMER_ROWS * cr, tile_n * bn + cn * cc);
         if k_tiles == 0 {
             // `k = 0`: zeros, from an array of their own (nothing but products may write the
             // accumulators, or ptxas serialises the products: warning C7515).
-            // SAFETY: all-zero bits are 0.0 for f32; the contract's shapes and alignment.
-            unsafe { store_tile(&core::mem::zeroed(), c, (row0, col0), m, n, tid % WARPGROUP) };
+            let zeros = <S::Acc as wgmma::Accumulators>::zeroed();
+            // SAFETY: the contract's shapes and alignment.
+            unsafe { store_tile(&zeros, c, (row0, col0), m, n, tid % WARPGROUP) };
             tile += step;
             continue;
         }
         for kt in 0..k_tiles {
-            let s = it % STAGES;
+            let s = it % stages;
             // SAFETY: an initialised barrier.
-            unsafe { mbarrier::wait_parity(full(s), ((it / STAGES) & 1) as u32) };
+            unsafe { mbarrier::wait_parity(full(s), ((it / stages) & 1) as u32) };
             let stage = ring_address + (s * stage_bytes) as u32;
-            // A: this consumer's 64 rows start 64 rows (8 KiB) into the box; the four quarter
-            // steps along k 32 bytes apart, 8-row groups 1024 bytes apart. B N-major: boxes of
-            // 64 columns `b_box` apart (LBO), 8-row groups 1024 bytes apart, the quarter steps
-            // `BK / 4` rows apart; B K-major: as A, over all `BN` rows.
+            // A: this consumer's 64 rows start `64 cr` rows (8 KiB each 64) into the box; the
+            // four quarter steps along k 32 bytes apart, 8-row groups 1024 bytes apart. B
+            // N-major: its `cn` columns start at box `cn cc / 64`, boxes of 64 columns `b_box`
+            // apart (LBO), 8-row groups 1024 bytes apart, the quarter steps `BK / 4` rows apart;
+            // B K-major: as A, over its `cn` rows of `B^T` from row `cn cc`.
             let a_desc: [u64; 4] = core::array::from_fn(|j| {
-                wgmma::desc_sw128(stage + (consumer * 64 * SWIZZLE_ROW + j * 32) as u32, 16, 1024)
+                let start = cr * CONSUMER_ROWS * SWIZZLE_ROW + j * 32;
+                wgmma::desc_sw128(stage + start as u32, 16, 1024)
             });
             let b_desc: [u64; 4] = core::array::from_fn(|j| {
                 if I::B_K_MAJOR {
-                    wgmma::desc_sw128(stage + (a_bytes + j * 32) as u32, 16, 1024)
+                    let start = a_bytes + cn * cc * SWIZZLE_ROW + j * 32;
+                    wgmma::desc_sw128(stage + start as u32, 16, 1024)
                 } else {
-                    let start = a_bytes + j * (bk / 4) * SWIZZLE_ROW;
+                    let start = a_bytes + (cn * cc / box_cols) * b_box + j * (bk / 4) * SWIZZLE_ROW;
                     wgmma::desc_sw128(stage + start as u32, b_box as u32, 1024)
                 }
             });
@@ -361,20 +495,20 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
             // retires these products. Then the previous step's products are done (at most this
             // step's group in flight): its stage is released while this one's run.
             unsafe {
-                acc = I::mma_m64n256_async(acc, a_desc, b_desc, kt > 0);
-                acc = wgmma::wait_accumulators::<1>(acc);
+                acc = I::mma_async(acc, a_desc, b_desc, kt > 0);
+                acc = wgmma::wait_accumulators::<1, _>(acc);
             }
             if kt > 0 && lane == 0 {
                 // SAFETY: an initialised barrier expecting one arrival per consumer warp.
-                unsafe { mbarrier::arrive(empty((it - 1) % STAGES)) };
+                unsafe { mbarrier::arrive(empty((it - 1) % stages)) };
             }
             it += 1;
         }
         // SAFETY: the whole warpgroup is here, the last step's products in flight.
-        acc = unsafe { wgmma::wait_accumulators::<0>(acc) };
+        acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
         if lane == 0 {
             // SAFETY: as above, for the last step's stage (`k_tiles >= 1`, so `it >= 1`).
-            unsafe { mbarrier::arrive(empty((it - 1) % STAGES)) };
+            unsafe { mbarrier::arrive(empty((it - 1) % stages)) };
         }
         // SAFETY: the contract's shapes and alignment.
         unsafe { store_tile(&acc, c, (row0, col0), m, n, tid % WARPGROUP) };
@@ -382,144 +516,24 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, const STAGES: usize>(
     }
 }
 
-/// Stores thread `t` (of its warpgroup)'s 128 accumulators of the `64 x 256` tile at `(row0,
-/// col0)` into `C` (`m x n`), the elements inside it. Where `n` is a multiple of 8 (every row of
-/// `C` starts 16-byte aligned), the four threads of a quad first trade pairs (three shuffles per
-/// group of four pairs: a 4 x 4 transpose within the quad), so that each holds 8 consecutive
-/// elements of one row and writes them as 16 bytes: a warp then writes whole 32-byte sectors
-/// (64 bytes of each of 8 rows) instead of 16 bytes of each. Elsewhere pairs
-/// ([`store_tile_pairs`]).
-///
-/// # Safety
-/// `c` holds `m * n` elements, 16-byte aligned; every lane of the warp calls it (the shuffles).
-#[inline(always)]
-#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-#[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
-unsafe fn store_tile<O: GemmOutput>(
-    acc: &[f32; 128],
-    c: *mut O,
-    (row0, col0): (usize, usize),
-    m: usize,
-    n: usize,
-    t: usize,
-) {
-    if n % 8 != 0 {
-        // SAFETY: forwarded contract.
-        unsafe { store_tile_pairs(acc, c, (row0, col0), m, n, t) };
-        return;
-    }
-    let (w, g, q) = (t / 32, (t % 32) / 4, t % 4);
-    // Element `k` of four, picked by selects (a run-time index into a register array would put
-    // it in local memory).
-    let pick = |[a0, a1, a2, a3]: [[u32; 2]; 4], k: usize| -> [u32; 2] {
-        let (odd, upper) = (k & 1 != 0, k & 2 != 0);
-        core::array::from_fn(|h| {
-            let low = if odd { a1[h] } else { a0[h] };
-            let high = if odd { a3[h] } else { a2[h] };
-            if upper {
-                high
-            } else {
-                low
-            }
-        })
-    };
-    let shuffle = |v: [u32; 2], mask: u32| -> [u32; 2] {
-        let lo = warp::shfl_xor_u32(v[0], mask);
-        let hi = if O::PAIR_WORDS > 1 {
-            warp::shfl_xor_u32(v[1], mask)
-        } else {
-            0
-        };
-        [lo, hi]
-    };
-    unroll_8!(2, |r| {
-        let row = row0 + 16 * w + g + 8 * r;
-        unroll_8!(8, |group| {
-            // This thread's pairs of row `row` at columns `8 j + 2 q` for the four `j` of the
-            // group.
-            let mine: [[u32; 2]; 4] = core::array::from_fn(|jj| {
-                let i = 4 * (4 * group + jj) + 2 * r;
-                O::pack([acc[i], acc[i + 1]])
-            });
-            // `got[i]`: lane `q ^ i`'s pair for `j = 4 group + q` (each lane sends the pair the
-            // receiving lane `q ^ i` needs).
-            let got = [
-                pick(mine, q),
-                shuffle(pick(mine, q ^ 1), 1),
-                shuffle(pick(mine, q ^ 2), 2),
-                shuffle(pick(mine, q ^ 3), 3),
-            ];
-            // Lane `k`'s pair (columns `2k`, `2k + 1` of the 8) is `got[k ^ q]`.
-            let octet: [[u32; 2]; 4] = core::array::from_fn(|k| pick(got, k ^ q));
-            let col = col0 + 8 * (4 * group + q);
-            if row < m && col < n {
-                // SAFETY: `row < m`, `col < n` with `col` and `n` multiples of 8: the 8 elements
-                // are inside the row, 16-byte aligned (`c` is).
-                unsafe { O::store_octet(c, row * n + col, octet) };
-            }
-        });
-    });
-}
-
-/// Stores thread `t` (of its warpgroup)'s 128 accumulators of the `64 x 256` tile at `(row0,
-/// col0)` into `C` (`m x n`), the elements inside it: pairs where `n` is even, else one by one.
-///
-/// # Safety
-/// `c` holds `m * n` elements, aligned to a pair when `n` is even.
-#[inline(always)]
-#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-#[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
-unsafe fn store_tile_pairs<O: GemmOutput>(
-    acc: &[f32; 128],
-    c: *mut O,
-    (row0, col0): (usize, usize),
-    m: usize,
-    n: usize,
-    t: usize,
-) {
-    let (w, g, q) = (t / 32, (t % 32) / 4, t % 4);
-    let pairs = n % 2 == 0;
-    unroll_8!(2, |r| {
-        let row = row0 + 16 * w + g + 8 * r;
-        if row < m {
-            unroll_8!(4, |j0| {
-                unroll_8!(8, |j1| {
-                    let j = 8 * j0 + j1;
-                    let col = col0 + 8 * j + 2 * q;
-                    let i = 4 * j + 2 * r;
-                    if pairs && col < n {
-                        // SAFETY: `row < m`, `col < n`, `n` and `col` even: both elements inside
-                        // the row, aligned to a pair.
-                        unsafe { O::store_pair(c, row * n + col, [acc[i], acc[i + 1]]) };
-                    } else if !pairs {
-                        if col < n {
-                            // SAFETY: inside `C`.
-                            unsafe { O::store(c, row * n + col, acc[i]) };
-                        }
-                        if col + 1 < n {
-                            // SAFETY: inside `C`.
-                            unsafe { O::store(c, row * n + col + 1, acc[i + 1]) };
-                        }
-                    }
-                });
-            });
-        }
-    });
-}
-
 /// Declares one warp-specialised entry point.
-// The launch bounds are the block of `WS_128X256.threads()` (checked below) and one block per
-// multiprocessor: ptxas then knows the register budget at entry, which `setmaxnreg` needs.
-const _: () = assert!(WS_128X256.threads() == 384);
+// The launch bounds are the block of every tiling's `threads()` (checked below and in
+// `ws_gemm`) and one block per multiprocessor: ptxas then knows the register budget at entry,
+// which `setmaxnreg` needs.
+const _: () =
+    assert!(WS_128X256.threads() == 384 && WS_128X128.threads() == 384 && WS_64X128.threads() == 384);
 
 macro_rules! ws_kernel {
     ($(#[$doc:meta])* $name:ident: $in:ty => $out:ty) => {
+        ws_kernel!($(#[$doc])* $name: $in => $out, Ws128x256);
+    };
+    ($(#[$doc:meta])* $name:ident: $in:ty => $out:ty, $shape:ty) => {
         $(#[$doc])*
         #[kernel(launch_bounds(384, 1))]
         #[allow(clippy::too_many_arguments)]
         pub unsafe fn $name(maps: *const u64, a: *const $in, b: *const $in, c: *mut $out, m: usize, n: usize, k: usize, lda: usize, ldb: usize) {
             // SAFETY: forwarded contract.
-            unsafe { ws_gemm::<$in, $out, { WS_128X256.stages }>(maps, a, b, c, m, n, k, lda, ldb) }
+            unsafe { ws_gemm::<$in, $out, $shape>(maps, a, b, c, m, n, k, lda, ldb) }
         }
     };
 }
@@ -572,9 +586,9 @@ impl WgmmaOperand for f32 {
     const B_K_MAJOR: bool = true;
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn mma_m64n256(acc: [f32; 128], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 128] {
+    unsafe fn mma<A: wgmma::Accumulators>(acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A {
         // SAFETY: forwarded contract.
-        unsafe { wgmma::mma_tf32_m64n256k32(acc, a, b, accumulate) }
+        unsafe { acc.mma_tf32(a, b, accumulate) }
     }
 }
 
@@ -592,3 +606,67 @@ ws_kernel!(
     /// As [`ws_gemm`] (`b` is `B^T`, its map `n x k` with boxes of 256 x 32).
     matmul_ws_tf32_128x256: f32 => f32
 );
+
+ws_kernel!(
+    /// [`matmul_ws_tf32_128x256`](fn@matmul_ws_tf32_128x256) on 128 x 128 tiles ([`WS_128X128`]):
+    /// per step of 32 along `k` a tile moves 32 KiB (boxes of `A`, 128 x 32, and of `B^T`,
+    /// 128 x 32) and does four `wgmma.m64n128k8` per consumer: 1,048,576 flops. Minimum
+    /// traffic: `4 (m k + n k + m n)` bytes.
+    ///
+    /// # Safety
+    /// As [`ws_gemm`] (`b` is `B^T`, its map `n x k` with boxes of 128 x 32).
+    matmul_ws_tf32_128x128: f32 => f32, Ws128x128
+);
+
+ws_kernel!(
+    /// [`matmul_ws_tf32_128x256`](fn@matmul_ws_tf32_128x256) on 64 x 128 tiles ([`WS_64X128`],
+    /// two consumers of 64 x 64 side by side): per step of 32 along `k` a tile moves 24 KiB
+    /// (boxes of `A`, 64 x 32, and of `B^T`, 128 x 32) and does four `wgmma.m64n64k8` per
+    /// consumer: 524,288 flops. Minimum traffic: `4 (m k + n k + m n)` bytes.
+    ///
+    /// # Safety
+    /// As [`ws_gemm`] (`b` is `B^T`, its map `n x k` with boxes of 128 x 32).
+    matmul_ws_tf32_64x128: f32 => f32, Ws64x128
+);
+
+/// The four entry points (bf16 and f16 operands, each into its own type and into f32) of one
+/// smaller tile shape `$shape` ([`WsShape`]) of [`ws_gemm`].
+macro_rules! ws_family {
+    ($shape:ident, $tiling:ident, $tile:literal, $flops:literal:
+     $bf16:ident, $bf16_f32:ident, $f16:ident, $f16_f32:ident) => {
+        ws_kernel!(
+            #[doc = concat!("[`ws_gemm`] on ", $tile, " tiles ([`", stringify!($tiling), "`], [`", stringify!($shape), "`]) for bf16 operands and a bf16 result: `C = A * B`, `A` `m x k`, `B` `k x n`.")]
+            #[doc = concat!("Per step of 64 along `k` a tile moves `", stringify!($tiling), ".stage_bytes()` by TMA and does ", $flops, " flops. Launch: 384 threads, a persistent grid of at most the tile count, `", stringify!($tiling), ".shared_bytes()` of dynamic shared memory, a compute capability 9.0 GPU. Minimum traffic: `2 (m k + k n + m n)` bytes.")]
+            ///
+            /// # Safety
+            /// As [`ws_gemm`].
+            $bf16: bf16 => bf16, $shape
+        );
+        ws_kernel!(
+            #[doc = concat!("[`", stringify!($bf16), "`](fn@", stringify!($bf16), ") with an f32 result (the accumulators unrounded). Minimum traffic: `2 (m k + k n) + 4 m n` bytes.")]
+            ///
+            /// # Safety
+            /// As [`ws_gemm`].
+            $bf16_f32: bf16 => f32, $shape
+        );
+        ws_kernel!(
+            #[doc = concat!("[`", stringify!($bf16), "`](fn@", stringify!($bf16), ") for f16 operands and an f16 result (f16's range: sums past 65504 become infinite). Minimum traffic: `2 (m k + k n + m n)` bytes.")]
+            ///
+            /// # Safety
+            /// As [`ws_gemm`].
+            $f16: f16 => f16, $shape
+        );
+        ws_kernel!(
+            #[doc = concat!("[`", stringify!($f16), "`](fn@", stringify!($f16), ") with an f32 result. Minimum traffic: `2 (m k + k n) + 4 m n` bytes.")]
+            ///
+            /// # Safety
+            /// As [`ws_gemm`].
+            $f16_f32: f16 => f32, $shape
+        );
+    };
+}
+
+ws_family!(Ws128x128, WS_128X128, "128 x 128", "2,097,152":
+    matmul_ws_bf16_128x128, matmul_ws_bf16_f32out_128x128, matmul_ws_f16_128x128, matmul_ws_f16_f32out_128x128);
+ws_family!(Ws64x128, WS_64X128, "64 x 128", "1,048,576":
+    matmul_ws_bf16_64x128, matmul_ws_bf16_f32out_64x128, matmul_ws_f16_64x128, matmul_ws_f16_f32out_64x128);

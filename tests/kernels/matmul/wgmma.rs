@@ -1,9 +1,11 @@
 //! The Hopper `wgmma` kernels forced through `Gpu::matmul_to_with`, against
 //! `cpu::matmul_f64`: the one-warpgroup kernel (`HalfTile::Wgmma`, bf16 operands) as
 //! `{sim,cuda}::matmul_wgmma::MxKxN`, the warp-specialised persistent kernel
-//! (`HalfTile::WarpSpecialized`, bf16 and f16 operands) as
-//! `{sim,cuda}::matmul_wgmma_ws::{bf16,f16}::MxKxN`; each with both result types (the operands'
-//! own and f32). In the simulator the copies, barriers and products are the device helpers'
+//! on 128 x 256 tiles (`HalfTile::WarpSpecializedTile(WsTile::Wide)`, bf16 and f16 operands) as
+//! `{sim,cuda}::matmul_wgmma_ws::{bf16,f16}::MxKxN`, on its smaller tiles as
+//! `{sim,cuda}::matmul_wgmma_ws_{128x128,64x128}::{bf16,f16}::MxKxN`, and with the tile the plan
+//! picks (`HalfTile::WarpSpecialized`) as `{sim,cuda}::matmul_wgmma_ws_auto::...`; each with both
+//! result types (the operands' own and f32). In the simulator the copies, barriers and products are the device helpers'
 //! fallbacks (`gpukern_device::{tma, mbarrier, wgmma}`: the products interpret the very PTX text
 //! the GPU runs, descriptors and swizzle decoded as the PTX ISA defines them, so a wrong scale-d,
 //! transpose bit or descriptor offset fails here too; the barriers' waits poll, so the producer
@@ -17,7 +19,7 @@
 //! Bound per element as `matmul/half.rs`: `|C - C_ref| <= u_out |C_ref| + 4 terms(k) 2^-24
 //! sum_l |A(i,l) B(l,j)|`, `u_out` the unit roundoff of the result type (0 for f32).
 
-use gpukern::ops::matmul::HalfTile;
+use gpukern::ops::matmul::{HalfTile, WsTile};
 use gpukern::{Element, Gpu, MatmulOutput, bf16, cpu, f16};
 use libtest_mimic::Trial;
 use ndarray::Array2;
@@ -76,6 +78,46 @@ const WS_CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (4097, 4093, 4095),
 ];
 
+/// Simulator shapes of the 128 x 128 tile (6 stages): one element; exactly one tile, then one row
+/// more (a second row of tiles holding one row: the tile-count boundary); four tiles over the
+/// simulator's two blocks with seven steps along `k` (the ring wraps within a tile), both edges
+/// ragged; a padded copy (`k`, `n` not multiples of 8).
+const SQUARE_SIM_SHAPES: &[(usize, usize, usize)] = &[
+    (1, 8, 8),
+    (128, 64, 128),
+    (129, 64, 128),
+    (130, 392, 136),
+    (130, 203, 133),
+];
+
+/// Simulator shapes of the 64 x 128 tile (8 stages, two consumers side by side along `n`): one
+/// element; exactly one tile, then one column more (the boundary); six tiles with ten steps along
+/// `k` (the ring wraps within a tile), both edges ragged, the last column tile's second consumer
+/// holding columns past `n` only; a padded copy.
+const NARROW_SIM_SHAPES: &[(usize, usize, usize)] = &[
+    (1, 8, 8),
+    (64, 64, 128),
+    (64, 64, 136),
+    (65, 584, 264),
+    (70, 203, 61),
+];
+
+/// CUDA shapes of the smaller tiles: 256^3, 1024^3 (the shape they are for), every edge ragged
+/// over more tiles than multiprocessors, and the padded ragged shape.
+const SMALL_TILE_CUDA_SHAPES: &[(usize, usize, usize)] = &[
+    (1, 8, 8),
+    (256, 256, 256),
+    (1024, 1024, 1024),
+    (4097, 4104, 4088),
+    (4097, 4093, 4095),
+];
+
+/// Simulator and CUDA shapes of the tile the plan picks: a small product (the smallest tile)
+/// and, on CUDA, 2048^3 and 4096^3 (the largest).
+const AUTO_SIM_SHAPES: &[(usize, usize, usize)] = &[(130, 72, 136)];
+/// See [`AUTO_SIM_SHAPES`].
+const AUTO_CUDA_SHAPES: &[(usize, usize, usize)] = &[(1024, 1024, 1024), (2048, 2048, 2048)];
+
 /// Every trial of the `wgmma` kernels.
 pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     let mut trials = Vec::new();
@@ -92,7 +134,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     for (target, shapes) in [(sim, WS_SIM_SHAPES), (cuda, WS_CUDA_SHAPES)] {
         for &shape in shapes {
             let (m, k, n) = shape;
-            let tile = HalfTile::WarpSpecialized;
+            let tile = HalfTile::WarpSpecializedTile(WsTile::Wide);
             trials.push(trial(
                 target,
                 &format!("matmul_wgmma_ws::bf16::{m}x{k}x{n}"),
@@ -105,7 +147,72 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             ));
         }
     }
+    let groups = [
+        (
+            "matmul_wgmma_ws_128x128",
+            HalfTile::WarpSpecializedTile(WsTile::Square),
+            SQUARE_SIM_SHAPES,
+            SMALL_TILE_CUDA_SHAPES,
+        ),
+        (
+            "matmul_wgmma_ws_64x128",
+            HalfTile::WarpSpecializedTile(WsTile::Narrow),
+            NARROW_SIM_SHAPES,
+            SMALL_TILE_CUDA_SHAPES,
+        ),
+        (
+            "matmul_wgmma_ws_auto",
+            HalfTile::WarpSpecialized,
+            AUTO_SIM_SHAPES,
+            AUTO_CUDA_SHAPES,
+        ),
+    ];
+    for (group, tile, sim_shapes, cuda_shapes) in groups {
+        for (target, shapes) in [(sim, sim_shapes), (cuda, cuda_shapes)] {
+            for &shape in shapes {
+                let (m, k, n) = shape;
+                trials.push(trial(
+                    target,
+                    &format!("{group}::bf16::{m}x{k}x{n}"),
+                    move |gpu, rng| wgmma_shape::<bf16>(gpu, rng, shape, tile),
+                ));
+                trials.push(trial(
+                    target,
+                    &format!("{group}::f16::{m}x{k}x{n}"),
+                    move |gpu, rng| wgmma_shape::<f16>(gpu, rng, shape, tile),
+                ));
+            }
+        }
+    }
+    trials.extend(crate::common::trial::plain_trials!(
+        "matmul_wgmma_ws_plan",
+        [ws_tiles_for_benchmark_shapes]
+    ));
     trials
+}
+
+/// `WsTile::choose` on an H200's 132 SMs: 128 x 256 from 2048^3 on (the default for large
+/// products unchanged), 128 x 128 where it gives about a wave and 128 x 256 does not, 64 x 128
+/// below; the smallest tile when none fills the GPU.
+fn ws_tiles_for_benchmark_shapes() {
+    let sms = 132;
+    for (m, n, want) in [
+        (8192, 8192, WsTile::Wide),
+        (4096, 4096, WsTile::Wide),
+        (4097, 4093, WsTile::Wide),
+        (2048, 2048, WsTile::Wide),
+        (1536, 1536, WsTile::Square),
+        (2048, 1024, WsTile::Square),
+        (1024, 1024, WsTile::Narrow),
+        (1, 1, WsTile::Narrow),
+    ] {
+        assert_eq!(WsTile::choose(m, n, sms), want, "{m} x {n}");
+    }
+    // Each tile's count at the boundary: 119 tiles (90% of 132 is 118.8) is a wave, 118 not.
+    let wide = WsTile::Wide.tiling();
+    assert_eq!(wide.tiles(128 * 7, 256 * 17), 119);
+    assert_eq!(WsTile::choose(128 * 7, 256 * 17, sms), WsTile::Wide);
+    assert_eq!(WsTile::choose(128 * 2, 256 * 59, sms), WsTile::Square);
 }
 
 /// A 16-bit operand type of these trials.

@@ -1,6 +1,8 @@
 //! The TF32 `wgmma` kernel (`Tf32Tile::Wgmma`: the warp-specialised persistent kernel on f32
 //! operands, `B` transposed into a workspace) forced through `Gpu::matmul_tf32_into`, as
-//! `{sim,cuda}::matmul_tf32_wgmma::MxKxN`, against the f64 product: every element within the
+//! `{sim,cuda}::matmul_tf32_wgmma::MxKxN` on 128 x 256 tiles (`Tf32Tile::WgmmaTile(WsTile::Wide)`),
+//! `{sim,cuda}::matmul_tf32_wgmma_{128x128,64x128}::MxKxN` on the smaller tiles and
+//! `cuda::matmul_tf32_wgmma_auto::MxKxN` with the tile by shape, against the f64 product: every element within the
 //! truncation bound (`Tf32Tile::error_factor`, `u = 2^-10`) and the RMS error within a small
 //! factor of what truncated TF32 operands give (`tf32_statistical_violation`: a dropped step of
 //! 8 along `k`, a wrong descriptor or a bf16-like operand fails it), into a poisoned output. In
@@ -14,7 +16,7 @@
 //! move bits, so there the tensor core's truncation shows.
 
 use gpukern::Gpu;
-use gpukern::ops::matmul::Tf32Tile;
+use gpukern::ops::matmul::{Tf32Tile, WsTile};
 use libtest_mimic::Trial;
 use ndarray::Array2;
 use rand::rngs::StdRng;
@@ -41,18 +43,63 @@ const CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (4096, 4096, 4096),
 ];
 
+/// Simulator shapes of the 128 x 128 tile (6 stages): one element; four tiles with eight steps
+/// along `k` (the ring wraps within a tile), both edges ragged; an odd `n`.
+const SQUARE_SIM_SHAPES: &[(usize, usize, usize)] = &[(1, 4, 1), (130, 232, 136), (65, 36, 23)];
+/// Simulator shapes of the 64 x 128 tile (8 stages, consumers side by side along `n`): one
+/// element; six tiles with ten steps along `k`, the last column tile's second consumer past `n`;
+/// an odd `n`.
+const NARROW_SIM_SHAPES: &[(usize, usize, usize)] = &[(1, 4, 1), (65, 292, 264), (65, 36, 23)];
+/// CUDA shapes of the smaller tiles and of the tile by shape.
+const SMALL_TILE_CUDA_SHAPES: &[(usize, usize, usize)] = &[
+    (1, 4, 1),
+    (130, 232, 136),
+    (256, 256, 256),
+    (1024, 1024, 1024),
+    (4097, 4100, 4092),
+];
+
+/// A product's `(m, k, n)`.
+type Shape = (usize, usize, usize);
+
 /// Every trial of the TF32 `wgmma` kernel.
 pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     let mut trials = Vec::new();
-    for (target, shapes) in [(sim, SIM_SHAPES), (cuda, CUDA_SHAPES)] {
-        for &shape in shapes {
-            let (m, k, n) = shape;
-            trials.push(trial(
-                target,
-                &format!("matmul_tf32_wgmma::{m}x{k}x{n}"),
-                move |gpu, rng| tf32_wgmma_shape(gpu, rng, shape),
-            ));
+    let wide = Tf32Tile::WgmmaTile(WsTile::Wide);
+    let groups: [(&str, Tf32Tile, &[Shape], &[Shape]); 4] = [
+        ("matmul_tf32_wgmma", wide, SIM_SHAPES, CUDA_SHAPES),
+        (
+            "matmul_tf32_wgmma_128x128",
+            Tf32Tile::WgmmaTile(WsTile::Square),
+            SQUARE_SIM_SHAPES,
+            SMALL_TILE_CUDA_SHAPES,
+        ),
+        (
+            "matmul_tf32_wgmma_64x128",
+            Tf32Tile::WgmmaTile(WsTile::Narrow),
+            NARROW_SIM_SHAPES,
+            SMALL_TILE_CUDA_SHAPES,
+        ),
+        (
+            "matmul_tf32_wgmma_auto",
+            Tf32Tile::Wgmma,
+            &[],
+            &[(1024, 1024, 1024), (2048, 2048, 2048)],
+        ),
+    ];
+    for (group, tile, sim_shapes, cuda_shapes) in groups {
+        for (target, shapes) in [(sim, sim_shapes), (cuda, cuda_shapes)] {
+            for &shape in shapes {
+                let (m, k, n) = shape;
+                trials.push(trial(
+                    target,
+                    &format!("{group}::{m}x{k}x{n}"),
+                    move |gpu, rng| tf32_wgmma_shape(gpu, rng, shape, tile),
+                ));
+            }
         }
+    }
+    for target in [sim, cuda] {
         trials.push(trial(target, "matmul_tf32_wgmma::rounding", |gpu, _| {
             rounding(gpu)
         }));
@@ -75,18 +122,18 @@ fn runs_here(gpu: &Gpu) -> Result<bool, Box<dyn std::error::Error + Send + Sync>
     }
 }
 
-/// One product through `Tf32Tile::Wgmma` into a poisoned output, within its bound.
-fn tf32_wgmma_shape(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize)) -> Check {
+/// One product through the `wgmma` tile `tile` into a poisoned output, within its bound.
+fn tf32_wgmma_shape(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize), tile: Tf32Tile) -> Check {
     if !runs_here(gpu)? {
         return Ok(());
     }
     let (a, b) = (random_matrix(rng, m, k), random_matrix(rng, k, n));
     let (da, db) = (gpu.upload_matrix(&a)?, gpu.upload_matrix(&b)?);
     let mut c = poisoned_matrix(gpu, m, n)?;
-    gpu.matmul_tf32_into(&da, &db, &mut c, Tf32Tile::Wgmma)?;
+    gpu.matmul_tf32_into(&da, &db, &mut c, tile)?;
     let got = c.to_array()?;
     let got = got.as_slice().unwrap_or_default();
-    let factor = Tf32Tile::Wgmma.error_factor(k);
+    let factor = tile.error_factor(k);
     match tf32_statistical_violation(&a.view(), &b.view(), got, factor, TF32_TRUNCATED) {
         None => Ok(()),
         Some(e) => Err(format!("{m}x{k}x{n} matmul_tf32_into(wgmma): {e}").into()),
