@@ -122,15 +122,16 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
             },
         ),
         // Issue 15, shapes nearer Triton's (one program per row, 4 warps at 1024 columns, 16 at
-        // 4096 and 8192): 8192 x 1024 as a block of 64 threads of 4 vectors per row instead of a
-        // warp of 8 vectors per lane (`block-from-1k`); 4 vectors per thread up to 512 threads,
+        // 4096 and 8192): 8192 x 1024 as a block of 64 threads of 4 vectors per row (the default
+        // since a run showed it faster) instead of a warp of 8 vectors per lane (`warp-to-1k`,
+        // the default before); 4 vectors per thread up to 512 threads,
         // so 8192 x 4096 as 256 threads and 8192 x 8192 as 512 (Triton's block there), instead
         // of 8 vectors per thread in blocks of half the threads (`block-4v-to-8k`); and up to
         // 1024 threads, 8192 x 16384 as 1024 threads of 4 vectors (`block-4v-to-16k`).
         (
-            "block-from-1k",
+            "warp-to-1k",
             OnePassConfig {
-                warp_max_cols: 512,
+                warp_max_cols: 1024,
                 ..base
             },
         ),
@@ -184,12 +185,21 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
                 ..base
             },
         ),
-        // The split path (1 x 2^24): the write launch with evict-first loads and stores, so the
-        // chunks the stats launch left in L2 stay there until read; and chunks of half and
-        // twice the default (2048 or 512 blocks for the row).
+        // The split path (1 x 2^24; the default before the grid-row kernel, which now takes a
+        // few such rows in one cooperative launch): two launches, then the write launch with
+        // evict-first loads and stores, so the chunks the stats launch left in L2 stay there
+        // until read; and chunks of half and twice the default (2048 or 512 blocks for the row).
+        (
+            "split",
+            OnePassConfig {
+                grid_row_max_rows: 0,
+                ..base
+            },
+        ),
         (
             "split-streaming",
             OnePassConfig {
+                grid_row_max_rows: 0,
                 split_streaming: true,
                 ..base
             },
@@ -197,6 +207,7 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
         (
             "split-8k",
             OnePassConfig {
+                grid_row_max_rows: 0,
                 split_chunk: 8192,
                 ..base
             },
@@ -204,6 +215,7 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
         (
             "split-32k",
             OnePassConfig {
+                grid_row_max_rows: 0,
                 split_chunk: 32768,
                 ..base
             },
@@ -211,18 +223,9 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
         (
             "split-32k-streaming",
             OnePassConfig {
+                grid_row_max_rows: 0,
                 split_chunk: 32768,
                 split_streaming: true,
-                ..base
-            },
-        ),
-        // The same rows in one cooperative launch, each row over the whole grid
-        // (`softmax_grid_row`): a block per multiprocessor keeps its share in registers and
-        // shared memory, and reads again only what does not fit.
-        (
-            "grid-row",
-            OnePassConfig {
-                grid_row_max_rows: 8,
                 ..base
             },
         ),

@@ -6,7 +6,9 @@ mod grid_row;
 mod launch;
 mod plan;
 
-pub use plan::{BLOCK_4_MAX_THREADS, CLUSTER_MIN_COLS, OnePassConfig, OnePassPlan, PERSISTENT_MIN_COLS};
+pub use plan::{
+    BLOCK_4_MAX_THREADS, CLUSTER_MIN_COLS, GRID_ROW_MAX_ROWS, OnePassConfig, OnePassPlan, PERSISTENT_MIN_COLS,
+};
 
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, DeviceVec};

@@ -97,6 +97,10 @@ pub const BLOCK_4_MAX_THREADS: usize = 64;
 /// default there): `bench/results/ac69d2b.jsonl`. The persistent kernels stay selectable.
 pub const PERSISTENT_MIN_COLS: usize = usize::MAX;
 
+/// Default [`OnePassConfig::grid_row_max_rows`]: a few rows too long for a cluster run on
+/// `softmax_grid_row`, each over the whole grid.
+pub const GRID_ROW_MAX_ROWS: usize = 8;
+
 /// Default [`OnePassConfig::cluster_min_cols`]: rows past the default `block_max_cols`.
 pub const CLUSTER_MIN_COLS: usize = 32769;
 
@@ -151,14 +155,17 @@ pub struct OnePassConfig {
     /// Rows too long for the block and cluster kernels, when there are at most this many, run
     /// on `softmax_grid_row`: one cooperative launch, each row split over the whole grid (a
     /// block per multiprocessor) and kept on chip where it fits, instead of the split path's
-    /// two launches. 0: never (the default until the bench's `one-pass/grid-row` is measured).
+    /// two launches. 0: never. Default [`GRID_ROW_MAX_ROWS`].
     pub grid_row_max_rows: usize,
 }
 
 impl Default for OnePassConfig {
     fn default() -> Self {
         OnePassConfig {
-            warp_max_cols: 1024,
+            // Rows of 513 to 1024 columns take a block of 4 vectors per thread (64 threads at
+            // 1024) rather than a warp of 8 vectors per lane: faster at 8192 x 1024 on an H200
+            // (bench `--plans`: `one-pass` against `one-pass/warp-to-1k`).
+            warp_max_cols: 512,
             block_max_cols: 32768,
             // Two blocks per multiprocessor of an H200 (132 SMs) and more: enough rows to fill
             // the GPU with one block each.
@@ -187,7 +194,10 @@ impl Default for OnePassConfig {
             // `one-pass` against `one-pass/cluster-2x`).
             cluster_min_blocks: CLUSTER_MIN_BLOCKS,
             cluster_vectors: 8,
-            grid_row_max_rows: 0,
+            // Up to 8 rows too long for a cluster: one cooperative launch per call instead of
+            // the split path's two launches (bench `one-pass/grid-row` against `one-pass` at
+            // 1 x 2^24 on an H200).
+            grid_row_max_rows: GRID_ROW_MAX_ROWS,
         }
     }
 }

@@ -266,8 +266,11 @@ fn cluster_plans_for_the_long_rows() {
     // The most a cluster of 8 (the portable limit) holds, 8 * 1024 threads of 8 vectors, and
     // past it the split path (few rows) or the stream (many).
     assert_eq!(d.plan(1, 262_147), cluster(8, 8, 1024));
-    assert!(matches!(d.plan(1, 262_148), OnePassPlan::Split { .. }));
-    assert!(matches!(d.plan(1, 1 << 24), OnePassPlan::Split { .. }));
+    // Up to GRID_ROW_MAX_ROWS such rows run over a cooperative grid, more on the split path.
+    assert_eq!(d.plan(1, 262_148), OnePassPlan::GridRow);
+    assert_eq!(d.plan(1, 1 << 24), OnePassPlan::GridRow);
+    assert_eq!(d.plan(8, 1 << 20), OnePassPlan::GridRow);
+    assert!(matches!(d.plan(9, 1 << 20), OnePassPlan::Split { .. }));
     assert_eq!(d.plan(256, 262_148), OnePassPlan::Stream);
     // Clusters of 16 where allowed; 4-vector threads take twice the blocks.
     let wide = OnePassConfig {
@@ -310,6 +313,7 @@ fn cluster_plans_for_the_long_rows() {
     // No clusters at all.
     let none = OnePassConfig {
         cluster_max_blocks: 1,
+        grid_row_max_rows: 0,
         ..d
     };
     assert!(matches!(none.plan(2, 65_536), OnePassPlan::Split { .. }));

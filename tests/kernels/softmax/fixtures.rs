@@ -57,10 +57,13 @@ pub(super) fn config(
     }
 }
 
-/// The default thresholds with neither lane groups nor persistent kernels: the register-held
-/// warp and block kernels that load, reduce and write one row each.
+/// The default thresholds with neither lane groups, persistent kernels nor the grid-row kernel,
+/// and warps up to 1024 columns (the default until `warp_max_cols` moved to 512): the
+/// register-held warp and block kernels that load, reduce and write one row each.
 pub(super) fn classic() -> OnePassConfig {
     OnePassConfig {
+        warp_max_cols: 1024,
+        grid_row_max_rows: 0,
         group_lanes: 0,
         persistent_min_cols: usize::MAX,
         cluster_min_cols: usize::MAX,

@@ -193,11 +193,12 @@ fn split_rows_over_several_blocks() {
         matches!(p, OnePassPlan::Split { streaming: true, .. })
     });
     // Chunks longer than a block's sweep (4096 vectors, 8 per thread of 512) at the default size
-    // (clusters off: they would take these rows).
+    // (clusters and the grid-row kernel off: they would take these rows).
     check_path(
         "split-default-chunk",
         &OnePassConfig {
             cluster_min_cols: usize::MAX,
+            grid_row_max_rows: 0,
             ..OnePassConfig::default()
         },
         &[(1, 40003), (2, 33000)],

@@ -113,18 +113,20 @@ fn classic_plans_around_the_thresholds() {
     assert_eq!(c.plan(256, 40000), OnePassPlan::Stream);
 }
 
-/// The bench's `--plans` candidates nearer Triton's launch shapes (`block-from-1k`,
+/// The bench's `--plans` candidates around Triton's launch shapes (`warp-to-1k`,
 /// `block-4v-to-8k`, `block-4v-to-16k` in examples/bench/softmax.rs) give the plans their
-/// comments name.
+/// comments name; the default takes 1024 columns as a block of 64 threads (Triton's 4 warps
+/// hold such a row too).
 fn triton_like_candidate_plans() {
     let d = OnePassConfig::default();
     let block = |vectors, threads| OnePassPlan::Block { vectors, threads };
-    let from_1k = OnePassConfig {
-        warp_max_cols: 512,
+    assert_eq!(d.plan(8192, 1024), block(4, 64));
+    assert_eq!(d.plan(8192, 128), OnePassPlan::Group { lanes: 16 });
+    let warp_to_1k = OnePassConfig {
+        warp_max_cols: 1024,
         ..d
     };
-    assert_eq!(from_1k.plan(8192, 1024), block(4, 64));
-    assert_eq!(from_1k.plan(8192, 128), OnePassPlan::Group { lanes: 16 });
+    assert_eq!(warp_to_1k.plan(8192, 1024), OnePassPlan::Warp { vectors: 8 });
     let to_8k = OnePassConfig {
         block_4_max_threads: 512,
         ..d
@@ -149,14 +151,30 @@ fn default_and_candidate_plans_for_the_timed_shapes() {
             persistent_min_cols: usize::MAX,
             cluster_min_cols: 32769,
             block_4_max_threads: 64,
+            warp_max_cols: 512,
+            grid_row_max_rows: 8,
             ..classic()
         }
     );
-    // The default plans: lane groups of 16 for short rows, warps up to 1024 columns, blocks of 4
-    // vectors per thread while 64 threads hold the row, of 8 vectors past it up to 32768 columns
-    // (no persistent kernel by default).
+    // The default plans: lane groups of 16 for short rows, warps up to 512 columns, blocks of 4
+    // vectors per thread while 64 threads hold the row (from 513 columns: 32 threads), of 8
+    // vectors past it up to 32768 columns (no persistent kernel by default).
     assert_eq!(d.plan(8192, 128), OnePassPlan::Group { lanes: 16 });
-    assert_eq!(d.plan(8192, 1024), OnePassPlan::Warp { vectors: 8 });
+    assert_eq!(d.plan(8192, 512), OnePassPlan::Warp { vectors: 4 });
+    assert_eq!(
+        d.plan(8192, 513),
+        OnePassPlan::Block {
+            vectors: 4,
+            threads: 32
+        }
+    );
+    assert_eq!(
+        d.plan(8192, 1024),
+        OnePassPlan::Block {
+            vectors: 4,
+            threads: 64
+        }
+    );
     assert_eq!(
         d.plan(8192, 1027),
         OnePassPlan::Block {
