@@ -287,6 +287,10 @@ impl Gpu {
                     op,
                     detail: format!("the PTX has no kernel {}", kernel.name),
                 })?;
+                // The occupancy query needs the context current on this thread.
+                d.ctx
+                    .bind_to_thread()
+                    .during("making the device's context current")?;
                 // The count asked for must be one the kernel may launch with.
                 function.opt_in(shared_mem_bytes)?;
                 let n = function

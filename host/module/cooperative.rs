@@ -129,6 +129,12 @@ fn resident(
     threads: u32,
     shared_mem_bytes: u32,
 ) -> Result<u32> {
+    // The attribute and occupancy queries need the context current on this thread, which a
+    // query made before any allocation or launch on the thread would not find.
+    device
+        .ctx
+        .bind_to_thread()
+        .during("making the device's context current")?;
     let supported = device
         .ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)

@@ -420,12 +420,13 @@ const SOFTMAX_PLAN_BOUNDARIES: [(usize, usize); 18] = [
     // Warp with 2 | 4 vectors per lane.
     (3, 259),
     (3, 260),
-    // Warp with 4 | 8 vectors per lane.
-    (3, 515),
-    (3, 516),
-    // Warp with 8 vectors (warp_max_cols = 1024) | a block with 4 vectors per thread.
-    (3, 1024),
-    (3, 1025),
+    // Warp with 4 vectors per lane (warp_max_cols = 512) | a block with 4 vectors per thread.
+    (3, 512),
+    (3, 513),
+    // Up to 8 rows too long for a cluster on the grid-row kernel (GRID_ROW_MAX_ROWS) | the
+    // split path.
+    (8, 262_148),
+    (9, 262_148),
     // Block with 4 vectors per thread of up to 64 threads (BLOCK_4_MAX_THREADS) | 8 vectors
     // (softmax_block_8).
     (2, 1027),
@@ -438,7 +439,7 @@ const SOFTMAX_PLAN_BOUNDARIES: [(usize, usize); 18] = [
     // (CLUSTER_MIN_COLS; before sm_90, the split path).
     (2, 32_768),
     (2, 32_769),
-    // The most a cluster of 8 blocks (the portable limit) holds | the split path (few rows).
+    // The most a cluster of 8 blocks (the portable limit) holds | the grid-row kernel (few rows).
     (1, 262_147),
     (1, 262_148),
     // Split (fewer than split_max_rows = 256 rows) | one streaming block per row.
