@@ -69,13 +69,24 @@ def matmul_shapes(quick: bool) -> list[tuple[int, int, int]]:
     if quick:
         return [(512, 512, 512)]
     square = [(d, d, d) for d in (512, 1024, 2048, 4096, 8192)]
-    return square + [(1000, 1000, 1000), (4096, 4096, 64), (64, 4096, 4096), (1, 4096, 4096), (4097, 4095, 4093)]
+    return only(square + [(1000, 1000, 1000), (4096, 4096, 64), (64, 4096, 4096), (1, 4096, 4096), (4097, 4095, 4093)])
+
+
+# `--shapes`: the only softmax and matmul shapes measured (as the records name them), or None.
+ONLY_SHAPES: set[str] | None = None
+
+
+def only(shapes: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """`shapes` restricted to `--shapes` (all of them without it)."""
+    if ONLY_SHAPES is None:
+        return shapes
+    return [s for s in shapes if "x".join(map(str, s)) in ONLY_SHAPES]
 
 
 def softmax_shapes(quick: bool) -> list[tuple[int, int]]:
     if quick:
         return [(8192, 128)]
-    return [(8192, c) for c in (128, 1024, 4096, 8192, 32768)] + [(8192, 65536), (1024, 131072), (1, 1 << 24)]
+    return only([(8192, c) for c in (128, 1024, 4096, 8192, 32768)] + [(8192, 65536), (1024, 131072), (1, 1 << 24)])
 
 
 def copies_shapes(quick: bool) -> list[tuple[int, int, int]]:
@@ -552,11 +563,19 @@ def main() -> int:
         help="measurements left after this many seconds are recorded as skipped",
     )
     parser.add_argument(
+        "--shapes",
+        help="comma-separated: only these softmax and matmul shapes (`1x16777216`, `4096x4096x4096`); "
+        "the other families run in full",
+    )
+    parser.add_argument(
         "--selftest", action="store_true", help="check the pure-Python helpers (no torch, no GPU needed) and exit"
     )
     args = parser.parse_args()
     if args.selftest:
         return selftest()
+    if args.shapes:
+        global ONLY_SHAPES
+        ONLY_SHAPES = {x.strip() for x in args.shapes.split(",") if x.strip()}
     chosen = [p.strip() for p in args.peers.split(",") if p.strip()]
     unknown = [p for p in chosen if p not in PEERS]
     if unknown:
