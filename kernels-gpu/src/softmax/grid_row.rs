@@ -15,7 +15,7 @@ use super::stream::{range_stats, range_write, STREAM_UNROLL};
 use super::two_pass::chunk_range;
 use super::STATS_SHARED_BYTES;
 use crate::gpu::vector::{self, F4};
-use crate::gpu::{async_copy, grid, math, mem, shared, thread};
+use crate::gpu::{grid, math, mem, shared, thread};
 use crate::kernel;
 
 /// Vectors (4 floats) each thread of [`softmax_grid_row`](fn@softmax_grid_row) holds in
@@ -79,11 +79,10 @@ fn fold<const N: usize>(
 /// For each row in turn: block `b` of `G = gridDim.x` takes the contiguous vectors
 /// `b * ceil(vecs / G) ..` of the row (`chunk_range`), `len` of them; its local vector `L` is
 /// handled by thread `L % blockDim.x`. Phase 1 (statistics): the thread loads its first
-/// [`GRID_ROW_VECTORS`] vectors (`L < R = GRID_ROW_VECTORS * blockDim.x`) into registers, after
-/// starting background copies (`cp.async`, all in flight at once) of the next ones
-/// (`R <= L < R + shared_vecs`) into its own 16-byte slots `L - R` of shared memory, streams the
-/// rest (`range_stats`), then waits for its copies and folds them in groups of [`STREAM_UNROLL`],
-/// keeping running statistics throughout; block 0's threads 0..7 add the head and tail scalars. The block merges
+/// [`GRID_ROW_VECTORS`] vectors (`L < R = GRID_ROW_VECTORS * blockDim.x`) into registers, the
+/// next ones (`R <= L < R + shared_vecs`) in groups of [`STREAM_UNROLL`] into its own 16-byte
+/// slots `L - R` of shared memory, and streams the rest (`range_stats`), keeping running
+/// statistics throughout; block 0's threads 0..7 add the head and tail scalars. The block merges
 /// them (`block_stats`), thread 0 stores them to `partials[row * G + b]`, and the grid passes
 /// the barrier ([`grid::sync`]). Phase 2 (write): every block merges the row's `G` partials the
 /// same way (so all use the same `(M, S)`), writes the streamed part first (read again: the
@@ -140,16 +139,6 @@ pub unsafe fn softmax_grid_row(
             // Phase 1: the register part, the shared part, the streamed rest.
             let mut acc = Stats::empty(t);
             let mut sum = KahanSum::ZERO;
-            // The shared part first, as background copies: all of the thread's slots in flight
-            // at once while it loads the register part and streams the rest, folded from shared
-            // memory after its wait.
-            let mut l = held + tid;
-            while l < kept {
-                let src = x_row.wrapping_add(split.vector(start + l));
-                async_copy::cp_async_16(slots.wrapping_add(4 * (l - held)), src, 16);
-                l += threads;
-            }
-            async_copy::commit_group();
             // Unrolled, so that `v` stays in registers (a loop over it put it on the stack).
             let mut v = [F4::ZERO; V];
             unroll_8!(V, |k| {
@@ -158,22 +147,25 @@ pub unsafe fn softmax_grid_row(
                 }
             });
             fold(&mut acc, &mut sum, &v, |k| tid + k * threads < len, t);
-            // Merged after the shared part's folds (which carry `sum`, not `acc`).
-            let rest = range_stats(x_row, split, start + kept, end, tid, threads, t);
-            async_copy::wait_all();
             let mut first = held + tid;
             while first < kept {
                 let mut group = [F4::ZERO; STREAM_UNROLL];
                 for (k, slot) in group.iter_mut().enumerate() {
                     let l = first + k * threads;
                     if l < kept {
-                        *slot = vector::load4(slots, 4 * (l - held));
+                        *slot = vector::load4(x_row, split.vector(start + l));
+                    }
+                }
+                for (k, vk) in group.iter().enumerate() {
+                    let l = first + k * threads;
+                    if l < kept {
+                        vector::store4(slots, 4 * (l - held), *vk);
                     }
                 }
                 fold(&mut acc, &mut sum, &group, |k| first + k * threads < kept, t);
                 first += STREAM_UNROLL * threads;
             }
-            acc = acc.merge(rest, t);
+            acc = acc.merge(range_stats(x_row, split, start + kept, end, tid, threads, t), t);
             let xs = scalar.map_or(0.0, |i| mem::load(x_row, i));
             if scalar.is_some() {
                 acc = acc.merge(Stats::one(xs), t);
