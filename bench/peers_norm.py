@@ -49,7 +49,14 @@ def ce_traffic(reduction: str, rows: int, cols: int) -> float:
 
 
 def _helpers() -> Any:
-    import peers  # the module whose Ctx, Sink and checks the peers share
+    """peers.py, whose Ctx, Sink, checks and `--shapes` the peers share: the running script
+    itself when it runs as one (a second import would be a fresh copy of its settings)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    if "peers" not in sys.modules and main is not None and hasattr(main, "softmax_shapes"):
+        return main
+    import peers
 
     return peers
 

@@ -10,7 +10,14 @@ from typing import Any
 
 
 def _helpers() -> Any:
-    import peers  # the module whose Ctx, Sink and checks the peers share
+    """peers.py, whose Ctx, Sink, checks and `--shapes` the peers share: the running script
+    itself when it runs as one (a second import would be a fresh copy of its settings)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    if "peers" not in sys.modules and main is not None and hasattr(main, "softmax_shapes"):
+        return main
+    import peers
 
     return peers
 
