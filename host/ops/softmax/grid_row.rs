@@ -121,3 +121,54 @@ pub(super) fn launch(
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An H200's block limits: 1024 threads, 227 KiB of dynamic shared memory (opted in).
+    const H200: (u32, u32) = (1024, 232_448);
+    /// Its multiprocessors.
+    const SMS: usize = 132;
+
+    #[test]
+    fn a_row_of_2_24_takes_a_block_per_multiprocessor_and_all_the_shared_memory_it_may() {
+        let shape = GridRowShape::choose(1 << 24, SMS, H200, |_, _| Ok(SMS as u32)).expect("a shape");
+        // 2^22 vectors over 132 blocks is 31776 each: 2048 in the registers of 512 threads, the
+        // most the shared memory holds, and the rest read again.
+        let most_vecs = ((H200.1 - GRID_ROW_SCRATCH_BYTES) / 16) as usize;
+        assert_eq!(
+            shape,
+            GridRowShape {
+                threads: GRID_ROW_BLOCK,
+                blocks: SMS as u32,
+                shared_vecs: most_vecs
+            }
+        );
+    }
+
+    #[test]
+    fn a_short_row_takes_the_fewest_threads_and_blocks_that_hold_it() {
+        // 1000 vectors: 32 threads of 4 held vectors each in 8 blocks, nothing in shared memory.
+        let shape = GridRowShape::choose(4000, SMS, H200, |_, _| Ok(SMS as u32)).expect("a shape");
+        assert_eq!(
+            shape,
+            GridRowShape {
+                threads: 32,
+                blocks: 8,
+                shared_vecs: 0
+            }
+        );
+    }
+
+    #[test]
+    fn the_grid_is_capped_at_the_resident_blocks_and_refused_when_none_fit() {
+        let capped = GridRowShape::choose(1 << 24, SMS, H200, |_, _| Ok(100)).expect("a shape");
+        assert_eq!(capped.blocks, 100);
+        let none = GridRowShape::choose(1 << 24, SMS, H200, |_, _| Ok(0));
+        assert!(matches!(none, Err(Error::TooLarge { .. })), "{none:?}");
+        // A kernel that cannot run one warp.
+        let tiny = GridRowShape::choose(1 << 24, SMS, (16, H200.1), |_, _| Ok(SMS as u32));
+        assert!(matches!(tiny, Err(Error::InvalidArgument { .. })), "{tiny:?}");
+    }
+}
