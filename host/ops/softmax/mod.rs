@@ -24,12 +24,12 @@ pub enum SoftmaxAlgorithm {
     BlockReduce,
     /// One read and one write of each element where the row fits on chip (up to 32768 columns
     /// in one block; on sm_90 up to 262144 in a thread-block cluster of 8): online (max, sum)
-    /// statistics merged with warp shuffles, 16-byte accesses, a warp per row up to 1024
-    /// columns, a block per row above (by default persistent, the next row staged in shared
-    /// memory while the current one is written), a cluster of blocks past 32768 columns on
-    /// sm_90 (the blocks' statistics merged through distributed shared memory). Longer rows, and
-    /// rows past 32768 columns before sm_90, are read twice (12 bytes per element), split over
-    /// several blocks when there are few rows. The default; the plan for a shape is
+    /// statistics merged with warp shuffles, 16-byte accesses, lane groups or a warp per row up
+    /// to 512 columns, a block per row above, a cluster of blocks past 32768 columns on sm_90
+    /// (the blocks' statistics merged through distributed shared memory). Longer rows, and rows
+    /// past 32768 columns before sm_90, are read twice (12 bytes per element): by a block per
+    /// row when there are many, over one cooperative grid when there are at most 8 (what fits
+    /// on chip read once), else split over several blocks. The default; the plan for a shape is
     /// [`OnePassConfig::plan`].
     #[default]
     OnePass,

@@ -51,15 +51,24 @@
 //! tail scalars (`row::RowSplit`); the host passes `x` and `y` at the same address modulo 16
 //! bytes, so the same split holds for the output row.
 //!
-//! Which kernel a shape gets (gpukern's `OnePassConfig::plan`): rows of up to 1024 columns take a
-//! warp each ([`softmax_warp_1`](fn@softmax_warp_1)(fn@softmax_warp_1) ... [`softmax_warp_8`](fn@softmax_warp_8)(fn@softmax_warp_8); rows of up to 128 columns optionally a
-//! group of 8 or 16 lanes, [`softmax_group_8x4`](fn@softmax_group_8x4)(fn@softmax_group_8x4), [`softmax_group_16x2`](fn@softmax_group_16x2)(fn@softmax_group_16x2)); up to 32768 a block
-//! each, the row held in registers ([`softmax_block_4`](fn@softmax_block_4)(fn@softmax_block_4), [`softmax_block_8`](fn@softmax_block_8)(fn@softmax_block_8)); the persistent
-//! twins of `softmax_warp_8` and the block kernels ([`softmax_persist_warp_8`](fn@softmax_persist_warp_8)(fn@softmax_persist_warp_8),
-//! [`softmax_persist_block_4`](fn@softmax_persist_block_4)(fn@softmax_persist_block_4), [`softmax_persist_block_8`](fn@softmax_persist_block_8)(fn@softmax_persist_block_8)) stage the next row in shared memory
-//! while they finish the current one; longer rows cannot stay on chip and are
-//! read twice, by one block per row when there are many rows ([`softmax_stream`](fn@softmax_stream)(fn@softmax_stream)(fn@softmax_stream)), or by several
-//! blocks per row when there are few ([`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats)(fn@softmax_split_stats) then [`softmax_split_write`](fn@softmax_split_write)(fn@softmax_split_write)(fn@softmax_split_write)).
+//! Which kernel a shape gets (gpukern's `OnePassConfig::plan`, defaults): rows of up to 128
+//! columns take a group of 16 lanes ([`softmax_group_16x2`](fn@softmax_group_16x2); 8 lanes,
+//! [`softmax_group_8x4`](fn@softmax_group_8x4), on request), rows of up to 512 a warp each
+//! ([`softmax_warp_1`](fn@softmax_warp_1) ... [`softmax_warp_8`](fn@softmax_warp_8), the longer
+//! ones on request); up to 32768 a block each, the row held in registers
+//! ([`softmax_block_4`](fn@softmax_block_4), [`softmax_block_8`](fn@softmax_block_8)); the
+//! persistent twins of `softmax_warp_8` and the block kernels
+//! ([`softmax_persist_warp_8`](fn@softmax_persist_warp_8),
+//! [`softmax_persist_block_4`](fn@softmax_persist_block_4),
+//! [`softmax_persist_block_8`](fn@softmax_persist_block_8)), which stage the next row in shared
+//! memory while they finish the current one, run on request. On sm_90 longer rows of up to 262144
+//! columns are held by a thread-block cluster (`cluster`); past that (or before sm_90) rows
+//! cannot stay on chip and are read twice, by one block per row when there are many rows
+//! ([`softmax_stream`](fn@softmax_stream)), by one cooperative launch over the whole GPU when
+//! there are at most 8 ([`softmax_grid_row`](fn@softmax_grid_row), which keeps what fits of each
+//! block's share on chip), or by several blocks per row otherwise
+//! ([`softmax_split_stats`](fn@softmax_split_stats) then
+//! [`softmax_split_write`](fn@softmax_split_write)).
 
 use crate::gpu::warp;
 
