@@ -72,7 +72,7 @@ impl FastTiling {
 }
 
 /// The main tiling, for products with at least about one block per multiprocessor:
-/// 128 x 128 per block, 8 x 8 per thread, 256 threads, `BK = 16` ([`matmul_fast_128x128_vec4`](fn@matmul_fast_128x128_vec4)(fn@matmul_fast_128x128_vec4);
+/// 128 x 128 per block, 8 x 8 per thread, 256 threads, `BK = 16` ([`matmul_fast_128x128_vec4`](fn@matmul_fast_128x128_vec4);
 /// the scalar-load kernel takes [`FAST_128_SCALAR`]).
 ///
 /// * 8 x 8 per thread: per step along `k` a thread reads 8 + 8 floats from shared memory (four
@@ -460,11 +460,11 @@ gemm_kernel!(
 );
 
 gemm_kernel!(
-    /// [`matmul_fast_128x128_vec4`](fn@matmul_fast_128x128_vec4)(fn@matmul_fast_128x128_vec4) with scalar global loads and stores and [`FAST_128_SCALAR`]
+    /// [`matmul_fast_128x128_vec4`](fn@matmul_fast_128x128_vec4) with scalar global loads and stores and [`FAST_128_SCALAR`]
     /// (`BK = 8`): any `k`, `n` and alignment (four 4-byte loads per 16-byte piece; they hit the
     /// same L1 sectors, so the traffic is the same and only the load instructions are four times
     /// as many, about 1% of the total; derived: instruction counts). Launch as
-    /// [`matmul_fast_128x128_vec4`](fn@matmul_fast_128x128_vec4)(fn@matmul_fast_128x128_vec4); `k_split` a multiple of 8.
+    /// [`matmul_fast_128x128_vec4`](fn@matmul_fast_128x128_vec4); `k_split` a multiple of 8.
     ///
     /// # Safety
     /// As [`fast_gemm`] with `VEC = false`.

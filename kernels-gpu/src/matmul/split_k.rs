@@ -1,11 +1,11 @@
 //! Split `k`: when a product has too few tiles of `C` to fill the GPU, the register-tiled and wide
 //! kernels ([`super::fast_gemm`], [`super::wide_gemm`]) split `k` over blocks, each slice writing
-//! its partial product, and [`matmul_sum_splits`](fn@matmul_sum_splits)(fn@matmul_sum_splits) adds the parts.
+//! its partial product, and [`matmul_sum_splits`](fn@matmul_sum_splits) adds the parts.
 
 use crate::gpu::{mem, thread};
 use crate::kernel;
 
-/// Threads per block of [`matmul_sum_splits`](fn@matmul_sum_splits)(fn@matmul_sum_splits).
+/// Threads per block of [`matmul_sum_splits`](fn@matmul_sum_splits).
 pub const SUM_BLOCK: u32 = 256;
 
 /// Adds the partial products of a split-`k` launch: thread `i` writes

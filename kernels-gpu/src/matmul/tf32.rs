@@ -447,7 +447,7 @@ gemm_kernel!(
     /// [`tf32_gemm`] with [`TF32_128X128`] and 4-byte copies: any `k`, `n` and alignment.
     /// There is no 16-byte-copy twin of this rounding kernel: the H200's ptxas spilled it (which
     /// versions: BENCHMARKS.md, "What was tried"); the truncating
-    /// [`matmul_tf32_128x128_vec4_trunc`](fn@matmul_tf32_128x128_vec4_trunc)(fn@matmul_tf32_128x128_vec4_trunc)(fn@matmul_tf32_128x128_vec4_trunc)(fn@matmul_tf32_128x128_vec4_trunc) has one.
+    /// [`matmul_tf32_128x128_vec4_trunc`](fn@matmul_tf32_128x128_vec4_trunc) has one.
     ///
     /// Per tile of 32 along `k` a block copies 32 KiB and does 1,048,576 flops; each warp
     /// issues 128 MMAs from 128 shared loads per thread. Launch: 128 threads, grid
@@ -462,7 +462,7 @@ gemm_kernel!(
 gemm_kernel!(
     /// [`tf32_gemm`] with [`TF32_128X128_K16`] and 4-byte copies: any `k`, `n` and alignment;
     /// the TF32 kernel for GPUs that cannot give a block the 105 KiB of
-    /// [`matmul_tf32_128x128`](fn@matmul_tf32_128x128)(fn@matmul_tf32_128x128)(fn@matmul_tf32_128x128) (99 KiB on compute capability 8.6, 8.9, 12.0).
+    /// [`matmul_tf32_128x128`](fn@matmul_tf32_128x128) (99 KiB on compute capability 8.6, 8.9, 12.0).
     ///
     /// Per tile of 16 along `k` a block copies 16 KiB and does 524,288 flops; each warp issues
     /// 64 MMAs from 64 shared loads per thread. Launch: 128 threads, grid
@@ -489,7 +489,7 @@ gemm_kernel!(
 );
 
 gemm_kernel!(
-    /// [`matmul_tf32_128x256_vec4`](fn@matmul_tf32_128x256_vec4)(fn@matmul_tf32_128x256_vec4) with 4-byte copies: any `k`, `n` and alignment.
+    /// [`matmul_tf32_128x256_vec4`](fn@matmul_tf32_128x256_vec4) with 4-byte copies: any `k`, `n` and alignment.
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = false`.
@@ -497,7 +497,7 @@ gemm_kernel!(
 );
 
 gemm_kernel!(
-    /// [`matmul_tf32_128x128`](fn@matmul_tf32_128x128)(fn@matmul_tf32_128x128)(fn@matmul_tf32_128x128) with 16-byte copies and without the rounding to TF32: for `k`
+    /// [`matmul_tf32_128x128`](fn@matmul_tf32_128x128) with 16-byte copies and without the rounding to TF32: for `k`
     /// and `n` multiples of 4 and 16-byte aligned matrices. The tensor core truncates the
     /// f32 operands (unit roundoff `2^-10` instead of `2^-11`), and each thread issues 32 fewer
     /// conversions (64 instructions) per step of 8 along `k`.
@@ -508,8 +508,8 @@ gemm_kernel!(
 );
 
 gemm_kernel!(
-    /// [`matmul_tf32_128x128`](fn@matmul_tf32_128x128)(fn@matmul_tf32_128x128)(fn@matmul_tf32_128x128) without the rounding to TF32 (see
-    /// [`matmul_tf32_128x128_vec4_trunc`](fn@matmul_tf32_128x128_vec4_trunc)(fn@matmul_tf32_128x128_vec4_trunc)(fn@matmul_tf32_128x128_vec4_trunc)(fn@matmul_tf32_128x128_vec4_trunc)): any `k`, `n` and alignment.
+    /// [`matmul_tf32_128x128`](fn@matmul_tf32_128x128) without the rounding to TF32 (see
+    /// [`matmul_tf32_128x128_vec4_trunc`](fn@matmul_tf32_128x128_vec4_trunc)): any `k`, `n` and alignment.
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = false`.
@@ -517,8 +517,8 @@ gemm_kernel!(
 );
 
 gemm_kernel!(
-    /// [`matmul_tf32_128x256_vec4`](fn@matmul_tf32_128x256_vec4)(fn@matmul_tf32_128x256_vec4) without the rounding to TF32 (see
-    /// [`matmul_tf32_128x128_vec4_trunc`](fn@matmul_tf32_128x128_vec4_trunc)(fn@matmul_tf32_128x128_vec4_trunc)(fn@matmul_tf32_128x128_vec4_trunc)(fn@matmul_tf32_128x128_vec4_trunc)).
+    /// [`matmul_tf32_128x256_vec4`](fn@matmul_tf32_128x256_vec4) without the rounding to TF32 (see
+    /// [`matmul_tf32_128x128_vec4_trunc`](fn@matmul_tf32_128x128_vec4_trunc)).
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = true`.
@@ -527,7 +527,7 @@ gemm_kernel!(
 
 gemm_kernel!(
     /// [`matmul_tf32_128x256`](fn@matmul_tf32_128x256) without the rounding to TF32 (see
-    /// [`matmul_tf32_128x128_vec4_trunc`](fn@matmul_tf32_128x128_vec4_trunc)(fn@matmul_tf32_128x128_vec4_trunc)(fn@matmul_tf32_128x128_vec4_trunc)(fn@matmul_tf32_128x128_vec4_trunc)): any `k`, `n` and alignment.
+    /// [`matmul_tf32_128x128_vec4_trunc`](fn@matmul_tf32_128x128_vec4_trunc)): any `k`, `n` and alignment.
     ///
     /// # Safety
     /// As [`tf32_gemm`] with `VEC = false`.

@@ -4,11 +4,11 @@
 use crate::gpu::{math, mem, shared, thread};
 use crate::kernel;
 
-/// Side of the square tiles of [`matmul_tiled`](fn@matmul_tiled)(fn@matmul_tiled), and of its thread block (32 x 32 = 1024
+/// Side of the square tiles of [`matmul_tiled`](fn@matmul_tiled), and of its thread block (32 x 32 = 1024
 /// threads, the most a block may have): one thread per element of a tile.
 pub const TILE: usize = 32;
 
-/// Dynamic shared memory [`matmul_tiled`](fn@matmul_tiled)(fn@matmul_tiled) needs: one tile of `A` and one of `B`.
+/// Dynamic shared memory [`matmul_tiled`](fn@matmul_tiled) needs: one tile of `A` and one of `B`.
 pub const TILED_SHARED_BYTES: u32 = (2 * TILE * TILE * core::mem::size_of::<f32>()) as u32;
 
 /// Tiled matmul: block `(bx, by)` computes the `TILE x TILE` tile of `C` at rows `by*TILE..`,

@@ -1,6 +1,6 @@
 //! One read and one write of each element, the row held in registers: a warp per row
 //! ([`softmax_warp_1`](fn@softmax_warp_1) ... [`softmax_warp_8`](fn@softmax_warp_8)), a group of 8 or 16 lanes per short row
-//! ([`softmax_group_8x4`](fn@softmax_group_8x4)(fn@softmax_group_8x4), [`softmax_group_16x2`](fn@softmax_group_16x2)(fn@softmax_group_16x2)), or a block per row ([`softmax_block_4`](fn@softmax_block_4),
+//! ([`softmax_group_8x4`](fn@softmax_group_8x4), [`softmax_group_16x2`](fn@softmax_group_16x2)), or a block per row ([`softmax_block_4`](fn@softmax_block_4),
 //! [`softmax_block_8`](fn@softmax_block_8)). All share one body, `row_in_registers`, and differ in who holds a
 //! row and how its statistics are merged.
 
@@ -118,12 +118,12 @@ softmax_kernel!(
     softmax_warp_8 = softmax_warp::<8>
 );
 
-/// Threads per block of the lane-group kernels ([`softmax_group_8x4`](fn@softmax_group_8x4)(fn@softmax_group_8x4), [`softmax_group_16x2`](fn@softmax_group_16x2)(fn@softmax_group_16x2)):
+/// Threads per block of the lane-group kernels ([`softmax_group_8x4`](fn@softmax_group_8x4), [`softmax_group_16x2`](fn@softmax_group_16x2)):
 /// 8 warps, `256 / G` rows per block.
 pub const GROUP_KERNEL_BLOCK: u32 = 256;
 
 /// Lane-group softmax, several short rows per warp, each held in registers: the body of
-/// [`softmax_group_8x4`](fn@softmax_group_8x4)(fn@softmax_group_8x4) and [`softmax_group_16x2`](fn@softmax_group_16x2)(fn@softmax_group_16x2).
+/// [`softmax_group_8x4`](fn@softmax_group_8x4) and [`softmax_group_16x2`](fn@softmax_group_16x2).
 ///
 /// The block's threads form groups of `G` consecutive lanes (`G` = 8 or 16, so a warp holds
 /// `32 / G` rows); group `g` of block `b` handles row `b * (blockDim.x / G) + g`. Lane `l` of a

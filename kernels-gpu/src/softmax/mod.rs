@@ -14,19 +14,19 @@
 //! # The ladder, one file per rung
 //! * [`block_reduce`]: [`softmax_block_reduce`](fn@softmax_block_reduce), the tutorial's block reduction, three passes
 //!   over the row.
-//! * [`in_registers`]: one pass, the row held in registers by a warp ([`softmax_warp_1`](fn@softmax_warp_1)(fn@softmax_warp_1) ...
-//!   [`softmax_warp_8`](fn@softmax_warp_8)(fn@softmax_warp_8)), a lane group ([`softmax_group_8x4`](fn@softmax_group_8x4)(fn@softmax_group_8x4), [`softmax_group_16x2`](fn@softmax_group_16x2)(fn@softmax_group_16x2)) or a
-//!   block ([`softmax_block_4`](fn@softmax_block_4)(fn@softmax_block_4), [`softmax_block_8`](fn@softmax_block_8)(fn@softmax_block_8)).
+//! * [`in_registers`]: one pass, the row held in registers by a warp ([`softmax_warp_1`](fn@softmax_warp_1) ...
+//!   [`softmax_warp_8`](fn@softmax_warp_8)), a lane group ([`softmax_group_8x4`](fn@softmax_group_8x4), [`softmax_group_16x2`](fn@softmax_group_16x2)) or a
+//!   block ([`softmax_block_4`](fn@softmax_block_4), [`softmax_block_8`](fn@softmax_block_8)).
 //! * [`persistent`]: the same, a warp or block kept over several rows, the next row staged in
-//!   shared memory ([`softmax_persist_warp_8`](fn@softmax_persist_warp_8)(fn@softmax_persist_warp_8), [`softmax_persist_block_4`](fn@softmax_persist_block_4)(fn@softmax_persist_block_4),
-//!   [`softmax_persist_block_8`](fn@softmax_persist_block_8)(fn@softmax_persist_block_8)).
+//!   shared memory ([`softmax_persist_warp_8`](fn@softmax_persist_warp_8), [`softmax_persist_block_4`](fn@softmax_persist_block_4),
+//!   [`softmax_persist_block_8`](fn@softmax_persist_block_8)).
 //! * [`cluster`] (sm_90): rows too long for one block, held in the registers of a thread-block
 //!   cluster of 2 to 16 blocks, the statistics merged through distributed shared memory
 //!   ([`softmax_cluster_4`](fn@softmax_cluster_4), [`softmax_cluster_8`](fn@softmax_cluster_8)).
 //! * [`stream`]: rows too long for the chip, read twice by one block per row
-//!   ([`softmax_stream`](fn@softmax_stream)(fn@softmax_stream)(fn@softmax_stream)).
+//!   ([`softmax_stream`](fn@softmax_stream)).
 //! * [`two_pass`]: the same with several blocks per row, in two launches
-//!   ([`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats)(fn@softmax_split_stats) then [`softmax_split_write`](fn@softmax_split_write)(fn@softmax_split_write)(fn@softmax_split_write), or its
+//!   ([`softmax_split_stats`](fn@softmax_split_stats) then [`softmax_split_write`](fn@softmax_split_write), or its
 //!   evict-first twin [`softmax_split_write_streaming`](fn@softmax_split_write_streaming)).
 //! * [`grid_row`]: the same rows in one cooperative launch, the row split over the whole grid,
 //!   each block keeping what fits of its share in registers and shared memory, the statistics
@@ -125,8 +125,8 @@ pub const WARP_KERNEL_ROWS: u32 = WARP_KERNEL_BLOCK / warp::SIZE;
 /// Most threads a block-per-row kernel takes (the CUDA limit).
 pub const ROW_BLOCK_MAX: u32 = 1024;
 
-/// Threads per block of the kernels that stream a row from memory twice ([`softmax_stream`](fn@softmax_stream)(fn@softmax_stream)(fn@softmax_stream),
-/// [`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats)(fn@softmax_split_stats), [`softmax_split_write`](fn@softmax_split_write)(fn@softmax_split_write)(fn@softmax_split_write)).
+/// Threads per block of the kernels that stream a row from memory twice ([`softmax_stream`](fn@softmax_stream),
+/// [`softmax_split_stats`](fn@softmax_split_stats), [`softmax_split_write`](fn@softmax_split_write)).
 pub const STREAM_BLOCK: u32 = 512;
 
 /// Dynamic shared memory of the block-per-row and streaming kernels: one [`Stats`] (8 bytes) per

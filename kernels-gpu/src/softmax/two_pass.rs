@@ -1,5 +1,5 @@
 //! Rows too long to keep on chip when there are few of them: several blocks per row, in two
-//! launches, the chunks' statistics ([`softmax_split_stats`](fn@softmax_split_stats)(fn@softmax_split_stats)) then the merge and the write
+//! launches, the chunks' statistics ([`softmax_split_stats`](fn@softmax_split_stats)) then the merge and the write
 //! ([`softmax_split_write`](fn@softmax_split_write)).
 
 use super::row::RowSplit;
