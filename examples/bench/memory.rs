@@ -26,29 +26,34 @@ pub fn sizes(quick: bool) -> Vec<usize> {
 pub fn copy(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for n in sizes(b.quick) {
         let base = Record::new("copy", "copy", n.to_string()).with("n", n);
-        sink.item(base.clone(), || {
-            let host = random_vec(n, -1.0, 1.0);
-            let sets = sets_for(8 * n);
-            let src = (0..sets)
-                .map(|_| b.stream.clone_htod(&host))
-                .collect::<Result<Vec<CudaSlice<f32>>, _>>()?;
-            let mut dst = (0..sets)
-                .map(|_| b.stream.alloc_zeros::<f32>(n))
-                .collect::<Result<Vec<CudaSlice<f32>>, _>>()?;
-            b.stream.memcpy_dtod(&src[0], &mut dst[0])?;
-            let check = Check::new(&b.stream.clone_dtoh(&dst[0])?, &host, 0.0, "input");
-            let record = base.checked(&check).with("sets", sets);
-            if !check.passed() {
-                return Ok(record);
-            }
-            let stats = b.timer.measure(|i| {
-                let j = i % sets;
-                Ok(b.stream.memcpy_dtod(&src[j], &mut dst[j])?)
-            })?;
-            Ok(record.timed(&stats, Some(8.0 * n as f64), None))
-        })?;
+        sink.item(base.clone(), || timed_copy(b, base, n))?;
     }
     Ok(())
+}
+
+/// `base` checked and timed for a device-to-device copy of `n` random floats (rotating among
+/// copies of the buffers where they fit in L2), counting `8 n` bytes: the copy suite's rows, and
+/// the norm suite's copy of its own shapes' bytes.
+pub fn timed_copy(b: &mut Bench, base: Record, n: usize) -> Res<Record> {
+    let host = random_vec(n, -1.0, 1.0);
+    let sets = sets_for(8 * n);
+    let src = (0..sets)
+        .map(|_| b.stream.clone_htod(&host))
+        .collect::<Result<Vec<CudaSlice<f32>>, _>>()?;
+    let mut dst = (0..sets)
+        .map(|_| b.stream.alloc_zeros::<f32>(n))
+        .collect::<Result<Vec<CudaSlice<f32>>, _>>()?;
+    b.stream.memcpy_dtod(&src[0], &mut dst[0])?;
+    let check = Check::new(&b.stream.clone_dtoh(&dst[0])?, &host, 0.0, "input");
+    let record = base.checked(&check).with("sets", sets);
+    if !check.passed() {
+        return Ok(record);
+    }
+    let stats = b.timer.measure(|i| {
+        let j = i % sets;
+        Ok(b.stream.memcpy_dtod(&src[j], &mut dst[j])?)
+    })?;
+    Ok(record.timed(&stats, Some(8.0 * n as f64), None))
 }
 
 /// `gpu.add_into_with(a, b, c, algorithm)` on device-resident vectors, every algorithm.

@@ -8,13 +8,12 @@
 //! Minimum traffic: read x once and write y once (8 bytes per element in f32, 4 in bf16), plus
 //! the weight (and LayerNorm's bias) once.
 
-use cudarc::driver::CudaSlice;
 use gpukern::{DeviceMatrix, DeviceVec, Gpu, NormAlgorithm, NormElement, bf16, cpu};
 use ndarray::ArrayView2;
 
 use crate::Bench;
 use crate::data::{random_vec, sets_for};
-use crate::memory::F32_TOL;
+use crate::memory::{F32_TOL, timed_copy};
 use crate::record::{Check, Record, Res, Sink};
 
 /// `eps` of every call (PyTorch's `layer_norm` default; the peers pass the same to `rms_norm`).
@@ -299,30 +298,9 @@ fn copy<T: Elem>(b: &mut Bench, sink: &mut Sink, norm: Norm, (rows, cols): (usiz
         .with("cols", cols)
         .with("call", "cuMemcpyDtoDAsync");
     base.dtype = T::DTYPE;
-    sink.item(base.clone(), || {
-        // The same bytes as f32 words (a bf16 matrix of an even element count is half as many).
-        let n = rows * cols * std::mem::size_of::<T>() / std::mem::size_of::<f32>();
-        let bytes = 2.0 * (n * std::mem::size_of::<f32>()) as f64;
-        let host = random_vec(n, -1.0, 1.0);
-        let sets = sets_for(bytes as usize);
-        let src = (0..sets)
-            .map(|_| b.stream.clone_htod(&host))
-            .collect::<Result<Vec<CudaSlice<f32>>, _>>()?;
-        let mut dst = (0..sets)
-            .map(|_| b.stream.alloc_zeros::<f32>(n))
-            .collect::<Result<Vec<CudaSlice<f32>>, _>>()?;
-        b.stream.memcpy_dtod(&src[0], &mut dst[0])?;
-        let check = Check::new(&b.stream.clone_dtoh(&dst[0])?, &host, 0.0, "input");
-        let record = base.checked(&check).with("sets", sets);
-        if !check.passed() {
-            return Ok(record);
-        }
-        let stats = b.timer.measure(|i| {
-            let j = i % sets;
-            Ok(b.stream.memcpy_dtod(&src[j], &mut dst[j])?)
-        })?;
-        Ok(record.timed(&stats, Some(bytes), None))
-    })
+    // The same bytes as f32 words (a bf16 matrix of an even element count is half as many).
+    let n = rows * cols * std::mem::size_of::<T>() / std::mem::size_of::<f32>();
+    sink.item(base.clone(), || timed_copy(b, base, n))
 }
 
 #[cfg(test)]
