@@ -29,6 +29,42 @@ use crate::launch_config::{DeviceLimits, LaunchConfig};
 use crate::raw::launch_count;
 use crate::stream::{CrossStream, MAX_FOREIGN};
 
+/// The argument and launch methods of a [`Launcher`] whose `Args` are [`ModuleArgs`]: those of
+/// [`Module`] itself. A launcher that only changes how a launch is made ([`Clustered`],
+/// [`Cooperative`]) writes its own `begin`, which marks the arguments, and this.
+macro_rules! forward_args_to_module {
+    () => {
+        fn input<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a DeviceVec<T>) -> *const T
+        where
+            Self: 'a,
+        {
+            <Module as Launcher>::input(args, buffer)
+        }
+
+        fn output<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a mut DeviceVec<T>) -> *mut T
+        where
+            Self: 'a,
+        {
+            <Module as Launcher>::output(args, buffer)
+        }
+
+        fn scalar<'a, S: Scalar>(args: &mut ModuleArgs<'a>, value: S)
+        where
+            Self: 'a,
+        {
+            <Module as Launcher>::scalar(args, value)
+        }
+
+        unsafe fn launch<'a>(args: ModuleArgs<'a>, body: &dyn Fn()) -> Result<()>
+        where
+            Self: 'a,
+        {
+            // SAFETY: forwarded contract.
+            unsafe { <Module as Launcher>::launch(args, body) }
+        }
+    };
+}
+
 mod cluster;
 mod cooperative;
 mod load;

@@ -60,34 +60,7 @@ impl Launcher for Clustered<'_> {
         args
     }
 
-    fn input<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a DeviceVec<T>) -> *const T
-    where
-        Self: 'a,
-    {
-        <Module as Launcher>::input(args, buffer)
-    }
-
-    fn output<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a mut DeviceVec<T>) -> *mut T
-    where
-        Self: 'a,
-    {
-        <Module as Launcher>::output(args, buffer)
-    }
-
-    fn scalar<'a, S: Scalar>(args: &mut ModuleArgs<'a>, value: S)
-    where
-        Self: 'a,
-    {
-        <Module as Launcher>::scalar(args, value)
-    }
-
-    unsafe fn launch<'a>(args: ModuleArgs<'a>, body: &dyn Fn()) -> Result<()>
-    where
-        Self: 'a,
-    {
-        // SAFETY: forwarded contract.
-        unsafe { <Module as Launcher>::launch(args, body) }
-    }
+    forward_args_to_module!();
 }
 
 /// Checks a cluster `shape` for `config`: every extent at least 1, the grid a whole number of
