@@ -287,16 +287,12 @@ impl Gpu {
                     op,
                     detail: format!("the PTX has no kernel {}", kernel.name),
                 })?;
-                // The occupancy query needs the context current on this thread.
-                d.ctx
-                    .bind_to_thread()
-                    .during("making the device's context current")?;
-                // The count asked for must be one the kernel may launch with.
-                function.opt_in(shared_mem_bytes)?;
-                let n = function
-                    .func
-                    .occupancy_max_active_blocks_per_multiprocessor(threads, shared_mem_bytes as usize, None)
-                    .during("asking the driver how many softmax blocks fit a multiprocessor")?;
+                let n = function.resident_per_sm(
+                    &d.ctx,
+                    threads,
+                    shared_mem_bytes,
+                    "asking the driver how many softmax blocks fit a multiprocessor",
+                )?;
                 if let Ok(mut m) = d.residency.lock() {
                     m.insert(key, n);
                 }

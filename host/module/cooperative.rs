@@ -102,12 +102,8 @@ fn resident(
     threads: u32,
     shared_mem_bytes: u32,
 ) -> Result<u32> {
-    // The attribute and occupancy queries need the context current on this thread, which a
-    // query made before any allocation or launch on the thread would not find.
-    device
-        .ctx
-        .bind_to_thread()
-        .during("making the device's context current")?;
+    // (The device attribute needs no current context; `resident_per_sm` makes it current for
+    // the occupancy query.)
     let supported = device
         .ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)
@@ -120,12 +116,12 @@ fn resident(
                 .into(),
         });
     }
-    // The count asked for must be one the kernel may launch with.
-    function.opt_in(shared_mem_bytes)?;
-    let per_sm = function
-        .func
-        .occupancy_max_active_blocks_per_multiprocessor(threads, shared_mem_bytes as usize, None)
-        .during("asking the driver how many blocks of a cooperative launch fit a multiprocessor")?;
+    let per_sm = function.resident_per_sm(
+        &device.ctx,
+        threads,
+        shared_mem_bytes,
+        "asking the driver how many blocks of a cooperative launch fit a multiprocessor",
+    )?;
     Ok(per_sm.saturating_mul(device.multiprocessors))
 }
 

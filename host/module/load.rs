@@ -163,4 +163,25 @@ impl Function {
         self.opted_in.fetch_max(shared, Ordering::Relaxed);
         Ok(())
     }
+
+    /// Blocks of `threads` threads and `shared` bytes of dynamic shared memory that fit one
+    /// multiprocessor at once (the driver's occupancy query, after opting the kernel in to
+    /// `shared`, so that the count is one the kernel may launch with). The query needs the
+    /// context current on this thread, which a query made before any allocation or launch on the
+    /// thread would not find: `ctx` is made current first. `during` names the caller's purpose in
+    /// a driver error.
+    pub(crate) fn resident_per_sm(
+        &self,
+        ctx: &CudaContext,
+        threads: u32,
+        shared: u32,
+        during: &'static str,
+    ) -> Result<u32> {
+        ctx.bind_to_thread()
+            .during("making the device's context current")?;
+        self.opt_in(shared)?;
+        self.func
+            .occupancy_max_active_blocks_per_multiprocessor(threads, shared as usize, None)
+            .during(during)
+    }
 }
