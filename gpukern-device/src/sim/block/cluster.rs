@@ -1,7 +1,7 @@
 //! The cluster side of a block: the blocks of its cluster (its peers), the cluster barrier, and
 //! distributed shared memory (`mapa` and the `shared::cluster` loads and stores) with its checks.
 
-use super::schedule::Wait;
+use super::schedule::{self, Wait};
 use super::BlockState;
 use crate::sim::shadow::{self, ClusterTouch, Touch};
 use crate::sim::{Access, Dim3, SimError, Space, Violation};
@@ -180,17 +180,7 @@ pub(super) fn open_barrier(states: &[BlockState], wait: &mut [Vec<Wait>]) -> Res
         .flatten()
         .filter(|w| matches!(w, Wait::Cluster(_)))
         .count();
-    for (state, block_wait) in states.iter().zip(wait.iter()) {
-        if let Some(gone) = block_wait.iter().position(|&w| w == Wait::Exited) {
-            return Err(state.error(
-                gone as u32,
-                Violation::BarrierNotReached {
-                    barrier: format!("{at} (a cluster barrier)"),
-                    waiting,
-                },
-            ));
-        }
-    }
+    schedule::no_thread_exited(states, wait, || format!("{at} (a cluster barrier)"), waiting)?;
     for (state, wait) in states.iter().zip(wait.iter_mut()) {
         state.epoch.set(state.epoch.get() + 1);
         state.cluster_epoch.set(state.cluster_epoch.get() + 1);

@@ -235,6 +235,29 @@ fn open_barrier(state: &BlockState, wait: &mut [Wait]) -> Result<bool, SimError>
     Ok(true)
 }
 
+/// The error for a barrier spanning several blocks (`barrier`, named lazily) that `waiting`
+/// threads wait at while some thread of `states` has returned: the first such thread, reported
+/// against its block. `Ok` when none has.
+pub(super) fn no_thread_exited(
+    states: &[BlockState],
+    wait: &[Vec<Wait>],
+    barrier: impl Fn() -> String,
+    waiting: usize,
+) -> Result<(), SimError> {
+    for (state, block_wait) in states.iter().zip(wait.iter()) {
+        if let Some(gone) = block_wait.iter().position(|&w| w == Wait::Exited) {
+            return Err(state.error(
+                gone as u32,
+                Violation::BarrierNotReached {
+                    barrier: barrier(),
+                    waiting,
+                },
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Opens the grid barrier ([`crate::grid::sync`], a cooperative launch: `states` are every block
 /// of the grid), once no block barrier or shuffle can complete, if some thread waits at it:
 /// checks that every thread of the grid does (at any of the kernel's grid barriers: on the GPU
@@ -253,17 +276,7 @@ fn open_grid_barrier(states: &[BlockState], wait: &mut [Vec<Wait>]) -> Result<bo
         .flatten()
         .filter(|w| matches!(w, Wait::Grid(_)))
         .count();
-    for (state, block_wait) in states.iter().zip(wait.iter()) {
-        if let Some(gone) = block_wait.iter().position(|&w| w == Wait::Exited) {
-            return Err(state.error(
-                gone as u32,
-                Violation::BarrierNotReached {
-                    barrier: format!("{at} (the grid barrier)"),
-                    waiting,
-                },
-            ));
-        }
-    }
+    no_thread_exited(states, wait, || format!("{at} (the grid barrier)"), waiting)?;
     for (state, block_wait) in states.iter().zip(wait.iter()) {
         if let Some(other) = block_wait.iter().position(|w| !matches!(w, Wait::Grid(_))) {
             return Err(state.error(
