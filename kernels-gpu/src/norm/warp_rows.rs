@@ -15,6 +15,42 @@ pub const WARP_BLOCK: u32 = 256;
 /// Rows a block of the warp-per-row kernels handles at a time (one per warp).
 pub const WARP_ROWS: u32 = WARP_BLOCK / warp::SIZE;
 
+/// Where a warp of a warp-per-row launch stands (`norm_warp`, `norm_warp_pipe`): its lane, its
+/// first row (warps numbered across the grid) and the stride to its next, and the row's vectors
+/// of `E::LANES` elements; lane `lane` holds vectors `lane + 32 k`.
+struct WarpRows {
+    lane: u32,
+    row: usize,
+    stride: usize,
+    vecs: u32,
+}
+
+impl WarpRows {
+    #[inline(always)]
+    fn of<E: NormElem>(cols: usize) -> WarpRows {
+        let tid = thread::thread_idx_x() as usize;
+        let warps = (thread::block_dim_x() / warp::SIZE) as usize;
+        WarpRows {
+            lane: (tid % warp::SIZE as usize) as u32,
+            row: thread::block_idx_x() as usize * warps + tid / warp::SIZE as usize,
+            stride: thread::grid_dim_x() as usize * warps,
+            vecs: (cols / E::LANES) as u32,
+        }
+    }
+
+    /// Whether vector `lane + 32 k` is in the row, the right side uniform over the warp.
+    #[inline(always)]
+    fn valid(lane: u32, vecs: u32, k: usize) -> bool {
+        lane < vecs.saturating_sub(k as u32 * warp::SIZE)
+    }
+
+    /// The element offset of vector `lane + 32 k` in its row.
+    #[inline(always)]
+    fn offset<E: NormElem>(lane: u32, k: usize) -> usize {
+        (lane + k as u32 * warp::SIZE) as usize * E::LANES
+    }
+}
+
 /// RMSNorm (`LAYER = false`) or LayerNorm (`LAYER = true`) of a warp's rows, each held in
 /// registers: the body of the `*_norm_warp_*` kernels.
 ///
@@ -51,16 +87,14 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
     cols: usize,
     eps: f32,
 ) {
-    let lanes = E::LANES;
-    let tid = thread::thread_idx_x() as usize;
-    let warps = (thread::block_dim_x() / warp::SIZE) as usize;
-    let lane = (tid % warp::SIZE as usize) as u32;
-    let mut row = thread::block_idx_x() as usize * warps + tid / warp::SIZE as usize;
-    let stride = thread::grid_dim_x() as usize * warps;
-    let vecs = (cols / lanes) as u32;
-    // Whether vector `lane + 32 k` is in the row, the right side uniform over the warp.
-    let valid = |k: usize| lane < vecs.saturating_sub(k as u32 * warp::SIZE);
-    let offset = |k: usize| (lane + k as u32 * warp::SIZE) as usize * lanes;
+    let WarpRows {
+        lane,
+        mut row,
+        stride,
+        vecs,
+    } = WarpRows::of::<E>(cols);
+    let valid = |k: usize| WarpRows::valid(lane, vecs, k);
+    let offset = |k: usize| WarpRows::offset::<E>(lane, k);
     // `1 / cols` once, so that each statistic is a multiply, not an IEEE division.
     let inv_n = rcp_fast(cols as f32);
 
@@ -133,8 +167,8 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
     eps: f32,
 ) {
     let lanes = E::LANES;
-    let valid = |k: usize| lane < vecs.saturating_sub(k as u32 * warp::SIZE);
-    let offset = |k: usize| (lane + k as u32 * warp::SIZE) as usize * lanes;
+    let valid = |k: usize| WarpRows::valid(lane, vecs, k);
+    let offset = |k: usize| WarpRows::offset::<E>(lane, k);
     let scale = if LAYER {
         let mut s = 0.0f32;
         unroll_8!(V, |k| {
@@ -217,15 +251,15 @@ unsafe fn norm_warp_pipe<E: NormElem, const V: usize, const LAYER: bool>(
     cols: usize,
     eps: f32,
 ) {
-    let lanes = E::LANES;
-    let tid = thread::thread_idx_x() as usize;
-    let warps = (thread::block_dim_x() / warp::SIZE) as usize;
-    let lane = (tid % warp::SIZE as usize) as u32;
-    let mut row = thread::block_idx_x() as usize * warps + tid / warp::SIZE as usize;
-    let stride = thread::grid_dim_x() as usize * warps;
-    let vecs = (cols / lanes) as u32;
-    let valid = |k: usize| lane < vecs.saturating_sub(k as u32 * warp::SIZE);
-    let offset = |k: usize| (lane + k as u32 * warp::SIZE) as usize * lanes;
+    let WarpRows {
+        lane,
+        mut row,
+        stride,
+        vecs,
+    } = WarpRows::of::<E>(cols);
+    let valid = |k: usize| WarpRows::valid(lane, vecs, k);
+    let offset = |k: usize| WarpRows::offset::<E>(lane, k);
+    // `1 / cols` once, so that each statistic is a multiply, not an IEEE division.
     let inv_n = rcp_fast(cols as f32);
     // Row `r`'s vectors and first entry, all loads issued at once; zeros past the last row (the
     // test is the same for the 32 lanes).
