@@ -28,6 +28,7 @@ use crate::Bench;
 use crate::data::{random_vec, sets_for};
 use crate::memory::F32_TOL;
 use crate::record::{Check, Record, Res, Sink};
+use crate::timing::Stats;
 
 /// TF32 keeps 10 mantissa bits: a relative error of ~1e-3 is its normal result.
 pub const TF32_TOL: f64 = 1e-2;
@@ -177,6 +178,93 @@ pub fn reference(bench: &mut Bench, shape: Shape, a: &[f32], b: &[f32]) -> Res<(
 }
 
 /// Every algorithm and cuBLAS at every shape.
+/// One gpukern variant: the call that computes `c = a * b`.
+type Run<'a> = Box<dyn Fn(&Gpu, &DeviceMatrix, &DeviceMatrix, &mut DeviceMatrix) -> gpukern::Result<()> + 'a>;
+
+/// `sets` copies of the inputs and a NaN-filled result, cuBLAS's (device slices).
+type CublasBufs = Vec<(CudaSlice<f32>, CudaSlice<f32>, CudaSlice<f32>)>;
+/// The same, gpukern's (device matrices).
+type GpukernBufs = Vec<(DeviceMatrix, DeviceMatrix, DeviceMatrix)>;
+
+/// One shape's inputs, reference and counts, shared by its rows.
+struct Ctx<'a> {
+    shape: Shape,
+    sets: usize,
+    flops: f64,
+    bytes: f64,
+    a: &'a [f32],
+    b: &'a [f32],
+    nan: &'a [f32],
+    reference: &'a Result<(Vec<f32>, &'static str), String>,
+}
+
+impl Ctx<'_> {
+    /// `record` checked against the reference (TF32's tolerance with `tf32`); whether it passed.
+    fn check(&self, record: Record, out: &[f32], tf32: bool) -> (Record, bool) {
+        match self.reference {
+            Ok((r, what)) => {
+                let check = Check::new(out, r, if tf32 { TF32_TOL } else { F32_TOL }, what);
+                let passed = check.passed();
+                (record.checked(&check), passed)
+            }
+            Err(e) => (record.failed(e), false),
+        }
+    }
+
+    /// cuBLAS's buffers, one call, the check: the record, and the buffers if it passed.
+    fn prepare_cublas(&self, bench: &mut Bench, base: Record, tf32: bool) -> Res<(Record, Option<CublasBufs>)> {
+        let blas = bench.blas()?;
+        let s = bench.stream.clone();
+        let mut bufs = Vec::with_capacity(self.sets);
+        for _ in 0..self.sets {
+            bufs.push((s.clone_htod(self.a)?, s.clone_htod(self.b)?, s.clone_htod(self.nan)?));
+        }
+        self.sgemm(&blas, tf32, &mut bufs, 0)?;
+        let out = s.clone_dtoh(&bufs[0].2)?;
+        let (record, passed) = self.check(base.with("sets", self.sets), &out, tf32);
+        Ok((record, passed.then_some(bufs)))
+    }
+
+    /// gpukern's buffers, one call of `run`, the check: the record, and the buffers if it passed.
+    fn prepare_gpukern(&self, gpu: &Gpu, base: Record, tf32: bool, run: &Run) -> Res<(Record, Option<GpukernBufs>)> {
+        if let Err(e) = self.reference {
+            return Ok((base.failed(e), None));
+        }
+        let (m, n, k) = self.shape;
+        let mut bufs = Vec::with_capacity(self.sets);
+        for _ in 0..self.sets {
+            bufs.push((
+                gpu.upload_matrix(&ArrayView2::from_shape((m, k), self.a)?)?,
+                gpu.upload_matrix(&ArrayView2::from_shape((k, n), self.b)?)?,
+                gpu.upload_matrix(&ArrayView2::from_shape((m, n), self.nan)?)?,
+            ));
+        }
+        self.gpukern(gpu, run, &mut bufs, 0)?;
+        let out = bufs[0].2.as_vec().to_vec()?;
+        let (record, passed) = self.check(base.with("sets", self.sets), &out, tf32);
+        Ok((record, passed.then_some(bufs)))
+    }
+
+    /// cuBLAS call `i`, on set `i % sets`.
+    fn sgemm(&self, blas: &Blas, tf32: bool, bufs: &mut CublasBufs, i: usize) -> Res<()> {
+        let sets = bufs.len();
+        let (da, db, dc) = &mut bufs[i % sets];
+        blas.sgemm(tf32, self.shape, da, db, dc)
+    }
+
+    /// gpukern call `i` of `run`, on set `i % sets`.
+    fn gpukern(&self, gpu: &Gpu, run: &Run, bufs: &mut GpukernBufs, i: usize) -> Res<()> {
+        let sets = bufs.len();
+        let (da, db, dc) = &mut bufs[i % sets];
+        Ok(run(gpu, da, db, dc)?)
+    }
+
+    /// `record` with the rates of `stats`.
+    fn timed(&self, record: Record, stats: &Stats) -> Record {
+        record.timed(stats, Some(self.bytes), Some(self.flops))
+    }
+}
+
 pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for shape in shapes(b.quick) {
         let (m, n, k) = shape;
@@ -210,40 +298,18 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
             false => crate::record::catch(|| reference(b, shape, &a, &bm)).map_err(|e| e.to_string()),
         };
 
-        for (imp, tf32) in [("cublas", false), ("cublas_tf32", true)] {
-            let base = base(imp, if tf32 { "tf32" } else { "fp32" });
-            sink.item(base.clone(), || {
-                let blas = b.blas()?;
-                let s = b.stream.clone();
-                let mut bufs = Vec::with_capacity(sets);
-                for _ in 0..sets {
-                    bufs.push((s.clone_htod(&a)?, s.clone_htod(&bm)?, s.clone_htod(&nan)?));
-                }
-                let (da, db, dc) = &mut bufs[0];
-                blas.sgemm(tf32, shape, da, db, dc)?;
-                let out = s.clone_dtoh(dc)?;
-                let mut record = base.with("sets", sets);
-                match &reference {
-                    Ok((r, what)) => {
-                        let check = Check::new(&out, r, if tf32 { TF32_TOL } else { F32_TOL }, what);
-                        record = record.checked(&check);
-                        if !check.passed() {
-                            return Ok(record);
-                        }
-                    }
-                    Err(e) => return Ok(record.failed(e)),
-                }
-                let stats = b.timer.measure(|i| {
-                    let (da, db, dc) = &mut bufs[i % sets];
-                    blas.sgemm(tf32, shape, da, db, dc)
-                })?;
-                Ok(record.timed(&stats, Some(bytes), Some(flops)))
-            })?;
-        }
+        let ctx = Ctx {
+            shape,
+            sets,
+            flops,
+            bytes,
+            a: &a,
+            b: &bm,
+            nan: &nan,
+            reference: &reference,
+        };
 
         // gpukern: every algorithm; with `--plans`, each fast and TF32 tiling on its own too.
-        type Run<'a> =
-            Box<dyn Fn(&Gpu, &DeviceMatrix, &DeviceMatrix, &mut DeviceMatrix) -> gpukern::Result<()> + 'a>;
         let mut runs: Vec<(String, bool, Run)> = MatmulAlgorithm::ALL
             .into_iter()
             .map(|algorithm| {
@@ -268,32 +334,61 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                 runs.push((format!("tf32/{}", tile.name()), true, run));
             }
         }
-        for (variant, tf32, run) in &runs {
-            let base = base(&format!("gpukern:{variant}"), if *tf32 { "tf32" } else { "fp32" });
-            sink.item(base.clone(), || {
-                let (r, what) = reference.as_ref().map_err(Clone::clone)?;
-                let gpu = &b.gpu;
-                let mut bufs = Vec::with_capacity(sets);
-                for _ in 0..sets {
-                    bufs.push((
-                        gpu.upload_matrix(&ArrayView2::from_shape((m, k), &a)?)?,
-                        gpu.upload_matrix(&ArrayView2::from_shape((k, n), &bm)?)?,
-                        gpu.upload_matrix(&ArrayView2::from_shape((m, n), &nan)?)?,
-                    ));
-                }
-                let (da, db, dc) = &mut bufs[0];
-                run(gpu, da, db, dc)?;
-                let tol = if *tf32 { TF32_TOL } else { F32_TOL };
-                let check = Check::new(&dc.as_vec().to_vec()?, r, tol, what);
-                let record = base.checked(&check).with("sets", sets);
-                if !check.passed() {
-                    return Ok(record);
-                }
-                let stats = b.timer.measure(|i| {
-                    let (da, db, dc) = &mut bufs[i % sets];
-                    Ok(run(gpu, da, db, dc)?)
+        // cuBLAS sgemm with `gpukern:fast` and cuBLAS TF32 with `gpukern:tf32`, each pair timed
+        // in alternation (the targets' ratios); every other row on its own.
+        for (imp, tf32, partner) in [("cublas", false, "fast"), ("cublas_tf32", true, "tf32")] {
+            let cublas = base(imp, if tf32 { "tf32" } else { "fp32" });
+            let Some((variant, _, run)) = runs.iter().find(|r| r.0 == partner) else {
+                sink.item(cublas.clone(), || {
+                    let (record, prepared) = ctx.prepare_cublas(b, cublas, tf32)?;
+                    let Some(mut bufs) = prepared else { return Ok(record) };
+                    let blas = b.blas()?;
+                    let stats = b.timer.measure(|i| ctx.sgemm(&blas, tf32, &mut bufs, i))?;
+                    Ok(ctx.timed(record, &stats))
                 })?;
-                Ok(record.timed(&stats, Some(bytes), Some(flops)))
+                continue;
+            };
+            let gk_imp = format!("gpukern:{variant}");
+            let gk = base(&gk_imp, if tf32 { "tf32" } else { "fp32" });
+            sink.item_pair((cublas.clone(), gk.clone()), || {
+                let (c_record, c_bufs) = ctx.prepare_cublas(b, cublas, tf32)?;
+                let (g_record, g_bufs) = ctx.prepare_gpukern(&b.gpu, gk, tf32, run)?;
+                let blas = b.blas()?;
+                let gpu = &b.gpu;
+                Ok(match (c_bufs, g_bufs) {
+                    (Some(mut cb), Some(mut gb)) => {
+                        let (cs, gs) = b.timer.measure_pair(
+                            |i| ctx.sgemm(&blas, tf32, &mut cb, i),
+                            |i| ctx.gpukern(gpu, run, &mut gb, i),
+                        )?;
+                        (
+                            ctx.timed(c_record.with("interleaved_with", gk_imp.as_str()), &cs),
+                            ctx.timed(g_record.with("interleaved_with", imp), &gs),
+                        )
+                    }
+                    (Some(mut cb), None) => {
+                        let cs = b.timer.measure(|i| ctx.sgemm(&blas, tf32, &mut cb, i))?;
+                        (ctx.timed(c_record, &cs), g_record)
+                    }
+                    (None, Some(mut gb)) => {
+                        let gs = b.timer.measure(|i| ctx.gpukern(gpu, run, &mut gb, i))?;
+                        (c_record, ctx.timed(g_record, &gs))
+                    }
+                    (None, None) => (c_record, g_record),
+                })
+            })?;
+        }
+        for (variant, tf32, run) in &runs {
+            if variant == "fast" || variant == "tf32" {
+                continue;
+            }
+            let gk = base(&format!("gpukern:{variant}"), if *tf32 { "tf32" } else { "fp32" });
+            sink.item(gk.clone(), || {
+                let (record, prepared) = ctx.prepare_gpukern(&b.gpu, gk, *tf32, run)?;
+                let Some(mut bufs) = prepared else { return Ok(record) };
+                let gpu = &b.gpu;
+                let stats = b.timer.measure(|i| ctx.gpukern(gpu, run, &mut bufs, i))?;
+                Ok(ctx.timed(record, &stats))
             })?;
         }
     }

@@ -18,11 +18,12 @@
 //! tolerance.
 
 use std::ffi::c_void;
+use std::sync::Arc;
 
 use cudarc::cublas::{CudaBlas, result as blas_result, sys as blas_sys};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use gpukern::ops::matmul::{HalfTile, WsTile};
-use gpukern::{Element, MatmulOutput, bf16, f16};
+use gpukern::{DeviceMatrix, Element, Gpu, MatmulOutput, bf16, f16};
 use ndarray::ArrayView2;
 
 use crate::Bench;
@@ -30,6 +31,7 @@ use crate::data::{random_vec, sets_for};
 use crate::matmul::{Shape, row_major_config, shape_name};
 use crate::memory::F32_TOL;
 use crate::record::{Check, Record, Res, Sink};
+use crate::timing::Stats;
 
 /// The `kernel` of every record here.
 const KERNEL: &str = "matmul_half";
@@ -266,105 +268,200 @@ fn gemm_ex<T: Half, O: DeviceRepr>(
     Ok(())
 }
 
-/// cuBLAS at `shape`, result `O` (`out_type`, named `out` in the record).
-fn cublas<T: Half, O: Num + DeviceRepr>(
-    b: &mut Bench,
-    sink: &mut Sink,
+/// cuBLAS's buffers at one shape, its result checked: ready to time.
+struct CublasRun<T: DeviceRepr, O: DeviceRepr> {
+    blas: Arc<crate::matmul::Blas>,
+    stream: Arc<CudaStream>,
     shape: Shape,
-    inputs: &Inputs<T>,
-    (imp, out, out_type, tol): (&str, &str, blas_sys::cudaDataType_t, f64),
-) -> Res<()> {
-    let (m, n, k) = shape;
-    let bytes = traffic(shape, size_of::<O>());
-    let sets = sets_for(bytes as usize);
-    let base = base::<T>(imp, shape, out)
-        .with("compute", "CUBLAS_COMPUTE_32F")
-        .with("algo", "CUBLAS_GEMM_DEFAULT");
-    sink.item(base.clone(), || {
-        let blas = b.blas()?;
-        let handle = blas.default_math();
-        let s = b.stream.clone();
-        let nan = vec![O::from_f32(f32::NAN); m * n];
-        let mut bufs = Vec::with_capacity(sets);
-        for _ in 0..sets {
-            bufs.push((
-                s.clone_htod(&inputs.a)?,
-                s.clone_htod(&inputs.b)?,
-                s.clone_htod(&nan)?,
-            ));
-        }
-        let (da, db, dc) = &mut bufs[0];
-        gemm_ex(handle, &s, shape, out_type, da, db, dc)?;
-        let (record, passed) = check(base.with("sets", sets), &s.clone_dtoh(dc)?, inputs, tol);
-        if !passed {
-            return Ok(record);
-        }
-        let stats = b.timer.measure(|i| {
-            let (da, db, dc) = &mut bufs[i % sets];
-            gemm_ex(handle, &s, shape, out_type, da, db, dc)
-        })?;
-        Ok(record.timed(&stats, Some(bytes), Some(2.0 * (m * n) as f64 * k as f64)))
-    })
+    out_type: blas_sys::cudaDataType_t,
+    bufs: Vec<(CudaSlice<T>, CudaSlice<T>, CudaSlice<O>)>,
 }
 
-/// gpukern's `gpu.matmul_to_with(.., tile)` at `shape`, result `O` (named `out` in the record).
+impl<T: Half, O: DeviceRepr> CublasRun<T, O> {
+    /// Call `i`, on the `i % sets`-th set of buffers.
+    fn launch(&mut self, i: usize) -> Res<()> {
+        let sets = self.bufs.len();
+        let (da, db, dc) = &mut self.bufs[i % sets];
+        gemm_ex(self.blas.default_math(), &self.stream, self.shape, self.out_type, da, db, dc)
+    }
+}
+
+/// gpukern's buffers at one shape, its result checked: ready to time.
+struct GpukernRun<T: Element, O: Element> {
+    tile: HalfTile,
+    bufs: Vec<(DeviceMatrix<T>, DeviceMatrix<T>, DeviceMatrix<O>)>,
+}
+
+impl<T: Half, O: Num + MatmulOutput<T>> GpukernRun<T, O> {
+    /// Call `i`, on the `i % sets`-th set of buffers.
+    fn launch(&mut self, gpu: &Gpu, i: usize) -> Res<()> {
+        let sets = self.bufs.len();
+        let (da, db, dc) = &mut self.bufs[i % sets];
+        Ok(gpu.matmul_to_with(da, db, dc, self.tile)?)
+    }
+}
+
+/// What a row is measured with: its name, the result's name, the tolerance.
+type Row<'a> = (&'a str, &'a str, f64);
+
+/// cuBLAS at `shape` into `O` (`out_type`): buffers, one call, the check. The checked record, and
+/// the run when the check passed.
+fn prepare_cublas<T: Half, O: Num + DeviceRepr>(
+    b: &mut Bench,
+    shape: Shape,
+    inputs: &Inputs<T>,
+    (imp, out, tol): Row,
+    out_type: blas_sys::cudaDataType_t,
+) -> Res<(Record, Option<CublasRun<T, O>>)> {
+    let (m, n, _) = shape;
+    let sets = sets_for(traffic(shape, size_of::<O>()) as usize);
+    let blas = b.blas()?;
+    let stream = b.stream.clone();
+    let nan = vec![O::from_f32(f32::NAN); m * n];
+    let mut bufs = Vec::with_capacity(sets);
+    for _ in 0..sets {
+        bufs.push((
+            stream.clone_htod(&inputs.a)?,
+            stream.clone_htod(&inputs.b)?,
+            stream.clone_htod(&nan)?,
+        ));
+    }
+    let mut run = CublasRun {
+        blas,
+        stream,
+        shape,
+        out_type,
+        bufs,
+    };
+    run.launch(0)?;
+    let result = run.stream.clone_dtoh(&run.bufs[0].2)?;
+    let (record, passed) = check(cublas_base::<T>(imp, shape, out).with("sets", sets), &result, inputs, tol);
+    Ok((record, passed.then_some(run)))
+}
+
+/// gpukern's `gpu.matmul_to_with(.., tile)` at `shape` into `O`: buffers, one call, the check.
+/// The checked record, and the run when the check passed.
+fn prepare_gpukern<T: Half, O: Num + MatmulOutput<T>>(
+    b: &Bench,
+    shape: Shape,
+    inputs: &Inputs<T>,
+    (imp, out, tol): Row,
+    tile: HalfTile,
+) -> Res<(Record, Option<GpukernRun<T, O>>)> {
+    let (m, n, k) = shape;
+    let sets = sets_for(traffic(shape, size_of::<O>()) as usize);
+    let base = gpukern_base::<T>(imp, shape, out, tile);
+    if let Err(e) = &inputs.reference {
+        return Ok((base.failed(e), None));
+    }
+    let gpu = &b.gpu;
+    let nan = vec![O::from_f32(f32::NAN); m * n];
+    let mut bufs = Vec::with_capacity(sets);
+    for _ in 0..sets {
+        bufs.push((
+            gpu.upload_matrix(&ArrayView2::from_shape((m, k), &inputs.a)?)?,
+            gpu.upload_matrix(&ArrayView2::from_shape((k, n), &inputs.b)?)?,
+            gpu.upload_matrix(&ArrayView2::from_shape((m, n), &nan)?)?,
+        ));
+    }
+    let mut run = GpukernRun { tile, bufs };
+    run.launch(gpu, 0)?;
+    let result = run.bufs[0].2.as_vec().to_vec()?;
+    let (record, passed) = check(base.with("sets", sets), &result, inputs, tol);
+    Ok((record, passed.then_some(run)))
+}
+
+/// The record of cuBLAS's row `imp` (result `out`), nothing measured yet.
+fn cublas_base<T: Half>(imp: &str, shape: Shape, out: &str) -> Record {
+    base::<T>(imp, shape, out)
+        .with("compute", "CUBLAS_COMPUTE_32F")
+        .with("algo", "CUBLAS_GEMM_DEFAULT")
+}
+
+/// The record of gpukern's row `imp` (result `out`, `tile`), nothing measured yet.
+fn gpukern_base<T: Half>(imp: &str, shape: Shape, out: &str, tile: HalfTile) -> Record {
+    base::<T>(imp, shape, out).with("tile", tile.name())
+}
+
+/// Rates of a timed product at `shape` with an `O` result.
+fn timed<O>(record: Record, stats: &Stats, shape: Shape) -> Record {
+    let (m, n, k) = shape;
+    let flops = 2.0 * (m * n) as f64 * k as f64;
+    record.timed(stats, Some(traffic(shape, size_of::<O>())), Some(flops))
+}
+
+/// gpukern's `gpu.matmul_to_with(.., tile)` at `shape`, result `O`, timed on its own.
 fn gpukern<T: Half, O: Num + MatmulOutput<T>>(
     b: &mut Bench,
     sink: &mut Sink,
     shape: Shape,
     inputs: &Inputs<T>,
-    (imp, out, tol, tile): (&str, &str, f64, HalfTile),
+    row: Row,
+    tile: HalfTile,
 ) -> Res<()> {
-    let (m, n, k) = shape;
-    let bytes = traffic(shape, size_of::<O>());
-    let sets = sets_for(bytes as usize);
-    let base = base::<T>(imp, shape, out).with("tile", tile.name());
-    sink.item(base.clone(), || {
-        if let Err(e) = &inputs.reference {
-            return Ok(base.failed(e));
-        }
+    sink.item(gpukern_base::<T>(row.0, shape, row.1, tile), || {
+        let (record, run) = prepare_gpukern::<T, O>(b, shape, inputs, row, tile)?;
+        let Some(mut run) = run else { return Ok(record) };
         let gpu = &b.gpu;
-        let nan = vec![O::from_f32(f32::NAN); m * n];
-        let mut bufs = Vec::with_capacity(sets);
-        for _ in 0..sets {
-            bufs.push((
-                gpu.upload_matrix(&ArrayView2::from_shape((m, k), &inputs.a)?)?,
-                gpu.upload_matrix(&ArrayView2::from_shape((k, n), &inputs.b)?)?,
-                gpu.upload_matrix(&ArrayView2::from_shape((m, n), &nan)?)?,
-            ));
-        }
-        let (da, db, dc) = &mut bufs[0];
-        gpu.matmul_to_with(da, db, dc, tile)?;
-        let (record, passed) = check(base.with("sets", sets), &dc.as_vec().to_vec()?, inputs, tol);
-        if !passed {
-            return Ok(record);
-        }
-        let stats = b.timer.measure(|i| {
-            let (da, db, dc) = &mut bufs[i % sets];
-            Ok(gpu.matmul_to_with(da, db, dc, tile)?)
-        })?;
-        Ok(record.timed(&stats, Some(bytes), Some(2.0 * (m * n) as f64 * k as f64)))
+        let stats = b.timer.measure(|i| run.launch(gpu, i))?;
+        Ok(timed::<O>(record, &stats, shape))
     })
 }
 
-/// Every row of operand type `T` at `shape`.
+/// cuBLAS and gpukern's `tile` at `shape`, result `O`, timed in alternation
+/// ([`crate::timing::Timer::measure_pair`]) so that both rows see the same clocks and power
+/// state; each record names the other (`interleaved_with`). A row whose check fails is recorded
+/// untimed and the other is timed on its own.
+#[allow(clippy::too_many_arguments)]
+fn cublas_and_gpukern<T: Half, O: Num + DeviceRepr + MatmulOutput<T>>(
+    b: &mut Bench,
+    sink: &mut Sink,
+    shape: Shape,
+    inputs: &Inputs<T>,
+    (cublas_row, out_type): (Row, blas_sys::cudaDataType_t),
+    (gpukern_row, tile): (Row, HalfTile),
+) -> Res<()> {
+    let bases = (
+        cublas_base::<T>(cublas_row.0, shape, cublas_row.1),
+        gpukern_base::<T>(gpukern_row.0, shape, gpukern_row.1, tile),
+    );
+    sink.item_pair(bases, || {
+        let (c_record, c_run) = prepare_cublas::<T, O>(b, shape, inputs, cublas_row, out_type)?;
+        let (g_record, g_run) = prepare_gpukern::<T, O>(b, shape, inputs, gpukern_row, tile)?;
+        let gpu = &b.gpu;
+        Ok(match (c_run, g_run) {
+            (Some(mut c), Some(mut g)) => {
+                let (cs, gs) = b.timer.measure_pair(|i| c.launch(i), |i| g.launch(gpu, i))?;
+                (
+                    timed::<O>(c_record.with("interleaved_with", gpukern_row.0), &cs, shape),
+                    timed::<O>(g_record.with("interleaved_with", cublas_row.0), &gs, shape),
+                )
+            }
+            (Some(mut c), None) => {
+                let cs = b.timer.measure(|i| c.launch(i))?;
+                (timed::<O>(c_record, &cs, shape), g_record)
+            }
+            (None, Some(mut g)) => {
+                let gs = b.timer.measure(|i| g.launch(gpu, i))?;
+                (c_record, timed::<O>(g_record, &gs, shape))
+            }
+            (None, None) => (c_record, g_record),
+        })
+    })
+}
+
+/// Every row of operand type `T` at `shape`: cuBLAS and gpukern's default kernel (the
+/// warp-specialised one where the sm_90a module is loaded) timed in alternation, the other
+/// kernels on their own.
 fn rows<T: Half>(b: &mut Bench, sink: &mut Sink, shape: Shape) -> Res<()>
 where
     f32: MatmulOutput<T>,
 {
     let inputs = inputs::<T>(b, sink, shape);
     let f32_out = shape == f32_out_shape(b.quick);
-    cublas::<T, T>(b, sink, shape, &inputs, ("cublas", T::NAME, T::CUDA, T::TOL))?;
-    if f32_out {
-        let f32_type = blas_sys::cudaDataType_t::CUDA_R_32F;
-        cublas::<T, f32>(
-            b,
-            sink,
-            shape,
-            &inputs,
-            ("cublas_f32out", "f32", f32_type, F32_TOL),
-        )?;
-    }
+    let f32_type = blas_sys::cudaDataType_t::CUDA_R_32F;
+    let same = (("cublas", T::NAME, T::TOL), T::CUDA);
+    let widened = (("cublas_f32out", "f32", F32_TOL), f32_type);
     // The mma.sync kernel on every shape; where they apply (k and n multiples of 8, the sm_90a
     // module loaded) the one-warpgroup wgmma kernel (bf16 only) and the warp-specialised one.
     let wgmma = HalfTile::wgmma_applies(T::NAME == "bf16", shape.2, shape.1, true, b.gpu.has_wgmma());
@@ -374,7 +471,8 @@ where
     }
     // The warp-specialised kernel wherever the sm_90a module is loaded, its tile the plan's
     // (`WsTile::choose`): on padded copies of the operands where k or n is not a multiple of 8
-    // (the copies are in the timed call).
+    // (the copies are in the timed call). It is the default there, and the row timed with
+    // cuBLAS; elsewhere the mma.sync kernel is.
     if b.gpu.has_wgmma() {
         tiles.push((
             HalfTile::WarpSpecialized,
@@ -382,10 +480,16 @@ where
             "gpukern:wgmma_ws_f32out",
         ));
     }
-    for (tile, imp, imp_f32) in tiles {
-        gpukern::<T, T>(b, sink, shape, &inputs, (imp, T::NAME, T::TOL, tile))?;
+    let (default, default_imp, default_imp_f32) = tiles[tiles.len() - 1];
+    cublas_and_gpukern::<T, T>(b, sink, shape, &inputs, same, ((default_imp, T::NAME, T::TOL), default))?;
+    if f32_out {
+        let row = ((default_imp_f32, "f32", F32_TOL), default);
+        cublas_and_gpukern::<T, f32>(b, sink, shape, &inputs, widened, row)?;
+    }
+    for &(tile, imp, imp_f32) in &tiles[..tiles.len() - 1] {
+        gpukern::<T, T>(b, sink, shape, &inputs, (imp, T::NAME, T::TOL), tile)?;
         if f32_out {
-            gpukern::<T, f32>(b, sink, shape, &inputs, (imp_f32, "f32", F32_TOL, tile))?;
+            gpukern::<T, f32>(b, sink, shape, &inputs, (imp_f32, "f32", F32_TOL), tile)?;
         }
     }
     // `--plans`: each tile of the warp-specialised kernel, forced, for choosing the plan's
@@ -393,7 +497,7 @@ where
     if b.plans && b.gpu.has_wgmma() && plans_shape(shape) {
         for ws in WsTile::ALL {
             let tile = HalfTile::WarpSpecializedTile(ws);
-            gpukern::<T, T>(b, sink, shape, &inputs, (ws_tile_impl(ws), T::NAME, T::TOL, tile))?;
+            gpukern::<T, T>(b, sink, shape, &inputs, (ws_tile_impl(ws), T::NAME, T::TOL), tile)?;
         }
     }
     Ok(())

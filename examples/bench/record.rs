@@ -216,6 +216,27 @@ impl Sink {
         self.emit(record)
     }
 
+    /// Runs `measure` for two records measured together (timed in alternation,
+    /// [`crate::timing::Timer::measure_pair`]), emitting both; an error or a panic inside is
+    /// emitted as both bases failed. Past the deadline both are skipped.
+    pub fn item_pair(
+        &mut self,
+        (base_a, base_b): (Record, Record),
+        measure: impl FnOnce() -> Res<(Record, Record)>,
+    ) -> Res<()> {
+        if self.expired() {
+            self.emit(base_a.with("skipped", "time budget spent"))?;
+            return self.emit(base_b.with("skipped", "time budget spent"));
+        }
+        self.progress.status(&format!("{} + {}", base_a.log_line_head(), base_b.imp));
+        let (a, b) = catch(measure).unwrap_or_else(|e| {
+            let e = e.to_string();
+            (base_a.failed(&e), base_b.failed(&e))
+        });
+        self.emit(a)?;
+        self.emit(b)
+    }
+
     /// Whether the time budget is spent (every further item is skipped).
     pub fn expired(&self) -> bool {
         Instant::now() > self.deadline
@@ -532,5 +553,27 @@ mod tests {
     fn panics_become_errors() {
         let r: Res<()> = catch(|| panic!("boom"));
         assert!(r.unwrap_err().to_string().contains("boom"));
+    }
+
+    #[test]
+    fn a_failed_pair_records_both() {
+        let meta = Meta {
+            gpu: "g".into(),
+            driver: "d".into(),
+            git_rev: "r".into(),
+            date: "t".into(),
+        };
+        let path = std::env::temp_dir().join(format!("gpukern-pair-{}.jsonl", std::process::id()));
+        let mut sink = Sink::create(&path, meta, 4, 60.0).unwrap();
+        let pair = (Record::new("k", "a", "1"), Record::new("k", "b", "1"));
+        sink.item_pair(pair.clone(), || panic!("boom")).unwrap();
+        sink.item_pair(pair, || Ok((Record::new("k", "a", "1"), Record::new("k", "b", "1").with("x", 1))))
+            .unwrap();
+        let records = sink.finish();
+        let _ = std::fs::remove_file(&path);
+        let imps: Vec<&str> = records.iter().map(|r| r.imp.as_str()).collect();
+        assert_eq!(imps, ["a", "b", "a", "b"]);
+        assert!(records[..2].iter().all(|r| r.extra.get("error").is_some_and(|e| e.to_string().contains("boom"))));
+        assert!(records[3].extra.contains_key("x"));
     }
 }

@@ -166,11 +166,7 @@ impl Timer {
                 warmup += 1;
             }
         }
-        let batch = if estimate > 0.0 && estimate < BATCH_TARGET_MS {
-            ((BATCH_TARGET_MS / estimate) as usize).clamp(1, MAX_BATCH)
-        } else {
-            1
-        };
+        let batch = batch_for(estimate);
         let min_reps = if estimate >= SLOW_MS { 3 } else { budget.min_reps };
         let mut times = Vec::with_capacity(budget.max_reps);
         let mut gpu_s = 0.0;
@@ -184,6 +180,65 @@ impl Timer {
             }
         }
         Stats::of(times, batch, warmup, "cuda_events")
+    }
+}
+
+/// How many launches per sample a kernel of `estimate` ms gets.
+fn batch_for(estimate: f64) -> usize {
+    if estimate > 0.0 && estimate < BATCH_TARGET_MS {
+        ((BATCH_TARGET_MS / estimate) as usize).clamp(1, MAX_BATCH)
+    } else {
+        1
+    }
+}
+
+impl Timer {
+    /// Times two implementations of one operation in alternating samples (`a`, `b`, `a`, ...),
+    /// each sample with its own flush, so that both see the same clocks and power state: a GPU at
+    /// its power limit moves its clock by several percent over a second, and two rows timed one
+    /// after the other can land on either side of such a move. Warm-up alternates too; each side
+    /// keeps its own batch size. Stops once both have `min_reps` samples and the pair has spent
+    /// twice one measurement's budget, or at `max_reps` samples each. Returns `(a's, b's)`
+    /// statistics, timer `cuda_events_interleaved`.
+    pub fn measure_pair(
+        &mut self,
+        mut a: impl FnMut(usize) -> Res<()>,
+        mut b: impl FnMut(usize) -> Res<()>,
+    ) -> Res<(Stats, Stats)> {
+        let budget = self.budget;
+        let wall = Instant::now();
+        let (mut next_a, mut next_b) = (0, 0);
+        let mut est_a = self.sample(&mut a, &mut next_a, 1)?;
+        let mut est_b = self.sample(&mut b, &mut next_b, 1)?;
+        let mut warmup = 1;
+        if est_a.max(est_b) < SLOW_MS {
+            while warmup < budget.warmup {
+                est_a = est_a.min(self.sample(&mut a, &mut next_a, 1)?);
+                est_b = est_b.min(self.sample(&mut b, &mut next_b, 1)?);
+                warmup += 1;
+            }
+        }
+        let (batch_a, batch_b) = (batch_for(est_a), batch_for(est_b));
+        let min_reps = if est_a.max(est_b) >= SLOW_MS { 3 } else { budget.min_reps };
+        let (mut times_a, mut times_b) = (Vec::new(), Vec::new());
+        let mut gpu_s = 0.0;
+        while times_a.len() < budget.max_reps {
+            let ms_a = self.sample(&mut a, &mut next_a, batch_a)?;
+            let ms_b = self.sample(&mut b, &mut next_b, batch_b)?;
+            times_a.push(ms_a);
+            times_b.push(ms_b);
+            gpu_s += (ms_a * batch_a as f64 + ms_b * batch_b as f64) * 1e-3;
+            let spent =
+                gpu_s >= 2.0 * budget.target_s || wall.elapsed().as_secs_f64() >= 2.0 * budget.max_wall_s;
+            if times_a.len() >= min_reps && spent {
+                break;
+            }
+        }
+        const TIMER: &str = "cuda_events_interleaved";
+        Ok((
+            Stats::of(times_a, batch_a, warmup, TIMER)?,
+            Stats::of(times_b, batch_b, warmup, TIMER)?,
+        ))
     }
 }
 
