@@ -52,6 +52,31 @@ def is_gpukern(r: Record) -> bool:
     return str(r["impl"]).startswith("gpukern")
 
 
+# The rows of what a user's call runs, per kernel: the default algorithm's (its plan chosen per
+# shape). The other gpukern rows are variants and `--plans` candidates, forced; a target is met
+# or missed by the default, and a candidate that beats it is a reason to change the plan.
+DEFAULT_IMPLS = {
+    "matmul": {"gpukern:fast", "gpukern:tf32"},
+    "matmul_half": {"gpukern:wgmma_ws", "gpukern:wgmma_ws_f32out"},
+    "softmax": {"gpukern:one-pass"},
+    "rms_norm": {"gpukern:in-registers"},
+    "layer_norm": {"gpukern:in-registers"},
+    "cross_entropy": {"gpukern:warp-8k"},
+    "cross_entropy_mean": {"gpukern:warp-8k"},
+    "add": {"gpukern:vec4"},
+    "increment_by_one": {"gpukern:vec4_x8"},
+    "sum": {"gpukern:vec4"},
+    "argmax": {"gpukern:vec4_lanes_u8"},
+    "transpose": {"gpukern:tiled_64"},
+}
+
+
+def is_default(r: Record) -> bool:
+    """A row of the default call (`DEFAULT_IMPLS`); for a kernel not listed, any gpukern row."""
+    defaults = DEFAULT_IMPLS.get(str(r["kernel"]))
+    return r["impl"] in defaults if defaults is not None else is_gpukern(r)
+
+
 def comparable(r: Record) -> bool:
     """False for a peer row its runner marked not comparable (e.g. a one-block-per-row softmax
     on one very long row, where gpukern splits the row): listed, never counted in a ratio."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from report_common import (
-    Record, Run, best, fmt_err, fmt_ms, fmt_rate, fmt_ratio, impl_order, is_gpukern, not_measured, note,
+    Record, Run, best, fmt_err, fmt_ms, fmt_rate, fmt_ratio, impl_order, is_default, is_gpukern, not_measured, note,
     ordered, pretty, ratio_target, table, timed,
 )
 
@@ -103,10 +103,10 @@ def half_targets(run: Run) -> list[list[str]]:
     for dtype in HALF_TYPES:
         for shape, goal in HALF_GOALS:
             label = f"{dtype.upper()} `matmul` >= {goal:.2f}x cuBLAS `cublasGemmEx` ({dtype}) at {pretty(shape).replace('x', ' x ')}"
-            row = ratio_target(run, label, HALF_KERNEL, shape, half_impl(is_gpukern, dtype), half_impl("cublas", dtype), goal)
+            row = ratio_target(run, label, HALF_KERNEL, shape, half_impl(is_default, dtype), half_impl("cublas", dtype), goal)
             failed = [
                 r for r in run.by_kernel.get(HALF_KERNEL, [])
-                if r["shape"] == shape and half_impl(is_gpukern, dtype)(r) and not timed(r)
+                if r["shape"] == shape and half_impl(is_default, dtype)(r) and not timed(r)
             ]
             if row[2] == "unknown" and failed:
                 row[1] = f"not timed: {failed[0]['impl']} {note(failed[0]) or 'see Not timed'}"

@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from report_common import (
-    ROOT, Record, Run, fmt_err, is_gpukern, pick, range_target, ratio_target, table, timed,
+    ROOT, Record, Run, fmt_err, is_default, pick, range_target, ratio_target, table, timed,
 )
 from report_kernels import LAUNCHER_GOAL, LAUNCHER_OP
 from report_half import half_targets
@@ -17,11 +17,11 @@ from report_movement import data_movement_targets
 
 
 def fast_fp32(r: Record) -> bool:
-    return is_gpukern(r) and r.get("math", "fp32") != "tf32" and r["impl"] not in ("gpukern:naive", "gpukern:tiled")
+    return is_default(r) and r.get("math", "fp32") != "tf32"
 
 
 def gpukern_tf32(r: Record) -> bool:
-    return is_gpukern(r) and r.get("math") == "tf32"
+    return is_default(r) and r.get("math") == "tf32"
 
 
 def launcher_target(lo: dict[tuple[Any, Any, Any], Record], mode: str) -> list[str]:
@@ -60,15 +60,15 @@ def norm_targets(run: Run) -> list[list[str]]:
     for kernel in ("rms_norm", "layer_norm"):
         for cols in (1024, 4096, 16384):
             shape = f"8192x{cols}"
-            rows.append(ratio_target(run, f"`{kernel}` f32 >= 90% of copy at {shape}", kernel, shape, f32_of(is_gpukern), "copy", 0.9))
+            rows.append(ratio_target(run, f"`{kernel}` f32 >= 90% of copy at {shape}", kernel, shape, f32_of(is_default), "copy", 0.9))
             rows.append(
                 ratio_target(
-                    run, f"`{kernel}` f32 >= 1.0x torch.compile at {shape}", kernel, shape, f32_of(is_gpukern), f32_of("torch-compile"), 1.0
+                    run, f"`{kernel}` f32 >= 1.0x torch.compile at {shape}", kernel, shape, f32_of(is_default), f32_of("torch-compile"), 1.0
                 )
             )
     for cols in (32768, 131072):
         shape = f"8192x{cols}"
-        rows.append(ratio_target(run, f"`cross_entropy` >= 85% of copy at {shape}", "cross_entropy", shape, is_gpukern, "copy", 0.85))
+        rows.append(ratio_target(run, f"`cross_entropy` >= 85% of copy at {shape}", "cross_entropy", shape, is_default, "copy", 0.85))
     return rows
 
 
@@ -85,23 +85,23 @@ def targets_table(run: Run) -> str:
         ratio_target(run, "... and at 8192^3", "matmul", "8192x8192x8192", gpukern_tf32, "cublas_tf32", 0.7),
         ratio_target(run, "TF32 `matmul` >= 80% of cuBLAS TF32 at 4096^3 (issue 13)", "matmul", "4096x4096x4096", gpukern_tf32, "cublas_tf32", 0.8),
         ratio_target(run, "... and at 8192^3 (issue 13)", "matmul", "8192x8192x8192", gpukern_tf32, "cublas_tf32", 0.8),
-        ratio_target(run, "softmax >= 85% of copy at 8192x4096", "softmax", "8192x4096", is_gpukern, "copy", 0.85),
-        ratio_target(run, "... at 8192x8192", "softmax", "8192x8192", is_gpukern, "copy", 0.85),
-        ratio_target(run, "... at 8192x32768", "softmax", "8192x32768", is_gpukern, "copy", 0.85),
-        range_target(run, "softmax at least as fast as `torch.softmax` on every case", "softmax", is_gpukern, "torch"),
-        range_target(run, "softmax at least as fast as Triton's softmax on every case", "softmax", is_gpukern, "triton"),
-        ratio_target(run, "softmax >= 92% of copy at 8192x16384 (issue 15)", "softmax", "8192x16384", is_gpukern, "copy", 0.92),
-        ratio_target(run, "... >= 92% at 8192x32768", "softmax", "8192x32768", is_gpukern, "copy", 0.92),
-        ratio_target(run, "long rows (cluster) >= 85% of copy at 8192x65536", "softmax", "8192x65536", is_gpukern, "copy", 0.85),
-        ratio_target(run, "... at 1024x131072", "softmax", "1024x131072", is_gpukern, "copy", 0.85),
-        ratio_target(run, "... at 1x16777216", "softmax", "1x16777216", is_gpukern, "copy", 0.85),
-        range_target(run, "softmax at least as fast as torch.compile's softmax on every case", "softmax", is_gpukern, "torch_compile"),
-        ratio_target(run, "`add` >= 95% of copy at 2^28", "add", "268435456", is_gpukern, "copy", 0.95),
-        ratio_target(run, "`add` >= 90% of copy at 2^24", "add", "16777216", is_gpukern, "copy", 0.9),
-        ratio_target(run, "`increment_by_one` >= 95% of copy at 2^28", "increment_by_one", "268435456", is_gpukern, "copy", 0.95),
-        ratio_target(run, "`sum` >= 95% of copy at 2^28", "sum", "268435456", is_gpukern, "copy", 0.95),
-        ratio_target(run, "`argmax` >= 95% of copy at 2^28", "argmax", "268435456", is_gpukern, "copy", 0.95),
-        ratio_target(run, "`transpose` >= 90% of copy at 8192^2", "transpose", "8192x8192", is_gpukern, "copy", 0.9),
+        ratio_target(run, "softmax >= 85% of copy at 8192x4096", "softmax", "8192x4096", is_default, "copy", 0.85),
+        ratio_target(run, "... at 8192x8192", "softmax", "8192x8192", is_default, "copy", 0.85),
+        ratio_target(run, "... at 8192x32768", "softmax", "8192x32768", is_default, "copy", 0.85),
+        range_target(run, "softmax at least as fast as `torch.softmax` on every case", "softmax", is_default, "torch"),
+        range_target(run, "softmax at least as fast as Triton's softmax on every case", "softmax", is_default, "triton"),
+        ratio_target(run, "softmax >= 92% of copy at 8192x16384 (issue 15)", "softmax", "8192x16384", is_default, "copy", 0.92),
+        ratio_target(run, "... >= 92% at 8192x32768", "softmax", "8192x32768", is_default, "copy", 0.92),
+        ratio_target(run, "long rows (cluster) >= 85% of copy at 8192x65536", "softmax", "8192x65536", is_default, "copy", 0.85),
+        ratio_target(run, "... at 1024x131072", "softmax", "1024x131072", is_default, "copy", 0.85),
+        ratio_target(run, "... at 1x16777216", "softmax", "1x16777216", is_default, "copy", 0.85),
+        range_target(run, "softmax at least as fast as torch.compile's softmax on every case", "softmax", is_default, "torch_compile"),
+        ratio_target(run, "`add` >= 95% of copy at 2^28", "add", "268435456", is_default, "copy", 0.95),
+        ratio_target(run, "`add` >= 90% of copy at 2^24", "add", "16777216", is_default, "copy", 0.9),
+        ratio_target(run, "`increment_by_one` >= 95% of copy at 2^28", "increment_by_one", "268435456", is_default, "copy", 0.95),
+        ratio_target(run, "`sum` >= 95% of copy at 2^28", "sum", "268435456", is_default, "copy", 0.95),
+        ratio_target(run, "`argmax` >= 95% of copy at 2^28", "argmax", "268435456", is_default, "copy", 0.95),
+        ratio_target(run, "`transpose` >= 90% of copy at 8192^2", "transpose", "8192x8192", is_default, "copy", 0.9),
         *norm_targets(run),
     ]
     # TF32's relative error, against the f64 reference like every rel_err column.
