@@ -27,7 +27,9 @@ pub enum NormAlgorithm {
     /// One block per row, the row held in registers as 16-byte vectors, read once and written
     /// once (`*_norm_rows_*`), where the row's length is a multiple of the vector width (4 f32,
     /// 8 bf16), it fits (up to 32768 columns) and the buffers are 16-byte aligned; the tutorial
-    /// kernel elsewhere. The default.
+    /// kernel elsewhere. The default: 16 elements per thread up to 16384 f32 or 8192 bf16
+    /// columns, 32 past them, and for f32 LayerNorm of rows of 513 to 1024 the plan of
+    /// [`NormAlgorithm::WarpKeep`] ([`NormPlan::choose`]).
     #[default]
     InRegisters,
     /// The in-register kernel with 16 elements per thread (`*_rows16_*`), a block of
@@ -46,7 +48,7 @@ pub enum NormAlgorithm {
     Warp,
     /// As [`NormAlgorithm::Warp`] on a persistent grid (as many blocks as are resident at
     /// once), each warp keeping the weight (and bias) in registers across its rows
-    /// (`*_norm_warp_keep_*`). A tuning candidate.
+    /// (`*_norm_warp_keep_*`). The default's plan for f32 LayerNorm of rows of 513 to 1024.
     WarpKeep,
     /// The in-register kernel of [`NormAlgorithm::Rows16`] with the streaming cache hint on the
     /// loads of `x` and the stores of `y` (`*_rows16_cs_*`, evict first). A tuning candidate.
@@ -103,7 +105,7 @@ impl NormAlgorithm {
     /// the CUDA block limit; a kernel whose registers lower that limit may still fall back):
     /// where it does not, it runs the default's plan, and a benchmark need not time it.
     pub fn fits<T: NormElement>(self, cols: usize) -> bool {
-        let plan = NormPlan::choose::<T>(self, cols, true, |_| kernels_gpu::norm::ROW_BLOCK_MAX);
+        let plan = NormPlan::choose::<T>(self, cols, true, false, |_| kernels_gpu::norm::ROW_BLOCK_MAX);
         match self {
             NormAlgorithm::BlockReduce | NormAlgorithm::InRegisters => true,
             NormAlgorithm::Rows16 => matches!(
@@ -401,7 +403,7 @@ impl Gpu {
             };
             self.max_block_threads(kernels.kernel(probe, layer))
         };
-        let plan = NormPlan::choose::<T>(algorithm, cols, aligned, max_threads);
+        let plan = NormPlan::choose::<T>(algorithm, cols, aligned, layer, max_threads);
         let limits = self.limits();
         let library = self.library();
         let cfg = match plan {

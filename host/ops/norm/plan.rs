@@ -71,7 +71,8 @@ const WARP_ELEMENTS: usize = 32;
 impl NormPlan {
     /// The plan for rows of `cols >= 1` elements of `T` with `algorithm`; `aligned`: every
     /// buffer starts on a 16-byte boundary (device allocations are 256-byte aligned; host
-    /// buffers of the simulator may not be); `max_threads`: the driver's block limit for the
+    /// buffers of the simulator may not be); `layer`: LayerNorm (RMSNorm otherwise; the
+    /// default differs at short f32 rows); `max_threads`: the driver's block limit for the
     /// in-register kernel of each width.
     ///
     /// An algorithm whose own kernel does not take the row ([`NormAlgorithm::fits`]) runs the
@@ -80,6 +81,7 @@ impl NormPlan {
         algorithm: NormAlgorithm,
         cols: usize,
         aligned: bool,
+        layer: bool,
         max_threads: impl Fn(RowsWidth) -> u32,
     ) -> NormPlan {
         if algorithm == NormAlgorithm::BlockReduce || !aligned || cols % T::LANES != 0 {
@@ -125,11 +127,24 @@ impl NormPlan {
         if let Some(plan) = own {
             return plan;
         }
-        // The default, from the H200 run of every variant (`bench/results/latest.jsonl`): 16
-        // elements per thread up to 8192 columns (the fastest or within 1.5% of it at 1024 and
-        // 4096 columns, but for bf16 LayerNorm at 4096, 5% behind 32), 32 past it (at 16384
-        // columns 9-59% ahead of 16 for LayerNorm and bf16, 3% behind for f32 RMSNorm).
-        let preferred = if cols <= DEFAULT_W16_MAX_COLS {
+        // The default, from the H200 runs of every variant (`bench/results/*.jsonl`, `--plans`).
+        // f32 LayerNorm of rows of 513 to 1024 (a lane's 32 elements more than half used): the
+        // persistent warp-per-row kernel that keeps the weight and bias in registers
+        // (`warp-keep`, 0.5-3% ahead of 16 elements per thread at 1024 columns in each of the
+        // four runs that timed both; shorter rows were not timed).
+        let f32 = core::mem::size_of::<T>() == 4;
+        if layer && f32 && cols > WARP_ELEMENTS * 16 && cols <= WARP_ELEMENTS * 32 {
+            return NormPlan::Warp { keep: true };
+        }
+        // Else 16 elements per thread up to `DEFAULT_W16_MAX_COLS` (f32: 16384; the fastest or
+        // within 1.5% of it at 1024 to 16384 columns but for bf16 LayerNorm at 4096, 5% behind
+        // 32), 32 past it (bf16 at 16384 columns: 32 ahead of or level with 16).
+        let w16_max = if f32 {
+            DEFAULT_W16_MAX_COLS_F32
+        } else {
+            DEFAULT_W16_MAX_COLS
+        };
+        let preferred = if cols <= w16_max {
             RowsWidth::W16
         } else {
             RowsWidth::W32
@@ -155,5 +170,49 @@ impl NormPlan {
     }
 }
 
-/// Rows of up to this many columns take 16 elements per thread by default, longer ones 32.
+/// bf16 rows of up to this many columns take 16 elements per thread by default, longer ones 32.
 pub const DEFAULT_W16_MAX_COLS: usize = 8192;
+
+/// f32 rows of up to this many columns take 16 elements per thread by default (at 16384
+/// columns 16 was ahead of 32 by 2-4% for RMSNorm and by under 1% for LayerNorm in the last two
+/// runs that timed both), longer ones 32.
+pub const DEFAULT_W16_MAX_COLS_F32: usize = 16384;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::bf16;
+
+    /// The default plan for `cols` columns of `T`, every width allowed 1024 threads.
+    fn default_plan<T: NormElement>(cols: usize, layer: bool) -> NormPlan {
+        NormPlan::choose::<T>(NormAlgorithm::InRegisters, cols, true, layer, |_| 1024)
+    }
+
+    fn width(plan: NormPlan) -> Option<RowsWidth> {
+        match plan {
+            NormPlan::Rows { width, .. } => Some(width),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn f32_layer_norm_of_rows_of_513_to_1024_takes_the_warp_kernel_that_keeps_its_weights() {
+        assert_eq!(default_plan::<f32>(1024, true), NormPlan::Warp { keep: true });
+        assert_eq!(default_plan::<f32>(516, true), NormPlan::Warp { keep: true });
+        // Not shorter rows, not RMSNorm, not bf16, not longer rows.
+        assert_eq!(width(default_plan::<f32>(512, true)), Some(RowsWidth::W16));
+        assert_eq!(width(default_plan::<f32>(1024, false)), Some(RowsWidth::W16));
+        assert_eq!(width(default_plan::<bf16>(1024, true)), Some(RowsWidth::W16));
+        assert_eq!(width(default_plan::<f32>(1028, true)), Some(RowsWidth::W16));
+    }
+
+    #[test]
+    fn sixteen_elements_per_thread_to_16384_f32_columns_and_8192_bf16() {
+        for layer in [false, true] {
+            assert_eq!(width(default_plan::<f32>(16384, layer)), Some(RowsWidth::W16));
+            assert_eq!(width(default_plan::<f32>(16388, layer)), Some(RowsWidth::W32));
+            assert_eq!(width(default_plan::<bf16>(8192, layer)), Some(RowsWidth::W16));
+            assert_eq!(width(default_plan::<bf16>(8200, layer)), Some(RowsWidth::W32));
+        }
+    }
+}
