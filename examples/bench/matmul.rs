@@ -212,12 +212,21 @@ impl Ctx<'_> {
     }
 
     /// cuBLAS's buffers, one call, the check: the record, and the buffers if it passed.
-    fn prepare_cublas(&self, bench: &mut Bench, base: Record, tf32: bool) -> Res<(Record, Option<CublasBufs>)> {
+    fn prepare_cublas(
+        &self,
+        bench: &mut Bench,
+        base: Record,
+        tf32: bool,
+    ) -> Res<(Record, Option<CublasBufs>)> {
         let blas = bench.blas()?;
         let s = bench.stream.clone();
         let mut bufs = Vec::with_capacity(self.sets);
         for _ in 0..self.sets {
-            bufs.push((s.clone_htod(self.a)?, s.clone_htod(self.b)?, s.clone_htod(self.nan)?));
+            bufs.push((
+                s.clone_htod(self.a)?,
+                s.clone_htod(self.b)?,
+                s.clone_htod(self.nan)?,
+            ));
         }
         self.sgemm(&blas, tf32, &mut bufs, 0)?;
         let out = s.clone_dtoh(&bufs[0].2)?;
@@ -226,7 +235,13 @@ impl Ctx<'_> {
     }
 
     /// gpukern's buffers, one call of `run`, the check: the record, and the buffers if it passed.
-    fn prepare_gpukern(&self, gpu: &Gpu, base: Record, tf32: bool, run: &Run) -> Res<(Record, Option<GpukernBufs>)> {
+    fn prepare_gpukern(
+        &self,
+        gpu: &Gpu,
+        base: Record,
+        tf32: bool,
+        run: &Run,
+    ) -> Res<(Record, Option<GpukernBufs>)> {
         if let Err(e) = self.reference {
             return Ok((base.failed(e), None));
         }
@@ -341,7 +356,9 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
             let Some((variant, _, run)) = runs.iter().find(|r| r.0 == partner) else {
                 sink.item(cublas.clone(), || {
                     let (record, prepared) = ctx.prepare_cublas(b, cublas, tf32)?;
-                    let Some(mut bufs) = prepared else { return Ok(record) };
+                    let Some(mut bufs) = prepared else {
+                        return Ok(record);
+                    };
                     let blas = b.blas()?;
                     let stats = b.timer.measure(|i| ctx.sgemm(&blas, tf32, &mut bufs, i))?;
                     Ok(ctx.timed(record, &stats))
@@ -385,7 +402,9 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
             let gk = base(&format!("gpukern:{variant}"), if *tf32 { "tf32" } else { "fp32" });
             sink.item(gk.clone(), || {
                 let (record, prepared) = ctx.prepare_gpukern(&b.gpu, gk, *tf32, run)?;
-                let Some(mut bufs) = prepared else { return Ok(record) };
+                let Some(mut bufs) = prepared else {
+                    return Ok(record);
+                };
                 let gpu = &b.gpu;
                 let stats = b.timer.measure(|i| ctx.gpukern(gpu, run, &mut bufs, i))?;
                 Ok(ctx.timed(record, &stats))

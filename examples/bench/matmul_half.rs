@@ -282,7 +282,15 @@ impl<T: Half, O: DeviceRepr> CublasRun<T, O> {
     fn launch(&mut self, i: usize) -> Res<()> {
         let sets = self.bufs.len();
         let (da, db, dc) = &mut self.bufs[i % sets];
-        gemm_ex(self.blas.default_math(), &self.stream, self.shape, self.out_type, da, db, dc)
+        gemm_ex(
+            self.blas.default_math(),
+            &self.stream,
+            self.shape,
+            self.out_type,
+            da,
+            db,
+            dc,
+        )
     }
 }
 
@@ -335,7 +343,12 @@ fn prepare_cublas<T: Half, O: Num + DeviceRepr>(
     };
     run.launch(0)?;
     let result = run.stream.clone_dtoh(&run.bufs[0].2)?;
-    let (record, passed) = check(cublas_base::<T>(imp, shape, out).with("sets", sets), &result, inputs, tol);
+    let (record, passed) = check(
+        cublas_base::<T>(imp, shape, out).with("sets", sets),
+        &result,
+        inputs,
+        tol,
+    );
     Ok((record, passed.then_some(run)))
 }
 
@@ -481,7 +494,14 @@ where
         ));
     }
     let (default, default_imp, default_imp_f32) = tiles[tiles.len() - 1];
-    cublas_and_gpukern::<T, T>(b, sink, shape, &inputs, same, ((default_imp, T::NAME, T::TOL), default))?;
+    cublas_and_gpukern::<T, T>(
+        b,
+        sink,
+        shape,
+        &inputs,
+        same,
+        ((default_imp, T::NAME, T::TOL), default),
+    )?;
     if f32_out {
         let row = ((default_imp_f32, "f32", F32_TOL), default);
         cublas_and_gpukern::<T, f32>(b, sink, shape, &inputs, widened, row)?;

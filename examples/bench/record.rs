@@ -228,7 +228,8 @@ impl Sink {
             self.emit(base_a.with("skipped", "time budget spent"))?;
             return self.emit(base_b.with("skipped", "time budget spent"));
         }
-        self.progress.status(&format!("{} + {}", base_a.log_line_head(), base_b.imp));
+        self.progress
+            .status(&format!("{} + {}", base_a.log_line_head(), base_b.imp));
         let (a, b) = catch(measure).unwrap_or_else(|e| {
             let e = e.to_string();
             (base_a.failed(&e), base_b.failed(&e))
@@ -567,13 +568,22 @@ mod tests {
         let mut sink = Sink::create(&path, meta, 4, 60.0).unwrap();
         let pair = (Record::new("k", "a", "1"), Record::new("k", "b", "1"));
         sink.item_pair(pair.clone(), || panic!("boom")).unwrap();
-        sink.item_pair(pair, || Ok((Record::new("k", "a", "1"), Record::new("k", "b", "1").with("x", 1))))
-            .unwrap();
+        sink.item_pair(pair, || {
+            Ok((
+                Record::new("k", "a", "1"),
+                Record::new("k", "b", "1").with("x", 1),
+            ))
+        })
+        .unwrap();
         let records = sink.finish();
         let _ = std::fs::remove_file(&path);
         let imps: Vec<&str> = records.iter().map(|r| r.imp.as_str()).collect();
         assert_eq!(imps, ["a", "b", "a", "b"]);
-        assert!(records[..2].iter().all(|r| r.extra.get("error").is_some_and(|e| e.to_string().contains("boom"))));
+        assert!(records[..2].iter().all(|r| {
+            r.extra
+                .get("error")
+                .is_some_and(|e| e.to_string().contains("boom"))
+        }));
         assert!(records[3].extra.contains_key("x"));
     }
 }

@@ -185,6 +185,19 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
                 ..base
             },
         ),
+        // Rows past 1024 columns read twice by a block of 512 threads per row
+        // (`softmax_stream`, the row's second read from L2) instead of held in registers: the
+        // formulation of torch.compile's kernel at 8192 x 8192 (a looped reduction, 512
+        // threads, 32-40 registers, 70-93% occupancy, ncu `ea768fa-ncu-compile-*`), against the
+        // register-held block's 56 registers and 47% occupancy.
+        (
+            "stream-past-1k",
+            OnePassConfig {
+                block_max_cols: 1024,
+                cluster_min_cols: usize::MAX,
+                ..base
+            },
+        ),
         // The split path (1 x 2^24; the default before the grid-row kernel, which now takes a
         // few such rows in one cooperative launch): two launches, then the write launch with
         // evict-first loads and stores, so the chunks the stats launch left in L2 stay there

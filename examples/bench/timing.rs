@@ -219,7 +219,11 @@ impl Timer {
             }
         }
         let (batch_a, batch_b) = (batch_for(est_a), batch_for(est_b));
-        let min_reps = if est_a.max(est_b) >= SLOW_MS { 3 } else { budget.min_reps };
+        let min_reps = if est_a.max(est_b) >= SLOW_MS {
+            3
+        } else {
+            budget.min_reps
+        };
         let (mut times_a, mut times_b) = (Vec::new(), Vec::new());
         let mut gpu_s = 0.0;
         while times_a.len() < budget.max_reps {
