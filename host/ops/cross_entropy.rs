@@ -90,8 +90,9 @@ impl CrossEntropyAlgorithm {
         CrossEntropyAlgorithm::WarpRow,
     ];
 
-    /// A short name: `fused` (the default's name in the benchmark records), `warp-8k`,
-    /// `warp-32k`, `warp-row`.
+    /// A short name: `fused` ([`CrossEntropyAlgorithm::Blocks`], the name it had in the
+    /// benchmark records when it was the default), `warp-8k` (the default), `warp-32k`,
+    /// `warp-row`.
     pub fn name(self) -> &'static str {
         match self {
             CrossEntropyAlgorithm::Blocks => "fused",
