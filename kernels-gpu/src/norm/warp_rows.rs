@@ -15,14 +15,13 @@ pub const WARP_BLOCK: u32 = 256;
 /// Rows a block of the warp-per-row kernels handles at a time (one per warp).
 pub const WARP_ROWS: u32 = WARP_BLOCK / warp::SIZE;
 
-/// Where a warp of a warp-per-row launch stands (`norm_warp`, `norm_warp_pipe`): its lane, its
-/// first row (warps numbered across the grid) and the stride to its next, and the row's vectors
-/// of `E::LANES` elements; lane `lane` holds vectors `lane + 32 k`.
+/// Where a warp of a warp-per-row launch stands (`norm_warp`, `norm_warp_pipe`): which vectors
+/// its lane holds ([`WarpLane`]), its first row (warps numbered across the grid) and the stride
+/// to its next.
 struct WarpRows {
-    lane: u32,
+    at: WarpLane,
     row: usize,
     stride: usize,
-    vecs: u32,
 }
 
 impl WarpRows {
@@ -30,24 +29,39 @@ impl WarpRows {
     fn of<E: NormElem>(cols: usize) -> WarpRows {
         let tid = thread::thread_idx_x() as usize;
         let warps = (thread::block_dim_x() / warp::SIZE) as usize;
+        // Computed in this order (lane, row, stride, vecs) so that the kernels' PTX stays the
+        // one measured on the H200.
+        let lane = (tid % warp::SIZE as usize) as u32;
+        let row = thread::block_idx_x() as usize * warps + tid / warp::SIZE as usize;
+        let stride = thread::grid_dim_x() as usize * warps;
+        let vecs = (cols / E::LANES) as u32;
         WarpRows {
-            lane: (tid % warp::SIZE as usize) as u32,
-            row: thread::block_idx_x() as usize * warps + tid / warp::SIZE as usize,
-            stride: thread::grid_dim_x() as usize * warps,
-            vecs: (cols / E::LANES) as u32,
+            at: WarpLane { lane, vecs },
+            row,
+            stride,
         }
     }
+}
 
+/// A lane of a warp-per-row kernel and its row's vectors of `E::LANES` elements: the lane holds
+/// vectors `lane + 32 k`.
+#[derive(Clone, Copy)]
+struct WarpLane {
+    lane: u32,
+    vecs: u32,
+}
+
+impl WarpLane {
     /// Whether vector `lane + 32 k` is in the row, the right side uniform over the warp.
     #[inline(always)]
-    fn valid(lane: u32, vecs: u32, k: usize) -> bool {
-        lane < vecs.saturating_sub(k as u32 * warp::SIZE)
+    fn valid(self, k: usize) -> bool {
+        self.lane < self.vecs.saturating_sub(k as u32 * warp::SIZE)
     }
 
     /// The element offset of vector `lane + 32 k` in its row.
     #[inline(always)]
-    fn offset<E: NormElem>(lane: u32, k: usize) -> usize {
-        (lane + k as u32 * warp::SIZE) as usize * E::LANES
+    fn offset<E: NormElem>(self, k: usize) -> usize {
+        (self.lane + k as u32 * warp::SIZE) as usize * E::LANES
     }
 }
 
@@ -87,14 +101,7 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
     cols: usize,
     eps: f32,
 ) {
-    let WarpRows {
-        lane,
-        mut row,
-        stride,
-        vecs,
-    } = WarpRows::of::<E>(cols);
-    let valid = |k: usize| WarpRows::valid(lane, vecs, k);
-    let offset = |k: usize| WarpRows::offset::<E>(lane, k);
+    let WarpRows { at, mut row, stride } = WarpRows::of::<E>(cols);
     // `1 / cols` once, so that each statistic is a multiply, not an IEEE division.
     let inv_n = rcp_fast(cols as f32);
 
@@ -102,12 +109,12 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
     let mut beta = [[0.0f32; 8]; V];
     if KEEP && row < rows {
         unroll_8!(V, |k| {
-            if valid(k) {
+            if at.valid(k) {
                 // SAFETY: vector `lane + 32 k < vecs` of the weight (and bias), aligned.
                 unsafe {
-                    g[k] = E::load_vec(w, offset(k));
+                    g[k] = E::load_vec(w, at.offset::<E>(k));
                     if LAYER {
-                        beta[k] = E::load_vec(b, offset(k));
+                        beta[k] = E::load_vec(b, at.offset::<E>(k));
                     }
                 }
             }
@@ -119,9 +126,9 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
         let x_row = x.wrapping_add(row * cols);
         let mut v = [[0.0f32; 8]; V];
         unroll_8!(V, |k| {
-            if valid(k) {
+            if at.valid(k) {
                 // SAFETY: vector `lane + 32 k < vecs` lies inside the row, 16-byte aligned.
-                v[k] = unsafe { E::load_vec(x_row, offset(k)) };
+                v[k] = unsafe { E::load_vec(x_row, at.offset::<E>(k)) };
             }
         });
         // SAFETY: `cols >= 1`.
@@ -134,8 +141,7 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
                 (&mut g, &mut beta),
                 (w, b),
                 y.wrapping_add(row * cols),
-                lane,
-                vecs,
+                at,
                 inv_n,
                 eps,
             )
@@ -152,7 +158,7 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
 ///
 /// # Safety
 /// Called by all 32 lanes of a warp with the same row; as `norm_warp` for the pointers, with
-/// `y_row` the row's output and `vecs = cols / LANES <= 32 V`.
+/// `y_row` the row's output and `at.vecs = cols / LANES <= 32 V`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP: bool>(
@@ -161,18 +167,15 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
     (g, beta): (&mut [[f32; 8]; V], &mut [[f32; 8]; V]),
     (w, b): (*const E, *const E),
     y_row: *mut E,
-    lane: u32,
-    vecs: u32,
+    at: WarpLane,
     inv_n: f32,
     eps: f32,
 ) {
     let lanes = E::LANES;
-    let valid = |k: usize| WarpRows::valid(lane, vecs, k);
-    let offset = |k: usize| WarpRows::offset::<E>(lane, k);
     let scale = if LAYER {
         let mut s = 0.0f32;
         unroll_8!(V, |k| {
-            if valid(k) {
+            if at.valid(k) {
                 for c in 0..lanes {
                     v[k][c] -= shift;
                     s += v[k][c];
@@ -182,7 +185,7 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
         let mu = warp::reduce_sum(s) * inv_n;
         let mut q = 0.0f32;
         unroll_8!(V, |k| {
-            if valid(k) {
+            if at.valid(k) {
                 for c in 0..lanes {
                     v[k][c] -= mu;
                     q = math::fma(v[k][c], v[k][c], q);
@@ -193,7 +196,7 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
     } else {
         let mut q = 0.0f32;
         unroll_8!(V, |k| {
-            if valid(k) {
+            if at.valid(k) {
                 for c in 0..lanes {
                     q = math::fma(v[k][c], v[k][c], q);
                 }
@@ -202,13 +205,13 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
         rsqrt_fast(warp::reduce_sum(q) * inv_n + eps)
     };
     unroll_8!(V, |k| {
-        if valid(k) {
+        if at.valid(k) {
             if !KEEP {
                 // SAFETY: as for the loads; the weight and bias have `cols` elements, aligned.
                 unsafe {
-                    g[k] = E::load_vec(w, offset(k));
+                    g[k] = E::load_vec(w, at.offset::<E>(k));
                     if LAYER {
-                        beta[k] = E::load_vec(b, offset(k));
+                        beta[k] = E::load_vec(b, at.offset::<E>(k));
                     }
                 }
             }
@@ -221,7 +224,7 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
                 };
             }
             // SAFETY: vector `lane + 32 k < vecs` of the row; `y` has `x`'s shape and alignment.
-            unsafe { E::store_vec(y_row, offset(k), out) };
+            unsafe { E::store_vec(y_row, at.offset::<E>(k), out) };
         }
     });
 }
@@ -251,14 +254,7 @@ unsafe fn norm_warp_pipe<E: NormElem, const V: usize, const LAYER: bool>(
     cols: usize,
     eps: f32,
 ) {
-    let WarpRows {
-        lane,
-        mut row,
-        stride,
-        vecs,
-    } = WarpRows::of::<E>(cols);
-    let valid = |k: usize| WarpRows::valid(lane, vecs, k);
-    let offset = |k: usize| WarpRows::offset::<E>(lane, k);
+    let WarpRows { at, mut row, stride } = WarpRows::of::<E>(cols);
     // `1 / cols` once, so that each statistic is a multiply, not an IEEE division.
     let inv_n = rcp_fast(cols as f32);
     // Row `r`'s vectors and first entry, all loads issued at once; zeros past the last row (the
@@ -269,9 +265,9 @@ unsafe fn norm_warp_pipe<E: NormElem, const V: usize, const LAYER: bool>(
         if r < rows {
             let x_row = x.wrapping_add(r * cols);
             unroll_8!(V, |k| {
-                if valid(k) {
+                if at.valid(k) {
                     // SAFETY: vector `lane + 32 k < vecs` lies inside row `r < rows`, aligned.
-                    v[k] = unsafe { E::load_vec(x_row, offset(k)) };
+                    v[k] = unsafe { E::load_vec(x_row, at.offset::<E>(k)) };
                 }
             });
             if LAYER {
@@ -294,8 +290,7 @@ unsafe fn norm_warp_pipe<E: NormElem, const V: usize, const LAYER: bool>(
                 (&mut g, &mut beta),
                 (w, b),
                 y.wrapping_add(row * cols),
-                lane,
-                vecs,
+                at,
                 inv_n,
                 eps,
             )
