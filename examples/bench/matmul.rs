@@ -177,7 +177,6 @@ pub fn reference(bench: &mut Bench, shape: Shape, a: &[f32], b: &[f32]) -> Res<(
     Ok((c, "cublas_f64"))
 }
 
-/// Every algorithm and cuBLAS at every shape.
 /// One gpukern variant: the call that computes `c = a * b`.
 type Run<'a> = Box<dyn Fn(&Gpu, &DeviceMatrix, &DeviceMatrix, &mut DeviceMatrix) -> gpukern::Result<()> + 'a>;
 
@@ -280,6 +279,7 @@ impl Ctx<'_> {
     }
 }
 
+/// Every algorithm and cuBLAS at every shape.
 pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for shape in shapes(b.quick) {
         let (m, n, k) = shape;
@@ -353,46 +353,28 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
         // in alternation (the targets' ratios); every other row on its own.
         for (imp, tf32, partner) in [("cublas", false, "fast"), ("cublas_tf32", true, "tf32")] {
             let cublas = base(imp, if tf32 { "tf32" } else { "fp32" });
-            let Some((variant, _, run)) = runs.iter().find(|r| r.0 == partner) else {
-                sink.item(cublas.clone(), || {
-                    let (record, prepared) = ctx.prepare_cublas(b, cublas, tf32)?;
-                    let Some(mut bufs) = prepared else {
-                        return Ok(record);
-                    };
-                    let blas = b.blas()?;
-                    let stats = b.timer.measure(|i| ctx.sgemm(&blas, tf32, &mut bufs, i))?;
-                    Ok(ctx.timed(record, &stats))
-                })?;
-                continue;
-            };
+            // Both are in `MatmulAlgorithm::ALL`.
+            let (variant, _, run) = runs
+                .iter()
+                .find(|r| r.0 == partner)
+                .ok_or_else(|| format!("no gpukern:{partner} row to time beside {imp}"))?;
             let gk_imp = format!("gpukern:{variant}");
             let gk = base(&gk_imp, if tf32 { "tf32" } else { "fp32" });
             sink.item_pair((cublas.clone(), gk.clone()), || {
-                let (c_record, c_bufs) = ctx.prepare_cublas(b, cublas, tf32)?;
-                let (g_record, g_bufs) = ctx.prepare_gpukern(&b.gpu, gk, tf32, run)?;
+                let (c_record, mut c_bufs) = ctx.prepare_cublas(b, cublas, tf32)?;
+                let (g_record, mut g_bufs) = ctx.prepare_gpukern(&b.gpu, gk, tf32, run)?;
                 let blas = b.blas()?;
                 let gpu = &b.gpu;
-                Ok(match (c_bufs, g_bufs) {
-                    (Some(mut cb), Some(mut gb)) => {
-                        let (cs, gs) = b.timer.measure_pair(
-                            |i| ctx.sgemm(&blas, tf32, &mut cb, i),
-                            |i| ctx.gpukern(gpu, run, &mut gb, i),
-                        )?;
-                        (
-                            ctx.timed(c_record.with("interleaved_with", gk_imp.as_str()), &cs),
-                            ctx.timed(g_record.with("interleaved_with", imp), &gs),
-                        )
-                    }
-                    (Some(mut cb), None) => {
-                        let cs = b.timer.measure(|i| ctx.sgemm(&blas, tf32, &mut cb, i))?;
-                        (ctx.timed(c_record, &cs), g_record)
-                    }
-                    (None, Some(mut gb)) => {
-                        let gs = b.timer.measure(|i| ctx.gpukern(gpu, run, &mut gb, i))?;
-                        (c_record, ctx.timed(g_record, &gs))
-                    }
-                    (None, None) => (c_record, g_record),
-                })
+                let (cs, gs) = b.timer.measure_given(
+                    c_bufs.as_mut().map(|cb| |i| ctx.sgemm(&blas, tf32, cb, i)),
+                    g_bufs.as_mut().map(|gb| |i| ctx.gpukern(gpu, run, gb, i)),
+                )?;
+                let paired = cs.is_some() && gs.is_some();
+                let (bytes, flops) = (Some(ctx.bytes), Some(ctx.flops));
+                Ok((
+                    c_record.timed_beside(cs, paired.then_some(gk_imp.as_str()), bytes, flops),
+                    g_record.timed_beside(gs, paired.then_some(imp), bytes, flops),
+                ))
             })?;
         }
         for (variant, tf32, run) in &runs {

@@ -31,7 +31,6 @@ use crate::data::{random_vec, sets_for};
 use crate::matmul::{Shape, row_major_config, shape_name};
 use crate::memory::F32_TOL;
 use crate::record::{Check, Record, Res, Sink};
-use crate::timing::Stats;
 
 /// The `kernel` of every record here.
 const KERNEL: &str = "matmul_half";
@@ -396,11 +395,10 @@ fn gpukern_base<T: Half>(imp: &str, shape: Shape, out: &str, tile: HalfTile) -> 
     base::<T>(imp, shape, out).with("tile", tile.name())
 }
 
-/// Rates of a timed product at `shape` with an `O` result.
-fn timed<O>(record: Record, stats: &Stats, shape: Shape) -> Record {
-    let (m, n, k) = shape;
+/// The minimum bytes moved and the flops of a product at `shape` with an `O` result.
+fn rates<O>((m, n, k): Shape) -> (Option<f64>, Option<f64>) {
     let flops = 2.0 * (m * n) as f64 * k as f64;
-    record.timed(stats, Some(traffic(shape, size_of::<O>())), Some(flops))
+    (Some(traffic((m, n, k), size_of::<O>())), Some(flops))
 }
 
 /// gpukern's `gpu.matmul_to_with(.., tile)` at `shape`, result `O`, timed on its own.
@@ -417,7 +415,8 @@ fn gpukern<T: Half, O: Num + MatmulOutput<T>>(
         let Some(mut run) = run else { return Ok(record) };
         let gpu = &b.gpu;
         let stats = b.timer.measure(|i| run.launch(gpu, i))?;
-        Ok(timed::<O>(record, &stats, shape))
+        let (bytes, flops) = rates::<O>(shape);
+        Ok(record.timed(&stats, bytes, flops))
     })
 }
 
@@ -439,27 +438,19 @@ fn cublas_and_gpukern<T: Half, O: Num + DeviceRepr + MatmulOutput<T>>(
         gpukern_base::<T>(gpukern_row.0, shape, gpukern_row.1, tile),
     );
     sink.item_pair(bases, || {
-        let (c_record, c_run) = prepare_cublas::<T, O>(b, shape, inputs, cublas_row, out_type)?;
-        let (g_record, g_run) = prepare_gpukern::<T, O>(b, shape, inputs, gpukern_row, tile)?;
+        let (c_record, mut c_run) = prepare_cublas::<T, O>(b, shape, inputs, cublas_row, out_type)?;
+        let (g_record, mut g_run) = prepare_gpukern::<T, O>(b, shape, inputs, gpukern_row, tile)?;
         let gpu = &b.gpu;
-        Ok(match (c_run, g_run) {
-            (Some(mut c), Some(mut g)) => {
-                let (cs, gs) = b.timer.measure_pair(|i| c.launch(i), |i| g.launch(gpu, i))?;
-                (
-                    timed::<O>(c_record.with("interleaved_with", gpukern_row.0), &cs, shape),
-                    timed::<O>(g_record.with("interleaved_with", cublas_row.0), &gs, shape),
-                )
-            }
-            (Some(mut c), None) => {
-                let cs = b.timer.measure(|i| c.launch(i))?;
-                (timed::<O>(c_record, &cs, shape), g_record)
-            }
-            (None, Some(mut g)) => {
-                let gs = b.timer.measure(|i| g.launch(gpu, i))?;
-                (c_record, timed::<O>(g_record, &gs, shape))
-            }
-            (None, None) => (c_record, g_record),
-        })
+        let (cs, gs) = b.timer.measure_given(
+            c_run.as_mut().map(|c| |i| c.launch(i)),
+            g_run.as_mut().map(|g| |i| g.launch(gpu, i)),
+        )?;
+        let paired = cs.is_some() && gs.is_some();
+        let (bytes, flops) = rates::<O>(shape);
+        Ok((
+            c_record.timed_beside(cs, paired.then_some(gpukern_row.0), bytes, flops),
+            g_record.timed_beside(gs, paired.then_some(cublas_row.0), bytes, flops),
+        ))
     })
 }
 

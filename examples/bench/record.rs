@@ -103,6 +103,24 @@ impl Record {
             .with("timer", stats.timer)
     }
 
+    /// One record of a pair ([`crate::timing::Timer::measure_given`]): [`Record::timed`] where
+    /// it was timed (as it is where not), naming `partner`, the row it was timed in alternation
+    /// with, if it was.
+    pub fn timed_beside(
+        self,
+        stats: Option<Stats>,
+        partner: Option<&str>,
+        bytes: Option<f64>,
+        flops: Option<f64>,
+    ) -> Record {
+        let Some(stats) = stats else { return self };
+        let record = match partner {
+            Some(p) => self.with("interleaved_with", p),
+            None => self,
+        };
+        record.timed(&stats, bytes, flops)
+    }
+
     /// Marks the record as not timed because of `err`.
     pub fn failed(self, err: impl Display) -> Record {
         self.with("error", err.to_string())

@@ -137,7 +137,7 @@ impl Timer {
     /// from `next`), end event; returns ms per launch.
     fn sample(
         &mut self,
-        launch: &mut impl FnMut(usize) -> Res<()>,
+        launch: &mut dyn FnMut(usize) -> Res<()>,
         next: &mut usize,
         batch: usize,
     ) -> Res<f64> {
@@ -155,31 +155,102 @@ impl Timer {
     /// Times `launch(i)` (`i` counts launches, for rotating among buffers): warm-up, then samples
     /// until the budget is spent; the median is per launch.
     pub fn measure(&mut self, mut launch: impl FnMut(usize) -> Res<()>) -> Res<Stats> {
+        let mut stats = self.measure_in_turn(&mut [&mut launch], "cuda_events")?;
+        stats.pop().ok_or_else(|| "no statistics".into())
+    }
+
+    /// Times two implementations of one operation in alternating samples (`a`, `b`, `a`, ...),
+    /// each sample with its own flush, so that both see the same clocks and power state: a GPU at
+    /// its power limit moves its clock by several percent over a second, and two rows timed one
+    /// after the other can land on either side of such a move. Returns `(a's, b's)` statistics,
+    /// timer `cuda_events_interleaved`.
+    pub fn measure_pair(
+        &mut self,
+        mut a: impl FnMut(usize) -> Res<()>,
+        mut b: impl FnMut(usize) -> Res<()>,
+    ) -> Res<(Stats, Stats)> {
+        let mut stats = self
+            .measure_in_turn(&mut [&mut a, &mut b], "cuda_events_interleaved")?
+            .into_iter();
+        match (stats.next(), stats.next()) {
+            (Some(a), Some(b)) => Ok((a, b)),
+            _ => Err("no statistics".into()),
+        }
+    }
+
+    /// Times `a` and `b` where each is given: in alternation when both are
+    /// ([`Timer::measure_pair`]), on its own when only one is.
+    pub fn measure_given(
+        &mut self,
+        a: Option<impl FnMut(usize) -> Res<()>>,
+        b: Option<impl FnMut(usize) -> Res<()>>,
+    ) -> Res<(Option<Stats>, Option<Stats>)> {
+        Ok(match (a, b) {
+            (Some(a), Some(b)) => {
+                let (a, b) = self.measure_pair(a, b)?;
+                (Some(a), Some(b))
+            }
+            (Some(a), None) => (Some(self.measure(a)?), None),
+            (None, Some(b)) => (None, Some(self.measure(b)?)),
+            (None, None) => (None, None),
+        })
+    }
+
+    /// The measurement of [`Timer::measure`] for each of `launches`, their samples taken in turn
+    /// (one of each, then again), each with its own flush: warm-up in turn (each launch's
+    /// estimate the fastest of its warm-ups, which also gives its batch size), then samples
+    /// until every launch has `min_reps` and together they have spent `launches.len()` times one
+    /// measurement's budget, or each has `max_reps`. Statistics in the order of `launches`.
+    fn measure_in_turn(
+        &mut self,
+        launches: &mut [&mut dyn FnMut(usize) -> Res<()>],
+        timer: &'static str,
+    ) -> Res<Vec<Stats>> {
         let budget = self.budget;
+        let scale = launches.len() as f64;
         let wall = Instant::now();
-        let mut next = 0;
-        let mut estimate = self.sample(&mut launch, &mut next, 1)?;
+        let mut next = vec![0; launches.len()];
+        let mut estimates = Vec::with_capacity(launches.len());
+        for (launch, next) in launches.iter_mut().zip(&mut next) {
+            estimates.push(self.sample(*launch, next, 1)?);
+        }
+        let slowest = |e: &[f64]| e.iter().copied().fold(0.0, f64::max);
         let mut warmup = 1;
-        if estimate < SLOW_MS {
+        if slowest(&estimates) < SLOW_MS {
             while warmup < budget.warmup {
-                estimate = estimate.min(self.sample(&mut launch, &mut next, 1)?);
+                for ((launch, next), estimate) in launches.iter_mut().zip(&mut next).zip(&mut estimates) {
+                    *estimate = estimate.min(self.sample(*launch, next, 1)?);
+                }
                 warmup += 1;
             }
         }
-        let batch = batch_for(estimate);
-        let min_reps = if estimate >= SLOW_MS { 3 } else { budget.min_reps };
-        let mut times = Vec::with_capacity(budget.max_reps);
+        let batches: Vec<usize> = estimates.iter().map(|&e| batch_for(e)).collect();
+        let min_reps = if slowest(&estimates) >= SLOW_MS {
+            3
+        } else {
+            budget.min_reps
+        };
+        let mut times = vec![Vec::with_capacity(budget.max_reps); launches.len()];
         let mut gpu_s = 0.0;
-        while times.len() < budget.max_reps {
-            let ms = self.sample(&mut launch, &mut next, batch)?;
-            times.push(ms);
-            gpu_s += ms * batch as f64 * 1e-3;
-            let spent = gpu_s >= budget.target_s || wall.elapsed().as_secs_f64() >= budget.max_wall_s;
-            if times.len() >= min_reps && spent {
+        while times[0].len() < budget.max_reps {
+            for (((launch, next), &batch), times) in
+                launches.iter_mut().zip(&mut next).zip(&batches).zip(&mut times)
+            {
+                let ms = self.sample(*launch, next, batch)?;
+                times.push(ms);
+                gpu_s += ms * batch as f64 * 1e-3;
+            }
+            let spent =
+                gpu_s >= scale * budget.target_s || wall.elapsed().as_secs_f64() >= scale * budget.max_wall_s;
+            if times[0].len() >= min_reps && spent {
                 break;
             }
         }
-        Stats::of(times, batch, warmup, "cuda_events")
+        times
+            .into_iter()
+            .zip(batches)
+            .map(|(times, batch)| Stats::of(times, batch, warmup, timer))
+            .collect()
     }
 }
 
@@ -189,60 +260,6 @@ fn batch_for(estimate: f64) -> usize {
         ((BATCH_TARGET_MS / estimate) as usize).clamp(1, MAX_BATCH)
     } else {
         1
-    }
-}
-
-impl Timer {
-    /// Times two implementations of one operation in alternating samples (`a`, `b`, `a`, ...),
-    /// each sample with its own flush, so that both see the same clocks and power state: a GPU at
-    /// its power limit moves its clock by several percent over a second, and two rows timed one
-    /// after the other can land on either side of such a move. Warm-up alternates too; each side
-    /// keeps its own batch size. Stops once both have `min_reps` samples and the pair has spent
-    /// twice one measurement's budget, or at `max_reps` samples each. Returns `(a's, b's)`
-    /// statistics, timer `cuda_events_interleaved`.
-    pub fn measure_pair(
-        &mut self,
-        mut a: impl FnMut(usize) -> Res<()>,
-        mut b: impl FnMut(usize) -> Res<()>,
-    ) -> Res<(Stats, Stats)> {
-        let budget = self.budget;
-        let wall = Instant::now();
-        let (mut next_a, mut next_b) = (0, 0);
-        let mut est_a = self.sample(&mut a, &mut next_a, 1)?;
-        let mut est_b = self.sample(&mut b, &mut next_b, 1)?;
-        let mut warmup = 1;
-        if est_a.max(est_b) < SLOW_MS {
-            while warmup < budget.warmup {
-                est_a = est_a.min(self.sample(&mut a, &mut next_a, 1)?);
-                est_b = est_b.min(self.sample(&mut b, &mut next_b, 1)?);
-                warmup += 1;
-            }
-        }
-        let (batch_a, batch_b) = (batch_for(est_a), batch_for(est_b));
-        let min_reps = if est_a.max(est_b) >= SLOW_MS {
-            3
-        } else {
-            budget.min_reps
-        };
-        let (mut times_a, mut times_b) = (Vec::new(), Vec::new());
-        let mut gpu_s = 0.0;
-        while times_a.len() < budget.max_reps {
-            let ms_a = self.sample(&mut a, &mut next_a, batch_a)?;
-            let ms_b = self.sample(&mut b, &mut next_b, batch_b)?;
-            times_a.push(ms_a);
-            times_b.push(ms_b);
-            gpu_s += (ms_a * batch_a as f64 + ms_b * batch_b as f64) * 1e-3;
-            let spent =
-                gpu_s >= 2.0 * budget.target_s || wall.elapsed().as_secs_f64() >= 2.0 * budget.max_wall_s;
-            if times_a.len() >= min_reps && spent {
-                break;
-            }
-        }
-        const TIMER: &str = "cuda_events_interleaved";
-        Ok((
-            Stats::of(times_a, batch_a, warmup, TIMER)?,
-            Stats::of(times_b, batch_b, warmup, TIMER)?,
-        ))
     }
 }
 
