@@ -56,7 +56,9 @@ const fn row_case(rows: usize, cols: usize, blocks: u32, threads: u32, shared_ve
 /// than the grid (and than a vector per block); 1 x 1027 fits the registers of 3 blocks; 2 x
 /// 4099 (rows off 16-byte boundaries) overflows into 40 shared vectors then the re-read rest;
 /// 3 x 3001 keeps nothing in shared memory; 1 x 20_003 on 8 blocks of 64 threads, most of it
-/// re-read; 1 x 9_000 on 16 blocks of 256 threads, all in registers.
+/// re-read; 1 x 9_000 on 16 blocks of 256 threads, all in registers; 1 x 40_003 and 2 x 12_003
+/// (shares of 2500 and 1000 vectors) with whole groups of `GRID_ROW_GROUP` loads per thread in
+/// both the shared part and the re-read rest, not only a last partial group.
 const SIM_ROW_CASES: &[RowCase] = &[
     row_case(1, 5, 4, 32, 8),
     row_case(1, 1027, 3, 32, 0),
@@ -64,6 +66,8 @@ const SIM_ROW_CASES: &[RowCase] = &[
     row_case(3, 3001, 5, 32, 0),
     row_case(1, 20_003, 8, 64, 100),
     row_case(1, 9_000, 16, 256, 16),
+    row_case(1, 40_003, 4, 32, 500),
+    row_case(2, 12_003, 3, 32, 300),
 ];
 
 /// CUDA cases: 132 blocks (one per H200 multiprocessor) of 512 threads, with and without shared

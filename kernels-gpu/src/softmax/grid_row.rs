@@ -40,10 +40,11 @@ pub const fn grid_row_shared_bytes(shared_vecs: u32) -> u32 {
 }
 
 /// Vectors (4 floats) each thread of [`softmax_grid_row`](fn@softmax_grid_row) loads before it
-/// uses any, in the shared-memory part and the streamed rest of its share: 128 bytes per thread,
-/// 64 KiB per block of [`GRID_ROW_BLOCK`] threads in flight, about what an H200 multiprocessor
-/// needs to keep its share of the DRAM bandwidth busy (Little's law) at one block per
-/// multiprocessor.
+/// uses any, in the shared-memory part and the streamed rest of its share: 96 bytes per thread,
+/// 48 KiB per block of [`GRID_ROW_BLOCK`] threads in flight (the old groups of 4 gave 32 KiB),
+/// for one block per multiprocessor to cover the DRAM latency at its share of the bandwidth
+/// (Little's law). The most that fits: with 8 ptxas spilled at the 128 registers a thread the
+/// launch bounds allow (the held vectors take 16), with 7 it used all 128.
 pub const GRID_ROW_GROUP: usize = 6;
 
 /// Where thread `tid` of a block of `threads` finds its part of the block's share of one row:
@@ -126,17 +127,41 @@ impl Share {
         first + k * self.threads < end
     }
 
-    /// Loads the thread's local vectors `first + k * threads` (`k < N`) below `end`, all loads
-    /// before any use, the identity in place of the others; `STREAMING`: with the evict-first
-    /// hint, for a part read only once.
+    /// Runs `body(first, full)` for each group of [`GRID_ROW_GROUP`] of the thread's local
+    /// vectors `from, from + threads, ...` below `end`: the group of `first + k * threads`
+    /// (`k < GRID_ROW_GROUP`); `full` when all of them are below `end`, which every group is
+    /// but the last, so that only the last tests each vector (`body` is inlined twice, `full`
+    /// a constant in each).
+    #[inline(always)]
+    fn groups(self, from: usize, end: usize, mut body: impl FnMut(usize, bool)) {
+        let span = (GRID_ROW_GROUP - 1) * self.threads;
+        let mut first = from;
+        while first + span < end {
+            body(first, true);
+            first += GRID_ROW_GROUP * self.threads;
+        }
+        if first < end {
+            body(first, false);
+        }
+    }
+
+    /// Loads the thread's local vectors `first + k * threads` (`k < N`) below `end` (all of
+    /// them if `full`), all loads before any use, the identity in place of the others;
+    /// `STREAMING`: with the evict-first hint, for a last read.
     ///
     /// # Safety
-    /// `end <= len`.
+    /// `end <= len`, and every vector below it if `full`.
     #[inline(always)]
-    unsafe fn load<const N: usize, const STREAMING: bool>(self, first: usize, end: usize, t: f32) -> [F4; N] {
+    unsafe fn load<const N: usize, const STREAMING: bool>(
+        self,
+        first: usize,
+        end: usize,
+        full: bool,
+        t: f32,
+    ) -> [F4; N] {
         let mut v = [F4([identity(t); 4]); N];
         unroll_8!(N, |k| {
-            if self.below(first, k, end) {
+            if full || self.below(first, k, end) {
                 let at = self.at(first, k);
                 // SAFETY: the local vector is below `len`: inside the row, 16-byte aligned.
                 v[k] = unsafe {
@@ -160,29 +185,26 @@ impl Share {
     #[inline(always)]
     unsafe fn stats_past_registers(self, acc: &mut Stats, sum: &mut KahanSum, t: f32) {
         const G: usize = GRID_ROW_GROUP;
-        let step = G * self.threads;
-        let mut first = self.held + self.tid;
-        while first < self.kept {
+        let kept = self.kept;
+        self.groups(self.held + self.tid, kept, |first, full| {
             // SAFETY: below `kept <= len`; each slot `L - held < kept - held` is the thread's own.
             unsafe {
-                let v = self.load::<G, true>(first, self.kept, t);
+                let v = self.load::<G, true>(first, kept, full, t);
                 unroll_8!(G, |k| {
-                    if self.below(first, k, self.kept) {
+                    if full || self.below(first, k, kept) {
                         let l = first + k * self.threads;
                         vector::store4(self.slots, 4 * (l - self.held), v[k]);
                     }
                 });
-                fold(acc, sum, &v, |k| self.below(first, k, self.kept), t);
+                fold(acc, sum, &v, |k| full || self.below(first, k, kept), t);
             }
-            first += step;
-        }
-        let mut first = self.kept + self.tid;
-        while first < self.len {
+        });
+        let len = self.len;
+        self.groups(kept + self.tid, len, |first, full| {
             // SAFETY: below `len`.
-            let v = unsafe { self.load::<G, false>(first, self.len, t) };
-            fold(acc, sum, &v, |k| self.below(first, k, self.len), t);
-            first += step;
-        }
+            let v = unsafe { self.load::<G, false>(first, len, full, t) };
+            fold(acc, sum, &v, |k| full || self.below(first, k, len), t);
+        });
     }
 
     /// Phase 2 for the whole share but the registers: `out(x)` of each entry stored to `y`
@@ -194,41 +216,37 @@ impl Share {
     #[inline(always)]
     unsafe fn write_past_registers(self, out: impl Fn(f32) -> f32 + Copy, t: f32) {
         const G: usize = GRID_ROW_GROUP;
-        let step = G * self.threads;
-        let mut first = self.kept + self.tid;
-        while first < self.len {
+        let (kept, len) = (self.kept, self.len);
+        self.groups(kept + self.tid, len, |first, full| {
             // SAFETY: below `len`, inside the row; `y_row` splits like `x_row`.
             unsafe {
-                let v = self.load::<G, true>(first, self.len, t);
+                let v = self.load::<G, true>(first, len, full, t);
                 unroll_8!(G, |k| {
-                    if self.below(first, k, self.len) {
+                    if full || self.below(first, k, len) {
                         let at = self.at(first, k);
                         vector::store4_streaming(self.y_row, at, map4(v[k], out));
                     }
                 });
             }
-            first += step;
-        }
-        let mut first = self.held + self.tid;
-        while first < self.kept {
+        });
+        self.groups(self.held + self.tid, kept, |first, full| {
             let mut v = [F4::ZERO; G];
             // SAFETY: the thread's own slots, written in phase 1; the vectors below `kept`.
             unsafe {
                 unroll_8!(G, |k| {
-                    if self.below(first, k, self.kept) {
+                    if full || self.below(first, k, kept) {
                         let l = first + k * self.threads;
                         v[k] = vector::load4(self.slots, 4 * (l - self.held));
                     }
                 });
                 unroll_8!(G, |k| {
-                    if self.below(first, k, self.kept) {
+                    if full || self.below(first, k, kept) {
                         let at = self.at(first, k);
                         vector::store4_streaming(self.y_row, at, map4(v[k], out));
                     }
                 });
             }
-            first += step;
-        }
+        });
     }
 
     /// Phase 2 for the register part `v`.
@@ -334,7 +352,7 @@ pub unsafe fn softmax_grid_row(
             let mut acc = Stats::empty(t);
             let mut sum = KahanSum::ZERO;
             // Unrolled, so that `v` stays in registers (a loop over it put it on the stack).
-            let v = share.load::<V, true>(tid, len.min(held), t);
+            let v = share.load::<V, true>(tid, len.min(held), false, t);
             fold(&mut acc, &mut sum, &v, |k| share.below(tid, k, len), t);
             share.stats_past_registers(&mut acc, &mut sum, t);
             let xs = scalar.map_or(0.0, |i| mem::load(x_row, i));
