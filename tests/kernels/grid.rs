@@ -8,7 +8,7 @@
 //! launched directly on ragged shapes that reach each part of a block's share (registers,
 //! shared memory, the re-read rest; rows off 16-byte boundaries; a row shorter than the grid)
 //! at several temperatures (`{sim,cuda}::grid::softmax_row::..`), the edge rows
-//! (`{sim,cuda}::grid::softmax_row_edges`), and through the one-pass plan's switch
+//! (`{sim,cuda}::grid::softmax_row_edges::RxC`), and through the one-pass plan's switch
 //! `grid_row_max_rows` (`{sim,cuda}::grid::softmax_row_plan::RxC`, on CUDA 1 x 2^24); launches
 //! one after another on one barrier word zeroed once (`{sim,cuda}::grid::softmax_row_one_word`),
 //! the plan called again and again on one `Gpu`, the same length and others, so that its
@@ -103,9 +103,6 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     }));
     for target in [sim, cuda] {
         trials.push(trial(target, "grid::too_large", |gpu, _| too_large(gpu)));
-        trials.push(trial(target, "grid::softmax_row_edges", |gpu, _| {
-            softmax_row_edges(gpu)
-        }));
     }
     for (target, cases) in [(sim, SIM_ROW_CASES), (cuda, CUDA_ROW_CASES)] {
         for &c in cases {
@@ -116,6 +113,25 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             trials.push(trial(target, &name, move |gpu, rng| {
                 softmax_row_case(gpu, rng, c)
             }));
+        }
+    }
+    let edges: [(&Target, &[RowCase]); 2] = [
+        (
+            sim,
+            &[row_case(5, 4001, 5, 32, 16), row_case(5, 40_001, 3, 32, 300)],
+        ),
+        (
+            cuda,
+            &[
+                row_case(5, 4001, 5, 32, 16),
+                row_case(5, 3_000_001, 132, 512, 8000),
+            ],
+        ),
+    ];
+    for (target, cases) in edges {
+        for &c in cases {
+            let name = format!("grid::softmax_row_edges::{}x{}", c.rows, c.cols);
+            trials.push(trial(target, &name, move |gpu, _| softmax_row_edges(gpu, c)));
         }
     }
     let one_word: [(&Target, &[RowCase]); 2] = [(sim, &SIM_ROW_CASES[2..5]), (cuda, &CUDA_ROW_CASES[1..5])];
@@ -224,18 +240,23 @@ fn softmax_row_case(gpu: &Gpu, rng: &mut StdRng, c: RowCase) -> Check {
     all_passed(failures)
 }
 
-/// Rows at the edges through `softmax_grid_row`, the values spread over several blocks (each
-/// block's share of 200 vectors: 128 in registers, 16 in shared memory, the rest re-read):
-/// `+inf` entries in different blocks' shares, a NaN in the last block's, all `-inf`, and an
-/// ordinary row; each row gets the documented result (`cpu::softmax_rows` follows the rules).
-fn softmax_row_edges(gpu: &Gpu) -> Check {
-    let cols = 4001;
-    let mut x = Array2::from_shape_fn((4, cols), |(r, j)| ((r * 31 + j * 7) % 23) as f32 / 7.0 - 1.5);
+/// Rows at the edges through `softmax_grid_row` with the shape of `c` (5 rows), the values
+/// spread over several blocks and parts of a block's share (4001 columns on 5 blocks of 32: a
+/// share of 200 vectors, 128 in registers, 16 in shared memory, the rest re-read, every group a
+/// last partial one; the longer cases with whole groups too): `+inf` entries in the first and
+/// last blocks' shares, a NaN in the last block's, all `-inf`, an ordinary row, and one `-inf`
+/// mid-row (the reference for `t < 0`); each row gets the documented result
+/// (`cpu::softmax_rows` follows the rules).
+fn softmax_row_edges(gpu: &Gpu, c: RowCase) -> Check {
+    let cols = c.cols;
+    let mut x = Array2::from_shape_fn((c.rows, cols), |(r, j)| {
+        ((r * 31 + j * 7) % 23) as f32 / 7.0 - 1.5
+    });
     x[(0, 3)] = f32::INFINITY;
-    x[(0, 3900)] = f32::INFINITY;
-    x[(1, 3999)] = f32::NAN;
+    x[(0, cols - 101)] = f32::INFINITY;
+    x[(1, cols - 2)] = f32::NAN;
     x.row_mut(2).fill(f32::NEG_INFINITY);
-    let c = row_case(4, cols, 5, 32, 16);
+    x[(4, cols / 2)] = f32::NEG_INFINITY;
     let mut failures = Vec::new();
     for t in [1.0f32, 0.0, -2.0] {
         let got = run_grid_row(gpu, &x, t, c)?;
