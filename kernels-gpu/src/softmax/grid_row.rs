@@ -41,7 +41,7 @@ pub const fn grid_row_shared_bytes(shared_vecs: u32) -> u32 {
 
 /// Vectors (4 floats) each thread of [`softmax_grid_row`](fn@softmax_grid_row) loads before it
 /// uses any, in the shared-memory part and the streamed rest of its share: 96 bytes per thread,
-/// 48 KiB per block of [`GRID_ROW_BLOCK`] threads in flight (the old groups of 4 gave 32 KiB),
+/// 48 KiB per block of [`GRID_ROW_BLOCK`] threads in flight (groups of 4 would give 32 KiB),
 /// for one block per multiprocessor to cover the DRAM latency at its share of the bandwidth
 /// (Little's law). The most that fits: with 8 ptxas spilled at the 128 registers a thread the
 /// launch bounds allow (the held vectors take 16), with 7 it used all 128.
@@ -65,11 +65,11 @@ struct Share {
     slots: *mut f32,
 }
 
-/// How an entry becomes its exponential once the reference value `m` is known: `t (x - m)`
-/// scaled to base 2 and `ex2.approx.ftz`, when `m`, `t log2 e` are finite and `t != 0`
-/// (`FAST`: then every exponent is `<= 0`, exactly 0 at `x = m`, and an entry the thread does
-/// not hold, the identity, gives exactly 0, as in [`Held::write`](super::row::Held)); else
-/// [`exponent`]'s tests on each entry.
+/// Whether entries may take the fast exponential against the reference value `m`: `(x - m)`
+/// times `t log2 e` into `ex2.approx.ftz`, with no test per entry. True when `m` and `t log2 e`
+/// are finite and `t != 0`: then every exponent is `<= 0`, exactly 0 at `x = m`, and an entry the
+/// thread does not hold (the identity) gives exactly 0, as in [`Held::write`](super::row::Held).
+/// Else each entry goes through [`exponent`]'s tests.
 #[inline(always)]
 fn fast(m: f32, t: f32) -> bool {
     m.is_finite() && (t * math::LOG2_E).is_finite() && t != 0.0
@@ -92,8 +92,8 @@ fn fold<const N: usize>(
     let mut group = 0.0f32;
     if fast(m, t) {
         let scale = t * math::LOG2_E;
-        // The previous reference is `m`, further from it (times the sign of `t`), or the
-        // identity, whose factor is exactly 0.
+        // The previous reference is at or below `m` (times the sign of `t`), so the factor is
+        // at most 1; the identity's is exactly 0.
         sum.scale(math::exp2_ftz((acc.m - m) * scale));
         unroll_8!(N, |k| {
             let e = map4(v[k], |x| math::exp2_ftz((x - m) * scale));
