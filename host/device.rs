@@ -55,6 +55,9 @@ pub(crate) struct CudaDevice {
     /// Tensor maps already in device memory, by their words (`ops::matmul::wgmma`): a product
     /// on the same matrices again uploads nothing. One cache per stream handle, like `staging`.
     pub(crate) tensor_maps: Mutex<HashMap<Vec<u64>, Arc<crate::buffer::DeviceVec<u64>>>>,
+    /// The softmax grid-row path's partial statistics, barrier word and launch shapes, made on
+    /// first use; one per stream handle, like `staging` (its launches then never overlap).
+    pub(crate) softmax_grid_row: Mutex<Option<crate::ops::softmax::GridRowWorkspace>>,
 }
 
 /// Which backend [`Gpu::global`] picks: `GPUKERN_DEVICE` = `cuda`, `sim`, or unset (CUDA if
@@ -114,6 +117,7 @@ impl Gpu {
                 residency: Arc::new(Mutex::new(HashMap::new())),
                 staging: Mutex::new(None),
                 tensor_maps: Mutex::new(HashMap::new()),
+                softmax_grid_row: Mutex::new(None),
             })),
         })
     }

@@ -271,6 +271,41 @@ fn a_barrier_word_not_zeroed_is_reported() {
     );
 }
 
+/// One word serves launch after launch with no zeroing in between: each barrier adds `2^31`, so
+/// the low bits come back to 0 and the top bit flips once per barrier, whatever the grid; a word
+/// whose low bits a launch left wrong (a planted one-off arrival) fails the next launch.
+#[test]
+fn a_word_is_left_ready_for_the_next_launch() {
+    unsafe fn once(bar: *mut u32) {
+        // SAFETY: every thread syncs once.
+        unsafe { grid::sync(bar) }
+    }
+    let run = |blocks: u32, bar: &mut Vec<u32>| {
+        let config = LaunchConfig {
+            grid: Dim3::new(blocks, 1, 1),
+            block: Dim3::new(32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = Launch::new("once", config);
+        launch.cooperative();
+        let pb = launch.output("barrier", bar);
+        // SAFETY: one word.
+        unsafe { launch.run(|| once(pb)) }
+    };
+    let mut bar = vec![0u32];
+    for (blocks, want) in [(4, 1u32 << 31), (7, 0), (1, 1 << 31), (3, 0)] {
+        run(blocks, &mut bar).unwrap();
+        assert_eq!(bar[0], want, "after a launch of {blocks} blocks");
+    }
+    // What a launch that arrived one block short (or one extra) leaves: the next launch fails.
+    bar[0] = (1 << 31) + 1;
+    let v = violation("once", run(4, &mut bar));
+    assert!(
+        matches!(&v, Violation::Panic { message } if message.contains("low 31 bits")),
+        "{v:?}"
+    );
+}
+
 #[test]
 fn grids_the_simulator_does_not_take_are_refused() {
     let blocks = (MAX_COOPERATIVE_THREADS / 32 + 1) as u32;

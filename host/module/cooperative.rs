@@ -18,12 +18,14 @@ use crate::launch_config::LaunchConfig;
 ///
 /// A cooperative launch runs every block of its grid at once, so that the kernel may pass a
 /// grid-wide barrier ([`gpukern_device::grid::sync`]); the barrier's word is a `u32` of a buffer
-/// the launch writes, zeroed before each launch (`DeviceVec::zeros`, or `fill(0)`).
+/// the launch writes, zeroed before its first launch (`Gpu::zeros`): a launch that ends leaves
+/// it ready for the next one queued after it on the same stream, with no zeroing in between.
 ///
 /// Each launch on CUDA first checks that the device supports cooperative launches
 /// (`CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH`) and that the grid can be resident: at most the
 /// blocks of this size and dynamic shared memory that fit one multiprocessor
-/// (`cuOccupancyMaxActiveBlocksPerMultiprocessor`) times the multiprocessors
+/// (`cuOccupancyMaxActiveBlocksPerMultiprocessor`, asked once per block shape and kernel)
+/// times the multiprocessors
 /// ([`Error::TooLarge`] with the numbers otherwise: a grid barrier in a grid that is not all
 /// resident would hang). Size the grid with [`Module::cooperative_blocks`]. Clusters are not
 /// combined with it. In the simulator the launch is marked cooperative

@@ -3,8 +3,8 @@
 //! capability, and its entry points with the attributes their launches are checked against.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys};
 use cudarc::nvrtc::Ptx;
@@ -89,6 +89,10 @@ pub(crate) struct Function {
     pub(super) static_shared: u32,
     /// Dynamic shared memory the kernel has been opted in to so far.
     opted_in: AtomicU32,
+    /// Blocks resident per multiprocessor by (threads, dynamic shared bytes), as the driver
+    /// answered ([`Function::resident_per_sm`]): a cooperative launch checks its grid against it
+    /// on every launch, which then asks the driver once per block shape.
+    resident: Mutex<HashMap<(u32, u32), u32>>,
 }
 
 /// The functions of one loaded PTX module, by entry-point name.
@@ -133,6 +137,7 @@ impl Functions {
                     max_threads,
                     static_shared,
                     opted_in: AtomicU32::new(limits.max_shared_mem_per_block),
+                    resident: Mutex::new(HashMap::new()),
                 },
             );
         }
@@ -169,7 +174,7 @@ impl Function {
     /// `shared`, so that the count is one the kernel may launch with). The query needs the
     /// context current on this thread, which a query made before any allocation or launch on the
     /// thread would not find: `ctx` is made current first. `during` names the caller's purpose in
-    /// a driver error.
+    /// a driver error. Asked once per block shape, then answered from memory.
     pub(crate) fn resident_per_sm(
         &self,
         ctx: &CudaContext,
@@ -177,11 +182,20 @@ impl Function {
         shared: u32,
         during: &'static str,
     ) -> Result<u32> {
+        let known = |m: &HashMap<(u32, u32), u32>| m.get(&(threads, shared)).copied();
+        if let Some(n) = self.resident.lock().ok().as_deref().and_then(known) {
+            return Ok(n);
+        }
         ctx.bind_to_thread()
             .during("making the device's context current")?;
         self.opt_in(shared)?;
-        self.func
+        let n = self
+            .func
             .occupancy_max_active_blocks_per_multiprocessor(threads, shared as usize, None)
-            .during(during)
+            .during(during)?;
+        if let Ok(mut m) = self.resident.lock() {
+            m.insert((threads, shared), n);
+        }
+        Ok(n)
     }
 }

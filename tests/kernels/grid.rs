@@ -8,8 +8,12 @@
 //! launched directly on ragged shapes that reach each part of a block's share (registers,
 //! shared memory, the re-read rest; rows off 16-byte boundaries; a row shorter than the grid)
 //! at several temperatures (`{sim,cuda}::grid::softmax_row::..`), the edge rows
-//! (`{sim,cuda}::grid::softmax_row_edges`), and through the one-pass plan's switch
-//! `grid_row_max_rows` (`{sim,cuda}::grid::softmax_row_plan::RxC`, on CUDA 1 x 2^24). The
+//! (`{sim,cuda}::grid::softmax_row_edges::RxC`), and through the one-pass plan's switch
+//! `grid_row_max_rows` (`{sim,cuda}::grid::softmax_row_plan::RxC`, on CUDA 1 x 2^24); launches
+//! one after another on one barrier word zeroed once (`{sim,cuda}::grid::softmax_row_one_word`),
+//! the plan called again and again on one `Gpu`, the same length and others, so that its
+//! workspace is reused (`{sim,cuda}::grid::softmax_row_reuse`), and inside a graph capture
+//! (`{sim,cuda}::grid::softmax_row_graph`). The
 //! simulator's own checks of the barrier (planted bugs: a barrier
 //! removed, a launch not cooperative, a thread gone) are in `gpukern-device/tests/grid.rs`.
 
@@ -52,7 +56,9 @@ const fn row_case(rows: usize, cols: usize, blocks: u32, threads: u32, shared_ve
 /// than the grid (and than a vector per block); 1 x 1027 fits the registers of 3 blocks; 2 x
 /// 4099 (rows off 16-byte boundaries) overflows into 40 shared vectors then the re-read rest;
 /// 3 x 3001 keeps nothing in shared memory; 1 x 20_003 on 8 blocks of 64 threads, most of it
-/// re-read; 1 x 9_000 on 16 blocks of 256 threads, all in registers.
+/// re-read; 1 x 9_000 on 16 blocks of 256 threads, all in registers; 1 x 40_003 and 2 x 12_003
+/// (shares of 2500 and 1000 vectors) with whole groups of `GRID_ROW_GROUP` loads per thread in
+/// both the shared part and the re-read rest, not only a last partial group.
 const SIM_ROW_CASES: &[RowCase] = &[
     row_case(1, 5, 4, 32, 8),
     row_case(1, 1027, 3, 32, 0),
@@ -60,6 +66,8 @@ const SIM_ROW_CASES: &[RowCase] = &[
     row_case(3, 3001, 5, 32, 0),
     row_case(1, 20_003, 8, 64, 100),
     row_case(1, 9_000, 16, 256, 16),
+    row_case(1, 40_003, 4, 32, 500),
+    row_case(2, 12_003, 3, 32, 300),
 ];
 
 /// CUDA cases: 132 blocks (one per H200 multiprocessor) of 512 threads, with and without shared
@@ -95,9 +103,6 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     }));
     for target in [sim, cuda] {
         trials.push(trial(target, "grid::too_large", |gpu, _| too_large(gpu)));
-        trials.push(trial(target, "grid::softmax_row_edges", |gpu, _| {
-            softmax_row_edges(gpu)
-        }));
     }
     for (target, cases) in [(sim, SIM_ROW_CASES), (cuda, CUDA_ROW_CASES)] {
         for &c in cases {
@@ -109,6 +114,54 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
                 softmax_row_case(gpu, rng, c)
             }));
         }
+    }
+    let edges: [(&Target, &[RowCase]); 2] = [
+        (
+            sim,
+            &[row_case(5, 4001, 5, 32, 16), row_case(5, 40_001, 3, 32, 300)],
+        ),
+        (
+            cuda,
+            &[
+                row_case(5, 4001, 5, 32, 16),
+                row_case(5, 3_000_001, 132, 512, 8000),
+            ],
+        ),
+    ];
+    for (target, cases) in edges {
+        for &c in cases {
+            let name = format!("grid::softmax_row_edges::{}x{}", c.rows, c.cols);
+            trials.push(trial(target, &name, move |gpu, _| softmax_row_edges(gpu, c)));
+        }
+    }
+    let one_word: [(&Target, &[RowCase]); 2] = [(sim, &SIM_ROW_CASES[2..5]), (cuda, &CUDA_ROW_CASES[1..5])];
+    for (target, cases) in one_word {
+        trials.push(trial(target, "grid::softmax_row_one_word", move |gpu, rng| {
+            softmax_row_one_word(gpu, rng, cases)
+        }));
+    }
+    let reuse: [(&Target, &[(usize, usize)]); 2] = [
+        (sim, &[(1, 70_001), (2, 33_003), (1, 70_001)]),
+        (
+            cuda,
+            &[
+                (1, 1 << 24),
+                (1, 1 << 24),
+                (3, 3_000_001),
+                (1, 262_149),
+                (1, 1 << 24),
+            ],
+        ),
+    ];
+    for (target, shapes) in reuse {
+        trials.push(trial(target, "grid::softmax_row_reuse", move |gpu, rng| {
+            softmax_row_reuse(gpu, rng, shapes)
+        }));
+    }
+    for (target, shape) in [(sim, (1, 70_001)), (cuda, (1, 1 << 24))] {
+        trials.push(trial(target, "grid::softmax_row_graph", move |gpu, rng| {
+            softmax_row_graph(gpu, rng, shape)
+        }));
     }
     let plan_shapes: [(&Target, &[(usize, usize)]); 2] = [
         (sim, &[(1, 70_001), (2, 33_003)]),
@@ -127,11 +180,23 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
 
 /// `softmax_grid_row` on `x` at `t` with the shape of `c` (a fresh zeroed barrier word).
 fn run_grid_row(gpu: &Gpu, x: &Array2<f32>, t: f32, c: RowCase) -> gpukern::Result<Vec<f32>> {
+    run_grid_row_on(gpu, x, t, c, &mut gpu.zeros::<u32>(1)?)
+}
+
+/// [`run_grid_row`] on the barrier word `barrier`, whose low 31 bits are 0 (zeroed, or left so
+/// by an earlier launch).
+fn run_grid_row_on(
+    gpu: &Gpu,
+    x: &Array2<f32>,
+    t: f32,
+    c: RowCase,
+    barrier: &mut gpukern::DeviceVec<u32>,
+) -> gpukern::Result<Vec<f32>> {
     let (rows, cols) = x.dim();
     let dx = gpu.upload(x.as_slice().unwrap_or_default())?;
     let mut dy = gpu.upload(&vec![f32::NAN; rows * cols])?;
-    let mut partials = gpu.upload(&vec![f32::NAN; 2 * rows * c.blocks as usize])?;
-    let mut barrier = gpu.zeros::<u32>(1)?;
+    // Two sets of (m, s) per block, whatever the rows.
+    let mut partials = gpu.upload(&vec![f32::NAN; 4 * c.blocks as usize])?;
     let config = LaunchConfig {
         grid: (c.blocks, 1, 1),
         block: (c.threads, 1, 1),
@@ -139,7 +204,8 @@ fn run_grid_row(gpu: &Gpu, x: &Array2<f32>, t: f32, c: RowCase) -> gpukern::Resu
     };
     let library = gpu.library();
     // SAFETY: `x` and `y` hold rows*cols floats, both device allocations (same alignment);
-    // `partials` 2*rows*blocks, `barrier` one zero; cooperative, blocks of a multiple of 32.
+    // `partials` 4*blocks, `barrier` a word with its low bits 0 (the caller); cooperative,
+    // blocks of a multiple of 32.
     unsafe {
         ksoft::softmax_grid_row::launch(
             &library.cooperative(),
@@ -147,7 +213,7 @@ fn run_grid_row(gpu: &Gpu, x: &Array2<f32>, t: f32, c: RowCase) -> gpukern::Resu
             &dx,
             &mut dy,
             &mut partials,
-            &mut barrier,
+            barrier,
             rows,
             cols,
             c.shared_vecs,
@@ -174,18 +240,23 @@ fn softmax_row_case(gpu: &Gpu, rng: &mut StdRng, c: RowCase) -> Check {
     all_passed(failures)
 }
 
-/// Rows at the edges through `softmax_grid_row`, the values spread over several blocks (each
-/// block's share of 200 vectors: 128 in registers, 16 in shared memory, the rest re-read):
-/// `+inf` entries in different blocks' shares, a NaN in the last block's, all `-inf`, and an
-/// ordinary row; each row gets the documented result (`cpu::softmax_rows` follows the rules).
-fn softmax_row_edges(gpu: &Gpu) -> Check {
-    let cols = 4001;
-    let mut x = Array2::from_shape_fn((4, cols), |(r, j)| ((r * 31 + j * 7) % 23) as f32 / 7.0 - 1.5);
+/// Rows at the edges through `softmax_grid_row` with the shape of `c` (5 rows), the values
+/// spread over several blocks and parts of a block's share (4001 columns on 5 blocks of 32: a
+/// share of 200 vectors, 128 in registers, 16 in shared memory, the rest re-read, every group a
+/// last partial one; the longer cases with whole groups too): `+inf` entries in the first and
+/// last blocks' shares, a NaN in the last block's, all `-inf`, an ordinary row, and one `-inf`
+/// mid-row (the reference for `t < 0`); each row gets the documented result
+/// (`cpu::softmax_rows` follows the rules).
+fn softmax_row_edges(gpu: &Gpu, c: RowCase) -> Check {
+    let cols = c.cols;
+    let mut x = Array2::from_shape_fn((c.rows, cols), |(r, j)| {
+        ((r * 31 + j * 7) % 23) as f32 / 7.0 - 1.5
+    });
     x[(0, 3)] = f32::INFINITY;
-    x[(0, 3900)] = f32::INFINITY;
-    x[(1, 3999)] = f32::NAN;
+    x[(0, cols - 101)] = f32::INFINITY;
+    x[(1, cols - 2)] = f32::NAN;
     x.row_mut(2).fill(f32::NEG_INFINITY);
-    let c = row_case(4, cols, 5, 32, 16);
+    x[(4, cols / 2)] = f32::NEG_INFINITY;
     let mut failures = Vec::new();
     for t in [1.0f32, 0.0, -2.0] {
         let got = run_grid_row(gpu, &x, t, c)?;
@@ -203,11 +274,10 @@ fn softmax_row_edges(gpu: &Gpu) -> Check {
     all_passed(failures)
 }
 
-/// The one-pass plan with `grid_row_max_rows` set takes `softmax_grid_row` for rows past the
-/// block and cluster kernels (their limits lowered on the simulator, so that short rows get
-/// there), and the result matches the reference.
-fn softmax_row_plan(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize)) -> Check {
-    let config = OnePassConfig {
+/// The one-pass plan's settings that send rows of up to 4 past the block and cluster kernels to
+/// `softmax_grid_row` (their limits lowered on the simulator, so that short rows get there).
+fn grid_row_config(gpu: &Gpu) -> OnePassConfig {
+    OnePassConfig {
         grid_row_max_rows: 4,
         ..if gpu.is_simulator() {
             OnePassConfig {
@@ -219,7 +289,14 @@ fn softmax_row_plan(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize)) -
         } else {
             OnePassConfig::default()
         }
-    };
+    }
+}
+
+/// The one-pass plan with `grid_row_max_rows` set takes `softmax_grid_row` for rows past the
+/// block and cluster kernels (their limits lowered on the simulator, so that short rows get
+/// there), and the result matches the reference.
+fn softmax_row_plan(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize)) -> Check {
+    let config = grid_row_config(gpu);
     let plan = config.plan(rows, cols);
     if plan != OnePassPlan::GridRow {
         return Err(format!("{rows} x {cols}: plan {plan:?}, not GridRow").into());
@@ -240,6 +317,108 @@ fn softmax_row_plan(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize)) -
             SOFTMAX_MAX_REL,
         ) {
             failures.push(e.to_string());
+        }
+    }
+    all_passed(failures)
+}
+
+/// Launches of `softmax_grid_row` one after another on one barrier word, zeroed once: each
+/// launch must leave it ready for the next (its low bits 0), whatever the grid and the rows (an
+/// odd and an even number of rows, so the word's top bit is left at either value).
+fn softmax_row_one_word(gpu: &Gpu, rng: &mut StdRng, cases: &[RowCase]) -> Check {
+    let mut barrier = gpu.zeros::<u32>(1)?;
+    let mut failures = Vec::new();
+    for (i, &c) in cases.iter().chain(cases.iter().rev()).enumerate() {
+        let x = random_matrix(rng, c.rows, c.cols);
+        let t = if i % 2 == 0 { 1.0 } else { -0.5 };
+        let got = run_grid_row_on(gpu, &x, t, c, &mut barrier)?;
+        let want = cpu::softmax_rows(&x, t);
+        let what = format!("launch {i} on one barrier word: {c:?}, t = {t}");
+        if let Err(e) = check_rel_each(&what, &got, want.as_slice().unwrap_or_default(), SOFTMAX_MAX_REL) {
+            failures.push(e.to_string());
+        }
+    }
+    all_passed(failures)
+}
+
+/// The grid-row plan called again and again on one `Gpu`, on shapes one after another (the
+/// same one twice, then others, then the first again): the workspace (partial statistics,
+/// barrier word, launch shapes) made by the first call and reused by the next, with no zeroing
+/// in between; each result against the reference. On the simulator the barrier word is added to
+/// as on the GPU, so a launch that left it wrong fails the next.
+fn softmax_row_reuse(gpu: &Gpu, rng: &mut StdRng, shapes: &[(usize, usize)]) -> Check {
+    let config = grid_row_config(gpu);
+    let mut failures = Vec::new();
+    for (i, &(rows, cols)) in shapes.iter().enumerate() {
+        let plan = config.plan(rows, cols);
+        if plan != OnePassPlan::GridRow {
+            return Err(format!("{rows} x {cols}: plan {plan:?}, not GridRow").into());
+        }
+        let x = random_matrix(rng, rows, cols);
+        let dx = gpu.upload_matrix(&x)?;
+        let mut dy = poisoned_matrix(gpu, rows, cols)?;
+        let t = if i % 2 == 0 { 1.0 } else { -0.5 };
+        gpu.softmax_into_one_pass(&dx, &mut dy, t, &config)?;
+        let got = dy.to_array()?;
+        let want = cpu::softmax_rows(&x, t);
+        let what = format!("call {i} of the grid-row plan on one Gpu, {rows} x {cols}, t = {t}");
+        if let Err(e) = check_rel_each(
+            &what,
+            got.as_slice().unwrap_or_default(),
+            want.as_slice().unwrap_or_default(),
+            SOFTMAX_MAX_REL,
+        ) {
+            failures.push(e.to_string());
+        }
+    }
+    all_passed(failures)
+}
+
+/// The grid-row plan inside a graph capture, on a handle of its own: on CUDA refused while the
+/// handle has no workspace yet (making it allocates), captured once one call has made it; the
+/// graph replayed twice (the barrier word reused by the replays, with the eager call between
+/// them) gives the reference both times.
+fn softmax_row_graph(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize)) -> Check {
+    let gpu = gpu.stream()?;
+    let config = grid_row_config(&gpu);
+    let x = random_matrix(rng, rows, cols);
+    let dx = gpu.upload_matrix(&x)?;
+    let mut dy = poisoned_matrix(&gpu, rows, cols)?;
+    if !gpu.is_simulator() {
+        // (The simulator's workspace is one for the process: another trial may have made it.)
+        let first = gpu.capture(|g| g.softmax_into_one_pass(&dx, &mut dy, 1.0, &config));
+        if !matches!(first, Err(Error::Capture { .. })) {
+            return Err(format!(
+                "a capture before the handle's first grid-row call: {:?}",
+                first.err()
+            )
+            .into());
+        }
+    }
+    gpu.softmax_into_one_pass(&dx, &mut dy, 1.0, &config)?;
+    let mut graph = gpu.capture_with((dx, poisoned_matrix(&gpu, rows, cols)?), move |g, (x, y)| {
+        g.softmax_into_one_pass(x, y, 1.0, &config)
+    })?;
+    let want = cpu::softmax_rows(&x, 1.0);
+    let mut failures = Vec::new();
+    for replay in 0..2 {
+        graph.launch()?;
+        let (dx, _) = graph.buffers();
+        // An eager call between the replays, on the same workspace.
+        gpu.softmax_into_one_pass(dx, &mut dy, 1.0, &config)?;
+        for (what, got) in [
+            ("replay", graph.buffers().1.to_array()?),
+            ("eager call", dy.to_array()?),
+        ] {
+            let what = format!("{what} {replay} of a captured grid-row softmax, {rows} x {cols}");
+            if let Err(e) = check_rel_each(
+                &what,
+                got.as_slice().unwrap_or_default(),
+                want.as_slice().unwrap_or_default(),
+                SOFTMAX_MAX_REL,
+            ) {
+                failures.push(e.to_string());
+            }
         }
     }
     all_passed(failures)

@@ -93,6 +93,8 @@ pub(super) struct BlockState<'l> {
     cluster_epoch: Cell<u32>,
     /// Grid barriers completed so far (cooperative launches; the same in every block).
     grid_epoch: Cell<u32>,
+    /// The host address of the grid barrier word the block's thread 0 last arrived on (0: none).
+    grid_word: Cell<usize>,
     /// Which threads have arrived at the cluster barrier and not yet waited.
     arrived: Vec<Cell<bool>>,
     /// Whether every thread of the block has returned (its shared memory is gone).
@@ -123,6 +125,7 @@ impl<'l> BlockState<'l> {
             peers: Cell::new((std::ptr::null(), 0)),
             cluster_epoch: Cell::new(0),
             grid_epoch: Cell::new(0),
+            grid_word: Cell::new(0),
             arrived: (0..threads).map(|_| Cell::new(false)).collect(),
             exited: Cell::new(false),
             mbarrier_updates: Cell::new(0),
@@ -384,20 +387,36 @@ impl<'l> BlockState<'l> {
             return Ok(());
         }
         let address = self.check(barrier, 0, 4, Access::Atomic)?;
+        // The GPU's arrival (`grid::sync`): block 0 adds `2^31 - (blocks - 1)`, every other
+        // block 1, so that the word gains exactly `2^31` per completed barrier and a launch
+        // leaves it as the next one needs it; the word's low bits are checked when the barrier
+        // opens ([`BlockState::grid_word_low_bits`]).
+        let blocks = self.info.config.grid.count() as u32;
+        let add = match self.block_linear {
+            0 => (1u32 << 31).wrapping_sub(blocks.wrapping_sub(1)),
+            _ => 1,
+        };
         // SAFETY: `check` returned the host address of 4 bytes of a registered writable buffer,
         // aligned to 4 (an atomic access); no simulated thread writes it but through atomics.
-        let word = unsafe {
-            (*(address as *const std::sync::atomic::AtomicU32)).load(std::sync::atomic::Ordering::Relaxed)
-        };
-        if word & 0x7fff_ffff != 0 {
-            return Err(Violation::Panic {
-                message: format!(
-                    "grid barrier word is {word:#x}: its low 31 bits must be 0 when the launch \
-                     starts (zero it before each cooperative launch), or the barrier opens early"
-                ),
-            });
+        unsafe {
+            (*(address as *const std::sync::atomic::AtomicU32))
+                .fetch_add(add, std::sync::atomic::Ordering::Relaxed);
         }
+        self.grid_word.set(address);
         Ok(())
+    }
+
+    /// The low 31 bits of the grid barrier word the block's thread 0 arrived on, read once
+    /// every block has arrived: 0 exactly when they were 0 at the launch (each completed
+    /// barrier adds `2^31`) and every block arrived on the same word; `None` if it arrived on
+    /// none.
+    pub(super) fn grid_word_low_bits(&self) -> Option<u32> {
+        let address = self.grid_word.get();
+        // SAFETY: an address `grid_may_sync` checked, of a buffer registered for the launch.
+        (address != 0).then(|| unsafe {
+            (*(address as *const std::sync::atomic::AtomicU32)).load(std::sync::atomic::Ordering::Relaxed)
+                & 0x7fff_ffff
+        })
     }
 
     /// Closes the running thread's open copies into a group (`cp.async.commit_group`).

@@ -1,11 +1,19 @@
 //! The grid-row path ([`OnePassPlan::GridRow`](super::OnePassPlan::GridRow)): `softmax_grid_row`
 //! sized for the device (block, grid, shared memory) and launched cooperatively.
+//!
+//! A call allocates nothing, fills nothing and asks the driver nothing: the partial statistics
+//! and the barrier word live in a [`Workspace`] kept per stream handle (made on its first call,
+//! the barrier word zeroed then and never again: each launch leaves it ready for the next, see
+//! `gpukern_device::grid`), and the launch shape of each row length is kept there too.
 
 use kernels_gpu::softmax::softmax_grid_row;
 use kernels_gpu::softmax::{GRID_ROW_BLOCK, GRID_ROW_SCRATCH_BYTES, GRID_ROW_VECTORS, grid_row_shared_bytes};
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
 use crate::buffer::DeviceVec;
-use crate::device::Gpu;
+use crate::device::{Backend, Gpu};
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 
@@ -71,9 +79,74 @@ impl GridRowShape {
     }
 }
 
+/// Row lengths whose launch shape a [`Workspace`] remembers; past that it forgets them all (a
+/// workload with this many distinct lengths pays one occupancy query per length again).
+const SHAPES_KEPT: usize = 64;
+
+/// The device memory and launch shapes `softmax_grid_row` reuses from call to call, one per
+/// stream handle ([`Gpu::stream`]; one for the whole simulator, whose handles all run in call
+/// order).
+///
+/// Why reuse is safe: every use is a launch queued on the handle's one stream, so the launches
+/// that share it run one after another, never at once; the lock around [`with_workspace`] only
+/// orders threads that queue on the same handle. Nothing is ever freed or moved while the
+/// handle lives, so a CUDA graph that captured a launch keeps valid addresses.
+pub(crate) struct Workspace {
+    /// Two sets of per-block statistics `(m, s)` (alternate rows use alternate sets): 4 floats per
+    /// block of the largest grid the plan makes, one block per multiprocessor.
+    partials: DeviceVec<f32>,
+    /// The grid barrier's word: zeroed when made; every launch leaves its low 31 bits 0, which
+    /// is all the next launch needs (`gpukern_device::grid`'s reuse contract).
+    barrier: DeviceVec<u32>,
+    /// The launch shape of each row length seen ([`GridRowShape::choose`], whose occupancy query
+    /// is the driver call a launch would otherwise make).
+    shapes: HashMap<usize, GridRowShape>,
+}
+
+impl Workspace {
+    /// Allocates the workspace for grids of up to `blocks` blocks, the barrier word zeroed.
+    fn new(gpu: &Gpu, blocks: usize) -> Result<Workspace> {
+        Ok(Workspace {
+            partials: gpu.zeros(4 * blocks.max(1))?,
+            barrier: gpu.zeros(1)?,
+            shapes: HashMap::new(),
+        })
+    }
+}
+
+/// Runs `f` with the workspace of `gpu`'s stream handle, made on first use; the handle's other
+/// callers of the grid-row path wait meanwhile.
+///
+/// Errors: [`Error::Capture`] when the workspace does not exist yet and `gpu` is being captured
+/// (making it allocates); what making it or `f` returns.
+fn with_workspace<R>(gpu: &Gpu, f: impl FnOnce(&mut Workspace) -> Result<R>) -> Result<R> {
+    /// The simulator's: every simulator handle is one device running calls in order.
+    static SIMULATOR: Mutex<Option<Workspace>> = Mutex::new(None);
+    let slot = match &gpu.backend {
+        Backend::Cuda(d) => &d.softmax_grid_row,
+        Backend::Simulator => &SIMULATOR,
+    };
+    // A panic while the lock was held left nothing half-made: a workspace is stored whole.
+    let mut guard = slot.lock().unwrap_or_else(PoisonError::into_inner);
+    let workspace = match &mut *guard {
+        Some(workspace) => workspace,
+        empty => {
+            crate::graph::refuse(
+                gpu,
+                OP,
+                "the first grid-row softmax on a stream handle allocates its workspace (per-block \
+                 statistics and a barrier word): run one such softmax on this Gpu before \
+                 capturing, or use SoftmaxAlgorithm::BlockReduce; that is an allocation",
+            )?;
+            empty.insert(Workspace::new(gpu, gpu.multiprocessors()?)?)
+        }
+    };
+    f(workspace)
+}
+
 /// Runs `softmax_grid_row` on `x` and `y` (`rows x cols`, at the same address modulo 16 bytes,
-/// checked by the caller): sizes the launch, allocates the partial statistics and the zeroed
-/// barrier word, launches cooperatively.
+/// checked by the caller) with the stream handle's [`Workspace`]: the launch shape for `cols`
+/// (chosen once per length), launched cooperatively.
 pub(super) fn launch(
     gpu: &Gpu,
     x: &DeviceVec,
@@ -81,45 +154,61 @@ pub(super) fn launch(
     (rows, cols): (usize, usize),
     t: f32,
 ) -> Result<()> {
-    crate::graph::refuse(
-        gpu,
-        OP,
-        "rows this long take the grid-row plan, which allocates per-block statistics and a \
-         barrier word (use SoftmaxAlgorithm::BlockReduce); that is an allocation",
-    )?;
     let library = gpu.library();
-    let limits = (
-        gpu.max_block_threads(&softmax_grid_row::KERNEL),
-        gpu.limits().max_shared_mem_per_block_optin,
-    );
-    let shape = GridRowShape::choose(cols, gpu.multiprocessors()?, limits, |threads, shared| {
-        library.cooperative_blocks(&softmax_grid_row::KERNEL, threads, shared)
-    })?;
-    let cfg = LaunchConfig {
-        grid: (shape.blocks, 1, 1),
-        block: (shape.threads, 1, 1),
-        shared_mem_bytes: grid_row_shared_bytes(shape.shared_vecs as u32),
-    };
-    // Two floats, (m, s), per block and row; the barrier word starts at zero.
-    let mut partials = gpu.alloc(2 * rows * shape.blocks as usize)?;
-    let mut barrier = gpu.zeros::<u32>(1)?;
-    // SAFETY: `x` and `y` hold rows*cols elements at the same address modulo 16 (the caller),
-    // `partials` 2*rows*blocks floats, `barrier` one zero; the launch is cooperative, of the
-    // kernel's shape (blocks of a multiple of 32 threads, its shared memory for `shared_vecs`).
-    unsafe {
-        softmax_grid_row::launch(
-            &library.cooperative(),
-            cfg,
-            x,
-            y,
-            &mut partials,
-            &mut barrier,
-            rows,
-            cols,
-            shape.shared_vecs,
-            t,
-        )
-    }
+    with_workspace(gpu, |workspace| {
+        let shape = match workspace.shapes.get(&cols) {
+            Some(&shape) => shape,
+            None => {
+                let limits = (
+                    gpu.max_block_threads(&softmax_grid_row::KERNEL),
+                    gpu.limits().max_shared_mem_per_block_optin,
+                );
+                let shape = GridRowShape::choose(cols, gpu.multiprocessors()?, limits, |threads, shared| {
+                    library.cooperative_blocks(&softmax_grid_row::KERNEL, threads, shared)
+                })?;
+                if workspace.shapes.len() >= SHAPES_KEPT {
+                    workspace.shapes.clear();
+                }
+                workspace.shapes.insert(cols, shape);
+                shape
+            }
+        };
+        if 4 * shape.blocks as usize > workspace.partials.len() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "internal: a grid-row grid of {} blocks past the workspace's {}",
+                    shape.blocks,
+                    workspace.partials.len() / 4
+                ),
+            });
+        }
+        let cfg = LaunchConfig {
+            grid: (shape.blocks, 1, 1),
+            block: (shape.threads, 1, 1),
+            shared_mem_bytes: grid_row_shared_bytes(shape.shared_vecs as u32),
+        };
+        // SAFETY: `x` and `y` hold rows*cols elements at the same address modulo 16 (the
+        // caller); `partials` at least 4*blocks floats (checked above); `barrier` one word whose
+        // low 31 bits are 0 (zeroed when made, left so by every launch since, all queued on
+        // this handle's stream before this one: none in flight at once); the launch is
+        // cooperative, of the kernel's shape (blocks of a multiple of 32 threads, its shared
+        // memory for `shared_vecs`).
+        unsafe {
+            softmax_grid_row::launch(
+                &library.cooperative(),
+                cfg,
+                x,
+                y,
+                &mut workspace.partials,
+                &mut workspace.barrier,
+                rows,
+                cols,
+                shape.shared_vecs,
+                t,
+            )
+        }
+    })
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! (`launch.rs`).
 
 mod grid_row;
+pub(crate) use grid_row::Workspace as GridRowWorkspace;
 mod launch;
 mod plan;
 

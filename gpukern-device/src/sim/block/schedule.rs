@@ -292,6 +292,22 @@ fn open_grid_barrier(states: &[BlockState], wait: &mut [Vec<Wait>]) -> Result<bo
             ));
         }
     }
+    for state in states {
+        if let Some(low) = state.grid_word_low_bits().filter(|&low| low != 0) {
+            return Err(state.error(
+                0,
+                Violation::Panic {
+                    message: format!(
+                        "grid barrier at {at}: once every block arrived, the word's low 31 bits \
+                         are {low:#x}, not 0: they were not 0 when the launch started (zero the \
+                         word before its first launch; a launch that ends leaves them 0 for the \
+                         next), or the blocks arrived on different words; on a GPU the barrier \
+                         would open early or never"
+                    ),
+                },
+            ));
+        }
+    }
     for (state, wait) in states.iter().zip(wait.iter_mut()) {
         state.epoch.set(state.epoch.get() + 1);
         state.grid_epoch.set(state.grid_epoch.get() + 1);
