@@ -169,6 +169,8 @@ fn block_threads(kernel: &str) -> Option<u32> {
         "matmul_fast_64x64" | "matmul_fast_64x64_vec4" => matmul::FAST_64.threads(),
         "matmul_fast_128x256" | "matmul_fast_128x256_vec4" => matmul::FAST_WIDE.threads(),
         "matmul_sum_splits" => matmul::SUM_BLOCK,
+        "matmul_stream_k_128x128_vec4" => matmul::STREAM_K.threads(),
+        "matmul_stream_k_fixup" => matmul::FIXUP_BLOCK,
         "matmul_tf32_128x128" | "matmul_tf32_128x128_trunc" | "matmul_tf32_128x128_vec4_trunc" => {
             tf32::TF32_128X128.threads()
         }
