@@ -603,6 +603,10 @@ const BARRIERS: &[(&str, usize)] = &[
     ("matmul_fast_128x256", 1),
     ("matmul_fast_128x256_vec4", 1),
     ("matmul_sum_splits", 0),
+    // `tile_product` (stream-K): as `fast_gemm`, once per unit of work (the loop over units
+    // is not unrolled); the fixup has none.
+    ("matmul_stream_k_128x128_vec4", 2),
+    ("matmul_stream_k_fixup", 0),
     // `tf32_gemm`: one per tile in the main loop, after the wait for the tile's copies (the
     // stages of the cp.async pipeline make a second one unnecessary).
     ("matmul_tf32_128x128", 1),
