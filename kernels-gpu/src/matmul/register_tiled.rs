@@ -702,6 +702,8 @@ pub unsafe fn tile_product<
 /// # Safety
 /// `c` holds `m * n` floats; with `VEC`, `n % 4 == 0` and `c` 16-byte aligned.
 #[inline(always)]
+// Index loops over the register tile, as in `fast_gemm`.
+#[allow(clippy::needless_range_loop)]
 pub unsafe fn store_c<const BM: usize, const BN: usize, const TM: usize, const TN: usize, const VEC: bool>(
     c: *mut f32,
     m: usize,

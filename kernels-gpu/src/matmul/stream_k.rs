@@ -44,6 +44,8 @@ pub const FIXUP_BLOCK: u32 = 256;
 /// floats cover 8 rows of 128 ([`STREAM_K`]'s `BN`).
 pub const FIXUP_ROWS: usize = FIXUP_BLOCK as usize * 4 / STREAM_K.block_cols;
 
+// `%` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
+#[allow(clippy::manual_is_multiple_of)]
 const _: () = assert!(
     STREAM_K.block_rows % FIXUP_ROWS == 0 && FIXUP_BLOCK as usize * 4 == FIXUP_ROWS * STREAM_K.block_cols,
     "the fixup's blocks cover a tile in bands of whole rows"

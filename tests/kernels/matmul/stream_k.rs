@@ -123,8 +123,8 @@ fn abs_products(a: &Array2<f32>, b: &Array2<f32>) -> Array2<f64> {
 fn first_bad_element(got: &Array2<f32>, want: &Array2<f32>, scale: &Array2<f64>) -> Option<String> {
     got.indexed_iter().find_map(|((r, c), &g)| {
         let err = (f64::from(g) - f64::from(want[[r, c]])).abs();
-        // `!(err <= tol)` so that a NaN fails.
-        (!(err <= REL_TOL * scale[[r, c]] + 1e-30))
+        // A NaN fails too.
+        (err.is_nan() || err > REL_TOL * scale[[r, c]] + 1e-30)
             .then(|| format!("C[{r}][{c}] = {g}, want {}", want[[r, c]]))
     })
 }
