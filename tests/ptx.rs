@@ -169,6 +169,8 @@ fn block_threads(kernel: &str) -> Option<u32> {
         "matmul_fast_64x64" | "matmul_fast_64x64_vec4" => matmul::FAST_64.threads(),
         "matmul_fast_128x256" | "matmul_fast_128x256_vec4" => matmul::FAST_WIDE.threads(),
         "matmul_sum_splits" => matmul::SUM_BLOCK,
+        "matmul_stream_k_128x128_vec4" => matmul::STREAM_K.threads(),
+        "matmul_stream_k_fixup" => matmul::FIXUP_BLOCK,
         "matmul_tf32_128x128" | "matmul_tf32_128x128_trunc" | "matmul_tf32_128x128_vec4_trunc" => {
             tf32::TF32_128X128.threads()
         }
@@ -601,6 +603,10 @@ const BARRIERS: &[(&str, usize)] = &[
     ("matmul_fast_128x256", 1),
     ("matmul_fast_128x256_vec4", 1),
     ("matmul_sum_splits", 0),
+    // `tile_product` (stream-K): as `fast_gemm`, once per unit of work (the loop over units
+    // is not unrolled); the fixup has none.
+    ("matmul_stream_k_128x128_vec4", 2),
+    ("matmul_stream_k_fixup", 0),
     // `tf32_gemm`: one per tile in the main loop, after the wait for the tile's copies (the
     // stages of the cp.async pipeline make a second one unnecessary).
     ("matmul_tf32_128x128", 1),

@@ -2,7 +2,11 @@
 //! with TF32 tensor-core math (the ceiling of gpukern's TF32 rows, `math: tf32`), on row-major
 //! f32 matrices. With `--plans`, each tiling of the fast kernels (`gpukern:fast/<tiling>`, `k`
 //! unsplit) and of the TF32 kernels (`gpukern:tf32/<tiling>`) is timed on its own too, beside the
-//! one that `FastPlan::choose` / `Tf32Tile::choose` picks, so one run compares them.
+//! one that `FastPlan::choose` / `Tf32Tile::choose` picks, so one run compares them;
+//! `gpukern:fast/128x128-stream-k` is the 128 x 128 kernel on the stream-K schedule
+//! (`Gpu::matmul_stream_k_into`, the resident grid; its time includes the fixup launch and the
+//! workspace allocation), beside `gpukern:fast/128x128` (one block per tile). `gpukern:fast`
+//! takes stream-K where `StreamKPlan::choose` says (`GPUKERN_SGEMM=dp` or `stream-k` overrides).
 //!
 //! `gpukern:tf32_wgmma` is the TF32 kernel on Hopper's `wgmma` (`Tf32Tile::Wgmma`), on a
 //! compute capability 9.0 GPU where `k` is a multiple of 4; its time includes the transpose of
@@ -343,6 +347,12 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                 let plan = FastPlan { tile, slices: 1 };
                 let run: Run = Box::new(move |gpu, a, b, c| gpu.matmul_fast_into(a, b, c, plan));
                 runs.push((format!("fast/{}", tile.name()), false, run));
+            }
+            // The stream-K schedule of the 128 x 128 kernel on the resident grid, beside
+            // `fast/128x128` (one block per tile); 16-byte kernel only, so only where it runs.
+            if k % 4 == 0 && n % 4 == 0 {
+                let run: Run = Box::new(|gpu, a, b, c| gpu.matmul_stream_k_into(a, b, c, None));
+                runs.push(("fast/128x128-stream-k".to_string(), false, run));
             }
             for tile in Tf32Tile::ALL {
                 let run: Run = Box::new(move |gpu, a, b, c| gpu.matmul_tf32_into(a, b, c, tile));

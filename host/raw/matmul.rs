@@ -157,6 +157,55 @@ pub(crate) unsafe fn sum_splits(
     unsafe { k::matmul_sum_splits::launch(&gpu.library(), cfg, partial, c, len, slices) }
 }
 
+/// Launches `matmul_stream_k_128x128_vec4(a, b, c, workspace, m, n, k, sk_tiles)` on a grid of
+/// `cfg.grid.0` blocks (`kernels_gpu::matmul::stream_k_gemm`).
+///
+/// # Safety
+/// As the kernel's contract: `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` elements, `m, n, k >= 1`,
+/// `k` and `n` multiples of 4 and every buffer 16-byte aligned; `workspace` holds
+/// `SLOTS_PER_CTA * ctas * 128 * 128` elements; `tiles - sk_tiles` a multiple of `ctas`
+/// (`cfg.grid.0`); `cfg` 256 threads, `STREAM_K.shared_bytes()` of shared memory.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn stream_k(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    a: &DeviceVec,
+    b: &DeviceVec,
+    c: &mut DeviceVec,
+    workspace: &mut DeviceVec,
+    m: usize,
+    n: usize,
+    kd: usize,
+    sk_tiles: usize,
+) -> Result<()> {
+    // SAFETY: the contract.
+    unsafe {
+        k::matmul_stream_k_128x128_vec4::launch(&gpu.library(), cfg, a, b, c, workspace, m, n, kd, sk_tiles)
+    }
+}
+
+/// Launches `matmul_stream_k_fixup(workspace, c, m, n, k, sk_tiles, ctas)`.
+///
+/// # Safety
+/// As the kernel's contract: `workspace` written by [`stream_k`] with the same arguments and a
+/// grid of `ctas` blocks, earlier on this stream; `c` holds `m*n` elements; `cfg` a grid of
+/// `(sk_tiles, 128 / FIXUP_ROWS)` blocks of `FIXUP_BLOCK` threads.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn stream_k_fixup(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    workspace: &DeviceVec,
+    c: &mut DeviceVec,
+    m: usize,
+    n: usize,
+    kd: usize,
+    sk_tiles: usize,
+    ctas: usize,
+) -> Result<()> {
+    // SAFETY: the contract.
+    unsafe { k::matmul_stream_k_fixup::launch(&gpu.library(), cfg, workspace, c, m, n, kd, sk_tiles, ctas) }
+}
+
 /// The launcher of a half-precision kernel `(a, b, c, m, n, k)`: `I` operands, an `O` result.
 pub(crate) type HalfLauncher<I, O> = for<'a> unsafe fn(
     &'a Module,

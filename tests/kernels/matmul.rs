@@ -9,6 +9,8 @@
 mod fast_plans;
 #[path = "matmul/half.rs"]
 mod half;
+#[path = "matmul/stream_k.rs"]
+mod stream_k;
 #[path = "matmul/wgmma.rs"]
 mod wgmma;
 #[path = "matmul/wgmma_tf32.rs"]
@@ -45,6 +47,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         tf32_check_planted,
     ));
     trials.extend(fast_plans::trials());
+    trials.extend(stream_k::trials(sim, cuda));
     trials.extend(half::trials(sim, cuda));
     trials.extend(wgmma::trials(sim, cuda));
     trials.extend(wgmma_tf32::trials(sim, cuda));

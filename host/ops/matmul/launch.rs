@@ -1,11 +1,13 @@
 //! A matmul plan launched: its kernels, their launch shapes, the raw launches.
 
-use kernels_gpu::matmul::{NAIVE_BLOCK, SUM_BLOCK, TILE, TILED_SHARED_BYTES};
+use kernels_gpu::matmul::{
+    FIXUP_BLOCK, FIXUP_ROWS, NAIVE_BLOCK, SLOTS_PER_CTA, STREAM_K, SUM_BLOCK, TILE, TILED_SHARED_BYTES,
+};
 
-use super::plan::{FastPlan, MatmulPlan, Tf32Tile};
+use super::plan::{FastPlan, FastTile, MatmulPlan, StreamKPlan, Tf32Tile};
 use crate::buffer::{DeviceMatrix, DeviceVec, checked_len};
 use crate::device::Gpu;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::raw;
 use crate::raw::matmul::MatmulKernel;
@@ -31,6 +33,7 @@ impl Gpu {
         let (kernel, cfg) = match plan {
             MatmulPlan::Fast(plan) => return self.launch_fast(a, b, c, plan, (m, k, n)),
             MatmulPlan::Tf32(tile) => return self.launch_tf32(a, b, c, tile, (m, k, n)),
+            MatmulPlan::StreamK(plan) => return self.launch_stream_k(a, b, c, plan, (m, k, n)),
             MatmulPlan::Naive => (
                 MatmulKernel::Naive,
                 LaunchConfig::tiles_2d(OP, m, n, NAIVE_BLOCK, 0, &limits)?,
@@ -99,6 +102,139 @@ impl Gpu {
             unsafe { raw::matmul::sum_splits(self, cfg, partial, &mut c.data, len, slices) }?;
         }
         Ok(())
+    }
+
+    /// Blocks of the stream-K kernel resident on the whole GPU at once (the driver's occupancy
+    /// count for its registers and shared memory, asked once): the grid of a [`StreamKPlan`].
+    pub(super) fn stream_k_resident(&self) -> Result<usize> {
+        let kernel = &kernels_gpu::matmul::matmul_stream_k_128x128_vec4::KERNEL;
+        Ok(self.resident_blocks(OP, kernel, STREAM_K.threads(), STREAM_K.shared_bytes())? as usize)
+    }
+
+    /// The stream-K kernel and its fixup with `plan`, `m, n >= 1`; where the kernel cannot run
+    /// (`k = 0`, `k` or `n` not a multiple of 4, an operand not 16-byte aligned, a schedule past
+    /// the kernels' 32-bit index arithmetic, or inside `Gpu::capture`, where its workspace cannot
+    /// be allocated) the data-parallel 128 x 128 kernels instead. [`Error::InvalidArgument`] for a plan that does
+    /// not fit the shape ([`StreamKPlan::fits`]).
+    fn launch_stream_k(
+        &self,
+        a: &DeviceMatrix,
+        b: &DeviceMatrix,
+        c: &mut DeviceMatrix,
+        plan: StreamKPlan,
+        (m, k, n): (usize, usize, usize),
+    ) -> Result<()> {
+        if !plan.fits(m, n) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "{plan:?} does not fit {m}x{n} ({} tiles): it needs 1 <= sk_tiles <= tiles and \
+                     the other tiles a whole number per block",
+                    StreamKPlan::tiles(m, n)
+                ),
+            });
+        }
+        // Inside a graph capture the workspace cannot be allocated: the data-parallel grid
+        // then, so that capturing a default matmul never fails for its shape.
+        let capturing = crate::graph::refuse(self, OP, "").is_err();
+        let in_u32 = plan.schedule(m, n, k).is_some();
+        if k == 0 || capturing || !in_u32 || !takes_vec4(k, n, &[&a.data, &b.data, &c.data]) {
+            let whole = FastPlan {
+                tile: FastTile::Large,
+                slices: 1,
+            };
+            return self.launch_fast(a, b, c, whole, (m, k, n));
+        }
+        let limits = self.limits();
+        let tile_floats = STREAM_K.block_rows * STREAM_K.block_cols;
+        let len = checked_len(
+            "matmul (stream-K workspace)",
+            &[SLOTS_PER_CTA, plan.ctas, tile_floats],
+        )?;
+        let mut workspace = self.alloc(len)?;
+        let too_many = |what: &str| Error::TooLarge {
+            op: OP,
+            detail: format!("{what} exceeds the grid's limits"),
+        };
+        let ctas = u32::try_from(plan.ctas).map_err(|_| too_many("the stream-K grid"))?;
+        let sk = u32::try_from(plan.sk_tiles).map_err(|_| too_many("the stream-K fixup's grid"))?;
+        let main = LaunchConfig {
+            grid: (ctas, 1, 1),
+            block: (STREAM_K.threads(), 1, 1),
+            shared_mem_bytes: STREAM_K.shared_bytes(),
+        }
+        .checked(OP, &limits)?;
+        let fixup = LaunchConfig {
+            grid: (sk, (STREAM_K.block_rows / FIXUP_ROWS) as u32, 1),
+            block: (FIXUP_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        }
+        .checked(OP, &limits)?;
+        // SAFETY: shapes checked, `m, n, k >= 1`, `k` and `n` multiples of 4 and every buffer
+        // 16-byte aligned (`takes_vec4`; the workspace is a fresh allocation); the workspace
+        // holds `SLOTS_PER_CTA * ctas` tiles; the plan fits the shape; `main` is the kernel's
+        // documented launch.
+        unsafe {
+            raw::matmul::stream_k(
+                self,
+                main,
+                &a.data,
+                &b.data,
+                &mut c.data,
+                &mut workspace,
+                m,
+                n,
+                k,
+                plan.sk_tiles,
+            )
+        }?;
+        // SAFETY: the workspace was written by that launch, with the same arguments and grid,
+        // earlier on this stream; `fixup` is the fixup's documented launch.
+        unsafe {
+            raw::matmul::stream_k_fixup(
+                self,
+                fixup,
+                &workspace,
+                &mut c.data,
+                m,
+                n,
+                k,
+                plan.sk_tiles,
+                plan.ctas,
+            )
+        }
+    }
+
+    /// `C = A * B` into an existing `m x n` device matrix with the stream-K kernel on a grid of
+    /// `ctas` blocks (`None`: the kernel's resident count, what [`MatmulAlgorithm::Fast`]
+    /// takes) split as [`StreamKPlan::with_ctas`]: for comparing schedules, and for tests that
+    /// must split most tiles (a small grid). Where the kernel cannot run (`k` or `n` not a
+    /// multiple of 4, unaligned operands, `k = 0`) the data-parallel kernels compute it.
+    ///
+    /// [`MatmulAlgorithm::Fast`]: super::MatmulAlgorithm::Fast
+    ///
+    /// Errors as [`Gpu::matmul_into`]; [`Error::InvalidArgument`] for `Some(0)` blocks;
+    /// [`Error::TooLarge`] for more blocks than a grid may have.
+    pub fn matmul_stream_k_into(
+        &self,
+        a: &DeviceMatrix,
+        b: &DeviceMatrix,
+        c: &mut DeviceMatrix,
+        ctas: Option<usize>,
+    ) -> Result<()> {
+        let (m, k, n) = self.check_product(a, b, c)?;
+        let ctas = match ctas {
+            Some(0) => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    detail: "a stream-K grid needs at least one block".to_string(),
+                });
+            }
+            Some(ctas) => ctas,
+            None => self.stream_k_resident()?,
+        };
+        let plan = StreamKPlan::with_ctas(m, n, ctas);
+        self.launch_matmul(MatmulPlan::StreamK(plan), a, b, c, (m, k, n))
     }
 
     /// The TF32 kernels with tiling `tile`, `m, n >= 1`.

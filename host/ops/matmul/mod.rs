@@ -12,7 +12,9 @@ mod wgmma_tf32;
 pub use crate::device::SIMULATED_MULTIPROCESSORS;
 pub use error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, tf32_error_factor};
 pub use half::{MatmulElement, MatmulOutput};
-pub use plan::{FastPlan, FastTile, HALF_KERNEL_ENV, HalfTile, Tf32Tile, WsTile};
+pub use plan::{
+    FastPlan, FastTile, HALF_KERNEL_ENV, HalfTile, SGEMM_SCHEDULE_ENV, StreamKPlan, Tf32Tile, WsTile,
+};
 
 use super::same_shape;
 use crate::buffer::DeviceMatrix;
@@ -94,7 +96,8 @@ impl Gpu {
     }
 
     /// `C = A * B` into an existing `m x n` device matrix (no allocation, except the partial
-    /// products of a [`MatmulAlgorithm::Fast`] plan that splits `k`).
+    /// products of a [`MatmulAlgorithm::Fast`] plan that splits `k` or runs stream-K
+    /// ([`StreamKPlan`]; inside `Gpu::capture` the data-parallel grid instead).
     pub fn matmul_into(
         &self,
         a: &DeviceMatrix,

@@ -4,7 +4,7 @@
 use kernels_gpu::matmul::half::{HALF_128X128, HalfTiling};
 use kernels_gpu::matmul::tf32::{TF32_128X128, TF32_128X128_K16, TF32_128X256, Tf32Tiling};
 use kernels_gpu::matmul::wgmma_ws::{WS_64X128, WS_128X128, WS_128X256, WsTiling};
-use kernels_gpu::matmul::{FAST_64, FAST_128, FAST_WIDE, FastTiling};
+use kernels_gpu::matmul::{FAST_64, FAST_128, FAST_WIDE, FastTiling, STREAM_K, StreamKSchedule};
 
 use super::MatmulAlgorithm;
 use super::error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, error_factor};
@@ -23,6 +23,8 @@ pub(crate) enum MatmulPlan {
     Fast(FastPlan),
     /// The TF32 tensor-core kernels, with this tiling.
     Tf32(Tf32Tile),
+    /// The stream-K kernel (128 x 128 tiles on a persistent grid) and its fixup.
+    StreamK(StreamKPlan),
 }
 
 impl MatmulPlan {
@@ -35,7 +37,28 @@ impl MatmulPlan {
         Ok(match algorithm {
             MatmulAlgorithm::Naive => MatmulPlan::Naive,
             MatmulAlgorithm::Tiled => MatmulPlan::Tiled,
-            MatmulAlgorithm::Fast => MatmulPlan::Fast(FastPlan::choose(m, n, k, gpu.multiprocessors()?)),
+            MatmulAlgorithm::Fast => {
+                let plan = FastPlan::choose(m, n, k, gpu.multiprocessors()?);
+                let large = plan
+                    == FastPlan {
+                        tile: FastTile::Large,
+                        slices: 1,
+                    };
+                // The stream-K kernel has 16-byte accesses only; alignment is checked again at
+                // the launch, which falls back to `plan` without it.
+                #[allow(clippy::manual_is_multiple_of)] // minimum Rust 1.85
+                let vec4_shape = k % 4 == 0 && n % 4 == 0;
+                let stream_k = match SgemmSchedule::forced() {
+                    Some(SgemmSchedule::DataParallel) => None,
+                    _ if !vec4_shape || k == 0 => None,
+                    Some(SgemmSchedule::StreamK) => {
+                        Some(StreamKPlan::with_ctas(m, n, gpu.stream_k_resident()?))
+                    }
+                    None if large => StreamKPlan::choose(m, n, k, gpu.stream_k_resident()?),
+                    None => None,
+                };
+                stream_k.map_or(MatmulPlan::Fast(plan), MatmulPlan::StreamK)
+            }
             // Hopper's `wgmma` where it applies on a CUDA device (the allocations are 256-byte
             // aligned; the launch checks again), else the `mma.sync` tilings.
             MatmulAlgorithm::Tf32
@@ -283,6 +306,117 @@ impl FastPlan {
     /// `k` (at least one).
     pub fn launched_slices(&self, k: usize) -> usize {
         k.div_ceil(self.k_split(k)).max(1)
+    }
+}
+
+/// Environment variable that overrides the schedule [`MatmulAlgorithm::Fast`] picks for an f32
+/// product: `stream-k` ([`StreamKPlan`] wherever its kernel applies: `k`, `n` multiples of 4)
+/// or `dp` (data-parallel, one block per tile: [`FastPlan::choose`]'s plan). Read once per
+/// process; anything else leaves the choice to the shape.
+pub const SGEMM_SCHEDULE_ENV: &str = "GPUKERN_SGEMM";
+
+/// A schedule forced through [`SGEMM_SCHEDULE_ENV`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SgemmSchedule {
+    /// `stream-k`.
+    StreamK,
+    /// `dp`.
+    DataParallel,
+}
+
+impl SgemmSchedule {
+    /// The schedule [`SGEMM_SCHEDULE_ENV`] forces, if any.
+    fn forced() -> Option<SgemmSchedule> {
+        static FORCED: std::sync::OnceLock<Option<SgemmSchedule>> = std::sync::OnceLock::new();
+        *FORCED.get_or_init(|| match std::env::var(SGEMM_SCHEDULE_ENV).ok().as_deref() {
+            Some("stream-k") => Some(SgemmSchedule::StreamK),
+            Some("dp") => Some(SgemmSchedule::DataParallel),
+            _ => None,
+        })
+    }
+}
+
+/// A stream-K launch of the 128 x 128 kernel (`kernels_gpu::matmul::stream_k`): a grid of
+/// `ctas` blocks that first runs `tiles - sk_tiles` whole tiles (`(tiles - sk_tiles) / ctas`
+/// per block), then shares the last `sk_tiles` tiles' steps along `k` out evenly, and a fixup
+/// launch that adds up the tiles split between blocks. The workspace of partial tiles,
+/// `2 * ctas` tiles of 64 KiB (33 MiB for 264 blocks), is allocated per call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StreamKPlan {
+    /// Blocks of the grid: the resident count of the kernel, so that all run at once.
+    pub ctas: usize,
+    /// Tiles, counted from the last, that go through the stream-K line.
+    pub sk_tiles: usize,
+}
+
+/// Least `k` for which [`StreamKPlan::choose`] takes stream-K: 16 steps of `BK` per tile, so that
+/// a part of a tile is long against the prologue and epilogue it repeats.
+const MIN_STREAM_K_K: usize = 256;
+/// [`StreamKPlan::choose`] leaves a last wave alone when it is at least this full (in
+/// twentieths of the grid: 19/20 = 95%): what stream-K could win is below the fixup's cost.
+const MAX_TAIL_TWENTIETHS: usize = 19;
+
+impl StreamKPlan {
+    /// Tiles of 128 x 128 of an `m x n` result.
+    pub fn tiles(m: usize, n: usize) -> usize {
+        m.div_ceil(STREAM_K.block_rows) * n.div_ceil(STREAM_K.block_cols)
+    }
+
+    /// The plan of [`MatmulAlgorithm::Fast`] for an `m x k` times `k x n` product whose kernel
+    /// has `resident` blocks resident on the GPU, or `None` for the data-parallel grid: with
+    /// `tiles` tiles of 128 x 128, stream-K when the grid runs more than one wave (`tiles >
+    /// resident`), the last is between empty and 95% full (`0 < tiles % resident <= 0.95 *
+    /// resident`), and `k >= 256`. On an H200 (132 SMs, 2 blocks each): 4096^3 (1,024 tiles,
+    /// 3.88 waves) and 8192^3 (4,096 tiles, 15.5 waves) take it; 2048^3 (256 tiles, one wave
+    /// 97% full) does not. The split is [`StreamKPlan::with_ctas`]'s.
+    pub fn choose(m: usize, n: usize, k: usize, resident: usize) -> Option<StreamKPlan> {
+        let (tiles, ctas) = (StreamKPlan::tiles(m, n), resident.max(1));
+        let tail = tiles % ctas;
+        let ragged = tail != 0 && tail * 20 <= MAX_TAIL_TWENTIETHS * ctas;
+        (k >= MIN_STREAM_K_K && tiles > ctas && ragged).then(|| StreamKPlan::with_ctas(m, n, ctas))
+    }
+
+    /// A grid of `ctas` blocks (at least 1) for an `m x n` result: stream-K over the last wave's
+    /// `tiles % ctas` tiles, plus one whole wave more when those are fewer than half the grid
+    /// (so that each block's share of the line is at least half a tile and each tile has at
+    /// most about three contributors), or over all tiles when there are no more than `ctas` (or
+    /// than that plus a wave); with no last wave (`tiles % ctas == 0`), over the last wave.
+    pub fn with_ctas(m: usize, n: usize, ctas: usize) -> StreamKPlan {
+        let (tiles, ctas) = (StreamKPlan::tiles(m, n).max(1), ctas.max(1));
+        let tail = tiles % ctas;
+        let sk_tiles = if tiles <= ctas {
+            tiles
+        } else if tail == 0 {
+            ctas
+        } else if 2 * tail < ctas {
+            (tail + ctas).min(tiles)
+        } else {
+            tail
+        };
+        StreamKPlan { ctas, sk_tiles }
+    }
+
+    /// The schedule the kernels read for an `m x k` times `k x n` product, if this plan fits it
+    /// ([`StreamKPlan::fits`]) and its arithmetic fits the kernels' 32 bits
+    /// ([`StreamKSchedule::fits_u32`]).
+    pub fn schedule(&self, m: usize, n: usize, k: usize) -> Option<StreamKSchedule> {
+        let (tiles, iters) = (StreamKPlan::tiles(m, n), k.div_ceil(STREAM_K.block_k).max(1));
+        if !self.fits(m, n) || !StreamKSchedule::fits_u32(tiles, iters, self.sk_tiles, self.ctas) {
+            return None;
+        }
+        Some(StreamKSchedule {
+            tiles: tiles as u32,
+            iters: iters as u32,
+            sk_tiles: self.sk_tiles as u32,
+            ctas: self.ctas as u32,
+        })
+    }
+
+    /// Whether the kernels can run this plan on `m x n`: at least one block, `1 <= sk_tiles <=
+    /// tiles`, and the data-parallel tiles a whole number per block.
+    pub fn fits(&self, m: usize, n: usize) -> bool {
+        let tiles = StreamKPlan::tiles(m, n);
+        self.ctas >= 1 && (1..=tiles).contains(&self.sk_tiles) && (tiles - self.sk_tiles) % self.ctas == 0
     }
 }
 

@@ -9,6 +9,10 @@
 //!    tile of `C` (an outer product per step along `k`, so each element read from shared memory
 //!    is used 8 or 4 times), 16-byte loads, two shared-memory stages so one barrier per tile
 //!    suffices. One generic body, [`fast_gemm`], instantiated per [`FastTiling`].
+//!    [`stream_k`]: [`matmul_stream_k_128x128_vec4`](fn@matmul_stream_k_128x128_vec4), the same main loop
+//!    ([`register_tiled::tile_product`]) on a persistent grid of the resident blocks that shares
+//!    the last wave's tiles out evenly along `k` (stream-K), with
+//!    [`matmul_stream_k_fixup`](fn@matmul_stream_k_fixup) adding up the tiles it splits.
 //! 4. [`wide`]: [`matmul_fast_128x256`](fn@matmul_fast_128x256) and its `_vec4` twin, a 128 x 256 block tile fed by a
 //!    `cp.async` pipeline ([`wide_gemm`]).
 //! 5. [`split_k`]: [`matmul_sum_splits`](fn@matmul_sum_splits) adds the partial products when rungs 3 and 4 split `k`
@@ -184,6 +188,7 @@ pub mod half;
 pub mod naive;
 pub mod register_tiled;
 pub mod split_k;
+pub mod stream_k;
 pub mod tf32;
 pub mod tiled;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
@@ -200,6 +205,10 @@ pub use register_tiled::{
     FastTiling, Pipeline, FAST_128, FAST_128_SCALAR, FAST_64, SHARED_PAD, STAGES,
 };
 pub use split_k::{matmul_sum_splits, SUM_BLOCK};
+pub use stream_k::{
+    matmul_stream_k_128x128_vec4, matmul_stream_k_fixup, stream_k_gemm, StreamKSchedule, FIXUP_BLOCK,
+    FIXUP_ROWS, SLOTS_PER_CTA, STREAM_K,
+};
 pub use tiled::{matmul_tiled, TILE, TILED_SHARED_BYTES};
 pub use wide::{
     matmul_fast_128x256, matmul_fast_128x256_vec4, wide_gemm, FAST_WIDE, WIDE_A_STRIDE, WIDE_SHARED_BYTES,
