@@ -15,7 +15,8 @@ use crate::common::check::*;
 use crate::common::random_vec;
 use crate::common::trial::{Target, global_trial, trial};
 
-/// Simulator shapes: row lengths off the block (256) and the vector widths (4, 8): 1, 3, 1000
+/// Simulator shapes: row lengths off the block (256) and the vector widths (4, 8): 1, 3, 8 (two
+/// f32 vectors, one bf16: a block of one warp, mostly idle, in the looped kernels), 1000
 /// (a multiple of 8), 4097 (of neither: the tutorial kernel), 1024, and 8200 (2050 f32
 /// vectors: up to 4 per thread of 544 threads, a partly filled last warp).
 ///
@@ -24,6 +25,7 @@ use crate::common::trial::{Target, global_trial, trial};
 const SIM_SHAPES: &[(usize, usize)] = &[
     (1, 1),
     (3, 3),
+    (3, 8),
     (2, 1000),
     (2, 4097),
     (3, 1024),
