@@ -134,7 +134,7 @@ impl NormAlgorithm {
     /// the CUDA block limit; a kernel whose registers lower that limit may still fall back):
     /// where it does not, it runs the default's plan, and a benchmark need not time it.
     pub fn fits<T: NormElement>(self, cols: usize) -> bool {
-        let plan = NormPlan::choose::<T>(self, cols, true, |_| kernels_gpu::norm::ROW_BLOCK_MAX);
+        let plan = NormPlan::choose::<T>(self, false, cols, true, |_| kernels_gpu::norm::ROW_BLOCK_MAX);
         match self {
             NormAlgorithm::BlockReduce | NormAlgorithm::InRegisters => true,
             NormAlgorithm::Rows16 => matches!(
@@ -438,7 +438,7 @@ impl Gpu {
             };
             self.max_block_threads(kernels.kernel(probe, layer))
         };
-        let plan = NormPlan::choose::<T>(algorithm, cols, aligned, max_threads);
+        let plan = NormPlan::choose::<T>(algorithm, layer, cols, aligned, max_threads);
         let limits = self.limits();
         let library = self.library();
         let cfg = match plan {

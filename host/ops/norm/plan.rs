@@ -118,7 +118,8 @@ const TARGET_FRACTION: usize = 2;
 const WARP_ELEMENTS: usize = 32;
 
 impl NormPlan {
-    /// The plan for rows of `cols >= 1` elements of `T` with `algorithm`; `aligned`: every
+    /// The plan for rows of `cols >= 1` elements of `T` with `algorithm`, for LayerNorm
+    /// (`layer`) or RMSNorm (the default's looped switch is per norm); `aligned`: every
     /// buffer starts on a 16-byte boundary (device allocations are 256-byte aligned; host
     /// buffers of the simulator may not be); `max_threads`: the driver's block limit for the
     /// in-register kernel of each width.
@@ -127,6 +128,7 @@ impl NormPlan {
     /// default's plan ([`NormAlgorithm::InRegisters`]).
     pub fn choose<T: NormElement>(
         algorithm: NormAlgorithm,
+        layer: bool,
         cols: usize,
         aligned: bool,
         max_threads: impl Fn(RowsWidth) -> u32,
@@ -181,7 +183,7 @@ impl NormPlan {
             return plan;
         }
         // Long rows: the looped kernel, once measured to win (see DEFAULT_LOOP_MIN_COLS).
-        if let Some(plan) = DEFAULT_LOOP_MIN_COLS
+        if let Some(plan) = DEFAULT_LOOP_MIN_COLS[usize::from(layer)]
             .filter(|&min| cols >= min)
             .and_then(|_| loop_plan(DEFAULT_LOOP, vecs))
         {
@@ -221,10 +223,10 @@ impl NormPlan {
 pub const DEFAULT_W16_MAX_COLS: usize = 8192;
 
 /// Rows of at least this many columns take the looped kernel [`DEFAULT_LOOP`] by default
-/// (torch.compile's formulation); `None`: never, the in-register kernels at every length.
-/// The switch to flip once the H200 run of the `loop*` candidates shows where they win
-/// (e.g. `Some(4096)`).
-pub const DEFAULT_LOOP_MIN_COLS: Option<usize> = None;
+/// (torch.compile's formulation), for RMSNorm (`[0]`) and LayerNorm (`[1]`); `None`: never, the
+/// in-register kernels at every length. The switch to flip once the H200 run of the `loop*`
+/// candidates shows where they win (e.g. `[Some(4096), None]`).
+pub const DEFAULT_LOOP_MIN_COLS: [Option<usize>; 2] = [None, None];
 
 /// The looped candidate the default takes from [`DEFAULT_LOOP_MIN_COLS`] columns on.
 pub const DEFAULT_LOOP: NormAlgorithm = NormAlgorithm::Loop512;
@@ -238,7 +240,8 @@ mod tests {
     /// width; the tutorial where the row is not.
     #[test]
     fn looped_plans_size_their_blocks_to_the_row() {
-        let choose = |algorithm, cols| NormPlan::choose::<f32>(algorithm, cols, true, |_| ROW_BLOCK_MAX);
+        let choose =
+            |algorithm, cols| NormPlan::choose::<f32>(algorithm, false, cols, true, |_| ROW_BLOCK_MAX);
         let looped = |threads, kind| NormPlan::Loop { threads, kind };
         assert_eq!(
             choose(NormAlgorithm::Loop512, 4096),
@@ -270,18 +273,21 @@ mod tests {
         );
         assert_eq!(choose(NormAlgorithm::Loop256, 4098), NormPlan::BlockReduce);
         assert_eq!(
-            NormPlan::choose::<f32>(NormAlgorithm::Loop256, 4096, false, |_| ROW_BLOCK_MAX),
+            NormPlan::choose::<f32>(NormAlgorithm::Loop256, true, 4096, false, |_| ROW_BLOCK_MAX),
             NormPlan::BlockReduce
         );
         assert_eq!(
-            NormPlan::choose::<half::bf16>(NormAlgorithm::Loop512, 16384, true, |_| ROW_BLOCK_MAX),
+            NormPlan::choose::<half::bf16>(NormAlgorithm::Loop512, true, 16384, true, |_| ROW_BLOCK_MAX),
             looped(512, LoopKind::Hinted)
         );
         // The default takes the looped plan from DEFAULT_LOOP_MIN_COLS on, and only there.
-        let default = choose(NormAlgorithm::InRegisters, 16384);
-        match DEFAULT_LOOP_MIN_COLS {
-            Some(min) if min <= 16384 => assert!(matches!(default, NormPlan::Loop { .. })),
-            _ => assert!(matches!(default, NormPlan::Rows { .. })),
+        for layer in [false, true] {
+            let default =
+                NormPlan::choose::<f32>(NormAlgorithm::InRegisters, layer, 16384, true, |_| ROW_BLOCK_MAX);
+            match DEFAULT_LOOP_MIN_COLS[usize::from(layer)] {
+                Some(min) if min <= 16384 => assert!(matches!(default, NormPlan::Loop { .. })),
+                _ => assert!(matches!(default, NormPlan::Rows { .. })),
+            }
         }
     }
 }
