@@ -249,7 +249,19 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "rms_norm_two_pass_f32"
         | "rms_norm_two_pass_bf16"
         | "layer_norm_two_pass_f32"
-        | "layer_norm_two_pass_bf16" => norm::ROW_BLOCK_MAX,
+        | "layer_norm_two_pass_bf16"
+        | "rms_norm_loop_f32"
+        | "rms_norm_loop_bf16"
+        | "layer_norm_loop_f32"
+        | "layer_norm_loop_bf16"
+        | "rms_norm_loop2_f32"
+        | "rms_norm_loop2_bf16"
+        | "layer_norm_loop2_f32"
+        | "layer_norm_loop2_bf16"
+        | "rms_norm_loop_plain_f32"
+        | "rms_norm_loop_plain_bf16"
+        | "layer_norm_loop_plain_f32"
+        | "layer_norm_loop_plain_bf16" => norm::ROW_BLOCK_MAX,
         // 64 held elements per thread (about 90 to 110 registers): rows of up to 32768 columns
         // take at most 512 threads.
         "rms_norm_rows64_f32"
@@ -717,6 +729,18 @@ const BARRIERS: &[(&str, usize)] = &[
     ("rms_norm_two_pass_bf16", 1),
     ("layer_norm_two_pass_f32", 2),
     ("layer_norm_two_pass_bf16", 2),
+    ("rms_norm_loop_f32", 1),
+    ("rms_norm_loop_bf16", 1),
+    ("layer_norm_loop_f32", 2),
+    ("layer_norm_loop_bf16", 2),
+    ("rms_norm_loop2_f32", 1),
+    ("rms_norm_loop2_bf16", 1),
+    ("layer_norm_loop2_f32", 2),
+    ("layer_norm_loop2_bf16", 2),
+    ("rms_norm_loop_plain_f32", 1),
+    ("rms_norm_loop_plain_bf16", 1),
+    ("layer_norm_loop_plain_f32", 2),
+    ("layer_norm_loop_plain_bf16", 2),
     // Cross-entropy: the finish is a warp per row (shuffles only); the mean one `reduce_sum`.
     ("cross_entropy_finish", 0),
     ("cross_entropy_warp", 0),

@@ -97,11 +97,17 @@ impl Elem for bf16 {
 }
 
 /// Candidates timed only with `--plans` (their A/B against the defaults).
-pub const PLAN_ONLY: [NormAlgorithm; 4] = [
+pub const PLAN_ONLY: [NormAlgorithm; 10] = [
     NormAlgorithm::Rows16Stream,
     NormAlgorithm::Rows32Stream,
     NormAlgorithm::WarpPipe,
     NormAlgorithm::TwoPass,
+    NormAlgorithm::Loop256,
+    NormAlgorithm::Loop512,
+    NormAlgorithm::Loop1024,
+    NormAlgorithm::Loop2x256,
+    NormAlgorithm::Loop2x512,
+    NormAlgorithm::LoopPlain512,
 ];
 
 /// The algorithms timed: all but [`PLAN_ONLY`], and those too with `plans`.

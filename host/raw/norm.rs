@@ -7,7 +7,7 @@ use crate::buffer::{DeviceVec, Element};
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 use crate::module::Module;
-use crate::ops::norm::{NormPlan, RowsWidth};
+use crate::ops::norm::{LoopKind, NormPlan, RowsWidth};
 
 /// The launcher of an RMSNorm kernel `(x, w, y, rows, cols, eps)` on elements `T`.
 pub type RmsLauncher<T> = for<'a> unsafe fn(
@@ -46,6 +46,9 @@ pub struct NormSet<L: 'static> {
     pub(crate) rows_cs: (&'static Kernel, L),
     pub(crate) warp_pipe: (&'static Kernel, L),
     pub(crate) two_pass: (&'static Kernel, L),
+    pub(crate) looped: (&'static Kernel, L),
+    pub(crate) looped2: (&'static Kernel, L),
+    pub(crate) looped_plain: (&'static Kernel, L),
 }
 
 impl<L: Copy> NormSet<L> {
@@ -64,6 +67,11 @@ impl<L: Copy> NormSet<L> {
             NormPlan::Warp { keep: true } => self.warp_keep,
             NormPlan::WarpPipe => self.warp_pipe,
             NormPlan::TwoPass { .. } => self.two_pass,
+            NormPlan::Loop { kind, .. } => match kind {
+                LoopKind::Hinted => self.looped,
+                LoopKind::Hinted2 => self.looped2,
+                LoopKind::Plain => self.looped_plain,
+            },
         }
     }
 }
@@ -71,7 +79,8 @@ impl<L: Copy> NormSet<L> {
 /// The norm kernels of one element type: for RMSNorm and LayerNorm each, the tutorial
 /// (`block_reduce`), the in-register rungs (`rows`, 32 elements per thread; `rows16`, `rows64`)
 /// and the warp-per-row rung (`warp`, `warp_keep`, `warp_pipe`); the streaming candidates
-/// `rows16_cs`, `rows_cs`; the L2 re-read candidate `two_pass`. The one table from an element type to its
+/// `rows16_cs`, `rows_cs`; the L2 re-read candidates `two_pass` and the looped `looped`,
+/// `looped2`, `looped_plain`. The one table from an element type to its
 /// kernels.
 pub struct NormKernels<T: 'static> {
     pub(crate) rms: NormSet<RmsLauncher<T>>,
@@ -100,6 +109,9 @@ pub(crate) static F32: NormKernels<f32> = NormKernels {
         rows_cs = rms_norm_rows_cs_f32,
         warp_pipe = rms_norm_warp_pipe_f32,
         two_pass = rms_norm_two_pass_f32,
+        looped = rms_norm_loop_f32,
+        looped2 = rms_norm_loop2_f32,
+        looped_plain = rms_norm_loop_plain_f32,
     ),
     layer: norm_set!(
         block_reduce = layer_norm_block_reduce_f32,
@@ -112,6 +124,9 @@ pub(crate) static F32: NormKernels<f32> = NormKernels {
         rows_cs = layer_norm_rows_cs_f32,
         warp_pipe = layer_norm_warp_pipe_f32,
         two_pass = layer_norm_two_pass_f32,
+        looped = layer_norm_loop_f32,
+        looped2 = layer_norm_loop2_f32,
+        looped_plain = layer_norm_loop_plain_f32,
     ),
 };
 
@@ -128,6 +143,9 @@ pub(crate) static BF16: NormKernels<half::bf16> = NormKernels {
         rows_cs = rms_norm_rows_cs_bf16,
         warp_pipe = rms_norm_warp_pipe_bf16,
         two_pass = rms_norm_two_pass_bf16,
+        looped = rms_norm_loop_bf16,
+        looped2 = rms_norm_loop2_bf16,
+        looped_plain = rms_norm_loop_plain_bf16,
     ),
     layer: norm_set!(
         block_reduce = layer_norm_block_reduce_bf16,
@@ -140,6 +158,9 @@ pub(crate) static BF16: NormKernels<half::bf16> = NormKernels {
         rows_cs = layer_norm_rows_cs_bf16,
         warp_pipe = layer_norm_warp_pipe_bf16,
         two_pass = layer_norm_two_pass_bf16,
+        looped = layer_norm_loop_bf16,
+        looped2 = layer_norm_loop2_bf16,
+        looped_plain = layer_norm_loop_plain_bf16,
     ),
 };
 

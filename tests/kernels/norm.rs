@@ -15,15 +15,19 @@ use crate::common::check::*;
 use crate::common::random_vec;
 use crate::common::trial::{Target, global_trial, trial};
 
-/// Simulator shapes: row lengths off the block (256) and the vector widths (4, 8): 1, 3, 1000
-/// (a multiple of 8), 4097 (of neither: the tutorial kernel), 1024, and 8200 (2050 f32
-/// vectors: up to 4 per thread of 544 threads, a partly filled last warp).
+/// Simulator shapes: row lengths off the block (256) and the vector widths (4, 8): 1, 3, 4 and 8
+/// (one and two f32 vectors, one bf16: a block of one warp, mostly idle, in the looped kernels),
+/// 1000 (a multiple of 8), 4097 (of neither: the tutorial kernel), 1024, and 8200 (2050 f32
+/// vectors: up to 4 per thread of 544 threads, a partly filled last warp; the looped kernels of
+/// 1024 threads take 3 steps, the last of 2 vectors).
 ///
 /// 77 x 520 (130 f32 vectors, 65 bf16): the warp-per-row kernels on a partly filled last block,
 /// and, on the persistent grid of the simulator's few resident blocks, several rows per warp.
 const SIM_SHAPES: &[(usize, usize)] = &[
     (1, 1),
     (3, 3),
+    (5, 4),
+    (3, 8),
     (2, 1000),
     (2, 4097),
     (3, 1024),

@@ -5,7 +5,7 @@
 
 mod plan;
 
-pub use plan::{NormPlan, RowsWidth};
+pub use plan::{DEFAULT_LOOP, DEFAULT_LOOP_MIN_COLS, LoopKind, NormPlan, RowsWidth};
 
 use half::bf16;
 use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES, WARP_BLOCK, WARP_ROWS};
@@ -65,11 +65,29 @@ pub enum NormAlgorithm {
     /// formulation torch.compile's kernel takes for long rows); any aligned row of a multiple
     /// of the vector width. A tuning candidate.
     TwoPass,
+    /// The looped L2 re-read kernel of torch.compile's formulation (`*_norm_loop_*`): a block of
+    /// 256 threads per row (fewer for short rows: whole warps, one vector each), one 16-byte
+    /// vector per thread per step of each pass, the first pass's loads hinted `evict_last` (the
+    /// row stays in L2 for the re-read), the last pass's `evict_first`; any aligned row of a
+    /// multiple of the vector width. A tuning candidate.
+    Loop256,
+    /// [`NormAlgorithm::Loop256`] with blocks of 512 threads. A tuning candidate.
+    Loop512,
+    /// [`NormAlgorithm::Loop256`] with blocks of 1024 threads. A tuning candidate.
+    Loop1024,
+    /// [`NormAlgorithm::Loop256`] with two vectors per thread per step (`*_norm_loop2_*`). A
+    /// tuning candidate.
+    Loop2x256,
+    /// [`NormAlgorithm::Loop2x256`] with blocks of 512 threads. A tuning candidate.
+    Loop2x512,
+    /// [`NormAlgorithm::Loop512`] without the eviction hints (`*_norm_loop_plain_*`): what the
+    /// hints buy. A tuning candidate.
+    LoopPlain512,
 }
 
 impl NormAlgorithm {
     /// Every algorithm, slowest first.
-    pub const ALL: [NormAlgorithm; 11] = [
+    pub const ALL: [NormAlgorithm; 17] = [
         NormAlgorithm::BlockReduce,
         NormAlgorithm::InRegisters,
         NormAlgorithm::Rows16,
@@ -81,10 +99,17 @@ impl NormAlgorithm {
         NormAlgorithm::Rows32Stream,
         NormAlgorithm::WarpPipe,
         NormAlgorithm::TwoPass,
+        NormAlgorithm::Loop256,
+        NormAlgorithm::Loop512,
+        NormAlgorithm::Loop1024,
+        NormAlgorithm::Loop2x256,
+        NormAlgorithm::Loop2x512,
+        NormAlgorithm::LoopPlain512,
     ];
 
     /// A short name: `block-reduce`, `in-registers`, `rows-16`, `rows-32`, `rows-64`, `warp`,
-    /// `warp-keep`, `rows-16-cs`, `rows-32-cs`, `warp-pipe`, `two-pass`.
+    /// `warp-keep`, `rows-16-cs`, `rows-32-cs`, `warp-pipe`, `two-pass`, `loop-256`, `loop-512`,
+    /// `loop-1024`, `loop2-256`, `loop2-512`, `loop-plain-512`.
     pub fn name(self) -> &'static str {
         match self {
             NormAlgorithm::BlockReduce => "block-reduce",
@@ -98,6 +123,12 @@ impl NormAlgorithm {
             NormAlgorithm::Rows32Stream => "rows-32-cs",
             NormAlgorithm::WarpPipe => "warp-pipe",
             NormAlgorithm::TwoPass => "two-pass",
+            NormAlgorithm::Loop256 => "loop-256",
+            NormAlgorithm::Loop512 => "loop-512",
+            NormAlgorithm::Loop1024 => "loop-1024",
+            NormAlgorithm::Loop2x256 => "loop2-256",
+            NormAlgorithm::Loop2x512 => "loop2-512",
+            NormAlgorithm::LoopPlain512 => "loop-plain-512",
         }
     }
 
@@ -148,6 +179,12 @@ impl NormAlgorithm {
             ),
             NormAlgorithm::WarpPipe => plan == NormPlan::WarpPipe,
             NormAlgorithm::TwoPass => matches!(plan, NormPlan::TwoPass { .. }),
+            NormAlgorithm::Loop256
+            | NormAlgorithm::Loop512
+            | NormAlgorithm::Loop1024
+            | NormAlgorithm::Loop2x256
+            | NormAlgorithm::Loop2x512
+            | NormAlgorithm::LoopPlain512 => matches!(plan, NormPlan::Loop { .. }),
         }
     }
 }
@@ -408,7 +445,9 @@ impl Gpu {
         let library = self.library();
         let cfg = match plan {
             NormPlan::BlockReduce => LaunchConfig::per_row(op, rows, BLOCK, SHARED_BYTES, &limits)?,
-            NormPlan::Rows { threads, .. } | NormPlan::TwoPass { threads } => {
+            NormPlan::Rows { threads, .. }
+            | NormPlan::TwoPass { threads }
+            | NormPlan::Loop { threads, .. } => {
                 LaunchConfig::per_row(op, rows, threads, ROWS_SHARED_BYTES, &limits)?
             }
             NormPlan::Warp { keep: false } => {

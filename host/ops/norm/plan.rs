@@ -57,6 +57,55 @@ pub enum NormPlan {
         /// A multiple of 32, at most 1024.
         threads: u32,
     },
+    /// A looped L2 re-read kernel (`*_norm_loop*_*`, torch.compile's formulation), a block of
+    /// `threads` per row.
+    Loop {
+        /// A multiple of 32, at most 1024.
+        threads: u32,
+        /// Which of the looped kernels.
+        kind: LoopKind,
+    },
+}
+
+/// The looped kernels: vectors per thread per step and whether the loads carry eviction hints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LoopKind {
+    /// One vector per thread per step, `evict_last` on the re-read row's first loads and
+    /// `evict_first` on its last (`*_norm_loop_*`).
+    Hinted,
+    /// Two vectors per thread per step, hints as [`LoopKind::Hinted`] (`*_norm_loop2_*`).
+    Hinted2,
+    /// One vector per thread per step, plain loads (`*_norm_loop_plain_*`).
+    Plain,
+}
+
+impl LoopKind {
+    /// Vectors a thread loads per step.
+    pub fn vectors(self) -> usize {
+        match self {
+            LoopKind::Hinted | LoopKind::Plain => 1,
+            LoopKind::Hinted2 => 2,
+        }
+    }
+}
+
+/// The looped plan of `algorithm` (`None` for the others): its block size, but no more threads
+/// than the row's `vecs` vectors fill at the kind's vectors per step (whole warps, at least one).
+fn loop_plan(algorithm: NormAlgorithm, vecs: usize) -> Option<NormPlan> {
+    let (threads, kind) = match algorithm {
+        NormAlgorithm::Loop256 => (256, LoopKind::Hinted),
+        NormAlgorithm::Loop512 => (512, LoopKind::Hinted),
+        NormAlgorithm::Loop1024 => (1024, LoopKind::Hinted),
+        NormAlgorithm::Loop2x256 => (256, LoopKind::Hinted2),
+        NormAlgorithm::Loop2x512 => (512, LoopKind::Hinted2),
+        NormAlgorithm::LoopPlain512 => (512, LoopKind::Plain),
+        _ => return None,
+    };
+    let filled = vecs.div_ceil(kind.vectors()).next_multiple_of(32).max(32);
+    Some(NormPlan::Loop {
+        threads: filled.min(threads) as u32,
+        kind,
+    })
 }
 
 /// Vectors per thread the default plan aims for, as a fraction of what a thread can hold: half (16
@@ -72,7 +121,7 @@ impl NormPlan {
     /// The plan for rows of `cols >= 1` elements of `T` with `algorithm`; `aligned`: every
     /// buffer starts on a 16-byte boundary (device allocations are 256-byte aligned; host
     /// buffers of the simulator may not be); `layer`: LayerNorm (RMSNorm otherwise; the
-    /// default differs at short f32 rows); `max_threads`: the driver's block limit for the
+    /// default differs at short f32 rows, and the looped switch is per norm); `max_threads`: the driver's block limit for the
     /// in-register kernel of each width.
     ///
     /// An algorithm whose own kernel does not take the row ([`NormAlgorithm::fits`]) runs the
@@ -123,8 +172,21 @@ impl NormPlan {
                     keep: algorithm == NormAlgorithm::WarpKeep,
                 })
             }
+            NormAlgorithm::Loop256
+            | NormAlgorithm::Loop512
+            | NormAlgorithm::Loop1024
+            | NormAlgorithm::Loop2x256
+            | NormAlgorithm::Loop2x512
+            | NormAlgorithm::LoopPlain512 => loop_plan(algorithm, vecs),
         };
         if let Some(plan) = own {
+            return plan;
+        }
+        // Long rows: the looped kernel, once measured to win (see DEFAULT_LOOP_MIN_COLS).
+        if let Some(plan) = DEFAULT_LOOP_MIN_COLS[usize::from(layer)]
+            .filter(|&min| cols >= min)
+            .and_then(|_| loop_plan(DEFAULT_LOOP, vecs))
+        {
             return plan;
         }
         // The default, from the H200 runs of every variant (`bench/results/*.jsonl`, `--plans`).
@@ -178,6 +240,15 @@ pub const DEFAULT_W16_MAX_COLS: usize = 8192;
 /// runs that timed both), longer ones 32.
 pub const DEFAULT_W16_MAX_COLS_F32: usize = 16384;
 
+/// Rows of at least this many columns take the looped kernel [`DEFAULT_LOOP`] by default
+/// (torch.compile's formulation), for RMSNorm (`[0]`) and LayerNorm (`[1]`); `None`: never, the
+/// in-register kernels at every length. The switch to flip once the H200 run of the `loop*`
+/// candidates shows where they win (e.g. `[Some(4096), None]`).
+pub const DEFAULT_LOOP_MIN_COLS: [Option<usize>; 2] = [None, None];
+
+/// The looped candidate the default takes from [`DEFAULT_LOOP_MIN_COLS`] columns on.
+pub const DEFAULT_LOOP: NormAlgorithm = NormAlgorithm::Loop512;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +284,62 @@ mod tests {
             assert_eq!(width(default_plan::<f32>(16388, layer)), Some(RowsWidth::W32));
             assert_eq!(width(default_plan::<bf16>(8192, layer)), Some(RowsWidth::W16));
             assert_eq!(width(default_plan::<bf16>(8200, layer)), Some(RowsWidth::W32));
+        }
+    }
+
+    /// The looped plans: their block size where the row fills it, whole warps of the row's
+    /// vectors (at least one) where it does not; any aligned row of a multiple of the vector
+    /// width; the tutorial where the row is not.
+    #[test]
+    fn looped_plans_size_their_blocks_to_the_row() {
+        let choose =
+            |algorithm, cols| NormPlan::choose::<f32>(algorithm, cols, true, false, |_| ROW_BLOCK_MAX);
+        let looped = |threads, kind| NormPlan::Loop { threads, kind };
+        assert_eq!(
+            choose(NormAlgorithm::Loop512, 4096),
+            looped(512, LoopKind::Hinted)
+        );
+        assert_eq!(
+            choose(NormAlgorithm::Loop1024, 16384),
+            looped(1024, LoopKind::Hinted)
+        );
+        assert_eq!(
+            choose(NormAlgorithm::Loop1024, 1024),
+            looped(256, LoopKind::Hinted)
+        );
+        assert_eq!(
+            choose(NormAlgorithm::Loop2x512, 1024),
+            looped(128, LoopKind::Hinted2)
+        );
+        assert_eq!(
+            choose(NormAlgorithm::Loop2x256, 65536),
+            looped(256, LoopKind::Hinted2)
+        );
+        assert_eq!(
+            choose(NormAlgorithm::LoopPlain512, 8),
+            looped(32, LoopKind::Plain)
+        );
+        assert_eq!(
+            choose(NormAlgorithm::Loop256, 4100),
+            looped(256, LoopKind::Hinted)
+        );
+        assert_eq!(choose(NormAlgorithm::Loop256, 4098), NormPlan::BlockReduce);
+        assert_eq!(
+            NormPlan::choose::<f32>(NormAlgorithm::Loop256, 4096, false, true, |_| ROW_BLOCK_MAX),
+            NormPlan::BlockReduce
+        );
+        assert_eq!(
+            NormPlan::choose::<half::bf16>(NormAlgorithm::Loop512, 16384, true, true, |_| ROW_BLOCK_MAX),
+            looped(512, LoopKind::Hinted)
+        );
+        // The default takes the looped plan from DEFAULT_LOOP_MIN_COLS on, and only there.
+        for layer in [false, true] {
+            let default =
+                NormPlan::choose::<f32>(NormAlgorithm::InRegisters, 16384, true, layer, |_| ROW_BLOCK_MAX);
+            match DEFAULT_LOOP_MIN_COLS[usize::from(layer)] {
+                Some(min) if min <= 16384 => assert!(matches!(default, NormPlan::Loop { .. })),
+                _ => assert!(matches!(default, NormPlan::Rows { .. })),
+            }
         }
     }
 }

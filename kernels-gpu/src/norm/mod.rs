@@ -47,7 +47,9 @@
 //!
 //! * [`two_pass`]: one block per row, the row not held but re-read for each pass (the second
 //!   and third reads meant to hit L2), vectorised; any row length of a multiple of the vector
-//!   width.
+//!   width. Its looped kernels (`*_norm_loop_*`, `*_norm_loop2_*`, `*_norm_loop_plain_*`) take
+//!   one or two vectors per thread per step (few registers, many threads resident) with
+//!   torch.compile's eviction hints (`Evict`: keep the row in L2 for the re-read).
 //!
 //! The `*_cs_*` kernels are in-register kernels whose loads of `x` and stores of `y` carry the
 //! streaming cache hint (evict first). The pipelined and streaming kernels are tuning
@@ -123,8 +125,10 @@ pub use in_registers::{
     rms_norm_rows_bf16, rms_norm_rows_cs_bf16, rms_norm_rows_cs_f32, rms_norm_rows_f32, ROWS_SHARED_BYTES,
 };
 pub use two_pass::{
-    layer_norm_two_pass_bf16, layer_norm_two_pass_f32, rms_norm_two_pass_bf16, rms_norm_two_pass_f32,
-    TWO_PASS_CHUNK, TWO_PASS_VECTORS,
+    layer_norm_loop2_bf16, layer_norm_loop2_f32, layer_norm_loop_bf16, layer_norm_loop_f32,
+    layer_norm_loop_plain_bf16, layer_norm_loop_plain_f32, layer_norm_two_pass_bf16, layer_norm_two_pass_f32,
+    rms_norm_loop2_bf16, rms_norm_loop2_f32, rms_norm_loop_bf16, rms_norm_loop_f32, rms_norm_loop_plain_bf16,
+    rms_norm_loop_plain_f32, rms_norm_two_pass_bf16, rms_norm_two_pass_f32, TWO_PASS_CHUNK, TWO_PASS_VECTORS,
 };
 pub use warp_rows::{
     layer_norm_warp_bf16, layer_norm_warp_f32, layer_norm_warp_keep_bf16, layer_norm_warp_keep_f32,
@@ -370,6 +374,110 @@ pub(crate) unsafe fn store_y<E: NormElem, const STREAM: bool>(p: *mut E, i: usiz
         } else {
             E::store_vec(p, i, v)
         }
+    }
+}
+
+/// The L2 eviction priority a load of the looped norms ([`two_pass`]'s `*_norm_loop*_*`)
+/// gives its lines, as Triton's `eviction_policy`: `ld.global.L1::evict_*.L2::cache_hint` with a
+/// [`cache_policy`]. The hint changes no value; the simulator loads plainly.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Evict {
+    /// No hint (`ld.global.v4`).
+    Normal,
+    /// Keep the line (`evict_last`): the row is read again soon, from L2.
+    Last(u64),
+    /// Drop the line first (`evict_first`): the row's last read.
+    First(u64),
+}
+
+/// An L2 cache policy of the whole access (`createpolicy.fractional.L2::evict_last.b64` or
+/// `...evict_first`, fraction 1) for [`Evict`]; in the sm_80 module and the simulator, 0. Pure: LLVM computes it once
+/// per kernel.
+#[inline(always)]
+pub(crate) fn cache_policy<const LAST: bool>() -> u64 {
+    #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
+    {
+        let out: u64;
+        // SAFETY: creates an opaque policy value in a register; no memory, no side effects.
+        unsafe {
+            if LAST {
+                core::arch::asm!(
+                    "createpolicy.fractional.L2::evict_last.b64 {out};",
+                    out = out(reg64) out,
+                    options(pure, nomem, nostack, preserves_flags),
+                );
+            } else {
+                core::arch::asm!(
+                    "createpolicy.fractional.L2::evict_first.b64 {out};",
+                    out = out(reg64) out,
+                    options(pure, nomem, nostack, preserves_flags),
+                );
+            }
+        }
+        out
+    }
+    #[cfg(not(all(target_arch = "nvptx64", target_feature = "sm_90")))]
+    {
+        0
+    }
+}
+
+/// `E::load_vec(p, i)` with the eviction hint `evict` (sixteen bytes as one
+/// `ld.global.L1::evict_*.L2::cache_hint.v4.b32`); [`Evict::Normal`], the sm_80 module and the
+/// simulator load plainly.
+///
+/// # Safety
+/// As [`NormElem::load_vec`], and `p` points to global memory.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub(crate) unsafe fn load_x_evict<E: NormElem>(p: *const E, i: usize, evict: Evict) -> [f32; 8] {
+    #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
+    {
+        let q = p.wrapping_add(i);
+        let (a, b, c, d): (u32, u32, u32, u32);
+        // SAFETY: the caller guarantees sixteen bytes of global memory at a 16-byte aligned `q`;
+        // a generic address of global memory converts to a global one with `cvta.to.global`.
+        unsafe {
+            match evict {
+                Evict::Normal => return E::load_vec(p, i),
+                Evict::Last(policy) => core::arch::asm!(
+                    "{{ .reg .u64 g; cvta.to.global.u64 g, {q}; ld.global.L1::evict_last.L2::cache_hint.v4.b32 {{{a}, {b}, {c}, {d}}}, [g], {policy}; }}",
+                    q = in(reg64) q,
+                    policy = in(reg64) policy,
+                    a = out(reg32) a,
+                    b = out(reg32) b,
+                    c = out(reg32) c,
+                    d = out(reg32) d,
+                    options(readonly, nostack, preserves_flags),
+                ),
+                Evict::First(policy) => core::arch::asm!(
+                    "{{ .reg .u64 g; cvta.to.global.u64 g, {q}; ld.global.L1::evict_first.L2::cache_hint.v4.b32 {{{a}, {b}, {c}, {d}}}, [g], {policy}; }}",
+                    q = in(reg64) q,
+                    policy = in(reg64) policy,
+                    a = out(reg32) a,
+                    b = out(reg32) b,
+                    c = out(reg32) c,
+                    d = out(reg32) d,
+                    options(readonly, nostack, preserves_flags),
+                ),
+            }
+        }
+        let w = [a, b, c, d];
+        if E::LANES == 4 {
+            let f = |k: usize| f32::from_bits(w[k]);
+            [f(0), f(1), f(2), f(3), 0.0, 0.0, 0.0, 0.0]
+        } else {
+            widen_bf16x8(w)
+        }
+    }
+    #[cfg(not(all(target_arch = "nvptx64", target_feature = "sm_90")))]
+    {
+        // The policy only steers the GPU's L2.
+        if let Evict::Last(policy) | Evict::First(policy) = evict {
+            let _ = policy;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { E::load_vec(p, i) }
     }
 }
 

@@ -5,8 +5,16 @@
 //! [`layer_norm_two_pass_f32`](fn@layer_norm_two_pass_f32),
 //! [`layer_norm_two_pass_bf16`](fn@layer_norm_two_pass_bf16). Few registers per thread, so
 //! more threads per multiprocessor than the in-register kernels at the same row length.
+//!
+//! The looped kernels (`*_norm_loop_*`, `*_norm_loop2_*`, `*_norm_loop_plain_*`: `norm_loop`)
+//! are the same formulation as torch.compile's generated reduction (`triton_red_*`): a thread
+//! takes one (or two) vectors per step of each pass, so that it needs few registers and the
+//! multiprocessor holds many threads; the first pass's loads ask L2 to keep the row
+//! (`evict_last`), the last pass's to drop it first (`evict_first`).
 
-use super::{block_sum, load_x, rcp_fast, rsqrt_fast, scratch, store_y, NormElem};
+use super::{
+    block_sum, cache_policy, load_x, load_x_evict, rcp_fast, rsqrt_fast, scratch, store_y, Evict, NormElem,
+};
 use crate::gpu::{bf16, math, thread};
 use crate::kernel;
 
@@ -229,4 +237,311 @@ layer_kernel!(
     /// # Safety
     /// As `norm_two_pass`.
     layer_norm_two_pass_bf16(bf16) = layer_two::<bf16>
+);
+
+/// RMSNorm (`LAYER = false`) or LayerNorm (`LAYER = true`) of one row per block, looped: the body
+/// of the `*_norm_loop*_*` kernels, torch.compile's formulation (one vector per thread per step,
+/// eviction hints).
+///
+/// Block `r` handles row `r`; its `T` threads step over the row's vectors, thread `tid` taking
+/// vectors `base + tid + k T` (`k < V`, `V` 1 or 2, the `V` loads of a step issued before any
+/// use; `base` advancing by `T V`), accumulating in one float per lane of the vector (4 f32, 8
+/// bf16), summed at the end of the pass. RMSNorm: pass 1 sums the squares (`block_sum`, one
+/// barrier); the last pass re-reads `x` and stores `x * rsqrt(ms + eps) * w`. LayerNorm: pass 1
+/// sums `x - x[r][0]`, pass 2 the squared deviations `((x - s) - mu)^2`, the last pass stores
+/// `((x - s) - mu) * rstd * w + b` (the shifted two-pass variance of the [family](super)).
+///
+/// With `HINTS`, the loads of `x` of every pass but the last, and those of the weight and bias,
+/// carry `evict_last` (keep the row in L2 for the re-read); the last pass's loads of `x`
+/// `evict_first` (as Triton's `eviction_policy`; in the sm_90 and sm_90a modules, the sm_80
+/// module's PTX 7.0 has no such hint); without, every load is plain. Stores of `y` are plain (as
+/// Triton's).
+///
+/// Global memory: `x` read from memory once if the re-reads hit L2 (RMSNorm twice, LayerNorm
+/// three times from the SM's side), `y` written once: the minimum traffic, 8 bytes per element
+/// in f32, 4 in bf16, is what reaches memory when they do; the weight (and bias) once per block.
+///
+/// Launch: `rows` blocks of `T` threads, `T` a multiple of 32 and at most 1024; dynamic shared
+/// memory [`ROWS_SHARED_BYTES`](super::ROWS_SHARED_BYTES).
+///
+/// # Safety
+/// `x` and `y` point to `rows * cols` elements of device memory and do not overlap, `w` and `b`
+/// to `cols` (`b` is not read by RMSNorm); all four 16-byte aligned; `cols >= 1` a multiple of
+/// `LANES`, `cols / LANES < 2^31`; the launch shape is as above.
+#[inline(always)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+unsafe fn norm_loop<E: NormElem, const LAYER: bool, const V: usize, const HINTS: bool>(
+    x: *const E,
+    w: *const E,
+    b: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    let row = thread::block_idx_x() as usize;
+    if row >= rows {
+        return; // the whole block leaves together: no barrier is skipped by part of it
+    }
+    let lanes = E::LANES;
+    let tid = thread::thread_idx_x();
+    let threads = thread::block_dim_x();
+    let vecs = (cols / lanes) as u32;
+    let step = threads * V as u32;
+    let (x_row, y_row) = (x.wrapping_add(row * cols), y.wrapping_add(row * cols));
+    let inv_n = rcp_fast(cols as f32);
+    let (keep, drop) = if HINTS {
+        (
+            Evict::Last(cache_policy::<true>()),
+            Evict::First(cache_policy::<false>()),
+        )
+    } else {
+        (Evict::Normal, Evict::Normal)
+    };
+    // One step's vectors of `x` from `base` (zeros past the row), with the hint `evict`.
+    let load_step = |base: u32, evict: Evict| {
+        let mut v = [[0.0f32; 8]; V];
+        unroll_8!(V, |k| {
+            let i = base + k as u32 * threads;
+            if i < vecs {
+                // SAFETY: vector `i < vecs` lies inside the row, 16-byte aligned, global.
+                v[k] = unsafe { load_x_evict::<E>(x_row, i as usize * lanes, evict) };
+            }
+        });
+        v
+    };
+    // The sum of a pass's per-lane accumulators.
+    let total = |acc: [f32; 8]| {
+        let mut s = 0.0f32;
+        for c in 0..lanes {
+            s += acc[c];
+        }
+        s
+    };
+    // SAFETY: `cols >= 1`.
+    let shift = if LAYER { unsafe { E::load(x_row, 0) } } else { 0.0 };
+
+    // Pass 1: the sum of squares (RMSNorm) or of `x - shift` (LayerNorm). Entries past the row
+    // are zeros that add nothing to the squares; LayerNorm skips them (they would add `-shift`).
+    let mut acc = [0.0f32; 8];
+    let mut base = tid;
+    while base < vecs {
+        let v = load_step(base, keep);
+        unroll_8!(V, |k| {
+            if LAYER {
+                if base + k as u32 * threads < vecs {
+                    for c in 0..lanes {
+                        acc[c] += v[k][c] - shift;
+                    }
+                }
+            } else {
+                for c in 0..lanes {
+                    acc[c] = math::fma(v[k][c], v[k][c], acc[c]);
+                }
+            }
+        });
+        base += step;
+    }
+    // SAFETY: every thread of the block reaches each sum, each with its own scratch area.
+    let first = unsafe { block_sum(scratch(0), total(acc)) } * inv_n;
+    let (mu, scale) = if LAYER {
+        // Pass 2: the squared deviations from the mean, re-read (from L2).
+        let mut acc = [0.0f32; 8];
+        let mut base = tid;
+        while base < vecs {
+            let v = load_step(base, keep);
+            unroll_8!(V, |k| {
+                if base + k as u32 * threads < vecs {
+                    for c in 0..lanes {
+                        let d = (v[k][c] - shift) - first;
+                        acc[c] = math::fma(d, d, acc[c]);
+                    }
+                }
+            });
+            base += step;
+        }
+        // SAFETY: as the first sum.
+        let var = unsafe { block_sum(scratch(1), total(acc)) } * inv_n;
+        (first, rsqrt_fast(var + eps))
+    } else {
+        (0.0, rsqrt_fast(first + eps))
+    };
+
+    // The last pass: re-read, scale, store.
+    let mut base = tid;
+    while base < vecs {
+        let v = load_step(base, drop);
+        unroll_8!(V, |k| {
+            let i = base + k as u32 * threads;
+            if i < vecs {
+                let at = i as usize * lanes;
+                // SAFETY: vector `i < vecs` of the weight, the bias and the row of `y`, aligned,
+                // global.
+                unsafe {
+                    let g = load_x_evict::<E>(w, at, keep);
+                    let mut out = [0.0f32; 8];
+                    if LAYER {
+                        let beta = load_x_evict::<E>(b, at, keep);
+                        for c in 0..lanes {
+                            out[c] = math::fma(((v[k][c] - shift) - mu) * scale, g[c], beta[c]);
+                        }
+                    } else {
+                        for c in 0..lanes {
+                            out[c] = v[k][c] * scale * g[c];
+                        }
+                    }
+                    store_y::<E, false>(y_row, at, out);
+                }
+            }
+        });
+        base += step;
+    }
+}
+
+/// `norm_loop` as RMSNorm (`w` stands in for the bias, never read).
+///
+/// # Safety
+/// As `norm_loop`.
+#[inline(always)]
+unsafe fn rms_loop<E: NormElem, const V: usize, const HINTS: bool>(
+    x: *const E,
+    w: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { norm_loop::<E, false, V, HINTS>(x, w, w, y, rows, cols, eps) }
+}
+
+/// `norm_loop` as LayerNorm.
+///
+/// # Safety
+/// As `norm_loop`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn layer_loop<E: NormElem, const V: usize, const HINTS: bool>(
+    x: *const E,
+    w: *const E,
+    b: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { norm_loop::<E, true, V, HINTS>(x, w, b, y, rows, cols, eps) }
+}
+
+rms_kernel!(
+    /// `norm_loop` as RMSNorm on f32, one vector per thread per step, eviction hints: a
+    /// multiple of 4 columns, the row read twice (the second time meant to hit L2). A tuning
+    /// candidate. Minimum traffic, moved when the re-read hits L2: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_loop`.
+    rms_norm_loop_f32(f32) = rms_loop::<f32, 1, true>
+);
+
+rms_kernel!(
+    /// `norm_loop` as RMSNorm on bf16 (f32 statistics), one vector per thread per step,
+    /// eviction hints: a multiple of 8 columns. A tuning candidate. Minimum traffic: 4 bytes per
+    /// element.
+    ///
+    /// # Safety
+    /// As `norm_loop`.
+    rms_norm_loop_bf16(bf16) = rms_loop::<bf16, 1, true>
+);
+
+layer_kernel!(
+    /// `norm_loop` as LayerNorm on f32, one vector per thread per step, eviction hints: a
+    /// multiple of 4 columns, the row read three times (twice meant to hit L2). A tuning
+    /// candidate. Minimum traffic: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_loop`.
+    layer_norm_loop_f32(f32) = layer_loop::<f32, 1, true>
+);
+
+layer_kernel!(
+    /// `norm_loop` as LayerNorm on bf16, one vector per thread per step, eviction hints: a
+    /// multiple of 8 columns. A tuning candidate. Minimum traffic: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_loop`.
+    layer_norm_loop_bf16(bf16) = layer_loop::<bf16, 1, true>
+);
+
+rms_kernel!(
+    /// `norm_loop` as RMSNorm on f32, two vectors per thread per step (32 bytes in flight),
+    /// eviction hints. A tuning candidate. Minimum traffic: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_loop`.
+    rms_norm_loop2_f32(f32) = rms_loop::<f32, 2, true>
+);
+
+rms_kernel!(
+    /// `norm_loop` as RMSNorm on bf16, two vectors per thread per step, eviction hints. A
+    /// tuning candidate. Minimum traffic: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_loop`.
+    rms_norm_loop2_bf16(bf16) = rms_loop::<bf16, 2, true>
+);
+
+layer_kernel!(
+    /// `norm_loop` as LayerNorm on f32, two vectors per thread per step, eviction hints. A
+    /// tuning candidate. Minimum traffic: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_loop`.
+    layer_norm_loop2_f32(f32) = layer_loop::<f32, 2, true>
+);
+
+layer_kernel!(
+    /// `norm_loop` as LayerNorm on bf16, two vectors per thread per step, eviction hints. A
+    /// tuning candidate. Minimum traffic: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_loop`.
+    layer_norm_loop2_bf16(bf16) = layer_loop::<bf16, 2, true>
+);
+
+rms_kernel!(
+    /// `norm_loop` as RMSNorm on f32, one vector per thread per step, plain loads (no
+    /// eviction hint: what the hints buy). A tuning candidate. Minimum traffic: 8 bytes per
+    /// element.
+    ///
+    /// # Safety
+    /// As `norm_loop`.
+    rms_norm_loop_plain_f32(f32) = rms_loop::<f32, 1, false>
+);
+
+rms_kernel!(
+    /// `norm_loop` as RMSNorm on bf16, one vector per thread per step, plain loads. A tuning
+    /// candidate. Minimum traffic: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_loop`.
+    rms_norm_loop_plain_bf16(bf16) = rms_loop::<bf16, 1, false>
+);
+
+layer_kernel!(
+    /// `norm_loop` as LayerNorm on f32, one vector per thread per step, plain loads. A tuning
+    /// candidate. Minimum traffic: 8 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_loop`.
+    layer_norm_loop_plain_f32(f32) = layer_loop::<f32, 1, false>
+);
+
+layer_kernel!(
+    /// `norm_loop` as LayerNorm on bf16, one vector per thread per step, plain loads. A tuning
+    /// candidate. Minimum traffic: 4 bytes per element.
+    ///
+    /// # Safety
+    /// As `norm_loop`.
+    layer_norm_loop_plain_bf16(bf16) = layer_loop::<bf16, 1, false>
 );
