@@ -6,7 +6,8 @@
 //! `gpukern:fast/128x128-stream-k` is the 128 x 128 kernel on the stream-K schedule
 //! (`Gpu::matmul_stream_k_into`, the resident grid; its time includes the fixup launch and the
 //! workspace allocation), beside `gpukern:fast/128x128` (one block per tile). `gpukern:fast`
-//! takes stream-K where `StreamKPlan::choose` says (`GPUKERN_SGEMM=dp` or `stream-k` overrides).
+//! is data-parallel unless `GPUKERN_SGEMM=stream-k` or `auto` (`StreamKPlan::choose`'s rule) says
+//! otherwise.
 //!
 //! `gpukern:tf32_wgmma` is the TF32 kernel on Hopper's `wgmma` (`Tf32Tile::Wgmma`), on a
 //! compute capability 9.0 GPU where `k` is a multiple of 4; its time includes the transpose of

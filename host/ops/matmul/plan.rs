@@ -54,8 +54,12 @@ impl MatmulPlan {
                     Some(SgemmSchedule::StreamK) => {
                         Some(StreamKPlan::with_ctas(m, n, gpu.stream_k_resident()?))
                     }
-                    None if large => StreamKPlan::choose(m, n, k, gpu.stream_k_resident()?),
-                    None => None,
+                    Some(SgemmSchedule::ByShape) if large => {
+                        StreamKPlan::choose(m, n, k, gpu.stream_k_resident()?)
+                    }
+                    // Data-parallel by default: on the H200 the 128 x 128 grid beat stream-K at
+                    // 4096^3 and 8192^3 (`bench/results/h200-logs/5e7f33d-plans.jsonl`).
+                    Some(SgemmSchedule::ByShape) | None => None,
                 };
                 stream_k.map_or(MatmulPlan::Fast(plan), MatmulPlan::StreamK)
             }
@@ -309,10 +313,12 @@ impl FastPlan {
     }
 }
 
-/// Environment variable that overrides the schedule [`MatmulAlgorithm::Fast`] picks for an f32
-/// product: `stream-k` ([`StreamKPlan`] wherever its kernel applies: `k`, `n` multiples of 4)
-/// or `dp` (data-parallel, one block per tile: [`FastPlan::choose`]'s plan). Read once per
-/// process; anything else leaves the choice to the shape.
+/// Environment variable that sets the schedule [`MatmulAlgorithm::Fast`] takes for an f32
+/// product: `stream-k` ([`StreamKPlan`] wherever its kernel applies: `k`, `n` multiples of 4),
+/// `auto` (stream-K where [`StreamKPlan::choose`] says) or `dp` (data-parallel, one block per
+/// tile: [`FastPlan::choose`]'s plan). Read once per process; unset or anything else is `dp`,
+/// the default, because on the H200 the data-parallel 128 x 128 grid was 5% ahead of stream-K at
+/// 4096^3 and 8192^3 (`bench/results/h200-logs/5e7f33d-plans.jsonl`).
 pub const SGEMM_SCHEDULE_ENV: &str = "GPUKERN_SGEMM";
 
 /// A schedule forced through [`SGEMM_SCHEDULE_ENV`].
@@ -322,6 +328,8 @@ enum SgemmSchedule {
     StreamK,
     /// `dp`.
     DataParallel,
+    /// `auto`: [`StreamKPlan::choose`]'s rule.
+    ByShape,
 }
 
 impl SgemmSchedule {
@@ -331,6 +339,7 @@ impl SgemmSchedule {
         *FORCED.get_or_init(|| match std::env::var(SGEMM_SCHEDULE_ENV).ok().as_deref() {
             Some("stream-k") => Some(SgemmSchedule::StreamK),
             Some("dp") => Some(SgemmSchedule::DataParallel),
+            Some("auto") => Some(SgemmSchedule::ByShape),
             _ => None,
         })
     }
@@ -362,7 +371,8 @@ impl StreamKPlan {
         m.div_ceil(STREAM_K.block_rows) * n.div_ceil(STREAM_K.block_cols)
     }
 
-    /// The plan of [`MatmulAlgorithm::Fast`] for an `m x k` times `k x n` product whose kernel
+    /// The stream-K rule (taken by [`MatmulAlgorithm::Fast`] only with
+    /// [`SGEMM_SCHEDULE_ENV`]`=auto`) for an `m x k` times `k x n` product whose kernel
     /// has `resident` blocks resident on the GPU, or `None` for the data-parallel grid: with
     /// `tiles` tiles of 128 x 128, stream-K when the grid runs more than one wave (`tiles >
     /// resident`), the last is between empty and 95% full (`0 < tiles % resident <= 0.95 *

@@ -5,7 +5,7 @@
 
 mod plan;
 
-pub use plan::{DEFAULT_LOOP, DEFAULT_LOOP_MIN_COLS, LoopKind, NormPlan, RowsWidth};
+pub use plan::{DEFAULT_LOOP, DEFAULT_LOOP_COLS, LoopKind, NormPlan, RowsWidth};
 
 use half::bf16;
 use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES, WARP_BLOCK, WARP_ROWS};

@@ -182,9 +182,10 @@ impl NormPlan {
         if let Some(plan) = own {
             return plan;
         }
-        // Long rows: the looped kernel, once measured to win (see DEFAULT_LOOP_MIN_COLS).
-        if let Some(plan) = DEFAULT_LOOP_MIN_COLS[usize::from(layer)]
-            .filter(|&min| cols >= min)
+        // The looped kernel where it was measured to win (see DEFAULT_LOOP_COLS).
+        let f32 = core::mem::size_of::<T>() == 4;
+        if let Some(plan) = DEFAULT_LOOP_COLS[usize::from(layer)][usize::from(f32)]
+            .filter(|&(lo, hi)| (lo..=hi).contains(&cols))
             .and_then(|_| loop_plan(DEFAULT_LOOP, vecs))
         {
             return plan;
@@ -194,7 +195,6 @@ impl NormPlan {
         // persistent warp-per-row kernel that keeps the weight and bias in registers
         // (`warp-keep`, 0.5-3% ahead of 16 elements per thread at 1024 columns in each of the
         // four runs that timed both; shorter rows were not timed).
-        let f32 = core::mem::size_of::<T>() == 4;
         if layer && f32 && cols > WARP_ELEMENTS * 16 && cols <= WARP_ELEMENTS * 32 {
             return NormPlan::Warp { keep: true };
         }
@@ -240,14 +240,21 @@ pub const DEFAULT_W16_MAX_COLS: usize = 8192;
 /// runs that timed both), longer ones 32.
 pub const DEFAULT_W16_MAX_COLS_F32: usize = 16384;
 
-/// Rows of at least this many columns take the looped kernel [`DEFAULT_LOOP`] by default
-/// (torch.compile's formulation), for RMSNorm (`[0]`) and LayerNorm (`[1]`); `None`: never, the
-/// in-register kernels at every length. The switch to flip once the H200 run of the `loop*`
-/// candidates shows where they win (e.g. `[Some(4096), None]`).
-pub const DEFAULT_LOOP_MIN_COLS: [Option<usize>; 2] = [None, None];
+/// Rows of `lo..=hi` columns take the looped kernel [`DEFAULT_LOOP`] by default, indexed
+/// `[layer][f32]`: RMSNorm `[0]`, LayerNorm `[1]`; bf16 `[_][0]`, f32 `[_][1]`; `None`: never.
+/// From the H200 run of every candidate at 8192 x {1024, 4096, 16384}
+/// (`bench/results/h200-logs/5e7f33d-plans.jsonl`): `loop2-512` was ahead of the in-register
+/// default for RMSNorm at 1024 (f32 6%, bf16 2%) and 4096 (f32 2%, bf16 3.5%) and for f32
+/// LayerNorm at 1024 (3% ahead of `warp-keep`); behind it at 16384, for f32 LayerNorm at 4096 and
+/// for bf16 LayerNorm. 2048 columns were not timed; rows under 1024 columns were not either.
+pub const DEFAULT_LOOP_COLS: [[Option<(usize, usize)>; 2]; 2] = [
+    [Some((1024, 4096)), Some((1024, 4096))],
+    [None, Some((1024, 1024))],
+];
 
-/// The looped candidate the default takes from [`DEFAULT_LOOP_MIN_COLS`] columns on.
-pub const DEFAULT_LOOP: NormAlgorithm = NormAlgorithm::Loop512;
+/// The looped candidate the default takes in [`DEFAULT_LOOP_COLS`]: two vectors per thread per
+/// step, 512 threads at most.
+pub const DEFAULT_LOOP: NormAlgorithm = NormAlgorithm::Loop2x512;
 
 #[cfg(test)]
 mod tests {
@@ -267,14 +274,39 @@ mod tests {
     }
 
     #[test]
-    fn f32_layer_norm_of_rows_of_513_to_1024_takes_the_warp_kernel_that_keeps_its_weights() {
-        assert_eq!(default_plan::<f32>(1024, true), NormPlan::Warp { keep: true });
+    fn f32_layer_norm_of_rows_of_513_to_1020_takes_the_warp_kernel_that_keeps_its_weights() {
+        assert_eq!(default_plan::<f32>(1020, true), NormPlan::Warp { keep: true });
         assert_eq!(default_plan::<f32>(516, true), NormPlan::Warp { keep: true });
-        // Not shorter rows, not RMSNorm, not bf16, not longer rows.
+        // Not shorter rows, not RMSNorm, not bf16, not longer rows (1024: the looped kernel).
         assert_eq!(width(default_plan::<f32>(512, true)), Some(RowsWidth::W16));
-        assert_eq!(width(default_plan::<f32>(1024, false)), Some(RowsWidth::W16));
+        assert_eq!(width(default_plan::<f32>(1020, false)), Some(RowsWidth::W16));
         assert_eq!(width(default_plan::<bf16>(1024, true)), Some(RowsWidth::W16));
         assert_eq!(width(default_plan::<f32>(1028, true)), Some(RowsWidth::W16));
+    }
+
+    /// `loop2-512` by default where it won on the H200 (DEFAULT_LOOP_COLS), a trial on each side
+    /// of every range boundary.
+    #[test]
+    fn the_looped_kernel_by_default_in_its_measured_ranges() {
+        let looped = |threads| NormPlan::Loop {
+            threads,
+            kind: LoopKind::Hinted2,
+        };
+        for layer in [false, true] {
+            assert_eq!(default_plan::<f32>(1024, layer), looped(128));
+            assert!(!matches!(default_plan::<f32>(1020, layer), NormPlan::Loop { .. }));
+        }
+        // RMSNorm, f32 and bf16: 1024 to 4096 columns.
+        assert_eq!(default_plan::<f32>(4096, false), looped(512));
+        assert_eq!(width(default_plan::<f32>(4100, false)), Some(RowsWidth::W16));
+        assert_eq!(default_plan::<bf16>(1024, false), looped(64));
+        assert_eq!(default_plan::<bf16>(4096, false), looped(256));
+        assert_eq!(width(default_plan::<bf16>(1016, false)), Some(RowsWidth::W16));
+        assert_eq!(width(default_plan::<bf16>(4104, false)), Some(RowsWidth::W16));
+        // f32 LayerNorm: 1024 only; bf16 LayerNorm: never.
+        assert_eq!(width(default_plan::<f32>(1028, true)), Some(RowsWidth::W16));
+        assert_eq!(width(default_plan::<f32>(4096, true)), Some(RowsWidth::W16));
+        assert_eq!(width(default_plan::<bf16>(2048, true)), Some(RowsWidth::W16));
     }
 
     #[test]
@@ -332,14 +364,5 @@ mod tests {
             NormPlan::choose::<half::bf16>(NormAlgorithm::Loop512, 16384, true, true, |_| ROW_BLOCK_MAX),
             looped(512, LoopKind::Hinted)
         );
-        // The default takes the looped plan from DEFAULT_LOOP_MIN_COLS on, and only there.
-        for layer in [false, true] {
-            let default =
-                NormPlan::choose::<f32>(NormAlgorithm::InRegisters, 16384, true, layer, |_| ROW_BLOCK_MAX);
-            match DEFAULT_LOOP_MIN_COLS[usize::from(layer)] {
-                Some(min) if min <= 16384 => assert!(matches!(default, NormPlan::Loop { .. })),
-                _ => assert!(matches!(default, NormPlan::Rows { .. })),
-            }
-        }
     }
 }
