@@ -18,9 +18,11 @@
 #   GPUKERN_BENCH_BIN  the bench binary (default target/release/examples/bench)
 #   OUT                if set, every result file goes to this folder instead of bench/results
 #   GPUKERN_GIT_REV    the commit measured (default: git rev-parse --short HEAD, else "unknown")
-#   BENCH_BUDGET_S     bench: measurements not started by then are skipped (default 200)
-#   PEERS_BUDGET_S     peers.py: the same (default 300)
-#   BENCH_TIMEOUT_S, PEERS_TIMEOUT_S  hard limits per part (default 260 and 330); what a
+#   BENCH_BUDGET_S     bench: measurements not started by then are skipped (default 250; the
+#                      full suite took about 215 s on the H200 at ab06b47)
+#   PEERS_BUDGET_S     peers.py: the same (default 280; about 195 s at ab06b47)
+#   BENCH_TIMEOUT_S, PEERS_TIMEOUT_S  hard limits per part (default 280 and 300,
+#                      580 s in all: one 10-minute device call); what a
 #                      killed part wrote so far is kept (records are flushed one by one)
 set -uo pipefail
 
@@ -94,7 +96,7 @@ run_once() {
 
   echo "run.sh: [1/2] gpukern bench ($bin) -> $dest/gpukern.jsonl"
   if [[ -x "$bin" ]]; then
-    timeout "${BENCH_TIMEOUT_S:-260}" "$bin" --out "$dest/gpukern.jsonl" --budget-s "${BENCH_BUDGET_S:-200}" ${quick[@]+"${quick[@]}"}
+    timeout "${BENCH_TIMEOUT_S:-280}" "$bin" --out "$dest/gpukern.jsonl" --budget-s "${BENCH_BUDGET_S:-250}" ${quick[@]+"${quick[@]}"}
     rc_bench=$?
   else
     echo "run.sh: no bench binary at $bin: build it with 'cargo build --release --example bench'" \
@@ -103,8 +105,8 @@ run_once() {
   fi
 
   echo "run.sh: [2/2] peers (PyTorch, Triton, Numba) -> $dest/peers.jsonl"
-  PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT_S:-330}" python3 bench/peers.py \
-    --out "$dest/peers.jsonl" --budget-s "${PEERS_BUDGET_S:-300}" ${quick[@]+"${quick[@]}"}
+  PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT_S:-300}" python3 bench/peers.py \
+    --out "$dest/peers.jsonl" --budget-s "${PEERS_BUDGET_S:-280}" ${quick[@]+"${quick[@]}"}
   rc_peers=$?
 
   merged="$dest/$name.jsonl"

@@ -58,7 +58,7 @@ impl MatmulPlan {
                         StreamKPlan::choose(m, n, k, gpu.stream_k_resident()?)
                     }
                     // Data-parallel by default: on the H200 the 128 x 128 grid beat stream-K at
-                    // 4096^3 and 8192^3 (`bench/results/h200-logs/5e7f33d-plans.jsonl`).
+                    // 4096^3 and 8192^3 (`bench/results/5e7f33d-plans.jsonl`).
                     Some(SgemmSchedule::ByShape) | None => None,
                 };
                 stream_k.map_or(MatmulPlan::Fast(plan), MatmulPlan::StreamK)
@@ -318,7 +318,7 @@ impl FastPlan {
 /// `auto` (stream-K where [`StreamKPlan::choose`] says) or `dp` (data-parallel, one block per
 /// tile: [`FastPlan::choose`]'s plan). Read once per process; unset or anything else is `dp`,
 /// the default, because on the H200 the data-parallel 128 x 128 grid was 5% ahead of stream-K at
-/// 4096^3 and 8192^3 (`bench/results/h200-logs/5e7f33d-plans.jsonl`).
+/// 4096^3 and 8192^3 (`bench/results/5e7f33d-plans.jsonl`).
 pub const SGEMM_SCHEDULE_ENV: &str = "GPUKERN_SGEMM";
 
 /// A schedule forced through [`SGEMM_SCHEDULE_ENV`].

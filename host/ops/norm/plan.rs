@@ -243,7 +243,7 @@ pub const DEFAULT_W16_MAX_COLS_F32: usize = 16384;
 /// Rows of `lo..=hi` columns take the looped kernel [`DEFAULT_LOOP`] by default, indexed
 /// `[layer][f32]`: RMSNorm `[0]`, LayerNorm `[1]`; bf16 `[_][0]`, f32 `[_][1]`; `None`: never.
 /// From the H200 run of every candidate at 8192 x {1024, 4096, 16384}
-/// (`bench/results/h200-logs/5e7f33d-plans.jsonl`): `loop2-512` was ahead of the in-register
+/// (`bench/results/5e7f33d-plans.jsonl`): `loop2-512` was ahead of the in-register
 /// default for RMSNorm at 1024 (f32 6%, bf16 2%) and 4096 (f32 2%, bf16 3.5%) and for f32
 /// LayerNorm at 1024 (3% ahead of `warp-keep`); behind it at 16384, for f32 LayerNorm at 4096 and
 /// for bf16 LayerNorm. 2048 columns were not timed; rows under 1024 columns were not either.
