@@ -280,7 +280,7 @@ fn unit_of<const BM: usize, const BN: usize, const BK: usize>(
 /// [`stream_k_gemm`] with [`STREAM_K`] ([`FAST_128`]) and 16-byte global loads and stores: for `k`
 /// and `n` multiples of 4 and 16-byte aligned matrices.
 ///
-/// Per unit of work a block does what [`super::matmul_fast_128x128_vec4`] does for its tile (or a
+/// Per unit of work a block does what [`super::matmul_fast_128x128_vec4()`] does for its tile (or a
 /// range of its steps of 16 along `k`): 16 KiB read and 524,288 flops per step; a partial tile
 /// writes 64 KiB to the workspace. Launch: a grid of `ctas` blocks (the resident count) of 256
 /// threads, `STREAM_K.shared_bytes()` (33,280) bytes of dynamic shared memory.

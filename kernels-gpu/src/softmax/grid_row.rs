@@ -277,7 +277,7 @@ impl Share {
 /// `L - R` of shared memory (consecutive threads, consecutive slots: no bank conflict), and
 /// streams the rest the same way (plain loads, so that it stays in L2 for phase 2), keeping
 /// running statistics throughout (one exponential per entry and one per group, base 2 with `t
-/// log2 e` folded in, the sign of `t` tested once per group; [`fold`]); block 0's threads 0..7
+/// log2 e` folded in, the sign of `t` tested once per group; `fold`); block 0's threads 0..7
 /// add the head and tail scalars. The block merges them (`block_stats`), thread 0 stores them to
 /// `partials[(row % 2) * G + b]` (two sets, used by alternate rows: a block stores row `r + 2`'s
 /// only after the barrier of row `r + 1`, which every block passes after reading row `r`'s),
@@ -285,7 +285,7 @@ impl Share {
 /// every block merges the row's `G` partials the same way (so all use the same `(M, S)`), writes
 /// the streamed part first (read again: the last read of phase 1, mostly still in L2), then the
 /// shared and register parts, with the evict-first hint on the stores; where `M` is finite
-/// ([`fast`]) each entry costs a subtraction, two multiplications and an `ex2.approx.ftz`.
+/// (`fast`) each entry costs a subtraction, two multiplications and an `ex2.approx.ftz`.
 ///
 /// Global memory: per element, one read and one write (8 bytes), plus a second read of the part
 /// past `R + shared_vecs` of each block's share (from L2 where it stayed); 8 bytes per block of
