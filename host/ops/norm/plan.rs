@@ -121,7 +121,7 @@ impl NormPlan {
     /// The plan for rows of `cols >= 1` elements of `T` with `algorithm`; `aligned`: every
     /// buffer starts on a 16-byte boundary (device allocations are 256-byte aligned; host
     /// buffers of the simulator may not be); `layer`: LayerNorm (RMSNorm otherwise; the
-    /// default differs at short f32 rows, and the looped switch is per norm); `max_threads`: the driver's block limit for the
+    /// default differs at short f32 rows, and the looped range is per norm and type); `max_threads`: the driver's block limit for the
     /// in-register kernel of each width.
     ///
     /// An algorithm whose own kernel does not take the row ([`NormAlgorithm::fits`]) runs the
