@@ -81,6 +81,121 @@ pub unsafe fn load4_streaming(p: *const f32, i: usize) -> F4 {
     }
 }
 
+/// The L2 eviction priority that a [`load4_evict_words`] gives its lines, as Triton's
+/// `eviction_policy`: `ld.global.L1::evict_*.L2::cache_hint` with an L2 cache policy of the whole
+/// access. The hint changes no value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Evict {
+    /// No hint (`ld.global.v4`).
+    Normal,
+    /// Keep the line (`evict_last`): the data is read again soon, from L2. Made by
+    /// [`Evict::last`].
+    Last(u64),
+    /// Drop the line first (`evict_first`): the data's last read. Made by [`Evict::first`].
+    First(u64),
+}
+
+impl Evict {
+    /// [`Evict::Last`] with its policy (`createpolicy.fractional.L2::evict_last.b64`, fraction
+    /// 1; 0 where [`EVICT_HINTS`] is false). Pure: LLVM computes it once per kernel.
+    #[inline(always)]
+    pub fn last() -> Evict {
+        Evict::Last(l2_policy::<true>())
+    }
+
+    /// [`Evict::First`] with its policy (`createpolicy.fractional.L2::evict_first.b64`).
+    #[inline(always)]
+    pub fn first() -> Evict {
+        Evict::First(l2_policy::<false>())
+    }
+}
+
+/// Whether this build's loads carry [`Evict`]'s hints: the sm_90 and sm_90a modules. The sm_80
+/// module's PTX 7.0 has no such load, and the simulator has no L2; there a hinted load is a plain
+/// one.
+pub const EVICT_HINTS: bool = cfg!(all(target_arch = "nvptx64", target_feature = "sm_90"));
+
+/// An L2 cache policy of the whole access, `evict_last` (`LAST`) or `evict_first`; 0 where
+/// [`EVICT_HINTS`] is false.
+#[inline(always)]
+fn l2_policy<const LAST: bool>() -> u64 {
+    #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
+    {
+        let out: u64;
+        // SAFETY: creates an opaque policy value in a register; no memory, no side effects.
+        unsafe {
+            if LAST {
+                core::arch::asm!(
+                    "createpolicy.fractional.L2::evict_last.b64 {out};",
+                    out = out(reg64) out,
+                    options(pure, nomem, nostack, preserves_flags),
+                );
+            } else {
+                core::arch::asm!(
+                    "createpolicy.fractional.L2::evict_first.b64 {out};",
+                    out = out(reg64) out,
+                    options(pure, nomem, nostack, preserves_flags),
+                );
+            }
+        }
+        out
+    }
+    #[cfg(not(all(target_arch = "nvptx64", target_feature = "sm_90")))]
+    {
+        0
+    }
+}
+
+/// `p[i..i + 4]` as one 16-byte access with the L2 eviction hint `evict`, returned as the
+/// sixteen bytes' four words (so that data of any 4- or 2-byte type can be read through it);
+/// where [`EVICT_HINTS`] is false, or with [`Evict::Normal`], a plain [`load4`].
+///
+/// # Safety
+/// As [`load4`], and `p` points to global memory (not shared).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn load4_evict_words(p: *const f32, i: usize, evict: Evict) -> [u32; 4] {
+    #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
+    {
+        let q = p.wrapping_add(i);
+        let (a, b, c, d): (u32, u32, u32, u32);
+        // SAFETY: the caller guarantees sixteen bytes of global memory at a 16-byte aligned `q`;
+        // a generic address of global memory converts to a global one with `cvta.to.global`.
+        unsafe {
+            match evict {
+                Evict::Normal => return load4(p, i).0.map(f32::to_bits),
+                Evict::Last(policy) => core::arch::asm!(
+                    "{{ .reg .u64 g; cvta.to.global.u64 g, {q}; ld.global.L1::evict_last.L2::cache_hint.v4.b32 {{{a}, {b}, {c}, {d}}}, [g], {policy}; }}",
+                    q = in(reg64) q,
+                    policy = in(reg64) policy,
+                    a = out(reg32) a,
+                    b = out(reg32) b,
+                    c = out(reg32) c,
+                    d = out(reg32) d,
+                    options(readonly, nostack, preserves_flags),
+                ),
+                Evict::First(policy) => core::arch::asm!(
+                    "{{ .reg .u64 g; cvta.to.global.u64 g, {q}; ld.global.L1::evict_first.L2::cache_hint.v4.b32 {{{a}, {b}, {c}, {d}}}, [g], {policy}; }}",
+                    q = in(reg64) q,
+                    policy = in(reg64) policy,
+                    a = out(reg32) a,
+                    b = out(reg32) b,
+                    c = out(reg32) c,
+                    d = out(reg32) d,
+                    options(readonly, nostack, preserves_flags),
+                ),
+            }
+        }
+        [a, b, c, d]
+    }
+    #[cfg(not(all(target_arch = "nvptx64", target_feature = "sm_90")))]
+    {
+        let _ = evict; // the policy only steers the GPU's L2
+                       // SAFETY: forwarded contract.
+        unsafe { load4(p, i) }.0.map(f32::to_bits)
+    }
+}
+
 /// [`store4`] with the streaming cache hint (`st.global.cs.v4.f32`: evict first), for results no
 /// kernel reads soon. The simulator treats it as [`store4`].
 ///

@@ -78,7 +78,8 @@ pub enum NormAlgorithm {
     /// [`NormAlgorithm::Loop256`] with two vectors per thread per step (`*_norm_loop2_*`). A
     /// tuning candidate.
     Loop2x256,
-    /// [`NormAlgorithm::Loop2x256`] with blocks of 512 threads. A tuning candidate.
+    /// [`NormAlgorithm::Loop2x256`] with blocks of 512 threads: the default's plan for RMSNorm
+    /// of 1024 to 4096 columns and f32 LayerNorm of 1024 ([`DEFAULT_LOOP_COLS`]).
     Loop2x512,
     /// [`NormAlgorithm::Loop512`] without the eviction hints (`*_norm_loop_plain_*`): what the
     /// hints buy. A tuning candidate.

@@ -56,7 +56,7 @@
 //! candidates, timed beside the defaults.
 
 use crate::gpu::convert::{bf16_to_f32, f32_to_bf16};
-use crate::gpu::vector;
+use crate::gpu::vector::{self, Evict};
 use crate::gpu::{bf16, mem, shared, thread, warp};
 
 /// A `#[kernel]` RMSNorm entry `name(x, w, y, rows, cols, eps)` on elements `$t`, forwarding
@@ -377,107 +377,27 @@ pub(crate) unsafe fn store_y<E: NormElem, const STREAM: bool>(p: *mut E, i: usiz
     }
 }
 
-/// The L2 eviction priority a load of the looped norms ([`two_pass`]'s `*_norm_loop*_*`)
-/// gives its lines, as Triton's `eviction_policy`: `ld.global.L1::evict_*.L2::cache_hint` with a
-/// [`cache_policy`]. The hint changes no value; the simulator loads plainly.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Evict {
-    /// No hint (`ld.global.v4`).
-    Normal,
-    /// Keep the line (`evict_last`): the row is read again soon, from L2.
-    Last(u64),
-    /// Drop the line first (`evict_first`): the row's last read.
-    First(u64),
-}
-
-/// An L2 cache policy of the whole access (`createpolicy.fractional.L2::evict_last.b64` or
-/// `...evict_first`, fraction 1) for [`Evict`]; in the sm_80 module and the simulator, 0. Pure: LLVM computes it once
-/// per kernel.
-#[inline(always)]
-pub(crate) fn cache_policy<const LAST: bool>() -> u64 {
-    #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
-    {
-        let out: u64;
-        // SAFETY: creates an opaque policy value in a register; no memory, no side effects.
-        unsafe {
-            if LAST {
-                core::arch::asm!(
-                    "createpolicy.fractional.L2::evict_last.b64 {out};",
-                    out = out(reg64) out,
-                    options(pure, nomem, nostack, preserves_flags),
-                );
-            } else {
-                core::arch::asm!(
-                    "createpolicy.fractional.L2::evict_first.b64 {out};",
-                    out = out(reg64) out,
-                    options(pure, nomem, nostack, preserves_flags),
-                );
-            }
-        }
-        out
-    }
-    #[cfg(not(all(target_arch = "nvptx64", target_feature = "sm_90")))]
-    {
-        0
-    }
-}
-
-/// `E::load_vec(p, i)` with the eviction hint `evict` (sixteen bytes as one
-/// `ld.global.L1::evict_*.L2::cache_hint.v4.b32`); [`Evict::Normal`], the sm_80 module and the
-/// simulator load plainly.
+/// `E::load_vec(p, i)` with the L2 eviction hint `evict` ([`vector::load4_evict_words`], for the
+/// looped norms, [`two_pass`]'s `*_norm_loop*_*`); with [`Evict::Normal`] or where
+/// [`vector::EVICT_HINTS`] is false (the sm_80 module, the simulator), `E::load_vec` itself.
 ///
 /// # Safety
 /// As [`NormElem::load_vec`], and `p` points to global memory.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub(crate) unsafe fn load_x_evict<E: NormElem>(p: *const E, i: usize, evict: Evict) -> [f32; 8] {
-    #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
-    {
-        let q = p.wrapping_add(i);
-        let (a, b, c, d): (u32, u32, u32, u32);
-        // SAFETY: the caller guarantees sixteen bytes of global memory at a 16-byte aligned `q`;
-        // a generic address of global memory converts to a global one with `cvta.to.global`.
-        unsafe {
-            match evict {
-                Evict::Normal => return E::load_vec(p, i),
-                Evict::Last(policy) => core::arch::asm!(
-                    "{{ .reg .u64 g; cvta.to.global.u64 g, {q}; ld.global.L1::evict_last.L2::cache_hint.v4.b32 {{{a}, {b}, {c}, {d}}}, [g], {policy}; }}",
-                    q = in(reg64) q,
-                    policy = in(reg64) policy,
-                    a = out(reg32) a,
-                    b = out(reg32) b,
-                    c = out(reg32) c,
-                    d = out(reg32) d,
-                    options(readonly, nostack, preserves_flags),
-                ),
-                Evict::First(policy) => core::arch::asm!(
-                    "{{ .reg .u64 g; cvta.to.global.u64 g, {q}; ld.global.L1::evict_first.L2::cache_hint.v4.b32 {{{a}, {b}, {c}, {d}}}, [g], {policy}; }}",
-                    q = in(reg64) q,
-                    policy = in(reg64) policy,
-                    a = out(reg32) a,
-                    b = out(reg32) b,
-                    c = out(reg32) c,
-                    d = out(reg32) d,
-                    options(readonly, nostack, preserves_flags),
-                ),
-            }
-        }
-        let w = [a, b, c, d];
-        if E::LANES == 4 {
-            let f = |k: usize| f32::from_bits(w[k]);
-            [f(0), f(1), f(2), f(3), 0.0, 0.0, 0.0, 0.0]
-        } else {
-            widen_bf16x8(w)
-        }
-    }
-    #[cfg(not(all(target_arch = "nvptx64", target_feature = "sm_90")))]
-    {
-        // The policy only steers the GPU's L2.
-        if let Evict::Last(policy) | Evict::First(policy) = evict {
-            let _ = policy;
-        }
+    if !vector::EVICT_HINTS || evict == Evict::Normal {
         // SAFETY: forwarded contract.
-        unsafe { E::load_vec(p, i) }
+        return unsafe { E::load_vec(p, i) };
+    }
+    // Eight bf16 are the bits of four f32: one 16-byte load of them either way.
+    // SAFETY: the caller guarantees sixteen bytes of global memory at an aligned `p + i`.
+    let w = unsafe { vector::load4_evict_words(p.wrapping_add(i).cast::<f32>(), 0, evict) };
+    if E::LANES == 4 {
+        let f = |k: usize| f32::from_bits(w[k]);
+        [f(0), f(1), f(2), f(3), 0.0, 0.0, 0.0, 0.0]
+    } else {
+        widen_bf16x8(w)
     }
 }
 

@@ -12,9 +12,8 @@
 //! multiprocessor holds many threads; the first pass's loads ask L2 to keep the row
 //! (`evict_last`), the last pass's to drop it first (`evict_first`).
 
-use super::{
-    block_sum, cache_policy, load_x, load_x_evict, rcp_fast, rsqrt_fast, scratch, store_y, Evict, NormElem,
-};
+use super::{block_sum, load_x, load_x_evict, rcp_fast, rsqrt_fast, scratch, store_y, NormElem};
+use crate::gpu::vector::Evict;
 use crate::gpu::{bf16, math, thread};
 use crate::kernel;
 
@@ -291,10 +290,7 @@ unsafe fn norm_loop<E: NormElem, const LAYER: bool, const V: usize, const HINTS:
     let (x_row, y_row) = (x.wrapping_add(row * cols), y.wrapping_add(row * cols));
     let inv_n = rcp_fast(cols as f32);
     let (keep, drop) = if HINTS {
-        (
-            Evict::Last(cache_policy::<true>()),
-            Evict::First(cache_policy::<false>()),
-        )
+        (Evict::last(), Evict::first())
     } else {
         (Evict::Normal, Evict::Normal)
     };
@@ -475,7 +471,8 @@ layer_kernel!(
 
 rms_kernel!(
     /// `norm_loop` as RMSNorm on f32, two vectors per thread per step (32 bytes in flight),
-    /// eviction hints. A tuning candidate. Minimum traffic: 8 bytes per element.
+    /// eviction hints: the default for rows of 1024 to 4096 columns (`DEFAULT_LOOP_COLS` on the
+    /// host). Minimum traffic: 8 bytes per element.
     ///
     /// # Safety
     /// As `norm_loop`.
@@ -483,8 +480,8 @@ rms_kernel!(
 );
 
 rms_kernel!(
-    /// `norm_loop` as RMSNorm on bf16, two vectors per thread per step, eviction hints. A
-    /// tuning candidate. Minimum traffic: 4 bytes per element.
+    /// `norm_loop` as RMSNorm on bf16, two vectors per thread per step, eviction hints: the
+    /// default for rows of 1024 to 4096 columns. Minimum traffic: 4 bytes per element.
     ///
     /// # Safety
     /// As `norm_loop`.
@@ -492,8 +489,8 @@ rms_kernel!(
 );
 
 layer_kernel!(
-    /// `norm_loop` as LayerNorm on f32, two vectors per thread per step, eviction hints. A
-    /// tuning candidate. Minimum traffic: 8 bytes per element.
+    /// `norm_loop` as LayerNorm on f32, two vectors per thread per step, eviction hints: the
+    /// default for rows of 1024 columns. Minimum traffic: 8 bytes per element.
     ///
     /// # Safety
     /// As `norm_loop`.
