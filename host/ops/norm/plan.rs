@@ -101,11 +101,16 @@ fn loop_plan(algorithm: NormAlgorithm, vecs: usize) -> Option<NormPlan> {
         NormAlgorithm::LoopPlain512 => (512, LoopKind::Plain),
         _ => return None,
     };
-    let filled = vecs.div_ceil(kind.vectors()).next_multiple_of(32).max(32);
     Some(NormPlan::Loop {
-        threads: filled.min(threads) as u32,
+        threads: warps_for(vecs, kind.vectors()).min(threads) as u32,
         kind,
     })
+}
+
+/// Threads, in whole warps and at least one, that hold a row's `vecs` vectors at `per_thread`
+/// each.
+fn warps_for(vecs: usize, per_thread: usize) -> usize {
+    vecs.div_ceil(per_thread).next_multiple_of(32).max(32)
 }
 
 /// Vectors per thread the default plan aims for, as a fraction of what a thread can hold: half (16
@@ -139,7 +144,7 @@ impl NormPlan {
         let vecs = cols / T::LANES;
         let threads_for = |width: RowsWidth| {
             let per_thread = (width.elements() / T::LANES).max(1);
-            let threads = vecs.div_ceil(per_thread).next_multiple_of(32).max(32);
+            let threads = warps_for(vecs, per_thread);
             let limit = max_threads(width).min(ROW_BLOCK_MAX) as usize;
             (threads <= limit).then_some(threads as u32)
         };
@@ -162,9 +167,8 @@ impl NormPlan {
             NormAlgorithm::TwoPass => {
                 // Any row length (the block steps over the row): TWO_PASS_VECTORS per thread
                 // where that is at most 1024 threads, more past it.
-                let threads = vecs.div_ceil(TWO_PASS_VECTORS).next_multiple_of(32);
                 Some(NormPlan::TwoPass {
-                    threads: threads.clamp(32, ROW_BLOCK_MAX as usize) as u32,
+                    threads: warps_for(vecs, TWO_PASS_VECTORS).min(ROW_BLOCK_MAX as usize) as u32,
                 })
             }
             NormAlgorithm::Warp | NormAlgorithm::WarpKeep => {
@@ -219,7 +223,7 @@ impl NormPlan {
         let limit = max_threads(RowsWidth::W32).min(ROW_BLOCK_MAX) as usize;
         let target = (T::VECTORS / TARGET_FRACTION).max(1);
         for per_thread in [target, T::VECTORS] {
-            let threads = vecs.div_ceil(per_thread).next_multiple_of(32).max(32);
+            let threads = warps_for(vecs, per_thread);
             if threads <= limit {
                 return NormPlan::Rows {
                     threads: threads as u32,
