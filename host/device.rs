@@ -42,10 +42,10 @@ pub(crate) struct CudaDevice {
     /// Streaming multiprocessors: the plans size their grids against them, and the persistent
     /// softmax kernels launch as many blocks as fit on all of them at once.
     pub(crate) multiprocessors: u32,
-    /// Blocks of a persistent kernel resident per multiprocessor, by kernel and block
-    /// size: asked of the driver once per pair, not on every launch.
+    /// Blocks of a persistent kernel resident per multiprocessor, by kernel, block size and
+    /// dynamic shared memory: asked of the driver once per shape, not on every launch.
     /// Shared by every stream handle of the device ([`Gpu::stream`]).
-    pub(crate) residency: Arc<Mutex<HashMap<(&'static str, u32), u32>>>,
+    pub(crate) residency: Arc<Mutex<HashMap<ResidencyKey, u32>>>,
     /// The kernel crates loaded with [`Gpu::load`], by crate name: each loaded once, and shared
     /// by every stream handle of the device.
     pub(crate) modules: Arc<Mutex<HashMap<&'static str, Arc<Functions>>>>,
@@ -282,7 +282,7 @@ impl Gpu {
         let Backend::Cuda(d) = &self.backend else {
             return Ok(SIM_RESIDENT_BLOCKS);
         };
-        let key = (kernel.name, threads);
+        let key = (kernel.name, threads, shared_mem_bytes);
         let cached = d.residency.lock().ok().and_then(|m| m.get(&key).copied());
         let per_sm = match cached {
             Some(n) => n,
@@ -315,6 +315,10 @@ impl Gpu {
         Ok(per_sm * d.multiprocessors)
     }
 }
+
+/// The key of [`CudaDevice::residency`]: a kernel's name, its threads per block and its dynamic
+/// shared memory in bytes.
+pub(crate) type ResidencyKey = (&'static str, u32, u32);
 
 /// What a failure of the driver while opening device `ordinal` means. Only the driver's "no
 /// such device" answers (`CUDA_ERROR_NO_DEVICE`: none visible; `CUDA_ERROR_INVALID_DEVICE`: no

@@ -210,7 +210,9 @@ fn block_threads(kernel: &str) -> Option<u32> {
             softmax::WARP_KERNEL_BLOCK
         }
         // The host sizes these blocks to the row, up to this many threads.
-        "softmax_block_4" | "softmax_block_8" => softmax::ROW_BLOCK_MAX,
+        "softmax_block_4" | "softmax_block_8" | "softmax_block_4_el" | "softmax_block_8_el" => {
+            softmax::ROW_BLOCK_MAX
+        }
         "softmax_stream"
         | "softmax_split_stats"
         | "softmax_split_write"
@@ -246,6 +248,14 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "rms_norm_rows16_cs_bf16"
         | "layer_norm_rows16_cs_f32"
         | "layer_norm_rows16_cs_bf16"
+        | "rms_norm_rows16_el_f32"
+        | "rms_norm_rows16_el_bf16"
+        | "layer_norm_rows16_el_f32"
+        | "layer_norm_rows16_el_bf16"
+        | "rms_norm_ring_f32"
+        | "rms_norm_ring_bf16"
+        | "layer_norm_ring_f32"
+        | "layer_norm_ring_bf16"
         | "rms_norm_two_pass_f32"
         | "rms_norm_two_pass_bf16"
         | "layer_norm_two_pass_f32"
@@ -427,6 +437,10 @@ const ARCH_SPECIFIC_KERNELS: &[&str] = &[
     "matmul_ws_f16_f32out_64x128",
     "matmul_ws_tf32_128x128",
     "matmul_ws_tf32_64x128",
+    "rms_norm_ring_f32",
+    "rms_norm_ring_bf16",
+    "layer_norm_ring_f32",
+    "layer_norm_ring_bf16",
 ];
 
 /// `wgmma.mma_async` and `wgmma.wait_group` lines per `wgmma` kernel: the one-warpgroup
@@ -490,7 +504,8 @@ fn ptxas_keeps_the_wgmma_pipeline_of_the_sm_90a_module() {
         "ptxas warned about the wgmma pipeline:\n{}",
         warnings.join("\n")
     );
-    for name in ARCH_SPECIFIC_KERNELS {
+    // The `wgmma` kernels (the module's others, the bulk-copy ring norms, issue no `wgmma`).
+    for name in ARCH_SPECIFIC_KERNELS.iter().filter(|n| n.starts_with("matmul_")) {
         let body = kernel_body(module.ptx, name);
         let mmas = body.iter().filter(|l| l.contains("wgmma.mma_async")).count();
         let waits = body.iter().filter(|l| l.contains("wgmma.wait_group")).count();
@@ -670,6 +685,8 @@ const BARRIERS: &[(&str, usize)] = &[
     // One `block_stats` each, which has one barrier (the warps' results meet in shared memory).
     ("softmax_block_4", 1),
     ("softmax_block_8", 1),
+    ("softmax_block_4_el", 1),
+    ("softmax_block_8_el", 1),
     ("softmax_stream", 1),
     ("softmax_split_stats", 1),
     ("softmax_split_write", 1),
@@ -725,6 +742,15 @@ const BARRIERS: &[(&str, usize)] = &[
     ("rms_norm_rows16_cs_bf16", 1),
     ("layer_norm_rows16_cs_f32", 2),
     ("layer_norm_rows16_cs_bf16", 2),
+    ("rms_norm_rows16_el_f32", 1),
+    ("rms_norm_rows16_el_bf16", 1),
+    ("layer_norm_rows16_el_f32", 2),
+    ("layer_norm_rows16_el_bf16", 2),
+    // The ring: the barrier after the slots' set-up, then one (RMSNorm) or two block sums per row.
+    ("rms_norm_ring_f32", 2),
+    ("rms_norm_ring_bf16", 2),
+    ("layer_norm_ring_f32", 3),
+    ("layer_norm_ring_bf16", 3),
     ("rms_norm_two_pass_f32", 1),
     ("rms_norm_two_pass_bf16", 1),
     ("layer_norm_two_pass_f32", 2),

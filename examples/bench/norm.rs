@@ -97,7 +97,7 @@ impl Elem for bf16 {
 }
 
 /// Candidates timed only with `--plans` (their A/B against the defaults).
-pub const PLAN_ONLY: [NormAlgorithm; 10] = [
+pub const PLAN_ONLY: [NormAlgorithm; 12] = [
     NormAlgorithm::Rows16Stream,
     NormAlgorithm::Rows32Stream,
     NormAlgorithm::WarpPipe,
@@ -108,6 +108,8 @@ pub const PLAN_ONLY: [NormAlgorithm; 10] = [
     NormAlgorithm::Loop2x256,
     NormAlgorithm::Loop2x512,
     NormAlgorithm::LoopPlain512,
+    NormAlgorithm::Ring,
+    NormAlgorithm::Rows16EvictLast,
 ];
 
 /// The algorithms timed: all but [`PLAN_ONLY`], and those too with `plans`.

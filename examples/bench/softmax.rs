@@ -142,6 +142,15 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
                 ..base
             },
         ),
+        // The block kernels' loads of a row without torch.compile's `evict_last` hint (L1 and
+        // L2), which the default has taken since a run showed it faster.
+        (
+            "plain-loads",
+            OnePassConfig {
+                block_evict_last: false,
+                ..base
+            },
+        ),
         (
             "block-4v-to-16k",
             OnePassConfig {

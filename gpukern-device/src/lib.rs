@@ -27,6 +27,8 @@
 //! * [`grid`]: [`grid::sync`], the grid-wide barrier of a cooperative launch.
 //! * [`convert`]: half-precision elements ([`f16`](struct@f16), [`bf16`], re-exported from the
 //!   `half` crate): conversions to and from f32, and pairs as one 32-bit access (`load_f16x2`).
+//! * [`bulk`]: Hopper's bulk copy of a contiguous range into shared memory (`cp.async.bulk`,
+//!   the `sm_90a` module only), completing on an [`mbarrier`].
 //! * [`mbarrier`], [`tma`], [`wgmma`]: Hopper's transaction barriers, bulk tensor copies and
 //!   warpgroup tensor-core products (`wgmma` needs the `sm_90a` module: call it only from code
 //!   under `#[cfg(target_feature = "sm_90a")]` on the GPU).
@@ -50,6 +52,7 @@
 pub mod async_copy;
 pub mod atomic;
 pub mod block;
+pub mod bulk;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 pub mod cluster;
 pub mod convert;

@@ -49,6 +49,8 @@ pub struct NormSet<L: 'static> {
     pub(crate) looped: (&'static Kernel, L),
     pub(crate) looped2: (&'static Kernel, L),
     pub(crate) looped_plain: (&'static Kernel, L),
+    pub(crate) ring: (&'static Kernel, L),
+    pub(crate) rows16_el: (&'static Kernel, L),
 }
 
 impl<L: Copy> NormSet<L> {
@@ -72,6 +74,8 @@ impl<L: Copy> NormSet<L> {
                 LoopKind::Hinted2 => self.looped2,
                 LoopKind::Plain => self.looped_plain,
             },
+            NormPlan::Ring { .. } => self.ring,
+            NormPlan::RowsEvictLast { .. } => self.rows16_el,
         }
     }
 }
@@ -112,6 +116,8 @@ pub(crate) static F32: NormKernels<f32> = NormKernels {
         looped = rms_norm_loop_f32,
         looped2 = rms_norm_loop2_f32,
         looped_plain = rms_norm_loop_plain_f32,
+        ring = rms_norm_ring_f32,
+        rows16_el = rms_norm_rows16_el_f32,
     ),
     layer: norm_set!(
         block_reduce = layer_norm_block_reduce_f32,
@@ -127,6 +133,8 @@ pub(crate) static F32: NormKernels<f32> = NormKernels {
         looped = layer_norm_loop_f32,
         looped2 = layer_norm_loop2_f32,
         looped_plain = layer_norm_loop_plain_f32,
+        ring = layer_norm_ring_f32,
+        rows16_el = layer_norm_rows16_el_f32,
     ),
 };
 
@@ -146,6 +154,8 @@ pub(crate) static BF16: NormKernels<half::bf16> = NormKernels {
         looped = rms_norm_loop_bf16,
         looped2 = rms_norm_loop2_bf16,
         looped_plain = rms_norm_loop_plain_bf16,
+        ring = rms_norm_ring_bf16,
+        rows16_el = rms_norm_rows16_el_bf16,
     ),
     layer: norm_set!(
         block_reduce = layer_norm_block_reduce_bf16,
@@ -161,6 +171,8 @@ pub(crate) static BF16: NormKernels<half::bf16> = NormKernels {
         looped = layer_norm_loop_bf16,
         looped2 = layer_norm_loop2_bf16,
         looped_plain = layer_norm_loop_plain_bf16,
+        ring = layer_norm_ring_bf16,
+        rows16_el = layer_norm_rows16_el_bf16,
     ),
 };
 

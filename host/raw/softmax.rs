@@ -20,6 +20,8 @@ pub(crate) enum RowKernel {
     Warp8,
     Block4,
     Block8,
+    Block4EvictLast,
+    Block8EvictLast,
     Stream,
     Group8x4,
     Group16x2,
@@ -60,6 +62,16 @@ impl RowKernel {
         }
     }
 
+    /// The block-per-row kernel with `vectors` vectors per thread (4 or 8) and `evict_last`
+    /// loads.
+    pub(crate) fn block_evict_last(vectors: usize) -> RowKernel {
+        if vectors <= 4 {
+            RowKernel::Block4EvictLast
+        } else {
+            RowKernel::Block8EvictLast
+        }
+    }
+
     /// The lane-group kernel with `lanes` lanes per row (8 or 16).
     pub(crate) fn group(lanes: usize) -> RowKernel {
         if lanes <= 8 {
@@ -89,6 +101,8 @@ impl RowKernel {
             RowKernel::Warp8 => (&k::softmax_warp_8::KERNEL, k::softmax_warp_8::launch),
             RowKernel::Block4 => (&k::softmax_block_4::KERNEL, k::softmax_block_4::launch),
             RowKernel::Block8 => (&k::softmax_block_8::KERNEL, k::softmax_block_8::launch),
+            RowKernel::Block4EvictLast => (&k::softmax_block_4_el::KERNEL, k::softmax_block_4_el::launch),
+            RowKernel::Block8EvictLast => (&k::softmax_block_8_el::KERNEL, k::softmax_block_8_el::launch),
             RowKernel::Stream => (&k::softmax_stream::KERNEL, k::softmax_stream::launch),
             RowKernel::Group8x4 => (&k::softmax_group_8x4::KERNEL, k::softmax_group_8x4::launch),
             RowKernel::Group16x2 => (&k::softmax_group_16x2::KERNEL, k::softmax_group_16x2::launch),

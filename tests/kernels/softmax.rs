@@ -162,7 +162,8 @@ fn softmax_shape(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize), t: f
 }
 
 /// One-pass thresholds that steer a `rows x cols` softmax to each of its paths where the shape
-/// allows it (else the plan falls through to the next path): warp per row, block per row, lane
+/// allows it (else the plan falls through to the next path): warp per row, block per row (plain
+/// and `evict_last` loads), lane
 /// groups of 8 and 16, the persistent warp and block kernels, clusters (of 8- and 4-vector
 /// threads, of 16 blocks), one streaming block per row, and rows split over blocks (a few
 /// chunks, plain or with evict-first writes, and 4-column chunks).
@@ -189,6 +190,15 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
             OnePassConfig {
                 warp_max_cols: no_warp,
                 block_max_cols: usize::MAX,
+                ..base
+            },
+        ),
+        (
+            "block, evict-last loads",
+            OnePassConfig {
+                warp_max_cols: no_warp,
+                block_max_cols: usize::MAX,
+                block_evict_last: true,
                 ..base
             },
         ),

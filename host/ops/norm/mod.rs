@@ -5,10 +5,10 @@
 
 mod plan;
 
-pub use plan::{DEFAULT_LOOP, DEFAULT_LOOP_COLS, LoopKind, NormPlan, RowsWidth};
+pub use plan::{DEFAULT_EVICT_LAST_COLS, DEFAULT_LOOP, DEFAULT_LOOP_COLS, LoopKind, NormPlan, RowsWidth};
 
 use half::bf16;
-use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES, WARP_BLOCK, WARP_ROWS};
+use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES, WARP_BLOCK, WARP_ROWS, ring_shared_bytes};
 
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
@@ -84,11 +84,22 @@ pub enum NormAlgorithm {
     /// [`NormAlgorithm::Loop512`] without the eviction hints (`*_norm_loop_plain_*`): what the
     /// hints buy. A tuning candidate.
     LoopPlain512,
+    /// The bulk-copy ring (`*_norm_ring_*`, the `sm_90a` module): a persistent grid whose blocks
+    /// stream their rows through three shared-memory slots filled by the copy engine, 16
+    /// elements per thread, the weight (and bias) in registers; rows of up to 16384 columns of a
+    /// multiple of the vector width, aligned, on a compute capability 9.0 GPU (elsewhere the
+    /// default's plan). A tuning candidate.
+    Ring,
+    /// The in-register kernel of [`NormAlgorithm::Rows16`] with `evict_last` (L1 and L2) on the
+    /// loads of `x`, the weight and the bias (`*_rows16_el_*`), as torch.compile's kernels load
+    /// them: the default's plan for f32 RMSNorm of 4096 to 16384 columns and f32 LayerNorm of
+    /// 4096 ([`DEFAULT_EVICT_LAST_COLS`]).
+    Rows16EvictLast,
 }
 
 impl NormAlgorithm {
     /// Every algorithm, slowest first.
-    pub const ALL: [NormAlgorithm; 17] = [
+    pub const ALL: [NormAlgorithm; 19] = [
         NormAlgorithm::BlockReduce,
         NormAlgorithm::InRegisters,
         NormAlgorithm::Rows16,
@@ -106,11 +117,13 @@ impl NormAlgorithm {
         NormAlgorithm::Loop2x256,
         NormAlgorithm::Loop2x512,
         NormAlgorithm::LoopPlain512,
+        NormAlgorithm::Ring,
+        NormAlgorithm::Rows16EvictLast,
     ];
 
     /// A short name: `block-reduce`, `in-registers`, `rows-16`, `rows-32`, `rows-64`, `warp`,
     /// `warp-keep`, `rows-16-cs`, `rows-32-cs`, `warp-pipe`, `two-pass`, `loop-256`, `loop-512`,
-    /// `loop-1024`, `loop2-256`, `loop2-512`, `loop-plain-512`.
+    /// `loop-1024`, `loop2-256`, `loop2-512`, `loop-plain-512`, `ring`, `rows-16-el`.
     pub fn name(self) -> &'static str {
         match self {
             NormAlgorithm::BlockReduce => "block-reduce",
@@ -130,6 +143,8 @@ impl NormAlgorithm {
             NormAlgorithm::Loop2x256 => "loop2-256",
             NormAlgorithm::Loop2x512 => "loop2-512",
             NormAlgorithm::LoopPlain512 => "loop-plain-512",
+            NormAlgorithm::Ring => "ring",
+            NormAlgorithm::Rows16EvictLast => "rows-16-el",
         }
     }
 
@@ -186,6 +201,8 @@ impl NormAlgorithm {
             | NormAlgorithm::Loop2x256
             | NormAlgorithm::Loop2x512
             | NormAlgorithm::LoopPlain512 => matches!(plan, NormPlan::Loop { .. }),
+            NormAlgorithm::Ring => matches!(plan, NormPlan::Ring { .. }),
+            NormAlgorithm::Rows16EvictLast => matches!(plan, NormPlan::RowsEvictLast { .. }),
         }
     }
 }
@@ -441,12 +458,17 @@ impl Gpu {
             };
             self.max_block_threads(kernels.kernel(probe, layer))
         };
-        let plan = NormPlan::choose::<T>(algorithm, cols, aligned, layer, max_threads);
+        let mut plan = NormPlan::choose::<T>(algorithm, cols, aligned, layer, max_threads);
+        if matches!(plan, NormPlan::Ring { .. }) && !self.has_wgmma() {
+            // The ring kernels are in the sm_90a module only.
+            plan = NormPlan::choose::<T>(NormAlgorithm::InRegisters, cols, aligned, layer, max_threads);
+        }
         let limits = self.limits();
         let library = self.library();
         let cfg = match plan {
             NormPlan::BlockReduce => LaunchConfig::per_row(op, rows, BLOCK, SHARED_BYTES, &limits)?,
             NormPlan::Rows { threads, .. }
+            | NormPlan::RowsEvictLast { threads }
             | NormPlan::TwoPass { threads }
             | NormPlan::Loop { threads, .. } => {
                 LaunchConfig::per_row(op, rows, threads, ROWS_SHARED_BYTES, &limits)?
@@ -457,6 +479,14 @@ impl Gpu {
             NormPlan::Warp { keep: true } | NormPlan::WarpPipe => {
                 let resident = self.resident_blocks(op, kernels.kernel(plan, layer), WARP_BLOCK, 0)?;
                 LaunchConfig::persistent(op, (rows, WARP_ROWS as usize), resident, WARP_BLOCK, 0, &limits)?
+            }
+            NormPlan::Ring { threads } => {
+                // A row is at most RING_MAX_COLS elements of at most 4 bytes (the plan's bound).
+                let row_bytes = (cols * core::mem::size_of::<T>()) as u32;
+                let shared = ring_shared_bytes(row_bytes);
+                let resident = self.resident_blocks(op, kernels.kernel(plan, layer), threads, shared)?;
+                // The kernels are opted in to more than the default 48 KiB when they are launched.
+                LaunchConfig::persistent(op, (rows, 1), resident, threads, shared, &limits.opted_in())?
             }
         };
         let shape = (rows, cols);

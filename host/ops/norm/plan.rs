@@ -1,6 +1,6 @@
 //! The plan of a norm: which kernel and block size a row length gets, chosen once per call.
 
-use kernels_gpu::norm::{ROW_BLOCK_MAX, TWO_PASS_VECTORS};
+use kernels_gpu::norm::{RING_MAX_COLS, ROW_BLOCK_MAX, TWO_PASS_VECTORS, ring_vectors};
 
 use super::{NormAlgorithm, NormElement};
 
@@ -64,6 +64,17 @@ pub enum NormPlan {
         threads: u32,
         /// Which of the looped kernels.
         kind: LoopKind,
+    },
+    /// The in-register kernel of 16 elements per thread with `evict_last` loads
+    /// (`*_rows16_el_*`), a block of `threads` per row.
+    RowsEvictLast {
+        /// A multiple of 32, at most 1024.
+        threads: u32,
+    },
+    /// The bulk-copy ring kernel (`*_norm_ring_*`) on a persistent grid, blocks of `threads`.
+    Ring {
+        /// A multiple of 32, at most 1024: the row's vectors at `ring_vectors` each.
+        threads: u32,
     },
 }
 
@@ -182,12 +193,26 @@ impl NormPlan {
             | NormAlgorithm::Loop2x256
             | NormAlgorithm::Loop2x512
             | NormAlgorithm::LoopPlain512 => loop_plan(algorithm, vecs),
+            NormAlgorithm::Rows16EvictLast => {
+                threads_for(RowsWidth::W16).map(|threads| NormPlan::RowsEvictLast { threads })
+            }
+            NormAlgorithm::Ring => (cols <= RING_MAX_COLS).then(|| NormPlan::Ring {
+                threads: warps_for(vecs, ring_vectors(T::LANES)) as u32,
+            }),
         };
         if let Some(plan) = own {
             return plan;
         }
-        // The looped kernel where it was measured to win (see DEFAULT_LOOP_COLS).
         let f32 = core::mem::size_of::<T>() == 4;
+        // The evict-last loads where they were measured to win (see DEFAULT_EVICT_LAST_COLS).
+        if DEFAULT_EVICT_LAST_COLS[usize::from(layer)][usize::from(f32)]
+            .is_some_and(|(lo, hi)| (lo..=hi).contains(&cols))
+        {
+            if let Some(threads) = threads_for(RowsWidth::W16) {
+                return NormPlan::RowsEvictLast { threads };
+            }
+        }
+        // The looped kernel where it was measured to win (see DEFAULT_LOOP_COLS).
         if let Some(plan) = DEFAULT_LOOP_COLS[usize::from(layer)][usize::from(f32)]
             .filter(|&(lo, hi)| (lo..=hi).contains(&cols))
             .and_then(|_| loop_plan(DEFAULT_LOOP, vecs))
@@ -256,6 +281,17 @@ pub const DEFAULT_LOOP_COLS: [[Option<(usize, usize)>; 2]; 2] = [
     [None, Some((1024, 1024))],
 ];
 
+/// Rows of `lo..=hi` columns take the in-register kernel of 16 elements per thread with
+/// `evict_last` loads (`*_rows16_el_*`, [`NormAlgorithm::Rows16EvictLast`]) by default, indexed
+/// as [`DEFAULT_LOOP_COLS`] and taking precedence over it. From the H200 run of every candidate
+/// with torch.compile in the same call (`bench/results/h200-logs/evict-last-ab-plans.jsonl`):
+/// at 4096 columns f32 RMSNorm 4026 GB/s against 4011 (in-register) and 3996 (`loop2-512`),
+/// f32 LayerNorm 3969 against 3901; at 16384 f32 RMSNorm 4217 against 4078; behind at 1024
+/// columns, for bf16 everywhere, and for f32 LayerNorm at 16384 (3686 against 4072: 38
+/// registers, one block of 1024 threads per multiprocessor). 8192 columns were not timed.
+pub const DEFAULT_EVICT_LAST_COLS: [[Option<(usize, usize)>; 2]; 2] =
+    [[None, Some((4096, 16384))], [None, Some((4096, 4096))]];
+
 /// The looped candidate the default takes in [`DEFAULT_LOOP_COLS`]: two vectors per thread per
 /// step, 512 threads at most.
 pub const DEFAULT_LOOP: NormAlgorithm = NormAlgorithm::Loop2x512;
@@ -288,6 +324,34 @@ mod tests {
         assert_eq!(width(default_plan::<f32>(1028, true)), Some(RowsWidth::W16));
     }
 
+    /// `rows-16-el` by default where it won on the H200 (DEFAULT_EVICT_LAST_COLS), a trial on
+    /// each side of every range boundary.
+    #[test]
+    fn the_evict_last_kernel_by_default_in_its_measured_ranges() {
+        let last = |cols: usize| NormPlan::RowsEvictLast {
+            threads: (cols / 16).next_multiple_of(32) as u32,
+        };
+        // RMSNorm f32: 4096..=16384; below it the looped kernel, past it 32 elements per thread.
+        assert_eq!(default_plan::<f32>(4096, false), last(4096));
+        assert_eq!(default_plan::<f32>(8192, false), last(8192));
+        assert_eq!(default_plan::<f32>(16384, false), last(16384));
+        assert!(matches!(default_plan::<f32>(4092, false), NormPlan::Loop { .. }));
+        assert_eq!(width(default_plan::<f32>(16388, false)), Some(RowsWidth::W32));
+        // LayerNorm f32: 4096 only.
+        assert_eq!(default_plan::<f32>(4096, true), last(4096));
+        assert_eq!(width(default_plan::<f32>(4092, true)), Some(RowsWidth::W16));
+        assert_eq!(width(default_plan::<f32>(4100, true)), Some(RowsWidth::W16));
+        // Never bf16.
+        for layer in [false, true] {
+            for cols in [4096, 16384] {
+                assert!(!matches!(
+                    default_plan::<bf16>(cols, layer),
+                    NormPlan::RowsEvictLast { .. }
+                ));
+            }
+        }
+    }
+
     /// `loop2-512` by default where it won on the H200 (DEFAULT_LOOP_COLS), a trial on each side
     /// of every range boundary.
     #[test]
@@ -300,23 +364,32 @@ mod tests {
             assert_eq!(default_plan::<f32>(1024, layer), looped(128));
             assert!(!matches!(default_plan::<f32>(1020, layer), NormPlan::Loop { .. }));
         }
-        // RMSNorm, f32 and bf16: 1024 to 4096 columns.
-        assert_eq!(default_plan::<f32>(4096, false), looped(512));
-        assert_eq!(width(default_plan::<f32>(4100, false)), Some(RowsWidth::W16));
+        // RMSNorm, f32 and bf16: 1024 to 4096 columns (f32 from 4096 on: the evict-last kernel,
+        // DEFAULT_EVICT_LAST_COLS).
+        assert_eq!(default_plan::<f32>(4092, false), looped(512));
+        assert!(matches!(
+            default_plan::<f32>(4096, false),
+            NormPlan::RowsEvictLast { .. }
+        ));
         assert_eq!(default_plan::<bf16>(1024, false), looped(64));
         assert_eq!(default_plan::<bf16>(4096, false), looped(256));
         assert_eq!(width(default_plan::<bf16>(1016, false)), Some(RowsWidth::W16));
         assert_eq!(width(default_plan::<bf16>(4104, false)), Some(RowsWidth::W16));
         // f32 LayerNorm: 1024 only; bf16 LayerNorm: never.
         assert_eq!(width(default_plan::<f32>(1028, true)), Some(RowsWidth::W16));
-        assert_eq!(width(default_plan::<f32>(4096, true)), Some(RowsWidth::W16));
+        assert_eq!(width(default_plan::<f32>(4100, true)), Some(RowsWidth::W16));
         assert_eq!(width(default_plan::<bf16>(2048, true)), Some(RowsWidth::W16));
     }
 
     #[test]
     fn sixteen_elements_per_thread_to_16384_f32_columns_and_8192_bf16() {
+        // (f32 RMSNorm at 16384: 16 elements per thread with evict-last loads.)
+        assert!(matches!(
+            default_plan::<f32>(16384, false),
+            NormPlan::RowsEvictLast { threads: 1024 }
+        ));
+        assert_eq!(width(default_plan::<f32>(16384, true)), Some(RowsWidth::W16));
         for layer in [false, true] {
-            assert_eq!(width(default_plan::<f32>(16384, layer)), Some(RowsWidth::W16));
             assert_eq!(width(default_plan::<f32>(16388, layer)), Some(RowsWidth::W32));
             assert_eq!(width(default_plan::<bf16>(8192, layer)), Some(RowsWidth::W16));
             assert_eq!(width(default_plan::<bf16>(8200, layer)), Some(RowsWidth::W32));

@@ -58,6 +58,10 @@ impl Gpu {
                 let cfg = LaunchConfig::per_row(OP, rows, threads, STATS_SHARED_BYTES, &limits)?;
                 (RowKernel::block(vectors), cfg)
             }
+            OnePassPlan::BlockEvictLast { vectors, threads } => {
+                let cfg = LaunchConfig::per_row(OP, rows, threads, STATS_SHARED_BYTES, &limits)?;
+                (RowKernel::block_evict_last(vectors), cfg)
+            }
             OnePassPlan::PersistentBlock { vectors, threads } => {
                 let kernel = RowKernel::persist_block(vectors);
                 let shape = (threads, persist_block_shared_bytes(vectors as u32, threads));

@@ -157,6 +157,10 @@ pub struct OnePassConfig {
     /// block per multiprocessor) and kept on chip where it fits, instead of the split path's
     /// two launches. 0: never. Default [`GRID_ROW_MAX_ROWS`].
     pub grid_row_max_rows: usize,
+    /// Rows the block kernels take (`softmax_block_{4,8}`) run on their twins whose loads of
+    /// the row carry `evict_last` (L1 and L2, `softmax_block_{4,8}_el`), as torch.compile's
+    /// generated kernels load a row. Default true.
+    pub block_evict_last: bool,
 }
 
 impl Default for OnePassConfig {
@@ -198,6 +202,10 @@ impl Default for OnePassConfig {
             // the split path's two launches (bench `one-pass/grid-row` against `one-pass` at
             // 1 x 2^24 on an H200).
             grid_row_max_rows: GRID_ROW_MAX_ROWS,
+            // torch.compile's loads of a row: +2-4% at 8192 x 1024, 4096 and 8192 on an H200,
+            // either temperature (bench `--plans`: `one-pass` with the hint against the plain
+            // `one-pass/plain-loads`, `bench/results/h200-logs/evict-last-ab-plans.jsonl`).
+            block_evict_last: true,
         }
     }
 }
@@ -212,6 +220,14 @@ pub enum OnePassPlan {
     },
     /// `softmax_block_{vectors}`: a block of `threads` per row, `vectors` per thread.
     Block {
+        /// 4 or 8.
+        vectors: usize,
+        /// A multiple of 32, at most 1024.
+        threads: u32,
+    },
+    /// `softmax_block_{vectors}_el`: as [`OnePassPlan::Block`], the row's loads carrying
+    /// `evict_last` ([`OnePassConfig::block_evict_last`]).
+    BlockEvictLast {
         /// 4 or 8.
         vectors: usize,
         /// A multiple of 32, at most 1024.
@@ -297,6 +313,8 @@ impl OnePassConfig {
                 let staged = persist_block_shared_bytes(vectors as u32, threads) <= shared_max;
                 if cols >= self.persistent_min_cols && staged {
                     OnePassPlan::PersistentBlock { vectors, threads }
+                } else if self.block_evict_last {
+                    OnePassPlan::BlockEvictLast { vectors, threads }
                 } else {
                     OnePassPlan::Block { vectors, threads }
                 }

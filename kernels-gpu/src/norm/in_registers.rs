@@ -3,7 +3,8 @@
 //! [`rms_norm_rows_bf16`](fn@rms_norm_rows_bf16), [`layer_norm_rows_f32`](fn@layer_norm_rows_f32),
 //! [`layer_norm_rows_bf16`](fn@layer_norm_rows_bf16)).
 
-use super::{block_sum, load_x, rcp_fast, rsqrt_fast, scratch, store_y, NormElem};
+use super::{block_sum, load_x, load_x_evict, rcp_fast, rsqrt_fast, scratch, store_y, NormElem};
+use crate::gpu::vector::Evict;
 use crate::gpu::{bf16, math, thread, warp};
 use crate::kernel;
 
@@ -12,10 +13,54 @@ use crate::kernel;
 /// barrier that reusing one would need).
 pub const ROWS_SHARED_BYTES: u32 = 2 * super::ROW_BLOCK_MAX / warp::SIZE * core::mem::size_of::<f32>() as u32;
 
+/// `norm_rows`'s cache hints: none.
+const PLAIN: u8 = 0;
+/// `norm_rows`'s cache hints: the streaming hint (evict first) on the loads of `x` and the stores
+/// of `y`.
+const STREAM: u8 = 1;
+/// `norm_rows`'s cache hints: `evict_last` (L1 and L2) on the loads of `x` and of the weight and
+/// bias, as torch.compile's generated kernels load them.
+const LAST: u8 = 2;
+
+/// A weight or bias vector for `norm_rows` with hints `HINT`: `evict_last` with `LAST`.
+///
+/// # Safety
+/// As [`NormElem::load_vec`], and `p` points to global memory.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn load_w<E: NormElem, const HINT: u8>(p: *const E, i: usize) -> [f32; 8] {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if HINT == LAST {
+            load_x_evict::<E>(p, i, Evict::last())
+        } else {
+            E::load_vec(p, i)
+        }
+    }
+}
+
+/// An output vector for `norm_rows` with hints `HINT`: the streaming store with `STREAM`.
+///
+/// # Safety
+/// As [`NormElem::store_vec_cs`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn store_hinted<E: NormElem, const HINT: u8>(p: *mut E, i: usize, v: [f32; 8]) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if HINT == STREAM {
+            store_y::<E, true>(p, i, v)
+        } else {
+            store_y::<E, false>(p, i, v)
+        }
+    }
+}
+
 /// RMSNorm (`LAYER = false`) or LayerNorm (`LAYER = true`) of one row per block, the row in
-/// registers: the body of the `*_rows*_*` kernels (16, 32 or 64 elements per thread). With
-/// `STREAM` the loads of `x` and the stores of `y` carry the streaming cache hint (evict first:
-/// each is touched once), the `*_rows*_cs_*` candidates.
+/// registers: the body of the `*_rows*_*` kernels (16, 32 or 64 elements per thread). `HINT`:
+/// with `STREAM` the loads of `x` and the stores of `y` carry the streaming cache hint (evict
+/// first: each is touched once), the `*_rows*_cs_*` candidates; with `LAST` the loads of `x`, the
+/// weight and the bias carry `evict_last` (L1 and L2), the `*_rows16_el_*` kernels.
 ///
 /// Block `r` handles row `r`. Thread `tid` of the block's `T` threads loads the row's vectors
 /// `tid + k * T` (`k < V`, each [`NormElem::LANES`] elements, 16 bytes), all `V` loads issued
@@ -41,7 +86,7 @@ pub const ROWS_SHARED_BYTES: u32 = 2 * super::ROW_BLOCK_MAX / warp::SIZE * core:
 // Index loops over the register arrays: each index is a constant once unrolled, which is what
 // keeps the arrays in registers.
 #[allow(clippy::needless_range_loop)]
-unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const STREAM: bool>(
+unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: u8>(
     x: *const E,
     w: *const E,
     b: *const E,
@@ -70,7 +115,15 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const STREAM
     unroll_16!(V, |k| {
         if valid(k) {
             // SAFETY: vector `tid + k * T < vecs` lies inside the row, 16-byte aligned.
-            v[k] = unsafe { load_x::<E, STREAM>(x_row, offset(k)) };
+            v[k] = unsafe {
+                if HINT == LAST {
+                    load_x_evict::<E>(x_row, offset(k), Evict::last())
+                } else if HINT == STREAM {
+                    load_x::<E, true>(x_row, offset(k))
+                } else {
+                    load_x::<E, false>(x_row, offset(k))
+                }
+            };
         }
     });
 
@@ -107,13 +160,13 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const STREAM
         unroll_16!(V, |k| {
             if valid(k) {
                 // SAFETY: as for the loads; the weight and bias have `cols` elements, aligned.
-                let (g, beta) = unsafe { (E::load_vec(w, offset(k)), E::load_vec(b, offset(k))) };
+                let (g, beta) = unsafe { (load_w::<E, HINT>(w, offset(k)), load_w::<E, HINT>(b, offset(k))) };
                 let mut out = [0.0f32; 8];
                 for c in 0..lanes {
                     out[c] = math::fma(v[k][c] * rstd, g[c], beta[c]);
                 }
                 // SAFETY: as for the loads; `y` has `x`'s shape and alignment.
-                unsafe { store_y::<E, STREAM>(y_row, offset(k), out) };
+                unsafe { store_hinted::<E, HINT>(y_row, offset(k), out) };
             }
         });
     } else {
@@ -131,13 +184,13 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const STREAM
         unroll_16!(V, |k| {
             if valid(k) {
                 // SAFETY: as for the loads; the weight has `cols` elements, aligned.
-                let g = unsafe { E::load_vec(w, offset(k)) };
+                let g = unsafe { load_w::<E, HINT>(w, offset(k)) };
                 let mut out = [0.0f32; 8];
                 for c in 0..lanes {
                     out[c] = v[k][c] * inv * g[c];
                 }
                 // SAFETY: as for the loads; `y` has `x`'s shape and alignment.
-                unsafe { store_y::<E, STREAM>(y_row, offset(k), out) };
+                unsafe { store_hinted::<E, HINT>(y_row, offset(k), out) };
             }
         });
     }
@@ -148,7 +201,7 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const STREAM
 /// # Safety
 /// As `norm_rows`.
 #[inline(always)]
-unsafe fn rms_rows<E: NormElem, const V: usize, const STREAM: bool>(
+unsafe fn rms_rows<E: NormElem, const V: usize, const HINT: u8>(
     x: *const E,
     w: *const E,
     y: *mut E,
@@ -157,7 +210,7 @@ unsafe fn rms_rows<E: NormElem, const V: usize, const STREAM: bool>(
     eps: f32,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { norm_rows::<E, V, false, STREAM>(x, w, w, y, rows, cols, eps) }
+    unsafe { norm_rows::<E, V, false, HINT>(x, w, w, y, rows, cols, eps) }
 }
 
 /// LayerNorm through `norm_rows`.
@@ -166,7 +219,7 @@ unsafe fn rms_rows<E: NormElem, const V: usize, const STREAM: bool>(
 /// As `norm_rows`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn layer_rows<E: NormElem, const V: usize, const STREAM: bool>(
+unsafe fn layer_rows<E: NormElem, const V: usize, const HINT: u8>(
     x: *const E,
     w: *const E,
     b: *const E,
@@ -176,7 +229,7 @@ unsafe fn layer_rows<E: NormElem, const V: usize, const STREAM: bool>(
     eps: f32,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { norm_rows::<E, V, true, STREAM>(x, w, b, y, rows, cols, eps) }
+    unsafe { norm_rows::<E, V, true, HINT>(x, w, b, y, rows, cols, eps) }
 }
 
 rms_kernel!(
@@ -185,7 +238,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows_f32(f32) = rms_rows::<f32, 8, false>
+    rms_norm_rows_f32(f32) = rms_rows::<f32, 8, PLAIN>
 );
 
 rms_kernel!(
@@ -194,7 +247,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows_bf16(bf16) = rms_rows::<bf16, 4, false>
+    rms_norm_rows_bf16(bf16) = rms_rows::<bf16, 4, PLAIN>
 );
 
 layer_kernel!(
@@ -203,7 +256,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows_f32(f32) = layer_rows::<f32, 8, false>
+    layer_norm_rows_f32(f32) = layer_rows::<f32, 8, PLAIN>
 );
 
 layer_kernel!(
@@ -212,7 +265,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows_bf16(bf16) = layer_rows::<bf16, 4, false>
+    layer_norm_rows_bf16(bf16) = layer_rows::<bf16, 4, PLAIN>
 );
 
 rms_kernel!(
@@ -222,7 +275,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows16_f32(f32) = rms_rows::<f32, 4, false>
+    rms_norm_rows16_f32(f32) = rms_rows::<f32, 4, PLAIN>
 );
 
 rms_kernel!(
@@ -231,7 +284,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows16_bf16(bf16) = rms_rows::<bf16, 2, false>
+    rms_norm_rows16_bf16(bf16) = rms_rows::<bf16, 2, PLAIN>
 );
 
 layer_kernel!(
@@ -240,7 +293,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows16_f32(f32) = layer_rows::<f32, 4, false>
+    layer_norm_rows16_f32(f32) = layer_rows::<f32, 4, PLAIN>
 );
 
 layer_kernel!(
@@ -249,7 +302,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows16_bf16(bf16) = layer_rows::<bf16, 2, false>
+    layer_norm_rows16_bf16(bf16) = layer_rows::<bf16, 2, PLAIN>
 );
 
 rms_kernel!(
@@ -259,7 +312,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows64_f32(f32) = rms_rows::<f32, 16, false>
+    rms_norm_rows64_f32(f32) = rms_rows::<f32, 16, PLAIN>
 );
 
 rms_kernel!(
@@ -268,7 +321,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows64_bf16(bf16) = rms_rows::<bf16, 8, false>
+    rms_norm_rows64_bf16(bf16) = rms_rows::<bf16, 8, PLAIN>
 );
 
 layer_kernel!(
@@ -277,7 +330,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows64_f32(f32) = layer_rows::<f32, 16, false>
+    layer_norm_rows64_f32(f32) = layer_rows::<f32, 16, PLAIN>
 );
 
 layer_kernel!(
@@ -286,7 +339,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows64_bf16(bf16) = layer_rows::<bf16, 8, false>
+    layer_norm_rows64_bf16(bf16) = layer_rows::<bf16, 8, PLAIN>
 );
 
 rms_kernel!(
@@ -296,7 +349,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows16_cs_f32(f32) = rms_rows::<f32, 4, true>
+    rms_norm_rows16_cs_f32(f32) = rms_rows::<f32, 4, STREAM>
 );
 
 rms_kernel!(
@@ -306,7 +359,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows16_cs_bf16(bf16) = rms_rows::<bf16, 2, true>
+    rms_norm_rows16_cs_bf16(bf16) = rms_rows::<bf16, 2, STREAM>
 );
 
 layer_kernel!(
@@ -316,7 +369,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows16_cs_f32(f32) = layer_rows::<f32, 4, true>
+    layer_norm_rows16_cs_f32(f32) = layer_rows::<f32, 4, STREAM>
 );
 
 layer_kernel!(
@@ -326,7 +379,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows16_cs_bf16(bf16) = layer_rows::<bf16, 2, true>
+    layer_norm_rows16_cs_bf16(bf16) = layer_rows::<bf16, 2, STREAM>
 );
 
 rms_kernel!(
@@ -336,7 +389,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows_cs_f32(f32) = rms_rows::<f32, 8, true>
+    rms_norm_rows_cs_f32(f32) = rms_rows::<f32, 8, STREAM>
 );
 
 rms_kernel!(
@@ -346,7 +399,7 @@ rms_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    rms_norm_rows_cs_bf16(bf16) = rms_rows::<bf16, 4, true>
+    rms_norm_rows_cs_bf16(bf16) = rms_rows::<bf16, 4, STREAM>
 );
 
 layer_kernel!(
@@ -356,7 +409,7 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows_cs_f32(f32) = layer_rows::<f32, 8, true>
+    layer_norm_rows_cs_f32(f32) = layer_rows::<f32, 8, STREAM>
 );
 
 layer_kernel!(
@@ -366,5 +419,41 @@ layer_kernel!(
     ///
     /// # Safety
     /// As `norm_rows`.
-    layer_norm_rows_cs_bf16(bf16) = layer_rows::<bf16, 4, true>
+    layer_norm_rows_cs_bf16(bf16) = layer_rows::<bf16, 4, STREAM>
+);
+
+rms_kernel!(
+    /// [`rms_norm_rows16_f32`](fn@rms_norm_rows16_f32) with `evict_last` (L1 and L2) on the
+    /// loads of `x` and the weight, as torch.compile's kernels load them. A tuning candidate.
+    ///
+    /// # Safety
+    /// As `norm_rows`.
+    rms_norm_rows16_el_f32(f32) = rms_rows::<f32, 4, LAST>
+);
+
+rms_kernel!(
+    /// [`rms_norm_rows16_bf16`](fn@rms_norm_rows16_bf16) with `evict_last` on the loads of `x`
+    /// and the weight. A tuning candidate.
+    ///
+    /// # Safety
+    /// As `norm_rows`.
+    rms_norm_rows16_el_bf16(bf16) = rms_rows::<bf16, 2, LAST>
+);
+
+layer_kernel!(
+    /// [`layer_norm_rows16_f32`](fn@layer_norm_rows16_f32) with `evict_last` on the loads of
+    /// `x`, the weight and the bias. A tuning candidate.
+    ///
+    /// # Safety
+    /// As `norm_rows`.
+    layer_norm_rows16_el_f32(f32) = layer_rows::<f32, 4, LAST>
+);
+
+layer_kernel!(
+    /// [`layer_norm_rows16_bf16`](fn@layer_norm_rows16_bf16) with `evict_last` on the loads of
+    /// `x`, the weight and the bias. A tuning candidate.
+    ///
+    /// # Safety
+    /// As `norm_rows`.
+    layer_norm_rows16_el_bf16(bf16) = layer_rows::<bf16, 2, LAST>
 );

@@ -45,6 +45,9 @@
 //!   (`*_warp_pipe_*`) a persistent grid whose warps load their next row before reducing the
 //!   current one.
 //!
+//! * [`ring`] (the `sm_90a` module): a persistent grid whose blocks stream their rows through a
+//!   ring of shared-memory slots filled by the copy engine (`cp.async.bulk`), the next rows always
+//!   on their way while the block works on one, the weight (and bias) kept in registers.
 //! * [`two_pass`]: one block per row, the row not held but re-read for each pass (the second
 //!   and third reads meant to hit L2), vectorised; any row length of a multiple of the vector
 //!   width. Its looped kernels (`*_norm_loop_*`, `*_norm_loop2_*`, `*_norm_loop_plain_*`) take
@@ -110,6 +113,8 @@ macro_rules! unroll_16 {
 
 pub mod block_reduce;
 pub mod in_registers;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod ring;
 pub mod two_pass;
 pub mod warp_rows;
 
@@ -118,11 +123,17 @@ pub use block_reduce::{
     rms_norm_block_reduce_f32, BLOCK, SHARED_BYTES,
 };
 pub use in_registers::{
-    layer_norm_rows16_bf16, layer_norm_rows16_cs_bf16, layer_norm_rows16_cs_f32, layer_norm_rows16_f32,
-    layer_norm_rows64_bf16, layer_norm_rows64_f32, layer_norm_rows_bf16, layer_norm_rows_cs_bf16,
-    layer_norm_rows_cs_f32, layer_norm_rows_f32, rms_norm_rows16_bf16, rms_norm_rows16_cs_bf16,
-    rms_norm_rows16_cs_f32, rms_norm_rows16_f32, rms_norm_rows64_bf16, rms_norm_rows64_f32,
+    layer_norm_rows16_bf16, layer_norm_rows16_cs_bf16, layer_norm_rows16_cs_f32, layer_norm_rows16_el_bf16,
+    layer_norm_rows16_el_f32, layer_norm_rows16_f32, layer_norm_rows64_bf16, layer_norm_rows64_f32,
+    layer_norm_rows_bf16, layer_norm_rows_cs_bf16, layer_norm_rows_cs_f32, layer_norm_rows_f32,
+    rms_norm_rows16_bf16, rms_norm_rows16_cs_bf16, rms_norm_rows16_cs_f32, rms_norm_rows16_el_bf16,
+    rms_norm_rows16_el_f32, rms_norm_rows16_f32, rms_norm_rows64_bf16, rms_norm_rows64_f32,
     rms_norm_rows_bf16, rms_norm_rows_cs_bf16, rms_norm_rows_cs_f32, rms_norm_rows_f32, ROWS_SHARED_BYTES,
+};
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub use ring::{
+    layer_norm_ring_bf16, layer_norm_ring_f32, ring_shared_bytes, ring_vectors, rms_norm_ring_bf16,
+    rms_norm_ring_f32, RING_HEADER_BYTES, RING_MAX_COLS, RING_SLOTS,
 };
 pub use two_pass::{
     layer_norm_loop2_bf16, layer_norm_loop2_f32, layer_norm_loop_bf16, layer_norm_loop_f32,

@@ -33,10 +33,30 @@ pub(super) unsafe fn row_in_registers<const V: usize, const FIXED: usize>(
     threads: usize,
     reduce: impl FnOnce(Stats) -> Stats,
 ) {
+    // SAFETY: forwarded contract.
+    unsafe { row_in_registers_hinted::<V, FIXED, false>(x_row, y_row, cols, t, tid, threads, reduce) }
+}
+
+/// [`row_in_registers`] with, where `LAST`, the row's loads carrying `evict_last`
+/// ([`Held::load`](super::row::Held::load)).
+///
+/// # Safety
+/// As [`row_in_registers`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn row_in_registers_hinted<const V: usize, const FIXED: usize, const LAST: bool>(
+    x_row: *const f32,
+    y_row: *mut f32,
+    cols: usize,
+    t: f32,
+    tid: usize,
+    threads: usize,
+    reduce: impl FnOnce(Stats) -> Stats,
+) {
     let held = Held::<FIXED>::of(x_row, cols, tid, threads);
     // SAFETY: forwarded contract.
     unsafe {
-        let (v, xs) = held.load::<V>(x_row, t);
+        let (v, xs) = held.load::<V, LAST>(x_row, t);
         held.write::<V, false>(v, xs, reference(&v, xs, t), y_row, t, reduce)
     }
 }
@@ -212,6 +232,23 @@ softmax_kernel!(
 /// bytes and do not overlap; the launch shape is as above.
 #[inline(always)]
 unsafe fn softmax_block<const V: usize>(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
+    // SAFETY: forwarded contract.
+    unsafe { softmax_block_hinted::<V, false>(x, y, rows, cols, t) }
+}
+
+/// `softmax_block` with, where `LAST`, the row's loads carrying `evict_last` (L1 and L2), as
+/// torch.compile's generated kernels load a row: the body of the `softmax_block_*_el` kernels.
+///
+/// # Safety
+/// As `softmax_block`.
+#[inline(always)]
+unsafe fn softmax_block_hinted<const V: usize, const LAST: bool>(
+    x: *const f32,
+    y: *mut f32,
+    rows: usize,
+    cols: usize,
+    t: f32,
+) {
     let row = thread::block_idx_x() as usize;
     if row >= rows {
         return; // the whole block leaves together: no barrier is skipped by part of it
@@ -223,7 +260,7 @@ unsafe fn softmax_block<const V: usize>(x: *const f32, y: *mut f32, rows: usize,
     // SAFETY: the row is inside the buffers; the caller's shape gives `cols / 4 <= V * threads`
     // and the shared memory; every thread of the block reaches the reduction.
     unsafe {
-        row_in_registers::<V, 0>(x_row, y_row, cols, t, tid, threads, |s| {
+        row_in_registers_hinted::<V, 0, LAST>(x_row, y_row, cols, t, tid, threads, |s| {
             block_stats(scratch, s, t)
         })
     }
@@ -247,4 +284,42 @@ softmax_kernel!(
     /// # Safety
     /// As `softmax_block`.
     softmax_block_8 = softmax_block::<8>
+);
+
+/// `softmax_block_hinted::<4, true>` (an [`unroll_8!`] of 4 vectors).
+///
+/// # Safety
+/// As `softmax_block`.
+#[inline(always)]
+unsafe fn softmax_block_4_last(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
+    // SAFETY: forwarded contract.
+    unsafe { softmax_block_hinted::<4, true>(x, y, rows, cols, t) }
+}
+
+/// `softmax_block_hinted::<8, true>`.
+///
+/// # Safety
+/// As `softmax_block`.
+#[inline(always)]
+unsafe fn softmax_block_8_last(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
+    // SAFETY: forwarded contract.
+    unsafe { softmax_block_hinted::<8, true>(x, y, rows, cols, t) }
+}
+
+softmax_kernel!(
+    /// [`softmax_block_4`](fn@softmax_block_4) with `evict_last` (L1 and L2) on the loads of
+    /// the row, as torch.compile's generated kernels load it. A tuning candidate.
+    ///
+    /// # Safety
+    /// As `softmax_block`.
+    softmax_block_4_el = softmax_block_4_last
+);
+
+softmax_kernel!(
+    /// [`softmax_block_8`](fn@softmax_block_8) with `evict_last` on the loads of the row. A
+    /// tuning candidate.
+    ///
+    /// # Safety
+    /// As `softmax_block`.
+    softmax_block_8_el = softmax_block_8_last
 );

@@ -103,8 +103,8 @@ pub use grid_row::{
     grid_row_shared_bytes, softmax_grid_row, GRID_ROW_BLOCK, GRID_ROW_SCRATCH_BYTES, GRID_ROW_VECTORS,
 };
 pub use in_registers::{
-    softmax_block_4, softmax_block_8, softmax_group_16x2, softmax_group_8x4, softmax_warp_1, softmax_warp_2,
-    softmax_warp_4, softmax_warp_8, GROUP_KERNEL_BLOCK,
+    softmax_block_4, softmax_block_4_el, softmax_block_8, softmax_block_8_el, softmax_group_16x2,
+    softmax_group_8x4, softmax_warp_1, softmax_warp_2, softmax_warp_4, softmax_warp_8, GROUP_KERNEL_BLOCK,
 };
 pub use persistent::{
     persist_block_shared_bytes, softmax_persist_block_4, softmax_persist_block_8, softmax_persist_warp_8,

@@ -121,17 +121,35 @@ impl<const FIXED: usize> Held<FIXED> {
     /// the reference value ([`reference`]) and, where it is finite, the sum of
     /// exponentials unchanged (its exponential is 0), so those need no test per vector.
     ///
+    /// With `LAST` the vector loads carry `evict_last` (L1 and L2,
+    /// [`vector::load4_evict_words`]), as torch.compile's generated kernels load a row.
+    ///
     /// # Safety
-    /// `x_row` is the row `self` describes; `cols / 4 <= V * threads`.
+    /// `x_row` is the row `self` describes, in global memory; `cols / 4 <= V * threads`.
     #[inline(always)]
-    pub(super) unsafe fn load<const V: usize>(self, x_row: *const f32, t: f32) -> ([F4; V], f32) {
+    pub(super) unsafe fn load<const V: usize, const LAST: bool>(
+        self,
+        x_row: *const f32,
+        t: f32,
+    ) -> ([F4; V], f32) {
         const { assert!(V <= MAX_VECTORS, "unroll_8! unrolls up to 8 vectors") };
         let fill = identity(t);
         let mut v = [F4([fill; 4]); V];
+        let evict = if LAST {
+            vector::Evict::last()
+        } else {
+            vector::Evict::Normal
+        };
         unroll_8!(V, |k| {
             if self.valid(k) {
                 // SAFETY: vector `tid + k * threads < vecs` lies inside the row, 16-byte aligned.
-                v[k] = unsafe { vector::load4(x_row, self.offset(k)) };
+                v[k] = unsafe {
+                    if LAST {
+                        F4(vector::load4_evict_words(x_row, self.offset(k), evict).map(f32::from_bits))
+                    } else {
+                        vector::load4(x_row, self.offset(k))
+                    }
+                };
             }
         });
         // SAFETY: a head or tail index is inside the row.
