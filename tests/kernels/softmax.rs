@@ -190,6 +190,7 @@ fn one_pass_configs(cols: usize) -> Vec<(&'static str, OnePassConfig)> {
             OnePassConfig {
                 warp_max_cols: no_warp,
                 block_max_cols: usize::MAX,
+                block_evict_last: false,
                 ..base
             },
         ),

@@ -284,7 +284,7 @@ pub const DEFAULT_LOOP_COLS: [[Option<(usize, usize)>; 2]; 2] = [
 /// Rows of `lo..=hi` columns take the in-register kernel of 16 elements per thread with
 /// `evict_last` loads (`*_rows16_el_*`, [`NormAlgorithm::Rows16EvictLast`]) by default, indexed
 /// as [`DEFAULT_LOOP_COLS`] and taking precedence over it. From the H200 run of every candidate
-/// with torch.compile in the same call (`bench/results/h200-logs/evict-last-ab-plans.jsonl`):
+/// with torch.compile in the same call (`bench/results/evict-last-ab-plans.jsonl`):
 /// at 4096 columns f32 RMSNorm 4026 GB/s against 4011 (in-register) and 3996 (`loop2-512`),
 /// f32 LayerNorm 3969 against 3901; at 16384 f32 RMSNorm 4217 against 4078; behind at 1024
 /// columns, for bf16 everywhere, and for f32 LayerNorm at 16384 (3686 against 4072: 38

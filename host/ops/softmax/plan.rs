@@ -204,7 +204,7 @@ impl Default for OnePassConfig {
             grid_row_max_rows: GRID_ROW_MAX_ROWS,
             // torch.compile's loads of a row: +2-4% at 8192 x 1024, 4096 and 8192 on an H200,
             // either temperature (bench `--plans`: `one-pass` with the hint against the plain
-            // `one-pass/plain-loads`, `bench/results/h200-logs/evict-last-ab-plans.jsonl`).
+            // `one-pass/plain-loads`, `bench/results/evict-last-ab-plans.jsonl`).
             block_evict_last: true,
         }
     }

@@ -250,7 +250,7 @@ fn cluster_plans_for_the_long_rows() {
     // The block kernels keep every row up to 32768 columns.
     assert!(matches!(
         d.plan(8192, 32_768),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 8,
             threads: 1024
         }
@@ -350,7 +350,7 @@ fn cluster_plan_boundaries_on_the_simulator() {
     };
     let sides: [Side; 4] = [
         ("below cluster_min_cols", small, (3, 99), |p| {
-            matches!(p, OnePassPlan::Block { .. })
+            matches!(p, OnePassPlan::BlockEvictLast { .. })
         }),
         ("at cluster_min_cols", small, (3, 100), |p| {
             matches!(p, OnePassPlan::Cluster { blocks: 2, .. })

@@ -86,7 +86,7 @@ fn block_per_row_with_4_vectors_on_ragged_shapes() {
     // filling 4 vectors per thread of a 64-thread block exactly.
     let shapes = [(3, 1), (2, 7), (5, 130), (3, 1025), (2, 1027)];
     check_path("block-4", &blocks_only(), &shapes, |p| {
-        matches!(p, OnePassPlan::Block { vectors: 4, .. })
+        matches!(p, OnePassPlan::BlockEvictLast { vectors: 4, .. })
     });
 }
 
@@ -95,7 +95,7 @@ fn block_per_row_with_8_vectors() {
     // 16-byte boundary when cols is odd.
     let shapes = [(2, 8197)];
     check_path("block-8", &classic(), &shapes, |p| {
-        matches!(p, OnePassPlan::Block { vectors: 8, .. })
+        matches!(p, OnePassPlan::BlockEvictLast { vectors: 8, .. })
     });
 }
 
@@ -107,7 +107,7 @@ fn block_per_row_with_8_vectors_and_1024_threads() {
     let c = classic();
     assert_eq!(
         c.plan(rows, cols),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 8,
             threads: 1024
         }

@@ -30,21 +30,21 @@ fn classic_plans_for_the_timed_shapes() {
     assert_eq!(c.plan(8192, 1024), OnePassPlan::Warp { vectors: 8 });
     assert_eq!(
         c.plan(8192, 4096),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 4,
             threads: 256
         }
     );
     assert_eq!(
         c.plan(8192, 8192),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 4,
             threads: 512
         }
     );
     assert_eq!(
         c.plan(8192, 32768),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 8,
             threads: 1024
         }
@@ -68,28 +68,28 @@ fn classic_plans_around_the_thresholds() {
     assert_eq!(c.plan(3, 1023), OnePassPlan::Warp { vectors: 8 });
     assert_eq!(
         c.plan(3, 1025),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 4,
             threads: 64
         }
     );
     assert_eq!(
         c.plan(3, 8195),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 4,
             threads: 512
         }
     );
     assert_eq!(
         c.plan(3, 8196),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 8,
             threads: 288
         }
     );
     assert_eq!(
         c.plan(3, 32768),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 8,
             threads: 1024
         }
@@ -119,7 +119,7 @@ fn classic_plans_around_the_thresholds() {
 /// hold such a row too).
 fn triton_like_candidate_plans() {
     let d = OnePassConfig::default();
-    let block = |vectors, threads| OnePassPlan::Block { vectors, threads };
+    let block = |vectors, threads| OnePassPlan::BlockEvictLast { vectors, threads };
     assert_eq!(d.plan(8192, 1024), block(4, 64));
     assert_eq!(d.plan(8192, 128), OnePassPlan::Group { lanes: 16 });
     let warp_to_1k = OnePassConfig {
@@ -163,63 +163,63 @@ fn default_and_candidate_plans_for_the_timed_shapes() {
     assert_eq!(d.plan(8192, 512), OnePassPlan::Warp { vectors: 4 });
     assert_eq!(
         d.plan(8192, 513),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 4,
             threads: 32
         }
     );
     assert_eq!(
         d.plan(8192, 1024),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 4,
             threads: 64
         }
     );
     assert_eq!(
         d.plan(8192, 1027),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 4,
             threads: 64
         }
     );
     assert_eq!(
         d.plan(8192, 1028),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 8,
             threads: 64
         }
     );
     assert_eq!(
         d.plan(8192, 4096),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 8,
             threads: 128
         }
     );
     assert_eq!(
         d.plan(8192, 8192),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 8,
             threads: 256
         }
     );
     assert_eq!(
         d.plan(8192, 16384),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 8,
             threads: 512
         }
     );
     assert_eq!(
         d.plan(8192, 16388),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 8,
             threads: 544
         }
     );
     assert_eq!(
         d.plan(8192, 32768),
-        OnePassPlan::Block {
+        OnePassPlan::BlockEvictLast {
             vectors: 8,
             threads: 1024
         }
