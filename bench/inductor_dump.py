@@ -4,6 +4,7 @@ leaves the generated Triton code (stderr), each kernel's chosen launch configura
 (`/tmp/ind/**/*.best_config`) and its PTX (`/tmp/tri/**/*.ptx`) to read: how the evict-last
 candidates of the norms and softmax were found (bench/results/h200-logs/inductor-*.log). A
 diagnostic, not a benchmark: its timing is a plain loop of events, not bench/peers.py's method.
+`--bf16`: the bf16 norms at 8192 x 1024 and 8192 x 16384 instead.
 """
 import torch
 
@@ -24,7 +25,28 @@ def bench(fn, *args):
     return s.elapsed_time(e) / 20
 
 
+def bf16_cases():
+    """The bf16 norms where torch.compile led in run 988d91a."""
+    cases = []
+    for cols in (1024, 16384):
+        x = torch.randn(8192, cols, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
+        rms = torch.compile(lambda x, w: F.rms_norm(x, (x.shape[-1],), w, 1e-6), dynamic=False)
+        layer = torch.compile(lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-6), dynamic=False)
+        cases.append((f"rms 8192x{cols} bf16", rms, (x, w), 4 * x.numel()))
+        cases.append((f"layer 8192x{cols} bf16", layer, (x, w, b), 4 * x.numel()))
+    return cases
+
+
 def main():
+    import sys
+
+    if "--bf16" in sys.argv:
+        for name, fn, args, nbytes in bf16_cases():
+            ms = bench(fn, *args)
+            print(f"{name}: {ms * 1e3:.1f} us {nbytes / ms / 1e6:.0f} GB/s", flush=True)
+        return
     cases = []
     x = torch.randn(8192, 16384, device="cuda")
     w = torch.randn(16384, device="cuda")

@@ -97,7 +97,7 @@ impl Elem for bf16 {
 }
 
 /// Candidates timed only with `--plans` (their A/B against the defaults).
-pub const PLAN_ONLY: [NormAlgorithm; 12] = [
+pub const PLAN_ONLY: [NormAlgorithm; 13] = [
     NormAlgorithm::Rows16Stream,
     NormAlgorithm::Rows32Stream,
     NormAlgorithm::WarpPipe,
@@ -110,6 +110,7 @@ pub const PLAN_ONLY: [NormAlgorithm; 12] = [
     NormAlgorithm::LoopPlain512,
     NormAlgorithm::Ring,
     NormAlgorithm::Rows16EvictLast,
+    NormAlgorithm::WarpSolo,
 ];
 
 /// The algorithms timed: all but [`PLAN_ONLY`], and those too with `plans`.

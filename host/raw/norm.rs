@@ -65,7 +65,7 @@ impl<L: Copy> NormSet<L> {
                 (RowsWidth::W16, true) => self.rows16_cs,
                 (RowsWidth::W32, true) => self.rows_cs,
             },
-            NormPlan::Warp { keep: false } => self.warp,
+            NormPlan::Warp { keep: false } | NormPlan::WarpSolo => self.warp,
             NormPlan::Warp { keep: true } => self.warp_keep,
             NormPlan::WarpPipe => self.warp_pipe,
             NormPlan::TwoPass { .. } => self.two_pass,

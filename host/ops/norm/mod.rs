@@ -95,11 +95,15 @@ pub enum NormAlgorithm {
     /// them: the default's plan for f32 RMSNorm of 4096 to 16384 columns and f32 LayerNorm of
     /// 4096 ([`DEFAULT_EVICT_LAST_COLS`]).
     Rows16EvictLast,
+    /// The warp-per-row kernel of [`NormAlgorithm::Warp`] in blocks of one warp (one row per
+    /// block, as Inductor launches its persistent reductions of such rows), for rows of up to
+    /// 1024 columns; the default's plan for longer rows. A tuning candidate.
+    WarpSolo,
 }
 
 impl NormAlgorithm {
     /// Every algorithm, slowest first.
-    pub const ALL: [NormAlgorithm; 19] = [
+    pub const ALL: [NormAlgorithm; 20] = [
         NormAlgorithm::BlockReduce,
         NormAlgorithm::InRegisters,
         NormAlgorithm::Rows16,
@@ -119,11 +123,12 @@ impl NormAlgorithm {
         NormAlgorithm::LoopPlain512,
         NormAlgorithm::Ring,
         NormAlgorithm::Rows16EvictLast,
+        NormAlgorithm::WarpSolo,
     ];
 
     /// A short name: `block-reduce`, `in-registers`, `rows-16`, `rows-32`, `rows-64`, `warp`,
     /// `warp-keep`, `rows-16-cs`, `rows-32-cs`, `warp-pipe`, `two-pass`, `loop-256`, `loop-512`,
-    /// `loop-1024`, `loop2-256`, `loop2-512`, `loop-plain-512`, `ring`, `rows-16-el`.
+    /// `loop-1024`, `loop2-256`, `loop2-512`, `loop-plain-512`, `ring`, `rows-16-el`, `warp-1`.
     pub fn name(self) -> &'static str {
         match self {
             NormAlgorithm::BlockReduce => "block-reduce",
@@ -145,6 +150,7 @@ impl NormAlgorithm {
             NormAlgorithm::LoopPlain512 => "loop-plain-512",
             NormAlgorithm::Ring => "ring",
             NormAlgorithm::Rows16EvictLast => "rows-16-el",
+            NormAlgorithm::WarpSolo => "warp-1",
         }
     }
 
@@ -203,6 +209,7 @@ impl NormAlgorithm {
             | NormAlgorithm::LoopPlain512 => matches!(plan, NormPlan::Loop { .. }),
             NormAlgorithm::Ring => matches!(plan, NormPlan::Ring { .. }),
             NormAlgorithm::Rows16EvictLast => matches!(plan, NormPlan::RowsEvictLast { .. }),
+            NormAlgorithm::WarpSolo => plan == NormPlan::WarpSolo,
         }
     }
 }
@@ -476,6 +483,7 @@ impl Gpu {
             NormPlan::Warp { keep: false } => {
                 LaunchConfig::rows_per_block(op, rows, WARP_ROWS as usize, WARP_BLOCK, 0, &limits)?
             }
+            NormPlan::WarpSolo => LaunchConfig::rows_per_block(op, rows, 1, 32, 0, &limits)?,
             NormPlan::Warp { keep: true } | NormPlan::WarpPipe => {
                 let resident = self.resident_blocks(op, kernels.kernel(plan, layer), WARP_BLOCK, 0)?;
                 LaunchConfig::persistent(op, (rows, WARP_ROWS as usize), resident, WARP_BLOCK, 0, &limits)?

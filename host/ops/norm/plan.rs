@@ -48,6 +48,8 @@ pub enum NormPlan {
         /// Whether the grid is persistent and the weight kept in registers.
         keep: bool,
     },
+    /// The warp-per-row kernel (`keep: false`) in blocks of one warp, one row per block.
+    WarpSolo,
     /// The pipelined warp-per-row kernel (`*_norm_warp_pipe_*`: each warp loads its next row
     /// before reducing the current one), [`kernels_gpu::norm::WARP_BLOCK`] threads per block on
     /// a persistent grid.
@@ -175,6 +177,7 @@ impl NormPlan {
             NormAlgorithm::Rows16Stream => fixed_as(RowsWidth::W16, true),
             NormAlgorithm::Rows32Stream => fixed_as(RowsWidth::W32, true),
             NormAlgorithm::WarpPipe => (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::WarpPipe),
+            NormAlgorithm::WarpSolo => (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::WarpSolo),
             NormAlgorithm::TwoPass => {
                 // Any row length (the block steps over the row): TWO_PASS_VECTORS per thread
                 // where that is at most 1024 threads, more past it.

@@ -403,7 +403,25 @@ pub(crate) unsafe fn load_x_evict<E: NormElem>(p: *const E, i: usize, evict: Evi
     }
     // Eight bf16 are the bits of four f32: one 16-byte load of them either way.
     // SAFETY: the caller guarantees sixteen bytes of global memory at an aligned `p + i`.
-    let w = unsafe { vector::load4_evict_words(p.wrapping_add(i).cast::<f32>(), 0, evict) };
+    widen_words::<E>(unsafe { vector::load4_evict_words(p.wrapping_add(i).cast::<f32>(), 0, evict) })
+}
+
+/// `p[i..i + LANES]` as the sixteen bytes' four words, not yet widened ([`widen_words`]): what a
+/// kernel keeps live across other work, at 4 registers where the widened bf16 take 8.
+///
+/// # Safety
+/// As [`NormElem::load_vec`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub(crate) unsafe fn load_words<E: NormElem>(p: *const E, i: usize) -> [u32; 4] {
+    // SAFETY: forwarded contract; a plain 16-byte load (`Evict::Normal`).
+    unsafe { vector::load4_evict_words(p.wrapping_add(i).cast::<f32>(), 0, Evict::Normal) }
+}
+
+/// Sixteen bytes of elements `E` (as [`load_words`] returns them) widened to f32, as
+/// [`NormElem::load_vec`] returns them.
+#[inline(always)]
+pub(crate) fn widen_words<E: NormElem>(w: [u32; 4]) -> [f32; 8] {
     if E::LANES == 4 {
         let f = |k: usize| f32::from_bits(w[k]);
         [f(0), f(1), f(2), f(3), 0.0, 0.0, 0.0, 0.0]

@@ -4,7 +4,7 @@
 //! [`layer_norm_warp_bf16`](fn@layer_norm_warp_bf16)): for rows of up to 1024 columns, where a
 //! block per row is one or two warps that wait at a barrier for a few hundred bytes each.
 
-use super::{rcp_fast, rsqrt_fast, NormElem};
+use super::{load_words, rcp_fast, rsqrt_fast, widen_words, NormElem};
 use crate::gpu::{bf16, math, thread, warp};
 use crate::kernel;
 
@@ -75,8 +75,9 @@ impl WarpLane {
 /// shuffles ([`warp::reduce_sum`]: RMSNorm the squares; LayerNorm `x - x[r][0]`, then the squared
 /// deviations over the registers, as the block kernels: see the [family's doc](super)), and each
 /// lane stores its vectors. With `KEEP` the lane loads its weight (and bias) vectors once, before
-/// its first row, and keeps them in registers across its rows; without, it reads them at each
-/// store (the same 4 KiB for every warp of a multiprocessor, from L1).
+/// its first row, and keeps them in registers across its rows; without, it loads them for each
+/// row right after the row's own vectors, before the sums, so that the two latencies overlap (the
+/// same 4 KiB for every warp of a multiprocessor, from L1), as Inductor's kernels do.
 ///
 /// Global memory: `x` read once, `y` written once: 8 bytes per element in f32, 4 in bf16; the
 /// weight (and bias) once per warp (`KEEP`) or once per row, from L1/L2.
@@ -131,6 +132,24 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
                 v[k] = unsafe { E::load_vec(x_row, at.offset::<E>(k)) };
             }
         });
+        // Without `KEEP`: the row's weight (and bias) vectors right behind its own, before the
+        // sums, so that their latency overlaps the row's (as Inductor's kernels load them),
+        // kept as loaded (4 registers a vector) until the store widens them.
+        let mut raw_g = [[0u32; 4]; V];
+        let mut raw_b = [[0u32; 4]; V];
+        if !KEEP {
+            unroll_8!(V, |k| {
+                if at.valid(k) {
+                    // SAFETY: vector `lane + 32 k < vecs` of the weight (and bias), aligned.
+                    unsafe {
+                        raw_g[k] = load_words(w, at.offset::<E>(k));
+                        if LAYER {
+                            raw_b[k] = load_words(b, at.offset::<E>(k));
+                        }
+                    }
+                }
+            });
+        }
         // SAFETY: `cols >= 1`.
         let shift = if LAYER { unsafe { E::load(x_row, 0) } } else { 0.0 };
         // SAFETY: forwarded contract; `row < rows`.
@@ -139,7 +158,7 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
                 v,
                 shift,
                 (&mut g, &mut beta),
-                (w, b),
+                (&raw_g, &raw_b),
                 y.wrapping_add(row * cols),
                 at,
                 inv_n,
@@ -153,8 +172,9 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
 /// The statistics and the store of one row a warp holds: `v` the lane's vectors `lane + 32 k`
 /// of the row (0 past the row), `shift` the row's first entry (LayerNorm); the warp sums with
 /// shuffles (RMSNorm the squares; LayerNorm `x - shift`, then the squared deviations over the
-/// registers) and each lane stores its vectors of `y_row`. Without `KEEP` the lane reads its
-/// weight (and bias) vectors into `params` at the store; with it, `params` holds them already.
+/// registers) and each lane stores its vectors of `y_row`. Without `KEEP` the lane widens its
+/// weight (and bias) vectors, loaded as words (`raw_g`, `raw_b`), into `g` and `beta` at the
+/// store; with it, `g` and `beta` hold them already.
 ///
 /// # Safety
 /// Called by all 32 lanes of a warp with the same row; as `norm_warp` for the pointers, with
@@ -165,7 +185,7 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
     mut v: [[f32; 8]; V],
     shift: f32,
     (g, beta): (&mut [[f32; 8]; V], &mut [[f32; 8]; V]),
-    (w, b): (*const E, *const E),
+    (raw_g, raw_b): (&[[u32; 4]; V], &[[u32; 4]; V]),
     y_row: *mut E,
     at: WarpLane,
     inv_n: f32,
@@ -207,12 +227,9 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
     unroll_8!(V, |k| {
         if at.valid(k) {
             if !KEEP {
-                // SAFETY: as for the loads; the weight and bias have `cols` elements, aligned.
-                unsafe {
-                    g[k] = E::load_vec(w, at.offset::<E>(k));
-                    if LAYER {
-                        beta[k] = E::load_vec(b, at.offset::<E>(k));
-                    }
+                g[k] = widen_words::<E>(raw_g[k]);
+                if LAYER {
+                    beta[k] = widen_words::<E>(raw_b[k]);
                 }
             }
             let mut out = [0.0f32; 8];
@@ -282,13 +299,26 @@ unsafe fn norm_warp_pipe<E: NormElem, const V: usize, const LAYER: bool>(
     while row < rows {
         let next = row + stride;
         let (nxt, nxt_shift) = load_row(next);
+        let mut raw_g = [[0u32; 4]; V];
+        let mut raw_b = [[0u32; 4]; V];
+        unroll_8!(V, |k| {
+            if at.valid(k) {
+                // SAFETY: vector `lane + 32 k < vecs` of the weight (and bias), aligned.
+                unsafe {
+                    raw_g[k] = load_words(w, at.offset::<E>(k));
+                    if LAYER {
+                        raw_b[k] = load_words(b, at.offset::<E>(k));
+                    }
+                }
+            }
+        });
         // SAFETY: forwarded contract; `row < rows`, the same for the 32 lanes.
         unsafe {
             finish_row::<E, V, LAYER, false>(
                 cur,
                 cur_shift,
                 (&mut g, &mut beta),
-                (w, b),
+                (&raw_g, &raw_b),
                 y.wrapping_add(row * cols),
                 at,
                 inv_n,
