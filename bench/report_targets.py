@@ -47,25 +47,38 @@ def launcher_target(lo: dict[tuple[Any, Any, Any], Record], mode: str) -> list[s
 NORM_KERNELS = ["rms_norm", "layer_norm", "cross_entropy", "cross_entropy_mean"]
 
 
+def dtype_of(dtype: str, want: Any) -> Any:
+    """`want` (an impl name or a predicate) restricted to records of `dtype` (f32 when unset)."""
+    ok = want if callable(want) else (lambda r: r["impl"] == want)
+    return lambda r: r.get("dtype", "f32") == dtype and ok(r)
+
+
 def f32_of(want: Any) -> Any:
     """`want` (an impl name or a predicate) restricted to f32 records."""
-    ok = want if callable(want) else (lambda r: r["impl"] == want)
-    return lambda r: r.get("dtype", "f32") == "f32" and ok(r)
+    return dtype_of("f32", want)
 
 
 def norm_targets(run: Run) -> list[list[str]]:
-    """The norms (f32) >= 90% of copy and >= 1.0x torch.compile at 8192 x 1024..16384;
+    """The norms (f32 and bf16) >= 90% of copy and >= 1.0x torch.compile at 8192 x 1024..16384;
     cross-entropy per row >= 85% of copy at 8192 x 32768 and 131072."""
     rows = []
-    for kernel in ("rms_norm", "layer_norm"):
-        for cols in (1024, 4096, 16384):
-            shape = f"8192x{cols}"
-            rows.append(ratio_target(run, f"`{kernel}` f32 >= 90% of copy at {shape}", kernel, shape, f32_of(is_default), "copy", 0.9))
-            rows.append(
-                ratio_target(
-                    run, f"`{kernel}` f32 >= 1.0x torch.compile at {shape}", kernel, shape, f32_of(is_default), f32_of("torch-compile"), 1.0
+    for dtype in ("f32", "bf16"):
+        for kernel in ("rms_norm", "layer_norm"):
+            for cols in (1024, 4096, 16384):
+                shape = f"8192x{cols}"
+                mine = dtype_of(dtype, is_default)
+                rows.append(ratio_target(run, f"`{kernel}` {dtype} >= 90% of copy at {shape}", kernel, shape, mine, "copy", 0.9))
+                rows.append(
+                    ratio_target(
+                        run,
+                        f"`{kernel}` {dtype} >= 1.0x torch.compile at {shape}",
+                        kernel,
+                        shape,
+                        mine,
+                        dtype_of(dtype, "torch-compile"),
+                        1.0,
+                    )
                 )
-            )
     for cols in (32768, 131072):
         shape = f"8192x{cols}"
         rows.append(ratio_target(run, f"`cross_entropy` >= 85% of copy at {shape}", "cross_entropy", shape, is_default, "copy", 0.85))

@@ -231,10 +231,13 @@ impl NormPlan {
             return NormPlan::Warp { keep: true };
         }
         // Else 16 elements per thread up to `DEFAULT_W16_MAX_COLS` (f32: 16384; the fastest or
-        // within 1.5% of it at 1024 to 16384 columns but for bf16 LayerNorm at 4096, 5% behind
-        // 32), 32 past it (bf16 at 16384 columns: 32 ahead of or level with 16).
+        // within 1.5% of it at 1024 to 16384 columns but for bf16 LayerNorm at 4096, 3-5% behind
+        // 32: `DEFAULT_W16_MAX_COLS_BF16_LAYER`), 32 past it (bf16 at 16384 columns: 32 ahead of
+        // or level with 16).
         let w16_max = if f32 {
             DEFAULT_W16_MAX_COLS_F32
+        } else if layer {
+            DEFAULT_W16_MAX_COLS_BF16_LAYER
         } else {
             DEFAULT_W16_MAX_COLS
         };
@@ -266,6 +269,13 @@ impl NormPlan {
 
 /// bf16 rows of up to this many columns take 16 elements per thread by default, longer ones 32.
 pub const DEFAULT_W16_MAX_COLS: usize = 8192;
+
+/// bf16 LayerNorm rows of up to this many columns take 16 elements per thread by default,
+/// longer ones 32: at 8192 x 4096 32 elements per thread were ahead of 16 in both H200 sweeps
+/// that timed every candidate (3608 against 3491 GB/s in `bench/results/5e7f33d-plans.jsonl`,
+/// 3596 against 3453 in `evict-last-ab-plans.jsonl`), behind at 1024 (2341 against 2447 in the
+/// latter). 2048 columns were not timed and keep 16.
+pub const DEFAULT_W16_MAX_COLS_BF16_LAYER: usize = 4088;
 
 /// f32 rows of up to this many columns take 16 elements per thread by default (at 16384
 /// columns 16 was ahead of 32 by 2-4% for RMSNorm and by under 1% for LayerNorm in the last two
@@ -384,6 +394,16 @@ mod tests {
         assert_eq!(width(default_plan::<bf16>(2048, true)), Some(RowsWidth::W16));
     }
 
+    /// bf16 LayerNorm: 32 elements per thread from 4096 columns (a trial on each side).
+    #[test]
+    fn bf16_layer_norm_takes_32_elements_per_thread_from_4096_columns() {
+        assert_eq!(width(default_plan::<bf16>(4088, true)), Some(RowsWidth::W16));
+        assert_eq!(width(default_plan::<bf16>(4096, true)), Some(RowsWidth::W32));
+        assert_eq!(width(default_plan::<bf16>(8192, true)), Some(RowsWidth::W32));
+        // Not RMSNorm (the looped kernel to 4096, then 16 elements to 8192).
+        assert_eq!(width(default_plan::<bf16>(8192, false)), Some(RowsWidth::W16));
+    }
+
     #[test]
     fn sixteen_elements_per_thread_to_16384_f32_columns_and_8192_bf16() {
         // (f32 RMSNorm at 16384: 16 elements per thread with evict-last loads.)
@@ -394,7 +414,9 @@ mod tests {
         assert_eq!(width(default_plan::<f32>(16384, true)), Some(RowsWidth::W16));
         for layer in [false, true] {
             assert_eq!(width(default_plan::<f32>(16388, layer)), Some(RowsWidth::W32));
-            assert_eq!(width(default_plan::<bf16>(8192, layer)), Some(RowsWidth::W16));
+            if !layer {
+                assert_eq!(width(default_plan::<bf16>(8192, layer)), Some(RowsWidth::W16));
+            }
             assert_eq!(width(default_plan::<bf16>(8200, layer)), Some(RowsWidth::W32));
         }
     }
