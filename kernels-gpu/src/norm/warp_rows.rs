@@ -133,23 +133,13 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
             }
         });
         // Without `KEEP`: the row's weight (and bias) vectors right behind its own, before the
-        // sums, so that their latency overlaps the row's (as Inductor's kernels load them),
-        // kept as loaded (4 registers a vector) until the store widens them.
-        let mut raw_g = [[0u32; 4]; V];
-        let mut raw_b = [[0u32; 4]; V];
-        if !KEEP {
-            unroll_8!(V, |k| {
-                if at.valid(k) {
-                    // SAFETY: vector `lane + 32 k < vecs` of the weight (and bias), aligned.
-                    unsafe {
-                        raw_g[k] = load_words(w, at.offset::<E>(k));
-                        if LAYER {
-                            raw_b[k] = load_words(b, at.offset::<E>(k));
-                        }
-                    }
-                }
-            });
-        }
+        // sums, so that their latency overlaps the row's (as Inductor's kernels load them).
+        let (raw_g, raw_b) = if KEEP {
+            ([[0u32; 4]; V], [[0u32; 4]; V])
+        } else {
+            // SAFETY: `w` and `b` have `cols` elements, aligned (the caller's contract).
+            unsafe { load_params_words::<E, V, LAYER>(w, b, at) }
+        };
         // SAFETY: `cols >= 1`.
         let shift = if LAYER { unsafe { E::load(x_row, 0) } } else { 0.0 };
         // SAFETY: forwarded contract; `row < rows`.
@@ -167,6 +157,35 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
         };
         row += stride;
     }
+}
+
+/// The lane's weight (and, for LayerNorm, bias) vectors `lane + 32 k` (`k < V`) as loaded
+/// words (4 registers a vector, where widened bf16 take 8), for [`finish_row`] to widen at the
+/// store; zeros past the row.
+///
+/// # Safety
+/// `w` and `b` (read only with `LAYER`) point to `cols` elements of global memory, 16-byte
+/// aligned, with `at.vecs = cols / LANES`.
+#[inline(always)]
+unsafe fn load_params_words<E: NormElem, const V: usize, const LAYER: bool>(
+    w: *const E,
+    b: *const E,
+    at: WarpLane,
+) -> ([[u32; 4]; V], [[u32; 4]; V]) {
+    let mut raw_g = [[0u32; 4]; V];
+    let mut raw_b = [[0u32; 4]; V];
+    unroll_8!(V, |k| {
+        if at.valid(k) {
+            // SAFETY: vector `lane + 32 k < vecs` of the weight (and bias), aligned.
+            unsafe {
+                raw_g[k] = load_words(w, at.offset::<E>(k));
+                if LAYER {
+                    raw_b[k] = load_words(b, at.offset::<E>(k));
+                }
+            }
+        }
+    });
+    (raw_g, raw_b)
 }
 
 /// The statistics and the store of one row a warp holds: `v` the lane's vectors `lane + 32 k`
@@ -299,19 +318,8 @@ unsafe fn norm_warp_pipe<E: NormElem, const V: usize, const LAYER: bool>(
     while row < rows {
         let next = row + stride;
         let (nxt, nxt_shift) = load_row(next);
-        let mut raw_g = [[0u32; 4]; V];
-        let mut raw_b = [[0u32; 4]; V];
-        unroll_8!(V, |k| {
-            if at.valid(k) {
-                // SAFETY: vector `lane + 32 k < vecs` of the weight (and bias), aligned.
-                unsafe {
-                    raw_g[k] = load_words(w, at.offset::<E>(k));
-                    if LAYER {
-                        raw_b[k] = load_words(b, at.offset::<E>(k));
-                    }
-                }
-            }
-        });
+        // SAFETY: `w` and `b` have `cols` elements, aligned (the caller's contract).
+        let (raw_g, raw_b) = unsafe { load_params_words::<E, V, LAYER>(w, b, at) };
         // SAFETY: forwarded contract; `row < rows`, the same for the 32 lanes.
         unsafe {
             finish_row::<E, V, LAYER, false>(
