@@ -424,7 +424,8 @@ layer_kernel!(
 
 rms_kernel!(
     /// [`rms_norm_rows16_f32`](fn@rms_norm_rows16_f32) with `evict_last` (L1 and L2) on the
-    /// loads of `x` and the weight, as torch.compile's kernels load them. A tuning candidate.
+    /// loads of `x` and the weight, as torch.compile's kernels load them: the default for rows of
+    /// 4096 to 16384 columns (the host's `DEFAULT_EVICT_LAST_COLS`).
     ///
     /// # Safety
     /// As `norm_rows`.
@@ -442,7 +443,8 @@ rms_kernel!(
 
 layer_kernel!(
     /// [`layer_norm_rows16_f32`](fn@layer_norm_rows16_f32) with `evict_last` on the loads of
-    /// `x`, the weight and the bias. A tuning candidate.
+    /// `x`, the weight and the bias: the default for rows of 4096 columns (the host's
+    /// `DEFAULT_EVICT_LAST_COLS`).
     ///
     /// # Safety
     /// As `norm_rows`.

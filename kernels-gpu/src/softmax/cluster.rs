@@ -110,7 +110,7 @@ unsafe fn softmax_cluster<const V: usize>(x: *const f32, y: *mut f32, rows: usiz
     // `cols / 4 <= V * blocks * threads` and the shared memory; every thread of the cluster
     // reaches the reduction, and the wait matching its arrival there.
     unsafe {
-        row_in_registers::<V, 0>(
+        row_in_registers::<V, 0, false>(
             x_row,
             y_row,
             cols,

@@ -16,7 +16,8 @@ use crate::kernel;
 /// all `V` loads before any use, plus at most one head or tail scalar ([`Held::load`]); then
 /// [`Held::write`]: one exponential per entry, one read and one write of each.
 ///
-/// `FIXED` is as in [`Held`].
+/// `FIXED` is as in [`Held`]; with `LAST` the row's loads carry `evict_last` (L1 and L2, as
+/// torch.compile's generated kernels load a row).
 ///
 /// # Safety
 /// `x_row` and `y_row` point to `cols` floats at the same address modulo 16 bytes;
@@ -24,27 +25,7 @@ use crate::kernel;
 /// the row's threads.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn row_in_registers<const V: usize, const FIXED: usize>(
-    x_row: *const f32,
-    y_row: *mut f32,
-    cols: usize,
-    t: f32,
-    tid: usize,
-    threads: usize,
-    reduce: impl FnOnce(Stats) -> Stats,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { row_in_registers_hinted::<V, FIXED, false>(x_row, y_row, cols, t, tid, threads, reduce) }
-}
-
-/// [`row_in_registers`] with, where `LAST`, the row's loads carrying `evict_last`
-/// ([`Held::load`](super::row::Held::load)).
-///
-/// # Safety
-/// As [`row_in_registers`].
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn row_in_registers_hinted<const V: usize, const FIXED: usize, const LAST: bool>(
+pub(super) unsafe fn row_in_registers<const V: usize, const FIXED: usize, const LAST: bool>(
     x_row: *const f32,
     y_row: *mut f32,
     cols: usize,
@@ -91,7 +72,7 @@ unsafe fn softmax_warp<const V: usize>(x: *const f32, y: *mut f32, rows: usize, 
     // SAFETY: the row is inside the buffers; the caller's shape gives `cols / 4 <= 32 * V`; all
     // 32 lanes of the warp reach the reduction.
     unsafe {
-        row_in_registers::<V, { warp::SIZE as usize }>(
+        row_in_registers::<V, { warp::SIZE as usize }, false>(
             x_row,
             y_row,
             cols,
@@ -191,7 +172,9 @@ unsafe fn softmax_group<const G: usize, const V: usize>(
     let (x_row, y_row) = (x.wrapping_add(row * cols), y.wrapping_add(row * cols));
     // SAFETY: a live row is inside the buffers, an empty one is never dereferenced; the caller's
     // shape gives `cols / 4 <= G * V`; all 32 lanes of the warp reach the shuffles.
-    unsafe { row_in_registers::<V, G>(x_row, y_row, live_cols, t, tid % G, G, |s| group_stats::<G>(s, t)) }
+    unsafe {
+        row_in_registers::<V, G, false>(x_row, y_row, live_cols, t, tid % G, G, |s| group_stats::<G>(s, t))
+    }
 }
 
 softmax_kernel!(
@@ -214,7 +197,8 @@ softmax_kernel!(
 );
 
 /// Block-per-row softmax, the row in registers: the body of [`softmax_block_4`](fn@softmax_block_4) and
-/// [`softmax_block_8`](fn@softmax_block_8).
+/// [`softmax_block_8`](fn@softmax_block_8), and with `LAST` (the row loaded with `evict_last`) of
+/// [`softmax_block_4_el`](fn@softmax_block_4_el) and [`softmax_block_8_el`](fn@softmax_block_8_el).
 ///
 /// Block `r` handles row `r`: thread `tid` holds vectors `tid + k * blockDim.x` (`k < V`) of the
 /// row and at most one head or tail scalar; the block merges the statistics with shuffles and one
@@ -231,18 +215,7 @@ softmax_kernel!(
 /// `x` and `y` point to `rows * cols` floats of device memory at the same address modulo 16
 /// bytes and do not overlap; the launch shape is as above.
 #[inline(always)]
-unsafe fn softmax_block<const V: usize>(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
-    // SAFETY: forwarded contract.
-    unsafe { softmax_block_hinted::<V, false>(x, y, rows, cols, t) }
-}
-
-/// `softmax_block` with, where `LAST`, the row's loads carrying `evict_last` (L1 and L2), as
-/// torch.compile's generated kernels load a row: the body of the `softmax_block_*_el` kernels.
-///
-/// # Safety
-/// As `softmax_block`.
-#[inline(always)]
-unsafe fn softmax_block_hinted<const V: usize, const LAST: bool>(
+unsafe fn softmax_block<const V: usize, const LAST: bool>(
     x: *const f32,
     y: *mut f32,
     rows: usize,
@@ -260,7 +233,7 @@ unsafe fn softmax_block_hinted<const V: usize, const LAST: bool>(
     // SAFETY: the row is inside the buffers; the caller's shape gives `cols / 4 <= V * threads`
     // and the shared memory; every thread of the block reaches the reduction.
     unsafe {
-        row_in_registers_hinted::<V, 0, LAST>(x_row, y_row, cols, t, tid, threads, |s| {
+        row_in_registers::<V, 0, LAST>(x_row, y_row, cols, t, tid, threads, |s| {
             block_stats(scratch, s, t)
         })
     }
@@ -270,56 +243,40 @@ softmax_kernel!(
     /// `softmax_block` with 4 vectors (16 floats) per thread: rows of up to 16 * blockDim.x
     /// columns; the host uses it up to 8192 columns (512 threads). 8192 x 4096 runs 256-thread blocks;
     /// about 40 registers let 6 blocks share a multiprocessor, 96 KB of loads in flight per SM.
+    /// Plain loads: the host runs it where `OnePassConfig::block_evict_last` is off, its `_el`
+    /// twin otherwise (the default).
     ///
     /// # Safety
     /// As `softmax_block`.
-    softmax_block_4 = softmax_block::<4>
+    softmax_block_4 = softmax_block::<4, false>
 );
 
 softmax_kernel!(
     /// `softmax_block` with 8 vectors (32 floats) per thread: rows of up to 32 * blockDim.x
     /// columns; the host uses it from 8193 to 32768 columns (up to 1024 threads). A 32768-column row
-    /// is 128 KiB, half a multiprocessor's register file: one row per SM at a time.
+    /// is 128 KiB, half a multiprocessor's register file: one row per SM at a time. Plain loads,
+    /// as `softmax_block_4`.
     ///
     /// # Safety
     /// As `softmax_block`.
-    softmax_block_8 = softmax_block::<8>
+    softmax_block_8 = softmax_block::<8, false>
 );
-
-/// `softmax_block_hinted::<4, true>` (an [`unroll_8!`] of 4 vectors).
-///
-/// # Safety
-/// As `softmax_block`.
-#[inline(always)]
-unsafe fn softmax_block_4_last(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
-    // SAFETY: forwarded contract.
-    unsafe { softmax_block_hinted::<4, true>(x, y, rows, cols, t) }
-}
-
-/// `softmax_block_hinted::<8, true>`.
-///
-/// # Safety
-/// As `softmax_block`.
-#[inline(always)]
-unsafe fn softmax_block_8_last(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
-    // SAFETY: forwarded contract.
-    unsafe { softmax_block_hinted::<8, true>(x, y, rows, cols, t) }
-}
 
 softmax_kernel!(
     /// [`softmax_block_4`](fn@softmax_block_4) with `evict_last` (L1 and L2) on the loads of
-    /// the row, as torch.compile's generated kernels load it. A tuning candidate.
+    /// the row, as torch.compile's generated kernels load it: what the host runs where
+    /// `OnePassConfig::block_evict_last` is set (the default).
     ///
     /// # Safety
     /// As `softmax_block`.
-    softmax_block_4_el = softmax_block_4_last
+    softmax_block_4_el = softmax_block::<4, true>
 );
 
 softmax_kernel!(
-    /// [`softmax_block_8`](fn@softmax_block_8) with `evict_last` on the loads of the row. A
-    /// tuning candidate.
+    /// [`softmax_block_8`](fn@softmax_block_8) with `evict_last` on the loads of the row: what
+    /// the host runs where `OnePassConfig::block_evict_last` is set (the default).
     ///
     /// # Safety
     /// As `softmax_block`.
-    softmax_block_8_el = softmax_block_8_last
+    softmax_block_8_el = softmax_block::<8, true>
 );
