@@ -430,6 +430,44 @@ pub(crate) fn widen_words<E: NormElem>(w: [u32; 4]) -> [f32; 8] {
     }
 }
 
+/// [`widen_words`] for words a kernel widens more than once (a packed bf16 row, once per pass
+/// over it): on the GPU each bf16 word widens through its own `shl` and `and`, which the
+/// compiler may neither merge with another widening of the same word nor hoist, so that only
+/// the 4 loaded words stay live between the passes, not the 8 floats. f32 words are the floats
+/// themselves: [`widen_words`].
+#[inline(always)]
+pub(crate) fn rewiden_words<E: NormElem>(w: [u32; 4]) -> [f32; 8] {
+    if E::LANES == 4 {
+        return widen_words::<E>(w);
+    }
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let mut out = [0.0f32; 8];
+        for k in 0..4 {
+            let (lo, hi): (f32, f32);
+            // SAFETY: register-to-register instructions; no memory. Not `pure` on purpose: an
+            // asm block with (assumed) side effects is neither merged nor moved out of a loop.
+            unsafe {
+                core::arch::asm!(
+                    "shl.b32 {lo}, {w}, 16;",
+                    "and.b32 {hi}, {w}, 0xffff0000;",
+                    w = in(reg32) w[k],
+                    lo = out(reg32) lo,
+                    hi = out(reg32) hi,
+                    options(nomem, nostack, preserves_flags),
+                );
+            }
+            out[2 * k] = lo;
+            out[2 * k + 1] = hi;
+        }
+        out
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        widen_bf16x8(w)
+    }
+}
+
 /// `1 / x` to within an ulp or two: `rcp.approx.f32` on the GPU (one MUFU.RCP, where `1.0 / x`
 /// is an IEEE division with a test and a slow path), `1.0 / x` on the CPU. The norms take it for
 /// `1 / cols` (an integer of at most 2^24, never denormal), so a row's statistics cost a multiply

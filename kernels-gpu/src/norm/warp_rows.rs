@@ -4,7 +4,7 @@
 //! [`layer_norm_warp_bf16`](fn@layer_norm_warp_bf16)): for rows of up to 1024 columns, where a
 //! block per row is one or two warps that wait at a barrier for a few hundred bytes each.
 
-use super::{load_words, rcp_fast, rsqrt_fast, widen_words, NormElem};
+use super::{load_words, rcp_fast, rewiden_words, rsqrt_fast, widen_words, NormElem};
 use crate::gpu::{bf16, math, thread, warp};
 use crate::kernel;
 
@@ -125,11 +125,11 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
     // reaches each shuffle.
     while row < rows {
         let x_row = x.wrapping_add(row * cols);
-        let mut v = [[0.0f32; 8]; V];
+        let mut v = [[0u32; 4]; V];
         unroll_8!(V, |k| {
             if at.valid(k) {
                 // SAFETY: vector `lane + 32 k < vecs` lies inside the row, 16-byte aligned.
-                v[k] = unsafe { E::load_vec(x_row, at.offset::<E>(k)) };
+                v[k] = unsafe { load_words(x_row, at.offset::<E>(k)) };
             }
         });
         // Without `KEEP`: the row's weight (and bias) vectors right behind its own, before the
@@ -189,11 +189,14 @@ unsafe fn load_params_words<E: NormElem, const V: usize, const LAYER: bool>(
 }
 
 /// The statistics and the store of one row a warp holds: `v` the lane's vectors `lane + 32 k`
-/// of the row (0 past the row), `shift` the row's first entry (LayerNorm); the warp sums with
-/// shuffles (RMSNorm the squares; LayerNorm `x - shift`, then the squared deviations over the
-/// registers) and each lane stores its vectors of `y_row`. Without `KEEP` the lane widens its
-/// weight (and bias) vectors, loaded as words (`raw_g`, `raw_b`), into `g` and `beta` at the
-/// store; with it, `g` and `beta` hold them already.
+/// of the row as loaded words (0 past the row), `shift` the row's first entry (LayerNorm); the
+/// warp sums with shuffles (RMSNorm the squares; LayerNorm `x - shift`, then the squared
+/// deviations `(x - shift) - mu` over the registers) and each lane stores its vectors of `y_row`.
+/// Each pass widens the words again ([`rewiden_words`]): a bf16 row stays packed between the
+/// passes, 4 registers a vector where widened it would take 8 (as Inductor's kernels keep it);
+/// an f32 row is its words. Without `KEEP` the lane widens its weight (and bias) vectors, loaded
+/// as words (`raw_g`, `raw_b`), into `g` and `beta` at the store; with it, `g` and `beta` hold
+/// them already.
 ///
 /// # Safety
 /// Called by all 32 lanes of a warp with the same row; as `norm_warp` for the pointers, with
@@ -201,7 +204,7 @@ unsafe fn load_params_words<E: NormElem, const V: usize, const LAYER: bool>(
 #[inline(always)]
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP: bool>(
-    mut v: [[f32; 8]; V],
+    v: [[u32; 4]; V],
     shift: f32,
     (g, beta): (&mut [[f32; 8]; V], &mut [[f32; 8]; V]),
     (raw_g, raw_b): (&[[u32; 4]; V], &[[u32; 4]; V]),
@@ -211,13 +214,13 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
     eps: f32,
 ) {
     let lanes = E::LANES;
-    let scale = if LAYER {
+    let (mu, scale) = if LAYER {
         let mut s = 0.0f32;
         unroll_8!(V, |k| {
             if at.valid(k) {
+                let x = rewiden_words::<E>(v[k]);
                 for c in 0..lanes {
-                    v[k][c] -= shift;
-                    s += v[k][c];
+                    s += x[c] - shift;
                 }
             }
         });
@@ -225,23 +228,25 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
         let mut q = 0.0f32;
         unroll_8!(V, |k| {
             if at.valid(k) {
+                let x = rewiden_words::<E>(v[k]);
                 for c in 0..lanes {
-                    v[k][c] -= mu;
-                    q = math::fma(v[k][c], v[k][c], q);
+                    let d = (x[c] - shift) - mu;
+                    q = math::fma(d, d, q);
                 }
             }
         });
-        rsqrt_fast(warp::reduce_sum(q) * inv_n + eps)
+        (mu, rsqrt_fast(warp::reduce_sum(q) * inv_n + eps))
     } else {
         let mut q = 0.0f32;
         unroll_8!(V, |k| {
             if at.valid(k) {
+                let x = rewiden_words::<E>(v[k]);
                 for c in 0..lanes {
-                    q = math::fma(v[k][c], v[k][c], q);
+                    q = math::fma(x[c], x[c], q);
                 }
             }
         });
-        rsqrt_fast(warp::reduce_sum(q) * inv_n + eps)
+        (0.0, rsqrt_fast(warp::reduce_sum(q) * inv_n + eps))
     };
     unroll_8!(V, |k| {
         if at.valid(k) {
@@ -251,12 +256,13 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
                     beta[k] = widen_words::<E>(raw_b[k]);
                 }
             }
+            let x = rewiden_words::<E>(v[k]);
             let mut out = [0.0f32; 8];
             for c in 0..lanes {
                 out[c] = if LAYER {
-                    math::fma(v[k][c] * scale, g[k][c], beta[k][c])
+                    math::fma(((x[c] - shift) - mu) * scale, g[k][c], beta[k][c])
                 } else {
-                    v[k][c] * scale * g[k][c]
+                    x[c] * scale * g[k][c]
                 };
             }
             // SAFETY: vector `lane + 32 k < vecs` of the row; `y` has `x`'s shape and alignment.
@@ -296,14 +302,14 @@ unsafe fn norm_warp_pipe<E: NormElem, const V: usize, const LAYER: bool>(
     // Row `r`'s vectors and first entry, all loads issued at once; zeros past the last row (the
     // test is the same for the 32 lanes).
     let load_row = |r: usize| {
-        let mut v = [[0.0f32; 8]; V];
+        let mut v = [[0u32; 4]; V];
         let mut shift = 0.0f32;
         if r < rows {
             let x_row = x.wrapping_add(r * cols);
             unroll_8!(V, |k| {
                 if at.valid(k) {
                     // SAFETY: vector `lane + 32 k < vecs` lies inside row `r < rows`, aligned.
-                    v[k] = unsafe { E::load_vec(x_row, at.offset::<E>(k)) };
+                    v[k] = unsafe { load_words(x_row, at.offset::<E>(k)) };
                 }
             });
             if LAYER {
