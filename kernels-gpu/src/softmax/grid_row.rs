@@ -13,7 +13,7 @@ use super::row::{identity, map4, reference, RowSplit};
 use super::stats::{block_stats, exponent, KahanSum, Stats};
 use super::two_pass::chunk_range;
 use super::STATS_SHARED_BYTES;
-use crate::gpu::vector::{self, F4};
+use crate::gpu::vector::{self, Evict, F4};
 use crate::gpu::{grid, math, mem, shared, thread};
 use crate::kernel;
 
@@ -147,7 +147,8 @@ impl Share {
 
     /// Loads the thread's local vectors `first + k * threads` (`k < N`) below `end` (all of
     /// them if `full`), all loads before any use, the identity in place of the others;
-    /// `STREAMING`: with the evict-first hint, for a last read.
+    /// `STREAMING`: with the evict-first hint, for a last read; else with the L2 `evict_last`
+    /// hint ([`Evict::last`]), for a read that phase 2 repeats.
     ///
     /// # Safety
     /// `end <= len`, and every vector below it if `full`.
@@ -160,15 +161,17 @@ impl Share {
         t: f32,
     ) -> [F4; N] {
         let mut v = [F4([identity(t); 4]); N];
+        let keep = Evict::last();
         unroll_8!(N, |k| {
             if full || self.below(first, k, end) {
                 let at = self.at(first, k);
-                // SAFETY: the local vector is below `len`: inside the row, 16-byte aligned.
+                // SAFETY: the local vector is below `len`: inside the row, 16-byte aligned, in
+                // global memory.
                 v[k] = unsafe {
                     if STREAMING {
                         vector::load4_streaming(self.x_row, at)
                     } else {
-                        vector::load4(self.x_row, at)
+                        F4(vector::load4_evict_words(self.x_row, at, keep).map(f32::from_bits))
                     }
                 };
             }
@@ -178,7 +181,8 @@ impl Share {
 
     /// Phase 1 past the registers: the shared part (`held..kept`), each group loaded with the
     /// evict-first hint (read once), stored to the thread's slots and folded; then the streamed
-    /// rest (`kept..len`), loaded plainly so that it stays in L2 for phase 2, and folded.
+    /// rest (`kept..len`), loaded with the `evict_last` hint so that it stays in L2 for phase 2,
+    /// and folded.
     ///
     /// # Safety
     /// The share lies inside the row; `kept - held` slots of shared memory.
@@ -275,7 +279,7 @@ impl Share {
 /// next ones (`R <= L < R + shared_vecs`, read once: evict-first loads) in groups of
 /// [`GRID_ROW_GROUP`], all of a group's loads issued before any use, into its own 16-byte slots
 /// `L - R` of shared memory (consecutive threads, consecutive slots: no bank conflict), and
-/// streams the rest the same way (plain loads, so that it stays in L2 for phase 2), keeping
+/// streams the rest the same way (`evict_last` loads, so that it stays in L2 for phase 2), keeping
 /// running statistics throughout (one exponential per entry and one per group, base 2 with `t
 /// log2 e` folded in, the sign of `t` tested once per group; `fold`); block 0's threads 0..7
 /// add the head and tail scalars. The block merges them (`block_stats`), thread 0 stores them to
