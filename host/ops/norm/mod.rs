@@ -5,7 +5,10 @@
 
 mod plan;
 
-pub use plan::{DEFAULT_EVICT_LAST_COLS, DEFAULT_LOOP, DEFAULT_LOOP_COLS, LoopKind, NormPlan, RowsWidth};
+pub use plan::{
+    DEFAULT_EVICT_LAST_COLS, DEFAULT_LOOP, DEFAULT_LOOP_COLS, DEFAULT_WARP_SOLO_COLS, LoopKind, NormPlan,
+    RowsWidth,
+};
 
 use half::bf16;
 use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES, WARP_BLOCK, WARP_ROWS, ring_shared_bytes};
@@ -79,7 +82,8 @@ pub enum NormAlgorithm {
     /// tuning candidate.
     Loop2x256,
     /// [`NormAlgorithm::Loop2x256`] with blocks of 512 threads: the default's plan for RMSNorm
-    /// of 1024 to 4096 columns and f32 LayerNorm of 1024 ([`DEFAULT_LOOP_COLS`]).
+    /// of 1024 to 4096 columns (but bf16 at 1024, [`DEFAULT_WARP_SOLO_COLS`]) and f32 LayerNorm
+    /// of 1024 ([`DEFAULT_LOOP_COLS`]).
     Loop2x512,
     /// [`NormAlgorithm::Loop512`] without the eviction hints (`*_norm_loop_plain_*`): what the
     /// hints buy. A tuning candidate.
@@ -97,7 +101,8 @@ pub enum NormAlgorithm {
     Rows16EvictLast,
     /// The warp-per-row kernel of [`NormAlgorithm::Warp`] in blocks of one warp (one row per
     /// block, as Inductor launches its persistent reductions of such rows), for rows of up to
-    /// 1024 columns; the default's plan for longer rows. A tuning candidate.
+    /// 1024 columns; the default's plan for longer rows. The default's plan for bf16 rows of
+    /// 1024 columns ([`DEFAULT_WARP_SOLO_COLS`]).
     WarpSolo,
 }
 

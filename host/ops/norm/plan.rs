@@ -207,6 +207,13 @@ impl NormPlan {
             return plan;
         }
         let f32 = core::mem::size_of::<T>() == 4;
+        // The warp-per-row kernel in blocks of one warp where it was measured to win (see
+        // DEFAULT_WARP_SOLO_COLS).
+        if DEFAULT_WARP_SOLO_COLS[usize::from(layer)][usize::from(f32)]
+            .is_some_and(|(lo, hi)| (lo..=hi).contains(&cols) && cols <= WARP_ELEMENTS * 32)
+        {
+            return NormPlan::WarpSolo;
+        }
         // The evict-last loads where they were measured to win (see DEFAULT_EVICT_LAST_COLS).
         if DEFAULT_EVICT_LAST_COLS[usize::from(layer)][usize::from(f32)]
             .is_some_and(|(lo, hi)| (lo..=hi).contains(&cols))
@@ -294,6 +301,18 @@ pub const DEFAULT_LOOP_COLS: [[Option<(usize, usize)>; 2]; 2] = [
     [None, Some((1024, 1024))],
 ];
 
+/// Rows of `lo..=hi` columns take the warp-per-row kernel in blocks of one warp
+/// ([`NormAlgorithm::WarpSolo`], `warp-1`) by default, indexed as [`DEFAULT_LOOP_COLS`] and taking
+/// precedence over it and over [`DEFAULT_EVICT_LAST_COLS`]: bf16 rows of 1024 columns. Since that
+/// kernel holds a bf16 row as its loaded words (fewer registers: 54 for RMSNorm, 72 for
+/// LayerNorm, from 64 and 88), it was ahead of every other candidate at 8192 x 1024 in both H200
+/// A/B calls that timed it with torch.compile beside it (`bench/results/warp-packed-ab*.jsonl`):
+/// bf16 RMSNorm 2811 and 2774-2800 GB/s against 2699 and 2668-2675 for `loop2-512` (the default
+/// before); bf16 LayerNorm 2618-2635 and 2596-2609 against 2462-2485 for the in-register
+/// default. Only 1024 columns were timed; f32 rows keep their defaults (`warp-1` behind them).
+pub const DEFAULT_WARP_SOLO_COLS: [[Option<(usize, usize)>; 2]; 2] =
+    [[Some((1024, 1024)), None], [Some((1024, 1024)), None]];
+
 /// Rows of `lo..=hi` columns take the in-register kernel of 16 elements per thread with
 /// `evict_last` loads (`*_rows16_el_*`, [`NormAlgorithm::Rows16EvictLast`]) by default, indexed
 /// as [`DEFAULT_LOOP_COLS`] and taking precedence over it. From the H200 run of every candidate
@@ -333,8 +352,31 @@ mod tests {
         // Not shorter rows, not RMSNorm, not bf16, not longer rows (1024: the looped kernel).
         assert_eq!(width(default_plan::<f32>(512, true)), Some(RowsWidth::W16));
         assert_eq!(width(default_plan::<f32>(1020, false)), Some(RowsWidth::W16));
-        assert_eq!(width(default_plan::<bf16>(1024, true)), Some(RowsWidth::W16));
+        assert_eq!(default_plan::<bf16>(1024, true), NormPlan::WarpSolo);
+        assert_eq!(width(default_plan::<bf16>(1016, true)), Some(RowsWidth::W16));
         assert_eq!(width(default_plan::<f32>(1028, true)), Some(RowsWidth::W16));
+    }
+
+    /// `warp-1` by default where it won on the H200 (DEFAULT_WARP_SOLO_COLS): bf16 rows of 1024
+    /// columns, a trial on each side, and not f32.
+    #[test]
+    fn bf16_rows_of_1024_columns_take_the_warp_kernel_in_blocks_of_one_warp() {
+        for layer in [false, true] {
+            assert_eq!(default_plan::<bf16>(1024, layer), NormPlan::WarpSolo);
+            assert_ne!(default_plan::<bf16>(1016, layer), NormPlan::WarpSolo);
+            assert_ne!(default_plan::<bf16>(1032, layer), NormPlan::WarpSolo);
+            assert_ne!(default_plan::<f32>(1024, layer), NormPlan::WarpSolo);
+        }
+        // Below and above: what they took before (16 elements per thread; RMSNorm past 1024 the
+        // looped kernel, LayerNorm 16 elements per thread).
+        assert_eq!(width(default_plan::<bf16>(1016, false)), Some(RowsWidth::W16));
+        assert!(matches!(default_plan::<bf16>(1032, false), NormPlan::Loop { .. }));
+        assert_eq!(width(default_plan::<bf16>(1032, true)), Some(RowsWidth::W16));
+        // A row the kernel cannot take (unaligned) still gets the tutorial kernel.
+        assert_eq!(
+            NormPlan::choose::<bf16>(NormAlgorithm::InRegisters, 1024, false, true, |_| 1024),
+            NormPlan::BlockReduce
+        );
     }
 
     /// `rows-16-el` by default where it won on the H200 (DEFAULT_EVICT_LAST_COLS), a trial on
@@ -384,7 +426,8 @@ mod tests {
             default_plan::<f32>(4096, false),
             NormPlan::RowsEvictLast { .. }
         ));
-        assert_eq!(default_plan::<bf16>(1024, false), looped(64));
+        // (bf16 at 1024: the warp kernel, DEFAULT_WARP_SOLO_COLS.)
+        assert_eq!(default_plan::<bf16>(1032, false), looped(96));
         assert_eq!(default_plan::<bf16>(4096, false), looped(256));
         assert_eq!(width(default_plan::<bf16>(1016, false)), Some(RowsWidth::W16));
         assert_eq!(width(default_plan::<bf16>(4104, false)), Some(RowsWidth::W16));
