@@ -3,8 +3,11 @@
 //! [`rms_norm_rows_bf16`](fn@rms_norm_rows_bf16), [`layer_norm_rows_f32`](fn@layer_norm_rows_f32),
 //! [`layer_norm_rows_bf16`](fn@layer_norm_rows_bf16)).
 
-use super::{block_sum, load_x, load_x_evict, rcp_fast, rsqrt_fast, scratch, store_y, NormElem};
-use crate::gpu::vector::Evict;
+use super::{
+    block_sum, load_words, load_x, load_x_evict, rcp_fast, rewiden_words, rsqrt_fast, scratch, store_y,
+    NormElem,
+};
+use crate::gpu::vector::{self, Evict};
 use crate::gpu::{bf16, math, thread, warp};
 use crate::kernel;
 
@@ -39,6 +42,49 @@ unsafe fn load_w<E: NormElem, const HINT: u8>(p: *const E, i: usize) -> [f32; 8]
     }
 }
 
+/// A row vector for `norm_rows` with hints `HINT` (`evict_last` with `LAST`, evict-first with
+/// `STREAM`), widened to f32.
+///
+/// # Safety
+/// As [`NormElem::load_vec`], and `p` points to global memory.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn load_x_hinted<E: NormElem, const HINT: u8>(p: *const E, i: usize) -> [f32; 8] {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if HINT == LAST {
+            load_x_evict::<E>(p, i, Evict::last())
+        } else if HINT == STREAM {
+            load_x::<E, true>(p, i)
+        } else {
+            load_x::<E, false>(p, i)
+        }
+    }
+}
+
+/// [`load_x_hinted`] as the sixteen bytes' words, not widened: what `norm_rows` holds of a bf16
+/// row (4 registers a vector where widened it takes 8), widened again for each pass
+/// ([`rewiden_words`]).
+///
+/// # Safety
+/// As [`load_x_hinted`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn load_x_words<E: NormElem, const HINT: u8>(p: *const E, i: usize) -> [u32; 4] {
+    // Eight bf16 (or four f32) are the bits of four f32: one 16-byte load of them.
+    let q = p.wrapping_add(i).cast::<f32>();
+    // SAFETY: forwarded contract.
+    unsafe {
+        if HINT == LAST {
+            vector::load4_evict_words(q, 0, Evict::last())
+        } else if HINT == STREAM {
+            vector::load4_streaming(q, 0).0.map(f32::to_bits)
+        } else {
+            load_words(p, i)
+        }
+    }
+}
+
 /// An output vector for `norm_rows` with hints `HINT`: the streaming store with `STREAM`.
 ///
 /// # Safety
@@ -64,7 +110,7 @@ unsafe fn store_hinted<E: NormElem, const HINT: u8>(p: *mut E, i: usize, v: [f32
 ///
 /// Block `r` handles row `r`. Thread `tid` of the block's `T` threads loads the row's vectors
 /// `tid + k * T` (`k < V`, each [`NormElem::LANES`] elements, 16 bytes), all `V` loads issued
-/// before any use, and widens them to f32. RMSNorm: the block sums the squares (`block_sum`,
+/// before any use, and holds them: f32 as floats, bf16 as the loaded words (widened again for each pass). RMSNorm: the block sums the squares (`block_sum`,
 /// one barrier) and each thread stores `x * (1 / sqrt(ms + eps)) * w` for its vectors. LayerNorm:
 /// the block sums `x - x[r][0]` (the mean, shifted: see the [family's doc](super)), then
 /// `(x - mu)^2` over the registers (the variance, two passes with no second read of memory),
@@ -111,33 +157,46 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: 
     // `1 / cols` once, so that each statistic is a multiply, not an IEEE division.
     let inv_n = rcp_fast(cols as f32);
 
+    // The row: a bf16 row stays packed in `words` (as loaded words, 4 registers a vector where
+    // widened it takes 8), widened again for each pass ([`rewiden_words`]); an f32 row is held in
+    // `v` as floats (and `words` is unused, as `v` is for bf16: no registers).
+    let packed = E::LANES == 8;
     let mut v = [[0.0f32; 8]; V];
+    let mut words = [[0u32; 4]; V];
     unroll_16!(V, |k| {
         if valid(k) {
             // SAFETY: vector `tid + k * T < vecs` lies inside the row, 16-byte aligned.
-            v[k] = unsafe {
-                if HINT == LAST {
-                    load_x_evict::<E>(x_row, offset(k), Evict::last())
-                } else if HINT == STREAM {
-                    load_x::<E, true>(x_row, offset(k))
+            unsafe {
+                if packed {
+                    words[k] = load_x_words::<E, HINT>(x_row, offset(k));
                 } else {
-                    load_x::<E, false>(x_row, offset(k))
+                    v[k] = load_x_hinted::<E, HINT>(x_row, offset(k));
                 }
-            };
+            }
         }
     });
+    // Vector `k` of the row, widened (bf16) or as held (f32).
+    let held = |v: &[[f32; 8]; V], k: usize| {
+        if packed {
+            rewiden_words::<E>(words[k])
+        } else {
+            v[k]
+        }
+    };
 
     if LAYER {
         // SAFETY: `cols >= 1`.
         let shift = unsafe { E::load(x_row, 0) };
-        // The row is shifted and centred in place, so that one copy of it stays live: `x - shift`
-        // kept beside `x` would double the registers (79 at 32 floats per thread, one block of 512
-        // threads per multiprocessor).
+        // An f32 row is shifted and centred in place, so that one copy of it stays live: `x -
+        // shift` kept beside `x` would double the registers (79 at 32 floats per thread, one block
+        // of 512 threads per multiprocessor). A packed bf16 row is widened and shifted again in
+        // each pass: `(x - shift) - mu`, the same arithmetic.
         let mut s = 0.0f32;
         unroll_16!(V, |k| {
             if valid(k) {
+                let x = held(&v, k);
                 for c in 0..lanes {
-                    v[k][c] -= shift;
+                    v[k][c] = x[c] - shift;
                     s += v[k][c];
                 }
             }
@@ -149,8 +208,9 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: 
         let mut q = 0.0f32;
         unroll_16!(V, |k| {
             if valid(k) {
+                let x = held(&v, k);
                 for c in 0..lanes {
-                    v[k][c] -= mu;
+                    v[k][c] = if packed { (x[c] - shift) - mu } else { v[k][c] - mu };
                     q = math::fma(v[k][c], v[k][c], q);
                 }
             }
@@ -161,9 +221,11 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: 
             if valid(k) {
                 // SAFETY: as for the loads; the weight and bias have `cols` elements, aligned.
                 let (g, beta) = unsafe { (load_w::<E, HINT>(w, offset(k)), load_w::<E, HINT>(b, offset(k))) };
+                let x = held(&v, k);
                 let mut out = [0.0f32; 8];
                 for c in 0..lanes {
-                    out[c] = math::fma(v[k][c] * rstd, g[c], beta[c]);
+                    let d = if packed { (x[c] - shift) - mu } else { v[k][c] };
+                    out[c] = math::fma(d * rstd, g[c], beta[c]);
                 }
                 // SAFETY: as for the loads; `y` has `x`'s shape and alignment.
                 unsafe { store_hinted::<E, HINT>(y_row, offset(k), out) };
@@ -173,8 +235,9 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: 
         let mut q = 0.0f32;
         unroll_16!(V, |k| {
             if valid(k) {
+                let x = held(&v, k);
                 for c in 0..lanes {
-                    q = math::fma(v[k][c], v[k][c], q);
+                    q = math::fma(x[c], x[c], q);
                 }
             }
         });
@@ -185,9 +248,10 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: 
             if valid(k) {
                 // SAFETY: as for the loads; the weight has `cols` elements, aligned.
                 let g = unsafe { load_w::<E, HINT>(w, offset(k)) };
+                let x = held(&v, k);
                 let mut out = [0.0f32; 8];
                 for c in 0..lanes {
-                    out[c] = v[k][c] * inv * g[c];
+                    out[c] = x[c] * inv * g[c];
                 }
                 // SAFETY: as for the loads; `y` has `x`'s shape and alignment.
                 unsafe { store_hinted::<E, HINT>(y_row, offset(k), out) };
