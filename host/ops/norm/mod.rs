@@ -31,8 +31,11 @@ pub enum NormAlgorithm {
     /// once (`*_norm_rows_*`), where the row's length is a multiple of the vector width (4 f32,
     /// 8 bf16), it fits (up to 32768 columns) and the buffers are 16-byte aligned; the tutorial
     /// kernel elsewhere. The default: 16 elements per thread up to 16384 f32 or 8192 bf16
-    /// columns (bf16 LayerNorm: 4088), 32 past them, and for f32 LayerNorm of rows of 513 to 1024 the plan of
-    /// [`NormAlgorithm::WarpKeep`] ([`NormPlan::choose`]).
+    /// columns (bf16 LayerNorm: 4088), 32 past them, and where another candidate measured
+    /// faster on the H200 its plan: [`NormAlgorithm::WarpSolo`] for bf16 rows of 1024
+    /// ([`DEFAULT_WARP_SOLO_COLS`]), [`NormAlgorithm::Rows16EvictLast`]
+    /// ([`DEFAULT_EVICT_LAST_COLS`]), [`NormAlgorithm::Loop2x512`] ([`DEFAULT_LOOP_COLS`]), and
+    /// for f32 LayerNorm of rows of 513 to 1020 [`NormAlgorithm::WarpKeep`] ([`NormPlan::choose`]).
     #[default]
     InRegisters,
     /// The in-register kernel with 16 elements per thread (`*_rows16_*`), a block of
