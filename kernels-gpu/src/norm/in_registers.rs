@@ -4,7 +4,7 @@
 //! [`layer_norm_rows_bf16`](fn@layer_norm_rows_bf16)).
 
 use super::{
-    block_sum, load_words, load_x, load_x_evict, rcp_fast, rewiden_words, rsqrt_fast, scratch, store_y,
+    block_sum, load_words, load_x_evict, rcp_fast, rewiden_words, rsqrt_fast, scratch, store_y, widen_words,
     NormElem,
 };
 use crate::gpu::vector::{self, Evict};
@@ -43,42 +43,27 @@ unsafe fn load_w<E: NormElem, const HINT: u8>(p: *const E, i: usize) -> [f32; 8]
 }
 
 /// A row vector for `norm_rows` with hints `HINT` (`evict_last` with `LAST`, evict-first with
-/// `STREAM`), widened to f32.
+/// `STREAM`) as the sixteen bytes' words, not widened: what `norm_rows` holds of a bf16 row (4
+/// registers a vector where widened it takes 8), widened again for each pass
+/// ([`rewiden_words`]); an f32 row's words are its floats ([`widen_words`]).
 ///
 /// # Safety
 /// As [`NormElem::load_vec`], and `p` points to global memory.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn load_x_hinted<E: NormElem, const HINT: u8>(p: *const E, i: usize) -> [f32; 8] {
-    // SAFETY: forwarded contract.
-    unsafe {
-        if HINT == LAST {
-            load_x_evict::<E>(p, i, Evict::last())
-        } else if HINT == STREAM {
-            load_x::<E, true>(p, i)
-        } else {
-            load_x::<E, false>(p, i)
-        }
-    }
-}
-
-/// [`load_x_hinted`] as the sixteen bytes' words, not widened: what `norm_rows` holds of a bf16
-/// row (4 registers a vector where widened it takes 8), widened again for each pass
-/// ([`rewiden_words`]).
-///
-/// # Safety
-/// As [`load_x_hinted`].
-#[inline(always)]
-#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 unsafe fn load_x_words<E: NormElem, const HINT: u8>(p: *const E, i: usize) -> [u32; 4] {
     // Eight bf16 (or four f32) are the bits of four f32: one 16-byte load of them.
-    let q = p.wrapping_add(i).cast::<f32>();
     // SAFETY: forwarded contract.
     unsafe {
         if HINT == LAST {
-            vector::load4_evict_words(q, 0, Evict::last())
+            // The policy before the address, as `load_x_evict`'s callers build them: the f32
+            // kernels' PTX stays the one measured.
+            let evict = Evict::last();
+            vector::load4_evict_words(p.wrapping_add(i).cast::<f32>(), 0, evict)
         } else if HINT == STREAM {
-            vector::load4_streaming(q, 0).0.map(f32::to_bits)
+            vector::load4_streaming(p.wrapping_add(i).cast::<f32>(), 0)
+                .0
+                .map(f32::to_bits)
         } else {
             load_words(p, i)
         }
@@ -170,7 +155,7 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: 
                 if packed {
                     words[k] = load_x_words::<E, HINT>(x_row, offset(k));
                 } else {
-                    v[k] = load_x_hinted::<E, HINT>(x_row, offset(k));
+                    v[k] = widen_words::<E>(load_x_words::<E, HINT>(x_row, offset(k)));
                 }
             }
         }
