@@ -4,16 +4,16 @@
 //! [`layer_norm_rows_bf16`](fn@layer_norm_rows_bf16)).
 
 use super::{
-    block_sum, load_words, load_x_evict, rcp_fast, rewiden_words, rsqrt_fast, scratch, store_y, widen_words,
-    NormElem,
+    block_sum, block_sum2, load_words, load_x_evict, rcp_fast, rewiden_words, rsqrt_fast, scratch, store_y,
+    widen_words, NormElem,
 };
 use crate::gpu::vector::{self, Evict};
 use crate::gpu::{bf16, math, thread, warp};
 use crate::kernel;
 
 /// Dynamic shared memory of the in-register kernels: two areas of one float per warp of the
-/// largest block, one per `block_sum` (LayerNorm sums twice, and a separate area spares the
-/// barrier that reusing one would need).
+/// largest block, one per `block_sum` (f32 LayerNorm sums twice, and a separate area spares the
+/// barrier that reusing one would need; bf16 LayerNorm's one [`block_sum2`] takes both).
 pub const ROWS_SHARED_BYTES: u32 = 2 * super::ROW_BLOCK_MAX / warp::SIZE * core::mem::size_of::<f32>() as u32;
 
 /// `norm_rows`'s cache hints: none.
@@ -99,7 +99,9 @@ unsafe fn store_hinted<E: NormElem, const HINT: u8>(p: *mut E, i: usize, v: [f32
 /// one barrier) and each thread stores `x * (1 / sqrt(ms + eps)) * w` for its vectors. LayerNorm:
 /// the block sums `x - x[r][0]` (the mean, shifted: see the [family's doc](super)), then
 /// `(x - mu)^2` over the registers (the variance, two passes with no second read of memory),
-/// then each thread stores `(x - mu) * rstd * w + b`. Weight and bias vectors are read at the
+/// then each thread stores `(x - mu) * rstd * w + b`; a bf16 row sums `d = x - x[r][0]` and `d^2`
+/// in one pass and one block reduction ([`block_sum2`]; its error bound is in the family's doc)
+/// and stores `fma(d, rstd, -mu * rstd) * w + b`, rounded two entries to a `cvt.rn.bf16x2`. Weight and bias vectors are read at the
 /// store, the same ones by every block (from L2 after the first blocks).
 ///
 /// Global memory: `x` read once, `y` written once: 8 bytes per element in f32, 4 in bf16, plus
@@ -172,36 +174,60 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: 
     if LAYER {
         // SAFETY: `cols >= 1`.
         let shift = unsafe { E::load(x_row, 0) };
-        // An f32 row is shifted and centred in place, so that one copy of it stays live: `x -
-        // shift` kept beside `x` would double the registers (79 at 32 floats per thread, one block
-        // of 512 threads per multiprocessor). A packed bf16 row is widened and shifted again in
-        // each pass: `(x - shift) - mu`, the same arithmetic.
-        let mut s = 0.0f32;
-        unroll_16!(V, |k| {
-            if valid(k) {
-                let x = held(&v, k);
-                for c in 0..lanes {
-                    v[k][c] = x[c] - shift;
-                    s += v[k][c];
+        let (mu, var) = if packed {
+            // A packed bf16 row: one pass of shifted moments, `sum d` and `sum d^2` of `d = x -
+            // shift`, in one block reduction (one barrier where the two passes take two); the
+            // variance `E[d^2] - E[d]^2` (see the family's doc for its error, below a bf16
+            // output's rounding).
+            let (mut s, mut q) = (0.0f32, 0.0f32);
+            unroll_16!(V, |k| {
+                if valid(k) {
+                    let x = held(&v, k);
+                    for c in 0..lanes {
+                        let d = x[c] - shift;
+                        s += d;
+                        q = math::fma(d, d, q);
+                    }
                 }
-            }
-        });
-        // The mean of `x - shift`: deviations are `(x - shift) - mu`, where `x - shift` is exact
-        // for entries near the shift, so a large mean costs no precision (see the family's doc).
-        // SAFETY: every thread of the block reaches both sums, each with its own scratch area.
-        let mu = unsafe { block_sum(scratch(0), s) } * inv_n;
-        let mut q = 0.0f32;
-        unroll_16!(V, |k| {
-            if valid(k) {
-                let x = held(&v, k);
-                for c in 0..lanes {
-                    v[k][c] = if packed { (x[c] - shift) - mu } else { v[k][c] - mu };
-                    q = math::fma(v[k][c], v[k][c], q);
+            });
+            // SAFETY: every thread of the block reaches the sum.
+            let (s, q) = unsafe { block_sum2(s, q) };
+            let mu = s * inv_n;
+            // Rounding can take the difference below zero; NaN stays NaN.
+            let var = math::fma(-mu, mu, q * inv_n);
+            (mu, if var < 0.0 { 0.0 } else { var })
+        } else {
+            // An f32 row is shifted and centred in place, so that one copy of it stays live: `x -
+            // shift` kept beside `x` would double the registers (79 at 32 floats per thread, one
+            // block of 512 threads per multiprocessor).
+            let mut s = 0.0f32;
+            unroll_16!(V, |k| {
+                if valid(k) {
+                    for c in 0..lanes {
+                        v[k][c] -= shift;
+                        s += v[k][c];
+                    }
                 }
-            }
-        });
-        let var = unsafe { block_sum(scratch(1), q) } * inv_n;
+            });
+            // The mean of `x - shift`: deviations are `(x - shift) - mu`, where `x - shift` is
+            // exact for entries near the shift, so a large mean costs no precision (see the
+            // family's doc).
+            // SAFETY: every thread of the block reaches both sums, each with its own scratch area.
+            let mu = unsafe { block_sum(scratch(0), s) } * inv_n;
+            let mut q = 0.0f32;
+            unroll_16!(V, |k| {
+                if valid(k) {
+                    for c in 0..lanes {
+                        v[k][c] -= mu;
+                        q = math::fma(v[k][c], v[k][c], q);
+                    }
+                }
+            });
+            (mu, unsafe { block_sum(scratch(1), q) } * inv_n)
+        };
         let rstd = rsqrt_fast(var + eps);
+        // A packed row's `((x - shift) - mu) * rstd` as one FMA on the exact `x - shift`.
+        let neg_mu_rstd = -mu * rstd;
         unroll_16!(V, |k| {
             if valid(k) {
                 // SAFETY: as for the loads; the weight and bias have `cols` elements, aligned.
@@ -209,8 +235,12 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: 
                 let x = held(&v, k);
                 let mut out = [0.0f32; 8];
                 for c in 0..lanes {
-                    let d = if packed { (x[c] - shift) - mu } else { v[k][c] };
-                    out[c] = math::fma(d * rstd, g[c], beta[c]);
+                    let z = if packed {
+                        math::fma(x[c] - shift, rstd, neg_mu_rstd)
+                    } else {
+                        v[k][c] * rstd
+                    };
+                    out[c] = math::fma(z, g[c], beta[c]);
                 }
                 // SAFETY: as for the loads; `y` has `x`'s shape and alignment.
                 unsafe { store_hinted::<E, HINT>(y_row, offset(k), out) };
