@@ -158,8 +158,10 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "argmax_vec4_lanes"
         | "argmax_vec4_lanes_u8"
         | "argmax_pairs" => kernels_gpu_reduce::VEC_BLOCK,
-        "sum_rows" => kernels_gpu_reduce::ROWS_BLOCK,
-        "sum_cols" => kernels_gpu_reduce::COLS_BLOCK_X * kernels_gpu_reduce::COLS_BLOCK_Y,
+        "sum_rows" | "max_rows" | "argmax_rows" => kernels_gpu_reduce::ROWS_BLOCK,
+        "sum_cols" | "max_cols" | "argmax_cols" => {
+            kernels_gpu_reduce::COLS_BLOCK_X * kernels_gpu_reduce::COLS_BLOCK_Y
+        }
         "transpose_naive" | "transpose_tiled" | "transpose_tiled_64" | "transpose_vec4_64" => {
             gpukern::kernels::transpose::TILE * gpukern::kernels::transpose::BLOCK_ROWS
         }
@@ -611,6 +613,10 @@ const BARRIERS: &[(&str, usize)] = &[
     // A warp per row: shuffles only. A column per thread: one barrier before the row groups meet.
     ("sum_rows", 0),
     ("sum_cols", 1),
+    ("max_rows", 0),
+    ("max_cols", 1),
+    ("argmax_rows", 0),
+    ("argmax_cols", 1),
     // The naive transpose has no shared memory; the tiled one a barrier between store and load.
     ("transpose_naive", 0),
     ("transpose_tiled", 1),
@@ -707,19 +713,20 @@ const BARRIERS: &[(&str, usize)] = &[
     ("rms_norm_block_reduce_bf16", 3),
     ("layer_norm_block_reduce_f32", 6),
     ("layer_norm_block_reduce_bf16", 6),
-    // In-register norms: one barrier per `block_sum`, one for RMSNorm, two for LayerNorm.
+    // In-register norms: one barrier per `block_sum`, one for RMSNorm, two for f32 LayerNorm;
+    // bf16 LayerNorm takes its two sums in one `block_sum2`, one barrier.
     ("rms_norm_rows_f32", 1),
     ("rms_norm_rows_bf16", 1),
     ("layer_norm_rows_f32", 2),
-    ("layer_norm_rows_bf16", 2),
+    ("layer_norm_rows_bf16", 1),
     ("rms_norm_rows16_f32", 1),
     ("rms_norm_rows16_bf16", 1),
     ("layer_norm_rows16_f32", 2),
-    ("layer_norm_rows16_bf16", 2),
+    ("layer_norm_rows16_bf16", 1),
     ("rms_norm_rows64_f32", 1),
     ("rms_norm_rows64_bf16", 1),
     ("layer_norm_rows64_f32", 2),
-    ("layer_norm_rows64_bf16", 2),
+    ("layer_norm_rows64_bf16", 1),
     // Warp-per-row norms: shuffles only.
     ("rms_norm_warp_f32", 0),
     ("rms_norm_warp_bf16", 0),
@@ -733,19 +740,20 @@ const BARRIERS: &[(&str, usize)] = &[
     ("rms_norm_warp_pipe_bf16", 0),
     ("layer_norm_warp_pipe_f32", 0),
     ("layer_norm_warp_pipe_bf16", 0),
-    // Streaming in-register norms and the L2 re-read norms: one barrier per `block_sum`.
+    // Streaming in-register norms and the L2 re-read norms: one barrier per `block_sum` (bf16
+    // LayerNorm: one `block_sum2`).
     ("rms_norm_rows_cs_f32", 1),
     ("rms_norm_rows_cs_bf16", 1),
     ("layer_norm_rows_cs_f32", 2),
-    ("layer_norm_rows_cs_bf16", 2),
+    ("layer_norm_rows_cs_bf16", 1),
     ("rms_norm_rows16_cs_f32", 1),
     ("rms_norm_rows16_cs_bf16", 1),
     ("layer_norm_rows16_cs_f32", 2),
-    ("layer_norm_rows16_cs_bf16", 2),
+    ("layer_norm_rows16_cs_bf16", 1),
     ("rms_norm_rows16_el_f32", 1),
     ("rms_norm_rows16_el_bf16", 1),
     ("layer_norm_rows16_el_f32", 2),
-    ("layer_norm_rows16_el_bf16", 2),
+    ("layer_norm_rows16_el_bf16", 1),
     // The ring: the barrier after the slots' set-up, then one (RMSNorm) or two block sums per row.
     ("rms_norm_ring_f32", 2),
     ("rms_norm_ring_bf16", 2),
