@@ -209,6 +209,47 @@ pub fn sum_axis<S: Data<Elem = f32>>(
     gpu.sum_axis(&gpu.upload_matrix(m)?, axis)?.to_array()
 }
 
+/// Maxima of the matrix `m` along `axis`: `Axis(1)` the largest entry of each row, `Axis(0)` of
+/// each column, NaN where one is NaN; on the default device.
+///
+/// ```no_run
+/// use ndarray::{Axis, arr2};
+/// let m = arr2(&[[1.0f32, 5.0], [3.0, 4.0]]);
+/// assert_eq!(gpukern::max_axis(&m, Axis(0))?, ndarray::arr1(&[3.0, 5.0]));
+/// # Ok::<(), gpukern::Error>(())
+/// ```
+///
+/// Errors: [`Error::InvalidArgument`] for an axis other than 0 or 1, or an empty axis (see
+/// [`Gpu::max_axis`]).
+pub fn max_axis<S: Data<Elem = f32>>(
+    m: &ArrayBase<S, Ix2>,
+    axis: ndarray::Axis,
+) -> Result<ndarray::Array1<f32>> {
+    let gpu = Gpu::global()?;
+    gpu.max_axis(&gpu.upload_matrix(m)?, axis)?.to_array()
+}
+
+/// Indices of the maxima of the matrix `m` along `axis` (`Axis(1)`: a column per row; `Axis(0)`:
+/// a row per column), the first NaN if there is one, else the first of the largest value, as
+/// `torch.argmax`; on the default device.
+///
+/// ```no_run
+/// use ndarray::{Axis, arr2};
+/// let m = arr2(&[[1.0f32, 5.0, 5.0], [3.0, 4.0, 0.0]]);
+/// assert_eq!(gpukern::argmax_axis(&m, Axis(1))?, ndarray::arr1(&[1, 1]));
+/// # Ok::<(), gpukern::Error>(())
+/// ```
+///
+/// Errors: as [`max_axis`]; [`Error::TooLarge`] past `u32::MAX` entries along the axis.
+pub fn argmax_axis<S: Data<Elem = f32>>(
+    m: &ArrayBase<S, Ix2>,
+    axis: ndarray::Axis,
+) -> Result<ndarray::Array1<usize>> {
+    let gpu = Gpu::global()?;
+    let indices = gpu.argmax_axis(&gpu.upload_matrix(m)?, axis)?.to_vec()?;
+    Ok(indices.into_iter().map(|i| i as usize).collect())
+}
+
 /// `m^T` as a new standard-layout (row-major) array, computed on the default device: a view
 /// (already transposed or sliced) is first copied into row-major order, then transposed there.
 ///

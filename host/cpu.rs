@@ -160,6 +160,24 @@ pub fn sum_axis<S: Data<Elem = f32>>(m: &ArrayBase<S, Ix2>, axis: ndarray::Axis)
     m.mapv(f64::from).sum_axis(axis).mapv(|v| v as f32)
 }
 
+/// The largest entry of each row (`axis = 1`) or column (`axis = 0`) of `m`, NaN where the lane
+/// holds one ([`max`]); `None` if the axis is empty and there is an output.
+pub fn max_axis<S: Data<Elem = f32>>(
+    m: &ArrayBase<S, Ix2>,
+    axis: ndarray::Axis,
+) -> Option<ndarray::Array1<f32>> {
+    m.lanes(axis).into_iter().map(|l| max(&l.to_vec())).collect()
+}
+
+/// The index along the lane of each row's (`axis = 1`) or column's (`axis = 0`) largest entry,
+/// by [`argmax`]'s rule; `None` if the axis is empty and there is an output.
+pub fn argmax_axis<S: Data<Elem = f32>>(
+    m: &ArrayBase<S, Ix2>,
+    axis: ndarray::Axis,
+) -> Option<ndarray::Array1<usize>> {
+    m.lanes(axis).into_iter().map(|l| argmax(&l.to_vec())).collect()
+}
+
 /// `m^T` in standard (row-major) layout.
 pub fn transpose<S: Data<Elem = f32>>(m: &ArrayBase<S, Ix2>) -> Array2<f32> {
     m.t().as_standard_layout().into_owned()

@@ -70,7 +70,7 @@ pub use api::{
     add, cross_entropy, cross_entropy_mean, increment_by_one, layer_norm, matmul, matmul_f32_out,
     matmul_with, rms_norm, softmax, softmax_with,
 };
-pub use api::{argmax, max, sum, sum_axis, transpose};
+pub use api::{argmax, argmax_axis, max, max_axis, sum, sum_axis, transpose};
 pub use buffer::Element;
 pub use buffer::{DeviceMatrix, DeviceVec};
 pub use device::Gpu;

@@ -1,8 +1,10 @@
-//! Reductions: `sum`, `max`, `argmax` of a vector, `sum_axis` of a matrix.
+//! Reductions: `sum`, `max`, `argmax` of a vector; `sum_axis`, `max_axis`, `argmax_axis` of a
+//! matrix.
 //!
 //! Rules (the kernels' module, `kernels_gpu::reduce`, says how they hold on the device):
 //! * `sum` of an empty vector is `0.0`; `max` and `argmax` of one are an
-//!   [`Error::InvalidArgument`] (there is no maximum to give).
+//!   [`Error::InvalidArgument`] (there is no maximum to give). Along an axis the same: an empty
+//!   axis sums to `0.0`, and its maximum or argmax is an error (unless there are no outputs).
 //! * `max` is NaN if any element is NaN; `+-inf` are ordinary values.
 //! * `argmax`: the index of the first NaN if there is one (as `torch.argmax`), else of the
 //!   first occurrence of the largest value (`-0.0` and `0.0` are equal: the first wins).
@@ -218,53 +220,139 @@ impl Gpu {
     ///
     /// Errors: [`Error::InvalidArgument`] for an axis other than 0 or 1.
     pub fn sum_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec> {
-        const OP: &str = "sum_axis";
-        self.check_owner(OP, &[&m.data])?;
-        let (rows, cols) = (m.rows, m.cols);
-        let limits = self.limits();
-        match axis.index() {
-            1 => {
-                let mut out = self.alloc(rows)?;
-                if rows == 0 {
-                    return Ok(out);
+        let (outputs, launch) = self.axis_launch("sum_axis", m, axis, false)?;
+        let mut out = self.alloc(outputs)?;
+        // SAFETY: `m` holds `rows * cols` floats, `out` one float per output of `launch`.
+        unsafe {
+            match launch {
+                Some(AxisLaunch::Rows(cfg)) => {
+                    raw::reduce::sum_rows(self, cfg, &m.data, &mut out, m.rows, m.cols)?
                 }
-                let cfg = LaunchConfig::rows_per_block(
-                    OP,
-                    rows,
-                    k::ROWS_PER_BLOCK as usize,
-                    k::ROWS_BLOCK,
-                    0,
-                    &limits,
-                )?;
-                // SAFETY: `m` holds `rows * cols` floats, `out` `rows`; one warp per row.
-                unsafe { raw::reduce::sum_rows(self, cfg, &m.data, &mut out, rows, cols)? };
-                Ok(out)
+                Some(AxisLaunch::Cols(cfg)) => {
+                    raw::reduce::sum_cols(self, cfg, &m.data, &mut out, m.rows, m.cols)?
+                }
+                None => {}
             }
-            0 => {
-                let mut out = self.alloc(cols)?;
-                if cols == 0 {
-                    return Ok(out);
+        }
+        Ok(out)
+    }
+
+    /// Maxima of `m` along `axis`: `Axis(1)` the largest entry of each row, `Axis(0)` of each
+    /// column (as `torch.amax(m, dim)` with `dim = 1 - axis`); NaN where the row or column holds
+    /// one. Exact.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for an axis other than 0 or 1, or when the axis is
+    /// empty (`cols == 0` for `Axis(1)`, `rows == 0` for `Axis(0)`: no maximum to give) and an
+    /// output would need one.
+    pub fn max_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec> {
+        let (outputs, launch) = self.axis_launch("max_axis", m, axis, true)?;
+        let mut out = self.alloc(outputs)?;
+        // SAFETY: `m` holds `rows * cols` floats, `out` one float per output of `launch`.
+        unsafe {
+            match launch {
+                Some(AxisLaunch::Rows(cfg)) => {
+                    raw::reduce::max_rows(self, cfg, &m.data, &mut out, m.rows, m.cols)?
                 }
-                let blocks =
-                    u32::try_from(ceil_div(cols, k::COLS_BLOCK_X as usize)).map_err(|_| Error::TooLarge {
-                        op: OP,
-                        detail: format!("{cols} columns need more blocks than a grid holds"),
-                    })?;
-                let cfg = LaunchConfig {
+                Some(AxisLaunch::Cols(cfg)) => {
+                    raw::reduce::max_cols(self, cfg, &m.data, &mut out, m.rows, m.cols)?
+                }
+                None => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// Indices of the maxima of `m` along `axis`: `Axis(1)` the column of each row's largest
+    /// entry, `Axis(0)` the row of each column's; by the family's rule (the first NaN if there is
+    /// one, else the first occurrence of the largest value), as `torch.argmax(m, dim)` with
+    /// `dim = 1 - axis`.
+    ///
+    /// Errors: as [`Gpu::max_axis`]; [`Error::TooLarge`] past `u32::MAX` entries along the axis
+    /// (indices are 32-bit on the device).
+    pub fn argmax_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec<u32>> {
+        let (outputs, launch) = self.axis_launch("argmax_axis", m, axis, true)?;
+        let mut out = self.zeros::<u32>(outputs)?;
+        // SAFETY: `m` holds `rows * cols` floats, `out` one index per output of `launch`.
+        unsafe {
+            match launch {
+                Some(AxisLaunch::Rows(cfg)) => {
+                    raw::reduce::argmax_rows(self, cfg, &m.data, &mut out, m.rows, m.cols)?
+                }
+                Some(AxisLaunch::Cols(cfg)) => {
+                    raw::reduce::argmax_cols(self, cfg, &m.data, &mut out, m.rows, m.cols)?
+                }
+                None => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// The one validation and plan of an axis reduction `op` of `m`: the number of outputs and
+    /// the launch (`None` when there are no outputs); `needs_elements`: an empty axis has no
+    /// result (a maximum) rather than an identity (a sum's 0).
+    fn axis_launch(
+        &self,
+        op: &'static str,
+        m: &DeviceMatrix,
+        axis: Axis,
+        needs_elements: bool,
+    ) -> Result<(usize, Option<AxisLaunch>)> {
+        self.check_owner(op, &[&m.data])?;
+        let (rows, cols) = (m.rows, m.cols);
+        let (outputs, reduced) = match axis.index() {
+            1 => (rows, cols),
+            0 => (cols, rows),
+            a => {
+                return Err(Error::InvalidArgument {
+                    op,
+                    detail: format!("axis {a} of a matrix: use Axis(0) (per column) or Axis(1) (per row)"),
+                });
+            }
+        };
+        if needs_elements && reduced == 0 && outputs > 0 {
+            return Err(Error::InvalidArgument {
+                op,
+                detail: format!(
+                    "axis {} of a {rows}x{cols} matrix is empty: it has no maximum",
+                    axis.index()
+                ),
+            });
+        }
+        if u32::try_from(reduced).is_err() {
+            return Err(Error::TooLarge {
+                op,
+                detail: format!("{reduced} entries along the axis: indices are 32-bit on the device"),
+            });
+        }
+        if outputs == 0 {
+            return Ok((0, None));
+        }
+        let limits = self.limits();
+        let launch = if axis.index() == 1 {
+            AxisLaunch::Rows(LaunchConfig::rows_per_block(
+                op,
+                rows,
+                k::ROWS_PER_BLOCK as usize,
+                k::ROWS_BLOCK,
+                0,
+                &limits,
+            )?)
+        } else {
+            let blocks =
+                u32::try_from(ceil_div(cols, k::COLS_BLOCK_X as usize)).map_err(|_| Error::TooLarge {
+                    op,
+                    detail: format!("{cols} columns need more blocks than a grid holds"),
+                })?;
+            AxisLaunch::Cols(
+                LaunchConfig {
                     grid: (blocks, 1, 1),
                     block: (k::COLS_BLOCK_X, k::COLS_BLOCK_Y, 1),
                     shared_mem_bytes: k::COLS_SHARED_BYTES,
                 }
-                .checked(OP, &limits)?;
-                // SAFETY: `m` holds `rows * cols` floats, `out` `cols`; 32 columns per block.
-                unsafe { raw::reduce::sum_cols(self, cfg, &m.data, &mut out, rows, cols)? };
-                Ok(out)
-            }
-            a => Err(Error::InvalidArgument {
-                op: OP,
-                detail: format!("axis {a} of a matrix: use Axis(0) (per column) or Axis(1) (per row)"),
-            }),
-        }
+                .checked(op, &limits)?,
+            )
+        };
+        Ok((outputs, Some(launch)))
     }
 
     /// The one validation of a whole-vector reduction into an output of `out_len` elements.
@@ -394,6 +482,13 @@ fn one_block(op: &'static str, gpu: &Gpu) -> Result<LaunchConfig> {
 }
 
 /// The error of a maximum of nothing.
+/// The launch of an axis reduction: a warp per row (`Axis(1)`) or a thread per column and row
+/// group (`Axis(0)`).
+enum AxisLaunch {
+    Rows(LaunchConfig),
+    Cols(LaunchConfig),
+}
+
 fn empty(op: &'static str) -> Error {
     Error::InvalidArgument {
         op,

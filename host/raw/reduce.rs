@@ -117,3 +117,67 @@ pub(crate) unsafe fn sum_cols(
     // SAFETY: sizes per the contract.
     unsafe { k::sum_cols::launch(&gpu.library(), cfg, x, out, rows, cols) }
 }
+
+/// Launches `max_rows(x, out, rows, cols)`.
+///
+/// # Safety
+/// As [`sum_rows`].
+pub(crate) unsafe fn max_rows(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    x: &DeviceVec,
+    out: &mut DeviceVec,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    // SAFETY: sizes per the contract.
+    unsafe { k::max_rows::launch(&gpu.library(), cfg, x, out, rows, cols) }
+}
+
+/// Launches `max_cols(x, out, rows, cols)`.
+///
+/// # Safety
+/// As [`sum_cols`].
+pub(crate) unsafe fn max_cols(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    x: &DeviceVec,
+    out: &mut DeviceVec,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    // SAFETY: sizes per the contract.
+    unsafe { k::max_cols::launch(&gpu.library(), cfg, x, out, rows, cols) }
+}
+
+/// Launches `argmax_rows(x, out, rows, cols)`.
+///
+/// # Safety
+/// As [`sum_rows`], `out` holding `rows` indices; `cols <= u32::MAX`.
+pub(crate) unsafe fn argmax_rows(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    x: &DeviceVec,
+    out: &mut DeviceVec<u32>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    // SAFETY: sizes per the contract.
+    unsafe { k::argmax_rows::launch(&gpu.library(), cfg, x, out, rows, cols) }
+}
+
+/// Launches `argmax_cols(x, out, rows, cols)`.
+///
+/// # Safety
+/// As [`sum_cols`], `out` holding `cols` indices; `rows <= u32::MAX`.
+pub(crate) unsafe fn argmax_cols(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    x: &DeviceVec,
+    out: &mut DeviceVec<u32>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    // SAFETY: sizes per the contract.
+    unsafe { k::argmax_cols::launch(&gpu.library(), cfg, x, out, rows, cols) }
+}

@@ -1,5 +1,6 @@
-//! The reduction family (`sum`, `max`, `argmax`, `sum_axis`) against `cpu::sum_f64`, `cpu::max`,
-//! `cpu::argmax` and `cpu::sum_axis`: per backend on random vectors of ragged lengths
+//! The reduction family (`sum`, `max`, `argmax`, `sum_axis`, `max_axis`, `argmax_axis`) against
+//! `cpu::sum_f64`, `cpu::max`, `cpu::argmax`, `cpu::sum_axis`, `cpu::max_axis` and
+//! `cpu::argmax_axis`: per backend on random vectors of ragged lengths
 //! (`{sim,cuda}::reduce::len_N`), on planted NaN / infinity / tie / signed-zero inputs
 //! (`{sim,cuda}::reduce::rules`), along both axes of ragged matrices
 //! (`{sim,cuda}::reduce::axis_RxC`); on CUDA also the f32 sum's error and run-to-run equality on
@@ -78,7 +79,7 @@ fn backend_trials(
         trials.push(trial(
             target,
             &format!("reduce::axis_{rows}x{cols}"),
-            move |gpu, rng| axis_sums(gpu, rng, rows, cols),
+            move |gpu, rng| axis_reductions(gpu, rng, rows, cols),
         ));
     }
     trials
@@ -235,36 +236,97 @@ fn rules(gpu: &Gpu) -> Check {
     all_passed(failures)
 }
 
-/// `sum_axis` along both axes of a random matrix against `cpu::sum_axis`, within the bound of
-/// [`sum_bound`] of each row or column; a bad axis is refused.
-fn axis_sums(gpu: &Gpu, rng: &mut StdRng, rows: usize, cols: usize) -> Check {
-    let m = random_matrix(rng, rows, cols);
+/// `sum_axis`, `max_axis` and `argmax_axis` along both axes of a random matrix against `cpu`'s:
+/// the sums within the bound of [`sum_bound`] of each row or column, the maxima and indices
+/// exact; planted in the matrix first, so that each rule meets both kernels: a tie of the
+/// largest value in row 0 and column 0 (the first index wins), a NaN in the last row and column
+/// (it wins), and `-0.0` before `0.0` in row 1, its other entries `-1`. A bad axis is refused.
+fn axis_reductions(gpu: &Gpu, rng: &mut StdRng, rows: usize, cols: usize) -> Check {
+    let mut m = random_matrix(rng, rows, cols);
+    let (last_r, last_c) = (rows - 1, cols - 1);
+    // A tie: the largest value again later in row 0 and in column 0.
+    m[[0, 0]] = 2.0;
+    m[[0, last_c]] = 2.0;
+    m[[last_r, 0]] = 2.0;
+    if rows > 2 && cols > 2 {
+        // A NaN in the last row and column (past the tie's lanes), and a lane of signed zeros.
+        m[[last_r, last_c]] = f32::NAN;
+        for c in 0..cols {
+            m[[1, c]] = if c == cols / 2 { -0.0 } else { -1.0 };
+        }
+        m[[1, last_c - 1]] = 0.0;
+    }
     let d = gpu.upload_matrix(&m)?;
     for axis in [Axis(0), Axis(1)] {
+        let what = format!("({axis:?}) of {rows}x{cols}");
         let got = gpu.sum_axis(&d, axis)?.to_vec()?;
         let want = cpu::sum_axis(&m, axis);
         let lanes: Vec<Vec<f32>> = m.lanes(axis).into_iter().map(|l| l.to_vec()).collect();
-        check_dim(
-            &format!("sum_axis({axis:?}) of {rows}x{cols}"),
-            got.len(),
-            want.len(),
-        )?;
+        check_dim(&format!("sum_axis{what}"), got.len(), want.len())?;
         for (i, lane) in lanes.iter().enumerate() {
+            if lane.iter().any(|v| v.is_nan()) {
+                if !got[i].is_nan() {
+                    return Err(
+                        format!("sum_axis{what}, output {i}: {} for a lane with a NaN", got[i]).into(),
+                    );
+                }
+                continue;
+            }
             let err = (f64::from(got[i]) - f64::from(want[i])).abs();
             // One f32 rounding of the reference on top of the documented bound.
             let bound = sum_bound(lane) + f64::from(want[i].abs()) * f64::from(f32::EPSILON);
             if !within(err, bound) {
                 return Err(format!(
-                    "sum_axis({axis:?}) of {rows}x{cols}, output {i}: {} vs {} (error {err:e} > {bound:e})",
+                    "sum_axis{what}, output {i}: {} vs {} (error {err:e} > {bound:e})",
                     got[i], want[i]
                 )
                 .into());
             }
         }
+        let got = gpu.max_axis(&d, axis)?.to_vec()?;
+        let want = cpu::max_axis(&m, axis).ok_or("empty axis")?;
+        check_dim(&format!("max_axis{what}"), got.len(), want.len())?;
+        for (i, (&g, &w)) in got.iter().zip(want.iter()).enumerate() {
+            // Exact; `-0.0` and `0.0` are equal (which of them a tie gives is not specified).
+            if g != w && !(g.is_nan() && w.is_nan()) {
+                return Err(format!("max_axis{what}, output {i}: {g} vs {w}").into());
+            }
+        }
+        let got: Vec<usize> = gpu
+            .argmax_axis(&d, axis)?
+            .to_vec()?
+            .into_iter()
+            .map(|i| i as usize)
+            .collect();
+        let want = cpu::argmax_axis(&m, axis).ok_or("empty axis")?;
+        if got != want.to_vec() {
+            let i = got.iter().zip(want.iter()).position(|(g, w)| g != w).unwrap_or(0);
+            return Err(format!(
+                "argmax_axis{what}, output {i}: {:?} vs {:?} (lane {:?})",
+                got.get(i),
+                want.get(i),
+                lanes.get(i)
+            )
+            .into());
+        }
     }
-    match gpu.sum_axis(&d, Axis(2)) {
-        Err(Error::InvalidArgument { .. }) => Ok(()),
-        other => Err(format!("sum_axis(Axis(2)) gave {:?}", other.map(|v| v.len())).into()),
+    match (
+        gpu.sum_axis(&d, Axis(2)),
+        gpu.max_axis(&d, Axis(2)),
+        gpu.argmax_axis(&d, Axis(2)),
+    ) {
+        (
+            Err(Error::InvalidArgument { .. }),
+            Err(Error::InvalidArgument { .. }),
+            Err(Error::InvalidArgument { .. }),
+        ) => Ok(()),
+        (a, b, c) => Err(format!(
+            "Axis(2) gave {:?}, {:?}, {:?}",
+            a.map(|v| v.len()),
+            b.map(|v| v.len()),
+            c.map(|v| v.len())
+        )
+        .into()),
     }
 }
 
@@ -364,6 +426,16 @@ fn global_reduce(rng: &mut StdRng) -> Check {
                 want.as_slice().ok_or("layout")?,
                 1e-5,
             )?;
+            let got = gpukern::max_axis(&view, axis)?;
+            let want = cpu::max_axis(&view, axis).ok_or("empty")?;
+            if got != want {
+                return Err(format!("gpukern::max_axis({axis:?}) {what}: {got} vs {want}").into());
+            }
+            let got = gpukern::argmax_axis(&view, axis)?;
+            let want = cpu::argmax_axis(&view, axis).ok_or("empty")?;
+            if got != want {
+                return Err(format!("gpukern::argmax_axis({axis:?}) {what}: {got} vs {want}").into());
+            }
         }
     }
     Ok(())
@@ -427,6 +499,21 @@ fn empty_inputs_follow_the_rules() {
     let m = gpu.upload_matrix(&ndarray::Array2::<f32>::zeros((3, 0))).unwrap();
     assert_eq!(gpu.sum_axis(&m, Axis(1)).unwrap().to_vec().unwrap(), vec![0.0; 3]);
     assert!(gpu.sum_axis(&m, Axis(0)).unwrap().is_empty());
+    // An empty axis has no maximum where there is an output; no outputs, no error.
+    assert!(matches!(
+        gpu.max_axis(&m, Axis(1)),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        gpu.argmax_axis(&m, Axis(1)),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(gpu.max_axis(&m, Axis(0)).unwrap().is_empty());
+    assert!(gpu.argmax_axis(&m, Axis(0)).unwrap().is_empty());
+    assert!(matches!(
+        gpukern::max_axis(&ndarray::Array2::<f32>::zeros((0, 4)), Axis(0)),
+        Err(Error::InvalidArgument { .. })
+    ));
     // An output of the wrong length is refused.
     let x = gpu.upload(&[1.0f32, 2.0]).unwrap();
     let mut two = gpu.upload(&[0.0f32, 0.0]).unwrap();

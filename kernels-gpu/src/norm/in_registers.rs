@@ -13,7 +13,7 @@ use crate::kernel;
 
 /// Dynamic shared memory of the in-register kernels: two areas of one float per warp of the
 /// largest block, one per `block_sum` (f32 LayerNorm sums twice, and a separate area spares the
-/// barrier that reusing one would need; bf16 LayerNorm's one [`block_sum2`] takes both).
+/// barrier that reusing one would need; bf16 LayerNorm's one `block_sum2` takes both).
 pub const ROWS_SHARED_BYTES: u32 = 2 * super::ROW_BLOCK_MAX / warp::SIZE * core::mem::size_of::<f32>() as u32;
 
 /// `norm_rows`'s cache hints: none.

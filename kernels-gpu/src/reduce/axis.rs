@@ -1,92 +1,209 @@
-//! Sums along one axis of a row-major `rows x cols` matrix: [`sum_rows`](fn@sum_rows) (one sum
-//! per row, ndarray's `sum_axis(Axis(1))`) and [`sum_cols`](fn@sum_cols) (one per column,
-//! `sum_axis(Axis(0))`). One launch each, no atomics: every output is written by one thread, in
-//! an order fixed by the shape, so the result is the same every run.
+//! Reductions along one axis of a row-major `rows x cols` matrix, one output per row (ndarray's
+//! `Axis(1)`) or per column (`Axis(0)`): sums ([`sum_rows`](fn@sum_rows),
+//! [`sum_cols`](fn@sum_cols)), maxima ([`max_rows`](fn@max_rows), [`max_cols`](fn@max_cols))
+//! and the indices of the maxima ([`argmax_rows`](fn@argmax_rows),
+//! [`argmax_cols`](fn@argmax_cols)). One launch each, no atomics: every output is written by one
+//! thread, in an order fixed by the shape, so the result is the same every run. The three
+//! reductions share two kernel bodies (`rows_body`, `cols_body`) and differ only in their
+//! [`AxisFold`].
 
-use crate::gpu::{mem, shared, thread, warp};
+use super::{argmax_combine, warp_argmax, Best};
+use crate::gpu::{math, mem, shared, thread, warp};
 use crate::kernel;
 
-/// Rows one block of [`sum_rows`](fn@sum_rows) takes: one per warp.
+/// Rows one block of a `*_rows` kernel takes: one per warp.
 pub const ROWS_PER_BLOCK: u32 = 8;
 
-/// Threads per block of [`sum_rows`](fn@sum_rows).
+/// Threads per block of a `*_rows` kernel.
 pub const ROWS_BLOCK: u32 = ROWS_PER_BLOCK * warp::SIZE;
 
-/// Columns one block of [`sum_cols`](fn@sum_cols) takes (its x extent): a warp reads 32
-/// consecutive floats of a row, 128 contiguous bytes.
+/// Columns one block of a `*_cols` kernel takes (its x extent): a warp reads 32 consecutive
+/// floats of a row, 128 contiguous bytes.
 pub const COLS_BLOCK_X: u32 = 32;
 
-/// Row groups of one block of [`sum_cols`](fn@sum_cols) (its y extent): thread `(tx, ty)` adds
-/// rows `ty, ty + COLS_BLOCK_Y, ...`, so 8 loads of a column are in flight at once.
+/// Row groups of one block of a `*_cols` kernel (its y extent): thread `(tx, ty)` folds rows `ty,
+/// ty + COLS_BLOCK_Y, ...`, so 8 loads of a column are in flight at once.
 pub const COLS_BLOCK_Y: u32 = 8;
 
-/// Dynamic shared memory of [`sum_cols`](fn@sum_cols): one float per thread.
-pub const COLS_SHARED_BYTES: u32 = COLS_BLOCK_X * COLS_BLOCK_Y * 4;
+/// Dynamic shared memory of a `*_cols` kernel: one partial per thread, 8 bytes each (the
+/// largest partial, an argmax's value and index).
+pub const COLS_SHARED_BYTES: u32 = COLS_BLOCK_X * COLS_BLOCK_Y * core::mem::size_of::<Best>() as u32;
 
-/// `out[r] = x[r][0] + ... + x[r][cols - 1]` for `r < rows`.
+/// What an axis kernel folds: a running partial per thread, combined over a warp or a block.
+pub trait AxisFold {
+    /// The running partial.
+    type Acc: Copy;
+    /// What is written per output.
+    type Out: Copy;
+    /// The partial of nothing.
+    fn identity() -> Self::Acc;
+    /// `acc` with element `x`, at index `index` along the reduced axis, folded in after it.
+    fn step(acc: Self::Acc, x: f32, index: u32) -> Self::Acc;
+    /// Two partials combined, `a` over lower indices than `b`.
+    fn combine(a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    /// The combination over the warp, returned to every lane.
+    fn warp(acc: Self::Acc) -> Self::Acc;
+    /// The output of a finished partial.
+    fn out(acc: Self::Acc) -> Self::Out;
+}
+
+/// Sums (f32, in the order the kernels fix).
+pub struct Sum;
+
+impl AxisFold for Sum {
+    type Acc = f32;
+    type Out = f32;
+    #[inline(always)]
+    fn identity() -> f32 {
+        0.0
+    }
+    #[inline(always)]
+    fn step(acc: f32, x: f32, _: u32) -> f32 {
+        acc + x
+    }
+    #[inline(always)]
+    fn combine(a: f32, b: f32) -> f32 {
+        a + b
+    }
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    fn warp(acc: f32) -> f32 {
+        warp::reduce_sum(acc)
+    }
+    #[inline(always)]
+    fn out(acc: f32) -> f32 {
+        acc
+    }
+}
+
+/// Maxima: NaN if any element is NaN ([`math::max_nan`]).
+pub struct Max;
+
+impl AxisFold for Max {
+    type Acc = f32;
+    type Out = f32;
+    #[inline(always)]
+    fn identity() -> f32 {
+        f32::NEG_INFINITY
+    }
+    #[inline(always)]
+    fn step(acc: f32, x: f32, _: u32) -> f32 {
+        math::max_nan(acc, x)
+    }
+    #[inline(always)]
+    fn combine(a: f32, b: f32) -> f32 {
+        math::max_nan(a, b)
+    }
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    fn warp(acc: f32) -> f32 {
+        warp::reduce_max(acc)
+    }
+    #[inline(always)]
+    fn out(acc: f32) -> f32 {
+        acc
+    }
+}
+
+/// Indices of the maxima, by the family's rule ([`argmax_combine`]: the first NaN, else the
+/// first of the largest value).
+pub struct Argmax;
+
+impl AxisFold for Argmax {
+    type Acc = Best;
+    type Out = u32;
+    #[inline(always)]
+    fn identity() -> Best {
+        Best::NONE
+    }
+    #[inline(always)]
+    fn step(acc: Best, x: f32, index: u32) -> Best {
+        argmax_combine(acc, Best { value: x, index })
+    }
+    #[inline(always)]
+    fn combine(a: Best, b: Best) -> Best {
+        argmax_combine(a, b)
+    }
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    fn warp(acc: Best) -> Best {
+        warp_argmax(acc)
+    }
+    #[inline(always)]
+    fn out(acc: Best) -> u32 {
+        acc.index
+    }
+}
+
+/// `out[r]` = the fold `F` of row `r`, for `r < rows`: the body of the `*_rows` kernels.
 ///
-/// One warp per row (warp `w` of block `g` takes row `g * ROWS_PER_BLOCK + w`): lane `l` adds
-/// columns `l, l + 32, ...` (each step a coalesced 128-byte read of the row), the warp adds its
-/// lanes' sums with shuffles, and lane 0 writes `out[r]`. Warps past the last row compute
-/// nothing but still take part in the shuffles.
+/// One warp per row (warp `w` of block `g` takes row `g * ROWS_PER_BLOCK + w`): lane `l` folds
+/// columns `l, l + 32, ...` (each step a coalesced 128-byte read of the row), the warp combines
+/// its lanes with shuffles, and lane 0 writes `out[r]`. Warps past the last row fold nothing but
+/// still take part in the shuffles.
 ///
-/// Global memory: reads `4 rows cols` bytes once, writes `4 rows`. Launch: 1-D blocks of
+/// Global memory: reads `4 rows cols` bytes once, writes one output per row. Launch: 1-D blocks of
 /// exactly [`ROWS_BLOCK`] threads, `ceil(rows / ROWS_PER_BLOCK)` blocks, no shared memory.
 ///
 /// # Safety
-/// `x` holds `rows * cols` floats and `out` `rows` floats of device memory; they do not overlap.
-#[kernel]
-pub unsafe fn sum_rows(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+/// `x` holds `rows * cols` floats and `out` `rows` outputs of device memory; they do not overlap;
+/// `cols <= u32::MAX` (the argmax's indices).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn rows_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, cols: usize) {
     let tid = thread::thread_idx_x() as usize;
     let lanes = warp::SIZE as usize;
     let (w, lane) = (tid / lanes, tid % lanes);
     let row = thread::block_idx_x() as usize * ROWS_PER_BLOCK as usize + w;
-    let mut acc = 0.0f32;
+    let mut acc = F::identity();
     if row < rows {
         let base = row * cols;
         let mut c = lane;
         while c < cols {
             // SAFETY: `row < rows`, `c < cols`.
-            acc += unsafe { mem::load(x, base + c) };
+            acc = F::step(acc, unsafe { mem::load(x, base + c) }, c as u32);
             c += lanes;
         }
     }
-    let total = warp::reduce_sum(acc);
+    let total = F::warp(acc);
     if row < rows && lane == 0 {
         // SAFETY: `row < rows`.
-        unsafe { mem::store(out, row, total) }
+        unsafe { mem::store(out, row, F::out(total)) }
     }
 }
 
-/// `out[c] = x[0][c] + ... + x[rows - 1][c]` for `c < cols`.
+/// `out[c]` = the fold `F` of column `c`, for `c < cols`: the body of the `*_cols` kernels.
 ///
-/// Block `g` takes columns `g * 32 ..`: thread `(tx, ty)` adds column `g * 32 + tx` over rows
+/// Block `g` takes columns `g * 32 ..`: thread `(tx, ty)` folds column `g * 32 + tx` over rows
 /// `ty, ty + 8, ...` (each step, the 32 threads of a row of the block read 128 contiguous bytes),
-/// writes its sum to shared memory, and after a barrier thread `(tx, 0)` adds the 8 sums of its
-/// column in order and writes `out[c]`.
+/// writes its partial to shared memory, and after a barrier thread `(tx, 0)` combines the 8
+/// partials of its column in order and writes `out[c]`.
 ///
-/// Global memory: reads `4 rows cols` bytes once, writes `4 cols`. Launch: 2-D blocks of exactly
-/// [`COLS_BLOCK_X`] x [`COLS_BLOCK_Y`] threads, `ceil(cols / 32)` blocks along x,
-/// [`COLS_SHARED_BYTES`] of dynamic shared memory.
+/// Global memory: reads `4 rows cols` bytes once, writes one output per column. Launch: 2-D
+/// blocks of exactly [`COLS_BLOCK_X`] x [`COLS_BLOCK_Y`] threads, `ceil(cols / 32)` blocks along
+/// x, [`COLS_SHARED_BYTES`] of dynamic shared memory.
 ///
 /// # Safety
-/// `x` holds `rows * cols` floats and `out` `cols` floats of device memory; they do not overlap.
-#[kernel]
-pub unsafe fn sum_cols(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+/// `x` holds `rows * cols` floats and `out` `cols` outputs of device memory; they do not overlap;
+/// `rows <= u32::MAX` (the argmax's indices).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn cols_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, cols: usize) {
     let (tx, ty) = (thread::thread_idx_x() as usize, thread::thread_idx_y() as usize);
     let (bx, by) = (COLS_BLOCK_X as usize, COLS_BLOCK_Y as usize);
     let col = thread::block_idx_x() as usize * bx + tx;
-    let mut acc = 0.0f32;
+    let mut acc = F::identity();
     if col < cols {
         let mut r = ty;
         while r < rows {
             // SAFETY: `r < rows`, `col < cols`.
-            acc += unsafe { mem::load(x, r * cols + col) };
+            acc = F::step(acc, unsafe { mem::load(x, r * cols + col) }, r as u32);
             r += by;
         }
     }
-    let scratch = shared::dynamic::<f32>();
-    // SAFETY: `ty * bx + tx < COLS_BLOCK_X * COLS_BLOCK_Y` floats of shared memory.
+    let scratch = shared::dynamic::<F::Acc>();
+    // SAFETY: `ty * bx + tx < COLS_BLOCK_X * COLS_BLOCK_Y` partials of at most 8 bytes, the
+    // launch's shared memory.
     unsafe {
         mem::store(scratch, ty * bx + tx, acc);
         thread::sync_threads();
@@ -95,9 +212,75 @@ pub unsafe fn sum_cols(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
         let mut total = acc;
         for k in 1..by {
             // SAFETY: `k * bx + tx` is in the block's scratch, written before the barrier.
-            total += unsafe { mem::load(scratch, k * bx + tx) };
+            total = F::combine(total, unsafe { mem::load(scratch, k * bx + tx) });
         }
         // SAFETY: `col < cols`.
-        unsafe { mem::store(out, col, total) }
+        unsafe { mem::store(out, col, F::out(total)) }
     }
+}
+
+/// `out[r] = x[r][0] + ... + x[r][cols - 1]` for `r < rows`: `rows_body` with [`Sum`]. Reads
+/// `4 rows cols` bytes, writes `4 rows`.
+///
+/// # Safety
+/// As `rows_body`.
+#[kernel]
+pub unsafe fn sum_rows(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { rows_body::<Sum>(x, out, rows, cols) }
+}
+
+/// `out[c] = x[0][c] + ... + x[rows - 1][c]` for `c < cols`: `cols_body` with [`Sum`]. Reads
+/// `4 rows cols` bytes, writes `4 cols`.
+///
+/// # Safety
+/// As `cols_body`.
+#[kernel]
+pub unsafe fn sum_cols(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { cols_body::<Sum>(x, out, rows, cols) }
+}
+
+/// `out[r]` = the largest entry of row `r` (NaN if it holds one): `rows_body` with [`Max`].
+/// Reads `4 rows cols` bytes, writes `4 rows`.
+///
+/// # Safety
+/// As `rows_body`.
+#[kernel]
+pub unsafe fn max_rows(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { rows_body::<Max>(x, out, rows, cols) }
+}
+
+/// `out[c]` = the largest entry of column `c` (NaN if it holds one): `cols_body` with [`Max`].
+/// Reads `4 rows cols` bytes, writes `4 cols`.
+///
+/// # Safety
+/// As `cols_body`.
+#[kernel]
+pub unsafe fn max_cols(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { cols_body::<Max>(x, out, rows, cols) }
+}
+
+/// `out[r]` = the column of row `r`'s largest entry (its first NaN, else the first of the
+/// largest value): `rows_body` with [`Argmax`]. Reads `4 rows cols` bytes, writes `4 rows`.
+///
+/// # Safety
+/// As `rows_body`.
+#[kernel]
+pub unsafe fn argmax_rows(x: *const f32, out: *mut u32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { rows_body::<Argmax>(x, out, rows, cols) }
+}
+
+/// `out[c]` = the row of column `c`'s largest entry (its first NaN, else the first of the
+/// largest value): `cols_body` with [`Argmax`]. Reads `4 rows cols` bytes, writes `4 cols`.
+///
+/// # Safety
+/// As `cols_body`.
+#[kernel]
+pub unsafe fn argmax_cols(x: *const f32, out: *mut u32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { cols_body::<Argmax>(x, out, rows, cols) }
 }

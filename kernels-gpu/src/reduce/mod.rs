@@ -1,5 +1,6 @@
 //! Reductions of a vector to one value (`sum`, `max`, `argmax`) and of a matrix along one axis
-//! (`sum_rows`: one sum per row; `sum_cols`: one sum per column).
+//! (`sum_rows`, `max_rows`, `argmax_rows`: one output per row; `sum_cols`, `max_cols`,
+//! `argmax_cols`: one per column).
 //!
 //! Minimum traffic: a vector reduction reads `4 n` bytes (the few partials between passes are
 //! negligible); an axis reduction reads `4 rows cols` bytes and writes one float per output.
@@ -16,8 +17,11 @@
 //!   argmax: [`argmax_vec4_u8`](fn@argmax_vec4_u8) (8 vectors per thread),
 //!   [`argmax_vec4_lanes`](fn@argmax_vec4_lanes) and [`argmax_vec4_lanes_u8`](fn@argmax_vec4_lanes_u8)
 //!   (a running best per lane: one compare and two selects per element).
-//! * [`axis`]: [`sum_rows`](fn@sum_rows) (a warp per row) and [`sum_cols`](fn@sum_cols) (a
-//!   thread per column and row group, the groups combined in shared memory).
+//! * [`axis`]: the `*_rows` kernels (a warp per row: [`sum_rows`](fn@sum_rows),
+//!   [`max_rows`](fn@max_rows), [`argmax_rows`](fn@argmax_rows)) and the `*_cols` kernels (a
+//!   thread per column and row group, the groups combined in shared memory:
+//!   [`sum_cols`](fn@sum_cols), [`max_cols`](fn@max_cols), [`argmax_cols`](fn@argmax_cols)), one
+//!   body each for the three reductions ([`axis::AxisFold`]).
 //!
 //! # Rules
 //! * No float atomics: every partial is written by one thread to its own slot and combined by a
@@ -37,7 +41,8 @@ pub mod tree;
 pub mod vec4;
 
 pub use axis::{
-    sum_cols, sum_rows, COLS_BLOCK_X, COLS_BLOCK_Y, COLS_SHARED_BYTES, ROWS_BLOCK, ROWS_PER_BLOCK,
+    argmax_cols, argmax_rows, max_cols, max_rows, sum_cols, sum_rows, COLS_BLOCK_X, COLS_BLOCK_Y,
+    COLS_SHARED_BYTES, ROWS_BLOCK, ROWS_PER_BLOCK,
 };
 pub use tree::{max_tree, sum_tree, TREE_BLOCK, TREE_SHARED_BYTES};
 pub use vec4::{
