@@ -121,6 +121,10 @@ enum Suite {
     /// Index of the largest element of a vector.
     #[value(name = "argmax")]
     Argmax,
+    /// Sums, maxima and argmaxes along each axis of a matrix (records `sum_axis`, `max_axis`,
+    /// `argmax_axis`).
+    #[value(name = "axis")]
+    Axis,
     /// A matrix transposed, every transpose algorithm.
     #[value(name = "transpose")]
     Transpose,
@@ -136,7 +140,7 @@ enum Suite {
 }
 
 impl Suite {
-    const ALL: [Suite; 17] = [
+    const ALL: [Suite; 18] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -150,6 +154,7 @@ impl Suite {
         Suite::Pipelined,
         Suite::Sum,
         Suite::Argmax,
+        Suite::Axis,
         Suite::Transpose,
         Suite::Norm,
         Suite::CrossEntropy,
@@ -172,6 +177,7 @@ impl Suite {
             Suite::Pipelined => transfer::PIPELINED_RECORDS,
             Suite::Sum => reduce::sizes(quick).len() * gpukern::ReduceAlgorithm::ALL.len(),
             Suite::Argmax => reduce::sizes(quick).len() * gpukern::ArgmaxAlgorithm::ALL.len(),
+            Suite::Axis => reduce::axis_shapes(quick).len() * reduce::AXIS_RECORDS_PER_SHAPE,
             Suite::Transpose => transpose::shapes(quick).len() * gpukern::TransposeAlgorithm::ALL.len(),
             Suite::Norm => norm::planned(quick, plans),
             Suite::CrossEntropy => cross_entropy::planned(quick),
@@ -195,6 +201,7 @@ impl Suite {
             Suite::Pipelined => transfer::pipelined(bench, sink),
             Suite::Sum => reduce::sum(bench, sink),
             Suite::Argmax => reduce::argmax(bench, sink),
+            Suite::Axis => reduce::axis(bench, sink),
             Suite::Transpose => transpose::transpose(bench, sink),
             Suite::Norm => norm::norm(bench, sink),
             Suite::CrossEntropy => cross_entropy::cross_entropy(bench, sink),

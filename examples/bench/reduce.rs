@@ -91,3 +91,82 @@ pub fn argmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     }
     Ok(())
 }
+
+/// Shapes of the axis reductions: 8192 x 8192 (256 MiB read), both axes.
+pub fn axis_shapes(quick: bool) -> Vec<(usize, usize)> {
+    if quick {
+        vec![(1024, 1024)]
+    } else {
+        vec![(8192, 8192)]
+    }
+}
+
+/// Records of [`axis`]: three reductions, two axes, per shape.
+pub const AXIS_RECORDS_PER_SHAPE: usize = 6;
+
+/// `gpu.sum_axis`, `max_axis` and `argmax_axis` along `Axis(1)` (`gpukern:rows`, a warp per
+/// row) and `Axis(0)` (`gpukern:cols`), device-resident, each call allocating its output as a
+/// user's call does. The sums within the f32 tolerance of `cpu::sum_axis`, the maxima and indices
+/// exact. Minimum traffic: 4 bytes per element read, 4 per output written.
+pub fn axis(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    for (rows, cols) in axis_shapes(b.quick) {
+        let shape = format!("{rows}x{cols}");
+        let m = ndarray::Array2::from_shape_vec((rows, cols), random_vec(rows * cols, -1.0, 1.0))?;
+        for kernel in ["sum_axis", "max_axis", "argmax_axis"] {
+            for (axis, side) in [(ndarray::Axis(1), "rows"), (ndarray::Axis(0), "cols")] {
+                let outputs = if side == "rows" { rows } else { cols };
+                let base = Record::new(kernel, format!("gpukern:{side}"), shape.clone());
+                sink.item(base.clone(), || {
+                    let d = b.gpu.upload_matrix(&m)?;
+                    let ok = match kernel {
+                        "sum_axis" => {
+                            let got = b.gpu.sum_axis(&d, axis)?.to_vec()?;
+                            let want = gpukern::cpu::sum_axis(&m, axis).to_vec();
+                            Check::new(&got, &want, F32_TOL, "cpu_f64")
+                        }
+                        "max_axis" => {
+                            let got = b.gpu.max_axis(&d, axis)?.to_vec()?;
+                            let want = gpukern::cpu::max_axis(&m, axis).ok_or("empty axis")?.to_vec();
+                            exact(got == want)
+                        }
+                        _ => {
+                            let got: Vec<usize> = b
+                                .gpu
+                                .argmax_axis(&d, axis)?
+                                .to_vec()?
+                                .into_iter()
+                                .map(|i| i as usize)
+                                .collect();
+                            let want = gpukern::cpu::argmax_axis(&m, axis).ok_or("empty axis")?.to_vec();
+                            exact(got == want)
+                        }
+                    };
+                    let record = base.checked(&ok);
+                    if !ok.passed() {
+                        return Ok(record);
+                    }
+                    let gpu = &b.gpu;
+                    let stats = b.timer.measure(|_| {
+                        match kernel {
+                            "sum_axis" => drop(gpu.sum_axis(&d, axis)?),
+                            "max_axis" => drop(gpu.max_axis(&d, axis)?),
+                            _ => drop(gpu.argmax_axis(&d, axis)?),
+                        }
+                        Ok(())
+                    })?;
+                    Ok(record.timed(&stats, Some(4.0 * (rows * cols + outputs) as f64), None))
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An exact comparison as a [`Check`].
+fn exact(equal: bool) -> Check {
+    Check {
+        rel_err: if equal { 0.0 } else { f64::INFINITY },
+        tol: 0.0,
+        reference: "cpu_exact",
+    }
+}
