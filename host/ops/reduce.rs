@@ -215,7 +215,7 @@ impl Gpu {
     /// Sums of `m` along `axis`: `Axis(1)` sums each row (a vector of `m.rows()`), `Axis(0)`
     /// each column (a vector of `m.cols()`), as ndarray's `sum_axis`. An empty axis sums to 0.
     ///
-    /// Accumulated in f32 in a fixed order (per output, `cols / 32` or `rows / 8` running sums
+    /// Accumulated in f32 in a fixed order (per output, `cols / 32` or `rows / 32` running sums
     /// then a tree): deterministic, with an error of order `(length / 8) * 2^-24 * sum |x|`.
     ///
     /// Errors: [`Error::InvalidArgument`] for an axis other than 0 or 1.

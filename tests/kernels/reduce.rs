@@ -27,8 +27,21 @@ use crate::common::trial::{Target, global_trial, plain_trials, trial};
 const SIM_LENGTHS: &[usize] = &[1, 3, 4, 7, 33, 257, 1025, 9001, 70_001];
 /// CUDA lengths: ragged ones and large ones (each resident block loops several times).
 const CUDA_LENGTHS: &[usize] = &[1, 7, 31, 1000, 1025, 4097, 65_537, (1 << 20) + 3, 1 << 22];
-/// `(rows, cols)` of the axis sums in the simulator.
-const SIM_AXIS: &[(usize, usize)] = &[(1, 1), (1, 70), (9, 1), (13, 33), (40, 7), (3, 300)];
+/// `(rows, cols)` of the axis reductions in the simulator: the unrolled loops (4 loads of a
+/// lane's 32-apart entries: rows of 128 columns and more; columns of 128 rows and more, past the
+/// 32 row groups) and their ragged tails, on each side of those lengths.
+const SIM_AXIS: &[(usize, usize)] = &[
+    (1, 1),
+    (1, 70),
+    (9, 1),
+    (13, 33),
+    (40, 7),
+    (3, 300),
+    (300, 5),
+    (161, 45),
+    (2, 127),
+    (127, 2),
+];
 /// `(rows, cols)` of the axis sums on CUDA.
 const CUDA_AXIS: &[(usize, usize)] = &[
     (1, 1),

@@ -22,8 +22,13 @@ pub const ROWS_BLOCK: u32 = ROWS_PER_BLOCK * warp::SIZE;
 pub const COLS_BLOCK_X: u32 = 32;
 
 /// Row groups of one block of a `*_cols` kernel (its y extent): thread `(tx, ty)` folds rows `ty,
-/// ty + COLS_BLOCK_Y, ...`, so 8 loads of a column are in flight at once.
-pub const COLS_BLOCK_Y: u32 = 8;
+/// ty + COLS_BLOCK_Y, ...`; 32 groups make blocks of 1024 threads, so that a matrix of 8192
+/// columns (256 blocks) fills the multiprocessors.
+pub const COLS_BLOCK_Y: u32 = 32;
+
+/// Elements a thread loads before it folds them (in index order), so that that many loads are
+/// in flight where one at a time would leave each thread waiting on each load.
+const UNROLL: usize = 4;
 
 /// Dynamic shared memory of a `*_cols` kernel: one partial per thread, 8 bytes each (the
 /// largest partial, an argmax's value and index).
@@ -37,7 +42,8 @@ pub trait AxisFold {
     type Out: Copy;
     /// The partial of nothing.
     fn identity() -> Self::Acc;
-    /// `acc` with element `x`, at index `index` along the reduced axis, folded in after it.
+    /// `acc` with element `x`, at index `index` along the reduced axis, folded in after it; a
+    /// thread's steps come in increasing index order.
     fn step(acc: Self::Acc, x: f32, index: u32) -> Self::Acc;
     /// Two partials combined, `a` over lower indices than `b`.
     fn combine(a: Self::Acc, b: Self::Acc) -> Self::Acc;
@@ -116,9 +122,16 @@ impl AxisFold for Argmax {
     fn identity() -> Best {
         Best::NONE
     }
+    /// The indices of a thread's steps increase, so a later element wins only if it is larger,
+    /// or a NaN after none (one compare and a NaN test, where [`argmax_combine`] also compares
+    /// the indices).
     #[inline(always)]
     fn step(acc: Best, x: f32, index: u32) -> Best {
-        argmax_combine(acc, Best { value: x, index })
+        if x > acc.value || (x.is_nan() && !acc.value.is_nan()) {
+            Best { value: x, index }
+        } else {
+            acc
+        }
     }
     #[inline(always)]
     fn combine(a: Best, b: Best) -> Best {
@@ -138,7 +151,8 @@ impl AxisFold for Argmax {
 /// `out[r]` = the fold `F` of row `r`, for `r < rows`: the body of the `*_rows` kernels.
 ///
 /// One warp per row (warp `w` of block `g` takes row `g * ROWS_PER_BLOCK + w`): lane `l` folds
-/// columns `l, l + 32, ...` (each step a coalesced 128-byte read of the row), the warp combines
+/// columns `l, l + 32, ...` (each load a coalesced 128-byte read of the row by the warp, 4 loads
+/// issued before they are folded in order), the warp combines
 /// its lanes with shuffles, and lane 0 writes `out[r]`. Warps past the last row fold nothing but
 /// still take part in the shuffles.
 ///
@@ -159,6 +173,17 @@ unsafe fn rows_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, c
     if row < rows {
         let base = row * cols;
         let mut c = lane;
+        while c + (UNROLL - 1) * lanes < cols {
+            let mut v = [0.0f32; UNROLL];
+            for (k, v) in v.iter_mut().enumerate() {
+                // SAFETY: `row < rows`, `c + k * 32 < cols`.
+                *v = unsafe { mem::load(x, base + c + k * lanes) };
+            }
+            for (k, &v) in v.iter().enumerate() {
+                acc = F::step(acc, v, (c + k * lanes) as u32);
+            }
+            c += UNROLL * lanes;
+        }
         while c < cols {
             // SAFETY: `row < rows`, `c < cols`.
             acc = F::step(acc, unsafe { mem::load(x, base + c) }, c as u32);
@@ -175,9 +200,10 @@ unsafe fn rows_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, c
 /// `out[c]` = the fold `F` of column `c`, for `c < cols`: the body of the `*_cols` kernels.
 ///
 /// Block `g` takes columns `g * 32 ..`: thread `(tx, ty)` folds column `g * 32 + tx` over rows
-/// `ty, ty + 8, ...` (each step, the 32 threads of a row of the block read 128 contiguous bytes),
-/// writes its partial to shared memory, and after a barrier thread `(tx, 0)` combines the 8
-/// partials of its column in order and writes `out[c]`.
+/// `ty, ty + 32, ...` (each load, the 32 threads of a row of the block read 128 contiguous bytes;
+/// 4 loads issued before they are folded in order), writes its partial to shared memory, and
+/// after a barrier thread `(tx, 0)` combines the 32 partials of its column in order and writes
+/// `out[c]`.
 ///
 /// Global memory: reads `4 rows cols` bytes once, writes one output per column. Launch: 2-D
 /// blocks of exactly [`COLS_BLOCK_X`] x [`COLS_BLOCK_Y`] threads, `ceil(cols / 32)` blocks along
@@ -195,6 +221,17 @@ unsafe fn cols_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, c
     let mut acc = F::identity();
     if col < cols {
         let mut r = ty;
+        while r + (UNROLL - 1) * by < rows {
+            let mut v = [0.0f32; UNROLL];
+            for (k, v) in v.iter_mut().enumerate() {
+                // SAFETY: `r + k * by < rows`, `col < cols`.
+                *v = unsafe { mem::load(x, (r + k * by) * cols + col) };
+            }
+            for (k, &v) in v.iter().enumerate() {
+                acc = F::step(acc, v, (r + k * by) as u32);
+            }
+            r += UNROLL * by;
+        }
         while r < rows {
             // SAFETY: `r < rows`, `col < cols`.
             acc = F::step(acc, unsafe { mem::load(x, r * cols + col) }, r as u32);
