@@ -1,5 +1,6 @@
 """The peers of gpukern's reductions and transpose: PyTorch eager and torch.compile of
-`x.sum()`, `x.argmax()` and `x.t().contiguous()`, with the same shapes, checks and timing as
+`x.sum()`, `x.argmax()`, `x.t().contiguous()` and, along each axis of a matrix, `x.sum(dim)`,
+`x.amax(dim)` and `x.argmax(dim)`, with the same shapes, checks and timing as
 examples/bench/reduce.rs and transpose.rs. Imported by peers.py (entries `torch_reduce` and
 `compile_reduce` of its PEERS); the helpers come from peers.py, imported when a peer runs.
 """
@@ -13,6 +14,20 @@ from typing import Any, Callable
 def reduce_sizes(quick: bool) -> list[int]:
     """The same lengths as examples/bench/reduce.rs."""
     return [1 << 20] if quick else [1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]
+
+
+def axis_shapes(quick: bool) -> list[tuple[int, int]]:
+    """The same shapes as examples/bench/reduce.rs's axis suite."""
+    return [(1024, 1024)] if quick else [(8192, 8192)]
+
+
+# The axis reductions: the record's kernel, torch's call on `dim`. `dim = 1` is gpukern's
+# `Axis(1)` (one output per row, impl suffix `:rows`), `dim = 0` its `Axis(0)` (`:cols`).
+AXIS_OPS = {
+    "sum_axis": "sum",
+    "max_axis": "amax",
+    "argmax_axis": "argmax",
+}
 
 
 def transpose_shapes(quick: bool) -> list[tuple[int, int]]:
@@ -88,6 +103,54 @@ def _run(ctx: Any, impl: str, compiled: bool) -> None:
             return P.timed(rec, stats, 4.0 * n, None)
 
         sink.item(base, argmax)
+
+    for rows, cols in axis_shapes(ctx.quick):
+        shape = f"{rows}x{cols}"
+        for kernel, method in AXIS_OPS.items():
+            for dim, side in ((1, "rows"), (0, "cols")):
+                call = wrap.format(f"x.{method}(dim={dim})")
+                base = P.record(kernel, f"{impl}:{side}", shape, rows=rows, cols=cols, version=version, call=call)
+
+                def axis_op(
+                    rows: int = rows,
+                    cols: int = cols,
+                    method: str = method,
+                    dim: int = dim,
+                    base: dict[str, Any] = base,
+                ) -> dict[str, Any]:
+                    def f(x: Any, method: str = method, dim: int = dim) -> Any:
+                        return getattr(x, method)(dim=dim)
+
+                    op = torch.compile(f) if compiled else f
+                    sets = P.sets_for(4 * rows * cols)
+                    x = ctx.rand((rows, cols))
+                    xs = [x.clone() for _ in range(sets)]
+                    outputs = rows if dim == 1 else cols
+                    # gpukern's minimum traffic: 4 bytes per element read, 4 per output written.
+                    nbytes = 4.0 * (rows * cols + outputs)
+                    if method == "argmax":
+                        want = getattr(x.double(), method)(dim=dim)
+                        got = op(xs[0])
+                        torch.cuda.current_stream().synchronize()
+                        check = P.Check(0.0 if bool(torch.equal(got, want)) else math.inf, 0.0, "exact")
+                        rec = P.checked({**base, "sets": sets}, check)
+                        if not check.passed:
+                            return rec
+                        stats = ctx.timer.measure(lambda i: op(xs[i % sets]))
+                        return P.timed(rec, stats, nbytes, None)
+                    ref = getattr(x.double(), method)(dim=dim)
+                    return P.timed_check(
+                        ctx,
+                        {**base, "sets": sets},
+                        lambda: op(xs[0]),
+                        ref,
+                        lambda i: op(xs[i % sets]),
+                        nbytes,
+                        None,
+                        tol=0.0 if method == "amax" else P.F32_TOL,
+                    )
+
+                sink.item(base, axis_op)
 
     for rows, cols in transpose_shapes(ctx.quick):
         shape = f"{rows}x{cols}"
