@@ -220,21 +220,7 @@ impl Gpu {
     ///
     /// Errors: [`Error::InvalidArgument`] for an axis other than 0 or 1.
     pub fn sum_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec> {
-        let (outputs, launch) = self.axis_launch("sum_axis", m, axis, false)?;
-        let mut out = self.alloc(outputs)?;
-        // SAFETY: `m` holds `rows * cols` floats, `out` one float per output of `launch`.
-        unsafe {
-            match launch {
-                Some(AxisLaunch::Rows(cfg)) => {
-                    raw::reduce::sum_rows(self, cfg, &m.data, &mut out, m.rows, m.cols)?
-                }
-                Some(AxisLaunch::Cols(cfg)) => {
-                    raw::reduce::sum_cols(self, cfg, &m.data, &mut out, m.rows, m.cols)?
-                }
-                None => {}
-            }
-        }
-        Ok(out)
+        self.reduce_axis("sum_axis", Reduction::Sum, m, axis)
     }
 
     /// Maxima of `m` along `axis`: `Axis(1)` the largest entry of each row, `Axis(0)` of each
@@ -245,19 +231,22 @@ impl Gpu {
     /// empty (`cols == 0` for `Axis(1)`, `rows == 0` for `Axis(0)`: no maximum to give) and an
     /// output would need one.
     pub fn max_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec> {
-        let (outputs, launch) = self.axis_launch("max_axis", m, axis, true)?;
+        self.reduce_axis("max_axis", Reduction::Max, m, axis)
+    }
+
+    /// [`Gpu::sum_axis`] or [`Gpu::max_axis`] as operation `op`.
+    fn reduce_axis(
+        &self,
+        op: &'static str,
+        reduction: Reduction,
+        m: &DeviceMatrix,
+        axis: Axis,
+    ) -> Result<DeviceVec> {
+        let (outputs, launch) = self.axis_launch(op, m, axis, reduction == Reduction::Max)?;
         let mut out = self.alloc(outputs)?;
-        // SAFETY: `m` holds `rows * cols` floats, `out` one float per output of `launch`.
-        unsafe {
-            match launch {
-                Some(AxisLaunch::Rows(cfg)) => {
-                    raw::reduce::max_rows(self, cfg, &m.data, &mut out, m.rows, m.cols)?
-                }
-                Some(AxisLaunch::Cols(cfg)) => {
-                    raw::reduce::max_cols(self, cfg, &m.data, &mut out, m.rows, m.cols)?
-                }
-                None => {}
-            }
+        if let Some(launch) = launch {
+            // SAFETY: `m` holds `rows * cols` floats, `out` one float per output of `launch`.
+            unsafe { raw::reduce::axis(self, reduction, launch, &m.data, &mut out, m.rows, m.cols)? };
         }
         Ok(out)
     }
@@ -272,17 +261,9 @@ impl Gpu {
     pub fn argmax_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec<u32>> {
         let (outputs, launch) = self.axis_launch("argmax_axis", m, axis, true)?;
         let mut out = self.zeros::<u32>(outputs)?;
-        // SAFETY: `m` holds `rows * cols` floats, `out` one index per output of `launch`.
-        unsafe {
-            match launch {
-                Some(AxisLaunch::Rows(cfg)) => {
-                    raw::reduce::argmax_rows(self, cfg, &m.data, &mut out, m.rows, m.cols)?
-                }
-                Some(AxisLaunch::Cols(cfg)) => {
-                    raw::reduce::argmax_cols(self, cfg, &m.data, &mut out, m.rows, m.cols)?
-                }
-                None => {}
-            }
+        if let Some(launch) = launch {
+            // SAFETY: `m` holds `rows * cols` floats, `out` one index per output of `launch`.
+            unsafe { raw::reduce::axis_argmax(self, launch, &m.data, &mut out, m.rows, m.cols)? };
         }
         Ok(out)
     }
@@ -484,9 +465,22 @@ fn one_block(op: &'static str, gpu: &Gpu) -> Result<LaunchConfig> {
 /// The error of a maximum of nothing.
 /// The launch of an axis reduction: a warp per row (`Axis(1)`) or a thread per column and row
 /// group (`Axis(0)`).
-enum AxisLaunch {
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum AxisLaunch {
+    /// One output per row: the `*_rows` kernels.
     Rows(LaunchConfig),
+    /// One output per column: the `*_cols` kernels.
     Cols(LaunchConfig),
+}
+
+impl AxisLaunch {
+    /// The launch configuration, and whether it is the per-row side.
+    pub(crate) fn parts(self) -> (LaunchConfig, bool) {
+        match self {
+            AxisLaunch::Rows(cfg) => (cfg, true),
+            AxisLaunch::Cols(cfg) => (cfg, false),
+        }
+    }
 }
 
 fn empty(op: &'static str) -> Error {

@@ -6,7 +6,7 @@ use crate::buffer::DeviceVec;
 use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
-use crate::ops::reduce::{ArgmaxAlgorithm, Reduction};
+use crate::ops::reduce::{ArgmaxAlgorithm, AxisLaunch, Reduction};
 
 /// Launches `sum_tree` or `max_tree(x, partials, n)`.
 ///
@@ -86,98 +86,51 @@ pub(crate) unsafe fn argmax_pairs(
     unsafe { k::argmax_pairs::launch(&gpu.library(), cfg, values, indices, out_value, out_index, n) }
 }
 
-/// Launches `sum_rows(x, out, rows, cols)`.
+/// Launches an f32 axis reduction: `sum_rows` or `max_rows` (`AxisLaunch::Rows`, one output per
+/// row), `sum_cols` or `max_cols` (`AxisLaunch::Cols`, one per column), `(x, out, rows, cols)`.
 ///
 /// # Safety
-/// `x` holds `rows * cols` floats, `out` `rows`; `cfg` one warp per row.
-pub(crate) unsafe fn sum_rows(
+/// `x` holds `rows * cols` floats, `out` one float per output; the launch is the one
+/// `axis_launch` planned for this shape.
+pub(crate) unsafe fn axis(
     gpu: &Gpu,
-    cfg: LaunchConfig,
+    reduction: Reduction,
+    launch: AxisLaunch,
     x: &DeviceVec,
     out: &mut DeviceVec,
     rows: usize,
     cols: usize,
 ) -> Result<()> {
+    let (cfg, per_row) = launch.parts();
+    let run = match (reduction, per_row) {
+        (Reduction::Sum, true) => k::sum_rows::launch,
+        (Reduction::Sum, false) => k::sum_cols::launch,
+        (Reduction::Max, true) => k::max_rows::launch,
+        (Reduction::Max, false) => k::max_cols::launch,
+    };
     // SAFETY: sizes per the contract.
-    unsafe { k::sum_rows::launch(&gpu.library(), cfg, x, out, rows, cols) }
+    unsafe { run(&gpu.library(), cfg, x, out, rows, cols) }
 }
 
-/// Launches `sum_cols(x, out, rows, cols)`.
+/// Launches `argmax_rows` (`AxisLaunch::Rows`) or `argmax_cols` (`AxisLaunch::Cols`) `(x, out,
+/// rows, cols)`.
 ///
 /// # Safety
-/// `x` holds `rows * cols` floats, `out` `cols`; `cfg` 32 columns per block.
-pub(crate) unsafe fn sum_cols(
+/// As [`axis`], `out` holding one index per output; at most `u32::MAX` entries along the axis.
+pub(crate) unsafe fn axis_argmax(
     gpu: &Gpu,
-    cfg: LaunchConfig,
-    x: &DeviceVec,
-    out: &mut DeviceVec,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    // SAFETY: sizes per the contract.
-    unsafe { k::sum_cols::launch(&gpu.library(), cfg, x, out, rows, cols) }
-}
-
-/// Launches `max_rows(x, out, rows, cols)`.
-///
-/// # Safety
-/// As [`sum_rows`].
-pub(crate) unsafe fn max_rows(
-    gpu: &Gpu,
-    cfg: LaunchConfig,
-    x: &DeviceVec,
-    out: &mut DeviceVec,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    // SAFETY: sizes per the contract.
-    unsafe { k::max_rows::launch(&gpu.library(), cfg, x, out, rows, cols) }
-}
-
-/// Launches `max_cols(x, out, rows, cols)`.
-///
-/// # Safety
-/// As [`sum_cols`].
-pub(crate) unsafe fn max_cols(
-    gpu: &Gpu,
-    cfg: LaunchConfig,
-    x: &DeviceVec,
-    out: &mut DeviceVec,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    // SAFETY: sizes per the contract.
-    unsafe { k::max_cols::launch(&gpu.library(), cfg, x, out, rows, cols) }
-}
-
-/// Launches `argmax_rows(x, out, rows, cols)`.
-///
-/// # Safety
-/// As [`sum_rows`], `out` holding `rows` indices; `cols <= u32::MAX`.
-pub(crate) unsafe fn argmax_rows(
-    gpu: &Gpu,
-    cfg: LaunchConfig,
+    launch: AxisLaunch,
     x: &DeviceVec,
     out: &mut DeviceVec<u32>,
     rows: usize,
     cols: usize,
 ) -> Result<()> {
+    let (cfg, per_row) = launch.parts();
+    let run = if per_row {
+        k::argmax_rows::launch
+    } else {
+        k::argmax_cols::launch
+    };
     // SAFETY: sizes per the contract.
-    unsafe { k::argmax_rows::launch(&gpu.library(), cfg, x, out, rows, cols) }
-}
-
-/// Launches `argmax_cols(x, out, rows, cols)`.
-///
-/// # Safety
-/// As [`sum_cols`], `out` holding `cols` indices; `rows <= u32::MAX`.
-pub(crate) unsafe fn argmax_cols(
-    gpu: &Gpu,
-    cfg: LaunchConfig,
-    x: &DeviceVec,
-    out: &mut DeviceVec<u32>,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    // SAFETY: sizes per the contract.
-    unsafe { k::argmax_cols::launch(&gpu.library(), cfg, x, out, rows, cols) }
+    unsafe { run(&gpu.library(), cfg, x, out, rows, cols) }
 }
