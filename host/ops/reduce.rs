@@ -242,7 +242,7 @@ impl Gpu {
         m: &DeviceMatrix,
         axis: Axis,
     ) -> Result<DeviceVec> {
-        let (outputs, launch) = self.axis_launch(op, m, axis, reduction == Reduction::Max)?;
+        let (outputs, launch) = self.axis_launch(op, m, axis, reduction == Reduction::Max, false)?;
         let mut out = self.alloc(outputs)?;
         if let Some(launch) = launch {
             // SAFETY: `m` holds `rows * cols` floats, `out` one float per output of `launch`.
@@ -259,7 +259,7 @@ impl Gpu {
     /// Errors: as [`Gpu::max_axis`]; [`Error::TooLarge`] past `u32::MAX` entries along the axis
     /// (indices are 32-bit on the device).
     pub fn argmax_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec<u32>> {
-        let (outputs, launch) = self.axis_launch("argmax_axis", m, axis, true)?;
+        let (outputs, launch) = self.axis_launch("argmax_axis", m, axis, true, true)?;
         let mut out = self.zeros::<u32>(outputs)?;
         if let Some(launch) = launch {
             // SAFETY: `m` holds `rows * cols` floats, `out` one index per output of `launch`.
@@ -270,13 +270,15 @@ impl Gpu {
 
     /// The one validation and plan of an axis reduction `op` of `m`: the number of outputs and
     /// the launch (`None` when there are no outputs); `needs_elements`: an empty axis has no
-    /// result (a maximum) rather than an identity (a sum's 0).
+    /// result (a maximum) rather than an identity (a sum's 0); `indexed`: the outputs are
+    /// indices along the axis, 32-bit on the device (the argmax).
     fn axis_launch(
         &self,
         op: &'static str,
         m: &DeviceMatrix,
         axis: Axis,
         needs_elements: bool,
+        indexed: bool,
     ) -> Result<(usize, Option<AxisLaunch>)> {
         self.check_owner(op, &[&m.data])?;
         let (rows, cols) = (m.rows, m.cols);
@@ -299,7 +301,7 @@ impl Gpu {
                 ),
             });
         }
-        if u32::try_from(reduced).is_err() {
+        if indexed && u32::try_from(reduced).is_err() {
             return Err(Error::TooLarge {
                 op,
                 detail: format!("{reduced} entries along the axis: indices are 32-bit on the device"),
