@@ -95,14 +95,15 @@ unsafe fn store_hinted<E: NormElem, const HINT: u8>(p: *mut E, i: usize, v: [f32
 ///
 /// Block `r` handles row `r`. Thread `tid` of the block's `T` threads loads the row's vectors
 /// `tid + k * T` (`k < V`, each [`NormElem::LANES`] elements, 16 bytes), all `V` loads issued
-/// before any use, and holds them: f32 as floats, bf16 as the loaded words (widened again for each pass). RMSNorm: the block sums the squares (`block_sum`,
-/// one barrier) and each thread stores `x * (1 / sqrt(ms + eps)) * w` for its vectors. LayerNorm:
-/// the block sums `x - x[r][0]` (the mean, shifted: see the [family's doc](super)), then
-/// `(x - mu)^2` over the registers (the variance, two passes with no second read of memory),
-/// then each thread stores `(x - mu) * rstd * w + b`; a bf16 row sums `d = x - x[r][0]` and `d^2`
-/// in one pass and one block reduction ([`block_sum2`]; its error bound is in the family's doc)
-/// and stores `fma(d, rstd, -mu * rstd) * w + b`, rounded two entries to a `cvt.rn.bf16x2`. Weight and bias vectors are read at the
-/// store, the same ones by every block (from L2 after the first blocks).
+/// before any use, and holds them: f32 as floats, bf16 as the loaded words (widened again for
+/// each pass). RMSNorm: the block sums the squares (`block_sum`, one barrier) and each thread
+/// stores `x * (1 / sqrt(ms + eps)) * w` for its vectors. LayerNorm: the block sums `x - x[r][0]`
+/// (the mean, shifted: see the [family's doc](super)), then `(x - mu)^2` over the registers (the
+/// variance, two passes with no second read of memory), then each thread stores
+/// `(x - mu) * rstd * w + b`; a bf16 row sums `d = x - x[r][0]` and `d^2` in one pass and one
+/// block reduction ([`block_sum2`]; its error bound is in the family's doc) and stores
+/// `fma(d, rstd, -mu * rstd) * w + b`, rounded two entries to a `cvt.rn.bf16x2`. Weight and bias
+/// vectors are read at the store, the same ones by every block (from L2 after the first blocks).
 ///
 /// Global memory: `x` read once, `y` written once: 8 bytes per element in f32, 4 in bf16, plus
 /// the weight (and bias) once per block from L2.

@@ -152,9 +152,8 @@ impl AxisFold for Argmax {
 ///
 /// One warp per row (warp `w` of block `g` takes row `g * ROWS_PER_BLOCK + w`): lane `l` folds
 /// columns `l, l + 32, ...` (each load a coalesced 128-byte read of the row by the warp, 4 loads
-/// issued before they are folded in order), the warp combines
-/// its lanes with shuffles, and lane 0 writes `out[r]`. Warps past the last row fold nothing but
-/// still take part in the shuffles.
+/// issued before they are folded in order), the warp combines its lanes with shuffles, and lane 0
+/// writes `out[r]`. Warps past the last row fold nothing but still take part in the shuffles.
 ///
 /// Global memory: reads `4 rows cols` bytes once, writes one output per row. Launch: 1-D blocks of
 /// exactly [`ROWS_BLOCK`] threads, `ceil(rows / ROWS_PER_BLOCK)` blocks, no shared memory.
