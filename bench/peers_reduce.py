@@ -18,7 +18,7 @@ def reduce_sizes(quick: bool) -> list[int]:
 
 def axis_shapes(quick: bool) -> list[tuple[int, int]]:
     """The same shapes as examples/bench/reduce.rs's axis suite."""
-    return [(1024, 1024)] if quick else [(8192, 8192)]
+    return [(1024, 1024)] if quick else [(8192, 8192), (16, 1 << 22), (1 << 22, 16), (1 << 20, 64)]
 
 
 # The axis reductions: the record's kernel, torch's call on `dim`. `dim = 1` is gpukern's
@@ -55,8 +55,18 @@ def _ops(torch: Any, compiled: bool) -> dict[str, Callable[[Any], Any]]:
         "transpose": lambda x: x.t().contiguous(),
     }
     if compiled:
-        return {k: torch.compile(f) for k, f in ops.items()}
+        _allow_recompiles(torch)
+        return {k: torch.compile(f, dynamic=False) for k, f in ops.items()}
     return ops
+
+
+def _allow_recompiles(torch: Any) -> None:
+    """Every shape is compiled for static shapes, as a user compiling for one shape gets: allow
+    that many recompiles of one function (the default limit, 8, is below the axis reductions'
+    shapes times calls; past it Dynamo stops compiling that function)."""
+    from peers_norm import allow_recompiles
+
+    allow_recompiles(torch)
 
 
 def _run(ctx: Any, impl: str, compiled: bool) -> None:
@@ -64,7 +74,7 @@ def _run(ctx: Any, impl: str, compiled: bool) -> None:
     torch, sink = ctx.torch, ctx.sink
     version = torch.__version__
     ops = _ops(torch, compiled)
-    wrap = "torch.compile({})" if compiled else "{}"
+    wrap = "torch.compile({}, dynamic=False)" if compiled else "{}"
 
     for n in reduce_sizes(ctx.quick):
         base = P.record("sum", impl, str(n), n=n, version=version, call=wrap.format("x.sum()"))
@@ -121,7 +131,7 @@ def _run(ctx: Any, impl: str, compiled: bool) -> None:
                     def f(x: Any, method: str = method, dim: int = dim) -> Any:
                         return getattr(x, method)(dim=dim)
 
-                    op = torch.compile(f) if compiled else f
+                    op = torch.compile(f, dynamic=False) if compiled else f
                     sets = P.sets_for(4 * rows * cols)
                     x = ctx.rand((rows, cols))
                     xs = [x.clone() for _ in range(sets)]

@@ -158,8 +158,13 @@ fn block_threads(kernel: &str) -> Option<u32> {
         | "argmax_vec4_lanes"
         | "argmax_vec4_lanes_u8"
         | "argmax_pairs" => kernels_gpu_reduce::VEC_BLOCK,
-        "sum_rows" | "max_rows" | "argmax_rows" => kernels_gpu_reduce::ROWS_BLOCK,
-        "sum_cols" | "max_cols" | "argmax_cols" => {
+        "sum_rows" | "max_rows" | "argmax_rows" | "sum_rows_parts" | "max_rows_parts"
+        | "argmax_rows_parts" | "sum_rows_short" | "max_rows_short" | "argmax_rows_short"
+        | "sum_rows_vec" | "max_rows_vec" | "argmax_rows_vec" => kernels_gpu_reduce::ROWS_BLOCK,
+        "sum_rows_narrow" | "max_rows_narrow" | "argmax_rows_narrow" | "sum_cols_narrow"
+        | "max_cols_narrow" | "argmax_cols_narrow" => kernels_gpu_reduce::NARROW_BLOCK,
+        "sum_cols" | "max_cols" | "argmax_cols" | "sum_cols_parts" | "max_cols_parts"
+        | "argmax_cols_parts" | "argmax_parts" => {
             kernels_gpu_reduce::COLS_BLOCK_X * kernels_gpu_reduce::COLS_BLOCK_Y
         }
         "transpose_naive" | "transpose_tiled" | "transpose_tiled_64" | "transpose_vec4_64" => {
@@ -617,6 +622,29 @@ const BARRIERS: &[(&str, usize)] = &[
     ("max_cols", 1),
     ("argmax_rows", 0),
     ("argmax_cols", 1),
+    // The split passes as the one-pass kernels; the split argmax's finish as a column kernel.
+    ("sum_rows_parts", 0),
+    ("sum_cols_parts", 1),
+    ("max_rows_parts", 0),
+    ("max_cols_parts", 1),
+    ("argmax_rows_parts", 0),
+    ("argmax_cols_parts", 1),
+    ("argmax_parts", 1),
+    // 16-byte loads, lanes per row: shuffles only.
+    ("sum_rows_vec", 0),
+    ("max_rows_vec", 0),
+    ("argmax_rows_vec", 0),
+    // A warp per 4 short rows: shuffles only.
+    ("sum_rows_short", 0),
+    ("max_rows_short", 0),
+    ("argmax_rows_short", 0),
+    // A thread per narrow row or per column: no exchange at all.
+    ("sum_rows_narrow", 0),
+    ("max_rows_narrow", 0),
+    ("argmax_rows_narrow", 0),
+    ("sum_cols_narrow", 0),
+    ("max_cols_narrow", 0),
+    ("argmax_cols_narrow", 0),
     // The naive transpose has no shared memory; the tiled one a barrier between store and load.
     ("transpose_naive", 0),
     ("transpose_tiled", 1),

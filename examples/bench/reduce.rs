@@ -92,12 +92,15 @@ pub fn argmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     Ok(())
 }
 
-/// Shapes of the axis reductions: 8192 x 8192 (256 MiB read), both axes.
+/// Shapes of the axis reductions, both axes: 8192 x 8192 (256 MiB read), and matrices of the
+/// same size with few rows or few columns: 16 rows (a thread per column; along the rows, the
+/// rows cut into spans), 16 columns (a thread per row; along the columns, the rows cut into
+/// spans), 64 columns (a warp per 4 rows).
 pub fn axis_shapes(quick: bool) -> Vec<(usize, usize)> {
     if quick {
         vec![(1024, 1024)]
     } else {
-        vec![(8192, 8192)]
+        vec![(8192, 8192), (16, 1 << 22), (1 << 22, 16), (1 << 20, 64)]
     }
 }
 
@@ -111,6 +114,9 @@ pub const AXIS_RECORDS_PER_SHAPE: usize = 6;
 pub fn axis(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for (rows, cols) in axis_shapes(b.quick) {
         let shape = format!("{rows}x{cols}");
+        if !b.wants(&shape) {
+            continue;
+        }
         let m = ndarray::Array2::from_shape_vec((rows, cols), random_vec(rows * cols, -1.0, 1.0))?;
         for kernel in ["sum_axis", "max_axis", "argmax_axis"] {
             for (axis, side) in [(ndarray::Axis(1), "rows"), (ndarray::Axis(0), "cols")] {

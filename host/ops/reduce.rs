@@ -18,7 +18,7 @@ use ndarray::Axis;
 use crate::buffer::{DeviceMatrix, DeviceVec};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::launch_config::{LaunchConfig, ceil_div};
+use crate::launch_config::{DeviceLimits, LaunchConfig, ceil_div};
 use crate::raw;
 
 /// Which reduction of a whole vector to run (`sum`, `max`).
@@ -216,7 +216,9 @@ impl Gpu {
     /// each column (a vector of `m.cols()`), as ndarray's `sum_axis`. An empty axis sums to 0.
     ///
     /// Accumulated in f32 in a fixed order (per output, `cols / 32` or `rows / 32` running sums
-    /// then a tree): deterministic, with an error of order `(length / 8) * 2^-24 * sum |x|`.
+    /// then a tree; when the outputs are too few to fill the device, the axis is first cut
+    /// into spans summed apart, then the spans' sums are added): deterministic, with an error
+    /// of order `(length / 8) * 2^-24 * sum |x|`.
     ///
     /// Errors: [`Error::InvalidArgument`] for an axis other than 0 or 1.
     pub fn sum_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec> {
@@ -234,7 +236,9 @@ impl Gpu {
         self.reduce_axis("max_axis", Reduction::Max, m, axis)
     }
 
-    /// [`Gpu::sum_axis`] or [`Gpu::max_axis`] as operation `op`.
+    /// [`Gpu::sum_axis`] or [`Gpu::max_axis`] as operation `op`: one launch, or the split pass
+    /// into a `parts x outputs` matrix of partials and the column kernel of the same reduction
+    /// on it.
     fn reduce_axis(
         &self,
         op: &'static str,
@@ -242,11 +246,53 @@ impl Gpu {
         m: &DeviceMatrix,
         axis: Axis,
     ) -> Result<DeviceVec> {
-        let (outputs, launch) = self.axis_launch(op, m, axis, reduction == Reduction::Max, false)?;
+        let fold = match reduction {
+            Reduction::Sum => AxisReduction::Sum,
+            Reduction::Max => AxisReduction::Max,
+        };
+        let (outputs, launch) = self.axis_launch(op, m, axis, fold)?;
         let mut out = self.alloc(outputs)?;
-        if let Some(launch) = launch {
+        let Some(launch) = launch else {
+            return Ok(out);
+        };
+        let (rows, cols) = (m.rows, m.cols);
+        let Some(split) = launch.split else {
             // SAFETY: `m` holds `rows * cols` floats, `out` one float per output of `launch`.
-            unsafe { raw::reduce::axis(self, reduction, launch, &m.data, &mut out, m.rows, m.cols)? };
+            unsafe {
+                raw::reduce::axis(
+                    self,
+                    reduction,
+                    launch.side,
+                    launch.cfg,
+                    &m.data,
+                    &mut out,
+                    (rows, cols),
+                )?
+            };
+            return Ok(out);
+        };
+        let mut partials = self.alloc(split.parts * outputs)?;
+        // SAFETY: `m` holds `rows * cols` floats, `partials` one float per span and output; then
+        // the column kernel reduces the `parts x outputs` partials into `out`.
+        unsafe {
+            raw::reduce::axis_parts(
+                self,
+                reduction,
+                launch,
+                &m.data,
+                &mut partials,
+                (rows, cols),
+                split.span,
+            )?;
+            raw::reduce::axis(
+                self,
+                reduction,
+                AxisSide::Cols,
+                split.finish,
+                &partials,
+                &mut out,
+                (split.parts, outputs),
+            )?;
         }
         Ok(out)
     }
@@ -259,32 +305,64 @@ impl Gpu {
     /// Errors: as [`Gpu::max_axis`]; [`Error::TooLarge`] past `u32::MAX` entries along the axis
     /// (indices are 32-bit on the device).
     pub fn argmax_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec<u32>> {
-        let (outputs, launch) = self.axis_launch("argmax_axis", m, axis, true, true)?;
+        let (outputs, launch) = self.axis_launch("argmax_axis", m, axis, AxisReduction::Argmax)?;
         let mut out = self.zeros::<u32>(outputs)?;
-        if let Some(launch) = launch {
+        let Some(launch) = launch else {
+            return Ok(out);
+        };
+        let (rows, cols) = (m.rows, m.cols);
+        let Some(split) = launch.split else {
             // SAFETY: `m` holds `rows * cols` floats, `out` one index per output of `launch`.
-            unsafe { raw::reduce::axis_argmax(self, launch, &m.data, &mut out, m.rows, m.cols)? };
+            unsafe {
+                raw::reduce::axis_argmax(self, launch.side, launch.cfg, &m.data, &mut out, (rows, cols))?
+            };
+            return Ok(out);
+        };
+        let slots = split.parts * outputs;
+        let (mut values, mut indices) = (self.alloc(slots)?, self.zeros::<u32>(slots)?);
+        // SAFETY: `m` holds `rows * cols` floats, the partials one pair per span and output; then
+        // `argmax_parts` reduces the `parts x outputs` pairs into `out`.
+        unsafe {
+            raw::reduce::axis_argmax_parts(
+                self,
+                launch,
+                &m.data,
+                (&mut values, &mut indices),
+                (rows, cols),
+                split.span,
+            )?;
+            raw::reduce::argmax_parts(
+                self,
+                split.finish,
+                (&values, &indices),
+                &mut out,
+                (split.parts, outputs),
+            )?;
         }
         Ok(out)
     }
 
-    /// The one validation and plan of an axis reduction `op` of `m`: the number of outputs and
-    /// the launch (`None` when there are no outputs); `needs_elements`: an empty axis has no
-    /// result (a maximum) rather than an identity (a sum's 0); `indexed`: the outputs are
-    /// indices along the axis, 32-bit on the device (the argmax).
+    /// The one validation and plan of an axis reduction `op` of `m` by `fold`: the number of
+    /// outputs and the launch (`None` when there are no outputs). A maximum or an argmax of an
+    /// empty axis has no result (a sum's is 0); the argmax's indices are 32-bit on the device.
     fn axis_launch(
         &self,
         op: &'static str,
         m: &DeviceMatrix,
         axis: Axis,
-        needs_elements: bool,
-        indexed: bool,
+        fold: AxisReduction,
     ) -> Result<(usize, Option<AxisLaunch>)> {
         self.check_owner(op, &[&m.data])?;
         let (rows, cols) = (m.rows, m.cols);
-        let (outputs, reduced) = match axis.index() {
-            1 => (rows, cols),
-            0 => (cols, rows),
+        let (outputs, reduced, side) = match axis.index() {
+            1 if cols % 4 == 0 && cols > 0 && cols <= k::VEC_MAX_COLS && m.data.is_16_byte_aligned() => {
+                (rows, cols, AxisSide::VecRows(vec_group(cols)))
+            }
+            1 if cols <= k::NARROW_MAX_COLS => (rows, cols, AxisSide::NarrowRows),
+            1 if cols <= k::SHORT_MAX_COLS => (rows, cols, AxisSide::ShortRows),
+            1 => (rows, cols, AxisSide::Rows),
+            0 if self.narrow_cols(op, rows, cols)? => (cols, rows, AxisSide::NarrowCols),
+            0 => (cols, rows, AxisSide::Cols),
             a => {
                 return Err(Error::InvalidArgument {
                     op,
@@ -292,7 +370,7 @@ impl Gpu {
                 });
             }
         };
-        if needs_elements && reduced == 0 && outputs > 0 {
+        if fold != AxisReduction::Sum && reduced == 0 && outputs > 0 {
             return Err(Error::InvalidArgument {
                 op,
                 detail: format!(
@@ -301,7 +379,7 @@ impl Gpu {
                 ),
             });
         }
-        if indexed && u32::try_from(reduced).is_err() {
+        if fold == AxisReduction::Argmax && u32::try_from(reduced).is_err() {
             return Err(Error::TooLarge {
                 op,
                 detail: format!("{reduced} entries along the axis: indices are 32-bit on the device"),
@@ -311,31 +389,92 @@ impl Gpu {
             return Ok((0, None));
         }
         let limits = self.limits();
-        let launch = if axis.index() == 1 {
-            AxisLaunch::Rows(LaunchConfig::rows_per_block(
-                op,
-                rows,
-                k::ROWS_PER_BLOCK as usize,
-                k::ROWS_BLOCK,
-                0,
-                &limits,
-            )?)
-        } else {
-            let blocks =
-                u32::try_from(ceil_div(cols, k::COLS_BLOCK_X as usize)).map_err(|_| Error::TooLarge {
-                    op,
-                    detail: format!("{cols} columns need more blocks than a grid holds"),
-                })?;
-            AxisLaunch::Cols(
-                LaunchConfig {
-                    grid: (blocks, 1, 1),
-                    block: (k::COLS_BLOCK_X, k::COLS_BLOCK_Y, 1),
-                    shared_mem_bytes: k::COLS_SHARED_BYTES,
-                }
-                .checked(op, &limits)?,
-            )
+        // The one-pass launch over `units` outputs (or spans): outputs per block and threads.
+        let one_pass = |units: usize| {
+            let (per_block, threads) = match side {
+                AxisSide::Rows => (k::ROWS_PER_BLOCK as usize, k::ROWS_BLOCK),
+                AxisSide::ShortRows => (k::ROWS_PER_BLOCK as usize * k::SHORT_ROWS, k::ROWS_BLOCK),
+                AxisSide::VecRows(group) => (k::ROWS_PER_BLOCK as usize * (32 / group), k::ROWS_BLOCK),
+                AxisSide::NarrowRows | AxisSide::NarrowCols => (k::NARROW_BLOCK as usize, k::NARROW_BLOCK),
+                AxisSide::Cols => return cols_config(op, units, 1, &limits),
+            };
+            LaunchConfig::rows_per_block(op, units, per_block, threads, 0, &limits)
         };
-        Ok((outputs, Some(launch)))
+        let Some((span, parts)) = self.axis_spans(op, fold, side, outputs, reduced)? else {
+            return Ok((
+                outputs,
+                Some(AxisLaunch {
+                    side,
+                    cfg: one_pass(outputs)?,
+                    split: None,
+                }),
+            ));
+        };
+        let cfg = match side {
+            AxisSide::Cols => cols_config(op, outputs, parts, &limits)?,
+            _ => one_pass(outputs * parts)?,
+        };
+        let split = AxisSplit {
+            span,
+            parts,
+            finish: cols_config(op, outputs, 1, &limits)?,
+        };
+        Ok((
+            outputs,
+            Some(AxisLaunch {
+                side,
+                cfg,
+                split: Some(split),
+            }),
+        ))
+    }
+
+    /// Whether a column reduction of a `rows x cols` matrix takes a thread per column (the
+    /// `*_cols_narrow` kernels): with fewer than `NARROW_COLS_MAX_ROWS` rows, or at least a
+    /// quarter as many columns as the device holds threads of those kernels.
+    fn narrow_cols(&self, op: &'static str, rows: usize, cols: usize) -> Result<bool> {
+        if rows < k::NARROW_COLS_MAX_ROWS {
+            return Ok(true);
+        }
+        let resident = self.resident_blocks(op, &k::sum_cols_narrow::KERNEL, k::NARROW_BLOCK, 0)? as usize;
+        Ok(cols >= resident * k::NARROW_BLOCK as usize / 4)
+    }
+
+    /// Whether an axis reduction of `outputs` outputs over `reduced` entries each is cut into
+    /// spans, and if so `(span, parts)`: when one pass leaves the device short of work (a warp
+    /// per row, or a block per 32 columns, against the split kernel's resident warps or
+    /// blocks), as many spans as fill it, each at least [`MIN_AXIS_SPAN`] entries, rounded to
+    /// a multiple of [`AXIS_SPAN_ALIGN`].
+    fn axis_spans(
+        &self,
+        op: &'static str,
+        fold: AxisReduction,
+        side: AxisSide,
+        outputs: usize,
+        reduced: usize,
+    ) -> Result<Option<(usize, usize)>> {
+        let kernel = match fold.parts_kernel(side) {
+            Some(kernel) if reduced > MIN_AXIS_SPAN => kernel,
+            _ => return Ok(None),
+        };
+        let (capacity, units) = match side {
+            AxisSide::Rows | AxisSide::NarrowRows | AxisSide::ShortRows | AxisSide::VecRows(_) => {
+                let resident = self.resident_blocks(op, kernel, k::ROWS_BLOCK, 0)? as usize;
+                (resident * k::ROWS_PER_BLOCK as usize, outputs)
+            }
+            AxisSide::Cols | AxisSide::NarrowCols => {
+                let threads = k::COLS_BLOCK_X * k::COLS_BLOCK_Y;
+                let resident = self.resident_blocks(op, kernel, threads, k::COLS_SHARED_BYTES)? as usize;
+                (resident, outputs.div_ceil(k::COLS_BLOCK_X as usize))
+            }
+        };
+        let parts = (capacity / units.max(1)).min(reduced.div_ceil(MIN_AXIS_SPAN));
+        if parts < 2 {
+            return Ok(None);
+        }
+        let span = reduced.div_ceil(parts).next_multiple_of(AXIS_SPAN_ALIGN);
+        let parts = reduced.div_ceil(span);
+        Ok((parts >= 2).then_some((span, parts)))
     }
 
     /// The one validation of a whole-vector reduction into an output of `out_len` elements.
@@ -464,27 +603,108 @@ fn one_block(op: &'static str, gpu: &Gpu) -> Result<LaunchConfig> {
     LaunchConfig::per_row(op, 1, k::VEC_BLOCK, k::VEC_SHARED_BYTES, &gpu.limits())
 }
 
-/// The error of a maximum of nothing.
-/// The launch of an axis reduction: a warp per row (`Axis(1)`) or a thread per column and row
-/// group (`Axis(0)`).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum AxisLaunch {
-    /// One output per row: the `*_rows` kernels.
-    Rows(LaunchConfig),
-    /// One output per column: the `*_cols` kernels.
-    Cols(LaunchConfig),
+/// The fewest entries of the reduced axis in one span of a split axis reduction: 8 rounds of
+/// 4 loads per lane (a warp per row) or per thread (32 row groups per column).
+pub(crate) const MIN_AXIS_SPAN: usize = 1024;
+
+/// Spans of a split axis reduction are a multiple of this many entries: one round of 4 loads of
+/// each lane or row group, so that every span starts 128-byte aligned within its row.
+pub(crate) const AXIS_SPAN_ALIGN: usize = 128;
+
+/// Which outputs an axis reduction gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AxisSide {
+    /// One output per row (`Axis(1)`): the `*_rows` kernels, a warp per row.
+    Rows,
+    /// One output per row of at most `NARROW_MAX_COLS` columns: the `*_rows_narrow` kernels, a
+    /// thread per row. Never split.
+    NarrowRows,
+    /// One output per row of at most `SHORT_MAX_COLS` columns: the `*_rows_short` kernels, a warp
+    /// per `SHORT_ROWS` rows. Never split.
+    ShortRows,
+    /// One output per row of a 16-byte aligned matrix of a multiple of 4 columns, at most
+    /// `VEC_MAX_COLS`: the `*_rows_vec` kernels, 16-byte loads, this many lanes per row
+    /// ([`vec_group`]). Never split.
+    VecRows(usize),
+    /// One output per column of a wide matrix, or of one with few rows: the `*_cols_narrow`
+    /// kernels, a thread per column. Never split.
+    NarrowCols,
+    /// One output per column (`Axis(0)`): the `*_cols` kernels, a thread per column and row
+    /// group.
+    Cols,
 }
 
-impl AxisLaunch {
-    /// The launch configuration, and whether it is the per-row side.
-    pub(crate) fn parts(self) -> (LaunchConfig, bool) {
-        match self {
-            AxisLaunch::Rows(cfg) => (cfg, true),
-            AxisLaunch::Cols(cfg) => (cfg, false),
-        }
+/// What an axis reduction computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AxisReduction {
+    Sum,
+    Max,
+    Argmax,
+}
+
+impl AxisReduction {
+    /// The split pass's kernel on `side` (`None`: that side is never split).
+    fn parts_kernel(self, side: AxisSide) -> Option<&'static gpukern_device::launch::Kernel> {
+        Some(match (self, side) {
+            (_, AxisSide::NarrowRows | AxisSide::ShortRows | AxisSide::VecRows(_) | AxisSide::NarrowCols) => {
+                return None;
+            }
+            (AxisReduction::Sum, AxisSide::Rows) => &k::sum_rows_parts::KERNEL,
+            (AxisReduction::Sum, AxisSide::Cols) => &k::sum_cols_parts::KERNEL,
+            (AxisReduction::Max, AxisSide::Rows) => &k::max_rows_parts::KERNEL,
+            (AxisReduction::Max, AxisSide::Cols) => &k::max_cols_parts::KERNEL,
+            (AxisReduction::Argmax, AxisSide::Rows) => &k::argmax_rows_parts::KERNEL,
+            (AxisReduction::Argmax, AxisSide::Cols) => &k::argmax_cols_parts::KERNEL,
+        })
     }
 }
 
+/// The plan of an axis reduction.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AxisLaunch {
+    /// Which outputs.
+    pub(crate) side: AxisSide,
+    /// The launch of the one pass, or of the split pass.
+    pub(crate) cfg: LaunchConfig,
+    /// `Some` when the reduced axis is cut into spans.
+    pub(crate) split: Option<AxisSplit>,
+}
+
+/// A split axis reduction: the `*_parts` kernel folds each span of `span` entries of the reduced
+/// axis into a `parts x outputs` matrix of partials, then `finish` (the launch of a column
+/// kernel on `outputs` columns) reduces its columns.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AxisSplit {
+    pub(crate) span: usize,
+    pub(crate) parts: usize,
+    pub(crate) finish: LaunchConfig,
+}
+
+/// The lanes per row of a `*_rows_vec` kernel on rows of `cols` columns: the power of two that
+/// gives each lane at most 4 of the row's 4-float vectors (16 lanes at `VEC_MAX_COLS`), at most
+/// a warp.
+fn vec_group(cols: usize) -> usize {
+    cols.div_ceil(16).next_power_of_two().min(32)
+}
+
+/// The launch of a `*_cols` kernel on `cols` columns, with `parts` blocks along y.
+fn cols_config(op: &'static str, cols: usize, parts: usize, limits: &DeviceLimits) -> Result<LaunchConfig> {
+    let too_large = |what: String| Error::TooLarge {
+        op,
+        detail: format!("{what} need more blocks than a grid holds"),
+    };
+    let blocks = u32::try_from(ceil_div(cols, k::COLS_BLOCK_X as usize))
+        .map_err(|_| too_large(format!("{cols} columns")))?;
+    let parts = u32::try_from(parts).map_err(|_| too_large(format!("{parts} spans")))?;
+    LaunchConfig {
+        grid: (blocks, parts, 1),
+        block: (k::COLS_BLOCK_X, k::COLS_BLOCK_Y, 1),
+        shared_mem_bytes: k::COLS_SHARED_BYTES,
+    }
+    .checked(op, limits)
+}
+
+/// The error of a maximum of nothing.
 fn empty(op: &'static str) -> Error {
     Error::InvalidArgument {
         op,

@@ -29,7 +29,15 @@ const SIM_LENGTHS: &[usize] = &[1, 3, 4, 7, 33, 257, 1025, 9001, 70_001];
 const CUDA_LENGTHS: &[usize] = &[1, 7, 31, 1000, 1025, 4097, 65_537, (1 << 20) + 3, 1 << 22];
 /// `(rows, cols)` of the axis reductions in the simulator: the unrolled loops (4 loads of a
 /// lane's 32-apart entries: rows of 128 columns and more; columns of 128 rows and more, past the
-/// 32 row groups) and their ragged tails, on each side of those lengths.
+/// 32 row groups) and their ragged tails, on each side of those lengths; the split plan's
+/// boundary (an axis of 1024 entries is one pass, of 1025 two spans on either side; 6000
+/// columns of 2 rows six spans, the last one short). Along `Axis(1)`, rows of a multiple of 4
+/// columns up to 256 take 16-byte loads (`*_rows_vec`) with 1 (16 columns), 2 (24, 32), 4 (64),
+/// 8 (128) and 16 (256) lanes per row (300 and 1024: a warp per row); the others a thread per
+/// row up to 23 columns (`*_rows_narrow`), a warp per 4 rows from 25 to 127 (`*_rows_short`: 66
+/// beside the vector kernel's 64) and a warp per row from 129. Along `Axis(0)`, a thread per column
+/// (`*_cols_narrow`) with fewer than 128 rows (127 x 2 against 128 x 2) or, in the simulator's
+/// residency, 128 columns and more (130 x 128 against 130 x 127).
 const SIM_AXIS: &[(usize, usize)] = &[
     (1, 1),
     (1, 70),
@@ -41,8 +49,32 @@ const SIM_AXIS: &[(usize, usize)] = &[
     (161, 45),
     (2, 127),
     (127, 2),
+    (3, 1024),
+    (3, 1025),
+    (1024, 3),
+    (1025, 3),
+    (2, 6000),
+    (33, 16),
+    (17, 32),
+    (300, 23),
+    (300, 24),
+    (301, 25),
+    (45, 64),
+    (45, 66),
+    (61, 128),
+    (61, 129),
+    (20, 256),
+    (128, 2),
+    (130, 127),
+    (130, 128),
 ];
-/// `(rows, cols)` of the axis sums on CUDA.
+/// `(rows, cols)` of the axis reductions on CUDA: one pass on both sides (1000 x 1000), the
+/// split plan (too few outputs to fill an H200: two spans at 7 x
+/// 1025 and 1025 x 7, five at 4097 x 33, hundreds on the rest, their last span short), along
+/// `Axis(1)` 16-byte loads with 1, 2 and 8 lanes a row (16, 24, 128 columns), a thread per row
+/// of 5, 7 and 23 columns, a warp per 4 rows of 25 and 33 columns and a warp per row of 129, and
+/// along `Axis(0)` a thread per column with fewer than 128 rows (7 x 1025, 3 x 2^18, 5 x (2^20 +
+/// 3)) or a quarter of an H200's resident threads (200 x 100000; its rows split into spans).
 const CUDA_AXIS: &[(usize, usize)] = &[
     (1, 1),
     (7, 1025),
@@ -50,6 +82,15 @@ const CUDA_AXIS: &[(usize, usize)] = &[
     (1000, 1000),
     (4097, 33),
     (3, 1 << 18),
+    (5, (1 << 20) + 3),
+    ((1 << 20) + 3, 5),
+    (100_003, 16),
+    (100_003, 23),
+    (100_003, 24),
+    (100_003, 25),
+    (4097, 128),
+    (4097, 129),
+    (200, 100_000),
 ];
 
 /// Every trial of the family.

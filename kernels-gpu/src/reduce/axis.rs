@@ -8,7 +8,7 @@
 //! [`AxisFold`].
 
 use super::{argmax_combine, warp_argmax, Best};
-use crate::gpu::{math, mem, shared, thread, warp};
+use crate::gpu::{math, mem, shared, thread, vector, warp};
 use crate::kernel;
 
 /// Rows one block of a `*_rows` kernel takes: one per warp.
@@ -16,6 +16,30 @@ pub const ROWS_PER_BLOCK: u32 = 8;
 
 /// Threads per block of a `*_rows` kernel.
 pub const ROWS_BLOCK: u32 = ROWS_PER_BLOCK * warp::SIZE;
+
+/// The longest rows the `*_rows_narrow` kernels (a thread per row) take; longer rows take a warp
+/// each.
+pub const NARROW_MAX_COLS: usize = 24;
+
+/// The longest rows the `*_rows_short` kernels (a warp per [`SHORT_ROWS`] rows) take: one round
+/// of [`UNROLL`] loads per lane.
+pub const SHORT_MAX_COLS: usize = warp::SIZE as usize * UNROLL;
+
+/// The longest rows the `*_rows_vec` kernels take (16 lanes per row, 4 vectors each); longer
+/// rows take a warp each with 4-byte loads, which measured faster at 8192 columns.
+pub const VEC_MAX_COLS: usize = 256;
+
+/// Rows one warp of a `*_rows_short` kernel takes, all their loads issued before any is folded.
+pub const SHORT_ROWS: usize = 4;
+
+/// Threads per block of a `*_rows_narrow` kernel: a row each.
+pub const NARROW_BLOCK: u32 = 256;
+
+/// Matrices of fewer rows than this are reduced along `Axis(0)` by the `*_cols_narrow` kernels
+/// (a thread per column) whatever their width: the `*_cols` kernels' 32 row groups would each
+/// hold less than one round of 4 loads. Taller matrices take them once their columns are at
+/// least a quarter of the threads resident on the device (each thread keeps 4 loads in flight).
+pub const NARROW_COLS_MAX_ROWS: usize = COLS_BLOCK_Y as usize * UNROLL;
 
 /// Columns one block of a `*_cols` kernel takes (its x extent): a warp reads 32 consecutive
 /// floats of a row, 128 contiguous bytes.
@@ -49,6 +73,8 @@ pub trait AxisFold {
     fn combine(a: Self::Acc, b: Self::Acc) -> Self::Acc;
     /// The combination over the warp, returned to every lane.
     fn warp(acc: Self::Acc) -> Self::Acc;
+    /// The partial of lane `lane ^ mask` (every lane of the warp calls it).
+    fn shuffle_xor(acc: Self::Acc, mask: u32) -> Self::Acc;
     /// The output of a finished partial.
     fn out(acc: Self::Acc) -> Self::Out;
 }
@@ -75,6 +101,11 @@ impl AxisFold for Sum {
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     fn warp(acc: f32) -> f32 {
         warp::reduce_sum(acc)
+    }
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    fn shuffle_xor(acc: f32, mask: u32) -> f32 {
+        warp::shfl_xor(acc, mask)
     }
     #[inline(always)]
     fn out(acc: f32) -> f32 {
@@ -104,6 +135,11 @@ impl AxisFold for Max {
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     fn warp(acc: f32) -> f32 {
         warp::reduce_max(acc)
+    }
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    fn shuffle_xor(acc: f32, mask: u32) -> f32 {
+        warp::shfl_xor(acc, mask)
     }
     #[inline(always)]
     fn out(acc: f32) -> f32 {
@@ -143,17 +179,160 @@ impl AxisFold for Argmax {
         warp_argmax(acc)
     }
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    fn shuffle_xor(acc: Best, mask: u32) -> Best {
+        Best {
+            value: warp::shfl_xor(acc.value, mask),
+            index: warp::shfl_xor_u32(acc.index, mask),
+        }
+    }
+    #[inline(always)]
     fn out(acc: Best) -> u32 {
         acc.index
     }
 }
 
+/// Folds entries `first, first + stride, ...` below `end` of one lane of the reduced axis into
+/// `acc`, in index order: `load(i)` reads entry `i` and `fold(acc, e, i)` folds it in. Issues
+/// [`UNROLL`] loads before it folds any of them.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+fn fold_strided<A: Copy, E: Copy>(
+    mut acc: A,
+    (first, stride, end): (usize, usize, usize),
+    load: impl Fn(usize) -> E,
+    fold: impl Fn(A, E, usize) -> A,
+) -> A {
+    let mut i = first;
+    while i + (UNROLL - 1) * stride < end {
+        let v: [E; UNROLL] = core::array::from_fn(|k| load(i + k * stride));
+        for (k, &e) in v.iter().enumerate() {
+            acc = fold(acc, e, i + k * stride);
+        }
+        i += UNROLL * stride;
+    }
+    while i < end {
+        acc = fold(acc, load(i), i);
+        i += stride;
+    }
+    acc
+}
+
+/// Folds entries `first, first + stride, ...` below `end` of column `col` of the row-major
+/// `x` (`cols` columns) into `acc` with `F`, in row order: [`fold_strided`] for a column, written
+/// with one pointer stepping down the column and the loads at fixed multiples of one stride
+/// from it, so that few registers stay live across the loop and ptxas keeps the [`UNROLL`]
+/// loads in flight (with four pointers, one per load, it interleaved loads and folds).
+///
+/// # Safety
+/// `x` holds `end * cols` floats of device memory (at least); `col < cols`.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn fold_column<F: AxisFold>(
+    mut acc: F::Acc,
+    x: *const f32,
+    (col, cols): (usize, usize),
+    (first, stride, end): (usize, usize, usize),
+) -> F::Acc {
+    let step = stride * cols;
+    let mut p = x.wrapping_add(first * cols + col);
+    let mut r = first;
+    while r + (UNROLL - 1) * stride < end {
+        // SAFETY: rows `r + k * stride < end` of column `col`, at `p + k * step`.
+        let v: [f32; UNROLL] = core::array::from_fn(|k| unsafe { mem::load(p, k * step) });
+        for (k, &v) in v.iter().enumerate() {
+            acc = F::step(acc, v, (r + k * stride) as u32);
+        }
+        p = p.wrapping_add(UNROLL * step);
+        r += UNROLL * stride;
+    }
+    while r < end {
+        // SAFETY: row `r < end` of column `col`.
+        acc = F::step(acc, unsafe { mem::load(p, 0) }, r as u32);
+        p = p.wrapping_add(step);
+        r += stride;
+    }
+    acc
+}
+
+/// The fold `F` of columns `lo..hi` of row `row` by one warp, returned to every lane: lane `l`
+/// folds columns `lo + l, lo + l + 32, ...` (each step a coalesced 128-byte read of the row by
+/// the warp), then the warp combines its lanes with shuffles. For `row >= rows` the lanes fold
+/// nothing but still take part in the shuffles.
+///
+/// # Safety
+/// `x` holds `rows * cols` floats of device memory; `lo <= hi <= cols`; the whole warp calls it.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn warp_fold_row<F: AxisFold>(
+    x: *const f32,
+    (row, rows, cols): (usize, usize, usize),
+    (lo, hi): (usize, usize),
+) -> F::Acc {
+    let lanes = warp::SIZE as usize;
+    let lane = thread::thread_idx_x() as usize % lanes;
+    let mut acc = F::identity();
+    if row < rows {
+        let base = row * cols;
+        acc = fold_strided(
+            acc,
+            (lo + lane, lanes, hi),
+            // SAFETY: `row < rows` and `i < hi <= cols`.
+            |i| unsafe { mem::load(x, base + i) },
+            |acc, v, i| F::step(acc, v, i as u32),
+        );
+    }
+    F::warp(acc)
+}
+
+/// The fold `F` of entries `lo..hi` of column `col` by one block: thread `(tx, ty)` folds entries
+/// `lo + ty, lo + ty + 32, ...` of its column (`fold_run(acc, (first, stride, end))` folds the
+/// entries `first, first + stride, ...` below `end` into `acc`; the 32 threads of a row of the
+/// block read 32 adjacent columns), writes its partial to shared memory, and after a barrier
+/// thread `(tx, 0)` combines the [`COLS_BLOCK_Y`] partials of its column in order. Returns the
+/// column's fold on threads `(tx, 0)` with `col < cols`, `None` on the others. Threads with
+/// `col >= cols` fold nothing but pass the barrier.
+///
+/// # Safety
+/// Every thread of a [`COLS_BLOCK_X`] x [`COLS_BLOCK_Y`] block calls it, with the launch's
+/// [`COLS_SHARED_BYTES`] of dynamic shared memory; `fold_run` may read entries `lo..hi` of
+/// column `col` when `col < cols`.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn block_fold_col<F: AxisFold>(
+    (col, cols): (usize, usize),
+    (lo, hi): (usize, usize),
+    fold_run: impl Fn(F::Acc, (usize, usize, usize)) -> F::Acc,
+) -> Option<F::Acc> {
+    let (tx, ty) = (thread::thread_idx_x() as usize, thread::thread_idx_y() as usize);
+    let (bx, by) = (COLS_BLOCK_X as usize, COLS_BLOCK_Y as usize);
+    let mut acc = F::identity();
+    if col < cols {
+        acc = fold_run(acc, (lo + ty, by, hi));
+    }
+    let scratch = shared::dynamic::<F::Acc>();
+    // SAFETY: `ty * bx + tx < COLS_BLOCK_X * COLS_BLOCK_Y` partials of at most 8 bytes, the
+    // launch's shared memory.
+    unsafe {
+        mem::store(scratch, ty * bx + tx, acc);
+        thread::sync_threads();
+    }
+    if ty != 0 || col >= cols {
+        return None;
+    }
+    let mut total = acc;
+    for k in 1..by {
+        // SAFETY: `k * bx + tx` is in the block's scratch, written before the barrier.
+        total = F::combine(total, unsafe { mem::load(scratch, k * bx + tx) });
+    }
+    Some(total)
+}
+
 /// `out[r]` = the fold `F` of row `r`, for `r < rows`: the body of the `*_rows` kernels.
 ///
-/// One warp per row (warp `w` of block `g` takes row `g * ROWS_PER_BLOCK + w`): lane `l` folds
-/// columns `l, l + 32, ...` (each load a coalesced 128-byte read of the row by the warp, 4 loads
-/// issued before they are folded in order), the warp combines its lanes with shuffles, and lane 0
-/// writes `out[r]`. Warps past the last row fold nothing but still take part in the shuffles.
+/// One warp per row (warp `w` of block `g` takes row `g * ROWS_PER_BLOCK + w`) through
+/// `warp_fold_row`, 4 loads of each lane issued before they are folded in order; lane 0 writes
+/// `out[r]`.
 ///
 /// Global memory: reads `4 rows cols` bytes once, writes one output per row. Launch: 1-D blocks of
 /// exactly [`ROWS_BLOCK`] threads, `ceil(rows / ROWS_PER_BLOCK)` blocks, no shared memory.
@@ -168,41 +347,187 @@ unsafe fn rows_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, c
     let lanes = warp::SIZE as usize;
     let (w, lane) = (tid / lanes, tid % lanes);
     let row = thread::block_idx_x() as usize * ROWS_PER_BLOCK as usize + w;
-    let mut acc = F::identity();
-    if row < rows {
-        let base = row * cols;
-        let mut c = lane;
-        while c + (UNROLL - 1) * lanes < cols {
-            let mut v = [0.0f32; UNROLL];
-            for (k, v) in v.iter_mut().enumerate() {
-                // SAFETY: `row < rows`, `c + k * 32 < cols`.
-                *v = unsafe { mem::load(x, base + c + k * lanes) };
-            }
-            for (k, &v) in v.iter().enumerate() {
-                acc = F::step(acc, v, (c + k * lanes) as u32);
-            }
-            c += UNROLL * lanes;
-        }
-        while c < cols {
-            // SAFETY: `row < rows`, `c < cols`.
-            acc = F::step(acc, unsafe { mem::load(x, base + c) }, c as u32);
-            c += lanes;
-        }
-    }
-    let total = F::warp(acc);
+    // SAFETY: the caller's contract; the whole row.
+    let total = unsafe { warp_fold_row::<F>(x, (row, rows, cols), (0, cols)) };
     if row < rows && lane == 0 {
         // SAFETY: `row < rows`.
         unsafe { mem::store(out, row, F::out(total)) }
     }
 }
 
+/// `out[r]` = the fold `F` of row `r`, for `r < rows`, a thread per row: the body of the
+/// `*_rows_narrow` kernels, for rows of at most [`NARROW_MAX_COLS`] columns, where a warp per row
+/// would leave most lanes idle. Thread `t` of block `g` folds row `g * NARROW_BLOCK + t` in column
+/// order, 4 loads issued before they are folded; the warp's loads cover its 32 rows' adjacent
+/// bytes, each 128-byte line read through L1 by the loads of consecutive columns.
+///
+/// Global memory: reads `4 rows cols` bytes once, writes one output per row. Launch: 1-D blocks
+/// of [`NARROW_BLOCK`] threads, `ceil(rows / NARROW_BLOCK)` blocks, no shared memory.
+///
+/// # Safety
+/// As `rows_body`.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn rows_narrow_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, cols: usize) {
+    let row = thread::block_idx_x() as usize * NARROW_BLOCK as usize + thread::thread_idx_x() as usize;
+    if row < rows {
+        let base = row * cols;
+        let total = fold_strided(
+            F::identity(),
+            (0, 1, cols),
+            // SAFETY: `row < rows`, `j < cols`.
+            |j| unsafe { mem::load(x, base + j) },
+            |acc, v, j| F::step(acc, v, j as u32),
+        );
+        // SAFETY: `row < rows`.
+        unsafe { mem::store(out, row, F::out(total)) }
+    }
+}
+
+/// `out[r]` = the fold `F` of row `r`, for `r < rows`, a warp per [`SHORT_ROWS`] rows: the body
+/// of the `*_rows_short` kernels, for rows of at most [`SHORT_MAX_COLS`] columns, where a warp
+/// per row would keep at most one round of loads in flight. Warp `w` of block `g` takes rows
+/// `(g * ROWS_PER_BLOCK + w) * SHORT_ROWS ..`; lane `l` loads columns `l, l + 32, ...` of each of
+/// them (up to 16 loads, all issued before any is folded; each a coalesced read of a row by the
+/// warp), folds them row by row in column order, the warp combines each row with shuffles, and
+/// lane 0 writes the outputs.
+///
+/// Global memory: reads `4 rows cols` bytes once, writes one output per row. Launch: 1-D blocks
+/// of exactly [`ROWS_BLOCK`] threads, `ceil(rows / (ROWS_PER_BLOCK * SHORT_ROWS))` blocks, no
+/// shared memory.
+///
+/// # Safety
+/// As `rows_body`, with `cols <= SHORT_MAX_COLS`.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn rows_short_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, cols: usize) {
+    let tid = thread::thread_idx_x() as usize;
+    let lanes = warp::SIZE as usize;
+    let (w, lane) = (tid / lanes, tid % lanes);
+    let first = (thread::block_idx_x() as usize * ROWS_PER_BLOCK as usize + w) * SHORT_ROWS;
+    let loaded = |j: usize, k: usize| first + j < rows && lane + k * lanes < cols;
+    let v: [[f32; UNROLL]; SHORT_ROWS] = core::array::from_fn(|j| {
+        core::array::from_fn(|k| {
+            if loaded(j, k) {
+                // SAFETY: row `first + j < rows`, column `lane + 32 k < cols`.
+                unsafe { mem::load(x, (first + j) * cols + lane + k * lanes) }
+            } else {
+                0.0
+            }
+        })
+    });
+    for (j, row) in v.iter().enumerate() {
+        let mut acc = F::identity();
+        for (k, &e) in row.iter().enumerate() {
+            if loaded(j, k) {
+                acc = F::step(acc, e, (lane + k * lanes) as u32);
+            }
+        }
+        let total = F::warp(acc);
+        if first + j < rows && lane == 0 {
+            // SAFETY: `first + j < rows`.
+            unsafe { mem::store(out, first + j, F::out(total)) }
+        }
+    }
+}
+
+/// `out[r]` = the fold `F` of row `r`, for `r < rows`, with 16-byte loads and `group` lanes per
+/// row: the body of the `*_rows_vec` kernels, for rows of a multiple of 4 columns. A warp takes
+/// `32 / group` adjacent rows (warp `w` of block `g`: rows `(g * ROWS_PER_BLOCK + w) * 32 /
+/// group ..`); lane `i` of a row's group folds its 4-float vectors `i, i + group, ...` (4 loads
+/// issued before they are folded, each a coalesced read of `16 group` contiguous bytes of the
+/// row by the group), then the group combines its lanes with `log2(group)` shuffles and its
+/// first lane writes `out[r]`. The host takes `group` = the power of two that gives each lane
+/// at most 4 vectors of a row (rows of up to [`VEC_MAX_COLS`] columns: up to 16 lanes), so that
+/// short rows need few shuffles per element; the lanes loop over longer rows.
+///
+/// Global memory: reads `4 rows cols` bytes once, writes one output per row. Launch: 1-D blocks
+/// of exactly [`ROWS_BLOCK`] threads, `ceil(rows / (ROWS_PER_BLOCK * 32 / group))` blocks, no
+/// shared memory.
+///
+/// # Safety
+/// As `rows_body`; `x` 16-byte aligned, `cols % 4 == 0`, `group` a power of two up to 32.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn rows_vec_body<F: AxisFold>(
+    x: *const f32,
+    out: *mut F::Out,
+    rows: usize,
+    cols: usize,
+    group: usize,
+) {
+    let tid = thread::thread_idx_x() as usize;
+    let lanes = warp::SIZE as usize;
+    let group = group.clamp(1, lanes);
+    let (w, lane) = (tid / lanes, tid % lanes);
+    let row = (thread::block_idx_x() as usize * ROWS_PER_BLOCK as usize + w) * (lanes / group) + lane / group;
+    let i = lane % group;
+    let mut acc = F::identity();
+    if row < rows {
+        let base = row * cols;
+        acc = fold_strided(
+            acc,
+            (i, group, cols / 4),
+            // SAFETY: vector `v < cols / 4` of row `row < rows`, 16-byte aligned (`x` is and
+            // `cols % 4 == 0`).
+            |v| unsafe { vector::load4(x, base + 4 * v) },
+            |mut acc, f: vector::F4, v| {
+                for (e, &x) in f.0.iter().enumerate() {
+                    acc = F::step(acc, x, (4 * v + e) as u32);
+                }
+                acc
+            },
+        );
+    }
+    let mut mask = group / 2;
+    while mask > 0 {
+        acc = F::combine(acc, F::shuffle_xor(acc, mask as u32));
+        mask /= 2;
+    }
+    if row < rows && i == 0 {
+        // SAFETY: `row < rows`.
+        unsafe { mem::store(out, row, F::out(acc)) }
+    }
+}
+
+/// The split pass of a row reduction whose rows are too few to fill the device: each row's
+/// columns are cut into `parts = ceil(cols / span)` spans of `span`, and warp `u` of the grid
+/// (block `g`, warp `w`: `u = g * ROWS_PER_BLOCK + w`) folds span `u % parts` of row
+/// `u / parts` through `warp_fold_row`. Returns, on lane 0 of a warp with a row, the partial
+/// and its slot `part * rows + row`: the partials form a `parts x rows` matrix whose columns
+/// the finish reduces.
+///
+/// Launch: as `rows_body`, `ceil(rows * parts / ROWS_PER_BLOCK)` blocks.
+///
+/// # Safety
+/// `x` holds `rows * cols` floats of device memory; `span >= 1`.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn rows_parts_body<F: AxisFold>(
+    x: *const f32,
+    rows: usize,
+    cols: usize,
+    span: usize,
+) -> Option<(usize, F::Acc)> {
+    let tid = thread::thread_idx_x() as usize;
+    let lanes = warp::SIZE as usize;
+    let (w, lane) = (tid / lanes, tid % lanes);
+    let unit = thread::block_idx_x() as usize * ROWS_PER_BLOCK as usize + w;
+    let span = span.max(1);
+    let parts = cols.div_ceil(span).max(1);
+    let (row, part) = (unit / parts, unit % parts);
+    let lo = (part * span).min(cols);
+    let hi = (lo + span).min(cols);
+    // SAFETY: `lo <= hi <= cols`; the caller's contract.
+    let total = unsafe { warp_fold_row::<F>(x, (row, rows, cols), (lo, hi)) };
+    (row < rows && lane == 0).then_some((part * rows + row, total))
+}
+
 /// `out[c]` = the fold `F` of column `c`, for `c < cols`: the body of the `*_cols` kernels.
 ///
-/// Block `g` takes columns `g * 32 ..`: thread `(tx, ty)` folds column `g * 32 + tx` over rows
-/// `ty, ty + 32, ...` (each load, the 32 threads of a row of the block read 128 contiguous bytes;
-/// 4 loads issued before they are folded in order), writes its partial to shared memory, and
-/// after a barrier thread `(tx, 0)` combines the 32 partials of its column in order and writes
-/// `out[c]`.
+/// Block `g` takes columns `g * 32 ..` through `block_fold_col` over all rows (each load, the 32
+/// threads of a row of the block read 128 contiguous bytes; 4 loads issued before they are
+/// folded in order); thread `(tx, 0)` writes `out[c]`.
 ///
 /// Global memory: reads `4 rows cols` bytes once, writes one output per column. Launch: 2-D
 /// blocks of exactly [`COLS_BLOCK_X`] x [`COLS_BLOCK_Y`] threads, `ceil(cols / 32)` blocks along
@@ -214,45 +539,70 @@ unsafe fn rows_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, c
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 unsafe fn cols_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, cols: usize) {
-    let (tx, ty) = (thread::thread_idx_x() as usize, thread::thread_idx_y() as usize);
-    let (bx, by) = (COLS_BLOCK_X as usize, COLS_BLOCK_Y as usize);
-    let col = thread::block_idx_x() as usize * bx + tx;
-    let mut acc = F::identity();
-    if col < cols {
-        let mut r = ty;
-        while r + (UNROLL - 1) * by < rows {
-            let mut v = [0.0f32; UNROLL];
-            for (k, v) in v.iter_mut().enumerate() {
-                // SAFETY: `r + k * by < rows`, `col < cols`.
-                *v = unsafe { mem::load(x, (r + k * by) * cols + col) };
-            }
-            for (k, &v) in v.iter().enumerate() {
-                acc = F::step(acc, v, (r + k * by) as u32);
-            }
-            r += UNROLL * by;
-        }
-        while r < rows {
-            // SAFETY: `r < rows`, `col < cols`.
-            acc = F::step(acc, unsafe { mem::load(x, r * cols + col) }, r as u32);
-            r += by;
-        }
-    }
-    let scratch = shared::dynamic::<F::Acc>();
-    // SAFETY: `ty * bx + tx < COLS_BLOCK_X * COLS_BLOCK_Y` partials of at most 8 bytes, the
-    // launch's shared memory.
-    unsafe {
-        mem::store(scratch, ty * bx + tx, acc);
-        thread::sync_threads();
-    }
-    if ty == 0 && col < cols {
-        let mut total = acc;
-        for k in 1..by {
-            // SAFETY: `k * bx + tx` is in the block's scratch, written before the barrier.
-            total = F::combine(total, unsafe { mem::load(scratch, k * bx + tx) });
-        }
+    let col = thread::block_idx_x() as usize * COLS_BLOCK_X as usize + thread::thread_idx_x() as usize;
+    // SAFETY: the block calls it; `load` reads `r < rows`, `col < cols`.
+    let total = unsafe {
+        block_fold_col::<F>((col, cols), (0, rows), |acc, run| {
+            fold_column::<F>(acc, x, (col, cols), run)
+        })
+    };
+    if let Some(total) = total {
         // SAFETY: `col < cols`.
         unsafe { mem::store(out, col, F::out(total)) }
     }
+}
+
+/// `out[c]` = the fold `F` of column `c`, for `c < cols`, a thread per column: the body of the
+/// `*_cols_narrow` kernels, for matrices wide enough to fill the device that way, or with too
+/// few rows for the `*_cols` kernels' row groups. Thread `t` of block `g` folds column `g *
+/// NARROW_BLOCK + t` in row order, 4 loads issued before they are folded; each load of a warp
+/// reads 32 adjacent columns of a row, 128 contiguous bytes.
+///
+/// Global memory: reads `4 rows cols` bytes once, writes one output per column. Launch: 1-D
+/// blocks of [`NARROW_BLOCK`] threads, `ceil(cols / NARROW_BLOCK)` blocks, no shared memory.
+///
+/// # Safety
+/// As `cols_body`.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn cols_narrow_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, cols: usize) {
+    let col = thread::block_idx_x() as usize * NARROW_BLOCK as usize + thread::thread_idx_x() as usize;
+    if col < cols {
+        // SAFETY: rows `0..rows` of column `col < cols`.
+        let total = unsafe { fold_column::<F>(F::identity(), x, (col, cols), (0, 1, rows)) };
+        // SAFETY: `col < cols`.
+        unsafe { mem::store(out, col, F::out(total)) }
+    }
+}
+
+/// The split pass of a column reduction whose columns are too few to fill the device: block
+/// `(g, p)` folds columns `g * 32 ..` over rows `p * span .. min((p + 1) * span, rows)` through
+/// `block_fold_col`. Returns, on threads `(tx, 0)` with a column, the partial and its slot
+/// `p * cols + col`: the partials form a `parts x cols` matrix whose columns the finish reduces.
+///
+/// Launch: as `cols_body`, `parts = ceil(rows / span)` blocks along y.
+///
+/// # Safety
+/// As `cols_body`'s for `x`; `span >= 1`.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn cols_parts_body<F: AxisFold>(
+    x: *const f32,
+    rows: usize,
+    cols: usize,
+    span: usize,
+) -> Option<(usize, F::Acc)> {
+    let col = thread::block_idx_x() as usize * COLS_BLOCK_X as usize + thread::thread_idx_x() as usize;
+    let part = thread::block_idx_y() as usize;
+    let lo = (part * span.max(1)).min(rows);
+    let hi = (lo + span.max(1)).min(rows);
+    // SAFETY: the block calls it; `load` reads `r < hi <= rows`, `col < cols`.
+    let total = unsafe {
+        block_fold_col::<F>((col, cols), (lo, hi), |acc, run| {
+            fold_column::<F>(acc, x, (col, cols), run)
+        })
+    };
+    total.map(|t| (part * cols + col, t))
 }
 
 /// `out[r] = x[r][0] + ... + x[r][cols - 1]` for `r < rows`: `rows_body` with [`Sum`]. Reads
@@ -319,4 +669,282 @@ pub unsafe fn argmax_rows(x: *const f32, out: *mut u32, rows: usize, cols: usize
 pub unsafe fn argmax_cols(x: *const f32, out: *mut u32, rows: usize, cols: usize) {
     // SAFETY: forwarded contract.
     unsafe { cols_body::<Argmax>(x, out, rows, cols) }
+}
+
+/// [`sum_rows`](fn@sum_rows) for rows of at most [`NARROW_MAX_COLS`] columns: a thread per row
+/// (`rows_narrow_body`). Reads `4 rows cols` bytes, writes `4 rows`.
+///
+/// # Safety
+/// As `rows_body`.
+#[kernel]
+pub unsafe fn sum_rows_narrow(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { rows_narrow_body::<Sum>(x, out, rows, cols) }
+}
+
+/// [`max_rows`](fn@max_rows) for rows of at most [`NARROW_MAX_COLS`] columns: a thread per row.
+///
+/// # Safety
+/// As `rows_body`.
+#[kernel]
+pub unsafe fn max_rows_narrow(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { rows_narrow_body::<Max>(x, out, rows, cols) }
+}
+
+/// [`argmax_rows`](fn@argmax_rows) for rows of at most [`NARROW_MAX_COLS`] columns: a thread per
+/// row.
+///
+/// # Safety
+/// As `rows_body`.
+#[kernel]
+pub unsafe fn argmax_rows_narrow(x: *const f32, out: *mut u32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { rows_narrow_body::<Argmax>(x, out, rows, cols) }
+}
+
+/// [`sum_rows`](fn@sum_rows) with 16-byte loads and `group` lanes per row (`rows_vec_body`), for
+/// rows of a multiple of 4 columns. Reads `4 rows cols` bytes, writes `4 rows`.
+///
+/// # Safety
+/// As `rows_vec_body`.
+#[kernel]
+pub unsafe fn sum_rows_vec(x: *const f32, out: *mut f32, rows: usize, cols: usize, group: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { rows_vec_body::<Sum>(x, out, rows, cols, group) }
+}
+
+/// [`max_rows`](fn@max_rows) with 16-byte loads and `group` lanes per row.
+///
+/// # Safety
+/// As `rows_vec_body`.
+#[kernel]
+pub unsafe fn max_rows_vec(x: *const f32, out: *mut f32, rows: usize, cols: usize, group: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { rows_vec_body::<Max>(x, out, rows, cols, group) }
+}
+
+/// [`argmax_rows`](fn@argmax_rows) with 16-byte loads and `group` lanes per row.
+///
+/// # Safety
+/// As `rows_vec_body`.
+#[kernel]
+pub unsafe fn argmax_rows_vec(x: *const f32, out: *mut u32, rows: usize, cols: usize, group: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { rows_vec_body::<Argmax>(x, out, rows, cols, group) }
+}
+
+/// [`sum_rows`](fn@sum_rows) for rows of at most [`SHORT_MAX_COLS`] columns: a warp per
+/// [`SHORT_ROWS`] rows (`rows_short_body`). Reads `4 rows cols` bytes, writes `4 rows`.
+///
+/// # Safety
+/// As `rows_short_body`.
+#[kernel]
+pub unsafe fn sum_rows_short(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { rows_short_body::<Sum>(x, out, rows, cols) }
+}
+
+/// [`max_rows`](fn@max_rows) for rows of at most [`SHORT_MAX_COLS`] columns: a warp per
+/// [`SHORT_ROWS`] rows.
+///
+/// # Safety
+/// As `rows_short_body`.
+#[kernel]
+pub unsafe fn max_rows_short(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { rows_short_body::<Max>(x, out, rows, cols) }
+}
+
+/// [`argmax_rows`](fn@argmax_rows) for rows of at most [`SHORT_MAX_COLS`] columns: a warp per
+/// [`SHORT_ROWS`] rows.
+///
+/// # Safety
+/// As `rows_short_body`.
+#[kernel]
+pub unsafe fn argmax_rows_short(x: *const f32, out: *mut u32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { rows_short_body::<Argmax>(x, out, rows, cols) }
+}
+
+/// [`sum_cols`](fn@sum_cols) a thread per column (`cols_narrow_body`): for wide matrices, or
+/// fewer than [`NARROW_COLS_MAX_ROWS`] rows. Reads `4 rows cols` bytes, writes `4 cols`.
+///
+/// # Safety
+/// As `cols_body`.
+#[kernel]
+pub unsafe fn sum_cols_narrow(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { cols_narrow_body::<Sum>(x, out, rows, cols) }
+}
+
+/// [`max_cols`](fn@max_cols) a thread per column.
+///
+/// # Safety
+/// As `cols_body`.
+#[kernel]
+pub unsafe fn max_cols_narrow(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { cols_narrow_body::<Max>(x, out, rows, cols) }
+}
+
+/// [`argmax_cols`](fn@argmax_cols) a thread per column.
+///
+/// # Safety
+/// As `cols_body`.
+#[kernel]
+pub unsafe fn argmax_cols_narrow(x: *const f32, out: *mut u32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { cols_narrow_body::<Argmax>(x, out, rows, cols) }
+}
+
+/// The split pass of [`sum_rows`](fn@sum_rows) for rows too few to fill the device:
+/// `partials[p * rows + r]` = the sum of span `p` (columns `p * span ..`, `ceil(cols / span)`
+/// spans) of row `r`, a warp per span; [`sum_cols`](fn@sum_cols) on the `parts x rows` partials
+/// finishes. Reads `4 rows cols` bytes, writes 4 per span.
+///
+/// # Safety
+/// As `rows_body`, `partials` holding `rows * ceil(cols / span)` floats; `span >= 1`.
+#[kernel]
+pub unsafe fn sum_rows_parts(x: *const f32, partials: *mut f32, rows: usize, cols: usize, span: usize) {
+    // SAFETY: forwarded contract; the slot is below `rows * parts`.
+    unsafe {
+        if let Some((slot, acc)) = rows_parts_body::<Sum>(x, rows, cols, span) {
+            mem::store(partials, slot, acc);
+        }
+    }
+}
+
+/// The split pass of [`sum_cols`](fn@sum_cols) for columns too few to fill the device:
+/// `partials[p * cols + c]` = the sum of span `p` (rows `p * span ..`, one span per block row
+/// of the grid) of column `c`; [`sum_cols`](fn@sum_cols) on the `parts x cols` partials
+/// finishes. Reads `4 rows cols` bytes, writes 4 per span and column.
+///
+/// # Safety
+/// As `cols_body`, `partials` holding `cols * ceil(rows / span)` floats; `span >= 1`; the grid's
+/// y extent is `ceil(rows / span)`.
+#[kernel]
+pub unsafe fn sum_cols_parts(x: *const f32, partials: *mut f32, rows: usize, cols: usize, span: usize) {
+    // SAFETY: forwarded contract; the slot is below `cols * parts`.
+    unsafe {
+        if let Some((slot, acc)) = cols_parts_body::<Sum>(x, rows, cols, span) {
+            mem::store(partials, slot, acc);
+        }
+    }
+}
+
+/// [`sum_rows_parts`](fn@sum_rows_parts) with maxima: finished by [`max_cols`](fn@max_cols).
+///
+/// # Safety
+/// As [`sum_rows_parts`](fn@sum_rows_parts).
+#[kernel]
+pub unsafe fn max_rows_parts(x: *const f32, partials: *mut f32, rows: usize, cols: usize, span: usize) {
+    // SAFETY: forwarded contract; the slot is below `rows * parts`.
+    unsafe {
+        if let Some((slot, acc)) = rows_parts_body::<Max>(x, rows, cols, span) {
+            mem::store(partials, slot, acc);
+        }
+    }
+}
+
+/// [`sum_cols_parts`](fn@sum_cols_parts) with maxima: finished by [`max_cols`](fn@max_cols).
+///
+/// # Safety
+/// As [`sum_cols_parts`](fn@sum_cols_parts).
+#[kernel]
+pub unsafe fn max_cols_parts(x: *const f32, partials: *mut f32, rows: usize, cols: usize, span: usize) {
+    // SAFETY: forwarded contract; the slot is below `cols * parts`.
+    unsafe {
+        if let Some((slot, acc)) = cols_parts_body::<Max>(x, rows, cols, span) {
+            mem::store(partials, slot, acc);
+        }
+    }
+}
+
+/// [`sum_rows_parts`](fn@sum_rows_parts) with argmaxes: each span's best value and its column
+/// in `values` and `indices`, finished by [`argmax_parts`](fn@argmax_parts). Writes 8 bytes per
+/// span.
+///
+/// # Safety
+/// As [`sum_rows_parts`](fn@sum_rows_parts), `values` and `indices` holding the partials.
+#[kernel]
+pub unsafe fn argmax_rows_parts(
+    x: *const f32,
+    values: *mut f32,
+    indices: *mut u32,
+    rows: usize,
+    cols: usize,
+    span: usize,
+) {
+    // SAFETY: forwarded contract; the slot is below `rows * parts`.
+    unsafe {
+        if let Some((slot, best)) = rows_parts_body::<Argmax>(x, rows, cols, span) {
+            mem::store(values, slot, best.value);
+            mem::store(indices, slot, best.index);
+        }
+    }
+}
+
+/// [`sum_cols_parts`](fn@sum_cols_parts) with argmaxes: each span's best value and its row in
+/// `values` and `indices`, finished by [`argmax_parts`](fn@argmax_parts). Writes 8 bytes per
+/// span and column.
+///
+/// # Safety
+/// As [`sum_cols_parts`](fn@sum_cols_parts), `values` and `indices` holding the partials.
+#[kernel]
+pub unsafe fn argmax_cols_parts(
+    x: *const f32,
+    values: *mut f32,
+    indices: *mut u32,
+    rows: usize,
+    cols: usize,
+    span: usize,
+) {
+    // SAFETY: forwarded contract; the slot is below `cols * parts`.
+    unsafe {
+        if let Some((slot, best)) = cols_parts_body::<Argmax>(x, rows, cols, span) {
+            mem::store(values, slot, best.value);
+            mem::store(indices, slot, best.index);
+        }
+    }
+}
+
+/// `out[c]` = the index of the best of the pairs `(values[p * outputs + c], indices[p *
+/// outputs + c])`, `p < parts` (by [`argmax_combine`]): the finish of
+/// [`argmax_rows_parts`](fn@argmax_rows_parts) and [`argmax_cols_parts`](fn@argmax_cols_parts),
+/// as `cols_body` on the `parts x outputs` pairs.
+///
+/// Reads 8 bytes per pair, writes 4 per output. Launch as [`argmax_cols`](fn@argmax_cols) on
+/// `outputs` columns.
+///
+/// # Safety
+/// `values` and `indices` hold `parts * outputs` elements, `out` `outputs`, of device memory.
+#[kernel]
+pub unsafe fn argmax_parts(
+    values: *const f32,
+    indices: *const u32,
+    out: *mut u32,
+    parts: usize,
+    outputs: usize,
+) {
+    let col = thread::block_idx_x() as usize * COLS_BLOCK_X as usize + thread::thread_idx_x() as usize;
+    // SAFETY: the block calls it; `load` reads pair `p * outputs + col`, `p < parts`,
+    // `col < outputs`.
+    let total = unsafe {
+        block_fold_col::<Argmax>((col, outputs), (0, parts), |acc, run| {
+            fold_strided(
+                acc,
+                run,
+                |p| Best {
+                    value: mem::load(values, p * outputs + col),
+                    index: mem::load(indices, p * outputs + col),
+                },
+                |a, b, _| argmax_combine(a, b),
+            )
+        })
+    };
+    if let Some(total) = total {
+        // SAFETY: `col < outputs`.
+        unsafe { mem::store(out, col, total.index) }
+    }
 }

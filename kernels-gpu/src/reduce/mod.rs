@@ -41,8 +41,12 @@ pub mod tree;
 pub mod vec4;
 
 pub use axis::{
-    argmax_cols, argmax_rows, max_cols, max_rows, sum_cols, sum_rows, COLS_BLOCK_X, COLS_BLOCK_Y,
-    COLS_SHARED_BYTES, ROWS_BLOCK, ROWS_PER_BLOCK,
+    argmax_cols, argmax_cols_narrow, argmax_cols_parts, argmax_parts, argmax_rows, argmax_rows_narrow,
+    argmax_rows_parts, argmax_rows_short, argmax_rows_vec, max_cols, max_cols_narrow, max_cols_parts,
+    max_rows, max_rows_narrow, max_rows_parts, max_rows_short, max_rows_vec, sum_cols, sum_cols_narrow,
+    sum_cols_parts, sum_rows, sum_rows_narrow, sum_rows_parts, sum_rows_short, sum_rows_vec, COLS_BLOCK_X,
+    COLS_BLOCK_Y, COLS_SHARED_BYTES, NARROW_BLOCK, NARROW_COLS_MAX_ROWS, NARROW_MAX_COLS, ROWS_BLOCK,
+    ROWS_PER_BLOCK, SHORT_MAX_COLS, SHORT_ROWS, VEC_MAX_COLS,
 };
 pub use tree::{max_tree, sum_tree, TREE_BLOCK, TREE_SHARED_BYTES};
 pub use vec4::{
