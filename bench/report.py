@@ -30,7 +30,10 @@ from report_movement import data_movement_sections
 from report_targets import NORM_KERNELS, targets_section, targets_table
 
 
-MEMORY_BOUND = ["add", "increment_by_one", "softmax", "sum", "argmax", "transpose", "rms_norm", "layer_norm", "cross_entropy", "cross_entropy_mean"]
+MEMORY_BOUND = [
+    "add", "increment_by_one", "softmax", "sum", "argmax", "sum_axis", "max_axis", "argmax_axis", "transpose",
+    "rms_norm", "layer_norm", "cross_entropy", "cross_entropy_mean",
+]
 
 
 REPRODUCE = """\
@@ -72,7 +75,8 @@ def header(run: Run, source: str, readme: str) -> str:
             "come from one of them; the `measured` row gives the span). Kernels are checked against a reference before they are timed; times are "
             f"medians of CUDA-event samples after warm-up (see [bench/README.md]({readme}) for "
             "the method and the schema). Rates come from the minimum traffic (add 12 B/element, "
-            "increment and softmax 8 B/element, sum and argmax 4 B/element, transpose 8 B/element, "
+            "increment and softmax 8 B/element, sum and argmax 4 B/element, the axis reductions 4 B/element "
+            "plus 4 B per output, transpose 8 B/element, "
             "matmul 4(mk+kn+mn) B, rms_norm and layer_norm 8 B/element "
             "in f32 and 4 in bf16 plus the weight and bias once, cross_entropy 4 B/element plus 12 B/row "
             "(an i64 label read, a loss written; the mean writes 4 B in all) and 2mnk flops.",
@@ -224,7 +228,10 @@ def main() -> int:
     source = os.path.relpath(os.path.abspath(args.results), out_dir).replace(os.sep, "/")
     readme = os.path.relpath(os.path.join(ROOT, "bench", "README.md"), out_dir).replace(os.sep, "/")
     sections = [header(run, source, readme), ceilings_section(run)]
-    for kernel in ["add", "increment_by_one", "matmul", "softmax", "sum", "argmax", "transpose", *NORM_KERNELS]:
+    for kernel in [
+        "add", "increment_by_one", "matmul", "softmax", "sum", "argmax", "sum_axis", "max_axis", "argmax_axis",
+        "transpose", *NORM_KERNELS,
+    ]:
         sections.append(kernel_section(run, kernel, pngs.get(kernel)))
         if kernel == "matmul":
             sections.append(half_section(run))

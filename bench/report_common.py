@@ -116,8 +116,11 @@ def ordered(items: Iterable[T]) -> list[T]:
 
 def case_key(r: Record) -> tuple[str, str]:
     """Shape plus the parameters that make a separate case (softmax's temperature; an element
-    type other than f32, e.g. the norms' bf16)."""
+    type other than f32, e.g. the norms' bf16; the axis of an axis reduction, from its impl's
+    `:rows` / `:cols` suffix)."""
     params = [f"t={r['t']:g}"] if r.get("t") is not None else []
+    if str(r.get("kernel", "")).endswith("_axis") and ":" in str(r.get("impl", "")):
+        params.append("Axis(1)" if str(r["impl"]).endswith(":rows") else "Axis(0)")
     if r.get("dtype", "f32") != "f32":
         params.append(str(r["dtype"]))
     return r["shape"], " ".join(params)

@@ -215,10 +215,11 @@ impl Gpu {
     /// Sums of `m` along `axis`: `Axis(1)` sums each row (a vector of `m.rows()`), `Axis(0)`
     /// each column (a vector of `m.cols()`), as ndarray's `sum_axis`. An empty axis sums to 0.
     ///
-    /// Accumulated in f32 in a fixed order (per output, `cols / 32` or `rows / 32` running sums
-    /// then a tree; when the outputs are too few to fill the device, the axis is first cut
-    /// into spans summed apart, then the spans' sums are added): deterministic, with an error
-    /// of order `(length / 8) * 2^-24 * sum |x|`.
+    /// Accumulated in f32 in an order fixed by the shape and the device (per output, running
+    /// sums of every 32nd entry or fewer, then a tree; when the outputs are too few to fill the
+    /// device, the axis is first cut into spans summed apart, then the spans' sums are added):
+    /// the same bits every run on one device, with an error of order
+    /// `(length / 8) * 2^-24 * sum |x|`.
     ///
     /// Errors: [`Error::InvalidArgument`] for an axis other than 0 or 1.
     pub fn sum_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec> {

@@ -1,11 +1,23 @@
 //! Reductions along one axis of a row-major `rows x cols` matrix, one output per row (ndarray's
-//! `Axis(1)`) or per column (`Axis(0)`): sums ([`sum_rows`](fn@sum_rows),
-//! [`sum_cols`](fn@sum_cols)), maxima ([`max_rows`](fn@max_rows), [`max_cols`](fn@max_cols))
-//! and the indices of the maxima ([`argmax_rows`](fn@argmax_rows),
-//! [`argmax_cols`](fn@argmax_cols)). One launch each, no atomics: every output is written by one
-//! thread, in an order fixed by the shape, so the result is the same every run. The three
-//! reductions share two kernel bodies (`rows_body`, `cols_body`) and differ only in their
-//! [`AxisFold`].
+//! `Axis(1)`) or per column (`Axis(0)`): sums, maxima and the indices of the maxima. The three
+//! reductions share each kernel body and differ only in their [`AxisFold`]; the host picks the
+//! body by shape:
+//!
+//! * per row: a warp per row (`rows_body`: [`sum_rows`](fn@sum_rows), [`max_rows`](fn@max_rows),
+//!   [`argmax_rows`](fn@argmax_rows)); 16-byte loads with `group` lanes per row for rows of a
+//!   multiple of 4 up to [`VEC_MAX_COLS`] columns (`rows_vec_body`: `*_rows_vec`); a thread per
+//!   row up to [`NARROW_MAX_COLS`] (`rows_narrow_body`: `*_rows_narrow`); a warp per
+//!   [`SHORT_ROWS`] rows up to [`SHORT_MAX_COLS`] (`rows_short_body`: `*_rows_short`);
+//! * per column: a thread per column and row group, combined in shared memory (`cols_body`:
+//!   [`sum_cols`](fn@sum_cols), [`max_cols`](fn@max_cols), [`argmax_cols`](fn@argmax_cols)); a
+//!   thread per column (`cols_narrow_body`: `*_cols_narrow`);
+//! * too few outputs to fill the device: the axis cut into spans, each folded into one partial
+//!   (`rows_parts_body`, `cols_parts_body`: `*_rows_parts`, `*_cols_parts`), then the partials'
+//!   `parts x outputs` matrix reduced by its columns ([`sum_cols`](fn@sum_cols),
+//!   [`max_cols`](fn@max_cols), or [`argmax_parts`](fn@argmax_parts) on value-index pairs).
+//!
+//! No atomics: every output and partial is written by one thread, in an order fixed by the shape
+//! and the device's residency, so the result is the same every run on one device.
 
 use super::{argmax_combine, warp_argmax, Best};
 use crate::gpu::{math, mem, shared, thread, vector, warp};
@@ -22,7 +34,7 @@ pub const ROWS_BLOCK: u32 = ROWS_PER_BLOCK * warp::SIZE;
 pub const NARROW_MAX_COLS: usize = 24;
 
 /// The longest rows the `*_rows_short` kernels (a warp per [`SHORT_ROWS`] rows) take: one round
-/// of [`UNROLL`] loads per lane.
+/// of 4 loads per lane.
 pub const SHORT_MAX_COLS: usize = warp::SIZE as usize * UNROLL;
 
 /// The longest rows the `*_rows_vec` kernels take (16 lanes per row, 4 vectors each); longer

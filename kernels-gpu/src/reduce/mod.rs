@@ -17,11 +17,18 @@
 //!   argmax: [`argmax_vec4_u8`](fn@argmax_vec4_u8) (8 vectors per thread),
 //!   [`argmax_vec4_lanes`](fn@argmax_vec4_lanes) and [`argmax_vec4_lanes_u8`](fn@argmax_vec4_lanes_u8)
 //!   (a running best per lane: one compare and two selects per element).
-//! * [`axis`]: the `*_rows` kernels (a warp per row: [`sum_rows`](fn@sum_rows),
-//!   [`max_rows`](fn@max_rows), [`argmax_rows`](fn@argmax_rows)) and the `*_cols` kernels (a
-//!   thread per column and row group, the groups combined in shared memory:
-//!   [`sum_cols`](fn@sum_cols), [`max_cols`](fn@max_cols), [`argmax_cols`](fn@argmax_cols)), one
-//!   body each for the three reductions ([`axis::AxisFold`]).
+//! * [`axis`]: reductions along one axis of a matrix, one body per kernel shape for the three
+//!   reductions ([`axis::AxisFold`]). One output per row (`Axis(1)`): a warp per row
+//!   ([`sum_rows`](fn@sum_rows), [`max_rows`](fn@max_rows), [`argmax_rows`](fn@argmax_rows)),
+//!   16-byte loads with a group of lanes per row ([`sum_rows_vec`](fn@sum_rows_vec), ...), a
+//!   thread per row ([`sum_rows_narrow`](fn@sum_rows_narrow), ...) and a warp per 4 rows
+//!   ([`sum_rows_short`](fn@sum_rows_short), ...). One output per column (`Axis(0)`): a thread per
+//!   column and row group, the groups combined in shared memory ([`sum_cols`](fn@sum_cols),
+//!   [`max_cols`](fn@max_cols), [`argmax_cols`](fn@argmax_cols)), and a thread per column
+//!   ([`sum_cols_narrow`](fn@sum_cols_narrow), ...). When the outputs are too few to fill the
+//!   device, the split passes ([`sum_rows_parts`](fn@sum_rows_parts),
+//!   [`sum_cols_parts`](fn@sum_cols_parts), ...) fold spans of the axis into a matrix of
+//!   partials, which the column kernels (or [`argmax_parts`](fn@argmax_parts)) reduce.
 //!
 //! # Rules
 //! * No float atomics: every partial is written by one thread to its own slot and combined by a
