@@ -279,11 +279,11 @@ impl Gpu {
             raw::reduce::axis_parts(
                 self,
                 reduction,
-                launch,
+                launch.cfg,
+                split,
                 &m.data,
                 &mut partials,
                 (rows, cols),
-                split.span,
             )?;
             raw::reduce::axis(
                 self,
@@ -326,11 +326,11 @@ impl Gpu {
         unsafe {
             raw::reduce::axis_argmax_parts(
                 self,
-                launch,
+                launch.cfg,
+                split,
                 &m.data,
                 (&mut values, &mut indices),
                 (rows, cols),
-                split.span,
             )?;
             raw::reduce::argmax_parts(
                 self,
@@ -401,7 +401,7 @@ impl Gpu {
             };
             LaunchConfig::rows_per_block(op, units, per_block, threads, 0, &limits)
         };
-        let Some((span, parts)) = self.axis_spans(op, fold, side, outputs, reduced)? else {
+        let Some((split_side, span, parts)) = self.axis_spans(op, fold, side, outputs, reduced)? else {
             return Ok((
                 outputs,
                 Some(AxisLaunch {
@@ -411,11 +411,12 @@ impl Gpu {
                 }),
             ));
         };
-        let cfg = match side {
-            AxisSide::Cols => cols_config(op, outputs, parts, &limits)?,
-            _ => one_pass(outputs * parts)?,
+        let cfg = match split_side {
+            SplitSide::Rows => one_pass(outputs * parts)?,
+            SplitSide::Cols => cols_config(op, outputs, parts, &limits)?,
         };
         let split = AxisSplit {
+            side: split_side,
             span,
             parts,
             finish: cols_config(op, outputs, 1, &limits)?,
@@ -442,10 +443,11 @@ impl Gpu {
     }
 
     /// Whether an axis reduction of `outputs` outputs over `reduced` entries each is cut into
-    /// spans, and if so `(span, parts)`: when one pass leaves the device short of work (a warp
-    /// per row, or a block per 32 columns, against the split kernel's resident warps or
-    /// blocks), as many spans as fill it, each at least [`MIN_AXIS_SPAN`] entries, rounded to
-    /// a multiple of [`AXIS_SPAN_ALIGN`].
+    /// spans, and if so `(side, span, parts)`: only the warp-per-row and block-column plans are
+    /// (the others are chosen for shapes that fill the device), when one pass leaves the
+    /// device short of work (a warp per row, or a block per 32 columns, against the split
+    /// kernel's resident warps or blocks), as many spans as fill it, each at least
+    /// [`MIN_AXIS_SPAN`] entries, rounded to a multiple of [`AXIS_SPAN_ALIGN`].
     fn axis_spans(
         &self,
         op: &'static str,
@@ -453,17 +455,19 @@ impl Gpu {
         side: AxisSide,
         outputs: usize,
         reduced: usize,
-    ) -> Result<Option<(usize, usize)>> {
-        let kernel = match fold.parts_kernel(side) {
-            Some(kernel) if reduced > MIN_AXIS_SPAN => kernel,
+    ) -> Result<Option<(SplitSide, usize, usize)>> {
+        let split_side = match side {
+            AxisSide::Rows if reduced > MIN_AXIS_SPAN => SplitSide::Rows,
+            AxisSide::Cols if reduced > MIN_AXIS_SPAN => SplitSide::Cols,
             _ => return Ok(None),
         };
-        let (capacity, units) = match side {
-            AxisSide::Rows | AxisSide::NarrowRows | AxisSide::ShortRows | AxisSide::VecRows(_) => {
+        let kernel = fold.parts_kernel(split_side);
+        let (capacity, units) = match split_side {
+            SplitSide::Rows => {
                 let resident = self.resident_blocks(op, kernel, k::ROWS_BLOCK, 0)? as usize;
                 (resident * k::ROWS_PER_BLOCK as usize, outputs)
             }
-            AxisSide::Cols | AxisSide::NarrowCols => {
+            SplitSide::Cols => {
                 let threads = k::COLS_BLOCK_X * k::COLS_BLOCK_Y;
                 let resident = self.resident_blocks(op, kernel, threads, k::COLS_SHARED_BYTES)? as usize;
                 (resident, outputs.div_ceil(k::COLS_BLOCK_X as usize))
@@ -475,7 +479,7 @@ impl Gpu {
         }
         let span = reduced.div_ceil(parts).next_multiple_of(AXIS_SPAN_ALIGN);
         let parts = reduced.div_ceil(span);
-        Ok((parts >= 2).then_some((span, parts)))
+        Ok((parts >= 2).then_some((split_side, span, parts)))
     }
 
     /// The one validation of a whole-vector reduction into an output of `out_len` elements.
@@ -635,6 +639,15 @@ pub(crate) enum AxisSide {
     Cols,
 }
 
+/// The side of a split axis reduction: only the warp-per-row (`AxisSide::Rows`) and
+/// block-column (`AxisSide::Cols`) plans are split, by the `*_rows_parts` and `*_cols_parts`
+/// kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SplitSide {
+    Rows,
+    Cols,
+}
+
 /// What an axis reduction computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AxisReduction {
@@ -644,19 +657,16 @@ pub(crate) enum AxisReduction {
 }
 
 impl AxisReduction {
-    /// The split pass's kernel on `side` (`None`: that side is never split).
-    fn parts_kernel(self, side: AxisSide) -> Option<&'static gpukern_device::launch::Kernel> {
-        Some(match (self, side) {
-            (_, AxisSide::NarrowRows | AxisSide::ShortRows | AxisSide::VecRows(_) | AxisSide::NarrowCols) => {
-                return None;
-            }
-            (AxisReduction::Sum, AxisSide::Rows) => &k::sum_rows_parts::KERNEL,
-            (AxisReduction::Sum, AxisSide::Cols) => &k::sum_cols_parts::KERNEL,
-            (AxisReduction::Max, AxisSide::Rows) => &k::max_rows_parts::KERNEL,
-            (AxisReduction::Max, AxisSide::Cols) => &k::max_cols_parts::KERNEL,
-            (AxisReduction::Argmax, AxisSide::Rows) => &k::argmax_rows_parts::KERNEL,
-            (AxisReduction::Argmax, AxisSide::Cols) => &k::argmax_cols_parts::KERNEL,
-        })
+    /// The split pass's kernel on `side`.
+    fn parts_kernel(self, side: SplitSide) -> &'static gpukern_device::launch::Kernel {
+        match (self, side) {
+            (AxisReduction::Sum, SplitSide::Rows) => &k::sum_rows_parts::KERNEL,
+            (AxisReduction::Sum, SplitSide::Cols) => &k::sum_cols_parts::KERNEL,
+            (AxisReduction::Max, SplitSide::Rows) => &k::max_rows_parts::KERNEL,
+            (AxisReduction::Max, SplitSide::Cols) => &k::max_cols_parts::KERNEL,
+            (AxisReduction::Argmax, SplitSide::Rows) => &k::argmax_rows_parts::KERNEL,
+            (AxisReduction::Argmax, SplitSide::Cols) => &k::argmax_cols_parts::KERNEL,
+        }
     }
 }
 
@@ -676,6 +686,7 @@ pub(crate) struct AxisLaunch {
 /// kernel on `outputs` columns) reduces its columns.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AxisSplit {
+    pub(crate) side: SplitSide,
     pub(crate) span: usize,
     pub(crate) parts: usize,
     pub(crate) finish: LaunchConfig,

@@ -6,7 +6,7 @@ use crate::buffer::DeviceVec;
 use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
-use crate::ops::reduce::{ArgmaxAlgorithm, AxisLaunch, AxisSide, Reduction};
+use crate::ops::reduce::{ArgmaxAlgorithm, AxisSide, AxisSplit, Reduction, SplitSide};
 
 /// Launches `sum_tree` or `max_tree(x, partials, n)`.
 ///
@@ -86,17 +86,16 @@ pub(crate) unsafe fn argmax_pairs(
     unsafe { k::argmax_pairs::launch(&gpu.library(), cfg, values, indices, out_value, out_index, n) }
 }
 
-/// Launches an f32 axis reduction in one pass, `(x, out, rows, cols)`: `sum_rows` or `max_rows`
-/// (`AxisSide::Rows`, one output per row), `sum_rows_vec` or `max_rows_vec` (`AxisSide::VecRows`,
-/// its lanes per row the last argument), `sum_rows_narrow` or `max_rows_narrow`
-/// (`AxisSide::NarrowRows`), `sum_rows_short` or `max_rows_short` (`AxisSide::ShortRows`),
-/// `sum_cols` or `max_cols` (`AxisSide::Cols`, one per column; also the
-/// finish of a split reduction, on its partials), `sum_cols_narrow` or `max_cols_narrow`
-/// (`AxisSide::NarrowCols`).
+/// Launches an f32 axis reduction in one pass, `(x, out, rows, cols)`, by `side`: `sum_rows` or
+/// `max_rows` (`Rows`, one output per row), `sum_rows_vec` or `max_rows_vec` (`VecRows`, its
+/// lanes per row the last argument), `sum_rows_narrow` or `max_rows_narrow` (`NarrowRows`),
+/// `sum_rows_short` or `max_rows_short` (`ShortRows`), `sum_cols` or `max_cols` (`Cols`, one per
+/// column; also the finish of a split reduction, on its partials), `sum_cols_narrow` or
+/// `max_cols_narrow` (`NarrowCols`).
 ///
 /// # Safety
 /// `x` holds `rows * cols` floats, `out` one float per output; `cfg` is the one-pass launch of
-/// `side` for this shape.
+/// `side` for this shape (for `VecRows`: `x` 16-byte aligned, rows of a multiple of 4 columns).
 pub(crate) unsafe fn axis(
     gpu: &Gpu,
     reduction: Reduction,
@@ -106,68 +105,66 @@ pub(crate) unsafe fn axis(
     out: &mut DeviceVec,
     (rows, cols): (usize, usize),
 ) -> Result<()> {
-    if let AxisSide::VecRows(group) = side {
-        let run = match reduction {
-            Reduction::Sum => k::sum_rows_vec::launch,
-            Reduction::Max => k::max_rows_vec::launch,
-        };
-        // SAFETY: sizes per the contract; `x` 16-byte aligned with rows of a multiple of 4
-        // columns (the plan's condition for `VecRows`).
-        return unsafe { run(&gpu.library(), cfg, x, out, rows, cols, group) };
+    let lib = gpu.library();
+    // SAFETY (every arm): sizes and alignment per the contract.
+    unsafe {
+        match (reduction, side) {
+            (Reduction::Sum, AxisSide::Rows) => k::sum_rows::launch(&lib, cfg, x, out, rows, cols),
+            (Reduction::Sum, AxisSide::VecRows(g)) => {
+                k::sum_rows_vec::launch(&lib, cfg, x, out, rows, cols, g)
+            }
+            (Reduction::Sum, AxisSide::NarrowRows) => {
+                k::sum_rows_narrow::launch(&lib, cfg, x, out, rows, cols)
+            }
+            (Reduction::Sum, AxisSide::ShortRows) => k::sum_rows_short::launch(&lib, cfg, x, out, rows, cols),
+            (Reduction::Sum, AxisSide::Cols) => k::sum_cols::launch(&lib, cfg, x, out, rows, cols),
+            (Reduction::Sum, AxisSide::NarrowCols) => {
+                k::sum_cols_narrow::launch(&lib, cfg, x, out, rows, cols)
+            }
+            (Reduction::Max, AxisSide::Rows) => k::max_rows::launch(&lib, cfg, x, out, rows, cols),
+            (Reduction::Max, AxisSide::VecRows(g)) => {
+                k::max_rows_vec::launch(&lib, cfg, x, out, rows, cols, g)
+            }
+            (Reduction::Max, AxisSide::NarrowRows) => {
+                k::max_rows_narrow::launch(&lib, cfg, x, out, rows, cols)
+            }
+            (Reduction::Max, AxisSide::ShortRows) => k::max_rows_short::launch(&lib, cfg, x, out, rows, cols),
+            (Reduction::Max, AxisSide::Cols) => k::max_cols::launch(&lib, cfg, x, out, rows, cols),
+            (Reduction::Max, AxisSide::NarrowCols) => {
+                k::max_cols_narrow::launch(&lib, cfg, x, out, rows, cols)
+            }
+        }
     }
-    let run = match (reduction, side) {
-        (Reduction::Sum, AxisSide::Rows | AxisSide::VecRows(_)) => k::sum_rows::launch,
-        (Reduction::Sum, AxisSide::NarrowRows) => k::sum_rows_narrow::launch,
-        (Reduction::Sum, AxisSide::ShortRows) => k::sum_rows_short::launch,
-        (Reduction::Sum, AxisSide::Cols) => k::sum_cols::launch,
-        (Reduction::Sum, AxisSide::NarrowCols) => k::sum_cols_narrow::launch,
-        (Reduction::Max, AxisSide::Rows | AxisSide::VecRows(_)) => k::max_rows::launch,
-        (Reduction::Max, AxisSide::NarrowRows) => k::max_rows_narrow::launch,
-        (Reduction::Max, AxisSide::ShortRows) => k::max_rows_short::launch,
-        (Reduction::Max, AxisSide::Cols) => k::max_cols::launch,
-        (Reduction::Max, AxisSide::NarrowCols) => k::max_cols_narrow::launch,
-    };
-    // SAFETY: sizes per the contract.
-    unsafe { run(&gpu.library(), cfg, x, out, rows, cols) }
 }
 
 /// Launches the split pass of an f32 axis reduction, `(x, partials, rows, cols, span)`:
-/// `sum_rows_parts`, `max_rows_parts`, `sum_cols_parts` or `max_cols_parts`.
+/// `sum_rows_parts`, `max_rows_parts`, `sum_cols_parts` or `max_cols_parts`, by `split.side`.
 ///
 /// # Safety
-/// `x` holds `rows * cols` floats, `partials` one float per span and output; `launch` is the
-/// split plan `axis_launch` made for this shape, `span` its span.
+/// `x` holds `rows * cols` floats, `partials` one float per span and output; `cfg` and `split`
+/// are the split plan `axis_launch` made for this shape.
 pub(crate) unsafe fn axis_parts(
     gpu: &Gpu,
     reduction: Reduction,
-    launch: AxisLaunch,
+    cfg: LaunchConfig,
+    split: AxisSplit,
     x: &DeviceVec,
     partials: &mut DeviceVec,
     (rows, cols): (usize, usize),
-    span: usize,
 ) -> Result<()> {
-    let run = match (reduction, launch.side) {
-        // The narrow sides are never split; theirs would be the block kernels' split passes.
-        (
-            Reduction::Sum,
-            AxisSide::Rows | AxisSide::NarrowRows | AxisSide::ShortRows | AxisSide::VecRows(_),
-        ) => k::sum_rows_parts::launch,
-        (Reduction::Sum, AxisSide::Cols | AxisSide::NarrowCols) => k::sum_cols_parts::launch,
-        (
-            Reduction::Max,
-            AxisSide::Rows | AxisSide::NarrowRows | AxisSide::ShortRows | AxisSide::VecRows(_),
-        ) => k::max_rows_parts::launch,
-        (Reduction::Max, AxisSide::Cols | AxisSide::NarrowCols) => k::max_cols_parts::launch,
+    let run = match (reduction, split.side) {
+        (Reduction::Sum, SplitSide::Rows) => k::sum_rows_parts::launch,
+        (Reduction::Sum, SplitSide::Cols) => k::sum_cols_parts::launch,
+        (Reduction::Max, SplitSide::Rows) => k::max_rows_parts::launch,
+        (Reduction::Max, SplitSide::Cols) => k::max_cols_parts::launch,
     };
     // SAFETY: sizes per the contract.
-    unsafe { run(&gpu.library(), launch.cfg, x, partials, rows, cols, span) }
+    unsafe { run(&gpu.library(), cfg, x, partials, rows, cols, split.span) }
 }
 
-/// Launches `argmax_rows` (`AxisSide::Rows`), `argmax_rows_vec` (`AxisSide::VecRows`, with its
-/// lanes per row), `argmax_rows_narrow` (`AxisSide::NarrowRows`),
-/// `argmax_rows_short` (`AxisSide::ShortRows`),
-/// `argmax_cols` (`AxisSide::Cols`) or `argmax_cols_narrow` (`AxisSide::NarrowCols`) `(x, out,
-/// rows, cols)` in one pass.
+/// Launches an argmax along an axis in one pass, `(x, out, rows, cols)`, by `side`:
+/// `argmax_rows`, `argmax_rows_vec` (with its lanes per row), `argmax_rows_narrow`,
+/// `argmax_rows_short`, `argmax_cols` or `argmax_cols_narrow`.
 ///
 /// # Safety
 /// As [`axis`], `out` holding one index per output; at most `u32::MAX` entries along the axis.
@@ -179,43 +176,40 @@ pub(crate) unsafe fn axis_argmax(
     out: &mut DeviceVec<u32>,
     (rows, cols): (usize, usize),
 ) -> Result<()> {
-    if let AxisSide::VecRows(group) = side {
-        // SAFETY: as above; `x` 16-byte aligned with rows of a multiple of 4 columns.
-        return unsafe { k::argmax_rows_vec::launch(&gpu.library(), cfg, x, out, rows, cols, group) };
+    let lib = gpu.library();
+    // SAFETY (every arm): sizes and alignment per the contract.
+    unsafe {
+        match side {
+            AxisSide::Rows => k::argmax_rows::launch(&lib, cfg, x, out, rows, cols),
+            AxisSide::VecRows(g) => k::argmax_rows_vec::launch(&lib, cfg, x, out, rows, cols, g),
+            AxisSide::NarrowRows => k::argmax_rows_narrow::launch(&lib, cfg, x, out, rows, cols),
+            AxisSide::ShortRows => k::argmax_rows_short::launch(&lib, cfg, x, out, rows, cols),
+            AxisSide::Cols => k::argmax_cols::launch(&lib, cfg, x, out, rows, cols),
+            AxisSide::NarrowCols => k::argmax_cols_narrow::launch(&lib, cfg, x, out, rows, cols),
+        }
     }
-    let run = match side {
-        AxisSide::Rows | AxisSide::VecRows(_) => k::argmax_rows::launch,
-        AxisSide::NarrowRows => k::argmax_rows_narrow::launch,
-        AxisSide::ShortRows => k::argmax_rows_short::launch,
-        AxisSide::Cols => k::argmax_cols::launch,
-        AxisSide::NarrowCols => k::argmax_cols_narrow::launch,
-    };
-    // SAFETY: sizes per the contract.
-    unsafe { run(&gpu.library(), cfg, x, out, rows, cols) }
 }
 
 /// Launches the split pass of an argmax along an axis, `argmax_rows_parts` or
-/// `argmax_cols_parts` `(x, values, indices, rows, cols, span)`.
+/// `argmax_cols_parts` `(x, values, indices, rows, cols, span)`, by `split.side`.
 ///
 /// # Safety
 /// As [`axis_parts`], `values` and `indices` holding one element per span and output; at most
 /// `u32::MAX` entries along the axis.
 pub(crate) unsafe fn axis_argmax_parts(
     gpu: &Gpu,
-    launch: AxisLaunch,
+    cfg: LaunchConfig,
+    split: AxisSplit,
     x: &DeviceVec,
     (values, indices): (&mut DeviceVec, &mut DeviceVec<u32>),
     (rows, cols): (usize, usize),
-    span: usize,
 ) -> Result<()> {
-    let run = match launch.side {
-        AxisSide::Rows | AxisSide::NarrowRows | AxisSide::ShortRows | AxisSide::VecRows(_) => {
-            k::argmax_rows_parts::launch
-        }
-        AxisSide::Cols | AxisSide::NarrowCols => k::argmax_cols_parts::launch,
+    let run = match split.side {
+        SplitSide::Rows => k::argmax_rows_parts::launch,
+        SplitSide::Cols => k::argmax_cols_parts::launch,
     };
     // SAFETY: sizes per the contract.
-    unsafe { run(&gpu.library(), launch.cfg, x, values, indices, rows, cols, span) }
+    unsafe { run(&gpu.library(), cfg, x, values, indices, rows, cols, split.span) }
 }
 
 /// Launches `argmax_parts(values, indices, out, parts, outputs)`: the finish of a split argmax.
