@@ -300,8 +300,8 @@ impl Gpu {
 
     /// Indices of the maxima of `m` along `axis`: `Axis(1)` the column of each row's largest
     /// entry, `Axis(0)` the row of each column's; by the family's rule (the first NaN if there is
-    /// one, else the first occurrence of the largest value), as `torch.argmax(m, dim)` with
-    /// `dim = 1 - axis`.
+    /// one, else the first occurrence of the largest value; a lane of nothing but `-inf` gives
+    /// 0), as `torch.argmax(m, dim)` with `dim = 1 - axis`.
     ///
     /// Errors: as [`Gpu::max_axis`]; [`Error::TooLarge`] past `u32::MAX` entries along the axis
     /// (indices are 32-bit on the device).

@@ -11,7 +11,7 @@ use gpukern::kernels::reduce::{self as kr, Best, argmax_combine};
 use gpukern::ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
 use gpukern::{Error, Gpu, cpu};
 use libtest_mimic::Trial;
-use ndarray::{Array1, Axis, s};
+use ndarray::{Array1, Array2, Axis, s};
 use rand::Rng;
 use rand::rngs::StdRng;
 
@@ -294,7 +294,9 @@ fn rules(gpu: &Gpu) -> Check {
 /// the sums within the bound of [`sum_bound`] of each row or column, the maxima and indices
 /// exact; planted in the matrix first, so that each rule meets both kernels: a tie of the
 /// largest value in row 0 and column 0 (the first index wins), a NaN in the last row and column
-/// (it wins), and `-0.0` before `0.0` in row 1, its other entries `-1`. A bad axis is refused.
+/// (it wins), `-0.0` before `0.0` in row 1, its other entries `-1`, and row 2 and column 1
+/// entirely `-inf` (index 0). Then the whole matrix `-inf`: every index 0, every maximum `-inf`,
+/// on the same plan. A bad axis is refused.
 fn axis_reductions(gpu: &Gpu, rng: &mut StdRng, rows: usize, cols: usize) -> Check {
     let mut m = random_matrix(rng, rows, cols);
     let (last_r, last_c) = (rows - 1, cols - 1);
@@ -310,6 +312,12 @@ fn axis_reductions(gpu: &Gpu, rng: &mut StdRng, rows: usize, cols: usize) -> Che
         }
         m[[1, last_c - 1]] = 0.0;
     }
+    if rows > 3 && cols > 3 {
+        // A row and a column of nothing but `-inf`, past the other plants' entries.
+        m.row_mut(2).fill(f32::NEG_INFINITY);
+        m.column_mut(1).fill(f32::NEG_INFINITY);
+    }
+    axis_maxima_of(gpu, &Array2::from_elem((rows, cols), f32::NEG_INFINITY))?;
     let d = gpu.upload_matrix(&m)?;
     for axis in [Axis(0), Axis(1)] {
         let what = format!("({axis:?}) of {rows}x{cols}");
@@ -323,6 +331,13 @@ fn axis_reductions(gpu: &Gpu, rng: &mut StdRng, rows: usize, cols: usize) -> Che
                     return Err(
                         format!("sum_axis{what}, output {i}: {} for a lane with a NaN", got[i]).into(),
                     );
+                }
+                continue;
+            }
+            if want[i].is_infinite() {
+                // A lane with `-inf` entries (and no `+inf`) sums to `-inf` exactly.
+                if got[i] != want[i] {
+                    return Err(format!("sum_axis{what}, output {i}: {} vs {}", got[i], want[i]).into());
                 }
                 continue;
             }
@@ -382,6 +397,27 @@ fn axis_reductions(gpu: &Gpu, rng: &mut StdRng, rows: usize, cols: usize) -> Che
         )
         .into()),
     }
+}
+
+/// `max_axis` and `argmax_axis` of `m` along both axes against `cpu`'s, exactly: for a matrix
+/// whose lanes hold no larger value than `-inf`, where a lane's argmax is its first index.
+fn axis_maxima_of(gpu: &Gpu, m: &Array2<f32>) -> Check {
+    let d = gpu.upload_matrix(m)?;
+    for axis in [Axis(0), Axis(1)] {
+        let what = format!("({axis:?}) of {}x{} -inf", m.nrows(), m.ncols());
+        let got = gpu.max_axis(&d, axis)?.to_vec()?;
+        let want = cpu::max_axis(m, axis).ok_or("empty axis")?;
+        if got != want.to_vec() {
+            return Err(format!("max_axis{what}: {:?} vs {:?}", &got[..got.len().min(8)], want.get(0)).into());
+        }
+        let got: Vec<usize> = gpu.argmax_axis(&d, axis)?.to_vec()?.into_iter().map(|i| i as usize).collect();
+        let want = cpu::argmax_axis(m, axis).ok_or("empty axis")?;
+        check_dim(&format!("argmax_axis{what}"), got.len(), want.len())?;
+        if let Some(i) = got.iter().zip(want.iter()).position(|(g, w)| g != w) {
+            return Err(format!("argmax_axis{what}, output {i}: {} vs {}", got[i], want[i]).into());
+        }
+    }
+    Ok(())
 }
 
 /// The f32 sum of `n` values in [0, 1) (where a naive running f32 sum would be off by far more

@@ -198,9 +198,11 @@ impl AxisFold for Argmax {
             index: warp::shfl_xor_u32(acc.index, mask),
         }
     }
+    /// The index of `acc`; 0 for [`Best::NONE`], which a lane keeps only when none of its
+    /// entries is larger than `-inf` (all `-inf`): its first index.
     #[inline(always)]
     fn out(acc: Best) -> u32 {
-        acc.index
+        if acc.index == Best::NONE.index { 0 } else { acc.index }
     }
 }
 
@@ -957,6 +959,6 @@ pub unsafe fn argmax_parts(
     };
     if let Some(total) = total {
         // SAFETY: `col < outputs`.
-        unsafe { mem::store(out, col, total.index) }
+        unsafe { mem::store(out, col, Argmax::out(total)) }
     }
 }
