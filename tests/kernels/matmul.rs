@@ -5,6 +5,8 @@
 //! free functions on views (`global::matmul`), the TF32 check against planted wrong kernels, and
 //! in [`fast_plans`] each fast kernel and the plan table in the simulator (`sim::matmul::*`).
 
+#[path = "matmul/empty.rs"]
+mod empty;
 #[path = "matmul/fast_plans.rs"]
 mod fast_plans;
 #[path = "matmul/half.rs"]
@@ -51,6 +53,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     trials.extend(half::trials(sim, cuda));
     trials.extend(wgmma::trials(sim, cuda));
     trials.extend(wgmma_tf32::trials(sim, cuda));
+    trials.extend(empty::trials(sim, cuda));
     trials
 }
 

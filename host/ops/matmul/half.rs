@@ -179,9 +179,13 @@ impl Gpu {
     /// `mma.sync` kernel, or [`HalfTile::Wgmma`], Hopper's): for comparing kernels, and for
     /// tests that must reach each. For f32 operands the tile is ignored.
     ///
+    /// An empty product runs no `wgmma` kernel whatever `tile` says: nothing is written for `m`
+    /// or `n` of 0, and for `k = 0` the `mma.sync` kernel writes the zeros.
+    ///
     /// Errors as [`Gpu::matmul_to`]; [`Error::InvalidArgument`] also for [`HalfTile::Wgmma`]
-    /// where it does not apply (f16 operands, `k` or `n` not a multiple of 8, a GPU without the
-    /// `sm_90a` module: see [`HalfTile::wgmma_applies`]).
+    /// on f16 operands, and for a `wgmma` tile where it does not apply to a non-empty product
+    /// (`k` or `n` not a multiple of 8, a GPU without the `sm_90a` module: see
+    /// [`HalfTile::wgmma_applies`]).
     pub fn matmul_to_with<T, O: MatmulOutput<T>>(
         &self,
         a: &DeviceMatrix<T>,
@@ -228,8 +232,10 @@ impl Gpu {
     }
 
     /// The half-precision kernels of `tile` (`None`: [`HalfTile::choose`]'s) for `C = A * B`,
-    /// shapes and owners checked; nothing for an empty result (a `k` of 0 gives zeros: `C`
-    /// starts zeroed).
+    /// shapes and owners checked. An empty product runs no `wgmma` kernel, whatever `tile`
+    /// says (a tile's element-type rule still holds): nothing for an empty result, and for
+    /// `k = 0` the `mma.sync` kernel, which then writes zeros (the copy engine cannot describe
+    /// an empty operand).
     pub(crate) fn launch_half<I: HalfKernels<O> + Element, O: Element>(
         &self,
         tile: Option<HalfTile>,
@@ -238,9 +244,16 @@ impl Gpu {
         c: &mut DeviceMatrix<O>,
         (m, k, n): (usize, usize, usize),
     ) -> Result<()> {
+        let wgmma = I::wgmma_128x128();
+        if tile == Some(HalfTile::Wgmma) && wgmma.is_none() {
+            return Err(one_warpgroup_takes_bf16());
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let tile = if k == 0 { Some(HalfTile::Square) } else { tile };
         let aligned =
             a.data.is_16_byte_aligned() && b.data.is_16_byte_aligned() && c.data.is_16_byte_aligned();
-        let wgmma = I::wgmma_128x128();
         let loaded = self.has_wgmma();
         let applies = HalfTile::wgmma_applies(wgmma.is_some(), k, n, aligned, loaded);
         let ws_applies = HalfTile::wgmma_applies(true, k, n, aligned, loaded);
@@ -268,12 +281,7 @@ impl Gpu {
                         c,
                         (m, k, n),
                     ),
-                    None => Err(Error::InvalidArgument {
-                        op: OP,
-                        detail: "the one-warpgroup wgmma kernel takes bf16 operands: use \
-                                 HalfTile::WarpSpecialized or HalfTile::Square"
-                            .to_string(),
-                    }),
+                    None => Err(one_warpgroup_takes_bf16()),
                 };
             }
             HalfTile::WarpSpecialized | HalfTile::WarpSpecializedTile(_) => {
@@ -282,7 +290,7 @@ impl Gpu {
                     _ => WsTile::choose(m, n, self.multiprocessors()?),
                 };
                 let ws = WgmmaKernel::WarpSpecialized(ws_tile.tiling());
-                if ws_applies || !loaded || m == 0 || n == 0 {
+                if ws_applies || !loaded {
                     return self.launch_wgmma(
                         I::wgmma_ws(ws_tile),
                         ws,
@@ -322,9 +330,6 @@ impl Gpu {
             }
             HalfTile::Square => {}
         }
-        if m == 0 || n == 0 {
-            return Ok(());
-        }
         let tiling = tile.tiling();
         // The kernel is opted in to more than the default 48 KiB when it is loaded.
         let cfg = LaunchConfig::block_tiles(
@@ -353,5 +358,15 @@ impl Gpu {
         // `cfg` is the kernel's documented launch; the `vec8` kernels only with `k`, `n`
         // multiples of 8 and 16-byte aligned buffers.
         unsafe { launch(&self.library(), cfg, &a.data, &b.data, &mut c.data, m, n, k) }
+    }
+}
+
+/// The refusal of [`HalfTile::Wgmma`] for operands other than bf16.
+fn one_warpgroup_takes_bf16() -> Error {
+    Error::InvalidArgument {
+        op: OP,
+        detail: "the one-warpgroup wgmma kernel takes bf16 operands: use HalfTile::WarpSpecialized \
+                 or HalfTile::Square"
+            .to_string(),
     }
 }

@@ -534,13 +534,14 @@ impl HalfTile {
     }
 
     /// Whether a `wgmma` kernel can run this product: it exists for the operands' type
-    /// (`bf16`: bf16 for [`HalfTile::Wgmma`], always for [`HalfTile::WarpSpecialized`]), `k` and `n`
-    /// multiples of 8 (the copy engine's row strides are whole 16 bytes), 16-byte aligned
-    /// operands (`aligned`), and `wgmma_loaded`: the `sm_90a` module is loaded (a compute
-    /// capability 9.0 GPU), or the simulator.
+    /// (`bf16`: bf16 for [`HalfTile::Wgmma`], always for [`HalfTile::WarpSpecialized`]), `k`
+    /// positive (the copy engine cannot describe an empty operand) and `k` and `n` multiples of
+    /// 8 (its row strides are whole 16 bytes), 16-byte aligned operands (`aligned`), and
+    /// `wgmma_loaded`: the `sm_90a` module is loaded (a compute capability 9.0 GPU), or the
+    /// simulator.
     #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
     pub fn wgmma_applies(bf16: bool, k: usize, n: usize, aligned: bool, wgmma_loaded: bool) -> bool {
-        bf16 && k % 8 == 0 && n % 8 == 0 && aligned && wgmma_loaded
+        bf16 && k > 0 && k % 8 == 0 && n % 8 == 0 && aligned && wgmma_loaded
     }
 
     /// The kernel for a half-precision product: [`HalfTile::WarpSpecialized`] where it applies

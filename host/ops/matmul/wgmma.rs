@@ -60,9 +60,11 @@ impl Gpu {
         }
     }
 
-    /// `C = A * B` with a `wgmma` kernel, shapes and owners checked by the caller; `k` and `n`
-    /// multiples of 8, the operands 16-byte aligned, [`Gpu::has_wgmma`] (checked here again:
-    /// a clear error instead of a missing entry point).
+    /// `C = A * B` with a `wgmma` kernel, shapes and owners checked by the caller: nothing for
+    /// `m` or `n` of 0; else `k` positive (a tensor map of an empty operand cannot be encoded;
+    /// [`Gpu::launch_half`] takes `k = 0` elsewhere), `k` and `n` multiples of 8, the operands
+    /// 16-byte aligned, [`Gpu::has_wgmma`] (checked here again: a clear error instead of a
+    /// missing entry point).
     #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_wgmma<I: Element, O: Element>(
@@ -84,19 +86,19 @@ impl Gpu {
                     .to_string(),
             });
         }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
         let aligned = a.is_16_byte_aligned() && b.is_16_byte_aligned() && c.data.is_16_byte_aligned();
-        if lda % 8 != 0 || ldb % 8 != 0 || lda < k || ldb < n || !aligned {
+        if k == 0 || lda % 8 != 0 || ldb % 8 != 0 || lda < k || ldb < n || !aligned {
             return Err(Error::InvalidArgument {
                 op: OP,
                 detail: format!(
-                    "the wgmma kernels need operand rows a multiple of 8 elements apart and \
-                     16-byte aligned matrices (k = {k}, n = {n}, row strides {lda} and {ldb}): \
-                     use the mma.sync kernel (HalfTile::Square)"
+                    "the wgmma kernels need k > 0, operand rows a multiple of 8 elements apart \
+                     and 16-byte aligned matrices (k = {k}, n = {n}, row strides {lda} and \
+                     {ldb}): use the mma.sync kernel (HalfTile::Square)"
                 ),
             });
-        }
-        if m == 0 || n == 0 {
-            return Ok(());
         }
         check_copy_engine_dims((m, k, n))?;
         let cfg = match kernel {

@@ -54,7 +54,8 @@ impl Gpu {
     ///
     /// Errors: [`Error::InvalidArgument`] off a compute capability 9.0 GPU with the `sm_90a`
     /// module ([`Gpu::has_wgmma`]), for `k` not a multiple of 4 (the copy engine's rows of `A`
-    /// and `B^T` must be whole 16 bytes) or buffers not 16-byte aligned; [`Error::TooLarge`] for
+    /// and `B^T` must be whole 16 bytes; `k = 0` is zeros, with no copy) or buffers not 16-byte
+    /// aligned; [`Error::TooLarge`] for
     /// a dimension past the copy engine's 32-bit coordinates.
     #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
     pub(super) fn launch_tf32_wgmma(
@@ -78,7 +79,7 @@ impl Gpu {
         // With `k = 0` nothing of `A` or `B` is read (the result is zeros).
         let aligned = (k == 0 || a.data.is_16_byte_aligned() && b.data.is_16_byte_aligned())
             && c.data.is_16_byte_aligned();
-        if !Tf32Tile::wgmma_applies(k.max(4), aligned, true) {
+        if k > 0 && !Tf32Tile::wgmma_applies(k, aligned, true) {
             return Err(Error::InvalidArgument {
                 op: OP,
                 detail: format!(
