@@ -68,6 +68,8 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
 fn backend_trials(target: &Target, shapes: &'static [(usize, usize)]) -> Vec<Trial> {
     let mut trials = vec![
         trial(target, "norm::edges", |gpu, _| edges(gpu)),
+        trial(target, "norm::overflow::f32", |gpu, _| overflow::<f32>(gpu)),
+        trial(target, "norm::overflow::bf16", |gpu, _| overflow::<bf16>(gpu)),
         trial(target, "errors::norm", |gpu, _| errors(gpu)),
     ];
     for &(rows, cols) in shapes {
@@ -284,6 +286,94 @@ fn edges(gpu: &Gpu) -> Check {
                 ));
             }
         }
+    }
+    all_passed(failures)
+}
+
+/// Row lengths of the overflow trial: every kernel's kind of row. 8 and 520 (a warp per row;
+/// 520 also the in-register rows), 1001 (odd: only the tutorial kernel), 1024 (in registers),
+/// 8200 (looped and two-pass kernels over several steps).
+const OVERFLOW_COLS: &[usize] = &[8, 520, 1001, 1024, 8200];
+
+/// Rows of finite entries whose f32 statistics overflow, between ordinary rows that must stay
+/// exact, with every algorithm (and the default plan into a poisoned output), against the f64
+/// references: ordinary rows scaled by 1e19 (RMSNorm's squares overflow from about 1e19 /
+/// sqrt(cols)) and 1e30, a row of mean 4e30 and spread 1e30, a row of entries near +-1e38
+/// (LayerNorm's sums of `x - x[0]` overflow too), and beside them a row of huge entries with an
+/// infinite one, which keeps the family's rules (RMSNorm: 0 at the finite entries, NaN at the
+/// infinite; LayerNorm: all NaN). Before the rescue path RMSNorm wrote zeros and LayerNorm the
+/// bias for these rows.
+fn overflow<T: TestElem>(gpu: &Gpu) -> Check {
+    let mut failures = Vec::new();
+    for &cols in OVERFLOW_COLS {
+        let ordinary: Vec<f32> = crate::common::lcg_vec(11, cols);
+        let rows: Vec<Vec<f32>> = vec![
+            ordinary.clone(),
+            ordinary.iter().map(|v| v * 1e19).collect(),
+            ordinary.iter().map(|v| v * 1e30).collect(),
+            ordinary.iter().map(|v| (4.0 + v) * 1e30).collect(),
+            ordinary
+                .iter()
+                .map(|v| if *v < 0.0 { -1e38 } else { 1e38 } * (0.5 + v.abs()))
+                .collect(),
+            {
+                let mut r: Vec<f32> = ordinary.iter().map(|v| v * 1e30).collect();
+                r[cols / 2] = f32::INFINITY;
+                r
+            },
+            ordinary.clone(),
+        ];
+        let (x, xf) = rounded::<T>(&rows.concat());
+        let n_rows = rows.len();
+        let (w, wf) = rounded::<T>(&(0..cols).map(|j| 0.5 + (j % 7) as f32 * 0.25).collect::<Vec<_>>());
+        let (b, bf) = rounded::<T>(&(0..cols).map(|j| (j % 5) as f32 - 2.0).collect::<Vec<_>>());
+        let eps = 1e-5;
+        let dx = gpu.upload_matrix(&Array2::from_shape_vec((n_rows, cols), x).map_err(|e| e.to_string())?)?;
+        let (dw, db) = (gpu.upload(&w)?, gpu.upload(&b)?);
+        let want_rms = cpu::rms_norm_rows(&xf, cols, &wf, eps);
+        let want_layer = cpu::layer_norm_rows(&xf, cols, &wf, &bf, eps);
+        let type_name = std::any::type_name::<T>();
+        let mut check = |what: String, got: gpukern::Result<Vec<f32>>, want: &[f32]| {
+            let what = format!("overflow {what} {type_name} {n_rows}x{cols}");
+            if let Err(e) = got
+                .map_err(|e| e.to_string().into())
+                .and_then(|g| check_close(&what, &g, want, T::ABS, T::REL))
+            {
+                failures.push(format!("{what}: {e}"));
+            }
+        };
+        for algorithm in NormAlgorithm::ALL {
+            let name = algorithm.name();
+            check(
+                format!("rms_norm_with({name})"),
+                gpu.rms_norm_with(&dx, &dw, eps, algorithm)
+                    .and_then(|y| download(&y)),
+                &want_rms,
+            );
+            check(
+                format!("layer_norm_with({name})"),
+                gpu.layer_norm_with(&dx, &dw, &db, eps, algorithm)
+                    .and_then(|y| download(&y)),
+                &want_layer,
+            );
+        }
+        let poisoned = || gpu.upload_matrix(&Array2::from_elem((n_rows, cols), T::from_f32(f32::NAN)));
+        check(
+            "rms_norm_into".into(),
+            poisoned().and_then(|mut y| {
+                gpu.rms_norm_into(&dx, &dw, eps, &mut y)
+                    .and_then(|()| download(&y))
+            }),
+            &want_rms,
+        );
+        check(
+            "layer_norm_into".into(),
+            poisoned().and_then(|mut y| {
+                gpu.layer_norm_into(&dx, &dw, &db, eps, &mut y)
+                    .and_then(|()| download(&y))
+            }),
+            &want_layer,
+        );
     }
     all_passed(failures)
 }

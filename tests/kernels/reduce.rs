@@ -408,9 +408,19 @@ fn axis_maxima_of(gpu: &Gpu, m: &Array2<f32>) -> Check {
         let got = gpu.max_axis(&d, axis)?.to_vec()?;
         let want = cpu::max_axis(m, axis).ok_or("empty axis")?;
         if got != want.to_vec() {
-            return Err(format!("max_axis{what}: {:?} vs {:?}", &got[..got.len().min(8)], want.get(0)).into());
+            return Err(format!(
+                "max_axis{what}: {:?} vs {:?}",
+                &got[..got.len().min(8)],
+                want.get(0)
+            )
+            .into());
         }
-        let got: Vec<usize> = gpu.argmax_axis(&d, axis)?.to_vec()?.into_iter().map(|i| i as usize).collect();
+        let got: Vec<usize> = gpu
+            .argmax_axis(&d, axis)?
+            .to_vec()?
+            .into_iter()
+            .map(|i| i as usize)
+            .collect();
         let want = cpu::argmax_axis(m, axis).ok_or("empty axis")?;
         check_dim(&format!("argmax_axis{what}"), got.len(), want.len())?;
         if let Some(i) = got.iter().zip(want.iter()).position(|(g, w)| g != w) {

@@ -276,7 +276,10 @@ impl Gpu {
     ///
     /// Rules: a zero row gives zeros (finite thanks to `eps`); a NaN in a row makes that row NaN,
     /// an infinite entry makes the row's finite entries 0 and its infinite ones NaN; other rows
-    /// are never affected. An empty `x` (no rows or no columns) gives an empty result.
+    /// are never affected. A row of finite entries whose sum of squares overflows f32 (entries
+    /// from about `1.8e19 / sqrt(cols)` on) is computed right on its entries scaled by a power of
+    /// two, a rare path every algorithm takes (`kernels_gpu::norm`'s `overflow`). An empty `x`
+    /// (no rows or no columns) gives an empty result.
     ///
     /// Errors: [`Error::ShapeMismatch`] unless `weight.len() == x.cols()`;
     /// [`Error::InvalidArgument`] if `eps` is negative, NaN or infinite.
@@ -336,7 +339,10 @@ impl Gpu {
     /// large mean (see `kernels_gpu::norm`).
     ///
     /// Rules: a constant row gives `y = b` (finite thanks to `eps`); a NaN or an infinity in a
-    /// row makes that row NaN; other rows are never affected. An empty `x` gives an empty result.
+    /// row makes that row NaN; other rows are never affected. A row of finite entries whose
+    /// sums overflow f32 (a spread from about `1.8e19 / sqrt(cols)` on) is computed right on its
+    /// entries scaled by a power of two, a rare path every algorithm takes. An empty `x` gives an
+    /// empty result.
     ///
     /// Errors: [`Error::ShapeMismatch`] unless `weight.len() == bias.len() == x.cols()`;
     /// [`Error::InvalidArgument`] if `eps` is negative, NaN or infinite.

@@ -1,6 +1,7 @@
 //! The tutorial norms: one block per row, the row re-read from memory for each pass, tree
 //! reductions in shared memory ([`block::reduce_sum`]). Any row length, any alignment.
 
+use super::overflow::{overflowed, rescue, BlockRow};
 use super::NormElem;
 use crate::gpu::{bf16, block, math, shared, thread};
 use crate::kernel;
@@ -52,6 +53,11 @@ unsafe fn rms_norm_block<E: NormElem>(
         j += stride;
     }
     let ms = unsafe { block::reduce_sum(scratch, local) } / cols as f32;
+    // The rare path of a row whose squares overflowed (see `overflow`): uniform over the block.
+    if overflowed(ms) {
+        unsafe { rescue::<E, _, false>(BlockRow(scratch), (x_row, y_row), (w, w), cols, eps) };
+        return;
+    }
     let inv = 1.0 / math::sqrt(ms + eps);
     j = tid;
     while j < cols {
@@ -116,6 +122,11 @@ unsafe fn layer_norm_block<E: NormElem>(
         j += stride;
     }
     let var = unsafe { block::reduce_sum(scratch, local) } / n;
+    // The rare path of a row whose sums overflowed (see `overflow`): uniform over the block.
+    if overflowed(var) {
+        unsafe { rescue::<E, _, true>(BlockRow(scratch), (x_row, y_row), (w, b), cols, eps) };
+        return;
+    }
     let rstd = 1.0 / math::sqrt(var + eps);
     j = tid;
     while j < cols {

@@ -3,6 +3,7 @@
 //! [`rms_norm_rows_bf16`](fn@rms_norm_rows_bf16), [`layer_norm_rows_f32`](fn@layer_norm_rows_f32),
 //! [`layer_norm_rows_bf16`](fn@layer_norm_rows_bf16)).
 
+use super::overflow::{overflowed, rescue, BlockRow};
 use super::{
     block_sum, block_sum2, load_words, load_x_evict, rcp_fast, rewiden_words, rsqrt_fast, scratch, store_y,
     widen_words, NormElem,
@@ -226,6 +227,12 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: 
             });
             (mu, unsafe { block_sum(scratch(1), q) } * inv_n)
         };
+        // The rare path of a row whose sums overflowed (see `overflow`): uniform over the block.
+        // SAFETY: every thread of the block is here; the row, weight and bias as above.
+        if overflowed(var) {
+            unsafe { rescue::<E, _, true>(BlockRow(scratch(0)), (x_row, y_row), (w, b), cols, eps) };
+            return;
+        }
         let rstd = rsqrt_fast(var + eps);
         // A packed row's `((x - shift) - mu) * rstd` as one FMA on the exact `x - shift`.
         let neg_mu_rstd = -mu * rstd;
@@ -259,6 +266,13 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: 
         });
         // SAFETY: every thread of the block reaches the sum.
         let ms = unsafe { block_sum(scratch(0), q) } * inv_n;
+        // The rare path of a row whose squares overflowed (see `overflow`): uniform over the
+        // block.
+        // SAFETY: every thread of the block is here; the row and the weight as above.
+        if overflowed(ms) {
+            unsafe { rescue::<E, _, false>(BlockRow(scratch(0)), (x_row, y_row), (w, w), cols, eps) };
+            return;
+        }
         let inv = rsqrt_fast(ms + eps);
         unroll_16!(V, |k| {
             if valid(k) {

@@ -37,6 +37,11 @@
 //!   as the mean square is NaN); an infinite entry makes a LayerNorm row all NaN, and an RMSNorm
 //!   row 0 at its finite entries, NaN at its infinite ones (`x / inf`, `inf / inf`). Other rows
 //!   are never affected.
+//! * A row of finite entries whose f32 sums overflow (RMSNorm's squares from entries of about
+//!   `1.8e19 / sqrt(cols)` on, LayerNorm's squared deviations from such a spread) is computed
+//!   right: every kernel tests its statistic once per row and, where it is not finite, redoes the
+//!   row from memory on its entries scaled by a power of two (`overflow`, a rare path that costs
+//!   the common path one comparison).
 //!
 //! # The ladder, one file per rung
 //! * [`block_reduce`]: the tutorial, one block of [`BLOCK`] threads per row, tree reductions in
@@ -122,6 +127,7 @@ macro_rules! unroll_16 {
 
 pub mod block_reduce;
 pub mod in_registers;
+mod overflow;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod ring;
 pub mod two_pass;

@@ -10,8 +10,9 @@
 //! their way (up to `RING_SLOTS - 1` of them per block while it works on one), with one
 //! instruction per row, and the weight (and bias) stay in registers across the block's rows.
 
+use super::overflow::{overflowed, rescue, BlockRow};
 use super::{block_sum, rcp_fast, rsqrt_fast, scratch, store_y, NormElem};
-use crate::gpu::{bf16, bulk, math, mbarrier, shared, thread};
+use crate::gpu::{bf16, bulk, math, mbarrier, mem, shared, thread};
 use crate::kernel;
 
 /// Rows in flight per block: the slots of its ring. Three: two rows on their way while the block
@@ -21,14 +22,19 @@ pub const RING_SLOTS: usize = 3;
 
 /// Bytes of the ring's shared memory ahead of its slots: four areas of 32 floats for the
 /// block sums (two per row, alternate rows taking alternate pairs, so that a fast warp's next row
-/// never writes an area a slow warp still reads), then the [`RING_SLOTS`] barriers, padded to 1
-/// KiB.
+/// never writes an area a slow warp still reads), then the [`RING_SLOTS`] barriers, then the
+/// weight and bias pointers for the rare path, padded to 1 KiB.
 pub const RING_HEADER_BYTES: u32 = 1024;
 
 /// Byte offset of the slots' barriers: after the four scratch areas.
 const BARRIERS_AT: usize = 4 * 32 * core::mem::size_of::<f32>();
 
-const _: () = assert!(BARRIERS_AT + RING_SLOTS * 8 <= RING_HEADER_BYTES as usize);
+/// Byte offset of the weight and bias pointers, kept in shared memory for the rare path (see
+/// `overflow`) rather than in registers across the ring's loop, where the LayerNorm kernels have
+/// none to spare (64 at 1024 threads): after the barriers.
+const POINTERS_AT: usize = BARRIERS_AT + RING_SLOTS * 8;
+
+const _: () = assert!(POINTERS_AT + 2 * 8 <= RING_HEADER_BYTES as usize);
 
 /// Dynamic shared memory of a ring kernel for rows of `row_bytes` bytes: the header, then
 /// [`RING_SLOTS`] rows.
@@ -57,7 +63,9 @@ pub const RING_MAX_COLS: usize = 16 * 1024;
 /// [`super::in_registers`] does (RMSNorm: the sum of squares; LayerNorm: the shifted mean, then the
 /// squared deviations from the registers); once the first block sum is done (its barrier comes
 /// after every thread's reads of the slot) thread 0 refills the slot with the block's row `i +
-/// RING_SLOTS`; then each thread stores its outputs (16-byte stores).
+/// RING_SLOTS`; then each thread stores its outputs (16-byte stores). Where a row's statistic was
+/// not finite (see `overflow`), the block's rows are all normalised again from memory once the
+/// ring is done (`ring_tail`).
 ///
 /// Global memory: `x` read once (by the copy engine), `y` written once: 8 bytes per element in
 /// f32, 4 in bf16; the weight (and bias) once per block. Shared memory:
@@ -122,12 +130,18 @@ unsafe fn norm_ring<E: NormElem, const V: usize, const LAYER: bool>(
             }
         }
     };
+    let pointers = base.wrapping_add(POINTERS_AT).cast::<usize>();
     if tid == 0 {
         for s in 0..RING_SLOTS {
             // SAFETY: the barriers lie in the header, untouched by anything else yet.
             unsafe { mbarrier::init(bar(s), 1) };
         }
         mbarrier::fence_init();
+        // SAFETY: two words of the header, written once here and read after the barrier below.
+        unsafe {
+            mem::store(pointers, 0, w as usize);
+            mem::store(pointers, 1, b as usize);
+        }
     }
     thread::sync_threads();
     if tid == 0 {
@@ -150,7 +164,9 @@ unsafe fn norm_ring<E: NormElem, const V: usize, const LAYER: bool>(
         }
     });
 
+    // The ring's rows in turn; `redo` once a row's statistic was not finite (see `overflow`).
     let mut i = 0;
+    let mut redo = false;
     loop {
         let row = first + i * blocks;
         if row >= rows {
@@ -197,6 +213,9 @@ unsafe fn norm_ring<E: NormElem, const V: usize, const LAYER: bool>(
                 }
             });
             let var = unsafe { block_sum(scratch(area + 1), q) } * inv_n;
+            if overflowed(var) {
+                redo = true; // uniform over the block
+            }
             let rstd = rsqrt_fast(var + eps);
             unroll_8!(V, |k| {
                 if valid(k) {
@@ -222,6 +241,9 @@ unsafe fn norm_ring<E: NormElem, const V: usize, const LAYER: bool>(
             if tid == 0 {
                 fetch(i + RING_SLOTS);
             }
+            if overflowed(ms) {
+                redo = true; // uniform over the block
+            }
             let inv = rsqrt_fast(ms + eps);
             unroll_8!(V, |k| {
                 if valid(k) {
@@ -235,6 +257,62 @@ unsafe fn norm_ring<E: NormElem, const V: usize, const LAYER: bool>(
             });
         }
         i += 1;
+    }
+    if redo {
+        // SAFETY: every thread of the block is here (`redo` is uniform); the kernel's
+        // contract; written by thread 0 before the block's first barrier.
+        unsafe {
+            let (w, b) = (
+                mem::load(pointers, 0) as *const E,
+                mem::load(pointers, 1) as *const E,
+            );
+            ring_tail::<E, LAYER>(x, y, w, b, rows, cols, eps, first, blocks);
+        }
+    }
+}
+
+/// The rare path of [`norm_ring`] (see `overflow`): once the ring's loop is over, where a row's
+/// statistic was not finite, all of the block's rows are normalised again from memory (each
+/// right, whatever its size), overwriting what the loop stored (the rescue's first barrier
+/// orders those stores before these).
+///
+/// Not inlined, and the loop itself only notes that it happened: a branch out of the loop, this
+/// work inlined, or the loop keeping the row's turn, made the f32 LayerNorm kernel (at its 64
+/// registers) spill inside the loop.
+///
+/// # Safety
+/// Every thread of the block calls it, with the kernel's contract for the pointers and shapes,
+/// after the ring's loop.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn ring_tail<E: NormElem, const LAYER: bool>(
+    x: *const E,
+    y: *mut E,
+    w: *const E,
+    b: *const E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+    first: usize,
+    blocks: usize,
+) {
+    let mut k = 0;
+    while first + k * blocks < rows {
+        let row = first + k * blocks;
+        // SAFETY: every thread of the block is here (the loop's bounds are uniform); the row of
+        // `x` and `y`, the weight and the bias of the kernel's contract; the scratch area 0,
+        // each of its reductions after a barrier.
+        unsafe {
+            rescue::<E, _, LAYER>(
+                BlockRow(scratch(0)),
+                (x.wrapping_add(row * cols), y.wrapping_add(row * cols)),
+                (w, b),
+                cols,
+                eps,
+            )
+        };
+        k += 1;
     }
 }
 

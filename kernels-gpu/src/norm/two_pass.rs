@@ -12,6 +12,7 @@
 //! multiprocessor holds many threads; the first pass's loads ask L2 to keep the row
 //! (`evict_last`), the last pass's to drop it first (`evict_first`).
 
+use super::overflow::{overflowed, rescue, BlockRow};
 use super::{block_sum, load_x, load_x_evict, rcp_fast, rsqrt_fast, scratch, store_y, NormElem};
 use crate::gpu::vector::Evict;
 use crate::gpu::{bf16, math, thread};
@@ -118,7 +119,7 @@ unsafe fn norm_two_pass<E: NormElem, const LAYER: bool>(
     }
     // SAFETY: every thread of the block reaches each sum, each with its own scratch area.
     let first = unsafe { block_sum(scratch(0), s) } * inv_n;
-    let (mu, scale) = if LAYER {
+    let (mu, statistic) = if LAYER {
         // Pass 2: the squared deviations from the mean, re-read (from L2).
         let mut q = 0.0f32;
         let mut base = 0u32;
@@ -134,11 +135,17 @@ unsafe fn norm_two_pass<E: NormElem, const LAYER: bool>(
             });
             base += step;
         }
-        let var = unsafe { block_sum(scratch(1), q) } * inv_n;
-        (first, rsqrt_fast(var + eps))
+        (first, unsafe { block_sum(scratch(1), q) } * inv_n)
     } else {
-        (0.0, rsqrt_fast(first + eps))
+        (0.0, first)
     };
+    // The rare path of a row whose sums overflowed (see `overflow`): uniform over the block.
+    // SAFETY: every thread of the block is here; the row, weight and bias as above.
+    if overflowed(statistic) {
+        unsafe { rescue::<E, _, LAYER>(BlockRow(scratch(0)), (x_row, y_row), (w, b), cols, eps) };
+        return;
+    }
+    let scale = rsqrt_fast(statistic + eps);
 
     // The last pass: re-read, scale, store.
     let mut base = 0u32;
@@ -340,7 +347,7 @@ unsafe fn norm_loop<E: NormElem, const LAYER: bool, const V: usize, const HINTS:
     }
     // SAFETY: every thread of the block reaches each sum, each with its own scratch area.
     let first = unsafe { block_sum(scratch(0), total(acc)) } * inv_n;
-    let (mu, scale) = if LAYER {
+    let (mu, statistic) = if LAYER {
         // Pass 2: the squared deviations from the mean, re-read (from L2).
         let mut acc = [0.0f32; 8];
         let mut base = tid;
@@ -357,11 +364,17 @@ unsafe fn norm_loop<E: NormElem, const LAYER: bool, const V: usize, const HINTS:
             base += step;
         }
         // SAFETY: as the first sum.
-        let var = unsafe { block_sum(scratch(1), total(acc)) } * inv_n;
-        (first, rsqrt_fast(var + eps))
+        (first, unsafe { block_sum(scratch(1), total(acc)) } * inv_n)
     } else {
-        (0.0, rsqrt_fast(first + eps))
+        (0.0, first)
     };
+    // The rare path of a row whose sums overflowed (see `overflow`): uniform over the block.
+    // SAFETY: every thread of the block is here; the row, weight and bias as above.
+    if overflowed(statistic) {
+        unsafe { rescue::<E, _, LAYER>(BlockRow(scratch(0)), (x_row, y_row), (w, b), cols, eps) };
+        return;
+    }
+    let scale = rsqrt_fast(statistic + eps);
 
     // The last pass: re-read, scale, store.
     let mut base = tid;

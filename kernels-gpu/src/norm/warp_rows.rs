@@ -4,6 +4,7 @@
 //! [`layer_norm_warp_bf16`](fn@layer_norm_warp_bf16)): for rows of up to 1024 columns, where a
 //! block per row is one or two warps that wait at a barrier for a few hundred bytes each.
 
+use super::overflow::{overflowed, rescue, WarpRow};
 use super::{load_words, rcp_fast, rewiden_words, rsqrt_fast, widen_words, NormElem};
 use crate::gpu::{bf16, math, thread, warp};
 use crate::kernel;
@@ -122,7 +123,8 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
         });
     }
     // `row` is the same for the 32 lanes: the warp leaves the loop together, and every lane
-    // reaches each shuffle.
+    // reaches each shuffle. `redo` once a row's statistic was not finite (see `overflow`).
+    let mut redo = false;
     while row < rows {
         let x_row = x.wrapping_add(row * cols);
         let mut v = [[0u32; 4]; V];
@@ -143,7 +145,7 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
         // SAFETY: `cols >= 1`.
         let shift = if LAYER { unsafe { E::load(x_row, 0) } } else { 0.0 };
         // SAFETY: forwarded contract; `row < rows`.
-        unsafe {
+        redo |= unsafe {
             finish_row::<E, V, LAYER, KEEP>(
                 v,
                 shift,
@@ -156,6 +158,10 @@ unsafe fn norm_warp<E: NormElem, const V: usize, const LAYER: bool, const KEEP: 
             )
         };
         row += stride;
+    }
+    if redo {
+        // SAFETY: all 32 lanes are here (`redo` is the same for them); the kernel's contract.
+        unsafe { warp_tail::<E, LAYER>(x, y, w, b, rows, cols, eps) };
     }
 }
 
@@ -196,7 +202,8 @@ unsafe fn load_params_words<E: NormElem, const V: usize, const LAYER: bool>(
 /// passes, 4 registers a vector where widened it would take 8 (as Inductor's kernels keep it);
 /// an f32 row is its words. Without `KEEP` the lane widens its weight (and bias) vectors, loaded
 /// as words (`raw_g`, `raw_b`), into `g` and `beta` at the store; with it, `g` and `beta` hold
-/// them already.
+/// them already. Returns whether the row's statistic was not finite (see `overflow`): then it
+/// stores nothing, and the kernel redoes its rows (`warp_tail`).
 ///
 /// # Safety
 /// Called by all 32 lanes of a warp with the same row; as `norm_warp` for the pointers, with
@@ -212,9 +219,9 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
     at: WarpLane,
     inv_n: f32,
     eps: f32,
-) {
+) -> bool {
     let lanes = E::LANES;
-    let (mu, scale) = if LAYER {
+    let (mu, statistic) = if LAYER {
         let mut s = 0.0f32;
         unroll_8!(V, |k| {
             if at.valid(k) {
@@ -235,7 +242,7 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
                 }
             }
         });
-        (mu, rsqrt_fast(warp::reduce_sum(q) * inv_n + eps))
+        (mu, warp::reduce_sum(q) * inv_n)
     } else {
         let mut q = 0.0f32;
         unroll_8!(V, |k| {
@@ -246,8 +253,14 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
                 }
             }
         });
-        (0.0, rsqrt_fast(warp::reduce_sum(q) * inv_n + eps))
+        (0.0, warp::reduce_sum(q) * inv_n)
     };
+    // The rare path of a row whose sums overflowed (see `overflow`): uniform over the warp.
+    // SAFETY: all 32 lanes are here; the row, weight and bias as for the kernel.
+    if overflowed(statistic) {
+        return true;
+    }
+    let scale = rsqrt_fast(statistic + eps);
     unroll_8!(V, |k| {
         if at.valid(k) {
             if !KEEP {
@@ -269,6 +282,7 @@ unsafe fn finish_row<E: NormElem, const V: usize, const LAYER: bool, const KEEP:
             unsafe { E::store_vec(y_row, at.offset::<E>(k), out) };
         }
     });
+    false
 }
 
 /// RMSNorm (`LAYER = false`) or LayerNorm (`LAYER = true`) as `norm_warp` without `KEEP` on a
@@ -321,13 +335,15 @@ unsafe fn norm_warp_pipe<E: NormElem, const V: usize, const LAYER: bool>(
     };
     let (mut g, mut beta) = ([[0.0f32; 8]; V], [[0.0f32; 8]; V]);
     let (mut cur, mut cur_shift) = load_row(row);
+    // `redo` once a row's statistic was not finite (see `overflow`).
+    let mut redo = false;
     while row < rows {
         let next = row + stride;
         let (nxt, nxt_shift) = load_row(next);
         // SAFETY: `w` and `b` have `cols` elements, aligned (the caller's contract).
         let (raw_g, raw_b) = unsafe { load_params_words::<E, V, LAYER>(w, b, at) };
         // SAFETY: forwarded contract; `row < rows`, the same for the 32 lanes.
-        unsafe {
+        redo |= unsafe {
             finish_row::<E, V, LAYER, false>(
                 cur,
                 cur_shift,
@@ -340,6 +356,47 @@ unsafe fn norm_warp_pipe<E: NormElem, const V: usize, const LAYER: bool>(
             )
         };
         (cur, cur_shift, row) = (nxt, nxt_shift, next);
+    }
+    if redo {
+        // SAFETY: all 32 lanes are here (`redo` is the same for them); the kernel's contract.
+        unsafe { warp_tail::<E, LAYER>(x, y, w, b, rows, cols, eps) };
+    }
+}
+
+/// The rare path of the warp-per-row kernels (see `overflow`): once the warp's rows are done,
+/// where a row's statistic was not finite (its store skipped), all of the warp's rows are
+/// normalised again from memory, each right whatever its size.
+///
+/// Not inlined, and the row loops only note that it happened: the rescue inside the loop raised
+/// the kernels' registers (the f32 RMSNorm from 80 to 95).
+///
+/// # Safety
+/// All 32 lanes of the warp call it, after their rows, with the kernel's contract for the
+/// pointers and shapes and the kernel's launch.
+#[inline(never)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn warp_tail<E: NormElem, const LAYER: bool>(
+    x: *const E,
+    y: *mut E,
+    w: *const E,
+    b: *const E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
+    let WarpRows { mut row, stride, .. } = WarpRows::of::<E>(cols);
+    while row < rows {
+        // SAFETY: the warp is here, the row is the same for its lanes; the kernel's contract.
+        unsafe {
+            rescue::<E, _, LAYER>(
+                WarpRow,
+                (x.wrapping_add(row * cols), y.wrapping_add(row * cols)),
+                (w, b),
+                cols,
+                eps,
+            )
+        };
+        row += stride;
     }
 }
 

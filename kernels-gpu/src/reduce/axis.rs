@@ -202,7 +202,11 @@ impl AxisFold for Argmax {
     /// entries is larger than `-inf` (all `-inf`): its first index.
     #[inline(always)]
     fn out(acc: Best) -> u32 {
-        if acc.index == Best::NONE.index { 0 } else { acc.index }
+        if acc.index == Best::NONE.index {
+            0
+        } else {
+            acc.index
+        }
     }
 }
 

@@ -80,9 +80,8 @@ where
     for &(m, k, n) in EMPTY_SHAPES {
         let a = gpu.upload_matrix(&Array2::from_elem((m, k), one))?;
         let b = gpu.upload_matrix(&Array2::from_elem((k, n), one))?;
-        let what = |tile: Option<HalfTile>, out: &str| {
-            format!("{} {m}x{k}x{n} -> {out}, tile {tile:?}", T::NAME)
-        };
+        let what =
+            |tile: Option<HalfTile>, out: &str| format!("{} {m}x{k}x{n} -> {out}, tile {tile:?}", T::NAME);
         // The plan's own choice through the allocating call.
         let c = gpu.matmul(&a, &b).and_then(|c| c.to_array());
         match c {
@@ -92,8 +91,26 @@ where
         for &tile in HALF_TILES {
             // The one-warpgroup kernel takes bf16 only: refused for f16 whatever the shape.
             let refused = tile == Some(HalfTile::Wgmma) && T::NAME == "f16";
-            into_poisoned(gpu, (&a, &b), (m, n), one, tile, refused, &what(tile, T::NAME), failures)?;
-            into_poisoned(gpu, (&a, &b), (m, n), 2.0f32, tile, refused, &what(tile, "f32"), failures)?;
+            into_poisoned(
+                gpu,
+                (&a, &b),
+                (m, n),
+                one,
+                tile,
+                refused,
+                &what(tile, T::NAME),
+                failures,
+            )?;
+            into_poisoned(
+                gpu,
+                (&a, &b),
+                (m, n),
+                2.0f32,
+                tile,
+                refused,
+                &what(tile, "f32"),
+                failures,
+            )?;
         }
     }
     Ok(())
