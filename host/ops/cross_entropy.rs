@@ -44,7 +44,7 @@ impl ClassLabels {
 /// Fewest 4-float vectors per block of the statistics step: 4 per thread of 512, one group of
 /// loads in flight each (8192 columns).
 const MIN_CHUNK_VECS: usize = 4 * STREAM_BLOCK as usize;
-/// Most vectors per block: 16384 columns, 64 KiB per block (as softmax's split rows).
+/// Most vectors per block: 8192, a chunk of 32768 columns (128 KiB of f32) per block.
 const MAX_CHUNK_VECS: usize = 4 * MIN_CHUNK_VECS;
 /// Blocks of the statistics step per multiprocessor the plan aims for at least (4 resident
 /// blocks of 512 threads fill an SM's 2048 threads), twice over so that no SM idles at the end.

@@ -40,9 +40,14 @@ pub enum MatmulAlgorithm {
     /// newer), 128 x 256 or 128 x 128 block tiles with a `cp.async` pipeline, the tiling chosen
     /// per shape and device (its shared memory per block) by [`Tf32Tile::choose`]; on a compute
     /// capability 9.0 GPU with the `sm_90a` module, where `k` is a multiple of 4, Hopper's
-    /// `wgmma` instead ([`Tf32Tile::Wgmma`], whose copy engine does the rounding, ties to even).
-    /// Each element of `A` and `B` is rounded to TF32 (10 explicit significand bits, to nearest
-    /// with ties away from zero, unit roundoff `u = 2^-11`); the products of the rounded values are exact and are summed in f32. So, for
+    /// `wgmma` instead ([`Tf32Tile::Wgmma`], whose copy engine does the rounding there, ties to
+    /// even: the CUDA trial `cuda::matmul_tf32_wgmma::rounding` checks it, and the TF32 trials
+    /// hold this algorithm to the bound below on every GPU). Forced by hand in the simulator,
+    /// whose copies do not round, [`Tf32Tile::Wgmma`] truncates instead, so it promises only the
+    /// truncation bound ([`Tf32Tile::error_factor`], `u = 2^-10`); this algorithm never picks it
+    /// there. Each element of `A` and `B` is rounded to TF32 (10 explicit significand bits, to
+    /// nearest, unit roundoff `u = 2^-11`); the products of the rounded values are exact and are
+    /// summed in f32. So, for
     /// normal (not subnormal) operands, each element of the result obeys
     ///
     /// `|C_tf32(i,j) - C(i,j)| <= tf32_error_factor(k) * sum_l |A(i,l)| |B(l,j)|`,

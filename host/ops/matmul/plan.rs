@@ -103,9 +103,11 @@ pub enum Tf32Tile {
     /// K-major: `8 n k` more bytes of traffic, `4 n k` bytes of memory for the call). `k` a
     /// multiple of 4 (at least 4), 16-byte aligned operands, a compute capability 9.0 GPU with
     /// the `sm_90a` module ([`Tf32Tile::wgmma_applies`]). What [`MatmulAlgorithm::Tf32`] picks
-    /// there. The copy engine rounds the operands to TF32 (to nearest) on the GPU; the promised
-    /// bound is the truncation one ([`Tf32Tile::error_factor`], `2^-10`), which also covers the
-    /// simulator, whose copies leave the tensor core to truncate. Not in [`Tf32Tile::ALL`].
+    /// there. The copy engine rounds the operands to TF32 (to nearest) on the GPU, where
+    /// [`MatmulAlgorithm::Tf32`]'s bound (`u = 2^-11`) holds; forced by hand, the promised bound
+    /// is the truncation one ([`Tf32Tile::error_factor`], `u = 2^-10`), which also covers the
+    /// simulator, whose copies leave the tensor core to truncate (and where
+    /// [`MatmulAlgorithm::Tf32`] never picks it). Not in [`Tf32Tile::ALL`].
     /// The tile by shape, as [`HalfTile::WarpSpecialized`] ([`WsTile::choose`]).
     Wgmma,
     /// [`Tf32Tile::Wgmma`] with the given tile, whatever the shape (for comparing tiles, and
