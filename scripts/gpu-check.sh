@@ -18,10 +18,17 @@ build() {
     # Proc-macro crates' test binaries link the toolchain's libstd dynamically and would not start
     # on the GPU machine (and test nothing there): leave them out. So is `launch_types`: its
     # trybuild cases run cargo on the sources, and check the compiler, not the GPU.
+    # Each binary is copied as `<package>.<target>`, so that two packages' binaries of one name
+    # stay apart (the example crate's kernel package `kernels` has a test binary `kernels` too).
+    # The package's name from its id: `path+file:///dir#name@version`, or `...dir#version` where
+    # the name is the folder's, or the older `name version (source)`.
     jq -r 'select(.reason == "compiler-artifact" and .profile.test == true and .executable != null
             and (.target.kind | index("proc-macro") | not) and .target.name != "launch_types")
-           | .executable' "$listing" |
-        while read -r exe; do cp "$exe" "$dir/tests/"; done
+           | (.package_id
+              | if test("#[^@]+@") then capture("#(?<n>[^@]+)@").n
+                elif test("#") then (split("#")[0] | split("/") | last)
+                else split(" ")[0] end) + "." + .target.name + " " + .executable' "$listing" |
+        while read -r name exe; do cp "$exe" "$dir/tests/$name"; done
     rm -f "$listing"
     cargo build --release --examples
     local target
@@ -38,7 +45,7 @@ build() {
 }
 
 run() {
-    local dir=$1 passed=0 failed=0
+    local dir=$1 passed=0 failed=0 gpus
     export GPUKERN_REQUIRE_GPU=1 GPUKERN_DEVICE=cuda
     if [ -z "${GPUKERN_PTXAS:-}" ]; then
         for p in "$(command -v ptxas || true)" /usr/local/cuda/bin/ptxas .tools/ptxas/bin/ptxas; do
@@ -46,31 +53,41 @@ run() {
         done
     fi
     nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader || true
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
     for exe in "$dir"/tests/*; do
-        local log
+        local log name
         log=$(mktemp)
-        echo "== test $(basename "$exe")"
+        name=$(basename "$exe")
+        echo "== test $name"
         if "$exe" 2>&1 | tee "$log"; then
             # A CUDA trial reported as ignored means the GPU was not used: a failure here.
             # (Other ignored tests, such as the simulator suite's subprocess helper, are fine.)
+            # The trials that need two GPUs (`cuda-2gpus::`) are skipped, not failed, on a
+            # machine of one; on a machine of two or more they must run too.
             if grep -Eq '^test cuda::[^ ]+ +\.\.\. ignored' "$log"; then
-                echo "gpu-check: FAIL $(basename "$exe"): CUDA tests were skipped on a GPU machine"
+                echo "gpu-check: FAIL $name: CUDA tests were skipped on a GPU machine"
+                failed=$((failed + 1))
+            elif [ "$gpus" -ge 2 ] && grep -Eq '^test cuda-2gpus::[^ ]+ +\.\.\. ignored' "$log"; then
+                echo "gpu-check: FAIL $name: two-GPU tests were skipped on a machine of $gpus GPUs"
                 failed=$((failed + 1))
             # The kernels binary proves that its CUDA trials launched every entry point of the
             # PTX; a run without that line did not check it.
-            elif [[ $(basename "$exe") == kernels-* ]] && ! grep -q '^kernel coverage (cuda): all' "$log"; then
-                echo "gpu-check: FAIL $(basename "$exe"): no CUDA kernel coverage line"
+            elif [ "$name" = gpukern.kernels ] && ! grep -q '^kernel coverage (cuda): all' "$log"; then
+                echo "gpu-check: FAIL $name: no CUDA kernel coverage line"
                 failed=$((failed + 1))
             # Likewise the device-checks binary for the kernels of gpukern-device/checks.
-            elif [[ $(basename "$exe") == device_checks-* ]] &&
+            elif [ "$name" = gpukern-device-checks-runner.device_checks ] &&
                 ! grep -q '^kernel coverage (cuda, device checks): all' "$log"; then
-                echo "gpu-check: FAIL $(basename "$exe"): no CUDA device-checks coverage line"
+                echo "gpu-check: FAIL $name: no CUDA device-checks coverage line"
                 failed=$((failed + 1))
             else
+                if grep -Eq '^test cuda-2gpus::[^ ]+ +\.\.\. ignored' "$log"; then
+                    echo "gpu-check: $name: $(grep -Ec '^test cuda-2gpus::[^ ]+ +\.\.\. ignored' "$log") trials skipped: they need two GPUs, this machine has $gpus"
+                fi
                 passed=$((passed + 1))
             fi
         else
-            echo "gpu-check: FAIL $(basename "$exe")"
+            echo "gpu-check: FAIL $name"
             failed=$((failed + 1))
         fi
         rm -f "$log"

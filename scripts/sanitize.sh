@@ -52,7 +52,7 @@ if [ ${#args[@]} -eq 0 ]; then
     echo "sanitize: cuda:: without ${#SKIPPED[@]} patterns: ${SKIPPED[*]}"
 fi
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-kernels=$(find "$dir/tests" -name 'kernels-*' -type f | head -n 1)
+kernels="$dir/tests/gpukern.kernels"
 export GPUKERN_REQUIRE_GPU=1 GPUKERN_DEVICE=cuda
 trials=$("$kernels" "${args[@]}" --list 2>/dev/null | grep -c ': test$')
 echo "sanitize: $trials trials under each tool"
@@ -79,7 +79,7 @@ done
 # The device helpers' checks (tests/device_checks.rs, every entry point of gpukern-device/checks)
 # and the user-crate example (examples/custom-kernels): memcheck and racecheck over all of them.
 # The trial whose child trips a device assertion on purpose is skipped here.
-checks=$(find "$dir/tests" -name 'device_checks-*' -type f | head -n 1)
+checks="$dir/tests/gpukern-device-checks-runner.device_checks"
 example=$(find "$dir/examples" -name 'custom-kernels' -type f | head -n 1)
 for tool in memcheck racecheck; do
     for exe in $checks $example; do

@@ -385,8 +385,38 @@ fn check_text(name: &str, text: &str, rust: bool, runs: &[Run]) -> Vec<Offence> 
 
 // --- The repository ---------------------------------------------------------------------------
 
+/// The variable that names the repository's root for a test binary run from a copy elsewhere.
+const ROOT_ENV: &str = "GPUKERN_REPO_ROOT";
+
+/// The repository's root, whose prose and `bench/results/` the test reads: `GPUKERN_REPO_ROOT`
+/// if set, else where the test was built if that still holds the records, else the current
+/// directory if it does (a test binary carried to another machine and run from a copy of the
+/// repository). Panics with the folders it looked in otherwise.
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let has_records = |p: &Path| p.join(RESULTS_DIR).is_dir();
+    if let Some(dir) = std::env::var_os(ROOT_ENV) {
+        let dir = PathBuf::from(dir);
+        assert!(
+            has_records(&dir),
+            "{ROOT_ENV}={} has no {RESULTS_DIR}/: it must name the repository's root",
+            dir.display()
+        );
+        return dir;
+    }
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let here = std::env::current_dir().unwrap_or_default();
+    [built.clone(), here.clone()]
+        .into_iter()
+        .find(|p| has_records(p))
+        .unwrap_or_else(|| {
+            panic!(
+                "the figure test needs the repository's prose and its {RESULTS_DIR}/ folder of \
+                 committed records: neither {} (where it was built) nor {} (the current \
+                 directory) has them; run it from the repository's root or set {ROOT_ENV}",
+                built.display(),
+                here.display()
+            )
+        })
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

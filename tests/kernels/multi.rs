@@ -1,8 +1,9 @@
 //! Several GPUs (`gpukern::gpus`, `DeviceVec::copy_to`, `GpuGroup::all_reduce_sum`): on
 //! simulators (`sim::multi::*`: a group of three, the plain sum, the checks), on CUDA device 0
 //! alone (`cuda::multi::copy_same_device`, `cuda::multi::one_gpu_group`), and on two or more
-//! devices (`cuda::multi::peer_copy`, `cuda::multi::all_reduce`: ignored, never passed, with fewer
-//! than two GPUs or without libnccl).
+//! devices (`cuda-2gpus::multi::peer_copy`, `cuda-2gpus::multi::all_reduce`: ignored, never
+//! passed, with fewer than two GPUs or without libnccl, the reason printed on stderr; their own
+//! prefix tells a GPU check that a skip on a one-GPU machine is no failure).
 
 use gpukern::{Gpu, GpuGroup};
 use libtest_mimic::Trial;
@@ -11,6 +12,10 @@ use rand::rngs::StdRng;
 use crate::common::check::*;
 use crate::common::random_vec;
 use crate::common::trial::{Target, trial};
+
+/// The prefix of the trials that need two GPUs (`scripts/gpu-check.sh` accepts them as skipped
+/// on a machine of fewer).
+const TWO_GPUS: &str = "cuda-2gpus";
 
 /// Every trial of the family.
 pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
@@ -27,9 +32,9 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             all_reduce(&GpuGroup::new(vec![gpu.clone()])?, rng, 4099)
         }),
     ];
-    // Two or more devices: counted once, so that the trials are ignored (not passed) without.
-    // (Why they are ignored is not printed: the harness's `--list` output must stay a list.)
-    let (devices, _why) = match (&cuda.gpu, cuda.ignored) {
+    // Two or more devices: counted once, so that the trials are ignored (not passed) without, the
+    // reason on stderr (the harness's `--list` output on stdout must stay a list).
+    let (devices, why) = match (&cuda.gpu, cuda.ignored) {
         (Ok(_), false) => match gpukern::gpus() {
             Ok(g) if g.len() >= 2 => (Some(g.len()), None),
             Ok(g) => (None, Some(format!("{} GPU(s)", g.len()))),
@@ -37,8 +42,14 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         },
         _ => (None, Some("no CUDA device".to_string())),
     };
+    let nccl_available = gpukern::multi::nccl_available();
+    if let Some(why) = &why {
+        eprintln!("{TWO_GPUS}:: trials skipped (ignored): they need two GPUs, and here: {why}");
+    } else if !nccl_available {
+        eprintln!("{TWO_GPUS}::multi::all_reduce skipped (ignored): libnccl cannot be loaded");
+    }
     let two = Target {
-        prefix: "cuda",
+        prefix: TWO_GPUS,
         gpu: cuda.gpu.clone(),
         ignored: devices.is_none(),
     };
@@ -48,9 +59,9 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         copy_between(&gpus[1], &gpus[0], rng, 777)
     }));
     let nccl = Target {
-        prefix: "cuda",
+        prefix: TWO_GPUS,
         gpu: cuda.gpu.clone(),
-        ignored: devices.is_none() || !gpukern::multi::nccl_available(),
+        ignored: devices.is_none() || !nccl_available,
     };
     trials.push(trial(&nccl, "multi::all_reduce", |_, rng| {
         let group = GpuGroup::all()?;
