@@ -186,7 +186,7 @@ fn pipelined(gpu: &Gpu, args: &Args, reps: usize) -> Result<(), BoxError> {
     // Copies alone: every chunk up, then every result down, one stream, pinned memory.
     let mut lanes = Vec::with_capacity(chunks);
     for _ in 0..chunks {
-        lanes.push((gpu.zeros_matrix::<f32>(n, n)?, gpu.zeros_matrix::<f32>(n, n)?));
+        lanes.push((gpu.zeros_matrix(n, n)?, gpu.zeros_matrix(n, n)?));
     }
     let copy_ms = common::time_ms(gpu, reps, || {
         for (i, (x, _)) in lanes.iter_mut().enumerate() {

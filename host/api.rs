@@ -9,11 +9,17 @@ use std::borrow::Cow;
 
 use ndarray::{Array, Array2, ArrayBase, Data, DataMut, Dimension, Ix2};
 
+use crate::buffer::Element;
 use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::ops::matmul::{MatmulAlgorithm, MatmulElement, MatmulOutput};
+use crate::ops::add::AddAlgorithm;
+use crate::ops::cross_entropy::CrossEntropyAlgorithm;
+use crate::ops::matmul::{HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput};
+use crate::ops::norm::{NormAlgorithm, NormElement};
+use crate::ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
 use crate::ops::same_shape;
 use crate::ops::softmax::SoftmaxAlgorithm;
+use crate::ops::transpose::TransposeAlgorithm;
 
 /// The elements of `a` in row-major order, borrowed when `a` already is.
 fn row_major<S: Data<Elem = f32>, D: Dimension>(a: &ArrayBase<S, D>) -> Cow<'_, [f32]> {
@@ -47,9 +53,27 @@ where
     S2: Data<Elem = f32>,
     D: Dimension,
 {
+    add_with(a, b, AddAlgorithm::default())
+}
+
+/// [`add`] with a chosen kernel.
+pub fn add_with<S1, S2, D>(
+    a: &ArrayBase<S1, D>,
+    b: &ArrayBase<S2, D>,
+    algorithm: AddAlgorithm,
+) -> Result<Array<f32, D>>
+where
+    S1: Data<Elem = f32>,
+    S2: Data<Elem = f32>,
+    D: Dimension,
+{
     same_shape("add", a.shape(), b.shape(), "operands must have the same shape")?;
     let gpu = Gpu::global()?;
-    let c = gpu.add(&gpu.upload(&row_major(a))?, &gpu.upload(&row_major(b))?)?;
+    let c = gpu.add_with(
+        &gpu.upload(&row_major(a))?,
+        &gpu.upload(&row_major(b))?,
+        algorithm,
+    )?;
     shaped("add", a.raw_dim(), gpu.download(&c)?)
 }
 
@@ -59,9 +83,18 @@ where
     S: DataMut<Elem = f32>,
     D: Dimension,
 {
+    increment_by_one_with(x, AddAlgorithm::INCREMENT_DEFAULT)
+}
+
+/// [`increment_by_one`] with a chosen kernel.
+pub fn increment_by_one_with<S, D>(x: &mut ArrayBase<S, D>, algorithm: AddAlgorithm) -> Result<()>
+where
+    S: DataMut<Elem = f32>,
+    D: Dimension,
+{
     let gpu = Gpu::global()?;
     let mut d = gpu.upload(&row_major(x))?;
-    gpu.increment_by_one(&mut d)?;
+    gpu.increment_by_one_with(&mut d, algorithm)?;
     let result = shaped("increment_by_one", x.raw_dim(), gpu.download(&d)?)?;
     x.assign(&result);
     Ok(())
@@ -162,16 +195,32 @@ where
 /// # Ok::<(), gpukern::Error>(())
 /// ```
 pub fn sum<S: Data<Elem = f32>, D: Dimension>(x: &ArrayBase<S, D>) -> Result<f32> {
+    sum_with(x, ReduceAlgorithm::default())
+}
+
+/// [`sum`] with a chosen kernel.
+pub fn sum_with<S: Data<Elem = f32>, D: Dimension>(
+    x: &ArrayBase<S, D>,
+    algorithm: ReduceAlgorithm,
+) -> Result<f32> {
     let gpu = Gpu::global()?;
-    gpu.sum(&gpu.upload(&row_major(x))?)
+    gpu.sum_with(&gpu.upload(&row_major(x))?, algorithm)
 }
 
 /// The largest element of `x` (NaN if `x` holds one), on the default device.
 ///
 /// Errors: [`Error::InvalidArgument`] if `x` is empty.
 pub fn max<S: Data<Elem = f32>, D: Dimension>(x: &ArrayBase<S, D>) -> Result<f32> {
+    max_with(x, ReduceAlgorithm::default())
+}
+
+/// [`max`] with a chosen kernel.
+pub fn max_with<S: Data<Elem = f32>, D: Dimension>(
+    x: &ArrayBase<S, D>,
+    algorithm: ReduceAlgorithm,
+) -> Result<f32> {
     let gpu = Gpu::global()?;
-    gpu.max(&gpu.upload(&row_major(x))?)
+    gpu.max_with(&gpu.upload(&row_major(x))?, algorithm)
 }
 
 /// The index, in `x`'s logical (row-major) order, of its largest element: the first NaN if there
@@ -186,8 +235,16 @@ pub fn max<S: Data<Elem = f32>, D: Dimension>(x: &ArrayBase<S, D>) -> Result<f32
 ///
 /// Errors: [`Error::InvalidArgument`] if `x` is empty.
 pub fn argmax<S: Data<Elem = f32>, D: Dimension>(x: &ArrayBase<S, D>) -> Result<usize> {
+    argmax_with(x, ArgmaxAlgorithm::default())
+}
+
+/// [`argmax`] with a chosen first-pass kernel (the same index from each).
+pub fn argmax_with<S: Data<Elem = f32>, D: Dimension>(
+    x: &ArrayBase<S, D>,
+    algorithm: ArgmaxAlgorithm,
+) -> Result<usize> {
     let gpu = Gpu::global()?;
-    gpu.argmax(&gpu.upload(&row_major(x))?)
+    gpu.argmax_with(&gpu.upload(&row_major(x))?, algorithm)
 }
 
 /// Sums of the matrix `m` along `axis`, as ndarray's `sum_axis`: `Axis(1)` one per row,
@@ -259,8 +316,16 @@ pub fn argmax_axis<S: Data<Elem = f32>>(
 /// # Ok::<(), gpukern::Error>(())
 /// ```
 pub fn transpose<S: Data<Elem = f32>>(m: &ArrayBase<S, Ix2>) -> Result<Array2<f32>> {
+    transpose_with(m, TransposeAlgorithm::default())
+}
+
+/// [`transpose`] with a chosen kernel.
+pub fn transpose_with<S: Data<Elem = f32>>(
+    m: &ArrayBase<S, Ix2>,
+    algorithm: TransposeAlgorithm,
+) -> Result<Array2<f32>> {
     let gpu = Gpu::global()?;
-    gpu.transpose(&gpu.upload_matrix(m)?)?.to_array()
+    gpu.transpose_with(&gpu.upload_matrix(m)?, algorithm)?.to_array()
 }
 
 /// `A * B` of f32, [`bf16`](crate::bf16) or [`f16`](crate::f16) arrays on the default device,
@@ -289,8 +354,39 @@ where
     c.to_array()
 }
 
+/// `A * B` of half-precision arrays with a chosen tensor-core kernel ([`HalfTile`]), the result
+/// of type `O`: the operands' type or f32 (what [`Gpu::matmul_to_with`] does on device matrices).
+///
+/// ```no_run
+/// use gpukern::{HalfTile, bf16};
+/// let a = ndarray::Array2::from_elem((2, 3), bf16::from_f32(0.5));
+/// let b = ndarray::Array2::from_elem((3, 2), bf16::from_f32(2.0));
+/// let c: ndarray::Array2<bf16> = gpukern::matmul_half_with(&a, &b, HalfTile::Square)?;
+/// assert_eq!(c[(0, 0)], bf16::from_f32(3.0));
+/// # Ok::<(), gpukern::Error>(())
+/// ```
+///
+/// Errors as [`Gpu::matmul_to_with`].
+pub fn matmul_half_with<T, O, S1, S2>(
+    a: &ArrayBase<S1, Ix2>,
+    b: &ArrayBase<S2, Ix2>,
+    tile: HalfTile,
+) -> Result<Array2<O>>
+where
+    T: MatmulElement,
+    O: MatmulOutput<T>,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+{
+    crate::ops::matmul::check_inner(a.dim(), b.dim())?;
+    let gpu = Gpu::global()?;
+    let mut c = gpu.zeros_matrix_of::<O>(a.nrows(), b.ncols())?;
+    gpu.matmul_to_with(&gpu.upload_matrix(a)?, &gpu.upload_matrix(b)?, &mut c, tile)?;
+    c.to_array()
+}
+
 /// The elements of a 1-D array in order, borrowed when contiguous.
-fn elements<T: Copy, S: Data<Elem = T>>(a: &ArrayBase<S, ndarray::Ix1>) -> Cow<'_, [T]> {
+fn elements<T: Element, S: Data<Elem = T>>(a: &ArrayBase<S, ndarray::Ix1>) -> Cow<'_, [T]> {
     match a.as_slice() {
         Some(s) => Cow::Borrowed(s),
         None => Cow::Owned(a.iter().copied().collect()),
@@ -308,12 +404,32 @@ pub fn rms_norm<T, S1, S2>(
     eps: f32,
 ) -> Result<Array2<T>>
 where
-    T: crate::ops::norm::NormElement,
+    T: NormElement,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+{
+    rms_norm_with(x, weight, eps, NormAlgorithm::default())
+}
+
+/// [`rms_norm`] with a chosen algorithm.
+pub fn rms_norm_with<T, S1, S2>(
+    x: &ArrayBase<S1, Ix2>,
+    weight: &ArrayBase<S2, ndarray::Ix1>,
+    eps: f32,
+    algorithm: NormAlgorithm,
+) -> Result<Array2<T>>
+where
+    T: NormElement,
     S1: Data<Elem = T>,
     S2: Data<Elem = T>,
 {
     let gpu = Gpu::global()?;
-    let y = gpu.rms_norm(&gpu.upload_matrix(x)?, &gpu.upload(&elements(weight))?, eps)?;
+    let y = gpu.rms_norm_with(
+        &gpu.upload_matrix(x)?,
+        &gpu.upload(&elements(weight))?,
+        eps,
+        algorithm,
+    )?;
     y.to_array()
 }
 
@@ -329,14 +445,31 @@ pub fn layer_norm<T, S1, S2, S3>(
     eps: f32,
 ) -> Result<Array2<T>>
 where
-    T: crate::ops::norm::NormElement,
+    T: NormElement,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+    S3: Data<Elem = T>,
+{
+    layer_norm_with(x, weight, bias, eps, NormAlgorithm::default())
+}
+
+/// [`layer_norm`] with a chosen algorithm.
+pub fn layer_norm_with<T, S1, S2, S3>(
+    x: &ArrayBase<S1, Ix2>,
+    weight: &ArrayBase<S2, ndarray::Ix1>,
+    bias: &ArrayBase<S3, ndarray::Ix1>,
+    eps: f32,
+    algorithm: NormAlgorithm,
+) -> Result<Array2<T>>
+where
+    T: NormElement,
     S1: Data<Elem = T>,
     S2: Data<Elem = T>,
     S3: Data<Elem = T>,
 {
     let gpu = Gpu::global()?;
     let (w, b) = (gpu.upload(&elements(weight))?, gpu.upload(&elements(bias))?);
-    let y = gpu.layer_norm(&gpu.upload_matrix(x)?, &w, &b, eps)?;
+    let y = gpu.layer_norm_with(&gpu.upload_matrix(x)?, &w, &b, eps, algorithm)?;
     y.to_array()
 }
 
@@ -354,9 +487,22 @@ where
     S1: Data<Elem = f32>,
     S2: Data<Elem = i64>,
 {
+    cross_entropy_with(logits, labels, CrossEntropyAlgorithm::default())
+}
+
+/// [`cross_entropy`] with a chosen algorithm.
+pub fn cross_entropy_with<S1, S2>(
+    logits: &ArrayBase<S1, Ix2>,
+    labels: &ArrayBase<S2, ndarray::Ix1>,
+    algorithm: CrossEntropyAlgorithm,
+) -> Result<ndarray::Array1<f32>>
+where
+    S1: Data<Elem = f32>,
+    S2: Data<Elem = i64>,
+{
     let gpu = Gpu::global()?;
     let labels = gpu.upload_labels(&elements(labels), logits.ncols())?;
-    gpu.cross_entropy(&gpu.upload_matrix(logits)?, &labels)?
+    gpu.cross_entropy_with(&gpu.upload_matrix(logits)?, &labels, algorithm)?
         .to_array()
 }
 
@@ -371,10 +517,23 @@ where
     S1: Data<Elem = f32>,
     S2: Data<Elem = i64>,
 {
+    cross_entropy_mean_with(logits, labels, CrossEntropyAlgorithm::default())
+}
+
+/// [`cross_entropy_mean`] with a chosen algorithm.
+pub fn cross_entropy_mean_with<S1, S2>(
+    logits: &ArrayBase<S1, Ix2>,
+    labels: &ArrayBase<S2, ndarray::Ix1>,
+    algorithm: CrossEntropyAlgorithm,
+) -> Result<f32>
+where
+    S1: Data<Elem = f32>,
+    S2: Data<Elem = i64>,
+{
     let gpu = Gpu::global()?;
     let labels = gpu.upload_labels(&elements(labels), logits.ncols())?;
     let mean = gpu
-        .cross_entropy_mean(&gpu.upload_matrix(logits)?, &labels)?
+        .cross_entropy_mean_with(&gpu.upload_matrix(logits)?, &labels, algorithm)?
         .to_vec()?;
     mean.first().copied().ok_or(Error::InvalidArgument {
         op: "cross_entropy_mean",

@@ -175,11 +175,19 @@ impl Gpu {
         Ok(DeviceMatrix { data, rows, cols })
     }
 
-    /// A new device vector of `len` zeros (e.g. the output of [`Gpu::add_into`]); the element
-    /// type comes from the use, `gpu.zeros::<u32>(n)` where it cannot.
+    /// A new device vector of `len` f32 zeros (e.g. the output of [`Gpu::add_into`]);
+    /// [`Gpu::zeros_of`] for other element types.
     ///
     /// Errors: [`Error::TooLarge`] above `isize::MAX` bytes; [`Error::OutOfMemory`].
-    pub fn zeros<T: Element>(&self, len: usize) -> Result<DeviceVec<T>> {
+    pub fn zeros(&self, len: usize) -> Result<DeviceVec> {
+        self.zeros_of(len)
+    }
+
+    /// A new device vector of `len` zeros of `T` (`gpu.zeros_of::<u32>(n)`, or the type the use
+    /// gives).
+    ///
+    /// Errors: [`Error::TooLarge`] above `isize::MAX` bytes; [`Error::OutOfMemory`].
+    pub fn zeros_of<T: Element>(&self, len: usize) -> Result<DeviceVec<T>> {
         crate::graph::refuse(self, "zeros", "an allocation (zeros)")?;
         checked_len_of::<T>("zeros", &[len])?;
         let storage = match &self.backend {
@@ -195,14 +203,22 @@ impl Gpu {
         Ok(DeviceVec { storage, len })
     }
 
-    /// A new `rows x cols` device matrix of zeros (e.g. the output of [`Gpu::matmul_into`]).
+    /// A new `rows x cols` device matrix of f32 zeros (e.g. the output of
+    /// [`Gpu::matmul_into`]); [`Gpu::zeros_matrix_of`] for other element types.
     ///
     /// Errors: [`Error::TooLarge`] when `rows * cols` overflows or exceeds `isize::MAX` bytes;
     /// [`Error::OutOfMemory`].
-    pub fn zeros_matrix<T: Element>(&self, rows: usize, cols: usize) -> Result<DeviceMatrix<T>> {
+    pub fn zeros_matrix(&self, rows: usize, cols: usize) -> Result<DeviceMatrix> {
+        self.zeros_matrix_of(rows, cols)
+    }
+
+    /// A new `rows x cols` device matrix of zeros of `T`.
+    ///
+    /// Errors: as [`Gpu::zeros_matrix`].
+    pub fn zeros_matrix_of<T: Element>(&self, rows: usize, cols: usize) -> Result<DeviceMatrix<T>> {
         let len = checked_len_of::<T>("zeros_matrix", &[rows, cols])?;
         Ok(DeviceMatrix {
-            data: self.zeros(len)?,
+            data: self.zeros_of(len)?,
             rows,
             cols,
         })
@@ -277,6 +293,32 @@ impl<T: Element> DeviceVec<T> {
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The vector as a row-major `rows x cols` matrix, without a copy (the same device memory).
+    ///
+    /// ```
+    /// let gpu = gpukern::Gpu::simulator();
+    /// let m = gpu.upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?.into_matrix(2, 3)?;
+    /// assert_eq!(m.to_array()?, ndarray::arr2(&[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]));
+    /// # Ok::<(), gpukern::Error>(())
+    /// ```
+    ///
+    /// Errors: [`Error::ShapeMismatch`] unless `rows * cols` is the vector's length.
+    pub fn into_matrix(self, rows: usize, cols: usize) -> Result<DeviceMatrix<T>> {
+        if rows.checked_mul(cols) != Some(self.len) {
+            return Err(Error::ShapeMismatch {
+                op: "DeviceVec::into_matrix",
+                lhs: vec![self.len],
+                rhs: vec![rows, cols],
+                rule: "rows * cols must be the vector's length",
+            });
+        }
+        Ok(DeviceMatrix {
+            data: self,
+            rows,
+            cols,
+        })
     }
 
     /// Whether it has no elements.
@@ -374,6 +416,12 @@ impl<T: Element> DeviceMatrix<T> {
     /// The elements, row after row, to write (what a kernel's `*mut T` parameter takes).
     pub fn as_vec_mut(&mut self) -> &mut DeviceVec<T> {
         &mut self.data
+    }
+
+    /// The elements, row after row, as a vector, without a copy ([`DeviceVec::into_matrix`]'s
+    /// inverse).
+    pub fn into_vec(self) -> DeviceVec<T> {
+        self.data
     }
 
     /// Copies the matrix back to the host.

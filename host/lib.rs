@@ -67,10 +67,14 @@ mod raw;
 pub mod stream;
 
 pub use api::{
-    add, cross_entropy, cross_entropy_mean, increment_by_one, layer_norm, matmul, matmul_f32_out,
-    matmul_with, rms_norm, softmax, softmax_with,
+    add, add_with, cross_entropy, cross_entropy_mean, cross_entropy_mean_with, cross_entropy_with,
+    increment_by_one, increment_by_one_with, layer_norm, layer_norm_with, matmul, matmul_f32_out,
+    matmul_half_with, matmul_with, rms_norm, rms_norm_with, softmax, softmax_with,
 };
-pub use api::{argmax, argmax_axis, max, max_axis, sum, sum_axis, transpose};
+pub use api::{
+    argmax, argmax_axis, argmax_with, max, max_axis, max_with, sum, sum_axis, sum_with, transpose,
+    transpose_with,
+};
 pub use buffer::Element;
 pub use buffer::{DeviceMatrix, DeviceVec};
 pub use device::Gpu;
@@ -84,7 +88,9 @@ pub use module::{Cooperative, Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
-pub use ops::matmul::{MatmulAlgorithm, MatmulElement, MatmulOutput};
+pub use ops::matmul::{
+    HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile, tf32_error_factor,
+};
 pub use ops::norm::{NormAlgorithm, NormElement};
 pub use ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
 pub use ops::softmax::SoftmaxAlgorithm;

@@ -198,7 +198,7 @@ impl Gpu {
                 storage: Storage::Cuda(d.alloc(src.len())?),
                 len: src.len(),
             },
-            Backend::Simulator => self.zeros(src.len())?,
+            Backend::Simulator => self.zeros_of(src.len())?,
         };
         v.copy_from_pinned(src, 0)?;
         Ok(v)

@@ -317,8 +317,8 @@ impl Gpu {
         let mut lanes = Vec::with_capacity(streams);
         for _ in 0..streams {
             let gpu = self.stream()?;
-            let x = gpu.zeros_matrix::<T>(in_shape.0, in_shape.1)?;
-            let y = gpu.zeros_matrix::<U>(out_shape.0, out_shape.1)?;
+            let x = gpu.zeros_matrix_of::<T>(in_shape.0, in_shape.1)?;
+            let y = gpu.zeros_matrix_of::<U>(out_shape.0, out_shape.1)?;
             lanes.push((gpu, x, y));
         }
         for i in 0..chunks {

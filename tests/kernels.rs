@@ -25,6 +25,8 @@ mod common;
 // The crate root is `tests/kernels.rs`, so its modules in `tests/kernels/` need their paths.
 #[path = "kernels/add.rs"]
 mod add;
+#[path = "kernels/api.rs"]
+mod api;
 #[path = "kernels/coverage.rs"]
 mod coverage;
 #[path = "kernels/cross_entropy.rs"]
@@ -128,6 +130,7 @@ fn main() {
         trials.extend(family(&sim, &cuda));
     }
     trials.extend(coverage::self_trials());
+    trials.extend(api::trials());
     let cuda_ran = cuda.gpu.is_ok() && !cuda.ignored;
     let conclusion = libtest_mimic::run(&args, trials);
 

@@ -66,7 +66,7 @@ pub fn argmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                 let sets = sets_for(4 * n);
                 let mut bufs = Vec::with_capacity(sets);
                 for _ in 0..sets {
-                    bufs.push((b.gpu.upload(&x)?, b.gpu.zeros::<u32>(1)?));
+                    bufs.push((b.gpu.upload(&x)?, b.gpu.zeros_of::<u32>(1)?));
                 }
                 let (x0, out0) = &mut bufs[0];
                 b.gpu.argmax_into_with(x0, out0, algorithm)?;

@@ -40,7 +40,7 @@ pub fn transfer(b: &mut Bench, sink: &mut Sink) -> Res<()> {
 
     sink.item(base("gpukern:pinned", "upload"), || {
         let src = gpu.pinned_from(&host)?;
-        let mut d = gpu.zeros::<f32>(n)?;
+        let mut d = gpu.zeros(n)?;
         d.copy_from_pinned(&src, 0)?;
         let check = exact(&d.to_vec()?);
         let rec = base("gpukern:pinned", "upload").checked(&check);
@@ -178,7 +178,7 @@ pub fn pipelined(b: &mut Bench, sink: &mut Sink) -> Res<()> {
 
     let mut lanes = Vec::with_capacity(chunks);
     for _ in 0..chunks {
-        lanes.push((gpu.zeros_matrix::<f32>(n, n)?, gpu.zeros_matrix::<f32>(n, n)?));
+        lanes.push((gpu.zeros_matrix(n, n)?, gpu.zeros_matrix(n, n)?));
     }
     sink.item(base("copies"), || {
         let stats = wall_median(reps, max_s, || {

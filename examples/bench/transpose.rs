@@ -44,7 +44,7 @@ pub fn transpose(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                 let sets = sets_for(8 * rows * cols);
                 let mut bufs = Vec::with_capacity(sets);
                 for _ in 0..sets {
-                    bufs.push((b.gpu.upload_matrix(&a)?, b.gpu.zeros_matrix::<f32>(cols, rows)?));
+                    bufs.push((b.gpu.upload_matrix(&a)?, b.gpu.zeros_matrix(cols, rows)?));
                 }
                 let (a0, t0) = &mut bufs[0];
                 b.gpu.transpose_into_with(a0, t0, algorithm)?;

@@ -152,8 +152,13 @@ impl Gpu {
     /// Errors: [`Error::InvalidArgument`] if `x` is empty or not 16-byte aligned;
     /// [`Error::TooLarge`] past `u32::MAX` elements (indices are 32-bit on the device).
     pub fn argmax(&self, x: &DeviceVec) -> Result<usize> {
-        let mut index = self.zeros::<u32>(1)?;
-        self.argmax_into(x, &mut index)?;
+        self.argmax_with(x, ArgmaxAlgorithm::default())
+    }
+
+    /// [`Gpu::argmax`] with the given first-pass kernel (the same index from each).
+    pub fn argmax_with(&self, x: &DeviceVec, algorithm: ArgmaxAlgorithm) -> Result<usize> {
+        let mut index = self.zeros_of::<u32>(1)?;
+        self.argmax_into_with(x, &mut index, algorithm)?;
         let v = index.to_vec()?;
         v.first().map(|&i| i as usize).ok_or_else(|| internal("argmax"))
     }
@@ -197,7 +202,7 @@ impl Gpu {
             return unsafe { raw::reduce::argmax_vec4(self, algorithm, cfg, x, &mut value, index, n) };
         }
         let g = cfg.grid.0 as usize;
-        let (mut values, mut indices) = (self.alloc(g)?, self.zeros::<u32>(g)?);
+        let (mut values, mut indices) = (self.alloc(g)?, self.zeros_of::<u32>(g)?);
         // SAFETY: `x` holds `n` aligned floats; the partials hold one pair per block; then one
         // block reduces the `g` pairs into `(value, index)`.
         unsafe {
@@ -307,7 +312,7 @@ impl Gpu {
     /// (indices are 32-bit on the device).
     pub fn argmax_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec<u32>> {
         let (outputs, launch) = self.axis_launch("argmax_axis", m, axis, AxisReduction::Argmax)?;
-        let mut out = self.zeros::<u32>(outputs)?;
+        let mut out = self.zeros_of::<u32>(outputs)?;
         let Some(launch) = launch else {
             return Ok(out);
         };
@@ -320,7 +325,7 @@ impl Gpu {
             return Ok(out);
         };
         let slots = split.parts * outputs;
-        let (mut values, mut indices) = (self.alloc(slots)?, self.zeros::<u32>(slots)?);
+        let (mut values, mut indices) = (self.alloc(slots)?, self.zeros_of::<u32>(slots)?);
         // SAFETY: `m` holds `rows * cols` floats, the partials one pair per span and output; then
         // `argmax_parts` reduces the `parts x outputs` pairs into `out`.
         unsafe {

@@ -7,7 +7,7 @@ fn main() -> gpukern::Result<()> {
     let gpu = Gpu::simulator();
     let a = gpu.upload(&[1.0f32, 2.0, 3.0])?;
     let b = gpu.upload(&[1.0f32, 2.0, 3.0])?;
-    let mut c = gpu.zeros::<f32>(3)?;
+    let mut c = gpu.zeros(3)?;
     let config = LaunchConfig {
         grid: (1, 1, 1),
         block: (256, 1, 1),

@@ -30,33 +30,29 @@ pub(crate) fn impossible_sizes(backend: Backend, _seed: u64) -> Result<(), Faile
     // The cases: 2^62 + 2^31 floats are 2^64 + 2^33 bytes, 8 GiB once wrapped.
     expect(
         "zeros(2^62 + 2^31)",
-        gpu.zeros::<f32>((1 << 62) + (1 << 31)).map(drop),
+        gpu.zeros((1 << 62) + (1 << 31)).map(drop),
         true,
     );
     expect(
         "zeros(MAX_ELEMENTS + 1)",
-        gpu.zeros::<f32>(MAX_ELEMENTS + 1).map(drop),
+        gpu.zeros(MAX_ELEMENTS + 1).map(drop),
         true,
     );
-    expect("zeros(usize::MAX)", gpu.zeros::<f32>(usize::MAX).map(drop), true);
-    expect(
-        "zeros(MAX_ELEMENTS)",
-        gpu.zeros::<f32>(MAX_ELEMENTS).map(drop),
-        false,
-    );
+    expect("zeros(usize::MAX)", gpu.zeros(usize::MAX).map(drop), true);
+    expect("zeros(MAX_ELEMENTS)", gpu.zeros(MAX_ELEMENTS).map(drop), false);
     expect(
         "zeros_matrix(2^31, 2^31)",
-        gpu.zeros_matrix::<f32>(1 << 31, 1 << 31).map(drop),
+        gpu.zeros_matrix(1 << 31, 1 << 31).map(drop),
         true,
     );
     expect(
         "zeros_matrix(usize::MAX, 2)",
-        gpu.zeros_matrix::<f32>(usize::MAX, 2).map(drop),
+        gpu.zeros_matrix(usize::MAX, 2).map(drop),
         true,
     );
     expect(
         "zeros_matrix(MAX_ELEMENTS, 1)",
-        gpu.zeros_matrix::<f32>(MAX_ELEMENTS, 1).map(drop),
+        gpu.zeros_matrix(MAX_ELEMENTS, 1).map(drop),
         false,
     );
     // A (2^31 x 0) by (0 x 2^31) product: empty operands, a 2^62-element result.

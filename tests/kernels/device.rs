@@ -147,17 +147,17 @@ fn chained(gpu: &Gpu, rng: &mut StdRng, (len, [m, k, n, p]): (usize, [usize; 4])
 /// Zero-sized operands: empty results, and an all-zero product when `k = 0`.
 fn empty_inputs(gpu: &Gpu) -> Check {
     // `zeros` and `zeros_matrix` are zero-filled, empty or not.
-    check_abs("zeros(5)", &gpu.zeros::<f32>(5)?.to_vec()?, &[0.0; 5], 0.0)?;
-    check_dim("zeros(0)", gpu.zeros::<f32>(0)?.len(), 0)?;
+    check_abs("zeros(5)", &gpu.zeros(5)?.to_vec()?, &[0.0; 5], 0.0)?;
+    check_dim("zeros(0)", gpu.zeros(0)?.len(), 0)?;
     check_abs(
         "zeros_matrix(2, 3)",
-        &gpu.zeros_matrix::<f32>(2, 3)?.as_vec().to_vec()?,
+        &gpu.zeros_matrix(2, 3)?.as_vec().to_vec()?,
         &[0.0; 6],
         0.0,
     )?;
     check_dim(
         "zeros_matrix(0, 3)",
-        gpu.zeros_matrix::<f32>(0, 3)?.to_array()?.dim(),
+        gpu.zeros_matrix(0, 3)?.to_array()?.dim(),
         (0, 3),
     )?;
     let e = gpu.upload(&[])?;

@@ -119,7 +119,7 @@ fn errors_inside_capture(gpu: &Gpu, rng: &mut StdRng) -> Check {
     let mut failures = Vec::new();
     let f = &mut failures;
     expect_capture("upload", gpu.capture(|g| g.upload(&x).map(drop)), "upload", f);
-    expect_capture("zeros", gpu.capture(|g| g.zeros::<f32>(n).map(drop)), "zeros", f);
+    expect_capture("zeros", gpu.capture(|g| g.zeros(n).map(drop)), "zeros", f);
     expect_capture(
         "add (new buffer)",
         gpu.capture(|g| g.add(&dx, &dx).map(drop)),
@@ -157,7 +157,7 @@ fn errors_inside_capture(gpu: &Gpu, rng: &mut StdRng) -> Check {
         f,
     );
     // The closure's own error comes back unchanged.
-    let mut short = gpu.zeros::<f32>(n - 1)?;
+    let mut short = gpu.zeros(n - 1)?;
     match gpu.capture(|g| g.add_into(&dx, &dx, &mut short)) {
         Err(Error::ShapeMismatch { .. }) => {}
         other => f.push(format!(
@@ -176,7 +176,7 @@ fn errors_inside_capture(gpu: &Gpu, rng: &mut StdRng) -> Check {
     if let Err(e) = check_abs("add after the refusals", &sum, &want, SAME) {
         f.push(e.to_string());
     }
-    let mut out = gpu.zeros::<f32>(n)?;
+    let mut out = gpu.zeros(n)?;
     gpu.capture(|g| g.add_into(&dx, &dx, &mut out))?.launch()?;
     if let Err(e) = check_abs("graph after the refusals", &out.to_vec()?, &want, SAME) {
         f.push(e.to_string());

@@ -180,7 +180,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
 
 /// `softmax_grid_row` on `x` at `t` with the shape of `c` (a fresh zeroed barrier word).
 fn run_grid_row(gpu: &Gpu, x: &Array2<f32>, t: f32, c: RowCase) -> gpukern::Result<Vec<f32>> {
-    run_grid_row_on(gpu, x, t, c, &mut gpu.zeros::<u32>(1)?)
+    run_grid_row_on(gpu, x, t, c, &mut gpu.zeros_of::<u32>(1)?)
 }
 
 /// [`run_grid_row`] on the barrier word `barrier`, whose low 31 bits are 0 (zeroed, or left so
@@ -326,7 +326,7 @@ fn softmax_row_plan(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize)) -
 /// launch must leave it ready for the next (its low bits 0), whatever the grid and the rows (an
 /// odd and an even number of rows, so the word's top bit is left at either value).
 fn softmax_row_one_word(gpu: &Gpu, rng: &mut StdRng, cases: &[RowCase]) -> Check {
-    let mut barrier = gpu.zeros::<u32>(1)?;
+    let mut barrier = gpu.zeros_of::<u32>(1)?;
     let mut failures = Vec::new();
     for (i, &c) in cases.iter().chain(cases.iter().rev()).enumerate() {
         let x = random_matrix(rng, c.rows, c.cols);
@@ -428,9 +428,9 @@ fn softmax_row_graph(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize)) 
 /// every thread's sum with the host's.
 fn exchange(gpu: &Gpu, blocks: u32, threads: u32, rounds: u32) -> Check {
     let n = (blocks * threads) as usize;
-    let mut slots = gpu.zeros::<u32>(n)?;
+    let mut slots = gpu.zeros_of::<u32>(n)?;
     let mut out = gpu.upload(&vec![u32::MAX; n])?;
-    let mut barrier = gpu.zeros::<u32>(1)?;
+    let mut barrier = gpu.zeros_of::<u32>(1)?;
     let config = LaunchConfig {
         grid: (blocks, 1, 1),
         block: (threads, 1, 1),
@@ -469,8 +469,11 @@ fn too_large(gpu: &Gpu) -> Check {
     let most = library.cooperative_blocks(&kg::grid_exchange::KERNEL, 128, 0)?;
     let blocks = most + 1;
     let n = blocks as usize * 128;
-    let (mut slots, mut out, mut barrier) =
-        (gpu.zeros::<u32>(n)?, gpu.zeros::<u32>(n)?, gpu.zeros::<u32>(1)?);
+    let (mut slots, mut out, mut barrier) = (
+        gpu.zeros_of::<u32>(n)?,
+        gpu.zeros_of::<u32>(n)?,
+        gpu.zeros_of::<u32>(1)?,
+    );
     let config = LaunchConfig {
         grid: (blocks, 1, 1),
         block: (128, 1, 1),

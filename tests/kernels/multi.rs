@@ -115,7 +115,7 @@ fn group_checks(gpu: &Gpu) -> Check {
         failures.push("an empty group was accepted".to_string());
     }
     let group = GpuGroup::new(vec![gpu.clone(), gpu.clone()])?;
-    let mut one = vec![gpu.zeros::<f32>(4)?];
+    let mut one = vec![gpu.zeros(4)?];
     if let Err(e) = expect_shape_mismatch(
         "one part for two Gpus",
         group.all_reduce_sum(&mut one),
@@ -124,7 +124,7 @@ fn group_checks(gpu: &Gpu) -> Check {
     ) {
         failures.push(e.to_string());
     }
-    let mut ragged = vec![gpu.zeros::<f32>(4)?, gpu.zeros::<f32>(5)?];
+    let mut ragged = vec![gpu.zeros(4)?, gpu.zeros(5)?];
     if let Err(e) = expect_shape_mismatch("unequal lengths", group.all_reduce_sum(&mut ragged), &[4], &[5]) {
         failures.push(e.to_string());
     }
@@ -132,7 +132,7 @@ fn group_checks(gpu: &Gpu) -> Check {
         if GpuGroup::new(vec![gpu.clone(), cuda.clone()]).is_ok() {
             failures.push("a group of a simulator and a CUDA device was accepted".to_string());
         }
-        let mut foreign = vec![cuda.zeros::<f32>(4)?, gpu.zeros::<f32>(4)?];
+        let mut foreign = vec![cuda.zeros(4)?, gpu.zeros(4)?];
         if let Err(e) = expect_wrong_device("a CUDA part", group.all_reduce_sum(&mut foreign)) {
             failures.push(e.to_string());
         }

@@ -404,13 +404,13 @@ fn errors(gpu: &Gpu) -> Check {
             failures.push(e.to_string());
         }
     }
-    let mut wrong = gpu.zeros_matrix::<f32>(2, 7)?;
+    let mut wrong = gpu.zeros_matrix(2, 7)?;
     if gpu.rms_norm_into(&x, &w, 1e-5, &mut wrong).is_ok() {
         failures.push("an output of the wrong shape was accepted".into());
     }
     let empty = gpu.upload_matrix(&Array2::<f32>::zeros((0, 8)))?;
     let no_cols = gpu.upload_matrix(&Array2::<f32>::zeros((3, 0)))?;
-    let none = gpu.zeros::<f32>(0)?;
+    let none = gpu.zeros(0)?;
     let a = gpu.rms_norm(&empty, &w, 1e-5)?;
     let c = gpu.layer_norm(&no_cols, &none, &none, 1e-5)?;
     if a.dim() != (0, 8) || c.dim() != (3, 0) {

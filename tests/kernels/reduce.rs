@@ -229,7 +229,7 @@ fn reduce_vector(gpu: &Gpu, x: &[f32], what: &str) -> Check {
         if into.to_bits() != plain.to_bits() {
             failures.push(format!("sum_into_with, {what}: {into} vs sum {plain}"));
         }
-        let mut index = gpu.zeros::<u32>(1)?;
+        let mut index = gpu.zeros_of::<u32>(1)?;
         gpu.argmax_into(&d, &mut index)?;
         if index.to_vec()?[0] as usize != want {
             failures.push(format!("argmax_into, {what}: {:?} vs {want}", index.to_vec()?));

@@ -82,7 +82,7 @@ fn grayscale(module: &Module) -> Res<()> {
     let rgb: Vec<u8> = (0..3 * width * height).map(|i| (i * 7 % 256) as u8).collect();
     let gpu = module.gpu();
     let input = gpu.upload(&rgb)?;
-    let mut gray = gpu.zeros::<u8>(width * height)?;
+    let mut gray = gpu.zeros_of::<u8>(width * height)?;
     let config = LaunchConfig {
         grid: (width.div_ceil(16) as u32, height.div_ceil(16) as u32, 1),
         block: (16, 16, 1),
@@ -128,7 +128,7 @@ fn histogram(module: &Module) -> Res<()> {
         .collect();
     let gpu = module.gpu();
     let x = gpu.upload(&host)?;
-    let mut bins = gpu.zeros::<u32>(nbins as usize)?;
+    let mut bins = gpu.zeros_of::<u32>(nbins as usize)?;
     // SAFETY: `x` holds `n` elements, `bins` `nbins`.
     unsafe { kernels::histogram::launch(module, one_thread_per_element(n, 0), &x, &mut bins, n, nbins) }?;
     let mut expected = vec![0u32; nbins as usize];

@@ -46,7 +46,7 @@ fn grayscale_matches_the_integer_formula_on_a_ragged_image() {
     let (width, height) = (37, 19);
     let rgb: Vec<u8> = (0..3 * width * height).map(|i| (i * 91 % 256) as u8).collect();
     let input = module.gpu().upload(&rgb).unwrap();
-    let mut gray = module.gpu().zeros::<u8>(width * height).unwrap();
+    let mut gray = module.gpu().zeros_of::<u8>(width * height).unwrap();
     let config = LaunchConfig {
         grid: (width.div_ceil(16) as u32, height.div_ceil(16) as u32, 1),
         block: (16, 16, 1),
@@ -66,7 +66,7 @@ fn block_sum_gives_each_block_its_sum() {
     let n = 1000; // 3 full blocks of 256 and a ragged one.
     let host: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
     let x = module.gpu().upload(&host).unwrap();
-    let mut partial = module.gpu().zeros::<f32>(4).unwrap();
+    let mut partial = module.gpu().zeros(4).unwrap();
     let config = LaunchConfig {
         shared_mem_bytes: 256 * 4,
         ..linear(n, 256)
@@ -80,7 +80,7 @@ fn block_sum_gives_each_block_its_sum() {
 fn block_sum_without_its_shared_memory_is_an_out_of_bounds_report() {
     let module = simulator();
     let x = module.gpu().upload(&[1.0f32; 256]).unwrap();
-    let mut partial = module.gpu().zeros::<f32>(1).unwrap();
+    let mut partial = module.gpu().zeros(1).unwrap();
     // The launch forgets the kernel's 1 KiB of shared memory.
     let err =
         unsafe { kernels::block_sum::launch(&module, linear(256, 256), &x, &mut partial, 256) }.unwrap_err();
@@ -107,7 +107,7 @@ fn histogram_counts_every_element_under_contention() {
     let n = 5000;
     let host: Vec<u32> = (0..n as u32).map(|i| i * 7).collect();
     let x = module.gpu().upload(&host).unwrap();
-    let mut bins = module.gpu().zeros::<u32>(16).unwrap();
+    let mut bins = module.gpu().zeros_of::<u32>(16).unwrap();
     unsafe { kernels::histogram::launch(&module, linear(n, 256), &x, &mut bins, n, 16) }.unwrap();
     let mut expected = vec![0u32; 16];
     for v in &host {
@@ -169,7 +169,7 @@ fn a_histogram_without_atomics_is_reported_as_a_global_race() {
     let module = planted_module();
     let host = vec![3u32; 64];
     let x = module.gpu().upload(&host).unwrap();
-    let mut bins = module.gpu().zeros::<u32>(16).unwrap();
+    let mut bins = module.gpu().zeros_of::<u32>(16).unwrap();
     let report = report_of(unsafe {
         planted::histogram_plain::launch(&module, linear(64, 32), &x, &mut bins, 64, 16)
     });

@@ -89,7 +89,7 @@ mod sealed {
                     gpu.launch_half(tile, a, b, c, mkn)
                 }
                 fn alloc_result(gpu: &Gpu, rows: usize, cols: usize) -> Result<DeviceMatrix<$out>> {
-                    gpu.zeros_matrix(rows, cols)
+                    gpu.zeros_matrix_of(rows, cols)
                 }
             }
         )*};

@@ -142,7 +142,7 @@ impl Gpu {
         a_box_rows: usize,
     ) -> Result<Arc<DeviceVec<u64>>> {
         if let Backend::Simulator = self.backend {
-            return Ok(Arc::new(self.zeros::<u64>(2 * MAP_WORDS)?));
+            return Ok(Arc::new(self.zeros_of::<u64>(2 * MAP_WORDS)?));
         }
         let t = WGMMA_128X128;
         let matrix = |address: usize, rows: usize, cols: usize, stride: usize| MapMatrix {

@@ -117,7 +117,7 @@ impl Gpu {
         t: WsTiling,
     ) -> Result<std::sync::Arc<DeviceVec<u64>>> {
         if matches!(self.backend, Backend::Simulator) || k == 0 {
-            return Ok(std::sync::Arc::new(self.zeros::<u64>(2 * MAP_WORDS)?));
+            return Ok(std::sync::Arc::new(self.zeros_of::<u64>(2 * MAP_WORDS)?));
         }
         let matrix = |address: usize, rows: usize| MapMatrix {
             kind: TF32_MAP_TYPE,

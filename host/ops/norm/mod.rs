@@ -300,7 +300,7 @@ impl Gpu {
         eps: f32,
         algorithm: NormAlgorithm,
     ) -> Result<DeviceMatrix<T>> {
-        let mut y = self.zeros_matrix::<T>(x.rows, x.cols)?;
+        let mut y = self.zeros_matrix_of::<T>(x.rows, x.cols)?;
         self.rms_norm_into_with(x, weight, eps, &mut y, algorithm)?;
         Ok(y)
     }
@@ -365,7 +365,7 @@ impl Gpu {
         eps: f32,
         algorithm: NormAlgorithm,
     ) -> Result<DeviceMatrix<T>> {
-        let mut y = self.zeros_matrix::<T>(x.rows, x.cols)?;
+        let mut y = self.zeros_matrix_of::<T>(x.rows, x.cols)?;
         self.layer_norm_into_with(x, weight, bias, eps, &mut y, algorithm)?;
         Ok(y)
     }

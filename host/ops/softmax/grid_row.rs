@@ -108,7 +108,7 @@ impl Workspace {
     fn new(gpu: &Gpu, blocks: usize) -> Result<Workspace> {
         Ok(Workspace {
             partials: gpu.zeros(4 * blocks.max(1))?,
-            barrier: gpu.zeros(1)?,
+            barrier: gpu.zeros_of(1)?,
             shapes: HashMap::new(),
         })
     }

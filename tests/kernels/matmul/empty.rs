@@ -178,7 +178,7 @@ fn tf32_rules(gpu: &Gpu) -> Check {
             let (m, n) = (9, 12);
             let a = gpu.upload_matrix(&Array2::from_elem((m, k), 1.0f32))?;
             let b = gpu.upload_matrix(&Array2::from_elem((k, n), 1.0f32))?;
-            let mut c = gpu.zeros_matrix::<f32>(m, n)?;
+            let mut c = gpu.zeros_matrix(m, n)?;
             let r = gpu.matmul_tf32_into(&a, &b, &mut c, tile);
             if !matches!(r, Err(Error::InvalidArgument { .. })) {
                 failures.push(format!(

@@ -205,7 +205,7 @@ fn half_errors(gpu: &Gpu) -> Check {
     let b = gpu.upload_matrix(&Array2::from_elem((5, 2), bf16::ONE))?;
     expect_shape_mismatch("matmul bf16", gpu.matmul(&a, &b), &[3, 4], &[5, 2])?;
     let b = gpu.upload_matrix(&Array2::from_elem((4, 2), bf16::ONE))?;
-    let mut c = gpu.zeros_matrix::<f32>(3, 3)?;
+    let mut c = gpu.zeros_matrix(3, 3)?;
     if !matches!(
         gpu.matmul_to(&a, &b, &mut c),
         Err(gpukern::Error::ShapeMismatch { .. })

@@ -114,8 +114,8 @@ fn runs_here(gpu: &Gpu) -> Result<bool, Box<dyn std::error::Error + Send + Sync>
     if gpu.has_wgmma() {
         return Ok(true);
     }
-    let (a, b) = (gpu.zeros_matrix::<f32>(8, 8)?, gpu.zeros_matrix::<f32>(8, 8)?);
-    let mut c = gpu.zeros_matrix::<f32>(8, 8)?;
+    let (a, b) = (gpu.zeros_matrix(8, 8)?, gpu.zeros_matrix(8, 8)?);
+    let mut c = gpu.zeros_matrix(8, 8)?;
     match gpu.matmul_tf32_into(&a, &b, &mut c, Tf32Tile::Wgmma) {
         Err(gpukern::Error::InvalidArgument { detail, .. }) if detail.contains("sm_90a") => Ok(false),
         other => Err(format!("a TF32 wgmma launch off compute capability 9.0 gave {other:?}").into()),
@@ -185,7 +185,7 @@ fn errors(gpu: &Gpu) -> Check {
     if !runs_here(gpu)? {
         return Ok(());
     }
-    let (a, b) = (gpu.zeros_matrix::<f32>(4, 6)?, gpu.zeros_matrix::<f32>(6, 8)?);
+    let (a, b) = (gpu.zeros_matrix(4, 6)?, gpu.zeros_matrix(6, 8)?);
     let mut c = poisoned_matrix(gpu, 4, 8)?;
     match gpu.matmul_tf32_into(&a, &b, &mut c, Tf32Tile::Wgmma) {
         Err(gpukern::Error::InvalidArgument { detail, .. })

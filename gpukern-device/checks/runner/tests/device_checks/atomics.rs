@@ -44,7 +44,7 @@ fn run_histogram(
 ) -> Result<Vec<u32>, gpukern::Error> {
     let gpu = module.gpu();
     let xd = gpu.upload(x)?;
-    let mut bins = gpu.zeros::<u32>(nbins as usize)?;
+    let mut bins = gpu.zeros_of::<u32>(nbins as usize)?;
     let config = LaunchConfig {
         shared_mem_bytes: if in_shared { 4 * nbins } else { 0 },
         ..linear(x.len())
@@ -94,7 +94,7 @@ fn sums(module: &Module, sizes: &Sizes, _: &mut rand::rngs::StdRng) -> Check {
         expect_eq("the expected f32 sum (the authors' figure)", exact, 2_475_001.5)?;
     }
     let xd = gpu.upload(&x)?;
-    let mut total = gpu.zeros::<f32>(1)?;
+    let mut total = gpu.zeros(1)?;
     // SAFETY: `x` holds `n` floats, `total` one.
     unsafe { sum_f32::launch(module, linear(n), &xd, n, &mut total) }?;
     expect_eq(&format!("sum_f32 of {n}"), total.to_vec()?, vec![exact as f32])?;
@@ -109,7 +109,7 @@ fn sums(module: &Module, sizes: &Sizes, _: &mut rand::rngs::StdRng) -> Check {
         )?;
     }
     let xd = gpu.upload(&x)?;
-    let mut total = gpu.zeros::<f64>(1)?;
+    let mut total = gpu.zeros_of::<f64>(1)?;
     // SAFETY: `x` holds `n` doubles, `total` one.
     unsafe { sum_f64::launch(module, linear(n), &xd, n, &mut total) }?;
     expect_eq(&format!("sum_f64 of {n}"), total.to_vec()?, vec![exact])
@@ -120,7 +120,7 @@ fn maxima(module: &Module, sizes: &Sizes, rng: &mut rand::rngs::StdRng) -> Check
     let n = sizes.reduce;
     let x: Vec<u32> = (0..n).map(|_| rng.random()).collect();
     let xd = gpu.upload(&x)?;
-    let mut out = gpu.zeros::<u32>(1)?;
+    let mut out = gpu.zeros_of::<u32>(1)?;
     // SAFETY: `x` holds `n` words, `out` one.
     unsafe { max_u32::launch(module, linear(n), &xd, n, &mut out) }?;
     expect_eq(
@@ -144,7 +144,7 @@ fn maxima(module: &Module, sizes: &Sizes, rng: &mut rand::rngs::StdRng) -> Check
 fn cas(module: &Module, sizes: &Sizes, _: &mut rand::rngs::StdRng) -> Check {
     let gpu = module.gpu();
     let n = sizes.cas;
-    let mut counter = gpu.zeros::<u32>(1)?;
+    let mut counter = gpu.zeros_of::<u32>(1)?;
     let mut tickets = gpu.upload(&vec![u32::MAX; n])?;
     // SAFETY: `counter` holds one word, `tickets` `n`.
     unsafe { cas_counter::launch(module, linear(n), n, &mut counter, &mut tickets) }?;

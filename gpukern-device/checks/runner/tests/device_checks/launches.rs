@@ -45,7 +45,7 @@ fn indices_3d_and_votes(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
     let want: Vec<u32> = (0..len as u32).chain([u32::MAX; 2]).collect();
     expect_all("write_index_3d", &out.to_vec()?, &want, |a, b| a == b)?;
     let warps = 6;
-    let mut votes = gpu.zeros::<u32>(5 * warps)?;
+    let mut votes = gpu.zeros_of::<u32>(5 * warps)?;
     let config = LaunchConfig {
         grid: (2, 1, 1),
         block: (96, 1, 1),
@@ -148,7 +148,7 @@ fn refused(what: &str, result: gpukern::Result<()>, want: &str, is: impl Fn(&Err
 fn bad_launches(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
     let gpu = module.gpu();
     let n = 1000;
-    let mut out = gpu.zeros::<u32>(n)?;
+    let mut out = gpu.zeros_of::<u32>(n)?;
     let launch = |config: LaunchConfig, on: &Module, out: &mut gpukern::DeviceVec<u32>| {
         // SAFETY: `out` holds `n` elements (the launches under test are refused anyway).
         unsafe { write_index_1d::launch(on, config, out, n) }
@@ -216,7 +216,7 @@ fn bad_launches(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
     // Buffers of another Gpu (CUDA only: every simulator buffer is the simulator's).
     let wrong = |e: &Error| matches!(e, Error::WrongDevice { op: "write_index_1d" });
     if !gpu.is_simulator() {
-        let mut sim_out = Gpu::simulator().zeros::<u32>(n)?;
+        let mut sim_out = Gpu::simulator().zeros_of::<u32>(n)?;
         refused(
             "a simulator buffer on CUDA",
             launch(linear(n), module, &mut sim_out),
@@ -232,7 +232,7 @@ fn bad_launches(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
         )?;
         // Two handles of device 0 have their own streams: a buffer of one is not the other's.
         let other = Gpu::new(0)?;
-        let mut other_out = other.zeros::<u32>(n)?;
+        let mut other_out = other.zeros_of::<u32>(n)?;
         refused(
             "a buffer of another Gpu::new(0)",
             launch(linear(n), module, &mut other_out),
