@@ -19,6 +19,13 @@ use crate::gpu::{math, mem, thread, warp};
 pub(crate) trait RowThreads: Copy {
     /// This thread's place among them, and their number.
     fn place(self) -> (usize, usize);
+    /// Entries a thread takes together, the row's threads dealing out chunks of this many in
+    /// turn (1: single entries). The warp kernels' threads take their vectors as they loaded
+    /// them, so that a row they stored before is written again by the same threads: the
+    /// simulator does not order the lanes of a warp, and the hardware does not promise to.
+    fn chunk(self) -> usize {
+        1
+    }
     /// `op` over one value of each of them, returned to all: an `op` whose identity is 0 (a
     /// sum, or a maximum of magnitudes).
     ///
@@ -27,15 +34,21 @@ pub(crate) trait RowThreads: Copy {
     unsafe fn fold(self, value: f32, op: impl Fn(f32, f32) -> f32 + Copy) -> f32;
 }
 
-/// The 32 lanes of a warp (the lane is the place).
+/// The 32 lanes of a warp (the lane is the place), each taking chunks of the given number of
+/// entries (the warp kernels' vectors).
 #[derive(Clone, Copy)]
-pub(crate) struct WarpRow;
+pub(crate) struct WarpRow(pub usize);
 
 impl RowThreads for WarpRow {
     #[inline(always)]
     fn place(self) -> (usize, usize) {
         let lanes = warp::SIZE as usize;
         (thread::thread_idx_x() as usize % lanes, lanes)
+    }
+
+    #[inline(always)]
+    fn chunk(self) -> usize {
+        self.0
     }
 
     #[inline(always)]
@@ -95,6 +108,22 @@ fn warp_fold(value: f32, op: impl Fn(f32, f32) -> f32) -> f32 {
         mask /= 2;
     }
     acc
+}
+
+/// Calls `f(j)` for the entries `j < cols` of the row that this thread takes ([`RowThreads`]),
+/// in increasing order.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+fn each_entry<G: RowThreads>(rows: G, cols: usize, mut f: impl FnMut(usize)) {
+    let (me, size) = rows.place();
+    let chunk = rows.chunk().max(1);
+    let mut start = me * chunk;
+    while start < cols {
+        for j in start..(start + chunk).min(cols) {
+            f(j);
+        }
+        start += size * chunk;
+    }
 }
 
 /// `|x|` (NaN stays NaN): the sign bit cleared.
@@ -177,16 +206,13 @@ unsafe fn rescue_call<E: NormElem, G: RowThreads, const LAYER: bool>(
     cols: usize,
     eps: f32,
 ) {
-    let (me, size) = rows.place();
     // SAFETY (loads and stores below): `j < cols`, inside the row, the weight and the bias; the
     // folds are reached by all of the row's threads (the caller's contract, and every branch
     // below depends only on folded values, the same for all).
     let mut amax = 0.0f32;
-    let mut j = me;
-    while j < cols {
-        amax = math::max_nan(amax, magnitude(unsafe { E::load(x_row, j) }));
-        j += size;
-    }
+    each_entry(rows, cols, |j| {
+        amax = math::max_nan(amax, magnitude(unsafe { E::load(x_row, j) }))
+    });
     let amax = unsafe { rows.fold(amax, math::max_nan) };
     let s = if amax.is_finite() && amax >= 1.0 {
         power_of_two_scale(amax)
@@ -201,22 +227,16 @@ unsafe fn rescue_call<E: NormElem, G: RowThreads, const LAYER: bool>(
     };
     let mu = if LAYER {
         let mut t = 0.0f32;
-        let mut j = me;
-        while j < cols {
-            t += s * unsafe { E::load(x_row, j) } - shift;
-            j += size;
-        }
+        each_entry(rows, cols, |j| t += s * unsafe { E::load(x_row, j) } - shift);
         inv_n * unsafe { rows.fold(t, add) }
     } else {
         0.0
     };
     let mut q = 0.0f32;
-    let mut j = me;
-    while j < cols {
+    each_entry(rows, cols, |j| {
         let d = (s * unsafe { E::load(x_row, j) } - shift) - mu;
         q = math::fma(d, d, q);
-        j += size;
-    }
+    });
     // `(x - m) / sqrt(v + eps)` is `(x s - m s) / sqrt(v s^2 + eps s^2)`. Scaled, `eps s^2` may
     // vanish beside `v s^2`, which is then at least `2^-2 / cols` (RMSNorm), or is 0 only where
     // every deviation is 0 (LayerNorm: `y = b`).
@@ -226,17 +246,13 @@ unsafe fn rescue_call<E: NormElem, G: RowThreads, const LAYER: bool>(
     } else {
         1.0 / math::sqrt(denominator)
     };
-    let mut j = me;
-    while j < cols {
-        unsafe {
-            let (x, g) = (E::load(x_row, j), E::load(w, j));
-            let out = if LAYER {
-                math::fma(((s * x - shift) - mu) * rstd, g, E::load(b, j))
-            } else {
-                x * (s * rstd) * g
-            };
-            E::store(y_row, j, out);
-        }
-        j += size;
-    }
+    each_entry(rows, cols, |j| unsafe {
+        let (x, g) = (E::load(x_row, j), E::load(w, j));
+        let out = if LAYER {
+            math::fma(((s * x - shift) - mu) * rstd, g, E::load(b, j))
+        } else {
+            x * (s * rstd) * g
+        };
+        E::store(y_row, j, out);
+    });
 }

@@ -389,7 +389,7 @@ unsafe fn warp_tail<E: NormElem, const LAYER: bool>(
         // SAFETY: the warp is here, the row is the same for its lanes; the kernel's contract.
         unsafe {
             rescue::<E, _, LAYER>(
-                WarpRow,
+                WarpRow(E::LANES),
                 (x.wrapping_add(row * cols), y.wrapping_add(row * cols)),
                 (w, b),
                 cols,
