@@ -55,6 +55,10 @@ macro_rules! forward_args_to_module {
             <Module as Launcher>::scalar(args, value)
         }
 
+        fn add_shared_bytes(config: LaunchConfig, bytes: u32) -> LaunchConfig {
+            <Module as Launcher>::add_shared_bytes(config, bytes)
+        }
+
         unsafe fn launch<'a>(args: ModuleArgs<'a>, body: &dyn Fn()) -> Result<()>
         where
             Self: 'a,
@@ -306,6 +310,13 @@ impl Launcher for Module {
         Self: 'a,
     {
         args.push_slot(value.to_bits());
+    }
+
+    fn add_shared_bytes(config: LaunchConfig, bytes: u32) -> LaunchConfig {
+        LaunchConfig {
+            shared_mem_bytes: config.shared_mem_bytes.saturating_add(bytes),
+            ..config
+        }
     }
 
     unsafe fn launch<'a>(mut args: ModuleArgs<'a>, body: &dyn Fn()) -> Result<()>

@@ -33,6 +33,7 @@ mod bounds;
 mod cache;
 mod hash;
 mod nightly;
+mod statics;
 
 use std::env;
 use std::fmt;
@@ -153,6 +154,7 @@ impl Builder {
                 krate.display()
             ));
         }
+        statics::refuse_static_mut(&krate.join("src")).map_err(BuildError)?;
         let mut inputs = vec![PathBuf::from("src"), PathBuf::from("Cargo.toml")];
         inputs.extend(path_dependencies(&krate)?);
         inputs.extend(self.extra_inputs.iter().cloned());

@@ -239,3 +239,46 @@ pub unsafe fn store_bf16x2(p: *mut bf16, i: usize, v: [f32; 2]) {
     // SAFETY: forwarded from the caller.
     unsafe { store_pair(p, i, pack_bf16x2(v)) }
 }
+
+/// An element a kernel keeps in memory and computes on in f32: `f32` itself, [`f16`](struct@f16)
+/// and [`bf16`]. What a kernel generic over its element type bounds it with
+/// (`#[kernel(instances(f32, bf16, f16))] pub unsafe fn scale<T: Float>(..)`).
+pub trait Float: Copy + 'static {
+    /// The element widened to f32 (exact for all three).
+    fn to_f32(self) -> f32;
+    /// `x` rounded to the element (to nearest, ties to even; the identity for f32).
+    fn from_f32(x: f32) -> Self;
+}
+
+impl Float for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> f32 {
+        x
+    }
+}
+
+impl Float for f16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f16_to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> f16 {
+        f32_to_f16(x)
+    }
+}
+
+impl Float for bf16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        bf16_to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> bf16 {
+        f32_to_bf16(x)
+    }
+}

@@ -45,6 +45,59 @@ pub struct Kernel {
     pub bounds: Option<LaunchBounds>,
     /// Launches so far, counted by the [`Launcher`] (gpukern's coverage check reads them).
     pub launches: LaunchCounts,
+    /// What the kernel declares about itself beside its code (`#[kernel(block(..), barriers(..),
+    /// shared(..))]`), for the launcher and for the tests that read the registry.
+    pub facts: Facts,
+}
+
+/// What a kernel declares about itself in its `#[kernel(..)]` attribute, read by its launcher
+/// and by the tests that check every kernel of a crate ([`registered`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// The most threads per block the host launches it with (`block(N)`; with launch bounds,
+    /// their `MAX_THREADS` unless said otherwise): what its registers per thread must allow.
+    pub block: Option<u32>,
+    /// How many block barriers (`bar.sync` and kin) its PTX entry holds (`barriers(N)`): a barrier
+    /// the compiler duplicated into two branches, or dropped, shows here.
+    pub barriers: Option<u32>,
+    /// Bytes of its declared (typed) shared memory (`shared(name: Array<T, N>, ..)`), which the
+    /// launcher adds to the launch's dynamic shared memory.
+    pub shared_bytes: u32,
+}
+
+/// An instance of a generic kernel (`#[kernel(instances(..))]`): the host's struct of the kernel
+/// with the instance's arguments (`scale<bf16>`) implements it, and its `launch` needs it, so
+/// that arguments with no instance are a compile error.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an instance of its generic kernel",
+    label = "no PTX entry for these arguments",
+    note = "add the arguments to the kernel's `#[kernel(instances(..))]`, which makes one PTX entry per instance"
+)]
+pub trait Instance {
+    /// The instance's entry point, crate, parameters and registry facts.
+    const KERNEL: &'static Kernel;
+}
+
+/// A kernel in the registry of the process: `#[kernel]` registers every kernel (every instance
+/// of a generic one) on the host, so that tests loop over the kernels a crate declares instead
+/// of lists of names.
+#[derive(Debug)]
+pub struct Registered(pub &'static Kernel);
+
+inventory::collect!(Registered);
+
+/// Every kernel of the crates linked into this process (every instance of a generic kernel), in
+/// no particular order; filter by [`Kernel::krate`].
+pub fn registered() -> impl Iterator<Item = &'static Kernel> {
+    inventory::iter::<Registered>.into_iter().map(|r| r.0)
+}
+
+/// The kernels of the kernel crate `krate` (its name as rustc knows it, `my_kernels`), sorted by
+/// name.
+pub fn registered_in(krate: &str) -> Vec<&'static Kernel> {
+    let mut kernels: Vec<&'static Kernel> = registered().filter(|k| k.krate == krate).collect();
+    kernels.sort_by_key(|k| k.name);
+    kernels
 }
 
 /// CUDA's `__launch_bounds__(max_threads, min_blocks)` of a kernel: `.maxntid max_threads, 1, 1`
@@ -152,6 +205,10 @@ pub trait Launcher {
     fn scalar<'a, S: Scalar>(args: &mut Self::Args<'a>, value: S)
     where
         Self: 'a;
+
+    /// `config` with `bytes` more dynamic shared memory: the kernel's declared (typed) shared
+    /// memory, which the generated launcher adds to what the caller asked for.
+    fn add_shared_bytes(config: Self::Config, bytes: u32) -> Self::Config;
 
     /// Launches: on CUDA the entry point named by the kernel with the arguments gathered, in
     /// the simulator `body` once per simulated thread (`body` calls the kernel function with the

@@ -72,6 +72,10 @@ pub mod wgmma;
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod launch;
+/// The registry's collector, for the code `#[kernel]` generates (host only).
+#[cfg(not(target_arch = "nvptx64"))]
+#[doc(hidden)]
+pub use inventory as __inventory;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod sim;
 

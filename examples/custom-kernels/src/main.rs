@@ -7,7 +7,9 @@
 
 use std::error::Error;
 
-use gpukern::{DeviceVec, Gpu, LaunchConfig, Module, PtxSet};
+use gpukern::gpukern_device::convert::Float;
+use gpukern::gpukern_device::launch::Instance;
+use gpukern::{DeviceVec, Element, Gpu, LaunchConfig, Module, PtxSet, bf16, f16};
 use kernels::BLOCK;
 
 /// The PTX `build.rs` compiled from `kernels/`.
@@ -30,6 +32,9 @@ fn main() -> Res<()> {
         let module = gpu.load(&KERNELS)?;
         increment_by_one(&module)?;
         grayscale(&module)?;
+        scale::<f32>(&module)?;
+        scale::<bf16>(&module)?;
+        scale::<f16>(&module)?;
         block_sum(&module)?;
         histogram(&module)?;
         hello(&module)?;
@@ -100,6 +105,65 @@ fn grayscale(module: &Module) -> Res<()> {
     )
 }
 
+/// An element type of the example's generic `scale` kernel, with the host's conversions for the
+/// CPU reference.
+trait Scaled: Element + PartialEq + std::fmt::Debug {
+    const NAME: &'static str;
+    fn of(x: f32) -> Self;
+    fn f32(self) -> f32;
+}
+
+impl Scaled for f32 {
+    const NAME: &'static str = "f32";
+    fn of(x: f32) -> f32 {
+        x
+    }
+    fn f32(self) -> f32 {
+        self
+    }
+}
+
+impl Scaled for bf16 {
+    const NAME: &'static str = "bf16";
+    fn of(x: f32) -> bf16 {
+        bf16::from_f32(x)
+    }
+    fn f32(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+impl Scaled for f16 {
+    const NAME: &'static str = "f16";
+    fn of(x: f32) -> f16 {
+        f16::from_f32(x)
+    }
+    fn f32(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+/// The generic `scale` kernel for element `T`: `kernels::scale::<T>::launch`, one kernel written
+/// once and launched for three types (the bound says `T` is one of its instances).
+fn scale<T: Scaled + Float>(module: &Module) -> Res<()>
+where
+    kernels::scale<T>: Instance,
+{
+    let n = size(module, 1 << 24, 10_007);
+    let host: Vec<T> = (0..n).map(|i| T::of((i % 251) as f32 / 16.0)).collect();
+    let gpu = module.gpu();
+    let x = gpu.upload(&host)?;
+    let mut y = gpu.zeros_of::<T>(n)?;
+    // SAFETY: `x` and `y` hold `n` elements.
+    unsafe { kernels::scale::<T>::launch(module, one_thread_per_element(n, 0), &x, &mut y, 1.5, n) }?;
+    // The product in f32, rounded once to `T`: the same bits as the kernel's.
+    let expected: Vec<T> = host.iter().map(|&v| T::of(v.f32() * 1.5)).collect();
+    check(
+        &format!("scale::<{}>, {n} elements", T::NAME),
+        y.to_vec()? == expected,
+    )
+}
+
 fn block_sum(module: &Module) -> Res<()> {
     let n = size(module, 1 << 24, 70_001);
     let host: Vec<f32> = (0..n).map(|i| ((i * 37) % 101) as f32 / 101.0).collect();
@@ -107,8 +171,9 @@ fn block_sum(module: &Module) -> Res<()> {
     let x = gpu.upload(&host)?;
     let blocks = n.div_ceil(BLOCK as usize);
     let mut partial: DeviceVec<f32> = gpu.zeros(blocks)?;
-    let config = one_thread_per_element(n, BLOCK * 4);
-    // SAFETY: `x` holds `n` elements, `partial` one per block; shared memory for `BLOCK` floats.
+    // No shared memory asked for: the kernel declares its array, and its launcher adds it.
+    let config = one_thread_per_element(n, 0);
+    // SAFETY: `x` holds `n` elements, `partial` one per block.
     unsafe { kernels::block_sum::launch(module, config, &x, &mut partial, n) }?;
     let sum: f64 = partial.to_vec()?.iter().map(|&s| s as f64).sum();
     let expected: f64 = host.iter().map(|&v| v as f64).sum();

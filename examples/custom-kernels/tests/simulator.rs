@@ -61,64 +61,67 @@ fn grayscale_matches_the_integer_formula_on_a_ragged_image() {
 }
 
 #[test]
-fn block_sum_gives_each_block_its_sum() {
+fn block_sum_gives_each_block_its_sum_with_no_shared_memory_asked_for() {
     let module = simulator();
     let n = 1000; // 3 full blocks of 256 and a ragged one.
     let host: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
     let x = module.gpu().upload(&host).unwrap();
     let mut partial = module.gpu().zeros(4).unwrap();
-    let config = LaunchConfig {
-        shared_mem_bytes: 256 * 4,
-        ..linear(n, 256)
-    };
-    unsafe { kernels::block_sum::launch(&module, config, &x, &mut partial, n) }.unwrap();
+    // The launch asks for no shared memory: the kernel declares its 1 KiB array, and the
+    // launcher adds it (the simulator would report an access past the window otherwise).
+    unsafe { kernels::block_sum::launch(&module, linear(n, 256), &x, &mut partial, n) }.unwrap();
     let expected: Vec<f32> = host.chunks(256).map(|c| c.iter().sum()).collect();
     assert_eq!(partial.to_vec().unwrap(), expected);
+    assert_eq!(kernels::block_sum::KERNEL.facts.shared_bytes, 256 * 4);
 }
 
-#[test]
-fn block_sum_without_its_shared_memory_is_an_out_of_bounds_report() {
+/// `kernels::scale::<T>` against the f32 product rounded once to `T`, on a ragged length.
+fn scale_of<T>(of: fn(f32) -> T)
+where
+    T: gpukern::Element + gpukern::gpukern_device::convert::Float + PartialEq + std::fmt::Debug,
+    kernels::scale<T>: gpukern::gpukern_device::launch::Instance,
+{
     let module = simulator();
-    let x = module.gpu().upload(&[1.0f32; 256]).unwrap();
-    let mut partial = module.gpu().zeros(1).unwrap();
-    // The launch forgets the kernel's 1 KiB of shared memory.
-    let err =
-        unsafe { kernels::block_sum::launch(&module, linear(256, 256), &x, &mut partial, 256) }.unwrap_err();
-    let Error::Simulator(report) = err else {
-        panic!("expected a simulator report, got {err}")
-    };
-    assert_eq!(report.kernel, "block_sum");
-    assert!(
-        matches!(
-            report.violation,
-            Violation::OutOfBounds {
-                space: Space::Shared,
-                access: Access::Write,
-                ..
-            }
-        ),
-        "{report}"
-    );
-}
-
-#[test]
-fn histogram_counts_every_element_under_contention() {
-    let module = simulator();
-    let n = 5000;
-    let host: Vec<u32> = (0..n as u32).map(|i| i * 7).collect();
+    let n = 1001;
+    let host: Vec<T> = (0..n).map(|i| of(i as f32 / 7.0 - 50.0)).collect();
     let x = module.gpu().upload(&host).unwrap();
-    let mut bins = module.gpu().zeros_of::<u32>(16).unwrap();
-    unsafe { kernels::histogram::launch(&module, linear(n, 256), &x, &mut bins, n, 16) }.unwrap();
-    let mut expected = vec![0u32; 16];
-    for v in &host {
-        expected[(v % 16) as usize] += 1;
-    }
-    assert_eq!(bins.to_vec().unwrap(), expected);
+    let mut y = module.gpu().zeros_of::<T>(n + 3).unwrap();
+    unsafe { kernels::scale::<T>::launch(&module, linear(n, 256), &x, &mut y, -2.5, n) }.unwrap();
+    let got = y.to_vec().unwrap();
+    let want: Vec<T> = host.iter().map(|&v| of(v.to_f32() * -2.5)).collect();
+    assert_eq!(&got[..n], &want[..]);
+    // Nothing past `n`.
+    assert_eq!(&got[n..], &[of(0.0); 3]);
 }
 
-/// Planted bugs: kernels a user might write by mistake, run only in the simulator.
+#[test]
+fn scale_is_one_generic_kernel_for_three_element_types() {
+    scale_of::<f32>(|v| v);
+    scale_of::<gpukern::bf16>(gpukern::bf16::from_f32);
+    scale_of::<gpukern::f16>(gpukern::f16::from_f32);
+    // One PTX entry per instance, in the registry with its facts.
+    let names: Vec<&str> = gpukern::gpukern_device::launch::registered_in("kernels")
+        .iter()
+        .map(|k| k.name)
+        .filter(|n| n.starts_with("scale"))
+        .collect();
+    assert_eq!(names, ["scale_bf16", "scale_f16", "scale_f32"]);
+    assert_eq!(kernels::scale_bf16::KERNEL.facts.barriers, Some(0));
+}
+
 mod planted {
+    use gpukern_device::shared::Array;
     use gpukern_device::{kernel, mem, thread};
+
+    /// `block_sum`'s load into its shared array, with the array one element short of the block.
+    ///
+    /// # Safety
+    /// None: thread 255 writes past the array.
+    #[kernel(shared(sums: Array<f32, 255>))]
+    pub unsafe fn shared_array_too_short(x: *const f32) {
+        let tid = thread::thread_idx_x() as usize;
+        unsafe { sums.store(tid, mem::load(x, tid)) }
+    }
 
     /// The histogram with a plain read-modify-write instead of the atomic.
     ///
@@ -205,6 +208,19 @@ fn an_unguarded_increment_is_reported_out_of_bounds_at_the_first_index_past_the_
 }
 
 #[test]
+fn a_typed_shared_array_indexed_past_its_extent_is_reported() {
+    let module = planted_module();
+    let x = module.gpu().upload(&[1.0f32; 256]).unwrap();
+    let report = report_of(unsafe { planted::shared_array_too_short::launch(&module, linear(256, 256), &x) });
+    assert_eq!(report.kernel, "shared_array_too_short");
+    assert_eq!(report.thread, Dim3::new(255, 0, 0));
+    assert!(
+        matches!(&report.violation, Violation::Panic { message } if message.contains("shared array index 255 is past its extent 255")),
+        "{report}"
+    );
+}
+
+#[test]
 fn a_bad_launch_is_an_error_before_anything_runs() {
     let module = simulator();
     let mut x = module.gpu().upload(&[0.0f32; 4]).unwrap();
@@ -263,7 +279,16 @@ fn the_ptx_assembles_for_every_architecture_without_spills_or_stack() {
         names.sort_unstable();
         assert_eq!(
             names,
-            ["block_sum", "grayscale", "hello", "histogram", "increment_by_one"]
+            [
+                "block_sum",
+                "grayscale",
+                "hello",
+                "histogram",
+                "increment_by_one",
+                "scale_bf16",
+                "scale_f16",
+                "scale_f32"
+            ]
         );
         let file = std::env::temp_dir().join(format!(
             "custom-kernels-{}-{}.ptx",

@@ -1,16 +1,18 @@
-//! The host launcher `#[kernel]` emits next to each kernel: a module named after the kernel
-//! holding its `KERNEL` description and a typed `launch` function (see `gpukern_device::launch`).
+//! The host launcher `#[kernel]` emits for each PTX entry (each instance of a generic kernel): a
+//! module named after the entry holding its `KERNEL` description (name, crate, parameters, launch
+//! bounds, registry facts) and a typed `launch` function (see `gpukern_device::launch`).
 //!
-//! The signature is read from bare tokens: `name(p: *const T, q: *mut U, s: S, ...)`. A type
+//! The parameters are read from bare tokens: `name(p: *const T, q: *mut U, s: S, ...)`. A type
 //! that came through a `macro_rules!` fragment (`$t:ty`) arrives wrapped in an invisible group,
 //! which is looked through.
 
-use proc_macro::{Delimiter, TokenStream, TokenTree};
+use proc_macro::{TokenStream, TokenTree};
 
 use crate::bounds::Bounds;
+use crate::tokens::{flatten, split_commas, text};
 
 /// How one kernel parameter is passed from the host.
-enum Kind {
+pub enum Kind {
     Input,
     Output,
     Scalar,
@@ -18,87 +20,21 @@ enum Kind {
 
 /// One kernel parameter: its name, how it is passed, and the type of its elements (pointers) or
 /// its own type (scalars), as source text.
-struct Param {
-    name: String,
-    kind: Kind,
-    ty: String,
-    written: String,
+pub struct Param {
+    pub name: String,
+    pub kind: Kind,
+    pub ty: String,
+    pub written: String,
 }
 
-/// The launcher module for the kernel whose tokens are `tokens`, `fn_pos` being the index of its
-/// `fn` keyword, and its launch bounds if it has any; `Err` carries a message for `compile_error!`.
-pub fn launcher(tokens: &[TokenTree], fn_pos: usize, bounds: Option<Bounds>) -> Result<TokenStream, String> {
-    let name = match tokens.get(fn_pos + 1) {
-        Some(TokenTree::Ident(i)) => i.to_string(),
-        _ => return Err("#[kernel]: expected the function's name after `fn`".into()),
-    };
-    let params = match tokens.get(fn_pos + 2) {
-        Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis => g.stream(),
-        Some(TokenTree::Punct(p)) if p.as_char() == '<' => {
-            return Err(format!(
-                "#[kernel] {name}: a kernel cannot be generic (a PTX entry point has one signature); \
-                 write one #[kernel] per instantiation that calls a generic function"
-            ))
-        }
-        _ => return Err(format!("#[kernel] {name}: expected the parameter list")),
-    };
-    let params = split_params(params)
+/// The kernel's parameters from its parameter list's tokens (generic parameters already
+/// replaced by an instance's arguments, where they are).
+pub fn params(kernel: &str, stream: TokenStream) -> Result<Vec<Param>, String> {
+    split_commas(stream)
         .into_iter()
         .enumerate()
-        .map(|(i, p)| parse_param(&name, i, p))
-        .collect::<Result<Vec<_>, _>>()?;
-    render(&name, &params, bounds)
-        .parse()
-        .map_err(|e| format!("#[kernel] {name}: generated launcher does not parse: {e}"))
-}
-
-/// The parameters' token lists, split at the commas outside angle brackets.
-fn split_params(stream: TokenStream) -> Vec<Vec<TokenTree>> {
-    let mut params = vec![Vec::new()];
-    let mut depth = 0i32;
-    let mut prev_dash = false;
-    for t in stream {
-        if let TokenTree::Punct(p) = &t {
-            match p.as_char() {
-                '<' => depth += 1,
-                // `->` in a function-pointer type is not a closing bracket.
-                '>' if !prev_dash => depth -= 1,
-                ',' if depth == 0 => {
-                    params.push(Vec::new());
-                    prev_dash = false;
-                    continue;
-                }
-                _ => {}
-            }
-            prev_dash = p.as_char() == '-';
-        } else {
-            prev_dash = false;
-        }
-        if let Some(last) = params.last_mut() {
-            last.push(t);
-        }
-    }
-    params.retain(|p| !p.is_empty());
-    params
-}
-
-/// Tokens with invisible (`macro_rules!` fragment) groups opened, at the top level.
-fn flatten(tokens: Vec<TokenTree>) -> Vec<TokenTree> {
-    let mut out = Vec::new();
-    for t in tokens {
-        match t {
-            TokenTree::Group(g) if g.delimiter() == Delimiter::None => {
-                out.extend(flatten(g.stream().into_iter().collect()))
-            }
-            t => out.push(t),
-        }
-    }
-    out
-}
-
-/// Source text of tokens (spacing as `TokenStream`'s `Display` gives it).
-fn text(tokens: &[TokenTree]) -> String {
-    tokens.iter().cloned().collect::<TokenStream>().to_string()
+        .map(|(i, p)| parse_param(kernel, i, p))
+        .collect()
 }
 
 fn parse_param(kernel: &str, index: usize, tokens: Vec<TokenTree>) -> Result<Param, String> {
@@ -143,34 +79,49 @@ fn parse_param(kernel: &str, index: usize, tokens: Vec<TokenTree>) -> Result<Par
     })
 }
 
-/// The launcher module's source.
-fn render(kernel: &str, params: &[Param], bounds: Option<Bounds>) -> String {
-    let (max_threads, min_blocks, launch_bounds) = match bounds {
-        Some(b) => (
-            format!("Some({})", b.max_threads),
-            format!("Some({})", b.min_blocks),
-            format!(
-                "Some(::gpukern_device::launch::LaunchBounds {{ max_threads: {}, min_blocks: {} }})",
-                b.max_threads, b.min_blocks
-            ),
-        ),
-        None => ("None".to_string(), "None".to_string(), "None".to_string()),
-    };
-    let describe = params
+/// Everything one entry's launcher module is made of, as source text.
+pub struct Entry<'a> {
+    /// The PTX entry's name, and the module's.
+    pub name: &'a str,
+    /// What the simulator calls: `super::scale` or `super::scale::<f32, { N }>`.
+    pub call: String,
+    /// Its parameters (generic ones replaced by the instance's arguments).
+    pub params: &'a [Param],
+    pub bounds: Option<Bounds>,
+    /// Items placed first in the module: a generic kernel's parameters as aliases of the
+    /// instance's arguments (`type E = bf16;`), so that the facts' expressions see them.
+    pub aliases: String,
+    /// The facts' expressions (`None`: not declared).
+    pub block: Option<String>,
+    pub barriers: Option<String>,
+    /// The declared shared items' types.
+    pub shared: Vec<String>,
+    /// A line of documentation about the kernel (and the instance).
+    pub doc: String,
+}
+
+/// The `const` expression of the bytes of the declared shared items, laid out in order.
+pub fn shared_bytes(shared: &[String]) -> String {
+    if shared.is_empty() {
+        return "0".into();
+    }
+    let places = shared
         .iter()
-        .map(|p| {
-            let kind = match p.kind {
-                Kind::Input => "Input",
-                Kind::Output => "Output",
-                Kind::Scalar => "Scalar",
-            };
+        .map(|ty| {
             format!(
-                "::gpukern_device::launch::Param {{ name: {:?}, kind: ::gpukern_device::launch::ParamKind::{kind}, ty: {:?} }}",
-                p.name, p.written
+                "__layout.place(<{ty} as ::gpukern_device::shared::Declared>::BYTES, \
+                 <{ty} as ::gpukern_device::shared::Declared>::ALIGN);"
             )
         })
-        .collect::<Vec<_>>()
-        .join(", ");
+        .collect::<String>();
+    format!(
+        "{{ let mut __layout = ::gpukern_device::shared::Layout::new(); {places} __layout.bytes() as u32 }}"
+    )
+}
+
+/// The launch function's signature and forwarding parts: `(signature, gather, call_args,
+/// host_args)`.
+pub fn launch_parts(params: &[Param]) -> (String, String, String, String) {
     let signature = params
         .iter()
         .map(|p| match p.kind {
@@ -203,21 +154,77 @@ fn render(kernel: &str, params: &[Param], bounds: Option<Bounds>) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ");
+    (signature, gather, call_args, host_args)
+}
+
+/// The launcher module's source.
+pub fn render(e: &Entry) -> String {
+    let name = e.name;
+    let (max_threads, min_blocks, launch_bounds) = match e.bounds {
+        Some(b) => (
+            format!("Some({})", b.max_threads),
+            format!("Some({})", b.min_blocks),
+            format!(
+                "Some(::gpukern_device::launch::LaunchBounds {{ max_threads: {}, min_blocks: {} }})",
+                b.max_threads, b.min_blocks
+            ),
+        ),
+        None => ("None".to_string(), "None".to_string(), "None".to_string()),
+    };
+    let block = match (&e.block, e.bounds) {
+        (Some(expr), _) => format!("Some(({expr}) as u32)"),
+        (None, Some(b)) => format!("Some({})", b.max_threads),
+        (None, None) => "None".into(),
+    };
+    let barriers = match &e.barriers {
+        Some(expr) => format!("Some(({expr}) as u32)"),
+        None => "None".into(),
+    };
+    let shared_bytes = shared_bytes(&e.shared);
+    let add_shared = if e.shared.is_empty() {
+        String::new()
+    } else {
+        "let config = __L::add_shared_bytes(config, KERNEL.facts.shared_bytes);".into()
+    };
+    let describe = e
+        .params
+        .iter()
+        .map(|p| {
+            let kind = match p.kind {
+                Kind::Input => "Input",
+                Kind::Output => "Output",
+                Kind::Scalar => "Scalar",
+            };
+            format!(
+                "::gpukern_device::launch::Param {{ name: {:?}, kind: ::gpukern_device::launch::ParamKind::{kind}, ty: {:?} }}",
+                p.name, p.written
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (signature, gather, call_args, host_args) = launch_parts(e.params);
+    let (aliases, doc, call) = (&e.aliases, &e.doc, &e.call);
     format!(
         r#"
 #[cfg(not(target_arch = "nvptx64"))]
-#[doc = "The host's launcher of the kernel [`{kernel}`](fn@{kernel}), generated by `#[kernel]`."]
-#[allow(non_snake_case, unused_imports)]
-pub mod {kernel} {{
+#[doc = {doc:?}]
+#[allow(non_snake_case, unused_imports, clippy::all)]
+pub mod {name} {{
     use super::*;
+    {aliases}
 
-    /// The kernel's entry point, crate and parameters.
+    /// The kernel's entry point, crate, parameters and registry facts.
     pub static KERNEL: ::gpukern_device::launch::Kernel = ::gpukern_device::launch::Kernel {{
-        name: {kernel:?},
+        name: {name:?},
         krate: ::core::env!("CARGO_CRATE_NAME"),
         params: &[{describe}],
         bounds: {launch_bounds},
         launches: ::gpukern_device::launch::LaunchCounts::new(),
+        facts: ::gpukern_device::launch::Facts {{
+            block: {block},
+            barriers: {barriers},
+            shared_bytes: {shared_bytes},
+        }},
     }};
 
     /// Most threads per block the kernel may be launched with (`.maxntid` in its PTX), from
@@ -230,7 +237,8 @@ pub mod {kernel} {{
     pub const MIN_BLOCKS: ::core::option::Option<u32> = {min_blocks};
 
     /// Launches the kernel on `on` (gpukern's `Module`: a CUDA device or the simulator) with
-    /// `config`; the arguments are the host's counterparts of the kernel's ({host_args}).
+    /// `config` (plus its declared shared memory, if any); the arguments are the host's
+    /// counterparts of the kernel's ({host_args}).
     ///
     /// # Safety
     /// The kernel's own contract: the buffers hold every element it touches for these arguments
@@ -241,12 +249,18 @@ pub mod {kernel} {{
         config: __L::Config,
         {signature}
     ) -> ::core::result::Result<(), __L::Error> {{
+        {add_shared}
         let mut __args = on.begin(&KERNEL, config);
         {gather}
         // SAFETY: the caller upholds the kernel's contract; the simulator calls this with the
         // pointers it registered above.
-        unsafe {{ __L::launch(__args, &|| unsafe {{ super::{kernel}({call_args}) }}) }}
+        unsafe {{ __L::launch(__args, &|| unsafe {{ {call}({call_args}) }}) }}
     }}
+}}
+
+#[cfg(not(target_arch = "nvptx64"))]
+::gpukern_device::__inventory::submit! {{
+    ::gpukern_device::launch::Registered(&{name}::KERNEL)
 }}
 "#
     )

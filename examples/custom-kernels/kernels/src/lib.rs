@@ -8,7 +8,9 @@
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
 
 use gpukern_device::atomic::{self, Scope};
-use gpukern_device::{kernel, mem, print, shared, thread};
+use gpukern_device::convert::Float;
+use gpukern_device::shared::Array;
+use gpukern_device::{bf16, kernel, mem, print, thread};
 
 /// Threads per block of the 1-D kernels (and the shared memory of [`block_sum`](fn@block_sum)).
 pub const BLOCK: u32 = 256;
@@ -51,35 +53,53 @@ pub unsafe fn grayscale(rgb: *const u8, gray: *mut u8, width: usize, height: usi
     }
 }
 
-/// The sum of each block's [`BLOCK`] elements of `x`, into `partial[block]`: each thread loads
-/// one element into shared memory, then the block halves the active threads at each step, a
-/// barrier between steps, until thread 0 holds the sum.
+/// `y[i] = x[i] * factor` for `i < n`, in the element type `T` (f32, bf16 or f16; the product
+/// in f32, rounded once to `T`): one thread per element. Written once, generic over `T`: one PTX
+/// entry per instance (`scale_f32`, `scale_bf16`, `scale_f16`), launched as
+/// `kernels::scale::<bf16>::launch(..)`.
 ///
-/// Launch: `ceil(n / BLOCK)` blocks of [`BLOCK`] threads, `4 * BLOCK` bytes of shared memory.
-/// Traffic: 4 bytes per element, 4 per block.
+/// Launch: `ceil(n / BLOCK)` blocks of [`BLOCK`] threads. Traffic: `2 size_of::<T>()` bytes per
+/// element.
+///
+/// # Safety
+/// `x` and `y` hold at least `n` elements.
+#[kernel(instances(f32, bf16, gpukern_device::f16), block(BLOCK), barriers(0))]
+pub unsafe fn scale<T: Float>(x: *const T, y: *mut T, factor: f32, n: usize) {
+    let i = thread::index_1d();
+    if i < n {
+        // SAFETY: `i < n` and both hold `n` elements.
+        unsafe { mem::store(y, i, T::from_f32(mem::load(x, i).to_f32() * factor)) }
+    }
+}
+
+/// The sum of each block's [`BLOCK`] elements of `x`, into `partial[block]`: each thread loads
+/// one element into a shared array (`sums`, declared in the attribute: the launcher adds its
+/// 1 KiB to the launch), then the block halves the active threads at each step, a barrier
+/// between steps, until thread 0 holds the sum.
+///
+/// Launch: `ceil(n / BLOCK)` blocks of [`BLOCK`] threads. Traffic: 4 bytes per element, 4 per
+/// block.
 ///
 /// # Safety
 /// `x` holds `n` elements, `partial` one per block; the launch is as above.
-#[kernel]
+#[kernel(shared(sums: Array<f32, { BLOCK as usize }>), block(BLOCK), barriers(2))]
 pub unsafe fn block_sum(x: *const f32, partial: *mut f32, n: usize) {
-    let scratch = shared::dynamic::<f32>();
     let tid = thread::thread_idx_x() as usize;
     let i = thread::index_1d();
-    // SAFETY: `tid < BLOCK`, the shared memory holds `BLOCK` floats; `i < n` is checked.
+    // SAFETY: `tid < BLOCK`, the extent of `sums`; `i < n` is checked.
     unsafe {
-        mem::store(scratch, tid, if i < n { mem::load(x, i) } else { 0.0 });
+        sums.store(tid, if i < n { mem::load(x, i) } else { 0.0 });
         thread::sync_threads();
         let mut active = thread::block_dim_x() as usize / 2;
         while active > 0 {
             if tid < active {
-                let sum = mem::load(scratch, tid) + mem::load(scratch, tid + active);
-                mem::store(scratch, tid, sum);
+                sums.store(tid, sums.load(tid) + sums.load(tid + active));
             }
             thread::sync_threads();
             active /= 2;
         }
         if tid == 0 {
-            mem::store(partial, thread::block_idx_x() as usize, mem::load(scratch, 0));
+            mem::store(partial, thread::block_idx_x() as usize, sums.load(0));
         }
     }
 }

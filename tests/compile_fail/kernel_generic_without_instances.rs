@@ -1,4 +1,5 @@
-//! A generic `#[kernel]`: a PTX entry point has one signature.
+//! A generic `#[kernel]` without its instances: a PTX entry point has one signature, so the
+//! kernel must say which instances to make.
 
 use gpukern_device::kernel;
 
