@@ -88,14 +88,16 @@ mod async_copy;
 mod block;
 pub(crate) mod device;
 mod global;
+pub(crate) mod hopper;
 mod launch;
 mod print;
 mod report;
+mod rule;
 mod shadow;
 
 pub use launch::{Dim3, Launch, LaunchConfig, MAX_CLUSTER_BLOCKS, MAX_COOPERATIVE_THREADS};
 pub use print::{Output, Printed};
-pub use report::{Access, SimError, Space, Violation};
+pub use report::{Access, Rule, SimError, Space, Violation};
 
 /// Most threads a block may have (the CUDA limit on every current GPU).
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
