@@ -669,8 +669,11 @@ pub unsafe fn wait_accumulators<const N: u32, A: Accumulators>(acc: A) -> A {
 /// `setmaxnreg.inc.sync.aligned.u32 N`: the warpgroup asks for `N` registers per thread (a
 /// multiple of 8, 24 to 256), taken from those other warpgroups released. Warpgroup-collective;
 /// ptxas honours it only in an entry with launch bounds (`#[kernel(launch_bounds(..))]`), else
-/// it warns (C7508) and ignores it. Nothing in the simulator.
+/// it warns (C7508) and ignores it. The simulator keeps the block's registers: an increase waits
+/// until the others' decreases cover it, and one they never cover is reported (on the GPU the
+/// warpgroup would wait forever).
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
 pub fn setmaxnreg_inc<const N: u32>() {
     const {
@@ -691,6 +694,7 @@ pub fn setmaxnreg_inc<const N: u32>() {
 /// `setmaxnreg.dec.sync.aligned.u32 N`: the warpgroup gives registers back, keeping `N` per
 /// thread (a multiple of 8, 24 to 256). As [`setmaxnreg_inc`].
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
 pub fn setmaxnreg_dec<const N: u32>() {
     const {

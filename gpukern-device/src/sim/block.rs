@@ -236,7 +236,7 @@ impl<'l> BlockState<'l> {
                 .record(offset, size, tid, epoch, touch, cluster, fences);
             recorded.map_err(|conflict| {
                 if cluster.is_some() {
-                    return self.cluster_violation(conflict, index, access);
+                    return self.cluster_violation(conflict, self.rank, index, access);
                 }
                 let other = match conflict {
                     shadow::Conflict::Race { other, .. } | shadow::Conflict::Pending { issuer: other } => {

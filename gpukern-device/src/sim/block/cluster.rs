@@ -139,7 +139,8 @@ impl<'l> BlockState<'l> {
             .shadow
             .borrow_mut()
             .record(offset, size, 0, 0, touch, cluster, 0);
-        recorded.map_err(|conflict| self.cluster_violation(conflict, offset / size.max(1), access))?;
+        recorded
+            .map_err(|conflict| self.cluster_violation(conflict, owner.rank, offset / size.max(1), access))?;
         if let Some(c) = cluster {
             owner.note_remote_access(c.before, self.rank, self.current.get());
         }
@@ -152,6 +153,7 @@ impl<'l> BlockState<'l> {
     pub(super) fn cluster_violation(
         &self,
         conflict: shadow::Conflict,
+        owner: u32,
         index: usize,
         access: Access,
     ) -> Violation {
@@ -162,10 +164,10 @@ impl<'l> BlockState<'l> {
                 violation(
                     Rule::ClusterPublish,
                     format!(
-                        "distributed shared-memory race at index {index} of a cluster block's shared \
-                         memory: this thread's {access} and the {other_access} of thread {thread} of \
-                         block rank {rank}, with no cluster barrier that the first arrived at after \
-                         its access and the second waited for before its own"
+                        "distributed shared-memory race at index {index} of the shared memory of \
+                         block rank {owner}: this thread's {access} and the {other_access} of thread \
+                         {thread} of block rank {rank}, with no cluster barrier that the first \
+                         arrived at after its access and the second waited for before its own"
                     ),
                 )
             }

@@ -125,14 +125,17 @@ impl Barrier {
         };
         let completed = i64::from(self.completed);
         if completed >= meant + 2 {
+            let saw = match last_seen {
+                -1 => "no phase of it complete yet".to_string(),
+                p => format!("phase {p} complete last"),
+            };
             return Err(violation(
                 Rule::MbarrierPhaseReuse,
                 format!(
-                    "a wait for parity {parity} of {} means phase {meant} (the thread last saw \
-                     phase {last_seen} complete), but phases up to {} have completed: the \
-                     barrier was re-armed before this waiter saw its phase (a phase reused, or \
-                     more arrivals per phase than the count), and the parity now names another \
-                     phase",
+                    "a wait for parity {parity} of {} means phase {meant} (this thread saw {saw}), \
+                     but phases up to {} have completed: the barrier was re-armed before this \
+                     waiter saw its phase (a phase reused, or more arrivals per phase than the \
+                     count), and the parity now names another phase",
                     name(offset),
                     completed - 1
                 ),
