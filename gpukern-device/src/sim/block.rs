@@ -311,6 +311,7 @@ impl<'l> BlockState<'l> {
 
     /// The byte offset into shared memory of element `i` of `size` bytes from `base`, if `base`
     /// points into (or just past) the block's shared memory; an error if the element is not inside.
+    #[inline]
     fn shared_offset(
         &self,
         base: usize,

@@ -198,15 +198,11 @@ pub fn check_async_read(address: usize, size: usize, what: AsyncRead) {
     checked(|b| b.check_async_read(offset, size, what))
 }
 
-/// The tensor element a tensor copy wrote at shared `address` (elements of `size` bytes).
-pub fn copied_element(address: usize, size: usize) -> Option<(u32, u32)> {
-    with_block(|b| b.copied_element(address - b.shared_base() as usize, size))
-}
-
-/// Records that the running thread's warpgroup's next `wgmma` group reads `size` shared bytes at
-/// `address`.
-pub fn wgmma_reads(address: usize, size: usize) {
-    with_block(|b| b.wgmma_reads(address - b.shared_base() as usize, size))
+/// Checks the elements of a `wgmma` operand (`size` bytes at each of `addresses`) as the product
+/// that reads them is issued, and records the read; the tensor element a tensor copy wrote at
+/// each.
+pub fn wgmma_operand(addresses: &[usize], size: usize) -> Vec<Option<(u32, u32)>> {
+    checked(|b| b.wgmma_operand(addresses, size))
 }
 
 /// The running thread executes the warpgroup instruction `text` at `at` (checked against its

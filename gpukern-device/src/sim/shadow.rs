@@ -59,9 +59,6 @@ struct Word {
     /// writer has executed one more ([`Shadow::unfenced`]).
     generic_writer: u32,
     writer_fences: u32,
-    /// Cluster launches only: the accesses to the word that a later access of another block may
-    /// not be ordered after, by threads named by their index in the cluster.
-    cluster: ClusterWord,
 }
 
 /// One access remembered for the cluster's checks: the thread (its index in the cluster), the
@@ -77,7 +74,7 @@ struct ClusterAccess {
 /// The last write and two of the reads since it, by cluster thread index (`rank * threads per
 /// block + thread`): a block barrier orders the block's own threads, never a thread of another
 /// block that reaches the word through distributed shared memory.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct ClusterWord {
     writer: Option<ClusterAccess>,
     readers: [Option<ClusterAccess>; 2],
@@ -102,6 +99,10 @@ pub(super) struct ClusterTouch {
 /// One entry per 4-byte word of shared memory.
 pub(super) struct Shadow {
     words: Vec<Word>,
+    /// Cluster launches only (empty until a cluster access): per word, the accesses that a later
+    /// access of another block may not be ordered after, by threads named by their index in the
+    /// cluster.
+    cluster: Vec<ClusterWord>,
 }
 
 /// A rule broken by an access, before the simulator adds where it happened.
@@ -126,13 +127,10 @@ impl Shadow {
             pending: NONE,
             generic_writer: NONE,
             writer_fences: 0,
-            cluster: ClusterWord {
-                writer: None,
-                readers: [None; 2],
-            },
         };
         Shadow {
             words: vec![fresh; bytes.div_ceil(4)],
+            cluster: Vec::new(),
         }
     }
 
@@ -158,12 +156,15 @@ impl Shadow {
     ) -> Result<(), Conflict> {
         let first = offset / 4;
         let last = (offset + size.max(1) - 1) / 4;
-        for word in &mut self.words[first..=last] {
+        if cluster.is_some() && self.cluster.is_empty() {
+            self.cluster = vec![ClusterWord::default(); self.words.len()];
+        }
+        for (w, word) in self.words[first..=last].iter_mut().enumerate() {
             if word.pending != NONE {
                 return Err(Conflict::Pending { issuer: word.pending });
             }
             if let Some(c) = cluster {
-                word.cluster.record(c, touch, word.written)?;
+                self.cluster[first + w].record(c, touch, word.written)?;
                 if c.remote {
                     word.written |= touch != Touch::Read;
                     continue;

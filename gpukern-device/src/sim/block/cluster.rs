@@ -27,7 +27,12 @@ impl<'l> BlockState<'l> {
 
     /// What a shared-memory access by the running thread records for the cluster's checks:
     /// nothing outside a launch of clusters of several blocks.
+    #[inline]
     pub(super) fn cluster_touch(&self, remote: bool) -> Option<ClusterTouch> {
+        // Outside a cluster launch (the common case, on every shared access) nothing to build.
+        if self.peers.get().0.is_null() {
+            return None;
+        }
         (self.peers().len() > 1).then(|| {
             let after = self.cluster_epoch.get();
             let arrived = self.arrived[self.current.get() as usize].get();

@@ -201,12 +201,17 @@ impl BlockState<'_> {
     /// The checks of an ordinary access (`touch`) of shared bytes `offset..offset + size` against
     /// the Hopper state: a copy's destination touched before its phase is known complete; a write
     /// over a `wgmma` operand before its product is known retired.
+    #[inline]
     pub(super) fn check_generic_against_copies(
         &self,
         offset: usize,
         size: usize,
         touch: Touch,
     ) -> Result<(), Violation> {
+        // A retired product's operand reads were checked when it was issued.
+        if touch == Touch::Read && self.in_wgmma_apply.get() {
+            return Ok(());
+        }
         let mut h = self.hopper.borrow_mut();
         let Some(h) = h.as_deref_mut() else {
             return Ok(());
@@ -295,18 +300,35 @@ impl BlockState<'_> {
         Ok(())
     }
 
-    /// The tensor element a tensor copy wrote at shared byte `offset`, in `size`-byte elements.
-    pub(in crate::sim) fn copied_element(&self, offset: usize, size: usize) -> Option<(u32, u32)> {
-        self.hopper.borrow().as_deref()?.landed.element_at(offset, size)
-    }
-
-    /// Records that the running thread's warpgroup's next group (the one the open products join)
-    /// reads shared bytes `offset..offset + size`.
-    pub(in crate::sim) fn wgmma_reads(&self, offset: usize, size: usize) {
+    /// The checks of a `wgmma` operand's elements (`size` bytes at each of `addresses`) when its
+    /// product is issued, as [`BlockState::check_async_read`] checks them, and the record that the
+    /// running thread's warpgroup's next group reads them; returns the tensor element a tensor
+    /// copy wrote at each (for the descriptor's check).
+    pub(in crate::sim) fn wgmma_operand(
+        &self,
+        addresses: &[usize],
+        size: usize,
+    ) -> Result<Vec<Option<(u32, u32)>>, Violation> {
+        let base = self.shared_base() as usize;
+        let mut offsets = Vec::with_capacity(addresses.len());
+        for &address in addresses {
+            let host = self.check_bounds_only(address, size)?;
+            let offset = host - base;
+            self.check_async_read(offset, size, AsyncRead::WgmmaOperand)?;
+            offsets.push(offset);
+        }
         let (tid, _) = self.me();
         let mut h = self.hopper();
+        let h = &mut *h;
         let group = h.products.entry(tid).or_default().committed;
-        h.operands.read((tid / WARPGROUP) as usize, group, offset, size);
+        let wg = (tid / WARPGROUP) as usize;
+        Ok(offsets
+            .into_iter()
+            .map(|offset| {
+                h.operands.read(wg, group, offset, size);
+                h.landed.element_at(offset, size)
+            })
+            .collect())
     }
 
     /// The running thread executes the warpgroup instruction `text` at `at`: checked against its

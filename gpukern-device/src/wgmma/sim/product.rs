@@ -6,7 +6,7 @@
 
 use super::descriptor::Descriptor;
 use super::{element, value, Operand};
-use crate::sim::device::{self, AsyncRead};
+use crate::sim::device;
 use crate::sim::hopper::violation;
 use crate::sim::Rule;
 
@@ -207,48 +207,50 @@ impl Mma {
                 ));
             }
             let mut origin: Option<(i64, i64)> = None;
-            for mn in 0..rows {
-                for k in 0..kk {
-                    let address = base + d.address_of(mn, k, mn_major, bytes);
-                    device::check_async_read(address, bytes, AsyncRead::WgmmaOperand);
-                    device::wgmma_reads(address, bytes);
-                    let Some((r, c)) = device::copied_element(address, bytes) else {
-                        continue;
+            let elements: Vec<(usize, usize)> =
+                (0..rows).flat_map(|mn| (0..kk).map(move |k| (mn, k))).collect();
+            let addresses: Vec<usize> = elements
+                .iter()
+                .map(|&(mn, k)| base + d.address_of(mn, k, mn_major, bytes))
+                .collect();
+            let copied = device::wgmma_operand(&addresses, bytes);
+            for ((&(mn, k), &address), copied) in elements.iter().zip(&addresses).zip(copied) {
+                let Some((r, c)) = copied else {
+                    continue;
+                };
+                let (r, c, mn, k) = (i64::from(r), i64::from(c), mn as i64, k as i64);
+                let shift = if mn_major {
+                    (r - k, c - mn)
+                } else {
+                    (r - mn, c - k)
+                };
+                let Some(o) = origin else {
+                    origin = Some(shift);
+                    continue;
+                };
+                if o != shift {
+                    let expected = match mn_major {
+                        true => (o.0 + k, o.1 + mn),
+                        false => (o.0 + mn, o.1 + k),
                     };
-                    let (r, c, mn, k) = (i64::from(r), i64::from(c), mn as i64, k as i64);
-                    let shift = if mn_major {
-                        (r - k, c - mn)
-                    } else {
-                        (r - mn, c - k)
-                    };
-                    let Some(o) = origin else {
-                        origin = Some(shift);
-                        continue;
-                    };
-                    if o != shift {
-                        let expected = match mn_major {
-                            true => (o.0 + k, o.1 + mn),
-                            false => (o.0 + mn, o.1 + k),
-                        };
-                        device::fail(violation(
-                            Rule::WgmmaDescriptor,
-                            format!(
-                                "operand {name}'s descriptor {bits:#x} (start byte {}, LBO {}, SBO \
-                                 {}, 128-byte swizzle{}) reads its element (mn {mn}, k {k}) from \
-                                 shared byte {}, which holds the tensor's element ({r}, {c}), not \
-                                 ({}, {}) as its first element's place implies: the descriptor \
-                                 does not read the tile the way the copy engine wrote it (its \
-                                 start, strides or swizzle)",
-                                d.start,
-                                d.lbo,
-                                d.sbo,
-                                if mn_major { ", MN-major" } else { "" },
-                                address - base,
-                                expected.0,
-                                expected.1
-                            ),
-                        ));
-                    }
+                    device::fail(violation(
+                        Rule::WgmmaDescriptor,
+                        format!(
+                            "operand {name}'s descriptor {bits:#x} (start byte {}, LBO {}, SBO \
+                             {}, 128-byte swizzle{}) reads its element (mn {mn}, k {k}) from \
+                             shared byte {}, which holds the tensor's element ({r}, {c}), not \
+                             ({}, {}) as its first element's place implies: the descriptor \
+                             does not read the tile the way the copy engine wrote it (its \
+                             start, strides or swizzle)",
+                            d.start,
+                            d.lbo,
+                            d.sbo,
+                            if mn_major { ", MN-major" } else { "" },
+                            address - base,
+                            expected.0,
+                            expected.1
+                        ),
+                    ));
                 }
             }
         }
