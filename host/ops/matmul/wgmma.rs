@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys;
+use gpukern_device::tma::{Swizzle, TiledMap};
 use kernels_gpu::matmul::wgmma::{MAP_WORDS, SWIZZLE_COLS, WGMMA_128X128};
 use kernels_gpu::matmul::wgmma_ws::{WS_64X128, WS_128X128, WS_128X256, WsTiling};
 
@@ -315,6 +316,20 @@ pub(super) fn encode(matrix: MapMatrix, box_rows: usize) -> Result<[u64; MAP_WOR
     let strides = [(stride * bytes) as u64];
     let boxes = [(SWIZZLE_COLS * 2 / bytes) as u32, box_rows as u32];
     let element_strides = [1u32, 1];
+    // The driver's rules, checked first: its refusal is a bare CUDA_ERROR_INVALID_VALUE.
+    let tiled = TiledMap {
+        address: address as u64,
+        element_bytes: bytes as u32,
+        dims: &dims,
+        strides: &strides,
+        box_dims: &boxes,
+        element_strides: &element_strides,
+        swizzle: Swizzle::B128,
+    };
+    tiled.check().map_err(|e| Error::InvalidArgument {
+        op: OP,
+        detail: format!("a tensor map of {rows} x {cols} elements, rows {stride} apart: {e}"),
+    })?;
     // SAFETY: every pointer is to a live local array of the rank's length (strides: rank - 1);
     // the call only encodes (no device access).
     unsafe {
