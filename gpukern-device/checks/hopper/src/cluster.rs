@@ -2,7 +2,7 @@
 //! block writes its block's shared word, and thread 0 of rank 1 (or rank 0) reads the other
 //! block's word into `y[0]`.
 //!
-//! The correct kernels are [`cluster_publish_twin`] and [`cluster_exit_twin`]; each `*_planted`
+//! The correct kernels are [`cluster_publish_twin`](fn@cluster_publish_twin) and [`cluster_exit_twin`](fn@cluster_exit_twin); each `*_planted`
 //! kernel is one of them with one mistake. Launch: two blocks of [`THREADS`] threads in one
 //! cluster of `(2, 1, 1)`, 4 bytes of dynamic shared memory; `y` holds one float.
 
@@ -35,12 +35,12 @@ pub unsafe fn cluster_publish_twin(y: *mut f32) {
     }
 }
 
-/// [`cluster_publish_twin`] whose writer arrives first and writes after (`Rule::ClusterPublish`):
+/// [`cluster_publish_twin`](fn@cluster_publish_twin) whose writer arrives first and writes after (`Rule::ClusterPublish`):
 /// thread 0 of rank 0 splits the barrier into `arrive` and `wait` and writes between them, so the
 /// barrier does not publish the write to the reader.
 ///
 /// # Safety
-/// As [`cluster_publish_twin`].
+/// As [`cluster_publish_twin`](fn@cluster_publish_twin).
 #[kernel]
 pub unsafe fn cluster_publish_planted(y: *mut f32) {
     let word = shared::dynamic::<f32>();
@@ -73,11 +73,11 @@ pub unsafe fn cluster_exit_twin(y: *mut f32) {
     unsafe { exchange::<true>(y) }
 }
 
-/// [`cluster_exit_twin`] without the second barrier (`Rule::ClusterExit`): rank 1 may exit, and
+/// [`cluster_exit_twin`](fn@cluster_exit_twin) without the second barrier (`Rule::ClusterExit`): rank 1 may exit, and
 /// its shared memory go, before rank 0 reads it.
 ///
 /// # Safety
-/// As [`cluster_exit_twin`].
+/// As [`cluster_exit_twin`](fn@cluster_exit_twin).
 #[kernel]
 pub unsafe fn cluster_exit_planted(y: *mut f32) {
     // SAFETY: forwarded contract (the missing barrier is the planted bug).
@@ -87,7 +87,7 @@ pub unsafe fn cluster_exit_planted(y: *mut f32) {
 /// The body of the exit kernels: `KEEP_ALIVE` adds the second barrier.
 ///
 /// # Safety
-/// As [`cluster_exit_twin`].
+/// As [`cluster_exit_twin`](fn@cluster_exit_twin).
 unsafe fn exchange<const KEEP_ALIVE: bool>(y: *mut f32) {
     let word = shared::dynamic::<f32>();
     let (rank, tid) = (cluster::block_rank(), thread::thread_idx_x());

@@ -2,8 +2,8 @@
 //! [`TILES`] tiles of 64 floats from `x` into shared memory with the copy engine, one barrier per
 //! tile, and every thread doubles its float of each tile into `y`.
 //!
-//! The correct kernel is [`bulk_twin`]; each `mbarrier_*_planted` kernel is it with one mistake
-//! (and [`bulk_inval_twin`] the twin of the invalidation one). Launch: one block of [`THREADS`]
+//! The correct kernel is [`bulk_twin`](fn@bulk_twin); each `mbarrier_*_planted` kernel is it with one mistake
+//! (and [`bulk_inval_twin`](fn@bulk_inval_twin) the twin of the invalidation one). Launch: one block of [`THREADS`]
 //! threads, [`SHARED_BYTES`] of dynamic shared memory; `x` and `y` hold `64 * TILES` floats.
 
 use gpukern_device::{bulk, kernel, mbarrier, mem, shared, thread};
@@ -79,7 +79,7 @@ pub unsafe fn bulk_twin(x: *const f32, y: *mut f32) {
     unsafe { copy_both(x, y) }
 }
 
-/// The body of [`bulk_twin`].
+/// The body of [`bulk_twin`](fn@bulk_twin).
 ///
 /// # Safety
 /// As the module documentation says.
@@ -100,7 +100,7 @@ unsafe fn copy_both(x: *const f32, y: *mut f32) {
     }
 }
 
-/// [`bulk_twin`] with one arrival too many per phase (`Rule::MbarrierArrivals`): the producer
+/// [`bulk_twin`](fn@bulk_twin) with one arrival too many per phase (`Rule::MbarrierArrivals`): the producer
 /// arrives again with `arrive` after `arrive_expect_tx`, which already counted as its arrival;
 /// the barrier's count is 1.
 ///
@@ -128,7 +128,7 @@ pub unsafe fn mbarrier_arrivals_planted(x: *const f32, y: *mut f32) {
     }
 }
 
-/// [`bulk_twin`] announcing half a tile's bytes (`Rule::MbarrierTransactions`): the copy delivers
+/// [`bulk_twin`](fn@bulk_twin) announcing half a tile's bytes (`Rule::MbarrierTransactions`): the copy delivers
 /// 256 bytes on a phase that expects 128, so the phase completes before the copy has landed.
 ///
 /// # Safety
@@ -154,7 +154,7 @@ pub unsafe fn mbarrier_tx_over_planted(x: *const f32, y: *mut f32) {
     }
 }
 
-/// [`bulk_twin`] announcing both tiles' bytes on each barrier (reported as
+/// [`bulk_twin`](fn@bulk_twin) announcing both tiles' bytes on each barrier (reported as
 /// `Rule::MbarrierDeadlock`, naming the bytes still expected): each phase waits for 512 bytes and
 /// gets 256, so it never completes and every thread waits forever.
 ///
@@ -181,7 +181,7 @@ pub unsafe fn mbarrier_tx_under_planted(x: *const f32, y: *mut f32) {
     }
 }
 
-/// [`bulk_twin`] whose producer loop starts at tile 1 (`Rule::MbarrierDeadlock`): the phase of
+/// [`bulk_twin`](fn@bulk_twin) whose producer loop starts at tile 1 (`Rule::MbarrierDeadlock`): the phase of
 /// tile 0's barrier that every thread waits for is never armed, so the wait never completes.
 ///
 /// # Safety
@@ -204,7 +204,7 @@ pub unsafe fn mbarrier_deadlock_planted(x: *const f32, y: *mut f32) {
     }
 }
 
-/// [`bulk_twin`] with one barrier for both tiles (`Rule::MbarrierPhaseReuse`): the producer arms
+/// [`bulk_twin`](fn@bulk_twin) with one barrier for both tiles (`Rule::MbarrierPhaseReuse`): the producer arms
 /// phase 0 (tile 0) and at once phase 1 (tile 1) of the same barrier; a consumer that has not yet
 /// seen phase 0 waits for parity 0 when phase 2, of parity 0 again, is the current one: on a GPU it
 /// waits forever (or, by luck of timing, returns for the wrong phase).
@@ -230,7 +230,7 @@ pub unsafe fn mbarrier_phase_reuse_planted(x: *const f32, y: *mut f32) {
     }
 }
 
-/// [`bulk_twin`] whose init loop stops one barrier short (`Rule::MbarrierUninitialized`): tile
+/// [`bulk_twin`](fn@bulk_twin) whose init loop stops one barrier short (`Rule::MbarrierUninitialized`): tile
 /// 1's barrier is never initialised, and the producer arrives on it.
 ///
 /// # Safety
@@ -253,7 +253,7 @@ pub unsafe fn mbarrier_uninit_planted(x: *const f32, y: *mut f32) {
     }
 }
 
-/// [`bulk_twin`], then the barriers invalidated once every thread is done with them: after a
+/// [`bulk_twin`](fn@bulk_twin), then the barriers invalidated once every thread is done with them: after a
 /// block barrier, thread 0 invalidates both (`mbarrier::inval`), so that their shared memory could
 /// serve for something else.
 ///
@@ -272,7 +272,7 @@ pub unsafe fn bulk_inval_twin(x: *const f32, y: *mut f32) {
     }
 }
 
-/// [`bulk_inval_twin`] without the block barrier before the invalidation
+/// [`bulk_inval_twin`](fn@bulk_inval_twin) without the block barrier before the invalidation
 /// (`Rule::MbarrierInvalidated`): thread 0 invalidates the barriers as soon as it is done, while
 /// other threads may still wait on them.
 ///
@@ -290,7 +290,7 @@ pub unsafe fn mbarrier_inval_planted(x: *const f32, y: *mut f32) {
     }
 }
 
-/// [`bulk_twin`] whose barriers every thread initialises (`Rule::MbarrierInit`): the
+/// [`bulk_twin`](fn@bulk_twin) whose barriers every thread initialises (`Rule::MbarrierInit`): the
 /// `tid == 0` guard around the init is missing.
 ///
 /// # Safety

@@ -2,7 +2,7 @@
 //! `(384, 1)`: 168 registers per thread at entry), the first (the producer) giving registers back
 //! and the other two (the consumers) taking them; then each thread writes its index to `y`.
 //!
-//! The correct kernel is [`registers_twin`]; [`registers_planted`] asks for more than the
+//! The correct kernel is [`registers_twin`](fn@registers_twin); [`registers_planted`](fn@registers_planted) asks for more than the
 //! producer gave back. Launch: one block of [`THREADS`] threads; `y` holds [`THREADS`] floats.
 
 use gpukern_device::{kernel, mem, thread, wgmma};
@@ -28,12 +28,12 @@ pub unsafe fn registers_twin(y: *mut f32) {
     unsafe { mem::store(y, tid as usize, tid as f32) };
 }
 
-/// [`registers_twin`] whose consumers ask for 240 registers per thread (`Rule::Setmaxnreg`):
+/// [`registers_twin`](fn@registers_twin) whose consumers ask for 240 registers per thread (`Rule::Setmaxnreg`):
 /// `256 x (240 - 168)` more than the `128 x (168 - 40)` the producer releases, so the second
 /// consumer's increase waits forever.
 ///
 /// # Safety
-/// As [`registers_twin`].
+/// As [`registers_twin`](fn@registers_twin).
 #[kernel(launch_bounds(384, 1))]
 pub unsafe fn registers_planted(y: *mut f32) {
     let tid = thread::thread_idx_x();

@@ -4,7 +4,7 @@
 //! the matrix are zeros: the copy engine fills them). And a tensor store: the threads write a box
 //! into shared memory and thread 0 stores it to `y`.
 //!
-//! The correct kernels are [`tma_rowsum_twin`] and [`tma_store_twin`]; each `*_planted` kernel
+//! The correct kernels are [`tma_rowsum_twin`](fn@tma_rowsum_twin) and [`tma_store_twin`](fn@tma_store_twin); each `*_planted` kernel
 //! is one of them with one mistake. Launch: one block of [`THREADS`] threads, [`SHARED_BYTES`] of
 //! dynamic shared memory; `y` holds [`BOX`] floats (the row sums) or `rows x cols` (the store).
 //! The tensor maps: f32, box `BOX x BOX`, 128-byte swizzle, zero fill, encoded for the tensor
@@ -106,7 +106,7 @@ pub unsafe fn tma_rowsum_twin(map: *const u64, x: *const f32, rows: usize, cols:
     }
 }
 
-/// [`tma_rowsum_twin`] describing the tensor with its dimensions swapped (`Rule::TmaBounds`):
+/// [`tma_rowsum_twin`](fn@tma_rowsum_twin) describing the tensor with its dimensions swapped (`Rule::TmaBounds`):
 /// `cols` rows of `rows` columns, still `cols` floats apart. For a matrix wider than tall the
 /// described tensor is longer than the buffer, and the box's rows inside it reach past the end of
 /// `x` (the copy engine zero-fills only outside the tensor the map describes).
@@ -130,7 +130,7 @@ pub unsafe fn tma_bounds_planted(map: *const u64, x: *const f32, rows: usize, co
     }
 }
 
-/// [`tma_rowsum_twin`] with the box right after the barrier, 16 bytes into the header
+/// [`tma_rowsum_twin`](fn@tma_rowsum_twin) with the box right after the barrier, 16 bytes into the header
 /// (`Rule::TmaAlignment`): a 128-byte-swizzled box must start 1024-byte aligned.
 ///
 /// # Safety
@@ -148,7 +148,7 @@ pub unsafe fn tma_alignment_planted(map: *const u64, x: *const f32, rows: usize,
     }
 }
 
-/// [`tma_rowsum_twin`] reading its row before the wait (`Rule::TmaEarlyAccess`): each thread sums
+/// [`tma_rowsum_twin`](fn@tma_rowsum_twin) reading its row before the wait (`Rule::TmaEarlyAccess`): each thread sums
 /// its row, then waits for the barrier, then stores the sum.
 ///
 /// # Safety
@@ -179,7 +179,7 @@ pub unsafe fn tma_store_twin(map: *const u64, y: *mut f32, rows: usize, cols: us
     unsafe { store_box::<true>(map, y, rows, cols) }
 }
 
-/// [`tma_store_twin`] without the fence (`Rule::ProxyFence`): the threads' ordinary stores to the
+/// [`tma_store_twin`](fn@tma_store_twin) without the fence (`Rule::ProxyFence`): the threads' ordinary stores to the
 /// box are read by the copy engine (the asynchronous proxy) with no `fence.proxy.async` between.
 ///
 /// # Safety

@@ -3,8 +3,8 @@
 //! tiles brought to shared memory by the threads' own stores, by tensor copies, or (the ring) by
 //! bulk copies of tiles already in the swizzled layout.
 //!
-//! The correct kernels are [`wgmma_stores_twin`], [`wgmma_async_twin`], [`wgmma_tma_twin`],
-//! [`wgmma_rows_twin`] and [`wgmma_ring_twin`]; each `*_planted` kernel is one of them with one
+//! The correct kernels are [`wgmma_stores_twin`](fn@wgmma_stores_twin), [`wgmma_async_twin`](fn@wgmma_async_twin), [`wgmma_tma_twin`](fn@wgmma_tma_twin),
+//! [`wgmma_rows_twin`](fn@wgmma_rows_twin) and [`wgmma_ring_twin`](fn@wgmma_ring_twin); each `*_planted` kernel is one of them with one
 //! mistake. Launch: one block of [`THREADS`] threads ([`RING_THREADS`] for the ring),
 //! [`SHARED_BYTES`] ([`RING_SHARED_BYTES`]) of dynamic shared memory.
 
@@ -74,11 +74,11 @@ pub unsafe fn wgmma_stores_twin(a: *const bf16, b: *const bf16, c: *mut f32) {
     }
 }
 
-/// [`wgmma_stores_twin`] without the fence (`Rule::ProxyFence`): the tensor cores (the asynchronous
+/// [`wgmma_stores_twin`](fn@wgmma_stores_twin) without the fence (`Rule::ProxyFence`): the tensor cores (the asynchronous
 /// proxy) read operands written by ordinary stores with no `fence.proxy.async` after them.
 ///
 /// # Safety
-/// As [`wgmma_stores_twin`].
+/// As [`wgmma_stores_twin`](fn@wgmma_stores_twin).
 #[kernel]
 pub unsafe fn wgmma_proxy_planted(a: *const bf16, b: *const bf16, c: *mut f32) {
     // SAFETY: forwarded contract (the missing fence is the planted bug).
@@ -88,12 +88,12 @@ pub unsafe fn wgmma_proxy_planted(a: *const bf16, b: *const bf16, c: *mut f32) {
     }
 }
 
-/// The correct asynchronous product: as [`wgmma_stores_twin`], the product issued with
+/// The correct asynchronous product: as [`wgmma_stores_twin`](fn@wgmma_stores_twin), the product issued with
 /// `mma_bf16_m64n64k64_async` and retired with `wait_accumulators::<0>` before the accumulators
 /// are stored.
 ///
 /// # Safety
-/// As [`wgmma_stores_twin`].
+/// As [`wgmma_stores_twin`](fn@wgmma_stores_twin).
 #[kernel]
 pub unsafe fn wgmma_async_twin(a: *const bf16, b: *const bf16, c: *mut f32) {
     // SAFETY: forwarded contract.
@@ -105,11 +105,11 @@ pub unsafe fn wgmma_async_twin(a: *const bf16, b: *const bf16, c: *mut f32) {
     }
 }
 
-/// [`wgmma_async_twin`] without the wait (`Rule::WgmmaAccumulators`): the accumulators are
+/// [`wgmma_async_twin`](fn@wgmma_async_twin) without the wait (`Rule::WgmmaAccumulators`): the accumulators are
 /// stored while the product writing them is in flight.
 ///
 /// # Safety
-/// As [`wgmma_stores_twin`].
+/// As [`wgmma_stores_twin`](fn@wgmma_stores_twin).
 #[kernel]
 pub unsafe fn wgmma_accumulators_planted(a: *const bf16, b: *const bf16, c: *mut f32) {
     // SAFETY: forwarded contract (the missing wait is the planted bug).
@@ -142,7 +142,7 @@ unsafe fn issue() -> [f32; 32] {
 /// the product (it is warpgroup-collective), and only the stores skip the rows at or past `m`.
 ///
 /// # Safety
-/// As [`wgmma_stores_twin`], `m <= 64`.
+/// As [`wgmma_stores_twin`](fn@wgmma_stores_twin), `m <= 64`.
 #[kernel]
 pub unsafe fn wgmma_rows_twin(a: *const bf16, b: *const bf16, c: *mut f32, m: usize) {
     // SAFETY: forwarded contract.
@@ -152,12 +152,12 @@ pub unsafe fn wgmma_rows_twin(a: *const bf16, b: *const bf16, c: *mut f32, m: us
     }
 }
 
-/// [`wgmma_rows_twin`] whose warps skip the product when their 16 rows start at or past `m`
+/// [`wgmma_rows_twin`](fn@wgmma_rows_twin) whose warps skip the product when their 16 rows start at or past `m`
 /// (`Rule::WgmmaOrder`): a warpgroup-collective instruction under a condition that differs
 /// between its warps, so part of the warpgroup never executes it.
 ///
 /// # Safety
-/// As [`wgmma_rows_twin`].
+/// As [`wgmma_rows_twin`](fn@wgmma_rows_twin).
 #[kernel]
 pub unsafe fn wgmma_order_planted(a: *const bf16, b: *const bf16, c: *mut f32, m: usize) {
     let warp = (thread::thread_idx_x() / 32) as usize;
@@ -178,19 +178,19 @@ pub unsafe fn wgmma_order_planted(a: *const bf16, b: *const bf16, c: *mut f32, m
 /// 8-row groups 1024 bytes apart, as the copy engine writes them) is stored to `c`.
 ///
 /// # Safety
-/// As [`wgmma_stores_twin`], and the maps encode `a` and `b`.
+/// As [`wgmma_stores_twin`](fn@wgmma_stores_twin), and the maps encode `a` and `b`.
 #[kernel]
 pub unsafe fn wgmma_tma_twin(maps: *const u64, a: *const bf16, b: *const bf16, c: *mut f32) {
     // SAFETY: forwarded contract.
     unsafe { tma_product(maps, a, b, c, 1024) }
 }
 
-/// [`wgmma_tma_twin`] whose descriptors of `A` put its 8-row groups 512 bytes apart
+/// [`wgmma_tma_twin`](fn@wgmma_tma_twin) whose descriptors of `A` put its 8-row groups 512 bytes apart
 /// (`Rule::WgmmaDescriptor`): the stride does not match the dense tile the copy engine wrote, so
 /// the tensor cores read rows of the wrong groups.
 ///
 /// # Safety
-/// As [`wgmma_tma_twin`].
+/// As [`wgmma_tma_twin`](fn@wgmma_tma_twin).
 #[kernel]
 pub unsafe fn wgmma_descriptor_planted(maps: *const u64, a: *const bf16, b: *const bf16, c: *mut f32) {
     // SAFETY: forwarded contract (the stride is the planted bug).
@@ -200,7 +200,7 @@ pub unsafe fn wgmma_descriptor_planted(maps: *const u64, a: *const bf16, b: *con
 /// The body of the tensor-copy kernels.
 ///
 /// # Safety
-/// As [`wgmma_tma_twin`].
+/// As [`wgmma_tma_twin`](fn@wgmma_tma_twin).
 unsafe fn tma_product(maps: *const u64, a: *const bf16, b: *const bf16, c: *mut f32, sbo: u32) {
     let bar = aligned(0).cast::<u64>();
     let tensor = |map: *const u64, data: *const bf16| Tensor2d {
@@ -264,12 +264,12 @@ pub unsafe fn wgmma_ring_twin(a: *const bf16, b: *const bf16, c: *mut f32) {
     unsafe { ring::<false>(a, b, c) }
 }
 
-/// [`wgmma_ring_twin`] whose consumer marks each stage empty right after issuing its product
+/// [`wgmma_ring_twin`](fn@wgmma_ring_twin) whose consumer marks each stage empty right after issuing its product
 /// (`Rule::WgmmaOperands`): the producer refills the stage while the tensor cores may still read
 /// it.
 ///
 /// # Safety
-/// As [`wgmma_ring_twin`].
+/// As [`wgmma_ring_twin`](fn@wgmma_ring_twin).
 #[kernel]
 pub unsafe fn wgmma_operands_planted(a: *const bf16, b: *const bf16, c: *mut f32) {
     // SAFETY: forwarded contract (the early release is the planted bug).
@@ -279,7 +279,7 @@ pub unsafe fn wgmma_operands_planted(a: *const bf16, b: *const bf16, c: *mut f32
 /// The body of the ring kernels: `EARLY` releases each stage before its product is retired.
 ///
 /// # Safety
-/// As [`wgmma_ring_twin`].
+/// As [`wgmma_ring_twin`](fn@wgmma_ring_twin).
 unsafe fn ring<const EARLY: bool>(a: *const bf16, b: *const bf16, c: *mut f32) {
     let tid = thread::thread_idx_x();
     let full = |s: usize| aligned(8 * s).cast::<u64>();
