@@ -352,3 +352,30 @@ pub(super) fn encode(matrix: MapMatrix, box_rows: usize) -> Result<[u64; MAP_WOR
     .during("encoding a TMA tensor map (cuTensorMapEncodeTiled)")?;
     Ok(map.opaque)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{MapMatrix, encode};
+    use crate::error::Error;
+    use cudarc::driver::sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+
+    /// A map the driver would refuse is refused before the driver is asked (so this runs without
+    /// one), naming the rule: rows 12 bf16 (24 bytes) apart are not a multiple of 16 bytes.
+    #[test]
+    fn a_map_the_driver_would_refuse_is_refused_first() {
+        let matrix = MapMatrix {
+            kind: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            bytes: 2,
+            address: 0x7f00_0000_0000,
+            rows: 64,
+            cols: 12,
+            stride: 12,
+        };
+        match encode(matrix, 64) {
+            Err(Error::InvalidArgument { detail, .. }) => {
+                assert!(detail.contains("multiple of 16 bytes"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
