@@ -8,9 +8,10 @@
 //! from code under `#[cfg(target_feature = "sm_90a")]` on the GPU, as [`crate::wgmma`].
 //!
 //! In the simulator the copy is done when issued, word by word through checked loads of the
-//! source and writes of the asynchronous proxy into shared memory (bounds-checked; ordered by the
-//! barrier, which the race checker does not model, as for [`crate::tma`]), then counted down on
-//! the barrier.
+//! source and writes of the asynchronous proxy into shared memory, then counted down on the
+//! barrier; its alignment, the barrier (live, init fenced), the bytes against the phase's
+//! `expect_tx`, and every later touch of the destination before the thread waited for the phase
+//! are checked as for [`crate::tma`].
 
 /// Copies `bytes` bytes from `src` (global memory) to `dst` (this block's shared memory),
 /// completing `bytes` on `bar`
@@ -46,32 +47,77 @@ pub unsafe fn load<T>(dst: *mut T, src: *const T, bytes: u32, bar: *mut u64) {
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        assert!(
-            bytes % 16 == 0 && (src as usize) % 16 == 0 && (dst as usize) % 16 == 0,
-            "bulk copy of {bytes} bytes from {src:p} to {dst:p}: both 16-byte aligned, a multiple of 16 bytes"
-        );
-        let (src, dst) = (src.cast::<u32>(), dst.cast::<u8>());
+        use crate::sim::{device, hopper::violation, Rule};
+        if bytes % 16 != 0 || (src as usize) % 16 != 0 || (dst as usize) % 16 != 0 {
+            device::fail(violation(
+                Rule::TmaAlignment,
+                format!(
+                    "a bulk copy of {bytes} bytes from {src:p} to shared byte {}: both sides \
+                     16-byte aligned and a multiple of 16 bytes",
+                    (dst as usize).wrapping_sub(device::shared_base() as usize)
+                ),
+            ));
+        }
+        let target = device::copy_target(bar as usize);
+        let (src, dst) = (src.cast::<u32>(), dst as usize);
         for i in 0..bytes as usize / 4 {
             // SAFETY: inside the source (the caller's contract; the load is checked).
             let word: u32 = unsafe { crate::mem::load(src, i) };
-            // A write by the asynchronous proxy: checked for bounds, ordered by the barrier.
-            let host = crate::sim::device::check_proxy_write(dst.wrapping_add(4 * i) as usize, 0, 4);
-            // SAFETY: the simulator checked that `host` holds 4 bytes of shared memory.
-            unsafe { (host as *mut u32).write_unaligned(word) };
+            device::copy_write(dst + 4 * i, &word.to_ne_bytes(), target, None);
         }
-        // SAFETY: the caller's contract.
-        unsafe { crate::mbarrier::sim::update(bar, |s| s.complete_tx(bytes)) };
+        device::copy_complete(bar as usize, bytes);
     }
 }
 
 /// Orders this thread's earlier shared-memory accesses (and, after a block barrier, the other
-/// threads') before its later bulk copies into the same memory (`fence.proxy.async.shared::cta`):
-/// what the thread that refills a slot calls before the copy. Nothing in the simulator.
+/// threads') before its later bulk copies into the same memory, and its earlier stores before
+/// later reads by the copy engine or the tensor cores (`fence.proxy.async.shared::cta`): what the
+/// thread that refills a slot calls before the copy, and every thread that wrote a tile a
+/// [`crate::tma::store_2d`] or a `wgmma` reads, after its stores. The simulator counts it (a
+/// store the asynchronous proxy reads with no fence of its writer since is reported).
 #[inline(always)]
 pub fn fence_shared() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: a fence only.
     unsafe {
         core::arch::asm!("fence.proxy.async.shared::cta;", options(nostack));
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::proxy_fence();
+}
+
+/// Closes this thread's bulk stores ([`crate::tma::store_2d`]) issued since the last commit into
+/// a bulk async-group (`cp.async.bulk.commit_group`). Nothing in the simulator, which performs
+/// stores when they are issued.
+#[inline(always)]
+pub fn commit_group() {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: bookkeeping of this thread's bulk groups.
+    unsafe {
+        core::arch::asm!("cp.async.bulk.commit_group;", options(nostack));
+    }
+}
+
+/// Waits until at most `N` of this thread's bulk async-groups still read their shared-memory
+/// sources (`cp.async.bulk.wait_group.read N`): their sources may be written again. Nothing in the
+/// simulator.
+#[inline(always)]
+pub fn wait_group_read<const N: u32>() {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: a wait on this thread's own bulk groups.
+    unsafe {
+        core::arch::asm!("cp.async.bulk.wait_group.read {n};", n = const N, options(nostack));
+    }
+}
+
+/// Waits until at most `N` of this thread's bulk async-groups are incomplete
+/// (`cp.async.bulk.wait_group N`): their writes to global memory are done. Nothing in the
+/// simulator.
+#[inline(always)]
+pub fn wait_group<const N: u32>() {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: a wait on this thread's own bulk groups.
+    unsafe {
+        core::arch::asm!("cp.async.bulk.wait_group {n};", n = const N, options(nostack));
     }
 }

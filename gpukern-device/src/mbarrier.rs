@@ -8,14 +8,23 @@
 //! per stage, the thread that issues the copies calls [`arrive_expect_tx`] with their total
 //! bytes and issues them, and the consumers [`wait_parity`] for the stage's phase.
 //!
-//! In the simulator the word holds the barrier's state (pending arrivals, pending bytes, the
-//! phase), updated and read as an atomic (so the barrier word itself never races); the copies are
-//! performed when issued and count their bytes down at once. A wait polls: the thread checks the
-//! phase and, while it is incomplete, hands control to the scheduler, which resumes it in the
-//! next round; a round in which every running thread polls and no barrier changed is reported as
-//! a deadlock (on a GPU the waits would never return). So threads may wait at different places
-//! for different barriers, as the producer and consumer warpgroups of a warp-specialized kernel
-//! do.
+//! In the simulator each barrier is a record of the block ([`crate::sim`]'s Hopper state), not
+//! the word itself (which is still written by `init` and touched by every operation, so that
+//! bounds and races are checked): the arrivals and bytes its phase expects, its phase, and who
+//! initialised it. The copies are performed when issued and count their bytes down at once. A
+//! wait polls: the thread checks the phase and, while it is incomplete, hands control to the
+//! scheduler, which resumes it in the next round; a round in which every running thread polls and
+//! nothing changed is reported as a deadlock naming the barrier, its phase and what it still
+//! expects (on a GPU the waits would never return). So threads may wait at different places for
+//! different barriers, as the producer and consumer warpgroups of a warp-specialized kernel do.
+//!
+//! The simulator checks each rule of the protocol ([`crate::sim::Rule`]): an `init` by more than
+//! one thread (or of a live barrier), any use of a barrier never initialised, invalidated
+//! ([`inval`]), or whose init no block barrier (threads) or [`fence_init`] (the copy engine) made
+//! visible; more arrivals in a phase than the count; copies delivering more bytes than the
+//! phase's `expect_tx`; a wait whose parity names a phase the barrier has already gone past (a
+//! phase reused before this waiter saw it); a copy's destination touched before the thread waited
+//! for the phase the copy completes on.
 
 /// Initialises the barrier at `bar` (8-byte aligned, in shared memory) for `count` arrivals per
 /// phase, in phase 0.
@@ -40,15 +49,12 @@ pub unsafe fn init(bar: *mut u64, count: u32) {
         }
     }
     #[cfg(not(target_arch = "nvptx64"))]
-    {
-        // SAFETY: the caller's contract.
-        unsafe { crate::mem::store(bar, 0, sim::State::new(count).0) };
-    }
+    crate::sim::device::mbarrier_init(bar as usize, count);
 }
 
 /// Makes this thread's [`init`]s visible to the copy engine (the async proxy) and, after a block
 /// barrier, to every thread: `fence.mbarrier_init.release.cluster` and
-/// `fence.proxy.async.shared::cta`. Nothing in the simulator.
+/// `fence.proxy.async.shared::cta`. The simulator records both.
 #[inline(always)]
 pub fn fence_init() {
     #[cfg(target_arch = "nvptx64")]
@@ -60,6 +66,34 @@ pub fn fence_init() {
             options(nostack),
         );
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::mbarrier_fence_init();
+}
+
+/// Invalidates the barrier at `bar` (`mbarrier.inval`), so that its 8 bytes may be used for
+/// something else or initialised again; any other operation on it until a new [`init`] is an
+/// error (reported by the simulator).
+///
+/// # Safety
+/// `bar` is an initialised barrier of this block's shared memory that no thread or copy uses any
+/// more (every thread that waits on it has passed its last phase).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn inval(bar: *mut u64) {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let bar = crate::async_copy::shared_address(bar);
+        // SAFETY: the caller's contract.
+        unsafe {
+            core::arch::asm!(
+                "mbarrier.inval.shared::cta.b64 [{bar}];",
+                bar = in(reg32) bar,
+                options(nostack),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::mbarrier_inval(bar as usize);
 }
 
 /// Arrives at `bar` once and adds `bytes` to the bytes its current phase waits for
@@ -85,10 +119,7 @@ pub unsafe fn arrive_expect_tx(bar: *mut u64, bytes: u32) {
         }
     }
     #[cfg(not(target_arch = "nvptx64"))]
-    {
-        // SAFETY: the caller's contract.
-        unsafe { sim::update(bar, |s| s.expect(bytes).arrive()) };
-    }
+    crate::sim::device::mbarrier_arrive(bar as usize, bytes);
 }
 
 /// Arrives at `bar` once (`mbarrier.arrive`), with no bytes: what a consumer calls when it is
@@ -113,10 +144,7 @@ pub unsafe fn arrive(bar: *mut u64) {
         }
     }
     #[cfg(not(target_arch = "nvptx64"))]
-    {
-        // SAFETY: the caller's contract.
-        unsafe { sim::update(bar, |s| s.arrive()) };
-    }
+    crate::sim::device::mbarrier_arrive(bar as usize, 0);
 }
 
 /// Whether the phase of parity `parity` (0 or 1) of `bar` has completed
@@ -162,81 +190,5 @@ pub unsafe fn wait_parity(bar: *mut u64, parity: u32) {
         while !unsafe { try_wait_parity(bar, parity) } {}
     }
     #[cfg(not(target_arch = "nvptx64"))]
-    {
-        // SAFETY: the caller's contract.
-        while unsafe { sim::read(bar) }.phase() == parity & 1 {
-            crate::sim::device::poll();
-        }
-    }
-}
-
-/// The simulator's barrier word and its updates.
-#[cfg(not(target_arch = "nvptx64"))]
-pub(crate) mod sim {
-    /// The barrier's state: bits 0..32 the bytes still expected (as an `i32`: copies may land
-    /// before their `expect_tx`), 32..48 the arrivals still expected, 48..63 the arrival count,
-    /// 63 the parity of the current (incomplete) phase.
-    #[derive(Clone, Copy)]
-    pub(crate) struct State(pub(crate) u64);
-
-    impl State {
-        pub(crate) fn new(count: u32) -> State {
-            assert!(
-                (1..1 << 15).contains(&count),
-                "mbarrier init with {count} arrivals"
-            );
-            State((u64::from(count) << 48) | (u64::from(count) << 32))
-        }
-        pub(crate) fn phase(self) -> u32 {
-            (self.0 >> 63) as u32
-        }
-        pub(crate) fn arrivals(self) -> u32 {
-            ((self.0 >> 32) & 0xffff) as u32
-        }
-        pub(crate) fn bytes(self) -> i32 {
-            self.0 as u32 as i32
-        }
-        fn count(self) -> u32 {
-            ((self.0 >> 48) & 0x7fff) as u32
-        }
-        fn with(self, arrivals: u32, bytes: i32) -> State {
-            // The phase completes when nothing is pending: the next one starts afresh.
-            if arrivals == 0 && bytes == 0 {
-                let phase = u64::from(self.phase() ^ 1);
-                State((phase << 63) | (u64::from(self.count()) << 48) | (u64::from(self.count()) << 32))
-            } else {
-                State((self.0 & !0xffff_ffff_ffff) | (u64::from(arrivals) << 32) | u64::from(bytes as u32))
-            }
-        }
-        pub(crate) fn expect(self, bytes: u32) -> State {
-            State((self.0 & !0xffff_ffff) | u64::from(self.bytes().wrapping_add(bytes as i32) as u32))
-        }
-        pub(crate) fn arrive(self) -> State {
-            assert!(self.arrivals() > 0, "mbarrier arrival beyond its count");
-            self.with(self.arrivals() - 1, self.bytes())
-        }
-        pub(crate) fn complete_tx(self, bytes: u32) -> State {
-            self.with(self.arrivals(), self.bytes().wrapping_sub(bytes as i32))
-        }
-    }
-
-    /// Applies `f` to the barrier word at `bar`.
-    ///
-    /// # Safety
-    /// `bar` is an initialised barrier in shared memory.
-    #[track_caller]
-    pub(crate) unsafe fn update(bar: *mut u64, f: impl FnOnce(State) -> State) {
-        let mut f = Some(f);
-        crate::atomic::host::rmw64(bar as usize, 0, |old| f.take().map(|f| f(State(old)).0));
-        crate::sim::device::mbarrier_updated();
-    }
-
-    /// The state of the barrier at `bar`, read as an atomic.
-    ///
-    /// # Safety
-    /// `bar` is an initialised barrier in shared memory.
-    #[track_caller]
-    pub(crate) unsafe fn read(bar: *mut u64) -> State {
-        State(crate::atomic::host::rmw64(bar as usize, 0, |_| None))
-    }
+    crate::sim::device::mbarrier_wait(bar as usize, parity);
 }

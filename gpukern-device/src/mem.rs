@@ -5,7 +5,8 @@
 //! memory), the element must be inside it and aligned to its type (`align_of::<T>()`, as the
 //! GPU requires), and accesses are tracked for races (shared memory and
 //! output buffers), reads of shared memory nobody wrote, and reads of `cp.async` slots not waited
-//! for. The pointers the simulator hands a kernel are simulated device addresses, which these
+//! for, and stores of `wgmma` accumulators still in flight ([`crate::wgmma`]). The pointers the
+//! simulator hands a kernel are simulated device addresses, which these
 //! helpers translate: a kernel must touch memory through them, never by dereferencing a pointer.
 
 /// Reads `p[i]`.
@@ -62,6 +63,10 @@ pub unsafe fn store<T: Copy>(p: *mut T, i: usize, v: T) {
             "misaligned {}-byte write at {q:p}",
             core::mem::size_of::<T>()
         );
+        if core::mem::size_of::<T>() == 4 && core::mem::align_of::<T>() == 4 {
+            // SAFETY: a 4-byte type aligned to 4 has no padding: all 4 bytes are initialised.
+            crate::sim::device::check_stored_bits(unsafe { core::mem::transmute_copy::<T, u32>(&v) });
+        }
         // SAFETY: the simulator checked the access and returned the host address of a whole
         // writable `T` inside an output buffer or shared memory.
         unsafe { (host as *mut T).write_unaligned(v) }

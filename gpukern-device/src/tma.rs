@@ -15,8 +15,22 @@
 //!
 //! In the simulator the tensor map is not read: [`Tensor2d`] also carries the matrix's pointer,
 //! shape and box, and the copy is done when issued, element by element through checked loads and
-//! writes of the asynchronous proxy (bounds-checked; ordered by the barrier, which the race
-//! checker does not model: see `sim::shadow`'s `Touch::Proxy`), then counted down on the barrier.
+//! writes of the asynchronous proxy, then counted down on the barrier. Checked there
+//! ([`crate::sim::Rule`]): the tensor against the rules the driver encodes maps by
+//! ([`TiledMap`], as `cuTensorMapEncodeTiled` would refuse it); the shared-memory side 1024-byte
+//! aligned; the box's part inside the tensor inside the buffer the tensor lies in (parts outside
+//! the tensor are zeros on a load and dropped on a store, as on the GPU); the barrier live and
+//! its init fenced; and afterwards, every touch of a loaded element before the thread waited for
+//! the phase it completes on, and every ordinary store a [`store_2d`] reads with no
+//! `fence.proxy.async` ([`crate::bulk::fence_shared`]) since.
+
+#[cfg(not(target_arch = "nvptx64"))]
+mod map_rules;
+#[cfg(not(target_arch = "nvptx64"))]
+mod sim;
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub use map_rules::{MapError, Swizzle, TiledMap, MAP_ALIGN};
 
 /// The 128-byte swizzle of a shared-memory byte offset from a 1024-byte aligned base: bits 4..7
 /// (the 16-byte chunk within a 128-byte row) XOR bits 7..10 (the row within 8 rows).
@@ -78,8 +92,6 @@ pub fn prefetch_map(map: *const u64) {
 ///   current phase expects these bytes ([`crate::mbarrier::arrive_expect_tx`]).
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-// `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
-#[allow(clippy::manual_is_multiple_of)]
 pub unsafe fn load_2d<T: Copy>(dst: *mut T, tensor: &Tensor2d<T>, bar: *mut u64, row: u32, col: u32) {
     #[cfg(target_arch = "nvptx64")]
     {
@@ -99,39 +111,42 @@ pub unsafe fn load_2d<T: Copy>(dst: *mut T, tensor: &Tensor2d<T>, bar: *mut u64,
         }
     }
     #[cfg(not(target_arch = "nvptx64"))]
+    sim::load(dst, tensor, bar, row, col);
+}
+
+/// Copies the box at `src` (this block's shared memory, row-major, 128-byte swizzled, as
+/// [`load_2d`] leaves a box) to the box of `tensor` whose top-left element is at row `row`,
+/// column `col` (`cp.async.bulk.tensor.2d.global.shared::cta.bulk_group`); elements outside the
+/// matrix are not written. Issued by one thread; completes in the background: commit it
+/// ([`crate::bulk::commit_group`]) and wait for it ([`crate::bulk::wait_group_read`]) before
+/// `src` is written again, and ([`crate::bulk::wait_group`]) before the kernel relies on the
+/// global side. The simulator performs the store when it is issued.
+///
+/// # Safety
+/// * `T` is a plain number type; `src` is 1024-byte aligned in this block's shared memory and
+///   holds the box, written by this thread or by others before a block barrier, and made visible
+///   to the copy engine by a `fence.proxy.async` ([`crate::bulk::fence_shared`]) after the writes
+///   (by each writing thread, before that barrier).
+/// * `tensor.map` is a tensor map in global memory encoded for `tensor` (as for [`load_2d`]),
+///   whose matrix is writable device memory no other thread accesses until the store completes.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn store_2d<T: Copy>(tensor: &Tensor2d<T>, src: *const T, row: u32, col: u32) {
+    #[cfg(target_arch = "nvptx64")]
     {
-        let size = core::mem::size_of::<T>();
-        assert_eq!(
-            tensor.box_cols * size,
-            SWIZZLE_128B,
-            "a 128-byte-swizzled box has rows of 128 bytes"
-        );
-        let offset = dst as usize - crate::sim::device::shared_base() as usize;
-        assert!(
-            offset % 1024 == 0,
-            "TMA destination at shared offset {offset}: a 128-byte-swizzled box must be 1024-byte aligned"
-        );
-        let (row, col) = (row as usize, col as usize);
-        let base = dst.cast::<u8>();
-        for r in 0..tensor.box_rows {
-            for c in 0..tensor.box_cols {
-                let (gr, gc) = (row + r, col + c);
-                let v = if gr < tensor.rows && gc < tensor.cols {
-                    // SAFETY: inside the matrix (the caller's contract).
-                    unsafe { crate::mem::load(tensor.data, gr * tensor.stride + gc) }
-                } else {
-                    // SAFETY: `T` is a plain number (the caller's contract), all-zero bits 0.
-                    unsafe { core::mem::zeroed() }
-                };
-                let at = swizzle_128b((r * tensor.box_cols + c) * size);
-                // A write by the asynchronous proxy: checked for bounds, ordered by the barrier.
-                let host = crate::sim::device::check_proxy_write(base.wrapping_add(at) as usize, 0, size);
-                // SAFETY: the simulator checked that `host` holds a whole `T` of shared memory.
-                unsafe { (host as *mut T).write_unaligned(v) };
-            }
+        let src = crate::async_copy::shared_address(src.cast_mut());
+        // SAFETY: the caller's contract. Not `nomem`: the copy reads shared memory.
+        unsafe {
+            core::arch::asm!(
+                "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{map}, {{{col}, {row}}}], [{src}];",
+                map = in(reg64) tensor.map,
+                col = in(reg32) col,
+                row = in(reg32) row,
+                src = in(reg32) src,
+                options(nostack),
+            );
         }
-        let bytes = (tensor.box_rows * tensor.box_cols * size) as u32;
-        // SAFETY: the caller's contract.
-        unsafe { crate::mbarrier::sim::update(bar, |s| s.complete_tx(bytes)) };
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    sim::store(tensor, src, row, col);
 }

@@ -41,7 +41,11 @@ pub unsafe fn load4(p: *const f32, i: usize) -> F4 {
 pub unsafe fn store4(p: *mut f32, i: usize, v: F4) {
     let q = p.wrapping_add(i).cast::<F4>();
     #[cfg(not(target_arch = "nvptx64"))]
-    assert!(q.is_aligned(), "misaligned 16-byte write at {q:p}");
+    {
+        assert!(q.is_aligned(), "misaligned 16-byte write at {q:p}");
+        v.0.iter()
+            .for_each(|x| crate::sim::device::check_stored_bits(x.to_bits()));
+    }
     // SAFETY: the caller guarantees four writable floats at an aligned `q`.
     unsafe { mem::store(q, 0, v) }
 }
@@ -257,7 +261,11 @@ pub unsafe fn load2(p: *const f32, i: usize) -> F2 {
 pub unsafe fn store2(p: *mut f32, i: usize, v: F2) {
     let q = p.wrapping_add(i).cast::<F2>();
     #[cfg(not(target_arch = "nvptx64"))]
-    assert!(q.is_aligned(), "misaligned 8-byte write at {q:p}");
+    {
+        assert!(q.is_aligned(), "misaligned 8-byte write at {q:p}");
+        v.0.iter()
+            .for_each(|x| crate::sim::device::check_stored_bits(x.to_bits()));
+    }
     // SAFETY: the caller guarantees two writable floats at an aligned `q`.
     unsafe { mem::store(q, 0, v) }
 }

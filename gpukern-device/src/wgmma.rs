@@ -68,7 +68,16 @@
 //! of `A` and the columns of `B` its accumulators need (checked loads) and sums the exact
 //! products in f64 before adding to its accumulators (at least as accurate as the tensor core;
 //! TF32 operands are first truncated to 10 significand bits, as the tensor core reads them).
-//! [`fence`], [`commit_group`], [`wait_group`] do nothing there.
+//!
+//! A product is applied when the `wait_group` that retires it runs; until then the accumulators
+//! the kernel holds are markers (quiet NaNs naming the product), so that the simulator reports
+//! ([`crate::sim::Rule`]): accumulators stored, changed, or left in flight at the thread's end
+//! before their wait; a write over a product's shared operands (a ring stage refilled) before the
+//! writer knew it retired; operands written by ordinary stores with no [`fence_proxy_async`] since,
+//! or by copies not yet known complete; a descriptor that does not read the tile the way the copy
+//! engine wrote it; products on fresh accumulators with no `wgmma.fence`, uncommitted products, and
+//! the threads of a warpgroup not executing the same fence / products / commit / wait sequence;
+//! [`setmaxnreg_inc`] / [`setmaxnreg_dec`] counts that do not add up over the block.
 
 /// Builds a shared-memory matrix descriptor with 128-byte swizzle: `start` is the shared-window
 /// byte address of the operand (16-byte aligned, inside a 1024-byte aligned swizzle atom
@@ -99,7 +108,7 @@ pub fn shared_address<T>(p: *mut T) -> u32 {
 }
 
 /// `fence.proxy.async.shared::cta`: makes this thread's ordinary shared-memory writes visible to
-/// the async proxy (the tensor cores' and the copy engine's reads). Nothing in the simulator.
+/// the async proxy (the tensor cores' and the copy engine's reads). The simulator counts it.
 #[inline(always)]
 pub fn fence_proxy_async() {
     #[cfg(target_arch = "nvptx64")]
@@ -107,40 +116,54 @@ pub fn fence_proxy_async() {
     unsafe {
         core::arch::asm!("fence.proxy.async.shared::cta;", options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::proxy_fence();
 }
 
 /// `wgmma.fence.sync.aligned`, warpgroup-collective: orders earlier register and shared-memory
 /// accesses before the next `wgmma.mma_async`. Prefer one `asm!` block for the whole sequence
-/// (module documentation). Nothing in the simulator.
+/// (module documentation). The simulator checks it against the warpgroup's sequence.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub fn fence() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: a fence, reached by the whole warpgroup (the caller's contract).
     unsafe {
         core::arch::asm!("wgmma.fence.sync.aligned;\n", options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    sim::run("wgmma.fence.sync.aligned;", &[], &mut []);
 }
 
 /// `wgmma.commit_group.sync.aligned`: closes the warpgroup's pending `mma_async`s into a group.
-/// Nothing in the simulator.
+/// The simulator checks it against the warpgroup's sequence.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub fn commit_group() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: warpgroup-collective bookkeeping.
     unsafe {
         core::arch::asm!("wgmma.commit_group.sync.aligned;\n", options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    sim::run("wgmma.commit_group.sync.aligned;", &[], &mut []);
 }
 
 /// `wgmma.wait_group.sync.aligned 0`: waits until every committed group of the warpgroup has
-/// completed (its accumulators written, its shared-memory reads done). Nothing in the simulator.
+/// completed (its accumulators written, its shared-memory reads done). It names no accumulators:
+/// products on accumulators still held (from an `_async` product) must be waited for with
+/// [`wait_accumulators`], which hands their values back (in the simulator they stay markers
+/// after this wait, and reading them is reported).
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub fn wait_group() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: warpgroup-collective wait.
     unsafe {
         core::arch::asm!("wgmma.wait_group.sync.aligned 0;\n", options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    sim::run("wgmma.wait_group.sync.aligned 0;", &[], &mut []);
 }
 
 /// The accumulator list `{{{a},{b},...}}` of a `wgmma` operand, from positional operand indices.
@@ -646,8 +669,11 @@ pub unsafe fn wait_accumulators<const N: u32, A: Accumulators>(acc: A) -> A {
 /// `setmaxnreg.inc.sync.aligned.u32 N`: the warpgroup asks for `N` registers per thread (a
 /// multiple of 8, 24 to 256), taken from those other warpgroups released. Warpgroup-collective;
 /// ptxas honours it only in an entry with launch bounds (`#[kernel(launch_bounds(..))]`), else
-/// it warns (C7508) and ignores it. Nothing in the simulator.
+/// it warns (C7508) and ignores it. The simulator keeps the block's registers: an increase waits
+/// until the others' decreases cover it, and one they never cover is reported (on the GPU the
+/// warpgroup would wait forever).
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
 pub fn setmaxnreg_inc<const N: u32>() {
     const {
@@ -661,11 +687,14 @@ pub fn setmaxnreg_inc<const N: u32>() {
     unsafe {
         core::arch::asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::setmaxnreg(true, N);
 }
 
 /// `setmaxnreg.dec.sync.aligned.u32 N`: the warpgroup gives registers back, keeping `N` per
 /// thread (a multiple of 8, 24 to 256). As [`setmaxnreg_inc`].
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
 pub fn setmaxnreg_dec<const N: u32>() {
     const {
@@ -679,508 +708,12 @@ pub fn setmaxnreg_dec<const N: u32>() {
     unsafe {
         core::arch::asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::setmaxnreg(false, N);
 }
 
 /// The simulator's `wgmma`: an interpreter of the PTX text the GPU runs, with the operand
 /// layouts decoded from the descriptors as the PTX ISA defines them, independently of how the
 /// kernels build them.
 #[cfg(not(target_arch = "nvptx64"))]
-pub(crate) mod sim {
-    /// The operand types the simulator models.
-    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-    pub(crate) enum Operand {
-        /// `.bf16`.
-        Bf16,
-        /// `.f16`.
-        F16,
-        /// `.tf32`: f32 in shared memory, read with the low 13 bits of the significand ignored.
-        Tf32,
-    }
-
-    impl Operand {
-        /// Bytes per element in shared memory.
-        pub(crate) fn bytes(self) -> usize {
-            match self {
-                Operand::Bf16 | Operand::F16 => 2,
-                Operand::Tf32 => 4,
-            }
-        }
-
-        /// Elements along `k` per instruction: 32 bytes of each row (`k16` of 16-bit types,
-        /// `k8` of TF32).
-        fn k(self) -> usize {
-            32 / self.bytes()
-        }
-    }
-
-    /// TF32 as `.tf32` `wgmma` reads an f32: the low 13 bits of the significand dropped (PTX ISA,
-    /// "wgmma.mma_async": "will truncate lower 13 bits of the 32-bit input data before
-    /// multiplication is issued"), so toward zero, unit roundoff `2^-10`.
-    pub(crate) fn tf32_truncate(x: f32) -> f32 {
-        f32::from_bits(x.to_bits() & !0x1fff)
-    }
-
-    /// Reads the element of type `ty` at shared-window byte address `address` (already
-    /// swizzled), widened to f64.
-    #[track_caller]
-    fn element(address: usize, ty: Operand) -> f64 {
-        let base = crate::sim::device::shared_base();
-        if ty == Operand::Tf32 {
-            let p = base.wrapping_add(address).cast::<u32>();
-            // SAFETY: checked by the simulator (bounds, alignment, initialisation, races).
-            let bits = unsafe { crate::mem::load(p, 0) };
-            return f64::from(tf32_truncate(f32::from_bits(bits)));
-        }
-        let p = base.wrapping_add(address).cast::<u16>();
-        // SAFETY: checked by the simulator (bounds, alignment, initialisation, races).
-        let bits = unsafe { crate::mem::load(p, 0) };
-        match ty {
-            Operand::Bf16 => f64::from(f32::from_bits(u32::from(bits) << 16)),
-            Operand::F16 => f64::from(half::f16::from_bits(bits).to_f32()),
-            Operand::Tf32 => unreachable!("read as 32 bits above"),
-        }
-    }
-
-    /// A shared-memory matrix descriptor, decoded (PTX ISA, "Asynchronous Warpgroup Level Matrix
-    /// Shared Memory Layout", "Matrix Descriptor Format"): bits 0..14 start address >> 4, 16..30
-    /// leading dimension byte offset >> 4, 32..46 stride dimension byte offset >> 4, 49..52 base
-    /// offset, 62..64 swizzle mode (0 none, 1 128-byte, 2 64-byte, 3 32-byte).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub(crate) struct Descriptor {
-        /// Start address in the shared window, bytes.
-        pub start: usize,
-        /// Leading dimension byte offset.
-        pub lbo: usize,
-        /// Stride dimension byte offset.
-        pub sbo: usize,
-        /// Base offset (bits 49..52).
-        pub base_offset: u64,
-        /// Swizzle mode (bits 62..64).
-        pub swizzle: u64,
-    }
-
-    impl Descriptor {
-        /// Decodes `desc`.
-        pub(crate) fn decode(desc: u64) -> Self {
-            let bytes = |shift: u32| (((desc >> shift) & 0x3fff) << 4) as usize;
-            Self {
-                start: bytes(0),
-                lbo: bytes(16),
-                sbo: bytes(32),
-                base_offset: (desc >> 49) & 7,
-                swizzle: desc >> 62,
-            }
-        }
-
-        /// The shared-window byte address of element (`mn`, `k`) of the operand this descriptor
-        /// describes (`mn` the row of `A` or the column of `B`, `k` in `0..16`) of 16-bit
-        /// elements, `mn_major` when the instruction's imm-trans bit of the operand is 1. The
-        /// canonical layouts with 128-byte swizzle, in 16-bit elements (`T = 8` per 16 bytes):
-        /// * K-major: `((8, m), (T, 2)) : ((8T, SBO), (1, T))`: row `mn % 8` of an 8-row group
-        ///   128 bytes on, groups `SBO` apart, the 16 `k` contiguous (LBO unused);
-        /// * MN-major: `((T, 8, m), (8, 2)) : ((1, T, LBO), (8T, SBO))`: 64 contiguous `mn`
-        ///   (128 bytes), 64-element chunks `LBO` apart, row `k % 8` 128 bytes on, 8-`k` groups
-        ///   `SBO` apart;
-        ///
-        /// then the 128-byte swizzle of the address: bits 4..7 (the 16-byte chunk) XOR bits
-        /// 7..10 (the row within 8 rows of 128 bytes).
-        ///
-        /// Elements of `bytes` bytes: 2, or 4 for TF32, whose K-major layout is the same in
-        /// bytes (`T = 4`, 32 elements per 128-byte row, `k` in `0..8`): element (`mn`, `k`) at
-        /// `start + (mn % 8) 128 + (mn / 8) SBO + 4 k`, then the swizzle. TF32 has no MN-major
-        /// form (`wgmma` cannot transpose 32-bit operands).
-        #[track_caller]
-        pub(crate) fn address_of(&self, mn: usize, k: usize, mn_major: bool, bytes: usize) -> usize {
-            assert!(
-                bytes == 2 || !mn_major,
-                "wgmma descriptor {self:?}: an MN-major operand of {bytes}-byte elements (only 16-bit types transpose)"
-            );
-            assert_eq!(
-                self.swizzle, 1,
-                "wgmma descriptor {self:?}: the simulator models the 128-byte swizzle only"
-            );
-            assert_eq!(
-                self.base_offset, 0,
-                "wgmma descriptor {self:?}: the simulator models base offset 0 only (atoms 1024-byte aligned)"
-            );
-            let linear = if mn_major {
-                self.start + 2 * (mn % 64) + (mn / 64) * self.lbo + (k % 8) * 128 + (k / 8) * self.sbo
-            } else {
-                self.start + (mn % 8) * 128 + (mn / 8) * self.sbo + bytes * k
-            };
-            swizzle_128b(linear)
-        }
-    }
-
-    /// The 128-byte swizzle of a shared-window byte address (CUTLASS's `Swizzle<3, 4, 3>`):
-    /// written here again rather than shared with [`crate::tma::swizzle_128b`], so that a
-    /// mistake in one is not hidden by the other.
-    fn swizzle_128b(address: usize) -> usize {
-        let row = (address >> 7) & 7;
-        let chunk = (address >> 4) & 7;
-        (address & !0x70) | ((chunk ^ row) << 4)
-    }
-
-    /// The value of an operand token: `{name}` (a named `asm!` operand) or an integer immediate.
-    #[track_caller]
-    fn value(token: &str, named: &[(&str, u64)]) -> u64 {
-        let token = token.trim();
-        if let Some(name) = token.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
-            return named
-                .iter()
-                .find(|(n, _)| *n == name)
-                .unwrap_or_else(|| panic!("wgmma PTX: no operand named {name:?}"))
-                .1;
-        }
-        token
-            .parse::<i64>()
-            .unwrap_or_else(|e| panic!("wgmma PTX: {token:?} is not an operand or an immediate: {e}"))
-            as u64
-    }
-
-    /// Runs the `asm!` template `ptx` of a warpgroup `wgmma` sequence for the running thread:
-    /// `named` the named operands, `acc` the positional ones (`{i}` is `acc[i]`). Understands
-    /// `.reg .pred`, `setp.ne.b32`, `wgmma.fence` / `commit_group` / `wait_group 0` (checked: a
-    /// product before the fence, or accumulators left in flight at the end, are reported) and
-    /// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}` and `m64nNk8.f32.tf32.tf32` (TF32
-    /// operands truncated as the tensor core reads them) with shared-memory descriptors for
-    /// both operands; anything else is reported. The products are exact (f64 sums, added to the
-    /// accumulator in f64, rounded once to f32): at least as accurate as the tensor core.
-    /// One product issued and not yet applied: the instruction, its operands and the values of
-    /// its predicates when it was issued.
-    struct Pending {
-        op: String,
-        args: String,
-        named: Vec<(String, u64)>,
-        predicates: Vec<(String, Option<bool>)>,
-    }
-
-    /// A simulated thread: its block index and thread index.
-    type ThreadKey = ((u32, u32, u32), (u32, u32, u32));
-    /// Committed groups of products, oldest first.
-    type Groups = std::collections::VecDeque<Vec<Pending>>;
-
-    std::thread_local! {
-        /// The committed groups of products of each simulated thread (by block and thread
-        /// index), oldest first, not yet waited for: their operands are read from shared memory
-        /// when a `wait_group` retires them, as late as the tensor core may read them.
-        static GROUPS: std::cell::RefCell<std::collections::HashMap<ThreadKey, Groups>> =
-            std::cell::RefCell::new(std::collections::HashMap::new());
-    }
-
-    /// Applies the products of `group` to `acc`.
-    #[track_caller]
-    fn apply(group: Vec<Pending>, acc: &mut [f32]) {
-        for p in group {
-            let named: Vec<(&str, u64)> = p.named.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-            let predicates: Vec<(&str, Option<bool>)> =
-                p.predicates.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-            mma_async(&p.op, &p.args, &named, &predicates, acc);
-        }
-    }
-
-    /// Runs the `asm!` template `ptx` of a warpgroup `wgmma` sequence for the running thread:
-    /// `named` the named operands, `acc` the positional ones (`{i}` is `acc[i]`). Understands
-    /// `.reg .pred`, `setp.ne.b32`, `wgmma.fence`, `wgmma.mma_async.sync.aligned` (`m64nNk16`
-    /// in bf16 or f16, `m64nNk8` in TF32, operands truncated as the tensor core reads them;
-    /// shared-memory descriptors for both operands), `commit_group` and `wait_group N`; anything
-    /// else is reported. A product is recorded when issued and computed when a `wait_group`
-    /// retires its group (so its operands are read from shared memory then: a stage released
-    /// before the wait that covers it is caught by the numbers), into the accumulators of the
-    /// block doing the wait; a product before the block's fence, or one left uncommitted at the
-    /// end of the block, is reported. The products are exact (f64 sums, added to the
-    /// accumulator in f64, rounded once to f32): at least as accurate as the tensor core.
-    #[track_caller]
-    pub(crate) fn run(ptx: &str, named: &[(&str, u64)], acc: &mut [f32]) {
-        let mut predicates: Vec<(&str, Option<bool>)> = Vec::new();
-        let mut fenced = false;
-        let mut open: Vec<Pending> = Vec::new();
-        let me = (crate::sim::device::block_idx(), crate::sim::device::thread_idx());
-        for statement in ptx.split(';') {
-            let statement = statement.trim();
-            let statement = statement.strip_prefix("{{").unwrap_or(statement).trim();
-            if statement.is_empty() || statement == "}}" {
-                continue;
-            }
-            let (op, args) = statement.split_once(' ').unwrap_or((statement, ""));
-            match op {
-                ".reg" => {
-                    let names = args
-                        .strip_prefix(".pred ")
-                        .unwrap_or_else(|| panic!("wgmma PTX: only predicates are declared: {statement:?}"));
-                    predicates.extend(names.split(',').map(|n| (n.trim(), None)));
-                }
-                "setp.ne.b32" => {
-                    let parts: Vec<&str> = args.split(',').map(str::trim).collect();
-                    let [p, x, y] = parts[..] else {
-                        panic!("wgmma PTX: {statement:?}: setp takes three operands")
-                    };
-                    let slot = predicates
-                        .iter_mut()
-                        .find(|(n, _)| *n == p)
-                        .unwrap_or_else(|| panic!("wgmma PTX: predicate {p:?} is not declared"));
-                    slot.1 = Some(value(x, named) as u32 != value(y, named) as u32);
-                }
-                "wgmma.fence.sync.aligned" => fenced = true,
-                "wgmma.commit_group.sync.aligned" => {
-                    let group = std::mem::take(&mut open);
-                    GROUPS.with(|g| g.borrow_mut().entry(me).or_default().push_back(group));
-                }
-                "wgmma.wait_group.sync.aligned" => {
-                    let keep: usize = args
-                        .trim()
-                        .parse()
-                        .unwrap_or_else(|e| panic!("wgmma PTX: wait_group {args:?}: {e}"));
-                    loop {
-                        let oldest = GROUPS.with(|g| {
-                            let mut g = g.borrow_mut();
-                            let queue = g.entry(me).or_default();
-                            if queue.len() > keep {
-                                queue.pop_front()
-                            } else {
-                                None
-                            }
-                        });
-                        match oldest {
-                            Some(group) => apply(group, acc),
-                            None => break,
-                        }
-                    }
-                }
-                _ if op.starts_with("wgmma.mma_async.") => {
-                    assert!(
-                        fenced,
-                        "wgmma PTX: a wgmma.mma_async before any wgmma.fence (the accumulators were written by ordinary code)"
-                    );
-                    // The operands as they are now; the scale-d predicate's value now.
-                    let resolved: Vec<(String, u64)> =
-                        named.iter().map(|(n, v)| (n.to_string(), *v)).collect();
-                    open.push(Pending {
-                        op: op.to_string(),
-                        args: args.to_string(),
-                        named: resolved,
-                        predicates: predicates.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
-                    });
-                }
-                _ => panic!("wgmma PTX: the simulator does not model {statement:?}"),
-            }
-        }
-        assert!(
-            open.is_empty(),
-            "wgmma PTX: a wgmma.mma_async left uncommitted at the end of its asm block (no wgmma.commit_group)"
-        );
-    }
-
-    /// One `wgmma.mma_async` (`op` the opcode with its modifiers, `args` its operands) for the
-    /// running thread of the warpgroup.
-    // `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
-    #[allow(clippy::manual_is_multiple_of)]
-    #[track_caller]
-    fn mma_async(
-        op: &str,
-        args: &str,
-        named: &[(&str, u64)],
-        predicates: &[(&str, Option<bool>)],
-        acc: &mut [f32],
-    ) {
-        let shape = op.strip_prefix("wgmma.mma_async.sync.aligned.m64n");
-        let typed = |suffix: &str, ty: Operand| {
-            shape
-                .and_then(|rest| rest.strip_suffix(suffix))
-                .and_then(|n| n.parse::<usize>().ok())
-                .map(|n| (n, ty))
-        };
-        let (n, ty) = typed("k16.f32.bf16.bf16", Operand::Bf16)
-            .or_else(|| typed("k16.f32.f16.f16", Operand::F16))
-            .or_else(|| typed("k8.f32.tf32.tf32", Operand::Tf32))
-            .unwrap_or_else(|| {
-                panic!(
-                    "wgmma PTX: the simulator models m64nNk16.f32.{{bf16,f16}} and m64nNk8.f32.tf32.tf32 only, not {op:?}"
-                )
-            });
-        assert!(n % 8 == 0 && (8..=256).contains(&n), "wgmma PTX: N = {n}");
-        // The accumulator list `{{{i},{j},...}}` (its last operand's `}` then the literal `}}`),
-        // then the seven scalar operands.
-        let list_end = args
-            .find("}}}")
-            .unwrap_or_else(|| panic!("wgmma PTX: no accumulator list in {args:?}"))
-            + 1;
-        let list: Vec<usize> = args[..list_end]
-            .trim()
-            .trim_start_matches("{{")
-            .split(',')
-            .map(|t| {
-                t.trim()
-                    .trim_start_matches('{')
-                    .trim_end_matches('}')
-                    .parse()
-                    .unwrap_or_else(|e| panic!("wgmma PTX: accumulator {t:?}: {e}"))
-            })
-            .collect();
-        assert_eq!(
-            list.len(),
-            n / 2,
-            "wgmma PTX: m64n{n} has {} accumulators per thread",
-            n / 2
-        );
-        let rest: Vec<&str> = args[list_end + 2..]
-            .trim_start_matches(',')
-            .split(',')
-            .map(str::trim)
-            .collect();
-        // `.tf32` takes no imm-trans operands (both operands K-major); the 16-bit types do.
-        let (a_desc, b_desc, scale_d, scale_a, scale_b, trans) = match (ty, &rest[..]) {
-            (Operand::Tf32, &[a, b, d, sa, sb]) => (a, b, d, sa, sb, None),
-            (Operand::Bf16 | Operand::F16, &[a, b, d, sa, sb, ta, tb]) => (a, b, d, sa, sb, Some((ta, tb))),
-            (Operand::Tf32, _) => {
-                panic!("wgmma PTX: {args:?}: .tf32 wants a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b")
-            }
-            _ => panic!(
-                "wgmma PTX: {args:?}: want a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b"
-            ),
-        };
-        let scale_d = match predicates.iter().find(|(p, _)| *p == scale_d) {
-            Some((_, Some(v))) => *v,
-            Some((p, None)) => panic!("wgmma PTX: predicate {p:?} read before it is set"),
-            None => value(scale_d, named) != 0,
-        };
-        let sign = |t: &str| match value(t, named) as i64 {
-            1 => 1.0,
-            -1 => -1.0,
-            v => panic!("wgmma PTX: imm-scale {v}: must be 1 or -1"),
-        };
-        let flag = |t: &str| match value(t, named) {
-            0 => false,
-            1 => true,
-            v => panic!("wgmma PTX: imm-trans {v}: must be 0 or 1"),
-        };
-        let sign = sign(scale_a) * sign(scale_b);
-        let (a_mn_major, b_mn_major) = trans.map_or((false, false), |(ta, tb)| (flag(ta), flag(tb)));
-        let (bytes, kk) = (ty.bytes(), ty.k());
-        let a = Descriptor::decode(value(a_desc, named));
-        let b = Descriptor::decode(value(b_desc, named));
-
-        // The accumulator layout of m64nNk16 f32 (PTX ISA, "Register Fragments and Shared Memory
-        // Matrix Layouts", "Matrix D"): d[i] is (row 16 w + g + 8 ((i / 2) % 2), column
-        // 8 (i / 4) + 2 q + i % 2).
-        let t = crate::sim::device::thread_idx().0 as usize % 128;
-        let (w, g, q) = (t / 32, (t % 32) / 4, t % 4);
-        let rows: [[f64; 16]; 2] = core::array::from_fn(|h| {
-            let r = 16 * w + g + 8 * h;
-            core::array::from_fn(|k| {
-                if k < kk {
-                    element(a.address_of(r, k, a_mn_major, bytes), ty)
-                } else {
-                    0.0
-                }
-            })
-        });
-        for (i, &slot) in list.iter().enumerate() {
-            let (h, c) = ((i / 2) % 2, 8 * (i / 4) + 2 * q + i % 2);
-            let dot: f64 = (0..kk)
-                .map(|k| rows[h][k] * element(b.address_of(c, k, b_mn_major, bytes), ty))
-                .sum();
-            let before = if scale_d { f64::from(acc[slot]) } else { 0.0 };
-            acc[slot] = (before + sign * dot) as f32;
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::{swizzle_128b, Descriptor};
-
-        #[test]
-        fn descriptor_fields_decode() {
-            let d = Descriptor::decode(crate::wgmma::desc_sw128(0x2020, 8192, 1024));
-            assert_eq!(
-                d,
-                Descriptor {
-                    start: 0x2020,
-                    lbo: 8192,
-                    sbo: 1024,
-                    base_offset: 0,
-                    swizzle: 1
-                }
-            );
-        }
-
-        #[test]
-        fn canonical_addresses_by_hand() {
-            // K-major, SBO 1024: (1, 0) is row 1 chunk 0, swizzled to chunk 1; (9, 8) is group 1,
-            // row 1, chunk 1, swizzled to chunk 0.
-            let a = Descriptor::decode(crate::wgmma::desc_sw128(0, 16, 1024));
-            assert_eq!(a.address_of(1, 0, false, 2), 128 + 16);
-            assert_eq!(a.address_of(9, 8, false, 2), 1024 + 128);
-            // MN-major, LBO 8192 (64-column chunks), SBO 1024 (8-row groups): (65, 9) is chunk 1,
-            // group 1, row 1, byte 2: 9346, whose 16-byte chunk 0 swaps with row 1.
-            let b = Descriptor::decode(crate::wgmma::desc_sw128(0, 8192, 1024));
-            assert_eq!(b.address_of(65, 9, true, 2), 9346 + 16);
-        }
-
-        #[test]
-        fn tf32_k_major_addresses_by_hand() {
-            // 4-byte elements, 32 per 128-byte row, SBO 1024: (1, 0) is row 1 chunk 0, swizzled
-            // to chunk 1; (9, 5) is group 1, row 1, byte 20 (chunk 1), swizzled to chunk 0;
-            // (2, 31) is row 2, byte 124 (chunk 7), swizzled to chunk 5.
-            let a = Descriptor::decode(crate::wgmma::desc_sw128(0, 16, 1024));
-            assert_eq!(a.address_of(1, 0, false, 4), 128 + 16);
-            assert_eq!(a.address_of(9, 5, false, 4), 1024 + 128 + 4);
-            assert_eq!(a.address_of(2, 31, false, 4), 256 + 5 * 16 + 12);
-            // The second step of 8 along k starts 32 bytes on: its k = 0 is the first's k = 8.
-            let step = Descriptor::decode(crate::wgmma::desc_sw128(32, 16, 1024));
-            for mn in 0..16 {
-                for k in 0..8 {
-                    assert_eq!(
-                        step.address_of(mn, k, false, 4),
-                        a.address_of(mn, k + 8, false, 4)
-                    );
-                }
-            }
-        }
-
-        #[test]
-        #[should_panic(expected = "only 16-bit types transpose")]
-        fn tf32_has_no_mn_major_layout() {
-            let a = Descriptor::decode(crate::wgmma::desc_sw128(0, 16, 1024));
-            let _ = a.address_of(0, 0, true, 4);
-        }
-
-        #[test]
-        fn tf32_truncation_drops_the_low_13_bits() {
-            use super::tf32_truncate;
-            // 1 + 2^-11 + 2^-12 truncates to 1 (rounding would give 1 + 2^-10).
-            let x = 1.0 + f32::powi(2.0, -11) + f32::powi(2.0, -12);
-            assert_eq!(tf32_truncate(x), 1.0);
-            assert_eq!(tf32_truncate(-x), -1.0);
-            let y = 1.0 + f32::powi(2.0, -10);
-            assert_eq!(tf32_truncate(y), y);
-            assert_eq!(tf32_truncate(f32::INFINITY), f32::INFINITY);
-        }
-
-        #[test]
-        fn tf32_ptx_has_four_k8_products_without_transpose_operands() {
-            let ptx = crate::wgmma::MMA_TF32_M64N256K32_PTX;
-            let lines: Vec<&str> = ptx.lines().filter(|l| l.starts_with("wgmma.mma_async")).collect();
-            assert_eq!(lines.len(), 4);
-            for (s, line) in lines.iter().enumerate() {
-                assert!(line.starts_with("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "));
-                let tail = format!(
-                    "}}}}, {{a{s}}}, {{b{s}}}, {}, 1, 1;",
-                    if s == 0 { "p" } else { "t" }
-                );
-                assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
-            }
-        }
-
-        #[test]
-        fn swizzle_agrees_with_the_copy_engine_model() {
-            for address in (0..8192).step_by(2) {
-                assert_eq!(
-                    swizzle_128b(address),
-                    crate::tma::swizzle_128b(address),
-                    "{address}"
-                );
-            }
-        }
-    }
-}
+pub(crate) mod sim;

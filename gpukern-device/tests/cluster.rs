@@ -4,11 +4,12 @@
 //!    cluster barrier, for clusters of 1 to 16 blocks; ranks, sizes and cluster indices.
 //! 2. Each rule, proved on a test-only kernel with one planted bug, next to its fixed version:
 //!    a remote read with no cluster barrier after the write (a race across blocks, which a
-//!    block barrier does not order), a read of a block that has exited (no second barrier), a
+//!    block barrier does not order: `Rule::ClusterPublish`), a read of a block that has exited
+//!    (no second barrier: `Rule::ClusterExit`), a
 //!    wait with no arrival, a thread that returns while its cluster waits, and grids that do not
 //!    divide into clusters.
 
-use gpukern_device::sim::{Dim3, Launch, LaunchConfig, SimError, Violation};
+use gpukern_device::sim::{Dim3, Launch, LaunchConfig, Rule, SimError, Violation};
 use gpukern_device::{cluster, mem, shared, thread};
 
 /// A launch of `blocks` blocks of `threads` threads, 8 bytes of shared memory each.
@@ -144,7 +145,10 @@ fn a_remote_read_needs_a_cluster_barrier_after_the_write() {
     assert!(
         matches!(
             v,
-            Violation::SharedRace { .. } | Violation::UninitializedSharedRead { .. }
+            Violation::Protocol {
+                rule: Rule::ClusterPublish,
+                ..
+            } | Violation::UninitializedSharedRead { .. }
         ),
         "{v:?}"
     );
@@ -194,7 +198,10 @@ fn a_remote_write_then_the_owners_read_needs_a_cluster_barrier() {
     let (result, _) = run("remote_write", (2, 32, 2), 1, remote_write);
     assert!(matches!(
         violation("remote_write", result),
-        Violation::SharedRace { .. }
+        Violation::Protocol {
+            rule: Rule::ClusterPublish,
+            ..
+        }
     ));
 }
 
@@ -219,7 +226,10 @@ fn a_block_must_not_exit_while_another_reads_its_shared_memory() {
     }
     let (result, _) = run("early_exit", (2, 32, 2), 1, early_exit);
     match violation("early_exit", result) {
-        Violation::Panic { message } => assert!(message.contains("exited"), "{message}"),
+        Violation::Protocol {
+            rule: Rule::ClusterExit,
+            message,
+        } => assert!(message.contains("exited"), "{message}"),
         v => panic!("{v:?}"),
     }
 }

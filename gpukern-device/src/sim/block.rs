@@ -17,8 +17,10 @@ use super::shadow::{self, Shadow, Touch};
 use super::{Access, Dim3, SimError, Space, Violation};
 
 mod cluster;
+mod hopper;
 mod schedule;
 
+pub(crate) use hopper::AsyncRead;
 pub(super) use schedule::run_cluster;
 
 /// Why a simulated thread handed control back to the scheduler.
@@ -35,10 +37,23 @@ pub(super) enum Suspend {
         value: u32,
         src_lane: u32,
     },
-    /// It polls (an `mbarrier` wait at this source location) and is to be resumed next round.
-    Poll(&'static Location<'static>),
+    /// It polls (an `mbarrier` wait, a `setmaxnreg.inc`) at this source location and is to be
+    /// resumed next round; `on` says for what.
+    Poll {
+        at: &'static Location<'static>,
+        on: PollOn,
+    },
     /// It reached the grid barrier ([`crate::grid::sync`]) at this source location.
     Grid(&'static Location<'static>),
+}
+
+/// What a polling thread waits for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum PollOn {
+    /// The phase of parity `parity` of the `mbarrier` at address `bar`.
+    Mbarrier { bar: usize, parity: u32 },
+    /// Registers for its warpgroup's `setmaxnreg.inc` to `count`.
+    Registers { count: u32 },
 }
 
 /// The yielder a simulated thread suspends itself through.
@@ -99,8 +114,18 @@ pub(super) struct BlockState<'l> {
     arrived: Vec<Cell<bool>>,
     /// Whether every thread of the block has returned (its shared memory is gone).
     exited: Cell<bool>,
-    /// Updates of the block's `mbarrier` words so far: progress for polling threads.
-    pub(super) mbarrier_updates: Cell<u64>,
+    /// Events polling threads wait for so far (`mbarrier` updates, registers released): progress.
+    pub(super) progress: Cell<u64>,
+    /// The Hopper protocols' state, made on the block's first Hopper instruction.
+    hopper: RefCell<Option<Box<super::hopper::Hopper>>>,
+    /// Each thread's `fence.proxy.async` so far.
+    fences: Vec<Cell<u32>>,
+    /// Whether the running thread is applying retired `wgmma` products (their operand reads were
+    /// checked when the products were issued).
+    in_wgmma_apply: Cell<bool>,
+    /// The latest access to this block's shared memory by a thread of another block of its
+    /// cluster: the cluster barrier that publishes it, and the accessing block rank and thread.
+    remote_access: Cell<Option<(u32, u32, u32)>>,
 }
 
 impl<'l> BlockState<'l> {
@@ -128,7 +153,11 @@ impl<'l> BlockState<'l> {
             grid_word: Cell::new(0),
             arrived: (0..threads).map(|_| Cell::new(false)).collect(),
             exited: Cell::new(false),
-            mbarrier_updates: Cell::new(0),
+            progress: Cell::new(0),
+            hopper: RefCell::new(None),
+            fences: (0..threads).map(|_| Cell::new(0)).collect(),
+            in_wgmma_apply: Cell::new(false),
+            remote_access: Cell::new(None),
         }
     }
 
@@ -200,13 +229,14 @@ impl<'l> BlockState<'l> {
             let tid = self.current.get();
             let epoch = self.epoch.get();
             let cluster = self.cluster_touch(false);
+            let fences = self.fences[tid as usize].get();
             let recorded = self
                 .shadow
                 .borrow_mut()
-                .record(offset, size, tid, epoch, touch, cluster);
+                .record(offset, size, tid, epoch, touch, cluster, fences);
             recorded.map_err(|conflict| {
                 if cluster.is_some() {
-                    return self.cluster_violation(conflict, index, access);
+                    return self.cluster_violation(conflict, self.rank, index, access);
                 }
                 let other = match conflict {
                     shadow::Conflict::Race { other, .. } | shadow::Conflict::Pending { issuer: other } => {
@@ -216,6 +246,9 @@ impl<'l> BlockState<'l> {
                 };
                 shadow::violation(conflict, index, access, other)
             })?;
+            if touch != Touch::Proxy {
+                self.check_generic_against_copies(offset, size, touch)?;
+            }
             return Ok(address);
         }
         if touch == Touch::AsyncCopy {
@@ -278,6 +311,7 @@ impl<'l> BlockState<'l> {
 
     /// The byte offset into shared memory of element `i` of `size` bytes from `base`, if `base`
     /// points into (or just past) the block's shared memory; an error if the element is not inside.
+    #[inline]
     fn shared_offset(
         &self,
         base: usize,

@@ -5,7 +5,9 @@
 use std::cell::Cell;
 use std::panic::Location;
 
-use super::block::{BlockState, Suspend};
+pub(crate) use super::block::AsyncRead;
+use super::block::{BlockState, PollOn, Suspend};
+use super::hopper::groups::Product;
 use super::{Access, Violation};
 
 thread_local! {
@@ -88,6 +90,11 @@ pub fn warp_shuffle(value: u32, src_lane: u32) -> u32 {
     with_block(|b| b.shuffled())
 }
 
+/// The running thread's linear index in its block (x fastest).
+pub fn thread_linear() -> u32 {
+    with_block(|b| b.current.get())
+}
+
 /// The running thread's lane: its linear index in the block modulo 32.
 pub fn lane_id() -> u32 {
     with_block(|b| b.current.get() % super::WARP_SIZE)
@@ -107,34 +114,178 @@ pub fn check_access(base: usize, i: usize, size: usize, access: Access) -> usize
     })
 }
 
-/// Checks a write of one `size`-byte element at index `i` from `base` into the block's shared
-/// memory by the asynchronous proxy (a TMA copy, [`crate::tma`]) and returns the host address to
-/// write; on a violation, records it and stops the running thread.
-pub fn check_proxy_write(base: usize, i: usize, size: usize) -> usize {
-    with_block(
-        |b| match b.check_touch(base, i, size, super::shadow::Touch::Proxy) {
-            Ok(address) => address,
-            Err(violation) => b.fail(violation),
-        },
-    )
-}
-
-/// Hands control back to the scheduler while the running thread waits for something another
-/// thread of the block does (an `mbarrier` phase, [`crate::mbarrier::wait_parity`]): it is
-/// resumed in the next round. A round in which every thread polls and no `mbarrier` changed is
-/// reported as a deadlock (on a GPU the waits would never return).
+/// Hands control back to the scheduler while the running thread waits (at the caller's source
+/// location) for what `on` names, something another thread or a copy does: it is resumed in the
+/// next round. A round in which every thread polls and nothing changed is reported as a deadlock
+/// (on a GPU the waits would never return).
 #[track_caller]
-pub fn poll() {
+fn poll(on: PollOn) {
     let at = Location::caller();
     let yielder = with_block(|b| b.current_yielder());
     // SAFETY: the yielder lives on the running coroutine's stack, which is the one executing here.
-    unsafe { &*yielder }.suspend(Suspend::Poll(at));
+    unsafe { &*yielder }.suspend(Suspend::Poll { at, on });
 }
 
-/// Counts an update of an `mbarrier` word of the running block: the progress that lets polling
-/// threads ([`poll`]) go on.
-pub fn mbarrier_updated() {
-    with_block(|b| b.mbarrier_updates.set(b.mbarrier_updates.get() + 1));
+/// Runs `f` on the current block; a violation it returns stops the running thread.
+fn checked<R>(f: impl FnOnce(&BlockState<'_>) -> Result<R, Violation>) -> R {
+    with_block(|b| match f(b) {
+        Ok(r) => r,
+        Err(violation) => b.fail(violation),
+    })
+}
+
+/// `mbarrier.init` of the barrier at `bar` for `count` arrivals per phase.
+pub fn mbarrier_init(bar: usize, count: u32) {
+    checked(|b| b.mbarrier_init(bar, count))
+}
+
+/// `fence.mbarrier_init` and `fence.proxy.async` of the running thread.
+pub fn mbarrier_fence_init() {
+    with_block(|b| b.mbarrier_fence_init())
+}
+
+/// `mbarrier.inval` of the barrier at `bar`.
+pub fn mbarrier_inval(bar: usize) {
+    checked(|b| b.mbarrier_inval(bar))
+}
+
+/// An arrival on the barrier at `bar` announcing `tx` bytes of copies.
+pub fn mbarrier_arrive(bar: usize, tx: u32) {
+    checked(|b| b.mbarrier_arrive(bar, tx))
+}
+
+/// Waits until the phase of parity `parity` of the barrier at `bar` has completed, polling.
+#[track_caller]
+pub fn mbarrier_wait(bar: usize, parity: u32) {
+    while !checked(|b| b.mbarrier_poll(bar, parity)) {
+        poll(PollOn::Mbarrier { bar, parity });
+    }
+}
+
+/// The barrier slot and phase of a copy completing on the barrier at `bar`.
+pub fn copy_target(bar: usize) -> (usize, u32) {
+    checked(|b| b.copy_target(bar))
+}
+
+/// Counts `bytes` of a copy delivered on the barrier at `bar`.
+pub fn copy_complete(bar: usize, bytes: u32) {
+    checked(|b| b.copy_complete(bar, bytes))
+}
+
+/// Writes one element (`bytes`) at shared address `dst` as the copy engine, for a copy
+/// completing on `target` ([`copy_target`]); `element`: its `(row, column)` in the tensor.
+pub fn copy_write(dst: usize, bytes: &[u8], target: (usize, u32), element: Option<(u32, u32)>) {
+    checked(|b| b.copy_write(dst, bytes, target, element))
+}
+
+/// `fence.proxy.async` of the running thread.
+pub fn proxy_fence() {
+    with_block(|b| b.proxy_fence())
+}
+
+/// The byte offset of `address` in the block's shared memory (which it must be in, with `size`
+/// bytes from it); else the running thread stops with an out-of-bounds report.
+pub fn shared_offset(address: usize, size: usize) -> usize {
+    checked(|b| {
+        let host = b.check_bounds_only(address, size)?;
+        Ok(host - b.shared_base() as usize)
+    })
+}
+
+/// The checks of a read of `size` shared bytes at `address` by the asynchronous proxy.
+pub fn check_async_read(address: usize, size: usize, what: AsyncRead) {
+    let offset = shared_offset(address, size);
+    checked(|b| b.check_async_read(offset, size, what))
+}
+
+/// Checks the elements of a `wgmma` operand (`size` bytes at each of `addresses`) as the product
+/// that reads them is issued, and records the read; the tensor element a tensor copy wrote at
+/// each.
+pub fn wgmma_operand(addresses: &[usize], size: usize) -> Vec<Option<(u32, u32)>> {
+    checked(|b| b.wgmma_operand(addresses, size))
+}
+
+/// The running thread executes the warpgroup instruction `text` at `at` (checked against its
+/// warpgroup's sequence).
+pub fn wgmma_execute(text: String, at: &'static Location<'static>) {
+    checked(|b| b.wgmma_execute(text, at))
+}
+
+/// `wgmma.fence` of the running thread.
+pub fn wgmma_fence() {
+    with_block(|b| b.wgmma_fence())
+}
+
+/// The accumulator set a product on `acc` chains on (`acc` then holds its markers).
+pub fn wgmma_set(acc: &mut [f32]) -> u32 {
+    checked(|b| b.wgmma_set(acc))
+}
+
+/// The accumulator set whose in-flight markers `acc` holds, if any (changed markers are reported).
+pub fn wgmma_held(acc: &[f32]) -> Option<u32> {
+    checked(|b| b.wgmma_held(acc))
+}
+
+/// Issues a product of the running thread.
+pub fn wgmma_issue(product: Product) {
+    with_block(|b| b.wgmma_issue(product))
+}
+
+/// `wgmma.commit_group` of the running thread.
+pub fn wgmma_commit() {
+    with_block(|b| b.wgmma_commit())
+}
+
+/// `wgmma.wait_group keep` of the running thread: the products to apply.
+pub fn wgmma_retire(keep: usize) -> Vec<Product> {
+    checked(|b| b.wgmma_retire(keep))
+}
+
+/// Applies `f` to the true values of the running thread's accumulator set `set`.
+pub fn wgmma_apply(set: u32, f: impl FnOnce(&mut [f32])) {
+    with_block(|b| b.wgmma_apply(set, f))
+}
+
+/// Hands back `set`'s values in `acc` if none of its products is in flight.
+pub fn wgmma_settle(set: u32, acc: &mut [f32]) {
+    with_block(|b| b.wgmma_settle(set, acc))
+}
+
+/// The end of a `wgmma` instruction block of the running thread.
+pub fn wgmma_end_block() {
+    checked(|b| b.wgmma_end_block())
+}
+
+/// Stops the running thread with `violation`.
+pub fn fail(violation: Violation) -> ! {
+    with_block(|b| b.fail(violation))
+}
+
+/// The check of a 32-bit value about to be stored (an in-flight `wgmma` accumulator is reported).
+pub fn check_stored_bits(bits: u32) {
+    checked(|b| b.check_stored_bits(bits))
+}
+
+/// `setmaxnreg.{inc,dec}` to `count` by the running thread: waits while an increase cannot be
+/// covered.
+#[track_caller]
+pub fn setmaxnreg(inc: bool, count: u32) {
+    let at = Location::caller();
+    let mut first = true;
+    while !checked(|b| b.setmaxnreg(inc, count, at, first)) {
+        first = false;
+        poll(PollOn::Registers { count });
+    }
+}
+
+/// The registered buffer `address` points into: its name, its bytes, and `address`'s byte offset
+/// from its start (negative below it).
+pub fn global_buffer(address: usize) -> Option<(&'static str, usize, isize)> {
+    with_block(|b| {
+        b.info
+            .locate(address)
+            .map(|(r, offset)| (r.name, r.bytes, offset))
+    })
 }
 
 /// Issues a `cp.async` of `words` 4-byte words from global `src` to shared `dst` (`src_bytes`

@@ -58,6 +58,24 @@
 //!   wait retires its group; a barrier does not), and a read of a landed copy by another thread
 //!   before a barrier that follows the wait;
 //! * reads of shared memory that no thread wrote since the launch began;
+//! * Hopper's asynchronous protocols ([`Violation::Protocol`], the rule broken a [`Rule`]): each
+//!   `mbarrier` is a record of its block (arrivals and bytes its phase still expects, phases
+//!   completed, who initialised it), each thread knows which barrier phases and `wgmma` groups
+//!   it has seen complete (joined through barrier arrivals and block barriers), each shared word
+//!   written by a copy remembers the phase that copy completes on (and the tensor element it
+//!   holds), each word written by an ordinary store its writer's `fence.proxy.async` count, each
+//!   word a `wgmma` reads the group reading it, and a thread's in-flight accumulators are markers
+//!   until the `wait_group` that retires their product: so it reports arrivals and bytes per
+//!   phase, deadlocks (naming what the barrier still expects), phases reused before a waiter saw
+//!   them, barriers uninitialised, invalidated or initialised twice, copies past their buffer,
+//!   misaligned, or with a tensor map the driver would refuse, copies' destinations touched
+//!   before their phase was waited for, ordinary stores read by the asynchronous proxy unfenced,
+//!   accumulators used in flight, operands overwritten before their product retired,
+//!   descriptors that do not read a copied tile as it was written, `wgmma` instructions out of
+//!   order or not executed by the whole warpgroup, `setmaxnreg` counts that do not add up, and
+//!   distributed shared memory accessed before the cluster barrier that publishes it (an access
+//!   between a thread's `arrive` and its `wait` is not published by that barrier) or when its
+//!   block may have exited (`gpukern-device/README.md` lists each rule and its planted test);
 //! * a failed [`crate::device_assert!`] ([`Violation::Assertion`]);
 //! * a panic inside kernel code.
 //!
@@ -77,6 +95,9 @@
 //!   respect to them); nor the ordering atomics do not give (they are relaxed, as on the GPU, but
 //!   nothing checks that a kernel relies on them for more), nor the GPU's f32 atomic add on
 //!   global memory flushing subnormals to zero;
+//! * copies landing later than when they are issued (the Hopper checks above stand in for their
+//!   timing), multicast copies, remote `mbarrier` arrivals, and a bulk store's source rewritten
+//!   before its `wait_group_read`;
 //! * timing, warp-synchronous execution (threads of a warp do not run in lockstep here, they
 //!   meet only at shuffles), the GPU's weak memory ordering and fences, every possible order of
 //!   the blocks, and fast-math differences (`exp2` is the CPU's, not `ex2.approx`);
@@ -88,14 +109,16 @@ mod async_copy;
 mod block;
 pub(crate) mod device;
 mod global;
+pub(crate) mod hopper;
 mod launch;
 mod print;
 mod report;
+mod rule;
 mod shadow;
 
 pub use launch::{Dim3, Launch, LaunchConfig, MAX_CLUSTER_BLOCKS, MAX_COOPERATIVE_THREADS};
 pub use print::{Output, Printed};
-pub use report::{Access, SimError, Space, Violation};
+pub use report::{Access, Rule, SimError, Space, Violation};
 
 /// Most threads a block may have (the CUDA limit on every current GPU).
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;

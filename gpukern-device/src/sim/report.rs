@@ -4,6 +4,8 @@ use core::fmt;
 
 use super::Dim3;
 
+pub use super::rule::Rule;
+
 /// Whether an access reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -171,6 +173,15 @@ pub enum Violation {
         /// What is wrong.
         reason: String,
     },
+    /// A rule of Hopper's asynchronous protocols (transaction barriers, bulk and tensor copies,
+    /// proxy fences, `wgmma`, `setmaxnreg`, clusters) broken: which one, and what happened, with
+    /// the barrier (by its shared-memory byte) or buffer involved.
+    Protocol {
+        /// The rule.
+        rule: Rule,
+        /// What happened.
+        message: String,
+    },
 }
 
 /// A violation, where it happened.
@@ -306,6 +317,7 @@ impl fmt::Display for Violation {
             }
             Violation::Panic { message } => write!(f, "kernel code panicked: {message}"),
             Violation::InvalidLaunch { reason } => write!(f, "invalid launch: {reason}"),
+            Violation::Protocol { rule, message } => write!(f, "[{rule}] {message}"),
         }
     }
 }

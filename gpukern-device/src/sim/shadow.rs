@@ -53,21 +53,31 @@ struct Word {
     written: bool,
     /// The thread whose `cp.async` into the word has not landed yet, or [`NONE`].
     pending: u32,
-    /// Cluster launches only: what happened to the word since the last cluster barrier
-    /// (`cluster_epoch`), by threads named by their index in the cluster.
-    cluster: ClusterWord,
+    /// The thread whose ordinary (generic-proxy) write the word holds, or [`NONE`] (never
+    /// written, or last written by the asynchronous proxy), and how many `fence.proxy.async` that
+    /// thread had executed before the write: the asynchronous proxy may read the word once the
+    /// writer has executed one more ([`Shadow::unfenced`]).
+    generic_writer: u32,
+    writer_fences: u32,
 }
 
-/// The touches of one word since the last cluster barrier, by cluster thread index (`rank *
-/// threads per block + thread`): a block barrier orders the block's own threads, never a thread
-/// of another block that reaches the word through distributed shared memory.
+/// One access remembered for the cluster's checks: the thread (its index in the cluster), the
+/// first cluster barrier that orders it before later accesses ([`ClusterTouch::before`]), and
+/// whether it came from another block than the memory's.
 #[derive(Clone, Copy)]
-struct ClusterWord {
-    epoch: u32,
-    writer: u32,
-    readers: [u32; 2],
-    /// Whether a thread of another block touched the word in this interval.
+struct ClusterAccess {
+    thread: u32,
+    before: u32,
     remote: bool,
+}
+
+/// The last write and two of the reads since it, by cluster thread index (`rank * threads per
+/// block + thread`): a block barrier orders the block's own threads, never a thread of another
+/// block that reaches the word through distributed shared memory.
+#[derive(Clone, Copy, Default)]
+struct ClusterWord {
+    writer: Option<ClusterAccess>,
+    readers: [Option<ClusterAccess>; 2],
 }
 
 /// An access in a launch of clusters of more than one block ([`Shadow::record`]).
@@ -75,8 +85,13 @@ struct ClusterWord {
 pub(super) struct ClusterTouch {
     /// The thread's index in the cluster.
     pub(super) thread: u32,
-    /// Cluster barriers completed so far.
-    pub(super) epoch: u32,
+    /// Cluster barriers the thread has waited at: the access comes after the arrivals of all of
+    /// them.
+    pub(super) after: u32,
+    /// The cluster barrier whose arrival comes after the access: `after`, or `after + 1` once the
+    /// thread has arrived at the next barrier (`barrier.cluster.arrive`) and not yet waited (its
+    /// accesses then are not published by that barrier).
+    pub(super) before: u32,
     /// Whether the thread belongs to another block than the memory's.
     pub(super) remote: bool,
 }
@@ -84,6 +99,10 @@ pub(super) struct ClusterTouch {
 /// One entry per 4-byte word of shared memory.
 pub(super) struct Shadow {
     words: Vec<Word>,
+    /// Cluster launches only (empty until a cluster access): per word, the accesses that a later
+    /// access of another block may not be ordered after, by threads named by their index in the
+    /// cluster.
+    cluster: Vec<ClusterWord>,
 }
 
 /// A rule broken by an access, before the simulator adds where it happened.
@@ -106,15 +125,12 @@ impl Shadow {
             atomics: [NONE; 2],
             written: false,
             pending: NONE,
-            cluster: ClusterWord {
-                epoch: 0,
-                writer: NONE,
-                readers: [NONE; 2],
-                remote: false,
-            },
+            generic_writer: NONE,
+            writer_fences: 0,
         };
         Shadow {
             words: vec![fresh; bytes.div_ceil(4)],
+            cluster: Vec::new(),
         }
     }
 
@@ -126,6 +142,8 @@ impl Shadow {
     /// access (`cluster.remote`, where `tid` and `epoch` are not used) against every other
     /// thread's, a local one against those of remote threads. A conflict then names the other
     /// thread by its index in the cluster.
+    /// `fences`: the `fence.proxy.async` the thread executed so far (remembered with a write).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn record(
         &mut self,
         offset: usize,
@@ -134,15 +152,19 @@ impl Shadow {
         epoch: u32,
         touch: Touch,
         cluster: Option<ClusterTouch>,
+        fences: u32,
     ) -> Result<(), Conflict> {
         let first = offset / 4;
         let last = (offset + size.max(1) - 1) / 4;
-        for word in &mut self.words[first..=last] {
+        if cluster.is_some() && self.cluster.is_empty() {
+            self.cluster = vec![ClusterWord::default(); self.words.len()];
+        }
+        for (w, word) in self.words[first..=last].iter_mut().enumerate() {
             if word.pending != NONE {
                 return Err(Conflict::Pending { issuer: word.pending });
             }
             if let Some(c) = cluster {
-                word.cluster.record(c, touch, word.written)?;
+                self.cluster[first + w].record(c, touch, word.written)?;
                 if c.remote {
                     word.written |= touch != Touch::Read;
                     continue;
@@ -169,6 +191,7 @@ impl Shadow {
                     word.readers = [NONE; 2];
                     word.atomics = [NONE; 2];
                     word.written = true;
+                    word.generic_writer = NONE;
                 }
                 Touch::Read => {
                     if !word.written {
@@ -184,11 +207,15 @@ impl Shadow {
                     word.no_other_writer(tid)?;
                     word.no_other_reader(tid)?;
                     remember(&mut word.atomics, tid);
+                    word.generic_writer = tid;
+                    word.writer_fences = fences;
                 }
                 Touch::Write | Touch::AsyncCopy => {
                     word.no_other_writer(tid)?;
                     word.no_other_reader(tid)?;
                     word.writer = tid;
+                    word.generic_writer = tid;
+                    word.writer_fences = fences;
                     if touch == Touch::AsyncCopy {
                         word.pending = tid;
                     } else {
@@ -219,45 +246,69 @@ impl Shadow {
     }
 }
 
+impl Shadow {
+    /// The first word of bytes `offset..offset + size` whose ordinary write no later
+    /// `fence.proxy.async` of its writer covers, `fences(t)` being thread `t`'s fences so far:
+    /// the word's byte offset and the writer.
+    pub(super) fn unfenced(
+        &self,
+        offset: usize,
+        size: usize,
+        fences: impl Fn(u32) -> u32,
+    ) -> Option<(usize, u32)> {
+        let first = offset / 4;
+        let last = (offset + size.max(1) - 1) / 4;
+        (first..=last.min(self.words.len().saturating_sub(1))).find_map(|w| {
+            let word = &self.words[w];
+            (word.generic_writer != NONE && fences(word.generic_writer) <= word.writer_fences)
+                .then_some((4 * w, word.generic_writer))
+        })
+    }
+}
+
 impl ClusterWord {
-    /// Checks and remembers an access since the last cluster barrier; `written`: whether anyone
-    /// ever wrote the word. Atomics count as writes here (no kernel uses remote atomics).
+    /// Checks an access against the remembered ones and remembers it; `written`: whether anyone
+    /// ever wrote the word. Two accesses, one of them remote, conflict unless a cluster barrier
+    /// orders them: the earlier thread arrived at it after its access, and the later one waited
+    /// for it before its own. Atomics count as writes here (no kernel uses remote atomics).
     fn record(&mut self, c: ClusterTouch, touch: Touch, written: bool) -> Result<(), Conflict> {
-        if self.epoch != c.epoch {
-            *self = ClusterWord {
-                epoch: c.epoch,
-                writer: NONE,
-                readers: [NONE; 2],
-                remote: false,
-            };
-        }
-        let checked = c.remote || self.remote;
         let reads = matches!(touch, Touch::Read | Touch::Atomic);
         if c.remote && reads && !written {
             return Err(Conflict::Uninitialized);
         }
-        if checked {
-            if self.writer != NONE && self.writer != c.thread {
-                return Err(Conflict::Race {
-                    other: self.writer,
-                    other_access: Access::Write,
-                });
-            }
-            if touch != Touch::Read {
-                if let Some(other) = other_than(self.readers, c.thread) {
-                    return Err(Conflict::Race {
-                        other,
-                        other_access: Access::Read,
-                    });
+        let unordered =
+            |a: &ClusterAccess| a.thread != c.thread && (a.remote || c.remote) && a.before >= c.after;
+        if let Some(w) = self.writer.filter(unordered) {
+            return Err(Conflict::Race {
+                other: w.thread,
+                other_access: Access::Write,
+            });
+        }
+        let me = ClusterAccess {
+            thread: c.thread,
+            before: c.before,
+            remote: c.remote,
+        };
+        if touch == Touch::Read {
+            // Reads that every later access is ordered after need no slot.
+            for r in &mut self.readers {
+                if r.is_some_and(|r| r.before < c.after || r.thread == c.thread) {
+                    *r = None;
                 }
             }
+            if let Some(free) = self.readers.iter_mut().find(|r| r.is_none()) {
+                *free = Some(me);
+            }
+            return Ok(());
         }
-        if touch == Touch::Read {
-            remember(&mut self.readers, c.thread);
-        } else {
-            self.writer = c.thread;
+        if let Some(r) = self.readers.iter().flatten().find(|r| unordered(r)) {
+            return Err(Conflict::Race {
+                other: r.thread,
+                other_access: Access::Read,
+            });
         }
-        self.remote |= c.remote;
+        self.writer = Some(me);
+        self.readers = [None; 2];
         Ok(())
     }
 }

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys;
+use gpukern_device::tma::{Swizzle, TiledMap};
 use kernels_gpu::matmul::wgmma::{MAP_WORDS, SWIZZLE_COLS, WGMMA_128X128};
 use kernels_gpu::matmul::wgmma_ws::{WS_64X128, WS_128X128, WS_128X256, WsTiling};
 
@@ -317,6 +318,20 @@ pub(super) fn encode(matrix: MapMatrix, box_rows: usize) -> Result<[u64; MAP_WOR
     let strides = [(stride * bytes) as u64];
     let boxes = [(SWIZZLE_COLS * 2 / bytes) as u32, box_rows as u32];
     let element_strides = [1u32, 1];
+    // The driver's rules, checked first: its refusal is a bare CUDA_ERROR_INVALID_VALUE.
+    let tiled = TiledMap {
+        address: address as u64,
+        element_bytes: bytes as u32,
+        dims: &dims,
+        strides: &strides,
+        box_dims: &boxes,
+        element_strides: &element_strides,
+        swizzle: Swizzle::B128,
+    };
+    tiled.check().map_err(|e| Error::InvalidArgument {
+        op: OP,
+        detail: format!("a tensor map of {rows} x {cols} elements, rows {stride} apart: {e}"),
+    })?;
     // SAFETY: every pointer is to a live local array of the rank's length (strides: rank - 1);
     // the call only encodes (no device access).
     unsafe {
@@ -338,4 +353,31 @@ pub(super) fn encode(matrix: MapMatrix, box_rows: usize) -> Result<[u64; MAP_WOR
     .result()
     .during("encoding a TMA tensor map (cuTensorMapEncodeTiled)")?;
     Ok(map.opaque)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MapMatrix, encode};
+    use crate::error::Error;
+    use cudarc::driver::sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+
+    /// A map the driver would refuse is refused before the driver is asked (so this runs without
+    /// one), naming the rule: rows 12 bf16 (24 bytes) apart are not a multiple of 16 bytes.
+    #[test]
+    fn a_map_the_driver_would_refuse_is_refused_first() {
+        let matrix = MapMatrix {
+            kind: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            bytes: 2,
+            address: 0x7f00_0000_0000,
+            rows: 64,
+            cols: 12,
+            stride: 12,
+        };
+        match encode(matrix, 64) {
+            Err(Error::InvalidArgument { detail, .. }) => {
+                assert!(detail.contains("multiple of 16 bytes"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -3,8 +3,9 @@
 
 use super::schedule::{self, Wait};
 use super::BlockState;
+use crate::sim::hopper::violation;
 use crate::sim::shadow::{self, ClusterTouch, Touch};
-use crate::sim::{Access, Dim3, SimError, Space, Violation};
+use crate::sim::{Access, Dim3, Rule, SimError, Space, Violation};
 
 impl<'l> BlockState<'l> {
     /// The blocks of this block's cluster, by rank (this one alone outside a cluster launch).
@@ -26,11 +27,21 @@ impl<'l> BlockState<'l> {
 
     /// What a shared-memory access by the running thread records for the cluster's checks:
     /// nothing outside a launch of clusters of several blocks.
+    #[inline]
     pub(super) fn cluster_touch(&self, remote: bool) -> Option<ClusterTouch> {
-        (self.peers().len() > 1).then(|| ClusterTouch {
-            thread: self.cluster_thread(),
-            epoch: self.cluster_epoch.get(),
-            remote,
+        // Outside a cluster launch (the common case, on every shared access) nothing to build.
+        if self.peers.get().0.is_null() {
+            return None;
+        }
+        (self.peers().len() > 1).then(|| {
+            let after = self.cluster_epoch.get();
+            let arrived = self.arrived[self.current.get() as usize].get();
+            ClusterTouch {
+                thread: self.cluster_thread(),
+                after,
+                before: after + u32::from(arrived),
+                remote,
+            }
         })
     }
 
@@ -102,13 +113,15 @@ impl<'l> BlockState<'l> {
             return self.check(address, 0, size, access);
         }
         if owner.exited.get() {
-            return Err(Violation::Panic {
-                message: format!(
-                    "distributed shared-memory access to block rank {} of the cluster, which has \
-                     exited (a cluster barrier must keep it alive)",
+            return Err(violation(
+                Rule::ClusterExit,
+                format!(
+                    "distributed shared-memory {access} of block rank {} of the cluster, which has \
+                     exited: a cluster barrier after this access, which the owner waits for \
+                     before it exits, must keep it alive",
                     owner.rank
                 ),
-            });
+            ));
         }
         let offset = address - owner.shared_base() as usize;
         let bytes = owner.info.config.shared_mem_bytes as usize;
@@ -130,27 +143,77 @@ impl<'l> BlockState<'l> {
         let recorded = owner
             .shadow
             .borrow_mut()
-            .record(offset, size, 0, 0, touch, cluster);
-        recorded.map_err(|conflict| self.cluster_violation(conflict, offset / size.max(1), access))?;
+            .record(offset, size, 0, 0, touch, cluster, 0);
+        recorded
+            .map_err(|conflict| self.cluster_violation(conflict, owner.rank, offset / size.max(1), access))?;
+        if let Some(c) = cluster {
+            owner.note_remote_access(c.before, self.rank, self.current.get());
+        }
         Ok(address)
     }
 
     /// The violation for a conflict found by the cluster's checks (the other thread named by
-    /// its index in the cluster).
+    /// its block rank and index in the block): a race across blocks breaks
+    /// [`Rule::ClusterPublish`].
     pub(super) fn cluster_violation(
         &self,
         conflict: shadow::Conflict,
+        owner: u32,
         index: usize,
         access: Access,
     ) -> Violation {
         let threads = self.yielders.len() as u32;
-        let other = match conflict {
-            shadow::Conflict::Race { other, .. } | shadow::Conflict::Pending { issuer: other } => {
-                self.thread_dim(other % threads.max(1))
+        match conflict {
+            shadow::Conflict::Race { other, other_access } => {
+                let (rank, thread) = (other / threads.max(1), self.thread_dim(other % threads.max(1)));
+                violation(
+                    Rule::ClusterPublish,
+                    format!(
+                        "distributed shared-memory race at index {index} of the shared memory of \
+                         block rank {owner}: this thread's {access} and the {other_access} of thread \
+                         {thread} of block rank {rank}, with no cluster barrier that the first \
+                         arrived at after its access and the second waited for before its own"
+                    ),
+                )
             }
-            shadow::Conflict::Uninitialized => Dim3::default(),
-        };
-        shadow::violation(conflict, index, access, other)
+            shadow::Conflict::Pending { issuer } => {
+                shadow::violation(conflict, index, access, self.thread_dim(issuer % threads.max(1)))
+            }
+            shadow::Conflict::Uninitialized => shadow::violation(conflict, index, access, Dim3::default()),
+        }
+    }
+
+    /// Remembers that thread `thread` of block rank `rank` reached this block's shared memory,
+    /// published to this block by the cluster barrier `before` at the earliest.
+    fn note_remote_access(&self, before: u32, rank: u32, thread: u32) {
+        let latest = self.remote_access.get();
+        if latest.is_none_or(|(b, _, _)| before > b) {
+            self.remote_access.set(Some((before, rank, thread)));
+        }
+    }
+
+    /// Once every thread of this block returned: an access by another block to its shared memory
+    /// that no cluster barrier the block's threads waited for orders before their exit (on a GPU
+    /// the access may come after the memory is gone). Reported against the accessing thread.
+    pub(in crate::sim) fn exit_unpublished(&self) -> Option<SimError> {
+        let (before, rank, thread) = self.remote_access.get()?;
+        if before < self.cluster_epoch.get() {
+            return None;
+        }
+        let accessor = self.peers().get(rank as usize)?;
+        Some(accessor.error(
+            thread,
+            violation(
+                Rule::ClusterExit,
+                format!(
+                    "this thread reached the shared memory of block rank {} of its cluster, which \
+                     then returned with no cluster barrier after the access: on a GPU the block \
+                     may be gone before the access (arrive at a cluster barrier after the last \
+                     remote access, and have the owner wait for it before it exits)",
+                    self.rank
+                ),
+            ),
+        ))
     }
 }
 
@@ -184,6 +247,7 @@ pub(super) fn open_barrier(states: &[BlockState], wait: &mut [Vec<Wait>]) -> Res
     for (state, wait) in states.iter().zip(wait.iter_mut()) {
         state.epoch.set(state.epoch.get() + 1);
         state.cluster_epoch.set(state.cluster_epoch.get() + 1);
+        state.barrier_passed();
         state.arrived.iter().for_each(|a| a.set(false));
         wait.fill(Wait::Ready);
     }

@@ -7,7 +7,7 @@ use std::panic::{self, AssertUnwindSafe, Location};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult};
 
-use super::{cluster, BlockState, StackPool, Suspend, ThreadYielder, STACK_BYTES};
+use super::{cluster, BlockState, PollOn, StackPool, Suspend, ThreadYielder, STACK_BYTES};
 use crate::sim::launch::LaunchInfo;
 use crate::sim::{device, SimError, Violation, WARP_SIZE};
 
@@ -92,8 +92,11 @@ pub(super) enum Wait {
         value: u32,
         src_lane: u32,
     },
-    /// It polls an `mbarrier` at this location: resumed every round.
-    Poll(&'static Location<'static>),
+    /// It polls at this location (an `mbarrier` wait, a `setmaxnreg.inc`): resumed every round.
+    Poll {
+        at: &'static Location<'static>,
+        on: PollOn,
+    },
     /// It waits at the grid barrier, at this location.
     Grid(&'static Location<'static>),
     /// It returned.
@@ -107,7 +110,7 @@ impl Wait {
             Wait::Barrier(at) => format!("the barrier at {at}"),
             Wait::Cluster(at) => format!("the cluster barrier at {at}"),
             Wait::Warp { at, .. } => format!("the warp shuffle at {at}"),
-            Wait::Poll(at) => format!("the mbarrier wait at {at}"),
+            Wait::Poll { at, .. } => format!("the wait at {at}"),
             Wait::Grid(at) => format!("the grid barrier at {at}"),
             Wait::Ready | Wait::Exited => "nowhere".to_string(),
         }
@@ -123,7 +126,7 @@ impl Wait {
 fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), SimError> {
     let mut wait: Vec<Vec<Wait>> = threads.iter().map(|b| vec![Wait::Ready; b.len()]).collect();
     loop {
-        let updates = |states: &[BlockState]| states.iter().map(|s| s.mbarrier_updates.get()).sum::<u64>();
+        let updates = |states: &[BlockState]| states.iter().map(|s| s.progress.get()).sum::<u64>();
         let updates_before = updates(states);
         // Whether a thread ran that was not only polling again: progress by itself.
         let mut ran_ready = false;
@@ -132,7 +135,7 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
             for (tid, thread) in block.iter_mut().enumerate() {
                 match wait[tid] {
                     Wait::Ready => ran_ready = true,
-                    Wait::Poll(_) => {}
+                    Wait::Poll { .. } => {}
                     _ => continue,
                 }
                 state.current.set(tid as u32);
@@ -142,13 +145,23 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
                     Ok(CoroutineResult::Yield(Suspend::Warp { at, value, src_lane })) => {
                         wait[tid] = Wait::Warp { at, value, src_lane }
                     }
-                    Ok(CoroutineResult::Yield(Suspend::Poll(at))) => wait[tid] = Wait::Poll(at),
+                    Ok(CoroutineResult::Yield(Suspend::Poll { at, on })) => wait[tid] = Wait::Poll { at, on },
                     Ok(CoroutineResult::Yield(Suspend::Grid(at))) => wait[tid] = Wait::Grid(at),
-                    Ok(CoroutineResult::Return(())) => wait[tid] = Wait::Exited,
+                    Ok(CoroutineResult::Return(())) => {
+                        wait[tid] = Wait::Exited;
+                        state
+                            .thread_exited(tid as u32)
+                            .map_err(|v| state.error(tid as u32, v))?;
+                    }
                     Err(payload) => return Err(state.report(tid as u32, payload)),
                 }
             }
-            state.exited.set(wait.iter().all(|&w| w == Wait::Exited));
+            let exited = wait.iter().all(|&w| w == Wait::Exited);
+            if exited && !state.exited.replace(true) {
+                if let Some(error) = state.block_exited() {
+                    return Err(error);
+                }
+            }
         }
         let mut any = false;
         for (state, wait) in states.iter().zip(wait.iter_mut()) {
@@ -157,16 +170,11 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
         if any {
             continue;
         }
-        if let Some((state, tid, at)) = first_poller(states, &wait) {
+        if let Some((state, tid, at, on)) = first_poller(states, &wait) {
             if ran_ready || updates(states) != updates_before {
                 continue;
             }
-            let message = format!(
-                "deadlock: thread {tid} (and every other thread still running) waits, at the \
-                 mbarrier wait at {at} or at a barrier, for something no thread or copy will do: \
-                 on a GPU the kernel would never finish"
-            );
-            return Err(state.error(tid, Violation::Panic { message }));
+            return Err(state.error(tid, state.deadlock(tid, at, on)));
         }
         let mut opened = false;
         for (state, wait) in states.iter().zip(wait.iter_mut()) {
@@ -181,14 +189,14 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
     }
 }
 
-/// The first thread of the cluster that polls an `mbarrier`: its block, index and location.
+/// The first thread of the cluster that polls: its block, index, location and what it waits for.
 fn first_poller<'s, 'l>(
     states: &'s [BlockState<'l>],
     wait: &[Vec<Wait>],
-) -> Option<(&'s BlockState<'l>, u32, &'static Location<'static>)> {
+) -> Option<(&'s BlockState<'l>, u32, &'static Location<'static>, PollOn)> {
     states.iter().zip(wait).find_map(|(state, wait)| {
         wait.iter().enumerate().find_map(|(tid, w)| match w {
-            Wait::Poll(at) => Some((state, tid as u32, *at)),
+            Wait::Poll { at, on } => Some((state, tid as u32, *at, *on)),
             _ => None,
         })
     })
@@ -231,6 +239,7 @@ fn open_barrier(state: &BlockState, wait: &mut [Wait]) -> Result<bool, SimError>
         ));
     }
     state.epoch.set(state.epoch.get() + 1);
+    state.barrier_passed();
     wait.fill(Wait::Ready);
     Ok(true)
 }
@@ -311,6 +320,7 @@ fn open_grid_barrier(states: &[BlockState], wait: &mut [Vec<Wait>]) -> Result<bo
     for (state, wait) in states.iter().zip(wait.iter_mut()) {
         state.epoch.set(state.epoch.get() + 1);
         state.grid_epoch.set(state.grid_epoch.get() + 1);
+        state.barrier_passed();
         wait.fill(Wait::Ready);
     }
     Ok(true)

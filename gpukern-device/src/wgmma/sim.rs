@@ -1,0 +1,273 @@
+//! The simulator's `wgmma`: an interpreter of the PTX text the GPU runs, with the operand
+//! layouts decoded from the descriptors as the PTX ISA defines them ([`descriptor`]),
+//! independently of how the kernels build them.
+//!
+//! Each product is recorded when issued and applied when a `wait_group` retires it, to the true
+//! values of its accumulators, which the simulator keeps aside while the kernel holds in-flight
+//! markers in their place (`crate::sim::hopper::accumulators`): so an accumulator read or
+//! written before the wait, a stage released before the wait that covers it (its operands are read
+//! at the wait, as late as the tensor core may read them, and a write over them is checked against
+//! what the writer knows retired), and products left in flight are all reported. Every
+//! instruction is also checked against the warpgroup's sequence (every thread executes the same
+//! `fence`, products, `commit` and `wait`).
+
+pub(crate) mod descriptor;
+pub(crate) mod product;
+
+use std::panic::Location;
+
+use crate::sim::device;
+use crate::sim::hopper::groups::Product;
+use product::Mma;
+
+/// The operand types the simulator models.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Operand {
+    /// `.bf16`.
+    Bf16,
+    /// `.f16`.
+    F16,
+    /// `.tf32`: f32 in shared memory, read with the low 13 bits of the significand ignored.
+    Tf32,
+}
+
+impl Operand {
+    /// Bytes per element in shared memory.
+    pub(crate) fn bytes(self) -> usize {
+        match self {
+            Operand::Bf16 | Operand::F16 => 2,
+            Operand::Tf32 => 4,
+        }
+    }
+
+    /// Elements along `k` per instruction: 32 bytes of each row (`k16` of 16-bit types,
+    /// `k8` of TF32).
+    pub(crate) fn k(self) -> usize {
+        32 / self.bytes()
+    }
+}
+
+/// TF32 as `.tf32` `wgmma` reads an f32: the low 13 bits of the significand dropped (PTX ISA,
+/// "wgmma.mma_async": "will truncate lower 13 bits of the 32-bit input data before
+/// multiplication is issued"), so toward zero, unit roundoff `2^-10`.
+pub(crate) fn tf32_truncate(x: f32) -> f32 {
+    f32::from_bits(x.to_bits() & !0x1fff)
+}
+
+/// Reads the element of type `ty` at shared-window byte address `address` (already
+/// swizzled), widened to f64.
+#[track_caller]
+pub(crate) fn element(address: usize, ty: Operand) -> f64 {
+    let base = crate::sim::device::shared_base();
+    if ty == Operand::Tf32 {
+        let p = base.wrapping_add(address).cast::<u32>();
+        // SAFETY: checked by the simulator (bounds, alignment, initialisation, races).
+        let bits = unsafe { crate::mem::load(p, 0) };
+        return f64::from(tf32_truncate(f32::from_bits(bits)));
+    }
+    let p = base.wrapping_add(address).cast::<u16>();
+    // SAFETY: checked by the simulator (bounds, alignment, initialisation, races).
+    let bits = unsafe { crate::mem::load(p, 0) };
+    match ty {
+        Operand::Bf16 => f64::from(f32::from_bits(u32::from(bits) << 16)),
+        Operand::F16 => f64::from(half::f16::from_bits(bits).to_f32()),
+        Operand::Tf32 => unreachable!("read as 32 bits above"),
+    }
+}
+
+/// The value of an operand token: `{name}` (a named `asm!` operand) or an integer immediate.
+#[track_caller]
+pub(crate) fn value(token: &str, named: &[(&str, u64)]) -> u64 {
+    let token = token.trim();
+    if let Some(name) = token.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+        return named
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("wgmma PTX: no operand named {name:?}"))
+            .1;
+    }
+    token
+        .parse::<i64>()
+        .unwrap_or_else(|e| panic!("wgmma PTX: {token:?} is not an operand or an immediate: {e}")) as u64
+}
+
+/// Runs the `asm!` template `ptx` of a warpgroup `wgmma` sequence for the running thread:
+/// `named` the named operands, `acc` the positional ones (`{i}` is `acc[i]`). Understands
+/// `.reg .pred`, `setp.ne.b32`, `wgmma.fence`, `wgmma.mma_async.sync.aligned` (`m64nNk16` in
+/// bf16 or f16, `m64nNk8` in TF32, operands truncated as the tensor core reads them;
+/// shared-memory descriptors for both operands), `commit_group` and `wait_group N`; anything else
+/// is a bug of the library's PTX text (a panic). See the module documentation for what a product
+/// does in flight and what is checked; the products are exact (f64 sums, added to the accumulator
+/// in f64, rounded once to f32): at least as accurate as the tensor core.
+#[track_caller]
+pub(crate) fn run(ptx: &str, named: &[(&str, u64)], acc: &mut [f32]) {
+    let at = Location::caller();
+    let lead = device::thread_linear().is_multiple_of(128);
+    let mut predicates: Vec<(&str, Option<bool>)> = Vec::new();
+    let mut set: Option<u32> = None;
+    for statement in ptx.split(';') {
+        let statement = statement.trim();
+        let statement = statement.strip_prefix("{{").unwrap_or(statement).trim();
+        if statement.is_empty() || statement == "}}" || statement.starts_with("//") {
+            continue;
+        }
+        let (op, args) = statement.split_once(' ').unwrap_or((statement, ""));
+        match op {
+            ".reg" => {
+                let names = args
+                    .strip_prefix(".pred ")
+                    .unwrap_or_else(|| panic!("wgmma PTX: only predicates are declared: {statement:?}"));
+                predicates.extend(names.split(',').map(|n| (n.trim(), None)));
+            }
+            "setp.ne.b32" => {
+                let parts: Vec<&str> = args.split(',').map(str::trim).collect();
+                let [p, x, y] = parts[..] else {
+                    panic!("wgmma PTX: {statement:?}: setp takes three operands")
+                };
+                let slot = predicates
+                    .iter_mut()
+                    .find(|(n, _)| *n == p)
+                    .unwrap_or_else(|| panic!("wgmma PTX: predicate {p:?} is not declared"));
+                slot.1 = Some(value(x, named) as u32 != value(y, named) as u32);
+            }
+            "wgmma.fence.sync.aligned" => {
+                device::wgmma_execute(op.to_string(), at);
+                device::wgmma_fence();
+            }
+            "wgmma.commit_group.sync.aligned" => {
+                device::wgmma_execute(op.to_string(), at);
+                device::wgmma_commit();
+            }
+            "wgmma.wait_group.sync.aligned" => {
+                let keep: usize = args
+                    .trim()
+                    .parse()
+                    .unwrap_or_else(|e| panic!("wgmma PTX: wait_group {args:?}: {e}"));
+                device::wgmma_execute(format!("{op} {keep}"), at);
+                retire(keep);
+                if let Some(s) = set.or_else(|| device::wgmma_held(acc)) {
+                    device::wgmma_settle(s, acc);
+                }
+            }
+            _ if op.starts_with("wgmma.mma_async.") => {
+                let mma = Mma::parse(op, args, named, &predicates);
+                device::wgmma_execute(mma.describe(), at);
+                let s = *set.get_or_insert_with(|| device::wgmma_set(acc));
+                if lead {
+                    mma.check_operands();
+                }
+                device::wgmma_issue(Product { mma, set: s });
+            }
+            _ => panic!("wgmma PTX: the simulator does not model {statement:?}"),
+        }
+    }
+    device::wgmma_end_block();
+}
+
+/// Retires the running thread's oldest groups until at most `keep` remain
+/// (`wgmma.wait_group keep`), applying their products to their accumulators' true values.
+#[track_caller]
+pub(crate) fn retire(keep: usize) {
+    for p in device::wgmma_retire(keep) {
+        device::wgmma_apply(p.set, |values| p.mma.apply(values));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::descriptor::{swizzle_128b, Descriptor};
+
+    #[test]
+    fn descriptor_fields_decode() {
+        let d = Descriptor::decode(crate::wgmma::desc_sw128(0x2020, 8192, 1024));
+        assert_eq!(
+            d,
+            Descriptor {
+                start: 0x2020,
+                lbo: 8192,
+                sbo: 1024,
+                base_offset: 0,
+                swizzle: 1
+            }
+        );
+    }
+
+    #[test]
+    fn canonical_addresses_by_hand() {
+        // K-major, SBO 1024: (1, 0) is row 1 chunk 0, swizzled to chunk 1; (9, 8) is group 1,
+        // row 1, chunk 1, swizzled to chunk 0.
+        let a = Descriptor::decode(crate::wgmma::desc_sw128(0, 16, 1024));
+        assert_eq!(a.address_of(1, 0, false, 2), 128 + 16);
+        assert_eq!(a.address_of(9, 8, false, 2), 1024 + 128);
+        // MN-major, LBO 8192 (64-column chunks), SBO 1024 (8-row groups): (65, 9) is chunk 1,
+        // group 1, row 1, byte 2: 9346, whose 16-byte chunk 0 swaps with row 1.
+        let b = Descriptor::decode(crate::wgmma::desc_sw128(0, 8192, 1024));
+        assert_eq!(b.address_of(65, 9, true, 2), 9346 + 16);
+    }
+
+    #[test]
+    fn tf32_k_major_addresses_by_hand() {
+        // 4-byte elements, 32 per 128-byte row, SBO 1024: (1, 0) is row 1 chunk 0, swizzled
+        // to chunk 1; (9, 5) is group 1, row 1, byte 20 (chunk 1), swizzled to chunk 0;
+        // (2, 31) is row 2, byte 124 (chunk 7), swizzled to chunk 5.
+        let a = Descriptor::decode(crate::wgmma::desc_sw128(0, 16, 1024));
+        assert_eq!(a.address_of(1, 0, false, 4), 128 + 16);
+        assert_eq!(a.address_of(9, 5, false, 4), 1024 + 128 + 4);
+        assert_eq!(a.address_of(2, 31, false, 4), 256 + 5 * 16 + 12);
+        // The second step of 8 along k starts 32 bytes on: its k = 0 is the first's k = 8.
+        let step = Descriptor::decode(crate::wgmma::desc_sw128(32, 16, 1024));
+        for mn in 0..16 {
+            for k in 0..8 {
+                assert_eq!(
+                    step.address_of(mn, k, false, 4),
+                    a.address_of(mn, k + 8, false, 4)
+                );
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "only 16-bit types transpose")]
+    fn tf32_has_no_mn_major_layout() {
+        let a = Descriptor::decode(crate::wgmma::desc_sw128(0, 16, 1024));
+        let _ = a.address_of(0, 0, true, 4);
+    }
+
+    #[test]
+    fn tf32_truncation_drops_the_low_13_bits() {
+        use super::tf32_truncate;
+        // 1 + 2^-11 + 2^-12 truncates to 1 (rounding would give 1 + 2^-10).
+        let x = 1.0 + f32::powi(2.0, -11) + f32::powi(2.0, -12);
+        assert_eq!(tf32_truncate(x), 1.0);
+        assert_eq!(tf32_truncate(-x), -1.0);
+        let y = 1.0 + f32::powi(2.0, -10);
+        assert_eq!(tf32_truncate(y), y);
+        assert_eq!(tf32_truncate(f32::INFINITY), f32::INFINITY);
+    }
+
+    #[test]
+    fn tf32_ptx_has_four_k8_products_without_transpose_operands() {
+        let ptx = crate::wgmma::MMA_TF32_M64N256K32_PTX;
+        let lines: Vec<&str> = ptx.lines().filter(|l| l.starts_with("wgmma.mma_async")).collect();
+        assert_eq!(lines.len(), 4);
+        for (s, line) in lines.iter().enumerate() {
+            assert!(line.starts_with("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "));
+            let tail = format!(
+                "}}}}, {{a{s}}}, {{b{s}}}, {}, 1, 1;",
+                if s == 0 { "p" } else { "t" }
+            );
+            assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
+        }
+    }
+
+    #[test]
+    fn swizzle_agrees_with_the_copy_engine_model() {
+        for address in (0..8192).step_by(2) {
+            assert_eq!(
+                swizzle_128b(address),
+                crate::tma::swizzle_128b(address),
+                "{address}"
+            );
+        }
+    }
+}
