@@ -134,6 +134,16 @@ pub enum Error {
          PyTorch's nvidia/nccl/lib; scripts/nccl-path.sh prints one)"
     )]
     NoNccl,
+    /// Processes of a distributed job did not come together, or one of them was lost: a rank
+    /// that never arrived at the rendezvous, a collective that did not finish within the timeout
+    /// (see [`crate::dist`]).
+    #[error("distributed job, {during}: {detail}")]
+    Dist {
+        /// What gpukern was doing.
+        during: &'static str,
+        /// What went wrong, and where.
+        detail: String,
+    },
     /// NCCL returned an error.
     #[error("NCCL error while {during}: {code}")]
     Nccl {

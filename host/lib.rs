@@ -55,6 +55,7 @@ pub mod api;
 pub mod buffer;
 pub mod cpu;
 pub mod device;
+pub mod dist;
 pub mod error;
 pub mod graph;
 pub mod launch_config;
