@@ -41,11 +41,22 @@ fn main() {
         }),
         Trial::test("sim::dist::refusals", || refusals(&Gpu::simulator())),
     ];
+    trials.push(Trial::test("sim::dist::an_all_reduce_in_a_graph", || {
+        captured(&Gpu::simulator())
+    }));
     let cuda = opened.map_err(|e| e.to_string());
+    let cuda2 = cuda.clone();
     trials.push(
         Trial::test("cuda::dist::collectives_of_a_world_of_one", move || {
             let gpu = cuda.map_err(Failed::from)?;
             collectives(&gpu)
+        })
+        .with_ignored_flag(cuda_ignored),
+    );
+    trials.push(
+        Trial::test("cuda::dist::an_all_reduce_in_a_graph", move || {
+            let gpu = cuda2.map_err(Failed::from)?;
+            captured(&gpu)
         })
         .with_ignored_flag(cuda_ignored),
     );
@@ -296,6 +307,29 @@ fn collectives(gpu: &Gpu) -> Result<(), Failed> {
     }
     if comm.split(None, 0).map_err(e)?.is_some() {
         return Err("split with no color joined a group".into());
+    }
+    Ok(())
+}
+
+/// An all-reduce between two kernels captured in a CUDA graph and replayed twice: the
+/// collective is part of the graph (a world of one: the data doubled by the kernels only).
+fn captured(gpu: &Gpu) -> Result<(), Failed> {
+    let e = |e: Error| Failed::from(e.to_string());
+    let comm = world_of_one(gpu)?;
+    let x = gpu.upload(&[1.5f32; 4096]).map_err(e)?;
+    let mut graph = gpu
+        .capture_with(x, |g, x| {
+            g.increment_by_one(x)?;
+            comm.all_reduce(x, ReduceOp::Sum)?;
+            g.increment_by_one(x)
+        })
+        .map_err(e)?;
+    graph.launch().map_err(e)?;
+    graph.launch().map_err(e)?;
+    comm.synchronize().map_err(e)?;
+    let got = graph.buffers().to_vec().map_err(e)?;
+    if got != vec![5.5f32; 4096] {
+        return Err(format!("after two replays: {:?}", &got[..4]).into());
     }
     Ok(())
 }
