@@ -171,18 +171,40 @@ fn shape<T: TestElem>(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize))
             .collect::<Vec<f32>>(),
     );
     let (b, bf) = rounded::<T>(&random_vec(rng, cols));
-    let dx = gpu.upload_matrix(&Array2::from_shape_vec((rows, cols), x).map_err(|e| e.to_string())?)?;
-    let (dw, db) = (gpu.upload(&w)?, gpu.upload(&b)?);
-    let want_rms = cpu::rms_norm_rows(&xf, cols, &wf, eps);
-    let want_layer = cpu::layer_norm_rows(&xf, cols, &wf, &bf, eps);
     let mut failures = Vec::new();
-    let mut check = |what: String, got: gpukern::Result<Vec<f32>>, want: &[f32]| {
-        let what = format!("{what} {} {rows}x{cols}", std::any::type_name::<T>());
+    every_algorithm(
+        gpu,
+        (&x, &xf, (rows, cols)),
+        (&w, &wf, &b, &bf),
+        &format!("{} {rows}x{cols}", std::any::type_name::<T>()),
+        &mut failures,
+    )?;
+    all_passed(failures)
+}
+
+/// Both norms of the rows `x` (`xf`: the same rounded to `T` and back, what the references see)
+/// with every algorithm, and with the default into a matrix of NaNs, against `cpu`'s f64
+/// references within `T`'s tolerance; each failure pushed, named with `what`.
+fn every_algorithm<T: TestElem>(
+    gpu: &Gpu,
+    (x, xf, (rows, cols)): (&[T], &[f32], (usize, usize)),
+    (w, wf, b, bf): (&[T], &[f32], &[T], &[f32]),
+    what: &str,
+    failures: &mut Vec<String>,
+) -> Check {
+    let eps = 1e-5;
+    let dx =
+        gpu.upload_matrix(&Array2::from_shape_vec((rows, cols), x.to_vec()).map_err(|e| e.to_string())?)?;
+    let (dw, db) = (gpu.upload(w)?, gpu.upload(b)?);
+    let want_rms = cpu::rms_norm_rows(xf, cols, wf, eps);
+    let want_layer = cpu::layer_norm_rows(xf, cols, wf, bf, eps);
+    let mut check = |variant: String, got: gpukern::Result<Vec<f32>>, want: &[f32]| {
+        let variant = format!("{variant} {what}");
         if let Err(e) = got
             .map_err(|e| e.to_string().into())
-            .and_then(|g| check_close(&what, &g, want, T::ABS, T::REL))
+            .and_then(|g| check_close(&variant, &g, want, T::ABS, T::REL))
         {
-            failures.push(format!("{what}: {e}"));
+            failures.push(format!("{variant}: {e}"));
         }
     };
     for algorithm in NormAlgorithm::ALL {
@@ -220,7 +242,7 @@ fn shape<T: TestElem>(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize))
         }),
         &want_layer,
     );
-    all_passed(failures)
+    Ok(())
 }
 
 /// The rules at the edges, on both algorithms and two row lengths (the in-register kernel at
@@ -330,53 +352,14 @@ fn overflow<T: TestElem>(gpu: &Gpu) -> Check {
         let n_rows = rows.len() * reps;
         let (w, wf) = rounded::<T>(&(0..cols).map(|j| 0.5 + (j % 7) as f32 * 0.25).collect::<Vec<_>>());
         let (b, bf) = rounded::<T>(&(0..cols).map(|j| (j % 5) as f32 - 2.0).collect::<Vec<_>>());
-        let eps = 1e-5;
-        let dx = gpu.upload_matrix(&Array2::from_shape_vec((n_rows, cols), x).map_err(|e| e.to_string())?)?;
-        let (dw, db) = (gpu.upload(&w)?, gpu.upload(&b)?);
-        let want_rms = cpu::rms_norm_rows(&xf, cols, &wf, eps);
-        let want_layer = cpu::layer_norm_rows(&xf, cols, &wf, &bf, eps);
-        let type_name = std::any::type_name::<T>();
-        let mut check = |what: String, got: gpukern::Result<Vec<f32>>, want: &[f32]| {
-            let what = format!("overflow {what} {type_name} {n_rows}x{cols}");
-            if let Err(e) = got
-                .map_err(|e| e.to_string().into())
-                .and_then(|g| check_close(&what, &g, want, T::ABS, T::REL))
-            {
-                failures.push(format!("{what}: {e}"));
-            }
-        };
-        for algorithm in NormAlgorithm::ALL {
-            let name = algorithm.name();
-            check(
-                format!("rms_norm_with({name})"),
-                gpu.rms_norm_with(&dx, &dw, eps, algorithm)
-                    .and_then(|y| download(&y)),
-                &want_rms,
-            );
-            check(
-                format!("layer_norm_with({name})"),
-                gpu.layer_norm_with(&dx, &dw, &db, eps, algorithm)
-                    .and_then(|y| download(&y)),
-                &want_layer,
-            );
-        }
-        let poisoned = || gpu.upload_matrix(&Array2::from_elem((n_rows, cols), T::from_f32(f32::NAN)));
-        check(
-            "rms_norm_into".into(),
-            poisoned().and_then(|mut y| {
-                gpu.rms_norm_into(&dx, &dw, eps, &mut y)
-                    .and_then(|()| download(&y))
-            }),
-            &want_rms,
-        );
-        check(
-            "layer_norm_into".into(),
-            poisoned().and_then(|mut y| {
-                gpu.layer_norm_into(&dx, &dw, &db, eps, &mut y)
-                    .and_then(|()| download(&y))
-            }),
-            &want_layer,
-        );
+        let what = format!("overflow {} {n_rows}x{cols}", std::any::type_name::<T>());
+        every_algorithm(
+            gpu,
+            (&x, &xf, (n_rows, cols)),
+            (&w, &wf, &b, &bf),
+            &what,
+            &mut failures,
+        )?;
     }
     all_passed(failures)
 }
