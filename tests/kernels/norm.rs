@@ -158,7 +158,6 @@ fn download<T: TestElem>(y: &DeviceMatrix<T>) -> gpukern::Result<Vec<f32>> {
 /// Both norms with every algorithm (and `_into` a matrix of NaNs) on random rows, weights in
 /// [0.5, 1.5) and biases in [-1, 1).
 fn shape<T: TestElem>(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize)) -> Check {
-    let eps = 1e-5;
     let (x, xf) = rounded::<T>(
         &random_vec(rng, rows * cols)
             .iter()

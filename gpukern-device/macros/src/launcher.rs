@@ -157,6 +157,37 @@ pub fn launch_parts(params: &[Param]) -> (String, String, String, String) {
     (signature, gather, call_args, host_args)
 }
 
+/// The source of a typed `launch` function: `kernel` the expression of its `&'static Kernel`,
+/// `call` what the simulator calls with the pointers and scalars.
+pub fn launch_fn(kernel: &str, call: &str, params: &[Param]) -> String {
+    let (signature, gather, call_args, host_args) = launch_parts(params);
+    format!(
+        r#"
+    /// Launches the kernel on `on` (gpukern's `Module`: a CUDA device or the simulator) with
+    /// `config` (plus its declared shared memory, if any); the arguments are the host's
+    /// counterparts of the kernel's ({host_args}).
+    ///
+    /// # Safety
+    /// The kernel's own contract: the buffers hold every element it touches for these arguments
+    /// and this launch shape.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch<'__a, __L: ::gpukern_device::launch::Launcher>(
+        on: &'__a __L,
+        config: __L::Config,
+        {signature}
+    ) -> ::core::result::Result<(), __L::Error> {{
+        let __kernel: &'static ::gpukern_device::launch::Kernel = {kernel};
+        let config = __L::add_shared_bytes(config, __kernel.facts.shared_bytes);
+        let mut __args = on.begin(__kernel, config);
+        {gather}
+        // SAFETY: the caller upholds the kernel's contract; the simulator calls this with the
+        // pointers it registered above.
+        unsafe {{ __L::launch(__args, &|| unsafe {{ {call}({call_args}) }}) }}
+    }}
+"#
+    )
+}
+
 /// The launcher module's source.
 pub fn render(e: &Entry) -> String {
     let name = e.name;
@@ -181,11 +212,6 @@ pub fn render(e: &Entry) -> String {
         None => "None".into(),
     };
     let shared_bytes = shared_bytes(&e.shared);
-    let add_shared = if e.shared.is_empty() {
-        String::new()
-    } else {
-        "let config = __L::add_shared_bytes(config, KERNEL.facts.shared_bytes);".into()
-    };
     let describe = e
         .params
         .iter()
@@ -202,8 +228,8 @@ pub fn render(e: &Entry) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ");
-    let (signature, gather, call_args, host_args) = launch_parts(e.params);
-    let (aliases, doc, call) = (&e.aliases, &e.doc, &e.call);
+    let launch = launch_fn("&KERNEL", &e.call, e.params);
+    let (aliases, doc) = (&e.aliases, &e.doc);
     format!(
         r#"
 #[cfg(not(target_arch = "nvptx64"))]
@@ -236,26 +262,7 @@ pub mod {name} {{
     /// `#[kernel(launch_bounds(..))]`; `None` without launch bounds.
     pub const MIN_BLOCKS: ::core::option::Option<u32> = {min_blocks};
 
-    /// Launches the kernel on `on` (gpukern's `Module`: a CUDA device or the simulator) with
-    /// `config` (plus its declared shared memory, if any); the arguments are the host's
-    /// counterparts of the kernel's ({host_args}).
-    ///
-    /// # Safety
-    /// The kernel's own contract: the buffers hold every element it touches for these arguments
-    /// and this launch shape.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn launch<'__a, __L: ::gpukern_device::launch::Launcher>(
-        on: &'__a __L,
-        config: __L::Config,
-        {signature}
-    ) -> ::core::result::Result<(), __L::Error> {{
-        {add_shared}
-        let mut __args = on.begin(&KERNEL, config);
-        {gather}
-        // SAFETY: the caller upholds the kernel's contract; the simulator calls this with the
-        // pointers it registered above.
-        unsafe {{ __L::launch(__args, &|| unsafe {{ {call}({call_args}) }}) }}
-    }}
+    {launch}
 }}
 
 #[cfg(not(target_arch = "nvptx64"))]

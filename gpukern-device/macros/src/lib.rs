@@ -294,7 +294,6 @@ fn instance_struct(sig: &Signature, instances: &[Instance]) -> Result<TokenStrea
 fn generic_launch(sig: &Signature) -> Result<TokenStream, String> {
     let name = &sig.name;
     let params = launcher::params(name, sig.params().stream())?;
-    let (signature, gather, call_args, host_args) = launcher::launch_parts(&params);
     let decl = text(&sig.generic_decl);
     let use_args = sig
         .generics
@@ -318,31 +317,14 @@ fn generic_launch(sig: &Signature) -> Result<TokenStream, String> {
     } else {
         format!("{where_clause}, {}", predicates.join(", "))
     };
+    let launch = launcher::launch_fn(
+        "<Self as ::gpukern_device::launch::Instance>::KERNEL",
+        &format!("{name}::<{use_args}>"),
+        &params,
+    );
     let source = format!(
         "#[cfg(not(target_arch = \"nvptx64\"))]
-         impl<{decl}> {name}<{use_args}> {bounds} {{
-             /// Launches this instance of the kernel on `on` (gpukern's `Module`: a CUDA device or
-             /// the simulator) with `config` (plus its declared shared memory, if any); the
-             /// arguments are the host's counterparts of the kernel's ({host_args}).
-             ///
-             /// # Safety
-             /// The kernel's own contract: the buffers hold every element it touches for these
-             /// arguments and this launch shape.
-             #[allow(clippy::too_many_arguments)]
-             pub unsafe fn launch<'__a, __L: ::gpukern_device::launch::Launcher>(
-                 on: &'__a __L,
-                 config: __L::Config,
-                 {signature}
-             ) -> ::core::result::Result<(), __L::Error> {{
-                 let __kernel = <Self as ::gpukern_device::launch::Instance>::KERNEL;
-                 let config = __L::add_shared_bytes(config, __kernel.facts.shared_bytes);
-                 let mut __args = on.begin(__kernel, config);
-                 {gather}
-                 // SAFETY: the caller upholds the kernel's contract; the simulator calls this with
-                 // the pointers it registered above.
-                 unsafe {{ __L::launch(__args, &|| unsafe {{ {name}::<{use_args}>({call_args}) }}) }}
-             }}
-         }}"
+         impl<{decl}> {name}<{use_args}> {bounds} {{ {launch} }}"
     );
     parse(&source, "generic launch")
 }
