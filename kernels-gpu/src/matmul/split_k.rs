@@ -16,7 +16,8 @@ pub const SUM_BLOCK: u32 = 256;
 ///
 /// # Safety
 /// `partial` holds `slices * len` floats, `c` holds `len` and does not overlap it.
-#[kernel]
+// Barriers: none.
+#[kernel(block(SUM_BLOCK), barriers(0))]
 pub unsafe fn matmul_sum_splits(partial: *const f32, c: *mut f32, len: usize, slices: usize) {
     let i = thread::index_1d();
     if i < len {
