@@ -44,6 +44,11 @@
 //!   the common path one comparison).
 //!
 //! # The ladder, one file per rung
+//! Each rung has one body for both norms (`LAYER` a const parameter, RMSNorm passing its weight
+//! again for the bias it never reads) and two generic kernels with the norms' parameter lists,
+//! `rms_norm_<rung>` and `layer_norm_<rung>`, generic over the element type and the rung's knobs;
+//! their named instances are the entry points (`rms_norm_rows16_f32`, ...).
+//!
 //! * [`block_reduce`]: the tutorial, one block of [`BLOCK`] threads per row, tree reductions in
 //!   shared memory ([`block::reduce_sum`](crate::gpu::block::reduce_sum)); the row read from
 //!   memory once per pass (RMSNorm twice, LayerNorm three times) and written once. Any shape.
