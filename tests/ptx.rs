@@ -136,7 +136,10 @@ const KERNEL_CRATE: &str = "kernels_gpu";
 
 /// The kernels `#[kernel]` registered for [`KERNEL_CRATE`], by name.
 fn registry() -> BTreeMap<&'static str, &'static Kernel> {
-    registered_in(KERNEL_CRATE).into_iter().map(|k| (k.name, k)).collect()
+    registered_in(KERNEL_CRATE)
+        .into_iter()
+        .map(|k| (k.name, k))
+        .collect()
 }
 
 /// The registered facts of entry point `name`, if it is a registered kernel.
@@ -255,12 +258,13 @@ fn every_entry_point_is_a_registered_kernel_with_its_facts() {
         "only {} kernels registered for {KERNEL_CRATE}: is the kernel crate linked?",
         registry.len()
     );
-    let modules: Vec<(&str, Vec<&str>)> = modules()
-        .iter()
-        .map(|m| (m.arch, entry_names(m.ptx)))
-        .collect();
+    let modules: Vec<(&str, Vec<&str>)> = modules().iter().map(|m| (m.arch, entry_names(m.ptx))).collect();
     let gaps = registry_gaps(&registry, &modules);
-    assert!(gaps.is_empty(), "the registry and the PTX disagree:\n{}", gaps.join("\n"));
+    assert!(
+        gaps.is_empty(),
+        "the registry and the PTX disagree:\n{}",
+        gaps.join("\n")
+    );
 }
 
 /// The check above, shown able to fail: a planted entry point with no kernel, a kernel without
@@ -268,10 +272,7 @@ fn every_entry_point_is_a_registered_kernel_with_its_facts() {
 #[test]
 fn registry_gaps_are_reported() {
     let registry = registry();
-    let modules: Vec<(&str, Vec<&str>)> = modules()
-        .iter()
-        .map(|m| (m.arch, entry_names(m.ptx)))
-        .collect();
+    let modules: Vec<(&str, Vec<&str>)> = modules().iter().map(|m| (m.arch, entry_names(m.ptx))).collect();
     assert!(registry_gaps(&registry, &modules).is_empty());
     let mut planted = modules.clone();
     planted[0].1.push("planted_entry");
@@ -317,7 +318,12 @@ fn newer_modules_add_only_the_kernels_of_their_architecture() {
         let count = entries.len();
         entries.sort_unstable();
         entries.dedup();
-        assert_eq!(entries.len(), count, "an entry point declared twice in the {} module", module.arch);
+        assert_eq!(
+            entries.len(),
+            count,
+            "an entry point declared twice in the {} module",
+            module.arch
+        );
     }
     for pair in modules.windows(2) {
         let (older, newer) = (entry_names(pair[0].ptx), entry_names(pair[1].ptx));
@@ -356,7 +362,16 @@ fn newer_modules_add_only_the_kernels_of_their_architecture() {
 /// sm_90a). Families, not kernels: a new variant of one is not listed here.
 const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
     ((9, 0), false, &["softmax_cluster_"]),
-    ((9, 0), true, &["matmul_wgmma_", "matmul_ws_", "rms_norm_ring_", "layer_norm_ring_"]),
+    (
+        (9, 0),
+        true,
+        &[
+            "matmul_wgmma_",
+            "matmul_ws_",
+            "rms_norm_ring_",
+            "layer_norm_ring_",
+        ],
+    ),
 ];
 
 /// `wgmma.mma_async` and `wgmma.wait_group` lines per `wgmma` kernel: the one-warpgroup
@@ -560,13 +575,20 @@ fn tf32_mmas_are_where_the_source_puts_them() {
     for name in registry().into_keys().filter(|n| n.starts_with("matmul_tf32_")) {
         let shape = &name["matmul_tf32_".len()..];
         let Some((_, t)) = TF32_TILINGS.iter().find(|(s, _)| {
-            shape == *s || shape.strip_prefix(s).is_some_and(|rest| rest.starts_with("_vec4") || rest.starts_with("_trunc"))
+            shape == *s
+                || shape
+                    .strip_prefix(s)
+                    .is_some_and(|rest| rest.starts_with("_vec4") || rest.starts_with("_trunc"))
         }) else {
             panic!("{name}: no TF32 tiling of that shape in TF32_TILINGS (tests/ptx.rs)");
         };
         kernels.push((name, *t, !name.ends_with("_trunc")));
     }
-    assert!(kernels.len() >= 4, "only {} TF32 kernels registered", kernels.len());
+    assert!(
+        kernels.len() >= 4,
+        "only {} TF32 kernels registered",
+        kernels.len()
+    );
     let mut failures = Vec::new();
     for module in modules() {
         for &(name, t, rounds) in &kernels {

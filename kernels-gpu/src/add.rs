@@ -369,7 +369,10 @@ pub unsafe fn add_vec4_tile<const B: usize, const U: usize, const CS_STORES: boo
     barriers(0)
 )]
 #[inline(always)]
-pub unsafe fn increment_by_one_vec4_tile<const B: usize, const U: usize, const CS_STORES: bool>(x: *mut f32, n: usize) {
+pub unsafe fn increment_by_one_vec4_tile<const B: usize, const U: usize, const CS_STORES: bool>(
+    x: *mut f32,
+    n: usize,
+) {
     let vectors = n / 4;
     let (mut start, stride) = tile_sweep::<B, U>();
     while start < vectors {

@@ -74,7 +74,11 @@ pub(crate) fn self_trials() -> Vec<Trial> {
     vec![Trial::test("coverage::planted_gaps_are_reported", || {
         let registered = gpukern::gpukern_device::launch::registered_in(gpukern::ptx::KERNELS.krate);
         if registered.len() < 100 {
-            return Err(format!("only {} kernels registered: is the kernel crate linked?", registered.len()).into());
+            return Err(format!(
+                "only {} kernels registered: is the kernel crate linked?",
+                registered.len()
+            )
+            .into());
         }
         let entries = registered_kernels();
         let full: Vec<(&'static str, u64)> = registered.iter().map(|k| (k.name, 1)).collect();

@@ -164,7 +164,8 @@ fn generic_function(sig: &Signature, body: &Group) -> TokenStream {
         match &t {
             TokenTree::Ident(i) if before_fn && i.to_string() == "pub" => {
                 // `pub` or `pub(..)` becomes `pub(crate)`.
-                if matches!(item.peek(), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis) {
+                let scoped = matches!(item.peek(), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis);
+                if scoped {
                     item.next();
                 }
                 gpu.extend("pub(crate)".parse::<TokenStream>().unwrap_or_default());

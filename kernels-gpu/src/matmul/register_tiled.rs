@@ -36,7 +36,7 @@ pub enum Pipeline {
     /// Through registers ([`fast_gemm`](fn@fast_gemm)): the next tile is loaded into registers while the
     /// current one is multiplied, then stored, `A` transposed; [`STAGES`] stages.
     Registers,
-    /// By `cp.async` ([`wide_gemm`](super::wide_gemm)): [`WIDE_STAGES`] stages, `A` stored as it is (`k`
+    /// By `cp.async` ([`wide_gemm`](fn@super::wide_gemm)): [`WIDE_STAGES`] stages, `A` stored as it is (`k`
     /// contiguous, rows of [`WIDE_A_STRIDE`](super::WIDE_A_STRIDE) floats).
     AsyncCopy,
 }
@@ -518,7 +518,7 @@ pub fn thread_position<const BN: usize, const TN: usize>(tid: usize) -> (usize, 
 }
 
 /// The main loop of [`fast_gemm`](fn@fast_gemm) for one tile of `C`, for the stream-K kernel
-/// ([`super::stream_k_gemm`]), which runs it once per unit of work. A copy of `fast_gemm`'s lines,
+/// ([`super::stream_k_gemm`](fn@super::stream_k_gemm)), which runs it once per unit of work. A copy of `fast_gemm`'s lines,
 /// not a function `fast_gemm` calls: called from `fast_gemm` (inlined), it changed the order of
 /// that kernel's prologue instructions in the PTX, and the `matmul_fast_*` kernels' PTX is what
 /// was measured (the note in [`super`]). Keep the two in step.
@@ -529,7 +529,7 @@ pub fn thread_position<const BN: usize, const TN: usize>(tid: usize) -> (usize, 
 /// the edges and the barriers are as [`fast_gemm`](fn@fast_gemm) describes; `(tid, tx, ty)` are the thread's
 /// index and its column and row in the block's thread grid ([`thread_position`]). It ends at a
 /// block barrier after its last shared-memory access, so a block may call it again for another
-/// tile right away (the stream-K kernel, [`super::stream_k_gemm`]).
+/// tile right away (the stream-K kernel, [`super::stream_k_gemm`](fn@super::stream_k_gemm)).
 ///
 /// # Safety
 /// As [`fast_gemm`](fn@fast_gemm) for `a`, `b`, `m`, `n`, `k` and the launch; `row0 < m`, `col0 < n`, `k_begin`

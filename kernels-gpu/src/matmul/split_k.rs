@@ -1,5 +1,5 @@
 //! Split `k`: when a product has too few tiles of `C` to fill the GPU, the register-tiled and wide
-//! kernels ([`super::fast_gemm`], [`super::wide_gemm`]) split `k` over blocks, each slice writing
+//! kernels ([`super::fast_gemm`](fn@super::fast_gemm), [`super::wide_gemm`](fn@super::wide_gemm)) split `k` over blocks, each slice writing
 //! its partial product, and [`matmul_sum_splits`](fn@matmul_sum_splits) adds the parts.
 
 use crate::gpu::{mem, thread};

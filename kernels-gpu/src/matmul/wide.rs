@@ -1,6 +1,6 @@
 //! Rung 4, the wide kernel: a 128 x 256 block tile, 8 x 16 per thread, fed by a `cp.async`
 //! pipeline of [`WIDE_STAGES`] shared-memory stages ([`wide_gemm`](fn@wide_gemm)), with the split of `k` and
-//! the edges of [`super::fast_gemm`].
+//! the edges of [`super::fast_gemm`](fn@super::fast_gemm).
 
 use super::register_tiled::{FastTiling, Pipeline};
 use super::WARP;

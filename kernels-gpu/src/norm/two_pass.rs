@@ -13,7 +13,9 @@
 //! (`evict_last`), the last pass's to drop it first (`evict_first`).
 
 use super::overflow::{overflowed, rescue, BlockRow};
-use super::{block_sum, load_x, load_x_evict, rcp_fast, rsqrt_fast, scratch, store_y, NormElem, ROW_BLOCK_MAX};
+use super::{
+    block_sum, load_x, load_x_evict, rcp_fast, rsqrt_fast, scratch, store_y, NormElem, ROW_BLOCK_MAX,
+};
 use crate::gpu::vector::Evict;
 use crate::gpu::{bf16, math, thread};
 use crate::kernel;
@@ -194,7 +196,14 @@ unsafe fn norm_two_pass<E: NormElem, const LAYER: bool>(
     barriers(1)
 )]
 #[inline(always)]
-pub unsafe fn rms_norm_two_pass<E: NormElem>(x: *const E, w: *const E, y: *mut E, rows: usize, cols: usize, eps: f32) {
+pub unsafe fn rms_norm_two_pass<E: NormElem>(
+    x: *const E,
+    w: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
     // SAFETY: forwarded contract.
     unsafe { norm_two_pass::<E, false>(x, w, w, y, rows, cols, eps) }
 }

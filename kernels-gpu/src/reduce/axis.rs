@@ -377,7 +377,12 @@ unsafe fn block_fold_col<F: AxisFold>(
 )]
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-pub unsafe fn reduce_rows<F: AxisFold>(x: *const f32, out: *mut <F as AxisFold>::Out, rows: usize, cols: usize) {
+pub unsafe fn reduce_rows<F: AxisFold>(
+    x: *const f32,
+    out: *mut <F as AxisFold>::Out,
+    rows: usize,
+    cols: usize,
+) {
     let tid = thread::thread_idx_x() as usize;
     let lanes = warp::SIZE as usize;
     let (w, lane) = (tid / lanes, tid % lanes);
@@ -575,7 +580,12 @@ pub unsafe fn reduce_rows_vec<F: AxisFold>(
 /// `x` holds `rows * cols` floats of device memory; `span >= 1`.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn rows_parts<F: AxisFold>(x: *const f32, rows: usize, cols: usize, span: usize) -> Option<(usize, F::Acc)> {
+unsafe fn rows_parts<F: AxisFold>(
+    x: *const f32,
+    rows: usize,
+    cols: usize,
+    span: usize,
+) -> Option<(usize, F::Acc)> {
     let tid = thread::thread_idx_x() as usize;
     let lanes = warp::SIZE as usize;
     let (w, lane) = (tid / lanes, tid % lanes);
@@ -619,7 +629,12 @@ unsafe fn rows_parts<F: AxisFold>(x: *const f32, rows: usize, cols: usize, span:
 )]
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-pub unsafe fn reduce_cols<F: AxisFold>(x: *const f32, out: *mut <F as AxisFold>::Out, rows: usize, cols: usize) {
+pub unsafe fn reduce_cols<F: AxisFold>(
+    x: *const f32,
+    out: *mut <F as AxisFold>::Out,
+    rows: usize,
+    cols: usize,
+) {
     let col = thread::block_idx_x() as usize * COLS_BLOCK_X as usize + thread::thread_idx_x() as usize;
     // SAFETY: the block calls it; `load` reads `r < rows`, `col < cols`.
     let total = unsafe {
@@ -681,7 +696,12 @@ pub unsafe fn reduce_cols_narrow<F: AxisFold>(
 /// As [`reduce_cols`](fn@reduce_cols)'s for `x`; `span >= 1`.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn cols_parts<F: AxisFold>(x: *const f32, rows: usize, cols: usize, span: usize) -> Option<(usize, F::Acc)> {
+unsafe fn cols_parts<F: AxisFold>(
+    x: *const f32,
+    rows: usize,
+    cols: usize,
+    span: usize,
+) -> Option<(usize, F::Acc)> {
     let col = thread::block_idx_x() as usize * COLS_BLOCK_X as usize + thread::thread_idx_x() as usize;
     let part = thread::block_idx_y() as usize;
     let lo = (part * span.max(1)).min(rows);

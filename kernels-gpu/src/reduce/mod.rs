@@ -11,11 +11,11 @@
 //!   the partials until one value is left (`ceil(log_256 n)` launches).
 //! * [`vec4`]: 16-byte loads in a grid-stride loop over a persistent grid, warp shuffles, one
 //!   partial per block ([`sum_vec4`](fn@sum_vec4), [`max_vec4`](fn@max_vec4),
-//!   [`argmax_vec4`](fn@argmax_vec4)), then a second launch of one block on the partials
+//!   `argmax_vec4`), then a second launch of one block on the partials
 //!   ([`sum_vec4`](fn@sum_vec4) / [`max_vec4`](fn@max_vec4) again, or
 //!   [`argmax_pairs`](fn@argmax_pairs)): two launches for any `n`. Tuning candidates of the
-//!   argmax: [`argmax_vec4_u8`](fn@argmax_vec4_u8) (8 vectors per thread),
-//!   [`argmax_vec4_lanes`](fn@argmax_vec4_lanes) and [`argmax_vec4_lanes_u8`](fn@argmax_vec4_lanes_u8)
+//!   argmax: `argmax_vec4_u8` (8 vectors per thread),
+//!   `argmax_vec4_lanes` and `argmax_vec4_lanes_u8`
 //!   (a running best per lane: one compare and two selects per element).
 //! * [`axis`]: reductions along one axis of a matrix, each kernel generic over the reduction
 //!   ([`axis::AxisFold`]: [`axis::Sum`], [`axis::Max`], [`axis::Argmax`]), its instances the

@@ -331,12 +331,12 @@ pub unsafe fn argmax_vec4_sweep<const U: usize, const LANES: bool>(
 }
 
 /// `(out_value[g], out_index[g])` = the argmax of the pairs `(values[i], indices[i])`, `i < n`,
-/// that block `g` takes: the second pass of [`argmax_vec4`](fn@argmax_vec4), launched with one
+/// that block `g` takes: the second pass of `argmax_vec4`, launched with one
 /// block on its partials.
 ///
 /// Thread `tid` of block `g` takes pairs `g * VEC_BLOCK + tid`, stepping by the grid's threads,
 /// and combines them with [`argmax_combine`]; then the block as in
-/// [`argmax_vec4`](fn@argmax_vec4).
+/// `argmax_vec4`.
 ///
 /// Global memory: reads 8 bytes per pair, writes 8 bytes per block. Launch: 1-D blocks of
 /// exactly [`VEC_BLOCK`] threads, any grid (the host uses one block), [`VEC_SHARED_BYTES`] of

@@ -49,13 +49,13 @@ pub(super) unsafe fn row_in_registers<const V: usize, const FIXED: usize, const 
 /// Warp `w` of block `b` handles row `b * (blockDim.x / 32) + w`: lane `l` holds vectors
 /// `l, l + 32, ..., l + 32 * (V - 1)` of the row (`4 * V` floats in registers) and at most one
 /// head or tail scalar; the warp merges its lanes' statistics with 10 shuffles
-/// ([`row_in_registers`]). No shared memory, no barrier: rows are independent warps.
+/// (`row_in_registers`). No shared memory, no barrier: rows are independent warps.
 ///
 /// Global memory: each entry read once and written once, 8 bytes per element, in 512-byte
 /// coalesced warp accesses.
 ///
 /// Launch: `ceil(rows / (blockDim.x / 32))` blocks of
-/// [`WARP_KERNEL_BLOCK`](super::WARP_KERNEL_BLOCK) threads, no shared memory; for rows with
+/// [`WARP_KERNEL_BLOCK`] threads, no shared memory; for rows with
 /// `cols / 4 <= 32 * V`.
 ///
 /// Instances, one PTX entry each:
@@ -72,7 +72,12 @@ pub(super) unsafe fn row_in_registers<const V: usize, const FIXED: usize, const 
 /// bytes and do not overlap; the launch shape is as above.
 // Barriers: none, shuffles only.
 #[kernel(
-    instances(softmax_warp_1 = 1, softmax_warp_2 = 2, softmax_warp_4 = 4, softmax_warp_8 = 8),
+    instances(
+        softmax_warp_1 = 1,
+        softmax_warp_2 = 2,
+        softmax_warp_4 = 4,
+        softmax_warp_8 = 8
+    ),
     block(WARP_KERNEL_BLOCK),
     barriers(0)
 )]
@@ -112,7 +117,7 @@ pub const GROUP_KERNEL_BLOCK: u32 = 256;
 /// `32 / G` rows); group `g` of block `b` handles row `b * (blockDim.x / G) + g`. Lane `l` of a
 /// group holds vectors `l, l + G, ..., l + G * (V - 1)` of the row (`4 * V` floats) and at most
 /// one head or tail scalar (lanes 0..7 of the group); the group merges its lanes' statistics
-/// with `2 * log2 G` shuffles whose lane masks stay inside the group ([`group_stats`]). A group
+/// with `2 * log2 G` shuffles whose lane masks stay inside the group (`group_stats`). A group
 /// past the last row takes part in the shuffles with no entries and stores nothing; a warp whose
 /// groups are all past it leaves.
 ///
@@ -177,7 +182,7 @@ pub unsafe fn softmax_group<const G: usize, const V: usize>(
 ///
 /// Block `r` handles row `r`: thread `tid` holds vectors `tid + k * blockDim.x` (`k < V`) of the
 /// row and at most one head or tail scalar; the block merges the statistics with shuffles and one
-/// barrier ([`block_stats`]), then every thread writes its entries.
+/// barrier (`block_stats`), then every thread writes its entries.
 ///
 /// Global memory: each entry read once and written once, 8 bytes per element. Shared memory:
 /// one [`Stats`] per warp.

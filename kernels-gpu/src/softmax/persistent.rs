@@ -201,10 +201,10 @@ pub unsafe fn softmax_persist_warp_8(x: *const f32, y: *mut f32, rows: usize, co
 ///
 /// Block `b` handles rows `b, b + gridDim.x, ...`; for each, thread `tid` holds vectors
 /// `tid + k * blockDim.x` (`k < V`) in registers and at most one head or tail scalar, the block
-/// merges the statistics with shuffles and one barrier ([`block_stats`], into the half of the
+/// merges the statistics with shuffles and one barrier (`block_stats`, into the half of the
 /// scratch this row's parity picks), and while it does so and writes the row, each thread's
 /// vectors of the block's next row are on their way into its `V` slots of shared memory
-/// ([`persist_rows`]).
+/// (`persist_rows`).
 ///
 /// Global memory: each entry read once (`cp.async`, through L2 only) and written once, 8 bytes
 /// per element. Shared memory: `16 * V` bytes per thread (a whole row: 128 KiB at 32768
