@@ -134,8 +134,9 @@ fn main() {
     let cuda_ran = cuda.gpu.is_ok() && !cuda.ignored;
     let conclusion = libtest_mimic::run(&args, trials);
 
-    // Coverage by construction: after a run of a whole family, every entry point of the PTX
-    // must have been launched by it, or the run fails naming the kernels no trial reached.
+    // Coverage by construction: after a run of a whole family, every kernel of the registry
+    // (every entry point of the PTX) must have been launched by it, or the run fails naming the
+    // kernels no trial reached.
     let mut gaps = Vec::new();
     if coverage::whole_family_ran(&args, "sim::") {
         gaps.extend(coverage::launch_gaps(

@@ -1,6 +1,8 @@
-//! The embedded PTX modules, checked without a GPU: every kernel is declared, each module targets
-//! its architecture, NVIDIA's assembler (ptxas) accepts it with no stack frame and no spills, and
-//! the block barriers are where the source puts them.
+//! The embedded PTX modules, checked without a GPU: every entry point is a kernel of the registry
+//! (`#[kernel]`'s, with its facts: block size and barrier count), each module targets its
+//! architecture, NVIDIA's assembler (ptxas) accepts it with no stack frame and no spills within
+//! the kernel's block size, and the block barriers are where the source puts them. No kernel is
+//! named here: the tests loop over the registry and the modules' entry points.
 //!
 //! ptxas comes from `GPUKERN_PTXAS` (path to the binary), else `.tools/ptxas/bin/ptxas` under the
 //! repository root (where `bash scripts/test.sh` installs it), else `ptxas` on `PATH`. Without
@@ -12,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use gpukern::gpukern_device::launch::{Facts, Kernel, LaunchCounts, registered_in};
 use gpukern::kernels::matmul::tf32;
-use gpukern::kernels::{add, cross_entropy, matmul, norm, softmax};
 use gpukern::ptx::{PtxModule, entry_names, modules};
 
 /// The variable naming the ptxas binary.
@@ -129,181 +131,54 @@ fn parse_report(text: &str) -> BTreeMap<String, Properties> {
     report
 }
 
-/// Threads per block each kernel is launched with (the host's launch configuration), or `None`
-/// for a kernel this test does not know yet.
-fn block_threads(kernel: &str) -> Option<u32> {
-    use gpukern::kernels::reduce as kernels_gpu_reduce;
-    let tile = matmul::TILE as u32;
-    Some(match kernel {
-        "add"
-        | "add_vec4"
-        | "increment_by_one"
-        | "increment_by_one_vec4"
-        | "add_vec4_streaming"
-        | "increment_by_one_vec4_streaming"
-        | "add_vec4_x2"
-        | "add_vec4_x4"
-        | "add_vec4_x8"
-        | "add_vec4_x4_cs_stores"
-        | "increment_by_one_vec4_x2"
-        | "increment_by_one_vec4_x4"
-        | "increment_by_one_vec4_x8"
-        | "increment_by_one_vec4_x4_cs_stores" => add::BLOCK,
-        "add_vec4_b512" | "increment_by_one_vec4_b512" => add::BLOCK_512,
-        "sum_tree" | "max_tree" => kernels_gpu_reduce::TREE_BLOCK,
-        "sum_vec4"
-        | "max_vec4"
-        | "argmax_vec4"
-        | "argmax_vec4_u8"
-        | "argmax_vec4_lanes"
-        | "argmax_vec4_lanes_u8"
-        | "argmax_pairs" => kernels_gpu_reduce::VEC_BLOCK,
-        "sum_rows" | "max_rows" | "argmax_rows" | "sum_rows_parts" | "max_rows_parts"
-        | "argmax_rows_parts" | "sum_rows_short" | "max_rows_short" | "argmax_rows_short"
-        | "sum_rows_vec" | "max_rows_vec" | "argmax_rows_vec" => kernels_gpu_reduce::ROWS_BLOCK,
-        "sum_rows_narrow" | "max_rows_narrow" | "argmax_rows_narrow" | "sum_cols_narrow"
-        | "max_cols_narrow" | "argmax_cols_narrow" => kernels_gpu_reduce::NARROW_BLOCK,
-        "sum_cols" | "max_cols" | "argmax_cols" | "sum_cols_parts" | "max_cols_parts"
-        | "argmax_cols_parts" | "argmax_parts" => {
-            kernels_gpu_reduce::COLS_BLOCK_X * kernels_gpu_reduce::COLS_BLOCK_Y
+/// The kernel crate whose PTX gpukern embeds, as rustc names it.
+const KERNEL_CRATE: &str = "kernels_gpu";
+
+/// The kernels `#[kernel]` registered for [`KERNEL_CRATE`], by name.
+fn registry() -> BTreeMap<&'static str, &'static Kernel> {
+    registered_in(KERNEL_CRATE)
+        .into_iter()
+        .map(|k| (k.name, k))
+        .collect()
+}
+
+/// The registered facts of entry point `name`, if it is a registered kernel.
+fn facts(name: &str) -> Option<Facts> {
+    registry().get(name).map(|k| k.facts)
+}
+
+/// What is wrong with the registry against the modules' entry points: an entry point with no
+/// registered kernel, one whose kernel lacks a fact the tests need (`block`, `barriers`), and a
+/// registered kernel that no module has.
+fn registry_gaps(registry: &BTreeMap<&str, &Kernel>, modules: &[(&str, Vec<&str>)]) -> Vec<String> {
+    let mut gaps = Vec::new();
+    for (arch, entries) in modules {
+        for name in entries {
+            match registry.get(name) {
+                None => gaps.push(format!(
+                    "{name} (the {arch} module): an entry point with no registered kernel"
+                )),
+                Some(k) => {
+                    if k.facts.block.is_none() {
+                        gaps.push(format!(
+                            "{name}: no block size (`#[kernel(block(N))]` or launch bounds)"
+                        ));
+                    }
+                    if k.facts.barriers.is_none() {
+                        gaps.push(format!("{name}: no barrier count (`#[kernel(barriers(N))]`)"));
+                    }
+                }
+            }
         }
-        "transpose_naive" | "transpose_tiled" | "transpose_tiled_64" | "transpose_vec4_64" => {
-            gpukern::kernels::transpose::TILE * gpukern::kernels::transpose::BLOCK_ROWS
+    }
+    for name in registry.keys() {
+        if !modules.iter().any(|(_, entries)| entries.contains(name)) {
+            gaps.push(format!("{name}: registered, but an entry point of no module"));
         }
-        "matmul_naive" => matmul::NAIVE_BLOCK * matmul::NAIVE_BLOCK,
-        "matmul_tiled" => tile * tile,
-        "matmul_fast_128x128" | "matmul_fast_128x128_vec4" => matmul::FAST_128.threads(),
-        "matmul_fast_64x64" | "matmul_fast_64x64_vec4" => matmul::FAST_64.threads(),
-        "matmul_fast_128x256" | "matmul_fast_128x256_vec4" => matmul::FAST_WIDE.threads(),
-        "matmul_sum_splits" => matmul::SUM_BLOCK,
-        "matmul_stream_k_128x128_vec4" => matmul::STREAM_K.threads(),
-        "matmul_stream_k_fixup" => matmul::FIXUP_BLOCK,
-        "matmul_tf32_128x128" | "matmul_tf32_128x128_trunc" | "matmul_tf32_128x128_vec4_trunc" => {
-            tf32::TF32_128X128.threads()
-        }
-        "matmul_tf32_128x128_k16" => tf32::TF32_128X128_K16.threads(),
-        "matmul_tf32_128x256"
-        | "matmul_tf32_128x256_vec4"
-        | "matmul_tf32_128x256_trunc"
-        | "matmul_tf32_128x256_vec4_trunc" => tf32::TF32_128X256.threads(),
-        "matmul_bf16_128x128"
-        | "matmul_bf16_128x128_vec8"
-        | "matmul_bf16_f32out_128x128"
-        | "matmul_bf16_f32out_128x128_vec8"
-        | "matmul_f16_128x128"
-        | "matmul_f16_128x128_vec8"
-        | "matmul_f16_f32out_128x128"
-        | "matmul_f16_f32out_128x128_vec8" => matmul::half::HALF_128X128.threads(),
-        "matmul_wgmma_bf16_128x128" | "matmul_wgmma_bf16_f32out_128x128" => {
-            matmul::wgmma::WGMMA_128X128.threads()
-        }
-        "matmul_ws_bf16_128x256"
-        | "matmul_ws_bf16_f32out_128x256"
-        | "matmul_ws_f16_128x256"
-        | "matmul_ws_f16_f32out_128x256"
-        | "matmul_ws_tf32_128x256" => matmul::wgmma_ws::WS_128X256.threads(),
-        "matmul_ws_bf16_128x128"
-        | "matmul_ws_bf16_f32out_128x128"
-        | "matmul_ws_f16_128x128"
-        | "matmul_ws_f16_f32out_128x128"
-        | "matmul_ws_tf32_128x128" => matmul::wgmma_ws::WS_128X128.threads(),
-        "matmul_ws_bf16_64x128"
-        | "matmul_ws_bf16_f32out_64x128"
-        | "matmul_ws_f16_64x128"
-        | "matmul_ws_f16_f32out_64x128"
-        | "matmul_ws_tf32_64x128" => matmul::wgmma_ws::WS_64X128.threads(),
-        "softmax_block_reduce" => softmax::BLOCK,
-        "softmax_warp_1" | "softmax_warp_2" | "softmax_warp_4" | "softmax_warp_8" => {
-            softmax::WARP_KERNEL_BLOCK
-        }
-        // The host sizes these blocks to the row, up to this many threads.
-        "softmax_block_4" | "softmax_block_8" | "softmax_block_4_el" | "softmax_block_8_el" => {
-            softmax::ROW_BLOCK_MAX
-        }
-        "softmax_stream"
-        | "softmax_split_stats"
-        | "softmax_split_write"
-        | "softmax_split_write_streaming" => softmax::STREAM_BLOCK,
-        "softmax_group_8x4" | "softmax_group_16x2" => softmax::GROUP_KERNEL_BLOCK,
-        // Sized to the row, up to its launch bounds.
-        "softmax_grid_row" => softmax::GRID_ROW_BLOCK,
-        // The check of the grid barrier: any block size; the CUDA trials' largest.
-        "grid_exchange" => 1024,
-        "softmax_persist_warp_8" => softmax::WARP_KERNEL_BLOCK,
-        // Sized to the row like the block-per-row kernels, up to this many threads.
-        "softmax_persist_block_4" | "softmax_persist_block_8" => softmax::ROW_BLOCK_MAX,
-        "rms_norm_block_reduce_f32"
-        | "rms_norm_block_reduce_bf16"
-        | "layer_norm_block_reduce_f32"
-        | "layer_norm_block_reduce_bf16" => norm::BLOCK,
-        // Sized to the row, up to this many threads.
-        // (LayerNorm centres the held row in place, so it keeps one copy of it: 62 registers
-        // on sm_90, down from 79 when `x - shift` was kept beside `x`.)
-        "rms_norm_rows_f32"
-        | "rms_norm_rows_bf16"
-        | "layer_norm_rows_bf16"
-        | "layer_norm_rows_f32"
-        | "rms_norm_rows16_f32"
-        | "rms_norm_rows16_bf16"
-        | "layer_norm_rows16_f32"
-        | "layer_norm_rows16_bf16"
-        | "rms_norm_rows_cs_f32"
-        | "rms_norm_rows_cs_bf16"
-        | "layer_norm_rows_cs_f32"
-        | "layer_norm_rows_cs_bf16"
-        | "rms_norm_rows16_cs_f32"
-        | "rms_norm_rows16_cs_bf16"
-        | "layer_norm_rows16_cs_f32"
-        | "layer_norm_rows16_cs_bf16"
-        | "rms_norm_rows16_el_f32"
-        | "rms_norm_rows16_el_bf16"
-        | "layer_norm_rows16_el_f32"
-        | "layer_norm_rows16_el_bf16"
-        | "rms_norm_ring_f32"
-        | "rms_norm_ring_bf16"
-        | "layer_norm_ring_f32"
-        | "layer_norm_ring_bf16"
-        | "rms_norm_two_pass_f32"
-        | "rms_norm_two_pass_bf16"
-        | "layer_norm_two_pass_f32"
-        | "layer_norm_two_pass_bf16"
-        | "rms_norm_loop_f32"
-        | "rms_norm_loop_bf16"
-        | "layer_norm_loop_f32"
-        | "layer_norm_loop_bf16"
-        | "rms_norm_loop2_f32"
-        | "rms_norm_loop2_bf16"
-        | "layer_norm_loop2_f32"
-        | "layer_norm_loop2_bf16"
-        | "rms_norm_loop_plain_f32"
-        | "rms_norm_loop_plain_bf16"
-        | "layer_norm_loop_plain_f32"
-        | "layer_norm_loop_plain_bf16" => norm::ROW_BLOCK_MAX,
-        // 64 held elements per thread (about 90 to 110 registers): rows of up to 32768 columns
-        // take at most 512 threads.
-        "rms_norm_rows64_f32"
-        | "rms_norm_rows64_bf16"
-        | "layer_norm_rows64_f32"
-        | "layer_norm_rows64_bf16" => 512,
-        "rms_norm_warp_f32"
-        | "rms_norm_warp_bf16"
-        | "layer_norm_warp_f32"
-        | "layer_norm_warp_bf16"
-        | "rms_norm_warp_keep_f32"
-        | "rms_norm_warp_keep_bf16"
-        | "layer_norm_warp_keep_f32"
-        | "layer_norm_warp_keep_bf16"
-        | "rms_norm_warp_pipe_f32"
-        | "rms_norm_warp_pipe_bf16"
-        | "layer_norm_warp_pipe_f32"
-        | "layer_norm_warp_pipe_bf16" => norm::WARP_BLOCK,
-        "cross_entropy_warp" => cross_entropy::WARP_CHUNK_BLOCK,
-        "cross_entropy_finish" => cross_entropy::FINISH_BLOCK,
-        "cross_entropy_mean" => cross_entropy::MEAN_BLOCK,
-        // Each block of a cluster sized to its share of the row, up to this many threads.
-        "softmax_cluster_4" | "softmax_cluster_8" => softmax::ROW_BLOCK_MAX,
-        _ => return None,
-    })
+    }
+    gaps.sort();
+    gaps.dedup();
+    gaps
 }
 
 /// The lines of kernel `name`'s body in `ptx`, from its `.visible .entry` to the `}` that closes
@@ -372,82 +247,131 @@ fn every_module_declares_every_kernel_for_its_architecture() {
     }
 }
 
-/// Every module exports the same kernels (plus [`ARCH_ONLY`]'s), at least the tutorial ones,
-/// each once: the PTX's
-/// `.entry` list is the kernel table (no name is kept by hand; the launch counts and the
-/// coverage check of `tests/kernels.rs` go by these names).
+/// Every entry point of every module is a registered kernel with its facts, and every registered
+/// kernel is an entry point: the registry is the list of kernels, and the facts the tests below
+/// read are there.
 #[test]
-fn every_module_exports_the_same_kernels() {
-    let first = entry_names(modules()[0].ptx);
-    for name in [
-        "add",
-        "increment_by_one",
-        "matmul_naive",
-        "matmul_tiled",
-        "softmax_block_reduce",
-    ] {
-        assert!(
-            first.contains(&name),
-            "no `.entry {name}(` in the {} module",
-            modules()[0].arch
+fn every_entry_point_is_a_registered_kernel_with_its_facts() {
+    let registry = registry();
+    assert!(
+        registry.len() > 100,
+        "only {} kernels registered for {KERNEL_CRATE}: is the kernel crate linked?",
+        registry.len()
+    );
+    let modules: Vec<(&str, Vec<&str>)> = modules().iter().map(|m| (m.arch, entry_names(m.ptx))).collect();
+    let gaps = registry_gaps(&registry, &modules);
+    assert!(
+        gaps.is_empty(),
+        "the registry and the PTX disagree:\n{}",
+        gaps.join("\n")
+    );
+}
+
+/// The check above, shown able to fail: a planted entry point with no kernel, a kernel without
+/// its facts, and a registered kernel in no module are each reported.
+#[test]
+fn registry_gaps_are_reported() {
+    let registry = registry();
+    let modules: Vec<(&str, Vec<&str>)> = modules().iter().map(|m| (m.arch, entry_names(m.ptx))).collect();
+    assert!(registry_gaps(&registry, &modules).is_empty());
+    let mut planted = modules.clone();
+    planted[0].1.push("planted_entry");
+    let gaps = registry_gaps(&registry, &planted);
+    assert!(
+        gaps.len() == 1 && gaps[0].contains("planted_entry"),
+        "an entry point with no kernel gives {gaps:?}"
+    );
+    let without_facts = Kernel {
+        name: "add",
+        krate: KERNEL_CRATE,
+        params: &[],
+        bounds: None,
+        launches: LaunchCounts::new(),
+        facts: Facts::default(),
+    };
+    let mut short: BTreeMap<&str, &Kernel> = registry.clone();
+    short.insert("add", &without_facts);
+    let gaps = registry_gaps(&short, &modules);
+    assert!(
+        gaps.len() == 2 && gaps.iter().all(|g| g.starts_with("add:")),
+        "a kernel without facts gives {gaps:?}"
+    );
+    let unplaced: Vec<(&str, Vec<&str>)> = modules
+        .iter()
+        .map(|(arch, entries)| (*arch, entries.iter().copied().filter(|e| *e != "add").collect()))
+        .collect();
+    let gaps = registry_gaps(&registry, &unplaced);
+    assert!(
+        gaps.len() == 1 && gaps[0].contains("add: registered, but"),
+        "a kernel in no module gives {gaps:?}"
+    );
+}
+
+/// Each module declares each entry point once, and every newer module has every older one's
+/// entry points; what a module adds over the one before it belongs to the families that need
+/// its architecture ([`ARCH_FAMILIES`]), so that no other kernel is lost from an older module.
+#[test]
+fn newer_modules_add_only_the_kernels_of_their_architecture() {
+    let modules = modules();
+    for module in modules {
+        let mut entries = entry_names(module.ptx);
+        let count = entries.len();
+        entries.sort_unstable();
+        entries.dedup();
+        assert_eq!(
+            entries.len(),
+            count,
+            "an entry point declared twice in the {} module",
+            module.arch
         );
     }
-    let mut unique = first.clone();
-    unique.sort_unstable();
-    unique.dedup();
-    assert_eq!(unique.len(), first.len(), "an entry point declared twice");
-    for module in modules() {
-        // The oldest module's kernels, then those that need this architecture.
-        let mut want = first.clone();
-        want.extend(
-            ARCH_ONLY
-                .iter()
-                .filter(|(arch, _)| module.compute_capability >= *arch)
-                .flat_map(|(_, names)| names.iter().copied())
-                // The arch-specific (`a`) module's own kernels.
-                .chain(
-                    module
-                        .is_arch_specific()
-                        .then_some(ARCH_SPECIFIC_KERNELS)
-                        .into_iter()
-                        .flatten()
-                        .copied(),
-                ),
+    for pair in modules.windows(2) {
+        let (older, newer) = (entry_names(pair[0].ptx), entry_names(pair[1].ptx));
+        let lost: Vec<&str> = older.iter().copied().filter(|e| !newer.contains(e)).collect();
+        assert!(
+            lost.is_empty(),
+            "the {} module lacks entry points of the {} module: {lost:?}",
+            pair[1].arch,
+            pair[0].arch
         );
-        let mut got = entry_names(module.ptx);
-        got.sort_unstable();
-        want.sort_unstable();
-        assert_eq!(got, want, "the {} module's entry points", module.arch);
+        let families = ARCH_FAMILIES
+            .iter()
+            .filter(|(cc, specific, _)| {
+                pair[1].compute_capability >= *cc && (!specific || pair[1].is_arch_specific())
+            })
+            .flat_map(|(_, _, prefixes)| prefixes.iter().copied())
+            .collect::<Vec<&str>>();
+        let strays: Vec<&str> = newer
+            .iter()
+            .copied()
+            .filter(|e| !older.contains(e) && !families.iter().any(|f| e.starts_with(f)))
+            .collect();
+        assert!(
+            strays.is_empty(),
+            "the {} module has entry points the {} module lacks, of no family that needs {}: {strays:?}",
+            pair[1].arch,
+            pair[0].arch,
+            pair[1].arch
+        );
     }
 }
 
-/// Kernels only in the modules of an architecture from the given compute capability on: their
-/// instructions do not exist before it (the cluster kernels, sm_90).
-const ARCH_ONLY: &[((i32, i32), &[&str])] = &[((9, 0), &["softmax_cluster_4", "softmax_cluster_8"])];
-
-/// The entry points only the sm_90a module has (`#[cfg(target_feature = "sm_90a")]`).
-const ARCH_SPECIFIC_KERNELS: &[&str] = &[
-    "matmul_wgmma_bf16_128x128",
-    "matmul_wgmma_bf16_f32out_128x128",
-    "matmul_ws_bf16_128x256",
-    "matmul_ws_bf16_f32out_128x256",
-    "matmul_ws_f16_128x256",
-    "matmul_ws_f16_f32out_128x256",
-    "matmul_ws_tf32_128x256",
-    "matmul_ws_bf16_128x128",
-    "matmul_ws_bf16_f32out_128x128",
-    "matmul_ws_f16_128x128",
-    "matmul_ws_f16_f32out_128x128",
-    "matmul_ws_bf16_64x128",
-    "matmul_ws_bf16_f32out_64x128",
-    "matmul_ws_f16_64x128",
-    "matmul_ws_f16_f32out_64x128",
-    "matmul_ws_tf32_128x128",
-    "matmul_ws_tf32_64x128",
-    "rms_norm_ring_f32",
-    "rms_norm_ring_bf16",
-    "layer_norm_ring_f32",
-    "layer_norm_ring_bf16",
+/// The kernel families compiled only into the modules of a newer architecture: from this compute
+/// capability on, in the arch-specific (`a`) module only or not, the entry points whose names
+/// start with one of these (the cluster kernels need sm_90; `wgmma` and the bulk-copy ring norms
+/// sm_90a). Families, not kernels: a new variant of one is not listed here.
+const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
+    ((9, 0), false, &["softmax_cluster_"]),
+    (
+        (9, 0),
+        true,
+        &[
+            "matmul_wgmma_",
+            "matmul_ws_",
+            "rms_norm_ring_",
+            "layer_norm_ring_",
+        ],
+    ),
 ];
 
 /// `wgmma.mma_async` and `wgmma.wait_group` lines per `wgmma` kernel: the one-warpgroup
@@ -511,8 +435,19 @@ fn ptxas_keeps_the_wgmma_pipeline_of_the_sm_90a_module() {
         "ptxas warned about the wgmma pipeline:\n{}",
         warnings.join("\n")
     );
-    // The `wgmma` kernels (the module's others, the bulk-copy ring norms, issue no `wgmma`).
-    for name in ARCH_SPECIFIC_KERNELS.iter().filter(|n| n.starts_with("matmul_")) {
+    // The `wgmma` kernels: the matmuls of the module's own entry points (its others, the
+    // bulk-copy ring norms, issue no `wgmma`).
+    let plain: Vec<&str> = modules()
+        .iter()
+        .filter(|m| !m.is_arch_specific())
+        .flat_map(|m| entry_names(m.ptx))
+        .collect();
+    let wgmma: Vec<&str> = entry_names(module.ptx)
+        .into_iter()
+        .filter(|n| n.starts_with("matmul_") && !plain.contains(n))
+        .collect();
+    assert!(!wgmma.is_empty(), "the sm_90a module has no wgmma kernel");
+    for name in wgmma {
         let body = kernel_body(module.ptx, name);
         let mmas = body.iter().filter(|l| l.contains("wgmma.mma_async")).count();
         let waits = body.iter().filter(|l| l.contains("wgmma.wait_group")).count();
@@ -541,9 +476,9 @@ fn ptxas_assembles_every_module_without_stack_or_spills() {
             }
             // A block needs registers * threads of the register file, or the launch fails with
             // "too many resources requested". Registers are allocated in units of 8 per thread.
-            let Some(threads) = block_threads(name) else {
+            let Some(threads) = facts(name).and_then(|f| f.block) else {
                 failures.push(format!(
-                    "{name}: unknown block size: add it to block_threads in tests/ptx.rs"
+                    "{name}: no block size in the registry: declare it with `#[kernel(block(N))]`"
                 ));
                 continue;
             };
@@ -580,259 +515,25 @@ fn ptxas_assembles_every_module_for_sm_90() {
     }
 }
 
-/// Barrier instructions per kernel, as the source has them. A regression guard against barrier
+/// Barrier instructions per kernel, as the source has them (each kernel's
+/// `#[kernel(barriers(N))]`, which says why beside it). A regression guard against barrier
 /// duplication (rust-lang/rust#137086): LLVM once copied a `__syncthreads` into both arms of a
 /// branch, where only part of the block takes each arm, and the block deadlocks or races. A
-/// count higher than the source's means a barrier was duplicated; lower, that one was merged
-/// or removed. When a kernel changes, read its PTX around each `bar.sync`, then update its count
-/// here.
-const BARRIERS: &[(&str, usize)] = &[
-    ("add", 0),
-    ("add_vec4", 0),
-    ("increment_by_one", 0),
-    ("increment_by_one_vec4", 0),
-    ("add_vec4_streaming", 0),
-    ("increment_by_one_vec4_streaming", 0),
-    ("add_vec4_x2", 0),
-    ("add_vec4_x4", 0),
-    ("add_vec4_x8", 0),
-    ("add_vec4_b512", 0),
-    ("add_vec4_x4_cs_stores", 0),
-    ("increment_by_one_vec4_x2", 0),
-    ("increment_by_one_vec4_x4", 0),
-    ("increment_by_one_vec4_x8", 0),
-    ("increment_by_one_vec4_b512", 0),
-    ("increment_by_one_vec4_x4_cs_stores", 0),
-    // The tutorial reductions: one `block::reduce` (after the store, one per tree round in its
-    // loop, after the final read).
-    ("sum_tree", 3),
-    ("max_tree", 3),
-    // The vector-load reductions: one `block_combine` (the warps' results meet in shared memory).
-    ("sum_vec4", 1),
-    ("max_vec4", 1),
-    ("argmax_vec4", 1),
-    ("argmax_vec4_u8", 1),
-    ("argmax_vec4_lanes", 1),
-    ("argmax_vec4_lanes_u8", 1),
-    ("argmax_pairs", 1),
-    // A warp per row: shuffles only. A column per thread: one barrier before the row groups meet.
-    ("sum_rows", 0),
-    ("sum_cols", 1),
-    ("max_rows", 0),
-    ("max_cols", 1),
-    ("argmax_rows", 0),
-    ("argmax_cols", 1),
-    // The split passes as the one-pass kernels; the split argmax's finish as a column kernel.
-    ("sum_rows_parts", 0),
-    ("sum_cols_parts", 1),
-    ("max_rows_parts", 0),
-    ("max_cols_parts", 1),
-    ("argmax_rows_parts", 0),
-    ("argmax_cols_parts", 1),
-    ("argmax_parts", 1),
-    // 16-byte loads, lanes per row: shuffles only.
-    ("sum_rows_vec", 0),
-    ("max_rows_vec", 0),
-    ("argmax_rows_vec", 0),
-    // A warp per 4 short rows: shuffles only.
-    ("sum_rows_short", 0),
-    ("max_rows_short", 0),
-    ("argmax_rows_short", 0),
-    // A thread per narrow row or per column: no exchange at all.
-    ("sum_rows_narrow", 0),
-    ("max_rows_narrow", 0),
-    ("argmax_rows_narrow", 0),
-    ("sum_cols_narrow", 0),
-    ("max_cols_narrow", 0),
-    ("argmax_cols_narrow", 0),
-    // The naive transpose has no shared memory; the tiled one a barrier between store and load.
-    ("transpose_naive", 0),
-    ("transpose_tiled", 1),
-    // The 64x64 tiles: one barrier between the tile's stores and its loads, as `transpose_tiled`.
-    ("transpose_tiled_64", 1),
-    ("transpose_vec4_64", 1),
-    ("matmul_naive", 0),
-    // Two per step along k: after the tiles are stored, after they are used.
-    ("matmul_tiled", 2),
-    // `fast_gemm`: one after the first tile is stored, one per tile in the main loop (the
-    // second shared-memory stage makes a second barrier per tile unnecessary).
-    ("matmul_fast_128x128", 2),
-    ("matmul_fast_128x128_vec4", 2),
-    ("matmul_fast_64x64", 2),
-    ("matmul_fast_64x64_vec4", 2),
-    // `wide_gemm`: one per tile in the main loop (the `cp.async` stages are refilled after it).
-    ("matmul_fast_128x256", 1),
-    ("matmul_fast_128x256_vec4", 1),
-    ("matmul_sum_splits", 0),
-    // `tile_product` (stream-K): as `fast_gemm`, once per unit of work (the loop over units
-    // is not unrolled); the fixup has none.
-    ("matmul_stream_k_128x128_vec4", 2),
-    ("matmul_stream_k_fixup", 0),
-    // `tf32_gemm`: one per tile in the main loop, after the wait for the tile's copies (the
-    // stages of the cp.async pipeline make a second one unnecessary).
-    ("matmul_tf32_128x128", 1),
-    ("matmul_tf32_128x128_k16", 1),
-    ("matmul_tf32_128x256", 1),
-    ("matmul_tf32_128x256_vec4", 1),
-    ("matmul_tf32_128x128_trunc", 1),
-    ("matmul_tf32_128x128_vec4_trunc", 1),
-    ("matmul_tf32_128x256_trunc", 1),
-    ("matmul_tf32_128x256_vec4_trunc", 1),
-    // `half_gemm`: one per tile in the main loop, as `tf32_gemm`.
-    ("matmul_bf16_128x128", 1),
-    ("matmul_bf16_128x128_vec8", 1),
-    ("matmul_bf16_f32out_128x128", 1),
-    ("matmul_bf16_f32out_128x128_vec8", 1),
-    ("matmul_f16_128x128", 1),
-    ("matmul_f16_128x128_vec8", 1),
-    ("matmul_f16_f32out_128x128", 1),
-    ("matmul_f16_f32out_128x128_vec8", 1),
-    // `wgmma_gemm` (sm_90a module only): one after the barriers' initialisation, one per tile
-    // (everyone is done with the stage before thread 0 refills it).
-    ("matmul_wgmma_bf16_128x128", 2),
-    ("matmul_wgmma_bf16_f32out_128x128", 2),
-    // `ws_gemm`: one after the barriers' initialisation; the ring runs on mbarriers only.
-    ("matmul_ws_bf16_128x256", 1),
-    ("matmul_ws_bf16_f32out_128x256", 1),
-    ("matmul_ws_f16_128x256", 1),
-    ("matmul_ws_f16_f32out_128x256", 1),
-    ("matmul_ws_tf32_128x256", 1),
-    ("matmul_ws_bf16_128x128", 1),
-    ("matmul_ws_bf16_f32out_128x128", 1),
-    ("matmul_ws_f16_128x128", 1),
-    ("matmul_ws_f16_f32out_128x128", 1),
-    ("matmul_ws_bf16_64x128", 1),
-    ("matmul_ws_bf16_f32out_64x128", 1),
-    ("matmul_ws_f16_64x128", 1),
-    ("matmul_ws_f16_f32out_64x128", 1),
-    ("matmul_ws_tf32_128x128", 1),
-    ("matmul_ws_tf32_64x128", 1),
-    // Each `block::reduce` has three (after the store, one per tree round in its loop, after the
-    // final read); the kernel calls `reduce_max` or `reduce_min` (a branch on `t`, which is the
-    // same for the whole block), then `reduce_sum`: three call sites.
-    ("softmax_block_reduce", 9),
-    // Warp-per-row: shuffles only.
-    ("softmax_warp_1", 0),
-    ("softmax_warp_2", 0),
-    ("softmax_warp_4", 0),
-    ("softmax_warp_8", 0),
-    // One `block_stats` each, which has one barrier (the warps' results meet in shared memory).
-    ("softmax_block_4", 1),
-    ("softmax_block_8", 1),
-    ("softmax_block_4_el", 1),
-    ("softmax_block_8_el", 1),
-    ("softmax_stream", 1),
-    ("softmax_split_stats", 1),
-    ("softmax_split_write", 1),
-    ("softmax_split_write_streaming", 1),
-    // Two block reductions, and the grid barrier's two block barriers around its arrival.
-    ("softmax_grid_row", 4),
-    // Two grid barriers per round, two block barriers each.
-    ("grid_exchange", 4),
-    // Lane groups: shuffles only.
-    ("softmax_group_8x4", 0),
-    ("softmax_group_16x2", 0),
-    // Persistent: the warp kernel shuffles only; the block kernels' loop has one `block_stats`.
-    ("softmax_persist_warp_8", 0),
-    ("softmax_persist_block_4", 1),
-    ("softmax_persist_block_8", 1),
-    // Tutorial norms: one `block::reduce_sum` (three barriers) for RMSNorm, two for LayerNorm.
-    ("rms_norm_block_reduce_f32", 3),
-    ("rms_norm_block_reduce_bf16", 3),
-    ("layer_norm_block_reduce_f32", 6),
-    ("layer_norm_block_reduce_bf16", 6),
-    // In-register norms: one barrier per `block_sum`, one for RMSNorm, two for f32 LayerNorm;
-    // bf16 LayerNorm takes its two sums in one `block_sum2`, one barrier.
-    ("rms_norm_rows_f32", 1),
-    ("rms_norm_rows_bf16", 1),
-    ("layer_norm_rows_f32", 2),
-    ("layer_norm_rows_bf16", 1),
-    ("rms_norm_rows16_f32", 1),
-    ("rms_norm_rows16_bf16", 1),
-    ("layer_norm_rows16_f32", 2),
-    ("layer_norm_rows16_bf16", 1),
-    ("rms_norm_rows64_f32", 1),
-    ("rms_norm_rows64_bf16", 1),
-    ("layer_norm_rows64_f32", 2),
-    ("layer_norm_rows64_bf16", 1),
-    // Warp-per-row norms: shuffles only.
-    ("rms_norm_warp_f32", 0),
-    ("rms_norm_warp_bf16", 0),
-    ("layer_norm_warp_f32", 0),
-    ("layer_norm_warp_bf16", 0),
-    ("rms_norm_warp_keep_f32", 0),
-    ("rms_norm_warp_keep_bf16", 0),
-    ("layer_norm_warp_keep_f32", 0),
-    ("layer_norm_warp_keep_bf16", 0),
-    ("rms_norm_warp_pipe_f32", 0),
-    ("rms_norm_warp_pipe_bf16", 0),
-    ("layer_norm_warp_pipe_f32", 0),
-    ("layer_norm_warp_pipe_bf16", 0),
-    // Streaming in-register norms and the L2 re-read norms: one barrier per `block_sum` (bf16
-    // LayerNorm: one `block_sum2`).
-    ("rms_norm_rows_cs_f32", 1),
-    ("rms_norm_rows_cs_bf16", 1),
-    ("layer_norm_rows_cs_f32", 2),
-    ("layer_norm_rows_cs_bf16", 1),
-    ("rms_norm_rows16_cs_f32", 1),
-    ("rms_norm_rows16_cs_bf16", 1),
-    ("layer_norm_rows16_cs_f32", 2),
-    ("layer_norm_rows16_cs_bf16", 1),
-    ("rms_norm_rows16_el_f32", 1),
-    ("rms_norm_rows16_el_bf16", 1),
-    ("layer_norm_rows16_el_f32", 2),
-    ("layer_norm_rows16_el_bf16", 1),
-    // The ring: the barrier after the slots' set-up, then one (RMSNorm) or two block sums per row.
-    ("rms_norm_ring_f32", 2),
-    ("rms_norm_ring_bf16", 2),
-    ("layer_norm_ring_f32", 3),
-    ("layer_norm_ring_bf16", 3),
-    ("rms_norm_two_pass_f32", 1),
-    ("rms_norm_two_pass_bf16", 1),
-    ("layer_norm_two_pass_f32", 2),
-    ("layer_norm_two_pass_bf16", 2),
-    ("rms_norm_loop_f32", 1),
-    ("rms_norm_loop_bf16", 1),
-    ("layer_norm_loop_f32", 2),
-    ("layer_norm_loop_bf16", 2),
-    ("rms_norm_loop2_f32", 1),
-    ("rms_norm_loop2_bf16", 1),
-    ("layer_norm_loop2_f32", 2),
-    ("layer_norm_loop2_bf16", 2),
-    ("rms_norm_loop_plain_f32", 1),
-    ("rms_norm_loop_plain_bf16", 1),
-    ("layer_norm_loop_plain_f32", 2),
-    ("layer_norm_loop_plain_bf16", 2),
-    // Cross-entropy: the finish is a warp per row (shuffles only); the mean one `reduce_sum`.
-    ("cross_entropy_finish", 0),
-    ("cross_entropy_warp", 0),
-    ("cross_entropy_mean", 3),
-    // Cluster (sm_90 only): one `block_stats`, then the cluster barrier's arrive and wait before
-    // the partials are read, an arrive after the reads and a wait before the exit.
-    ("softmax_cluster_4", 5),
-    ("softmax_cluster_8", 5),
-];
-
+/// count higher than the source's means a barrier was duplicated; lower, that one was merged or
+/// removed. When a kernel changes, read its PTX around each `bar.sync`, then update its count
+/// in its attribute.
 #[test]
 fn barriers_are_where_the_source_puts_them() {
-    let names: Vec<&str> = modules().iter().flat_map(|m| entry_names(m.ptx)).collect();
-    let missing: Vec<&str> = names
-        .iter()
-        .copied()
-        .filter(|name| !BARRIERS.iter().any(|(kernel, _)| kernel == name))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "no barrier count in BARRIERS (tests/ptx.rs) for {missing:?}: add them"
-    );
     let mut failures = Vec::new();
     for module in modules() {
-        let own = entry_names(module.ptx);
-        for (name, expected) in BARRIERS
-            .iter()
-            .copied()
-            .filter(|(kernel, _)| own.contains(kernel))
-        {
+        for name in entry_names(module.ptx) {
+            let Some(expected) = facts(name).and_then(|f| f.barriers) else {
+                failures.push(format!(
+                    "{name}: no barrier count in the registry: declare it with `#[kernel(barriers(N))]`"
+                ));
+                continue;
+            };
+            let expected = expected as usize;
             let body = kernel_body(module.ptx, name);
             let barriers: Vec<&str> = body.iter().copied().filter(|line| is_barrier(line)).collect();
             if barriers.len() != expected {
@@ -854,27 +555,43 @@ fn barriers_are_where_the_source_puts_them() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Warp-collective MMAs per TF32 kernel: `MI * NJ * BK / 8` in the unrolled main loop (4 x 8 x 4),
-/// none predicated (a predicated `mma.sync` is reached by only part of the warp). A count other
-/// than the source's means the compiler duplicated or dropped one. And the roundings to TF32:
-/// `(4 MI + 2 NJ) * BK / 8` (one per fragment register) in the rounding kernels, none in the
-/// `_trunc` ones.
+/// The TF32 tilings by the shape in their kernels' names (`matmul_tf32_<shape>[_vec4][_trunc]`),
+/// the longer shape first where one starts with another.
+const TF32_TILINGS: &[(&str, tf32::Tf32Tiling)] = &[
+    ("128x128_k16", tf32::TF32_128X128_K16),
+    ("128x128", tf32::TF32_128X128),
+    ("128x256", tf32::TF32_128X256),
+];
+
+/// Warp-collective MMAs per TF32 kernel (every registered `matmul_tf32_*`): `MI * NJ * BK / 8` in
+/// the unrolled main loop (4 x 8 x 4), none predicated (a predicated `mma.sync` is reached by only
+/// part of the warp). A count other than the source's means the compiler duplicated or dropped
+/// one. And the roundings to TF32: `(4 MI + 2 NJ) * BK / 8` (one per fragment register) in the
+/// rounding kernels, none in the `_trunc` ones. The tiling is read from the kernel's name
+/// ([`TF32_TILINGS`]).
 #[test]
 fn tf32_mmas_are_where_the_source_puts_them() {
-    // (kernel, tiling, whether it rounds)
-    let tilings = [
-        ("matmul_tf32_128x128", tf32::TF32_128X128, true),
-        ("matmul_tf32_128x128_k16", tf32::TF32_128X128_K16, true),
-        ("matmul_tf32_128x256", tf32::TF32_128X256, true),
-        ("matmul_tf32_128x256_vec4", tf32::TF32_128X256, true),
-        ("matmul_tf32_128x128_trunc", tf32::TF32_128X128, false),
-        ("matmul_tf32_128x128_vec4_trunc", tf32::TF32_128X128, false),
-        ("matmul_tf32_128x256_trunc", tf32::TF32_128X256, false),
-        ("matmul_tf32_128x256_vec4_trunc", tf32::TF32_128X256, false),
-    ];
+    let mut kernels = Vec::new();
+    for name in registry().into_keys().filter(|n| n.starts_with("matmul_tf32_")) {
+        let shape = &name["matmul_tf32_".len()..];
+        let Some((_, t)) = TF32_TILINGS.iter().find(|(s, _)| {
+            shape == *s
+                || shape
+                    .strip_prefix(s)
+                    .is_some_and(|rest| rest.starts_with("_vec4") || rest.starts_with("_trunc"))
+        }) else {
+            panic!("{name}: no TF32 tiling of that shape in TF32_TILINGS (tests/ptx.rs)");
+        };
+        kernels.push((name, *t, !name.ends_with("_trunc")));
+    }
+    assert!(
+        kernels.len() >= 4,
+        "only {} TF32 kernels registered",
+        kernels.len()
+    );
     let mut failures = Vec::new();
     for module in modules() {
-        for (name, t, rounds) in tilings {
+        for &(name, t, rounds) in &kernels {
             let (mi, nj) = (t.warp_rows / tf32::MMA_M, t.warp_cols / tf32::MMA_N);
             let steps = t.block_k / tf32::MMA_K;
             let expected = mi * nj * steps;

@@ -60,8 +60,9 @@ pub struct Facts {
     /// How many block barriers (`bar.sync` and kin) its PTX entry holds (`barriers(N)`): a barrier
     /// the compiler duplicated into two branches, or dropped, shows here.
     pub barriers: Option<u32>,
-    /// Bytes of its declared (typed) shared memory (`shared(name: Array<T, N>, ..)`), which the
-    /// launcher adds to the launch's dynamic shared memory.
+    /// Bytes of its declared (typed) shared memory (`shared(name: Array<T, N>, ..)`), rounded up
+    /// to 16 (where `shared::dynamic_after` puts the launch's own window), which the launcher
+    /// adds to the launch's dynamic shared memory.
     pub shared_bytes: u32,
 }
 

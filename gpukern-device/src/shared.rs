@@ -70,9 +70,11 @@ impl Layout {
         at
     }
 
-    /// The bytes placed so far.
+    /// The bytes placed so far, rounded up to 16: what a launch reserves for the items, so that
+    /// a window past them ([`dynamic_after`], which starts at the next multiple of 16) holds all
+    /// of the launch's own `shared_mem_bytes`.
     pub const fn bytes(&self) -> usize {
-        self.next
+        self.next.next_multiple_of(16)
     }
 }
 

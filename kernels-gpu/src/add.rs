@@ -1,7 +1,9 @@
 //! Element-wise kernels: the first tutorial's thread-indexed vector add and `increment_by_one`,
-//! then [`add_vec4`](fn@add_vec4) and [`increment_by_one_vec4`](fn@increment_by_one_vec4), the same with 16-byte accesses,
-//! and their `_streaming` twins, which also mark every access evict-first (`.cs`); then the
-//! one-pass tile candidates ([`add_vec4_x2`](fn@add_vec4_x2) ... [`increment_by_one_vec4_x4_cs_stores`](fn@increment_by_one_vec4_x4_cs_stores)):
+//! then `add_vec4` and `increment_by_one_vec4`, the same with 16-byte accesses, and their
+//! `_streaming` twins, which also mark every access evict-first (`.cs`)
+//! ([`add_vec4_loop`](fn@add_vec4_loop), [`increment_by_one_vec4_loop`](fn@increment_by_one_vec4_loop));
+//! then the one-pass tile candidates ([`add_vec4_tile`](fn@add_vec4_tile): `add_vec4_x2` ...,
+//! [`increment_by_one_vec4_tile`](fn@increment_by_one_vec4_tile): ... `increment_by_one_vec4_x4_cs_stores`):
 //! `U` vectors per thread in blocks of `B` threads, every load of a full tile unchecked and
 //! issued before any store, a grid that covers the array once (not persistent).
 //!
@@ -23,7 +25,8 @@ pub const BLOCK: u32 = 256;
 ///
 /// # Safety
 /// `a`, `b` and `c` point to at least `n` floats of device memory; `c` does not overlap `a` or `b`.
-#[kernel]
+// Barriers: none.
+#[kernel(block(BLOCK), barriers(0))]
 pub unsafe fn add(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
     let i = thread::index_1d();
     if i < n {
@@ -38,7 +41,8 @@ pub unsafe fn add(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
 ///
 /// # Safety
 /// `x` points to at least `n` floats of device memory.
-#[kernel]
+// Barriers: none.
+#[kernel(block(BLOCK), barriers(0))]
 pub unsafe fn increment_by_one(x: *mut f32, n: usize) {
     let i = thread::index_1d();
     if i < n {
@@ -47,13 +51,13 @@ pub unsafe fn increment_by_one(x: *mut f32, n: usize) {
     }
 }
 
-/// Vectors of 4 floats each thread of [`add_vec4`](fn@add_vec4) loads before it adds any: 4 x (16 + 16) bytes
+/// Vectors of 4 floats each thread of `add_vec4` ([`add_vec4_loop`](fn@add_vec4_loop)) loads before it adds any: 4 x (16 + 16) bytes
 /// of loads in flight per thread. Little's law asks about 32 KB in flight per multiprocessor to
 /// cover the H200's DRAM latency at full bandwidth; with 128 bytes per thread a multiprocessor
 /// has several times that at any occupancy the registers allow.
 pub const VEC_UNROLL: usize = 4;
 
-/// Vectors of 4 floats one block of [`add_vec4`](fn@add_vec4) covers per sweep of its grid-stride loop.
+/// Vectors of 4 floats one block of `add_vec4` ([`add_vec4_loop`](fn@add_vec4_loop)) covers per sweep of its grid-stride loop.
 pub const VEC_TILE: usize = BLOCK as usize * VEC_UNROLL;
 
 /// The grid-stride loop of the `_vec4` kernels: this thread's first vector (block `g` starts at
@@ -69,7 +73,7 @@ fn vec4_sweep() -> (usize, usize) {
     (start, stride)
 }
 
-/// `c[i] = a[i] + b[i]` for `i < n`, with 16-byte accesses.
+/// `c[i] = a[i] + b[i]` for `i < n`, with 16-byte accesses, streaming (`.cs`) with `STREAMING`.
 ///
 /// The arrays are taken as `n / 4` vectors of four floats plus a scalar tail of `n % 4`. Block
 /// `g` starts at vector `g * VEC_TILE`; thread `tid` loads vectors `start + tid + k * BLOCK`
@@ -88,17 +92,60 @@ fn vec4_sweep() -> (usize, usize) {
 /// more blocks than are resident on the device at once, each then going round the loop several
 /// times; no dynamic shared memory.
 ///
+/// Instances, one PTX entry each:
+/// * `add_vec4`: plain loads and stores;
+/// * `add_vec4_streaming` (`STREAMING`): every 16-byte access marked streaming (`ld.global.cs`,
+///   `st.global.cs`: evict first), so that the operands, each touched once, displace less of the
+///   L2; the same loop, launch and traffic. A candidate the benchmark weighs against `add_vec4`.
+///
 /// # Safety
 /// `a`, `b` and `c` point to at least `n` floats of device memory, each 16-byte aligned (the host
 /// falls back to [`add`](fn@add) otherwise); `c` does not overlap `a` or `b`.
-#[kernel]
-pub unsafe fn add_vec4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { add_vec4_body::<false>(a, b, c, n) }
+// Barriers: none.
+#[kernel(
+    instances(add_vec4 = false, add_vec4_streaming = true),
+    block(BLOCK),
+    barriers(0)
+)]
+#[inline(always)]
+pub unsafe fn add_vec4_loop<const STREAMING: bool>(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
+    let vectors = n / 4;
+    let threads = BLOCK as usize;
+    let (mut start, stride) = vec4_sweep();
+    while start < vectors {
+        let mut va = [F4::ZERO; VEC_UNROLL];
+        let mut vb = [F4::ZERO; VEC_UNROLL];
+        for k in 0..VEC_UNROLL {
+            let v = start + k * threads;
+            if v < vectors {
+                // SAFETY: vector `v < n / 4` holds floats `4v..4v + 4 <= n`, 16-byte aligned
+                // because the bases are.
+                unsafe {
+                    va[k] = load4::<STREAMING>(a, 4 * v);
+                    vb[k] = load4::<STREAMING>(b, 4 * v);
+                }
+            }
+        }
+        for k in 0..VEC_UNROLL {
+            let v = start + k * threads;
+            if v < vectors {
+                let (p, q) = (va[k].0, vb[k].0);
+                let sum = F4([p[0] + q[0], p[1] + q[1], p[2] + q[2], p[3] + q[3]]);
+                // SAFETY: as for the loads.
+                unsafe { store4::<STREAMING>(c, 4 * v, sum) };
+            }
+        }
+        start += stride;
+    }
+    let i = 4 * vectors + thread::index_1d();
+    if i < n {
+        // SAFETY: `i < n`.
+        unsafe { mem::store(c, i, mem::load(a, i) + mem::load(b, i)) }
+    }
 }
 
-/// `x[i] += 1` for `i < n`, in place, with 16-byte accesses: [`add_vec4`](fn@add_vec4)'s loop with one
-/// operand.
+/// `x[i] += 1` for `i < n`, in place, with 16-byte accesses, streaming (`.cs`) with `STREAMING`:
+/// [`add_vec4_loop`](fn@add_vec4_loop)'s loop with one operand.
 ///
 /// The array is taken as `n / 4` vectors of four floats plus a scalar tail of `n % 4`. Block `g`
 /// starts at vector `g * VEC_TILE`; thread `tid` loads vectors `start + tid + k * BLOCK` for
@@ -109,40 +156,55 @@ pub unsafe fn add_vec4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
 /// Global memory: reads and writes 4 bytes per element, each exactly once; each element is read
 /// and written by the same thread, so no two threads touch one address.
 ///
-/// Launch: as [`add_vec4`](fn@add_vec4).
+/// Launch: as [`add_vec4_loop`](fn@add_vec4_loop).
+///
+/// Instances, one PTX entry each:
+/// * `increment_by_one_vec4`: plain loads and stores;
+/// * `increment_by_one_vec4_streaming` (`STREAMING`): every 16-byte access marked streaming
+///   (`.cs`, evict first); the same loop, launch and traffic (reads and writes 4 bytes per
+///   element).
 ///
 /// # Safety
 /// `x` points to at least `n` floats of device memory, 16-byte aligned (the host falls back to
 /// [`increment_by_one`](fn@increment_by_one) otherwise).
-#[kernel]
-pub unsafe fn increment_by_one_vec4(x: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { increment_by_one_vec4_body::<false>(x, n) }
-}
-
-/// [`add_vec4`](fn@add_vec4) with every 16-byte access marked streaming (`ld.global.cs`,
-/// `st.global.cs`: evict first), so that the operands, each touched once, displace less of the
-/// L2; the same loop, launch and traffic (reads 8 and writes 4 bytes per element). A candidate
-/// the benchmark weighs against [`add_vec4`](fn@add_vec4).
-///
-/// # Safety
-/// As [`add_vec4`](fn@add_vec4).
-#[kernel]
-pub unsafe fn add_vec4_streaming(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { add_vec4_body::<true>(a, b, c, n) }
-}
-
-/// [`increment_by_one_vec4`](fn@increment_by_one_vec4) with every 16-byte access marked
-/// streaming (`.cs`, evict first); the same loop, launch and traffic (reads and writes 4 bytes
-/// per element).
-///
-/// # Safety
-/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4).
-#[kernel]
-pub unsafe fn increment_by_one_vec4_streaming(x: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { increment_by_one_vec4_body::<true>(x, n) }
+// Barriers: none.
+#[kernel(
+    instances(increment_by_one_vec4 = false, increment_by_one_vec4_streaming = true),
+    block(BLOCK),
+    barriers(0)
+)]
+#[inline(always)]
+pub unsafe fn increment_by_one_vec4_loop<const STREAMING: bool>(x: *mut f32, n: usize) {
+    let vectors = n / 4;
+    let threads = BLOCK as usize;
+    let (mut start, stride) = vec4_sweep();
+    while start < vectors {
+        let mut vx = [F4::ZERO; VEC_UNROLL];
+        for (k, slot) in vx.iter_mut().enumerate() {
+            let v = start + k * threads;
+            if v < vectors {
+                // SAFETY: vector `v < n / 4` holds floats `4v..4v + 4 <= n`, 16-byte aligned
+                // because the base is.
+                *slot = unsafe { load4::<STREAMING>(x, 4 * v) };
+            }
+        }
+        for (k, loaded) in vx.iter().enumerate() {
+            let v = start + k * threads;
+            if v < vectors {
+                let p = loaded.0;
+                // SAFETY: as for the loads.
+                unsafe {
+                    store4::<STREAMING>(x, 4 * v, F4([p[0] + 1.0, p[1] + 1.0, p[2] + 1.0, p[3] + 1.0]))
+                };
+            }
+        }
+        start += stride;
+    }
+    let i = 4 * vectors + thread::index_1d();
+    if i < n {
+        // SAFETY: `i < n`.
+        unsafe { mem::store(x, i, mem::load(x, i) + 1.0) }
+    }
 }
 
 /// One 16-byte load, streaming (`.cs`) when `STREAMING`.
@@ -179,91 +241,10 @@ unsafe fn store4<const STREAMING: bool>(p: *mut f32, i: usize, v: F4) {
     }
 }
 
-/// The body of [`add_vec4`](fn@add_vec4) and [`add_vec4_streaming`](fn@add_vec4_streaming).
-///
-/// # Safety
-/// As [`add_vec4`](fn@add_vec4).
-#[inline(always)]
-unsafe fn add_vec4_body<const STREAMING: bool>(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
-    let vectors = n / 4;
-    let threads = BLOCK as usize;
-    let (mut start, stride) = vec4_sweep();
-    while start < vectors {
-        let mut va = [F4::ZERO; VEC_UNROLL];
-        let mut vb = [F4::ZERO; VEC_UNROLL];
-        for k in 0..VEC_UNROLL {
-            let v = start + k * threads;
-            if v < vectors {
-                // SAFETY: vector `v < n / 4` holds floats `4v..4v + 4 <= n`, 16-byte aligned
-                // because the bases are.
-                unsafe {
-                    va[k] = load4::<STREAMING>(a, 4 * v);
-                    vb[k] = load4::<STREAMING>(b, 4 * v);
-                }
-            }
-        }
-        for k in 0..VEC_UNROLL {
-            let v = start + k * threads;
-            if v < vectors {
-                let (p, q) = (va[k].0, vb[k].0);
-                let sum = F4([p[0] + q[0], p[1] + q[1], p[2] + q[2], p[3] + q[3]]);
-                // SAFETY: as for the loads.
-                unsafe { store4::<STREAMING>(c, 4 * v, sum) };
-            }
-        }
-        start += stride;
-    }
-    let i = 4 * vectors + thread::index_1d();
-    if i < n {
-        // SAFETY: `i < n`.
-        unsafe { mem::store(c, i, mem::load(a, i) + mem::load(b, i)) }
-    }
-}
-
-/// The body of [`increment_by_one_vec4`](fn@increment_by_one_vec4) and
-/// [`increment_by_one_vec4_streaming`](fn@increment_by_one_vec4_streaming).
-///
-/// # Safety
-/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4).
-#[inline(always)]
-unsafe fn increment_by_one_vec4_body<const STREAMING: bool>(x: *mut f32, n: usize) {
-    let vectors = n / 4;
-    let threads = BLOCK as usize;
-    let (mut start, stride) = vec4_sweep();
-    while start < vectors {
-        let mut vx = [F4::ZERO; VEC_UNROLL];
-        for (k, slot) in vx.iter_mut().enumerate() {
-            let v = start + k * threads;
-            if v < vectors {
-                // SAFETY: vector `v < n / 4` holds floats `4v..4v + 4 <= n`, 16-byte aligned
-                // because the base is.
-                *slot = unsafe { load4::<STREAMING>(x, 4 * v) };
-            }
-        }
-        for (k, loaded) in vx.iter().enumerate() {
-            let v = start + k * threads;
-            if v < vectors {
-                let p = loaded.0;
-                // SAFETY: as for the loads.
-                unsafe {
-                    store4::<STREAMING>(x, 4 * v, F4([p[0] + 1.0, p[1] + 1.0, p[2] + 1.0, p[3] + 1.0]))
-                };
-            }
-        }
-        start += stride;
-    }
-    let i = 4 * vectors + thread::index_1d();
-    if i < n {
-        // SAFETY: `i < n`.
-        unsafe { mem::store(x, i, mem::load(x, i) + 1.0) }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The one-pass tile candidates: the benchmark weighs them against `_vec4` side by side.
 
-/// Threads per block of the 512-thread candidates ([`add_vec4_b512`](fn@add_vec4_b512),
-/// [`increment_by_one_vec4_b512`](fn@increment_by_one_vec4_b512)).
+/// Threads per block of the 512-thread candidates (`add_vec4_b512`, `increment_by_one_vec4_b512`).
 pub const BLOCK_512: u32 = 512;
 
 /// `(threads per block, vectors per thread)` of each tile candidate, by its suffix: what the host
@@ -286,16 +267,38 @@ fn tile_sweep<const B: usize, const U: usize>() -> (usize, usize) {
     (start, stride)
 }
 
-/// The body of the `add_vec4_x*` candidates: thread `tid` of block `g` takes vectors
-/// `g * B * U + tid + k * B`, `k < U`; where the whole tile lies inside the array (all but the
-/// last block) the `2 U` loads are issued with no bounds check, all before the first store; the
-/// last tile checks each vector. Stores are evict-first (`.cs`) when `CS_STORES`. Then the scalar
-/// tail of `n % 4` elements, one per thread of the grid's first threads.
+/// `c = a + b` with 16-byte accesses, `U` vectors per thread in blocks of `B` threads, one pass:
+/// thread `tid` of block `g` takes vectors `g * B * U + tid + k * B`, `k < U`; where the whole
+/// tile lies inside the array (all but the last block) the `2 U` loads are issued with no bounds
+/// check, all before the first store; the last tile checks each vector. Stores are evict-first
+/// (`.cs`) when `CS_STORES`. Then the scalar tail of `n % 4` elements, one per thread of the
+/// grid's first threads, as [`add_vec4_loop`](fn@add_vec4_loop).
+///
+/// Global memory: reads 8 and writes 4 bytes per element, each once (minimum traffic `12 n`
+/// bytes). Launch: `ceil(n / 4 / (B * U))` blocks of exactly `B` threads, no shared memory.
+///
+/// Instances (`B`, `U`, `CS_STORES`), the one-pass tile candidates, one PTX entry each:
+/// * `add_vec4_x2` ([`TILE_X2`]: 256 threads, 2 vectors: 4 loads), `add_vec4_x4` ([`TILE_X4`]),
+///   `add_vec4_x8` ([`TILE_X8`]: 16 loads, 256 bytes in flight per thread);
+/// * `add_vec4_b512` ([`TILE_B512`]: 4 vectors in blocks of [`BLOCK_512`] threads);
+/// * `add_vec4_x4_cs_stores`: `add_vec4_x4` with evict-first (`.cs`) stores and ordinary loads.
 ///
 /// # Safety
-/// As [`add_vec4`](fn@add_vec4), with 1-D blocks of exactly `B` threads.
+/// As [`add_vec4_loop`](fn@add_vec4_loop), with 1-D blocks of exactly `B` threads.
+// Barriers: none.
+#[kernel(
+    instances(
+        add_vec4_x2 = (B256, 2, false),
+        add_vec4_x4 = (B256, 4, false),
+        add_vec4_x8 = (B256, 8, false),
+        add_vec4_b512 = (B512, 4, false),
+        add_vec4_x4_cs_stores = (B256, 4, true),
+    ),
+    block(B),
+    barriers(0)
+)]
 #[inline(always)]
-unsafe fn add_tile<const B: usize, const U: usize, const CS_STORES: bool>(
+pub unsafe fn add_vec4_tile<const B: usize, const U: usize, const CS_STORES: bool>(
     a: *const f32,
     b: *const f32,
     c: *mut f32,
@@ -336,13 +339,40 @@ unsafe fn add_tile<const B: usize, const U: usize, const CS_STORES: bool>(
     }
 }
 
-/// The body of the `increment_by_one_vec4_x*` candidates: [`add_tile`] with one operand (`U`
-/// loads of a full tile unchecked, all before the first store).
+/// `x += 1` in place with 16-byte accesses, `U` vectors per thread in blocks of `B` threads, one
+/// pass: [`add_vec4_tile`](fn@add_vec4_tile) with one operand (`U` loads of a full tile
+/// unchecked, all before the first store, the incremented vectors stored back where they were
+/// read), then the scalar tail as [`increment_by_one_vec4_loop`](fn@increment_by_one_vec4_loop).
+///
+/// Global memory: reads and writes 4 bytes per element, each once (minimum traffic `8 n`
+/// bytes). Launch: `ceil(n / 4 / (B * U))` blocks of exactly `B` threads, no shared memory.
+///
+/// Instances (`B`, `U`, `CS_STORES`), one PTX entry each:
+/// * `increment_by_one_vec4_x2` ([`TILE_X2`]), `increment_by_one_vec4_x4` ([`TILE_X4`]),
+///   `increment_by_one_vec4_x8` ([`TILE_X8`]: 128 bytes of loads in flight per thread);
+/// * `increment_by_one_vec4_b512` ([`TILE_B512`]: blocks of [`BLOCK_512`] threads);
+/// * `increment_by_one_vec4_x4_cs_stores`: the `_x4` kernel with evict-first (`.cs`) stores.
 ///
 /// # Safety
-/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4), with 1-D blocks of exactly `B` threads.
+/// As [`increment_by_one_vec4_loop`](fn@increment_by_one_vec4_loop), with 1-D blocks of exactly
+/// `B` threads.
+// Barriers: none.
+#[kernel(
+    instances(
+        increment_by_one_vec4_x2 = (B256, 2, false),
+        increment_by_one_vec4_x4 = (B256, 4, false),
+        increment_by_one_vec4_x8 = (B256, 8, false),
+        increment_by_one_vec4_b512 = (B512, 4, false),
+        increment_by_one_vec4_x4_cs_stores = (B256, 4, true),
+    ),
+    block(B),
+    barriers(0)
+)]
 #[inline(always)]
-unsafe fn increment_tile<const B: usize, const U: usize, const CS_STORES: bool>(x: *mut f32, n: usize) {
+pub unsafe fn increment_by_one_vec4_tile<const B: usize, const U: usize, const CS_STORES: bool>(
+    x: *mut f32,
+    n: usize,
+) {
     let vectors = n / 4;
     let (mut start, stride) = tile_sweep::<B, U>();
     while start < vectors {
@@ -378,124 +408,3 @@ unsafe fn increment_tile<const B: usize, const U: usize, const CS_STORES: bool>(
 const B256: usize = BLOCK as usize;
 /// Threads per block of the 512-thread candidates, as a `usize`.
 const B512: usize = BLOCK_512 as usize;
-
-/// `c = a + b` with 16-byte accesses, 2 vectors per thread ([`TILE_X2`]): thread `tid` of block
-/// `g` loads vectors `2 * 256 g + tid` and `+ 256` of `a` and `b` (4 loads, unchecked in a full
-/// tile, all before the first store), stores the 2 sums; one pass over `ceil(n / 2048)` blocks,
-/// the scalar tail as [`add_vec4`](fn@add_vec4).
-///
-/// Global memory: reads 8 and writes 4 bytes per element, each once (minimum traffic
-/// `12 n` bytes). Launch: 1-D blocks of exactly [`BLOCK`] threads, no shared memory.
-///
-/// # Safety
-/// As [`add_vec4`](fn@add_vec4).
-#[kernel]
-pub unsafe fn add_vec4_x2(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { add_tile::<B256, 2, false>(a, b, c, n) }
-}
-
-/// `c = a + b`, 4 vectors per thread ([`TILE_X4`]): [`add_vec4`](fn@add_vec4)'s work with the
-/// full tiles unchecked; traffic `12 n` bytes, launch as [`add_vec4_x2`](fn@add_vec4_x2).
-///
-/// # Safety
-/// As [`add_vec4`](fn@add_vec4).
-#[kernel]
-pub unsafe fn add_vec4_x4(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { add_tile::<B256, 4, false>(a, b, c, n) }
-}
-
-/// `c = a + b`, 8 vectors per thread ([`TILE_X8`]: 16 loads, 256 bytes in flight per thread);
-/// traffic `12 n` bytes, launch as [`add_vec4_x2`](fn@add_vec4_x2).
-///
-/// # Safety
-/// As [`add_vec4`](fn@add_vec4).
-#[kernel]
-pub unsafe fn add_vec4_x8(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { add_tile::<B256, 8, false>(a, b, c, n) }
-}
-
-/// `c = a + b`, 4 vectors per thread in blocks of [`BLOCK_512`] threads ([`TILE_B512`]);
-/// traffic `12 n` bytes. Launch: 1-D blocks of exactly [`BLOCK_512`] threads, no shared memory.
-///
-/// # Safety
-/// As [`add_vec4`](fn@add_vec4), with blocks of [`BLOCK_512`] threads.
-#[kernel]
-pub unsafe fn add_vec4_b512(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { add_tile::<B512, 4, false>(a, b, c, n) }
-}
-
-/// [`add_vec4_x4`](fn@add_vec4_x4) with evict-first (`.cs`) stores and ordinary loads; traffic
-/// `12 n` bytes, launch as [`add_vec4_x2`](fn@add_vec4_x2).
-///
-/// # Safety
-/// As [`add_vec4`](fn@add_vec4).
-#[kernel]
-pub unsafe fn add_vec4_x4_cs_stores(a: *const f32, b: *const f32, c: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { add_tile::<B256, 4, true>(a, b, c, n) }
-}
-
-/// `x += 1` in place with 16-byte accesses, 2 vectors per thread ([`TILE_X2`]): thread `tid` of
-/// block `g` loads vectors `2 * 256 g + tid` and `+ 256` (unchecked in a full tile, both before
-/// the first store) and stores them back incremented; one pass over `ceil(n / 2048)` blocks,
-/// the scalar tail as [`increment_by_one_vec4`](fn@increment_by_one_vec4).
-///
-/// Global memory: reads and writes 4 bytes per element, each once (minimum traffic `8 n`
-/// bytes). Launch: 1-D blocks of exactly [`BLOCK`] threads, no shared memory.
-///
-/// # Safety
-/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4).
-#[kernel]
-pub unsafe fn increment_by_one_vec4_x2(x: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { increment_tile::<B256, 2, false>(x, n) }
-}
-
-/// `x += 1`, 4 vectors per thread ([`TILE_X4`]), full tiles unchecked; traffic `8 n` bytes,
-/// launch as [`increment_by_one_vec4_x2`](fn@increment_by_one_vec4_x2).
-///
-/// # Safety
-/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4).
-#[kernel]
-pub unsafe fn increment_by_one_vec4_x4(x: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { increment_tile::<B256, 4, false>(x, n) }
-}
-
-/// `x += 1`, 8 vectors per thread ([`TILE_X8`]: 128 bytes of loads in flight per thread);
-/// traffic `8 n` bytes, launch as [`increment_by_one_vec4_x2`](fn@increment_by_one_vec4_x2).
-///
-/// # Safety
-/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4).
-#[kernel]
-pub unsafe fn increment_by_one_vec4_x8(x: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { increment_tile::<B256, 8, false>(x, n) }
-}
-
-/// `x += 1`, 4 vectors per thread in blocks of [`BLOCK_512`] threads ([`TILE_B512`]); traffic
-/// `8 n` bytes. Launch: 1-D blocks of exactly [`BLOCK_512`] threads, no shared memory.
-///
-/// # Safety
-/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4), with blocks of [`BLOCK_512`] threads.
-#[kernel]
-pub unsafe fn increment_by_one_vec4_b512(x: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { increment_tile::<B512, 4, false>(x, n) }
-}
-
-/// [`increment_by_one_vec4_x4`](fn@increment_by_one_vec4_x4) with evict-first (`.cs`) stores
-/// and ordinary loads; traffic `8 n` bytes, launch as
-/// [`increment_by_one_vec4_x2`](fn@increment_by_one_vec4_x2).
-///
-/// # Safety
-/// As [`increment_by_one_vec4`](fn@increment_by_one_vec4).
-#[kernel]
-pub unsafe fn increment_by_one_vec4_x4_cs_stores(x: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { increment_tile::<B256, 4, true>(x, n) }
-}

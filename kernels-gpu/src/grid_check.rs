@@ -28,7 +28,9 @@ pub fn grid_exchange_value(round: u32, block: u32, t: u32) -> u32 {
 /// # Safety
 /// A cooperative launch; `slots` and `out` hold `gridDim.x * blockDim.x` words; `barrier` one
 /// word, zero at the launch.
-#[kernel]
+// Block: any block size works; the CUDA trials' largest. Barriers: four a round, two grid
+// barriers of two block barriers each (the loop over rounds is not unrolled).
+#[kernel(block(1024), barriers(4))]
 pub unsafe fn grid_exchange(slots: *mut u32, out: *mut u32, barrier: *mut u32, rounds: u32) {
     let t = thread::thread_idx_x();
     let threads = thread::block_dim_x() as usize;

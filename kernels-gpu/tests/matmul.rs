@@ -15,6 +15,21 @@ use kernels_gpu::gpu::vector::F4;
 use kernels_gpu::matmul::{self, FastTiling, FAST_128, FAST_64, FAST_WIDE};
 use kernels_gpu::sim::{Dim3, Launch, LaunchConfig, SimError, Violation};
 
+/// [`matmul::fast_gemm`](fn@matmul::fast_gemm) with tiling `$t` and 16-byte accesses or not: the
+/// instance behind an entry (`fast!(FAST_64, true)` is `matmul_fast_64x64_vec4`).
+macro_rules! fast {
+    ($t:expr, $vec:expr) => {
+        matmul::fast_gemm::<
+            { $t.block_rows },
+            { $t.block_cols },
+            { $t.block_k },
+            { $t.thread_rows },
+            { $t.thread_cols },
+            $vec,
+        >
+    };
+}
+
 // ---------------------------------------------------------------------------------------------
 // 1. The tutorial rungs
 // ---------------------------------------------------------------------------------------------
@@ -190,7 +205,7 @@ fn fast_kernels_match_f64() {
     let cases: [(&'static str, FastKernel, FastTiling, Shape, usize); 10] = [
         (
             "matmul_fast_128x128_vec4",
-            matmul::matmul_fast_128x128_vec4,
+            fast!(FAST_128, true),
             FAST_128,
             (130, 20, 132),
             16,
@@ -198,50 +213,44 @@ fn fast_kernels_match_f64() {
         // Four tiles of 16 along k in one slice, the last one partial.
         (
             "matmul_fast_128x128_vec4",
-            matmul::matmul_fast_128x128_vec4,
+            fast!(FAST_128, true),
             FAST_128,
             (129, 52, 136),
             64,
         ),
         (
             "matmul_fast_128x128",
-            matmul::matmul_fast_128x128,
+            fast!(matmul::FAST_128_SCALAR, false),
             FAST_128,
             (9, 19, 131),
             8,
         ),
         (
             "matmul_fast_64x64_vec4",
-            matmul::matmul_fast_64x64_vec4,
+            fast!(FAST_64, true),
             FAST_64,
             (66, 40, 8),
             16,
         ),
         (
             "matmul_fast_64x64",
-            matmul::matmul_fast_64x64,
+            fast!(FAST_64, false),
             FAST_64,
             (65, 33, 7),
             48,
         ),
-        (
-            "matmul_fast_64x64",
-            matmul::matmul_fast_64x64,
-            FAST_64,
-            (1, 1, 1),
-            16,
-        ),
+        ("matmul_fast_64x64", fast!(FAST_64, false), FAST_64, (1, 1, 1), 16),
         // The cp.async pipeline: more tiles than stages, ragged rows, columns and k.
         (
             "matmul_fast_128x256_vec4",
-            matmul::matmul_fast_128x256_vec4,
+            matmul::wide_gemm::<true>,
             FAST_WIDE,
             (131, 44, 264),
             48,
         ),
         (
             "matmul_fast_128x256",
-            matmul::matmul_fast_128x256,
+            matmul::wide_gemm::<false>,
             FAST_WIDE,
             (7, 37, 259),
             40,
@@ -249,14 +258,14 @@ fn fast_kernels_match_f64() {
         // Split k: three slices of 16, the last one short.
         (
             "matmul_fast_128x256_vec4",
-            matmul::matmul_fast_128x256_vec4,
+            matmul::wide_gemm::<true>,
             FAST_WIDE,
             (5, 36, 12),
             16,
         ),
         (
             "matmul_fast_128x256",
-            matmul::matmul_fast_128x256,
+            matmul::wide_gemm::<false>,
             FAST_WIDE,
             (1, 1, 1),
             8,
@@ -273,7 +282,7 @@ fn fast_kernels_match_f64() {
 fn vec4_kernel_reports_a_misaligned_matrix() {
     let err = run(
         "matmul_fast_64x64_vec4",
-        matmul::matmul_fast_64x64_vec4,
+        fast!(FAST_64, true),
         FAST_64,
         (4, 4, 4),
         16,
@@ -286,14 +295,6 @@ fn vec4_kernel_reports_a_misaligned_matrix() {
     );
     // The scalar kernel takes the same misaligned matrix.
     let shape = (4, 4, 4);
-    let ok = run(
-        "matmul_fast_64x64",
-        matmul::matmul_fast_64x64,
-        FAST_64,
-        shape,
-        16,
-        1,
-    )
-    .unwrap();
+    let ok = run("matmul_fast_64x64", fast!(FAST_64, false), FAST_64, shape, 16, 1).unwrap();
     assert_product("matmul_fast_64x64 with B misaligned", ok, shape);
 }

@@ -18,6 +18,24 @@ use kernels_gpu::gpu::vector::F4;
 use kernels_gpu::matmul::tf32::{self as t, Tf32Tiling, TF32_128X128, TF32_128X128_K16, TF32_128X256};
 use kernels_gpu::sim::{Dim3, Launch, LaunchConfig, SimError, Violation};
 
+/// [`t::tf32_gemm`](fn@t::tf32_gemm) with tiling `$t`, 16-byte copies or not, rounding or not:
+/// the instance behind an entry (`tf32!(TF32_128X256, true, false)` is
+/// `matmul_tf32_128x256_vec4_trunc`).
+macro_rules! tf32 {
+    ($t:expr, $vec:expr, $round:expr) => {
+        t::tf32_gemm::<
+            { $t.block_rows },
+            { $t.block_cols },
+            { $t.block_k },
+            { $t.warp_rows / t::MMA_M },
+            { $t.warp_cols / t::MMA_N },
+            { $t.stages },
+            $vec,
+            $round,
+        >
+    };
+}
+
 /// A TF32 kernel's signature: `(a, b, c, m, n, k)`.
 type Tf32Kernel = unsafe fn(*const f32, *const f32, *mut f32, usize, usize, usize);
 
@@ -100,73 +118,73 @@ fn tf32_kernels_match_f64_within_the_bound() {
     let cases: [(&'static str, Tf32Kernel, Tf32Tiling, Shape); 12] = [
         (
             "matmul_tf32_128x128_k16",
-            t::matmul_tf32_128x128_k16,
+            tf32!(TF32_128X128_K16, false, true),
             TF32_128X128_K16,
             (17, 65, 33),
         ),
         (
             "matmul_tf32_128x128_k16",
-            t::matmul_tf32_128x128_k16,
+            tf32!(TF32_128X128_K16, false, true),
             TF32_128X128_K16,
             (130, 17, 129),
         ),
         (
             "matmul_tf32_128x128_k16",
-            t::matmul_tf32_128x128_k16,
+            tf32!(TF32_128X128_K16, false, true),
             TF32_128X128_K16,
             (1, 1, 1),
         ),
         (
             "matmul_tf32_128x128",
-            t::matmul_tf32_128x128,
+            tf32!(TF32_128X128, false, true),
             TF32_128X128,
             (17, 65, 33),
         ),
         (
             "matmul_tf32_128x128",
-            t::matmul_tf32_128x128,
+            tf32!(TF32_128X128, false, true),
             TF32_128X128,
             (1, 1, 1),
         ),
         (
             "matmul_tf32_128x256_vec4",
-            t::matmul_tf32_128x256_vec4,
+            tf32!(TF32_128X256, true, true),
             TF32_128X256,
             (20, 100, 260),
         ),
         (
             "matmul_tf32_128x256",
-            t::matmul_tf32_128x256,
+            tf32!(TF32_128X256, false, true),
             TF32_128X256,
             (129, 7, 3),
         ),
         (
             "matmul_tf32_128x256",
-            t::matmul_tf32_128x256,
+            tf32!(TF32_128X256, false, true),
             TF32_128X256,
             (3, 0, 5),
         ),
         (
             "matmul_tf32_128x128_vec4_trunc",
-            t::matmul_tf32_128x128_vec4_trunc,
+            tf32!(TF32_128X128, true, false),
             TF32_128X128,
             (130, 36, 136),
         ),
         (
             "matmul_tf32_128x128_trunc",
-            t::matmul_tf32_128x128_trunc,
+            tf32!(TF32_128X128, false, false),
             TF32_128X128,
             (17, 65, 33),
         ),
         (
             "matmul_tf32_128x256_vec4_trunc",
-            t::matmul_tf32_128x256_vec4_trunc,
+            tf32!(TF32_128X256, true, false),
             TF32_128X256,
             (20, 100, 260),
         ),
         (
             "matmul_tf32_128x256_trunc",
-            t::matmul_tf32_128x256_trunc,
+            tf32!(TF32_128X256, false, false),
             TF32_128X256,
             (129, 7, 3),
         ),
@@ -193,23 +211,33 @@ fn trunc_kernels_truncate_and_the_others_round() {
     let (m, k, n): Shape = (5, 12, 8);
     let half = f32::from_bits(0x3f80_1000);
     let cases: [(&'static str, Tf32Kernel, Tf32Tiling, f32); 4] = [
-        ("matmul_tf32_128x128", t::matmul_tf32_128x128, TF32_128X128, {
-            let r = 1.0 + 1.0 / 1024.0;
-            12.0 * r * r
-        }),
-        ("matmul_tf32_128x256", t::matmul_tf32_128x256, TF32_128X256, {
-            let r = 1.0 + 1.0 / 1024.0;
-            12.0 * r * r
-        }),
+        (
+            "matmul_tf32_128x128",
+            tf32!(TF32_128X128, false, true),
+            TF32_128X128,
+            {
+                let r = 1.0 + 1.0 / 1024.0;
+                12.0 * r * r
+            },
+        ),
+        (
+            "matmul_tf32_128x256",
+            tf32!(TF32_128X256, false, true),
+            TF32_128X256,
+            {
+                let r = 1.0 + 1.0 / 1024.0;
+                12.0 * r * r
+            },
+        ),
         (
             "matmul_tf32_128x128_vec4_trunc",
-            t::matmul_tf32_128x128_vec4_trunc,
+            tf32!(TF32_128X128, true, false),
             TF32_128X128,
             12.0,
         ),
         (
             "matmul_tf32_128x256_trunc",
-            t::matmul_tf32_128x256_trunc,
+            tf32!(TF32_128X256, false, false),
             TF32_128X256,
             12.0,
         ),
@@ -244,7 +272,7 @@ fn vec4_kernel_reports_a_misaligned_matrix() {
     let shape = (4, 8, 4);
     let err = run(
         "matmul_tf32_128x256_vec4",
-        t::matmul_tf32_128x256_vec4,
+        tf32!(TF32_128X256, true, true),
         TF32_128X256,
         shape,
         1,
@@ -257,7 +285,7 @@ fn vec4_kernel_reports_a_misaligned_matrix() {
     // The 4-byte kernel takes the same misaligned matrix.
     let ok = run(
         "matmul_tf32_128x128",
-        t::matmul_tf32_128x128,
+        tf32!(TF32_128X128, false, true),
         TF32_128X128,
         shape,
         1,

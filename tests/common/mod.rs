@@ -184,9 +184,9 @@ pub fn ptx_entry_names(ptx: &str) -> Vec<String> {
 }
 
 /// What a coverage check finds wrong with per-kernel launch `counts` (`gpukern::*_launch_counts`,
-/// the kernels launched at least once) against the module's `entries`: each entry point never
-/// launched, and each kernel launched that is no entry point of the PTX. Empty when every entry
-/// point ran at least once.
+/// the kernels launched at least once) against the kernels it expects (`entries`, the
+/// registry's): each kernel never launched, and each kernel launched that is not expected. Empty
+/// when every kernel ran at least once.
 pub fn coverage_gaps(counts: &[(&'static str, u64)], entries: &[String]) -> Vec<String> {
     let mut gaps = Vec::new();
     for entry in entries {
@@ -197,7 +197,7 @@ pub fn coverage_gaps(counts: &[(&'static str, u64)], entries: &[String]) -> Vec<
     }
     for (name, _) in counts {
         if !entries.iter().any(|e| e == name) {
-            gaps.push(format!("{name}: launched, but not an entry point of the PTX"));
+            gaps.push(format!("{name}: launched, but not a kernel this check expects"));
         }
     }
     gaps

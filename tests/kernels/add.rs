@@ -256,7 +256,7 @@ fn add_vec4_with_a_grid_smaller_than_the_data_loops() {
             .iter()
             .all(|p| p % 16 == 0)
     );
-    unsafe { l.run(|| kadd::add_vec4(pa, pb, pc, n)) }.unwrap();
+    unsafe { l.run(|| kadd::add_vec4_loop::<false>(pa, pb, pc, n)) }.unwrap();
     assert_eq!(c, cpu::add(&a, &b).unwrap());
 }
 
@@ -272,17 +272,17 @@ fn increment_tiles_with_a_grid_smaller_than_the_data_loop() {
         (
             "increment_by_one_vec4_x8",
             kadd::BLOCK,
-            kadd::increment_by_one_vec4_x8,
+            kadd::increment_by_one_vec4_tile::<256, 8, false>,
         ),
         (
             "increment_by_one_vec4_b512",
             kadd::BLOCK_512,
-            kadd::increment_by_one_vec4_b512,
+            kadd::increment_by_one_vec4_tile::<512, 4, false>,
         ),
         (
             "increment_by_one_vec4_x4_cs_stores",
             kadd::BLOCK,
-            kadd::increment_by_one_vec4_x4_cs_stores,
+            kadd::increment_by_one_vec4_tile::<256, 4, true>,
         ),
     ];
     for (name, block, kernel) in cases {
@@ -316,7 +316,7 @@ fn add_vec4_on_a_misaligned_buffer_is_reported() {
     let (pa, pb, pc) = (l.input("a", a), l.input("b", &b), l.output("c", &mut c));
     // SAFETY: registered buffers of n floats; the misalignment is the planted bug, which the
     // simulator reports before dereferencing.
-    let err = unsafe { l.run(|| kadd::add_vec4(pa, pb, pc, n)) }.unwrap_err();
+    let err = unsafe { l.run(|| kadd::add_vec4_loop::<false>(pa, pb, pc, n)) }.unwrap_err();
     println!("{err}");
     assert!(
         matches!(&err.violation, Violation::Panic { message } if message.contains("misaligned")),

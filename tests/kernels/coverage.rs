@@ -1,6 +1,12 @@
-//! Coverage by construction: after a run of a whole family (`sim::` or `cuda::`), every entry
-//! point of the PTX must have been launched by it (`main` checks the launch counts after the
-//! run); and the check itself shown able to fail (`coverage::planted_gaps_are_reported`).
+//! Coverage by construction: after a run of a whole family (`sim::` or `cuda::`), every kernel of
+//! the registry (`#[kernel]` registers each entry point of the kernel crate, every instance of a
+//! generic kernel) that the backend could load must have been launched by it (`main` checks the
+//! launch counts after the run); and the check itself shown able to fail
+//! (`coverage::planted_gaps_are_reported`).
+//!
+//! The registry is the list of kernels to expect: `tests/ptx.rs` checks that it and the PTX
+//! modules' entry points are the same set, and the modules only say which kernels need the
+//! arch-specific module.
 
 use libtest_mimic::{Arguments, Trial};
 
@@ -18,57 +24,64 @@ pub(crate) fn whole_family_ran(args: &Arguments, prefix: &str) -> bool {
     !args.list && !args.ignored && filter_admits && !args.skip.iter().any(|s| prefix.contains(s.as_str()))
 }
 
-/// The coverage gaps of one backend's launch counts against the entry points of every embedded
-/// PTX module, each prefixed with the backend; prints the tally when there are none.
+/// The coverage gaps of one backend's launch counts against the kernels of the registry, each
+/// prefixed with the backend; prints the tally when there are none.
 ///
 /// `arch_specific_loaded`: whether the backend ran the arch-specific (`sm_90a`) module's own
-/// kernels (the simulator always; CUDA on a compute capability 9.0 GPU). Where it did not, that
-/// module is not checked (its own entries were never loaded); where it did, the plain modules
-/// are checked without the launches of those entries, which they do not have.
+/// kernels (the simulator always; CUDA on a compute capability 9.0 GPU). Where it did not, the
+/// kernels that only that module has (no plain module's entry point) are not expected.
 pub(crate) fn launch_gaps(
     backend: &str,
     counts: &[(&'static str, u64)],
     arch_specific_loaded: bool,
 ) -> Vec<String> {
-    let mut gaps = Vec::new();
-    let all: Vec<String> = gpukern::ptx::modules()
+    let plain: Vec<String> = gpukern::ptx::modules()
         .iter()
+        .filter(|m| !m.is_arch_specific())
         .flat_map(|m| common::ptx_entry_names(m.ptx))
         .collect();
-    for module in gpukern::ptx::modules() {
-        if module.is_arch_specific() && !arch_specific_loaded {
-            continue;
-        }
-        let entries = common::ptx_entry_names(module.ptx);
-        // Launches of another module's own entries are that module's business.
-        let counts: Vec<(&'static str, u64)> = counts
-            .iter()
-            .copied()
-            .filter(|(name, _)| entries.iter().any(|e| e == name) || !all.iter().any(|e| e == name))
-            .collect();
-        gaps.extend(
-            common::coverage_gaps(&counts, &entries)
-                .into_iter()
-                .map(|g| format!("{backend} ({}): {g}", module.arch)),
-        );
-    }
+    let loaded = |name: &str| arch_specific_loaded || plain.iter().any(|e| e == name);
+    let expected: Vec<String> = registered_kernels()
+        .into_iter()
+        .filter(|name| loaded(name))
+        .collect();
+    let gaps: Vec<String> = common::coverage_gaps(counts, &expected)
+        .into_iter()
+        .map(|g| format!("{backend}: {g}"))
+        .collect();
     if gaps.is_empty() {
         let launches: u64 = counts.iter().map(|(_, n)| n).sum();
         println!(
-            "kernel coverage ({backend}): all {} entry points launched ({launches} launches)",
+            "kernel coverage ({backend}): all {} kernels launched ({launches} launches)",
             counts.len()
         );
     }
     gaps
 }
 
+/// The names of the registered kernels of gpukern's kernel crate.
+fn registered_kernels() -> Vec<String> {
+    gpukern::gpukern_device::launch::registered_in(gpukern::ptx::KERNELS.krate)
+        .iter()
+        .map(|k| k.name.to_string())
+        .collect()
+}
+
 /// The coverage check itself, shown able to fail: a planted table with a kernel never launched,
-/// and one with an entry point the launch table lacks, are reported; a full one is not.
+/// one with a kernel the launch table lacks, and one with a launch of no kernel, are reported; a
+/// full one is not.
 pub(crate) fn self_trials() -> Vec<Trial> {
     vec![Trial::test("coverage::planted_gaps_are_reported", || {
-        let names = gpukern::ptx::entry_names(gpukern::ptx::modules()[0].ptx);
-        let entries: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        let full: Vec<(&'static str, u64)> = names.iter().map(|&n| (n, 1)).collect();
+        let registered = gpukern::gpukern_device::launch::registered_in(gpukern::ptx::KERNELS.krate);
+        if registered.len() < 100 {
+            return Err(format!(
+                "only {} kernels registered: is the kernel crate linked?",
+                registered.len()
+            )
+            .into());
+        }
+        let entries = registered_kernels();
+        let full: Vec<(&'static str, u64)> = registered.iter().map(|k| (k.name, 1)).collect();
         if !common::coverage_gaps(&full, &entries).is_empty() {
             return Err("a table with every kernel launched once reports gaps".into());
         }
@@ -82,13 +95,13 @@ pub(crate) fn self_trials() -> Vec<Trial> {
         extra_entry.push("softmax_planted".to_string());
         let gaps = common::coverage_gaps(&full, &extra_entry);
         if gaps.len() != 1 || !gaps[0].contains("softmax_planted") {
-            return Err(format!("an entry point no launch reached gives {gaps:?}").into());
+            return Err(format!("a kernel no launch reached gives {gaps:?}").into());
         }
         let mut extra_launch = full.clone();
         extra_launch.push(("planted_kernel", 3));
         let gaps = common::coverage_gaps(&extra_launch, &entries);
         if gaps.len() != 1 || !gaps[0].contains("planted_kernel") {
-            return Err(format!("a launch of no entry point gives {gaps:?}").into());
+            return Err(format!("a launch of no kernel gives {gaps:?}").into());
         }
         // The harness's parser sees each module's real entry points, as gpukern's does (a newer
         // architecture's module may have more).

@@ -144,7 +144,11 @@ fn plain_entry(sig: &Signature, attr: &KernelAttr, body: &Group) -> TokenStream 
     gpu
 }
 
-/// A generic kernel on `nvptx64`: the generic function itself, inlined into its entries.
+/// A generic kernel on `nvptx64`: the generic function itself, inlined into its entries, and
+/// visible to its crate only (`pub(crate)` for any `pub`): its entries are the crate's exports.
+/// A public generic function would make every function it calls reachable from other crates,
+/// and so exported from the PTX module (`.visible .func`), where LLVM may no longer drop or fold
+/// their parameters: the code of each entry that calls one would change.
 fn generic_function(sig: &Signature, body: &Group) -> TokenStream {
     let mut gpu = TokenStream::new();
     gpu.extend(attribute("cfg(target_arch = \"nvptx64\")"));
@@ -154,7 +158,24 @@ fn generic_function(sig: &Signature, body: &Group) -> TokenStream {
     if !has_inline {
         gpu.extend(attribute("inline(always)"));
     }
-    gpu.extend(with_body(sig, body));
+    let mut item = with_body(sig, body).into_iter().peekable();
+    let mut before_fn = true;
+    while let Some(t) = item.next() {
+        match &t {
+            TokenTree::Ident(i) if before_fn && i.to_string() == "pub" => {
+                // `pub` or `pub(..)` becomes `pub(crate)`.
+                let scoped = matches!(item.peek(), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis);
+                if scoped {
+                    item.next();
+                }
+                gpu.extend("pub(crate)".parse::<TokenStream>().unwrap_or_default());
+            }
+            _ => {
+                before_fn &= !matches!(&t, TokenTree::Ident(i) if i.to_string() == "fn");
+                gpu.extend([t]);
+            }
+        }
+    }
     gpu
 }
 

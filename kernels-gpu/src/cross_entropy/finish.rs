@@ -25,7 +25,8 @@ use crate::softmax::stats::{warp_stats, KahanSum, Stats};
 /// `x` points to `rows * cols` floats, `labels` to `rows` labels, `partials` to the
 /// `2 * rows * chunks` floats of step 1, `loss` to `rows` floats of device memory; the launch
 /// shape is as above.
-#[kernel]
+// Barriers: none, a warp per row (shuffles only).
+#[kernel(block(crate::cross_entropy::FINISH_BLOCK), barriers(0))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn cross_entropy_finish(
     x: *const f32,
@@ -86,7 +87,8 @@ pub const MEAN_SHARED_BYTES: u32 = MEAN_BLOCK * core::mem::size_of::<f32>() as u
 /// # Safety
 /// `loss` points to `rows >= 1` floats and `out` to 1 float of device memory; the launch shape
 /// is as above.
-#[kernel]
+// Barriers: three, one `block::reduce_sum`.
+#[kernel(block(MEAN_BLOCK), barriers(3))]
 pub unsafe fn cross_entropy_mean(loss: *const f32, out: *mut f32, rows: usize) {
     let tid = thread::thread_idx_x() as usize;
     let stride = thread::block_dim_x() as usize;

@@ -26,8 +26,9 @@ use crate::gpu::warp;
 pub mod finish;
 pub mod warp_chunks;
 
-pub use finish::{cross_entropy_finish, cross_entropy_mean, MEAN_BLOCK, MEAN_SHARED_BYTES};
-pub use warp_chunks::{cross_entropy_warp, WARP_CHUNK_BLOCK, WARP_CHUNK_WARPS};
+// Every rung's items (its kernels' launcher modules among them) at the family's level.
+pub use finish::*;
+pub use warp_chunks::*;
 
 /// Threads per block of [`cross_entropy_finish`](fn@cross_entropy_finish): 8 warps, one row
 /// each.

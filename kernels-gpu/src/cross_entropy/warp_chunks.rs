@@ -42,7 +42,8 @@ pub const WARP_CHUNK_WARPS: u32 = WARP_CHUNK_BLOCK / warp::SIZE;
 /// `x` points to `rows * cols >= 1` floats, `labels` to `rows` labels, `loss` to `rows` floats
 /// and, when `chunks > 1`, `partials` to `2 * rows * chunks` floats of device memory; the launch
 /// shape is as above.
-#[kernel]
+// Barriers: none, a warp per chunk (shuffles only).
+#[kernel(block(WARP_CHUNK_BLOCK), barriers(0))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn cross_entropy_warp(
     x: *const f32,

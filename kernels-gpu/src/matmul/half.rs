@@ -10,7 +10,7 @@
 //! and, for a half-precision result, its final rounding (`2^-8` relative for bf16, `2^-11` for
 //! f16), which dominates.
 //!
-//! One generic body, [`half_gemm`], instantiated per input type, output type and copy width.
+//! One generic kernel, [`half_gemm`](fn@half_gemm), an instance per input type, output type and copy width.
 //!
 //! # Design
 //! * **Block tile** `BM x BN = 128 x 128` of `C` ([`HALF_128X128`]), stepping `BK = 32` along
@@ -52,7 +52,7 @@ use crate::gpu::{bf16, f16, mem, shared, thread};
 use crate::kernel;
 
 /// Tile shape of one half-precision kernel: the block tile `BM x BN x BK`, the warp tile, and
-/// the depth of the copy pipeline. [`half_gemm`] takes the same numbers as const generics (the
+/// the depth of the copy pipeline. [`half_gemm`](fn@half_gemm) takes the same numbers as const generics (the
 /// warp tile in MMA tiles); this struct is what the host reads to launch it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct HalfTiling {
@@ -143,7 +143,7 @@ impl HalfInput for f16 {
     }
 }
 
-/// An output type of [`half_gemm`]: how an f32 accumulator is stored (rounded once, to
+/// An output type of [`half_gemm`](fn@half_gemm): how an f32 accumulator is stored (rounded once, to
 /// nearest, ties to even, for bf16 and f16).
 pub trait GemmOutput: Copy {
     /// Stores `v` at `c[i]`.
@@ -293,6 +293,115 @@ impl GemmOutput for f16 {
 ///   `(ceil(n / BN), ceil(m / BM))`, `STAGES * stage_elements` 16-bit elements of dynamic shared
 ///   memory (as [`HalfTiling::shared_bytes`]); an sm_80 or newer GPU.
 /// * With `VEC`: `k % 8 == 0`, `n % 8 == 0`, and `a`, `b`, `c` 16-byte aligned.
+///
+/// Instances (`I`, `O`, [`HALF_128X128`]'s numbers, `VEC`), one PTX entry each:
+/// * `matmul_bf16_128x128` (bf16 in and out, 2-byte element loads): any `k`, `n` and alignment
+///   (`k` odd included). Per tile of 32 along `k` a block reads 16 KiB and does 1,048,576
+///   flops. Launch: 128 threads, grid `(ceil(n/128), ceil(m/128))`,
+///   `HALF_128X128.shared_bytes()` (75,776) bytes of dynamic shared memory. Minimum traffic:
+///   `2 (m k + k n + m n)` bytes.
+/// * `matmul_bf16_128x128_vec8` (`VEC`: 16-byte `cp.async` copies and pair stores): for `k` and
+///   `n` multiples of 8 and 16-byte aligned matrices.
+/// * `matmul_bf16_f32out_128x128` (an f32 result, the accumulators stored unrounded): any shape
+///   and alignment; minimum traffic `2 (m k + k n) + 4 m n` bytes. `_vec8`: 16-byte copies and
+///   8-byte stores, `k`, `n` multiples of 8, 16-byte aligned matrices.
+/// * `matmul_f16_128x128`, `matmul_f16_128x128_vec8`, `matmul_f16_f32out_128x128`,
+///   `matmul_f16_f32out_128x128_vec8`: the same four on f16 (an f16 or an f32 result).
+// Barriers: one per tile in the main loop, as `tf32_gemm`.
+#[kernel(
+    instances(
+        matmul_bf16_128x128 = (
+            bf16,
+            bf16,
+            HALF_128X128.block_rows,
+            HALF_128X128.block_cols,
+            HALF_128X128.block_k,
+            HALF_128X128.warp_rows / MMA_M,
+            HALF_128X128.warp_cols / MMA_N,
+            HALF_128X128.stages,
+            false,
+        ),
+        matmul_bf16_128x128_vec8 = (
+            bf16,
+            bf16,
+            HALF_128X128.block_rows,
+            HALF_128X128.block_cols,
+            HALF_128X128.block_k,
+            HALF_128X128.warp_rows / MMA_M,
+            HALF_128X128.warp_cols / MMA_N,
+            HALF_128X128.stages,
+            true,
+        ),
+        matmul_bf16_f32out_128x128 = (
+            bf16,
+            f32,
+            HALF_128X128.block_rows,
+            HALF_128X128.block_cols,
+            HALF_128X128.block_k,
+            HALF_128X128.warp_rows / MMA_M,
+            HALF_128X128.warp_cols / MMA_N,
+            HALF_128X128.stages,
+            false,
+        ),
+        matmul_bf16_f32out_128x128_vec8 = (
+            bf16,
+            f32,
+            HALF_128X128.block_rows,
+            HALF_128X128.block_cols,
+            HALF_128X128.block_k,
+            HALF_128X128.warp_rows / MMA_M,
+            HALF_128X128.warp_cols / MMA_N,
+            HALF_128X128.stages,
+            true,
+        ),
+        matmul_f16_128x128 = (
+            f16,
+            f16,
+            HALF_128X128.block_rows,
+            HALF_128X128.block_cols,
+            HALF_128X128.block_k,
+            HALF_128X128.warp_rows / MMA_M,
+            HALF_128X128.warp_cols / MMA_N,
+            HALF_128X128.stages,
+            false,
+        ),
+        matmul_f16_128x128_vec8 = (
+            f16,
+            f16,
+            HALF_128X128.block_rows,
+            HALF_128X128.block_cols,
+            HALF_128X128.block_k,
+            HALF_128X128.warp_rows / MMA_M,
+            HALF_128X128.warp_cols / MMA_N,
+            HALF_128X128.stages,
+            true,
+        ),
+        matmul_f16_f32out_128x128 = (
+            f16,
+            f32,
+            HALF_128X128.block_rows,
+            HALF_128X128.block_cols,
+            HALF_128X128.block_k,
+            HALF_128X128.warp_rows / MMA_M,
+            HALF_128X128.warp_cols / MMA_N,
+            HALF_128X128.stages,
+            false,
+        ),
+        matmul_f16_f32out_128x128_vec8 = (
+            f16,
+            f32,
+            HALF_128X128.block_rows,
+            HALF_128X128.block_cols,
+            HALF_128X128.block_k,
+            HALF_128X128.warp_rows / MMA_M,
+            HALF_128X128.warp_cols / MMA_N,
+            HALF_128X128.stages,
+            true,
+        ),
+    ),
+    block((BM / (MMA_M * MI)) * (BN / (MMA_N * NJ)) * WARP),
+    barriers(1)
+)]
 #[inline(always)]
 // Index loops over the register arrays: each index is a constant once unrolled, which is what
 // keeps the arrays in registers.
@@ -533,80 +642,3 @@ pub unsafe fn half_gemm<
         });
     });
 }
-
-gemm_kernel!(
-    /// [`half_gemm`] on bf16 with a bf16 result and 2-byte element loads: any `k`, `n` and
-    /// alignment (`k` odd included).
-    ///
-    /// Per tile of 32 along `k` a block reads 16 KiB and does 1,048,576 flops. Launch: 128
-    /// threads, grid `(ceil(n/128), ceil(m/128))`, `HALF_128X128.shared_bytes()` (75,776) bytes
-    /// of dynamic shared memory. Minimum traffic: `2 (m k + k n + m n)` bytes.
-    ///
-    /// # Safety
-    /// As [`half_gemm`] with `VEC = false`.
-    matmul_bf16_128x128: half_gemm(HALF_128X128, bf16 => bf16, vec = false)
-);
-
-gemm_kernel!(
-    /// [`matmul_bf16_128x128`](fn@matmul_bf16_128x128) with 16-byte `cp.async` copies and pair
-    /// stores: for `k` and `n` multiples of 8 and 16-byte aligned matrices.
-    ///
-    /// # Safety
-    /// As [`half_gemm`] with `VEC = true`.
-    matmul_bf16_128x128_vec8: half_gemm(HALF_128X128, bf16 => bf16, vec = true)
-);
-
-gemm_kernel!(
-    /// [`matmul_bf16_128x128`](fn@matmul_bf16_128x128) with an f32 result (the accumulators
-    /// stored unrounded): any shape and alignment. Minimum traffic: `2 (m k + k n) + 4 m n`
-    /// bytes.
-    ///
-    /// # Safety
-    /// As [`half_gemm`] with `VEC = false`.
-    matmul_bf16_f32out_128x128: half_gemm(HALF_128X128, bf16 => f32, vec = false)
-);
-
-gemm_kernel!(
-    /// [`matmul_bf16_f32out_128x128`](fn@matmul_bf16_f32out_128x128) with 16-byte copies and
-    /// 8-byte stores: `k`, `n` multiples of 8, 16-byte aligned matrices.
-    ///
-    /// # Safety
-    /// As [`half_gemm`] with `VEC = true`.
-    matmul_bf16_f32out_128x128_vec8: half_gemm(HALF_128X128, bf16 => f32, vec = true)
-);
-
-gemm_kernel!(
-    /// [`matmul_bf16_128x128`](fn@matmul_bf16_128x128) on f16, with an f16 result: any shape
-    /// and alignment.
-    ///
-    /// # Safety
-    /// As [`half_gemm`] with `VEC = false`.
-    matmul_f16_128x128: half_gemm(HALF_128X128, f16 => f16, vec = false)
-);
-
-gemm_kernel!(
-    /// [`matmul_f16_128x128`](fn@matmul_f16_128x128) with 16-byte copies and pair stores: `k`,
-    /// `n` multiples of 8, 16-byte aligned matrices.
-    ///
-    /// # Safety
-    /// As [`half_gemm`] with `VEC = true`.
-    matmul_f16_128x128_vec8: half_gemm(HALF_128X128, f16 => f16, vec = true)
-);
-
-gemm_kernel!(
-    /// [`matmul_f16_128x128`](fn@matmul_f16_128x128) with an f32 result: any shape and
-    /// alignment.
-    ///
-    /// # Safety
-    /// As [`half_gemm`] with `VEC = false`.
-    matmul_f16_f32out_128x128: half_gemm(HALF_128X128, f16 => f32, vec = false)
-);
-
-gemm_kernel!(
-    /// [`matmul_f16_f32out_128x128`](fn@matmul_f16_f32out_128x128) with 16-byte copies and
-    /// 8-byte stores: `k`, `n` multiples of 8, 16-byte aligned matrices.
-    ///
-    /// # Safety
-    /// As [`half_gemm`] with `VEC = true`.
-    matmul_f16_f32out_128x128_vec8: half_gemm(HALF_128X128, f16 => f32, vec = true)
-);

@@ -1,22 +1,22 @@
 //! Matrix product `C = A * B` in f32, row-major: `A` is `m x k`, `B` is `k x n`, `C` is `m x n`.
 //!
 //! The ladder, one file per rung, from the tutorial version up:
-//! 1. [`naive`]: [`matmul_naive`](fn@matmul_naive), one thread per element of `C`, operands straight from global
-//!    memory.
-//! 2. [`tiled`]: [`matmul_tiled`](fn@matmul_tiled), square tiles of `A` and `B` staged in shared memory, so each
-//!    element loaded from global memory is used `TILE` times.
-//! 3. [`register_tiled`]: [`matmul_fast_128x128`](fn@matmul_fast_128x128) and friends. Each thread computes a register
-//!    tile of `C` (an outer product per step along `k`, so each element read from shared memory
-//!    is used 8 or 4 times), 16-byte loads, two shared-memory stages so one barrier per tile
-//!    suffices. One generic body, [`fast_gemm`], instantiated per [`FastTiling`].
-//!    [`stream_k`]: [`matmul_stream_k_128x128_vec4`](fn@matmul_stream_k_128x128_vec4), the same main loop
-//!    ([`register_tiled::tile_product`]) on a persistent grid of the resident blocks that shares
-//!    the last wave's tiles out evenly along `k` (stream-K), with
+//! 1. [`naive`]: [`matmul_naive`](fn@matmul_naive), one thread per element of `C`, operands
+//!    straight from global memory.
+//! 2. [`tiled`]: [`matmul_tiled`](fn@matmul_tiled), square tiles of `A` and `B` staged in shared
+//!    memory, so each element loaded from global memory is used `TILE` times.
+//! 3. [`register_tiled`]: [`fast_gemm`](fn@fast_gemm) (`matmul_fast_128x128` and friends). Each
+//!    thread computes a register tile of `C` (an outer product per step along `k`, so each
+//!    element read from shared memory is used 8 or 4 times), 16-byte loads, two shared-memory
+//!    stages so one barrier per tile suffices; one instance per [`FastTiling`] and load width.
+//!    [`stream_k`]: [`stream_k_gemm`](fn@stream_k_gemm) (`matmul_stream_k_128x128_vec4`), the
+//!    same main loop ([`register_tiled::tile_product`]) on a persistent grid of the resident
+//!    blocks that shares the last wave's tiles out evenly along `k` (stream-K), with
 //!    [`matmul_stream_k_fixup`](fn@matmul_stream_k_fixup) adding up the tiles it splits.
-//! 4. [`wide`]: [`matmul_fast_128x256`](fn@matmul_fast_128x256) and its `_vec4` twin, a 128 x 256 block tile fed by a
-//!    `cp.async` pipeline ([`wide_gemm`]).
-//! 5. [`split_k`]: [`matmul_sum_splits`](fn@matmul_sum_splits) adds the partial products when rungs 3 and 4 split `k`
-//!    over blocks.
+//! 4. [`wide`]: [`wide_gemm`](fn@wide_gemm) (`matmul_fast_128x256` and its `_vec4` twin), a
+//!    128 x 256 block tile fed by a `cp.async` pipeline.
+//! 5. [`split_k`]: [`matmul_sum_splits`](fn@matmul_sum_splits) adds the partial products when
+//!    rungs 3 and 4 split `k` over blocks.
 //! 6. [`tf32`]: the opt-in TF32 tensor-core kernels (`mma.m16n8k8`), which trade precision for
 //!    speed; their items stay under `matmul::tf32`.
 //! 7. [`half`]: BF16 and FP16 operands on tensor cores (`mma.m16n8k16`, f32 accumulators, the
@@ -28,11 +28,12 @@
 //!    issuing TMA, two consumer warpgroups, `setmaxnreg`) and a persistent grid, `sm_90a` only;
 //!    items under `matmul::wgmma_ws`.
 //!
-//! Every entry point of rungs 3 to 7 is declared with `gemm_kernel!`, one instance of a generic
-//! body. Rungs 3 and 4 find their block's tile and slice of `k` and write their register tiles
-//! back with the same lines, written out in each body: as shared inlined functions they changed
-//! the PTX (the order of the prologue's instructions in every fast kernel; the wide kernels'
-//! epilogue), and these kernels' PTX is what was measured.
+//! Every entry point of rungs 3 to 9 is an instance of its rung's generic `#[kernel]`, the
+//! tiling's numbers and the element types its generic arguments. Rungs 3 and 4 find their block's
+//! tile and slice of `k` and write their register tiles back with the same lines, written out in
+//! each body: as shared inlined functions they changed the PTX (the order of the prologue's
+//! instructions in every fast kernel; the wide kernels' epilogue), and these kernels' PTX is what
+//! was measured.
 
 /// Threads of a warp ([`crate::gpu::warp::SIZE`], as a `usize` for index arithmetic).
 const WARP: usize = crate::gpu::warp::SIZE as usize;
@@ -85,105 +86,6 @@ macro_rules! unrolled {
     };
 }
 
-/// Declares one entry point of the fast matmul kernels: a `#[kernel]` that forwards its
-/// arguments to one instance of a generic body, so that a variant is its doc comment, a name and
-/// its knobs. One arm per body:
-/// * `fast_gemm(TILING, vec = VEC)`: [`fast_gemm`] with a [`FastTiling`]'s numbers, arguments
-///   `(a, b, c, m, n, k, k_split)`;
-/// * `wide_gemm(vec = VEC)`: [`wide_gemm`] (its tiling is [`FAST_WIDE`]), the same arguments;
-/// * `tf32_gemm(TILING, vec = VEC, round = ROUND)`: [`tf32::tf32_gemm`] with a
-///   [`tf32::Tf32Tiling`]'s numbers, arguments `(a, b, c, m, n, k)`;
-/// * `half_gemm(TILING, IN => OUT, vec = VEC)`: [`half::half_gemm`] with a
-///   [`half::HalfTiling`]'s numbers, `IN` (bf16 or f16) operands and an `OUT` result,
-///   arguments `(a, b, c, m, n, k)`.
-macro_rules! gemm_kernel {
-    ($(#[$doc:meta])* $name:ident: fast_gemm($tiling:expr, vec = $vec:expr)) => {
-        $(#[$doc])*
-        #[kernel]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe fn $name(
-            a: *const f32,
-            b: *const f32,
-            c: *mut f32,
-            m: usize,
-            n: usize,
-            k: usize,
-            k_split: usize,
-        ) {
-            const T: FastTiling = $tiling;
-            // SAFETY: forwarded contract.
-            unsafe {
-                fast_gemm::<
-                    { T.block_rows },
-                    { T.block_cols },
-                    { T.block_k },
-                    { T.thread_rows },
-                    { T.thread_cols },
-                    $vec,
-                >(a, b, c, m, n, k, k_split)
-            }
-        }
-    };
-    ($(#[$doc:meta])* $name:ident: wide_gemm(vec = $vec:expr)) => {
-        $(#[$doc])*
-        #[kernel]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe fn $name(
-            a: *const f32,
-            b: *const f32,
-            c: *mut f32,
-            m: usize,
-            n: usize,
-            k: usize,
-            k_split: usize,
-        ) {
-            // SAFETY: forwarded contract.
-            unsafe { wide_gemm::<$vec>(a, b, c, m, n, k, k_split) }
-        }
-    };
-    ($(#[$doc:meta])* $name:ident: tf32_gemm($tiling:expr, vec = $vec:expr, round = $round:expr)) => {
-        $(#[$doc])*
-        #[kernel]
-        pub unsafe fn $name(a: *const f32, b: *const f32, c: *mut f32, m: usize, n: usize, k: usize) {
-            const T: Tf32Tiling = $tiling;
-            // SAFETY: forwarded contract.
-            unsafe {
-                tf32_gemm::<
-                    { T.block_rows },
-                    { T.block_cols },
-                    { T.block_k },
-                    { T.warp_rows / MMA_M },
-                    { T.warp_cols / MMA_N },
-                    { T.stages },
-                    $vec,
-                    $round,
-                >(a, b, c, m, n, k)
-            }
-        }
-    };
-    ($(#[$doc:meta])* $name:ident: half_gemm($tiling:expr, $in:ty => $out:ty, vec = $vec:expr)) => {
-        $(#[$doc])*
-        #[kernel]
-        pub unsafe fn $name(a: *const $in, b: *const $in, c: *mut $out, m: usize, n: usize, k: usize) {
-            const T: HalfTiling = $tiling;
-            // SAFETY: forwarded contract.
-            unsafe {
-                half_gemm::<
-                    $in,
-                    $out,
-                    { T.block_rows },
-                    { T.block_cols },
-                    { T.block_k },
-                    { T.warp_rows / MMA_M },
-                    { T.warp_cols / MMA_N },
-                    { T.stages },
-                    $vec,
-                >(a, b, c, m, n, k)
-            }
-        }
-    };
-}
-
 pub mod half;
 pub mod naive;
 pub mod register_tiled;
@@ -199,21 +101,14 @@ pub mod wide;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 mod ws_epilogue;
 
-pub use naive::{matmul_naive, NAIVE_BLOCK};
-pub use register_tiled::{
-    fast_gemm, matmul_fast_128x128, matmul_fast_128x128_vec4, matmul_fast_64x64, matmul_fast_64x64_vec4,
-    FastTiling, Pipeline, FAST_128, FAST_128_SCALAR, FAST_64, SHARED_PAD, STAGES,
-};
-pub use split_k::{matmul_sum_splits, SUM_BLOCK};
-pub use stream_k::{
-    matmul_stream_k_128x128_vec4, matmul_stream_k_fixup, stream_k_gemm, StreamKSchedule, FIXUP_BLOCK,
-    FIXUP_ROWS, SLOTS_PER_CTA, STREAM_K,
-};
-pub use tiled::{matmul_tiled, TILE, TILED_SHARED_BYTES};
-pub use wide::{
-    matmul_fast_128x256, matmul_fast_128x256_vec4, wide_gemm, FAST_WIDE, WIDE_A_STRIDE, WIDE_SHARED_BYTES,
-    WIDE_STAGES,
-};
+// The f32 rungs' items (their kernels' launcher modules among them) at the family's level; the
+// tensor-core rungs' stay in their modules.
+pub use naive::*;
+pub use register_tiled::*;
+pub use split_k::*;
+pub use stream_k::*;
+pub use tiled::*;
+pub use wide::*;
 
 /// The most rows of `C` one block of any f32 matmul kernel here covers (the grid's `y` extent is
 /// the rows divided by this, at most).

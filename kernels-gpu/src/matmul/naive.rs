@@ -15,7 +15,8 @@ pub const NAIVE_BLOCK: u32 = 16;
 ///
 /// # Safety
 /// `a`, `b`, `c` point to `m*k`, `k*n` and `m*n` floats of device memory; `c` overlaps neither.
-#[kernel]
+// Barriers: none, no shared memory.
+#[kernel(block(NAIVE_BLOCK * NAIVE_BLOCK), barriers(0))]
 pub unsafe fn matmul_naive(a: *const f32, b: *const f32, c: *mut f32, m: usize, n: usize, k: usize) {
     let (col, row) = thread::index_2d();
     if row < m && col < n {

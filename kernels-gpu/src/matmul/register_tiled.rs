@@ -1,8 +1,9 @@
 //! Rung 3, the register-tiled kernels: each thread computes a `TM x TN` register tile of `C` (an
 //! outer product per step along `k`), 16-byte loads, two shared-memory stages so that one barrier
 //! per tile suffices, and an optional split of `k` over blocks (added up by
-//! [`super::matmul_sum_splits`](fn@super::matmul_sum_splits)). One generic body, [`fast_gemm`], instantiated per
-//! [`FastTiling`] (the entries declared by `gemm_kernel!`).
+//! [`super::matmul_sum_splits`](fn@super::matmul_sum_splits)). One generic kernel,
+//! [`fast_gemm`](fn@fast_gemm), its instances the entry points, one per [`FastTiling`] and load
+//! width.
 
 use super::wide::WIDE_STAGES;
 use super::{MAX_UNROLL, WARP};
@@ -11,7 +12,7 @@ use crate::gpu::{math, mem, shared, thread};
 use crate::kernel;
 
 /// Tile shape of one fast matmul kernel (the `BM x BN x BK` block tile and the `TM x TN` thread
-/// tile of the SGEMM literature). [`fast_gemm`] takes the same numbers as const generics; this
+/// tile of the SGEMM literature). [`fast_gemm`](fn@fast_gemm) takes the same numbers as const generics; this
 /// struct is what the host reads to launch it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FastTiling {
@@ -32,10 +33,10 @@ pub struct FastTiling {
 /// How a fast kernel moves its tiles from global to shared memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Pipeline {
-    /// Through registers ([`fast_gemm`]): the next tile is loaded into registers while the
+    /// Through registers ([`fast_gemm`](fn@fast_gemm)): the next tile is loaded into registers while the
     /// current one is multiplied, then stored, `A` transposed; [`STAGES`] stages.
     Registers,
-    /// By `cp.async` ([`wide_gemm`](super::wide_gemm)): [`WIDE_STAGES`] stages, `A` stored as it is (`k`
+    /// By `cp.async` ([`wide_gemm`](fn@super::wide_gemm)): [`WIDE_STAGES`] stages, `A` stored as it is (`k`
     /// contiguous, rows of [`WIDE_A_STRIDE`](super::WIDE_A_STRIDE) floats).
     AsyncCopy,
 }
@@ -72,7 +73,7 @@ impl FastTiling {
 }
 
 /// The main tiling, for products with at least about one block per multiprocessor:
-/// 128 x 128 per block, 8 x 8 per thread, 256 threads, `BK = 16` ([`matmul_fast_128x128_vec4`](fn@matmul_fast_128x128_vec4);
+/// 128 x 128 per block, 8 x 8 per thread, 256 threads, `BK = 16` (`matmul_fast_128x128_vec4`;
 /// the scalar-load kernel takes [`FAST_128_SCALAR`]).
 ///
 /// * 8 x 8 per thread: per step along `k` a thread reads 8 + 8 floats from shared memory (four
@@ -94,7 +95,7 @@ pub const FAST_128: FastTiling = FastTiling {
     pipeline: Pipeline::Registers,
 };
 
-/// [`FAST_128`] with `BK = 8`, for the scalar-load kernel [`matmul_fast_128x128`](fn@matmul_fast_128x128): with
+/// [`FAST_128`] with `BK = 8`, for the scalar-load kernel `matmul_fast_128x128`: with
 /// `BK = 16` its four scalar loads per piece need 143 registers, one block per multiprocessor,
 /// and it ran slower than at `BK = 8` on 4097x4095x4093 (H200; not a committed run). It
 /// launches with [`FAST_128`]'s shape: the same threads and grid, and at least the shared memory it needs.
@@ -133,7 +134,7 @@ pub const SHARED_PAD: usize = 4;
 const WARP_COLS: usize = 8;
 /// See [`WARP_COLS`].
 const WARP_ROWS: usize = WARP / WARP_COLS;
-/// Most 16-byte global loads per thread and operand per tile that [`fast_gemm`] supports (the
+/// Most 16-byte global loads per thread and operand per tile that [`fast_gemm`](fn@fast_gemm) supports (the
 /// size of its prefetch arrays; only the first `BM*BK / (4 * threads)` are used).
 const MAX_LOADS: usize = 4;
 
@@ -178,6 +179,63 @@ type Prefetch = [f32; 4 * MAX_LOADS];
 ///   ceil(m / BM))`, `STAGES * stage_floats` floats of dynamic shared memory (as
 ///   [`FastTiling::shared_bytes`]).
 /// * With `VEC`: `k % 4 == 0`, `n % 4 == 0`, and `a`, `b`, `c` 16-byte aligned.
+///
+/// Instances (a [`FastTiling`]'s numbers and `VEC`), one PTX entry each:
+/// * `matmul_fast_128x128_vec4` ([`FAST_128`], 16-byte global loads and stores): per tile of 16
+///   along `k` a block reads 16 KiB (128 rows of `A`, 128 columns of `B`) and does 524,288
+///   flops; each thread does 1,024 FMAs from 64 shared-memory vector loads between barriers.
+///   Launch: 256 threads, grid `(ceil(n/128) * slices, ceil(m/128))`, `FAST_128.shared_bytes()`
+///   (33,280) bytes of dynamic shared memory.
+/// * `matmul_fast_128x128` ([`FAST_128_SCALAR`], `BK = 8`, scalar global loads and stores): any
+///   `k`, `n` and alignment (four 4-byte loads per 16-byte piece; they hit the same L1 sectors,
+///   so the traffic is the same and only the load instructions are four times as many, about
+///   1% of the total; derived: instruction counts). Launch as the `_vec4` kernel; `k_split` a
+///   multiple of 8.
+/// * `matmul_fast_64x64_vec4` ([`FAST_64`], 16-byte loads and stores): per tile of 16 along `k`
+///   a block reads 8 KiB and does 131,072 flops; each thread does 256 FMAs from 32 shared-memory
+///   vector loads between barriers. Launch: 256 threads, grid `(ceil(n/64) * slices,
+///   ceil(m/64))`, `FAST_64.shared_bytes()` (16,896) bytes of shared memory.
+/// * `matmul_fast_64x64` ([`FAST_64`], scalar loads and stores): any `k`, `n` and alignment.
+// Barriers: two, one after the first tile is stored, one per tile in the main loop (the second
+// shared-memory stage makes a second barrier per tile unnecessary).
+#[kernel(
+    instances(
+        matmul_fast_128x128_vec4 = (
+            FAST_128.block_rows,
+            FAST_128.block_cols,
+            FAST_128.block_k,
+            FAST_128.thread_rows,
+            FAST_128.thread_cols,
+            true,
+        ),
+        matmul_fast_128x128 = (
+            FAST_128_SCALAR.block_rows,
+            FAST_128_SCALAR.block_cols,
+            FAST_128_SCALAR.block_k,
+            FAST_128_SCALAR.thread_rows,
+            FAST_128_SCALAR.thread_cols,
+            false,
+        ),
+        matmul_fast_64x64_vec4 = (
+            FAST_64.block_rows,
+            FAST_64.block_cols,
+            FAST_64.block_k,
+            FAST_64.thread_rows,
+            FAST_64.thread_cols,
+            true,
+        ),
+        matmul_fast_64x64 = (
+            FAST_64.block_rows,
+            FAST_64.block_cols,
+            FAST_64.block_k,
+            FAST_64.thread_rows,
+            FAST_64.thread_cols,
+            false,
+        ),
+    ),
+    block((BM / TM) * (BN / TN)),
+    barriers(2)
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 // Index loops over the register arrays: each index is a constant once unrolled, which is what
@@ -459,8 +517,8 @@ pub fn thread_position<const BN: usize, const TN: usize>(tid: usize) -> (usize, 
     (tx, ty)
 }
 
-/// The main loop of [`fast_gemm`] for one tile of `C`, for the stream-K kernel
-/// ([`super::stream_k_gemm`]), which runs it once per unit of work. A copy of `fast_gemm`'s lines,
+/// The main loop of [`fast_gemm`](fn@fast_gemm) for one tile of `C`, for the stream-K kernel
+/// ([`super::stream_k_gemm`](fn@super::stream_k_gemm)), which runs it once per unit of work. A copy of `fast_gemm`'s lines,
 /// not a function `fast_gemm` calls: called from `fast_gemm` (inlined), it changed the order of
 /// that kernel's prologue instructions in the PTX, and the `matmul_fast_*` kernels' PTX is what
 /// was measured (the note in [`super`]). Keep the two in step.
@@ -468,13 +526,13 @@ pub fn thread_position<const BN: usize, const TN: usize>(tid: usize) -> (usize, 
 /// Computes the product of rows `row0..row0 + BM` of `A`
 /// and columns `col0..col0 + BN` of `B` over `k_begin..k_end` (`k_tiles = ceil((k_end - k_begin) /
 /// BK)` tiles of `BK`), returned as this thread's `TM x TN` register tile. What one thread does,
-/// the edges and the barriers are as [`fast_gemm`] describes; `(tid, tx, ty)` are the thread's
+/// the edges and the barriers are as [`fast_gemm`](fn@fast_gemm) describes; `(tid, tx, ty)` are the thread's
 /// index and its column and row in the block's thread grid ([`thread_position`]). It ends at a
 /// block barrier after its last shared-memory access, so a block may call it again for another
-/// tile right away (the stream-K kernel, [`super::stream_k_gemm`]).
+/// tile right away (the stream-K kernel, [`super::stream_k_gemm`](fn@super::stream_k_gemm)).
 ///
 /// # Safety
-/// As [`fast_gemm`] for `a`, `b`, `m`, `n`, `k` and the launch; `row0 < m`, `col0 < n`, `k_begin`
+/// As [`fast_gemm`](fn@fast_gemm) for `a`, `b`, `m`, `n`, `k` and the launch; `row0 < m`, `col0 < n`, `k_begin`
 /// a multiple of `BK`, `k_begin <= k_end <= k`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -745,52 +803,3 @@ pub unsafe fn store_c<const BM: usize, const BN: usize, const TM: usize, const T
         }
     }
 }
-
-gemm_kernel!(
-    /// [`fast_gemm`] with [`FAST_128`] and 16-byte global loads and stores: for `k` and `n`
-    /// multiples of 4 and 16-byte aligned matrices.
-    ///
-    /// Per tile of 16 along `k` a block reads 16 KiB (128 rows of `A`, 128 columns of `B`) and
-    /// does 524,288 flops; each thread does 1,024 FMAs from 64 shared-memory vector loads between
-    /// barriers. Launch: 256 threads, grid `(ceil(n/128) * slices, ceil(m/128))`,
-    /// `FAST_128.shared_bytes()` (33,280) bytes of dynamic shared memory.
-    ///
-    /// # Safety
-    /// As [`fast_gemm`] with `VEC = true`.
-    matmul_fast_128x128_vec4: fast_gemm(FAST_128, vec = true)
-);
-
-gemm_kernel!(
-    /// [`matmul_fast_128x128_vec4`](fn@matmul_fast_128x128_vec4) with scalar global loads and stores and [`FAST_128_SCALAR`]
-    /// (`BK = 8`): any `k`, `n` and alignment (four 4-byte loads per 16-byte piece; they hit the
-    /// same L1 sectors, so the traffic is the same and only the load instructions are four times
-    /// as many, about 1% of the total; derived: instruction counts). Launch as
-    /// [`matmul_fast_128x128_vec4`](fn@matmul_fast_128x128_vec4); `k_split` a multiple of 8.
-    ///
-    /// # Safety
-    /// As [`fast_gemm`] with `VEC = false`.
-    matmul_fast_128x128: fast_gemm(FAST_128_SCALAR, vec = false)
-);
-
-gemm_kernel!(
-    /// [`fast_gemm`] with [`FAST_64`] and 16-byte global loads and stores (`k`, `n` multiples of
-    /// 4, aligned matrices).
-    ///
-    /// Per tile of 16 along `k` a block reads 8 KiB and does 131,072 flops; each thread does 256
-    /// FMAs from 32 shared-memory vector loads between barriers. Launch: 256 threads, grid
-    /// `(ceil(n/64) * slices, ceil(m/64))`, `FAST_64.shared_bytes()` (16,896) bytes of shared
-    /// memory.
-    ///
-    /// # Safety
-    /// As [`fast_gemm`] with `VEC = true`.
-    matmul_fast_64x64_vec4: fast_gemm(FAST_64, vec = true)
-);
-
-gemm_kernel!(
-    /// [`matmul_fast_64x64_vec4`](fn@matmul_fast_64x64_vec4) with scalar global loads and stores: any `k`, `n` and
-    /// alignment.
-    ///
-    /// # Safety
-    /// As [`fast_gemm`] with `VEC = false`.
-    matmul_fast_64x64: fast_gemm(FAST_64, vec = false)
-);

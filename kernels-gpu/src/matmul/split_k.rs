@@ -1,5 +1,5 @@
 //! Split `k`: when a product has too few tiles of `C` to fill the GPU, the register-tiled and wide
-//! kernels ([`super::fast_gemm`], [`super::wide_gemm`]) split `k` over blocks, each slice writing
+//! kernels ([`super::fast_gemm`](fn@super::fast_gemm), [`super::wide_gemm`](fn@super::wide_gemm)) split `k` over blocks, each slice writing
 //! its partial product, and [`matmul_sum_splits`](fn@matmul_sum_splits) adds the parts.
 
 use crate::gpu::{mem, thread};
@@ -16,7 +16,8 @@ pub const SUM_BLOCK: u32 = 256;
 ///
 /// # Safety
 /// `partial` holds `slices * len` floats, `c` holds `len` and does not overlap it.
-#[kernel]
+// Barriers: none.
+#[kernel(block(SUM_BLOCK), barriers(0))]
 pub unsafe fn matmul_sum_splits(partial: *const f32, c: *mut f32, len: usize, slices: usize) {
     let i = thread::index_1d();
     if i < len {

@@ -1,4 +1,4 @@
-//! Rung 3b, stream-K: the register-tiled kernel of rung 3 ([`super::fast_gemm`]'s main loop,
+//! Rung 3b, stream-K: the register-tiled kernel of rung 3 ([`super::fast_gemm`](fn@super::fast_gemm)'s main loop,
 //! [`FAST_128`]) on a persistent grid that shares out the tail wave evenly (Osama et al.,
 //! "Stream-K: Work-centric Parallel Decomposition for Dense Matrix-Matrix Multiplication on the
 //! GPU", 2023, the "data-parallel + stream-K" hybrid).
@@ -127,9 +127,9 @@ fn again(x: usize) -> u32 {
     hint::recompute(x as u32)
 }
 
-/// The body of the stream-K kernels: block `b` of a grid of `ctas` blocks runs its units of work
+/// The stream-K matmul: block `b` of a grid of `ctas` blocks runs its units of work
 /// of [`StreamKSchedule`] (`tiles` and `iters` from `m`, `n`, `k`; `ctas = gridDim.x`) one after
-/// the other, each through [`tile_product`] (the main loop of [`super::fast_gemm`], so what one
+/// the other, each through [`tile_product`] (the main loop of [`super::fast_gemm`](fn@super::fast_gemm), so what one
 /// thread does per step of `BK` is as there):
 /// 1. `dp_per_cta` whole tiles, `b + u * ctas` for `u = 0, 1, ...`, each written to `C`;
 /// 2. then the tiles its range of the stream-K line touches, each over the steps of `k` it holds:
@@ -145,7 +145,7 @@ fn again(x: usize) -> u32 {
 /// to `C` once; each partial tile adds `4 * BM * BN` bytes written to the workspace (read back
 /// once by the fixup).
 ///
-/// Edges: as [`super::fast_gemm`] (rows and columns clamped, `k` past `k_end` zero-filled).
+/// Edges: as [`super::fast_gemm`](fn@super::fast_gemm) (rows and columns clamped, `k` past `k_end` zero-filled).
 ///
 /// # Safety
 /// * `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` floats, `c` overlaps neither; `m, n, k >= 1`;
@@ -155,6 +155,59 @@ fn again(x: usize) -> u32 {
 /// * The launch: a 1-D grid of `ctas` blocks of `(BM/TM) * (BN/TN)` threads, `STAGES *
 ///   stage_floats` floats of dynamic shared memory (as [`FastTiling::shared_bytes`]).
 /// * With `VEC`: `k % 4 == 0`, `n % 4 == 0`, and `a`, `b`, `c`, `workspace` 16-byte aligned.
+///
+/// Instances: `matmul_stream_k_128x128_vec4`, with [`STREAM_K`] ([`FAST_128`]) and 16-byte
+/// global loads and stores: for `k` and `n` multiples of 4 and 16-byte aligned matrices. Per unit
+/// of work a block does what `matmul_fast_128x128_vec4` does for its tile (or a range of its
+/// steps of 16 along `k`): 16 KiB read and 524,288 flops per step; a partial tile writes 64 KiB
+/// to the workspace. Launch: a grid of `ctas` blocks (the resident count) of 256 threads,
+/// `STREAM_K.shared_bytes()` (33,280) bytes of dynamic shared memory.
+// Launch bounds: two blocks of 256 threads per multiprocessor on Hopper, so ptxas keeps to 128
+// registers (155 unbounded). The sm_80 module (GPUs before Hopper) asks for one: there even the
+// data-parallel kernel takes 135 registers, and 128 would spill. Barriers: two per unit of work,
+// as `fast_gemm` (the loop over units is not unrolled).
+#[cfg_attr(
+    any(
+        not(target_arch = "nvptx64"),
+        target_feature = "sm_90",
+        target_feature = "sm_90a"
+    ),
+    kernel(
+        launch_bounds(256, 2),
+        instances(
+            matmul_stream_k_128x128_vec4 = (
+                STREAM_K.block_rows,
+                STREAM_K.block_cols,
+                STREAM_K.block_k,
+                STREAM_K.thread_rows,
+                STREAM_K.thread_cols,
+                true,
+            )
+        ),
+        barriers(2)
+    )
+)]
+#[cfg_attr(
+    not(any(
+        not(target_arch = "nvptx64"),
+        target_feature = "sm_90",
+        target_feature = "sm_90a"
+    )),
+    kernel(
+        launch_bounds(256, 1),
+        instances(
+            matmul_stream_k_128x128_vec4 = (
+                STREAM_K.block_rows,
+                STREAM_K.block_cols,
+                STREAM_K.block_k,
+                STREAM_K.thread_rows,
+                STREAM_K.thread_cols,
+                true,
+            )
+        ),
+        barriers(2)
+    )
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn stream_k_gemm<
@@ -277,60 +330,6 @@ fn unit_of<const BM: usize, const BN: usize, const BK: usize>(
     })
 }
 
-/// [`stream_k_gemm`] with [`STREAM_K`] ([`FAST_128`]) and 16-byte global loads and stores: for `k`
-/// and `n` multiples of 4 and 16-byte aligned matrices.
-///
-/// Per unit of work a block does what [`super::matmul_fast_128x128_vec4()`] does for its tile (or a
-/// range of its steps of 16 along `k`): 16 KiB read and 524,288 flops per step; a partial tile
-/// writes 64 KiB to the workspace. Launch: a grid of `ctas` blocks (the resident count) of 256
-/// threads, `STREAM_K.shared_bytes()` (33,280) bytes of dynamic shared memory.
-///
-/// # Safety
-/// As [`stream_k_gemm`] with `VEC = true`.
-// Two blocks of 256 threads per multiprocessor on Hopper: ptxas keeps to 128 registers (155
-// unbounded). The sm_80 module (GPUs before Hopper) asks for one: there even the data-parallel
-// kernel takes 135 registers, and 128 would spill.
-#[cfg_attr(
-    any(
-        not(target_arch = "nvptx64"),
-        target_feature = "sm_90",
-        target_feature = "sm_90a"
-    ),
-    kernel(launch_bounds(256, 2))
-)]
-#[cfg_attr(
-    not(any(
-        not(target_arch = "nvptx64"),
-        target_feature = "sm_90",
-        target_feature = "sm_90a"
-    )),
-    kernel(launch_bounds(256, 1))
-)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn matmul_stream_k_128x128_vec4(
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    workspace: *mut f32,
-    m: usize,
-    n: usize,
-    k: usize,
-    sk_tiles: usize,
-) {
-    const T: FastTiling = STREAM_K;
-    // SAFETY: forwarded contract.
-    unsafe {
-        stream_k_gemm::<
-            { T.block_rows },
-            { T.block_cols },
-            { T.block_k },
-            { T.thread_rows },
-            { T.thread_cols },
-            true,
-        >(a, b, c, workspace, m, n, k, sk_tiles)
-    }
-}
-
 /// The fixup of a stream-K launch: block `(j, band)` takes the `j`-th stream-K tile of the
 /// [`StreamKSchedule`] of `(m, n, k, sk_tiles, ctas)` (the main launch's arguments and grid) and,
 /// if it is split, rows `band * FIXUP_ROWS..` of it: each thread adds its 4 consecutive floats of
@@ -344,10 +343,12 @@ pub unsafe fn matmul_stream_k_128x128_vec4(
 /// main launch on the same stream.
 ///
 /// # Safety
-/// The schedule fits 32 bits ([`StreamKSchedule::fits_u32`]); `workspace` holds what [`matmul_stream_k_128x128_vec4`](fn@matmul_stream_k_128x128_vec4) with these arguments and `ctas`
+/// The schedule fits 32 bits ([`StreamKSchedule::fits_u32`]); `workspace` holds what
+/// `matmul_stream_k_128x128_vec4` ([`stream_k_gemm`](fn@stream_k_gemm)) with these arguments and `ctas`
 /// blocks wrote (16-byte aligned, `SLOTS_PER_CTA * ctas * BM * BN` floats); `c` holds `m * n`
 /// floats; `m, n, k >= 1`, `1 <= sk_tiles <= tiles`.
-#[kernel]
+// Barriers: none.
+#[kernel(block(FIXUP_BLOCK), barriers(0))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn matmul_stream_k_fixup(
     workspace: *const f32,

@@ -6,7 +6,7 @@
 //! on gpukern's `MatmulAlgorithm::Tf32`), a relative error of about 1e-3 where the f32 kernels of
 //! [`crate::matmul`] give 1e-6.
 //!
-//! One generic body, [`tf32_gemm`], instantiated per [`Tf32Tiling`] with 16-byte (`_vec4`) or
+//! One generic kernel, [`tf32_gemm`](fn@tf32_gemm), an instance per [`Tf32Tiling`] with 16-byte (`_vec4`) or
 //! 4-byte copies of the operands, and with the operands rounded to TF32 or (`_trunc`) handed to
 //! the tensor core as f32 bits, which it truncates: unit roundoff `2^-10` instead of `2^-11`,
 //! so a bound of about `2^-9 + k * 2^-23` instead of `2^-10 + k * 2^-23`, for 256 fewer
@@ -63,7 +63,7 @@ use crate::gpu::{mem, shared, thread};
 use crate::kernel;
 
 /// Tile shape of one TF32 kernel: the block tile `BM x BN x BK`, the warp tile, and the depth of
-/// the copy pipeline. [`tf32_gemm`] takes the same numbers as const generics (the warp tile in
+/// the copy pipeline. [`tf32_gemm`](fn@tf32_gemm) takes the same numbers as const generics (the warp tile in
 /// MMA tiles); this struct is what the host reads to launch it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tf32Tiling {
@@ -207,6 +207,119 @@ fn operand<const ROUND: bool>(x: f32) -> u32 {
 ///   `(ceil(n / BN), ceil(m / BM))`, `STAGES * stage_floats` floats of dynamic shared memory (as
 ///   [`Tf32Tiling::shared_bytes`]); an sm_80 or newer GPU.
 /// * With `VEC`: `k % 4 == 0`, `n % 4 == 0`, and `a`, `b`, `c` 16-byte aligned.
+///
+/// Instances (a [`Tf32Tiling`]'s numbers, `VEC`, `ROUND`), one PTX entry each:
+/// * `matmul_tf32_128x128` ([`TF32_128X128`], 4-byte copies, rounding): any `k`, `n` and
+///   alignment. There is no 16-byte-copy twin of this rounding kernel: the H200's ptxas spilled
+///   it (which versions: BENCHMARKS.md, "What was tried"); the truncating
+///   `matmul_tf32_128x128_vec4_trunc` has one. Per tile of 32 along `k` a block copies 32 KiB
+///   and does 1,048,576 flops; each warp issues 128 MMAs from 128 shared loads per thread.
+///   Launch: 128 threads, grid `(ceil(n/128), ceil(m/128))`, `TF32_128X128.shared_bytes()`
+///   (107,520) bytes of dynamic shared memory.
+/// * `matmul_tf32_128x128_k16` ([`TF32_128X128_K16`], 4-byte copies, rounding): the TF32 kernel
+///   for GPUs that cannot give a block the 105 KiB of `matmul_tf32_128x128` (99 KiB on compute
+///   capability 8.6, 8.9, 12.0). Per tile of 16 along `k` a block copies 16 KiB and does 524,288
+///   flops; each warp issues 64 MMAs from 64 shared loads per thread. Launch: 128 threads,
+///   `TF32_128X128_K16.shared_bytes()` (75,776) bytes of dynamic shared memory.
+/// * `matmul_tf32_128x256_vec4` ([`TF32_128X256`], 16-byte copies, rounding): for `k` and `n`
+///   multiples of 4 and 16-byte aligned matrices. Per tile of 32 along `k` a block copies 48 KiB
+///   and does 2,097,152 flops; each warp issues 128 MMAs from 128 shared loads per thread.
+///   Launch: 256 threads, grid `(ceil(n/256), ceil(m/128))`, `TF32_128X256.shared_bytes()`
+///   (208,896) bytes of dynamic shared memory. `matmul_tf32_128x256`: 4-byte copies, any `k`,
+///   `n` and alignment.
+/// * `matmul_tf32_128x128_vec4_trunc`, `matmul_tf32_128x128_trunc`,
+///   `matmul_tf32_128x256_vec4_trunc`, `matmul_tf32_128x256_trunc` (not `ROUND`): the rounding
+///   kernels of those tilings and copies without the rounding to TF32. The tensor core truncates
+///   the f32 operands (unit roundoff `2^-10` instead of `2^-11`), and each thread issues 32 fewer
+///   conversions (64 instructions) per step of 8 along `k`.
+// Barriers: one per tile in the main loop, after the wait for the tile's copies (the stages of
+// the cp.async pipeline make a second one unnecessary).
+#[kernel(
+    instances(
+        matmul_tf32_128x128 = (
+            TF32_128X128.block_rows,
+            TF32_128X128.block_cols,
+            TF32_128X128.block_k,
+            TF32_128X128.warp_rows / MMA_M,
+            TF32_128X128.warp_cols / MMA_N,
+            TF32_128X128.stages,
+            false,
+            true,
+        ),
+        matmul_tf32_128x128_k16 = (
+            TF32_128X128_K16.block_rows,
+            TF32_128X128_K16.block_cols,
+            TF32_128X128_K16.block_k,
+            TF32_128X128_K16.warp_rows / MMA_M,
+            TF32_128X128_K16.warp_cols / MMA_N,
+            TF32_128X128_K16.stages,
+            false,
+            true,
+        ),
+        matmul_tf32_128x256_vec4 = (
+            TF32_128X256.block_rows,
+            TF32_128X256.block_cols,
+            TF32_128X256.block_k,
+            TF32_128X256.warp_rows / MMA_M,
+            TF32_128X256.warp_cols / MMA_N,
+            TF32_128X256.stages,
+            true,
+            true,
+        ),
+        matmul_tf32_128x256 = (
+            TF32_128X256.block_rows,
+            TF32_128X256.block_cols,
+            TF32_128X256.block_k,
+            TF32_128X256.warp_rows / MMA_M,
+            TF32_128X256.warp_cols / MMA_N,
+            TF32_128X256.stages,
+            false,
+            true,
+        ),
+        matmul_tf32_128x128_vec4_trunc = (
+            TF32_128X128.block_rows,
+            TF32_128X128.block_cols,
+            TF32_128X128.block_k,
+            TF32_128X128.warp_rows / MMA_M,
+            TF32_128X128.warp_cols / MMA_N,
+            TF32_128X128.stages,
+            true,
+            false,
+        ),
+        matmul_tf32_128x128_trunc = (
+            TF32_128X128.block_rows,
+            TF32_128X128.block_cols,
+            TF32_128X128.block_k,
+            TF32_128X128.warp_rows / MMA_M,
+            TF32_128X128.warp_cols / MMA_N,
+            TF32_128X128.stages,
+            false,
+            false,
+        ),
+        matmul_tf32_128x256_vec4_trunc = (
+            TF32_128X256.block_rows,
+            TF32_128X256.block_cols,
+            TF32_128X256.block_k,
+            TF32_128X256.warp_rows / MMA_M,
+            TF32_128X256.warp_cols / MMA_N,
+            TF32_128X256.stages,
+            true,
+            false,
+        ),
+        matmul_tf32_128x256_trunc = (
+            TF32_128X256.block_rows,
+            TF32_128X256.block_cols,
+            TF32_128X256.block_k,
+            TF32_128X256.warp_rows / MMA_M,
+            TF32_128X256.warp_cols / MMA_N,
+            TF32_128X256.stages,
+            false,
+            false,
+        ),
+    ),
+    block((BM / (MMA_M * MI)) * (BN / (MMA_N * NJ)) * WARP),
+    barriers(1)
+)]
 #[inline(always)]
 // Index loops over the register arrays: each index is a constant once unrolled, which is what
 // keeps the arrays in registers.
@@ -442,94 +555,3 @@ pub unsafe fn tf32_gemm<
         });
     });
 }
-
-gemm_kernel!(
-    /// [`tf32_gemm`] with [`TF32_128X128`] and 4-byte copies: any `k`, `n` and alignment.
-    /// There is no 16-byte-copy twin of this rounding kernel: the H200's ptxas spilled it (which
-    /// versions: BENCHMARKS.md, "What was tried"); the truncating
-    /// [`matmul_tf32_128x128_vec4_trunc`](fn@matmul_tf32_128x128_vec4_trunc) has one.
-    ///
-    /// Per tile of 32 along `k` a block copies 32 KiB and does 1,048,576 flops; each warp
-    /// issues 128 MMAs from 128 shared loads per thread. Launch: 128 threads, grid
-    /// `(ceil(n/128), ceil(m/128))`, `TF32_128X128.shared_bytes()` (107,520) bytes of dynamic
-    /// shared memory.
-    ///
-    /// # Safety
-    /// As [`tf32_gemm`] with `VEC = false`.
-    matmul_tf32_128x128: tf32_gemm(TF32_128X128, vec = false, round = true)
-);
-
-gemm_kernel!(
-    /// [`tf32_gemm`] with [`TF32_128X128_K16`] and 4-byte copies: any `k`, `n` and alignment;
-    /// the TF32 kernel for GPUs that cannot give a block the 105 KiB of
-    /// [`matmul_tf32_128x128`](fn@matmul_tf32_128x128) (99 KiB on compute capability 8.6, 8.9, 12.0).
-    ///
-    /// Per tile of 16 along `k` a block copies 16 KiB and does 524,288 flops; each warp issues
-    /// 64 MMAs from 64 shared loads per thread. Launch: 128 threads, grid
-    /// `(ceil(n/128), ceil(m/128))`, `TF32_128X128_K16.shared_bytes()` (75,776) bytes of
-    /// dynamic shared memory.
-    ///
-    /// # Safety
-    /// As [`tf32_gemm`] with `VEC = false`.
-    matmul_tf32_128x128_k16: tf32_gemm(TF32_128X128_K16, vec = false, round = true)
-);
-
-gemm_kernel!(
-    /// [`tf32_gemm`] with [`TF32_128X256`] and 16-byte copies: for `k` and `n` multiples of 4
-    /// and 16-byte aligned matrices.
-    ///
-    /// Per tile of 32 along `k` a block copies 48 KiB and does 2,097,152 flops; each warp
-    /// issues 128 MMAs from 128 shared loads per thread. Launch: 256 threads, grid
-    /// `(ceil(n/256), ceil(m/128))`, `TF32_128X256.shared_bytes()` (208,896) bytes of dynamic
-    /// shared memory.
-    ///
-    /// # Safety
-    /// As [`tf32_gemm`] with `VEC = true`.
-    matmul_tf32_128x256_vec4: tf32_gemm(TF32_128X256, vec = true, round = true)
-);
-
-gemm_kernel!(
-    /// [`matmul_tf32_128x256_vec4`](fn@matmul_tf32_128x256_vec4) with 4-byte copies: any `k`, `n` and alignment.
-    ///
-    /// # Safety
-    /// As [`tf32_gemm`] with `VEC = false`.
-    matmul_tf32_128x256: tf32_gemm(TF32_128X256, vec = false, round = true)
-);
-
-gemm_kernel!(
-    /// [`matmul_tf32_128x128`](fn@matmul_tf32_128x128) with 16-byte copies and without the rounding to TF32: for `k`
-    /// and `n` multiples of 4 and 16-byte aligned matrices. The tensor core truncates the
-    /// f32 operands (unit roundoff `2^-10` instead of `2^-11`), and each thread issues 32 fewer
-    /// conversions (64 instructions) per step of 8 along `k`.
-    ///
-    /// # Safety
-    /// As [`tf32_gemm`] with `VEC = true`.
-    matmul_tf32_128x128_vec4_trunc: tf32_gemm(TF32_128X128, vec = true, round = false)
-);
-
-gemm_kernel!(
-    /// [`matmul_tf32_128x128`](fn@matmul_tf32_128x128) without the rounding to TF32 (see
-    /// [`matmul_tf32_128x128_vec4_trunc`](fn@matmul_tf32_128x128_vec4_trunc)): any `k`, `n` and alignment.
-    ///
-    /// # Safety
-    /// As [`tf32_gemm`] with `VEC = false`.
-    matmul_tf32_128x128_trunc: tf32_gemm(TF32_128X128, vec = false, round = false)
-);
-
-gemm_kernel!(
-    /// [`matmul_tf32_128x256_vec4`](fn@matmul_tf32_128x256_vec4) without the rounding to TF32 (see
-    /// [`matmul_tf32_128x128_vec4_trunc`](fn@matmul_tf32_128x128_vec4_trunc)).
-    ///
-    /// # Safety
-    /// As [`tf32_gemm`] with `VEC = true`.
-    matmul_tf32_128x256_vec4_trunc: tf32_gemm(TF32_128X256, vec = true, round = false)
-);
-
-gemm_kernel!(
-    /// [`matmul_tf32_128x256`](fn@matmul_tf32_128x256) without the rounding to TF32 (see
-    /// [`matmul_tf32_128x128_vec4_trunc`](fn@matmul_tf32_128x128_vec4_trunc)): any `k`, `n` and alignment.
-    ///
-    /// # Safety
-    /// As [`tf32_gemm`] with `VEC = false`.
-    matmul_tf32_128x256_trunc: tf32_gemm(TF32_128X256, vec = false, round = false)
-);

@@ -26,7 +26,8 @@ pub const TILED_SHARED_BYTES: u32 = (2 * TILE * TILE * core::mem::size_of::<f32>
 ///
 /// # Safety
 /// As [`matmul_naive`](fn@super::matmul_naive), plus the launch shape above.
-#[kernel]
+// Barriers: two per step along `k`, after the tiles are stored and after they are used.
+#[kernel(block(TILE * TILE), barriers(2))]
 pub unsafe fn matmul_tiled(a: *const f32, b: *const f32, c: *mut f32, m: usize, n: usize, k: usize) {
     let tx = thread::thread_idx_x() as usize;
     let ty = thread::thread_idx_y() as usize;

@@ -111,6 +111,37 @@ pub const MAP_WORDS: usize = 16;
 ///   `n % 8 == 0`, `a` and `b` 16-byte aligned, `c` aligned to a pair of `O`; `m, n >= 1`.
 /// * The launch: 128 threads, a grid of `(ceil(n / BN), ceil(m / BM))`,
 ///   [`WgmmaTiling::shared_bytes`] of dynamic shared memory; a compute capability 9.0 GPU.
+///
+/// Instances ([`WGMMA_128X128`]'s numbers), one PTX entry each (in the sm_90a module):
+/// * `matmul_wgmma_bf16_128x128` (a bf16 result): `C = A * B` for bf16 `A` (`m x k`) and `B`
+///   (`k x n`), `k` and `n` multiples of 8. Per tile of 64 along `k` a block moves 32 KiB by TMA
+///   and does 2,097,152 flops. Launch: 128 threads, grid `(ceil(n/128), ceil(m/128))`,
+///   `WGMMA_128X128.shared_bytes()` bytes of dynamic shared memory, a compute capability 9.0
+///   GPU. Minimum traffic: `2 (m k + k n + m n)` bytes.
+/// * `matmul_wgmma_bf16_f32out_128x128` (an f32 result, the accumulators unrounded). Minimum
+///   traffic: `2 (m k + k n) + 4 m n` bytes.
+// Barriers: two, one after the barriers' initialisation, one per tile (everyone is done with the
+// stage before thread 0 refills it).
+#[kernel(
+    instances(
+        matmul_wgmma_bf16_128x128 = (
+            bf16,
+            WGMMA_128X128.block_rows,
+            WGMMA_128X128.block_cols,
+            WGMMA_128X128.block_k,
+            WGMMA_128X128.stages,
+        ),
+        matmul_wgmma_bf16_f32out_128x128 = (
+            f32,
+            WGMMA_128X128.block_rows,
+            WGMMA_128X128.block_cols,
+            WGMMA_128X128.block_k,
+            WGMMA_128X128.stages,
+        ),
+    ),
+    block(WGMMA_128X128.threads()),
+    barriers(2)
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn wgmma_gemm<
@@ -264,42 +295,3 @@ pub unsafe fn wgmma_gemm<
         });
     });
 }
-
-/// Declares one `wgmma` entry point.
-macro_rules! wgmma_kernel {
-    ($(#[$doc:meta])* $name:ident: $out:ty) => {
-        $(#[$doc])*
-        #[kernel]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe fn $name(maps: *const u64, a: *const bf16, b: *const bf16, c: *mut $out, m: usize, n: usize, k: usize, lda: usize, ldb: usize) {
-            const T: WgmmaTiling = WGMMA_128X128;
-            // SAFETY: forwarded contract.
-            unsafe {
-                wgmma_gemm::<$out, { T.block_rows }, { T.block_cols }, { T.block_k }, { T.stages }>(
-                    maps, a, b, c, m, n, k, lda, ldb,
-                )
-            }
-        }
-    };
-}
-
-wgmma_kernel!(
-    /// [`wgmma_gemm`] with a bf16 result: `C = A * B` for bf16 `A` (`m x k`) and `B` (`k x n`),
-    /// `k` and `n` multiples of 8. Per tile of 64 along `k` a block moves 32 KiB by TMA and does
-    /// 2,097,152 flops. Launch: 128 threads, grid `(ceil(n/128), ceil(m/128))`,
-    /// `WGMMA_128X128.shared_bytes()` bytes of dynamic shared memory, a compute capability 9.0
-    /// GPU. Minimum traffic: `2 (m k + k n + m n)` bytes.
-    ///
-    /// # Safety
-    /// As [`wgmma_gemm`].
-    matmul_wgmma_bf16_128x128: bf16
-);
-
-wgmma_kernel!(
-    /// [`matmul_wgmma_bf16_128x128`](fn@matmul_wgmma_bf16_128x128) with an f32 result (the
-    /// accumulators unrounded). Minimum traffic: `2 (m k + k n) + 4 m n` bytes.
-    ///
-    /// # Safety
-    /// As [`wgmma_gemm`].
-    matmul_wgmma_bf16_f32out_128x128: f32
-);

@@ -9,7 +9,7 @@
 //! Compiled into the `sm_90a` PTX only (and the simulator).
 //!
 //! # Tile shapes as parameters
-//! [`ws_gemm`] takes its tile as a type ([`WsShape`]: a [`WsTiling`] and the consumers'
+//! [`ws_gemm`](fn@ws_gemm) takes its tile as a type ([`WsShape`]: a [`WsTiling`] and the consumers'
 //! accumulator array), so one body serves every shape: [`WS_128X256`] (two consumers of
 //! `64 x 256`, `wgmma.m64n256k16`), [`WS_128X128`] (two of `64 x 128`, `m64n128k16`, six stages)
 //! and [`WS_64X128`] (two consumers side by side along `n`, each `64 x 64`, `m64n64k16`, eight
@@ -169,7 +169,7 @@ const _: () = assert!(
         && WS_64X128.shared_bytes() == 197_760
 );
 
-/// A tile shape of [`ws_gemm`]: the tiling, and the accumulator array of one consumer (its
+/// A tile shape of [`ws_gemm`](fn@ws_gemm): the tiling, and the accumulator array of one consumer (its
 /// `wgmma` width).
 pub trait WsShape {
     /// The tiling.
@@ -301,6 +301,54 @@ half_operand!(f16: mma_f16, mma_f16_async);
 /// * The launch: [`WsTiling::threads`] threads of `S::TILING`, a grid of `(G, 1)` blocks with
 ///   `1 <= G <= tiles`, [`WsTiling::shared_bytes`] of dynamic shared memory; a compute
 ///   capability 9.0 GPU.
+///
+/// Instances (`I`, `O`, `S`), one PTX entry each (in the sm_90a module), launch bounds `(384, 1)`:
+/// * on [`WS_128X256`] ([`Ws128x256`]): `matmul_ws_bf16_128x256` (bf16 operands and result: per
+///   step of 64 along `k` a tile moves 48 KiB by TMA and does 4,194,304 flops; launch: 384
+///   threads, a persistent grid of at most the tile count, `WS_128X256.shared_bytes()` of
+///   dynamic shared memory; minimum traffic `2 (m k + k n + m n)` bytes),
+///   `matmul_ws_bf16_f32out_128x256` (an f32 result, the accumulators unrounded: minimum traffic
+///   `2 (m k + k n) + 4 m n` bytes), `matmul_ws_f16_128x256` (f16's range: sums past 65504 become
+///   infinite), `matmul_ws_f16_f32out_128x256`;
+/// * `matmul_ws_tf32_128x256` (f32 operands multiplied as TF32 and an f32 result, `b` = `B^T`,
+///   `n x k` row-major: TF32 `wgmma` reads both operands K-major; `k` a multiple of 4, 16-byte
+///   rows for the copy engine): per step of 32 along `k` a tile moves 48 KiB by TMA (a box of
+///   `A`, 128 x 32, and one of `B^T`, 256 x 32) and does four `wgmma.m64n256k8` per consumer:
+///   2,097,152 flops (43 flops per byte); minimum traffic `4 (m k + n k + m n)` bytes;
+/// * on [`WS_128X128`] ([`Ws128x128`]): `matmul_ws_bf16_128x128`, `matmul_ws_bf16_f32out_128x128`,
+///   `matmul_ws_f16_128x128`, `matmul_ws_f16_f32out_128x128` (per step of 64 along `k` a tile
+///   moves `WS_128X128.stage_bytes()` by TMA and does 2,097,152 flops), and
+///   `matmul_ws_tf32_128x128` (boxes of `A`, 128 x 32, and of `B^T`, 128 x 32: 32 KiB per step
+///   of 32, four `wgmma.m64n128k8` per consumer, 1,048,576 flops);
+/// * on [`WS_64X128`] ([`Ws64x128`], two consumers of 64 x 64 side by side):
+///   `matmul_ws_bf16_64x128`, `matmul_ws_bf16_f32out_64x128`, `matmul_ws_f16_64x128`,
+///   `matmul_ws_f16_f32out_64x128` (1,048,576 flops per step of 64), and `matmul_ws_tf32_64x128`
+///   (boxes of 64 x 32 and 128 x 32: 24 KiB per step of 32, four `wgmma.m64n64k8` per consumer,
+///   524,288 flops).
+// Launch bounds: the block of every tiling's `threads()` (checked below and in the body) and one
+// block per multiprocessor: ptxas then knows the register budget at entry, which `setmaxnreg`
+// needs. Barriers: one, after the barriers' initialisation; the ring runs on mbarriers only.
+#[kernel(
+    launch_bounds(384, 1),
+    instances(
+        matmul_ws_bf16_128x256 = (bf16, bf16, Ws128x256),
+        matmul_ws_bf16_f32out_128x256 = (bf16, f32, Ws128x256),
+        matmul_ws_f16_128x256 = (f16, f16, Ws128x256),
+        matmul_ws_f16_f32out_128x256 = (f16, f32, Ws128x256),
+        matmul_ws_tf32_128x256 = (f32, f32, Ws128x256),
+        matmul_ws_bf16_128x128 = (bf16, bf16, Ws128x128),
+        matmul_ws_bf16_f32out_128x128 = (bf16, f32, Ws128x128),
+        matmul_ws_f16_128x128 = (f16, f16, Ws128x128),
+        matmul_ws_f16_f32out_128x128 = (f16, f32, Ws128x128),
+        matmul_ws_tf32_128x128 = (f32, f32, Ws128x128),
+        matmul_ws_bf16_64x128 = (bf16, bf16, Ws64x128),
+        matmul_ws_bf16_f32out_64x128 = (bf16, f32, Ws64x128),
+        matmul_ws_f16_64x128 = (f16, f16, Ws64x128),
+        matmul_ws_f16_f32out_64x128 = (f16, f32, Ws64x128),
+        matmul_ws_tf32_64x128 = (f32, f32, Ws64x128),
+    ),
+    barriers(1)
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, S: WsShape>(
@@ -516,66 +564,9 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, S: WsShape>(
     }
 }
 
-/// Declares one warp-specialised entry point.
-// The launch bounds are the block of every tiling's `threads()` (checked below and in
-// `ws_gemm`) and one block per multiprocessor: ptxas then knows the register budget at entry,
-// which `setmaxnreg` needs.
+// The launch bounds of `ws_gemm` are the block of every tiling's `threads()`.
 const _: () =
     assert!(WS_128X256.threads() == 384 && WS_128X128.threads() == 384 && WS_64X128.threads() == 384);
-
-macro_rules! ws_kernel {
-    ($(#[$doc:meta])* $name:ident: $in:ty => $out:ty) => {
-        ws_kernel!($(#[$doc])* $name: $in => $out, Ws128x256);
-    };
-    ($(#[$doc:meta])* $name:ident: $in:ty => $out:ty, $shape:ty) => {
-        $(#[$doc])*
-        #[kernel(launch_bounds(384, 1))]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe fn $name(maps: *const u64, a: *const $in, b: *const $in, c: *mut $out, m: usize, n: usize, k: usize, lda: usize, ldb: usize) {
-            // SAFETY: forwarded contract.
-            unsafe { ws_gemm::<$in, $out, $shape>(maps, a, b, c, m, n, k, lda, ldb) }
-        }
-    };
-}
-
-ws_kernel!(
-    /// [`ws_gemm`] for bf16 operands and a bf16 result: `C = A * B`, `A` `m x k`, `B` `k x n`.
-    /// Per step of 64 along `k` a tile moves 48 KiB by TMA and does 4,194,304 flops. Launch: 384
-    /// threads, a persistent grid of at most the tile count, `WS_128X256.shared_bytes()` of
-    /// dynamic shared memory, a compute capability 9.0 GPU. Minimum traffic:
-    /// `2 (m k + k n + m n)` bytes.
-    ///
-    /// # Safety
-    /// As [`ws_gemm`].
-    matmul_ws_bf16_128x256: bf16 => bf16
-);
-
-ws_kernel!(
-    /// [`matmul_ws_bf16_128x256`](fn@matmul_ws_bf16_128x256) with an f32 result (the accumulators
-    /// unrounded). Minimum traffic: `2 (m k + k n) + 4 m n` bytes.
-    ///
-    /// # Safety
-    /// As [`ws_gemm`].
-    matmul_ws_bf16_f32out_128x256: bf16 => f32
-);
-
-ws_kernel!(
-    /// [`ws_gemm`] for f16 operands and an f16 result (f16's range: sums past 65504 become
-    /// infinite). Minimum traffic: `2 (m k + k n + m n)` bytes.
-    ///
-    /// # Safety
-    /// As [`ws_gemm`].
-    matmul_ws_f16_128x256: f16 => f16
-);
-
-ws_kernel!(
-    /// [`matmul_ws_f16_128x256`](fn@matmul_ws_f16_128x256) with an f32 result. Minimum traffic:
-    /// `2 (m k + k n) + 4 m n` bytes.
-    ///
-    /// # Safety
-    /// As [`ws_gemm`].
-    matmul_ws_f16_f32out_128x256: f16 => f32
-);
 
 /// f32 operands of the warp-specialised kernels, multiplied as TF32 (`wgmma...tf32.tf32`): 4
 /// bytes each, so `BK = 32` (one 128-byte row), and `B` read K-major from `B^T` (TF32 `wgmma`
@@ -591,82 +582,3 @@ impl WgmmaOperand for f32 {
         unsafe { acc.mma_tf32(a, b, accumulate) }
     }
 }
-
-ws_kernel!(
-    /// [`ws_gemm`] for f32 operands multiplied as TF32 and an f32 result: `C = A * B` with `a` =
-    /// `A` (`m x k`) and `b` = `B^T` (`n x k`, row-major: TF32 `wgmma` reads both operands
-    /// K-major), `k` a multiple of 4 (16-byte rows for the copy engine). Per step of 32 along `k`
-    /// a tile moves 48 KiB by TMA (a box of `A`, 128 x 32, and one of `B^T`, 256 x 32) and does
-    /// four `wgmma.m64n256k8` per consumer: 2,097,152 flops (43 flops per byte). Launch: 384
-    /// threads, a persistent grid of at most the tile count, `WS_128X256.shared_bytes()` of
-    /// dynamic shared memory, a compute capability 9.0 GPU. Minimum traffic:
-    /// `4 (m k + n k + m n)` bytes.
-    ///
-    /// # Safety
-    /// As [`ws_gemm`] (`b` is `B^T`, its map `n x k` with boxes of 256 x 32).
-    matmul_ws_tf32_128x256: f32 => f32
-);
-
-ws_kernel!(
-    /// [`matmul_ws_tf32_128x256`](fn@matmul_ws_tf32_128x256) on 128 x 128 tiles ([`WS_128X128`]):
-    /// per step of 32 along `k` a tile moves 32 KiB (boxes of `A`, 128 x 32, and of `B^T`,
-    /// 128 x 32) and does four `wgmma.m64n128k8` per consumer: 1,048,576 flops. Minimum
-    /// traffic: `4 (m k + n k + m n)` bytes.
-    ///
-    /// # Safety
-    /// As [`ws_gemm`] (`b` is `B^T`, its map `n x k` with boxes of 128 x 32).
-    matmul_ws_tf32_128x128: f32 => f32, Ws128x128
-);
-
-ws_kernel!(
-    /// [`matmul_ws_tf32_128x256`](fn@matmul_ws_tf32_128x256) on 64 x 128 tiles ([`WS_64X128`],
-    /// two consumers of 64 x 64 side by side): per step of 32 along `k` a tile moves 24 KiB
-    /// (boxes of `A`, 64 x 32, and of `B^T`, 128 x 32) and does four `wgmma.m64n64k8` per
-    /// consumer: 524,288 flops. Minimum traffic: `4 (m k + n k + m n)` bytes.
-    ///
-    /// # Safety
-    /// As [`ws_gemm`] (`b` is `B^T`, its map `n x k` with boxes of 128 x 32).
-    matmul_ws_tf32_64x128: f32 => f32, Ws64x128
-);
-
-/// The four entry points (bf16 and f16 operands, each into its own type and into f32) of one
-/// smaller tile shape `$shape` ([`WsShape`]) of [`ws_gemm`].
-macro_rules! ws_family {
-    ($shape:ident, $tiling:ident, $tile:literal, $flops:literal:
-     $bf16:ident, $bf16_f32:ident, $f16:ident, $f16_f32:ident) => {
-        ws_kernel!(
-            #[doc = concat!("[`ws_gemm`] on ", $tile, " tiles ([`", stringify!($tiling), "`], [`", stringify!($shape), "`]) for bf16 operands and a bf16 result: `C = A * B`, `A` `m x k`, `B` `k x n`.")]
-            #[doc = concat!("Per step of 64 along `k` a tile moves `", stringify!($tiling), ".stage_bytes()` by TMA and does ", $flops, " flops. Launch: 384 threads, a persistent grid of at most the tile count, `", stringify!($tiling), ".shared_bytes()` of dynamic shared memory, a compute capability 9.0 GPU. Minimum traffic: `2 (m k + k n + m n)` bytes.")]
-            ///
-            /// # Safety
-            /// As [`ws_gemm`].
-            $bf16: bf16 => bf16, $shape
-        );
-        ws_kernel!(
-            #[doc = concat!("[`", stringify!($bf16), "`](fn@", stringify!($bf16), ") with an f32 result (the accumulators unrounded). Minimum traffic: `2 (m k + k n) + 4 m n` bytes.")]
-            ///
-            /// # Safety
-            /// As [`ws_gemm`].
-            $bf16_f32: bf16 => f32, $shape
-        );
-        ws_kernel!(
-            #[doc = concat!("[`", stringify!($bf16), "`](fn@", stringify!($bf16), ") for f16 operands and an f16 result (f16's range: sums past 65504 become infinite). Minimum traffic: `2 (m k + k n + m n)` bytes.")]
-            ///
-            /// # Safety
-            /// As [`ws_gemm`].
-            $f16: f16 => f16, $shape
-        );
-        ws_kernel!(
-            #[doc = concat!("[`", stringify!($f16), "`](fn@", stringify!($f16), ") with an f32 result. Minimum traffic: `2 (m k + k n) + 4 m n` bytes.")]
-            ///
-            /// # Safety
-            /// As [`ws_gemm`].
-            $f16_f32: f16 => f32, $shape
-        );
-    };
-}
-
-ws_family!(Ws128x128, WS_128X128, "128 x 128", "2,097,152":
-    matmul_ws_bf16_128x128, matmul_ws_bf16_f32out_128x128, matmul_ws_f16_128x128, matmul_ws_f16_f32out_128x128);
-ws_family!(Ws64x128, WS_64X128, "64 x 128", "1,048,576":
-    matmul_ws_bf16_64x128, matmul_ws_bf16_f32out_64x128, matmul_ws_f16_64x128, matmul_ws_f16_f32out_64x128);

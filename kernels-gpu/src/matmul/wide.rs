@@ -1,6 +1,6 @@
 //! Rung 4, the wide kernel: a 128 x 256 block tile, 8 x 16 per thread, fed by a `cp.async`
-//! pipeline of [`WIDE_STAGES`] shared-memory stages ([`wide_gemm`]), with the split of `k` and
-//! the edges of [`super::fast_gemm`].
+//! pipeline of [`WIDE_STAGES`] shared-memory stages ([`wide_gemm`](fn@wide_gemm)), with the split of `k` and
+//! the edges of [`super::fast_gemm`](fn@super::fast_gemm).
 
 use super::register_tiled::{FastTiling, Pipeline};
 use super::WARP;
@@ -10,7 +10,7 @@ use crate::kernel;
 
 /// The wide tiling, for products with at least one 128 x 256 block per multiprocessor (4096^3
 /// and up): 128 rows x 256 columns per block, 8 x 16 per thread, 256 threads, `BK = 8`,
-/// [`WIDE_STAGES`] stages filled by `cp.async` ([`wide_gemm`]).
+/// [`WIDE_STAGES`] stages filled by `cp.async` ([`wide_gemm`](fn@wide_gemm)).
 ///
 /// * 8 x 16 per thread: per step along `k` a thread reads 8 + 16 operands and does 128 FMAs.
 ///   The 16 `B` operands are four 16-byte shared loads per step; the 8 `A` operands come as
@@ -30,16 +30,16 @@ pub const FAST_WIDE: FastTiling = FastTiling {
     pipeline: Pipeline::AsyncCopy,
 };
 
-/// Shared-memory stages of [`wide_gemm`]: tiles `t + 1` and `t + 2` load while tile `t` is
+/// Shared-memory stages of [`wide_gemm`](fn@wide_gemm): tiles `t + 1` and `t + 2` load while tile `t` is
 /// multiplied.
 pub const WIDE_STAGES: usize = 3;
 
-/// Floats per row of the `A` tile of [`wide_gemm`] (`BK` floats and 4 of padding): 48 bytes, so
+/// Floats per row of the `A` tile of [`wide_gemm`](fn@wide_gemm) (`BK` floats and 4 of padding): 48 bytes, so
 /// the 8 rows that a warp's lanes read at one `k` start in 8 different 4-bank groups
 /// (12 * r mod 32 = 0, 12, 24, 4, 16, 28, 8, 20): one shared-memory wavefront per load.
 pub const WIDE_A_STRIDE: usize = FAST_WIDE.block_k + 4;
 
-/// Floats of one stage of [`wide_gemm`]: the `A` tile (`BM` rows of [`WIDE_A_STRIDE`]), then
+/// Floats of one stage of [`wide_gemm`](fn@wide_gemm): the `A` tile (`BM` rows of [`WIDE_A_STRIDE`]), then
 /// the `B` tile (`BK` rows of `BN`).
 const WIDE_STAGE_FLOATS: usize = FAST_WIDE.stage_floats();
 
@@ -47,17 +47,17 @@ const WIDE_STAGE_FLOATS: usize = FAST_WIDE.stage_floats();
 /// 48 KiB a launch may ask for without opting in).
 pub const WIDE_SHARED_BYTES: u32 = FAST_WIDE.shared_bytes();
 
-/// Steps of `k` per shared load of `A` in [`wide_gemm`] (1, 2 or 4): a 4-, 8- or 16-byte load
+/// Steps of `k` per shared load of `A` in [`wide_gemm`](fn@wide_gemm) (1, 2 or 4): a 4-, 8- or 16-byte load
 /// of one row holds that many steps, and stays in registers over them.
 const WIDE_A_CHUNK: usize = 2;
 
-/// Rows of `C` between a thread's consecutive rows in [`wide_gemm`]: a warp's 8 row-lanes take
+/// Rows of `C` between a thread's consecutive rows in [`wide_gemm`](fn@wide_gemm): a warp's 8 row-lanes take
 /// 8 consecutive rows (see [`WIDE_A_STRIDE`]), and each lane's 8 rows lie 8 apart.
 const WIDE_ROW_STEP: usize = 8;
 
 /// The body of the wide kernels (`matmul_fast_128x256`, `_vec4`): block `(bx, by)` computes the
 /// 128 x 256 tile of `C` at rows `by*128..`, columns `(bx % tiles_n)*256..`, over the slice of
-/// `k` that `bx / tiles_n` names (as [`fast_gemm`](super::fast_gemm), including the partial products of a split).
+/// `k` that `bx / tiles_n` names (as [`fast_gemm`](fn@super::fast_gemm), including the partial products of a split).
 ///
 /// What one thread does: warp `w` (of 8) owns a 64 x 64 sub-tile (`w / 4` picks the rows, `w % 4`
 /// the columns); lane `l` owns 8 rows `l % 8 + 8 i` and 16 columns in four 16-byte quads
@@ -81,6 +81,21 @@ const WIDE_ROW_STEP: usize = 8;
 /// * The launch: 256 threads, grid `(ceil(n / 256) * slices, ceil(m / 128))`,
 ///   [`WIDE_SHARED_BYTES`] of dynamic shared memory.
 /// * With `VEC`: `k % 4 == 0`, `n % 4 == 0`, and `a`, `b`, `c` 16-byte aligned.
+///
+/// Instances, one PTX entry each:
+/// * `matmul_fast_128x256_vec4` (`VEC`, 16-byte copies and stores): for `k` and `n` multiples
+///   of 4 and 16-byte aligned matrices. Per tile of 8 along `k` a block copies 12 KiB (128 rows
+///   of `A`, 256 columns of `B`) and does 524,288 flops; each thread does 1,024 FMAs from 48
+///   shared-memory vector loads between barriers. Launch: 256 threads, grid
+///   `(ceil(n/256) * slices, ceil(m/128))`, [`WIDE_SHARED_BYTES`] (43,008) bytes of dynamic
+///   shared memory.
+/// * `matmul_fast_128x256` (4-byte copies and scalar stores): any `k`, `n` and alignment.
+// Barriers: one per tile in the main loop (the `cp.async` stages are refilled after it).
+#[kernel(
+    instances(matmul_fast_128x256_vec4 = true, matmul_fast_128x256 = false),
+    block(FAST_WIDE.threads()),
+    barriers(1)
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::needless_range_loop)]
@@ -275,26 +290,3 @@ pub unsafe fn wide_gemm<const VEC: bool>(
         }
     });
 }
-
-gemm_kernel!(
-    /// [`wide_gemm`] with 16-byte copies and stores: for `k` and `n` multiples of 4 and 16-byte
-    /// aligned matrices.
-    ///
-    /// Per tile of 8 along `k` a block copies 12 KiB (128 rows of `A`, 256 columns of `B`) and
-    /// does 524,288 flops; each thread does 1,024 FMAs from 48 shared-memory vector loads between
-    /// barriers. Launch: 256 threads, grid `(ceil(n/256) * slices, ceil(m/128))`,
-    /// [`WIDE_SHARED_BYTES`] (43,008) bytes of dynamic shared memory.
-    ///
-    /// # Safety
-    /// As [`wide_gemm`] with `VEC = true`.
-    matmul_fast_128x256_vec4: wide_gemm(vec = true)
-);
-
-gemm_kernel!(
-    /// [`matmul_fast_128x256_vec4`](fn@matmul_fast_128x256_vec4) with 4-byte copies and scalar stores: any `k`, `n` and
-    /// alignment.
-    ///
-    /// # Safety
-    /// As [`wide_gemm`] with `VEC = false`.
-    matmul_fast_128x256: wide_gemm(vec = false)
-);

@@ -13,21 +13,29 @@ pub const BLOCK: u32 = 256;
 /// Dynamic shared memory of the tutorial kernels: one float per thread for the reductions.
 pub const SHARED_BYTES: u32 = BLOCK * core::mem::size_of::<f32>() as u32;
 
-/// RMSNorm of one row per block, two passes over the row in memory: the body of
-/// [`rms_norm_block_reduce_f32`](fn@rms_norm_block_reduce_f32) and
-/// [`rms_norm_block_reduce_bf16`](fn@rms_norm_block_reduce_bf16).
+/// RMSNorm of one row per block, two passes over the row in memory.
 ///
 /// Block `r` handles row `r`; thread `tid` handles entries `tid, tid + blockDim.x, ...`. Pass 1:
 /// each thread sums the squares of its entries and the block reduces them (`block::reduce_sum`)
 /// to `ms`; pass 2: each thread writes `x * (1 / sqrt(ms / cols + eps)) * w`.
 ///
-/// Global memory: `x` read twice, `y` written once, `w` read once per block.
+/// Instances: `rms_norm_block_reduce_f32` (f32) and `rms_norm_block_reduce_bf16` (bf16, f32
+/// statistics).
+///
+/// Global memory: `x` read twice, `y` written once, `w` read once per block: minimum traffic 8
+/// bytes per element in f32 (read `x`, write `y`), 4 in bf16; this rung moves 12 (6 in bf16).
 ///
 /// # Safety
 /// `x` and `y` point to `rows * cols` elements of device memory and do not overlap, `w` to
 /// `cols`; `rows` blocks of [`BLOCK`] threads, [`SHARED_BYTES`] of dynamic shared memory.
+// Barriers: three, those of one `block::reduce_sum`.
+#[kernel(
+    instances(rms_norm_block_reduce_f32 = f32, rms_norm_block_reduce_bf16 = bf16),
+    block(BLOCK),
+    barriers(3)
+)]
 #[inline(always)]
-unsafe fn rms_norm_block<E: NormElem>(
+pub unsafe fn rms_norm_block_reduce<E: NormElem>(
     x: *const E,
     w: *const E,
     y: *mut E,
@@ -67,24 +75,32 @@ unsafe fn rms_norm_block<E: NormElem>(
     }
 }
 
-/// LayerNorm of one row per block, three passes over the row in memory: the body of
-/// [`layer_norm_block_reduce_f32`](fn@layer_norm_block_reduce_f32) and
-/// [`layer_norm_block_reduce_bf16`](fn@layer_norm_block_reduce_bf16).
+/// LayerNorm of one row per block, three passes over the row in memory.
 ///
 /// Block `r` handles row `r`; thread `tid` handles entries `tid, tid + blockDim.x, ...`. Pass 1:
 /// each thread sums `x - x[r][0]` over its entries and the block reduces them to the mean `mu`
 /// (the shift keeps the terms small, see the [family's doc](super)); pass 2: the same for
 /// `(x - mu)^2`, the variance; pass 3: each thread writes `(x - mu) * rstd * w + b`.
 ///
-/// Global memory: `x` read three times, `y` written once, `w` and `b` read once per block.
+/// Instances: `layer_norm_block_reduce_f32` (f32) and `layer_norm_block_reduce_bf16` (bf16, f32
+/// statistics).
+///
+/// Global memory: `x` read three times, `y` written once, `w` and `b` read once per block:
+/// minimum traffic 8 bytes per element in f32, 4 in bf16; this rung moves 16 (8 in bf16).
 ///
 /// # Safety
 /// `x` and `y` point to `rows * cols` elements of device memory and do not overlap, `w` and `b`
 /// to `cols`; `cols >= 1`; `rows` blocks of [`BLOCK`] threads, [`SHARED_BYTES`] of dynamic
 /// shared memory.
+// Barriers: six, those of two `block::reduce_sum` (the mean, then the variance).
+#[kernel(
+    instances(layer_norm_block_reduce_f32 = f32, layer_norm_block_reduce_bf16 = bf16),
+    block(BLOCK),
+    barriers(6)
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn layer_norm_block<E: NormElem>(
+pub unsafe fn layer_norm_block_reduce<E: NormElem>(
     x: *const E,
     w: *const E,
     b: *const E,
@@ -135,39 +151,3 @@ unsafe fn layer_norm_block<E: NormElem>(
         j += stride;
     }
 }
-
-rms_kernel!(
-    /// `rms_norm_block` on f32: minimum traffic 8 bytes per element (read `x`, write `y`); this
-    /// rung moves 12 (`x` read twice).
-    ///
-    /// # Safety
-    /// As `rms_norm_block`.
-    rms_norm_block_reduce_f32(f32) = rms_norm_block::<f32>
-);
-
-rms_kernel!(
-    /// `rms_norm_block` on bf16 (f32 statistics): minimum traffic 4 bytes per element; this
-    /// rung moves 6.
-    ///
-    /// # Safety
-    /// As `rms_norm_block`.
-    rms_norm_block_reduce_bf16(bf16) = rms_norm_block::<bf16>
-);
-
-layer_kernel!(
-    /// `layer_norm_block` on f32: minimum traffic 8 bytes per element; this rung moves 16 (`x`
-    /// read three times).
-    ///
-    /// # Safety
-    /// As `layer_norm_block`.
-    layer_norm_block_reduce_f32(f32) = layer_norm_block::<f32>
-);
-
-layer_kernel!(
-    /// `layer_norm_block` on bf16 (f32 statistics): minimum traffic 4 bytes per element; this
-    /// rung moves 8.
-    ///
-    /// # Safety
-    /// As `layer_norm_block`.
-    layer_norm_block_reduce_bf16(bf16) = layer_norm_block::<bf16>
-);

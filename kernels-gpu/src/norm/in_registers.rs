@@ -1,12 +1,12 @@
 //! The fast norms: one block per row, the row held in registers as 16-byte vectors, so that
-//! each entry is read once and written once ([`rms_norm_rows_f32`](fn@rms_norm_rows_f32),
-//! [`rms_norm_rows_bf16`](fn@rms_norm_rows_bf16), [`layer_norm_rows_f32`](fn@layer_norm_rows_f32),
-//! [`layer_norm_rows_bf16`](fn@layer_norm_rows_bf16)).
+//! each entry is read once and written once ([`rms_norm_rows`](fn@rms_norm_rows),
+//! [`layer_norm_rows`](fn@layer_norm_rows), each generic over the element type, the vectors per
+//! thread and the cache hints, one PTX entry per instance).
 
 use super::overflow::{overflowed, rescue, BlockRow};
 use super::{
     block_sum, block_sum2, load_words, load_x_evict, rcp_fast, rewiden_words, rsqrt_fast, scratch, store_y,
-    widen_words, NormElem,
+    widen_words, NormElem, ROW_BLOCK_MAX,
 };
 use crate::gpu::vector::{self, Evict};
 use crate::gpu::{bf16, math, thread, warp};
@@ -15,7 +15,7 @@ use crate::kernel;
 /// Dynamic shared memory of the in-register kernels: two areas of one float per warp of the
 /// largest block, one per `block_sum` (f32 LayerNorm sums twice, and a separate area spares the
 /// barrier that reusing one would need; bf16 LayerNorm's one `block_sum2` takes both).
-pub const ROWS_SHARED_BYTES: u32 = 2 * super::ROW_BLOCK_MAX / warp::SIZE * core::mem::size_of::<f32>() as u32;
+pub const ROWS_SHARED_BYTES: u32 = 2 * ROW_BLOCK_MAX / warp::SIZE * core::mem::size_of::<f32>() as u32;
 
 /// `norm_rows`'s cache hints: none.
 const PLAIN: u8 = 0;
@@ -290,12 +290,50 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: 
     }
 }
 
-/// RMSNorm through `norm_rows` (no bias: `w` stands in for it, never read).
+/// RMSNorm of one row per block, the row in registers: `norm_rows` with `LAYER = false` (no
+/// bias: `w` stands in for it, never read). What one thread does, the traffic and the launch are
+/// `norm_rows`'s: `V` vectors of [`NormElem::LANES`] elements per thread (16, 32 or 64 elements),
+/// loaded once and written once (minimum traffic, moved: 8 bytes per element in f32, 4 in bf16).
+///
+/// Instances (`E`, `V`, hints), one PTX entry each:
+/// * `rms_norm_rows_f32` (f32, 8), `rms_norm_rows_bf16` (bf16, 4): 32 elements per thread, rows
+///   of up to 32768 columns (1024 threads), a multiple of the vector width;
+/// * `rms_norm_rows16_f32` (f32, 4), `rms_norm_rows16_bf16` (bf16, 2): 16 elements per thread,
+///   rows of up to 16384 columns; fewer registers, so more blocks share a multiprocessor;
+/// * `rms_norm_rows64_f32` (f32, 16: 256 bytes in flight per thread), `rms_norm_rows64_bf16`
+///   (bf16, 8): 64 elements per thread (the host takes them to 32768 columns; a 16384-column f32
+///   row is a block of 256 threads);
+/// * `rms_norm_rows16_cs_*`, `rms_norm_rows_cs_*` (`STREAM`): the 16- and 32-element kernels with
+///   the streaming cache hint on the loads of `x` and the stores of `y`; tuning candidates;
+/// * `rms_norm_rows16_el_f32` (`LAST`): `evict_last` (L1 and L2) on the loads of `x` and the
+///   weight, as torch.compile's kernels load them: the default for rows of 4096 to 16384
+///   columns (the host's `DEFAULT_EVICT_LAST_COLS`); `rms_norm_rows16_el_bf16`: a tuning
+///   candidate.
 ///
 /// # Safety
 /// As `norm_rows`.
+// Block: sized to the row, up to 1024 threads; 64 held elements per thread (about 90 to 110
+// registers) take at most 512 (rows of up to 32768 columns). Barriers: one, the `block_sum`.
+#[kernel(
+    instances(
+        rms_norm_rows_f32 = (f32, 8, PLAIN),
+        rms_norm_rows_bf16 = (bf16, 4, PLAIN),
+        rms_norm_rows16_f32 = (f32, 4, PLAIN),
+        rms_norm_rows16_bf16 = (bf16, 2, PLAIN),
+        rms_norm_rows64_f32 = (f32, 16, PLAIN),
+        rms_norm_rows64_bf16 = (bf16, 8, PLAIN),
+        rms_norm_rows16_cs_f32 = (f32, 4, STREAM),
+        rms_norm_rows16_cs_bf16 = (bf16, 2, STREAM),
+        rms_norm_rows_cs_f32 = (f32, 8, STREAM),
+        rms_norm_rows_cs_bf16 = (bf16, 4, STREAM),
+        rms_norm_rows16_el_f32 = (f32, 4, LAST),
+        rms_norm_rows16_el_bf16 = (bf16, 2, LAST),
+    ),
+    block(if V * E::LANES > 32 { 512 } else { ROW_BLOCK_MAX }),
+    barriers(1)
+)]
 #[inline(always)]
-unsafe fn rms_rows<E: NormElem, const V: usize, const HINT: u8>(
+pub unsafe fn rms_norm_rows<E: NormElem, const V: usize, const HINT: u8>(
     x: *const E,
     w: *const E,
     y: *mut E,
@@ -307,13 +345,45 @@ unsafe fn rms_rows<E: NormElem, const V: usize, const HINT: u8>(
     unsafe { norm_rows::<E, V, false, HINT>(x, w, w, y, rows, cols, eps) }
 }
 
-/// LayerNorm through `norm_rows`.
+/// LayerNorm of one row per block, the row in registers: `norm_rows` with `LAYER = true`. What
+/// one thread does, the traffic and the launch are `norm_rows`'s (minimum traffic, moved: 8 bytes
+/// per element in f32, 4 in bf16; the weight and bias once per block from L2).
+///
+/// Instances (`E`, `V`, hints), one PTX entry each, as [`rms_norm_rows`](fn@rms_norm_rows)'s:
+/// * `layer_norm_rows_f32` (f32, 8), `layer_norm_rows_bf16` (bf16, 4): 32 elements per thread;
+/// * `layer_norm_rows16_f32` (f32, 4), `layer_norm_rows16_bf16` (bf16, 2): 16 elements;
+/// * `layer_norm_rows64_f32` (f32, 16), `layer_norm_rows64_bf16` (bf16, 8): 64 elements;
+/// * `layer_norm_rows16_cs_*`, `layer_norm_rows_cs_*` (`STREAM`): tuning candidates;
+/// * `layer_norm_rows16_el_f32` (`LAST`, on the loads of `x`, the weight and the bias): the
+///   default for rows of 4096 columns (the host's `DEFAULT_EVICT_LAST_COLS`);
+///   `layer_norm_rows16_el_bf16`: a tuning candidate.
 ///
 /// # Safety
 /// As `norm_rows`.
+// Block: as `rms_norm_rows`. (LayerNorm centres the held f32 row in place, so it keeps one copy
+// of it: 62 registers on sm_90, down from 79 when `x - shift` was kept beside `x`.) Barriers: one
+// per `block_sum`, two in f32; a bf16 row takes its two sums in one `block_sum2`, one barrier.
+#[kernel(
+    instances(
+        layer_norm_rows_f32 = (f32, 8, PLAIN),
+        layer_norm_rows_bf16 = (bf16, 4, PLAIN),
+        layer_norm_rows16_f32 = (f32, 4, PLAIN),
+        layer_norm_rows16_bf16 = (bf16, 2, PLAIN),
+        layer_norm_rows64_f32 = (f32, 16, PLAIN),
+        layer_norm_rows64_bf16 = (bf16, 8, PLAIN),
+        layer_norm_rows16_cs_f32 = (f32, 4, STREAM),
+        layer_norm_rows16_cs_bf16 = (bf16, 2, STREAM),
+        layer_norm_rows_cs_f32 = (f32, 8, STREAM),
+        layer_norm_rows_cs_bf16 = (bf16, 4, STREAM),
+        layer_norm_rows16_el_f32 = (f32, 4, LAST),
+        layer_norm_rows16_el_bf16 = (bf16, 2, LAST),
+    ),
+    block(if V * E::LANES > 32 { 512 } else { ROW_BLOCK_MAX }),
+    barriers(if E::LANES == 8 { 1 } else { 2 })
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn layer_rows<E: NormElem, const V: usize, const HINT: u8>(
+pub unsafe fn layer_norm_rows<E: NormElem, const V: usize, const HINT: u8>(
     x: *const E,
     w: *const E,
     b: *const E,
@@ -325,231 +395,3 @@ unsafe fn layer_rows<E: NormElem, const V: usize, const HINT: u8>(
     // SAFETY: forwarded contract.
     unsafe { norm_rows::<E, V, true, HINT>(x, w, b, y, rows, cols, eps) }
 }
-
-rms_kernel!(
-    /// `norm_rows` as RMSNorm on f32, 8 vectors of 4 per thread: rows of up to 32768
-    /// columns (1024 threads), a multiple of 4. Minimum traffic, moved: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    rms_norm_rows_f32(f32) = rms_rows::<f32, 8, PLAIN>
-);
-
-rms_kernel!(
-    /// `norm_rows` as RMSNorm on bf16 (f32 statistics), 4 vectors of 8 per thread: rows of up
-    /// to 32768 columns, a multiple of 8. Minimum traffic, moved: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    rms_norm_rows_bf16(bf16) = rms_rows::<bf16, 4, PLAIN>
-);
-
-layer_kernel!(
-    /// `norm_rows` as LayerNorm on f32, 8 vectors of 4 per thread: rows of up to 32768
-    /// columns, a multiple of 4. Minimum traffic, moved: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    layer_norm_rows_f32(f32) = layer_rows::<f32, 8, PLAIN>
-);
-
-layer_kernel!(
-    /// `norm_rows` as LayerNorm on bf16 (f32 statistics), 4 vectors of 8 per thread: rows of
-    /// up to 32768 columns, a multiple of 8. Minimum traffic, moved: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    layer_norm_rows_bf16(bf16) = layer_rows::<bf16, 4, PLAIN>
-);
-
-rms_kernel!(
-    /// `norm_rows` as RMSNorm on f32, 4 vectors of 4 (16 floats) per thread: rows of up to
-    /// 16384 columns, a multiple of 4; fewer registers than the 32-float kernel, so more blocks
-    /// share a multiprocessor. Minimum traffic, moved: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    rms_norm_rows16_f32(f32) = rms_rows::<f32, 4, PLAIN>
-);
-
-rms_kernel!(
-    /// `norm_rows` as RMSNorm on bf16, 2 vectors of 8 (16 elements) per thread: rows of up to
-    /// 16384 columns, a multiple of 8. Minimum traffic, moved: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    rms_norm_rows16_bf16(bf16) = rms_rows::<bf16, 2, PLAIN>
-);
-
-layer_kernel!(
-    /// `norm_rows` as LayerNorm on f32, 4 vectors of 4 (16 floats) per thread: rows of up to
-    /// 16384 columns, a multiple of 4. Minimum traffic, moved: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    layer_norm_rows16_f32(f32) = layer_rows::<f32, 4, PLAIN>
-);
-
-layer_kernel!(
-    /// `norm_rows` as LayerNorm on bf16, 2 vectors of 8 (16 elements) per thread: rows of up
-    /// to 16384 columns, a multiple of 8. Minimum traffic, moved: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    layer_norm_rows16_bf16(bf16) = layer_rows::<bf16, 2, PLAIN>
-);
-
-rms_kernel!(
-    /// `norm_rows` as RMSNorm on f32, 16 vectors of 4 (64 floats, 256 bytes in flight) per
-    /// thread: rows of up to 65536 columns (the host takes it to 32768), a multiple of 4; a
-    /// 16384-column row is a block of 256 threads. Minimum traffic, moved: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    rms_norm_rows64_f32(f32) = rms_rows::<f32, 16, PLAIN>
-);
-
-rms_kernel!(
-    /// `norm_rows` as RMSNorm on bf16, 8 vectors of 8 (64 elements) per thread: a multiple of
-    /// 8 columns. Minimum traffic, moved: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    rms_norm_rows64_bf16(bf16) = rms_rows::<bf16, 8, PLAIN>
-);
-
-layer_kernel!(
-    /// `norm_rows` as LayerNorm on f32, 16 vectors of 4 (64 floats) per thread: a multiple of
-    /// 4 columns. Minimum traffic, moved: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    layer_norm_rows64_f32(f32) = layer_rows::<f32, 16, PLAIN>
-);
-
-layer_kernel!(
-    /// `norm_rows` as LayerNorm on bf16, 8 vectors of 8 (64 elements) per thread: a multiple
-    /// of 8 columns. Minimum traffic, moved: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    layer_norm_rows64_bf16(bf16) = layer_rows::<bf16, 8, PLAIN>
-);
-
-rms_kernel!(
-    /// [`rms_norm_rows16_f32`](fn@rms_norm_rows16_f32) with the streaming cache hint on the loads of `x` and the stores
-    /// of `y` (`norm_rows` with `STREAM`): RMSNorm on f32, 4 vectors of 4 per thread. A
-    /// tuning candidate. Minimum traffic, moved: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    rms_norm_rows16_cs_f32(f32) = rms_rows::<f32, 4, STREAM>
-);
-
-rms_kernel!(
-    /// [`rms_norm_rows16_bf16`](fn@rms_norm_rows16_bf16) with the streaming cache hint on the loads of `x` and the stores
-    /// of `y` (`norm_rows` with `STREAM`): RMSNorm on bf16, 2 vectors of 8 per thread. A
-    /// tuning candidate. Minimum traffic, moved: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    rms_norm_rows16_cs_bf16(bf16) = rms_rows::<bf16, 2, STREAM>
-);
-
-layer_kernel!(
-    /// [`layer_norm_rows16_f32`](fn@layer_norm_rows16_f32) with the streaming cache hint on the loads of `x` and the stores
-    /// of `y` (`norm_rows` with `STREAM`): LayerNorm on f32, 4 vectors of 4 per thread. A
-    /// tuning candidate. Minimum traffic, moved: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    layer_norm_rows16_cs_f32(f32) = layer_rows::<f32, 4, STREAM>
-);
-
-layer_kernel!(
-    /// [`layer_norm_rows16_bf16`](fn@layer_norm_rows16_bf16) with the streaming cache hint on the loads of `x` and the stores
-    /// of `y` (`norm_rows` with `STREAM`): LayerNorm on bf16, 2 vectors of 8 per thread. A
-    /// tuning candidate. Minimum traffic, moved: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    layer_norm_rows16_cs_bf16(bf16) = layer_rows::<bf16, 2, STREAM>
-);
-
-rms_kernel!(
-    /// [`rms_norm_rows_f32`](fn@rms_norm_rows_f32) with the streaming cache hint on the loads of `x` and the stores
-    /// of `y` (`norm_rows` with `STREAM`): RMSNorm on f32, 8 vectors of 4 per thread. A
-    /// tuning candidate. Minimum traffic, moved: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    rms_norm_rows_cs_f32(f32) = rms_rows::<f32, 8, STREAM>
-);
-
-rms_kernel!(
-    /// [`rms_norm_rows_bf16`](fn@rms_norm_rows_bf16) with the streaming cache hint on the loads of `x` and the stores
-    /// of `y` (`norm_rows` with `STREAM`): RMSNorm on bf16, 4 vectors of 8 per thread. A
-    /// tuning candidate. Minimum traffic, moved: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    rms_norm_rows_cs_bf16(bf16) = rms_rows::<bf16, 4, STREAM>
-);
-
-layer_kernel!(
-    /// [`layer_norm_rows_f32`](fn@layer_norm_rows_f32) with the streaming cache hint on the loads of `x` and the stores
-    /// of `y` (`norm_rows` with `STREAM`): LayerNorm on f32, 8 vectors of 4 per thread. A
-    /// tuning candidate. Minimum traffic, moved: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    layer_norm_rows_cs_f32(f32) = layer_rows::<f32, 8, STREAM>
-);
-
-layer_kernel!(
-    /// [`layer_norm_rows_bf16`](fn@layer_norm_rows_bf16) with the streaming cache hint on the loads of `x` and the stores
-    /// of `y` (`norm_rows` with `STREAM`): LayerNorm on bf16, 4 vectors of 8 per thread. A
-    /// tuning candidate. Minimum traffic, moved: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    layer_norm_rows_cs_bf16(bf16) = layer_rows::<bf16, 4, STREAM>
-);
-
-rms_kernel!(
-    /// [`rms_norm_rows16_f32`](fn@rms_norm_rows16_f32) with `evict_last` (L1 and L2) on the
-    /// loads of `x` and the weight, as torch.compile's kernels load them: the default for rows of
-    /// 4096 to 16384 columns (the host's `DEFAULT_EVICT_LAST_COLS`).
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    rms_norm_rows16_el_f32(f32) = rms_rows::<f32, 4, LAST>
-);
-
-rms_kernel!(
-    /// [`rms_norm_rows16_bf16`](fn@rms_norm_rows16_bf16) with `evict_last` on the loads of `x`
-    /// and the weight. A tuning candidate.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    rms_norm_rows16_el_bf16(bf16) = rms_rows::<bf16, 2, LAST>
-);
-
-layer_kernel!(
-    /// [`layer_norm_rows16_f32`](fn@layer_norm_rows16_f32) with `evict_last` on the loads of
-    /// `x`, the weight and the bias: the default for rows of 4096 columns (the host's
-    /// `DEFAULT_EVICT_LAST_COLS`).
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    layer_norm_rows16_el_f32(f32) = layer_rows::<f32, 4, LAST>
-);
-
-layer_kernel!(
-    /// [`layer_norm_rows16_bf16`](fn@layer_norm_rows16_bf16) with `evict_last` on the loads of
-    /// `x`, the weight and the bias. A tuning candidate.
-    ///
-    /// # Safety
-    /// As `norm_rows`.
-    layer_norm_rows16_el_bf16(bf16) = layer_rows::<bf16, 2, LAST>
-);

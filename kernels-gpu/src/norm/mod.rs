@@ -44,6 +44,11 @@
 //!   the common path one comparison).
 //!
 //! # The ladder, one file per rung
+//! Each rung has one body for both norms (`LAYER` a const parameter, RMSNorm passing its weight
+//! again for the bias it never reads) and two generic kernels with the norms' parameter lists,
+//! `rms_norm_<rung>` and `layer_norm_<rung>`, generic over the element type and the rung's knobs;
+//! their named instances are the entry points (`rms_norm_rows16_f32`, ...).
+//!
 //! * [`block_reduce`]: the tutorial, one block of [`BLOCK`] threads per row, tree reductions in
 //!   shared memory ([`block::reduce_sum`](crate::gpu::block::reduce_sum)); the row read from
 //!   memory once per pass (RMSNorm twice, LayerNorm three times) and written once. Any shape.
@@ -76,41 +81,6 @@ use crate::gpu::convert::{bf16_to_f32, f32_to_bf16, pack_bf16x2};
 use crate::gpu::vector::{self, Evict};
 use crate::gpu::{bf16, mem, shared, thread, warp};
 
-/// A `#[kernel]` RMSNorm entry `name(x, w, y, rows, cols, eps)` on elements `$t`, forwarding
-/// to the body given.
-macro_rules! rms_kernel {
-    ($(#[$doc:meta])* $name:ident($t:ident) = $($body:tt)+) => {
-        $(#[$doc])*
-        #[kernel]
-        pub unsafe fn $name(x: *const $t, w: *const $t, y: *mut $t, rows: usize, cols: usize, eps: f32) {
-            // SAFETY: forwarded contract.
-            unsafe { $($body)+(x, w, y, rows, cols, eps) }
-        }
-    };
-}
-
-/// A `#[kernel]` LayerNorm entry `name(x, w, b, y, rows, cols, eps)` on elements `$t`,
-/// forwarding to the generic body `$body`.
-macro_rules! layer_kernel {
-    ($(#[$doc:meta])* $name:ident($t:ident) = $($body:tt)+) => {
-        $(#[$doc])*
-        #[kernel]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe fn $name(
-            x: *const $t,
-            w: *const $t,
-            b: *const $t,
-            y: *mut $t,
-            rows: usize,
-            cols: usize,
-            eps: f32,
-        ) {
-            // SAFETY: forwarded contract.
-            unsafe { $($body)+(x, w, b, y, rows, cols, eps) }
-        }
-    };
-}
-
 /// [`unroll_8!`] up to 16: `body` once for each `k < n` (`n <= 16` a constant), each `k` a
 /// constant, so that register arrays indexed by `k` stay in registers.
 macro_rules! unroll_16 {
@@ -133,35 +103,13 @@ pub mod ring;
 pub mod two_pass;
 pub mod warp_rows;
 
-pub use block_reduce::{
-    layer_norm_block_reduce_bf16, layer_norm_block_reduce_f32, rms_norm_block_reduce_bf16,
-    rms_norm_block_reduce_f32, BLOCK, SHARED_BYTES,
-};
-pub use in_registers::{
-    layer_norm_rows16_bf16, layer_norm_rows16_cs_bf16, layer_norm_rows16_cs_f32, layer_norm_rows16_el_bf16,
-    layer_norm_rows16_el_f32, layer_norm_rows16_f32, layer_norm_rows64_bf16, layer_norm_rows64_f32,
-    layer_norm_rows_bf16, layer_norm_rows_cs_bf16, layer_norm_rows_cs_f32, layer_norm_rows_f32,
-    rms_norm_rows16_bf16, rms_norm_rows16_cs_bf16, rms_norm_rows16_cs_f32, rms_norm_rows16_el_bf16,
-    rms_norm_rows16_el_f32, rms_norm_rows16_f32, rms_norm_rows64_bf16, rms_norm_rows64_f32,
-    rms_norm_rows_bf16, rms_norm_rows_cs_bf16, rms_norm_rows_cs_f32, rms_norm_rows_f32, ROWS_SHARED_BYTES,
-};
+// Every rung's items (its kernels' launcher modules among them) at the family's level.
+pub use block_reduce::*;
+pub use in_registers::*;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
-pub use ring::{
-    layer_norm_ring_bf16, layer_norm_ring_f32, ring_shared_bytes, ring_vectors, rms_norm_ring_bf16,
-    rms_norm_ring_f32, RING_HEADER_BYTES, RING_MAX_COLS, RING_SLOTS,
-};
-pub use two_pass::{
-    layer_norm_loop2_bf16, layer_norm_loop2_f32, layer_norm_loop_bf16, layer_norm_loop_f32,
-    layer_norm_loop_plain_bf16, layer_norm_loop_plain_f32, layer_norm_two_pass_bf16, layer_norm_two_pass_f32,
-    rms_norm_loop2_bf16, rms_norm_loop2_f32, rms_norm_loop_bf16, rms_norm_loop_f32, rms_norm_loop_plain_bf16,
-    rms_norm_loop_plain_f32, rms_norm_two_pass_bf16, rms_norm_two_pass_f32, TWO_PASS_CHUNK, TWO_PASS_VECTORS,
-};
-pub use warp_rows::{
-    layer_norm_warp_bf16, layer_norm_warp_f32, layer_norm_warp_keep_bf16, layer_norm_warp_keep_f32,
-    layer_norm_warp_pipe_bf16, layer_norm_warp_pipe_f32, rms_norm_warp_bf16, rms_norm_warp_f32,
-    rms_norm_warp_keep_bf16, rms_norm_warp_keep_f32, rms_norm_warp_pipe_bf16, rms_norm_warp_pipe_f32,
-    WARP_BLOCK, WARP_ROWS,
-};
+pub use ring::*;
+pub use two_pass::*;
+pub use warp_rows::*;
 
 /// Most threads a block-per-row kernel takes (the CUDA limit).
 pub const ROW_BLOCK_MAX: u32 = 1024;

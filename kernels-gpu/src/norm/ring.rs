@@ -1,8 +1,8 @@
 //! The bulk-copy ring (sm_90a module only): a persistent grid whose blocks stream their rows
 //! through a ring of [`RING_SLOTS`] shared-memory slots, each row copied in by the copy engine
 //! (`cp.async.bulk`, [`crate::gpu::bulk`]) while the block works on an earlier one
-//! ([`rms_norm_ring_f32`](fn@rms_norm_ring_f32), [`layer_norm_ring_f32`](fn@layer_norm_ring_f32)
-//! and their bf16 twins).
+//! ([`rms_norm_ring`](fn@rms_norm_ring), [`layer_norm_ring`](fn@layer_norm_ring), each with an
+//! f32 and a bf16 instance).
 //!
 //! Why: a block-per-row kernel that holds its row in registers ([`super::in_registers`]) has
 //! loads in flight only until its row has arrived; while it reduces and writes, its
@@ -316,13 +316,24 @@ unsafe fn ring_tail<E: NormElem, const LAYER: bool>(
     }
 }
 
-/// RMSNorm through `norm_ring` with `V` vectors per thread (no bias: `w` stands in
-/// for it, never read).
+/// RMSNorm of rows streamed through the ring: `norm_ring` with `LAYER = false` (no bias: `w`
+/// stands in for it, never read), `V` vectors per thread; what one thread does, the traffic and
+/// the launch are its. Rows of up to 16384 columns in blocks of up to 1024 threads (launch bounds:
+/// 64 registers a thread). Minimum traffic, moved: 8 bytes per element in f32, 4 in bf16.
+///
+/// Instances: `rms_norm_ring_f32` (f32, 4 vectors of 4: a multiple of 4 columns) and
+/// `rms_norm_ring_bf16` (bf16 with f32 statistics, 2 vectors of 8: a multiple of 8).
 ///
 /// # Safety
 /// As `norm_ring`.
+// Barriers: two, the one after the slots' set-up and the row's `block_sum`.
+#[kernel(
+    launch_bounds(1024, 1),
+    instances(rms_norm_ring_f32 = (f32, 4), rms_norm_ring_bf16 = (bf16, 2)),
+    barriers(2)
+)]
 #[inline(always)]
-unsafe fn rms_ring<E: NormElem, const V: usize>(
+pub unsafe fn rms_norm_ring<E: NormElem, const V: usize>(
     x: *const E,
     w: *const E,
     y: *mut E,
@@ -334,13 +345,25 @@ unsafe fn rms_ring<E: NormElem, const V: usize>(
     unsafe { norm_ring::<E, V, false>(x, w, w, y, rows, cols, eps) }
 }
 
-/// LayerNorm through `norm_ring`.
+/// LayerNorm of rows streamed through the ring: `norm_ring` with `LAYER = true`, `V` vectors per
+/// thread; what one thread does, the traffic and the launch are its. Rows of up to 16384 columns
+/// in blocks of up to 1024 threads. Minimum traffic, moved: 8 bytes per element in f32, 4 in
+/// bf16.
+///
+/// Instances: `layer_norm_ring_f32` (f32, 4 vectors of 4: a multiple of 4 columns) and
+/// `layer_norm_ring_bf16` (bf16 with f32 statistics, 2 vectors of 8: a multiple of 8).
 ///
 /// # Safety
 /// As `norm_ring`.
+// Barriers: three, the one after the slots' set-up and the row's two block sums.
+#[kernel(
+    launch_bounds(1024, 1),
+    instances(layer_norm_ring_f32 = (f32, 4), layer_norm_ring_bf16 = (bf16, 2)),
+    barriers(3)
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn layer_ring<E: NormElem, const V: usize>(
+pub unsafe fn layer_norm_ring<E: NormElem, const V: usize>(
     x: *const E,
     w: *const E,
     b: *const E,
@@ -351,81 +374,4 @@ unsafe fn layer_ring<E: NormElem, const V: usize>(
 ) {
     // SAFETY: forwarded contract.
     unsafe { norm_ring::<E, V, true>(x, w, b, y, rows, cols, eps) }
-}
-
-/// `norm_ring` as RMSNorm on f32, 4 vectors of 4 per thread: rows of up to 16384 columns (a
-/// multiple of 4) in blocks of up to 1024 threads (launch bounds: 64 registers a thread).
-/// Minimum traffic, moved: 8 bytes per element.
-///
-/// # Safety
-/// As `norm_ring`.
-#[kernel(launch_bounds(1024, 1))]
-pub unsafe fn rms_norm_ring_f32(
-    x: *const f32,
-    w: *const f32,
-    y: *mut f32,
-    rows: usize,
-    cols: usize,
-    eps: f32,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { rms_ring::<f32, 4>(x, w, y, rows, cols, eps) }
-}
-
-/// `norm_ring` as RMSNorm on bf16 (f32 statistics), 2 vectors of 8 per thread: rows of up to
-/// 16384 columns (a multiple of 8). Minimum traffic, moved: 4 bytes per element.
-///
-/// # Safety
-/// As `norm_ring`.
-#[kernel(launch_bounds(1024, 1))]
-pub unsafe fn rms_norm_ring_bf16(
-    x: *const bf16,
-    w: *const bf16,
-    y: *mut bf16,
-    rows: usize,
-    cols: usize,
-    eps: f32,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { rms_ring::<bf16, 2>(x, w, y, rows, cols, eps) }
-}
-
-/// `norm_ring` as LayerNorm on f32, 4 vectors of 4 per thread: rows of up to 16384 columns (a
-/// multiple of 4). Minimum traffic, moved: 8 bytes per element.
-///
-/// # Safety
-/// As `norm_ring`.
-#[kernel(launch_bounds(1024, 1))]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn layer_norm_ring_f32(
-    x: *const f32,
-    w: *const f32,
-    b: *const f32,
-    y: *mut f32,
-    rows: usize,
-    cols: usize,
-    eps: f32,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { layer_ring::<f32, 4>(x, w, b, y, rows, cols, eps) }
-}
-
-/// `norm_ring` as LayerNorm on bf16 (f32 statistics), 2 vectors of 8 per thread: rows of up to
-/// 16384 columns (a multiple of 8). Minimum traffic, moved: 4 bytes per element.
-///
-/// # Safety
-/// As `norm_ring`.
-#[kernel(launch_bounds(1024, 1))]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn layer_norm_ring_bf16(
-    x: *const bf16,
-    w: *const bf16,
-    b: *const bf16,
-    y: *mut bf16,
-    rows: usize,
-    cols: usize,
-    eps: f32,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { layer_ring::<bf16, 2>(x, w, b, y, rows, cols, eps) }
 }

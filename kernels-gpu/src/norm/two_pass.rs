@@ -1,19 +1,21 @@
 //! The L2 re-read norms: one block per row, the row not held but read once for the statistics
 //! and again for the output, the second read meant to hit L2 (the formulation torch.compile's
-//! kernel takes for long rows): [`rms_norm_two_pass_f32`](fn@rms_norm_two_pass_f32),
-//! [`rms_norm_two_pass_bf16`](fn@rms_norm_two_pass_bf16),
-//! [`layer_norm_two_pass_f32`](fn@layer_norm_two_pass_f32),
-//! [`layer_norm_two_pass_bf16`](fn@layer_norm_two_pass_bf16). Few registers per thread, so
-//! more threads per multiprocessor than the in-register kernels at the same row length.
+//! kernel takes for long rows): [`rms_norm_two_pass`](fn@rms_norm_two_pass) and
+//! [`layer_norm_two_pass`](fn@layer_norm_two_pass) (`*_norm_two_pass_f32`, `*_bf16`). Few
+//! registers per thread, so more threads per multiprocessor than the in-register kernels at the
+//! same row length.
 //!
-//! The looped kernels (`*_norm_loop_*`, `*_norm_loop2_*`, `*_norm_loop_plain_*`: `norm_loop`)
+//! The looped kernels ([`rms_norm_loop`](fn@rms_norm_loop), [`layer_norm_loop`](fn@layer_norm_loop):
+//! `*_norm_loop_*`, `*_norm_loop2_*`, `*_norm_loop_plain_*`, through `norm_loop`)
 //! are the same formulation as torch.compile's generated reduction (`triton_red_*`): a thread
 //! takes one (or two) vectors per step of each pass, so that it needs few registers and the
 //! multiprocessor holds many threads; the first pass's loads ask L2 to keep the row
 //! (`evict_last`), the last pass's to drop it first (`evict_first`).
 
 use super::overflow::{overflowed, rescue, BlockRow};
-use super::{block_sum, load_x, load_x_evict, rcp_fast, rsqrt_fast, scratch, store_y, NormElem};
+use super::{
+    block_sum, load_x, load_x_evict, rcp_fast, rsqrt_fast, scratch, store_y, NormElem, ROW_BLOCK_MAX,
+};
 use crate::gpu::vector::Evict;
 use crate::gpu::{bf16, math, thread};
 use crate::kernel;
@@ -177,23 +179,53 @@ unsafe fn norm_two_pass<E: NormElem, const LAYER: bool>(
     }
 }
 
-/// Forwards to `norm_two_pass` as RMSNorm (`w` stands in for the bias, never read).
+/// RMSNorm of one row per block, the row read twice (the second time meant to hit L2):
+/// `norm_two_pass` with `LAYER = false` (`w` stands in for the bias, never read); what one thread
+/// does, the traffic and the launch are its. Minimum traffic, moved when the re-read hits L2: 8
+/// bytes per element in f32, 4 in bf16.
+///
+/// Instances: `rms_norm_two_pass_f32` (a multiple of 4 columns) and `rms_norm_two_pass_bf16`
+/// (f32 statistics, a multiple of 8 columns); tuning candidates.
 ///
 /// # Safety
 /// As `norm_two_pass`.
+// Block: sized to the row, up to 1024 threads. Barriers: one, the `block_sum`.
+#[kernel(
+    instances(rms_norm_two_pass_f32 = f32, rms_norm_two_pass_bf16 = bf16),
+    block(ROW_BLOCK_MAX),
+    barriers(1)
+)]
 #[inline(always)]
-unsafe fn rms_two<E: NormElem>(x: *const E, w: *const E, y: *mut E, rows: usize, cols: usize, eps: f32) {
+pub unsafe fn rms_norm_two_pass<E: NormElem>(
+    x: *const E,
+    w: *const E,
+    y: *mut E,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) {
     // SAFETY: forwarded contract.
     unsafe { norm_two_pass::<E, false>(x, w, w, y, rows, cols, eps) }
 }
 
-/// Forwards to `norm_two_pass` as LayerNorm.
+/// LayerNorm of one row per block, the row read three times (twice meant to hit L2):
+/// `norm_two_pass` with `LAYER = true`; what one thread does, the traffic and the launch are its.
+/// Minimum traffic, moved when the re-reads hit L2: 8 bytes per element in f32, 4 in bf16.
+///
+/// Instances: `layer_norm_two_pass_f32` (a multiple of 4 columns) and `layer_norm_two_pass_bf16`
+/// (a multiple of 8); tuning candidates.
 ///
 /// # Safety
 /// As `norm_two_pass`.
+// Block: sized to the row, up to 1024 threads. Barriers: two, one per `block_sum`.
+#[kernel(
+    instances(layer_norm_two_pass_f32 = f32, layer_norm_two_pass_bf16 = bf16),
+    block(ROW_BLOCK_MAX),
+    barriers(2)
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn layer_two<E: NormElem>(
+pub unsafe fn layer_norm_two_pass<E: NormElem>(
     x: *const E,
     w: *const E,
     b: *const E,
@@ -205,45 +237,6 @@ unsafe fn layer_two<E: NormElem>(
     // SAFETY: forwarded contract.
     unsafe { norm_two_pass::<E, true>(x, w, b, y, rows, cols, eps) }
 }
-
-rms_kernel!(
-    /// `norm_two_pass` as RMSNorm on f32: any row length that is a multiple of 4, the row read
-    /// twice (the second time meant to hit L2). A tuning candidate. Minimum traffic, moved when
-    /// the re-read hits L2: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_two_pass`.
-    rms_norm_two_pass_f32(f32) = rms_two::<f32>
-);
-
-rms_kernel!(
-    /// `norm_two_pass` as RMSNorm on bf16 (f32 statistics): a multiple of 8 columns, the row
-    /// read twice. A tuning candidate. Minimum traffic, moved when the re-read hits L2: 4 bytes
-    /// per element.
-    ///
-    /// # Safety
-    /// As `norm_two_pass`.
-    rms_norm_two_pass_bf16(bf16) = rms_two::<bf16>
-);
-
-layer_kernel!(
-    /// `norm_two_pass` as LayerNorm on f32: a multiple of 4 columns, the row read three times
-    /// (twice meant to hit L2). A tuning candidate. Minimum traffic, moved when the re-reads
-    /// hit L2: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_two_pass`.
-    layer_norm_two_pass_f32(f32) = layer_two::<f32>
-);
-
-layer_kernel!(
-    /// `norm_two_pass` as LayerNorm on bf16: a multiple of 8 columns, the row read three times.
-    /// A tuning candidate. Minimum traffic, moved when the re-reads hit L2: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_two_pass`.
-    layer_norm_two_pass_bf16(bf16) = layer_two::<bf16>
-);
 
 /// RMSNorm (`LAYER = false`) or LayerNorm (`LAYER = true`) of one row per block, looped: the body
 /// of the `*_norm_loop*_*` kernels, torch.compile's formulation (one vector per thread per step,
@@ -407,12 +400,36 @@ unsafe fn norm_loop<E: NormElem, const LAYER: bool, const V: usize, const HINTS:
     }
 }
 
-/// `norm_loop` as RMSNorm (`w` stands in for the bias, never read).
+/// RMSNorm of one row per block, looped (torch.compile's formulation): `norm_loop` with `LAYER =
+/// false` (`w` stands in for the bias, never read), `V` vectors per thread per step, eviction
+/// hints with `HINTS`; what one thread does, the traffic and the launch are its. The row read
+/// twice (the second time meant to hit L2); minimum traffic: 8 bytes per element in f32, 4 in
+/// bf16.
+///
+/// Instances (`E`, `V`, `HINTS`), one PTX entry each:
+/// * `rms_norm_loop_f32`, `rms_norm_loop_bf16` (1 vector, hints): tuning candidates;
+/// * `rms_norm_loop2_f32`, `rms_norm_loop2_bf16` (2 vectors, 32 bytes in flight, hints): the
+///   default for rows of 1024 to 4096 columns (`DEFAULT_LOOP_COLS` on the host);
+/// * `rms_norm_loop_plain_f32`, `rms_norm_loop_plain_bf16` (1 vector, plain loads: what the
+///   hints buy): tuning candidates.
 ///
 /// # Safety
 /// As `norm_loop`.
+// Block: sized to the row, up to 1024 threads. Barriers: one, the `block_sum`.
+#[kernel(
+    instances(
+        rms_norm_loop_f32 = (f32, 1, true),
+        rms_norm_loop_bf16 = (bf16, 1, true),
+        rms_norm_loop2_f32 = (f32, 2, true),
+        rms_norm_loop2_bf16 = (bf16, 2, true),
+        rms_norm_loop_plain_f32 = (f32, 1, false),
+        rms_norm_loop_plain_bf16 = (bf16, 1, false),
+    ),
+    block(ROW_BLOCK_MAX),
+    barriers(1)
+)]
 #[inline(always)]
-unsafe fn rms_loop<E: NormElem, const V: usize, const HINTS: bool>(
+pub unsafe fn rms_norm_loop<E: NormElem, const V: usize, const HINTS: bool>(
     x: *const E,
     w: *const E,
     y: *mut E,
@@ -424,13 +441,36 @@ unsafe fn rms_loop<E: NormElem, const V: usize, const HINTS: bool>(
     unsafe { norm_loop::<E, false, V, HINTS>(x, w, w, y, rows, cols, eps) }
 }
 
-/// `norm_loop` as LayerNorm.
+/// LayerNorm of one row per block, looped: `norm_loop` with `LAYER = true`, `V` vectors per
+/// thread per step, eviction hints with `HINTS`; what one thread does, the traffic and the launch
+/// are its. The row read three times (twice meant to hit L2); minimum traffic: 8 bytes per
+/// element in f32, 4 in bf16.
+///
+/// Instances (`E`, `V`, `HINTS`), as [`rms_norm_loop`](fn@rms_norm_loop)'s:
+/// * `layer_norm_loop_f32`, `layer_norm_loop_bf16` (1 vector, hints): tuning candidates;
+/// * `layer_norm_loop2_f32` (2 vectors, hints): the default for rows of 1024 columns;
+///   `layer_norm_loop2_bf16`: a tuning candidate;
+/// * `layer_norm_loop_plain_f32`, `layer_norm_loop_plain_bf16` (1 vector, plain loads): tuning
+///   candidates.
 ///
 /// # Safety
 /// As `norm_loop`.
+// Block: sized to the row, up to 1024 threads. Barriers: two, one per `block_sum`.
+#[kernel(
+    instances(
+        layer_norm_loop_f32 = (f32, 1, true),
+        layer_norm_loop_bf16 = (bf16, 1, true),
+        layer_norm_loop2_f32 = (f32, 2, true),
+        layer_norm_loop2_bf16 = (bf16, 2, true),
+        layer_norm_loop_plain_f32 = (f32, 1, false),
+        layer_norm_loop_plain_bf16 = (bf16, 1, false),
+    ),
+    block(ROW_BLOCK_MAX),
+    barriers(2)
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn layer_loop<E: NormElem, const V: usize, const HINTS: bool>(
+pub unsafe fn layer_norm_loop<E: NormElem, const V: usize, const HINTS: bool>(
     x: *const E,
     w: *const E,
     b: *const E,
@@ -442,116 +482,3 @@ unsafe fn layer_loop<E: NormElem, const V: usize, const HINTS: bool>(
     // SAFETY: forwarded contract.
     unsafe { norm_loop::<E, true, V, HINTS>(x, w, b, y, rows, cols, eps) }
 }
-
-rms_kernel!(
-    /// `norm_loop` as RMSNorm on f32, one vector per thread per step, eviction hints: a
-    /// multiple of 4 columns, the row read twice (the second time meant to hit L2). A tuning
-    /// candidate. Minimum traffic, moved when the re-read hits L2: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_loop`.
-    rms_norm_loop_f32(f32) = rms_loop::<f32, 1, true>
-);
-
-rms_kernel!(
-    /// `norm_loop` as RMSNorm on bf16 (f32 statistics), one vector per thread per step,
-    /// eviction hints: a multiple of 8 columns. A tuning candidate. Minimum traffic: 4 bytes per
-    /// element.
-    ///
-    /// # Safety
-    /// As `norm_loop`.
-    rms_norm_loop_bf16(bf16) = rms_loop::<bf16, 1, true>
-);
-
-layer_kernel!(
-    /// `norm_loop` as LayerNorm on f32, one vector per thread per step, eviction hints: a
-    /// multiple of 4 columns, the row read three times (twice meant to hit L2). A tuning
-    /// candidate. Minimum traffic: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_loop`.
-    layer_norm_loop_f32(f32) = layer_loop::<f32, 1, true>
-);
-
-layer_kernel!(
-    /// `norm_loop` as LayerNorm on bf16, one vector per thread per step, eviction hints: a
-    /// multiple of 8 columns. A tuning candidate. Minimum traffic: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_loop`.
-    layer_norm_loop_bf16(bf16) = layer_loop::<bf16, 1, true>
-);
-
-rms_kernel!(
-    /// `norm_loop` as RMSNorm on f32, two vectors per thread per step (32 bytes in flight),
-    /// eviction hints: the default for rows of 1024 to 4096 columns (`DEFAULT_LOOP_COLS` on the
-    /// host). Minimum traffic: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_loop`.
-    rms_norm_loop2_f32(f32) = rms_loop::<f32, 2, true>
-);
-
-rms_kernel!(
-    /// `norm_loop` as RMSNorm on bf16, two vectors per thread per step, eviction hints: the
-    /// default for rows of 1024 to 4096 columns. Minimum traffic: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_loop`.
-    rms_norm_loop2_bf16(bf16) = rms_loop::<bf16, 2, true>
-);
-
-layer_kernel!(
-    /// `norm_loop` as LayerNorm on f32, two vectors per thread per step, eviction hints: the
-    /// default for rows of 1024 columns. Minimum traffic: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_loop`.
-    layer_norm_loop2_f32(f32) = layer_loop::<f32, 2, true>
-);
-
-layer_kernel!(
-    /// `norm_loop` as LayerNorm on bf16, two vectors per thread per step, eviction hints. A
-    /// tuning candidate. Minimum traffic: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_loop`.
-    layer_norm_loop2_bf16(bf16) = layer_loop::<bf16, 2, true>
-);
-
-rms_kernel!(
-    /// `norm_loop` as RMSNorm on f32, one vector per thread per step, plain loads (no
-    /// eviction hint: what the hints buy). A tuning candidate. Minimum traffic: 8 bytes per
-    /// element.
-    ///
-    /// # Safety
-    /// As `norm_loop`.
-    rms_norm_loop_plain_f32(f32) = rms_loop::<f32, 1, false>
-);
-
-rms_kernel!(
-    /// `norm_loop` as RMSNorm on bf16, one vector per thread per step, plain loads. A tuning
-    /// candidate. Minimum traffic: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_loop`.
-    rms_norm_loop_plain_bf16(bf16) = rms_loop::<bf16, 1, false>
-);
-
-layer_kernel!(
-    /// `norm_loop` as LayerNorm on f32, one vector per thread per step, plain loads. A tuning
-    /// candidate. Minimum traffic: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_loop`.
-    layer_norm_loop_plain_f32(f32) = layer_loop::<f32, 1, false>
-);
-
-layer_kernel!(
-    /// `norm_loop` as LayerNorm on bf16, one vector per thread per step, plain loads. A tuning
-    /// candidate. Minimum traffic: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_loop`.
-    layer_norm_loop_plain_bf16(bf16) = layer_loop::<bf16, 1, false>
-);

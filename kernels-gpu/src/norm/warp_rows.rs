@@ -1,7 +1,7 @@
 //! A warp per row, the row in registers, no shared memory and no barrier
-//! ([`rms_norm_warp_f32`](fn@rms_norm_warp_f32), [`rms_norm_warp_bf16`](fn@rms_norm_warp_bf16),
-//! [`layer_norm_warp_f32`](fn@layer_norm_warp_f32),
-//! [`layer_norm_warp_bf16`](fn@layer_norm_warp_bf16)): for rows of up to 1024 columns, where a
+//! ([`rms_norm_warp`](fn@rms_norm_warp), [`layer_norm_warp`](fn@layer_norm_warp) and their
+//! pipelined twins [`rms_norm_warp_pipe`](fn@rms_norm_warp_pipe),
+//! [`layer_norm_warp_pipe`](fn@layer_norm_warp_pipe)): for rows of up to 1024 columns, where a
 //! block per row is one or two warps that wait at a barrier for a few hundred bytes each.
 
 use super::overflow::{overflowed, rescue, WarpRow};
@@ -400,12 +400,32 @@ unsafe fn warp_tail<E: NormElem, const LAYER: bool>(
     }
 }
 
-/// Forwards to `norm_warp` as RMSNorm (`w` stands in for the bias, never read).
+/// RMSNorm of a warp's rows, each held in registers: `norm_warp` with `LAYER = false` (`w` stands
+/// in for the bias, never read); what one thread does, the traffic and the launch are its. 32
+/// elements per lane (8 f32 vectors of 4, 4 bf16 vectors of 8): rows of up to 1024 columns, a
+/// multiple of the vector width. Minimum traffic, moved: 8 bytes per element in f32, 4 in bf16.
+///
+/// Instances (`E`, `V`, `KEEP`), one PTX entry each:
+/// * `rms_norm_warp_f32` (f32, 8), `rms_norm_warp_bf16` (bf16, 4): each lane reads the weight at
+///   each row;
+/// * `rms_norm_warp_keep_f32`, `rms_norm_warp_keep_bf16` (`KEEP`): each lane keeps the weight in
+///   registers across its rows (for a persistent grid).
 ///
 /// # Safety
 /// As `norm_warp`.
+// Barriers: none, the warp sums with shuffles only.
+#[kernel(
+    instances(
+        rms_norm_warp_f32 = (f32, 8, false),
+        rms_norm_warp_bf16 = (bf16, 4, false),
+        rms_norm_warp_keep_f32 = (f32, 8, true),
+        rms_norm_warp_keep_bf16 = (bf16, 4, true),
+    ),
+    block(WARP_BLOCK),
+    barriers(0)
+)]
 #[inline(always)]
-unsafe fn rms_warp<E: NormElem, const V: usize, const KEEP: bool>(
+pub unsafe fn rms_norm_warp<E: NormElem, const V: usize, const KEEP: bool>(
     x: *const E,
     w: *const E,
     y: *mut E,
@@ -417,13 +437,33 @@ unsafe fn rms_warp<E: NormElem, const V: usize, const KEEP: bool>(
     unsafe { norm_warp::<E, V, false, KEEP>(x, w, w, y, rows, cols, eps) }
 }
 
-/// Forwards to `norm_warp` as LayerNorm.
+/// LayerNorm of a warp's rows, each held in registers: `norm_warp` with `LAYER = true`; what one
+/// thread does, the traffic and the launch are its. 32 elements per lane: rows of up to 1024
+/// columns, a multiple of the vector width. Minimum traffic, moved: 8 bytes per element in f32,
+/// 4 in bf16.
+///
+/// Instances (`E`, `V`, `KEEP`), one PTX entry each:
+/// * `layer_norm_warp_f32` (f32, 8), `layer_norm_warp_bf16` (bf16, 4): each lane reads the weight
+///   and bias at each row;
+/// * `layer_norm_warp_keep_f32`, `layer_norm_warp_keep_bf16` (`KEEP`): each lane keeps the weight
+///   and bias in registers across its rows (for a persistent grid).
 ///
 /// # Safety
 /// As `norm_warp`.
+// Barriers: none, the warp sums with shuffles only.
+#[kernel(
+    instances(
+        layer_norm_warp_f32 = (f32, 8, false),
+        layer_norm_warp_bf16 = (bf16, 4, false),
+        layer_norm_warp_keep_f32 = (f32, 8, true),
+        layer_norm_warp_keep_bf16 = (bf16, 4, true),
+    ),
+    block(WARP_BLOCK),
+    barriers(0)
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn layer_warp<E: NormElem, const V: usize, const KEEP: bool>(
+pub unsafe fn layer_norm_warp<E: NormElem, const V: usize, const KEEP: bool>(
     x: *const E,
     w: *const E,
     b: *const E,
@@ -436,12 +476,25 @@ unsafe fn layer_warp<E: NormElem, const V: usize, const KEEP: bool>(
     unsafe { norm_warp::<E, V, true, KEEP>(x, w, b, y, rows, cols, eps) }
 }
 
-/// Forwards to `norm_warp_pipe` as RMSNorm (`w` stands in for the bias, never read).
+/// RMSNorm of a warp's rows, software-pipelined on a persistent grid: `norm_warp_pipe` with
+/// `LAYER = false` (`w` stands in for the bias, never read), 32 elements per lane and row, two
+/// rows in flight per warp; what one thread does, the traffic and the launch are its. Rows of up
+/// to 1024 columns, a multiple of the vector width. Minimum traffic, moved: 8 bytes per element
+/// in f32, 4 in bf16.
+///
+/// Instances: `rms_norm_warp_pipe_f32` (f32, 8), `rms_norm_warp_pipe_bf16` (bf16, 4); tuning
+/// candidates.
 ///
 /// # Safety
 /// As `norm_warp_pipe`.
+// Barriers: none, the warp sums with shuffles only.
+#[kernel(
+    instances(rms_norm_warp_pipe_f32 = (f32, 8), rms_norm_warp_pipe_bf16 = (bf16, 4)),
+    block(WARP_BLOCK),
+    barriers(0)
+)]
 #[inline(always)]
-unsafe fn rms_pipe<E: NormElem, const V: usize>(
+pub unsafe fn rms_norm_warp_pipe<E: NormElem, const V: usize>(
     x: *const E,
     w: *const E,
     y: *mut E,
@@ -453,13 +506,25 @@ unsafe fn rms_pipe<E: NormElem, const V: usize>(
     unsafe { norm_warp_pipe::<E, V, false>(x, w, w, y, rows, cols, eps) }
 }
 
-/// Forwards to `norm_warp_pipe` as LayerNorm.
+/// LayerNorm of a warp's rows, software-pipelined on a persistent grid: `norm_warp_pipe` with
+/// `LAYER = true`, 32 elements per lane and row, two rows in flight per warp; what one thread
+/// does, the traffic and the launch are its. Minimum traffic, moved: 8 bytes per element in f32,
+/// 4 in bf16.
+///
+/// Instances: `layer_norm_warp_pipe_f32` (f32, 8), `layer_norm_warp_pipe_bf16` (bf16, 4); tuning
+/// candidates.
 ///
 /// # Safety
 /// As `norm_warp_pipe`.
+// Barriers: none, the warp sums with shuffles only.
+#[kernel(
+    instances(layer_norm_warp_pipe_f32 = (f32, 8), layer_norm_warp_pipe_bf16 = (bf16, 4)),
+    block(WARP_BLOCK),
+    barriers(0)
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn layer_pipe<E: NormElem, const V: usize>(
+pub unsafe fn layer_norm_warp_pipe<E: NormElem, const V: usize>(
     x: *const E,
     w: *const E,
     b: *const E,
@@ -471,123 +536,3 @@ unsafe fn layer_pipe<E: NormElem, const V: usize>(
     // SAFETY: forwarded contract.
     unsafe { norm_warp_pipe::<E, V, true>(x, w, b, y, rows, cols, eps) }
 }
-
-rms_kernel!(
-    /// `norm_warp` as RMSNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
-    /// multiple of the vector width; each lane reads the weight (and bias) at each store. Minimum traffic, moved: 8
-    /// bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_warp`.
-    rms_norm_warp_f32(f32) = rms_warp::<f32, 8, false>
-);
-
-layer_kernel!(
-    /// `norm_warp` as LayerNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
-    /// multiple of the vector width; each lane reads the weight (and bias) at each store. Minimum traffic, moved: 8
-    /// bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_warp`.
-    layer_norm_warp_f32(f32) = layer_warp::<f32, 8, false>
-);
-
-rms_kernel!(
-    /// `norm_warp` as RMSNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
-    /// multiple of the vector width; each lane reads the weight (and bias) at each store. Minimum traffic, moved: 4
-    /// bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_warp`.
-    rms_norm_warp_bf16(bf16) = rms_warp::<bf16, 4, false>
-);
-
-layer_kernel!(
-    /// `norm_warp` as LayerNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
-    /// multiple of the vector width; each lane reads the weight (and bias) at each store. Minimum traffic, moved: 4
-    /// bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_warp`.
-    layer_norm_warp_bf16(bf16) = layer_warp::<bf16, 4, false>
-);
-
-rms_kernel!(
-    /// `norm_warp` as RMSNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
-    /// multiple of the vector width; each lane keeps the weight (and bias) in registers across its rows (for a persistent grid). Minimum traffic, moved: 8
-    /// bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_warp`.
-    rms_norm_warp_keep_f32(f32) = rms_warp::<f32, 8, true>
-);
-
-layer_kernel!(
-    /// `norm_warp` as LayerNorm on f32, 32 floats (8 vectors of 4) per lane: rows of up to 1024 columns, a
-    /// multiple of the vector width; each lane keeps the weight (and bias) in registers across its rows (for a persistent grid). Minimum traffic, moved: 8
-    /// bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_warp`.
-    layer_norm_warp_keep_f32(f32) = layer_warp::<f32, 8, true>
-);
-
-rms_kernel!(
-    /// `norm_warp` as RMSNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
-    /// multiple of the vector width; each lane keeps the weight (and bias) in registers across its rows (for a persistent grid). Minimum traffic, moved: 4
-    /// bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_warp`.
-    rms_norm_warp_keep_bf16(bf16) = rms_warp::<bf16, 4, true>
-);
-
-layer_kernel!(
-    /// `norm_warp` as LayerNorm on bf16, 32 elements (4 vectors of 8) per lane: rows of up to 1024 columns, a
-    /// multiple of the vector width; each lane keeps the weight (and bias) in registers across its rows (for a persistent grid). Minimum traffic, moved: 4
-    /// bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_warp`.
-    layer_norm_warp_keep_bf16(bf16) = layer_warp::<bf16, 4, true>
-);
-
-rms_kernel!(
-    /// `norm_warp_pipe` as RMSNorm on f32, 32 floats (8 vectors of 4) per lane and row, two
-    /// rows in flight per warp: rows of up to 1024 columns, a multiple of the vector width, on a
-    /// persistent grid. A tuning candidate. Minimum traffic, moved: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_warp_pipe`.
-    rms_norm_warp_pipe_f32(f32) = rms_pipe::<f32, 8>
-);
-
-layer_kernel!(
-    /// `norm_warp_pipe` as LayerNorm on f32, 32 floats (8 vectors of 4) per lane and row, two
-    /// rows in flight per warp: rows of up to 1024 columns, a multiple of the vector width, on a
-    /// persistent grid. A tuning candidate. Minimum traffic, moved: 8 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_warp_pipe`.
-    layer_norm_warp_pipe_f32(f32) = layer_pipe::<f32, 8>
-);
-
-rms_kernel!(
-    /// `norm_warp_pipe` as RMSNorm on bf16, 32 elements (4 vectors of 8) per lane and row, two
-    /// rows in flight per warp: rows of up to 1024 columns, a multiple of the vector width, on a
-    /// persistent grid. A tuning candidate. Minimum traffic, moved: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_warp_pipe`.
-    rms_norm_warp_pipe_bf16(bf16) = rms_pipe::<bf16, 4>
-);
-
-layer_kernel!(
-    /// `norm_warp_pipe` as LayerNorm on bf16, 32 elements (4 vectors of 8) per lane and row, two
-    /// rows in flight per warp: rows of up to 1024 columns, a multiple of the vector width, on a
-    /// persistent grid. A tuning candidate. Minimum traffic, moved: 4 bytes per element.
-    ///
-    /// # Safety
-    /// As `norm_warp_pipe`.
-    layer_norm_warp_pipe_bf16(bf16) = layer_pipe::<bf16, 4>
-);

@@ -1,20 +1,24 @@
 //! Reductions along one axis of a row-major `rows x cols` matrix, one output per row (ndarray's
 //! `Axis(1)`) or per column (`Axis(0)`): sums, maxima and the indices of the maxima. The three
-//! reductions share each kernel body and differ only in their [`AxisFold`]; the host picks the
-//! body by shape:
+//! reductions share each kernel, generic over its [`AxisFold`], whose instances are the entry
+//! points (`sum_rows` is [`reduce_rows`](fn@reduce_rows) with [`Sum`]); the host picks the kernel
+//! by shape:
 //!
-//! * per row: a warp per row (`rows_body`: [`sum_rows`](fn@sum_rows), [`max_rows`](fn@max_rows),
-//!   [`argmax_rows`](fn@argmax_rows)); 16-byte loads with `group` lanes per row for rows of a
-//!   multiple of 4 up to [`VEC_MAX_COLS`] columns (`rows_vec_body`: `*_rows_vec`); a thread per
-//!   row up to [`NARROW_MAX_COLS`] (`rows_narrow_body`: `*_rows_narrow`); a warp per
-//!   [`SHORT_ROWS`] rows up to [`SHORT_MAX_COLS`] (`rows_short_body`: `*_rows_short`);
-//! * per column: a thread per column and row group, combined in shared memory (`cols_body`:
-//!   [`sum_cols`](fn@sum_cols), [`max_cols`](fn@max_cols), [`argmax_cols`](fn@argmax_cols)); a
-//!   thread per column (`cols_narrow_body`: `*_cols_narrow`);
+//! * per row: a warp per row ([`reduce_rows`](fn@reduce_rows): `sum_rows`, `max_rows`,
+//!   `argmax_rows`); 16-byte loads with `group` lanes per row for rows of a multiple of 4 up to
+//!   [`VEC_MAX_COLS`] columns ([`reduce_rows_vec`](fn@reduce_rows_vec): `*_rows_vec`); a thread
+//!   per row up to [`NARROW_MAX_COLS`] ([`reduce_rows_narrow`](fn@reduce_rows_narrow):
+//!   `*_rows_narrow`); a warp per [`SHORT_ROWS`] rows up to [`SHORT_MAX_COLS`]
+//!   ([`reduce_rows_short`](fn@reduce_rows_short): `*_rows_short`);
+//! * per column: a thread per column and row group, combined in shared memory
+//!   ([`reduce_cols`](fn@reduce_cols): `sum_cols`, `max_cols`, `argmax_cols`); a thread per column
+//!   ([`reduce_cols_narrow`](fn@reduce_cols_narrow): `*_cols_narrow`);
 //! * too few outputs to fill the device: the axis cut into spans, each folded into one partial
-//!   (`rows_parts_body`, `cols_parts_body`: `*_rows_parts`, `*_cols_parts`), then the partials'
-//!   `parts x outputs` matrix reduced by its columns ([`sum_cols`](fn@sum_cols),
-//!   [`max_cols`](fn@max_cols), or [`argmax_parts`](fn@argmax_parts) on value-index pairs).
+//!   ([`reduce_rows_parts`](fn@reduce_rows_parts), [`reduce_cols_parts`](fn@reduce_cols_parts):
+//!   `*_rows_parts`, `*_cols_parts`; the argmax's [`argmax_rows_parts`](fn@argmax_rows_parts),
+//!   [`argmax_cols_parts`](fn@argmax_cols_parts)), then the partials' `parts x outputs` matrix
+//!   reduced by its columns (`sum_cols`, `max_cols`, or [`argmax_parts`](fn@argmax_parts) on
+//!   value-index pairs).
 //!
 //! No atomics: every output and partial is written by one thread, in an order fixed by the shape
 //! and the device's residency, so the result is the same every run on one device.
@@ -346,21 +350,39 @@ unsafe fn block_fold_col<F: AxisFold>(
     Some(total)
 }
 
-/// `out[r]` = the fold `F` of row `r`, for `r < rows`: the body of the `*_rows` kernels.
+/// `out[r]` = the fold `F` of row `r`, for `r < rows`: a warp per row.
 ///
 /// One warp per row (warp `w` of block `g` takes row `g * ROWS_PER_BLOCK + w`) through
 /// `warp_fold_row`, 4 loads of each lane issued before they are folded in order; lane 0 writes
 /// `out[r]`.
 ///
-/// Global memory: reads `4 rows cols` bytes once, writes one output per row. Launch: 1-D blocks of
-/// exactly [`ROWS_BLOCK`] threads, `ceil(rows / ROWS_PER_BLOCK)` blocks, no shared memory.
+/// Instances, one PTX entry each:
+/// * `sum_rows` ([`Sum`]): `out[r] = x[r][0] + ... + x[r][cols - 1]`;
+/// * `max_rows` ([`Max`]): the largest entry of row `r` (NaN if it holds one);
+/// * `argmax_rows` ([`Argmax`]): the column of row `r`'s largest entry (its first NaN, else the
+///   first of the largest value).
+///
+/// Global memory: reads `4 rows cols` bytes once, writes one output per row (4 bytes). Launch:
+/// 1-D blocks of exactly [`ROWS_BLOCK`] threads, `ceil(rows / ROWS_PER_BLOCK)` blocks, no shared
+/// memory.
 ///
 /// # Safety
 /// `x` holds `rows * cols` floats and `out` `rows` outputs of device memory; they do not overlap;
 /// `cols <= u32::MAX` (the argmax's indices).
+// Barriers: none, a warp per row exchanges by shuffles only.
+#[kernel(
+    instances(sum_rows = Sum, max_rows = Max, argmax_rows = Argmax),
+    block(ROWS_BLOCK),
+    barriers(0)
+)]
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn rows_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, cols: usize) {
+pub unsafe fn reduce_rows<F: AxisFold>(
+    x: *const f32,
+    out: *mut <F as AxisFold>::Out,
+    rows: usize,
+    cols: usize,
+) {
     let tid = thread::thread_idx_x() as usize;
     let lanes = warp::SIZE as usize;
     let (w, lane) = (tid / lanes, tid % lanes);
@@ -373,20 +395,34 @@ unsafe fn rows_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, c
     }
 }
 
-/// `out[r]` = the fold `F` of row `r`, for `r < rows`, a thread per row: the body of the
-/// `*_rows_narrow` kernels, for rows of at most [`NARROW_MAX_COLS`] columns, where a warp per row
-/// would leave most lanes idle. Thread `t` of block `g` folds row `g * NARROW_BLOCK + t` in column
-/// order, 4 loads issued before they are folded; the warp's loads cover its 32 rows' adjacent
-/// bytes, each 128-byte line read through L1 by the loads of consecutive columns.
+/// `out[r]` = the fold `F` of row `r`, for `r < rows`, a thread per row: for rows of at most
+/// [`NARROW_MAX_COLS`] columns, where a warp per row would leave most lanes idle. Thread `t` of
+/// block `g` folds row `g * NARROW_BLOCK + t` in column order, 4 loads issued before they are
+/// folded; the warp's loads cover its 32 rows' adjacent bytes, each 128-byte line read through L1
+/// by the loads of consecutive columns.
+///
+/// Instances: `sum_rows_narrow` ([`Sum`]), `max_rows_narrow` ([`Max`]), `argmax_rows_narrow`
+/// ([`Argmax`]), each [`reduce_rows`](fn@reduce_rows)'s result for such rows.
 ///
 /// Global memory: reads `4 rows cols` bytes once, writes one output per row. Launch: 1-D blocks
 /// of [`NARROW_BLOCK`] threads, `ceil(rows / NARROW_BLOCK)` blocks, no shared memory.
 ///
 /// # Safety
-/// As `rows_body`.
+/// As [`reduce_rows`](fn@reduce_rows).
+// Barriers: none, a thread per row exchanges nothing.
+#[kernel(
+    instances(sum_rows_narrow = Sum, max_rows_narrow = Max, argmax_rows_narrow = Argmax),
+    block(NARROW_BLOCK),
+    barriers(0)
+)]
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn rows_narrow_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, cols: usize) {
+pub unsafe fn reduce_rows_narrow<F: AxisFold>(
+    x: *const f32,
+    out: *mut <F as AxisFold>::Out,
+    rows: usize,
+    cols: usize,
+) {
     let row = thread::block_idx_x() as usize * NARROW_BLOCK as usize + thread::thread_idx_x() as usize;
     if row < rows {
         let base = row * cols;
@@ -402,23 +438,36 @@ unsafe fn rows_narrow_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: u
     }
 }
 
-/// `out[r]` = the fold `F` of row `r`, for `r < rows`, a warp per [`SHORT_ROWS`] rows: the body
-/// of the `*_rows_short` kernels, for rows of at most [`SHORT_MAX_COLS`] columns, where a warp
-/// per row would keep at most one round of loads in flight. Warp `w` of block `g` takes rows
-/// `(g * ROWS_PER_BLOCK + w) * SHORT_ROWS ..`; lane `l` loads columns `l, l + 32, ...` of each of
-/// them (up to 16 loads, all issued before any is folded; each a coalesced read of a row by the
-/// warp), folds them row by row in column order, the warp combines each row with shuffles, and
-/// lane 0 writes the outputs.
+/// `out[r]` = the fold `F` of row `r`, for `r < rows`, a warp per [`SHORT_ROWS`] rows: for rows
+/// of at most [`SHORT_MAX_COLS`] columns, where a warp per row would keep at most one round of
+/// loads in flight. Warp `w` of block `g` takes rows `(g * ROWS_PER_BLOCK + w) * SHORT_ROWS ..`;
+/// lane `l` loads columns `l, l + 32, ...` of each of them (up to 16 loads, all issued before any
+/// is folded; each a coalesced read of a row by the warp), folds them row by row in column order,
+/// the warp combines each row with shuffles, and lane 0 writes the outputs.
+///
+/// Instances: `sum_rows_short` ([`Sum`]), `max_rows_short` ([`Max`]), `argmax_rows_short`
+/// ([`Argmax`]), each [`reduce_rows`](fn@reduce_rows)'s result for such rows.
 ///
 /// Global memory: reads `4 rows cols` bytes once, writes one output per row. Launch: 1-D blocks
 /// of exactly [`ROWS_BLOCK`] threads, `ceil(rows / (ROWS_PER_BLOCK * SHORT_ROWS))` blocks, no
 /// shared memory.
 ///
 /// # Safety
-/// As `rows_body`, with `cols <= SHORT_MAX_COLS`.
+/// As [`reduce_rows`](fn@reduce_rows), with `cols <= SHORT_MAX_COLS`.
+// Barriers: none, a warp per 4 short rows exchanges by shuffles only.
+#[kernel(
+    instances(sum_rows_short = Sum, max_rows_short = Max, argmax_rows_short = Argmax),
+    block(ROWS_BLOCK),
+    barriers(0)
+)]
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn rows_short_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, cols: usize) {
+pub unsafe fn reduce_rows_short<F: AxisFold>(
+    x: *const f32,
+    out: *mut <F as AxisFold>::Out,
+    rows: usize,
+    cols: usize,
+) {
     let tid = thread::thread_idx_x() as usize;
     let lanes = warp::SIZE as usize;
     let (w, lane) = (tid / lanes, tid % lanes);
@@ -450,26 +499,36 @@ unsafe fn rows_short_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: us
 }
 
 /// `out[r]` = the fold `F` of row `r`, for `r < rows`, with 16-byte loads and `group` lanes per
-/// row: the body of the `*_rows_vec` kernels, for rows of a multiple of 4 columns. A warp takes
-/// `32 / group` adjacent rows (warp `w` of block `g`: rows `(g * ROWS_PER_BLOCK + w) * 32 /
-/// group ..`); lane `i` of a row's group folds its 4-float vectors `i, i + group, ...` (4 loads
-/// issued before they are folded, each a coalesced read of `16 group` contiguous bytes of the
-/// row by the group), then the group combines its lanes with `log2(group)` shuffles and its
-/// first lane writes `out[r]`. The host takes `group` = the power of two that gives each lane
-/// at most 4 vectors of a row (rows of up to [`VEC_MAX_COLS`] columns: up to 16 lanes), so that
-/// short rows need few shuffles per element; the lanes loop over longer rows.
+/// row: for rows of a multiple of 4 columns. A warp takes `32 / group` adjacent rows (warp `w` of
+/// block `g`: rows `(g * ROWS_PER_BLOCK + w) * 32 / group ..`); lane `i` of a row's group folds its
+/// 4-float vectors `i, i + group, ...` (4 loads issued before they are folded, each a coalesced
+/// read of `16 group` contiguous bytes of the row by the group), then the group combines its
+/// lanes with `log2(group)` shuffles and its first lane writes `out[r]`. The host takes `group` =
+/// the power of two that gives each lane at most 4 vectors of a row (rows of up to
+/// [`VEC_MAX_COLS`] columns: up to 16 lanes), so that short rows need few shuffles per element;
+/// the lanes loop over longer rows.
+///
+/// Instances: `sum_rows_vec` ([`Sum`]), `max_rows_vec` ([`Max`]), `argmax_rows_vec`
+/// ([`Argmax`]), each [`reduce_rows`](fn@reduce_rows)'s result for such rows.
 ///
 /// Global memory: reads `4 rows cols` bytes once, writes one output per row. Launch: 1-D blocks
 /// of exactly [`ROWS_BLOCK`] threads, `ceil(rows / (ROWS_PER_BLOCK * 32 / group))` blocks, no
 /// shared memory.
 ///
 /// # Safety
-/// As `rows_body`; `x` 16-byte aligned, `cols % 4 == 0`, `group` a power of two up to 32.
+/// As [`reduce_rows`](fn@reduce_rows); `x` 16-byte aligned, `cols % 4 == 0`, `group` a power of
+/// two up to 32.
+// Barriers: none, lanes per row exchange by shuffles only.
+#[kernel(
+    instances(sum_rows_vec = Sum, max_rows_vec = Max, argmax_rows_vec = Argmax),
+    block(ROWS_BLOCK),
+    barriers(0)
+)]
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn rows_vec_body<F: AxisFold>(
+pub unsafe fn reduce_rows_vec<F: AxisFold>(
     x: *const f32,
-    out: *mut F::Out,
+    out: *mut <F as AxisFold>::Out,
     rows: usize,
     cols: usize,
     group: usize,
@@ -515,13 +574,13 @@ unsafe fn rows_vec_body<F: AxisFold>(
 /// and its slot `part * rows + row`: the partials form a `parts x rows` matrix whose columns
 /// the finish reduces.
 ///
-/// Launch: as `rows_body`, `ceil(rows * parts / ROWS_PER_BLOCK)` blocks.
+/// Launch: as [`reduce_rows`](fn@reduce_rows), `ceil(rows * parts / ROWS_PER_BLOCK)` blocks.
 ///
 /// # Safety
 /// `x` holds `rows * cols` floats of device memory; `span >= 1`.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn rows_parts_body<F: AxisFold>(
+unsafe fn rows_parts<F: AxisFold>(
     x: *const f32,
     rows: usize,
     cols: usize,
@@ -541,22 +600,41 @@ unsafe fn rows_parts_body<F: AxisFold>(
     (row < rows && lane == 0).then_some((part * rows + row, total))
 }
 
-/// `out[c]` = the fold `F` of column `c`, for `c < cols`: the body of the `*_cols` kernels.
+/// `out[c]` = the fold `F` of column `c`, for `c < cols`: a block per 32 columns.
 ///
 /// Block `g` takes columns `g * 32 ..` through `block_fold_col` over all rows (each load, the 32
 /// threads of a row of the block read 128 contiguous bytes; 4 loads issued before they are
 /// folded in order); thread `(tx, 0)` writes `out[c]`.
 ///
-/// Global memory: reads `4 rows cols` bytes once, writes one output per column. Launch: 2-D
-/// blocks of exactly [`COLS_BLOCK_X`] x [`COLS_BLOCK_Y`] threads, `ceil(cols / 32)` blocks along
-/// x, [`COLS_SHARED_BYTES`] of dynamic shared memory.
+/// Instances, one PTX entry each:
+/// * `sum_cols` ([`Sum`]): `out[c] = x[0][c] + ... + x[rows - 1][c]` (also the finish of the
+///   split sums, on their `parts x outputs` partials);
+/// * `max_cols` ([`Max`]): the largest entry of column `c` (NaN if it holds one; also the finish
+///   of the split maxima);
+/// * `argmax_cols` ([`Argmax`]): the row of column `c`'s largest entry (its first NaN, else the
+///   first of the largest value).
+///
+/// Global memory: reads `4 rows cols` bytes once, writes one output per column (4 bytes).
+/// Launch: 2-D blocks of exactly [`COLS_BLOCK_X`] x [`COLS_BLOCK_Y`] threads, `ceil(cols / 32)`
+/// blocks along x, [`COLS_SHARED_BYTES`] of dynamic shared memory.
 ///
 /// # Safety
 /// `x` holds `rows * cols` floats and `out` `cols` outputs of device memory; they do not overlap;
 /// `rows <= u32::MAX` (the argmax's indices).
+// Barriers: one, before the block's row groups meet in shared memory.
+#[kernel(
+    instances(sum_cols = Sum, max_cols = Max, argmax_cols = Argmax),
+    block(COLS_BLOCK_X * COLS_BLOCK_Y),
+    barriers(1)
+)]
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn cols_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, cols: usize) {
+pub unsafe fn reduce_cols<F: AxisFold>(
+    x: *const f32,
+    out: *mut <F as AxisFold>::Out,
+    rows: usize,
+    cols: usize,
+) {
     let col = thread::block_idx_x() as usize * COLS_BLOCK_X as usize + thread::thread_idx_x() as usize;
     // SAFETY: the block calls it; `load` reads `r < rows`, `col < cols`.
     let total = unsafe {
@@ -570,20 +648,34 @@ unsafe fn cols_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, c
     }
 }
 
-/// `out[c]` = the fold `F` of column `c`, for `c < cols`, a thread per column: the body of the
-/// `*_cols_narrow` kernels, for matrices wide enough to fill the device that way, or with too
-/// few rows for the `*_cols` kernels' row groups. Thread `t` of block `g` folds column `g *
+/// `out[c]` = the fold `F` of column `c`, for `c < cols`, a thread per column: for matrices wide
+/// enough to fill the device that way, or with fewer than [`NARROW_COLS_MAX_ROWS`] rows (too few
+/// for [`reduce_cols`](fn@reduce_cols)' row groups). Thread `t` of block `g` folds column `g *
 /// NARROW_BLOCK + t` in row order, 4 loads issued before they are folded; each load of a warp
 /// reads 32 adjacent columns of a row, 128 contiguous bytes.
+///
+/// Instances: `sum_cols_narrow` ([`Sum`]), `max_cols_narrow` ([`Max`]), `argmax_cols_narrow`
+/// ([`Argmax`]), each [`reduce_cols`](fn@reduce_cols)' result.
 ///
 /// Global memory: reads `4 rows cols` bytes once, writes one output per column. Launch: 1-D
 /// blocks of [`NARROW_BLOCK`] threads, `ceil(cols / NARROW_BLOCK)` blocks, no shared memory.
 ///
 /// # Safety
-/// As `cols_body`.
+/// As [`reduce_cols`](fn@reduce_cols).
+// Barriers: none, a thread per column exchanges nothing.
+#[kernel(
+    instances(sum_cols_narrow = Sum, max_cols_narrow = Max, argmax_cols_narrow = Argmax),
+    block(NARROW_BLOCK),
+    barriers(0)
+)]
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn cols_narrow_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: usize, cols: usize) {
+pub unsafe fn reduce_cols_narrow<F: AxisFold>(
+    x: *const f32,
+    out: *mut <F as AxisFold>::Out,
+    rows: usize,
+    cols: usize,
+) {
     let col = thread::block_idx_x() as usize * NARROW_BLOCK as usize + thread::thread_idx_x() as usize;
     if col < cols {
         // SAFETY: rows `0..rows` of column `col < cols`.
@@ -598,13 +690,13 @@ unsafe fn cols_narrow_body<F: AxisFold>(x: *const f32, out: *mut F::Out, rows: u
 /// `block_fold_col`. Returns, on threads `(tx, 0)` with a column, the partial and its slot
 /// `p * cols + col`: the partials form a `parts x cols` matrix whose columns the finish reduces.
 ///
-/// Launch: as `cols_body`, `parts = ceil(rows / span)` blocks along y.
+/// Launch: as [`reduce_cols`](fn@reduce_cols), `parts = ceil(rows / span)` blocks along y.
 ///
 /// # Safety
-/// As `cols_body`'s for `x`; `span >= 1`.
+/// As [`reduce_cols`](fn@reduce_cols)'s for `x`; `span >= 1`.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn cols_parts_body<F: AxisFold>(
+unsafe fn cols_parts<F: AxisFold>(
     x: *const f32,
     rows: usize,
     cols: usize,
@@ -623,269 +715,81 @@ unsafe fn cols_parts_body<F: AxisFold>(
     total.map(|t| (part * cols + col, t))
 }
 
-/// `out[r] = x[r][0] + ... + x[r][cols - 1]` for `r < rows`: `rows_body` with [`Sum`]. Reads
-/// `4 rows cols` bytes, writes `4 rows`.
+/// The split pass of [`reduce_rows`](fn@reduce_rows) for rows too few to fill the device:
+/// `partials[p * rows + r]` = the fold `F` of span `p` (columns `p * span ..`, `ceil(cols /
+/// span)` spans) of row `r`, a warp per span (`rows_parts`); the column kernel of the same fold
+/// ([`reduce_cols`](fn@reduce_cols)) on the `parts x rows` partials finishes.
+///
+/// Instances: `sum_rows_parts` ([`Sum`], finished by `sum_cols`), `max_rows_parts` ([`Max`],
+/// finished by `max_cols`); the argmax's split pass writes pairs: [`argmax_rows_parts`](fn@argmax_rows_parts).
+///
+/// Global memory: reads `4 rows cols` bytes, writes 4 per span. Launch: as `rows_parts`.
 ///
 /// # Safety
-/// As `rows_body`.
-#[kernel]
-pub unsafe fn sum_rows(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { rows_body::<Sum>(x, out, rows, cols) }
-}
-
-/// `out[c] = x[0][c] + ... + x[rows - 1][c]` for `c < cols`: `cols_body` with [`Sum`]. Reads
-/// `4 rows cols` bytes, writes `4 cols`.
-///
-/// # Safety
-/// As `cols_body`.
-#[kernel]
-pub unsafe fn sum_cols(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { cols_body::<Sum>(x, out, rows, cols) }
-}
-
-/// `out[r]` = the largest entry of row `r` (NaN if it holds one): `rows_body` with [`Max`].
-/// Reads `4 rows cols` bytes, writes `4 rows`.
-///
-/// # Safety
-/// As `rows_body`.
-#[kernel]
-pub unsafe fn max_rows(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { rows_body::<Max>(x, out, rows, cols) }
-}
-
-/// `out[c]` = the largest entry of column `c` (NaN if it holds one): `cols_body` with [`Max`].
-/// Reads `4 rows cols` bytes, writes `4 cols`.
-///
-/// # Safety
-/// As `cols_body`.
-#[kernel]
-pub unsafe fn max_cols(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { cols_body::<Max>(x, out, rows, cols) }
-}
-
-/// `out[r]` = the column of row `r`'s largest entry (its first NaN, else the first of the
-/// largest value): `rows_body` with [`Argmax`]. Reads `4 rows cols` bytes, writes `4 rows`.
-///
-/// # Safety
-/// As `rows_body`.
-#[kernel]
-pub unsafe fn argmax_rows(x: *const f32, out: *mut u32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { rows_body::<Argmax>(x, out, rows, cols) }
-}
-
-/// `out[c]` = the row of column `c`'s largest entry (its first NaN, else the first of the
-/// largest value): `cols_body` with [`Argmax`]. Reads `4 rows cols` bytes, writes `4 cols`.
-///
-/// # Safety
-/// As `cols_body`.
-#[kernel]
-pub unsafe fn argmax_cols(x: *const f32, out: *mut u32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { cols_body::<Argmax>(x, out, rows, cols) }
-}
-
-/// [`sum_rows`](fn@sum_rows) for rows of at most [`NARROW_MAX_COLS`] columns: a thread per row
-/// (`rows_narrow_body`). Reads `4 rows cols` bytes, writes `4 rows`.
-///
-/// # Safety
-/// As `rows_body`.
-#[kernel]
-pub unsafe fn sum_rows_narrow(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { rows_narrow_body::<Sum>(x, out, rows, cols) }
-}
-
-/// [`max_rows`](fn@max_rows) for rows of at most [`NARROW_MAX_COLS`] columns: a thread per row.
-///
-/// # Safety
-/// As `rows_body`.
-#[kernel]
-pub unsafe fn max_rows_narrow(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { rows_narrow_body::<Max>(x, out, rows, cols) }
-}
-
-/// [`argmax_rows`](fn@argmax_rows) for rows of at most [`NARROW_MAX_COLS`] columns: a thread per
-/// row.
-///
-/// # Safety
-/// As `rows_body`.
-#[kernel]
-pub unsafe fn argmax_rows_narrow(x: *const f32, out: *mut u32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { rows_narrow_body::<Argmax>(x, out, rows, cols) }
-}
-
-/// [`sum_rows`](fn@sum_rows) with 16-byte loads and `group` lanes per row (`rows_vec_body`), for
-/// rows of a multiple of 4 columns. Reads `4 rows cols` bytes, writes `4 rows`.
-///
-/// # Safety
-/// As `rows_vec_body`.
-#[kernel]
-pub unsafe fn sum_rows_vec(x: *const f32, out: *mut f32, rows: usize, cols: usize, group: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { rows_vec_body::<Sum>(x, out, rows, cols, group) }
-}
-
-/// [`max_rows`](fn@max_rows) with 16-byte loads and `group` lanes per row.
-///
-/// # Safety
-/// As `rows_vec_body`.
-#[kernel]
-pub unsafe fn max_rows_vec(x: *const f32, out: *mut f32, rows: usize, cols: usize, group: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { rows_vec_body::<Max>(x, out, rows, cols, group) }
-}
-
-/// [`argmax_rows`](fn@argmax_rows) with 16-byte loads and `group` lanes per row.
-///
-/// # Safety
-/// As `rows_vec_body`.
-#[kernel]
-pub unsafe fn argmax_rows_vec(x: *const f32, out: *mut u32, rows: usize, cols: usize, group: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { rows_vec_body::<Argmax>(x, out, rows, cols, group) }
-}
-
-/// [`sum_rows`](fn@sum_rows) for rows of at most [`SHORT_MAX_COLS`] columns: a warp per
-/// [`SHORT_ROWS`] rows (`rows_short_body`). Reads `4 rows cols` bytes, writes `4 rows`.
-///
-/// # Safety
-/// As `rows_short_body`.
-#[kernel]
-pub unsafe fn sum_rows_short(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { rows_short_body::<Sum>(x, out, rows, cols) }
-}
-
-/// [`max_rows`](fn@max_rows) for rows of at most [`SHORT_MAX_COLS`] columns: a warp per
-/// [`SHORT_ROWS`] rows.
-///
-/// # Safety
-/// As `rows_short_body`.
-#[kernel]
-pub unsafe fn max_rows_short(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { rows_short_body::<Max>(x, out, rows, cols) }
-}
-
-/// [`argmax_rows`](fn@argmax_rows) for rows of at most [`SHORT_MAX_COLS`] columns: a warp per
-/// [`SHORT_ROWS`] rows.
-///
-/// # Safety
-/// As `rows_short_body`.
-#[kernel]
-pub unsafe fn argmax_rows_short(x: *const f32, out: *mut u32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { rows_short_body::<Argmax>(x, out, rows, cols) }
-}
-
-/// [`sum_cols`](fn@sum_cols) a thread per column (`cols_narrow_body`): for wide matrices, or
-/// fewer than [`NARROW_COLS_MAX_ROWS`] rows. Reads `4 rows cols` bytes, writes `4 cols`.
-///
-/// # Safety
-/// As `cols_body`.
-#[kernel]
-pub unsafe fn sum_cols_narrow(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { cols_narrow_body::<Sum>(x, out, rows, cols) }
-}
-
-/// [`max_cols`](fn@max_cols) a thread per column.
-///
-/// # Safety
-/// As `cols_body`.
-#[kernel]
-pub unsafe fn max_cols_narrow(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { cols_narrow_body::<Max>(x, out, rows, cols) }
-}
-
-/// [`argmax_cols`](fn@argmax_cols) a thread per column.
-///
-/// # Safety
-/// As `cols_body`.
-#[kernel]
-pub unsafe fn argmax_cols_narrow(x: *const f32, out: *mut u32, rows: usize, cols: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { cols_narrow_body::<Argmax>(x, out, rows, cols) }
-}
-
-/// The split pass of [`sum_rows`](fn@sum_rows) for rows too few to fill the device:
-/// `partials[p * rows + r]` = the sum of span `p` (columns `p * span ..`, `ceil(cols / span)`
-/// spans) of row `r`, a warp per span; [`sum_cols`](fn@sum_cols) on the `parts x rows` partials
-/// finishes. Reads `4 rows cols` bytes, writes 4 per span.
-///
-/// # Safety
-/// As `rows_body`, `partials` holding `rows * ceil(cols / span)` floats; `span >= 1`.
-#[kernel]
-pub unsafe fn sum_rows_parts(x: *const f32, partials: *mut f32, rows: usize, cols: usize, span: usize) {
+/// As [`reduce_rows`](fn@reduce_rows), `partials` holding `rows * ceil(cols / span)` partials;
+/// `span >= 1`.
+// Barriers: none, as `reduce_rows`.
+#[kernel(instances(sum_rows_parts = Sum, max_rows_parts = Max), block(ROWS_BLOCK), barriers(0))]
+#[inline(always)]
+pub unsafe fn reduce_rows_parts<F: AxisFold>(
+    x: *const f32,
+    partials: *mut <F as AxisFold>::Acc,
+    rows: usize,
+    cols: usize,
+    span: usize,
+) {
     // SAFETY: forwarded contract; the slot is below `rows * parts`.
     unsafe {
-        if let Some((slot, acc)) = rows_parts_body::<Sum>(x, rows, cols, span) {
+        if let Some((slot, acc)) = rows_parts::<F>(x, rows, cols, span) {
             mem::store(partials, slot, acc);
         }
     }
 }
 
-/// The split pass of [`sum_cols`](fn@sum_cols) for columns too few to fill the device:
-/// `partials[p * cols + c]` = the sum of span `p` (rows `p * span ..`, one span per block row
-/// of the grid) of column `c`; [`sum_cols`](fn@sum_cols) on the `parts x cols` partials
-/// finishes. Reads `4 rows cols` bytes, writes 4 per span and column.
+/// The split pass of [`reduce_cols`](fn@reduce_cols) for columns too few to fill the device:
+/// `partials[p * cols + c]` = the fold `F` of span `p` (rows `p * span ..`, one span per block row
+/// of the grid) of column `c` (`cols_parts`); the column kernel of the same fold on the
+/// `parts x cols` partials finishes.
+///
+/// Instances: `sum_cols_parts` ([`Sum`], finished by `sum_cols`), `max_cols_parts` ([`Max`],
+/// finished by `max_cols`); the argmax's split pass writes pairs: [`argmax_cols_parts`](fn@argmax_cols_parts).
+///
+/// Global memory: reads `4 rows cols` bytes, writes 4 per span and column. Launch: as
+/// `cols_parts`.
 ///
 /// # Safety
-/// As `cols_body`, `partials` holding `cols * ceil(rows / span)` floats; `span >= 1`; the grid's
-/// y extent is `ceil(rows / span)`.
-#[kernel]
-pub unsafe fn sum_cols_parts(x: *const f32, partials: *mut f32, rows: usize, cols: usize, span: usize) {
+/// As [`reduce_cols`](fn@reduce_cols), `partials` holding `cols * ceil(rows / span)` partials;
+/// `span >= 1`; the grid's y extent is `ceil(rows / span)`.
+// Barriers: one, as `reduce_cols`.
+#[kernel(
+    instances(sum_cols_parts = Sum, max_cols_parts = Max),
+    block(COLS_BLOCK_X * COLS_BLOCK_Y),
+    barriers(1)
+)]
+#[inline(always)]
+pub unsafe fn reduce_cols_parts<F: AxisFold>(
+    x: *const f32,
+    partials: *mut <F as AxisFold>::Acc,
+    rows: usize,
+    cols: usize,
+    span: usize,
+) {
     // SAFETY: forwarded contract; the slot is below `cols * parts`.
     unsafe {
-        if let Some((slot, acc)) = cols_parts_body::<Sum>(x, rows, cols, span) {
+        if let Some((slot, acc)) = cols_parts::<F>(x, rows, cols, span) {
             mem::store(partials, slot, acc);
         }
     }
 }
 
-/// [`sum_rows_parts`](fn@sum_rows_parts) with maxima: finished by [`max_cols`](fn@max_cols).
+/// [`reduce_rows_parts`](fn@reduce_rows_parts) with argmaxes: each span's best value and its
+/// column in `values` and `indices`, finished by [`argmax_parts`](fn@argmax_parts). Writes 8
+/// bytes per span.
 ///
 /// # Safety
-/// As [`sum_rows_parts`](fn@sum_rows_parts).
-#[kernel]
-pub unsafe fn max_rows_parts(x: *const f32, partials: *mut f32, rows: usize, cols: usize, span: usize) {
-    // SAFETY: forwarded contract; the slot is below `rows * parts`.
-    unsafe {
-        if let Some((slot, acc)) = rows_parts_body::<Max>(x, rows, cols, span) {
-            mem::store(partials, slot, acc);
-        }
-    }
-}
-
-/// [`sum_cols_parts`](fn@sum_cols_parts) with maxima: finished by [`max_cols`](fn@max_cols).
-///
-/// # Safety
-/// As [`sum_cols_parts`](fn@sum_cols_parts).
-#[kernel]
-pub unsafe fn max_cols_parts(x: *const f32, partials: *mut f32, rows: usize, cols: usize, span: usize) {
-    // SAFETY: forwarded contract; the slot is below `cols * parts`.
-    unsafe {
-        if let Some((slot, acc)) = cols_parts_body::<Max>(x, rows, cols, span) {
-            mem::store(partials, slot, acc);
-        }
-    }
-}
-
-/// [`sum_rows_parts`](fn@sum_rows_parts) with argmaxes: each span's best value and its column
-/// in `values` and `indices`, finished by [`argmax_parts`](fn@argmax_parts). Writes 8 bytes per
-/// span.
-///
-/// # Safety
-/// As [`sum_rows_parts`](fn@sum_rows_parts), `values` and `indices` holding the partials.
-#[kernel]
+/// As [`reduce_rows_parts`](fn@reduce_rows_parts), `values` and `indices` holding the partials.
+// Barriers: none, as `reduce_rows`.
+#[kernel(block(ROWS_BLOCK), barriers(0))]
 pub unsafe fn argmax_rows_parts(
     x: *const f32,
     values: *mut f32,
@@ -896,20 +800,21 @@ pub unsafe fn argmax_rows_parts(
 ) {
     // SAFETY: forwarded contract; the slot is below `rows * parts`.
     unsafe {
-        if let Some((slot, best)) = rows_parts_body::<Argmax>(x, rows, cols, span) {
+        if let Some((slot, best)) = rows_parts::<Argmax>(x, rows, cols, span) {
             mem::store(values, slot, best.value);
             mem::store(indices, slot, best.index);
         }
     }
 }
 
-/// [`sum_cols_parts`](fn@sum_cols_parts) with argmaxes: each span's best value and its row in
-/// `values` and `indices`, finished by [`argmax_parts`](fn@argmax_parts). Writes 8 bytes per
+/// [`reduce_cols_parts`](fn@reduce_cols_parts) with argmaxes: each span's best value and its row
+/// in `values` and `indices`, finished by [`argmax_parts`](fn@argmax_parts). Writes 8 bytes per
 /// span and column.
 ///
 /// # Safety
-/// As [`sum_cols_parts`](fn@sum_cols_parts), `values` and `indices` holding the partials.
-#[kernel]
+/// As [`reduce_cols_parts`](fn@reduce_cols_parts), `values` and `indices` holding the partials.
+// Barriers: one, as `reduce_cols`.
+#[kernel(block(COLS_BLOCK_X * COLS_BLOCK_Y), barriers(1))]
 pub unsafe fn argmax_cols_parts(
     x: *const f32,
     values: *mut f32,
@@ -920,7 +825,7 @@ pub unsafe fn argmax_cols_parts(
 ) {
     // SAFETY: forwarded contract; the slot is below `cols * parts`.
     unsafe {
-        if let Some((slot, best)) = cols_parts_body::<Argmax>(x, rows, cols, span) {
+        if let Some((slot, best)) = cols_parts::<Argmax>(x, rows, cols, span) {
             mem::store(values, slot, best.value);
             mem::store(indices, slot, best.index);
         }
@@ -930,14 +835,14 @@ pub unsafe fn argmax_cols_parts(
 /// `out[c]` = the index of the best of the pairs `(values[p * outputs + c], indices[p *
 /// outputs + c])`, `p < parts` (by [`argmax_combine`]): the finish of
 /// [`argmax_rows_parts`](fn@argmax_rows_parts) and [`argmax_cols_parts`](fn@argmax_cols_parts),
-/// as `cols_body` on the `parts x outputs` pairs.
+/// as [`reduce_cols`](fn@reduce_cols) on the `parts x outputs` pairs.
 ///
-/// Reads 8 bytes per pair, writes 4 per output. Launch as [`argmax_cols`](fn@argmax_cols) on
-/// `outputs` columns.
+/// Reads 8 bytes per pair, writes 4 per output. Launch as `argmax_cols` on `outputs` columns.
 ///
 /// # Safety
 /// `values` and `indices` hold `parts * outputs` elements, `out` `outputs`, of device memory.
-#[kernel]
+// Barriers: one, as `reduce_cols`.
+#[kernel(block(COLS_BLOCK_X * COLS_BLOCK_Y), barriers(1))]
 pub unsafe fn argmax_parts(
     values: *const f32,
     indices: *const u32,

@@ -6,29 +6,32 @@
 //! negligible); an axis reduction reads `4 rows cols` bytes and writes one float per output.
 //!
 //! # The ladder, one file per rung
-//! * [`tree`]: the tutorial's shared-memory tree ([`sum_tree`](fn@sum_tree),
-//!   [`max_tree`](fn@max_tree)): one element per thread, one partial per block, launched again on
+//! * [`tree`]: the tutorial's shared-memory tree ([`reduce_tree`](fn@reduce_tree): `sum_tree`,
+//!   `max_tree`): one element per thread, one partial per block, launched again on
 //!   the partials until one value is left (`ceil(log_256 n)` launches).
 //! * [`vec4`]: 16-byte loads in a grid-stride loop over a persistent grid, warp shuffles, one
 //!   partial per block ([`sum_vec4`](fn@sum_vec4), [`max_vec4`](fn@max_vec4),
-//!   [`argmax_vec4`](fn@argmax_vec4)), then a second launch of one block on the partials
+//!   `argmax_vec4`), then a second launch of one block on the partials
 //!   ([`sum_vec4`](fn@sum_vec4) / [`max_vec4`](fn@max_vec4) again, or
 //!   [`argmax_pairs`](fn@argmax_pairs)): two launches for any `n`. Tuning candidates of the
-//!   argmax: [`argmax_vec4_u8`](fn@argmax_vec4_u8) (8 vectors per thread),
-//!   [`argmax_vec4_lanes`](fn@argmax_vec4_lanes) and [`argmax_vec4_lanes_u8`](fn@argmax_vec4_lanes_u8)
+//!   argmax: `argmax_vec4_u8` (8 vectors per thread),
+//!   `argmax_vec4_lanes` and `argmax_vec4_lanes_u8`
 //!   (a running best per lane: one compare and two selects per element).
-//! * [`axis`]: reductions along one axis of a matrix, one body per kernel shape for the three
-//!   reductions ([`axis::AxisFold`]). One output per row (`Axis(1)`): a warp per row
-//!   ([`sum_rows`](fn@sum_rows), [`max_rows`](fn@max_rows), [`argmax_rows`](fn@argmax_rows)),
-//!   16-byte loads with a group of lanes per row ([`sum_rows_vec`](fn@sum_rows_vec), ...), a
-//!   thread per row ([`sum_rows_narrow`](fn@sum_rows_narrow), ...) and a warp per 4 rows
-//!   ([`sum_rows_short`](fn@sum_rows_short), ...). One output per column (`Axis(0)`): a thread per
-//!   column and row group, the groups combined in shared memory ([`sum_cols`](fn@sum_cols),
-//!   [`max_cols`](fn@max_cols), [`argmax_cols`](fn@argmax_cols)), and a thread per column
-//!   ([`sum_cols_narrow`](fn@sum_cols_narrow), ...). When the outputs are too few to fill the
-//!   device, the split passes ([`sum_rows_parts`](fn@sum_rows_parts),
-//!   [`sum_cols_parts`](fn@sum_cols_parts), ...) fold spans of the axis into a matrix of
-//!   partials, which the column kernels (or [`argmax_parts`](fn@argmax_parts)) reduce.
+//! * [`axis`]: reductions along one axis of a matrix, each kernel generic over the reduction
+//!   ([`axis::AxisFold`]: [`axis::Sum`], [`axis::Max`], [`axis::Argmax`]), its instances the
+//!   entry points. One output per row (`Axis(1)`): a warp per row
+//!   ([`reduce_rows`](fn@reduce_rows): `sum_rows`, `max_rows`, `argmax_rows`), 16-byte loads with
+//!   a group of lanes per row ([`reduce_rows_vec`](fn@reduce_rows_vec)), a thread per row
+//!   ([`reduce_rows_narrow`](fn@reduce_rows_narrow)) and a warp per 4 rows
+//!   ([`reduce_rows_short`](fn@reduce_rows_short)). One output per column (`Axis(0)`): a thread
+//!   per column and row group, the groups combined in shared memory
+//!   ([`reduce_cols`](fn@reduce_cols): `sum_cols`, `max_cols`, `argmax_cols`), and a thread per
+//!   column ([`reduce_cols_narrow`](fn@reduce_cols_narrow)). When the outputs are too few to fill
+//!   the device, the split passes ([`reduce_rows_parts`](fn@reduce_rows_parts),
+//!   [`reduce_cols_parts`](fn@reduce_cols_parts), and the argmax's
+//!   [`argmax_rows_parts`](fn@argmax_rows_parts), [`argmax_cols_parts`](fn@argmax_cols_parts))
+//!   fold spans of the axis into a matrix of partials, which the column kernels (or
+//!   [`argmax_parts`](fn@argmax_parts)) reduce.
 //!
 //! # Rules
 //! * No float atomics: every partial is written by one thread to its own slot and combined by a
@@ -47,19 +50,10 @@ pub mod axis;
 pub mod tree;
 pub mod vec4;
 
-pub use axis::{
-    argmax_cols, argmax_cols_narrow, argmax_cols_parts, argmax_parts, argmax_rows, argmax_rows_narrow,
-    argmax_rows_parts, argmax_rows_short, argmax_rows_vec, max_cols, max_cols_narrow, max_cols_parts,
-    max_rows, max_rows_narrow, max_rows_parts, max_rows_short, max_rows_vec, sum_cols, sum_cols_narrow,
-    sum_cols_parts, sum_rows, sum_rows_narrow, sum_rows_parts, sum_rows_short, sum_rows_vec, COLS_BLOCK_X,
-    COLS_BLOCK_Y, COLS_SHARED_BYTES, NARROW_BLOCK, NARROW_COLS_MAX_ROWS, NARROW_MAX_COLS, ROWS_BLOCK,
-    ROWS_PER_BLOCK, SHORT_MAX_COLS, SHORT_ROWS, VEC_MAX_COLS,
-};
-pub use tree::{max_tree, sum_tree, TREE_BLOCK, TREE_SHARED_BYTES};
-pub use vec4::{
-    argmax_pairs, argmax_vec4, argmax_vec4_lanes, argmax_vec4_lanes_u8, argmax_vec4_u8, max_vec4, sum_vec4,
-    VEC_BLOCK, VEC_SHARED_BYTES, VEC_TILE_8, VEC_UNROLL, VEC_UNROLL_8,
-};
+// Every rung's items (its kernels' launcher modules among them) at the family's level.
+pub use axis::*;
+pub use tree::*;
+pub use vec4::*;
 
 /// Warps of a [`VEC_BLOCK`]-thread block.
 const WARPS: usize = (vec4::VEC_BLOCK / warp::SIZE) as usize;

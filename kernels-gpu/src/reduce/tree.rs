@@ -6,6 +6,7 @@
 //! until one value is left. Simple and exact about its order, but a quarter of the threads'
 //! loads are 4 bytes wide, most threads idle after the first round, and each pass is a launch.
 
+use super::axis::{AxisFold, Max, Sum};
 use crate::gpu::{block, mem, shared, thread};
 use crate::kernel;
 
@@ -16,10 +17,16 @@ pub const TREE_BLOCK: u32 = 256;
 /// Dynamic shared memory of the tree kernels: one float per thread.
 pub const TREE_SHARED_BYTES: u32 = TREE_BLOCK * 4;
 
-/// `partials[g] = x[g * B] + ... + x[min(n, (g + 1) * B) - 1]` with `B = TREE_BLOCK`.
+/// `partials[g]` = the fold `F` of `x[g * B .. min(n, (g + 1) * B)]` with `B = TREE_BLOCK`.
 ///
-/// One thread per element: thread `i` loads `x[i]` (0 past `n`) into shared memory, the block
-/// adds them in a tree, and thread 0 writes the block's sum to `partials[blockIdx.x]`.
+/// One thread per element: thread `i` loads `x[i]` (the fold's identity past `n`) into shared
+/// memory, the block combines them in a tree ([`block::reduce`] with `F`'s combination), and
+/// thread 0 writes the block's result to `partials[blockIdx.x]`.
+///
+/// Instances, one PTX entry each:
+/// * `sum_tree` ([`Sum`]): `partials[g] = x[g * B] + ... + x[min(n, (g + 1) * B) - 1]`;
+/// * `max_tree` ([`Max`]): their maximum, NaN if one of them is NaN
+///   ([`max_nan`](crate::gpu::math::max_nan) in place of `+`, `-inf` past `n`).
 ///
 /// Global memory: reads `4 n` bytes, writes 4 bytes per block. Launch: 1-D blocks of exactly
 /// [`TREE_BLOCK`] threads, `ceil(n / TREE_BLOCK)` blocks, [`TREE_SHARED_BYTES`] of dynamic
@@ -28,46 +35,22 @@ pub const TREE_SHARED_BYTES: u32 = TREE_BLOCK * 4;
 /// # Safety
 /// `x` holds `n` floats and `partials` `ceil(n / TREE_BLOCK)` floats of device memory; they do
 /// not overlap.
-#[kernel]
-pub unsafe fn sum_tree(x: *const f32, partials: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { tree(x, partials, n, 0.0, |a, b| a + b) }
-}
-
-/// `partials[g] = max(x[g * B .. min(n, (g + 1) * B)])` with `B = TREE_BLOCK`; NaN if one of
-/// them is NaN.
-///
-/// One thread per element, as [`sum_tree`](fn@sum_tree), with
-/// [`max_nan`](crate::gpu::math::max_nan) in place of `+` and `-inf` past `n`.
-///
-/// Global memory: reads `4 n` bytes, writes 4 bytes per block; launch as
-/// [`sum_tree`](fn@sum_tree).
-///
-/// # Safety
-/// As [`sum_tree`](fn@sum_tree).
-#[kernel]
-pub unsafe fn max_tree(x: *const f32, partials: *mut f32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { tree(x, partials, n, f32::NEG_INFINITY, crate::gpu::math::max_nan) }
-}
-
-/// The body of the tree kernels: `identity` past `n`, `op` in the tree.
-///
-/// # Safety
-/// As [`sum_tree`](fn@sum_tree).
+// Barriers: three, those of one `block::reduce` (after the store, one per tree round in its
+// loop, after the final read).
+#[kernel(instances(sum_tree = Sum, max_tree = Max), block(TREE_BLOCK), barriers(3))]
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn tree(x: *const f32, partials: *mut f32, n: usize, identity: f32, op: impl Fn(f32, f32) -> f32) {
+pub unsafe fn reduce_tree<F: AxisFold<Acc = f32>>(x: *const f32, partials: *mut f32, n: usize) {
     let i = thread::index_1d();
     // SAFETY: `i < n`.
     let v = if i < n {
         unsafe { mem::load(x, i) }
     } else {
-        identity
+        F::identity()
     };
     // SAFETY: every thread of the power-of-two block calls it; the dynamic shared memory holds
     // `TREE_BLOCK` floats.
-    let total = unsafe { block::reduce(shared::dynamic::<f32>(), v, op) };
+    let total = unsafe { block::reduce(shared::dynamic::<f32>(), v, F::combine) };
     if thread::thread_idx_x() == 0 {
         // SAFETY: `blockIdx.x < ceil(n / TREE_BLOCK)`, the length of `partials`.
         unsafe { mem::store(partials, thread::block_idx_x() as usize, total) }

@@ -108,7 +108,8 @@ fn lanes(a: F4, b: F4, op: impl Fn(f32, f32) -> f32) -> F4 {
 /// # Safety
 /// `x` holds `n` floats of device memory, 16-byte aligned; `partials` holds `gridDim.x`
 /// floats and does not overlap `x`.
-#[kernel]
+// Barriers: one, in `block_combine` (the warps' results meet in shared memory).
+#[kernel(block(VEC_BLOCK), barriers(1))]
 pub unsafe fn sum_vec4(x: *const f32, partials: *mut f32, n: usize) {
     let mut acc = F4::ZERO;
     // SAFETY: forwarded contract.
@@ -131,7 +132,8 @@ pub unsafe fn sum_vec4(x: *const f32, partials: *mut f32, n: usize) {
 ///
 /// # Safety
 /// As [`sum_vec4`](fn@sum_vec4).
-#[kernel]
+// Barriers: one, in `block_combine` (the warps' results meet in shared memory).
+#[kernel(block(VEC_BLOCK), barriers(1))]
 pub unsafe fn max_vec4(x: *const f32, partials: *mut f32, n: usize) {
     let mut acc = F4([f32::NEG_INFINITY; 4]);
     // SAFETY: forwarded contract.
@@ -278,75 +280,63 @@ unsafe fn write_block_best(best: Best, values: *mut f32, indices: *mut u32) {
     }
 }
 
-/// [`argmax_vec4`](fn@argmax_vec4) with [`VEC_UNROLL_8`] vectors per thread and sweep (8 loads
-/// issued before any compare): a tuning candidate.
-///
-/// Global memory: reads `4 n` bytes once (minimum traffic), writes 8 bytes per block. Launch as
-/// [`sum_vec4`](fn@sum_vec4), the grid at most `ceil(n / 4 / VEC_TILE_8)` blocks.
-///
-/// # Safety
-/// As [`argmax_vec4`](fn@argmax_vec4).
-#[kernel]
-pub unsafe fn argmax_vec4_u8(x: *const f32, values: *mut f32, indices: *mut u32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { write_block_best(combine_all::<VEC_UNROLL_8>(x, n), values, indices) }
-}
-
-/// [`argmax_vec4`](fn@argmax_vec4) with the per-lane loop of `lanes_best` (a compare and two
-/// selects per element, the exact rule only for vectors holding a NaN), [`VEC_UNROLL`] vectors
-/// per thread and sweep: a tuning candidate, the same answer.
-///
-/// Global memory: reads `4 n` bytes once (minimum traffic), writes 8 bytes per block. Launch as
-/// [`sum_vec4`](fn@sum_vec4).
-///
-/// # Safety
-/// As [`argmax_vec4`](fn@argmax_vec4).
-#[kernel]
-pub unsafe fn argmax_vec4_lanes(x: *const f32, values: *mut f32, indices: *mut u32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { write_block_best(lanes_best::<VEC_UNROLL>(x, n), values, indices) }
-}
-
-/// [`argmax_vec4_lanes`](fn@argmax_vec4_lanes) with [`VEC_UNROLL_8`] vectors per thread and
-/// sweep: a tuning candidate.
-///
-/// Global memory: reads `4 n` bytes once (minimum traffic), writes 8 bytes per block. Launch as
-/// [`argmax_vec4_u8`](fn@argmax_vec4_u8).
-///
-/// # Safety
-/// As [`argmax_vec4`](fn@argmax_vec4).
-#[kernel]
-pub unsafe fn argmax_vec4_lanes_u8(x: *const f32, values: *mut f32, indices: *mut u32, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { write_block_best(lanes_best::<VEC_UNROLL_8>(x, n), values, indices) }
-}
-
 /// `(values[g], indices[g])` = the argmax (see [`argmax_combine`]) of the elements of `x[..n]`
 /// block `g` takes, `(-inf, u32::MAX)` for a block with none; [`argmax_pairs`](fn@argmax_pairs)
 /// then reduces the pairs.
 ///
-/// Each thread keeps its best `(value, index)` over its vectors and tail element, the warp
-/// combines them with two shuffles per step (value and index), the block through shared memory.
+/// Each thread keeps its best `(value, index)` over its vectors (`U` per sweep, all loaded before
+/// any compare) and tail element, the exact [`argmax_combine`] on every element or, with `LANES`,
+/// the cheaper per-lane loop of `lanes_best` (a compare and two selects per element, the exact
+/// rule only for vectors holding a NaN; the same answer); the warp combines them with two
+/// shuffles per step (value and index), the block through shared memory.
 ///
-/// Global memory: reads `4 n` bytes once, writes 8 bytes per block. Launch as
-/// [`sum_vec4`](fn@sum_vec4).
+/// Instances, one PTX entry each:
+/// * `argmax_vec4` (`U` = [`VEC_UNROLL`], exact): the default;
+/// * `argmax_vec4_u8` ([`VEC_UNROLL_8`], exact), `argmax_vec4_lanes` ([`VEC_UNROLL`], lanes),
+///   `argmax_vec4_lanes_u8` ([`VEC_UNROLL_8`], lanes): tuning candidates.
+///
+/// Global memory: reads `4 n` bytes once (minimum traffic), writes 8 bytes per block. Launch as
+/// [`sum_vec4`](fn@sum_vec4), the grid at most `ceil(n / 4 / (VEC_BLOCK * U))` blocks.
 ///
 /// # Safety
 /// `x` holds `n <= u32::MAX` floats of device memory, 16-byte aligned; `values` and `indices`
 /// hold `gridDim.x` elements each; none overlap.
-#[kernel]
-pub unsafe fn argmax_vec4(x: *const f32, values: *mut f32, indices: *mut u32, n: usize) {
+// Barriers: one, in `block_combine` (the warps' results meet in shared memory).
+#[kernel(
+    instances(
+        argmax_vec4 = (VEC_UNROLL, false),
+        argmax_vec4_u8 = (VEC_UNROLL_8, false),
+        argmax_vec4_lanes = (VEC_UNROLL, true),
+        argmax_vec4_lanes_u8 = (VEC_UNROLL_8, true),
+    ),
+    block(VEC_BLOCK),
+    barriers(1)
+)]
+#[inline(always)]
+pub unsafe fn argmax_vec4_sweep<const U: usize, const LANES: bool>(
+    x: *const f32,
+    values: *mut f32,
+    indices: *mut u32,
+    n: usize,
+) {
     // SAFETY: forwarded contract.
-    unsafe { write_block_best(combine_all::<VEC_UNROLL>(x, n), values, indices) }
+    unsafe {
+        let best = if LANES {
+            lanes_best::<U>(x, n)
+        } else {
+            combine_all::<U>(x, n)
+        };
+        write_block_best(best, values, indices)
+    }
 }
 
 /// `(out_value[g], out_index[g])` = the argmax of the pairs `(values[i], indices[i])`, `i < n`,
-/// that block `g` takes: the second pass of [`argmax_vec4`](fn@argmax_vec4), launched with one
+/// that block `g` takes: the second pass of `argmax_vec4`, launched with one
 /// block on its partials.
 ///
 /// Thread `tid` of block `g` takes pairs `g * VEC_BLOCK + tid`, stepping by the grid's threads,
 /// and combines them with [`argmax_combine`]; then the block as in
-/// [`argmax_vec4`](fn@argmax_vec4).
+/// `argmax_vec4`.
 ///
 /// Global memory: reads 8 bytes per pair, writes 8 bytes per block. Launch: 1-D blocks of
 /// exactly [`VEC_BLOCK`] threads, any grid (the host uses one block), [`VEC_SHARED_BYTES`] of
@@ -355,7 +345,8 @@ pub unsafe fn argmax_vec4(x: *const f32, values: *mut f32, indices: *mut u32, n:
 /// # Safety
 /// `values` and `indices` hold `n` elements each, `out_value` and `out_index` `gridDim.x`; the
 /// outputs overlap no input.
-#[kernel]
+// Barriers: one, in `block_combine` (the warps' results meet in shared memory).
+#[kernel(block(VEC_BLOCK), barriers(1))]
 pub unsafe fn argmax_pairs(
     values: *const f32,
     indices: *const u32,

@@ -25,7 +25,10 @@ pub const SHARED_BYTES: u32 = BLOCK * core::mem::size_of::<f32>() as u32;
 /// # Safety
 /// `x` and `y` point to `rows * cols` floats of device memory and do not overlap; the launch
 /// shape is as above.
-#[kernel]
+// Barriers: nine. Each `block::reduce` has three (after the store, one per tree round in its
+// loop, after the final read); the kernel calls `reduce_max` or `reduce_min` (a branch on `t`,
+// which is the same for the whole block), then `reduce_sum`: three call sites.
+#[kernel(block(BLOCK), barriers(9))]
 pub unsafe fn softmax_block_reduce(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
     let row = thread::block_idx_x() as usize;
     if row >= rows {

@@ -1,7 +1,7 @@
 //! Rows too long for one block's registers, still read once: a row split over a thread-block
 //! cluster (sm_90), each block holding its share in registers, the blocks' statistics exchanged
-//! through distributed shared memory ([`softmax_cluster_4`](fn@softmax_cluster_4),
-//! [`softmax_cluster_8`](fn@softmax_cluster_8)).
+//! through distributed shared memory ([`softmax_cluster`](fn@softmax_cluster): `softmax_cluster_4`,
+//! `softmax_cluster_8`).
 //!
 //! Why: past 32768 columns a row no longer fits the 1024 threads of one block with 8 vectors
 //! each, and the block-per-row kernels give way to the streaming ones, which read the row twice
@@ -73,8 +73,7 @@ unsafe fn cluster_stats(scratch: *mut Stats, stats: Stats, t: f32) -> Stats {
     }
 }
 
-/// Cluster-per-row softmax, the row in registers: the body of [`softmax_cluster_4`](fn@softmax_cluster_4)
-/// and [`softmax_cluster_8`](fn@softmax_cluster_8).
+/// Cluster-per-row softmax, the row in registers, `V` vectors per thread.
 ///
 /// Cluster `r` (`%clusterid.x`, `C` blocks of `blockDim.x` threads) handles row `r`: thread `tid`
 /// of block rank `k` is thread `g = k * blockDim.x + tid` of the row's `C * blockDim.x`, and holds
@@ -91,11 +90,26 @@ unsafe fn cluster_stats(scratch: *mut Stats, stats: Stats, t: f32) -> Stats {
 /// a multiple of 32 threads, at most 1024, with `cols / 4 <= V * C * blockDim.x`;
 /// [`CLUSTER_SHARED_BYTES`] of dynamic shared memory; an sm_90 GPU.
 ///
+/// Instances, one PTX entry each (in the sm_90 and sm_90a modules):
+/// * `softmax_cluster_4` (`V = 4`, 16 floats per thread): rows of up to `16 * C * blockDim.x`
+///   columns, about 40 registers a thread, so two 1024-thread blocks can share a
+///   multiprocessor;
+/// * `softmax_cluster_8` (`V = 8`, 32 floats per thread): rows of up to `32 * C * blockDim.x`
+///   columns (131072 columns in a cluster of 4 blocks of 1024 threads, 524288 in 16).
+///
 /// # Safety
 /// `x` and `y` point to `rows * cols` floats of device memory at the same address modulo 16
 /// bytes and do not overlap; the launch shape is as above.
+// Block: each block of a cluster sized to its share of the row, up to 1024 threads. Barriers:
+// five, one `block_stats`, then the cluster barrier's arrive and wait before the partials are
+// read, an arrive after the reads and a wait before the exit.
+#[kernel(
+    instances(softmax_cluster_4 = 4, softmax_cluster_8 = 8),
+    block(ROW_BLOCK_MAX),
+    barriers(5)
+)]
 #[inline(always)]
-unsafe fn softmax_cluster<const V: usize>(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
+pub unsafe fn softmax_cluster<const V: usize>(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
     let row = cluster::id_x() as usize;
     if row >= rows {
         return; // the whole cluster leaves together: no barrier is skipped by part of it
@@ -122,23 +136,3 @@ unsafe fn softmax_cluster<const V: usize>(x: *const f32, y: *mut f32, rows: usiz
         cluster::wait();
     }
 }
-
-softmax_kernel!(
-    /// `softmax_cluster` with 4 vectors (16 floats) per thread: rows of up to
-    /// `16 * C * blockDim.x` columns, about 40 registers a thread, so two 1024-thread blocks can
-    /// share a multiprocessor.
-    ///
-    /// # Safety
-    /// As `softmax_cluster`.
-    softmax_cluster_4 = softmax_cluster::<4>
-);
-
-softmax_kernel!(
-    /// `softmax_cluster` with 8 vectors (32 floats) per thread: rows of up to
-    /// `32 * C * blockDim.x` columns (131072 columns in a cluster of 4 blocks of 1024 threads,
-    /// 524288 in 16).
-    ///
-    /// # Safety
-    /// As `softmax_cluster`.
-    softmax_cluster_8 = softmax_cluster::<8>
-);

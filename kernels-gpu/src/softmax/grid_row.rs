@@ -304,7 +304,9 @@ impl Share {
 /// low 31 bits are 0 at the launch and that no other launch uses meanwhile (the launch leaves
 /// them 0, so a word zeroed once serves every later launch queued after it: see
 /// [`grid::sync`]); the launch is as above.
-#[kernel(launch_bounds(512, 1))]
+// Block: sized to the row, up to its launch bounds. Barriers: four, two block reductions and the
+// grid barrier's two block barriers around its arrival.
+#[kernel(launch_bounds(512, 1), barriers(4))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn softmax_grid_row(
     x: *const f32,

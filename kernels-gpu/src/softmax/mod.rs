@@ -12,22 +12,26 @@
 //! A vector is a matrix of one row.
 //!
 //! # The ladder, one file per rung
-//! * [`block_reduce`]: [`softmax_block_reduce`](fn@softmax_block_reduce), the tutorial's block reduction, three passes
-//!   over the row.
-//! * [`in_registers`]: one pass, the row held in registers by a warp ([`softmax_warp_1`](fn@softmax_warp_1) ...
-//!   [`softmax_warp_8`](fn@softmax_warp_8)), a lane group ([`softmax_group_8x4`](fn@softmax_group_8x4), [`softmax_group_16x2`](fn@softmax_group_16x2)) or a
-//!   block ([`softmax_block_4`](fn@softmax_block_4), [`softmax_block_8`](fn@softmax_block_8)).
+//! * [`block_reduce`]: [`softmax_block_reduce`](fn@softmax_block_reduce), the tutorial's block
+//!   reduction, three passes over the row.
+//! * [`in_registers`]: one pass, the row held in registers by a warp
+//!   ([`softmax_warp`](fn@softmax_warp): `softmax_warp_1` ... `softmax_warp_8`), a lane group
+//!   ([`softmax_group`](fn@softmax_group): `softmax_group_8x4`, `softmax_group_16x2`) or a block
+//!   ([`softmax_block`](fn@softmax_block): `softmax_block_4`, `softmax_block_8`, and their `_el`
+//!   twins).
 //! * [`persistent`]: the same, a warp or block kept over several rows, the next row staged in
-//!   shared memory ([`softmax_persist_warp_8`](fn@softmax_persist_warp_8), [`softmax_persist_block_4`](fn@softmax_persist_block_4),
+//!   shared memory ([`softmax_persist_warp_8`](fn@softmax_persist_warp_8),
+//!   [`softmax_persist_block`](fn@softmax_persist_block): `softmax_persist_block_4`, and
 //!   [`softmax_persist_block_8`](fn@softmax_persist_block_8)).
 //! * [`cluster`] (sm_90): rows too long for one block, held in the registers of a thread-block
 //!   cluster of 2 to 16 blocks, the statistics merged through distributed shared memory
-//!   ([`softmax_cluster_4`](fn@softmax_cluster_4), [`softmax_cluster_8`](fn@softmax_cluster_8)).
+//!   ([`softmax_cluster`](fn@softmax_cluster): `softmax_cluster_4`, `softmax_cluster_8`).
 //! * [`stream`]: rows too long for the chip, read twice by one block per row
 //!   ([`softmax_stream`](fn@softmax_stream)).
 //! * [`two_pass`]: the same with several blocks per row, in two launches
-//!   ([`softmax_split_stats`](fn@softmax_split_stats) then [`softmax_split_write`](fn@softmax_split_write), or its
-//!   evict-first twin [`softmax_split_write_streaming`](fn@softmax_split_write_streaming)).
+//!   ([`softmax_split_stats`](fn@softmax_split_stats) then
+//!   [`softmax_split_finish`](fn@softmax_split_finish): `softmax_split_write`, or its evict-first
+//!   twin `softmax_split_write_streaming`).
 //! * [`grid_row`]: the same rows in one cooperative launch, the row split over the whole grid,
 //!   each block keeping what fits of its share in registers and shared memory, the statistics
 //!   exchanged across a grid barrier ([`softmax_grid_row`](fn@softmax_grid_row)).
@@ -52,14 +56,11 @@
 //! bytes, so the same split holds for the output row.
 //!
 //! Which kernel a shape gets (gpukern's `OnePassConfig::plan`, defaults): rows of up to 128
-//! columns take a group of 16 lanes ([`softmax_group_16x2`](fn@softmax_group_16x2); 8 lanes,
-//! [`softmax_group_8x4`](fn@softmax_group_8x4), on request), rows of up to 512 a warp each
-//! ([`softmax_warp_1`](fn@softmax_warp_1) ... [`softmax_warp_8`](fn@softmax_warp_8), the longer
-//! ones on request); up to 32768 a block each, the row held in registers
-//! ([`softmax_block_4`](fn@softmax_block_4), [`softmax_block_8`](fn@softmax_block_8)); the
-//! persistent twins of `softmax_warp_8` and the block kernels
-//! ([`softmax_persist_warp_8`](fn@softmax_persist_warp_8),
-//! [`softmax_persist_block_4`](fn@softmax_persist_block_4),
+//! columns take a group of 16 lanes (`softmax_group_16x2`; 8 lanes, `softmax_group_8x4`, on
+//! request), rows of up to 512 a warp each (`softmax_warp_1` ... `softmax_warp_8`, the longer ones
+//! on request); up to 32768 a block each, the row held in registers (`softmax_block_4_el`,
+//! `softmax_block_8_el`); the persistent twins of `softmax_warp_8` and the block kernels
+//! ([`softmax_persist_warp_8`](fn@softmax_persist_warp_8), `softmax_persist_block_4`,
 //! [`softmax_persist_block_8`](fn@softmax_persist_block_8)), which stage the next row in shared
 //! memory while they finish the current one, run on request. On sm_90 longer rows of up to 262144
 //! columns are held by a thread-block cluster (`cluster`); past that (or before sm_90) rows
@@ -67,23 +68,9 @@
 //! ([`softmax_stream`](fn@softmax_stream)), by one cooperative launch over the whole GPU when
 //! there are at most 8 ([`softmax_grid_row`](fn@softmax_grid_row), which keeps what fits of each
 //! block's share on chip), or by several blocks per row otherwise
-//! ([`softmax_split_stats`](fn@softmax_split_stats) then
-//! [`softmax_split_write`](fn@softmax_split_write)).
+//! ([`softmax_split_stats`](fn@softmax_split_stats) then `softmax_split_write`).
 
 use crate::gpu::warp;
-
-/// A `#[kernel]` entry `name(x, y, rows, cols, t)` that forwards to the generic body `body`
-/// (`softmax_warp::<8>`), under the doc comment given: one line per instantiation of a rung.
-macro_rules! softmax_kernel {
-    ($(#[$doc:meta])* $name:ident = $body:path) => {
-        $(#[$doc])*
-        #[kernel]
-        pub unsafe fn $name(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
-            // SAFETY: forwarded contract.
-            unsafe { $body(x, y, rows, cols, t) }
-        }
-    };
-}
 
 pub mod block_reduce;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
@@ -96,23 +83,16 @@ pub mod stats;
 pub mod stream;
 pub mod two_pass;
 
-pub use block_reduce::{softmax_block_reduce, BLOCK, SHARED_BYTES};
+// Every rung's items (its kernels' launcher modules among them) at the family's level.
+pub use block_reduce::*;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
-pub use cluster::{softmax_cluster_4, softmax_cluster_8, CLUSTER_MAX_BLOCKS, CLUSTER_SHARED_BYTES};
-pub use grid_row::{
-    grid_row_shared_bytes, softmax_grid_row, GRID_ROW_BLOCK, GRID_ROW_SCRATCH_BYTES, GRID_ROW_VECTORS,
-};
-pub use in_registers::{
-    softmax_block_4, softmax_block_4_el, softmax_block_8, softmax_block_8_el, softmax_group_16x2,
-    softmax_group_8x4, softmax_warp_1, softmax_warp_2, softmax_warp_4, softmax_warp_8, GROUP_KERNEL_BLOCK,
-};
-pub use persistent::{
-    persist_block_shared_bytes, softmax_persist_block_4, softmax_persist_block_8, softmax_persist_warp_8,
-    PERSIST_WARP_SHARED_BYTES,
-};
+pub use cluster::*;
+pub use grid_row::*;
+pub use in_registers::*;
+pub use persistent::*;
 pub use stats::{exponent, KahanSum, Stats};
-pub use stream::{softmax_stream, STREAM_UNROLL};
-pub use two_pass::{softmax_split_stats, softmax_split_write, softmax_split_write_streaming};
+pub use stream::*;
+pub use two_pass::*;
 
 /// Threads per block of the warp-per-row kernels: 8 warps, one row each. Small blocks let the
 /// multiprocessor fill up with whole blocks (8 per SM at 256 threads) and leave a partial last
@@ -125,8 +105,9 @@ pub const WARP_KERNEL_ROWS: u32 = WARP_KERNEL_BLOCK / warp::SIZE;
 /// Most threads a block-per-row kernel takes (the CUDA limit).
 pub const ROW_BLOCK_MAX: u32 = 1024;
 
-/// Threads per block of the kernels that stream a row from memory twice ([`softmax_stream`](fn@softmax_stream),
-/// [`softmax_split_stats`](fn@softmax_split_stats), [`softmax_split_write`](fn@softmax_split_write)).
+/// Threads per block of the kernels that stream a row from memory twice
+/// ([`softmax_stream`](fn@softmax_stream), [`softmax_split_stats`](fn@softmax_split_stats),
+/// [`softmax_split_finish`](fn@softmax_split_finish)).
 pub const STREAM_BLOCK: u32 = 512;
 
 /// Dynamic shared memory of the block-per-row and streaming kernels: one [`Stats`] (8 bytes) per

@@ -18,7 +18,8 @@ use crate::gpu::vector::F4;
 use crate::gpu::{async_copy, hint, mem, shared, thread, warp};
 use crate::kernel;
 
-/// Shared memory of [`softmax_persist_block_4`](fn@softmax_persist_block_4) / [`softmax_persist_block_8`](fn@softmax_persist_block_8) for `vectors` per
+/// Shared memory of [`softmax_persist_block`](fn@softmax_persist_block) (`softmax_persist_block_4`)
+/// and [`softmax_persist_block_8`](fn@softmax_persist_block_8) for `vectors` per
 /// thread of `threads`: one 16-byte slot per vector of the row, then two sets of per-warp
 /// [`Stats`] (consecutive rows alternate between them, so that a warp writing the next row's
 /// statistics never meets one still reading the current row's).
@@ -165,7 +166,8 @@ unsafe fn persist_rows<const V: usize, const FIXED: usize>(
 /// # Safety
 /// `x` and `y` point to `rows * cols` floats of device memory at the same address modulo 16
 /// bytes and do not overlap; `cols / 4 <= 256`; the launch shape is as above.
-#[kernel]
+// Barriers: none, the warp exchanges by shuffles only.
+#[kernel(block(WARP_KERNEL_BLOCK), barriers(0))]
 pub unsafe fn softmax_persist_warp_8(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
     const V: usize = 8;
     let tid = thread::thread_idx_x() as usize;
@@ -194,15 +196,15 @@ pub unsafe fn softmax_persist_warp_8(x: *const f32, y: *mut f32, rows: usize, co
     }
 }
 
-/// Persistent block-per-row softmax, the next row staged in shared memory: the body of
-/// [`softmax_persist_block_4`](fn@softmax_persist_block_4) and [`softmax_persist_block_8`](fn@softmax_persist_block_8).
+/// Persistent block-per-row softmax, the next row staged in shared memory, `V` vectors per
+/// thread.
 ///
 /// Block `b` handles rows `b, b + gridDim.x, ...`; for each, thread `tid` holds vectors
 /// `tid + k * blockDim.x` (`k < V`) in registers and at most one head or tail scalar, the block
-/// merges the statistics with shuffles and one barrier ([`block_stats`], into the half of the
+/// merges the statistics with shuffles and one barrier (`block_stats`, into the half of the
 /// scratch this row's parity picks), and while it does so and writes the row, each thread's
 /// vectors of the block's next row are on their way into its `V` slots of shared memory
-/// ([`persist_rows`]).
+/// (`persist_rows`).
 ///
 /// Global memory: each entry read once (`cp.async`, through L2 only) and written once, 8 bytes
 /// per element. Shared memory: `16 * V` bytes per thread (a whole row: 128 KiB at 32768
@@ -213,11 +215,19 @@ pub unsafe fn softmax_persist_warp_8(x: *const f32, y: *mut f32, rows: usize, co
 /// `cols / 4 <= V * blockDim.x` (the host launches as many as are resident at once);
 /// `persist_block_shared_bytes(V, blockDim.x)` of dynamic shared memory.
 ///
+/// Instances: `softmax_persist_block_4` (`V = 4`, 16 floats per thread): rows of up to
+/// `16 * blockDim.x` columns, the same blocks as `softmax_block_4` (256 threads at 4096 columns,
+/// 512 at 8192), with 64 bytes of shared memory per thread. Its 8-vector twin is
+/// [`softmax_persist_block_8`](fn@softmax_persist_block_8).
+///
 /// # Safety
 /// `x` and `y` point to `rows * cols` floats of device memory at the same address modulo 16
 /// bytes and do not overlap; the launch shape is as above.
+// Block: sized to the row like the block-per-row kernels, up to 1024 threads. Barriers: one,
+// the loop's `block_stats` (the loop over rows is not unrolled).
+#[kernel(instances(softmax_persist_block_4 = 4), block(ROW_BLOCK_MAX), barriers(1))]
 #[inline(always)]
-unsafe fn softmax_persist_block<const V: usize>(
+pub unsafe fn softmax_persist_block<const V: usize>(
     x: *const f32,
     y: *mut f32,
     rows: usize,
@@ -252,26 +262,21 @@ unsafe fn softmax_persist_block<const V: usize>(
     }
 }
 
-softmax_kernel!(
-    /// `softmax_persist_block` with 4 vectors (16 floats) per thread: rows of up to
-    /// `16 * blockDim.x` columns, the same blocks as `softmax_block_4` (256 threads at 4096
-    /// columns, 512 at 8192), with 64 bytes of shared memory per thread.
-    ///
-    /// # Safety
-    /// As `softmax_persist_block`.
-    softmax_persist_block_4 = softmax_persist_block::<4>
-);
-
-/// `softmax_persist_block` with 8 vectors (32 floats) per thread: rows of up to
+/// [`softmax_persist_block`](fn@softmax_persist_block) with 8 vectors (32 floats) per thread: rows of up to
 /// `32 * blockDim.x` columns, the same blocks as `softmax_block_8`; at 32768 columns one block
 /// of 1024 threads per SM holds a row in registers and stages the next in 128 KiB of shared
 /// memory (the over-48 KiB opt-in). Launch bounds of 1024 threads keep ptxas at the 64
 /// registers such a block needs (left alone it took 72 once the register-held row's loops lost
 /// their per-vector tests).
 ///
+/// A kernel of its own rather than an instance of `softmax_persist_block`: launch bounds are a
+/// kernel's, for all its instances, and would add a `.maxntid` to `softmax_persist_block_4`,
+/// whose PTX is the one measured without.
+///
 /// # Safety
-/// As `softmax_persist_block`.
-#[kernel(launch_bounds(1024))]
+/// As [`softmax_persist_block`](fn@softmax_persist_block).
+// Barriers: one, as `softmax_persist_block`.
+#[kernel(launch_bounds(1024), barriers(1))]
 pub unsafe fn softmax_persist_block_8(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
     // SAFETY: forwarded contract.
     unsafe { softmax_persist_block::<8>(x, y, rows, cols, t) }

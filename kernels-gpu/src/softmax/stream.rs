@@ -4,6 +4,7 @@
 
 use super::row::{map4, RowSplit};
 use super::stats::{block_stats, exponent, KahanSum, Stats};
+use super::STREAM_BLOCK;
 use crate::gpu::vector::{self, F4};
 use crate::gpu::{math, mem, shared, thread};
 use crate::kernel;
@@ -144,7 +145,8 @@ pub(super) unsafe fn range_write<const STREAMING: bool>(
 /// # Safety
 /// `x` and `y` point to `rows * cols` floats of device memory at the same address modulo 16
 /// bytes and do not overlap; the launch shape is as above.
-#[kernel]
+// Barriers: one, in `block_stats`.
+#[kernel(block(STREAM_BLOCK), barriers(1))]
 pub unsafe fn softmax_stream(x: *const f32, y: *mut f32, rows: usize, cols: usize, t: f32) {
     let row = thread::block_idx_x() as usize;
     if row >= rows {

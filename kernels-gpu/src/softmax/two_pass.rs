@@ -1,10 +1,12 @@
 //! Rows too long to keep on chip when there are few of them: several blocks per row, in two
-//! launches, the chunks' statistics ([`softmax_split_stats`](fn@softmax_split_stats)) then the merge and the write
-//! ([`softmax_split_write`](fn@softmax_split_write)).
+//! launches, the chunks' statistics ([`softmax_split_stats`](fn@softmax_split_stats)) then the
+//! merge and the write ([`softmax_split_finish`](fn@softmax_split_finish): `softmax_split_write`,
+//! or its evict-first twin `softmax_split_write_streaming`).
 
 use super::row::RowSplit;
 use super::stats::{block_stats, exponent, Stats};
 use super::stream::{range_stats, range_write};
+use super::STREAM_BLOCK;
 use crate::gpu::{math, mem, shared, thread};
 use crate::kernel;
 
@@ -30,7 +32,8 @@ pub(crate) fn chunk_range(split: RowSplit, chunk: usize, chunk_vecs: usize) -> (
 /// # Safety
 /// `x` points to `rows * cols` floats, `partials` to `2 * rows * chunks` floats of device memory;
 /// the launch shape is as above.
-#[kernel]
+// Barriers: one, in `block_stats`.
+#[kernel(block(STREAM_BLOCK), barriers(1))]
 pub unsafe fn softmax_split_stats(
     x: *const f32,
     partials: *mut f32,
@@ -66,9 +69,8 @@ pub unsafe fn softmax_split_stats(
     }
 }
 
-/// Split-row softmax, step 2 of 2: merge a row's chunk statistics, write one chunk. The body of
-/// [`softmax_split_write`](fn@softmax_split_write) (`STREAMING = false`) and
-/// [`softmax_split_write_streaming`](fn@softmax_split_write_streaming) (`true`).
+/// Split-row softmax, step 2 of 2: merge a row's chunk statistics, write one chunk; with
+/// `STREAMING` its loads of `x` and stores of `y` carry the evict-first hint.
 ///
 /// Block `b` handles chunk `c = l % chunks` of row `l / chunks` with `l = gridDim.x - 1 - b`:
 /// the blocks run in the reverse order of [`softmax_split_stats`](fn@softmax_split_stats), so the first chunks read are
@@ -84,13 +86,27 @@ pub unsafe fn softmax_split_stats(
 ///
 /// Launch: as [`softmax_split_stats`](fn@softmax_split_stats), with the same `chunks` and `chunk_vecs`.
 ///
+/// Instances, one PTX entry each:
+/// * `softmax_split_write` (plain loads and stores);
+/// * `softmax_split_write_streaming` (`STREAMING`: `ld.global.cs`, `st.global.cs` on `x`, their
+///   last use, and `y`): as its blocks walk the chunks in the reverse order of step 1, the chunks
+///   step 1 left in L2 are read first, and neither those lines once read nor the output lines
+///   displace the chunks still waiting there; the same values, the L2 hits of the second read
+///   are what the hint is for.
+///
 /// # Safety
 /// `x` and `y` point to `rows * cols` floats of device memory at the same address modulo 16
 /// bytes and do not overlap; `partials` holds step 1's `2 * rows * chunks` floats; the launch
 /// shape is as above.
+// Barriers: one, in `block_stats`.
+#[kernel(
+    instances(softmax_split_write = false, softmax_split_write_streaming = true),
+    block(STREAM_BLOCK),
+    barriers(1)
+)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn split_write<const STREAMING: bool>(
+pub unsafe fn softmax_split_finish<const STREAMING: bool>(
     x: *const f32,
     partials: *const f32,
     y: *mut f32,
@@ -129,55 +145,4 @@ unsafe fn split_write<const STREAMING: bool>(
             }
         }
     }
-}
-
-/// Split-row softmax, step 2 of 2 (`split_write`): block `b` merges its row's partial
-/// statistics and writes chunk `gridDim.x - 1 - b` (blocks in the reverse order of step 1), with
-/// plain loads and stores.
-///
-/// Global memory: 8 bytes per element (one read, one write), 12 with step 1.
-///
-/// # Safety
-/// As `split_write`.
-#[kernel]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn softmax_split_write(
-    x: *const f32,
-    partials: *const f32,
-    y: *mut f32,
-    rows: usize,
-    cols: usize,
-    chunks: usize,
-    chunk_vecs: usize,
-    t: f32,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { split_write::<false>(x, partials, y, rows, cols, chunks, chunk_vecs, t) }
-}
-
-/// Split-row softmax, step 2 of 2 (`split_write`), its loads of `x` (their last use) and
-/// stores of `y` with the evict-first hint (`ld.global.cs`, `st.global.cs`): as its blocks walk
-/// the chunks in the reverse order of step 1, the chunks step 1 left in L2 are read first, and
-/// neither those lines once read nor the output lines displace the chunks still waiting there.
-/// The same values as [`softmax_split_write`](fn@softmax_split_write).
-///
-/// Global memory: 8 bytes per element (one read, one write), 12 with step 1; the L2 hits of the
-/// second read are what the hint is for.
-///
-/// # Safety
-/// As `split_write`.
-#[kernel]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn softmax_split_write_streaming(
-    x: *const f32,
-    partials: *const f32,
-    y: *mut f32,
-    rows: usize,
-    cols: usize,
-    chunks: usize,
-    chunk_vecs: usize,
-    t: f32,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { split_write::<true>(x, partials, y, rows, cols, chunks, chunk_vecs, t) }
 }

@@ -22,11 +22,10 @@ pub mod naive;
 pub mod tile64;
 pub mod tiled;
 
-pub use naive::transpose_naive;
-pub use tile64::{
-    transpose_tiled_64, transpose_vec4_64, TILED_64_SHARED_BYTES, TILE_64, VEC4_64_SHARED_BYTES,
-};
-pub use tiled::{transpose_tiled, TILED_SHARED_BYTES};
+// Every rung's items (its kernels' launcher modules among them) at the family's level.
+pub use naive::*;
+pub use tile64::*;
+pub use tiled::*;
 
 /// Side of the square tile of [`transpose_tiled`](fn@transpose_tiled), and the x extent of the
 /// blocks of both kernels: a warp reads or writes 32 consecutive floats (128 bytes).

@@ -17,7 +17,8 @@ use crate::kernel;
 ///
 /// # Safety
 /// `a` and `b` hold `rows * cols` floats of device memory each and do not overlap.
-#[kernel]
+// Barriers: none, no shared memory.
+#[kernel(block(TILE * BLOCK_ROWS), barriers(0))]
 pub unsafe fn transpose_naive(a: *const f32, b: *mut f32, rows: usize, cols: usize) {
     let r = thread::block_idx_y() as usize * BLOCK_ROWS as usize + thread::thread_idx_y() as usize;
     let c = thread::block_idx_x() as usize * TILE as usize + thread::thread_idx_x() as usize;

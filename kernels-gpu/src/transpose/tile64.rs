@@ -61,7 +61,8 @@ const _: () = assert!(VECTORS_PER_THREAD == 4, "the kernel names its four vector
 ///
 /// # Safety
 /// `a` and `b` hold `rows * cols` floats of device memory each and do not overlap.
-#[kernel]
+// Barriers: one, between the tile's stores and its loads (as `transpose_tiled`).
+#[kernel(block(TILE * BLOCK_ROWS), barriers(1))]
 pub unsafe fn transpose_tiled_64(a: *const f32, b: *mut f32, rows: usize, cols: usize) {
     let tile = shared::dynamic::<f32>();
     let (tx, ty) = (thread::thread_idx_x() as usize, thread::thread_idx_y() as usize);
@@ -136,7 +137,8 @@ fn swizzled(r: usize, c: usize) -> usize {
 /// `a` and `b` hold `rows * cols` floats of device memory each, 16-byte aligned, and do not
 /// overlap; `rows % 4 == 0` and `cols % 4 == 0` (the host runs
 /// [`transpose_tiled_64`](fn@transpose_tiled_64) otherwise).
-#[kernel]
+// Barriers: one, between the tile's stores and its loads (as `transpose_tiled`).
+#[kernel(block(TILE * BLOCK_ROWS), barriers(1))]
 pub unsafe fn transpose_vec4_64(a: *const f32, b: *mut f32, rows: usize, cols: usize) {
     let tile = shared::dynamic::<f32>();
     let t = thread::thread_idx_y() as usize * TILE as usize + thread::thread_idx_x() as usize;

@@ -29,7 +29,8 @@ const PER_THREAD: usize = (TILE / BLOCK_ROWS) as usize;
 ///
 /// # Safety
 /// `a` and `b` hold `rows * cols` floats of device memory each and do not overlap.
-#[kernel]
+// Barriers: one, between the tile's stores and its loads.
+#[kernel(block(TILE * BLOCK_ROWS), barriers(1))]
 pub unsafe fn transpose_tiled(a: *const f32, b: *mut f32, rows: usize, cols: usize) {
     let tile = shared::dynamic::<f32>();
     let (tx, ty) = (thread::thread_idx_x() as usize, thread::thread_idx_y() as usize);

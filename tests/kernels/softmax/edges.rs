@@ -224,22 +224,22 @@ fn row_kernels_on_buffers_that_start_off_a_16_byte_boundary() {
     let kernels: [(&str, Kernel, LaunchConfig); 5] = [
         (
             "softmax_group_8x4",
-            ksoft::softmax_group_8x4,
+            ksoft::softmax_group::<8, 4>,
             launch_1d((rows as u32).div_ceil(32), 256, 0),
         ),
         (
             "softmax_persist_block_4",
-            ksoft::softmax_persist_block_4,
+            ksoft::softmax_persist_block::<4>,
             launch_1d(2, 32, ksoft::persist_block_shared_bytes(4, 32)),
         ),
         (
             "softmax_warp_1",
-            ksoft::softmax_warp_1,
+            ksoft::softmax_warp::<1>,
             launch_1d((rows as u32).div_ceil(8), 256, 0),
         ),
         (
             "softmax_block_4",
-            ksoft::softmax_block_4,
+            ksoft::softmax_block::<4, false>,
             launch_1d(rows as u32, 32, ksoft::STATS_SHARED_BYTES),
         ),
         (
