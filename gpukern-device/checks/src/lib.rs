@@ -9,6 +9,8 @@ pub mod atomics;
 pub mod bounds;
 pub mod elements;
 pub mod indices;
+pub mod math;
 pub mod print;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod tables;
+pub mod vectors;
