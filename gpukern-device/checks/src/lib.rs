@@ -7,6 +7,7 @@
 
 pub mod atomics;
 pub mod bounds;
+pub mod collectives;
 pub mod elements;
 pub mod indices;
 pub mod math;

@@ -21,6 +21,8 @@ mod common;
 mod atomics;
 #[path = "device_checks/children.rs"]
 mod children;
+#[path = "device_checks/collectives.rs"]
+mod collectives;
 #[path = "device_checks/elements.rs"]
 mod elements;
 #[path = "device_checks/launches.rs"]
@@ -215,6 +217,7 @@ fn main() {
         trials.extend(elements::trials(target));
         trials.extend(launches::trials(target));
         trials.extend(math::trials(target));
+        trials.extend(collectives::trials(target));
         trials.extend(vectors::trials(target));
         trials.extend(children::trials(target));
     }
