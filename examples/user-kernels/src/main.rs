@@ -22,7 +22,8 @@ fn main() -> Res<()> {
     for gpu in &gpus {
         println!("== {}", gpu.describe());
         let module = gpu.load(&KERNELS)?;
-        let big = !gpu.is_simulator();
+        // `USER_KERNELS_SMALL=1`: small shapes on the GPU too (the sanitizer runs).
+        let big = !gpu.is_simulator() && std::env::var_os("USER_KERNELS_SMALL").is_none();
         for (rows, cols) in if big {
             vec![(8192, 8192), (1001, 999)]
         } else {
