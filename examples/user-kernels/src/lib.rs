@@ -14,7 +14,7 @@ pub mod reference;
 /// The PTX `build.rs` compiled from `kernels/`.
 pub static KERNELS: PtxSet = gpukern::include_ptx!(kernels);
 
-/// `y = gelu(x + bias)` on a `rows x cols` bf16 matrix: [`kernels::bias_gelu`], a grid that
+/// `y = gelu(x + bias)` on a `rows x cols` bf16 matrix: [`kernels::bias_gelu`](fn@kernels::bias_gelu), a grid that
 /// covers it in one sweep.
 pub fn bias_gelu(
     module: &Module,
@@ -35,7 +35,7 @@ pub fn bias_gelu(
     unsafe { kernels::bias_gelu::launch(module, config, x, bias, y, rows, cols) }
 }
 
-/// One Jacobi step of the `rows x cols` grid `x` into `out`: [`kernels::stencil`], one block per
+/// One Jacobi step of the `rows x cols` grid `x` into `out`: [`kernels::stencil`](fn@kernels::stencil), one block per
 /// 32 x 128 tile.
 pub fn stencil(
     module: &Module,
@@ -62,7 +62,7 @@ pub fn stencil(
 /// (8 blocks of 256 threads fill a multiprocessor's 2048), few enough final flushes.
 const HIST_BLOCKS_PER_SM: usize = 8;
 
-/// `counts` (256 bins, zeroed here) = the histogram of the bytes of `data`: [`kernels::histogram`]
+/// `counts` (256 bins, zeroed here) = the histogram of the bytes of `data`: [`kernels::histogram`](fn@kernels::histogram)
 /// on a grid of a few blocks per multiprocessor.
 pub fn histogram(module: &Module, data: &DeviceVec<u8>, counts: &mut DeviceVec<u32>) -> Result<()> {
     *counts = module.gpu().zeros_of::<u32>(BINS)?;

@@ -5,10 +5,10 @@
 use gpukern_device::block::Scratch;
 use gpukern_device::{kernel, mem, thread, warp};
 
-/// Threads per block of [`warp_and_block_collectives`].
+/// Threads per block of [`warp_and_block_collectives`](fn@warp_and_block_collectives).
 pub const THREADS: u32 = 128;
 
-/// Values each thread of [`warp_and_block_collectives`] records.
+/// Values each thread of [`warp_and_block_collectives`](fn@warp_and_block_collectives) records.
 pub const RECORDS: usize = 10;
 
 /// Thread `t` (global index) of blocks of [`THREADS`] writes to `out[RECORDS t..]`:

@@ -10,7 +10,7 @@ use gpukern_device::{kernel, mem, thread};
 /// A function of a table: its name and the function.
 pub type Named = (&'static str, fn(f32) -> f32);
 
-/// The functions of [`math_accurate`], by selector.
+/// The functions of [`math_accurate`](fn@math_accurate), by selector.
 pub const ACCURATE: [Named; 9] = [
     ("exp", accurate::exp),
     ("exp2", accurate::exp2),
@@ -23,7 +23,7 @@ pub const ACCURATE: [Named; 9] = [
     ("rsqrt", accurate::rsqrt),
 ];
 
-/// The functions of [`math_fast`], by selector.
+/// The functions of [`math_fast`](fn@math_fast), by selector.
 pub const FAST: [Named; 9] = [
     ("tanh", fast::tanh),
     ("exp2", fast::exp2),
@@ -36,7 +36,7 @@ pub const FAST: [Named; 9] = [
     ("log", fast::log),
 ];
 
-/// The operations of [`math_packed`], by selector: `(name, bf16x2 op, f16x2 op)`, each on the
+/// The operations of [`math_packed`](fn@math_packed), by selector: `(name, bf16x2 op, f16x2 op)`, each on the
 /// pairs `a` and `b` (`fma` computes `a * b + a`; the one-operand ones ignore `b`).
 pub const PACKED: [&str; 9] = [
     "fma", "add", "mul", "max", "min", "max_nan", "min_nan", "tanh", "exp2",
@@ -126,7 +126,7 @@ pub unsafe fn math_packed(a: *const u32, b: *const u32, y: *mut u32, n: usize, w
 }
 
 /// The `which`-th operation of [`PACKED`] on the bf16 (or, `f16`, f16) pairs `a` and `b`: what
-/// [`math_packed`] computes per element, and on the host the simulator's model of it.
+/// [`math_packed`](fn@math_packed) computes per element, and on the host the simulator's model of it.
 #[inline(always)]
 pub fn packed_op(which: u32, f16: bool, a: u32, b: u32) -> u32 {
     /// The operation on one pair type.

@@ -32,7 +32,7 @@ fn store_hint(h: u32) -> StoreHint {
 /// # Safety
 /// `x` and `y` hold `n` elements, 16-byte aligned.
 #[inline(always)]
-unsafe fn copy<T: Lane, const N: usize>(x: *const T, y: *mut T, n: usize, load: u32, store: u32) {
+pub unsafe fn copy<T: Lane, const N: usize>(x: *const T, y: *mut T, n: usize, load: u32, store: u32) {
     let v = thread::index_1d();
     if (v + 1) * N <= n {
         // SAFETY: vector `v` lies inside both arrays, at a multiple of `N`.
