@@ -1,5 +1,5 @@
 //! Compiles the kernel crate in `kernels/` to PTX for every architecture (`src/lib.rs` embeds it
-//! with `gpukern::include_ptx!(kernels)`), and names the commit the benchmark's records carry.
+//! with `gpukern::include_ptx!(fast_kernels)`), and names the commit the benchmark's records carry.
 
 fn main() {
     if let Err(e) = gpukern_build::Builder::new("kernels").build() {

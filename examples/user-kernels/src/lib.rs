@@ -6,15 +6,15 @@
 //! * `cargo run -p user-kernels --release --bin bench -- OUT.jsonl`: the kernels timed on the GPU
 //!   with the copy ceiling, as JSON Lines (`bench/run-user.sh` runs it beside the Python peers).
 
+use fast_kernels::{BINS, GELU_BLOCK, GELU_LANES, HIST_BLOCK, STENCIL_BLOCK, STENCIL_COLS, STENCIL_ROWS};
 use gpukern::{DeviceVec, LaunchConfig, Module, PtxSet, Result, bf16, gpukern_device::vector};
-use kernels::{BINS, GELU_BLOCK, GELU_LANES, HIST_BLOCK, STENCIL_BLOCK, STENCIL_COLS, STENCIL_ROWS};
 
 pub mod reference;
 
 /// The PTX `build.rs` compiled from `kernels/`.
-pub static KERNELS: PtxSet = gpukern::include_ptx!(kernels);
+pub static KERNELS: PtxSet = gpukern::include_ptx!(fast_kernels);
 
-/// `y = gelu(x + bias)` on a `rows x cols` bf16 matrix: [`kernels::bias_gelu`](fn@kernels::bias_gelu), a grid that
+/// `y = gelu(x + bias)` on a `rows x cols` bf16 matrix: [`fast_kernels::bias_gelu`](fn@fast_kernels::bias_gelu), a grid that
 /// covers it in one sweep.
 pub fn bias_gelu(
     module: &Module,
@@ -32,10 +32,10 @@ pub fn bias_gelu(
         shared_mem_bytes: 0,
     };
     // SAFETY: `x` and `y` hold `rows * cols` elements, `bias` `cols` (checked above).
-    unsafe { kernels::bias_gelu::launch(module, config, x, bias, y, rows, cols) }
+    unsafe { fast_kernels::bias_gelu::launch(module, config, x, bias, y, rows, cols) }
 }
 
-/// One Jacobi step of the `rows x cols` grid `x` into `out`: [`kernels::stencil`](fn@kernels::stencil), one block per
+/// One Jacobi step of the `rows x cols` grid `x` into `out`: [`fast_kernels::stencil`](fn@fast_kernels::stencil), one block per
 /// 32 x 128 tile.
 pub fn stencil(
     module: &Module,
@@ -55,14 +55,14 @@ pub fn stencil(
         shared_mem_bytes: 0,
     };
     // SAFETY: both hold `rows * cols` floats; the launch is the kernel's.
-    unsafe { kernels::stencil::launch(module, config, x, out, rows, cols) }
+    unsafe { fast_kernels::stencil::launch(module, config, x, out, rows, cols) }
 }
 
 /// Blocks of the histogram per multiprocessor: enough resident threads to keep loads in flight
 /// (8 blocks of 256 threads fill a multiprocessor's 2048), few enough final flushes.
 const HIST_BLOCKS_PER_SM: usize = 8;
 
-/// `counts` (256 bins, zeroed here) = the histogram of the bytes of `data`: [`kernels::histogram`](fn@kernels::histogram)
+/// `counts` (256 bins, zeroed here) = the histogram of the bytes of `data`: [`fast_kernels::histogram`](fn@fast_kernels::histogram)
 /// on a grid of a few blocks per multiprocessor.
 pub fn histogram(module: &Module, data: &DeviceVec<u8>, counts: &mut DeviceVec<u32>) -> Result<()> {
     *counts = module.gpu().zeros_of::<u32>(BINS)?;
@@ -81,7 +81,7 @@ pub fn histogram_add(module: &Module, data: &DeviceVec<u8>, counts: &mut DeviceV
         shared_mem_bytes: 0,
     };
     // SAFETY: `data` holds `data.len()` bytes, `counts` 256 counters.
-    unsafe { kernels::histogram::launch(module, config, data, data.len(), counts) }
+    unsafe { fast_kernels::histogram::launch(module, config, data, data.len(), counts) }
 }
 
 /// An error unless a buffer of `len` elements holds the `needed` the shape asks for.
