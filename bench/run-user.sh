@@ -3,7 +3,7 @@
 # peers, into $OUT (the device call's output folder; ./out where there is none):
 #   1. DIR/user-kernels: every user kernel against its CPU reference, on the simulator and the GPU;
 #   2. compute-sanitizer memcheck and racecheck of the user kernels on small shapes (where the
-#      tool is installed);
+#      tool is installed; SANITIZE=0 skips them);
 #   3. DIR/device_checks: the CUDA trials of the math functions' bounds, the vector hints and the
 #      collectives (their worst errors in device-checks.log);
 #   4. DIR/bench and bench/peers_user.py: the records, merged into $OUT/user.jsonl.
@@ -24,7 +24,7 @@ step() { echo "== $*"; }
 step "user kernels against their references"
 "$dir/user-kernels" 2>&1 | tee "$out/user-kernels.log" || status=1
 
-if command -v compute-sanitizer >/dev/null; then
+if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
         step "compute-sanitizer $tool (small shapes)"
         USER_KERNELS_SMALL=1 timeout 90 compute-sanitizer --tool "$tool" --error-exitcode 3 "$dir/user-kernels" \
