@@ -1,10 +1,20 @@
 //! Block-scope collectives: every thread of the block calls them, with the same arguments
 //! where arguments must agree.
 //!
+//! * [`Scratch`]: reductions and scans over any [`crate::warp::Shuffle`] value with a closure,
+//!   through warp shuffles and one slot per warp of a shared scratch the kernel declares by its
+//!   type (`#[kernel(shared(scratch: block::Scratch<f32, 256>))]`).
+//! * [`reduce`] (and [`reduce_sum`], [`reduce_max`], [`reduce_min`]): the tutorial's tree over a
+//!   raw scratch of one f32 per thread.
+//!
 //! In the simulator each collective is `#[track_caller]` down to its barriers, so its barriers
 //! are named by the kernel's call site: threads that diverge into two different calls of one
 //! collective wait at different barriers, and are reported. (The barriers inside one call share
 //! that name; the collectives are straight-line code every thread runs alike.)
+
+mod scratch;
+
+pub use scratch::Scratch;
 
 use crate::{mem, thread};
 

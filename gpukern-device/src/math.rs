@@ -1,4 +1,21 @@
 //! Float functions the kernels need that `core` does not provide on the GPU.
+//!
+//! * [`fast`]: the GPU's approximate instructions, one each (`tanh.approx`, `ex2.approx`,
+//!   `lg2.approx`, `rcp.approx`, `rsqrt.approx`, `sin.approx`, `cos.approx`, `div.approx`),
+//!   each with the bound the PTX ISA gives, checked on the GPU by the `math` device trials.
+//! * [`accurate`]: `exp`, `exp2`, `log`, `tanh`, `erf`, `sin`, `cos`, `rcp`, `rsqrt` in plain
+//!   Rust (basic operations and `fma`), within 1 or 2 ulp, the same bits on the GPU as on the
+//!   CPU; `tests/math.rs` measures each against f64.
+//! * [`packed`]: [`packed::Bf16x2`] and [`packed::F16x2`], two 16-bit lanes per instruction
+//!   (`fma`, `max`/`min` with or without NaN propagation, `tanh`, `exp2`).
+//! * Here: [`exp`], [`exp2`], [`exp2_ftz`], [`ln`] (the fast forms the library's kernels use),
+//!   [`fma`], [`sqrt`], and the NaN rules of minimum and maximum: `f32::max` / `f32::min` drop
+//!   a NaN operand (IEEE maxNum, `max.f32`), [`max_nan`] / [`min_nan`] (and their one-instruction
+//!   `_fast` forms, `max.NaN.f32`) propagate it.
+
+pub mod accurate;
+pub mod fast;
+pub mod packed;
 
 /// `log2(e)`: turns `exp(x)` into `exp2(x * LOG2_E)`.
 pub const LOG2_E: f32 = core::f32::consts::LOG2_E;

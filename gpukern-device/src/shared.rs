@@ -159,6 +159,71 @@ impl<T: Copy, const N: usize> Array<T, N> {
     }
 }
 
+impl<T: SharedAdd, const N: usize> Array<T, N> {
+    /// Adds `v` to element `i` as one indivisible update, for counters many threads of the block
+    /// bump at once (a histogram's bins): `red.shared.add` on the GPU (no old value returned, the
+    /// shared-memory form: one `ATOMS` per lane), an atomic of kind
+    /// [`Access::Atomic`](crate::sim::Access::Atomic) in the simulator (it races with plain
+    /// accesses of other threads that no barrier orders, never with other atomics).
+    ///
+    /// # Safety
+    /// `i < N`, and the element was written (or set by a barrier-ordered store) before.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn atomic_add(self, i: usize, v: T) {
+        check_index("shared array", i, N);
+        // SAFETY: `i < N` (the caller's contract, checked on the host).
+        unsafe { T::red_add(self.ptr, i, v) }
+    }
+}
+
+/// An element type with a shared-memory atomic add without return (`red.shared.add`): u32,
+/// i32, f32.
+pub trait SharedAdd: Copy + crate::atomic::AtomicAdd {
+    /// `p[i] += v` atomically, `p` in shared memory.
+    ///
+    /// # Safety
+    /// `p.add(i)` is an aligned, initialised element of this block's shared memory.
+    #[doc(hidden)]
+    unsafe fn red_add(p: *mut Self, i: usize, v: Self);
+}
+
+/// [`SharedAdd`] for `$t`, whose PTX add type is `$ty`.
+macro_rules! shared_add {
+    ($t:ty, $ty:literal) => {
+        impl SharedAdd for $t {
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn red_add(p: *mut Self, i: usize, v: Self) {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    // The base's conversion is the same for every element: the compiler keeps
+                    // one, and each element's address is a 32-bit add.
+                    let address = crate::async_copy::shared_address(p) + (i * core::mem::size_of::<$t>()) as u32;
+                    // SAFETY: the caller's contract: an aligned element of shared memory.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("red.relaxed.cta.shared.add.", $ty, " [{a}], {v};"),
+                            a = in(reg32) address,
+                            v = in(reg32) v,
+                            options(nostack, preserves_flags),
+                        );
+                    }
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    // SAFETY: forwarded contract.
+                    unsafe { crate::atomic::add(p, i, v, crate::atomic::Scope::Block) };
+                }
+            }
+        }
+    };
+}
+
+shared_add!(u32, "u32");
+shared_add!(i32, "s32");
+shared_add!(f32, "f32");
+
 /// A `ROWS x COLS` tile of `T` in the block's shared memory, row-major, each row padded by `PAD`
 /// elements (a row pitch of `COLS + PAD`: a pad of one 4-byte element moves a column's entries
 /// into different banks, the classic fix for a transpose's bank conflicts).

@@ -1,7 +1,34 @@
-//! Four floats moved as one 16-byte access (`ld.v4.f32` / `st.v4.f32` on the GPU): a quarter of
-//! the load/store instructions of four scalar accesses, and a whole 16-byte word per thread of a
-//! warp, which is what a coalesced global access and a conflict-free shared access want. Also
-//! two floats as one 8-byte store ([`F2`], for the TF32 matmul's accumulator pairs).
+//! Vectors: several consecutive elements moved as one 4-, 8- or 16-byte access, which is what a
+//! memory-bound kernel needs to reach the DRAM's bandwidth (a quarter of the instructions of four
+//! 4-byte accesses, a whole 16-byte word per thread of a warp: a coalesced global access and a
+//! conflict-free shared one).
+//!
+//! * Any element ([`Lane`]: f32, f16, bf16, the 8- to 64-bit integers, f64): [`load`] and
+//!   [`store`] of `[T; N]` (`N * size_of::<T>()` of 4, 8, 16, 32 or 64 bytes; past 16, several
+//!   16-byte accesses), and [`load_hinted`] / [`store_hinted`] with a cache hint ([`LoadHint`]:
+//!   read-only `ld.global.nc`, streaming `.cs`, evict-first or evict-last; [`StoreHint`]). The
+//!   simulator checks the bounds and the alignment of every access, and reports a read-only load
+//!   from a buffer the launch may write.
+//! * [`Chunk`]: `N` elements of a 1-D array one thread handles as a vector, whole or (the
+//!   ragged end) partial, with its accesses and the column helpers of a row-major matrix.
+//! * [`map`]: an element-wise kernel's whole loop (grid-stride, vectors, loads ahead of the
+//!   stores, the ragged end): the user writes the per-element function.
+//! * The f32 forms the library's kernels were written with: [`F4`] and [`load4`] / [`store4`]
+//!   (and their streaming and evict twins), [`F2`] and [`load2`] / [`store2`].
+
+mod access;
+mod chunk;
+mod hint;
+mod lane;
+mod map;
+#[cfg(target_arch = "nvptx64")]
+mod ptx;
+
+pub use access::{load, load_hinted, store, store_hinted, MAX_BYTES};
+pub use chunk::Chunk;
+pub use hint::{LoadHint, StoreHint};
+pub use lane::Lane;
+pub use map::{map, map_blocks, map_hinted, MAP_UNROLL};
 
 use crate::mem;
 
@@ -122,7 +149,7 @@ pub const EVICT_HINTS: bool = cfg!(all(target_arch = "nvptx64", target_feature =
 /// An L2 cache policy of the whole access, `evict_last` (`LAST`) or `evict_first`; 0 where
 /// [`EVICT_HINTS`] is false.
 #[inline(always)]
-fn l2_policy<const LAST: bool>() -> u64 {
+pub(crate) fn l2_policy<const LAST: bool>() -> u64 {
     #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
     {
         let out: u64;

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// The default of [`Rendezvous::timeout`]: how long a rank waits for the others to arrive, and
-/// for a collective to finish in [`crate::dist::Communicator::synchronize`].
+/// The default of [`Rendezvous::timeout`]: how long a rank waits for the others to arrive (a
+/// rank other than 0, once it reached rank 0, waits 2 s more for rank 0 to say why not), and for
+/// a collective to finish in [`crate::dist::Communicator::synchronize`].
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The variable that sets [`Rendezvous::timeout`] in seconds for [`Rendezvous::from_env`].

@@ -25,6 +25,11 @@ pub const PAYLOAD: usize = 128;
 /// How long a client waits between tries while rank 0 is not listening yet.
 const RETRY: Duration = Duration::from_millis(50);
 
+/// How long past its own deadline a rank that reached rank 0 still waits for the answer: rank 0
+/// gives its verdict (a missing rank named) at its own deadline, which is later when it started
+/// later, so without this margin a rank would time out just before hearing why.
+const GRACE: Duration = Duration::from_secs(2);
+
 /// A rendezvous failure, as an [`Error`].
 fn fail(r: &Rendezvous, detail: String) -> Error {
     Error::Dist {
@@ -170,7 +175,7 @@ fn join(r: &Rendezvous, deadline: Instant) -> Result<[u8; PAYLOAD]> {
     stream
         .write_all(&hello)
         .map_err(|e| fail(r, format!("sending the hello to rank 0 failed: {e}")))?;
-    let left = deadline.saturating_duration_since(Instant::now()).max(RETRY);
+    let left = deadline.saturating_duration_since(Instant::now()) + GRACE;
     stream
         .set_read_timeout(Some(left))
         .map_err(|e| fail(r, format!("cannot wait on the connection: {e}")))?;
@@ -179,7 +184,7 @@ fn join(r: &Rendezvous, deadline: Instant) -> Result<[u8; PAYLOAD]> {
             r,
             format!(
                 "rank 0 did not answer within {:.1} s (another rank missing?)",
-                r.timeout.as_secs_f64()
+                (r.timeout + GRACE).as_secs_f64()
             ),
         ),
         _ => fail(

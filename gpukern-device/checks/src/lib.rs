@@ -7,8 +7,11 @@
 
 pub mod atomics;
 pub mod bounds;
+pub mod collectives;
 pub mod elements;
 pub mod indices;
+pub mod math;
 pub mod print;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod tables;
+pub mod vectors;

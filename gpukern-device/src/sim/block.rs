@@ -309,6 +309,28 @@ impl<'l> BlockState<'l> {
         Ok(region.start + offset)
     }
 
+    /// A read-only (`ld.global.nc`) load at `address`: an error when it lies in shared memory or
+    /// in a buffer of the launch that is writable.
+    pub(super) fn check_read_only(&self, address: usize) -> Result<(), Violation> {
+        let shared_start = self.shared_base() as usize;
+        let shared_bytes = self.info.config.shared_mem_bytes as usize;
+        if (shared_start..=shared_start + shared_bytes).contains(&address) {
+            return Err(Violation::Panic {
+                message: "a read-only load (ld.global.nc, LoadHint::ReadOnly) from shared memory".into(),
+            });
+        }
+        match self.info.locate(address) {
+            Some((region, _)) if region.writable => Err(Violation::Panic {
+                message: format!(
+                    "a read-only load (ld.global.nc, LoadHint::ReadOnly) from `{}`, a buffer the kernel \
+                     may write: the non-coherent path can return stale data; use LoadHint::Default",
+                    region.name
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// The byte offset into shared memory of element `i` of `size` bytes from `base`, if `base`
     /// points into (or just past) the block's shared memory; an error if the element is not inside.
     #[inline]

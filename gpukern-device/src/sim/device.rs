@@ -114,6 +114,14 @@ pub fn check_access(base: usize, i: usize, size: usize, access: Access) -> usize
     })
 }
 
+/// A read-only load (`ld.global.nc`, [`crate::vector::LoadHint::ReadOnly`]) at `address`:
+/// reported when it points into the block's shared memory, or into a buffer the launch may
+/// write (the non-coherent path may return stale data for memory written during the kernel).
+#[track_caller]
+pub fn check_read_only(address: usize) {
+    checked(|b| b.check_read_only(address))
+}
+
 /// Hands control back to the scheduler while the running thread waits (at the caller's source
 /// location) for what `on` names, something another thread or a copy does: it is resumed in the
 /// next round. A round in which every thread polls and nothing changed is reported as a deadlock

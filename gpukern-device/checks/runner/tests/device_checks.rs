@@ -21,10 +21,16 @@ mod common;
 mod atomics;
 #[path = "device_checks/children.rs"]
 mod children;
+#[path = "device_checks/collectives.rs"]
+mod collectives;
 #[path = "device_checks/elements.rs"]
 mod elements;
 #[path = "device_checks/launches.rs"]
 mod launches;
+#[path = "device_checks/math.rs"]
+mod math;
+#[path = "device_checks/vectors.rs"]
+mod vectors;
 
 use std::fmt::Debug;
 use std::sync::Mutex;
@@ -63,6 +69,8 @@ pub struct Sizes {
     pub system: usize,
     /// Lengths of the element kernels' inputs.
     pub elements: &'static [usize],
+    /// Inputs per domain of each math function (`math` trials).
+    pub math: usize,
 }
 
 /// The simulator's sizes: small, every code path (ragged blocks, bins above the block).
@@ -73,6 +81,7 @@ const SIM_SIZES: Sizes = Sizes {
     cas: 1000,
     system: 777,
     elements: &[1, 31, 97, 1000, 4099],
+    math: 1 << 10,
 };
 
 /// The GPU's sizes, as the kernels' authors listed them.
@@ -83,6 +92,7 @@ const CUDA_SIZES: Sizes = Sizes {
     cas: 20_011,
     system: 4097,
     elements: &[1, 31, 97, 1000, 4099, (1 << 20) + 3],
+    math: 1 << 20,
 };
 
 /// One backend's module for the trials, or why there is none.
@@ -206,6 +216,9 @@ fn main() {
         trials.extend(atomics::trials(target));
         trials.extend(elements::trials(target));
         trials.extend(launches::trials(target));
+        trials.extend(math::trials(target));
+        trials.extend(collectives::trials(target));
+        trials.extend(vectors::trials(target));
         trials.extend(children::trials(target));
     }
     trials.extend(children::planted_trials());

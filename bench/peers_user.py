@@ -1,0 +1,287 @@
+"""The peers of examples/user-kernels, written as their users would write them, on the same
+shapes as its bench binary (src/bin/bench.rs), with the same record names:
+
+- `user_gelu`: y = gelu(x + bias, tanh form), x bf16 8192 x 8192, bias f32 per column, y bf16.
+  `torch`: `F.gelu(x + bias.to(bf16), approximate="tanh")` (two kernels); `torch-compile`: the
+  f32 formulation `F.gelu(x.float() + bias, approximate="tanh").to(bf16)`, fused by inductor;
+  `triton`: one kernel over the flattened matrix, the bias gathered per column, @triton.autotune
+  over block sizes and warps.
+- `user_stencil`: one 5-point Jacobi step of an f32 8192 x 8192 grid (the mean of the four
+  neighbours inside, the input on the boundary). `torch`: slicing (a clone and one fused
+  expression per slice); `torch-compile`: the same function compiled; `triton`: 2-D blocks loading
+  the five shifted tiles with masks, @triton.autotune over tile shapes and warps.
+- `user_histogram`: 256 bins of 2^28 random bytes. `torch`: `torch.bincount(x, minlength=256)`;
+  `torch-compile`: the same compiled (inductor may fall back to the eager kernel: the record says
+  which); `triton`: `tl.histogram` per block then `tl.atomic_add`, @triton.autotune over block
+  sizes.
+- `copy`: `dst.copy_(src)` of 2^26 floats (the ceiling, bytes read plus written), impl `torch`.
+
+Every output is checked against an f64 reference (on the GPU) before it is timed; one that fails
+is recorded with `"passed": false` and not timed. Times: `triton.testing.do_bench` (L2 cleared
+between runs), the median. GB/s count each input read once and each output written once.
+
+    python3 bench/peers_user.py OUT.jsonl [--quick]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+GELU_TOL = 2e-2  # bf16 output: a rounding of 2^-9, the bias rounded to bf16 in `torch`
+STENCIL_TOL = 1e-6
+
+
+def do_bench(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+
+class Sink:
+    def __init__(self, path: str) -> None:
+        self.out = open(path, "w")
+        self.common = {
+            "gpu": torch.cuda.get_device_name(0),
+            "driver": os.environ.get("GPUKERN_DRIVER", "unknown"),
+            "git_rev": os.environ.get("GPUKERN_GIT_REV", "unknown"),
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+        }
+
+    def record(self, kernel: str, impl: str, shape: str, dtype: str, **fields) -> None:
+        rec = {"kernel": kernel, "impl": impl, "shape": shape, "dtype": dtype, **self.common, **fields}
+        line = json.dumps(rec)
+        print(line, flush=True)
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def measure(self, kernel, impl, shape, dtype, fn, check, bytes_, **extra) -> None:
+        """Runs `fn` once, checks it (`check(out) -> (rel_err, passed)`), then times it."""
+        try:
+            out = fn()
+            torch.cuda.synchronize()
+            rel_err, passed = check(out)
+        except Exception as e:  # a peer that cannot run says why
+            self.record(kernel, impl, shape, dtype, passed=False, error=f"{type(e).__name__}: {e}"[:300])
+            return
+        if not passed:
+            self.record(kernel, impl, shape, dtype, passed=False, rel_err=rel_err)
+            return
+        ms = do_bench(fn)
+        self.record(kernel, impl, shape, dtype, median_ms=ms, gbps=bytes_ / (ms * 1e-3) / 1e9, tflops=None,
+                    bytes=bytes_, rel_err=rel_err, passed=True, **extra)
+
+
+def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
+    diff = (got.double() - want).norm()
+    norm = want.norm()
+    return float(diff / norm) if norm > 0 else float(diff)
+
+
+# ---------------------------------------------------------------------------------------------
+# user_gelu
+
+
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": b}, num_warps=w) for (b, w) in ((1024, 4), (2048, 4), (4096, 8), (8192, 8))],
+    key=["n"],
+)
+@triton.jit
+def bias_gelu_kernel(x_ptr, bias_ptr, y_ptr, n, cols, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    b = tl.load(bias_ptr + offs % cols, mask=mask)
+    t = x + b
+    u = 0.7978845608028654 * (t + 0.044715 * t * t * t)
+    tanh = 2.0 * tl.sigmoid(2.0 * u) - 1.0
+    y = 0.5 * t * (1.0 + tanh)
+    tl.store(y_ptr + offs, y.to(tl.bfloat16), mask=mask)
+
+
+def triton_bias_gelu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    n = x.numel()
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
+    bias_gelu_kernel[grid](x, bias, y, n, x.shape[1])
+    return y
+
+
+def gelu_f32(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x.float() + bias, approximate="tanh").to(torch.bfloat16)
+
+
+def run_gelu(sink: Sink, rows: int, cols: int) -> None:
+    g = torch.Generator(device="cuda").manual_seed(21)
+    x = (torch.rand(rows, cols, device="cuda", generator=g) * 8 - 4).to(torch.bfloat16)
+    bias = torch.rand(cols, device="cuda", generator=g) - 0.5
+    t = x.double() + bias.double()
+    want = 0.5 * t * (1 + torch.tanh(0.7978845608028654 * (t + 0.044715 * t ** 3)))
+    del t
+
+    def check(out):
+        err = rel_err(out, want)
+        return err, err <= GELU_TOL
+
+    shape, bytes_ = f"{rows}x{cols}", float(4 * rows * cols + 4 * cols)
+    bias16 = bias.to(torch.bfloat16)
+    sink.measure("user_gelu", "torch", shape, "bf16", lambda: F.gelu(x + bias16, approximate="tanh"), check, bytes_)
+    compiled = torch.compile(gelu_f32)
+    sink.measure("user_gelu", "torch-compile", shape, "bf16", lambda: compiled(x, bias), check, bytes_)
+    sink.measure("user_gelu", "triton", shape, "bf16", lambda: triton_bias_gelu(x, bias), check, bytes_)
+    del want
+
+
+# ---------------------------------------------------------------------------------------------
+# user_stencil
+
+
+def jacobi(x: torch.Tensor) -> torch.Tensor:
+    out = x.clone()
+    out[1:-1, 1:-1] = 0.25 * (x[:-2, 1:-1] + x[2:, 1:-1] + x[1:-1, :-2] + x[1:-1, 2:])
+    return out
+
+
+@triton.autotune(
+    configs=[
+        triton.Config({"BM": bm, "BN": bn}, num_warps=w)
+        for (bm, bn, w) in ((8, 256, 4), (16, 128, 4), (16, 256, 8), (32, 128, 8))
+    ],
+    key=["rows", "cols"],
+)
+@triton.jit
+def jacobi_kernel(x_ptr, out_ptr, rows, cols, BM: tl.constexpr, BN: tl.constexpr):
+    r = tl.program_id(1) * BM + tl.arange(0, BM)[:, None]
+    c = tl.program_id(0) * BN + tl.arange(0, BN)[None, :]
+    inside = (r < rows) & (c < cols)
+    interior = (r > 0) & (r < rows - 1) & (c > 0) & (c < cols - 1)
+    base = x_ptr + r.to(tl.int64) * cols + c
+    mid = tl.load(base, mask=inside, other=0.0)
+    up = tl.load(base - cols, mask=interior, other=0.0)
+    down = tl.load(base + cols, mask=interior, other=0.0)
+    left = tl.load(base - 1, mask=interior, other=0.0)
+    right = tl.load(base + 1, mask=interior, other=0.0)
+    v = tl.where(interior, 0.25 * (up + down + left + right), mid)
+    tl.store(out_ptr + r.to(tl.int64) * cols + c, v, mask=inside)
+
+
+def triton_jacobi(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    rows, cols = x.shape
+    grid = lambda meta: (triton.cdiv(cols, meta["BN"]), triton.cdiv(rows, meta["BM"]))  # noqa: E731
+    jacobi_kernel[grid](x, out, rows, cols)
+    return out
+
+
+def run_stencil(sink: Sink, rows: int, cols: int) -> None:
+    g = torch.Generator(device="cuda").manual_seed(23)
+    x = torch.rand(rows, cols, device="cuda", generator=g) * 2 - 1
+    want = jacobi(x.double())
+
+    def check(out):
+        err = rel_err(out, want)
+        return err, err <= STENCIL_TOL
+
+    shape, bytes_ = f"{rows}x{cols}", float(8 * rows * cols)
+    sink.measure("user_stencil", "torch", shape, "f32", lambda: jacobi(x), check, bytes_)
+    compiled = torch.compile(jacobi)
+    sink.measure("user_stencil", "torch-compile", shape, "f32", lambda: compiled(x), check, bytes_)
+    sink.measure("user_stencil", "triton", shape, "f32", lambda: triton_jacobi(x), check, bytes_)
+    del want
+
+
+# ---------------------------------------------------------------------------------------------
+# user_histogram
+
+
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": b}, num_warps=w) for (b, w) in ((8192, 4), (16384, 8), (32768, 8))],
+    key=["n"],
+    reset_to_zero=["counts_ptr"],
+)
+@triton.jit
+def histogram_kernel(x_ptr, counts_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    # Bytes past `n` count in bin 256, which is not added to the histogram.
+    x = tl.load(x_ptr + offs, mask=mask, other=0).to(tl.int32)
+    x = tl.where(mask, x, 256)
+    hist = tl.histogram(x, 512)
+    bins = tl.arange(0, 512)
+    tl.atomic_add(counts_ptr + bins, hist, mask=bins < 256)
+
+
+def triton_histogram(x: torch.Tensor) -> torch.Tensor:
+    counts = torch.zeros(256, dtype=torch.int32, device=x.device)
+    n = x.numel()
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
+    histogram_kernel[grid](x, counts, n)
+    return counts
+
+
+def bincount(x: torch.Tensor) -> torch.Tensor:
+    return torch.bincount(x, minlength=256)
+
+
+def bincount_int(x: torch.Tensor) -> torch.Tensor:
+    """For a torch whose `bincount` refuses bytes: widened first, as its users then write it."""
+    return torch.bincount(x.int(), minlength=256)
+
+
+def run_histogram(sink: Sink, n: int) -> None:
+    g = torch.Generator(device="cuda").manual_seed(29)
+    x = torch.randint(0, 256, (n,), device="cuda", dtype=torch.uint8, generator=g)
+    want = torch.bincount(x.long(), minlength=256).double()
+
+    def check(out):
+        err = rel_err(out, want)
+        return err, err == 0.0
+
+    shape, bytes_ = f"2^{n.bit_length() - 1}", float(n)
+    count = bincount
+    try:
+        bincount(x[:64])
+    except RuntimeError:
+        count = bincount_int
+    sink.measure("user_histogram", "torch", shape, "u8", lambda: count(x), check, bytes_, call=count.__name__)
+    compiled = torch.compile(count)
+    sink.measure("user_histogram", "torch-compile", shape, "u8", lambda: compiled(x), check, bytes_)
+    sink.measure("user_histogram", "triton", shape, "u8", lambda: triton_histogram(x), check, bytes_)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def run_copy(sink: Sink, n: int) -> None:
+    src = torch.rand(n, device="cuda")
+    dst = torch.empty_like(src)
+
+    def check(out):
+        return 0.0, bool(torch.equal(out, src))
+
+    def copy():
+        dst.copy_(src)
+        return dst
+
+    sink.measure("copy", "torch", str(n), "f32", copy, check, float(8 * n))
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        sys.exit("usage: peers_user.py OUT.jsonl [--quick]")
+    quick = "--quick" in sys.argv
+    sink = Sink(sys.argv[1])
+    side = 2048 if quick else 8192
+    run_copy(sink, (1 << 22) if quick else (1 << 26))
+    run_gelu(sink, side, side)
+    run_stencil(sink, side, side)
+    run_histogram(sink, (1 << 24) if quick else (1 << 28))
+
+
+if __name__ == "__main__":
+    main()

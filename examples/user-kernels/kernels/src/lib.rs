@@ -1,0 +1,18 @@
+//! Three kernels a user writes with gpukern-device's public vocabulary, fast without writing the
+//! hardware's details by hand: bias + GELU on bf16 rows ([`bias_gelu`](fn@bias_gelu): `vector::map`
+//! and `math::fast::tanh`), a 5-point Jacobi stencil with a shared tile
+//! ([`stencil`](fn@stencil): `shared::Tile`, vectors, `warp` shuffles) and a 256-bin histogram of
+//! bytes ([`histogram`](fn@histogram): `shared::Array::atomic_add` into per-warp bins, then one
+//! global atomic per bin and block).
+//!
+//! On `nvptx64` this crate is `no_std` and each `#[kernel]` is a PTX entry point; on the host each
+//! kernel is a plain `unsafe fn` the simulator runs, with its launcher next to it.
+#![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
+
+mod byte_histogram;
+mod gelu;
+mod jacobi;
+
+pub use byte_histogram::*;
+pub use gelu::*;
+pub use jacobi::*;

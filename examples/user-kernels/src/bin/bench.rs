@@ -1,0 +1,308 @@
+//! Times the user kernels on CUDA device 0 with the copy ceiling of the same run, and writes one
+//! JSON object per measurement (JSON Lines) to the file named by the first argument:
+//! `{"kernel": "user_gelu", "impl": "gpukern:user", "shape": "8192x8192", "dtype": "bf16",
+//! "median_ms", "gbps", "rel_err", ...}` (`bench/run-user.sh` runs it beside the Python peers).
+//!
+//! Method (`../shared/BENCHMARKING.md`): random inputs; each kernel's output checked against the
+//! f64 CPU reference first (a kernel that fails is recorded with `"passed": false` and not
+//! timed); then warm-up launches and `REPS` samples, each a 256 MiB write (the L2 flushed)
+//! followed by one launch between two CUDA events; the median, 10th and 90th percentiles. GB/s
+//! count each input read once and each output written once. The copy ceiling is a
+//! device-to-device copy (`cuMemcpyDtoDAsync`) timed the same way, bytes read plus written.
+//!
+//! `cargo run -p user-kernels --release --bin bench -- OUT.jsonl [--quick]`
+
+use std::error::Error;
+use std::io::Write;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream, sys::CUevent_flags};
+use gpukern::{DeviceVec, Gpu, Module, bf16};
+use user_kernels::{KERNELS, reference};
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+/// Timed samples per measurement.
+const REPS: usize = 40;
+/// Untimed launches first.
+const WARMUP: usize = 5;
+/// Floats of the L2 flush: 256 MiB, over four times the H200's L2.
+const FLUSH_FLOATS: usize = 64 << 20;
+
+/// What every record of the run shares.
+struct Run {
+    gpu: String,
+    driver: String,
+    git_rev: String,
+    out: std::fs::File,
+}
+
+/// What a record measures: the kernel, the implementation, the shape and the element type.
+#[derive(Clone, Copy)]
+struct Id<'a> {
+    kernel: &'a str,
+    imp: &'a str,
+    shape: &'a str,
+    dtype: &'a str,
+}
+
+/// One measurement's statistics, in milliseconds.
+struct Stats {
+    median: f64,
+    p10: f64,
+    p90: f64,
+}
+
+impl Stats {
+    fn of(mut times: Vec<f64>) -> Stats {
+        times.sort_by(f64::total_cmp);
+        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+        Stats {
+            median: at(0.5),
+            p10: at(0.1),
+            p90: at(0.9),
+        }
+    }
+}
+
+impl Run {
+    /// Writes one record: `fields` are `"key": value` pairs already in JSON.
+    fn record(&mut self, id: Id, fields: &[(&str, String)]) -> Res<()> {
+        let Id {
+            kernel,
+            imp,
+            shape,
+            dtype,
+        } = id;
+        let mut line = format!(
+            "{{\"kernel\": \"{kernel}\", \"impl\": \"{imp}\", \"shape\": \"{shape}\", \"dtype\": \"{dtype}\", \
+             \"gpu\": \"{}\", \"driver\": \"{}\", \"git_rev\": \"{}\"",
+            self.gpu, self.driver, self.git_rev
+        );
+        for (k, v) in fields {
+            line.push_str(&format!(", \"{k}\": {v}"));
+        }
+        line.push('}');
+        println!("{line}");
+        writeln!(self.out, "{line}")?;
+        Ok(())
+    }
+
+    /// The record of a timed kernel: its statistics, GB/s from `bytes`, its error.
+    fn timed(&mut self, id: Id, stats: &Stats, bytes: f64, rel_err: f64) -> Res<()> {
+        let gbps = bytes / (stats.median * 1e-3) / 1e9;
+        self.record(
+            id,
+            &[
+                ("median_ms", format!("{:.6}", stats.median)),
+                ("p10_ms", format!("{:.6}", stats.p10)),
+                ("p90_ms", format!("{:.6}", stats.p90)),
+                ("gbps", format!("{gbps:.1}")),
+                ("tflops", "null".into()),
+                ("bytes", format!("{bytes:.0}")),
+                ("rel_err", format!("{rel_err:.3e}")),
+                ("passed", "true".into()),
+                ("reps", REPS.to_string()),
+            ],
+        )
+    }
+}
+
+/// `launch` timed on `gpu`'s stream: warm-ups, then `REPS` samples of (flush, event, launch,
+/// event).
+fn time(
+    gpu: &Gpu,
+    flush: &mut DeviceVec<f32>,
+    mut launch: impl FnMut() -> gpukern::Result<()>,
+) -> Res<Stats> {
+    for _ in 0..WARMUP {
+        launch()?;
+    }
+    let mut times = Vec::with_capacity(REPS);
+    for _ in 0..REPS {
+        gpu.increment_by_one(flush)?;
+        let start = gpu.record()?;
+        launch()?;
+        let end = gpu.record()?;
+        times.push(start.elapsed_ms(&end)?);
+    }
+    Ok(Stats::of(times))
+}
+
+/// A deterministic pseudo-random stream (xorshift).
+fn noise(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed | 1;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+fn main() -> Res<()> {
+    let path = std::env::args()
+        .nth(1)
+        .ok_or("usage: bench OUT.jsonl [--quick | --simulator]")?;
+    let quick = std::env::args().any(|a| a == "--quick");
+    // `--simulator`: the same checks and records on tiny shapes in the CPU simulator (its times
+    // mean nothing; it tests this program where there is no GPU).
+    let simulated = std::env::args().any(|a| a == "--simulator");
+    let gpu = if simulated { Gpu::simulator() } else { Gpu::new(0)? };
+    let module = gpu.load(&KERNELS)?;
+    let mut run = Run {
+        gpu: gpu.describe(),
+        driver: std::env::var("GPUKERN_DRIVER").unwrap_or_else(|_| "unknown".into()),
+        git_rev: option_env!("USER_KERNELS_GIT_REV").unwrap_or("unknown").into(),
+        out: std::fs::File::create(&path)?,
+    };
+    let (side, bytes) = match (simulated, quick) {
+        (true, _) => (64, 1 << 14),
+        (false, true) => (2048, 1 << 24),
+        (false, false) => (8192, 1 << 28),
+    };
+    let mut flush = gpu.zeros_of::<f32>(if simulated { 1 << 10 } else { FLUSH_FLOATS })?;
+    if !simulated {
+        copy_ceiling(&mut run, if quick { 1 << 22 } else { 1 << 26 })?;
+    }
+    gelu(&mut run, &module, &mut flush, side, side)?;
+    stencil(&mut run, &module, &mut flush, side, side)?;
+    histogram(&mut run, &module, &mut flush, bytes)?;
+    Ok(())
+}
+
+/// The device-to-device copy of `n` floats, through cudarc on its own stream (the same device
+/// and process), timed with events after an L2 flush of its own; bytes read plus written.
+fn copy_ceiling(run: &mut Run, n: usize) -> Res<()> {
+    let ctx = CudaContext::new(0)?;
+    let stream: Arc<CudaStream> = ctx.new_stream()?;
+    let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let src = stream.clone_htod(&host)?;
+    let mut dst = stream.alloc_zeros::<f32>(n)?;
+    let flush_src = stream.alloc_zeros::<f32>(FLUSH_FLOATS)?;
+    let mut flush_dst = stream.alloc_zeros::<f32>(FLUSH_FLOATS)?;
+    stream.memcpy_dtod(&src, &mut dst)?;
+    let shape = n.to_string();
+    let id = Id {
+        kernel: "copy",
+        imp: "copy",
+        shape: &shape,
+        dtype: "f32",
+    };
+    let check = stream.clone_dtoh(&dst)?;
+    let passed = check == host;
+    if !passed {
+        return run.record(id, &[("passed", "false".into())]);
+    }
+    for _ in 0..WARMUP {
+        stream.memcpy_dtod(&src, &mut dst)?;
+    }
+    let mut times = Vec::with_capacity(REPS);
+    for _ in 0..REPS {
+        stream.memcpy_dtod(&flush_src, &mut flush_dst)?;
+        let start = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        let end = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        start.record(&stream)?;
+        stream.memcpy_dtod(&src, &mut dst)?;
+        end.record(&stream)?;
+        times.push(f64::from(start.elapsed_ms(&end)?));
+    }
+    let stats = Stats::of(times);
+    run.timed(id, &stats, 8.0 * n as f64, 0.0)
+}
+
+fn gelu(run: &mut Run, module: &Module, flush: &mut DeviceVec<f32>, rows: usize, cols: usize) -> Res<()> {
+    let mut r = noise(21);
+    let x: Vec<bf16> = (0..rows * cols)
+        .map(|_| bf16::from_f32((r() % 8001) as f32 / 1000.0 - 4.0))
+        .collect();
+    let bias: Vec<f32> = (0..cols).map(|_| (r() % 1001) as f32 / 1000.0 - 0.5).collect();
+    let gpu = module.gpu();
+    let (xd, bd) = (gpu.upload(&x)?, gpu.upload(&bias)?);
+    let mut yd = gpu.zeros_of::<bf16>(rows * cols)?;
+    user_kernels::bias_gelu(module, &xd, &bd, &mut yd, rows, cols)?;
+    let want = reference::bias_gelu(&x, &bias, cols);
+    let got: Vec<f64> = yd.to_vec()?.iter().map(|v| f64::from(v.to_f32())).collect();
+    let (atol, rtol) = reference::GELU_TOL;
+    let shape = format!("{rows}x{cols}");
+    let rel_err = reference::rel_err(got.iter().copied(), &want);
+    if reference::worst_ratio(got.into_iter(), &want, atol, rtol) > 1.0 {
+        return failed(run, user("user_gelu", &shape, "bf16"), rel_err);
+    }
+    let stats = time(&gpu, flush, || {
+        user_kernels::bias_gelu(module, &xd, &bd, &mut yd, rows, cols)
+    })?;
+    let bytes = (4 * rows * cols + 4 * cols) as f64;
+    run.timed(user("user_gelu", &shape, "bf16"), &stats, bytes, rel_err)
+}
+
+fn stencil(run: &mut Run, module: &Module, flush: &mut DeviceVec<f32>, rows: usize, cols: usize) -> Res<()> {
+    let mut r = noise(23);
+    let x: Vec<f32> = (0..rows * cols)
+        .map(|_| (r() % 100_000) as f32 / 50_000.0 - 1.0)
+        .collect();
+    let gpu = module.gpu();
+    let xd = gpu.upload(&x)?;
+    let mut out = gpu.zeros_of::<f32>(rows * cols)?;
+    user_kernels::stencil(module, &xd, &mut out, rows, cols)?;
+    let want = reference::stencil(&x, rows, cols);
+    let got: Vec<f64> = out.to_vec()?.iter().map(|&v| f64::from(v)).collect();
+    let (atol, rtol) = reference::STENCIL_TOL;
+    let shape = format!("{rows}x{cols}");
+    let rel_err = reference::rel_err(got.iter().copied(), &want);
+    if reference::worst_ratio(got.into_iter(), &want, atol, rtol) > 1.0 {
+        return failed(run, user("user_stencil", &shape, "f32"), rel_err);
+    }
+    let stats = time(&gpu, flush, || {
+        user_kernels::stencil(module, &xd, &mut out, rows, cols)
+    })?;
+    run.timed(
+        user("user_stencil", &shape, "f32"),
+        &stats,
+        (8 * rows * cols) as f64,
+        rel_err,
+    )
+}
+
+fn histogram(run: &mut Run, module: &Module, flush: &mut DeviceVec<f32>, n: usize) -> Res<()> {
+    let mut r = noise(29);
+    let data: Vec<u8> = (0..n).map(|_| (r() >> 24) as u8).collect();
+    let gpu = module.gpu();
+    let dd = gpu.upload(&data)?;
+    let mut counts = gpu.zeros_of::<u32>(256)?;
+    user_kernels::histogram(module, &dd, &mut counts)?;
+    let shape = format!("2^{}", n.trailing_zeros());
+    if counts.to_vec()? != reference::histogram(&data) {
+        return failed(run, user("user_histogram", &shape, "u8"), f64::NAN);
+    }
+    // Timed alone: the bins keep counting across launches, which changes no traffic.
+    let stats = time(&gpu, flush, || {
+        user_kernels::histogram_add(module, &dd, &mut counts)
+    })?;
+    run.timed(user("user_histogram", &shape, "u8"), &stats, n as f64, 0.0)
+}
+
+/// The [`Id`] of a user kernel's record.
+fn user<'a>(kernel: &'a str, shape: &'a str, dtype: &'a str) -> Id<'a> {
+    Id {
+        kernel,
+        imp: "gpukern:user",
+        shape,
+        dtype,
+    }
+}
+
+/// The record of a kernel whose output failed its check: not timed.
+fn failed(run: &mut Run, id: Id, rel_err: f64) -> Res<()> {
+    eprintln!(
+        "{} {}: the output differs from the CPU reference; not timed",
+        id.kernel, id.shape
+    );
+    run.record(
+        id,
+        &[
+            ("passed", "false".into()),
+            ("rel_err", format!("\"{rel_err:e}\"")),
+        ],
+    )
+}

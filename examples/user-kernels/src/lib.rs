@@ -1,0 +1,97 @@
+//! The host side of the user kernels: the PTX `build.rs` compiled, each kernel's launch (its
+//! grid, from the shape), and the CPU references the checks and the benchmark compare with.
+//!
+//! * `cargo run -p user-kernels --release`: every kernel in the simulator and, where there is
+//!   one, on CUDA device 0, against its reference.
+//! * `cargo run -p user-kernels --release --bin bench -- OUT.jsonl`: the kernels timed on the GPU
+//!   with the copy ceiling, as JSON Lines (`bench/run-user.sh` runs it beside the Python peers).
+
+use fast_kernels::{BINS, GELU_BLOCK, GELU_LANES, HIST_BLOCK, STENCIL_BLOCK, STENCIL_COLS, STENCIL_ROWS};
+use gpukern::{DeviceVec, LaunchConfig, Module, PtxSet, Result, bf16, gpukern_device::vector};
+
+pub mod reference;
+
+/// The PTX `build.rs` compiled from `kernels/`.
+pub static KERNELS: PtxSet = gpukern::include_ptx!(fast_kernels);
+
+/// `y = gelu(x + bias)` on a `rows x cols` bf16 matrix: [`fast_kernels::bias_gelu`](fn@fast_kernels::bias_gelu), a grid that
+/// covers it in one sweep.
+pub fn bias_gelu(
+    module: &Module,
+    x: &DeviceVec<bf16>,
+    bias: &DeviceVec<f32>,
+    y: &mut DeviceVec<bf16>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    check_len("bias_gelu", x.len().min(y.len()), rows * cols)?;
+    check_len("bias_gelu", bias.len(), cols)?;
+    let config = LaunchConfig {
+        grid: (vector::map_blocks(rows * cols, GELU_LANES, GELU_BLOCK), 1, 1),
+        block: (GELU_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `x` and `y` hold `rows * cols` elements, `bias` `cols` (checked above).
+    unsafe { fast_kernels::bias_gelu::launch(module, config, x, bias, y, rows, cols) }
+}
+
+/// One Jacobi step of the `rows x cols` grid `x` into `out`: [`fast_kernels::stencil`](fn@fast_kernels::stencil), one block per
+/// 32 x 128 tile.
+pub fn stencil(
+    module: &Module,
+    x: &DeviceVec<f32>,
+    out: &mut DeviceVec<f32>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    check_len("stencil", x.len().min(out.len()), rows * cols)?;
+    let config = LaunchConfig {
+        grid: (
+            cols.div_ceil(STENCIL_COLS).max(1) as u32,
+            rows.div_ceil(STENCIL_ROWS).max(1) as u32,
+            1,
+        ),
+        block: (STENCIL_BLOCK.0, STENCIL_BLOCK.1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: both hold `rows * cols` floats; the launch is the kernel's.
+    unsafe { fast_kernels::stencil::launch(module, config, x, out, rows, cols) }
+}
+
+/// Blocks of the histogram per multiprocessor: enough resident threads to keep loads in flight
+/// (8 blocks of 256 threads fill a multiprocessor's 2048), few enough final flushes.
+const HIST_BLOCKS_PER_SM: usize = 8;
+
+/// `counts` (256 bins, zeroed here) = the histogram of the bytes of `data`: [`fast_kernels::histogram`](fn@fast_kernels::histogram)
+/// on a grid of a few blocks per multiprocessor.
+pub fn histogram(module: &Module, data: &DeviceVec<u8>, counts: &mut DeviceVec<u32>) -> Result<()> {
+    *counts = module.gpu().zeros_of::<u32>(BINS)?;
+    histogram_add(module, data, counts)
+}
+
+/// Adds the histogram of `data` to `counts` (what [`histogram`] launches after zeroing them; the
+/// benchmark times it alone).
+pub fn histogram_add(module: &Module, data: &DeviceVec<u8>, counts: &mut DeviceVec<u32>) -> Result<()> {
+    check_len("histogram", counts.len(), BINS)?;
+    let most = module.gpu().multiprocessors()? * HIST_BLOCKS_PER_SM;
+    let needed = data.len().div_ceil(16 * 2 * HIST_BLOCK as usize).max(1);
+    let config = LaunchConfig {
+        grid: (needed.min(most) as u32, 1, 1),
+        block: (HIST_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `data` holds `data.len()` bytes, `counts` 256 counters.
+    unsafe { fast_kernels::histogram::launch(module, config, data, data.len(), counts) }
+}
+
+/// An error unless a buffer of `len` elements holds the `needed` the shape asks for.
+fn check_len(op: &'static str, len: usize, needed: usize) -> Result<()> {
+    if len >= needed {
+        Ok(())
+    } else {
+        Err(gpukern::Error::InvalidArgument {
+            op,
+            detail: format!("a buffer of {len} elements for a shape of {needed}"),
+        })
+    }
+}

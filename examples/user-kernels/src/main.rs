@@ -1,0 +1,114 @@
+//! The user kernels end to end: each on the CPU simulator and, where there is one, on CUDA
+//! device 0, against its CPU reference. A mismatch is an error (exit status 1).
+//!
+//! `cargo run -p user-kernels --release`
+
+use std::error::Error;
+
+use gpukern::{Gpu, Module, bf16};
+use user_kernels::{KERNELS, reference};
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+fn main() -> Res<()> {
+    let mut gpus = vec![Gpu::simulator()];
+    match Gpu::new(0) {
+        Ok(gpu) => gpus.push(gpu),
+        Err(e) if e.is_no_gpu() && std::env::var("GPUKERN_REQUIRE_GPU").as_deref() != Ok("1") => {
+            println!("no GPU ({e}); running in the simulator only")
+        }
+        Err(e) => return Err(e.into()),
+    }
+    for gpu in &gpus {
+        println!("== {}", gpu.describe());
+        let module = gpu.load(&KERNELS)?;
+        // `USER_KERNELS_SMALL=1`: small shapes on the GPU too (the sanitizer runs).
+        let big = !gpu.is_simulator() && std::env::var_os("USER_KERNELS_SMALL").is_none();
+        for (rows, cols) in if big {
+            vec![(8192, 8192), (1001, 999)]
+        } else {
+            vec![(67, 136), (9, 13)]
+        } {
+            bias_gelu(&module, rows, cols)?;
+            stencil(&module, rows, cols)?;
+        }
+        for n in if big {
+            vec![1 << 28, 1_000_003]
+        } else {
+            vec![100_003, 17]
+        } {
+            histogram(&module, n)?;
+        }
+    }
+    Ok(())
+}
+
+/// A deterministic pseudo-random stream (xorshift), so the runs need no dependency.
+fn noise(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed | 1;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+fn check(what: &str, ratio: f64) -> Res<()> {
+    if ratio <= 1.0 {
+        println!("  {what}: ok (worst error {ratio:.3} of its tolerance)");
+        Ok(())
+    } else {
+        Err(format!("{what}: an element is {ratio:.3} times its tolerance off the CPU reference").into())
+    }
+}
+
+fn bias_gelu(module: &Module, rows: usize, cols: usize) -> Res<()> {
+    let mut r = noise(7);
+    let x: Vec<bf16> = (0..rows * cols)
+        .map(|_| bf16::from_f32((r() % 2001) as f32 / 250.0 - 4.0))
+        .collect();
+    let bias: Vec<f32> = (0..cols).map(|_| (r() % 1001) as f32 / 1000.0 - 0.5).collect();
+    let gpu = module.gpu();
+    let (xd, bd) = (gpu.upload(&x)?, gpu.upload(&bias)?);
+    let mut yd = gpu.zeros_of::<bf16>(rows * cols)?;
+    user_kernels::bias_gelu(module, &xd, &bd, &mut yd, rows, cols)?;
+    let want = reference::bias_gelu(&x, &bias, cols);
+    let (atol, rtol) = reference::GELU_TOL;
+    let ratio = reference::worst_ratio(
+        yd.to_vec()?.iter().map(|v| f64::from(v.to_f32())),
+        &want,
+        atol,
+        rtol,
+    );
+    check(&format!("bias_gelu, {rows} x {cols}"), ratio)
+}
+
+fn stencil(module: &Module, rows: usize, cols: usize) -> Res<()> {
+    let mut r = noise(11);
+    let x: Vec<f32> = (0..rows * cols)
+        .map(|_| (r() % 10_000) as f32 / 5000.0 - 1.0)
+        .collect();
+    let gpu = module.gpu();
+    let xd = gpu.upload(&x)?;
+    let mut out = gpu.zeros_of::<f32>(rows * cols)?;
+    user_kernels::stencil(module, &xd, &mut out, rows, cols)?;
+    let want = reference::stencil(&x, rows, cols);
+    let (atol, rtol) = reference::STENCIL_TOL;
+    let ratio = reference::worst_ratio(out.to_vec()?.iter().map(|&v| f64::from(v)), &want, atol, rtol);
+    check(&format!("stencil, {rows} x {cols}"), ratio)
+}
+
+fn histogram(module: &Module, n: usize) -> Res<()> {
+    let mut r = noise(13);
+    let data: Vec<u8> = (0..n).map(|_| (r() >> 24) as u8).collect();
+    let gpu = module.gpu();
+    let dd = gpu.upload(&data)?;
+    let mut counts = gpu.zeros_of::<u32>(256)?;
+    user_kernels::histogram(module, &dd, &mut counts)?;
+    let exact = counts.to_vec()? == reference::histogram(&data);
+    check(
+        &format!("histogram, {n} bytes"),
+        if exact { 0.0 } else { f64::INFINITY },
+    )
+}

@@ -1,0 +1,71 @@
+//! The CPU references of the user kernels, in f64 where the kernels compute in f32, and the error
+//! measures the checks and the benchmark apply.
+
+use gpukern::bf16;
+
+/// GELU, tanh form, in f64.
+pub fn gelu(t: f64) -> f64 {
+    let u = (2.0 / std::f64::consts::PI).sqrt() * (t + 0.044_715 * t * t * t);
+    0.5 * t * (1.0 + u.tanh())
+}
+
+/// `gelu(x + bias[col])` over a `rows x cols` matrix, in f64.
+pub fn bias_gelu(x: &[bf16], bias: &[f32], cols: usize) -> Vec<f64> {
+    x.iter()
+        .enumerate()
+        .map(|(i, v)| gelu(f64::from(v.to_f32()) + f64::from(bias[i % cols])))
+        .collect()
+}
+
+/// One Jacobi step in f64: the mean of the four neighbours inside, the input on the boundary.
+pub fn stencil(x: &[f32], rows: usize, cols: usize) -> Vec<f64> {
+    let at = |r: usize, c: usize| f64::from(x[r * cols + c]);
+    (0..rows * cols)
+        .map(|i| {
+            let (r, c) = (i / cols, i % cols);
+            if r == 0 || c == 0 || r + 1 == rows || c + 1 == cols {
+                at(r, c)
+            } else {
+                0.25 * (at(r - 1, c) + at(r + 1, c) + at(r, c - 1) + at(r, c + 1))
+            }
+        })
+        .collect()
+}
+
+/// The 256-bin histogram of `data`.
+pub fn histogram(data: &[u8]) -> Vec<u32> {
+    let mut counts = vec![0u32; 256];
+    for &b in data {
+        counts[b as usize] += 1;
+    }
+    counts
+}
+
+/// The relative error norm `|got - want| / |want|` (2-norms; the absolute norm where `want` is 0).
+pub fn rel_err(got: impl Iterator<Item = f64>, want: &[f64]) -> f64 {
+    let (mut diff, mut norm) = (0.0, 0.0);
+    for (g, w) in got.zip(want) {
+        diff += (g - w) * (g - w);
+        norm += w * w;
+    }
+    if norm == 0.0 {
+        diff.sqrt()
+    } else {
+        (diff / norm).sqrt()
+    }
+}
+
+/// The largest `|got - want| / (atol + rtol |want|)`: at most 1 where every element is within
+/// its tolerance.
+pub fn worst_ratio(got: impl Iterator<Item = f64>, want: &[f64], atol: f64, rtol: f64) -> f64 {
+    got.zip(want)
+        .map(|(g, w)| (g - w).abs() / (atol + rtol * w.abs()))
+        .fold(0.0, f64::max)
+}
+
+/// Tolerances of the bf16 GELU: one bf16 rounding (`2^-8` relative at most) plus `tanh.approx`'s
+/// error (below `2^-10.987` of `tanh`, times `t / 2`: absolute, for the inputs here).
+pub const GELU_TOL: (f64, f64) = (2e-3, 1.0 / 128.0);
+
+/// Tolerances of the f32 stencil: four additions and a multiplication in f32.
+pub const STENCIL_TOL: (f64, f64) = (1e-6, 1e-6);

@@ -1,0 +1,286 @@
+//! The user kernels in the simulator, as a user tests their own without a GPU: each against its
+//! CPU reference on ragged shapes (lengths and rows that are no multiple of a vector, a tile or a
+//! block; grids of one tile and of several); one planted bug per kernel, reported with kernel,
+//! block, thread and what was broken; and the PTX assembled by ptxas without spills or stack.
+
+use gpukern::{Error, Gpu, LaunchConfig, Module, PtxSet, bf16};
+use gpukern_device::sim::{SimError, Violation};
+use user_kernels::{KERNELS, reference};
+
+/// The user kernels in the simulator.
+fn simulator() -> Module {
+    Gpu::simulator()
+        .load(&KERNELS)
+        .expect("a simulator module needs no PTX")
+}
+
+/// A deterministic stream of pseudo-random numbers (xorshift).
+fn noise(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed | 1;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+#[test]
+fn bias_gelu_matches_the_reference_on_ragged_shapes() {
+    let module = simulator();
+    let mut r = noise(3);
+    for (rows, cols) in [(1, 1), (3, 7), (5, 24), (17, 130), (2, 1000)] {
+        let x: Vec<bf16> = (0..rows * cols)
+            .map(|_| bf16::from_f32((r() % 4001) as f32 / 500.0 - 4.0))
+            .collect();
+        let bias: Vec<f32> = (0..cols).map(|_| (r() % 101) as f32 / 100.0 - 0.5).collect();
+        let gpu = module.gpu();
+        let (xd, bd) = (gpu.upload(&x).unwrap(), gpu.upload(&bias).unwrap());
+        // One element past the matrix that nothing may write.
+        let mut yd = gpu.upload(&vec![bf16::from_f32(-9.0); rows * cols + 1]).unwrap();
+        user_kernels::bias_gelu(&module, &xd, &bd, &mut yd, rows, cols).unwrap();
+        let y = yd.to_vec().unwrap();
+        let want = reference::bias_gelu(&x, &bias, cols);
+        let (atol, rtol) = reference::GELU_TOL;
+        let ratio = reference::worst_ratio(y.iter().map(|v| f64::from(v.to_f32())), &want, atol, rtol);
+        assert!(ratio <= 1.0, "{rows} x {cols}: {ratio} of the tolerance");
+        assert_eq!(
+            y[rows * cols],
+            bf16::from_f32(-9.0),
+            "{rows} x {cols}: wrote past the matrix"
+        );
+    }
+}
+
+#[test]
+fn stencil_matches_the_reference_on_ragged_grids() {
+    let module = simulator();
+    let mut r = noise(5);
+    // Rows and columns below, at and past a tile (32 x 128), aligned (cols % 4 == 0) or not.
+    for (rows, cols) in [(1, 1), (2, 3), (3, 5), (33, 129), (40, 260), (35, 131), (70, 256)] {
+        let x: Vec<f32> = (0..rows * cols)
+            .map(|_| (r() % 1000) as f32 / 250.0 - 2.0)
+            .collect();
+        let gpu = module.gpu();
+        let xd = gpu.upload(&x).unwrap();
+        let mut out = gpu.upload(&vec![f32::NAN; rows * cols]).unwrap();
+        user_kernels::stencil(&module, &xd, &mut out, rows, cols).unwrap();
+        let want = reference::stencil(&x, rows, cols);
+        let (atol, rtol) = reference::STENCIL_TOL;
+        let ratio = reference::worst_ratio(
+            out.to_vec().unwrap().iter().map(|&v| f64::from(v)),
+            &want,
+            atol,
+            rtol,
+        );
+        assert!(ratio <= 1.0, "{rows} x {cols}: {ratio} of the tolerance");
+    }
+}
+
+#[test]
+fn histogram_counts_every_byte_once() {
+    let module = simulator();
+    let mut r = noise(9);
+    for n in [1, 15, 16, 17, 4099, 100_003] {
+        let data: Vec<u8> = (0..n).map(|_| (r() >> 17) as u8).collect();
+        let gpu = module.gpu();
+        let dd = gpu.upload(&data).unwrap();
+        let mut counts = gpu.zeros_of::<u32>(256).unwrap();
+        user_kernels::histogram(&module, &dd, &mut counts).unwrap();
+        assert_eq!(counts.to_vec().unwrap(), reference::histogram(&data), "{n} bytes");
+    }
+}
+
+mod planted {
+    use gpukern_device::shared::{Array, Tile};
+    use gpukern_device::{bf16, kernel, mem, thread, vector};
+
+    /// `bias_gelu` with its bias read as a whole vector at the chunk's column, as if every row
+    /// started on a vector boundary: wrong (misaligned) when `cols % 8 != 0`.
+    ///
+    /// # Safety
+    /// None when `cols % 8 != 0`: the planted bug.
+    #[kernel]
+    pub unsafe fn bias_gelu_assuming_aligned_rows(
+        x: *const bf16,
+        bias: *const f32,
+        y: *mut bf16,
+        rows: usize,
+        cols: usize,
+    ) {
+        unsafe {
+            vector::map::<bf16, bf16, 8>(x, y, rows * cols, |chunk, v| {
+                let b: [f32; 8] = vector::load(bias, chunk.column(cols));
+                core::array::from_fn(|k| v[k] + b[k])
+            })
+        }
+    }
+
+    /// The stencil's shared tile without the barrier between its stores and the reads of other
+    /// threads' elements (a 1-D smoothing of one row per block, 64 threads).
+    ///
+    /// # Safety
+    /// `x` and `out` hold `64 * gridDim.x` floats; the missing barrier is the planted bug.
+    #[kernel(shared(tile: Tile<f32, 1, 66>))]
+    pub unsafe fn smooth_without_barrier(x: *const f32, out: *mut f32) {
+        let t = thread::thread_idx_x() as usize;
+        let i = thread::index_1d();
+        unsafe {
+            tile.store(0, t + 1, mem::load(x, i));
+            if t == 0 {
+                tile.store(0, 0, 0.0);
+                tile.store(0, 65, 0.0);
+            }
+            // thread::sync_threads() belongs here.
+            let v = (tile.load(0, t) + tile.load(0, t + 1) + tile.load(0, t + 2)) / 3.0;
+            mem::store(out, i, v);
+        }
+    }
+
+    /// The histogram with plain shared increments instead of `atomic_add`.
+    ///
+    /// # Safety
+    /// `data` holds `n` bytes, `counts` 256; the plain increment is the planted bug.
+    #[kernel(shared(bins: Array<u32, 256>))]
+    pub unsafe fn histogram_plain_increment(data: *const u8, n: usize, counts: *mut u32) {
+        let t = thread::thread_idx_x() as usize;
+        let i = thread::index_1d();
+        unsafe {
+            bins.store(t, 0);
+            thread::sync_threads();
+            if i < n {
+                let b = mem::load(data, i) as usize;
+                bins.store(b, bins.load(b) + 1);
+            }
+            thread::sync_threads();
+            mem::store(counts, t, bins.load(t));
+        }
+    }
+}
+
+/// Planted kernels live in this test crate: the module is this crate's, with no PTX.
+fn planted_module() -> Module {
+    Gpu::simulator()
+        .load(&PtxSet::simulator_only(env!("CARGO_CRATE_NAME")))
+        .unwrap()
+}
+
+fn report_of(result: gpukern::Result<()>) -> SimError {
+    match result {
+        Err(Error::Simulator(report)) => {
+            println!("{report}");
+            report
+        }
+        other => panic!("the simulator should have caught the planted bug, got {other:?}"),
+    }
+}
+
+fn linear(blocks: u32, threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: (blocks, 1, 1),
+        block: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+#[test]
+fn a_bias_read_as_whole_vectors_is_reported_on_rows_of_odd_length() {
+    let module = planted_module();
+    let (rows, cols) = (4, 12);
+    let gpu = module.gpu();
+    let x = gpu.upload(&vec![bf16::ONE; rows * cols]).unwrap();
+    let bias = gpu.upload(&vec![0.5f32; cols]).unwrap();
+    let mut y = gpu.zeros_of::<bf16>(rows * cols).unwrap();
+    let report = report_of(unsafe {
+        planted::bias_gelu_assuming_aligned_rows::launch(
+            &module,
+            linear(1, 32),
+            &x,
+            &bias,
+            &mut y,
+            rows,
+            cols,
+        )
+    });
+    assert_eq!(report.kernel, "bias_gelu_assuming_aligned_rows");
+    // The chunk at element 8 starts at column 8: a vector of 8 floats from there runs past the
+    // 12 of the bias (and chunk 16 starts at column 4, not 32-byte aligned).
+    assert!(
+        matches!(&report.violation, Violation::OutOfBounds { buffer, .. } if buffer == "bias")
+            || matches!(&report.violation, Violation::Panic { message } if message.contains("misaligned")),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_shared_tile_read_without_its_barrier_is_reported_as_a_race() {
+    let module = planted_module();
+    let gpu = module.gpu();
+    let x = gpu
+        .upload(&(0..128).map(|i| i as f32).collect::<Vec<_>>())
+        .unwrap();
+    let mut out = gpu.zeros_of::<f32>(128).unwrap();
+    let report =
+        report_of(unsafe { planted::smooth_without_barrier::launch(&module, linear(2, 64), &x, &mut out) });
+    assert_eq!(report.kernel, "smooth_without_barrier");
+    assert!(
+        matches!(
+            report.violation,
+            Violation::SharedRace { .. } | Violation::UninitializedSharedRead { .. }
+        ),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_histogram_with_plain_shared_increments_is_reported_as_a_race() {
+    let module = planted_module();
+    let gpu = module.gpu();
+    let data = gpu.upload(&[7u8; 256]).unwrap();
+    let mut counts = gpu.zeros_of::<u32>(256).unwrap();
+    let report = report_of(unsafe {
+        planted::histogram_plain_increment::launch(&module, linear(1, 256), &data, 256, &mut counts)
+    });
+    assert_eq!(report.kernel, "histogram_plain_increment");
+    assert!(
+        matches!(report.violation, Violation::SharedRace { index: 7, .. }),
+        "{report}"
+    );
+}
+
+/// ptxas: the one from `GPUKERN_PTXAS`, the repository's `.tools`, or PATH.
+fn ptxas() -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::env::var_os("GPUKERN_PTXAS")
+        .map(Into::into)
+        .or_else(|| Some(root.join(".tools/ptxas/bin/ptxas")).filter(|p| p.is_file()))
+        .expect("ptxas not found: run `bash scripts/test.sh` (it installs it) or set GPUKERN_PTXAS")
+}
+
+#[test]
+fn the_ptx_assembles_for_every_architecture_without_spills_or_stack() {
+    assert!(!KERNELS.modules.is_empty());
+    for module in KERNELS.modules {
+        let mut names = gpukern::ptx::entry_names(module.ptx);
+        names.sort_unstable();
+        assert_eq!(names, ["bias_gelu", "histogram", "stencil"]);
+        let file =
+            std::env::temp_dir().join(format!("user-kernels-{}-{}.ptx", module.arch, std::process::id()));
+        std::fs::write(&file, module.ptx).unwrap();
+        let out = std::process::Command::new(ptxas())
+            .args(["-v", &format!("-arch={}", module.arch), "-o", "/dev/null"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(&file);
+        let report = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "ptxas failed for {}: {report}", module.arch);
+        for line in report.lines().filter(|l| l.contains("spill")) {
+            assert!(
+                line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"),
+                "{}: {line}",
+                module.arch
+            );
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! Cache hints of the vector accesses: what a load or a store tells the caches about the data.
+//! A hint changes no value; it decides which lines the L1 and L2 keep.
+
+/// How a [`super::load_hinted`] reads global memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadHint {
+    /// A plain load (`ld.global`): cached in L1 and L2 as usual.
+    Default,
+    /// Through the read-only (texture) path, `ld.global.nc`: for data no thread of the grid
+    /// writes during the kernel (a weight, a bias, an input read by several threads). Reading
+    /// data the kernel also writes this way is undefined on the GPU; the simulator reports a
+    /// read-only load from a buffer the launch may write, and from shared memory.
+    ReadOnly,
+    /// Streaming, `ld.global.cs` (cache, evict first): data read once, whose lines should be
+    /// the first to go, so that a long stream displaces less of what the caches hold.
+    Streaming,
+    /// Evict first from L1 and L2 (`ld.global.L1::evict_first.L2::cache_hint` with an
+    /// `evict_first` L2 policy; Triton's `eviction_policy="evict_first"`). Where
+    /// [`super::EVICT_HINTS`] is false (the sm_80 module), [`LoadHint::Streaming`].
+    EvictFirst,
+    /// Evict last (`ld.global.L1::evict_last.L2::cache_hint` with an `evict_last` policy): data
+    /// read again soon, which L2 should keep. Where [`super::EVICT_HINTS`] is false, a plain load.
+    EvictLast,
+}
+
+/// How a [`super::store_hinted`] writes global memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreHint {
+    /// A plain store (`st.global`).
+    Default,
+    /// Streaming, `st.global.cs`: results no kernel reads soon.
+    Streaming,
+    /// Evict first (`st.global.L1::evict_first.L2::cache_hint`, `evict_first` policy); where
+    /// [`super::EVICT_HINTS`] is false, [`StoreHint::Streaming`].
+    EvictFirst,
+    /// Evict last (`st.global.L1::evict_last.L2::cache_hint`, `evict_last` policy): results the
+    /// next kernel reads, which L2 should keep; where [`super::EVICT_HINTS`] is false, a plain
+    /// store.
+    EvictLast,
+}
