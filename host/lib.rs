@@ -53,6 +53,7 @@ extern crate self as gpukern;
 
 pub mod api;
 pub mod buffer;
+pub mod copy;
 pub mod cpu;
 pub mod device;
 pub mod error;
@@ -65,6 +66,7 @@ pub mod pinned;
 pub mod ptx;
 mod raw;
 pub mod stream;
+pub mod view;
 
 pub use api::{
     add, add_with, cross_entropy, cross_entropy_mean, cross_entropy_mean_with, cross_entropy_with,
@@ -99,6 +101,7 @@ pub use pinned::PinnedBuffer;
 #[doc(hidden)]
 pub use raw::launch_count::{cuda_launch_counts, sim_launch_counts};
 pub use stream::Event;
+pub use view::{DeviceSlice, DeviceSliceMut};
 
 /// Re-exported for the launchers `#[kernel]` generates and for kernel crates' tests.
 pub use gpukern_device;

@@ -18,30 +18,30 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, DevicePtr, DriverError, result, sys};
+use cudarc::driver::{CudaContext, DriverError, result, sys};
 use gpukern_device::launch::{Kernel, Launcher, Scalar};
 use gpukern_device::sim;
 
-use crate::buffer::{DeviceVec, Storage};
 use crate::device::{Backend, CudaDevice, Gpu};
 use crate::error::{Error, Result};
 use crate::launch_config::{DeviceLimits, LaunchConfig};
 use crate::raw::launch_count;
 use crate::stream::{CrossStream, MAX_FOREIGN};
+use crate::view::{At, AtMut, CudaPlace, DeviceSlice, DeviceSliceMut};
 
 /// The argument and launch methods of a [`Launcher`] whose `Args` are [`ModuleArgs`]: those of
 /// [`Module`] itself. A launcher that only changes how a launch is made ([`Clustered`],
 /// [`Cooperative`]) writes its own `begin`, which marks the arguments, and this.
 macro_rules! forward_args_to_module {
     () => {
-        fn input<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a DeviceVec<T>) -> *const T
+        fn input<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: DeviceSlice<'a, T>) -> *const T
         where
             Self: 'a,
         {
             <Module as Launcher>::input(args, buffer)
         }
 
-        fn output<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a mut DeviceVec<T>) -> *mut T
+        fn output<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: DeviceSliceMut<'a, T>) -> *mut T
         where
             Self: 'a,
         {
@@ -214,13 +214,16 @@ impl ModuleArgs<'_> {
         self.count += 1;
     }
 
-    fn buffer_address<T>(&mut self, buffer: &DeviceVec<T>) -> u64 {
+    /// The address of a buffer argument's first element: the device address on CUDA (after
+    /// checking the buffer is this device's, and noting its stream when it is another), 0 in the
+    /// simulator, where the kernel gets the simulator's own pointer instead.
+    fn buffer_address(&mut self, place: Option<CudaPlace<'_>>) -> u64 {
         // On the launch path: the backend itself, not a `Gpu` handle cloned for the question.
-        match (&self.module.backend, &buffer.storage) {
-            (Backend::Cuda(d), Storage::Cuda(s)) if Arc::ptr_eq(s.context(), &d.ctx) => {
+        match (&self.module.backend, place) {
+            (Backend::Cuda(d), Some(p)) if Arc::ptr_eq(p.ctx, &d.ctx) => {
                 // A buffer of another stream of this device: the launch orders itself
                 // against that stream (`crate::stream`). One pointer comparison otherwise.
-                if !Arc::ptr_eq(s.stream(), &d.stream) && !self.cross.note(s.stream()) {
+                if !Arc::ptr_eq(p.stream, &d.stream) && !self.cross.note(p.stream) {
                     self.note(Error::InvalidArgument {
                         op: self.kernel.name,
                         detail: format!(
@@ -229,9 +232,9 @@ impl ModuleArgs<'_> {
                         ),
                     });
                 }
-                s.device_ptr(s.stream()).0
+                p.address
             }
-            (Backend::Simulator, Storage::Host(_)) => 0,
+            (Backend::Simulator, None) => 0,
             _ => {
                 self.note(Error::WrongDevice { op: self.kernel.name });
                 0
@@ -242,7 +245,14 @@ impl ModuleArgs<'_> {
 
 impl Launcher for Module {
     type Config = LaunchConfig;
-    type Buffer<T> = DeviceVec<T>;
+    type Input<'a, T: 'a>
+        = DeviceSlice<'a, T>
+    where
+        Self: 'a;
+    type Output<'a, T: 'a>
+        = DeviceSliceMut<'a, T>
+    where
+        Self: 'a;
     type Error = Error;
     type Args<'a> = ModuleArgs<'a>;
 
@@ -279,28 +289,29 @@ impl Launcher for Module {
         args
     }
 
-    fn input<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a DeviceVec<T>) -> *const T
+    fn input<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: DeviceSlice<'a, T>) -> *const T
     where
         Self: 'a,
     {
         let name = args.param_name();
-        let address = args.buffer_address(buffer);
+        let address = args.buffer_address(buffer.at.cuda());
         args.push_slot(address);
-        match (&mut args.sim, &buffer.storage) {
-            (Some(launch), Storage::Host(v)) => launch.input(name, v.as_slice()),
+        // The simulator registers exactly the view's elements: an access past them is reported.
+        match (&mut args.sim, buffer.at) {
+            (Some(launch), At::Host(v)) => launch.input(name, v),
             _ => std::ptr::null(),
         }
     }
 
-    fn output<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a mut DeviceVec<T>) -> *mut T
+    fn output<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: DeviceSliceMut<'a, T>) -> *mut T
     where
         Self: 'a,
     {
         let name = args.param_name();
-        let address = args.buffer_address(buffer);
+        let address = args.buffer_address(buffer.at.cuda());
         args.push_slot(address);
-        match (&mut args.sim, &mut buffer.storage) {
-            (Some(launch), Storage::Host(v)) => launch.output(name, v.as_mut_slice()),
+        match (&mut args.sim, buffer.at) {
+            (Some(launch), AtMut::Host(v)) => launch.output(name, v),
             _ => std::ptr::null_mut(),
         }
     }

@@ -55,6 +55,8 @@ mod softmax;
 mod transfer;
 #[path = "kernels/transpose.rs"]
 mod transpose;
+#[path = "kernels/views.rs"]
+mod views;
 
 use gpukern::Gpu;
 use libtest_mimic::Arguments;
@@ -126,6 +128,7 @@ fn main() {
         norm::trials,
         cross_entropy::trials,
         grid::trials,
+        views::trials,
     ] {
         trials.extend(family(&sim, &cuda));
     }

@@ -14,16 +14,20 @@
 //! pub mod scale {
 //!     pub const KERNEL: Kernel = Kernel { name: "scale", krate: "my_kernels", params: &[...], .. };
 //!     pub const MAX_THREADS: Option<u32> = None; // Some(384) with #[kernel(launch_bounds(384))]
-//!     pub unsafe fn launch<L: Launcher>(on: &L, config: L::Config, x: &L::Buffer<f32>,
-//!         y: &mut L::Buffer<f32>, factor: f32, n: usize) -> Result<(), L::Error> { ... }
+//!     pub unsafe fn launch<L: Launcher>(on: &L, config: L::Config,
+//!         x: impl BufferArg<L::Input<'_, f32>>, y: impl BufferArg<L::Output<'_, f32>>,
+//!         factor: f32, n: usize) -> Result<(), L::Error> { ... }
 //! }
 //! ```
 //!
-//! Each `*const T` parameter becomes `&L::Buffer<T>`, each `*mut T` `&mut L::Buffer<T>`, and a
-//! scalar is passed by value (its type must implement [`Scalar`]). gpukern's `Module` is the
-//! [`Launcher`]: `L::Buffer<T>` is its `DeviceVec<T>`, so a buffer of the wrong element type, a
-//! missing argument or one too many is a compile error, and the launch runs on CUDA or in the
-//! simulator with the same call. The launcher asks the `Launcher` for each argument in the
+//! Each `*const T` parameter takes anything that is a [`BufferArg`] of `L::Input<T>`, each
+//! `*mut T` one of `L::Output<T>`, and a scalar is passed by value (its type must implement
+//! [`Scalar`]). gpukern's `Module` is the [`Launcher`]: its `Input<T>` is a read view of device
+//! memory (`DeviceSlice<T>`, made from a `&DeviceVec<T>`, a `&DeviceMatrix<T>` or a view
+//! `v.slice(range)`), its `Output<T>` a write view (`DeviceSliceMut<T>`, from `&mut` of those or
+//! `v.slice_mut(range)`), so a buffer of the wrong element type, `&` for `&mut`, a missing
+//! argument or one too many is a compile error, and the launch runs on CUDA or in the simulator
+//! with the same call. The launcher asks the `Launcher` for each argument in the
 //! kernel's order, then hands it a closure that calls the kernel with the pointers and scalars
 //! it got back: the simulator runs that closure once per simulated thread, CUDA never calls it.
 
@@ -178,8 +182,16 @@ pub enum ParamKind {
 pub trait Launcher {
     /// Grid, block and dynamic shared memory of a launch.
     type Config;
-    /// A device vector of `T`.
-    type Buffer<T>;
+    /// What a `*const T` parameter takes: a view of device memory the kernel reads (gpukern's
+    /// `DeviceSlice<'a, T>`).
+    type Input<'a, T: 'a>
+    where
+        Self: 'a;
+    /// What a `*mut T` parameter takes: a view of device memory the kernel may write (gpukern's
+    /// `DeviceSliceMut<'a, T>`).
+    type Output<'a, T: 'a>
+    where
+        Self: 'a;
     /// Why a launch failed.
     type Error;
     /// One launch being assembled.
@@ -192,12 +204,12 @@ pub trait Launcher {
 
     /// Adds a buffer the kernel reads; returns the pointer the simulator passes to the kernel
     /// (on CUDA, any pointer: the kernel closure is never called there).
-    fn input<'a, T: Copy + 'static>(args: &mut Self::Args<'a>, buffer: &'a Self::Buffer<T>) -> *const T
+    fn input<'a, T: Copy + 'static>(args: &mut Self::Args<'a>, buffer: Self::Input<'a, T>) -> *const T
     where
         Self: 'a;
 
     /// Adds a buffer the kernel may write; returns the pointer the simulator passes to the kernel.
-    fn output<'a, T: Copy + 'static>(args: &mut Self::Args<'a>, buffer: &'a mut Self::Buffer<T>) -> *mut T
+    fn output<'a, T: Copy + 'static>(args: &mut Self::Args<'a>, buffer: Self::Output<'a, T>) -> *mut T
     where
         Self: 'a;
 
@@ -220,6 +232,20 @@ pub trait Launcher {
     unsafe fn launch<'a>(args: Self::Args<'a>, body: &dyn Fn()) -> Result<(), Self::Error>
     where
         Self: 'a;
+}
+
+/// A host value that stands for a buffer argument of a launch: `Target` is the launcher's view
+/// type of a `*const T` parameter ([`Launcher::Input`]) or a `*mut T` one ([`Launcher::Output`]).
+/// gpukern implements it for its buffers (`&DeviceVec<T>`, `&DeviceMatrix<T>`, `&mut` of them)
+/// and their views (`v.slice(range)`, `v.slice_mut(range)`), so that a launch takes any of them.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be passed where the kernel takes `{Target}`",
+    label = "not a device buffer of the parameter's element type and access",
+    note = "a `*const T` parameter takes `&DeviceVec<T>`, `&DeviceMatrix<T>` or a view (`v.slice(range)?`); a `*mut T` parameter takes `&mut DeviceVec<T>`, `&mut DeviceMatrix<T>` or `v.slice_mut(range)?`"
+)]
+pub trait BufferArg<Target> {
+    /// The view the launcher registers.
+    fn into_target(self) -> Target;
 }
 
 /// A value a kernel can take by value: the host copies its bytes into the launch.

@@ -8,10 +8,10 @@ use cudarc::driver::{DriverError, sys};
 use gpukern_device::launch::{Kernel, Launcher, Scalar};
 
 use super::{Function, Module, ModuleArgs};
-use crate::buffer::DeviceVec;
 use crate::device::CudaDevice;
 use crate::error::{DriverContext, Error, Result};
 use crate::launch_config::LaunchConfig;
+use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// A [`Module`] whose launches are cooperative: `my_kernels::k::launch(&module.cooperative(),
 /// config, ..)`. Made by [`Module::cooperative`].
@@ -76,7 +76,14 @@ impl Module {
 
 impl Launcher for Cooperative<'_> {
     type Config = LaunchConfig;
-    type Buffer<T> = DeviceVec<T>;
+    type Input<'a, T: 'a>
+        = DeviceSlice<'a, T>
+    where
+        Self: 'a;
+    type Output<'a, T: 'a>
+        = DeviceSliceMut<'a, T>
+    where
+        Self: 'a;
     type Error = Error;
     type Args<'a>
         = ModuleArgs<'a>

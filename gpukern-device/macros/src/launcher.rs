@@ -119,42 +119,75 @@ pub fn shared_bytes(shared: &[String]) -> String {
     )
 }
 
-/// The launch function's signature and forwarding parts: `(signature, gather, call_args,
-/// host_args)`.
-pub fn launch_parts(params: &[Param]) -> (String, String, String, String) {
-    let signature = params
-        .iter()
-        .map(|p| match p.kind {
-            Kind::Input => format!("{}: &'__a __L::Buffer<{}>", p.name, p.ty),
-            Kind::Output => format!("{}: &'__a mut __L::Buffer<{}>", p.name, p.ty),
-            Kind::Scalar => format!("{}: {}", p.name, p.ty),
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    let gather = params
-        .iter()
-        .map(|p| match p.kind {
-            Kind::Input => format!("let {0} = __L::input(&mut __args, {0});", p.name),
-            Kind::Output => format!("let {0} = __L::output(&mut __args, {0});", p.name),
-            Kind::Scalar => format!("__L::scalar(&mut __args, {});", p.name),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let call_args = params
-        .iter()
-        .map(|p| p.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let host_args = params
-        .iter()
-        .map(|p| match p.kind {
-            Kind::Input => format!("`{}: &DeviceVec<{}>`", p.name, p.ty),
-            Kind::Output => format!("`{}: &mut DeviceVec<{}>`", p.name, p.ty),
-            Kind::Scalar => format!("`{}: {}`", p.name, p.ty),
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    (signature, gather, call_args, host_args)
+/// The pieces of a launcher's two functions, as source text.
+pub struct LaunchParts {
+    /// `launch`'s parameters: a buffer is any `BufferArg` of the launcher's view type.
+    pub signature: String,
+    /// `launch_views`' parameters: a buffer is the launcher's view type itself.
+    pub view_signature: String,
+    /// `launch`'s arguments to `launch_views`: each buffer turned into its view.
+    pub forward: String,
+    /// The view parameters and scalars added to the launch, in order (`__L::input(..)`, ..).
+    pub gather: String,
+    /// The kernel's arguments in the simulator's call.
+    pub call_args: String,
+    /// The host's counterparts, for the documentation.
+    pub host_args: String,
+}
+
+/// The launch functions' signatures and forwarding parts.
+pub fn launch_parts(params: &[Param]) -> LaunchParts {
+    let join = |f: &dyn Fn(&Param) -> String, sep: &str| params.iter().map(f).collect::<Vec<_>>().join(sep);
+    LaunchParts {
+        signature: join(
+            &|p| match p.kind {
+                Kind::Input => format!(
+                    "{}: impl ::gpukern_device::launch::BufferArg<__L::Input<'__a, {}>>",
+                    p.name, p.ty
+                ),
+                Kind::Output => format!(
+                    "{}: impl ::gpukern_device::launch::BufferArg<__L::Output<'__a, {}>>",
+                    p.name, p.ty
+                ),
+                Kind::Scalar => format!("{}: {}", p.name, p.ty),
+            },
+            ", ",
+        ),
+        view_signature: join(
+            &|p| match p.kind {
+                Kind::Input => format!("{}: __L::Input<'__a, {}>", p.name, p.ty),
+                Kind::Output => format!("{}: __L::Output<'__a, {}>", p.name, p.ty),
+                Kind::Scalar => format!("{}: {}", p.name, p.ty),
+            },
+            ", ",
+        ),
+        forward: join(
+            &|p| match p.kind {
+                Kind::Input | Kind::Output => {
+                    format!("::gpukern_device::launch::BufferArg::into_target({})", p.name)
+                }
+                Kind::Scalar => p.name.clone(),
+            },
+            ", ",
+        ),
+        gather: join(
+            &|p| match p.kind {
+                Kind::Input => format!("let {0} = __L::input(&mut __args, {0});", p.name),
+                Kind::Output => format!("let {0} = __L::output(&mut __args, {0});", p.name),
+                Kind::Scalar => format!("__L::scalar(&mut __args, {});", p.name),
+            },
+            "\n",
+        ),
+        call_args: join(&|p| p.name.clone(), ", "),
+        host_args: join(
+            &|p| match p.kind {
+                Kind::Input => format!("`{}: &DeviceVec<{}>` or a view", p.name, p.ty),
+                Kind::Output => format!("`{}: &mut DeviceVec<{}>` or a mutable view", p.name, p.ty),
+                Kind::Scalar => format!("`{}: {}`", p.name, p.ty),
+            },
+            ", ",
+        ),
+    }
 }
 
 /// The launcher module's source.
@@ -202,7 +235,14 @@ pub fn render(e: &Entry) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ");
-    let (signature, gather, call_args, host_args) = launch_parts(e.params);
+    let LaunchParts {
+        signature,
+        view_signature,
+        forward,
+        gather,
+        call_args,
+        host_args,
+    } = launch_parts(e.params);
     let (aliases, doc, call) = (&e.aliases, &e.doc, &e.call);
     format!(
         r#"
@@ -248,6 +288,22 @@ pub mod {name} {{
         on: &'__a __L,
         config: __L::Config,
         {signature}
+    ) -> ::core::result::Result<(), __L::Error> {{
+        // SAFETY: the caller's contract, forwarded.
+        unsafe {{ launch_views(on, config, {forward}) }}
+    }}
+
+    /// [`launch`] with the launcher's view types themselves (`v.view()`, `v.view_mut()`,
+    /// `v.slice(..)?`) for the buffers: no generic argument types, so that it coerces to a
+    /// function pointer (a table of launchers of one signature).
+    ///
+    /// # Safety
+    /// As [`launch`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_views<'__a, __L: ::gpukern_device::launch::Launcher>(
+        on: &'__a __L,
+        config: __L::Config,
+        {view_signature}
     ) -> ::core::result::Result<(), __L::Error> {{
         {add_shared}
         let mut __args = on.begin(&KERNEL, config);

@@ -294,7 +294,14 @@ fn instance_struct(sig: &Signature, instances: &[Instance]) -> Result<TokenStrea
 fn generic_launch(sig: &Signature) -> Result<TokenStream, String> {
     let name = &sig.name;
     let params = launcher::params(name, sig.params().stream())?;
-    let (signature, gather, call_args, host_args) = launcher::launch_parts(&params);
+    let launcher::LaunchParts {
+        signature,
+        view_signature,
+        forward,
+        gather,
+        call_args,
+        host_args,
+    } = launcher::launch_parts(&params);
     let decl = text(&sig.generic_decl);
     let use_args = sig
         .generics
@@ -333,6 +340,21 @@ fn generic_launch(sig: &Signature) -> Result<TokenStream, String> {
                  on: &'__a __L,
                  config: __L::Config,
                  {signature}
+             ) -> ::core::result::Result<(), __L::Error> {{
+                 // SAFETY: the caller's contract, forwarded.
+                 unsafe {{ Self::launch_views(on, config, {forward}) }}
+             }}
+
+             /// `launch` with the launcher's view types themselves for the buffers, so that it
+             /// coerces to a function pointer.
+             ///
+             /// # Safety
+             /// As `launch`.
+             #[allow(clippy::too_many_arguments)]
+             pub unsafe fn launch_views<'__a, __L: ::gpukern_device::launch::Launcher>(
+                 on: &'__a __L,
+                 config: __L::Config,
+                 {view_signature}
              ) -> ::core::result::Result<(), __L::Error> {{
                  let __kernel = <Self as ::gpukern_device::launch::Instance>::KERNEL;
                  let config = __L::add_shared_bytes(config, __kernel.facts.shared_bytes);
