@@ -72,11 +72,13 @@ macro_rules! forward_args_to_module {
 mod cluster;
 mod cooperative;
 mod load;
+mod occupancy;
 
 pub use cluster::{Clustered, MAX_CLUSTER_BLOCKS, PORTABLE_CLUSTER_BLOCKS};
 pub use cooperative::Cooperative;
 pub(crate) use load::{Function, Functions};
 pub use load::{PtxModule, PtxSet, entry_names};
+pub use occupancy::simulated_sm;
 
 /// A kernel crate loaded on a [`Gpu`]: launch its kernels with their generated launchers.
 ///

@@ -39,6 +39,8 @@ mod errors;
 mod graph;
 #[path = "kernels/grid.rs"]
 mod grid;
+#[path = "kernels/launch_shapes.rs"]
+mod launch_shapes;
 #[path = "kernels/matmul.rs"]
 mod matmul;
 #[path = "kernels/multi.rs"]
@@ -129,6 +131,7 @@ fn main() {
         cross_entropy::trials,
         grid::trials,
         views::trials,
+        launch_shapes::trials,
     ] {
         trials.extend(family(&sim, &cuda));
     }
