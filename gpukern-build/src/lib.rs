@@ -289,7 +289,9 @@ fn write_table(file: &Path, krate: &str, modules: &[Module]) -> Result<(), Build
 /// Compiles the kernel crate for `arch` in its own target directory under `cache` and writes its
 /// PTX to `dest` (through a temporary file, so that a cache entry is always whole).
 fn build_ptx(krate: &Path, cache: &Path, arch: &str, dest: &Path) -> Result<(), BuildError> {
-    let target_dir = cache.join(format!("build-{arch}"));
+    // One nested target directory per workspace and architecture: the kernel crates of one
+    // workspace share their `core` build; other checkouts sharing the cache get their own.
+    let target_dir = cache.join(format!("build-{arch}-{:08x}", hash::workspace_key(krate) as u32));
     let output = nightly::command("rustup")
         .args(["run", NIGHTLY, "cargo", "rustc", "--release", "--lib"])
         .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
