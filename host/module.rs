@@ -19,7 +19,7 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, DriverError, result, sys};
-use gpukern_device::launch::{Kernel, Launcher, Scalar};
+use gpukern_device::launch::{Declared, Kernel, Launcher, Scalar};
 use gpukern_device::sim;
 
 use crate::device::{Backend, CudaDevice, Gpu};
@@ -34,18 +34,26 @@ use crate::view::{At, AtMut, CudaPlace, DeviceSlice, DeviceSliceMut};
 /// [`Cooperative`]) writes its own `begin`, which marks the arguments, and this.
 macro_rules! forward_args_to_module {
     () => {
-        fn input<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: DeviceSlice<'a, T>) -> *const T
+        fn input<'a, T: Copy + 'static>(
+            args: &mut ModuleArgs<'a>,
+            buffer: DeviceSlice<'a, T>,
+            declared: Option<Declared>,
+        ) -> *const T
         where
             Self: 'a,
         {
-            <Module as Launcher>::input(args, buffer)
+            <Module as Launcher>::input(args, buffer, declared)
         }
 
-        fn output<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: DeviceSliceMut<'a, T>) -> *mut T
+        fn output<'a, T: Copy + 'static>(
+            args: &mut ModuleArgs<'a>,
+            buffer: DeviceSliceMut<'a, T>,
+            declared: Option<Declared>,
+        ) -> *mut T
         where
             Self: 'a,
         {
-            <Module as Launcher>::output(args, buffer)
+            <Module as Launcher>::output(args, buffer, declared)
         }
 
         fn scalar<'a, S: Scalar>(args: &mut ModuleArgs<'a>, value: S)
@@ -174,6 +182,11 @@ impl Module {
 /// Most parameters a kernel may have through a generated launcher.
 pub const MAX_PARAMS: usize = 32;
 
+/// Most bytes of parameters a launch may pass (by-value structs included), as 8-byte words:
+/// 4 KiB, CUDA's kernel-parameter limit before Volta (and still the portable one).
+pub const MAX_PARAM_BYTES: usize = 4096;
+const PARAM_WORDS: usize = MAX_PARAM_BYTES / 8;
+
 /// One launch being assembled by a generated launcher (see [`Launcher`]).
 pub struct ModuleArgs<'a> {
     module: &'a Module,
@@ -183,8 +196,12 @@ pub struct ModuleArgs<'a> {
     error: Option<Error>,
     /// Parameters added so far.
     count: usize,
-    /// CUDA: each parameter's value (a device address, or a scalar in the low bytes).
-    slots: [u64; MAX_PARAMS],
+    /// CUDA: the parameters' bytes (a device address, a scalar, a struct), each from a word
+    /// boundary, and where each starts.
+    words: [u64; PARAM_WORDS],
+    starts: [usize; MAX_PARAMS],
+    /// Words of `words` used so far.
+    used: usize,
     /// Simulator: the launch with its registered buffers.
     sim: Option<sim::Launch<'a>>,
     /// CUDA: the other streams of the device that the launch's buffers live on.
@@ -206,14 +223,76 @@ impl ModuleArgs<'_> {
     }
 
     fn push_slot(&mut self, value: u64) {
-        match self.slots.get_mut(self.count) {
-            Some(slot) => *slot = value,
-            None => self.note(Error::InvalidArgument {
+        self.push_value(&value);
+    }
+
+    /// Adds a parameter whose bytes are `value`'s (a `Scalar`: plain data, no padding).
+    fn push_value<S: Copy>(&mut self, value: &S) {
+        let words = std::mem::size_of::<S>().div_ceil(8).max(1);
+        let start = self.used;
+        if self.count >= MAX_PARAMS {
+            self.note(Error::InvalidArgument {
                 op: self.kernel.name,
                 detail: format!("more than {MAX_PARAMS} parameters: gpukern launches at most {MAX_PARAMS}"),
-            }),
+            });
+        } else if start + words > PARAM_WORDS {
+            self.note(Error::TooLarge {
+                op: self.kernel.name,
+                detail: format!(
+                    "more than {MAX_PARAM_BYTES} bytes of parameters (at `{}`): pass large data in a \
+                     buffer",
+                    self.param_name()
+                ),
+            });
+        } else {
+            // SAFETY: `words` 8-byte words from `start` lie inside `self.words` (checked above)
+            // and hold `size_of::<S>()` bytes; `S` is plain data whose bytes are the parameter.
+            unsafe {
+                let dst = self.words.as_mut_ptr().add(start).cast::<u8>();
+                std::ptr::copy_nonoverlapping(
+                    (value as *const S).cast::<u8>(),
+                    dst,
+                    std::mem::size_of::<S>(),
+                );
+            }
+            self.starts[self.count] = start;
+            self.used += words;
         }
         self.count += 1;
+    }
+
+    /// The elements of a buffer of `len` that the launch registers: all of them, or, when the
+    /// kernel declares `#[len(..)]` for the parameter, that many, after checking the buffer
+    /// holds them (an error otherwise, and no element registered).
+    fn declared_len(&mut self, name: &'static str, len: usize, declared: Option<Declared>) -> usize {
+        let Some(declared) = declared else {
+            return len;
+        };
+        match declared.len {
+            Some(want) if want <= len => want,
+            Some(want) => {
+                self.note(Error::InvalidArgument {
+                    op: self.kernel.name,
+                    detail: format!(
+                        "`{name}` holds {len} elements; the kernel declares #[len({})] = {want} of them \
+                         for it: pass a buffer of at least {want}",
+                        declared.expr
+                    ),
+                });
+                0
+            }
+            None => {
+                self.note(Error::InvalidArgument {
+                    op: self.kernel.name,
+                    detail: format!(
+                        "`{name}`: the kernel's #[len({})] is negative or too large for this launch's \
+                         arguments",
+                        declared.expr
+                    ),
+                });
+                0
+            }
+        }
     }
 
     /// The address of a buffer argument's first element: the device address on CUDA (after
@@ -269,7 +348,9 @@ impl Launcher for Module {
             config,
             error: None,
             count: 0,
-            slots: [0; MAX_PARAMS],
+            words: [0; PARAM_WORDS],
+            starts: [0; MAX_PARAMS],
+            used: 0,
             sim,
             cross: CrossStream::default(),
             cluster: None,
@@ -291,29 +372,40 @@ impl Launcher for Module {
         args
     }
 
-    fn input<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: DeviceSlice<'a, T>) -> *const T
+    fn input<'a, T: Copy + 'static>(
+        args: &mut ModuleArgs<'a>,
+        buffer: DeviceSlice<'a, T>,
+        declared: Option<Declared>,
+    ) -> *const T
     where
         Self: 'a,
     {
         let name = args.param_name();
+        let len = args.declared_len(name, buffer.len, declared);
         let address = args.buffer_address(buffer.at.cuda());
         args.push_slot(address);
-        // The simulator registers exactly the view's elements: an access past them is reported.
+        // The simulator registers exactly the view's elements (or the declared ones): an access
+        // past them is reported.
         match (&mut args.sim, buffer.at) {
-            (Some(launch), At::Host(v)) => launch.input(name, v),
+            (Some(launch), At::Host(v)) => launch.input(name, &v[..len]),
             _ => std::ptr::null(),
         }
     }
 
-    fn output<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: DeviceSliceMut<'a, T>) -> *mut T
+    fn output<'a, T: Copy + 'static>(
+        args: &mut ModuleArgs<'a>,
+        buffer: DeviceSliceMut<'a, T>,
+        declared: Option<Declared>,
+    ) -> *mut T
     where
         Self: 'a,
     {
         let name = args.param_name();
+        let len = args.declared_len(name, buffer.len, declared);
         let address = args.buffer_address(buffer.at.cuda());
         args.push_slot(address);
         match (&mut args.sim, buffer.at) {
-            (Some(launch), AtMut::Host(v)) => launch.output(name, v),
+            (Some(launch), AtMut::Host(v)) => launch.output(name, &mut v[..len]),
             _ => std::ptr::null_mut(),
         }
     }
@@ -322,7 +414,7 @@ impl Launcher for Module {
     where
         Self: 'a,
     {
-        args.push_slot(value.to_bits());
+        args.push_value(&value);
     }
 
     fn add_shared_bytes(config: LaunchConfig, bytes: u32) -> LaunchConfig {
@@ -379,8 +471,13 @@ impl Launcher for Module {
                     cooperative::check(kernel.name, config, args.cluster, function, device)?;
                 }
                 let mut pointers = [std::ptr::null_mut::<c_void>(); MAX_PARAMS];
-                for (pointer, slot) in pointers.iter_mut().zip(args.slots.iter_mut()) {
-                    *pointer = (slot as *mut u64).cast();
+                let words = args.words.as_mut_ptr();
+                for (pointer, &start) in pointers
+                    .iter_mut()
+                    .zip(&args.starts[..args.count.min(MAX_PARAMS)])
+                {
+                    // SAFETY: `start` is inside `args.words` (`push_value`).
+                    *pointer = unsafe { words.add(start) }.cast();
                 }
                 faults::launched(&device.ctx, kernel.name);
                 device
@@ -392,7 +489,7 @@ impl Launcher for Module {
                     false => Some(args.cross.before(&device.ctx, &device.stream)?),
                 };
                 // SAFETY: one pointer per parameter, in the kernel's order (the generated
-                // launcher's), each to a value of the parameter's size in its low bytes; the
+                // launcher's), each to the parameter's bytes (`push_value`); the
                 // buffers are this device's and live through the call; the caller upholds the
                 // kernel's own contract.
                 unsafe {

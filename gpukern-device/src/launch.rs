@@ -33,6 +33,8 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use crate::DeviceCopy;
+
 /// A kernel as the host sees it: its entry point's name, the crate it lives in, its parameters,
 /// and how many times it was launched in this process.
 #[derive(Debug)]
@@ -160,6 +162,9 @@ pub struct Param {
     pub kind: ParamKind,
     /// The type as written in the kernel (`*const f32`, `usize`).
     pub ty: &'static str,
+    /// Its `#[len(..)]` expression, for a pointer whose kernel declares how many elements it
+    /// may touch through it.
+    pub len: Option<&'static str>,
 }
 
 /// How the host passes a parameter.
@@ -204,12 +209,23 @@ pub trait Launcher {
 
     /// Adds a buffer the kernel reads; returns the pointer the simulator passes to the kernel
     /// (on CUDA, any pointer: the kernel closure is never called there).
-    fn input<'a, T: Copy + 'static>(args: &mut Self::Args<'a>, buffer: Self::Input<'a, T>) -> *const T
+    /// `declared`: the elements the kernel declares it may touch through this parameter
+    /// (`#[len(..)]`), if it does.
+    fn input<'a, T: Copy + 'static>(
+        args: &mut Self::Args<'a>,
+        buffer: Self::Input<'a, T>,
+        declared: Option<Declared>,
+    ) -> *const T
     where
         Self: 'a;
 
     /// Adds a buffer the kernel may write; returns the pointer the simulator passes to the kernel.
-    fn output<'a, T: Copy + 'static>(args: &mut Self::Args<'a>, buffer: Self::Output<'a, T>) -> *mut T
+    /// `declared` as for [`Launcher::input`].
+    fn output<'a, T: Copy + 'static>(
+        args: &mut Self::Args<'a>,
+        buffer: Self::Output<'a, T>,
+        declared: Option<Declared>,
+    ) -> *mut T
     where
         Self: 'a;
 
@@ -248,50 +264,45 @@ pub trait BufferArg<Target> {
     fn into_target(self) -> Target;
 }
 
-/// A value a kernel can take by value: the host copies its bytes into the launch.
+/// A value a kernel can take by value: the host copies its bytes into the launch's parameters.
+/// Every [`DeviceCopy`] type (the primitive numbers, `f16`, `bf16`, arrays of them, your
+/// `#[derive(DeviceCopy)]` structs) and `bool`.
 ///
 /// # Safety
-/// `Self` is plain data whose PTX parameter is its own size (at most 8 bytes) and whose bytes,
-/// little-endian in the low bytes of [`Scalar::to_bits`], are the value.
-pub unsafe trait Scalar: Copy + Send + Sync + 'static {
-    /// The value's bytes in the low bytes of a `u64` (the rest zero).
-    fn to_bits(self) -> u64;
-}
+/// `Self` is plain data whose bytes are its PTX parameter's (`.param .align A .b8 p[size]` for a
+/// struct, as rustc's NVPTX backend passes it by value).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a kernel's by-value parameter",
+    label = "not a `Scalar`",
+    note = "a by-value parameter is a primitive number, `bool`, `f16`, `bf16`, an array of them, or a `#[repr(C)]` struct with `#[derive(Clone, Copy, DeviceCopy)]`"
+)]
+pub unsafe trait Scalar: Copy + Send + Sync + 'static {}
 
-macro_rules! scalar_int {
-    ($($t:ty => $u:ty),*) => {$(
-        // SAFETY: an integer of at most 8 bytes; its PTX parameter has its size.
-        unsafe impl Scalar for $t {
-            #[inline(always)]
-            fn to_bits(self) -> u64 {
-                self as $u as u64
-            }
-        }
-    )*};
-}
-scalar_int!(u8 => u8, u16 => u16, u32 => u32, u64 => u64, usize => usize,
-            i8 => u8, i16 => u16, i32 => u32, i64 => u64, isize => usize);
-
-// SAFETY: four bytes, passed as a `.f32` parameter.
-unsafe impl Scalar for f32 {
-    #[inline(always)]
-    fn to_bits(self) -> u64 {
-        u64::from(self.to_bits())
-    }
-}
-
-// SAFETY: eight bytes, passed as a `.f64` parameter.
-unsafe impl Scalar for f64 {
-    #[inline(always)]
-    fn to_bits(self) -> u64 {
-        self.to_bits()
-    }
-}
+// SAFETY: plain data without padding (the `DeviceCopy` contract); its bytes are the value.
+unsafe impl<T: DeviceCopy> Scalar for T {}
 
 // SAFETY: one byte, 0 or 1, passed as a `.b8` parameter.
-unsafe impl Scalar for bool {
-    #[inline(always)]
-    fn to_bits(self) -> u64 {
-        u64::from(self)
+unsafe impl Scalar for bool {}
+
+/// How many elements a kernel declares it may touch through one pointer parameter, from its
+/// `#[len(expr)]`: the expression's value for this launch's scalar arguments and its text (for
+/// messages). A generated launcher hands it to [`Launcher::input`] / [`Launcher::output`], which
+/// refuse a shorter buffer and (in the simulator) register exactly `len` elements, so that an
+/// access past them is reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Declared {
+    /// The expression as written in `#[len(..)]`.
+    pub expr: &'static str,
+    /// Its value; `None` when it is negative or does not fit `usize`.
+    pub len: Option<usize>,
+}
+
+impl Declared {
+    /// `value` of the expression `expr`, any integer type.
+    pub fn new<V: TryInto<usize>>(expr: &'static str, value: V) -> Declared {
+        Declared {
+            expr,
+            len: value.try_into().ok(),
+        }
     }
 }

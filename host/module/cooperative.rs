@@ -5,7 +5,7 @@
 use std::ffi::c_void;
 
 use cudarc::driver::{DriverError, sys};
-use gpukern_device::launch::{Kernel, Launcher, Scalar};
+use gpukern_device::launch::{Declared, Kernel, Launcher, Scalar};
 
 use super::{Function, Module, ModuleArgs};
 use crate::device::CudaDevice;

@@ -116,7 +116,28 @@ fn fill(gpu: &Gpu, rng: &mut StdRng, n: usize) -> Check {
     fill_one::<u16>(gpu, n, rng.random(), 0x1234)?;
     fill_one::<bf16>(gpu, n, bf16::from_f32(rng.random()), bf16::from_f32(-2.5))?;
     fill_one::<i32>(gpu, n, 0, 0)?;
-    fill_one::<f64>(gpu, 1, 0.25, 7.0)
+    fill_one::<f64>(gpu, 1, 0.25, 7.0)?;
+    // A user's struct of 3 bytes (1-byte units) and an array of 12 (4-byte units, not repeated).
+    fill_one::<Rgb>(
+        gpu,
+        n,
+        Rgb { r: 1, g: 2, b: 3 },
+        Rgb {
+            r: 200,
+            g: 100,
+            b: 50,
+        },
+    )?;
+    fill_one::<[f32; 3]>(gpu, n, [0.5; 3], [1.0, -2.0, 3.5])
+}
+
+/// A 3-byte pixel: a `DeviceCopy` struct of the tests' own, as a buffer element.
+#[derive(Clone, Copy, Debug, Default, PartialEq, gpukern_device::DeviceCopy)]
+#[repr(C)]
+struct Rgb {
+    r: u8,
+    g: u8,
+    b: u8,
 }
 
 /// Fills `[1..n-2]` of a vector of `before`s with `value`, then the whole of another.

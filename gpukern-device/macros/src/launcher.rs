@@ -9,6 +9,7 @@
 use proc_macro::{TokenStream, TokenTree};
 
 use crate::bounds::Bounds;
+use crate::len;
 use crate::tokens::{flatten, split_commas, text};
 
 /// How one kernel parameter is passed from the host.
@@ -25,6 +26,8 @@ pub struct Param {
     pub kind: Kind,
     pub ty: String,
     pub written: String,
+    /// Its `#[len(..)]` expression (pointers only).
+    pub len: Option<String>,
 }
 
 /// The kernel's parameters from its parameter list's tokens (generic parameters already
@@ -39,7 +42,7 @@ pub fn params(kernel: &str, stream: TokenStream) -> Result<Vec<Param>, String> {
 
 fn parse_param(kernel: &str, index: usize, tokens: Vec<TokenTree>) -> Result<Param, String> {
     let tokens = flatten(tokens);
-    // Attributes on parameters (`#[allow(..)] x: T`) are skipped.
+    // Attributes on parameters (`#[allow(..)] x: T`) are skipped, but for `#[len(..)]`.
     let mut rest: &[TokenTree] = &tokens;
     while let [TokenTree::Punct(p), TokenTree::Group(_), tail @ ..] = rest {
         if p.as_char() != '#' {
@@ -47,6 +50,7 @@ fn parse_param(kernel: &str, index: usize, tokens: Vec<TokenTree>) -> Result<Par
         }
         rest = tail;
     }
+    let attributes = &tokens[..tokens.len() - rest.len()];
     let colon = rest
         .iter()
         .position(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ':'))
@@ -71,11 +75,19 @@ fn parse_param(kernel: &str, index: usize, tokens: Vec<TokenTree>) -> Result<Par
         _ => None,
     };
     let (kind, ty) = pointer.unwrap_or((Kind::Scalar, written.clone()));
+    let len = len::declared(attributes, &name)?;
+    if len.is_some() && matches!(kind, Kind::Scalar) {
+        return Err(format!(
+            "#[kernel] {kernel}: `#[len(..)]` goes on a pointer parameter (`*const T` or `*mut T`): \
+             it says how many elements the kernel may touch through it; `{name}` is a `{written}`"
+        ));
+    }
     Ok(Param {
         name,
         kind,
         ty,
         written,
+        len,
     })
 }
 
@@ -116,6 +128,78 @@ pub fn shared_bytes(shared: &[String]) -> String {
         .collect::<String>();
     format!(
         "{{ let mut __layout = ::gpukern_device::shared::Layout::new(); {places} __layout.bytes() as u32 }}"
+    )
+}
+
+/// The `Option<Declared>` a buffer parameter's gather passes: its `#[len(..)]` evaluated.
+fn declared(p: &Param) -> String {
+    match &p.len {
+        Some(expr) => {
+            format!("::core::option::Option::Some(::gpukern_device::launch::Declared::new({expr:?}, {expr}))")
+        }
+        None => "::core::option::Option::None".into(),
+    }
+}
+
+/// Whether the launcher is safe: the kernel declares `#[len(..)]` for every pointer parameter
+/// (and has at least one).
+pub fn is_checked(params: &[Param]) -> bool {
+    let pointers = params.iter().filter(|p| !matches!(p.kind, Kind::Scalar));
+    pointers.clone().count() > 0 && pointers.into_iter().all(|p| p.len.is_some())
+}
+
+/// The launch functions' qualifiers and contract: `(qualifier, safety doc, justification)`, for a
+/// checked kernel (safe) or not (`unsafe`).
+pub fn safety(checked: bool) -> (&'static str, &'static str, &'static str) {
+    if checked {
+        (
+            "",
+            "///\n/// Safe: the kernel declares, with `#[len(..)]`, how many elements it touches through \
+             each pointer parameter, and the launch is refused (an error naming the parameter) when \
+             a buffer holds fewer; the simulator reports any access past a declared length.",
+            "// SAFETY: every pointer parameter has a declared length the kernel promises to stay \
+             // within (its `#[len(..)]`s, checked by the simulator), and the launcher refuses a \
+             // buffer shorter than it.",
+        )
+    } else {
+        (
+            "unsafe",
+            "///\n/// # Safety\n/// The kernel's own contract: the buffers hold every element it touches \
+             for these arguments and this launch shape.",
+            "// SAFETY: the caller upholds the kernel's contract.",
+        )
+    }
+}
+
+/// `launch`'s body: the call of `launch_views` (`Self::launch_views` in a generic kernel's impl)
+/// with the buffers turned into views.
+pub fn forward_call(checked: bool, callee: &str, forward: &str) -> String {
+    match checked {
+        true => format!("{callee}(on, config, {forward})"),
+        false => format!(
+            "// SAFETY: the caller's contract, forwarded.\n unsafe {{ {callee}(on, config, {forward}) }}"
+        ),
+    }
+}
+
+/// Assertions, at the kernel's definition, that each buffer's element type is `DeviceCopy` and
+/// each by-value parameter's type a `Scalar`: a parameter no launch could take is an error here,
+/// not at a call site.
+pub fn element_checks(params: &[Param]) -> String {
+    let checks = params
+        .iter()
+        .map(|p| match p.kind {
+            Kind::Scalar => format!("__scalar::<{}>();", p.ty),
+            _ => format!("__element::<{}>();", p.ty),
+        })
+        .collect::<String>();
+    format!(
+        "#[allow(dead_code, clippy::extra_unused_type_parameters)]
+         const _: () = {{
+             fn __element<T: ::gpukern_device::DeviceCopy>() {{}}
+             fn __scalar<T: ::gpukern_device::launch::Scalar>() {{}}
+             fn __params() {{ {checks} }}
+         }};"
     )
 }
 
@@ -172,8 +256,16 @@ pub fn launch_parts(params: &[Param]) -> LaunchParts {
         ),
         gather: join(
             &|p| match p.kind {
-                Kind::Input => format!("let {0} = __L::input(&mut __args, {0});", p.name),
-                Kind::Output => format!("let {0} = __L::output(&mut __args, {0});", p.name),
+                Kind::Input => format!(
+                    "let {0} = __L::input(&mut __args, {0}, {1});",
+                    p.name,
+                    declared(p)
+                ),
+                Kind::Output => format!(
+                    "let {0} = __L::output(&mut __args, {0}, {1});",
+                    p.name,
+                    declared(p)
+                ),
                 Kind::Scalar => format!("__L::scalar(&mut __args, {});", p.name),
             },
             "\n",
@@ -229,8 +321,8 @@ pub fn render(e: &Entry) -> String {
                 Kind::Scalar => "Scalar",
             };
             format!(
-                "::gpukern_device::launch::Param {{ name: {:?}, kind: ::gpukern_device::launch::ParamKind::{kind}, ty: {:?} }}",
-                p.name, p.written
+                "::gpukern_device::launch::Param {{ name: {:?}, kind: ::gpukern_device::launch::ParamKind::{kind}, ty: {:?}, len: {:?} }}",
+                p.name, p.written, p.len
             )
         })
         .collect::<Vec<_>>()
@@ -244,6 +336,10 @@ pub fn render(e: &Entry) -> String {
         host_args,
     } = launch_parts(e.params);
     let (aliases, doc, call) = (&e.aliases, &e.doc, &e.call);
+    let checked = is_checked(e.params);
+    let (qualifier, safety_doc, justification) = safety(checked);
+    let forward_call = forward_call(checked, "launch_views", &forward);
+    let element_checks = element_checks(e.params);
     format!(
         r#"
 #[cfg(not(target_arch = "nvptx64"))]
@@ -276,31 +372,27 @@ pub mod {name} {{
     /// `#[kernel(launch_bounds(..))]`; `None` without launch bounds.
     pub const MIN_BLOCKS: ::core::option::Option<u32> = {min_blocks};
 
+    {element_checks}
+
     /// Launches the kernel on `on` (gpukern's `Module`: a CUDA device or the simulator) with
     /// `config` (plus its declared shared memory, if any); the arguments are the host's
     /// counterparts of the kernel's ({host_args}).
-    ///
-    /// # Safety
-    /// The kernel's own contract: the buffers hold every element it touches for these arguments
-    /// and this launch shape.
+    {safety_doc}
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn launch<'__a, __L: ::gpukern_device::launch::Launcher>(
+    pub {qualifier} fn launch<'__a, __L: ::gpukern_device::launch::Launcher>(
         on: &'__a __L,
         config: __L::Config,
         {signature}
     ) -> ::core::result::Result<(), __L::Error> {{
-        // SAFETY: the caller's contract, forwarded.
-        unsafe {{ launch_views(on, config, {forward}) }}
+        {forward_call}
     }}
 
     /// [`launch`] with the launcher's view types themselves (`v.view()`, `v.view_mut()`,
     /// `v.slice(..)?`) for the buffers: no generic argument types, so that it coerces to a
     /// function pointer (a table of launchers of one signature).
-    ///
-    /// # Safety
-    /// As [`launch`].
+    {safety_doc}
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn launch_views<'__a, __L: ::gpukern_device::launch::Launcher>(
+    pub {qualifier} fn launch_views<'__a, __L: ::gpukern_device::launch::Launcher>(
         on: &'__a __L,
         config: __L::Config,
         {view_signature}
@@ -308,8 +400,7 @@ pub mod {name} {{
         {add_shared}
         let mut __args = on.begin(&KERNEL, config);
         {gather}
-        // SAFETY: the caller upholds the kernel's contract; the simulator calls this with the
-        // pointers it registered above.
+        {justification} The simulator calls the closure with the pointers registered above.
         unsafe {{ __L::launch(__args, &|| unsafe {{ {call}({call_args}) }}) }}
     }}
 }}

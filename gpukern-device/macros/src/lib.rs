@@ -17,7 +17,9 @@
 
 mod attr;
 mod bounds;
+mod device_copy;
 mod launcher;
+mod len;
 mod print;
 mod signature;
 mod tokens;
@@ -32,6 +34,16 @@ use tokens::{name_piece, parse, substitute, text};
 #[proc_macro]
 pub fn print(input: TokenStream) -> TokenStream {
     print::expand(input)
+}
+
+/// `#[derive(DeviceCopy)]` on a `#[repr(C)]` struct: implements `gpukern_device::DeviceCopy`
+/// after checking the struct is `#[repr(C)]`, every field `DeviceCopy`, and no padding.
+#[proc_macro_derive(DeviceCopy)]
+pub fn derive_device_copy(item: TokenStream) -> TokenStream {
+    match device_copy::expand(item) {
+        Ok(out) => out,
+        Err(msg) => compile_error(&msg),
+    }
 }
 
 /// Turns `pub unsafe fn name(args) { body }` into a PTX kernel on the GPU and a plain function
@@ -181,7 +193,7 @@ fn with_body(sig: &Signature, body: &Group) -> TokenStream {
 
 /// The launcher module of a plain kernel.
 fn plain_launcher(sig: &Signature, attr: &KernelAttr) -> Result<TokenStream, String> {
-    let params = launcher::params(&sig.name, sig.params().stream())?;
+    let params = launcher::params(&sig.name, sig.declared_params().stream())?;
     let source = launcher::render(&launcher::Entry {
         name: &sig.name,
         call: format!("super::{}", sig.name),
@@ -293,7 +305,7 @@ fn instance_struct(sig: &Signature, instances: &[Instance]) -> Result<TokenStrea
 /// parameters (with its bounds), its kernel description from the instance's `Instance` impl.
 fn generic_launch(sig: &Signature) -> Result<TokenStream, String> {
     let name = &sig.name;
-    let params = launcher::params(name, sig.params().stream())?;
+    let params = launcher::params(name, sig.declared_params().stream())?;
     let launcher::LaunchParts {
         signature,
         view_signature,
@@ -302,6 +314,9 @@ fn generic_launch(sig: &Signature) -> Result<TokenStream, String> {
         call_args,
         host_args,
     } = launcher::launch_parts(&params);
+    let checked = launcher::is_checked(&params);
+    let (qualifier, safety_doc, justification) = launcher::safety(checked);
+    let forward_call = launcher::forward_call(checked, "Self::launch_views", &forward);
     let decl = text(&sig.generic_decl);
     let use_args = sig
         .generics
@@ -331,27 +346,21 @@ fn generic_launch(sig: &Signature) -> Result<TokenStream, String> {
              /// Launches this instance of the kernel on `on` (gpukern's `Module`: a CUDA device or
              /// the simulator) with `config` (plus its declared shared memory, if any); the
              /// arguments are the host's counterparts of the kernel's ({host_args}).
-             ///
-             /// # Safety
-             /// The kernel's own contract: the buffers hold every element it touches for these
-             /// arguments and this launch shape.
+             {safety_doc}
              #[allow(clippy::too_many_arguments)]
-             pub unsafe fn launch<'__a, __L: ::gpukern_device::launch::Launcher>(
+             pub {qualifier} fn launch<'__a, __L: ::gpukern_device::launch::Launcher>(
                  on: &'__a __L,
                  config: __L::Config,
                  {signature}
              ) -> ::core::result::Result<(), __L::Error> {{
-                 // SAFETY: the caller's contract, forwarded.
-                 unsafe {{ Self::launch_views(on, config, {forward}) }}
+                 {forward_call}
              }}
 
              /// `launch` with the launcher's view types themselves for the buffers, so that it
              /// coerces to a function pointer.
-             ///
-             /// # Safety
-             /// As `launch`.
+             {safety_doc}
              #[allow(clippy::too_many_arguments)]
-             pub unsafe fn launch_views<'__a, __L: ::gpukern_device::launch::Launcher>(
+             pub {qualifier} fn launch_views<'__a, __L: ::gpukern_device::launch::Launcher>(
                  on: &'__a __L,
                  config: __L::Config,
                  {view_signature}
@@ -360,8 +369,8 @@ fn generic_launch(sig: &Signature) -> Result<TokenStream, String> {
                  let config = __L::add_shared_bytes(config, __kernel.facts.shared_bytes);
                  let mut __args = on.begin(__kernel, config);
                  {gather}
-                 // SAFETY: the caller upholds the kernel's contract; the simulator calls this with
-                 // the pointers it registered above.
+                 {justification} The simulator calls the closure with the pointers registered
+                 // above.
                  unsafe {{ __L::launch(__args, &|| unsafe {{ {name}::<{use_args}>({call_args}) }}) }}
              }}
          }}"
@@ -383,7 +392,7 @@ fn instance_items(sig: &Signature, attr: &KernelAttr, instance: &Instance) -> Re
             .position(|g| g.name == i.to_string())
             .map(|k| instance.args[k].clone())
     };
-    let param_tokens: Vec<TokenTree> = sig.params().stream().into_iter().collect();
+    let param_tokens: Vec<TokenTree> = sig.declared_params().stream().into_iter().collect();
     let concrete = substitute(&param_tokens, &replace);
     let params = launcher::params(&entry, concrete.iter().cloned().collect())?;
 
