@@ -81,11 +81,12 @@ mod cluster;
 mod cooperative;
 mod load;
 mod occupancy;
+mod split;
 
 pub use cluster::{Clustered, MAX_CLUSTER_BLOCKS, PORTABLE_CLUSTER_BLOCKS};
 pub use cooperative::Cooperative;
+pub use load::{EntryModules, PtxModule, PtxSet, entry_names};
 pub(crate) use load::{Function, Functions};
-pub use load::{PtxModule, PtxSet, entry_names};
 pub use occupancy::simulated_sm;
 
 /// A kernel crate loaded on a [`Gpu`]: launch its kernels with their generated launchers.
@@ -117,7 +118,7 @@ impl Gpu {
                     Some(functions) => Some(functions.clone()),
                     None => {
                         let functions =
-                            Arc::new(Functions::load(&d.ctx, d.compute_capability, &d.limits, ptx)?);
+                            Arc::new(Functions::select(&d.ctx, d.compute_capability, &d.limits, ptx)?);
                         loaded.insert(ptx.krate, functions.clone());
                         Some(functions)
                     }
@@ -164,18 +165,27 @@ impl Module {
 
     /// The entry points of the loaded PTX, sorted (empty on the simulator, which has no PTX).
     pub fn kernel_names(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self
-            .functions
+        self.functions
             .iter()
-            .flat_map(|f| f.by_name.keys().map(String::as_str))
-            .collect();
-        names.sort_unstable();
-        names
+            .flat_map(|f| f.names().iter().copied())
+            .collect()
     }
 
-    /// The loaded entry point `name` (CUDA only).
-    pub(crate) fn function(&self, name: &str) -> Option<&Function> {
-        self.functions.as_ref()?.by_name.get(name)
+    /// Whether the loaded PTX has the entry point `name` (CUDA only; nothing is loaded to answer).
+    pub(crate) fn has_entry(&self, name: &str) -> bool {
+        self.functions
+            .as_ref()
+            .is_some_and(|f| f.names().binary_search(&name).is_ok())
+    }
+
+    /// The entry point `name` (CUDA only), loaded on first use; `None` if the module lacks it.
+    ///
+    /// Errors: a driver error loading it.
+    pub(crate) fn function(&self, name: &str) -> Result<Option<Arc<Function>>> {
+        match &self.functions {
+            Some(f) => f.get(name),
+            None => Ok(None),
+        }
     }
 }
 
@@ -451,17 +461,10 @@ impl Launcher for Module {
                 Ok(())
             }
             (Backend::Cuda(device), _) => {
-                let function = args
+                let function = &*args
                     .module
-                    .function(kernel.name)
-                    .ok_or_else(|| Error::InvalidArgument {
-                        op: kernel.name,
-                        detail: format!(
-                            "the loaded PTX of `{}` has no entry point `{}`: was it built from this \
-                         version of the crate?",
-                            args.module.krate, kernel.name
-                        ),
-                    })?;
+                    .function(kernel.name)?
+                    .ok_or_else(|| missing_entry(args.module, kernel.name))?;
                 let config = checked_on_device(args.config, kernel, function, device)?;
                 if let Some(shape) = args.cluster {
                     cluster::check(kernel.name, config, shape, Some(device.compute_capability))?;
@@ -520,6 +523,30 @@ impl Launcher for Module {
             }),
         }
     }
+}
+
+/// The error for a kernel the module's PTX lacks: none was built into the program (gpukern's own
+/// kernels without the `library` feature), or it is of another version of the crate.
+fn missing_entry(module: &Module, kernel: &'static str) -> Error {
+    let detail = if module.kernel_names().is_empty() {
+        format!(
+            "the PTX of `{}` was not built into this program{}",
+            module.krate,
+            if module.krate == crate::ptx::KERNELS.krate {
+                ": gpukern's own kernels need its `library` feature (on by default; enable it, or \
+                 run them in the simulator)"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!(
+            "the loaded PTX of `{}` has no entry point `{kernel}`: was it built from this version \
+             of the crate?",
+            module.krate
+        )
+    };
+    Error::InvalidArgument { op: kernel, detail }
 }
 
 /// The error for a launch of more threads per block than the kernel's launch bounds allow

@@ -5,7 +5,7 @@
 //! compiles PTX for an architecture forward to any newer GPU, so the best module for a device is
 //! the newest one not newer than the device ([`PtxSet::select`]).
 
-pub use crate::module::{PtxModule, PtxSet, entry_names};
+pub use crate::module::{EntryModules, PtxModule, PtxSet, entry_names};
 
 /// gpukern's kernels, every architecture built.
 pub static KERNELS: PtxSet = crate::include_ptx!(kernels_gpu);

@@ -33,6 +33,8 @@ mod coverage;
 mod cross_entropy;
 #[path = "kernels/device.rs"]
 mod device;
+#[path = "kernels/entry_modules.rs"]
+mod entry_modules;
 #[path = "kernels/errors.rs"]
 mod errors;
 #[path = "kernels/graph.rs"]
@@ -137,6 +139,7 @@ fn main() {
     }
     trials.extend(coverage::self_trials());
     trials.extend(api::trials());
+    trials.extend(entry_modules::trials());
     let cuda_ran = cuda.gpu.is_ok() && !cuda.ignored;
     let conclusion = libtest_mimic::run(&args, trials);
 

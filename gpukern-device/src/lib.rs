@@ -39,7 +39,6 @@
 #![cfg_attr(
     target_arch = "nvptx64",
     feature(
-        abi_ptx,
         stdarch_nvptx,
         core_intrinsics,
         gpu_intrinsics,

@@ -61,14 +61,16 @@ impl Module {
                 Ok(most.min(u64::from(u32::MAX)) as u32)
             }
             crate::device::Backend::Cuda(device) => {
-                let function = self.function(kernel.name).ok_or_else(|| Error::InvalidArgument {
-                    op: kernel.name,
-                    detail: format!(
-                        "the loaded PTX of `{}` has no entry point `{}`",
-                        self.krate, kernel.name
-                    ),
-                })?;
-                resident(kernel.name, function, device, threads, shared_mem_bytes)
+                let function = self
+                    .function(kernel.name)?
+                    .ok_or_else(|| Error::InvalidArgument {
+                        op: kernel.name,
+                        detail: format!(
+                            "the loaded PTX of `{}` has no entry point `{}`",
+                            self.krate, kernel.name
+                        ),
+                    })?;
+                resident(kernel.name, &function, device, threads, shared_mem_bytes)
             }
         }
     }

@@ -78,7 +78,7 @@ impl Module {
                 simulated_sm::blocks(threads, shared)
             }
             Backend::Cuda(device) => {
-                let function = self.function(op).ok_or_else(|| Error::InvalidArgument {
+                let function = self.function(op)?.ok_or_else(|| Error::InvalidArgument {
                     op,
                     detail: format!("the loaded PTX of `{}` has no entry point `{op}`", self.krate),
                 })?;

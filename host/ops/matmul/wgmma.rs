@@ -57,7 +57,7 @@ impl Gpu {
     pub fn has_wgmma(&self) -> bool {
         match &self.backend {
             Backend::Simulator => true,
-            Backend::Cuda(_) => self.library().function(PROBE).is_some(),
+            Backend::Cuda(_) => self.library().has_entry(PROBE),
         }
     }
 
