@@ -4,7 +4,9 @@
 //! (`wgmma`) beside sm_80 and sm_90; with the `library` feature only (on by default).
 
 fn main() {
-    let builder = gpukern_build::Builder::new("kernels-gpu").sm90a();
+    let builder = gpukern_build::Builder::new("kernels-gpu")
+        .archs("sm_80,sm_90")
+        .sm90a();
     // Without the `library` feature nothing is compiled to PTX: `gpukern::ptx::KERNELS` is then
     // an empty set, and a GPU refuses the library's kernels with a message saying so.
     let builder = match std::env::var_os("CARGO_FEATURE_LIBRARY") {

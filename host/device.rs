@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{CudaContext, CudaStream, DriverError, sys};
 
 use gpukern_device::launch::Kernel;
-use kernels_gpu::sim;
+use gpukern_device::sim;
 
 use crate::error::{DriverContext, Error, Result};
 use crate::launch_config::DeviceLimits;
@@ -57,6 +57,7 @@ pub(crate) struct CudaDevice {
     pub(crate) tensor_maps: Mutex<HashMap<Vec<u64>, Arc<crate::buffer::DeviceVec<u64>>>>,
     /// The softmax grid-row path's partial statistics, barrier word and launch shapes, made on
     /// first use; one per stream handle, like `staging` (its launches then never overlap).
+    #[cfg(feature = "library")]
     pub(crate) softmax_grid_row: Mutex<Option<crate::ops::softmax::GridRowWorkspace>>,
 }
 
@@ -118,13 +119,14 @@ impl Gpu {
                 residency: Arc::new(Mutex::new(HashMap::new())),
                 staging: Mutex::new(None),
                 tensor_maps: Mutex::new(HashMap::new()),
+                #[cfg(feature = "library")]
                 softmax_grid_row: Mutex::new(None),
             })),
         })
     }
 
     /// The CPU simulator: runs the same kernel code block by block on the CPU, checking every
-    /// memory access and barrier (see [`kernels_gpu::sim`]). Slow; for machines without a GPU
+    /// memory access and barrier (see [`gpukern_device::sim`]). Slow; for machines without a GPU
     /// and for finding kernel bugs.
     pub fn simulator() -> Gpu {
         Gpu {

@@ -2,7 +2,7 @@
 //!
 //! A launch that the device cannot run is an [`Error::TooLarge`], never a silently smaller grid.
 
-use kernels_gpu::sim::Dim3;
+use gpukern_device::sim::Dim3;
 
 use crate::error::{Error, Result};
 
@@ -306,9 +306,9 @@ impl LaunchConfig {
     }
 
     /// The same launch for the simulator.
-    pub fn to_sim(self) -> kernels_gpu::sim::LaunchConfig {
+    pub fn to_sim(self) -> gpukern_device::sim::LaunchConfig {
         let d = |(x, y, z): (u32, u32, u32)| Dim3::new(x, y, z);
-        kernels_gpu::sim::LaunchConfig {
+        gpukern_device::sim::LaunchConfig {
             grid: d(self.grid),
             block: d(self.block),
             shared_mem_bytes: self.shared_mem_bytes,

@@ -9,7 +9,7 @@
 //! }
 //! ```
 //!
-//! For each architecture (default `sm_80,sm_90`, or `GPUKERN_PTX_ARCHS`), a nested
+//! For each architecture (default `sm_80`, or [`Builder::archs`], or `GPUKERN_PTX_ARCHS`), a nested
 //! `cargo rustc --target nvptx64-nvidia-cuda -Zbuild-std=core -- --emit=asm` on the pinned
 //! nightly (installed through rustup, with a message, if it is missing), all architectures at
 //! once, each in a target directory of its own. The PTX is cached under a hash of everything it
@@ -45,8 +45,10 @@ use std::thread;
 pub use nightly::NIGHTLY;
 
 /// Architectures built when neither [`Builder::archs`] nor `GPUKERN_PTX_ARCHS` says otherwise:
-/// Ampere (runs on Ampere and newer through the driver's JIT) and Hopper.
-pub const DEFAULT_ARCHS: &str = "sm_80,sm_90";
+/// Ampere, which runs on Ampere and every newer GPU through the driver's JIT. One nested build
+/// (each architecture compiles `core` and the crate anew); a crate with Hopper-only code
+/// (`#[cfg(target_feature = "sm_90")]`) asks for `sm_80,sm_90`.
+pub const DEFAULT_ARCHS: &str = "sm_80";
 /// The variable that overrides the architectures.
 pub const ARCHS_ENV: &str = "GPUKERN_PTX_ARCHS";
 /// Flags of every nested build; `-Ctarget-cpu` is added per architecture.
