@@ -199,7 +199,17 @@ impl Functions {
             op: "loading a kernel",
             detail: format!("the PTX lists the entry `{name}` but has no body for it"),
         })?;
-        let function = Arc::new(self.load(name, text)?);
+        // On a thread of its own: a `Gpu::capture` records this thread's stream in thread-local
+        // mode, where the driver may refuse calls that are no stream work (a module load) from
+        // the capturing thread; a kernel first launched inside a capture loads like any other.
+        let function =
+            std::thread::scope(|s| s.spawn(|| self.load(name, text)).join()).unwrap_or_else(|_| {
+                Err(Error::InvalidArgument {
+                    op: "loading a kernel",
+                    detail: format!("the thread loading `{name}` panicked"),
+                })
+            })?;
+        let function = Arc::new(function);
         loaded.insert(name, function.clone());
         Ok(Some(function))
     }
