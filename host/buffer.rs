@@ -4,35 +4,23 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, DriverError, ValidAsZeroBits};
-use half::{bf16, f16};
+use cudarc::driver::{CudaSlice, DevicePtr, DriverError, result};
+use gpukern_device::DeviceCopy;
 use ndarray::{Array1, Array2, ArrayBase, Data, Ix2};
 
 use crate::device::{Backend, CudaDevice, Gpu};
 use crate::error::{DriverContext, Error, Result};
-use crate::module::faults;
 
-/// A type a device buffer may hold: plain data the device and the host lay out alike.
+/// A type a device buffer may hold: plain data the device and the host lay out alike
+/// ([`DeviceCopy`]) with a `Default` (what a fresh host copy starts from).
 ///
-/// Implemented for `f32`, `f64`, `i8`..`i64`, `u8`..`u64`, [`f16`](struct@f16) and [`bf16`].
-///
-/// # Safety
-/// Every bit pattern of `size_of::<Self>()` bytes that the device may write is a valid `Self`,
-/// all zero bits included, and `Self` has no padding or pointers (cudarc's [`DeviceRepr`] and
-/// [`ValidAsZeroBits`] contracts). A `#[repr(C)]` struct of such fields qualifies once it
-/// implements both.
-pub unsafe trait Element:
-    DeviceRepr + ValidAsZeroBits + Copy + Default + Send + Sync + 'static
-{
-}
+/// Every `DeviceCopy + Default` type is one: `f32`, `f64`, `i8`..`i64`, `u8`..`u64`, `usize`,
+/// `isize`, [`f16`](half::f16), [`bf16`](half::bf16), arrays of them, and your own `#[repr(C)]` structs with
+/// `#[derive(Clone, Copy, Default, DeviceCopy)]` (`gpukern_device::DeviceCopy`, which checks the
+/// struct has no padding).
+pub trait Element: DeviceCopy + Default {}
 
-macro_rules! elements {
-    ($($t:ty),*) => {$(
-        // SAFETY: a primitive number: every bit pattern is a value, zero included.
-        unsafe impl Element for $t {}
-    )*};
-}
-elements!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16);
+impl<T: DeviceCopy + Default> Element for T {}
 
 /// Where a buffer's elements live.
 pub(crate) enum Storage<T> {
@@ -126,9 +114,14 @@ impl CudaDevice {
             return self.stream.null().during("allocating an empty buffer");
         }
         let bytes = len * std::mem::size_of::<T>();
+        // Bytes, then typed: cudarc's typed allocation needs its own trait, which a user's
+        // `DeviceCopy` struct does not implement.
         // SAFETY: the caller fills the buffer (a kernel's output or a copy) before anyone reads
-        // it; every bit pattern is a valid `T` (`Element`).
-        unsafe { self.stream.alloc::<T>(len) }.map_err(alloc_error(bytes))
+        // it; every bit pattern is a valid `T` (`DeviceCopy`).
+        let raw = unsafe { self.stream.alloc::<u8>(bytes) }.map_err(alloc_error(bytes))?;
+        // SAFETY: `raw` is a live allocation of `len * size_of::<T>()` bytes on this stream, given
+        // up by `leak` and owned again (freed on drop) by the typed slice.
+        Ok(unsafe { self.stream.upgrade_device_ptr::<T>(raw.leak(), len) })
     }
 }
 
@@ -192,9 +185,13 @@ impl Gpu {
         checked_len_of::<T>("zeros", &[len])?;
         let storage = match &self.backend {
             Backend::Cuda(d) => {
-                let mut s = d.alloc(len)?;
+                let s = d.alloc(len)?;
                 if len > 0 {
-                    d.stream.memset_zeros(&mut s).during("zeroing device memory")?;
+                    let (address, _record) = s.device_ptr(&d.stream);
+                    // SAFETY: `s` holds `len * size_of::<T>()` bytes, on this stream; zero bits
+                    // are a valid `T` (`DeviceCopy`).
+                    unsafe { result::memset_d8_async(address, 0, s.num_bytes(), d.stream.cu_stream()) }
+                        .during("zeroing device memory")?;
                 }
                 Storage::Cuda(s)
             }
@@ -332,12 +329,7 @@ impl<T: Element> DeviceVec<T> {
     pub fn to_vec(&self) -> Result<Vec<T>> {
         crate::graph::refuse_copy(self, "to_vec")?;
         match &self.storage {
-            Storage::Cuda(s) if s.is_empty() => Ok(Vec::new()),
-            Storage::Cuda(s) => faults::synced(
-                s.stream().context(),
-                "copying from the device",
-                s.stream().clone_dtoh(s),
-            ),
+            Storage::Cuda(_) => self.view().to_vec(),
             Storage::Host(v) => Ok(v.clone()),
         }
     }
@@ -372,18 +364,7 @@ impl<T: Element> DeviceVec<T> {
             });
         }
         crate::graph::refuse_copy(self, "copy_to_host")?;
-        match &self.storage {
-            Storage::Cuda(s) if s.is_empty() => Ok(()),
-            Storage::Cuda(s) => faults::synced(
-                s.stream().context(),
-                "copying from the device",
-                s.stream().memcpy_dtoh(s, out),
-            ),
-            Storage::Host(v) => {
-                out.copy_from_slice(v);
-                Ok(())
-            }
-        }
+        self.view().copy_to_host(out)
     }
 
     /// Copies the elements back into an `ndarray` vector.

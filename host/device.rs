@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{CudaContext, CudaStream, DriverError, sys};
 
 use gpukern_device::launch::Kernel;
-use kernels_gpu::sim;
+use gpukern_device::sim;
 
 use crate::error::{DriverContext, Error, Result};
 use crate::launch_config::DeviceLimits;
@@ -57,6 +57,7 @@ pub(crate) struct CudaDevice {
     pub(crate) tensor_maps: Mutex<HashMap<Vec<u64>, Arc<crate::buffer::DeviceVec<u64>>>>,
     /// The softmax grid-row path's partial statistics, barrier word and launch shapes, made on
     /// first use; one per stream handle, like `staging` (its launches then never overlap).
+    #[cfg(feature = "library")]
     pub(crate) softmax_grid_row: Mutex<Option<crate::ops::softmax::GridRowWorkspace>>,
 }
 
@@ -95,7 +96,8 @@ impl Gpu {
             .compute_capability()
             .during("reading the compute capability")?;
         let limits = read_limits(&ctx)?;
-        let library = Functions::load(&ctx, compute_capability, &limits, &ptx::KERNELS)?;
+        // gpukern's kernels: chosen now, each JIT-compiled by the driver when first launched.
+        let library = Functions::select(&ctx, compute_capability, &limits, &ptx::KERNELS)?;
         let multiprocessors = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map(|v| v.max(0) as u32)
@@ -117,13 +119,14 @@ impl Gpu {
                 residency: Arc::new(Mutex::new(HashMap::new())),
                 staging: Mutex::new(None),
                 tensor_maps: Mutex::new(HashMap::new()),
+                #[cfg(feature = "library")]
                 softmax_grid_row: Mutex::new(None),
             })),
         })
     }
 
     /// The CPU simulator: runs the same kernel code block by block on the CPU, checking every
-    /// memory access and barrier (see [`kernels_gpu::sim`]). Slow; for machines without a GPU
+    /// memory access and barrier (see [`gpukern_device::sim`]). Slow; for machines without a GPU
     /// and for finding kernel bugs.
     pub fn simulator() -> Gpu {
         Gpu {
@@ -256,11 +259,17 @@ impl Gpu {
 
     /// The most threads a block of `kernel` (one of gpukern's own) may have: the CUDA limit,
     /// lowered by the driver when the kernel's registers do not fit the register file at 1024
-    /// threads; read when the kernels were loaded (0 for a kernel the PTX lacks). The
+    /// threads; read when the kernel is loaded (the first time it is asked for: 0 for a kernel
+    /// the PTX lacks or the driver could not load, whose launch then reports why). The
     /// simulator's limit is the CUDA one.
     pub(crate) fn max_block_threads(&self, kernel: &Kernel) -> u32 {
         match &self.backend {
-            Backend::Cuda(d) => d.library.by_name.get(kernel.name).map_or(0, |f| f.max_threads),
+            Backend::Cuda(d) => d
+                .library
+                .get(kernel.name)
+                .ok()
+                .flatten()
+                .map_or(0, |f| f.max_threads),
             Backend::Simulator => sim::MAX_THREADS_PER_BLOCK,
         }
     }
@@ -287,7 +296,7 @@ impl Gpu {
         let per_sm = match cached {
             Some(n) => n,
             None => {
-                let function = d.library.by_name.get(kernel.name).ok_or(Error::InvalidArgument {
+                let function = d.library.get(kernel.name)?.ok_or(Error::InvalidArgument {
                     op,
                     detail: format!("the PTX has no kernel {}", kernel.name),
                 })?;

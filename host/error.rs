@@ -1,7 +1,7 @@
 //! gpukern's one error type.
 
 use cudarc::driver::DriverError;
-use kernels_gpu::sim::SimError;
+use gpukern_device::sim::SimError;
 
 /// Everything that can go wrong in gpukern. Each message says what to do about it.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -386,15 +386,25 @@ pub(crate) fn refuse(gpu: &Gpu, op: &'static str, what: &str) -> Result<()> {
 
 /// [`refuse`] for a host copy of `buffer`.
 pub(crate) fn refuse_copy<T>(buffer: &DeviceVec<T>, op: &'static str) -> Result<()> {
-    let busy = match &buffer.storage {
-        Storage::Cuda(s) => cuda_capturing(stream_key(s.stream())),
-        Storage::Host(_) => SIM_MODE.get() != SimMode::Off,
+    let home = match &buffer.storage {
+        Storage::Cuda(s) => Some(s.stream()),
+        Storage::Host(_) => None,
     };
-    if busy {
-        Err(refused(op, "a copy to the host"))
-    } else {
-        Ok(())
-    }
+    refuse_copy_on(home, op, "a copy to the host")
+}
+
+/// [`refuse`] for `what` (a copy, a fill) queued on a buffer's `home` stream (`None`: a
+/// simulator buffer).
+pub(crate) fn refuse_copy_on(
+    home: Option<&Arc<cudarc::driver::CudaStream>>,
+    op: &'static str,
+    what: &str,
+) -> Result<()> {
+    let busy = match home {
+        Some(stream) => cuda_capturing(stream_key(stream)),
+        None => SIM_MODE.get() != SimMode::Off,
+    };
+    if busy { Err(refused(op, what)) } else { Ok(()) }
 }
 
 /// Whether the simulator is capturing on this thread: launches are checked, not run.

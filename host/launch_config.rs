@@ -2,7 +2,7 @@
 //!
 //! A launch that the device cannot run is an [`Error::TooLarge`], never a silently smaller grid.
 
-use kernels_gpu::sim::Dim3;
+use gpukern_device::sim::Dim3;
 
 use crate::error::{Error, Result};
 
@@ -84,6 +84,74 @@ impl LaunchConfig {
         LaunchConfig {
             grid: (gx, gy, 1),
             block: (tile, tile, 1),
+            shared_mem_bytes,
+        }
+        .checked(op, limits)
+    }
+
+    /// A 2-D launch over `items = (x, y)` (x fastest: the columns of a row-major matrix, y its
+    /// rows) in blocks of `block = (bx, by)` threads, each block taking a `tile = (tx, ty)` of
+    /// items: `ceil(x / tx) x ceil(y / ty)` blocks. `tile == block` is one thread per item; a
+    /// tile a multiple of the block gives each thread several. Any shapes, square or not.
+    ///
+    /// ```
+    /// use gpukern::{DeviceLimits, LaunchConfig};
+    /// // A 1000 x 600 (cols x rows) output, 64 x 16 tiles, blocks of 32 x 8 threads.
+    /// let c = LaunchConfig::grid_2d("op", (1000, 600), (64, 16), (32, 8), 0, &DeviceLimits::COMMON)?;
+    /// assert_eq!((c.grid, c.block), ((16, 38, 1), (32, 8, 1)));
+    /// # Ok::<(), gpukern::Error>(())
+    /// ```
+    ///
+    /// Errors: [`Error::InvalidArgument`] for an empty tile or block; [`Error::TooLarge`] when
+    /// the grid or the block exceeds `limits`.
+    pub fn grid_2d(
+        op: &'static str,
+        items: (usize, usize),
+        tile: (usize, usize),
+        block: (u32, u32),
+        shared_mem_bytes: u32,
+        limits: &DeviceLimits,
+    ) -> Result<Self> {
+        Self::grid_3d(
+            op,
+            (items.0, items.1, 1),
+            (tile.0, tile.1, 1),
+            (block.0, block.1, 1),
+            shared_mem_bytes,
+            limits,
+        )
+    }
+
+    /// [`LaunchConfig::grid_2d`] in three dimensions: `ceil(x / tx) x ceil(y / ty) x ceil(z /
+    /// tz)` blocks of `block` threads over `items = (x, y, z)`.
+    ///
+    /// Errors: as [`LaunchConfig::grid_2d`].
+    pub fn grid_3d(
+        op: &'static str,
+        items: (usize, usize, usize),
+        tile: (usize, usize, usize),
+        block: (u32, u32, u32),
+        shared_mem_bytes: u32,
+        limits: &DeviceLimits,
+    ) -> Result<Self> {
+        let [gx, gy, gz] = [
+            ("x", items.0, tile.0, limits.max_grid_dim[0]),
+            ("y", items.1, tile.1, limits.max_grid_dim[1]),
+            ("z", items.2, tile.2, limits.max_grid_dim[2]),
+        ]
+        .map(|(axis, n, t, max)| {
+            if t == 0 {
+                return Err(Error::InvalidArgument {
+                    op,
+                    detail: format!("a tile of 0 items along {axis}"),
+                });
+            }
+            let what = format!("items along {axis} in tiles of {t}");
+            grid_extent(op, &what, n.max(1), t, max)
+        });
+        LaunchConfig {
+            grid: (gx?, gy?, gz?),
+            block,
             shared_mem_bytes,
         }
         .checked(op, limits)
@@ -238,9 +306,9 @@ impl LaunchConfig {
     }
 
     /// The same launch for the simulator.
-    pub fn to_sim(self) -> kernels_gpu::sim::LaunchConfig {
+    pub fn to_sim(self) -> gpukern_device::sim::LaunchConfig {
         let d = |(x, y, z): (u32, u32, u32)| Dim3::new(x, y, z);
-        kernels_gpu::sim::LaunchConfig {
+        gpukern_device::sim::LaunchConfig {
             grid: d(self.grid),
             block: d(self.block),
             shared_mem_bytes: self.shared_mem_bytes,

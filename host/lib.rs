@@ -26,6 +26,10 @@
 //! * [`Module`]: a kernel crate (yours, built by `gpukern-build`) loaded on a [`Gpu`]; its
 //!   `#[kernel]`s launch through the typed launchers the attribute generates.
 
+// Without the `library` feature, the device facts and buffer helpers only the library's
+// operations use have no caller.
+#![cfg_attr(not(feature = "library"), allow(dead_code))]
+
 /// The PTX that `gpukern-build` compiled from the kernel crate `$krate` (its library name, as
 /// in `use $krate::...`), as a [`PtxSet`] to load with [`Gpu::load`]:
 ///
@@ -51,8 +55,11 @@ macro_rules! include_ptx {
 // inside this crate too.
 extern crate self as gpukern;
 
+#[cfg(feature = "library")]
 pub mod api;
 pub mod buffer;
+pub mod copy;
+#[cfg(feature = "library")]
 pub mod cpu;
 pub mod device;
 pub mod dist;
@@ -66,12 +73,15 @@ pub mod pinned;
 pub mod ptx;
 mod raw;
 pub mod stream;
+pub mod view;
 
+#[cfg(feature = "library")]
 pub use api::{
     add, add_with, cross_entropy, cross_entropy_mean, cross_entropy_mean_with, cross_entropy_with,
     increment_by_one, increment_by_one_with, layer_norm, layer_norm_with, matmul, matmul_f32_out,
     matmul_half_with, matmul_with, rms_norm, rms_norm_with, softmax, softmax_with,
 };
+#[cfg(feature = "library")]
 pub use api::{
     argmax, argmax_axis, argmax_with, max, max_axis, max_with, sum, sum_axis, sum_with, transpose,
     transpose_with,
@@ -83,23 +93,32 @@ pub use error::{Error, Result};
 pub use gpukern_device::launch::Launcher;
 pub use graph::{Graph, GraphBuffers};
 pub use half::{bf16, f16};
+#[cfg(feature = "library")]
 pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
 pub use module::{Cooperative, Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
+#[cfg(feature = "library")]
 pub use ops::add::AddAlgorithm;
+#[cfg(feature = "library")]
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
+#[cfg(feature = "library")]
 pub use ops::matmul::{
     HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile, tf32_error_factor,
 };
+#[cfg(feature = "library")]
 pub use ops::norm::{NormAlgorithm, NormElement};
+#[cfg(feature = "library")]
 pub use ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
+#[cfg(feature = "library")]
 pub use ops::softmax::SoftmaxAlgorithm;
+#[cfg(feature = "library")]
 pub use ops::transpose::TransposeAlgorithm;
 pub use pinned::PinnedBuffer;
 #[doc(hidden)]
 pub use raw::launch_count::{cuda_launch_counts, sim_launch_counts};
 pub use stream::Event;
+pub use view::{DeviceSlice, DeviceSliceMut};
 
 /// Re-exported for the launchers `#[kernel]` generates and for kernel crates' tests.
 pub use gpukern_device;

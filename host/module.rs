@@ -18,34 +18,42 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, DevicePtr, DriverError, result, sys};
-use gpukern_device::launch::{Kernel, Launcher, Scalar};
+use cudarc::driver::{CudaContext, DriverError, result, sys};
+use gpukern_device::launch::{Declared, Kernel, Launcher, Scalar};
 use gpukern_device::sim;
 
-use crate::buffer::{DeviceVec, Storage};
 use crate::device::{Backend, CudaDevice, Gpu};
 use crate::error::{Error, Result};
 use crate::launch_config::{DeviceLimits, LaunchConfig};
 use crate::raw::launch_count;
 use crate::stream::{CrossStream, MAX_FOREIGN};
+use crate::view::{At, AtMut, CudaPlace, DeviceSlice, DeviceSliceMut};
 
 /// The argument and launch methods of a [`Launcher`] whose `Args` are [`ModuleArgs`]: those of
 /// [`Module`] itself. A launcher that only changes how a launch is made ([`Clustered`],
 /// [`Cooperative`]) writes its own `begin`, which marks the arguments, and this.
 macro_rules! forward_args_to_module {
     () => {
-        fn input<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a DeviceVec<T>) -> *const T
+        fn input<'a, T: Copy + 'static>(
+            args: &mut ModuleArgs<'a>,
+            buffer: DeviceSlice<'a, T>,
+            declared: Option<Declared>,
+        ) -> *const T
         where
             Self: 'a,
         {
-            <Module as Launcher>::input(args, buffer)
+            <Module as Launcher>::input(args, buffer, declared)
         }
 
-        fn output<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a mut DeviceVec<T>) -> *mut T
+        fn output<'a, T: Copy + 'static>(
+            args: &mut ModuleArgs<'a>,
+            buffer: DeviceSliceMut<'a, T>,
+            declared: Option<Declared>,
+        ) -> *mut T
         where
             Self: 'a,
         {
-            <Module as Launcher>::output(args, buffer)
+            <Module as Launcher>::output(args, buffer, declared)
         }
 
         fn scalar<'a, S: Scalar>(args: &mut ModuleArgs<'a>, value: S)
@@ -72,11 +80,14 @@ macro_rules! forward_args_to_module {
 mod cluster;
 mod cooperative;
 mod load;
+mod occupancy;
+mod split;
 
 pub use cluster::{Clustered, MAX_CLUSTER_BLOCKS, PORTABLE_CLUSTER_BLOCKS};
 pub use cooperative::Cooperative;
+pub use load::{EntryModules, PtxModule, PtxSet, entry_names};
 pub(crate) use load::{Function, Functions};
-pub use load::{PtxModule, PtxSet, entry_names};
+pub use occupancy::simulated_sm;
 
 /// A kernel crate loaded on a [`Gpu`]: launch its kernels with their generated launchers.
 ///
@@ -107,7 +118,7 @@ impl Gpu {
                     Some(functions) => Some(functions.clone()),
                     None => {
                         let functions =
-                            Arc::new(Functions::load(&d.ctx, d.compute_capability, &d.limits, ptx)?);
+                            Arc::new(Functions::select(&d.ctx, d.compute_capability, &d.limits, ptx)?);
                         loaded.insert(ptx.krate, functions.clone());
                         Some(functions)
                     }
@@ -154,23 +165,37 @@ impl Module {
 
     /// The entry points of the loaded PTX, sorted (empty on the simulator, which has no PTX).
     pub fn kernel_names(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self
-            .functions
+        self.functions
             .iter()
-            .flat_map(|f| f.by_name.keys().map(String::as_str))
-            .collect();
-        names.sort_unstable();
-        names
+            .flat_map(|f| f.names().iter().copied())
+            .collect()
     }
 
-    /// The loaded entry point `name` (CUDA only).
-    pub(crate) fn function(&self, name: &str) -> Option<&Function> {
-        self.functions.as_ref()?.by_name.get(name)
+    /// Whether the loaded PTX has the entry point `name` (CUDA only; nothing is loaded to answer).
+    pub(crate) fn has_entry(&self, name: &str) -> bool {
+        self.functions
+            .as_ref()
+            .is_some_and(|f| f.names().binary_search(&name).is_ok())
+    }
+
+    /// The entry point `name` (CUDA only), loaded on first use; `None` if the module lacks it.
+    ///
+    /// Errors: a driver error loading it.
+    pub(crate) fn function(&self, name: &str) -> Result<Option<Arc<Function>>> {
+        match &self.functions {
+            Some(f) => f.get(name),
+            None => Ok(None),
+        }
     }
 }
 
 /// Most parameters a kernel may have through a generated launcher.
 pub const MAX_PARAMS: usize = 32;
+
+/// Most bytes of parameters a launch may pass (by-value structs included), as 8-byte words:
+/// 4 KiB, CUDA's kernel-parameter limit before Volta (and still the portable one).
+pub const MAX_PARAM_BYTES: usize = 4096;
+const PARAM_WORDS: usize = MAX_PARAM_BYTES / 8;
 
 /// One launch being assembled by a generated launcher (see [`Launcher`]).
 pub struct ModuleArgs<'a> {
@@ -181,8 +206,12 @@ pub struct ModuleArgs<'a> {
     error: Option<Error>,
     /// Parameters added so far.
     count: usize,
-    /// CUDA: each parameter's value (a device address, or a scalar in the low bytes).
-    slots: [u64; MAX_PARAMS],
+    /// CUDA: the parameters' bytes (a device address, a scalar, a struct), each from a word
+    /// boundary, and where each starts.
+    words: [u64; PARAM_WORDS],
+    starts: [usize; MAX_PARAMS],
+    /// Words of `words` used so far.
+    used: usize,
     /// Simulator: the launch with its registered buffers.
     sim: Option<sim::Launch<'a>>,
     /// CUDA: the other streams of the device that the launch's buffers live on.
@@ -204,23 +233,88 @@ impl ModuleArgs<'_> {
     }
 
     fn push_slot(&mut self, value: u64) {
-        match self.slots.get_mut(self.count) {
-            Some(slot) => *slot = value,
-            None => self.note(Error::InvalidArgument {
+        self.push_value(&value);
+    }
+
+    /// Adds a parameter whose bytes are `value`'s (a `Scalar`: plain data, no padding).
+    fn push_value<S: Copy>(&mut self, value: &S) {
+        let words = std::mem::size_of::<S>().div_ceil(8).max(1);
+        let start = self.used;
+        if self.count >= MAX_PARAMS {
+            self.note(Error::InvalidArgument {
                 op: self.kernel.name,
                 detail: format!("more than {MAX_PARAMS} parameters: gpukern launches at most {MAX_PARAMS}"),
-            }),
+            });
+        } else if start + words > PARAM_WORDS {
+            self.note(Error::TooLarge {
+                op: self.kernel.name,
+                detail: format!(
+                    "more than {MAX_PARAM_BYTES} bytes of parameters (at `{}`): pass large data in a \
+                     buffer",
+                    self.param_name()
+                ),
+            });
+        } else {
+            // SAFETY: `words` 8-byte words from `start` lie inside `self.words` (checked above)
+            // and hold `size_of::<S>()` bytes; `S` is plain data whose bytes are the parameter.
+            unsafe {
+                let dst = self.words.as_mut_ptr().add(start).cast::<u8>();
+                std::ptr::copy_nonoverlapping(
+                    (value as *const S).cast::<u8>(),
+                    dst,
+                    std::mem::size_of::<S>(),
+                );
+            }
+            self.starts[self.count] = start;
+            self.used += words;
         }
         self.count += 1;
     }
 
-    fn buffer_address<T>(&mut self, buffer: &DeviceVec<T>) -> u64 {
+    /// The elements of a buffer of `len` that the launch registers: all of them, or, when the
+    /// kernel declares `#[len(..)]` for the parameter, that many, after checking the buffer
+    /// holds them (an error otherwise, and no element registered).
+    fn declared_len(&mut self, name: &'static str, len: usize, declared: Option<Declared>) -> usize {
+        let Some(declared) = declared else {
+            return len;
+        };
+        match declared.len {
+            Some(want) if want <= len => want,
+            Some(want) => {
+                self.note(Error::InvalidArgument {
+                    op: self.kernel.name,
+                    detail: format!(
+                        "`{name}` holds {len} elements; the kernel declares #[len({})] = {want} of them \
+                         for it: pass a buffer of at least {want}",
+                        declared.expr
+                    ),
+                });
+                0
+            }
+            None => {
+                self.note(Error::InvalidArgument {
+                    op: self.kernel.name,
+                    detail: format!(
+                        "`{name}`: the kernel's #[len({})] is negative or too large for this launch's \
+                         arguments",
+                        declared.expr
+                    ),
+                });
+                0
+            }
+        }
+    }
+
+    /// The address of a buffer argument's first element: the device address on CUDA (after
+    /// checking the buffer is this device's, and noting its stream when it is another), 0 in the
+    /// simulator, where the kernel gets the simulator's own pointer instead.
+    fn buffer_address(&mut self, place: Option<CudaPlace<'_>>) -> u64 {
         // On the launch path: the backend itself, not a `Gpu` handle cloned for the question.
-        match (&self.module.backend, &buffer.storage) {
-            (Backend::Cuda(d), Storage::Cuda(s)) if Arc::ptr_eq(s.context(), &d.ctx) => {
+        match (&self.module.backend, place) {
+            (Backend::Cuda(d), Some(p)) if Arc::ptr_eq(p.ctx, &d.ctx) => {
                 // A buffer of another stream of this device: the launch orders itself
                 // against that stream (`crate::stream`). One pointer comparison otherwise.
-                if !Arc::ptr_eq(s.stream(), &d.stream) && !self.cross.note(s.stream()) {
+                if !Arc::ptr_eq(p.stream, &d.stream) && !self.cross.note(p.stream) {
                     self.note(Error::InvalidArgument {
                         op: self.kernel.name,
                         detail: format!(
@@ -229,9 +323,9 @@ impl ModuleArgs<'_> {
                         ),
                     });
                 }
-                s.device_ptr(s.stream()).0
+                p.address
             }
-            (Backend::Simulator, Storage::Host(_)) => 0,
+            (Backend::Simulator, None) => 0,
             _ => {
                 self.note(Error::WrongDevice { op: self.kernel.name });
                 0
@@ -242,7 +336,14 @@ impl ModuleArgs<'_> {
 
 impl Launcher for Module {
     type Config = LaunchConfig;
-    type Buffer<T> = DeviceVec<T>;
+    type Input<'a, T: 'a>
+        = DeviceSlice<'a, T>
+    where
+        Self: 'a;
+    type Output<'a, T: 'a>
+        = DeviceSliceMut<'a, T>
+    where
+        Self: 'a;
     type Error = Error;
     type Args<'a> = ModuleArgs<'a>;
 
@@ -257,7 +358,9 @@ impl Launcher for Module {
             config,
             error: None,
             count: 0,
-            slots: [0; MAX_PARAMS],
+            words: [0; PARAM_WORDS],
+            starts: [0; MAX_PARAMS],
+            used: 0,
             sim,
             cross: CrossStream::default(),
             cluster: None,
@@ -279,28 +382,40 @@ impl Launcher for Module {
         args
     }
 
-    fn input<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a DeviceVec<T>) -> *const T
+    fn input<'a, T: Copy + 'static>(
+        args: &mut ModuleArgs<'a>,
+        buffer: DeviceSlice<'a, T>,
+        declared: Option<Declared>,
+    ) -> *const T
     where
         Self: 'a,
     {
         let name = args.param_name();
-        let address = args.buffer_address(buffer);
+        let len = args.declared_len(name, buffer.len, declared);
+        let address = args.buffer_address(buffer.at.cuda());
         args.push_slot(address);
-        match (&mut args.sim, &buffer.storage) {
-            (Some(launch), Storage::Host(v)) => launch.input(name, v.as_slice()),
+        // The simulator registers exactly the view's elements (or the declared ones): an access
+        // past them is reported.
+        match (&mut args.sim, buffer.at) {
+            (Some(launch), At::Host(v)) => launch.input(name, &v[..len]),
             _ => std::ptr::null(),
         }
     }
 
-    fn output<'a, T: Copy + 'static>(args: &mut ModuleArgs<'a>, buffer: &'a mut DeviceVec<T>) -> *mut T
+    fn output<'a, T: Copy + 'static>(
+        args: &mut ModuleArgs<'a>,
+        buffer: DeviceSliceMut<'a, T>,
+        declared: Option<Declared>,
+    ) -> *mut T
     where
         Self: 'a,
     {
         let name = args.param_name();
-        let address = args.buffer_address(buffer);
+        let len = args.declared_len(name, buffer.len, declared);
+        let address = args.buffer_address(buffer.at.cuda());
         args.push_slot(address);
-        match (&mut args.sim, &mut buffer.storage) {
-            (Some(launch), Storage::Host(v)) => launch.output(name, v.as_mut_slice()),
+        match (&mut args.sim, buffer.at) {
+            (Some(launch), AtMut::Host(v)) => launch.output(name, &mut v[..len]),
             _ => std::ptr::null_mut(),
         }
     }
@@ -309,7 +424,7 @@ impl Launcher for Module {
     where
         Self: 'a,
     {
-        args.push_slot(value.to_bits());
+        args.push_value(&value);
     }
 
     fn add_shared_bytes(config: LaunchConfig, bytes: u32) -> LaunchConfig {
@@ -346,17 +461,10 @@ impl Launcher for Module {
                 Ok(())
             }
             (Backend::Cuda(device), _) => {
-                let function = args
+                let function = &*args
                     .module
-                    .function(kernel.name)
-                    .ok_or_else(|| Error::InvalidArgument {
-                        op: kernel.name,
-                        detail: format!(
-                            "the loaded PTX of `{}` has no entry point `{}`: was it built from this \
-                         version of the crate?",
-                            args.module.krate, kernel.name
-                        ),
-                    })?;
+                    .function(kernel.name)?
+                    .ok_or_else(|| missing_entry(args.module, kernel.name))?;
                 let config = checked_on_device(args.config, kernel, function, device)?;
                 if let Some(shape) = args.cluster {
                     cluster::check(kernel.name, config, shape, Some(device.compute_capability))?;
@@ -366,8 +474,13 @@ impl Launcher for Module {
                     cooperative::check(kernel.name, config, args.cluster, function, device)?;
                 }
                 let mut pointers = [std::ptr::null_mut::<c_void>(); MAX_PARAMS];
-                for (pointer, slot) in pointers.iter_mut().zip(args.slots.iter_mut()) {
-                    *pointer = (slot as *mut u64).cast();
+                let words = args.words.as_mut_ptr();
+                for (pointer, &start) in pointers
+                    .iter_mut()
+                    .zip(&args.starts[..args.count.min(MAX_PARAMS)])
+                {
+                    // SAFETY: `start` is inside `args.words` (`push_value`).
+                    *pointer = unsafe { words.add(start) }.cast();
                 }
                 faults::launched(&device.ctx, kernel.name);
                 device
@@ -379,7 +492,7 @@ impl Launcher for Module {
                     false => Some(args.cross.before(&device.ctx, &device.stream)?),
                 };
                 // SAFETY: one pointer per parameter, in the kernel's order (the generated
-                // launcher's), each to a value of the parameter's size in its low bytes; the
+                // launcher's), each to the parameter's bytes (`push_value`); the
                 // buffers are this device's and live through the call; the caller upholds the
                 // kernel's own contract.
                 unsafe {
@@ -410,6 +523,30 @@ impl Launcher for Module {
             }),
         }
     }
+}
+
+/// The error for a kernel the module's PTX lacks: none was built into the program (gpukern's own
+/// kernels without the `library` feature), or it is of another version of the crate.
+fn missing_entry(module: &Module, kernel: &'static str) -> Error {
+    let detail = if module.kernel_names().is_empty() {
+        format!(
+            "the PTX of `{}` was not built into this program{}",
+            module.krate,
+            if module.krate == crate::ptx::KERNELS.krate {
+                ": gpukern's own kernels need its `library` feature (on by default; enable it, or \
+                 run them in the simulator)"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!(
+            "the loaded PTX of `{}` has no entry point `{kernel}`: was it built from this version \
+             of the crate?",
+            module.krate
+        )
+    };
+    Error::InvalidArgument { op: kernel, detail }
 }
 
 /// The error for a launch of more threads per block than the kernel's launch bounds allow

@@ -492,7 +492,14 @@ impl CudaDevice {
                 return r;
             }
         }
-        self.stream.memcpy_htod(src, dst).during("copying to the device")
+        if src.is_empty() {
+            return Ok(());
+        }
+        let (address, _record) = dst.device_ptr_mut(&self.stream);
+        // SAFETY: `dst` holds at least `src.len()` elements (the callers allocate it so), queued
+        // on this stream; from pageable memory the driver has staged `src` when this returns.
+        unsafe { result::memcpy_htod_async(address, src, self.stream.cu_stream()) }
+            .during("copying to the device")
     }
 }
 

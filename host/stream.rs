@@ -119,6 +119,7 @@ impl CudaDevice {
             modules: self.modules.clone(),
             staging: Mutex::new(None),
             tensor_maps: Mutex::new(std::collections::HashMap::new()),
+            #[cfg(feature = "library")]
             softmax_grid_row: Mutex::new(None),
         }
     }

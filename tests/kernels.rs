@@ -33,12 +33,16 @@ mod coverage;
 mod cross_entropy;
 #[path = "kernels/device.rs"]
 mod device;
+#[path = "kernels/entry_modules.rs"]
+mod entry_modules;
 #[path = "kernels/errors.rs"]
 mod errors;
 #[path = "kernels/graph.rs"]
 mod graph;
 #[path = "kernels/grid.rs"]
 mod grid;
+#[path = "kernels/launch_shapes.rs"]
+mod launch_shapes;
 #[path = "kernels/matmul.rs"]
 mod matmul;
 #[path = "kernels/multi.rs"]
@@ -55,6 +59,8 @@ mod softmax;
 mod transfer;
 #[path = "kernels/transpose.rs"]
 mod transpose;
+#[path = "kernels/views.rs"]
+mod views;
 
 use gpukern::Gpu;
 use libtest_mimic::Arguments;
@@ -126,11 +132,14 @@ fn main() {
         norm::trials,
         cross_entropy::trials,
         grid::trials,
+        views::trials,
+        launch_shapes::trials,
     ] {
         trials.extend(family(&sim, &cuda));
     }
     trials.extend(coverage::self_trials());
     trials.extend(api::trials());
+    trials.extend(entry_modules::trials());
     let cuda_ran = cuda.gpu.is_ok() && !cuda.ignored;
     let conclusion = libtest_mimic::run(&args, trials);
 

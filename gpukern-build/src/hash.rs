@@ -39,6 +39,25 @@ pub fn source_hash(
     Ok(hash.0)
 }
 
+/// A short hash of the workspace the kernel crate is built in (the nearest manifest in it or
+/// above it that declares `[workspace]`, else the crate itself), by its canonical path: the
+/// name of the nested build's target directory. Cargo names a workspace member's outputs by its
+/// path relative to the workspace root, so two checkouts of one project (git worktrees) sharing a
+/// cache directory would otherwise build into, and overwrite, the same files.
+pub fn workspace_key(krate: &Path) -> u64 {
+    let krate = krate.canonicalize().unwrap_or_else(|_| krate.to_path_buf());
+    let root = krate
+        .ancestors()
+        .find(|dir| {
+            fs::read_to_string(dir.join("Cargo.toml"))
+                .is_ok_and(|m| m.lines().any(|l| l.trim() == "[workspace]"))
+        })
+        .unwrap_or(&krate);
+    let mut hash = Fnv::new();
+    hash.write(root.to_string_lossy().as_bytes());
+    hash.0
+}
+
 /// The `Cargo.lock` that governs the kernel crate: the nearest one in it or above it.
 pub fn lock_file(krate: &Path) -> Option<PathBuf> {
     krate

@@ -9,7 +9,7 @@
 //! }
 //! ```
 //!
-//! For each architecture (default `sm_80,sm_90`, or `GPUKERN_PTX_ARCHS`), a nested
+//! For each architecture (default `sm_80`, or [`Builder::archs`], or `GPUKERN_PTX_ARCHS`), a nested
 //! `cargo rustc --target nvptx64-nvidia-cuda -Zbuild-std=core -- --emit=asm` on the pinned
 //! nightly (installed through rustup, with a message, if it is missing), all architectures at
 //! once, each in a target directory of its own. The PTX is cached under a hash of everything it
@@ -31,6 +31,7 @@
 
 mod bounds;
 mod cache;
+mod diagnostics;
 mod hash;
 mod nightly;
 mod statics;
@@ -44,8 +45,10 @@ use std::thread;
 pub use nightly::NIGHTLY;
 
 /// Architectures built when neither [`Builder::archs`] nor `GPUKERN_PTX_ARCHS` says otherwise:
-/// Ampere (runs on Ampere and newer through the driver's JIT) and Hopper.
-pub const DEFAULT_ARCHS: &str = "sm_80,sm_90";
+/// Ampere, which runs on Ampere and every newer GPU through the driver's JIT. One nested build
+/// (each architecture compiles `core` and the crate anew); a crate with Hopper-only code
+/// (`#[cfg(target_feature = "sm_90")]`) asks for `sm_80,sm_90`.
+pub const DEFAULT_ARCHS: &str = "sm_80";
 /// The variable that overrides the architectures.
 pub const ARCHS_ENV: &str = "GPUKERN_PTX_ARCHS";
 /// Flags of every nested build; `-Ctarget-cpu` is added per architecture.
@@ -53,6 +56,9 @@ const RUSTFLAGS: &str = "-Zunstable-options -Cpanic=immediate-abort";
 /// What this crate does to rustc's PTX after the build (module `bounds`), in the cache key: a
 /// change to it must rebuild every cached module.
 const POSTPROCESS: &str = "launch-bounds-1";
+/// A folder of PTX built elsewhere (`<crate>-<key>-<arch>.ptx`, the cache's names): where it is
+/// set, the PTX is taken from there and never built, so no nightly is needed (CI, offline).
+pub const PTX_DIR_ENV: &str = "GPUKERN_PTX_DIR";
 
 /// Why the PTX build failed; its text says what to do.
 #[derive(Debug)]
@@ -96,6 +102,8 @@ pub struct Builder {
     extra_inputs: Vec<PathBuf>,
     archs: Option<String>,
     arch_specific: bool,
+    prebuilt: Option<PathBuf>,
+    without_ptx: bool,
 }
 
 impl Builder {
@@ -106,7 +114,27 @@ impl Builder {
             extra_inputs: Vec::new(),
             archs: None,
             arch_specific: false,
+            prebuilt: None,
+            without_ptx: false,
         }
+    }
+
+    /// Takes the PTX from `dir` instead of building it: files named as the cache names them,
+    /// `<crate>-<key>-<arch>.ptx`, where `<key>` is the hash of the kernel sources (a folder
+    /// that a build with `GPUKERN_PTX_CACHE=dir` filled, copied to a machine without the
+    /// nightly). `GPUKERN_PTX_DIR` does the same and wins. A missing file is an error naming it:
+    /// PTX of other sources is never used.
+    pub fn prebuilt(mut self, dir: impl AsRef<Path>) -> Builder {
+        self.prebuilt = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Writes the crate's `PtxSet` with no PTX at all, building nothing (the kernels then run
+    /// in the simulator only; a CUDA `Gpu` refuses to load them): what a crate offers when a
+    /// feature leaves its kernels out.
+    pub fn without_ptx(mut self) -> Builder {
+        self.without_ptx = true;
+        self
     }
 
     /// Another file or folder (relative to the kernel crate) whose contents the PTX depends on,
@@ -148,6 +176,13 @@ impl Builder {
             .map(PathBuf::from)
             .ok_or_else(|| BuildError("OUT_DIR is unset: call gpukern-build from a build script".into()))?;
         let krate = manifest_dir.join(&self.krate);
+        let dir = out.join("gpukern_ptx");
+        fs::create_dir_all(&dir).or_else(|e| err(format!("creating {}: {e}", dir.display())))?;
+        if self.without_ptx {
+            let name = lib_name(&krate)?;
+            write_table(&dir.join(format!("{name}.rs")), &name, &[])?;
+            return Ok(Vec::new());
+        }
         if !krate.join("Cargo.toml").is_file() {
             return err(format!(
                 "no kernel crate at {} (expected a Cargo.toml there)",
@@ -155,18 +190,22 @@ impl Builder {
             ));
         }
         statics::refuse_static_mut(&krate.join("src")).map_err(BuildError)?;
+        // cargo's directives, printed once the build succeeded: cargo shows a failed build
+        // script's stdout, and a failed script runs again anyway.
+        let mut directives: Vec<String> = Vec::new();
         let mut inputs = vec![PathBuf::from("src"), PathBuf::from("Cargo.toml")];
         inputs.extend(path_dependencies(&krate)?);
         inputs.extend(self.extra_inputs.iter().cloned());
         for input in &inputs {
-            println!("cargo:rerun-if-changed={}", krate.join(input).display());
+            directives.push(format!("cargo:rerun-if-changed={}", krate.join(input).display()));
         }
         let lock = hash::lock_file(&krate);
         if let Some(lock) = &lock {
-            println!("cargo:rerun-if-changed={}", lock.display());
+            directives.push(format!("cargo:rerun-if-changed={}", lock.display()));
         }
-        println!("cargo:rerun-if-env-changed={ARCHS_ENV}");
-        println!("cargo:rerun-if-env-changed={}", cache::CACHE_ENV);
+        for var in [ARCHS_ENV, cache::CACHE_ENV, PTX_DIR_ENV] {
+            directives.push(format!("cargo:rerun-if-env-changed={var}"));
+        }
 
         let archs = match env::var(ARCHS_ENV) {
             Ok(v) => v,
@@ -185,15 +224,37 @@ impl Builder {
             lock.as_deref(),
             &[NIGHTLY, RUSTFLAGS, POSTPROCESS],
         )?;
-        let cache = cache::dir(&out)?;
         let name = lib_name(&krate)?;
-        let entry = |arch: &str| cache.join(format!("{name}-{key:016x}-{arch}.ptx"));
+        let file_name = |arch: &str| format!("{name}-{key:016x}-{arch}.ptx");
+        let prebuilt = env::var_os(PTX_DIR_ENV)
+            .map(PathBuf::from)
+            .or(self.prebuilt.clone());
+        let cache = match &prebuilt {
+            Some(dir) => dir.clone(),
+            None => cache::dir(&out)?,
+        };
+        let entry = |arch: &str| cache.join(file_name(arch));
 
         let missing: Vec<&str> = archs
             .iter()
             .map(|(a, _)| a.as_str())
             .filter(|a| !entry(a).is_file())
             .collect();
+        if let (Some(dir), Some(first)) = (&prebuilt, missing.first()) {
+            return err(format!(
+                "{PTX_DIR_ENV}={}: no PTX of `{name}` for {first} built from these sources (expected \
+                 {}). Build it where the {NIGHTLY} toolchain is, with GPUKERN_PTX_CACHE pointing at \
+                 that folder (the same sources, GPUKERN_PTX_ARCHS={}), or unset {PTX_DIR_ENV} to \
+                 build here",
+                dir.display(),
+                file_name(first),
+                archs
+                    .iter()
+                    .map(|(a, _)| a.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
         if !missing.is_empty() {
             nightly::ensure()?;
             // One nested cargo per architecture, all at once: each compiles the kernel crate in
@@ -203,31 +264,51 @@ impl Builder {
                     .iter()
                     .map(|&arch| {
                         let (krate, cache, dest) = (&krate, &cache, entry(arch));
-                        s.spawn(move || build_ptx(krate, cache, arch, &dest))
+                        let lock = lock.as_deref();
+                        s.spawn(move || build_ptx(krate, lock, cache, arch, &dest))
                     })
                     .collect();
                 jobs.into_iter()
                     .map(|j| j.join().unwrap_or_else(|_| err("a PTX build thread panicked")))
                     .collect()
             });
-            let errors: Vec<String> = results.into_iter().filter_map(|r| r.err().map(|e| e.0)).collect();
-            if !errors.is_empty() {
-                return err(errors.join("\n"));
+            let failures: Vec<(String, String)> = missing
+                .iter()
+                .zip(results)
+                .filter_map(|(arch, r)| r.err().map(|e| (arch.to_string(), e.0)))
+                .collect();
+            if !failures.is_empty() {
+                return err(format!(
+                    "the kernel crate `{name}` ({}) does not compile to PTX:\n{}",
+                    krate.display(),
+                    diagnostics::merge(&failures)
+                ));
             }
             cache::prune(&cache, &name, &missing);
         }
 
-        let modules: Vec<Module> = archs
-            .into_iter()
-            .map(|(arch, cc)| Module {
-                path: entry(&arch),
+        // The embedded copies live in OUT_DIR: a cache entry pruned or removed later (another
+        // checkout sharing the cache, a cleanup) never breaks this build's `include_str!`.
+        let mut modules = Vec::new();
+        for (arch, cc) in archs {
+            let path = dir.join(format!("{name}-{arch}.ptx"));
+            fs::copy(entry(&arch), &path).or_else(|e| {
+                err(format!(
+                    "copying {} to {}: {e}",
+                    entry(&arch).display(),
+                    path.display()
+                ))
+            })?;
+            modules.push(Module {
+                path,
                 arch,
                 compute_capability: cc,
-            })
-            .collect();
-        let dir = out.join("gpukern_ptx");
-        fs::create_dir_all(&dir).or_else(|e| err(format!("creating {}: {e}", dir.display())))?;
+            });
+        }
         write_table(&dir.join(format!("{name}.rs")), &name, &modules)?;
+        for directive in directives {
+            println!("{directive}");
+        }
         Ok(modules)
     }
 }
@@ -288,11 +369,32 @@ fn write_table(file: &Path, krate: &str, modules: &[Module]) -> Result<(), Build
 
 /// Compiles the kernel crate for `arch` in its own target directory under `cache` and writes its
 /// PTX to `dest` (through a temporary file, so that a cache entry is always whole).
-fn build_ptx(krate: &Path, cache: &Path, arch: &str, dest: &Path) -> Result<(), BuildError> {
-    let target_dir = cache.join(format!("build-{arch}"));
+fn build_ptx(
+    krate: &Path,
+    lock: Option<&Path>,
+    cache: &Path,
+    arch: &str,
+    dest: &Path,
+) -> Result<(), BuildError> {
+    // One nested target directory per workspace and architecture: the kernel crates of one
+    // workspace share their `core` build; other checkouts sharing the cache get their own.
+    let target_dir = cache.join(format!("build-{arch}-{:08x}", hash::workspace_key(krate) as u32));
+    // The nested build's lock file lives in its target directory, a copy of the one that governs
+    // the kernel crate (the same versions as the host build): a kernel crate outside any
+    // workspace would otherwise get a Cargo.lock written into the user's source tree.
+    fs::create_dir_all(&target_dir).or_else(|e| err(format!("creating {}: {e}", target_dir.display())))?;
+    let nested_lock = target_dir.join("Cargo.lock");
+    if let Some(lock) = lock {
+        fs::copy(lock, &nested_lock).or_else(|e| err(format!("copying {}: {e}", lock.display())))?;
+    }
     let output = nightly::command("rustup")
-        .args(["run", NIGHTLY, "cargo", "rustc", "--release", "--lib"])
+        .args(["run", NIGHTLY, "cargo", "rustc", "--quiet", "--release", "--lib"])
         .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
+        .arg("--config")
+        .arg(format!(
+            "resolver.lockfile-path={:?}",
+            nested_lock.display().to_string()
+        ))
         .arg("--manifest-path")
         .arg(krate.join("Cargo.toml"))
         .arg("--target-dir")
@@ -306,11 +408,7 @@ fn build_ptx(krate: &Path, cache: &Path, arch: &str, dest: &Path) -> Result<(), 
             ))
         })?;
     if !output.status.success() {
-        return err(format!(
-            "compiling {} to PTX for {arch} failed:\n{}",
-            krate.display(),
-            String::from_utf8_lossy(&output.stderr)
-        ));
+        return err(diagnostics::errors(&String::from_utf8_lossy(&output.stderr)));
     }
     let deps = target_dir.join("nvptx64-nvidia-cuda/release/deps");
     let stem = lib_name(krate)?;

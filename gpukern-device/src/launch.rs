@@ -14,20 +14,26 @@
 //! pub mod scale {
 //!     pub const KERNEL: Kernel = Kernel { name: "scale", krate: "my_kernels", params: &[...], .. };
 //!     pub const MAX_THREADS: Option<u32> = None; // Some(384) with #[kernel(launch_bounds(384))]
-//!     pub unsafe fn launch<L: Launcher>(on: &L, config: L::Config, x: &L::Buffer<f32>,
-//!         y: &mut L::Buffer<f32>, factor: f32, n: usize) -> Result<(), L::Error> { ... }
+//!     pub unsafe fn launch<L: Launcher>(on: &L, config: L::Config,
+//!         x: impl BufferArg<L::Input<'_, f32>>, y: impl BufferArg<L::Output<'_, f32>>,
+//!         factor: f32, n: usize) -> Result<(), L::Error> { ... }
 //! }
 //! ```
 //!
-//! Each `*const T` parameter becomes `&L::Buffer<T>`, each `*mut T` `&mut L::Buffer<T>`, and a
-//! scalar is passed by value (its type must implement [`Scalar`]). gpukern's `Module` is the
-//! [`Launcher`]: `L::Buffer<T>` is its `DeviceVec<T>`, so a buffer of the wrong element type, a
-//! missing argument or one too many is a compile error, and the launch runs on CUDA or in the
-//! simulator with the same call. The launcher asks the `Launcher` for each argument in the
+//! Each `*const T` parameter takes anything that is a [`BufferArg`] of `L::Input<T>`, each
+//! `*mut T` one of `L::Output<T>`, and a scalar is passed by value (its type must implement
+//! [`Scalar`]). gpukern's `Module` is the [`Launcher`]: its `Input<T>` is a read view of device
+//! memory (`DeviceSlice<T>`, made from a `&DeviceVec<T>`, a `&DeviceMatrix<T>` or a view
+//! `v.slice(range)`), its `Output<T>` a write view (`DeviceSliceMut<T>`, from `&mut` of those or
+//! `v.slice_mut(range)`), so a buffer of the wrong element type, `&` for `&mut`, a missing
+//! argument or one too many is a compile error, and the launch runs on CUDA or in the simulator
+//! with the same call. The launcher asks the `Launcher` for each argument in the
 //! kernel's order, then hands it a closure that calls the kernel with the pointers and scalars
 //! it got back: the simulator runs that closure once per simulated thread, CUDA never calls it.
 
 use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::DeviceCopy;
 
 /// A kernel as the host sees it: its entry point's name, the crate it lives in, its parameters,
 /// and how many times it was launched in this process.
@@ -157,6 +163,9 @@ pub struct Param {
     pub kind: ParamKind,
     /// The type as written in the kernel (`*const f32`, `usize`).
     pub ty: &'static str,
+    /// Its `#[len(..)]` expression, for a pointer whose kernel declares how many elements it
+    /// may touch through it.
+    pub len: Option<&'static str>,
 }
 
 /// How the host passes a parameter.
@@ -179,8 +188,16 @@ pub enum ParamKind {
 pub trait Launcher {
     /// Grid, block and dynamic shared memory of a launch.
     type Config;
-    /// A device vector of `T`.
-    type Buffer<T>;
+    /// What a `*const T` parameter takes: a view of device memory the kernel reads (gpukern's
+    /// `DeviceSlice<'a, T>`).
+    type Input<'a, T: 'a>
+    where
+        Self: 'a;
+    /// What a `*mut T` parameter takes: a view of device memory the kernel may write (gpukern's
+    /// `DeviceSliceMut<'a, T>`).
+    type Output<'a, T: 'a>
+    where
+        Self: 'a;
     /// Why a launch failed.
     type Error;
     /// One launch being assembled.
@@ -193,12 +210,23 @@ pub trait Launcher {
 
     /// Adds a buffer the kernel reads; returns the pointer the simulator passes to the kernel
     /// (on CUDA, any pointer: the kernel closure is never called there).
-    fn input<'a, T: Copy + 'static>(args: &mut Self::Args<'a>, buffer: &'a Self::Buffer<T>) -> *const T
+    /// `declared`: the elements the kernel declares it may touch through this parameter
+    /// (`#[len(..)]`), if it does.
+    fn input<'a, T: Copy + 'static>(
+        args: &mut Self::Args<'a>,
+        buffer: Self::Input<'a, T>,
+        declared: Option<Declared>,
+    ) -> *const T
     where
         Self: 'a;
 
     /// Adds a buffer the kernel may write; returns the pointer the simulator passes to the kernel.
-    fn output<'a, T: Copy + 'static>(args: &mut Self::Args<'a>, buffer: &'a mut Self::Buffer<T>) -> *mut T
+    /// `declared` as for [`Launcher::input`].
+    fn output<'a, T: Copy + 'static>(
+        args: &mut Self::Args<'a>,
+        buffer: Self::Output<'a, T>,
+        declared: Option<Declared>,
+    ) -> *mut T
     where
         Self: 'a;
 
@@ -223,50 +251,59 @@ pub trait Launcher {
         Self: 'a;
 }
 
-/// A value a kernel can take by value: the host copies its bytes into the launch.
+/// A host value that stands for a buffer argument of a launch: `Target` is the launcher's view
+/// type of a `*const T` parameter ([`Launcher::Input`]) or a `*mut T` one ([`Launcher::Output`]).
+/// gpukern implements it for its buffers (`&DeviceVec<T>`, `&DeviceMatrix<T>`, `&mut` of them)
+/// and their views (`v.slice(range)`, `v.slice_mut(range)`), so that a launch takes any of them.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be passed where the kernel takes `{Target}`",
+    label = "not a device buffer of the parameter's element type and access",
+    note = "a `*const T` parameter takes `&DeviceVec<T>`, `&DeviceMatrix<T>` or a view (`v.slice(range)?`); a `*mut T` parameter takes `&mut DeviceVec<T>`, `&mut DeviceMatrix<T>` or `v.slice_mut(range)?`"
+)]
+pub trait BufferArg<Target> {
+    /// The view the launcher registers.
+    fn into_target(self) -> Target;
+}
+
+/// A value a kernel can take by value: the host copies its bytes into the launch's parameters.
+/// Every [`DeviceCopy`] type (the primitive numbers, `f16`, `bf16`, arrays of them, your
+/// `#[derive(DeviceCopy)]` structs) and `bool`.
 ///
 /// # Safety
-/// `Self` is plain data whose PTX parameter is its own size (at most 8 bytes) and whose bytes,
-/// little-endian in the low bytes of [`Scalar::to_bits`], are the value.
-pub unsafe trait Scalar: Copy + Send + Sync + 'static {
-    /// The value's bytes in the low bytes of a `u64` (the rest zero).
-    fn to_bits(self) -> u64;
-}
+/// `Self` is plain data whose bytes are its PTX parameter's (`.param .align A .b8 p[size]` for a
+/// struct, as rustc's NVPTX backend passes it by value).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a kernel's by-value parameter",
+    label = "not a `Scalar`",
+    note = "a by-value parameter is a primitive number, `bool`, `f16`, `bf16`, an array of them, or a `#[repr(C)]` struct with `#[derive(Clone, Copy, DeviceCopy)]`"
+)]
+pub unsafe trait Scalar: Copy + Send + Sync + 'static {}
 
-macro_rules! scalar_int {
-    ($($t:ty => $u:ty),*) => {$(
-        // SAFETY: an integer of at most 8 bytes; its PTX parameter has its size.
-        unsafe impl Scalar for $t {
-            #[inline(always)]
-            fn to_bits(self) -> u64 {
-                self as $u as u64
-            }
-        }
-    )*};
-}
-scalar_int!(u8 => u8, u16 => u16, u32 => u32, u64 => u64, usize => usize,
-            i8 => u8, i16 => u16, i32 => u32, i64 => u64, isize => usize);
-
-// SAFETY: four bytes, passed as a `.f32` parameter.
-unsafe impl Scalar for f32 {
-    #[inline(always)]
-    fn to_bits(self) -> u64 {
-        u64::from(self.to_bits())
-    }
-}
-
-// SAFETY: eight bytes, passed as a `.f64` parameter.
-unsafe impl Scalar for f64 {
-    #[inline(always)]
-    fn to_bits(self) -> u64 {
-        self.to_bits()
-    }
-}
+// SAFETY: plain data without padding (the `DeviceCopy` contract); its bytes are the value.
+unsafe impl<T: DeviceCopy> Scalar for T {}
 
 // SAFETY: one byte, 0 or 1, passed as a `.b8` parameter.
-unsafe impl Scalar for bool {
-    #[inline(always)]
-    fn to_bits(self) -> u64 {
-        u64::from(self)
+unsafe impl Scalar for bool {}
+
+/// How many elements a kernel declares it may touch through one pointer parameter, from its
+/// `#[len(expr)]`: the expression's value for this launch's scalar arguments and its text (for
+/// messages). A generated launcher hands it to [`Launcher::input`] / [`Launcher::output`], which
+/// refuse a shorter buffer and (in the simulator) register exactly `len` elements, so that an
+/// access past them is reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Declared {
+    /// The expression as written in `#[len(..)]`.
+    pub expr: &'static str,
+    /// Its value; `None` when it is negative or does not fit `usize`.
+    pub len: Option<usize>,
+}
+
+impl Declared {
+    /// `value` of the expression `expr`, any integer type.
+    pub fn new<V: TryInto<usize>>(expr: &'static str, value: V) -> Declared {
+        Declared {
+            expr,
+            len: value.try_into().ok(),
+        }
     }
 }

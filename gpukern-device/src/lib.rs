@@ -39,7 +39,6 @@
 #![cfg_attr(
     target_arch = "nvptx64",
     feature(
-        abi_ptx,
         stdarch_nvptx,
         core_intrinsics,
         gpu_intrinsics,
@@ -56,6 +55,7 @@ pub mod bulk;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 pub mod cluster;
 pub mod convert;
+pub mod device_copy;
 pub mod grid;
 pub mod hint;
 pub mod math;
@@ -79,7 +79,10 @@ pub use inventory as __inventory;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod sim;
 
+pub use device_copy::DeviceCopy;
 pub use gpukern_device_macros::kernel;
+/// `#[derive(DeviceCopy)]`: see [`device_copy`].
+pub use gpukern_device_macros::DeviceCopy;
 /// The `half` crate (no_std), whose [`f16`](struct@f16) and [`bf16`] are the 16-bit element types.
 pub use half::{self, bf16, f16};
 

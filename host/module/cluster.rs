@@ -4,14 +4,14 @@
 use std::ffi::c_void;
 
 use cudarc::driver::{DriverError, sys};
-use gpukern_device::launch::{Kernel, Launcher, Scalar};
+use gpukern_device::launch::{Declared, Kernel, Launcher, Scalar};
 use gpukern_device::sim::Dim3;
 
 use super::{Function, Module, ModuleArgs};
-use crate::buffer::DeviceVec;
 use crate::device::CudaDevice;
 use crate::error::{DriverContext, Error, Result};
 use crate::launch_config::LaunchConfig;
+use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// Most blocks in a cluster on any sm_90 GPU without the non-portable attribute.
 pub const PORTABLE_CLUSTER_BLOCKS: u32 = 8;
@@ -43,7 +43,14 @@ impl Module {
 
 impl Launcher for Clustered<'_> {
     type Config = LaunchConfig;
-    type Buffer<T> = DeviceVec<T>;
+    type Input<'a, T: 'a>
+        = DeviceSlice<'a, T>
+    where
+        Self: 'a;
+    type Output<'a, T: 'a>
+        = DeviceSliceMut<'a, T>
+    where
+        Self: 'a;
     type Error = Error;
     type Args<'a>
         = ModuleArgs<'a>

@@ -5,13 +5,13 @@
 use std::ffi::c_void;
 
 use cudarc::driver::{DriverError, sys};
-use gpukern_device::launch::{Kernel, Launcher, Scalar};
+use gpukern_device::launch::{Declared, Kernel, Launcher, Scalar};
 
 use super::{Function, Module, ModuleArgs};
-use crate::buffer::DeviceVec;
 use crate::device::CudaDevice;
 use crate::error::{DriverContext, Error, Result};
 use crate::launch_config::LaunchConfig;
+use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// A [`Module`] whose launches are cooperative: `my_kernels::k::launch(&module.cooperative(),
 /// config, ..)`. Made by [`Module::cooperative`].
@@ -61,14 +61,16 @@ impl Module {
                 Ok(most.min(u64::from(u32::MAX)) as u32)
             }
             crate::device::Backend::Cuda(device) => {
-                let function = self.function(kernel.name).ok_or_else(|| Error::InvalidArgument {
-                    op: kernel.name,
-                    detail: format!(
-                        "the loaded PTX of `{}` has no entry point `{}`",
-                        self.krate, kernel.name
-                    ),
-                })?;
-                resident(kernel.name, function, device, threads, shared_mem_bytes)
+                let function = self
+                    .function(kernel.name)?
+                    .ok_or_else(|| Error::InvalidArgument {
+                        op: kernel.name,
+                        detail: format!(
+                            "the loaded PTX of `{}` has no entry point `{}`",
+                            self.krate, kernel.name
+                        ),
+                    })?;
+                resident(kernel.name, &function, device, threads, shared_mem_bytes)
             }
         }
     }
@@ -76,7 +78,14 @@ impl Module {
 
 impl Launcher for Cooperative<'_> {
     type Config = LaunchConfig;
-    type Buffer<T> = DeviceVec<T>;
+    type Input<'a, T: 'a>
+        = DeviceSlice<'a, T>
+    where
+        Self: 'a;
+    type Output<'a, T: 'a>
+        = DeviceSliceMut<'a, T>
+    where
+        Self: 'a;
     type Error = Error;
     type Args<'a>
         = ModuleArgs<'a>

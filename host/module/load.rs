@@ -4,11 +4,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys};
 use cudarc::nvrtc::Ptx;
 
+use super::split::Split;
 use crate::error::{DriverContext, Error, Result};
 use crate::launch_config::DeviceLimits;
 
@@ -79,9 +80,28 @@ pub fn entry_names(ptx: &str) -> Vec<&str> {
         .collect()
 }
 
+/// A crate's PTX module split by entry point: the small module each entry is loaded as (its
+/// own text, and every function and variable it reaches), as a `Gpu` hands it to the driver the
+/// first time it launches the entry.
+pub struct EntryModules<'a>(Split<'a>);
+
+impl<'a> EntryModules<'a> {
+    /// Splits `ptx` (one architecture's module, [`PtxModule::ptx`]).
+    pub fn new(ptx: &'a str) -> EntryModules<'a> {
+        EntryModules(Split::new(ptx))
+    }
+
+    /// The module of the entry point `entry` alone; `None` if `ptx` has no such entry.
+    pub fn module_of(&self, entry: &str) -> Option<String> {
+        self.0.module_of(entry)
+    }
+}
+
 /// A loaded entry point and what its launches are checked against.
 pub(crate) struct Function {
     pub(crate) func: CudaFunction,
+    /// The module the entry was loaded in (its own: see [`Functions`]), alive while it is.
+    _module: Arc<CudaModule>,
     /// The most threads a block may have: the device limit, lowered by the driver when the
     /// kernel's registers do not fit the register file at that many.
     pub(crate) max_threads: u32,
@@ -95,56 +115,127 @@ pub(crate) struct Function {
     resident: Mutex<HashMap<(u32, u32), u32>>,
 }
 
-/// The functions of one loaded PTX module, by entry-point name.
+/// The entry points of one kernel crate's PTX module on one device, each loaded the first time
+/// it is asked for: its own small module cut out of the whole (`split`), which the driver
+/// JIT-compiles then. Choosing the module and listing its entries asks nothing of the driver, so
+/// making a `Gpu` compiles no kernel, and a program pays for the kernels it launches.
 pub(crate) struct Functions {
-    _module: Arc<CudaModule>,
-    pub(crate) by_name: HashMap<String, Function>,
+    ctx: Arc<CudaContext>,
+    /// The dynamic shared memory every kernel may use without opting in.
+    default_shared: u32,
+    /// The chosen module's PTX and architecture.
+    ptx: &'static str,
     pub(crate) arch: &'static str,
+    /// Its entry points, sorted.
+    entries: Vec<&'static str>,
+    /// The module's items, split when the first kernel is loaded.
+    split: OnceLock<Split<'static>>,
+    /// The entries loaded so far.
+    loaded: Mutex<HashMap<&'static str, Arc<Function>>>,
 }
 
 impl Functions {
-    /// Loads `set`'s module for a device of compute capability `cc` with `limits`, and every
-    /// entry point in it.
-    pub(crate) fn load(
+    /// The module of `set` for a device of compute capability `cc` with `limits`; nothing is
+    /// loaded yet. A set without modules gives no entries.
+    ///
+    /// Errors: [`Error::UnsupportedDevice`] if every module is for a newer GPU.
+    pub(crate) fn select(
         ctx: &Arc<CudaContext>,
         cc: (i32, i32),
         limits: &DeviceLimits,
         set: &PtxSet,
     ) -> Result<Functions> {
+        if set.modules.is_empty() {
+            // A crate built without its PTX (gpukern without its `library` feature): nothing to
+            // choose, and every entry is missing (the launch says why).
+            return Ok(Functions {
+                ctx: ctx.clone(),
+                default_shared: limits.max_shared_mem_per_block,
+                ptx: "",
+                arch: "none",
+                entries: Vec::new(),
+                split: OnceLock::new(),
+                loaded: Mutex::new(HashMap::new()),
+            });
+        }
         let module = set.select(cc).ok_or_else(|| Error::UnsupportedDevice {
             major: cc.0,
             minor: cc.1,
             built: set.modules.iter().map(|m| m.arch).collect::<Vec<_>>().join(", "),
         })?;
-        let loaded = ctx
-            .load_module(Ptx::from_src(module.ptx))
-            .during("loading a PTX module")?;
-        let mut by_name = HashMap::new();
-        for name in entry_names(module.ptx) {
-            use sys::CUfunction_attribute::*;
-            let func = loaded.load_function(name).during("loading a kernel")?;
-            let attribute = |a| {
-                func.get_attribute(a)
-                    .map(|v| v.max(0) as u32)
-                    .during("reading a kernel's attributes")
-            };
-            let max_threads = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
-            let static_shared = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?;
-            by_name.insert(
-                name.to_string(),
-                Function {
-                    func,
-                    max_threads,
-                    static_shared,
-                    opted_in: AtomicU32::new(limits.max_shared_mem_per_block),
-                    resident: Mutex::new(HashMap::new()),
-                },
-            );
-        }
+        let mut entries = entry_names(module.ptx);
+        entries.sort_unstable();
         Ok(Functions {
-            _module: loaded,
-            by_name,
+            ctx: ctx.clone(),
+            default_shared: limits.max_shared_mem_per_block,
+            ptx: module.ptx,
             arch: module.arch,
+            entries,
+            split: OnceLock::new(),
+            loaded: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The entry points of the module, sorted.
+    pub(crate) fn names(&self) -> &[&'static str] {
+        &self.entries
+    }
+
+    /// The entry point `name`, loaded (JIT-compiled by the driver) on first use; `None` if the
+    /// module has no such entry.
+    ///
+    /// Errors: a driver error loading it.
+    pub(crate) fn get(&self, name: &str) -> Result<Option<Arc<Function>>> {
+        let Ok(at) = self.entries.binary_search(&name) else {
+            return Ok(None);
+        };
+        let name = self.entries[at];
+        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = loaded.get(name) {
+            return Ok(Some(f.clone()));
+        }
+        let split = self.split.get_or_init(|| Split::new(self.ptx));
+        let text = split.module_of(name).ok_or_else(|| Error::InvalidArgument {
+            op: "loading a kernel",
+            detail: format!("the PTX lists the entry `{name}` but has no body for it"),
+        })?;
+        // On a thread of its own: a `Gpu::capture` records this thread's stream in thread-local
+        // mode, where the driver may refuse calls that are no stream work (a module load) from
+        // the capturing thread; a kernel first launched inside a capture loads like any other.
+        let function =
+            std::thread::scope(|s| s.spawn(|| self.load(name, text)).join()).unwrap_or_else(|_| {
+                Err(Error::InvalidArgument {
+                    op: "loading a kernel",
+                    detail: format!("the thread loading `{name}` panicked"),
+                })
+            })?;
+        let function = Arc::new(function);
+        loaded.insert(name, function.clone());
+        Ok(Some(function))
+    }
+
+    /// Loads the module `text` holding the entry `name`, and the entry with its attributes.
+    fn load(&self, name: &str, text: String) -> Result<Function> {
+        use sys::CUfunction_attribute::*;
+        let module = self
+            .ctx
+            .load_module(Ptx::from_src(text))
+            .during("loading a kernel's PTX module")?;
+        let func = module.load_function(name).during("loading a kernel")?;
+        let attribute = |a| {
+            func.get_attribute(a)
+                .map(|v| v.max(0) as u32)
+                .during("reading a kernel's attributes")
+        };
+        let max_threads = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
+        let static_shared = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?;
+        Ok(Function {
+            func,
+            _module: module,
+            max_threads,
+            static_shared,
+            opted_in: AtomicU32::new(self.default_shared),
+            resident: Mutex::new(HashMap::new()),
         })
     }
 }

@@ -4,12 +4,19 @@
 //! plan once, computes the launch configuration ([`crate::launch_config`]) and launches through
 //! `crate::raw`; device facts come from [`crate::device`].
 
+#[cfg(feature = "library")]
 pub mod add;
+#[cfg(feature = "library")]
 pub mod cross_entropy;
+#[cfg(feature = "library")]
 pub mod matmul;
+#[cfg(feature = "library")]
 pub mod norm;
+#[cfg(feature = "library")]
 pub mod reduce;
+#[cfg(feature = "library")]
 pub mod softmax;
+#[cfg(feature = "library")]
 pub mod transpose;
 
 use crate::error::{Error, Result};

@@ -32,7 +32,17 @@ pub(crate) unsafe fn cross_entropy(
     // SAFETY: per the contract; the finish reads the statistics the first launch wrote (in
     // order on the one stream).
     unsafe {
-        softmax_split_stats::launch(&library, stats, x, partials, rows, cols, chunks, chunk_vecs, 1.0)?;
+        softmax_split_stats::launch(
+            &library,
+            stats,
+            x,
+            &mut *partials,
+            rows,
+            cols,
+            chunks,
+            chunk_vecs,
+            1.0,
+        )?;
         k::cross_entropy_finish::launch(&library, finish, x, labels, partials, loss, rows, cols, chunks)
     }
 }
@@ -62,7 +72,16 @@ pub(crate) unsafe fn cross_entropy_warps(
     // order on the one stream).
     unsafe {
         k::cross_entropy_warp::launch(
-            &library, stats, x, labels, partials, loss, rows, cols, chunks, chunk_vecs,
+            &library,
+            stats,
+            x,
+            labels,
+            &mut *partials,
+            &mut *loss,
+            rows,
+            cols,
+            chunks,
+            chunk_vecs,
         )?;
         if chunks > 1 {
             k::cross_entropy_finish::launch(&library, finish, x, labels, partials, loss, rows, cols, chunks)?;

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::module::Module;
 use crate::ops::matmul::{FastTile, Tf32Tile};
+use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// The matmul kernels. All take `(a, b, c, m, n, k)`; the fast ones also `k_split`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,9 +35,9 @@ pub(crate) enum MatmulKernel {
 type FastLauncher = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
-    &'a DeviceVec,
-    &'a DeviceVec,
-    &'a mut DeviceVec,
+    DeviceSlice<'a, f32>,
+    DeviceSlice<'a, f32>,
+    DeviceSliceMut<'a, f32>,
     usize,
     usize,
     usize,
@@ -46,13 +47,13 @@ type FastLauncher = for<'a> unsafe fn(
 /// The fast kernel of `tile`, with 16-byte global accesses or not: `(a, b, c, m, n, k, k_split)`.
 fn fast(tile: FastTile, vec4: bool) -> FastLauncher {
     match (tile, vec4) {
-        (FastTile::Large, false) => k::matmul_fast_128x128::launch,
-        (FastTile::Large, true) => k::matmul_fast_128x128_vec4::launch,
-        (FastTile::Small, false) => k::matmul_fast_64x64::launch,
-        (FastTile::Small, true) => k::matmul_fast_64x64_vec4::launch,
+        (FastTile::Large, false) => k::matmul_fast_128x128::launch_views::<Module>,
+        (FastTile::Large, true) => k::matmul_fast_128x128_vec4::launch_views::<Module>,
+        (FastTile::Small, false) => k::matmul_fast_64x64::launch_views::<Module>,
+        (FastTile::Small, true) => k::matmul_fast_64x64_vec4::launch_views::<Module>,
         // The `cp.async` pipeline, 4-byte or 16-byte copies.
-        (FastTile::Wide, false) => k::matmul_fast_128x256::launch,
-        (FastTile::Wide, true) => k::matmul_fast_128x256_vec4::launch,
+        (FastTile::Wide, false) => k::matmul_fast_128x256::launch_views::<Module>,
+        (FastTile::Wide, true) => k::matmul_fast_128x256_vec4::launch_views::<Module>,
     }
 }
 
@@ -82,7 +83,7 @@ pub(crate) unsafe fn matmul(
         MatmulKernel::Naive => return unsafe { k::matmul_naive::launch(on, cfg, a, b, c, m, n, kd) },
         MatmulKernel::Tiled => return unsafe { k::matmul_tiled::launch(on, cfg, a, b, c, m, n, kd) },
         MatmulKernel::Fast { tile, vec4, k_split } => {
-            return unsafe { fast(tile, vec4)(on, cfg, a, b, c, m, n, kd, k_split) };
+            return unsafe { fast(tile, vec4)(on, cfg, a.view(), b.view(), c.view_mut(), m, n, kd, k_split) };
         }
         MatmulKernel::Tf32 { tile, vec4 } => (tile, vec4),
     };
@@ -210,9 +211,9 @@ pub(crate) unsafe fn stream_k_fixup(
 pub(crate) type HalfLauncher<I, O> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
-    &'a DeviceVec<I>,
-    &'a DeviceVec<I>,
-    &'a mut DeviceVec<O>,
+    DeviceSlice<'a, I>,
+    DeviceSlice<'a, I>,
+    DeviceSliceMut<'a, O>,
     usize,
     usize,
     usize,
@@ -238,10 +239,10 @@ pub(crate) trait HalfKernels<O>: Sized {
 pub(crate) type WgmmaLauncher<I, O> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
-    &'a DeviceVec<u64>,
-    &'a DeviceVec<I>,
-    &'a DeviceVec<I>,
-    &'a mut DeviceVec<O>,
+    DeviceSlice<'a, u64>,
+    DeviceSlice<'a, I>,
+    DeviceSlice<'a, I>,
+    DeviceSliceMut<'a, O>,
     usize,
     usize,
     usize,
@@ -253,19 +254,19 @@ macro_rules! half_kernels {
     ($($in:ty => $out:ty: $tma:ident, $plain:ident, $vec8:ident, [$wide:ident, $square:ident, $narrow:ident] $(, $wgmma:ident)?;)*) => {$(
         impl HalfKernels<$out> for $in {
             fn half_128x128(vec8: bool) -> HalfLauncher<$in, $out> {
-                if vec8 { h::$vec8::launch } else { h::$plain::launch }
+                if vec8 { h::$vec8::launch_views::<Module> } else { h::$plain::launch_views::<Module> }
             }
             $(
                 fn wgmma_128x128() -> Option<WgmmaLauncher<$in, $out>> {
-                    Some(k::wgmma::$wgmma::launch)
+                    Some(k::wgmma::$wgmma::launch_views::<Module>)
                 }
             )?
             fn wgmma_ws(tile: crate::ops::matmul::WsTile) -> WgmmaLauncher<$in, $out> {
                 use crate::ops::matmul::WsTile;
                 match tile {
-                    WsTile::Wide => k::wgmma_ws::$wide::launch,
-                    WsTile::Square => k::wgmma_ws::$square::launch,
-                    WsTile::Narrow => k::wgmma_ws::$narrow::launch,
+                    WsTile::Wide => k::wgmma_ws::$wide::launch_views::<Module>,
+                    WsTile::Square => k::wgmma_ws::$square::launch_views::<Module>,
+                    WsTile::Narrow => k::wgmma_ws::$narrow::launch_views::<Module>,
                 }
             }
             fn tensor_map_type() -> cudarc::driver::sys::CUtensorMapDataType {

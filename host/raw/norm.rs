@@ -8,14 +8,15 @@ use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 use crate::module::Module;
 use crate::ops::norm::{LoopKind, NormPlan, RowsWidth};
+use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// The launcher of an RMSNorm kernel `(x, w, y, rows, cols, eps)` on elements `T`.
 pub type RmsLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
-    &'a DeviceVec<T>,
-    &'a DeviceVec<T>,
-    &'a mut DeviceVec<T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSliceMut<'a, T>,
     usize,
     usize,
     f32,
@@ -25,10 +26,10 @@ pub type RmsLauncher<T> = for<'a> unsafe fn(
 pub type LayerLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
-    &'a DeviceVec<T>,
-    &'a DeviceVec<T>,
-    &'a DeviceVec<T>,
-    &'a mut DeviceVec<T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSliceMut<'a, T>,
     usize,
     usize,
     f32,
@@ -95,7 +96,7 @@ pub struct NormKernels<T: 'static> {
 macro_rules! norm_set {
     ($($field:ident = $kernel:ident),+ $(,)?) => {
         NormSet {
-            $($field: (&k::$kernel::KERNEL, k::$kernel::launch)),+
+            $($field: (&k::$kernel::KERNEL, k::$kernel::launch_views::<Module>)),+
         }
     };
 }
@@ -206,7 +207,7 @@ pub(crate) unsafe fn rms<T: Element>(
     eps: f32,
 ) -> Result<()> {
     // SAFETY: per the contract.
-    unsafe { launcher(library, cfg, x, w, y, rows, cols, eps) }
+    unsafe { launcher(library, cfg, x.view(), w.view(), y.view_mut(), rows, cols, eps) }
 }
 
 /// Launches a LayerNorm kernel.
@@ -225,5 +226,17 @@ pub(crate) unsafe fn layer<T: Element>(
     eps: f32,
 ) -> Result<()> {
     // SAFETY: per the contract.
-    unsafe { launcher(library, cfg, x, w, b, y, rows, cols, eps) }
+    unsafe {
+        launcher(
+            library,
+            cfg,
+            x.view(),
+            w.view(),
+            b.view(),
+            y.view_mut(),
+            rows,
+            cols,
+            eps,
+        )
+    }
 }

@@ -8,6 +8,7 @@ use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 use crate::module::Module;
+use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// The softmax kernels that take `(x, y, rows, cols, t)`: the tutorial's block per row, and the
 /// one-pass kernels (warp, group of lanes or block per row, persistent or not, stream).
@@ -35,8 +36,8 @@ pub(crate) enum RowKernel {
 type RowLauncher = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
-    &'a DeviceVec,
-    &'a mut DeviceVec,
+    DeviceSlice<'a, f32>,
+    DeviceSliceMut<'a, f32>,
     usize,
     usize,
     f32,
@@ -94,29 +95,65 @@ impl RowKernel {
     /// from this enum to the kernels.
     fn entry(self) -> (&'static Kernel, RowLauncher) {
         match self {
-            RowKernel::BlockReduce => (&k::softmax_block_reduce::KERNEL, k::softmax_block_reduce::launch),
-            RowKernel::Warp1 => (&k::softmax_warp_1::KERNEL, k::softmax_warp_1::launch),
-            RowKernel::Warp2 => (&k::softmax_warp_2::KERNEL, k::softmax_warp_2::launch),
-            RowKernel::Warp4 => (&k::softmax_warp_4::KERNEL, k::softmax_warp_4::launch),
-            RowKernel::Warp8 => (&k::softmax_warp_8::KERNEL, k::softmax_warp_8::launch),
-            RowKernel::Block4 => (&k::softmax_block_4::KERNEL, k::softmax_block_4::launch),
-            RowKernel::Block8 => (&k::softmax_block_8::KERNEL, k::softmax_block_8::launch),
-            RowKernel::Block4EvictLast => (&k::softmax_block_4_el::KERNEL, k::softmax_block_4_el::launch),
-            RowKernel::Block8EvictLast => (&k::softmax_block_8_el::KERNEL, k::softmax_block_8_el::launch),
-            RowKernel::Stream => (&k::softmax_stream::KERNEL, k::softmax_stream::launch),
-            RowKernel::Group8x4 => (&k::softmax_group_8x4::KERNEL, k::softmax_group_8x4::launch),
-            RowKernel::Group16x2 => (&k::softmax_group_16x2::KERNEL, k::softmax_group_16x2::launch),
+            RowKernel::BlockReduce => (
+                &k::softmax_block_reduce::KERNEL,
+                k::softmax_block_reduce::launch_views::<Module>,
+            ),
+            RowKernel::Warp1 => (
+                &k::softmax_warp_1::KERNEL,
+                k::softmax_warp_1::launch_views::<Module>,
+            ),
+            RowKernel::Warp2 => (
+                &k::softmax_warp_2::KERNEL,
+                k::softmax_warp_2::launch_views::<Module>,
+            ),
+            RowKernel::Warp4 => (
+                &k::softmax_warp_4::KERNEL,
+                k::softmax_warp_4::launch_views::<Module>,
+            ),
+            RowKernel::Warp8 => (
+                &k::softmax_warp_8::KERNEL,
+                k::softmax_warp_8::launch_views::<Module>,
+            ),
+            RowKernel::Block4 => (
+                &k::softmax_block_4::KERNEL,
+                k::softmax_block_4::launch_views::<Module>,
+            ),
+            RowKernel::Block8 => (
+                &k::softmax_block_8::KERNEL,
+                k::softmax_block_8::launch_views::<Module>,
+            ),
+            RowKernel::Block4EvictLast => (
+                &k::softmax_block_4_el::KERNEL,
+                k::softmax_block_4_el::launch_views::<Module>,
+            ),
+            RowKernel::Block8EvictLast => (
+                &k::softmax_block_8_el::KERNEL,
+                k::softmax_block_8_el::launch_views::<Module>,
+            ),
+            RowKernel::Stream => (
+                &k::softmax_stream::KERNEL,
+                k::softmax_stream::launch_views::<Module>,
+            ),
+            RowKernel::Group8x4 => (
+                &k::softmax_group_8x4::KERNEL,
+                k::softmax_group_8x4::launch_views::<Module>,
+            ),
+            RowKernel::Group16x2 => (
+                &k::softmax_group_16x2::KERNEL,
+                k::softmax_group_16x2::launch_views::<Module>,
+            ),
             RowKernel::PersistWarp8 => (
                 &k::softmax_persist_warp_8::KERNEL,
-                k::softmax_persist_warp_8::launch,
+                k::softmax_persist_warp_8::launch_views::<Module>,
             ),
             RowKernel::PersistBlock4 => (
                 &k::softmax_persist_block_4::KERNEL,
-                k::softmax_persist_block_4::launch,
+                k::softmax_persist_block_4::launch_views::<Module>,
             ),
             RowKernel::PersistBlock8 => (
                 &k::softmax_persist_block_8::KERNEL,
-                k::softmax_persist_block_8::launch,
+                k::softmax_persist_block_8::launch_views::<Module>,
             ),
         }
     }
@@ -146,7 +183,7 @@ pub(crate) unsafe fn row_kernel(
     t: f32,
 ) -> Result<()> {
     // SAFETY: sizes, alignment and shape per the contract.
-    unsafe { kernel.entry().1(&gpu.library(), cfg, x, y, rows, cols, t) }
+    unsafe { kernel.entry().1(&gpu.library(), cfg, x.view(), y.view_mut(), rows, cols, t) }
 }
 
 /// Launches `softmax_split_stats(x, partials, rows, cols, chunks, chunk_vecs, t)`, then
@@ -178,7 +215,17 @@ pub(crate) unsafe fn softmax_split(
     // SAFETY: sizes, alignment and shape per the contract; the write reads the statistics the
     // first launch wrote (in order on the one stream).
     unsafe {
-        k::softmax_split_stats::launch(&library, cfg, x, partials, rows, cols, chunks, chunk_vecs, t)?;
+        k::softmax_split_stats::launch(
+            &library,
+            cfg,
+            x,
+            &mut *partials,
+            rows,
+            cols,
+            chunks,
+            chunk_vecs,
+            t,
+        )?;
         write(&library, cfg, x, partials, y, rows, cols, chunks, chunk_vecs, t)
     }
 }

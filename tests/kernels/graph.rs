@@ -29,6 +29,11 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         trials.push(trial(target, "graph::errors_inside_capture", |gpu, rng| {
             errors_inside_capture(&own(gpu)?, rng)
         }));
+        trials.push(trial(
+            target,
+            "graph::first_launch_inside_capture",
+            move |gpu, rng| first_launch_inside_capture(&own(gpu)?, rng, len),
+        ));
     }
     trials
 }
@@ -182,4 +187,23 @@ fn errors_inside_capture(gpu: &Gpu, rng: &mut StdRng) -> Check {
         f.push(e.to_string());
     }
     all_passed(failures)
+}
+
+/// A kernel launched for the first time on its `Gpu` inside a capture: on CUDA its module is loaded
+/// (JIT-compiled) then, on a thread of its own, and the replay computes what the direct call does.
+fn first_launch_inside_capture(gpu: &Gpu, rng: &mut StdRng, len: usize) -> Check {
+    let (a, b) = (random_vec(rng, len), random_vec(rng, len));
+    let (da, db) = (gpu.upload(&a)?, gpu.upload(&b)?);
+    let mut dc = poisoned_vec(gpu, len)?;
+    {
+        let mut graph = gpu.capture(|g| g.add_into(&da, &db, &mut dc))?;
+        graph.launch()?;
+    }
+    let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    check_abs(
+        "the add first launched inside a capture, replayed",
+        &dc.to_vec()?,
+        &want,
+        SAME,
+    )
 }

@@ -10,7 +10,7 @@ use std::error::Error;
 use gpukern::gpukern_device::convert::Float;
 use gpukern::gpukern_device::launch::Instance;
 use gpukern::{DeviceVec, Element, Gpu, LaunchConfig, Module, PtxSet, bf16, f16};
-use kernels::BLOCK;
+use kernels::{BLOCK, Particle, Step};
 
 /// The PTX `build.rs` compiled from `kernels/`.
 static KERNELS: PtxSet = gpukern::include_ptx!(kernels);
@@ -38,6 +38,8 @@ fn main() -> Res<()> {
         block_sum(&module)?;
         histogram(&module)?;
         hello(&module)?;
+        saxpy(&module)?;
+        advance(&module)?;
     }
     Ok(())
 }
@@ -218,4 +220,64 @@ fn hello(module: &Module) -> Res<()> {
     module.gpu().synchronize()?;
     println!("  hello: 3 blocks printed (above)");
     Ok(())
+}
+
+/// The checked, grid-stride `saxpy`: a safe launch over as many blocks as the device holds.
+fn saxpy(module: &Module) -> Res<()> {
+    let n = size(module, (1 << 26) + 3, 300_007);
+    let x: Vec<f32> = (0..n).map(|i| (i % 17) as f32).collect();
+    let y: Vec<f32> = (0..n).map(|i| (i % 5) as f32 - 2.0).collect();
+    let gpu = module.gpu();
+    let dx = gpu.upload(&x)?;
+    let mut dy = gpu.upload(&y)?;
+    let config = module.grid_stride(&kernels::saxpy::KERNEL, n, 256, 0)?;
+    let per_sm = module.occupancy(&kernels::saxpy::KERNEL, (256, 1, 1), 0)?;
+    // Checked: no `unsafe`, the launcher refuses buffers shorter than `n`.
+    kernels::saxpy::launch(module, config, 0.5, &dx, &mut dy, n)?;
+    let ok = dy
+        .to_vec()?
+        .iter()
+        .zip(x.iter().zip(&y))
+        .all(|(g, (a, b))| *g == 0.5 * a + b);
+    check(
+        &format!(
+            "saxpy (checked, grid-stride), {n} elements over {} blocks ({per_sm} per multiprocessor)",
+            config.grid.0
+        ),
+        ok,
+    )?;
+    // A buffer one element short is refused before anything runs.
+    let short = gpu.upload(&x[..n - 1])?;
+    let refused = kernels::saxpy::launch(module, config, 0.5, &short, &mut dy, n).is_err();
+    check("saxpy refuses a buffer shorter than #[len(n)]", refused)
+}
+
+/// `advance`: a `DeviceVec<Particle>` of the example's own struct, a `Step` passed by value.
+fn advance(module: &Module) -> Res<()> {
+    let n = size(module, 1_000_003, 10_007);
+    let particles: Vec<Particle> = (0..n)
+        .map(|i| Particle {
+            pos: [i as f32, -(i as f32), (i % 13) as f32 * 0.1],
+            vel: [1.0, 0.5, (i % 7) as f32 - 3.0],
+        })
+        .collect();
+    let step = Step {
+        dt: 0.01,
+        gravity: 9.81,
+        floor: 0.0,
+        damping: 0.8,
+    };
+    let mut d = module.gpu().upload(&particles)?;
+    let config = one_thread_per_element(n, 0);
+    for _ in 0..3 {
+        kernels::advance::launch(module, config, &mut d, step, n)?;
+    }
+    let want: Vec<Particle> = particles
+        .iter()
+        .map(|&p| step.apply(step.apply(step.apply(p))))
+        .collect();
+    check(
+        &format!("advance, {n} particles (a 24-byte struct) x 3 steps, a 16-byte struct by value"),
+        d.to_vec()? == want,
+    )
 }

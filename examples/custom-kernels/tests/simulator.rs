@@ -280,11 +280,13 @@ fn the_ptx_assembles_for_every_architecture_without_spills_or_stack() {
         assert_eq!(
             names,
             [
+                "advance",
                 "block_sum",
                 "grayscale",
                 "hello",
                 "histogram",
                 "increment_by_one",
+                "saxpy",
                 "scale_bf16",
                 "scale_f16",
                 "scale_f32"

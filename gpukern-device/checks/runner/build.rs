@@ -3,7 +3,8 @@
 //! `sm_90a` module only) for the `hopper_plant` binary.
 
 fn main() {
-    if let Err(e) = gpukern_build::Builder::new("..").build() {
+    // sm_90 too: the cluster and Hopper checks are compiled for it alone.
+    if let Err(e) = gpukern_build::Builder::new("..").archs("sm_80,sm_90").build() {
         e.exit();
     }
     if std::env::var_os("CARGO_FEATURE_HOPPER_PLANTS").is_some() {

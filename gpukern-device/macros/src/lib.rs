@@ -17,7 +17,9 @@
 
 mod attr;
 mod bounds;
+mod device_copy;
 mod launcher;
+mod len;
 mod print;
 mod signature;
 mod tokens;
@@ -32,6 +34,16 @@ use tokens::{name_piece, parse, substitute, text};
 #[proc_macro]
 pub fn print(input: TokenStream) -> TokenStream {
     print::expand(input)
+}
+
+/// `#[derive(DeviceCopy)]` on a `#[repr(C)]` struct: implements `gpukern_device::DeviceCopy`
+/// after checking the struct is `#[repr(C)]`, every field `DeviceCopy`, and no padding.
+#[proc_macro_derive(DeviceCopy)]
+pub fn derive_device_copy(item: TokenStream) -> TokenStream {
+    match device_copy::expand(item) {
+        Ok(out) => out,
+        Err(msg) => compile_error(&msg),
+    }
 }
 
 /// Turns `pub unsafe fn name(args) { body }` into a PTX kernel on the GPU and a plain function
@@ -202,7 +214,7 @@ fn with_body(sig: &Signature, body: &Group) -> TokenStream {
 
 /// The launcher module of a plain kernel.
 fn plain_launcher(sig: &Signature, attr: &KernelAttr) -> Result<TokenStream, String> {
-    let params = launcher::params(&sig.name, sig.params().stream())?;
+    let params = launcher::params(&sig.name, sig.declared_params().stream())?;
     let source = launcher::render(&launcher::Entry {
         name: &sig.name,
         call: format!("super::{}", sig.name),
@@ -314,7 +326,7 @@ fn instance_struct(sig: &Signature, instances: &[Instance]) -> Result<TokenStrea
 /// parameters (with its bounds), its kernel description from the instance's `Instance` impl.
 fn generic_launch(sig: &Signature) -> Result<TokenStream, String> {
     let name = &sig.name;
-    let params = launcher::params(name, sig.params().stream())?;
+    let params = launcher::params(name, sig.declared_params().stream())?;
     let decl = text(&sig.generic_decl);
     let use_args = sig
         .generics
@@ -338,9 +350,10 @@ fn generic_launch(sig: &Signature) -> Result<TokenStream, String> {
     } else {
         format!("{where_clause}, {}", predicates.join(", "))
     };
-    let launch = launcher::launch_fn(
+    let launch = launcher::launch_fns(
         "<Self as ::gpukern_device::launch::Instance>::KERNEL",
         &format!("{name}::<{use_args}>"),
+        "Self::launch_views",
         &params,
     );
     let source = format!(
@@ -364,7 +377,7 @@ fn instance_items(sig: &Signature, attr: &KernelAttr, instance: &Instance) -> Re
             .position(|g| g.name == i.to_string())
             .map(|k| instance.args[k].clone())
     };
-    let param_tokens: Vec<TokenTree> = sig.params().stream().into_iter().collect();
+    let param_tokens: Vec<TokenTree> = sig.declared_params().stream().into_iter().collect();
     let concrete = substitute(&param_tokens, &replace);
     let params = launcher::params(&entry, concrete.iter().cloned().collect())?;
 

@@ -3,6 +3,7 @@
 
 use proc_macro::{Delimiter, Group, TokenTree};
 
+use crate::len;
 use crate::tokens::{flatten, split_commas, text};
 
 /// A generic parameter of a kernel: a type (`E: NormElem`) or a constant (`const V: usize`).
@@ -24,19 +25,16 @@ pub struct Signature {
     pub generic_decl: Vec<TokenTree>,
     /// The `where` clause, if any (the tokens between the parameter list and the body).
     pub where_clause: Vec<TokenTree>,
-    /// Index of the parameter list's group.
-    pub params_pos: usize,
+    /// The parameter list as written, `#[len(..)]` attributes included: what the launcher reads.
+    pub declared: Group,
     /// Index of the body's group (the last token).
     pub body_pos: usize,
 }
 
 impl Signature {
-    /// The parameter list's group.
-    pub fn params(&self) -> &Group {
-        match &self.tokens[self.params_pos] {
-            TokenTree::Group(g) => g,
-            _ => unreachable!("params_pos is a group (checked in `parse`)"),
-        }
+    /// The parameter list as written, with its `#[len(..)]` attributes.
+    pub fn declared_params(&self) -> &Group {
+        &self.declared
     }
 
     /// The body's group.
@@ -55,7 +53,7 @@ impl Signature {
 
 /// Reads `tokens` as `.. unsafe fn name<generics>(params) [where ..] { body }`; `Err` carries a
 /// message for `compile_error!`.
-pub fn parse(tokens: Vec<TokenTree>) -> Result<Signature, String> {
+pub fn parse(mut tokens: Vec<TokenTree>) -> Result<Signature, String> {
     let fn_pos = tokens
         .iter()
         .position(|t| matches!(t, TokenTree::Ident(i) if i.to_string() == "fn"))
@@ -116,14 +114,19 @@ pub fn parse(tokens: Vec<TokenTree>) -> Result<Signature, String> {
         return Err(format!("#[kernel] {name}: a kernel returns nothing (no `-> T`)"));
     }
     let where_clause = tokens[params_pos + 1..body_pos].to_vec();
+    let declared = match &tokens[params_pos] {
+        TokenTree::Group(g) => g.clone(),
+        _ => unreachable!("params_pos is a group (checked above)"),
+    };
+    tokens[params_pos] = TokenTree::Group(len::strip(&declared));
     Ok(Signature {
+        declared,
         tokens,
         fn_pos,
         name,
         generics,
         generic_decl,
         where_clause,
-        params_pos,
         body_pos,
     })
 }

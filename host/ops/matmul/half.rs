@@ -357,7 +357,18 @@ impl Gpu {
         // SAFETY: `a`, `b`, `c` hold m*k, k*n, m*n elements (shapes checked), `m, n >= 1`;
         // `cfg` is the kernel's documented launch; the `vec8` kernels only with `k`, `n`
         // multiples of 8 and 16-byte aligned buffers.
-        unsafe { launch(&self.library(), cfg, &a.data, &b.data, &mut c.data, m, n, k) }
+        unsafe {
+            launch(
+                &self.library(),
+                cfg,
+                a.data.view(),
+                b.data.view(),
+                c.data.view_mut(),
+                m,
+                n,
+                k,
+            )
+        }
     }
 }
 

@@ -57,7 +57,7 @@ impl Gpu {
     pub fn has_wgmma(&self) -> bool {
         match &self.backend {
             Backend::Simulator => true,
-            Backend::Cuda(_) => self.library().function(PROBE).is_some(),
+            Backend::Cuda(_) => self.library().has_entry(PROBE),
         }
     }
 
@@ -127,7 +127,21 @@ impl Gpu {
         // fill; shapes checked, `k`, `n` multiples of 8, aligned; `cfg` the kernel's launch
         // (a persistent grid of at most the tile count for the warp-specialised one); the sm_90a
         // module is loaded (or the simulator).
-        unsafe { launch(&self.library(), cfg, &maps, a, b, &mut c.data, m, n, k, lda, ldb) }
+        unsafe {
+            launch(
+                &self.library(),
+                cfg,
+                maps.view(),
+                a.view(),
+                b.view(),
+                c.data.view_mut(),
+                m,
+                n,
+                k,
+                lda,
+                ldb,
+            )
+        }
     }
 
     /// The tensor maps of `A` (boxes of `a_box_rows x 64`) and `B` (boxes of `64 x 64`) in

@@ -1,6 +1,7 @@
 //! The kernels of the two CUDA tutorials gpukern grew from, written as a newcomer would write
 //! them in Rust: one thread per element, blocks and grids, 2-D indices, shared memory with
-//! barriers, atomics, and printing from the device.
+//! barriers, atomics, and printing from the device; then a grid-stride loop with a safe (checked)
+//! launcher, and a struct of your own as buffer element and by-value parameter.
 //!
 //! On `nvptx64` this crate is `no_std` and each `#[kernel]` is a PTX entry point; on the host
 //! each kernel is a plain `unsafe fn` the simulator runs, with a generated launcher
@@ -10,7 +11,7 @@
 use gpukern_device::atomic::{self, Scope};
 use gpukern_device::convert::Float;
 use gpukern_device::shared::Array;
-use gpukern_device::{bf16, kernel, mem, print, thread};
+use gpukern_device::{DeviceCopy, bf16, kernel, mem, print, thread};
 
 /// Threads per block of the 1-D kernels (and the shared memory of [`block_sum`](fn@block_sum)).
 pub const BLOCK: u32 = 256;
@@ -138,5 +139,87 @@ pub unsafe fn hello() {
             thread::block_idx_x(),
             thread::grid_dim_x()
         );
+    }
+}
+
+/// `y[i] = a * x[i] + y[i]` for every `i < n`, in a grid-stride loop: each thread takes
+/// `index_1d()`, then steps by the grid's size, so that any grid covers any `n` (launch it with
+/// `module.grid_stride(..)`: as many blocks as the device holds at once).
+///
+/// Each pointer declares, with `#[len(n)]`, that the kernel touches its first `n` elements and no
+/// more: the launcher is then safe (it refuses a shorter buffer), and the simulator reports any
+/// access past `n`.
+///
+/// Launch: any 1-D grid. Traffic: 12 bytes per element.
+///
+/// # Safety
+/// `x` and `y` hold at least `n` elements (what the `#[len(n)]`s declare).
+#[kernel]
+pub unsafe fn saxpy(a: f32, #[len(n)] x: *const f32, #[len(n)] y: *mut f32, n: usize) {
+    let mut i = thread::index_1d();
+    while i < n {
+        // SAFETY: `i < n`, and both hold `n` elements.
+        unsafe { mem::store(y, i, a * mem::load(x, i) + mem::load(y, i)) }
+        i += thread::grid_size_1d();
+    }
+}
+
+/// A particle: position and velocity, 24 bytes with no padding (`#[derive(DeviceCopy)]` checks
+/// it). The host and the device lay it out alike (`#[repr(C)]`): a `DeviceVec<Particle>` holds
+/// them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, DeviceCopy)]
+#[repr(C)]
+pub struct Particle {
+    /// Position `(x, y, z)`.
+    pub pos: [f32; 3],
+    /// Velocity `(x, y, z)`.
+    pub vel: [f32; 3],
+}
+
+/// One time step's parameters, passed to the kernel by value (a struct parameter: rustc passes
+/// it as one `.param .align 4 .b8 step[16]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, DeviceCopy)]
+#[repr(C)]
+pub struct Step {
+    /// Seconds per step.
+    pub dt: f32,
+    /// Downward acceleration (along `-z`).
+    pub gravity: f32,
+    /// Height of the floor: a particle below it bounces (its `z` velocity reversed, `damping`
+    /// kept).
+    pub floor: f32,
+    /// Fraction of the speed a bounce keeps.
+    pub damping: f32,
+}
+
+impl Step {
+    /// The step on the CPU, the kernel's reference: the same f32 operations in the same order.
+    pub fn apply(&self, p: Particle) -> Particle {
+        let mut q = p;
+        q.vel[2] -= self.gravity * self.dt;
+        for k in 0..3 {
+            q.pos[k] += q.vel[k] * self.dt;
+        }
+        if q.pos[2] < self.floor {
+            q.pos[2] = self.floor;
+            q.vel[2] = -q.vel[2] * self.damping;
+        }
+        q
+    }
+}
+
+/// Advances every particle `i < n` by one `step`: one thread per particle, reading and writing
+/// its 24 bytes ([`Step::apply`] is the same on the CPU). A checked launch: `#[len(n)]`.
+///
+/// Launch: `ceil(n / BLOCK)` blocks of [`BLOCK`] threads (or more). Traffic: 48 bytes per particle.
+///
+/// # Safety
+/// `particles` holds at least `n` elements.
+#[kernel]
+pub unsafe fn advance(#[len(n)] particles: *mut Particle, step: Step, n: usize) {
+    let i = thread::index_1d();
+    if i < n {
+        // SAFETY: `i < n`, and `particles` holds `n`.
+        unsafe { mem::store(particles, i, step.apply(mem::load(particles, i))) }
     }
 }

@@ -2,7 +2,7 @@
 //! contention), float sums exact by construction, maxima, the CAS counter, and every integer and
 //! float atomic at every scope, each against its exact expected result.
 
-use gpukern::{DeviceVec, LaunchConfig, Module};
+use gpukern::{DeviceSlice, DeviceSliceMut, LaunchConfig, Module};
 use gpukern_device_checks::atomics::{
     cas_counter, float_ops_f32, float_ops_f64, histogram, histogram_shared, int_ops_i32, int_ops_i64,
     int_ops_u32, int_ops_u64, max_min_i32, max_u32, sum_f32, sum_f64,
@@ -16,13 +16,19 @@ use crate::{BLOCK, Check, Sizes, Target, expect_all, expect_eq, linear, trial};
 const ONE_BLOCK_N: usize = BLOCK as usize - 3;
 
 /// A histogram launch: `histogram` or `histogram_shared` (`4 * nbins` bytes of shared memory).
-type HistogramLaunch =
-    unsafe fn(&Module, LaunchConfig, &DeviceVec<u32>, usize, &mut DeviceVec<u32>, u32) -> gpukern::Result<()>;
+type HistogramLaunch = unsafe fn(
+    &Module,
+    LaunchConfig,
+    DeviceSlice<u32>,
+    usize,
+    DeviceSliceMut<u32>,
+    u32,
+) -> gpukern::Result<()>;
 
 /// The two histogram kernels, with whether each needs shared memory.
 const HISTOGRAMS: [(&str, HistogramLaunch, bool); 2] = [
-    ("histogram", histogram::launch::<Module>, false),
-    ("histogram_shared", histogram_shared::launch::<Module>, true),
+    ("histogram", histogram::launch_views::<Module>, false),
+    ("histogram_shared", histogram_shared::launch_views::<Module>, true),
 ];
 
 /// The CPU histogram: `bins[x % nbins] += 1`.
@@ -50,7 +56,7 @@ fn run_histogram(
         ..linear(x.len())
     };
     // SAFETY: `x` holds `n` words, `bins` `nbins`, shared memory `4 * nbins` bytes.
-    unsafe { launch(module, config, &xd, x.len(), &mut bins, nbins) }?;
+    unsafe { launch(module, config, xd.view(), x.len(), bins.view_mut(), nbins) }?;
     bins.to_vec()
 }
 

@@ -2,7 +2,7 @@
 //! (NaN for any NaN), the output's tail past `n` untouched, on the hand-worked tables the
 //! simulator tests use (`gpukern_device_checks::tables`) and over every 16-bit pattern.
 
-use gpukern::{DeviceVec, Element, LaunchConfig, Module, bf16, f16};
+use gpukern::{DeviceSlice, DeviceSliceMut, Element, LaunchConfig, Module, bf16, f16};
 use gpukern_device_checks::elements::{
     axpy_bf16x2, axpy_f16x2, cast_f64_to_f32, round_trip_bf16, round_trip_f16, scale_bf16, scale_f16,
     scale_f64, scale_i32, scale_u8, scale_u32, scale_u64,
@@ -19,7 +19,7 @@ const TAIL: usize = 3;
 
 /// A one-input, one-output element kernel's launcher, `kernel(x, y, n)`.
 type MapLaunch<T, U> =
-    unsafe fn(&Module, LaunchConfig, &DeviceVec<T>, &mut DeviceVec<U>, usize) -> gpukern::Result<()>;
+    unsafe fn(&Module, LaunchConfig, DeviceSlice<T>, DeviceSliceMut<U>, usize) -> gpukern::Result<()>;
 
 /// Whether `a` and `b` are the same bits, or both NaN (the GPU's NaN is canonical, the `half`
 /// crate's keeps the payload).
@@ -52,7 +52,7 @@ fn run_map<T: Element, U: Element + std::fmt::Debug>(
     let xd = gpu.upload(x)?;
     let mut yd = gpu.upload(&vec![fill; n + TAIL])?;
     // SAFETY: `x` holds `n` elements and `y` more; the kernel touches elements below `n` only.
-    unsafe { launch(module, linear(n), &xd, &mut yd, n) }?;
+    unsafe { launch(module, linear(n), xd.view(), yd.view_mut(), n) }?;
     let mut y = yd.to_vec()?;
     expect_all(&format!("{name}, n {n}: the tail"), &y[n..], &[fill; TAIL], same)?;
     y.truncate(n);
@@ -82,7 +82,7 @@ fn scale_f64_doubles(module: &Module, sizes: &Sizes, rng: &mut StdRng) -> Check 
         let y = run_map(
             module,
             "scale_f64",
-            scale_f64::launch::<Module>,
+            scale_f64::launch_views::<Module>,
             &x,
             -7.0,
             |a, b| a.to_bits() == b.to_bits(),
@@ -109,7 +109,7 @@ fn integer_scales(module: &Module, sizes: &Sizes, rng: &mut StdRng) -> Check {
         let y = run_map(
             module,
             "scale_u64",
-            scale_u64::launch::<Module>,
+            scale_u64::launch_views::<Module>,
             &x64,
             7,
             |a, b| a == b,
@@ -119,7 +119,7 @@ fn integer_scales(module: &Module, sizes: &Sizes, rng: &mut StdRng) -> Check {
         let y = run_map(
             module,
             "scale_u32",
-            scale_u32::launch::<Module>,
+            scale_u32::launch_views::<Module>,
             &x32,
             7,
             |a, b| a == b,
@@ -129,16 +129,21 @@ fn integer_scales(module: &Module, sizes: &Sizes, rng: &mut StdRng) -> Check {
         let y = run_map(
             module,
             "scale_i32",
-            scale_i32::launch::<Module>,
+            scale_i32::launch_views::<Module>,
             &xi,
             7,
             |a, b| a == b,
         )?;
         let want: Vec<i32> = xi.iter().map(|v| v.wrapping_mul(2)).collect();
         expect_all(&format!("scale_i32, n {n}"), &y, &want, |a, b| a == b)?;
-        let y = run_map(module, "scale_u8", scale_u8::launch::<Module>, &x8, 7, |a, b| {
-            a == b
-        })?;
+        let y = run_map(
+            module,
+            "scale_u8",
+            scale_u8::launch_views::<Module>,
+            &x8,
+            7,
+            |a, b| a == b,
+        )?;
         let want: Vec<u8> = x8.iter().map(|v| v.saturating_mul(2)).collect();
         expect_all(&format!("scale_u8, n {n}"), &y, &want, |a, b| a == b)?;
     }
@@ -155,7 +160,7 @@ fn half_scales(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
     let y = run_map(
         module,
         "scale_f16",
-        scale_f16::launch::<Module>,
+        scale_f16::launch_views::<Module>,
         &x,
         f16::from_bits(0x1234),
         same_f16,
@@ -172,7 +177,7 @@ fn half_scales(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
     let y = run_map(
         module,
         "scale_bf16",
-        scale_bf16::launch::<Module>,
+        scale_bf16::launch_views::<Module>,
         &x,
         bf16::from_bits(0x1234),
         same_bf16,
@@ -190,9 +195,9 @@ fn half_scales(module: &Module, _: &Sizes, _: &mut StdRng) -> Check {
 type RoundTripLaunch<H> = unsafe fn(
     &Module,
     LaunchConfig,
-    &DeviceVec<f32>,
-    &mut DeviceVec<H>,
-    &mut DeviceVec<f32>,
+    DeviceSlice<f32>,
+    DeviceSliceMut<H>,
+    DeviceSliceMut<f32>,
     usize,
 ) -> gpukern::Result<()>;
 
@@ -227,7 +232,7 @@ fn round_trip<H: Element + std::fmt::Debug>(
         let mut hd = gpu.upload(&vec![fill; n + TAIL])?;
         let mut yd = gpu.upload(&vec![-7.0f32; n + TAIL])?;
         // SAFETY: `x` holds `n` elements, `h` and `y` more.
-        unsafe { launch(module, linear(n), &xd, &mut hd, &mut yd, n) }?;
+        unsafe { launch(module, linear(n), xd.view(), hd.view_mut(), yd.view_mut(), n) }?;
         let (h, y) = (hd.to_vec()?, yd.to_vec()?);
         expect_all(&format!("{name}, n {n}: h's tail"), &h[n..], &[fill; TAIL], same)?;
         expect_all(
@@ -262,7 +267,7 @@ fn round_trips(module: &Module, _: &Sizes, rng: &mut StdRng) -> Check {
         module,
         rng,
         "round_trip_f16",
-        round_trip_f16::launch::<Module>,
+        round_trip_f16::launch_views::<Module>,
         F16_CASES,
         f16_conv,
         same_f16,
@@ -276,7 +281,7 @@ fn round_trips(module: &Module, _: &Sizes, rng: &mut StdRng) -> Check {
         module,
         rng,
         "round_trip_bf16",
-        round_trip_bf16::launch::<Module>,
+        round_trip_bf16::launch_views::<Module>,
         BF16_CASES,
         bf16_conv,
         same_bf16,
@@ -285,7 +290,7 @@ fn round_trips(module: &Module, _: &Sizes, rng: &mut StdRng) -> Check {
 
 /// A packed-pair axpy's launcher, `kernel(a, x, y, n)`.
 type AxpyLaunch<T> =
-    unsafe fn(&Module, LaunchConfig, f32, &DeviceVec<T>, &mut DeviceVec<T>, usize) -> gpukern::Result<()>;
+    unsafe fn(&Module, LaunchConfig, f32, DeviceSlice<T>, DeviceSliceMut<T>, usize) -> gpukern::Result<()>;
 
 /// Runs an axpy on 16-bit pairs over random `x`, `y` and checks `y = narrow(fma(a, x, y))` bit
 /// for bit (compared as f32 bits: `==` on the 16-bit type would take -0 for +0), tail untouched.
@@ -307,7 +312,7 @@ fn axpy<T: Element + std::fmt::Debug>(
         let mut yd = gpu.upload(&y0)?;
         // SAFETY: device buffers start 256-byte aligned (the simulator's: from the allocator, 16);
         // `x` holds `n` elements, `y` more.
-        unsafe { launch(module, linear(n.div_ceil(2)), a, &xd, &mut yd, n) }?;
+        unsafe { launch(module, linear(n.div_ceil(2)), a, xd.view(), yd.view_mut(), n) }?;
         let y: Vec<u32> = yd.to_vec()?.into_iter().map(|v| widen(v).to_bits()).collect();
         let want: Vec<u32> = (0..n + TAIL)
             .map(|i| match i < n {
@@ -325,7 +330,7 @@ fn axpys(module: &Module, _: &Sizes, rng: &mut StdRng) -> Check {
         module,
         rng,
         "axpy_f16x2",
-        axpy_f16x2::launch::<Module>,
+        axpy_f16x2::launch_views::<Module>,
         f16::from_f32,
         f16::to_f32,
     )?;
@@ -333,7 +338,7 @@ fn axpys(module: &Module, _: &Sizes, rng: &mut StdRng) -> Check {
         module,
         rng,
         "axpy_bf16x2",
-        axpy_bf16x2::launch::<Module>,
+        axpy_bf16x2::launch_views::<Module>,
         bf16::from_f32,
         bf16::to_f32,
     )
@@ -355,7 +360,7 @@ fn casts(module: &Module, sizes: &Sizes, rng: &mut StdRng) -> Check {
         let y = run_map(
             module,
             "cast_f64_to_f32",
-            cast_f64_to_f32::launch::<Module>,
+            cast_f64_to_f32::launch_views::<Module>,
             &x,
             -7.0,
             same_f32,

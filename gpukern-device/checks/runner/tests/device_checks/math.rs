@@ -9,7 +9,7 @@
 //!   NaN, infinities, subnormals) and random pairs: the correctly rounded ones bit for bit as the
 //!   simulator's model, the approximate ones within 2 ulp of the lane type.
 
-use gpukern::{DeviceVec, Module, bf16};
+use gpukern::{Module, bf16};
 use gpukern_device_checks::math::{
     ACCURATE, FAST, PACKED, math_accurate, math_div_fast, math_fast, math_packed, packed_op,
 };
@@ -41,11 +41,11 @@ fn sweep(lo: f32, hi: f32, count: usize, both_signs: bool) -> Vec<f32> {
 }
 
 /// A launcher of `kernel(x, y, n, which)`.
-type Unary = unsafe fn(
-    &Module,
+type Unary = for<'a> unsafe fn(
+    &'a Module,
     gpukern::LaunchConfig,
-    &DeviceVec<f32>,
-    &mut DeviceVec<f32>,
+    gpukern::DeviceSlice<'a, f32>,
+    gpukern::DeviceSliceMut<'a, f32>,
     usize,
     u32,
 ) -> gpukern::Result<()>;
@@ -61,7 +61,7 @@ fn run(
     let xd = gpu.upload(x)?;
     let mut yd = gpu.zeros_of::<f32>(x.len())?;
     // SAFETY: both hold `x.len()` floats; `which` is in the table.
-    unsafe { launch(module, linear(x.len()), &xd, &mut yd, x.len(), which) }?;
+    unsafe { launch(module, linear(x.len()), xd.view(), yd.view_mut(), x.len(), which) }?;
     Ok(yd.to_vec()?)
 }
 
@@ -77,7 +77,7 @@ fn accurate_bits(module: &Module, sizes: &Sizes, _: &mut StdRng) -> Check {
         f32::from_bits(1),
     ]);
     for (which, (name, f)) in ACCURATE.iter().enumerate() {
-        let got = run(module, math_accurate::launch::<Module>, &xs, which as u32)?;
+        let got = run(module, math_accurate::launch_views::<Module>, &xs, which as u32)?;
         for (x, g) in xs.iter().zip(&got) {
             let want = f(*x);
             if g.to_bits() != want.to_bits() && !(g.is_nan() && want.is_nan()) {
@@ -190,7 +190,7 @@ fn fast_bounds(module: &Module, sizes: &Sizes, rng: &mut StdRng) -> Check {
     for bound in bounds() {
         let name = FAST[bound.which].0;
         let xs = sweep(bound.lo, bound.hi, sizes.math, bound.both_signs);
-        let got = run(module, math_fast::launch::<Module>, &xs, bound.which as u32)?;
+        let got = run(module, math_fast::launch_views::<Module>, &xs, bound.which as u32)?;
         let (err, at) = xs
             .iter()
             .zip(&got)

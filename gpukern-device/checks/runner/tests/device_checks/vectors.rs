@@ -1,7 +1,7 @@
 //! `gpukern_device_checks::vectors`: every cache hint's load and store instruction copying data
 //! exactly (4, 8, 16 and 64-byte vectors), and `vector::map` on ragged shapes against the CPU.
 
-use gpukern::{DeviceVec, LaunchConfig, Module, bf16};
+use gpukern::{LaunchConfig, Module, bf16};
 use gpukern_device_checks::vectors::{copy_bf16x8, copy_f32x2, copy_f32x16, copy_u8x4, map_bias_affine};
 use libtest_mimic::Trial;
 use rand::Rng;
@@ -17,11 +17,11 @@ pub fn trials(target: &Target) -> Vec<Trial> {
 }
 
 /// A hinted copy kernel's launcher: `kernel(x, y, n, load, store)`.
-type Copy<T> = unsafe fn(
-    &Module,
+type Copy<T> = for<'a> unsafe fn(
+    &'a Module,
     LaunchConfig,
-    &DeviceVec<T>,
-    &mut DeviceVec<T>,
+    gpukern::DeviceSlice<'a, T>,
+    gpukern::DeviceSliceMut<'a, T>,
     usize,
     u32,
     u32,
@@ -45,7 +45,17 @@ fn copy_all_hints<T: gpukern::Element + PartialEq + std::fmt::Debug>(
         for store in 0..4 {
             let mut yd = gpu.upload(&vec![fill; n])?;
             // SAFETY: both hold `n` elements; device buffers are 16-byte aligned.
-            unsafe { launch(module, linear(n / lanes), &xd, &mut yd, n, load, store) }?;
+            unsafe {
+                launch(
+                    module,
+                    linear(n / lanes),
+                    xd.view(),
+                    yd.view_mut(),
+                    n,
+                    load,
+                    store,
+                )
+            }?;
             let y = yd.to_vec()?;
             let what = format!("{name}, load hint {load}, store hint {store}");
             expect_all(&what, &y[..whole], &x[..whole], |a, b| a == b)?;
@@ -69,16 +79,37 @@ fn copies(module: &Module, sizes: &Sizes, rng: &mut StdRng) -> Check {
         copy_all_hints(
             module,
             "copy_bf16x8",
-            copy_bf16x8::launch::<Module>,
+            copy_bf16x8::launch_views::<Module>,
             &b,
             8,
             bf16::from_f32(-9.0),
         )?;
         let u: Vec<u8> = (0..n).map(|_| rng.random()).collect();
-        copy_all_hints(module, "copy_u8x4", copy_u8x4::launch::<Module>, &u, 4, 0xee)?;
+        copy_all_hints(
+            module,
+            "copy_u8x4",
+            copy_u8x4::launch_views::<Module>,
+            &u,
+            4,
+            0xee,
+        )?;
         let f: Vec<f32> = (0..n).map(|_| rng.random()).collect();
-        copy_all_hints(module, "copy_f32x2", copy_f32x2::launch::<Module>, &f, 2, -1.0)?;
-        copy_all_hints(module, "copy_f32x16", copy_f32x16::launch::<Module>, &f, 16, -1.0)?;
+        copy_all_hints(
+            module,
+            "copy_f32x2",
+            copy_f32x2::launch_views::<Module>,
+            &f,
+            2,
+            -1.0,
+        )?;
+        copy_all_hints(
+            module,
+            "copy_f32x16",
+            copy_f32x16::launch_views::<Module>,
+            &f,
+            16,
+            -1.0,
+        )?;
     }
     Ok(())
 }
