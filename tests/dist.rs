@@ -44,19 +44,18 @@ fn main() {
     trials.push(Trial::test("sim::dist::an_all_reduce_in_a_graph", || {
         captured(&Gpu::simulator())
     }));
-    let cuda = opened.map_err(|e| e.to_string());
-    let cuda2 = cuda.clone();
+    // Each CUDA trial opens a handle of its own: the trials run on parallel threads, and a handle
+    // (its stream) that one thread is capturing cannot serve another thread's work meanwhile.
+    drop(opened);
     trials.push(
-        Trial::test("cuda::dist::collectives_of_a_world_of_one", move || {
-            let gpu = cuda.map_err(Failed::from)?;
-            collectives(&gpu)
+        Trial::test("cuda::dist::collectives_of_a_world_of_one", || {
+            collectives(&Gpu::new(0).map_err(|e| Failed::from(e.to_string()))?)
         })
         .with_ignored_flag(cuda_ignored),
     );
     trials.push(
-        Trial::test("cuda::dist::an_all_reduce_in_a_graph", move || {
-            let gpu = cuda2.map_err(Failed::from)?;
-            captured(&gpu)
+        Trial::test("cuda::dist::an_all_reduce_in_a_graph", || {
+            captured(&Gpu::new(0).map_err(|e| Failed::from(e.to_string()))?)
         })
         .with_ignored_flag(cuda_ignored),
     );

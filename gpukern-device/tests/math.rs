@@ -234,13 +234,33 @@ fn packed_matches<P: Copy>(
     }
 }
 
-/// The larger of `a` and `b`, a NaN dropped, `-0 < +0`.
+/// The larger of `a` and `b`, a NaN dropped (NaN only if both are), `-0 < +0`.
 fn max_num(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b < a || (a == b && b.is_sign_negative()) {
+    if a.is_nan() {
+        b
+    } else if b.is_nan() || b < a || (a == b && b.is_sign_negative()) {
         a
     } else {
         b
     }
+}
+
+/// What the H200 computes for a NaN in either lane (seen there: `max.bf16x2` of `[0, NaN]` and
+/// `[NaN, 0]` is `[0, 0]`), written out rather than modelled, so that the model above cannot be
+/// wrong the same way as the simulator.
+#[test]
+fn packed_max_and_min_drop_a_nan_lane_and_the_nan_forms_keep_it() {
+    let (a, b) = ([0.0f32, f32::NAN], [f32::NAN, 0.0]);
+    let both_zero = |v: [f32; 2]| v == [0.0, 0.0];
+    let both_nan = |v: [f32; 2]| v[0].is_nan() && v[1].is_nan();
+    let (ba, bb) = (Bf16x2::from_f32(a), Bf16x2::from_f32(b));
+    let (ha, hb) = (F16x2::from_f32(a), F16x2::from_f32(b));
+    assert!(both_zero(ba.max(bb).to_f32()) && both_zero(bb.max(ba).to_f32()));
+    assert!(both_zero(ba.min(bb).to_f32()) && both_zero(ha.max(hb).to_f32()));
+    assert!(both_zero(ha.min(hb).to_f32()));
+    assert!(both_nan(ba.max_nan(bb).to_f32()) && both_nan(ha.min_nan(hb).to_f32()));
+    let nan = Bf16x2::from_f32([f32::NAN, f32::NAN]);
+    assert!(both_nan(nan.max(nan).to_f32()));
 }
 
 #[test]

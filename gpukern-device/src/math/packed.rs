@@ -222,10 +222,10 @@ packed_ops!(
     target_feature = "sm_80"
 );
 
-/// The simulator's `max`: the larger, a NaN dropped, `-0 < +0`.
+/// The simulator's `max`: the larger, a NaN dropped (NaN only if both are), `-0 < +0`.
 #[cfg(not(target_arch = "nvptx64"))]
 fn max_num(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b < a || (a == b && b.is_sign_negative()) {
+    if b.is_nan() || (!a.is_nan() && (b < a || (a == b && b.is_sign_negative()))) {
         a
     } else {
         b
