@@ -84,6 +84,26 @@ pub fn histogram_add(module: &Module, data: &DeviceVec<u8>, counts: &mut DeviceV
     unsafe { fast_kernels::histogram::launch(module, config, data, data.len(), counts) }
 }
 
+/// `counts` (256 bins, zeroed here) = the histogram of the bytes of `data` by the second rung,
+/// [`fast_kernels::histogram_lanes`](fn@fast_kernels::histogram_lanes): every lane counts into
+/// 8-bit bins of its own, so that a warp's shared-memory updates never share a bank.
+pub fn histogram_lanes(module: &Module, data: &DeviceVec<u8>, counts: &mut DeviceVec<u32>) -> Result<()> {
+    *counts = module.gpu().zeros_of::<u32>(BINS)?;
+    histogram_lanes_add(module, data, counts)
+}
+
+/// Adds the histogram of `data` to `counts` with [`fast_kernels::histogram_lanes`](fn@fast_kernels::histogram_lanes),
+/// on as many blocks as are resident at once (its 65 KB of shared memory a block decide how
+/// many), fewer for short data.
+pub fn histogram_lanes_add(module: &Module, data: &DeviceVec<u8>, counts: &mut DeviceVec<u32>) -> Result<()> {
+    check_len("histogram_lanes", counts.len(), BINS)?;
+    // One item: the two 16-byte vectors a thread loads per trip.
+    let pairs = data.len().div_ceil(32).max(1);
+    let config = module.grid_stride(&fast_kernels::histogram_lanes::KERNEL, pairs, HIST_BLOCK, 0)?;
+    // SAFETY: `data` holds `data.len()` bytes, `counts` 256 counters.
+    unsafe { fast_kernels::histogram_lanes::launch(module, config, data, data.len(), counts) }
+}
+
 /// An error unless a buffer of `len` elements holds the `needed` the shape asks for.
 fn check_len(op: &'static str, len: usize, needed: usize) -> Result<()> {
     if len >= needed {

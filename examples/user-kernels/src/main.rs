@@ -105,10 +105,17 @@ fn histogram(module: &Module, n: usize) -> Res<()> {
     let gpu = module.gpu();
     let dd = gpu.upload(&data)?;
     let mut counts = gpu.zeros_of::<u32>(256)?;
+    let want = reference::histogram(&data);
     user_kernels::histogram(module, &dd, &mut counts)?;
-    let exact = counts.to_vec()? == reference::histogram(&data);
+    let exact = counts.to_vec()? == want;
     check(
         &format!("histogram, {n} bytes"),
+        if exact { 0.0 } else { f64::INFINITY },
+    )?;
+    user_kernels::histogram_lanes(module, &dd, &mut counts)?;
+    let exact = counts.to_vec()? == want;
+    check(
+        &format!("histogram_lanes, {n} bytes"),
         if exact { 0.0 } else { f64::INFINITY },
     )
 }

@@ -3,7 +3,8 @@
 //! and `math::fast::tanh`), a 5-point Jacobi stencil with a shared tile
 //! ([`stencil`](fn@stencil): `shared::Tile`, vectors, `warp` shuffles) and a 256-bin histogram of
 //! bytes ([`histogram`](fn@histogram): `shared::Array::atomic_add` into per-warp bins, then one
-//! global atomic per bin and block).
+//! global atomic per bin and block; its second rung [`histogram_lanes`](fn@histogram_lanes): each lane's
+//! own 8-bit counters in its own bank, folded into 32-bit totals every few trips).
 //!
 //! On `nvptx64` this crate is `no_std` and each `#[kernel]` is a PTX entry point; on the host each
 //! kernel is a plain `unsafe fn` the simulator runs, with its launcher next to it.
@@ -12,7 +13,9 @@
 mod byte_histogram;
 mod gelu;
 mod jacobi;
+mod lane_histogram;
 
 pub use byte_histogram::*;
 pub use gelu::*;
 pub use jacobi::*;
+pub use lane_histogram::*;

@@ -279,7 +279,20 @@ fn histogram(run: &mut Run, module: &Module, flush: &mut DeviceVec<f32>, n: usiz
     let stats = time(&gpu, flush, || {
         user_kernels::histogram_add(module, &dd, &mut counts)
     })?;
-    run.timed(user("user_histogram", &shape, "u8"), &stats, n as f64, 0.0)
+    run.timed(user("user_histogram", &shape, "u8"), &stats, n as f64, 0.0)?;
+    // The second rung, lane-private counters, under its own impl label.
+    let lanes = Id {
+        imp: "gpukern:user-lanes",
+        ..user("user_histogram", &shape, "u8")
+    };
+    user_kernels::histogram_lanes(module, &dd, &mut counts)?;
+    if counts.to_vec()? != reference::histogram(&data) {
+        return failed(run, lanes, f64::NAN);
+    }
+    let stats = time(&gpu, flush, || {
+        user_kernels::histogram_lanes_add(module, &dd, &mut counts)
+    })?;
+    run.timed(lanes, &stats, n as f64, 0.0)
 }
 
 /// The [`Id`] of a user kernel's record.
