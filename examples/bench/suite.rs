@@ -52,7 +52,10 @@ pub fn shapes2(name: &str, quick: bool) -> Vec<(usize, usize)> {
 
 /// The `(m, n, k)` shapes of a matrix-product family.
 pub fn shapes3(name: &str, quick: bool) -> Vec<(usize, usize, usize)> {
-    shapes(name, quick).into_iter().map(|s| (s[0], s[1], s[2])).collect()
+    shapes(name, quick)
+        .into_iter()
+        .map(|s| (s[0], s[1], s[2]))
+        .collect()
 }
 
 /// A family's extra list of numbers (`temperatures` of softmax).
@@ -143,7 +146,9 @@ fn atom(t: &[char], pos: &mut usize, vars: &HashMap<&str, f64>) -> Result<f64, S
     if c.is_ascii_digit() {
         return word.parse().map_err(|_| format!("bad number {word}"));
     }
-    vars.get(word.as_str()).copied().ok_or_else(|| format!("no value for {word}"))
+    vars.get(word.as_str())
+        .copied()
+        .ok_or_else(|| format!("no value for {word}"))
 }
 
 #[cfg(test)]
@@ -158,11 +163,17 @@ mod tests {
             for quick in [false, true] {
                 let s = shapes(name, quick);
                 assert!(!s.is_empty(), "{name}: no shapes");
-                assert!(s.iter().all(|s| s.len() == dims), "{name}: a shape of the wrong rank");
+                assert!(
+                    s.iter().all(|s| s.len() == dims),
+                    "{name}: a shape of the wrong rank"
+                );
             }
             for kernel in f["kernels"].as_array().unwrap() {
                 let kernel = kernel.as_str().unwrap();
-                assert!(suite()["models"][kernel]["bytes"].is_string(), "{kernel}: no byte model");
+                assert!(
+                    suite()["models"][kernel]["bytes"].is_string(),
+                    "{kernel}: no byte model"
+                );
             }
         }
     }
@@ -173,7 +184,10 @@ mod tests {
         assert_eq!(bytes("matmul", &mmk), 4.0 * (10 + 15 + 6) as f64);
         assert_eq!(flops("matmul", &mmk), 60.0);
         assert_eq!(bytes("add", &[("n", 10)]), 120.0);
-        assert_eq!(bytes("cross_entropy_mean", &[("rows", 2), ("cols", 3)]), 24.0 + 16.0 + 4.0);
+        assert_eq!(
+            bytes("cross_entropy_mean", &[("rows", 2), ("cols", 3)]),
+            24.0 + 16.0 + 4.0
+        );
         assert!(eval("2*(x", &HashMap::from([("x", 1.0)])).is_err());
         assert!(eval("y", &HashMap::new()).is_err());
     }
