@@ -51,7 +51,10 @@ pub fn shapes(quick: bool) -> Vec<Shape> {
 /// The minimum bytes and the flops of a `kernel` (`matmul`, `matmul_with_copies`) at `shape`.
 pub fn counts(kernel: &str, (m, n, k): Shape) -> (f64, f64) {
     let vars = [("m", m), ("n", n), ("k", k)];
-    (crate::suite::bytes(kernel, &vars), crate::suite::flops(kernel, &vars))
+    (
+        crate::suite::bytes(kernel, &vars),
+        crate::suite::flops(kernel, &vars),
+    )
 }
 
 /// "MxNxK".

@@ -16,7 +16,10 @@ use crate::record::{Check, Record, Res, Sink};
 
 /// Inverse temperatures measured (`temperatures` of the suite's softmax family).
 pub fn temperatures() -> Vec<f32> {
-    crate::suite::floats("softmax", "temperatures").into_iter().map(|t| t as f32).collect()
+    crate::suite::floats("softmax", "temperatures")
+        .into_iter()
+        .map(|t| t as f32)
+        .collect()
 }
 /// Inputs are uniform in `[-RANGE, RANGE)`: a spread of e^10 within a row at t = 1.
 const RANGE: f32 = 5.0;
@@ -332,7 +335,11 @@ pub fn softmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                         let (dx, dy) = &mut bufs[i % sets];
                         Ok(variant.run(gpu, dx, dy, t)?)
                     })?;
-                    Ok(record.timed(&stats, Some(crate::suite::bytes("softmax", &[("rows", rows), ("cols", cols)])), None))
+                    Ok(record.timed(
+                        &stats,
+                        Some(crate::suite::bytes("softmax", &[("rows", rows), ("cols", cols)])),
+                        None,
+                    ))
                 })?;
             }
         }

@@ -54,7 +54,14 @@ pub fn transpose(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     let (a, t) = &mut bufs[i % sets];
                     Ok(gpu.transpose_into_with(a, t, algorithm)?)
                 })?;
-                Ok(record.timed(&stats, Some(crate::suite::bytes("transpose", &[("rows", rows), ("cols", cols)])), None))
+                Ok(record.timed(
+                    &stats,
+                    Some(crate::suite::bytes(
+                        "transpose",
+                        &[("rows", rows), ("cols", cols)],
+                    )),
+                    None,
+                ))
             })?;
         }
     }
