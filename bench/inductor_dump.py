@@ -2,7 +2,7 @@
 run with `TORCH_LOGS=output_code TORCHINDUCTOR_CACHE_DIR=/tmp/ind TRITON_CACHE_DIR=/tmp/tri`,
 leaves the generated Triton code (stderr), each kernel's chosen launch configuration
 (`/tmp/ind/**/*.best_config`) and its PTX (`/tmp/tri/**/*.ptx`) to read: how the evict-last
-candidates of the norms and softmax were found (bench/results/h200-logs/inductor-*.log). A
+candidates of the norms and softmax were found (bench/experiments/h200-logs/inductor-*.log). A
 diagnostic, not a benchmark: its timing is a plain loop of events, not bench/peers.py's method.
 `--bf16`: the bf16 norms at 8192 x 1024 and 8192 x 16384 instead.
 """

@@ -15,536 +15,107 @@ Each peer, and each measurement inside it, is wrapped: a failure is recorded (me
 null, "error") and the run goes on. Measurements left when the time budget is spent are
 recorded as skipped.
 
-This file holds the method, the shared helpers and PEERS; the peers live beside it, a family
-per file (peers_torch.py, peers_triton.py, peers_numba.py, peers_norm.py, ...).
+This file is the driver: PEERS (each entry a peer library's or a compiler's rows, across the
+families) and the command line. The method, records, timing and the suite (bench/suite.json,
+the shapes and byte and flop models the Rust bench reads too) are in peers_common.py; the peers
+are filed by family beside it, one file per file of examples/bench/ (peers_memory.py,
+peers_matmul.py, peers_softmax.py, peers_overhead.py, peers_reduce.py, peers_transpose.py,
+peers_norm.py, peers_cross_entropy.py, peers_matmul_half.py, peers_graph.py,
+peers_transfer.py, peers_multi.py). Imports go one way: peers_common <- family files <- this
+file (`--list` prints PEERS; `--selftest` checks the pure parts).
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import json
-import math
-import os
-import subprocess
 import sys
 import time
 import traceback
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from collections.abc import Callable
-from typing import Any
+from datetime import datetime, timezone
 
-# --- Method: the same constants as examples/bench/timing.rs and data.rs -----------------------
-F32_TOL = 1e-4  # largest relative error an f32 result may show
-TF32_TOL = 1e-2  # TF32 keeps 10 mantissa bits: ~1e-3 is its normal error
-FLUSH_BYTES = 256 << 20  # copied before each sample: > L2 (60 MB), ~150 us of GPU work
-BATCH_TARGET_MS = 0.02  # kernels shorter than this are launched several times per sample
-SLOW_MS = 50.0  # a launch this slow gets one warm-up and at least 3 samples
-ROTATE_BYTES = 120 << 20  # the rotated buffers exceed L2 twice over...
-MAX_SETS = 16  # ...with at most this many copies
-TEMPERATURES = (1.0, 0.5)
-SOFTMAX_RANGE = 5.0  # softmax inputs are uniform in [-5, 5)
+import peers_common as C
+import peers_cross_entropy
+import peers_graph
+import peers_matmul
+import peers_matmul_half
+import peers_memory
+import peers_multi
+import peers_norm
+import peers_overhead
+import peers_reduce
+import peers_softmax
+import peers_transfer
+import peers_transpose
 
-
-@dataclass(frozen=True)
-class Budget:
-    warmup: int
-    max_reps: int
-    target_s: float
-    max_wall_s: float
-    min_reps: int
-
-
-FULL = Budget(warmup=4, max_reps=100, target_s=0.4, max_wall_s=2.5, min_reps=10)
-QUICK = Budget(warmup=2, max_reps=20, target_s=0.05, max_wall_s=0.5, min_reps=5)
-
-
-def add_sizes(quick: bool) -> list[int]:
-    return [1 << 20] if quick else [1 << 20, 1 << 24, 1 << 28]
-
-
-def matmul_shapes(quick: bool) -> list[tuple[int, int, int]]:
-    """(m, n, k): C (m x n) = A (m x k) @ B (k x n)."""
-    if quick:
-        return [(512, 512, 512)]
-    square = [(d, d, d) for d in (512, 1024, 2048, 4096, 8192)]
-    return only(square + [(1000, 1000, 1000), (4096, 4096, 64), (64, 4096, 4096), (1, 4096, 4096), (4097, 4095, 4093)])
-
-
-# `--shapes`: the only softmax and matmul shapes measured (as the records name them), or None.
-ONLY_SHAPES: set[str] | None = None
-
-
-def only(shapes: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """`shapes` restricted to `--shapes` (all of them without it)."""
-    if ONLY_SHAPES is None:
-        return shapes
-    return [s for s in shapes if "x".join(map(str, s)) in ONLY_SHAPES]
+# Each entry: the family functions it runs, in order (a library's rows across the families, as
+# `--peers` and bench/run-parts.sh name them).
+PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
+    "torch": [
+        peers_memory.torch_memory,
+        peers_matmul.torch_matmul,
+        peers_softmax.torch_softmax,
+        peers_overhead.torch_overhead,
+        peers_overhead.torch_copies,
+    ],
+    "triton": [peers_softmax.triton_softmax, peers_matmul.triton_matmul],
+    "numba": [
+        peers_memory.numba_memory,
+        peers_matmul.numba_matmul,
+        peers_softmax.numba_softmax,
+        peers_overhead.numba_overhead,
+    ],
+    "multi": [peers_multi.peer_multi],
+    "torch_graph": [peers_graph.peer_torch_graph],
+    "torch_transfer": [peers_transfer.torch_transfer],
+    "torch_reduce": [peers_reduce.peer_torch_reduce, peers_transpose.torch_transpose],
+    "compile_reduce": [peers_reduce.peer_compile_reduce, peers_transpose.compile_transpose],
+    "torch_norm": [peers_norm.peer_torch_norm, peers_cross_entropy.torch_cross_entropy],
+    "compile_norm": [peers_norm.peer_compile_norm, peers_cross_entropy.compile_cross_entropy],
+    "triton_norm": [peers_norm.peer_triton_norm],
+    "torch_half": [peers_matmul_half.peer_torch_half],
+    "triton_half": [peers_matmul_half.peer_triton_half],
+    "compile_softmax": [peers_softmax.peer_compile_softmax],
+}
 
 
-def softmax_shapes(quick: bool) -> list[tuple[int, int]]:
-    if quick:
-        return [(8192, 128)]
-    return only([(8192, c) for c in (128, 1024, 4096, 8192, 32768)] + [(8192, 65536), (1024, 131072), (1, 1 << 24)])
-
-
-def copies_shapes(quick: bool) -> list[tuple[int, int, int]]:
-    return [(1024, 1024, 1024)] if quick else [(1024, 1024, 1024), (4096, 4096, 4096)]
-
-
-def sets_for(working_set_bytes: int) -> int:
-    """Copies of a problem's buffers to rotate among so timed launches read from DRAM."""
-    if working_set_bytes <= 0:
-        return 1
-    return max(1, min(MAX_SETS, -(-ROTATE_BYTES // working_set_bytes)))
-
-
-# --- Records ---------------------------------------------------------------------------------
-def clean(value: Any) -> Any:
-    """JSON has no NaN or infinity: they become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-class Sink:
-    """Writes records as they come (flushed), logs one line each, keeps them for the summary."""
-
-    def __init__(self, path: str, meta: dict[str, str], deadline: float) -> None:
-        folder = os.path.dirname(path)
-        if folder:
-            os.makedirs(folder, exist_ok=True)
-        self.file = open(path, "w", encoding="utf-8")
-        self.meta = meta
-        self.deadline = deadline
-        self.records: list[dict[str, Any]] = []
-        self.start = time.monotonic()
-
-    def emit(self, record: dict[str, Any]) -> None:
-        record = {k: clean(v) for k, v in record.items()}
-        for key, value in self.meta.items():
-            record.setdefault(key, value)
-        self.file.write(json.dumps(record, allow_nan=False) + "\n")
-        self.file.flush()
-        self.records.append(record)
-        print(f"[{len(self.records):>3} {time.monotonic() - self.start:6.1f}s] {log_line(record)}", file=sys.stderr)
-
-    def item(self, base: dict[str, Any], measure: Callable[[], dict[str, Any]]) -> None:
-        """Runs `measure` (which returns the finished record); an exception is recorded on `base`."""
-        if time.monotonic() > self.deadline:
-            self.emit({**base, "skipped": "time budget spent"})
-            return
-        try:
-            record = measure()
-        except Exception as e:  # noqa: BLE001 - any failure of one measurement is recorded
-            detail = "".join(traceback.format_exception_only(type(e), e)).strip()
-            record = {**base, "error": detail[:500]}
-        self.emit(record)
-
-    def close(self) -> None:
-        self.file.close()
-
-
-def record(kernel: str, impl: str, shape: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "kernel": kernel,
-        "impl": impl,
-        "shape": shape,
-        "dtype": "f32",
-        "median_ms": None,
-        "gbps": None,
-        "tflops": None,
-        "rel_err": None,
-        **extra,
-    }
-
-
-@dataclass
-class Check:
-    rel_err: float
-    tol: float
-    ref: str = "torch_f64"
-
-    @property
-    def passed(self) -> bool:
-        return math.isfinite(self.rel_err) and self.rel_err <= self.tol
-
-
-def checked(rec: dict[str, Any], check: Check) -> dict[str, Any]:
-    return {
-        **rec,
-        "rel_err": check.rel_err,
-        "check": "pass" if check.passed else "fail",
-        "tol": check.tol,
-        "ref": check.ref,
-    }
-
-
-@dataclass
-class Stats:
-    median_ms: float
-    p10_ms: float
-    p90_ms: float
-    min_ms: float
-    max_ms: float
-    reps: int
-    batch: int
-    warmup: int
-    timer: str
-
-    @staticmethod
-    def of(times: list[float], batch: int, warmup: int, timer: str) -> Stats:
-        if not times:
-            raise ValueError("no samples")
-        t = sorted(times)
-        n = len(t)
-
-        def at(q: float) -> float:
-            return t[int(math.floor((n - 1) * q + 0.5))]
-
-        median = t[n // 2] if n % 2 else 0.5 * (t[n // 2 - 1] + t[n // 2])
-        return Stats(median, at(0.1), at(0.9), t[0], t[-1], n, batch, warmup, timer)
-
-
-def timed(rec: dict[str, Any], stats: Stats, nbytes: float | None = None, flops: float | None = None) -> dict[str, Any]:
-    s = stats.median_ms * 1e-3
-    return {
-        **rec,
-        "median_ms": stats.median_ms,
-        "gbps": nbytes / s / 1e9 if nbytes is not None else None,
-        "tflops": flops / s / 1e12 if flops is not None else None,
-        "p10_ms": stats.p10_ms,
-        "p90_ms": stats.p90_ms,
-        "min_ms": stats.min_ms,
-        "max_ms": stats.max_ms,
-        "reps": stats.reps,
-        "batch": stats.batch,
-        "warmup": stats.warmup,
-        "timer": stats.timer,
-    }
-
-
-def per_call(rec: dict[str, Any], ms: float, calls: int) -> dict[str, Any]:
-    return {**rec, "median_ms": ms, "us_per_call": ms * 1e3, "calls": calls, "stat": "mean", "timer": "wall_clock"}
-
-
-def log_line(r: dict[str, Any]) -> str:
-    s = f"{r['kernel']} {r['impl']} {r['shape']}"
-    for key in ("t", "mode"):
-        if key in r:
-            s += f" {key}={r[key]}"
-    if r.get("median_ms") is not None:
-        ms = r["median_ms"]
-        s += f": {ms * 1e3:.2f} us" if ms < 0.1 else f": {ms:.3f} ms"
-        if r.get("gbps") is not None:
-            s += f", {r['gbps']:.0f} GB/s"
-        if r.get("tflops") is not None:
-            s += f", {r['tflops']:.2f} TFLOP/s"
-    else:
-        s += ": not timed"
-    if r.get("rel_err") is not None:
-        s += f", rel_err {r['rel_err']:.1e}"
-    note = r.get("error") or r.get("skipped")
-    if note:
-        s += f" ({note.splitlines()[-1][:160]})"
-    return s
-
-
-# --- Metadata --------------------------------------------------------------------------------
-def git_rev() -> str:
-    rev = os.environ.get("GPUKERN_GIT_REV", "").strip()
-    if rev:
-        return rev
+def selftest_suite() -> list[str]:
+    """The suite file: every family has shapes of its rank, every kernel a byte model that
+    evaluates, and the models agree with the counts written out here."""
+    failures: list[str] = []
+    suite = C.suite()
+    for name, family in suite["families"].items():
+        for quick in (False, True):
+            shapes = C.shapes(name, quick)
+            if not shapes or any(len(s) != len(family["dims"]) for s in shapes):
+                failures.append(f"suite: family {name} has no shapes or one of the wrong rank")
+        for kernel in family["kernels"]:
+            if "bytes" not in suite["models"].get(kernel, {}):
+                failures.append(f"suite: kernel {kernel} has no byte model")
+    if C.mm_counts((2, 3, 5)) != (4.0 * (10 + 15 + 6), 60.0) or C.bytes_of("add", n=10) != 120.0:
+        failures.append("suite: the matmul or add model gives the wrong count")
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
-        if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+        C.evaluate("__import__('os')")
+        failures.append("suite: a model may call a function")
+    except ValueError:
         pass
-    return "unknown"
-
-
-def driver_version() -> str:
-    """The same string as examples/bench/record.rs: "580.159.04 (CUDA 13.0)"."""
-    module = None
-    try:
-        with open("/proc/driver/nvidia/version", encoding="utf-8") as f:
-            first = f.readline()
-        if "Kernel Module" in first:
-            # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release ..."
-            words = first.split("Kernel Module", 1)[1].split()
-            module = next((w for w in words if "." in w and w.replace(".", "").isdigit()), None)
-    except (OSError, IndexError):
-        pass
-    cuda = None
-    try:
-        version = ctypes.c_int(0)
-        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) == 0:
-            cuda = f"CUDA {version.value // 1000}.{(version.value % 1000) // 10}"
-    except OSError:
-        pass
-    if module and cuda:
-        return f"{module} ({cuda})"
-    return module or cuda or "unknown"
-
-
-# --- Timing ----------------------------------------------------------------------------------
-class Timer:
-    """CUDA events on torch's current stream; every peer launches on that stream."""
-
-    def __init__(self, torch: Any, budget: Budget) -> None:
-        self.torch = torch
-        self.budget = budget
-        self.src = torch.zeros(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-        self.dst = torch.empty_like(self.src)
-        self.start = torch.cuda.Event(enable_timing=True)
-        self.end = torch.cuda.Event(enable_timing=True)
-
-    def _sample(self, launch: Callable[[int], Any], first: int, batch: int) -> float:
-        self.dst.copy_(self.src)
-        self.start.record()
-        for i in range(batch):
-            launch(first + i)
-        self.end.record()
-        self.end.synchronize()
-        return self.start.elapsed_time(self.end) / batch
-
-    def measure(self, launch: Callable[[int], Any], max_batch: int = 4) -> Stats:
-        """Times `launch(i)` (`i` counts launches, for rotating buffers); median per launch."""
-        b = self.budget
-        wall = time.monotonic()
-        nxt = 0
-        estimate = self._sample(launch, nxt, 1)
-        nxt += 1
-        warmup = 1
-        if estimate < SLOW_MS:
-            while warmup < b.warmup:
-                estimate = min(estimate, self._sample(launch, nxt, 1))
-                nxt += 1
-                warmup += 1
-        batch = 1
-        if 0 < estimate < BATCH_TARGET_MS:
-            batch = max(1, min(max_batch, int(BATCH_TARGET_MS / estimate)))
-        min_reps = 3 if estimate >= SLOW_MS else b.min_reps
-        times: list[float] = []
-        gpu_s = 0.0
-        while len(times) < b.max_reps:
-            ms = self._sample(launch, nxt, batch)
-            nxt += batch
-            times.append(ms)
-            gpu_s += ms * batch * 1e-3
-            spent = gpu_s >= b.target_s or time.monotonic() - wall >= b.max_wall_s
-            if len(times) >= min_reps and spent:
-                break
-        return Stats.of(times, batch, warmup, "cuda_events")
-
-
-def wall_per_call(
-    calls: int, warmup: int, max_s: float, call: Callable[[], Any], finish: Callable[[], Any]
-) -> tuple[float, int]:
-    """Mean wall ms per call over up to `calls` calls or `max_s` s; `finish` ends the timed span."""
-    for _ in range(warmup):
-        call()
-    finish()
-    start = time.perf_counter()
-    done = 0
-    while done < calls:
-        for _ in range(min(100, calls - done)):
-            call()
-        done += min(100, calls - done)
-        if time.perf_counter() - start >= max_s:
-            break
-    finish()
-    return (time.perf_counter() - start) * 1e3 / done, done
-
-
-def wall_median(max_reps: int, max_s: float, run: Callable[[], Any]) -> Stats:
-    run()
-    start = time.perf_counter()
-    times: list[float] = []
-    while len(times) < max_reps:
-        t = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - t) * 1e3)
-        if len(times) >= 3 and time.perf_counter() - start >= max_s:
-            break
-    return Stats.of(times, 1, 1, "wall_clock")
-
-
-# --- Shared context --------------------------------------------------------------------------
-class Ctx:
-    """torch, the timer, the sink, inputs and references shared by every peer."""
-
-    def __init__(self, torch: Any, sink: Sink, quick: bool) -> None:
-        self.torch = torch
-        self.sink = sink
-        self.quick = quick
-        self.timer = Timer(torch, QUICK if quick else FULL)
-        self.gen = torch.Generator(device="cuda")
-
-    def rand(self, shape: tuple[int, ...], lo: float = -1.0, hi: float = 1.0) -> Any:
-        """Uniform in [lo, hi), from a fresh seed."""
-        self.gen.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
-        return self.torch.rand(shape, generator=self.gen, device="cuda", dtype=self.torch.float32) * (hi - lo) + lo
-
-    def nan(self, shape: tuple[int, ...]) -> Any:
-        """An output buffer full of NaN, so an element the kernel never writes fails the check."""
-        return self.torch.full(shape, float("nan"), device="cuda", dtype=self.torch.float32)
-
-    def check(self, out: Any, ref: Any, tol: float = F32_TOL) -> Check:
-        """||out - ref|| / ||ref|| in float64 on the device (NaN if out holds a NaN)."""
-        torch = self.torch
-        diff = torch.linalg.vector_norm((out.double() - ref).flatten()).item()
-        norm = torch.linalg.vector_norm(ref.flatten()).item()
-        return Check(diff / norm if norm != 0 else diff, tol)
-
-
-def matmul_ref(torch: Any, a: Any, b: Any) -> Any:
-    return a.double() @ b.double()
-
-
-def softmax_ref(torch: Any, x: Any, t: float) -> Any:
-    return torch.softmax(x.double() * t, dim=-1)
-
-
-def mm_base(kernel: str, impl: str, shape: tuple[int, int, int], **extra: Any) -> dict[str, Any]:
-    m, n, k = shape
-    return record(kernel, impl, f"{m}x{n}x{k}", m=m, n=n, k=k, **extra)
-
-
-def mm_counts(shape: tuple[int, int, int]) -> tuple[float, float]:
-    m, n, k = shape
-    return 4.0 * (m * k + k * n + m * n), 2.0 * m * n * k
-
-
-def timed_check(
-    ctx: Ctx,
-    rec: dict[str, Any],
-    run_once: Callable[[], Any],
-    ref: Any,
-    launch: Callable[[int], Any],
-    nbytes: float | None,
-    flops: float | None,
-    tol: float = F32_TOL,
-    max_batch: int = 4,
-) -> dict[str, Any]:
-    """Checks `run_once()` (the output) against `ref`; times `launch` only if it passes."""
-    out = run_once()
-    ctx.torch.cuda.current_stream().synchronize()
-    check = ctx.check(out, ref, tol)
-    rec = checked(rec, check)
-    if not check.passed:
-        return rec
-    return timed(rec, ctx.timer.measure(launch, max_batch), nbytes, flops)
-
-
-# --- PyTorch ---------------------------------------------------------------------------------
-def set_tf32(torch: Any, on: bool) -> None:
-    """TF32 for fp32 matmuls, through whichever API this torch has (mixing them is an error)."""
-    mm = torch.backends.cuda.matmul
-    if hasattr(mm, "fp32_precision"):
-        mm.fp32_precision = "tf32" if on else "ieee"
-    else:
-        mm.allow_tf32 = on
-
-
-def overhead_budget(ctx: Ctx) -> tuple[int, float]:
-    return (1_000, 0.2) if ctx.quick else (10_000, 1.0)
-
-
-# --- Softmax rows too long for one program (the torch, Triton and Numba peers) ----------------
-TRITON_FUSED_MAX_COLS = 32768  # longer rows use the looped kernel, or the split-row kernels
-# Fewer rows than this (the H200 has 132 SMs) and longer than TRITON_FUSED_MAX_COLS: one program
-# per row would leave the GPU idle, so the row is split over programs (as gpukern splits it).
-SPLIT_MAX_ROWS = 132
-
-
-def one_long_row(rows: int, cols: int) -> bool:
-    """Too few, too long rows for one program (block) per row: the case of 1 x 2^24."""
-    return rows < SPLIT_MAX_ROWS and cols > TRITON_FUSED_MAX_COLS
-
-
-def not_comparable(peer: str) -> str:
-    """Why a one-block-per-row peer is not compared on a single very long row."""
-    return (
-        f"{peer} runs one block per row and has no split-row formulation; gpukern splits the row "
-        "over many blocks, so this row is not a like-for-like comparison"
-    )
-
-
-# --- Main ------------------------------------------------------------------------------------
-from peers_torch import peer_torch  # noqa: E402 - PyTorch eager (bench/peers_torch.py)
-from peers_triton import TRITON_MATMUL_CONFIGS, build_triton, peer_triton, selftest_triton  # noqa: E402, F401
-from peers_numba import peer_numba  # noqa: E402 - Numba CUDA (bench/peers_numba.py)
-from peers_multi import peer_multi  # noqa: E402 - multi-GPU peers (bench/peers_multi.py)
-
-PEERS: dict[str, Callable[[Ctx], None]] = {"torch": peer_torch, "triton": peer_triton, "numba": peer_numba, "multi": peer_multi}
-
-from peers_graph import peer_torch_graph  # noqa: E402 - graph_replay's peer (bench/peers_graph.py)
-
-PEERS["torch_graph"] = peer_torch_graph
-from peers_transfer import torch_transfer  # noqa: E402 - the transfer suite's peer (issue 14)
-
-PEERS["torch_transfer"] = torch_transfer
-
-from peers_reduce import peer_compile_reduce, peer_torch_reduce  # noqa: E402
-
-PEERS.update(torch_reduce=peer_torch_reduce, compile_reduce=peer_compile_reduce)
-
-from peers_norm import peer_compile_norm, peer_torch_norm, peer_triton_norm, selftest_norm  # noqa: E402
-
-PEERS.update(torch_norm=peer_torch_norm, compile_norm=peer_compile_norm, triton_norm=peer_triton_norm)
-from peers_matmul_half import peer_torch_half, peer_triton_half, selftest as half_selftest  # noqa: E402
-
-PEERS.update(torch_half=peer_torch_half, triton_half=peer_triton_half)
-from peers_softmax import peer_compile_softmax  # noqa: E402
-
-PEERS["compile_softmax"] = peer_compile_softmax
-
-
-def summary(records: list[dict[str, Any]]) -> str:
-    header = ["kernel", "impl", "shape", "t/mode", "median", "GB/s", "TFLOP/s", "rel_err", "note"]
-    rows = []
-    for r in records:
-        ms = r.get("median_ms")
-        note = r.get("error") or r.get("skipped") or ("failed the check" if r.get("check") == "fail" else "")
-        rows.append(
-            [
-                r["kernel"],
-                r["impl"],
-                r["shape"],
-                " ".join(str(r[k]) for k in ("t", "mode") if k in r),
-                "-" if ms is None else (f"{ms * 1e3:.2f} us" if ms < 0.1 else f"{ms:.3f} ms"),
-                "-" if r.get("gbps") is None else f"{r['gbps']:.0f}",
-                "-" if r.get("tflops") is None else f"{r['tflops']:.2f}",
-                "-" if r.get("rel_err") is None else f"{r['rel_err']:.1e}",
-                note.splitlines()[-1][:60] if note else "",
-            ]
-        )
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if 4 <= i < 8 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+    return failures
 
 
 def selftest() -> int:
     """Checks what can be checked without torch or a GPU: the split-row softmax's arithmetic
     (as the Triton kernels do it), which rows are split, buffer rotation, the statistics."""
-    failures = selftest_triton()
-    if not one_long_row(1, 1 << 24) or one_long_row(8192, 32768) or one_long_row(1, 32768):
+    failures = peers_softmax.selftest_triton()
+    if not C.one_long_row(1, 1 << 24) or C.one_long_row(8192, 32768) or C.one_long_row(1, 32768):
         failures.append("one_long_row: 1 x 2^24 must be split, 8192 x 32768 and 1 x 32768 not")
-    if sets_for(12 << 20) != 10 or sets_for(1 << 30) != 1:
+    if C.sets_for(12 << 20) != 10 or C.sets_for(1 << 30) != 1:
         failures.append("sets_for: rotation does not match examples/bench/data.rs")
-    st = Stats.of([3.0, 1.0, 2.0], 1, 0, "cuda_events")
+    st = C.Stats.of([3.0, 1.0, 2.0], 1, 0, "cuda_events")
     if st.median_ms != 2.0:
         failures.append(f"Stats.of: median of [3, 1, 2] is {st.median_ms}, not 2")
-    failures += selftest_norm()
-    failures += half_selftest()
+    failures += selftest_suite()
+    failures += peers_norm.selftest_norm()
+    failures += peers_matmul_half.selftest()
     for f in failures:
         print(f"peers selftest: FAIL {f}", file=sys.stderr)
     print(f"peers selftest: {'FAILED' if failures else 'passed'} ({len(failures)} failure(s))")
@@ -570,12 +141,18 @@ def main() -> int:
     parser.add_argument(
         "--selftest", action="store_true", help="check the pure-Python helpers (no torch, no GPU needed) and exit"
     )
+    parser.add_argument(
+        "--list", action="store_true", help="print each peer and the family functions it runs (no torch needed) and exit"
+    )
     args = parser.parse_args()
     if args.selftest:
         return selftest()
+    if args.list:
+        for name, parts in PEERS.items():
+            print(f"{name}: " + ", ".join(f"{p.__module__}.{p.__name__}" for p in parts))
+        return 0
     if args.shapes:
-        global ONLY_SHAPES
-        ONLY_SHAPES = {x.strip() for x in args.shapes.split(",") if x.strip()}
+        C.ONLY_SHAPES = {x.strip() for x in args.shapes.split(",") if x.strip()}
     chosen = [p.strip() for p in args.peers.split(",") if p.strip()]
     unknown = [p for p in chosen if p not in PEERS]
     if unknown:
@@ -592,11 +169,11 @@ def main() -> int:
 
     meta = {
         "gpu": torch.cuda.get_device_name(0),
-        "driver": driver_version(),
-        "git_rev": git_rev(),
+        "driver": C.driver_version(),
+        "git_rev": C.git_rev(),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    sink = Sink(args.out, meta, time.monotonic() + args.budget_s)
+    sink = C.Sink(args.out, meta, time.monotonic() + args.budget_s)
     print(
         f"peers: {meta['gpu']} | driver {meta['driver']} | rev {meta['git_rev']} | {','.join(chosen)}"
         f"{' (quick)' if args.quick else ''} -> {args.out}",
@@ -605,18 +182,19 @@ def main() -> int:
     # Every peer launches on this one stream, where the timing events are recorded too.
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
-        set_tf32(torch, False)
-        ctx = Ctx(torch, sink, args.quick)
+        C.set_tf32(torch, False)
+        ctx = C.Ctx(torch, sink, args.quick)
         for name in chosen:
             try:
-                PEERS[name](ctx)
+                for part in PEERS[name]:
+                    part(ctx)
             except Exception as e:  # noqa: BLE001 - one peer failing must not stop the others
                 detail = "".join(traceback.format_exception_only(type(e), e)).strip()
-                sink.emit(record("setup", name, "-", error=detail[:500]))
+                sink.emit(C.record("setup", name, "-", error=detail[:500]))
                 traceback.print_exc()
             torch.cuda.synchronize()
     sink.close()
-    print(summary(sink.records))
+    print(C.summary(sink.records))
     not_timed = sum(1 for r in sink.records if r.get("median_ms") is None)
     print(f"{len(sink.records)} records written to {args.out} ({not_timed} not timed: failed check, error or skipped)")
     return 0

@@ -9,21 +9,18 @@ of PyTorch reach for; `torch:launches` is the same chain of eager `add_` calls.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
+
+import peers_common as C
 
 CHAIN = 100
 CHAIN_N = 1024
 
 
-def helpers() -> Any:
-    """peers.py's helpers, whether it runs as a script or was imported."""
-    return sys.modules.get("peers") or sys.modules["__main__"]
 
 
 def peer_torch_graph(ctx: Any) -> None:
     """`torch.cuda.CUDAGraph` replay of 100 in-place increments against 100 eager launches."""
-    p = helpers()
     torch, sink = ctx.torch, ctx.sink
     calls, max_s = (100, 0.2) if ctx.quick else (2000, 1.0)
     shape = f"{CHAIN}x{CHAIN_N}"
@@ -48,10 +45,10 @@ def peer_torch_graph(ctx: Any) -> None:
     def check(got: Any, times: int) -> Any:
         ref = x0.double() + times
         err = float((got.double() - ref).norm() / ref.norm())
-        return p.Check(err, 1e-6)
+        return C.Check(err, 1e-6)
 
     for impl in ("torch:cudagraph", "torch:launches"):
-        base = p.record(
+        base = C.record(
             "graph_replay", impl, shape, op="x.add_(1)", kernels_per_call=CHAIN, mode="async",
             version=torch.__version__,
         )
@@ -71,9 +68,9 @@ def peer_torch_graph(ctx: Any) -> None:
                 c = check(xe, CHAIN)
                 run = lambda: chain(xe)  # noqa: E731
             if not c.passed:
-                return p.checked(base, c)
-            ms, done = p.wall_per_call(calls, 10, max_s, run, torch.cuda.synchronize)
-            rec = p.checked(base, c)
+                return C.checked(base, c)
+            ms, done = C.wall_per_call(calls, 10, max_s, run, torch.cuda.synchronize)
+            rec = C.checked(base, c)
             rec.update(median_ms=ms, us_per_kernel=ms * 1e3 / CHAIN, calls=done, stat="mean", timer="wall_clock")
             return rec
 

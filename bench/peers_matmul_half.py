@@ -1,9 +1,8 @@
 """The peers of gpukern's half-precision matmul (examples/bench/matmul_half.rs): PyTorch's
 `torch.matmul` on bf16 and fp16 tensors (cuBLAS underneath, torch's default settings), and
-Triton's matmul tutorial kernel (peers.py's `build_triton`) on the same types, with the same
-shapes, record keys, checks and timing as the Rust suite. Imported by peers.py (entries
-`torch_half` and `triton_half` of its PEERS); the helpers come from peers.py, imported when a
-peer runs.
+Triton's matmul tutorial kernel (peers_matmul.py's `build_triton_matmul`) on the same types, with the same
+shapes, record keys, checks and timing as the Rust suite. Run by peers.py (entries
+`torch_half` and `triton_half` of its PEERS).
 
 Records: `kernel` `matmul_half`; `dtype` and `math` the operands' type (`bf16`, `fp16`); `out` the
 result type (the operands' own, and `f32` at one shape). Inputs uniform in [-1, 1), rounded to the
@@ -15,40 +14,31 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import peers_common as C
+from peers_matmul import TRITON_MATMUL_CONFIGS, build_triton_matmul
+
 # The same tolerances as matmul_half.rs: three unit roundoffs of the result type.
 HALF_TOL = {"bf16": 3.0 / 256.0, "fp16": 3.0 / 2048.0}
-F32_OUT_TOL = 1e-4  # peers.py's F32_TOL: an f32 result keeps the f32 sums' error
+F32_OUT_TOL = 1e-4  # peers_common.F32_TOL: an f32 result keeps the f32 sums' error
 
 
-def half_shapes(quick: bool) -> list[tuple[int, int, int]]:
-    """The same shapes as examples/bench/matmul_half.rs."""
-    if quick:
-        return [(1024, 1024, 1024)]
-    return [(d, d, d) for d in (1024, 2048, 4096, 8192)] + [(4097, 4095, 4093)]
+def half_shapes(quick: bool) -> list[tuple[int, ...]]:
+    """The suite's shapes (bench/suite.json, family `matmul_half`)."""
+    return C.shapes("matmul_half", quick)
 
 
-def f32_out_shape(quick: bool) -> tuple[int, int, int]:
-    """The shape where the f32-result row is measured too (as in matmul_half.rs)."""
-    return (1024, 1024, 1024) if quick else (4096, 4096, 4096)
+def f32_out_shape(quick: bool) -> tuple[int, ...]:
+    """The shape where the f32-result row is measured too (the suite's `f32_out`)."""
+    return tuple(C.suite()["families"]["matmul_half"]["f32_out"]["quick" if quick else "full"])
 
 
-def half_counts(shape: tuple[int, int, int], out_bytes: int) -> tuple[float, float]:
-    """Minimum bytes (16-bit operands, `out_bytes`-wide result) and flops of a product."""
+def half_counts(shape: tuple[int, ...], out_bytes: int) -> tuple[float, float]:
+    """Minimum bytes (16-bit operands, `out_bytes`-wide result) and flops of a product (the
+    suite's `matmul_half` model)."""
     m, n, k = shape
-    return 2.0 * (m * k + k * n) + out_bytes * m * n, 2.0 * m * n * k
+    return C.bytes_of("matmul_half", m=m, n=n, k=k, o=out_bytes), C.flops_of("matmul_half", m=m, n=n, k=k)
 
 
-def _helpers() -> Any:
-    """peers.py, whose Ctx, Sink, checks and `--shapes` the peers share: the running script
-    itself when it runs as one (a second import would be a fresh copy of its settings)."""
-    import sys
-
-    main = sys.modules.get("__main__")
-    if "peers" not in sys.modules and main is not None and hasattr(main, "softmax_shapes"):
-        return main
-    import peers
-
-    return peers
 
 
 def _types(torch: Any) -> list[tuple[str, Any]]:
@@ -69,7 +59,6 @@ def _nan(ctx: Any, shape: tuple[int, int], dtype: Any) -> Any:
 def peer_torch_half(ctx: Any) -> None:
     """`torch.matmul(a, b, out=c)` on bf16 and fp16 (result in the operands' type), and at one
     shape `torch.mm(a, b, out_dtype=torch.float32)` (an f32 result, where this torch has it)."""
-    P = _helpers()
     torch, sink = ctx.torch, ctx.sink
     version = torch.__version__
     flags = torch.backends.cuda.matmul
@@ -83,7 +72,7 @@ def peer_torch_half(ctx: Any) -> None:
             shared: dict[str, Any] = {}
             for impl, out, out_dtype in rows:
                 call = "torch.matmul(a, b, out=c)" if out != "f32" else "torch.mm(a, b, out_dtype=torch.float32, out=c)"
-                base = P.mm_base(
+                base = C.mm_base(
                     "matmul_half", impl, shape, dtype=name, math=name, out=out, version=version, call=call,
                     reduced_precision_reduction=reduced,
                 )
@@ -98,7 +87,7 @@ def peer_torch_half(ctx: Any) -> None:
                 ) -> dict[str, Any]:
                     m, n, _ = shape
                     nbytes, flops = half_counts(shape, 4 if out == "f32" else 2)
-                    sets = P.sets_for(int(nbytes))
+                    sets = C.sets_for(int(nbytes))
                     if "inputs" not in shared:
                         shared["inputs"] = _inputs(ctx, shape, dtype)
                     a, b, ref = shared["inputs"]
@@ -122,7 +111,7 @@ def peer_torch_half(ctx: Any) -> None:
 
                             rec.update(call="torch.mm(a, b, out_dtype=torch.float32)", out_error=str(e)[:200])
                     tol = F32_OUT_TOL if out == "f32" else HALF_TOL[base["dtype"]]
-                    rec = P.timed_check(ctx, rec, lambda: launch(0), ref, launch, nbytes, flops, tol)
+                    rec = C.timed_check(ctx, rec, lambda: launch(0), ref, launch, nbytes, flops, tol)
                     bufs.clear()
                     return rec
 
@@ -131,24 +120,23 @@ def peer_torch_half(ctx: Any) -> None:
 
 
 def peer_triton_half(ctx: Any) -> None:
-    """Triton's matmul tutorial kernel (peers.py's `build_triton`, f32 accumulator stored in the
-    result's type) on bf16 and fp16, the fastest of peers.py's few tile configurations that
+    """Triton's matmul tutorial kernel (peers_matmul.py's `build_triton_matmul`, f32 accumulator stored in the
+    result's type) on bf16 and fp16, the fastest of peers_matmul.py's few tile configurations that
     passes the check, as for the f32 Triton rows."""
     import triton
     import triton.language as tl
 
-    P = _helpers()
     torch, sink = ctx.torch, ctx.sink
     version = triton.__version__
-    kernel = P.build_triton(triton, tl)["matmul"]
+    kernel = build_triton_matmul(triton, tl)
     for shape in half_shapes(ctx.quick):
         for name, dtype in _types(torch):
-            base = P.mm_base("matmul_half", "triton", shape, dtype=name, math=name, out=name, version=version)
+            base = C.mm_base("matmul_half", "triton", shape, dtype=name, math=name, out=name, version=version)
 
             def measure(shape: tuple[int, int, int] = shape, dtype: Any = dtype, base: dict[str, Any] = base) -> dict[str, Any]:
                 m, n, kk = shape
                 nbytes, flops = half_counts(shape, 2)
-                sets = P.sets_for(int(nbytes))
+                sets = C.sets_for(int(nbytes))
                 a, b, ref = _inputs(ctx, shape, dtype)
                 bufs = [(a.clone(), b.clone(), _nan(ctx, (m, n), dtype)) for _ in range(sets)]
                 tol = HALF_TOL[base["dtype"]]
@@ -169,28 +157,28 @@ def peer_triton_half(ctx: Any) -> None:
 
                     return launch
 
-                best, tried = _pick_config(ctx, P, launcher, ref, tol)
+                best, tried = _pick_config(ctx, launcher, ref, tol)
                 rec = {**base, "sets": sets, "configs_tried": tried}
                 if best is None:
                     return {**rec, "error": "no configuration compiled and passed the check"}
                 rec["config"] = "BM{}-BN{}-BK{}-G{}-w{}-s{}".format(*best)
                 launch = launcher(best)
-                return P.timed_check(ctx, rec, lambda: launch(0), ref, launch, nbytes, flops, tol)
+                return C.timed_check(ctx, rec, lambda: launch(0), ref, launch, nbytes, flops, tol)
 
             sink.item(base, measure)
 
 
 def _pick_config(
-    ctx: Any, P: Any, launcher: Callable[[tuple[int, ...]], Callable[[int], Any]], ref: Any, tol: float
+    ctx: Any, launcher: Callable[[tuple[int, ...]], Callable[[int], Any]], ref: Any, tol: float
 ) -> tuple[tuple[int, ...] | None, dict[str, Any]]:
-    """The fastest of peers.py's Triton matmul configurations that compiles and passes the
+    """The fastest of peers_matmul.py's Triton matmul configurations that compiles and passes the
     check (short timing each), and what each one gave."""
     best: tuple[float, tuple[int, ...]] | None = None
     tried: dict[str, Any] = {}
     saved = ctx.timer.budget
-    ctx.timer.budget = P.Budget(warmup=2, max_reps=10, target_s=0.05, max_wall_s=0.5, min_reps=3)
+    ctx.timer.budget = C.Budget(warmup=2, max_reps=10, target_s=0.05, max_wall_s=0.5, min_reps=3)
     try:
-        for cfg in P.TRITON_MATMUL_CONFIGS:
+        for cfg in TRITON_MATMUL_CONFIGS:
             name = "BM{}-BN{}-BK{}-G{}-w{}-s{}".format(*cfg)
             try:
                 launch = launcher(cfg)

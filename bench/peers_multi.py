@@ -16,6 +16,8 @@ import statistics
 import time
 from typing import Any
 
+import peers_common as C
+
 REDUCE_N = 64 << 20  # floats per GPU: 256 MiB
 
 
@@ -56,19 +58,7 @@ def _rank(rank: int, world: int, port: int, reps: int, results: Any) -> None:
 def peer_multi(ctx: Any) -> None:
     torch = ctx.torch
     world = torch.cuda.device_count()
-    # The fields of peers.record(), written out: peers.py imports this module.
-    base = {
-        "kernel": "all_reduce",
-        "impl": "torch.distributed:nccl",
-        "shape": str(REDUCE_N),
-        "dtype": "f32",
-        "median_ms": None,
-        "gbps": None,
-        "tflops": None,
-        "rel_err": None,
-        "op": "sum",
-        "gpus": world,
-    }
+    base = C.record("all_reduce", "torch.distributed:nccl", str(REDUCE_N), op="sum", gpus=world)
     if world < 2:
         ctx.sink.emit({**base, "skipped": f"{world} GPU(s): needs 2"})
         return

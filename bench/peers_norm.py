@@ -1,15 +1,15 @@
-"""The peers of gpukern's norms and cross-entropy, with the same shapes, inputs, checks and
-timing as examples/bench/norm.rs and examples/bench/cross_entropy.rs:
+"""The peers of gpukern's norms, with the same shapes (bench/suite.json, family `norm`), inputs,
+checks and timing as examples/bench/norm.rs:
 
 - `torch` (eager): `F.rms_norm` (torch >= 2.4; the formula `x * rsqrt(mean(x^2) + eps) * w`
-  in f32 before that), `F.layer_norm`, `F.cross_entropy(reduction='none')` and `'mean'`;
+  in f32 before that), `F.layer_norm`;
 - `torch-compile`: `torch.compile` of the same functions (static shapes, compiled by the check's
   call, before anything is timed);
 - `triton`: our RMSNorm and LayerNorm forward kernels, one program per row with the whole row
   in one block (x read once, y written once), the fastest `num_warps` of a few per shape.
 
-Imported by peers.py (entries `torch_norm`, `compile_norm` and `triton_norm` of its PEERS); the
-helpers (Ctx, record, timed_check, Budget, ...) come from peers.py, imported when a peer runs.
+Run by peers.py (entries `torch_norm`, `compile_norm` and `triton_norm` of its PEERS; the first
+two run peers_cross_entropy.py's peers after these).
 """
 
 from __future__ import annotations
@@ -17,48 +17,26 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+import peers_common as C
+
 NORM_EPS = 1e-5  # eps of every norm call (examples/bench/norm.rs EPS)
 NORM_X = (-1.0, 3.0)  # norm inputs are uniform in [-1, 3): rows of mean 1
 NORM_W = (0.5, 1.5)  # the weight
 NORM_B = (-0.5, 0.5)  # LayerNorm's bias
-CE_RANGE = 5.0  # logits are uniform in [-5, 5)
 BF16_TOL = 1e-2  # one rounding to bf16 (8 significant bits) is at most 2^-9 relative
 TRITON_WARPS = (4, 8, 16, 32)  # num_warps tried per shape for our Triton norms
-CE_REF_ROWS = 1024  # rows per step of the f64 cross-entropy reference (bounds its memory)
 
 
-def norm_shapes(quick: bool) -> list[tuple[int, int]]:
-    """The same shapes as examples/bench/norm.rs."""
-    return [(8192, 1024)] if quick else [(8192, c) for c in (1024, 4096, 16384)]
-
-
-def ce_shapes(quick: bool) -> list[tuple[int, int]]:
-    """The same shapes as examples/bench/cross_entropy.rs (8 GiB of logits last)."""
-    return [(1024, 32768)] if quick else [(8192, 32768), (8192, 131072), (1024, 262144), (8192, 262144)]
+def norm_shapes(quick: bool) -> list[tuple[int, ...]]:
+    """The suite's shapes (bench/suite.json, family `norm`)."""
+    return C.shapes("norm", quick)
 
 
 def norm_traffic(kernel: str, rows: int, cols: int, size: int) -> float:
-    """x read and y written once, the weight (and LayerNorm's bias) read once."""
-    params = 2 if kernel == "layer_norm" else 1
-    return float(2 * rows * cols * size + params * cols * size)
+    """x read and y written once, the weight (and LayerNorm's bias) read once: the suite's model."""
+    return C.bytes_of(kernel, rows=rows, cols=cols, e=size)
 
 
-def ce_traffic(reduction: str, rows: int, cols: int) -> float:
-    """The logits and the i64 labels read once, a loss per row (or one mean) written."""
-    return float(4 * rows * cols + 8 * rows + (4 * rows if reduction == "none" else 4))
-
-
-def _helpers() -> Any:
-    """peers.py, whose Ctx, Sink, checks and `--shapes` the peers share: the running script
-    itself when it runs as one (a second import would be a fresh copy of its settings)."""
-    import sys
-
-    main = sys.modules.get("__main__")
-    if "peers" not in sys.modules and main is not None and hasattr(main, "softmax_shapes"):
-        return main
-    import peers
-
-    return peers
 
 
 # --- References (float64 on the device) ------------------------------------------------------
@@ -71,16 +49,6 @@ def layer_norm_ref(torch: Any, x: Any, w: Any, b: Any, eps: float) -> Any:
     xd = x.double()
     d = xd - xd.mean(-1, keepdim=True)
     return d * torch.rsqrt(d.pow(2).mean(-1, keepdim=True) + eps) * w.double() + b.double()
-
-
-def ce_ref(torch: Any, x: Any, labels: Any) -> Any:
-    """Per-row losses logsumexp(x) - x[label] in float64, CE_REF_ROWS rows at a time."""
-    parts = []
-    for start in range(0, x.shape[0], CE_REF_ROWS):
-        xd = x[start : start + CE_REF_ROWS].double()
-        picked = xd.gather(1, labels[start : start + CE_REF_ROWS, None]).squeeze(1)
-        parts.append(torch.logsumexp(xd, dim=-1) - picked)
-    return torch.cat(parts)
 
 
 # --- The functions timed ---------------------------------------------------------------------
@@ -106,42 +74,26 @@ def functions(torch: Any) -> dict[str, tuple[Callable[..., Any], str]]:
             lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps),
             "F.layer_norm(x, (cols,), w, b, eps)",
         ),
-        "cross_entropy": (
-            lambda x, y: F.cross_entropy(x, y, reduction="none"),
-            "F.cross_entropy(x, y, reduction='none')",
-        ),
-        "cross_entropy_mean": (
-            lambda x, y: F.cross_entropy(x, y, reduction="mean"),
-            "F.cross_entropy(x, y, reduction='mean')",
-        ),
     }
 
 
-def allow_recompiles(torch: Any) -> None:
-    """Every shape and dtype is compiled for static shapes: allow that many recompiles of one
-    function (the default limit is 8)."""
-    config = torch._dynamo.config
-    for name in ("recompile_limit", "cache_size_limit"):
-        if hasattr(config, name):
-            setattr(config, name, max(getattr(config, name), 64))
 
 
 # --- torch eager and torch.compile -----------------------------------------------------------
 def _run_torch(ctx: Any, impl: str, compiled: bool) -> None:
-    P = _helpers()
     torch, sink = ctx.torch, ctx.sink
     version = torch.__version__
     fns = functions(torch)
     if compiled:
-        allow_recompiles(torch)
+        C.allow_recompiles(torch)
         fns = {k: (torch.compile(f, dynamic=False), f"torch.compile({c}, dynamic=False)") for k, (f, c) in fns.items()}
-    dtypes = (("f32", torch.float32, P.F32_TOL, 4), ("bf16", torch.bfloat16, BF16_TOL, 2))
+    dtypes = (("f32", torch.float32, C.F32_TOL, 4), ("bf16", torch.bfloat16, BF16_TOL, 2))
 
     for rows, cols in norm_shapes(ctx.quick):
         for kernel in ("rms_norm", "layer_norm"):
             for dtype, tdtype, tol, size in dtypes:
                 fn, call = fns[kernel]
-                base = P.record(
+                base = C.record(
                     kernel, impl, f"{rows}x{cols}", dtype=dtype, rows=rows, cols=cols, eps=NORM_EPS,
                     version=version, call=call, allocates="its output, per call",
                 )
@@ -151,7 +103,7 @@ def _run_torch(ctx: Any, impl: str, compiled: bool) -> None:
                     tol: float = tol, size: int = size, fn: Any = fn, base: dict[str, Any] = base,
                 ) -> dict[str, Any]:
                     nbytes = norm_traffic(kernel, rows, cols, size)
-                    sets = P.sets_for(int(nbytes))
+                    sets = C.sets_for(int(nbytes))
                     x = ctx.rand((rows, cols), *NORM_X).to(tdtype)
                     w, b = ctx.rand((cols,), *NORM_W).to(tdtype), ctx.rand((cols,), *NORM_B).to(tdtype)
                     xs = [x.clone() for _ in range(sets)]
@@ -166,42 +118,13 @@ def _run_torch(ctx: Any, impl: str, compiled: bool) -> None:
                         def launch(i: int) -> Any:
                             return fn(xs[i % sets], w, b, NORM_EPS)
 
-                    return P.timed_check(ctx, {**base, "sets": sets}, lambda: launch(0), ref, launch, nbytes, None, tol)
+                    return C.timed_check(ctx, {**base, "sets": sets}, lambda: launch(0), ref, launch, nbytes, None, tol)
 
                 sink.item(base, norm)
 
-    for rows, cols in ce_shapes(ctx.quick):
-        for kernel, reduction in (("cross_entropy", "none"), ("cross_entropy_mean", "mean")):
-            fn, call = fns[kernel]
-            base = P.record(
-                kernel, impl, f"{rows}x{cols}", rows=rows, cols=cols, reduction=reduction,
-                version=version, call=call, allocates="its output, per call",
-            )
-
-            def ce(
-                rows: int = rows, cols: int = cols, reduction: str = reduction, fn: Any = fn,
-                base: dict[str, Any] = base,
-            ) -> dict[str, Any]:
-                nbytes = ce_traffic(reduction, rows, cols)
-                sets = P.sets_for(int(nbytes))
-                x = ctx.rand((rows, cols), -CE_RANGE, CE_RANGE)
-                labels = torch.randint(0, cols, (rows,), device="cuda", generator=ctx.gen)
-                ref = ce_ref(torch, x, labels)
-                if reduction == "mean":
-                    ref = ref.mean()
-                bufs = [(x, labels)] + [(x.clone(), labels.clone()) for _ in range(sets - 1)]
-
-                def launch(i: int) -> Any:
-                    xi, yi = bufs[i % sets]
-                    return fn(xi, yi)
-
-                return P.timed_check(ctx, {**base, "sets": sets}, lambda: launch(0), ref, launch, nbytes, None)
-
-            sink.item(base, ce)
-
 
 def peer_torch_norm(ctx: Any) -> None:
-    """torch eager: `F.rms_norm`, `F.layer_norm`, `F.cross_entropy` (per row and mean)."""
+    """torch eager: `F.rms_norm`, `F.layer_norm`."""
     _run_torch(ctx, "torch", compiled=False)
 
 
@@ -279,8 +202,8 @@ def selftest_norm() -> list[str]:
             failures.append(f"layer norm n={n} block={block}: the planted unmasked variance was not different")
     if norm_traffic("rms_norm", 2, 3, 4) != 2 * 6 * 4 + 12 or norm_traffic("layer_norm", 2, 3, 2) != 2 * 6 * 2 + 12:
         failures.append("norm_traffic does not match examples/bench/norm.rs")
-    if ce_traffic("none", 2, 3) != 48 or ce_traffic("mean", 2, 3) != 44:
-        failures.append("ce_traffic does not match examples/bench/cross_entropy.rs")
+    if C.bytes_of("cross_entropy", rows=2, cols=3) != 48 or C.bytes_of("cross_entropy_mean", rows=2, cols=3) != 44:
+        failures.append("the cross-entropy models do not match examples/bench/cross_entropy.rs")
     return failures
 
 
@@ -289,17 +212,16 @@ def peer_triton_norm(ctx: Any) -> None:
     import triton
     import triton.language as tl
 
-    P = _helpers()
     torch, sink = ctx.torch, ctx.sink
     version = triton.__version__
     kernels = build_triton_norms(triton, tl)
-    dtypes = (("f32", torch.float32, P.F32_TOL, 4), ("bf16", torch.bfloat16, BF16_TOL, 2))
+    dtypes = (("f32", torch.float32, C.F32_TOL, 4), ("bf16", torch.bfloat16, BF16_TOL, 2))
 
     for rows, cols in norm_shapes(ctx.quick):
         block = triton.next_power_of_2(cols)
         for kernel in ("rms_norm", "layer_norm"):
             for dtype, tdtype, tol, size in dtypes:
-                base = P.record(
+                base = C.record(
                     kernel, "triton", f"{rows}x{cols}", dtype=dtype, rows=rows, cols=cols, eps=NORM_EPS,
                     version=version, variant="row_in_one_block", block=block,
                 )
@@ -309,7 +231,7 @@ def peer_triton_norm(ctx: Any) -> None:
                     tol: float = tol, size: int = size, base: dict[str, Any] = base,
                 ) -> dict[str, Any]:
                     nbytes = norm_traffic(kernel, rows, cols, size)
-                    sets = P.sets_for(int(nbytes))
+                    sets = C.sets_for(int(nbytes))
                     x = ctx.rand((rows, cols), *NORM_X).to(tdtype)
                     w, b = ctx.rand((cols,), *NORM_W).to(tdtype), ctx.rand((cols,), *NORM_B).to(tdtype)
                     bufs = [(x.clone(), torch.full_like(x, float("nan"))) for _ in range(sets)]
@@ -337,7 +259,7 @@ def peer_triton_norm(ctx: Any) -> None:
                     best: tuple[float, int] | None = None
                     tried: dict[str, Any] = {}
                     saved = ctx.timer.budget
-                    ctx.timer.budget = P.Budget(warmup=2, max_reps=10, target_s=0.05, max_wall_s=0.5, min_reps=3)
+                    ctx.timer.budget = C.Budget(warmup=2, max_reps=10, target_s=0.05, max_wall_s=0.5, min_reps=3)
                     try:
                         for warps in TRITON_WARPS:
                             if block < 32 * warps:
@@ -365,6 +287,6 @@ def peer_triton_norm(ctx: Any) -> None:
                     launch = launcher(best[1])
                     for _, yi in bufs:
                         yi.fill_(float("nan"))
-                    return P.timed_check(ctx, rec, lambda: launch(0), ref, launch, nbytes, None, tol)
+                    return C.timed_check(ctx, rec, lambda: launch(0), ref, launch, nbytes, None, tol)
 
                 sink.item(base, norm)

@@ -7,14 +7,11 @@ synchronisation, like the gpukern rows.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
+import peers_common as C
 
-def helpers() -> Any:
-    """peers.py's helpers (record, checked, timed, wall_median, Check), whether it runs as a
-    script or was imported."""
-    return sys.modules.get("peers") or sys.modules["__main__"]
+
 
 
 def copy_len(quick: bool) -> int:
@@ -26,7 +23,6 @@ def torch_transfer(ctx: Any) -> None:
     """`Tensor.to(device, non_blocking=True)` from a pinned tensor and `copy_` into a pinned
     tensor (`torch:pinned`); `.to('cuda')` from and `.to('cpu')` into pageable memory
     (`torch:pageable`)."""
-    p = helpers()
     torch, sink = ctx.torch, ctx.sink
     n = copy_len(ctx.quick)
     nbytes = 4.0 * n
@@ -41,7 +37,7 @@ def torch_transfer(ctx: Any) -> None:
 
     def exact(got: Any) -> Any:
         same = bool(torch.equal(got.cpu() if got.is_cuda else got, host))
-        return p.Check(0.0 if same else float("inf"), 0.0, "input")
+        return C.Check(0.0 if same else float("inf"), 0.0, "input")
 
     def up_pinned() -> Any:
         d = pinned_src.to("cuda", non_blocking=True)
@@ -67,12 +63,12 @@ def torch_transfer(ctx: Any) -> None:
         ("torch:pageable", "upload", up_pageable),
         ("torch:pageable", "download", down_pageable),
     ):
-        base = p.record("transfer", impl, shape, n=n, direction=direction, version=version)
+        base = C.record("transfer", impl, shape, n=n, direction=direction, version=version)
 
         def measure(run: Any = run, base: dict[str, Any] = base) -> dict[str, Any]:
             check = exact(run())
             if not check.passed:
-                return p.checked(base, check)
-            return p.timed(p.checked(base, check), p.wall_median(reps, max_s, run), nbytes)
+                return C.checked(base, check)
+            return C.timed(C.checked(base, check), C.wall_median(reps, max_s, run), nbytes)
 
         sink.item(base, measure)

@@ -69,6 +69,9 @@ def header(run: Run, source: str, readme: str) -> str:
     return "\n\n".join(
         [
             "# gpukern benchmarks",
+            # The record file the figures below come from, unless a paragraph names another
+            # (tests/figures.rs checks each figure against its file only).
+            f"<!-- figures: {source} -->",
             "Every figure below was measured on one GPU next to the peers and the ceilings it is compared "
             "to, in the same device call (a run may be split into several calls on the same machine, one "
             "after the other with the same binaries: each kernel's rows, its peers and its copy ceiling "

@@ -10,7 +10,8 @@
 //! and merges their output; `bench/report.py` turns it into BENCHMARKS.md. See bench/README.md.
 //!
 //! Layout: `timing` (CUDA events, wall clock), `record` (JSON Lines, progress, summary), `data`
-//! (random inputs, CPU references), then one module per kernel family.
+//! (random inputs, CPU references), `suite` (the shapes and byte and flop models of
+//! `bench/suite.json`, which the Python peers read too), then one module per kernel family.
 
 #[path = "bench/cross_entropy.rs"]
 mod cross_entropy;
@@ -34,6 +35,8 @@ mod record;
 mod reduce;
 #[path = "bench/softmax.rs"]
 mod softmax;
+#[path = "bench/suite.rs"]
+mod suite;
 #[path = "bench/timing.rs"]
 mod timing;
 #[path = "bench/transfer.rs"]

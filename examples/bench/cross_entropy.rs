@@ -26,10 +26,7 @@ const RANGE: f32 = 5.0;
 /// `(rows, cols)` measured: `--quick` keeps a small one; 8192 x 2^18 (8 GiB of logits) comes
 /// last, so that it is the one skipped when the time budget runs out.
 pub fn shapes(quick: bool) -> Vec<(usize, usize)> {
-    if quick {
-        return vec![(1024, 32768)];
-    }
-    vec![(8192, 32768), (8192, 131072), (1024, 262144), (8192, 262144)]
+    crate::suite::shapes2("cross_entropy", quick)
 }
 
 /// The two reductions; `kernel` of their records.
@@ -68,11 +65,11 @@ pub fn planned(quick: bool) -> usize {
 /// Minimum bytes of one call: the logits and the labels read once, the losses (or the mean)
 /// written once.
 pub fn traffic(reduction: Reduction, rows: usize, cols: usize) -> f64 {
-    let out = match reduction {
-        Reduction::None => 4 * rows,
-        Reduction::Mean => 4,
+    let kernel = match reduction {
+        Reduction::None => "cross_entropy",
+        Reduction::Mean => "cross_entropy_mean",
     };
-    (4 * rows * cols + 8 * rows + out) as f64
+    crate::suite::bytes(kernel, &[("rows", rows), ("cols", cols)])
 }
 
 /// `rows` labels uniform in `0..cols`, from a fresh seed.

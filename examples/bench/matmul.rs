@@ -45,18 +45,16 @@ pub type Shape = (usize, usize, usize);
 
 /// The matmul shapes of BENCHMARKING.md.
 pub fn shapes(quick: bool) -> Vec<Shape> {
-    if quick {
-        return vec![(512, 512, 512)];
-    }
-    let mut s: Vec<Shape> = [512, 1024, 2048, 4096, 8192].iter().map(|&d| (d, d, d)).collect();
-    s.extend([
-        (1000, 1000, 1000),
-        (4096, 4096, 64),
-        (64, 4096, 4096),
-        (1, 4096, 4096),
-        (4097, 4095, 4093),
-    ]);
-    s
+    crate::suite::shapes3("matmul", quick)
+}
+
+/// The minimum bytes and the flops of a `kernel` (`matmul`, `matmul_with_copies`) at `shape`.
+pub fn counts(kernel: &str, (m, n, k): Shape) -> (f64, f64) {
+    let vars = [("m", m), ("n", n), ("k", k)];
+    (
+        crate::suite::bytes(kernel, &vars),
+        crate::suite::flops(kernel, &vars),
+    )
 }
 
 /// "MxNxK".
@@ -292,8 +290,7 @@ pub fn matmul(b: &mut Bench, sink: &mut Sink) -> Res<()> {
         if !b.wants(&name) {
             continue;
         }
-        let flops = 2.0 * m as f64 * n as f64 * k as f64;
-        let bytes = 4.0 * (m * k + k * n + m * n) as f64;
+        let (bytes, flops) = counts("matmul", (m, n, k));
         let sets = sets_for(bytes as usize);
         let base = |imp: &str, math: &str| {
             Record::new("matmul", imp, name.clone())

@@ -37,21 +37,13 @@ const KERNEL: &str = "matmul_half";
 
 /// The shapes of issue 13's targets.
 pub fn shapes(quick: bool) -> Vec<Shape> {
-    if quick {
-        return vec![(1024, 1024, 1024)];
-    }
-    let mut s: Vec<Shape> = [1024, 2048, 4096, 8192].iter().map(|&d| (d, d, d)).collect();
-    s.push((4097, 4095, 4093));
-    s
+    crate::suite::shapes3("matmul_half", quick)
 }
 
 /// The shape where the f32-result rows (gpukern and cuBLAS) are measured too.
 pub fn f32_out_shape(quick: bool) -> Shape {
-    if quick {
-        (1024, 1024, 1024)
-    } else {
-        (4096, 4096, 4096)
-    }
+    let s = crate::suite::extra_shape("matmul_half", "f32_out", quick);
+    (s[0], s[1], s[2])
 }
 
 /// The shapes where `--plans` times each tile of the warp-specialised kernel too
@@ -202,7 +194,7 @@ fn base<T: Half>(imp: &str, shape: Shape, out: &str) -> Record {
 
 /// Minimum bytes moved by a product at `shape` whose result elements are `out_bytes` wide.
 fn traffic((m, n, k): Shape, out_bytes: usize) -> f64 {
-    (2 * (m * k + k * n) + out_bytes * m * n) as f64
+    crate::suite::bytes("matmul_half", &[("m", m), ("n", n), ("k", k), ("o", out_bytes)])
 }
 
 /// Checks `out` (widened to f32) against the reference; the record, and whether it may be timed.

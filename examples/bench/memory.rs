@@ -14,11 +14,12 @@ pub const F32_TOL: f64 = 1e-4;
 
 /// Vector lengths of the element-wise kernels and the copy.
 pub fn sizes(quick: bool) -> Vec<usize> {
-    if quick {
-        vec![1 << 20]
-    } else {
-        vec![1 << 20, 1 << 24, 1 << 28]
-    }
+    crate::suite::sizes("memory", quick)
+}
+
+/// The minimum bytes of a `kernel` record (`copy`, `add`, `increment_by_one`) on `n` floats.
+fn bytes(kernel: &str, n: usize) -> Option<f64> {
+    Some(crate::suite::bytes(kernel, &[("n", n)]))
 }
 
 /// Device-to-device copy bandwidth (`cuMemcpyDtoDAsync`), counting bytes read plus written:
@@ -53,7 +54,7 @@ pub fn timed_copy(b: &mut Bench, base: Record, n: usize) -> Res<Record> {
         let j = i % sets;
         Ok(b.stream.memcpy_dtod(&src[j], &mut dst[j])?)
     })?;
-    Ok(record.timed(&stats, Some(8.0 * n as f64), None))
+    Ok(record.timed(&stats, bytes("copy", n), None))
 }
 
 /// `gpu.add_into_with(a, b, c, algorithm)` on device-resident vectors, every algorithm.
@@ -83,7 +84,7 @@ pub fn add(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     let (x, y, z) = &mut bufs[i % sets];
                     Ok(gpu.add_into_with(x, y, z, algorithm)?)
                 })?;
-                Ok(record.timed(&stats, Some(12.0 * n as f64), None))
+                Ok(record.timed(&stats, bytes("add", n), None))
             })?;
         }
     }
@@ -115,7 +116,7 @@ pub fn increment_by_one(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                 let stats = b
                     .timer
                     .measure(|i| Ok(gpu.increment_by_one_with(&mut bufs[i % sets], algorithm)?))?;
-                Ok(record.timed(&stats, Some(8.0 * n as f64), None))
+                Ok(record.timed(&stats, bytes("increment_by_one", n), None))
             })?;
         }
     }

@@ -32,10 +32,7 @@ pub const CHECK_ROWS: usize = 256;
 
 /// `(rows, cols)` measured.
 pub fn shapes(quick: bool) -> Vec<(usize, usize)> {
-    if quick {
-        return vec![(8192, 1024)];
-    }
-    [1024, 4096, 16384].iter().map(|&c| (8192, c)).collect()
+    crate::suite::shapes2("norm", quick)
 }
 
 /// The two norms; their names are the records' `kernel` values.
@@ -52,14 +49,6 @@ impl Norm {
         match self {
             Norm::Rms => "rms_norm",
             Norm::Layer => "layer_norm",
-        }
-    }
-
-    /// Vectors of `cols` read once besides x: the weight, and LayerNorm's bias.
-    fn params(self) -> usize {
-        match self {
-            Norm::Rms => 1,
-            Norm::Layer => 2,
         }
     }
 }
@@ -138,8 +127,8 @@ pub fn planned(quick: bool, plans: bool) -> usize {
 
 /// Minimum bytes of one call: x read and y written once, the weight (and bias) read once.
 pub fn traffic<T>(norm: Norm, rows: usize, cols: usize) -> f64 {
-    let size = std::mem::size_of::<T>();
-    (2 * rows * cols * size + norm.params() * cols * size) as f64
+    let vars = [("rows", rows), ("cols", cols), ("e", std::mem::size_of::<T>())];
+    crate::suite::bytes(norm.name(), &vars)
 }
 
 /// The rows a check compares: all of them up to [`SAMPLE_ABOVE`] elements, else

@@ -444,11 +444,7 @@ pub fn launcher_vs_bare(b: &mut Bench, sink: &mut Sink, calls: usize, warmup: us
 
 /// Shapes of the copies-vs-resident comparison.
 pub fn copies_shapes(quick: bool) -> Vec<Shape> {
-    if quick {
-        vec![(1024, 1024, 1024)]
-    } else {
-        vec![(1024, 1024, 1024), (4096, 4096, 4096)]
-    }
+    crate::suite::shapes3("matmul_with_copies", quick)
 }
 
 /// Wall time of `gpukern::matmul` on host arrays (upload, multiply, download) against the same
@@ -458,8 +454,7 @@ pub fn matmul_with_copies(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     let alg = MatmulAlgorithm::default();
     for shape in copies_shapes(b.quick) {
         let (m, n, k) = shape;
-        let flops = 2.0 * m as f64 * n as f64 * k as f64;
-        let bytes = 4.0 * (m * k + k * n + m * n) as f64;
+        let (bytes, flops) = crate::matmul::counts("matmul_with_copies", shape);
         let base = |mode: &str| {
             Record::new(
                 "matmul_with_copies",

@@ -12,11 +12,7 @@ use crate::record::{Check, Record, Res, Sink};
 
 /// Vector lengths of the reductions.
 pub fn sizes(quick: bool) -> Vec<usize> {
-    if quick {
-        vec![1 << 20]
-    } else {
-        vec![1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]
-    }
+    crate::suite::sizes("reduce", quick)
 }
 
 /// `gpu.sum_into_with(x, out, algorithm)`, every algorithm. Inputs in [0, 1), so that the sum is
@@ -46,7 +42,7 @@ pub fn sum(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     let (x, out) = &mut bufs[i % sets];
                     Ok(gpu.sum_into_with(x, out, algorithm)?)
                 })?;
-                Ok(record.timed(&stats, Some(4.0 * n as f64), None))
+                Ok(record.timed(&stats, Some(crate::suite::bytes("sum", &[("n", n)])), None))
             })?;
         }
     }
@@ -85,7 +81,7 @@ pub fn argmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     let (x, out) = &mut bufs[i % sets];
                     Ok(gpu.argmax_into_with(x, out, algorithm)?)
                 })?;
-                Ok(record.timed(&stats, Some(4.0 * n as f64), None))
+                Ok(record.timed(&stats, Some(crate::suite::bytes("argmax", &[("n", n)])), None))
             })?;
         }
     }
@@ -97,11 +93,7 @@ pub fn argmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
 /// rows cut into spans), 16 columns (a thread per row; along the columns, the rows cut into
 /// spans), 64 columns (a warp per 4 rows).
 pub fn axis_shapes(quick: bool) -> Vec<(usize, usize)> {
-    if quick {
-        vec![(1024, 1024)]
-    } else {
-        vec![(8192, 8192), (16, 1 << 22), (1 << 22, 16), (1 << 20, 64)]
-    }
+    crate::suite::shapes2("axis", quick)
 }
 
 /// Records of [`axis`]: three reductions, two axes, per shape.
@@ -160,7 +152,8 @@ pub fn axis(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                         }
                         Ok(())
                     })?;
-                    Ok(record.timed(&stats, Some(4.0 * (rows * cols + outputs) as f64), None))
+                    let vars = [("rows", rows), ("cols", cols), ("outputs", outputs)];
+                    Ok(record.timed(&stats, Some(crate::suite::bytes(kernel, &vars)), None))
                 })?;
             }
         }

@@ -14,25 +14,22 @@ use crate::data::{random_vec, sets_for, softmax_reference};
 use crate::memory::F32_TOL;
 use crate::record::{Check, Record, Res, Sink};
 
-/// Inverse temperatures measured.
-pub const TEMPERATURES: [f32; 2] = [1.0, 0.5];
+/// Inverse temperatures measured (`temperatures` of the suite's softmax family).
+pub fn temperatures() -> Vec<f32> {
+    crate::suite::floats("softmax", "temperatures")
+        .into_iter()
+        .map(|t| t as f32)
+        .collect()
+}
 /// Inputs are uniform in `[-RANGE, RANGE)`: a spread of e^10 within a row at t = 1.
 const RANGE: f32 = 5.0;
 
 /// `(rows, cols)` of BENCHMARKING.md.
+///
+/// Past 8192 x 32768 the rows outgrow one block's registers: a thread-block cluster's on sm_90
+/// (8192 x 65536 is 2 GiB, 1024 x 131072 512 MiB), then the single row of 2^24 split over blocks.
 pub fn shapes(quick: bool) -> Vec<(usize, usize)> {
-    if quick {
-        return vec![(8192, 128)];
-    }
-    let mut s: Vec<_> = [128, 1024, 4096, 8192, 16384, 32768]
-        .iter()
-        .map(|&c| (8192, c))
-        .collect();
-    // Rows past one block's registers: a thread-block cluster's on sm_90 (2 GiB and 512 MiB).
-    s.push((8192, 65536));
-    s.push((1024, 131072));
-    s.push((1, 1 << 24));
-    s
+    crate::suite::shapes2("softmax", quick)
 }
 
 /// The one-pass candidates timed beside the default: the default thresholds with one choice
@@ -295,7 +292,7 @@ pub fn planned(quick: bool, plans: bool) -> usize {
         .iter()
         .map(|&(r, c)| variants(r, c, plans).len())
         .sum();
-    per_t * TEMPERATURES.len()
+    per_t * temperatures().len()
 }
 
 /// Every shape at every temperature.
@@ -304,7 +301,7 @@ pub fn softmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
         if !b.wants(&format!("{rows}x{cols}")) {
             continue;
         }
-        for t in TEMPERATURES {
+        for t in temperatures() {
             for (name, variant, plan) in variants(rows, cols, b.plans) {
                 let n = rows * cols;
                 let mut base = Record::new("softmax", format!("gpukern:{name}"), format!("{rows}x{cols}"))
@@ -338,7 +335,11 @@ pub fn softmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                         let (dx, dy) = &mut bufs[i % sets];
                         Ok(variant.run(gpu, dx, dy, t)?)
                     })?;
-                    Ok(record.timed(&stats, Some(8.0 * n as f64), None))
+                    Ok(record.timed(
+                        &stats,
+                        Some(crate::suite::bytes("softmax", &[("rows", rows), ("cols", cols)])),
+                        None,
+                    ))
                 })?;
             }
         }

@@ -11,11 +11,7 @@ use crate::record::{Check, Record, Res, Sink};
 
 /// `(rows, cols)` measured: 8192^2 and a ragged shape of about the same size.
 pub fn shapes(quick: bool) -> Vec<(usize, usize)> {
-    if quick {
-        vec![(1024, 1024)]
-    } else {
-        vec![(8192, 8192), (4097, 16381)]
-    }
+    crate::suite::shapes2("transpose", quick)
 }
 
 /// `gpu.transpose_into_with(a, b, algorithm)`, every algorithm; exact against the host's
@@ -58,7 +54,14 @@ pub fn transpose(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     let (a, t) = &mut bufs[i % sets];
                     Ok(gpu.transpose_into_with(a, t, algorithm)?)
                 })?;
-                Ok(record.timed(&stats, Some(8.0 * (rows * cols) as f64), None))
+                Ok(record.timed(
+                    &stats,
+                    Some(crate::suite::bytes(
+                        "transpose",
+                        &[("rows", rows), ("cols", cols)],
+                    )),
+                    None,
+                ))
             })?;
         }
     }
