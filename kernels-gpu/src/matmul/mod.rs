@@ -29,11 +29,11 @@
 //!    items under `matmul::wgmma_ws`.
 //!
 //! Every entry point of rungs 3 to 9 is an instance of its rung's generic `#[kernel]`, the
-//! tiling's numbers and the element types its generic arguments. Rungs 3 and 4 find their block's
-//! tile and slice of `k` and write their register tiles back with the same lines, written out in
-//! each body: as shared inlined functions they changed the PTX (the order of the prologue's
-//! instructions in every fast kernel; the wide kernels' epilogue), and these kernels' PTX is what
-//! was measured.
+//! tiling's numbers and the element types its generic arguments. Rung 3's kernels and stream-K
+//! share one main loop and one epilogue ([`register_tiled::tile_product`],
+//! [`register_tiled::store_c`]). Rung 4 finds its block's tile and slice of `k` and writes its
+//! register tiles back with rung 3's lines written out in its body: as shared inlined functions
+//! they changed the wide kernels' epilogue in the PTX, and these kernels' PTX is what was measured.
 
 /// Threads of a warp ([`crate::gpu::warp::SIZE`], as a `usize` for index arithmetic).
 const WARP: usize = crate::gpu::warp::SIZE as usize;
