@@ -64,10 +64,11 @@
 //! interpreted: each `wgmma.mma_async` line with its own accumulator list, descriptors, scale-d
 //! predicate and transpose immediates; the descriptors decoded by their bit fields and each
 //! element's address computed from the ISA's canonical layouts and the 128-byte swizzle written
-//! out afresh (the private `sim` module), not from how the kernel meant to build them. Each thread reads the rows
-//! of `A` and the columns of `B` its accumulators need (checked loads) and sums the exact
-//! products in f64 before adding to its accumulators (at least as accurate as the tensor core;
-//! TF32 operands are first truncated to 10 significand bits, as the tensor core reads them).
+//! out afresh (the simulator's private `sim::wgmma` module, `src/sim/wgmma.rs`), not from how
+//! the kernel meant to build them. Each thread reads the rows of `A` and the columns of `B` its
+//! accumulators need (checked loads) and sums the exact products in f64 before adding to its
+//! accumulators (at least as accurate as the tensor core; TF32 operands are first truncated to 10
+//! significand bits, as the tensor core reads them).
 //!
 //! A product is applied when the `wait_group` that retires it runs; until then the accumulators
 //! the kernel holds are markers (quiet NaNs naming the product), so that the simulator reports
@@ -132,7 +133,7 @@ pub fn fence() {
         core::arch::asm!("wgmma.fence.sync.aligned;\n", options(nostack));
     }
     #[cfg(not(target_arch = "nvptx64"))]
-    sim::run("wgmma.fence.sync.aligned;", &[], &mut []);
+    crate::sim::wgmma::run("wgmma.fence.sync.aligned;", &[], &mut []);
 }
 
 /// `wgmma.commit_group.sync.aligned`: closes the warpgroup's pending `mma_async`s into a group.
@@ -146,7 +147,7 @@ pub fn commit_group() {
         core::arch::asm!("wgmma.commit_group.sync.aligned;\n", options(nostack));
     }
     #[cfg(not(target_arch = "nvptx64"))]
-    sim::run("wgmma.commit_group.sync.aligned;", &[], &mut []);
+    crate::sim::wgmma::run("wgmma.commit_group.sync.aligned;", &[], &mut []);
 }
 
 /// `wgmma.wait_group.sync.aligned 0`: waits until every committed group of the warpgroup has
@@ -163,7 +164,7 @@ pub fn wait_group() {
         core::arch::asm!("wgmma.wait_group.sync.aligned 0;\n", options(nostack));
     }
     #[cfg(not(target_arch = "nvptx64"))]
-    sim::run("wgmma.wait_group.sync.aligned 0;", &[], &mut []);
+    crate::sim::wgmma::run("wgmma.wait_group.sync.aligned 0;", &[], &mut []);
 }
 
 /// The accumulator list `{{{a},{b},...}}` of a `wgmma` operand, from positional operand indices.
@@ -223,7 +224,7 @@ macro_rules! m128n128k64_ptx {
 
 /// The PTX text [`mma_bf16_m128n128k64`] runs on the GPU (an `asm!` template: `{i}` is
 /// accumulator `i`, `{scale}`, `{a00}`..`{a13}`, `{b0}`..`{b3}` the named operands). The simulator
-/// interprets this same text (its `sim::run`), so what it checks is what the GPU executes.
+/// interprets this same text (`sim::wgmma::run`), so what it checks is what the GPU executes.
 pub const MMA_BF16_M128N128K64_PTX: &str = m128n128k64_ptx!();
 
 /// `C(128 x 128) = A(128 x 64) * B(64 x 128) (+ C)` on a warpgroup, bf16 operands in shared
@@ -300,7 +301,7 @@ pub unsafe fn mma_bf16_m128n128k64(
             ("b2", b[2]),
             ("b3", b[3]),
         ];
-        sim::run(MMA_BF16_M128N128K64_PTX, &named, &mut acc);
+        crate::sim::wgmma::run(MMA_BF16_M128N128K64_PTX, &named, &mut acc);
     }
     acc
 }
@@ -470,7 +471,7 @@ macro_rules! step_product {
                     ("b2", b[2]),
                     ("b3", b[3]),
                 ];
-                sim::run($ptx, &named, &mut acc);
+                crate::sim::wgmma::run($ptx, &named, &mut acc);
             }
             acc
         }
@@ -635,7 +636,7 @@ macro_rules! accumulators {
                     acc_indices!($len, wait_asm!(G, acc))
                 };
                 #[cfg(not(target_arch = "nvptx64"))]
-                sim::run(
+                crate::sim::wgmma::run(
                     &format!("wgmma.wait_group.sync.aligned {G};"),
                     &[],
                     &mut acc,
@@ -711,9 +712,3 @@ pub fn setmaxnreg_dec<const N: u32>() {
     #[cfg(not(target_arch = "nvptx64"))]
     crate::sim::device::setmaxnreg(false, N);
 }
-
-/// The simulator's `wgmma`: an interpreter of the PTX text the GPU runs, with the operand
-/// layouts decoded from the descriptors as the PTX ISA defines them, independently of how the
-/// kernels build them.
-#[cfg(not(target_arch = "nvptx64"))]
-pub(crate) mod sim;
