@@ -21,7 +21,8 @@
 //!    speed; their items stay under `matmul::tf32`.
 //! 7. [`half`]: BF16 and FP16 operands on tensor cores (`mma.m16n8k16`, f32 accumulators, the
 //!    result in the input type or f32), fragments loaded with `ldmatrix`; their items stay under
-//!    `matmul::half`.
+//!    `matmul::half`. Rungs 6 and 7 share one tile shape, [`mma_tiling::MmaTiling`] (their
+//!    `Tf32Tiling` and `HalfTiling`), generic over the operand element.
 //! 8. [`wgmma`]: BF16 on Hopper's warpgroup tensor cores (`wgmma`, TMA copies, `mbarrier`s),
 //!    compiled into the `sm_90a` module only; its items stay under `matmul::wgmma`.
 //! 9. [`wgmma_ws`]: BF16, FP16 and TF32 on `wgmma` with warp specialisation (a producer warpgroup
@@ -87,6 +88,7 @@ macro_rules! unrolled {
 }
 
 pub mod half;
+pub mod mma_tiling;
 pub mod naive;
 pub mod register_tiled;
 pub mod split_k;
