@@ -46,9 +46,13 @@ fn readme_names_every_source_file() {
                 missing.push(format!("{path}/"));
             }
             for file in fs::read_dir(entry.path()).unwrap() {
-                let file = file.unwrap().file_name().into_string().unwrap();
-                if file != "mod.rs" && !readme.contains(&format!("`{file}`")) {
-                    missing.push(format!("{path}/{file}"));
+                let file = file.unwrap();
+                let mut name = file.file_name().into_string().unwrap();
+                if file.file_type().unwrap().is_dir() {
+                    name.push('/');
+                }
+                if name != "mod.rs" && !readme.contains(&format!("`{name}`")) {
+                    missing.push(format!("{path}/{name}"));
                 }
             }
         } else if !readme.contains(&format!("`{path}`")) {
