@@ -11,22 +11,28 @@
 //! Names follow `cuda_std` where they fit (`thread::index_1d`, `thread::sync_threads`).
 //!
 //! * [`thread`]: thread, block and grid indices (1-D and 2-D), the block barrier.
-//! * [`shared`]: the block's dynamic shared memory.
+//! * [`shared`]: the block's shared memory: typed arrays and tiles a kernel declares, and the raw
+//!   dynamic window under them.
 //! * [`mem`]: loads and stores through raw pointers; the only way kernels touch memory.
-//! * [`block`]: block-scope collectives (reductions through shared memory).
+//! * [`vector`]: several consecutive elements of any lane type as one 4- to 16-byte access (and
+//!   wider ones as several), with cache hints, and `map` over them.
 //! * [`hint`]: [`hint::recompute`], a value LLVM may not hoist out of a loop.
-//! * [`math`]: the few float functions `core` lacks on the GPU.
-//! * [`vector`]: four floats as one 16-byte load or store ([`vector::F4`]).
-//! * [`warp`]: warp-scope collectives (`shfl_xor`, `reduce_max`, `reduce_sum`) through shuffles.
-//! * [`mma`]: the warp's TF32 tensor-core multiply-accumulate (`mma_m16n8k8_tf32`, `to_tf32`).
-//! * `launch` (host only): what the typed launcher `#[kernel]` generates is written against.
-//! * [`async_copy`]: global-to-shared copies in the background (`cp_async_16`, `commit_group`,
-//!   `wait_group`; `cp_async_16_after` and `wait_all` for threads that reuse their own slots).
+//! * [`math`]: float functions `core` lacks on the GPU: `fast` (one approximate instruction
+//!   each), `accurate` and `packed` (two 16-bit values at once).
+//! * [`convert`]: half-precision elements ([`f16`](struct@f16), [`bf16`], re-exported from the
+//!   `half` crate): conversions to and from f32, and pairs as one 32-bit access (`load_f16x2`).
+//! * [`warp`]: warp-scope collectives through shuffles of any value (`shfl_xor`, `reduce`,
+//!   scans) and votes.
+//! * [`block`]: block-scope collectives (reductions and scans through a shared scratch).
 //! * [`atomic`]: atomic read-modify-writes on global or shared memory (`add`, `max`, `min`,
 //!   `exchange`, `cas`), with an explicit [`atomic::Scope`] (block, device, system).
 //! * [`grid`]: [`grid::sync`], the grid-wide barrier of a cooperative launch.
-//! * [`convert`]: half-precision elements ([`f16`](struct@f16), [`bf16`], re-exported from the
-//!   `half` crate): conversions to and from f32, and pairs as one 32-bit access (`load_f16x2`).
+//! * [`cluster`]: thread-block clusters (sm_90): the cluster barrier and the shared memory of the
+//!   cluster's other blocks.
+//! * [`async_copy`]: global-to-shared copies in the background (`cp_async_16`, `commit_group`,
+//!   `wait_group`; `cp_async_16_after` and `wait_all` for threads that reuse their own slots).
+//! * [`mma`]: the warp's tensor-core multiply-accumulate (`mma.sync`: TF32, BF16, FP16) and
+//!   `ldmatrix`.
 //! * [`bulk`]: Hopper's bulk copy of a contiguous range into shared memory (`cp.async.bulk`,
 //!   the `sm_90a` module only), completing on an [`mbarrier`].
 //! * [`mbarrier`], [`tma`], [`wgmma`]: Hopper's transaction barriers, bulk tensor copies and
@@ -34,6 +40,10 @@
 //!   under `#[cfg(target_feature = "sm_90a")]` on the GPU).
 //! * [`print`](mod@print): [`print!`] (CUDA's device `printf`, its format checked at compile
 //!   time) and [`device_assert!`] (CUDA's device `assert`), on the GPU and in the simulator.
+//! * [`device_copy`]: [`DeviceCopy`], plain data a kernel may take by value or as the element of
+//!   a buffer (`#[derive(DeviceCopy)]` for a struct of your own).
+//! * `launch` (host only): what the typed launcher `#[kernel]` generates is written against.
+//! * [`sim`] (host only): the simulator.
 
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(

@@ -26,8 +26,6 @@
 
 #[cfg(not(target_arch = "nvptx64"))]
 mod map_rules;
-#[cfg(not(target_arch = "nvptx64"))]
-mod sim;
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use map_rules::{MapError, Swizzle, TiledMap, MAP_ALIGN};
@@ -111,7 +109,7 @@ pub unsafe fn load_2d<T: Copy>(dst: *mut T, tensor: &Tensor2d<T>, bar: *mut u64,
         }
     }
     #[cfg(not(target_arch = "nvptx64"))]
-    sim::load(dst, tensor, bar, row, col);
+    crate::sim::tma::load(dst, tensor, bar, row, col);
 }
 
 /// Copies the box at `src` (this block's shared memory, row-major, 128-byte swizzled, as
@@ -148,5 +146,5 @@ pub unsafe fn store_2d<T: Copy>(tensor: &Tensor2d<T>, src: *const T, row: u32, c
         }
     }
     #[cfg(not(target_arch = "nvptx64"))]
-    sim::store(tensor, src, row, col);
+    crate::sim::tma::store(tensor, src, row, col);
 }

@@ -9,11 +9,12 @@
 //!   device-side helpers in [`gpu`] are backed by [`sim`], a block/thread simulator that runs a
 //!   launch on the CPU and checks memory accesses, barriers and shared-memory races.
 //!
-//! A module per kernel family ([`add`], [`matmul`], [`softmax`], [`norm`], [`reduce`],
-//! [`transpose`], [`cross_entropy`]), a file per rung of its ladder from the tutorial version to
-//! faster ones, each kernel declared once: where its variants differ in an element type or a knob
-//! (vectors per thread, a tiling, a cache hint) it is a generic `#[kernel]` whose named instances
-//! are the entry points (`rms_norm_rows16_f32` is `norm::rms_norm_rows::<f32, 4, PLAIN>`), and
+//! A module per kernel family, a folder with a file per rung of its ladder from the tutorial
+//! version to faster ones ([`matmul`], [`softmax`], [`norm`], [`reduce`], [`transpose`],
+//! [`cross_entropy`]) or a single file ([`add`]); and [`grid_check`], a check of the grid-wide
+//! barrier on the GPU. Each kernel is declared once: where its variants differ in an element type
+//! or a knob (vectors per thread, a tiling, a cache hint) it is a generic `#[kernel]` whose named
+//! instances are the entry points (`rms_norm_rows16_f32` is `norm::rms_norm_rows::<f32, 4, PLAIN>`), and
 //! each kernel states its block size and barrier count in its attribute, the registry's facts the
 //! PTX tests check. A family's module re-exports its rungs' items, so that an entry's launcher is
 //! `kernels_gpu::<family>::<entry>::launch`. Kernels touch memory only through [`gpu::mem`] (or

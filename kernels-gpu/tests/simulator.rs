@@ -1,8 +1,10 @@
 //! The simulator, tested two ways.
 //!
-//! 1. Every shipped kernel runs through [`Launch`] on small ragged shapes, with the launch shape
-//!    its doc comment gives, and matches an f64 computation (the kernels of each family in
-//!    `add.rs`, `matmul.rs` and `softmax.rs`; what spans families, here).
+//! 1. Kernels run through [`Launch`] on small ragged shapes, with the launch shape their doc
+//!    comments give, and match an f64 computation: in this crate's `add.rs`, `matmul.rs`,
+//!    `matmul_tf32.rs` and `softmax.rs` (what spans families, here). Every entry point of every
+//!    family runs in the simulator through gpukern's own suite (the repository's
+//!    `tests/kernels/`, whose coverage check fails for an entry no trial launched).
 //! 2. Each check is proved on a test-only kernel with one planted bug, written with the same
 //!    `gpu` helpers as the real kernels: the report must name the exact violation, kernel, block
 //!    and thread. Next to each buggy kernel runs its fixed version, which must pass. One module

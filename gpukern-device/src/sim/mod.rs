@@ -115,6 +115,8 @@ mod print;
 mod report;
 mod rule;
 mod shadow;
+pub(crate) mod tma;
+pub(crate) mod wgmma;
 
 pub use launch::{Dim3, Launch, LaunchConfig, MAX_CLUSTER_BLOCKS, MAX_COOPERATIVE_THREADS};
 pub use print::{Output, Printed};

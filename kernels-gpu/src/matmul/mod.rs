@@ -21,7 +21,8 @@
 //!    speed; their items stay under `matmul::tf32`.
 //! 7. [`half`]: BF16 and FP16 operands on tensor cores (`mma.m16n8k16`, f32 accumulators, the
 //!    result in the input type or f32), fragments loaded with `ldmatrix`; their items stay under
-//!    `matmul::half`.
+//!    `matmul::half`. Rungs 6 and 7 share one tile shape, [`mma_tiling::MmaTiling`] (their
+//!    `Tf32Tiling` and `HalfTiling`), generic over the operand element.
 //! 8. [`wgmma`]: BF16 on Hopper's warpgroup tensor cores (`wgmma`, TMA copies, `mbarrier`s),
 //!    compiled into the `sm_90a` module only; its items stay under `matmul::wgmma`.
 //! 9. [`wgmma_ws`]: BF16, FP16 and TF32 on `wgmma` with warp specialisation (a producer warpgroup
@@ -29,11 +30,11 @@
 //!    items under `matmul::wgmma_ws`.
 //!
 //! Every entry point of rungs 3 to 9 is an instance of its rung's generic `#[kernel]`, the
-//! tiling's numbers and the element types its generic arguments. Rungs 3 and 4 find their block's
-//! tile and slice of `k` and write their register tiles back with the same lines, written out in
-//! each body: as shared inlined functions they changed the PTX (the order of the prologue's
-//! instructions in every fast kernel; the wide kernels' epilogue), and these kernels' PTX is what
-//! was measured.
+//! tiling's numbers and the element types its generic arguments. Rung 3's kernels and stream-K
+//! share one main loop and one epilogue ([`register_tiled::tile_product`],
+//! [`register_tiled::store_c`]). Rung 4 finds its block's tile and slice of `k` and writes its
+//! register tiles back with rung 3's lines written out in its body: as shared inlined functions
+//! they changed the wide kernels' epilogue in the PTX, and these kernels' PTX is what was measured.
 
 /// Threads of a warp ([`crate::gpu::warp::SIZE`], as a `usize` for index arithmetic).
 const WARP: usize = crate::gpu::warp::SIZE as usize;
@@ -87,6 +88,7 @@ macro_rules! unrolled {
 }
 
 pub mod half;
+pub mod mma_tiling;
 pub mod naive;
 pub mod register_tiled;
 pub mod split_k;

@@ -3,7 +3,8 @@
 //! per tile suffices, and an optional split of `k` over blocks (added up by
 //! [`super::matmul_sum_splits`](fn@super::matmul_sum_splits)). One generic kernel,
 //! [`fast_gemm`](fn@fast_gemm), its instances the entry points, one per [`FastTiling`] and load
-//! width.
+//! width; its main loop, [`tile_product`], and its epilogue, [`store_c`], are the stream-K
+//! kernel's too.
 
 use super::wide::WIDE_STAGES;
 use super::{MAX_UNROLL, WARP};
@@ -237,12 +238,6 @@ type Prefetch = [f32; 4 * MAX_LOADS];
     barriers(2)
 )]
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-// Index loops over the register arrays: each index is a constant once unrolled, which is what
-// keeps the arrays in registers.
-#[allow(clippy::needless_range_loop)]
-// `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
-#[allow(clippy::manual_is_multiple_of)]
 pub unsafe fn fast_gemm<
     const BM: usize,
     const BN: usize,
@@ -259,37 +254,8 @@ pub unsafe fn fast_gemm<
     k: usize,
     k_split: usize,
 ) {
-    // The thread grid of the block: `threads_x` thread columns by `threads_y` thread rows.
-    let threads_x = BN / TN;
-    let threads_y = BM / TM;
-    let threads = threads_x * threads_y;
-    // Per tile and operand, each thread loads `a_loads` (`b_loads`) 16-byte pieces; piece `l` of
-    // a thread is `l * threads` pieces after its first.
-    let a_loads = BM * BK / 4 / threads;
-    let b_loads = BK * BN / 4 / threads;
-    const {
-        let threads = (BM / TM) * (BN / TN);
-        assert!(TM % 4 == 0 && TN % 4 == 0, "operands in 16-byte pieces");
-        assert!(BK % 4 == 0, "tiles of k in 16-byte pieces");
-        assert!(BM % TM == 0 && BN % TN == 0, "thread tiles cover the block");
-        assert!((BN / TN) % WARP_COLS == 0, "warps tile the thread columns");
-        assert!((BM / TM) % WARP_ROWS == 0, "warps tile the thread rows");
-        assert!((BM * BK) % (4 * threads) == 0, "each thread loads as much A");
-        assert!((BK * BN) % (4 * threads) == 0, "each thread loads as much B");
-        assert!(BM * BK / 4 / threads <= MAX_LOADS && BK * BN / 4 / threads <= MAX_LOADS);
-        assert!(threads % (BK / 4) == 0, "a thread's A pieces share a column");
-        assert!(threads % (BN / 4) == 0, "a thread's B pieces share columns");
-        assert!(BK <= MAX_UNROLL, "the step loop is unrolled up to MAX_UNROLL");
-    }
-    // Shared memory, per stage: `A` transposed (`BK` rows of `a_stride` floats), then `B`.
-    let a_stride = BM + SHARED_PAD;
-    let stage_floats = BK * a_stride + BK * BN;
-
     let tid = thread::thread_idx_x() as usize;
-    let (warp, lane) = (tid / WARP, tid % WARP);
-    let warps_x = threads_x / WARP_COLS;
-    let tx = (warp % warps_x) * WARP_COLS + lane % WARP_COLS;
-    let ty = (warp / warps_x) * WARP_ROWS + lane / WARP_COLS;
+    let (tx, ty) = thread_position::<BN, TN>(tid);
 
     // At least 1 (for `n >= 1` it is anyway): keeps a division-by-zero `trap` out of the code.
     let tiles_n = n.div_ceil(BN).max(1);
@@ -302,205 +268,23 @@ pub unsafe fn fast_gemm<
     let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
     let c = c.wrapping_add(slice * m * n);
 
-    // This thread's pieces of each tile: `A` rows `a_row + l * a_row_step` (clamped to `m`), at
-    // column `a_quad * 4` of the tile; `B` rows `b_row + l * b_row_step`, columns `b_col..` (with
-    // `VEC` from `b_col_vec`, clamped so that the piece stays in the row). `a_src` and `b_src`
-    // point at the pieces of tile 0; the main loop moves them on by a tile before each prefetch.
-    let (a_row, a_quad, a_row_step) = (tid / (BK / 4), tid % (BK / 4), threads / (BK / 4));
-    let (b_row, b_quad, b_row_step) = (tid / (BN / 4), tid % (BN / 4), threads / (BN / 4));
-    let mut a_src = [a; MAX_LOADS];
-    for l in 0..a_loads {
-        let row = (row0 + a_row + l * a_row_step).min(m - 1);
-        a_src[l] = a.wrapping_add(row * k + k_begin + a_quad * 4);
-    }
-    let b_col = col0 + b_quad * 4;
-    let b_col_vec = b_col.min(n.wrapping_sub(4));
-    let mut b_src = b.wrapping_add((k_begin + b_row) * n);
-
-    // Global -> registers: the pieces of the tile at `a_src`, `b_src`, of which the first
-    // `k_left <= BK` steps along `k` lie before `k_end` (the rest reads as zeros), as plain floats
-    // (piece `l` in elements `4*l..4*l + 4`), so that they stay in registers.
-    let load_tile = |a_src: &[*const f32; MAX_LOADS],
-                     b_src: *const f32,
-                     k_left: u32,
-                     a_next: &mut Prefetch,
-                     b_next: &mut Prefetch| {
-        let a_k = (a_quad * 4) as u32;
-        for l in 0..a_loads {
-            // SAFETY: `a_src[l]` is column `a_k` of the tile in a row below `m` (clamped), and
-            // only columns before `k_end <= k` are read; with `VEC`, `k % 4 == 0` and tiles
-            // starting at multiples of 4 keep the whole piece in the row and 16-byte aligned.
-            unsafe {
-                if VEC {
-                    let v = if a_k < k_left {
-                        vector::load4(a_src[l], 0)
-                    } else {
-                        F4::ZERO
-                    };
-                    for j in 0..4 {
-                        a_next[4 * l + j] = v.0[j];
-                    }
-                } else {
-                    for j in 0..4 {
-                        a_next[4 * l + j] = if a_k + (j as u32) < k_left {
-                            mem::load(a_src[l], j)
-                        } else {
-                            0.0
-                        };
-                    }
-                }
-            }
-        }
-        for l in 0..b_loads {
-            let inside = ((b_row + l * b_row_step) as u32) < k_left;
-            let row = b_src.wrapping_add(l * b_row_step * n);
-            // SAFETY: `row` is a row of `B` before `k_end <= k` when `inside`; columns are
-            // clamped below `n`; with `VEC`, `n % 4 == 0` keeps the clamped piece (`n - 4..n`, or
-            // any `b_col < n`) inside the row and 16-byte aligned.
-            unsafe {
-                if VEC {
-                    let v = if inside {
-                        vector::load4(row, b_col_vec)
-                    } else {
-                        F4::ZERO
-                    };
-                    for j in 0..4 {
-                        b_next[4 * l + j] = v.0[j];
-                    }
-                } else {
-                    for j in 0..4 {
-                        b_next[4 * l + j] = if inside {
-                            mem::load(row, (b_col + j).min(n - 1))
-                        } else {
-                            0.0
-                        };
-                    }
-                }
-            }
-        }
+    // SAFETY: the caller's contract; `row0 < m` and `col0 < n` (the grid covers `C` and no
+    // more), `k_begin` a multiple of `BK` (`k_split` is), `k_end <= k`.
+    let acc = unsafe {
+        tile_product::<BM, BN, BK, TM, TN, VEC>(
+            a,
+            b,
+            m,
+            n,
+            k,
+            (tid, tx, ty),
+            (row0, col0),
+            (k_begin, k_end),
+            k_tiles,
+        )
     };
-    // Steps of tile `t` before `k_end`: `BK`, fewer in the last tile, 0 past it.
-    let last_left = (k_end.saturating_sub(k_begin) - k_tiles.saturating_sub(1) * BK) as u32;
-    let k_left = |t: usize| -> u32 {
-        if t + 1 < k_tiles {
-            BK as u32
-        } else if t < k_tiles {
-            last_left
-        } else {
-            0
-        }
-    };
-
-    // Registers -> shared stage `stage`: `A` transposed, `B` as is. Shared memory taken as `F4`
-    // so that the module declares it 16-byte aligned, as the vector accesses need.
-    let smem = shared::dynamic::<F4>().cast::<f32>();
-    let store_tile = |stage: usize, a_next: &Prefetch, b_next: &Prefetch| {
-        let s_a = smem.wrapping_add(stage * stage_floats);
-        let s_b = s_a.wrapping_add(BK * a_stride);
-        for l in 0..a_loads {
-            for j in 0..4 {
-                let at = (a_quad * 4 + j) * a_stride + a_row + l * a_row_step;
-                // SAFETY: row `a_quad*4 + j < BK` of `a_stride` floats, column below `BM`.
-                unsafe { mem::store(s_a, at, a_next[4 * l + j]) };
-            }
-        }
-        for l in 0..b_loads {
-            let v = F4([
-                b_next[4 * l],
-                b_next[4 * l + 1],
-                b_next[4 * l + 2],
-                b_next[4 * l + 3],
-            ]);
-            // SAFETY: row below `BK`, columns `b_quad*4..+4` below `BN`, 16-byte aligned (`BN`
-            // and the stage and `A`-tile sizes are multiples of 4 floats).
-            unsafe { vector::store4(s_b, (b_row + l * b_row_step) * BN + b_quad * 4, v) };
-        }
-    };
-
-    let mut acc = [[0.0f32; TN]; TM];
-    let mut a_next: Prefetch = [0.0; 4 * MAX_LOADS];
-    let mut b_next: Prefetch = [0.0; 4 * MAX_LOADS];
-    if k_tiles > 0 {
-        load_tile(&a_src, b_src, k_left(0), &mut a_next, &mut b_next);
-        store_tile(0, &a_next, &b_next);
-    }
-    thread::sync_threads();
-
-    for t in 0..k_tiles {
-        // Prefetch tile `t + 1` (unconditionally: see the doc comment).
-        for src in a_src.iter_mut().take(a_loads) {
-            *src = src.wrapping_add(BK);
-        }
-        b_src = b_src.wrapping_add(BK * n);
-        load_tile(&a_src, b_src, k_left(t + 1), &mut a_next, &mut b_next);
-        // This thread's operands in the current stage: `A` columns `ty*4 + q*4*threads_y`
-        // (quadrant `q`), `B` columns `tx*4 + q*4*threads_x`.
-        let s_a = smem.wrapping_add((t % STAGES) * stage_floats + ty * 4);
-        let s_b = smem.wrapping_add((t % STAGES) * stage_floats + BK * a_stride + tx * 4);
-        let step = |kk: usize, acc: &mut [[f32; TN]; TM]| {
-            let mut a_op = [0.0f32; TM];
-            for q in 0..TM / 4 {
-                // SAFETY: row `kk < BK` of the `A` tile, columns below `BM`, 16-byte aligned.
-                let v = unsafe { vector::load4(s_a, kk * a_stride + q * 4 * threads_y) };
-                for j in 0..4 {
-                    a_op[q * 4 + j] = v.0[j];
-                }
-            }
-            let mut b_op = [0.0f32; TN];
-            for q in 0..TN / 4 {
-                // SAFETY: row `kk < BK` of the `B` tile, columns below `BN`, 16-byte aligned.
-                let v = unsafe { vector::load4(s_b, kk * BN + q * 4 * threads_x) };
-                for j in 0..4 {
-                    b_op[q * 4 + j] = v.0[j];
-                }
-            }
-            for i in 0..TM {
-                for j in 0..TN {
-                    acc[i][j] = math::fma(a_op[i], b_op[j], acc[i][j]);
-                }
-            }
-        };
-        unrolled!(kk in 0..(BK / 2), {
-            step(kk, &mut acc);
-        });
-        // Halfway through the steps (see the doc comment).
-        store_tile((t + 1) % STAGES, &a_next, &b_next);
-        unrolled!(kk in (BK / 2)..BK, {
-            step(kk, &mut acc);
-        });
-        thread::sync_threads();
-    }
-
-    for i in 0..TM {
-        let row = row0 + (i / 4) * 4 * threads_y + ty * 4 + i % 4;
-        if row >= m {
-            continue;
-        }
-        for q in 0..TN / 4 {
-            let col = col0 + q * 4 * threads_x + tx * 4;
-            let v = F4([
-                acc[i][q * 4],
-                acc[i][q * 4 + 1],
-                acc[i][q * 4 + 2],
-                acc[i][q * 4 + 3],
-            ]);
-            // SAFETY: `row < m`, and every stored column is below `n`; with `VEC`, `n % 4 == 0`
-            // and `col % 4 == 0` keep the piece in the row and 16-byte aligned.
-            unsafe {
-                if VEC {
-                    if col < n {
-                        vector::store4(c, row * n + col, v);
-                    }
-                } else {
-                    for j in 0..4 {
-                        if col + j < n {
-                            mem::store(c, row * n + col + j, v.0[j]);
-                        }
-                    }
-                }
-            }
-        }
-    }
+    // SAFETY: slice `slice` of `c` holds `m * n` floats (the caller's contract).
+    unsafe { store_c::<BM, BN, TM, TN, VEC>(c, m, n, (row0, col0), (tx, ty), &acc) }
 }
 
 /// Thread `tid`'s column `tx` and row `ty` in the block's thread grid of `BN / TN` columns (each
@@ -517,26 +301,30 @@ pub fn thread_position<const BN: usize, const TN: usize>(tid: usize) -> (usize, 
     (tx, ty)
 }
 
-/// The main loop of [`fast_gemm`](fn@fast_gemm) for one tile of `C`, for the stream-K kernel
-/// ([`super::stream_k_gemm`](fn@super::stream_k_gemm)), which runs it once per unit of work. A copy of `fast_gemm`'s lines,
-/// not a function `fast_gemm` calls: called from `fast_gemm` (inlined), it changed the order of
-/// that kernel's prologue instructions in the PTX, and the `matmul_fast_*` kernels' PTX is what
-/// was measured (the note in [`super`]). Keep the two in step.
+/// The main loop of the register-tiled kernels, for one tile of `C`: [`fast_gemm`](fn@fast_gemm)
+/// runs it once for its block's tile, the stream-K kernel
+/// ([`super::stream_k_gemm`](fn@super::stream_k_gemm)) once per unit of work. One function for
+/// both: written out in `fast_gemm` instead, as it once was, the copy's instruction order in the
+/// PTX prologue differed from the call's but ptxas made the same machine code of both on sm_80
+/// and sm_90 (the commit that joined them has the figures).
 ///
 /// Computes the product of rows `row0..row0 + BM` of `A`
 /// and columns `col0..col0 + BN` of `B` over `k_begin..k_end` (`k_tiles = ceil((k_end - k_begin) /
-/// BK)` tiles of `BK`), returned as this thread's `TM x TN` register tile. What one thread does,
-/// the edges and the barriers are as [`fast_gemm`](fn@fast_gemm) describes; `(tid, tx, ty)` are the thread's
-/// index and its column and row in the block's thread grid ([`thread_position`]). It ends at a
-/// block barrier after its last shared-memory access, so a block may call it again for another
-/// tile right away (the stream-K kernel, [`super::stream_k_gemm`](fn@super::stream_k_gemm)).
+/// BK)` tiles of `BK`, none when `k_begin >= k_end`), returned as this thread's `TM x TN` register
+/// tile. What one thread does, the edges and the barriers are as [`fast_gemm`](fn@fast_gemm)
+/// describes; `(tid, tx, ty)` are the thread's index and its column and row in the block's thread
+/// grid ([`thread_position`]). It ends at a block barrier after its last shared-memory access, so a
+/// block may call it again for another tile right away.
 ///
 /// # Safety
 /// As [`fast_gemm`](fn@fast_gemm) for `a`, `b`, `m`, `n`, `k` and the launch; `row0 < m`, `col0 < n`, `k_begin`
-/// a multiple of `BK`, `k_begin <= k_end <= k`.
+/// a multiple of `BK`, `k_end <= k`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
+// Index loops over the register arrays: each index is a constant once unrolled, which is what
+// keeps the arrays in registers.
 #[allow(clippy::needless_range_loop)]
+// `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
 #[allow(clippy::manual_is_multiple_of)]
 pub unsafe fn tile_product<
     const BM: usize,
@@ -760,7 +548,7 @@ pub unsafe fn tile_product<
 /// # Safety
 /// `c` holds `m * n` floats; with `VEC`, `n % 4 == 0` and `c` 16-byte aligned.
 #[inline(always)]
-// Index loops over the register tile, as in `fast_gemm`.
+// Index loops over the register tile, as in `tile_product`.
 #[allow(clippy::needless_range_loop)]
 pub unsafe fn store_c<const BM: usize, const BN: usize, const TM: usize, const TN: usize, const VEC: bool>(
     c: *mut f32,

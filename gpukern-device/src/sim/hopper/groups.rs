@@ -6,7 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::accumulators::MAX_SETS;
-use crate::wgmma::sim::product::Mma;
+use crate::sim::wgmma::product::Mma;
 
 /// One issued product and the set it writes.
 pub(crate) struct Product {

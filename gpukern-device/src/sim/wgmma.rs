@@ -10,6 +10,9 @@
 //! what the writer knows retired), and products left in flight are all reported. Every
 //! instruction is also checked against the warpgroup's sequence (every thread executes the same
 //! `fence`, products, `commit` and `wait`).
+//!
+//! The device side is [`crate::wgmma`]: off the GPU each of its wrappers hands its PTX text and
+//! operands to [`run`].
 
 pub(crate) mod descriptor;
 pub(crate) mod product;

@@ -2,13 +2,13 @@
 //! the box's shared-memory side checked for the swizzle's alignment and its global side against
 //! the buffer, then the box copied element by element as the copy engine does (outside the tensor:
 //! zeros on a load, nothing on a store), each element of a load recorded with the barrier phase
-//! it completes on and its place in the tensor.
+//! it completes on and its place in the tensor. The device side is [`crate::tma`]: off the GPU
+//! [`crate::tma::load_2d`] and [`crate::tma::store_2d`] call [`load`] and [`store`].
 
-use super::map_rules::{Swizzle, TiledMap};
-use super::{swizzle_128b, Tensor2d, SWIZZLE_128B};
-use crate::sim::device::{self, AsyncRead};
-use crate::sim::hopper::violation;
-use crate::sim::Rule;
+use super::device::{self, AsyncRead};
+use super::hopper::violation;
+use super::Rule;
+use crate::tma::{swizzle_128b, Swizzle, Tensor2d, TiledMap, SWIZZLE_128B};
 
 /// Alignment of a 128-byte-swizzled box in shared memory: the pattern repeats every 8 rows.
 const SWIZZLE_ATOM: usize = 1024;
@@ -121,7 +121,7 @@ fn bytes_of<T: Copy>(v: &T) -> ([u8; 16], usize) {
 
 /// [`super::load_2d`] in the simulator.
 #[track_caller]
-pub(super) fn load<T: Copy>(dst: *mut T, tensor: &Tensor2d<T>, bar: *mut u64, row: u32, col: u32) {
+pub(crate) fn load<T: Copy>(dst: *mut T, tensor: &Tensor2d<T>, bar: *mut u64, row: u32, col: u32) {
     let size = core::mem::size_of::<T>();
     check_tensor(tensor);
     let box_bytes = tensor.box_rows * tensor.box_cols * size;
@@ -150,7 +150,7 @@ pub(super) fn load<T: Copy>(dst: *mut T, tensor: &Tensor2d<T>, bar: *mut u64, ro
 
 /// [`super::store_2d`] in the simulator: performed when issued.
 #[track_caller]
-pub(super) fn store<T: Copy>(tensor: &Tensor2d<T>, src: *const T, row: u32, col: u32) {
+pub(crate) fn store<T: Copy>(tensor: &Tensor2d<T>, src: *const T, row: u32, col: u32) {
     let size = core::mem::size_of::<T>();
     check_tensor(tensor);
     let box_bytes = tensor.box_rows * tensor.box_cols * size;
