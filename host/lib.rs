@@ -58,12 +58,15 @@ extern crate self as gpukern;
 #[cfg(feature = "library")]
 pub mod api;
 pub mod buffer;
+mod cache;
+mod capture;
 pub mod copy;
 #[cfg(feature = "library")]
 pub mod cpu;
 pub mod device;
 pub mod dist;
 pub mod error;
+mod fault;
 pub mod graph;
 pub mod launch_config;
 pub mod module;
@@ -96,6 +99,8 @@ pub use half::{bf16, f16};
 #[cfg(feature = "library")]
 pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
+#[doc(hidden)]
+pub use module::launch_count::{cuda_launch_counts, sim_launch_counts};
 pub use module::{Cooperative, Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
 #[cfg(feature = "library")]
@@ -115,8 +120,6 @@ pub use ops::softmax::SoftmaxAlgorithm;
 #[cfg(feature = "library")]
 pub use ops::transpose::TransposeAlgorithm;
 pub use pinned::PinnedBuffer;
-#[doc(hidden)]
-pub use raw::launch_count::{cuda_launch_counts, sim_launch_counts};
 pub use stream::Event;
 pub use view::{DeviceSlice, DeviceSliceMut};
 
