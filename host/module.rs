@@ -106,8 +106,8 @@ impl Gpu {
     /// Loads a kernel crate's PTX (`gpukern::include_ptx!(my_kernels)`) on this device: the
     /// newest architecture in it that the device runs.
     ///
-    /// Errors: [`Error::UnsupportedDevice`] if every module is for a newer GPU;
-    /// [`Error::Driver`] if the driver refuses the PTX.
+    /// Errors: [`Error::UnsupportedDevice`](crate::Error::UnsupportedDevice) if every module is for a newer GPU;
+    /// [`Error::Driver`](crate::Error::Driver) if the driver refuses the PTX.
     ///
     /// A crate is loaded once per `Gpu`: loading it again returns the module loaded first.
     pub fn load(&self, ptx: &PtxSet) -> Result<Module> {

@@ -22,7 +22,7 @@ pub const MAX_PARAMS: usize = 32;
 pub const MAX_PARAM_BYTES: usize = 4096;
 pub(super) const PARAM_WORDS: usize = MAX_PARAM_BYTES / 8;
 
-/// One launch being assembled by a generated launcher (see [`Launcher`]).
+/// One launch being assembled by a generated launcher (see [`Launcher`](gpukern_device::launch::Launcher)).
 pub struct ModuleArgs<'a> {
     pub(super) module: &'a Module,
     pub(super) kernel: &'static Kernel,
