@@ -25,6 +25,13 @@
 //! * [`ptx`]: the embedded PTX modules of gpukern's own kernels.
 //! * [`Module`]: a kernel crate (yours, built by `gpukern-build`) loaded on a [`Gpu`]; its
 //!   `#[kernel]`s launch through the typed launchers the attribute generates.
+//!
+//! The modules stand on floors, each importing only its own floor and those below (checked by
+//! `tests/floors.rs`): errors and faults ([`error`], `fault`); [`launch_config`]; the capture
+//! registry (`capture`); [`ptx`] (PTX sets and their loading); the device ([`device`], with its
+//! per-handle caches, `cache`); buffers and streams ([`stream`], [`buffer`], [`view`], [`copy`]);
+//! [`pinned`] memory; [`module`]s with their one launch pipeline and launch counting; [`graph`]s
+//! and several GPUs ([`multi`], [`dist`]); then [`ops`] and [`api`].
 
 // Without the `library` feature, the device facts and buffer helpers only the library's
 // operations use have no caller.
