@@ -19,4 +19,5 @@ pub mod softmax;
 #[cfg(feature = "library")]
 pub mod transpose;
 
+#[cfg(feature = "library")]
 pub(crate) use crate::error::same_shape;
