@@ -7,12 +7,60 @@ use std::sync::Arc;
 use gpukern_device::launch::{Declared, Kernel};
 use gpukern_device::sim;
 
-use super::Module;
+use super::loaded::Module;
 use crate::device::Backend;
 use crate::error::Error;
 use crate::launch_config::LaunchConfig;
 use crate::stream::{CrossStream, MAX_FOREIGN};
 use crate::view::CudaPlace;
+
+/// The argument and launch methods of a `Launcher` whose `Args` are `ModuleArgs`: those of
+/// `Module` itself. A launcher that only changes how a launch is made (`Clustered`,
+/// `Cooperative`) writes its own `begin`, which sets its option of the launch, and this.
+macro_rules! forward_args_to_module {
+    () => {
+        fn input<'a, T: Copy + 'static>(
+            args: &mut ModuleArgs<'a>,
+            buffer: DeviceSlice<'a, T>,
+            declared: Option<Declared>,
+        ) -> *const T
+        where
+            Self: 'a,
+        {
+            <Module as Launcher>::input(args, buffer, declared)
+        }
+
+        fn output<'a, T: Copy + 'static>(
+            args: &mut ModuleArgs<'a>,
+            buffer: DeviceSliceMut<'a, T>,
+            declared: Option<Declared>,
+        ) -> *mut T
+        where
+            Self: 'a,
+        {
+            <Module as Launcher>::output(args, buffer, declared)
+        }
+
+        fn scalar<'a, S: Scalar>(args: &mut ModuleArgs<'a>, value: S)
+        where
+            Self: 'a,
+        {
+            <Module as Launcher>::scalar(args, value)
+        }
+
+        fn add_shared_bytes(config: LaunchConfig, bytes: u32) -> LaunchConfig {
+            <Module as Launcher>::add_shared_bytes(config, bytes)
+        }
+
+        unsafe fn launch<'a>(args: ModuleArgs<'a>, body: &dyn Fn()) -> Result<()>
+        where
+            Self: 'a,
+        {
+            // SAFETY: forwarded contract.
+            unsafe { <Module as Launcher>::launch(args, body) }
+        }
+    };
+}
 
 /// Most parameters a kernel may have through a generated launcher.
 pub const MAX_PARAMS: usize = 32;

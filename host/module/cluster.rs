@@ -5,8 +5,8 @@
 use gpukern_device::launch::{Declared, Kernel, Launcher, Scalar};
 use gpukern_device::sim::Dim3;
 
-use super::Module;
 use super::args::{LaunchKind, ModuleArgs};
+use super::loaded::Module;
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::view::{DeviceSlice, DeviceSliceMut};

@@ -5,9 +5,9 @@
 
 use gpukern_device::launch::{Declared, Kernel, Launcher, Scalar};
 
-use super::Module;
 use super::args::{LaunchKind, ModuleArgs};
 use super::launch::resident;
+use super::loaded::Module;
 use crate::device::Backend;
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;

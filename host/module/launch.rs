@@ -21,10 +21,10 @@ use std::ffi::c_void;
 use cudarc::driver::{DriverError, result, sys};
 use gpukern_device::launch::{Declared, Kernel, Launcher, Scalar};
 
-use super::Module;
 use super::args::{LaunchKind, MAX_PARAMS, ModuleArgs};
 use super::cluster::{MAX_CLUSTER_BLOCKS, PORTABLE_CLUSTER_BLOCKS};
 use super::launch_count;
+use super::loaded::Module;
 use crate::device::{Backend, CudaDevice};
 use crate::error::{DriverContext, Error, Result};
 use crate::fault;
