@@ -11,13 +11,13 @@ use ndarray::{Array, Array2, ArrayBase, Data, DataMut, Dimension, Ix2};
 
 use crate::buffer::Element;
 use crate::device::Gpu;
+use crate::error::same_shape;
 use crate::error::{Error, Result};
 use crate::ops::add::AddAlgorithm;
 use crate::ops::cross_entropy::CrossEntropyAlgorithm;
 use crate::ops::matmul::{HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput};
 use crate::ops::norm::{NormAlgorithm, NormElement};
 use crate::ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
-use crate::ops::same_shape;
 use crate::ops::softmax::SoftmaxAlgorithm;
 use crate::ops::transpose::TransposeAlgorithm;
 

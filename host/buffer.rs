@@ -36,6 +36,16 @@ pub struct DeviceVec<T = f32> {
     pub(crate) len: usize,
 }
 
+impl<T> crate::capture::Queued for DeviceVec<T> {
+    /// The buffer's home stream: where its copies and its free are queued.
+    fn queue(&self) -> Option<&Arc<cudarc::driver::CudaStream>> {
+        match &self.storage {
+            Storage::Cuda(s) => Some(s.stream()),
+            Storage::Host(_) => None,
+        }
+    }
+}
+
 /// A row-major `rows x cols` matrix of `T` (`f32` unless said otherwise) on a [`Gpu`].
 pub struct DeviceMatrix<T = f32> {
     pub(crate) data: DeviceVec<T>,
@@ -131,7 +141,7 @@ impl Gpu {
     /// staging buffers (two of [`crate::pinned::STAGING_CHUNK_BYTES`], made on first use);
     /// [`Gpu::upload_pinned`] copies straight from pinned memory.
     pub fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceVec<T>> {
-        crate::graph::refuse(self, "upload", "an allocation (upload)")?;
+        crate::capture::refuse(self, "upload", "an allocation (upload)")?;
         // A host slice cannot exceed the limit; checked anyway so every allocation passes here.
         checked_len_of::<T>("upload", &[data.len()])?;
         let storage = match &self.backend {
@@ -181,7 +191,7 @@ impl Gpu {
     ///
     /// Errors: [`Error::TooLarge`] above `isize::MAX` bytes; [`Error::OutOfMemory`].
     pub fn zeros_of<T: Element>(&self, len: usize) -> Result<DeviceVec<T>> {
-        crate::graph::refuse(self, "zeros", "an allocation (zeros)")?;
+        crate::capture::refuse(self, "zeros", "an allocation (zeros)")?;
         checked_len_of::<T>("zeros", &[len])?;
         let storage = match &self.backend {
             Backend::Cuda(d) => {
@@ -224,7 +234,7 @@ impl Gpu {
     /// A new device vector of `len` elements for a kernel to write ([`Error::TooLarge`] above
     /// [`MAX_ELEMENTS`]).
     pub(crate) fn alloc(&self, len: usize) -> Result<DeviceVec> {
-        crate::graph::refuse(
+        crate::capture::refuse(
             self,
             "allocating device memory",
             "an allocation (an operation that returns a new buffer)",
@@ -327,7 +337,7 @@ impl<T: Element> DeviceVec<T> {
     /// (waits for the work queued before it; [`Gpu::download`] stages large copies through
     /// pinned memory, [`DeviceVec::copy_to_pinned`] copies into pinned memory without waiting).
     pub fn to_vec(&self) -> Result<Vec<T>> {
-        crate::graph::refuse_copy(self, "to_vec")?;
+        crate::capture::refuse(self, "to_vec", "a copy to the host")?;
         match &self.storage {
             Storage::Cuda(_) => self.view().to_vec(),
             Storage::Host(v) => Ok(v.clone()),
@@ -363,7 +373,7 @@ impl<T: Element> DeviceVec<T> {
                 rule: "the host buffer must have the device vector's length",
             });
         }
-        crate::graph::refuse_copy(self, "copy_to_host")?;
+        crate::capture::refuse(self, "copy_to_host", "a copy to the host")?;
         self.view().copy_to_host(out)
     }
 

@@ -12,7 +12,7 @@ use cudarc::driver::{result, sys};
 
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
 use crate::error::{DriverContext, Error, Result};
-use crate::module::faults;
+use crate::fault;
 use crate::stream::CrossStream;
 use crate::view::{At, AtMut, CudaPlace, DeviceSlice, DeviceSliceMut};
 use gpukern_device::launch::BufferArg;
@@ -116,7 +116,7 @@ impl<'a, T: Element> DeviceSlice<'a, T> {
             "the host buffer must have the view's length",
         )?;
         let place = self.at.cuda();
-        crate::graph::refuse_copy_on(place.as_ref().map(|p| p.stream), OP, "a copy to the host")?;
+        crate::capture::refuse(&place.as_ref().map(|p| p.stream), OP, "a copy to the host")?;
         match (self.at, place) {
             (_, Some(_)) if self.len == 0 => Ok(()),
             (_, Some(p)) => {
@@ -124,7 +124,7 @@ impl<'a, T: Element> DeviceSlice<'a, T> {
                 // SAFETY: the view holds `len` elements at `address`, `out` as many; the copy is
                 // waited for below, before `out` is given back.
                 let queued = unsafe { result::memcpy_dtoh_async(out, p.address, p.stream.cu_stream()) };
-                faults::synced(
+                fault::synced(
                     p.ctx,
                     "copying from the device",
                     queued.and_then(|()| p.stream.synchronize()),
@@ -152,7 +152,7 @@ impl<'a, T: Element> DeviceSliceMut<'a, T> {
     pub fn fill(&mut self, value: T) -> Result<()> {
         const OP: &str = "fill";
         let place = self.at.cuda();
-        crate::graph::refuse_copy_on(place.as_ref().map(|p| p.stream), OP, "a fill")?;
+        crate::capture::refuse(&place.as_ref().map(|p| p.stream), OP, "a fill")?;
         match (&mut self.at, place) {
             (_, Some(p)) => fill_cuda(&p, self.len, &value),
             (AtMut::Host(h), None) => {
@@ -178,7 +178,7 @@ impl<'a, T: Element> DeviceSliceMut<'a, T> {
             "the host data must have the view's length",
         )?;
         let place = self.at.cuda();
-        crate::graph::refuse_copy_on(place.as_ref().map(|p| p.stream), OP, "a copy from the host")?;
+        crate::capture::refuse(&place.as_ref().map(|p| p.stream), OP, "a copy from the host")?;
         match (&mut self.at, place) {
             (_, Some(_)) if self.len == 0 => Ok(()),
             (_, Some(p)) => {
@@ -187,7 +187,7 @@ impl<'a, T: Element> DeviceSliceMut<'a, T> {
                 // be page-locked (then the copy is truly asynchronous), so the stream is waited
                 // for before `data`'s borrow ends.
                 let queued = unsafe { result::memcpy_htod_async(p.address, data, p.stream.cu_stream()) };
-                faults::synced(
+                fault::synced(
                     p.ctx,
                     "copying to the device",
                     queued.and_then(|()| p.stream.synchronize()),
@@ -221,7 +221,7 @@ impl<'a, T: Element> DeviceSliceMut<'a, T> {
             "the source must have the destination's length",
         )?;
         let place = self.at.cuda();
-        crate::graph::refuse_copy_on(place.as_ref().map(|p| p.stream), OP, "a device copy")?;
+        crate::capture::refuse(&place.as_ref().map(|p| p.stream), OP, "a device copy")?;
         match (&mut self.at, place, src.at, src.at.cuda()) {
             (_, Some(dst), _, Some(from)) if std::sync::Arc::ptr_eq(dst.ctx, from.ctx) => {
                 if self.len == 0 {
@@ -255,7 +255,7 @@ fn copy_dtod(dst: &CudaPlace<'_>, from: &CudaPlace<'_>, bytes: usize) -> Result<
     // destination is borrowed exclusively, the source shared); the copy is queued on the
     // destination's home stream, after the source's stream's work when that differs.
     unsafe { result::memcpy_dtod_async(dst.address, from.address, bytes, dst.stream.cu_stream()) }
-        .map_err(|e| faults::error(dst.ctx, "copying on the device", e))?;
+        .map_err(|e| fault::error(dst.ctx, "copying on the device", e))?;
     if let Some(event) = joined {
         cross.after(event, dst.stream)?;
     }

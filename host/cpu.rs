@@ -9,7 +9,7 @@ use crate::error::Result;
 ///
 /// Errors: [`crate::Error::ShapeMismatch`] if the lengths differ.
 pub fn add(a: &[f32], b: &[f32]) -> Result<Vec<f32>> {
-    crate::ops::same_shape(
+    crate::error::same_shape(
         "add",
         &[a.len()],
         &[b.len()],

@@ -9,10 +9,11 @@ use cudarc::driver::{CudaContext, CudaStream, DriverError, sys};
 use gpukern_device::launch::Kernel;
 use gpukern_device::sim;
 
+use crate::cache::Caches;
 use crate::error::{DriverContext, Error, Result};
+use crate::fault;
 use crate::launch_config::DeviceLimits;
-use crate::module::{Functions, faults};
-use crate::ptx;
+use crate::ptx::{self, Functions};
 
 /// Where kernels run: a CUDA device, or the CPU simulator.
 ///
@@ -49,16 +50,17 @@ pub(crate) struct CudaDevice {
     /// The kernel crates loaded with [`Gpu::load`], by crate name: each loaded once, and shared
     /// by every stream handle of the device.
     pub(crate) modules: Arc<Mutex<HashMap<&'static str, Arc<Functions>>>>,
-    /// The pinned staging buffers of large pageable copies ([`crate::pinned`]), made on first
-    /// use; one set per stream handle, so that two streams never wait on each other's staging.
-    pub(crate) staging: Mutex<Option<crate::pinned::Staging>>,
-    /// Tensor maps already in device memory, by their words (`ops::matmul::wgmma`): a product
-    /// on the same matrices again uploads nothing. One cache per stream handle, like `staging`.
-    pub(crate) tensor_maps: Mutex<HashMap<Vec<u64>, Arc<crate::buffer::DeviceVec<u64>>>>,
-    /// The softmax grid-row path's partial statistics, barrier word and launch shapes, made on
-    /// first use; one per stream handle, like `staging` (its launches then never overlap).
-    #[cfg(feature = "library")]
-    pub(crate) softmax_grid_row: Mutex<Option<crate::ops::softmax::GridRowWorkspace>>,
+    /// This handle's caches, one slot per family's cache type ([`Caches`]): pinned memory's
+    /// staging buffers, matmul's tensor maps, softmax's grid-row workspace. One set per stream
+    /// handle, so that two streams never wait on each other's.
+    pub(crate) caches: Caches,
+}
+
+impl CudaDevice {
+    /// This handle's cache of type `T` (made empty on first use): see [`Caches::get`].
+    pub(crate) fn cache<T: Default + Send + 'static>(&self) -> Arc<Mutex<T>> {
+        self.caches.get::<T>()
+    }
 }
 
 /// Which backend [`Gpu::global`] picks: `GPUKERN_DEVICE` = `cuda`, `sim`, or unset (CUDA if
@@ -117,10 +119,7 @@ impl Gpu {
                 compute_capability,
                 multiprocessors,
                 residency: Arc::new(Mutex::new(HashMap::new())),
-                staging: Mutex::new(None),
-                tensor_maps: Mutex::new(HashMap::new()),
-                #[cfg(feature = "library")]
-                softmax_grid_row: Mutex::new(None),
+                caches: Caches::default(),
             })),
         })
     }
@@ -194,9 +193,9 @@ impl Gpu {
     /// Waits until every call queued on this handle's stream has finished (not those of other
     /// [`Gpu::stream`] handles); reports an error a kernel raised.
     pub fn synchronize(&self) -> Result<()> {
-        crate::graph::refuse(self, "Gpu::synchronize", "a synchronisation")?;
+        crate::capture::refuse(self, "Gpu::synchronize", "a synchronisation")?;
         match &self.backend {
-            Backend::Cuda(d) => faults::synced(&d.ctx, "synchronising the stream", d.stream.synchronize()),
+            Backend::Cuda(d) => fault::synced(&d.ctx, "synchronising the stream", d.stream.synchronize()),
             Backend::Simulator => Ok(()),
         }
     }
@@ -230,6 +229,16 @@ impl Gpu {
     pub unsafe fn cuda_stream(&self) -> Option<(&Arc<CudaContext>, &Arc<CudaStream>)> {
         match &self.backend {
             Backend::Cuda(d) => Some((&d.ctx, &d.stream)),
+            Backend::Simulator => None,
+        }
+    }
+}
+
+impl crate::capture::Queued for Gpu {
+    /// This handle's stream: where its allocations, copies and launches are queued.
+    fn queue(&self) -> Option<&Arc<CudaStream>> {
+        match &self.backend {
+            Backend::Cuda(d) => Some(&d.stream),
             Backend::Simulator => None,
         }
     }
@@ -343,7 +352,7 @@ pub(crate) fn open_error(ordinal: usize, e: DriverError) -> Error {
             reason: format!("{:?}", e.0),
         },
         // A kernel of this process faulted earlier: CUDA stays unusable in this process.
-        _ if faults::is_sticky(&e) => Error::KernelFailed {
+        _ if fault::is_sticky(&e) => Error::KernelFailed {
             kernels: "(one launched earlier in this process)".to_string(),
             during: "opening the CUDA device",
             sticky: true,

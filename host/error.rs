@@ -180,3 +180,17 @@ impl<T> DriverContext<T> for std::result::Result<T, DriverError> {
         self.map_err(|source| Error::Driver { during, source })
     }
 }
+
+/// Errors unless `lhs == rhs`: [`Error::ShapeMismatch`] naming `op` and the `rule` they break.
+pub(crate) fn same_shape(op: &'static str, lhs: &[usize], rhs: &[usize], rule: &'static str) -> Result<()> {
+    if lhs == rhs {
+        Ok(())
+    } else {
+        Err(Error::ShapeMismatch {
+            op,
+            lhs: lhs.to_vec(),
+            rhs: rhs.to_vec(),
+            rule,
+        })
+    }
+}

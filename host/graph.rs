@@ -39,7 +39,7 @@
 //! captures: that work would be recorded into the graph instead of running (or be refused as
 //! an allocation or copy inside a capture). On the H200 a test suite sharing one `Gpu` between
 //! threads saw exactly that: another thread's softmax was recorded into a graph and never ran
-//! (`bench/results/h200-logs/6088228-kernels.log`). Capture on a `Gpu` of its own
+//! (`bench/experiments/h200-logs/6088228-kernels.log`). Capture on a `Gpu` of its own
 //! ([`Gpu::new`]) or a handle no other thread uses.
 //!
 //! # On the simulator
@@ -47,16 +47,13 @@
 //! owners, the refusals above) but without running the kernels, as a CUDA capture records
 //! without executing; each [`Graph::launch`] runs it again, kernels included.
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-
 use cudarc::driver::{CudaGraph, sys};
 
-use crate::buffer::{DeviceMatrix, DeviceVec, Element, Storage};
+use crate::buffer::{DeviceMatrix, DeviceVec, Element};
+use crate::capture::Capturing;
 use crate::device::{Backend, Gpu};
 use crate::error::{Error, Result};
-use crate::module::faults;
+use crate::fault;
 
 /// What a graph's closure is: it queues gpukern calls on the `Gpu` it is given.
 type Body<'a, B> = Box<dyn FnMut(&Gpu, &mut B) -> Result<()> + 'a>;
@@ -172,7 +169,7 @@ impl Gpu {
                 None
             }
             Backend::Cuda(d) => {
-                let capturing = Capturing::cuda(stream_key(&d.stream))?;
+                let capturing = Capturing::cuda(&d.stream)?;
                 d.stream
                     .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
                     .map_err(|e| capture_error("starting a capture", e))?;
@@ -223,9 +220,9 @@ impl<B: GraphBuffers> Graph<'_, B> {
                 (self.body)(&self.gpu, &mut self.buffers)
             }
             (Backend::Cuda(d), Some(exec)) => {
-                faults::launched(&d.ctx, "(a CUDA graph)");
+                fault::launched(&d.ctx, "(a CUDA graph)");
                 exec.launch()
-                    .map_err(|e| faults::launch_error(&d.ctx, "(a CUDA graph)", e))
+                    .map_err(|e| fault::launch_error(&d.ctx, "(a CUDA graph)", e))
             }
             (Backend::Cuda(_), None) => Ok(()),
         }
@@ -268,146 +265,4 @@ fn capture_error(during: &'static str, e: cudarc::driver::DriverError) -> Error 
         op: "Gpu::capture",
         detail: format!("the driver failed {during}: {e:?}"),
     }
-}
-
-// The capture registry: which CUDA streams are being captured (by any thread), and whether
-// this thread is capturing (or replaying) on the simulator. Every allocation, host copy and
-// synchronisation asks it first ([`refuse`]).
-
-/// CUDA streams under capture, by address; with a count for a lock-free "none" answer.
-static CUDA_CAPTURES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-static CUDA_CAPTURE_COUNT: AtomicUsize = AtomicUsize::new(0);
-
-/// How this thread is running a simulator graph's closure.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum SimMode {
-    /// Not at all.
-    Off,
-    /// Capturing: every check, no kernel runs.
-    Capture,
-    /// Replaying: kernels run, refusals still apply.
-    Replay,
-}
-
-thread_local! {
-    static SIM_MODE: Cell<SimMode> = const { Cell::new(SimMode::Off) };
-}
-
-fn stream_key(stream: &Arc<cudarc::driver::CudaStream>) -> usize {
-    Arc::as_ptr(stream) as usize
-}
-
-/// A capture in progress, ended when dropped (a panic in the closure included).
-enum Capturing {
-    Cuda(usize),
-    Simulator,
-}
-
-impl Capturing {
-    fn cuda(key: usize) -> Result<Capturing> {
-        let mut captures = CUDA_CAPTURES.lock().unwrap_or_else(|p| p.into_inner());
-        if captures.contains(&key) {
-            return Err(nested());
-        }
-        captures.push(key);
-        CUDA_CAPTURE_COUNT.fetch_add(1, Ordering::SeqCst);
-        Ok(Capturing::Cuda(key))
-    }
-
-    fn simulator(capture: bool) -> Result<Capturing> {
-        if SIM_MODE.get() != SimMode::Off {
-            return Err(nested());
-        }
-        SIM_MODE.set(if capture {
-            SimMode::Capture
-        } else {
-            SimMode::Replay
-        });
-        Ok(Capturing::Simulator)
-    }
-}
-
-impl Drop for Capturing {
-    fn drop(&mut self) {
-        match self {
-            Capturing::Cuda(key) => {
-                let mut captures = CUDA_CAPTURES.lock().unwrap_or_else(|p| p.into_inner());
-                captures.retain(|k| k != key);
-                CUDA_CAPTURE_COUNT.fetch_sub(1, Ordering::SeqCst);
-            }
-            Capturing::Simulator => SIM_MODE.set(SimMode::Off),
-        }
-    }
-}
-
-fn nested() -> Error {
-    Error::Capture {
-        op: "Gpu::capture",
-        detail: "a capture or a graph launch inside a capture: capture the calls themselves".into(),
-    }
-}
-
-fn cuda_capturing(key: usize) -> bool {
-    CUDA_CAPTURE_COUNT.load(Ordering::SeqCst) > 0
-        && CUDA_CAPTURES
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&key)
-}
-
-/// Whether `backend` is being captured (CUDA: by any thread; simulator: by this thread, or a
-/// simulator graph is replaying on it).
-fn capturing(backend: &Backend) -> bool {
-    match backend {
-        Backend::Cuda(d) => cuda_capturing(stream_key(&d.stream)),
-        Backend::Simulator => SIM_MODE.get() != SimMode::Off,
-    }
-}
-
-fn refused(op: &'static str, what: &str) -> Error {
-    Error::Capture {
-        op,
-        detail: format!(
-            "{what} inside Gpu::capture: a graph can only launch kernels. Allocate and copy \
-             before capturing, read results after a launch"
-        ),
-    }
-}
-
-/// [`Error::Capture`] if `gpu` is being captured: `what` (an allocation, a synchronisation...)
-/// cannot be part of a graph.
-pub(crate) fn refuse(gpu: &Gpu, op: &'static str, what: &str) -> Result<()> {
-    if capturing(&gpu.backend) {
-        Err(refused(op, what))
-    } else {
-        Ok(())
-    }
-}
-
-/// [`refuse`] for a host copy of `buffer`.
-pub(crate) fn refuse_copy<T>(buffer: &DeviceVec<T>, op: &'static str) -> Result<()> {
-    let home = match &buffer.storage {
-        Storage::Cuda(s) => Some(s.stream()),
-        Storage::Host(_) => None,
-    };
-    refuse_copy_on(home, op, "a copy to the host")
-}
-
-/// [`refuse`] for `what` (a copy, a fill) queued on a buffer's `home` stream (`None`: a
-/// simulator buffer).
-pub(crate) fn refuse_copy_on(
-    home: Option<&Arc<cudarc::driver::CudaStream>>,
-    op: &'static str,
-    what: &str,
-) -> Result<()> {
-    let busy = match home {
-        Some(stream) => cuda_capturing(stream_key(stream)),
-        None => SIM_MODE.get() != SimMode::Off,
-    };
-    if busy { Err(refused(op, what)) } else { Ok(()) }
-}
-
-/// Whether the simulator is capturing on this thread: launches are checked, not run.
-pub(crate) fn simulator_dry_run() -> bool {
-    SIM_MODE.get() == SimMode::Capture
 }

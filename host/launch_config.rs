@@ -35,6 +35,15 @@ pub struct DeviceLimits {
 }
 
 impl DeviceLimits {
+    /// These limits with the opt-in shared memory as the per-block limit: what a kernel opted in
+    /// to all of it may use.
+    pub fn opted_in(self) -> DeviceLimits {
+        DeviceLimits {
+            max_shared_mem_per_block: self.max_shared_mem_per_block_optin,
+            ..self
+        }
+    }
+
     /// The limits of every NVIDIA GPU since compute capability 3.0; the simulator uses these.
     pub const COMMON: DeviceLimits = DeviceLimits {
         max_threads_per_block: 1024,

@@ -25,6 +25,13 @@
 //! * [`ptx`]: the embedded PTX modules of gpukern's own kernels.
 //! * [`Module`]: a kernel crate (yours, built by `gpukern-build`) loaded on a [`Gpu`]; its
 //!   `#[kernel]`s launch through the typed launchers the attribute generates.
+//!
+//! The modules stand on floors, each importing only its own floor and those below (checked by
+//! `tests/floors.rs`): errors and faults ([`error`], `fault`); [`launch_config`]; the capture
+//! registry (`capture`); [`ptx`] (PTX sets and their loading); the device ([`device`], with its
+//! per-handle caches, `cache`); buffers and streams ([`stream`], [`buffer`], [`view`], [`copy`]);
+//! [`pinned`] memory; [`module`]s with their one launch pipeline and launch counting; [`graph`]s
+//! and several GPUs ([`multi`], [`dist`]); then [`ops`] and [`api`].
 
 // Without the `library` feature, the device facts and buffer helpers only the library's
 // operations use have no caller.
@@ -58,12 +65,15 @@ extern crate self as gpukern;
 #[cfg(feature = "library")]
 pub mod api;
 pub mod buffer;
+mod cache;
+mod capture;
 pub mod copy;
 #[cfg(feature = "library")]
 pub mod cpu;
 pub mod device;
 pub mod dist;
 pub mod error;
+mod fault;
 pub mod graph;
 pub mod launch_config;
 pub mod module;
@@ -96,6 +106,8 @@ pub use half::{bf16, f16};
 #[cfg(feature = "library")]
 pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
+#[doc(hidden)]
+pub use module::launch_count::{cuda_launch_counts, sim_launch_counts};
 pub use module::{Cooperative, Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
 #[cfg(feature = "library")]
@@ -115,8 +127,6 @@ pub use ops::softmax::SoftmaxAlgorithm;
 #[cfg(feature = "library")]
 pub use ops::transpose::TransposeAlgorithm;
 pub use pinned::PinnedBuffer;
-#[doc(hidden)]
-pub use raw::launch_count::{cuda_launch_counts, sim_launch_counts};
 pub use stream::Event;
 pub use view::{DeviceSlice, DeviceSliceMut};
 

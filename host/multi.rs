@@ -83,7 +83,7 @@ impl<T: Element> DeviceVec<T> {
     /// allocation).
     pub fn copy_to(&self, gpu: &Gpu) -> Result<DeviceVec<T>> {
         checked_len_of::<T>("copy_to", &[self.len])?;
-        crate::graph::refuse(gpu, "copy_to", "an allocation (copy_to)")?;
+        crate::capture::refuse(gpu, "copy_to", "an allocation (copy_to)")?;
         match (&self.storage, &gpu.backend) {
             (Storage::Cuda(src), Backend::Cuda(dst_device)) => {
                 let mut dst = dst_device.alloc::<T>(self.len)?;
@@ -256,7 +256,7 @@ impl GpuGroup {
     /// libnccl (two or more devices); [`Error::Nccl`] when NCCL fails.
     pub fn all_reduce_sum(&self, parts: &mut [DeviceVec<f32>]) -> Result<()> {
         const OP: &str = "all_reduce_sum";
-        crate::ops::same_shape(
+        crate::error::same_shape(
             OP,
             &[parts.len()],
             &[self.gpus.len()],
@@ -264,7 +264,7 @@ impl GpuGroup {
         )?;
         let len = parts.first().map_or(0, DeviceVec::len);
         for (gpu, part) in self.gpus.iter().zip(parts.iter()) {
-            crate::ops::same_shape(OP, &[len], &[part.len()], "every vector has the same length")?;
+            crate::error::same_shape(OP, &[len], &[part.len()], "every vector has the same length")?;
             if !gpu.owns(part) {
                 return Err(Error::WrongDevice { op: OP });
             }

@@ -4,8 +4,16 @@
 //! One module per architecture (`sm_80`, `sm_90` and `sm_90a`, or `GPUKERN_PTX_ARCHS`). The driver
 //! compiles PTX for an architecture forward to any newer GPU, so the best module for a device is
 //! the newest one not newer than the device ([`PtxSet::select`]).
+//!
+//! Below the device: any kernel crate's embedded PTX ([`PtxSet`]), split into one small module
+//! per entry point (`ptx/split.rs`), each loaded when first launched (`ptx/load.rs`), the way
+//! [`crate::Gpu::new`] loads gpukern's own and [`crate::Gpu::load`] a user's.
 
-pub use crate::module::{EntryModules, PtxModule, PtxSet, entry_names};
+mod load;
+mod split;
+
+pub use load::{EntryModules, PtxModule, PtxSet, entry_names};
+pub(crate) use load::{Function, Functions};
 
 /// gpukern's kernels, every architecture built.
 pub static KERNELS: PtxSet = crate::include_ptx!(kernels_gpu);

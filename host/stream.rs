@@ -20,20 +20,19 @@
 //! nothing (one pointer comparison) when every buffer of a launch is on the launching stream:
 //! the path of a program that never calls [`Gpu::stream`]. Kernels touching a shared buffer from
 //! several streams run one after the other; for overlap, give each stream its own buffers (what
-//! [`Gpu::pipelined`] does) and share only what is read.
+//! [`Gpu::pipelined`](crate::pinned) does) and share only what is read.
 //!
 //! [`Event`]s order streams explicitly (record on one, wait on another) and time them.
 //! In the simulator a stream handle is the simulator again and everything runs in call order.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result, sys};
 
-use crate::buffer::{DeviceMatrix, Element};
+use crate::cache::Caches;
 use crate::device::{Backend, CudaDevice, Gpu};
 use crate::error::{DriverContext, Error, Result};
-use crate::module::faults;
-use crate::pinned::PinnedBuffer;
+use crate::fault;
 
 impl Gpu {
     /// A new handle on this device with its own stream: work queued on it may overlap with work
@@ -104,7 +103,7 @@ impl Gpu {
 }
 
 impl CudaDevice {
-    /// This device's context, kernels and caches, with `stream` as its queue.
+    /// This device's context and kernels, with `stream` as its queue and caches of its own.
     fn on_stream(&self, stream: Arc<CudaStream>) -> CudaDevice {
         CudaDevice {
             ctx: self.ctx.clone(),
@@ -117,10 +116,7 @@ impl CudaDevice {
             multiprocessors: self.multiprocessors,
             residency: self.residency.clone(),
             modules: self.modules.clone(),
-            staging: Mutex::new(None),
-            tensor_maps: Mutex::new(std::collections::HashMap::new()),
-            #[cfg(feature = "library")]
-            softmax_grid_row: Mutex::new(None),
+            caches: Caches::default(),
         }
     }
 }
@@ -140,7 +136,7 @@ impl Event {
     /// Waits on the host until the recorded work has finished; reports a kernel's fault.
     pub fn synchronize(&self) -> Result<()> {
         match &self.inner {
-            EventInner::Cuda(e) => faults::synced(e.context(), "waiting for an event", e.synchronize()),
+            EventInner::Cuda(e) => fault::synced(e.context(), "waiting for an event", e.synchronize()),
             EventInner::Simulator(_) => Ok(()),
         }
     }
@@ -152,7 +148,7 @@ impl Event {
     pub fn elapsed_ms(&self, end: &Event) -> Result<f64> {
         match (&self.inner, &end.inner) {
             (EventInner::Cuda(a), EventInner::Cuda(b)) if Arc::ptr_eq(a.context(), b.context()) => {
-                let ms = faults::synced(a.context(), "timing two events", a.elapsed_ms(b))?;
+                let ms = fault::synced(a.context(), "timing two events", a.elapsed_ms(b))?;
                 Ok(f64::from(ms))
             }
             (EventInner::Simulator(a), EventInner::Simulator(b)) => {
@@ -249,85 +245,5 @@ impl Drop for JoinEvent {
         // SAFETY: created by `JoinEvent::new`, destroyed once; the driver releases an event
         // with pending work once that work completes.
         let _ = unsafe { result::event::destroy(self.0) };
-    }
-}
-
-impl Gpu {
-    /// Runs `compute` on a batch in chunks, overlapping the copies of one chunk with the compute
-    /// of another: chunk `i` is uploaded from `input`, computed and downloaded into `output` on
-    /// stream `i % streams` (each stream with its own device buffers, allocated once), so while
-    /// one stream computes, another uploads the next chunk and a third downloads the previous
-    /// one. With `streams = 1` it is the same work without overlap.
-    ///
-    /// `input` holds the chunks one after another, each a row-major `in_shape` matrix; `output`
-    /// receives the results the same way, each `out_shape`. `compute(gpu, x, y)` must queue the
-    /// chunk's work on `gpu` (the chunk's stream) writing `y`, e.g.
-    /// `|g, x, y| g.matmul_into(x, &b, y, MatmulAlgorithm::default())` with `b` a matrix of `self` shared by every chunk.
-    /// Returns once everything is queued; [`PinnedBuffer::as_slice`] on `output` (or
-    /// [`Gpu::synchronize`] on the stream handles) waits for the results.
-    ///
-    /// Errors: [`Error::InvalidArgument`] for no streams, an empty chunk shape, or an input that
-    /// is not a whole number of chunks; [`Error::ShapeMismatch`] if `output` does not hold as
-    /// many `out_shape` chunks; [`Error::WrongDevice`] if a pinned buffer is of another device;
-    /// `compute`'s errors.
-    pub fn pipelined<T, U, F>(
-        &self,
-        streams: usize,
-        input: &PinnedBuffer<T>,
-        in_shape: (usize, usize),
-        output: &mut PinnedBuffer<U>,
-        out_shape: (usize, usize),
-        mut compute: F,
-    ) -> Result<()>
-    where
-        T: Element,
-        U: Element,
-        F: FnMut(&Gpu, &DeviceMatrix<T>, &mut DeviceMatrix<U>) -> Result<()>,
-    {
-        const OP: &str = "pipelined";
-        let in_len = crate::buffer::checked_len_of::<T>(OP, &[in_shape.0, in_shape.1])?;
-        let out_len = crate::buffer::checked_len_of::<U>(OP, &[out_shape.0, out_shape.1])?;
-        if streams == 0 || in_len == 0 || out_len == 0 {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                detail: format!(
-                    "{streams} streams, chunks of {in_shape:?} in and {out_shape:?} out: needs at \
-                     least one stream and non-empty chunks"
-                ),
-            });
-        }
-        if input.len() % in_len != 0 {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                detail: format!(
-                    "the input's {} elements are not a whole number of {in_shape:?} chunks",
-                    input.len()
-                ),
-            });
-        }
-        let chunks = input.len() / in_len;
-        if output.len() != chunks * out_len {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                lhs: vec![chunks, out_shape.0, out_shape.1],
-                rhs: vec![output.len()],
-                rule: "the output must hold one out_shape chunk per input chunk",
-            });
-        }
-        let streams = streams.min(chunks.max(1));
-        let mut lanes = Vec::with_capacity(streams);
-        for _ in 0..streams {
-            let gpu = self.stream()?;
-            let x = gpu.zeros_matrix_of::<T>(in_shape.0, in_shape.1)?;
-            let y = gpu.zeros_matrix_of::<U>(out_shape.0, out_shape.1)?;
-            lanes.push((gpu, x, y));
-        }
-        for i in 0..chunks {
-            let (gpu, x, y) = &mut lanes[i % streams];
-            x.as_vec_mut().copy_from_pinned(input, i * in_len)?;
-            compute(gpu, x, y)?;
-            y.as_vec().copy_to_pinned(output, i * out_len)?;
-        }
-        Ok(())
     }
 }

@@ -509,7 +509,7 @@ impl Communicator {
 
     /// Errors unless `whole == world * chunk`.
     fn check_chunks(&self, op: &'static str, chunk: usize, whole: usize) -> Result<()> {
-        crate::ops::same_shape(
+        crate::error::same_shape(
             op,
             &[whole],
             &[chunk.saturating_mul(self.world)],

@@ -1,15 +1,15 @@
-//! Cooperative launches: [`Module::cooperative`], the check that the whole grid can be resident
-//! at once, and `cuLaunchKernelEx` with the cooperative attribute. What lets a kernel call the
-//! grid-wide barrier [`gpukern_device::grid::sync`].
+//! Cooperative launches: [`Module::cooperative`], a launcher that sets the cooperative option of
+//! the launch pipeline (`module/launch.rs`: the check that the whole grid can be resident at
+//! once, `cuLaunchKernelEx` with the cooperative attribute), and [`Module::cooperative_blocks`].
+//! What lets a kernel call the grid-wide barrier [`gpukern_device::grid::sync`].
 
-use std::ffi::c_void;
-
-use cudarc::driver::{DriverError, sys};
 use gpukern_device::launch::{Declared, Kernel, Launcher, Scalar};
 
-use super::{Function, Module, ModuleArgs};
-use crate::device::CudaDevice;
-use crate::error::{DriverContext, Error, Result};
+use super::args::{LaunchKind, ModuleArgs};
+use super::launch::resident;
+use super::loaded::Module;
+use crate::device::Backend;
+use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::view::{DeviceSlice, DeviceSliceMut};
 
@@ -28,7 +28,7 @@ use crate::view::{DeviceSlice, DeviceSliceMut};
 /// times the multiprocessors
 /// ([`Error::TooLarge`] with the numbers otherwise: a grid barrier in a grid that is not all
 /// resident would hang). Size the grid with [`Module::cooperative_blocks`]. Clusters are not
-/// combined with it. In the simulator the launch is marked cooperative
+/// combined with it (a launch is one kind or the other). In the simulator the launch is marked cooperative
 /// ([`gpukern_device::sim::Launch::cooperative`]), whose grid may have at most
 /// [`gpukern_device::sim::MAX_COOPERATIVE_THREADS`] threads.
 #[derive(Clone, Copy)]
@@ -56,11 +56,11 @@ impl Module {
         shared_mem_bytes: u32,
     ) -> Result<u32> {
         match &self.backend {
-            crate::device::Backend::Simulator => {
+            Backend::Simulator => {
                 let most = gpukern_device::sim::MAX_COOPERATIVE_THREADS / u64::from(threads.max(1));
                 Ok(most.min(u64::from(u32::MAX)) as u32)
             }
-            crate::device::Backend::Cuda(device) => {
+            Backend::Cuda(device) => {
                 let function = self
                     .function(kernel.name)?
                     .ok_or_else(|| Error::InvalidArgument {
@@ -94,7 +94,7 @@ impl Launcher for Cooperative<'_> {
 
     fn begin<'a>(&'a self, kernel: &'static Kernel, config: LaunchConfig) -> ModuleArgs<'a> {
         let mut args = self.module.begin(kernel, config);
-        args.cooperative = true;
+        args.kind = LaunchKind::Cooperative;
         if let Some(launch) = &mut args.sim {
             launch.cooperative();
         }
@@ -102,108 +102,4 @@ impl Launcher for Cooperative<'_> {
     }
 
     forward_args_to_module!();
-}
-
-/// Blocks of `function` of `threads` threads and `shared_mem_bytes` each resident on the whole
-/// device at once; [`Error::InvalidArgument`] where the device cannot launch cooperatively.
-fn resident(
-    op: &'static str,
-    function: &Function,
-    device: &CudaDevice,
-    threads: u32,
-    shared_mem_bytes: u32,
-) -> Result<u32> {
-    // (The device attribute needs no current context; `resident_per_sm` makes it current for
-    // the occupancy query.)
-    let supported = device
-        .ctx
-        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)
-        .during("asking the device whether it launches cooperatively")?;
-    if supported != 1 {
-        return Err(Error::InvalidArgument {
-            op,
-            detail: "the device does not support cooperative launches \
-                     (CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH is 0)"
-                .into(),
-        });
-    }
-    let per_sm = function.resident_per_sm(
-        &device.ctx,
-        threads,
-        shared_mem_bytes,
-        "asking the driver how many blocks of a cooperative launch fit a multiprocessor",
-    )?;
-    Ok(per_sm.saturating_mul(device.multiprocessors))
-}
-
-/// Checks that `config`'s grid can be resident at once for a cooperative launch of `function`
-/// on `device` (and that the device launches cooperatively, with no clusters asked).
-pub(crate) fn check(
-    op: &'static str,
-    config: LaunchConfig,
-    cluster: Option<(u32, u32, u32)>,
-    function: &Function,
-    device: &CudaDevice,
-) -> Result<()> {
-    if cluster.is_some() {
-        return Err(Error::InvalidArgument {
-            op,
-            detail: "a cooperative launch in thread-block clusters: gpukern launches one or the other".into(),
-        });
-    }
-    let threads = config.block.0 * config.block.1 * config.block.2;
-    let most = resident(op, function, device, threads, config.shared_mem_bytes)?;
-    let (x, y, z) = config.grid;
-    let blocks = u64::from(x) * u64::from(y) * u64::from(z);
-    if blocks > u64::from(most) {
-        return Err(Error::TooLarge {
-            op,
-            detail: format!(
-                "a cooperative grid of {blocks} blocks {:?}: at most {most} blocks of {threads} \
-                 threads and {} bytes of dynamic shared memory are resident at once on this \
-                 device ({} multiprocessors); a grid barrier in a larger grid would hang",
-                config.grid, config.shared_mem_bytes, device.multiprocessors
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// `cuLaunchKernelEx` of `function` with `config` as a cooperative launch on `device`'s stream.
-///
-/// # Safety
-/// As `cuLaunchKernel`: one pointer per kernel parameter, to a value of its size; the caller
-/// upholds the kernel's contract.
-pub(crate) unsafe fn launch(
-    function: &Function,
-    config: LaunchConfig,
-    device: &CudaDevice,
-    params: &mut [*mut c_void],
-) -> std::result::Result<(), DriverError> {
-    // SAFETY: an all-zero attribute is a valid value of the plain-data union, then set.
-    let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    attribute.value.cooperative = 1;
-    let cu = sys::CUlaunchConfig {
-        gridDimX: config.grid.0,
-        gridDimY: config.grid.1,
-        gridDimZ: config.grid.2,
-        blockDimX: config.block.0,
-        blockDimY: config.block.1,
-        blockDimZ: config.block.2,
-        sharedMemBytes: config.shared_mem_bytes,
-        hStream: device.stream.cu_stream(),
-        attrs: &mut attribute,
-        numAttrs: 1,
-    };
-    // SAFETY: the caller's contract; `cu` and `attribute` live through the call.
-    unsafe {
-        sys::cuLaunchKernelEx(
-            &cu,
-            function.func.cu_function(),
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-        .result()
-    }
 }

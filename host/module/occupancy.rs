@@ -5,7 +5,8 @@
 
 use gpukern_device::launch::Kernel;
 
-use super::{Module, beyond_bounds};
+use super::launch::beyond_bounds;
+use super::loaded::Module;
 use crate::device::Backend;
 use crate::error::{Error, Result};
 use crate::launch_config::{DeviceLimits, LaunchConfig};

@@ -19,18 +19,5 @@ pub mod softmax;
 #[cfg(feature = "library")]
 pub mod transpose;
 
-use crate::error::{Error, Result};
-
-/// Errors unless `lhs == rhs`.
-pub(crate) fn same_shape(op: &'static str, lhs: &[usize], rhs: &[usize], rule: &'static str) -> Result<()> {
-    if lhs == rhs {
-        Ok(())
-    } else {
-        Err(Error::ShapeMismatch {
-            op,
-            lhs: lhs.to_vec(),
-            rhs: rhs.to_vec(),
-            rule,
-        })
-    }
-}
+#[cfg(feature = "library")]
+pub(crate) use crate::error::same_shape;

@@ -11,7 +11,6 @@
 pub(crate) mod add;
 #[cfg(feature = "library")]
 pub(crate) mod cross_entropy;
-pub(crate) mod launch_count;
 #[cfg(feature = "library")]
 pub(crate) mod matmul;
 #[cfg(feature = "library")]

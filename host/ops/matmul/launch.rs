@@ -71,7 +71,7 @@ impl Gpu {
         )?;
 
         if slices > 1 {
-            crate::graph::refuse(
+            crate::capture::refuse(
                 self,
                 OP,
                 "this shape's fast plan splits k and allocates partial products (use \
@@ -136,7 +136,7 @@ impl Gpu {
         }
         // Inside a graph capture the workspace cannot be allocated: the data-parallel grid
         // then, so that capturing a default matmul never fails for its shape.
-        let capturing = crate::graph::refuse(self, OP, "").is_err();
+        let capturing = crate::capture::refuse(self, OP, "").is_err();
         let in_u32 = plan.schedule(m, n, k).is_some();
         if k == 0 || capturing || !in_u32 || !takes_vec4(k, n, &[&a.data, &b.data, &c.data]) {
             let whole = FastPlan {

@@ -24,6 +24,11 @@ const OP: &str = "matmul";
 /// Most sets of tensor maps a stream handle keeps in device memory.
 const CACHED_MAPS: usize = 64;
 
+/// Tensor maps already in device memory, by their words: a product on the same matrices again
+/// uploads nothing. One per stream handle (the handle's cache slot, [`crate::cache`]).
+#[derive(Default)]
+pub(crate) struct TensorMaps(std::collections::HashMap<Vec<u64>, Arc<DeviceVec<u64>>>);
+
 /// Which `wgmma` kernel a launch runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WgmmaKernel {
@@ -209,7 +214,9 @@ impl Gpu {
         let Backend::Cuda(device) = &self.backend else {
             return Ok(Arc::new(self.upload(words)?));
         };
-        let mut cache = device.tensor_maps.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = device.cache::<TensorMaps>();
+        let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+        let cache = &mut guard.0;
         if let Some(maps) = cache.get(words) {
             return Ok(maps.clone());
         }
@@ -246,7 +253,7 @@ impl Gpu {
                 self.upload(&out)
             }
             Backend::Cuda(device) => {
-                crate::graph::refuse(self, OP, "an allocation (the padded copy of a matmul operand)")?;
+                crate::capture::refuse(self, OP, "an allocation (the padded copy of a matmul operand)")?;
                 let dst = DeviceVec {
                     storage: crate::buffer::Storage::Cuda(device.alloc::<T>(len)?),
                     len,

@@ -122,8 +122,12 @@ impl Workspace {
 fn with_workspace<R>(gpu: &Gpu, f: impl FnOnce(&mut Workspace) -> Result<R>) -> Result<R> {
     /// The simulator's: every simulator handle is one device running calls in order.
     static SIMULATOR: Mutex<Option<Workspace>> = Mutex::new(None);
-    let slot = match &gpu.backend {
-        Backend::Cuda(d) => &d.softmax_grid_row,
+    let cuda_slot;
+    let slot: &Mutex<Option<Workspace>> = match &gpu.backend {
+        Backend::Cuda(d) => {
+            cuda_slot = d.cache::<Option<Workspace>>();
+            &cuda_slot
+        }
         Backend::Simulator => &SIMULATOR,
     };
     // A panic while the lock was held left nothing half-made: a workspace is stored whole.
@@ -131,7 +135,7 @@ fn with_workspace<R>(gpu: &Gpu, f: impl FnOnce(&mut Workspace) -> Result<R>) -> 
     let workspace = match &mut *guard {
         Some(workspace) => workspace,
         empty => {
-            crate::graph::refuse(
+            crate::capture::refuse(
                 gpu,
                 OP,
                 "the first grid-row softmax on a stream handle allocates its workspace (per-block \

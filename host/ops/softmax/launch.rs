@@ -129,7 +129,7 @@ impl Gpu {
     ) -> Result<()> {
         let cfg =
             LaunchConfig::row_chunks(OP, rows, chunks, STREAM_BLOCK, STATS_SHARED_BYTES, &self.limits())?;
-        crate::graph::refuse(
+        crate::capture::refuse(
             self,
             OP,
             "rows this long take the split plan, which allocates per-chunk statistics (use \

@@ -3,7 +3,6 @@
 //! (`launch.rs`).
 
 mod grid_row;
-pub(crate) use grid_row::Workspace as GridRowWorkspace;
 mod launch;
 mod plan;
 

@@ -106,7 +106,7 @@ pub(crate) struct Function {
     /// kernel's registers do not fit the register file at that many.
     pub(crate) max_threads: u32,
     /// Bytes of static shared memory the kernel declares (counted against the block's limit).
-    pub(super) static_shared: u32,
+    pub(crate) static_shared: u32,
     /// Dynamic shared memory the kernel has been opted in to so far.
     opted_in: AtomicU32,
     /// Blocks resident per multiprocessor by (threads, dynamic shared bytes), as the driver
