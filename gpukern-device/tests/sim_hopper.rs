@@ -334,6 +334,27 @@ fn accumulators_stored_while_their_product_is_in_flight() {
     assert_eq!(e.thread, Dim3::new(0, 0, 0));
 }
 
+/// Data that happens to carry an accumulator marker's bits (a quiet NaN with the signature
+/// `0x55` in payload bits 15..22: one random 32-bit word in 2^17) stored by a kernel that issued
+/// no `wgmma` is data, not an accumulator in flight (random `u32`s of another check once tripped
+/// this).
+#[test]
+fn marker_bits_in_a_kernel_without_wgmma_are_data() {
+    let words: Vec<u32> = (0..64u32).map(|i| 0x7fea_8000 | (i << 7) | i).collect();
+    let mut out = vec![0u32; 64];
+    let mut launch = Launch::new("copy_words", block(64, 0));
+    let (src, dst) = (launch.input("src", &words), launch.output("out", &mut out));
+    // SAFETY: both hold 64 words; one thread each.
+    let result = unsafe {
+        launch.run(|| {
+            let i = gpukern_device::thread::thread_idx_x() as usize;
+            gpukern_device::mem::store(dst, i, gpukern_device::mem::load(src, i));
+        })
+    };
+    result.unwrap();
+    assert_eq!(out, words);
+}
+
 #[test]
 fn a_ring_stage_refilled_before_its_product_retired() {
     // `A` 64 x 256 and `B` 256 x 64 as four pairs of swizzled tiles.

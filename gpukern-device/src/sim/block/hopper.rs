@@ -478,18 +478,30 @@ impl BlockState<'_> {
 
     /// The check of a 32-bit value about to be stored: an in-flight accumulator's marker means a
     /// read before the `wait_group` that retires its product.
+    ///
+    /// Only a thread that has issued `wgmma` products can hold a marker: other data with the
+    /// marker's bits (one random 32-bit word in 2^17) is not one.
     pub(in crate::sim) fn check_stored_bits(&self, bits: u32) -> Result<(), Violation> {
-        match accumulators::decode(bits) {
-            Some((set, slot)) => Err(violation(
-                Rule::WgmmaAccumulators,
-                format!(
-                    "a store of accumulator {slot} of a wgmma product still in flight (set {set}): \
-                     the accumulators are read before the wait_group that retires the product \
-                     (wgmma::wait_accumulators)"
-                ),
-            )),
-            None => Ok(()),
+        let Some((set, slot)) = accumulators::decode(bits) else {
+            return Ok(());
+        };
+        let (tid, _) = self.me();
+        let issued = self
+            .hopper
+            .borrow()
+            .as_ref()
+            .is_some_and(|h| h.products.contains_key(&tid));
+        if !issued {
+            return Ok(());
         }
+        Err(violation(
+            Rule::WgmmaAccumulators,
+            format!(
+                "a store of accumulator {slot} of a wgmma product still in flight (set {set}): \
+                 the accumulators are read before the wait_group that retires the product \
+                 (wgmma::wait_accumulators)"
+            ),
+        ))
     }
 
     /// `setmaxnreg.{inc,dec}` to `count` by the running thread (`at` the call): whether it is
