@@ -7,10 +7,6 @@
 //! safety section asks for, given the size arguments, and `cfg` is the launch shape its doc
 //! comment gives.
 
-#[cfg(feature = "library")]
-pub(crate) mod add;
-#[cfg(feature = "library")]
-pub(crate) mod cross_entropy;
 pub(crate) mod launch_count;
 #[cfg(feature = "library")]
 pub(crate) mod matmul;
@@ -20,5 +16,3 @@ pub(crate) mod norm;
 pub(crate) mod reduce;
 #[cfg(feature = "library")]
 pub(crate) mod softmax;
-#[cfg(feature = "library")]
-pub(crate) mod transpose;
