@@ -13,6 +13,4 @@ pub(crate) mod matmul;
 #[cfg(feature = "library")]
 pub(crate) mod norm;
 #[cfg(feature = "library")]
-pub(crate) mod reduce;
-#[cfg(feature = "library")]
 pub(crate) mod softmax;
