@@ -12,5 +12,3 @@ pub(crate) mod launch_count;
 pub(crate) mod matmul;
 #[cfg(feature = "library")]
 pub(crate) mod norm;
-#[cfg(feature = "library")]
-pub(crate) mod softmax;

@@ -4,8 +4,6 @@
 use kernels_gpu::softmax::{CLUSTER_MAX_BLOCKS, ROW_BLOCK_MAX, persist_block_shared_bytes};
 
 use super::SoftmaxAlgorithm;
-use crate::device::Gpu;
-use crate::raw::softmax::RowKernel;
 
 /// What one softmax call runs: the whole choice, made once before anything is launched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,39 +16,23 @@ pub(crate) enum SoftmaxPlan {
 }
 
 impl SoftmaxPlan {
-    /// The plan for a `rows x cols` softmax on `gpu` with `algorithm` (`config` picking the
-    /// kernels of [`SoftmaxAlgorithm::OnePass`]). `congruent`: `x` and `y` start at the same
+    /// The plan for a `rows x cols` softmax with `algorithm` (`config` picking the kernels of
+    /// [`SoftmaxAlgorithm::OnePass`]) on a device whose facts `limits` gives (asked only for the
+    /// one-pass kernels). `congruent`: `x` and `y` start at the same
     /// address modulo 16 bytes, which the 16-byte kernels need (they split each row of both at
     /// the same offsets); device allocations are 256-byte aligned, so only host buffers of the
     /// simulator fail it, and the tutorial kernel takes over.
     pub(crate) fn choose(
-        gpu: &Gpu,
         algorithm: SoftmaxAlgorithm,
         config: &OnePassConfig,
         (rows, cols): (usize, usize),
         congruent: bool,
+        limits: impl FnOnce() -> Limits,
     ) -> SoftmaxPlan {
         if algorithm == SoftmaxAlgorithm::BlockReduce || !congruent {
             return SoftmaxPlan::BlockReduce;
         }
-        // Rows that may go persistent are bounded by the persistent kernel's block limit and
-        // the shared memory a staged row needs; the others by the plain kernel's limit.
-        let (block_8_max, shared_max) = if cols >= config.persistent_min_cols {
-            let block_8 = gpu.max_block_threads(RowKernel::PersistBlock8.kernel());
-            (block_8, gpu.limits().max_shared_mem_per_block_optin)
-        } else {
-            (gpu.max_block_threads(RowKernel::Block8.kernel()), u32::MAX)
-        };
-        let limits = Limits {
-            block_8_max_threads: block_8_max,
-            shared_max,
-            // The cluster kernels are in the sm_90 PTX only, which a device loads only from
-            // compute capability 9.0 on (0 threads: the loaded PTX lacks the kernel).
-            cluster_max_threads: gpu
-                .max_block_threads(crate::raw::softmax::cluster_kernel(config.cluster_vectors)),
-            multiprocessors: gpu.multiprocessors().unwrap_or(1),
-        };
-        SoftmaxPlan::OnePass(config.plan_limited(rows, cols, &limits))
+        SoftmaxPlan::OnePass(config.plan_limited(rows, cols, &limits()))
     }
 }
 
