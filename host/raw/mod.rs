@@ -10,5 +10,3 @@
 pub(crate) mod launch_count;
 #[cfg(feature = "library")]
 pub(crate) mod matmul;
-#[cfg(feature = "library")]
-pub(crate) mod norm;
