@@ -1,8 +1,10 @@
-//! Safe, shape-checked operations on device-resident data, one module per kernel family (a
-//! folder where the family has plans: `mod.rs` the public operations, `plan.rs` the plan and its
-//! choice, `launch.rs` the plan launched). Each operation checks its operands once, picks its
-//! plan once, computes the launch configuration ([`crate::launch_config`]) and launches through
-//! `crate::raw`; device facts come from [`crate::device`].
+//! Safe, shape-checked operations on device-resident data, a folder per kernel family with the
+//! same three files: `mod.rs` (the operands checked once, the public methods), `plan.rs` (a pure
+//! `Plan::choose` over the shapes and the device's facts, unit-tested without a `Gpu`) and
+//! `kernels.rs` (the plan's kernel, launched through the launchers `#[kernel]` generates). A
+//! family with more to say has a file per idea beside them (`reduce/axis.rs`,
+//! `softmax/grid_row.rs`, `matmul/wgmma.rs`). Launch shapes come from [`crate::launch_config`],
+//! device facts from [`crate::device`].
 
 #[cfg(feature = "library")]
 pub mod add;
