@@ -6,16 +6,34 @@ use kernels_gpu::matmul::{
     FIXUP_BLOCK, FIXUP_ROWS, NAIVE_BLOCK, SLOTS_PER_CTA, STREAM_K, SUM_BLOCK, TILE, TILED_SHARED_BYTES,
 };
 
-use super::plan::{FastPlan, FastTile, MatmulPlan, StreamKPlan, Tf32Tile, WsTile};
+use super::plan::{FastPlan, FastTile, MatmulDevice, MatmulPlan, StreamKPlan, Tf32Tile, WsTile};
 use crate::buffer::{DeviceMatrix, DeviceVec, checked_len};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::launch_config::LaunchConfig;
+use crate::launch_config::{DeviceLimits, LaunchConfig};
 use crate::module::Module;
 use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// The operation's name in errors.
 const OP: &str = "matmul";
+
+impl MatmulDevice for Gpu {
+    fn multiprocessors(&self) -> Result<usize> {
+        Gpu::multiprocessors(self)
+    }
+    fn stream_k_resident(&self) -> Result<usize> {
+        Gpu::stream_k_resident(self)
+    }
+    fn is_simulator(&self) -> bool {
+        Gpu::is_simulator(self)
+    }
+    fn has_wgmma(&self) -> bool {
+        Gpu::has_wgmma(self)
+    }
+    fn limits(&self) -> DeviceLimits {
+        Gpu::limits(self)
+    }
+}
 
 impl Gpu {
     /// Runs `plan` for `C = A * B`, whose shapes `(m, k, n)` and owners have been checked;

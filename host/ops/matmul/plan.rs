@@ -8,7 +8,6 @@ use kernels_gpu::matmul::{FAST_64, FAST_128, FAST_WIDE, FastTiling, STREAM_K, St
 
 use super::MatmulAlgorithm;
 use super::error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, error_factor};
-use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::DeviceLimits;
 
@@ -27,18 +26,44 @@ pub(crate) enum MatmulPlan {
     StreamK(StreamKPlan),
 }
 
+/// The device facts a matmul plan reads, each asked only where the choice needs it: a `Gpu`
+/// ([`crate::Gpu`] implements it in `kernels.rs`), or fixed numbers in the plan's tests.
+pub(crate) trait MatmulDevice {
+    /// Streaming multiprocessors.
+    fn multiprocessors(&self) -> Result<usize>;
+    /// Blocks of the stream-K kernel resident on the whole GPU at once.
+    fn stream_k_resident(&self) -> Result<usize>;
+    /// Whether this is the CPU simulator.
+    fn is_simulator(&self) -> bool;
+    /// Whether the `sm_90a` module (`wgmma`) is loaded.
+    fn has_wgmma(&self) -> bool;
+    /// The device's launch limits.
+    fn limits(&self) -> DeviceLimits;
+}
+
 impl MatmulPlan {
-    /// The plan of `algorithm` for an `m x k` times `k x n` product on `gpu`.
+    /// The plan of `algorithm` for an `m x k` times `k x n` product on `device`, with the
+    /// schedule [`SGEMM_SCHEDULE_ENV`] forces, if any.
     pub(crate) fn choose(
-        gpu: &Gpu,
+        device: &impl MatmulDevice,
+        algorithm: MatmulAlgorithm,
+        mkn: (usize, usize, usize),
+    ) -> Result<Self> {
+        MatmulPlan::choose_with(device, algorithm, mkn, SgemmSchedule::forced())
+    }
+
+    /// [`MatmulPlan::choose`] with the forced schedule given: a pure function of its arguments.
+    fn choose_with(
+        device: &impl MatmulDevice,
         algorithm: MatmulAlgorithm,
         (m, k, n): (usize, usize, usize),
+        forced: Option<SgemmSchedule>,
     ) -> Result<Self> {
         Ok(match algorithm {
             MatmulAlgorithm::Naive => MatmulPlan::Naive,
             MatmulAlgorithm::Tiled => MatmulPlan::Tiled,
             MatmulAlgorithm::Fast => {
-                let plan = FastPlan::choose(m, n, k, gpu.multiprocessors()?);
+                let plan = FastPlan::choose(m, n, k, device.multiprocessors()?);
                 let large = plan
                     == FastPlan {
                         tile: FastTile::Large,
@@ -48,17 +73,17 @@ impl MatmulPlan {
                 // the launch, which falls back to `plan` without it.
                 #[allow(clippy::manual_is_multiple_of)] // minimum Rust 1.85
                 let vec4_shape = k % 4 == 0 && n % 4 == 0;
-                let stream_k = match SgemmSchedule::forced() {
+                let stream_k = match forced {
                     Some(SgemmSchedule::DataParallel) => None,
                     _ if !vec4_shape || k == 0 => None,
                     Some(SgemmSchedule::StreamK) => {
-                        Some(StreamKPlan::with_ctas(m, n, gpu.stream_k_resident()?))
+                        Some(StreamKPlan::with_ctas(m, n, device.stream_k_resident()?))
                     }
                     Some(SgemmSchedule::ByShape) if large => {
-                        StreamKPlan::choose(m, n, k, gpu.stream_k_resident()?)
+                        StreamKPlan::choose(m, n, k, device.stream_k_resident()?)
                     }
-                    // Data-parallel by default: on the H200 the 128 x 128 grid beat stream-K at
-                    // 4096^3 and 8192^3 (`bench/results/5e7f33d-plans.jsonl`).
+                    // Data-parallel by default (bench/targets.md, "Matmul and softmax plan
+                    // rules").
                     Some(SgemmSchedule::ByShape) | None => None,
                 };
                 stream_k.map_or(MatmulPlan::Fast(plan), MatmulPlan::StreamK)
@@ -66,13 +91,16 @@ impl MatmulPlan {
             // Hopper's `wgmma` where it applies on a CUDA device (the allocations are 256-byte
             // aligned; the launch checks again), else the `mma.sync` tilings.
             MatmulAlgorithm::Tf32
-                if !gpu.is_simulator() && Tf32Tile::wgmma_applies(k, true, gpu.has_wgmma()) =>
+                if !device.is_simulator() && Tf32Tile::wgmma_applies(k, true, device.has_wgmma()) =>
             {
                 MatmulPlan::Tf32(Tf32Tile::Wgmma)
             }
-            MatmulAlgorithm::Tf32 => {
-                MatmulPlan::Tf32(Tf32Tile::choose(m, n, gpu.multiprocessors()?, &gpu.limits()))
-            }
+            MatmulAlgorithm::Tf32 => MatmulPlan::Tf32(Tf32Tile::choose(
+                m,
+                n,
+                device.multiprocessors()?,
+                &device.limits(),
+            )),
         })
     }
 }
@@ -566,5 +594,147 @@ impl HalfTile {
             _ if ws && on_cuda => HalfTile::WarpSpecialized,
             _ => HalfTile::Square,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An H200 as the plan sees it, or the simulator.
+    struct Device {
+        simulator: bool,
+        wgmma: bool,
+    }
+
+    impl MatmulDevice for Device {
+        fn multiprocessors(&self) -> Result<usize> {
+            Ok(132)
+        }
+        fn stream_k_resident(&self) -> Result<usize> {
+            Ok(264)
+        }
+        fn is_simulator(&self) -> bool {
+            self.simulator
+        }
+        fn has_wgmma(&self) -> bool {
+            self.wgmma
+        }
+        fn limits(&self) -> DeviceLimits {
+            DeviceLimits {
+                max_shared_mem_per_block_optin: 227 * 1024,
+                ..DeviceLimits::COMMON
+            }
+        }
+    }
+
+    const H200: Device = Device {
+        simulator: false,
+        wgmma: true,
+    };
+
+    fn plan(
+        algorithm: MatmulAlgorithm,
+        mkn: (usize, usize, usize),
+        forced: Option<SgemmSchedule>,
+    ) -> MatmulPlan {
+        MatmulPlan::choose_with(&H200, algorithm, mkn, forced).expect("a plan")
+    }
+
+    /// `Fast`: data-parallel by default, the large tiling from one block per SM (132 blocks of
+    /// 128 x 128: 1408 x 1536), the small one below; stream-K only when forced.
+    #[test]
+    fn fast_is_data_parallel_by_default_on_each_side_of_the_large_tiling() {
+        let large = MatmulPlan::Fast(FastPlan {
+            tile: FastTile::Large,
+            slices: 1,
+        });
+        assert_eq!(plan(MatmulAlgorithm::Fast, (1408, 4096, 1536), None), large);
+        assert!(matches!(
+            plan(MatmulAlgorithm::Fast, (1408, 4096, 1408), None),
+            MatmulPlan::Fast(FastPlan {
+                tile: FastTile::Small,
+                ..
+            })
+        ));
+        assert_eq!(plan(MatmulAlgorithm::Fast, (4096, 4096, 4096), None), large);
+        assert_eq!(
+            plan(
+                MatmulAlgorithm::Fast,
+                (4096, 4096, 4096),
+                Some(SgemmSchedule::DataParallel)
+            ),
+            large
+        );
+        // Forced stream-K: where the kernel applies (k and n multiples of 4) only.
+        assert!(matches!(
+            plan(
+                MatmulAlgorithm::Fast,
+                (4096, 4096, 4096),
+                Some(SgemmSchedule::StreamK)
+            ),
+            MatmulPlan::StreamK(_)
+        ));
+        assert_eq!(
+            plan(
+                MatmulAlgorithm::Fast,
+                (4096, 4094, 4096),
+                Some(SgemmSchedule::StreamK)
+            ),
+            large
+        );
+        // By shape: 4096^3 (3.88 waves) takes it, 2048^3 (one wave 97% full) does not.
+        assert!(matches!(
+            plan(
+                MatmulAlgorithm::Fast,
+                (4096, 4096, 4096),
+                Some(SgemmSchedule::ByShape)
+            ),
+            MatmulPlan::StreamK(_)
+        ));
+        assert_eq!(
+            plan(
+                MatmulAlgorithm::Fast,
+                (2048, 2048, 2048),
+                Some(SgemmSchedule::ByShape)
+            ),
+            MatmulPlan::Fast(FastPlan {
+                tile: FastTile::Large,
+                slices: 1
+            })
+        );
+    }
+
+    /// `Tf32`: `wgmma` on a CUDA device that has it for `k` a positive multiple of 4, the
+    /// `mma.sync` tilings elsewhere (and always in the simulator).
+    #[test]
+    fn tf32_takes_wgmma_only_on_a_hopper_gpu_for_k_a_multiple_of_4() {
+        let tf32 = |device: &Device, k| {
+            MatmulPlan::choose_with(device, MatmulAlgorithm::Tf32, (4096, k, 4096), None)
+        };
+        assert_eq!(
+            tf32(&H200, 4096).expect("plan"),
+            MatmulPlan::Tf32(Tf32Tile::Wgmma)
+        );
+        assert_eq!(tf32(&H200, 4094).expect("plan"), MatmulPlan::Tf32(Tf32Tile::Wide));
+        assert_eq!(tf32(&H200, 0).expect("plan"), MatmulPlan::Tf32(Tf32Tile::Wide));
+        let sim = Device {
+            simulator: true,
+            wgmma: true,
+        };
+        assert_eq!(tf32(&sim, 4096).expect("plan"), MatmulPlan::Tf32(Tf32Tile::Wide));
+        let ampere = Device {
+            simulator: false,
+            wgmma: false,
+        };
+        assert_eq!(
+            tf32(&ampere, 4096).expect("plan"),
+            MatmulPlan::Tf32(Tf32Tile::Wide)
+        );
+        // Too few 128 x 256 tiles for the SMs: the square tiling.
+        assert_eq!(
+            MatmulPlan::choose_with(&ampere, MatmulAlgorithm::Tf32, (1024, 64, 1024), None).expect("plan"),
+            MatmulPlan::Tf32(Tf32Tile::Square)
+        );
     }
 }
