@@ -737,4 +737,17 @@ mod tests {
             MatmulPlan::Tf32(Tf32Tile::Square)
         );
     }
+
+    /// The one `mma.sync` tiling struct gives each kernel the shared memory its two structs
+    /// gave before (the TF32 tiles stage f32 with 4 and 8 floats of padding, the half-precision
+    /// tile 16-bit elements with 8).
+    #[test]
+    fn mma_tilings_keep_their_shared_memory() {
+        assert_eq!(TF32_128X128.shared_bytes(), 107_520);
+        assert_eq!(TF32_128X256.shared_bytes(), 208_896);
+        assert_eq!(TF32_128X128_K16.shared_bytes(), 75_776);
+        assert_eq!(HALF_128X128.shared_bytes(), 75_776);
+        assert_eq!(TF32_128X256.threads(), 256);
+        assert_eq!(HALF_128X128.threads(), 128);
+    }
 }

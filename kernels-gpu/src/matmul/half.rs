@@ -42,6 +42,7 @@
 //! Measured: BENCHMARKS.md, the `gpukern:bf16` and `gpukern:fp16` rows against cuBLAS
 //! `cublasGemmEx` with the same types.
 
+use super::mma_tiling::MmaTiling;
 use super::tf32::grouped_tile;
 use super::WARP;
 use crate::gpu::async_copy::{self, cp_async_16};
@@ -51,44 +52,9 @@ use crate::gpu::vector::{self, F2, F4};
 use crate::gpu::{bf16, f16, mem, shared, thread};
 use crate::kernel;
 
-/// Tile shape of one half-precision kernel: the block tile `BM x BN x BK`, the warp tile, and
-/// the depth of the copy pipeline. [`half_gemm`](fn@half_gemm) takes the same numbers as const generics (the
-/// warp tile in MMA tiles); this struct is what the host reads to launch it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct HalfTiling {
-    /// Rows of `C` one block computes (`BM`).
-    pub block_rows: usize,
-    /// Columns of `C` one block computes (`BN`).
-    pub block_cols: usize,
-    /// Step along `k`: columns of `A` and rows of `B` in one shared-memory stage (`BK`).
-    pub block_k: usize,
-    /// Rows of `C` one warp computes, a multiple of [`MMA_M`].
-    pub warp_rows: usize,
-    /// Columns of `C` one warp computes, a multiple of `2 *` [`MMA_N`] (one `ldmatrix.x4.trans`
-    /// loads two `B` fragments).
-    pub warp_cols: usize,
-    /// Shared-memory stages of the pipeline (at least 2).
-    pub stages: usize,
-}
-
-impl HalfTiling {
-    /// Threads per block: one warp per warp tile.
-    pub const fn threads(&self) -> u32 {
-        ((self.block_rows / self.warp_rows) * (self.block_cols / self.warp_cols) * WARP) as u32
-    }
-
-    /// 16-bit elements of one stage: the `A` tile (`BM` rows of `BK + HALF_PAD`), then the `B`
-    /// tile (`BK` rows of `BN + HALF_PAD`).
-    pub const fn stage_elements(&self) -> usize {
-        self.block_rows * (self.block_k + HALF_PAD) + self.block_k * (self.block_cols + HALF_PAD)
-    }
-
-    /// Dynamic shared memory a block needs: `stages` stages. Above 48 KiB, so the host must
-    /// raise the kernel's `MAX_DYNAMIC_SHARED_SIZE_BYTES` attribute before launching it.
-    pub const fn shared_bytes(&self) -> u32 {
-        (self.stages * self.stage_elements() * core::mem::size_of::<u16>()) as u32
-    }
-}
+/// Tile shape of one half-precision kernel: the [`MmaTiling`] of the TF32 kernels too, with
+/// [`HALF_PAD`] elements of padding on both tiles.
+pub type HalfTiling = MmaTiling;
 
 /// 128 x 128 per block, four warps of 64 x 64 (128 threads), `BK = 32`, four stages: 74 KiB of
 /// shared memory (75,776 bytes), so it also fits the 99 KiB per block of compute capability
@@ -100,6 +66,9 @@ pub const HALF_128X128: HalfTiling = HalfTiling {
     warp_rows: 64,
     warp_cols: 64,
     stages: 4,
+    a_pad: HALF_PAD,
+    b_pad: HALF_PAD,
+    element_bytes: 2,
 };
 
 /// Rows of the `mma.m16n8k16` tile.
@@ -291,7 +260,7 @@ impl GemmOutput for f16 {
 /// * `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` elements; `c` overlaps neither; `m, n >= 1`.
 /// * The launch: 1-D blocks of `(BM / 16MI) * (BN / 8NJ) * 32` threads, a grid of
 ///   `(ceil(n / BN), ceil(m / BM))`, `STAGES * stage_elements` 16-bit elements of dynamic shared
-///   memory (as [`HalfTiling::shared_bytes`]); an sm_80 or newer GPU.
+///   memory (as [`MmaTiling::shared_bytes`]); an sm_80 or newer GPU.
 /// * With `VEC`: `k % 8 == 0`, `n % 8 == 0`, and `a`, `b`, `c` 16-byte aligned.
 ///
 /// Instances (`I`, `O`, [`HALF_128X128`]'s numbers, `VEC`), one PTX entry each:

@@ -87,6 +87,7 @@ macro_rules! unrolled {
 }
 
 pub mod half;
+pub mod mma_tiling;
 pub mod naive;
 pub mod register_tiled;
 pub mod split_k;

@@ -55,6 +55,7 @@
 //! the MMAs. Measured: BENCHMARKS.md, the `gpukern:tf32` rows against cuBLAS TF32 (the `_trunc`
 //! kernels are timed only in a `--plans` run).
 
+use super::mma_tiling::MmaTiling;
 use super::WARP;
 use crate::gpu::async_copy::{self, cp_async_16, cp_async_4};
 use crate::gpu::mma::{mma_m16n8k8_tf32, to_tf32};
@@ -62,43 +63,9 @@ use crate::gpu::vector::{self, F2, F4};
 use crate::gpu::{mem, shared, thread};
 use crate::kernel;
 
-/// Tile shape of one TF32 kernel: the block tile `BM x BN x BK`, the warp tile, and the depth of
-/// the copy pipeline. [`tf32_gemm`](fn@tf32_gemm) takes the same numbers as const generics (the warp tile in
-/// MMA tiles); this struct is what the host reads to launch it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Tf32Tiling {
-    /// Rows of `C` one block computes (`BM`).
-    pub block_rows: usize,
-    /// Columns of `C` one block computes (`BN`).
-    pub block_cols: usize,
-    /// Step along `k`: columns of `A` and rows of `B` in one shared-memory stage (`BK`).
-    pub block_k: usize,
-    /// Rows of `C` one warp computes, a multiple of [`MMA_M`].
-    pub warp_rows: usize,
-    /// Columns of `C` one warp computes, a multiple of [`MMA_N`].
-    pub warp_cols: usize,
-    /// Shared-memory stages of the `cp.async` pipeline (at least 2).
-    pub stages: usize,
-}
-
-impl Tf32Tiling {
-    /// Threads per block: one warp per warp tile.
-    pub const fn threads(&self) -> u32 {
-        ((self.block_rows / self.warp_rows) * (self.block_cols / self.warp_cols) * WARP) as u32
-    }
-
-    /// Floats of one stage: the `A` tile (`BM` rows of `BK + A_PAD`), then the `B` tile (`BK`
-    /// rows of `BN + B_PAD`).
-    pub const fn stage_floats(&self) -> usize {
-        self.block_rows * (self.block_k + A_PAD) + self.block_k * (self.block_cols + B_PAD)
-    }
-
-    /// Dynamic shared memory a block needs: `stages` stages. Above 48 KiB, so the host must
-    /// raise the kernel's `MAX_DYNAMIC_SHARED_SIZE_BYTES` attribute before launching it.
-    pub const fn shared_bytes(&self) -> u32 {
-        (self.stages * self.stage_floats() * core::mem::size_of::<f32>()) as u32
-    }
-}
+/// Tile shape of one TF32 kernel: the [`MmaTiling`] of the half-precision kernels too, with
+/// [`A_PAD`] and [`B_PAD`] floats of padding.
+pub type Tf32Tiling = MmaTiling;
 
 /// 128 x 128 per block, four warps of 64 x 64 (128 threads), `BK = 32`, three stages: 105 KiB
 /// of shared memory, so two blocks (eight warps) share a multiprocessor and one block's MMAs
@@ -111,6 +78,9 @@ pub const TF32_128X128: Tf32Tiling = Tf32Tiling {
     warp_rows: 64,
     warp_cols: 64,
     stages: 3,
+    a_pad: A_PAD,
+    b_pad: B_PAD,
+    element_bytes: 4,
 };
 
 /// 128 x 256 per block, eight warps of 64 x 64 (256 threads), `BK = 32`, four stages: 204 KiB
@@ -123,6 +93,9 @@ pub const TF32_128X256: Tf32Tiling = Tf32Tiling {
     warp_rows: 64,
     warp_cols: 64,
     stages: 4,
+    a_pad: A_PAD,
+    b_pad: B_PAD,
+    element_bytes: 4,
 };
 
 /// 128 x 128 per block, four warps of 64 x 64 (128 threads), `BK = 16`, four stages: 74 KiB of
@@ -138,6 +111,9 @@ pub const TF32_128X128_K16: Tf32Tiling = Tf32Tiling {
     warp_rows: 64,
     warp_cols: 64,
     stages: 4,
+    a_pad: A_PAD,
+    b_pad: B_PAD,
+    element_bytes: 4,
 };
 
 /// Rows of the `mma.m16n8k8` tile.
@@ -205,7 +181,7 @@ fn operand<const ROUND: bool>(x: f32) -> u32 {
 /// * `a`, `b`, `c` hold `m*k`, `k*n`, `m*n` floats; `c` overlaps neither; `m, n >= 1`.
 /// * The launch: 1-D blocks of `(BM / 16MI) * (BN / 8NJ) * 32` threads, a grid of
 ///   `(ceil(n / BN), ceil(m / BM))`, `STAGES * stage_floats` floats of dynamic shared memory (as
-///   [`Tf32Tiling::shared_bytes`]); an sm_80 or newer GPU.
+///   [`MmaTiling::shared_bytes`]); an sm_80 or newer GPU.
 /// * With `VEC`: `k % 4 == 0`, `n % 4 == 0`, and `a`, `b`, `c` 16-byte aligned.
 ///
 /// Instances (a [`Tf32Tiling`]'s numbers, `VEC`, `ROUND`), one PTX entry each:
