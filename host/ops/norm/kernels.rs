@@ -334,3 +334,37 @@ impl Gpu {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::norm::NormAlgorithm;
+
+    /// Each algorithm's plan launches the kernel its variant names: one spelling from the
+    /// algorithm to the PTX entry (`Rows16EvictLast`, `rows-16-el`, `rms_norm_rows16_el_f32`).
+    #[test]
+    fn every_algorithm_launches_the_kernel_its_variant_names() {
+        for algorithm in NormAlgorithm::ALL {
+            let Some(stem) = algorithm.variant().kernel_stem() else {
+                continue;
+            };
+            let plan = NormPlan::choose::<f32>(algorithm, 1024, true, false, |_| 1024);
+            assert_eq!(
+                F32.kernel(plan, false).name,
+                format!("rms_norm_{stem}_f32"),
+                "{algorithm:?}"
+            );
+            assert_eq!(
+                F32.kernel(plan, true).name,
+                format!("layer_norm_{stem}_f32"),
+                "{algorithm:?}"
+            );
+            let plan = NormPlan::choose::<half::bf16>(algorithm, 1024, true, false, |_| 1024);
+            assert_eq!(
+                BF16.kernel(plan, false).name,
+                format!("rms_norm_{stem}_bf16"),
+                "{algorithm:?}"
+            );
+        }
+    }
+}

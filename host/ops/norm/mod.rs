@@ -5,8 +5,10 @@
 
 mod kernels;
 mod plan;
+mod variant;
 
 pub use plan::{DEFAULT_RULES, DefaultRule, ElementKind, LoopKind, NormKind, NormPlan, RowsWidth};
+pub use variant::{NormVariant, RowLoads, WarpGrid};
 
 use half::bf16;
 
