@@ -347,8 +347,8 @@ impl FastPlan {
 /// product: `stream-k` ([`StreamKPlan`] wherever its kernel applies: `k`, `n` multiples of 4),
 /// `auto` (stream-K where [`StreamKPlan::choose`] says) or `dp` (data-parallel, one block per
 /// tile: [`FastPlan::choose`]'s plan). Read once per process; unset or anything else is `dp`,
-/// the default, because on the H200 the data-parallel 128 x 128 grid was 5% ahead of stream-K at
-/// 4096^3 and 8192^3 (`bench/results/5e7f33d-plans.jsonl`).
+/// the default, the data-parallel 128 x 128 grid having been ahead of stream-K at 4096^3 and
+/// 8192^3 (record: `bench/results/5e7f33d-plans.jsonl`; figures in `bench/targets.md`).
 pub const SGEMM_SCHEDULE_ENV: &str = "GPUKERN_SGEMM";
 
 /// A schedule forced through [`SGEMM_SCHEDULE_ENV`].
