@@ -1,5 +1,5 @@
 //! Element-wise operations: `add`, `increment_by_one`. `mod.rs` checks the operands and holds
-//! the public methods, `plan.rs` picks the kernel ([`AddPlan`]), `kernels.rs` launches it.
+//! the public methods, `plan.rs` picks the kernel (`AddPlan`), `kernels.rs` launches it.
 
 mod kernels;
 mod plan;

@@ -2,7 +2,7 @@
 //! labels checked once on the host ([`ClassLabels`]), the plan (chunks per row) chosen once,
 //! then two launches (three for the mean). Kernels and edge rules: `kernels_gpu::cross_entropy`.
 //! `mod.rs` checks the operands and holds the public methods, `plan.rs` picks the kernels and
-//! the chunks ([`CrossEntropyPlan`]), `kernels.rs` launches them.
+//! the chunks (`CrossEntropyPlan`), `kernels.rs` launches them.
 
 mod kernels;
 mod plan;

@@ -120,7 +120,7 @@ pub enum Tf32Tile {
     /// roundoff [`TF32_TRUNCATION_UNIT_ROUNDOFF`], `2^-10`), so the error bound is
     /// [`Tf32Tile::error_factor`], about twice [`tf32_error_factor`](super::tf32_error_factor); 256 fewer instructions
     /// per warp per tile. Never chosen by [`MatmulAlgorithm::Tf32`]; only through
-    /// [`Gpu::matmul_tf32_into`].
+    /// [`crate::Gpu::matmul_tf32_into`].
     WideTruncated,
     /// [`Tf32Tile::Square`] without rounding the operands, as [`Tf32Tile::WideTruncated`].
     SquareTruncated,

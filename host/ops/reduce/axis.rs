@@ -20,7 +20,7 @@ impl Gpu {
     /// the same bits every run on one device, with an error of order
     /// `(length / 8) * 2^-24 * sum |x|`.
     ///
-    /// Errors: [`Error::InvalidArgument`] for an axis other than 0 or 1.
+    /// Errors: [`crate::Error::InvalidArgument`] for an axis other than 0 or 1.
     pub fn sum_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec> {
         self.reduce_axis("sum_axis", Reduction::Sum, m, axis)
     }
@@ -29,7 +29,7 @@ impl Gpu {
     /// column (as `torch.amax(m, dim)` with `dim = 1 - axis`); NaN where the row or column holds
     /// one. Exact.
     ///
-    /// Errors: [`Error::InvalidArgument`] for an axis other than 0 or 1, or when the axis is
+    /// Errors: [`crate::Error::InvalidArgument`] for an axis other than 0 or 1, or when the axis is
     /// empty (`cols == 0` for `Axis(1)`, `rows == 0` for `Axis(0)`: no maximum to give) and an
     /// output would need one.
     pub fn max_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec> {
@@ -102,7 +102,7 @@ impl Gpu {
     /// one, else the first occurrence of the largest value; a lane of nothing but `-inf` gives
     /// 0), as `torch.argmax(m, dim)` with `dim = 1 - axis`.
     ///
-    /// Errors: as [`Gpu::max_axis`]; [`Error::TooLarge`] past `u32::MAX` entries along the axis
+    /// Errors: as [`Gpu::max_axis`]; [`crate::Error::TooLarge`] past `u32::MAX` entries along the axis
     /// (indices are 32-bit on the device).
     pub fn argmax_axis(&self, m: &DeviceMatrix, axis: Axis) -> Result<DeviceVec<u32>> {
         let AxisPlan { outputs, launch } = self.axis_plan("argmax_axis", m, axis, AxisReduction::Argmax)?;

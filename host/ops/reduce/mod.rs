@@ -14,7 +14,7 @@
 //!
 //! `mod.rs` holds the whole-vector reductions (operands checked once, the public methods),
 //! `axis.rs` the reductions along an axis of a matrix, `plan.rs` both plans (pure:
-//! [`VectorPlan`] and [`AxisPlan`], unit-tested without a `Gpu`), `kernels.rs` the plans' kernels
+//! `VectorPlan` and `AxisPlan`, unit-tested without a `Gpu`), `kernels.rs` the plans' kernels
 //! launched.
 
 mod axis;

@@ -85,7 +85,7 @@ pub const GRID_ROW_MAX_ROWS: usize = 8;
 pub const CLUSTER_MIN_COLS: usize = 32769;
 
 /// The thresholds [`SoftmaxAlgorithm::OnePass`] picks its kernels by. `Default` is what
-/// [`Gpu::softmax`] uses; tests lower them to reach every path on small shapes.
+/// [`crate::Gpu::softmax`] uses; tests lower them to reach every path on small shapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OnePassConfig {
     /// Rows of up to this many columns take a warp each (the kernels hold at most 1027).

@@ -1,5 +1,5 @@
 //! Matrix transpose: `b = a^T`, row-major in and out. `mod.rs` checks the operands and holds the
-//! public methods, `plan.rs` picks the kernel and its tile ([`TransposePlan`]), `kernels.rs`
+//! public methods, `plan.rs` picks the kernel and its tile (`TransposePlan`), `kernels.rs`
 //! launches it.
 
 mod kernels;
