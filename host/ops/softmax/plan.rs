@@ -259,7 +259,21 @@ impl OnePassConfig {
         self.plan_limited(rows, cols, &Limits::KERNELS)
     }
 
-    /// [`OnePassConfig::plan`] on a device with `limits`.
+    /// [`OnePassConfig::plan`] on a device with `limits`. The rules, in order, the first that
+    /// applies winning (each threshold a field of `self`; the records behind the defaults are
+    /// in `bench/targets.md`, "Plan rules and the records behind them"; the boundaries are
+    /// pinned by `tests/kernels/softmax/plans.rs` and `cluster.rs`):
+    /// 1. up to `warp_max_cols` and 8 vectors per lane: lane groups (`group_lanes`) for rows of
+    ///    one vector per lane, the persistent warp from `persistent_min_cols` at 8 vectors, a
+    ///    warp per row otherwise;
+    /// 2. from `cluster_min_cols`, where the device has clusters: a cluster that holds the row;
+    /// 3. up to `block_max_cols`: a block per row, 4 vectors per thread up to
+    ///    `block_4_max_threads` threads, else 8 (within the kernel's block limit), persistent
+    ///    from `persistent_min_cols` where the staged row fits, `evict_last` loads if
+    ///    `block_evict_last`;
+    /// 4. at most `grid_row_max_rows` rows: the cooperative grid-row kernel;
+    /// 5. at least `split_max_rows` rows: the two-read stream kernel;
+    /// 6. else the row split over blocks of `split_chunk` columns.
     pub(crate) fn plan_limited(&self, rows: usize, cols: usize, limits: &Limits) -> OnePassPlan {
         let (block_8_max_threads, shared_max) = (limits.block_8_max_threads, limits.shared_max);
         // Aligned vectors of the row with the most: a row whose start is not 16-byte aligned
