@@ -36,3 +36,40 @@ pub(crate) fn same_shape(op: &'static str, lhs: &[usize], rhs: &[usize], rule: &
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::path::Path;
+
+    /// Every family folder has `mod.rs`, `plan.rs` and `kernels.rs`, and no file of `ops/`
+    /// reaches into `crate::raw` (the launches live in each family's `kernels.rs`).
+    #[test]
+    fn every_family_has_the_same_three_files_and_no_raw_imports() {
+        let ops = Path::new(env!("CARGO_MANIFEST_DIR")).join("host/ops");
+        let mut families = 0;
+        for entry in fs::read_dir(&ops).expect("host/ops") {
+            let dir = entry.expect("an entry").path();
+            if !dir.is_dir() {
+                continue;
+            }
+            families += 1;
+            for file in ["mod.rs", "plan.rs", "kernels.rs"] {
+                assert!(dir.join(file).is_file(), "{} has no {file}", dir.display());
+            }
+            for file in fs::read_dir(&dir).expect("a family") {
+                let path = file.expect("a file").path();
+                let text = fs::read_to_string(&path).expect("a source file");
+                assert!(
+                    !text.contains("crate::raw"),
+                    "{} imports crate::raw",
+                    path.display()
+                );
+            }
+        }
+        assert_eq!(
+            families, 7,
+            "add, cross_entropy, matmul, norm, reduce, softmax, transpose"
+        );
+    }
+}
