@@ -81,7 +81,6 @@ pub mod multi;
 pub mod ops;
 pub mod pinned;
 pub mod ptx;
-mod raw;
 pub mod stream;
 pub mod view;
 

@@ -404,16 +404,7 @@ struct Records {
 /// renovation moved the A/B runs to `bench/experiments/`): each resolves by its file name until
 /// its file is edited, and an entry whose name is gone from its file fails the test, so the list
 /// only shrinks. The edits are in the renovation's report.
-const PENDING_PATH_FIXES: [(&str, &str); 5] = [
-    ("host/ops/matmul/plan.rs", "bench/results/5e7f33d-plans.jsonl"),
-    ("host/ops/norm/plan.rs", "bench/results/5e7f33d-plans.jsonl"),
-    ("host/ops/norm/plan.rs", "bench/results/warp-packed-ab*.jsonl"),
-    ("host/ops/norm/plan.rs", "bench/results/evict-last-ab-plans.jsonl"),
-    (
-        "host/ops/softmax/plan.rs",
-        "bench/results/evict-last-ab-plans.jsonl",
-    ),
-];
+const PENDING_PATH_FIXES: [(&str, &str); 0] = [];
 
 /// The marker that names the record file of the figures below it (until the next marker).
 const MARKER: &str = "<!-- figures:";

@@ -4,13 +4,13 @@
 
 use half::{bf16, f16};
 
+use super::kernels::HalfKernels;
 use super::plan::{HalfTile, MatmulPlan, WsTile};
 use super::{MatmulAlgorithm, check_inner};
 use crate::buffer::{DeviceMatrix, Element};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
-use crate::raw::matmul::HalfKernels;
 
 use super::wgmma::WgmmaKernel;
 

@@ -1,10 +1,11 @@
 //! Matrix product on device-resident matrices, with a choice of algorithm: each public
-//! operation checks its operands once, picks the plan once (`plan.rs`), and launches it
-//! (`launch.rs`).
+//! operation checks its operands once (`mod.rs`), picks the plan once (`plan.rs`), and launches
+//! it (`kernels.rs`); the half-precision entry points, the Hopper `wgmma` paths and the TF32
+//! error bound have a file each.
 
 mod error_bound;
 mod half;
-mod launch;
+mod kernels;
 mod plan;
 mod wgmma;
 mod wgmma_tf32;

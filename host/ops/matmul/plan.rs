@@ -8,7 +8,6 @@ use kernels_gpu::matmul::{FAST_64, FAST_128, FAST_WIDE, FastTiling, STREAM_K, St
 
 use super::MatmulAlgorithm;
 use super::error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, error_factor};
-use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::DeviceLimits;
 
@@ -27,18 +26,44 @@ pub(crate) enum MatmulPlan {
     StreamK(StreamKPlan),
 }
 
+/// The device facts a matmul plan reads, each asked only where the choice needs it: a `Gpu`
+/// ([`crate::Gpu`] implements it in `kernels.rs`), or fixed numbers in the plan's tests.
+pub(crate) trait MatmulDevice {
+    /// Streaming multiprocessors.
+    fn multiprocessors(&self) -> Result<usize>;
+    /// Blocks of the stream-K kernel resident on the whole GPU at once.
+    fn stream_k_resident(&self) -> Result<usize>;
+    /// Whether this is the CPU simulator.
+    fn is_simulator(&self) -> bool;
+    /// Whether the `sm_90a` module (`wgmma`) is loaded.
+    fn has_wgmma(&self) -> bool;
+    /// The device's launch limits.
+    fn limits(&self) -> DeviceLimits;
+}
+
 impl MatmulPlan {
-    /// The plan of `algorithm` for an `m x k` times `k x n` product on `gpu`.
+    /// The plan of `algorithm` for an `m x k` times `k x n` product on `device`, with the
+    /// schedule [`SGEMM_SCHEDULE_ENV`] forces, if any.
     pub(crate) fn choose(
-        gpu: &Gpu,
+        device: &impl MatmulDevice,
+        algorithm: MatmulAlgorithm,
+        mkn: (usize, usize, usize),
+    ) -> Result<Self> {
+        MatmulPlan::choose_with(device, algorithm, mkn, SgemmSchedule::forced())
+    }
+
+    /// [`MatmulPlan::choose`] with the forced schedule given: a pure function of its arguments.
+    fn choose_with(
+        device: &impl MatmulDevice,
         algorithm: MatmulAlgorithm,
         (m, k, n): (usize, usize, usize),
+        forced: Option<SgemmSchedule>,
     ) -> Result<Self> {
         Ok(match algorithm {
             MatmulAlgorithm::Naive => MatmulPlan::Naive,
             MatmulAlgorithm::Tiled => MatmulPlan::Tiled,
             MatmulAlgorithm::Fast => {
-                let plan = FastPlan::choose(m, n, k, gpu.multiprocessors()?);
+                let plan = FastPlan::choose(m, n, k, device.multiprocessors()?);
                 let large = plan
                     == FastPlan {
                         tile: FastTile::Large,
@@ -48,17 +73,17 @@ impl MatmulPlan {
                 // the launch, which falls back to `plan` without it.
                 #[allow(clippy::manual_is_multiple_of)] // minimum Rust 1.85
                 let vec4_shape = k % 4 == 0 && n % 4 == 0;
-                let stream_k = match SgemmSchedule::forced() {
+                let stream_k = match forced {
                     Some(SgemmSchedule::DataParallel) => None,
                     _ if !vec4_shape || k == 0 => None,
                     Some(SgemmSchedule::StreamK) => {
-                        Some(StreamKPlan::with_ctas(m, n, gpu.stream_k_resident()?))
+                        Some(StreamKPlan::with_ctas(m, n, device.stream_k_resident()?))
                     }
                     Some(SgemmSchedule::ByShape) if large => {
-                        StreamKPlan::choose(m, n, k, gpu.stream_k_resident()?)
+                        StreamKPlan::choose(m, n, k, device.stream_k_resident()?)
                     }
-                    // Data-parallel by default: on the H200 the 128 x 128 grid beat stream-K at
-                    // 4096^3 and 8192^3 (`bench/results/5e7f33d-plans.jsonl`).
+                    // Data-parallel by default (bench/targets.md, "Matmul and softmax plan
+                    // rules").
                     Some(SgemmSchedule::ByShape) | None => None,
                 };
                 stream_k.map_or(MatmulPlan::Fast(plan), MatmulPlan::StreamK)
@@ -66,13 +91,16 @@ impl MatmulPlan {
             // Hopper's `wgmma` where it applies on a CUDA device (the allocations are 256-byte
             // aligned; the launch checks again), else the `mma.sync` tilings.
             MatmulAlgorithm::Tf32
-                if !gpu.is_simulator() && Tf32Tile::wgmma_applies(k, true, gpu.has_wgmma()) =>
+                if !device.is_simulator() && Tf32Tile::wgmma_applies(k, true, device.has_wgmma()) =>
             {
                 MatmulPlan::Tf32(Tf32Tile::Wgmma)
             }
-            MatmulAlgorithm::Tf32 => {
-                MatmulPlan::Tf32(Tf32Tile::choose(m, n, gpu.multiprocessors()?, &gpu.limits()))
-            }
+            MatmulAlgorithm::Tf32 => MatmulPlan::Tf32(Tf32Tile::choose(
+                m,
+                n,
+                device.multiprocessors()?,
+                &device.limits(),
+            )),
         })
     }
 }
@@ -92,7 +120,7 @@ pub enum Tf32Tile {
     /// roundoff [`TF32_TRUNCATION_UNIT_ROUNDOFF`], `2^-10`), so the error bound is
     /// [`Tf32Tile::error_factor`], about twice [`tf32_error_factor`](super::tf32_error_factor); 256 fewer instructions
     /// per warp per tile. Never chosen by [`MatmulAlgorithm::Tf32`]; only through
-    /// [`Gpu::matmul_tf32_into`].
+    /// [`crate::Gpu::matmul_tf32_into`].
     WideTruncated,
     /// [`Tf32Tile::Square`] without rounding the operands, as [`Tf32Tile::WideTruncated`].
     SquareTruncated,
@@ -319,8 +347,8 @@ impl FastPlan {
 /// product: `stream-k` ([`StreamKPlan`] wherever its kernel applies: `k`, `n` multiples of 4),
 /// `auto` (stream-K where [`StreamKPlan::choose`] says) or `dp` (data-parallel, one block per
 /// tile: [`FastPlan::choose`]'s plan). Read once per process; unset or anything else is `dp`,
-/// the default, because on the H200 the data-parallel 128 x 128 grid was 5% ahead of stream-K at
-/// 4096^3 and 8192^3 (`bench/results/5e7f33d-plans.jsonl`).
+/// the default, the data-parallel 128 x 128 grid having been ahead of stream-K at 4096^3 and
+/// 8192^3 (record: `bench/experiments/plans/5e7f33d-plans.jsonl`; figures in `bench/targets.md`).
 pub const SGEMM_SCHEDULE_ENV: &str = "GPUKERN_SGEMM";
 
 /// A schedule forced through [`SGEMM_SCHEDULE_ENV`].
@@ -568,3 +596,7 @@ impl HalfTile {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

@@ -12,11 +12,11 @@ use gpukern_device::tma::{Swizzle, TiledMap};
 use kernels_gpu::matmul::wgmma::{MAP_WORDS, SWIZZLE_COLS, WGMMA_128X128};
 use kernels_gpu::matmul::wgmma_ws::{WS_64X128, WS_128X128, WS_128X256, WsTiling};
 
+use super::kernels::WgmmaLauncher;
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
 use crate::device::{Backend, Gpu};
 use crate::error::{DriverContext, Error, Result};
 use crate::launch_config::LaunchConfig;
-use crate::raw::matmul::WgmmaLauncher;
 
 /// The operation's name in errors.
 const OP: &str = "matmul";

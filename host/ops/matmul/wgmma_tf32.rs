@@ -26,12 +26,12 @@ use cudarc::driver::sys;
 use kernels_gpu::matmul::wgmma::MAP_WORDS;
 use kernels_gpu::matmul::wgmma_ws::WsTiling;
 
+use super::kernels;
 use super::plan::{Tf32Tile, WsTile};
 use super::wgmma::{MapMatrix, check_copy_engine_dims, encode};
 use crate::buffer::{DeviceMatrix, DeviceVec};
 use crate::device::{Backend, Gpu};
 use crate::error::{Error, Result};
-use crate::raw;
 
 /// The operation's name in errors.
 const OP: &str = "matmul";
@@ -103,7 +103,7 @@ impl Gpu {
         // distinct from both; `k` a multiple of 4, every buffer 16-byte aligned, `m, n >= 1`;
         // `cfg` the persistent launch (at most the tile count); the sm_90a module is loaded (or
         // the simulator).
-        unsafe { raw::matmul::ws_tf32(self, tile, cfg, &maps, &a.data, &bt.data, &mut c.data, m, n, k) }
+        unsafe { kernels::ws_tf32(self, tile, cfg, &maps, &a.data, &bt.data, &mut c.data, m, n, k) }
     }
 
     /// The tensor maps of `A` (`m x k`, boxes of `BM x 32`) and `B^T` (`n x k`, boxes of

@@ -3,23 +3,20 @@
 //! and the buffers' alignment), and launches it. The kernels and the rules at the edges are in
 //! `kernels_gpu::norm`.
 
+mod kernels;
 mod plan;
+mod variant;
 
-pub use plan::{
-    DEFAULT_EVICT_LAST_COLS, DEFAULT_LOOP, DEFAULT_LOOP_COLS, DEFAULT_WARP_SOLO_COLS, LoopKind, NormPlan,
-    RowsWidth,
-};
+pub use plan::{DEFAULT_RULES, DefaultRule, ElementKind, LoopKind, NormKind, NormPlan, RowsWidth};
+pub use variant::{NormVariant, RowLoads, WarpGrid};
 
 use half::bf16;
-use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES, WARP_BLOCK, WARP_ROWS, ring_shared_bytes};
 
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::launch_config::LaunchConfig;
-use crate::raw;
-use crate::raw::norm::NormKernels;
+use kernels::NormKernels;
 
 /// Which norm kernels to run. Both follow the same rules (see [`Gpu::layer_norm`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -33,8 +30,8 @@ pub enum NormAlgorithm {
     /// kernel elsewhere. The default: 16 elements per thread up to 16384 f32 or 8192 bf16
     /// columns (bf16 LayerNorm: 4088), 32 past them, and where another candidate measured
     /// faster on the H200 its plan: [`NormAlgorithm::WarpSolo`] for bf16 rows of 1024
-    /// ([`DEFAULT_WARP_SOLO_COLS`]), [`NormAlgorithm::Rows16EvictLast`]
-    /// ([`DEFAULT_EVICT_LAST_COLS`]), [`NormAlgorithm::Loop2x512`] ([`DEFAULT_LOOP_COLS`]), and
+    /// ([`DEFAULT_RULES`]), [`NormAlgorithm::Rows16EvictLast`]
+    /// ([`DEFAULT_RULES`]), [`NormAlgorithm::Loop2x512`] ([`DEFAULT_RULES`]), and
     /// for f32 LayerNorm of rows of 513 to 1020 [`NormAlgorithm::WarpKeep`] ([`NormPlan::choose`]).
     #[default]
     InRegisters,
@@ -85,8 +82,8 @@ pub enum NormAlgorithm {
     /// tuning candidate.
     Loop2x256,
     /// [`NormAlgorithm::Loop2x256`] with blocks of 512 threads: the default's plan for RMSNorm
-    /// of 1024 to 4096 columns (but bf16 at 1024, [`DEFAULT_WARP_SOLO_COLS`]) and f32 LayerNorm
-    /// of 1024 ([`DEFAULT_LOOP_COLS`]).
+    /// of 1024 to 4096 columns (but bf16 at 1024, [`DEFAULT_RULES`]) and f32 LayerNorm
+    /// of 1024 ([`DEFAULT_RULES`]).
     Loop2x512,
     /// [`NormAlgorithm::Loop512`] without the eviction hints (`*_norm_loop_plain_*`): what the
     /// hints buy. A tuning candidate.
@@ -100,12 +97,12 @@ pub enum NormAlgorithm {
     /// The in-register kernel of [`NormAlgorithm::Rows16`] with `evict_last` (L1 and L2) on the
     /// loads of `x`, the weight and the bias (`*_rows16_el_*`), as torch.compile's kernels load
     /// them: the default's plan for f32 RMSNorm of 4096 to 16384 columns and f32 LayerNorm of
-    /// 4096 ([`DEFAULT_EVICT_LAST_COLS`]).
+    /// 4096 ([`DEFAULT_RULES`]).
     Rows16EvictLast,
     /// The warp-per-row kernel of [`NormAlgorithm::Warp`] in blocks of one warp (one row per
     /// block, as Inductor launches its persistent reductions of such rows), for rows of up to
     /// 1024 columns; the default's plan for longer rows. The default's plan for bf16 rows of
-    /// 1024 columns ([`DEFAULT_WARP_SOLO_COLS`]).
+    /// 1024 columns ([`DEFAULT_RULES`]).
     WarpSolo,
 }
 
@@ -246,7 +243,7 @@ impl NormElement for f32 {
     const LANES: usize = <f32 as kernels_gpu::norm::NormElem>::LANES;
     const VECTORS: usize = <f32 as kernels_gpu::norm::NormElem>::VECTORS;
     fn kernels() -> &'static NormKernels<f32> {
-        &raw::norm::F32
+        &kernels::F32
     }
 }
 
@@ -254,18 +251,23 @@ impl NormElement for bf16 {
     const LANES: usize = <bf16 as kernels_gpu::norm::NormElem>::LANES;
     const VECTORS: usize = <bf16 as kernels_gpu::norm::NormElem>::VECTORS;
     fn kernels() -> &'static NormKernels<bf16> {
-        &raw::norm::BF16
+        &kernels::BF16
     }
 }
 
 /// The operands of one norm call once checked.
-struct Operands<'a, T: 'static> {
+pub(crate) struct Operands<'a, T: 'static> {
+    /// The input, `rows x cols`.
     x: &'a DeviceVec<T>,
+    /// The weight, `cols`.
     w: &'a DeviceVec<T>,
     /// LayerNorm's bias; `None` for RMSNorm.
     b: Option<&'a DeviceVec<T>>,
+    /// Rows of `x`.
     rows: usize,
+    /// Columns of `x`.
     cols: usize,
+    /// The epsilon under the square root.
     eps: f32,
 }
 
@@ -484,61 +486,6 @@ impl Gpu {
             // The ring kernels are in the sm_90a module only.
             plan = NormPlan::choose::<T>(NormAlgorithm::InRegisters, cols, aligned, layer, max_threads);
         }
-        let limits = self.limits();
-        let library = self.library();
-        let cfg = match plan {
-            NormPlan::BlockReduce => LaunchConfig::per_row(op, rows, BLOCK, SHARED_BYTES, &limits)?,
-            NormPlan::Rows { threads, .. }
-            | NormPlan::RowsEvictLast { threads }
-            | NormPlan::TwoPass { threads }
-            | NormPlan::Loop { threads, .. } => {
-                LaunchConfig::per_row(op, rows, threads, ROWS_SHARED_BYTES, &limits)?
-            }
-            NormPlan::Warp { keep: false } => {
-                LaunchConfig::rows_per_block(op, rows, WARP_ROWS as usize, WARP_BLOCK, 0, &limits)?
-            }
-            NormPlan::WarpSolo => LaunchConfig::rows_per_block(op, rows, 1, 32, 0, &limits)?,
-            NormPlan::Warp { keep: true } | NormPlan::WarpPipe => {
-                let resident = self.resident_blocks(op, kernels.kernel(plan, layer), WARP_BLOCK, 0)?;
-                LaunchConfig::persistent(op, (rows, WARP_ROWS as usize), resident, WARP_BLOCK, 0, &limits)?
-            }
-            NormPlan::Ring { threads } => {
-                // A row is at most RING_MAX_COLS elements of at most 4 bytes (the plan's bound).
-                let row_bytes = (cols * core::mem::size_of::<T>()) as u32;
-                let shared = ring_shared_bytes(row_bytes);
-                let resident = self.resident_blocks(op, kernels.kernel(plan, layer), threads, shared)?;
-                // The kernels are opted in to more than the default 48 KiB when they are launched.
-                LaunchConfig::persistent(op, (rows, 1), resident, threads, shared, &limits.opted_in())?
-            }
-        };
-        let shape = (rows, cols);
-        // SAFETY: `x` and `y` hold rows*cols elements, `w` (and `b`) cols (checked above); the
-        // plan admits the in-register and warp kernels only for aligned buffers, `cols` a
-        // multiple of the vector width and `cols / LANES` within what the block (or warp) holds;
-        // `cfg` is the kernel's shape.
-        unsafe {
-            match ops.b {
-                None => raw::norm::rms(
-                    &library,
-                    kernels.rms.of(plan).1,
-                    cfg,
-                    ops.x,
-                    ops.w,
-                    &mut y.data,
-                    shape,
-                    ops.eps,
-                ),
-                Some(b) => raw::norm::layer(
-                    &library,
-                    kernels.layer.of(plan).1,
-                    cfg,
-                    ops.x,
-                    (ops.w, b),
-                    &mut y.data,
-                    shape,
-                    ops.eps,
-                ),
-            }
-        }
+        self.launch_norm_plan(op, plan, ops, y)
     }
 }

@@ -138,12 +138,14 @@ const WARP_ELEMENTS: usize = 32;
 impl NormPlan {
     /// The plan for rows of `cols >= 1` elements of `T` with `algorithm`; `aligned`: every
     /// buffer starts on a 16-byte boundary (device allocations are 256-byte aligned; host
-    /// buffers of the simulator may not be); `layer`: LayerNorm (RMSNorm otherwise; the
-    /// default differs at short f32 rows, and the looped range is per norm and type); `max_threads`: the driver's block limit for the
-    /// in-register kernel of each width.
+    /// buffers of the simulator may not be); `layer`: LayerNorm (RMSNorm otherwise; the default
+    /// differs by norm and element type, [`DEFAULT_RULES`]); `max_threads`: the driver's block
+    /// limit for the in-register kernel of each width.
     ///
     /// An algorithm whose own kernel does not take the row ([`NormAlgorithm::fits`]) runs the
-    /// default's plan ([`NormAlgorithm::InRegisters`]).
+    /// default's plan ([`NormAlgorithm::InRegisters`]): the first of [`DEFAULT_RULES`] that
+    /// applies to the row and whose algorithm's kernel takes it, else the 32-element kernel at
+    /// half its capacity per thread (all of it past 1024 threads), else the tutorial kernel.
     pub fn choose<T: NormElement>(
         algorithm: NormAlgorithm,
         cols: usize,
@@ -154,28 +156,83 @@ impl NormPlan {
         if algorithm == NormAlgorithm::BlockReduce || !aligned || cols % T::LANES != 0 {
             return NormPlan::BlockReduce;
         }
-        let vecs = cols / T::LANES;
-        let threads_for = |width: RowsWidth| {
-            let per_thread = (width.elements() / T::LANES).max(1);
-            let threads = warps_for(vecs, per_thread);
-            let limit = max_threads(width).min(ROW_BLOCK_MAX) as usize;
-            (threads <= limit).then_some(threads as u32)
+        let row = Row {
+            cols,
+            vecs: cols / T::LANES,
+            lanes: T::LANES,
+            max_threads: &max_threads,
         };
-        let fixed_as = |width: RowsWidth, stream: bool| {
-            threads_for(width).map(|threads| NormPlan::Rows {
-                threads,
-                width,
-                stream,
-            })
-        };
-        let fixed = |width: RowsWidth| fixed_as(width, false);
-        let own = match algorithm {
+        if let Some(plan) = row.own::<T>(algorithm) {
+            return plan;
+        }
+        let f32 = core::mem::size_of::<T>() == 4;
+        if let Some(plan) = DEFAULT_RULES
+            .iter()
+            .filter(|rule| rule.applies(layer, f32, cols))
+            .find_map(|rule| row.own::<T>(rule.run))
+        {
+            return plan;
+        }
+        // Else the 32-element kernel at half its capacity per thread, all of it past 1024
+        // threads.
+        let limit = max_threads(RowsWidth::W32).min(ROW_BLOCK_MAX) as usize;
+        let target = (T::VECTORS / TARGET_FRACTION).max(1);
+        for per_thread in [target, T::VECTORS] {
+            let threads = warps_for(row.vecs, per_thread);
+            if threads <= limit {
+                return NormPlan::Rows {
+                    threads: threads as u32,
+                    width: RowsWidth::W32,
+                    stream: false,
+                };
+            }
+        }
+        NormPlan::BlockReduce
+    }
+}
+
+/// An aligned row of a multiple of the vector width, and the block limits of the in-register
+/// kernels: what an algorithm's own plan is computed from.
+struct Row<'a, F: Fn(RowsWidth) -> u32> {
+    /// Elements of the row.
+    cols: usize,
+    /// 16-byte vectors of the row.
+    vecs: usize,
+    /// Elements per vector.
+    lanes: usize,
+    /// The driver's block limit of the in-register kernel of each width.
+    max_threads: &'a F,
+}
+
+impl<F: Fn(RowsWidth) -> u32> Row<'_, F> {
+    /// Threads of the in-register kernel of `width` for this row, if within its block limit.
+    fn threads_for(&self, width: RowsWidth) -> Option<u32> {
+        let per_thread = (width.elements() / self.lanes).max(1);
+        let threads = warps_for(self.vecs, per_thread);
+        let limit = (self.max_threads)(width).min(ROW_BLOCK_MAX) as usize;
+        (threads <= limit).then_some(threads as u32)
+    }
+
+    /// The in-register plan of `width` (streaming or not), if the row fits it.
+    fn fixed(&self, width: RowsWidth, stream: bool) -> Option<NormPlan> {
+        self.threads_for(width).map(|threads| NormPlan::Rows {
+            threads,
+            width,
+            stream,
+        })
+    }
+
+    /// The plan of `algorithm`'s own kernel, if it takes the row (`None` for the default and
+    /// the tutorial, which are not one kernel).
+    fn own<T: NormElement>(&self, algorithm: NormAlgorithm) -> Option<NormPlan> {
+        let (cols, vecs) = (self.cols, self.vecs);
+        match algorithm {
             NormAlgorithm::BlockReduce | NormAlgorithm::InRegisters => None,
-            NormAlgorithm::Rows16 => fixed(RowsWidth::W16),
-            NormAlgorithm::Rows32 => fixed(RowsWidth::W32),
-            NormAlgorithm::Rows64 => fixed(RowsWidth::W64),
-            NormAlgorithm::Rows16Stream => fixed_as(RowsWidth::W16, true),
-            NormAlgorithm::Rows32Stream => fixed_as(RowsWidth::W32, true),
+            NormAlgorithm::Rows16 => self.fixed(RowsWidth::W16, false),
+            NormAlgorithm::Rows32 => self.fixed(RowsWidth::W32, false),
+            NormAlgorithm::Rows64 => self.fixed(RowsWidth::W64, false),
+            NormAlgorithm::Rows16Stream => self.fixed(RowsWidth::W16, true),
+            NormAlgorithm::Rows32Stream => self.fixed(RowsWidth::W32, true),
             NormAlgorithm::WarpPipe => (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::WarpPipe),
             NormAlgorithm::WarpSolo => (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::WarpSolo),
             NormAlgorithm::TwoPass => {
@@ -196,137 +253,134 @@ impl NormPlan {
             | NormAlgorithm::Loop2x256
             | NormAlgorithm::Loop2x512
             | NormAlgorithm::LoopPlain512 => loop_plan(algorithm, vecs),
-            NormAlgorithm::Rows16EvictLast => {
-                threads_for(RowsWidth::W16).map(|threads| NormPlan::RowsEvictLast { threads })
-            }
+            NormAlgorithm::Rows16EvictLast => self
+                .threads_for(RowsWidth::W16)
+                .map(|threads| NormPlan::RowsEvictLast { threads }),
             NormAlgorithm::Ring => (cols <= RING_MAX_COLS).then(|| NormPlan::Ring {
                 threads: warps_for(vecs, ring_vectors(T::LANES)) as u32,
             }),
-        };
-        if let Some(plan) = own {
-            return plan;
         }
-        let f32 = core::mem::size_of::<T>() == 4;
-        // The warp-per-row kernel in blocks of one warp where it was measured to win (see
-        // DEFAULT_WARP_SOLO_COLS).
-        if DEFAULT_WARP_SOLO_COLS[usize::from(layer)][usize::from(f32)]
-            .is_some_and(|(lo, hi)| (lo..=hi).contains(&cols) && cols <= WARP_ELEMENTS * 32)
-        {
-            return NormPlan::WarpSolo;
-        }
-        // The evict-last loads where they were measured to win (see DEFAULT_EVICT_LAST_COLS).
-        if DEFAULT_EVICT_LAST_COLS[usize::from(layer)][usize::from(f32)]
-            .is_some_and(|(lo, hi)| (lo..=hi).contains(&cols))
-        {
-            if let Some(threads) = threads_for(RowsWidth::W16) {
-                return NormPlan::RowsEvictLast { threads };
-            }
-        }
-        // The looped kernel where it was measured to win (see DEFAULT_LOOP_COLS).
-        if let Some(plan) = DEFAULT_LOOP_COLS[usize::from(layer)][usize::from(f32)]
-            .filter(|&(lo, hi)| (lo..=hi).contains(&cols))
-            .and_then(|_| loop_plan(DEFAULT_LOOP, vecs))
-        {
-            return plan;
-        }
-        // The default, from the H200 runs of every variant (`bench/results/*.jsonl`, `--plans`).
-        // f32 LayerNorm of rows of 513 to 1024 (a lane's 32 elements more than half used): the
-        // persistent warp-per-row kernel that keeps the weight and bias in registers
-        // (`warp-keep`, 0.5-3% ahead of 16 elements per thread at 1024 columns in each of the
-        // four runs that timed both; shorter rows were not timed).
-        if layer && f32 && cols > WARP_ELEMENTS * 16 && cols <= WARP_ELEMENTS * 32 {
-            return NormPlan::Warp { keep: true };
-        }
-        // Else 16 elements per thread up to `DEFAULT_W16_MAX_COLS` (f32: 16384; the fastest or
-        // within 1.5% of it at 1024 to 16384 columns but for bf16 LayerNorm at 4096, 3-5% behind
-        // 32: `DEFAULT_W16_MAX_COLS_BF16_LAYER`), 32 past it (bf16 at 16384 columns: 32 ahead of
-        // or level with 16).
-        let w16_max = if f32 {
-            DEFAULT_W16_MAX_COLS_F32
-        } else if layer {
-            DEFAULT_W16_MAX_COLS_BF16_LAYER
-        } else {
-            DEFAULT_W16_MAX_COLS
-        };
-        let preferred = if cols <= w16_max {
-            RowsWidth::W16
-        } else {
-            RowsWidth::W32
-        };
-        if let Some(plan) = fixed(preferred) {
-            return plan;
-        }
-        // Else the 32-element kernel at half its capacity per thread, all of it past 1024
-        // threads.
-        let limit = max_threads(RowsWidth::W32).min(ROW_BLOCK_MAX) as usize;
-        let target = (T::VECTORS / TARGET_FRACTION).max(1);
-        for per_thread in [target, T::VECTORS] {
-            let threads = warps_for(vecs, per_thread);
-            if threads <= limit {
-                return NormPlan::Rows {
-                    threads: threads as u32,
-                    width: RowsWidth::W32,
-                    stream: false,
-                };
-            }
-        }
-        NormPlan::BlockReduce
     }
 }
 
-/// bf16 rows of up to this many columns take 16 elements per thread by default, longer ones 32.
-pub const DEFAULT_W16_MAX_COLS: usize = 8192;
+/// Which norm a rule of the default plan applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NormKind {
+    /// RMSNorm only.
+    Rms,
+    /// LayerNorm only.
+    Layer,
+    /// Both.
+    Any,
+}
 
-/// bf16 LayerNorm rows of up to this many columns take 16 elements per thread by default,
-/// longer ones 32: at 8192 x 4096 32 elements per thread were ahead of 16 in both H200 sweeps
-/// that timed every candidate (3608 against 3491 GB/s in `bench/results/5e7f33d-plans.jsonl`,
-/// 3596 against 3453 in `evict-last-ab-plans.jsonl`), behind at 1024 (2341 against 2447 in the
-/// latter). 2048 columns were not timed and keep 16.
-pub const DEFAULT_W16_MAX_COLS_BF16_LAYER: usize = 4088;
+/// Which element type a rule of the default plan applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElementKind {
+    /// f32 only.
+    F32,
+    /// bf16 only.
+    Bf16,
+    /// Both.
+    Any,
+}
 
-/// f32 rows of up to this many columns take 16 elements per thread by default (at 16384
-/// columns 16 was ahead of 32 by 2-4% for RMSNorm and by under 1% for LayerNorm in the last two
-/// runs that timed both), longer ones 32.
-pub const DEFAULT_W16_MAX_COLS_F32: usize = 16384;
+/// One rule of the default norm plan: for rows of `cols` columns (inclusive) of one element type
+/// and norm, `run`'s own kernel, where it takes the row; `record` names the committed bench
+/// record that justified it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DefaultRule {
+    /// The norm the rule applies to.
+    pub norm: NormKind,
+    /// The element type the rule applies to.
+    pub element: ElementKind,
+    /// The row lengths the rule applies to, inclusive.
+    pub cols: (usize, usize),
+    /// The algorithm whose own plan runs.
+    pub run: NormAlgorithm,
+    /// The committed record (under `bench/`) the rule was measured in.
+    pub record: &'static str,
+}
 
-/// Rows of `lo..=hi` columns take the looped kernel [`DEFAULT_LOOP`] by default, indexed
-/// `[layer][f32]`: RMSNorm `[0]`, LayerNorm `[1]`; bf16 `[_][0]`, f32 `[_][1]`; `None`: never.
-/// From the H200 run of every candidate at 8192 x {1024, 4096, 16384}
-/// (`bench/results/5e7f33d-plans.jsonl`): `loop2-512` was ahead of the in-register
-/// default for RMSNorm at 1024 (f32 6%, bf16 2%) and 4096 (f32 2%, bf16 3.5%) and for f32
-/// LayerNorm at 1024 (3% ahead of `warp-keep`); behind it at 16384, for f32 LayerNorm at 4096 and
-/// for bf16 LayerNorm. 2048 columns were not timed; rows under 1024 columns were not either.
-pub const DEFAULT_LOOP_COLS: [[Option<(usize, usize)>; 2]; 2] = [
-    [Some((1024, 4096)), Some((1024, 4096))],
-    [None, Some((1024, 1024))],
-];
+impl DefaultRule {
+    /// Whether the rule applies to LayerNorm (`layer`) or RMSNorm rows of `cols` columns of f32
+    /// (`f32`) or bf16.
+    pub fn applies(&self, layer: bool, f32: bool, cols: usize) -> bool {
+        let norm = match self.norm {
+            NormKind::Rms => !layer,
+            NormKind::Layer => layer,
+            NormKind::Any => true,
+        };
+        let element = match self.element {
+            ElementKind::F32 => f32,
+            ElementKind::Bf16 => !f32,
+            ElementKind::Any => true,
+        };
+        norm && element && (self.cols.0..=self.cols.1).contains(&cols)
+    }
+}
 
-/// Rows of `lo..=hi` columns take the warp-per-row kernel in blocks of one warp
-/// ([`NormAlgorithm::WarpSolo`], `warp-1`) by default, indexed as [`DEFAULT_LOOP_COLS`] and taking
-/// precedence over it and over [`DEFAULT_EVICT_LAST_COLS`]: bf16 rows of 1024 columns. Since that
-/// kernel holds a bf16 row as its loaded words (fewer registers: 54 for RMSNorm, 72 for
-/// LayerNorm, from 64 and 88), it was ahead of every other candidate at 8192 x 1024 in both H200
-/// A/B calls that timed it with torch.compile beside it (`bench/results/warp-packed-ab*.jsonl`):
-/// bf16 RMSNorm 2811 and 2774-2800 GB/s against 2699 and 2668-2675 for `loop2-512` (the default
-/// before); bf16 LayerNorm 2618-2635 and 2596-2609 against 2462-2485 for the in-register
-/// default. Only 1024 columns were timed; f32 rows keep their defaults (`warp-1` behind them).
-pub const DEFAULT_WARP_SOLO_COLS: [[Option<(usize, usize)>; 2]; 2] =
-    [[Some((1024, 1024)), None], [Some((1024, 1024)), None]];
+/// One [`DefaultRule`].
+const fn rule(
+    norm: NormKind,
+    element: ElementKind,
+    cols: (usize, usize),
+    run: NormAlgorithm,
+    record: &'static str,
+) -> DefaultRule {
+    DefaultRule {
+        norm,
+        element,
+        cols,
+        run,
+        record,
+    }
+}
 
-/// Rows of `lo..=hi` columns take the in-register kernel of 16 elements per thread with
-/// `evict_last` loads (`*_rows16_el_*`, [`NormAlgorithm::Rows16EvictLast`]) by default, indexed
-/// as [`DEFAULT_LOOP_COLS`] and taking precedence over it. From the H200 run of every candidate
-/// with torch.compile in the same call (`bench/results/evict-last-ab-plans.jsonl`):
-/// at 4096 columns f32 RMSNorm 4026 GB/s against 4011 (in-register) and 3996 (`loop2-512`),
-/// f32 LayerNorm 3969 against 3901; at 16384 f32 RMSNorm 4217 against 4078; behind at 1024
-/// columns, for bf16 everywhere, and for f32 LayerNorm at 16384 (3686 against 4072: 38
-/// registers, one block of 1024 threads per multiprocessor). 8192 columns were not timed.
-pub const DEFAULT_EVICT_LAST_COLS: [[Option<(usize, usize)>; 2]; 2] =
-    [[None, Some((4096, 16384))], [None, Some((4096, 4096))]];
+/// The A/B run of `warp-1` with torch.compile beside it (bf16 rows of 1024).
+const WARP_PACKED_AB: &str = "bench/experiments/norm-warp/warp-packed-ab-new.jsonl";
+/// The H200 run of every candidate with torch.compile in the same call.
+const EVICT_LAST_AB: &str = "bench/experiments/evict-last/evict-last-ab-plans.jsonl";
+/// The H200 run of every candidate at 8192 x {1024, 4096, 16384}.
+const PLANS_5E7F33D: &str = "bench/experiments/plans/5e7f33d-plans.jsonl";
 
-/// The looped candidate the default takes in [`DEFAULT_LOOP_COLS`]: two vectors per thread per
-/// step, 512 threads at most.
-pub const DEFAULT_LOOP: NormAlgorithm = NormAlgorithm::Loop2x512;
+/// The default plan ([`NormAlgorithm::InRegisters`]) as data: the first rule that applies to a
+/// row and whose algorithm's own kernel takes it wins (what each measured is in
+/// `bench/targets.md`, "Norm plan rules"). The ranges were the tables `DEFAULT_WARP_SOLO_COLS`,
+/// `DEFAULT_EVICT_LAST_COLS`, `DEFAULT_LOOP_COLS` and `DEFAULT_W16_MAX_COLS*` before, their
+/// precedence in comments.
+pub const DEFAULT_RULES: [DefaultRule; 12] = {
+    use ElementKind::{Bf16, F32};
+    use NormAlgorithm as A;
+    use NormKind::{Layer, Rms};
+    [
+        // bf16 rows of 1024: the warp kernel in blocks of one warp holds the row as its loaded
+        // words (fewer registers).
+        rule(NormKind::Any, Bf16, (1024, 1024), A::WarpSolo, WARP_PACKED_AB),
+        // torch.compile's evict_last loads, 16 elements per thread.
+        rule(Rms, F32, (4096, 16384), A::Rows16EvictLast, EVICT_LAST_AB),
+        rule(Layer, F32, (4096, 4096), A::Rows16EvictLast, EVICT_LAST_AB),
+        // The looped L2 re-read kernel, two vectors per step, 512 threads.
+        rule(Rms, ElementKind::Any, (1024, 4096), A::Loop2x512, PLANS_5E7F33D),
+        rule(Layer, F32, (1024, 1024), A::Loop2x512, PLANS_5E7F33D),
+        // f32 LayerNorm of a lane's 32 elements more than half used: the persistent warp per
+        // row that keeps the weight and bias in registers.
+        rule(
+            Layer,
+            F32,
+            (WARP_ELEMENTS * 16 + 1, WARP_ELEMENTS * 32),
+            A::WarpKeep,
+            PLANS_5E7F33D,
+        ),
+        // 16 elements per thread, then 32.
+        rule(NormKind::Any, F32, (1, 16384), A::Rows16, PLANS_5E7F33D),
+        rule(Rms, Bf16, (1, 8192), A::Rows16, PLANS_5E7F33D),
+        rule(Layer, Bf16, (1, 4088), A::Rows16, EVICT_LAST_AB),
+        rule(NormKind::Any, F32, (16385, usize::MAX), A::Rows32, PLANS_5E7F33D),
+        rule(Rms, Bf16, (8193, usize::MAX), A::Rows32, PLANS_5E7F33D),
+        rule(Layer, Bf16, (4089, usize::MAX), A::Rows32, EVICT_LAST_AB),
+    ]
+};
 
 #[cfg(test)]
 mod tests {
@@ -357,7 +411,7 @@ mod tests {
         assert_eq!(width(default_plan::<f32>(1028, true)), Some(RowsWidth::W16));
     }
 
-    /// `warp-1` by default where it won on the H200 (DEFAULT_WARP_SOLO_COLS): bf16 rows of 1024
+    /// `warp-1` by default where it won on the H200 (DEFAULT_RULES): bf16 rows of 1024
     /// columns, a trial on each side, and not f32.
     #[test]
     fn bf16_rows_of_1024_columns_take_the_warp_kernel_in_blocks_of_one_warp() {
@@ -379,7 +433,7 @@ mod tests {
         );
     }
 
-    /// `rows-16-el` by default where it won on the H200 (DEFAULT_EVICT_LAST_COLS), a trial on
+    /// `rows-16-el` by default where it won on the H200 (DEFAULT_RULES), a trial on
     /// each side of every range boundary.
     #[test]
     fn the_evict_last_kernel_by_default_in_its_measured_ranges() {
@@ -407,7 +461,7 @@ mod tests {
         }
     }
 
-    /// `loop2-512` by default where it won on the H200 (DEFAULT_LOOP_COLS), a trial on each side
+    /// `loop2-512` by default where it won on the H200 (DEFAULT_RULES), a trial on each side
     /// of every range boundary.
     #[test]
     fn the_looped_kernel_by_default_in_its_measured_ranges() {
@@ -420,13 +474,13 @@ mod tests {
             assert!(!matches!(default_plan::<f32>(1020, layer), NormPlan::Loop { .. }));
         }
         // RMSNorm, f32 and bf16: 1024 to 4096 columns (f32 from 4096 on: the evict-last kernel,
-        // DEFAULT_EVICT_LAST_COLS).
+        // DEFAULT_RULES).
         assert_eq!(default_plan::<f32>(4092, false), looped(512));
         assert!(matches!(
             default_plan::<f32>(4096, false),
             NormPlan::RowsEvictLast { .. }
         ));
-        // (bf16 at 1024: the warp kernel, DEFAULT_WARP_SOLO_COLS.)
+        // (bf16 at 1024: the warp kernel, DEFAULT_RULES.)
         assert_eq!(default_plan::<bf16>(1032, false), looped(96));
         assert_eq!(default_plan::<bf16>(4096, false), looped(256));
         assert_eq!(width(default_plan::<bf16>(1016, false)), Some(RowsWidth::W16));

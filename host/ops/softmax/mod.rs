@@ -1,9 +1,10 @@
 //! Row-wise softmax with an inverse temperature, with a choice of algorithm: each public
-//! operation checks its operands once, picks the plan once (`plan.rs`), and launches it
-//! (`launch.rs`).
+//! operation checks its operands once (`mod.rs`), picks the plan once (`plan.rs`, pure), and
+//! launches it (`kernels.rs`; the cooperative grid-row kernel and its workspace in
+//! `grid_row.rs`).
 
 mod grid_row;
-mod launch;
+mod kernels;
 mod plan;
 
 pub use plan::{
@@ -165,7 +166,8 @@ impl Gpu {
             return Ok(());
         }
         let congruent = x.address() % 16 == y.address() % 16;
-        let plan = SoftmaxPlan::choose(self, algorithm, config, (rows, cols), congruent);
+        let limits = || self.softmax_limits(config, cols);
+        let plan = SoftmaxPlan::choose(algorithm, config, (rows, cols), congruent, limits);
         self.launch_softmax(plan, x, y, (rows, cols), t)
     }
 }

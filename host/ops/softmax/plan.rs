@@ -4,8 +4,6 @@
 use kernels_gpu::softmax::{CLUSTER_MAX_BLOCKS, ROW_BLOCK_MAX, persist_block_shared_bytes};
 
 use super::SoftmaxAlgorithm;
-use crate::device::Gpu;
-use crate::raw::softmax::RowKernel;
 
 /// What one softmax call runs: the whole choice, made once before anything is launched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,39 +16,23 @@ pub(crate) enum SoftmaxPlan {
 }
 
 impl SoftmaxPlan {
-    /// The plan for a `rows x cols` softmax on `gpu` with `algorithm` (`config` picking the
-    /// kernels of [`SoftmaxAlgorithm::OnePass`]). `congruent`: `x` and `y` start at the same
+    /// The plan for a `rows x cols` softmax with `algorithm` (`config` picking the kernels of
+    /// [`SoftmaxAlgorithm::OnePass`]) on a device whose facts `limits` gives (asked only for the
+    /// one-pass kernels). `congruent`: `x` and `y` start at the same
     /// address modulo 16 bytes, which the 16-byte kernels need (they split each row of both at
     /// the same offsets); device allocations are 256-byte aligned, so only host buffers of the
     /// simulator fail it, and the tutorial kernel takes over.
     pub(crate) fn choose(
-        gpu: &Gpu,
         algorithm: SoftmaxAlgorithm,
         config: &OnePassConfig,
         (rows, cols): (usize, usize),
         congruent: bool,
+        limits: impl FnOnce() -> Limits,
     ) -> SoftmaxPlan {
         if algorithm == SoftmaxAlgorithm::BlockReduce || !congruent {
             return SoftmaxPlan::BlockReduce;
         }
-        // Rows that may go persistent are bounded by the persistent kernel's block limit and
-        // the shared memory a staged row needs; the others by the plain kernel's limit.
-        let (block_8_max, shared_max) = if cols >= config.persistent_min_cols {
-            let block_8 = gpu.max_block_threads(RowKernel::PersistBlock8.kernel());
-            (block_8, gpu.limits().max_shared_mem_per_block_optin)
-        } else {
-            (gpu.max_block_threads(RowKernel::Block8.kernel()), u32::MAX)
-        };
-        let limits = Limits {
-            block_8_max_threads: block_8_max,
-            shared_max,
-            // The cluster kernels are in the sm_90 PTX only, which a device loads only from
-            // compute capability 9.0 on (0 threads: the loaded PTX lacks the kernel).
-            cluster_max_threads: gpu
-                .max_block_threads(crate::raw::softmax::cluster_kernel(config.cluster_vectors)),
-            multiprocessors: gpu.multiprocessors().unwrap_or(1),
-        };
-        SoftmaxPlan::OnePass(config.plan_limited(rows, cols, &limits))
+        SoftmaxPlan::OnePass(config.plan_limited(rows, cols, &limits()))
     }
 }
 
@@ -85,16 +67,14 @@ const BLOCK_MAX_VECTORS: usize = 8;
 /// Default [`OnePassConfig::block_4_max_threads`]: threads up to which a block-per-row row uses 4
 /// vectors per thread; longer rows use 8. 64: every row a block takes (past the warps' 1024
 /// columns) holds 8 vectors per thread, so blocks are half as large and twice as many are
-/// resident per multiprocessor. On the H200 that was 5% faster at 8192 x 4096 and 11% at
-/// 8192 x 8192 than 4 vectors per thread up to 512 threads (the bench's `one-pass/block-8-from-4k`
-/// rows, `bench/results/latest.jsonl`).
+/// resident per multiprocessor. Record: `bench/results/latest.jsonl` (`one-pass/block-8-from-4k`;
+/// figures in `bench/targets.md`, "Plan rules and the records behind them").
 pub const BLOCK_4_MAX_THREADS: usize = 64;
 
-/// Default [`OnePassConfig::persistent_min_cols`]: none. Once the register-held kernels skipped
-/// `exponent`'s per-entry tests on ordinary rows (commit `ac69d2b`), the block per row without
-/// staging (`softmax_block_8`, the bench's `one-pass/classic`) measured faster at 8192 x 32768
-/// than the persistent kernel that stages the next row in shared memory (`one-pass`, then the
-/// default there): `bench/results/ac69d2b.jsonl`. The persistent kernels stay selectable.
+/// Default [`OnePassConfig::persistent_min_cols`]: none. Since the register-held kernels skip
+/// `exponent`'s per-entry tests on ordinary rows, the block per row without staging
+/// (`softmax_block_8`) is ahead of the persistent kernel that stages the next row in shared
+/// memory. Record: `bench/results/ac69d2b.jsonl`. The persistent kernels stay selectable.
 pub const PERSISTENT_MIN_COLS: usize = usize::MAX;
 
 /// Default [`OnePassConfig::grid_row_max_rows`]: a few rows too long for a cluster run on
@@ -105,7 +85,7 @@ pub const GRID_ROW_MAX_ROWS: usize = 8;
 pub const CLUSTER_MIN_COLS: usize = 32769;
 
 /// The thresholds [`SoftmaxAlgorithm::OnePass`] picks its kernels by. `Default` is what
-/// [`Gpu::softmax`] uses; tests lower them to reach every path on small shapes.
+/// [`crate::Gpu::softmax`] uses; tests lower them to reach every path on small shapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OnePassConfig {
     /// Rows of up to this many columns take a warp each (the kernels hold at most 1027).
@@ -167,8 +147,8 @@ impl Default for OnePassConfig {
     fn default() -> Self {
         OnePassConfig {
             // Rows of 513 to 1024 columns take a block of 4 vectors per thread (64 threads at
-            // 1024) rather than a warp of 8 vectors per lane: faster at 8192 x 1024 on an H200
-            // (bench `--plans`: `one-pass` against `one-pass/warp-to-1k`).
+            // 1024) rather than a warp of 8 vectors per lane (bench `--plans`, `one-pass`
+            // against `one-pass/warp-to-1k`; no committed record).
             warp_max_cols: 512,
             block_max_cols: 32768,
             // Two blocks per multiprocessor of an H200 (132 SMs) and more: enough rows to fill
@@ -179,12 +159,10 @@ impl Default for OnePassConfig {
             split_chunk: 16384,
             // Plain accesses until a run shows the hint pays (bench `one-pass/split-streaming`).
             split_streaming: false,
-            // At 8192 x 128 on an H200 groups of 16 lanes (two rows per warp) were faster than
-            // groups of 8 and than a warp per row (bench `one-pass/group-*`, `--plans`; not a
-            // committed run).
+            // Groups of 16 lanes, two rows per warp, for rows a warp would hold with one vector
+            // per lane (bench `one-pass/group-*`, `--plans`; no committed record).
             group_lanes: 16,
-            // Staging the next row in shared memory (the persistent kernels) no longer pays
-            // anywhere on the H200 (see `PERSISTENT_MIN_COLS`).
+            // Staging the next row in shared memory does not pay (see `PERSISTENT_MIN_COLS`).
             persistent_min_cols: PERSISTENT_MIN_COLS,
             // Every row past the block kernels that a cluster holds: one read of the row
             // instead of the stream and split kernels' two. Whether clusters also beat the
@@ -193,18 +171,15 @@ impl Default for OnePassConfig {
             block_4_max_threads: BLOCK_4_MAX_THREADS,
             // The portable limit.
             cluster_max_blocks: 8,
-            // At least 8 blocks per row (of fewer threads): on an H200 faster than the fewest
-            // blocks that hold the row at 8192 x 65536 and 1024 x 131072 (bench `--plans`:
-            // `one-pass` against `one-pass/cluster-2x`).
+            // At least 8 blocks per row, of fewer threads, rather than the fewest that hold it
+            // (bench `--plans`, `one-pass` against `one-pass/cluster-2x`; no committed record).
             cluster_min_blocks: CLUSTER_MIN_BLOCKS,
             cluster_vectors: 8,
             // Up to 8 rows too long for a cluster: one cooperative launch per call instead of
-            // the split path's two launches (bench `one-pass/grid-row` against `one-pass` at
-            // 1 x 2^24 on an H200).
+            // the split path's two launches (bench `one-pass/grid-row`; no committed record).
             grid_row_max_rows: GRID_ROW_MAX_ROWS,
-            // torch.compile's loads of a row: +2-4% at 8192 x 1024, 4096 and 8192 on an H200,
-            // either temperature (bench `--plans`: `one-pass` with the hint against the plain
-            // `one-pass/plain-loads`, `bench/results/evict-last-ab-plans.jsonl`).
+            // torch.compile's loads of a row (record: `bench/experiments/evict-last/evict-last-ab-plans.jsonl`,
+            // `one-pass` against `one-pass/plain-loads`).
             block_evict_last: true,
         }
     }
@@ -284,7 +259,21 @@ impl OnePassConfig {
         self.plan_limited(rows, cols, &Limits::KERNELS)
     }
 
-    /// [`OnePassConfig::plan`] on a device with `limits`.
+    /// [`OnePassConfig::plan`] on a device with `limits`. The rules, in order, the first that
+    /// applies winning (each threshold a field of `self`; the records behind the defaults are
+    /// in `bench/targets.md`, "Plan rules and the records behind them"; the boundaries are
+    /// pinned by `tests/kernels/softmax/plans.rs` and `cluster.rs`):
+    /// 1. up to `warp_max_cols` and 8 vectors per lane: lane groups (`group_lanes`) for rows of
+    ///    one vector per lane, the persistent warp from `persistent_min_cols` at 8 vectors, a
+    ///    warp per row otherwise;
+    /// 2. from `cluster_min_cols`, where the device has clusters: a cluster that holds the row;
+    /// 3. up to `block_max_cols`: a block per row, 4 vectors per thread up to
+    ///    `block_4_max_threads` threads, else 8 (within the kernel's block limit), persistent
+    ///    from `persistent_min_cols` where the staged row fits, `evict_last` loads if
+    ///    `block_evict_last`;
+    /// 4. at most `grid_row_max_rows` rows: the cooperative grid-row kernel;
+    /// 5. at least `split_max_rows` rows: the two-read stream kernel;
+    /// 6. else the row split over blocks of `split_chunk` columns.
     pub(crate) fn plan_limited(&self, rows: usize, cols: usize, limits: &Limits) -> OnePassPlan {
         let (block_8_max_threads, shared_max) = (limits.block_8_max_threads, limits.shared_max);
         // Aligned vectors of the row with the most: a row whose start is not 16-byte aligned

@@ -307,7 +307,7 @@ unsafe fn norm_rows<E: NormElem, const V: usize, const LAYER: bool, const HINT: 
 ///   the streaming cache hint on the loads of `x` and the stores of `y`; tuning candidates;
 /// * `rms_norm_rows16_el_f32` (`LAST`): `evict_last` (L1 and L2) on the loads of `x` and the
 ///   weight, as torch.compile's kernels load them: the default for rows of 4096 to 16384
-///   columns (the host's `DEFAULT_EVICT_LAST_COLS`); `rms_norm_rows16_el_bf16`: a tuning
+///   columns (the host's `DEFAULT_RULES`); `rms_norm_rows16_el_bf16`: a tuning
 ///   candidate.
 ///
 /// # Safety
@@ -355,7 +355,7 @@ pub unsafe fn rms_norm_rows<E: NormElem, const V: usize, const HINT: u8>(
 /// * `layer_norm_rows64_f32` (f32, 16), `layer_norm_rows64_bf16` (bf16, 8): 64 elements;
 /// * `layer_norm_rows16_cs_*`, `layer_norm_rows_cs_*` (`STREAM`): tuning candidates;
 /// * `layer_norm_rows16_el_f32` (`LAST`, on the loads of `x`, the weight and the bias): the
-///   default for rows of 4096 columns (the host's `DEFAULT_EVICT_LAST_COLS`);
+///   default for rows of 4096 columns (the host's `DEFAULT_RULES`);
 ///   `layer_norm_rows16_el_bf16`: a tuning candidate.
 ///
 /// # Safety

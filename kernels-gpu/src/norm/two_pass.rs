@@ -409,7 +409,7 @@ unsafe fn norm_loop<E: NormElem, const LAYER: bool, const V: usize, const HINTS:
 /// Instances (`E`, `V`, `HINTS`), one PTX entry each:
 /// * `rms_norm_loop_f32`, `rms_norm_loop_bf16` (1 vector, hints): tuning candidates;
 /// * `rms_norm_loop2_f32`, `rms_norm_loop2_bf16` (2 vectors, 32 bytes in flight, hints): the
-///   default for rows of 1024 to 4096 columns (`DEFAULT_LOOP_COLS` on the host);
+///   default for rows of 1024 to 4096 columns (the host's `DEFAULT_RULES`);
 /// * `rms_norm_loop_plain_f32`, `rms_norm_loop_plain_bf16` (1 vector, plain loads: what the
 ///   hints buy): tuning candidates.
 ///

@@ -1,4 +1,8 @@
-//! Element-wise operations: `add`, `increment_by_one`.
+//! Element-wise operations: `add`, `increment_by_one`. `mod.rs` checks the operands and holds
+//! the public methods, `plan.rs` picks the kernel (`AddPlan`), `kernels.rs` launches it.
+
+mod kernels;
+mod plan;
 
 use kernels_gpu::add::BLOCK;
 
@@ -7,8 +11,7 @@ use crate::buffer::DeviceVec;
 use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
-use crate::raw;
-use crate::raw::add::Access;
+use plan::AddPlan;
 
 /// Which element-wise kernel to run (for `add` and `increment_by_one` alike). All are exact (one
 /// f32 rounding per element). The `Vec4*` algorithms need every buffer 16-byte aligned, which
@@ -82,14 +85,6 @@ impl AddAlgorithm {
             AddAlgorithm::Vec4X4CsStores => "vec4_x4_cs_stores",
         }
     }
-
-    /// Whether the grid is persistent (at most the device's resident blocks).
-    fn persistent(self) -> bool {
-        matches!(
-            self,
-            AddAlgorithm::Vec4Persistent | AddAlgorithm::Vec4StreamingPersistent
-        )
-    }
 }
 
 impl Gpu {
@@ -140,11 +135,11 @@ impl Gpu {
         if n == 0 {
             return Ok(());
         }
-        let access = access(algorithm, &[&*x]);
-        let cfg = self.elementwise_config(OP, algorithm, access, n)?;
+        let plan = plan(algorithm, &[&*x]);
+        let cfg = self.elementwise_config(OP, plan, n)?;
         // SAFETY: `x` holds `n` elements, 16-byte aligned for `Access::Vec4`; `cfg` is the
         // kernel's 1-D shape.
-        unsafe { raw::add::increment_by_one(self, access, cfg, x, n) }
+        unsafe { kernels::increment_by_one(self, plan.access, cfg, x, n) }
     }
 
     /// The one validation of `c = a + b`: equal lengths, every buffer on this `Gpu`; `c` is
@@ -179,33 +174,27 @@ impl Gpu {
         if n == 0 {
             return Ok(());
         }
-        let access = access(algorithm, &[a, b, &*c]);
-        let cfg = self.elementwise_config("add", algorithm, access, n)?;
+        let plan = plan(algorithm, &[a, b, &*c]);
+        let cfg = self.elementwise_config("add", plan, n)?;
         // SAFETY: all three hold `n` elements, 16-byte aligned for `Access::Vec4`; `cfg` is the
         // kernel's 1-D shape.
-        unsafe { raw::add::add(self, access, cfg, a, b, c, n) }
+        unsafe { kernels::add(self, plan.access, cfg, a, b, c, n) }
     }
 
     /// The launch of an element-wise kernel over `n` elements: one thread per element, or for
     /// the `_vec4` kernels one per `VEC_UNROLL` vectors (the tile candidates: their own vectors
     /// per thread), in blocks of exactly the kernel's threads (`BLOCK`, or 512 for `_b512`);
     /// for a persistent algorithm no more blocks than are resident on the device at once.
-    fn elementwise_config(
-        &self,
-        op: &'static str,
-        algorithm: AddAlgorithm,
-        access: Access,
-        n: usize,
-    ) -> Result<LaunchConfig> {
+    fn elementwise_config(&self, op: &'static str, plan: AddPlan, n: usize) -> Result<LaunchConfig> {
         let limits = self.limits();
-        match access.tile() {
+        match plan.access.tile() {
             None => LaunchConfig::linear(op, n, BLOCK, &limits),
             Some((block, unroll)) => {
                 let mut cfg = LaunchConfig::vectors(op, n, unroll, block, &limits)?;
-                if algorithm.persistent() {
+                if plan.persistent {
                     // Residency is a property of the kernel's registers, the same for `add` and
                     // `increment_by_one` within a rung; asked once per kernel.
-                    let kernel = raw::add::kernel(op, access);
+                    let kernel = kernels::kernel(op, plan.access);
                     let resident = self.resident_blocks(op, kernel, block, 0)?;
                     cfg.grid.0 = cfg.grid.0.min(resident.max(1));
                 }
@@ -215,19 +204,7 @@ impl Gpu {
     }
 }
 
-/// The kernel `algorithm` runs on `buffers`: the `Vec4*` algorithms need them all 16-byte
-/// aligned, which device allocations are; otherwise the scalar kernel runs.
-fn access(algorithm: AddAlgorithm, buffers: &[&DeviceVec]) -> Access {
-    let aligned = buffers.iter().all(|v| v.is_16_byte_aligned());
-    match algorithm {
-        AddAlgorithm::Scalar => Access::Scalar,
-        _ if !aligned => Access::Scalar,
-        AddAlgorithm::Vec4 | AddAlgorithm::Vec4Persistent => Access::Vec4,
-        AddAlgorithm::Vec4Streaming | AddAlgorithm::Vec4StreamingPersistent => Access::Vec4Streaming,
-        AddAlgorithm::Vec4X2 => Access::X2,
-        AddAlgorithm::Vec4X4 => Access::X4,
-        AddAlgorithm::Vec4X8 => Access::X8,
-        AddAlgorithm::Vec4B512 => Access::B512,
-        AddAlgorithm::Vec4X4CsStores => Access::X4CsStores,
-    }
+/// The plan of `algorithm` on `buffers`: the `Vec4*` algorithms need them all 16-byte aligned.
+fn plan(algorithm: AddAlgorithm, buffers: &[&DeviceVec]) -> AddPlan {
+    AddPlan::choose(algorithm, buffers.iter().all(|v| v.is_16_byte_aligned()))
 }

@@ -1,12 +1,16 @@
-//! Matrix transpose: `b = a^T`, row-major in and out.
+//! Matrix transpose: `b = a^T`, row-major in and out. `mod.rs` checks the operands and holds the
+//! public methods, `plan.rs` picks the kernel and its tile (`TransposePlan`), `kernels.rs`
+//! launches it.
 
-use kernels_gpu::transpose as k;
+mod kernels;
+mod plan;
+
+use plan::TransposePlan;
 
 use crate::buffer::DeviceMatrix;
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::launch_config::{LaunchConfig, ceil_div};
-use crate::raw;
 
 /// Which transpose kernel to run. Both are exact (they move bits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -105,17 +109,8 @@ impl Gpu {
             return Ok(());
         }
         let aligned = a.data.is_16_byte_aligned() && b.data.is_16_byte_aligned();
-        let algorithm = algorithm.effective(rows, cols, aligned);
-        let (cols_per_block, rows_per_block, shared) = match algorithm {
-            TransposeAlgorithm::Naive => (k::TILE as usize, k::BLOCK_ROWS as usize, 0),
-            TransposeAlgorithm::Tiled => (k::TILE as usize, k::TILE as usize, k::TILED_SHARED_BYTES),
-            TransposeAlgorithm::Tiled64 => {
-                (k::TILE_64 as usize, k::TILE_64 as usize, k::TILED_64_SHARED_BYTES)
-            }
-            TransposeAlgorithm::Vec4_64 => {
-                (k::TILE_64 as usize, k::TILE_64 as usize, k::VEC4_64_SHARED_BYTES)
-            }
-        };
+        let plan = TransposePlan::choose(algorithm, rows, cols, aligned);
+        let (cols_per_block, rows_per_block) = plan.tile;
         let extent = |n: usize, per: usize, what: &str| {
             u32::try_from(ceil_div(n, per)).map_err(|_| Error::TooLarge {
                 op: OP,
@@ -128,12 +123,12 @@ impl Gpu {
                 extent(rows, rows_per_block, "rows")?,
                 1,
             ),
-            block: (k::TILE, k::BLOCK_ROWS, 1),
-            shared_mem_bytes: shared,
+            block: plan.block,
+            shared_mem_bytes: plan.shared_bytes,
         }
         .checked(OP, &self.limits())?;
         // SAFETY: `a` and `b` hold `rows * cols` floats each, distinct buffers; `cfg` is the
         // kernel's shape.
-        unsafe { raw::transpose::transpose(self, algorithm, cfg, &a.data, &mut b.data, rows, cols) }
+        unsafe { kernels::transpose(self, plan.algorithm, cfg, &a.data, &mut b.data, rows, cols) }
     }
 }

@@ -1,6 +1,14 @@
 //! Cross-entropy loss over the rows of a matrix of logits with one class label per row: the
 //! labels checked once on the host ([`ClassLabels`]), the plan (chunks per row) chosen once,
 //! then two launches (three for the mean). Kernels and edge rules: `kernels_gpu::cross_entropy`.
+//! `mod.rs` checks the operands and holds the public methods, `plan.rs` picks the kernels and
+//! the chunks (`CrossEntropyPlan`), `kernels.rs` launches them.
+
+mod kernels;
+mod plan;
+
+use plan::CrossEntropyPlan;
+pub use plan::cross_entropy_chunks;
 
 use kernels_gpu::cross_entropy::{
     FINISH_BLOCK, FINISH_ROWS, MEAN_BLOCK, MEAN_SHARED_BYTES, WARP_CHUNK_BLOCK, WARP_CHUNK_WARPS,
@@ -12,7 +20,6 @@ use crate::buffer::{DeviceMatrix, DeviceVec};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
-use crate::raw;
 
 /// The operation's name in errors.
 const OP: &str = "cross_entropy";
@@ -39,26 +46,6 @@ impl ClassLabels {
     pub fn classes(&self) -> usize {
         self.classes
     }
-}
-
-/// Fewest 4-float vectors per block of the statistics step: 4 per thread of 512, one group of
-/// loads in flight each (8192 columns).
-const MIN_CHUNK_VECS: usize = 4 * STREAM_BLOCK as usize;
-/// Most vectors per block: 8192, a chunk of 32768 columns (128 KiB of f32) per block.
-const MAX_CHUNK_VECS: usize = 4 * MIN_CHUNK_VECS;
-/// Blocks of the statistics step per multiprocessor the plan aims for at least (4 resident
-/// blocks of 512 threads fill an SM's 2048 threads), twice over so that no SM idles at the end.
-const BLOCKS_PER_SM: usize = 8;
-
-/// The chunks per row and vectors per chunk of the statistics step for `rows x cols` on a device
-/// of `sms` multiprocessors: chunks of at most `MAX_CHUNK_VECS` vectors, and more (down to
-/// `MIN_CHUNK_VECS`) when there are too few rows to give every SM `BLOCKS_PER_SM` blocks.
-pub fn cross_entropy_chunks(rows: usize, cols: usize, sms: usize) -> (usize, usize) {
-    let vecs = (cols / 4).max(1);
-    let at_most = vecs.div_ceil(MIN_CHUNK_VECS);
-    let wanted = (BLOCKS_PER_SM * sms).div_ceil(rows.max(1));
-    let chunks = vecs.div_ceil(MAX_CHUNK_VECS).max(wanted.min(at_most)).max(1);
-    (chunks, vecs.div_ceil(chunks))
 }
 
 /// Which kernels compute the loss. All give the same losses up to rounding (the chunks'
@@ -101,25 +88,6 @@ impl CrossEntropyAlgorithm {
             CrossEntropyAlgorithm::WarpRow => "warp-row",
         }
     }
-
-    /// Columns per warp of the warp algorithms (`None` for [`CrossEntropyAlgorithm::Blocks`];
-    /// `usize::MAX` for a whole row).
-    fn warp_chunk_cols(self) -> Option<usize> {
-        match self {
-            CrossEntropyAlgorithm::Blocks => None,
-            CrossEntropyAlgorithm::Warps8k => Some(8192),
-            CrossEntropyAlgorithm::Warps32k => Some(32768),
-            CrossEntropyAlgorithm::WarpRow => Some(usize::MAX),
-        }
-    }
-}
-
-/// The chunks per row and vectors per chunk of a warp algorithm for rows of `cols` columns and
-/// `chunk_cols` columns per warp.
-fn warp_chunks(cols: usize, chunk_cols: usize) -> (usize, usize) {
-    let vecs = (cols / 4).max(1);
-    let chunk_vecs = (chunk_cols / 4).clamp(1, vecs);
-    (vecs.div_ceil(chunk_vecs), chunk_vecs)
 }
 
 impl Gpu {
@@ -212,43 +180,70 @@ impl Gpu {
                 detail: format!("{rows} rows of 0 columns: no class to pick"),
             });
         }
-        let limits = self.limits();
-        if let Some(chunk_cols) = algorithm.warp_chunk_cols() {
-            let (chunks, chunk_vecs) = warp_chunks(cols, chunk_cols);
-            let warps = rows.checked_mul(chunks).ok_or_else(|| Error::TooLarge {
-                op: OP,
-                detail: format!("{rows} rows x {chunks} chunks overflow usize"),
-            })?;
-            let stats = LaunchConfig::rows_per_block(
-                OP,
-                warps,
-                WARP_CHUNK_WARPS as usize,
-                WARP_CHUNK_BLOCK,
-                0,
-                &limits,
-            )?;
-            let finish =
-                LaunchConfig::rows_per_block(OP, rows, FINISH_ROWS as usize, FINISH_BLOCK, 0, &limits)?;
-            // One chunk per row: the warp writes the loss, no partials.
-            let mut partials = self.alloc(if chunks > 1 { 2 * warps } else { 0 })?;
-            // SAFETY: `logits` holds rows*cols >= 1 floats, `labels` and `loss` rows (checked
-            // above), `partials` 2 per warp when there are several chunks; the configurations
-            // cover rows*chunks warps and the finishing kernel's rows, with
-            // chunks*chunk_vecs >= cols/4.
-            return unsafe {
-                raw::cross_entropy::cross_entropy_warps(
-                    self,
-                    (stats, finish),
-                    &logits.data,
-                    &labels.labels,
-                    &mut partials,
-                    loss,
-                    (rows, cols),
-                    (chunks, chunk_vecs),
-                )
-            };
+        // Only the block plan sizes its chunks by the device.
+        let sms = match algorithm {
+            CrossEntropyAlgorithm::Blocks => self.multiprocessors()?,
+            _ => 0,
+        };
+        match CrossEntropyPlan::choose(algorithm, rows, cols, sms) {
+            CrossEntropyPlan::Warps { chunks, chunk_vecs } => {
+                self.cross_entropy_warps(logits, labels, loss, (chunks, chunk_vecs))
+            }
+            CrossEntropyPlan::Blocks { chunks, chunk_vecs } => {
+                self.cross_entropy_blocks(logits, labels, loss, (chunks, chunk_vecs))
+            }
         }
-        let (chunks, chunk_vecs) = cross_entropy_chunks(rows, cols, self.multiprocessors()?);
+    }
+
+    /// The warp plan of a checked call: a warp per chunk of a row, then the finishing kernel
+    /// where a row has several chunks.
+    fn cross_entropy_warps(
+        &self,
+        logits: &DeviceMatrix,
+        labels: &ClassLabels,
+        loss: &mut DeviceVec,
+        (chunks, chunk_vecs): (usize, usize),
+    ) -> Result<()> {
+        let (rows, cols) = (logits.rows, logits.cols);
+        let limits = self.limits();
+        let warps = rows.checked_mul(chunks).ok_or_else(|| Error::TooLarge {
+            op: OP,
+            detail: format!("{rows} rows x {chunks} chunks overflow usize"),
+        })?;
+        let stats =
+            LaunchConfig::rows_per_block(OP, warps, WARP_CHUNK_WARPS as usize, WARP_CHUNK_BLOCK, 0, &limits)?;
+        let finish = LaunchConfig::rows_per_block(OP, rows, FINISH_ROWS as usize, FINISH_BLOCK, 0, &limits)?;
+        // One chunk per row: the warp writes the loss, no partials.
+        let mut partials = self.alloc(if chunks > 1 { 2 * warps } else { 0 })?;
+        // SAFETY: `logits` holds rows*cols >= 1 floats, `labels` and `loss` rows (checked
+        // above), `partials` 2 per warp when there are several chunks; the configurations
+        // cover rows*chunks warps and the finishing kernel's rows, with
+        // chunks*chunk_vecs >= cols/4.
+        unsafe {
+            kernels::cross_entropy_warps(
+                self,
+                (stats, finish),
+                &logits.data,
+                &labels.labels,
+                &mut partials,
+                loss,
+                (rows, cols),
+                (chunks, chunk_vecs),
+            )
+        }
+    }
+
+    /// The block plan of a checked call: a block of 512 threads per chunk of a row, then the
+    /// finishing kernel.
+    fn cross_entropy_blocks(
+        &self,
+        logits: &DeviceMatrix,
+        labels: &ClassLabels,
+        loss: &mut DeviceVec,
+        (chunks, chunk_vecs): (usize, usize),
+    ) -> Result<()> {
+        let (rows, cols) = (logits.rows, logits.cols);
+        let limits = self.limits();
         let stats = LaunchConfig::row_chunks(OP, rows, chunks, STREAM_BLOCK, STATS_SHARED_BYTES, &limits)?;
         let finish = LaunchConfig::rows_per_block(OP, rows, FINISH_ROWS as usize, FINISH_BLOCK, 0, &limits)?;
         let mut partials = self.alloc(2 * stats.grid.0 as usize)?;
@@ -256,7 +251,7 @@ impl Gpu {
         // `partials` 2 per block of the statistics step; the configurations are the kernels'
         // shapes with chunks*chunk_vecs >= cols/4.
         unsafe {
-            raw::cross_entropy::cross_entropy(
+            kernels::cross_entropy(
                 self,
                 (stats, finish),
                 &logits.data,
@@ -295,7 +290,7 @@ impl Gpu {
         let mut out = self.alloc(1)?;
         let cfg = LaunchConfig::per_row(OP, 1, MEAN_BLOCK, MEAN_SHARED_BYTES, &self.limits())?;
         // SAFETY: `loss` holds rows >= 1 floats, `out` 1; one block of the kernel's shape.
-        unsafe { raw::cross_entropy::mean(self, cfg, &loss, &mut out, logits.rows)? };
+        unsafe { kernels::mean(self, cfg, &loss, &mut out, logits.rows)? };
         Ok(out)
     }
 
@@ -324,7 +319,7 @@ impl Gpu {
         // SAFETY: the sizes are checked above; `cfg` is the kernel's shape. The labels are not
         // checked: the kernel guards its gather.
         unsafe {
-            raw::cross_entropy::finish(
+            kernels::finish(
                 self,
                 cfg,
                 &logits.data,

@@ -1,12 +1,47 @@
-//! Launches of `kernels_gpu::reduce`, through the launchers `#[kernel]` generates.
+//! The reduction plans' kernels launched: `kernels_gpu::reduce`'s kernels through the launchers
+//! `#[kernel]` generates, and the kernels whose residency the plans ask for.
 
-use kernels_gpu::reduce as k;
+use gpukern_device::launch::Kernel;
+use kernels_gpu::reduce as family;
 
+use super::ArgmaxAlgorithm;
+use super::plan::{AxisReduction, AxisSide, AxisSplit, Reduction, Resident, SplitSide};
 use crate::buffer::DeviceVec;
 use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
-use crate::ops::reduce::{ArgmaxAlgorithm, AxisSide, AxisSplit, Reduction, SplitSide};
+
+/// The first pass's kernel of an argmax and the vectors one of its blocks covers per sweep.
+pub(crate) fn argmax_kernel(algorithm: ArgmaxAlgorithm) -> (&'static Kernel, usize) {
+    match algorithm {
+        ArgmaxAlgorithm::Vec4 => (&family::argmax_vec4::KERNEL, family::vec4::VEC_TILE),
+        ArgmaxAlgorithm::Vec4U8 => (&family::argmax_vec4_u8::KERNEL, family::VEC_TILE_8),
+        ArgmaxAlgorithm::Vec4Lanes => (&family::argmax_vec4_lanes::KERNEL, family::vec4::VEC_TILE),
+        ArgmaxAlgorithm::Vec4LanesU8 => (&family::argmax_vec4_lanes_u8::KERNEL, family::VEC_TILE_8),
+    }
+}
+
+/// The kernel an axis plan's residency question is about, with the block size and shared memory
+/// it is launched with.
+pub(crate) fn residency_of(fact: Resident) -> (&'static Kernel, u32, u32) {
+    let rows = |kernel| (kernel, family::ROWS_BLOCK, 0);
+    let cols = |kernel| {
+        (
+            kernel,
+            family::COLS_BLOCK_X * family::COLS_BLOCK_Y,
+            family::COLS_SHARED_BYTES,
+        )
+    };
+    match fact {
+        Resident::NarrowCols => (&family::sum_cols_narrow::KERNEL, family::NARROW_BLOCK, 0),
+        Resident::Parts(AxisReduction::Sum, SplitSide::Rows) => rows(&family::sum_rows_parts::KERNEL),
+        Resident::Parts(AxisReduction::Sum, SplitSide::Cols) => cols(&family::sum_cols_parts::KERNEL),
+        Resident::Parts(AxisReduction::Max, SplitSide::Rows) => rows(&family::max_rows_parts::KERNEL),
+        Resident::Parts(AxisReduction::Max, SplitSide::Cols) => cols(&family::max_cols_parts::KERNEL),
+        Resident::Parts(AxisReduction::Argmax, SplitSide::Rows) => rows(&family::argmax_rows_parts::KERNEL),
+        Resident::Parts(AxisReduction::Argmax, SplitSide::Cols) => cols(&family::argmax_cols_parts::KERNEL),
+    }
+}
 
 /// Launches `sum_tree` or `max_tree(x, partials, n)`.
 ///
@@ -21,8 +56,8 @@ pub(crate) unsafe fn tree(
     n: usize,
 ) -> Result<()> {
     let launch = match reduction {
-        Reduction::Sum => k::sum_tree::launch,
-        Reduction::Max => k::max_tree::launch,
+        Reduction::Sum => family::sum_tree::launch,
+        Reduction::Max => family::max_tree::launch,
     };
     // SAFETY: sizes per the contract.
     unsafe { launch(&gpu.library(), cfg, x, partials, n) }
@@ -41,8 +76,8 @@ pub(crate) unsafe fn vec4(
     n: usize,
 ) -> Result<()> {
     let launch = match reduction {
-        Reduction::Sum => k::sum_vec4::launch,
-        Reduction::Max => k::max_vec4::launch,
+        Reduction::Sum => family::sum_vec4::launch,
+        Reduction::Max => family::max_vec4::launch,
     };
     // SAFETY: sizes and alignment per the contract.
     unsafe { launch(&gpu.library(), cfg, x, partials, n) }
@@ -62,10 +97,10 @@ pub(crate) unsafe fn argmax_vec4(
     n: usize,
 ) -> Result<()> {
     let launch = match algorithm {
-        ArgmaxAlgorithm::Vec4 => k::argmax_vec4::launch,
-        ArgmaxAlgorithm::Vec4U8 => k::argmax_vec4_u8::launch,
-        ArgmaxAlgorithm::Vec4Lanes => k::argmax_vec4_lanes::launch,
-        ArgmaxAlgorithm::Vec4LanesU8 => k::argmax_vec4_lanes_u8::launch,
+        ArgmaxAlgorithm::Vec4 => family::argmax_vec4::launch,
+        ArgmaxAlgorithm::Vec4U8 => family::argmax_vec4_u8::launch,
+        ArgmaxAlgorithm::Vec4Lanes => family::argmax_vec4_lanes::launch,
+        ArgmaxAlgorithm::Vec4LanesU8 => family::argmax_vec4_lanes_u8::launch,
     };
     // SAFETY: sizes and alignment per the contract.
     unsafe { launch(&gpu.library(), cfg, x, values, indices, n) }
@@ -83,7 +118,7 @@ pub(crate) unsafe fn argmax_pairs(
     n: usize,
 ) -> Result<()> {
     // SAFETY: sizes per the contract.
-    unsafe { k::argmax_pairs::launch(&gpu.library(), cfg, values, indices, out_value, out_index, n) }
+    unsafe { family::argmax_pairs::launch(&gpu.library(), cfg, values, indices, out_value, out_index, n) }
 }
 
 /// Launches an f32 axis reduction in one pass, `(x, out, rows, cols)`, by `side`: `sum_rows` or
@@ -109,29 +144,33 @@ pub(crate) unsafe fn axis(
     // SAFETY (every arm): sizes and alignment per the contract.
     unsafe {
         match (reduction, side) {
-            (Reduction::Sum, AxisSide::Rows) => k::sum_rows::launch(&lib, cfg, x, out, rows, cols),
+            (Reduction::Sum, AxisSide::Rows) => family::sum_rows::launch(&lib, cfg, x, out, rows, cols),
             (Reduction::Sum, AxisSide::VecRows(g)) => {
-                k::sum_rows_vec::launch(&lib, cfg, x, out, rows, cols, g)
+                family::sum_rows_vec::launch(&lib, cfg, x, out, rows, cols, g)
             }
             (Reduction::Sum, AxisSide::NarrowRows) => {
-                k::sum_rows_narrow::launch(&lib, cfg, x, out, rows, cols)
+                family::sum_rows_narrow::launch(&lib, cfg, x, out, rows, cols)
             }
-            (Reduction::Sum, AxisSide::ShortRows) => k::sum_rows_short::launch(&lib, cfg, x, out, rows, cols),
-            (Reduction::Sum, AxisSide::Cols) => k::sum_cols::launch(&lib, cfg, x, out, rows, cols),
+            (Reduction::Sum, AxisSide::ShortRows) => {
+                family::sum_rows_short::launch(&lib, cfg, x, out, rows, cols)
+            }
+            (Reduction::Sum, AxisSide::Cols) => family::sum_cols::launch(&lib, cfg, x, out, rows, cols),
             (Reduction::Sum, AxisSide::NarrowCols) => {
-                k::sum_cols_narrow::launch(&lib, cfg, x, out, rows, cols)
+                family::sum_cols_narrow::launch(&lib, cfg, x, out, rows, cols)
             }
-            (Reduction::Max, AxisSide::Rows) => k::max_rows::launch(&lib, cfg, x, out, rows, cols),
+            (Reduction::Max, AxisSide::Rows) => family::max_rows::launch(&lib, cfg, x, out, rows, cols),
             (Reduction::Max, AxisSide::VecRows(g)) => {
-                k::max_rows_vec::launch(&lib, cfg, x, out, rows, cols, g)
+                family::max_rows_vec::launch(&lib, cfg, x, out, rows, cols, g)
             }
             (Reduction::Max, AxisSide::NarrowRows) => {
-                k::max_rows_narrow::launch(&lib, cfg, x, out, rows, cols)
+                family::max_rows_narrow::launch(&lib, cfg, x, out, rows, cols)
             }
-            (Reduction::Max, AxisSide::ShortRows) => k::max_rows_short::launch(&lib, cfg, x, out, rows, cols),
-            (Reduction::Max, AxisSide::Cols) => k::max_cols::launch(&lib, cfg, x, out, rows, cols),
+            (Reduction::Max, AxisSide::ShortRows) => {
+                family::max_rows_short::launch(&lib, cfg, x, out, rows, cols)
+            }
+            (Reduction::Max, AxisSide::Cols) => family::max_cols::launch(&lib, cfg, x, out, rows, cols),
             (Reduction::Max, AxisSide::NarrowCols) => {
-                k::max_cols_narrow::launch(&lib, cfg, x, out, rows, cols)
+                family::max_cols_narrow::launch(&lib, cfg, x, out, rows, cols)
             }
         }
     }
@@ -142,7 +181,7 @@ pub(crate) unsafe fn axis(
 ///
 /// # Safety
 /// `x` holds `rows * cols` floats, `partials` one float per span and output; `cfg` and `split`
-/// are the split plan `axis_launch` made for this shape.
+/// are the split plan [`super::plan::AxisPlan::choose`] made for this shape.
 pub(crate) unsafe fn axis_parts(
     gpu: &Gpu,
     reduction: Reduction,
@@ -153,10 +192,10 @@ pub(crate) unsafe fn axis_parts(
     (rows, cols): (usize, usize),
 ) -> Result<()> {
     let run = match (reduction, split.side) {
-        (Reduction::Sum, SplitSide::Rows) => k::sum_rows_parts::launch,
-        (Reduction::Sum, SplitSide::Cols) => k::sum_cols_parts::launch,
-        (Reduction::Max, SplitSide::Rows) => k::max_rows_parts::launch,
-        (Reduction::Max, SplitSide::Cols) => k::max_cols_parts::launch,
+        (Reduction::Sum, SplitSide::Rows) => family::sum_rows_parts::launch,
+        (Reduction::Sum, SplitSide::Cols) => family::sum_cols_parts::launch,
+        (Reduction::Max, SplitSide::Rows) => family::max_rows_parts::launch,
+        (Reduction::Max, SplitSide::Cols) => family::max_cols_parts::launch,
     };
     // SAFETY: sizes per the contract.
     unsafe { run(&gpu.library(), cfg, x, partials, rows, cols, split.span) }
@@ -180,12 +219,12 @@ pub(crate) unsafe fn axis_argmax(
     // SAFETY (every arm): sizes and alignment per the contract.
     unsafe {
         match side {
-            AxisSide::Rows => k::argmax_rows::launch(&lib, cfg, x, out, rows, cols),
-            AxisSide::VecRows(g) => k::argmax_rows_vec::launch(&lib, cfg, x, out, rows, cols, g),
-            AxisSide::NarrowRows => k::argmax_rows_narrow::launch(&lib, cfg, x, out, rows, cols),
-            AxisSide::ShortRows => k::argmax_rows_short::launch(&lib, cfg, x, out, rows, cols),
-            AxisSide::Cols => k::argmax_cols::launch(&lib, cfg, x, out, rows, cols),
-            AxisSide::NarrowCols => k::argmax_cols_narrow::launch(&lib, cfg, x, out, rows, cols),
+            AxisSide::Rows => family::argmax_rows::launch(&lib, cfg, x, out, rows, cols),
+            AxisSide::VecRows(g) => family::argmax_rows_vec::launch(&lib, cfg, x, out, rows, cols, g),
+            AxisSide::NarrowRows => family::argmax_rows_narrow::launch(&lib, cfg, x, out, rows, cols),
+            AxisSide::ShortRows => family::argmax_rows_short::launch(&lib, cfg, x, out, rows, cols),
+            AxisSide::Cols => family::argmax_cols::launch(&lib, cfg, x, out, rows, cols),
+            AxisSide::NarrowCols => family::argmax_cols_narrow::launch(&lib, cfg, x, out, rows, cols),
         }
     }
 }
@@ -205,8 +244,8 @@ pub(crate) unsafe fn axis_argmax_parts(
     (rows, cols): (usize, usize),
 ) -> Result<()> {
     let run = match split.side {
-        SplitSide::Rows => k::argmax_rows_parts::launch,
-        SplitSide::Cols => k::argmax_cols_parts::launch,
+        SplitSide::Rows => family::argmax_rows_parts::launch,
+        SplitSide::Cols => family::argmax_cols_parts::launch,
     };
     // SAFETY: sizes per the contract.
     unsafe { run(&gpu.library(), cfg, x, values, indices, rows, cols, split.span) }
@@ -225,5 +264,5 @@ pub(crate) unsafe fn argmax_parts(
     (parts, outputs): (usize, usize),
 ) -> Result<()> {
     // SAFETY: sizes per the contract.
-    unsafe { k::argmax_parts::launch(&gpu.library(), cfg, values, indices, out, parts, outputs) }
+    unsafe { family::argmax_parts::launch(&gpu.library(), cfg, values, indices, out, parts, outputs) }
 }

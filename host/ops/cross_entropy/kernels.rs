@@ -1,8 +1,8 @@
-//! Launches of the cross-entropy kernels: step 1 is softmax's `softmax_split_stats` at `t = 1`
+//! The cross-entropy plan's kernels launched, through the launchers `#[kernel]` generates: step 1 is softmax's `softmax_split_stats` at `t = 1`
 //! (`kernels_gpu::cross_entropy`'s doc says why), then `cross_entropy_finish`, and
 //! `cross_entropy_mean`.
 
-use kernels_gpu::cross_entropy as k;
+use kernels_gpu::cross_entropy as family;
 use kernels_gpu::softmax::softmax_split_stats;
 
 use crate::buffer::DeviceVec;
@@ -14,7 +14,7 @@ use crate::launch_config::LaunchConfig;
 /// then `cross_entropy_finish(x, labels, partials, loss, rows, cols, chunks)` with `finish`.
 ///
 /// # Safety
-/// See the module contract: `x` holds `rows * cols` floats, `labels` and `loss` `rows`,
+/// `x` holds `rows * cols` floats, `labels` and `loss` `rows`,
 /// `partials` `2 * rows * chunks`; `stats` is `rows * chunks` blocks of the statistics
 /// kernel's shape with `chunks * chunk_vecs >= cols / 4`, `finish` the finishing kernel's shape.
 #[allow(clippy::too_many_arguments)]
@@ -43,7 +43,7 @@ pub(crate) unsafe fn cross_entropy(
             chunk_vecs,
             1.0,
         )?;
-        k::cross_entropy_finish::launch(&library, finish, x, labels, partials, loss, rows, cols, chunks)
+        family::cross_entropy_finish::launch(&library, finish, x, labels, partials, loss, rows, cols, chunks)
     }
 }
 
@@ -52,7 +52,7 @@ pub(crate) unsafe fn cross_entropy(
 /// chunks)` with `finish`.
 ///
 /// # Safety
-/// See the module contract: `x` holds `rows * cols >= 1` floats, `labels` and `loss` `rows`,
+/// `x` holds `rows * cols >= 1` floats, `labels` and `loss` `rows`,
 /// `partials` `2 * rows * chunks` when `chunks > 1`; `stats` covers `rows * chunks` warps of the
 /// warp kernel's shape with `chunks * chunk_vecs >= cols / 4`, `finish` the finishing kernel's
 /// shape.
@@ -71,7 +71,7 @@ pub(crate) unsafe fn cross_entropy_warps(
     // SAFETY: per the contract; the finish reads the statistics the first launch wrote (in
     // order on the one stream).
     unsafe {
-        k::cross_entropy_warp::launch(
+        family::cross_entropy_warp::launch(
             &library,
             stats,
             x,
@@ -84,7 +84,9 @@ pub(crate) unsafe fn cross_entropy_warps(
             chunk_vecs,
         )?;
         if chunks > 1 {
-            k::cross_entropy_finish::launch(&library, finish, x, labels, partials, loss, rows, cols, chunks)?;
+            family::cross_entropy_finish::launch(
+                &library, finish, x, labels, partials, loss, rows, cols, chunks,
+            )?;
         }
         Ok(())
     }
@@ -108,7 +110,17 @@ pub(crate) unsafe fn finish(
 ) -> Result<()> {
     // SAFETY: per the contract.
     unsafe {
-        k::cross_entropy_finish::launch(&gpu.library(), cfg, x, labels, partials, loss, rows, cols, chunks)
+        family::cross_entropy_finish::launch(
+            &gpu.library(),
+            cfg,
+            x,
+            labels,
+            partials,
+            loss,
+            rows,
+            cols,
+            chunks,
+        )
     }
 }
 
@@ -124,5 +136,5 @@ pub(crate) unsafe fn mean(
     rows: usize,
 ) -> Result<()> {
     // SAFETY: per the contract.
-    unsafe { k::cross_entropy_mean::launch(&gpu.library(), cfg, loss, out, rows) }
+    unsafe { family::cross_entropy_mean::launch(&gpu.library(), cfg, loss, out, rows) }
 }

@@ -1,12 +1,13 @@
-//! Launches of `kernels_gpu::transpose`, through the launchers `#[kernel]` generates.
+//! The transpose plan's kernel launched: `kernels_gpu::transpose`'s kernels through the
+//! launchers `#[kernel]` generates.
 
-use kernels_gpu::transpose as k;
+use kernels_gpu::transpose as family;
 
+use super::TransposeAlgorithm;
 use crate::buffer::DeviceVec;
 use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
-use crate::ops::transpose::TransposeAlgorithm;
 
 /// Launches `transpose_naive`, `transpose_tiled`, `transpose_tiled_64` or
 /// `transpose_vec4_64(a, b, rows, cols)`.
@@ -24,10 +25,10 @@ pub(crate) unsafe fn transpose(
     cols: usize,
 ) -> Result<()> {
     let launch = match algorithm {
-        TransposeAlgorithm::Naive => k::transpose_naive::launch,
-        TransposeAlgorithm::Tiled => k::transpose_tiled::launch,
-        TransposeAlgorithm::Tiled64 => k::transpose_tiled_64::launch,
-        TransposeAlgorithm::Vec4_64 => k::transpose_vec4_64::launch,
+        TransposeAlgorithm::Naive => family::transpose_naive::launch,
+        TransposeAlgorithm::Tiled => family::transpose_tiled::launch,
+        TransposeAlgorithm::Tiled64 => family::transpose_tiled_64::launch,
+        TransposeAlgorithm::Vec4_64 => family::transpose_vec4_64::launch,
     };
     // SAFETY: sizes per the contract.
     unsafe { launch(&gpu.library(), cfg, a, b, rows, cols) }

@@ -1,13 +1,18 @@
-//! Launches of `kernels_gpu::norm`, through the launchers `#[kernel]` generates.
+//! The norm plan's kernel launched: `kernels_gpu::norm`'s kernels through the launchers
+//! `#[kernel]` generates, one table per element type from a plan to its kernel.
 
 use gpukern_device::launch::Kernel;
-use kernels_gpu::norm as k;
+use kernels_gpu::norm as family;
 
-use crate::buffer::{DeviceVec, Element};
+use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES, WARP_BLOCK, WARP_ROWS, ring_shared_bytes};
+
+use super::plan::{LoopKind, NormPlan, RowsWidth};
+use super::{NormElement, Operands};
+use crate::buffer::{DeviceMatrix, DeviceVec, Element};
+use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 use crate::module::Module;
-use crate::ops::norm::{LoopKind, NormPlan, RowsWidth};
 use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// The launcher of an RMSNorm kernel `(x, w, y, rows, cols, eps)` on elements `T`.
@@ -37,20 +42,35 @@ pub type LayerLauncher<T> = for<'a> unsafe fn(
 
 /// One norm's kernels, one per plan, each with its description and launcher `L`.
 pub struct NormSet<L: 'static> {
+    /// `*_norm_block_reduce_*`.
     pub(crate) block_reduce: (&'static Kernel, L),
+    /// `*_norm_rows16_*`.
     pub(crate) rows16: (&'static Kernel, L),
+    /// `*_norm_rows_*`.
     pub(crate) rows: (&'static Kernel, L),
+    /// `*_norm_rows64_*`.
     pub(crate) rows64: (&'static Kernel, L),
+    /// `*_norm_warp_*`.
     pub(crate) warp: (&'static Kernel, L),
+    /// `*_norm_warp_keep_*`.
     pub(crate) warp_keep: (&'static Kernel, L),
+    /// `*_norm_rows16_cs_*`.
     pub(crate) rows16_cs: (&'static Kernel, L),
+    /// `*_norm_rows_cs_*`.
     pub(crate) rows_cs: (&'static Kernel, L),
+    /// `*_norm_warp_pipe_*`.
     pub(crate) warp_pipe: (&'static Kernel, L),
+    /// `*_norm_two_pass_*`.
     pub(crate) two_pass: (&'static Kernel, L),
+    /// `*_norm_loop_*`.
     pub(crate) looped: (&'static Kernel, L),
+    /// `*_norm_loop2_*`.
     pub(crate) looped2: (&'static Kernel, L),
+    /// `*_norm_loop_plain_*`.
     pub(crate) looped_plain: (&'static Kernel, L),
+    /// `*_norm_ring_*`.
     pub(crate) ring: (&'static Kernel, L),
+    /// `*_norm_rows16_el_*`.
     pub(crate) rows16_el: (&'static Kernel, L),
 }
 
@@ -88,7 +108,9 @@ impl<L: Copy> NormSet<L> {
 /// `looped2`, `looped_plain`. The one table from an element type to its
 /// kernels.
 pub struct NormKernels<T: 'static> {
+    /// The RMSNorm kernels.
     pub(crate) rms: NormSet<RmsLauncher<T>>,
+    /// The LayerNorm kernels.
     pub(crate) layer: NormSet<LayerLauncher<T>>,
 }
 
@@ -96,7 +118,7 @@ pub struct NormKernels<T: 'static> {
 macro_rules! norm_set {
     ($($field:ident = $kernel:ident),+ $(,)?) => {
         NormSet {
-            $($field: (&k::$kernel::KERNEL, k::$kernel::launch_views::<Module>)),+
+            $($field: (&family::$kernel::KERNEL, family::$kernel::launch_views::<Module>)),+
         }
     };
 }
@@ -192,7 +214,7 @@ impl<T> NormKernels<T> {
 /// Launches an RMSNorm kernel.
 ///
 /// # Safety
-/// See the module contract: `x` and `y` hold `rows * cols` elements, `w` `cols`; for a `rows`
+/// `x` and `y` hold `rows * cols` elements, `w` `cols`; for a `rows`
 /// kernel all three 16-byte aligned and `cols` a multiple of its vector width; `cfg` the
 /// kernel's documented shape.
 #[allow(clippy::too_many_arguments)]
@@ -238,5 +260,111 @@ pub(crate) unsafe fn layer<T: Element>(
             cols,
             eps,
         )
+    }
+}
+
+impl Gpu {
+    /// Launches `plan` on checked operands (`rows, cols >= 1`) into `y`: the plan's launch
+    /// shape, then its kernel.
+    pub(super) fn launch_norm_plan<T: NormElement>(
+        &self,
+        op: &'static str,
+        plan: NormPlan,
+        ops: Operands<'_, T>,
+        y: &mut DeviceMatrix<T>,
+    ) -> Result<()> {
+        let (rows, cols) = (ops.rows, ops.cols);
+        let kernels = T::kernels();
+        let is_layer = ops.b.is_some();
+        let limits = self.limits();
+        let library = self.library();
+        let cfg = match plan {
+            NormPlan::BlockReduce => LaunchConfig::per_row(op, rows, BLOCK, SHARED_BYTES, &limits)?,
+            NormPlan::Rows { threads, .. }
+            | NormPlan::RowsEvictLast { threads }
+            | NormPlan::TwoPass { threads }
+            | NormPlan::Loop { threads, .. } => {
+                LaunchConfig::per_row(op, rows, threads, ROWS_SHARED_BYTES, &limits)?
+            }
+            NormPlan::Warp { keep: false } => {
+                LaunchConfig::rows_per_block(op, rows, WARP_ROWS as usize, WARP_BLOCK, 0, &limits)?
+            }
+            NormPlan::WarpSolo => LaunchConfig::rows_per_block(op, rows, 1, 32, 0, &limits)?,
+            NormPlan::Warp { keep: true } | NormPlan::WarpPipe => {
+                let resident = self.resident_blocks(op, kernels.kernel(plan, is_layer), WARP_BLOCK, 0)?;
+                LaunchConfig::persistent(op, (rows, WARP_ROWS as usize), resident, WARP_BLOCK, 0, &limits)?
+            }
+            NormPlan::Ring { threads } => {
+                // A row is at most RING_MAX_COLS elements of at most 4 bytes (the plan's bound).
+                let row_bytes = (cols * core::mem::size_of::<T>()) as u32;
+                let shared = ring_shared_bytes(row_bytes);
+                let resident = self.resident_blocks(op, kernels.kernel(plan, is_layer), threads, shared)?;
+                // The kernels are opted in to more than the default 48 KiB when they are launched.
+                LaunchConfig::persistent(op, (rows, 1), resident, threads, shared, &limits.opted_in())?
+            }
+        };
+        let shape = (rows, cols);
+        // SAFETY: `x` and `y` hold rows*cols elements, `w` (and `b`) cols (checked above); the
+        // plan admits the in-register and warp kernels only for aligned buffers, `cols` a
+        // multiple of the vector width and `cols / LANES` within what the block (or warp) holds;
+        // `cfg` is the kernel's shape.
+        unsafe {
+            match ops.b {
+                None => rms(
+                    &library,
+                    kernels.rms.of(plan).1,
+                    cfg,
+                    ops.x,
+                    ops.w,
+                    &mut y.data,
+                    shape,
+                    ops.eps,
+                ),
+                Some(b) => layer(
+                    &library,
+                    kernels.layer.of(plan).1,
+                    cfg,
+                    ops.x,
+                    (ops.w, b),
+                    &mut y.data,
+                    shape,
+                    ops.eps,
+                ),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::norm::NormAlgorithm;
+
+    /// Each algorithm's plan launches the kernel its variant names: one spelling from the
+    /// algorithm to the PTX entry (`Rows16EvictLast`, `rows-16-el`, `rms_norm_rows16_el_f32`).
+    #[test]
+    fn every_algorithm_launches_the_kernel_its_variant_names() {
+        for algorithm in NormAlgorithm::ALL {
+            let Some(stem) = algorithm.variant().kernel_stem() else {
+                continue;
+            };
+            let plan = NormPlan::choose::<f32>(algorithm, 1024, true, false, |_| 1024);
+            assert_eq!(
+                F32.kernel(plan, false).name,
+                format!("rms_norm_{stem}_f32"),
+                "{algorithm:?}"
+            );
+            assert_eq!(
+                F32.kernel(plan, true).name,
+                format!("layer_norm_{stem}_f32"),
+                "{algorithm:?}"
+            );
+            let plan = NormPlan::choose::<half::bf16>(algorithm, 1024, true, false, |_| 1024);
+            assert_eq!(
+                BF16.kernel(plan, false).name,
+                format!("rms_norm_{stem}_bf16"),
+                "{algorithm:?}"
+            );
+        }
     }
 }
