@@ -3,6 +3,7 @@
 
 mod kernels;
 mod plan;
+pub use plan::AddAlgorithm;
 
 use kernels_gpu::add::BLOCK;
 
@@ -12,80 +13,6 @@ use crate::device::Gpu;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 use plan::AddPlan;
-
-/// Which element-wise kernel to run (for `add` and `increment_by_one` alike). All are exact (one
-/// f32 rounding per element). The `Vec4*` algorithms need every buffer 16-byte aligned, which
-/// device allocations are; otherwise [`AddAlgorithm::Scalar`] runs instead.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum AddAlgorithm {
-    /// One thread per element, 4-byte accesses (the first tutorial's kernel, `add`).
-    Scalar,
-    /// 16-byte accesses, four vectors of 4 floats per thread, a grid-stride loop and a scalar
-    /// tail (`add_vec4`), one block per `VEC_TILE` vectors; the default.
-    #[default]
-    Vec4,
-    /// `add_vec4` on a persistent grid: no more blocks than are resident on the device at once,
-    /// each going round the grid-stride loop several times (no block launched after another
-    /// ends, no tail wave).
-    Vec4Persistent,
-    /// `add_vec4_streaming`: [`AddAlgorithm::Vec4`] with evict-first (`.cs`) loads and stores.
-    Vec4Streaming,
-    /// `add_vec4_streaming` on a persistent grid.
-    Vec4StreamingPersistent,
-    /// Tuning candidate `add_vec4_x2`: 2 vectors per thread, blocks of 256, one pass (a block per
-    /// 512 vectors), full tiles without bounds checks.
-    Vec4X2,
-    /// Tuning candidate `add_vec4_x4`: as [`AddAlgorithm::Vec4`] with full tiles unchecked.
-    Vec4X4,
-    /// `add_vec4_x8`: 8 vectors per thread, blocks of 256, one pass, full tiles unchecked (all
-    /// loads before any store); [`AddAlgorithm::INCREMENT_DEFAULT`].
-    Vec4X8,
-    /// Tuning candidate `add_vec4_b512`: 4 vectors per thread, blocks of 512, one pass.
-    Vec4B512,
-    /// Tuning candidate `add_vec4_x4_cs_stores`: [`AddAlgorithm::Vec4X4`] with evict-first
-    /// stores only.
-    Vec4X4CsStores,
-}
-
-impl AddAlgorithm {
-    /// What [`Gpu::increment_by_one`] runs: [`AddAlgorithm::Vec4X8`], the fastest in place at
-    /// every benchmarked size on the H200 (`bench/results/latest.jsonl`); `add`, three streams
-    /// instead of two, keeps [`AddAlgorithm::Vec4`] (the variants were within 1% of each other at
-    /// 2^28 and `Vec4` was ahead at 2^24).
-    pub const INCREMENT_DEFAULT: AddAlgorithm = AddAlgorithm::Vec4X8;
-
-    /// Every algorithm, the tutorial's first.
-    pub const ALL: [AddAlgorithm; 10] = [
-        AddAlgorithm::Scalar,
-        AddAlgorithm::Vec4,
-        AddAlgorithm::Vec4Persistent,
-        AddAlgorithm::Vec4Streaming,
-        AddAlgorithm::Vec4StreamingPersistent,
-        AddAlgorithm::Vec4X2,
-        AddAlgorithm::Vec4X4,
-        AddAlgorithm::Vec4X8,
-        AddAlgorithm::Vec4B512,
-        AddAlgorithm::Vec4X4CsStores,
-    ];
-
-    /// A short name: `scalar`, `vec4`, `vec4_persistent`, `vec4_streaming`,
-    /// `vec4_streaming_persistent`, `vec4_x2`, `vec4_x4`, `vec4_x8`, `vec4_b512`,
-    /// `vec4_x4_cs_stores`.
-    pub fn name(self) -> &'static str {
-        match self {
-            AddAlgorithm::Scalar => "scalar",
-            AddAlgorithm::Vec4 => "vec4",
-            AddAlgorithm::Vec4Persistent => "vec4_persistent",
-            AddAlgorithm::Vec4Streaming => "vec4_streaming",
-            AddAlgorithm::Vec4StreamingPersistent => "vec4_streaming_persistent",
-            AddAlgorithm::Vec4X2 => "vec4_x2",
-            AddAlgorithm::Vec4X4 => "vec4_x4",
-            AddAlgorithm::Vec4X8 => "vec4_x8",
-            AddAlgorithm::Vec4B512 => "vec4_b512",
-            AddAlgorithm::Vec4X4CsStores => "vec4_x4_cs_stores",
-        }
-    }
-}
 
 impl Gpu {
     /// `a + b`, element by element, into a new device vector, with the default algorithm.

@@ -6,6 +6,7 @@
 
 mod kernels;
 mod plan;
+pub use plan::CrossEntropyAlgorithm;
 
 use plan::CrossEntropyPlan;
 pub use plan::cross_entropy_chunks;
@@ -45,48 +46,6 @@ impl ClassLabels {
     /// The number of classes the labels were checked against.
     pub fn classes(&self) -> usize {
         self.classes
-    }
-}
-
-/// Which kernels compute the loss. All give the same losses up to rounding (the chunks'
-/// statistics merge in another order).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum CrossEntropyAlgorithm {
-    /// A block of 512 threads per chunk of a row (`softmax_split_stats` at `t = 1`, chunks from
-    /// [`cross_entropy_chunks`]), then `cross_entropy_finish`: two launches.
-    Blocks,
-    /// A warp per chunk of 8192 columns (32 KiB) of a row (`cross_entropy_warp`), then
-    /// `cross_entropy_finish` where a row has more than one chunk. The default: the fastest at
-    /// every benchmarked shape on the H200 (`bench/results/latest.jsonl`).
-    #[default]
-    Warps8k,
-    /// As [`CrossEntropyAlgorithm::Warps8k`] with chunks of 32768 columns (128 KiB). A tuning
-    /// candidate.
-    Warps32k,
-    /// A warp per whole row (`cross_entropy_warp` with one chunk), which also writes the loss:
-    /// one launch. A tuning candidate.
-    WarpRow,
-}
-
-impl CrossEntropyAlgorithm {
-    /// Every algorithm.
-    pub const ALL: [CrossEntropyAlgorithm; 4] = [
-        CrossEntropyAlgorithm::Blocks,
-        CrossEntropyAlgorithm::Warps8k,
-        CrossEntropyAlgorithm::Warps32k,
-        CrossEntropyAlgorithm::WarpRow,
-    ];
-
-    /// A short name: `fused` ([`CrossEntropyAlgorithm::Blocks`], the name it had in the
-    /// benchmark records when it was the default), `warp-8k` (the default), `warp-32k`,
-    /// `warp-row`.
-    pub fn name(self) -> &'static str {
-        match self {
-            CrossEntropyAlgorithm::Blocks => "fused",
-            CrossEntropyAlgorithm::Warps8k => "warp-8k",
-            CrossEntropyAlgorithm::Warps32k => "warp-32k",
-            CrossEntropyAlgorithm::WarpRow => "warp-row",
-        }
     }
 }
 

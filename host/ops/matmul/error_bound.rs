@@ -1,7 +1,4 @@
-//! The error bound of the TF32 kernels: what [`MatmulAlgorithm::Tf32`] promises, per element.
-
-#[allow(unused_imports)] // doc links
-use super::{MatmulAlgorithm, Tf32Tile};
+//! The error bound of the TF32 kernels: what `MatmulAlgorithm::Tf32` promises, per element.
 
 /// Unit roundoff of TF32 with rounding to nearest: half of the `2^-10` spacing of its 10-bit
 /// significand.
@@ -9,10 +6,10 @@ pub const TF32_UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
 
 /// Unit roundoff of TF32 when the tensor core truncates f32 operands (the low 13 bits dropped,
 /// toward zero): the `2^-10` spacing of its 10-bit significand. The `u` of the truncating
-/// kernels ([`Tf32Tile::WideTruncated`], [`Tf32Tile::SquareTruncated`]).
+/// kernels (`Tf32Tile::WideTruncated`, `Tf32Tile::SquareTruncated`).
 pub const TF32_TRUNCATION_UNIT_ROUNDOFF: f64 = 1.0 / 1024.0;
 
-/// The factor of the per-element error bound of [`MatmulAlgorithm::Tf32`] for an inner dimension
+/// The factor of the per-element error bound of `MatmulAlgorithm::Tf32` for an inner dimension
 /// `k`: `|C_tf32(i,j) - C(i,j)| <= tf32_error_factor(k) * sum_l |A(i,l)| |B(l,j)|`.
 ///
 /// Derivation: rounding gives `a' = a (1 + α)`, `b' = b (1 + β)` with `|α|, |β| <= u`, so each

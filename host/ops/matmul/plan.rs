@@ -6,7 +6,6 @@ use kernels_gpu::matmul::tf32::{TF32_128X128, TF32_128X128_K16, TF32_128X256, Tf
 use kernels_gpu::matmul::wgmma_ws::{WS_64X128, WS_128X128, WS_128X256, WsTiling};
 use kernels_gpu::matmul::{FAST_64, FAST_128, FAST_WIDE, FastTiling, STREAM_K, StreamKSchedule};
 
-use super::MatmulAlgorithm;
 use super::error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, error_factor};
 use crate::error::Result;
 use crate::launch_config::DeviceLimits;
@@ -594,6 +593,69 @@ impl HalfTile {
             _ if ws && on_cuda => HalfTile::WarpSpecialized,
             _ => HalfTile::Square,
         }
+    }
+}
+
+/// Which matmul kernel to run. `Naive`, `Tiled` and `Fast` compute in f32 with one rounding per
+/// multiply-add (relative error about 1e-6); `Tf32`, which must be asked for, rounds the operands
+/// to TF32 first and runs on tensor cores (relative error about 1e-3, see its bound).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MatmulAlgorithm {
+    /// One thread per output element, operands from global memory (the tutorial's first kernel).
+    Naive,
+    /// 32x32 tiles staged in shared memory (the tutorial's second kernel).
+    Tiled,
+    /// Register tiles of 8x8 (or 4x4) per thread, 16-byte loads, double-buffered shared memory,
+    /// and a split of `k` for products too small to fill the GPU; the tiling and the split are
+    /// chosen per shape by [`FastPlan::choose`]. The fastest here, so the default.
+    #[default]
+    Fast,
+    /// Opt-in, reduced precision: TF32 tensor cores (`mma.sync` with TF32 operands, sm_80 and
+    /// newer), 128 x 256 or 128 x 128 block tiles with a `cp.async` pipeline, the tiling chosen
+    /// per shape and device (its shared memory per block) by [`Tf32Tile::choose`]; on a compute
+    /// capability 9.0 GPU with the `sm_90a` module, where `k` is a multiple of 4, Hopper's
+    /// `wgmma` instead ([`Tf32Tile::Wgmma`], whose copy engine does the rounding there, ties to
+    /// even: the CUDA trial `cuda::matmul_tf32_wgmma::rounding` checks it, and the TF32 trials
+    /// hold this algorithm to the bound below on every GPU). Forced by hand in the simulator,
+    /// whose copies do not round, [`Tf32Tile::Wgmma`] truncates instead, so it promises only the
+    /// truncation bound ([`Tf32Tile::error_factor`], `u = 2^-10`); this algorithm never picks it
+    /// there. Each element of `A` and `B` is rounded to TF32 (10 explicit significand bits, to
+    /// nearest, unit roundoff `u = 2^-11`); the products of the rounded values are exact and are
+    /// summed in f32. So, for
+    /// normal (not subnormal) operands, each element of the result obeys
+    ///
+    /// `|C_tf32(i,j) - C(i,j)| <= tf32_error_factor(k) * sum_l |A(i,l)| |B(l,j)|`,
+    ///
+    /// with [`tf32_error_factor`](super::tf32_error_factor)`(k) = 2u + u^2 + γ_k (1 + u)^2` and `γ_k = k δ / (1 - k δ)`,
+    /// `δ = 2^-23` (a relative error of `δ` per f32 addition covers either rounding mode the
+    /// tensor core may use): about `1e-3 + k * 1.2e-7`. On data of one sign that is a relative
+    /// error of about 1e-3; where terms cancel, the error relative to `C` can be larger.
+    Tf32,
+}
+
+impl MatmulAlgorithm {
+    /// Every algorithm: the f32 ones slowest first, then the opt-in TF32 one.
+    pub const ALL: [MatmulAlgorithm; 4] = [
+        MatmulAlgorithm::Naive,
+        MatmulAlgorithm::Tiled,
+        MatmulAlgorithm::Fast,
+        MatmulAlgorithm::Tf32,
+    ];
+
+    /// A short name: `naive`, `tiled`, `fast`, `tf32`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MatmulAlgorithm::Naive => "naive",
+            MatmulAlgorithm::Tiled => "tiled",
+            MatmulAlgorithm::Fast => "fast",
+            MatmulAlgorithm::Tf32 => "tf32",
+        }
+    }
+
+    /// Whether the algorithm rounds its operands to TF32 ([`MatmulAlgorithm::Tf32`]): its
+    /// results obey the bound of [`tf32_error_factor`](super::tf32_error_factor), not f32 accuracy.
+    pub fn uses_tf32(self) -> bool {
+        matches!(self, MatmulAlgorithm::Tf32)
     }
 }
 

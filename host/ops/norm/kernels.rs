@@ -2,12 +2,13 @@
 //! `#[kernel]` generates, one table per element type from a plan to its kernel.
 
 use gpukern_device::launch::Kernel;
+use half::bf16;
 use kernels_gpu::norm as family;
+use kernels_gpu::norm::NormElem;
 
 use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES, WARP_BLOCK, WARP_ROWS, ring_shared_bytes};
 
 use super::plan::{LoopKind, NormPlan, RowsWidth};
-use super::{NormElement, Operands};
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
 use crate::device::Gpu;
 use crate::error::Result;
@@ -332,6 +333,48 @@ impl Gpu {
                 ),
             }
         }
+    }
+}
+
+/// The operands of one norm call once checked.
+pub(crate) struct Operands<'a, T: 'static> {
+    /// The input, `rows x cols`.
+    pub(crate) x: &'a DeviceVec<T>,
+    /// The weight, `cols`.
+    pub(crate) w: &'a DeviceVec<T>,
+    /// LayerNorm's bias; `None` for RMSNorm.
+    pub(crate) b: Option<&'a DeviceVec<T>>,
+    /// Rows of `x`.
+    pub(crate) rows: usize,
+    /// Columns of `x`.
+    pub(crate) cols: usize,
+    /// The epsilon under the square root.
+    pub(crate) eps: f32,
+}
+
+/// An element type the norms take: `f32` or [`bf16`] (statistics in f32 either way).
+pub trait NormElement: Element + NormElem + sealed::Sealed {
+    /// The kernels of this element type.
+    #[doc(hidden)]
+    fn kernels() -> &'static NormKernels<Self>;
+}
+
+mod sealed {
+    /// Only the element types with norm kernels.
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for half::bf16 {}
+}
+
+impl NormElement for f32 {
+    fn kernels() -> &'static NormKernels<f32> {
+        &F32
+    }
+}
+
+impl NormElement for bf16 {
+    fn kernels() -> &'static NormKernels<bf16> {
+        &BF16
     }
 }
 

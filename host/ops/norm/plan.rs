@@ -1,8 +1,6 @@
 //! The plan of a norm: which kernel and block size a row length gets, chosen once per call.
 
-use kernels_gpu::norm::{RING_MAX_COLS, ROW_BLOCK_MAX, TWO_PASS_VECTORS, ring_vectors};
-
-use super::{NormAlgorithm, NormElement};
+use kernels_gpu::norm::{NormElem, RING_MAX_COLS, ROW_BLOCK_MAX, TWO_PASS_VECTORS, ring_vectors};
 
 /// Elements per thread of a block-per-row in-register kernel (`*_rows16_*`, `*_rows_*`,
 /// `*_rows64_*`).
@@ -146,7 +144,7 @@ impl NormPlan {
     /// default's plan ([`NormAlgorithm::InRegisters`]): the first of [`DEFAULT_RULES`] that
     /// applies to the row and whose algorithm's kernel takes it, else the 32-element kernel at
     /// half its capacity per thread (all of it past 1024 threads), else the tutorial kernel.
-    pub fn choose<T: NormElement>(
+    pub fn choose<T: NormElem>(
         algorithm: NormAlgorithm,
         cols: usize,
         aligned: bool,
@@ -224,7 +222,7 @@ impl<F: Fn(RowsWidth) -> u32> Row<'_, F> {
 
     /// The plan of `algorithm`'s own kernel, if it takes the row (`None` for the default and
     /// the tutorial, which are not one kernel).
-    fn own<T: NormElement>(&self, algorithm: NormAlgorithm) -> Option<NormPlan> {
+    fn own<T: NormElem>(&self, algorithm: NormAlgorithm) -> Option<NormPlan> {
         let (cols, vecs) = (self.cols, self.vecs);
         match algorithm {
             NormAlgorithm::BlockReduce | NormAlgorithm::InRegisters => None,
@@ -382,13 +380,214 @@ pub const DEFAULT_RULES: [DefaultRule; 12] = {
     ]
 };
 
+/// Which norm kernels to run. Both follow the same rules (see [`Gpu::layer_norm`](crate::Gpu::layer_norm)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum NormAlgorithm {
+    /// One block of 256 threads per row, the row re-read from memory for each pass, tree
+    /// reductions in shared memory: the tutorial kernels `*_norm_block_reduce_*`.
+    BlockReduce,
+    /// One block per row, the row held in registers as 16-byte vectors, read once and written
+    /// once (`*_norm_rows_*`), where the row's length is a multiple of the vector width (4 f32,
+    /// 8 bf16), it fits (up to 32768 columns) and the buffers are 16-byte aligned; the tutorial
+    /// kernel elsewhere. The default: 16 elements per thread up to 16384 f32 or 8192 bf16
+    /// columns (bf16 LayerNorm: 4088), 32 past them, and where another candidate measured
+    /// faster on the H200 its plan: [`NormAlgorithm::WarpSolo`] for bf16 rows of 1024
+    /// ([`DEFAULT_RULES`]), [`NormAlgorithm::Rows16EvictLast`]
+    /// ([`DEFAULT_RULES`]), [`NormAlgorithm::Loop2x512`] ([`DEFAULT_RULES`]), and
+    /// for f32 LayerNorm of rows of 513 to 1020 [`NormAlgorithm::WarpKeep`] ([`NormPlan::choose`]).
+    #[default]
+    InRegisters,
+    /// The in-register kernel with 16 elements per thread (`*_rows16_*`), a block of
+    /// `cols / 16` threads (rounded up to whole warps) per row, where that is at most 1024;
+    /// the default's plan elsewhere. A tuning candidate.
+    Rows16,
+    /// The in-register kernel with all of its 32 elements per thread used (`*_rows_*`, a block
+    /// of `cols / 32` threads); the default's plan where the row needs more than 1024. A tuning
+    /// candidate.
+    Rows32,
+    /// The in-register kernel with 64 elements per thread (`*_rows64_*`, a block of `cols / 64`
+    /// threads); the default's plan where the row needs more than 1024. A tuning candidate.
+    Rows64,
+    /// A warp per row, 8 rows per block (`*_norm_warp_*`), for rows of up to 1024 columns; the
+    /// default's plan for longer rows. A tuning candidate.
+    Warp,
+    /// As [`NormAlgorithm::Warp`] on a persistent grid (as many blocks as are resident at
+    /// once), each warp keeping the weight (and bias) in registers across its rows
+    /// (`*_norm_warp_keep_*`). The default's plan for f32 LayerNorm of rows of 513 to 1024.
+    WarpKeep,
+    /// The in-register kernel of [`NormAlgorithm::Rows16`] with the streaming cache hint on the
+    /// loads of `x` and the stores of `y` (`*_rows16_cs_*`, evict first). A tuning candidate.
+    Rows16Stream,
+    /// The in-register kernel of [`NormAlgorithm::Rows32`] with the streaming cache hint
+    /// (`*_rows_cs_*`). A tuning candidate.
+    Rows32Stream,
+    /// A warp per row on a persistent grid, each warp issuing the loads of its next row before
+    /// the reductions of its current one (`*_norm_warp_pipe_*`), for rows of up to 1024
+    /// columns; the default's plan for longer rows. A tuning candidate.
+    WarpPipe,
+    /// One block per row, the row read from memory for the statistics and again for the output
+    /// (LayerNorm: three reads), the re-reads meant to hit L2 (`*_norm_two_pass_*`, the
+    /// formulation torch.compile's kernel takes for long rows); any aligned row of a multiple
+    /// of the vector width. A tuning candidate.
+    TwoPass,
+    /// The looped L2 re-read kernel of torch.compile's formulation (`*_norm_loop_*`): a block of
+    /// 256 threads per row (fewer for short rows: whole warps, one vector each), one 16-byte
+    /// vector per thread per step of each pass, the first pass's loads hinted `evict_last` (the
+    /// row stays in L2 for the re-read), the last pass's `evict_first`; any aligned row of a
+    /// multiple of the vector width. A tuning candidate.
+    Loop256,
+    /// [`NormAlgorithm::Loop256`] with blocks of 512 threads. A tuning candidate.
+    Loop512,
+    /// [`NormAlgorithm::Loop256`] with blocks of 1024 threads. A tuning candidate.
+    Loop1024,
+    /// [`NormAlgorithm::Loop256`] with two vectors per thread per step (`*_norm_loop2_*`). A
+    /// tuning candidate.
+    Loop2x256,
+    /// [`NormAlgorithm::Loop2x256`] with blocks of 512 threads: the default's plan for RMSNorm
+    /// of 1024 to 4096 columns (but bf16 at 1024, [`DEFAULT_RULES`]) and f32 LayerNorm
+    /// of 1024 ([`DEFAULT_RULES`]).
+    Loop2x512,
+    /// [`NormAlgorithm::Loop512`] without the eviction hints (`*_norm_loop_plain_*`): what the
+    /// hints buy. A tuning candidate.
+    LoopPlain512,
+    /// The bulk-copy ring (`*_norm_ring_*`, the `sm_90a` module): a persistent grid whose blocks
+    /// stream their rows through three shared-memory slots filled by the copy engine, 16
+    /// elements per thread, the weight (and bias) in registers; rows of up to 16384 columns of a
+    /// multiple of the vector width, aligned, on a compute capability 9.0 GPU (elsewhere the
+    /// default's plan). A tuning candidate.
+    Ring,
+    /// The in-register kernel of [`NormAlgorithm::Rows16`] with `evict_last` (L1 and L2) on the
+    /// loads of `x`, the weight and the bias (`*_rows16_el_*`), as torch.compile's kernels load
+    /// them: the default's plan for f32 RMSNorm of 4096 to 16384 columns and f32 LayerNorm of
+    /// 4096 ([`DEFAULT_RULES`]).
+    Rows16EvictLast,
+    /// The warp-per-row kernel of [`NormAlgorithm::Warp`] in blocks of one warp (one row per
+    /// block, as Inductor launches its persistent reductions of such rows), for rows of up to
+    /// 1024 columns; the default's plan for longer rows. The default's plan for bf16 rows of
+    /// 1024 columns ([`DEFAULT_RULES`]).
+    WarpSolo,
+}
+
+impl NormAlgorithm {
+    /// Every algorithm, slowest first.
+    pub const ALL: [NormAlgorithm; 20] = [
+        NormAlgorithm::BlockReduce,
+        NormAlgorithm::InRegisters,
+        NormAlgorithm::Rows16,
+        NormAlgorithm::Rows32,
+        NormAlgorithm::Rows64,
+        NormAlgorithm::Warp,
+        NormAlgorithm::WarpKeep,
+        NormAlgorithm::Rows16Stream,
+        NormAlgorithm::Rows32Stream,
+        NormAlgorithm::WarpPipe,
+        NormAlgorithm::TwoPass,
+        NormAlgorithm::Loop256,
+        NormAlgorithm::Loop512,
+        NormAlgorithm::Loop1024,
+        NormAlgorithm::Loop2x256,
+        NormAlgorithm::Loop2x512,
+        NormAlgorithm::LoopPlain512,
+        NormAlgorithm::Ring,
+        NormAlgorithm::Rows16EvictLast,
+        NormAlgorithm::WarpSolo,
+    ];
+
+    /// A short name: `block-reduce`, `in-registers`, `rows-16`, `rows-32`, `rows-64`, `warp`,
+    /// `warp-keep`, `rows-16-cs`, `rows-32-cs`, `warp-pipe`, `two-pass`, `loop-256`, `loop-512`,
+    /// `loop-1024`, `loop2-256`, `loop2-512`, `loop-plain-512`, `ring`, `rows-16-el`, `warp-1`.
+    pub fn name(self) -> &'static str {
+        match self {
+            NormAlgorithm::BlockReduce => "block-reduce",
+            NormAlgorithm::InRegisters => "in-registers",
+            NormAlgorithm::Rows16 => "rows-16",
+            NormAlgorithm::Rows32 => "rows-32",
+            NormAlgorithm::Rows64 => "rows-64",
+            NormAlgorithm::Warp => "warp",
+            NormAlgorithm::WarpKeep => "warp-keep",
+            NormAlgorithm::Rows16Stream => "rows-16-cs",
+            NormAlgorithm::Rows32Stream => "rows-32-cs",
+            NormAlgorithm::WarpPipe => "warp-pipe",
+            NormAlgorithm::TwoPass => "two-pass",
+            NormAlgorithm::Loop256 => "loop-256",
+            NormAlgorithm::Loop512 => "loop-512",
+            NormAlgorithm::Loop1024 => "loop-1024",
+            NormAlgorithm::Loop2x256 => "loop2-256",
+            NormAlgorithm::Loop2x512 => "loop2-512",
+            NormAlgorithm::LoopPlain512 => "loop-plain-512",
+            NormAlgorithm::Ring => "ring",
+            NormAlgorithm::Rows16EvictLast => "rows-16-el",
+            NormAlgorithm::WarpSolo => "warp-1",
+        }
+    }
+
+    /// Whether this algorithm's own kernel takes aligned rows of `cols` elements of `T` (up to
+    /// the CUDA block limit; a kernel whose registers lower that limit may still fall back):
+    /// where it does not, it runs the default's plan, and a benchmark need not time it.
+    pub fn fits<T: NormElem>(self, cols: usize) -> bool {
+        let plan = NormPlan::choose::<T>(self, cols, true, false, |_| kernels_gpu::norm::ROW_BLOCK_MAX);
+        match self {
+            NormAlgorithm::BlockReduce | NormAlgorithm::InRegisters => true,
+            NormAlgorithm::Rows16 => matches!(
+                plan,
+                NormPlan::Rows {
+                    width: RowsWidth::W16,
+                    ..
+                }
+            ),
+            NormAlgorithm::Rows32 => matches!(
+                plan,
+                NormPlan::Rows {
+                    width: RowsWidth::W32,
+                    ..
+                }
+            ),
+            NormAlgorithm::Rows64 => matches!(
+                plan,
+                NormPlan::Rows {
+                    width: RowsWidth::W64,
+                    ..
+                }
+            ),
+            NormAlgorithm::Warp | NormAlgorithm::WarpKeep => matches!(plan, NormPlan::Warp { .. }),
+            NormAlgorithm::Rows16Stream => matches!(
+                plan,
+                NormPlan::Rows {
+                    width: RowsWidth::W16,
+                    stream: true,
+                    ..
+                }
+            ),
+            NormAlgorithm::Rows32Stream => matches!(
+                plan,
+                NormPlan::Rows {
+                    width: RowsWidth::W32,
+                    stream: true,
+                    ..
+                }
+            ),
+            NormAlgorithm::WarpPipe => plan == NormPlan::WarpPipe,
+            NormAlgorithm::TwoPass => matches!(plan, NormPlan::TwoPass { .. }),
+            NormAlgorithm::Loop256
+            | NormAlgorithm::Loop512
+            | NormAlgorithm::Loop1024
+            | NormAlgorithm::Loop2x256
+            | NormAlgorithm::Loop2x512
+            | NormAlgorithm::LoopPlain512 => matches!(plan, NormPlan::Loop { .. }),
+            NormAlgorithm::Ring => matches!(plan, NormPlan::Ring { .. }),
+            NormAlgorithm::Rows16EvictLast => matches!(plan, NormPlan::RowsEvictLast { .. }),
+            NormAlgorithm::WarpSolo => plan == NormPlan::WarpSolo,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use half::bf16;
 
     /// The default plan for `cols` columns of `T`, every width allowed 1024 threads.
-    fn default_plan<T: NormElement>(cols: usize, layer: bool) -> NormPlan {
+    fn default_plan<T: NormElem>(cols: usize, layer: bool) -> NormPlan {
         NormPlan::choose::<T>(NormAlgorithm::InRegisters, cols, true, layer, |_| 1024)
     }
 

@@ -4,7 +4,7 @@
 use gpukern_device::launch::Kernel;
 use kernels_gpu::reduce as family;
 
-use super::ArgmaxAlgorithm;
+use super::plan::ArgmaxAlgorithm;
 use super::plan::{AxisReduction, AxisSide, AxisSplit, Reduction, Resident, SplitSide};
 use crate::buffer::DeviceVec;
 use crate::device::Gpu;

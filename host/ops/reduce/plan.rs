@@ -4,7 +4,6 @@
 
 use kernels_gpu::reduce as family;
 
-use super::ReduceAlgorithm;
 use crate::error::{Error, Result};
 use crate::launch_config::{DeviceLimits, LaunchConfig, ceil_div};
 
@@ -324,6 +323,71 @@ fn axis_spans(
     let span = reduced.div_ceil(parts).next_multiple_of(AXIS_SPAN_ALIGN);
     let parts = reduced.div_ceil(span);
     Ok((parts >= 2).then_some((split_side, span, parts)))
+}
+
+/// Which reduction of a whole vector to run (`sum`, `max`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ReduceAlgorithm {
+    /// The tutorial's shared-memory tree, one element per thread, one launch per factor of 256
+    /// (`sum_tree`, `max_tree`).
+    Tree,
+    /// 16-byte loads in a grid-stride loop over the device's resident blocks, warp shuffles, one
+    /// partial per block, a second launch of one block on the partials (`sum_vec4`, `max_vec4`);
+    /// the default. Needs the input 16-byte aligned, which device allocations are; otherwise
+    /// [`ReduceAlgorithm::Tree`] runs instead.
+    #[default]
+    Vec4,
+}
+
+impl ReduceAlgorithm {
+    /// Every algorithm, the tutorial's first.
+    pub const ALL: [ReduceAlgorithm; 2] = [ReduceAlgorithm::Tree, ReduceAlgorithm::Vec4];
+
+    /// A short name: `tree`, `vec4`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceAlgorithm::Tree => "tree",
+            ReduceAlgorithm::Vec4 => "vec4",
+        }
+    }
+}
+
+/// Which argmax kernel runs the first pass (all give the same index; the second pass is
+/// `argmax_pairs` for each).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ArgmaxAlgorithm {
+    /// `argmax_vec4`: the exact rule on every element, 4 vectors per thread and sweep.
+    Vec4,
+    /// Tuning candidate `argmax_vec4_u8`: as [`ArgmaxAlgorithm::Vec4`] with 8 vectors per thread.
+    Vec4U8,
+    /// Tuning candidate `argmax_vec4_lanes`: a running best per lane of the vector (a compare and
+    /// two selects per element; the exact rule only on vectors holding a NaN), 4 vectors per
+    /// thread.
+    Vec4Lanes,
+    /// `argmax_vec4_lanes_u8`: [`ArgmaxAlgorithm::Vec4Lanes`] with 8 vectors per thread; the
+    /// default (the fastest at every benchmarked length on the H200, `bench/results/latest.jsonl`).
+    #[default]
+    Vec4LanesU8,
+}
+
+impl ArgmaxAlgorithm {
+    /// Every algorithm.
+    pub const ALL: [ArgmaxAlgorithm; 4] = [
+        ArgmaxAlgorithm::Vec4,
+        ArgmaxAlgorithm::Vec4U8,
+        ArgmaxAlgorithm::Vec4Lanes,
+        ArgmaxAlgorithm::Vec4LanesU8,
+    ];
+
+    /// A short name: `vec4`, `vec4_u8`, `vec4_lanes`, `vec4_lanes_u8`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ArgmaxAlgorithm::Vec4 => "vec4",
+            ArgmaxAlgorithm::Vec4U8 => "vec4_u8",
+            ArgmaxAlgorithm::Vec4Lanes => "vec4_lanes",
+            ArgmaxAlgorithm::Vec4LanesU8 => "vec4_lanes_u8",
+        }
+    }
 }
 
 #[cfg(test)]

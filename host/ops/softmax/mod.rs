@@ -6,6 +6,7 @@
 mod grid_row;
 mod kernels;
 mod plan;
+pub use plan::SoftmaxAlgorithm;
 
 pub use plan::{
     BLOCK_4_MAX_THREADS, CLUSTER_MIN_COLS, GRID_ROW_MAX_ROWS, OnePassConfig, OnePassPlan, PERSISTENT_MIN_COLS,
@@ -16,38 +17,6 @@ use crate::buffer::{DeviceMatrix, DeviceVec};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use plan::SoftmaxPlan;
-
-/// Which softmax to run. Both follow the same rules at the edges (see [`Gpu::softmax`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum SoftmaxAlgorithm {
-    /// One block of 256 threads per row, three passes over the row (max, sum, write), tree
-    /// reductions in shared memory: the tutorial kernel `softmax_block_reduce`. 16 bytes per element.
-    BlockReduce,
-    /// One read and one write of each element where the row fits on chip (up to 32768 columns
-    /// in one block; on sm_90 up to 262144 in a thread-block cluster of 8): online (max, sum)
-    /// statistics merged with warp shuffles, 16-byte accesses, lane groups or a warp per row up
-    /// to 512 columns, a block per row above, a cluster of blocks past 32768 columns on sm_90
-    /// (the blocks' statistics merged through distributed shared memory). Longer rows, and rows
-    /// past 32768 columns before sm_90, are read twice (12 bytes per element): by a block per
-    /// row when there are many, over one cooperative grid when there are at most 8 (what fits
-    /// on chip read once), else split over several blocks. The default; the plan for a shape is
-    /// [`OnePassConfig::plan`].
-    #[default]
-    OnePass,
-}
-
-impl SoftmaxAlgorithm {
-    /// Every algorithm, slowest first.
-    pub const ALL: [SoftmaxAlgorithm; 2] = [SoftmaxAlgorithm::BlockReduce, SoftmaxAlgorithm::OnePass];
-
-    /// A short name: `block-reduce`, `one-pass`.
-    pub fn name(self) -> &'static str {
-        match self {
-            SoftmaxAlgorithm::BlockReduce => "block-reduce",
-            SoftmaxAlgorithm::OnePass => "one-pass",
-        }
-    }
-}
 
 impl Gpu {
     /// Softmax of each row of `x`, scaled by the inverse temperature `t`:

@@ -3,7 +3,7 @@
 
 use kernels_gpu::transpose as family;
 
-use super::TransposeAlgorithm;
+use super::plan::TransposeAlgorithm;
 use crate::buffer::DeviceVec;
 use crate::device::Gpu;
 use crate::error::Result;

@@ -3,8 +3,6 @@
 
 use kernels_gpu::transpose as family;
 
-use super::TransposeAlgorithm;
-
 /// What one transpose call runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TransposePlan {
@@ -48,6 +46,56 @@ impl TransposePlan {
             tile,
             block: (family::TILE, family::BLOCK_ROWS, 1),
             shared_bytes,
+        }
+    }
+}
+
+/// Which transpose kernel to run. Both are exact (they move bits).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TransposeAlgorithm {
+    /// One thread per element: coalesced reads, strided writes (`transpose_naive`).
+    Naive,
+    /// A 32x32 tile through padded shared memory, 4 elements per thread, coalesced reads and
+    /// writes (`transpose_tiled`).
+    Tiled,
+    /// `transpose_tiled_64`: a 64x64 tile (padded to 65 columns), 16 elements per thread, 4-byte
+    /// accesses; any shape; the default (the fastest at 8192 x 8192 on the H200, and as fast as
+    /// [`TransposeAlgorithm::Vec4_64`] on the ragged shape, `bench/results/latest.jsonl`).
+    #[default]
+    Tiled64,
+    /// Tuning candidate `transpose_vec4_64`: a 64x64 swizzled tile, 16-byte global loads and
+    /// stores; for `rows % 4 == 0` and `cols % 4 == 0` (every row 16-byte aligned), otherwise
+    /// [`TransposeAlgorithm::Tiled64`] runs.
+    Vec4_64,
+}
+
+impl TransposeAlgorithm {
+    /// Every algorithm, the tutorial's first.
+    pub const ALL: [TransposeAlgorithm; 4] = [
+        TransposeAlgorithm::Naive,
+        TransposeAlgorithm::Tiled,
+        TransposeAlgorithm::Tiled64,
+        TransposeAlgorithm::Vec4_64,
+    ];
+
+    /// A short name: `naive`, `tiled`, `tiled_64`, `vec4_64`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransposeAlgorithm::Naive => "naive",
+            TransposeAlgorithm::Tiled => "tiled",
+            TransposeAlgorithm::Tiled64 => "tiled_64",
+            TransposeAlgorithm::Vec4_64 => "vec4_64",
+        }
+    }
+
+    /// The algorithm that runs on a `rows x cols` matrix whose buffers are (`aligned`) or are not
+    /// 16-byte aligned: [`TransposeAlgorithm::Vec4_64`] needs every row of both 16-byte aligned.
+    pub fn effective(self, rows: usize, cols: usize, aligned: bool) -> TransposeAlgorithm {
+        match self {
+            TransposeAlgorithm::Vec4_64 if !(aligned && rows % 4 == 0 && cols % 4 == 0) => {
+                TransposeAlgorithm::Tiled64
+            }
+            other => other,
         }
     }
 }
