@@ -245,6 +245,19 @@ fn max_num(a: f64, b: f64) -> f64 {
     }
 }
 
+/// An fma whose exact result lies just past a tie of two f16 values (seen on the H200, where
+/// `fma.rn.f16x2` gives the upper one): the model rounds the exact value once, as the device does.
+#[test]
+fn packed_fma_rounds_a_value_just_past_a_tie_up() {
+    let a = F16x2::from_f32([4.628_906_3, 1.0]);
+    let b = F16x2::from_f32([-0.067_932_13, 1.0]);
+    assert_eq!(a.fma(b, a).to_f32(), [4.316_406_3, 2.0]);
+    // And the tie itself goes to the even neighbour: 1 + 2^-11 between 1 and 1 + 2^-10.
+    let one = F16x2::from_f32([1.0, 1.0]);
+    let tie = F16x2::from_f32([2f32.powi(-11), 0.0]);
+    assert_eq!(tie.fma(one, one).to_f32(), [1.0, 1.0]);
+}
+
 /// What the H200 computes for a NaN in either lane (seen there: `max.bf16x2` of `[0, NaN]` and
 /// `[NaN, 0]` is `[0, 0]`), written out rather than modelled, so that the model above cannot be
 /// wrong the same way as the simulator.

@@ -116,9 +116,12 @@ pub fn log(x: f32) -> f32 {
     log2(x) * super::LN_2
 }
 
-/// `a / b`, one `div.approx.f32` (`__fdividef`): at most 2 ulp from the exact quotient for `|b|`
-/// in `[2^-126, 2^126]`; for `|b|` above `2^126` the result is 0 (where `a / b` would be
-/// subnormal or tiny). The correctly rounded `a / b` is `div.rn`, a dozen instructions.
+/// `a / b`, one `div.approx.f32` (`__fdividef`): at most 3 ulp from the exact quotient for `|b|`
+/// in `[2^-126, 2^126]`. It is `a * (1 / b)`: a reciprocal within 1 ulp, then a rounded product,
+/// a relative error up to `1.5 2^-23`, which is 3 ulp for a quotient at the top of its binade
+/// (the PTX ISA says 2; the H200 gave 2.008 in `gpukern-device/checks`' math trial at
+/// `d0d5de9`). For `|b|` above `2^126` the result is 0 (where `a / b` would be subnormal or
+/// tiny). The correctly rounded `a / b` is `div.rn`, a dozen instructions.
 #[inline(always)]
 pub fn div(a: f32, b: f32) -> f32 {
     #[cfg(target_arch = "nvptx64")]

@@ -226,7 +226,7 @@ fn fast_bounds(module: &Module, sizes: &Sizes, rng: &mut StdRng) -> Check {
             .into());
         }
     }
-    // `div`: within 2 ulp for |b| in [2^-126, 2^126]: quotients of magnitudes up to 2^60 each,
+    // `div`: within 3 ulp for |b| in [2^-126, 2^126]: quotients of magnitudes up to 2^60 each,
     // and of large divisors by large dividends (b up to 2^125).
     let n = sizes.math;
     let sign = |rng: &mut StdRng| if rng.random::<bool>() { 1.0 } else { -1.0 };
@@ -247,9 +247,9 @@ fn fast_bounds(module: &Module, sizes: &Sizes, rng: &mut StdRng) -> Check {
     let err = (0..a.len())
         .map(|i| Measure::Ulps.of(y[i], f64::from(a[i]) / f64::from(b[i])))
         .fold(0.0, f64::max);
-    println!("fast::div: worst error {err:.3} ulp, bound 2");
-    if err.is_nan() || err > 2.0 {
-        return Err(format!("fast::div: {err} ulp, over its bound of 2").into());
+    println!("fast::div: worst error {err:.3} ulp, bound 3");
+    if err.is_nan() || err > 3.0 {
+        return Err(format!("fast::div: {err} ulp, over its bound of 3").into());
     }
     Ok(())
 }
