@@ -269,7 +269,12 @@ fn nearest_bf16(x: f64) -> bf16 {
 #[cfg(not(target_arch = "nvptx64"))]
 fn nearest_f16(x: f64) -> f16 {
     // The largest finite f16 is 65504; the midpoint to 65536 is 65520.
-    let bits = nearest_16(x, |v| f16::from_f32(v).to_bits(), |b| f64::from(f16::from_bits(b).to_f32()), 65520.0);
+    let bits = nearest_16(
+        x,
+        |v| f16::from_f32(v).to_bits(),
+        |b| f64::from(f16::from_bits(b).to_f32()),
+        65520.0,
+    );
     f16::from_bits(bits)
 }
 
