@@ -5,20 +5,34 @@
 //! order on the way to the device. Each call copies its inputs up and its result down; to chain
 //! calls without copies in between, use [`Gpu`] with [`crate::DeviceVec`] / [`crate::DeviceMatrix`].
 
+// Items are compiled per family feature: with only some families, the imports the others' items
+// use have none (the full `library` build still checks them).
+#![cfg_attr(not(feature = "library"), allow(unused_imports))]
+
 use std::borrow::Cow;
 
-use ndarray::{Array, Array2, ArrayBase, Data, DataMut, Dimension, Ix2};
+#[cfg(feature = "add")]
+use ndarray::DataMut;
+use ndarray::{Array, Array2, ArrayBase, Data, Dimension, Ix2};
 
 use crate::buffer::Element;
 use crate::device::Gpu;
+#[cfg(feature = "add")]
 use crate::error::same_shape;
 use crate::error::{Error, Result};
+#[cfg(feature = "add")]
 use crate::ops::add::AddAlgorithm;
+#[cfg(feature = "cross_entropy")]
 use crate::ops::cross_entropy::CrossEntropyAlgorithm;
+#[cfg(feature = "matmul")]
 use crate::ops::matmul::{HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput};
+#[cfg(feature = "norm")]
 use crate::ops::norm::{NormAlgorithm, NormElement};
+#[cfg(feature = "reduce")]
 use crate::ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
+#[cfg(feature = "softmax")]
 use crate::ops::softmax::SoftmaxAlgorithm;
+#[cfg(feature = "transpose")]
 use crate::ops::transpose::TransposeAlgorithm;
 
 /// The elements of `a` in row-major order, borrowed when `a` already is.
@@ -37,6 +51,7 @@ fn shaped<D: Dimension>(op: &'static str, dim: D, v: Vec<f32>) -> Result<Array<f
     })
 }
 
+#[cfg(feature = "add")]
 /// `a + b`, element by element, on the default device.
 ///
 /// ```no_run
@@ -56,6 +71,7 @@ where
     add_with(a, b, AddAlgorithm::default())
 }
 
+#[cfg(feature = "add")]
 /// [`add`] with a chosen kernel.
 pub fn add_with<S1, S2, D>(
     a: &ArrayBase<S1, D>,
@@ -77,6 +93,7 @@ where
     shaped("add", a.raw_dim(), gpu.download(&c)?)
 }
 
+#[cfg(feature = "add")]
 /// `x += 1`, element by element, in place, on the default device.
 pub fn increment_by_one<S, D>(x: &mut ArrayBase<S, D>) -> Result<()>
 where
@@ -86,6 +103,7 @@ where
     increment_by_one_with(x, AddAlgorithm::INCREMENT_DEFAULT)
 }
 
+#[cfg(feature = "add")]
 /// [`increment_by_one`] with a chosen kernel.
 pub fn increment_by_one_with<S, D>(x: &mut ArrayBase<S, D>, algorithm: AddAlgorithm) -> Result<()>
 where
@@ -100,6 +118,7 @@ where
     Ok(())
 }
 
+#[cfg(feature = "matmul")]
 /// `A * B` (`m x k` times `k x n`) on the default device, with the default algorithm, for f32,
 /// [`bf16`](crate::bf16) or [`f16`](crate::f16) arrays; the result has the operands' type.
 /// Half-precision operands run on tensor cores with f32 accumulation, each result element
@@ -134,6 +153,7 @@ where
     c.to_array()
 }
 
+#[cfg(feature = "matmul")]
 /// [`matmul`] with a chosen algorithm.
 pub fn matmul_with<S1, S2>(
     a: &ArrayBase<S1, Ix2>,
@@ -154,6 +174,7 @@ where
     )
 }
 
+#[cfg(feature = "softmax")]
 /// Softmax along the last axis (a 1-D array as a whole, a 2-D array row by row), scaled by the
 /// inverse temperature `t`: `softmax(t * x)`. See [`Gpu::softmax`] for what `t` does.
 ///
@@ -171,6 +192,7 @@ where
     softmax_with(x, t, SoftmaxAlgorithm::default())
 }
 
+#[cfg(feature = "softmax")]
 /// [`softmax`] with a chosen algorithm.
 pub fn softmax_with<S, D>(x: &ArrayBase<S, D>, t: f32, algorithm: SoftmaxAlgorithm) -> Result<Array<f32, D>>
 where
@@ -186,6 +208,7 @@ where
     shaped("softmax", x.raw_dim(), gpu.download(y.as_vec())?)
 }
 
+#[cfg(feature = "reduce")]
 /// The sum of the elements of `x` (any shape, views included; `0.0` if empty), on the default
 /// device. See [`Gpu::sum`] for the order of the additions and the error.
 ///
@@ -198,6 +221,7 @@ pub fn sum<S: Data<Elem = f32>, D: Dimension>(x: &ArrayBase<S, D>) -> Result<f32
     sum_with(x, ReduceAlgorithm::default())
 }
 
+#[cfg(feature = "reduce")]
 /// [`sum`] with a chosen kernel.
 pub fn sum_with<S: Data<Elem = f32>, D: Dimension>(
     x: &ArrayBase<S, D>,
@@ -207,6 +231,7 @@ pub fn sum_with<S: Data<Elem = f32>, D: Dimension>(
     gpu.sum_with(&gpu.upload(&row_major(x))?, algorithm)
 }
 
+#[cfg(feature = "reduce")]
 /// The largest element of `x` (NaN if `x` holds one), on the default device.
 ///
 /// Errors: [`Error::InvalidArgument`] if `x` is empty.
@@ -214,6 +239,7 @@ pub fn max<S: Data<Elem = f32>, D: Dimension>(x: &ArrayBase<S, D>) -> Result<f32
     max_with(x, ReduceAlgorithm::default())
 }
 
+#[cfg(feature = "reduce")]
 /// [`max`] with a chosen kernel.
 pub fn max_with<S: Data<Elem = f32>, D: Dimension>(
     x: &ArrayBase<S, D>,
@@ -223,6 +249,7 @@ pub fn max_with<S: Data<Elem = f32>, D: Dimension>(
     gpu.max_with(&gpu.upload(&row_major(x))?, algorithm)
 }
 
+#[cfg(feature = "reduce")]
 /// The index, in `x`'s logical (row-major) order, of its largest element: the first NaN if there
 /// is one, else the first occurrence of the largest value (as `torch.argmax` on a flattened
 /// tensor), on the default device.
@@ -238,6 +265,7 @@ pub fn argmax<S: Data<Elem = f32>, D: Dimension>(x: &ArrayBase<S, D>) -> Result<
     argmax_with(x, ArgmaxAlgorithm::default())
 }
 
+#[cfg(feature = "reduce")]
 /// [`argmax`] with a chosen first-pass kernel (the same index from each).
 pub fn argmax_with<S: Data<Elem = f32>, D: Dimension>(
     x: &ArrayBase<S, D>,
@@ -247,6 +275,7 @@ pub fn argmax_with<S: Data<Elem = f32>, D: Dimension>(
     gpu.argmax_with(&gpu.upload(&row_major(x))?, algorithm)
 }
 
+#[cfg(feature = "reduce")]
 /// Sums of the matrix `m` along `axis`, as ndarray's `sum_axis`: `Axis(1)` one per row,
 /// `Axis(0)` one per column; on the default device.
 ///
@@ -266,6 +295,7 @@ pub fn sum_axis<S: Data<Elem = f32>>(
     gpu.sum_axis(&gpu.upload_matrix(m)?, axis)?.to_array()
 }
 
+#[cfg(feature = "reduce")]
 /// Maxima of the matrix `m` along `axis`: `Axis(1)` the largest entry of each row, `Axis(0)` of
 /// each column, NaN where one is NaN; on the default device.
 ///
@@ -286,6 +316,7 @@ pub fn max_axis<S: Data<Elem = f32>>(
     gpu.max_axis(&gpu.upload_matrix(m)?, axis)?.to_array()
 }
 
+#[cfg(feature = "reduce")]
 /// Indices of the maxima of the matrix `m` along `axis` (`Axis(1)`: a column per row; `Axis(0)`:
 /// a row per column), the first NaN if there is one, else the first of the largest value, as
 /// `torch.argmax`; on the default device.
@@ -307,6 +338,7 @@ pub fn argmax_axis<S: Data<Elem = f32>>(
     Ok(indices.into_iter().map(|i| i as usize).collect())
 }
 
+#[cfg(feature = "transpose")]
 /// `m^T` as a new standard-layout (row-major) array, computed on the default device: a view
 /// (already transposed or sliced) is first copied into row-major order, then transposed there.
 ///
@@ -319,6 +351,7 @@ pub fn transpose<S: Data<Elem = f32>>(m: &ArrayBase<S, Ix2>) -> Result<Array2<f3
     transpose_with(m, TransposeAlgorithm::default())
 }
 
+#[cfg(feature = "transpose")]
 /// [`transpose`] with a chosen kernel.
 pub fn transpose_with<S: Data<Elem = f32>>(
     m: &ArrayBase<S, Ix2>,
@@ -328,6 +361,7 @@ pub fn transpose_with<S: Data<Elem = f32>>(
     gpu.transpose_with(&gpu.upload_matrix(m)?, algorithm)?.to_array()
 }
 
+#[cfg(feature = "matmul")]
 /// `A * B` of f32, [`bf16`](crate::bf16) or [`f16`](crate::f16) arrays on the default device,
 /// the result in f32: for half-precision operands the tensor cores' f32 sums, unrounded.
 ///
@@ -354,6 +388,7 @@ where
     c.to_array()
 }
 
+#[cfg(feature = "matmul")]
 /// `A * B` of half-precision arrays with a chosen tensor-core kernel ([`HalfTile`]), the result
 /// of type `O`: the operands' type or f32 (what [`Gpu::matmul_to_with`] does on device matrices).
 ///
@@ -393,6 +428,7 @@ fn elements<T: Element, S: Data<Elem = T>>(a: &ArrayBase<S, ndarray::Ix1>) -> Co
     }
 }
 
+#[cfg(feature = "norm")]
 /// RMSNorm of each row of `x` (f32 or bf16) with the per-column `weight`, on the default
 /// device: `y = x / sqrt(mean(x^2) + eps) * weight` (see [`Gpu::rms_norm`] for the rules).
 ///
@@ -411,6 +447,7 @@ where
     rms_norm_with(x, weight, eps, NormAlgorithm::default())
 }
 
+#[cfg(feature = "norm")]
 /// [`rms_norm`] with a chosen algorithm.
 pub fn rms_norm_with<T, S1, S2>(
     x: &ArrayBase<S1, Ix2>,
@@ -433,6 +470,7 @@ where
     y.to_array()
 }
 
+#[cfg(feature = "norm")]
 /// LayerNorm of each row of `x` (f32 or bf16) with the per-column `weight` and `bias`, on the
 /// default device: `y = (x - mean) / sqrt(var + eps) * weight + bias` (see [`Gpu::layer_norm`]).
 ///
@@ -453,6 +491,7 @@ where
     layer_norm_with(x, weight, bias, eps, NormAlgorithm::default())
 }
 
+#[cfg(feature = "norm")]
 /// [`layer_norm`] with a chosen algorithm.
 pub fn layer_norm_with<T, S1, S2, S3>(
     x: &ArrayBase<S1, Ix2>,
@@ -473,6 +512,7 @@ where
     y.to_array()
 }
 
+#[cfg(feature = "cross_entropy")]
 /// The cross-entropy loss of each row of `logits` with class `labels` (one per row, each in
 /// `0..cols`), on the default device: `logsumexp(logits[r]) - logits[r][labels[r]]` (PyTorch's
 /// `cross_entropy(reduction='none')`; see [`Gpu::cross_entropy`]).
@@ -490,6 +530,7 @@ where
     cross_entropy_with(logits, labels, CrossEntropyAlgorithm::default())
 }
 
+#[cfg(feature = "cross_entropy")]
 /// [`cross_entropy`] with a chosen algorithm.
 pub fn cross_entropy_with<S1, S2>(
     logits: &ArrayBase<S1, Ix2>,
@@ -506,6 +547,7 @@ where
         .to_array()
 }
 
+#[cfg(feature = "cross_entropy")]
 /// The mean over the rows of [`cross_entropy`] (PyTorch's `reduction='mean'`).
 ///
 /// Errors: those of [`cross_entropy`]; [`Error::InvalidArgument`] for no rows.
@@ -520,6 +562,7 @@ where
     cross_entropy_mean_with(logits, labels, CrossEntropyAlgorithm::default())
 }
 
+#[cfg(feature = "cross_entropy")]
 /// [`cross_entropy_mean`] with a chosen algorithm.
 pub fn cross_entropy_mean_with<S1, S2>(
     logits: &ArrayBase<S1, Ix2>,

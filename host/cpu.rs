@@ -1,10 +1,15 @@
 //! CPU reference implementations of every kernel, accumulating in f64: what the tests and the
 //! benchmarks compare the GPU against.
 
+// Items are compiled per family feature: with only some families, the imports the others' items
+// use have none (the full `library` build still checks them).
+#![cfg_attr(not(feature = "library"), allow(unused_imports))]
+
 use ndarray::{Array2, ArrayBase, Data, Ix2};
 
 use crate::error::Result;
 
+#[cfg(feature = "add")]
 /// `a[i] + b[i]`.
 ///
 /// Errors: [`crate::Error::ShapeMismatch`] if the lengths differ.
@@ -18,11 +23,13 @@ pub fn add(a: &[f32], b: &[f32]) -> Result<Vec<f32>> {
     Ok(a.iter().zip(b).map(|(x, y)| x + y).collect())
 }
 
+#[cfg(feature = "add")]
 /// `x[i] + 1`.
 pub fn increment_by_one(x: &[f32]) -> Vec<f32> {
     x.iter().map(|v| v + 1.0).collect()
 }
 
+#[cfg(feature = "matmul")]
 /// `A * B` with f64 accumulation, rounded to f32 once at the end.
 ///
 /// Errors: [`crate::Error::ShapeMismatch`] unless `A`'s columns equal `B`'s rows.
@@ -40,6 +47,7 @@ where
     Ok(a64.dot(&b64).mapv(|v| v as f32))
 }
 
+#[cfg(feature = "softmax")]
 /// Softmax of each row of `x` scaled by the inverse temperature `t`, in f64.
 pub fn softmax_rows<S: Data<Elem = f32>>(x: &ArrayBase<S, Ix2>, t: f32) -> Array2<f32> {
     let mut y = Array2::<f32>::zeros(x.raw_dim());
@@ -52,6 +60,7 @@ pub fn softmax_rows<S: Data<Elem = f32>>(x: &ArrayBase<S, Ix2>, t: f32) -> Array
     y
 }
 
+#[cfg(feature = "softmax")]
 /// Softmax of a vector scaled by the inverse temperature `t`, in f64, with the same rules at
 /// the edges as the kernel (see [`crate::Gpu::softmax`]): entries equal to the reference value
 /// (the max for `t >= 0`, the min for `t < 0`) get exponent 0, `t = 0` is uniform, a NaN makes
@@ -115,16 +124,19 @@ pub fn rel_error(out: &[f32], reference: &[f32]) -> f64 {
     }
 }
 
+#[cfg(feature = "reduce")]
 /// The sum of `x` in f64, rounded to f32 once (`0.0` if empty).
 pub fn sum(x: &[f32]) -> f32 {
     sum_f64(x) as f32
 }
 
+#[cfg(feature = "reduce")]
 /// The sum of `x` in f64 (the exact reference the f32 sums are measured against).
 pub fn sum_f64(x: &[f32]) -> f64 {
     x.iter().map(|&v| f64::from(v)).sum()
 }
 
+#[cfg(feature = "reduce")]
 /// The largest element of `x`, NaN if one is NaN; `None` if `x` is empty.
 pub fn max(x: &[f32]) -> Option<f32> {
     let first = *x.first()?;
@@ -139,6 +151,7 @@ pub fn max(x: &[f32]) -> Option<f32> {
     }))
 }
 
+#[cfg(feature = "reduce")]
 /// The index of the first NaN of `x` if there is one, else of the first occurrence of its
 /// largest value (as `torch.argmax`); `None` if `x` is empty.
 pub fn argmax(x: &[f32]) -> Option<usize> {
@@ -155,11 +168,13 @@ pub fn argmax(x: &[f32]) -> Option<usize> {
     best.map(|(i, _)| i)
 }
 
+#[cfg(feature = "reduce")]
 /// Sums of the rows (`axis = 1`) or columns (`axis = 0`) of `m` in f64, rounded once.
 pub fn sum_axis<S: Data<Elem = f32>>(m: &ArrayBase<S, Ix2>, axis: ndarray::Axis) -> ndarray::Array1<f32> {
     m.mapv(f64::from).sum_axis(axis).mapv(|v| v as f32)
 }
 
+#[cfg(feature = "reduce")]
 /// The largest entry of each row (`axis = 1`) or column (`axis = 0`) of `m`, NaN where the lane
 /// holds one ([`max`]); `None` if the axis is empty and there is an output.
 pub fn max_axis<S: Data<Elem = f32>>(
@@ -169,6 +184,7 @@ pub fn max_axis<S: Data<Elem = f32>>(
     m.lanes(axis).into_iter().map(|l| max(&l.to_vec())).collect()
 }
 
+#[cfg(feature = "reduce")]
 /// The index along the lane of each row's (`axis = 1`) or column's (`axis = 0`) largest entry,
 /// by [`argmax`]'s rule; `None` if the axis is empty and there is an output.
 pub fn argmax_axis<S: Data<Elem = f32>>(
@@ -178,11 +194,13 @@ pub fn argmax_axis<S: Data<Elem = f32>>(
     m.lanes(axis).into_iter().map(|l| argmax(&l.to_vec())).collect()
 }
 
+#[cfg(feature = "transpose")]
 /// `m^T` in standard (row-major) layout.
 pub fn transpose<S: Data<Elem = f32>>(m: &ArrayBase<S, Ix2>) -> Array2<f32> {
     m.t().as_standard_layout().into_owned()
 }
 
+#[cfg(feature = "matmul")]
 /// `A * B` of any element type widened exactly to f64 (f32, [`half::bf16`], [`half::f16`]),
 /// in f64, unrounded: the reference of the half-precision products, whose errors are checked
 /// against this with bounds of the size of the f32 sums' and the final rounding's.
@@ -201,6 +219,7 @@ where
     Ok(a64.dot(&b64))
 }
 
+#[cfg(feature = "norm")]
 /// RMSNorm of each row of the row-major `rows x cols` matrix `x` with weight `w`, in f64:
 /// `x / sqrt(mean(x^2) + eps) * w` (the kernels' rules at the edges follow from the formula).
 pub fn rms_norm_rows(x: &[f32], cols: usize, w: &[f32], eps: f32) -> Vec<f32> {
@@ -217,6 +236,7 @@ pub fn rms_norm_rows(x: &[f32], cols: usize, w: &[f32], eps: f32) -> Vec<f32> {
     y
 }
 
+#[cfg(feature = "norm")]
 /// LayerNorm of each row of the row-major `rows x cols` matrix `x` with weight `w` and bias
 /// `b`, in f64 with a two-pass variance: `(x - mean) / sqrt(var + eps) * w + b`, the biased
 /// variance (as PyTorch). A row with an infinite entry is NaN (`inf - inf`).
@@ -236,6 +256,7 @@ pub fn layer_norm_rows(x: &[f32], cols: usize, w: &[f32], b: &[f32], eps: f32) -
     y
 }
 
+#[cfg(feature = "cross_entropy")]
 /// The cross-entropy loss of each row of the row-major `rows x cols` logits `x` with class
 /// `labels` (each in `0..cols`), in f64: `logsumexp(x[r]) - x[r][labels[r]]`, with
 /// `logsumexp = m + ln(sum exp(x - m))` for the row's max `m` (NaN if the row holds a NaN).

@@ -26,6 +26,24 @@
 //! * [`Module`]: a kernel crate (yours, built by `gpukern-build`) loaded on a [`Gpu`]; its
 //!   `#[kernel]`s launch through the typed launchers the attribute generates.
 //!
+//! ## Cargo features: pay for what you use
+//!
+//! One feature per kernel family, all on through `library` (the default): `add` (`add`,
+//! `increment_by_one`), `matmul`, `softmax`, `norm` (`rms_norm`, `layer_norm`), `reduce` (`sum`,
+//! `max`, `argmax`), `transpose` and `cross_entropy` (whose kernels reuse softmax's, so it
+//! compiles the softmax kernels too, not softmax's operations). Each brings its family's kernels,
+//! compiled for the simulator and to PTX and embedded (`build.rs` hands the list to
+//! `gpukern_build::Builder::features`), and its operations: [`ops`]`::<family>`, the free
+//! functions, the [`Gpu`] methods, the algorithm types and the [`cpu`] references. Nothing of a
+//! family that is off is compiled. A crate that uses only matmul:
+//!
+//! ```toml
+//! gpukern = { version = "0.1", default-features = false, features = ["matmul"] }
+//! ```
+//!
+//! With no feature at all (`default-features = false`) gpukern compiles and embeds none of its
+//! kernels: what a crate that launches only its own kernels wants.
+//!
 //! The modules stand on floors, each importing only its own floor and those below (checked by
 //! `tests/floors.rs`): errors and faults ([`error`], `fault`); [`launch_config`]; the capture
 //! registry (`capture`); [`ptx`] (PTX sets and their loading); the device ([`device`], with its
@@ -33,8 +51,8 @@
 //! [`pinned`] memory; [`module`]s with their one launch pipeline and launch counting; [`graph`]s
 //! and several GPUs ([`multi`], [`dist`]); then [`ops`] and [`api`].
 
-// Without the `library` feature, the device facts and buffer helpers only the library's
-// operations use have no caller.
+// Without the whole `library` (no family, or only some), the device facts and buffer helpers
+// that only the missing families' operations use have no caller.
 #![cfg_attr(not(feature = "library"), allow(dead_code))]
 
 /// The PTX that `gpukern-build` compiled from the kernel crate `$krate` (its library name, as
@@ -62,13 +80,29 @@ macro_rules! include_ptx {
 // inside this crate too.
 extern crate self as gpukern;
 
-#[cfg(feature = "library")]
+#[cfg(any(
+    feature = "add",
+    feature = "matmul",
+    feature = "softmax",
+    feature = "norm",
+    feature = "reduce",
+    feature = "transpose",
+    feature = "cross_entropy"
+))]
 pub mod api;
 pub mod buffer;
 mod cache;
 mod capture;
 pub mod copy;
-#[cfg(feature = "library")]
+#[cfg(any(
+    feature = "add",
+    feature = "matmul",
+    feature = "softmax",
+    feature = "norm",
+    feature = "reduce",
+    feature = "transpose",
+    feature = "cross_entropy"
+))]
 pub mod cpu;
 pub mod device;
 pub mod dist;
@@ -84,17 +118,20 @@ pub mod ptx;
 pub mod stream;
 pub mod view;
 
-#[cfg(feature = "library")]
-pub use api::{
-    add, add_with, cross_entropy, cross_entropy_mean, cross_entropy_mean_with, cross_entropy_with,
-    increment_by_one, increment_by_one_with, layer_norm, layer_norm_with, matmul, matmul_f32_out,
-    matmul_half_with, matmul_with, rms_norm, rms_norm_with, softmax, softmax_with,
-};
-#[cfg(feature = "library")]
-pub use api::{
-    argmax, argmax_axis, argmax_with, max, max_axis, max_with, sum, sum_axis, sum_with, transpose,
-    transpose_with,
-};
+#[cfg(feature = "add")]
+pub use api::{add, add_with, increment_by_one, increment_by_one_with};
+#[cfg(feature = "reduce")]
+pub use api::{argmax, argmax_axis, argmax_with, max, max_axis, max_with, sum, sum_axis, sum_with};
+#[cfg(feature = "cross_entropy")]
+pub use api::{cross_entropy, cross_entropy_mean, cross_entropy_mean_with, cross_entropy_with};
+#[cfg(feature = "norm")]
+pub use api::{layer_norm, layer_norm_with, rms_norm, rms_norm_with};
+#[cfg(feature = "matmul")]
+pub use api::{matmul, matmul_f32_out, matmul_half_with, matmul_with};
+#[cfg(feature = "softmax")]
+pub use api::{softmax, softmax_with};
+#[cfg(feature = "transpose")]
+pub use api::{transpose, transpose_with};
 pub use buffer::Element;
 pub use buffer::{DeviceMatrix, DeviceVec};
 pub use device::Gpu;
@@ -102,28 +139,36 @@ pub use error::{Error, Result};
 pub use gpukern_device::launch::Launcher;
 pub use graph::{Graph, GraphBuffers};
 pub use half::{bf16, f16};
-#[cfg(feature = "library")]
+#[cfg(any(
+    feature = "add",
+    feature = "matmul",
+    feature = "softmax",
+    feature = "norm",
+    feature = "reduce",
+    feature = "transpose",
+    feature = "cross_entropy"
+))]
 pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
 #[doc(hidden)]
 pub use module::launch_count::{cuda_launch_counts, sim_launch_counts};
 pub use module::{Cooperative, Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
-#[cfg(feature = "library")]
+#[cfg(feature = "add")]
 pub use ops::add::AddAlgorithm;
-#[cfg(feature = "library")]
+#[cfg(feature = "cross_entropy")]
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
-#[cfg(feature = "library")]
+#[cfg(feature = "matmul")]
 pub use ops::matmul::{
     HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile, tf32_error_factor,
 };
-#[cfg(feature = "library")]
+#[cfg(feature = "norm")]
 pub use ops::norm::{NormAlgorithm, NormElement};
-#[cfg(feature = "library")]
+#[cfg(feature = "reduce")]
 pub use ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
-#[cfg(feature = "library")]
+#[cfg(feature = "softmax")]
 pub use ops::softmax::SoftmaxAlgorithm;
-#[cfg(feature = "library")]
+#[cfg(feature = "transpose")]
 pub use ops::transpose::TransposeAlgorithm;
 pub use pinned::PinnedBuffer;
 pub use stream::Event;

@@ -15,7 +15,8 @@ mod split;
 pub use load::{EntryModules, PtxModule, PtxSet, entry_names};
 pub(crate) use load::{Function, Functions};
 
-/// gpukern's kernels, every architecture built.
+/// gpukern's kernels, every architecture built: the families whose features are enabled (all of
+/// them with `library`, the default), none without any.
 pub static KERNELS: PtxSet = crate::include_ptx!(kernels_gpu);
 
 /// All modules of gpukern's kernels, oldest architecture first.

@@ -7,6 +7,8 @@
 #   3. cargo fmt --check, cargo clippy -D warnings, cargo doc (no warnings), cargo test, over the
 #      one workspace (gpukern, gpukern-build, gpukern-device and its checks, kernels-gpu,
 #      examples/custom-kernels), sharing one target directory;
+#      and gpukern checked with each kernel-family feature alone and with none
+#      (scripts/check-features.sh);
 #   4. examples/custom-kernels copied outside the repository and built as a user's crate
 #      (scripts/outside-crate.sh), run in the simulator with its tests.
 # At the end it prints how long each step took.
@@ -84,6 +86,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 # The API docs build without warnings: no broken or private intra-doc links.
 step "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+
+# gpukern with each kernel-family feature alone and with none: no errors, no warnings (cargo
+# check, no PTX built; a few seconds per feature set).
+step "features"
+bash scripts/check-features.sh
 
 step "build the tests"
 cargo test --workspace --no-run

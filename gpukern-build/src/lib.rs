@@ -12,7 +12,9 @@
 //! For each architecture (default `sm_80`, or [`Builder::archs`], or `GPUKERN_PTX_ARCHS`), a nested
 //! `cargo rustc --target nvptx64-nvidia-cuda -Zbuild-std=core -- --emit=asm` on the pinned
 //! nightly (installed through rustup, with a message, if it is missing), all architectures at
-//! once, each in a target directory of its own. The PTX is cached under a hash of everything it
+//! once, each in a target directory of its own, with the kernel crate's default features or the
+//! list given to [`Builder::features`] (a crate whose kernel families are features builds only the
+//! ones its user enabled). The PTX is cached under a hash of everything it
 //! depends on (module `hash`) in `<target dir>/gpukern-ptx/` (or `GPUKERN_PTX_CACHE`), shared by the
 //! debug, release, clippy and test builds: a build that changes only host code compiles no
 //! kernel. Kernels marked `#[kernel(launch_bounds(..))]` get their `.maxntid` and
@@ -59,6 +61,10 @@ const POSTPROCESS: &str = "launch-bounds-1";
 /// A folder of PTX built elsewhere (`<crate>-<key>-<arch>.ptx`, the cache's names): where it is
 /// set, the PTX is taken from there and never built, so no nightly is needed (CI, offline).
 pub const PTX_DIR_ENV: &str = "GPUKERN_PTX_DIR";
+/// Set to `1`, every build writes its crate's `PtxSet` with no PTX, as [`Builder::without_ptx`]
+/// does, building nothing: for `cargo check` of host code (over feature combinations, say), where
+/// the PTX would be built and never used. The kernels then run only in the simulator.
+pub const PTX_SKIP_ENV: &str = "GPUKERN_PTX_SKIP";
 
 /// Why the PTX build failed; its text says what to do.
 #[derive(Debug)]
@@ -104,6 +110,7 @@ pub struct Builder {
     arch_specific: bool,
     prebuilt: Option<PathBuf>,
     without_ptx: bool,
+    features: Option<Vec<String>>,
 }
 
 impl Builder {
@@ -116,6 +123,7 @@ impl Builder {
             arch_specific: false,
             prebuilt: None,
             without_ptx: false,
+            features: None,
         }
     }
 
@@ -134,6 +142,27 @@ impl Builder {
     /// feature leaves its kernels out.
     pub fn without_ptx(mut self) -> Builder {
         self.without_ptx = true;
+        self
+    }
+
+    /// Compiles the kernel crate with exactly these cargo features: its default features off and
+    /// these on (`--no-default-features --features a,b` in the nested build), so that a crate
+    /// whose kernel families are features builds only the ones its user asked for. The list is
+    /// part of the cache key: each set of features has its own cached PTX. Without this call the
+    /// crate's default features are built; an empty list builds it with no features at all.
+    ///
+    /// ```no_run
+    /// // In build.rs, the kernel crate's families that this crate's own features enabled:
+    /// let families: Vec<&str> = ["matmul", "softmax"]
+    ///     .into_iter()
+    ///     .filter(|f| std::env::var_os(format!("CARGO_FEATURE_{}", f.to_uppercase())).is_some())
+    ///     .collect();
+    /// if let Err(e) = gpukern_build::Builder::new("kernels").features(&families).build() {
+    ///     e.exit();
+    /// }
+    /// ```
+    pub fn features(mut self, features: &[&str]) -> Builder {
+        self.features = Some(features.iter().map(|f| f.to_string()).collect());
         self
     }
 
@@ -178,9 +207,10 @@ impl Builder {
         let krate = manifest_dir.join(&self.krate);
         let dir = out.join("gpukern_ptx");
         fs::create_dir_all(&dir).or_else(|e| err(format!("creating {}: {e}", dir.display())))?;
-        if self.without_ptx {
+        if self.without_ptx || env::var_os(PTX_SKIP_ENV).is_some_and(|v| v == "1") {
             let name = lib_name(&krate)?;
             write_table(&dir.join(format!("{name}.rs")), &name, &[])?;
+            println!("cargo:rerun-if-env-changed={PTX_SKIP_ENV}");
             return Ok(Vec::new());
         }
         if !krate.join("Cargo.toml").is_file() {
@@ -203,7 +233,7 @@ impl Builder {
         if let Some(lock) = &lock {
             directives.push(format!("cargo:rerun-if-changed={}", lock.display()));
         }
-        for var in [ARCHS_ENV, cache::CACHE_ENV, PTX_DIR_ENV] {
+        for var in [ARCHS_ENV, cache::CACHE_ENV, PTX_DIR_ENV, PTX_SKIP_ENV] {
             directives.push(format!("cargo:rerun-if-env-changed={var}"));
         }
 
@@ -218,12 +248,12 @@ impl Builder {
         {
             archs.push(("sm_90a".to_string(), (9, 0)));
         }
-        let key = hash::source_hash(
-            &krate,
-            &inputs,
-            lock.as_deref(),
-            &[NIGHTLY, RUSTFLAGS, POSTPROCESS],
-        )?;
+        let feature_args = cargo_feature_args(self.features.as_deref());
+        // Only a chosen feature list enters the key: a crate that never calls `features` keeps
+        // the cache entries it had.
+        let mut key_parts = vec![NIGHTLY, RUSTFLAGS, POSTPROCESS];
+        key_parts.extend(feature_args.iter().map(String::as_str));
+        let key = hash::source_hash(&krate, &inputs, lock.as_deref(), &key_parts)?;
         let name = lib_name(&krate)?;
         let file_name = |arch: &str| format!("{name}-{key:016x}-{arch}.ptx");
         let prebuilt = env::var_os(PTX_DIR_ENV)
@@ -264,8 +294,8 @@ impl Builder {
                     .iter()
                     .map(|&arch| {
                         let (krate, cache, dest) = (&krate, &cache, entry(arch));
-                        let lock = lock.as_deref();
-                        s.spawn(move || build_ptx(krate, lock, cache, arch, &dest))
+                        let (lock, features) = (lock.as_deref(), &feature_args);
+                        s.spawn(move || build_ptx(krate, lock, features, cache, arch, &dest))
                     })
                     .collect();
                 jobs.into_iter()
@@ -372,6 +402,7 @@ fn write_table(file: &Path, krate: &str, modules: &[Module]) -> Result<(), Build
 fn build_ptx(
     krate: &Path,
     lock: Option<&Path>,
+    features: &[String],
     cache: &Path,
     arch: &str,
     dest: &Path,
@@ -390,6 +421,7 @@ fn build_ptx(
     let output = nightly::command("rustup")
         .args(["run", NIGHTLY, "cargo", "rustc", "--quiet", "--release", "--lib"])
         .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
+        .args(features)
         .arg("--config")
         .arg(format!(
             "resolver.lockfile-path={:?}",
@@ -432,6 +464,20 @@ fn build_ptx(
     let tmp = dest.with_extension(format!("tmp{}", std::process::id()));
     fs::write(&tmp, ptx).or_else(|e| err(format!("writing {}: {e}", tmp.display())))?;
     fs::rename(&tmp, dest).or_else(|e| err(format!("renaming {}: {e}", tmp.display())))
+}
+
+/// The nested cargo's feature arguments for [`Builder::features`]' list: none for the crate's
+/// defaults, else `--no-default-features`, then `--features a,b` unless the list is empty.
+fn cargo_feature_args(features: Option<&[String]>) -> Vec<String> {
+    let Some(features) = features else {
+        return Vec::new();
+    };
+    let mut args = vec!["--no-default-features".to_string()];
+    if !features.is_empty() {
+        args.push("--features".to_string());
+        args.push(features.join(","));
+    }
+    args
 }
 
 /// The kernel crate's library name as rustc writes it (`[package] name` with `-` as `_`; a
@@ -559,6 +605,27 @@ mod tests {
             manifest_path_dependencies(manifest),
             vec!["../gpukern-device", "sim", "../other"]
         );
+    }
+
+    #[test]
+    fn a_feature_list_turns_the_defaults_off_and_names_the_features() {
+        assert!(cargo_feature_args(None).is_empty());
+        assert_eq!(cargo_feature_args(Some(&[])), vec!["--no-default-features"]);
+        let features = ["matmul".to_string(), "softmax".to_string()];
+        assert_eq!(
+            cargo_feature_args(Some(&features)),
+            vec!["--no-default-features", "--features", "matmul,softmax"]
+        );
+    }
+
+    #[test]
+    fn the_feature_list_is_kept_in_order_by_the_builder() {
+        let builder = Builder::new("k").features(&["reduce", "add"]);
+        assert_eq!(
+            builder.features,
+            Some(vec!["reduce".to_string(), "add".to_string()])
+        );
+        assert_eq!(Builder::new("k").features, None);
     }
 
     #[test]

@@ -421,15 +421,16 @@ unsafe fn launch_on_device(
 }
 
 /// The error for a kernel the module's PTX lacks: none was built into the program (gpukern's own
-/// kernels without the `library` feature), or it is of another version of the crate.
+/// kernels without the `library` or a family feature), or it is of another version of the crate.
 fn missing_entry(module: &Module, kernel: &'static str) -> Error {
     let detail = if module.kernel_names().is_empty() {
         format!(
             "the PTX of `{}` was not built into this program{}",
             module.krate,
             if module.krate == crate::ptx::KERNELS.krate {
-                ": gpukern's own kernels need its `library` feature (on by default; enable it, or \
-                 run them in the simulator)"
+                ": gpukern's own kernels need its `library` feature (on by default) or their \
+                 family's (`matmul`, `softmax`, ...), and a build without `GPUKERN_PTX_SKIP=1`; \
+                 enable it, or run them in the simulator"
             } else {
                 ""
             }

@@ -4,24 +4,33 @@
 //! `kernels.rs` (the plan's kernel, launched through the launchers `#[kernel]` generates). A
 //! family with more to say has a file per idea beside them (`reduce/axis.rs`,
 //! `softmax/grid_row.rs`, `matmul/wgmma.rs`). Launch shapes come from [`crate::launch_config`],
-//! device facts from [`crate::device`].
+//! device facts from [`crate::device`]. Each family is compiled with the cargo feature of its
+//! name only (all of them with `library`, the default).
 
-#[cfg(feature = "library")]
+#[cfg(feature = "add")]
 pub mod add;
-#[cfg(feature = "library")]
+#[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
-#[cfg(feature = "library")]
+#[cfg(feature = "matmul")]
 pub mod matmul;
-#[cfg(feature = "library")]
+#[cfg(feature = "norm")]
 pub mod norm;
-#[cfg(feature = "library")]
+#[cfg(feature = "reduce")]
 pub mod reduce;
-#[cfg(feature = "library")]
+#[cfg(feature = "softmax")]
 pub mod softmax;
-#[cfg(feature = "library")]
+#[cfg(feature = "transpose")]
 pub mod transpose;
 
-#[cfg(feature = "library")]
+// Every family but reduce checks two operands' shapes.
+#[cfg(any(
+    feature = "add",
+    feature = "cross_entropy",
+    feature = "matmul",
+    feature = "norm",
+    feature = "softmax",
+    feature = "transpose"
+))]
 pub(crate) use crate::error::same_shape;
 
 #[cfg(test)]
@@ -58,5 +67,48 @@ mod tests {
             families, 7,
             "add, cross_entropy, matmul, norm, reduce, softmax, transpose"
         );
+    }
+
+    /// Every family folder is a cargo feature of gpukern (enabling kernels-gpu's feature of the
+    /// same name) and of kernels-gpu, is in `library`, and is one of the features `build.rs`
+    /// hands to the PTX build: a family added without its feature would be compiled out.
+    #[test]
+    fn every_family_is_a_feature_all_the_way_down() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let read = |path: &str| fs::read_to_string(root.join(path)).expect("a manifest or build script");
+        let (host, kernels, build) = (
+            read("Cargo.toml"),
+            read("kernels-gpu/Cargo.toml"),
+            read("build.rs"),
+        );
+        let feature = |manifest: &str, name: &str| {
+            manifest
+                .lines()
+                .find(|l| l.starts_with(&format!("{name} = [")))
+                .map(str::to_string)
+        };
+        let library = feature(&host, "library").expect("gpukern's `library` feature");
+        for entry in fs::read_dir(root.join("host/ops")).expect("host/ops") {
+            let dir = entry.expect("an entry").path();
+            if !dir.is_dir() {
+                continue;
+            }
+            let family = dir.file_name().and_then(|n| n.to_str()).expect("a family name");
+            let quoted = format!("\"{family}\"");
+            let own = feature(&host, family).unwrap_or_else(|| panic!("gpukern has no `{family}` feature"));
+            assert!(
+                own.contains(&format!("\"kernels-gpu/{family}\"")),
+                "gpukern's `{family}` feature does not enable kernels-gpu's: {own}"
+            );
+            assert!(
+                feature(&kernels, family).is_some(),
+                "kernels-gpu has no `{family}` feature"
+            );
+            assert!(library.contains(&quoted), "`library` lacks `{family}`: {library}");
+            assert!(
+                build.contains(&quoted),
+                "build.rs does not pass `{family}` to the PTX build"
+            );
+        }
     }
 }

@@ -12,7 +12,9 @@
 //! A module per kernel family, a folder with a file per rung of its ladder from the tutorial
 //! version to faster ones ([`matmul`], [`softmax`], [`norm`], [`reduce`], [`transpose`],
 //! [`cross_entropy`]) or a single file ([`add`]); and [`grid_check`], a check of the grid-wide
-//! barrier on the GPU. Each kernel is declared once: where its variants differ in an element type
+//! barrier on the GPU. Each module is behind the cargo feature of its name, all on by default, so
+//! that a crate using some families compiles (and gpukern embeds the PTX of) only those;
+//! `cross_entropy` enables `softmax`, whose row statistics and split-stats kernel it reuses. Each kernel is declared once: where its variants differ in an element type
 //! or a knob (vectors per thread, a tiling, a cache hint) it is a generic `#[kernel]` whose named
 //! instances are the entry points (`rms_norm_rows16_f32` is `norm::rms_norm_rows::<f32, 4, PLAIN>`), and
 //! each kernel states its block size and barrier count in its attribute, the registry's facts the
@@ -28,10 +30,15 @@ pub use gpukern_device as gpu;
 /// `for $k in 0..$n { $body }` with `$n <= 8`, unrolled by hand so that `$k` is a literal in
 /// each copy: register arrays indexed by `$k` stay in registers (LLVM's own full unrolling gives
 /// up on 8 copies of a body with an exponential, and the array then goes to local memory). Used
-/// by [`softmax`] and [`matmul::tf32`]; defined here so that both modules see it.
+/// by the softmax, matmul, norm and reduce families; defined here so that all of them see it.
 ///
 /// A literal count of 2 writes the body out twice, not eight times guarded: the type checker's
 /// time on the kernel crate goes with the number of copies (the code generated is the same).
+// Unused when only families without it (add, transpose) are enabled.
+#[cfg_attr(
+    not(any(feature = "softmax", feature = "matmul", feature = "norm", feature = "reduce")),
+    allow(unused_macros)
+)]
 macro_rules! unroll_8 {
     (2, |$k:ident| $body:block) => {{
         unroll_8!(@one 2, $k, 0, $body);
@@ -55,13 +62,21 @@ macro_rules! unroll_8 {
     };
 }
 
+#[cfg(feature = "add")]
 pub mod add;
+#[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
+#[cfg(feature = "grid_check")]
 pub mod grid_check;
+#[cfg(feature = "matmul")]
 pub mod matmul;
+#[cfg(feature = "norm")]
 pub mod norm;
+#[cfg(feature = "reduce")]
 pub mod reduce;
+#[cfg(feature = "softmax")]
 pub mod softmax;
+#[cfg(feature = "transpose")]
 pub mod transpose;
 
 /// The simulator of `gpukern-device`.

@@ -10,7 +10,7 @@ use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES, WARP_BLOCK, WARP
 
 use super::plan::{LoopKind, NormPlan, RowsWidth};
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
-use crate::device::Gpu;
+use crate::device::{Backend, Gpu};
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 use crate::module::Module;
@@ -265,6 +265,15 @@ pub(crate) unsafe fn layer<T: Element>(
 }
 
 impl Gpu {
+    /// Whether this `Gpu` can launch `kernel`: always in the simulator; on CUDA when the loaded
+    /// module of gpukern's kernels has it (the ring kernels are in the `sm_90a` module only).
+    pub(super) fn has_norm_kernel(&self, kernel: &Kernel) -> bool {
+        match &self.backend {
+            Backend::Simulator => true,
+            Backend::Cuda(_) => self.library().has_entry(kernel.name),
+        }
+    }
+
     /// Launches `plan` on checked operands (`rows, cols >= 1`) into `y`: the plan's launch
     /// shape, then its kernel.
     pub(super) fn launch_norm_plan<T: NormElement>(

@@ -229,8 +229,9 @@ impl Gpu {
             self.max_block_threads(kernels.kernel(probe, layer))
         };
         let mut plan = NormPlan::choose::<T>(algorithm, cols, aligned, layer, max_threads);
-        if matches!(plan, NormPlan::Ring { .. }) && !self.has_wgmma() {
-            // The ring kernels are in the sm_90a module only.
+        if matches!(plan, NormPlan::Ring { .. }) && !self.has_norm_kernel(kernels.kernel(plan, layer)) {
+            // The ring kernels are in the sm_90a module only (probed by their own entry, not by
+            // matmul's wgmma one: matmul may be compiled out).
             plan = NormPlan::choose::<T>(NormAlgorithm::InRegisters, cols, aligned, layer, max_threads);
         }
         self.launch_norm_plan(op, plan, ops, y)

@@ -23,7 +23,7 @@ use crate::kernel;
 pub const VEC_BLOCK: u32 = 256;
 
 /// 4-float vectors each thread loads per sweep before it combines any: 64 bytes in flight per
-/// thread, as in [`crate::add::VEC_UNROLL`].
+/// thread, as in the add family's `VEC_UNROLL`.
 pub const VEC_UNROLL: usize = 4;
 
 /// Vectors one block covers per sweep.
