@@ -10,8 +10,10 @@
 //! for every finite value, subnormals and rounding ties included, and for infinities; a NaN stays
 //! a NaN, its payload may differ (the GPU's `cvt.rn` returns the canonical NaN).
 //!
-//! f64 needs no helper: `x as f32` is `cvt.rn.f32.f64` and `x as f64` is `cvt.f64.f32`, the same
-//! rounding as on the CPU.
+//! f64 needs no helper on the device: `x as f32` is `cvt.rn.f32.f64` and `x as f64` is
+//! `cvt.f64.f32`, the same rounding as on the CPU. On the host, [`f64_to_f16`] and
+//! [`f64_to_bf16`] round an f64 once to 16 bits (the simulator's model of the packed
+//! instructions, and references in tests): `half`'s own `from_f64` does not, see them.
 
 use crate::mem;
 use half::{bf16, f16};
@@ -104,6 +106,64 @@ pub fn f32_to_bf16(x: f32) -> bf16 {
     {
         bf16::from_f32(x)
     }
+}
+
+/// `x` rounded once to the nearest 16-bit value whose bits `from_f32` and `to_f64` convert
+/// (ties to even), `overflow` the magnitude from which it is infinite: the neighbours of
+/// `from_f32(x as f32)` (within one step of the answer) compared exactly in f64.
+#[cfg(not(target_arch = "nvptx64"))]
+fn nearest_16(x: f64, from_f32: fn(f32) -> u16, to_f64: fn(u16) -> f64, overflow: f64) -> u16 {
+    let guess = from_f32(x as f32);
+    if !x.is_finite() {
+        return guess;
+    }
+    if x.abs() >= overflow {
+        // At or past the midpoint between the largest finite value and the next power of two.
+        return from_f32(x.signum() as f32 * f32::INFINITY);
+    }
+    let mut best = guess;
+    for bits in [guess.wrapping_sub(1), guess.wrapping_add(1)] {
+        let (value, now) = (to_f64(bits), to_f64(best));
+        if !value.is_finite() {
+            continue;
+        }
+        let (d, dn) = ((x - value).abs(), (x - now).abs());
+        if d < dn || (d == dn && bits & 1 == 0) {
+            best = bits;
+        }
+    }
+    best
+}
+
+/// `x` rounded once to the nearest f16, ties to even; infinite from 65520 (the midpoint between
+/// 65504, the largest finite f16, and 65536) on. Host only.
+///
+/// `half`'s `f16::from_f64` is not this: its fallback drops the low 32 bits of the f64 before
+/// rounding, so a value just past a tie rounds as the tie (`4.62890625 * -0.06793212890625 +
+/// 4.62890625` to 4.3125, where `fma.rn.f16x2` on the H200 gives the right 4.31640625).
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn f64_to_f16(x: f64) -> f16 {
+    let bits = nearest_16(
+        x,
+        |v| f16::from_f32(v).to_bits(),
+        |b| f64::from(f16::from_bits(b).to_f32()),
+        65520.0,
+    );
+    f16::from_bits(bits)
+}
+
+/// `x` rounded once to the nearest bf16, ties to even; infinite from the midpoint between the
+/// largest finite bf16, `(2 - 2^-7) 2^127`, and `2^128` on. Host only; `half`'s `bf16::from_f64`
+/// has the fallback of [`f64_to_f16`]'s note.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn f64_to_bf16(x: f64) -> bf16 {
+    let bits = nearest_16(
+        x,
+        |v| bf16::from_f32(v).to_bits(),
+        |b| f64::from(bf16::from_bits(b).to_f32()),
+        (2.0 - 2f64.powi(-8)) * 2f64.powi(127),
+    );
+    bf16::from_bits(bits)
 }
 
 /// `[lo, hi]` rounded to f16 and packed into 32 bits, `lo` in the low half (the element at the

@@ -14,7 +14,7 @@
 
 use gpukern_device::math::packed::{Bf16x2, F16x2};
 use gpukern_device::math::{accurate, fast};
-use gpukern_device::{bf16, f16};
+use gpukern_device::{bf16, convert, f16};
 
 /// The distance from `got` to `exact` in units of the last place of f32 at `exact` (subnormal
 /// spacing below `f32::MIN_POSITIVE`). Infinities and NaN must match exactly (0 or `inf`).
@@ -245,6 +245,32 @@ fn max_num(a: f64, b: f64) -> f64 {
     }
 }
 
+/// `convert::f64_to_f16` / `f64_to_bf16` round once: a value just past a tie goes up, a tie to
+/// the even neighbour, the overflow midpoint to infinity and just below it to the largest finite
+/// value, subnormals and signed zeros as they are.
+#[test]
+fn f64_to_16_bits_rounds_once() {
+    let h = |x: f64| convert::f64_to_f16(x).to_f32();
+    // 4.314453125 is the tie between 4.3125 and 4.31640625 (spacing 2^-8).
+    assert_eq!(h(4.314_453_125 + 2f64.powi(-20)), 4.316_406_3);
+    assert_eq!(h(4.314_453_125 - 2f64.powi(-20)), 4.3125);
+    assert_eq!(h(4.314_453_125), 4.3125); // even
+    assert_eq!(h(1.0 + 3.0 * 2f64.powi(-11)), 1.0 + 2f32.powi(-9)); // tie, odd below: up
+    assert_eq!(h(65519.999), 65504.0);
+    assert_eq!(h(65520.0), f32::INFINITY);
+    assert_eq!(h(-65520.0), f32::NEG_INFINITY);
+    assert_eq!(h(2f64.powi(-25) + 2f64.powi(-40)), 2f32.powi(-24)); // past half the least subnormal
+    assert_eq!(h(2f64.powi(-25)).to_bits(), 0.0f32.to_bits()); // the tie to zero, even
+    assert_eq!(h(-1e-30).to_bits(), (-0.0f32).to_bits());
+    assert!(h(f64::NAN).is_nan());
+    let b = |x: f64| convert::f64_to_bf16(x).to_f32();
+    // 1 + 2^-8 is the tie between 1 and 1 + 2^-7.
+    assert_eq!(b(1.0 + 2f64.powi(-8) + 2f64.powi(-40)), 1.0 + 2f32.powi(-7));
+    assert_eq!(b(1.0 + 2f64.powi(-8)), 1.0);
+    assert_eq!(b(-(1.0 + 2f64.powi(-8) + 2f64.powi(-40))), -(1.0 + 2f32.powi(-7)));
+    assert_eq!(b(f64::from(f32::MAX)), f32::INFINITY);
+}
+
 /// An fma whose exact result lies just past a tie of two f16 values (seen on the H200, where
 /// `fma.rn.f16x2` gives the upper one): the model rounds the exact value once, as the device does.
 #[test]
@@ -283,7 +309,7 @@ fn packed_pairs_round_each_lane_once() {
         .collect();
     let b16 = |v: f32| bf16::from_f32(v).to_f32();
     let bvalues: Vec<f32> = values.iter().map(|&v| b16(v)).collect();
-    let bround = |x: f64| bf16::from_f64(x).to_f32();
+    let bround = |x: f64| convert::f64_to_bf16(x).to_f32();
     let (bmake, bread) = (Bf16x2::from_f32, Bf16x2::to_f32);
     packed_matches(
         "bf16x2 add",
@@ -340,7 +366,7 @@ fn packed_pairs_round_each_lane_once() {
 
     let h16 = |v: f32| f16::from_f32(v).to_f32();
     let hvalues: Vec<f32> = values.iter().map(|&v| h16(v)).collect();
-    let hround = |x: f64| f16::from_f64(x).to_f32();
+    let hround = |x: f64| convert::f64_to_f16(x).to_f32();
     let (hmake, hread) = (F16x2::from_f32, F16x2::to_f32);
     packed_matches(
         "f16x2 fma",

@@ -201,7 +201,7 @@ packed_ops!(
     bf16,
     "bf16x2",
     |x| f64::from(x.to_f32()),
-    nearest_bf16,
+    crate::convert::f64_to_bf16,
     crate::convert::bf16_to_f32,
     crate::convert::pack_bf16x2,
     "tanh.approx.bf16x2",
@@ -214,69 +214,13 @@ packed_ops!(
     f16,
     "f16x2",
     |x| f64::from(x.to_f32()),
-    nearest_f16,
+    crate::convert::f64_to_f16,
     crate::convert::f16_to_f32,
     crate::convert::pack_f16x2,
     "tanh.approx.f16x2",
     "ex2.approx.f16x2",
     target_feature = "sm_80"
 );
-
-/// `x` rounded once to the nearest 16-bit value of a type (ties to even): the neighbours of
-/// `from_f32(x as f32)` (within one step of the answer) compared exactly in f64. `half`'s
-/// `from_f64` cannot be used: its fallback drops the low 32 bits of the f64 before rounding, so a
-/// value just past a tie rounds as the tie (on the H200, `fma.rn.f16x2` of `4.62890625 *
-/// -0.06793212890625 + 4.62890625` gave `4.31640625`, the right answer, where `f16::from_f64`
-/// gave `4.3125`).
-#[cfg(not(target_arch = "nvptx64"))]
-fn nearest_16(x: f64, from_f32: fn(f32) -> u16, to_f64: fn(u16) -> f64, overflow: f64) -> u16 {
-    let guess = from_f32(x as f32);
-    if !x.is_finite() {
-        return guess;
-    }
-    if x.abs() >= overflow {
-        // At or past the midpoint between the largest finite value and the next power of two.
-        return from_f32(x.signum() as f32 * f32::INFINITY);
-    }
-    let mut best = guess;
-    for bits in [guess.wrapping_sub(1), guess.wrapping_add(1)] {
-        let (value, now) = (to_f64(bits), to_f64(best));
-        if !value.is_finite() {
-            continue;
-        }
-        let (d, dn) = ((x - value).abs(), (x - now).abs());
-        if d < dn || (d == dn && bits & 1 == 0) {
-            best = bits;
-        }
-    }
-    best
-}
-
-/// [`nearest_16`] for bf16.
-#[cfg(not(target_arch = "nvptx64"))]
-fn nearest_bf16(x: f64) -> bf16 {
-    let bits = nearest_16(
-        x,
-        |v| bf16::from_f32(v).to_bits(),
-        |b| f64::from(bf16::from_bits(b).to_f32()),
-        // The largest finite bf16 is (2 - 2^-7) 2^127; the midpoint to 2^128:
-        (2.0 - 2f64.powi(-8)) * 2f64.powi(127),
-    );
-    bf16::from_bits(bits)
-}
-
-/// [`nearest_16`] for f16.
-#[cfg(not(target_arch = "nvptx64"))]
-fn nearest_f16(x: f64) -> f16 {
-    // The largest finite f16 is 65504; the midpoint to 65536 is 65520.
-    let bits = nearest_16(
-        x,
-        |v| f16::from_f32(v).to_bits(),
-        |b| f64::from(f16::from_bits(b).to_f32()),
-        65520.0,
-    );
-    f16::from_bits(bits)
-}
 
 /// The simulator's `max`: the larger, a NaN dropped (NaN only if both are), `-0 < +0`.
 #[cfg(not(target_arch = "nvptx64"))]

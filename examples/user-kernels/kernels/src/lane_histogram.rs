@@ -7,6 +7,12 @@
 //! the lane's own bank (word `row * 32 + lane`, four 8-bit counters a word), so every warp's
 //! update is one conflict-free pass; the byte counters are folded into the block's 32-bit
 //! totals before they can overflow.
+//!
+//! On the H200 it is the slower of the two, on 2^28 bytes: 1768 GB/s against 2190 for
+//! [`histogram`](fn@crate::histogram) (`bench/experiments/user-kernels/user-d0d5de9.jsonl`).
+//! ncu (`bench/experiments/h200-logs/d0d5de9-ncu-histogram_lanes.log`) shows why: the stalls on
+//! shared memory are gone, but 66.6 KB of shared memory a block leave 3 blocks of 8 warps per
+//! multiprocessor, and the folds add instructions. It stays as the measured rung.
 
 use gpukern_device::atomic::{self, Scope};
 use gpukern_device::shared::Array;

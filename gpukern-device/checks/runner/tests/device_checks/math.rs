@@ -9,7 +9,8 @@
 //!   NaN, infinities, subnormals) and random pairs: the correctly rounded ones bit for bit as the
 //!   simulator's model, the approximate ones within 2 ulp of the lane type.
 
-use gpukern::{Module, bf16};
+use gpukern::Module;
+use gpukern::gpukern_device::convert;
 use gpukern_device_checks::math::{
     ACCURATE, FAST, PACKED, math_accurate, math_div_fast, math_fast, math_packed, packed_op,
 };
@@ -275,9 +276,9 @@ const EDGES: [f32; 12] = [
 /// bf16); an exact value that rounds to infinity in the lane type must give that infinity.
 fn lane_ulps(got: f32, want: f64, f16: bool) -> f64 {
     let (mantissa, min_normal, rounded) = if f16 {
-        (10, -14, gpukern::f16::from_f64(want).to_f32())
+        (10, -14, convert::f64_to_f16(want).to_f32())
     } else {
-        (7, -126, bf16::from_f64(want).to_f32())
+        (7, -126, convert::f64_to_bf16(want).to_f32())
     };
     if want.is_nan() || got.is_nan() {
         return if want.is_nan() && got.is_nan() {
