@@ -6,7 +6,10 @@
 //! * `cargo run -p user-kernels --release --bin bench -- OUT.jsonl`: the kernels timed on the GPU
 //!   with the copy ceiling, as JSON Lines (`bench/run-user.sh` runs it beside the Python peers).
 
-use fast_kernels::{BINS, GELU_BLOCK, GELU_LANES, HIST_BLOCK, STENCIL_BLOCK, STENCIL_COLS, STENCIL_ROWS};
+use fast_kernels::{
+    BINS, COLUMN_BLOCK, COLUMN_COLS, COLUMN_ROWS, GELU_BLOCK, GELU_LANES, HIST_BLOCK, STENCIL_BLOCK,
+    STENCIL_COLS, STENCIL_ROWS,
+};
 use gpukern::{DeviceVec, LaunchConfig, Module, PtxSet, Result, bf16, gpukern_device::vector};
 
 pub mod reference;
@@ -58,6 +61,35 @@ pub fn stencil(
     unsafe { fast_kernels::stencil::launch(module, config, x, out, rows, cols) }
 }
 
+/// The same Jacobi step with [`fast_kernels::stencil_columns`](fn@fast_kernels::stencil_columns):
+/// one block per 32 x 1024 outputs, each thread a strip of 4 columns down 32 rows.
+pub fn stencil_columns(
+    module: &Module,
+    x: &DeviceVec<f32>,
+    out: &mut DeviceVec<f32>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    check_len("stencil_columns", x.len().min(out.len()), rows * cols)?;
+    let config = LaunchConfig {
+        grid: (
+            cols.div_ceil(COLUMN_COLS).max(1) as u32,
+            rows.div_ceil(COLUMN_ROWS).max(1) as u32,
+            1,
+        ),
+        block: (COLUMN_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: both hold `rows * cols` floats (separate buffers); the launch is the kernel's.
+    unsafe { fast_kernels::stencil_columns::launch(module, config, x, out, rows, cols) }
+}
+
+/// A Jacobi step's host function: [`stencil`] or [`stencil_columns`].
+pub type StencilFn = fn(&Module, &DeviceVec<f32>, &mut DeviceVec<f32>, usize, usize) -> Result<()>;
+
+/// The stencil's rungs, by name: the shared tile, then the register strips.
+pub const STENCILS: [(&str, StencilFn); 2] = [("stencil", stencil), ("stencil_columns", stencil_columns)];
+
 /// Blocks of the histogram per multiprocessor: enough resident threads to keep loads in flight
 /// (8 blocks of 256 threads fill a multiprocessor's 2048), few enough final flushes.
 const HIST_BLOCKS_PER_SM: usize = 8;
@@ -103,6 +135,42 @@ pub fn histogram_lanes_add(module: &Module, data: &DeviceVec<u8>, counts: &mut D
     // SAFETY: `data` holds `data.len()` bytes, `counts` 256 counters.
     unsafe { fast_kernels::histogram_lanes::launch(module, config, data, data.len(), counts) }
 }
+
+/// `counts` (256 bins, zeroed here) = the histogram of the bytes of `data` by the third rung,
+/// [`fast_kernels::histogram_spread`](fn@fast_kernels::histogram_spread): four copies of each
+/// warp's bins, interleaved across the banks.
+pub fn histogram_spread(module: &Module, data: &DeviceVec<u8>, counts: &mut DeviceVec<u32>) -> Result<()> {
+    *counts = module.gpu().zeros_of::<u32>(BINS)?;
+    histogram_spread_add(module, data, counts)
+}
+
+/// Adds the histogram of `data` to `counts` with
+/// [`fast_kernels::histogram_spread`](fn@fast_kernels::histogram_spread), on as many blocks as
+/// are resident at once (32 KB of shared memory a block), fewer for short data.
+pub fn histogram_spread_add(
+    module: &Module,
+    data: &DeviceVec<u8>,
+    counts: &mut DeviceVec<u32>,
+) -> Result<()> {
+    check_len("histogram_spread", counts.len(), BINS)?;
+    let pairs = data.len().div_ceil(32).max(1);
+    let config = module.grid_stride(&fast_kernels::histogram_spread::KERNEL, pairs, HIST_BLOCK, 0)?;
+    // SAFETY: `data` holds `data.len()` bytes, `counts` 256 counters.
+    unsafe { fast_kernels::histogram_spread::launch(module, config, data, data.len(), counts) }
+}
+
+/// A histogram's host functions: the whole (zeroing `counts`), then the added launch alone.
+pub type HistogramFns = (
+    fn(&Module, &DeviceVec<u8>, &mut DeviceVec<u32>) -> Result<()>,
+    fn(&Module, &DeviceVec<u8>, &mut DeviceVec<u32>) -> Result<()>,
+);
+
+/// The histogram's rungs, by name: per-warp bins, lane-private byte counters, spread copies.
+pub const HISTOGRAMS: [(&str, HistogramFns); 3] = [
+    ("histogram", (histogram, histogram_add)),
+    ("histogram_lanes", (histogram_lanes, histogram_lanes_add)),
+    ("histogram_spread", (histogram_spread, histogram_spread_add)),
+];
 
 /// An error unless a buffer of `len` elements holds the `needed` the shape asks for.
 fn check_len(op: &'static str, len: usize, needed: usize) -> Result<()> {

@@ -91,12 +91,15 @@ fn stencil(module: &Module, rows: usize, cols: usize) -> Res<()> {
         .collect();
     let gpu = module.gpu();
     let xd = gpu.upload(&x)?;
-    let mut out = gpu.zeros_of::<f32>(rows * cols)?;
-    user_kernels::stencil(module, &xd, &mut out, rows, cols)?;
     let want = reference::stencil(&x, rows, cols);
     let (atol, rtol) = reference::STENCIL_TOL;
-    let ratio = reference::worst_ratio(out.to_vec()?.iter().map(|&v| f64::from(v)), &want, atol, rtol);
-    check(&format!("stencil, {rows} x {cols}"), ratio)
+    for (name, stencil) in user_kernels::STENCILS {
+        let mut out = gpu.zeros_of::<f32>(rows * cols)?;
+        stencil(module, &xd, &mut out, rows, cols)?;
+        let ratio = reference::worst_ratio(out.to_vec()?.iter().map(|&v| f64::from(v)), &want, atol, rtol);
+        check(&format!("{name}, {rows} x {cols}"), ratio)?;
+    }
+    Ok(())
 }
 
 fn histogram(module: &Module, n: usize) -> Res<()> {
@@ -106,16 +109,13 @@ fn histogram(module: &Module, n: usize) -> Res<()> {
     let dd = gpu.upload(&data)?;
     let mut counts = gpu.zeros_of::<u32>(256)?;
     let want = reference::histogram(&data);
-    user_kernels::histogram(module, &dd, &mut counts)?;
-    let exact = counts.to_vec()? == want;
-    check(
-        &format!("histogram, {n} bytes"),
-        if exact { 0.0 } else { f64::INFINITY },
-    )?;
-    user_kernels::histogram_lanes(module, &dd, &mut counts)?;
-    let exact = counts.to_vec()? == want;
-    check(
-        &format!("histogram_lanes, {n} bytes"),
-        if exact { 0.0 } else { f64::INFINITY },
-    )
+    for (name, (histogram, _)) in user_kernels::HISTOGRAMS {
+        histogram(module, &dd, &mut counts)?;
+        let exact = counts.to_vec()? == want;
+        check(
+            &format!("{name}, {n} bytes"),
+            if exact { 0.0 } else { f64::INFINITY },
+        )?;
+    }
+    Ok(())
 }

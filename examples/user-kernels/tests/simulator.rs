@@ -56,24 +56,36 @@ fn bias_gelu_matches_the_reference_on_ragged_shapes() {
 fn stencil_matches_the_reference_on_ragged_grids() {
     let module = simulator();
     let mut r = noise(5);
-    // Rows and columns below, at and past a tile (32 x 128), aligned (cols % 4 == 0) or not.
-    for (rows, cols) in [(1, 1), (2, 3), (3, 5), (33, 129), (40, 260), (35, 131), (70, 256)] {
+    // Rows and columns below, at and past a tile (32 x 128; 32 x 1024 for the strips), aligned
+    // (cols % 4 == 0) or not.
+    for (rows, cols) in [
+        (1, 1),
+        (2, 3),
+        (3, 5),
+        (33, 129),
+        (40, 260),
+        (35, 131),
+        (70, 256),
+        (3, 1030),
+    ] {
         let x: Vec<f32> = (0..rows * cols)
             .map(|_| (r() % 1000) as f32 / 250.0 - 2.0)
             .collect();
         let gpu = module.gpu();
         let xd = gpu.upload(&x).unwrap();
-        let mut out = gpu.upload(&vec![f32::NAN; rows * cols]).unwrap();
-        user_kernels::stencil(&module, &xd, &mut out, rows, cols).unwrap();
         let want = reference::stencil(&x, rows, cols);
         let (atol, rtol) = reference::STENCIL_TOL;
-        let ratio = reference::worst_ratio(
-            out.to_vec().unwrap().iter().map(|&v| f64::from(v)),
-            &want,
-            atol,
-            rtol,
-        );
-        assert!(ratio <= 1.0, "{rows} x {cols}: {ratio} of the tolerance");
+        for (name, stencil) in user_kernels::STENCILS {
+            let mut out = gpu.upload(&vec![f32::NAN; rows * cols]).unwrap();
+            stencil(&module, &xd, &mut out, rows, cols).unwrap();
+            let ratio = reference::worst_ratio(
+                out.to_vec().unwrap().iter().map(|&v| f64::from(v)),
+                &want,
+                atol,
+                rtol,
+            );
+            assert!(ratio <= 1.0, "{name}, {rows} x {cols}: {ratio} of the tolerance");
+        }
     }
 }
 
@@ -86,14 +98,14 @@ fn histogram_counts_every_byte_once() {
         let gpu = module.gpu();
         let dd = gpu.upload(&data).unwrap();
         let mut counts = gpu.zeros_of::<u32>(256).unwrap();
-        user_kernels::histogram(&module, &dd, &mut counts).unwrap();
-        assert_eq!(counts.to_vec().unwrap(), reference::histogram(&data), "{n} bytes");
-        user_kernels::histogram_lanes(&module, &dd, &mut counts).unwrap();
-        assert_eq!(
-            counts.to_vec().unwrap(),
-            reference::histogram(&data),
-            "lanes, {n} bytes"
-        );
+        for (name, (histogram, _)) in user_kernels::HISTOGRAMS {
+            histogram(&module, &dd, &mut counts).unwrap();
+            assert_eq!(
+                counts.to_vec().unwrap(),
+                reference::histogram(&data),
+                "{name}, {n} bytes"
+            );
+        }
     }
 }
 
@@ -295,7 +307,17 @@ fn the_ptx_assembles_for_every_architecture_without_spills_or_stack() {
     for module in KERNELS.modules {
         let mut names = gpukern::ptx::entry_names(module.ptx);
         names.sort_unstable();
-        assert_eq!(names, ["bias_gelu", "histogram", "histogram_lanes", "stencil"]);
+        assert_eq!(
+            names,
+            [
+                "bias_gelu",
+                "histogram",
+                "histogram_lanes",
+                "histogram_spread",
+                "stencil",
+                "stencil_columns"
+            ]
+        );
         let file =
             std::env::temp_dir().join(format!("user-kernels-{}-{}.ptx", module.arch, std::process::id()));
         std::fs::write(&file, module.ptx).unwrap();

@@ -1,10 +1,13 @@
 //! Three kernels a user writes with gpukern-device's public vocabulary, fast without writing the
 //! hardware's details by hand: bias + GELU on bf16 rows ([`bias_gelu`](fn@bias_gelu): `vector::map`
 //! and `math::fast::tanh`), a 5-point Jacobi stencil with a shared tile
-//! ([`stencil`](fn@stencil): `shared::Tile`, vectors, `warp` shuffles) and a 256-bin histogram of
+//! ([`stencil`](fn@stencil): `shared::Tile`, vectors, `warp` shuffles; its second rung
+//! [`stencil_columns`](fn@stencil_columns): a strip of rows per thread in registers, no shared tile) and a 256-bin histogram of
 //! bytes ([`histogram`](fn@histogram): `shared::Array::atomic_add` into per-warp bins, then one
 //! global atomic per bin and block; its second rung [`histogram_lanes`](fn@histogram_lanes): each lane's
-//! own 8-bit counters in its own bank, folded into 32-bit totals every few trips).
+//! own 8-bit counters in its own bank, folded into 32-bit totals every few trips; its third rung
+//! [`histogram_spread`](fn@histogram_spread): four copies of each warp's bins, interleaved across
+//! banks).
 //!
 //! On `nvptx64` this crate is `no_std` and each `#[kernel]` is a PTX entry point; on the host each
 //! kernel is a plain `unsafe fn` the simulator runs, with its launcher next to it.
@@ -13,9 +16,13 @@
 mod byte_histogram;
 mod gelu;
 mod jacobi;
+mod jacobi_columns;
 mod lane_histogram;
+mod spread_histogram;
 
 pub use byte_histogram::*;
 pub use gelu::*;
 pub use jacobi::*;
+pub use jacobi_columns::*;
 pub use lane_histogram::*;
+pub use spread_histogram::*;

@@ -243,25 +243,32 @@ fn stencil(run: &mut Run, module: &Module, flush: &mut DeviceVec<f32>, rows: usi
         .collect();
     let gpu = module.gpu();
     let xd = gpu.upload(&x)?;
-    let mut out = gpu.zeros_of::<f32>(rows * cols)?;
-    user_kernels::stencil(module, &xd, &mut out, rows, cols)?;
     let want = reference::stencil(&x, rows, cols);
-    let got: Vec<f64> = out.to_vec()?.iter().map(|&v| f64::from(v)).collect();
     let (atol, rtol) = reference::STENCIL_TOL;
     let shape = format!("{rows}x{cols}");
-    let rel_err = reference::rel_err(got.iter().copied(), &want);
-    if reference::worst_ratio(got.into_iter(), &want, atol, rtol) > 1.0 {
-        return failed(run, user("user_stencil", &shape, "f32"), rel_err);
+    // The shared tile is the first rung (`gpukern:user`), the register strips the second.
+    for ((_, stencil), imp) in user_kernels::STENCILS
+        .into_iter()
+        .zip(["gpukern:user", "gpukern:user-columns"])
+    {
+        let id = Id {
+            kernel: "user_stencil",
+            imp,
+            shape: &shape,
+            dtype: "f32",
+        };
+        let mut out = gpu.zeros_of::<f32>(rows * cols)?;
+        stencil(module, &xd, &mut out, rows, cols)?;
+        let got: Vec<f64> = out.to_vec()?.iter().map(|&v| f64::from(v)).collect();
+        let rel_err = reference::rel_err(got.iter().copied(), &want);
+        if reference::worst_ratio(got.into_iter(), &want, atol, rtol) > 1.0 {
+            failed(run, id, rel_err)?;
+            continue;
+        }
+        let stats = time(&gpu, flush, || stencil(module, &xd, &mut out, rows, cols))?;
+        run.timed(id, &stats, (8 * rows * cols) as f64, rel_err)?;
     }
-    let stats = time(&gpu, flush, || {
-        user_kernels::stencil(module, &xd, &mut out, rows, cols)
-    })?;
-    run.timed(
-        user("user_stencil", &shape, "f32"),
-        &stats,
-        (8 * rows * cols) as f64,
-        rel_err,
-    )
+    Ok(())
 }
 
 fn histogram(run: &mut Run, module: &Module, flush: &mut DeviceVec<f32>, n: usize) -> Res<()> {
@@ -270,29 +277,25 @@ fn histogram(run: &mut Run, module: &Module, flush: &mut DeviceVec<f32>, n: usiz
     let gpu = module.gpu();
     let dd = gpu.upload(&data)?;
     let mut counts = gpu.zeros_of::<u32>(256)?;
-    user_kernels::histogram(module, &dd, &mut counts)?;
     let shape = format!("2^{}", n.trailing_zeros());
-    if counts.to_vec()? != reference::histogram(&data) {
-        return failed(run, user("user_histogram", &shape, "u8"), f64::NAN);
+    let want = reference::histogram(&data);
+    // Each rung under its own impl label; timed alone: the bins keep counting across launches,
+    // which changes no traffic.
+    let imps = ["gpukern:user", "gpukern:user-lanes", "gpukern:user-spread"];
+    for ((_, (histogram, add)), imp) in user_kernels::HISTOGRAMS.into_iter().zip(imps) {
+        let id = Id {
+            imp,
+            ..user("user_histogram", &shape, "u8")
+        };
+        histogram(module, &dd, &mut counts)?;
+        if counts.to_vec()? != want {
+            failed(run, id, f64::NAN)?;
+            continue;
+        }
+        let stats = time(&gpu, flush, || add(module, &dd, &mut counts))?;
+        run.timed(id, &stats, n as f64, 0.0)?;
     }
-    // Timed alone: the bins keep counting across launches, which changes no traffic.
-    let stats = time(&gpu, flush, || {
-        user_kernels::histogram_add(module, &dd, &mut counts)
-    })?;
-    run.timed(user("user_histogram", &shape, "u8"), &stats, n as f64, 0.0)?;
-    // The second rung, lane-private counters, under its own impl label.
-    let lanes = Id {
-        imp: "gpukern:user-lanes",
-        ..user("user_histogram", &shape, "u8")
-    };
-    user_kernels::histogram_lanes(module, &dd, &mut counts)?;
-    if counts.to_vec()? != reference::histogram(&data) {
-        return failed(run, lanes, f64::NAN);
-    }
-    let stats = time(&gpu, flush, || {
-        user_kernels::histogram_lanes_add(module, &dd, &mut counts)
-    })?;
-    run.timed(lanes, &stats, n as f64, 0.0)
+    Ok(())
 }
 
 /// The [`Id`] of a user kernel's record.
