@@ -38,6 +38,36 @@ pub fn bias_gelu(
     unsafe { fast_kernels::bias_gelu::launch(module, config, x, bias, y, rows, cols) }
 }
 
+/// [`bias_gelu`] on a resident grid: as many blocks as fit the device at once
+/// ([`Module::grid_stride`]), each thread going round `vector::map`'s loop several times,
+/// instead of one sweep of `ceil(n / 8192)` blocks.
+pub fn bias_gelu_resident(
+    module: &Module,
+    x: &DeviceVec<bf16>,
+    bias: &DeviceVec<f32>,
+    y: &mut DeviceVec<bf16>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    check_len("bias_gelu", x.len().min(y.len()), rows * cols)?;
+    check_len("bias_gelu", bias.len(), cols)?;
+    // One item: a thread's sweep of `MAP_UNROLL` vectors.
+    let sweeps = (rows * cols).div_ceil(GELU_LANES * vector::MAP_UNROLL).max(1);
+    let config = module.grid_stride(&fast_kernels::bias_gelu::KERNEL, sweeps, GELU_BLOCK, 0)?;
+    // SAFETY: `x` and `y` hold `rows * cols` elements, `bias` `cols` (checked above).
+    unsafe { fast_kernels::bias_gelu::launch(module, config, x, bias, y, rows, cols) }
+}
+
+/// A bias + GELU's host function: [`bias_gelu`] or [`bias_gelu_resident`].
+pub type GeluFn =
+    fn(&Module, &DeviceVec<bf16>, &DeviceVec<f32>, &mut DeviceVec<bf16>, usize, usize) -> Result<()>;
+
+/// The bias + GELU's launches, by name: one sweep, then the resident grid.
+pub const GELUS: [(&str, GeluFn); 2] = [
+    ("bias_gelu", bias_gelu),
+    ("bias_gelu_resident", bias_gelu_resident),
+];
+
 /// One Jacobi step of the `rows x cols` grid `x` into `out`: [`fast_kernels::stencil`](fn@fast_kernels::stencil), one block per
 /// 32 x 128 tile.
 pub fn stencil(

@@ -71,17 +71,16 @@ fn bias_gelu(module: &Module, rows: usize, cols: usize) -> Res<()> {
     let bias: Vec<f32> = (0..cols).map(|_| (r() % 1001) as f32 / 1000.0 - 0.5).collect();
     let gpu = module.gpu();
     let (xd, bd) = (gpu.upload(&x)?, gpu.upload(&bias)?);
-    let mut yd = gpu.zeros_of::<bf16>(rows * cols)?;
-    user_kernels::bias_gelu(module, &xd, &bd, &mut yd, rows, cols)?;
     let want = reference::bias_gelu(&x, &bias, cols);
     let (atol, rtol) = reference::GELU_TOL;
-    let ratio = reference::worst_ratio(
-        yd.to_vec()?.iter().map(|v| f64::from(v.to_f32())),
-        &want,
-        atol,
-        rtol,
-    );
-    check(&format!("bias_gelu, {rows} x {cols}"), ratio)
+    for (name, gelu) in user_kernels::GELUS {
+        let mut yd = gpu.zeros_of::<bf16>(rows * cols)?;
+        gelu(module, &xd, &bd, &mut yd, rows, cols)?;
+        let got = yd.to_vec()?;
+        let ratio = reference::worst_ratio(got.iter().map(|v| f64::from(v.to_f32())), &want, atol, rtol);
+        check(&format!("{name}, {rows} x {cols}"), ratio)?;
+    }
+    Ok(())
 }
 
 fn stencil(module: &Module, rows: usize, cols: usize) -> Res<()> {

@@ -36,19 +36,21 @@ fn bias_gelu_matches_the_reference_on_ragged_shapes() {
         let bias: Vec<f32> = (0..cols).map(|_| (r() % 101) as f32 / 100.0 - 0.5).collect();
         let gpu = module.gpu();
         let (xd, bd) = (gpu.upload(&x).unwrap(), gpu.upload(&bias).unwrap());
-        // One element past the matrix that nothing may write.
-        let mut yd = gpu.upload(&vec![bf16::from_f32(-9.0); rows * cols + 1]).unwrap();
-        user_kernels::bias_gelu(&module, &xd, &bd, &mut yd, rows, cols).unwrap();
-        let y = yd.to_vec().unwrap();
         let want = reference::bias_gelu(&x, &bias, cols);
         let (atol, rtol) = reference::GELU_TOL;
-        let ratio = reference::worst_ratio(y.iter().map(|v| f64::from(v.to_f32())), &want, atol, rtol);
-        assert!(ratio <= 1.0, "{rows} x {cols}: {ratio} of the tolerance");
-        assert_eq!(
-            y[rows * cols],
-            bf16::from_f32(-9.0),
-            "{rows} x {cols}: wrote past the matrix"
-        );
+        for (name, gelu) in user_kernels::GELUS {
+            // One element past the matrix that nothing may write.
+            let mut yd = gpu.upload(&vec![bf16::from_f32(-9.0); rows * cols + 1]).unwrap();
+            gelu(&module, &xd, &bd, &mut yd, rows, cols).unwrap();
+            let y = yd.to_vec().unwrap();
+            let ratio = reference::worst_ratio(y.iter().map(|v| f64::from(v.to_f32())), &want, atol, rtol);
+            assert!(ratio <= 1.0, "{name}, {rows} x {cols}: {ratio} of the tolerance");
+            assert_eq!(
+                y[rows * cols],
+                bf16::from_f32(-9.0),
+                "{name}, {rows} x {cols}: wrote past the matrix"
+            );
+        }
     }
 }
 
