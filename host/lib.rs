@@ -116,6 +116,7 @@ pub mod ops;
 pub mod pinned;
 pub mod ptx;
 pub mod stream;
+pub mod tensor_map;
 pub mod view;
 
 #[cfg(feature = "add")]

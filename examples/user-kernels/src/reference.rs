@@ -69,3 +69,27 @@ pub const GELU_TOL: (f64, f64) = (2e-3, 1.0 / 128.0);
 
 /// Tolerances of the f32 stencil: four additions and a multiplication in f32.
 pub const STENCIL_TOL: (f64, f64) = (1e-6, 1e-6);
+
+/// `gelu(A B + bias)` in f64: `A` `m x k`, `B` `k x n` (row-major bf16), `bias` `n`.
+pub fn gemm_bias_gelu(a: &[bf16], b: &[bf16], bias: &[f32], (m, n, k): (usize, usize, usize)) -> Vec<f64> {
+    let a: Vec<f64> = a.iter().map(|v| f64::from(v.to_f32())).collect();
+    let b: Vec<f64> = b.iter().map(|v| f64::from(v.to_f32())).collect();
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        let row = &mut out[i * n..(i + 1) * n];
+        for p in 0..k {
+            let x = a[i * k + p];
+            for (o, y) in row.iter_mut().zip(&b[p * n..(p + 1) * n]) {
+                *o += x * y;
+            }
+        }
+        for (o, &c) in row.iter_mut().zip(bias) {
+            *o = gelu(*o + f64::from(c));
+        }
+    }
+    out
+}
+
+/// Tolerances of the bf16 GEMM + GELU for sums of order 1 (the inputs the checks draw): the
+/// GELU's ([`GELU_TOL`]) plus the f32 accumulation's, well below them for `k` up to 8192.
+pub const GEMM_TOL: (f64, f64) = (4e-3, 1.0 / 128.0);

@@ -4,18 +4,25 @@
 //! ([`stencil`](fn@stencil): `shared::Tile`, vectors, `warp` shuffles) and a 256-bin histogram of
 //! bytes ([`histogram`](fn@histogram): `shared::Array::atomic_add` into per-warp bins, then one
 //! global atomic per bin and block; its second rung [`histogram_lanes`](fn@histogram_lanes): each lane's
-//! own 8-bit counters in its own bank, folded into 32-bit totals every few trips).
+//! own 8-bit counters in its own bank, folded into 32-bit totals every few trips); and a bf16
+//! GEMM with a fused bias + GELU epilogue on Hopper's tensor cores
+//! ([`gemm_bias_gelu`](fn@gemm_bias_gelu): `pipeline::Ring`, `tile::{KMajor, NMajor, pairs}`).
 //!
 //! On `nvptx64` this crate is `no_std` and each `#[kernel]` is a PTX entry point; on the host each
 //! kernel is a plain `unsafe fn` the simulator runs, with its launcher next to it.
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
 
 mod byte_histogram;
+// Hopper only: `wgmma` and `setmaxnreg` exist in the sm_90a module alone.
 mod gelu;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+mod gemm;
 mod jacobi;
 mod lane_histogram;
 
 pub use byte_histogram::*;
 pub use gelu::*;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub use gemm::*;
 pub use jacobi::*;
 pub use lane_histogram::*;
