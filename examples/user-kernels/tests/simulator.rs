@@ -123,20 +123,6 @@ fn histogram_lanes_folds_before_a_counter_overflows() {
     }
 }
 
-/// Inputs of a GEMM check: `A` in [-1, 1], `B` in [-1, 1] / sqrt(k) (sums of order 1, where
-/// GELU bends), `bias` in [-0.5, 0.5].
-fn gemm_inputs(
-    r: &mut impl FnMut() -> u64,
-    (m, n, k): (usize, usize, usize),
-) -> (Vec<bf16>, Vec<bf16>, Vec<f32>) {
-    let mut unit = || (r() % 2001) as f32 / 1000.0 - 1.0;
-    let scale = 1.0 / (k as f32).sqrt();
-    let a = (0..m * k).map(|_| bf16::from_f32(unit())).collect();
-    let b = (0..k * n).map(|_| bf16::from_f32(unit() * scale)).collect();
-    let bias = (0..n).map(|_| unit() / 2.0).collect();
-    (a, b, bias)
-}
-
 /// One tile (128 x 256 x 128: two steps along `k`), then a ragged product of four tiles on the
 /// simulator's two blocks (rows and columns past a tile, `k` past a step: three steps a tile,
 /// six a block, so the ring of four stages wraps from one tile to the next).
@@ -145,7 +131,7 @@ fn gemm_bias_gelu_matches_the_reference_on_a_tile_and_a_ragged_shape() {
     let module = simulator();
     let mut r = noise(17);
     for (m, n, k) in [(128, 256, 128), (136, 264, 136)] {
-        let (a, b, bias) = gemm_inputs(&mut r, (m, n, k));
+        let (a, b, bias) = reference::gemm_inputs(&mut r, (m, n, k));
         let gpu = module.gpu();
         let (ad, bd, biasd) = (
             gpu.upload(&a).unwrap(),
