@@ -55,10 +55,7 @@ impl<T: Copy, const ROWS: usize> KMajor<T, ROWS> {
     /// `B^T`, the `b`) of a four-step product.
     #[inline(always)]
     pub fn descriptors(tile: u32, row0: usize) -> [u64; 4] {
-        core::array::from_fn(|j| {
-            let start = row0 * SWIZZLE_128B + j * (SWIZZLE_128B / 4);
-            wgmma::desc_sw128(tile + start as u32, 16, ATOM as u32)
-        })
+        k_major_descriptors(tile, row0)
     }
 }
 
@@ -95,11 +92,33 @@ impl<T: Copy, const COLS: usize> NMajor<T, COLS> {
     /// four-step product (transposed: the products read `B` N-major).
     #[inline(always)]
     pub fn descriptors(tile: u32, col0: usize) -> [u64; 4] {
-        core::array::from_fn(|j| {
-            let start = (col0 / Self::K) * Self::BOX_BYTES + j * (Self::K / 4) * SWIZZLE_128B;
-            wgmma::desc_sw128(tile + start as u32, Self::BOX_BYTES as u32, ATOM as u32)
-        })
+        n_major_descriptors::<T>(tile, col0)
     }
+}
+
+/// [`KMajor::descriptors`], for any number of rows: the four descriptors of one 128-byte step
+/// along `k` of the 64 rows from `row0` (a multiple of 8) of a K-major tile at shared address
+/// `tile` (1024-byte aligned). For a kernel generic over its tile shape, which cannot name the
+/// tile type with a shape computed from its parameters.
+#[inline(always)]
+pub fn k_major_descriptors(tile: u32, row0: usize) -> [u64; 4] {
+    core::array::from_fn(|j| {
+        let start = row0 * SWIZZLE_128B + j * (SWIZZLE_128B / 4);
+        wgmma::desc_sw128(tile + start as u32, 16, ATOM as u32)
+    })
+}
+
+/// [`NMajor::descriptors`], for any number of columns: the four descriptors of one 128-byte
+/// step along `k` of the columns from `col0` (a multiple of `K = 128 / size_of::<T>()`) of an
+/// N-major tile of `T` at shared address `tile` (1024-byte aligned).
+#[inline(always)]
+pub fn n_major_descriptors<T>(tile: u32, col0: usize) -> [u64; 4] {
+    let k = SWIZZLE_128B / core::mem::size_of::<T>();
+    let box_bytes = k * SWIZZLE_128B;
+    core::array::from_fn(|j| {
+        let start = (col0 / k) * box_bytes + j * (k / 4) * SWIZZLE_128B;
+        wgmma::desc_sw128(tile + start as u32, box_bytes as u32, ATOM as u32)
+    })
 }
 
 /// The row and column, within its warpgroup's `64 x N` result, of accumulator `i` of thread `t`

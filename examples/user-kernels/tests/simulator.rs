@@ -264,16 +264,16 @@ mod planted_gemm {
 
     type ATile = KMajor<bf16, 64>;
     type BTile = NMajor<bf16, 256>;
-    pub type PlantedRing = Ring<2, { ATile::BYTES + BTile::BYTES }>;
+    pub const STAGE: usize = ATile::BYTES + BTile::BYTES;
 
     /// `c[t] = ` the first accumulator of thread `t` of `A (64 x k) B (k x 256)`.
     ///
     /// # Safety
     /// `a` holds `64 k`, `b` `256 k` bf16, `c` 128 floats; 256 threads, one block,
-    /// `PlantedRing::SHARED_BYTES`; the early release is the planted bug.
+    /// `Ring::shared_bytes(2, STAGE)`; the early release is the planted bug.
     #[kernel(barriers(1))]
     pub unsafe fn gemm_releasing_stages_early(a: *const bf16, b: *const bf16, c: *mut f32, k: usize) {
-        let ring = unsafe { PlantedRing::new(4) };
+        let ring = unsafe { Ring::new(2, STAGE, 4) };
         let tid = thread::thread_idx_x() as usize;
         if tid < 128 {
             if tid == 0 {
@@ -335,7 +335,7 @@ fn a_stage_released_before_its_products_retire_is_reported() {
     let config = LaunchConfig {
         grid: (1, 1, 1),
         block: (256, 1, 1),
-        shared_mem_bytes: planted_gemm::PlantedRing::SHARED_BYTES,
+        shared_mem_bytes: gpukern_device::pipeline::Ring::shared_bytes(2, planted_gemm::STAGE),
     };
     let report = report_of(unsafe {
         planted_gemm::gemm_releasing_stages_early::launch(&module, config, &a, &b, &mut c, k)

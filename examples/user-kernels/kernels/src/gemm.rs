@@ -14,8 +14,9 @@
 use gpukern_device::pipeline::Ring;
 use gpukern_device::tile::{self, KMajor, NMajor};
 use gpukern_device::tma::Tensor2d;
+use gpukern_device::vector::{self, LoadHint};
 use gpukern_device::wgmma::{self, Accumulators};
-use gpukern_device::{bf16, convert, kernel, mem, thread};
+use gpukern_device::{bf16, convert, kernel, thread};
 
 use crate::gelu;
 
@@ -35,10 +36,10 @@ const GROUP: usize = 8;
 /// A stage's tile of `A` (`128 x 64`, K-major) and of `B` (`64 x 256`, N-major).
 type ATile = KMajor<bf16, GEMM_BM>;
 type BTile = NMajor<bf16, GEMM_BN>;
-/// The ring: four stages of 48 KiB.
-type GemmRing = Ring<GEMM_STAGES, { ATile::BYTES + BTile::BYTES }>;
-/// Dynamic shared memory per block (197,696 bytes).
-pub const GEMM_SHARED_BYTES: u32 = GemmRing::SHARED_BYTES;
+/// Bytes of a stage: its tiles of `A` and `B` (48 KiB).
+const STAGE: usize = ATile::BYTES + BTile::BYTES;
+/// Dynamic shared memory per block: the ring of four stages (197,696 bytes).
+pub const GEMM_SHARED_BYTES: u32 = Ring::shared_bytes(GEMM_STAGES, STAGE);
 /// Words of one tensor map; the kernel reads two (`A`, then `B`).
 pub const GEMM_MAP_WORDS: usize = 16;
 
@@ -84,7 +85,7 @@ pub unsafe fn gemm_bias_gelu(
     k: usize,
 ) {
     // SAFETY: every thread, first; the launch's shared memory; 8 consumer warps release stages.
-    let ring = unsafe { GemmRing::new(8) };
+    let ring = unsafe { Ring::new(GEMM_STAGES, STAGE, 8) };
     let tid = thread::thread_idx_x() as usize;
     let (tiles_m, tiles_n) = (m.div_ceil(GEMM_BM), n.div_ceil(GEMM_BN));
     let (first, step) = (thread::block_idx_x() as usize, thread::grid_dim_x() as usize);
@@ -166,9 +167,10 @@ pub unsafe fn gemm_bias_gelu(
         tile::pairs(&acc, t, |r, col, v| {
             let (row, col) = (row0 + 64 * group + r, col0 + col);
             if row < m && col < n {
-                // SAFETY: inside `C` and `bias` (`n` even, so `col + 1 < n`); `row n + col` even.
+                // SAFETY: inside `C` and `bias` (`n` even, so `col + 1 < n`); `col` and `row n +
+                // col` even (8-byte bias pairs, 4-byte bf16 pairs); nothing writes `bias`.
                 unsafe {
-                    let bb = [mem::load(bias, col), mem::load(bias, col + 1)];
+                    let bb: [f32; 2] = vector::load_hinted(bias, col, LoadHint::ReadOnly);
                     let out = [gelu(v[0] + bb[0]), gelu(v[1] + bb[1])];
                     convert::store_bf16x2(c, row * n + col, out);
                 }
