@@ -14,6 +14,14 @@ shapes as its bench binary (src/bin/bench.rs), with the same record names:
   `torch-compile`: the same compiled (inductor may fall back to the eager kernel: the record says
   which); `triton`: `tl.histogram` per block then `tl.atomic_add`, @triton.autotune over block
   sizes.
+- `user_gemm`: C = gelu(A B + bias, tanh form), A and B bf16 (4096^3 and 8192^3), bias f32 per
+  column, C bf16; TFLOP/s count 2 m n k. `cublas`: `torch.matmul(a, b)` alone (the GEMM without
+  its epilogue, cuBLAS's bf16 GEMM: the target's yardstick); `torch`: the matmul, then the bias
+  and GELU in eager torch (three kernels); `torch-compile`: the fused f32 expression
+  `F.gelu((a @ b).float() + bias, approximate="tanh").to(bf16)` under
+  `torch.compile(mode="max-autotune-no-cudagraphs")` (inductor tunes its Triton GEMM templates
+  against cuBLAS and may fuse the epilogue; `USER_GEMM_AUTOTUNE=0` compiles with the default
+  mode instead, when tuning takes too long: the record's `mode` says which).
 - `copy`: `dst.copy_(src)` of 2^26 floats (the ceiling, bytes read plus written), impl `torch`.
 
 Every output is checked against an f64 reference (on the GPU) before it is timed; one that fails
@@ -36,6 +44,7 @@ import triton.language as tl
 
 GELU_TOL = 2e-2  # bf16 output: a rounding of 2^-9, the bias rounded to bf16 in `torch`
 STENCIL_TOL = 1e-6
+GEMM_TOL = 2e-2  # bf16 output (2^-9) and bf16 intermediates in `torch`
 
 
 def do_bench(fn) -> float:
@@ -60,7 +69,7 @@ class Sink:
         self.out.write(line + "\n")
         self.out.flush()
 
-    def measure(self, kernel, impl, shape, dtype, fn, check, bytes_, **extra) -> None:
+    def measure(self, kernel, impl, shape, dtype, fn, check, bytes_, flops=None, **extra) -> None:
         """Runs `fn` once, checks it (`check(out) -> (rel_err, passed)`), then times it."""
         try:
             out = fn()
@@ -73,7 +82,8 @@ class Sink:
             self.record(kernel, impl, shape, dtype, passed=False, rel_err=rel_err)
             return
         ms = do_bench(fn)
-        self.record(kernel, impl, shape, dtype, median_ms=ms, gbps=bytes_ / (ms * 1e-3) / 1e9, tflops=None,
+        tflops = None if flops is None else flops / (ms * 1e-3) / 1e12
+        self.record(kernel, impl, shape, dtype, median_ms=ms, gbps=bytes_ / (ms * 1e-3) / 1e9, tflops=tflops,
                     bytes=bytes_, rel_err=rel_err, passed=True, **extra)
 
 
@@ -255,6 +265,46 @@ def run_histogram(sink: Sink, n: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# user_gemm
+
+
+def gemm_bias_gelu_f32(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return F.gelu((a @ b).float() + bias, approximate="tanh").to(torch.bfloat16)
+
+
+def run_gemm(sink: Sink, m: int, n: int, k: int) -> None:
+    g = torch.Generator(device="cuda").manual_seed(31)
+    a = (torch.rand(m, k, device="cuda", generator=g) * 2 - 1).to(torch.bfloat16)
+    b = ((torch.rand(k, n, device="cuda", generator=g) * 2 - 1) / k ** 0.5).to(torch.bfloat16)
+    bias = torch.rand(n, device="cuda", generator=g) - 0.5
+    product = a.double() @ b.double()
+    t = product + bias.double()
+    want = 0.5 * t * (1 + torch.tanh(0.7978845608028654 * (t + 0.044715 * t ** 3)))
+    del t
+
+    def check_product(out):
+        err = rel_err(out, product)
+        return err, err <= GEMM_TOL
+
+    def check(out):
+        err = rel_err(out, want)
+        return err, err <= GEMM_TOL
+
+    shape = f"{m}^3" if m == n == k else f"{m}x{n}x{k}"
+    bytes_, flops = float(2 * (m * k + k * n + m * n) + 4 * n), 2.0 * m * n * k
+    sink.measure("user_gemm", "cublas", shape, "bf16", lambda: torch.matmul(a, b), check_product,
+                 float(2 * (m * k + k * n + m * n)), flops=flops)
+    bias16 = bias.to(torch.bfloat16)
+    sink.measure("user_gemm", "torch", shape, "bf16", lambda: F.gelu(a @ b + bias16, approximate="tanh"), check,
+                 bytes_, flops=flops)
+    mode = "max-autotune-no-cudagraphs" if os.environ.get("USER_GEMM_AUTOTUNE", "1") != "0" else "default"
+    compiled = torch.compile(gemm_bias_gelu_f32, mode=mode)
+    sink.measure("user_gemm", "torch-compile", shape, "bf16", lambda: compiled(a, b, bias), check, bytes_,
+                 flops=flops, mode=mode)
+    del product, want
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def run_copy(sink: Sink, n: int) -> None:
@@ -281,6 +331,8 @@ def main() -> None:
     run_gelu(sink, side, side)
     run_stencil(sink, side, side)
     run_histogram(sink, (1 << 24) if quick else (1 << 28))
+    for side in (2048,) if quick else (4096, 8192):
+        run_gemm(sink, side, side, side)
 
 
 if __name__ == "__main__":

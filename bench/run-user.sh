@@ -46,11 +46,13 @@ python3 - "$out/user.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 copy = max((r["gbps"] for r in rows if r["kernel"] == "copy" and r.get("passed")), default=None)
-print(f"{'kernel':16} {'impl':14} {'shape':10} {'ms':>9} {'GB/s':>8} {'of copy':>8}")
+print(f"{'kernel':16} {'impl':14} {'shape':10} {'ms':>9} {'GB/s':>8} {'of copy':>8} {'TFLOP/s':>8}")
 for r in rows:
     if r.get("passed") and r["kernel"] != "copy":
         share = f"{r['gbps'] / copy:8.0%}" if copy else ""
-        print(f"{r['kernel']:16} {r['impl']:14} {r['shape']:10} {r['median_ms']:9.4f} {r['gbps']:8.0f} {share}")
+        tflops = f"{r['tflops']:8.1f}" if r.get("tflops") is not None else ""
+        share = "" if tflops else share
+        print(f"{r['kernel']:16} {r['impl']:14} {r['shape']:10} {r['median_ms']:9.4f} {r['gbps']:8.0f} {share:8} {tflops}")
     elif not r.get("passed"):
         print(f"{r['kernel']:16} {r['impl']:14} FAILED {r.get('error', r.get('rel_err'))}")
 print(f"copy ceiling: {copy} GB/s")

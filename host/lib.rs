@@ -21,6 +21,8 @@
 //! * [`DeviceVec`], [`DeviceMatrix`]: data kept on the device between calls.
 //! * [`PinnedBuffer`], [`Gpu::stream`], [`Event`]: page-locked host memory, several streams of
 //!   one device and the ordering between them ([`pinned`], [`stream`]).
+//! * [`tensor_map`]: [`Gpu::tensor_maps_2d`], the tensor maps a kernel's Hopper bulk tensor
+//!   copies read (`gpukern_device::tma`, `gpukern_device::pipeline`).
 //! * [`cpu`]: reference implementations (f64 accumulation) the tests compare against.
 //! * [`ptx`]: the embedded PTX modules of gpukern's own kernels.
 //! * [`Module`]: a kernel crate (yours, built by `gpukern-build`) loaded on a [`Gpu`]; its
@@ -47,7 +49,8 @@
 //! The modules stand on floors, each importing only its own floor and those below (checked by
 //! `tests/floors.rs`): errors and faults ([`error`], `fault`); [`launch_config`]; the capture
 //! registry (`capture`); [`ptx`] (PTX sets and their loading); the device ([`device`], with its
-//! per-handle caches, `cache`); buffers and streams ([`stream`], [`buffer`], [`view`], [`copy`]);
+//! per-handle caches, `cache`); buffers and streams ([`stream`], [`buffer`], [`view`], [`copy`],
+//! [`tensor_map`]);
 //! [`pinned`] memory; [`module`]s with their one launch pipeline and launch counting; [`graph`]s
 //! and several GPUs ([`multi`], [`dist`]); then [`ops`] and [`api`].
 
@@ -116,6 +119,7 @@ pub mod ops;
 pub mod pinned;
 pub mod ptx;
 pub mod stream;
+pub mod tensor_map;
 pub mod view;
 
 #[cfg(feature = "add")]

@@ -19,7 +19,10 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("capture state", &["capture"]),
     ("PTX sets and their loading", &["ptx"]),
     ("the device and its per-handle caches", &["cache", "device"]),
-    ("buffers and streams", &["stream", "buffer", "view", "copy"]),
+    (
+        "buffers and streams",
+        &["stream", "buffer", "view", "copy", "tensor_map"],
+    ),
     ("pinned memory", &["pinned"]),
     ("modules, their launch pipeline and launch counting", &["module"]),
     ("graphs and several GPUs", &["graph", "multi", "dist"]),

@@ -2,7 +2,11 @@
 //! with `gpukern::include_ptx!(fast_kernels)`), and names the commit the benchmark's records carry.
 
 fn main() {
-    if let Err(e) = gpukern_build::Builder::new("kernels").build() {
+    if let Err(e) = gpukern_build::Builder::new("kernels")
+        .archs("sm_80,sm_90")
+        .sm90a()
+        .build()
+    {
         e.exit();
     }
     let rev = std::process::Command::new("git")

@@ -38,6 +38,10 @@
 //! * [`mbarrier`], [`tma`], [`wgmma`]: Hopper's transaction barriers, bulk tensor copies and
 //!   warpgroup tensor-core products (`wgmma` needs the `sm_90a` module: call it only from code
 //!   under `#[cfg(target_feature = "sm_90a")]` on the GPU).
+//! * [`pipeline`], [`tile`]: the user-level shape of those three: a ring of copy stages with its
+//!   barriers and phases kept for the kernel ([`pipeline::Ring`], a producer and consumers), the
+//!   `wgmma` operand tiles in shared memory with their descriptors ([`tile::KMajor`],
+//!   [`tile::NMajor`]) and the accumulator fragment's element positions ([`tile::pairs`]).
 //! * [`print`](mod@print): [`print!`] (CUDA's device `printf`, its format checked at compile
 //!   time) and [`device_assert!`] (CUDA's device `assert`), on the GPU and in the simulator.
 //! * [`device_copy`]: [`DeviceCopy`], plain data a kernel may take by value or as the element of
@@ -72,9 +76,11 @@ pub mod math;
 pub mod mbarrier;
 pub mod mem;
 pub mod mma;
+pub mod pipeline;
 pub mod print;
 pub mod shared;
 pub mod thread;
+pub mod tile;
 pub mod tma;
 pub mod vector;
 pub mod warp;

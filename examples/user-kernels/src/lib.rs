@@ -7,9 +7,10 @@
 //!   with the copy ceiling, as JSON Lines (`bench/run-user.sh` runs it beside the Python peers).
 
 use fast_kernels::{
-    BINS, COLUMN_BLOCK, COLUMN_COLS, COLUMN_ROWS, GELU_BLOCK, GELU_LANES, HIST_BLOCK, STENCIL_BLOCK,
-    STENCIL_COLS, STENCIL_ROWS,
+    BINS, COLUMN_BLOCK, COLUMN_COLS, COLUMN_ROWS, GELU_BLOCK, GELU_LANES, GEMM_BK, GEMM_BM, GEMM_BN,
+    GEMM_SHARED_BYTES, GEMM_THREADS, HIST_BLOCK, STENCIL_BLOCK, STENCIL_COLS, STENCIL_ROWS,
 };
+use gpukern::tensor_map::Map2d;
 use gpukern::{DeviceVec, LaunchConfig, Module, PtxSet, Result, bf16, gpukern_device::vector};
 
 pub mod reference;
@@ -201,6 +202,116 @@ pub const HISTOGRAMS: [(&str, HistogramFns); 3] = [
     ("histogram_lanes", (histogram_lanes, histogram_lanes_add)),
     ("histogram_spread", (histogram_spread, histogram_spread_add)),
 ];
+/// Blocks of [`gemm_bias_gelu`]'s persistent grid in the simulator: two, so that each block walks
+/// several tiles and the ring wraps from one tile to the next as on the GPU.
+const SIMULATED_GEMM_BLOCKS: usize = 2;
+
+/// `C = gelu(A B + bias)`: `A` `m x k`, `B` `k x n`, `C` `m x n` (row-major bf16), `bias` `n`
+/// f32; [`fast_kernels::gemm_bias_gelu`](fn@fast_kernels::gemm_bias_gelu) on a persistent grid
+/// of one block per multiprocessor (at most one per `128 x 256` tile of `C`).
+///
+/// `m`, `n`, `k` need not be multiples of the tile, but the copy engine needs rows of whole 16
+/// bytes: `k` and `n` multiples of 8. Errors: an empty shape, `k` or `n` not a multiple of 8,
+/// buffers too short, a dimension past the copy engine's 32-bit coordinates, and a module
+/// without the kernel (it is in the sm_90a module only: a compute capability 9.0 GPU).
+pub fn gemm_bias_gelu(
+    module: &Module,
+    a: &DeviceVec<bf16>,
+    b: &DeviceVec<bf16>,
+    bias: &DeviceVec<f32>,
+    c: &mut DeviceVec<bf16>,
+    shape: (usize, usize, usize),
+) -> Result<()> {
+    let operands = GemmOperands::new(module, a, b, shape)?;
+    operands.gemm_bias_gelu(module, bias, c)
+}
+
+/// The operands of [`gemm_bias_gelu`] with their tensor maps in device memory, checked and
+/// encoded once: what a caller that multiplies the same matrices again keeps (the benchmark
+/// times [`GemmOperands::gemm_bias_gelu`] alone, as the library's cached maps do). It borrows
+/// `a` and `b`, so the maps cannot outlive them or see them change.
+pub struct GemmOperands<'a> {
+    a: &'a DeviceVec<bf16>,
+    b: &'a DeviceVec<bf16>,
+    shape: (usize, usize, usize),
+    maps: DeviceVec<u64>,
+}
+
+impl<'a> GemmOperands<'a> {
+    /// Checks the shape (errors as [`gemm_bias_gelu`]'s) and encodes the maps of `a` (`m x k`,
+    /// boxes of 128 x 64) and `b` (`k x n`, boxes of 64 x 64).
+    #[allow(clippy::manual_is_multiple_of)] // the minimum Rust (1.85) lacks is_multiple_of
+    pub fn new(
+        module: &Module,
+        a: &'a DeviceVec<bf16>,
+        b: &'a DeviceVec<bf16>,
+        (m, n, k): (usize, usize, usize),
+    ) -> Result<Self> {
+        let invalid = |detail: String| Err(gpukern::Error::InvalidArgument { op: GEMM_OP, detail });
+        if m == 0 || n == 0 || k == 0 {
+            return invalid(format!("an empty product ({m} x {k} times {k} x {n})"));
+        }
+        if k % 8 != 0 || n % 8 != 0 {
+            return invalid(format!(
+                "k = {k} and n = {n} must be multiples of 8 (the copy engine reads rows of whole 16 bytes)"
+            ));
+        }
+        if [m, n, k].iter().any(|&d| d > i32::MAX as usize) {
+            return invalid(format!(
+                "{m} x {n} x {k}: the copy engine's coordinates are 32-bit"
+            ));
+        }
+        check_len(GEMM_OP, a.len(), m * k)?;
+        check_len(GEMM_OP, b.len(), k * n)?;
+        if !module.gpu().is_simulator() && !module.kernel_names().contains(&"gemm_bias_gelu") {
+            return invalid(
+                "the kernel is in the sm_90a PTX module only (a compute capability 9.0 GPU)".into(),
+            );
+        }
+        let maps = module
+            .gpu()
+            .tensor_maps_2d(&[Map2d::new(a, m, k, GEMM_BM), Map2d::new(b, k, n, GEMM_BK)])?;
+        Ok(GemmOperands {
+            a,
+            b,
+            shape: (m, n, k),
+            maps,
+        })
+    }
+
+    /// `c = gelu(a b + bias)` on these operands: one launch.
+    pub fn gemm_bias_gelu(
+        &self,
+        module: &Module,
+        bias: &DeviceVec<f32>,
+        c: &mut DeviceVec<bf16>,
+    ) -> Result<()> {
+        let (m, n, k) = self.shape;
+        check_len(GEMM_OP, bias.len(), n)?;
+        check_len(GEMM_OP, c.len(), m * n)?;
+        let gpu = module.gpu();
+        let blocks = if gpu.is_simulator() {
+            SIMULATED_GEMM_BLOCKS
+        } else {
+            gpu.multiprocessors()?
+        };
+        let tiles = m.div_ceil(GEMM_BM) * n.div_ceil(GEMM_BN);
+        let config = LaunchConfig {
+            grid: (tiles.min(blocks) as u32, 1, 1),
+            block: (GEMM_THREADS, 1, 1),
+            shared_mem_bytes: GEMM_SHARED_BYTES,
+        };
+        let (a, b) = (self.a, self.b);
+        // SAFETY: the maps of `a` (box 128 x 64) and `b` (box 64 x 64), bf16, 128-byte swizzle,
+        // zero fill, encoded for these borrowed buffers; shapes and lengths checked (gpukern
+        // allocates 16-byte aligned); `c` is borrowed mutably, so it overlaps no input; the
+        // launch is the kernel's.
+        unsafe { fast_kernels::gemm_bias_gelu::launch(module, config, &self.maps, a, b, bias, c, m, n, k) }
+    }
+}
+
+/// The GEMM's name in errors.
+const GEMM_OP: &str = "gemm_bias_gelu";
 
 /// An error unless a buffer of `len` elements holds the `needed` the shape asks for.
 fn check_len(op: &'static str, len: usize, needed: usize) -> Result<()> {

@@ -32,6 +32,17 @@ fn main() -> Res<()> {
             bias_gelu(&module, rows, cols)?;
             stencil(&module, rows, cols)?;
         }
+        if gpu.is_simulator() || module.kernel_names().contains(&"gemm_bias_gelu") {
+            for shape in if big {
+                vec![(4096, 4096, 4096), (1001, 1000, 504)]
+            } else {
+                vec![(128, 256, 128), (136, 264, 136)]
+            } {
+                gemm_bias_gelu(&module, shape)?;
+            }
+        } else {
+            println!("  gemm_bias_gelu: skipped (the sm_90a module is not loaded on this GPU)");
+        }
         for n in if big {
             vec![1 << 28, 1_000_003]
         } else {
@@ -81,6 +92,22 @@ fn bias_gelu(module: &Module, rows: usize, cols: usize) -> Res<()> {
         check(&format!("{name}, {rows} x {cols}"), ratio)?;
     }
     Ok(())
+}
+
+fn gemm_bias_gelu(module: &Module, (m, n, k): (usize, usize, usize)) -> Res<()> {
+    let mut r = noise(19);
+    let (a, b, bias) = reference::gemm_inputs(&mut r, (m, n, k));
+    let gpu = module.gpu();
+    let (ad, bd, biasd) = (gpu.upload(&a)?, gpu.upload(&b)?, gpu.upload(&bias)?);
+    let mut cd = gpu.zeros_of::<bf16>(m * n)?;
+    user_kernels::gemm_bias_gelu(module, &ad, &bd, &biasd, &mut cd, (m, n, k))?;
+    let c = cd.to_vec()?;
+    let points = reference::gemm_check_points((m, n), 20_000);
+    let want = reference::gemm_bias_gelu_at(&a, &b, &bias, (m, n, k), &points);
+    let got = points.iter().map(|&(i, j)| f64::from(c[i * n + j].to_f32()));
+    let (atol, rtol) = reference::GEMM_TOL;
+    let ratio = reference::worst_ratio(got, &want, atol, rtol);
+    check(&format!("gemm_bias_gelu, {m} x {n} x {k}"), ratio)
 }
 
 fn stencil(module: &Module, rows: usize, cols: usize) -> Res<()> {

@@ -69,3 +69,82 @@ pub const GELU_TOL: (f64, f64) = (2e-3, 1.0 / 128.0);
 
 /// Tolerances of the f32 stencil: four additions and a multiplication in f32.
 pub const STENCIL_TOL: (f64, f64) = (1e-6, 1e-6);
+
+/// `gelu(A B + bias)` in f64: `A` `m x k`, `B` `k x n` (row-major bf16), `bias` `n`.
+pub fn gemm_bias_gelu(a: &[bf16], b: &[bf16], bias: &[f32], (m, n, k): (usize, usize, usize)) -> Vec<f64> {
+    let a: Vec<f64> = a.iter().map(|v| f64::from(v.to_f32())).collect();
+    let b: Vec<f64> = b.iter().map(|v| f64::from(v.to_f32())).collect();
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        let row = &mut out[i * n..(i + 1) * n];
+        for p in 0..k {
+            let x = a[i * k + p];
+            for (o, y) in row.iter_mut().zip(&b[p * n..(p + 1) * n]) {
+                *o += x * y;
+            }
+        }
+        for (o, &c) in row.iter_mut().zip(bias) {
+            *o = gelu(*o + f64::from(c));
+        }
+    }
+    out
+}
+
+/// [`gemm_bias_gelu`] at the elements `at` only (`(row, col)` pairs): the check of products too
+/// large for the whole reference on the CPU.
+pub fn gemm_bias_gelu_at(
+    a: &[bf16],
+    b: &[bf16],
+    bias: &[f32],
+    (_m, n, k): (usize, usize, usize),
+    at: &[(usize, usize)],
+) -> Vec<f64> {
+    at.iter()
+        .map(|&(i, j)| {
+            let dot: f64 = (0..k)
+                .map(|p| f64::from(a[i * k + p].to_f32()) * f64::from(b[p * n + j].to_f32()))
+                .sum();
+            gelu(dot + f64::from(bias[j]))
+        })
+        .collect()
+}
+
+/// Where a large product is checked: every element of the first and last rows and columns
+/// (the edges of the tiles there), and `samples` pseudo-random elements.
+pub fn gemm_check_points((m, n): (usize, usize), samples: usize) -> Vec<(usize, usize)> {
+    let mut points: Vec<(usize, usize)> = Vec::new();
+    for j in 0..n {
+        points.push((0, j));
+        points.push((m - 1, j));
+    }
+    for i in 0..m {
+        points.push((i, 0));
+        points.push((i, n - 1));
+    }
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..samples {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        points.push(((s % m as u64) as usize, ((s >> 32) % n as u64) as usize));
+    }
+    points
+}
+
+/// The inputs of the GEMM checks: `A` in [-1, 1], `B` in [-1, 1] / sqrt(k) (sums of order 1,
+/// where GELU bends), `bias` in [-0.5, 0.5]; from the stream `r`.
+pub fn gemm_inputs(
+    r: &mut impl FnMut() -> u64,
+    (m, n, k): (usize, usize, usize),
+) -> (Vec<bf16>, Vec<bf16>, Vec<f32>) {
+    let mut unit = || (r() % 2001) as f32 / 1000.0 - 1.0;
+    let scale = 1.0 / (k as f32).sqrt();
+    let a = (0..m * k).map(|_| bf16::from_f32(unit())).collect();
+    let b = (0..k * n).map(|_| bf16::from_f32(unit() * scale)).collect();
+    let bias = (0..n).map(|_| unit() / 2.0).collect();
+    (a, b, bias)
+}
+
+/// Tolerances of the bf16 GEMM + GELU for sums of order 1 (the inputs the checks draw): the
+/// GELU's ([`GELU_TOL`]) plus the f32 accumulation's, well below them for `k` up to 8192.
+pub const GEMM_TOL: (f64, f64) = (4e-3, 1.0 / 128.0);

@@ -137,6 +137,68 @@ fn histogram_lanes_folds_before_a_counter_overflows() {
     }
 }
 
+/// One tile (128 x 256 x 128: two steps along `k`), then a ragged product of four tiles on the
+/// simulator's two blocks (rows and columns past a tile, `k` past a step: three steps a tile,
+/// six a block, so the ring of four stages wraps from one tile to the next).
+#[test]
+fn gemm_bias_gelu_matches_the_reference_on_a_tile_and_a_ragged_shape() {
+    let module = simulator();
+    let mut r = noise(17);
+    for (m, n, k) in [(128, 256, 128), (136, 264, 136)] {
+        let (a, b, bias) = reference::gemm_inputs(&mut r, (m, n, k));
+        let gpu = module.gpu();
+        let (ad, bd, biasd) = (
+            gpu.upload(&a).unwrap(),
+            gpu.upload(&b).unwrap(),
+            gpu.upload(&bias).unwrap(),
+        );
+        // One element past the matrix that nothing may write.
+        let mut cd = gpu.upload(&vec![bf16::from_f32(-9.0); m * n + 1]).unwrap();
+        user_kernels::gemm_bias_gelu(&module, &ad, &bd, &biasd, &mut cd, (m, n, k)).unwrap();
+        let c = cd.to_vec().unwrap();
+        let want = reference::gemm_bias_gelu(&a, &b, &bias, (m, n, k));
+        let (atol, rtol) = reference::GEMM_TOL;
+        let ratio = reference::worst_ratio(c.iter().map(|v| f64::from(v.to_f32())), &want, atol, rtol);
+        assert!(ratio <= 1.0, "{m} x {n} x {k}: {ratio} of the tolerance");
+        assert_eq!(
+            c[m * n],
+            bf16::from_f32(-9.0),
+            "{m} x {n} x {k}: wrote past the matrix"
+        );
+    }
+}
+
+/// Shapes the copy engine cannot take are refused with a clear error, before any launch.
+#[test]
+fn gemm_bias_gelu_refuses_what_the_copy_engine_cannot_read() {
+    let module = simulator();
+    let gpu = module.gpu();
+    for (m, n, k) in [(0, 8, 8), (8, 8, 0), (8, 12, 8), (8, 8, 12)] {
+        let a = gpu.zeros_of::<bf16>(m * k + 1).unwrap();
+        let b = gpu.zeros_of::<bf16>(k * n + 1).unwrap();
+        let bias = gpu.zeros_of::<f32>(n + 1).unwrap();
+        let mut c = gpu.zeros_of::<bf16>(m * n + 1).unwrap();
+        let err = user_kernels::gemm_bias_gelu(&module, &a, &b, &bias, &mut c, (m, n, k)).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidArgument { .. }),
+            "{m} x {n} x {k}: {err}"
+        );
+    }
+}
+
+/// The budget: the GEMM kernel, written with the public vocabulary only, in at most 200
+/// lines (its whole file: documentation, constants, the kernel and its epilogue).
+#[test]
+fn the_gemm_kernel_is_at_most_200_lines() {
+    let source = include_str!("../kernels/src/gemm.rs");
+    let lines = source.lines().count();
+    assert!(lines <= 200, "kernels/src/gemm.rs has {lines} lines");
+    assert!(
+        !source.contains("asm!"),
+        "the public vocabulary only: no inline assembly"
+    );
+}
+
 mod planted {
     use gpukern_device::shared::{Array, Tile};
     use gpukern_device::{bf16, kernel, mem, thread, vector};
@@ -202,6 +264,97 @@ mod planted {
             mem::store(counts, t, bins.load(t));
         }
     }
+}
+
+/// The GEMM's consumer loop with the planted bug that each stage is released as soon as its
+/// products are issued, not once they are retired: the producer refills it under products still
+/// reading it. One consumer warpgroup of 64 x 256, a ring of two stages, four steps along `k`.
+mod planted_gemm {
+    use gpukern_device::pipeline::Ring;
+    use gpukern_device::tile::{KMajor, NMajor};
+    use gpukern_device::tma::Tensor2d;
+    use gpukern_device::wgmma::{self, Accumulators};
+    use gpukern_device::{bf16, kernel, mem, thread};
+
+    type ATile = KMajor<bf16, 64>;
+    type BTile = NMajor<bf16, 256>;
+    pub const STAGE: usize = ATile::BYTES + BTile::BYTES;
+
+    /// `c[t] = ` the first accumulator of thread `t` of `A (64 x k) B (k x 256)`.
+    ///
+    /// # Safety
+    /// `a` holds `64 k`, `b` `256 k` bf16, `c` 128 floats; 256 threads, one block,
+    /// `Ring::shared_bytes(2, STAGE)`; the early release is the planted bug.
+    #[kernel(barriers(1))]
+    pub unsafe fn gemm_releasing_stages_early(a: *const bf16, b: *const bf16, c: *mut f32, k: usize) {
+        let ring = unsafe { Ring::new(2, STAGE, 4) };
+        let tid = thread::thread_idx_x() as usize;
+        if tid < 128 {
+            if tid == 0 {
+                let ta = Tensor2d {
+                    map: a.cast(),
+                    data: a,
+                    rows: 64,
+                    cols: k,
+                    stride: k,
+                    box_rows: 64,
+                    box_cols: 64,
+                };
+                let tb = Tensor2d {
+                    map: b.cast(),
+                    data: b,
+                    rows: k,
+                    cols: 256,
+                    stride: 256,
+                    box_rows: 64,
+                    box_cols: 64,
+                };
+                let mut producer = ring.producer();
+                for s in 0..k / 64 {
+                    unsafe {
+                        let stage = producer.acquire();
+                        ATile::load(&stage, 0, &ta, 0, 64 * s);
+                        BTile::load(&stage, ATile::BYTES, &tb, 64 * s, 0);
+                    }
+                }
+            }
+            return;
+        }
+        let mut consumer = ring.consumer();
+        let mut acc = <[f32; 128]>::zeroed();
+        for s in 0..k / 64 {
+            unsafe {
+                let stage = consumer.wait();
+                let (a_desc, b_desc) = (
+                    ATile::descriptors(stage.address(0), 0),
+                    BTile::descriptors(stage.address(ATile::BYTES), 0),
+                );
+                acc = acc.mma_bf16_async(a_desc, b_desc, s > 0);
+                consumer.release(&stage); // The bug: the products still read the stage.
+                acc = wgmma::wait_accumulators::<0, _>(acc);
+            }
+        }
+        unsafe { mem::store(c, tid - 128, acc[0]) };
+    }
+}
+
+#[test]
+fn a_stage_released_before_its_products_retire_is_reported() {
+    let module = planted_module();
+    let gpu = module.gpu();
+    let k = 256;
+    let a = gpu.upload(&vec![bf16::ONE; 64 * k]).unwrap();
+    let b = gpu.upload(&vec![bf16::ONE; k * 256]).unwrap();
+    let mut c = gpu.zeros_of::<f32>(128).unwrap();
+    let config = LaunchConfig {
+        grid: (1, 1, 1),
+        block: (256, 1, 1),
+        shared_mem_bytes: gpukern_device::pipeline::Ring::shared_bytes(2, planted_gemm::STAGE),
+    };
+    let report = report_of(unsafe {
+        planted_gemm::gemm_releasing_stages_early::launch(&module, config, &a, &b, &mut c, k)
+    });
+    assert_eq!(report.kernel, "gemm_releasing_stages_early");
 }
 
 /// Planted kernels live in this test crate: the module is this crate's, with no PTX.
@@ -309,17 +462,19 @@ fn the_ptx_assembles_for_every_architecture_without_spills_or_stack() {
     for module in KERNELS.modules {
         let mut names = gpukern::ptx::entry_names(module.ptx);
         names.sort_unstable();
-        assert_eq!(
-            names,
-            [
-                "bias_gelu",
-                "histogram",
-                "histogram_lanes",
-                "histogram_spread",
-                "stencil",
-                "stencil_columns"
-            ]
-        );
+        let common = [
+            "histogram",
+            "histogram_lanes",
+            "histogram_spread",
+            "stencil",
+            "stencil_columns",
+        ];
+        let mut want = vec!["bias_gelu"];
+        if module.arch == "sm_90a" {
+            want.push("gemm_bias_gelu");
+        }
+        want.extend(common);
+        assert_eq!(names, want);
         let file =
             std::env::temp_dir().join(format!("user-kernels-{}-{}.ptx", module.arch, std::process::id()));
         std::fs::write(&file, module.ptx).unwrap();
@@ -331,6 +486,8 @@ fn the_ptx_assembles_for_every_architecture_without_spills_or_stack() {
         let _ = std::fs::remove_file(&file);
         let report = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "ptxas failed for {}: {report}", module.arch);
+        // No `wgmma` serialised by ptxas (warnings C7510, C7514, C7515, C7517...).
+        assert!(!report.contains("wgmma"), "{}: {report}", module.arch);
         for line in report.lines().filter(|l| l.contains("spill")) {
             assert!(
                 line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"),

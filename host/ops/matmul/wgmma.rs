@@ -8,8 +8,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys;
-use gpukern_device::tma::{Swizzle, TiledMap};
-use kernels_gpu::matmul::wgmma::{MAP_WORDS, SWIZZLE_COLS, WGMMA_128X128};
+use kernels_gpu::matmul::wgmma::{MAP_WORDS, WGMMA_128X128};
 use kernels_gpu::matmul::wgmma_ws::{WS_64X128, WS_128X128, WS_128X256, WsTiling};
 
 use super::kernels::WgmmaLauncher;
@@ -20,6 +19,9 @@ use crate::launch_config::LaunchConfig;
 
 /// The operation's name in errors.
 const OP: &str = "matmul";
+
+// The kernels' maps are the public encoder's.
+const _: () = assert!(MAP_WORDS == crate::tensor_map::MAP_WORDS);
 
 /// Most sets of tensor maps a stream handle keeps in device memory.
 const CACHED_MAPS: usize = 64;
@@ -334,46 +336,7 @@ pub(super) fn encode(matrix: MapMatrix, box_rows: usize) -> Result<[u64; MAP_WOR
         cols,
         stride,
     } = matrix;
-    let mut map = sys::CUtensorMap { opaque: [0; 16] };
-    let dims = [cols as u64, rows as u64];
-    let strides = [(stride * bytes) as u64];
-    let boxes = [(SWIZZLE_COLS * 2 / bytes) as u32, box_rows as u32];
-    let element_strides = [1u32, 1];
-    // The driver's rules, checked first: its refusal is a bare CUDA_ERROR_INVALID_VALUE.
-    let tiled = TiledMap {
-        address: address as u64,
-        element_bytes: bytes as u32,
-        dims: &dims,
-        strides: &strides,
-        box_dims: &boxes,
-        element_strides: &element_strides,
-        swizzle: Swizzle::B128,
-    };
-    tiled.check().map_err(|e| Error::InvalidArgument {
-        op: OP,
-        detail: format!("a tensor map of {rows} x {cols} elements, rows {stride} apart: {e}"),
-    })?;
-    // SAFETY: every pointer is to a live local array of the rank's length (strides: rank - 1);
-    // the call only encodes (no device access).
-    unsafe {
-        sys::cuTensorMapEncodeTiled(
-            &mut map,
-            kind,
-            2,
-            address as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            element_strides.as_ptr(),
-            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .during("encoding a TMA tensor map (cuTensorMapEncodeTiled)")?;
-    Ok(map.opaque)
+    crate::tensor_map::encode_2d(OP, kind, bytes, (address, rows, cols, stride), box_rows)
 }
 
 #[cfg(test)]

@@ -37,6 +37,10 @@
 //!   stage's bytes; the copies complete it) and an `empty` barrier (one arrival per consumer
 //!   warp once its products have read the stage). The producer waits for `empty`, the consumers
 //!   for `full`; the ring runs on across tiles, the phase of step `i` being `(i / STAGES) % 2`.
+//!   The ring is `gpukern_device::pipeline::Ring` (its producer's `acquire`, its consumers'
+//!   `wait` and `release` keep the barriers and phases), and the descriptors are
+//!   `gpukern_device::tile`'s: the vocabulary a user's kernel has (the user-kernels example's
+//!   `gemm_bias_gelu` is this kernel's schedule with a fused epilogue).
 //! * **Persistent grid**: block `b` of `G` takes the tiles `b, b + G, b + 2G, ...` in the grouped
 //!   order of the TF32 kernels' `grouped_tile` (neighbouring blocks share rows of `A` and columns of
 //!   `B` in L2); the producer fills the next tile's stages while the consumers store the last.
@@ -53,8 +57,9 @@ use super::half::GemmOutput;
 use super::tf32::grouped_tile;
 use super::wgmma::MAP_WORDS;
 use super::ws_epilogue::store_tile;
+use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor2d};
-use crate::gpu::{bf16, f16, mbarrier, shared, thread, wgmma};
+use crate::gpu::{bf16, f16, thread, tile, wgmma};
 use crate::kernel;
 
 /// Tile shape of the warp-specialised kernels; the host reads it to launch them and to encode
@@ -386,33 +391,24 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, S: WsShape>(
     let b_box = bk * SWIZZLE_ROW;
     let tid = thread::thread_idx_x() as usize;
     let group = tid / WARPGROUP;
+    const {
+        assert!(
+            S::TILING.shared_bytes() == Ring::shared_bytes(S::TILING.stages, S::TILING.stage_bytes()),
+            "the tiling's shared memory is its ring's"
+        )
+    };
 
     let (tiles_m, tiles_n) = (m.div_ceil(bm), n.div_ceil(bn));
     let tiles = tiles_m * tiles_n;
     let (first, step) = (thread::block_idx_x() as usize, thread::grid_dim_x() as usize);
     let k_tiles = k.div_ceil(bk);
 
-    // The ring starts at the first 1024-byte boundary of the shared window; the barriers follow.
-    let base = shared::dynamic::<u64>().cast::<u8>();
-    let base_address = wgmma::shared_address(base) as usize;
-    let pad = (ALIGN - base_address % ALIGN) % ALIGN;
-    let ring = base.wrapping_add(pad);
-    let ring_address = (base_address + pad) as u32;
-    let bars = ring.wrapping_add(stages * stage_bytes).cast::<u64>();
-    let full = |s: usize| bars.wrapping_add(s);
-    let empty = |s: usize| bars.wrapping_add(stages + s);
-
-    if tid == 0 {
-        for s in 0..stages {
-            // SAFETY: 16 bytes of shared memory past the ring per stage, used by nothing else.
-            unsafe {
-                mbarrier::init(full(s), 1);
-                mbarrier::init(empty(s), (t.consumers * WARPGROUP / 32) as u32);
-            }
-        }
-        mbarrier::fence_init();
-    }
-    thread::sync_threads();
+    // The ring (`pipeline::Ring`): `stages` stages from the first 1024-byte boundary of the
+    // shared window, a `full` barrier per stage (the producer's arrival, the copies' bytes) and an
+    // `empty` one (an arrival per consumer warp); the producer and consumers keep the phases.
+    // SAFETY: every thread, first; the launch's `shared_bytes()` is the ring's (checked above);
+    // stages of whole 1024-byte atoms (`stage_bytes` is `(BM + BN) 128`, both multiples of 64).
+    let ring = unsafe { Ring::new(stages, stage_bytes, (t.consumers * WARPGROUP / 32) as u32) };
 
     if group == 0 {
         wgmma::setmaxnreg_dec::<PRODUCER_REGISTERS>();
@@ -452,34 +448,27 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, S: WsShape>(
         };
         tma::prefetch_map(ta.map);
         tma::prefetch_map(tb.map);
-        let mut it = 0usize;
+        let mut producer = ring.producer();
         let mut tile = first;
         while tile < tiles {
             let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
             let (row0, col0) = (tile_m * bm, tile_n * bn);
             for kt in 0..k_tiles {
-                let s = it % stages;
-                let stage = ring.wrapping_add(s * stage_bytes);
-                // SAFETY: initialised barriers; stage `s` is 1024-byte aligned inside the ring,
-                // and free once its `empty` phase completed (every consumer warp is done with
-                // it; a fresh barrier's "previous" phase counts as complete); the maps are the
-                // kernel's (its contract).
+                // SAFETY: the one producer thread; the stage is free (`acquire` waited for its
+                // consumers) and expects `stage_bytes`, which these boxes fill: `A` at 0, `B` at
+                // `a_bytes` (one K-major box or `bn / box_cols` N-major ones), every box
+                // 1024-byte aligned; the maps are the kernel's (its contract).
                 unsafe {
-                    mbarrier::wait_parity(empty(s), (((it / stages) & 1) ^ 1) as u32);
-                    mbarrier::arrive_expect_tx(full(s), stage_bytes as u32);
-                    tma::load_2d(stage.cast::<I>(), &ta, full(s), row0 as u32, (kt * bk) as u32);
-                    let b_stage = stage.wrapping_add(a_bytes).cast::<I>();
+                    let stage = producer.acquire();
+                    stage.load(0, &ta, row0, kt * bk);
                     if I::B_K_MAJOR {
-                        tma::load_2d(b_stage, &tb, full(s), col0 as u32, (kt * bk) as u32);
+                        stage.load(a_bytes, &tb, col0, kt * bk);
                     } else {
                         for j in 0..bn / box_cols {
-                            let dst = b_stage.cast::<u8>().wrapping_add(j * b_box).cast::<I>();
-                            let col = (col0 + j * box_cols) as u32;
-                            tma::load_2d(dst, &tb, full(s), (kt * bk) as u32, col);
+                            stage.load(a_bytes + j * b_box, &tb, kt * bk, col0 + j * box_cols);
                         }
                     }
                 }
-                it += 1;
             }
             tile += step;
         }
@@ -498,10 +487,9 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, S: WsShape>(
         (consumer % rows, consumer / rows)
     };
     let cn = t.consumer_cols();
-    let lane = tid % 32;
     // Zeroed as one memset (see `super::wgmma`); the first product of every tile overwrites them.
     let mut acc = <S::Acc as wgmma::Accumulators>::zeroed();
-    let mut it = 0usize;
+    let mut consumer = ring.consumer();
     let mut tile = first;
     while tile < tiles {
         let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
@@ -515,29 +503,22 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, S: WsShape>(
             tile += step;
             continue;
         }
+        // The stage of the previous step, released once its products have retired.
+        let mut used = None;
         for kt in 0..k_tiles {
-            let s = it % stages;
-            // SAFETY: an initialised barrier.
-            unsafe { mbarrier::wait_parity(full(s), ((it / stages) & 1) as u32) };
-            let stage = ring_address + (s * stage_bytes) as u32;
+            // SAFETY: every thread of the consumer warps, each stage released once below.
+            let stage = unsafe { consumer.wait() };
             // A: this consumer's 64 rows start `64 cr` rows (8 KiB each 64) into the box; the
             // four quarter steps along k 32 bytes apart, 8-row groups 1024 bytes apart. B
             // N-major: its `cn` columns start at box `cn cc / 64`, boxes of 64 columns `b_box`
             // apart (LBO), 8-row groups 1024 bytes apart, the quarter steps `BK / 4` rows apart;
             // B K-major: as A, over its `cn` rows of `B^T` from row `cn cc`.
-            let a_desc: [u64; 4] = core::array::from_fn(|j| {
-                let start = cr * CONSUMER_ROWS * SWIZZLE_ROW + j * 32;
-                wgmma::desc_sw128(stage + start as u32, 16, 1024)
-            });
-            let b_desc: [u64; 4] = core::array::from_fn(|j| {
-                if I::B_K_MAJOR {
-                    let start = a_bytes + cn * cc * SWIZZLE_ROW + j * 32;
-                    wgmma::desc_sw128(stage + start as u32, 16, 1024)
-                } else {
-                    let start = a_bytes + (cn * cc / box_cols) * b_box + j * (bk / 4) * SWIZZLE_ROW;
-                    wgmma::desc_sw128(stage + start as u32, b_box as u32, 1024)
-                }
-            });
+            let a_desc = tile::k_major_descriptors(stage.address(0), cr * CONSUMER_ROWS);
+            let b_desc = if I::B_K_MAJOR {
+                tile::k_major_descriptors(stage.address(a_bytes), cn * cc)
+            } else {
+                tile::n_major_descriptors::<I>(stage.address(a_bytes), cn * cc)
+            };
             // SAFETY: the whole warpgroup is here; the stage's copies have landed (the wait)
             // and nothing writes it before this warp's arrival for it, after the wait that
             // retires these products. Then the previous step's products are done (at most this
@@ -546,17 +527,16 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, S: WsShape>(
                 acc = I::mma_async(acc, a_desc, b_desc, kt > 0);
                 acc = wgmma::wait_accumulators::<1, _>(acc);
             }
-            if kt > 0 && lane == 0 {
-                // SAFETY: an initialised barrier expecting one arrival per consumer warp.
-                unsafe { mbarrier::arrive(empty((it - 1) % stages)) };
+            if let Some(done) = used.replace(stage) {
+                // SAFETY: the whole warp, once for the stage it waited for one step ago.
+                unsafe { consumer.release(&done) };
             }
-            it += 1;
         }
         // SAFETY: the whole warpgroup is here, the last step's products in flight.
         acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
-        if lane == 0 {
-            // SAFETY: as above, for the last step's stage (`k_tiles >= 1`, so `it >= 1`).
-            unsafe { mbarrier::arrive(empty((it - 1) % stages)) };
+        if let Some(done) = used {
+            // SAFETY: as above, for the last step's stage.
+            unsafe { consumer.release(&done) };
         }
         // SAFETY: the contract's shapes and alignment.
         unsafe { store_tile(&acc, c, (row0, col0), m, n, tid % WARPGROUP) };

@@ -1,4 +1,4 @@
-//! Three kernels a user writes with gpukern-device's public vocabulary, fast without writing the
+//! Kernels a user writes with gpukern-device's public vocabulary, fast without writing the
 //! hardware's details by hand: bias + GELU on bf16 rows ([`bias_gelu`](fn@bias_gelu): `vector::map`
 //! and `math::fast::tanh`), a 5-point Jacobi stencil with a shared tile
 //! ([`stencil`](fn@stencil): `shared::Tile`, vectors, `warp` shuffles; its second rung
@@ -7,7 +7,8 @@
 //! global atomic per bin and block; its second rung [`histogram_lanes`](fn@histogram_lanes): each lane's
 //! own 8-bit counters in its own bank, folded into 32-bit totals every few trips; its third rung
 //! [`histogram_spread`](fn@histogram_spread): four copies of each warp's bins, interleaved across
-//! banks).
+//! banks); and a bf16 GEMM with a fused bias + GELU epilogue on Hopper's tensor cores
+//! ([`gemm_bias_gelu`](fn@gemm_bias_gelu): `pipeline::Ring`, `tile::{KMajor, NMajor, pairs}`).
 //!
 //! On `nvptx64` this crate is `no_std` and each `#[kernel]` is a PTX entry point; on the host each
 //! kernel is a plain `unsafe fn` the simulator runs, with its launcher next to it.
@@ -15,6 +16,9 @@
 
 mod byte_histogram;
 mod gelu;
+// Hopper only: `wgmma` and `setmaxnreg` exist in the sm_90a module alone.
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+mod gemm;
 mod jacobi;
 mod jacobi_columns;
 mod lane_histogram;
@@ -22,6 +26,8 @@ mod spread_histogram;
 
 pub use byte_histogram::*;
 pub use gelu::*;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub use gemm::*;
 pub use jacobi::*;
 pub use jacobi_columns::*;
 pub use lane_histogram::*;

@@ -10,6 +10,10 @@
 //! count each input read once and each output written once. The copy ceiling is a
 //! device-to-device copy (`cuMemcpyDtoDAsync`) timed the same way, bytes read plus written.
 //!
+//! `user_gemm` (`C = gelu(A B + bias)`, bf16, 4096^3 and 8192^3) records TFLOP/s (`2 m n k`
+//! flops) beside its GB/s; its output is checked at the matrix edges and 20,000 sampled
+//! elements (the whole f64 reference of 8192^3 would take the CPU too long).
+//!
 //! `cargo run -p user-kernels --release --bin bench -- OUT.jsonl [--quick]`
 
 use std::error::Error;
@@ -90,7 +94,22 @@ impl Run {
 
     /// The record of a timed kernel: its statistics, GB/s from `bytes`, its error.
     fn timed(&mut self, id: Id, stats: &Stats, bytes: f64, rel_err: f64) -> Res<()> {
+        self.timed_flops(id, stats, bytes, None, rel_err)
+    }
+
+    /// [`Run::timed`] with TFLOP/s from `flops` where the kernel has a flop count.
+    fn timed_flops(
+        &mut self,
+        id: Id,
+        stats: &Stats,
+        bytes: f64,
+        flops: Option<f64>,
+        rel_err: f64,
+    ) -> Res<()> {
         let gbps = bytes / (stats.median * 1e-3) / 1e9;
+        let tflops = flops.map_or("null".into(), |f| {
+            format!("{:.1}", f / (stats.median * 1e-3) / 1e12)
+        });
         self.record(
             id,
             &[
@@ -98,7 +117,7 @@ impl Run {
                 ("p10_ms", format!("{:.6}", stats.p10)),
                 ("p90_ms", format!("{:.6}", stats.p90)),
                 ("gbps", format!("{gbps:.1}")),
-                ("tflops", "null".into()),
+                ("tflops", tflops),
                 ("bytes", format!("{bytes:.0}")),
                 ("rel_err", format!("{rel_err:.3e}")),
                 ("passed", "true".into()),
@@ -168,6 +187,19 @@ fn main() -> Res<()> {
     gelu(&mut run, &module, &mut flush, side, side)?;
     stencil(&mut run, &module, &mut flush, side, side)?;
     histogram(&mut run, &module, &mut flush, bytes)?;
+    let gemm_shapes: &[usize] = match (simulated, quick) {
+        (true, _) => &[128],
+        (false, true) => &[2048],
+        (false, false) => &[4096, 8192],
+    };
+    for &side in gemm_shapes {
+        let (m, n, k) = if simulated {
+            (side, 2 * side, side)
+        } else {
+            (side, side, side)
+        };
+        gemm(&mut run, &module, &mut flush, (m, n, k))?;
+    }
     Ok(())
 }
 
@@ -306,6 +338,56 @@ fn histogram(run: &mut Run, module: &Module, flush: &mut DeviceVec<f32>, n: usiz
         run.timed(id, &stats, n as f64, 0.0)?;
     }
     Ok(())
+}
+
+/// `C = gelu(A B + bias)`, bf16: checked at the edges and 20,000 sampled elements against the
+/// f64 reference, then timed; TFLOP/s count `2 m n k`, GB/s each operand once.
+fn gemm(
+    run: &mut Run,
+    module: &Module,
+    flush: &mut DeviceVec<f32>,
+    (m, n, k): (usize, usize, usize),
+) -> Res<()> {
+    let mut r = noise(31);
+    let (a, b, bias) = reference::gemm_inputs(&mut r, (m, n, k));
+    let gpu = module.gpu();
+    let shape = if m == n && n == k {
+        format!("{m}^3")
+    } else {
+        format!("{m}x{n}x{k}")
+    };
+    let id = user("user_gemm", &shape, "bf16");
+    if !gpu.is_simulator() && !module.kernel_names().contains(&"gemm_bias_gelu") {
+        eprintln!("user_gemm: the sm_90a module is not loaded on this GPU; not timed");
+        return run.record(
+            id,
+            &[
+                ("passed", "false".into()),
+                ("error", "\"no sm_90a module\"".into()),
+            ],
+        );
+    }
+    let (ad, bd, biasd) = (gpu.upload(&a)?, gpu.upload(&b)?, gpu.upload(&bias)?);
+    let mut cd = gpu.zeros_of::<bf16>(m * n)?;
+    user_kernels::gemm_bias_gelu(module, &ad, &bd, &biasd, &mut cd, (m, n, k))?;
+    let c = cd.to_vec()?;
+    let points = reference::gemm_check_points((m, n), 20_000);
+    let want = reference::gemm_bias_gelu_at(&a, &b, &bias, (m, n, k), &points);
+    let got: Vec<f64> = points
+        .iter()
+        .map(|&(i, j)| f64::from(c[i * n + j].to_f32()))
+        .collect();
+    let rel_err = reference::rel_err(got.iter().copied(), &want);
+    let (atol, rtol) = reference::GEMM_TOL;
+    if reference::worst_ratio(got.into_iter(), &want, atol, rtol) > 1.0 {
+        return failed(run, id, rel_err);
+    }
+    // The maps encoded and uploaded once, as a caller multiplying the same matrices keeps them.
+    let operands = user_kernels::GemmOperands::new(module, &ad, &bd, (m, n, k))?;
+    let stats = time(&gpu, flush, || operands.gemm_bias_gelu(module, &biasd, &mut cd))?;
+    let bytes = (2 * (m * k + k * n + m * n) + 4 * n) as f64;
+    let flops = 2.0 * (m * n * k) as f64;
+    run.timed_flops(id, &stats, bytes, Some(flops), rel_err)
 }
 
 /// The [`Id`] of a user kernel's record.

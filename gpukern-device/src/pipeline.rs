@@ -1,0 +1,259 @@
+//! A multi-stage producer/consumer copy pipeline for Hopper (sm_90a): a ring of `stages` stages
+//! of `stage_bytes` bytes each in the block's dynamic shared memory, filled by the bulk tensor copy
+//! engine ([`crate::tma`]) and drained by the tensor cores ([`crate::wgmma`]), so that a kernel
+//! writes its schedule (which tiles, in which order) and not the protocol.
+//!
+//! The protocol it keeps (the one of `kernels_gpu::matmul::wgmma_ws`):
+//! * every stage has a `full` barrier (one arrival: the producer's, with the stage's
+//!   `stage_bytes` as expected bytes; the copies complete it) and an `empty` barrier (one
+//!   arrival per consumer warp, once the warp is done with the stage);
+//! * [`Ring::new`], called by every thread of the block, lays the ring out at the first
+//!   1024-byte boundary of the dynamic window (what the 128-byte swizzle needs), has thread 0
+//!   initialise the barriers and make them visible to the copy engine
+//!   ([`mbarrier::fence_init`]: `fence.mbarrier_init` and `fence.proxy.async`), then a block
+//!   barrier;
+//! * the [`Producer`] walks the ring: [`Producer::acquire`] waits until the next stage is empty
+//!   (the phase parity it tracks; a fresh ring's stages count as empty), arrives on its `full`
+//!   barrier expecting `stage_bytes` and hands the [`Stage`] back, whose [`Stage::load`] issues
+//!   the copies into it;
+//! * each [`Consumer`] walks the same ring: [`Consumer::wait`] waits until the next stage is
+//!   full and hands it back; [`Consumer::release`] marks it empty (lane 0 of each warp arrives).
+//!
+//! The ring runs on across tiles: a persistent kernel's producer fills the next tile's stages
+//! while the consumers finish the last. The expected bytes of a stage are `stage_bytes`, so the
+//! copies the producer issues per stage must fill it exactly: declare the stage as the sum of
+//! its tiles' bytes ([`crate::tile::KMajor::BYTES`], [`crate::tile::NMajor::BYTES`]).
+//!
+//! `fence.proxy.async`: the copy engine and the tensor cores both read and write through the
+//! asynchronous proxy, so a ring that only they touch needs no fence past the barriers'
+//! initialisation (done here). A kernel that writes a stage with ordinary stores (an epilogue
+//! staging its output for a bulk store) calls [`crate::wgmma::fence_proxy_async`] after its
+//! stores and before the copy engine or a product reads them; the simulator reports the missing
+//! fence.
+//!
+//! # Simulator
+//! Every step is one of the modelled operations ([`crate::mbarrier`], [`crate::tma`]), so the
+//! simulator runs the pipeline as it runs any of them, and checks what they check: a stage
+//! refilled before its consumers released it (a write over a product's operands), copies of
+//! more bytes than the stage expects, a wait for a phase the barrier has gone past, a
+//! deadlock (a stage never released, or fewer bytes than `stage_bytes` copied) named with the
+//! barrier and what it still expects.
+
+use crate::{mbarrier, shared, thread, tma, wgmma};
+
+/// Alignment of the ring: a 128-byte swizzle atom (8 rows of 128 bytes).
+pub const RING_ALIGN: usize = 1024;
+
+/// A ring of `stages` stages of `stage_bytes` bytes each in the dynamic shared memory, with
+/// their `full` and `empty` barriers after them. The counts are values, not types, so that a
+/// kernel generic over its tile shape passes its own constants; inlined, they fold as constants
+/// (`step % stages` of a power of two is a mask).
+#[derive(Clone, Copy)]
+pub struct Ring {
+    base: *mut u8,
+    address: u32,
+    bars: *mut u64,
+    stages: usize,
+    stage_bytes: usize,
+}
+
+impl Ring {
+    /// Dynamic shared memory a ring of `stages` stages of `stage_bytes` bytes needs: alignment
+    /// slack, the stages, two barriers each.
+    pub const fn shared_bytes(stages: usize, stage_bytes: usize) -> u32 {
+        (RING_ALIGN + stages * stage_bytes + 2 * stages * 8) as u32
+    }
+
+    /// Lays a ring of `stages` stages of `stage_bytes` bytes out at the first 1024-byte
+    /// boundary of the dynamic shared window and initialises its barriers (thread 0): `full` for
+    /// one arrival, `empty` for `consumer_warps` arrivals (the warps that [`Consumer::release`]
+    /// each stage). Ends with a block barrier ([`thread::sync_threads`]: count it in the
+    /// kernel's `barriers`).
+    ///
+    /// # Safety
+    /// Every thread of the block (1-D) calls it, once, before anything else uses the dynamic
+    /// shared memory; the launch gives at least [`Ring::shared_bytes`] of it; `stages >= 1` and
+    /// `stage_bytes` a multiple of 1024 (every stage starts on a swizzle atom; the simulator
+    /// checks both).
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    pub unsafe fn new(stages: usize, stage_bytes: usize, consumer_warps: u32) -> Self {
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert!(
+            stages >= 1 && stage_bytes % RING_ALIGN == 0,
+            "a ring of {stages} stages of {stage_bytes} bytes: stages of whole 1024-byte atoms"
+        );
+        let window = shared::dynamic::<u64>().cast::<u8>();
+        let window_address = wgmma::shared_address(window) as usize;
+        let pad = (RING_ALIGN - window_address % RING_ALIGN) % RING_ALIGN;
+        let base = window.wrapping_add(pad);
+        let ring = Ring {
+            base,
+            address: (window_address + pad) as u32,
+            bars: base.wrapping_add(stages * stage_bytes).cast::<u64>(),
+            stages,
+            stage_bytes,
+        };
+        if thread::thread_idx_x() == 0 {
+            for s in 0..stages {
+                // SAFETY: 16 bytes past the stages per stage (the caller's launch), touched by
+                // nothing else before the block barrier below.
+                unsafe {
+                    mbarrier::init(ring.full(s), 1);
+                    mbarrier::init(ring.empty(s), consumer_warps);
+                }
+            }
+            mbarrier::fence_init();
+        }
+        thread::sync_threads();
+        ring
+    }
+
+    /// Bytes of one stage.
+    #[inline(always)]
+    pub fn stage_bytes(&self) -> usize {
+        self.stage_bytes
+    }
+
+    #[inline(always)]
+    fn full(&self, s: usize) -> *mut u64 {
+        self.bars.wrapping_add(s)
+    }
+
+    #[inline(always)]
+    fn empty(&self, s: usize) -> *mut u64 {
+        self.bars.wrapping_add(self.stages + s)
+    }
+
+    #[inline(always)]
+    fn stage(&self, s: usize) -> Stage {
+        Stage {
+            base: self.base.wrapping_add(s * self.stage_bytes),
+            address: self.address + (s * self.stage_bytes) as u32,
+            full: self.full(s),
+            empty: self.empty(s),
+        }
+    }
+
+    /// The producer's walk over the ring, from stage 0 (one thread issues the copies).
+    #[inline(always)]
+    pub fn producer(&self) -> Producer {
+        Producer { ring: *self, step: 0 }
+    }
+
+    /// A consumer's walk over the ring, from stage 0 (every thread of the consuming warps).
+    #[inline(always)]
+    pub fn consumer(&self) -> Consumer {
+        Consumer { ring: *self, step: 0 }
+    }
+}
+
+/// One stage of a [`Ring`]: where it is, and its barriers.
+#[derive(Clone, Copy)]
+pub struct Stage {
+    base: *mut u8,
+    address: u32,
+    full: *mut u64,
+    empty: *mut u64,
+}
+
+impl Stage {
+    /// The stage's bytes from `offset` on, as a pointer into shared memory.
+    #[inline(always)]
+    pub fn ptr<T>(&self, offset: usize) -> *mut T {
+        self.base.wrapping_add(offset).cast::<T>()
+    }
+
+    /// The shared-window address of the stage's byte `offset` (what descriptors take).
+    #[inline(always)]
+    pub fn address(&self, offset: usize) -> u32 {
+        self.address + offset as u32
+    }
+
+    /// Copies the box of `tensor` at (`row`, `col`) into the stage at `offset`, completing on
+    /// the stage's `full` barrier ([`tma::load_2d`]).
+    ///
+    /// # Safety
+    /// The stage was handed out by [`Producer::acquire`] and is not yet waited for by the
+    /// consumers; `offset` is a multiple of 1024 with room for the box inside the stage; the
+    /// contract of [`tma::load_2d`] for `tensor`.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn load<T: Copy>(&self, offset: usize, tensor: &tma::Tensor2d<T>, row: usize, col: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { tma::load_2d(self.ptr::<T>(offset), tensor, self.full, row as u32, col as u32) };
+    }
+}
+
+/// The producer's walk over a [`Ring`]: the stage and the phase parity of its next step.
+pub struct Producer {
+    ring: Ring,
+    step: usize,
+}
+
+impl Producer {
+    /// Waits until the next stage is empty (its consumers released it; at first every stage
+    /// is), arrives on its `full` barrier expecting `stage_bytes` and returns it: issue its
+    /// copies ([`Stage::load`]) next, exactly `stage_bytes` of them.
+    ///
+    /// # Safety
+    /// Called by one thread of the block only (the producer), on a ring from [`Ring::new`].
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn acquire(&mut self) -> Stage {
+        let (stages, step) = (self.ring.stages, self.step);
+        let (s, parity) = (step % stages, ((step / stages) & 1) as u32);
+        self.step += 1;
+        let stage = self.ring.stage(s);
+        // SAFETY: initialised barriers (the caller's ring); the previous phase of `empty` (that
+        // of the stage's last use, or the one before a fresh barrier's first) is complete.
+        unsafe {
+            mbarrier::wait_parity(stage.empty, parity ^ 1);
+            mbarrier::arrive_expect_tx(stage.full, self.ring.stage_bytes as u32);
+        }
+        stage
+    }
+}
+
+/// A consumer's walk over a [`Ring`]: the stage and the phase parity of its next step.
+pub struct Consumer {
+    ring: Ring,
+    step: usize,
+}
+
+impl Consumer {
+    /// Waits until the next stage's copies have landed and returns it.
+    ///
+    /// # Safety
+    /// Called by every thread of the consuming warps, on a ring from [`Ring::new`], each stage
+    /// released ([`Consumer::release`]) once after its wait.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn wait(&mut self) -> Stage {
+        let (stages, step) = (self.ring.stages, self.step);
+        let (s, parity) = (step % stages, ((step / stages) & 1) as u32);
+        self.step += 1;
+        let stage = self.ring.stage(s);
+        // SAFETY: an initialised barrier (the caller's ring).
+        unsafe { mbarrier::wait_parity(stage.full, parity) };
+        stage
+    }
+
+    /// Marks `stage` empty for this warp (lane 0 arrives on its `empty` barrier), so that the
+    /// producer may refill it once every consumer warp has: call it when the warp's reads of
+    /// the stage are done (for `wgmma`, after the wait that retires the products reading it).
+    ///
+    /// # Safety
+    /// Every lane of the warp calls it, once per stage it waited for; the ring was made with
+    /// `consumer_warps` counting this warp.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    pub unsafe fn release(&self, stage: &Stage) {
+        if thread::thread_idx_x() % 32 == 0 {
+            // SAFETY: an initialised barrier whose phase expects this warp's arrival.
+            unsafe { mbarrier::arrive(stage.empty) };
+        }
+    }
+}

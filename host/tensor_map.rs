@@ -1,0 +1,162 @@
+//! Tensor maps for kernels that copy with Hopper's bulk tensor copy engine
+//! (`gpukern_device::tma`, `gpukern_device::pipeline`): 2-D row-major matrices, boxes of rows of
+//! 128 bytes, 128-byte swizzle, zeros out of bounds; encoded with the driver's
+//! `cuTensorMapEncodeTiled` and placed in device memory side by side, where a kernel reads them
+//! (rustc cannot pass a `__grid_constant__` parameter). The library's `wgmma` kernels encode
+//! theirs here too.
+//!
+//! ```no_run
+//! # fn main() -> gpukern::Result<()> {
+//! use gpukern::{Gpu, bf16, tensor_map::Map2d};
+//! let gpu = Gpu::new(0)?;
+//! let a = gpu.zeros_of::<bf16>(4096 * 4096)?;
+//! // `A` (4096 x 4096) in boxes of 128 rows x 64 columns: the map a kernel's `Tensor2d` names.
+//! let maps = gpu.tensor_maps_2d(&[Map2d::new(&a, 4096, 4096, 128)])?;
+//! # let _ = maps; Ok(()) }
+//! ```
+
+use cudarc::driver::sys;
+use gpukern_device::tma::{SWIZZLE_128B, Swizzle, TiledMap};
+
+use crate::buffer::{DeviceVec, Element};
+use crate::device::Gpu;
+use crate::error::{DriverContext, Error, Result};
+
+/// Words of one tensor map (128 bytes).
+pub const MAP_WORDS: usize = 16;
+
+/// An element type the copy engine knows.
+pub trait MapElement: Element {
+    /// The copy engine's name of the type.
+    const KIND: sys::CUtensorMapDataType;
+}
+
+impl MapElement for half::bf16 {
+    const KIND: sys::CUtensorMapDataType = sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+}
+impl MapElement for half::f16 {
+    const KIND: sys::CUtensorMapDataType = sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+}
+impl MapElement for f32 {
+    const KIND: sys::CUtensorMapDataType = sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+}
+
+/// A row-major `rows x cols` matrix in `data` (rows `stride` elements apart) and the box a copy
+/// moves: `box_rows` rows of 128 bytes (`128 / size_of::<T>()` columns).
+#[derive(Clone, Copy)]
+pub struct Map2d<'a, T> {
+    /// The buffer holding the matrix from its first element.
+    pub data: &'a DeviceVec<T>,
+    /// Rows.
+    pub rows: usize,
+    /// Columns (the contiguous dimension).
+    pub cols: usize,
+    /// Elements from one row to the next (`stride * size_of::<T>()` a multiple of 16).
+    pub stride: usize,
+    /// Rows of the box (at most 256).
+    pub box_rows: usize,
+}
+
+impl<'a, T> Map2d<'a, T> {
+    /// A dense matrix (`stride = cols`).
+    pub fn new(data: &'a DeviceVec<T>, rows: usize, cols: usize, box_rows: usize) -> Self {
+        Map2d {
+            data,
+            rows,
+            cols,
+            stride: cols,
+            box_rows,
+        }
+    }
+}
+
+impl Gpu {
+    /// The tensor maps of `maps` in one device buffer, [`MAP_WORDS`] words each in order (the
+    /// allocation is 256-byte aligned, so each map is 64-byte aligned). Checks each matrix
+    /// against its buffer and the driver's rules first (a clear error instead of the driver's
+    /// bare `CUDA_ERROR_INVALID_VALUE`). Zeros in the simulator, whose copies read the matrices
+    /// through the kernel's `Tensor2d` instead.
+    pub fn tensor_maps_2d<T: MapElement>(&self, maps: &[Map2d<'_, T>]) -> Result<DeviceVec<u64>> {
+        const OP: &str = "tensor_maps_2d";
+        let mut words = Vec::with_capacity(maps.len() * MAP_WORDS);
+        for m in maps {
+            let needed = match m.rows {
+                0 => 0,
+                r => (r - 1) * m.stride + m.cols,
+            };
+            if m.data.len() < needed || m.stride < m.cols {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    detail: format!(
+                        "a {} x {} matrix with rows {} apart in a buffer of {} elements",
+                        m.rows,
+                        m.cols,
+                        m.stride,
+                        m.data.len()
+                    ),
+                });
+            }
+            if self.is_simulator() {
+                words.extend([0u64; MAP_WORDS]);
+                continue;
+            }
+            let bytes = std::mem::size_of::<T>();
+            let matrix = (m.data.address(), m.rows, m.cols, m.stride);
+            words.extend(encode_2d(OP, T::KIND, bytes, matrix, m.box_rows)?);
+        }
+        self.upload(&words)
+    }
+}
+
+/// The tensor map of the row-major `rows x cols` matrix of `bytes`-byte elements of type `kind`
+/// at device address `address`, rows `stride` elements apart: boxes of `box_rows` rows of 128
+/// bytes, 128-byte swizzle, zeros out of bounds. Errors (naming `op`) where the driver would
+/// refuse it.
+pub(crate) fn encode_2d(
+    op: &'static str,
+    kind: sys::CUtensorMapDataType,
+    bytes: usize,
+    (address, rows, cols, stride): (usize, usize, usize, usize),
+    box_rows: usize,
+) -> Result<[u64; MAP_WORDS]> {
+    let mut map = sys::CUtensorMap { opaque: [0; 16] };
+    let dims = [cols as u64, rows as u64];
+    let strides = [(stride * bytes) as u64];
+    let boxes = [(SWIZZLE_128B / bytes) as u32, box_rows as u32];
+    let element_strides = [1u32, 1];
+    // The driver's rules, checked first: its refusal is a bare CUDA_ERROR_INVALID_VALUE.
+    let tiled = TiledMap {
+        address: address as u64,
+        element_bytes: bytes as u32,
+        dims: &dims,
+        strides: &strides,
+        box_dims: &boxes,
+        element_strides: &element_strides,
+        swizzle: Swizzle::B128,
+    };
+    tiled.check().map_err(|e| Error::InvalidArgument {
+        op,
+        detail: format!("a tensor map of {rows} x {cols} elements, rows {stride} apart: {e}"),
+    })?;
+    // SAFETY: every pointer is to a live local array of the rank's length (strides: rank - 1);
+    // the call only encodes (no device access).
+    unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            kind,
+            2,
+            address as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .during("encoding a TMA tensor map (cuTensorMapEncodeTiled)")?;
+    Ok(map.opaque)
+}
