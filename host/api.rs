@@ -471,6 +471,35 @@ where
 }
 
 #[cfg(feature = "norm")]
+/// The residual add fused into RMSNorm on the default device: returns `(h, y)` with
+/// `h = x + res` (rounded once to `T`) and `y = h / sqrt(mean(h^2) + eps) * weight` (see
+/// [`Gpu::residual_rms_norm`]).
+///
+/// Errors: [`Error::ShapeMismatch`] unless `res` has `x`'s shape and `weight` one element per
+/// column; [`Error::InvalidArgument`] if `eps` is negative or not finite.
+pub fn residual_rms_norm<T, S1, S2, S3>(
+    x: &ArrayBase<S1, Ix2>,
+    res: &ArrayBase<S2, Ix2>,
+    weight: &ArrayBase<S3, ndarray::Ix1>,
+    eps: f32,
+) -> Result<(Array2<T>, Array2<T>)>
+where
+    T: crate::ops::norm::ResidualNormElement,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+    S3: Data<Elem = T>,
+{
+    let gpu = Gpu::global()?;
+    let (h, y) = gpu.residual_rms_norm(
+        &gpu.upload_matrix(x)?,
+        &gpu.upload_matrix(res)?,
+        &gpu.upload(&elements(weight))?,
+        eps,
+    )?;
+    Ok((h.to_array()?, y.to_array()?))
+}
+
+#[cfg(feature = "norm")]
 /// LayerNorm of each row of `x` (f32 or bf16) with the per-column `weight` and `bias`, on the
 /// default device: `y = (x - mean) / sqrt(var + eps) * weight + bias` (see [`Gpu::layer_norm`]).
 ///

@@ -256,6 +256,24 @@ pub fn layer_norm_rows(x: &[f32], cols: usize, w: &[f32], b: &[f32], eps: f32) -
     y
 }
 
+#[cfg(feature = "norm")]
+/// The residual add fused into RMSNorm over row-major rows of `cols`: `h = round(x + res)` (the
+/// sum in f32, then `round`, the element type's rounding: the identity for f32) and
+/// `y = rms_norm_rows(h)` in f64, the statistic over the rounded `h` as the kernels take it.
+/// Returns `(h, y)`.
+pub fn residual_rms_norm_rows(
+    x: &[f32],
+    res: &[f32],
+    cols: usize,
+    w: &[f32],
+    eps: f32,
+    round: impl Fn(f32) -> f32,
+) -> (Vec<f32>, Vec<f32>) {
+    let h: Vec<f32> = x.iter().zip(res).map(|(&a, &b)| round(a + b)).collect();
+    let y = rms_norm_rows(&h, cols, w, eps);
+    (h, y)
+}
+
 #[cfg(feature = "cross_entropy")]
 /// The cross-entropy loss of each row of the row-major `rows x cols` logits `x` with class
 /// `labels` (each in `0..cols`), in f64: `logsumexp(x[r]) - x[r][labels[r]]`, with

@@ -125,7 +125,7 @@ pub use api::{argmax, argmax_axis, argmax_with, max, max_axis, max_with, sum, su
 #[cfg(feature = "cross_entropy")]
 pub use api::{cross_entropy, cross_entropy_mean, cross_entropy_mean_with, cross_entropy_with};
 #[cfg(feature = "norm")]
-pub use api::{layer_norm, layer_norm_with, rms_norm, rms_norm_with};
+pub use api::{layer_norm, layer_norm_with, residual_rms_norm, rms_norm, rms_norm_with};
 #[cfg(feature = "matmul")]
 pub use api::{matmul, matmul_f32_out, matmul_half_with, matmul_with};
 #[cfg(feature = "softmax")]
@@ -163,7 +163,7 @@ pub use ops::matmul::{
     HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile, tf32_error_factor,
 };
 #[cfg(feature = "norm")]
-pub use ops::norm::{NormAlgorithm, NormElement};
+pub use ops::norm::{NormAlgorithm, NormElement, ResidualNormAlgorithm, ResidualNormElement};
 #[cfg(feature = "reduce")]
 pub use ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
 #[cfg(feature = "softmax")]

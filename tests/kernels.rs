@@ -51,6 +51,8 @@ mod multi;
 mod norm;
 #[path = "kernels/reduce.rs"]
 mod reduce;
+#[path = "kernels/residual_norm.rs"]
+mod residual_norm;
 #[path = "kernels/sizes.rs"]
 mod sizes;
 #[path = "kernels/softmax.rs"]
@@ -130,6 +132,7 @@ fn main() {
         reduce::trials,
         transpose::trials,
         norm::trials,
+        residual_norm::trials,
         cross_entropy::trials,
         grid::trials,
         views::trials,
