@@ -19,6 +19,8 @@ mod cross_entropy;
 mod data;
 #[path = "bench/graph.rs"]
 mod graph;
+#[path = "bench/llm_blocks.rs"]
+mod llm_blocks;
 #[path = "bench/matmul.rs"]
 mod matmul;
 #[path = "bench/matmul_half.rs"]
@@ -140,10 +142,16 @@ enum Suite {
     /// bf16 and fp16 matmul (f32 sums) against cuBLAS `cublasGemmEx` of the same types.
     #[value(name = "matmul_half")]
     MatmulHalf,
+    /// The residual add fused into RMSNorm, bf16 (record `residual_rms_norm`).
+    #[value(name = "residual_norm")]
+    ResidualNorm,
+    /// SwiGLU and GeGLU, bf16 (records `swiglu`, `geglu`).
+    #[value(name = "glu")]
+    Glu,
 }
 
 impl Suite {
-    const ALL: [Suite; 18] = [
+    const ALL: [Suite; 20] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -162,6 +170,8 @@ impl Suite {
         Suite::Norm,
         Suite::CrossEntropy,
         Suite::MatmulHalf,
+        Suite::ResidualNorm,
+        Suite::Glu,
     ];
 
     /// Records this suite writes.
@@ -185,6 +195,8 @@ impl Suite {
             Suite::Norm => norm::planned(quick, plans),
             Suite::CrossEntropy => cross_entropy::planned(quick),
             Suite::MatmulHalf => matmul_half::planned(quick, plans),
+            Suite::ResidualNorm => llm_blocks::residual_planned(quick),
+            Suite::Glu => llm_blocks::glu_planned(quick),
         };
         n as u64
     }
@@ -209,6 +221,8 @@ impl Suite {
             Suite::Norm => norm::norm(bench, sink),
             Suite::CrossEntropy => cross_entropy::cross_entropy(bench, sink),
             Suite::MatmulHalf => matmul_half::matmul_half(bench, sink),
+            Suite::ResidualNorm => llm_blocks::residual_norm(bench, sink),
+            Suite::Glu => llm_blocks::glu(bench, sink),
         }
     }
 }

@@ -612,3 +612,31 @@ where
         detail: "the mean came back empty".into(),
     })
 }
+
+#[cfg(feature = "glu")]
+/// SwiGLU of the rows of `x` (`rows x 2n`, gate first) on the default device:
+/// `silu(x[:, ..n]) * x[:, n..]` (see [`Gpu::swiglu`]).
+///
+/// Errors: [`Error::InvalidArgument`] for an odd number of columns.
+pub fn swiglu<T, S>(x: &ArrayBase<S, Ix2>) -> Result<Array2<T>>
+where
+    T: crate::ops::glu::GluElement,
+    S: Data<Elem = T>,
+{
+    let gpu = Gpu::global()?;
+    gpu.swiglu(&gpu.upload_matrix(x)?)?.to_array()
+}
+
+#[cfg(feature = "glu")]
+/// GeGLU of the rows of `x` (`rows x 2n`, gate first) on the default device:
+/// `gelu(x[:, ..n]) * x[:, n..]` with the GELU `approx` (see [`Gpu::geglu`]).
+///
+/// Errors: [`Error::InvalidArgument`] for an odd number of columns.
+pub fn geglu<T, S>(x: &ArrayBase<S, Ix2>, approx: crate::ops::glu::GeluApprox) -> Result<Array2<T>>
+where
+    T: crate::ops::glu::GluElement,
+    S: Data<Elem = T>,
+{
+    let gpu = Gpu::global()?;
+    gpu.geglu(&gpu.upload_matrix(x)?, approx)?.to_array()
+}

@@ -298,3 +298,65 @@ pub fn cross_entropy_rows(x: &[f32], cols: usize, labels: &[i64]) -> Vec<f32> {
         })
         .collect()
 }
+
+#[cfg(feature = "glu")]
+/// `erf(x)` in f64: its Taylor series below 2.5 (at most 3 of 16 digits lost to cancellation),
+/// the continued fraction of `erfc` above; NaN for NaN.
+pub fn erf64(x: f64) -> f64 {
+    let a = x.abs();
+    let v = if a < 2.5 {
+        let (mut term, mut sum, mut n) = (a, a, 0.0);
+        while term.abs() > 1e-18 * sum.abs() {
+            n += 1.0;
+            term *= -a * a / n;
+            sum += term / (2.0 * n + 1.0);
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else if a.is_finite() {
+        // erfc(a) = exp(-a^2) / sqrt(pi) / (a + (1/2) / (a + 1 / (a + (3/2) / (a + ...)))).
+        let mut f = a;
+        for k in (1..200).rev() {
+            f = a + (k as f64 / 2.0) / f;
+        }
+        1.0 - (-a * a).exp() / std::f64::consts::PI.sqrt() / f
+    } else {
+        1.0
+    };
+    if x.is_nan() { x } else { v.copysign(x) }
+}
+
+#[cfg(feature = "glu")]
+/// A GLU over row-major rows of `2 n` (gate first, then up), in f64: `act(gate) * up`, each
+/// output rounded to f32 once. `act` is the activation in f64 ([`silu64`], [`gelu_tanh64`],
+/// [`gelu_erf64`]).
+pub fn glu_rows(x: &[f32], n: usize, act: impl Fn(f64) -> f64) -> Vec<f32> {
+    let mut y = Vec::with_capacity(x.len() / 2);
+    for row in x.chunks(2 * n.max(1)) {
+        let (gate, up) = row.split_at(n);
+        y.extend(
+            gate.iter()
+                .zip(up)
+                .map(|(&g, &u)| (act(f64::from(g)) * f64::from(u)) as f32),
+        );
+    }
+    y
+}
+
+#[cfg(feature = "glu")]
+/// `silu(g) = g / (1 + e^-g)` in f64.
+pub fn silu64(g: f64) -> f64 {
+    g / (1.0 + (-g).exp())
+}
+
+#[cfg(feature = "glu")]
+/// The tanh GELU in f64: `g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))`.
+pub fn gelu_tanh64(g: f64) -> f64 {
+    let k = (2.0 / std::f64::consts::PI).sqrt();
+    0.5 * g * (1.0 + (k * (g + 0.044715 * g * g * g)).tanh())
+}
+
+#[cfg(feature = "glu")]
+/// The erf GELU in f64: `g/2 (1 + erf(g / sqrt 2))`.
+pub fn gelu_erf64(g: f64) -> f64 {
+    0.5 * g * (1.0 + erf64(g / std::f64::consts::SQRT_2))
+}

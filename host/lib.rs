@@ -30,7 +30,7 @@
 //!
 //! One feature per kernel family, all on through `library` (the default): `add` (`add`,
 //! `increment_by_one`), `matmul`, `softmax`, `norm` (`rms_norm`, `layer_norm`), `reduce` (`sum`,
-//! `max`, `argmax`), `transpose` and `cross_entropy` (whose kernels reuse softmax's, so it
+//! `max`, `argmax`), `transpose`, `glu` (`swiglu`, `geglu`) and `cross_entropy` (whose kernels reuse softmax's, so it
 //! compiles the softmax kernels too, not softmax's operations). Each brings its family's kernels,
 //! compiled for the simulator and to PTX and embedded (`build.rs` hands the list to
 //! `gpukern_build::Builder::features`), and its operations: [`ops`]`::<family>`, the free
@@ -87,7 +87,8 @@ extern crate self as gpukern;
     feature = "norm",
     feature = "reduce",
     feature = "transpose",
-    feature = "cross_entropy"
+    feature = "cross_entropy",
+    feature = "glu"
 ))]
 pub mod api;
 pub mod buffer;
@@ -101,7 +102,8 @@ pub mod copy;
     feature = "norm",
     feature = "reduce",
     feature = "transpose",
-    feature = "cross_entropy"
+    feature = "cross_entropy",
+    feature = "glu"
 ))]
 pub mod cpu;
 pub mod device;
@@ -124,6 +126,8 @@ pub use api::{add, add_with, increment_by_one, increment_by_one_with};
 pub use api::{argmax, argmax_axis, argmax_with, max, max_axis, max_with, sum, sum_axis, sum_with};
 #[cfg(feature = "cross_entropy")]
 pub use api::{cross_entropy, cross_entropy_mean, cross_entropy_mean_with, cross_entropy_with};
+#[cfg(feature = "glu")]
+pub use api::{geglu, swiglu};
 #[cfg(feature = "norm")]
 pub use api::{layer_norm, layer_norm_with, residual_rms_norm, rms_norm, rms_norm_with};
 #[cfg(feature = "matmul")]
@@ -158,6 +162,8 @@ pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
 #[cfg(feature = "cross_entropy")]
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
+#[cfg(feature = "glu")]
+pub use ops::glu::{GeluApprox, GluAlgorithm, GluElement};
 #[cfg(feature = "matmul")]
 pub use ops::matmul::{
     HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile, tf32_error_factor,

@@ -37,6 +37,8 @@ mod device;
 mod entry_modules;
 #[path = "kernels/errors.rs"]
 mod errors;
+#[path = "kernels/glu.rs"]
+mod glu;
 #[path = "kernels/graph.rs"]
 mod graph;
 #[path = "kernels/grid.rs"]
@@ -133,6 +135,7 @@ fn main() {
         transpose::trials,
         norm::trials,
         residual_norm::trials,
+        glu::trials,
         cross_entropy::trials,
         grid::trials,
         views::trials,

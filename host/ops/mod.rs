@@ -11,6 +11,8 @@
 pub mod add;
 #[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
+#[cfg(feature = "glu")]
+pub mod glu;
 #[cfg(feature = "matmul")]
 pub mod matmul;
 #[cfg(feature = "norm")]
@@ -22,10 +24,11 @@ pub mod softmax;
 #[cfg(feature = "transpose")]
 pub mod transpose;
 
-// Every family but reduce checks two operands' shapes.
+// Every family but reduce checks operands' shapes.
 #[cfg(any(
     feature = "add",
     feature = "cross_entropy",
+    feature = "glu",
     feature = "matmul",
     feature = "norm",
     feature = "softmax",
@@ -64,8 +67,8 @@ mod tests {
             }
         }
         assert_eq!(
-            families, 7,
-            "add, cross_entropy, matmul, norm, reduce, softmax, transpose"
+            families, 8,
+            "add, cross_entropy, glu, matmul, norm, reduce, softmax, transpose"
         );
     }
 
