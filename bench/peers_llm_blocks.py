@@ -5,12 +5,17 @@ examples/bench/llm_blocks.rs, all bf16:
 - `residual_rms_norm`: `h = x + res; y = F.rms_norm(h, (cols,), w, eps)`, returning `(h, y)`
   (torch >= 2.4; the f32 formula before);
 - `swiglu`: `gate, up = x.chunk(2, -1); F.silu(gate) * up`;
-- `geglu`: `gate, up = x.chunk(2, -1); F.gelu(gate, approximate="tanh") * up`.
+- `geglu`: `gate, up = x.chunk(2, -1); F.gelu(gate, approximate="tanh") * up`;
+- `rotary`: HF Llama's formulation (`LlamaRotaryEmbedding` and `apply_rotary_pos_emb`): the
+  angles `positions * inv_freq` in f32, `cos`, `sin` cast to bf16, then
+  `q * cos + rotate_half(q) * sin` and the same for `k`, new tensors (HF's are not in place);
+- `embedding`: `F.embedding(ids, table)`.
 
 `torch` runs them eagerly; `torch-compile` through `torch.compile(dynamic=False)` (Inductor fuses
 each into one generated kernel), compiled by the check's call before anything is timed.
 
-Run by peers.py (entries `torch_llm` and `compile_llm` of its PEERS).
+Run by peers.py (entries `torch_llm` and `compile_llm` of its PEERS). The families `rotary` and
+`embedding` of the suite have the shapes; theta is Llama 3's 500000, positions below 8192.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any, Callable
 import peers_common as C
 
 EPS = 1e-5  # examples/bench/llm_blocks.rs EPS
+THETA = 500000.0  # examples/bench/llm_blocks.rs THETA
 BF16_TOL = 1e-2  # one rounding to bf16 (8 significant bits) is at most 2^-9 relative
 
 
@@ -36,6 +42,26 @@ def glu_ref(torch: Any, x: Any, kernel: str) -> Any:
     F = torch.nn.functional
     act = F.silu(gate) if kernel == "swiglu" else F.gelu(gate, approximate="tanh")
     return act * up
+
+
+def inv_freq(torch: Any, head_dim: int) -> Any:
+    """`theta^(-2i / head_dim)` in float64, rounded once to f32 (as gpukern's table)."""
+    i = torch.arange(0, head_dim, 2, dtype=torch.float64, device="cuda")
+    return (THETA ** (-i / head_dim)).float()
+
+
+def rotate_half(torch: Any, x: Any) -> Any:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotary_ref(torch: Any, q: Any, k: Any, pos: Any, freq: Any) -> Any:
+    """The f32 angles, cos and sin in float64, the rotation in float64; q and k concatenated."""
+    angle = (pos[:, None].float() * freq[None, :]).double()
+    emb = torch.cat((angle, angle), dim=-1)[:, None, :]
+    cos, sin = emb.cos(), emb.sin()
+    out = [(x.double() * cos + rotate_half(torch, x.double()) * sin).flatten() for x in (q, k)]
+    return torch.cat(out)
 
 
 def functions(torch: Any) -> dict[str, tuple[Callable[..., Any], str]]:
@@ -63,7 +89,15 @@ def functions(torch: Any) -> dict[str, tuple[Callable[..., Any], str]]:
         gate, up = x.chunk(2, dim=-1)
         return F.gelu(gate, approximate="tanh") * up
 
+    def rotary(q: Any, k: Any, pos: Any, freq: Any) -> Any:
+        freqs = pos[:, None].float() * freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().to(q.dtype)[:, None, :], emb.sin().to(q.dtype)[:, None, :]
+        return q * cos + rotate_half(torch, q) * sin, k * cos + rotate_half(torch, k) * sin
+
     return {
+        "rotary": (rotary, "HF apply_rotary_pos_emb with cos/sin from positions (bf16)"),
+        "embedding": (lambda ids, table: F.embedding(ids, table), "F.embedding(ids, table)"),
         "residual_rms_norm": (residual, residual_call),
         "swiglu": (swiglu, "gate, up = x.chunk(2, -1); F.silu(gate) * up"),
         "geglu": (geglu, 'gate, up = x.chunk(2, -1); F.gelu(gate, approximate="tanh") * up'),
@@ -126,9 +160,65 @@ def _run(ctx: Any, impl: str, compiled: bool) -> None:
 
             sink.item(base, glu)
 
+    for tokens, heads, kv, d in C.shapes("rotary", ctx.quick):
+        fn, call = fns["rotary"]
+        base = C.record(
+            "rotary", impl, f"{tokens}x{heads}x{kv}x{d}", dtype="bf16", tokens=tokens, heads=heads, kv_heads=kv,
+            head_dim=d, theta=THETA, layout="half-split", version=torch.__version__, call=call,
+            allocates="its outputs, per call",
+        )
+
+        def rope(
+            tokens: int = tokens, heads: int = heads, kv: int = kv, d: int = d, fn: Any = fn,
+            base: dict[str, Any] = base,
+        ) -> dict[str, Any]:
+            nbytes = C.bytes_of("rotary", tokens=tokens, heads=heads, kv_heads=kv, head_dim=d)
+            sets = C.sets_for(int(nbytes))
+            q = ctx.rand((tokens, heads, d)).to(bf16)
+            k = ctx.rand((tokens, kv, d)).to(bf16)
+            pos = (ctx.rand((tokens,), 0.0, 8192.0)).long()
+            freq = inv_freq(torch, d)
+            qs, ks = [q.clone() for _ in range(sets)], [k.clone() for _ in range(sets)]
+            ref = rotary_ref(torch, q, k, pos, freq)
+
+            def once() -> Any:
+                a, b = fn(q, k, pos, freq)
+                return torch.cat([a.flatten(), b.flatten()])
+
+            return C.timed_check(
+                ctx, {**base, "sets": sets}, once, ref, lambda i: fn(qs[i % sets], ks[i % sets], pos, freq), nbytes,
+                None, BF16_TOL,
+            )
+
+        sink.item(base, rope)
+
+    for tokens, vocab, hidden in C.shapes("embedding", ctx.quick):
+        fn, call = fns["embedding"]
+        base = C.record(
+            "embedding", impl, f"{tokens}x{vocab}x{hidden}", dtype="bf16", tokens=tokens, vocab=vocab, hidden=hidden,
+            version=torch.__version__, call=call, allocates="its output, per call",
+        )
+
+        def gather(
+            tokens: int = tokens, vocab: int = vocab, hidden: int = hidden, fn: Any = fn, base: dict[str, Any] = base
+        ) -> dict[str, Any]:
+            nbytes = C.bytes_of("embedding", tokens=tokens, vocab=vocab, hidden=hidden)
+            sets = C.sets_for(int(nbytes))
+            table = ctx.rand((vocab, hidden)).to(bf16)
+            ids = ctx.rand((tokens,), 0.0, float(vocab)).long().clamp_(0, vocab - 1)
+            idss = [ids.clone() for _ in range(sets)]
+            ref = table[ids].double()
+            return C.timed_check(
+                ctx, {**base, "sets": sets}, lambda: fn(ids, table), ref, lambda i: fn(idss[i % sets], table), nbytes,
+                None, BF16_TOL,
+            )
+
+        sink.item(base, gather)
+
 
 def peer_torch_llm(ctx: Any) -> None:
-    """torch eager: the residual RMSNorm, SwiGLU and GeGLU as a model writes them."""
+    """torch eager: the residual RMSNorm, SwiGLU, GeGLU, rotary and embedding as a model writes
+    them."""
     _run(ctx, "torch", compiled=False)
 
 

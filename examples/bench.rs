@@ -148,10 +148,16 @@ enum Suite {
     /// SwiGLU and GeGLU, bf16 (records `swiglu`, `geglu`).
     #[value(name = "glu")]
     Glu,
+    /// Rotary embedding of q and k in place, bf16 (record `rotary`).
+    #[value(name = "rotary")]
+    Rotary,
+    /// Embedding gather, bf16 (record `embedding`).
+    #[value(name = "embedding")]
+    Embedding,
 }
 
 impl Suite {
-    const ALL: [Suite; 20] = [
+    const ALL: [Suite; 22] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -172,6 +178,8 @@ impl Suite {
         Suite::MatmulHalf,
         Suite::ResidualNorm,
         Suite::Glu,
+        Suite::Rotary,
+        Suite::Embedding,
     ];
 
     /// Records this suite writes.
@@ -197,6 +205,8 @@ impl Suite {
             Suite::MatmulHalf => matmul_half::planned(quick, plans),
             Suite::ResidualNorm => llm_blocks::residual_planned(quick),
             Suite::Glu => llm_blocks::glu_planned(quick),
+            Suite::Rotary => llm_blocks::rotary_planned(quick),
+            Suite::Embedding => llm_blocks::embedding_planned(quick),
         };
         n as u64
     }
@@ -223,6 +233,8 @@ impl Suite {
             Suite::MatmulHalf => matmul_half::matmul_half(bench, sink),
             Suite::ResidualNorm => llm_blocks::residual_norm(bench, sink),
             Suite::Glu => llm_blocks::glu(bench, sink),
+            Suite::Rotary => llm_blocks::rotary(bench, sink),
+            Suite::Embedding => llm_blocks::embedding(bench, sink),
         }
     }
 }

@@ -640,3 +640,42 @@ where
     let gpu = Gpu::global()?;
     gpu.geglu(&gpu.upload_matrix(x)?, approx)?.to_array()
 }
+
+#[cfg(feature = "rotary")]
+/// Rotary embedding of `q` (`tokens x heads * head_dim`) and `k` (`tokens x kv_heads *
+/// head_dim`), bf16, on the default device: returns the rotated `(q, k)` (see [`Gpu::rotary`]).
+///
+/// Errors: those of [`Gpu::upload_positions`], [`Gpu::rotary_frequencies`] and [`Gpu::rotary`].
+pub fn rotary<S1, S2>(
+    q: &ArrayBase<S1, Ix2>,
+    k: &ArrayBase<S2, Ix2>,
+    positions: &[i64],
+    head_dim: usize,
+    theta: f64,
+    layout: crate::ops::rotary::RotaryLayout,
+) -> Result<(Array2<half::bf16>, Array2<half::bf16>)>
+where
+    S1: Data<Elem = half::bf16>,
+    S2: Data<Elem = half::bf16>,
+{
+    let gpu = Gpu::global()?;
+    let (mut dq, mut dk) = (gpu.upload_matrix(q)?, gpu.upload_matrix(k)?);
+    let positions = gpu.upload_positions(positions)?;
+    let freqs = gpu.rotary_frequencies(head_dim, theta)?;
+    gpu.rotary(&mut dq, &mut dk, &positions, &freqs, layout)?;
+    Ok((dq.to_array()?, dk.to_array()?))
+}
+
+#[cfg(feature = "embedding")]
+/// The rows of `table` (`vocab x hidden`, bf16) that `ids` name, on the default device
+/// (PyTorch's `F.embedding(ids, table)`); the ids are checked on the host.
+///
+/// Errors: [`Error::InvalidArgument`] naming the first id outside `0..vocab`.
+pub fn embedding<S>(table: &ArrayBase<S, Ix2>, ids: &[i64]) -> Result<Array2<half::bf16>>
+where
+    S: Data<Elem = half::bf16>,
+{
+    let gpu = Gpu::global()?;
+    let ids = gpu.upload_token_ids(ids, table.nrows())?;
+    gpu.embedding(&gpu.upload_matrix(table)?, &ids)?.to_array()
+}

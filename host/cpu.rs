@@ -360,3 +360,57 @@ pub fn gelu_tanh64(g: f64) -> f64 {
 pub fn gelu_erf64(g: f64) -> f64 {
     0.5 * g * (1.0 + erf64(g / std::f64::consts::SQRT_2))
 }
+
+#[cfg(feature = "rotary")]
+/// Rotary embedding of the row-major `tokens x heads * head_dim` values `x` (as f32), in f64:
+/// pair `i` of each head of token `t` (half-split: `(x[i], x[i + head_dim/2])`, else `(x[2i],
+/// x[2i + 1])`) rotated by the angle `f32(positions[t]) * inv_freq[i]`, rounded to f32 as the
+/// kernels round it (the angle of HF's f32 `freqs`), then cos and sin in f64. Returns the rotated
+/// values, each rounded to f32 once.
+pub fn rotary_rows(
+    x: &[f32],
+    head_dim: usize,
+    positions: &[i64],
+    inv_freq: &[f32],
+    half_split: bool,
+) -> Vec<f32> {
+    let mut y = x.to_vec();
+    let per_token = if positions.is_empty() {
+        0
+    } else {
+        x.len() / positions.len()
+    };
+    let half = head_dim / 2;
+    for (t, &pos) in positions.iter().enumerate() {
+        for head in y[t * per_token..(t + 1) * per_token].chunks_mut(head_dim.max(1)) {
+            for (i, &f) in inv_freq.iter().enumerate().take(half) {
+                let angle = f64::from(pos as f32 * f);
+                let (s, c) = angle.sin_cos();
+                let (a, b) = if half_split {
+                    (i, i + half)
+                } else {
+                    (2 * i, 2 * i + 1)
+                };
+                let (x1, x2) = (f64::from(head[a]), f64::from(head[b]));
+                head[a] = (x1 * c - x2 * s) as f32;
+                head[b] = (x2 * c + x1 * s) as f32;
+            }
+        }
+    }
+    y
+}
+
+#[cfg(feature = "embedding")]
+/// The rows of the row-major `vocab x hidden` table that `ids` name, zeros for an id outside
+/// `0..vocab` (the kernels' guard).
+pub fn embedding_rows<T: Copy + Default>(table: &[T], hidden: usize, ids: &[i64]) -> Vec<T> {
+    let vocab = table.len().checked_div(hidden).unwrap_or(0);
+    let mut y = Vec::with_capacity(ids.len() * hidden);
+    for &id in ids {
+        match usize::try_from(id).ok().filter(|&r| r < vocab) {
+            Some(r) => y.extend_from_slice(&table[r * hidden..(r + 1) * hidden]),
+            None => y.extend(std::iter::repeat_n(T::default(), hidden)),
+        }
+    }
+    y
+}

@@ -30,7 +30,7 @@
 //!
 //! One feature per kernel family, all on through `library` (the default): `add` (`add`,
 //! `increment_by_one`), `matmul`, `softmax`, `norm` (`rms_norm`, `layer_norm`), `reduce` (`sum`,
-//! `max`, `argmax`), `transpose`, `glu` (`swiglu`, `geglu`) and `cross_entropy` (whose kernels reuse softmax's, so it
+//! `max`, `argmax`), `transpose`, `glu` (`swiglu`, `geglu`), `rotary` (`Gpu::rotary`), `embedding` and `cross_entropy` (whose kernels reuse softmax's, so it
 //! compiles the softmax kernels too, not softmax's operations). Each brings its family's kernels,
 //! compiled for the simulator and to PTX and embedded (`build.rs` hands the list to
 //! `gpukern_build::Builder::features`), and its operations: [`ops`]`::<family>`, the free
@@ -88,7 +88,9 @@ extern crate self as gpukern;
     feature = "reduce",
     feature = "transpose",
     feature = "cross_entropy",
-    feature = "glu"
+    feature = "glu",
+    feature = "rotary",
+    feature = "embedding"
 ))]
 pub mod api;
 pub mod buffer;
@@ -103,7 +105,9 @@ pub mod copy;
     feature = "reduce",
     feature = "transpose",
     feature = "cross_entropy",
-    feature = "glu"
+    feature = "glu",
+    feature = "rotary",
+    feature = "embedding"
 ))]
 pub mod cpu;
 pub mod device;
@@ -120,6 +124,10 @@ pub mod ptx;
 pub mod stream;
 pub mod view;
 
+#[cfg(feature = "embedding")]
+pub use api::embedding;
+#[cfg(feature = "rotary")]
+pub use api::rotary;
 #[cfg(feature = "add")]
 pub use api::{add, add_with, increment_by_one, increment_by_one_with};
 #[cfg(feature = "reduce")]
@@ -162,6 +170,8 @@ pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
 #[cfg(feature = "cross_entropy")]
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
+#[cfg(feature = "embedding")]
+pub use ops::embedding::{EmbeddingAlgorithm, TokenIdElement, TokenIds};
 #[cfg(feature = "glu")]
 pub use ops::glu::{GeluApprox, GluAlgorithm, GluElement};
 #[cfg(feature = "matmul")]
@@ -172,6 +182,8 @@ pub use ops::matmul::{
 pub use ops::norm::{NormAlgorithm, NormElement, ResidualNormAlgorithm, ResidualNormElement};
 #[cfg(feature = "reduce")]
 pub use ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
+#[cfg(feature = "rotary")]
+pub use ops::rotary::{PositionElement, RotaryAlgorithm, RotaryFrequencies, RotaryLayout, RotaryPositions};
 #[cfg(feature = "softmax")]
 pub use ops::softmax::SoftmaxAlgorithm;
 #[cfg(feature = "transpose")]

@@ -33,6 +33,8 @@ mod coverage;
 mod cross_entropy;
 #[path = "kernels/device.rs"]
 mod device;
+#[path = "kernels/embedding.rs"]
+mod embedding;
 #[path = "kernels/entry_modules.rs"]
 mod entry_modules;
 #[path = "kernels/errors.rs"]
@@ -55,6 +57,8 @@ mod norm;
 mod reduce;
 #[path = "kernels/residual_norm.rs"]
 mod residual_norm;
+#[path = "kernels/rotary.rs"]
+mod rotary;
 #[path = "kernels/sizes.rs"]
 mod sizes;
 #[path = "kernels/softmax.rs"]
@@ -136,6 +140,8 @@ fn main() {
         norm::trials,
         residual_norm::trials,
         glu::trials,
+        rotary::trials,
+        embedding::trials,
         cross_entropy::trials,
         grid::trials,
         views::trials,

@@ -7,11 +7,18 @@
 //!   traffic: read `x` and `res`, write `h` and `y` (8 bytes per element), the weight once.
 //! * `glu` (records `swiglu`, `geglu`): `gpu.swiglu_into_with`, `gpu.geglu_into_with` (tanh);
 //!   read `rows x 2n`, write `rows x n` (6 bytes per output element).
+//! * `rotary` (record `rotary`): `gpu.rotary_with`, half-split, i64 positions, theta 500000, in
+//!   place; read and write `q` and `k` once (4 bytes per element), the positions once.
+//! * `embedding` (record `embedding`): `gpu.embedding_into_with`, i64 ids, a 32000 x 4096 table;
+//!   read the gathered rows and write them (4 bytes per element), the ids once.
 //!
 //! The peers (torch eager, torch.compile) are `bench/peers_llm_blocks.py`, with the same shapes
 //! and byte models (`bench/suite.json`).
 
-use gpukern::{DeviceMatrix, DeviceVec, GeluApprox, GluAlgorithm, Gpu, ResidualNormAlgorithm, bf16, cpu};
+use gpukern::{
+    DeviceMatrix, DeviceVec, EmbeddingAlgorithm, GeluApprox, GluAlgorithm, Gpu, ResidualNormAlgorithm,
+    RotaryAlgorithm, RotaryLayout, bf16, cpu,
+};
 use ndarray::ArrayView2;
 
 use crate::Bench;
@@ -36,6 +43,29 @@ pub fn residual_shapes(quick: bool) -> Vec<(usize, usize)> {
 pub fn glu_shapes(quick: bool) -> Vec<(usize, usize)> {
     crate::suite::shapes2("glu", quick)
 }
+
+/// `(tokens, heads, kv_heads, head_dim)` of the rotary embedding.
+pub fn rotary_shapes(quick: bool) -> Vec<Vec<usize>> {
+    crate::suite::shapes("rotary", quick)
+}
+
+/// `(tokens, vocab, hidden)` of the embedding gather.
+pub fn embedding_shapes(quick: bool) -> Vec<(usize, usize, usize)> {
+    crate::suite::shapes3("embedding", quick)
+}
+
+/// The records the `rotary` suite writes: each algorithm and a copy per shape.
+pub fn rotary_planned(quick: bool) -> usize {
+    rotary_shapes(quick).len() * (RotaryAlgorithm::ALL.len() + 1)
+}
+
+/// The records the `embedding` suite writes: each algorithm and a copy per shape.
+pub fn embedding_planned(quick: bool) -> usize {
+    embedding_shapes(quick).len() * (EmbeddingAlgorithm::ALL.len() + 1)
+}
+
+/// Llama 3's rotary base.
+pub const THETA: f64 = 500_000.0;
 
 /// The records the `residual_norm` suite writes: each algorithm and a copy per shape.
 pub fn residual_planned(quick: bool) -> usize {
@@ -244,6 +274,153 @@ pub fn glu(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     Ok(())
 }
 
+/// Every shape of the rotary embedding (half-split, i64 positions below 8192), every algorithm,
+/// and a copy of its bytes.
+pub fn rotary(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    for dims in rotary_shapes(b.quick) {
+        let [tokens, heads, kv, d] = dims[..] else {
+            return Err("bench/suite.json: rotary shapes are tokens, heads, kv_heads, head_dim".into());
+        };
+        let shape = format!("{tokens}x{heads}x{kv}x{d}");
+        if !b.wants(&shape) {
+            continue;
+        }
+        let vars = [
+            ("tokens", tokens),
+            ("heads", heads),
+            ("kv_heads", kv),
+            ("head_dim", d),
+        ];
+        let bytes = crate::suite::bytes("rotary", &vars);
+        for algorithm in RotaryAlgorithm::ALL {
+            let mut base = Record::new("rotary", format!("gpukern:{}", algorithm.name()), shape.clone())
+                .with("tokens", tokens)
+                .with("heads", heads)
+                .with("kv_heads", kv)
+                .with("head_dim", d)
+                .with("theta", THETA)
+                .with("layout", "half-split")
+                .with("call", "gpu.rotary_with (in place)");
+            base.dtype = "bf16";
+            sink.item(base.clone(), || {
+                let gpu = &b.gpu;
+                let (q, qf) = random_bf16(tokens * heads * d, -1.0, 1.0);
+                let (k, kf) = random_bf16(tokens * kv * d, -1.0, 1.0);
+                let wide: Vec<i64> = random_vec(tokens, 0.0, 8192.0)
+                    .into_iter()
+                    .map(|p| p as i64)
+                    .collect();
+                let positions = gpu.upload_positions(&wide)?;
+                let freqs = gpu.rotary_frequencies(d, THETA)?;
+                let sets = sets_for(bytes as usize);
+                let mut ops = Vec::with_capacity(sets);
+                for _ in 0..sets {
+                    ops.push((
+                        matrix(gpu, &q, (tokens, heads * d))?,
+                        matrix(gpu, &k, (tokens, kv * d))?,
+                    ));
+                }
+                let run = |ops: &mut [Set2], i: usize| -> gpukern::Result<()> {
+                    let (q, k) = &mut ops[i % sets];
+                    gpu.rotary_with(q, k, &positions, &freqs, RotaryLayout::HalfSplit, algorithm)
+                };
+                run(&mut ops, 0)?;
+                let picked = check_rows(tokens);
+                let inv_freq = gpukern::ops::rotary::rotary_inv_freq(d, THETA);
+                let (gq, gk) = (ops[0].0.as_vec().to_vec()?, ops[0].1.as_vec().to_vec()?);
+                let (mut want, mut got) = (Vec::new(), Vec::new());
+                for &t in &picked {
+                    let (wq, wk) = (
+                        &qf[t * heads * d..(t + 1) * heads * d],
+                        &kf[t * kv * d..(t + 1) * kv * d],
+                    );
+                    want.extend(cpu::rotary_rows(wq, d, &wide[t..t + 1], &inv_freq, true));
+                    want.extend(cpu::rotary_rows(wk, d, &wide[t..t + 1], &inv_freq, true));
+                    got.extend(rows_of(&gq, heads * d, &[t]));
+                    got.extend(rows_of(&gk, kv * d, &[t]));
+                }
+                let check = Check::new(&got, &want, BF16_TOL, "cpu_f64");
+                let record = base
+                    .checked(&check)
+                    .with("sets", sets)
+                    .with("checked_rows", picked.len());
+                if !check.passed() {
+                    return Ok(record);
+                }
+                let stats = b.timer.measure(|i| Ok(run(&mut ops, i)?))?;
+                Ok(record.timed(&stats, Some(bytes), None))
+            })?;
+        }
+        copy(b, sink, "rotary", &shape, bytes)?;
+    }
+    Ok(())
+}
+
+/// Every shape of the embedding gather (i64 ids), every algorithm, and a copy of its bytes.
+pub fn embedding(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    for (tokens, vocab, hidden) in embedding_shapes(b.quick) {
+        let shape = format!("{tokens}x{vocab}x{hidden}");
+        if !b.wants(&shape) {
+            continue;
+        }
+        let bytes = crate::suite::bytes(
+            "embedding",
+            &[("tokens", tokens), ("vocab", vocab), ("hidden", hidden)],
+        );
+        for algorithm in EmbeddingAlgorithm::ALL {
+            let mut base = Record::new(
+                "embedding",
+                format!("gpukern:{}", algorithm.name()),
+                shape.clone(),
+            )
+            .with("tokens", tokens)
+            .with("vocab", vocab)
+            .with("hidden", hidden)
+            .with("call", "gpu.embedding_into_with");
+            base.dtype = "bf16";
+            sink.item(base.clone(), || {
+                let gpu = &b.gpu;
+                let (table, _) = random_bf16(vocab * hidden, -1.0, 1.0);
+                let dt = matrix(gpu, &table, (vocab, hidden))?;
+                let wide: Vec<i64> = random_vec(tokens, 0.0, vocab as f32)
+                    .into_iter()
+                    .map(|p| (p as i64).min(vocab as i64 - 1))
+                    .collect();
+                let ids = gpu.upload_token_ids(&wide, vocab)?;
+                // The table is shared (as a model's is); the outputs rotate.
+                let sets = sets_for(bytes as usize);
+                let mut ys = Vec::with_capacity(sets);
+                for _ in 0..sets {
+                    ys.push(poisoned(gpu, (tokens, hidden))?);
+                }
+                let run = |ys: &mut [DeviceMatrix<bf16>], i: usize| -> gpukern::Result<()> {
+                    gpu.embedding_into_with(&dt, &ids, &mut ys[i % sets], algorithm)
+                };
+                run(&mut ys, 0)?;
+                let picked = check_rows(tokens);
+                let y = ys[0].as_vec().to_vec()?;
+                let picked_ids: Vec<i64> = picked.iter().map(|&t| wide[t]).collect();
+                let want: Vec<f32> = cpu::embedding_rows(&table, hidden, &picked_ids)
+                    .iter()
+                    .map(|v| v.to_f32())
+                    .collect();
+                let check = Check::new(&rows_of(&y, hidden, &picked), &want, 0.0, "cpu_f64");
+                let record = base
+                    .checked(&check)
+                    .with("sets", sets)
+                    .with("checked_rows", picked.len());
+                if !check.passed() {
+                    return Ok(record);
+                }
+                let stats = b.timer.measure(|i| Ok(run(&mut ys, i)?))?;
+                Ok(record.timed(&stats, Some(bytes), None))
+            })?;
+        }
+        copy(b, sink, "embedding", &shape, bytes)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,6 +442,18 @@ mod tests {
         );
         let vars = [("rows", 2), ("n", 3), ("e", 2)];
         assert_eq!(crate::suite::bytes("swiglu", &vars), (2 * 3 * 6) as f64);
+        assert_eq!(rotary_shapes(false)[2], vec![4096, 32, 8, 128]);
+        assert_eq!(embedding_shapes(false)[0], (1, 32000, 4096));
+        let vars = [("tokens", 2), ("heads", 3), ("kv_heads", 1), ("head_dim", 4)];
+        assert_eq!(
+            crate::suite::bytes("rotary", &vars),
+            (4 * 2 * 4 * 4 + 8 * 2) as f64
+        );
+        let vars = [("tokens", 2), ("vocab", 7), ("hidden", 4)];
+        assert_eq!(
+            crate::suite::bytes("embedding", &vars),
+            (4 * 2 * 4 + 8 * 2) as f64
+        );
         assert_eq!(check_rows(8).len(), 8);
         let picked = check_rows(32768);
         assert_eq!(

@@ -11,6 +11,8 @@
 pub mod add;
 #[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
+#[cfg(feature = "embedding")]
+pub mod embedding;
 #[cfg(feature = "glu")]
 pub mod glu;
 #[cfg(feature = "matmul")]
@@ -19,6 +21,8 @@ pub mod matmul;
 pub mod norm;
 #[cfg(feature = "reduce")]
 pub mod reduce;
+#[cfg(feature = "rotary")]
+pub mod rotary;
 #[cfg(feature = "softmax")]
 pub mod softmax;
 #[cfg(feature = "transpose")]
@@ -28,9 +32,11 @@ pub mod transpose;
 #[cfg(any(
     feature = "add",
     feature = "cross_entropy",
+    feature = "embedding",
     feature = "glu",
     feature = "matmul",
     feature = "norm",
+    feature = "rotary",
     feature = "softmax",
     feature = "transpose"
 ))]
@@ -67,8 +73,8 @@ mod tests {
             }
         }
         assert_eq!(
-            families, 8,
-            "add, cross_entropy, glu, matmul, norm, reduce, softmax, transpose"
+            families, 10,
+            "add, cross_entropy, embedding, glu, matmul, norm, reduce, rotary, softmax, transpose"
         );
     }
 

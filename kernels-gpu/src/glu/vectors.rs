@@ -93,9 +93,11 @@ pub unsafe fn glu_vectors<T: GluElem, const N: usize, const ACT: u8>(
             let c = first + k * threads;
             if c < chunks {
                 let mut out = [T::ZERO; N];
-                for l in 0..N {
+                // Unrolled by hand: LLVM leaves a loop of the GELU's body rolled, and the lanes
+                // then go through local memory.
+                unroll_8!(N, |l| {
                     out[l] = T::from_f32(gated::<ACT>(gate[k][l].to_f32(), up[k][l].to_f32()));
-                }
+                });
                 // SAFETY: `c * N + N <= rows * n`, a multiple of `N` of an aligned buffer.
                 unsafe { vector::store_hinted(y, c * N, out, StoreHint::Default) };
             }
