@@ -29,10 +29,11 @@
 //! ## Cargo features: pay for what you use
 //!
 //! One feature per kernel family, all on through `library` (the default): `add` (`add`,
-//! `increment_by_one`), `matmul`, `softmax`, `norm` (`rms_norm`, `layer_norm`), `reduce` (`sum`,
-//! `max`, `argmax`), `transpose`, `glu` (`swiglu`, `geglu`), `rotary` (`Gpu::rotary`), `embedding` and `cross_entropy` (whose kernels reuse softmax's, so it
-//! compiles the softmax kernels too, not softmax's operations). Each brings its family's kernels,
-//! compiled for the simulator and to PTX and embedded (`build.rs` hands the list to
+//! `increment_by_one`), `matmul`, `softmax`, `norm` (`rms_norm`, `layer_norm`,
+//! `residual_rms_norm`), `reduce` (`sum`, `max`, `argmax`), `transpose`, `glu` (`swiglu`,
+//! `geglu`), `rotary` (`Gpu::rotary`), `embedding` and `cross_entropy` (whose kernels reuse
+//! softmax's, so it compiles the softmax kernels too, not softmax's operations). Each brings its
+//! family's kernels, compiled for the simulator and to PTX and embedded (`build.rs` hands the list to
 //! `gpukern_build::Builder::features`), and its operations: [`ops`]`::<family>`, the free
 //! functions, the [`Gpu`] methods, the algorithm types and the [`cpu`] references. Nothing of a
 //! family that is off is compiled. A crate that uses only matmul:

@@ -18,11 +18,12 @@ use crate::common::trial::{Target, global_trial, trial};
 /// width (the tutorial), more chunks than one sweep of a block.
 const SIM_SHAPES: &[(usize, usize, usize)] = &[(1, 5, 8), (7, 3, 12), (9, 50, 264)];
 
-/// CUDA shapes: Llama-3-8B's table (128256 x 4096) at 1, 8 and 4096 tokens, a ragged one.
+/// CUDA shapes: a 32000 x 4096 table (the decoder: a vocabulary of 32000, Llama-3-8B's
+/// hidden size) at 1, 8 and 4096 tokens, a ragged one.
 const CUDA_SHAPES: &[(usize, usize, usize)] = &[
-    (1, 128_256, 4096),
-    (8, 128_256, 4096),
-    (4096, 128_256, 4096),
+    (1, 32_000, 4096),
+    (8, 32_000, 4096),
+    (4096, 32_000, 4096),
     (77, 1000, 1001),
 ];
 

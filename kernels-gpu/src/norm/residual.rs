@@ -9,7 +9,7 @@
 //! (`h = x + r` in bf16, then `rms_norm(h)`) and vLLM's `fused_add_rms_norm` compute it. Rules
 //! at the edges are the norm family's (see the [family's doc](super)): a zero row gives zeros,
 //! a NaN makes its row NaN, a row of finite `h` whose squares overflow f32 is redone scaled by a
-//! power of two ([`rescue`] on the stored `h`).
+//! power of two (`overflow`'s rescue, on the stored `h`).
 
 use super::overflow::{overflowed, rescue, BlockRow};
 use super::{
