@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 import peers_common as C
 import peers_cross_entropy
 import peers_graph
+import peers_llm_blocks
 import peers_matmul
 import peers_matmul_half
 import peers_memory
@@ -76,6 +77,8 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "torch_half": [peers_matmul_half.peer_torch_half],
     "triton_half": [peers_matmul_half.peer_triton_half],
     "compile_softmax": [peers_softmax.peer_compile_softmax],
+    "torch_llm": [peers_llm_blocks.peer_torch_llm],
+    "compile_llm": [peers_llm_blocks.peer_compile_llm],
 }
 
 

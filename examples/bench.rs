@@ -19,6 +19,8 @@ mod cross_entropy;
 mod data;
 #[path = "bench/graph.rs"]
 mod graph;
+#[path = "bench/llm_blocks.rs"]
+mod llm_blocks;
 #[path = "bench/matmul.rs"]
 mod matmul;
 #[path = "bench/matmul_half.rs"]
@@ -140,10 +142,22 @@ enum Suite {
     /// bf16 and fp16 matmul (f32 sums) against cuBLAS `cublasGemmEx` of the same types.
     #[value(name = "matmul_half")]
     MatmulHalf,
+    /// The residual add fused into RMSNorm, bf16 (record `residual_rms_norm`).
+    #[value(name = "residual_norm")]
+    ResidualNorm,
+    /// SwiGLU and GeGLU, bf16 (records `swiglu`, `geglu`).
+    #[value(name = "glu")]
+    Glu,
+    /// Rotary embedding of q and k in place, bf16 (record `rotary`).
+    #[value(name = "rotary")]
+    Rotary,
+    /// Embedding gather, bf16 (record `embedding`).
+    #[value(name = "embedding")]
+    Embedding,
 }
 
 impl Suite {
-    const ALL: [Suite; 18] = [
+    const ALL: [Suite; 22] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -162,6 +176,10 @@ impl Suite {
         Suite::Norm,
         Suite::CrossEntropy,
         Suite::MatmulHalf,
+        Suite::ResidualNorm,
+        Suite::Glu,
+        Suite::Rotary,
+        Suite::Embedding,
     ];
 
     /// Records this suite writes.
@@ -185,6 +203,10 @@ impl Suite {
             Suite::Norm => norm::planned(quick, plans),
             Suite::CrossEntropy => cross_entropy::planned(quick),
             Suite::MatmulHalf => matmul_half::planned(quick, plans),
+            Suite::ResidualNorm => llm_blocks::residual_planned(quick),
+            Suite::Glu => llm_blocks::glu_planned(quick),
+            Suite::Rotary => llm_blocks::rotary_planned(quick),
+            Suite::Embedding => llm_blocks::embedding_planned(quick),
         };
         n as u64
     }
@@ -209,6 +231,10 @@ impl Suite {
             Suite::Norm => norm::norm(bench, sink),
             Suite::CrossEntropy => cross_entropy::cross_entropy(bench, sink),
             Suite::MatmulHalf => matmul_half::matmul_half(bench, sink),
+            Suite::ResidualNorm => llm_blocks::residual_norm(bench, sink),
+            Suite::Glu => llm_blocks::glu(bench, sink),
+            Suite::Rotary => llm_blocks::rotary(bench, sink),
+            Suite::Embedding => llm_blocks::embedding(bench, sink),
         }
     }
 }

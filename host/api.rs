@@ -471,6 +471,35 @@ where
 }
 
 #[cfg(feature = "norm")]
+/// The residual add fused into RMSNorm on the default device: returns `(h, y)` with
+/// `h = x + res` (rounded once to `T`) and `y = h / sqrt(mean(h^2) + eps) * weight` (see
+/// [`Gpu::residual_rms_norm`]).
+///
+/// Errors: [`Error::ShapeMismatch`] unless `res` has `x`'s shape and `weight` one element per
+/// column; [`Error::InvalidArgument`] if `eps` is negative or not finite.
+pub fn residual_rms_norm<T, S1, S2, S3>(
+    x: &ArrayBase<S1, Ix2>,
+    res: &ArrayBase<S2, Ix2>,
+    weight: &ArrayBase<S3, ndarray::Ix1>,
+    eps: f32,
+) -> Result<(Array2<T>, Array2<T>)>
+where
+    T: crate::ops::norm::ResidualNormElement,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+    S3: Data<Elem = T>,
+{
+    let gpu = Gpu::global()?;
+    let (h, y) = gpu.residual_rms_norm(
+        &gpu.upload_matrix(x)?,
+        &gpu.upload_matrix(res)?,
+        &gpu.upload(&elements(weight))?,
+        eps,
+    )?;
+    Ok((h.to_array()?, y.to_array()?))
+}
+
+#[cfg(feature = "norm")]
 /// LayerNorm of each row of `x` (f32 or bf16) with the per-column `weight` and `bias`, on the
 /// default device: `y = (x - mean) / sqrt(var + eps) * weight + bias` (see [`Gpu::layer_norm`]).
 ///
@@ -582,4 +611,71 @@ where
         op: "cross_entropy_mean",
         detail: "the mean came back empty".into(),
     })
+}
+
+#[cfg(feature = "glu")]
+/// SwiGLU of the rows of `x` (`rows x 2n`, gate first) on the default device:
+/// `silu(x[:, ..n]) * x[:, n..]` (see [`Gpu::swiglu`]).
+///
+/// Errors: [`Error::InvalidArgument`] for an odd number of columns.
+pub fn swiglu<T, S>(x: &ArrayBase<S, Ix2>) -> Result<Array2<T>>
+where
+    T: crate::ops::glu::GluElement,
+    S: Data<Elem = T>,
+{
+    let gpu = Gpu::global()?;
+    gpu.swiglu(&gpu.upload_matrix(x)?)?.to_array()
+}
+
+#[cfg(feature = "glu")]
+/// GeGLU of the rows of `x` (`rows x 2n`, gate first) on the default device:
+/// `gelu(x[:, ..n]) * x[:, n..]` with the GELU `approx` (see [`Gpu::geglu`]).
+///
+/// Errors: [`Error::InvalidArgument`] for an odd number of columns.
+pub fn geglu<T, S>(x: &ArrayBase<S, Ix2>, approx: crate::ops::glu::GeluApprox) -> Result<Array2<T>>
+where
+    T: crate::ops::glu::GluElement,
+    S: Data<Elem = T>,
+{
+    let gpu = Gpu::global()?;
+    gpu.geglu(&gpu.upload_matrix(x)?, approx)?.to_array()
+}
+
+#[cfg(feature = "rotary")]
+/// Rotary embedding of `q` (`tokens x heads * head_dim`) and `k` (`tokens x kv_heads *
+/// head_dim`), bf16, on the default device: returns the rotated `(q, k)` (see [`Gpu::rotary`]).
+///
+/// Errors: those of [`Gpu::upload_positions`], [`Gpu::rotary_frequencies`] and [`Gpu::rotary`].
+pub fn rotary<S1, S2>(
+    q: &ArrayBase<S1, Ix2>,
+    k: &ArrayBase<S2, Ix2>,
+    positions: &[i64],
+    head_dim: usize,
+    theta: f64,
+    layout: crate::ops::rotary::RotaryLayout,
+) -> Result<(Array2<half::bf16>, Array2<half::bf16>)>
+where
+    S1: Data<Elem = half::bf16>,
+    S2: Data<Elem = half::bf16>,
+{
+    let gpu = Gpu::global()?;
+    let (mut dq, mut dk) = (gpu.upload_matrix(q)?, gpu.upload_matrix(k)?);
+    let positions = gpu.upload_positions(positions)?;
+    let freqs = gpu.rotary_frequencies(head_dim, theta)?;
+    gpu.rotary(&mut dq, &mut dk, &positions, &freqs, layout)?;
+    Ok((dq.to_array()?, dk.to_array()?))
+}
+
+#[cfg(feature = "embedding")]
+/// The rows of `table` (`vocab x hidden`, bf16) that `ids` name, on the default device
+/// (PyTorch's `F.embedding(ids, table)`); the ids are checked on the host.
+///
+/// Errors: [`Error::InvalidArgument`] naming the first id outside `0..vocab`.
+pub fn embedding<S>(table: &ArrayBase<S, Ix2>, ids: &[i64]) -> Result<Array2<half::bf16>>
+where
+    S: Data<Elem = half::bf16>,
+{
+    let gpu = Gpu::global()?;
+    let ids = gpu.upload_token_ids(ids, table.nrows())?;
+    gpu.embedding(&gpu.upload_matrix(table)?, &ids)?.to_array()
 }

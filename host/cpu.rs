@@ -256,6 +256,24 @@ pub fn layer_norm_rows(x: &[f32], cols: usize, w: &[f32], b: &[f32], eps: f32) -
     y
 }
 
+#[cfg(feature = "norm")]
+/// The residual add fused into RMSNorm over row-major rows of `cols`: `h = round(x + res)` (the
+/// sum in f32, then `round`, the element type's rounding: the identity for f32) and
+/// `y = rms_norm_rows(h)` in f64, the statistic over the rounded `h` as the kernels take it.
+/// Returns `(h, y)`.
+pub fn residual_rms_norm_rows(
+    x: &[f32],
+    res: &[f32],
+    cols: usize,
+    w: &[f32],
+    eps: f32,
+    round: impl Fn(f32) -> f32,
+) -> (Vec<f32>, Vec<f32>) {
+    let h: Vec<f32> = x.iter().zip(res).map(|(&a, &b)| round(a + b)).collect();
+    let y = rms_norm_rows(&h, cols, w, eps);
+    (h, y)
+}
+
 #[cfg(feature = "cross_entropy")]
 /// The cross-entropy loss of each row of the row-major `rows x cols` logits `x` with class
 /// `labels` (each in `0..cols`), in f64: `logsumexp(x[r]) - x[r][labels[r]]`, with
@@ -279,4 +297,120 @@ pub fn cross_entropy_rows(x: &[f32], cols: usize, labels: &[i64]) -> Vec<f32> {
             ((m - picked) + s.ln()) as f32
         })
         .collect()
+}
+
+#[cfg(feature = "glu")]
+/// `erf(x)` in f64: its Taylor series below 2.5 (at most 3 of 16 digits lost to cancellation),
+/// the continued fraction of `erfc` above; NaN for NaN.
+pub fn erf64(x: f64) -> f64 {
+    let a = x.abs();
+    let v = if a < 2.5 {
+        let (mut term, mut sum, mut n) = (a, a, 0.0);
+        while term.abs() > 1e-18 * sum.abs() {
+            n += 1.0;
+            term *= -a * a / n;
+            sum += term / (2.0 * n + 1.0);
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else if a.is_finite() {
+        // erfc(a) = exp(-a^2) / sqrt(pi) / (a + (1/2) / (a + 1 / (a + (3/2) / (a + ...)))).
+        let mut f = a;
+        for k in (1..200).rev() {
+            f = a + (k as f64 / 2.0) / f;
+        }
+        1.0 - (-a * a).exp() / std::f64::consts::PI.sqrt() / f
+    } else {
+        1.0
+    };
+    if x.is_nan() { x } else { v.copysign(x) }
+}
+
+#[cfg(feature = "glu")]
+/// A GLU over row-major rows of `2 n` (gate first, then up), in f64: `act(gate) * up`, each
+/// output rounded to f32 once. `act` is the activation in f64 ([`silu64`], [`gelu_tanh64`],
+/// [`gelu_erf64`]).
+pub fn glu_rows(x: &[f32], n: usize, act: impl Fn(f64) -> f64) -> Vec<f32> {
+    let mut y = Vec::with_capacity(x.len() / 2);
+    for row in x.chunks(2 * n.max(1)) {
+        let (gate, up) = row.split_at(n);
+        y.extend(
+            gate.iter()
+                .zip(up)
+                .map(|(&g, &u)| (act(f64::from(g)) * f64::from(u)) as f32),
+        );
+    }
+    y
+}
+
+#[cfg(feature = "glu")]
+/// `silu(g) = g / (1 + e^-g)` in f64.
+pub fn silu64(g: f64) -> f64 {
+    g / (1.0 + (-g).exp())
+}
+
+#[cfg(feature = "glu")]
+/// The tanh GELU in f64: `g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))`.
+pub fn gelu_tanh64(g: f64) -> f64 {
+    let k = (2.0 / std::f64::consts::PI).sqrt();
+    0.5 * g * (1.0 + (k * (g + 0.044715 * g * g * g)).tanh())
+}
+
+#[cfg(feature = "glu")]
+/// The erf GELU in f64: `g/2 (1 + erf(g / sqrt 2))`.
+pub fn gelu_erf64(g: f64) -> f64 {
+    0.5 * g * (1.0 + erf64(g / std::f64::consts::SQRT_2))
+}
+
+#[cfg(feature = "rotary")]
+/// Rotary embedding of the row-major `tokens x heads * head_dim` values `x` (as f32), in f64:
+/// pair `i` of each head of token `t` (half-split: `(x[i], x[i + head_dim/2])`, else `(x[2i],
+/// x[2i + 1])`) rotated by the angle `f32(positions[t]) * inv_freq[i]`, rounded to f32 as the
+/// kernels round it (the angle of HF's f32 `freqs`), then cos and sin in f64. Returns the rotated
+/// values, each rounded to f32 once.
+pub fn rotary_rows(
+    x: &[f32],
+    head_dim: usize,
+    positions: &[i64],
+    inv_freq: &[f32],
+    half_split: bool,
+) -> Vec<f32> {
+    let mut y = x.to_vec();
+    let per_token = if positions.is_empty() {
+        0
+    } else {
+        x.len() / positions.len()
+    };
+    let half = head_dim / 2;
+    for (t, &pos) in positions.iter().enumerate() {
+        for head in y[t * per_token..(t + 1) * per_token].chunks_mut(head_dim.max(1)) {
+            for (i, &f) in inv_freq.iter().enumerate().take(half) {
+                let angle = f64::from(pos as f32 * f);
+                let (s, c) = angle.sin_cos();
+                let (a, b) = if half_split {
+                    (i, i + half)
+                } else {
+                    (2 * i, 2 * i + 1)
+                };
+                let (x1, x2) = (f64::from(head[a]), f64::from(head[b]));
+                head[a] = (x1 * c - x2 * s) as f32;
+                head[b] = (x2 * c + x1 * s) as f32;
+            }
+        }
+    }
+    y
+}
+
+#[cfg(feature = "embedding")]
+/// The rows of the row-major `vocab x hidden` table that `ids` name, zeros for an id outside
+/// `0..vocab` (the kernels' guard).
+pub fn embedding_rows<T: Copy + Default>(table: &[T], hidden: usize, ids: &[i64]) -> Vec<T> {
+    let vocab = table.len().checked_div(hidden).unwrap_or(0);
+    let mut y = Vec::with_capacity(ids.len() * hidden);
+    for &id in ids {
+        match usize::try_from(id).ok().filter(|&r| r < vocab) {
+            Some(r) => y.extend_from_slice(&table[r * hidden..(r + 1) * hidden]),
+            None => y.extend(std::iter::repeat_n(T::default(), hidden)),
+        }
+    }
+    y
 }

@@ -31,10 +31,11 @@
 //! ## Cargo features: pay for what you use
 //!
 //! One feature per kernel family, all on through `library` (the default): `add` (`add`,
-//! `increment_by_one`), `matmul`, `softmax`, `norm` (`rms_norm`, `layer_norm`), `reduce` (`sum`,
-//! `max`, `argmax`), `transpose` and `cross_entropy` (whose kernels reuse softmax's, so it
-//! compiles the softmax kernels too, not softmax's operations). Each brings its family's kernels,
-//! compiled for the simulator and to PTX and embedded (`build.rs` hands the list to
+//! `increment_by_one`), `matmul`, `softmax`, `norm` (`rms_norm`, `layer_norm`,
+//! `residual_rms_norm`), `reduce` (`sum`, `max`, `argmax`), `transpose`, `glu` (`swiglu`,
+//! `geglu`), `rotary` (`Gpu::rotary`), `embedding` and `cross_entropy` (whose kernels reuse
+//! softmax's, so it compiles the softmax kernels too, not softmax's operations). Each brings its
+//! family's kernels, compiled for the simulator and to PTX and embedded (`build.rs` hands the list to
 //! `gpukern_build::Builder::features`), and its operations: [`ops`]`::<family>`, the free
 //! functions, the [`Gpu`] methods, the algorithm types and the [`cpu`] references. Nothing of a
 //! family that is off is compiled. A crate that uses only matmul:
@@ -90,7 +91,10 @@ extern crate self as gpukern;
     feature = "norm",
     feature = "reduce",
     feature = "transpose",
-    feature = "cross_entropy"
+    feature = "cross_entropy",
+    feature = "glu",
+    feature = "rotary",
+    feature = "embedding"
 ))]
 pub mod api;
 pub mod buffer;
@@ -104,7 +108,10 @@ pub mod copy;
     feature = "norm",
     feature = "reduce",
     feature = "transpose",
-    feature = "cross_entropy"
+    feature = "cross_entropy",
+    feature = "glu",
+    feature = "rotary",
+    feature = "embedding"
 ))]
 pub mod cpu;
 pub mod device;
@@ -122,14 +129,20 @@ pub mod stream;
 pub mod tensor_map;
 pub mod view;
 
+#[cfg(feature = "embedding")]
+pub use api::embedding;
+#[cfg(feature = "rotary")]
+pub use api::rotary;
 #[cfg(feature = "add")]
 pub use api::{add, add_with, increment_by_one, increment_by_one_with};
 #[cfg(feature = "reduce")]
 pub use api::{argmax, argmax_axis, argmax_with, max, max_axis, max_with, sum, sum_axis, sum_with};
 #[cfg(feature = "cross_entropy")]
 pub use api::{cross_entropy, cross_entropy_mean, cross_entropy_mean_with, cross_entropy_with};
+#[cfg(feature = "glu")]
+pub use api::{geglu, swiglu};
 #[cfg(feature = "norm")]
-pub use api::{layer_norm, layer_norm_with, rms_norm, rms_norm_with};
+pub use api::{layer_norm, layer_norm_with, residual_rms_norm, rms_norm, rms_norm_with};
 #[cfg(feature = "matmul")]
 pub use api::{matmul, matmul_f32_out, matmul_half_with, matmul_with};
 #[cfg(feature = "softmax")]
@@ -162,14 +175,20 @@ pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
 #[cfg(feature = "cross_entropy")]
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
+#[cfg(feature = "embedding")]
+pub use ops::embedding::{EmbeddingAlgorithm, TokenIdElement, TokenIds};
+#[cfg(feature = "glu")]
+pub use ops::glu::{GeluApprox, GluAlgorithm, GluElement};
 #[cfg(feature = "matmul")]
 pub use ops::matmul::{
     HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile, tf32_error_factor,
 };
 #[cfg(feature = "norm")]
-pub use ops::norm::{NormAlgorithm, NormElement};
+pub use ops::norm::{NormAlgorithm, NormElement, ResidualNormAlgorithm, ResidualNormElement};
 #[cfg(feature = "reduce")]
 pub use ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
+#[cfg(feature = "rotary")]
+pub use ops::rotary::{PositionElement, RotaryAlgorithm, RotaryFrequencies, RotaryLayout, RotaryPositions};
 #[cfg(feature = "softmax")]
 pub use ops::softmax::SoftmaxAlgorithm;
 #[cfg(feature = "transpose")]

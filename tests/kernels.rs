@@ -33,10 +33,14 @@ mod coverage;
 mod cross_entropy;
 #[path = "kernels/device.rs"]
 mod device;
+#[path = "kernels/embedding.rs"]
+mod embedding;
 #[path = "kernels/entry_modules.rs"]
 mod entry_modules;
 #[path = "kernels/errors.rs"]
 mod errors;
+#[path = "kernels/glu.rs"]
+mod glu;
 #[path = "kernels/graph.rs"]
 mod graph;
 #[path = "kernels/grid.rs"]
@@ -51,6 +55,10 @@ mod multi;
 mod norm;
 #[path = "kernels/reduce.rs"]
 mod reduce;
+#[path = "kernels/residual_norm.rs"]
+mod residual_norm;
+#[path = "kernels/rotary.rs"]
+mod rotary;
 #[path = "kernels/sizes.rs"]
 mod sizes;
 #[path = "kernels/softmax.rs"]
@@ -130,6 +138,10 @@ fn main() {
         reduce::trials,
         transpose::trials,
         norm::trials,
+        residual_norm::trials,
+        glu::trials,
+        rotary::trials,
+        embedding::trials,
         cross_entropy::trials,
         grid::trials,
         views::trials,

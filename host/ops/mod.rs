@@ -11,23 +11,32 @@
 pub mod add;
 #[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
+#[cfg(feature = "embedding")]
+pub mod embedding;
+#[cfg(feature = "glu")]
+pub mod glu;
 #[cfg(feature = "matmul")]
 pub mod matmul;
 #[cfg(feature = "norm")]
 pub mod norm;
 #[cfg(feature = "reduce")]
 pub mod reduce;
+#[cfg(feature = "rotary")]
+pub mod rotary;
 #[cfg(feature = "softmax")]
 pub mod softmax;
 #[cfg(feature = "transpose")]
 pub mod transpose;
 
-// Every family but reduce checks two operands' shapes.
+// Every family but reduce checks operands' shapes.
 #[cfg(any(
     feature = "add",
     feature = "cross_entropy",
+    feature = "embedding",
+    feature = "glu",
     feature = "matmul",
     feature = "norm",
+    feature = "rotary",
     feature = "softmax",
     feature = "transpose"
 ))]
@@ -64,8 +73,8 @@ mod tests {
             }
         }
         assert_eq!(
-            families, 7,
-            "add, cross_entropy, matmul, norm, reduce, softmax, transpose"
+            families, 10,
+            "add, cross_entropy, embedding, glu, matmul, norm, reduce, rotary, softmax, transpose"
         );
     }
 

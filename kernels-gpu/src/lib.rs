@@ -11,7 +11,7 @@
 //!
 //! A module per kernel family, a folder with a file per rung of its ladder from the tutorial
 //! version to faster ones ([`matmul`], [`softmax`], [`norm`], [`reduce`], [`transpose`],
-//! [`cross_entropy`]) or a single file ([`add`]); and [`grid_check`], a check of the grid-wide
+//! [`cross_entropy`], [`glu`], [`rotary`], [`embedding`]) or a single file ([`add`]); and [`grid_check`], a check of the grid-wide
 //! barrier on the GPU. Each module is behind the cargo feature of its name, all on by default, so
 //! that a crate using some families compiles (and gpukern embeds the PTX of) only those;
 //! `cross_entropy` enables `softmax`, whose row statistics and split-stats kernel it reuses. Each kernel is declared once: where its variants differ in an element type
@@ -66,6 +66,10 @@ macro_rules! unroll_8 {
 pub mod add;
 #[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
+#[cfg(feature = "embedding")]
+pub mod embedding;
+#[cfg(feature = "glu")]
+pub mod glu;
 #[cfg(feature = "grid_check")]
 pub mod grid_check;
 #[cfg(feature = "matmul")]
@@ -74,6 +78,8 @@ pub mod matmul;
 pub mod norm;
 #[cfg(feature = "reduce")]
 pub mod reduce;
+#[cfg(feature = "rotary")]
+pub mod rotary;
 #[cfg(feature = "softmax")]
 pub mod softmax;
 #[cfg(feature = "transpose")]

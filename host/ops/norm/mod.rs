@@ -1,16 +1,19 @@
 //! RMSNorm and LayerNorm over the rows of a matrix, f32 or bf16 (f32 statistics): each public
 //! operation checks its operands once, picks the plan once ([`NormPlan`], by the row's length
 //! and the buffers' alignment), and launches it. The kernels and the rules at the edges are in
-//! `kernels_gpu::norm`.
+//! `kernels_gpu::norm`. The residual add fused into RMSNorm ([`Gpu::residual_rms_norm`]) is in
+//! `residual.rs`, its plan beside it.
 
 mod kernels;
 mod plan;
+mod residual;
 mod variant;
 pub use kernels::NormElement;
 pub(crate) use kernels::Operands;
 pub use plan::NormAlgorithm;
 
 pub use plan::{DEFAULT_RULES, DefaultRule, ElementKind, LoopKind, NormKind, NormPlan, RowsWidth};
+pub use residual::{ResidualNormAlgorithm, ResidualNormElement, ResidualNormPlan};
 pub use variant::{NormVariant, RowLoads, WarpGrid};
 
 use super::same_shape;

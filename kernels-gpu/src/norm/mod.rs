@@ -73,6 +73,9 @@
 //!   one or two vectors per thread per step (few registers, many threads resident) with
 //!   torch.compile's eviction hints (`Evict`: keep the row in L2 for the re-read).
 //!
+//! * [`residual`]: the residual add fused into RMSNorm (`h = x + res`, `y = rmsnorm(h) * w`),
+//!   a tutorial kernel and an in-register one, reusing this family's loads, sums and rescue.
+//!
 //! The `*_cs_*` kernels are in-register kernels whose loads of `x` and stores of `y` carry the
 //! streaming cache hint (evict first). The pipelined and streaming kernels are tuning
 //! candidates, timed beside the defaults.
@@ -98,6 +101,7 @@ macro_rules! unroll_16 {
 pub mod block_reduce;
 pub mod in_registers;
 mod overflow;
+pub mod residual;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod ring;
 pub mod two_pass;
@@ -106,6 +110,7 @@ pub mod warp_rows;
 // Every rung's items (its kernels' launcher modules among them) at the family's level.
 pub use block_reduce::*;
 pub use in_registers::*;
+pub use residual::*;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub use ring::*;
 pub use two_pass::*;
@@ -307,7 +312,7 @@ fn widen_bf16x8(w: [u32; 4]) -> [f32; 8] {
 /// `cvt.rn.bf16x2.f32` a word ([`pack_bf16x2`]), where two `cvt.rn.bf16.f32` and a shift and an
 /// `or` would do the same rounding.
 #[inline(always)]
-fn pack_bf16x8(v: [f32; 8]) -> [u32; 4] {
+pub(crate) fn pack_bf16x8(v: [f32; 8]) -> [u32; 4] {
     [
         pack_bf16x2([v[0], v[1]]),
         pack_bf16x2([v[2], v[3]]),

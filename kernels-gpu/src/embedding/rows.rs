@@ -1,0 +1,98 @@
+//! The fast embedding gather: 16-byte vectors, several in flight per thread
+//! ([`embedding_rows`](fn@embedding_rows)).
+
+use super::TokenId;
+use crate::gpu::vector::{self, LoadHint, StoreHint};
+use crate::gpu::{bf16, mem, thread};
+use crate::kernel;
+
+/// Threads per block of the vector kernel.
+pub const EMBEDDING_BLOCK: u32 = 256;
+
+/// Vectors a thread loads before it stores any (64 bytes in flight).
+pub const EMBEDDING_UNROLL: usize = 4;
+
+/// `y[t][j] = table[ids[t]][j]` by vectors of 8 bf16; zeros for an id outside `0..vocab` (whose
+/// vectors are read from row 0, inside the table, and dropped).
+///
+/// The output is cut into `tokens * hidden / 8` chunks of 8 (`hidden` a multiple of 8, so a
+/// chunk lies in one row). Thread `t` of block `b` takes, in a grid-stride loop, chunks
+/// `(b * EMBEDDING_UNROLL + k) * blockDim.x + t` for `k < EMBEDDING_UNROLL` (each `k` coalesced
+/// across the warp): for each it loads the chunk's token id (the same for the threads of a row,
+/// from L1) and the table's vector `table[id][c..c + 8]` (all loads issued before any store),
+/// then stores the vectors to `y`.
+///
+/// Instances: `embedding_i32`, `embedding_i64`.
+///
+/// Global memory: the gathered rows read once (a row gathered twice is read twice, the second
+/// time likely from L2) and `y` written once, 16-byte accesses: 4 bytes per output element.
+///
+/// Launch: 1-D blocks of [`EMBEDDING_BLOCK`] threads, any grid.
+///
+/// # Safety
+/// As [`embedding_scalar`](fn@super::embedding_scalar), and `table` and `y` 16-byte aligned,
+/// `hidden` a multiple of 8.
+// Barriers: none.
+#[kernel(
+    instances(embedding_i32 = i32, embedding_i64 = i64),
+    block(EMBEDDING_BLOCK),
+    barriers(0)
+)]
+#[inline(always)]
+pub unsafe fn embedding_rows<I: TokenId>(
+    table: *const bf16,
+    ids: *const I,
+    y: *mut bf16,
+    tokens: usize,
+    vocab: usize,
+    hidden: usize,
+) {
+    let per_row = hidden / 8;
+    let chunks = tokens * per_row;
+    let threads = thread::block_dim_x() as usize;
+    let stride = thread::grid_dim_x() as usize * threads * EMBEDDING_UNROLL;
+    let mut first =
+        thread::block_idx_x() as usize * threads * EMBEDDING_UNROLL + thread::thread_idx_x() as usize;
+    let small = chunks <= u32::MAX as usize;
+    let split = |c: usize| {
+        if small {
+            (
+                (c as u32 / per_row as u32) as usize,
+                (c as u32 % per_row as u32) as usize,
+            )
+        } else {
+            (c / per_row, c % per_row)
+        }
+    };
+    while first < chunks {
+        // The rows move as words (two bf16 each, 16 bytes a vector): nothing of them is read.
+        let (src, dst) = (table.cast::<u32>(), y.cast::<u32>());
+        let mut v = [[0u32; 4]; EMBEDDING_UNROLL];
+        unroll_8!(EMBEDDING_UNROLL, |k| {
+            let c = first + k * threads;
+            if c < chunks {
+                let (t, j) = split(c);
+                // SAFETY: `t < tokens`; a row `< vocab` and the vector `8 j..8 j + 8 <= hidden`
+                // lie in the table, at a multiple of 8 bf16 (4 words) of an aligned buffer.
+                let row = unsafe { mem::load(ids, t) }.row(vocab);
+                // A bad id reads row 0 and keeps none of it: an array chosen whole between a
+                // load and zeros went to local memory, lanes chosen one by one stay in registers.
+                let keep = row.is_some();
+                if vocab > 0 {
+                    let at = (row.unwrap_or(0) * hidden + 8 * j) / 2;
+                    let w: [u32; 4] = unsafe { vector::load_hinted(src, at, LoadHint::Default) };
+                    v[k] = w.map(|x| if keep { x } else { 0 });
+                }
+            }
+        });
+        unroll_8!(EMBEDDING_UNROLL, |k| {
+            let c = first + k * threads;
+            if c < chunks {
+                // SAFETY: `8 c + 8 <= tokens * hidden` bf16, a multiple of 4 words of an aligned
+                // buffer.
+                unsafe { vector::store_hinted(dst, 4 * c, v[k], StoreHint::Default) };
+            }
+        });
+        first += stride;
+    }
+}

@@ -1,0 +1,77 @@
+//! Gated linear units, the MLP activation of Llama (SwiGLU) and of Gemma (GeGLU): the input is a
+//! `rows x 2n` matrix whose row holds the **gate half first** (columns `0..n`) and the **up half**
+//! second (columns `n..2n`), as a fused `gate_up` projection writes it and as
+//! `gate, up = x.chunk(2, dim=-1)` reads it; the output is `rows x n`,
+//!
+//! `y[r][j] = act(x[r][j]) * x[r][n + j]`,
+//!
+//! PyTorch's `F.silu(gate) * up` (SwiGLU) and `F.gelu(gate, approximate=...) * up` (GeGLU; vLLM's
+//! `SiluAndMul`, `GeluAndMul`). Each element of the input is read once and each output written
+//! once; the activation and the product are computed in f32 and rounded once, at the store (where
+//! PyTorch eager in bf16 rounds `act(gate)` to bf16 before the product, a second rounding).
+//!
+//! The activations ([`Act`]), each in f32:
+//! * `silu(g) = g / (1 + e^-g)`, as `g * rcp(1 + exp(-g))` with [`math::fast::exp`] (`ex2.approx`,
+//!   2 ulp) and [`math::fast::rcp`] (1 ulp): a few ulps of f32. `silu(-inf)` is NaN (`-inf * 0`,
+//!   as PyTorch's `x / (1 + exp(-x))`), large negative `g` gives `-0`.
+//! * GELU, tanh form: `g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))` with
+//!   [`math::accurate::tanh`] (2 ulp).
+//! * GELU, erf form (PyTorch's default `approximate='none'`): `g/2 (1 + erf(g / sqrt 2))` with
+//!   [`math::accurate::erf`] (2 ulp).
+//!
+//! A NaN in the gate or the up half makes its output NaN and no other.
+//!
+//! The ladder, one file per rung:
+//! * [`scalar`]: the tutorial, one thread per output element, 2-byte (bf16) or 4-byte accesses.
+//! * [`vectors`]: 16-byte vectors of the device crate (`bf16x8`, `f32x4`), four vectors of each
+//!   half in flight per thread, a grid-stride loop.
+
+use crate::gpu::convert::Float;
+use crate::gpu::math;
+use crate::gpu::vector::Lane;
+
+pub mod scalar;
+pub mod vectors;
+
+pub use scalar::*;
+pub use vectors::*;
+
+/// Which activation a GLU kernel applies to its gate (a const parameter of the kernels).
+pub struct Act;
+
+impl Act {
+    /// SwiGLU: `silu(gate) * up`.
+    pub const SILU: u8 = 0;
+    /// GeGLU with the tanh GELU: `gelu_tanh(gate) * up`.
+    pub const GELU_TANH: u8 = 1;
+    /// GeGLU with the erf GELU: `gelu(gate) * up`.
+    pub const GELU_ERF: u8 = 2;
+}
+
+/// `sqrt(2 / pi)`, the tanh GELU's scale.
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+/// `1 / sqrt(2)`, the erf GELU's scale.
+const FRAC_1_SQRT_2: f32 = core::f32::consts::FRAC_1_SQRT_2;
+
+/// `act(g) * u` in f32 for the activation `ACT` ([`Act`]).
+#[inline(always)]
+pub fn gated<const ACT: u8>(g: f32, u: f32) -> f32 {
+    let a = if ACT == Act::SILU {
+        g * math::fast::rcp(1.0 + math::fast::exp(-g))
+    } else if ACT == Act::GELU_TANH {
+        let inner = SQRT_2_OVER_PI * math::fma(0.044_715 * g, g * g, g);
+        let half = 0.5 * g;
+        math::fma(half, math::accurate::tanh(inner), half)
+    } else {
+        let half = 0.5 * g;
+        math::fma(half, math::accurate::erf(g * FRAC_1_SQRT_2), half)
+    };
+    a * u
+}
+
+/// An element type of the GLU kernels: f32 or bf16, loaded and stored as [`Lane`]s and widened
+/// to f32 ([`Float`]).
+pub trait GluElem: Lane + Float {}
+
+impl GluElem for f32 {}
+impl GluElem for crate::gpu::bf16 {}
