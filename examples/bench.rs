@@ -33,6 +33,8 @@ mod overhead;
 mod record;
 #[path = "bench/reduce.rs"]
 mod reduce;
+#[path = "bench/sample.rs"]
+mod sample;
 #[path = "bench/softmax.rs"]
 mod softmax;
 #[path = "bench/suite.rs"]
@@ -140,10 +142,14 @@ enum Suite {
     /// bf16 and fp16 matmul (f32 sums) against cuBLAS `cublasGemmEx` of the same types.
     #[value(name = "matmul_half")]
     MatmulHalf,
+    /// The next token of each row of logits: greedy, temperature 1, t 0.8 with top-k 50 and
+    /// top-p 0.9 (records `sample`).
+    #[value(name = "sample")]
+    Sample,
 }
 
 impl Suite {
-    const ALL: [Suite; 18] = [
+    const ALL: [Suite; 19] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -162,6 +168,7 @@ impl Suite {
         Suite::Norm,
         Suite::CrossEntropy,
         Suite::MatmulHalf,
+        Suite::Sample,
     ];
 
     /// Records this suite writes.
@@ -185,6 +192,7 @@ impl Suite {
             Suite::Norm => norm::planned(quick, plans),
             Suite::CrossEntropy => cross_entropy::planned(quick),
             Suite::MatmulHalf => matmul_half::planned(quick, plans),
+            Suite::Sample => sample::planned(quick),
         };
         n as u64
     }
@@ -209,6 +217,7 @@ impl Suite {
             Suite::Norm => norm::norm(bench, sink),
             Suite::CrossEntropy => cross_entropy::cross_entropy(bench, sink),
             Suite::MatmulHalf => matmul_half::matmul_half(bench, sink),
+            Suite::Sample => sample::sample(bench, sink),
         }
     }
 }

@@ -87,7 +87,8 @@ extern crate self as gpukern;
     feature = "norm",
     feature = "reduce",
     feature = "transpose",
-    feature = "cross_entropy"
+    feature = "cross_entropy",
+    feature = "sample"
 ))]
 pub mod api;
 pub mod buffer;
@@ -101,7 +102,8 @@ pub mod copy;
     feature = "norm",
     feature = "reduce",
     feature = "transpose",
-    feature = "cross_entropy"
+    feature = "cross_entropy",
+    feature = "sample"
 ))]
 pub mod cpu;
 pub mod device;
@@ -118,6 +120,8 @@ pub mod ptx;
 pub mod stream;
 pub mod view;
 
+#[cfg(feature = "sample")]
+pub use api::sample;
 #[cfg(feature = "add")]
 pub use api::{add, add_with, increment_by_one, increment_by_one_with};
 #[cfg(feature = "reduce")]
@@ -146,7 +150,8 @@ pub use half::{bf16, f16};
     feature = "norm",
     feature = "reduce",
     feature = "transpose",
-    feature = "cross_entropy"
+    feature = "cross_entropy",
+    feature = "sample"
 ))]
 pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
@@ -166,6 +171,8 @@ pub use ops::matmul::{
 pub use ops::norm::{NormAlgorithm, NormElement};
 #[cfg(feature = "reduce")]
 pub use ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
+#[cfg(feature = "sample")]
+pub use ops::sample::{LogitElement, SampleAlgorithm, SampleOptions};
 #[cfg(feature = "softmax")]
 pub use ops::softmax::SoftmaxAlgorithm;
 #[cfg(feature = "transpose")]

@@ -51,6 +51,8 @@ mod multi;
 mod norm;
 #[path = "kernels/reduce.rs"]
 mod reduce;
+#[path = "kernels/sample.rs"]
+mod sample;
 #[path = "kernels/sizes.rs"]
 mod sizes;
 #[path = "kernels/softmax.rs"]
@@ -131,6 +133,7 @@ fn main() {
         transpose::trials,
         norm::trials,
         cross_entropy::trials,
+        sample::trials,
         grid::trials,
         views::trials,
         launch_shapes::trials,

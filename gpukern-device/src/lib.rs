@@ -40,6 +40,8 @@
 //!   under `#[cfg(target_feature = "sm_90a")]` on the GPU).
 //! * [`print`](mod@print): [`print!`] (CUDA's device `printf`, its format checked at compile
 //!   time) and [`device_assert!`] (CUDA's device `assert`), on the GPU and in the simulator.
+//! * [`random`]: Philox4x32-10, counter-based random numbers (the same on the GPU, in the
+//!   simulator and on the host), and uniform floats from them.
 //! * [`device_copy`]: [`DeviceCopy`], plain data a kernel may take by value or as the element of
 //!   a buffer (`#[derive(DeviceCopy)]` for a struct of your own).
 //! * `launch` (host only): what the typed launcher `#[kernel]` generates is written against.
@@ -73,6 +75,7 @@ pub mod mbarrier;
 pub mod mem;
 pub mod mma;
 pub mod print;
+pub mod random;
 pub mod shared;
 pub mod thread;
 pub mod tma;

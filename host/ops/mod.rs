@@ -17,6 +17,8 @@ pub mod matmul;
 pub mod norm;
 #[cfg(feature = "reduce")]
 pub mod reduce;
+#[cfg(feature = "sample")]
+pub mod sample;
 #[cfg(feature = "softmax")]
 pub mod softmax;
 #[cfg(feature = "transpose")]
@@ -28,6 +30,7 @@ pub mod transpose;
     feature = "cross_entropy",
     feature = "matmul",
     feature = "norm",
+    feature = "sample",
     feature = "softmax",
     feature = "transpose"
 ))]
@@ -64,8 +67,8 @@ mod tests {
             }
         }
         assert_eq!(
-            families, 7,
-            "add, cross_entropy, matmul, norm, reduce, softmax, transpose"
+            families, 8,
+            "add, cross_entropy, matmul, norm, reduce, sample, softmax, transpose"
         );
     }
 
