@@ -5,7 +5,7 @@
 //! whose features are enabled (all of them with `library`, on by default).
 
 /// gpukern's family features, each the kernels-gpu feature of the same name.
-const FAMILIES: [&str; 10] = [
+const FAMILIES: [&str; 11] = [
     "add",
     "matmul",
     "softmax",
@@ -16,6 +16,7 @@ const FAMILIES: [&str; 10] = [
     "glu",
     "rotary",
     "embedding",
+    "sample",
 ];
 
 fn main() {

@@ -20,7 +20,7 @@ families) and the command line. The method, records, timing and the suite (bench
 the shapes and byte and flop models the Rust bench reads too) are in peers_common.py; the peers
 are filed by family beside it, one file per file of examples/bench/ (peers_memory.py,
 peers_matmul.py, peers_softmax.py, peers_overhead.py, peers_reduce.py, peers_transpose.py,
-peers_norm.py, peers_cross_entropy.py, peers_matmul_half.py, peers_graph.py,
+peers_norm.py, peers_cross_entropy.py, peers_sample.py, peers_matmul_half.py, peers_graph.py,
 peers_transfer.py, peers_multi.py). Imports go one way: peers_common <- family files <- this
 file (`--list` prints PEERS; `--selftest` checks the pure parts).
 """
@@ -45,6 +45,7 @@ import peers_multi
 import peers_norm
 import peers_overhead
 import peers_reduce
+import peers_sample
 import peers_softmax
 import peers_transfer
 import peers_transpose
@@ -79,6 +80,8 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "compile_softmax": [peers_softmax.peer_compile_softmax],
     "torch_llm": [peers_llm_blocks.peer_torch_llm],
     "compile_llm": [peers_llm_blocks.peer_compile_llm],
+    "torch_sample": [peers_sample.torch_sample],
+    "compile_sample": [peers_sample.compile_sample],
 }
 
 

@@ -35,6 +35,8 @@ mod overhead;
 mod record;
 #[path = "bench/reduce.rs"]
 mod reduce;
+#[path = "bench/sample.rs"]
+mod sample;
 #[path = "bench/softmax.rs"]
 mod softmax;
 #[path = "bench/suite.rs"]
@@ -154,10 +156,14 @@ enum Suite {
     /// Embedding gather, bf16 (record `embedding`).
     #[value(name = "embedding")]
     Embedding,
+    /// The next token of each row of logits: greedy, temperature 1, t 0.8 with top-k 50 and
+    /// top-p 0.9 (records `sample`).
+    #[value(name = "sample")]
+    Sample,
 }
 
 impl Suite {
-    const ALL: [Suite; 22] = [
+    const ALL: [Suite; 23] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -180,6 +186,7 @@ impl Suite {
         Suite::Glu,
         Suite::Rotary,
         Suite::Embedding,
+        Suite::Sample,
     ];
 
     /// Records this suite writes.
@@ -207,6 +214,7 @@ impl Suite {
             Suite::Glu => llm_blocks::glu_planned(quick),
             Suite::Rotary => llm_blocks::rotary_planned(quick),
             Suite::Embedding => llm_blocks::embedding_planned(quick),
+            Suite::Sample => sample::planned(quick),
         };
         n as u64
     }
@@ -235,6 +243,7 @@ impl Suite {
             Suite::Glu => llm_blocks::glu(bench, sink),
             Suite::Rotary => llm_blocks::rotary(bench, sink),
             Suite::Embedding => llm_blocks::embedding(bench, sink),
+            Suite::Sample => sample::sample(bench, sink),
         }
     }
 }

@@ -30,6 +30,8 @@ use crate::ops::matmul::{HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput}
 use crate::ops::norm::{NormAlgorithm, NormElement};
 #[cfg(feature = "reduce")]
 use crate::ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
+#[cfg(feature = "sample")]
+use crate::ops::sample::{LogitElement, SampleOptions};
 #[cfg(feature = "softmax")]
 use crate::ops::softmax::SoftmaxAlgorithm;
 #[cfg(feature = "transpose")]
@@ -678,4 +680,26 @@ where
     let gpu = Gpu::global()?;
     let ids = gpu.upload_token_ids(ids, table.nrows())?;
     gpu.embedding(&gpu.upload_matrix(table)?, &ids)?.to_array()
+
+#[cfg(feature = "sample")]
+/// The next token of each row of the logits `m` (f32 or bf16), drawn with `options` on the
+/// default device: temperature, top-k, top-p and a seeded draw, or greedy at temperature 0 (see
+/// [`Gpu::sample`] for the rules; a row with nothing to sample gives `-1`).
+///
+/// ```no_run
+/// use gpukern::SampleOptions;
+/// let logits = ndarray::arr2(&[[0.0f32, 5.0, 1.0], [2.0, -1.0, 0.5]]);
+/// assert_eq!(gpukern::sample(&logits, &SampleOptions::greedy())?, ndarray::arr1(&[1, 0]));
+/// # Ok::<(), gpukern::Error>(())
+/// ```
+///
+/// Errors: as [`Gpu::sample`].
+pub fn sample<S, T>(m: &ArrayBase<S, Ix2>, options: &SampleOptions) -> Result<ndarray::Array1<i32>>
+where
+    S: Data<Elem = T>,
+    T: LogitElement,
+{
+    let gpu = Gpu::global()?;
+    let tokens = gpu.sample(&gpu.upload_matrix(m)?, options)?;
+    Ok(ndarray::Array1::from(gpu.download(&tokens)?))
 }

@@ -9,6 +9,11 @@ use ndarray::{Array2, ArrayBase, Data, Ix2};
 
 use crate::error::Result;
 
+#[cfg(feature = "sample")]
+mod sample;
+#[cfg(feature = "sample")]
+pub use sample::sample_rows;
+
 #[cfg(feature = "add")]
 /// `a[i] + b[i]`.
 ///

@@ -94,7 +94,8 @@ extern crate self as gpukern;
     feature = "cross_entropy",
     feature = "glu",
     feature = "rotary",
-    feature = "embedding"
+    feature = "embedding",
+    feature = "sample"
 ))]
 pub mod api;
 pub mod buffer;
@@ -111,7 +112,8 @@ pub mod copy;
     feature = "cross_entropy",
     feature = "glu",
     feature = "rotary",
-    feature = "embedding"
+    feature = "embedding",
+    feature = "sample"
 ))]
 pub mod cpu;
 pub mod device;
@@ -133,6 +135,8 @@ pub mod view;
 pub use api::embedding;
 #[cfg(feature = "rotary")]
 pub use api::rotary;
+#[cfg(feature = "sample")]
+pub use api::sample;
 #[cfg(feature = "add")]
 pub use api::{add, add_with, increment_by_one, increment_by_one_with};
 #[cfg(feature = "reduce")]
@@ -163,7 +167,8 @@ pub use half::{bf16, f16};
     feature = "norm",
     feature = "reduce",
     feature = "transpose",
-    feature = "cross_entropy"
+    feature = "cross_entropy",
+    feature = "sample"
 ))]
 pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
@@ -189,6 +194,8 @@ pub use ops::norm::{NormAlgorithm, NormElement, ResidualNormAlgorithm, ResidualN
 pub use ops::reduce::{ArgmaxAlgorithm, ReduceAlgorithm};
 #[cfg(feature = "rotary")]
 pub use ops::rotary::{PositionElement, RotaryAlgorithm, RotaryFrequencies, RotaryLayout, RotaryPositions};
+#[cfg(feature = "sample")]
+pub use ops::sample::{LogitElement, SampleAlgorithm, SampleOptions};
 #[cfg(feature = "softmax")]
 pub use ops::softmax::SoftmaxAlgorithm;
 #[cfg(feature = "transpose")]

@@ -59,6 +59,8 @@ mod reduce;
 mod residual_norm;
 #[path = "kernels/rotary.rs"]
 mod rotary;
+#[path = "kernels/sample.rs"]
+mod sample;
 #[path = "kernels/sizes.rs"]
 mod sizes;
 #[path = "kernels/softmax.rs"]
@@ -143,6 +145,7 @@ fn main() {
         rotary::trials,
         embedding::trials,
         cross_entropy::trials,
+        sample::trials,
         grid::trials,
         views::trials,
         launch_shapes::trials,

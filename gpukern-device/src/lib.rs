@@ -44,6 +44,8 @@
 //!   [`tile::NMajor`]) and the accumulator fragment's element positions ([`tile::pairs`]).
 //! * [`print`](mod@print): [`print!`] (CUDA's device `printf`, its format checked at compile
 //!   time) and [`device_assert!`] (CUDA's device `assert`), on the GPU and in the simulator.
+//! * [`random`]: Philox4x32-10, counter-based random numbers (the same on the GPU, in the
+//!   simulator and on the host), and uniform floats from them.
 //! * [`device_copy`]: [`DeviceCopy`], plain data a kernel may take by value or as the element of
 //!   a buffer (`#[derive(DeviceCopy)]` for a struct of your own).
 //! * `launch` (host only): what the typed launcher `#[kernel]` generates is written against.
@@ -78,6 +80,7 @@ pub mod mem;
 pub mod mma;
 pub mod pipeline;
 pub mod print;
+pub mod random;
 pub mod shared;
 pub mod thread;
 pub mod tile;

@@ -23,6 +23,8 @@ pub mod norm;
 pub mod reduce;
 #[cfg(feature = "rotary")]
 pub mod rotary;
+#[cfg(feature = "sample")]
+pub mod sample;
 #[cfg(feature = "softmax")]
 pub mod softmax;
 #[cfg(feature = "transpose")]
@@ -37,6 +39,7 @@ pub mod transpose;
     feature = "matmul",
     feature = "norm",
     feature = "rotary",
+    feature = "sample",
     feature = "softmax",
     feature = "transpose"
 ))]
@@ -73,8 +76,8 @@ mod tests {
             }
         }
         assert_eq!(
-            families, 10,
-            "add, cross_entropy, embedding, glu, matmul, norm, reduce, rotary, softmax, transpose"
+            families, 11,
+            "add, cross_entropy, embedding, glu, matmul, norm, reduce, rotary, sample, softmax, transpose"
         );
     }
 

@@ -1,0 +1,52 @@
+//! Sampling the next token from rows of logits, as a language model does at each decode step:
+//! the logits divided by a temperature `t`, then top-k and top-p (nucleus) filtering, then a
+//! multinomial draw from Philox4x32-10 (`gpukern_device::random`); `t = 0` is greedy (the first
+//! index of the row's largest logit). One block per row.
+//!
+//! # The rules (the host checks the options; the kernel follows them for any row)
+//! * The probabilities are `p_i = exp((x_i - max) / t)` over the row, normalised over the tokens
+//!   that survive the filters. `t > 0` and finite; `t = 0` is greedy.
+//! * Top-k keeps the tokens whose logit is at least the `k`-th largest: ties at the `k`-th value
+//!   are all kept (as Hugging Face's `TopKLogitsWarper`), so more than `k` tokens may survive.
+//!   `k = 0` or `k >= cols` keeps every token.
+//! * Top-p keeps, after top-k, the fewest most probable tokens whose mass is at least `p` of
+//!   the kept mass: a token survives when the mass of the tokens at least as probable as it,
+//!   itself included, reaches `p` no sooner than at its value (ties at the boundary all kept).
+//!   `p = 1` keeps every token; `0 < p <= 1`.
+//! * The draw: `u` uniform in `[0, 1)` from `philox4x32_10([row, offset_lo, offset_hi, 0],
+//!   [seed_lo, seed_hi])`'s first word (24 bits), and the token is the first index (in column
+//!   order) at which the running sum of the kept `p_i` exceeds `u` times their total. The sums
+//!   run in a fixed order, so the same seed, offset and logits give the same token on the GPU
+//!   and in the simulator, and every run.
+//! * NaN logits are never chosen (they count as below `-inf`); a row whose logits are all NaN or
+//!   `-inf` gives token `-1`; a row with a `+inf` logit gives the first `+inf` index (the limit
+//!   of the probabilities as that logit grows).
+
+pub mod search;
+
+pub use search::*;
+
+/// Threads per block of the sampling kernels (one block per row).
+pub const SAMPLE_BLOCK: u32 = 512;
+
+/// A logit's order-preserving key: larger floats give larger keys, `-0.0` below `+0.0`, NaN 0
+/// (below every number, `-inf`'s key being `0x007f_ffff`).
+#[inline(always)]
+pub fn order_key(x: f32) -> u32 {
+    if x.is_nan() {
+        0
+    } else {
+        let b = x.to_bits();
+        if b >> 31 == 1 {
+            !b
+        } else {
+            b | 0x8000_0000
+        }
+    }
+}
+
+/// The key of `-inf`: the keys of the logits that can be sampled are above it.
+pub const NEG_INF_KEY: u32 = 0x007f_ffff;
+
+/// The key of `+inf`.
+pub const POS_INF_KEY: u32 = 0xff80_0000;
