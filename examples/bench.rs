@@ -21,6 +21,8 @@ mod data;
 mod graph;
 #[path = "bench/matmul.rs"]
 mod matmul;
+#[path = "bench/matmul_decode.rs"]
+mod matmul_decode;
 #[path = "bench/matmul_half.rs"]
 mod matmul_half;
 #[path = "bench/memory.rs"]
@@ -140,10 +142,13 @@ enum Suite {
     /// bf16 and fp16 matmul (f32 sums) against cuBLAS `cublasGemmEx` of the same types.
     #[value(name = "matmul_half")]
     MatmulHalf,
+    /// Decode products `Y = X W^T`: m from 1 to 64 against a large bf16 weight (n x k).
+    #[value(name = "matmul_decode")]
+    MatmulDecode,
 }
 
 impl Suite {
-    const ALL: [Suite; 18] = [
+    const ALL: [Suite; 19] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -162,6 +167,7 @@ impl Suite {
         Suite::Norm,
         Suite::CrossEntropy,
         Suite::MatmulHalf,
+        Suite::MatmulDecode,
     ];
 
     /// Records this suite writes.
@@ -185,6 +191,7 @@ impl Suite {
             Suite::Norm => norm::planned(quick, plans),
             Suite::CrossEntropy => cross_entropy::planned(quick),
             Suite::MatmulHalf => matmul_half::planned(quick, plans),
+            Suite::MatmulDecode => matmul_decode::planned(quick, plans),
         };
         n as u64
     }
@@ -209,6 +216,7 @@ impl Suite {
             Suite::Norm => norm::norm(bench, sink),
             Suite::CrossEntropy => cross_entropy::cross_entropy(bench, sink),
             Suite::MatmulHalf => matmul_half::matmul_half(bench, sink),
+            Suite::MatmulDecode => matmul_decode::matmul_decode(bench, sink),
         }
     }
 }
