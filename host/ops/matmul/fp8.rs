@@ -1,6 +1,7 @@
-//! FP8: the element types ([`E4M3`], [`E5M2`], `gpukern_device::fp8`), device matrices of them,
-//! and the quantisation of f32 or bf16 matrices to E4M3 with a computed per-tensor or per-row
-//! scale (`kernels_gpu::matmul::fp8_quant`); [`quantize_e4m3_reference`] is its CPU reference.
+//! FP8: the element types ([`E4M3`], [`E5M2`](gpukern_device::fp8::E5M2), from
+//! `gpukern_device::fp8`), device matrices of them, and the quantisation of f32 or bf16 matrices
+//! to E4M3 with a computed per-tensor or per-row scale (`kernels_gpu::matmul::fp8_quant`);
+//! [`quantize_e4m3_reference`] is its CPU reference.
 
 use gpukern_device::fp8::E4M3;
 use half::bf16;

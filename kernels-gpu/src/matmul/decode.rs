@@ -36,7 +36,8 @@
 //! block row of the grid. With one slice the kernel writes `Y`; with several (the host's plan:
 //! when the rows of `W` alone give too few blocks to keep enough loads in flight on every SM)
 //! each slice writes its partial product in f32 to its own `m x n` plane and
-//! [`decode_sum`](fn@decode_sum) adds the planes in slice order (deterministic) and rounds once.
+//! [`matmul_decode_sum_bf16`](fn@matmul_decode_sum_bf16) (or, for an f32 result,
+//! `matmul_sum_splits`) adds the planes in slice order (deterministic) and rounds once.
 //!
 //! # Edges
 //! `k` must be a multiple of 8 and the matrices 16-byte aligned (each piece of 8 elements is
@@ -71,7 +72,7 @@ pub const DECODE_TILE_M: usize = 8;
 pub const DECODE_MAX_M: usize = 64;
 /// A slice of `k` is a multiple of this (the largest unrolled step, 4 x 32 elements).
 pub const DECODE_SLICE_ALIGN: usize = 128;
-/// Threads per block of [`decode_sum`](fn@decode_sum).
+/// Threads per block of [`matmul_decode_sum_bf16`](fn@matmul_decode_sum_bf16).
 pub const DECODE_SUM_BLOCK: u32 = 256;
 
 /// The tutorial rung: thread `j` of block `(bx, i)` computes `Y[i][bx * 256 + j]`, the dot

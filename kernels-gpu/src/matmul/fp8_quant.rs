@@ -16,7 +16,7 @@
 //!
 //! On sm_90 the rounding is `cvt.rn.satfinite.e4m3x2.f32`; elsewhere (and in the simulator)
 //! [`E4M3::from_f32_saturating`], the same function of the bits. The CPU reference
-//! (`gpukern::cpu::quantize_e4m3`) computes the same f32 operations.
+//! (`gpukern::quantize_e4m3_reference`) computes the same f32 operations.
 
 use crate::gpu::fp8::{pack_e4m3x2, E4M3};
 use crate::gpu::{atomic, bf16, block, mem, shared, thread};
