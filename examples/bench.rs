@@ -23,6 +23,8 @@ mod graph;
 mod llm_blocks;
 #[path = "bench/matmul.rs"]
 mod matmul;
+#[path = "bench/matmul_decode.rs"]
+mod matmul_decode;
 #[path = "bench/matmul_half.rs"]
 mod matmul_half;
 #[path = "bench/memory.rs"]
@@ -160,10 +162,13 @@ enum Suite {
     /// top-p 0.9 (records `sample`).
     #[value(name = "sample")]
     Sample,
+    /// Decode products `Y = X W^T`: m from 1 to 64 against a large bf16 weight (n x k).
+    #[value(name = "matmul_decode")]
+    MatmulDecode,
 }
 
 impl Suite {
-    const ALL: [Suite; 23] = [
+    const ALL: [Suite; 24] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -187,6 +192,7 @@ impl Suite {
         Suite::Rotary,
         Suite::Embedding,
         Suite::Sample,
+        Suite::MatmulDecode,
     ];
 
     /// Records this suite writes.
@@ -215,6 +221,7 @@ impl Suite {
             Suite::Rotary => llm_blocks::rotary_planned(quick),
             Suite::Embedding => llm_blocks::embedding_planned(quick),
             Suite::Sample => sample::planned(quick),
+            Suite::MatmulDecode => matmul_decode::planned(quick, plans),
         };
         n as u64
     }
@@ -244,6 +251,7 @@ impl Suite {
             Suite::Rotary => llm_blocks::rotary(bench, sink),
             Suite::Embedding => llm_blocks::embedding(bench, sink),
             Suite::Sample => sample::sample(bench, sink),
+            Suite::MatmulDecode => matmul_decode::matmul_decode(bench, sink),
         }
     }
 }

@@ -156,6 +156,30 @@ where
 }
 
 #[cfg(feature = "matmul")]
+/// `Y = X W^T` of bf16 arrays for a decode step: `x` is `m x k`, `w` is `n x k` (a weight as
+/// `nn.Linear` stores it), the result `m x n` in bf16 (f32 sums, rounded once): what
+/// `torch.matmul(x, w.T)` computes, and what [`Gpu::matmul_decode`] does on device matrices (the
+/// weight streamed once on tensor cores for `m` from 1 to 64).
+///
+/// ```no_run
+/// use gpukern::bf16;
+/// let x = ndarray::Array2::from_elem((1, 8), bf16::from_f32(0.5));
+/// let w = ndarray::Array2::from_elem((4, 8), bf16::from_f32(2.0));
+/// let y = gpukern::matmul_decode(&x, &w)?;
+/// assert_eq!(y[(0, 3)], bf16::from_f32(8.0));
+/// # Ok::<(), gpukern::Error>(())
+/// ```
+pub fn matmul_decode<S1, S2>(x: &ArrayBase<S1, Ix2>, w: &ArrayBase<S2, Ix2>) -> Result<Array2<crate::bf16>>
+where
+    S1: Data<Elem = crate::bf16>,
+    S2: Data<Elem = crate::bf16>,
+{
+    let gpu = Gpu::global()?;
+    let y = gpu.matmul_decode(&gpu.upload_matrix(x)?, &gpu.upload_matrix(w)?)?;
+    y.to_array()
+}
+
+#[cfg(feature = "matmul")]
 /// [`matmul`] with a chosen algorithm.
 pub fn matmul_with<S1, S2>(
     a: &ArrayBase<S1, Ix2>,

@@ -148,7 +148,7 @@ pub use api::{geglu, swiglu};
 #[cfg(feature = "norm")]
 pub use api::{layer_norm, layer_norm_with, residual_rms_norm, rms_norm, rms_norm_with};
 #[cfg(feature = "matmul")]
-pub use api::{matmul, matmul_f32_out, matmul_half_with, matmul_with};
+pub use api::{matmul, matmul_decode, matmul_f32_out, matmul_half_with, matmul_with};
 #[cfg(feature = "softmax")]
 pub use api::{softmax, softmax_with};
 #[cfg(feature = "transpose")]
@@ -157,6 +157,8 @@ pub use buffer::Element;
 pub use buffer::{DeviceMatrix, DeviceVec};
 pub use device::Gpu;
 pub use error::{Error, Result};
+#[cfg(feature = "matmul")]
+pub use gpukern_device::fp8::{E4M3, E5M2};
 pub use gpukern_device::launch::Launcher;
 pub use graph::{Graph, GraphBuffers};
 pub use half::{bf16, f16};
@@ -186,7 +188,8 @@ pub use ops::embedding::{EmbeddingAlgorithm, TokenIdElement, TokenIds};
 pub use ops::glu::{GeluApprox, GluAlgorithm, GluElement};
 #[cfg(feature = "matmul")]
 pub use ops::matmul::{
-    HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile, tf32_error_factor,
+    DecodeOutput, DecodePlan, Fp8Matrix, Fp8Scaling, HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput,
+    Tf32Tile, WsTile, quantize_e4m3_reference, tf32_error_factor,
 };
 #[cfg(feature = "norm")]
 pub use ops::norm::{NormAlgorithm, NormElement, ResidualNormAlgorithm, ResidualNormElement};

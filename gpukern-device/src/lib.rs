@@ -21,6 +21,9 @@
 //!   each), `accurate` and `packed` (two 16-bit values at once).
 //! * [`convert`]: half-precision elements ([`f16`](struct@f16), [`bf16`], re-exported from the
 //!   `half` crate): conversions to and from f32, and pairs as one 32-bit access (`load_f16x2`).
+//! * [`fp8`]: the 8-bit float elements of Hopper's FP8 tensor cores, [`fp8::E4M3`] and
+//!   [`fp8::E5M2`] (OCP FP8, PyTorch's `float8_e4m3fn` and `float8_e5m2`), with exact
+//!   round-to-nearest-even conversions from f32 (and f64 on the host) and to f32.
 //! * [`warp`]: warp-scope collectives through shuffles of any value (`shfl_xor`, `reduce`,
 //!   scans) and votes.
 //! * [`block`]: block-scope collectives (reductions and scans through a shared scratch).
@@ -72,6 +75,7 @@ pub mod bulk;
 pub mod cluster;
 pub mod convert;
 pub mod device_copy;
+pub mod fp8;
 pub mod grid;
 pub mod hint;
 pub mod math;

@@ -5,10 +5,14 @@
 //! free functions on views (`global::matmul`), the TF32 check against planted wrong kernels, and
 //! in [`fast_plans`] each fast kernel and the plan table in the simulator (`sim::matmul::*`).
 
+#[path = "matmul/decode.rs"]
+mod decode;
 #[path = "matmul/empty.rs"]
 mod empty;
 #[path = "matmul/fast_plans.rs"]
 mod fast_plans;
+#[path = "matmul/fp8.rs"]
+mod fp8;
 #[path = "matmul/half.rs"]
 mod half;
 #[path = "matmul/stream_k.rs"]
@@ -51,6 +55,8 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     trials.extend(fast_plans::trials());
     trials.extend(stream_k::trials(sim, cuda));
     trials.extend(half::trials(sim, cuda));
+    trials.extend(decode::trials(sim, cuda));
+    trials.extend(fp8::trials(sim, cuda));
     trials.extend(wgmma::trials(sim, cuda));
     trials.extend(wgmma_tf32::trials(sim, cuda));
     trials.extend(empty::trials(sim, cuda));

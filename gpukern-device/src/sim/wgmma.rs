@@ -32,19 +32,24 @@ pub(crate) enum Operand {
     F16,
     /// `.tf32`: f32 in shared memory, read with the low 13 bits of the significand ignored.
     Tf32,
+    /// `.e4m3`: one byte, [`crate::fp8::E4M3`] (K-major only, `k32` per instruction).
+    E4m3,
+    /// `.e5m2`: one byte, [`crate::fp8::E5M2`] (K-major only, `k32` per instruction).
+    E5m2,
 }
 
 impl Operand {
     /// Bytes per element in shared memory.
     pub(crate) fn bytes(self) -> usize {
         match self {
+            Operand::E4m3 | Operand::E5m2 => 1,
             Operand::Bf16 | Operand::F16 => 2,
             Operand::Tf32 => 4,
         }
     }
 
     /// Elements along `k` per instruction: 32 bytes of each row (`k16` of 16-bit types,
-    /// `k8` of TF32).
+    /// `k8` of TF32, `k32` of FP8).
     pub(crate) fn k(self) -> usize {
         32 / self.bytes()
     }
@@ -68,13 +73,22 @@ pub(crate) fn element(address: usize, ty: Operand) -> f64 {
         let bits = unsafe { crate::mem::load(p, 0) };
         return f64::from(tf32_truncate(f32::from_bits(bits)));
     }
+    if matches!(ty, Operand::E4m3 | Operand::E5m2) {
+        let p = base.wrapping_add(address);
+        // SAFETY: checked by the simulator (bounds, initialisation, races).
+        let bits = unsafe { crate::mem::load(p, 0) };
+        return match ty {
+            Operand::E4m3 => f64::from(crate::fp8::E4M3(bits).to_f32()),
+            _ => f64::from(crate::fp8::E5M2(bits).to_f32()),
+        };
+    }
     let p = base.wrapping_add(address).cast::<u16>();
     // SAFETY: checked by the simulator (bounds, alignment, initialisation, races).
     let bits = unsafe { crate::mem::load(p, 0) };
     match ty {
         Operand::Bf16 => f64::from(f32::from_bits(u32::from(bits) << 16)),
         Operand::F16 => f64::from(half::f16::from_bits(bits).to_f32()),
-        Operand::Tf32 => unreachable!("read as 32 bits above"),
+        Operand::Tf32 | Operand::E4m3 | Operand::E5m2 => unreachable!("read above"),
     }
 }
 
@@ -97,7 +111,8 @@ pub(crate) fn value(token: &str, named: &[(&str, u64)]) -> u64 {
 /// Runs the `asm!` template `ptx` of a warpgroup `wgmma` sequence for the running thread:
 /// `named` the named operands, `acc` the positional ones (`{i}` is `acc[i]`). Understands
 /// `.reg .pred`, `setp.ne.b32`, `wgmma.fence`, `wgmma.mma_async.sync.aligned` (`m64nNk16` in
-/// bf16 or f16, `m64nNk8` in TF32, operands truncated as the tensor core reads them;
+/// bf16 or f16, `m64nNk8` in TF32, operands truncated as the tensor core reads them, `m64nNk32`
+/// in e4m3 or e5m2, both operands of one type, K-major;
 /// shared-memory descriptors for both operands), `commit_group` and `wait_group N`; anything else
 /// is a bug of the library's PTX text (a panic). See the module documentation for what a product
 /// does in flight and what is checked; the products are exact (f64 sums, added to the accumulator
@@ -261,6 +276,40 @@ mod tests {
             );
             assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
         }
+    }
+
+    /// An FP8 product line parses as `k32` of one-byte elements, without imm-trans operands
+    /// (FP8 `wgmma` reads both operands K-major), and a line with them is refused.
+    #[test]
+    fn fp8_lines_parse_as_k32_of_bytes() {
+        use super::product::Mma;
+        use super::Operand;
+        let acc: String = (0..32).map(|i| format!("{{{i}}}")).collect::<Vec<_>>().join(", ");
+        let line = |ty: &str, tail: &str| {
+            (
+                format!("wgmma.mma_async.sync.aligned.m64n64k32.f32.{ty}.{ty}"),
+                format!("{{{{{acc}}}}}, {{a}}, {{b}}, 1, 1, 1{tail}"),
+            )
+        };
+        let named = [
+            ("a", crate::wgmma::desc_sw128(0, 16, 1024)),
+            ("b", crate::wgmma::desc_sw128(8192, 16, 1024)),
+        ];
+        for (ty, operand) in [("e4m3", Operand::E4m3), ("e5m2", Operand::E5m2)] {
+            let (op, args) = line(ty, "");
+            let mma = Mma::parse(&op, &args, &named, &[]);
+            assert!(mma.describe().contains(ty), "{}", mma.describe());
+            assert_eq!((operand.bytes(), operand.k()), (1, 32));
+            let (op, args) = line(ty, ", 0, 0");
+            let refused = std::panic::catch_unwind(|| Mma::parse(&op, &args, &named, &[]));
+            assert!(refused.is_err(), "{ty} with imm-trans operands was accepted");
+        }
+        // One-byte K-major addresses: element (mn, k) at byte k of row mn, then the swizzle:
+        // (9, 31) is group 1, row 1, chunk 1, swizzled to chunk 0, byte 15.
+        let a = super::descriptor::Descriptor::decode(crate::wgmma::desc_sw128(0, 16, 1024));
+        assert_eq!(a.address_of(0, 17, false, 1), 17);
+        assert_eq!(a.address_of(1, 0, false, 1), 128 + 16);
+        assert_eq!(a.address_of(9, 31, false, 1), 1024 + 128 + 15);
     }
 
     #[test]

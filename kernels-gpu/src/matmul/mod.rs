@@ -28,6 +28,13 @@
 //! 9. [`wgmma_ws`]: BF16, FP16 and TF32 on `wgmma` with warp specialisation (a producer warpgroup
 //!    issuing TMA, two consumer warpgroups, `setmaxnreg`) and a persistent grid, `sm_90a` only;
 //!    items under `matmul::wgmma_ws`.
+//! 10. [`decode`]: decode products `Y = X W^T` (`m <= 64` rows of `X` against a large bf16
+//!     weight stored `n x k`, as `nn.Linear` stores it), the tutorial rung and a memory-bound
+//!     `mma.sync` rung that streams the weight once with 16-byte loads; items under
+//!     `matmul::decode`.
+//! 11. [`fp8_quant`]: f32 or bf16 matrices quantised to FP8 E4M3 with a per-tensor or per-row
+//!     scale computed from the absolute maximum, the operands of an FP8 product; items under
+//!     `matmul::fp8_quant`.
 //!
 //! Every entry point of rungs 3 to 9 is an instance of its rung's generic `#[kernel]`, the
 //! tiling's numbers and the element types its generic arguments. Rung 3's kernels and stream-K
@@ -87,6 +94,8 @@ macro_rules! unrolled {
     };
 }
 
+pub mod decode;
+pub mod fp8_quant;
 pub mod half;
 pub mod mma_tiling;
 pub mod naive;

@@ -71,14 +71,19 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
 }
 
 /// A random `rows x cols` matrix of `T` (uniform in [-1, 1), rounded to `T`).
-fn random_of<T: Copy>(rng: &mut StdRng, rows: usize, cols: usize, from: fn(f32) -> T) -> Array2<T> {
+pub(super) fn random_of<T: Copy>(
+    rng: &mut StdRng,
+    rows: usize,
+    cols: usize,
+    from: fn(f32) -> T,
+) -> Array2<T> {
     random_matrix(rng, rows, cols).mapv(from)
 }
 
 /// The first element of `got` (an `m x n` result, widened to f64) outside the bound of the
 /// module documentation around `want` (`cpu::matmul_f64`), with `abs` the sums of `|A B|` and
 /// `u_out` the result type's unit roundoff; `None` when every element is inside.
-fn half_violation(
+pub(super) fn half_violation(
     got: &[f64],
     want: &Array2<f64>,
     abs: &Array2<f64>,
@@ -119,7 +124,7 @@ fn unit_roundoff<O: MatmulElement>() -> f64 {
 }
 
 /// The reference `C_ref` and `sum_l |A(i,l) B(l,j)|` of `a * b`.
-fn references<T: Copy + Into<f64>>(
+pub(super) fn references<T: Copy + Into<f64>>(
     a: &ArrayView2<T>,
     b: &ArrayView2<T>,
 ) -> gpukern::Result<(Array2<f64>, Array2<f64>)> {
@@ -187,7 +192,7 @@ where
 }
 
 /// Elements widened to f64, row-major.
-fn widen<T: Copy + Into<f64>>(a: &Array2<T>) -> Vec<f64> {
+pub(super) fn widen<T: Copy + Into<f64>>(a: &Array2<T>) -> Vec<f64> {
     a.iter().map(|&x| x.into()).collect()
 }
 

@@ -55,9 +55,12 @@ impl Mma {
         let (n, ty) = typed("k16.f32.bf16.bf16", Operand::Bf16)
             .or_else(|| typed("k16.f32.f16.f16", Operand::F16))
             .or_else(|| typed("k8.f32.tf32.tf32", Operand::Tf32))
+            .or_else(|| typed("k32.f32.e4m3.e4m3", Operand::E4m3))
+            .or_else(|| typed("k32.f32.e5m2.e5m2", Operand::E5m2))
             .unwrap_or_else(|| {
                 panic!(
-                    "wgmma PTX: the simulator models m64nNk16.f32.{{bf16,f16}} and m64nNk8.f32.tf32.tf32 only, not {op:?}"
+                    "wgmma PTX: the simulator models m64nNk16.f32.{{bf16,f16}}, m64nNk8.f32.tf32.tf32 and \
+                     m64nNk32.f32.{{e4m3,e5m2}} (one type for both) only, not {op:?}"
                 )
             });
         assert!(n % 8 == 0 && (8..=256).contains(&n), "wgmma PTX: N = {n}");
@@ -90,12 +93,14 @@ impl Mma {
             .split(',')
             .map(str::trim)
             .collect();
-        // `.tf32` takes no imm-trans operands (both operands K-major); the 16-bit types do.
+        // `.tf32` and the FP8 types take no imm-trans operands (both operands K-major); the
+        // 16-bit types do.
+        let k_major_only = matches!(ty, Operand::Tf32 | Operand::E4m3 | Operand::E5m2);
         let (a_desc, b_desc, scale_d, scale_a, scale_b, trans) = match (ty, &rest[..]) {
-            (Operand::Tf32, &[a, b, d, sa, sb]) => (a, b, d, sa, sb, None),
+            (_, &[a, b, d, sa, sb]) if k_major_only => (a, b, d, sa, sb, None),
             (Operand::Bf16 | Operand::F16, &[a, b, d, sa, sb, ta, tb]) => (a, b, d, sa, sb, Some((ta, tb))),
-            (Operand::Tf32, _) => {
-                panic!("wgmma PTX: {args:?}: .tf32 wants a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b")
+            _ if k_major_only => {
+                panic!("wgmma PTX: {args:?}: .tf32, .e4m3 and .e5m2 want a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b")
             }
             _ => panic!(
                 "wgmma PTX: {args:?}: want a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b"

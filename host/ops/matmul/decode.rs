@@ -1,0 +1,523 @@
+//! Decode products, `Y = X W^T` with `X` of `m <= 64` rows and a large bf16 weight `W` stored
+//! `n x k` (as `nn.Linear` stores it; `torch.matmul(x, w.T)`): the plan
+//! ([`DecodePlan::choose`]) and the launches of `kernels_gpu::matmul::decode`.
+//!
+//! Why a separate entry point and not [`Gpu::matmul`] for small `m`: gpukern's matmul takes `B`
+//! row-major `k x n`, and a weight in that layout would have to be transposed (a copy of the
+//! whole weight, what the product itself reads) before the decode kernel could read it as rows
+//! of `k`. The weight layout that inference stacks keep, `n x k`, is the one taken here.
+
+use half::bf16;
+use kernels_gpu::matmul::SUM_BLOCK;
+use kernels_gpu::matmul::decode::{
+    self as family, DECODE_BLOCK, DECODE_BLOCK_ROWS, DECODE_MAX_M, DECODE_NAIVE_BLOCK, DECODE_SLICE_ALIGN,
+    DECODE_SUM_BLOCK, DECODE_TILE_M,
+};
+
+use crate::buffer::{DeviceMatrix, DeviceVec, Element, checked_len};
+use crate::device::Gpu;
+use crate::error::{Error, Result};
+use crate::launch_config::LaunchConfig;
+use crate::module::Module;
+use crate::view::{DeviceSlice, DeviceSliceMut};
+
+/// The operation's name in errors.
+const OP: &str = "matmul_decode";
+
+/// How a decode product runs: which kernel, and over how many slices of `k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DecodePlan {
+    /// The tutorial rung (`matmul_decode_naive_*`): one thread per element of `Y`. Any shape.
+    Naive,
+    /// The tensor-core rung (`matmul_decode_{bf16,f32}_m{8,16,32,64}`): `k` in `slices` slices
+    /// (at least 1; rounded by [`DecodePlan::k_split`]), added up by a second launch when more
+    /// than one. `read_only`: the weight read through `ld.global.nc` (`matmul_decode_bf16_m8_nc`,
+    /// `m <= 8` and a bf16 result only) instead of with the evict-first hint; for comparing
+    /// the two. Needs `1 <= m <= 64`, `k` a positive multiple of 8 and 16-byte aligned matrices
+    /// ([`DecodePlan::mma_applies`]).
+    Mma {
+        /// Slices of `k` asked for.
+        slices: usize,
+        /// The weight through the read-only path instead of evict-first.
+        read_only: bool,
+    },
+}
+
+/// [`DecodePlan::choose`] splits `k` until the grid has at least this many blocks per 2
+/// multiprocessors (1.5 blocks of 8 warps per SM): with 16 rows of weight per warp and one 16-byte
+/// load per row and lane per step of 32 along `k`, 4 steps in flight per warp, that is about
+/// 48 KiB of loads in flight per SM.
+const TARGET_BLOCKS_PER_2_SMS: usize = 3;
+/// Shortest slice of `k` [`DecodePlan::choose`] makes: below it a warp's loop is too short for
+/// its first loads' latency to be hidden, and the partial planes (`slices * m * n` floats, written
+/// and read again) grow against the weight.
+const MIN_SLICE_K: usize = 1024;
+/// Most slices of `k` [`DecodePlan::choose`] makes.
+const MAX_SLICES: usize = 16;
+
+impl DecodePlan {
+    /// Whether the tensor-core rung can run an `m x k` times `(n x k)^T` product: `1 <= m <= 64`,
+    /// `n >= 1`, `k` a positive multiple of 8 (16-byte pieces of rows), the matrices 16-byte
+    /// aligned (`aligned`).
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    pub fn mma_applies(m: usize, n: usize, k: usize, aligned: bool) -> bool {
+        (1..=DECODE_MAX_M).contains(&m) && n >= 1 && k > 0 && k % 8 == 0 && aligned
+    }
+
+    /// The plan for `m x k` times `(n x k)^T` on a GPU of `multiprocessors` SMs: the tutorial
+    /// rung where the tensor-core rung does not apply ([`DecodePlan::mma_applies`]), else the
+    /// tensor-core rung with `k` whole when the `ceil(n / 128)` blocks of rows of `W` are at least
+    /// 1.5 per SM, else `k` halved until they are (slices of at least 1024 elements, at most 16
+    /// slices). On an H200 (132 SMs, 198 blocks wanted): `n = 28672` (224 blocks) keeps `k`
+    /// whole; `n = 8192, k = 8192` (64 blocks) takes 4 slices of 2048; `n = 4096, k = 4096` (32
+    /// blocks) 4 slices of 1024.
+    pub fn choose(m: usize, n: usize, k: usize, multiprocessors: usize, aligned: bool) -> DecodePlan {
+        if !DecodePlan::mma_applies(m, n, k, aligned) {
+            return DecodePlan::Naive;
+        }
+        let blocks = n.div_ceil(DECODE_BLOCK_ROWS);
+        let wanted = TARGET_BLOCKS_PER_2_SMS * multiprocessors.max(1);
+        let mut slices = 1;
+        while 2 * blocks * slices < wanted
+            && 2 * slices <= MAX_SLICES
+            && DecodePlan::k_split(k, 2 * slices) >= MIN_SLICE_K
+        {
+            slices *= 2;
+        }
+        DecodePlan::Mma {
+            slices,
+            read_only: false,
+        }
+    }
+
+    /// The elements of `k` per slice for `slices` slices: `ceil(k / slices)` rounded up to a
+    /// multiple of 128 (the kernels' unrolled step), at least 128.
+    pub fn k_split(k: usize, slices: usize) -> usize {
+        k.div_ceil(slices.max(1)).div_ceil(DECODE_SLICE_ALIGN).max(1) * DECODE_SLICE_ALIGN
+    }
+
+    /// The slices a launch runs for `k`: `ceil(k / k_split)` (at most `slices`).
+    pub fn launched_slices(k: usize, slices: usize) -> usize {
+        k.div_ceil(DecodePlan::k_split(k, slices)).max(1)
+    }
+
+    /// A short name: `naive`, `mma`, `mma-s4` (4 slices), `mma-nc` (read-only loads).
+    pub fn name(self) -> String {
+        match self {
+            DecodePlan::Naive => "naive".to_string(),
+            DecodePlan::Mma { slices, read_only } => {
+                let mut s = "mma".to_string();
+                if slices > 1 {
+                    s += &format!("-s{slices}");
+                }
+                if read_only {
+                    s += "-nc";
+                }
+                s
+            }
+        }
+    }
+}
+
+/// The launcher of a decode kernel `(x, w, out, m, n, k, k_split)`.
+type MmaLauncher<O> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, bf16>,
+    DeviceSlice<'a, bf16>,
+    DeviceSliceMut<'a, O>,
+    usize,
+    usize,
+    usize,
+    usize,
+) -> Result<()>;
+
+/// The launcher of the tutorial rung `(x, w, y, m, n, k)`.
+type NaiveLauncher<O> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, bf16>,
+    DeviceSlice<'a, bf16>,
+    DeviceSliceMut<'a, O>,
+    usize,
+    usize,
+    usize,
+) -> Result<()>;
+
+/// A result type of a decode product: [`bf16`] (each element rounded once from its f32 sum) or
+/// `f32` (the sums themselves). Sealed.
+pub trait DecodeOutput: Element + sealed::DecodeKernels {}
+impl DecodeOutput for bf16 {}
+impl DecodeOutput for f32 {}
+
+mod sealed {
+    use super::*;
+
+    /// The kernels writing a result of this type.
+    pub trait DecodeKernels: Sized {
+        /// The tensor-core kernel for `m <= 8 m_tiles` (1, 2, 4, 8), or the read-only-load one.
+        fn mma(m_tiles: usize, read_only: bool) -> Option<MmaLauncher<Self>>;
+        /// The tutorial rung.
+        fn naive() -> NaiveLauncher<Self>;
+        /// Adds `slices` f32 planes of `len` elements into `y` in slice order.
+        ///
+        /// # Safety
+        /// `partial` holds `slices * len` floats, `y` holds `len` elements.
+        unsafe fn sum(
+            gpu: &Gpu,
+            partial: &DeviceVec<f32>,
+            y: &mut DeviceVec<Self>,
+            len: usize,
+            slices: usize,
+        ) -> Result<()>;
+    }
+
+    impl DecodeKernels for bf16 {
+        fn mma(m_tiles: usize, read_only: bool) -> Option<MmaLauncher<bf16>> {
+            Some(match (m_tiles, read_only) {
+                (1, false) => family::matmul_decode_bf16_m8::launch_views::<Module>,
+                (2, false) => family::matmul_decode_bf16_m16::launch_views::<Module>,
+                (4, false) => family::matmul_decode_bf16_m32::launch_views::<Module>,
+                (8, false) => family::matmul_decode_bf16_m64::launch_views::<Module>,
+                (1, true) => family::matmul_decode_bf16_m8_nc::launch_views::<Module>,
+                _ => return None,
+            })
+        }
+        fn naive() -> NaiveLauncher<bf16> {
+            family::matmul_decode_naive_bf16::launch_views::<Module>
+        }
+        unsafe fn sum(
+            gpu: &Gpu,
+            partial: &DeviceVec<f32>,
+            y: &mut DeviceVec<bf16>,
+            len: usize,
+            slices: usize,
+        ) -> Result<()> {
+            let cfg = LaunchConfig::linear(OP, len, DECODE_SUM_BLOCK, &gpu.limits())?;
+            // SAFETY: sizes per the contract.
+            unsafe {
+                family::matmul_decode_sum_bf16::launch_views::<Module>(
+                    &gpu.library(),
+                    cfg,
+                    partial.view(),
+                    y.view_mut(),
+                    len,
+                    slices,
+                )
+            }
+        }
+    }
+
+    impl DecodeKernels for f32 {
+        fn mma(m_tiles: usize, read_only: bool) -> Option<MmaLauncher<f32>> {
+            Some(match (m_tiles, read_only) {
+                (1, false) => family::matmul_decode_f32_m8::launch_views::<Module>,
+                (2, false) => family::matmul_decode_f32_m16::launch_views::<Module>,
+                (4, false) => family::matmul_decode_f32_m32::launch_views::<Module>,
+                (8, false) => family::matmul_decode_f32_m64::launch_views::<Module>,
+                _ => return None,
+            })
+        }
+        fn naive() -> NaiveLauncher<f32> {
+            family::matmul_decode_naive_f32::launch_views::<Module>
+        }
+        unsafe fn sum(
+            gpu: &Gpu,
+            partial: &DeviceVec<f32>,
+            y: &mut DeviceVec<f32>,
+            len: usize,
+            slices: usize,
+        ) -> Result<()> {
+            let cfg = LaunchConfig::linear(OP, len, SUM_BLOCK, &gpu.limits())?;
+            // SAFETY: sizes per the contract.
+            unsafe { super::super::kernels::sum_splits(gpu, cfg, partial, y, len, slices) }
+        }
+    }
+}
+
+/// The MMA tiles of 8 rows for `m` rows of `X`: 1, 2, 4 or 8.
+fn m_tiles(m: usize) -> usize {
+    m.div_ceil(DECODE_TILE_M).next_power_of_two()
+}
+
+impl Gpu {
+    /// `Y = X W^T` for a decode step: `X` is `m x k` (the tokens' activations), `W` is `n x k`
+    /// (a weight as `nn.Linear` stores it, each output's weights a row), `Y` is `m x n`; bf16
+    /// operands, f32 sums, each element of `Y` rounded once to bf16. What `torch.matmul(x, w.T)`
+    /// computes. For `m` from 1 to 64 the weight is streamed once by the whole GPU on tensor
+    /// cores ([`DecodePlan::choose`]); other shapes (and `k` not a multiple of 8) run the
+    /// tutorial rung, one thread per output, slow. Not for `W` row-major `k x n`: that is
+    /// [`Gpu::matmul`]'s `B`.
+    ///
+    /// Accuracy against the exact product of the given operands: the products of two bf16 are
+    /// exact, their sums are in f32 (an error of about `sqrt(k) 2^-24` relative to
+    /// `sum_l |X(i,l) W(j,l)|` on random data), and the result is rounded to bf16 (relative error
+    /// at most `2^-8`).
+    ///
+    /// ```
+    /// use gpukern::{Gpu, bf16};
+    /// let gpu = Gpu::simulator();
+    /// let x = gpu.upload_matrix(&ndarray::Array2::from_elem((1, 16), bf16::from_f32(0.5)))?;
+    /// let w = gpu.upload_matrix(&ndarray::Array2::from_elem((3, 16), bf16::from_f32(2.0)))?;
+    /// let y = gpu.matmul_decode(&x, &w)?;
+    /// assert_eq!(y.to_array()?, ndarray::Array2::from_elem((1, 3), bf16::from_f32(16.0)));
+    /// # Ok::<(), gpukern::Error>(())
+    /// ```
+    ///
+    /// Errors: [`Error::ShapeMismatch`] unless `X` and `W` have the same columns;
+    /// [`Error::WrongDevice`] for a matrix of another `Gpu`.
+    pub fn matmul_decode(
+        &self,
+        x: &DeviceMatrix<bf16>,
+        w: &DeviceMatrix<bf16>,
+    ) -> Result<DeviceMatrix<bf16>> {
+        let mut y = self.zeros_matrix_of(x.rows, w.rows)?;
+        self.matmul_decode_to(x, w, &mut y)?;
+        Ok(y)
+    }
+
+    /// [`Gpu::matmul_decode`] into an existing `m x n` matrix of bf16 (rounded once) or f32
+    /// (the sums themselves). No allocation, except the f32 partial products of a plan that
+    /// splits `k` (`slices * m * n` floats).
+    ///
+    /// Errors as [`Gpu::matmul_decode`]; [`Error::ShapeMismatch`] also unless `Y` is `m x n`.
+    pub fn matmul_decode_to<O: DecodeOutput>(
+        &self,
+        x: &DeviceMatrix<bf16>,
+        w: &DeviceMatrix<bf16>,
+        y: &mut DeviceMatrix<O>,
+    ) -> Result<()> {
+        let (m, k, n) = self.check_decode(x, w, y)?;
+        let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
+        let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, aligned);
+        self.launch_decode(plan, x, w, y, (m, k, n))
+    }
+
+    /// [`Gpu::matmul_decode_to`] with a given plan: for comparing plans, and for tests that must
+    /// reach every kernel.
+    ///
+    /// Errors as [`Gpu::matmul_decode_to`]; [`Error::InvalidArgument`] for a plan of 0 slices,
+    /// a [`DecodePlan::Mma`] where it does not apply ([`DecodePlan::mma_applies`]), or
+    /// `read_only` with `m > 8` or an f32 result.
+    pub fn matmul_decode_with<O: DecodeOutput>(
+        &self,
+        x: &DeviceMatrix<bf16>,
+        w: &DeviceMatrix<bf16>,
+        y: &mut DeviceMatrix<O>,
+        plan: DecodePlan,
+    ) -> Result<()> {
+        let mkn = self.check_decode(x, w, y)?;
+        self.launch_decode(plan, x, w, y, mkn)
+    }
+
+    /// The checks of a decode product: `X` is `m x k`, `W` is `n x k`, `Y` is `m x n`, all of
+    /// this `Gpu`. Returns `(m, k, n)`.
+    fn check_decode<O: Element>(
+        &self,
+        x: &DeviceMatrix<bf16>,
+        w: &DeviceMatrix<bf16>,
+        y: &DeviceMatrix<O>,
+    ) -> Result<(usize, usize, usize)> {
+        if x.cols != w.cols {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: vec![x.rows, x.cols],
+                rhs: vec![w.rows, w.cols],
+                rule: "X (m x k) and W (n x k) must have the same columns",
+            });
+        }
+        let (m, k, n) = (x.rows, x.cols, w.rows);
+        super::super::same_shape(OP, &[y.rows, y.cols], &[m, n], "the output must be m x n")?;
+        if !(self.owns(&x.data) && self.owns(&w.data) && self.owns(&y.data)) {
+            return Err(Error::WrongDevice { op: OP });
+        }
+        Ok((m, k, n))
+    }
+
+    /// Runs `plan`, shapes and owners checked.
+    fn launch_decode<O: DecodeOutput>(
+        &self,
+        plan: DecodePlan,
+        x: &DeviceMatrix<bf16>,
+        w: &DeviceMatrix<bf16>,
+        y: &mut DeviceMatrix<O>,
+        (m, k, n): (usize, usize, usize),
+    ) -> Result<()> {
+        let invalid = |detail: String| Err(Error::InvalidArgument { op: OP, detail });
+        if let DecodePlan::Mma { slices: 0, .. } = plan {
+            return invalid("a DecodePlan::Mma needs at least one slice of k".to_string());
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let limits = self.limits();
+        let (slices, read_only) = match plan {
+            DecodePlan::Naive => {
+                let cfg = LaunchConfig {
+                    grid: (
+                        n.div_ceil(DECODE_NAIVE_BLOCK as usize)
+                            .try_into()
+                            .unwrap_or(u32::MAX),
+                        m.try_into().unwrap_or(u32::MAX),
+                        1,
+                    ),
+                    block: (DECODE_NAIVE_BLOCK, 1, 1),
+                    shared_mem_bytes: 0,
+                }
+                .checked(OP, &limits)?;
+                // SAFETY: `x`, `w`, `y` hold m*k, n*k, m*n elements (shapes checked); `cfg` is
+                // the kernel's documented launch.
+                return unsafe {
+                    O::naive()(
+                        &self.library(),
+                        cfg,
+                        x.data.view(),
+                        w.data.view(),
+                        y.data.view_mut(),
+                        m,
+                        n,
+                        k,
+                    )
+                };
+            }
+            DecodePlan::Mma { slices, read_only } => (slices, read_only),
+        };
+        let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
+        if !DecodePlan::mma_applies(m, n, k, aligned) {
+            return invalid(format!(
+                "the tensor-core decode kernels need 1 <= m <= {DECODE_MAX_M}, k a positive multiple \
+                 of 8 and 16-byte aligned matrices (m = {m}, k = {k}): use DecodePlan::Naive"
+            ));
+        }
+        let Some(launch) = O::mma(m_tiles(m), read_only) else {
+            return invalid("the read-only-load decode kernel takes m <= 8 and a bf16 result".to_string());
+        };
+        let (k_split, slices) = (
+            DecodePlan::k_split(k, slices),
+            DecodePlan::launched_slices(k, slices),
+        );
+        let too_many = || Error::TooLarge {
+            op: OP,
+            detail: format!("n = {n} or {slices} slices of k exceed the grid's limits"),
+        };
+        let cfg = LaunchConfig {
+            grid: (
+                u32::try_from(n.div_ceil(DECODE_BLOCK_ROWS)).map_err(|_| too_many())?,
+                u32::try_from(slices).map_err(|_| too_many())?,
+                1,
+            ),
+            block: (DECODE_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        }
+        .checked(OP, &limits)?;
+        if slices == 1 {
+            // SAFETY: `x`, `w` hold m*k, n*k bf16, 16-byte aligned, read only; `y` m*n elements;
+            // `k % 8 == 0`, `1 <= m <= 8 m_tiles(m)`, `k_split` a positive multiple of 128 with
+            // one slice; `cfg` the kernel's launch.
+            return unsafe {
+                launch(
+                    &self.library(),
+                    cfg,
+                    x.data.view(),
+                    w.data.view(),
+                    y.data.view_mut(),
+                    m,
+                    n,
+                    k,
+                    k_split,
+                )
+            };
+        }
+        crate::capture::refuse(
+            self,
+            OP,
+            "this plan splits k and allocates partial products (use a DecodePlan of one slice); \
+             that is an allocation",
+        )?;
+        let len = m * n;
+        let mut partial = self.zeros_of::<f32>(checked_len(OP, &[slices, m, n])?)?;
+        // SAFETY: as above, `partial` holds `slices * m * n` floats for the `slices` planes.
+        unsafe {
+            <f32 as sealed::DecodeKernels>::mma(m_tiles(m), false).expect("every m tile has an f32 kernel")(
+                &self.library(),
+                cfg,
+                x.data.view(),
+                w.data.view(),
+                partial.view_mut(),
+                m,
+                n,
+                k,
+                k_split,
+            )
+        }?;
+        // SAFETY: `partial` holds `slices * len` floats written by that launch, `y` holds `len`.
+        unsafe { O::sum(self, &partial, &mut y.data, len, slices) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DecodePlan;
+
+    fn slices(m: usize, n: usize, k: usize, sms: usize) -> usize {
+        match DecodePlan::choose(m, n, k, sms, true) {
+            DecodePlan::Mma { slices, read_only } => {
+                assert!(!read_only);
+                slices
+            }
+            DecodePlan::Naive => 0,
+        }
+    }
+
+    /// The issue's shapes on an H200 (132 SMs): the table of `DecodePlan::choose`.
+    #[test]
+    fn h200_shapes() {
+        for m in [1, 8, 64] {
+            assert_eq!(slices(m, 28672, 8192, 132), 1);
+            assert_eq!(slices(m, 8192, 8192, 132), 4);
+            assert_eq!(slices(m, 4096, 4096, 132), 4);
+        }
+    }
+
+    /// Each side of the rule's boundaries: blocks of rows against 1.5 per SM, the shortest
+    /// slice, the most slices, and where the tensor-core rung applies.
+    #[test]
+    fn boundaries() {
+        // 132 SMs want 198 blocks: 198 blocks (n = 198 * 128) keep k whole, 197 split it in
+        // two, and one row more is a block more.
+        assert_eq!(slices(1, 198 * 128, 8192, 132), 1);
+        assert_eq!(slices(1, 197 * 128, 8192, 132), 2);
+        assert_eq!(slices(1, 197 * 128 + 1, 8192, 132), 1);
+        // 99 blocks split in two (198), 98 in four (392 >= 198).
+        assert_eq!(slices(1, 99 * 128, 8192, 132), 2);
+        assert_eq!(slices(1, 98 * 128, 8192, 132), 4);
+        // Slices of at least 1024 (`k_split` rounds up to 128): k = 1800 splits in two (900
+        // rounds to 1024), k = 1792 does not (896).
+        assert_eq!(slices(1, 128, 1800, 132), 2);
+        assert_eq!(slices(1, 128, 1792, 132), 1);
+        // At most 16 slices, however deep k is.
+        assert_eq!(slices(1, 128, 1 << 20, 132), 16);
+        // One SM wants 1.5 blocks: one block of rows takes two slices.
+        assert_eq!(slices(1, 128, 1 << 20, 1), 2);
+        // m from 1 to 64, k a positive multiple of 8, aligned.
+        assert_eq!(slices(0, 128, 1024, 132), 0);
+        assert_eq!(slices(65, 128, 1024, 132), 0);
+        assert!(slices(64, 128, 1024, 132) >= 1);
+        assert_eq!(slices(1, 128, 1020, 132), 0);
+        assert_eq!(slices(1, 128, 0, 132), 0);
+        assert_eq!(DecodePlan::choose(1, 128, 1024, 132, false), DecodePlan::Naive);
+    }
+
+    /// Slices of k: whole multiples of 128 covering k, none empty.
+    #[test]
+    fn k_split_covers_k() {
+        for k in [8, 128, 1000, 1024, 2048, 8192, 28672, 8200] {
+            for s in 1..=16 {
+                let (split, launched) = (DecodePlan::k_split(k, s), DecodePlan::launched_slices(k, s));
+                assert_eq!(split % 128, 0);
+                assert!(launched <= s && launched >= 1, "k {k} s {s}");
+                assert!(split * launched >= k && split * (launched - 1) < k, "k {k} s {s}");
+            }
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! FP8: the element types ([`E4M3`], [`E5M2`](gpukern_device::fp8::E5M2), from
+//! `gpukern_device::fp8`), device matrices of them, and the quantisation of f32 or bf16 matrices
+//! to E4M3 with a computed per-tensor or per-row scale (`kernels_gpu::matmul::fp8_quant`);
+//! [`quantize_e4m3_reference`] is its CPU reference.
+
+use gpukern_device::fp8::E4M3;
+use half::bf16;
+use kernels_gpu::matmul::fp8_quant::{
+    self as family, AMAX_SHARED_BYTES, QUANT_BLOCK, dequant_scale, quant_scale,
+};
+use ndarray::{Array2, ArrayBase, Data, Ix2};
+
+use crate::buffer::{DeviceMatrix, DeviceVec, Element};
+use crate::device::Gpu;
+use crate::error::{Error, Result};
+use crate::launch_config::LaunchConfig;
+use crate::module::Module;
+use crate::view::{DeviceSlice, DeviceSliceMut};
+
+/// The operation's name in errors.
+const OP: &str = "quantize_e4m3";
+
+/// Where the scales of an FP8 matrix apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fp8Scaling {
+    /// One scale for the whole matrix (`scales` holds one float).
+    Tensor,
+    /// One scale per row (`scales` holds one float per row).
+    Row,
+}
+
+impl Fp8Scaling {
+    /// `tensor`, `row`: the benchmark records' `scaling`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fp8Scaling::Tensor => "tensor",
+            Fp8Scaling::Row => "row",
+        }
+    }
+}
+
+/// An E4M3 matrix on the device and its dequantisation scales: element `(i, j)` stands for
+/// `data(i, j) * scales[0]` ([`Fp8Scaling::Tensor`]) or `data(i, j) * scales[i]`
+/// ([`Fp8Scaling::Row`]).
+pub struct Fp8Matrix {
+    /// The E4M3 values, row-major.
+    pub data: DeviceMatrix<E4M3>,
+    /// The dequantisation scales, `amax / 448` each (1 for an all-zero or non-finite row).
+    pub scales: DeviceVec<f32>,
+    /// Where the scales apply.
+    pub scaling: Fp8Scaling,
+}
+
+/// An element type [`Gpu::quantize_e4m3`] reads: f32 or bf16. Sealed.
+pub trait QuantElement: Element + sealed::QuantKernels {}
+impl QuantElement for f32 {}
+impl QuantElement for bf16 {}
+
+/// The launcher of `fp8_amax_*`: `(x, row_amax, tensor_amax, rows, cols)`.
+type AmaxLauncher<I> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, I>,
+    DeviceSliceMut<'a, f32>,
+    DeviceSliceMut<'a, u32>,
+    usize,
+    usize,
+) -> Result<()>;
+
+/// The launcher of `fp8_quantize_*`: `(x, row_amax, tensor_amax, q, scale, rows, cols)`.
+type QuantizeLauncher<I> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, I>,
+    DeviceSlice<'a, f32>,
+    DeviceSlice<'a, u32>,
+    DeviceSliceMut<'a, E4M3>,
+    DeviceSliceMut<'a, f32>,
+    usize,
+    usize,
+) -> Result<()>;
+
+mod sealed {
+    use super::*;
+
+    /// The quantisation kernels reading this type.
+    pub trait QuantKernels: Sized {
+        fn amax() -> AmaxLauncher<Self>;
+        fn quantize(scaling: Fp8Scaling) -> QuantizeLauncher<Self>;
+    }
+
+    impl QuantKernels for f32 {
+        fn amax() -> AmaxLauncher<f32> {
+            family::fp8_amax_f32::launch_views::<Module>
+        }
+        fn quantize(scaling: Fp8Scaling) -> QuantizeLauncher<f32> {
+            match scaling {
+                Fp8Scaling::Tensor => family::fp8_quantize_tensor_f32::launch_views::<Module>,
+                Fp8Scaling::Row => family::fp8_quantize_row_f32::launch_views::<Module>,
+            }
+        }
+    }
+
+    impl QuantKernels for bf16 {
+        fn amax() -> AmaxLauncher<bf16> {
+            family::fp8_amax_bf16::launch_views::<Module>
+        }
+        fn quantize(scaling: Fp8Scaling) -> QuantizeLauncher<bf16> {
+            match scaling {
+                Fp8Scaling::Tensor => family::fp8_quantize_tensor_bf16::launch_views::<Module>,
+                Fp8Scaling::Row => family::fp8_quantize_row_bf16::launch_views::<Module>,
+            }
+        }
+    }
+}
+
+impl Gpu {
+    /// `x` quantised to E4M3 with a computed scale per tensor or per row (the `amax`, the
+    /// largest magnitude, maps to 448): `q = satfinite_rn(x * (448 / amax))`, and the
+    /// dequantisation scale `amax / 448`, so that `x ~ q * scale` with a relative error of at
+    /// most `2^-4` per element (E4M3's unit roundoff) for elements down to `amax * 2^-15` (E4M3's
+    /// smallest normal times `amax / 448`), an absolute error of at most `2^-10 amax / 448`
+    /// below. A row (or a tensor) of zeros, or one holding an infinity or a NaN, gets the scale
+    /// 1 (its NaN stays NaN, an infinity saturates to 448). Exactly
+    /// [`quantize_e4m3_reference`]'s result.
+    ///
+    /// ```
+    /// use gpukern::{Fp8Scaling, Gpu};
+    /// let gpu = Gpu::simulator();
+    /// let x = gpu.upload_matrix(&ndarray::array![[1.0f32, -2.0], [0.5, 0.25]])?;
+    /// let q = gpu.quantize_e4m3(&x, Fp8Scaling::Row)?;
+    /// assert_eq!(q.scales.to_vec()?, vec![2.0 / 448.0, 0.5 / 448.0]);
+    /// assert_eq!(q.data.to_array()?[(0, 1)].to_f32(), -448.0);
+    /// # Ok::<(), gpukern::Error>(())
+    /// ```
+    ///
+    /// Errors: [`Error::WrongDevice`] for a matrix of another `Gpu`; [`Error::TooLarge`] for more
+    /// rows than a grid may have.
+    pub fn quantize_e4m3<I: QuantElement>(
+        &self,
+        x: &DeviceMatrix<I>,
+        scaling: Fp8Scaling,
+    ) -> Result<Fp8Matrix> {
+        if !self.owns(&x.data) {
+            return Err(Error::WrongDevice { op: OP });
+        }
+        let (rows, cols) = (x.rows, x.cols);
+        let mut data = self.zeros_matrix_of::<E4M3>(rows, cols)?;
+        let n_scales = match scaling {
+            Fp8Scaling::Tensor => 1,
+            Fp8Scaling::Row => rows.max(1),
+        };
+        let mut scales = self.upload(&vec![1.0f32; n_scales])?;
+        if rows == 0 || cols == 0 {
+            return Ok(Fp8Matrix {
+                data,
+                scales,
+                scaling,
+            });
+        }
+        let limits = self.limits();
+        let rows32 = u32::try_from(rows).map_err(|_| Error::TooLarge {
+            op: OP,
+            detail: format!("{rows} rows exceed the grid's limits"),
+        })?;
+        let mut row_amax = self.zeros_of::<f32>(rows)?;
+        let mut tensor_amax = self.zeros_of::<u32>(1)?;
+        let amax_cfg = LaunchConfig {
+            grid: (rows32, 1, 1),
+            block: (QUANT_BLOCK, 1, 1),
+            shared_mem_bytes: AMAX_SHARED_BYTES,
+        }
+        .checked(OP, &limits)?;
+        // SAFETY: `x` holds rows * cols elements, `row_amax` rows floats, `tensor_amax` one u32
+        // holding 0; the kernel's documented launch.
+        unsafe {
+            I::amax()(
+                &self.library(),
+                amax_cfg,
+                x.data.view(),
+                row_amax.view_mut(),
+                tensor_amax.view_mut(),
+                rows,
+                cols,
+            )
+        }?;
+        let per_block = 2 * QUANT_BLOCK as usize;
+        let quant_cfg = LaunchConfig {
+            grid: (
+                u32::try_from(cols.div_ceil(per_block)).map_err(|_| Error::TooLarge {
+                    op: OP,
+                    detail: format!("{cols} columns exceed the grid's limits"),
+                })?,
+                rows32,
+                1,
+            ),
+            block: (QUANT_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        }
+        .checked(OP, &limits)?;
+        // SAFETY: `x` and `data` hold rows * cols elements, the amax buffers were written by the
+        // launch above on the same `x`, `scales` holds rows floats (per row) or one; the
+        // kernel's documented launch.
+        unsafe {
+            I::quantize(scaling)(
+                &self.library(),
+                quant_cfg,
+                x.data.view(),
+                row_amax.view(),
+                tensor_amax.view(),
+                data.data.view_mut(),
+                scales.view_mut(),
+                rows,
+                cols,
+            )
+        }?;
+        Ok(Fp8Matrix {
+            data,
+            scales,
+            scaling,
+        })
+    }
+}
+
+/// The CPU reference of [`Gpu::quantize_e4m3`] on f32 values (bf16 ones widened exactly): the
+/// same f32 operations, so the same bits. Returns the E4M3 values and the dequantisation scales
+/// (one, or one per row).
+pub fn quantize_e4m3_reference<S: Data<Elem = f32>>(
+    x: &ArrayBase<S, Ix2>,
+    scaling: Fp8Scaling,
+) -> (Array2<E4M3>, Vec<f32>) {
+    let magnitude = |v: f32| f32::from_bits(v.to_bits() & 0x7fff_ffff);
+    // NaN wins, as the kernels' maximum of the bits.
+    let fold = |acc: f32, v: f32| {
+        if acc.is_nan() || v.is_nan() {
+            f32::NAN
+        } else {
+            acc.max(v)
+        }
+    };
+    let row_amax: Vec<f32> = x
+        .rows()
+        .into_iter()
+        .map(|r| r.iter().fold(0.0f32, |a, &v| fold(a, magnitude(v))))
+        .collect();
+    let tensor_amax = row_amax.iter().fold(0.0f32, |a, &v| fold(a, v));
+    let amax_of = |i: usize| match scaling {
+        Fp8Scaling::Tensor => tensor_amax,
+        Fp8Scaling::Row => row_amax[i],
+    };
+    let q = Array2::from_shape_fn(x.dim(), |(i, j)| {
+        E4M3::from_f32_saturating(x[(i, j)] * quant_scale(amax_of(i)))
+    });
+    let scales = match scaling {
+        Fp8Scaling::Tensor => vec![dequant_scale(tensor_amax)],
+        Fp8Scaling::Row => (0..x.nrows().max(1))
+            .map(|i| {
+                if i < x.nrows() {
+                    dequant_scale(row_amax[i])
+                } else {
+                    1.0
+                }
+            })
+            .collect(),
+    };
+    (q, scales)
+}
