@@ -82,6 +82,7 @@ extern crate self as gpukern;
 
 #[cfg(any(
     feature = "add",
+    feature = "attention",
     feature = "matmul",
     feature = "softmax",
     feature = "norm",
@@ -96,6 +97,7 @@ mod capture;
 pub mod copy;
 #[cfg(any(
     feature = "add",
+    feature = "attention",
     feature = "matmul",
     feature = "softmax",
     feature = "norm",
@@ -122,6 +124,8 @@ pub mod view;
 pub use api::{add, add_with, increment_by_one, increment_by_one_with};
 #[cfg(feature = "reduce")]
 pub use api::{argmax, argmax_axis, argmax_with, max, max_axis, max_with, sum, sum_axis, sum_with};
+#[cfg(feature = "attention")]
+pub use api::{attention, attention_lse};
 #[cfg(feature = "cross_entropy")]
 pub use api::{cross_entropy, cross_entropy_mean, cross_entropy_mean_with, cross_entropy_with};
 #[cfg(feature = "norm")]
@@ -141,6 +145,7 @@ pub use graph::{Graph, GraphBuffers};
 pub use half::{bf16, f16};
 #[cfg(any(
     feature = "add",
+    feature = "attention",
     feature = "matmul",
     feature = "softmax",
     feature = "norm",
@@ -156,6 +161,10 @@ pub use module::{Cooperative, Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
 #[cfg(feature = "add")]
 pub use ops::add::AddAlgorithm;
+#[cfg(feature = "attention")]
+pub use ops::attention::{
+    AttentionAlgorithm, AttentionElement, AttentionOptions, AttentionOutput, AttentionShape, AttentionTensor,
+};
 #[cfg(feature = "cross_entropy")]
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
 #[cfg(feature = "matmul")]

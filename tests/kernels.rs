@@ -27,6 +27,8 @@ mod common;
 mod add;
 #[path = "kernels/api.rs"]
 mod api;
+#[path = "kernels/attention.rs"]
+mod attention;
 #[path = "kernels/coverage.rs"]
 mod coverage;
 #[path = "kernels/cross_entropy.rs"]
@@ -131,6 +133,7 @@ fn main() {
         transpose::trials,
         norm::trials,
         cross_entropy::trials,
+        attention::trials,
         grid::trials,
         views::trials,
         launch_shapes::trials,

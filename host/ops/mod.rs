@@ -9,6 +9,8 @@
 
 #[cfg(feature = "add")]
 pub mod add;
+#[cfg(feature = "attention")]
+pub mod attention;
 #[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
 #[cfg(feature = "matmul")]
@@ -25,6 +27,7 @@ pub mod transpose;
 // Every family but reduce checks two operands' shapes.
 #[cfg(any(
     feature = "add",
+    feature = "attention",
     feature = "cross_entropy",
     feature = "matmul",
     feature = "norm",
@@ -64,8 +67,8 @@ mod tests {
             }
         }
         assert_eq!(
-            families, 7,
-            "add, cross_entropy, matmul, norm, reduce, softmax, transpose"
+            families, 8,
+            "add, attention, cross_entropy, matmul, norm, reduce, softmax, transpose"
         );
     }
 
