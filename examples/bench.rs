@@ -13,6 +13,8 @@
 //! (random inputs, CPU references), `suite` (the shapes and byte and flop models of
 //! `bench/suite.json`, which the Python peers read too), then one module per kernel family.
 
+#[path = "bench/attention.rs"]
+mod attention;
 #[path = "bench/cross_entropy.rs"]
 mod cross_entropy;
 #[path = "bench/data.rs"]
@@ -140,10 +142,13 @@ enum Suite {
     /// bf16 and fp16 matmul (f32 sums) against cuBLAS `cublasGemmEx` of the same types.
     #[value(name = "matmul_half")]
     MatmulHalf,
+    /// Attention forward, bf16, causal and not (records `attention_fwd`).
+    #[value(name = "attention")]
+    Attention,
 }
 
 impl Suite {
-    const ALL: [Suite; 18] = [
+    const ALL: [Suite; 19] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -162,6 +167,7 @@ impl Suite {
         Suite::Norm,
         Suite::CrossEntropy,
         Suite::MatmulHalf,
+        Suite::Attention,
     ];
 
     /// Records this suite writes.
@@ -185,6 +191,7 @@ impl Suite {
             Suite::Norm => norm::planned(quick, plans),
             Suite::CrossEntropy => cross_entropy::planned(quick),
             Suite::MatmulHalf => matmul_half::planned(quick, plans),
+            Suite::Attention => attention::planned(quick),
         };
         n as u64
     }
@@ -209,6 +216,7 @@ impl Suite {
             Suite::Norm => norm::norm(bench, sink),
             Suite::CrossEntropy => cross_entropy::cross_entropy(bench, sink),
             Suite::MatmulHalf => matmul_half::matmul_half(bench, sink),
+            Suite::Attention => attention::attention(bench, sink),
         }
     }
 }

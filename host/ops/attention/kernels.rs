@@ -41,20 +41,55 @@ pub type RowsLauncher<T> = for<'a> unsafe fn(
     bool,
 ) -> Result<()>;
 
+/// The launcher of `attention_flash_*`: `(q, k, v, o, lse, q_len, kv_len, heads, group,
+/// q strides (3), k strides (3), v strides (3), scale_log2, causal)`.
+pub type FlashLauncher<T> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSliceMut<'a, T>,
+    DeviceSliceMut<'a, f32>,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f32,
+    bool,
+) -> Result<()>;
+
 /// One element type's attention kernels.
 pub struct AttentionKernels<T: 'static> {
     /// `attention_rows_*`.
     pub(crate) rows: RowsLauncher<T>,
+    /// `attention_flash_d64_*`.
+    pub(crate) flash64: FlashLauncher<T>,
+    /// `attention_flash_d128_*`.
+    pub(crate) flash128: FlashLauncher<T>,
 }
 
 /// The bf16 kernels.
 static BF16: AttentionKernels<bf16> = AttentionKernels {
     rows: family::attention_rows_bf16::launch_views::<Module>,
+    flash64: family::attention_flash_d64_bf16::launch_views::<Module>,
+    flash128: family::attention_flash_d128_bf16::launch_views::<Module>,
 };
 
 /// The f16 kernels.
 static F16: AttentionKernels<f16> = AttentionKernels {
     rows: family::attention_rows_f16::launch_views::<Module>,
+    flash64: family::attention_flash_d64_f16::launch_views::<Module>,
+    flash128: family::attention_flash_d128_f16::launch_views::<Module>,
 };
 
 /// An element type of attention: [`bf16`] or [`f16`] in and out (f32 inside).
@@ -118,6 +153,60 @@ pub(crate) unsafe fn rows<T: AttentionElement>(
             s.heads,
             s.heads / s.kv_heads,
             s.head_dim,
+            qb,
+            qs,
+            qh,
+            kb,
+            ks,
+            kh,
+            vb,
+            vs,
+            vh,
+            ops.scale_log2,
+            ops.causal,
+        )
+    }
+}
+
+/// Launches `attention_flash_d<head_dim>_*` on checked operands: a block per 64 query rows of
+/// each (batch, head).
+///
+/// # Safety
+/// As [`rows`], with `head_dim` 64 or 128, every operand 16-byte aligned with offsets and
+/// strides multiples of 8 elements, and `cfg` the grid `(ceil(q_len / 64), heads, batch)` of
+/// the kernel's block and shared memory.
+pub(crate) unsafe fn flash<T: AttentionElement>(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    ops: &Operands<'_, T>,
+    o: &mut DeviceVec<T>,
+    lse: &mut DeviceVec<f32>,
+) -> Result<()> {
+    let s = ops.shape;
+    let (q, k, v) = (ops.q.view()?, ops.k.view()?, ops.v.view()?);
+    let [qb, qs, qh] = ops.q.strides;
+    let [kb, ks, kh] = ops.k.strides;
+    let [vb, vs, vh] = ops.v.strides;
+    let launcher = if s.head_dim == 64 {
+        T::kernels().flash64
+    } else {
+        T::kernels().flash128
+    };
+    let library = gpu.library();
+    // SAFETY: per the contract.
+    unsafe {
+        launcher(
+            &library,
+            cfg,
+            q,
+            k,
+            v,
+            o.view_mut(),
+            lse.view_mut(),
+            s.q_len,
+            s.kv_len,
+            s.heads,
+            s.heads / s.kv_heads,
             qb,
             qs,
             qh,

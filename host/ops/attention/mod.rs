@@ -36,7 +36,9 @@ mod plan;
 pub use kernels::{AttentionElement, AttentionKernels};
 pub use plan::AttentionAlgorithm;
 
-use kernels_gpu::attention::{HEAD_DIM_MULTIPLE, MAX_HEAD_DIM, ROWS_BLOCK, ROWS_PER_BLOCK};
+use kernels_gpu::attention::{
+    FLASH_BLOCK, FLASH_ROWS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM, ROWS_BLOCK, ROWS_PER_BLOCK, flash_shared_bytes,
+};
 use plan::AttentionPlan;
 
 use super::same_shape;
@@ -153,6 +155,12 @@ impl<'a, T: AttentionElement> AttentionTensor<'a, T> {
             Some(at)
         })();
         Some(reach.unwrap_or(usize::MAX))
+    }
+
+    /// Whether the buffer is 16-byte aligned and the offset and strides are multiples of 8
+    /// elements: every row of 8-element pieces starts 16-byte aligned.
+    fn is_16_byte_aligned(&self) -> bool {
+        self.data.is_16_byte_aligned() && self.offset % 8 == 0 && self.strides.iter().all(|s| s % 8 == 0)
     }
 
     /// The view of the buffer that the kernels index from 0.
@@ -306,7 +314,11 @@ impl Gpu {
         if s.rows() == 0 {
             return Ok(());
         }
-        match AttentionPlan::choose(options.algorithm, s.head_dim) {
+        let aligned =
+            [&ops.q, &ops.k, &ops.v].iter().all(|t| t.is_16_byte_aligned()) && out.is_16_byte_aligned();
+        let plan = AttentionPlan::choose(options.algorithm, s.head_dim, aligned)
+            .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
+        match plan {
             AttentionPlan::Rows => {
                 let cfg = LaunchConfig::rows_per_block(
                     OP,
@@ -319,6 +331,19 @@ impl Gpu {
                 // SAFETY: the operands are checked (`attention_operands`), `out` and `lse`
                 // have the output's lengths, `rows >= 1`, `cfg` covers `rows` warps.
                 unsafe { kernels::rows(self, cfg, &ops, out, lse) }
+            }
+            AttentionPlan::Flash { head_dim } => {
+                let cfg = LaunchConfig::grid_3d(
+                    OP,
+                    (s.q_len, s.heads, s.batch),
+                    (FLASH_ROWS, 1, 1),
+                    (FLASH_BLOCK, 1, 1),
+                    flash_shared_bytes(head_dim) as u32,
+                    &self.limits().opted_in(),
+                )?;
+                // SAFETY: as for the rows rung; the plan checked the head dim and the
+                // alignment of every operand, offset and stride; `cfg` is the kernel's grid.
+                unsafe { kernels::flash(self, cfg, &ops, out, lse) }
             }
         }
     }

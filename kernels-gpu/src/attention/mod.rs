@@ -27,13 +27,20 @@
 //!   dot product (5 shuffles), the online softmax update, and the `P V` sum. Every shape the
 //!   host accepts (head dims up to 256); the reference the fused rung is checked against on the
 //!   GPU.
+//! * [`flash`]: the fused rung, FlashAttention-2's forward on `mma.sync` (a block of 4 warps per
+//!   64 query rows, `Q` in registers, double-buffered 64-key tiles of `K` and `V` by
+//!   `cp.async`, the online softmax in registers, `P` fed back to the tensor cores), for head
+//!   dims 64 and 128 with 16-byte aligned operands; the host plan sends every other call to
+//!   [`rows`].
 
 use crate::gpu::convert::Float;
 use crate::gpu::mma::{mma_m16n8k16_bf16, mma_m16n8k16_f16};
 use crate::gpu::{bf16, f16};
 
+pub mod flash;
 pub mod rows;
 
+pub use flash::*;
 pub use rows::*;
 
 /// Largest head dimension of any rung: 8 per lane of [`rows`]' warp.
