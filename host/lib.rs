@@ -30,8 +30,8 @@
 //!
 //! One feature per kernel family, all on through `library` (the default): `add` (`add`,
 //! `increment_by_one`), `matmul`, `softmax`, `norm` (`rms_norm`, `layer_norm`), `reduce` (`sum`,
-//! `max`, `argmax`), `transpose` and `cross_entropy` (whose kernels reuse softmax's, so it
-//! compiles the softmax kernels too, not softmax's operations). Each brings its family's kernels,
+//! `max`, `argmax`), `transpose`, `cross_entropy` (whose kernels reuse softmax's, so it
+//! compiles the softmax kernels too, not softmax's operations) and `attention`. Each brings its family's kernels,
 //! compiled for the simulator and to PTX and embedded (`build.rs` hands the list to
 //! `gpukern_build::Builder::features`), and its operations: [`ops`]`::<family>`, the free
 //! functions, the [`Gpu`] methods, the algorithm types and the [`cpu`] references. Nothing of a
