@@ -101,6 +101,8 @@ pub const fn flash_shared_bytes(d: usize) -> usize {
     barriers(2)
 )]
 #[allow(clippy::too_many_arguments)]
+// `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
+#[allow(clippy::manual_is_multiple_of)]
 pub unsafe fn attention_flash<T: AttentionElement, const D: usize>(
     q: *const T,
     k: *const T,
