@@ -132,37 +132,8 @@ fn check_attention_abs<T: TestElement>(
     abs: f32,
 ) -> Check {
     let got: Vec<f32> = out.iter().map(|x| x.to_f32()).collect();
-    close(&format!("{what}: out"), &got, want_out, abs, 2.0 * T::UNIT)?;
-    close(&format!("{what}: lse"), lse, want_lse, 1e-4, 1e-5)
-}
-
-/// Element by element: `|got - want| <= abs + rel |want|`, NaN where `want` is, the same
-/// infinity where `want` is infinite.
-fn close(what: &str, got: &[f32], want: &[f32], abs: f32, rel: f32) -> Check {
-    if got.len() != want.len() {
-        return Err(format!("{what}: {} elements, expected {}", got.len(), want.len()).into());
-    }
-    let bad = (0..got.len()).find(|&i| {
-        let (g, w) = (got[i], want[i]);
-        if w.is_nan() || g.is_nan() {
-            !(w.is_nan() && g.is_nan())
-        } else if w.is_infinite() {
-            g != w
-        } else {
-            // Neither is NaN here: `>` fails only for a close value.
-            (g - w).abs() > abs + rel * w.abs()
-        }
-    });
-    match bad {
-        Some(i) => Err(format!(
-            "{what}: element {i} is {}, expected {} (of {})",
-            got[i],
-            want[i],
-            got.len()
-        )
-        .into()),
-        None => Ok(()),
-    }
+    check_close(&format!("{what}: out"), &got, want_out, abs, 2.0 * T::UNIT)?;
+    check_close(&format!("{what}: lse"), lse, want_lse, 1e-4, 1e-5)
 }
 
 /// Every algorithm (`every`; else the rungs alone, not `Auto`) on one case against the
