@@ -8,7 +8,8 @@
 //! rounding (half a unit of the output type plus f32 sums), the log-sum-exp to 1e-4.
 
 use gpukern::{
-    AttentionAlgorithm, AttentionElement, AttentionOptions, AttentionTensor, Error, Gpu, bf16, cpu, f16,
+    AttentionAlgorithm, AttentionElement, AttentionOptions, AttentionTensor, DeviceVec, Error, Gpu, bf16,
+    cpu, f16,
 };
 use libtest_mimic::Trial;
 use ndarray::{Array4, ArrayView4};
@@ -48,10 +49,35 @@ const CUDA_CASES: &[Case] = &[
     (1, 65, 130, 2, 1, 40, false),
 ];
 
+/// CUDA cases of the fused rung against the rows rung (the tutorial rung as the reference on the
+/// GPU, where the f64 reference on the CPU would take minutes): the bench's head dims at
+/// sequences of thousands, ragged.
+const FUSED_VS_ROWS: &[Case] = &[
+    (1, 2048, 2048, 8, 8, 128, true),
+    (1, 2048, 2048, 8, 2, 128, false),
+    (2, 1537, 3001, 4, 4, 64, true),
+];
+
 /// Every trial of the family.
 pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     let mut trials = backend_trials(sim, SIM_CASES);
     trials.extend(backend_trials(cuda, CUDA_CASES));
+    for (n, case) in FUSED_VS_ROWS.iter().enumerate() {
+        let (name, case) = (case_name(case), *case);
+        trials.push(if n % 2 == 0 {
+            trial(
+                cuda,
+                &format!("attention::flash_vs_rows::bf16::{name}"),
+                move |gpu, rng| flash_vs_rows::<bf16>(gpu, rng, case),
+            )
+        } else {
+            trial(
+                cuda,
+                &format!("attention::flash_vs_rows::f16::{name}"),
+                move |gpu, rng| flash_vs_rows::<f16>(gpu, rng, case),
+            )
+        });
+    }
     trials.push(global_trial("attention", global_attention));
     trials
 }
@@ -192,6 +218,50 @@ fn run_case<T: TestElement>(
         )?;
     }
     Ok(())
+}
+
+/// The fused rung against the rows rung on one case: outputs within the sum of both rungs'
+/// errors against the exact result (the rows rung's output rounding, the fused rung's rounded
+/// probabilities and output rounding: `UNIT + 4 UNIT |want|`), log-sum-exp within `2e-4`.
+fn flash_vs_rows<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, (b, sq, skv, h, hk, d, causal): Case) -> Check {
+    let (q, k, v) = (
+        random4::<T>(rng, [b, sq, h, d]),
+        random4::<T>(rng, [b, skv, hk, d]),
+        random4::<T>(rng, [b, skv, hk, d]),
+    );
+    let up = |a: &Array4<T>| gpu.upload(a.as_slice().expect("standard layout"));
+    let (qb, kb, vb) = (up(&q)?, up(&k)?, up(&v)?);
+    let (qt, kt, vt) = (
+        AttentionTensor::contiguous(&qb, [b, sq, h, d])?,
+        AttentionTensor::contiguous(&kb, [b, skv, hk, d])?,
+        AttentionTensor::contiguous(&vb, [b, skv, hk, d])?,
+    );
+    let run = |algorithm| {
+        let options = AttentionOptions {
+            causal,
+            scale: None,
+            algorithm,
+        };
+        gpu.attention(&qt, &kt, &vt, &options)
+    };
+    let (rows, flash) = (run(AttentionAlgorithm::Rows)?, run(AttentionAlgorithm::Flash)?);
+    let wide = |x: &DeviceVec<T>| -> gpukern::Result<Vec<f32>> {
+        Ok(x.to_vec()?.iter().map(|e| e.to_f32()).collect())
+    };
+    check_close(
+        "flash vs rows: out",
+        &wide(&flash.out)?,
+        &wide(&rows.out)?,
+        T::UNIT,
+        4.0 * T::UNIT,
+    )?;
+    check_close(
+        "flash vs rows: lse",
+        &flash.lse.to_vec()?,
+        &rows.lse.to_vec()?,
+        2e-4,
+        1e-5,
+    )
 }
 
 /// A packed QKV projection `[b, s, 3, h, d]` read in place: three strided views of one buffer,
