@@ -92,7 +92,8 @@ static F16: AttentionKernels<f16> = AttentionKernels {
     flash128: family::attention_flash_d128_f16::launch_views::<Module>,
 };
 
-/// An element type of attention: [`bf16`] or [`f16`] in and out (f32 inside).
+/// An element type of attention: [`bf16`](struct@bf16) or [`f16`](struct@f16) in and out (f32
+/// inside).
 pub trait AttentionElement: Element + family::AttentionElement + sealed::Sealed {
     /// The kernels of this element type.
     #[doc(hidden)]

@@ -65,8 +65,9 @@ pub struct AttentionOptions {
 }
 
 /// One operand of attention on the device: `[batch, seq, heads, head_dim]` elements of a
-/// buffer, element `[b, s, h, d]` at `offset + b * strides[0] + s * strides[1] + h * strides[2]
-/// + d` (see the [module](self) for the packed-QKV example).
+/// buffer, element `[b, s, h, d]` at index
+/// `offset + b * strides[0] + s * strides[1] + h * strides[2] + d` (see the [module](self) for
+/// the packed-QKV example).
 pub struct AttentionTensor<'a, T> {
     data: &'a DeviceVec<T>,
     offset: usize,
