@@ -5,7 +5,7 @@
 //! whose features are enabled (all of them with `library`, on by default).
 
 /// gpukern's family features, each the kernels-gpu feature of the same name.
-const FAMILIES: [&str; 11] = [
+const FAMILIES: [&str; 12] = [
     "add",
     "matmul",
     "softmax",
@@ -17,6 +17,7 @@ const FAMILIES: [&str; 11] = [
     "rotary",
     "embedding",
     "sample",
+    "attention",
 ];
 
 fn main() {

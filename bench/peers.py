@@ -20,7 +20,7 @@ families) and the command line. The method, records, timing and the suite (bench
 the shapes and byte and flop models the Rust bench reads too) are in peers_common.py; the peers
 are filed by family beside it, one file per file of examples/bench/ (peers_memory.py,
 peers_matmul.py, peers_softmax.py, peers_overhead.py, peers_reduce.py, peers_transpose.py,
-peers_norm.py, peers_cross_entropy.py, peers_sample.py, peers_matmul_half.py, peers_matmul_decode.py, peers_graph.py,
+peers_norm.py, peers_cross_entropy.py, peers_sample.py, peers_matmul_half.py, peers_matmul_decode.py, peers_attention.py, peers_graph.py,
 peers_transfer.py, peers_multi.py). Imports go one way: peers_common <- family files <- this
 file (`--list` prints PEERS; `--selftest` checks the pure parts).
 """
@@ -34,6 +34,7 @@ import traceback
 from collections.abc import Callable
 from datetime import datetime, timezone
 
+import peers_attention
 import peers_common as C
 import peers_cross_entropy
 import peers_graph
@@ -85,6 +86,8 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "compile_sample": [peers_sample.compile_sample],
     "torch_decode": [peers_matmul_decode.peer_torch_decode],
     "compile_decode": [peers_matmul_decode.peer_compile_decode],
+    "torch_attention": [peers_attention.torch_attention],
+    "flex_attention": [peers_attention.flex_attention],
 }
 
 
@@ -126,6 +129,7 @@ def selftest() -> int:
     failures += peers_norm.selftest_norm()
     failures += peers_matmul_half.selftest()
     failures += peers_matmul_decode.selftest()
+    failures += peers_attention.selftest_attention()
     for f in failures:
         print(f"peers selftest: FAIL {f}", file=sys.stderr)
     print(f"peers selftest: {'FAILED' if failures else 'passed'} ({len(failures)} failure(s))")

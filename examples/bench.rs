@@ -13,6 +13,8 @@
 //! (random inputs, CPU references), `suite` (the shapes and byte and flop models of
 //! `bench/suite.json`, which the Python peers read too), then one module per kernel family.
 
+#[path = "bench/attention.rs"]
+mod attention;
 #[path = "bench/cross_entropy.rs"]
 mod cross_entropy;
 #[path = "bench/data.rs"]
@@ -165,10 +167,13 @@ enum Suite {
     /// Decode products `Y = X W^T`: m from 1 to 64 against a large bf16 weight (n x k).
     #[value(name = "matmul_decode")]
     MatmulDecode,
+    /// Attention forward, bf16, causal and not (records `attention_fwd`).
+    #[value(name = "attention")]
+    Attention,
 }
 
 impl Suite {
-    const ALL: [Suite; 24] = [
+    const ALL: [Suite; 25] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -193,6 +198,7 @@ impl Suite {
         Suite::Embedding,
         Suite::Sample,
         Suite::MatmulDecode,
+        Suite::Attention,
     ];
 
     /// Records this suite writes.
@@ -222,6 +228,7 @@ impl Suite {
             Suite::Embedding => llm_blocks::embedding_planned(quick),
             Suite::Sample => sample::planned(quick),
             Suite::MatmulDecode => matmul_decode::planned(quick, plans),
+            Suite::Attention => attention::planned(quick),
         };
         n as u64
     }
@@ -252,6 +259,7 @@ impl Suite {
             Suite::Embedding => llm_blocks::embedding(bench, sink),
             Suite::Sample => sample::sample(bench, sink),
             Suite::MatmulDecode => matmul_decode::matmul_decode(bench, sink),
+            Suite::Attention => attention::attention(bench, sink),
         }
     }
 }

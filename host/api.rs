@@ -726,4 +726,71 @@ where
     let gpu = Gpu::global()?;
     let tokens = gpu.sample(&gpu.upload_matrix(m)?, options)?;
     Ok(ndarray::Array1::from(gpu.download(&tokens)?))
+
+#[cfg(feature = "attention")]
+/// Attention forward on host arrays `[batch, seq, heads, head_dim]` (bf16 or f16, any layout:
+/// copied to the device in row-major order), on [`Gpu::global`]: `softmax(scale * q k^T) v`
+/// per batch and head, the result `[batch, q_len, heads, head_dim]` in the inputs' type. See
+/// [`Gpu::attention`] for the options, the rules and the errors.
+pub fn attention<T, S1, S2, S3>(
+    q: &ArrayBase<S1, ndarray::Ix4>,
+    k: &ArrayBase<S2, ndarray::Ix4>,
+    v: &ArrayBase<S3, ndarray::Ix4>,
+    options: &crate::ops::attention::AttentionOptions,
+) -> Result<ndarray::Array4<T>>
+where
+    T: crate::ops::attention::AttentionElement,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+    S3: Data<Elem = T>,
+{
+    Ok(attention_lse(q, k, v, options)?.0)
+}
+
+#[cfg(feature = "attention")]
+/// [`attention`] with the row log-sum-exp, `[batch, heads, q_len]` in f32 (`-inf` for a row that
+/// sees no key).
+#[allow(clippy::type_complexity)]
+pub fn attention_lse<T, S1, S2, S3>(
+    q: &ArrayBase<S1, ndarray::Ix4>,
+    k: &ArrayBase<S2, ndarray::Ix4>,
+    v: &ArrayBase<S3, ndarray::Ix4>,
+    options: &crate::ops::attention::AttentionOptions,
+) -> Result<(ndarray::Array4<T>, ndarray::Array3<f32>)>
+where
+    T: crate::ops::attention::AttentionElement,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+    S3: Data<Elem = T>,
+{
+    use crate::ops::attention::{AttentionTensor, attention_shape};
+    fn dims_of<T, S: Data<Elem = T>>(a: &ArrayBase<S, ndarray::Ix4>) -> [usize; 4] {
+        let (b, s, h, d) = a.dim();
+        [b, s, h, d]
+    }
+    let (qd, kd, vd) = (dims_of(q), dims_of(k), dims_of(v));
+    let shape = attention_shape(qd, kd, vd)?;
+    let gpu = Gpu::global()?;
+    let up = |a: Vec<T>| gpu.upload(&a);
+    let (qb, kb, vb) = (
+        up(q.iter().copied().collect())?,
+        up(k.iter().copied().collect())?,
+        up(v.iter().copied().collect())?,
+    );
+    let out = gpu.attention(
+        &AttentionTensor::contiguous(&qb, qd)?,
+        &AttentionTensor::contiguous(&kb, kd)?,
+        &AttentionTensor::contiguous(&vb, vd)?,
+        options,
+    )?;
+    let o = ndarray::Array4::from_shape_vec(qd, out.out.to_vec()?).map_err(|e| Error::InvalidArgument {
+        op: "attention",
+        detail: format!("output of the wrong length: {e}"),
+    })?;
+    let lse = ndarray::Array3::from_shape_vec([shape.batch, shape.heads, shape.q_len], out.lse.to_vec()?)
+        .map_err(|e| Error::InvalidArgument {
+            op: "attention",
+            detail: format!("log-sum-exp of the wrong length: {e}"),
+        })?;
+    Ok((o, lse))
 }

@@ -418,4 +418,79 @@ pub fn embedding_rows<T: Copy + Default>(table: &[T], hidden: usize, ids: &[i64]
         }
     }
     y
+
+#[cfg(feature = "attention")]
+/// Attention forward in f64 on the given (already rounded) inputs `[batch, seq, heads,
+/// head_dim]`: the output `[batch, q_len, heads, head_dim]` and the row log-sum-exp `[batch,
+/// heads, q_len]`, each rounded once to f32. The same rules as [`crate::Gpu::attention`]
+/// (causal bottom-right; a row that sees no key gives 0 and `-inf`; the scale
+/// `1 / sqrt(head_dim)` unless given).
+///
+/// Errors: those of [`crate::Gpu::attention`] on the shapes and the scale.
+#[allow(clippy::type_complexity)]
+pub fn attention<T, S1, S2, S3>(
+    q: &ArrayBase<S1, ndarray::Ix4>,
+    k: &ArrayBase<S2, ndarray::Ix4>,
+    v: &ArrayBase<S3, ndarray::Ix4>,
+    options: &crate::ops::attention::AttentionOptions,
+) -> Result<(ndarray::Array4<f32>, ndarray::Array3<f32>)>
+where
+    T: crate::ops::attention::AttentionElement,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+    S3: Data<Elem = T>,
+{
+    let dims = |a: (usize, usize, usize, usize)| [a.0, a.1, a.2, a.3];
+    let s = crate::ops::attention::attention_shape(dims(q.dim()), dims(k.dim()), dims(v.dim()))?;
+    let scale = f64::from(options.scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt()));
+    if !scale.is_finite() {
+        return Err(crate::Error::InvalidArgument {
+            op: "cpu::attention",
+            detail: format!("the scale must be finite, not {scale}"),
+        });
+    }
+    let wide = |x: &T| f64::from(x.to_f32());
+    let (q, k, v) = (q.map(wide), k.map(wide), v.map(wide));
+    let group = s.heads / s.kv_heads;
+    let mut out = ndarray::Array4::<f32>::zeros((s.batch, s.q_len, s.heads, s.head_dim));
+    let mut lse = ndarray::Array3::<f32>::from_elem((s.batch, s.heads, s.q_len), f32::NEG_INFINITY);
+    let mut scores = Vec::with_capacity(s.kv_len);
+    for b in 0..s.batch {
+        for h in 0..s.heads {
+            let kvh = h / group;
+            for i in 0..s.q_len {
+                // The mask written out here, not taken from the kernels: key `j` is visible
+                // to row `i` iff `j <= i + kv_len - q_len` (bottom-right alignment).
+                let keys = if options.causal {
+                    (0..s.kv_len)
+                        .take_while(|&j| (j as i128) <= i as i128 + s.kv_len as i128 - s.q_len as i128)
+                        .count()
+                } else {
+                    s.kv_len
+                };
+                if keys == 0 {
+                    continue;
+                }
+                scores.clear();
+                for j in 0..keys {
+                    let dot: f64 = (0..s.head_dim).map(|d| q[[b, i, h, d]] * k[[b, j, kvh, d]]).sum();
+                    scores.push(scale * dot);
+                }
+                let m = scores.iter().copied().fold(f64::NEG_INFINITY, |a, x| {
+                    if x.is_nan() || a.is_nan() {
+                        f64::NAN
+                    } else {
+                        a.max(x)
+                    }
+                });
+                let sum: f64 = scores.iter().map(|x| (x - m).exp()).sum();
+                lse[[b, h, i]] = (m + sum.ln()) as f32;
+                for d in 0..s.head_dim {
+                    let acc: f64 = (0..keys).map(|j| (scores[j] - m).exp() * v[[b, j, kvh, d]]).sum();
+                    out[[b, i, h, d]] = (acc / sum) as f32;
+                }
+            }
+        }
+    }
+    Ok((out, lse))
 }

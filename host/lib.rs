@@ -33,7 +33,8 @@
 //! One feature per kernel family, all on through `library` (the default): `add` (`add`,
 //! `increment_by_one`), `matmul`, `softmax`, `norm` (`rms_norm`, `layer_norm`,
 //! `residual_rms_norm`), `reduce` (`sum`, `max`, `argmax`), `transpose`, `glu` (`swiglu`,
-//! `geglu`), `rotary` (`Gpu::rotary`), `embedding` and `cross_entropy` (whose kernels reuse
+//! `geglu`), `rotary` (`Gpu::rotary`), `embedding`, `sample` (`Gpu::sample`), `attention` and
+//! `cross_entropy` (whose kernels reuse
 //! softmax's, so it compiles the softmax kernels too, not softmax's operations). Each brings its
 //! family's kernels, compiled for the simulator and to PTX and embedded (`build.rs` hands the list to
 //! `gpukern_build::Builder::features`), and its operations: [`ops`]`::<family>`, the free
@@ -86,6 +87,7 @@ extern crate self as gpukern;
 
 #[cfg(any(
     feature = "add",
+    feature = "attention",
     feature = "matmul",
     feature = "softmax",
     feature = "norm",
@@ -104,6 +106,7 @@ mod capture;
 pub mod copy;
 #[cfg(any(
     feature = "add",
+    feature = "attention",
     feature = "matmul",
     feature = "softmax",
     feature = "norm",
@@ -141,6 +144,8 @@ pub use api::sample;
 pub use api::{add, add_with, increment_by_one, increment_by_one_with};
 #[cfg(feature = "reduce")]
 pub use api::{argmax, argmax_axis, argmax_with, max, max_axis, max_with, sum, sum_axis, sum_with};
+#[cfg(feature = "attention")]
+pub use api::{attention, attention_lse};
 #[cfg(feature = "cross_entropy")]
 pub use api::{cross_entropy, cross_entropy_mean, cross_entropy_mean_with, cross_entropy_with};
 #[cfg(feature = "glu")]
@@ -164,6 +169,7 @@ pub use graph::{Graph, GraphBuffers};
 pub use half::{bf16, f16};
 #[cfg(any(
     feature = "add",
+    feature = "attention",
     feature = "matmul",
     feature = "softmax",
     feature = "norm",
@@ -180,6 +186,10 @@ pub use module::{Cooperative, Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
 #[cfg(feature = "add")]
 pub use ops::add::AddAlgorithm;
+#[cfg(feature = "attention")]
+pub use ops::attention::{
+    AttentionAlgorithm, AttentionElement, AttentionOptions, AttentionOutput, AttentionShape, AttentionTensor,
+};
 #[cfg(feature = "cross_entropy")]
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
 #[cfg(feature = "embedding")]

@@ -27,6 +27,8 @@ mod common;
 mod add;
 #[path = "kernels/api.rs"]
 mod api;
+#[path = "kernels/attention.rs"]
+mod attention;
 #[path = "kernels/coverage.rs"]
 mod coverage;
 #[path = "kernels/cross_entropy.rs"]
@@ -146,6 +148,7 @@ fn main() {
         embedding::trials,
         cross_entropy::trials,
         sample::trials,
+        attention::trials,
         grid::trials,
         views::trials,
         launch_shapes::trials,

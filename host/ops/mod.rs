@@ -9,6 +9,8 @@
 
 #[cfg(feature = "add")]
 pub mod add;
+#[cfg(feature = "attention")]
+pub mod attention;
 #[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
 #[cfg(feature = "embedding")]
@@ -33,6 +35,7 @@ pub mod transpose;
 // Every family but reduce checks operands' shapes.
 #[cfg(any(
     feature = "add",
+    feature = "attention",
     feature = "cross_entropy",
     feature = "embedding",
     feature = "glu",
@@ -76,8 +79,8 @@ mod tests {
             }
         }
         assert_eq!(
-            families, 11,
-            "add, cross_entropy, embedding, glu, matmul, norm, reduce, rotary, sample, softmax, transpose"
+            families, 12,
+            "add, attention, cross_entropy, embedding, glu, matmul, norm, reduce, rotary, sample, softmax, transpose"
         );
     }
 

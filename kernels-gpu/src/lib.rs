@@ -11,7 +11,7 @@
 //!
 //! A module per kernel family, a folder with a file per rung of its ladder from the tutorial
 //! version to faster ones ([`matmul`], [`softmax`], [`norm`], [`reduce`], [`transpose`],
-//! [`cross_entropy`], [`glu`], [`rotary`], [`embedding`], [`sample`]) or a single file ([`add`]); and [`grid_check`], a check of the grid-wide
+//! [`cross_entropy`], [`glu`], [`rotary`], [`embedding`], [`sample`], [`attention`]) or a single file ([`add`]); and [`grid_check`], a check of the grid-wide
 //! barrier on the GPU. Each module is behind the cargo feature of its name, all on by default, so
 //! that a crate using some families compiles (and gpukern embeds the PTX of) only those;
 //! `cross_entropy` enables `softmax`, whose row statistics and split-stats kernel it reuses. Each kernel is declared once: where its variants differ in an element type
@@ -36,7 +36,13 @@ pub use gpukern_device as gpu;
 /// time on the kernel crate goes with the number of copies (the code generated is the same).
 // Unused when only families without it (add, transpose) are enabled.
 #[cfg_attr(
-    not(any(feature = "softmax", feature = "matmul", feature = "norm", feature = "reduce")),
+    not(any(
+        feature = "softmax",
+        feature = "matmul",
+        feature = "norm",
+        feature = "reduce",
+        feature = "attention"
+    )),
     allow(unused_macros)
 )]
 macro_rules! unroll_8 {
@@ -64,6 +70,8 @@ macro_rules! unroll_8 {
 
 #[cfg(feature = "add")]
 pub mod add;
+#[cfg(feature = "attention")]
+pub mod attention;
 #[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
 #[cfg(feature = "embedding")]

@@ -177,3 +177,25 @@ pub fn poisoned_vec(gpu: &Gpu, len: usize) -> gpukern::Result<DeviceVec> {
 pub fn logical<D: Dimension>(a: &ndarray::ArrayView<'_, f32, D>) -> Vec<f32> {
     a.iter().copied().collect()
 }
+
+/// Fails unless each `got[i]` is within `abs + rel * |want[i]|` of `want[i]`, NaN where `want`
+/// is and the same infinity where `want` is infinite.
+pub fn check_close(what: &str, got: &[f32], want: &[f32], abs: f32, rel: f32) -> Check {
+    if got.len() != want.len() {
+        return Err(format!("{what}: {} elements, expected {}", got.len(), want.len()).into());
+    }
+    let bad = (0..got.len()).find(|&i| {
+        let (g, w) = (got[i], want[i]);
+        if w.is_nan() || g.is_nan() {
+            !(w.is_nan() && g.is_nan())
+        } else if w.is_infinite() {
+            g != w
+        } else {
+            (g - w).abs() > abs + rel * w.abs()
+        }
+    });
+    match bad {
+        None => Ok(()),
+        Some(i) => Err(format!("{what}: element {i} got {}, expected {}", got[i], want[i]).into()),
+    }
+}

@@ -64,28 +64,6 @@ fn backend_trials(target: &Target, shapes: &'static [(usize, usize)]) -> Vec<Tri
     trials
 }
 
-/// Fails unless each `got[i]` is within `abs + rel * |want[i]|` of `want[i]`, NaN where `want`
-/// is and the same infinity where `want` is infinite.
-fn check_close(what: &str, got: &[f32], want: &[f32], abs: f32, rel: f32) -> Check {
-    if got.len() != want.len() {
-        return Err(format!("{what}: {} elements, expected {}", got.len(), want.len()).into());
-    }
-    let bad = (0..got.len()).find(|&i| {
-        let (g, w) = (got[i], want[i]);
-        if w.is_nan() || g.is_nan() {
-            !(w.is_nan() && g.is_nan())
-        } else if w.is_infinite() {
-            g != w
-        } else {
-            (g - w).abs() > abs + rel * w.abs()
-        }
-    });
-    match bad {
-        None => Ok(()),
-        Some(i) => Err(format!("{what}: row {i} got {}, expected {}", got[i], want[i]).into()),
-    }
-}
-
 /// Logits in [-8, 8), labels anywhere in the row (the first, the last, the rest at random):
 /// the per-row losses and their mean.
 fn shape(gpu: &Gpu, rng: &mut StdRng, (rows, cols): (usize, usize)) -> Check {

@@ -1,0 +1,147 @@
+"""The peers of gpukern's attention forward, with the same shapes (bench/suite.json, family
+`attention`), inputs (bf16 uniform in [-1, 1)), check and flop count as
+examples/bench/attention.rs:
+
+- `cudnn`: `F.scaled_dot_product_attention` with `sdpa_kernel(SDPBackend.CUDNN_ATTENTION)`;
+- `flash`: the same with `SDPBackend.FLASH_ATTENTION` (FlashAttention-2 inside torch);
+- `flex`: `torch.compile(flex_attention)`, with a causal `BlockMask` (`create_block_mask`, made
+  once per shape, outside the timed region) for the causal rows.
+
+torch's layout is `[batch, heads, seq, head_dim]`: the peers get contiguous tensors of it (their
+best case), where gpukern reads `[batch, seq, heads, head_dim]`. Records: kernel
+`attention_fwd`, shape `BxSxHxD`, keys `b`, `seq`, `heads`, `head_dim`, `causal`, `dtype`;
+TFLOP/s as FlashAttention counts (`4 b h s^2 d`, halved for causal). Each output is checked
+before it is timed on sampled rows (batch 0, the first and last heads, 32 query rows spread over
+the sequence) against a float64 reference of the same rounded inputs.
+
+Run by peers.py (entries `torch_attention`: cudnn and flash; `flex_attention`: flex).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import peers_common as C
+
+BF16_TOL = 1e-2  # as examples/bench/attention.rs TOL
+SAMPLED_ROWS = 32  # query rows per sampled head (examples/bench/attention.rs SAMPLED_ROWS)
+
+
+def attention_shapes(quick: bool) -> list[tuple[int, ...]]:
+    """The suite's `(b, seq, heads, head_dim)` shapes."""
+    return C.shapes("attention", quick)
+
+
+def attention_flops(b: int, s: int, h: int, d: int, causal: bool) -> float:
+    full = C.flops_of("attention_fwd", b=b, seq=s, heads=h, head_dim=d)
+    return full / 2 if causal else full
+
+
+def sampled_rows(s: int) -> list[int]:
+    """The query rows checked (the last among them), as the Rust bench picks them."""
+    n = min(SAMPLED_ROWS, s)
+    if SAMPLED_ROWS >= s:
+        return list(range(n))
+    return [r * (s - 1) // (SAMPLED_ROWS - 1) for r in range(n)]
+
+
+def sampled_heads(h: int) -> list[int]:
+    return [0, h - 1] if h > 1 else [0]
+
+
+def reference(torch: Any, q: Any, k: Any, v: Any, causal: bool) -> Any:
+    """float64 attention of the sampled rows of batch 0 (`[heads, rows, d]`), on the device."""
+    s, d = q.shape[2], q.shape[3]
+    rows = torch.tensor(sampled_rows(s), device=q.device)
+    outs = []
+    for hh in sampled_heads(q.shape[1]):
+        qs = q[0, hh, rows].double()
+        kk, vv = k[0, hh].double(), v[0, hh].double()
+        scores = (qs @ kk.T) / d**0.5
+        if causal:
+            keys = torch.arange(s, device=q.device)
+            scores = scores.masked_fill(keys[None, :] > rows[:, None], float("-inf"))
+        outs.append(torch.softmax(scores, dim=-1) @ vv)
+    return torch.stack(outs)
+
+
+def sampled(torch: Any, out: Any) -> Any:
+    s = out.shape[2]
+    rows = torch.tensor(sampled_rows(s), device=out.device)
+    return torch.stack([out[0, hh, rows] for hh in sampled_heads(out.shape[1])])
+
+
+def _sdpa(torch: Any, backend_name: str) -> Callable[[Any, Any, Any, bool], Any]:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = getattr(SDPBackend, backend_name)
+    F = torch.nn.functional
+
+    def run(q: Any, k: Any, v: Any, causal: bool) -> Any:
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return run
+
+
+def _run(ctx: Any, impl: str, make: Callable[[int, bool], Callable[[Any, Any, Any], Any]], call: str) -> None:
+    torch, sink = ctx.torch, ctx.sink
+    for b, s, h, d in attention_shapes(ctx.quick):
+        for causal in (False, True):
+            base = C.record(
+                "attention_fwd", impl, f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d, causal=causal,
+                dtype="bf16", version=torch.__version__, call=call,
+            )
+
+            def measure(b: int = b, s: int = s, h: int = h, d: int = d, causal: bool = causal, base: dict[str, Any] = base) -> dict[str, Any]:
+                q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16) for _ in range(3))
+                fn = make(s, causal)
+                ref = reference(torch, q, k, v, causal)
+
+                def launch(i: int) -> Any:
+                    return fn(q, k, v)
+
+                return C.timed_check(
+                    ctx, base, lambda: sampled(torch, launch(0)), ref, launch, None,
+                    attention_flops(b, s, h, d, causal), BF16_TOL, max_batch=2,
+                )
+
+            sink.item(base, measure)
+
+
+def torch_attention(ctx: Any) -> None:
+    """torch SDPA with the cuDNN backend, then the FLASH backend, each forced."""
+    torch = ctx.torch
+    for impl, backend in (("cudnn", "CUDNN_ATTENTION"), ("flash", "FLASH_ATTENTION")):
+        sdpa = _sdpa(torch, backend)
+        _run(
+            ctx, impl, lambda s, causal, sdpa=sdpa: (lambda q, k, v: sdpa(q, k, v, causal)),
+            f"F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.{backend})",
+        )
+
+
+def flex_attention(ctx: Any) -> None:
+    """FlexAttention compiled (`torch.compile(flex_attention)`), causal through a block mask."""
+    torch = ctx.torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention as flex
+
+    C.allow_recompiles(torch)
+    compiled = torch.compile(flex, dynamic=False)
+
+    def make(s: int, causal: bool) -> Callable[[Any, Any, Any], Any]:
+        if not causal:
+            return lambda q, k, v: compiled(q, k, v)
+        mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, B=None, H=None, Q_LEN=s, KV_LEN=s, device="cuda")
+        return lambda q, k, v: compiled(q, k, v, block_mask=mask)
+
+    _run(ctx, "flex", make, "torch.compile(flex_attention)(q, k, v[, block_mask=causal])")
+
+
+def selftest_attention() -> list[str]:
+    """What can be checked without torch: the sampled rows and the flop count."""
+    failures = []
+    if sampled_rows(5) != [0, 1, 2, 3, 4] or sampled_rows(1000)[-1] != 999 or len(sampled_rows(1000)) != SAMPLED_ROWS:
+        failures.append("attention: sampled rows differ from examples/bench/attention.rs")
+    if attention_flops(1, 4, 2, 8, False) != 4 * 2 * 4 * 4 * 8 or attention_flops(1, 4, 2, 8, True) != 2 * 2 * 4 * 4 * 8:
+        failures.append("attention: the flop count is not FlashAttention's")
+    return failures

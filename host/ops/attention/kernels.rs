@@ -1,0 +1,224 @@
+//! The attention plan's kernels launched, through the launchers `#[kernel]` generates: one
+//! table per element type (bf16, f16) from a rung to its kernel.
+
+use half::{bf16, f16};
+use kernels_gpu::attention as family;
+
+use super::Operands;
+use crate::buffer::{DeviceVec, Element};
+use crate::device::Gpu;
+use crate::error::Result;
+use crate::launch_config::LaunchConfig;
+use crate::module::Module;
+use crate::view::{DeviceSlice, DeviceSliceMut};
+
+/// The launcher of `attention_rows_*`: `(q, k, v, o, lse, rows, q_len, kv_len, heads, group,
+/// head_dim, q strides (3), k strides (3), v strides (3), scale_log2, causal)`.
+pub type RowsLauncher<T> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSliceMut<'a, T>,
+    DeviceSliceMut<'a, f32>,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f32,
+    bool,
+) -> Result<()>;
+
+/// The launcher of `attention_flash_*`: `(q, k, v, o, lse, q_len, kv_len, heads, group,
+/// q strides (3), k strides (3), v strides (3), scale_log2, causal)`.
+pub type FlashLauncher<T> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSliceMut<'a, T>,
+    DeviceSliceMut<'a, f32>,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f32,
+    bool,
+) -> Result<()>;
+
+/// One element type's attention kernels.
+pub struct AttentionKernels<T: 'static> {
+    /// `attention_rows_*`.
+    pub(crate) rows: RowsLauncher<T>,
+    /// `attention_flash_d64_*`.
+    pub(crate) flash64: FlashLauncher<T>,
+    /// `attention_flash_d128_*`.
+    pub(crate) flash128: FlashLauncher<T>,
+}
+
+/// The bf16 kernels.
+static BF16: AttentionKernels<bf16> = AttentionKernels {
+    rows: family::attention_rows_bf16::launch_views::<Module>,
+    flash64: family::attention_flash_d64_bf16::launch_views::<Module>,
+    flash128: family::attention_flash_d128_bf16::launch_views::<Module>,
+};
+
+/// The f16 kernels.
+static F16: AttentionKernels<f16> = AttentionKernels {
+    rows: family::attention_rows_f16::launch_views::<Module>,
+    flash64: family::attention_flash_d64_f16::launch_views::<Module>,
+    flash128: family::attention_flash_d128_f16::launch_views::<Module>,
+};
+
+/// An element type of attention: [`bf16`](struct@bf16) or [`f16`](struct@f16) in and out (f32
+/// inside).
+pub trait AttentionElement: Element + family::AttentionElement + sealed::Sealed {
+    /// The kernels of this element type.
+    #[doc(hidden)]
+    fn kernels() -> &'static AttentionKernels<Self>;
+}
+
+mod sealed {
+    /// Only the element types with attention kernels.
+    pub trait Sealed {}
+    impl Sealed for half::bf16 {}
+    impl Sealed for half::f16 {}
+}
+
+impl AttentionElement for bf16 {
+    fn kernels() -> &'static AttentionKernels<bf16> {
+        &BF16
+    }
+}
+
+impl AttentionElement for f16 {
+    fn kernels() -> &'static AttentionKernels<f16> {
+        &F16
+    }
+}
+
+/// Launches `attention_rows_*` on checked operands: a warp per query row.
+///
+/// # Safety
+/// `ops` was checked by `Gpu::attention_operands` (every element its dims and strides reach is
+/// inside its buffer; head dim at most 256; at least one row), `o` holds `rows * head_dim`
+/// elements and `lse` `rows` floats, `cfg` covers `rows` warps of the kernel's shape.
+pub(crate) unsafe fn rows<T: AttentionElement>(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    ops: &Operands<'_, T>,
+    o: &mut DeviceVec<T>,
+    lse: &mut DeviceVec<f32>,
+) -> Result<()> {
+    let s = ops.shape;
+    let (q, k, v) = (ops.q.view()?, ops.k.view()?, ops.v.view()?);
+    let [qb, qs, qh] = ops.q.strides;
+    let [kb, ks, kh] = ops.k.strides;
+    let [vb, vs, vh] = ops.v.strides;
+    let library = gpu.library();
+    // SAFETY: per the contract.
+    unsafe {
+        (T::kernels().rows)(
+            &library,
+            cfg,
+            q,
+            k,
+            v,
+            o.view_mut(),
+            lse.view_mut(),
+            s.rows(),
+            s.q_len,
+            s.kv_len,
+            s.heads,
+            s.heads / s.kv_heads,
+            s.head_dim,
+            qb,
+            qs,
+            qh,
+            kb,
+            ks,
+            kh,
+            vb,
+            vs,
+            vh,
+            ops.scale_log2,
+            ops.causal,
+        )
+    }
+}
+
+/// Launches `attention_flash_d<head_dim>_*` on checked operands: a block per 64 query rows of
+/// each (batch, head).
+///
+/// # Safety
+/// As [`rows`], with `head_dim` 64 or 128, every operand 16-byte aligned with offsets and
+/// strides multiples of 8 elements, and `cfg` the grid `(ceil(q_len / 64), heads, batch)` of
+/// the kernel's block and shared memory.
+pub(crate) unsafe fn flash<T: AttentionElement>(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    ops: &Operands<'_, T>,
+    o: &mut DeviceVec<T>,
+    lse: &mut DeviceVec<f32>,
+) -> Result<()> {
+    let s = ops.shape;
+    let (q, k, v) = (ops.q.view()?, ops.k.view()?, ops.v.view()?);
+    let [qb, qs, qh] = ops.q.strides;
+    let [kb, ks, kh] = ops.k.strides;
+    let [vb, vs, vh] = ops.v.strides;
+    let launcher = if s.head_dim == 64 {
+        T::kernels().flash64
+    } else {
+        T::kernels().flash128
+    };
+    let library = gpu.library();
+    // SAFETY: per the contract.
+    unsafe {
+        launcher(
+            &library,
+            cfg,
+            q,
+            k,
+            v,
+            o.view_mut(),
+            lse.view_mut(),
+            s.q_len,
+            s.kv_len,
+            s.heads,
+            s.heads / s.kv_heads,
+            qb,
+            qs,
+            qh,
+            kb,
+            ks,
+            kh,
+            vb,
+            vs,
+            vh,
+            ops.scale_log2,
+            ops.causal,
+        )
+    }
+}

@@ -1,0 +1,395 @@
+//! Scaled dot-product attention, forward, on bf16 or f16 (f32 inside): the operands checked
+//! once ([`Gpu::attention_into`]), the plan ([`AttentionAlgorithm`]) chosen once, then one
+//! launch. The kernels and the rules at the edges are in `kernels_gpu::attention`.
+//!
+//! # Layout
+//! `q` is `[batch, q_len, heads, head_dim]`, `k` and `v` `[batch, kv_len, kv_heads, head_dim]`
+//! (FlashAttention's layout), each an [`AttentionTensor`]: a device buffer, the offset of
+//! element `[0, 0, 0, 0]` in it, and element strides along batch, sequence and heads (the head
+//! dim is contiguous). So the three parts of a packed QKV projection `[batch, seq, 3, heads,
+//! head_dim]` are read in place, with no copy:
+//!
+//! ```
+//! use gpukern::{AttentionOptions, AttentionTensor, Gpu, bf16};
+//! let gpu = Gpu::simulator();
+//! let (b, s, h, d) = (1, 5, 2, 8);
+//! let qkv = gpu.upload(&vec![bf16::from_f32(0.25); b * s * 3 * h * d])?;
+//! let strides = [s * 3 * h * d, 3 * h * d, d]; // batch, seq, heads
+//! let part = |p: usize| AttentionTensor::strided(&qkv, p * h * d, [b, s, h, d], strides);
+//! let (q, k, v) = (part(0)?, part(1)?, part(2)?);
+//! let out = gpu.attention(&q, &k, &v, &AttentionOptions { causal: true, ..Default::default() })?;
+//! assert_eq!(out.lse.len(), b * h * s);
+//! # Ok::<(), gpukern::Error>(())
+//! ```
+//!
+//! The output is contiguous `[batch, q_len, heads, head_dim]` in the inputs' type, and the
+//! row log-sum-exp contiguous `[batch, heads, q_len]` in f32 (what a backward pass needs).
+//!
+//! # What is supported
+//! Head dims that are multiples of 8 from 8 to 256; `kv_heads` dividing `heads` (grouped-query
+//! and multi-query attention); `q_len != kv_len` (causal aligned bottom-right, as
+//! FlashAttention); any sequence length. Empty batch, `q_len` or head count: an empty result.
+//! `kv_len = 0`: every row sees no key, output 0 and log-sum-exp `-inf`.
+
+mod kernels;
+mod plan;
+pub use kernels::{AttentionElement, AttentionKernels};
+pub use plan::AttentionAlgorithm;
+
+use kernels_gpu::attention::{
+    FLASH_BLOCK, FLASH_ROWS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM, ROWS_BLOCK, ROWS_PER_BLOCK, flash_shared_bytes,
+};
+use plan::AttentionPlan;
+
+use super::same_shape;
+use crate::buffer::{DeviceVec, checked_len_of};
+use crate::device::Gpu;
+use crate::error::{Error, Result};
+use crate::launch_config::LaunchConfig;
+use crate::view::DeviceSlice;
+
+/// The operation's name in errors.
+const OP: &str = "attention";
+
+/// What an attention call computes beyond its operands.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AttentionOptions {
+    /// Causal masking, aligned bottom-right: query row `i` sees the keys `j <= i + kv_len -
+    /// q_len` (with `q_len == kv_len`, the keys up to its own position).
+    pub causal: bool,
+    /// The scale of the scores (the softmax's inverse temperature); `None`: `1 / sqrt(head_dim)`.
+    /// Must be finite.
+    pub scale: Option<f32>,
+    /// Which rung runs the call ([`AttentionAlgorithm::Auto`] by default).
+    pub algorithm: AttentionAlgorithm,
+}
+
+/// One operand of attention on the device: `[batch, seq, heads, head_dim]` elements of a
+/// buffer, element `[b, s, h, d]` at index
+/// `offset + b * strides[0] + s * strides[1] + h * strides[2] + d` (see the [module](self) for
+/// the packed-QKV example).
+pub struct AttentionTensor<'a, T> {
+    data: &'a DeviceVec<T>,
+    offset: usize,
+    dims: [usize; 4],
+    strides: [usize; 3],
+}
+
+impl<T> Clone for AttentionTensor<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for AttentionTensor<'_, T> {}
+
+impl<'a, T: AttentionElement> AttentionTensor<'a, T> {
+    /// The whole of `data` as a contiguous (row-major) `[batch, seq, heads, head_dim]` array.
+    ///
+    /// Errors: [`Error::ShapeMismatch`] unless `data` holds exactly that many elements.
+    pub fn contiguous(data: &'a DeviceVec<T>, dims: [usize; 4]) -> Result<Self> {
+        let [_, s, h, d] = dims;
+        let len = checked_len_of::<T>(OP, &dims)?;
+        same_shape(
+            OP,
+            &[len],
+            &[data.len()],
+            "a contiguous [batch, seq, heads, head_dim] buffer",
+        )?;
+        Self::strided(data, 0, dims, [s * h * d, h * d, d])
+    }
+
+    /// `dims` elements of `data` from `offset` on, with the given element strides along batch,
+    /// sequence and heads (the head dim contiguous).
+    ///
+    /// Errors: [`Error::InvalidArgument`] if an element the dims and strides reach lies past
+    /// the end of `data` (or its index overflows).
+    pub fn strided(
+        data: &'a DeviceVec<T>,
+        offset: usize,
+        dims: [usize; 4],
+        strides: [usize; 3],
+    ) -> Result<Self> {
+        let tensor = AttentionTensor {
+            data,
+            offset,
+            dims,
+            strides,
+        };
+        if let Some(last) = tensor.last_index() {
+            if last >= data.len() {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    detail: format!(
+                        "dims {dims:?} with strides {strides:?} from offset {offset} reach element {last}, past the buffer's {}",
+                        data.len()
+                    ),
+                });
+            }
+        }
+        Ok(tensor)
+    }
+
+    /// `[batch, seq, heads, head_dim]`.
+    pub fn dims(&self) -> [usize; 4] {
+        self.dims
+    }
+
+    /// The element strides along batch, sequence and heads.
+    pub fn strides(&self) -> [usize; 3] {
+        self.strides
+    }
+
+    /// The index of the last element reached (`None` for no element, or on overflow: an
+    /// index past any buffer, which `strided` refuses as `usize::MAX`).
+    fn last_index(&self) -> Option<usize> {
+        if self.dims.contains(&0) {
+            return None;
+        }
+        let [b, s, h, d] = self.dims;
+        let [sb, ss, sh] = self.strides;
+        let reach = (|| {
+            let mut at = self.offset;
+            for (n, stride) in [(b, sb), (s, ss), (h, sh), (d, 1)] {
+                at = at.checked_add((n - 1).checked_mul(stride)?)?;
+            }
+            Some(at)
+        })();
+        Some(reach.unwrap_or(usize::MAX))
+    }
+
+    /// Whether the buffer is 16-byte aligned and the offset and strides are multiples of 8
+    /// elements: every row of 8-element pieces starts 16-byte aligned.
+    fn is_16_byte_aligned(&self) -> bool {
+        self.data.is_16_byte_aligned() && self.offset % 8 == 0 && self.strides.iter().all(|s| s % 8 == 0)
+    }
+
+    /// The view of the buffer that the kernels index from 0.
+    fn view(&self) -> Result<DeviceSlice<'a, T>> {
+        self.data.slice(self.offset.min(self.data.len())..)
+    }
+}
+
+/// The sizes of a checked attention call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionShape {
+    /// Batch.
+    pub batch: usize,
+    /// Query rows per batch and head.
+    pub q_len: usize,
+    /// Keys (and values) per batch and head.
+    pub kv_len: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (dividing `heads`).
+    pub kv_heads: usize,
+    /// Elements per head.
+    pub head_dim: usize,
+}
+
+impl AttentionShape {
+    /// Query rows of the whole call: `batch * heads * q_len`, the log-sum-exp's length.
+    pub fn rows(&self) -> usize {
+        self.batch * self.heads * self.q_len
+    }
+
+    /// Elements of the output: `batch * q_len * heads * head_dim`.
+    pub fn out_len(&self) -> usize {
+        self.rows() * self.head_dim
+    }
+
+    /// The forward pass's flops as FlashAttention counts them: `4 batch heads q_len kv_len
+    /// head_dim` (two products), halved with the causal mask.
+    pub fn flops(&self, causal: bool) -> f64 {
+        let f = 4.0 * (self.rows() as f64) * (self.kv_len as f64) * (self.head_dim as f64);
+        if causal { f / 2.0 } else { f }
+    }
+}
+
+/// The output of an attention call on the device.
+pub struct AttentionOutput<T> {
+    /// `[batch, q_len, heads, head_dim]`, contiguous.
+    pub out: DeviceVec<T>,
+    /// The row log-sum-exp `[batch, heads, q_len]` (natural log of the sum of
+    /// `exp(scale * q . k)` over the keys the row sees; `-inf` for a row that sees none).
+    pub lse: DeviceVec<f32>,
+}
+
+/// The checked operands of one call.
+pub(crate) struct Operands<'a, T> {
+    pub(crate) q: AttentionTensor<'a, T>,
+    pub(crate) k: AttentionTensor<'a, T>,
+    pub(crate) v: AttentionTensor<'a, T>,
+    pub(crate) shape: AttentionShape,
+    /// `scale * log2(e)`: the kernels' exponentials are base 2.
+    pub(crate) scale_log2: f32,
+    pub(crate) causal: bool,
+}
+
+/// The shape of `q`, `k`, `v` checked against each other: same batch and head dim, `k` and `v`
+/// the same dims, key/value heads dividing query heads, a supported head dim.
+///
+/// Errors: [`Error::ShapeMismatch`] naming the rule broken; [`Error::InvalidArgument`] for a
+/// head dim outside `8..=256` or not a multiple of 8 (what is supported is in the message).
+pub fn attention_shape(q: [usize; 4], k: [usize; 4], v: [usize; 4]) -> Result<AttentionShape> {
+    same_shape(
+        OP,
+        &k,
+        &v,
+        "k and v have the same [batch, kv_len, kv_heads, head_dim]",
+    )?;
+    same_shape(OP, &[q[0]], &[k[0]], "q and k have the same batch")?;
+    same_shape(OP, &[q[3]], &[k[3]], "q and k have the same head dim")?;
+    let (heads, kv_heads) = (q[2], k[2]);
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            lhs: q.to_vec(),
+            rhs: k.to_vec(),
+            rule: "the key/value heads (at least 1) divide the query heads",
+        });
+    }
+    let head_dim = q[3];
+    if head_dim == 0 || head_dim % HEAD_DIM_MULTIPLE != 0 || head_dim > MAX_HEAD_DIM {
+        return Err(Error::InvalidArgument {
+            op: OP,
+            detail: format!(
+                "head dim {head_dim} is not supported: multiples of {HEAD_DIM_MULTIPLE} from {HEAD_DIM_MULTIPLE} to {MAX_HEAD_DIM} are"
+            ),
+        });
+    }
+    Ok(AttentionShape {
+        batch: q[0],
+        q_len: q[1],
+        kv_len: k[1],
+        heads,
+        kv_heads,
+        head_dim,
+    })
+}
+
+impl Gpu {
+    /// Attention forward: `softmax(scale * q k^T) v` per batch and head (see the
+    /// [module](crate::ops::attention) for the layout and what is supported), with its row
+    /// log-sum-exp. Options: causal (bottom-right), the scale (`1 / sqrt(head_dim)` by
+    /// default), the algorithm.
+    ///
+    /// Rules: a row that sees no key gives output 0 and log-sum-exp `-inf`; a NaN in `q`, `k`
+    /// or `v` makes NaN the rows it enters and no other; an empty batch, query length or head
+    /// count gives an empty result.
+    ///
+    /// Errors: [`Error::ShapeMismatch`] (different batch or head dim, `k` and `v` unlike, key
+    /// heads not dividing query heads); [`Error::InvalidArgument`] (a head dim not a multiple of
+    /// 8 in `8..=256`, a scale not finite); [`Error::WrongDevice`].
+    pub fn attention<T: AttentionElement>(
+        &self,
+        q: &AttentionTensor<'_, T>,
+        k: &AttentionTensor<'_, T>,
+        v: &AttentionTensor<'_, T>,
+        options: &AttentionOptions,
+    ) -> Result<AttentionOutput<T>> {
+        let shape = attention_shape(q.dims, k.dims, v.dims)?;
+        let mut out = self.zeros_of::<T>(checked_len_of::<T>(OP, &q.dims)?)?;
+        let mut lse = self.zeros_of::<f32>(checked_len_of::<f32>(OP, &[shape.rows()])?)?;
+        self.attention_into(q, k, v, options, &mut out, &mut lse)?;
+        Ok(AttentionOutput { out, lse })
+    }
+
+    /// [`Gpu::attention`] into existing buffers: `out` of `batch * q_len * heads * head_dim`
+    /// elements (`[batch, q_len, heads, head_dim]`) and `lse` of `batch * heads * q_len` floats
+    /// (`[batch, heads, q_len]`). No allocation.
+    ///
+    /// Errors: those of [`Gpu::attention`]; [`Error::ShapeMismatch`] for outputs of another
+    /// length.
+    pub fn attention_into<T: AttentionElement>(
+        &self,
+        q: &AttentionTensor<'_, T>,
+        k: &AttentionTensor<'_, T>,
+        v: &AttentionTensor<'_, T>,
+        options: &AttentionOptions,
+        out: &mut DeviceVec<T>,
+        lse: &mut DeviceVec<f32>,
+    ) -> Result<()> {
+        let ops = self.attention_operands(q, k, v, options, out, lse)?;
+        let s = ops.shape;
+        if s.rows() == 0 {
+            return Ok(());
+        }
+        let aligned =
+            [&ops.q, &ops.k, &ops.v].iter().all(|t| t.is_16_byte_aligned()) && out.is_16_byte_aligned();
+        let plan = AttentionPlan::choose(options.algorithm, s.head_dim, aligned)
+            .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
+        match plan {
+            AttentionPlan::Rows => {
+                let cfg = LaunchConfig::rows_per_block(
+                    OP,
+                    s.rows(),
+                    ROWS_PER_BLOCK as usize,
+                    ROWS_BLOCK,
+                    0,
+                    &self.limits(),
+                )?;
+                // SAFETY: the operands are checked (`attention_operands`), `out` and `lse`
+                // have the output's lengths, `rows >= 1`, `cfg` covers `rows` warps.
+                unsafe { kernels::rows(self, cfg, &ops, out, lse) }
+            }
+            AttentionPlan::Flash { head_dim } => {
+                let cfg = LaunchConfig::grid_3d(
+                    OP,
+                    (s.q_len, s.heads, s.batch),
+                    (FLASH_ROWS, 1, 1),
+                    (FLASH_BLOCK, 1, 1),
+                    flash_shared_bytes(head_dim) as u32,
+                    &self.limits().opted_in(),
+                )?;
+                // SAFETY: as for the rows rung; the plan checked the head dim and the
+                // alignment of every operand, offset and stride; `cfg` is the kernel's grid.
+                unsafe { kernels::flash(self, cfg, &ops, out, lse) }
+            }
+        }
+    }
+
+    /// The checks of every attention call: shapes, head dim, scale, outputs' lengths, owners.
+    fn attention_operands<'a, T: AttentionElement>(
+        &self,
+        q: &AttentionTensor<'a, T>,
+        k: &AttentionTensor<'a, T>,
+        v: &AttentionTensor<'a, T>,
+        options: &AttentionOptions,
+        out: &DeviceVec<T>,
+        lse: &DeviceVec<f32>,
+    ) -> Result<Operands<'a, T>> {
+        let shape = attention_shape(q.dims, k.dims, v.dims)?;
+        same_shape(
+            OP,
+            &[shape.out_len()],
+            &[out.len()],
+            "out holds [batch, q_len, heads, head_dim]",
+        )?;
+        same_shape(
+            OP,
+            &[shape.rows()],
+            &[lse.len()],
+            "lse holds [batch, heads, q_len]",
+        )?;
+        let scale = options.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
+        if !scale.is_finite() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!("the scale must be finite, not {scale}"),
+            });
+        }
+        if !(self.owns(q.data) && self.owns(k.data) && self.owns(v.data) && self.owns(out) && self.owns(lse))
+        {
+            return Err(Error::WrongDevice { op: OP });
+        }
+        Ok(Operands {
+            q: *q,
+            k: *k,
+            v: *v,
+            shape,
+            scale_log2: scale * core::f32::consts::LOG2_E,
+            causal: options.causal,
+        })
+    }
+}

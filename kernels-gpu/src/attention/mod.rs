@@ -1,0 +1,95 @@
+//! Scaled dot-product attention, forward: for each batch `b`, head `h` and query row `i`,
+//!
+//! ```text
+//! s_j    = scale * <q[b, i, h, :], k[b, j, h / group, :]>        for the keys j row i may see
+//! lse    = ln(sum_j exp(s_j))                                     (the row's log-sum-exp)
+//! o[b, i, h, :] = sum_j exp(s_j - lse) * v[b, j, h / group, :]
+//! ```
+//!
+//! with `q`, `k`, `v` laid out `[batch, seq, heads, head_dim]` (FlashAttention's layout), any
+//! element strides along batch, sequence and heads (so that the three parts of a packed QKV
+//! projection are read where they are), `head_dim` contiguous. Grouped-query and multi-query
+//! attention: `kv_heads` divides `heads` and query head `h` reads key/value head `h / group`,
+//! `group = heads / kv_heads`. The query and key lengths may differ; causal masking is aligned
+//! bottom-right, as FlashAttention does: row `i` sees the keys `j <= i + kv_len - q_len`.
+//! The softmax is the seeds' softmax with inverse temperature `scale` (by default
+//! `1 / sqrt(head_dim)`), computed online in f32 with base-2 exponentials: the kernels take
+//! `scale * log2(e)` and work in units of `log2`, so that each probability is one `ex2`.
+//!
+//! # Rules at the edges
+//! * A row that sees no key (causal with `kv_len < q_len`, the first `q_len - kv_len` rows)
+//!   gets output 0 and log-sum-exp `-inf`, never NaN.
+//! * A NaN in `q`, `k` or `v` makes NaN the rows whose scores or sums it enters, and no other.
+//!
+//! # The ladder
+//! * [`rows`]: the tutorial rung, a warp per query row: lane `l` holds the row's dimensions
+//!   `l, l + 32, ...` of `q` and of the output accumulator; per key, a warp sum of the
+//!   dot product (5 shuffles), the online softmax update, and the `P V` sum. Every shape the
+//!   host accepts (head dims up to 256); the reference the fused rung is checked against on the
+//!   GPU.
+//! * [`flash`]: the fused rung, FlashAttention-2's forward on `mma.sync` (a block of 4 warps per
+//!   64 query rows, `Q` in registers, double-buffered 64-key tiles of `K` and `V` by
+//!   `cp.async`, the online softmax in registers, `P` fed back to the tensor cores), for head
+//!   dims 64 and 128 with 16-byte aligned operands; the host plan sends every other call to
+//!   [`rows`].
+
+use crate::gpu::convert::Float;
+use crate::gpu::mma::{mma_m16n8k16_bf16, mma_m16n8k16_f16};
+use crate::gpu::{bf16, f16};
+
+pub mod flash;
+pub mod rows;
+
+pub use flash::*;
+pub use rows::*;
+
+/// Largest head dimension of any rung: 8 per lane of [`rows`]' warp.
+pub const MAX_HEAD_DIM: usize = 256;
+
+/// Head dimensions are multiples of this (16 bytes of a 16-bit element: one vector copy).
+pub const HEAD_DIM_MULTIPLE: usize = 8;
+
+/// A 16-bit input and output type of the attention kernels: widened to f32 for the softmax, and
+/// its `m16n8k16` MMA for the fused rung.
+pub trait AttentionElement: Float {
+    /// `D = A * B + C` on one 16 x 8 x 16 tile (`mma_m16n8k16_bf16` or `_f16`),
+    /// warp-collective.
+    fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4];
+    /// Two f32 rounded to this type and packed into one register, the first in the low half.
+    fn pack(v: [f32; 2]) -> u32;
+}
+
+impl AttentionElement for bf16 {
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+        mma_m16n8k16_bf16(a, b, c)
+    }
+    #[inline(always)]
+    fn pack(v: [f32; 2]) -> u32 {
+        crate::gpu::convert::pack_bf16x2(v)
+    }
+}
+
+impl AttentionElement for f16 {
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+        mma_m16n8k16_f16(a, b, c)
+    }
+    #[inline(always)]
+    fn pack(v: [f32; 2]) -> u32 {
+        crate::gpu::convert::pack_f16x2(v)
+    }
+}
+
+/// The first key a causal row may not see: keys `0..causal_end(i)` are visible to query row
+/// `i` (bottom-right alignment: row `q_len - 1` sees every key), `kv_len` without the mask.
+#[inline(always)]
+pub fn visible_keys(i: usize, q_len: usize, kv_len: usize, causal: bool) -> usize {
+    if causal {
+        (i + 1 + kv_len).saturating_sub(q_len).min(kv_len)
+    } else {
+        kv_len
+    }
+}

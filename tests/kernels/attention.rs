@@ -1,0 +1,479 @@
+//! The attention family against `cpu::attention` (f64 on the same rounded inputs): per backend,
+//! element type (bf16, f16) and algorithm, ragged shapes (sequence 1, 7, 33; head dims 8 to
+//! 256), causal and not, grouped-query and multi-query heads, `q_len != kv_len` both ways (rows
+//! that see no key among them), a packed QKV buffer read in place through strides
+//! (`attention::packed_qkv`), NaN in one key (`attention::nan_key`: the causal rows before it
+//! stay finite), and the errors (`errors::attention`); the free functions
+//! (`global::attention`). The output is checked element by element against the reference's
+//! rounding (half a unit of the output type plus f32 sums), the log-sum-exp to 1e-4.
+
+use gpukern::{
+    AttentionAlgorithm, AttentionElement, AttentionOptions, AttentionTensor, DeviceVec, Error, Gpu, bf16,
+    cpu, f16,
+};
+use libtest_mimic::Trial;
+use ndarray::{Array4, ArrayView4};
+use rand::Rng;
+use rand::rngs::StdRng;
+
+use crate::common::check::*;
+use crate::common::trial::{Target, global_trial, trial};
+
+/// One trial's sizes: batch, q_len, kv_len, heads, kv_heads, head_dim, causal.
+type Case = (usize, usize, usize, usize, usize, usize, bool);
+
+/// Simulator cases: tiny and ragged (the simulator runs each lane, and each `mma` as a warp's
+/// shuffles): the fused rung's two query tiles and two KV tiles (causal, `q_len < kv_len`) at
+/// head dim 64, one ragged tile at 128.
+const SIM_CASES: &[Case] = &[
+    (1, 1, 1, 1, 1, 8, false),
+    (1, 7, 7, 2, 1, 8, true),
+    (2, 33, 33, 2, 2, 64, true),
+    (1, 33, 17, 2, 1, 64, false),
+    (1, 5, 9, 4, 2, 16, true),
+    (1, 9, 5, 2, 1, 8, true),
+    (1, 3, 4, 1, 1, 256, false),
+    (1, 70, 80, 1, 1, 64, true),
+    (1, 20, 40, 1, 1, 128, false),
+];
+
+/// CUDA cases: ragged lengths past a 64-row tile, every head-dim class, GQA and MQA.
+const CUDA_CASES: &[Case] = &[
+    (1, 1, 1, 1, 1, 8, false),
+    (2, 129, 129, 4, 2, 64, true),
+    (2, 129, 129, 4, 2, 64, false),
+    (1, 200, 333, 8, 1, 128, true),
+    (1, 333, 200, 4, 4, 128, true),
+    (1, 257, 257, 2, 2, 256, false),
+    (1, 100, 100, 3, 3, 96, true),
+    (1, 65, 130, 2, 1, 40, false),
+];
+
+/// CUDA cases of the fused rung against the rows rung (the tutorial rung as the reference on the
+/// GPU, where the f64 reference on the CPU would take minutes): the bench's head dims at
+/// sequences of thousands, ragged.
+const FUSED_VS_ROWS: &[Case] = &[
+    (1, 2048, 2048, 8, 8, 128, true),
+    (1, 2048, 2048, 8, 2, 128, false),
+    (2, 1537, 3001, 4, 4, 64, true),
+];
+
+/// Every trial of the family.
+pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
+    let mut trials = backend_trials(sim, SIM_CASES);
+    trials.extend(backend_trials(cuda, CUDA_CASES));
+    for (n, case) in FUSED_VS_ROWS.iter().enumerate() {
+        let (name, case) = (case_name(case), *case);
+        trials.push(if n % 2 == 0 {
+            trial(
+                cuda,
+                &format!("attention::flash_vs_rows::bf16::{name}"),
+                move |gpu, rng| flash_vs_rows::<bf16>(gpu, rng, case),
+            )
+        } else {
+            trial(
+                cuda,
+                &format!("attention::flash_vs_rows::f16::{name}"),
+                move |gpu, rng| flash_vs_rows::<f16>(gpu, rng, case),
+            )
+        });
+    }
+    trials.push(global_trial("attention", global_attention));
+    trials
+}
+
+/// The name of a case.
+fn case_name(&(b, sq, skv, h, hk, d, causal): &Case) -> String {
+    let mask = if causal { "causal" } else { "full" };
+    format!("{b}x{sq}x{skv}x{h}h{hk}kv_d{d}_{mask}")
+}
+
+/// One backend's trials.
+fn backend_trials(target: &Target, cases: &'static [Case]) -> Vec<Trial> {
+    let mut trials = vec![
+        trial(target, "attention::packed_qkv", packed_qkv),
+        trial(target, "attention::nan_key", nan_key),
+        trial(target, "errors::attention", |gpu, _| errors(gpu)),
+    ];
+    // The simulator runs each rung once; CUDA also the plan's choice.
+    let every = target.prefix != "sim";
+    for (n, case) in cases.iter().enumerate() {
+        let name = case_name(case);
+        let case = *case;
+        // Alternate the element types so that both meet every kind of case; both at head dim
+        // 128, so that every fused kernel is launched.
+        if n % 2 == 0 || case.5 == 128 {
+            trials.push(trial(
+                target,
+                &format!("attention::bf16::{name}"),
+                move |gpu, rng| run_case::<bf16>(gpu, rng, case, every),
+            ));
+        }
+        if n % 2 == 1 || case.5 == 128 {
+            trials.push(trial(
+                target,
+                &format!("attention::f16::{name}"),
+                move |gpu, rng| run_case::<f16>(gpu, rng, case, every),
+            ));
+        }
+    }
+    trials
+}
+
+/// A test element: bf16 or f16, with its rounding unit (half an ulp relative).
+trait TestElement: AttentionElement {
+    const UNIT: f32;
+}
+
+impl TestElement for bf16 {
+    const UNIT: f32 = 1.0 / 256.0;
+}
+
+impl TestElement for f16 {
+    const UNIT: f32 = 1.0 / 2048.0;
+}
+
+/// A random `[b, s, h, d]` array of `T` in [-1, 1).
+fn random4<T: TestElement>(rng: &mut StdRng, dims: [usize; 4]) -> Array4<T> {
+    Array4::from_shape_fn(dims, |_| T::from_f32(rng.random_range(-1.0f32..1.0)))
+}
+
+/// Fails unless the output is within `2 UNIT |want| + 1e-5` of the reference element by
+/// element (the output's own rounding plus f32 sums; NaN where the reference is), and the
+/// log-sum-exp within `1e-4 + 1e-5 |want|` (the same infinity where the reference is
+/// infinite).
+fn check_attention<T: TestElement>(
+    what: &str,
+    (out, lse): (&[T], &[f32]),
+    (want_out, want_lse): (&[f32], &[f32]),
+) -> Check {
+    check_attention_abs::<T>(what, (out, lse), (want_out, want_lse), 1e-5)
+}
+
+/// [`check_attention`] with an absolute output tolerance of `abs`.
+fn check_attention_abs<T: TestElement>(
+    what: &str,
+    (out, lse): (&[T], &[f32]),
+    (want_out, want_lse): (&[f32], &[f32]),
+    abs: f32,
+) -> Check {
+    let got: Vec<f32> = out.iter().map(|x| x.to_f32()).collect();
+    check_close(&format!("{what}: out"), &got, want_out, abs, 2.0 * T::UNIT)?;
+    check_close(&format!("{what}: lse"), lse, want_lse, 1e-4, 1e-5)
+}
+
+/// Every algorithm (`every`; else the rungs alone, not `Auto`) on one case against the
+/// reference.
+fn run_case<T: TestElement>(
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    (b, sq, skv, h, hk, d, causal): Case,
+    every: bool,
+) -> Check {
+    let (q, k, v) = (
+        random4::<T>(rng, [b, sq, h, d]),
+        random4::<T>(rng, [b, skv, hk, d]),
+        random4::<T>(rng, [b, skv, hk, d]),
+    );
+    let (qb, kb, vb) = (
+        gpu.upload(q.as_slice().expect("standard layout"))?,
+        gpu.upload(k.as_slice().expect("standard layout"))?,
+        gpu.upload(v.as_slice().expect("standard layout"))?,
+    );
+    let (qt, kt, vt) = (
+        AttentionTensor::contiguous(&qb, [b, sq, h, d])?,
+        AttentionTensor::contiguous(&kb, [b, skv, hk, d])?,
+        AttentionTensor::contiguous(&vb, [b, skv, hk, d])?,
+    );
+    let mut options = AttentionOptions {
+        causal,
+        ..Default::default()
+    };
+    let (want_out, want_lse) = cpu::attention(&q, &k, &v, &options)?;
+    let (want_out, want_lse) = (
+        want_out.into_raw_vec_and_offset().0,
+        want_lse.into_raw_vec_and_offset().0,
+    );
+    for algorithm in AttentionAlgorithm::ALL {
+        if !every && algorithm == AttentionAlgorithm::Auto {
+            continue;
+        }
+        options.algorithm = algorithm;
+        let result = gpu.attention(&qt, &kt, &vt, &options);
+        if algorithm == AttentionAlgorithm::Flash && d != 64 && d != 128 {
+            match result {
+                Err(Error::InvalidArgument { .. }) => continue,
+                other => return Err(format!("flash at head dim {d}: {:?}", other.map(|_| ())).into()),
+            }
+        }
+        let got = result?;
+        // The fused rung rounds the probabilities to `T` for `P V`: up to `UNIT max|v|` more
+        // (|v| < 1 here); the rows rung only the output.
+        let fused = (d == 64 || d == 128) && algorithm != AttentionAlgorithm::Rows;
+        check_attention_abs::<T>(
+            algorithm.name(),
+            (&got.out.to_vec()?, &got.lse.to_vec()?),
+            (&want_out, &want_lse),
+            if fused { T::UNIT } else { 1e-5 },
+        )?;
+    }
+    Ok(())
+}
+
+/// The fused rung against the rows rung on one case: outputs within the sum of both rungs'
+/// errors against the exact result (the rows rung's output rounding, the fused rung's rounded
+/// probabilities and output rounding: `UNIT + 4 UNIT |want|`), log-sum-exp within `2e-4`.
+fn flash_vs_rows<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, (b, sq, skv, h, hk, d, causal): Case) -> Check {
+    let (q, k, v) = (
+        random4::<T>(rng, [b, sq, h, d]),
+        random4::<T>(rng, [b, skv, hk, d]),
+        random4::<T>(rng, [b, skv, hk, d]),
+    );
+    let up = |a: &Array4<T>| gpu.upload(a.as_slice().expect("standard layout"));
+    let (qb, kb, vb) = (up(&q)?, up(&k)?, up(&v)?);
+    let (qt, kt, vt) = (
+        AttentionTensor::contiguous(&qb, [b, sq, h, d])?,
+        AttentionTensor::contiguous(&kb, [b, skv, hk, d])?,
+        AttentionTensor::contiguous(&vb, [b, skv, hk, d])?,
+    );
+    let run = |algorithm| {
+        let options = AttentionOptions {
+            causal,
+            scale: None,
+            algorithm,
+        };
+        gpu.attention(&qt, &kt, &vt, &options)
+    };
+    let (rows, flash) = (run(AttentionAlgorithm::Rows)?, run(AttentionAlgorithm::Flash)?);
+    let wide = |x: &DeviceVec<T>| -> gpukern::Result<Vec<f32>> {
+        Ok(x.to_vec()?.iter().map(|e| e.to_f32()).collect())
+    };
+    check_close(
+        "flash vs rows: out",
+        &wide(&flash.out)?,
+        &wide(&rows.out)?,
+        T::UNIT,
+        4.0 * T::UNIT,
+    )?;
+    check_close(
+        "flash vs rows: lse",
+        &flash.lse.to_vec()?,
+        &rows.lse.to_vec()?,
+        2e-4,
+        1e-5,
+    )
+}
+
+/// A packed QKV projection `[b, s, 3, h, d]` read in place: three strided views of one buffer,
+/// with an explicit scale, against the reference on the three parts copied out.
+fn packed_qkv(gpu: &Gpu, rng: &mut StdRng) -> Check {
+    let (b, s, h, d) = (2, 9, 2, 16);
+    let qkv: Vec<bf16> = (0..b * s * 3 * h * d)
+        .map(|_| bf16::from_f32(rng.random_range(-1.0f32..1.0)))
+        .collect();
+    let buffer = gpu.upload(&qkv)?;
+    let strides = [s * 3 * h * d, 3 * h * d, d];
+    let part = |p: usize| AttentionTensor::strided(&buffer, p * h * d, [b, s, h, d], strides);
+    let options = AttentionOptions {
+        causal: true,
+        scale: Some(0.3),
+        ..Default::default()
+    };
+    let got = gpu.attention(&part(0)?, &part(1)?, &part(2)?, &options)?;
+    let view = ArrayView4::from_shape((b, s, 3 * h, d), &qkv)?;
+    let copy = |p: usize| view.slice(ndarray::s![.., .., p * h..(p + 1) * h, ..]).to_owned();
+    let (want_out, want_lse) = cpu::attention(&copy(0), &copy(1), &copy(2), &options)?;
+    check_attention::<bf16>(
+        "packed qkv",
+        (&got.out.to_vec()?, &got.lse.to_vec()?),
+        (
+            &want_out.into_raw_vec_and_offset().0,
+            &want_lse.into_raw_vec_and_offset().0,
+        ),
+    )
+}
+
+/// A NaN in key 3 (causal, 8 rows): rows 0..3 never see it and stay finite and right, rows
+/// 3.. are NaN (output and log-sum-exp), as the reference.
+fn nan_key(gpu: &Gpu, rng: &mut StdRng) -> Check {
+    let (s, d) = (8, 8);
+    let q = random4::<bf16>(rng, [1, s, 1, d]);
+    let mut k = random4::<bf16>(rng, [1, s, 1, d]);
+    let v = random4::<bf16>(rng, [1, s, 1, d]);
+    k[[0, 3, 0, 5]] = bf16::NAN;
+    let options = AttentionOptions {
+        causal: true,
+        ..Default::default()
+    };
+    let up = |a: &Array4<bf16>| gpu.upload(a.as_slice().expect("standard layout"));
+    let (qb, kb, vb) = (up(&q)?, up(&k)?, up(&v)?);
+    let t = |x| AttentionTensor::contiguous(x, [1, s, 1, d]);
+    let got = gpu.attention(&t(&qb)?, &t(&kb)?, &t(&vb)?, &options)?;
+    let (out, lse) = (got.out.to_vec()?, got.lse.to_vec()?);
+    if lse[..3].iter().any(|x| !x.is_finite()) || lse[3..].iter().any(|x| !x.is_nan()) {
+        return Err(format!("lse {lse:?}: rows 0..3 finite, 3.. NaN expected").into());
+    }
+    let (want_out, want_lse) = cpu::attention(&q, &k, &v, &options)?;
+    check_attention::<bf16>(
+        "nan key",
+        (&out, &lse),
+        (
+            &want_out.into_raw_vec_and_offset().0,
+            &want_lse.into_raw_vec_and_offset().0,
+        ),
+    )
+}
+
+/// The errors: shapes that do not fit, unsupported head dims, a bad scale, strides past the
+/// buffer, wrong output lengths; and the empty cases, which are empty results.
+fn errors(gpu: &Gpu) -> Check {
+    let buf = |n: usize| gpu.zeros_of::<bf16>(n);
+    let opts = AttentionOptions::default();
+    let mut failures = Vec::new();
+    let mut expect = |what: &str, result: gpukern::Result<()>, want: fn(&Error) -> bool| match result {
+        Err(e) if want(&e) => {}
+        other => failures.push(format!("{what}: {other:?}")),
+    };
+    let shape_mismatch: fn(&Error) -> bool = |e| matches!(e, Error::ShapeMismatch { .. });
+    let invalid: fn(&Error) -> bool = |e| matches!(e, Error::InvalidArgument { .. });
+    let run = |qd: [usize; 4], kd: [usize; 4], vd: [usize; 4], o: &AttentionOptions| -> gpukern::Result<()> {
+        let (qb, kb, vb) = (
+            buf(qd.iter().product())?,
+            buf(kd.iter().product())?,
+            buf(vd.iter().product())?,
+        );
+        gpu.attention(
+            &AttentionTensor::contiguous(&qb, qd)?,
+            &AttentionTensor::contiguous(&kb, kd)?,
+            &AttentionTensor::contiguous(&vb, vd)?,
+            o,
+        )
+        .map(|_| ())
+    };
+    expect(
+        "k and v differ",
+        run([1, 4, 2, 8], [1, 4, 2, 8], [1, 5, 2, 8], &opts),
+        shape_mismatch,
+    );
+    expect(
+        "batch differs",
+        run([2, 4, 2, 8], [1, 4, 2, 8], [1, 4, 2, 8], &opts),
+        shape_mismatch,
+    );
+    expect(
+        "head dim differs",
+        run([1, 4, 2, 16], [1, 4, 2, 8], [1, 4, 2, 8], &opts),
+        shape_mismatch,
+    );
+    expect(
+        "kv heads 3 of 4",
+        run([1, 4, 4, 8], [1, 4, 3, 8], [1, 4, 3, 8], &opts),
+        shape_mismatch,
+    );
+    expect(
+        "kv heads 0",
+        run([1, 4, 4, 8], [1, 4, 0, 8], [1, 4, 0, 8], &opts),
+        shape_mismatch,
+    );
+    expect(
+        "head dim 12",
+        run([1, 4, 1, 12], [1, 4, 1, 12], [1, 4, 1, 12], &opts),
+        invalid,
+    );
+    expect(
+        "head dim 264",
+        run([1, 2, 1, 264], [1, 2, 1, 264], [1, 2, 1, 264], &opts),
+        invalid,
+    );
+    expect(
+        "head dim 0",
+        run([1, 2, 1, 0], [1, 2, 1, 0], [1, 2, 1, 0], &opts),
+        invalid,
+    );
+    let nan_scale = AttentionOptions {
+        scale: Some(f32::NAN),
+        ..Default::default()
+    };
+    expect(
+        "scale NaN",
+        run([1, 4, 1, 8], [1, 4, 1, 8], [1, 4, 1, 8], &nan_scale),
+        invalid,
+    );
+    let small = buf(10)?;
+    expect(
+        "strides past the buffer",
+        AttentionTensor::strided(&small, 4, [1, 1, 1, 8], [8, 8, 8]).map(|_| ()),
+        invalid,
+    );
+    expect(
+        "contiguous of the wrong length",
+        AttentionTensor::contiguous(&small, [1, 1, 1, 8]).map(|_| ()),
+        shape_mismatch,
+    );
+    let (qb, kb) = (buf(32)?, buf(32)?);
+    let (q, k) = (
+        AttentionTensor::contiguous(&qb, [1, 4, 1, 8])?,
+        AttentionTensor::contiguous(&kb, [1, 4, 1, 8])?,
+    );
+    let (mut out, mut lse) = (buf(31)?, gpu.zeros_of::<f32>(4)?);
+    expect(
+        "out too short",
+        gpu.attention_into(&q, &k, &k, &opts, &mut out, &mut lse),
+        shape_mismatch,
+    );
+    // Empty batch, query length or heads: empty results, nothing launched. kv_len 0: every
+    // row sees no key (output 0, log-sum-exp -inf).
+    for (qd, kd) in [
+        ([0, 4, 2, 8], [0, 4, 2, 8]),
+        ([1, 0, 2, 8], [1, 4, 2, 8]),
+        ([1, 4, 0, 8], [1, 4, 1, 8]),
+    ] {
+        if let Err(e) = run(qd, kd, kd, &opts) {
+            failures.push(format!("empty {qd:?}: {e}"));
+        }
+    }
+    let (qb, kb) = (buf(16)?, buf(0)?);
+    let got = gpu.attention(
+        &AttentionTensor::contiguous(&qb, [1, 2, 1, 8])?,
+        &AttentionTensor::contiguous(&kb, [1, 0, 1, 8])?,
+        &AttentionTensor::contiguous(&kb, [1, 0, 1, 8])?,
+        &opts,
+    )?;
+    let (out, lse) = (got.out.to_vec()?, got.lse.to_vec()?);
+    if out.iter().any(|x| x.to_f32() != 0.0) || lse.iter().any(|&x| x != f32::NEG_INFINITY) {
+        failures.push(format!("kv_len 0: out {out:?}, lse {lse:?}"));
+    }
+    all_passed(failures)
+}
+
+/// `gpukern::attention` / `attention_lse` on host arrays (a transposed-axes view among them)
+/// against the reference.
+fn global_attention(rng: &mut StdRng) -> Check {
+    let (b, s, h, d) = (1, 6, 2, 8);
+    let q = random4::<f16>(rng, [b, s, h, d]);
+    // `k` given as a view with permuted axes of a `[b, h, s, d]` array.
+    let k_bhsd = random4::<f16>(rng, [b, h, s, d]);
+    let k = k_bhsd.view().permuted_axes([0, 2, 1, 3]);
+    let v = random4::<f16>(rng, [b, s, h, d]);
+    let options = AttentionOptions {
+        causal: true,
+        ..Default::default()
+    };
+    let (out, lse) = gpukern::attention_lse(&q, &k, &v, &options)?;
+    let plain = gpukern::attention(&q, &k, &v, &options)?;
+    if plain != out {
+        return Err("attention and attention_lse differ".into());
+    }
+    let (want_out, want_lse) = cpu::attention(&q, &k, &v, &options)?;
+    check_attention::<f16>(
+        "global",
+        (
+            &out.iter().copied().collect::<Vec<_>>(),
+            &lse.iter().copied().collect::<Vec<_>>(),
+        ),
+        (
+            &want_out.into_raw_vec_and_offset().0,
+            &want_lse.into_raw_vec_and_offset().0,
+        ),
+    )
+}
