@@ -704,6 +704,7 @@ where
     let gpu = Gpu::global()?;
     let ids = gpu.upload_token_ids(ids, table.nrows())?;
     gpu.embedding(&gpu.upload_matrix(table)?, &ids)?.to_array()
+}
 
 #[cfg(feature = "sample")]
 /// The next token of each row of the logits `m` (f32 or bf16), drawn with `options` on the
@@ -726,6 +727,7 @@ where
     let gpu = Gpu::global()?;
     let tokens = gpu.sample(&gpu.upload_matrix(m)?, options)?;
     Ok(ndarray::Array1::from(gpu.download(&tokens)?))
+}
 
 #[cfg(feature = "attention")]
 /// Attention forward on host arrays `[batch, seq, heads, head_dim]` (bf16 or f16, any layout:

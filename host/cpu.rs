@@ -418,6 +418,7 @@ pub fn embedding_rows<T: Copy + Default>(table: &[T], hidden: usize, ids: &[i64]
         }
     }
     y
+}
 
 #[cfg(feature = "attention")]
 /// Attention forward in f64 on the given (already rounded) inputs `[batch, seq, heads,
