@@ -5,7 +5,7 @@
 //! whose features are enabled (all of them with `library`, on by default).
 
 /// gpukern's family features, each the kernels-gpu feature of the same name.
-const FAMILIES: [&str; 7] = [
+const FAMILIES: [&str; 8] = [
     "add",
     "matmul",
     "softmax",
@@ -13,6 +13,7 @@ const FAMILIES: [&str; 7] = [
     "reduce",
     "transpose",
     "cross_entropy",
+    "decode_attention",
 ];
 
 fn main() {

@@ -101,7 +101,8 @@ pub mod copy;
     feature = "norm",
     feature = "reduce",
     feature = "transpose",
-    feature = "cross_entropy"
+    feature = "cross_entropy",
+    feature = "decode_attention"
 ))]
 pub mod cpu;
 pub mod device;
@@ -146,7 +147,8 @@ pub use half::{bf16, f16};
     feature = "norm",
     feature = "reduce",
     feature = "transpose",
-    feature = "cross_entropy"
+    feature = "cross_entropy",
+    feature = "decode_attention"
 ))]
 pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
@@ -158,6 +160,10 @@ pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
 #[cfg(feature = "cross_entropy")]
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
+#[cfg(feature = "decode_attention")]
+pub use ops::decode_attention::{
+    DecodeAlgorithm, DecodeOutput, DecodeQuery, KvAppendAlgorithm, KvCacheShape, KvElement, PagedKvCache,
+};
 #[cfg(feature = "matmul")]
 pub use ops::matmul::{
     HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile, tf32_error_factor,

@@ -11,6 +11,8 @@
 pub mod add;
 #[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
+#[cfg(feature = "decode_attention")]
+pub mod decode_attention;
 #[cfg(feature = "matmul")]
 pub mod matmul;
 #[cfg(feature = "norm")]
@@ -64,8 +66,8 @@ mod tests {
             }
         }
         assert_eq!(
-            families, 7,
-            "add, cross_entropy, matmul, norm, reduce, softmax, transpose"
+            families, 8,
+            "add, cross_entropy, decode_attention, matmul, norm, reduce, softmax, transpose"
         );
     }
 

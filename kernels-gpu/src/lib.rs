@@ -66,6 +66,8 @@ macro_rules! unroll_8 {
 pub mod add;
 #[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
+#[cfg(feature = "decode_attention")]
+pub mod decode_attention;
 #[cfg(feature = "grid_check")]
 pub mod grid_check;
 #[cfg(feature = "matmul")]
