@@ -36,7 +36,13 @@ pub use gpukern_device as gpu;
 /// time on the kernel crate goes with the number of copies (the code generated is the same).
 // Unused when only families without it (add, transpose) are enabled.
 #[cfg_attr(
-    not(any(feature = "softmax", feature = "matmul", feature = "norm", feature = "reduce")),
+    not(any(
+        feature = "softmax",
+        feature = "matmul",
+        feature = "norm",
+        feature = "reduce",
+        feature = "decode_attention"
+    )),
     allow(unused_macros)
 )]
 macro_rules! unroll_8 {

@@ -4,10 +4,11 @@
 
 use kernels_gpu::decode_attention::{ATTN_WARPS, ROWS_PER_WARP};
 
-/// Warps of the split step per multiprocessor the plan aims for: a warp has two 16-byte loads
-/// per lane in flight, so a multiprocessor needs many of them to keep its share of the memory
-/// system busy; 16 of its 64 warp slots, leaving room for the combine and other work.
-const WARPS_PER_SM: usize = 16;
+/// Warps of the split step per multiprocessor the plan aims for: one full wave. A warp has two
+/// 16-byte loads per lane in flight, so a multiprocessor needs all the warps it can hold to keep
+/// its share of the memory system busy; the split kernel's registers (about 150 per thread on
+/// sm_90, ptxas -v) let 12 warps (3 blocks of 4) be resident.
+const WARPS_PER_SM: usize = 12;
 /// Fewest keys per chunk: below this, a chunk's partial (`(head_dim + 2) * 4` bytes per row,
 /// written and read back by the combine) is no longer small next to the chunk's K and V rows
 /// (32 keys of `head_dim` 128 in bf16: 16 KiB of K and V against 520 bytes of partial).
@@ -132,8 +133,8 @@ mod tests {
         }
     }
 
-    /// The bench's shapes on an H200 (132 SMs): batch 1 wants 264 chunks, held to 128 (32 keys
-    /// each); batch 8 wants 33 (125 keys each, 33 chunks).
+    /// The bench's shapes on an H200 (132 SMs): batch 1 wants 198 chunks, held to 128 (32 keys
+    /// each); batch 8 wants 25 (164 keys each, 25 chunks).
     #[test]
     fn bench_shapes() {
         assert_eq!(
@@ -142,20 +143,20 @@ mod tests {
         );
         assert_eq!(
             DecodePlan::choose(DecodeAlgorithm::Split, shape(8, 1, 128, 4096), 132),
-            DecodePlan::Split { splits: 33, chunk: 125 }
+            DecodePlan::Split { splits: 25, chunk: 164 }
         );
     }
 
-    /// The warp target's boundary: 8 kv heads of one row group want `ceil(16 * sms / 8)` chunks;
-    /// with enough context, exactly that, one more warp (rows) halves it.
+    /// The warp target's boundary: 8 kv heads of one row group want `ceil(12 * sms / 8)` chunks;
+    /// with enough context, exactly that; a fifth row (a second group) halves it.
     #[test]
     fn warps_per_sm_boundary() {
         // 8 warps per chunk at 4 rows; 5 rows are two groups: 16 warps per chunk.
-        assert_eq!(decode_splits(1, 8, 4, 1 << 20, 132), 264);
-        assert_eq!(decode_splits(1, 8, 5, 1 << 20, 132), 132);
+        assert_eq!(decode_splits(1, 8, 4, 1 << 20, 132), 198);
+        assert_eq!(decode_splits(1, 8, 5, 1 << 20, 132), 99);
         // Enough warps without splitting: one chunk.
-        assert_eq!(decode_splits(264, 8, 4, 1 << 20, 132), 1);
-        assert_eq!(decode_splits(263, 8, 4, 1 << 20, 132), 2);
+        assert_eq!(decode_splits(198, 8, 4, 1 << 20, 132), 1);
+        assert_eq!(decode_splits(197, 8, 4, 1 << 20, 132), 2);
     }
 
     /// The minimum chunk: a context of 32 keys is one chunk, 33 may be two; the maximum count.

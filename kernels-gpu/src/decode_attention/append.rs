@@ -99,13 +99,17 @@ pub unsafe fn kv_cache_append_vec<E: KvElem>(
     let kvh = (i / vecs) % kv_heads;
     let t = (i / (vecs * kv_heads)) % new;
     let b = i / (vecs * kv_heads * new);
-    // SAFETY: as the tutorial rung; the vectors are 16-byte aligned (`head_dim % 8 == 0`).
+    // SAFETY: as the tutorial rung; the vectors are 16-byte aligned (`head_dim % 8 == 0`, 2-byte
+    // elements: `dst` is even).
     unsafe {
         let pos = mem::load(lens, b) as usize + t;
         let dst = row_of(table, b, max_blocks, pos, shift, kv_heads, kvh, head_dim) + d;
-        let k: [E; VEC] = vector::load(k_new, i * VEC);
-        let v: [E; VEC] = vector::load(v_new, i * VEC);
-        vector::store(k_pool, dst, k);
-        vector::store(v_pool, dst, v);
+        // The 8 elements moved as the bits of 4 floats (no arithmetic on them), each vector
+        // stored as soon as it is loaded: a vector held across the other's load went through
+        // local memory (a 16-byte stack frame in ptxas's report).
+        let k = vector::load4(k_new.cast::<f32>(), i * 4);
+        vector::store4(k_pool.cast::<f32>(), dst / 2, k);
+        let v = vector::load4(v_new.cast::<f32>(), i * 4);
+        vector::store4(v_pool.cast::<f32>(), dst / 2, v);
     }
 }

@@ -6,6 +6,9 @@ use super::{row_of, KvElem, ATTN_BLOCK, ROWS_PER_WARP, VEC};
 use crate::gpu::{bf16, f16, math, mem, thread, vector, warp};
 use crate::kernel;
 
+// The row loops below are unrolled by hand for 4 rows.
+const _: () = assert!(ROWS_PER_WARP == 4);
+
 /// One key's K and V vectors of one lane (8 dimensions each), zeros past the chunk.
 ///
 /// # Safety
@@ -117,12 +120,14 @@ pub unsafe fn decode_attention_split<E: KvElem, const D: usize>(
     let start = c * chunk;
     let end = (start + chunk).min(len);
 
-    // Each row's query row (of `q`, `out`), causal limit, and this lane's query dimensions.
+    // Each row's query row (of `q`, `out`), causal limit, and this lane's query dimensions. The
+    // loops over rows and dimensions are unrolled by hand (`unroll_8!`) so that the arrays stay
+    // in registers.
     let q_scale = scale * math::LOG2_E;
     let mut row_of_q = [usize::MAX; ROWS_PER_WARP];
     let mut limit = [0usize; ROWS_PER_WARP];
     let mut qv = [[0.0f32; VEC]; ROWS_PER_WARP];
-    for i in 0..ROWS_PER_WARP {
+    unroll_8!(4, |i| {
         let r = group * ROWS_PER_WARP + i;
         if r < rows {
             let (hg, qi) = (r / q_len, r % q_len);
@@ -130,11 +135,11 @@ pub unsafe fn decode_attention_split<E: KvElem, const D: usize>(
             limit[i] = len - q_len + qi;
             // SAFETY: a row of `q`, dimensions `8 part .. 8 part + 8 <= D`, 16-byte aligned.
             let x: [E; VEC] = unsafe { vector::load(q, row_of_q[i] * D + part * VEC) };
-            for e in 0..VEC {
+            unroll_8!(8, |e| {
                 qv[i][e] = x[e].to_f32() * q_scale;
-            }
+            });
         }
-    }
+    });
 
     let mut m = [f32::NEG_INFINITY; ROWS_PER_WARP];
     let mut s = [0.0f32; ROWS_PER_WARP];
@@ -152,72 +157,71 @@ pub unsafe fn decode_attention_split<E: KvElem, const D: usize>(
         // SAFETY: as above.
         next = unsafe { load_kv(k_pool, v_pool, table, at, head, j_next, j_next < end) };
         let (mut k, mut v) = ([0.0f32; VEC], [0.0f32; VEC]);
-        for e in 0..VEC {
+        unroll_8!(8, |e| {
             k[e] = kx[e].to_f32();
             v[e] = vx[e].to_f32();
-        }
-        for i in 0..ROWS_PER_WARP {
-            if row_of_q[i] == usize::MAX {
-                continue; // warp-uniform: the same rows in every lane
-            }
-            let mut dot = 0.0f32;
-            for e in 0..VEC {
-                dot = math::fma(qv[i][e], k[e], dot);
-            }
-            let mut mask = lanes_per_key / 2;
-            while mask > 0 {
-                dot += warp::shfl_xor(dot, mask as u32);
-                mask /= 2;
-            }
-            let score = if j < end && j <= limit[i] {
-                dot
-            } else {
-                f32::NEG_INFINITY
-            };
-            let mut top = score;
-            let mut mask = lanes_per_key;
-            while mask < warp::SIZE as usize {
-                top = math::max_nan(top, warp::shfl_xor(top, mask as u32));
-                mask *= 2;
-            }
-            let m_new = math::max_nan(m[i], top);
-            if m_new != f32::NEG_INFINITY {
-                // warp-uniform: every key of this step is masked for the row, or not
-                let alpha = math::fast::exp2(m[i] - m_new);
-                let p = math::fast::exp2(score - m_new);
-                s[i] = s[i] * alpha + p;
-                for e in 0..VEC {
-                    o[i][e] = math::fma(p, v[e], o[i][e] * alpha);
+        });
+        unroll_8!(4, |i| {
+            // Warp-uniform: the same rows in every lane.
+            if row_of_q[i] != usize::MAX {
+                let mut dot = 0.0f32;
+                unroll_8!(8, |e| {
+                    dot = math::fma(qv[i][e], k[e], dot);
+                });
+                let mut mask = lanes_per_key / 2;
+                while mask > 0 {
+                    dot += warp::shfl_xor(dot, mask as u32);
+                    mask /= 2;
                 }
-                m[i] = m_new;
+                let score = if j < end && j <= limit[i] {
+                    dot
+                } else {
+                    f32::NEG_INFINITY
+                };
+                let mut top = score;
+                let mut mask = lanes_per_key;
+                while mask < warp::SIZE as usize {
+                    top = math::max_nan(top, warp::shfl_xor(top, mask as u32));
+                    mask *= 2;
+                }
+                let m_new = math::max_nan(m[i], top);
+                // Warp-uniform: every key of this step is masked for the row, or not.
+                if m_new != f32::NEG_INFINITY {
+                    let alpha = math::fast::exp2(m[i] - m_new);
+                    let p = math::fast::exp2(score - m_new);
+                    s[i] = s[i] * alpha + p;
+                    unroll_8!(8, |e| {
+                        o[i][e] = math::fma(p, v[e], o[i][e] * alpha);
+                    });
+                    m[i] = m_new;
+                }
             }
-        }
+        });
         j0 += slots;
     }
 
     // The slots' sums and outputs added; slot 0 writes the partials.
-    for i in 0..ROWS_PER_WARP {
-        if row_of_q[i] == usize::MAX {
-            continue;
-        }
-        let mut mask = lanes_per_key;
-        while mask < warp::SIZE as usize {
-            s[i] += warp::shfl_xor(s[i], mask as u32);
-            for e in 0..VEC {
-                o[i][e] += warp::shfl_xor(o[i][e], mask as u32);
+    unroll_8!(4, |i| {
+        if row_of_q[i] != usize::MAX {
+            let mut mask = lanes_per_key;
+            while mask < warp::SIZE as usize {
+                s[i] += warp::shfl_xor(s[i], mask as u32);
+                unroll_8!(8, |e| {
+                    o[i][e] += warp::shfl_xor(o[i][e], mask as u32);
+                });
+                mask *= 2;
             }
-            mask *= 2;
-        }
-        if slot == 0 {
-            let p = row_of_q[i] * splits + c;
-            // SAFETY: partial `p` of `ml` and `acc`; dimensions `8 part .. 8 part + 8 <= D`.
-            unsafe {
-                vector::store(acc, p * D + part * VEC, o[i]);
-                if part == 0 {
-                    mem::store(ml, 2 * p, m[i]);
-                    mem::store(ml, 2 * p + 1, s[i]);
+            if slot == 0 {
+                let p = row_of_q[i] * splits + c;
+                // SAFETY: partial `p` of `ml` and `acc`; dimensions `8 part .. 8 part + 8 <= D`.
+                unsafe {
+                    vector::store(acc, p * D + part * VEC, o[i]);
+                    if part == 0 {
+                        mem::store(ml, 2 * p, m[i]);
+                        mem::store(ml, 2 * p + 1, s[i]);
+                    }
                 }
             }
         }
-    }
+    });
 }
