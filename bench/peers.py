@@ -20,7 +20,7 @@ families) and the command line. The method, records, timing and the suite (bench
 the shapes and byte and flop models the Rust bench reads too) are in peers_common.py; the peers
 are filed by family beside it, one file per file of examples/bench/ (peers_memory.py,
 peers_matmul.py, peers_softmax.py, peers_overhead.py, peers_reduce.py, peers_transpose.py,
-peers_norm.py, peers_cross_entropy.py, peers_matmul_half.py, peers_graph.py,
+peers_norm.py, peers_cross_entropy.py, peers_decode_attention.py, peers_matmul_half.py, peers_graph.py,
 peers_transfer.py, peers_multi.py). Imports go one way: peers_common <- family files <- this
 file (`--list` prints PEERS; `--selftest` checks the pure parts).
 """
@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 
 import peers_common as C
 import peers_cross_entropy
+import peers_decode_attention
 import peers_graph
 import peers_matmul
 import peers_matmul_half
@@ -76,6 +77,8 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "torch_half": [peers_matmul_half.peer_torch_half],
     "triton_half": [peers_matmul_half.peer_triton_half],
     "compile_softmax": [peers_softmax.peer_compile_softmax],
+    "torch_decode": [peers_decode_attention.torch_decode],
+    "compile_decode": [peers_decode_attention.compile_decode],
 }
 
 

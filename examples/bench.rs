@@ -17,6 +17,8 @@
 mod cross_entropy;
 #[path = "bench/data.rs"]
 mod data;
+#[path = "bench/decode_attention.rs"]
+mod decode_attention;
 #[path = "bench/graph.rs"]
 mod graph;
 #[path = "bench/matmul.rs"]
@@ -140,10 +142,14 @@ enum Suite {
     /// bf16 and fp16 matmul (f32 sums) against cuBLAS `cublasGemmEx` of the same types.
     #[value(name = "matmul_half")]
     MatmulHalf,
+    /// Decode attention over a paged bf16 KV cache, split and warp rungs (records
+    /// `decode_attention`).
+    #[value(name = "decode_attention")]
+    DecodeAttention,
 }
 
 impl Suite {
-    const ALL: [Suite; 18] = [
+    const ALL: [Suite; 19] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -162,6 +168,7 @@ impl Suite {
         Suite::Norm,
         Suite::CrossEntropy,
         Suite::MatmulHalf,
+        Suite::DecodeAttention,
     ];
 
     /// Records this suite writes.
@@ -185,6 +192,7 @@ impl Suite {
             Suite::Norm => norm::planned(quick, plans),
             Suite::CrossEntropy => cross_entropy::planned(quick),
             Suite::MatmulHalf => matmul_half::planned(quick, plans),
+            Suite::DecodeAttention => decode_attention::planned(quick),
         };
         n as u64
     }
@@ -209,6 +217,7 @@ impl Suite {
             Suite::Norm => norm::norm(bench, sink),
             Suite::CrossEntropy => cross_entropy::cross_entropy(bench, sink),
             Suite::MatmulHalf => matmul_half::matmul_half(bench, sink),
+            Suite::DecodeAttention => decode_attention::decode_attention(bench, sink),
         }
     }
 }

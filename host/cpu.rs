@@ -310,15 +310,23 @@ pub fn decode_attention(
                 let scores: Vec<f64> = (0..=len - q_len + i)
                     .map(|j| {
                         let kr = &k[b][at(j)..at(j) + head_dim];
-                        scale * qr.iter().zip(kr).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum::<f64>()
+                        scale
+                            * qr.iter()
+                                .zip(kr)
+                                .map(|(&x, &y)| f64::from(x) * f64::from(y))
+                                .sum::<f64>()
                     })
                     .collect();
                 let m = scores.iter().copied().fold(f64::NEG_INFINITY, nan_max);
                 let w: Vec<f64> = scores.iter().map(|&s| (s - m).exp()).collect();
                 let sum: f64 = w.iter().sum();
                 for d in 0..head_dim {
-                    out[row * head_dim + d] =
-                        w.iter().enumerate().map(|(j, &p)| p * f64::from(v[b][at(j) + d])).sum::<f64>() / sum;
+                    out[row * head_dim + d] = w
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &p)| p * f64::from(v[b][at(j) + d]))
+                        .sum::<f64>()
+                        / sum;
                 }
                 lse[row] = m + sum.ln();
             }

@@ -31,6 +31,8 @@ mod api;
 mod coverage;
 #[path = "kernels/cross_entropy.rs"]
 mod cross_entropy;
+#[path = "kernels/decode_attention.rs"]
+mod decode_attention;
 #[path = "kernels/device.rs"]
 mod device;
 #[path = "kernels/entry_modules.rs"]
@@ -131,6 +133,7 @@ fn main() {
         transpose::trials,
         norm::trials,
         cross_entropy::trials,
+        decode_attention::trials,
         grid::trials,
         views::trials,
         launch_shapes::trials,

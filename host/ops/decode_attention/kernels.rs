@@ -93,13 +93,13 @@ macro_rules! kv_element {
                 unsafe {
                     if vectorised {
                         family::$append_vec::launch(
-                            module, cfg, k_new, v_new, k_pool, v_pool, table, lens, batch, new,
-                            kv_heads, head_dim, shift, max_blocks,
+                            module, cfg, k_new, v_new, k_pool, v_pool, table, lens, batch, new, kv_heads,
+                            head_dim, shift, max_blocks,
                         )
                     } else {
                         family::$append::launch(
-                            module, cfg, k_new, v_new, k_pool, v_pool, table, lens, batch, new,
-                            kv_heads, head_dim, shift, max_blocks,
+                            module, cfg, k_new, v_new, k_pool, v_pool, table, lens, batch, new, kv_heads,
+                            head_dim, shift, max_blocks,
                         )
                     }
                 }
@@ -117,8 +117,8 @@ macro_rules! kv_element {
                 // SAFETY: the caller's contract.
                 unsafe {
                     family::$warp::launch(
-                        module, cfg, q, k_pool, v_pool, table, lens, out, lse, batch, q_len, heads,
-                        kv_heads, head_dim, shift, max_blocks, scale,
+                        module, cfg, q, k_pool, v_pool, table, lens, out, lse, batch, q_len, heads, kv_heads,
+                        head_dim, shift, max_blocks, scale,
                     )
                 }
             }
@@ -139,20 +139,27 @@ macro_rules! kv_element {
                 unsafe {
                     match head_dim {
                         64 => family::$s64::launch(
-                            module, split, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc,
-                            q_len, heads, kv_heads, shift, max_blocks, splits, chunk, scale,
+                            module, split, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len, heads,
+                            kv_heads, shift, max_blocks, splits, chunk, scale,
                         )?,
                         128 => family::$s128::launch(
-                            module, split, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc,
-                            q_len, heads, kv_heads, shift, max_blocks, splits, chunk, scale,
+                            module, split, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len, heads,
+                            kv_heads, shift, max_blocks, splits, chunk, scale,
                         )?,
                         _ => family::$s256::launch(
-                            module, split, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc,
-                            q_len, heads, kv_heads, shift, max_blocks, splits, chunk, scale,
+                            module, split, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len, heads,
+                            kv_heads, shift, max_blocks, splits, chunk, scale,
                         )?,
                     }
                     family::$combine::launch(
-                        module, combine, &*ml, &*acc, out, lse, batch * q_len * heads, splits,
+                        module,
+                        combine,
+                        &*ml,
+                        &*acc,
+                        out,
+                        lse,
+                        batch * q_len * heads,
+                        splits,
                         head_dim,
                     )
                 }

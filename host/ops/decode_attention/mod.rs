@@ -48,7 +48,10 @@ pub struct KvCacheShape {
 impl KvCacheShape {
     /// Elements of one pool: `num_blocks * block_size * kv_heads * head_dim`.
     pub fn pool_len(&self) -> Result<usize> {
-        crate::buffer::checked_len(OP, &[self.num_blocks, self.block_size, self.kv_heads, self.head_dim])
+        crate::buffer::checked_len(
+            OP,
+            &[self.num_blocks, self.block_size, self.kv_heads, self.head_dim],
+        )
     }
 
     /// The most tokens a sequence can hold: `max_blocks * block_size`.
@@ -197,7 +200,11 @@ impl Gpu {
     /// of two up to [`MAX_BLOCK_SIZE`], head dim not a multiple of 8 up to 256) or a table entry
     /// outside `-1 .. num_blocks`; [`Error::ShapeMismatch`] for a table of another length;
     /// [`Error::TooLarge`] past `i32` positions or the allocation limit.
-    pub fn paged_kv_cache<E: KvElement>(&self, shape: KvCacheShape, table: &[i32]) -> Result<PagedKvCache<E>> {
+    pub fn paged_kv_cache<E: KvElement>(
+        &self,
+        shape: KvCacheShape,
+        table: &[i32],
+    ) -> Result<PagedKvCache<E>> {
         shape.check()?;
         same_len(
             OP,
@@ -281,7 +288,13 @@ impl Gpu {
                 detail: format!("sequence {seq} of a batch of {}", cache.shape.batch),
             });
         }
-        self.append_rows(cache, seq..seq + 1, (k_new, v_new), new, KvAppendAlgorithm::default())
+        self.append_rows(
+            cache,
+            seq..seq + 1,
+            (k_new, v_new),
+            new,
+            KvAppendAlgorithm::default(),
+        )
     }
 
     /// The append of `new` tokens to the sequences `seqs`, checked.
@@ -296,8 +309,18 @@ impl Gpu {
         let s = cache.shape;
         let batch = seqs.len();
         let want = [batch, new, s.kv_heads, s.head_dim];
-        same_len(APPEND, &want, k_new.len(), "k_new is [batch, new, kv_heads, head_dim]")?;
-        same_len(APPEND, &want, v_new.len(), "v_new is [batch, new, kv_heads, head_dim]")?;
+        same_len(
+            APPEND,
+            &want,
+            k_new.len(),
+            "k_new is [batch, new, kv_heads, head_dim]",
+        )?;
+        same_len(
+            APPEND,
+            &want,
+            v_new.len(),
+            "v_new is [batch, new, kv_heads, head_dim]",
+        )?;
         if !(self.owns(k_new) && self.owns(v_new) && self.owns(&cache.k)) {
             return Err(Error::WrongDevice { op: APPEND });
         }
@@ -335,7 +358,9 @@ impl Gpu {
         let threads = batch * new * s.kv_heads * s.head_dim / if vectorised { VEC } else { 1 };
         let cfg = LaunchConfig::linear(APPEND, threads, APPEND_BLOCK, &self.limits())?;
         let library = self.library();
-        let table = cache.table.slice(seqs.start * s.max_blocks..seqs.end * s.max_blocks)?;
+        let table = cache
+            .table
+            .slice(seqs.start * s.max_blocks..seqs.end * s.max_blocks)?;
         let old_lens = cache.lens.slice(seqs.clone())?;
         // SAFETY: the rows hold batch*new*kv_heads*head_dim elements (checked above), the
         // views the sequences' lengths and table rows; every position written has a block id of
@@ -387,12 +412,20 @@ impl Gpu {
         let DecodeQuery { heads, q_len, scale } = query;
         let bad = |detail: String| Err(Error::InvalidArgument { op: OP, detail });
         if heads == 0 || heads % s.kv_heads != 0 {
-            return bad(format!("{heads} heads are not a multiple of {} kv heads", s.kv_heads));
+            return bad(format!(
+                "{heads} heads are not a multiple of {} kv heads",
+                s.kv_heads
+            ));
         }
         if !(1..=MAX_Q_LEN).contains(&q_len) {
             return bad(format!("q_len {q_len} is outside 1..={MAX_Q_LEN}"));
         }
-        if let Some((b, len)) = cache.host_lens.iter().enumerate().find(|&(_, &l)| (l as usize) < q_len) {
+        if let Some((b, len)) = cache
+            .host_lens
+            .iter()
+            .enumerate()
+            .find(|&(_, &l)| (l as usize) < q_len)
+        {
             return bad(format!(
                 "sequence {b} holds {len} tokens, fewer than its {q_len} queries (append them first)"
             ));
@@ -446,7 +479,8 @@ impl Gpu {
                 unsafe { E::warp(&library, cfg, q, pools, table, (&mut out, &mut lse), scalars)? };
             }
             DecodePlan::Split { splits, chunk } => {
-                let groups = (heads / s.kv_heads * q_len).div_ceil(kernels_gpu::decode_attention::ROWS_PER_WARP);
+                let groups =
+                    (heads / s.kv_heads * q_len).div_ceil(kernels_gpu::decode_attention::ROWS_PER_WARP);
                 let split = LaunchConfig {
                     grid: (
                         u32::try_from((groups * splits).div_ceil(WARPS)).unwrap_or(u32::MAX),

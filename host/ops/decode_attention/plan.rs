@@ -139,11 +139,17 @@ mod tests {
     fn bench_shapes() {
         assert_eq!(
             DecodePlan::choose(DecodeAlgorithm::Split, shape(1, 1, 128, 4096), 132),
-            DecodePlan::Split { splits: 128, chunk: 32 }
+            DecodePlan::Split {
+                splits: 128,
+                chunk: 32
+            }
         );
         assert_eq!(
             DecodePlan::choose(DecodeAlgorithm::Split, shape(8, 1, 128, 4096), 132),
-            DecodePlan::Split { splits: 25, chunk: 164 }
+            DecodePlan::Split {
+                splits: 25,
+                chunk: 164
+            }
         );
     }
 

@@ -70,7 +70,11 @@ pub unsafe fn decode_attention_combine<E: KvElem>(
             let mut o = 0.0f32;
             for c in 0..splits {
                 // SAFETY: `c < splits`, `d < head_dim`.
-                o = math::fma(weight(c), unsafe { mem::load(acc, (first + c) * head_dim + d) }, o);
+                o = math::fma(
+                    weight(c),
+                    unsafe { mem::load(acc, (first + c) * head_dim + d) },
+                    o,
+                );
             }
             // SAFETY: `r < rows`, `d < head_dim`.
             unsafe { mem::store(out, r * head_dim + d, E::from_f32(o * inv)) };
