@@ -192,14 +192,13 @@ fn shuffled_table(rng: &mut StdRng, batch: usize, max_blocks: usize, need: &[usi
     (table, num_blocks)
 }
 
+/// A filled cache and each sequence's K and V rows (f32).
+type Filled<E> = (PagedKvCache<E>, Vec<Vec<f32>>, Vec<Vec<f32>>);
+
 /// A cache for `c` with each sequence's K and V rows (random, rounded to `E`) appended: whole
 /// batch appends of `q_len` tokens at the end where every sequence can take them, one sequence
 /// at a time before; alternating the append's rungs. Returns the rows as f32, per sequence.
-fn filled<E: El>(
-    gpu: &Gpu,
-    rng: &mut StdRng,
-    c: &Case,
-) -> gpukern::Result<(PagedKvCache<E>, Vec<Vec<f32>>, Vec<Vec<f32>>)> {
+fn filled<E: El>(gpu: &Gpu, rng: &mut StdRng, c: &Case) -> gpukern::Result<Filled<E>> {
     let row = c.kv_heads * c.head_dim;
     let max_len = *c.lens.iter().max().unwrap_or(&1);
     let max_blocks = max_len.div_ceil(c.block_size) + 1;
@@ -260,8 +259,9 @@ fn close(what: &str, got: &[f32], want: &[f64], tol: f64) -> Check {
     let mut worst = (0usize, 0.0f64);
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let e = (f64::from(g) - w).abs();
-        if !(e <= worst.1) {
-            worst = (i, if e.is_nan() { f64::INFINITY } else { e });
+        let e = if e.is_nan() { f64::INFINITY } else { e };
+        if e > worst.1 {
+            worst = (i, e);
         }
     }
     if worst.1 > tol {
