@@ -5,7 +5,7 @@
 //! whose features are enabled (all of them with `library`, on by default).
 
 /// gpukern's family features, each the kernels-gpu feature of the same name.
-const FAMILIES: [&str; 12] = [
+const FAMILIES: [&str; 13] = [
     "add",
     "matmul",
     "softmax",
@@ -18,6 +18,7 @@ const FAMILIES: [&str; 12] = [
     "embedding",
     "sample",
     "attention",
+    "decode_attention",
 ];
 
 fn main() {

@@ -20,7 +20,7 @@ families) and the command line. The method, records, timing and the suite (bench
 the shapes and byte and flop models the Rust bench reads too) are in peers_common.py; the peers
 are filed by family beside it, one file per file of examples/bench/ (peers_memory.py,
 peers_matmul.py, peers_softmax.py, peers_overhead.py, peers_reduce.py, peers_transpose.py,
-peers_norm.py, peers_cross_entropy.py, peers_sample.py, peers_matmul_half.py, peers_matmul_decode.py, peers_attention.py, peers_graph.py,
+peers_norm.py, peers_cross_entropy.py, peers_sample.py, peers_matmul_half.py, peers_matmul_decode.py, peers_attention.py, peers_decode_attention.py, peers_graph.py,
 peers_transfer.py, peers_multi.py). Imports go one way: peers_common <- family files <- this
 file (`--list` prints PEERS; `--selftest` checks the pure parts).
 """
@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 import peers_attention
 import peers_common as C
 import peers_cross_entropy
+import peers_decode_attention
 import peers_graph
 import peers_llm_blocks
 import peers_matmul
@@ -88,6 +89,8 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "compile_decode": [peers_matmul_decode.peer_compile_decode],
     "torch_attention": [peers_attention.torch_attention],
     "flex_attention": [peers_attention.flex_attention],
+    "torch_decode": [peers_decode_attention.torch_decode],
+    "compile_decode": [peers_decode_attention.compile_decode],
 }
 
 

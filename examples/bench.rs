@@ -19,6 +19,8 @@ mod attention;
 mod cross_entropy;
 #[path = "bench/data.rs"]
 mod data;
+#[path = "bench/decode_attention.rs"]
+mod decode_attention;
 #[path = "bench/graph.rs"]
 mod graph;
 #[path = "bench/llm_blocks.rs"]
@@ -170,10 +172,14 @@ enum Suite {
     /// Attention forward, bf16, causal and not (records `attention_fwd`).
     #[value(name = "attention")]
     Attention,
+    /// Decode attention over a paged bf16 KV cache, split and warp rungs (records
+    /// `decode_attention`).
+    #[value(name = "decode_attention")]
+    DecodeAttention,
 }
 
 impl Suite {
-    const ALL: [Suite; 25] = [
+    const ALL: [Suite; 26] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -199,6 +205,7 @@ impl Suite {
         Suite::Sample,
         Suite::MatmulDecode,
         Suite::Attention,
+        Suite::DecodeAttention,
     ];
 
     /// Records this suite writes.
@@ -229,6 +236,7 @@ impl Suite {
             Suite::Sample => sample::planned(quick),
             Suite::MatmulDecode => matmul_decode::planned(quick, plans),
             Suite::Attention => attention::planned(quick),
+            Suite::DecodeAttention => decode_attention::planned(quick),
         };
         n as u64
     }
@@ -260,6 +268,7 @@ impl Suite {
             Suite::Sample => sample::sample(bench, sink),
             Suite::MatmulDecode => matmul_decode::matmul_decode(bench, sink),
             Suite::Attention => attention::attention(bench, sink),
+            Suite::DecodeAttention => decode_attention::decode_attention(bench, sink),
         }
     }
 }

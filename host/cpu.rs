@@ -495,3 +495,57 @@ where
     }
     Ok((out, lse))
 }
+
+#[cfg(feature = "decode_attention")]
+/// Decode attention in f64 over contiguous K and V (`gpukern::PagedKvCache`'s layout is paged;
+/// this takes each sequence's rows gathered in order): `q` is `[batch, q_len, heads, head_dim]`,
+/// `k[b]` and `v[b]` are `[lens[b], kv_heads, head_dim]`; query `i` of sequence `b` sees keys
+/// `0 ..= lens[b] - q_len + i` (`lens[b] = k[b].len() / (kv_heads * head_dim) >= q_len`), q
+/// head `h` kv head `h / (heads / kv_heads)`. Returns the output (`q`'s shape) and each row's
+/// log-sum-exp (`[batch, q_len, heads]`, natural log of the scaled scores' exponentials).
+#[allow(clippy::too_many_arguments)]
+pub fn decode_attention(
+    q: &[f32],
+    k: &[Vec<f32>],
+    v: &[Vec<f32>],
+    (q_len, heads, kv_heads, head_dim): (usize, usize, usize, usize),
+    scale: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let batch = k.len();
+    let mut out = vec![0.0f64; batch * q_len * heads * head_dim];
+    let mut lse = vec![0.0f64; batch * q_len * heads];
+    for b in 0..batch {
+        let len = k[b].len() / (kv_heads * head_dim);
+        for i in 0..q_len {
+            for h in 0..heads {
+                let row = (b * q_len + i) * heads + h;
+                let kvh = h / (heads / kv_heads);
+                let qr = &q[row * head_dim..(row + 1) * head_dim];
+                let at = |j: usize| (j * kv_heads + kvh) * head_dim;
+                let scores: Vec<f64> = (0..=len - q_len + i)
+                    .map(|j| {
+                        let kr = &k[b][at(j)..at(j) + head_dim];
+                        scale
+                            * qr.iter()
+                                .zip(kr)
+                                .map(|(&x, &y)| f64::from(x) * f64::from(y))
+                                .sum::<f64>()
+                    })
+                    .collect();
+                let m = scores.iter().copied().fold(f64::NEG_INFINITY, nan_max);
+                let w: Vec<f64> = scores.iter().map(|&s| (s - m).exp()).collect();
+                let sum: f64 = w.iter().sum();
+                for d in 0..head_dim {
+                    out[row * head_dim + d] = w
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &p)| p * f64::from(v[b][at(j) + d]))
+                        .sum::<f64>()
+                        / sum;
+                }
+                lse[row] = m + sum.ln();
+            }
+        }
+    }
+    (out, lse)
+}

@@ -116,7 +116,8 @@ pub mod copy;
     feature = "glu",
     feature = "rotary",
     feature = "embedding",
-    feature = "sample"
+    feature = "sample",
+    feature = "decode_attention"
 ))]
 pub mod cpu;
 pub mod device;
@@ -176,7 +177,8 @@ pub use half::{bf16, f16};
     feature = "reduce",
     feature = "transpose",
     feature = "cross_entropy",
-    feature = "sample"
+    feature = "sample",
+    feature = "decode_attention"
 ))]
 pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
@@ -192,6 +194,10 @@ pub use ops::attention::{
 };
 #[cfg(feature = "cross_entropy")]
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
+#[cfg(feature = "decode_attention")]
+pub use ops::decode_attention::{
+    DecodeAlgorithm, DecodeOutput, DecodeQuery, KvAppendAlgorithm, KvCacheShape, KvElement, PagedKvCache,
+};
 #[cfg(feature = "embedding")]
 pub use ops::embedding::{EmbeddingAlgorithm, TokenIdElement, TokenIds};
 #[cfg(feature = "glu")]

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 export GPUKERN_PTX_SKIP=1
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for features in "" add matmul softmax norm reduce transpose cross_entropy glu rotary embedding sample attention; do
+for features in "" add matmul softmax norm reduce transpose cross_entropy glu rotary embedding sample attention decode_attention; do
     printf 'gpukern --no-default-features --features "%s"\n' "$features"
     cargo check --quiet -p gpukern --no-default-features --features "$features" \
         --message-format short >"$log" 2>&1 || { cat "$log"; exit 1; }

@@ -33,6 +33,8 @@ mod attention;
 mod coverage;
 #[path = "kernels/cross_entropy.rs"]
 mod cross_entropy;
+#[path = "kernels/decode_attention.rs"]
+mod decode_attention;
 #[path = "kernels/device.rs"]
 mod device;
 #[path = "kernels/embedding.rs"]
@@ -149,6 +151,7 @@ fn main() {
         cross_entropy::trials,
         sample::trials,
         attention::trials,
+        decode_attention::trials,
         grid::trials,
         views::trials,
         launch_shapes::trials,

@@ -13,6 +13,8 @@ pub mod add;
 pub mod attention;
 #[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
+#[cfg(feature = "decode_attention")]
+pub mod decode_attention;
 #[cfg(feature = "embedding")]
 pub mod embedding;
 #[cfg(feature = "glu")]
@@ -79,8 +81,8 @@ mod tests {
             }
         }
         assert_eq!(
-            families, 12,
-            "add, attention, cross_entropy, embedding, glu, matmul, norm, reduce, rotary, sample, softmax, transpose"
+            families, 13,
+            "add, attention, cross_entropy, decode_attention, embedding, glu, matmul, norm, reduce, rotary, sample, softmax, transpose"
         );
     }
 

@@ -11,7 +11,7 @@
 //!
 //! A module per kernel family, a folder with a file per rung of its ladder from the tutorial
 //! version to faster ones ([`matmul`], [`softmax`], [`norm`], [`reduce`], [`transpose`],
-//! [`cross_entropy`], [`glu`], [`rotary`], [`embedding`], [`sample`], [`attention`]) or a single file ([`add`]); and [`grid_check`], a check of the grid-wide
+//! [`cross_entropy`], [`glu`], [`rotary`], [`embedding`], [`sample`], [`attention`], [`decode_attention`]) or a single file ([`add`]); and [`grid_check`], a check of the grid-wide
 //! barrier on the GPU. Each module is behind the cargo feature of its name, all on by default, so
 //! that a crate using some families compiles (and gpukern embeds the PTX of) only those;
 //! `cross_entropy` enables `softmax`, whose row statistics and split-stats kernel it reuses. Each kernel is declared once: where its variants differ in an element type
@@ -41,7 +41,8 @@ pub use gpukern_device as gpu;
         feature = "matmul",
         feature = "norm",
         feature = "reduce",
-        feature = "attention"
+        feature = "attention",
+        feature = "decode_attention"
     )),
     allow(unused_macros)
 )]
@@ -74,6 +75,8 @@ pub mod add;
 pub mod attention;
 #[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;
+#[cfg(feature = "decode_attention")]
+pub mod decode_attention;
 #[cfg(feature = "embedding")]
 pub mod embedding;
 #[cfg(feature = "glu")]

@@ -1,0 +1,253 @@
+//! Decode attention over a paged bf16 KV cache (`gpu.decode_attention_with`), the split rung
+//! (`gpukern:split`, FlashDecoding's chunks and combine, the default) and the tutorial warp rung
+//! (`gpukern:warp`), at the suite's shapes (batch 1 and 8, context 4096, 32 heads, 8 kv heads,
+//! head dim 128, one query per sequence).
+//!
+//! Minimum traffic: the K and V rows of every sequence's context read once (`4 * batch *
+//! context * kv_heads * head_dim` bytes in bf16); the queries, the output and the log-sum-exp
+//! are a few KiB next to them and are not counted: the GB/s of a record is K/V bytes per
+//! second, comparable with the copy rate.
+//!
+//! A call allocates its output, its log-sum-exp and (split) its partials, stream-ordered on
+//! the H200, inside the timed region as a user's call would have them. Caches are rotated
+//! (`sets_for`) so that the K/V of batch 1 (16 MiB) is read from DRAM, not L2.
+
+use gpukern::ops::decode_attention::decode_splits;
+use gpukern::{DecodeAlgorithm, DecodeQuery, Gpu, KvCacheShape, PagedKvCache, bf16, cpu};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+
+use crate::Bench;
+use crate::data::{random_vec, sets_for};
+use crate::record::{Check, Record, Res, Sink};
+
+/// Tokens per block of the bench's caches.
+const BLOCK_SIZE: usize = 16;
+/// Relative error (norm) that passes: the output rounded to bf16 (2^-9) with a margin.
+const TOL: f64 = 1e-2;
+
+/// One shape: `(batch, heads, kv_heads, head_dim, context, q_len)`.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub batch: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub context: usize,
+    pub q_len: usize,
+}
+
+impl Shape {
+    fn name(&self) -> String {
+        format!(
+            "b{}h{}kv{}d{}ctx{}q{}",
+            self.batch, self.heads, self.kv_heads, self.head_dim, self.context, self.q_len
+        )
+    }
+
+    fn vars(&self) -> [(&'static str, usize); 6] {
+        [
+            ("batch", self.batch),
+            ("heads", self.heads),
+            ("kv_heads", self.kv_heads),
+            ("head_dim", self.head_dim),
+            ("context", self.context),
+            ("q_len", self.q_len),
+        ]
+    }
+}
+
+/// The suite's shapes.
+pub fn shapes(quick: bool) -> Vec<Shape> {
+    crate::suite::shapes("decode_attention", quick)
+        .into_iter()
+        .map(|s| Shape {
+            batch: s[0],
+            heads: s[1],
+            kv_heads: s[2],
+            head_dim: s[3],
+            context: s[4],
+            q_len: s[5],
+        })
+        .collect()
+}
+
+/// The algorithms measured.
+const ALGORITHMS: [DecodeAlgorithm; 2] = [DecodeAlgorithm::Split, DecodeAlgorithm::Warp];
+
+/// Measurements [`decode_attention`] makes.
+pub fn planned(quick: bool) -> usize {
+    shapes(quick).len() * ALGORITHMS.len()
+}
+
+/// K and V bytes of one call.
+pub fn traffic(s: &Shape) -> f64 {
+    crate::suite::bytes("decode_attention", &s.vars())
+}
+
+/// A cache of `s` (every sequence `context` tokens, blocks shuffled over the pool) filled from
+/// `k` and `v` (`[batch, context, kv_heads, head_dim]`) with one append.
+fn cache(gpu: &Gpu, s: &Shape, k: &[bf16], v: &[bf16], seed: u64) -> Res<PagedKvCache<bf16>> {
+    let max_blocks = s.context.div_ceil(BLOCK_SIZE);
+    let num_blocks = s.batch * max_blocks;
+    let mut ids: Vec<i32> = (0..num_blocks as i32).collect();
+    ids.shuffle(&mut StdRng::seed_from_u64(seed));
+    let shape = KvCacheShape {
+        num_blocks,
+        block_size: BLOCK_SIZE,
+        kv_heads: s.kv_heads,
+        head_dim: s.head_dim,
+        batch: s.batch,
+        max_blocks,
+    };
+    let mut c = gpu.paged_kv_cache::<bf16>(shape, &ids)?;
+    gpu.kv_cache_append(&mut c, &gpu.upload(k)?, &gpu.upload(v)?, s.context)?;
+    Ok(c)
+}
+
+/// Operands of one shape: `sets` caches of the same rows, the queries, and the f64 reference.
+struct Prepared {
+    caches: Vec<PagedKvCache<bf16>>,
+    q: gpukern::DeviceVec<bf16>,
+    reference: Vec<f32>,
+}
+
+fn prepare(gpu: &Gpu, s: &Shape, sets: usize) -> Res<Prepared> {
+    let row = s.kv_heads * s.head_dim;
+    let round = |x: Vec<f32>| -> Vec<bf16> { x.into_iter().map(bf16::from_f32).collect() };
+    let k = round(random_vec(s.batch * s.context * row, -1.0, 1.0));
+    let v = round(random_vec(s.batch * s.context * row, -1.0, 1.0));
+    let q = round(random_vec(s.batch * s.q_len * s.heads * s.head_dim, -4.0, 4.0));
+    let mut caches = Vec::with_capacity(sets);
+    for i in 0..sets.max(1) {
+        caches.push(cache(gpu, s, &k, &v, i as u64)?);
+    }
+    let per_seq = |x: &[bf16]| -> Vec<Vec<f32>> {
+        x.chunks(s.context * row)
+            .map(|c| c.iter().map(|x| x.to_f32()).collect())
+            .collect()
+    };
+    let q32: Vec<f32> = q.iter().map(|x| x.to_f32()).collect();
+    let (out, _) = cpu::decode_attention(
+        &q32,
+        &per_seq(&k),
+        &per_seq(&v),
+        (s.q_len, s.heads, s.kv_heads, s.head_dim),
+        1.0 / (s.head_dim as f64).sqrt(),
+    );
+    Ok(Prepared {
+        caches,
+        q: gpu.upload(&q)?,
+        reference: out.into_iter().map(|x| x as f32).collect(),
+    })
+}
+
+fn query(s: &Shape) -> DecodeQuery {
+    DecodeQuery {
+        heads: s.heads,
+        q_len: s.q_len,
+        scale: None,
+    }
+}
+
+/// Every shape, both rungs.
+pub fn decode_attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    for s in shapes(b.quick) {
+        if !b.wants(&s.name()) {
+            continue;
+        }
+        let bytes = traffic(&s);
+        let sets = sets_for(bytes as usize);
+        let mut prepared: Option<Prepared> = None;
+        for algorithm in ALGORITHMS {
+            let mut base = Record::new(
+                "decode_attention",
+                format!("gpukern:{}", algorithm.name()),
+                s.name(),
+            )
+            .with("call", "gpu.decode_attention_with")
+            .with("dtype", "bf16")
+            .with("block_size", BLOCK_SIZE);
+            for (key, value) in s.vars() {
+                base = base.with(key, value);
+            }
+            if algorithm == DecodeAlgorithm::Split {
+                let rows = s.heads / s.kv_heads * s.q_len;
+                let splits = decode_splits(s.batch, s.kv_heads, rows, s.context, b.gpu.multiprocessors()?);
+                base = base.with("splits", splits);
+            }
+            sink.item(base.clone(), || {
+                let gpu = &b.gpu;
+                if prepared.is_none() {
+                    prepared = Some(prepare(gpu, &s, sets)?);
+                }
+                let Some(p) = prepared.as_ref() else {
+                    return Err("decode-attention operands were not prepared".into());
+                };
+                let got = gpu.decode_attention_with(&p.q, &p.caches[0], query(&s), algorithm)?;
+                let out: Vec<f32> = got.out.to_vec()?.into_iter().map(|x| x.to_f32()).collect();
+                let check = Check::new(&out, &p.reference, TOL, "cpu_f64");
+                let record = base.checked(&check).with("sets", sets);
+                if !check.passed() {
+                    return Ok(record);
+                }
+                let stats = b.timer.measure(|i| {
+                    gpu.decode_attention_with(&p.q, &p.caches[i % sets], query(&s), algorithm)?;
+                    Ok(())
+                })?;
+                Ok(record.timed(&stats, Some(bytes), None))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_and_traffic() {
+        let full = shapes(false);
+        assert_eq!(full.len(), 2);
+        assert!(
+            full.iter()
+                .all(|s| s.context == 4096 && s.heads == 32 && s.kv_heads == 8 && s.head_dim == 128)
+        );
+        assert_eq!(traffic(&full[0]), (4 * 4096 * 8 * 128) as f64);
+    }
+
+    /// The prepare-and-check path on the simulator at a tiny shape, both rungs; a wrong
+    /// reference (another query) must fail the check.
+    #[test]
+    fn checks_pass_on_the_simulator_and_can_fail() {
+        let gpu = Gpu::simulator();
+        let s = Shape {
+            batch: 2,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 64,
+            context: 37,
+            q_len: 1,
+        };
+        let p = prepare(&gpu, &s, 2).unwrap();
+        for algorithm in ALGORITHMS {
+            for c in &p.caches {
+                let got = gpu.decode_attention_with(&p.q, c, query(&s), algorithm).unwrap();
+                let out: Vec<f32> = got
+                    .out
+                    .to_vec()
+                    .unwrap()
+                    .into_iter()
+                    .map(|x| x.to_f32())
+                    .collect();
+                let check = Check::new(&out, &p.reference, TOL, "cpu_f64");
+                assert!(check.passed(), "{algorithm:?}: {}", check.rel_err);
+                let mut wrong = p.reference.clone();
+                wrong.rotate_left(s.head_dim);
+                assert!(!Check::new(&out, &wrong, TOL, "cpu_f64").passed());
+            }
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The plan of a decode-attention call: the tutorial warp rung, or FlashDecoding's split with
+//! how many chunks the context is cut into, chosen once per call from the batch, the kv heads,
+//! the query rows per kv head, the longest context and the device's multiprocessors.
+
+use kernels_gpu::decode_attention::{ATTN_WARPS, ROWS_PER_WARP};
+
+/// Warps of the split step per multiprocessor the plan aims for: one full wave. A warp has two
+/// 16-byte loads per lane in flight, so a multiprocessor needs all the warps it can hold to keep
+/// its share of the memory system busy; the split kernel's registers (about 150 per thread on
+/// sm_90, ptxas -v) let 12 warps (3 blocks of 4) be resident.
+const WARPS_PER_SM: usize = 12;
+/// Fewest keys per chunk: below this, a chunk's partial (`(head_dim + 2) * 4` bytes per row,
+/// written and read back by the combine) is no longer small next to the chunk's K and V rows
+/// (32 keys of `head_dim` 128 in bf16: 16 KiB of K and V against 520 bytes of partial).
+pub(crate) const MIN_CHUNK_KEYS: usize = 32;
+/// Most chunks per row: bounds the partials and the combine's loop.
+pub(crate) const MAX_SPLITS: usize = 256;
+
+/// Which kernels compute decode attention. All give the same output up to rounding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DecodeAlgorithm {
+    /// The tutorial rung: one warp per query row over the whole context (`decode_attention_warp`),
+    /// one launch. Any `head_dim` that is a multiple of 8 up to 256; the reference of the split
+    /// rung on the GPU.
+    Warp,
+    /// FlashDecoding: the context cut into chunks ([`decode_splits`]), a warp per chunk and
+    /// group of 4 query rows (`decode_attention_split`), then `decode_attention_combine`. For
+    /// `head_dim` 64, 128 and 256; other head dims run [`DecodeAlgorithm::Warp`].
+    #[default]
+    Split,
+    /// As [`DecodeAlgorithm::Split`] with the given number of chunks (at least 1, at most one
+    /// per key of the longest context): for tests and tuning.
+    Splits(usize),
+}
+
+impl DecodeAlgorithm {
+    /// A short name: `warp`, `split`, `split-<n>`.
+    pub fn name(self) -> String {
+        match self {
+            DecodeAlgorithm::Warp => "warp".into(),
+            DecodeAlgorithm::Split => "split".into(),
+            DecodeAlgorithm::Splits(n) => format!("split-{n}"),
+        }
+    }
+}
+
+/// The shape facts the plan reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DecodeShape {
+    /// Sequences.
+    pub batch: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads.
+    pub kv_heads: usize,
+    /// New queries per sequence.
+    pub q_len: usize,
+    /// Head dimension.
+    pub head_dim: usize,
+    /// The longest context of the batch (at least 1).
+    pub context: usize,
+}
+
+/// What one decode-attention call runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DecodePlan {
+    /// `decode_attention_warp`.
+    Warp,
+    /// `decode_attention_split` with `splits` chunks of `chunk` keys (`splits * chunk >=
+    /// context`, no chunk empty for the longest sequence), then `decode_attention_combine`.
+    Split {
+        /// Chunks per row.
+        splits: usize,
+        /// Keys per chunk.
+        chunk: usize,
+    },
+}
+
+/// Whether the split rung has an instance for `head_dim`.
+pub(crate) fn split_head_dim(head_dim: usize) -> bool {
+    matches!(head_dim, 64 | 128 | 256)
+}
+
+/// Chunks per row of the split rung for `batch` sequences of `kv_heads` kv heads, `rows` query
+/// rows per kv head (q heads per kv head times queries) and a longest context of `context` keys
+/// on a device of `sms` multiprocessors: enough warps for [`WARPS_PER_SM`] on every
+/// multiprocessor, but no chunk under [`MIN_CHUNK_KEYS`] keys (so one chunk for a short
+/// context) and at most [`MAX_SPLITS`].
+pub fn decode_splits(batch: usize, kv_heads: usize, rows: usize, context: usize, sms: usize) -> usize {
+    let warps = batch.max(1) * kv_heads.max(1) * rows.max(1).div_ceil(ROWS_PER_WARP);
+    let wanted = (WARPS_PER_SM * sms.max(1)).div_ceil(warps);
+    let at_most = context.div_ceil(MIN_CHUNK_KEYS).clamp(1, MAX_SPLITS);
+    wanted.clamp(1, at_most)
+}
+
+impl DecodePlan {
+    /// The plan of `algorithm` for `shape` on a device of `sms` multiprocessors.
+    pub(crate) fn choose(algorithm: DecodeAlgorithm, shape: DecodeShape, sms: usize) -> DecodePlan {
+        let context = shape.context.max(1);
+        let wanted = match algorithm {
+            DecodeAlgorithm::Warp => return DecodePlan::Warp,
+            _ if !split_head_dim(shape.head_dim) => return DecodePlan::Warp,
+            DecodeAlgorithm::Split => {
+                let rows = shape.heads / shape.kv_heads.max(1) * shape.q_len;
+                decode_splits(shape.batch, shape.kv_heads, rows, context, sms)
+            }
+            DecodeAlgorithm::Splits(n) => n.clamp(1, context),
+        };
+        // Equal chunks; then as few chunks as those cover, so that none is empty.
+        let chunk = context.div_ceil(wanted);
+        DecodePlan::Split {
+            splits: context.div_ceil(chunk),
+            chunk,
+        }
+    }
+}
+
+/// Warps per block of the attention kernels, as a `usize` (the launch shapes).
+pub(crate) const WARPS: usize = ATTN_WARPS as usize;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(batch: usize, q_len: usize, head_dim: usize, context: usize) -> DecodeShape {
+        DecodeShape {
+            batch,
+            heads: 32,
+            kv_heads: 8,
+            q_len,
+            head_dim,
+            context,
+        }
+    }
+
+    /// The bench's shapes on an H200 (132 SMs): batch 1 wants 198 chunks, held to 128 (32 keys
+    /// each); batch 8 wants 25 (164 keys each, 25 chunks).
+    #[test]
+    fn bench_shapes() {
+        assert_eq!(
+            DecodePlan::choose(DecodeAlgorithm::Split, shape(1, 1, 128, 4096), 132),
+            DecodePlan::Split {
+                splits: 128,
+                chunk: 32
+            }
+        );
+        assert_eq!(
+            DecodePlan::choose(DecodeAlgorithm::Split, shape(8, 1, 128, 4096), 132),
+            DecodePlan::Split {
+                splits: 25,
+                chunk: 164
+            }
+        );
+    }
+
+    /// The warp target's boundary: 8 kv heads of one row group want `ceil(12 * sms / 8)` chunks;
+    /// with enough context, exactly that; a fifth row (a second group) halves it.
+    #[test]
+    fn warps_per_sm_boundary() {
+        // 8 warps per chunk at 4 rows; 5 rows are two groups: 16 warps per chunk.
+        assert_eq!(decode_splits(1, 8, 4, 1 << 20, 132), 198);
+        assert_eq!(decode_splits(1, 8, 5, 1 << 20, 132), 99);
+        // Enough warps without splitting: one chunk.
+        assert_eq!(decode_splits(198, 8, 4, 1 << 20, 132), 1);
+        assert_eq!(decode_splits(197, 8, 4, 1 << 20, 132), 2);
+    }
+
+    /// The minimum chunk: a context of 32 keys is one chunk, 33 may be two; the maximum count.
+    #[test]
+    fn chunk_bounds() {
+        assert_eq!(decode_splits(1, 1, 1, MIN_CHUNK_KEYS, 132), 1);
+        assert_eq!(decode_splits(1, 1, 1, MIN_CHUNK_KEYS + 1, 132), 2);
+        assert_eq!(decode_splits(1, 1, 1, 1 << 30, 132), MAX_SPLITS);
+        assert_eq!(decode_splits(1, 1, 1, 1, 132), 1);
+    }
+
+    /// Head dims without a split instance fall back to the warp rung; the ones with, split.
+    #[test]
+    fn head_dims() {
+        for d in [8, 56, 72, 120, 136, 248] {
+            assert_eq!(
+                DecodePlan::choose(DecodeAlgorithm::Split, shape(1, 1, d, 4096), 132),
+                DecodePlan::Warp,
+                "head_dim {d}"
+            );
+        }
+        for d in [64, 128, 256] {
+            assert!(matches!(
+                DecodePlan::choose(DecodeAlgorithm::Split, shape(1, 1, d, 4096), 132),
+                DecodePlan::Split { .. }
+            ));
+        }
+    }
+
+    /// Forced chunk counts: clamped to the context, and never an empty chunk.
+    #[test]
+    fn forced_splits() {
+        let plan = |n, context| DecodePlan::choose(DecodeAlgorithm::Splits(n), shape(1, 1, 64, context), 132);
+        assert_eq!(plan(0, 10), DecodePlan::Split { splits: 1, chunk: 10 });
+        assert_eq!(plan(3, 10), DecodePlan::Split { splits: 3, chunk: 4 });
+        assert_eq!(plan(4, 10), DecodePlan::Split { splits: 4, chunk: 3 });
+        // 6 chunks of 2 keys would leave one empty: 5.
+        assert_eq!(plan(6, 10), DecodePlan::Split { splits: 5, chunk: 2 });
+        assert_eq!(plan(50, 10), DecodePlan::Split { splits: 10, chunk: 1 });
+        assert_eq!(plan(2, 1), DecodePlan::Split { splits: 1, chunk: 1 });
+        assert_eq!(
+            DecodePlan::choose(DecodeAlgorithm::Warp, shape(1, 1, 64, 10), 132),
+            DecodePlan::Warp
+        );
+    }
+}
