@@ -89,8 +89,8 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "compile_decode": [peers_matmul_decode.peer_compile_decode],
     "torch_attention": [peers_attention.torch_attention],
     "flex_attention": [peers_attention.flex_attention],
-    "torch_decode": [peers_decode_attention.torch_decode],
-    "compile_decode": [peers_decode_attention.compile_decode],
+    "torch_decode_attention": [peers_decode_attention.torch_decode],
+    "compile_decode_attention": [peers_decode_attention.compile_decode],
 }
 
 

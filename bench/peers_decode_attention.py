@@ -12,7 +12,7 @@ query), bf16 inputs, checks against a float64 reference and timing:
   importable. When it is not (it is not installed on the lent H200 as of 2026-12-01, see
   /work/shared/TOOLCHAIN.md), one record says so with the import error, and no figure.
 
-Run by peers.py (entries `torch_decode` and `compile_decode` of its PEERS).
+Run by peers.py (entries `torch_decode_attention` and `compile_decode_attention` of its PEERS).
 """
 
 from __future__ import annotations
