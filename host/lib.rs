@@ -196,7 +196,8 @@ pub use ops::attention::{
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
 #[cfg(feature = "decode_attention")]
 pub use ops::decode_attention::{
-    DecodeAlgorithm, DecodeOutput, DecodeQuery, KvAppendAlgorithm, KvCacheShape, KvElement, PagedKvCache,
+    DecodeAlgorithm, DecodeAttentionOutput, DecodeQuery, KvAppendAlgorithm, KvCacheShape, KvElement,
+    PagedKvCache,
 };
 #[cfg(feature = "embedding")]
 pub use ops::embedding::{EmbeddingAlgorithm, TokenIdElement, TokenIds};

@@ -168,7 +168,7 @@ impl KvAppendAlgorithm {
 
 /// The output of decode attention: `out` `[batch, q_len, heads, head_dim]` and each row's
 /// log-sum-exp `lse` `[batch, q_len, heads]` (natural log, of the scaled scores).
-pub struct DecodeOutput<E> {
+pub struct DecodeAttentionOutput<E> {
     /// The attention output.
     pub out: DeviceVec<E>,
     /// The rows' log-sum-exp.
@@ -389,7 +389,7 @@ impl Gpu {
         q: &DeviceVec<E>,
         cache: &PagedKvCache<E>,
         query: DecodeQuery,
-    ) -> Result<DecodeOutput<E>> {
+    ) -> Result<DecodeAttentionOutput<E>> {
         self.decode_attention_with(q, cache, query, DecodeAlgorithm::default())
     }
 
@@ -407,7 +407,7 @@ impl Gpu {
         cache: &PagedKvCache<E>,
         query: DecodeQuery,
         algorithm: DecodeAlgorithm,
-    ) -> Result<DecodeOutput<E>> {
+    ) -> Result<DecodeAttentionOutput<E>> {
         let s = cache.shape;
         let DecodeQuery { heads, q_len, scale } = query;
         let bad = |detail: String| Err(Error::InvalidArgument { op: OP, detail });
@@ -513,6 +513,6 @@ impl Gpu {
                 }
             }
         }
-        Ok(DecodeOutput { out, lse })
+        Ok(DecodeAttentionOutput { out, lse })
     }
 }
