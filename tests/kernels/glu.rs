@@ -51,7 +51,7 @@ fn backend_trials(target: &Target, shapes: &'static [(usize, usize)]) -> Vec<Tri
 
 /// An element type of the trials (converted through `Float`, a bound of `GluElement`) and its
 /// tolerance. f32: the activations' few ulps (fast `exp`
-/// and `rcp` for SiLU, 2-ulp `tanh` and `erf`) on O(1) values, and an absolute floor for the
+/// and `rcp` for SiLU and the tanh GELU, 2-ulp `erf`) on O(1) values, and an absolute floor for the
 /// erf GELU's `1 + erf` near -1 (cancellation: a few f32 ulps of 1). bf16: one rounding to 8
 /// significant bits on top.
 trait Elem: GluElement {

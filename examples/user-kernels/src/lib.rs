@@ -93,7 +93,7 @@ pub fn stencil(
 }
 
 /// The same Jacobi step with [`fast_kernels::stencil_columns`](fn@fast_kernels::stencil_columns):
-/// one block per 32 x 512 outputs, each thread a strip of 4 columns down 32 rows.
+/// one block per 32 x 1024 outputs, each thread a strip of 4 columns down 32 rows.
 pub fn stencil_columns(
     module: &Module,
     x: &DeviceVec<f32>,

@@ -14,8 +14,10 @@
 //! * `silu(g) = g / (1 + e^-g)`, as `g * rcp(1 + exp(-g))` with [`math::fast::exp`] (`ex2.approx`,
 //!   2 ulp) and [`math::fast::rcp`] (1 ulp): a few ulps of f32. `silu(-inf)` is NaN (`-inf * 0`,
 //!   as PyTorch's `x / (1 + exp(-x))`), large negative `g` gives `-0`.
-//! * GELU, tanh form: `g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))` with
-//!   [`math::accurate::tanh`] (2 ulp).
+//! * GELU, tanh form: `g/2 (1 + tanh(u))`, `u = sqrt(2/pi) (g + 0.044715 g^3)`, computed as the
+//!   equal `g * sigmoid(2u) = g * rcp(1 + exp(-2u))` with the same fast `exp` and `rcp` as SiLU: a
+//!   few ulps of f32, no cancellation where `tanh(u)` nears -1, and no branches. `gelu(-inf)` is
+//!   NaN (`-inf * 0`), as SiLU's.
 //! * GELU, erf form (PyTorch's default `approximate='none'`): `g/2 (1 + erf(g / sqrt 2))` with
 //!   [`math::accurate::erf`] (2 ulp).
 //!
@@ -59,9 +61,11 @@ pub fn gated<const ACT: u8>(g: f32, u: f32) -> f32 {
     let a = if ACT == Act::SILU {
         g * math::fast::rcp(1.0 + math::fast::exp(-g))
     } else if ACT == Act::GELU_TANH {
+        // `g/2 (1 + tanh(u)) = g sigmoid(2u)`: the sigmoid form has no cancellation where
+        // `tanh(u)` nears -1, so the fast `exp` and `rcp` (as SiLU's) keep a few ulps, where the
+        // accurate `tanh` with its branches left the kernel compute-bound.
         let inner = SQRT_2_OVER_PI * math::fma(0.044_715 * g, g * g, g);
-        let half = 0.5 * g;
-        math::fma(half, math::accurate::tanh(inner), half)
+        g * math::fast::rcp(1.0 + math::fast::exp(-2.0 * inner))
     } else {
         let half = 0.5 * g;
         math::fma(half, math::accurate::erf(g * FRAC_1_SQRT_2), half)

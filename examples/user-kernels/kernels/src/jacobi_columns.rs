@@ -3,16 +3,22 @@
 //! row in registers, so that every element of the grid is read once (plus two halo rows per strip
 //! and two halo columns per warp, from L1/L2), loads run ahead of the arithmetic, and the only
 //! limit on the blocks an SM holds is their registers.
+//!
+//! Measured on the H200 at 8192 x 8192: 3343 GB/s, 79.96% of the 4180.7 GB/s copy of the same
+//! call (`bench/experiments/user-kernels/user-6530ec4.jsonl`, impl `gpukern:user-columns`), ahead
+//! of the shared tile's 3272 and Triton's 3105, behind torch.compile's 3431. ncu
+//! (`bench/experiments/h200-logs/6530ec4-ncu-stencil_columns.log`): 76 registers, 3 blocks of 8
+//! warps per SM, 35% achieved occupancy, DRAM at 66% of its peak. A variant with the ragged warps
+//! on a separate checked path and blocks of 4 warps (68 registers, 7 blocks resident) measured
+//! slower, 2642 GB/s (`user-c2f8fa6.jsonl`), and was reverted.
 
 use gpukern_device::{kernel, mem, thread, vector, warp};
 
 /// Rows of output one thread (and one block) computes, top to bottom.
 pub const COLUMN_ROWS: usize = 32;
-/// Threads per block of [`stencil_columns`](fn@stencil_columns): 4 warps side by side (blocks
-/// of 4 warps fit the register file more tightly than blocks of 8: 7 blocks, 28 warps, of this
-/// kernel's 68 registers, against 3 blocks, 24 warps).
-pub const COLUMN_BLOCK: u32 = 128;
-/// Columns one block covers: 4 warps of 32 lanes of 4 floats.
+/// Threads per block of [`stencil_columns`](fn@stencil_columns): 8 warps side by side.
+pub const COLUMN_BLOCK: u32 = 256;
+/// Columns one block covers: 8 warps of 32 lanes of 4 floats.
 pub const COLUMN_COLS: usize = COLUMN_BLOCK as usize * 4;
 /// Rows loaded ahead of the arithmetic, at a time.
 const AHEAD: usize = 4;
@@ -26,13 +32,21 @@ struct Row {
     halo: f32,
 }
 
-/// Row `r` of the strip at column `gc` (zeros outside the grid): its 4 floats as one 16-byte
-/// read-only load, and the halo float of lane `lane`.
+/// Row `r` of the strip at column `gc` (zeros outside the grid); the halo of lane `lane`.
 ///
 /// # Safety
-/// `x` holds `rows * cols` floats; `cols % 4 == 0` and `gc + 4 <= cols`.
+/// `x` holds `rows * cols` floats.
 #[inline(always)]
-unsafe fn row(x: *const f32, rows: usize, cols: usize, r: isize, gc: usize, lane: usize) -> Row {
+#[allow(clippy::too_many_arguments)]
+unsafe fn row(
+    x: *const f32,
+    rows: usize,
+    cols: usize,
+    r: isize,
+    gc: usize,
+    lane: usize,
+    aligned: bool,
+) -> Row {
     if r < 0 || r as usize >= rows {
         return Row {
             v: [0.0; 4],
@@ -40,11 +54,21 @@ unsafe fn row(x: *const f32, rows: usize, cols: usize, r: isize, gc: usize, lane
         };
     }
     let base = r as usize * cols;
-    // SAFETY: inside row `r` by the contract; the halos are checked against the row.
+    // SAFETY (all loads): each index is checked against the row's `cols` first.
     unsafe {
-        let v = vector::load_hinted(x, base + gc, vector::LoadHint::ReadOnly);
+        let v = if aligned && gc + 4 <= cols {
+            vector::load_hinted(x, base + gc, vector::LoadHint::ReadOnly)
+        } else {
+            core::array::from_fn(|k| {
+                if gc + k < cols {
+                    mem::load(x, base + gc + k)
+                } else {
+                    0.0
+                }
+            })
+        };
         let halo = match lane {
-            0 if gc >= 1 => mem::load(x, base + gc - 1),
+            0 if gc >= 1 && gc - 1 < cols => mem::load(x, base + gc - 1),
             31 if gc + 4 < cols => mem::load(x, base + gc + 4),
             _ => 0.0,
         };
@@ -52,32 +76,37 @@ unsafe fn row(x: *const f32, rows: usize, cols: usize, r: isize, gc: usize, lane
     }
 }
 
-/// `in[r][c]`, 0 outside the grid.
+/// One Jacobi step of the `rows x cols` row-major grid `x` into `out` (the same step as
+/// [`stencil`](fn@super::stencil)).
+///
+/// One thread: the 4 columns `gc .. gc + 4` (`gc = 4 * (blockIdx.x * 256 + threadIdx.x)`) of the
+/// [`COLUMN_ROWS`] rows from `blockIdx.y * COLUMN_ROWS`. It holds the rows above and at its
+/// output row, loads the next [`AHEAD`] rows (16-byte read-only vectors where the rows are
+/// 16-byte aligned, `cols % 4 == 0`) before computing any of their outputs, takes the left and
+/// right neighbours from the next lanes by warp shuffles (lanes 0 and 31 load the warp's halo
+/// columns) and stores each output row as one vector. No shared memory. Traffic: 4 bytes read
+/// and 4 written per element, plus 2 halo rows per 32 (from L2 when the strip above was read
+/// recently).
+///
+/// Launch: 1-D blocks of [`COLUMN_BLOCK`] threads, a grid of `ceil(cols / 1024) x ceil(rows /
+/// 32)`.
 ///
 /// # Safety
-/// `x` holds `rows * cols` floats.
-#[inline(always)]
-unsafe fn at(x: *const f32, rows: usize, cols: usize, r: isize, c: isize) -> f32 {
-    if r >= 0 && (r as usize) < rows && c >= 0 && (c as usize) < cols {
-        // SAFETY: inside the grid.
-        unsafe { mem::load(x, r as usize * cols + c as usize) }
-    } else {
-        0.0
+/// `x` and `out` hold `rows * cols` floats and do not overlap; the launch is as above.
+// Barriers: none (shuffles only); a warp whose columns all lie past the grid leaves as one.
+#[kernel(block(COLUMN_BLOCK), barriers(0))]
+pub unsafe fn stencil_columns(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+    let lane = warp::lane_id() as usize;
+    let gc = 4 * (thread::block_idx_x() as usize * COLUMN_BLOCK as usize + thread::thread_idx_x() as usize);
+    let warp_col = gc - 4 * lane;
+    if warp_col >= cols {
+        return;
     }
-}
-
-/// The outputs of one thread's strip (see [`stencil_columns`](fn@stencil_columns)) where the
-/// warp's 128 columns lie inside the grid and its rows are 16-byte aligned: rows loaded
-/// [`AHEAD`] at a time as vectors.
-///
-/// # Safety
-/// As [`row`] with `VECTOR`; `out` holds `rows * cols` floats; the whole warp calls it with the
-/// same `row0`.
-#[inline(always)]
-unsafe fn walk(x: *const f32, out: *mut f32, rows: usize, cols: usize, row0: usize, gc: usize, lane: usize) {
+    let row0 = thread::block_idx_y() as usize * COLUMN_ROWS;
+    let aligned = cols.is_multiple_of(4);
     // SAFETY (all accesses): `row` checks its indices; stores are checked against the grid.
     unsafe {
-        let load = |r: isize| row(x, rows, cols, r, gc, lane);
+        let load = |r: isize| row(x, rows, cols, r, gc, lane, aligned);
         let mut up = load(row0 as isize - 1);
         let mut mid = load(row0 as isize);
         for group in (0..COLUMN_ROWS).step_by(AHEAD) {
@@ -106,78 +135,18 @@ unsafe fn walk(x: *const f32, out: *mut f32, rows: usize, cols: usize, row0: usi
                         0.25 * (up.v[k] + down.v[k] + west[k] + east[k])
                     }
                 });
-                vector::store(out, gr * cols + gc, v);
+                if aligned && gc + 4 <= cols {
+                    vector::store(out, gr * cols + gc, v);
+                } else {
+                    for (k, &value) in v.iter().enumerate() {
+                        if gc + k < cols {
+                            mem::store(out, gr * cols + gc + k, value);
+                        }
+                    }
+                }
                 up = mid;
                 mid = down;
             }
-        }
-    }
-}
-
-/// The outputs of one thread's strip where the warp's columns cross the grid's edge or its rows
-/// are not 16-byte aligned: each output from its five neighbours, float by float, checked
-/// against the grid (few registers, so that this rare path does not raise the fast one's).
-///
-/// # Safety
-/// `x` and `out` hold `rows * cols` floats.
-#[inline(always)]
-unsafe fn walk_checked(x: *const f32, out: *mut f32, rows: usize, cols: usize, row0: usize, gc: usize) {
-    for gr in row0..(row0 + COLUMN_ROWS).min(rows) {
-        for c in gc..(gc + 4).min(cols) {
-            // SAFETY: `gr < rows`, `c < cols`; `at` checks the neighbours.
-            unsafe {
-                let (r, cc) = (gr as isize, c as isize);
-                let value = if gr == 0 || gr == rows - 1 || c == 0 || c + 1 >= cols {
-                    at(x, rows, cols, r, cc)
-                } else {
-                    0.25 * (at(x, rows, cols, r - 1, cc)
-                        + at(x, rows, cols, r + 1, cc)
-                        + at(x, rows, cols, r, cc - 1)
-                        + at(x, rows, cols, r, cc + 1))
-                };
-                mem::store(out, gr * cols + c, value);
-            }
-        }
-    }
-}
-
-/// One Jacobi step of the `rows x cols` row-major grid `x` into `out` (the same step as
-/// [`stencil`](fn@super::stencil)).
-///
-/// One thread: the 4 columns `gc .. gc + 4` (`gc = 4 * (blockIdx.x * 128 + threadIdx.x)`) of the
-/// [`COLUMN_ROWS`] rows from `blockIdx.y * COLUMN_ROWS`. It holds the rows above and at its
-/// output row, loads the next [`AHEAD`] rows (16-byte read-only vectors where the rows are
-/// 16-byte aligned, `cols % 4 == 0`) before computing any of their outputs, takes the left and
-/// right neighbours from the next lanes by warp shuffles (lanes 0 and 31 load the warp's halo
-/// columns) and stores each output row as one vector. A warp whose 128 columns cross the grid's
-/// edge, or a grid whose rows are not 16-byte aligned, computes each output from its five
-/// neighbours, checked (`walk_checked`). No shared memory; 68 registers on sm_90a, no spills
-/// (`ptxas -v`). Traffic: 4 bytes read
-/// and 4 written per element, plus 2 halo rows per 32 (from L2 when the strip above was read
-/// recently).
-///
-/// Launch: 1-D blocks of [`COLUMN_BLOCK`] threads, a grid of `ceil(cols / 512) x ceil(rows /
-/// 32)`.
-///
-/// # Safety
-/// `x` and `out` hold `rows * cols` floats and do not overlap; the launch is as above.
-// Barriers: none (shuffles only); a warp whose columns all lie past the grid leaves as one.
-#[kernel(block(COLUMN_BLOCK), barriers(0))]
-pub unsafe fn stencil_columns(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
-    let lane = warp::lane_id() as usize;
-    let gc = 4 * (thread::block_idx_x() as usize * COLUMN_BLOCK as usize + thread::thread_idx_x() as usize);
-    let warp_col = gc - 4 * lane;
-    if warp_col >= cols {
-        return;
-    }
-    let row0 = thread::block_idx_y() as usize * COLUMN_ROWS;
-    // SAFETY: the vector walk only where the warp's 128 columns are inside the grid and aligned;
-    // the launch is the kernel's.
-    unsafe {
-        if cols.is_multiple_of(4) && warp_col + 128 <= cols {
-            walk(x, out, rows, cols, row0, gc, lane);
-        } else {
-            walk_checked(x, out, rows, cols, row0, gc);
         }
     }
 }
