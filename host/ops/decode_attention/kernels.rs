@@ -14,7 +14,7 @@ use crate::view::DeviceSlice;
 /// max_blocks, scale)`.
 pub(crate) type AttnScalars = (usize, usize, usize, usize, usize, u32, usize, f32);
 
-/// The element types of a paged KV cache and its attention: [`bf16`] and [`f16`], each with its
+/// The element types of a paged KV cache and its attention: [`bf16`] and [`f16`](struct@half::f16), each with its
 /// kernels' instances.
 pub trait KvElement: Element + sealed::Sealed {
     /// `kv_cache_append_*` (`VEC = false`) or `kv_cache_append_vec_*` (`VEC = true`).

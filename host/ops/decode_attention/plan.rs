@@ -83,9 +83,9 @@ pub(crate) fn split_head_dim(head_dim: usize) -> bool {
 
 /// Chunks per row of the split rung for `batch` sequences of `kv_heads` kv heads, `rows` query
 /// rows per kv head (q heads per kv head times queries) and a longest context of `context` keys
-/// on a device of `sms` multiprocessors: enough warps for [`WARPS_PER_SM`] on every
-/// multiprocessor, but no chunk under [`MIN_CHUNK_KEYS`] keys (so one chunk for a short
-/// context) and at most [`MAX_SPLITS`].
+/// on a device of `sms` multiprocessors: enough warps for `WARPS_PER_SM` on every
+/// multiprocessor, but no chunk under `MIN_CHUNK_KEYS` keys (so one chunk for a short
+/// context) and at most `MAX_SPLITS`.
 pub fn decode_splits(batch: usize, kv_heads: usize, rows: usize, context: usize, sms: usize) -> usize {
     let warps = batch.max(1) * kv_heads.max(1) * rows.max(1).div_ceil(ROWS_PER_WARP);
     let wanted = (WARPS_PER_SM * sms.max(1)).div_ceil(warps);

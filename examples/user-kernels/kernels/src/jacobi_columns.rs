@@ -81,7 +81,7 @@ unsafe fn row(
 ///
 /// One thread: the 4 columns `gc .. gc + 4` (`gc = 4 * (blockIdx.x * 256 + threadIdx.x)`) of the
 /// [`COLUMN_ROWS`] rows from `blockIdx.y * COLUMN_ROWS`. It holds the rows above and at its
-/// output row, loads the next [`AHEAD`] rows (16-byte read-only vectors where the rows are
+/// output row, loads the next `AHEAD` (4) rows (16-byte read-only vectors where the rows are
 /// 16-byte aligned, `cols % 4 == 0`) before computing any of their outputs, takes the left and
 /// right neighbours from the next lanes by warp shuffles (lanes 0 and 31 load the warp's halo
 /// columns) and stores each output row as one vector. No shared memory. Traffic: 4 bytes read
