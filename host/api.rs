@@ -169,10 +169,10 @@ where
 /// assert_eq!(y[(0, 3)], bf16::from_f32(8.0));
 /// # Ok::<(), gpukern::Error>(())
 /// ```
-pub fn matmul_decode<S1, S2>(x: &ArrayBase<S1, Ix2>, w: &ArrayBase<S2, Ix2>) -> Result<Array2<crate::bf16>>
+pub fn matmul_decode<S1, S2>(x: &ArrayBase<S1, Ix2>, w: &ArrayBase<S2, Ix2>) -> Result<Array2<half::bf16>>
 where
-    S1: Data<Elem = crate::bf16>,
-    S2: Data<Elem = crate::bf16>,
+    S1: Data<Elem = half::bf16>,
+    S2: Data<Elem = half::bf16>,
 {
     let gpu = Gpu::global()?;
     let y = gpu.matmul_decode(&gpu.upload_matrix(x)?, &gpu.upload_matrix(w)?)?;

@@ -445,7 +445,7 @@ where
     let s = crate::ops::attention::attention_shape(dims(q.dim()), dims(k.dim()), dims(v.dim()))?;
     let scale = f64::from(options.scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt()));
     if !scale.is_finite() {
-        return Err(crate::Error::InvalidArgument {
+        return Err(crate::error::Error::InvalidArgument {
             op: "cpu::attention",
             detail: format!("the scale must be finite, not {scale}"),
         });

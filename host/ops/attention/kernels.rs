@@ -4,7 +4,7 @@
 use half::{bf16, f16};
 use kernels_gpu::attention as family;
 
-use super::Operands;
+use super::plan::AttentionShape;
 use crate::buffer::{DeviceVec, Element};
 use crate::device::Gpu;
 use crate::error::Result;
@@ -119,6 +119,24 @@ impl AttentionElement for f16 {
     }
 }
 
+/// One operand as the kernels take it: its elements (from the tensor's offset) and its strides
+/// along batch, sequence and heads, in elements.
+pub(crate) struct LaunchTensor<'a, T> {
+    pub(crate) data: DeviceSlice<'a, T>,
+    pub(crate) strides: [usize; 3],
+}
+
+/// The checked operands of one call as the kernels take them (built by `Operands::launch`).
+pub(crate) struct Launch<'a, T> {
+    pub(crate) q: LaunchTensor<'a, T>,
+    pub(crate) k: LaunchTensor<'a, T>,
+    pub(crate) v: LaunchTensor<'a, T>,
+    pub(crate) shape: AttentionShape,
+    /// `scale * log2(e)`.
+    pub(crate) scale_log2: f32,
+    pub(crate) causal: bool,
+}
+
 /// Launches `attention_rows_*` on checked operands: a warp per query row.
 ///
 /// # Safety
@@ -128,12 +146,12 @@ impl AttentionElement for f16 {
 pub(crate) unsafe fn rows<T: AttentionElement>(
     gpu: &Gpu,
     cfg: LaunchConfig,
-    ops: &Operands<'_, T>,
+    ops: &Launch<'_, T>,
     o: &mut DeviceVec<T>,
     lse: &mut DeviceVec<f32>,
 ) -> Result<()> {
     let s = ops.shape;
-    let (q, k, v) = (ops.q.view()?, ops.k.view()?, ops.v.view()?);
+    let (q, k, v) = (ops.q.data, ops.k.data, ops.v.data);
     let [qb, qs, qh] = ops.q.strides;
     let [kb, ks, kh] = ops.k.strides;
     let [vb, vs, vh] = ops.v.strides;
@@ -179,12 +197,12 @@ pub(crate) unsafe fn rows<T: AttentionElement>(
 pub(crate) unsafe fn flash<T: AttentionElement>(
     gpu: &Gpu,
     cfg: LaunchConfig,
-    ops: &Operands<'_, T>,
+    ops: &Launch<'_, T>,
     o: &mut DeviceVec<T>,
     lse: &mut DeviceVec<f32>,
 ) -> Result<()> {
     let s = ops.shape;
-    let (q, k, v) = (ops.q.view()?, ops.k.view()?, ops.v.view()?);
+    let (q, k, v) = (ops.q.data, ops.k.data, ops.v.data);
     let [qb, qs, qh] = ops.q.strides;
     let [kb, ks, kh] = ops.k.strides;
     let [vb, vs, vh] = ops.v.strides;

@@ -40,6 +40,7 @@ use kernels_gpu::attention::{
     FLASH_BLOCK, FLASH_ROWS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM, ROWS_BLOCK, ROWS_PER_BLOCK, flash_shared_bytes,
 };
 use plan::AttentionPlan;
+pub use plan::AttentionShape;
 
 use super::same_shape;
 use crate::buffer::{DeviceVec, checked_len_of};
@@ -170,42 +171,6 @@ impl<'a, T: AttentionElement> AttentionTensor<'a, T> {
     }
 }
 
-/// The sizes of a checked attention call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AttentionShape {
-    /// Batch.
-    pub batch: usize,
-    /// Query rows per batch and head.
-    pub q_len: usize,
-    /// Keys (and values) per batch and head.
-    pub kv_len: usize,
-    /// Query heads.
-    pub heads: usize,
-    /// Key/value heads (dividing `heads`).
-    pub kv_heads: usize,
-    /// Elements per head.
-    pub head_dim: usize,
-}
-
-impl AttentionShape {
-    /// Query rows of the whole call: `batch * heads * q_len`, the log-sum-exp's length.
-    pub fn rows(&self) -> usize {
-        self.batch * self.heads * self.q_len
-    }
-
-    /// Elements of the output: `batch * q_len * heads * head_dim`.
-    pub fn out_len(&self) -> usize {
-        self.rows() * self.head_dim
-    }
-
-    /// The forward pass's flops as FlashAttention counts them: `4 batch heads q_len kv_len
-    /// head_dim` (two products), halved with the causal mask.
-    pub fn flops(&self, causal: bool) -> f64 {
-        let f = 4.0 * (self.rows() as f64) * (self.kv_len as f64) * (self.head_dim as f64);
-        if causal { f / 2.0 } else { f }
-    }
-}
-
 /// The output of an attention call on the device.
 pub struct AttentionOutput<T> {
     /// `[batch, q_len, heads, head_dim]`, contiguous.
@@ -224,6 +189,27 @@ pub(crate) struct Operands<'a, T> {
     /// `scale * log2(e)`: the kernels' exponentials are base 2.
     pub(crate) scale_log2: f32,
     pub(crate) causal: bool,
+}
+
+impl<'a, T: AttentionElement> Operands<'a, T> {
+    /// The operands as the kernels take them: each tensor's elements from its offset, and its
+    /// strides.
+    fn launch(&self) -> Result<kernels::Launch<'a, T>> {
+        let tensor = |t: &AttentionTensor<'a, T>| -> Result<kernels::LaunchTensor<'a, T>> {
+            Ok(kernels::LaunchTensor {
+                data: t.view()?,
+                strides: t.strides,
+            })
+        };
+        Ok(kernels::Launch {
+            q: tensor(&self.q)?,
+            k: tensor(&self.k)?,
+            v: tensor(&self.v)?,
+            shape: self.shape,
+            scale_log2: self.scale_log2,
+            causal: self.causal,
+        })
+    }
 }
 
 /// The shape of `q`, `k`, `v` checked against each other: same batch and head dim, `k` and `v`
@@ -331,7 +317,7 @@ impl Gpu {
                 )?;
                 // SAFETY: the operands are checked (`attention_operands`), `out` and `lse`
                 // have the output's lengths, `rows >= 1`, `cfg` covers `rows` warps.
-                unsafe { kernels::rows(self, cfg, &ops, out, lse) }
+                unsafe { kernels::rows(self, cfg, &ops.launch()?, out, lse) }
             }
             AttentionPlan::Flash { head_dim } => {
                 let cfg = LaunchConfig::grid_3d(
@@ -344,7 +330,7 @@ impl Gpu {
                 )?;
                 // SAFETY: as for the rows rung; the plan checked the head dim and the
                 // alignment of every operand, offset and stride; `cfg` is the kernel's grid.
-                unsafe { kernels::flash(self, cfg, &ops, out, lse) }
+                unsafe { kernels::flash(self, cfg, &ops.launch()?, out, lse) }
             }
         }
     }

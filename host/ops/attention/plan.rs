@@ -88,6 +88,42 @@ impl AttentionAlgorithm {
     }
 }
 
+/// The sizes of a checked attention call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionShape {
+    /// Batch.
+    pub batch: usize,
+    /// Query rows per batch and head.
+    pub q_len: usize,
+    /// Keys (and values) per batch and head.
+    pub kv_len: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (dividing `heads`).
+    pub kv_heads: usize,
+    /// Elements per head.
+    pub head_dim: usize,
+}
+
+impl AttentionShape {
+    /// Query rows of the whole call: `batch * heads * q_len`, the log-sum-exp's length.
+    pub fn rows(&self) -> usize {
+        self.batch * self.heads * self.q_len
+    }
+
+    /// Elements of the output: `batch * q_len * heads * head_dim`.
+    pub fn out_len(&self) -> usize {
+        self.rows() * self.head_dim
+    }
+
+    /// The forward pass's flops as FlashAttention counts them: `4 batch heads q_len kv_len
+    /// head_dim` (two products), halved with the causal mask.
+    pub fn flops(&self, causal: bool) -> f64 {
+        let f = 4.0 * (self.rows() as f64) * (self.kv_len as f64) * (self.head_dim as f64);
+        if causal { f / 2.0 } else { f }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

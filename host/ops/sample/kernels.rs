@@ -4,7 +4,7 @@
 use half::bf16;
 use kernels_gpu::sample as family;
 
-use super::plan::{SampleAlgorithm, SampleOptions, SamplePlan};
+use super::plan::{OP, SampleAlgorithm, SampleOptions, SamplePlan};
 use crate::buffer::{DeviceVec, Element};
 use crate::device::Gpu;
 use crate::error::Result;
@@ -76,7 +76,7 @@ pub(crate) unsafe fn sample<T: LogitElement>(
     plan: &SamplePlan,
     options: &SampleOptions,
 ) -> Result<()> {
-    let config = LaunchConfig::rows_per_block(super::OP, rows, 1, family::SAMPLE_BLOCK, 0, &gpu.limits())?;
+    let config = LaunchConfig::rows_per_block(OP, rows, 1, family::SAMPLE_BLOCK, 0, &gpu.limits())?;
     match plan.algorithm {
         // SAFETY: the caller's; one block of `SAMPLE_BLOCK` threads per row.
         SampleAlgorithm::Search => unsafe {

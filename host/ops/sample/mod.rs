@@ -7,15 +7,12 @@ mod plan;
 pub use kernels::LogitElement;
 pub use plan::{SampleAlgorithm, SampleOptions};
 
-use plan::SamplePlan;
+use plan::{OP, SamplePlan};
 
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, DeviceVec};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
-
-/// The operation's name in errors.
-const OP: &str = "sample";
 
 impl Gpu {
     /// The next token of each row of `logits` (f32 or bf16), drawn with `options`: the logits

@@ -3,6 +3,9 @@
 
 use crate::error::{Error, Result};
 
+/// The operation's name in errors.
+pub(crate) const OP: &str = "sample";
+
 /// How the next token of each row is drawn (see `kernels_gpu::sample` for every rule).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SampleOptions {
@@ -114,10 +117,7 @@ impl SamplePlan {
 
 /// An option out of range.
 fn invalid(detail: String) -> Error {
-    Error::InvalidArgument {
-        op: super::OP,
-        detail,
-    }
+    Error::InvalidArgument { op: OP, detail }
 }
 
 #[cfg(test)]
