@@ -12,7 +12,7 @@ use crate::error::Result;
 #[cfg(feature = "sample")]
 mod sample;
 #[cfg(feature = "sample")]
-pub use sample::sample_rows;
+pub use sample::{SampleRejection, sample_rows, sample_rows_rejected};
 
 #[cfg(feature = "add")]
 /// `a[i] + b[i]`.

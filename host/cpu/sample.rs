@@ -17,6 +17,49 @@ pub fn sample_rows(x: &[f32], cols: usize, options: &SampleOptions, nudge: f64) 
         .collect()
 }
 
+/// A row whose device token the reference does not accept (see [`sample_rows_rejected`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleRejection {
+    /// The row.
+    pub row: usize,
+    /// The device's token (`None`: it gave too few).
+    pub got: Option<i32>,
+    /// The reference's token.
+    pub want: i32,
+    /// The reference's tokens at `u - nudge` and `u + nudge`.
+    pub span: (i32, i32),
+}
+
+/// The rows of `x` whose token in `got` the reference does not accept: a token is accepted when
+/// it is [`sample_rows`]'s, or lies between its tokens at `u - nudge` and `u + nudge` (the
+/// token only grows with `u`, and the device's f32 sums may put a draw near a boundary on
+/// either side of it; a row of a million logits puts many tokens in that span). The one
+/// acceptance rule of the sampling trials and the bench's check.
+pub fn sample_rows_rejected(
+    got: &[i32],
+    x: &[f32],
+    cols: usize,
+    options: &SampleOptions,
+    nudge: f64,
+) -> Vec<SampleRejection> {
+    let want = sample_rows(x, cols, options, 0.0);
+    let below = sample_rows(x, cols, options, -nudge);
+    let above = sample_rows(x, cols, options, nudge);
+    (0..want.len())
+        .filter_map(|row| {
+            let span = (below[row], above[row]);
+            let inside = |g: i32| g == want[row] || (span.0.min(span.1)..=span.0.max(span.1)).contains(&g);
+            let got = got.get(row).copied();
+            (!got.is_some_and(inside)).then_some(SampleRejection {
+                row,
+                got,
+                want: want[row],
+                span,
+            })
+        })
+        .collect()
+}
+
 /// One row's token (see [`sample_rows`]).
 fn sample_row(row: &[f32], r: usize, options: &SampleOptions, nudge: f64) -> i32 {
     let keys: Vec<u32> = row.iter().map(|&v| order_key(v)).collect();
