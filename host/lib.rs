@@ -85,40 +85,13 @@ macro_rules! include_ptx {
 // inside this crate too.
 extern crate self as gpukern;
 
-#[cfg(any(
-    feature = "add",
-    feature = "attention",
-    feature = "matmul",
-    feature = "softmax",
-    feature = "norm",
-    feature = "reduce",
-    feature = "transpose",
-    feature = "cross_entropy",
-    feature = "glu",
-    feature = "rotary",
-    feature = "embedding",
-    feature = "sample"
-))]
+#[cfg(gpukern_family)]
 pub mod api;
 pub mod buffer;
 mod cache;
 mod capture;
 pub mod copy;
-#[cfg(any(
-    feature = "add",
-    feature = "attention",
-    feature = "matmul",
-    feature = "softmax",
-    feature = "norm",
-    feature = "reduce",
-    feature = "transpose",
-    feature = "cross_entropy",
-    feature = "glu",
-    feature = "rotary",
-    feature = "embedding",
-    feature = "sample",
-    feature = "decode_attention"
-))]
+#[cfg(gpukern_family)]
 pub mod cpu;
 pub mod device;
 pub mod dist;
@@ -168,18 +141,7 @@ pub use gpukern_device::fp8::{E4M3, E5M2};
 pub use gpukern_device::launch::Launcher;
 pub use graph::{Graph, GraphBuffers};
 pub use half::{bf16, f16};
-#[cfg(any(
-    feature = "add",
-    feature = "attention",
-    feature = "matmul",
-    feature = "softmax",
-    feature = "norm",
-    feature = "reduce",
-    feature = "transpose",
-    feature = "cross_entropy",
-    feature = "sample",
-    feature = "decode_attention"
-))]
+#[cfg(gpukern_family)]
 pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
 #[doc(hidden)]

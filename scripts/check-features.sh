@@ -10,7 +10,11 @@ cd "$(dirname "$0")/.."
 export GPUKERN_PTX_SKIP=1
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for features in "" add matmul softmax norm reduce transpose cross_entropy glu rotary embedding sample attention decode_attention; do
+# The families: gpukern's `library` feature less dependencies' features (Cargo.toml, the one list).
+families=$(cargo metadata --no-deps --format-version 1 |
+    jq -r '.packages[] | select(.name == "gpukern") | .features.library[] | select(contains("/") | not)')
+[ -n "$families" ] || { echo "no families in gpukern's library feature" >&2; exit 1; }
+for features in "" $families; do
     printf 'gpukern --no-default-features --features "%s"\n' "$features"
     cargo check --quiet -p gpukern --no-default-features --features "$features" \
         --message-format short >"$log" 2>&1 || { cat "$log"; exit 1; }

@@ -80,24 +80,18 @@ mod tests {
                 );
             }
         }
-        assert_eq!(
-            families, 13,
-            "add, attention, cross_entropy, decode_attention, embedding, glu, matmul, norm, reduce, rotary, sample, softmax, transpose"
-        );
+        assert!(families > 0, "no family folders in {}", ops.display());
     }
 
-    /// Every family folder is a cargo feature of gpukern (enabling kernels-gpu's feature of the
-    /// same name) and of kernels-gpu, is in `library`, and is one of the features `build.rs`
-    /// hands to the PTX build: a family added without its feature would be compiled out.
+    /// The family folders are exactly the families of gpukern's `library` feature (the one list,
+    /// which `build.rs` hands to the PTX build and `scripts/check-features.sh` walks); each is a
+    /// cargo feature of gpukern enabling kernels-gpu's feature of the same name, and a feature of
+    /// kernels-gpu (in its `default`): a family added without its feature would be compiled out.
     #[test]
     fn every_family_is_a_feature_all_the_way_down() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let read = |path: &str| fs::read_to_string(root.join(path)).expect("a manifest or build script");
-        let (host, kernels, build) = (
-            read("Cargo.toml"),
-            read("kernels-gpu/Cargo.toml"),
-            read("build.rs"),
-        );
+        let (host, kernels) = (read("Cargo.toml"), read("kernels-gpu/Cargo.toml"));
         let feature = |manifest: &str, name: &str| {
             manifest
                 .lines()
@@ -105,6 +99,14 @@ mod tests {
                 .map(str::to_string)
         };
         let library = feature(&host, "library").expect("gpukern's `library` feature");
+        let mut listed: Vec<&str> = library
+            .trim_start_matches("library = [")
+            .trim_end_matches(']')
+            .split(',')
+            .map(|f| f.trim().trim_matches('"'))
+            .filter(|f| !f.contains('/'))
+            .collect();
+        let mut folders = Vec::new();
         for entry in fs::read_dir(root.join("host/ops")).expect("host/ops") {
             let dir = entry.expect("an entry").path();
             if !dir.is_dir() {
@@ -121,11 +123,16 @@ mod tests {
                 feature(&kernels, family).is_some(),
                 "kernels-gpu has no `{family}` feature"
             );
-            assert!(library.contains(&quoted), "`library` lacks `{family}`: {library}");
+            let kernels_default = feature(&kernels, "default").expect("kernels-gpu's `default` feature");
             assert!(
-                build.contains(&quoted),
-                "build.rs does not pass `{family}` to the PTX build"
+                kernels_default.contains(&quoted),
+                "kernels-gpu's `default` lacks `{family}`: {kernels_default}"
             );
+            assert!(library.contains(&quoted), "`library` lacks `{family}`: {library}");
+            folders.push(family.to_string());
         }
+        listed.sort_unstable();
+        folders.sort_unstable();
+        assert_eq!(listed, folders, "`library`'s families and host/ops's folders");
     }
 }
