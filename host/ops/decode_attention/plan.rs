@@ -83,12 +83,14 @@ pub(crate) fn split_head_dim(head_dim: usize) -> bool {
 
 /// Chunks per row of the split rung for `batch` sequences of `kv_heads` kv heads, `rows` query
 /// rows per kv head (q heads per kv head times queries) and a longest context of `context` keys
-/// on a device of `sms` multiprocessors: enough warps for `WARPS_PER_SM` on every
-/// multiprocessor, but no chunk under `MIN_CHUNK_KEYS` keys (so one chunk for a short
+/// on a device of `sms` multiprocessors: as many warps as `WARPS_PER_SM` on every
+/// multiprocessor hold (one wave), but no chunk under `MIN_CHUNK_KEYS` keys (so one chunk for a short
 /// context) and at most `MAX_SPLITS`.
 pub fn decode_splits(batch: usize, kv_heads: usize, rows: usize, context: usize, sms: usize) -> usize {
     let warps = batch.max(1) * kv_heads.max(1) * rows.max(1).div_ceil(ROWS_PER_WARP);
-    let wanted = (WARPS_PER_SM * sms.max(1)).div_ceil(warps);
+    // Rounded down: one chunk more than fits would start a second, nearly empty wave (measured
+    // on the H200 at batch 8: 25 chunks, 448 blocks for 396 places, 1.13 waves).
+    let wanted = (WARPS_PER_SM * sms.max(1) / warps).max(1);
     let at_most = context.div_ceil(MIN_CHUNK_KEYS).clamp(1, MAX_SPLITS);
     wanted.clamp(1, at_most)
 }
@@ -134,7 +136,7 @@ mod tests {
     }
 
     /// The bench's shapes on an H200 (132 SMs): batch 1 wants 198 chunks, held to 128 (32 keys
-    /// each); batch 8 wants 25 (164 keys each, 25 chunks).
+    /// each); batch 8 wants 24 (1536 warps for 1584 places; 171 keys each).
     #[test]
     fn bench_shapes() {
         assert_eq!(
@@ -147,14 +149,15 @@ mod tests {
         assert_eq!(
             DecodePlan::choose(DecodeAlgorithm::Split, shape(8, 1, 128, 4096), 132),
             DecodePlan::Split {
-                splits: 25,
-                chunk: 164
+                splits: 24,
+                chunk: 171
             }
         );
     }
 
-    /// The warp target's boundary: 8 kv heads of one row group want `ceil(12 * sms / 8)` chunks;
-    /// with enough context, exactly that; a fifth row (a second group) halves it.
+    /// The warp target's boundary: 8 kv heads of one row group want `floor(12 * sms / 8)` chunks;
+    /// with enough context, exactly that; a fifth row (a second group) halves it; two chunks only
+    /// while twice the warps fit in one wave.
     #[test]
     fn warps_per_sm_boundary() {
         // 8 warps per chunk at 4 rows; 5 rows are two groups: 16 warps per chunk.
@@ -162,7 +165,9 @@ mod tests {
         assert_eq!(decode_splits(1, 8, 5, 1 << 20, 132), 99);
         // Enough warps without splitting: one chunk.
         assert_eq!(decode_splits(198, 8, 4, 1 << 20, 132), 1);
-        assert_eq!(decode_splits(197, 8, 4, 1 << 20, 132), 2);
+        assert_eq!(decode_splits(197, 8, 4, 1 << 20, 132), 1);
+        assert_eq!(decode_splits(100, 8, 4, 1 << 20, 132), 1);
+        assert_eq!(decode_splits(99, 8, 4, 1 << 20, 132), 2);
     }
 
     /// The minimum chunk: a context of 32 keys is one chunk, 33 may be two; the maximum count.

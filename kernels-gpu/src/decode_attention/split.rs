@@ -9,29 +9,43 @@ use crate::kernel;
 // The row loops below are unrolled by hand for 4 rows.
 const _: () = assert!(ROWS_PER_WARP == 4);
 
-/// One key's K and V vectors of one lane (8 dimensions each), zeros past the chunk.
+/// Where this lane's 8 dimensions of key `j`'s K and V rows start in the pools (the block table
+/// read once), or 0 past the chunk.
 ///
 /// # Safety
 /// As the kernel's: when `valid`, `j` is below the sequence's length.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn load_kv<E: KvElem>(
-    k_pool: *const E,
-    v_pool: *const E,
+unsafe fn key_at(
     table: *const i32,
     (b, max_blocks, shift): (usize, usize, u32),
     (kv_heads, kvh, head_dim, part): (usize, usize, usize, usize),
     j: usize,
     valid: bool,
+) -> usize {
+    if !valid {
+        return 0;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { row_of(table, b, max_blocks, j, shift, kv_heads, kvh, head_dim) + part * VEC }
+}
+
+/// One key's K and V vectors of one lane (8 dimensions each) at `at` ([`key_at`]), zeros past
+/// the chunk.
+///
+/// # Safety
+/// When `valid`, `at` is [`key_at`] of a key below the sequence's length.
+#[inline(always)]
+unsafe fn load_kv<E: KvElem>(
+    k_pool: *const E,
+    v_pool: *const E,
+    at: usize,
+    valid: bool,
 ) -> ([E; VEC], [E; VEC]) {
     if !valid {
         return ([E::ZERO; VEC], [E::ZERO; VEC]);
     }
-    // SAFETY: the caller's contract; `part * 8 + 8 <= head_dim`, 16-byte aligned.
-    unsafe {
-        let at = row_of(table, b, max_blocks, j, shift, kv_heads, kvh, head_dim) + part * VEC;
-        (vector::load(k_pool, at), vector::load(v_pool, at))
-    }
+    // SAFETY: the caller's contract; 8 elements inside a row, 16-byte aligned.
+    unsafe { (vector::load(k_pool, at), vector::load(v_pool, at)) }
 }
 
 /// Decode attention, step 1 of 2: one chunk of the context for up to [`ROWS_PER_WARP`] query
@@ -144,18 +158,29 @@ pub unsafe fn decode_attention_split<E: KvElem, const D: usize>(
     let mut m = [f32::NEG_INFINITY; ROWS_PER_WARP];
     let mut s = [0.0f32; ROWS_PER_WARP];
     let mut o = [[0.0f32; VEC]; ROWS_PER_WARP];
-    let at = (b, max_blocks, shift);
+    let seq = (b, max_blocks, shift);
     let head = (kv_heads, kvh, D, part);
     let mut j0 = start;
-    // SAFETY (the loads): keys below `end <= lens[b]`.
-    let mut next = unsafe { load_kv(k_pool, v_pool, table, at, head, j0 + slot, j0 + slot < end) };
+    // Two steps in flight: the next step's K and V rows on their way while this step computes,
+    // and the block-table entry of the step after it, so that no load waits for the table.
+    // SAFETY (the table reads and loads): keys below `end <= lens[b]`.
+    let mut next = unsafe {
+        let first = key_at(table, seq, head, j0 + slot, j0 + slot < end);
+        load_kv(k_pool, v_pool, first, j0 + slot < end)
+    };
+    let j1 = j0 + slot + slots;
+    // SAFETY: as above.
+    let mut at_next = unsafe { key_at(table, seq, head, j1, j1 < end) };
     while j0 < end {
         let j = j0 + slot;
         let (kx, vx) = next;
-        // The next step's rows on their way while this step computes.
         let j_next = j + slots;
+        let j_after = j_next + slots;
         // SAFETY: as above.
-        next = unsafe { load_kv(k_pool, v_pool, table, at, head, j_next, j_next < end) };
+        unsafe {
+            next = load_kv(k_pool, v_pool, at_next, j_next < end);
+            at_next = key_at(table, seq, head, j_after, j_after < end);
+        }
         let (mut k, mut v) = ([0.0f32; VEC], [0.0f32; VEC]);
         unroll_8!(8, |e| {
             k[e] = kx[e].to_f32();
@@ -184,17 +209,18 @@ pub unsafe fn decode_attention_split<E: KvElem, const D: usize>(
                     top = math::max_nan(top, warp::shfl_xor(top, mask as u32));
                     mask *= 2;
                 }
+                // Branch-free, so that the four rows' shuffle chains interleave: while every
+                // key so far is masked for the row (`m_new` still -inf), the exponents are taken
+                // against 0 and give `alpha = p = 0`, leaving `s` and `o` at 0.
                 let m_new = math::max_nan(m[i], top);
-                // Warp-uniform: every key of this step is masked for the row, or not.
-                if m_new != f32::NEG_INFINITY {
-                    let alpha = math::fast::exp2(m[i] - m_new);
-                    let p = math::fast::exp2(score - m_new);
-                    s[i] = s[i] * alpha + p;
-                    unroll_8!(8, |e| {
-                        o[i][e] = math::fma(p, v[e], o[i][e] * alpha);
-                    });
-                    m[i] = m_new;
-                }
+                let m_ref = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
+                let alpha = math::fast::exp2(m[i] - m_ref);
+                let p = math::fast::exp2(score - m_ref);
+                s[i] = s[i] * alpha + p;
+                unroll_8!(8, |e| {
+                    o[i][e] = math::fma(p, v[e], o[i][e] * alpha);
+                });
+                m[i] = m_new;
             }
         });
         j0 += slots;
