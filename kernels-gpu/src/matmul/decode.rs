@@ -115,7 +115,8 @@ pub unsafe fn decode_naive<O: Output>(
 /// The fast rung (see the module documentation): warp `wp` of block `(bx, s)` computes rows
 /// `bx * 128 + 16 wp .. + 16` of `Y^T` (columns of `Y`) over the slice `s * k_split ..
 /// min((s + 1) * k_split, k)` of `k`, for `m <= 8 MT` rows of `X`, `U` steps of 32 along `k`
-/// per loop iteration (all their loads issued before the first MMA), and stores them as `O` into
+/// per loop iteration (all their loads issued before the first MMA; for `MT = 1` the next
+/// iteration's loads of `W` are issued before this one's MMAs), and stores them as `O` into
 /// plane `s` of `out` (`out[s * m * n + i * n + j]`). `READ_ONLY` reads `W` through the
 /// read-only path (`ld.global.nc`) instead of with the evict-first hint.
 ///
@@ -186,10 +187,9 @@ pub unsafe fn decode_gemm<O: Output, const MT: usize, const U: usize, const READ
     // The matrices as words of two bf16: element `e` (even) is word `e / 2`.
     let (w32, x32) = (w.cast::<u32>(), x.cast::<u32>());
 
-    let mut acc = [[0.0f32; 4]; MT];
-    let mut kb = k0;
-    // `kb`, `k1` are the same for the whole warp: every lane runs every MMA.
-    while kb < k1 {
+    // This lane's 16-byte pieces of its two rows of `W` for the `U` steps from `kb`: zeros past
+    // the slice or the matrix.
+    let fetch = |kb: usize| -> ([[u32; 4]; U], [[u32; 4]; U]) {
         let mut lo = [[0u32; 4]; U];
         let mut hi = [[0u32; 4]; U];
         unroll_8!(U, |u| {
@@ -206,6 +206,12 @@ pub unsafe fn decode_gemm<O: Output, const MT: usize, const U: usize, const READ
                 }
             }
         });
+        (lo, hi)
+    };
+
+    let mut acc = [[0.0f32; 4]; MT];
+    // The products of the `U` steps from `kb` with this lane's pieces `lo`, `hi` of `W`.
+    let mut products = |kb: usize, lo: &[[u32; 4]; U], hi: &[[u32; 4]; U]| {
         unroll_8!(U, |u| {
             let col = kb + u * DECODE_STEP + 8 * t;
             unroll_8!(MT, |j| {
@@ -222,7 +228,28 @@ pub unsafe fn decode_gemm<O: Output, const MT: usize, const U: usize, const READ
                 acc[j] = mma_m16n8k16_bf16([lo[u][2], hi[u][2], lo[u][3], hi[u][3]], [xv[2], xv[3]], acc[j]);
             });
         });
-        kb += U * DECODE_STEP;
+    };
+    // `kb`, `k1` are the same for the whole warp: every lane runs every MMA.
+    let mut kb = k0;
+    if MT == 1 {
+        // Software-pipelined (`m <= 8`): the next iteration's pieces of `W` are on their way
+        // while this one's products run, so a warp always has a load in flight (96 registers
+        // against 72, still two blocks per SM). Not for more tiles of `X`: their registers
+        // (142 for 8 tiles) would grow past what keeps a block resident.
+        let (mut lo, mut hi) = fetch(kb);
+        while kb < k1 {
+            let kb_next = kb + U * DECODE_STEP;
+            let (lo_next, hi_next) = fetch(kb_next);
+            products(kb, &lo, &hi);
+            (lo, hi) = (lo_next, hi_next);
+            kb = kb_next;
+        }
+    } else {
+        while kb < k1 {
+            let (lo, hi) = fetch(kb);
+            products(kb, &lo, &hi);
+            kb += U * DECODE_STEP;
+        }
     }
 
     // `acc[j]`: `Y^T(r_lo, 8j + 2t ..+ 2)` then `Y^T(r_hi, ..)`, i.e. `Y[8j + 2t (+1)][r]`.
