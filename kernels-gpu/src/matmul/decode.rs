@@ -187,11 +187,13 @@ pub unsafe fn decode_gemm<O: Output, const MT: usize, const U: usize, const READ
     // The matrices as words of two bf16: element `e` (even) is word `e / 2`.
     let (w32, x32) = (w.cast::<u32>(), x.cast::<u32>());
 
-    // This lane's 16-byte pieces of its two rows of `W` for the `U` steps from `kb`: zeros past
-    // the slice or the matrix.
-    let fetch = |kb: usize| -> ([[u32; 4]; U], [[u32; 4]; U]) {
+    // This lane's 16-byte pieces of its two rows of `W`, and of its row of each tile of `X`, for
+    // the `U` steps from `kb`: zeros past the slice or the matrices.
+    type Pieces<const U: usize, const MT: usize> = ([[u32; 4]; U], [[u32; 4]; U], [[[u32; 4]; MT]; U]);
+    let fetch = |kb: usize| -> Pieces<U, MT> {
         let mut lo = [[0u32; 4]; U];
         let mut hi = [[0u32; 4]; U];
+        let mut xv = [[[0u32; 4]; MT]; U];
         unroll_8!(U, |u| {
             let col = kb + u * DECODE_STEP + 8 * t;
             if col < k1 {
@@ -204,50 +206,50 @@ pub unsafe fn decode_gemm<O: Output, const MT: usize, const U: usize, const READ
                 if r_hi < n {
                     hi[u] = unsafe { vector::load_hinted::<u32, 4>(w32, (r_hi * k + col) / 2, hint) };
                 }
+                unroll_8!(MT, |j| {
+                    let row = DECODE_TILE_M * j + g;
+                    if row < m {
+                        // SAFETY: `row < m`, `col + 8 <= k`: `x[row * k + col .. + 8]`, aligned
+                        // as above; no thread writes `X`.
+                        xv[u][j] = unsafe {
+                            vector::load_hinted::<u32, 4>(x32, (row * k + col) / 2, LoadHint::ReadOnly)
+                        };
+                    }
+                });
             }
         });
-        (lo, hi)
+        (lo, hi, xv)
     };
 
     let mut acc = [[0.0f32; 4]; MT];
-    // The products of the `U` steps from `kb` with this lane's pieces `lo`, `hi` of `W`.
-    let mut products = |kb: usize, lo: &[[u32; 4]; U], hi: &[[u32; 4]; U]| {
+    // The products of `U` steps with this lane's pieces.
+    let mut products = |(lo, hi, xv): &Pieces<U, MT>| {
         unroll_8!(U, |u| {
-            let col = kb + u * DECODE_STEP + 8 * t;
             unroll_8!(MT, |j| {
-                let row = DECODE_TILE_M * j + g;
-                let mut xv = [0u32; 4];
-                if col < k1 && row < m {
-                    // SAFETY: `row < m`, `col + 8 <= k`: `x[row * k + col .. + 8]`, aligned as
-                    // above; no thread writes `X`.
-                    xv = unsafe {
-                        vector::load_hinted::<u32, 4>(x32, (row * k + col) / 2, LoadHint::ReadOnly)
-                    };
-                }
-                acc[j] = mma_m16n8k16_bf16([lo[u][0], hi[u][0], lo[u][1], hi[u][1]], [xv[0], xv[1]], acc[j]);
-                acc[j] = mma_m16n8k16_bf16([lo[u][2], hi[u][2], lo[u][3], hi[u][3]], [xv[2], xv[3]], acc[j]);
+                let x = xv[u][j];
+                acc[j] = mma_m16n8k16_bf16([lo[u][0], hi[u][0], lo[u][1], hi[u][1]], [x[0], x[1]], acc[j]);
+                acc[j] = mma_m16n8k16_bf16([lo[u][2], hi[u][2], lo[u][3], hi[u][3]], [x[2], x[3]], acc[j]);
             });
         });
     };
     // `kb`, `k1` are the same for the whole warp: every lane runs every MMA.
     let mut kb = k0;
     if MT == 1 {
-        // Software-pipelined (`m <= 8`): the next iteration's pieces of `W` are on their way
-        // while this one's products run, so a warp always has a load in flight (96 registers
-        // against 72, still two blocks per SM). Not for more tiles of `X`: their registers
-        // (142 for 8 tiles) would grow past what keeps a block resident.
-        let (mut lo, mut hi) = fetch(kb);
+        // Software-pipelined (`m <= 8`): the next iteration's pieces are on their way while this
+        // one's products run, so a warp always has loads in flight. Not for more tiles of `X`:
+        // their registers (142 for 8 tiles unpipelined) would grow past what keeps a block
+        // resident.
+        let mut pieces = fetch(kb);
         while kb < k1 {
             let kb_next = kb + U * DECODE_STEP;
-            let (lo_next, hi_next) = fetch(kb_next);
-            products(kb, &lo, &hi);
-            (lo, hi) = (lo_next, hi_next);
+            let next = fetch(kb_next);
+            products(&pieces);
+            pieces = next;
             kb = kb_next;
         }
     } else {
         while kb < k1 {
-            let (lo, hi) = fetch(kb);
-            products(kb, &lo, &hi);
+            products(&fetch(kb));
             kb += U * DECODE_STEP;
         }
     }
