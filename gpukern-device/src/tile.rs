@@ -1,4 +1,5 @@
-//! Tiles for the warpgroup tensor cores (sm_90a): the shared-memory operand tiles of `wgmma`
+//! Tiles for the tensor cores: the warpgroup's (sm_90a, below) and the warp's ([`warp`], sm_80+).
+//! The warpgroup's: the shared-memory operand tiles of `wgmma`
 //! in the 128-byte swizzle layout the copy engine writes, with their matrix descriptors, and the
 //! register accumulator fragment with the position of each of its elements, for epilogues.
 //!
@@ -11,6 +12,8 @@
 //!   for the four-step products ([`crate::wgmma::Accumulators`]: `mma_bf16_async` and kin).
 //! * [`position`] and [`pairs`]: the row and column of each accumulator of a thread's
 //!   `64 x N` fragment, so that a fused epilogue (bias, activation, rounding) reads as a loop.
+//! * [`warp`]: the warp-level tiles of `mma.sync` (sm_80 and later): a padded shared-memory tile,
+//!   `ldmatrix` fragments of `A` and `B`, the `16 x 8` accumulator.
 //! * [`store_rows`]: the fragment stored into a row-major matrix of an [`Output`] element
 //!   (`f32`, `bf16`, `f16`) through a fused epilogue, 16 bytes per access where the rows allow.
 //!
@@ -25,6 +28,7 @@
 //! does not read the tile the way the copy engine wrote it; the loads are [`crate::tma`] copies.
 
 mod store;
+pub mod warp;
 
 pub use store::{store_rows, Output};
 
