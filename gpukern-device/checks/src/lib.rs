@@ -14,4 +14,5 @@ pub mod math;
 pub mod print;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod tables;
+pub mod tiles;
 pub mod vectors;

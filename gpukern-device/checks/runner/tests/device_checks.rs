@@ -29,6 +29,8 @@ mod elements;
 mod launches;
 #[path = "device_checks/math.rs"]
 mod math;
+#[path = "device_checks/tiles.rs"]
+mod tiles;
 #[path = "device_checks/vectors.rs"]
 mod vectors;
 
@@ -218,6 +220,7 @@ fn main() {
         trials.extend(launches::trials(target));
         trials.extend(math::trials(target));
         trials.extend(collectives::trials(target));
+        trials.extend(tiles::trials(target));
         trials.extend(vectors::trials(target));
         trials.extend(children::trials(target));
     }
