@@ -106,6 +106,7 @@ impl<T: Half, const ROWS: usize, const COLS: usize> Padded<T, ROWS, COLS> {
     /// threads`.
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
     pub unsafe fn copy_async(
         tile: *mut T,
         src: *const T,
