@@ -7,7 +7,7 @@
 //! * `{sim,cuda}::matmul_grouped::offsets_out_of_order`: offsets on the device that decrease or
 //!   pass the rows give `cpu::grouped_expert_rows`'s experts (and touch nothing else);
 //! * `{sim,cuda}::matmul_grouped::errors`;
-//! * `cuda::matmul_grouped::planted_offset_fails`: the kernel given an off-by-one expert offset
+//! * `{sim,cuda}::matmul_grouped::planted_offset_fails`: the kernel given an off-by-one expert offset
 //!   (a planted wrong kernel: one row moved to the next expert) fails the check;
 //! * `cuda::matmul_grouped::graph_new_offsets`: the launch captured in a CUDA graph, replayed
 //!   with new offsets written into the device buffer between replays.
@@ -131,8 +131,11 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             grouped_errors(gpu)
         }));
     }
+    trials.push(trial(sim, "matmul_grouped::planted_offset_fails", |gpu, rng| {
+        planted_offset_fails(gpu, rng, (5, 150, 64, 40))
+    }));
     trials.push(trial(cuda, "matmul_grouped::planted_offset_fails", |gpu, rng| {
-        planted_offset_fails(gpu, rng)
+        planted_offset_fails(gpu, rng, (8, 1000, 256, 264))
     }));
     trials.push(trial(cuda, "matmul_grouped::graph_new_offsets", |gpu, rng| {
         graph_new_offsets(gpu, rng)
@@ -366,9 +369,12 @@ fn grouped_errors(gpu: &Gpu) -> Check {
 
 /// A planted wrong kernel: the product run with expert 3's end one row late (its last row
 /// taken from expert 4) must fail the check against the true offsets, while the honest run
-/// passes, on both plans.
-fn planted_offset_fails(gpu: &Gpu, rng: &mut StdRng) -> Check {
-    let (experts, rows, k, n) = (8, 1000, 256, 264);
+/// passes, on both plans. `(experts, rows, k, n)`: at least 5 experts' worth of rows.
+fn planted_offset_fails(
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    (experts, rows, k, n): (usize, usize, usize, usize),
+) -> Check {
     let offsets = offsets_of(&counts(Split::Uniform, rows, experts));
     let mut shifted = offsets.clone();
     shifted[3] += 1;
