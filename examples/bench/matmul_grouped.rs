@@ -113,15 +113,19 @@ fn base(shape: Shape, row: Row, chosen: GroupedPlan) -> Record {
         Row::Grouped(p) => p.unwrap_or(chosen).name(),
         Row::Dense => "matmul_to",
     };
-    let mut r = Record::new(KERNEL, imp, format!("{}-{}", shape_name(shape), split_name(shape, row)))
-        .with("experts", experts)
-        .with("tokens", tokens)
-        .with("n", n)
-        .with("k", k)
-        .with("split", split_name(shape, row))
-        .with("math", "bf16")
-        .with("layout", "w E x n x k")
-        .with("plan", plan);
+    let mut r = Record::new(
+        KERNEL,
+        imp,
+        format!("{}-{}", shape_name(shape), split_name(shape, row)),
+    )
+    .with("experts", experts)
+    .with("tokens", tokens)
+    .with("n", n)
+    .with("k", k)
+    .with("split", split_name(shape, row))
+    .with("math", "bf16")
+    .with("layout", "w E x n x k")
+    .with("plan", plan);
     r.dtype = "bf16";
     r
 }
@@ -137,7 +141,12 @@ fn rates((experts, tokens, n, k, _): Shape, row: Row) -> (Option<f64>, Option<f6
 }
 
 /// One set of buffers: `X`, `W` (`(E n) x k`; for the dense rows `k x n`), offsets, `Y`.
-type Bufs = (DeviceMatrix<bf16>, DeviceMatrix<bf16>, DeviceVec<u32>, DeviceMatrix<bf16>);
+type Bufs = (
+    DeviceMatrix<bf16>,
+    DeviceMatrix<bf16>,
+    DeviceVec<u32>,
+    DeviceMatrix<bf16>,
+);
 
 /// Inputs and the reference of the checked elements.
 struct Inputs {
@@ -161,12 +170,17 @@ fn inputs(shape: Shape) -> Inputs {
             Some(*end as u32)
         })
         .collect();
-    let rows: Vec<usize> = (0..tokens).step_by(tokens.div_ceil(CHECKED_ROWS).max(1)).collect();
+    let rows: Vec<usize> = (0..tokens)
+        .step_by(tokens.div_ceil(CHECKED_ROWS).max(1))
+        .collect();
     let cols: Vec<usize> = (0..n).step_by(n.div_ceil(CHECKED_COLUMNS).max(1)).collect();
     let mut checked = Vec::new();
     let mut reference = Vec::new();
     for &i in &rows {
-        let e = offsets.iter().position(|&o| i < o as usize).unwrap_or(experts - 1);
+        let e = offsets
+            .iter()
+            .position(|&o| i < o as usize)
+            .unwrap_or(experts - 1);
         for &j in &cols {
             let wr = &w[(e * n + j) * k..(e * n + j + 1) * k];
             let s: f64 = (0..k)
@@ -217,7 +231,10 @@ fn rows(b: &mut Bench, sink: &mut Sink, shape: Shape) -> Res<()> {
         }
         return Ok(());
     }
-    sink.note(&format!("{KERNEL} {}: preparing inputs and the reference", shape_name(shape)));
+    sink.note(&format!(
+        "{KERNEL} {}: preparing inputs and the reference",
+        shape_name(shape)
+    ));
     let inputs = inputs(shape);
     let gpu = b.gpu.clone();
     for row in rows {
@@ -238,7 +255,10 @@ fn rows(b: &mut Bench, sink: &mut Sink, shape: Shape) -> Res<()> {
                     gpu.upload_matrix(&ArrayView2::from_shape((tokens, k), &inputs.x)?)?,
                     gpu.upload_matrix(&ArrayView2::from_shape(wshape, &w)?)?,
                     gpu.upload(&inputs.offsets)?,
-                    gpu.upload_matrix(&ArrayView2::from_shape((tokens, n), &vec![bf16::NAN; tokens * n])?)?,
+                    gpu.upload_matrix(&ArrayView2::from_shape(
+                        (tokens, n),
+                        &vec![bf16::NAN; tokens * n],
+                    )?)?,
                 ));
             }
             let call = |(x, w, o, y): &mut Bufs| -> Res<()> {
@@ -251,7 +271,11 @@ fn rows(b: &mut Bench, sink: &mut Sink, shape: Shape) -> Res<()> {
             };
             call(&mut bufs[0])?;
             let y = bufs[0].3.as_vec().to_vec()?;
-            let out: Vec<f32> = inputs.checked.iter().map(|&(i, j)| y[i * n + j].to_f32()).collect();
+            let out: Vec<f32> = inputs
+                .checked
+                .iter()
+                .map(|&(i, j)| y[i * n + j].to_f32())
+                .collect();
             let check = Check::new(&out, &reference, TOL, "cpu_f64_elements");
             let record = record.checked(&check).with("checked_elements", out.len());
             if !check.passed() {

@@ -125,7 +125,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         trials.push(trial(
             target,
             "matmul_grouped::offsets_out_of_order",
-            |gpu, rng| offsets_out_of_order(gpu, rng),
+            offsets_out_of_order,
         ));
         trials.push(trial(target, "matmul_grouped::errors", |gpu, _| {
             grouped_errors(gpu)
