@@ -34,7 +34,9 @@
 //!   `rows`); the product rows they give are dropped by the masked store, so no expert writes
 //!   another's rows.
 //! * `n` ragged against `BN`: the box of `W` reads rows of the next expert's weight (zeros past
-//!   `E n`); they give columns `>= n`, which are not stored.
+//!   `E n`); they give columns `>= n`, which are not stored. (A 3-D tensor map `k x n x E` would
+//!   read zeros there instead; the stored elements are the same, and one 2-D map keeps the
+//!   copy to `tma::load_2d`, which the simulator models, and the box to one coordinate pair.)
 //! * `k` ragged against 64: both maps end at `k` and fill zeros beyond, so the tail adds nothing.
 //! * Offsets that are not monotone, or past `rows`: each is clamped to `rows`, and an end below
 //!   the one before counts as the one before (`ends[e + 1] = max(ends[e], min(offsets[e],
