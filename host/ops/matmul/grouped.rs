@@ -195,7 +195,7 @@ impl Gpu {
         let cfg = LaunchConfig {
             grid: (plan.grid(rows, n, experts, resident) as u32, 1, 1),
             block: (t.threads(), 1, 1),
-            shared_mem_bytes: grouped_shared_bytes(t, experts),
+            shared_mem_bytes: grouped_shared_bytes(t),
         }
         .checked(OP, &self.limits().opted_in())?;
         let maps = self.grouped_maps(x, w, (rows, k, experts * n), t.block_rows, t.block_cols)?;

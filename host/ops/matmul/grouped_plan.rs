@@ -99,4 +99,22 @@ mod tests {
         assert_eq!(GroupedPlan::Square.max_tiles(129, 129, 2), (2 + 2) * 2);
         assert_eq!(p.max_tiles(usize::MAX, 1 << 20, 1), usize::MAX);
     }
+
+    /// Each plan's kernel launches with one shared-memory size whatever the experts (room for
+    /// the tables of the most): the H200 refused a 3-expert launch (`CUDA_ERROR_INVALID_VALUE`)
+    /// while other trials launched the same kernel with other sizes, racing the opt-in. Within
+    /// the 227 KiB a block may have on compute capability 9.0.
+    #[test]
+    fn one_shared_size_per_kernel() {
+        use kernels_gpu::matmul::grouped::grouped_shared_bytes;
+        for plan in GroupedPlan::ALL {
+            let t = plan.tiling();
+            let bytes = grouped_shared_bytes(t);
+            assert!(bytes <= 232_448, "{plan:?}: {bytes}");
+            assert!(
+                bytes as usize >= t.shared_bytes() as usize + 2 * 4 * 1025,
+                "{plan:?}: {bytes}"
+            );
+        }
+    }
 }

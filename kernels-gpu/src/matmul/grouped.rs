@@ -73,15 +73,19 @@ const PRODUCER_REGISTERS: u32 = 40;
 /// See [`PRODUCER_REGISTERS`].
 const CONSUMER_REGISTERS: u32 = 232;
 
-/// Dynamic shared memory of a grouped launch of tiling `t` over `experts` experts: the ring of
-/// `t` ([`WsTiling::shared_bytes`]), then the two tables of `experts + 1` u32 ([`expert_tables`]).
-pub const fn grouped_shared_bytes(t: WsTiling, experts: usize) -> u32 {
-    ((t.shared_bytes() as usize).next_multiple_of(16) + 2 * 4 * (experts + 1)) as u32
+/// Dynamic shared memory of every grouped launch of tiling `t`: the ring of `t`
+/// ([`WsTiling::shared_bytes`]), then room for the two tables ([`expert_tables`]) of the most
+/// experts, `GROUPED_MAX_EXPERTS + 1` u32 each. One size per kernel, whatever the launch's
+/// experts (one block per SM either way): a kernel launched with several sizes must be opted in
+/// to the largest before any launch, and concurrent launches of one kernel with different sizes
+/// raced in the host's opt-in (`CUDA_ERROR_INVALID_VALUE` on the H200 at 3 experts).
+pub const fn grouped_shared_bytes(t: WsTiling) -> u32 {
+    ((t.shared_bytes() as usize).next_multiple_of(16) + 2 * 4 * (GROUPED_MAX_EXPERTS + 1)) as u32
 }
 
 const _: () = assert!(
-    grouped_shared_bytes(super::wgmma_ws::WS_128X256, GROUPED_MAX_EXPERTS) <= 232_448
-        && grouped_shared_bytes(super::wgmma_ws::WS_128X128, GROUPED_MAX_EXPERTS) <= 232_448,
+    grouped_shared_bytes(super::wgmma_ws::WS_128X256) <= 232_448
+        && grouped_shared_bytes(super::wgmma_ws::WS_128X128) <= 232_448,
     "the ring and the tables of the most experts fit a block's shared memory"
 );
 
@@ -266,7 +270,7 @@ pub unsafe fn locate(
 ///   aligned, `y` overlapping neither; `offsets` holds `experts` u32 (any values: see the module
 ///   documentation); `1 <= experts <= GROUPED_MAX_EXPERTS`, `k >= 1`, `n >= 1`.
 /// * The launch: 384 threads, a grid of `(G, 1)` blocks (any `G >= 1`; more than the list's
-///   tiles leaves blocks idle), [`grouped_shared_bytes`]`(S::TILING, experts)` of dynamic shared
+///   tiles leaves blocks idle), [`grouped_shared_bytes`]`(S::TILING)` of dynamic shared
 ///   memory; a compute capability 9.0 GPU.
 ///
 /// Instances, one PTX entry each (in the sm_90a module), launch bounds `(384, 1)`:
