@@ -29,6 +29,8 @@ mod llm_blocks;
 mod matmul;
 #[path = "bench/matmul_decode.rs"]
 mod matmul_decode;
+#[path = "bench/matmul_grouped.rs"]
+mod matmul_grouped;
 #[path = "bench/matmul_half.rs"]
 mod matmul_half;
 #[path = "bench/memory.rs"]
@@ -169,6 +171,9 @@ enum Suite {
     /// Decode products `Y = X W^T`: m from 1 to 64 against a large bf16 weight (n x k).
     #[value(name = "matmul_decode")]
     MatmulDecode,
+    /// The grouped (mixture-of-experts) product, bf16, and the dense product of the same flops.
+    #[value(name = "matmul_grouped")]
+    MatmulGrouped,
     /// Attention forward, bf16, causal and not (records `attention_fwd`).
     #[value(name = "attention")]
     Attention,
@@ -179,7 +184,7 @@ enum Suite {
 }
 
 impl Suite {
-    const ALL: [Suite; 26] = [
+    const ALL: [Suite; 27] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -204,6 +209,7 @@ impl Suite {
         Suite::Embedding,
         Suite::Sample,
         Suite::MatmulDecode,
+        Suite::MatmulGrouped,
         Suite::Attention,
         Suite::DecodeAttention,
     ];
@@ -235,6 +241,7 @@ impl Suite {
             Suite::Embedding => llm_blocks::embedding_planned(quick),
             Suite::Sample => sample::planned(quick),
             Suite::MatmulDecode => matmul_decode::planned(quick, plans),
+            Suite::MatmulGrouped => matmul_grouped::planned(quick, plans),
             Suite::Attention => attention::planned(quick),
             Suite::DecodeAttention => decode_attention::planned(quick),
         };
@@ -267,6 +274,7 @@ impl Suite {
             Suite::Embedding => llm_blocks::embedding(bench, sink),
             Suite::Sample => sample::sample(bench, sink),
             Suite::MatmulDecode => matmul_decode::matmul_decode(bench, sink),
+            Suite::MatmulGrouped => matmul_grouped::matmul_grouped(bench, sink),
             Suite::Attention => attention::attention(bench, sink),
             Suite::DecodeAttention => decode_attention::decode_attention(bench, sink),
         }

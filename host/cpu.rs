@@ -9,8 +9,12 @@ use ndarray::{Array2, ArrayBase, Data, Ix2};
 
 use crate::error::Result;
 
+#[cfg(feature = "matmul")]
+mod matmul_grouped;
 #[cfg(feature = "sample")]
 mod sample;
+#[cfg(feature = "matmul")]
+pub use matmul_grouped::{grouped_expert_rows, matmul_grouped_f64};
 #[cfg(feature = "sample")]
 pub use sample::{SampleRejection, sample_rows, sample_rows_rejected};
 

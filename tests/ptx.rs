@@ -368,6 +368,7 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
         &[
             "matmul_wgmma_",
             "matmul_ws_",
+            "matmul_grouped_",
             "rms_norm_ring_",
             "layer_norm_ring_",
         ],
@@ -378,11 +379,12 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// kernel's `m128n128k64` step is 8 products (`m64n128k16`) and a wait; the warp-specialised
 /// kernels' step 4 (`m64nNk16` with `N` 256, 128 or 64 by tile, `m64n256k8` in TF32) issued without a wait, then a
 /// `wait_group 1` in the loop and a `wait_group 0` after it; TF32 has no asynchronous twin, so
-/// its step waits inside too.
+/// its step waits inside too. The grouped kernels (`matmul_grouped_`) run the warp-specialised
+/// schedule: 4 and 2.
 fn wgmma_lines(name: &str) -> (usize, usize) {
     if name.starts_with("matmul_ws_tf32") {
         (4, 3)
-    } else if name.starts_with("matmul_ws_") {
+    } else if name.starts_with("matmul_ws_") || name.starts_with("matmul_grouped_") {
         (4, 2)
     } else {
         (8, 1)

@@ -13,6 +13,8 @@ mod empty;
 mod fast_plans;
 #[path = "matmul/fp8.rs"]
 mod fp8;
+#[path = "matmul/grouped.rs"]
+mod grouped;
 #[path = "matmul/half.rs"]
 mod half;
 #[path = "matmul/stream_k.rs"]
@@ -59,6 +61,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     trials.extend(fp8::trials(sim, cuda));
     trials.extend(wgmma::trials(sim, cuda));
     trials.extend(wgmma_tf32::trials(sim, cuda));
+    trials.extend(grouped::trials(sim, cuda));
     trials.extend(empty::trials(sim, cuda));
     trials
 }

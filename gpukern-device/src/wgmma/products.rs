@@ -214,6 +214,9 @@ macro_rules! step_ptx {
     (k32, $n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
         m64nk32_tf32_ptx!($n, $wait; $($i)*)
     };
+    (k64_kmajor, $n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
+        m64nk64_kmajor_ptx!($n, $ty, $wait; $($i)*)
+    };
 }
 
 /// The `asm!` of a four-step product (`step_ptx!`) on the accumulator array `$acc` (operands
@@ -342,3 +345,50 @@ width_products!(64, 32:
     mma_bf16_m64n64k64_async MMA_BF16_M64N64K64_ASYNC_PTX,
     mma_f16_m64n64k64_async MMA_F16_M64N64K64_ASYNC_PTX,
     mma_tf32_m64n64k32 MMA_TF32_M64N64K32_PTX);
+
+/// One `wgmma.mma_async.m64n$nk16.f32.$ty.$ty` line on the accumulators `$i` with **both**
+/// operands K-major (imm-trans-a 0, imm-trans-b 0): `B` sits in shared memory as rows of `B^T`
+/// (`n x k`, as `nn.Linear` stores a weight), read like `A`.
+macro_rules! kk16_line {
+    ($n:literal, $ty:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
+        concat!(
+            "wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty, " ",
+            acc_list!($($i)*),
+            ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1, 0, 0;\n"
+        )
+    };
+}
+
+/// [`m64nk64_ptx!`] with `B` K-major ([`kk16_line!`]).
+macro_rules! m64nk64_kmajor_ptx {
+    ($n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
+        concat!(
+            "{{\n",
+            ".reg .pred p, t;\n",
+            "setp.ne.b32 p, {scale}, 0;\n",
+            "setp.ne.b32 t, 1, 0;\n",
+            "wgmma.fence.sync.aligned;\n",
+            kk16_line!($n, $ty, "a0", "b0", "p"; $($i)*),
+            kk16_line!($n, $ty, "a1", "b1", "t"; $($i)*),
+            kk16_line!($n, $ty, "a2", "b2", "t"; $($i)*),
+            kk16_line!($n, $ty, "a3", "b3", "t"; $($i)*),
+            "wgmma.commit_group.sync.aligned;\n",
+            $wait,
+            "}}"
+        )
+    };
+}
+
+/// The bf16 product of width `N` with `B` K-major, left in flight (`$len = N / 2`).
+macro_rules! kmajor_product {
+    ($n:literal, $len:tt: $name:ident $ptx:ident) => {
+        step_product!(
+            #[doc = concat!("`C(64 x ", $n, ") (+)= A(64 x 64) * B(64 x ", $n, ")` on a warpgroup, bf16 operands in shared memory, f32 accumulators, **`B` K-major** (its descriptors as `A`'s, over rows of `B^T`: [`crate::tile::k_major_descriptors`]), left in flight as [`mma_bf16_m64n256k64_async`]: [`wait_accumulators`](super::wait_accumulators) retires it. The grouped GEMM's product (`Y = X W^T`, `W` stored `n x k`).")]
+            $name, $ptx, k64_kmajor, $n, $len, "bf16", ""
+        );
+    };
+}
+
+kmajor_product!(256, 128: mma_bf16_kmajor_m64n256k64_async MMA_BF16_KMAJOR_M64N256K64_ASYNC_PTX);
+kmajor_product!(128, 64: mma_bf16_kmajor_m64n128k64_async MMA_BF16_KMAJOR_M64N128K64_ASYNC_PTX);
+kmajor_product!(64, 32: mma_bf16_kmajor_m64n64k64_async MMA_BF16_KMAJOR_M64N64K64_ASYNC_PTX);

@@ -6,6 +6,8 @@
 mod decode;
 mod error_bound;
 mod fp8;
+mod grouped;
+mod grouped_plan;
 mod half;
 mod kernels;
 mod plan;
@@ -17,6 +19,7 @@ pub use crate::device::SIMULATED_MULTIPROCESSORS;
 pub use decode::{DecodeOutput, DecodePlan};
 pub use error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, tf32_error_factor};
 pub use fp8::{Fp8Matrix, Fp8Scaling, QuantElement, quantize_e4m3_reference};
+pub use grouped_plan::{GROUPED_WIDE_TILES_PER_SM, GroupedPlan};
 pub use half::{MatmulElement, MatmulOutput};
 pub use plan::{
     FastPlan, FastTile, HALF_KERNEL_ENV, HalfTile, SGEMM_SCHEDULE_ENV, StreamKPlan, Tf32Tile, WsTile,

@@ -35,6 +35,9 @@
 //! 11. [`fp8_quant`]: f32 or bf16 matrices quantised to FP8 E4M3 with a per-tensor or per-row
 //!     scale computed from the absolute maximum, the operands of an FP8 product; items under
 //!     `matmul::fp8_quant`.
+//! 12. [`grouped`]: the grouped (mixture-of-experts) product `Y_e = X_e W_e^T` of `E` experts
+//!     in one launch, the experts' row offsets on the device (`torch._grouped_mm`'s convention),
+//!     on rung 9's warp-specialised schedule, `sm_90a` only; items under `matmul::grouped`.
 //!
 //! Every entry point of rungs 3 to 9 is an instance of its rung's generic `#[kernel]`, the
 //! tiling's numbers and the element types its generic arguments. Rung 3's kernels and stream-K
@@ -96,6 +99,8 @@ macro_rules! unrolled {
 
 pub mod decode;
 pub mod fp8_quant;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod grouped;
 pub mod half;
 pub mod mma_tiling;
 pub mod naive;
