@@ -11,6 +11,8 @@
 //!   for the four-step products ([`crate::wgmma::Accumulators`]: `mma_bf16_async` and kin).
 //! * [`position`] and [`pairs`]: the row and column of each accumulator of a thread's
 //!   `64 x N` fragment, so that a fused epilogue (bias, activation, rounding) reads as a loop.
+//! * [`store_rows`]: the fragment stored into a row-major matrix of an [`Output`] element
+//!   (`f32`, `bf16`, `f16`) through a fused epilogue, 16 bytes per access where the rows allow.
 //!
 //! The layouts are those of [`crate::wgmma`]'s documentation: a tile starts on a 1024-byte
 //! boundary; the 8-row groups are 1024 bytes apart (`SBO`); the steps of 16 (16-bit) or 8 (f32)
@@ -21,6 +23,10 @@
 //! The simulator decodes every descriptor by its bit fields against the canonical layouts and
 //! the swizzle written out afresh ([`crate::wgmma`]'s simulator section), and reports one that
 //! does not read the tile the way the copy engine wrote it; the loads are [`crate::tma`] copies.
+
+mod store;
+
+pub use store::{store_rows, Output};
 
 use crate::pipeline::Stage;
 use crate::tma::{Tensor2d, SWIZZLE_128B};

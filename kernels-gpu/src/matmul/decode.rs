@@ -45,10 +45,10 @@
 //! `W` past `n` and rows of `X` past `m` are zeros, not loaded; only elements inside `Y` are
 //! stored.
 
-use super::half::GemmOutput;
 use super::WARP;
 use crate::gpu::convert::bf16_to_f32;
 use crate::gpu::mma::mma_m16n8k16_bf16;
+use crate::gpu::tile::Output;
 use crate::gpu::vector::{self, LoadHint};
 use crate::gpu::{bf16, mem, thread};
 use crate::kernel;
@@ -90,7 +90,7 @@ pub const DECODE_SUM_BLOCK: u32 = 256;
     block(DECODE_NAIVE_BLOCK),
     barriers(0)
 )]
-pub unsafe fn decode_naive<O: GemmOutput>(
+pub unsafe fn decode_naive<O: Output>(
     x: *const bf16,
     w: *const bf16,
     y: *mut O,
@@ -147,7 +147,7 @@ pub unsafe fn decode_naive<O: GemmOutput>(
 #[allow(clippy::needless_range_loop)]
 // `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
 #[allow(clippy::manual_is_multiple_of)]
-pub unsafe fn decode_gemm<O: GemmOutput, const MT: usize, const U: usize, const READ_ONLY: bool>(
+pub unsafe fn decode_gemm<O: Output, const MT: usize, const U: usize, const READ_ONLY: bool>(
     x: *const bf16,
     w: *const bf16,
     out: *mut O,
@@ -265,6 +265,6 @@ pub unsafe fn matmul_decode_sum_bf16(partial: *const f32, y: *mut bf16, len: usi
             sum += unsafe { mem::load(partial, s * len + i) };
         }
         // SAFETY: `i < len`.
-        unsafe { <bf16 as GemmOutput>::store(y, i, sum) }
+        unsafe { <bf16 as Output>::store(y, i, sum) }
     }
 }

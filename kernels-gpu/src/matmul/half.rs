@@ -48,9 +48,9 @@ use super::mma_tiling::{MmaOperand, MmaTiling};
 use super::tf32::grouped_tile;
 use super::WARP;
 use crate::gpu::async_copy::{self, cp_async_16};
-use crate::gpu::convert::{f32_to_bf16, f32_to_f16, store_bf16x2, store_f16x2};
 use crate::gpu::mma::{ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_bf16, mma_m16n8k16_f16};
-use crate::gpu::vector::{self, F2, F4};
+use crate::gpu::tile::Output;
+use crate::gpu::vector::F4;
 use crate::gpu::{bf16, f16, mem, shared, thread};
 use crate::kernel;
 
@@ -119,132 +119,6 @@ impl HalfInput for f16 {
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
         mma_m16n8k16_f16(a, b, c)
-    }
-}
-
-/// An output type of [`half_gemm`](fn@half_gemm): how an f32 accumulator is stored (rounded once, to
-/// nearest, ties to even, for bf16 and f16).
-pub trait GemmOutput: Copy {
-    /// Stores `v` at `c[i]`.
-    ///
-    /// # Safety
-    /// `c.add(i)` is writable global memory for one element.
-    unsafe fn store(c: *mut Self, i: usize, v: f32);
-    /// Stores `v` at `c[i..i + 2]` as one access.
-    ///
-    /// # Safety
-    /// `c.add(i)` is writable for two elements and aligned to two of them.
-    unsafe fn store_pair(c: *mut Self, i: usize, v: [f32; 2]);
-    /// 32-bit words a stored pair takes: 1 for a 16-bit result, 2 for f32.
-    const PAIR_WORDS: usize;
-    /// A pair as the words it is stored as (`[packed, 0]` for a 16-bit result, `[lo, hi]` bits
-    /// for f32).
-    fn pack(v: [f32; 2]) -> [u32; 2];
-    /// Stores four packed pairs (8 elements) at `c[i..i + 8]` as 16-byte accesses.
-    ///
-    /// # Safety
-    /// `c.add(i)` is writable for 8 elements and 16-byte aligned.
-    unsafe fn store_octet(c: *mut Self, i: usize, pairs: [[u32; 2]; 4]);
-}
-
-/// Four words as an `F4` of their bits.
-#[inline(always)]
-fn bits4(w: [u32; 4]) -> vector::F4 {
-    vector::F4(w.map(f32::from_bits))
-}
-
-impl GemmOutput for f32 {
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn store(c: *mut f32, i: usize, v: f32) {
-        // SAFETY: forwarded contract.
-        unsafe { mem::store(c, i, v) }
-    }
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn store_pair(c: *mut f32, i: usize, v: [f32; 2]) {
-        // SAFETY: forwarded contract (8-byte aligned).
-        unsafe { vector::store2(c, i, F2(v)) }
-    }
-    const PAIR_WORDS: usize = 2;
-    #[inline(always)]
-    fn pack(v: [f32; 2]) -> [u32; 2] {
-        v.map(f32::to_bits)
-    }
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn store_octet(c: *mut f32, i: usize, p: [[u32; 2]; 4]) {
-        // SAFETY: forwarded contract: 8 floats, 16-byte aligned.
-        unsafe {
-            vector::store4(c, i, bits4([p[0][0], p[0][1], p[1][0], p[1][1]]));
-            vector::store4(c, i + 4, bits4([p[2][0], p[2][1], p[3][0], p[3][1]]));
-        }
-    }
-}
-
-impl GemmOutput for bf16 {
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn store(c: *mut bf16, i: usize, v: f32) {
-        // SAFETY: forwarded contract.
-        unsafe { mem::store(c, i, f32_to_bf16(v)) }
-    }
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn store_pair(c: *mut bf16, i: usize, v: [f32; 2]) {
-        // SAFETY: forwarded contract (4-byte aligned).
-        unsafe { store_bf16x2(c, i, v) }
-    }
-    const PAIR_WORDS: usize = 1;
-    #[inline(always)]
-    fn pack(v: [f32; 2]) -> [u32; 2] {
-        [crate::gpu::convert::pack_bf16x2(v), 0]
-    }
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn store_octet(c: *mut bf16, i: usize, p: [[u32; 2]; 4]) {
-        // SAFETY: forwarded contract: 8 elements (16 bytes), 16-byte aligned, `i` a multiple of
-        // 8 from an aligned buffer, so `i / 2` floats in.
-        unsafe {
-            vector::store4(
-                c.cast::<f32>(),
-                i / 2,
-                bits4([p[0][0], p[1][0], p[2][0], p[3][0]]),
-            )
-        }
-    }
-}
-
-impl GemmOutput for f16 {
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn store(c: *mut f16, i: usize, v: f32) {
-        // SAFETY: forwarded contract.
-        unsafe { mem::store(c, i, f32_to_f16(v)) }
-    }
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn store_pair(c: *mut f16, i: usize, v: [f32; 2]) {
-        // SAFETY: forwarded contract (4-byte aligned).
-        unsafe { store_f16x2(c, i, v) }
-    }
-    const PAIR_WORDS: usize = 1;
-    #[inline(always)]
-    fn pack(v: [f32; 2]) -> [u32; 2] {
-        [crate::gpu::convert::pack_f16x2(v), 0]
-    }
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn store_octet(c: *mut f16, i: usize, p: [[u32; 2]; 4]) {
-        // SAFETY: forwarded contract: 8 elements (16 bytes), 16-byte aligned, `i` a multiple of
-        // 8 from an aligned buffer, so `i / 2` floats in.
-        unsafe {
-            vector::store4(
-                c.cast::<f32>(),
-                i / 2,
-                bits4([p[0][0], p[1][0], p[2][0], p[3][0]]),
-            )
-        }
     }
 }
 
@@ -389,7 +263,7 @@ impl GemmOutput for f16 {
 #[allow(clippy::manual_is_multiple_of)]
 pub unsafe fn half_gemm<
     I: HalfInput,
-    O: GemmOutput,
+    O: Output,
     const BM: usize,
     const BN: usize,
     const BK: usize,

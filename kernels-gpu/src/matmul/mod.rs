@@ -109,8 +109,6 @@ pub mod wgmma;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod wgmma_ws;
 pub mod wide;
-#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
-mod ws_epilogue;
 
 // The f32 rungs' items (their kernels' launcher modules among them) at the family's level; the
 // tensor-core rungs' stay in their modules.

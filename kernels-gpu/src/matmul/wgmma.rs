@@ -31,8 +31,8 @@
 //! Tensor maps: the host encodes two (`A`, then `B`, 128 bytes each) with
 //! `cuTensorMapEncodeTiled` and passes their address in global memory as `maps`.
 
-use super::half::GemmOutput;
 use super::tf32::grouped_tile;
+use crate::gpu::tile::Output;
 use crate::gpu::tma::{self, Tensor2d};
 use crate::gpu::{bf16, mbarrier, shared, thread, wgmma};
 use crate::kernel;
@@ -145,7 +145,7 @@ pub const MAP_WORDS: usize = 16;
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn wgmma_gemm<
-    O: GemmOutput,
+    O: Output,
     const BM: usize,
     const BN: usize,
     const BK: usize,

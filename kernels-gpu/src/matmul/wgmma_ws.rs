@@ -53,13 +53,12 @@
 //! `B` (`k x n`, box `BK x 64`) or, for an operand type that reads `B` K-major
 //! ([`WgmmaOperand::B_K_MAJOR`]), `B^T` (`n x k`, box `BN x BK`); 128-byte swizzle, zero fill.
 
-use super::half::GemmOutput;
 use super::tf32::grouped_tile;
 use super::wgmma::MAP_WORDS;
-use super::ws_epilogue::store_tile;
 use crate::gpu::pipeline::Ring;
+use crate::gpu::tile::{self, Output};
 use crate::gpu::tma::{self, Tensor2d};
-use crate::gpu::{bf16, f16, thread, tile, wgmma};
+use crate::gpu::{bf16, f16, thread, wgmma};
 use crate::kernel;
 
 /// Tile shape of the warp-specialised kernels; the host reads it to launch them and to encode
@@ -356,7 +355,7 @@ half_operand!(f16: mma_f16, mma_f16_async);
 )]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, S: WsShape>(
+pub unsafe fn ws_gemm<I: WgmmaOperand, O: Output, S: WsShape>(
     maps: *const u64,
     a: *const I,
     b: *const I,
@@ -499,7 +498,7 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, S: WsShape>(
             // accumulators, or ptxas serialises the products: warning C7515).
             let zeros = <S::Acc as wgmma::Accumulators>::zeroed();
             // SAFETY: the contract's shapes and alignment.
-            unsafe { store_tile(&zeros, c, (row0, col0), m, n, tid % WARPGROUP) };
+            unsafe { tile::store_rows(&zeros, tid % WARPGROUP, c, (row0, col0), (m, n), |_, _, v| v) };
             tile += step;
             continue;
         }
@@ -538,8 +537,8 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: GemmOutput, S: WsShape>(
             // SAFETY: as above, for the last step's stage.
             unsafe { consumer.release(&done) };
         }
-        // SAFETY: the contract's shapes and alignment.
-        unsafe { store_tile(&acc, c, (row0, col0), m, n, tid % WARPGROUP) };
+        // SAFETY: the contract's shapes and alignment; every lane of the warpgroup.
+        unsafe { tile::store_rows(&acc, tid % WARPGROUP, c, (row0, col0), (m, n), |_, _, v| v) };
         tile += step;
     }
 }

@@ -1,7 +1,7 @@
 //! bf16 GEMM with a fused epilogue: `C = gelu(A B + bias)` (GELU's tanh form, `bias` f32 per
 //! column, `C` bf16), on Hopper's tensor cores with the public tile vocabulary: a
-//! [`Ring`] of copy stages, [`KMajor`] / [`NMajor`] operand tiles and the fragment's
-//! [`tile::pairs`]. sm_90a only (and the simulator).
+//! [`Ring`] of copy stages, [`KMajor`] / [`NMajor`] operand tiles and the fragment stored
+//! through the epilogue by [`tile::store_rows`]. sm_90a only (and the simulator).
 //!
 //! The schedule: 384 threads per block; warpgroup 0 is the producer (one thread issues the copies
 //! of each stage: a `128 x 64` box of `A` and a `64 x 256` block of `B`), warpgroups 1 and 2 the
@@ -16,7 +16,7 @@ use gpukern_device::tile::{self, KMajor, NMajor};
 use gpukern_device::tma::Tensor2d;
 use gpukern_device::vector::{self, LoadHint};
 use gpukern_device::wgmma::{self, Accumulators};
-use gpukern_device::{bf16, convert, kernel, thread};
+use gpukern_device::{bf16, kernel, thread};
 
 use crate::gelu;
 
@@ -60,7 +60,8 @@ fn tile_origin(id: usize, tiles_m: usize, tiles_n: usize) -> (usize, usize) {
 /// along `k`, acquiring each stage and copying into it (48 KiB per stage, by TMA); a consumer
 /// thread waits for each stage, takes part in its warpgroup's four `wgmma.m64n256k16` (4 MFLOP
 /// per stage and block), releases the stage it used one step before, and after a tile's last
-/// step stores its 128 accumulators as `gelu(acc + bias[col])`, pairs of bf16 inside `C`.
+/// step stores its 128 accumulators as `gelu(acc + bias[col])`, 8 bf16 per 16-byte store
+/// inside `C` (the quad's pairs traded by shuffles).
 /// Traffic: at least `2 (m k + k n + m n) + 4 n` bytes; `A` read `n / 256` times and `B`
 /// `m / 128` times (L2 serves most of them).
 ///
@@ -162,20 +163,16 @@ pub unsafe fn gemm_bias_gelu(
                 consumer.release(&done);
             }
         }
-        // The fused epilogue: each pair of accumulators (row, col), (row, col + 1) of this
-        // warpgroup's 64 x 256, plus the bias, through GELU, stored as two bf16.
-        tile::pairs(&acc, t, |r, col, v| {
-            let (row, col) = (row0 + 64 * group + r, col0 + col);
-            if row < m && col < n {
-                // SAFETY: inside `C` and `bias` (`n` even, so `col + 1 < n`); `col` and `row n +
-                // col` even (8-byte bias pairs, 4-byte bf16 pairs); nothing writes `bias`.
-                unsafe {
-                    let bb: [f32; 2] = vector::load_hinted(bias, col, LoadHint::ReadOnly);
-                    let out = [gelu(v[0] + bb[0]), gelu(v[1] + bb[1])];
-                    convert::store_bf16x2(c, row * n + col, out);
-                }
-            }
-        });
+        // The fused epilogue: each pair of accumulators (row, col), (row, col + 1) plus the
+        // bias, through GELU; `store_rows` writes 8 consecutive bf16 per 16-byte access.
+        // SAFETY: the whole warpgroup; `C` holds `m n` 16-byte aligned bf16; the epilogue reads
+        // `bias[col..col + 2]`, inside it (`n` even), 8-byte aligned (`col` even).
+        unsafe {
+            tile::store_rows(&acc, t, c, (row0 + 64 * group, col0), (m, n), |_, col, v| {
+                let bb: [f32; 2] = vector::load_hinted(bias, col, LoadHint::ReadOnly);
+                [gelu(v[0] + bb[0]), gelu(v[1] + bb[1])]
+            });
+        }
         id += step;
     }
 }
