@@ -29,6 +29,8 @@ mod llm_blocks;
 mod matmul;
 #[path = "bench/matmul_decode.rs"]
 mod matmul_decode;
+#[path = "bench/matmul_fp8.rs"]
+mod matmul_fp8;
 #[path = "bench/matmul_half.rs"]
 mod matmul_half;
 #[path = "bench/memory.rs"]
@@ -169,6 +171,10 @@ enum Suite {
     /// Decode products `Y = X W^T`: m from 1 to 64 against a large bf16 weight (n x k).
     #[value(name = "matmul_decode")]
     MatmulDecode,
+    /// FP8 E4M3 products, bf16 result: per-tensor, per-row and block scales, fast and promoted
+    /// accumulation (records `matmul_fp8`).
+    #[value(name = "matmul_fp8")]
+    MatmulFp8,
     /// Attention forward, bf16, causal and not (records `attention_fwd`).
     #[value(name = "attention")]
     Attention,
@@ -179,7 +185,7 @@ enum Suite {
 }
 
 impl Suite {
-    const ALL: [Suite; 26] = [
+    const ALL: [Suite; 27] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -204,6 +210,7 @@ impl Suite {
         Suite::Embedding,
         Suite::Sample,
         Suite::MatmulDecode,
+        Suite::MatmulFp8,
         Suite::Attention,
         Suite::DecodeAttention,
     ];
@@ -235,6 +242,7 @@ impl Suite {
             Suite::Embedding => llm_blocks::embedding_planned(quick),
             Suite::Sample => sample::planned(quick),
             Suite::MatmulDecode => matmul_decode::planned(quick, plans),
+            Suite::MatmulFp8 => matmul_fp8::planned(quick),
             Suite::Attention => attention::planned(quick),
             Suite::DecodeAttention => decode_attention::planned(quick),
         };
@@ -267,6 +275,7 @@ impl Suite {
             Suite::Embedding => llm_blocks::embedding(bench, sink),
             Suite::Sample => sample::sample(bench, sink),
             Suite::MatmulDecode => matmul_decode::matmul_decode(bench, sink),
+            Suite::MatmulFp8 => matmul_fp8::matmul_fp8(bench, sink),
             Suite::Attention => attention::attention(bench, sink),
             Suite::DecodeAttention => decode_attention::decode_attention(bench, sink),
         }

@@ -368,6 +368,7 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
         &[
             "matmul_wgmma_",
             "matmul_ws_",
+            "matmul_fp8_",
             "rms_norm_ring_",
             "layer_norm_ring_",
         ],
@@ -378,9 +379,14 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// kernel's `m128n128k64` step is 8 products (`m64n128k16`) and a wait; the warp-specialised
 /// kernels' step 4 (`m64nNk16` with `N` 256, 128 or 64 by tile, `m64n256k8` in TF32) issued without a wait, then a
 /// `wait_group 1` in the loop and a `wait_group 0` after it; TF32 has no asynchronous twin, so
-/// its step waits inside too.
+/// its step waits inside too. The FP8 kernels' step is 4 `m64nNk32`: fast accumulation as the
+/// warp-specialised kernels, promoted (and block-scaled) with one `wait_group 0` per step only.
 fn wgmma_lines(name: &str) -> (usize, usize) {
-    if name.starts_with("matmul_ws_tf32") {
+    if name.starts_with("matmul_fp8_promoted") || name.starts_with("matmul_fp8_block") {
+        (4, 1)
+    } else if name.starts_with("matmul_fp8_fast") {
+        (4, 2)
+    } else if name.starts_with("matmul_ws_tf32") {
         (4, 3)
     } else if name.starts_with("matmul_ws_") {
         (4, 2)

@@ -13,6 +13,8 @@ mod empty;
 mod fast_plans;
 #[path = "matmul/fp8.rs"]
 mod fp8;
+#[path = "matmul/fp8_product.rs"]
+mod fp8_product;
 #[path = "matmul/half.rs"]
 mod half;
 #[path = "matmul/stream_k.rs"]
@@ -57,6 +59,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     trials.extend(half::trials(sim, cuda));
     trials.extend(decode::trials(sim, cuda));
     trials.extend(fp8::trials(sim, cuda));
+    trials.extend(fp8_product::trials(sim, cuda));
     trials.extend(wgmma::trials(sim, cuda));
     trials.extend(wgmma_tf32::trials(sim, cuda));
     trials.extend(empty::trials(sim, cuda));

@@ -35,6 +35,9 @@
 //! 11. [`fp8_quant`]: f32 or bf16 matrices quantised to FP8 E4M3 with a per-tensor or per-row
 //!     scale computed from the absolute maximum, the operands of an FP8 product; items under
 //!     `matmul::fp8_quant`.
+//! 12. [`fp8`]: the FP8 product on Hopper, E4M3 operands (`B` given transposed, `n x k`) with
+//!     per-tensor, per-row or block scales, fast or promoted accumulation: rung 9's schedule on
+//!     `wgmma.m64nNk32.e4m3`, `sm_90a` only; items under `matmul::fp8`.
 //!
 //! Every entry point of rungs 3 to 9 is an instance of its rung's generic `#[kernel]`, the
 //! tiling's numbers and the element types its generic arguments. Rung 3's kernels and stream-K
@@ -95,6 +98,8 @@ macro_rules! unrolled {
 }
 
 pub mod decode;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod fp8;
 pub mod fp8_quant;
 pub mod half;
 pub mod mma_tiling;

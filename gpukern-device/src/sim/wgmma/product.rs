@@ -151,7 +151,8 @@ impl Mma {
         // 8 (i / 4) + 2 q + i % 2).
         let t = crate::sim::device::thread_idx().0 as usize % 128;
         let (w, g, q) = (t / 32, (t % 32) / 4, t % 4);
-        let rows: [[f64; 16]; 2] = core::array::from_fn(|h| {
+        // Up to 32 along `k` per instruction (`k32` of FP8).
+        let rows: [[f64; 32]; 2] = core::array::from_fn(|h| {
             let r = 16 * w + g + 8 * h;
             core::array::from_fn(|k| {
                 if k < kk {
