@@ -141,8 +141,8 @@ fn scale_in_place<A: Accumulators>(acc: &mut A, f: impl Fn(usize) -> f32) {
 /// once per tile they feed (`k (BM + BN)` bytes per tile), the scales (a few floats per thread
 /// per tile, per step in [`BlockScaled`]), `C` once.
 ///
-/// Scales: `a_scales[row * a_step]` and `b_scales[col * b_step]` (a step of 0 is one scale for
-/// the tensor, 1 one per row of `A` / per row of `B^T`); in [`BlockScaled`],
+/// Scales: `a_scales[row * a_step]` and `b_scales[col * b_step]`, each step 0 (one scale for the
+/// tensor) or 1 (one per row of `A` / per row of `B^T`); in [`BlockScaled`],
 /// `a_scales[row * a_step + s]` for step `s` along `k` (an `m x k_blocks` matrix, `a_step =
 /// k_blocks = ceil(k / 128)`) and `b_scales[(col / 128) * b_step + s]` (`ceil(n / 128) x
 /// k_blocks`, `b_step = k_blocks`).
@@ -372,9 +372,9 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode>(
         let summed = if M::PROMOTED { &mut total } else { &mut part };
         if !M::BLOCK_SCALES {
             // Tensor or row scales, applied once the sums are done (no product is in flight):
-            // the row's scale of `A` times the column's of `B^T`, rows and columns clamped
-            // inside the scales (those past `C` are never stored).
-            // SAFETY: rows `< m`, columns `< n`: inside the scales (the contract).
+            // the row's scale of `A` times the column's of `B^T` (rows clamped inside `A`:
+            // those past `m` are never stored).
+            // SAFETY: rows `< m` and the first scale of `B^T`: inside the scales (the contract).
             let (sa0, sa1, sb0) = unsafe {
                 (
                     mem::load(a_scales, a_row(0) * a_step),
@@ -386,11 +386,24 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode>(
                 let (s0, s1) = (sa0 * sb0, sa1 * sb0);
                 scale_in_place(summed, |i| if (i / 2) % 2 == 0 { s0 } else { s1 });
             } else {
+                // One scale per column (`b_step` 1): first the rows' scales, then (with those
+                // registers free again) the columns'. This thread's columns are `col0 + 2 q`
+                // plus the constant `8 (i / 4) + i % 2` of each accumulator, so every load is
+                // at a constant offset from one pointer; past `n` (the last column tile) the
+                // address is column 0's instead (a select, not a branch around the load: a
+                // branch per load costs the accumulators their registers).
+                scale_in_place(summed, |i| if (i / 2) % 2 == 0 { sa0 } else { sa1 });
+                let first = col0 + 2 * (lane % 4);
+                let base = b_scales.wrapping_add(first);
                 scale_in_place(summed, |i| {
-                    let col = (col0 + tile::position(i, lane).1).min(n - 1);
-                    // SAFETY: `col < n`: inside the scales (the contract).
-                    let sb = unsafe { mem::load(b_scales, col * b_step) };
-                    (if (i / 2) % 2 == 0 { sa0 } else { sa1 }) * sb
+                    let offset = 8 * (i / 4) + i % 2;
+                    let p = if first + offset < n {
+                        base.wrapping_add(offset)
+                    } else {
+                        b_scales
+                    };
+                    // SAFETY: `p` is column `first + offset < n`, or column 0.
+                    unsafe { mem::load(p, 0) }
                 });
             }
         }
