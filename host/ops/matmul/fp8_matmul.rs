@@ -237,11 +237,11 @@ impl Gpu {
         }
         super::super::same_shape(OP, &[c.rows, c.cols], &[m, n], "the output must be m x n")?;
         let (sa, sb) = (a.scaling, bt.scaling);
-        let paired = match (sa, sb) {
-            (Fp8Scaling::Tensor | Fp8Scaling::Row, Fp8Scaling::Tensor | Fp8Scaling::Row) => true,
-            (Fp8Scaling::Block1x128, Fp8Scaling::Block128x128) => true,
-            _ => false,
-        };
+        let paired = matches!(
+            (sa, sb),
+            (Fp8Scaling::Tensor | Fp8Scaling::Row, Fp8Scaling::Tensor | Fp8Scaling::Row)
+                | (Fp8Scaling::Block1x128, Fp8Scaling::Block128x128)
+        );
         if !paired {
             return Err(Error::InvalidArgument {
                 op: OP,
