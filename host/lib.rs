@@ -154,7 +154,7 @@ pub use api::{geglu, swiglu};
 #[cfg(feature = "norm")]
 pub use api::{layer_norm, layer_norm_with, residual_rms_norm, rms_norm, rms_norm_with};
 #[cfg(feature = "matmul")]
-pub use api::{matmul, matmul_decode, matmul_f32_out, matmul_half_with, matmul_with};
+pub use api::{matmul, matmul_decode, matmul_f32_out, matmul_fp8, matmul_half_with, matmul_with};
 #[cfg(feature = "softmax")]
 pub use api::{softmax, softmax_with};
 #[cfg(feature = "transpose")]

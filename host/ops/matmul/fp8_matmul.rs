@@ -239,8 +239,10 @@ impl Gpu {
         let (sa, sb) = (a.scaling, bt.scaling);
         let paired = matches!(
             (sa, sb),
-            (Fp8Scaling::Tensor | Fp8Scaling::Row, Fp8Scaling::Tensor | Fp8Scaling::Row)
-                | (Fp8Scaling::Block1x128, Fp8Scaling::Block128x128)
+            (
+                Fp8Scaling::Tensor | Fp8Scaling::Row,
+                Fp8Scaling::Tensor | Fp8Scaling::Row
+            ) | (Fp8Scaling::Block1x128, Fp8Scaling::Block128x128)
         );
         if !paired {
             return Err(Error::InvalidArgument {

@@ -5,7 +5,8 @@
 //! `<out>` `bf16` or `f32`, `<scalings>` `tensor-tensor`, `row-row`, `tensor-row` or
 //! `block-block`; `{sim,cuda}::matmul_fp8_auto::...` with the plan by shape;
 //! `{sim,cuda}::matmul_fp8::planted` (the check fails on a dropped scale and a lost step of
-//! 128 along `k`) and `{sim,cuda}::matmul_fp8::errors`.
+//! 128 along `k`), `{sim,cuda}::matmul_fp8::errors` and `global::matmul_fp8` (the free function
+//! on a view).
 //!
 //! The bound per element: `g * sum_k |a_ik b_jk| + u (|c| + g sum_k |a_ik b_jk|)`, `g` the
 //! accumulation's `Fp8Accumulation::error_factor(k)` and `u` the result's unit roundoff (`2^-8`
@@ -24,7 +25,7 @@ use rand::Rng;
 use rand::rngs::StdRng;
 
 use crate::common::check::*;
-use crate::common::trial::{Target, trial};
+use crate::common::trial::{Target, global_trial, trial};
 
 /// A product's `(m, k, n)`.
 type Shape = (usize, usize, usize);
@@ -112,7 +113,33 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         trials.push(trial(target, "matmul_fp8::planted", planted));
         trials.push(trial(target, "matmul_fp8::errors", |gpu, _| errors(gpu)));
     }
+    trials.push(global_trial("matmul_fp8", global_fp8));
     trials
+}
+
+/// The free function (`gpukern::matmul_fp8`, per-row quantisation on the device, promoted
+/// accumulation) on a view against the reference of the host's quantisation (the same bits).
+fn global_fp8(rng: &mut StdRng) -> Check {
+    let gpu = Gpu::global()?;
+    if !runs_here(&gpu)? {
+        return Ok(());
+    }
+    let (m, k, n) = (37, 200, 45);
+    let x = operand(rng, m, k + 3);
+    let w = operand(rng, n, k);
+    let xv = x.slice(ndarray::s![.., ..k]);
+    let got = gpukern::matmul_fp8(&xv, &w)?.mapv(|v| f64::from(v.to_f32()));
+    let (ha, hb) = (
+        Host::new(&xv.to_owned(), Fp8Scaling::Row),
+        Host::new(&w, Fp8Scaling::Row),
+    );
+    let rows: Vec<usize> = (0..m).collect();
+    let reference = reference_rows(&ha.dequantized(), &hb.dequantized(), &rows);
+    let g = Fp8Accumulation::Promoted.error_factor(k);
+    match bound_violation(&got, &rows, (&reference.0, &reference.1), g, unit_of::<bf16>()) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("gpukern::matmul_fp8 {m}x{k}x{n}: {e}").into()),
+    }
 }
 
 /// How a trial picks its kernel.
