@@ -121,7 +121,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
 /// accumulation) on a view against the reference of the host's quantisation (the same bits).
 fn global_fp8(rng: &mut StdRng) -> Check {
     let gpu = Gpu::global()?;
-    if !runs_here(&gpu)? {
+    if !runs_here(gpu)? {
         return Ok(());
     }
     let (m, k, n) = (37, 200, 45);
