@@ -109,9 +109,11 @@ def _run(ctx: Any) -> None:
                 elif scaling == "row":
                     scale_a, scale_b = sa.reshape(m, 1), sw.reshape(1, n)
                 else:
-                    # torch's block-wise form, where it exists: `scale_a` per 1 x 128 of `a`
-                    # (m x k/128), `scale_b` per 128 x 128 of `w` (transposed with `b`).
-                    scale_a, scale_b = sa.contiguous(), sw.T.contiguous()
+                    # torch's block-wise form (cuBLASLt, CUDA 12.9 and later; the scale layout of
+                    # torch's own test_scaled_mm_block_wise_numerics): `scale_a` per 1 x 128 of
+                    # `a`, `m x k/128` outer-dim-major (column-major), `scale_b` per 128 x 128 of
+                    # `w`, as `k/128 x n/128` (the transpose of `w`'s, with `b = w.T`).
+                    scale_a, scale_b = sa.t().contiguous().t(), sw.t()
                 out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
                 b = qw.T
                 rec = {**base, "checked_rows": len(rows), "checked_columns": len(cols)}

@@ -242,7 +242,7 @@ impl Suite {
             Suite::Embedding => llm_blocks::embedding_planned(quick),
             Suite::Sample => sample::planned(quick),
             Suite::MatmulDecode => matmul_decode::planned(quick, plans),
-            Suite::MatmulFp8 => matmul_fp8::planned(quick),
+            Suite::MatmulFp8 => matmul_fp8::planned(quick, plans),
             Suite::Attention => attention::planned(quick),
             Suite::DecodeAttention => decode_attention::planned(quick),
         };

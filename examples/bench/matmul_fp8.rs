@@ -32,8 +32,11 @@ const KERNEL: &str = "matmul_fp8";
 const CHECKED_ROWS: usize = 64;
 const CHECKED_COLUMNS: usize = 256;
 
-/// The variants timed at each shape: the scalings of `A` and `B^T`, and the accumulation.
-const VARIANTS: [(Fp8Scaling, Fp8Scaling, Fp8Accumulation); 5] = [
+/// The scalings of `A` and `B^T`, and the accumulation.
+type Variant = (Fp8Scaling, Fp8Scaling, Fp8Accumulation);
+
+/// The variants timed at each shape.
+const VARIANTS: [Variant; 5] = [
     (Fp8Scaling::Tensor, Fp8Scaling::Tensor, Fp8Accumulation::Fast),
     (Fp8Scaling::Tensor, Fp8Scaling::Tensor, Fp8Accumulation::Promoted),
     (Fp8Scaling::Row, Fp8Scaling::Row, Fp8Accumulation::Fast),
@@ -50,9 +53,26 @@ pub fn shapes(quick: bool) -> Vec<(usize, usize, usize)> {
     crate::suite::shapes3(KERNEL, quick)
 }
 
+/// The runs timed at a shape: each variant with the plan by shape (`None`), and with `--plans`
+/// each kernel forced ([`Fp8Plan::ALL`]: tensor scales, or block scales for the block plan).
+fn runs(plans: bool) -> Vec<(Variant, Option<Fp8Plan>)> {
+    let mut out: Vec<(Variant, Option<Fp8Plan>)> = VARIANTS.iter().map(|&v| (v, None)).collect();
+    if plans {
+        for plan in Fp8Plan::ALL {
+            let v = if plan.block_scales {
+                VARIANTS[4]
+            } else {
+                (Fp8Scaling::Tensor, Fp8Scaling::Tensor, plan.accumulation)
+            };
+            out.push((v, Some(plan)));
+        }
+    }
+    out
+}
+
 /// Records this suite writes.
-pub fn planned(quick: bool) -> usize {
-    shapes(quick).len() * VARIANTS.len()
+pub fn planned(quick: bool, plans: bool) -> usize {
+    shapes(quick).len() * runs(plans).len()
 }
 
 /// The shape's name: `MxNxK`.
@@ -60,14 +80,16 @@ fn shape_name((m, n, k): (usize, usize, usize)) -> String {
     format!("{m}x{n}x{k}")
 }
 
-/// The record of one variant at `shape`, nothing measured yet.
-fn base(
-    shape: (usize, usize, usize),
-    (sa, _, acc): (Fp8Scaling, Fp8Scaling, Fp8Accumulation),
-    plan: Fp8Plan,
-) -> Record {
+/// The record of one variant at `shape` (`forced`: the plan was forced, `gpukern:<plan>`),
+/// nothing measured yet.
+fn base(shape: (usize, usize, usize), (sa, _, acc): Variant, plan: Fp8Plan, forced: bool) -> Record {
     let (m, n, k) = shape;
-    let mut r = Record::new(KERNEL, "gpukern", shape_name(shape))
+    let imp = if forced {
+        format!("gpukern:{}", plan.name())
+    } else {
+        "gpukern".to_string()
+    };
+    let mut r = Record::new(KERNEL, imp, shape_name(shape))
         .with("m", m)
         .with("n", n)
         .with("k", k)
@@ -85,12 +107,16 @@ fn base(
 fn rows(b: &mut Bench, sink: &mut Sink, shape: (usize, usize, usize)) -> Res<()> {
     let (m, n, k) = shape;
     let sms = b.gpu.multiprocessors()?;
-    let plan_of = |(sa, sb, acc): (Fp8Scaling, Fp8Scaling, Fp8Accumulation)| {
-        Fp8Plan::choose((m, n), (sa, sb), acc, sms)
+    let plan_of = |(v, forced): (Variant, Option<Fp8Plan>)| {
+        let (sa, sb, acc) = v;
+        forced.unwrap_or_else(|| Fp8Plan::choose((m, n), (sa, sb), acc, sms))
     };
+    let runs = runs(b.plans);
     if sink.expired() {
-        for v in VARIANTS {
-            sink.item(base(shape, v, plan_of(v)), || Err("time budget spent".into()))?;
+        for &(v, forced) in &runs {
+            sink.item(base(shape, v, plan_of((v, forced)), forced.is_some()), || {
+                Err("time budget spent".into())
+            })?;
         }
         return Ok(());
     }
@@ -104,10 +130,10 @@ fn rows(b: &mut Bench, sink: &mut Sink, shape: (usize, usize, usize)) -> Res<()>
         crate::suite::flops(KERNEL, &[("m", m), ("n", n), ("k", k)]),
     );
     let gpu = b.gpu.clone();
-    for v in VARIANTS {
+    for &(v, forced) in &runs {
         let (sa, sb, acc) = v;
-        let plan = plan_of(v);
-        sink.item(base(shape, v, plan), || {
+        let plan = plan_of((v, forced));
+        sink.item(base(shape, v, plan, forced.is_some()), || {
             let (qa, scales_a) = quantize_e4m3_reference(&x, sa);
             let (qb, scales_b) = quantize_e4m3_reference(&w, sb);
             let reference = {
@@ -122,7 +148,13 @@ fn rows(b: &mut Bench, sink: &mut Sink, shape: (usize, usize, usize)) -> Res<()>
             let a: Fp8Matrix = gpu.upload_fp8(&qa, &scales_a, sa)?;
             let bt: Fp8Matrix = gpu.upload_fp8(&qb, &scales_b, sb)?;
             let mut c: DeviceMatrix<bf16> = gpu.upload_matrix(&Array2::from_elem((m, n), bf16::NAN))?;
-            let call = |c: &mut DeviceMatrix<bf16>| -> Res<()> { Ok(gpu.matmul_fp8_into(&a, &bt, c, acc)?) };
+            let call = |c: &mut DeviceMatrix<bf16>| -> Res<()> {
+                match forced {
+                    None => gpu.matmul_fp8_into(&a, &bt, c, acc)?,
+                    Some(p) => gpu.matmul_fp8_plan_into(&a, &bt, c, p)?,
+                }
+                Ok(())
+            };
             call(&mut c)?;
             let out_all = c.to_array()?;
             let out: Vec<f32> = check_rows
@@ -136,7 +168,7 @@ fn rows(b: &mut Bench, sink: &mut Sink, shape: (usize, usize, usize)) -> Res<()>
                 Fp8Accumulation::Promoted => 3.0 / 256.0,
             };
             let check = Check::new(&out, &want, tol, "cpu_f64_dequantized_sample");
-            let record = base(shape, v, plan)
+            let record = base(shape, v, plan, forced.is_some())
                 .checked(&check)
                 .with("checked_rows", check_rows.len())
                 .with("checked_columns", check_cols.len());
