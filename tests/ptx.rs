@@ -380,11 +380,13 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// kernels' step 4 (`m64nNk16` with `N` 256, 128 or 64 by tile, `m64n256k8` in TF32) issued without a wait, then a
 /// `wait_group 1` in the loop and a `wait_group 0` after it; TF32 has no asynchronous twin, so
 /// its step waits inside too. The FP8 kernels' step is 4 `m64nNk32`: fast accumulation as the
-/// warp-specialised kernels, promoted (and block-scaled) with one `wait_group 0` per step only.
+/// warp-specialised kernels, promoted (and block-scaled) with one `wait_group 0` per step only
+/// (`matmul_fp8_e5m2_*` the same by accumulation).
 fn wgmma_lines(name: &str) -> (usize, usize) {
-    if name.starts_with("matmul_fp8_promoted") || name.starts_with("matmul_fp8_block") {
+    let fp8 = name.starts_with("matmul_fp8_");
+    if fp8 && (name.contains("_promoted_") || name.contains("_block_")) {
         (4, 1)
-    } else if name.starts_with("matmul_fp8_fast") {
+    } else if fp8 && name.contains("_fast_") {
         (4, 2)
     } else if name.starts_with("matmul_ws_tf32") {
         (4, 3)

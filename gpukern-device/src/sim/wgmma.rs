@@ -112,7 +112,7 @@ pub(crate) fn value(token: &str, named: &[(&str, u64)]) -> u64 {
 /// `named` the named operands, `acc` the positional ones (`{i}` is `acc[i]`). Understands
 /// `.reg .pred`, `setp.ne.b32`, `wgmma.fence`, `wgmma.mma_async.sync.aligned` (`m64nNk16` in
 /// bf16 or f16, `m64nNk8` in TF32, operands truncated as the tensor core reads them, `m64nNk32`
-/// in e4m3 or e5m2, both operands of one type, K-major;
+/// in e4m3 or e5m2, either type for either operand, K-major;
 /// shared-memory descriptors for both operands), `commit_group` and `wait_group N`; anything else
 /// is a bug of the library's PTX text (a panic). See the module documentation for what a product
 /// does in flight and what is checked; the products are exact (f64 sums, added to the accumulator

@@ -4,10 +4,12 @@
 
 use super::products::{
     mma_bf16_m64n128k64, mma_bf16_m64n128k64_async, mma_bf16_m64n256k64, mma_bf16_m64n256k64_async,
-    mma_bf16_m64n64k64, mma_bf16_m64n64k64_async, mma_e4m3_m64n128k128, mma_e4m3_m64n128k128_async,
-    mma_e4m3_m64n256k128, mma_e4m3_m64n256k128_async, mma_e4m3_m64n64k128, mma_e4m3_m64n64k128_async,
-    mma_f16_m64n128k64, mma_f16_m64n128k64_async, mma_f16_m64n256k64, mma_f16_m64n256k64_async,
-    mma_f16_m64n64k64, mma_f16_m64n64k64_async, mma_tf32_m64n128k32, mma_tf32_m64n256k32, mma_tf32_m64n64k32,
+    mma_bf16_m64n64k64, mma_bf16_m64n64k64_async, mma_e4m3_e5m2_m64n128k128_async,
+    mma_e4m3_e5m2_m64n256k128_async, mma_e4m3_e5m2_m64n64k128_async, mma_e4m3_m64n128k128,
+    mma_e4m3_m64n128k128_async, mma_e4m3_m64n256k128, mma_e4m3_m64n256k128_async, mma_e4m3_m64n64k128,
+    mma_e4m3_m64n64k128_async, mma_f16_m64n128k64, mma_f16_m64n128k64_async, mma_f16_m64n256k64,
+    mma_f16_m64n256k64_async, mma_f16_m64n64k64, mma_f16_m64n64k64_async, mma_tf32_m64n128k32,
+    mma_tf32_m64n256k32, mma_tf32_m64n64k32,
 };
 
 /// The `asm!` of `wgmma.wait_group N` with the accumulators `$i` as operands, named in a PTX
@@ -71,6 +73,12 @@ pub trait Accumulators:
     /// # Safety
     /// As [`mma_e4m3_m64n256k128_async`].
     unsafe fn mma_e4m3_async(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self;
+    /// Four steps of `A` in E4M3 by `B` in E5M2 left in flight
+    /// (`mma_e4m3_e5m2_m64n{N}k128_async`).
+    ///
+    /// # Safety
+    /// As [`mma_e4m3_e5m2_m64n256k128_async`].
+    unsafe fn mma_e4m3_e5m2_async(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self;
     /// `wgmma.wait_group.sync.aligned G` with these accumulators as operands
     /// ([`wait_accumulators`]).
     ///
@@ -82,7 +90,7 @@ pub trait Accumulators:
 /// [`Accumulators`] for `[f32; $len]`, the products of width `$n`.
 macro_rules! accumulators {
     ($n:literal, $len:tt: $bf16:ident, $f16:ident, $bf16_async:ident, $f16_async:ident, $tf32:ident,
-     $e4m3:ident, $e4m3_async:ident) => {
+     $e4m3:ident, $e4m3_async:ident, $mixed_async:ident) => {
         impl Accumulators for [f32; $len] {
             const N: usize = $n;
             #[inline(always)]
@@ -134,6 +142,12 @@ macro_rules! accumulators {
             }
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn mma_e4m3_e5m2_async(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self {
+                // SAFETY: forwarded contract.
+                unsafe { $mixed_async(self, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             unsafe fn wait<const G: u32>(self) -> Self {
                 let mut acc = self;
                 #[cfg(target_arch = "nvptx64")]
@@ -153,9 +167,9 @@ macro_rules! accumulators {
     };
 }
 
-accumulators!(256, 128: mma_bf16_m64n256k64, mma_f16_m64n256k64, mma_bf16_m64n256k64_async, mma_f16_m64n256k64_async, mma_tf32_m64n256k32, mma_e4m3_m64n256k128, mma_e4m3_m64n256k128_async);
-accumulators!(128, 64: mma_bf16_m64n128k64, mma_f16_m64n128k64, mma_bf16_m64n128k64_async, mma_f16_m64n128k64_async, mma_tf32_m64n128k32, mma_e4m3_m64n128k128, mma_e4m3_m64n128k128_async);
-accumulators!(64, 32: mma_bf16_m64n64k64, mma_f16_m64n64k64, mma_bf16_m64n64k64_async, mma_f16_m64n64k64_async, mma_tf32_m64n64k32, mma_e4m3_m64n64k128, mma_e4m3_m64n64k128_async);
+accumulators!(256, 128: mma_bf16_m64n256k64, mma_f16_m64n256k64, mma_bf16_m64n256k64_async, mma_f16_m64n256k64_async, mma_tf32_m64n256k32, mma_e4m3_m64n256k128, mma_e4m3_m64n256k128_async, mma_e4m3_e5m2_m64n256k128_async);
+accumulators!(128, 64: mma_bf16_m64n128k64, mma_f16_m64n128k64, mma_bf16_m64n128k64_async, mma_f16_m64n128k64_async, mma_tf32_m64n128k32, mma_e4m3_m64n128k128, mma_e4m3_m64n128k128_async, mma_e4m3_e5m2_m64n128k128_async);
+accumulators!(64, 32: mma_bf16_m64n64k64, mma_f16_m64n64k64, mma_bf16_m64n64k64_async, mma_f16_m64n64k64_async, mma_tf32_m64n64k32, mma_e4m3_m64n64k128, mma_e4m3_m64n64k128_async, mma_e4m3_e5m2_m64n64k128_async);
 
 /// `wgmma.wait_group.sync.aligned N`: waits until at most `N` committed groups of this
 /// warpgroup's products are still in flight, and returns the accumulators they write (its

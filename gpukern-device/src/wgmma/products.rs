@@ -207,20 +207,20 @@ macro_rules! m64nk32_tf32_ptx {
     };
 }
 
-/// One `wgmma.mma_async.m64n$nk32.f32.$ty.$ty` line on the accumulators `$i` (FP8, `$ty` `e4m3`
-/// or `e5m2`): both operands K-major (FP8 `wgmma` takes no imm-trans operands, as `.tf32`),
-/// scale-d from the predicate named `$scale`.
+/// One `wgmma.mma_async.m64n$nk32.f32.$ty` line on the accumulators `$i` (FP8, `$ty` the types
+/// of `A` and `B`: `e4m3.e4m3`, `e4m3.e5m2`, ...): both operands K-major (FP8 `wgmma` takes no
+/// imm-trans operands, as `.tf32`), scale-d from the predicate named `$scale`.
 macro_rules! fp8_line {
     ($n:literal, $ty:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
         concat!(
-            "wgmma.mma_async.sync.aligned.m64n", $n, "k32.f32.", $ty, ".", $ty, " ",
+            "wgmma.mma_async.sync.aligned.m64n", $n, "k32.f32.", $ty, " ",
             acc_list!($($i)*),
             ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1;\n"
         )
     };
 }
 
-/// The PTX of `C(64 x N) = A(64 x 128) * B(128 x N) (+ C)` with FP8 operands of type `$ty`: four
+/// The PTX of `C(64 x N) = A(64 x 128) * B(128 x N) (+ C)` with FP8 operands of types `$ty`: four
 /// steps of 32 along `k` (one 128-byte swizzle row: `a0`..`a3` with `b0`..`b3`, 32 bytes apart),
 /// only the first taking scale-d from the caller, as [`MMA_BF16_M64N256K64_PTX`]; `$wait` as
 /// there.
@@ -339,7 +339,8 @@ macro_rules! width_products {
      $bf16:ident $bf16_ptx:ident, $f16:ident $f16_ptx:ident,
      $bf16_async:ident $bf16_async_ptx:ident, $f16_async:ident $f16_async_ptx:ident,
      $tf32:ident $tf32_ptx:ident,
-     $e4m3:ident $e4m3_ptx:ident, $e4m3_async:ident $e4m3_async_ptx:ident) => {
+     $e4m3:ident $e4m3_ptx:ident, $e4m3_async:ident $e4m3_async_ptx:ident,
+     $mixed_async:ident $mixed_async_ptx:ident) => {
         step_product!(
             #[doc = concat!("`C(64 x ", $n, ") (+)= A(64 x 64) * B(64 x ", $n, ")` on a warpgroup, bf16 operands in shared memory, f32 accumulators.")]
             $bf16, $bf16_ptx, k64, $n, $len, "bf16", "wgmma.wait_group.sync.aligned 0;\n"
@@ -372,11 +373,15 @@ macro_rules! width_products {
             /// accumulators with fewer significand bits than f32 (about 14 kept, as DeepSeek-V3's
             /// report measured on the H800): callers that sum a long `k` add the accumulators
             /// into an f32 sum of their own every few steps ("promoted" accumulation).
-            $e4m3, $e4m3_ptx, k128, $n, $len, "e4m3", "wgmma.wait_group.sync.aligned 0;\n"
+            $e4m3, $e4m3_ptx, k128, $n, $len, "e4m3.e4m3", "wgmma.wait_group.sync.aligned 0;\n"
         );
         step_product!(
             #[doc = concat!("[`", stringify!($e4m3), "`] without the wait, as [`", stringify!($bf16_async), "`].")]
-            $e4m3_async, $e4m3_async_ptx, k128, $n, $len, "e4m3", ""
+            $e4m3_async, $e4m3_async_ptx, k128, $n, $len, "e4m3.e4m3", ""
+        );
+        step_product!(
+            #[doc = concat!("[`", stringify!($e4m3_async), "`] with `B` in FP8 E5M2 (`.e4m3.e5m2`: `A` E4M3, `B` E5M2, the pairing of an E4M3 activation with an E5M2 operand), left in flight as [`", stringify!($bf16_async), "`].")]
+            $mixed_async, $mixed_async_ptx, k128, $n, $len, "e4m3.e5m2", ""
         );
     };
 }
@@ -387,18 +392,21 @@ width_products!(256, 128:
     mma_f16_m64n256k64_async MMA_F16_M64N256K64_ASYNC_PTX,
     mma_tf32_m64n256k32 MMA_TF32_M64N256K32_PTX,
     mma_e4m3_m64n256k128 MMA_E4M3_M64N256K128_PTX,
-    mma_e4m3_m64n256k128_async MMA_E4M3_M64N256K128_ASYNC_PTX);
+    mma_e4m3_m64n256k128_async MMA_E4M3_M64N256K128_ASYNC_PTX,
+    mma_e4m3_e5m2_m64n256k128_async MMA_E4M3_E5M2_M64N256K128_ASYNC_PTX);
 width_products!(128, 64:
     mma_bf16_m64n128k64 MMA_BF16_M64N128K64_PTX, mma_f16_m64n128k64 MMA_F16_M64N128K64_PTX,
     mma_bf16_m64n128k64_async MMA_BF16_M64N128K64_ASYNC_PTX,
     mma_f16_m64n128k64_async MMA_F16_M64N128K64_ASYNC_PTX,
     mma_tf32_m64n128k32 MMA_TF32_M64N128K32_PTX,
     mma_e4m3_m64n128k128 MMA_E4M3_M64N128K128_PTX,
-    mma_e4m3_m64n128k128_async MMA_E4M3_M64N128K128_ASYNC_PTX);
+    mma_e4m3_m64n128k128_async MMA_E4M3_M64N128K128_ASYNC_PTX,
+    mma_e4m3_e5m2_m64n128k128_async MMA_E4M3_E5M2_M64N128K128_ASYNC_PTX);
 width_products!(64, 32:
     mma_bf16_m64n64k64 MMA_BF16_M64N64K64_PTX, mma_f16_m64n64k64 MMA_F16_M64N64K64_PTX,
     mma_bf16_m64n64k64_async MMA_BF16_M64N64K64_ASYNC_PTX,
     mma_f16_m64n64k64_async MMA_F16_M64N64K64_ASYNC_PTX,
     mma_tf32_m64n64k32 MMA_TF32_M64N64K32_PTX,
     mma_e4m3_m64n64k128 MMA_E4M3_M64N64K128_PTX,
-    mma_e4m3_m64n64k128_async MMA_E4M3_M64N64K128_ASYNC_PTX);
+    mma_e4m3_m64n64k128_async MMA_E4M3_M64N64K128_ASYNC_PTX,
+    mma_e4m3_e5m2_m64n64k128_async MMA_E4M3_E5M2_M64N64K128_ASYNC_PTX);

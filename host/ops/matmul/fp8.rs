@@ -79,12 +79,13 @@ impl Fp8Scaling {
     }
 }
 
-/// An E4M3 matrix on the device and its dequantisation scales: element `(i, j)` stands for
+/// An FP8 matrix on the device (E4M3 by default, or E5M2) and its dequantisation scales:
+/// element `(i, j)` stands for
 /// `data(i, j) * scales[scaling.scale_index(i, j, cols)]` ([`Fp8Scaling::scale_index`]: `scales[0]`
 /// per tensor, `scales[i]` per row, one per block).
-pub struct Fp8Matrix {
-    /// The E4M3 values, row-major.
-    pub data: DeviceMatrix<E4M3>,
+pub struct Fp8Matrix<T = E4M3> {
+    /// The FP8 values, row-major.
+    pub data: DeviceMatrix<T>,
     /// The dequantisation scales, `amax / 448` each (1 for an all-zero or non-finite row).
     pub scales: DeviceVec<f32>,
     /// Where the scales apply.

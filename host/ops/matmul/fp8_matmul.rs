@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys;
-use gpukern_device::fp8::E4M3;
+use gpukern_device::fp8::{E4M3, E5M2};
 use half::bf16;
 use kernels_gpu::matmul::fp8 as family;
 use kernels_gpu::matmul::wgmma::MAP_WORDS;
@@ -34,13 +34,13 @@ const FP8_MAP_TYPE: sys::CUtensorMapDataType = sys::CUtensorMapDataType::CU_TENS
 const ROW_ALIGN: usize = 16;
 
 /// The launcher of an FP8 kernel: `(maps, a, b, c, a_scales, b_scales, m, n, k, lda, ldb,
-/// a_step, b_step)`.
-type Fp8Launcher<O> = for<'a> unsafe fn(
+/// a_step, b_step)`, `b` (`B^T`) of `B`.
+type Fp8Launcher<O, B = E4M3> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
     DeviceSlice<'a, u64>,
     DeviceSlice<'a, E4M3>,
-    DeviceSlice<'a, E4M3>,
+    DeviceSlice<'a, B>,
     DeviceSliceMut<'a, O>,
     DeviceSlice<'a, f32>,
     DeviceSlice<'a, f32>,
@@ -58,12 +58,44 @@ pub trait Fp8Output: Element + sealed::Fp8Kernels {}
 impl Fp8Output for bf16 {}
 impl Fp8Output for f32 {}
 
+/// The element type of `B^T` in [`Gpu::matmul_fp8_into`] (`A` is always E4M3): E4M3, or E5M2
+/// (`wgmma`'s `.e4m3.e5m2` products: a bf16 result, tensor or row scales). Sealed.
+pub trait Fp8Element: Element + sealed::Fp8Operand {}
+impl Fp8Element for E4M3 {}
+impl Fp8Element for E5M2 {}
+
 mod sealed {
     use super::*;
 
     /// The FP8 kernels writing this type.
     pub trait Fp8Kernels: Sized {
         fn kernel(plan: Fp8Plan) -> Fp8Launcher<Self>;
+        /// The kernel of `plan` with `B^T` in E5M2, where one exists.
+        fn kernel_e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<Self, E5M2>>;
+    }
+
+    /// An FP8 element of `B^T`: its kernels, and its value.
+    pub trait Fp8Operand: Sized + Copy {
+        fn kernel<O: Fp8Output>(plan: Fp8Plan) -> Option<Fp8Launcher<O, Self>>;
+        fn value(self) -> f32;
+    }
+
+    impl Fp8Operand for E4M3 {
+        fn kernel<O: Fp8Output>(plan: Fp8Plan) -> Option<Fp8Launcher<O, E4M3>> {
+            Some(O::kernel(plan))
+        }
+        fn value(self) -> f32 {
+            self.to_f32()
+        }
+    }
+
+    impl Fp8Operand for E5M2 {
+        fn kernel<O: Fp8Output>(plan: Fp8Plan) -> Option<Fp8Launcher<O, E5M2>> {
+            O::kernel_e5m2(plan)
+        }
+        fn value(self) -> f32 {
+            self.to_f32()
+        }
     }
 
     /// `Fp8Kernels` for `$out`, the entries of each plan.
@@ -82,27 +114,59 @@ mod sealed {
                         }
                     }
                 }
+                fn kernel_e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<$out, E5M2>> {
+                    e5m2_kernel::<$out>(plan)
+                }
             }
         };
     }
 
     fp8_kernels!(bf16: matmul_fp8_fast_128x256, matmul_fp8_fast_128x128, matmul_fp8_promoted_128x128, matmul_fp8_block_128x128);
     fp8_kernels!(f32: matmul_fp8_fast_f32out_128x256, matmul_fp8_fast_f32out_128x128, matmul_fp8_promoted_f32out_128x128, matmul_fp8_block_f32out_128x128);
+
+    /// The E5M2 kernels: a bf16 result, no block scales.
+    trait E5m2Kernels: Sized {
+        fn e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<Self, E5M2>>;
+    }
+    impl E5m2Kernels for bf16 {
+        fn e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<bf16, E5M2>> {
+            Some(match (plan.block_scales, plan.accumulation, plan.tile) {
+                (true, _, _) => return None,
+                (false, Fp8Accumulation::Promoted, _) => {
+                    family::matmul_fp8_e5m2_promoted_128x128::launch_views::<Module>
+                }
+                (false, Fp8Accumulation::Fast, Fp8Tile::Wide) => {
+                    family::matmul_fp8_e5m2_fast_128x256::launch_views::<Module>
+                }
+                (false, Fp8Accumulation::Fast, Fp8Tile::Square) => {
+                    family::matmul_fp8_e5m2_fast_128x128::launch_views::<Module>
+                }
+            })
+        }
+    }
+    impl E5m2Kernels for f32 {
+        fn e5m2(_: Fp8Plan) -> Option<Fp8Launcher<f32, E5M2>> {
+            None
+        }
+    }
+    fn e5m2_kernel<O: E5m2Kernels>(plan: Fp8Plan) -> Option<Fp8Launcher<O, E5M2>> {
+        O::e5m2(plan)
+    }
 }
 
 impl Gpu {
-    /// An [`Fp8Matrix`] from E4M3 values and their dequantisation scales on the host (for
+    /// An [`Fp8Matrix`] from E4M3 (or E5M2) values and their dequantisation scales on the host (for
     /// example from [`quantize_e4m3_reference`](super::quantize_e4m3_reference), or a
     /// checkpoint's): `scales` holds [`Fp8Scaling::scale_count`] floats in
     /// [`Fp8Scaling::scale_index`]'s order.
     ///
     /// Errors: [`Error::InvalidArgument`] for the wrong number of scales.
-    pub fn upload_fp8<S: Data<Elem = E4M3>>(
+    pub fn upload_fp8<T: Fp8Element, S: Data<Elem = T>>(
         &self,
         q: &ArrayBase<S, Ix2>,
         scales: &[f32],
         scaling: Fp8Scaling,
-    ) -> Result<Fp8Matrix> {
+    ) -> Result<Fp8Matrix<T>> {
         let (rows, cols) = q.dim();
         let want = scaling.scale_count(rows, cols);
         if scales.len() != want {
@@ -165,10 +229,10 @@ impl Gpu {
     /// wrong count; [`Error::ShapeMismatch`] unless `A` and `B^T` share `k` and `C` is `m x n`;
     /// [`Error::WrongDevice`] for a matrix of another `Gpu`; [`Error::TooLarge`] for a dimension
     /// past the copy engine's 32-bit coordinates.
-    pub fn matmul_fp8_into<O: Fp8Output>(
+    pub fn matmul_fp8_into<O: Fp8Output, B: Fp8Element>(
         &self,
         a: &Fp8Matrix,
-        bt: &Fp8Matrix,
+        bt: &Fp8Matrix<B>,
         c: &mut DeviceMatrix<O>,
         accumulation: Fp8Accumulation,
     ) -> Result<()> {
@@ -187,10 +251,10 @@ impl Gpu {
     ///
     /// Errors as [`Gpu::matmul_fp8_into`]; [`Error::InvalidArgument`] also for a plan without a
     /// kernel ([`Fp8Plan::is_valid`]) or whose block scaling does not match the operands'.
-    pub fn matmul_fp8_plan_into<O: Fp8Output>(
+    pub fn matmul_fp8_plan_into<O: Fp8Output, B: Fp8Element>(
         &self,
         a: &Fp8Matrix,
-        bt: &Fp8Matrix,
+        bt: &Fp8Matrix<B>,
         c: &mut DeviceMatrix<O>,
         plan: Fp8Plan,
     ) -> Result<()> {
@@ -212,10 +276,10 @@ impl Gpu {
 
     /// The one validation of an FP8 product: owners, shapes, scalings and scale counts, and the
     /// GPU. Returns `(m, k, n)`.
-    fn check_fp8<O: Element>(
+    fn check_fp8<O: Element, B: Element>(
         &self,
         a: &Fp8Matrix,
-        bt: &Fp8Matrix,
+        bt: &Fp8Matrix<B>,
         c: &DeviceMatrix<O>,
     ) -> Result<(usize, usize, usize)> {
         let owned = self.owns(&a.data.data)
@@ -253,14 +317,16 @@ impl Gpu {
                 ),
             });
         }
-        for (what, x, rows) in [("A", a, m), ("B^T", bt, n)] {
-            let want = x.scaling.scale_count(rows, k);
-            if x.scales.len != want {
+        for (what, scaling, have, rows) in [
+            ("A", a.scaling, a.scales.len, m),
+            ("B^T", bt.scaling, bt.scales.len, n),
+        ] {
+            let want = scaling.scale_count(rows, k);
+            if have != want {
                 return Err(Error::InvalidArgument {
                     op: OP,
                     detail: format!(
-                        "{what} ({rows} x {k}, {:?} scales) needs {want} scales, has {}",
-                        x.scaling, x.scales.len
+                        "{what} ({rows} x {k}, {scaling:?} scales) needs {want} scales, has {have}"
                     ),
                 });
             }
@@ -279,10 +345,10 @@ impl Gpu {
     }
 
     /// Runs `plan` on checked operands: nothing for an empty result; a ragged `k` padded.
-    fn launch_fp8<O: Fp8Output>(
+    fn launch_fp8<O: Fp8Output, B: Fp8Element>(
         &self,
         a: &Fp8Matrix,
-        bt: &Fp8Matrix,
+        bt: &Fp8Matrix<B>,
         c: &mut DeviceMatrix<O>,
         (m, k, n): (usize, usize, usize),
         plan: Fp8Plan,
@@ -295,14 +361,27 @@ impl Gpu {
         // Rows of whole 16 bytes for the copy engine (a copy where `k` is ragged; none for
         // `k = 0`, where no copy is issued).
         let ld = if k == 0 { 0 } else { k.next_multiple_of(ROW_ALIGN) };
-        let padded = |x: &DeviceMatrix<E4M3>| -> Result<Option<DeviceVec<E4M3>>> {
-            if ld == k {
-                Ok(None)
-            } else {
-                self.pitched_copy(x, ld).map(Some)
-            }
+        let Some(launch) = B::kernel::<O>(plan) else {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "B^T in E5M2 has kernels for a bf16 result with tensor or row scales only, \
+                     not the plan {} into {}",
+                    plan.name(),
+                    std::any::type_name::<O>()
+                ),
+            });
         };
-        let (a_pad, b_pad) = (padded(&a.data)?, padded(&bt.data)?);
+        let a_pad = if ld == k {
+            None
+        } else {
+            Some(self.pitched_copy(&a.data, ld)?)
+        };
+        let b_pad = if ld == k {
+            None
+        } else {
+            Some(self.pitched_copy(&bt.data, ld)?)
+        };
         let a_data = a_pad.as_ref().unwrap_or(&a.data.data);
         let b_data = b_pad.as_ref().unwrap_or(&bt.data.data);
         if !(a_data.is_16_byte_aligned() && b_data.is_16_byte_aligned() && c.data.is_16_byte_aligned()) {
@@ -320,7 +399,6 @@ impl Gpu {
             Fp8Scaling::Row => 1,
             Fp8Scaling::Block1x128 | Fp8Scaling::Block128x128 => k_blocks,
         };
-        let launch = O::kernel(plan);
         // SAFETY: `maps` holds the maps of `a_data` (m rows of `ld` bytes, `k` used, box BM x
         // 128) and `b_data` (n rows, box BN x 128), `BM x BN` the plan's tile, bytes, 128-byte
         // swizzle, zero fill (zeros for `k = 0`: no copy is issued then); `ld` a multiple of 16,
@@ -352,10 +430,10 @@ impl Gpu {
     /// The tensor maps of `A` (`m x k` bytes, rows `ld` apart, boxes of `BM x 128`) and `B^T`
     /// (`n x k`, boxes of `BN x 128`) in device memory; zeros in the simulator (whose copies read
     /// the matrices directly) and for `k = 0` (no copy is issued).
-    fn fp8_tensor_maps(
+    fn fp8_tensor_maps<B: Element>(
         &self,
         (a, m): (&DeviceVec<E4M3>, usize),
-        (b, n): (&DeviceVec<E4M3>, usize),
+        (b, n): (&DeviceVec<B>, usize),
         (k, ld): (usize, usize),
         tile: Fp8Tile,
     ) -> Result<Arc<DeviceVec<u64>>> {
@@ -384,7 +462,7 @@ impl Gpu {
 /// `bt` `n x k` with `b_scales` of `b_scaling`.
 ///
 /// Panics when a scale count does not match its scaling or `k` differs (a test's mistake).
-pub fn matmul_fp8_reference<S1: Data<Elem = E4M3>, S2: Data<Elem = E4M3>>(
+pub fn matmul_fp8_reference<T: Fp8Element, S1: Data<Elem = E4M3>, S2: Data<Elem = T>>(
     (a, a_scales, a_scaling): (&ArrayBase<S1, Ix2>, &[f32], Fp8Scaling),
     (bt, b_scales, b_scaling): (&ArrayBase<S2, Ix2>, &[f32], Fp8Scaling),
 ) -> (Array2<f64>, Array2<f64>) {
@@ -396,11 +474,11 @@ pub fn matmul_fp8_reference<S1: Data<Elem = E4M3>, S2: Data<Elem = E4M3>>(
     (c, mag)
 }
 
-/// The values an FP8 matrix stands for, in f64 (exact): element `(i, j)` is `q(i, j)` times its
+/// The values an FP8 matrix (E4M3 or E5M2) stands for, in f64 (exact): element `(i, j)` is `q(i, j)` times its
 /// scale ([`Fp8Scaling::scale_index`]).
 ///
 /// Panics when the scale count does not match the scaling (a test's mistake).
-pub fn fp8_dequantize<S: Data<Elem = E4M3>>(
+pub fn fp8_dequantize<T: Fp8Element, S: Data<Elem = T>>(
     q: &ArrayBase<S, Ix2>,
     scales: &[f32],
     scaling: Fp8Scaling,
@@ -412,6 +490,6 @@ pub fn fp8_dequantize<S: Data<Elem = E4M3>>(
         "the scale count of the scaling"
     );
     Array2::from_shape_fn((rows, cols), |(i, j)| {
-        f64::from(q[(i, j)].to_f32()) * f64::from(scales[scaling.scale_index(i, j, cols)])
+        f64::from(q[(i, j)].value()) * f64::from(scales[scaling.scale_index(i, j, cols)])
     })
 }

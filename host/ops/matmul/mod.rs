@@ -20,7 +20,7 @@ pub use crate::device::SIMULATED_MULTIPROCESSORS;
 pub use decode::{DecodeOutput, DecodePlan};
 pub use error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, tf32_error_factor};
 pub use fp8::{FP8_SCALE_BLOCK, Fp8Matrix, Fp8Scaling, QuantElement, quantize_e4m3_reference};
-pub use fp8_matmul::{Fp8Output, fp8_dequantize, matmul_fp8_reference};
+pub use fp8_matmul::{Fp8Element, Fp8Output, fp8_dequantize, matmul_fp8_reference};
 pub use fp8_plan::{FP8_ACCUMULATION_UNIT, Fp8Accumulation, Fp8Plan, Fp8Tile};
 pub use half::{MatmulElement, MatmulOutput};
 pub use plan::{

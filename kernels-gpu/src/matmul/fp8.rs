@@ -35,7 +35,7 @@
 use super::tf32::grouped_tile;
 use super::wgmma::MAP_WORDS;
 use super::wgmma_ws::{Ws128x128, Ws128x256, WsShape, WsTiling};
-use crate::gpu::fp8::E4M3;
+use crate::gpu::fp8::{E4M3, E5M2};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tile::Output;
 use crate::gpu::tma::{self, Tensor2d};
@@ -91,6 +91,35 @@ impl Fp8Mode for Promoted {
 impl Fp8Mode for BlockScaled {
     const PROMOTED: bool = true;
     const BLOCK_SCALES: bool = true;
+}
+
+/// The element type of `B^T` in an FP8 kernel (`A` is E4M3): E4M3 (`.e4m3.e4m3` products) or
+/// E5M2 (`.e4m3.e5m2`, the pairing `wgmma` has for a wider-range operand).
+pub trait Fp8Operand: Copy {
+    /// Four steps of 32 along `k` of E4M3 `A` by this `B` on the calling warpgroup, committed and
+    /// left in flight ([`Accumulators::mma_e4m3_async`], [`Accumulators::mma_e4m3_e5m2_async`]).
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_e4m3_m64n256k128_async`].
+    unsafe fn mma_async<A: Accumulators>(acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A;
+}
+
+impl Fp8Operand for E4M3 {
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_async<A: Accumulators>(acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A {
+        // SAFETY: forwarded contract.
+        unsafe { acc.mma_e4m3_async(a, b, accumulate) }
+    }
+}
+
+impl Fp8Operand for E5M2 {
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_async<A: Accumulators>(acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A {
+        // SAFETY: forwarded contract.
+        unsafe { acc.mma_e4m3_e5m2_async(a, b, accumulate) }
+    }
 }
 
 /// `acc[i] (+)= part[i] * f(i)` for every accumulator `i` of one thread, unrolled so that every
@@ -158,7 +187,7 @@ fn scale_in_place<A: Accumulators>(acc: &mut A, f: impl Fn(usize) -> f32) {
 ///   `1 <= G <= tiles`, [`WsTiling::shared_bytes`] of dynamic shared memory; compute capability
 ///   9.0.
 ///
-/// Instances (`O`, `S`, `M`), one PTX entry each (in the sm_90a module), launch bounds `(384, 1)`:
+/// Instances (`O`, `S`, `M`, `B`; `B` E4M3 but where named), one PTX entry each (in the sm_90a module), launch bounds `(384, 1)`:
 /// * [`Fast`] on [`super::wgmma_ws::WS_128X256`] (`m64n256k32`, 128 accumulators per consumer
 ///   thread; per step 48 KiB by TMA, 8,388,608 flops): `matmul_fp8_fast_128x256` (bf16 result;
 ///   minimum traffic `m k + n k + 2 m n` bytes), `matmul_fp8_fast_f32out_128x256` (f32 result,
@@ -169,29 +198,35 @@ fn scale_in_place<A: Accumulators>(acc: &mut A, f: impl Fn(usize) -> f32) {
 /// * [`Promoted`] on `WS_128X128` (64 `wgmma` accumulators and 64 f32 sums per consumer thread):
 ///   `matmul_fp8_promoted_128x128`, `matmul_fp8_promoted_f32out_128x128`;
 /// * [`BlockScaled`] on `WS_128X128` (a consumer's 128 columns are one block of `B^T`):
-///   `matmul_fp8_block_128x128`, `matmul_fp8_block_f32out_128x128`.
+///   `matmul_fp8_block_128x128`, `matmul_fp8_block_f32out_128x128`;
+/// * `B^T` in E5M2 (`B` = [`E5M2`], `.e4m3.e5m2` products), bf16 result, the same traffic:
+///   `matmul_fp8_e5m2_fast_128x256`, `matmul_fp8_e5m2_fast_128x128`,
+///   `matmul_fp8_e5m2_promoted_128x128`.
 // Launch bounds: 384 threads, one block per multiprocessor (`setmaxnreg` needs the register
 // budget at entry). Barriers: one, after the ring's initialisation; the ring runs on mbarriers.
 #[kernel(
     launch_bounds(384, 1),
     instances(
-        matmul_fp8_fast_128x256 = (bf16, Ws128x256, Fast),
-        matmul_fp8_fast_f32out_128x256 = (f32, Ws128x256, Fast),
-        matmul_fp8_fast_128x128 = (bf16, Ws128x128, Fast),
-        matmul_fp8_fast_f32out_128x128 = (f32, Ws128x128, Fast),
-        matmul_fp8_promoted_128x128 = (bf16, Ws128x128, Promoted),
-        matmul_fp8_promoted_f32out_128x128 = (f32, Ws128x128, Promoted),
-        matmul_fp8_block_128x128 = (bf16, Ws128x128, BlockScaled),
-        matmul_fp8_block_f32out_128x128 = (f32, Ws128x128, BlockScaled),
+        matmul_fp8_fast_128x256 = (bf16, Ws128x256, Fast, E4M3),
+        matmul_fp8_fast_f32out_128x256 = (f32, Ws128x256, Fast, E4M3),
+        matmul_fp8_fast_128x128 = (bf16, Ws128x128, Fast, E4M3),
+        matmul_fp8_fast_f32out_128x128 = (f32, Ws128x128, Fast, E4M3),
+        matmul_fp8_promoted_128x128 = (bf16, Ws128x128, Promoted, E4M3),
+        matmul_fp8_promoted_f32out_128x128 = (f32, Ws128x128, Promoted, E4M3),
+        matmul_fp8_block_128x128 = (bf16, Ws128x128, BlockScaled, E4M3),
+        matmul_fp8_block_f32out_128x128 = (f32, Ws128x128, BlockScaled, E4M3),
+        matmul_fp8_e5m2_fast_128x256 = (bf16, Ws128x256, Fast, E5M2),
+        matmul_fp8_e5m2_fast_128x128 = (bf16, Ws128x128, Fast, E5M2),
+        matmul_fp8_e5m2_promoted_128x128 = (bf16, Ws128x128, Promoted, E5M2),
     ),
     barriers(1)
 )]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode>(
+pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
     maps: *const u64,
     a: *const E4M3,
-    b: *const E4M3,
+    b: *const B,
     c: *mut O,
     a_scales: *const f32,
     b_scales: *const f32,
@@ -331,7 +366,7 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode>(
                 // SAFETY: the whole warpgroup is here; the stage's copies have landed and
                 // nothing writes it before this warp releases it, after this wait.
                 unsafe {
-                    part = part.mma_e4m3_async(a_desc, b_desc, false);
+                    part = B::mma_async(part, a_desc, b_desc, false);
                     part = wgmma::wait_accumulators::<0, _>(part);
                     consumer.release(&stage);
                 }
@@ -352,7 +387,7 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode>(
                 // previous step's products are done after this wait (at most this step's group
                 // in flight), so its stage is released while this one's run.
                 unsafe {
-                    part = part.mma_e4m3_async(a_desc, b_desc, kt > 0);
+                    part = B::mma_async(part, a_desc, b_desc, kt > 0);
                     part = wgmma::wait_accumulators::<1, _>(part);
                 }
                 if let Some(done) = used.replace(stage) {

@@ -4,6 +4,8 @@
 //! `fast-128x256`, `fast-128x128`, `promoted-128x128`, `block-128x128` (`Fp8Plan::name`),
 //! `<out>` `bf16` or `f32`, `<scalings>` `tensor-tensor`, `row-row`, `tensor-row` or
 //! `block-block`; `{sim,cuda}::matmul_fp8_auto::...` with the plan by shape;
+//! `{sim,cuda}::matmul_fp8_e5m2::<plan>::bf16::<scalings>::MxKxN` (`B^T` in E5M2, quantised on the
+//! host with the amax to 57344, for the three plans that have an E5M2 kernel);
 //! `{sim,cuda}::matmul_fp8::planted` (the check fails on a dropped scale and a lost step of
 //! 128 along `k`), `{sim,cuda}::matmul_fp8::errors` and `global::matmul_fp8` (the free function
 //! on a view).
@@ -16,8 +18,8 @@
 //! sample of rows (every row through the last tile's) against the reference of those rows.
 
 use gpukern::{
-    E4M3, Fp8Accumulation, Fp8Matrix, Fp8Output, Fp8Plan, Fp8Scaling, Gpu, bf16, fp8_dequantize,
-    quantize_e4m3_reference,
+    E4M3, E5M2, Fp8Accumulation, Fp8Element, Fp8Matrix, Fp8Output, Fp8Plan, Fp8Scaling, Gpu, bf16,
+    fp8_dequantize, quantize_e4m3_reference,
 };
 use libtest_mimic::Trial;
 use ndarray::{Array2, Axis};
@@ -115,6 +117,26 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
                 }));
             }
         }
+        // `B^T` in E5M2: its three kernels, the first shapes and 4096^3 on CUDA.
+        for p in E5M2_PLANS {
+            let plan = Fp8Plan::ALL[p];
+            for (pair_name, sa, sb) in [PAIRS[0], PAIRS[1]] {
+                for &shape in shapes.iter().take(2).chain(if target.prefix == "cuda" {
+                    &[(4096, 4096, 4096)][..]
+                } else {
+                    &[][..]
+                }) {
+                    let (m, k, n) = shape;
+                    let name = format!("matmul_fp8_e5m2::{}::bf16::{pair_name}::{m}x{k}x{n}", plan.name());
+                    let run = Run {
+                        shape,
+                        scalings: (sa, sb),
+                        how: How::Plan(plan),
+                    };
+                    trials.push(trial(target, &name, move |gpu, rng| product_e5m2(gpu, rng, run)));
+                }
+            }
+        }
         trials.push(trial(target, "matmul_fp8::planted", planted));
         trials.push(trial(target, "matmul_fp8::errors", |gpu, _| errors(gpu)));
     }
@@ -203,9 +225,9 @@ fn operand(rng: &mut StdRng, rows: usize, cols: usize) -> Array2<f32> {
     })
 }
 
-/// An operand quantised on the host: its E4M3 values, scales and scaling.
-struct Host {
-    q: Array2<E4M3>,
+/// An operand quantised on the host: its FP8 values (E4M3 unless named), scales and scaling.
+struct Host<T = E4M3> {
+    q: Array2<T>,
     scales: Vec<f32>,
     scaling: Fp8Scaling,
 }
@@ -215,13 +237,40 @@ impl Host {
         let (q, scales) = quantize_e4m3_reference(x, scaling);
         Host { q, scales, scaling }
     }
-    fn upload(&self, gpu: &Gpu) -> gpukern::Result<Fp8Matrix> {
+}
+
+impl Host<E5M2> {
+    /// `x` in E5M2 with amax scales (the amax to 57344, E5M2's largest finite value), on the
+    /// host: the E5M2 operand of the `.e4m3.e5m2` kernels.
+    fn e5m2(x: &Array2<f32>, scaling: Fp8Scaling) -> Host<E5M2> {
+        let (rows, cols) = x.dim();
+        let mut amax = vec![0.0f32; scaling.scale_count(rows, cols)];
+        for ((i, j), &v) in x.indexed_iter() {
+            let s = scaling.scale_index(i, j, cols);
+            amax[s] = amax[s].max(v.abs());
+        }
+        let scales: Vec<f32> = amax
+            .iter()
+            .map(|&a| if a > 0.0 { a / 57344.0 } else { 1.0 })
+            .collect();
+        let q = Array2::from_shape_fn((rows, cols), |(i, j)| {
+            E5M2::from_f32(x[(i, j)] / scales[scaling.scale_index(i, j, cols)])
+        });
+        Host { q, scales, scaling }
+    }
+}
+
+impl<T: Fp8Element> Host<T> {
+    fn upload(&self, gpu: &Gpu) -> gpukern::Result<Fp8Matrix<T>> {
         gpu.upload_fp8(&self.q, &self.scales, self.scaling)
     }
     fn dequantized(&self) -> Array2<f64> {
         fp8_dequantize(&self.q, &self.scales, self.scaling)
     }
 }
+
+/// The E5M2 trials' plans (`B^T` in E5M2 has these kernels, bf16 result).
+const E5M2_PLANS: [usize; 3] = [0, 1, 2];
 
 /// The rows a check covers: all of a small product; else the first and last 130 rows and every
 /// 61st in between.
@@ -289,15 +338,27 @@ fn to_f64<O: ResultElement>(c: &gpukern::DeviceMatrix<O>) -> gpukern::Result<Arr
 
 /// One product into a poisoned (NaN) output, checked within its bound.
 fn product<O: ResultElement>(gpu: &Gpu, rng: &mut StdRng, run: Run) -> Check {
+    let (m, k, n) = run.shape;
+    let (sa, sb) = run.scalings;
+    let (a, b) = (operand(rng, m, k), operand(rng, n, k));
+    product_of::<O, E4M3>(gpu, run, Host::new(&a, sa), Host::new(&b, sb))
+}
+
+/// [`product`] with `B^T` in E5M2.
+fn product_e5m2(gpu: &Gpu, rng: &mut StdRng, run: Run) -> Check {
+    let (m, k, n) = run.shape;
+    let (sa, sb) = run.scalings;
+    let (a, b) = (operand(rng, m, k), operand(rng, n, k));
+    product_of::<bf16, E5M2>(gpu, run, Host::new(&a, sa), Host::e5m2(&b, sb))
+}
+
+/// One product of quantised operands into a poisoned output, checked within its bound.
+fn product_of<O: ResultElement, B: Fp8Element>(gpu: &Gpu, run: Run, ha: Host, hb: Host<B>) -> Check {
     if !runs_here(gpu)? {
         return Ok(());
     }
     let (m, k, n) = run.shape;
-    let (sa, sb) = run.scalings;
-    let (ha, hb) = (
-        Host::new(&operand(rng, m, k), sa),
-        Host::new(&operand(rng, n, k), sb),
-    );
+    let sa = run.scalings.0;
     let (a, b) = (ha.upload(gpu)?, hb.upload(gpu)?);
     let mut c = gpu.upload_matrix(&Array2::from_elem((m, n), O::nan_value()))?;
     match run.how {
@@ -405,6 +466,17 @@ fn errors(gpu: &Gpu) -> Check {
         "scales",
     ));
     if gpu.has_wgmma() {
+        let b5 = gpu.upload_fp8(
+            &Array2::from_elem((8, 32), E5M2::ZERO),
+            &[1.0],
+            Fp8Scaling::Tensor,
+        )?;
+        let mut c32 = gpu.zeros_matrix_of::<f32>(8, 8)?;
+        failures.extend(is_invalid(
+            gpu.matmul_fp8_into(&a, &b5, &mut c32, Fp8Accumulation::Fast),
+            "E5M2 B^T into f32",
+            "E5M2",
+        ));
         failures.extend(is_invalid(
             gpu.matmul_fp8_plan_into(&a, &up(8, 32, Fp8Scaling::Tensor)?, &mut c, Fp8Plan::ALL[3]),
             "the block plan on tensor scales",
