@@ -21,6 +21,7 @@ the shapes and byte and flop models the Rust bench reads too) are in peers_commo
 are filed by family beside it, one file per file of examples/bench/ (peers_memory.py,
 peers_matmul.py, peers_softmax.py, peers_overhead.py, peers_reduce.py, peers_transpose.py,
 peers_norm.py, peers_cross_entropy.py, peers_sample.py, peers_matmul_half.py, peers_matmul_decode.py, peers_matmul_grouped.py, peers_attention.py, peers_decode_attention.py, peers_graph.py,
+peers_norm.py, peers_cross_entropy.py, peers_sample.py, peers_matmul_half.py, peers_matmul_decode.py, peers_matmul_fp8.py, peers_attention.py, peers_decode_attention.py, peers_graph.py,
 peers_transfer.py, peers_multi.py). Imports go one way: peers_common <- family files <- this
 file (`--list` prints PEERS; `--selftest` checks the pure parts).
 """
@@ -43,6 +44,7 @@ import peers_llm_blocks
 import peers_matmul
 import peers_matmul_decode
 import peers_matmul_grouped
+import peers_matmul_fp8
 import peers_matmul_half
 import peers_memory
 import peers_multi
@@ -89,6 +91,7 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "torch_decode": [peers_matmul_decode.peer_torch_decode],
     "compile_decode": [peers_matmul_decode.peer_compile_decode],
     "torch_grouped": [peers_matmul_grouped.torch_grouped],
+    "torch_fp8": [peers_matmul_fp8.peer_torch_fp8],
     "torch_attention": [peers_attention.torch_attention],
     "flex_attention": [peers_attention.flex_attention],
     "torch_decode_attention": [peers_decode_attention.torch_decode],
@@ -135,6 +138,7 @@ def selftest() -> int:
     failures += peers_matmul_half.selftest()
     failures += peers_matmul_decode.selftest()
     failures += peers_matmul_grouped.selftest()
+    failures += peers_matmul_fp8.selftest()
     failures += peers_attention.selftest_attention()
     for f in failures:
         print(f"peers selftest: FAIL {f}", file=sys.stderr)

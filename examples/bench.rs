@@ -31,6 +31,8 @@ mod matmul;
 mod matmul_decode;
 #[path = "bench/matmul_grouped.rs"]
 mod matmul_grouped;
+#[path = "bench/matmul_fp8.rs"]
+mod matmul_fp8;
 #[path = "bench/matmul_half.rs"]
 mod matmul_half;
 #[path = "bench/memory.rs"]
@@ -174,6 +176,10 @@ enum Suite {
     /// The grouped (mixture-of-experts) product, bf16, and the dense product of the same flops.
     #[value(name = "matmul_grouped")]
     MatmulGrouped,
+    /// FP8 E4M3 products, bf16 result: per-tensor, per-row and block scales, fast and promoted
+    /// accumulation (records `matmul_fp8`).
+    #[value(name = "matmul_fp8")]
+    MatmulFp8,
     /// Attention forward, bf16, causal and not (records `attention_fwd`).
     #[value(name = "attention")]
     Attention,
@@ -210,6 +216,7 @@ impl Suite {
         Suite::Sample,
         Suite::MatmulDecode,
         Suite::MatmulGrouped,
+        Suite::MatmulFp8,
         Suite::Attention,
         Suite::DecodeAttention,
     ];
@@ -242,6 +249,7 @@ impl Suite {
             Suite::Sample => sample::planned(quick),
             Suite::MatmulDecode => matmul_decode::planned(quick, plans),
             Suite::MatmulGrouped => matmul_grouped::planned(quick, plans),
+            Suite::MatmulFp8 => matmul_fp8::planned(quick, plans),
             Suite::Attention => attention::planned(quick),
             Suite::DecodeAttention => decode_attention::planned(quick),
         };
@@ -275,6 +283,7 @@ impl Suite {
             Suite::Sample => sample::sample(bench, sink),
             Suite::MatmulDecode => matmul_decode::matmul_decode(bench, sink),
             Suite::MatmulGrouped => matmul_grouped::matmul_grouped(bench, sink),
+            Suite::MatmulFp8 => matmul_fp8::matmul_fp8(bench, sink),
             Suite::Attention => attention::attention(bench, sink),
             Suite::DecodeAttention => decode_attention::decode_attention(bench, sink),
         }

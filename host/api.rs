@@ -156,6 +156,33 @@ where
 }
 
 #[cfg(feature = "matmul")]
+/// `Y = X W^T` in FP8 on Hopper: `x` (`m x k`) and `w` (`n x k`, a weight as `nn.Linear` stores
+/// it) quantised to E4M3 with one scale per row ([`Gpu::quantize_e4m3`], `Fp8Scaling::Row`),
+/// multiplied with promoted accumulation ([`Gpu::matmul_fp8`]), the result `m x n` in bf16: what
+/// `torch._scaled_mm(xq, wq.T, scale_x, scale_w.T, out_dtype=bfloat16)` computes after the same
+/// quantisation. Its error is E4M3's rounding of the inputs (relative `2^-4` each) and then
+/// [`crate::Fp8Accumulation::error_factor`]; compute capability 9.0 only.
+///
+/// ```no_run
+/// let x = ndarray::Array2::from_elem((2, 32), 0.5f32);
+/// let w = ndarray::Array2::from_elem((3, 32), 2.0f32);
+/// let y = gpukern::matmul_fp8(&x, &w)?;
+/// assert_eq!(y[(1, 2)].to_f32(), 32.0);
+/// # Ok::<(), gpukern::Error>(())
+/// ```
+pub fn matmul_fp8<S1, S2>(x: &ArrayBase<S1, Ix2>, w: &ArrayBase<S2, Ix2>) -> Result<Array2<half::bf16>>
+where
+    S1: Data<Elem = f32>,
+    S2: Data<Elem = f32>,
+{
+    use crate::ops::matmul::{Fp8Accumulation, Fp8Scaling};
+    let gpu = Gpu::global()?;
+    let xq = gpu.quantize_e4m3(&gpu.upload_matrix(x)?, Fp8Scaling::Row)?;
+    let wq = gpu.quantize_e4m3(&gpu.upload_matrix(w)?, Fp8Scaling::Row)?;
+    gpu.matmul_fp8(&xq, &wq, Fp8Accumulation::Promoted)?.to_array()
+}
+
+#[cfg(feature = "matmul")]
 /// `Y = X W^T` of bf16 arrays for a decode step: `x` is `m x k`, `w` is `n x k` (a weight as
 /// `nn.Linear` stores it), the result `m x n` in bf16 (f32 sums, rounded once): what
 /// `torch.matmul(x, w.T)` computes, and what [`Gpu::matmul_decode`] does on device matrices (the

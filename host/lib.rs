@@ -127,7 +127,7 @@ pub use api::{geglu, swiglu};
 #[cfg(feature = "norm")]
 pub use api::{layer_norm, layer_norm_with, residual_rms_norm, rms_norm, rms_norm_with};
 #[cfg(feature = "matmul")]
-pub use api::{matmul, matmul_decode, matmul_f32_out, matmul_half_with, matmul_with};
+pub use api::{matmul, matmul_decode, matmul_f32_out, matmul_fp8, matmul_half_with, matmul_with};
 #[cfg(feature = "softmax")]
 pub use api::{softmax, softmax_with};
 #[cfg(feature = "transpose")]
@@ -167,8 +167,9 @@ pub use ops::embedding::{EmbeddingAlgorithm, TokenIdElement, TokenIds};
 pub use ops::glu::{GeluApprox, GluAlgorithm, GluElement};
 #[cfg(feature = "matmul")]
 pub use ops::matmul::{
-    DecodeOutput, DecodePlan, Fp8Matrix, Fp8Scaling, HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput,
-    Tf32Tile, WsTile, quantize_e4m3_reference, tf32_error_factor,
+    DecodeOutput, DecodePlan, Fp8Accumulation, Fp8Element, Fp8Matrix, Fp8Output, Fp8Plan, Fp8Scaling,
+    Fp8Tile, HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile, fp8_dequantize,
+    matmul_fp8_reference, quantize_e4m3_reference, tf32_error_factor,
 };
 #[cfg(feature = "norm")]
 pub use ops::norm::{NormAlgorithm, NormElement, ResidualNormAlgorithm, ResidualNormElement};

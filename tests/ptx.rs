@@ -369,6 +369,7 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
             "matmul_wgmma_",
             "matmul_ws_",
             "matmul_grouped_",
+            "matmul_fp8_",
             "rms_norm_ring_",
             "layer_norm_ring_",
         ],
@@ -381,8 +382,16 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// `wait_group 1` in the loop and a `wait_group 0` after it; TF32 has no asynchronous twin, so
 /// its step waits inside too. The grouped kernels (`matmul_grouped_`) run the warp-specialised
 /// schedule: 4 and 2.
+/// its step waits inside too. The FP8 kernels' step is 4 `m64nNk32`: fast accumulation as the
+/// warp-specialised kernels, promoted (and block-scaled) with one `wait_group 0` per step only
+/// (`matmul_fp8_e5m2_*` the same by accumulation).
 fn wgmma_lines(name: &str) -> (usize, usize) {
-    if name.starts_with("matmul_ws_tf32") {
+    let fp8 = name.starts_with("matmul_fp8_");
+    if fp8 && (name.contains("_promoted_") || name.contains("_block_")) {
+        (4, 1)
+    } else if fp8 && name.contains("_fast_") {
+        (4, 2)
+    } else if name.starts_with("matmul_ws_tf32") {
         (4, 3)
     } else if name.starts_with("matmul_ws_") || name.starts_with("matmul_grouped_") {
         (4, 2)

@@ -41,7 +41,8 @@
 //!
 //! # Widths: one body for several tile shapes
 //! The four-step products exist for `N` = 256, 128 and 64 (`mma_{bf16,f16}_m64n{N}k64`, their
-//! `_async` twins, `mma_tf32_m64n{N}k32`), all from one macro: the accumulator operand lists are
+//! `_async` twins, `mma_tf32_m64n{N}k32`, `mma_e4m3_m64n{N}k128` and its `_async` twin), all
+//! from one macro: the accumulator operand lists are
 //! written once per width (`[f32; N / 2]` per thread) and the PTX text, the `asm!` operands and
 //! the simulator's reading of them follow. The [`Accumulators`] trait ties each width to its
 //! array type, so a kernel generic over its tile (`kernels_gpu::matmul::wgmma_ws::ws_gemm`, whose

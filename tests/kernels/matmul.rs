@@ -15,6 +15,8 @@ mod fast_plans;
 mod fp8;
 #[path = "matmul/grouped.rs"]
 mod grouped;
+#[path = "matmul/fp8_product.rs"]
+mod fp8_product;
 #[path = "matmul/half.rs"]
 mod half;
 #[path = "matmul/stream_k.rs"]
@@ -59,6 +61,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     trials.extend(half::trials(sim, cuda));
     trials.extend(decode::trials(sim, cuda));
     trials.extend(fp8::trials(sim, cuda));
+    trials.extend(fp8_product::trials(sim, cuda));
     trials.extend(wgmma::trials(sim, cuda));
     trials.extend(wgmma_tf32::trials(sim, cuda));
     trials.extend(grouped::trials(sim, cuda));

@@ -112,7 +112,7 @@ pub(crate) fn value(token: &str, named: &[(&str, u64)]) -> u64 {
 /// `named` the named operands, `acc` the positional ones (`{i}` is `acc[i]`). Understands
 /// `.reg .pred`, `setp.ne.b32`, `wgmma.fence`, `wgmma.mma_async.sync.aligned` (`m64nNk16` in
 /// bf16 or f16, `m64nNk8` in TF32, operands truncated as the tensor core reads them, `m64nNk32`
-/// in e4m3 or e5m2, both operands of one type, K-major;
+/// in e4m3 or e5m2, either type for either operand, K-major;
 /// shared-memory descriptors for both operands), `commit_group` and `wait_group N`; anything else
 /// is a bug of the library's PTX text (a panic). See the module documentation for what a product
 /// does in flight and what is checked; the products are exact (f64 sums, added to the accumulator
@@ -276,6 +276,30 @@ mod tests {
             );
             assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
         }
+    }
+
+    #[test]
+    fn e4m3_ptx_has_four_k32_products_without_transpose_operands() {
+        for (ptx, n) in [
+            (crate::wgmma::MMA_E4M3_M64N256K128_PTX, 256),
+            (crate::wgmma::MMA_E4M3_M64N128K128_ASYNC_PTX, 128),
+            (crate::wgmma::MMA_E4M3_M64N64K128_PTX, 64),
+        ] {
+            let lines: Vec<&str> = ptx.lines().filter(|l| l.starts_with("wgmma.mma_async")).collect();
+            assert_eq!(lines.len(), 4);
+            for (s, line) in lines.iter().enumerate() {
+                let head = format!("wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 ");
+                assert!(line.starts_with(&head), "{line:?}");
+                let tail = format!(
+                    "}}}}, {{a{s}}}, {{b{s}}}, {}, 1, 1;",
+                    if s == 0 { "p" } else { "t" }
+                );
+                assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
+            }
+        }
+        // The asynchronous twin leaves the group in flight: no wait in its text.
+        assert!(!crate::wgmma::MMA_E4M3_M64N128K128_ASYNC_PTX.contains("wait_group"));
+        assert!(crate::wgmma::MMA_E4M3_M64N256K128_PTX.contains("wait_group"));
     }
 
     /// An FP8 product line parses as `k32` of one-byte elements, without imm-trans operands

@@ -4,9 +4,12 @@
 
 use super::products::{
     mma_bf16_m64n128k64, mma_bf16_m64n128k64_async, mma_bf16_m64n256k64, mma_bf16_m64n256k64_async,
-    mma_bf16_m64n64k64, mma_bf16_m64n64k64_async, mma_f16_m64n128k64, mma_f16_m64n128k64_async,
-    mma_f16_m64n256k64, mma_f16_m64n256k64_async, mma_f16_m64n64k64, mma_f16_m64n64k64_async,
-    mma_tf32_m64n128k32, mma_tf32_m64n256k32, mma_tf32_m64n64k32,
+    mma_bf16_m64n64k64, mma_bf16_m64n64k64_async, mma_e4m3_e5m2_m64n128k128_async,
+    mma_e4m3_e5m2_m64n256k128_async, mma_e4m3_e5m2_m64n64k128_async, mma_e4m3_m64n128k128,
+    mma_e4m3_m64n128k128_async, mma_e4m3_m64n256k128, mma_e4m3_m64n256k128_async, mma_e4m3_m64n64k128,
+    mma_e4m3_m64n64k128_async, mma_f16_m64n128k64, mma_f16_m64n128k64_async, mma_f16_m64n256k64,
+    mma_f16_m64n256k64_async, mma_f16_m64n64k64, mma_f16_m64n64k64_async, mma_tf32_m64n128k32,
+    mma_tf32_m64n256k32, mma_tf32_m64n64k32,
 };
 
 /// The `asm!` of `wgmma.wait_group N` with the accumulators `$i` as operands, named in a PTX
@@ -28,7 +31,9 @@ macro_rules! wait_asm {
 /// [`wgmma`](super)'s documentation): the products of that width on them, and the wait that
 /// retires them. Implemented for `N` = 256, 128 and 64, so that a kernel generic over its tile
 /// picks the instruction width by the accumulator array it holds.
-pub trait Accumulators: Copy + core::ops::Index<usize, Output = f32> {
+pub trait Accumulators:
+    Copy + core::ops::Index<usize, Output = f32> + core::ops::IndexMut<usize, Output = f32>
+{
     /// The `N` of `m64nN`: columns of the warpgroup's tile.
     const N: usize;
     /// All zeros (one memset: all-zero bits are 0.0).
@@ -58,6 +63,22 @@ pub trait Accumulators: Copy + core::ops::Index<usize, Output = f32> {
     /// # Safety
     /// As [`mma_tf32_m64n256k32`].
     unsafe fn mma_tf32(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self;
+    /// Four FP8 E4M3 steps of 32 along `k`, waited for (`mma_e4m3_m64n{N}k128`).
+    ///
+    /// # Safety
+    /// As [`mma_e4m3_m64n256k128`].
+    unsafe fn mma_e4m3(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self;
+    /// Four FP8 E4M3 steps left in flight (`mma_e4m3_m64n{N}k128_async`).
+    ///
+    /// # Safety
+    /// As [`mma_e4m3_m64n256k128_async`].
+    unsafe fn mma_e4m3_async(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self;
+    /// Four steps of `A` in E4M3 by `B` in E5M2 left in flight
+    /// (`mma_e4m3_e5m2_m64n{N}k128_async`).
+    ///
+    /// # Safety
+    /// As [`mma_e4m3_e5m2_m64n256k128_async`].
+    unsafe fn mma_e4m3_e5m2_async(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self;
     /// `wgmma.wait_group.sync.aligned G` with these accumulators as operands
     /// ([`wait_accumulators`]).
     ///
@@ -68,7 +89,8 @@ pub trait Accumulators: Copy + core::ops::Index<usize, Output = f32> {
 
 /// [`Accumulators`] for `[f32; $len]`, the products of width `$n`.
 macro_rules! accumulators {
-    ($n:literal, $len:tt: $bf16:ident, $f16:ident, $bf16_async:ident, $f16_async:ident, $tf32:ident) => {
+    ($n:literal, $len:tt: $bf16:ident, $f16:ident, $bf16_async:ident, $f16_async:ident, $tf32:ident,
+     $e4m3:ident, $e4m3_async:ident, $mixed_async:ident) => {
         impl Accumulators for [f32; $len] {
             const N: usize = $n;
             #[inline(always)]
@@ -108,6 +130,24 @@ macro_rules! accumulators {
             }
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn mma_e4m3(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self {
+                // SAFETY: forwarded contract.
+                unsafe { $e4m3(self, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn mma_e4m3_async(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self {
+                // SAFETY: forwarded contract.
+                unsafe { $e4m3_async(self, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn mma_e4m3_e5m2_async(self, a: [u64; 4], b: [u64; 4], accumulate: bool) -> Self {
+                // SAFETY: forwarded contract.
+                unsafe { $mixed_async(self, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             unsafe fn wait<const G: u32>(self) -> Self {
                 let mut acc = self;
                 #[cfg(target_arch = "nvptx64")]
@@ -127,9 +167,9 @@ macro_rules! accumulators {
     };
 }
 
-accumulators!(256, 128: mma_bf16_m64n256k64, mma_f16_m64n256k64, mma_bf16_m64n256k64_async, mma_f16_m64n256k64_async, mma_tf32_m64n256k32);
-accumulators!(128, 64: mma_bf16_m64n128k64, mma_f16_m64n128k64, mma_bf16_m64n128k64_async, mma_f16_m64n128k64_async, mma_tf32_m64n128k32);
-accumulators!(64, 32: mma_bf16_m64n64k64, mma_f16_m64n64k64, mma_bf16_m64n64k64_async, mma_f16_m64n64k64_async, mma_tf32_m64n64k32);
+accumulators!(256, 128: mma_bf16_m64n256k64, mma_f16_m64n256k64, mma_bf16_m64n256k64_async, mma_f16_m64n256k64_async, mma_tf32_m64n256k32, mma_e4m3_m64n256k128, mma_e4m3_m64n256k128_async, mma_e4m3_e5m2_m64n256k128_async);
+accumulators!(128, 64: mma_bf16_m64n128k64, mma_f16_m64n128k64, mma_bf16_m64n128k64_async, mma_f16_m64n128k64_async, mma_tf32_m64n128k32, mma_e4m3_m64n128k128, mma_e4m3_m64n128k128_async, mma_e4m3_e5m2_m64n128k128_async);
+accumulators!(64, 32: mma_bf16_m64n64k64, mma_f16_m64n64k64, mma_bf16_m64n64k64_async, mma_f16_m64n64k64_async, mma_tf32_m64n64k32, mma_e4m3_m64n64k128, mma_e4m3_m64n64k128_async, mma_e4m3_e5m2_m64n64k128_async);
 
 /// `wgmma.wait_group.sync.aligned N`: waits until at most `N` committed groups of this
 /// warpgroup's products are still in flight, and returns the accumulators they write (its

@@ -1,5 +1,6 @@
 //! The products: [`mma_bf16_m128n128k64`] (a 128 x 128 tile in one `asm!` block) and the four-step
-//! products `C(64 x N) (+)= A(64 x 4K) * B(4K x N)` of each width `N` and element type, with
+//! products `C(64 x N) (+)= A(64 x 4K) * B(4K x N)` of each width `N` and element type (bf16,
+//! f16, TF32, FP8 E4M3), with
 //! their `_async` twins, each beside the PTX text it runs (and the simulator interprets). The
 //! operand index lists come from the parent module's `acc_list!` and `acc_indices!`.
 
@@ -206,7 +207,43 @@ macro_rules! m64nk32_tf32_ptx {
     };
 }
 
-/// The PTX template of a four-step product: `k64` (`$ty` a 16-bit type) or `k32` (TF32).
+/// One `wgmma.mma_async.m64n$nk32.f32.$ty` line on the accumulators `$i` (FP8, `$ty` the types
+/// of `A` and `B`: `e4m3.e4m3`, `e4m3.e5m2`, ...): both operands K-major (FP8 `wgmma` takes no
+/// imm-trans operands, as `.tf32`), scale-d from the predicate named `$scale`.
+macro_rules! fp8_line {
+    ($n:literal, $ty:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
+        concat!(
+            "wgmma.mma_async.sync.aligned.m64n", $n, "k32.f32.", $ty, " ",
+            acc_list!($($i)*),
+            ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1;\n"
+        )
+    };
+}
+
+/// The PTX of `C(64 x N) = A(64 x 128) * B(128 x N) (+ C)` with FP8 operands of types `$ty`: four
+/// steps of 32 along `k` (one 128-byte swizzle row: `a0`..`a3` with `b0`..`b3`, 32 bytes apart),
+/// only the first taking scale-d from the caller, as [`MMA_BF16_M64N256K64_PTX`]; `$wait` as
+/// there.
+macro_rules! m64nk128_fp8_ptx {
+    ($n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
+        concat!(
+            "{{\n",
+            ".reg .pred p, t;\n",
+            "setp.ne.b32 p, {scale}, 0;\n",
+            "setp.ne.b32 t, 1, 0;\n",
+            "wgmma.fence.sync.aligned;\n",
+            fp8_line!($n, $ty, "a0", "b0", "p"; $($i)*),
+            fp8_line!($n, $ty, "a1", "b1", "t"; $($i)*),
+            fp8_line!($n, $ty, "a2", "b2", "t"; $($i)*),
+            fp8_line!($n, $ty, "a3", "b3", "t"; $($i)*),
+            "wgmma.commit_group.sync.aligned;\n",
+            $wait,
+            "}}"
+        )
+    };
+}
+
+/// The PTX template of a four-step product: `k64` (`$ty` a 16-bit type) `k32` (TF32) or `k128` (FP8).
 macro_rules! step_ptx {
     (k64, $n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
         m64nk64_ptx!($n, $ty, $wait; $($i)*)
@@ -216,6 +253,9 @@ macro_rules! step_ptx {
     };
     (k64_kmajor, $n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
         m64nk64_kmajor_ptx!($n, $ty, $wait; $($i)*)
+    };
+    (k128, $n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
+        m64nk128_fp8_ptx!($n, $ty, $wait; $($i)*)
     };
 }
 
@@ -242,8 +282,8 @@ macro_rules! step_asm {
 }
 
 /// Declares a four-step warpgroup product `C(64 x N) (+)= A(64 x 4K) * B(4K x N)` of one element
-/// type and its PTX text: `$k` is `k64` (16-bit `$ty`, four `m64nNk16`) or `k32` (TF32, four
-/// `m64nNk8`); `$len = N / 2` accumulators per thread; `$wait` the closing `wait_group 0` or
+/// type and its PTX text: `$k` is `k64` (16-bit `$ty`, four `m64nNk16`), `k32` (TF32, four
+/// `m64nNk8`) or `k128` (FP8 `$ty`, four `m64nNk32`); `$len = N / 2` accumulators per thread; `$wait` the closing `wait_group 0` or
 /// nothing (an asynchronous twin).
 macro_rules! step_product {
     ($(#[$doc:meta])* $name:ident, $ptx:ident, $k:ident, $n:literal, $len:tt, $ty:literal, $wait:literal) => {
@@ -255,7 +295,7 @@ macro_rules! step_product {
         #[doc = concat!("`acc` is this thread's ", stringify!($len), " accumulators of the `64 x ", $n, "` tile")]
         /// (the layout of [`wgmma`](super)'s documentation); `a[s]` describes the tile of `A` for
         /// step `s` along `k` (K-major, 128-byte swizzle), `b[s]` that of `B` (16-bit types: N-major,
-        /// 128-byte swizzle, 64-column chunks `LBO` apart; TF32: K-major, as `A`). With
+        /// 128-byte swizzle, 64-column chunks `LBO` apart; TF32 and FP8: K-major, as `A`). With
         /// `accumulate` false the first step overwrites `acc`. One `asm!` block: fence, 4
         /// products, commit, and (but for the `_async` twins, whose accumulators stay in flight
         /// until [`wait_accumulators`](super::wait_accumulators)) wait.
@@ -301,7 +341,9 @@ macro_rules! width_products {
     ($n:literal, $len:tt:
      $bf16:ident $bf16_ptx:ident, $f16:ident $f16_ptx:ident,
      $bf16_async:ident $bf16_async_ptx:ident, $f16_async:ident $f16_async_ptx:ident,
-     $tf32:ident $tf32_ptx:ident) => {
+     $tf32:ident $tf32_ptx:ident,
+     $e4m3:ident $e4m3_ptx:ident, $e4m3_async:ident $e4m3_async_ptx:ident,
+     $mixed_async:ident $mixed_async_ptx:ident) => {
         step_product!(
             #[doc = concat!("`C(64 x ", $n, ") (+)= A(64 x 64) * B(64 x ", $n, ")` on a warpgroup, bf16 operands in shared memory, f32 accumulators.")]
             $bf16, $bf16_ptx, k64, $n, $len, "bf16", "wgmma.wait_group.sync.aligned 0;\n"
@@ -327,6 +369,23 @@ macro_rules! width_products {
             /// beforehand (e.g. the copy engine's `TFLOAT32` tensor maps) for `2^-11`.
             $tf32, $tf32_ptx, k32, $n, $len, "tf32", "wgmma.wait_group.sync.aligned 0;\n"
         );
+        step_product!(
+            #[doc = concat!("`C(64 x ", $n, ") (+)= A(64 x 128) * B(128 x ", $n, ")` on a warpgroup, FP8 E4M3 operands (one byte each in shared memory) and f32 accumulators: four `m64n", $n, "k32` products, **both operands K-major** (FP8 `wgmma` cannot transpose: `B` sits in shared memory as rows of `B^T`), the four steps' starts 32 bytes apart (one 128-byte swizzle row holds 128 values along `k`).")]
+            ///
+            /// Precision: the products are exact, but the tensor core adds them into the f32
+            /// accumulators with fewer significand bits than f32 (about 14 kept, as DeepSeek-V3's
+            /// report measured on the H800): callers that sum a long `k` add the accumulators
+            /// into an f32 sum of their own every few steps ("promoted" accumulation).
+            $e4m3, $e4m3_ptx, k128, $n, $len, "e4m3.e4m3", "wgmma.wait_group.sync.aligned 0;\n"
+        );
+        step_product!(
+            #[doc = concat!("[`", stringify!($e4m3), "`] without the wait, as [`", stringify!($bf16_async), "`].")]
+            $e4m3_async, $e4m3_async_ptx, k128, $n, $len, "e4m3.e4m3", ""
+        );
+        step_product!(
+            #[doc = concat!("[`", stringify!($e4m3_async), "`] with `B` in FP8 E5M2 (`.e4m3.e5m2`: `A` E4M3, `B` E5M2, the pairing of an E4M3 activation with an E5M2 operand), left in flight as [`", stringify!($bf16_async), "`].")]
+            $mixed_async, $mixed_async_ptx, k128, $n, $len, "e4m3.e5m2", ""
+        );
     };
 }
 
@@ -334,17 +393,26 @@ width_products!(256, 128:
     mma_bf16_m64n256k64 MMA_BF16_M64N256K64_PTX, mma_f16_m64n256k64 MMA_F16_M64N256K64_PTX,
     mma_bf16_m64n256k64_async MMA_BF16_M64N256K64_ASYNC_PTX,
     mma_f16_m64n256k64_async MMA_F16_M64N256K64_ASYNC_PTX,
-    mma_tf32_m64n256k32 MMA_TF32_M64N256K32_PTX);
+    mma_tf32_m64n256k32 MMA_TF32_M64N256K32_PTX,
+    mma_e4m3_m64n256k128 MMA_E4M3_M64N256K128_PTX,
+    mma_e4m3_m64n256k128_async MMA_E4M3_M64N256K128_ASYNC_PTX,
+    mma_e4m3_e5m2_m64n256k128_async MMA_E4M3_E5M2_M64N256K128_ASYNC_PTX);
 width_products!(128, 64:
     mma_bf16_m64n128k64 MMA_BF16_M64N128K64_PTX, mma_f16_m64n128k64 MMA_F16_M64N128K64_PTX,
     mma_bf16_m64n128k64_async MMA_BF16_M64N128K64_ASYNC_PTX,
     mma_f16_m64n128k64_async MMA_F16_M64N128K64_ASYNC_PTX,
-    mma_tf32_m64n128k32 MMA_TF32_M64N128K32_PTX);
+    mma_tf32_m64n128k32 MMA_TF32_M64N128K32_PTX,
+    mma_e4m3_m64n128k128 MMA_E4M3_M64N128K128_PTX,
+    mma_e4m3_m64n128k128_async MMA_E4M3_M64N128K128_ASYNC_PTX,
+    mma_e4m3_e5m2_m64n128k128_async MMA_E4M3_E5M2_M64N128K128_ASYNC_PTX);
 width_products!(64, 32:
     mma_bf16_m64n64k64 MMA_BF16_M64N64K64_PTX, mma_f16_m64n64k64 MMA_F16_M64N64K64_PTX,
     mma_bf16_m64n64k64_async MMA_BF16_M64N64K64_ASYNC_PTX,
     mma_f16_m64n64k64_async MMA_F16_M64N64K64_ASYNC_PTX,
-    mma_tf32_m64n64k32 MMA_TF32_M64N64K32_PTX);
+    mma_tf32_m64n64k32 MMA_TF32_M64N64K32_PTX,
+    mma_e4m3_m64n64k128 MMA_E4M3_M64N64K128_PTX,
+    mma_e4m3_m64n64k128_async MMA_E4M3_M64N64K128_ASYNC_PTX,
+    mma_e4m3_e5m2_m64n64k128_async MMA_E4M3_E5M2_M64N64K128_ASYNC_PTX);
 
 /// One `wgmma.mma_async.m64n$nk16.f32.$ty.$ty` line on the accumulators `$i` with **both**
 /// operands K-major (imm-trans-a 0, imm-trans-b 0): `B` sits in shared memory as rows of `B^T`

@@ -27,24 +27,65 @@ pub enum Fp8Scaling {
     Tensor,
     /// One scale per row (`scales` holds one float per row).
     Row,
+    /// One scale per `1 x 128` block of each row (DeepGEMM's activation scales): `scales` is a
+    /// `rows x ceil(cols / 128)` row-major matrix, element `(i, j)` scaled by
+    /// `scales[i * ceil(cols / 128) + j / 128]`.
+    Block1x128,
+    /// One scale per `128 x 128` block (DeepGEMM's weight scales): `scales` is a
+    /// `ceil(rows / 128) x ceil(cols / 128)` row-major matrix, element `(i, j)` scaled by
+    /// `scales[(i / 128) * ceil(cols / 128) + j / 128]`.
+    Block128x128,
 }
 
+/// Rows and columns one block scale covers ([`Fp8Scaling::Block1x128`],
+/// [`Fp8Scaling::Block128x128`]).
+pub const FP8_SCALE_BLOCK: usize = 128;
+
 impl Fp8Scaling {
-    /// `tensor`, `row`: the benchmark records' `scaling`.
+    /// `tensor`, `row`, `block`: the benchmark records' `scaling`.
     pub fn name(self) -> &'static str {
         match self {
             Fp8Scaling::Tensor => "tensor",
             Fp8Scaling::Row => "row",
+            Fp8Scaling::Block1x128 | Fp8Scaling::Block128x128 => "block",
         }
+    }
+
+    /// How many scales a `rows x cols` matrix of this scaling has (at least one).
+    pub fn scale_count(self, rows: usize, cols: usize) -> usize {
+        let col_blocks = cols.div_ceil(FP8_SCALE_BLOCK).max(1);
+        match self {
+            Fp8Scaling::Tensor => 1,
+            Fp8Scaling::Row => rows.max(1),
+            Fp8Scaling::Block1x128 => rows.max(1) * col_blocks,
+            Fp8Scaling::Block128x128 => rows.div_ceil(FP8_SCALE_BLOCK).max(1) * col_blocks,
+        }
+    }
+
+    /// The index of the scale of element `(i, j)` of a matrix of `cols` columns.
+    pub fn scale_index(self, i: usize, j: usize, cols: usize) -> usize {
+        let col_blocks = cols.div_ceil(FP8_SCALE_BLOCK).max(1);
+        match self {
+            Fp8Scaling::Tensor => 0,
+            Fp8Scaling::Row => i,
+            Fp8Scaling::Block1x128 => i * col_blocks + j / FP8_SCALE_BLOCK,
+            Fp8Scaling::Block128x128 => (i / FP8_SCALE_BLOCK) * col_blocks + j / FP8_SCALE_BLOCK,
+        }
+    }
+
+    /// Whether the scales are per block.
+    pub fn is_block(self) -> bool {
+        matches!(self, Fp8Scaling::Block1x128 | Fp8Scaling::Block128x128)
     }
 }
 
-/// An E4M3 matrix on the device and its dequantisation scales: element `(i, j)` stands for
-/// `data(i, j) * scales[0]` ([`Fp8Scaling::Tensor`]) or `data(i, j) * scales[i]`
-/// ([`Fp8Scaling::Row`]).
-pub struct Fp8Matrix {
-    /// The E4M3 values, row-major.
-    pub data: DeviceMatrix<E4M3>,
+/// An FP8 matrix on the device (E4M3 by default, or E5M2) and its dequantisation scales:
+/// element `(i, j)` stands for
+/// `data(i, j) * scales[scaling.scale_index(i, j, cols)]` ([`Fp8Scaling::scale_index`]: `scales[0]`
+/// per tensor, `scales[i]` per row, one per block).
+pub struct Fp8Matrix<T = E4M3> {
+    /// The FP8 values, row-major.
+    pub data: DeviceMatrix<T>,
     /// The dequantisation scales, `amax / 448` each (1 for an all-zero or non-finite row).
     pub scales: DeviceVec<f32>,
     /// Where the scales apply.
@@ -96,7 +137,10 @@ mod sealed {
         fn quantize(scaling: Fp8Scaling) -> QuantizeLauncher<f32> {
             match scaling {
                 Fp8Scaling::Tensor => family::fp8_quantize_tensor_f32::launch_views::<Module>,
-                Fp8Scaling::Row => family::fp8_quantize_row_f32::launch_views::<Module>,
+                // Block scales are refused before any launch (`Gpu::quantize_e4m3`).
+                Fp8Scaling::Row | Fp8Scaling::Block1x128 | Fp8Scaling::Block128x128 => {
+                    family::fp8_quantize_row_f32::launch_views::<Module>
+                }
             }
         }
     }
@@ -108,7 +152,9 @@ mod sealed {
         fn quantize(scaling: Fp8Scaling) -> QuantizeLauncher<bf16> {
             match scaling {
                 Fp8Scaling::Tensor => family::fp8_quantize_tensor_bf16::launch_views::<Module>,
-                Fp8Scaling::Row => family::fp8_quantize_row_bf16::launch_views::<Module>,
+                Fp8Scaling::Row | Fp8Scaling::Block1x128 | Fp8Scaling::Block128x128 => {
+                    family::fp8_quantize_row_bf16::launch_views::<Module>
+                }
             }
         }
     }
@@ -135,7 +181,8 @@ impl Gpu {
     /// ```
     ///
     /// Errors: [`Error::WrongDevice`] for a matrix of another `Gpu`; [`Error::TooLarge`] for more
-    /// rows than a grid may have.
+    /// rows than a grid may have; [`Error::InvalidArgument`] for block scales (quantise those on
+    /// the host with [`quantize_e4m3_reference`] and upload them with [`Gpu::upload_fp8`]).
     pub fn quantize_e4m3<I: QuantElement>(
         &self,
         x: &DeviceMatrix<I>,
@@ -144,12 +191,17 @@ impl Gpu {
         if !self.owns(&x.data) {
             return Err(Error::WrongDevice { op: OP });
         }
+        if scaling.is_block() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: "the quantisation kernels compute per-tensor and per-row scales; for block \
+                         scales quantise with quantize_e4m3_reference and upload with Gpu::upload_fp8"
+                    .to_string(),
+            });
+        }
         let (rows, cols) = (x.rows, x.cols);
         let mut data = self.zeros_matrix_of::<E4M3>(rows, cols)?;
-        let n_scales = match scaling {
-            Fp8Scaling::Tensor => 1,
-            Fp8Scaling::Row => rows.max(1),
-        };
+        let n_scales = scaling.scale_count(rows, cols);
         let mut scales = self.upload(&vec![1.0f32; n_scales])?;
         if rows == 0 || cols == 0 {
             return Ok(Fp8Matrix {
@@ -224,7 +276,9 @@ impl Gpu {
 
 /// The CPU reference of [`Gpu::quantize_e4m3`] on f32 values (bf16 ones widened exactly): the
 /// same f32 operations, so the same bits. Returns the E4M3 values and the dequantisation scales
-/// (one, or one per row).
+/// (one, one per row, or one per block: [`Fp8Scaling::scale_count`], in
+/// [`Fp8Scaling::scale_index`]'s order). Block scales (which the kernels do not compute) follow
+/// the same rule with the block's `amax`.
 pub fn quantize_e4m3_reference<S: Data<Elem = f32>>(
     x: &ArrayBase<S, Ix2>,
     scaling: Fp8Scaling,
@@ -238,30 +292,25 @@ pub fn quantize_e4m3_reference<S: Data<Elem = f32>>(
             acc.max(v)
         }
     };
-    let row_amax: Vec<f32> = x
-        .rows()
-        .into_iter()
-        .map(|r| r.iter().fold(0.0f32, |a, &v| fold(a, magnitude(v))))
-        .collect();
-    let tensor_amax = row_amax.iter().fold(0.0f32, |a, &v| fold(a, v));
-    let amax_of = |i: usize| match scaling {
-        Fp8Scaling::Tensor => tensor_amax,
-        Fp8Scaling::Row => row_amax[i],
-    };
+    let (rows, cols) = x.dim();
+    // The `amax` of each scale's elements (0 for a scale that covers none).
+    let mut amax = vec![0.0f32; scaling.scale_count(rows, cols)];
+    for ((i, j), &v) in x.indexed_iter() {
+        let s = scaling.scale_index(i, j, cols);
+        amax[s] = fold(amax[s], magnitude(v));
+    }
     let q = Array2::from_shape_fn(x.dim(), |(i, j)| {
-        E4M3::from_f32_saturating(x[(i, j)] * quant_scale(amax_of(i)))
+        E4M3::from_f32_saturating(x[(i, j)] * quant_scale(amax[scaling.scale_index(i, j, cols)]))
     });
-    let scales = match scaling {
-        Fp8Scaling::Tensor => vec![dequant_scale(tensor_amax)],
-        Fp8Scaling::Row => (0..x.nrows().max(1))
-            .map(|i| {
-                if i < x.nrows() {
-                    dequant_scale(row_amax[i])
-                } else {
-                    1.0
-                }
-            })
-            .collect(),
-    };
+    let scales = amax
+        .iter()
+        .map(|&a| {
+            if rows == 0 || cols == 0 {
+                1.0
+            } else {
+                dequant_scale(a)
+            }
+        })
+        .collect();
     (q, scales)
 }

@@ -1,13 +1,16 @@
 //! Matrix product on device-resident matrices, with a choice of algorithm: each public
 //! operation checks its operands once (`mod.rs`), picks the plan once (`plan.rs`), and launches
 //! it (`kernels.rs`); the half-precision entry points, the Hopper `wgmma` paths, the TF32
-//! error bound and the decode products (`Y = X W^T`, `decode.rs`) have a file each.
+//! error bound, the decode products (`Y = X W^T`, `decode.rs`) and the FP8 product
+//! (`fp8_matmul.rs`, its plan in `fp8_plan.rs`) have a file each.
 
 mod decode;
 mod error_bound;
 mod fp8;
 mod grouped;
 mod grouped_plan;
+mod fp8_matmul;
+mod fp8_plan;
 mod half;
 mod kernels;
 mod plan;
@@ -18,7 +21,9 @@ pub use plan::MatmulAlgorithm;
 pub use crate::device::SIMULATED_MULTIPROCESSORS;
 pub use decode::{DecodeOutput, DecodePlan};
 pub use error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, tf32_error_factor};
-pub use fp8::{Fp8Matrix, Fp8Scaling, QuantElement, quantize_e4m3_reference};
+pub use fp8::{FP8_SCALE_BLOCK, Fp8Matrix, Fp8Scaling, QuantElement, quantize_e4m3_reference};
+pub use fp8_matmul::{Fp8Element, Fp8Output, fp8_dequantize, matmul_fp8_reference};
+pub use fp8_plan::{FP8_ACCUMULATION_UNIT, Fp8Accumulation, Fp8Plan, Fp8Tile};
 pub use grouped_plan::{GROUPED_WIDE_TILES_PER_SM, GroupedPlan};
 pub use half::{MatmulElement, MatmulOutput};
 pub use plan::{

@@ -38,6 +38,9 @@
 //! 12. [`grouped`]: the grouped (mixture-of-experts) product `Y_e = X_e W_e^T` of `E` experts
 //!     in one launch, the experts' row offsets on the device (`torch._grouped_mm`'s convention),
 //!     on rung 9's warp-specialised schedule, `sm_90a` only; items under `matmul::grouped`.
+//! 13. [`fp8`]: the FP8 product on Hopper, E4M3 operands (`B` given transposed, `n x k`) with
+//!     per-tensor, per-row or block scales, fast or promoted accumulation: rung 9's schedule on
+//!     `wgmma.m64nNk32.e4m3`, `sm_90a` only; items under `matmul::fp8`.
 //!
 //! Every entry point of rungs 3 to 9 is an instance of its rung's generic `#[kernel]`, the
 //! tiling's numbers and the element types its generic arguments. Rung 3's kernels and stream-K
@@ -98,6 +101,8 @@ macro_rules! unrolled {
 }
 
 pub mod decode;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod fp8;
 pub mod fp8_quant;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod grouped;

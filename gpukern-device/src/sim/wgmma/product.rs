@@ -17,6 +17,8 @@ pub(crate) struct Mma {
     /// The `N` of `m64nNkK`.
     n: usize,
     ty: Operand,
+    /// `B`'s type: `ty` but for the mixed FP8 kinds (`.e4m3.e5m2`, `.e5m2.e4m3`).
+    ty_b: Operand,
     /// The accumulator operand indices, in the order of the instruction's list.
     list: Vec<usize>,
     /// The descriptors, raw and decoded.
@@ -52,15 +54,22 @@ impl Mma {
                 .and_then(|n| n.parse::<usize>().ok())
                 .map(|n| (n, ty))
         };
-        let (n, ty) = typed("k16.f32.bf16.bf16", Operand::Bf16)
-            .or_else(|| typed("k16.f32.f16.f16", Operand::F16))
-            .or_else(|| typed("k8.f32.tf32.tf32", Operand::Tf32))
-            .or_else(|| typed("k32.f32.e4m3.e4m3", Operand::E4m3))
-            .or_else(|| typed("k32.f32.e5m2.e5m2", Operand::E5m2))
+        // The mixed FP8 kinds: `A` of the first type, `B` of the second.
+        let mixed = |suffix: &str, a: Operand, b: Operand| typed(suffix, a).map(|(n, _)| (n, a, b));
+        let (n, ty, ty_b) = mixed("k32.f32.e4m3.e5m2", Operand::E4m3, Operand::E5m2)
+            .or_else(|| mixed("k32.f32.e5m2.e4m3", Operand::E5m2, Operand::E4m3))
+            .or_else(|| {
+                typed("k16.f32.bf16.bf16", Operand::Bf16)
+                    .or_else(|| typed("k16.f32.f16.f16", Operand::F16))
+                    .or_else(|| typed("k8.f32.tf32.tf32", Operand::Tf32))
+                    .or_else(|| typed("k32.f32.e4m3.e4m3", Operand::E4m3))
+                    .or_else(|| typed("k32.f32.e5m2.e5m2", Operand::E5m2))
+                    .map(|(n, t)| (n, t, t))
+            })
             .unwrap_or_else(|| {
                 panic!(
                     "wgmma PTX: the simulator models m64nNk16.f32.{{bf16,f16}}, m64nNk8.f32.tf32.tf32 and \
-                     m64nNk32.f32.{{e4m3,e5m2}} (one type for both) only, not {op:?}"
+                     m64nNk32.f32.{{e4m3,e5m2}}.{{e4m3,e5m2}} only, not {op:?}"
                 )
             });
         assert!(n % 8 == 0 && (8..=256).contains(&n), "wgmma PTX: N = {n}");
@@ -128,6 +137,7 @@ impl Mma {
             op: op.to_string(),
             n,
             ty,
+            ty_b,
             list,
             a_bits,
             b_bits,
@@ -151,7 +161,8 @@ impl Mma {
         // 8 (i / 4) + 2 q + i % 2).
         let t = crate::sim::device::thread_idx().0 as usize % 128;
         let (w, g, q) = (t / 32, (t % 32) / 4, t % 4);
-        let rows: [[f64; 16]; 2] = core::array::from_fn(|h| {
+        // Up to 32 along `k` per instruction (`k32` of FP8).
+        let rows: [[f64; 32]; 2] = core::array::from_fn(|h| {
             let r = 16 * w + g + 8 * h;
             core::array::from_fn(|k| {
                 if k < kk {
@@ -164,7 +175,7 @@ impl Mma {
         for (i, &slot) in self.list.iter().enumerate() {
             let (h, c) = ((i / 2) % 2, 8 * (i / 4) + 2 * q + i % 2);
             let dot: f64 = (0..kk)
-                .map(|k| rows[h][k] * element(b.address_of(c, k, b_mn_major, bytes), ty))
+                .map(|k| rows[h][k] * element(b.address_of(c, k, b_mn_major, bytes), self.ty_b))
                 .sum();
             let before = if self.scale_d { f64::from(acc[slot]) } else { 0.0 };
             acc[slot] = (before + sign * dot) as f32;

@@ -1,0 +1,254 @@
+//! The plan of an FP8 product ([`Gpu::matmul_fp8_into`](crate::Gpu::matmul_fp8_into)): which
+//! kernel of `kernels_gpu::matmul::fp8` runs, a pure function of the shape, the scales, the
+//! accumulation asked for and the number of multiprocessors; and the error bound of each
+//! accumulation.
+
+use kernels_gpu::matmul::wgmma_ws::{WS_128X128, WS_128X256, WsTiling};
+
+use super::fp8::Fp8Scaling;
+
+/// How an FP8 product accumulates along `k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fp8Accumulation {
+    /// Every product of `k` into the tensor core's accumulators, which keep fewer significand
+    /// bits than f32 for FP8 operands (`torch._scaled_mm(use_fast_accum=True)`).
+    Fast,
+    /// Each step of 128 along `k` summed by the tensor core, then added into f32 registers
+    /// (DeepGEMM's promotion; about cuBLASLt's `use_fast_accum=False`).
+    Promoted,
+}
+
+/// The tensor core's FP8 accumulation modelled as keeping 12 significand bits after the
+/// leading one, by truncation: a unit of `2^-12` per instruction (`m64nNk32`: 32 products along
+/// `k`) relative to the magnitudes summed. DeepSeek-V3's report (section 3.3.2) measured "around
+/// 14 bits" kept on the H800; the model keeps one bit of margin under that, and the CUDA trials
+/// check it on random data.
+pub const FP8_ACCUMULATION_UNIT: f64 = 1.0 / 4096.0;
+
+/// Products along `k` per FP8 `wgmma` instruction.
+const K_PER_INSTRUCTION: usize = 32;
+/// Products along `k` per promotion ([`Fp8Accumulation::Promoted`]): one stage.
+const K_PER_PROMOTION: usize = 128;
+/// f32's unit roundoff.
+const F32_UNIT: f64 = 1.0 / 16_777_216.0;
+
+impl Fp8Accumulation {
+    /// `fast`, `promoted`: the benchmark records' `accumulation`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fp8Accumulation::Fast => "fast",
+            Fp8Accumulation::Promoted => "promoted",
+        }
+    }
+
+    /// The factor `g` of the error bound of an FP8 product of inner dimension `k` before the
+    /// result is rounded to its type: `|c - c_exact| <= g * sa_i sb_j sum_k |qa_ik qb_jk|` with
+    /// `c_exact` the product of the dequantised operands (in f64). Each instruction adds at
+    /// most [`FP8_ACCUMULATION_UNIT`] of the magnitudes summed so far: `ceil(k / 32)` of them
+    /// in the accumulators for [`Fp8Accumulation::Fast`], at most four (one step of 128) for
+    /// [`Fp8Accumulation::Promoted`], whose f32 sums add `ceil(k / 128)` f32 roundings; three
+    /// f32 roundings of the scaling on top. The bf16 or f32 rounding of the result comes on top
+    /// (`2^-8` or `2^-24` of `|c|`).
+    pub fn error_factor(self, k: usize) -> f64 {
+        let scaling = 3.0 * F32_UNIT;
+        match self {
+            Fp8Accumulation::Fast => k.div_ceil(K_PER_INSTRUCTION) as f64 * FP8_ACCUMULATION_UNIT + scaling,
+            Fp8Accumulation::Promoted => {
+                let steps = k
+                    .div_ceil(K_PER_INSTRUCTION)
+                    .min(K_PER_PROMOTION / K_PER_INSTRUCTION);
+                steps as f64 * FP8_ACCUMULATION_UNIT + k.div_ceil(K_PER_PROMOTION) as f64 * F32_UNIT + scaling
+            }
+        }
+    }
+}
+
+/// The tile of an FP8 kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fp8Tile {
+    /// 128 x 256 (`wgmma.m64n256k32`, 4 stages): fast accumulation only (the promoted sums
+    /// would need 256 accumulators per thread).
+    Wide,
+    /// 128 x 128 (`m64n128k32`, 6 stages): every mode.
+    Square,
+}
+
+impl Fp8Tile {
+    /// The kernels' tiling.
+    pub fn tiling(self) -> WsTiling {
+        match self {
+            Fp8Tile::Wide => WS_128X256,
+            Fp8Tile::Square => WS_128X128,
+        }
+    }
+
+    /// `128x256`, `128x128`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fp8Tile::Wide => "128x256",
+            Fp8Tile::Square => "128x128",
+        }
+    }
+}
+
+/// [`Fp8Plan::choose`] takes the 128 x 256 tile when its tiles are at least this percentage of
+/// the multiprocessors (about one full wave of the persistent grid), as `WsTile::choose`.
+const WAVE_PERCENT: usize = 90;
+
+/// Which FP8 kernel runs a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fp8Plan {
+    /// The tile.
+    pub tile: Fp8Tile,
+    /// The accumulation (always [`Fp8Accumulation::Promoted`] with block scales, which change
+    /// every 128 along `k`).
+    pub accumulation: Fp8Accumulation,
+    /// Whether the scales are per block (applied at each promotion).
+    pub block_scales: bool,
+}
+
+impl Fp8Plan {
+    /// The plan for an `m x n` result with `A` scaled by `a_scaling` and `B^T` by `b_scaling`,
+    /// `accumulation` asked for, on `multiprocessors` SMs: block scales (both operands) run the
+    /// promoted block kernel; promoted accumulation the 128 x 128 tile; fast accumulation the
+    /// 128 x 256 tile when its tiles fill about one wave ([`WAVE_PERCENT`]), else 128 x 128.
+    /// Whether the scalings fit together is checked by the operation, not here.
+    pub fn choose(
+        (m, n): (usize, usize),
+        (a_scaling, b_scaling): (Fp8Scaling, Fp8Scaling),
+        accumulation: Fp8Accumulation,
+        multiprocessors: usize,
+    ) -> Fp8Plan {
+        if a_scaling.is_block() || b_scaling.is_block() {
+            return Fp8Plan {
+                tile: Fp8Tile::Square,
+                accumulation: Fp8Accumulation::Promoted,
+                block_scales: true,
+            };
+        }
+        let tile = match accumulation {
+            Fp8Accumulation::Promoted => Fp8Tile::Square,
+            Fp8Accumulation::Fast => {
+                let wide = Fp8Tile::Wide.tiling().tiles(m, n);
+                if 100 * wide >= WAVE_PERCENT * multiprocessors {
+                    Fp8Tile::Wide
+                } else {
+                    Fp8Tile::Square
+                }
+            }
+        };
+        Fp8Plan {
+            tile,
+            accumulation,
+            block_scales: false,
+        }
+    }
+
+    /// Whether a kernel exists for the plan: the 128 x 256 tile accumulates fast only.
+    pub fn is_valid(self) -> bool {
+        match self.tile {
+            Fp8Tile::Wide => self.accumulation == Fp8Accumulation::Fast && !self.block_scales,
+            Fp8Tile::Square => !self.block_scales || self.accumulation == Fp8Accumulation::Promoted,
+        }
+    }
+
+    /// Every plan with a kernel (for tests that must reach each).
+    pub const ALL: [Fp8Plan; 4] = [
+        Fp8Plan {
+            tile: Fp8Tile::Wide,
+            accumulation: Fp8Accumulation::Fast,
+            block_scales: false,
+        },
+        Fp8Plan {
+            tile: Fp8Tile::Square,
+            accumulation: Fp8Accumulation::Fast,
+            block_scales: false,
+        },
+        Fp8Plan {
+            tile: Fp8Tile::Square,
+            accumulation: Fp8Accumulation::Promoted,
+            block_scales: false,
+        },
+        Fp8Plan {
+            tile: Fp8Tile::Square,
+            accumulation: Fp8Accumulation::Promoted,
+            block_scales: true,
+        },
+    ];
+
+    /// `fast-128x256`, `fast-128x128`, `promoted-128x128`, `block-128x128`: the kernel's name
+    /// without the `matmul_fp8_` prefix and the output.
+    pub fn name(self) -> &'static str {
+        match (self.block_scales, self.accumulation, self.tile) {
+            (true, _, _) => "block-128x128",
+            (false, Fp8Accumulation::Fast, Fp8Tile::Wide) => "fast-128x256",
+            (false, Fp8Accumulation::Fast, Fp8Tile::Square) => "fast-128x128",
+            (false, Fp8Accumulation::Promoted, _) => "promoted-128x128",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMS: usize = 132;
+
+    #[test]
+    fn fast_takes_the_wide_tile_where_it_fills_a_wave() {
+        let t = (Fp8Scaling::Tensor, Fp8Scaling::Tensor);
+        // 4096^2: 512 tiles of 128 x 256.
+        let p = Fp8Plan::choose((4096, 4096), t, Fp8Accumulation::Fast, SMS);
+        assert_eq!(
+            (p.tile, p.accumulation, p.block_scales),
+            (Fp8Tile::Wide, Fp8Accumulation::Fast, false)
+        );
+        // 1024^2: 32 tiles of 128 x 256, 64 of 128 x 128.
+        let p = Fp8Plan::choose((1024, 1024), t, Fp8Accumulation::Fast, SMS);
+        assert_eq!(p.tile, Fp8Tile::Square);
+        // The threshold: 119 tiles of 132 SMs is 90.2%.
+        let p = Fp8Plan::choose((128 * 119, 256), t, Fp8Accumulation::Fast, SMS);
+        assert_eq!(p.tile, Fp8Tile::Wide);
+        let p = Fp8Plan::choose((128 * 118, 256), t, Fp8Accumulation::Fast, SMS);
+        assert_eq!(p.tile, Fp8Tile::Square);
+    }
+
+    #[test]
+    fn promoted_and_block_take_the_square_tile() {
+        let rows = (Fp8Scaling::Row, Fp8Scaling::Row);
+        let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Promoted, SMS);
+        assert_eq!(
+            (p.tile, p.accumulation),
+            (Fp8Tile::Square, Fp8Accumulation::Promoted)
+        );
+        let blocks = (Fp8Scaling::Block1x128, Fp8Scaling::Block128x128);
+        // Block scales promote whatever was asked.
+        let p = Fp8Plan::choose((8192, 8192), blocks, Fp8Accumulation::Fast, SMS);
+        assert_eq!(
+            (p.tile, p.accumulation, p.block_scales),
+            (Fp8Tile::Square, Fp8Accumulation::Promoted, true)
+        );
+        assert_eq!(p.name(), "block-128x128");
+    }
+
+    #[test]
+    fn every_listed_plan_is_valid_and_named_once() {
+        let names: std::collections::HashSet<_> = Fp8Plan::ALL.iter().map(|p| p.name()).collect();
+        assert_eq!(names.len(), Fp8Plan::ALL.len());
+        assert!(Fp8Plan::ALL.iter().all(|p| p.is_valid()));
+        let wide_promoted = Fp8Plan {
+            tile: Fp8Tile::Wide,
+            accumulation: Fp8Accumulation::Promoted,
+            block_scales: false,
+        };
+        assert!(!wide_promoted.is_valid());
+    }
+
+    #[test]
+    fn promoted_bound_stops_growing_with_k_but_fast_does_not() {
+        let (f, p) = (Fp8Accumulation::Fast, Fp8Accumulation::Promoted);
+        assert!(f.error_factor(8192) > 60.0 * p.error_factor(8192));
+        assert!(p.error_factor(8192) < 4.5 * FP8_ACCUMULATION_UNIT);
+        assert!((f.error_factor(32) - p.error_factor(32)).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,449 @@
+//! FP8 matrix product on Hopper's warpgroup tensor cores (sm_90a only): `C = (sa A) (sb B^T)^T`
+//! with `A` (`m x k`) and `B^T` (`n x k`, the weight as `nn.Linear` stores it) in E4M3, both
+//! row-major, f32 accumulation, the result in bf16 (rounded once) or f32, and dequantisation
+//! scales per tensor, per row of `A` / per column of `C` (a row of `B^T`), or per block
+//! (DeepGEMM's layout: one per `1 x 128` of `A`, one per `128 x 128` of `B^T`).
+//!
+//! FP8 `wgmma` reads both operands K-major only (PTX ISA, `wgmma.mma_async`: no imm-trans for
+//! `.e4m3` / `.e5m2`), so `B` is taken transposed, `n x k`: cuBLASLt's `_scaled_mm` "TN" layout.
+//!
+//! The schedule is [`super::wgmma_ws`]'s (a producer warpgroup issuing TMA copies into a
+//! [`Ring`], two consumer warpgroups, `setmaxnreg`, a persistent grid over [`grouped_tile`]
+//! order): a stage still holds `(BM + BN)` rows of 128 bytes, which for one-byte elements is a
+//! step of `BK = 128` along `k`, four `wgmma.m64nNk32` per consumer ([`wgmma::Accumulators::mma_e4m3`]).
+//! What this rung adds is the accumulation and the scales ([`Fp8Mode`]):
+//! * [`Fast`]: every step's products go into the `wgmma` accumulators, scaled once at the end.
+//!   The tensor core adds FP8 products into its accumulators with fewer significand bits than
+//!   f32 (about 14 kept), so the error grows with `k` (`gpukern::ops::matmul::Fp8Accumulation`
+//!   gives the bound).
+//! * [`Promoted`]: each step of 128 along `k` overwrites the `wgmma` accumulators (scale-d
+//!   false), is waited for, and is added into a second array of f32 accumulators in ordinary
+//!   registers (DeepGEMM's promotion): the tensor core's short sums cover 128 values only.
+//!   Both arrays live in registers, so it runs on the 128 x 128 tile (`2 x 64` f32 per thread).
+//! * [`BlockScaled`]: [`Promoted`] with the step's block scales applied at each promotion:
+//!   `total += part * sa[row, step] * sb[col / 128, step]`.
+//!
+//! Per stage a block moves `(BM + BN) 128` bytes and does `2 BM BN 128` flops: 128 x 256 tiles
+//! 48 KiB for 8,388,608 flops (171 flops per byte), 128 x 128 tiles 32 KiB for 4,194,304.
+//!
+//! `k` is zero-filled past its end by the copy engine (the maps' bounds), so a ragged `k` adds
+//! zeros; the rows of `A` and `B^T` must start 16 bytes apart for the copy engine (`lda`, `ldb`
+//! multiples of 16: the host pads a ragged `k` into such rows).
+//!
+//! Compiled into the `sm_90a` PTX only (and the simulator).
+
+use super::tf32::grouped_tile;
+use super::wgmma::MAP_WORDS;
+use super::wgmma_ws::{Ws128x128, Ws128x256, WsShape, WsTiling};
+use crate::gpu::fp8::{E4M3, E5M2};
+use crate::gpu::pipeline::Ring;
+use crate::gpu::tile::Output;
+use crate::gpu::tma::{self, Tensor2d};
+use crate::gpu::wgmma::Accumulators;
+use crate::gpu::{bf16, mem, thread, tile, wgmma};
+use crate::kernel;
+
+/// Bytes of one row of a 128-byte swizzled box: 128 E4M3 values along `k`.
+const SWIZZLE_ROW: usize = 128;
+/// The step along `k` per stage: one swizzle row of one-byte elements.
+pub const FP8_BLOCK_K: usize = SWIZZLE_ROW;
+/// Threads of a warpgroup.
+const WARPGROUP: usize = 128;
+/// Rows of `C` per consumer warpgroup.
+const CONSUMER_ROWS: usize = 64;
+/// Registers per thread the producer keeps (as [`super::wgmma_ws`]).
+const PRODUCER_REGISTERS: u32 = 40;
+/// Registers per thread the consumers ask for: `128 x 40 + 256 x 232 <= 65536`.
+const CONSUMER_REGISTERS: u32 = 232;
+/// Rows and columns of `B^T` one block scale covers (DeepGEMM's 128 x 128), and columns of `A`
+/// one of its scales covers (`1 x 128`): one stage's step along `k`.
+pub const FP8_SCALE_BLOCK: usize = 128;
+
+const _: () = assert!(FP8_BLOCK_K == WsTiling::block_k(1) && FP8_SCALE_BLOCK == FP8_BLOCK_K);
+
+/// How an FP8 kernel accumulates along `k` and where its scales apply.
+pub trait Fp8Mode {
+    /// Whether each step of 128 along `k` is added into f32 registers of its own.
+    const PROMOTED: bool;
+    /// Whether the scales are per block (applied at each promotion), else per tensor or per
+    /// row (applied once, in the epilogue).
+    const BLOCK_SCALES: bool;
+}
+
+/// All of `k` in the `wgmma` accumulators; scales per tensor or per row.
+#[derive(Clone, Copy, Debug)]
+pub struct Fast;
+/// Each step of 128 along `k` promoted into f32 registers; scales per tensor or per row.
+#[derive(Clone, Copy, Debug)]
+pub struct Promoted;
+/// Promoted, with block scales (`1 x 128` of `A`, `128 x 128` of `B^T`) at each promotion.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockScaled;
+
+impl Fp8Mode for Fast {
+    const PROMOTED: bool = false;
+    const BLOCK_SCALES: bool = false;
+}
+impl Fp8Mode for Promoted {
+    const PROMOTED: bool = true;
+    const BLOCK_SCALES: bool = false;
+}
+impl Fp8Mode for BlockScaled {
+    const PROMOTED: bool = true;
+    const BLOCK_SCALES: bool = true;
+}
+
+/// The element type of `B^T` in an FP8 kernel (`A` is E4M3): E4M3 (`.e4m3.e4m3` products) or
+/// E5M2 (`.e4m3.e5m2`, the pairing `wgmma` has for a wider-range operand).
+pub trait Fp8Operand: Copy {
+    /// Four steps of 32 along `k` of E4M3 `A` by this `B` on the calling warpgroup, committed and
+    /// left in flight ([`Accumulators::mma_e4m3_async`], [`Accumulators::mma_e4m3_e5m2_async`]).
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_e4m3_m64n256k128_async`].
+    unsafe fn mma_async<A: Accumulators>(acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A;
+}
+
+impl Fp8Operand for E4M3 {
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_async<A: Accumulators>(acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A {
+        // SAFETY: forwarded contract.
+        unsafe { acc.mma_e4m3_async(a, b, accumulate) }
+    }
+}
+
+impl Fp8Operand for E5M2 {
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_async<A: Accumulators>(acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A {
+        // SAFETY: forwarded contract.
+        unsafe { acc.mma_e4m3_e5m2_async(a, b, accumulate) }
+    }
+}
+
+/// `acc[i] (+)= part[i] * f(i)` for every accumulator `i` of one thread, unrolled so that every
+/// index into the register arrays is a constant (a run-time index would put them in local
+/// memory). `add` false: `acc[i] = part[i] * f(i)`.
+#[inline(always)]
+fn scale_into<A: Accumulators>(acc: &mut A, part: &A, add: bool, f: impl Fn(usize) -> f32) {
+    let len = A::N / 2;
+    unroll_8!(2, |h| {
+        unroll_8!(8, |j| {
+            unroll_8!(8, |l| {
+                let i = 64 * h + 8 * j + l;
+                if i < len {
+                    let v = part[i] * f(i);
+                    acc[i] = if add { acc[i] + v } else { v };
+                }
+            });
+        });
+    });
+}
+
+/// `acc[i] *= f(i)` for every accumulator `i` of one thread, unrolled (constant indices), once
+/// no product on `acc` is in flight.
+#[inline(always)]
+fn scale_in_place<A: Accumulators>(acc: &mut A, f: impl Fn(usize) -> f32) {
+    let len = A::N / 2;
+    unroll_8!(2, |h| {
+        unroll_8!(8, |j| {
+            unroll_8!(8, |l| {
+                let i = 64 * h + 8 * j + l;
+                if i < len {
+                    acc[i] *= f(i);
+                }
+            });
+        });
+    });
+}
+
+/// The body of the FP8 kernels (see the module documentation). What one thread does: thread 0
+/// initialises the ring's barriers; the producer warpgroup lowers its registers and its thread 0
+/// walks the block's tiles (persistent, in grouped order) and their steps of 128 along `k`,
+/// refilling each free stage with a box of `A` (`BM x 128` bytes) and one of `B^T` (`BN x 128`
+/// bytes) by TMA; each consumer thread raises its registers and, per step, takes part in its
+/// warpgroup's four `m64nNk32` E4M3 products on its 64 rows of the tile, then (promoted modes)
+/// waits for them and adds them, block-scaled in [`BlockScaled`], into its f32 sums; after a
+/// tile's last step it scales its `N / 2` results by the row's scale of `A` and the column's of
+/// `B^T` (tensor and row scales) and stores them inside `C` as `O`. Global traffic: the operands
+/// once per tile they feed (`k (BM + BN)` bytes per tile), the scales (a few floats per thread
+/// per tile, per step in [`BlockScaled`]), `C` once.
+///
+/// Scales: `a_scales[row * a_step]` and `b_scales[col * b_step]`, each step 0 (one scale for the
+/// tensor) or 1 (one per row of `A` / per row of `B^T`); in [`BlockScaled`],
+/// `a_scales[row * a_step + s]` for step `s` along `k` (an `m x k_blocks` matrix, `a_step =
+/// k_blocks = ceil(k / 128)`) and `b_scales[(col / 128) * b_step + s]` (`ceil(n / 128) x
+/// k_blocks`, `b_step = k_blocks`).
+///
+/// # Safety
+/// * `maps` holds two tensor maps of [`MAP_WORDS`] words each, 64-byte aligned: `a` (`m x k`,
+///   box `BM x 128`) and `b` (`B^T`, `n x k`, box `BN x 128`), one-byte elements, 128-byte swizzle,
+///   zero fill; `a` and `b` hold `m` and `n` rows `lda` and `ldb` bytes apart (multiples of 16,
+///   at least `k`), 16-byte aligned; `c` holds `m x n` elements, dense, 16-byte aligned, distinct
+///   from the operands; the scales hold what the indexing above reads for every row `< m`,
+///   column `< n` and step `< ceil(k / 128)`; `m, n >= 1`.
+/// * The launch: [`WsTiling::threads`] (384) threads, a grid of `(G, 1)` blocks with
+///   `1 <= G <= tiles`, [`WsTiling::shared_bytes`] of dynamic shared memory; compute capability
+///   9.0.
+///
+/// Instances (`O`, `S`, `M`, `B`; `B` E4M3 but where named), one PTX entry each (in the sm_90a module), launch bounds `(384, 1)`:
+/// * [`Fast`] on [`super::wgmma_ws::WS_128X256`] (`m64n256k32`, 128 accumulators per consumer
+///   thread; per step 48 KiB by TMA, 8,388,608 flops): `matmul_fp8_fast_128x256` (bf16 result;
+///   minimum traffic `m k + n k + 2 m n` bytes), `matmul_fp8_fast_f32out_128x256` (f32 result,
+///   `m k + n k + 4 m n`);
+/// * [`Fast`] on [`super::wgmma_ws::WS_128X128`] (`m64n128k32`, for products with too few
+///   128 x 256 tiles to fill the GPU; per step 32 KiB, 4,194,304 flops): `matmul_fp8_fast_128x128`,
+///   `matmul_fp8_fast_f32out_128x128`;
+/// * [`Promoted`] on `WS_128X128` (64 `wgmma` accumulators and 64 f32 sums per consumer thread):
+///   `matmul_fp8_promoted_128x128`, `matmul_fp8_promoted_f32out_128x128`;
+/// * [`BlockScaled`] on `WS_128X128` (a consumer's 128 columns are one block of `B^T`):
+///   `matmul_fp8_block_128x128`, `matmul_fp8_block_f32out_128x128`;
+/// * `B^T` in E5M2 (`B` = [`E5M2`], `.e4m3.e5m2` products), bf16 result, the same traffic:
+///   `matmul_fp8_e5m2_fast_128x256`, `matmul_fp8_e5m2_fast_128x128`,
+///   `matmul_fp8_e5m2_promoted_128x128`.
+// Launch bounds: 384 threads, one block per multiprocessor (`setmaxnreg` needs the register
+// budget at entry). Barriers: one, after the ring's initialisation; the ring runs on mbarriers.
+#[kernel(
+    launch_bounds(384, 1),
+    instances(
+        matmul_fp8_fast_128x256 = (bf16, Ws128x256, Fast, E4M3),
+        matmul_fp8_fast_f32out_128x256 = (f32, Ws128x256, Fast, E4M3),
+        matmul_fp8_fast_128x128 = (bf16, Ws128x128, Fast, E4M3),
+        matmul_fp8_fast_f32out_128x128 = (f32, Ws128x128, Fast, E4M3),
+        matmul_fp8_promoted_128x128 = (bf16, Ws128x128, Promoted, E4M3),
+        matmul_fp8_promoted_f32out_128x128 = (f32, Ws128x128, Promoted, E4M3),
+        matmul_fp8_block_128x128 = (bf16, Ws128x128, BlockScaled, E4M3),
+        matmul_fp8_block_f32out_128x128 = (f32, Ws128x128, BlockScaled, E4M3),
+        matmul_fp8_e5m2_fast_128x256 = (bf16, Ws128x256, Fast, E5M2),
+        matmul_fp8_e5m2_fast_128x128 = (bf16, Ws128x128, Fast, E5M2),
+        matmul_fp8_e5m2_promoted_128x128 = (bf16, Ws128x128, Promoted, E5M2),
+    ),
+    barriers(1)
+)]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
+    maps: *const u64,
+    a: *const E4M3,
+    b: *const B,
+    c: *mut O,
+    a_scales: *const f32,
+    b_scales: *const f32,
+    m: usize,
+    n: usize,
+    k: usize,
+    lda: usize,
+    ldb: usize,
+    a_step: usize,
+    b_step: usize,
+) {
+    let t = S::TILING;
+    const {
+        assert!(S::TILING.is_valid() && S::TILING.threads() == 384);
+        assert!(<S::Acc as Accumulators>::N == S::TILING.consumer_cols());
+        // Two arrays of accumulators fit the consumers' registers up to N = 128 only.
+        assert!(!M::PROMOTED || <S::Acc as Accumulators>::N <= 128);
+        // A consumer's columns lie in one 128-column block of `B^T`.
+        assert!(!M::BLOCK_SCALES || S::TILING.consumer_cols() == FP8_SCALE_BLOCK);
+        assert!(S::TILING.shared_bytes() == Ring::shared_bytes(S::TILING.stages, S::TILING.stage_bytes()));
+    };
+    let (bm, bn) = (t.block_rows, t.block_cols);
+    let bk = FP8_BLOCK_K;
+    let a_bytes = t.a_bytes();
+    let tid = thread::thread_idx_x() as usize;
+    let group = tid / WARPGROUP;
+    let (tiles_m, tiles_n) = (m.div_ceil(bm), n.div_ceil(bn));
+    let tiles = tiles_m * tiles_n;
+    let (first, step) = (thread::block_idx_x() as usize, thread::grid_dim_x() as usize);
+    let k_tiles = k.div_ceil(bk);
+
+    // SAFETY: every thread, first; the launch's shared memory is the ring's (checked above);
+    // stages of whole 1024-byte atoms.
+    let ring = unsafe { Ring::new(t.stages, t.stage_bytes(), (t.consumers * WARPGROUP / 32) as u32) };
+
+    if group == 0 {
+        wgmma::setmaxnreg_dec::<PRODUCER_REGISTERS>();
+        if tid != 0 {
+            return;
+        }
+        let ta = Tensor2d {
+            map: maps,
+            data: a,
+            rows: m,
+            cols: k,
+            stride: lda,
+            box_rows: bm,
+            box_cols: bk,
+        };
+        let tb = Tensor2d {
+            map: maps.wrapping_add(MAP_WORDS),
+            data: b,
+            rows: n,
+            cols: k,
+            stride: ldb,
+            box_rows: bn,
+            box_cols: bk,
+        };
+        tma::prefetch_map(ta.map);
+        tma::prefetch_map(tb.map);
+        let mut producer = ring.producer();
+        let mut tile = first;
+        while tile < tiles {
+            let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
+            let (row0, col0) = (tile_m * bm, tile_n * bn);
+            for kt in 0..k_tiles {
+                // SAFETY: the one producer thread; the stage is free and expects
+                // `stage_bytes` = `(BM + BN) 128`, which the two boxes fill (`A` at 0, `B^T` at
+                // `a_bytes`, both 1024-byte aligned); the maps are the kernel's.
+                unsafe {
+                    let stage = producer.acquire();
+                    stage.load(0, &ta, row0, kt * bk);
+                    stage.load(a_bytes, &tb, col0, kt * bk);
+                }
+            }
+            tile += step;
+        }
+        return;
+    }
+
+    wgmma::setmaxnreg_inc::<CONSUMER_REGISTERS>();
+    let consumer_index = group - 1;
+    let rows = t.row_groups();
+    let (cr, cc) = if rows == t.consumers {
+        (consumer_index, 0)
+    } else {
+        (consumer_index % rows, consumer_index / rows)
+    };
+    let cn = t.consumer_cols();
+    let lane = tid % WARPGROUP;
+    // This thread's two rows within its consumer's 64 (`tile::position`): `16 w + g` and 8 on.
+    let my_row = 16 * (lane / 32) + (lane % 32) / 4;
+    // The wgmma accumulators, and (promoted) the f32 sums.
+    let mut part = <S::Acc as Accumulators>::zeroed();
+    let mut total = <S::Acc as Accumulators>::zeroed();
+    let mut consumer = ring.consumer();
+    let mut tile = first;
+    while tile < tiles {
+        let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
+        let (row0, col0) = (tile_m * bm + CONSUMER_ROWS * cr, tile_n * bn + cn * cc);
+        // The scales' rows of this thread's two rows of `A` (clamped inside `A`: rows past `m`
+        // are computed but never stored).
+        let a_row = |r: usize| (row0 + my_row + 8 * r).min(m - 1);
+        if k_tiles == 0 {
+            // `k = 0`: zeros, from an array of their own (nothing but products may write the
+            // wgmma accumulators, or ptxas serialises the products: warning C7515).
+            let zeros = <S::Acc as Accumulators>::zeroed();
+            // SAFETY: the contract's shapes and alignment.
+            unsafe { tile::store_rows(&zeros, lane, c, (row0, col0), (m, n), |_, _, v| v) };
+            tile += step;
+            continue;
+        }
+        let mut used = None;
+        for kt in 0..k_tiles {
+            // SAFETY: every thread of the consumer warps, each stage released once below.
+            let stage = unsafe { consumer.wait() };
+            let a_desc = tile::k_major_descriptors(stage.address(0), cr * CONSUMER_ROWS);
+            let b_desc = tile::k_major_descriptors(stage.address(a_bytes), cn * cc);
+            if M::PROMOTED {
+                // The step's block scales, loaded before the wait so that their latency hides
+                // behind the products.
+                let (sa, sb) = if M::BLOCK_SCALES {
+                    // SAFETY: rows `< m`, the block column `< ceil(n / 128)`, `kt < k_blocks`:
+                    // inside the scales (the contract).
+                    unsafe {
+                        (
+                            [
+                                mem::load(a_scales, a_row(0) * a_step + kt),
+                                mem::load(a_scales, a_row(1) * a_step + kt),
+                            ],
+                            mem::load(b_scales, (col0 / FP8_SCALE_BLOCK) * b_step + kt),
+                        )
+                    }
+                } else {
+                    ([1.0, 1.0], 1.0)
+                };
+                // SAFETY: the whole warpgroup is here; the stage's copies have landed and
+                // nothing writes it before this warp releases it, after this wait.
+                unsafe {
+                    part = B::mma_async(part, a_desc, b_desc, false);
+                    part = wgmma::wait_accumulators::<0, _>(part);
+                    consumer.release(&stage);
+                }
+                if M::BLOCK_SCALES {
+                    let (s0, s1) = (sa[0] * sb, sa[1] * sb);
+                    // Accumulator `i` is on row `my_row + 8 ((i / 2) % 2)`.
+                    scale_into(
+                        &mut total,
+                        &part,
+                        kt > 0,
+                        |i| if (i / 2) % 2 == 0 { s0 } else { s1 },
+                    );
+                } else {
+                    scale_into(&mut total, &part, kt > 0, |_| 1.0);
+                }
+            } else {
+                // SAFETY: the whole warpgroup is here; the stage's copies have landed; the
+                // previous step's products are done after this wait (at most this step's group
+                // in flight), so its stage is released while this one's run.
+                unsafe {
+                    part = B::mma_async(part, a_desc, b_desc, kt > 0);
+                    part = wgmma::wait_accumulators::<1, _>(part);
+                }
+                if let Some(done) = used.replace(stage) {
+                    // SAFETY: the whole warp, once for the stage it waited for one step ago.
+                    unsafe { consumer.release(&done) };
+                }
+            }
+        }
+        if !M::PROMOTED {
+            // SAFETY: the whole warpgroup is here, the last step's products in flight.
+            part = unsafe { wgmma::wait_accumulators::<0, _>(part) };
+            if let Some(done) = used {
+                // SAFETY: as above, for the last step's stage.
+                unsafe { consumer.release(&done) };
+            }
+        }
+        let summed = if M::PROMOTED { &mut total } else { &mut part };
+        if !M::BLOCK_SCALES {
+            // Tensor or row scales, applied once the sums are done (no product is in flight):
+            // the row's scale of `A` times the column's of `B^T` (rows clamped inside `A`:
+            // those past `m` are never stored).
+            // SAFETY: rows `< m` and the first scale of `B^T`: inside the scales (the contract).
+            let (sa0, sa1, sb0) = unsafe {
+                (
+                    mem::load(a_scales, a_row(0) * a_step),
+                    mem::load(a_scales, a_row(1) * a_step),
+                    mem::load(b_scales, 0),
+                )
+            };
+            if b_step == 0 {
+                let (s0, s1) = (sa0 * sb0, sa1 * sb0);
+                scale_in_place(summed, |i| if (i / 2) % 2 == 0 { s0 } else { s1 });
+            } else {
+                // One scale per column (`b_step` 1): first the rows' scales, then (with those
+                // registers free again) the columns'. This thread's columns are `col0 + 2 q`
+                // plus the constant `8 (i / 4) + i % 2` of each accumulator, so every load is
+                // at a constant offset from one pointer; past `n` (the last column tile) the
+                // address is column 0's instead (a select, not a branch around the load: a
+                // branch per load costs the accumulators their registers).
+                scale_in_place(summed, |i| if (i / 2) % 2 == 0 { sa0 } else { sa1 });
+                let first = col0 + 2 * (lane % 4);
+                let base = b_scales.wrapping_add(first);
+                scale_in_place(summed, |i| {
+                    let offset = 8 * (i / 4) + i % 2;
+                    let p = if first + offset < n {
+                        base.wrapping_add(offset)
+                    } else {
+                        b_scales
+                    };
+                    // SAFETY: `p` is column `first + offset < n`, or column 0.
+                    unsafe { mem::load(p, 0) }
+                });
+            }
+        }
+        // SAFETY: the contract's shapes and alignment; every lane of the warpgroup.
+        unsafe { tile::store_rows(&*summed, lane, c, (row0, col0), (m, n), |_, _, v| v) };
+        tile += step;
+    }
+}
