@@ -190,7 +190,7 @@ enum Suite {
 }
 
 impl Suite {
-    const ALL: [Suite; 27] = [
+    const ALL: [Suite; 28] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,

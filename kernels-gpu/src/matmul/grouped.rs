@@ -26,8 +26,8 @@
 //! 3. The producer copies boxes of `X` (`BM x 64` at the tile's first row) and of `W` (`BN x 64`
 //!    at row `e n + col0` of the `(E n) x k` view), both K-major; the consumers multiply them
 //!    with `B` K-major (`wgmma` imm-trans-b 0: [`crate::gpu::wgmma::mma_bf16_kmajor_m64n256k64_async`]).
-//! 4. The epilogue stores only rows below the expert's end ([`super::ws_epilogue`]'s masked store,
-//!    `m` = the expert's end row).
+//! 4. The epilogue stores only rows below the expert's end ([`crate::gpu::tile::store_rows`]'s
+//!    masked store, `m` = the expert's end row).
 //!
 //! # Edges
 //! * An expert's last row tile: the box of `X` reads rows of the next expert (or zeros past
@@ -51,7 +51,6 @@
 
 use super::wgmma::MAP_WORDS;
 use super::wgmma_ws::{Ws128x128, Ws128x256, WsShape, WsTiling};
-use super::ws_epilogue::store_tile;
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor2d};
 use crate::gpu::{bf16, mem, shared, thread, tile, warp, wgmma};
@@ -419,13 +418,13 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
         // SAFETY: `y` holds `rows x n` (the contract) and `end <= rows`: only rows of this
         // expert below `end` and columns below `n` are stored.
         unsafe {
-            store_tile(
+            tile::store_rows(
                 &acc,
+                tid % WARPGROUP,
                 y,
                 (row0 + consumer * CONSUMER_ROWS, col_tile * bn),
-                end,
-                n,
-                tid % WARPGROUP,
+                (end, n),
+                |_, _, v| v,
             )
         };
         tile += step;
