@@ -102,7 +102,7 @@ class Llama:
         themselves, written to the cache's first S positions. Otherwise (decode, S == 1): the
         token's K and V written at `start` (a tensor, for CUDA graphs) and attention over the
         whole static cache under `mask` [B, 1, 1, ctx]."""
-        torch, F, w = self.torch, self.torch.nn.functional, self.w
+        F, w = self.torch.nn.functional, self.w
         b, s = ids.shape
         h = F.embedding(ids, w["model.embed_tokens.weight"])
         for i in range(self.layers):
@@ -149,21 +149,39 @@ def prompt(seed: int, batch: int, length: int, vocab: int) -> list[list[int]]:
     return out
 
 
-def decode_step(m: Llama, cache: Any, context: int) -> Any:
-    """One decode step on a static cache: tokens [B, 1] at position `start` [1]."""
-    torch = m.torch
+def modules(torch: Any, m: Llama) -> tuple[Any, Any]:
+    """The prefill and the decode step as `nn.Module`s whose KV caches are registered buffers:
+    what `torch.compile(mode="reduce-overhead")` captures in CUDA graphs with the caches at
+    fixed addresses, mutated in place (gpt-fast's layout)."""
 
-    def step(tokens: Any, start: Any) -> Any:
-        b = tokens.shape[0]
-        pos = start.expand(b, 1)
-        mask = (torch.arange(context, device="cuda") <= start)[None, None, None, :]
-        return m.forward(tokens, pos, cache, mask, start).argmax(-1)
+    class Caches(torch.nn.Module):
+        def __init__(self, batch: int, context: int) -> None:
+            super().__init__()
+            self.context = context
+            for i, (k, v) in enumerate(m.cache(batch, context)):
+                self.register_buffer(f"k{i}", k)
+                self.register_buffer(f"v{i}", v)
 
-    return step
+        def pairs(self) -> list[tuple[Any, Any]]:
+            return [(getattr(self, f"k{i}"), getattr(self, f"v{i}")) for i in range(m.layers)]
+
+    class Prefill(Caches):
+        def forward(self, ids: Any, pos: Any) -> Any:
+            return m.forward(ids, pos, self.pairs(), None, None).argmax(-1)
+
+    class Step(Caches):
+        def forward(self, tokens: Any, start: Any) -> Any:
+            b = tokens.shape[0]
+            pos = start.expand(b, 1)
+            mask = (torch.arange(self.context, device="cuda") <= start)[None, None, None, :]
+            return m.forward(tokens, pos, self.pairs(), mask, start).argmax(-1)
+
+    return Prefill, Step
 
 
 def time_model(torch: Any, m: Llama, config: str, compiled: bool, sink: C.Sink) -> None:
     impl = "torch-compile" if compiled else "torch"
+    Prefill, Step = modules(torch, m)
     meta = {"version": torch.__version__, "timer": "wall_clock"}
     for batch, length in PREFILL:
         shape = f"{config}:b{batch}:p{length}"
@@ -172,12 +190,8 @@ def time_model(torch: Any, m: Llama, config: str, compiled: bool, sink: C.Sink) 
         def prefill(batch: int = batch, length: int = length, base: dict[str, Any] = base) -> dict[str, Any]:
             ids = torch.tensor(prompt(0, batch, length, m.vocab), device="cuda")
             pos = torch.arange(length, device="cuda").expand(batch, length)
-            cache = m.cache(batch, length + DECODE_STEPS + WARMUP_STEPS)
-
-            def run(ids: Any, pos: Any) -> Any:
-                return m.forward(ids, pos, cache, None, None).argmax(-1)
-
-            fn = torch.compile(run, mode="reduce-overhead") if compiled else run
+            module = Prefill(batch, length)
+            fn = torch.compile(module, mode="reduce-overhead") if compiled else module
             times = []
             for rep in range(PREFILL_REPS + 2):
                 torch.cuda.synchronize()
@@ -195,22 +209,21 @@ def time_model(torch: Any, m: Llama, config: str, compiled: bool, sink: C.Sink) 
 
         def decode(batch: int = batch, length: int = length, base: dict[str, Any] = base) -> dict[str, Any]:
             context = length + DECODE_STEPS + WARMUP_STEPS
-            cache = m.cache(batch, context)
+            module = Step(batch, context)
             ids = torch.tensor(prompt(0, batch, length, m.vocab), device="cuda")
             pos = torch.arange(length, device="cuda").expand(batch, length)
-            with torch.no_grad():
-                tokens = m.forward(ids, pos, cache, None, None).argmax(-1)[:, None]
-            step = decode_step(m, cache, context)
-            fn = torch.compile(step, mode="reduce-overhead") if compiled else step
+            tokens = m.forward(ids, pos, module.pairs(), None, None).argmax(-1)[:, None]
+            fn = torch.compile(module, mode="reduce-overhead") if compiled else module
             times = []
             for i in range(WARMUP_STEPS + DECODE_STEPS):
-                start = torch.tensor([length + i], device="cuda")
+                # Timed as the example times its step: the inputs copied up, the step, the
+                # tokens read back.
                 t0 = time.perf_counter()
-                nxt = fn(tokens, start)
-                host = nxt.tolist()
+                start = torch.tensor([length + i], device="cuda")
+                host = fn(tokens, start).tolist()
+                tokens = torch.tensor(host, device="cuda")[:, None]
                 if i >= WARMUP_STEPS:
                     times.append((time.perf_counter() - t0) * 1e3)
-                tokens = torch.tensor(host, device="cuda")[:, None]
             ms = statistics.median(times)
             return {**base, "median_ms": ms, "tokens_per_s": batch / (ms * 1e-3), "reps": len(times)}
 

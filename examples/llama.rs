@@ -54,6 +54,8 @@ const PROMPT_LEN: usize = 12;
 const NEW_TOKENS: usize = 6;
 /// Timed prefills on a GPU (each on fresh caches; the simulator times one).
 const REPS: usize = 3;
+/// Back-to-back graph replays timed after the decode loop (on a GPU).
+const REPLAYS: usize = 20;
 
 fn main() -> ExitCode {
     common::run(llama)
@@ -168,17 +170,21 @@ fn generate(
 ) -> Result<Run, BoxError> {
     let greedy = options.temperature == 0.0;
     let mut prefill_ms = Vec::with_capacity(reps);
+    let mut buffers = model.prefill_buffers(gpu, (batch, len))?;
     let mut prefilled = None;
     for _ in 0..reps.max(1) {
         let mut caches = model.kv_caches(gpu, batch, len + new)?;
+        let mut first = gpu.zeros_of::<i32>(batch)?;
         gpu.synchronize()?;
         let start = Instant::now();
-        let logits = model.prefill(gpu, prompt, (batch, len), &mut caches)?;
-        let first = gpu.sample(&logits, options)?.to_vec()?;
+        model.prefill(gpu, &mut buffers, prompt, &mut caches)?;
+        gpu.sample_into(&buffers.logits, options, &mut first)?;
+        let first = first.to_vec()?;
         prefill_ms.push(start.elapsed().as_secs_f64() * 1e3);
-        prefilled = Some((caches, logits, first));
+        prefilled = Some((caches, first));
     }
-    let (caches, logits, first) = prefilled.ok_or("no prefill ran")?;
+    let (caches, first) = prefilled.ok_or("no prefill ran")?;
+    let logits = buffers.logits;
     let mut logs = Vec::new();
     if keep_logits {
         logs.push(logits.as_vec().to_vec()?);
@@ -218,6 +224,20 @@ fn generate(
         }
         tokens.push(next);
     }
+    // The replay alone, back to back (the same step again: its key and value rewritten at the
+    // same reserved positions), for the share of a step spent on the host between replays.
+    let replay_ms = if step_ms.is_empty() {
+        None
+    } else {
+        let replays = if gpu.is_simulator() { 1 } else { REPLAYS };
+        gpu.synchronize()?;
+        let start = Instant::now();
+        for _ in 0..replays {
+            graph.launch()?;
+        }
+        gpu.synchronize()?;
+        Some(start.elapsed().as_secs_f64() * 1e3 / replays as f64)
+    };
     Ok(Run {
         tokens,
         logits: logs,
@@ -226,6 +246,7 @@ fn generate(
             reps: reps.max(1),
             step_ms: (!step_ms.is_empty()).then(|| common::median(step_ms.clone())),
             steps: step_ms.len(),
+            replay_ms,
         },
         vocab: model.vocab(),
     })

@@ -134,58 +134,88 @@ impl Model {
             .collect()
     }
 
-    /// The prefill of `batch` prompts of `len` tokens each (`prompt` is `[batch, len]`): every
-    /// block over all the tokens at once (GEMMs on tensor cores, causal prefill attention),
-    /// the keys and values appended to `caches`; returns the logits (f32, `batch x vocab`) of
-    /// each prompt's last token.
+    /// The buffers of a prefill of `batch` prompts of `len` tokens (allocated once, outside
+    /// the timed prefill, as a serving loop keeps them).
+    pub fn prefill_buffers(
+        &self,
+        gpu: &Gpu,
+        (batch, len): (usize, usize),
+    ) -> Result<PrefillBuffers, BoxError> {
+        let c = &self.c;
+        let t = batch * len;
+        let positions: Vec<i32> = (0..t).map(|i| (i % len) as i32).collect();
+        let last: Vec<i32> = (0..batch).map(|b| (b * len + len - 1) as i32).collect();
+        let zeros = |cols: usize| gpu.zeros_matrix_of::<bf16>(t, cols);
+        Ok(PrefillBuffers {
+            batch,
+            len,
+            ids: gpu.upload_token_ids(&vec![0; t], c.vocab)?,
+            positions: gpu.upload_positions(&positions)?,
+            last: gpu.upload_token_ids(&last, t)?,
+            h: zeros(c.hidden)?,
+            h2: zeros(c.hidden)?,
+            x: zeros(c.hidden)?,
+            q: zeros(c.q_dim())?,
+            k: zeros(c.kv_dim())?,
+            v: zeros(c.kv_dim())?,
+            attn: zeros(c.q_dim())?,
+            lse: gpu.zeros_of(t * c.heads)?,
+            o: zeros(c.hidden)?,
+            gu: zeros(2 * c.mlp)?,
+            act: zeros(c.mlp)?,
+            down: zeros(c.hidden)?,
+            rows: gpu.zeros_matrix_of(batch, c.hidden)?,
+            logits: gpu.zeros_matrix_of(batch, c.vocab)?,
+        })
+    }
+
+    /// The prefill of the prompts `prompt` (`[batch, len]`, the buffers' sizes): every block
+    /// over all the tokens at once (GEMMs on tensor cores, causal prefill attention), the keys
+    /// and values appended to `caches`; leaves the logits (f32, `batch x vocab`) of each
+    /// prompt's last token in `b.logits`.
     pub fn prefill(
         &self,
         gpu: &Gpu,
+        b: &mut PrefillBuffers,
         prompt: &[i32],
-        (batch, len): (usize, usize),
         caches: &mut [PagedKvCache<bf16>],
-    ) -> Result<DeviceMatrix<f32>, BoxError> {
+    ) -> Result<(), BoxError> {
         let c = &self.c;
-        let t = batch * len;
-        let ids = gpu.upload_token_ids(prompt, c.vocab)?;
-        let positions: Vec<i32> = (0..t).map(|i| (i % len) as i32).collect();
-        let positions = gpu.upload_positions(&positions)?;
-        let zeros = |cols: usize| gpu.zeros_matrix_of::<bf16>(t, cols);
-        let mut h = gpu.embedding(&self.embed, &ids)?;
-        let mut x = zeros(c.hidden)?;
-        gpu.rms_norm_into(&h, &self.layers[0].attn_norm, c.eps, &mut x)?;
-        let (mut q, mut k, mut v) = (zeros(c.q_dim())?, zeros(c.kv_dim())?, zeros(c.kv_dim())?);
-        let mut attn = zeros(c.q_dim())?;
-        let mut lse = gpu.zeros_of::<f32>(t * c.heads)?;
-        let (mut o, mut h2, mut down) = (zeros(c.hidden)?, zeros(c.hidden)?, zeros(c.hidden)?);
-        let (mut gu, mut act) = (zeros(2 * c.mlp)?, zeros(c.mlp)?);
+        let (batch, len) = (b.batch, b.len);
+        b.ids.update(prompt)?;
+        gpu.embedding_into(&self.embed, &b.ids, &mut b.h)?;
+        gpu.rms_norm_into(&b.h, &self.layers[0].attn_norm, c.eps, &mut b.x)?;
         let causal = AttentionOptions {
             causal: true,
             ..AttentionOptions::default()
         };
         for (i, (l, cache)) in self.layers.iter().zip(caches.iter_mut()).enumerate() {
-            gpu.matmul_to(&x, &l.cols[Q], &mut q)?;
-            gpu.matmul_to(&x, &l.cols[K], &mut k)?;
-            gpu.matmul_to(&x, &l.cols[V], &mut v)?;
-            gpu.rotary(&mut q, &mut k, &positions, &self.freqs, RotaryLayout::HalfSplit)?;
-            gpu.kv_cache_append(cache, k.as_vec(), v.as_vec(), len)?;
-            let qt = AttentionTensor::contiguous(q.as_vec(), [batch, len, c.heads, c.head_dim])?;
-            let kt = AttentionTensor::contiguous(k.as_vec(), [batch, len, c.kv_heads, c.head_dim])?;
-            let vt = AttentionTensor::contiguous(v.as_vec(), [batch, len, c.kv_heads, c.head_dim])?;
-            gpu.attention_into(&qt, &kt, &vt, &causal, attn.as_vec_mut(), &mut lse)?;
-            gpu.matmul_to(&attn, &l.cols[O], &mut o)?;
-            gpu.residual_rms_norm_into(&o, &h, &l.mlp_norm, c.eps, (&mut h2, &mut x))?;
-            gpu.matmul_to(&x, &l.cols[GATE_UP], &mut gu)?;
-            gpu.swiglu_into(&gu, &mut act)?;
-            gpu.matmul_to(&act, &l.cols[DOWN], &mut down)?;
-            gpu.residual_rms_norm_into(&down, &h2, self.next_norm(i), c.eps, (&mut h, &mut x))?;
+            gpu.matmul_to(&b.x, &l.cols[Q], &mut b.q)?;
+            gpu.matmul_to(&b.x, &l.cols[K], &mut b.k)?;
+            gpu.matmul_to(&b.x, &l.cols[V], &mut b.v)?;
+            gpu.rotary(
+                &mut b.q,
+                &mut b.k,
+                &b.positions,
+                &self.freqs,
+                RotaryLayout::HalfSplit,
+            )?;
+            gpu.kv_cache_append(cache, b.k.as_vec(), b.v.as_vec(), len)?;
+            let qt = AttentionTensor::contiguous(b.q.as_vec(), [batch, len, c.heads, c.head_dim])?;
+            let kt = AttentionTensor::contiguous(b.k.as_vec(), [batch, len, c.kv_heads, c.head_dim])?;
+            let vt = AttentionTensor::contiguous(b.v.as_vec(), [batch, len, c.kv_heads, c.head_dim])?;
+            gpu.attention_into(&qt, &kt, &vt, &causal, b.attn.as_vec_mut(), &mut b.lse)?;
+            gpu.matmul_to(&b.attn, &l.cols[O], &mut b.o)?;
+            gpu.residual_rms_norm_into(&b.o, &b.h, &l.mlp_norm, c.eps, (&mut b.h2, &mut b.x))?;
+            gpu.matmul_to(&b.x, &l.cols[GATE_UP], &mut b.gu)?;
+            gpu.swiglu_into(&b.gu, &mut b.act)?;
+            gpu.matmul_to(&b.act, &l.cols[DOWN], &mut b.down)?;
+            gpu.residual_rms_norm_into(&b.down, &b.h2, self.next_norm(i), c.eps, (&mut b.h, &mut b.x))?;
         }
         // The LM head on each prompt's last row only, gathered by the embedding op.
-        let last: Vec<i32> = (0..batch).map(|b| (b * len + len - 1) as i32).collect();
-        let last = gpu.embedding(&x, &gpu.upload_token_ids(&last, t)?)?;
-        let mut logits = gpu.zeros_matrix_of::<f32>(batch, c.vocab)?;
-        gpu.matmul_decode_to(&last, &self.lm_head, &mut logits)?;
-        Ok(logits)
+        gpu.embedding_into(&b.x, &b.last, &mut b.rows)?;
+        gpu.matmul_decode_to(&b.rows, &self.lm_head, &mut b.logits)?;
+        Ok(())
     }
 
     /// The buffers of a decode step for `batch` sequences whose caches are `caches` (moved in:
@@ -291,6 +321,31 @@ impl Model {
     ) -> gpukern::Result<Graph<'a, StepState>> {
         gpu.capture_with(state, move |g, s| self.step(g, s, greedy))
     }
+}
+
+/// The activations of a prefill, `batch * len` rows each, with the token ids and positions.
+pub struct PrefillBuffers {
+    batch: usize,
+    len: usize,
+    ids: TokenIds<i32>,
+    positions: RotaryPositions<i32>,
+    /// Each prompt's last row among the `batch * len`.
+    last: TokenIds<i32>,
+    h: DeviceMatrix<bf16>,
+    h2: DeviceMatrix<bf16>,
+    x: DeviceMatrix<bf16>,
+    q: DeviceMatrix<bf16>,
+    k: DeviceMatrix<bf16>,
+    v: DeviceMatrix<bf16>,
+    attn: DeviceMatrix<bf16>,
+    lse: DeviceVec<f32>,
+    o: DeviceMatrix<bf16>,
+    gu: DeviceMatrix<bf16>,
+    act: DeviceMatrix<bf16>,
+    down: DeviceMatrix<bf16>,
+    rows: DeviceMatrix<bf16>,
+    /// The logits of each prompt's last token, `batch x vocab`, f32.
+    pub logits: DeviceMatrix<f32>,
 }
 
 /// Everything a decode step reads and writes besides the weights: the inputs updated between

@@ -83,7 +83,7 @@ impl Weights {
     /// `1 / sqrt(in)` (a unit-variance input gives unit-variance outputs), the LM head of
     /// `2 / sqrt(hidden)` (logits spread enough for clear greedy choices), norms near 1.
     pub fn generate(c: &Config, seed: u64) -> Weights {
-        let mut g = SplitMix(seed ^ 0x6C6C_616D_61);
+        let mut g = SplitMix(seed ^ 0x006C_6C61_6D61);
         let lin = |g: &mut SplitMix, out: usize, inp: usize| g.values(out * inp, 1.0 / (inp as f32).sqrt());
         let embed = g.values(c.vocab * c.hidden, 1.0);
         let layers = (0..c.layers)

@@ -150,7 +150,7 @@ fn replays(
                 .zip(&want)
                 .map(|(g, w)| (f64::from(*g) - w).abs())
                 .enumerate()
-                .find(|&(_, e)| !(e <= tol))
+                .find(|&(_, e)| !within(e, tol))
             {
                 failures.push(format!(
                     "step {step} {what}: element {i} got {}, expected {} (error {e:.3e} > {tol:.0e})",

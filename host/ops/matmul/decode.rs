@@ -505,7 +505,7 @@ impl Gpu {
             )
         }?;
         // SAFETY: `partial` holds `slices * len` floats written by that launch, `y` holds `len`.
-        unsafe { O::sum(self, &partial, &mut y.data, len, slices) }
+        unsafe { O::sum(self, partial, &mut y.data, len, slices) }
     }
 }
 
