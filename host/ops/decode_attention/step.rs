@@ -143,13 +143,14 @@ impl Gpu {
     /// has no block (nothing is changed); [`Error::Capture`] inside a capture.
     pub fn kv_cache_reserve<E: KvElement>(&self, cache: &mut PagedKvCache<E>, new: usize) -> Result<()> {
         let room = new.max(cache.reserved_max);
-        let starts = cache.host_lens.clone();
-        let mut lens = starts.clone();
+        let mut lens = cache.host_lens.clone();
         for (b, len) in lens.iter_mut().enumerate() {
             cache.check_room(b, *len as usize, *len as usize + room)?;
             *len += new as i32;
         }
-        cache.starts.copy_from_host(&starts)?;
+        // The starts are the lengths the device holds now (a copy on the device, queued before
+        // the new lengths on the same stream): one copy from the host, not two.
+        cache.starts.copy_from(&cache.lens)?;
         cache.lens.copy_from_host(&lens)?;
         cache.host_lens = lens;
         cache.reserved = new;
