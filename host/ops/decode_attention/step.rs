@@ -137,7 +137,8 @@ impl Gpu {
     /// of a captured step): checks the room, then writes the old lengths (where
     /// [`Gpu::kv_cache_write`] puts the tokens) and the new ones to the device, after which the
     /// lengths are `new` larger. A sequence must have room for the most tokens any reservation
-    /// of this cache held (see the [module](self)).
+    /// of this cache held: a write captured in a graph for an earlier, larger reservation then
+    /// still lands in blocks of the table when it is replayed.
     ///
     /// Errors: [`Error::InvalidArgument`] where a sequence would pass its capacity or a position
     /// has no block (nothing is changed); [`Error::Capture`] inside a capture.
