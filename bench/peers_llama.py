@@ -179,11 +179,13 @@ def modules(torch: Any, m: Llama) -> tuple[Any, Any]:
     return Prefill, Step
 
 
-def time_model(torch: Any, m: Llama, config: str, compiled: bool, sink: C.Sink) -> None:
+def time_model(torch: Any, m: Llama, config: str, compiled: bool, sink: C.Sink, cases: set[str]) -> None:
     impl = "torch-compile" if compiled else "torch"
     Prefill, Step = modules(torch, m)
     meta = {"version": torch.__version__, "timer": "wall_clock"}
     for batch, length in PREFILL:
+        if f"prefill{batch}" not in cases:
+            continue
         shape = f"{config}:b{batch}:p{length}"
         base = C.record("decoder_prefill", impl, shape, dtype="bf16", config=config, batch=batch, prompt_len=length, **meta)
 
@@ -204,6 +206,8 @@ def time_model(torch: Any, m: Llama, config: str, compiled: bool, sink: C.Sink) 
 
         sink.item(base, prefill)
     for batch, length in DECODE:
+        if f"decode{batch}" not in cases:
+            continue
         shape = f"{config}:b{batch}:p{length}"
         base = C.record("decoder_decode", impl, shape, dtype="bf16", config=config, batch=batch, prompt_len=length, context=length, **meta)
 
@@ -297,6 +301,8 @@ def main() -> int:
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=8)
     ap.add_argument("--modes", default="eager,compile", help="timing modes: eager, compile")
+    ap.add_argument("--cases", default="prefill1,decode1,decode8",
+                    help="timed cases: prefill1 (4096 tokens, batch 1), decode1, decode8 (context 4096)")
     args = ap.parse_args()
     import torch
 
@@ -308,8 +314,11 @@ def main() -> int:
                              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, time.monotonic() + 3600)
     config = meta.get("config", "unknown")
     with torch.no_grad():
+        cases = set(args.cases.split(","))
         for mode in args.modes.split(","):
-            time_model(torch, m, config, mode == "compile", sink)
+            start = time.monotonic()
+            time_model(torch, m, config, mode == "compile", sink, cases)
+            print(f"{mode}: {time.monotonic() - start:.1f} s", file=sys.stderr)
     sink.close()
     return 0
 

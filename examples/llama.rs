@@ -193,9 +193,7 @@ fn generate(
 
     // The decode step's inputs for its first replay, then the capture.
     let mut state = model.step_state(gpu, caches, &tokens[0], &vec![len as i32; batch])?;
-    for cache in &mut state.caches {
-        gpu.kv_cache_reserve(cache, 1)?;
-    }
+    reserve(gpu, &mut state.caches)?;
     let mut graph = model.capture_step(gpu, state, greedy)?;
     let mut step_ms = Vec::with_capacity(new.saturating_sub(1));
     for step in 1..new {
@@ -204,9 +202,7 @@ fn generate(
             let s = graph.buffers_mut();
             s.ids.update(&tokens[step - 1])?;
             s.positions.update(&vec![(len + step - 1) as i32; batch])?;
-            for cache in &mut s.caches {
-                gpu.kv_cache_reserve(cache, 1)?;
-            }
+            reserve(gpu, &mut s.caches)?;
         }
         graph.launch()?;
         let s = graph.buffers_mut();
@@ -250,4 +246,15 @@ fn generate(
         },
         vocab: model.vocab(),
     })
+}
+
+/// One more token reserved in every block's cache: on the first from the host, on the others
+/// copied from it on the device (the blocks' caches hold the same lengths).
+fn reserve(gpu: &Gpu, caches: &mut [gpukern::PagedKvCache<gpukern::bf16>]) -> gpukern::Result<()> {
+    let Some((first, rest)) = caches.split_first_mut() else {
+        return Ok(());
+    };
+    gpu.kv_cache_reserve(first, 1)?;
+    rest.iter_mut()
+        .try_for_each(|cache| gpu.kv_cache_reserve_as(cache, first))
 }

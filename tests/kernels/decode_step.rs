@@ -200,7 +200,8 @@ fn matmul_workspace(gpu: &Gpu, rng: &mut StdRng, (m, n, k): (usize, usize, usize
 }
 
 /// The new forms' checks: a workspace of another shape, a short product workspace, a write of
-/// another size than the reservation, a reservation past the capacity.
+/// another size than the reservation, a reservation past the capacity; a reservation copied to
+/// a second cache (its lengths on the host and the device), and refused when copied twice.
 fn errors(gpu: &Gpu) -> Check {
     let shape = KvCacheShape {
         num_blocks: 4,
@@ -251,6 +252,16 @@ fn errors(gpu: &Gpu) -> Check {
         "past its 8",
     );
     let lens_after_refusal = cache.lens().to_vec();
+    // The same reservation on a second cache of the same lengths, copied on the device; a second
+    // copy of it (the second cache no longer holds what the first held before) is refused.
+    let mut second = gpu.paged_kv_cache::<bf16>(shape, &table)?;
+    gpu.kv_cache_reserve_as(&mut second, &cache)?;
+    let copied = (second.lens().to_vec(), second.lens_on_device().to_vec()?);
+    expect(
+        "a reservation copied twice",
+        gpu.kv_cache_reserve_as(&mut second, &cache),
+        "the cache holds",
+    );
     let x = gpu.zeros_matrix_of::<bf16>(1, 8192)?;
     let w = gpu.zeros_matrix_of::<bf16>(64, 8192)?;
     let mut y = gpu.zeros_matrix_of::<bf16>(1, 64)?;
@@ -262,6 +273,11 @@ fn errors(gpu: &Gpu) -> Check {
             gpu.matmul_decode_into(&x, &w, &mut y, &mut short),
             "fewer than the plan's",
         );
+    }
+    if copied != (vec![1, 1], vec![1, 1]) {
+        failures.push(format!(
+            "the copied reservation's lengths (host, device): {copied:?}"
+        ));
     }
     if lens_after_refusal != [1, 1] {
         failures.push(format!(

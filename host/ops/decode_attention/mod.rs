@@ -105,6 +105,8 @@ pub struct PagedKvCache<E: KvElement> {
     host_lens: Vec<i32>,
     /// Where the tokens of the last reservation go (`[batch]`, [`Gpu::kv_cache_reserve`]).
     starts: DeviceVec<i32>,
+    /// The starts on the host.
+    host_starts: Vec<i32>,
     /// Tokens per sequence of the last reservation: what [`Gpu::kv_cache_write`] writes.
     reserved: usize,
     /// The most tokens any reservation held: every sequence has blocks for that many from its
@@ -276,6 +278,7 @@ impl Gpu {
             host_table: table.to_vec(),
             host_lens: vec![0; shape.batch],
             starts: self.zeros_of(shape.batch)?,
+            host_starts: vec![0; shape.batch],
             reserved: 0,
             reserved_max: 0,
         })

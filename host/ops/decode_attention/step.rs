@@ -4,7 +4,8 @@
 //! and the device part are split:
 //! * [`Gpu::kv_cache_reserve`] (on the host, between replays): checks that every sequence has
 //!   room for `new` more tokens, and writes the old lengths (where the tokens go) and the new
-//!   ones to the device;
+//!   ones to the device ([`Gpu::kv_cache_reserve_as`]: the same reservation on another cache
+//!   of the same lengths, copied on the device);
 //! * [`Gpu::kv_cache_write`] (capturable): writes the reserved tokens' K and V rows at the
 //!   positions on the device;
 //! * [`Gpu::decode_attention_into`] (capturable): the attention on the device's lengths, into
@@ -153,7 +154,48 @@ impl Gpu {
         // the new lengths on the same stream): one copy from the host, not two.
         cache.starts.copy_from(&cache.lens)?;
         cache.lens.copy_from_host(&lens)?;
-        cache.host_lens = lens;
+        cache.host_starts = std::mem::replace(&mut cache.host_lens, lens);
+        cache.reserved = new;
+        cache.reserved_max = room;
+        Ok(())
+    }
+
+    /// [`Gpu::kv_cache_reserve`] on `cache` as `like`'s last reservation made it on `like`, the
+    /// lengths copied from `like` on the device (no copy from the host, no wait): for the
+    /// caches of a model's blocks, which hold the same lengths. `cache` must hold what `like`
+    /// held before that reservation, and `like` nothing appended since.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for caches of other lengths or batch, or where a
+    /// sequence of `cache` lacks the room (its own table's blocks; nothing is changed);
+    /// [`Error::Capture`] inside a capture.
+    pub fn kv_cache_reserve_as<E: KvElement>(
+        &self,
+        cache: &mut PagedKvCache<E>,
+        like: &PagedKvCache<E>,
+    ) -> Result<()> {
+        let new = like.reserved;
+        let consistent = like
+            .host_starts
+            .iter()
+            .zip(&like.host_lens)
+            .all(|(&s, &l)| l as usize == s as usize + new);
+        if cache.host_lens != like.host_starts || !consistent {
+            return Err(Error::InvalidArgument {
+                op: APPEND,
+                detail: format!(
+                    "the cache holds {:?} tokens, the reservation to copy was made at {:?} for {new} \
+                     more and its cache now holds {:?}",
+                    cache.host_lens, like.host_starts, like.host_lens
+                ),
+            });
+        }
+        let room = new.max(cache.reserved_max);
+        for (b, &len) in cache.host_lens.iter().enumerate() {
+            cache.check_room(b, len as usize, len as usize + room)?;
+        }
+        cache.starts.copy_from(&like.starts)?;
+        cache.lens.copy_from(&like.lens)?;
+        cache.host_starts = std::mem::replace(&mut cache.host_lens, like.host_lens.clone());
         cache.reserved = new;
         cache.reserved_max = room;
         Ok(())
