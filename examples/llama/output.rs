@@ -85,10 +85,12 @@ impl Run {
     /// Checks every step's logits against the CPU reference fed the same tokens: the largest
     /// error against the tolerance `R 2^-8 rms(logits)` (R bf16 roundings between a token and
     /// its logits, [`roundings`]: the two sides round the same values at the same points, so a
-    /// difference starts only where their f32 sums round to neighbouring bf16, at most one unit
-    /// in the last place (2^-8 relative, the weights scaled for a gain of about 1) per
-    /// rounding); and, when `greedy`, that each token is the reference's argmax or within
-    /// twice the measured error of it.
+    /// difference starts only where their f32 sums (in other orders, or the fused attention's
+    /// probabilities rounded to bf16) round to neighbouring bf16, one unit in the last place
+    /// (2^-8 relative) per rounding, the weights scaled for a gain of about 1); and, when
+    /// `greedy`, that each token is the reference's argmax or within twice the measured error
+    /// of it. (A decode step after a one-token prompt matches the reference to f32 rounding; the
+    /// error comes from such neighbours, which the blocks after them amplify.)
     pub fn check(
         &self,
         reference: &Reference,
