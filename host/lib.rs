@@ -158,8 +158,8 @@ pub use ops::attention::{
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};
 #[cfg(feature = "decode_attention")]
 pub use ops::decode_attention::{
-    DecodeAlgorithm, DecodeAttentionOutput, DecodeQuery, KvAppendAlgorithm, KvCacheShape, KvElement,
-    PagedKvCache,
+    DecodeAlgorithm, DecodeAttentionOutput, DecodeQuery, DecodeWorkspace, KvAppendAlgorithm, KvCacheShape,
+    KvElement, PagedKvCache,
 };
 #[cfg(feature = "embedding")]
 pub use ops::embedding::{EmbeddingAlgorithm, TokenIdElement, TokenIds};

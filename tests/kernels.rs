@@ -35,6 +35,8 @@ mod coverage;
 mod cross_entropy;
 #[path = "kernels/decode_attention.rs"]
 mod decode_attention;
+#[path = "kernels/decode_step.rs"]
+mod decode_step;
 #[path = "kernels/device.rs"]
 mod device;
 #[path = "kernels/embedding.rs"]
@@ -152,6 +154,7 @@ fn main() {
         sample::trials,
         attention::trials,
         decode_attention::trials,
+        decode_step::trials,
         grid::trials,
         views::trials,
         launch_shapes::trials,

@@ -94,6 +94,26 @@ impl Args {
         }
     }
 
+    /// The value given as `--name`, if it was given (the last one wins).
+    pub fn string(&self, name: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The value given as `--name` parsed as a `T` (any number, a path), if it was given.
+    pub fn parsed<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, BoxError> {
+        match self.string(name) {
+            None => Ok(None),
+            Some(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("--{name} {v}: not a valid value").into()),
+        }
+    }
+
     /// `--reps` if given; else `default` on a GPU and 1 in the (slow) simulator.
     pub fn reps(&self, gpu: &Gpu, default: usize) -> Result<usize, BoxError> {
         let fallback = if gpu.is_simulator() { 1 } else { default };

@@ -3,13 +3,17 @@
 //! every append's positions checked against the table, the plan (chunks of the context) chosen
 //! once per call, then the launches. Kernels, layout and edge rules:
 //! `kernels_gpu::decode_attention`. `mod.rs` checks the operands and holds the public methods,
-//! `plan.rs` picks the kernels and the chunks (`DecodePlan`), `kernels.rs` launches them.
+//! `plan.rs` picks the kernels and the chunks (`DecodePlan`), `kernels.rs` launches them,
+//! `step.rs` holds the capturable forms (a reservation made on the host, then the write and the
+//! attention on preallocated buffers and the device's lengths).
 
 mod kernels;
 mod plan;
+mod step;
 
 pub use kernels::KvElement;
 pub use plan::{DecodeAlgorithm, decode_splits};
+pub use step::DecodeWorkspace;
 
 use kernels_gpu::decode_attention::{APPEND_BLOCK, ATTN_BLOCK, MAX_HEAD_DIM, MAX_Q_LEN, VEC};
 use plan::{DecodePlan, DecodeShape, WARPS};
@@ -99,6 +103,15 @@ pub struct PagedKvCache<E: KvElement> {
     lens: DeviceVec<i32>,
     host_table: Vec<i32>,
     host_lens: Vec<i32>,
+    /// Where the tokens of the last reservation go (`[batch]`, [`Gpu::kv_cache_reserve`]).
+    starts: DeviceVec<i32>,
+    /// The starts on the host.
+    host_starts: Vec<i32>,
+    /// Tokens per sequence of the last reservation: what [`Gpu::kv_cache_write`] writes.
+    reserved: usize,
+    /// The most tokens any reservation held: every sequence has blocks for that many from its
+    /// start, so that a captured write of an earlier reservation stays inside the pools.
+    reserved_max: usize,
 }
 
 impl<E: KvElement> PagedKvCache<E> {
@@ -140,6 +153,34 @@ impl<E: KvElement> PagedKvCache<E> {
     /// `log2(block_size)`, as the kernels take it.
     fn shift(&self) -> u32 {
         self.shape.block_size.trailing_zeros()
+    }
+
+    /// Errors unless sequence `b` can hold positions `from .. end`: within its capacity, a
+    /// block in the table for each.
+    fn check_room(&self, b: usize, from: usize, end: usize) -> Result<()> {
+        let s = self.shape;
+        if end > s.capacity() {
+            return Err(Error::InvalidArgument {
+                op: APPEND,
+                detail: format!(
+                    "sequence {b} would hold {end} tokens, past its {} ({} blocks of {})",
+                    s.capacity(),
+                    s.max_blocks,
+                    s.block_size
+                ),
+            });
+        }
+        for block in from / s.block_size..end.div_ceil(s.block_size) {
+            if self.host_table[b * s.max_blocks + block] < 0 {
+                return Err(Error::InvalidArgument {
+                    op: APPEND,
+                    detail: format!(
+                        "sequence {b} has no block at table entry {block}, needed for positions up to {end}"
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -236,6 +277,10 @@ impl Gpu {
             lens: self.zeros_of(shape.batch)?,
             host_table: table.to_vec(),
             host_lens: vec![0; shape.batch],
+            starts: self.zeros_of(shape.batch)?,
+            host_starts: vec![0; shape.batch],
+            reserved: 0,
+            reserved_max: 0,
         })
     }
 
@@ -330,27 +375,7 @@ impl Gpu {
         let mut lens = cache.host_lens.clone();
         for b in seqs.clone() {
             let end = lens[b] as usize + new;
-            if end > s.capacity() {
-                return Err(Error::InvalidArgument {
-                    op: APPEND,
-                    detail: format!(
-                        "sequence {b} would hold {end} tokens, past its {} ({} blocks of {})",
-                        s.capacity(),
-                        s.max_blocks,
-                        s.block_size
-                    ),
-                });
-            }
-            for block in lens[b] as usize / s.block_size..end.div_ceil(s.block_size) {
-                if cache.host_table[b * s.max_blocks + block] < 0 {
-                    return Err(Error::InvalidArgument {
-                        op: APPEND,
-                        detail: format!(
-                            "sequence {b} has no block at table entry {block}, needed for positions up to {end}"
-                        ),
-                    });
-                }
-            }
+            cache.check_room(b, lens[b] as usize, end)?;
             lens[b] = end as i32;
         }
         let shift = cache.shift();
@@ -408,18 +433,42 @@ impl Gpu {
         query: DecodeQuery,
         algorithm: DecodeAlgorithm,
     ) -> Result<DecodeAttentionOutput<E>> {
+        let scale = self.check_decode_attention(q, cache, query)?;
+        let s = cache.shape;
+        let rows = s.batch * query.q_len * query.heads;
+        let mut out = self.zeros_of::<E>(q.len())?;
+        let mut lse = self.zeros_of::<f32>(rows)?;
+        let context = cache.host_lens.iter().map(|&l| l as usize).max().unwrap_or(1);
+        let plan = DecodePlan::choose(
+            algorithm,
+            decode_shape(s, query, context),
+            self.multiprocessors()?,
+        );
+        let (mut ml, mut acc) = self.split_partials(plan, rows, s.head_dim)?;
+        self.launch_decode_attention(
+            q,
+            cache,
+            query,
+            scale,
+            plan,
+            (&mut ml, &mut acc),
+            (&mut out, &mut lse),
+        )?;
+        Ok(DecodeAttentionOutput { out, lse })
+    }
+
+    /// The checks of a decode-attention call (see [`Gpu::decode_attention_with`]'s errors):
+    /// returns the scale.
+    fn check_decode_attention<E: KvElement>(
+        &self,
+        q: &DeviceVec<E>,
+        cache: &PagedKvCache<E>,
+        query: DecodeQuery,
+    ) -> Result<f32> {
         let s = cache.shape;
         let DecodeQuery { heads, q_len, scale } = query;
         let bad = |detail: String| Err(Error::InvalidArgument { op: OP, detail });
-        if heads == 0 || heads % s.kv_heads != 0 {
-            return bad(format!(
-                "{heads} heads are not a multiple of {} kv heads",
-                s.kv_heads
-            ));
-        }
-        if !(1..=MAX_Q_LEN).contains(&q_len) {
-            return bad(format!("q_len {q_len} is outside 1..={MAX_Q_LEN}"));
-        }
+        check_query(s, query)?;
         if let Some((b, len)) = cache
             .host_lens
             .iter()
@@ -431,9 +480,6 @@ impl Gpu {
             ));
         }
         let scale = scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt());
-        if !scale.is_finite() {
-            return bad(format!("scale {scale} is not finite"));
-        }
         same_len(
             OP,
             &[s.batch, q_len, heads, s.head_dim],
@@ -443,18 +489,53 @@ impl Gpu {
         if !(self.owns(q) && self.owns(&cache.k)) {
             return Err(Error::WrongDevice { op: OP });
         }
-        let rows = s.batch * q_len * heads;
-        let mut out = self.zeros_of::<E>(q.len())?;
-        let mut lse = self.zeros_of::<f32>(rows)?;
-        let shape = DecodeShape {
-            batch: s.batch,
-            heads,
-            kv_heads: s.kv_heads,
-            q_len,
-            head_dim: s.head_dim,
-            context: cache.host_lens.iter().map(|&l| l as usize).max().unwrap_or(1),
+        Ok(scale)
+    }
+
+    /// The partial results of `plan` (`(max, sum)` pairs and accumulators of every row's chunks;
+    /// empty for the warp plan), zeroed.
+    fn split_partials(
+        &self,
+        plan: DecodePlan,
+        rows: usize,
+        head_dim: usize,
+    ) -> Result<(DeviceVec<f32>, DeviceVec<f32>)> {
+        let splits = match plan {
+            DecodePlan::Warp => 0,
+            DecodePlan::Split { splits, .. } => splits,
         };
-        let sms = self.multiprocessors()?;
+        let pairs = crate::buffer::checked_len(OP, &[2, rows, splits])?;
+        let partials = crate::buffer::checked_len(OP, &[rows, splits, head_dim])?;
+        Ok((self.zeros_of::<f32>(pairs)?, self.zeros_of::<f32>(partials)?))
+    }
+
+    /// Launches `plan` on checked operands: `out` and `lse` hold the output's rows, `ml` and `acc`
+    /// at least the plan's partials ([`Gpu::split_partials`]), every length of the cache is at
+    /// most the context the plan was chosen for.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_decode_attention<E: KvElement>(
+        &self,
+        q: &DeviceVec<E>,
+        cache: &PagedKvCache<E>,
+        query: DecodeQuery,
+        scale: f32,
+        plan: DecodePlan,
+        (ml, acc): (&mut DeviceVec<f32>, &mut DeviceVec<f32>),
+        (out, lse): (&mut DeviceVec<E>, &mut DeviceVec<f32>),
+    ) -> Result<()> {
+        let s = cache.shape;
+        let DecodeQuery { heads, q_len, .. } = query;
+        let rows = s.batch * q_len * heads;
+        same_len(
+            OP,
+            &[rows, s.head_dim],
+            out.len(),
+            "out is [batch, q_len, heads, head_dim]",
+        )?;
+        same_len(OP, &[rows], lse.len(), "lse is [batch, q_len, heads]")?;
+        if !(self.owns(out) && self.owns(lse) && self.owns(ml) && self.owns(acc)) {
+            return Err(Error::WrongDevice { op: OP });
+        }
         let scalars = (
             s.batch,
             q_len,
@@ -469,16 +550,28 @@ impl Gpu {
         let library = self.library();
         let pools = (&cache.k, &cache.v);
         let table = (&cache.table, &cache.lens);
-        match DecodePlan::choose(algorithm, shape, sms) {
+        match plan {
             DecodePlan::Warp => {
                 let cfg = LaunchConfig::rows_per_block(OP, rows, WARPS, ATTN_BLOCK, 0, &limits)?;
-                // SAFETY: `q` and `out` hold rows*head_dim elements, `lse` rows (checked above);
-                // every length is at least q_len and at most the capacity, and every position
-                // below it has a block id (both kept so by the checked appends); `cfg` covers
-                // the rows, a warp each.
-                unsafe { E::warp(&library, cfg, q, pools, table, (&mut out, &mut lse), scalars)? };
+                // SAFETY: `q` and `out` hold rows*head_dim elements, `lse` rows (checked by the
+                // caller and above); every length is at least q_len and at most the capacity,
+                // and every position below it has a block id (both kept so by the checked
+                // appends and reservations); `cfg` covers the rows, a warp each.
+                unsafe { E::warp(&library, cfg, q, pools, table, (out, lse), scalars) }
             }
             DecodePlan::Split { splits, chunk } => {
+                let partials = crate::buffer::checked_len(OP, &[rows, splits, s.head_dim])?;
+                if ml.len() < 2 * rows * splits || acc.len() < partials {
+                    return Err(Error::InvalidArgument {
+                        op: OP,
+                        detail: format!(
+                            "the partials hold {} and {} floats, fewer than the plan's {} and {partials}",
+                            ml.len(),
+                            acc.len(),
+                            2 * rows * splits
+                        ),
+                    });
+                }
                 let groups =
                     (heads / s.kv_heads * q_len).div_ceil(kernels_gpu::decode_attention::ROWS_PER_WARP);
                 let split = LaunchConfig {
@@ -492,12 +585,10 @@ impl Gpu {
                 }
                 .checked(OP, &limits)?;
                 let combine = LaunchConfig::rows_per_block(OP, rows, WARPS, ATTN_BLOCK, 0, &limits)?;
-                let partials = crate::buffer::checked_len(OP, &[rows, splits, s.head_dim])?;
-                let mut ml = self.zeros_of::<f32>(2 * rows * splits)?;
-                let mut acc = self.zeros_of::<f32>(partials)?;
                 // SAFETY: as for the warp plan; `ml` and `acc` hold each row's `splits`
-                // partials, `splits * chunk >= context`; head_dim is 64, 128 or 256 (the plan
-                // splits no other); the grid covers groups*splits warps per (sequence, kv head).
+                // partials (checked above), `splits * chunk` covers every length (the caller's
+                // contract); head_dim is 64, 128 or 256 (the plan splits no other); the grid
+                // covers groups*splits warps per (sequence, kv head).
                 unsafe {
                     E::split(
                         &library,
@@ -505,14 +596,46 @@ impl Gpu {
                         q,
                         pools,
                         table,
-                        (&mut ml, &mut acc),
-                        (&mut out, &mut lse),
+                        (ml, acc),
+                        (out, lse),
                         scalars,
                         (splits, chunk),
-                    )?;
+                    )
                 }
             }
         }
-        Ok(DecodeAttentionOutput { out, lse })
+    }
+}
+
+/// The query's own checks: heads a multiple of the kv heads, `q_len` in `1..=16`, a finite
+/// scale.
+fn check_query(s: KvCacheShape, query: DecodeQuery) -> Result<()> {
+    let bad = |detail: String| Err(Error::InvalidArgument { op: OP, detail });
+    let DecodeQuery { heads, q_len, scale } = query;
+    if heads == 0 || heads % s.kv_heads != 0 {
+        return bad(format!(
+            "{heads} heads are not a multiple of {} kv heads",
+            s.kv_heads
+        ));
+    }
+    if !(1..=MAX_Q_LEN).contains(&q_len) {
+        return bad(format!("q_len {q_len} is outside 1..={MAX_Q_LEN}"));
+    }
+    let scale = scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt());
+    if !scale.is_finite() {
+        return bad(format!("scale {scale} is not finite"));
+    }
+    Ok(())
+}
+
+/// The plan's view of a call: the cache's and the query's sizes, and the longest context.
+fn decode_shape(s: KvCacheShape, query: DecodeQuery, context: usize) -> DecodeShape {
+    DecodeShape {
+        batch: s.batch,
+        heads: query.heads,
+        kv_heads: s.kv_heads,
+        q_len: query.q_len,
+        head_dim: s.head_dim,
+        context: context.max(1),
     }
 }

@@ -61,6 +61,14 @@ pub struct TokenIds<I: TokenIdElement> {
     vocab: usize,
 }
 
+/// A graph ([`crate::Gpu::capture_with`]) may hold them, so that a decode loop updates them
+/// between replays.
+impl<I: TokenIdElement> crate::graph::GraphBuffers for TokenIds<I> {
+    fn addresses(&self, out: &mut Vec<(usize, usize)>) {
+        self.ids.addresses(out);
+    }
+}
+
 impl<I: TokenIdElement> TokenIds<I> {
     /// Number of ids (tokens).
     pub fn len(&self) -> usize {

@@ -290,7 +290,44 @@ impl Gpu {
         let (m, k, n) = self.check_decode(x, w, y)?;
         let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
         let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, aligned);
-        self.launch_decode(plan, x, w, y, (m, k, n))
+        self.launch_decode(plan, x, w, y, (m, k, n), None)
+    }
+
+    /// The f32 elements [`Gpu::matmul_decode_into`] needs as its workspace for an `m x k` times
+    /// `(n x k)^T` product on this GPU: the partial products of the plan
+    /// [`Gpu::matmul_decode_to`] chooses (`slices * m * n`; 0 when it keeps `k` whole). Assumes
+    /// 16-byte aligned operands, as every allocation is.
+    ///
+    /// Errors: [`Error::TooLarge`] past the address space.
+    pub fn matmul_decode_workspace_len(&self, m: usize, n: usize, k: usize) -> Result<usize> {
+        match DecodePlan::choose(m, n, k, self.multiprocessors()?, true) {
+            DecodePlan::Mma { slices, .. } if DecodePlan::launched_slices(k, slices) > 1 => {
+                checked_len(OP, &[DecodePlan::launched_slices(k, slices), m, n])
+            }
+            _ => Ok(0),
+        }
+    }
+
+    /// [`Gpu::matmul_decode_to`] with its partial products in `workspace` (at least
+    /// [`Gpu::matmul_decode_workspace_len`] floats): no allocation at all, so that a decode
+    /// step can be captured in a graph whatever plan its shapes get.
+    ///
+    /// Errors as [`Gpu::matmul_decode_to`]; [`Error::InvalidArgument`] also for a workspace
+    /// shorter than the plan's partial products.
+    pub fn matmul_decode_into<O: DecodeOutput>(
+        &self,
+        x: &DeviceMatrix<bf16>,
+        w: &DeviceMatrix<bf16>,
+        y: &mut DeviceMatrix<O>,
+        workspace: &mut DeviceVec<f32>,
+    ) -> Result<()> {
+        let (m, k, n) = self.check_decode(x, w, y)?;
+        if !self.owns(workspace) {
+            return Err(Error::WrongDevice { op: OP });
+        }
+        let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
+        let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, aligned);
+        self.launch_decode(plan, x, w, y, (m, k, n), Some(workspace))
     }
 
     /// [`Gpu::matmul_decode_to`] with a given plan: for comparing plans, and for tests that must
@@ -307,7 +344,7 @@ impl Gpu {
         plan: DecodePlan,
     ) -> Result<()> {
         let mkn = self.check_decode(x, w, y)?;
-        self.launch_decode(plan, x, w, y, mkn)
+        self.launch_decode(plan, x, w, y, mkn, None)
     }
 
     /// The checks of a decode product: `X` is `m x k`, `W` is `n x k`, `Y` is `m x n`, all of
@@ -334,7 +371,8 @@ impl Gpu {
         Ok((m, k, n))
     }
 
-    /// Runs `plan`, shapes and owners checked.
+    /// Runs `plan`, shapes and owners checked; the partial products of a plan that splits `k`
+    /// in `workspace` when given (checked long enough), else in a new buffer.
     fn launch_decode<O: DecodeOutput>(
         &self,
         plan: DecodePlan,
@@ -342,6 +380,7 @@ impl Gpu {
         w: &DeviceMatrix<bf16>,
         y: &mut DeviceMatrix<O>,
         (m, k, n): (usize, usize, usize),
+        workspace: Option<&mut DeviceVec<f32>>,
     ) -> Result<()> {
         let invalid = |detail: String| Err(Error::InvalidArgument { op: OP, detail });
         if let DecodePlan::Mma { slices: 0, .. } = plan {
@@ -428,14 +467,29 @@ impl Gpu {
                 )
             };
         }
-        crate::capture::refuse(
-            self,
-            OP,
-            "this plan splits k and allocates partial products (use a DecodePlan of one slice); \
-             that is an allocation",
-        )?;
         let len = m * n;
-        let mut partial = self.zeros_of::<f32>(checked_len(OP, &[slices, m, n])?)?;
+        let planes = checked_len(OP, &[slices, m, n])?;
+        let mut owned;
+        let partial = match workspace {
+            Some(workspace) if workspace.len() >= planes => workspace,
+            Some(workspace) => {
+                return invalid(format!(
+                    "the workspace holds {} floats, fewer than the plan's {planes} partial products",
+                    workspace.len()
+                ));
+            }
+            None => {
+                crate::capture::refuse(
+                    self,
+                    OP,
+                    "this plan splits k and allocates partial products (use \
+                     Gpu::matmul_decode_into with a workspace, or a DecodePlan of one slice); \
+                     that is an allocation",
+                )?;
+                owned = self.zeros_of::<f32>(planes)?;
+                &mut owned
+            }
+        };
         // SAFETY: as above, `partial` holds `slices * m * n` floats for the `slices` planes.
         unsafe {
             <f32 as sealed::DecodeKernels>::mma(m_tiles(m), false).expect("every m tile has an f32 kernel")(
@@ -451,7 +505,7 @@ impl Gpu {
             )
         }?;
         // SAFETY: `partial` holds `slices * len` floats written by that launch, `y` holds `len`.
-        unsafe { O::sum(self, &partial, &mut y.data, len, slices) }
+        unsafe { O::sum(self, partial, &mut y.data, len, slices) }
     }
 }
 

@@ -64,6 +64,14 @@ pub struct RotaryPositions<P: PositionElement> {
     positions: DeviceVec<P>,
 }
 
+/// A graph ([`crate::Gpu::capture_with`]) may hold them, so that a decode loop updates them
+/// between replays.
+impl<P: PositionElement> crate::graph::GraphBuffers for RotaryPositions<P> {
+    fn addresses(&self, out: &mut Vec<(usize, usize)>) {
+        self.positions.addresses(out);
+    }
+}
+
 impl<P: PositionElement> RotaryPositions<P> {
     /// Number of positions (tokens).
     pub fn len(&self) -> usize {
