@@ -109,6 +109,8 @@ pub(crate) struct Function {
     pub(crate) static_shared: u32,
     /// Dynamic shared memory the kernel has been opted in to so far.
     opted_in: AtomicU32,
+    /// Held while the limit is raised ([`Function::opt_in`]), so that raises do not interleave.
+    opting: Mutex<()>,
     /// Blocks resident per multiprocessor by (threads, dynamic shared bytes), as the driver
     /// answered ([`Function::resident_per_sm`]): a cooperative launch checks its grid against it
     /// on every launch, which then asks the driver once per block shape.
@@ -235,6 +237,7 @@ impl Functions {
             max_threads,
             static_shared,
             opted_in: AtomicU32::new(self.default_shared),
+            opting: Mutex::new(()),
             resident: Mutex::new(HashMap::new()),
         })
     }
@@ -245,7 +248,15 @@ impl Function {
     /// every kernel may use, the kernel must opt in (once per larger size). `shared` is within
     /// the device's opt-in limit (checked by the caller).
     pub(crate) fn opt_in(&self, shared: u32) -> Result<()> {
-        if shared <= self.opted_in.load(Ordering::Relaxed) {
+        if shared <= self.opted_in.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // One opt-in at a time: two threads raising the limit at once could otherwise leave the
+        // driver's attribute at the smaller size while `opted_in` records the larger (seen on the
+        // H200: parallel trials launching one kernel with different sizes, the larger launch
+        // refused with CUDA_ERROR_INVALID_VALUE).
+        let _one = self.opting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if shared <= self.opted_in.load(Ordering::Acquire) {
             return Ok(());
         }
         use sys::CUfunction_attribute::*;
@@ -256,7 +267,7 @@ impl Function {
         self.func
             .set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
             .during("opting a kernel in to more shared memory")?;
-        self.opted_in.fetch_max(shared, Ordering::Relaxed);
+        self.opted_in.store(shared, Ordering::Release);
         Ok(())
     }
 
