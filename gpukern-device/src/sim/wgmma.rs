@@ -119,7 +119,25 @@ pub(crate) fn value(token: &str, named: &[(&str, u64)]) -> u64 {
 /// in f64, rounded once to f32): at least as accurate as the tensor core.
 #[track_caller]
 pub(crate) fn run(ptx: &str, named: &[(&str, u64)], acc: &mut [f32]) {
-    let at = Location::caller();
+    run_with(ptx, named, None, acc, Location::caller());
+}
+
+/// [`run`] for products whose `A` comes from registers (`{{{a0},{a1},{a2},{a3}}}` lists of named
+/// 32-bit operands): `quad[q][r]` is register `a<r>` of lane `q` of the running thread's quad
+/// (its own among them), exchanged by the caller, since row `g` of `A` is spread over the quad.
+#[track_caller]
+pub(crate) fn run_register_a(ptx: &str, named: &[(&str, u64)], quad: &[[u32; 32]; 4], acc: &mut [f32]) {
+    run_with(ptx, named, Some(quad), acc, Location::caller());
+}
+
+/// [`run`], with the quad's `A` registers where the products take `A` from registers.
+fn run_with(
+    ptx: &str,
+    named: &[(&str, u64)],
+    quad: Option<&[[u32; 32]; 4]>,
+    acc: &mut [f32],
+    at: &'static Location<'static>,
+) {
     let lead = device::thread_linear().is_multiple_of(128);
     let mut predicates: Vec<(&str, Option<bool>)> = Vec::new();
     let mut set: Option<u32> = None;
@@ -168,7 +186,7 @@ pub(crate) fn run(ptx: &str, named: &[(&str, u64)], acc: &mut [f32]) {
                 }
             }
             _ if op.starts_with("wgmma.mma_async.") => {
-                let mma = Mma::parse(op, args, named, &predicates);
+                let mma = Mma::parse(op, args, named, &predicates, quad);
                 device::wgmma_execute(mma.describe(), at);
                 let s = *set.get_or_insert_with(|| device::wgmma_set(acc));
                 if lead {
