@@ -315,11 +315,11 @@ mod tests {
         ];
         for (ty, operand) in [("e4m3", Operand::E4m3), ("e5m2", Operand::E5m2)] {
             let (op, args) = line(ty, "");
-            let mma = Mma::parse(&op, &args, &named, &[]);
+            let mma = Mma::parse(&op, &args, &named, &[], None);
             assert!(mma.describe().contains(ty), "{}", mma.describe());
             assert_eq!((operand.bytes(), operand.k()), (1, 32));
             let (op, args) = line(ty, ", 0, 0");
-            let refused = std::panic::catch_unwind(|| Mma::parse(&op, &args, &named, &[]));
+            let refused = std::panic::catch_unwind(|| Mma::parse(&op, &args, &named, &[], None));
             assert!(refused.is_err(), "{ty} with imm-trans operands was accepted");
         }
         // One-byte K-major addresses: element (mn, k) at byte k of row mn, then the swizzle:
@@ -328,6 +328,62 @@ mod tests {
         assert_eq!(a.address_of(0, 17, false, 1), 17);
         assert_eq!(a.address_of(1, 0, false, 1), 128 + 16);
         assert_eq!(a.address_of(9, 31, false, 1), 1024 + 128 + 15);
+    }
+
+    /// The attention products' PTX: the scores read `B` K-major (imm-trans-b 0), the `P V`
+    /// products take `A` from four named registers per step (`a4s..a4s+3`, no imm-trans-a) and
+    /// read `V` N-major; a register `A` line parses only with the quad's registers.
+    #[test]
+    fn attention_lines_parse() {
+        use super::product::Mma;
+        let lines = |ptx: &str| -> Vec<String> {
+            ptx.lines()
+                .filter(|l| l.starts_with("wgmma.mma_async"))
+                .map(str::to_string)
+                .collect()
+        };
+        for (s, line) in lines(crate::wgmma::MMA_BF16_M64N128K64_KB_ASYNC_PTX)
+            .iter()
+            .enumerate()
+        {
+            let tail = format!(
+                "{{a{s}}}, {{b{s}}}, {}, 1, 1, 0, 0;",
+                if s == 0 { "p" } else { "t" }
+            );
+            assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
+        }
+        let rs = lines(crate::wgmma::MMA_F16_M64N64K128_RS_ASYNC_PTX);
+        assert_eq!(rs.len(), 8);
+        for (s, line) in rs.iter().enumerate() {
+            assert!(line.starts_with("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "));
+            let r = 4 * s;
+            let tail = format!(
+                "{{{{{{a{r}}},{{a{}}},{{a{}}},{{a{}}}}}}}, {{b{s}}}, {}, 1, 1, 1;",
+                r + 1,
+                r + 2,
+                r + 3,
+                if s == 0 { "p" } else { "t" }
+            );
+            assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
+        }
+        let (op, args) = rs[1].split_once(' ').expect("an opcode and operands");
+        let named: Vec<(&str, u64)> = vec![("b1", crate::wgmma::desc_sw128(0, 16384, 1024))];
+        let quad: [[u32; 32]; 4] = core::array::from_fn(|q| core::array::from_fn(|r| (100 * q + r) as u32));
+        let mma = Mma::parse(
+            op,
+            args.trim_end_matches(';'),
+            &named,
+            &[("t", Some(true))],
+            Some(&quad),
+        );
+        assert!(mma.describe().contains("trans-b 1"), "{}", mma.describe());
+        let refused = std::panic::catch_unwind(|| {
+            Mma::parse(op, args.trim_end_matches(';'), &named, &[("t", Some(true))], None)
+        });
+        assert!(
+            refused.is_err(),
+            "a register A line parsed without the quad's registers"
+        );
     }
 
     #[test]
