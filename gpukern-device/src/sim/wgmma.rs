@@ -103,14 +103,21 @@ pub(crate) fn value(token: &str, named: &[(&str, u64)]) -> u64 {
             .unwrap_or_else(|| panic!("wgmma PTX: no operand named {name:?}"))
             .1;
     }
-    token
-        .parse::<i64>()
-        .unwrap_or_else(|e| panic!("wgmma PTX: {token:?} is not an operand or an immediate: {e}")) as u64
+    if let Ok(v) = token.parse::<i64>() {
+        return v as u64;
+    }
+    // A 64-bit register the text declared and set (`.reg .b64`, `add.s64`), passed in `named`
+    // under its bare name.
+    named
+        .iter()
+        .find(|(n, _)| *n == token)
+        .unwrap_or_else(|| panic!("wgmma PTX: {token:?} is not an operand, a set register or an immediate"))
+        .1
 }
 
 /// Runs the `asm!` template `ptx` of a warpgroup `wgmma` sequence for the running thread:
 /// `named` the named operands, `acc` the positional ones (`{i}` is `acc[i]`). Understands
-/// `.reg .pred`, `setp.ne.b32`, `wgmma.fence`, `wgmma.mma_async.sync.aligned` (`m64nNk16` in
+/// `.reg .pred`, `.reg .b64` with `add.s64` (descriptors stepped inside the text), `setp.ne.b32`, `wgmma.fence`, `wgmma.mma_async.sync.aligned` (`m64nNk16` in
 /// bf16 or f16, `m64nNk8` in TF32, operands truncated as the tensor core reads them, `m64nNk32`
 /// in e4m3 or e5m2, both operands of one type, K-major;
 /// shared-memory descriptors for both operands), `commit_group` and `wait_group N`; anything else
@@ -140,6 +147,9 @@ fn run_with(
 ) {
     let lead = device::thread_linear().is_multiple_of(128);
     let mut predicates: Vec<(&str, Option<bool>)> = Vec::new();
+    // The named operands and the 64-bit registers the text sets (`.reg .b64`, `add.s64`).
+    let mut values: Vec<(&str, u64)> = named.to_vec();
+    let mut declared: Vec<&str> = Vec::new();
     let mut set: Option<u32> = None;
     for statement in ptx.split(';') {
         let statement = statement.trim();
@@ -150,10 +160,28 @@ fn run_with(
         let (op, args) = statement.split_once(' ').unwrap_or((statement, ""));
         match op {
             ".reg" => {
-                let names = args
-                    .strip_prefix(".pred ")
-                    .unwrap_or_else(|| panic!("wgmma PTX: only predicates are declared: {statement:?}"));
+                if let Some(names) = args.strip_prefix(".b64 ") {
+                    // Declared 64-bit registers: set by `add.s64` before they are read.
+                    declared.extend(names.split(',').map(str::trim));
+                    continue;
+                }
+                let names = args.strip_prefix(".pred ").unwrap_or_else(|| {
+                    panic!("wgmma PTX: only predicates and .b64 are declared: {statement:?}")
+                });
                 predicates.extend(names.split(',').map(|n| (n.trim(), None)));
+            }
+            "add.s64" => {
+                let parts: Vec<&str> = args.split(',').map(str::trim).collect();
+                let [d, x, y] = parts[..] else {
+                    panic!("wgmma PTX: {statement:?}: add takes three operands")
+                };
+                assert!(
+                    declared.contains(&d),
+                    "wgmma PTX: {d:?} is not a declared .b64 register"
+                );
+                let v = value(x, &values).wrapping_add(value(y, &values));
+                values.retain(|(n, _)| *n != d);
+                values.push((d, v));
             }
             "setp.ne.b32" => {
                 let parts: Vec<&str> = args.split(',').map(str::trim).collect();
@@ -186,7 +214,7 @@ fn run_with(
                 }
             }
             _ if op.starts_with("wgmma.mma_async.") => {
-                let mma = Mma::parse(op, args, named, &predicates, quad);
+                let mma = Mma::parse(op, args, &values, &predicates, quad);
                 device::wgmma_execute(mma.describe(), at);
                 let s = *set.get_or_insert_with(|| device::wgmma_set(acc));
                 if lead {
@@ -357,8 +385,14 @@ mod tests {
         for (s, line) in rs.iter().enumerate() {
             assert!(line.starts_with("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "));
             let r = 4 * s;
+            // Step 0 reads the named descriptor, step `s` the register `ds` the text set.
+            let b = if s == 0 {
+                "{b}".to_string()
+            } else {
+                format!("d{s}")
+            };
             let tail = format!(
-                "{{{{{{a{r}}},{{a{}}},{{a{}}},{{a{}}}}}}}, {{b{s}}}, {}, 1, 1, 1;",
+                "{{{{{{a{r}}},{{a{}}},{{a{}}},{{a{}}}}}}}, {b}, {}, 1, 1, 1;",
                 r + 1,
                 r + 2,
                 r + 3,
@@ -366,19 +400,19 @@ mod tests {
             );
             assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
         }
-        let (op, args) = rs[1].split_once(' ').expect("an opcode and operands");
-        let named: Vec<(&str, u64)> = vec![("b1", crate::wgmma::desc_sw128(0, 16384, 1024))];
+        let (op, args) = rs[0].split_once(' ').expect("an opcode and operands");
+        let named: Vec<(&str, u64)> = vec![("b", crate::wgmma::desc_sw128(0, 16384, 1024))];
         let quad: [[u32; 32]; 4] = core::array::from_fn(|q| core::array::from_fn(|r| (100 * q + r) as u32));
         let mma = Mma::parse(
             op,
             args.trim_end_matches(';'),
             &named,
-            &[("t", Some(true))],
+            &[("p", Some(true))],
             Some(&quad),
         );
         assert!(mma.describe().contains("trans-b 1"), "{}", mma.describe());
         let refused = std::panic::catch_unwind(|| {
-            Mma::parse(op, args.trim_end_matches(';'), &named, &[("t", Some(true))], None)
+            Mma::parse(op, args.trim_end_matches(';'), &named, &[("p", Some(true))], None)
         });
         assert!(
             refused.is_err(),

@@ -50,36 +50,48 @@ macro_rules! kb_ptx {
     };
 }
 
-/// One `m64n$nk16` line with `A` from the registers `a$r0..a$r3` and `B` N-major.
+/// One `m64n$nk16` line with `A` from the registers `a$r0..a$r3` and `B` N-major, described by
+/// the descriptor token `$b` (the named operand `{b}` or a register the text set).
 macro_rules! rs_line {
     ($n:literal, $ty:literal, $r0:literal $r1:literal $r2:literal $r3:literal, $b:literal, $scale:literal; $($i:literal)*) => {
         concat!(
             "wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty, " ",
             acc_list!($($i)*),
-            ", {{{a", $r0, "},{a", $r1, "},{a", $r2, "},{a", $r3, "}}}, {", $b, "}, ", $scale, ", 1, 1, 1;\n"
+            ", {{{a", $r0, "},{a", $r1, "},{a", $r2, "},{a", $r3, "}}}, ", $b, ", ", $scale, ", 1, 1, 1;\n"
         )
     };
 }
 
 /// The PTX of `O(64 x N) (+)= P(64 x 128) * V(128 x N)`: eight steps of 16 along `k` (the
-/// keys), `A` from the registers `a0..a31` (four per step), `B` from `b0..b7`; only the first
-/// step takes scale-d from `{scale}`; committed, not waited for.
+/// keys), `A` from the registers `a0..a31` (four per step), `B` from the descriptor `{b}` of
+/// step 0 and, for step `s`, that descriptor plus `128 s` (`ds`: its start 16 rows of 128 bytes
+/// on, which the 14-bit start field `address >> 4` holds without carry below 256 KiB), so that
+/// one 64-bit register holds the eight; only the first step takes scale-d from `{scale}`;
+/// committed, not waited for.
 macro_rules! rs_ptx {
     ($n:literal, $ty:literal; $($i:literal)*) => {
         concat!(
             "{{\n",
             ".reg .pred p, t;\n",
+            ".reg .b64 d1, d2, d3, d4, d5, d6, d7;\n",
             "setp.ne.b32 p, {scale}, 0;\n",
             "setp.ne.b32 t, 1, 0;\n",
+            "add.s64 d1, {b}, 128;\n",
+            "add.s64 d2, {b}, 256;\n",
+            "add.s64 d3, {b}, 384;\n",
+            "add.s64 d4, {b}, 512;\n",
+            "add.s64 d5, {b}, 640;\n",
+            "add.s64 d6, {b}, 768;\n",
+            "add.s64 d7, {b}, 896;\n",
             "wgmma.fence.sync.aligned;\n",
-            rs_line!($n, $ty, "0" "1" "2" "3", "b0", "p"; $($i)*),
-            rs_line!($n, $ty, "4" "5" "6" "7", "b1", "t"; $($i)*),
-            rs_line!($n, $ty, "8" "9" "10" "11", "b2", "t"; $($i)*),
-            rs_line!($n, $ty, "12" "13" "14" "15", "b3", "t"; $($i)*),
-            rs_line!($n, $ty, "16" "17" "18" "19", "b4", "t"; $($i)*),
-            rs_line!($n, $ty, "20" "21" "22" "23", "b5", "t"; $($i)*),
-            rs_line!($n, $ty, "24" "25" "26" "27", "b6", "t"; $($i)*),
-            rs_line!($n, $ty, "28" "29" "30" "31", "b7", "t"; $($i)*),
+            rs_line!($n, $ty, "0" "1" "2" "3", "{b}", "p"; $($i)*),
+            rs_line!($n, $ty, "4" "5" "6" "7", "d1", "t"; $($i)*),
+            rs_line!($n, $ty, "8" "9" "10" "11", "d2", "t"; $($i)*),
+            rs_line!($n, $ty, "12" "13" "14" "15", "d3", "t"; $($i)*),
+            rs_line!($n, $ty, "16" "17" "18" "19", "d4", "t"; $($i)*),
+            rs_line!($n, $ty, "20" "21" "22" "23", "d5", "t"; $($i)*),
+            rs_line!($n, $ty, "24" "25" "26" "27", "d6", "t"; $($i)*),
+            rs_line!($n, $ty, "28" "29" "30" "31", "d7", "t"; $($i)*),
             "wgmma.commit_group.sync.aligned;\n",
             "}}"
         )
@@ -126,9 +138,7 @@ macro_rules! rs_asm {
             a24 = in(reg32) $a[24], a25 = in(reg32) $a[25], a26 = in(reg32) $a[26],
             a27 = in(reg32) $a[27], a28 = in(reg32) $a[28], a29 = in(reg32) $a[29],
             a30 = in(reg32) $a[30], a31 = in(reg32) $a[31],
-            b0 = in(reg64) $b[0], b1 = in(reg64) $b[1], b2 = in(reg64) $b[2],
-            b3 = in(reg64) $b[3], b4 = in(reg64) $b[4], b5 = in(reg64) $b[5],
-            b6 = in(reg64) $b[6], b7 = in(reg64) $b[7],
+            b = in(reg64) $b,
             options(nostack),
         )
     };
@@ -204,8 +214,9 @@ macro_rules! rs_product {
         ///
         #[doc = concat!("`acc` is this thread's ", stringify!($len), " accumulators of the `64 x ", $n, "` output;")]
         /// `a[4 s .. 4 s + 4]` are this thread's registers of the `A` fragment of step `s` (keys
-        /// `16 s ..+ 16`; the module documentation's layout); `b[s]` describes the `16 x N` tile of
-        /// `V` for step `s` (N-major, 128-byte swizzle). With `accumulate` false the first step
+        /// `16 s ..+ 16`; the module documentation's layout); `b` describes the `16 x N` tile of
+        /// `V` for step 0 (N-major, 128-byte swizzle), the later steps' tiles 16 rows of 128
+        /// bytes apart (2048 bytes). With `accumulate` false the first step
         /// overwrites `acc`. Fence, eight products and commit in one `asm!` block; retire them
         /// with [`wait_accumulators`](super::wait_accumulators).
         ///
@@ -215,7 +226,7 @@ macro_rules! rs_product {
         /// retired; the returned accumulators are not touched before that wait.
         #[inline(always)]
         #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-        pub unsafe fn $name(acc: [f32; $len], a: [u32; 32], b: [u64; 8], accumulate: bool) -> [f32; $len] {
+        pub unsafe fn $name(acc: [f32; $len], a: [u32; 32], b: u64, accumulate: bool) -> [f32; $len] {
             let mut acc = acc;
             let scale = accumulate as u32;
             #[cfg(target_arch = "nvptx64")]
@@ -231,10 +242,8 @@ macro_rules! rs_product {
                     "a13", "a14", "a15", "a16", "a17", "a18", "a19", "a20", "a21", "a22", "a23",
                     "a24", "a25", "a26", "a27", "a28", "a29", "a30", "a31",
                 ];
-                const B_NAMES: [&str; 8] = ["b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7"];
-                let mut named = vec![("scale", u64::from(scale))];
+                let mut named = vec![("scale", u64::from(scale)), ("b", b)];
                 named.extend(A_NAMES.iter().zip(a).map(|(n, v)| (*n, u64::from(v))));
-                named.extend(B_NAMES.iter().zip(b).map(|(n, v)| (*n, v)));
                 // The quad's registers: element (row, k) of `A` lives in lane `4 g + k % 8 / 2`.
                 let lane = crate::sim::device::thread_linear() % 32;
                 let quad: [[u32; 32]; 4] = core::array::from_fn(|_| [0; 32]);

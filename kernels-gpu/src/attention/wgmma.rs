@@ -21,6 +21,12 @@
 //!   `O += P V` (eight `wgmma.m64nDk16` with `A` from registers, `V` N-major), since the score
 //!   accumulators of 16 keys are exactly the register `A` fragment of one step; then the stage
 //!   is released to the producer.
+//! * **Overlap** (head dim 64, [`WgmmaHead::OVERLAP`]): a consumer issues tile `t`'s `Q K^T` and
+//!   then tile `t - 1`'s `P V`, waits for the scores alone (`wait_group 1`) and runs tile `t`'s
+//!   softmax while `P V` is still in flight (FlashAttention-3's intra-warpgroup pipelining); the
+//!   output is rescaled once that product retires. At head dim 128 the scores, the
+//!   probabilities and the output do not fit a consumer's 232 registers together, so the tiles
+//!   go one at a time there.
 //! * **Causal**: blocks run from the last query tile to the first (the longest first), and a
 //!   block visits only the KV tiles its last row can see.
 //! * **Traffic** per block: `128 D` elements of `Q`, `2 * 128 D` of `K` and `V` per KV tile
@@ -29,8 +35,8 @@
 //!   stages of `512 D` bytes, `256 D` of `Q`, barriers and alignment: 83,984 bytes at `D = 64`,
 //!   165,904 at `D = 128`.
 //!
-//! Not yet here (FlashAttention-3's later steps): issuing the next tile's `Q K^T` before this
-//! tile's softmax, the ping-pong of the two consumers on named barriers, persistent scheduling.
+//! Not yet here (FlashAttention-3's later steps): the overlap at head dim 128 (with fewer live
+//! registers), the ping-pong of the two consumers on named barriers, persistent scheduling.
 //!
 //! # Rounding and edges
 //! As [`super::flash`]: `P` is rounded to the 16-bit type for `P V` while its sum stays f32; a row
@@ -96,12 +102,12 @@ pub trait WgmmaElement: AttentionElement {
     ///
     /// # Safety
     /// As [`wgmma::mma_bf16_m64n64k128_rs_async`].
-    unsafe fn pv64(acc: [f32; 32], a: [u32; 32], b: [u64; 8], accumulate: bool) -> [f32; 32];
+    unsafe fn pv64(acc: [f32; 32], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 32];
     /// [`wgmma::mma_bf16_m64n128k128_rs_async`] or its f16 twin.
     ///
     /// # Safety
     /// As [`wgmma::mma_bf16_m64n128k128_rs_async`].
-    unsafe fn pv128(acc: [f32; 64], a: [u32; 32], b: [u64; 8], accumulate: bool) -> [f32; 64];
+    unsafe fn pv128(acc: [f32; 64], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 64];
 }
 
 /// [`WgmmaElement`] for `$t` from its three products.
@@ -116,13 +122,13 @@ macro_rules! wgmma_element {
             }
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-            unsafe fn pv64(acc: [f32; 32], a: [u32; 32], b: [u64; 8], accumulate: bool) -> [f32; 32] {
+            unsafe fn pv64(acc: [f32; 32], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 32] {
                 // SAFETY: forwarded contract.
                 unsafe { wgmma::$pv64(acc, a, b, accumulate) }
             }
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-            unsafe fn pv128(acc: [f32; 64], a: [u32; 32], b: [u64; 8], accumulate: bool) -> [f32; 64] {
+            unsafe fn pv128(acc: [f32; 64], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 64] {
                 // SAFETY: forwarded contract.
                 unsafe { wgmma::$pv128(acc, a, b, accumulate) }
             }
@@ -140,11 +146,16 @@ pub trait WgmmaHead {
     const D: usize;
     /// One consumer thread's output accumulators.
     type O: wgmma::Accumulators + core::ops::IndexMut<usize, Output = f32>;
+    /// Whether a consumer issues the next tile's `Q K^T` before this tile's softmax, so that
+    /// the softmax runs while `P V` is in flight (FlashAttention-3's intra-warpgroup overlap).
+    /// It holds the scores, the probabilities and the output at once: at head dim 128 that is
+    /// past the 232 registers a consumer has (ptxas spills), so there the tiles go one at a time.
+    const OVERLAP: bool;
     /// `O += P V` of width `D` ([`WgmmaElement::pv64`] or [`WgmmaElement::pv128`]).
     ///
     /// # Safety
     /// As [`wgmma::mma_bf16_m64n128k128_rs_async`].
-    unsafe fn pv<T: WgmmaElement>(o: Self::O, a: [u32; 32], b: [u64; 8], accumulate: bool) -> Self::O;
+    unsafe fn pv<T: WgmmaElement>(o: Self::O, a: [u32; 32], b: u64, accumulate: bool) -> Self::O;
 }
 
 /// Head dim 64: `wgmma.m64n64k16` for `P V`, 32 output accumulators per thread.
@@ -156,10 +167,11 @@ pub struct D128;
 
 impl WgmmaHead for D64 {
     const D: usize = 64;
+    const OVERLAP: bool = true;
     type O = [f32; 32];
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn pv<T: WgmmaElement>(o: [f32; 32], a: [u32; 32], b: [u64; 8], accumulate: bool) -> [f32; 32] {
+    unsafe fn pv<T: WgmmaElement>(o: [f32; 32], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 32] {
         // SAFETY: forwarded contract.
         unsafe { T::pv64(o, a, b, accumulate) }
     }
@@ -167,10 +179,11 @@ impl WgmmaHead for D64 {
 
 impl WgmmaHead for D128 {
     const D: usize = 128;
+    const OVERLAP: bool = false;
     type O = [f32; 64];
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn pv<T: WgmmaElement>(o: [f32; 64], a: [u32; 32], b: [u64; 8], accumulate: bool) -> [f32; 64] {
+    unsafe fn pv<T: WgmmaElement>(o: [f32; 64], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 64] {
         // SAFETY: forwarded contract.
         unsafe { T::pv128(o, a, b, accumulate) }
     }
@@ -188,7 +201,8 @@ impl WgmmaHead for D128 {
 /// output at dims `8 j + 2 q` and `+ 1`. Per KV tile it waits for the stage, issues `S = Q K^T`
 /// and waits for it, updates its rows' running maxima `m` and sums `l`, rescales its output,
 /// packs `P` into the register `A` fragment, issues `O += P V`, waits for it and releases the
-/// stage. Then it stores `O / l` (pairs of elements) and, threads `q = 0`, `lse = m ln 2 + ln l`
+/// stage (at head dim 64 the previous tile's `P V` is issued after this tile's `Q K^T` and
+/// waited for after this tile's softmax: the module documentation's overlap). Then it stores `O / l` (pairs of elements) and, threads `q = 0`, `lse = m ln 2 + ln l`
 /// for its rows below `q_len`; a row that sees no key stores zeros and `-inf`.
 ///
 /// Launch: grid `(ceil(q_len / 128), heads, batch)`, [`WGMMA_BLOCK`] threads,
@@ -345,94 +359,78 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
     let mut s = [0.0f32; 64];
     let mut acc = <H::O as wgmma::Accumulators>::zeroed();
     let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
+    let rows_limits = Limits {
+        limits,
+        unmasked_keys,
+        qd,
+        scale_log2,
+    };
     // SAFETY: `Q`'s barrier, initialised; its only phase completes with the copies.
     unsafe { mbarrier::wait_parity(q_bar, 0) };
     let mut consumer = ring.consumer();
-    for kt in 0..kv_tiles {
-        // SAFETY: every thread of the consumer warps; released once below.
-        let stage = unsafe { consumer.wait() };
-        // S = Q K^T: `boxes` groups of four steps of 16 dims, `K`'s 128 rows as `B^T`.
+    if kv_tiles > 0 && H::OVERLAP {
+        // Tile 0: its scores and probabilities; the output is still zero.
+        // SAFETY: every thread of the consumer warps; each stage released once below.
+        let mut stage = unsafe { consumer.wait() };
         // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay until
-        // the wait below.
+        // the wait.
         unsafe {
-            for j in 0..boxes {
-                let k_desc = tile::k_major_descriptors(stage.address(j * BOX_BYTES), 0);
-                s = T::scores(s, q_desc(j), k_desc, j > 0);
-            }
+            s = scores::<T>(s, &q_desc, stage.address(0), boxes);
             s = wgmma::wait_accumulators::<0, _>(s);
         }
-
-        // The online softmax of the two rows this thread holds part of: accumulator `i` is row
-        // `(i / 2) % 2`, key `8 (i / 4) + 2 q + i % 2` of the tile.
-        let key0 = kt * WGMMA_KEYS;
-        let masked = key0 + WGMMA_KEYS > unmasked_keys;
-        unroll_8!(2, |hh| {
-            let mut mx = f32::NEG_INFINITY;
-            unroll_8!(4, |hi| {
-                unroll_8!(4, |lo| {
-                    unroll_8!(2, |e| {
-                        let i = 4 * (4 * hi + lo) + 2 * hh + e;
-                        let key = key0 + 8 * (4 * hi + lo) + 2 * qd + e;
-                        let mut u = s[i] * scale_log2;
-                        if masked && key >= limits[hh] {
-                            u = f32::NEG_INFINITY;
-                        }
-                        s[i] = u;
-                        mx = math::max_nan(mx, u);
-                    });
-                });
-            });
-            // The row's 128 scores are spread over the 4 threads of the quad.
-            mx = math::max_nan(mx, warp::shfl_xor(mx, 1));
-            mx = math::max_nan(mx, warp::shfl_xor(mx, 2));
-            let m_new = math::max_nan(m[hh], mx);
-            // A row that has seen no key yet keeps weights 0 (not `-inf - -inf`).
-            let base = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
-            let rescale = math::exp2(m[hh] - base);
-            m[hh] = m_new;
-            let mut sum = 0.0f32;
-            unroll_8!(4, |hi| {
-                unroll_8!(4, |lo| {
-                    unroll_8!(2, |e| {
-                        let i = 4 * (4 * hi + lo) + 2 * hh + e;
-                        let p = math::exp2(s[i] - base);
-                        s[i] = p;
-                        sum += p;
-                    });
-                });
-            });
-            l[hh] = math::fma(l[hh], rescale, sum);
-            unroll_8!(8, |hi| {
-                unroll_8!(8, |lo| {
-                    let j = 8 * hi + lo;
-                    if j < H::D / 8 {
-                        acc[4 * j + 2 * hh] *= rescale;
-                        acc[4 * j + 2 * hh + 1] *= rescale;
-                    }
-                });
-            });
-        });
-
-        // P as the register `A` fragment: step `j` (keys `16 j ..+ 16`) is accumulators
-        // `8 j ..+ 8`, packed pairwise.
-        let mut p = [0u32; 32];
-        unroll_8!(8, |j| {
-            unroll_8!(4, |r| {
-                p[4 * j + r] = T::pack([s[8 * j + 2 * r], s[8 * j + 2 * r + 1]]);
-            });
-        });
-        // `V` N-major: step `j` starts 16 keys (2048 bytes) on; its 64-dim boxes are a box apart.
-        let v_tile = stage.address(boxes * BOX_BYTES);
-        let v_desc: [u64; 8] = core::array::from_fn(|j| {
-            wgmma::desc_sw128(v_tile + (j * 16 * 128) as u32, BOX_BYTES as u32, 1024)
-        });
-        // SAFETY: as for the scores; the output accumulators are retired (the last wait).
-        unsafe {
-            acc = H::pv::<T>(acc, p, v_desc, true);
-            acc = wgmma::wait_accumulators::<0, _>(acc);
+        online_softmax(&mut s, &mut m, &mut l, 0, &rows_limits);
+        let mut p = pack_probabilities::<T>(&s);
+        for kt in 1..kv_tiles {
+            // Issue tile `kt`'s scores, then the previous tile's `P V`; the softmax of tile
+            // `kt` runs while `P V` is in flight.
+            // SAFETY: as for tile 0; the next stage is released once below.
+            let next = unsafe { consumer.wait() };
+            // SAFETY: the whole warpgroup; both stages' tiles have landed and stay until the
+            // waits that retire their products (the previous stage is released after the
+            // second); `p` and the output accumulators are not touched in flight.
+            unsafe {
+                s = scores::<T>(s, &q_desc, next.address(0), boxes);
+                acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
+                s = wgmma::wait_accumulators::<1, _>(s);
+            }
+            let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
+            // SAFETY: the whole warpgroup, the previous tile's `P V` in flight.
+            acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
+            // SAFETY: the whole warp, once for the stage; its products retired.
+            unsafe { consumer.release(&stage) };
+            rescale_output::<H>(&mut acc, rescale);
+            p = pack_probabilities::<T>(&s);
+            stage = next;
         }
-        // SAFETY: the whole warp, once for the stage it waited for; its products retired.
-        unsafe { consumer.release(&stage) };
+        // SAFETY: as above, for the last tile's `P V`.
+        unsafe {
+            acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
+            acc = wgmma::wait_accumulators::<0, _>(acc);
+            consumer.release(&stage);
+        }
+    }
+
+    if kv_tiles > 0 && !H::OVERLAP {
+        // One tile at a time: scores, softmax, `P V`, each waited for.
+        for kt in 0..kv_tiles {
+            // SAFETY: every thread of the consumer warps; released once below.
+            let stage = unsafe { consumer.wait() };
+            // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay until
+            // the waits below.
+            unsafe {
+                s = scores::<T>(s, &q_desc, stage.address(0), boxes);
+                s = wgmma::wait_accumulators::<0, _>(s);
+            }
+            let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
+            rescale_output::<H>(&mut acc, rescale);
+            let p = pack_probabilities::<T>(&s);
+            // SAFETY: as above; the output accumulators are retired (the last wait).
+            unsafe {
+                acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
+                acc = wgmma::wait_accumulators::<0, _>(acc);
+                consumer.release(&stage);
+            }
+        }
     }
 
     let out_rows = o.cast::<u32>();
@@ -466,4 +464,122 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
             }
         }
     });
+}
+
+/// What the online softmax of a consumer thread's two rows needs: the keys each row sees, the
+/// keys its consumer's first row sees (tiles wholly below need no mask), the thread's place in
+/// its quad and `scale * log2(e)`.
+struct Limits {
+    limits: [usize; 2],
+    unmasked_keys: usize,
+    qd: usize,
+    scale_log2: f32,
+}
+
+/// `S = Q K^T` of one KV tile issued (not waited for): `boxes` groups of four steps of 16 dims,
+/// the `K` tile at shared address `k_tile` (its 128 rows as `B^T`, one 64-dim box after another).
+///
+/// # Safety
+/// As [`WgmmaElement::scores`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn scores<T: WgmmaElement>(
+    mut s: [f32; 64],
+    q_desc: &impl Fn(usize) -> [u64; 4],
+    k_tile: u32,
+    boxes: usize,
+) -> [f32; 64] {
+    for j in 0..boxes {
+        let k_desc = tile::k_major_descriptors(k_tile + (j * BOX_BYTES) as u32, 0);
+        // SAFETY: forwarded contract.
+        s = unsafe { T::scores(s, q_desc(j), k_desc, j > 0) };
+    }
+    s
+}
+
+/// The descriptor of the first step of 16 keys of the N-major `V` tile at shared address
+/// `v_tile` (the products step it by 16 rows, 2048 bytes, themselves): its 64-dim boxes a box
+/// apart (`LBO`), 8-row groups 1024 bytes (`SBO`).
+#[inline(always)]
+fn v_descriptor(v_tile: u32) -> u64 {
+    wgmma::desc_sw128(v_tile, BOX_BYTES as u32, 1024)
+}
+
+/// The online softmax of one tile's scores `s` (this thread's 64 of its two rows: accumulator
+/// `i` is row `(i / 2) % 2`, key `8 (i / 4) + 2 q + i % 2` of tile `kt`), in place: masked
+/// where needed, the running maxima `m` and sums `l` updated, `s` replaced by the probabilities
+/// relative to the new maxima. Returns each row's factor for the output accumulated so far.
+#[inline(always)]
+fn online_softmax(s: &mut [f32; 64], m: &mut [f32; 2], l: &mut [f32; 2], kt: usize, r: &Limits) -> [f32; 2] {
+    let key0 = kt * WGMMA_KEYS;
+    let masked = key0 + WGMMA_KEYS > r.unmasked_keys;
+    let mut rescale = [0.0f32; 2];
+    unroll_8!(2, |hh| {
+        let mut mx = f32::NEG_INFINITY;
+        unroll_8!(4, |hi| {
+            unroll_8!(4, |lo| {
+                unroll_8!(2, |e| {
+                    let i = 4 * (4 * hi + lo) + 2 * hh + e;
+                    let key = key0 + 8 * (4 * hi + lo) + 2 * r.qd + e;
+                    let mut u = s[i] * r.scale_log2;
+                    if masked && key >= r.limits[hh] {
+                        u = f32::NEG_INFINITY;
+                    }
+                    s[i] = u;
+                    mx = math::max_nan(mx, u);
+                });
+            });
+        });
+        // The row's 128 scores are spread over the 4 threads of the quad.
+        mx = math::max_nan(mx, warp::shfl_xor(mx, 1));
+        mx = math::max_nan(mx, warp::shfl_xor(mx, 2));
+        let m_new = math::max_nan(m[hh], mx);
+        // A row that has seen no key yet keeps weights 0 (not `-inf - -inf`).
+        let base = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
+        rescale[hh] = math::exp2(m[hh] - base);
+        m[hh] = m_new;
+        let mut sum = 0.0f32;
+        unroll_8!(4, |hi| {
+            unroll_8!(4, |lo| {
+                unroll_8!(2, |e| {
+                    let i = 4 * (4 * hi + lo) + 2 * hh + e;
+                    let p = math::exp2(s[i] - base);
+                    s[i] = p;
+                    sum += p;
+                });
+            });
+        });
+        l[hh] = math::fma(l[hh], rescale[hh], sum);
+    });
+    rescale
+}
+
+/// The output accumulators of row `hh` scaled by `rescale[hh]` (accumulators `4 j + 2 hh` and
+/// `+ 1` for each pair `j` of columns).
+#[inline(always)]
+fn rescale_output<H: WgmmaHead>(acc: &mut H::O, rescale: [f32; 2]) {
+    unroll_8!(2, |hh| {
+        unroll_8!(8, |hi| {
+            unroll_8!(8, |lo| {
+                let j = 8 * hi + lo;
+                if j < H::D / 8 {
+                    acc[4 * j + 2 * hh] *= rescale[hh];
+                    acc[4 * j + 2 * hh + 1] *= rescale[hh];
+                }
+            });
+        });
+    });
+}
+
+/// The probabilities `s` as the register `A` fragment of `P V`: step `j` (keys `16 j ..+ 16`)
+/// is accumulators `8 j ..+ 8`, packed pairwise to `T` (the first in the low half).
+#[inline(always)]
+fn pack_probabilities<T: WgmmaElement>(s: &[f32; 64]) -> [u32; 32] {
+    let mut p = [0u32; 32];
+    unroll_8!(8, |j| {
+        unroll_8!(4, |r| {
+            p[4 * j + r] = T::pack([s[8 * j + 2 * r], s[8 * j + 2 * r + 1]]);
+        });
+    });
+    p
 }
