@@ -368,6 +368,7 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
         &[
             "matmul_wgmma_",
             "matmul_ws_",
+            "attention_wgmma_",
             "rms_norm_ring_",
             "layer_norm_ring_",
         ],
@@ -379,8 +380,18 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// kernels' step 4 (`m64nNk16` with `N` 256, 128 or 64 by tile, `m64n256k8` in TF32) issued without a wait, then a
 /// `wait_group 1` in the loop and a `wait_group 0` after it; TF32 has no asynchronous twin, so
 /// its step waits inside too.
+///
+/// Attention's Hopper rung: per KV tile `D / 64` scores steps of 4 (`m64n128k16`) and a `P V` of
+/// 8 (`m64nDk16`, `A` from registers); at head dim 128 one site of each and a wait after each;
+/// at head dim 64 (the overlap) the first tile's scores apart from the loop's, the last tile's
+/// `P V` after it: 2 x 4 + 2 x 8 products, waits for the first scores, for the loop's scores
+/// (`wait_group 1`) and output, and for the last output.
 fn wgmma_lines(name: &str) -> (usize, usize) {
-    if name.starts_with("matmul_ws_tf32") {
+    if name.starts_with("attention_wgmma_d64_") {
+        (24, 4)
+    } else if name.starts_with("attention_wgmma_d128_") {
+        (16, 2)
+    } else if name.starts_with("matmul_ws_tf32") {
         (4, 3)
     } else if name.starts_with("matmul_ws_") {
         (4, 2)
@@ -435,8 +446,8 @@ fn ptxas_keeps_the_wgmma_pipeline_of_the_sm_90a_module() {
         "ptxas warned about the wgmma pipeline:\n{}",
         warnings.join("\n")
     );
-    // The `wgmma` kernels: the matmuls of the module's own entry points (its others, the
-    // bulk-copy ring norms, issue no `wgmma`).
+    // The `wgmma` kernels: the matmuls and attention's Hopper rung among the module's own entry
+    // points (its others, the bulk-copy ring norms, issue no `wgmma`).
     let plain: Vec<&str> = modules()
         .iter()
         .filter(|m| !m.is_arch_specific())
@@ -444,7 +455,7 @@ fn ptxas_keeps_the_wgmma_pipeline_of_the_sm_90a_module() {
         .collect();
     let wgmma: Vec<&str> = entry_names(module.ptx)
         .into_iter()
-        .filter(|n| n.starts_with("matmul_") && !plain.contains(n))
+        .filter(|n| (n.starts_with("matmul_") || n.starts_with("attention_wgmma_")) && !plain.contains(n))
         .collect();
     assert!(!wgmma.is_empty(), "the sm_90a module has no wgmma kernel");
     for name in wgmma {

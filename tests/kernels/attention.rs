@@ -91,6 +91,22 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             })
         });
     }
+    trials.push(trial(sim, "attention::wgmma::packed_qkv_d64", |gpu, rng| {
+        packed_qkv_with(gpu, rng, (140, 64), AttentionAlgorithm::Wgmma)
+    }));
+    trials.push(trial(cuda, "attention::wgmma::packed_qkv_d128", |gpu, rng| {
+        packed_qkv_with(gpu, rng, (1000, 128), AttentionAlgorithm::Wgmma)
+    }));
+    trials.push(trial(
+        sim,
+        "attention::wgmma::heads_outer_layout",
+        heads_outer_layout,
+    ));
+    trials.push(trial(
+        cuda,
+        "attention::wgmma::heads_outer_layout",
+        heads_outer_layout,
+    ));
     trials.extend(backend_trials(cuda, CUDA_CASES));
     for (fused, rung) in [
         ("flash", AttentionAlgorithm::Flash),
@@ -357,7 +373,18 @@ fn fused_vs_rows<T: TestElement>(
 /// A packed QKV projection `[b, s, 3, h, d]` read in place: three strided views of one buffer,
 /// with an explicit scale, against the reference on the three parts copied out.
 fn packed_qkv(gpu: &Gpu, rng: &mut StdRng) -> Check {
-    let (b, s, h, d) = (2, 9, 2, 16);
+    packed_qkv_with(gpu, rng, (9, 16), AttentionAlgorithm::Auto)
+}
+
+/// [`packed_qkv`] at sequence and head dim `(s, d)` with `algorithm` (the Hopper rung reads the
+/// three parts through strided 4-D tensor maps; the fused rungs' tolerance then).
+fn packed_qkv_with(
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    (s, d): (usize, usize),
+    algorithm: AttentionAlgorithm,
+) -> Check {
+    let (b, h) = (2, 2);
     let qkv: Vec<bf16> = (0..b * s * 3 * h * d)
         .map(|_| bf16::from_f32(rng.random_range(-1.0f32..1.0)))
         .collect();
@@ -367,19 +394,67 @@ fn packed_qkv(gpu: &Gpu, rng: &mut StdRng) -> Check {
     let options = AttentionOptions {
         causal: true,
         scale: Some(0.3),
-        ..Default::default()
+        algorithm,
     };
     let got = gpu.attention(&part(0)?, &part(1)?, &part(2)?, &options)?;
     let view = ArrayView4::from_shape((b, s, 3 * h, d), &qkv)?;
     let copy = |p: usize| view.slice(ndarray::s![.., .., p * h..(p + 1) * h, ..]).to_owned();
     let (want_out, want_lse) = cpu::attention(&copy(0), &copy(1), &copy(2), &options)?;
-    check_attention::<bf16>(
+    let abs = if algorithm == AttentionAlgorithm::Auto {
+        1e-5
+    } else {
+        bf16::UNIT
+    };
+    check_attention_abs::<bf16>(
         "packed qkv",
         (&got.out.to_vec()?, &got.lse.to_vec()?),
         (
             &want_out.into_raw_vec_and_offset().0,
             &want_lse.into_raw_vec_and_offset().0,
         ),
+        abs,
+    )
+}
+
+/// Operands laid out `[b, h, s, d]` in memory (heads outer), given as strided `[b, s, h, d]`
+/// views: their tensor maps break the driver's nesting rule, so the plan sends the call to the
+/// fused `mma.sync` rung (right against the reference) and the Hopper rung asked for is an
+/// error.
+fn heads_outer_layout(gpu: &Gpu, rng: &mut StdRng) -> Check {
+    let (b, s, h, d) = (1, 40, 2, 64);
+    let bhsd = |rng: &mut StdRng| random4::<bf16>(rng, [b, h, s, d]);
+    let (q, k, v) = (bhsd(rng), bhsd(rng), bhsd(rng));
+    let up = |a: &Array4<bf16>| gpu.upload(a.as_slice().expect("standard layout"));
+    let (qb, kb, vb) = (up(&q)?, up(&k)?, up(&v)?);
+    let strides = [h * s * d, d, s * d];
+    let t = |x| AttentionTensor::strided(x, 0, [b, s, h, d], strides);
+    let run = |algorithm| {
+        let options = AttentionOptions {
+            causal: true,
+            scale: None,
+            algorithm,
+        };
+        gpu.attention(&t(&qb)?, &t(&kb)?, &t(&vb)?, &options)
+    };
+    match run(AttentionAlgorithm::Wgmma) {
+        Err(Error::InvalidArgument { .. }) => {}
+        other => return Err(format!("wgmma on a heads-outer layout: {:?}", other.map(|_| ())).into()),
+    }
+    let got = run(AttentionAlgorithm::Auto)?;
+    let bshd = |a: &Array4<bf16>| a.view().permuted_axes([0, 2, 1, 3]).to_owned();
+    let options = AttentionOptions {
+        causal: true,
+        ..Default::default()
+    };
+    let (want_out, want_lse) = cpu::attention(&bshd(&q), &bshd(&k), &bshd(&v), &options)?;
+    check_attention_abs::<bf16>(
+        "heads-outer layout",
+        (&got.out.to_vec()?, &got.lse.to_vec()?),
+        (
+            &want_out.into_raw_vec_and_offset().0,
+            &want_lse.into_raw_vec_and_offset().0,
+        ),
+        bf16::UNIT,
     )
 }
 
