@@ -374,10 +374,11 @@ mod tests {
             .iter()
             .enumerate()
         {
-            let tail = format!(
-                "{{a{s}}}, {{b{s}}}, {}, 1, 1, 0, 0;",
-                if s == 0 { "p" } else { "t" }
-            );
+            let (a, b) = match s {
+                0 => ("{a}".to_string(), "{b}".to_string()),
+                _ => (format!("a{s}"), format!("b{s}")),
+            };
+            let tail = format!("{a}, {b}, {}, 1, 1, 0, 0;", if s == 0 { "p" } else { "t" });
             assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
         }
         let rs = lines(crate::wgmma::MMA_F16_M64N64K128_RS_ASYNC_PTX);

@@ -19,28 +19,39 @@
 //! product then reads row `g` and `g + 8` of `A` from those 16 registers by the layout above,
 //! written out again in the simulator, not taken from here.
 
-/// One `m64n128k16` line with both operands K-major (imm-trans-a 0, imm-trans-b 0).
+/// One `m64n128k16` line with both operands K-major (imm-trans-a 0, imm-trans-b 0), described
+/// by the descriptor tokens `$a` and `$b` (named operands or registers the text set).
 macro_rules! kb_line {
     ($ty:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
         concat!(
             "wgmma.mma_async.sync.aligned.m64n128k16.f32.", $ty, ".", $ty, " ",
             acc_list!($($i)*),
-            ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1, 0, 0;\n"
+            ", ", $a, ", ", $b, ", ", $scale, ", 1, 1, 0, 0;\n"
         )
     };
 }
 
 /// The PTX of `S(64 x 128) (+)= A(64 x 64) * B(128 x 64)^T`, both K-major: four steps of 16
-/// along `k`, only the first taking scale-d from `{scale}`; committed, not waited for.
+/// along `k` from the descriptors `{a}` and `{b}` of step 0, step `s` 32 bytes on in both
+/// (`as`, `bs`: the descriptors plus `2 s`, the start field being `address >> 4`), so that one
+/// 64-bit register holds each operand's four; only the first step takes scale-d from
+/// `{scale}`; committed, not waited for.
 macro_rules! kb_ptx {
     ($ty:literal; $($i:literal)*) => {
         concat!(
             "{{\n",
             ".reg .pred p, t;\n",
+            ".reg .b64 a1, a2, a3, b1, b2, b3;\n",
             "setp.ne.b32 p, {scale}, 0;\n",
             "setp.ne.b32 t, 1, 0;\n",
+            "add.s64 a1, {a}, 2;\n",
+            "add.s64 a2, {a}, 4;\n",
+            "add.s64 a3, {a}, 6;\n",
+            "add.s64 b1, {b}, 2;\n",
+            "add.s64 b2, {b}, 4;\n",
+            "add.s64 b3, {b}, 6;\n",
             "wgmma.fence.sync.aligned;\n",
-            kb_line!($ty, "a0", "b0", "p"; $($i)*),
+            kb_line!($ty, "{a}", "{b}", "p"; $($i)*),
             kb_line!($ty, "a1", "b1", "t"; $($i)*),
             kb_line!($ty, "a2", "b2", "t"; $($i)*),
             kb_line!($ty, "a3", "b3", "t"; $($i)*),
@@ -106,14 +117,8 @@ macro_rules! kb_asm {
             kb_ptx!($ty; $($i)*),
             $(inout(reg32) $acc[$i],)*
             scale = in(reg32) $scale,
-            a0 = in(reg64) $a[0],
-            a1 = in(reg64) $a[1],
-            a2 = in(reg64) $a[2],
-            a3 = in(reg64) $a[3],
-            b0 = in(reg64) $b[0],
-            b1 = in(reg64) $b[1],
-            b2 = in(reg64) $b[2],
-            b3 = in(reg64) $b[3],
+            a = in(reg64) $a,
+            b = in(reg64) $b,
             options(nostack),
         )
     };
@@ -153,9 +158,10 @@ macro_rules! kb_product {
         $(#[$doc])*
         ///
         /// `acc` is this thread's 64 accumulators of the `64 x 128` scores (the layout of
-        /// [`wgmma`](super)'s documentation); `a[s]` describes the `64 x 16` tile of `A` (`Q`)
-        /// for step `s` along `k`, `b[s]` the `128 x 16` tile of `B^T` (`K`, `[key][dim]`), both
-        /// K-major, 128-byte swizzle ([`crate::tile::k_major_descriptors`]). With `accumulate`
+        /// [`wgmma`](super)'s documentation); `a` describes the `64 x 16` tile of `A` (`Q`) of
+        /// the first step along `k`, `b` the `128 x 16` tile of `B^T` (`K`, `[key][dim]`), both
+        /// K-major, 128-byte swizzle (the first of [`crate::tile::k_major_descriptors`]); the
+        /// later steps' tiles start 32 bytes on in both. With `accumulate`
         /// false the first step overwrites `acc`. Fence, four products and commit in one `asm!`
         /// block; retire them with [`wait_accumulators`](super::wait_accumulators).
         ///
@@ -165,7 +171,7 @@ macro_rules! kb_product {
         /// retired; the returned accumulators are not touched before that wait.
         #[inline(always)]
         #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-        pub unsafe fn $name(acc: [f32; 64], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 64] {
+        pub unsafe fn $name(acc: [f32; 64], a: u64, b: u64, accumulate: bool) -> [f32; 64] {
             let mut acc = acc;
             let scale = accumulate as u32;
             #[cfg(target_arch = "nvptx64")]
@@ -176,17 +182,7 @@ macro_rules! kb_product {
             }
             #[cfg(not(target_arch = "nvptx64"))]
             {
-                let named = [
-                    ("scale", u64::from(scale)),
-                    ("a0", a[0]),
-                    ("a1", a[1]),
-                    ("a2", a[2]),
-                    ("a3", a[3]),
-                    ("b0", b[0]),
-                    ("b1", b[1]),
-                    ("b2", b[2]),
-                    ("b3", b[3]),
-                ];
+                let named = [("scale", u64::from(scale)), ("a", a), ("b", b)];
                 crate::sim::wgmma::run($ptx, &named, &mut acc);
             }
             acc

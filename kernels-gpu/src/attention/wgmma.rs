@@ -21,12 +21,13 @@
 //!   `O += P V` (eight `wgmma.m64nDk16` with `A` from registers, `V` N-major), since the score
 //!   accumulators of 16 keys are exactly the register `A` fragment of one step; then the stage
 //!   is released to the producer.
-//! * **Overlap** (head dim 64, [`WgmmaHead::OVERLAP`]): a consumer issues tile `t`'s `Q K^T` and
-//!   then tile `t - 1`'s `P V`, waits for the scores alone (`wait_group 1`) and runs tile `t`'s
-//!   softmax while `P V` is still in flight (FlashAttention-3's intra-warpgroup pipelining); the
-//!   output is rescaled once that product retires. At head dim 128 the scores, the
-//!   probabilities and the output do not fit a consumer's 232 registers together, so the tiles
-//!   go one at a time there.
+//! * **Overlap**: a consumer issues tile `t`'s `Q K^T` and then tile `t - 1`'s `P V`, waits for
+//!   the scores alone (`wait_group 1`) and runs tile `t`'s softmax while `P V` is still in flight
+//!   (FlashAttention-3's intra-warpgroup pipelining); the output is rescaled once that product
+//!   retires. It holds the scores, the probabilities in flight and the output at once (160 of a
+//!   consumer's 232 registers at head dim 128), so the products step their descriptors inside
+//!   their `asm!` (one 64-bit register per operand, not four or eight): with descriptor arrays
+//!   ptxas spilled at head dim 128.
 //! * **Causal**: blocks run from the last query tile to the first (the longest first), and a
 //!   block visits only the KV tiles its last row can see.
 //! * **Traffic** per block: `128 D` elements of `Q`, `2 * 128 D` of `K` and `V` per KV tile
@@ -35,8 +36,8 @@
 //!   stages of `512 D` bytes, `256 D` of `Q`, barriers and alignment: 83,984 bytes at `D = 64`,
 //!   165,904 at `D = 128`.
 //!
-//! Not yet here (FlashAttention-3's later steps): the overlap at head dim 128 (with fewer live
-//! registers), the ping-pong of the two consumers on named barriers, persistent scheduling.
+//! Not yet here (FlashAttention-3's later steps): the ping-pong of the two consumers on named
+//! barriers, persistent scheduling.
 //!
 //! # Rounding and edges
 //! As [`super::flash`]: `P` is rounded to the 16-bit type for `P V` while its sum stays f32; a row
@@ -46,7 +47,7 @@
 use super::{visible_keys, AttentionElement};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
-use crate::gpu::{bf16, f16, math, mbarrier, mem, thread, tile, warp, wgmma};
+use crate::gpu::{bf16, f16, math, mbarrier, mem, thread, warp, wgmma};
 use crate::kernel;
 
 /// Query rows per block of [`attention_wgmma`](fn@attention_wgmma): 64 per consumer warpgroup.
@@ -97,7 +98,7 @@ pub trait WgmmaElement: AttentionElement {
     ///
     /// # Safety
     /// As [`wgmma::mma_bf16_m64n128k64_kb_async`].
-    unsafe fn scores(acc: [f32; 64], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 64];
+    unsafe fn scores(acc: [f32; 64], a: u64, b: u64, accumulate: bool) -> [f32; 64];
     /// [`wgmma::mma_bf16_m64n64k128_rs_async`] or its f16 twin.
     ///
     /// # Safety
@@ -116,7 +117,7 @@ macro_rules! wgmma_element {
         impl WgmmaElement for $t {
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-            unsafe fn scores(acc: [f32; 64], a: [u64; 4], b: [u64; 4], accumulate: bool) -> [f32; 64] {
+            unsafe fn scores(acc: [f32; 64], a: u64, b: u64, accumulate: bool) -> [f32; 64] {
                 // SAFETY: forwarded contract.
                 unsafe { wgmma::$scores(acc, a, b, accumulate) }
             }
@@ -146,11 +147,6 @@ pub trait WgmmaHead {
     const D: usize;
     /// One consumer thread's output accumulators.
     type O: wgmma::Accumulators + core::ops::IndexMut<usize, Output = f32>;
-    /// Whether a consumer issues the next tile's `Q K^T` before this tile's softmax, so that
-    /// the softmax runs while `P V` is in flight (FlashAttention-3's intra-warpgroup overlap).
-    /// It holds the scores, the probabilities and the output at once: at head dim 128 that is
-    /// past the 232 registers a consumer has (ptxas spills), so there the tiles go one at a time.
-    const OVERLAP: bool;
     /// `O += P V` of width `D` ([`WgmmaElement::pv64`] or [`WgmmaElement::pv128`]).
     ///
     /// # Safety
@@ -167,7 +163,6 @@ pub struct D128;
 
 impl WgmmaHead for D64 {
     const D: usize = 64;
-    const OVERLAP: bool = true;
     type O = [f32; 32];
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
@@ -179,7 +174,6 @@ impl WgmmaHead for D64 {
 
 impl WgmmaHead for D128 {
     const D: usize = 128;
-    const OVERLAP: bool = false;
     type O = [f32; 64];
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
@@ -201,8 +195,8 @@ impl WgmmaHead for D128 {
 /// output at dims `8 j + 2 q` and `+ 1`. Per KV tile it waits for the stage, issues `S = Q K^T`
 /// and waits for it, updates its rows' running maxima `m` and sums `l`, rescales its output,
 /// packs `P` into the register `A` fragment, issues `O += P V`, waits for it and releases the
-/// stage (at head dim 64 the previous tile's `P V` is issued after this tile's `Q K^T` and
-/// waited for after this tile's softmax: the module documentation's overlap). Then it stores `O / l` (pairs of elements) and, threads `q = 0`, `lse = m ln 2 + ln l`
+/// stage (the previous tile's `P V` is issued after this tile's `Q K^T` and waited for after
+/// this tile's softmax: the module documentation's overlap). Then it stores `O / l` (pairs of elements) and, threads `q = 0`, `lse = m ln 2 + ln l`
 /// for its rows below `q_len`; a row that sees no key stores zeros and `-inf`.
 ///
 /// Launch: grid `(ceil(q_len / 128), heads, batch)`, [`WGMMA_BLOCK`] threads,
@@ -353,8 +347,9 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
     let limits = rows.map(|i| visible_keys(i, q_len, kv_len, causal));
     // Tiles wholly visible to this consumer's first row need no mask.
     let unmasked_keys = visible_keys(q0 + CONSUMER_ROWS * c, q_len, kv_len, causal);
-    // This consumer's 64 rows of `Q`, per box of 64 dims.
-    let q_desc = |j: usize| tile::k_major_descriptors(q_address + (j * BOX_BYTES) as u32, CONSUMER_ROWS * c);
+    // This consumer's 64 rows of `Q` (8 KiB into each box), per box of 64 dims: the first
+    // step's descriptor (the products step along the box themselves).
+    let q_desc = |j: usize| k_major_descriptor(q_address + (j * BOX_BYTES + CONSUMER_ROWS * c * 128) as u32);
 
     let mut s = [0.0f32; 64];
     let mut acc = <H::O as wgmma::Accumulators>::zeroed();
@@ -368,7 +363,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
     // SAFETY: `Q`'s barrier, initialised; its only phase completes with the copies.
     unsafe { mbarrier::wait_parity(q_bar, 0) };
     let mut consumer = ring.consumer();
-    if kv_tiles > 0 && H::OVERLAP {
+    if kv_tiles > 0 {
         // Tile 0: its scores and probabilities; the output is still zero.
         // SAFETY: every thread of the consumer warps; each stage released once below.
         let mut stage = unsafe { consumer.wait() };
@@ -407,29 +402,6 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
             acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
             acc = wgmma::wait_accumulators::<0, _>(acc);
             consumer.release(&stage);
-        }
-    }
-
-    if kv_tiles > 0 && !H::OVERLAP {
-        // One tile at a time: scores, softmax, `P V`, each waited for.
-        for kt in 0..kv_tiles {
-            // SAFETY: every thread of the consumer warps; released once below.
-            let stage = unsafe { consumer.wait() };
-            // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay until
-            // the waits below.
-            unsafe {
-                s = scores::<T>(s, &q_desc, stage.address(0), boxes);
-                s = wgmma::wait_accumulators::<0, _>(s);
-            }
-            let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
-            rescale_output::<H>(&mut acc, rescale);
-            let p = pack_probabilities::<T>(&s);
-            // SAFETY: as above; the output accumulators are retired (the last wait).
-            unsafe {
-                acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
-                acc = wgmma::wait_accumulators::<0, _>(acc);
-                consumer.release(&stage);
-            }
         }
     }
 
@@ -485,16 +457,24 @@ struct Limits {
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 unsafe fn scores<T: WgmmaElement>(
     mut s: [f32; 64],
-    q_desc: &impl Fn(usize) -> [u64; 4],
+    q_desc: &impl Fn(usize) -> u64,
     k_tile: u32,
     boxes: usize,
 ) -> [f32; 64] {
     for j in 0..boxes {
-        let k_desc = tile::k_major_descriptors(k_tile + (j * BOX_BYTES) as u32, 0);
+        let k_desc = k_major_descriptor(k_tile + (j * BOX_BYTES) as u32);
         // SAFETY: forwarded contract.
         s = unsafe { T::scores(s, q_desc(j), k_desc, j > 0) };
     }
     s
+}
+
+/// The descriptor of the first step of 16 dims of the K-major tile (`Q`'s rows or `K`'s keys)
+/// starting at shared address `start` (8-row groups 1024 bytes apart: `SBO`; `LBO` unused):
+/// [`crate::gpu::tile::k_major_descriptors`]' first.
+#[inline(always)]
+fn k_major_descriptor(start: u32) -> u64 {
+    wgmma::desc_sw128(start, 16, 1024)
 }
 
 /// The descriptor of the first step of 16 keys of the N-major `V` tile at shared address
