@@ -33,11 +33,16 @@
 //! * **Traffic** per block: `128 D` elements of `Q`, `2 * 128 D` of `K` and `V` per KV tile
 //!   (`128 * 4 D` flops per element of `K`/`V` fetched: twice the `mma.sync` rung's reuse), `128
 //!   D` of output and 512 bytes of log-sum-exp. Shared memory ([`wgmma_shared_bytes`]): two
-//!   stages of `512 D` bytes, `256 D` of `Q`, barriers and alignment: 83,984 bytes at `D = 64`,
-//!   165,904 at `D = 128`.
+//!   stages of `512 D` bytes, `256 D` of `Q`, barriers and alignment: 84,000 bytes at `D = 64`,
+//!   165,920 at `D = 128`.
 //!
-//! Not yet here (FlashAttention-3's later steps): the ping-pong of the two consumers on named
-//! barriers, persistent scheduling.
+//! * **Ping-pong** between the two consumers: each issues its products only in its turn and
+//!   hands the turn over right after issuing, so that one consumer's products run on the tensor
+//!   cores while the other's softmax runs (FlashAttention-3's inter-warpgroup schedule). The turns
+//!   are two `mbarrier`s (one per consumer, four arrivals: the other consumer's warps), which the
+//!   simulator models, rather than named barriers.
+//!
+//! Not yet here (FlashAttention-3's later steps): persistent scheduling, a deeper ring.
 //!
 //! # Rounding and edges
 //! As [`super::flash`]: `P` is rounded to the 16-bit type for `P V` while its sum stays f32; a row
@@ -82,15 +87,16 @@ pub const fn wgmma_stage_bytes(d: usize) -> usize {
 }
 
 /// Dynamic shared memory of [`attention_wgmma`](fn@attention_wgmma) for head dim `d`: the ring
-/// (alignment slack, stages, barriers), a 1024-byte gap, `Q`, and `Q`'s barrier.
+/// (alignment slack, stages, barriers), a 1024-byte gap, `Q`, `Q`'s barrier and the consumers'
+/// two turn barriers (the ping-pong).
 pub const fn wgmma_shared_bytes(d: usize) -> usize {
     Ring::shared_bytes(STAGES, wgmma_stage_bytes(d)) as usize - 2 * STAGES * 8
         + 1024
         + (d / WGMMA_BOX_COLS) * BOX_BYTES
-        + 16
+        + 32
 }
 
-const _: () = assert!(wgmma_shared_bytes(64) == 83_984 && wgmma_shared_bytes(128) == 165_904);
+const _: () = assert!(wgmma_shared_bytes(64) == 84_000 && wgmma_shared_bytes(128) == 165_920);
 
 /// A 16-bit element type of the wgmma rung: its scores product and its two `P V` widths.
 pub trait WgmmaElement: AttentionElement {
@@ -279,10 +285,18 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
     let ring = unsafe { Ring::new(STAGES, wgmma_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
     let (q_tile, q_address) = ring.tail();
     let q_bar = q_tile.wrapping_add(boxes * BOX_BYTES).cast::<u64>();
+    // The consumers' turns: `turn(c)` completes a phase when the other consumer's four warps
+    // hand consumer `c` the turn. (Arithmetic, not an array indexed by `c`: that would live in
+    // local memory.)
+    let turn = |c: usize| q_bar.wrapping_add(1 + c);
     if tid == 0 {
-        // SAFETY: 8 bytes past `Q` inside the launch's shared memory; nothing else touches it
-        // before the block barrier below.
-        unsafe { mbarrier::init(q_bar, 1) };
+        // SAFETY: 24 bytes past `Q` inside the launch's shared memory; nothing else touches
+        // them before the block barrier below.
+        unsafe {
+            mbarrier::init(q_bar, 1);
+            mbarrier::init(turn(0), (WARPGROUP / 32) as u32);
+            mbarrier::init(turn(1), (WARPGROUP / 32) as u32);
+        }
         mbarrier::fence_init();
     }
     thread::sync_threads();
@@ -362,17 +376,27 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
     };
     // SAFETY: `Q`'s barrier, initialised; its only phase completes with the copies.
     unsafe { mbarrier::wait_parity(q_bar, 0) };
+    let mut turns = Turns {
+        mine: turn(c),
+        other: turn(1 - c),
+        taken: 0,
+    };
+    if c == 1 {
+        // Consumer 0 issues first.
+        turns.hand_over();
+    }
     let mut consumer = ring.consumer();
     if kv_tiles > 0 {
         // Tile 0: its scores and probabilities; the output is still zero.
         // SAFETY: every thread of the consumer warps; each stage released once below.
         let mut stage = unsafe { consumer.wait() };
+        turns.take();
         // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay until
         // the wait.
-        unsafe {
-            s = scores::<T>(s, &q_desc, stage.address(0), boxes);
-            s = wgmma::wait_accumulators::<0, _>(s);
-        }
+        unsafe { s = scores::<T>(s, &q_desc, stage.address(0), boxes) };
+        turns.hand_over();
+        // SAFETY: the whole warpgroup, the scores in flight.
+        s = unsafe { wgmma::wait_accumulators::<0, _>(s) };
         online_softmax(&mut s, &mut m, &mut l, 0, &rows_limits);
         let mut p = pack_probabilities::<T>(&s);
         for kt in 1..kv_tiles {
@@ -380,14 +404,17 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
             // `kt` runs while `P V` is in flight.
             // SAFETY: as for tile 0; the next stage is released once below.
             let next = unsafe { consumer.wait() };
+            turns.take();
             // SAFETY: the whole warpgroup; both stages' tiles have landed and stay until the
             // waits that retire their products (the previous stage is released after the
             // second); `p` and the output accumulators are not touched in flight.
             unsafe {
                 s = scores::<T>(s, &q_desc, next.address(0), boxes);
                 acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
-                s = wgmma::wait_accumulators::<1, _>(s);
             }
+            turns.hand_over();
+            // SAFETY: the whole warpgroup, both groups in flight: the older (the scores) retires.
+            s = unsafe { wgmma::wait_accumulators::<1, _>(s) };
             let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
             // SAFETY: the whole warpgroup, the previous tile's `P V` in flight.
             acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
@@ -397,9 +424,12 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
             p = pack_probabilities::<T>(&s);
             stage = next;
         }
+        turns.take();
         // SAFETY: as above, for the last tile's `P V`.
+        unsafe { acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true) };
+        turns.hand_over();
+        // SAFETY: as above.
         unsafe {
-            acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
             acc = wgmma::wait_accumulators::<0, _>(acc);
             consumer.release(&stage);
         }
@@ -436,6 +466,40 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
             }
         }
     });
+}
+
+/// A consumer's side of the ping-pong: its turn barrier, the other consumer's, and the turns it
+/// has taken. Both consumers issue `kv_tiles + 1` times (the first scores, one pair of products
+/// per later tile, the last `P V`), taking the turn before and handing it over after each; the
+/// turn is handed to consumer 0 once more at the start, so the other can never be two phases
+/// ahead of a parity wait.
+struct Turns {
+    mine: *mut u64,
+    other: *mut u64,
+    taken: u32,
+}
+
+impl Turns {
+    /// Waits for this consumer's next turn (the next phase of its barrier).
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    fn take(&mut self) {
+        // SAFETY: an initialised barrier of the block; its phases complete in order, at most
+        // one ahead of this consumer (the other waits for this one's hand-over in between).
+        unsafe { mbarrier::wait_parity(self.mine, self.taken & 1) };
+        self.taken += 1;
+    }
+
+    /// Hands the turn to the other consumer (lane 0 of each warp arrives on its barrier).
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    fn hand_over(&self) {
+        if thread::thread_idx_x() % 32 == 0 {
+            // SAFETY: an initialised barrier counting the four warps of this consumer.
+            unsafe { mbarrier::arrive(self.other) };
+        }
+    }
 }
 
 /// What the online softmax of a consumer thread's two rows needs: the keys each row sees, the
