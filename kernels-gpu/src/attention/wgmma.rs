@@ -9,7 +9,7 @@
 //!   consumers (`setmaxnreg` to [`CONSUMER_REGISTERS`]), each owning 64 of the 128 rows.
 //! * **Copies** (TMA, 128-byte swizzled boxes of 128 rows x 64 dims, zeros past each sequence's
 //!   end): `Q` (128 x `D`) once, on a barrier of its own; `K` and `V` tiles of 128 keys through a
-//!   2-stage [`Ring`] (one stage: `K` then `V`, `D / 64` boxes each). The operands are 4-D tensor
+//!   3-stage [`Ring`] (one stage: `K` then `V`, `D / 64` boxes each). The operands are 4-D tensor
 //!   maps of `[batch, seq, heads, head_dim]` with their strides, so packed or strided layouts
 //!   need no copy (strides multiples of 16 bytes; the host plan falls back otherwise).
 //! * **Per KV tile and consumer**: `S = Q K^T` as `D / 64` groups of four `wgmma.m64n128k16`
@@ -32,9 +32,9 @@
 //!   block visits only the KV tiles its last row can see.
 //! * **Traffic** per block: `128 D` elements of `Q`, `2 * 128 D` of `K` and `V` per KV tile
 //!   (`128 * 4 D` flops per element of `K`/`V` fetched: twice the `mma.sync` rung's reuse), `128
-//!   D` of output and 512 bytes of log-sum-exp. Shared memory ([`wgmma_shared_bytes`]): two
-//!   stages of `512 D` bytes, `256 D` of `Q`, barriers and alignment: 84,000 bytes at `D = 64`,
-//!   165,920 at `D = 128`.
+//!   D` of output and 512 bytes of log-sum-exp. Shared memory ([`wgmma_shared_bytes`]): three
+//!   stages of `512 D` bytes, `256 D` of `Q`, barriers and alignment: 116,768 bytes at `D = 64`,
+//!   231,456 at `D = 128`.
 //!
 //! * **Ping-pong** between the two consumers: each issues its products only in its turn and
 //!   hands the turn over right after issuing, so that one consumer's products run on the tensor
@@ -68,8 +68,10 @@ pub const WGMMA_BOX_COLS: usize = 64;
 /// Rows of one TMA box of every operand (`Q` rows or keys).
 pub const WGMMA_BOX_ROWS: usize = 128;
 
-/// Stages of the `K`/`V` ring.
-const STAGES: usize = 2;
+/// Stages of the `K`/`V` ring: three, so that the producer stays a tile ahead although a stage
+/// is free only once both consumers' `P V` on it retired (at `D = 128` three stages and `Q` fill
+/// the 227 KiB a block may have).
+const STAGES: usize = 3;
 /// Rows per consumer warpgroup (the `M` of `wgmma`).
 const CONSUMER_ROWS: usize = 64;
 /// Threads of a warpgroup.
@@ -96,7 +98,12 @@ pub const fn wgmma_shared_bytes(d: usize) -> usize {
         + 32
 }
 
-const _: () = assert!(wgmma_shared_bytes(64) == 84_000 && wgmma_shared_bytes(128) == 165_920);
+const _: () = assert!(
+    wgmma_shared_bytes(64) == 116_768
+        && wgmma_shared_bytes(128) == 231_456
+        && wgmma_shared_bytes(128) <= 232_448,
+    "the documented sizes, within the 227 KiB a block may opt in to"
+);
 
 /// A 16-bit element type of the wgmma rung: its scores product and its two `P V` widths.
 pub trait WgmmaElement: AttentionElement {
