@@ -560,6 +560,12 @@ fn v_descriptor(v_tile: u32) -> u64 {
 /// `i` is row `(i / 2) % 2`, key `8 (i / 4) + 2 q + i % 2` of tile `kt`), in place: masked
 /// where needed, the running maxima `m` and sums `l` updated, `s` replaced by the probabilities
 /// relative to the new maxima. Returns each row's factor for the output accumulated so far.
+///
+/// One instruction per maximum (`max.NaN`, NaN kept; the sign of a zero maximum does not matter
+/// to what is subtracted from it) and per exponential (`ex2.approx.ftz`: every exponent here is
+/// at most 0, and a probability below `2^-126` flushed to 0 is far below any tolerance): the
+/// softmax runs on the multiprocessor's special-function units between the products, so its
+/// instruction count is what the overlap has to hide.
 #[inline(always)]
 fn online_softmax(s: &mut [f32; 64], m: &mut [f32; 2], l: &mut [f32; 2], kt: usize, r: &Limits) -> [f32; 2] {
     let key0 = kt * WGMMA_KEYS;
@@ -577,24 +583,24 @@ fn online_softmax(s: &mut [f32; 64], m: &mut [f32; 2], l: &mut [f32; 2], kt: usi
                         u = f32::NEG_INFINITY;
                     }
                     s[i] = u;
-                    mx = math::max_nan(mx, u);
+                    mx = math::max_nan_fast(mx, u);
                 });
             });
         });
         // The row's 128 scores are spread over the 4 threads of the quad.
-        mx = math::max_nan(mx, warp::shfl_xor(mx, 1));
-        mx = math::max_nan(mx, warp::shfl_xor(mx, 2));
-        let m_new = math::max_nan(m[hh], mx);
+        mx = math::max_nan_fast(mx, warp::shfl_xor(mx, 1));
+        mx = math::max_nan_fast(mx, warp::shfl_xor(mx, 2));
+        let m_new = math::max_nan_fast(m[hh], mx);
         // A row that has seen no key yet keeps weights 0 (not `-inf - -inf`).
         let base = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
-        rescale[hh] = math::exp2(m[hh] - base);
+        rescale[hh] = math::exp2_ftz(m[hh] - base);
         m[hh] = m_new;
         let mut sum = 0.0f32;
         unroll_8!(4, |hi| {
             unroll_8!(4, |lo| {
                 unroll_8!(2, |e| {
                     let i = 4 * (4 * hi + lo) + 2 * hh + e;
-                    let p = math::exp2(s[i] - base);
+                    let p = math::exp2_ftz(s[i] - base);
                     s[i] = p;
                     sum += p;
                 });
