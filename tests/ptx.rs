@@ -382,14 +382,12 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// its step waits inside too.
 ///
 /// Attention's Hopper rung: per KV tile `D / 64` scores steps of 4 (`m64n128k16`) and a `P V` of
-/// 8 (`m64nDk16`, `A` from registers), the first tile's scores apart from the loop's and the
-/// last tile's `P V` after it (the overlap): `2 (D / 64) 4 + 2 x 8` products; waits for the first
-/// scores, for the loop's scores (`wait_group 1`) and output, and for the last output.
+/// 8 (`m64nDk16`, `A` from registers), one site of each in the loop, each waited for.
 fn wgmma_lines(name: &str) -> (usize, usize) {
     if name.starts_with("attention_wgmma_d64_") {
-        (24, 4)
+        (12, 2)
     } else if name.starts_with("attention_wgmma_d128_") {
-        (32, 4)
+        (16, 2)
     } else if name.starts_with("matmul_ws_tf32") {
         (4, 3)
     } else if name.starts_with("matmul_ws_") {

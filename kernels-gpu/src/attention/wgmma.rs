@@ -21,28 +21,26 @@
 //!   `O += P V` (eight `wgmma.m64nDk16` with `A` from registers, `V` N-major), since the score
 //!   accumulators of 16 keys are exactly the register `A` fragment of one step; then the stage
 //!   is released to the producer.
-//! * **Overlap**: a consumer issues tile `t`'s `Q K^T` and then tile `t - 1`'s `P V`, waits for
-//!   the scores alone (`wait_group 1`) and runs tile `t`'s softmax while `P V` is still in flight
-//!   (FlashAttention-3's intra-warpgroup pipelining); the output is rescaled once that product
-//!   retires. It holds the scores, the probabilities in flight and the output at once (160 of a
-//!   consumer's 232 registers at head dim 128), so the products step their descriptors inside
-//!   their `asm!` (one 64-bit register per operand, not four or eight): with descriptor arrays
-//!   ptxas spilled at head dim 128.
+//! * **One tile at a time** per consumer: its scores, softmax and `P V` in turn, each product
+//!   waited for. The two consumers (and the producer) still overlap one another on the
+//!   multiprocessor without any schedule of their own.
 //! * **Causal**: blocks run from the last query tile to the first (the longest first), and a
 //!   block visits only the KV tiles its last row can see.
 //! * **Traffic** per block: `128 D` elements of `Q`, `2 * 128 D` of `K` and `V` per KV tile
 //!   (`128 * 4 D` flops per element of `K`/`V` fetched: twice the `mma.sync` rung's reuse), `128
 //!   D` of output and 512 bytes of log-sum-exp. Shared memory ([`wgmma_shared_bytes`]): three
-//!   stages of `512 D` bytes, `256 D` of `Q`, barriers and alignment: 116,768 bytes at `D = 64`,
-//!   231,456 at `D = 128`.
+//!   stages of `512 D` bytes, `256 D` of `Q`, barriers and alignment: 116,752 bytes at `D = 64`,
+//!   231,440 at `D = 128`.
 //!
-//! * **Ping-pong** between the two consumers: each issues its products only in its turn and
-//!   hands the turn over right after issuing, so that one consumer's products run on the tensor
-//!   cores while the other's softmax runs (FlashAttention-3's inter-warpgroup schedule). The turns
-//!   are two `mbarrier`s (one per consumer, four arrivals: the other consumer's warps), which the
-//!   simulator models, rather than named barriers.
+//! Tried and not kept: FlashAttention-3's intra-warpgroup overlap (the next tile's `Q K^T`
+//! issued with this tile's `P V`, the softmax while `P V` is in flight; commits b6f382a and
+//! 36692f0), slower at head dim 128 than this schedule in the lead's H200 run of 36692f0; and the
+//! consumers' ping-pong on two `mbarrier`s (fe0719c), never measured and left out with it, so
+//! that each consumer runs the schedule measured fastest (one tile at a time, as at b5f26bd).
+//! Why the overlap lost here is the next question (the SASS of the consumer loop: whether
+//! ptxas waits before the softmax after all).
 //!
-//! Not yet here (FlashAttention-3's later steps): persistent scheduling, a deeper ring.
+//! Not yet here (FlashAttention-3's later steps): persistent scheduling.
 //!
 //! # Rounding and edges
 //! As [`super::flash`]: `P` is rounded to the 16-bit type for `P V` while its sum stays f32; a row
@@ -89,18 +87,17 @@ pub const fn wgmma_stage_bytes(d: usize) -> usize {
 }
 
 /// Dynamic shared memory of [`attention_wgmma`](fn@attention_wgmma) for head dim `d`: the ring
-/// (alignment slack, stages, barriers), a 1024-byte gap, `Q`, `Q`'s barrier and the consumers'
-/// two turn barriers (the ping-pong).
+/// (alignment slack, stages, barriers), a 1024-byte gap, `Q`, and `Q`'s barrier.
 pub const fn wgmma_shared_bytes(d: usize) -> usize {
     Ring::shared_bytes(STAGES, wgmma_stage_bytes(d)) as usize - 2 * STAGES * 8
         + 1024
         + (d / WGMMA_BOX_COLS) * BOX_BYTES
-        + 32
+        + 16
 }
 
 const _: () = assert!(
-    wgmma_shared_bytes(64) == 116_768
-        && wgmma_shared_bytes(128) == 231_456
+    wgmma_shared_bytes(64) == 116_752
+        && wgmma_shared_bytes(128) == 231_440
         && wgmma_shared_bytes(128) <= 232_448,
     "the documented sizes, within the 227 KiB a block may opt in to"
 );
@@ -208,8 +205,7 @@ impl WgmmaHead for D128 {
 /// output at dims `8 j + 2 q` and `+ 1`. Per KV tile it waits for the stage, issues `S = Q K^T`
 /// and waits for it, updates its rows' running maxima `m` and sums `l`, rescales its output,
 /// packs `P` into the register `A` fragment, issues `O += P V`, waits for it and releases the
-/// stage (the previous tile's `P V` is issued after this tile's `Q K^T` and waited for after
-/// this tile's softmax: the module documentation's overlap). Then it stores `O / l` (pairs of elements) and, threads `q = 0`, `lse = m ln 2 + ln l`
+/// stage. Then it stores `O / l` (pairs of elements) and, threads `q = 0`, `lse = m ln 2 + ln l`
 /// for its rows below `q_len`; a row that sees no key stores zeros and `-inf`.
 ///
 /// Launch: grid `(ceil(q_len / 128), heads, batch)`, [`WGMMA_BLOCK`] threads,
@@ -292,18 +288,10 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
     let ring = unsafe { Ring::new(STAGES, wgmma_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
     let (q_tile, q_address) = ring.tail();
     let q_bar = q_tile.wrapping_add(boxes * BOX_BYTES).cast::<u64>();
-    // The consumers' turns: `turn(c)` completes a phase when the other consumer's four warps
-    // hand consumer `c` the turn. (Arithmetic, not an array indexed by `c`: that would live in
-    // local memory.)
-    let turn = |c: usize| q_bar.wrapping_add(1 + c);
     if tid == 0 {
-        // SAFETY: 24 bytes past `Q` inside the launch's shared memory; nothing else touches
-        // them before the block barrier below.
-        unsafe {
-            mbarrier::init(q_bar, 1);
-            mbarrier::init(turn(0), (WARPGROUP / 32) as u32);
-            mbarrier::init(turn(1), (WARPGROUP / 32) as u32);
-        }
+        // SAFETY: 8 bytes past `Q` inside the launch's shared memory; nothing else touches it
+        // before the block barrier below.
+        unsafe { mbarrier::init(q_bar, 1) };
         mbarrier::fence_init();
     }
     thread::sync_threads();
@@ -383,60 +371,24 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
     };
     // SAFETY: `Q`'s barrier, initialised; its only phase completes with the copies.
     unsafe { mbarrier::wait_parity(q_bar, 0) };
-    let mut turns = Turns {
-        mine: turn(c),
-        other: turn(1 - c),
-        taken: 0,
-    };
-    if c == 1 {
-        // Consumer 0 issues first.
-        turns.hand_over();
-    }
     let mut consumer = ring.consumer();
-    if kv_tiles > 0 {
-        // Tile 0: its scores and probabilities; the output is still zero.
-        // SAFETY: every thread of the consumer warps; each stage released once below.
-        let mut stage = unsafe { consumer.wait() };
-        turns.take();
-        // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay until
-        // the wait.
-        unsafe { s = scores::<T>(s, &q_desc, stage.address(0), boxes) };
-        turns.hand_over();
-        // SAFETY: the whole warpgroup, the scores in flight.
-        s = unsafe { wgmma::wait_accumulators::<0, _>(s) };
-        online_softmax(&mut s, &mut m, &mut l, 0, &rows_limits);
-        let mut p = pack_probabilities::<T>(&s);
-        for kt in 1..kv_tiles {
-            // Issue tile `kt`'s scores, then the previous tile's `P V`; the softmax of tile
-            // `kt` runs while `P V` is in flight.
-            // SAFETY: as for tile 0; the next stage is released once below.
-            let next = unsafe { consumer.wait() };
-            turns.take();
-            // SAFETY: the whole warpgroup; both stages' tiles have landed and stay until the
-            // waits that retire their products (the previous stage is released after the
-            // second); `p` and the output accumulators are not touched in flight.
-            unsafe {
-                s = scores::<T>(s, &q_desc, next.address(0), boxes);
-                acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
-            }
-            turns.hand_over();
-            // SAFETY: the whole warpgroup, both groups in flight: the older (the scores) retires.
-            s = unsafe { wgmma::wait_accumulators::<1, _>(s) };
-            let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
-            // SAFETY: the whole warpgroup, the previous tile's `P V` in flight.
-            acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
-            // SAFETY: the whole warp, once for the stage; its products retired.
-            unsafe { consumer.release(&stage) };
-            rescale_output::<H>(&mut acc, rescale);
-            p = pack_probabilities::<T>(&s);
-            stage = next;
-        }
-        turns.take();
-        // SAFETY: as above, for the last tile's `P V`.
-        unsafe { acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true) };
-        turns.hand_over();
-        // SAFETY: as above.
+    // One tile at a time: scores, softmax, `P V`, each waited for (the module documentation says
+    // what was tried instead).
+    for kt in 0..kv_tiles {
+        // SAFETY: every thread of the consumer warps; released once below.
+        let stage = unsafe { consumer.wait() };
+        // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay until the
+        // waits below.
         unsafe {
+            s = scores::<T>(s, &q_desc, stage.address(0), boxes);
+            s = wgmma::wait_accumulators::<0, _>(s);
+        }
+        let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
+        rescale_output::<H>(&mut acc, rescale);
+        let p = pack_probabilities::<T>(&s);
+        // SAFETY: as above; the output accumulators are retired (the last wait).
+        unsafe {
+            acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
             acc = wgmma::wait_accumulators::<0, _>(acc);
             consumer.release(&stage);
         }
@@ -473,40 +425,6 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
             }
         }
     });
-}
-
-/// A consumer's side of the ping-pong: its turn barrier, the other consumer's, and the turns it
-/// has taken. Both consumers issue `kv_tiles + 1` times (the first scores, one pair of products
-/// per later tile, the last `P V`), taking the turn before and handing it over after each; the
-/// turn is handed to consumer 0 once more at the start, so the other can never be two phases
-/// ahead of a parity wait.
-struct Turns {
-    mine: *mut u64,
-    other: *mut u64,
-    taken: u32,
-}
-
-impl Turns {
-    /// Waits for this consumer's next turn (the next phase of its barrier).
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    fn take(&mut self) {
-        // SAFETY: an initialised barrier of the block; its phases complete in order, at most
-        // one ahead of this consumer (the other waits for this one's hand-over in between).
-        unsafe { mbarrier::wait_parity(self.mine, self.taken & 1) };
-        self.taken += 1;
-    }
-
-    /// Hands the turn to the other consumer (lane 0 of each warp arrives on its barrier).
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
-    fn hand_over(&self) {
-        if thread::thread_idx_x() % 32 == 0 {
-            // SAFETY: an initialised barrier counting the four warps of this consumer.
-            unsafe { mbarrier::arrive(self.other) };
-        }
-    }
 }
 
 /// What the online softmax of a consumer thread's two rows needs: the keys each row sees, the
@@ -564,8 +482,7 @@ fn v_descriptor(v_tile: u32) -> u64 {
 /// One instruction per maximum (`max.NaN`, NaN kept; the sign of a zero maximum does not matter
 /// to what is subtracted from it) and per exponential (`ex2.approx.ftz`: every exponent here is
 /// at most 0, and a probability below `2^-126` flushed to 0 is far below any tolerance): the
-/// softmax runs on the multiprocessor's special-function units between the products, so its
-/// instruction count is what the overlap has to hide.
+/// softmax runs between the products, its instruction count on the critical path of a consumer.
 #[inline(always)]
 fn online_softmax(s: &mut [f32; 64], m: &mut [f32; 2], l: &mut [f32; 2], kt: usize, r: &Limits) -> [f32; 2] {
     let key0 = kt * WGMMA_KEYS;
