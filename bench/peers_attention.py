@@ -5,7 +5,13 @@ examples/bench/attention.rs:
 - `cudnn`: `F.scaled_dot_product_attention` with `sdpa_kernel(SDPBackend.CUDNN_ATTENTION)`;
 - `flash`: the same with `SDPBackend.FLASH_ATTENTION` (FlashAttention-2 inside torch);
 - `flex`: `torch.compile(flex_attention)`, with a causal `BlockMask` (`create_block_mask`, made
-  once per shape, outside the timed region) for the causal rows.
+  once per shape, outside the timed region) for the causal rows;
+- `triton`: the forward of Triton's fused-attention tutorial (FlashAttention-2's loop: a program
+  per `BLOCK_M` query rows of one (batch, head), online softmax in base 2, causal as an unmasked
+  stage below the diagonal and a masked stage on it), written out here in our words with the
+  tutorial's autotuning: `BLOCK_M` 64 or 128, `BLOCK_N` 32, 64 or 128, 2 to 4 stages, 4 or 8
+  warps, keyed on the sequence, head dim and mask, 8-warp configs of tiles under 128 x 128
+  dropped as the tutorial does on Hopper. The first call of a shape tunes (outside the timing).
 
 torch's layout is `[batch, heads, seq, head_dim]`: the peers get contiguous tensors of it (their
 best case), where gpukern reads `[batch, seq, heads, head_dim]`. Records: kernel
@@ -14,7 +20,8 @@ TFLOP/s as FlashAttention counts (`4 b h s^2 d`, halved for causal). Each output
 before it is timed on sampled rows (batch 0, the first and last heads, 32 query rows spread over
 the sequence) against a float64 reference of the same rounded inputs.
 
-Run by peers.py (entries `torch_attention`: cudnn and flash; `flex_attention`: flex).
+Run by peers.py (entries `torch_attention`: cudnn and flash; `flex_attention`: flex;
+`triton_attention`: triton).
 """
 
 from __future__ import annotations
@@ -135,6 +142,114 @@ def flex_attention(ctx: Any) -> None:
         return lambda q, k, v: compiled(q, k, v, block_mask=mask)
 
     _run(ctx, "flex", make, "torch.compile(flex_attention)(q, k, v[, block_mask=causal])")
+
+
+def build_triton_attention(triton: Any, tl: Any) -> Any:
+    """The Triton fused-attention tutorial's forward (see the module documentation), autotuned:
+    `attn(q, k, v, out, causal)` on contiguous `[b, h, s, d]` tensors, `s` a multiple of 128."""
+
+    def prune(configs: list[Any], named_args: dict[str, Any], **kwargs: Any) -> list[Any]:
+        # The causal split needs BLOCK_N to divide BLOCK_M; on Hopper the tutorial drops 8-warp
+        # configs of tiles under 128 x 128.
+        return [
+            c for c in configs
+            if c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0
+            and not (c.num_warps == 8 and c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] < 128 * 128)
+        ]
+
+    configs = [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=stages, num_warps=warps)
+        for bm in (64, 128)
+        for bn in (32, 64, 128)
+        for stages in (2, 3, 4)
+        for warps in (4, 8)
+    ]
+
+    @triton.jit
+    def tiles(acc, l_i, m_i, q, k_base, v_base, offs_m, lo, hi, qk_scale,
+              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+        offs_n = tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, HEAD_DIM)
+        for start_n in range(lo, hi, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            # K^T tile [HEAD_DIM, BLOCK_N] and V tile [BLOCK_N, HEAD_DIM] of rows start_n..
+            kt = tl.load(k_base + (start_n + offs_n)[None, :] * HEAD_DIM + offs_d[:, None])
+            qk = tl.dot(q, kt)
+            if MASKED:
+                keep = offs_m[:, None] >= (start_n + offs_n)[None, :]
+                qk = qk * qk_scale + tl.where(keep, 0.0, -1.0e6)
+                m_ij = tl.maximum(m_i, tl.max(qk, 1))
+                qk = qk - m_ij[:, None]
+            else:
+                m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+                qk = qk * qk_scale - m_ij[:, None]
+            p = tl.math.exp2(qk)
+            alpha = tl.math.exp2(m_i - m_ij)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
+            v = tl.load(v_base + (start_n + offs_n)[:, None] * HEAD_DIM + offs_d[None, :])
+            acc = tl.dot(p.to(v.dtype), v, acc)
+            m_i = m_ij
+        return acc, l_i, m_i
+
+    @triton.autotune(configs=configs, key=["N_CTX", "HEAD_DIM", "CAUSAL"], prune_configs_by={"early_config_prune": prune})
+    @triton.jit
+    def attn_fwd(Q, K, V, Out, qk_scale, N_CTX,
+                 HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        start_m = tl.program_id(0)
+        base = tl.program_id(1).to(tl.int64) * N_CTX * HEAD_DIM
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_d = tl.arange(0, HEAD_DIM)
+        q = tl.load(Q + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :])
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+        if CAUSAL:
+            # Below the diagonal block: no mask; then the diagonal block, masked.
+            acc, l_i, m_i = tiles(acc, l_i, m_i, q, K + base, V + base, offs_m, 0, start_m * BLOCK_M, qk_scale,
+                                  HEAD_DIM, BLOCK_N, False)
+            acc, l_i, m_i = tiles(acc, l_i, m_i, q, K + base, V + base, offs_m, start_m * BLOCK_M,
+                                  (start_m + 1) * BLOCK_M, qk_scale, HEAD_DIM, BLOCK_N, True)
+        else:
+            acc, l_i, m_i = tiles(acc, l_i, m_i, q, K + base, V + base, offs_m, 0, N_CTX, qk_scale,
+                                  HEAD_DIM, BLOCK_N, False)
+        acc = acc / l_i[:, None]
+        tl.store(Out + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(Out.dtype.element_ty))
+
+    def attn(q: Any, k: Any, v: Any, out: Any, causal: bool) -> Any:
+        b, h, s, d = q.shape
+        if s % 128 != 0:
+            raise ValueError(f"the tutorial kernel takes sequences that are multiples of 128, not {s}")
+        qk_scale = d**-0.5 * 1.4426950408889634  # 1/sqrt(d) in base 2
+
+        def grid(meta: dict[str, Any]) -> tuple[int, int]:
+            return (triton.cdiv(s, meta["BLOCK_M"]), b * h)
+
+        attn_fwd[grid](q, k, v, out, qk_scale, s, HEAD_DIM=d, CAUSAL=causal)
+        return out
+
+    return attn
+
+
+def triton_attention(ctx: Any) -> None:
+    """The Triton fused-attention tutorial's forward (`build_triton_attention`), autotuned."""
+    import triton
+    import triton.language as tl
+
+    torch = ctx.torch
+    attn = build_triton_attention(triton, tl)
+
+    def make(s: int, causal: bool) -> Callable[[Any, Any, Any], Any]:
+        out: dict[tuple[int, ...], Any] = {}
+
+        def run(q: Any, k: Any, v: Any) -> Any:
+            if q.shape not in out:
+                out[q.shape] = torch.empty_like(q)
+            return attn(q, k, v, out[q.shape], causal)
+
+        return run
+
+    _run(ctx, "triton", make, f"Triton fused-attention tutorial forward (triton {triton.__version__}, autotuned)")
 
 
 def selftest_attention() -> list[str]:

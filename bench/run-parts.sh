@@ -38,7 +38,7 @@ case "$part" in
     peers 270 1 torch_reduce,compile_reduce,torch_norm,compile_norm,triton_norm,torch_half,triton_half ;;
   attention)
     bench 250 1 --kernels attention
-    peers 270 1 torch_attention,flex_attention ;;
+    peers 270 1 torch_attention,flex_attention,triton_attention ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
 cat "$tmp"/*.jsonl >> "$out" && rm -rf "$tmp"

@@ -160,3 +160,102 @@ pub(crate) fn encode_2d(
     .during("encoding a TMA tensor map (cuTensorMapEncodeTiled)")?;
     Ok(map.opaque)
 }
+
+/// The tensor map of the 4-D tensor `[outer, planes, rows, cols]` of `bytes`-byte elements of
+/// type `kind` at device address `address`, element strides `strides` along outer, planes and
+/// rows (`cols` contiguous), read in boxes of `box_rows` rows of 128 bytes of one plane
+/// (`gpukern_device::tma::Tensor4d`; the map's dimensions in the order `cols, planes, rows,
+/// outer`): 128-byte swizzle, zeros out of bounds. Errors (naming `op`) where the driver would
+/// refuse it ([`tiled_4d`]'s rules).
+pub(crate) fn encode_4d(
+    op: &'static str,
+    kind: sys::CUtensorMapDataType,
+    bytes: usize,
+    (address, [outer, planes, rows, cols], [s_outer, s_plane, s_row]): (usize, [usize; 4], [usize; 3]),
+    box_rows: usize,
+) -> Result<[u64; MAP_WORDS]> {
+    let mut map = sys::CUtensorMap { opaque: [0; 16] };
+    let (dims, strides, boxes) = map_4d(
+        bytes,
+        [outer, planes, rows, cols],
+        [s_outer, s_plane, s_row],
+        box_rows,
+    );
+    let element_strides = [1u32; 4];
+    check_4d(
+        address,
+        bytes,
+        [outer, planes, rows, cols],
+        [s_outer, s_plane, s_row],
+        box_rows,
+    )
+    .map_err(|e| Error::InvalidArgument {
+        op,
+        detail: format!(
+            "a tensor map of [{outer}, {planes}, {rows}, {cols}] elements, strides \
+             [{s_outer}, {s_plane}, {s_row}]: {e}"
+        ),
+    })?;
+    // SAFETY: every pointer is to a live local array of the rank's length (strides: rank - 1);
+    // the call only encodes (no device access).
+    unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            kind,
+            4,
+            address as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .during("encoding a TMA tensor map (cuTensorMapEncodeTiled)")?;
+    Ok(map.opaque)
+}
+
+/// The dims, byte strides and box of a 4-D map (`encode_4d`'s order: `cols, planes, rows, outer`).
+fn map_4d(
+    bytes: usize,
+    [outer, planes, rows, cols]: [usize; 4],
+    [s_outer, s_plane, s_row]: [usize; 3],
+    box_rows: usize,
+) -> ([u64; 4], [u64; 3], [u32; 4]) {
+    (
+        [cols as u64, planes as u64, rows as u64, outer as u64],
+        [
+            (s_plane * bytes) as u64,
+            (s_row * bytes) as u64,
+            (s_outer * bytes) as u64,
+        ],
+        [(SWIZZLE_128B / bytes) as u32, 1, box_rows as u32, 1],
+    )
+}
+
+/// Whether the driver would encode the 4-D map of [`encode_4d`] (the rules of
+/// `gpukern_device::tma::TiledMap`): a pure check, so that a plan can choose a kernel that
+/// copies through such maps, or another, before anything is launched.
+pub(crate) fn check_4d(
+    address: usize,
+    bytes: usize,
+    dims: [usize; 4],
+    strides: [usize; 3],
+    box_rows: usize,
+) -> std::result::Result<(), gpukern_device::tma::MapError> {
+    let (dims, strides, boxes) = map_4d(bytes, dims, strides, box_rows);
+    TiledMap {
+        address: address as u64,
+        element_bytes: bytes as u32,
+        dims: &dims,
+        strides: &strides,
+        box_dims: &boxes,
+        element_strides: &[1; 4],
+        swizzle: Swizzle::B128,
+    }
+    .check()
+}

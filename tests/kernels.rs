@@ -29,6 +29,8 @@ mod add;
 mod api;
 #[path = "kernels/attention.rs"]
 mod attention;
+#[path = "kernels/attention_faults.rs"]
+mod attention_faults;
 #[path = "kernels/coverage.rs"]
 mod coverage;
 #[path = "kernels/cross_entropy.rs"]

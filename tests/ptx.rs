@@ -370,6 +370,7 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
             "matmul_ws_",
             "matmul_grouped_",
             "matmul_fp8_",
+            "attention_wgmma_",
             "rms_norm_ring_",
             "layer_norm_ring_",
         ],
@@ -384,9 +385,16 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// schedule: 4 and 2. The FP8 kernels' step is 4 `m64nNk32`: fast accumulation as the
 /// warp-specialised kernels, promoted (and block-scaled) with one `wait_group 0` per step only
 /// (`matmul_fp8_e5m2_*` the same by accumulation).
+///
+/// Attention's Hopper rung: per KV tile `D / 64` scores steps of 4 (`m64n128k16`) and a `P V` of
+/// 8 (`m64nDk16`, `A` from registers), one site of each in the loop, each waited for.
 fn wgmma_lines(name: &str) -> (usize, usize) {
     let fp8 = name.starts_with("matmul_fp8_");
-    if fp8 && (name.contains("_promoted_") || name.contains("_block_")) {
+    if name.starts_with("attention_wgmma_d64_") {
+        (12, 2)
+    } else if name.starts_with("attention_wgmma_d128_") {
+        (16, 2)
+    } else if fp8 && (name.contains("_promoted_") || name.contains("_block_")) {
         (4, 1)
     } else if fp8 && name.contains("_fast_") {
         (4, 2)
@@ -445,8 +453,8 @@ fn ptxas_keeps_the_wgmma_pipeline_of_the_sm_90a_module() {
         "ptxas warned about the wgmma pipeline:\n{}",
         warnings.join("\n")
     );
-    // The `wgmma` kernels: the matmuls of the module's own entry points (its others, the
-    // bulk-copy ring norms, issue no `wgmma`).
+    // The `wgmma` kernels: the matmuls and attention's Hopper rung among the module's own entry
+    // points (its others, the bulk-copy ring norms, issue no `wgmma`).
     let plain: Vec<&str> = modules()
         .iter()
         .filter(|m| !m.is_arch_specific())
@@ -454,7 +462,7 @@ fn ptxas_keeps_the_wgmma_pipeline_of_the_sm_90a_module() {
         .collect();
     let wgmma: Vec<&str> = entry_names(module.ptx)
         .into_iter()
-        .filter(|n| n.starts_with("matmul_") && !plain.contains(n))
+        .filter(|n| (n.starts_with("matmul_") || n.starts_with("attention_wgmma_")) && !plain.contains(n))
         .collect();
     assert!(!wgmma.is_empty(), "the sm_90a module has no wgmma kernel");
     for name in wgmma {

@@ -1,7 +1,7 @@
 //! Attention forward on bf16 (`gpu.attention_into`, head dim 128 and the shapes:
 //! 16k tokens per batch, heads x head dim = 2048), causal and not: the plan's choice
-//! (`gpukern`) and each rung asked for (`gpukern:flash`, `gpukern:rows`; the rows rung only up
-//! to 4k keys, where it takes seconds, not minutes).
+//! (`gpukern`) and each rung asked for (`gpukern:wgmma` on a GPU with `wgmma`, `gpukern:flash`,
+//! `gpukern:rows`; the rows rung only up to 4k keys, where it takes seconds, not minutes).
 //!
 //! Rates as FlashAttention counts them: `4 batch heads seq^2 head_dim` flops per forward,
 //! halved with the causal mask. Each output is checked before it is timed, on sampled rows
@@ -32,11 +32,13 @@ pub fn shapes(quick: bool) -> Vec<[usize; 4]> {
         .collect()
 }
 
-/// The implementations of one shape: the plan's choice, the fused rung where it applies, the
-/// rows rung up to [`ROWS_MAX_SEQ`].
+/// The implementations of one shape: the plan's choice, the Hopper rung (`gpukern:wgmma`,
+/// counted where it may not run: a GPU without `wgmma` records its error) and the fused
+/// `mma.sync` rung where they apply, the rows rung up to [`ROWS_MAX_SEQ`].
 fn algorithms(seq: usize, head_dim: usize) -> Vec<AttentionAlgorithm> {
     let mut all = vec![AttentionAlgorithm::Auto];
     if head_dim == 64 || head_dim == 128 {
+        all.push(AttentionAlgorithm::Wgmma);
         all.push(AttentionAlgorithm::Flash);
     }
     if seq <= ROWS_MAX_SEQ {
@@ -259,7 +261,11 @@ mod tests {
                 ..Default::default()
             };
             let want = reference(&ops, &options);
-            for algorithm in [AttentionAlgorithm::Flash, AttentionAlgorithm::Rows] {
+            for algorithm in [
+                AttentionAlgorithm::Wgmma,
+                AttentionAlgorithm::Flash,
+                AttentionAlgorithm::Rows,
+            ] {
                 let options = AttentionOptions { algorithm, ..options };
                 let c = check(&gpu, &mut ops, &options, &want).unwrap();
                 assert!(c.passed(), "{algorithm:?} causal {causal}: {}", c.rel_err);

@@ -110,6 +110,15 @@ impl Ring {
         ring
     }
 
+    /// The first 1024-byte boundary past the ring's barriers, as a pointer and a shared-window
+    /// address: where a kernel may keep tiles of its own (attention's `Q`), after asking the
+    /// launch for [`Ring::shared_bytes`] plus [`RING_ALIGN`] plus their bytes.
+    #[inline(always)]
+    pub fn tail(&self) -> (*mut u8, u32) {
+        let offset = self.stages * self.stage_bytes + RING_ALIGN;
+        (self.base.wrapping_add(offset), self.address + offset as u32)
+    }
+
     /// Bytes of one stage.
     #[inline(always)]
     pub fn stage_bytes(&self) -> usize {
@@ -183,6 +192,19 @@ impl Stage {
     pub unsafe fn load<T: Copy>(&self, offset: usize, tensor: &tma::Tensor2d<T>, row: usize, col: usize) {
         // SAFETY: forwarded contract.
         unsafe { tma::load_2d(self.ptr::<T>(offset), tensor, self.full, row as u32, col as u32) };
+    }
+
+    /// Copies the box of the 4-D `tensor` at (`outer`, `plane`, `row`, `col`) into the stage at
+    /// `offset`, completing on the stage's `full` barrier ([`tma::load_4d`]).
+    ///
+    /// # Safety
+    /// As [`Stage::load`], with the contract of [`tma::load_4d`].
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn load_4d<T: Copy>(&self, offset: usize, tensor: &tma::Tensor4d<T>, at: [usize; 4]) {
+        let at = at.map(|x| x as u32);
+        // SAFETY: forwarded contract.
+        unsafe { tma::load_4d(self.ptr::<T>(offset), tensor, self.full, at) };
     }
 }
 

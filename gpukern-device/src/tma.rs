@@ -148,3 +148,86 @@ pub unsafe fn store_2d<T: Copy>(tensor: &Tensor2d<T>, src: *const T, row: u32, c
     #[cfg(not(target_arch = "nvptx64"))]
     crate::sim::tma::store(tensor, src, row, col);
 }
+
+/// A 4-D tensor `[outer, planes, rows, cols]` in global memory (element strides `strides` along
+/// outer, planes and rows; `cols` contiguous) as the copy engine sees it, read in 2-D boxes of
+/// `box_rows x box_cols` (one plane of one outer index): on the GPU only `map`, the address of
+/// its 4-D tensor map (box `box_cols, 1, box_rows, 1`, 128-byte swizzle, zeros out of bounds);
+/// in the simulator the rest. Attention's `[batch, seq, heads, head_dim]` operands with any
+/// 16-byte strides are such tensors (`outer` = batch, `planes` = heads, `rows` = seq; the
+/// dimension order of the map is `cols, planes, rows, outer`, so that the strides grow with the
+/// dimension as the driver's rules want for `[batch, seq, heads, head_dim]` layouts), so that a
+/// box stops at the end of its own sequence (zeros past it) wherever the next one lies.
+#[derive(Clone, Copy)]
+pub struct Tensor4d<T> {
+    /// The tensor map in global memory (64-byte aligned, 128 bytes).
+    pub map: *const u64,
+    /// The tensor's element `[0, 0, 0, 0]` (simulator only).
+    pub data: *const T,
+    /// Extents: outer, planes, rows, cols (simulator only).
+    pub dims: [usize; 4],
+    /// Element strides along outer, planes, rows (each a multiple of 16 bytes; simulator only).
+    pub strides: [usize; 3],
+    /// Rows of the box (simulator only).
+    pub box_rows: usize,
+    /// Columns of the box (`box_cols * size_of::<T>()` is [`SWIZZLE_128B`]; simulator only).
+    pub box_cols: usize,
+}
+
+impl<T> Tensor4d<T> {
+    /// The plane (`outer`, `plane`) as a 2-D matrix (what one box of this tensor reads; the
+    /// simulator copies through it).
+    #[cfg(not(target_arch = "nvptx64"))]
+    fn plane(&self, outer: usize, plane: usize) -> Tensor2d<T> {
+        Tensor2d {
+            map: self.map,
+            data: self
+                .data
+                .wrapping_add(outer * self.strides[0] + plane * self.strides[1]),
+            rows: self.dims[2],
+            cols: self.dims[3],
+            stride: self.strides[2],
+            box_rows: self.box_rows,
+            box_cols: self.box_cols,
+        }
+    }
+}
+
+/// Copies the box of `tensor` at row `row`, column `col` of plane (`outer`, `plane`) into `dst`
+/// (`cp.async.bulk.tensor.4d...mbarrier::complete_tx::bytes`), as [`load_2d`]: one thread issues
+/// it, `box_rows * box_cols * size_of::<T>()` bytes complete on `bar`, elements outside the
+/// tensor (rows past its `rows`) land as zeros. The simulator copies from the plane's 2-D view.
+///
+/// # Safety
+/// As [`load_2d`], with `tensor.map` a 4-D map encoded for `tensor` (dims `cols, planes, rows,
+/// outer`, box `box_cols, 1, box_rows, 1`), `outer` and `plane` inside it.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn load_4d<T: Copy>(
+    dst: *mut T,
+    tensor: &Tensor4d<T>,
+    bar: *mut u64,
+    [outer, plane, row, col]: [u32; 4],
+) {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let dst = crate::async_copy::shared_address(dst);
+        let bar = crate::async_copy::shared_address(bar);
+        // SAFETY: the caller's contract. Not `nomem`: the copy writes shared memory.
+        unsafe {
+            core::arch::asm!(
+                "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{map}, {{{col}, {plane}, {row}, {outer}}}], [{bar}];",
+                dst = in(reg32) dst,
+                map = in(reg64) tensor.map,
+                col = in(reg32) col,
+                row = in(reg32) row,
+                plane = in(reg32) plane,
+                outer = in(reg32) outer,
+                bar = in(reg32) bar,
+                options(nostack),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::tma::load(dst, &tensor.plane(outer as usize, plane as usize), bar, row, col);
+}

@@ -191,9 +191,11 @@ macro_rules! acc_indices {
 }
 
 mod accumulators;
+mod attention;
 mod products;
 mod setmaxnreg;
 
 pub use accumulators::{wait_accumulators, Accumulators};
+pub use attention::*;
 pub use products::*;
 pub use setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};

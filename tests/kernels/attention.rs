@@ -37,6 +37,15 @@ const SIM_CASES: &[Case] = &[
     (1, 20, 40, 1, 1, 128, false),
 ];
 
+/// Simulator cases of the Hopper rung alone (`wgmma_case`): several of its 128-row blocks and
+/// 128-key tiles, ragged, causal with `q_len` above and below `kv_len`, GQA.
+const SIM_WGMMA_CASES: &[Case] = &[
+    (1, 300, 300, 2, 1, 64, true),
+    (2, 130, 259, 2, 2, 128, true),
+    (1, 257, 129, 2, 1, 128, true),
+    (1, 129, 300, 1, 1, 64, false),
+];
+
 /// CUDA cases: ragged lengths past a 64-row tile, every head-dim class, GQA and MQA.
 const CUDA_CASES: &[Case] = &[
     (1, 1, 1, 1, 1, 8, false),
@@ -47,6 +56,11 @@ const CUDA_CASES: &[Case] = &[
     (1, 257, 257, 2, 2, 256, false),
     (1, 100, 100, 3, 3, 96, true),
     (1, 65, 130, 2, 1, 40, false),
+    // Sequences of thousands against the f64 reference (the Hopper rung's 128-row blocks and
+    // 128-key tiles, ragged, GQA, causal with q_len != kv_len).
+    (1, 1031, 1031, 4, 2, 128, true),
+    (1, 1500, 2049, 2, 1, 64, true),
+    (1, 2049, 1000, 2, 2, 128, false),
 ];
 
 /// CUDA cases of the fused rung against the rows rung (the tutorial rung as the reference on the
@@ -56,28 +70,66 @@ const FUSED_VS_ROWS: &[Case] = &[
     (1, 2048, 2048, 8, 8, 128, true),
     (1, 2048, 2048, 8, 2, 128, false),
     (2, 1537, 3001, 4, 4, 64, true),
+    (1, 4096, 4096, 4, 1, 128, true),
+    (1, 3999, 4001, 4, 2, 64, false),
 ];
 
 /// Every trial of the family.
 pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     let mut trials = backend_trials(sim, SIM_CASES);
-    trials.extend(backend_trials(cuda, CUDA_CASES));
-    for (n, case) in FUSED_VS_ROWS.iter().enumerate() {
+    for (n, case) in SIM_WGMMA_CASES.iter().enumerate() {
         let (name, case) = (case_name(case), *case);
         trials.push(if n % 2 == 0 {
             trial(
-                cuda,
-                &format!("attention::flash_vs_rows::bf16::{name}"),
-                move |gpu, rng| flash_vs_rows::<bf16>(gpu, rng, case),
+                sim,
+                &format!("attention::wgmma::bf16::{name}"),
+                move |gpu, rng| wgmma_case::<bf16>(gpu, rng, case),
             )
         } else {
-            trial(
-                cuda,
-                &format!("attention::flash_vs_rows::f16::{name}"),
-                move |gpu, rng| flash_vs_rows::<f16>(gpu, rng, case),
-            )
+            trial(sim, &format!("attention::wgmma::f16::{name}"), move |gpu, rng| {
+                wgmma_case::<f16>(gpu, rng, case)
+            })
         });
     }
+    trials.push(trial(sim, "attention::wgmma::packed_qkv_d64", |gpu, rng| {
+        packed_qkv_with(gpu, rng, (140, 64), AttentionAlgorithm::Wgmma)
+    }));
+    trials.push(trial(cuda, "attention::wgmma::packed_qkv_d128", |gpu, rng| {
+        packed_qkv_with(gpu, rng, (1000, 128), AttentionAlgorithm::Wgmma)
+    }));
+    trials.push(trial(
+        sim,
+        "attention::wgmma::heads_outer_layout",
+        heads_outer_layout,
+    ));
+    trials.push(trial(
+        cuda,
+        "attention::wgmma::heads_outer_layout",
+        heads_outer_layout,
+    ));
+    trials.extend(backend_trials(cuda, CUDA_CASES));
+    for (fused, rung) in [
+        ("flash", AttentionAlgorithm::Flash),
+        ("wgmma", AttentionAlgorithm::Wgmma),
+    ] {
+        for (n, case) in FUSED_VS_ROWS.iter().enumerate() {
+            let (name, case) = (case_name(case), *case);
+            trials.push(if n % 2 == 0 {
+                trial(
+                    cuda,
+                    &format!("attention::{fused}_vs_rows::bf16::{name}"),
+                    move |gpu, rng| fused_vs_rows::<bf16>(gpu, rng, case, rung),
+                )
+            } else {
+                trial(
+                    cuda,
+                    &format!("attention::{fused}_vs_rows::f16::{name}"),
+                    move |gpu, rng| fused_vs_rows::<f16>(gpu, rng, case, rung),
+                )
+            });
+        }
+    }
+    trials.extend(super::attention_faults::trials(sim));
     trials.push(global_trial("attention", global_attention));
     trials
 }
@@ -162,6 +214,49 @@ fn check_attention_abs<T: TestElement>(
     check_close(&format!("{what}: lse"), lse, want_lse, 1e-4, 1e-5)
 }
 
+/// The Hopper rung alone on one case against the reference (the fused rungs' tolerance).
+fn wgmma_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, (b, sq, skv, h, hk, d, causal): Case) -> Check {
+    let (q, k, v) = (
+        random4::<T>(rng, [b, sq, h, d]),
+        random4::<T>(rng, [b, skv, hk, d]),
+        random4::<T>(rng, [b, skv, hk, d]),
+    );
+    let up = |a: &Array4<T>| gpu.upload(a.as_slice().expect("standard layout"));
+    let (qb, kb, vb) = (up(&q)?, up(&k)?, up(&v)?);
+    let options = AttentionOptions {
+        causal,
+        scale: None,
+        algorithm: AttentionAlgorithm::Wgmma,
+    };
+    let got = gpu.attention(
+        &AttentionTensor::contiguous(&qb, [b, sq, h, d])?,
+        &AttentionTensor::contiguous(&kb, [b, skv, hk, d])?,
+        &AttentionTensor::contiguous(&vb, [b, skv, hk, d])?,
+        &options,
+    )?;
+    let (want_out, want_lse) = cpu::attention(&q, &k, &v, &options)?;
+    check_attention_abs::<T>(
+        "wgmma",
+        (&got.out.to_vec()?, &got.lse.to_vec()?),
+        (
+            &want_out.into_raw_vec_and_offset().0,
+            &want_lse.into_raw_vec_and_offset().0,
+        ),
+        T::UNIT,
+    )
+}
+
+/// The check of a fused rung's bf16 output against the reference (`run_case`'s tolerance for
+/// the fused rungs: their rounded probabilities add up to `UNIT max|v|`, `|v| < 1` here); what
+/// the planted-fault trials (`attention_faults`) put their emulations through.
+pub(crate) fn check_fused(
+    what: &str,
+    (out, lse): (&[bf16], &[f32]),
+    (want_out, want_lse): (&[f32], &[f32]),
+) -> Check {
+    check_attention_abs::<bf16>(what, (out, lse), (want_out, want_lse), bf16::UNIT)
+}
+
 /// Every algorithm (`every`; else the rungs alone, not `Auto`) on one case against the
 /// reference.
 fn run_case<T: TestElement>(
@@ -200,10 +295,15 @@ fn run_case<T: TestElement>(
         }
         options.algorithm = algorithm;
         let result = gpu.attention(&qt, &kt, &vt, &options);
-        if algorithm == AttentionAlgorithm::Flash && d != 64 && d != 128 {
+        let fused_rung = matches!(algorithm, AttentionAlgorithm::Flash | AttentionAlgorithm::Wgmma);
+        if fused_rung && d != 64 && d != 128 {
             match result {
                 Err(Error::InvalidArgument { .. }) => continue,
-                other => return Err(format!("flash at head dim {d}: {:?}", other.map(|_| ())).into()),
+                other => {
+                    return Err(
+                        format!("{} at head dim {d}: {:?}", algorithm.name(), other.map(|_| ())).into(),
+                    );
+                }
             }
         }
         let got = result?;
@@ -220,10 +320,16 @@ fn run_case<T: TestElement>(
     Ok(())
 }
 
-/// The fused rung against the rows rung on one case: outputs within the sum of both rungs'
-/// errors against the exact result (the rows rung's output rounding, the fused rung's rounded
-/// probabilities and output rounding: `UNIT + 4 UNIT |want|`), log-sum-exp within `2e-4`.
-fn flash_vs_rows<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, (b, sq, skv, h, hk, d, causal): Case) -> Check {
+/// A fused rung (`rung`: flash or wgmma) against the rows rung on one case: outputs within the
+/// sum of both rungs' errors against the exact result (the rows rung's output rounding, the
+/// fused rung's rounded probabilities and output rounding: `UNIT + 4 UNIT |want|`), log-sum-exp
+/// within `2e-4`.
+fn fused_vs_rows<T: TestElement>(
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    (b, sq, skv, h, hk, d, causal): Case,
+    rung: AttentionAlgorithm,
+) -> Check {
     let (q, k, v) = (
         random4::<T>(rng, [b, sq, h, d]),
         random4::<T>(rng, [b, skv, hk, d]),
@@ -244,19 +350,19 @@ fn flash_vs_rows<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, (b, sq, skv, h, hk
         };
         gpu.attention(&qt, &kt, &vt, &options)
     };
-    let (rows, flash) = (run(AttentionAlgorithm::Rows)?, run(AttentionAlgorithm::Flash)?);
+    let (rows, flash) = (run(AttentionAlgorithm::Rows)?, run(rung)?);
     let wide = |x: &DeviceVec<T>| -> gpukern::Result<Vec<f32>> {
         Ok(x.to_vec()?.iter().map(|e| e.to_f32()).collect())
     };
     check_close(
-        "flash vs rows: out",
+        &format!("{} vs rows: out", rung.name()),
         &wide(&flash.out)?,
         &wide(&rows.out)?,
         T::UNIT,
         4.0 * T::UNIT,
     )?;
     check_close(
-        "flash vs rows: lse",
+        &format!("{} vs rows: lse", rung.name()),
         &flash.lse.to_vec()?,
         &rows.lse.to_vec()?,
         2e-4,
@@ -267,7 +373,18 @@ fn flash_vs_rows<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, (b, sq, skv, h, hk
 /// A packed QKV projection `[b, s, 3, h, d]` read in place: three strided views of one buffer,
 /// with an explicit scale, against the reference on the three parts copied out.
 fn packed_qkv(gpu: &Gpu, rng: &mut StdRng) -> Check {
-    let (b, s, h, d) = (2, 9, 2, 16);
+    packed_qkv_with(gpu, rng, (9, 16), AttentionAlgorithm::Auto)
+}
+
+/// [`packed_qkv`] at sequence and head dim `(s, d)` with `algorithm` (the Hopper rung reads the
+/// three parts through strided 4-D tensor maps; the fused rungs' tolerance then).
+fn packed_qkv_with(
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    (s, d): (usize, usize),
+    algorithm: AttentionAlgorithm,
+) -> Check {
+    let (b, h) = (2, 2);
     let qkv: Vec<bf16> = (0..b * s * 3 * h * d)
         .map(|_| bf16::from_f32(rng.random_range(-1.0f32..1.0)))
         .collect();
@@ -277,19 +394,67 @@ fn packed_qkv(gpu: &Gpu, rng: &mut StdRng) -> Check {
     let options = AttentionOptions {
         causal: true,
         scale: Some(0.3),
-        ..Default::default()
+        algorithm,
     };
     let got = gpu.attention(&part(0)?, &part(1)?, &part(2)?, &options)?;
     let view = ArrayView4::from_shape((b, s, 3 * h, d), &qkv)?;
     let copy = |p: usize| view.slice(ndarray::s![.., .., p * h..(p + 1) * h, ..]).to_owned();
     let (want_out, want_lse) = cpu::attention(&copy(0), &copy(1), &copy(2), &options)?;
-    check_attention::<bf16>(
+    let abs = if algorithm == AttentionAlgorithm::Auto {
+        1e-5
+    } else {
+        bf16::UNIT
+    };
+    check_attention_abs::<bf16>(
         "packed qkv",
         (&got.out.to_vec()?, &got.lse.to_vec()?),
         (
             &want_out.into_raw_vec_and_offset().0,
             &want_lse.into_raw_vec_and_offset().0,
         ),
+        abs,
+    )
+}
+
+/// Operands laid out `[b, h, s, d]` in memory (heads outer), given as strided `[b, s, h, d]`
+/// views: their tensor maps break the driver's nesting rule, so the plan sends the call to the
+/// fused `mma.sync` rung (right against the reference) and the Hopper rung asked for is an
+/// error.
+fn heads_outer_layout(gpu: &Gpu, rng: &mut StdRng) -> Check {
+    let (b, s, h, d) = (1, 40, 2, 64);
+    let bhsd = |rng: &mut StdRng| random4::<bf16>(rng, [b, h, s, d]);
+    let (q, k, v) = (bhsd(rng), bhsd(rng), bhsd(rng));
+    let up = |a: &Array4<bf16>| gpu.upload(a.as_slice().expect("standard layout"));
+    let (qb, kb, vb) = (up(&q)?, up(&k)?, up(&v)?);
+    let strides = [h * s * d, d, s * d];
+    let t = |x| AttentionTensor::strided(x, 0, [b, s, h, d], strides);
+    let run = |algorithm| {
+        let options = AttentionOptions {
+            causal: true,
+            scale: None,
+            algorithm,
+        };
+        gpu.attention(&t(&qb)?, &t(&kb)?, &t(&vb)?, &options)
+    };
+    match run(AttentionAlgorithm::Wgmma) {
+        Err(Error::InvalidArgument { .. }) => {}
+        other => return Err(format!("wgmma on a heads-outer layout: {:?}", other.map(|_| ())).into()),
+    }
+    let got = run(AttentionAlgorithm::Auto)?;
+    let bshd = |a: &Array4<bf16>| a.view().permuted_axes([0, 2, 1, 3]).to_owned();
+    let options = AttentionOptions {
+        causal: true,
+        ..Default::default()
+    };
+    let (want_out, want_lse) = cpu::attention(&bshd(&q), &bshd(&k), &bshd(&v), &options)?;
+    check_attention_abs::<bf16>(
+        "heads-outer layout",
+        (&got.out.to_vec()?, &got.lse.to_vec()?),
+        (
+            &want_out.into_raw_vec_and_offset().0,
+            &want_lse.into_raw_vec_and_offset().0,
+        ),
+        bf16::UNIT,
     )
 }
 

@@ -103,14 +103,21 @@ pub(crate) fn value(token: &str, named: &[(&str, u64)]) -> u64 {
             .unwrap_or_else(|| panic!("wgmma PTX: no operand named {name:?}"))
             .1;
     }
-    token
-        .parse::<i64>()
-        .unwrap_or_else(|e| panic!("wgmma PTX: {token:?} is not an operand or an immediate: {e}")) as u64
+    if let Ok(v) = token.parse::<i64>() {
+        return v as u64;
+    }
+    // A 64-bit register the text declared and set (`.reg .b64`, `add.s64`), passed in `named`
+    // under its bare name.
+    named
+        .iter()
+        .find(|(n, _)| *n == token)
+        .unwrap_or_else(|| panic!("wgmma PTX: {token:?} is not an operand, a set register or an immediate"))
+        .1
 }
 
 /// Runs the `asm!` template `ptx` of a warpgroup `wgmma` sequence for the running thread:
 /// `named` the named operands, `acc` the positional ones (`{i}` is `acc[i]`). Understands
-/// `.reg .pred`, `setp.ne.b32`, `wgmma.fence`, `wgmma.mma_async.sync.aligned` (`m64nNk16` in
+/// `.reg .pred`, `.reg .b64` with `add.s64` (descriptors stepped inside the text), `setp.ne.b32`, `wgmma.fence`, `wgmma.mma_async.sync.aligned` (`m64nNk16` in
 /// bf16 or f16, `m64nNk8` in TF32, operands truncated as the tensor core reads them, `m64nNk32`
 /// in e4m3 or e5m2, either type for either operand, K-major;
 /// shared-memory descriptors for both operands), `commit_group` and `wait_group N`; anything else
@@ -119,9 +126,30 @@ pub(crate) fn value(token: &str, named: &[(&str, u64)]) -> u64 {
 /// in f64, rounded once to f32): at least as accurate as the tensor core.
 #[track_caller]
 pub(crate) fn run(ptx: &str, named: &[(&str, u64)], acc: &mut [f32]) {
-    let at = Location::caller();
+    run_with(ptx, named, None, acc, Location::caller());
+}
+
+/// [`run`] for products whose `A` comes from registers (`{{{a0},{a1},{a2},{a3}}}` lists of named
+/// 32-bit operands): `quad[q][r]` is register `a<r>` of lane `q` of the running thread's quad
+/// (its own among them), exchanged by the caller, since row `g` of `A` is spread over the quad.
+#[track_caller]
+pub(crate) fn run_register_a(ptx: &str, named: &[(&str, u64)], quad: &[[u32; 32]; 4], acc: &mut [f32]) {
+    run_with(ptx, named, Some(quad), acc, Location::caller());
+}
+
+/// [`run`], with the quad's `A` registers where the products take `A` from registers.
+fn run_with(
+    ptx: &str,
+    named: &[(&str, u64)],
+    quad: Option<&[[u32; 32]; 4]>,
+    acc: &mut [f32],
+    at: &'static Location<'static>,
+) {
     let lead = device::thread_linear().is_multiple_of(128);
     let mut predicates: Vec<(&str, Option<bool>)> = Vec::new();
+    // The named operands and the 64-bit registers the text sets (`.reg .b64`, `add.s64`).
+    let mut values: Vec<(&str, u64)> = named.to_vec();
+    let mut declared: Vec<&str> = Vec::new();
     let mut set: Option<u32> = None;
     for statement in ptx.split(';') {
         let statement = statement.trim();
@@ -132,10 +160,28 @@ pub(crate) fn run(ptx: &str, named: &[(&str, u64)], acc: &mut [f32]) {
         let (op, args) = statement.split_once(' ').unwrap_or((statement, ""));
         match op {
             ".reg" => {
-                let names = args
-                    .strip_prefix(".pred ")
-                    .unwrap_or_else(|| panic!("wgmma PTX: only predicates are declared: {statement:?}"));
+                if let Some(names) = args.strip_prefix(".b64 ") {
+                    // Declared 64-bit registers: set by `add.s64` before they are read.
+                    declared.extend(names.split(',').map(str::trim));
+                    continue;
+                }
+                let names = args.strip_prefix(".pred ").unwrap_or_else(|| {
+                    panic!("wgmma PTX: only predicates and .b64 are declared: {statement:?}")
+                });
                 predicates.extend(names.split(',').map(|n| (n.trim(), None)));
+            }
+            "add.s64" => {
+                let parts: Vec<&str> = args.split(',').map(str::trim).collect();
+                let [d, x, y] = parts[..] else {
+                    panic!("wgmma PTX: {statement:?}: add takes three operands")
+                };
+                assert!(
+                    declared.contains(&d),
+                    "wgmma PTX: {d:?} is not a declared .b64 register"
+                );
+                let v = value(x, &values).wrapping_add(value(y, &values));
+                values.retain(|(n, _)| *n != d);
+                values.push((d, v));
             }
             "setp.ne.b32" => {
                 let parts: Vec<&str> = args.split(',').map(str::trim).collect();
@@ -168,7 +214,7 @@ pub(crate) fn run(ptx: &str, named: &[(&str, u64)], acc: &mut [f32]) {
                 }
             }
             _ if op.starts_with("wgmma.mma_async.") => {
-                let mma = Mma::parse(op, args, named, &predicates);
+                let mma = Mma::parse(op, args, &values, &predicates, quad);
                 device::wgmma_execute(mma.describe(), at);
                 let s = *set.get_or_insert_with(|| device::wgmma_set(acc));
                 if lead {
@@ -321,11 +367,11 @@ mod tests {
         ];
         for (ty, operand) in [("e4m3", Operand::E4m3), ("e5m2", Operand::E5m2)] {
             let (op, args) = line(ty, "");
-            let mma = Mma::parse(&op, &args, &named, &[]);
+            let mma = Mma::parse(&op, &args, &named, &[], None);
             assert!(mma.describe().contains(ty), "{}", mma.describe());
             assert_eq!((operand.bytes(), operand.k()), (1, 32));
             let (op, args) = line(ty, ", 0, 0");
-            let refused = std::panic::catch_unwind(|| Mma::parse(&op, &args, &named, &[]));
+            let refused = std::panic::catch_unwind(|| Mma::parse(&op, &args, &named, &[], None));
             assert!(refused.is_err(), "{ty} with imm-trans operands was accepted");
         }
         // One-byte K-major addresses: element (mn, k) at byte k of row mn, then the swizzle:
@@ -334,6 +380,69 @@ mod tests {
         assert_eq!(a.address_of(0, 17, false, 1), 17);
         assert_eq!(a.address_of(1, 0, false, 1), 128 + 16);
         assert_eq!(a.address_of(9, 31, false, 1), 1024 + 128 + 15);
+    }
+
+    /// The attention products' PTX: the scores read `B` K-major (imm-trans-b 0), the `P V`
+    /// products take `A` from four named registers per step (`a4s..a4s+3`, no imm-trans-a) and
+    /// read `V` N-major; a register `A` line parses only with the quad's registers.
+    #[test]
+    fn attention_lines_parse() {
+        use super::product::Mma;
+        let lines = |ptx: &str| -> Vec<String> {
+            ptx.lines()
+                .filter(|l| l.starts_with("wgmma.mma_async"))
+                .map(str::to_string)
+                .collect()
+        };
+        for (s, line) in lines(crate::wgmma::MMA_BF16_M64N128K64_KB_ASYNC_PTX)
+            .iter()
+            .enumerate()
+        {
+            let (a, b) = match s {
+                0 => ("{a}".to_string(), "{b}".to_string()),
+                _ => (format!("a{s}"), format!("b{s}")),
+            };
+            let tail = format!("{a}, {b}, {}, 1, 1, 0, 0;", if s == 0 { "p" } else { "t" });
+            assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
+        }
+        let rs = lines(crate::wgmma::MMA_F16_M64N64K128_RS_ASYNC_PTX);
+        assert_eq!(rs.len(), 8);
+        for (s, line) in rs.iter().enumerate() {
+            assert!(line.starts_with("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "));
+            let r = 4 * s;
+            // Step 0 reads the named descriptor, step `s` the register `ds` the text set.
+            let b = if s == 0 {
+                "{b}".to_string()
+            } else {
+                format!("d{s}")
+            };
+            let tail = format!(
+                "{{{{{{a{r}}},{{a{}}},{{a{}}},{{a{}}}}}}}, {b}, {}, 1, 1, 1;",
+                r + 1,
+                r + 2,
+                r + 3,
+                if s == 0 { "p" } else { "t" }
+            );
+            assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
+        }
+        let (op, args) = rs[0].split_once(' ').expect("an opcode and operands");
+        let named: Vec<(&str, u64)> = vec![("b", crate::wgmma::desc_sw128(0, 16384, 1024))];
+        let quad: [[u32; 32]; 4] = core::array::from_fn(|q| core::array::from_fn(|r| (100 * q + r) as u32));
+        let mma = Mma::parse(
+            op,
+            args.trim_end_matches(';'),
+            &named,
+            &[("p", Some(true))],
+            Some(&quad),
+        );
+        assert!(mma.describe().contains("trans-b 1"), "{}", mma.describe());
+        let refused = std::panic::catch_unwind(|| {
+            Mma::parse(op, args.trim_end_matches(';'), &named, &[("p", Some(true))], None)
+        });
+        assert!(
+            refused.is_err(),
+            "a register A line parsed without the quad's registers"
+        );
     }
 
     #[test]

@@ -68,6 +68,35 @@ pub type FlashLauncher<T> = for<'a> unsafe fn(
     bool,
 ) -> Result<()>;
 
+/// The launcher of `attention_wgmma_*`: `(maps, q, k, v, o, lse, q_len, kv_len, heads, group,
+/// q strides (3), k strides (3), v strides (3), scale_log2, causal)`, `maps` the three tensor
+/// maps.
+pub type WgmmaLauncher<T> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, u64>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSliceMut<'a, T>,
+    DeviceSliceMut<'a, f32>,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f32,
+    bool,
+) -> Result<()>;
+
 /// One element type's attention kernels.
 pub struct AttentionKernels<T: 'static> {
     /// `attention_rows_*`.
@@ -76,6 +105,10 @@ pub struct AttentionKernels<T: 'static> {
     pub(crate) flash64: FlashLauncher<T>,
     /// `attention_flash_d128_*`.
     pub(crate) flash128: FlashLauncher<T>,
+    /// `attention_wgmma_d64_*`.
+    pub(crate) wgmma64: WgmmaLauncher<T>,
+    /// `attention_wgmma_d128_*`.
+    pub(crate) wgmma128: WgmmaLauncher<T>,
 }
 
 /// The bf16 kernels.
@@ -83,6 +116,8 @@ static BF16: AttentionKernels<bf16> = AttentionKernels {
     rows: family::attention_rows_bf16::launch_views::<Module>,
     flash64: family::attention_flash_d64_bf16::launch_views::<Module>,
     flash128: family::attention_flash_d128_bf16::launch_views::<Module>,
+    wgmma64: family::wgmma::attention_wgmma_d64_bf16::launch_views::<Module>,
+    wgmma128: family::wgmma::attention_wgmma_d128_bf16::launch_views::<Module>,
 };
 
 /// The f16 kernels.
@@ -90,11 +125,15 @@ static F16: AttentionKernels<f16> = AttentionKernels {
     rows: family::attention_rows_f16::launch_views::<Module>,
     flash64: family::attention_flash_d64_f16::launch_views::<Module>,
     flash128: family::attention_flash_d128_f16::launch_views::<Module>,
+    wgmma64: family::wgmma::attention_wgmma_d64_f16::launch_views::<Module>,
+    wgmma128: family::wgmma::attention_wgmma_d128_f16::launch_views::<Module>,
 };
 
 /// An element type of attention: [`bf16`](struct@bf16) or [`f16`](struct@f16) in and out (f32
 /// inside).
-pub trait AttentionElement: Element + family::AttentionElement + sealed::Sealed {
+pub trait AttentionElement:
+    Element + family::AttentionElement + crate::tensor_map::MapElement + sealed::Sealed
+{
     /// The kernels of this element type.
     #[doc(hidden)]
     fn kernels() -> &'static AttentionKernels<Self>;
@@ -217,6 +256,62 @@ pub(crate) unsafe fn flash<T: AttentionElement>(
         launcher(
             &library,
             cfg,
+            q,
+            k,
+            v,
+            o.view_mut(),
+            lse.view_mut(),
+            s.q_len,
+            s.kv_len,
+            s.heads,
+            s.heads / s.kv_heads,
+            qb,
+            qs,
+            qh,
+            kb,
+            ks,
+            kh,
+            vb,
+            vs,
+            vh,
+            ops.scale_log2,
+            ops.causal,
+        )
+    }
+}
+
+/// Launches `attention_wgmma_d<head_dim>_*` on checked operands: a block of three warpgroups per
+/// 128 query rows of each (batch, head).
+///
+/// # Safety
+/// As [`flash`], with `maps` the three 4-D tensor maps of `q`, `k` and `v` (`encode_4d` of the
+/// launch's views and strides, boxes of 128 rows), a GPU running the sm_90a module, and `cfg`
+/// the grid `(ceil(q_len / 128), heads, batch)` of the kernel's block and shared memory.
+pub(crate) unsafe fn wgmma<T: AttentionElement>(
+    gpu: &Gpu,
+    cfg: LaunchConfig,
+    maps: &DeviceVec<u64>,
+    ops: &Launch<'_, T>,
+    o: &mut DeviceVec<T>,
+    lse: &mut DeviceVec<f32>,
+) -> Result<()> {
+    let s = ops.shape;
+    let (q, k, v) = (ops.q.data, ops.k.data, ops.v.data);
+    let [qb, qs, qh] = ops.q.strides;
+    let [kb, ks, kh] = ops.k.strides;
+    let [vb, vs, vh] = ops.v.strides;
+    let launcher = if s.head_dim == 64 {
+        T::kernels().wgmma64
+    } else {
+        T::kernels().wgmma128
+    };
+    let library = gpu.library();
+    // SAFETY: per the contract.
+    unsafe {
+        launcher(
+            &library,
+            cfg,
+            maps.view(),
             q,
             k,
             v,

@@ -36,11 +36,12 @@ mod plan;
 pub use kernels::{AttentionElement, AttentionKernels};
 pub use plan::AttentionAlgorithm;
 
+use kernels_gpu::attention::wgmma::{WGMMA_BLOCK, WGMMA_BOX_ROWS, WGMMA_ROWS, wgmma_shared_bytes};
 use kernels_gpu::attention::{
     FLASH_BLOCK, FLASH_ROWS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM, ROWS_BLOCK, ROWS_PER_BLOCK, flash_shared_bytes,
 };
-use plan::AttentionPlan;
 pub use plan::AttentionShape;
+use plan::{AttentionPlan, Facts};
 
 use super::same_shape;
 use crate::buffer::{DeviceVec, checked_len_of};
@@ -166,6 +167,21 @@ impl<'a, T: AttentionElement> AttentionTensor<'a, T> {
     }
 
     /// The view of the buffer that the kernels index from 0.
+    /// The tensor as a 4-D map sees it: the address of element `[0, 0, 0, 0]`, dims `[batch,
+    /// heads, seq, head_dim]` and strides along batch, heads and seq.
+    fn map_shape(&self) -> (usize, [usize; 4], [usize; 3]) {
+        let [b, s, h, d] = self.dims;
+        let [sb, ss, sh] = self.strides;
+        let address = self.data.address() + self.offset * std::mem::size_of::<T>();
+        (address, [b, h, s, d], [sb, sh, ss])
+    }
+
+    /// Whether the driver encodes this tensor's 4-D map (`tensor_map::check_4d`).
+    fn map_4d_ok(&self) -> bool {
+        let (address, dims, strides) = self.map_shape();
+        crate::tensor_map::check_4d(address, std::mem::size_of::<T>(), dims, strides, WGMMA_BOX_ROWS).is_ok()
+    }
+
     fn view(&self) -> Result<DeviceSlice<'a, T>> {
         self.data.slice(self.offset.min(self.data.len())..)
     }
@@ -303,7 +319,12 @@ impl Gpu {
         }
         let aligned =
             [&ops.q, &ops.k, &ops.v].iter().all(|t| t.is_16_byte_aligned()) && out.is_16_byte_aligned();
-        let plan = AttentionPlan::choose(options.algorithm, s.head_dim, aligned)
+        let facts = Facts {
+            aligned,
+            wgmma: self.has_wgmma(),
+            tensor_maps: s.kv_len > 0 && [&ops.q, &ops.k, &ops.v].iter().all(|t| t.map_4d_ok()),
+        };
+        let plan = AttentionPlan::choose(options.algorithm, s.head_dim, facts)
             .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
         match plan {
             AttentionPlan::Rows => {
@@ -332,7 +353,45 @@ impl Gpu {
                 // alignment of every operand, offset and stride; `cfg` is the kernel's grid.
                 unsafe { kernels::flash(self, cfg, &ops.launch()?, out, lse) }
             }
+            AttentionPlan::Wgmma { head_dim } => {
+                let cfg = LaunchConfig::grid_3d(
+                    OP,
+                    (s.q_len, s.heads, s.batch),
+                    (WGMMA_ROWS, 1, 1),
+                    (WGMMA_BLOCK, 1, 1),
+                    wgmma_shared_bytes(head_dim) as u32,
+                    &self.limits().opted_in(),
+                )?;
+                let maps = self.attention_maps(&ops)?;
+                // SAFETY: as for the fused rung; the plan checked that the GPU has `wgmma` and
+                // that the three maps encode, which `attention_maps` did from the same views.
+                unsafe { kernels::wgmma(self, cfg, &maps, &ops.launch()?, out, lse) }
+            }
         }
+    }
+
+    /// The 4-D tensor maps of `q`, `k` and `v` (`gpukern_device::tma::Tensor4d`, boxes of 128
+    /// rows of 64 dims) in device memory, side by side; cached per set of maps
+    /// ([`Gpu::cached_maps`]). Zeros in the simulator, whose copies read the operands directly.
+    fn attention_maps<T: AttentionElement>(
+        &self,
+        ops: &Operands<'_, T>,
+    ) -> Result<std::sync::Arc<DeviceVec<u64>>> {
+        use crate::tensor_map::{MAP_WORDS, MapElement, encode_4d};
+        let mut words = vec![0u64; 3 * MAP_WORDS];
+        if !self.is_simulator() {
+            for (n, t) in [&ops.q, &ops.k, &ops.v].into_iter().enumerate() {
+                let map = encode_4d(
+                    OP,
+                    <T as MapElement>::KIND,
+                    std::mem::size_of::<T>(),
+                    t.map_shape(),
+                    WGMMA_BOX_ROWS,
+                )?;
+                words[n * MAP_WORDS..(n + 1) * MAP_WORDS].copy_from_slice(&map);
+            }
+        }
+        self.cached_maps(&words)
     }
 
     /// The checks of every attention call: shapes, head dim, scale, outputs' lengths, owners.

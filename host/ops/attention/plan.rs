@@ -3,19 +3,41 @@
 //!
 //! The rules, in order:
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung.
-//! 2. Head dim 64 or 128 ([`FLASH_HEAD_DIMS`]) with 16-byte aligned operands (every buffer, every
+//! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`WGMMA_HEAD_DIMS`]), aligned operands
+//!    as in rule 3, and tensor maps the driver encodes for `Q`, `K` and `V` (`[batch, seq,
+//!    heads, head_dim]` nested as such, strides of whole 16 bytes, at least one key): the
+//!    Hopper rung, `attention_wgmma_d<D>`. Its tensor-core products are `wgmma` (Hopper's
+//!    full-rate instruction, where `mma.sync` is not) and each block reuses a KV tile for 128
+//!    query rows.
+//! 3. Head dim 64 or 128 ([`FLASH_HEAD_DIMS`]) with 16-byte aligned operands (every buffer, every
 //!    offset and stride a multiple of 8 elements): the fused rung, `attention_flash_d<D>`. It
 //!    reads `K` and `V` once per 64 query rows where the rows rung reads them once per row,
 //!    and multiplies on the tensor cores.
-//! 3. Anything else: the rows rung (head dims 8..=256 in steps of 8, any strides). Head dim 256
+//! 4. Anything else: the rows rung (head dims 8..=256 in steps of 8, any strides). Head dim 256
 //!    goes there too: its fused kernel would hold 128 f32 output accumulators and 64 `Q`
 //!    registers per thread besides the scores, past the 255 registers ptxas allows without
 //!    spilling.
 //!
-//! [`AttentionAlgorithm::Flash`] asked for where rule 2 does not hold is an error that says what
-//! the fused rung supports.
+//! [`AttentionAlgorithm::Flash`] asked for where rule 3 does not hold, or
+//! [`AttentionAlgorithm::Wgmma`] where rule 2 does not, is an error that says what the rung
+//! supports.
 
 use kernels_gpu::attention::{FLASH_HEAD_DIMS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM};
+
+/// The head dims of the Hopper rung (`kernels_gpu::attention::wgmma::WGMMA_HEAD_DIMS`, which
+/// the sm_80 build of the kernel crate does not have).
+pub(crate) const WGMMA_HEAD_DIMS: [usize; 2] = [64, 128];
+
+/// What the plan needs to know about the call besides its head dim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Facts {
+    /// Every operand 16-byte aligned, offsets and strides multiples of 8 elements.
+    pub(crate) aligned: bool,
+    /// The GPU runs the sm_90a module (`wgmma`).
+    pub(crate) wgmma: bool,
+    /// The driver encodes the three operands' 4-D tensor maps (and there is a key).
+    pub(crate) tensor_maps: bool,
+}
 
 /// What one attention call runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,21 +50,42 @@ pub(crate) enum AttentionPlan {
         /// 64 or 128.
         head_dim: usize,
     },
+    /// `attention_wgmma_d<head_dim>_*`: the Hopper rung.
+    Wgmma {
+        /// 64 or 128.
+        head_dim: usize,
+    },
 }
 
 impl AttentionPlan {
-    /// The plan of `algorithm` for a checked call (head dim in `8..=256`, a multiple of 8);
-    /// `aligned`: every operand 16-byte aligned with strides and offsets multiples of 8
-    /// elements. `Err` says why the fused rung asked for does not apply.
+    /// The plan of `algorithm` for a checked call (head dim in `8..=256`, a multiple of 8) with
+    /// the facts `f`. `Err` says why the rung asked for does not apply.
     pub(crate) fn choose(
         algorithm: AttentionAlgorithm,
         head_dim: usize,
-        aligned: bool,
+        f: Facts,
     ) -> Result<AttentionPlan, String> {
         debug_assert!(head_dim % HEAD_DIM_MULTIPLE == 0 && head_dim <= MAX_HEAD_DIM);
+        let aligned = f.aligned;
         let fused = FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
+        let hopper = WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && f.wgmma && f.tensor_maps;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(AttentionPlan::Rows),
+            AttentionAlgorithm::Auto if hopper => Ok(AttentionPlan::Wgmma { head_dim }),
+            AttentionAlgorithm::Wgmma if hopper => Ok(AttentionPlan::Wgmma { head_dim }),
+            AttentionAlgorithm::Wgmma => Err(format!(
+                "the wgmma rung takes a GPU with wgmma (compute capability 9.0){}, head dims \
+                 {WGMMA_HEAD_DIMS:?}, 16-byte aligned operands and strides nested as [batch, seq, \
+                 heads, head_dim] (the copy engine's tensor maps), and at least one key; not head \
+                 dim {head_dim}{}{}",
+                if f.wgmma { "" } else { " (this one has none)" },
+                if aligned { "" } else { " with these strides" },
+                if f.tensor_maps {
+                    ""
+                } else {
+                    " with these tensor maps"
+                },
+            )),
             AttentionAlgorithm::Auto if fused => Ok(AttentionPlan::Flash { head_dim }),
             AttentionAlgorithm::Auto => Ok(AttentionPlan::Rows),
             AttentionAlgorithm::Flash if fused => Ok(AttentionPlan::Flash { head_dim }),
@@ -68,22 +111,28 @@ pub enum AttentionAlgorithm {
     /// The fused `mma.sync` rung (`attention_flash_d64_*`, `attention_flash_d128_*`): head dims
     /// 64 and 128, 16-byte aligned operands; an error elsewhere.
     Flash,
+    /// The Hopper rung (`attention_wgmma_d64_*`, `attention_wgmma_d128_*`): a GPU with `wgmma`,
+    /// head dims 64 and 128, 16-byte aligned operands whose tensor maps the driver encodes; an
+    /// error elsewhere.
+    Wgmma,
 }
 
 impl AttentionAlgorithm {
     /// Every algorithm.
-    pub const ALL: [AttentionAlgorithm; 3] = [
+    pub const ALL: [AttentionAlgorithm; 4] = [
         AttentionAlgorithm::Auto,
         AttentionAlgorithm::Rows,
         AttentionAlgorithm::Flash,
+        AttentionAlgorithm::Wgmma,
     ];
 
-    /// A short name: `auto`, `rows`, `flash`; the bench's `impl` is `gpukern:<name>`.
+    /// A short name: `auto`, `rows`, `flash`, `wgmma`; the bench's `impl` is `gpukern:<name>`.
     pub fn name(self) -> &'static str {
         match self {
             AttentionAlgorithm::Auto => "auto",
             AttentionAlgorithm::Rows => "rows",
             AttentionAlgorithm::Flash => "flash",
+            AttentionAlgorithm::Wgmma => "wgmma",
         }
     }
 }
@@ -130,9 +179,18 @@ mod tests {
 
     /// Every head dim the host accepts has a rung: the fused one at 64 and 128 when aligned,
     /// the rows one elsewhere (on each side of 64 and 128, at 256, and unaligned).
+    /// Facts of a GPU without `wgmma`.
+    fn pre_hopper(aligned: bool) -> Facts {
+        Facts {
+            aligned,
+            wgmma: false,
+            tensor_maps: true,
+        }
+    }
+
     #[test]
     fn each_head_dim_and_alignment_has_its_rung() {
-        let auto = |d, aligned| AttentionPlan::choose(AttentionAlgorithm::Auto, d, aligned);
+        let auto = |d, aligned| AttentionPlan::choose(AttentionAlgorithm::Auto, d, pre_hopper(aligned));
         for d in (HEAD_DIM_MULTIPLE..=MAX_HEAD_DIM).step_by(HEAD_DIM_MULTIPLE) {
             let want = if d == 64 || d == 128 {
                 AttentionPlan::Flash { head_dim: d }
@@ -142,7 +200,7 @@ mod tests {
             assert_eq!(auto(d, true), Ok(want), "head dim {d}");
             assert_eq!(auto(d, false), Ok(AttentionPlan::Rows), "head dim {d}, unaligned");
             assert_eq!(
-                AttentionPlan::choose(AttentionAlgorithm::Rows, d, true),
+                AttentionPlan::choose(AttentionAlgorithm::Rows, d, pre_hopper(true)),
                 Ok(AttentionPlan::Rows)
             );
         }
@@ -152,7 +210,7 @@ mod tests {
     /// elsewhere.
     #[test]
     fn flash_on_request_or_an_error() {
-        let flash = |d, aligned| AttentionPlan::choose(AttentionAlgorithm::Flash, d, aligned);
+        let flash = |d, aligned| AttentionPlan::choose(AttentionAlgorithm::Flash, d, pre_hopper(aligned));
         assert_eq!(flash(64, true), Ok(AttentionPlan::Flash { head_dim: 64 }));
         assert_eq!(flash(128, true), Ok(AttentionPlan::Flash { head_dim: 128 }));
         for (d, aligned) in [
@@ -166,5 +224,69 @@ mod tests {
             let err = flash(d, aligned).expect_err("not fused");
             assert!(err.contains("[64, 128]"), "{err}");
         }
+    }
+
+    /// On a GPU with `wgmma` the Hopper rung takes head dims 64 and 128 when the operands are
+    /// aligned and their tensor maps encode; one fact missing sends the call to the fused
+    /// `mma.sync` rung (or the rows rung), and asking for the wgmma rung then is an error.
+    #[test]
+    fn wgmma_where_every_fact_holds() {
+        let all = Facts {
+            aligned: true,
+            wgmma: true,
+            tensor_maps: true,
+        };
+        let choose = |alg, d, f| AttentionPlan::choose(alg, d, f);
+        for d in (HEAD_DIM_MULTIPLE..=MAX_HEAD_DIM).step_by(HEAD_DIM_MULTIPLE) {
+            let want = match d {
+                64 | 128 => AttentionPlan::Wgmma { head_dim: d },
+                _ => AttentionPlan::Rows,
+            };
+            assert_eq!(choose(AttentionAlgorithm::Auto, d, all), Ok(want), "head dim {d}");
+        }
+        for (d, f) in [
+            (64, Facts { wgmma: false, ..all }),
+            (
+                128,
+                Facts {
+                    aligned: false,
+                    ..all
+                },
+            ),
+            (
+                128,
+                Facts {
+                    tensor_maps: false,
+                    ..all
+                },
+            ),
+            (
+                64,
+                Facts {
+                    tensor_maps: false,
+                    ..all
+                },
+            ),
+        ] {
+            let fallback = if f.aligned {
+                AttentionPlan::Flash { head_dim: d }
+            } else {
+                AttentionPlan::Rows
+            };
+            assert_eq!(choose(AttentionAlgorithm::Auto, d, f), Ok(fallback), "{d} {f:?}");
+            let err = choose(AttentionAlgorithm::Wgmma, d, f).expect_err("not wgmma");
+            assert!(err.contains("[64, 128]"), "{err}");
+        }
+        for d in [56, 72, 120, 136, 256] {
+            assert!(choose(AttentionAlgorithm::Wgmma, d, all).is_err(), "head dim {d}");
+        }
+        assert_eq!(
+            choose(AttentionAlgorithm::Wgmma, 128, all),
+            Ok(AttentionPlan::Wgmma { head_dim: 128 })
+        );
+        assert_eq!(
+            choose(AttentionAlgorithm::Flash, 128, all),
+            Ok(AttentionPlan::Flash { head_dim: 128 })
+        );
     }
 }

@@ -212,7 +212,7 @@ impl Gpu {
     /// words were uploaded before, else uploaded and kept (at most [`CACHED_MAPS`] sets; a full
     /// cache is emptied first). A map describes only an address, a shape and a box, so a cached
     /// one stays right whatever the memory at that address holds now.
-    pub(super) fn cached_maps(&self, words: &[u64]) -> Result<Arc<DeviceVec<u64>>> {
+    pub(crate) fn cached_maps(&self, words: &[u64]) -> Result<Arc<DeviceVec<u64>>> {
         let Backend::Cuda(device) = &self.backend else {
             return Ok(Arc::new(self.upload(words)?));
         };

@@ -32,6 +32,10 @@
 //!   `cp.async`, the online softmax in registers, `P` fed back to the tensor cores), for head
 //!   dims 64 and 128 with 16-byte aligned operands; the host plan sends every other call to
 //!   [`rows`].
+//! * [`wgmma`]: the Hopper rung (sm_90a only), FlashAttention-3's design: a producer warpgroup
+//!   copying `Q`, `K` and `V` by TMA into a ring, two consumer warpgroups of 64 query rows each
+//!   computing `S = Q K^T` and `O += P V` on `wgmma` (`P` from registers), 128-key tiles; head
+//!   dims 64 and 128 with strides of whole 16 bytes. Its items stay under `attention::wgmma`.
 
 use crate::gpu::convert::Float;
 use crate::gpu::mma::{mma_m16n8k16_bf16, mma_m16n8k16_f16};
@@ -39,6 +43,8 @@ use crate::gpu::{bf16, f16};
 
 pub mod flash;
 pub mod rows;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod wgmma;
 
 pub use flash::*;
 pub use rows::*;

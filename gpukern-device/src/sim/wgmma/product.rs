@@ -33,6 +33,9 @@ pub(crate) struct Mma {
     scale_d: bool,
     /// The product of imm-scale-a and imm-scale-b.
     sign: f64,
+    /// `A` from registers: the four registers of each lane `q` of the issuing thread's quad
+    /// (`regs[q][r]`), read when the product was issued; `None` for a descriptor.
+    a_regs: Option<[[u32; 4]; 4]>,
 }
 
 impl Mma {
@@ -46,6 +49,7 @@ impl Mma {
         args: &str,
         named: &[(&str, u64)],
         predicates: &[(&str, Option<bool>)],
+        quad: Option<&[[u32; 32]; 4]>,
     ) -> Mma {
         let shape = op.strip_prefix("wgmma.mma_async.sync.aligned.m64n");
         let typed = |suffix: &str, ty: Operand| {
@@ -97,11 +101,36 @@ impl Mma {
             "wgmma PTX: m64n{n} has {} accumulators per thread",
             n / 2
         );
-        let rest: Vec<&str> = args[list_end + 2..]
+        let mut rest: Vec<&str> = args[list_end + 2..]
             .trim_start_matches(',')
             .split(',')
             .map(str::trim)
             .collect();
+        // `A` from registers: a list of four named 32-bit operands `{{{aI},{aJ},{aK},{aL}}}` in
+        // place of the descriptor (and no imm-trans-a).
+        let a_regs = if rest.first().is_some_and(|t| t.starts_with("{{")) {
+            assert!(rest.len() >= 4, "wgmma PTX: {args:?}: a register A list of four");
+            let quad = quad.unwrap_or_else(|| panic!("wgmma PTX: {args:?}: register A without its quad"));
+            let index: Vec<usize> = rest[..4]
+                .iter()
+                .map(|t| {
+                    let name = t.trim_matches(|c| c == '{' || c == '}');
+                    name.strip_prefix('a')
+                        .and_then(|i| i.parse::<usize>().ok())
+                        .filter(|&i| i < 32)
+                        .unwrap_or_else(|| panic!("wgmma PTX: register A operand {t:?}: want a0..a31"))
+                })
+                .collect();
+            rest.drain(..4);
+            // Placeholders where a descriptor and imm-trans-a would be.
+            rest.insert(0, "0");
+            rest.insert(5, "0");
+            Some(core::array::from_fn(|q| {
+                core::array::from_fn(|r| quad[q][index[r]])
+            }))
+        } else {
+            None
+        };
         // `.tf32` and the FP8 types take no imm-trans operands (both operands K-major); the
         // 16-bit types do.
         let k_major_only = matches!(ty, Operand::Tf32 | Operand::E4m3 | Operand::E5m2);
@@ -147,6 +176,7 @@ impl Mma {
             b_mn_major,
             scale_d,
             sign,
+            a_regs,
         }
     }
 
@@ -161,14 +191,28 @@ impl Mma {
         // 8 (i / 4) + 2 q + i % 2).
         let t = crate::sim::device::thread_idx().0 as usize % 128;
         let (w, g, q) = (t / 32, (t % 32) / 4, t % 4);
-        // Up to 32 along `k` per instruction (`k32` of FP8).
+        // `A` from registers (PTX ISA, "Register Fragments", matrix A of `m64nNk16`): register
+        // `r` of lane `q` of the quad holds row `g + 8 (r % 2)`, columns `8 (r / 2) + 2 q` (low
+        // half) and `+ 1` (high half).
+        let from_registers = |regs: &[[u32; 4]; 4], h: usize, k: usize| {
+            let bits = regs[(k % 8) / 2][2 * (k / 8) + h] >> (16 * (k % 2));
+            let bits = (bits & 0xffff) as u16;
+            match ty {
+                Operand::Bf16 => f64::from(f32::from_bits(u32::from(bits) << 16)),
+                Operand::F16 => f64::from(half::f16::from_bits(bits).to_f32()),
+                _ => panic!("wgmma PTX: register A of {ty:?}: the simulator models 16-bit types"),
+            }
+        };
+        // Up to 32 along `k` per instruction (`k32` of FP8; register `A` is 16-bit, `k16`).
         let rows: [[f64; 32]; 2] = core::array::from_fn(|h| {
             let r = 16 * w + g + 8 * h;
             core::array::from_fn(|k| {
-                if k < kk {
-                    element(a.address_of(r, k, a_mn_major, bytes), ty)
-                } else {
+                if k >= kk {
                     0.0
+                } else if let Some(regs) = &self.a_regs {
+                    from_registers(regs, h, k)
+                } else {
+                    element(a.address_of(r, k, a_mn_major, bytes), ty)
                 }
             })
         });
@@ -207,10 +251,13 @@ impl Mma {
     pub(crate) fn check_operands(&self) {
         let (bytes, kk) = (self.ty.bytes(), self.ty.k());
         let base = device::shared_base() as usize;
-        for (name, d, bits, rows, mn_major) in [
+        let operands = [
             ("A", self.a, self.a_bits, 64, self.a_mn_major),
             ("B", self.b, self.b_bits, self.n, self.b_mn_major),
-        ] {
+        ];
+        // An `A` from registers has no shared-memory side.
+        let skip = usize::from(self.a_regs.is_some());
+        for (name, d, bits, rows, mn_major) in operands.into_iter().skip(skip) {
             if d.swizzle != 1 || d.base_offset != 0 {
                 device::fail(violation(
                     Rule::WgmmaDescriptor,

@@ -1,0 +1,275 @@
+//! The two products of an attention forward on a warpgroup (FlashAttention-3's): the scores
+//! `S = Q K^T` with **both** operands K-major in shared memory (`K` is stored `[key][dim]`, its
+//! rows are `B`'s columns: imm-trans-b 0), and `O += P V` with `P` taken **from registers** (the
+//! `A` fragment, no shared-memory round trip) and `V` N-major in shared memory (`[key][dim]`:
+//! `B`'s rows along `k`, imm-trans-b 1, as [`crate::tile::NMajor`] reads).
+//!
+//! # The register `A` fragment of `m64nNk16` (16-bit types)
+//! Thread `t` of the warpgroup (warp `w`, `g = (t % 32) / 4`, `q = t % 4`) holds four 32-bit
+//! registers per step of 16 along `k`, two elements each (the first in the low half): register
+//! `r` holds row `16 w + g + 8 (r % 2)` at columns `8 (r / 2) + 2 q` and `+ 1`. That is the
+//! accumulator layout of the first 16 columns of an `m64nN` f32 result (accumulators `8 j ..
+//! 8 j + 8` for columns `16 j ..+ 16`), so a thread packs its score accumulators pairwise into
+//! the `A` of the next product.
+//!
+//! # Simulator
+//! The register operand is interpreted from the same PTX text: each thread's registers are read
+//! when the product is issued, and (since an element of row `g` lives in the four threads of the
+//! quad) the simulated wrapper first exchanges them among the quad with warp shuffles; the
+//! product then reads row `g` and `g + 8` of `A` from those 16 registers by the layout above,
+//! written out again in the simulator, not taken from here.
+
+/// One `m64n128k16` line with both operands K-major (imm-trans-a 0, imm-trans-b 0), described
+/// by the descriptor tokens `$a` and `$b` (named operands or registers the text set).
+macro_rules! kb_line {
+    ($ty:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
+        concat!(
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.", $ty, ".", $ty, " ",
+            acc_list!($($i)*),
+            ", ", $a, ", ", $b, ", ", $scale, ", 1, 1, 0, 0;\n"
+        )
+    };
+}
+
+/// The PTX of `S(64 x 128) (+)= A(64 x 64) * B(128 x 64)^T`, both K-major: four steps of 16
+/// along `k` from the descriptors `{a}` and `{b}` of step 0, step `s` 32 bytes on in both
+/// (`as`, `bs`: the descriptors plus `2 s`, the start field being `address >> 4`), so that one
+/// 64-bit register holds each operand's four; only the first step takes scale-d from
+/// `{scale}`; committed, not waited for.
+macro_rules! kb_ptx {
+    ($ty:literal; $($i:literal)*) => {
+        concat!(
+            "{{\n",
+            ".reg .pred p, t;\n",
+            ".reg .b64 a1, a2, a3, b1, b2, b3;\n",
+            "setp.ne.b32 p, {scale}, 0;\n",
+            "setp.ne.b32 t, 1, 0;\n",
+            "add.s64 a1, {a}, 2;\n",
+            "add.s64 a2, {a}, 4;\n",
+            "add.s64 a3, {a}, 6;\n",
+            "add.s64 b1, {b}, 2;\n",
+            "add.s64 b2, {b}, 4;\n",
+            "add.s64 b3, {b}, 6;\n",
+            "wgmma.fence.sync.aligned;\n",
+            kb_line!($ty, "{a}", "{b}", "p"; $($i)*),
+            kb_line!($ty, "a1", "b1", "t"; $($i)*),
+            kb_line!($ty, "a2", "b2", "t"; $($i)*),
+            kb_line!($ty, "a3", "b3", "t"; $($i)*),
+            "wgmma.commit_group.sync.aligned;\n",
+            "}}"
+        )
+    };
+}
+
+/// One `m64n$nk16` line with `A` from the registers `a$r0..a$r3` and `B` N-major, described by
+/// the descriptor token `$b` (the named operand `{b}` or a register the text set).
+macro_rules! rs_line {
+    ($n:literal, $ty:literal, $r0:literal $r1:literal $r2:literal $r3:literal, $b:literal, $scale:literal; $($i:literal)*) => {
+        concat!(
+            "wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty, " ",
+            acc_list!($($i)*),
+            ", {{{a", $r0, "},{a", $r1, "},{a", $r2, "},{a", $r3, "}}}, ", $b, ", ", $scale, ", 1, 1, 1;\n"
+        )
+    };
+}
+
+/// The PTX of `O(64 x N) (+)= P(64 x 128) * V(128 x N)`: eight steps of 16 along `k` (the
+/// keys), `A` from the registers `a0..a31` (four per step), `B` from the descriptor `{b}` of
+/// step 0 and, for step `s`, that descriptor plus `128 s` (`ds`: its start 16 rows of 128 bytes
+/// on, which the 14-bit start field `address >> 4` holds without carry below 256 KiB), so that
+/// one 64-bit register holds the eight; only the first step takes scale-d from `{scale}`;
+/// committed, not waited for.
+macro_rules! rs_ptx {
+    ($n:literal, $ty:literal; $($i:literal)*) => {
+        concat!(
+            "{{\n",
+            ".reg .pred p, t;\n",
+            ".reg .b64 d1, d2, d3, d4, d5, d6, d7;\n",
+            "setp.ne.b32 p, {scale}, 0;\n",
+            "setp.ne.b32 t, 1, 0;\n",
+            "add.s64 d1, {b}, 128;\n",
+            "add.s64 d2, {b}, 256;\n",
+            "add.s64 d3, {b}, 384;\n",
+            "add.s64 d4, {b}, 512;\n",
+            "add.s64 d5, {b}, 640;\n",
+            "add.s64 d6, {b}, 768;\n",
+            "add.s64 d7, {b}, 896;\n",
+            "wgmma.fence.sync.aligned;\n",
+            rs_line!($n, $ty, "0" "1" "2" "3", "{b}", "p"; $($i)*),
+            rs_line!($n, $ty, "4" "5" "6" "7", "d1", "t"; $($i)*),
+            rs_line!($n, $ty, "8" "9" "10" "11", "d2", "t"; $($i)*),
+            rs_line!($n, $ty, "12" "13" "14" "15", "d3", "t"; $($i)*),
+            rs_line!($n, $ty, "16" "17" "18" "19", "d4", "t"; $($i)*),
+            rs_line!($n, $ty, "20" "21" "22" "23", "d5", "t"; $($i)*),
+            rs_line!($n, $ty, "24" "25" "26" "27", "d6", "t"; $($i)*),
+            rs_line!($n, $ty, "28" "29" "30" "31", "d7", "t"; $($i)*),
+            "wgmma.commit_group.sync.aligned;\n",
+            "}}"
+        )
+    };
+}
+
+/// The `asm!` of a scores product (`kb_ptx!`) on the accumulator array `$acc` (operands `$i`).
+#[cfg(target_arch = "nvptx64")]
+macro_rules! kb_asm {
+    ($ty:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
+        core::arch::asm!(
+            kb_ptx!($ty; $($i)*),
+            $(inout(reg32) $acc[$i],)*
+            scale = in(reg32) $scale,
+            a = in(reg64) $a,
+            b = in(reg64) $b,
+            options(nostack),
+        )
+    };
+}
+
+/// The `asm!` of a register-`A` product (`rs_ptx!`) on the accumulator array `$acc`.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! rs_asm {
+    ($n:literal, $ty:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
+        core::arch::asm!(
+            rs_ptx!($n, $ty; $($i)*),
+            $(inout(reg32) $acc[$i],)*
+            scale = in(reg32) $scale,
+            a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2],
+            a3 = in(reg32) $a[3], a4 = in(reg32) $a[4], a5 = in(reg32) $a[5],
+            a6 = in(reg32) $a[6], a7 = in(reg32) $a[7], a8 = in(reg32) $a[8],
+            a9 = in(reg32) $a[9], a10 = in(reg32) $a[10], a11 = in(reg32) $a[11],
+            a12 = in(reg32) $a[12], a13 = in(reg32) $a[13], a14 = in(reg32) $a[14],
+            a15 = in(reg32) $a[15], a16 = in(reg32) $a[16], a17 = in(reg32) $a[17],
+            a18 = in(reg32) $a[18], a19 = in(reg32) $a[19], a20 = in(reg32) $a[20],
+            a21 = in(reg32) $a[21], a22 = in(reg32) $a[22], a23 = in(reg32) $a[23],
+            a24 = in(reg32) $a[24], a25 = in(reg32) $a[25], a26 = in(reg32) $a[26],
+            a27 = in(reg32) $a[27], a28 = in(reg32) $a[28], a29 = in(reg32) $a[29],
+            a30 = in(reg32) $a[30], a31 = in(reg32) $a[31],
+            b = in(reg64) $b,
+            options(nostack),
+        )
+    };
+}
+
+/// Declares a scores product (`kb_ptx!`) of element type `$ty`.
+macro_rules! kb_product {
+    ($(#[$doc:meta])* $name:ident, $ptx:ident, $ty:literal) => {
+        #[doc = concat!("The PTX text of [`", stringify!($name), "`] (interpreted as such by the simulator).")]
+        pub const $ptx: &str = acc_indices!(64, kb_ptx!($ty));
+
+        $(#[$doc])*
+        ///
+        /// `acc` is this thread's 64 accumulators of the `64 x 128` scores (the layout of
+        /// [`wgmma`](super)'s documentation); `a` describes the `64 x 16` tile of `A` (`Q`) of
+        /// the first step along `k`, `b` the `128 x 16` tile of `B^T` (`K`, `[key][dim]`), both
+        /// K-major, 128-byte swizzle (the first of [`crate::tile::k_major_descriptors`]); the
+        /// later steps' tiles start 32 bytes on in both. With `accumulate`
+        /// false the first step overwrites `acc`. Fence, four products and commit in one `asm!`
+        /// block; retire them with [`wait_accumulators`](super::wait_accumulators).
+        ///
+        /// # Safety
+        /// Every thread of one warpgroup calls it together; the descriptors describe shared
+        /// memory holding initialised tiles, which nothing writes until the products are
+        /// retired; the returned accumulators are not touched before that wait.
+        #[inline(always)]
+        #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+        pub unsafe fn $name(acc: [f32; 64], a: u64, b: u64, accumulate: bool) -> [f32; 64] {
+            let mut acc = acc;
+            let scale = accumulate as u32;
+            #[cfg(target_arch = "nvptx64")]
+            {
+                // SAFETY: the caller's contract; one block, so no accumulator is touched while a
+                // product is in flight.
+                unsafe { acc_indices!(64, kb_asm!($ty, acc, scale, a, b)) };
+            }
+            #[cfg(not(target_arch = "nvptx64"))]
+            {
+                let named = [("scale", u64::from(scale)), ("a", a), ("b", b)];
+                crate::sim::wgmma::run($ptx, &named, &mut acc);
+            }
+            acc
+        }
+    };
+}
+
+kb_product!(
+    /// `S(64 x 128) (+)= Q(64 x 64) K(128 x 64)^T` on a warpgroup, bf16, both operands K-major.
+    mma_bf16_m64n128k64_kb_async, MMA_BF16_M64N128K64_KB_ASYNC_PTX, "bf16"
+);
+kb_product!(
+    /// `S(64 x 128) (+)= Q(64 x 64) K(128 x 64)^T` on a warpgroup, f16, both operands K-major.
+    mma_f16_m64n128k64_kb_async, MMA_F16_M64N128K64_KB_ASYNC_PTX, "f16"
+);
+
+/// Declares a register-`A` product (`rs_ptx!`) of width `$n` (`$len = N / 2` accumulators) and
+/// element type `$ty`.
+macro_rules! rs_product {
+    ($(#[$doc:meta])* $name:ident, $ptx:ident, $n:literal, $len:tt, $ty:literal) => {
+        #[doc = concat!("The PTX text of [`", stringify!($name), "`] (interpreted as such by the simulator).")]
+        pub const $ptx: &str = acc_indices!($len, rs_ptx!($n, $ty));
+
+        $(#[$doc])*
+        ///
+        #[doc = concat!("`acc` is this thread's ", stringify!($len), " accumulators of the `64 x ", $n, "` output;")]
+        /// `a[4 s .. 4 s + 4]` are this thread's registers of the `A` fragment of step `s` (keys
+        /// `16 s ..+ 16`; the module documentation's layout); `b` describes the `16 x N` tile of
+        /// `V` for step 0 (N-major, 128-byte swizzle), the later steps' tiles 16 rows of 128
+        /// bytes apart (2048 bytes). With `accumulate` false the first step
+        /// overwrites `acc`. Fence, eight products and commit in one `asm!` block; retire them
+        /// with [`wait_accumulators`](super::wait_accumulators).
+        ///
+        /// # Safety
+        /// Every thread of one warpgroup calls it together; the descriptors describe shared
+        /// memory holding an initialised tile, which nothing writes until the products are
+        /// retired; the returned accumulators are not touched before that wait.
+        #[inline(always)]
+        #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+        pub unsafe fn $name(acc: [f32; $len], a: [u32; 32], b: u64, accumulate: bool) -> [f32; $len] {
+            let mut acc = acc;
+            let scale = accumulate as u32;
+            #[cfg(target_arch = "nvptx64")]
+            {
+                // SAFETY: the caller's contract; one block, so no accumulator is touched while a
+                // product is in flight.
+                unsafe { acc_indices!($len, rs_asm!($n, $ty, acc, scale, a, b)) };
+            }
+            #[cfg(not(target_arch = "nvptx64"))]
+            {
+                const A_NAMES: [&str; 32] = [
+                    "a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "a10", "a11", "a12",
+                    "a13", "a14", "a15", "a16", "a17", "a18", "a19", "a20", "a21", "a22", "a23",
+                    "a24", "a25", "a26", "a27", "a28", "a29", "a30", "a31",
+                ];
+                let mut named = vec![("scale", u64::from(scale)), ("b", b)];
+                named.extend(A_NAMES.iter().zip(a).map(|(n, v)| (*n, u64::from(v))));
+                // The quad's registers: element (row, k) of `A` lives in lane `4 g + k % 8 / 2`.
+                let lane = crate::sim::device::thread_linear() % 32;
+                let quad: [[u32; 32]; 4] = core::array::from_fn(|_| [0; 32]);
+                let mut quad = quad;
+                for r in 0..32 {
+                    for x in 0..4u32 {
+                        let v = if x == 0 { a[r] } else { crate::warp::shfl_xor_u32(a[r], x) };
+                        quad[((lane % 4) ^ x) as usize][r] = v;
+                    }
+                }
+                crate::sim::wgmma::run_register_a($ptx, &named, &quad, &mut acc);
+            }
+            acc
+        }
+    };
+}
+
+rs_product!(
+    /// `O(64 x 128) (+)= P(64 x 128) V(128 x 128)` on a warpgroup, bf16, `P` from registers.
+    mma_bf16_m64n128k128_rs_async, MMA_BF16_M64N128K128_RS_ASYNC_PTX, 128, 64, "bf16"
+);
+rs_product!(
+    /// `O(64 x 128) (+)= P(64 x 128) V(128 x 128)` on a warpgroup, f16, `P` from registers.
+    mma_f16_m64n128k128_rs_async, MMA_F16_M64N128K128_RS_ASYNC_PTX, 128, 64, "f16"
+);
+rs_product!(
+    /// `O(64 x 64) (+)= P(64 x 128) V(128 x 64)` on a warpgroup, bf16, `P` from registers.
+    mma_bf16_m64n64k128_rs_async, MMA_BF16_M64N64K128_RS_ASYNC_PTX, 64, 32, "bf16"
+);
+rs_product!(
+    /// `O(64 x 64) (+)= P(64 x 128) V(128 x 64)` on a warpgroup, f16, `P` from registers.
+    mma_f16_m64n64k128_rs_async, MMA_F16_M64N64K128_RS_ASYNC_PTX, 64, 32, "f16"
+);

@@ -1,0 +1,559 @@
+//! The Hopper rung of attention ([`attention_wgmma`](fn@attention_wgmma), sm_90a only):
+//! FlashAttention-3's forward design on the warpgroup tensor cores, bf16 or f16, head dims 64
+//! and 128, written on the device crate's vocabulary (`pipeline::Ring`, `tma`, `tile`, `wgmma`).
+//!
+//! # Design
+//! * **Block**: three warpgroups (384 threads, launch bounds `(384, 1)`) per 128 query rows of
+//!   one (batch, head). Warpgroup 0 is the producer: it gives registers back (`setmaxnreg` to
+//!   [`PRODUCER_REGISTERS`]) and its thread 0 issues every copy. Warpgroups 1 and 2 are the
+//!   consumers (`setmaxnreg` to [`CONSUMER_REGISTERS`]), each owning 64 of the 128 rows.
+//! * **Copies** (TMA, 128-byte swizzled boxes of 128 rows x 64 dims, zeros past each sequence's
+//!   end): `Q` (128 x `D`) once, on a barrier of its own; `K` and `V` tiles of 128 keys through a
+//!   3-stage [`Ring`] (one stage: `K` then `V`, `D / 64` boxes each). The operands are 4-D tensor
+//!   maps of `[batch, seq, heads, head_dim]` with their strides, so packed or strided layouts
+//!   need no copy (strides multiples of 16 bytes; the host plan falls back otherwise).
+//! * **Per KV tile and consumer**: `S = Q K^T` as `D / 64` groups of four `wgmma.m64n128k16`
+//!   with both operands K-major in shared memory (64 f32 scores per thread); the online softmax
+//!   on that fragment in registers (a thread holds 32 scores of each of two rows; row maxima and
+//!   sums over the quad by 2 shuffles each; `scale * log2(e)` folded into the exponent, one
+//!   `ex2` per score; the causal mask only on tiles that cross the diagonal or the end of the
+//!   keys); `P` rounded to the 16-bit type **in registers** and used as the `A` operand of
+//!   `O += P V` (eight `wgmma.m64nDk16` with `A` from registers, `V` N-major), since the score
+//!   accumulators of 16 keys are exactly the register `A` fragment of one step; then the stage
+//!   is released to the producer.
+//! * **One tile at a time** per consumer: its scores, softmax and `P V` in turn, each product
+//!   waited for. The two consumers (and the producer) still overlap one another on the
+//!   multiprocessor without any schedule of their own.
+//! * **Causal**: blocks run from the last query tile to the first (the longest first), and a
+//!   block visits only the KV tiles its last row can see.
+//! * **Traffic** per block: `128 D` elements of `Q`, `2 * 128 D` of `K` and `V` per KV tile
+//!   (`128 * 4 D` flops per element of `K`/`V` fetched: twice the `mma.sync` rung's reuse), `128
+//!   D` of output and 512 bytes of log-sum-exp. Shared memory ([`wgmma_shared_bytes`]): three
+//!   stages of `512 D` bytes, `256 D` of `Q`, barriers and alignment: 116,752 bytes at `D = 64`,
+//!   231,440 at `D = 128`.
+//!
+//! Tried and not kept: FlashAttention-3's intra-warpgroup overlap (the next tile's `Q K^T`
+//! issued with this tile's `P V`, the softmax while `P V` is in flight; commits b6f382a and
+//! 36692f0), slower at head dim 128 than this schedule in the lead's H200 run of 36692f0; and the
+//! consumers' ping-pong on two `mbarrier`s (fe0719c), never measured and left out with it, so
+//! that each consumer runs the schedule measured fastest (one tile at a time, as at b5f26bd).
+//! Why the overlap lost here is the next question (the SASS of the consumer loop: whether
+//! ptxas waits before the softmax after all).
+//!
+//! Not yet here (FlashAttention-3's later steps): persistent scheduling.
+//!
+//! # Rounding and edges
+//! As [`super::flash`]: `P` is rounded to the 16-bit type for `P V` while its sum stays f32; a row
+//! that sees no key gives 0 and log-sum-exp `-inf`. Keys past `kv_len` are zeros in shared
+//! memory (the copy engine's fill), so a NaN outside the sequence never enters a row.
+
+use super::{visible_keys, AttentionElement};
+use crate::gpu::pipeline::Ring;
+use crate::gpu::tma::{self, Tensor4d};
+use crate::gpu::{bf16, f16, math, mbarrier, mem, thread, warp, wgmma};
+use crate::kernel;
+
+/// Query rows per block of [`attention_wgmma`](fn@attention_wgmma): 64 per consumer warpgroup.
+pub const WGMMA_ROWS: usize = 128;
+/// Keys per KV tile (the `N` of the scores' `wgmma`, the `k` of `P V`).
+pub const WGMMA_KEYS: usize = 128;
+/// Threads per block: a producer and two consumer warpgroups.
+pub const WGMMA_BLOCK: u32 = 384;
+/// The head dims of the wgmma rung.
+pub const WGMMA_HEAD_DIMS: [usize; 2] = [64, 128];
+/// Columns of one TMA box: one 128-byte swizzle row of a 16-bit type.
+pub const WGMMA_BOX_COLS: usize = 64;
+/// Rows of one TMA box of every operand (`Q` rows or keys).
+pub const WGMMA_BOX_ROWS: usize = 128;
+
+/// Stages of the `K`/`V` ring: three, so that the producer stays a tile ahead although a stage
+/// is free only once both consumers' `P V` on it retired (at `D = 128` three stages and `Q` fill
+/// the 227 KiB a block may have).
+const STAGES: usize = 3;
+/// Rows per consumer warpgroup (the `M` of `wgmma`).
+const CONSUMER_ROWS: usize = 64;
+/// Threads of a warpgroup.
+const WARPGROUP: usize = 128;
+/// Bytes of one box: 128 rows of 128 bytes.
+const BOX_BYTES: usize = WGMMA_BOX_ROWS * 128;
+/// Registers per thread the producer keeps.
+pub const PRODUCER_REGISTERS: u32 = 40;
+/// Registers per thread the consumers ask for: `128 x 40 + 256 x 232 <= 65536`.
+pub const CONSUMER_REGISTERS: u32 = 232;
+
+/// Bytes of one ring stage for head dim `d`: `K` and `V`, `d / 64` boxes each.
+pub const fn wgmma_stage_bytes(d: usize) -> usize {
+    2 * (d / WGMMA_BOX_COLS) * BOX_BYTES
+}
+
+/// Dynamic shared memory of [`attention_wgmma`](fn@attention_wgmma) for head dim `d`: the ring
+/// (alignment slack, stages, barriers), a 1024-byte gap, `Q`, and `Q`'s barrier.
+pub const fn wgmma_shared_bytes(d: usize) -> usize {
+    Ring::shared_bytes(STAGES, wgmma_stage_bytes(d)) as usize - 2 * STAGES * 8
+        + 1024
+        + (d / WGMMA_BOX_COLS) * BOX_BYTES
+        + 16
+}
+
+const _: () = assert!(
+    wgmma_shared_bytes(64) == 116_752
+        && wgmma_shared_bytes(128) == 231_440
+        && wgmma_shared_bytes(128) <= 232_448,
+    "the documented sizes, within the 227 KiB a block may opt in to"
+);
+
+/// A 16-bit element type of the wgmma rung: its scores product and its two `P V` widths.
+pub trait WgmmaElement: AttentionElement {
+    /// [`wgmma::mma_bf16_m64n128k64_kb_async`] or its f16 twin.
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n128k64_kb_async`].
+    unsafe fn scores(acc: [f32; 64], a: u64, b: u64, accumulate: bool) -> [f32; 64];
+    /// [`wgmma::mma_bf16_m64n64k128_rs_async`] or its f16 twin.
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n64k128_rs_async`].
+    unsafe fn pv64(acc: [f32; 32], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 32];
+    /// [`wgmma::mma_bf16_m64n128k128_rs_async`] or its f16 twin.
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n128k128_rs_async`].
+    unsafe fn pv128(acc: [f32; 64], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 64];
+}
+
+/// [`WgmmaElement`] for `$t` from its three products.
+macro_rules! wgmma_element {
+    ($t:ty: $scores:ident, $pv64:ident, $pv128:ident) => {
+        impl WgmmaElement for $t {
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn scores(acc: [f32; 64], a: u64, b: u64, accumulate: bool) -> [f32; 64] {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$scores(acc, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn pv64(acc: [f32; 32], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 32] {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$pv64(acc, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn pv128(acc: [f32; 64], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 64] {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$pv128(acc, a, b, accumulate) }
+            }
+        }
+    };
+}
+
+wgmma_element!(bf16: mma_bf16_m64n128k64_kb_async, mma_bf16_m64n64k128_rs_async, mma_bf16_m64n128k128_rs_async);
+wgmma_element!(f16: mma_f16_m64n128k64_kb_async, mma_f16_m64n64k128_rs_async, mma_f16_m64n128k128_rs_async);
+
+/// A head dim of the wgmma rung: `D`, a consumer thread's output accumulators (`[f32; D / 2]`)
+/// and its `P V` product.
+pub trait WgmmaHead {
+    /// The head dim.
+    const D: usize;
+    /// One consumer thread's output accumulators.
+    type O: wgmma::Accumulators + core::ops::IndexMut<usize, Output = f32>;
+    /// `O += P V` of width `D` ([`WgmmaElement::pv64`] or [`WgmmaElement::pv128`]).
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n128k128_rs_async`].
+    unsafe fn pv<T: WgmmaElement>(o: Self::O, a: [u32; 32], b: u64, accumulate: bool) -> Self::O;
+}
+
+/// Head dim 64: `wgmma.m64n64k16` for `P V`, 32 output accumulators per thread.
+#[derive(Clone, Copy, Debug)]
+pub struct D64;
+/// Head dim 128: `wgmma.m64n128k16` for `P V`, 64 output accumulators per thread.
+#[derive(Clone, Copy, Debug)]
+pub struct D128;
+
+impl WgmmaHead for D64 {
+    const D: usize = 64;
+    type O = [f32; 32];
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn pv<T: WgmmaElement>(o: [f32; 32], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 32] {
+        // SAFETY: forwarded contract.
+        unsafe { T::pv64(o, a, b, accumulate) }
+    }
+}
+
+impl WgmmaHead for D128 {
+    const D: usize = 128;
+    type O = [f32; 64];
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn pv<T: WgmmaElement>(o: [f32; 64], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 64] {
+        // SAFETY: forwarded contract.
+        unsafe { T::pv128(o, a, b, accumulate) }
+    }
+}
+
+/// Attention forward on Hopper's warpgroup tensor cores (the module documentation has the
+/// design).
+///
+/// Block `(x, h, b)` computes query rows `128 (gridDim.x - 1 - x) ..+ 128` of head `h` of batch
+/// `b`. Thread 0 initialises the barriers. The producer warpgroup's thread 0 copies the `Q`
+/// tile, then for each KV tile waits for a free stage and copies `K` and `V` into it (TMA, 4-D
+/// maps, zeros past the sequences). Consumer warpgroup `c` (1 or 2) computes rows `64 (c - 1)
+/// ..+ 64` of the block's: thread `t` of it (warp `w`, `g = (t % 32) / 4`, `q = t % 4`) holds
+/// rows `16 w + g` and `+ 8`, their scores at keys `8 j + 2 q` and `+ 1` of each tile and their
+/// output at dims `8 j + 2 q` and `+ 1`. Per KV tile it waits for the stage, issues `S = Q K^T`
+/// and waits for it, updates its rows' running maxima `m` and sums `l`, rescales its output,
+/// packs `P` into the register `A` fragment, issues `O += P V`, waits for it and releases the
+/// stage. Then it stores `O / l` (pairs of elements) and, threads `q = 0`, `lse = m ln 2 + ln l`
+/// for its rows below `q_len`; a row that sees no key stores zeros and `-inf`.
+///
+/// Launch: grid `(ceil(q_len / 128), heads, batch)`, [`WGMMA_BLOCK`] threads,
+/// [`wgmma_shared_bytes`]`(D)` bytes of dynamic shared memory; a compute capability 9.0 GPU.
+///
+/// # Safety
+/// * `maps` holds three tensor maps (`Q`, `K`, `V`) of 16 words each, 64-byte aligned, encoded
+///   as [`Tensor4d`] maps of the operands (dims `D, seq, heads, batch` with the operands' element
+///   strides, box `64, 128, 1, 1`, 128-byte swizzle, zero fill); `q`, `k`, `v` are the operands
+///   they describe (the simulator copies through them), 16-byte aligned, every stride a multiple
+///   of 8 elements; `kv_heads = heads / group`.
+/// * As [`attention_flash`](fn@super::attention_flash) for `o` (contiguous `[batch, q_len,
+///   heads, D]`, 4-byte aligned) and `lse` (`[batch, heads, q_len]`).
+///
+/// Instances (`T`, head): `attention_wgmma_d64_bf16`, `attention_wgmma_d128_bf16`,
+/// `attention_wgmma_d64_f16`, `attention_wgmma_d128_f16`.
+// Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
+// Barriers: the ring's initialisation and the `Q` barrier's.
+#[kernel(
+    launch_bounds(384, 1),
+    instances(
+        attention_wgmma_d64_bf16 = (bf16, D64),
+        attention_wgmma_d128_bf16 = (bf16, D128),
+        attention_wgmma_d64_f16 = (f16, D64),
+        attention_wgmma_d128_f16 = (f16, D128),
+    ),
+    barriers(2)
+)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
+    maps: *const u64,
+    q: *const T,
+    k: *const T,
+    v: *const T,
+    o: *mut T,
+    lse: *mut f32,
+    q_len: usize,
+    kv_len: usize,
+    heads: usize,
+    group: usize,
+    q_sb: usize,
+    q_ss: usize,
+    q_sh: usize,
+    k_sb: usize,
+    k_ss: usize,
+    k_sh: usize,
+    v_sb: usize,
+    v_ss: usize,
+    v_sh: usize,
+    scale_log2: f32,
+    causal: bool,
+) {
+    let d = H::D;
+    const {
+        assert!(
+            H::D % WGMMA_BOX_COLS == 0 && H::D <= 128,
+            "whole boxes, registers for D <= 128"
+        );
+        assert!(
+            <H::O as wgmma::Accumulators>::N == H::D,
+            "the output's width is D"
+        );
+    };
+    let boxes = d / WGMMA_BOX_COLS;
+    let tid = thread::thread_idx_x() as usize;
+    let wg = tid / WARPGROUP;
+    let q_tiles = thread::grid_dim_x() as usize;
+    let q0 = (q_tiles - 1 - thread::block_idx_x() as usize) * WGMMA_ROWS;
+    let h = thread::block_idx_y() as usize;
+    let b = thread::block_idx_z() as usize;
+    let batch = thread::grid_dim_z() as usize;
+    let kvh = h / group;
+
+    // The keys the block's last row sees bound the tiles it visits (producer and consumers).
+    let last_row = (q0 + WGMMA_ROWS).min(q_len) - 1;
+    let kv_tiles = visible_keys(last_row, q_len, kv_len, causal).div_ceil(WGMMA_KEYS);
+
+    // SAFETY: every thread, first; the launch gives `wgmma_shared_bytes(D)`: the ring's bytes,
+    // then the tail; stages of whole 1024-byte atoms.
+    let ring = unsafe { Ring::new(STAGES, wgmma_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
+    let (q_tile, q_address) = ring.tail();
+    let q_bar = q_tile.wrapping_add(boxes * BOX_BYTES).cast::<u64>();
+    if tid == 0 {
+        // SAFETY: 8 bytes past `Q` inside the launch's shared memory; nothing else touches it
+        // before the block barrier below.
+        unsafe { mbarrier::init(q_bar, 1) };
+        mbarrier::fence_init();
+    }
+    thread::sync_threads();
+
+    if wg == 0 {
+        wgmma::setmaxnreg_dec::<PRODUCER_REGISTERS>();
+        if tid != 0 {
+            return;
+        }
+        let tensor = |map: usize, data: *const T, len: usize, heads: usize, strides: [usize; 3]| Tensor4d {
+            map: maps.wrapping_add(16 * map),
+            data,
+            dims: [batch, heads, len, d],
+            strides,
+            box_rows: WGMMA_BOX_ROWS,
+            box_cols: WGMMA_BOX_COLS,
+        };
+        let kv_heads = heads / group;
+        let tq = tensor(0, q, q_len, heads, [q_sb, q_sh, q_ss]);
+        let tk = tensor(1, k, kv_len, kv_heads, [k_sb, k_sh, k_ss]);
+        let tv = tensor(2, v, kv_len, kv_heads, [v_sb, v_sh, v_ss]);
+        tma::prefetch_map(tq.map);
+        tma::prefetch_map(tk.map);
+        tma::prefetch_map(tv.map);
+        // SAFETY: the one producer thread; `Q`'s barrier expects its `boxes` boxes, each
+        // 1024-byte aligned inside the tail; the maps are the kernel's (its contract).
+        unsafe {
+            mbarrier::arrive_expect_tx(q_bar, (boxes * BOX_BYTES) as u32);
+            for j in 0..boxes {
+                tma::load_4d(
+                    q_tile.wrapping_add(j * BOX_BYTES).cast::<T>(),
+                    &tq,
+                    q_bar,
+                    [b as u32, h as u32, q0 as u32, (j * WGMMA_BOX_COLS) as u32],
+                );
+            }
+        }
+        let mut producer = ring.producer();
+        for t in 0..kv_tiles {
+            // SAFETY: the one producer thread; the stage is free and expects `K` and `V`'s
+            // `2 boxes` boxes, which these fill, each 1024-byte aligned.
+            unsafe {
+                let stage = producer.acquire();
+                for j in 0..boxes {
+                    let at = [b, kvh, t * WGMMA_KEYS, j * WGMMA_BOX_COLS];
+                    stage.load_4d(j * BOX_BYTES, &tk, at);
+                    stage.load_4d((boxes + j) * BOX_BYTES, &tv, at);
+                }
+            }
+        }
+        return;
+    }
+
+    wgmma::setmaxnreg_inc::<CONSUMER_REGISTERS>();
+    let c = wg - 1;
+    let t = tid % WARPGROUP;
+    let (w, g, qd) = (t / 32, (t % 32) / 4, t % 4);
+    let rows = [
+        q0 + CONSUMER_ROWS * c + 16 * w + g,
+        q0 + CONSUMER_ROWS * c + 16 * w + g + 8,
+    ];
+    let limits = rows.map(|i| visible_keys(i, q_len, kv_len, causal));
+    // Tiles wholly visible to this consumer's first row need no mask.
+    let unmasked_keys = visible_keys(q0 + CONSUMER_ROWS * c, q_len, kv_len, causal);
+    // This consumer's 64 rows of `Q` (8 KiB into each box), per box of 64 dims: the first
+    // step's descriptor (the products step along the box themselves).
+    let q_desc = |j: usize| k_major_descriptor(q_address + (j * BOX_BYTES + CONSUMER_ROWS * c * 128) as u32);
+
+    let mut s = [0.0f32; 64];
+    let mut acc = <H::O as wgmma::Accumulators>::zeroed();
+    let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
+    let rows_limits = Limits {
+        limits,
+        unmasked_keys,
+        qd,
+        scale_log2,
+    };
+    // SAFETY: `Q`'s barrier, initialised; its only phase completes with the copies.
+    unsafe { mbarrier::wait_parity(q_bar, 0) };
+    let mut consumer = ring.consumer();
+    // One tile at a time: scores, softmax, `P V`, each waited for (the module documentation says
+    // what was tried instead).
+    for kt in 0..kv_tiles {
+        // SAFETY: every thread of the consumer warps; released once below.
+        let stage = unsafe { consumer.wait() };
+        // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay until the
+        // waits below.
+        unsafe {
+            s = scores::<T>(s, &q_desc, stage.address(0), boxes);
+            s = wgmma::wait_accumulators::<0, _>(s);
+        }
+        let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
+        rescale_output::<H>(&mut acc, rescale);
+        let p = pack_probabilities::<T>(&s);
+        // SAFETY: as above; the output accumulators are retired (the last wait).
+        unsafe {
+            acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
+            acc = wgmma::wait_accumulators::<0, _>(acc);
+            consumer.release(&stage);
+        }
+    }
+
+    let out_rows = o.cast::<u32>();
+    unroll_8!(2, |hh| {
+        let total = l[hh] + warp::shfl_xor(l[hh], 1);
+        let total = total + warp::shfl_xor(total, 2);
+        let i = rows[hh];
+        if i < q_len {
+            // A row that saw no key: output 0 (not 0 / 0) and log-sum-exp -inf.
+            let inv = if total > 0.0 { 1.0 / total } else { 0.0 };
+            let row = ((b * q_len + i) * heads + h) * d;
+            unroll_8!(8, |hi| {
+                unroll_8!(8, |lo| {
+                    let j = 8 * hi + lo;
+                    if j < H::D / 8 {
+                        let pair = T::pack([acc[4 * j + 2 * hh] * inv, acc[4 * j + 2 * hh + 1] * inv]);
+                        // SAFETY: dims `8 j + 2 q ..+ 2 < D` of row `(b, i, h)` of the
+                        // contiguous output, 4-byte aligned (aligned base, even offsets).
+                        unsafe { mem::store(out_rows, (row + 8 * j + 2 * qd) / 2, pair) };
+                    }
+                });
+            });
+            if qd == 0 {
+                let out = if total > 0.0 {
+                    m[hh] * math::LN_2 + math::ln(total)
+                } else {
+                    f32::NEG_INFINITY
+                };
+                // SAFETY: `i < q_len`, `h < heads`, `b < batch`.
+                unsafe { mem::store(lse, (b * heads + h) * q_len + i, out) };
+            }
+        }
+    });
+}
+
+/// What the online softmax of a consumer thread's two rows needs: the keys each row sees, the
+/// keys its consumer's first row sees (tiles wholly below need no mask), the thread's place in
+/// its quad and `scale * log2(e)`.
+struct Limits {
+    limits: [usize; 2],
+    unmasked_keys: usize,
+    qd: usize,
+    scale_log2: f32,
+}
+
+/// `S = Q K^T` of one KV tile issued (not waited for): `boxes` groups of four steps of 16 dims,
+/// the `K` tile at shared address `k_tile` (its 128 rows as `B^T`, one 64-dim box after another).
+///
+/// # Safety
+/// As [`WgmmaElement::scores`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn scores<T: WgmmaElement>(
+    mut s: [f32; 64],
+    q_desc: &impl Fn(usize) -> u64,
+    k_tile: u32,
+    boxes: usize,
+) -> [f32; 64] {
+    for j in 0..boxes {
+        let k_desc = k_major_descriptor(k_tile + (j * BOX_BYTES) as u32);
+        // SAFETY: forwarded contract.
+        s = unsafe { T::scores(s, q_desc(j), k_desc, j > 0) };
+    }
+    s
+}
+
+/// The descriptor of the first step of 16 dims of the K-major tile (`Q`'s rows or `K`'s keys)
+/// starting at shared address `start` (8-row groups 1024 bytes apart: `SBO`; `LBO` unused):
+/// [`crate::gpu::tile::k_major_descriptors`]' first.
+#[inline(always)]
+fn k_major_descriptor(start: u32) -> u64 {
+    wgmma::desc_sw128(start, 16, 1024)
+}
+
+/// The descriptor of the first step of 16 keys of the N-major `V` tile at shared address
+/// `v_tile` (the products step it by 16 rows, 2048 bytes, themselves): its 64-dim boxes a box
+/// apart (`LBO`), 8-row groups 1024 bytes (`SBO`).
+#[inline(always)]
+fn v_descriptor(v_tile: u32) -> u64 {
+    wgmma::desc_sw128(v_tile, BOX_BYTES as u32, 1024)
+}
+
+/// The online softmax of one tile's scores `s` (this thread's 64 of its two rows: accumulator
+/// `i` is row `(i / 2) % 2`, key `8 (i / 4) + 2 q + i % 2` of tile `kt`), in place: masked
+/// where needed, the running maxima `m` and sums `l` updated, `s` replaced by the probabilities
+/// relative to the new maxima. Returns each row's factor for the output accumulated so far.
+///
+/// One instruction per maximum (`max.NaN`, NaN kept; the sign of a zero maximum does not matter
+/// to what is subtracted from it) and per exponential (`ex2.approx.ftz`: every exponent here is
+/// at most 0, and a probability below `2^-126` flushed to 0 is far below any tolerance): the
+/// softmax runs between the products, its instruction count on the critical path of a consumer.
+#[inline(always)]
+fn online_softmax(s: &mut [f32; 64], m: &mut [f32; 2], l: &mut [f32; 2], kt: usize, r: &Limits) -> [f32; 2] {
+    let key0 = kt * WGMMA_KEYS;
+    let masked = key0 + WGMMA_KEYS > r.unmasked_keys;
+    let mut rescale = [0.0f32; 2];
+    unroll_8!(2, |hh| {
+        let mut mx = f32::NEG_INFINITY;
+        unroll_8!(4, |hi| {
+            unroll_8!(4, |lo| {
+                unroll_8!(2, |e| {
+                    let i = 4 * (4 * hi + lo) + 2 * hh + e;
+                    let key = key0 + 8 * (4 * hi + lo) + 2 * r.qd + e;
+                    let mut u = s[i] * r.scale_log2;
+                    if masked && key >= r.limits[hh] {
+                        u = f32::NEG_INFINITY;
+                    }
+                    s[i] = u;
+                    mx = math::max_nan_fast(mx, u);
+                });
+            });
+        });
+        // The row's 128 scores are spread over the 4 threads of the quad.
+        mx = math::max_nan_fast(mx, warp::shfl_xor(mx, 1));
+        mx = math::max_nan_fast(mx, warp::shfl_xor(mx, 2));
+        let m_new = math::max_nan_fast(m[hh], mx);
+        // A row that has seen no key yet keeps weights 0 (not `-inf - -inf`).
+        let base = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
+        rescale[hh] = math::exp2_ftz(m[hh] - base);
+        m[hh] = m_new;
+        let mut sum = 0.0f32;
+        unroll_8!(4, |hi| {
+            unroll_8!(4, |lo| {
+                unroll_8!(2, |e| {
+                    let i = 4 * (4 * hi + lo) + 2 * hh + e;
+                    let p = math::exp2_ftz(s[i] - base);
+                    s[i] = p;
+                    sum += p;
+                });
+            });
+        });
+        l[hh] = math::fma(l[hh], rescale[hh], sum);
+    });
+    rescale
+}
+
+/// The output accumulators of row `hh` scaled by `rescale[hh]` (accumulators `4 j + 2 hh` and
+/// `+ 1` for each pair `j` of columns).
+#[inline(always)]
+fn rescale_output<H: WgmmaHead>(acc: &mut H::O, rescale: [f32; 2]) {
+    unroll_8!(2, |hh| {
+        unroll_8!(8, |hi| {
+            unroll_8!(8, |lo| {
+                let j = 8 * hi + lo;
+                if j < H::D / 8 {
+                    acc[4 * j + 2 * hh] *= rescale[hh];
+                    acc[4 * j + 2 * hh + 1] *= rescale[hh];
+                }
+            });
+        });
+    });
+}
+
+/// The probabilities `s` as the register `A` fragment of `P V`: step `j` (keys `16 j ..+ 16`)
+/// is accumulators `8 j ..+ 8`, packed pairwise to `T` (the first in the low half).
+#[inline(always)]
+fn pack_probabilities<T: WgmmaElement>(s: &[f32; 64]) -> [u32; 32] {
+    let mut p = [0u32; 32];
+    unroll_8!(8, |j| {
+        unroll_8!(4, |r| {
+            p[4 * j + r] = T::pack([s[8 * j + 2 * r], s[8 * j + 2 * r + 1]]);
+        });
+    });
+    p
+}
