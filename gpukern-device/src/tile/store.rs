@@ -122,11 +122,14 @@ macro_rules! unrolled {
 /// `c`; called only for pairs that start inside `c`: the second element is past the row's end
 /// when `n` is odd and `col = n - 1`), the elements inside `c` only.
 ///
-/// Where `n` is a multiple of 8 (every row starts 16-byte aligned), the four threads of a quad
-/// trade their packed pairs (three shuffles per four pairs: a 4 x 4 transpose within the quad), so
-/// that each holds 8 consecutive elements of one row and writes them as one 16-byte access (two
-/// for `f32`): a warp writes 64 bytes of each of 8 rows, whole 32-byte sectors, with a quarter of
-/// the store instructions of pairs. Elsewhere it stores pairs (`n` even) or single elements.
+/// For a 16-bit element where `n` is a multiple of 8 (every row starts 16-byte aligned), the four
+/// threads of a quad trade their packed pairs (three shuffles per four pairs: a 4 x 4 transpose
+/// within the quad), so that each holds 8 consecutive elements of one row and writes them as one
+/// 16-byte access: a warp writes 32 bytes of each of 8 rows, whole 32-byte sectors, with a quarter
+/// of the store instructions of pairs. Elsewhere it stores pairs (`n` even) or single elements:
+/// for `f32` pairs are 8-byte stores that already fill whole sectors (4 lanes x 8 bytes of a row),
+/// and the transposition's registers would push a `128 x 256` tile's consumer past its budget
+/// (ptxas 13.0 spilled the FP8 kernel's f32 output).
 /// Traffic: `m n` elements of `O` written once; nothing read but what `f` reads.
 ///
 /// # Safety
@@ -144,7 +147,7 @@ pub unsafe fn store_rows<O: Output, A: Accumulators>(
     (m, n): (usize, usize),
     mut f: impl FnMut(usize, usize, [f32; 2]) -> [f32; 2],
 ) {
-    if n % 8 != 0 {
+    if n % 8 != 0 || O::PAIR_WORDS > 1 {
         // SAFETY: forwarded contract.
         unsafe { store_pairs(acc, t, c, (row0, col0), (m, n), f) };
         return;
