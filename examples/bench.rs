@@ -29,10 +29,10 @@ mod llm_blocks;
 mod matmul;
 #[path = "bench/matmul_decode.rs"]
 mod matmul_decode;
-#[path = "bench/matmul_grouped.rs"]
-mod matmul_grouped;
 #[path = "bench/matmul_fp8.rs"]
 mod matmul_fp8;
+#[path = "bench/matmul_grouped.rs"]
+mod matmul_grouped;
 #[path = "bench/matmul_half.rs"]
 mod matmul_half;
 #[path = "bench/memory.rs"]

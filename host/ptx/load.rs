@@ -255,7 +255,10 @@ impl Function {
         // driver's attribute at the smaller size while `opted_in` records the larger (seen on the
         // H200: parallel trials launching one kernel with different sizes, the larger launch
         // refused with CUDA_ERROR_INVALID_VALUE).
-        let _one = self.opting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _one = self
+            .opting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if shared <= self.opted_in.load(Ordering::Acquire) {
             return Ok(());
         }

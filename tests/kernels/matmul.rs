@@ -13,10 +13,10 @@ mod empty;
 mod fast_plans;
 #[path = "matmul/fp8.rs"]
 mod fp8;
-#[path = "matmul/grouped.rs"]
-mod grouped;
 #[path = "matmul/fp8_product.rs"]
 mod fp8_product;
+#[path = "matmul/grouped.rs"]
+mod grouped;
 #[path = "matmul/half.rs"]
 mod half;
 #[path = "matmul/stream_k.rs"]

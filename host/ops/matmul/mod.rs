@@ -7,10 +7,10 @@
 mod decode;
 mod error_bound;
 mod fp8;
-mod grouped;
-mod grouped_plan;
 mod fp8_matmul;
 mod fp8_plan;
+mod grouped;
+mod grouped_plan;
 mod half;
 mod kernels;
 mod plan;
