@@ -111,7 +111,7 @@ impl Fp8Plan {
     /// The plan for an `m x n` result with `A` scaled by `a_scaling` and `B^T` by `b_scaling`,
     /// `accumulation` asked for, on `multiprocessors` SMs: block scales (both operands) run the
     /// promoted block kernel; promoted accumulation the 128 x 128 tile; fast accumulation the
-    /// 128 x 256 tile when its tiles fill about one wave ([`WAVE_PERCENT`]), else 128 x 128.
+    /// 128 x 256 tile when its tiles fill about one wave (`WAVE_PERCENT`), else 128 x 128.
     /// Whether the scalings fit together is checked by the operation, not here.
     pub fn choose(
         (m, n): (usize, usize),

@@ -8,7 +8,7 @@
 //! `.e4m3` / `.e5m2`), so `B` is taken transposed, `n x k`: cuBLASLt's `_scaled_mm` "TN" layout.
 //!
 //! The schedule is [`super::wgmma_ws`]'s (a producer warpgroup issuing TMA copies into a
-//! [`Ring`], two consumer warpgroups, `setmaxnreg`, a persistent grid over [`grouped_tile`]
+//! [`Ring`], two consumer warpgroups, `setmaxnreg`, a persistent grid over `grouped_tile`
 //! order): a stage still holds `(BM + BN)` rows of 128 bytes, which for one-byte elements is a
 //! step of `BK = 128` along `k`, four `wgmma.m64nNk32` per consumer ([`wgmma::Accumulators::mma_e4m3`]).
 //! What this rung adds is the accumulation and the scales ([`Fp8Mode`]):
