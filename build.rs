@@ -7,7 +7,14 @@
 /// gpukern's kernel families: the features its `library` feature lists in `Cargo.toml` (each the
 /// kernels-gpu feature of the same name), read from there so that the list is written once.
 fn families() -> Vec<String> {
-    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    // Read when the script runs (cargo sets it for the package being built), not baked in when
+    // the script was compiled: a script binary shared by two checkouts of one target directory
+    // would read the other checkout's manifest.
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| {
+        eprintln!("gpukern's build script runs under cargo, which sets CARGO_MANIFEST_DIR");
+        std::process::exit(1)
+    });
+    let manifest = std::path::Path::new(&dir).join("Cargo.toml");
     println!("cargo:rerun-if-changed={}", manifest.display());
     let text = std::fs::read_to_string(&manifest).unwrap_or_else(|e| {
         eprintln!("gpukern's build script cannot read {}: {e}", manifest.display());
