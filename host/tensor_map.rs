@@ -119,7 +119,6 @@ pub(crate) fn encode_2d(
     (address, rows, cols, stride): (usize, usize, usize, usize),
     box_rows: usize,
 ) -> Result<[u64; MAP_WORDS]> {
-    let mut map = sys::CUtensorMap { opaque: [0; 16] };
     let dims = [cols as u64, rows as u64];
     let strides = [(stride * bytes) as u64];
     let boxes = [(SWIZZLE_128B / bytes) as u32, box_rows as u32];
@@ -138,13 +137,29 @@ pub(crate) fn encode_2d(
         op,
         detail: format!("a tensor map of {rows} x {cols} elements, rows {stride} apart: {e}"),
     })?;
-    // SAFETY: every pointer is to a live local array of the rank's length (strides: rank - 1);
-    // the call only encodes (no device access).
+    encode_tiled(kind, address, &dims, &strides, &boxes, &element_strides)
+}
+
+/// The driver's encoding of a tiled map whose rules the caller has checked: `dims.len()`
+/// dimensions (strides one fewer), 128-byte swizzle, L2 promotion of 256 bytes, zeros out of
+/// bounds.
+fn encode_tiled(
+    kind: sys::CUtensorMapDataType,
+    address: usize,
+    dims: &[u64],
+    strides: &[u64],
+    boxes: &[u32],
+    element_strides: &[u32],
+) -> Result<[u64; MAP_WORDS]> {
+    debug_assert!(strides.len() + 1 == dims.len() && boxes.len() == dims.len());
+    let mut map = sys::CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every pointer is to a live slice of the rank's length (strides: rank - 1); the
+    // call only encodes (no device access).
     unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map,
             kind,
-            2,
+            dims.len() as u32,
             address as *mut std::ffi::c_void,
             dims.as_ptr(),
             strides.as_ptr(),
@@ -174,7 +189,6 @@ pub(crate) fn encode_4d(
     (address, [outer, planes, rows, cols], [s_outer, s_plane, s_row]): (usize, [usize; 4], [usize; 3]),
     box_rows: usize,
 ) -> Result<[u64; MAP_WORDS]> {
-    let mut map = sys::CUtensorMap { opaque: [0; 16] };
     let (dims, strides, boxes) = map_4d(
         bytes,
         [outer, planes, rows, cols],
@@ -196,27 +210,7 @@ pub(crate) fn encode_4d(
              [{s_outer}, {s_plane}, {s_row}]: {e}"
         ),
     })?;
-    // SAFETY: every pointer is to a live local array of the rank's length (strides: rank - 1);
-    // the call only encodes (no device access).
-    unsafe {
-        sys::cuTensorMapEncodeTiled(
-            &mut map,
-            kind,
-            4,
-            address as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            element_strides.as_ptr(),
-            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .during("encoding a TMA tensor map (cuTensorMapEncodeTiled)")?;
-    Ok(map.opaque)
+    encode_tiled(kind, address, &dims, &strides, &boxes, &element_strides)
 }
 
 /// The dims, byte strides and box of a 4-D map (`encode_4d`'s order: `cols, planes, rows, outer`).
