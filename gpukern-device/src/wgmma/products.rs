@@ -137,13 +137,15 @@ pub unsafe fn mma_bf16_m128n128k64(
 }
 
 /// One `wgmma.mma_async.m64n$nk16.f32.$ty.$ty` line on the accumulators `$i`: `A` K-major, `B`
-/// N-major (imm-trans-b 1), scale-d from the predicate named `$scale`.
+/// N-major (imm-trans-b `$tb` = 1) or K-major (`$tb` = 0: `B` sits in shared memory as rows of
+/// `B^T`, `n x k` as `nn.Linear` stores a weight, read like `A`), scale-d from the predicate
+/// named `$scale`.
 macro_rules! nk16_line {
-    ($n:literal, $ty:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
+    ($n:literal, $ty:literal, $tb:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
         concat!(
             "wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty, " ",
             acc_list!($($i)*),
-            ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1, 0, 1;\n"
+            ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1, 0, ", $tb, ";\n"
         )
     };
 }
@@ -152,19 +154,22 @@ macro_rules! nk16_line {
 /// accumulators `$i`): four steps of 16 along `k` (`a0`..`a3` with `b0`..`b3`), only the first
 /// taking scale-d from the caller (`{scale}`), the later ones always adding (see
 /// [`MMA_BF16_M128N128K64_PTX`] for why); then `$wait` (a `wait_group 0`, or nothing for the
-/// asynchronous twins).
+/// asynchronous twins). `B` N-major, or K-major with `$tb` = "0" ([`nk16_line!`]).
 macro_rules! m64nk64_ptx {
     ($n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
+        m64nk64_ptx!($n, $ty, "1", $wait; $($i)*)
+    };
+    ($n:literal, $ty:literal, $tb:literal, $wait:literal; $($i:literal)*) => {
         concat!(
             "{{\n",
             ".reg .pred p, t;\n",
             "setp.ne.b32 p, {scale}, 0;\n",
             "setp.ne.b32 t, 1, 0;\n",
             "wgmma.fence.sync.aligned;\n",
-            nk16_line!($n, $ty, "a0", "b0", "p"; $($i)*),
-            nk16_line!($n, $ty, "a1", "b1", "t"; $($i)*),
-            nk16_line!($n, $ty, "a2", "b2", "t"; $($i)*),
-            nk16_line!($n, $ty, "a3", "b3", "t"; $($i)*),
+            nk16_line!($n, $ty, $tb, "a0", "b0", "p"; $($i)*),
+            nk16_line!($n, $ty, $tb, "a1", "b1", "t"; $($i)*),
+            nk16_line!($n, $ty, $tb, "a2", "b2", "t"; $($i)*),
+            nk16_line!($n, $ty, $tb, "a3", "b3", "t"; $($i)*),
             "wgmma.commit_group.sync.aligned;\n",
             $wait,
             "}}"
@@ -252,7 +257,7 @@ macro_rules! step_ptx {
         m64nk32_tf32_ptx!($n, $wait; $($i)*)
     };
     (k64_kmajor, $n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
-        m64nk64_kmajor_ptx!($n, $ty, $wait; $($i)*)
+        m64nk64_ptx!($n, $ty, "0", $wait; $($i)*)
     };
     (k128, $n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
         m64nk128_fp8_ptx!($n, $ty, $wait; $($i)*)
@@ -413,39 +418,6 @@ width_products!(64, 32:
     mma_e4m3_m64n64k128 MMA_E4M3_M64N64K128_PTX,
     mma_e4m3_m64n64k128_async MMA_E4M3_M64N64K128_ASYNC_PTX,
     mma_e4m3_e5m2_m64n64k128_async MMA_E4M3_E5M2_M64N64K128_ASYNC_PTX);
-
-/// One `wgmma.mma_async.m64n$nk16.f32.$ty.$ty` line on the accumulators `$i` with **both**
-/// operands K-major (imm-trans-a 0, imm-trans-b 0): `B` sits in shared memory as rows of `B^T`
-/// (`n x k`, as `nn.Linear` stores a weight), read like `A`.
-macro_rules! kk16_line {
-    ($n:literal, $ty:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
-        concat!(
-            "wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty, " ",
-            acc_list!($($i)*),
-            ", {", $a, "}, {", $b, "}, ", $scale, ", 1, 1, 0, 0;\n"
-        )
-    };
-}
-
-/// [`m64nk64_ptx!`] with `B` K-major ([`kk16_line!`]).
-macro_rules! m64nk64_kmajor_ptx {
-    ($n:literal, $ty:literal, $wait:literal; $($i:literal)*) => {
-        concat!(
-            "{{\n",
-            ".reg .pred p, t;\n",
-            "setp.ne.b32 p, {scale}, 0;\n",
-            "setp.ne.b32 t, 1, 0;\n",
-            "wgmma.fence.sync.aligned;\n",
-            kk16_line!($n, $ty, "a0", "b0", "p"; $($i)*),
-            kk16_line!($n, $ty, "a1", "b1", "t"; $($i)*),
-            kk16_line!($n, $ty, "a2", "b2", "t"; $($i)*),
-            kk16_line!($n, $ty, "a3", "b3", "t"; $($i)*),
-            "wgmma.commit_group.sync.aligned;\n",
-            $wait,
-            "}}"
-        )
-    };
-}
 
 /// The bf16 product of width `N` with `B` K-major, left in flight (`$len = N / 2`).
 macro_rules! kmajor_product {
