@@ -41,6 +41,8 @@ mod memory;
 mod norm;
 #[path = "bench/overhead.rs"]
 mod overhead;
+#[path = "bench/provenance.rs"]
+mod provenance;
 #[path = "bench/record.rs"]
 mod record;
 #[path = "bench/reduce.rs"]

@@ -30,6 +30,8 @@ mod config;
 mod model;
 #[path = "llama/output.rs"]
 mod output;
+#[path = "bench/provenance.rs"]
+mod provenance;
 #[path = "llama/reference.rs"]
 mod reference;
 #[path = "llama/weights.rs"]

@@ -4,13 +4,13 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use gpukern::Gpu;
 use serde_json::json;
 
 use crate::common::BoxError;
 use crate::config::Config;
+use crate::provenance::{driver_version, git_rev, utc_now};
 use crate::reference::{Reference, roundings};
 
 /// `batch x len` prompt tokens drawn from `seed` (the same prompts for the same seed here and
@@ -245,9 +245,9 @@ impl Run {
             "new_tokens": new,
             "layers": c.layers,
             "gpu": gpu.describe().split(" (").next().unwrap_or_default(),
-            "driver": driver(),
+            "driver": driver_version(),
             "git_rev": git_rev(),
-            "date": date(),
+            "date": utc_now(),
             "timer": "wall_clock",
         });
         let mut lines = Vec::new();
@@ -283,57 +283,4 @@ impl Run {
         }
         Ok(())
     }
-}
-
-/// The commit: `GPUKERN_GIT_REV`, else `git rev-parse --short HEAD`, else "unknown".
-fn git_rev() -> String {
-    if let Ok(rev) = std::env::var("GPUKERN_GIT_REV")
-        && !rev.trim().is_empty()
-    {
-        return rev.trim().to_string();
-    }
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
-/// The kernel module's version (`580.159.04`, from /proc/driver/nvidia/version), or "unknown".
-fn driver() -> String {
-    std::fs::read_to_string("/proc/driver/nvidia/version")
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().next()?.split_once("Kernel Module")?.1.to_string();
-            line.split_whitespace()
-                .find(|w| w.contains('.') && w.chars().all(|c| c.is_ascii_digit() || c == '.'))
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
-/// Now, UTC, ISO 8601 (days to a civil date: Howard Hinnant's algorithm).
-fn date() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
-    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    let z = days + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
 }
