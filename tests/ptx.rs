@@ -387,10 +387,17 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// (`matmul_fp8_e5m2_*` the same by accumulation).
 ///
 /// Attention's Hopper rung: per KV tile `D / 64` scores steps of 4 (`m64n128k16`) and a `P V` of
-/// 8 (`m64nDk16`, `A` from registers), one site of each in the loop, each waited for.
+/// 8 (`m64nDk16`, `A` from registers), one site of each in the loop, each waited for; its
+/// ping-pong schedule has two sites of each (the first tile's scores and the last tile's `P V`
+/// outside the loop) and four waits (the first scores, the loop's `wait_group 1` and `0`, the
+/// last `P V`).
 fn wgmma_lines(name: &str) -> (usize, usize) {
     let fp8 = name.starts_with("matmul_fp8_");
-    if name.starts_with("attention_wgmma_d64_") {
+    if name.starts_with("attention_wgmma_pingpong_d64_") {
+        (24, 4)
+    } else if name.starts_with("attention_wgmma_pingpong_d128_") {
+        (32, 4)
+    } else if name.starts_with("attention_wgmma_d64_") {
         (12, 2)
     } else if name.starts_with("attention_wgmma_d128_") {
         (16, 2)

@@ -91,6 +91,24 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             })
         });
     }
+    // The ping-pong schedule on the first two cases (a ragged causal GQA block at each head dim).
+    for (n, case) in SIM_WGMMA_CASES.iter().take(2).enumerate() {
+        let (name, case) = (case_name(case), *case);
+        let rung = AttentionAlgorithm::WgmmaPingPong;
+        trials.push(if n % 2 == 0 {
+            trial(
+                sim,
+                &format!("attention::wgmma_pingpong::bf16::{name}"),
+                move |gpu, rng| wgmma_case_with::<bf16>(gpu, rng, case, rung),
+            )
+        } else {
+            trial(
+                sim,
+                &format!("attention::wgmma_pingpong::f16::{name}"),
+                move |gpu, rng| wgmma_case_with::<f16>(gpu, rng, case, rung),
+            )
+        });
+    }
     trials.push(trial(sim, "attention::wgmma::packed_qkv_d64", |gpu, rng| {
         packed_qkv_with(gpu, rng, (140, 64), AttentionAlgorithm::Wgmma)
     }));
@@ -111,6 +129,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     for (fused, rung) in [
         ("flash", AttentionAlgorithm::Flash),
         ("wgmma", AttentionAlgorithm::Wgmma),
+        ("wgmma_pingpong", AttentionAlgorithm::WgmmaPingPong),
     ] {
         for (n, case) in FUSED_VS_ROWS.iter().enumerate() {
             let (name, case) = (case_name(case), *case);
@@ -215,7 +234,17 @@ fn check_attention_abs<T: TestElement>(
 }
 
 /// The Hopper rung alone on one case against the reference (the fused rungs' tolerance).
-fn wgmma_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, (b, sq, skv, h, hk, d, causal): Case) -> Check {
+fn wgmma_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, case: Case) -> Check {
+    wgmma_case_with::<T>(gpu, rng, case, AttentionAlgorithm::Wgmma)
+}
+
+/// [`wgmma_case`] with the Hopper rung's schedule `algorithm` (`Wgmma` or `WgmmaPingPong`).
+fn wgmma_case_with<T: TestElement>(
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    (b, sq, skv, h, hk, d, causal): Case,
+    algorithm: AttentionAlgorithm,
+) -> Check {
     let (q, k, v) = (
         random4::<T>(rng, [b, sq, h, d]),
         random4::<T>(rng, [b, skv, hk, d]),
@@ -226,7 +255,7 @@ fn wgmma_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, (b, sq, skv, h, hk, d
     let options = AttentionOptions {
         causal,
         scale: None,
-        algorithm: AttentionAlgorithm::Wgmma,
+        algorithm,
     };
     let got = gpu.attention(
         &AttentionTensor::contiguous(&qb, [b, sq, h, d])?,
@@ -295,7 +324,10 @@ fn run_case<T: TestElement>(
         }
         options.algorithm = algorithm;
         let result = gpu.attention(&qt, &kt, &vt, &options);
-        let fused_rung = matches!(algorithm, AttentionAlgorithm::Flash | AttentionAlgorithm::Wgmma);
+        let fused_rung = matches!(
+            algorithm,
+            AttentionAlgorithm::Flash | AttentionAlgorithm::Wgmma | AttentionAlgorithm::WgmmaPingPong
+        );
         if fused_rung && d != 64 && d != 128 {
             match result {
                 Err(Error::InvalidArgument { .. }) => continue,

@@ -109,6 +109,10 @@ pub struct AttentionKernels<T: 'static> {
     pub(crate) wgmma64: WgmmaLauncher<T>,
     /// `attention_wgmma_d128_*`.
     pub(crate) wgmma128: WgmmaLauncher<T>,
+    /// `attention_wgmma_pingpong_d64_*`.
+    pub(crate) wgmma64_ping_pong: WgmmaLauncher<T>,
+    /// `attention_wgmma_pingpong_d128_*`.
+    pub(crate) wgmma128_ping_pong: WgmmaLauncher<T>,
 }
 
 /// The bf16 kernels.
@@ -118,6 +122,8 @@ static BF16: AttentionKernels<bf16> = AttentionKernels {
     flash128: family::attention_flash_d128_bf16::launch_views::<Module>,
     wgmma64: family::wgmma::attention_wgmma_d64_bf16::launch_views::<Module>,
     wgmma128: family::wgmma::attention_wgmma_d128_bf16::launch_views::<Module>,
+    wgmma64_ping_pong: family::wgmma::attention_wgmma_pingpong_d64_bf16::launch_views::<Module>,
+    wgmma128_ping_pong: family::wgmma::attention_wgmma_pingpong_d128_bf16::launch_views::<Module>,
 };
 
 /// The f16 kernels.
@@ -127,6 +133,8 @@ static F16: AttentionKernels<f16> = AttentionKernels {
     flash128: family::attention_flash_d128_f16::launch_views::<Module>,
     wgmma64: family::wgmma::attention_wgmma_d64_f16::launch_views::<Module>,
     wgmma128: family::wgmma::attention_wgmma_d128_f16::launch_views::<Module>,
+    wgmma64_ping_pong: family::wgmma::attention_wgmma_pingpong_d64_f16::launch_views::<Module>,
+    wgmma128_ping_pong: family::wgmma::attention_wgmma_pingpong_d128_f16::launch_views::<Module>,
 };
 
 /// An element type of attention: [`bf16`](struct@bf16) or [`f16`](struct@f16) in and out (f32
@@ -287,10 +295,12 @@ pub(crate) unsafe fn flash<T: AttentionElement>(
 /// As [`flash`], with `maps` the three 4-D tensor maps of `q`, `k` and `v` (`encode_4d` of the
 /// launch's views and strides, boxes of 128 rows), a GPU running the sm_90a module, and `cfg`
 /// the grid `(ceil(q_len / 128), heads, batch)` of the kernel's block and shared memory.
+/// `ping_pong` picks the consumers' ping-pong schedule.
 pub(crate) unsafe fn wgmma<T: AttentionElement>(
     gpu: &Gpu,
     cfg: LaunchConfig,
     maps: &DeviceVec<u64>,
+    ping_pong: bool,
     ops: &Launch<'_, T>,
     o: &mut DeviceVec<T>,
     lse: &mut DeviceVec<f32>,
@@ -300,10 +310,12 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
     let [qb, qs, qh] = ops.q.strides;
     let [kb, ks, kh] = ops.k.strides;
     let [vb, vs, vh] = ops.v.strides;
-    let launcher = if s.head_dim == 64 {
-        T::kernels().wgmma64
-    } else {
-        T::kernels().wgmma128
+    let kernels = T::kernels();
+    let launcher = match (s.head_dim == 64, ping_pong) {
+        (true, false) => kernels.wgmma64,
+        (false, false) => kernels.wgmma128,
+        (true, true) => kernels.wgmma64_ping_pong,
+        (false, true) => kernels.wgmma128_ping_pong,
     };
     let library = gpu.library();
     // SAFETY: per the contract.

@@ -323,6 +323,7 @@ impl Gpu {
             aligned,
             wgmma: self.has_wgmma(),
             tensor_maps: s.kv_len > 0 && [&ops.q, &ops.k, &ops.v].iter().all(|t| t.map_4d_ok()),
+            positive_scale: ops.scale_log2 > 0.0,
         };
         let plan = AttentionPlan::choose(options.algorithm, s.head_dim, facts)
             .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
@@ -353,7 +354,7 @@ impl Gpu {
                 // alignment of every operand, offset and stride; `cfg` is the kernel's grid.
                 unsafe { kernels::flash(self, cfg, &ops.launch()?, out, lse) }
             }
-            AttentionPlan::Wgmma { head_dim } => {
+            AttentionPlan::Wgmma { head_dim, ping_pong } => {
                 let cfg = LaunchConfig::grid_3d(
                     OP,
                     (s.q_len, s.heads, s.batch),
@@ -365,7 +366,7 @@ impl Gpu {
                 let maps = self.attention_maps(&ops)?;
                 // SAFETY: as for the fused rung; the plan checked that the GPU has `wgmma` and
                 // that the three maps encode, which `attention_maps` did from the same views.
-                unsafe { kernels::wgmma(self, cfg, &maps, &ops.launch()?, out, lse) }
+                unsafe { kernels::wgmma(self, cfg, &maps, ping_pong, &ops.launch()?, out, lse) }
             }
         }
     }

@@ -5,8 +5,9 @@
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung.
 //! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`WGMMA_HEAD_DIMS`]), aligned operands
 //!    as in rule 3, and tensor maps the driver encodes for `Q`, `K` and `V` (`[batch, seq,
-//!    heads, head_dim]` nested as such, strides of whole 16 bytes, at least one key): the
-//!    Hopper rung, `attention_wgmma_d<D>`. Its tensor-core products are `wgmma` (Hopper's
+//!    heads, head_dim]` nested as such, strides of whole 16 bytes, at least one key) and a
+//!    positive scale (its softmax takes the row maxima of the unscaled scores): the Hopper rung,
+//!    `attention_wgmma_d<D>`. Its tensor-core products are `wgmma` (Hopper's
 //!    full-rate instruction, where `mma.sync` is not) and each block reuses a KV tile for 128
 //!    query rows.
 //! 3. Head dim 64 or 128 ([`FLASH_HEAD_DIMS`]) with 16-byte aligned operands (every buffer, every
@@ -37,6 +38,8 @@ pub(crate) struct Facts {
     pub(crate) wgmma: bool,
     /// The driver encodes the three operands' 4-D tensor maps (and there is a key).
     pub(crate) tensor_maps: bool,
+    /// The scale is above zero.
+    pub(crate) positive_scale: bool,
 }
 
 /// What one attention call runs.
@@ -50,10 +53,14 @@ pub(crate) enum AttentionPlan {
         /// 64 or 128.
         head_dim: usize,
     },
-    /// `attention_wgmma_d<head_dim>_*`: the Hopper rung.
+    /// `attention_wgmma_d<head_dim>_*` (or `attention_wgmma_pingpong_d<head_dim>_*`): the
+    /// Hopper rung.
     Wgmma {
         /// 64 or 128.
         head_dim: usize,
+        /// The consumers' ping-pong schedule (`kernels_gpu::attention::wgmma::PingPong`)
+        /// rather than one tile at a time.
+        ping_pong: bool,
     },
 }
 
@@ -68,22 +75,34 @@ impl AttentionPlan {
         debug_assert!(head_dim % HEAD_DIM_MULTIPLE == 0 && head_dim <= MAX_HEAD_DIM);
         let aligned = f.aligned;
         let fused = FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
-        let hopper = WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && f.wgmma && f.tensor_maps;
+        let hopper =
+            WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && f.wgmma && f.tensor_maps && f.positive_scale;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(AttentionPlan::Rows),
-            AttentionAlgorithm::Auto if hopper => Ok(AttentionPlan::Wgmma { head_dim }),
-            AttentionAlgorithm::Wgmma if hopper => Ok(AttentionPlan::Wgmma { head_dim }),
-            AttentionAlgorithm::Wgmma => Err(format!(
+            AttentionAlgorithm::Auto | AttentionAlgorithm::Wgmma if hopper => Ok(AttentionPlan::Wgmma {
+                head_dim,
+                ping_pong: false,
+            }),
+            AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
+                head_dim,
+                ping_pong: true,
+            }),
+            AttentionAlgorithm::Wgmma | AttentionAlgorithm::WgmmaPingPong => Err(format!(
                 "the wgmma rung takes a GPU with wgmma (compute capability 9.0){}, head dims \
                  {WGMMA_HEAD_DIMS:?}, 16-byte aligned operands and strides nested as [batch, seq, \
-                 heads, head_dim] (the copy engine's tensor maps), and at least one key; not head \
-                 dim {head_dim}{}{}",
+                 heads, head_dim] (the copy engine's tensor maps), at least one key and a positive \
+                 scale; not head dim {head_dim}{}{}{}",
                 if f.wgmma { "" } else { " (this one has none)" },
                 if aligned { "" } else { " with these strides" },
                 if f.tensor_maps {
                     ""
                 } else {
                     " with these tensor maps"
+                },
+                if f.positive_scale {
+                    ""
+                } else {
+                    " with a scale at or below zero"
                 },
             )),
             AttentionAlgorithm::Auto if fused => Ok(AttentionPlan::Flash { head_dim }),
@@ -115,24 +134,31 @@ pub enum AttentionAlgorithm {
     /// head dims 64 and 128, 16-byte aligned operands whose tensor maps the driver encodes; an
     /// error elsewhere.
     Wgmma,
+    /// The Hopper rung with FlashAttention-3's ping-pong schedule of its two consumer
+    /// warpgroups (`attention_wgmma_pingpong_d64_*`, `attention_wgmma_pingpong_d128_*`): where
+    /// [`AttentionAlgorithm::Wgmma`] applies; an error elsewhere.
+    WgmmaPingPong,
 }
 
 impl AttentionAlgorithm {
     /// Every algorithm.
-    pub const ALL: [AttentionAlgorithm; 4] = [
+    pub const ALL: [AttentionAlgorithm; 5] = [
         AttentionAlgorithm::Auto,
         AttentionAlgorithm::Rows,
         AttentionAlgorithm::Flash,
         AttentionAlgorithm::Wgmma,
+        AttentionAlgorithm::WgmmaPingPong,
     ];
 
-    /// A short name: `auto`, `rows`, `flash`, `wgmma`; the bench's `impl` is `gpukern:<name>`.
+    /// A short name: `auto`, `rows`, `flash`, `wgmma`, `wgmma-pingpong`; the bench's `impl` is
+    /// `gpukern:<name>`.
     pub fn name(self) -> &'static str {
         match self {
             AttentionAlgorithm::Auto => "auto",
             AttentionAlgorithm::Rows => "rows",
             AttentionAlgorithm::Flash => "flash",
             AttentionAlgorithm::Wgmma => "wgmma",
+            AttentionAlgorithm::WgmmaPingPong => "wgmma-pingpong",
         }
     }
 }
@@ -185,6 +211,7 @@ mod tests {
             aligned,
             wgmma: false,
             tensor_maps: true,
+            positive_scale: true,
         }
     }
 
@@ -235,11 +262,15 @@ mod tests {
             aligned: true,
             wgmma: true,
             tensor_maps: true,
+            positive_scale: true,
         };
         let choose = |alg, d, f| AttentionPlan::choose(alg, d, f);
         for d in (HEAD_DIM_MULTIPLE..=MAX_HEAD_DIM).step_by(HEAD_DIM_MULTIPLE) {
             let want = match d {
-                64 | 128 => AttentionPlan::Wgmma { head_dim: d },
+                64 | 128 => AttentionPlan::Wgmma {
+                    head_dim: d,
+                    ping_pong: false,
+                },
                 _ => AttentionPlan::Rows,
             };
             assert_eq!(choose(AttentionAlgorithm::Auto, d, all), Ok(want), "head dim {d}");
@@ -267,6 +298,13 @@ mod tests {
                     ..all
                 },
             ),
+            (
+                128,
+                Facts {
+                    positive_scale: false,
+                    ..all
+                },
+            ),
         ] {
             let fallback = if f.aligned {
                 AttentionPlan::Flash { head_dim: d }
@@ -274,15 +312,31 @@ mod tests {
                 AttentionPlan::Rows
             };
             assert_eq!(choose(AttentionAlgorithm::Auto, d, f), Ok(fallback), "{d} {f:?}");
-            let err = choose(AttentionAlgorithm::Wgmma, d, f).expect_err("not wgmma");
-            assert!(err.contains("[64, 128]"), "{err}");
+            for alg in [AttentionAlgorithm::Wgmma, AttentionAlgorithm::WgmmaPingPong] {
+                let err = choose(alg, d, f).expect_err("not wgmma");
+                assert!(err.contains("[64, 128]"), "{err}");
+            }
         }
         for d in [56, 72, 120, 136, 256] {
             assert!(choose(AttentionAlgorithm::Wgmma, d, all).is_err(), "head dim {d}");
+            assert!(
+                choose(AttentionAlgorithm::WgmmaPingPong, d, all).is_err(),
+                "head dim {d}"
+            );
         }
         assert_eq!(
             choose(AttentionAlgorithm::Wgmma, 128, all),
-            Ok(AttentionPlan::Wgmma { head_dim: 128 })
+            Ok(AttentionPlan::Wgmma {
+                head_dim: 128,
+                ping_pong: false
+            })
+        );
+        assert_eq!(
+            choose(AttentionAlgorithm::WgmmaPingPong, 64, all),
+            Ok(AttentionPlan::Wgmma {
+                head_dim: 64,
+                ping_pong: true
+            })
         );
         assert_eq!(
             choose(AttentionAlgorithm::Flash, 128, all),

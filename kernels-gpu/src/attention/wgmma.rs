@@ -21,24 +21,24 @@
 //!   `O += P V` (eight `wgmma.m64nDk16` with `A` from registers, `V` N-major), since the score
 //!   accumulators of 16 keys are exactly the register `A` fragment of one step; then the stage
 //!   is released to the producer.
-//! * **One tile at a time** per consumer: its scores, softmax and `P V` in turn, each product
-//!   waited for. The two consumers (and the producer) still overlap one another on the
-//!   multiprocessor without any schedule of their own.
+//! * **Schedules** ([`WgmmaSchedule`]): [`OneTile`], each consumer's scores, softmax and `P V`
+//!   in turn, each product waited for, the two consumers (and the producer) overlapping one
+//!   another on the multiprocessor without a schedule of their own; or [`PingPong`],
+//!   FlashAttention-3's: in its turn a consumer issues tile `t`'s scores and tile `t - 1`'s
+//!   `P V` back to back and hands the turn over (two `mbarrier`s), so that one consumer's softmax
+//!   runs under the other's products and its own `P V`.
 //! * **Causal**: blocks run from the last query tile to the first (the longest first), and a
 //!   block visits only the KV tiles its last row can see.
 //! * **Traffic** per block: `128 D` elements of `Q`, `2 * 128 D` of `K` and `V` per KV tile
 //!   (`128 * 4 D` flops per element of `K`/`V` fetched: twice the `mma.sync` rung's reuse), `128
 //!   D` of output and 512 bytes of log-sum-exp. Shared memory ([`wgmma_shared_bytes`]): three
-//!   stages of `512 D` bytes, `256 D` of `Q`, barriers and alignment: 116,752 bytes at `D = 64`,
-//!   231,440 at `D = 128`.
+//!   stages of `512 D` bytes, `256 D` of `Q`, barriers and alignment: 116,768 bytes at `D = 64`,
+//!   231,456 at `D = 128`.
 //!
-//! Tried and not kept: FlashAttention-3's intra-warpgroup overlap (the next tile's `Q K^T`
-//! issued with this tile's `P V`, the softmax while `P V` is in flight; commits b6f382a and
-//! 36692f0), slower at head dim 128 than this schedule in the lead's H200 run of 36692f0; and the
-//! consumers' ping-pong on two `mbarrier`s (fe0719c), never measured and left out with it, so
-//! that each consumer runs the schedule measured fastest (one tile at a time, as at b5f26bd).
-//! Why the overlap lost here is the next question (the SASS of the consumer loop: whether
-//! ptxas waits before the softmax after all).
+//! Tried before: FlashAttention-3's intra-warpgroup overlap alone (the next tile's `Q K^T`
+//! issued with this tile's `P V`; commits b6f382a and 36692f0), slower at head dim 128 than
+//! [`OneTile`] in the lead's H200 run of 36692f0; the ping-pong (first at fe0719c) is that
+//! overlap plus the turns.
 //!
 //! Not yet here (FlashAttention-3's later steps): persistent scheduling.
 //!
@@ -87,17 +87,18 @@ pub const fn wgmma_stage_bytes(d: usize) -> usize {
 }
 
 /// Dynamic shared memory of [`attention_wgmma`](fn@attention_wgmma) for head dim `d`: the ring
-/// (alignment slack, stages, barriers), a 1024-byte gap, `Q`, and `Q`'s barrier.
+/// (alignment slack, stages, barriers), a 1024-byte gap, `Q`, `Q`'s barrier and the consumers'
+/// two turn barriers (used by the [`PingPong`] schedule).
 pub const fn wgmma_shared_bytes(d: usize) -> usize {
     Ring::shared_bytes(STAGES, wgmma_stage_bytes(d)) as usize - 2 * STAGES * 8
         + 1024
         + (d / WGMMA_BOX_COLS) * BOX_BYTES
-        + 16
+        + 32
 }
 
 const _: () = assert!(
-    wgmma_shared_bytes(64) == 116_752
-        && wgmma_shared_bytes(128) == 231_440
+    wgmma_shared_bytes(64) == 116_768
+        && wgmma_shared_bytes(128) == 231_456
         && wgmma_shared_bytes(128) <= 232_448,
     "the documented sizes, within the 227 KiB a block may opt in to"
 );
@@ -193,6 +194,33 @@ impl WgmmaHead for D128 {
     }
 }
 
+/// The order in which a consumer warpgroup issues its products: [`OneTile`] or [`PingPong`].
+pub trait WgmmaSchedule {
+    /// Whether the two consumers take turns issuing (and each overlaps a tile's softmax with
+    /// the previous tile's `P V`).
+    const PING_PONG: bool;
+}
+
+/// One tile at a time per consumer: its scores, softmax and `P V` in turn, each product waited
+/// for; the two consumers overlap each other without a schedule of their own.
+#[derive(Clone, Copy, Debug)]
+pub struct OneTile;
+
+/// FlashAttention-3's schedule: in its turn a consumer issues tile `t`'s scores and tile `t - 1`'s
+/// `P V` back to back and hands the turn to the other consumer, then computes tile `t`'s softmax
+/// while its own `P V` and the other consumer's products run. The turns are two `mbarrier`s
+/// (one per consumer, four arrivals: the other consumer's warps), which the simulator models.
+#[derive(Clone, Copy, Debug)]
+pub struct PingPong;
+
+impl WgmmaSchedule for OneTile {
+    const PING_PONG: bool = false;
+}
+
+impl WgmmaSchedule for PingPong {
+    const PING_PONG: bool = true;
+}
+
 /// Attention forward on Hopper's warpgroup tensor cores (the module documentation has the
 /// design).
 ///
@@ -219,23 +247,29 @@ impl WgmmaHead for D128 {
 ///   of 8 elements; `kv_heads = heads / group`.
 /// * As [`attention_flash`](fn@super::attention_flash) for `o` (contiguous `[batch, q_len,
 ///   heads, D]`, 4-byte aligned) and `lse` (`[batch, heads, q_len]`).
+/// * `scale_log2 > 0` (the softmax takes the maxima of the unscaled scores).
 ///
-/// Instances (`T`, head): `attention_wgmma_d64_bf16`, `attention_wgmma_d128_bf16`,
-/// `attention_wgmma_d64_f16`, `attention_wgmma_d128_f16`.
+/// Instances (`T`, head, schedule): `attention_wgmma_d64_bf16`, `attention_wgmma_d128_bf16`,
+/// `attention_wgmma_d64_f16`, `attention_wgmma_d128_f16` ([`OneTile`]) and the same names with
+/// `pingpong_` after `wgmma_` ([`PingPong`]).
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
 // Barriers: the ring's initialisation and the `Q` barrier's.
 #[kernel(
     launch_bounds(384, 1),
     instances(
-        attention_wgmma_d64_bf16 = (bf16, D64),
-        attention_wgmma_d128_bf16 = (bf16, D128),
-        attention_wgmma_d64_f16 = (f16, D64),
-        attention_wgmma_d128_f16 = (f16, D128),
+        attention_wgmma_d64_bf16 = (bf16, D64, OneTile),
+        attention_wgmma_d128_bf16 = (bf16, D128, OneTile),
+        attention_wgmma_d64_f16 = (f16, D64, OneTile),
+        attention_wgmma_d128_f16 = (f16, D128, OneTile),
+        attention_wgmma_pingpong_d64_bf16 = (bf16, D64, PingPong),
+        attention_wgmma_pingpong_d128_bf16 = (bf16, D128, PingPong),
+        attention_wgmma_pingpong_d64_f16 = (f16, D64, PingPong),
+        attention_wgmma_pingpong_d128_f16 = (f16, D128, PingPong),
     ),
     barriers(2)
 )]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
+pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
     maps: *const u64,
     q: *const T,
     k: *const T,
@@ -288,10 +322,20 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
     let ring = unsafe { Ring::new(STAGES, wgmma_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
     let (q_tile, q_address) = ring.tail();
     let q_bar = q_tile.wrapping_add(boxes * BOX_BYTES).cast::<u64>();
+    // The consumers' turns (the ping-pong): `turn(c)` completes a phase when the other
+    // consumer's four warps hand consumer `c` the turn. (Arithmetic, not an array indexed by
+    // `c`: that would live in local memory.)
+    let turn = |c: usize| q_bar.wrapping_add(1 + c);
     if tid == 0 {
-        // SAFETY: 8 bytes past `Q` inside the launch's shared memory; nothing else touches it
-        // before the block barrier below.
-        unsafe { mbarrier::init(q_bar, 1) };
+        // SAFETY: 24 bytes past `Q` inside the launch's shared memory; nothing else touches
+        // them before the block barrier below.
+        unsafe {
+            mbarrier::init(q_bar, 1);
+            if S::PING_PONG {
+                mbarrier::init(turn(0), (WARPGROUP / 32) as u32);
+                mbarrier::init(turn(1), (WARPGROUP / 32) as u32);
+            }
+        }
         mbarrier::fence_init();
     }
     thread::sync_threads();
@@ -372,25 +416,85 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
     // SAFETY: `Q`'s barrier, initialised; its only phase completes with the copies.
     unsafe { mbarrier::wait_parity(q_bar, 0) };
     let mut consumer = ring.consumer();
-    // One tile at a time: scores, softmax, `P V`, each waited for (the module documentation says
-    // what was tried instead).
-    for kt in 0..kv_tiles {
-        // SAFETY: every thread of the consumer warps; released once below.
-        let stage = unsafe { consumer.wait() };
-        // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay until the
-        // waits below.
-        unsafe {
-            s = scores::<T>(s, &q_desc, stage.address(0), boxes);
-            s = wgmma::wait_accumulators::<0, _>(s);
+    if S::PING_PONG {
+        let mut turns = Turns {
+            mine: turn(c),
+            other: turn(1 - c),
+            taken: 0,
+        };
+        if c == 1 {
+            // Consumer 0 issues first.
+            turns.hand_over();
         }
-        let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
-        rescale_output::<H>(&mut acc, rescale);
-        let p = pack_probabilities::<T>(&s);
-        // SAFETY: as above; the output accumulators are retired (the last wait).
-        unsafe {
-            acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
-            acc = wgmma::wait_accumulators::<0, _>(acc);
-            consumer.release(&stage);
+        if kv_tiles > 0 {
+            // Tile 0: its scores and probabilities; the output is still zero.
+            // SAFETY: every thread of the consumer warps; each stage released once below.
+            let mut stage = unsafe { consumer.wait() };
+            turns.take();
+            // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay until
+            // the wait.
+            unsafe { s = scores::<T>(s, &q_desc, stage.address(0), boxes) };
+            turns.hand_over();
+            // SAFETY: the whole warpgroup, the scores in flight.
+            s = unsafe { wgmma::wait_accumulators::<0, _>(s) };
+            online_softmax(&mut s, &mut m, &mut l, 0, &rows_limits);
+            let mut p = pack_probabilities::<T>(&s);
+            for kt in 1..kv_tiles {
+                // Tile `kt`'s scores and tile `kt - 1`'s `P V` in one turn; the softmax of tile
+                // `kt` runs while `P V` (and the other consumer's products) are in flight.
+                // SAFETY: as for tile 0; the next stage is released once below.
+                let next = unsafe { consumer.wait() };
+                turns.take();
+                // SAFETY: the whole warpgroup; both stages' tiles have landed and stay until the
+                // waits that retire their products (the previous stage is released after the
+                // second); `p` and the output accumulators are not touched in flight.
+                unsafe {
+                    s = scores::<T>(s, &q_desc, next.address(0), boxes);
+                    acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
+                }
+                turns.hand_over();
+                // SAFETY: the whole warpgroup, both groups in flight: the older (the scores)
+                // retires.
+                s = unsafe { wgmma::wait_accumulators::<1, _>(s) };
+                let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
+                // SAFETY: the whole warpgroup, the previous tile's `P V` in flight.
+                acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
+                // SAFETY: its `P V` retired.
+                unsafe { consumer.release(&stage) };
+                rescale_output::<H>(&mut acc, rescale);
+                p = pack_probabilities::<T>(&s);
+                stage = next;
+            }
+            turns.take();
+            // SAFETY: as above, for the last tile's `P V`.
+            unsafe { acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true) };
+            turns.hand_over();
+            // SAFETY: as above.
+            unsafe {
+                acc = wgmma::wait_accumulators::<0, _>(acc);
+                consumer.release(&stage);
+            }
+        }
+    } else {
+        // One tile at a time: scores, softmax, `P V`, each waited for.
+        for kt in 0..kv_tiles {
+            // SAFETY: every thread of the consumer warps; released once below.
+            let stage = unsafe { consumer.wait() };
+            // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay until the
+            // waits below.
+            unsafe {
+                s = scores::<T>(s, &q_desc, stage.address(0), boxes);
+                s = wgmma::wait_accumulators::<0, _>(s);
+            }
+            let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
+            rescale_output::<H>(&mut acc, rescale);
+            let p = pack_probabilities::<T>(&s);
+            // SAFETY: as above; the output accumulators are retired (the last wait).
+            unsafe {
+                acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
+                acc = wgmma::wait_accumulators::<0, _>(acc);
+                consumer.release(&stage);
+            }
         }
     }
 
@@ -425,6 +529,40 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead>(
             }
         }
     });
+}
+
+/// A consumer's side of the ping-pong: its turn barrier, the other consumer's, and the turns it
+/// has taken. Both consumers issue `kv_tiles + 1` times (the first scores, one pair of products
+/// per later tile, the last `P V`), taking the turn before and handing it over after each; the
+/// turn is handed to consumer 0 once more at the start, so that neither barrier is ever two
+/// phases ahead of its consumer's parity wait.
+struct Turns {
+    mine: *mut u64,
+    other: *mut u64,
+    taken: u32,
+}
+
+impl Turns {
+    /// Waits for this consumer's next turn (the next phase of its barrier).
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    fn take(&mut self) {
+        // SAFETY: an initialised barrier of the block; its phases complete in order, at most
+        // one ahead of this consumer (the other waits for this one's hand-over in between).
+        unsafe { mbarrier::wait_parity(self.mine, self.taken & 1) };
+        self.taken += 1;
+    }
+
+    /// Hands the turn to the other consumer (lane 0 of each warp arrives on its barrier).
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    fn hand_over(&self) {
+        if thread::thread_idx_x() % 32 == 0 {
+            // SAFETY: an initialised barrier counting the four warps of this consumer.
+            unsafe { mbarrier::arrive(self.other) };
+        }
+    }
 }
 
 /// What the online softmax of a consumer thread's two rows needs: the keys each row sees, the
@@ -476,13 +614,17 @@ fn v_descriptor(v_tile: u32) -> u64 {
 
 /// The online softmax of one tile's scores `s` (this thread's 64 of its two rows: accumulator
 /// `i` is row `(i / 2) % 2`, key `8 (i / 4) + 2 q + i % 2` of tile `kt`), in place: masked
-/// where needed, the running maxima `m` and sums `l` updated, `s` replaced by the probabilities
-/// relative to the new maxima. Returns each row's factor for the output accumulated so far.
+/// where needed, the running maxima `m` (of the scaled scores, in units of `log2`) and sums `l`
+/// updated, `s` replaced by the probabilities relative to the new maxima. Returns each row's
+/// factor for the output accumulated so far.
 ///
-/// One instruction per maximum (`max.NaN`, NaN kept; the sign of a zero maximum does not matter
-/// to what is subtracted from it) and per exponential (`ex2.approx.ftz`: every exponent here is
-/// at most 0, and a probability below `2^-126` flushed to 0 is far below any tolerance): the
-/// softmax runs between the products, its instruction count on the critical path of a consumer.
+/// The maxima are taken of the unscaled scores, which the scale (above zero: the host plan's
+/// rule) does not reorder, so that each probability is one `fma` (the score times `scale *
+/// log2(e)` minus the scaled maximum) and one `ex2`. One instruction per maximum (`max.NaN`,
+/// NaN kept; the sign of a zero maximum does not matter to what is subtracted from it) and per
+/// exponential (`ex2.approx.ftz`: every exponent here is at most 0, and a probability below
+/// `2^-126` flushed to 0 is far below any tolerance): the softmax runs between the products,
+/// its instruction count on the critical path of a consumer.
 #[inline(always)]
 fn online_softmax(s: &mut [f32; 64], m: &mut [f32; 2], l: &mut [f32; 2], kt: usize, r: &Limits) -> [f32; 2] {
     let key0 = kt * WGMMA_KEYS;
@@ -495,19 +637,17 @@ fn online_softmax(s: &mut [f32; 64], m: &mut [f32; 2], l: &mut [f32; 2], kt: usi
                 unroll_8!(2, |e| {
                     let i = 4 * (4 * hi + lo) + 2 * hh + e;
                     let key = key0 + 8 * (4 * hi + lo) + 2 * r.qd + e;
-                    let mut u = s[i] * r.scale_log2;
                     if masked && key >= r.limits[hh] {
-                        u = f32::NEG_INFINITY;
+                        s[i] = f32::NEG_INFINITY;
                     }
-                    s[i] = u;
-                    mx = math::max_nan_fast(mx, u);
+                    mx = math::max_nan_fast(mx, s[i]);
                 });
             });
         });
         // The row's 128 scores are spread over the 4 threads of the quad.
         mx = math::max_nan_fast(mx, warp::shfl_xor(mx, 1));
         mx = math::max_nan_fast(mx, warp::shfl_xor(mx, 2));
-        let m_new = math::max_nan_fast(m[hh], mx);
+        let m_new = math::max_nan_fast(m[hh], mx * r.scale_log2);
         // A row that has seen no key yet keeps weights 0 (not `-inf - -inf`).
         let base = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
         rescale[hh] = math::exp2_ftz(m[hh] - base);
@@ -517,7 +657,7 @@ fn online_softmax(s: &mut [f32; 64], m: &mut [f32; 2], l: &mut [f32; 2], kt: usi
             unroll_8!(4, |lo| {
                 unroll_8!(2, |e| {
                     let i = 4 * (4 * hi + lo) + 2 * hh + e;
-                    let p = math::exp2_ftz(s[i] - base);
+                    let p = math::exp2_ftz(math::fma(s[i], r.scale_log2, -base));
                     s[i] = p;
                     sum += p;
                 });
