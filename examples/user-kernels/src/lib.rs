@@ -118,31 +118,31 @@ pub fn stencil_columns(
 }
 
 /// The same Jacobi step with [`fast_kernels::stencil_stream`](fn@fast_kernels::stencil_stream)
-/// (a ring of 2 rows in flight a thread) on [`stream_grid`]'s grid.
-pub fn stencil_stream_x2(
+/// (a ring of 2 rows a thread, plain stores) on [`stream_grid`]'s grid.
+pub fn stencil_stream(
     module: &Module,
     x: &DeviceVec<f32>,
     out: &mut DeviceVec<f32>,
     rows: usize,
     cols: usize,
 ) -> Result<()> {
-    stream::<2>(module, x, out, rows, cols)
+    stream::<false>(module, x, out, rows, cols)
 }
 
-/// [`stencil_stream_x2`] with a ring of 4 rows (more registers, fewer blocks resident).
-pub fn stencil_stream_x4(
+/// [`stencil_stream`] with evict-first stores of the outputs.
+pub fn stencil_stream_evict(
     module: &Module,
     x: &DeviceVec<f32>,
     out: &mut DeviceVec<f32>,
     rows: usize,
     cols: usize,
 ) -> Result<()> {
-    stream::<4>(module, x, out, rows, cols)
+    stream::<true>(module, x, out, rows, cols)
 }
 
-/// [`fast_kernels::stencil_stream`](fn@fast_kernels::stencil_stream)`::<AHEAD>` on
+/// [`fast_kernels::stencil_stream`](fn@fast_kernels::stencil_stream)`::<2, EVICT_FIRST>` on
 /// [`stream_grid`]'s grid.
-fn stream<const AHEAD: usize>(
+fn stream<const EVICT_FIRST: bool>(
     module: &Module,
     x: &DeviceVec<f32>,
     out: &mut DeviceVec<f32>,
@@ -150,19 +150,26 @@ fn stream<const AHEAD: usize>(
     cols: usize,
 ) -> Result<()>
 where
-    fast_kernels::stencil_stream<AHEAD>: Instance,
+    fast_kernels::stencil_stream<2, EVICT_FIRST>: Instance,
 {
     check_len("stencil_stream", x.len().min(out.len()), rows * cols)?;
-    let kernel = <fast_kernels::stencil_stream<AHEAD> as Instance>::KERNEL;
+    // The kernel's indices are 32-bit.
+    if rows + 16 > u32::MAX as usize || cols + 2048 > u32::MAX as usize {
+        return Err(gpukern::Error::InvalidArgument {
+            op: "stencil_stream",
+            detail: format!("a grid of {rows} x {cols}: each side must be below 2^32 - 2048"),
+        });
+    }
+    let kernel = <fast_kernels::stencil_stream<2, EVICT_FIRST> as Instance>::KERNEL;
     let config = stream_grid(
         module.occupancy(kernel, (STREAM_BLOCK, 1, 1), 0)?,
         module,
         rows,
         cols,
     )?;
-    // SAFETY: both hold `rows * cols` floats (separate buffers); any grid of 1-D blocks of
-    // `STREAM_BLOCK` threads is the kernel's.
-    unsafe { fast_kernels::stencil_stream::<AHEAD>::launch(module, config, x, out, rows, cols) }
+    // SAFETY: both hold `rows * cols` floats (separate buffers), the sides fit 32 bits as the
+    // kernel needs; any grid of 1-D blocks of `STREAM_BLOCK` threads is the kernel's.
+    unsafe { fast_kernels::stencil_stream::<2, EVICT_FIRST>::launch(module, config, x, out, rows, cols) }
 }
 
 /// The grid of [`fast_kernels::stencil_stream`](fn@fast_kernels::stencil_stream): the blocks
@@ -178,17 +185,17 @@ pub fn stream_grid(per_sm: u32, module: &Module, rows: usize, cols: usize) -> Re
     })
 }
 
-/// A Jacobi step's host function: [`stencil`], [`stencil_columns`], [`stencil_stream_x2`] or
-/// [`stencil_stream_x4`].
+/// A Jacobi step's host function: [`stencil`], [`stencil_columns`], [`stencil_stream`] or
+/// [`stencil_stream_evict`].
 pub type StencilFn = fn(&Module, &DeviceVec<f32>, &mut DeviceVec<f32>, usize, usize) -> Result<()>;
 
 /// The stencil's rungs, by name: the shared tile, the register strips, the strips on a resident
-/// grid (rings of 2 and 4 rows).
+/// grid (plain and evict-first stores).
 pub const STENCILS: [(&str, StencilFn); 4] = [
     ("stencil", stencil),
     ("stencil_columns", stencil_columns),
-    ("stencil_stream_x2", stencil_stream_x2),
-    ("stencil_stream_x4", stencil_stream_x4),
+    ("stencil_stream", stencil_stream),
+    ("stencil_stream_evict", stencil_stream_evict),
 ];
 
 /// Blocks of the histogram per multiprocessor: enough resident threads to keep loads in flight

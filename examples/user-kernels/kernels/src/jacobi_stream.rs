@@ -10,8 +10,12 @@
 //! block: no tail wave, and two halo rows per run of about `rows * strips / blocks` rows instead
 //! of per 32. Within a run each thread keeps a ring of `AHEAD` rows in flight: the load of row
 //! `r + 1 + AHEAD` is issued as row `r + 1` leaves the ring to be computed with, so the loads
-//! stay `AHEAD` rows ahead all along the run. The halo column of lanes 0 and 31 is one
-//! predicated load per row. Unmeasured.
+//! stay ahead all along the run (ptxas hoists the next step's loads too: 2 to 4 rows in flight
+//! with `AHEAD = 2`). The halo column of lanes 0 and 31 is one predicated load per row, the
+//! indices are 32-bit, and launch bounds of 4 blocks a multiprocessor hold it to 64 registers:
+//! 32 warps resident, against `stencil_columns`' 24 (76 registers). A ring of 3 or 4 rows spills
+//! under those bounds (ptxas 13), so the ring is 2; the second instance stores evict-first.
+//! Unmeasured.
 
 use gpukern_device::{kernel, mem, thread, vector, warp};
 
@@ -39,12 +43,14 @@ const ZERO: Row = Row {
 
 /// Where a lane's strip lies: its first column and lane, the grid's shape and the last row its
 /// run reads.
+// 32-bit fields (the grid's sides fit, by the kernel's contract): half the registers of `usize`
+// ones, which decide how many blocks fit a multiprocessor.
 #[derive(Clone, Copy)]
 struct Strip {
-    gc: usize,
-    lane: usize,
-    rows: usize,
-    cols: usize,
+    gc: u32,
+    lane: u32,
+    rows: u32,
+    cols: u32,
     /// `cols % 4 == 0`: rows start on 16-byte boundaries.
     aligned: bool,
 }
@@ -55,7 +61,7 @@ impl Strip {
     /// # Safety
     /// `x` holds `rows * cols` floats.
     #[inline(always)]
-    unsafe fn row(self, x: *const f32, r: usize, last: usize) -> Row {
+    unsafe fn row(self, x: *const f32, r: u32, last: u32) -> Row {
         let Strip {
             gc,
             lane,
@@ -66,15 +72,15 @@ impl Strip {
         if r > last || r >= rows {
             return ZERO;
         }
-        let base = r * cols;
+        let row = x.wrapping_add(r as usize * cols as usize);
         // SAFETY (all loads): each index is checked against the row's `cols` first.
         unsafe {
             let v = if aligned && gc + 4 <= cols {
-                vector::load_hinted(x, base + gc, vector::LoadHint::ReadOnly)
+                vector::load_hinted(row, gc as usize, vector::LoadHint::ReadOnly)
             } else {
                 core::array::from_fn(|k| {
-                    if gc + k < cols {
-                        mem::load(x, base + gc + k)
+                    if gc + (k as u32) < cols {
+                        mem::load(row, gc as usize + k)
                     } else {
                         0.0
                     }
@@ -86,17 +92,19 @@ impl Strip {
             } else {
                 (lane == 31 && gc + 4 < cols, gc + 4)
             };
-            let halo = if wanted { mem::load(x, base + hc) } else { 0.0 };
+            let halo = if wanted { mem::load(row, hc as usize) } else { 0.0 };
             Row { v, halo }
         }
     }
 
-    /// Output row `gr` from the rows above, at and below it, stored to `out`.
+    /// Output row `gr` from the rows above, at and below it, stored to `out` (evict-first where
+    /// `EVICT_FIRST`: results no kernel reads soon, whose lines should leave L2 before the
+    /// input's halo rows).
     ///
     /// # Safety
     /// `out` holds `rows * cols` floats; every lane of the warp calls it (the shuffles).
     #[inline(always)]
-    unsafe fn compute(self, out: *mut f32, gr: usize, up: Row, mid: Row, down: Row) {
+    unsafe fn compute<const EVICT_FIRST: bool>(self, out: *mut f32, gr: u32, up: Row, mid: Row, down: Row) {
         let Strip {
             gc,
             lane,
@@ -115,21 +123,27 @@ impl Strip {
         let west = [left, mid.v[0], mid.v[1], mid.v[2]];
         let east = [mid.v[1], mid.v[2], mid.v[3], right];
         let v: [f32; 4] = core::array::from_fn(|k| {
-            let c = gc + k;
+            let c = gc + k as u32;
             if gr == 0 || gr == rows - 1 || c == 0 || c + 1 >= cols {
                 mid.v[k]
             } else {
                 0.25 * (up.v[k] + down.v[k] + west[k] + east[k])
             }
         });
+        let row = out.wrapping_add(gr as usize * cols as usize);
         // SAFETY: indices checked against the grid.
         unsafe {
             if aligned && gc + 4 <= cols {
-                vector::store(out, gr * cols + gc, v);
+                let hint = if EVICT_FIRST {
+                    vector::StoreHint::EvictFirst
+                } else {
+                    vector::StoreHint::Default
+                };
+                vector::store_hinted(row, gc as usize, v, hint);
             } else {
                 for (k, &value) in v.iter().enumerate() {
-                    if gc + k < cols {
-                        mem::store(out, gr * cols + gc + k, value);
+                    if gc + (k as u32) < cols {
+                        mem::store(row, gc as usize + k, value);
                     }
                 }
             }
@@ -154,18 +168,26 @@ impl Strip {
 /// L1).
 ///
 /// Launch: 1-D blocks of [`STREAM_BLOCK`] threads, any grid (the blocks resident at once, at
-/// most `ceil(cols / 1024) * rows / STREAM_MIN_ROWS`).
+/// most `ceil(cols / 1024) * rows / STREAM_MIN_ROWS`). Instances: `stencil_stream_x2` (a ring
+/// of 2, plain stores), `stencil_stream_x2_evict` (a ring of 2, evict-first stores).
 ///
 /// # Safety
-/// `x` and `out` hold `rows * cols` floats and do not overlap; the launch is as above.
+/// `x` and `out` hold `rows * cols` floats and do not overlap; `rows + 16` and `cols + 2048`
+/// are below 2^32; the launch is as above.
 // Barriers: none (shuffles only); a warp whose columns lie past the grid skips the strip as one.
 #[kernel(
-    instances(stencil_stream_x2 = 2, stencil_stream_x4 = 4),
+    instances(stencil_stream_x2 = (2, false), stencil_stream_x2_evict = (2, true)),
+    launch_bounds(256, 4),
     block(STREAM_BLOCK),
     barriers(0)
 )]
 #[inline(always)]
-pub unsafe fn stencil_stream<const AHEAD: usize>(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+pub unsafe fn stencil_stream<const AHEAD: usize, const EVICT_FIRST: bool>(
+    x: *const f32,
+    out: *mut f32,
+    rows: usize,
+    cols: usize,
+) {
     const {
         assert!(
             AHEAD >= 1 && AHEAD <= 8,
@@ -188,19 +210,20 @@ pub unsafe fn stencil_stream<const AHEAD: usize>(x: *const f32, out: *mut f32, r
             continue;
         }
         let strip = Strip {
-            gc,
-            lane,
-            rows,
-            cols,
+            gc: gc as u32,
+            lane: lane as u32,
+            rows: rows as u32,
+            cols: cols as u32,
             aligned: cols.is_multiple_of(4),
         };
+        let (r0, r1) = (r0 as u32, r1 as u32);
         // SAFETY: `row` checks its indices against the grid, `compute` its stores; every lane of
         // the warp walks the same rows.
         unsafe {
-            let load = |r: usize| strip.row(x, r, r1);
+            let load = |r: u32| strip.row(x, r, r1);
             let mut up = if r0 == 0 { ZERO } else { load(r0 - 1) };
             let mut mid = load(r0);
-            let mut ring: [Row; AHEAD] = core::array::from_fn(|k| load(r0 + 1 + k));
+            let mut ring: [Row; AHEAD] = core::array::from_fn(|k| load(r0 + 1 + k as u32));
             let mut r = r0;
             while r < r1 {
                 // Unrolled by constant tests (not a loop, which LLVM leaves rolled at 8 with the
@@ -211,10 +234,10 @@ pub unsafe fn stencil_stream<const AHEAD: usize>(x: *const f32, out: *mut f32, r
                         if $k < AHEAD {
                             let gr = r + $k;
                             let down = ring[$k];
-                            ring[$k] = load(gr + 1 + AHEAD);
+                            ring[$k] = load(gr + 1 + AHEAD as u32);
                             // Uniform across the warp: the shuffles see all lanes.
                             if gr < r1 {
-                                strip.compute(out, gr, up, mid, down);
+                                strip.compute::<EVICT_FIRST>(out, gr, up, mid, down);
                             }
                             up = mid;
                             mid = down;
@@ -229,7 +252,7 @@ pub unsafe fn stencil_stream<const AHEAD: usize>(x: *const f32, out: *mut f32, r
                 step!(5);
                 step!(6);
                 step!(7);
-                r += AHEAD;
+                r += AHEAD as u32;
             }
         }
     }

@@ -289,12 +289,12 @@ fn stencil(run: &mut Run, module: &Module, flush: &mut DeviceVec<f32>, rows: usi
     let (atol, rtol) = reference::STENCIL_TOL;
     let shape = format!("{rows}x{cols}");
     // The shared tile is the first rung (`gpukern:user`), the register strips the second, the
-    // strips on a resident grid the third (rings of 2 and 4 rows).
+    // strips on a resident grid the third (plain and evict-first stores).
     for ((_, stencil), imp) in user_kernels::STENCILS.into_iter().zip([
         "gpukern:user",
         "gpukern:user-columns",
-        "gpukern:user-stream2",
-        "gpukern:user-stream4",
+        "gpukern:user-stream",
+        "gpukern:user-stream-evict",
     ]) {
         let id = Id {
             kernel: "user_stencil",
