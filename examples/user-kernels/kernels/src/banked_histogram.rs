@@ -10,8 +10,9 @@
 //! always hit 32 different banks, and the warps share the copies through the atomic (updates of
 //! different warps are different instructions, which never conflict). The counters stay 32-bit
 //! (no folds, unlike [`histogram_lanes`](fn@crate::histogram_lanes)) in 32 KB a block of 512
-//! threads, so that four such blocks fill a multiprocessor's 2048 threads. Each thread has
-//! `UNROLL` 16-byte read-only loads in flight before it counts any of them. Unmeasured.
+//! threads. Each thread has `UNROLL` 16-byte read-only loads in flight before it counts any of
+//! them: with 2 (32 registers, ptxas 13) four blocks fill a multiprocessor's 2048 threads, with 4
+//! (39 registers) three fit. Unmeasured.
 
 use gpukern_device::atomic::{self, Scope};
 use gpukern_device::shared::Array;
@@ -73,6 +74,7 @@ unsafe fn count_vector(bins: Array<u32, WORDS>, lane: usize, v: [u32; 4]) {
 /// atomics per block.
 ///
 /// Launch: 1-D blocks of [`BANKED_BLOCK`] threads, any grid (the blocks resident at once).
+/// Instances: `histogram_banked_x4` (4 vectors in flight), `histogram_banked_x2` (2).
 ///
 /// # Safety
 /// `data` holds `n` bytes, 16-byte aligned, and no thread writes it during the launch; `counts`
