@@ -7,9 +7,11 @@
 //!   with the copy ceiling, as JSON Lines (`bench/run-user.sh` runs it beside the Python peers).
 
 use fast_kernels::{
-    BINS, COLUMN_BLOCK, COLUMN_COLS, COLUMN_ROWS, GELU_BLOCK, GELU_LANES, GEMM_BK, GEMM_BM, GEMM_BN,
-    GEMM_SHARED_BYTES, GEMM_THREADS, HIST_BLOCK, STENCIL_BLOCK, STENCIL_COLS, STENCIL_ROWS,
+    BANKED_BLOCK, BINS, COLUMN_BLOCK, COLUMN_COLS, COLUMN_ROWS, GELU_BLOCK, GELU_LANES, GEMM_BK, GEMM_BM,
+    GEMM_BN, GEMM_SHARED_BYTES, GEMM_THREADS, HIST_BLOCK, STENCIL_BLOCK, STENCIL_COLS, STENCIL_ROWS,
+    STREAM_BLOCK, STREAM_COLS, STREAM_MIN_ROWS,
 };
+use gpukern::gpukern_device::launch::Instance;
 use gpukern::tensor_map::Map2d;
 use gpukern::{DeviceVec, LaunchConfig, Module, PtxSet, Result, bf16, gpukern_device::vector};
 
@@ -115,11 +117,86 @@ pub fn stencil_columns(
     unsafe { fast_kernels::stencil_columns::launch(module, config, x, out, rows, cols) }
 }
 
-/// A Jacobi step's host function: [`stencil`] or [`stencil_columns`].
+/// The same Jacobi step with [`fast_kernels::stencil_stream`](fn@fast_kernels::stencil_stream)
+/// (a ring of 2 rows a thread, plain stores) on [`stream_grid`]'s grid.
+pub fn stencil_stream(
+    module: &Module,
+    x: &DeviceVec<f32>,
+    out: &mut DeviceVec<f32>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    stream::<false>(module, x, out, rows, cols)
+}
+
+/// [`stencil_stream`] with evict-first stores of the outputs.
+pub fn stencil_stream_evict(
+    module: &Module,
+    x: &DeviceVec<f32>,
+    out: &mut DeviceVec<f32>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    stream::<true>(module, x, out, rows, cols)
+}
+
+/// [`fast_kernels::stencil_stream`](fn@fast_kernels::stencil_stream)`::<2, EVICT_FIRST>` on
+/// [`stream_grid`]'s grid.
+fn stream<const EVICT_FIRST: bool>(
+    module: &Module,
+    x: &DeviceVec<f32>,
+    out: &mut DeviceVec<f32>,
+    rows: usize,
+    cols: usize,
+) -> Result<()>
+where
+    fast_kernels::stencil_stream<2, EVICT_FIRST>: Instance,
+{
+    check_len("stencil_stream", x.len().min(out.len()), rows * cols)?;
+    // The kernel's indices are 32-bit.
+    if rows + 16 > u32::MAX as usize || cols + 2048 > u32::MAX as usize {
+        return Err(gpukern::Error::InvalidArgument {
+            op: "stencil_stream",
+            detail: format!("a grid of {rows} x {cols}: each side must be below 2^32 - 2048"),
+        });
+    }
+    let kernel = <fast_kernels::stencil_stream<2, EVICT_FIRST> as Instance>::KERNEL;
+    let config = stream_grid(
+        module.occupancy(kernel, (STREAM_BLOCK, 1, 1), 0)?,
+        module,
+        rows,
+        cols,
+    )?;
+    // SAFETY: both hold `rows * cols` floats (separate buffers), the sides fit 32 bits as the
+    // kernel needs; any grid of 1-D blocks of `STREAM_BLOCK` threads is the kernel's.
+    unsafe { fast_kernels::stencil_stream::<2, EVICT_FIRST>::launch(module, config, x, out, rows, cols) }
+}
+
+/// The grid of [`fast_kernels::stencil_stream`](fn@fast_kernels::stencil_stream): the blocks
+/// resident at once (`per_sm` on each multiprocessor), so that no wave runs part full, but no
+/// more than give every block [`STREAM_MIN_ROWS`] rows of a strip.
+pub fn stream_grid(per_sm: u32, module: &Module, rows: usize, cols: usize) -> Result<LaunchConfig> {
+    let resident = per_sm as usize * module.gpu().multiprocessors()?;
+    let most = (cols.div_ceil(STREAM_COLS) * rows / STREAM_MIN_ROWS).max(1);
+    Ok(LaunchConfig {
+        grid: (resident.min(most).clamp(1, u32::MAX as usize) as u32, 1, 1),
+        block: (STREAM_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
+/// A Jacobi step's host function: [`stencil`], [`stencil_columns`], [`stencil_stream`] or
+/// [`stencil_stream_evict`].
 pub type StencilFn = fn(&Module, &DeviceVec<f32>, &mut DeviceVec<f32>, usize, usize) -> Result<()>;
 
-/// The stencil's rungs, by name: the shared tile, then the register strips.
-pub const STENCILS: [(&str, StencilFn); 2] = [("stencil", stencil), ("stencil_columns", stencil_columns)];
+/// The stencil's rungs, by name: the shared tile, the register strips, the strips on a resident
+/// grid (plain and evict-first stores).
+pub const STENCILS: [(&str, StencilFn); 4] = [
+    ("stencil", stencil),
+    ("stencil_columns", stencil_columns),
+    ("stencil_stream", stencil_stream),
+    ("stencil_stream_evict", stencil_stream_evict),
+];
 
 /// Blocks of the histogram per multiprocessor: enough resident threads to keep loads in flight
 /// (8 blocks of 256 threads fill a multiprocessor's 2048), few enough final flushes.
@@ -190,17 +267,77 @@ pub fn histogram_spread_add(
     unsafe { fast_kernels::histogram_spread::launch(module, config, data, data.len(), counts) }
 }
 
+/// `counts` (256 bins, zeroed here) = the histogram of the bytes of `data` by the fourth rung,
+/// [`fast_kernels::histogram_banked`](fn@fast_kernels::histogram_banked): the block's bins once
+/// per lane index, each copy in its own bank; 4 vectors in flight a thread.
+pub fn histogram_banked(module: &Module, data: &DeviceVec<u8>, counts: &mut DeviceVec<u32>) -> Result<()> {
+    *counts = module.gpu().zeros_of::<u32>(BINS)?;
+    histogram_banked_add(module, data, counts)
+}
+
+/// Adds the histogram of `data` to `counts` with
+/// [`fast_kernels::histogram_banked`](fn@fast_kernels::histogram_banked) (4 vectors in flight),
+/// on as many blocks as are resident at once (32 KB of shared memory a block), fewer for short
+/// data.
+pub fn histogram_banked_add(
+    module: &Module,
+    data: &DeviceVec<u8>,
+    counts: &mut DeviceVec<u32>,
+) -> Result<()> {
+    banked::<4>(module, data, counts)
+}
+
+/// [`histogram_banked`] with 2 vectors in flight a thread (fewer registers).
+pub fn histogram_banked_x2(module: &Module, data: &DeviceVec<u8>, counts: &mut DeviceVec<u32>) -> Result<()> {
+    *counts = module.gpu().zeros_of::<u32>(BINS)?;
+    histogram_banked_x2_add(module, data, counts)
+}
+
+/// [`histogram_banked_add`] with 2 vectors in flight a thread.
+pub fn histogram_banked_x2_add(
+    module: &Module,
+    data: &DeviceVec<u8>,
+    counts: &mut DeviceVec<u32>,
+) -> Result<()> {
+    banked::<2>(module, data, counts)
+}
+
+/// [`fast_kernels::histogram_banked`](fn@fast_kernels::histogram_banked)`::<UNROLL>` on the
+/// blocks resident at once, fewer for short data (one item: a thread's `UNROLL` vectors).
+fn banked<const UNROLL: usize>(
+    module: &Module,
+    data: &DeviceVec<u8>,
+    counts: &mut DeviceVec<u32>,
+) -> Result<()>
+where
+    fast_kernels::histogram_banked<UNROLL>: Instance,
+{
+    check_len("histogram_banked", counts.len(), BINS)?;
+    let kernel = <fast_kernels::histogram_banked<UNROLL> as Instance>::KERNEL;
+    let items = data.len().div_ceil(16 * UNROLL).max(1);
+    let config = module.grid_stride(kernel, items, BANKED_BLOCK, 0)?;
+    // SAFETY: `data` holds `data.len()` bytes (gpukern allocates 16-byte aligned) and nothing
+    // writes it during the launch; `counts` holds 256 counters.
+    unsafe { fast_kernels::histogram_banked::<UNROLL>::launch(module, config, data, data.len(), counts) }
+}
+
 /// A histogram's host functions: the whole (zeroing `counts`), then the added launch alone.
 pub type HistogramFns = (
     fn(&Module, &DeviceVec<u8>, &mut DeviceVec<u32>) -> Result<()>,
     fn(&Module, &DeviceVec<u8>, &mut DeviceVec<u32>) -> Result<()>,
 );
 
-/// The histogram's rungs, by name: per-warp bins, lane-private byte counters, spread copies.
-pub const HISTOGRAMS: [(&str, HistogramFns); 3] = [
+/// The histogram's rungs, by name: per-warp bins, lane-private byte counters, spread copies,
+/// banked copies (4 and 2 vectors in flight).
+pub const HISTOGRAMS: [(&str, HistogramFns); 5] = [
     ("histogram", (histogram, histogram_add)),
     ("histogram_lanes", (histogram_lanes, histogram_lanes_add)),
     ("histogram_spread", (histogram_spread, histogram_spread_add)),
+    ("histogram_banked", (histogram_banked, histogram_banked_add)),
+    (
+        "histogram_banked_x2",
+        (histogram_banked_x2, histogram_banked_x2_add),
+    ),
 ];
 /// Blocks of [`gemm_bias_gelu`]'s persistent grid in the simulator: two, so that each block walks
 /// several tiles and the ring wraps from one tile to the next as on the GPU.

@@ -32,6 +32,22 @@ pub fn stencil(x: &[f32], rows: usize, cols: usize) -> Vec<f64> {
         .collect()
 }
 
+/// A vertical mean in f64 (the tests' planted run): `(x[r-1][c] + x[r+1][c]) / 2` inside, the
+/// input on the first and last rows.
+pub fn column_mean(x: &[f32], rows: usize, cols: usize) -> Vec<f64> {
+    let at = |r: usize, c: usize| f64::from(x[r * cols + c]);
+    (0..rows * cols)
+        .map(|i| {
+            let (r, c) = (i / cols, i % cols);
+            if r == 0 || r + 1 == rows {
+                at(r, c)
+            } else {
+                0.5 * (at(r - 1, c) + at(r + 1, c))
+            }
+        })
+        .collect()
+}
+
 /// The 256-bin histogram of `data`.
 pub fn histogram(data: &[u8]) -> Vec<u32> {
     let mut counts = vec![0u32; 256];

@@ -111,6 +111,101 @@ fn histogram_counts_every_byte_once() {
     }
 }
 
+/// The stream rungs on grids of 1 to 7 blocks (whatever the host would pick): runs that end one
+/// strip and begin the next, runs of one row, runs shorter than the ring, and blocks with no
+/// rows at all, on ragged shapes.
+#[test]
+fn stencil_stream_matches_the_reference_on_any_grid() {
+    let module = simulator();
+    let mut r = noise(7);
+    for (rows, cols) in [(9, 1030), (13, 2050), (5, 7), (3, 2048)] {
+        let x: Vec<f32> = (0..rows * cols)
+            .map(|_| (r() % 1000) as f32 / 250.0 - 2.0)
+            .collect();
+        let gpu = module.gpu();
+        let xd = gpu.upload(&x).unwrap();
+        let want = reference::stencil(&x, rows, cols);
+        let (atol, rtol) = reference::STENCIL_TOL;
+        for blocks in [1, 2, 3, 7] {
+            let config = linear(blocks, fast_kernels::STREAM_BLOCK);
+            for evict in [false, true] {
+                let mut out = gpu.upload(&vec![f32::NAN; rows * cols]).unwrap();
+                // SAFETY: both hold `rows * cols` floats; any 1-D grid of `STREAM_BLOCK` threads.
+                unsafe {
+                    if evict {
+                        fast_kernels::stencil_stream::<2, true>::launch(
+                            &module, config, &xd, &mut out, rows, cols,
+                        )
+                    } else {
+                        fast_kernels::stencil_stream::<2, false>::launch(
+                            &module, config, &xd, &mut out, rows, cols,
+                        )
+                    }
+                }
+                .unwrap();
+                let ratio = reference::worst_ratio(
+                    out.to_vec().unwrap().iter().map(|&v| f64::from(v)),
+                    &want,
+                    atol,
+                    rtol,
+                );
+                assert!(
+                    ratio <= 1.0,
+                    "stencil_stream (evict-first {evict}), {rows} x {cols} on {blocks} blocks: {ratio} of the tolerance"
+                );
+            }
+        }
+    }
+}
+
+/// The planted run that starts without the row above it: the check the stream rungs pass
+/// (each block's run against the reference) fails on it as soon as a run starts below row 0.
+#[test]
+fn a_run_started_without_the_row_above_fails_the_reference_check() {
+    let module = planted_module();
+    let gpu = module.gpu();
+    let (rows, cols) = (12, 20);
+    let x: Vec<f32> = (0..rows * cols).map(|i| (i % 7) as f32 + 1.0).collect();
+    let want = reference::column_mean(&x, rows, cols);
+    let xd = gpu.upload(&x).unwrap();
+    for (blocks, fails) in [(1, false), (3, true)] {
+        let mut out = gpu.zeros_of::<f32>(rows * cols).unwrap();
+        // SAFETY: both hold `rows * cols` floats, `cols <= 32`.
+        unsafe {
+            planted::column_mean_without_the_row_above::launch(
+                &module,
+                linear(blocks, 32),
+                &xd,
+                &mut out,
+                rows,
+                cols,
+            )
+        }
+        .unwrap();
+        let got = out.to_vec().unwrap();
+        let ratio = reference::worst_ratio(got.iter().map(|&v| f64::from(v)), &want, 1e-6, 1e-6);
+        assert_eq!(ratio > 1.0, fails, "{blocks} blocks: {ratio} of the tolerance");
+    }
+}
+
+/// The banked histogram's copies are shared by the block's warps: a plain increment of lane `l`'s
+/// copy races with lane `l` of the other warps, and the simulator reports it.
+#[test]
+fn banked_copies_bumped_without_an_atomic_are_reported_as_a_race() {
+    let module = planted_module();
+    let gpu = module.gpu();
+    let data = gpu.upload(&[7u8; 64]).unwrap();
+    let mut counts = gpu.zeros_of::<u32>(256).unwrap();
+    let report = report_of(unsafe {
+        planted::banked_plain_increment::launch(&module, linear(1, 64), &data, 64, &mut counts)
+    });
+    assert_eq!(report.kernel, "banked_plain_increment");
+    assert!(
+        matches!(report.violation, Violation::SharedRace { .. }),
+        "{report}"
+    );
+}
+
 /// One byte value over and over: each lane's 8-bit counter of it takes the most it can between
 /// two folds (32 a trip), so folding too rarely overflows into the next bin and fails this (seen
 /// with 9 trips between folds: 288 > 255). On one block, so that a lane makes many trips.
@@ -242,6 +337,64 @@ mod planted {
             // thread::sync_threads() belongs here.
             let v = (tile.load(0, t) + tile.load(0, t + 1) + tile.load(0, t + 2)) / 3.0;
             mem::store(out, i, v);
+        }
+    }
+
+    /// A vertical mean `out[r][c] = (x[r-1][c] + x[r+1][c]) / 2` (the input on the first and
+    /// last rows), each block a run of consecutive rows as in `stencil_stream`, with the rows
+    /// above, at and below in registers; one thread a column.
+    ///
+    /// # Safety
+    /// `x` and `out` hold `rows * cols` floats, `cols <= blockDim.x`; starting each run with
+    /// zeros as the row above, instead of loading it, is the planted bug.
+    #[kernel]
+    pub unsafe fn column_mean_without_the_row_above(x: *const f32, out: *mut f32, rows: usize, cols: usize) {
+        let c = thread::thread_idx_x() as usize;
+        let (b, blocks) = (thread::block_idx_x() as usize, thread::grid_dim_x() as usize);
+        let (r0, r1) = (b * rows / blocks, (b + 1) * rows / blocks);
+        if c >= cols || r0 >= r1 {
+            return;
+        }
+        unsafe {
+            let load = |r: usize| if r < rows { mem::load(x, r * cols + c) } else { 0.0 };
+            let mut up = 0.0; // The bug: `load(r0 - 1)` where `r0 > 0`.
+            let mut mid = load(r0);
+            for r in r0..r1 {
+                let down = load(r + 1);
+                let v = if r == 0 || r + 1 == rows {
+                    mid
+                } else {
+                    0.5 * (up + down)
+                };
+                mem::store(out, r * cols + c, v);
+                up = mid;
+                mid = down;
+            }
+        }
+    }
+
+    /// `histogram_banked`'s copies (word `byte * 32 + lane`) bumped with a plain increment.
+    ///
+    /// # Safety
+    /// `data` holds `n` bytes, `counts` 256, `blockDim.x` a power of two from 32 to 256; the
+    /// plain increment is the planted bug.
+    #[kernel(shared(bins: Array<u32, { 256 * 32 }>))]
+    pub unsafe fn banked_plain_increment(data: *const u8, n: usize, counts: *mut u32) {
+        let t = thread::thread_idx_x() as usize;
+        let lane = t % 32;
+        unsafe {
+            let threads = thread::block_dim_x() as usize;
+            for k in 0..256 * 32 / threads {
+                bins.store(k * threads + t, 0);
+            }
+            thread::sync_threads();
+            if t < n {
+                let at = mem::load(data, t) as usize * 32 + lane;
+                bins.store(at, bins.load(at) + 1);
+            }
+            thread::sync_threads();
+            let total: u32 = (0..32).map(|k| bins.load(t * 32 + k)).sum();
+            mem::store(counts, t, total);
         }
     }
 
@@ -464,10 +617,14 @@ fn the_ptx_assembles_for_every_architecture_without_spills_or_stack() {
         names.sort_unstable();
         let common = [
             "histogram",
+            "histogram_banked_x2",
+            "histogram_banked_x4",
             "histogram_lanes",
             "histogram_spread",
             "stencil",
             "stencil_columns",
+            "stencil_stream_x2",
+            "stencil_stream_x2_evict",
         ];
         let mut want = vec!["bias_gelu"];
         if module.arch == "sm_90a" {

@@ -288,11 +288,14 @@ fn stencil(run: &mut Run, module: &Module, flush: &mut DeviceVec<f32>, rows: usi
     let want = reference::stencil(&x, rows, cols);
     let (atol, rtol) = reference::STENCIL_TOL;
     let shape = format!("{rows}x{cols}");
-    // The shared tile is the first rung (`gpukern:user`), the register strips the second.
-    for ((_, stencil), imp) in user_kernels::STENCILS
-        .into_iter()
-        .zip(["gpukern:user", "gpukern:user-columns"])
-    {
+    // The shared tile is the first rung (`gpukern:user`), the register strips the second, the
+    // strips on a resident grid the third (plain and evict-first stores).
+    for ((_, stencil), imp) in user_kernels::STENCILS.into_iter().zip([
+        "gpukern:user",
+        "gpukern:user-columns",
+        "gpukern:user-stream",
+        "gpukern:user-stream-evict",
+    ]) {
         let id = Id {
             kernel: "user_stencil",
             imp,
@@ -323,7 +326,13 @@ fn histogram(run: &mut Run, module: &Module, flush: &mut DeviceVec<f32>, n: usiz
     let want = reference::histogram(&data);
     // Each rung under its own impl label; timed alone: the bins keep counting across launches,
     // which changes no traffic.
-    let imps = ["gpukern:user", "gpukern:user-lanes", "gpukern:user-spread"];
+    let imps = [
+        "gpukern:user",
+        "gpukern:user-lanes",
+        "gpukern:user-spread",
+        "gpukern:user-banked",
+        "gpukern:user-banked2",
+    ];
     for ((_, (histogram, add)), imp) in user_kernels::HISTOGRAMS.into_iter().zip(imps) {
         let id = Id {
             imp,
