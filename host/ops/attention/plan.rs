@@ -6,10 +6,12 @@
 //! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`WGMMA_HEAD_DIMS`]), aligned operands
 //!    as in rule 3, and tensor maps the driver encodes for `Q`, `K` and `V` (`[batch, seq,
 //!    heads, head_dim]` nested as such, strides of whole 16 bytes, at least one key) and a
-//!    positive scale (its softmax takes the row maxima of the unscaled scores): the Hopper rung,
-//!    `attention_wgmma_d<D>`. Its tensor-core products are `wgmma` (Hopper's
-//!    full-rate instruction, where `mma.sync` is not) and each block reuses a KV tile for 128
-//!    query rows.
+//!    positive scale (its softmax takes the row maxima of the unscaled scores): the Hopper rung
+//!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>` (faster than one tile at a
+//!    time, `attention_wgmma_d<D>`, at each shape and mask of
+//!    `bench/experiments/third-wave/34b258f-attention-schedules.jsonl`). Its tensor-core
+//!    products are `wgmma` (Hopper's full-rate instruction, where `mma.sync` is not) and each
+//!    block reuses a KV tile for 128 query rows.
 //! 3. Head dim 64 or 128 ([`FLASH_HEAD_DIMS`]) with 16-byte aligned operands (every buffer, every
 //!    offset and stride a multiple of 8 elements): the fused rung, `attention_flash_d<D>`. It
 //!    reads `K` and `V` once per 64 query rows where the rows rung reads them once per row,
@@ -79,11 +81,11 @@ impl AttentionPlan {
             WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && f.wgmma && f.tensor_maps && f.positive_scale;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(AttentionPlan::Rows),
-            AttentionAlgorithm::Auto | AttentionAlgorithm::Wgmma if hopper => Ok(AttentionPlan::Wgmma {
+            AttentionAlgorithm::Wgmma if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: false,
             }),
-            AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
+            AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: true,
             }),
@@ -269,7 +271,7 @@ mod tests {
             let want = match d {
                 64 | 128 => AttentionPlan::Wgmma {
                     head_dim: d,
-                    ping_pong: false,
+                    ping_pong: true,
                 },
                 _ => AttentionPlan::Rows,
             };

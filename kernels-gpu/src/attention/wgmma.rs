@@ -26,7 +26,9 @@
 //!   another on the multiprocessor without a schedule of their own; or [`PingPong`],
 //!   FlashAttention-3's: in its turn a consumer issues tile `t`'s scores and tile `t - 1`'s
 //!   `P V` back to back and hands the turn over (two `mbarrier`s), so that one consumer's softmax
-//!   runs under the other's products and its own `P V`.
+//!   runs under the other's products and its own `P V`. The plan runs [`PingPong`]: on the H200
+//!   it was the faster at each shape of `bench/experiments/third-wave/34b258f-attention-schedules.jsonl`
+//!   (534.6 against 516.6 TFLOP/s at `4x4096x16x128`, 479.1 against 460.4 causal).
 //! * **Causal**: blocks run from the last query tile to the first (the longest first), and a
 //!   block visits only the KV tiles its last row can see.
 //! * **Traffic** per block: `128 D` elements of `Q`, `2 * 128 D` of `K` and `V` per KV tile
@@ -669,9 +671,15 @@ fn online_softmax(s: &mut [f32; 64], m: &mut [f32; 2], l: &mut [f32; 2], kt: usi
 }
 
 /// The output accumulators of row `hh` scaled by `rescale[hh]` (accumulators `4 j + 2 hh` and
-/// `+ 1` for each pair `j` of columns).
+/// `+ 1` for each pair `j` of columns); skipped by a warp none of whose rows' maxima moved (every
+/// factor exactly 1, as most tiles' are once a row has seen a few), a warp-uniform branch that
+/// saves `D / 2` multiplications per thread.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 fn rescale_output<H: WgmmaHead>(acc: &mut H::O, rescale: [f32; 2]) {
+    if !warp::any(rescale[0] != 1.0 || rescale[1] != 1.0) {
+        return;
+    }
     unroll_8!(2, |hh| {
         unroll_8!(8, |hi| {
             unroll_8!(8, |lo| {
