@@ -40,6 +40,7 @@ fn algorithms(seq: usize, head_dim: usize) -> Vec<AttentionAlgorithm> {
     if head_dim == 64 || head_dim == 128 {
         all.push(AttentionAlgorithm::Wgmma);
         all.push(AttentionAlgorithm::WgmmaPingPong);
+        all.push(AttentionAlgorithm::WgmmaPersistent);
         all.push(AttentionAlgorithm::Flash);
     }
     if seq <= ROWS_MAX_SEQ {

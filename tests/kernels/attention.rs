@@ -91,24 +91,45 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             })
         });
     }
-    // The ping-pong schedule on the first two cases (a ragged causal GQA block at each head dim).
-    for (n, case) in SIM_WGMMA_CASES.iter().take(2).enumerate() {
-        let (name, case) = (case_name(case), *case);
-        let rung = AttentionAlgorithm::WgmmaPingPong;
-        trials.push(if n % 2 == 0 {
-            trial(
-                sim,
-                &format!("attention::wgmma_pingpong::bf16::{name}"),
-                move |gpu, rng| wgmma_case_with::<bf16>(gpu, rng, case, rung),
-            )
-        } else {
-            trial(
-                sim,
-                &format!("attention::wgmma_pingpong::f16::{name}"),
-                move |gpu, rng| wgmma_case_with::<f16>(gpu, rng, case, rung),
-            )
-        });
+    // The ping-pong schedule on the first two cases (a ragged causal GQA block at each head dim),
+    // on a block per tile and on the persistent grid (the simulator's few multiprocessors: each
+    // block walks several tiles of the second case).
+    for (rung, label) in [
+        (AttentionAlgorithm::WgmmaPingPong, "wgmma_pingpong"),
+        (AttentionAlgorithm::WgmmaPersistent, "wgmma_persistent"),
+    ] {
+        for (n, case) in SIM_WGMMA_CASES.iter().take(2).enumerate() {
+            let (name, case) = (case_name(case), *case);
+            trials.push(if n % 2 == 0 {
+                trial(
+                    sim,
+                    &format!("attention::{label}::bf16::{name}"),
+                    move |gpu, rng| wgmma_case_with::<bf16>(gpu, rng, case, rung),
+                )
+            } else {
+                trial(
+                    sim,
+                    &format!("attention::{label}::f16::{name}"),
+                    move |gpu, rng| wgmma_case_with::<f16>(gpu, rng, case, rung),
+                )
+            });
+        }
     }
+    // More block tiles (140) than the simulator's 132 multiprocessors: eight persistent blocks
+    // walk two tiles each (`Q` released and copied again, the ring's phases running on), rows
+    // that see no key among them (causal, `q_len > kv_len`).
+    trials.push(trial(
+        sim,
+        "attention::wgmma_persistent::bf16::walk",
+        |gpu, rng| {
+            wgmma_case_with::<bf16>(
+                gpu,
+                rng,
+                (70, 129, 40, 2, 1, 64, true),
+                AttentionAlgorithm::WgmmaPersistent,
+            )
+        },
+    ));
     trials.push(trial(sim, "attention::wgmma::packed_qkv_d64", |gpu, rng| {
         packed_qkv_with(gpu, rng, (140, 64), AttentionAlgorithm::Wgmma)
     }));
@@ -130,6 +151,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         ("flash", AttentionAlgorithm::Flash),
         ("wgmma", AttentionAlgorithm::Wgmma),
         ("wgmma_pingpong", AttentionAlgorithm::WgmmaPingPong),
+        ("wgmma_persistent", AttentionAlgorithm::WgmmaPersistent),
     ] {
         for (n, case) in FUSED_VS_ROWS.iter().enumerate() {
             let (name, case) = (case_name(case), *case);
@@ -326,7 +348,10 @@ fn run_case<T: TestElement>(
         let result = gpu.attention(&qt, &kt, &vt, &options);
         let fused_rung = matches!(
             algorithm,
-            AttentionAlgorithm::Flash | AttentionAlgorithm::Wgmma | AttentionAlgorithm::WgmmaPingPong
+            AttentionAlgorithm::Flash
+                | AttentionAlgorithm::Wgmma
+                | AttentionAlgorithm::WgmmaPingPong
+                | AttentionAlgorithm::WgmmaPersistent
         );
         if fused_rung && d != 64 && d != 128 {
             match result {

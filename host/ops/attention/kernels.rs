@@ -69,8 +69,8 @@ pub type FlashLauncher<T> = for<'a> unsafe fn(
 ) -> Result<()>;
 
 /// The launcher of `attention_wgmma_*`: `(maps, q, k, v, o, lse, q_len, kv_len, heads, group,
-/// q strides (3), k strides (3), v strides (3), scale_log2, causal)`, `maps` the three tensor
-/// maps.
+/// batch, q strides (3), k strides (3), v strides (3), scale_log2, causal)`, `maps` the three
+/// tensor maps.
 pub type WgmmaLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -80,6 +80,7 @@ pub type WgmmaLauncher<T> = for<'a> unsafe fn(
     DeviceSlice<'a, T>,
     DeviceSliceMut<'a, T>,
     DeviceSliceMut<'a, f32>,
+    usize,
     usize,
     usize,
     usize,
@@ -294,7 +295,8 @@ pub(crate) unsafe fn flash<T: AttentionElement>(
 /// # Safety
 /// As [`flash`], with `maps` the three 4-D tensor maps of `q`, `k` and `v` (`encode_4d` of the
 /// launch's views and strides, boxes of 128 rows), a GPU running the sm_90a module, and `cfg`
-/// the grid `(ceil(q_len / 128), heads, batch)` of the kernel's block and shared memory.
+/// a grid of `1 ..= ceil(q_len / 128) heads batch` blocks along `x` of the kernel's block and
+/// shared memory.
 /// `ping_pong` picks the consumers' ping-pong schedule.
 pub(crate) unsafe fn wgmma<T: AttentionElement>(
     gpu: &Gpu,
@@ -333,6 +335,7 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
             s.kv_len,
             s.heads,
             s.heads / s.kv_heads,
+            s.batch,
             qb,
             qs,
             qh,

@@ -354,12 +354,24 @@ impl Gpu {
                 // alignment of every operand, offset and stride; `cfg` is the kernel's grid.
                 unsafe { kernels::flash(self, cfg, &ops.launch()?, out, lse) }
             }
-            AttentionPlan::Wgmma { head_dim, ping_pong } => {
-                let cfg = LaunchConfig::grid_3d(
+            AttentionPlan::Wgmma {
+                head_dim,
+                ping_pong,
+                persistent,
+            } => {
+                // A block per block tile, or (persistent) one per multiprocessor (each holds one:
+                // the kernel's shared memory) walking the tiles.
+                let tiles = s.q_len.div_ceil(WGMMA_ROWS) * s.heads * s.batch;
+                let resident = if persistent {
+                    u32::try_from(self.multiprocessors()?).unwrap_or(u32::MAX)
+                } else {
+                    u32::MAX
+                };
+                let cfg = LaunchConfig::persistent(
                     OP,
-                    (s.q_len, s.heads, s.batch),
-                    (WGMMA_ROWS, 1, 1),
-                    (WGMMA_BLOCK, 1, 1),
+                    (tiles, 1),
+                    resident,
+                    WGMMA_BLOCK,
                     wgmma_shared_bytes(head_dim) as u32,
                     &self.limits().opted_in(),
                 )?;

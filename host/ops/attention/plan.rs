@@ -63,6 +63,8 @@ pub(crate) enum AttentionPlan {
         /// The consumers' ping-pong schedule (`kernels_gpu::attention::wgmma::PingPong`)
         /// rather than one tile at a time.
         ping_pong: bool,
+        /// A block per multiprocessor walking the block tiles, rather than a block per tile.
+        persistent: bool,
     },
 }
 
@@ -84,12 +86,23 @@ impl AttentionPlan {
             AttentionAlgorithm::Wgmma if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: false,
+                persistent: false,
             }),
-            AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
+            AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaPingPong if hopper => {
+                Ok(AttentionPlan::Wgmma {
+                    head_dim,
+                    ping_pong: true,
+                    persistent: false,
+                })
+            }
+            AttentionAlgorithm::WgmmaPersistent if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: true,
+                persistent: true,
             }),
-            AttentionAlgorithm::Wgmma | AttentionAlgorithm::WgmmaPingPong => Err(format!(
+            AttentionAlgorithm::Wgmma
+            | AttentionAlgorithm::WgmmaPingPong
+            | AttentionAlgorithm::WgmmaPersistent => Err(format!(
                 "the wgmma rung takes a GPU with wgmma (compute capability 9.0){}, head dims \
                  {WGMMA_HEAD_DIMS:?}, 16-byte aligned operands and strides nested as [batch, seq, \
                  heads, head_dim] (the copy engine's tensor maps), at least one key and a positive \
@@ -140,20 +153,25 @@ pub enum AttentionAlgorithm {
     /// warpgroups (`attention_wgmma_pingpong_d64_*`, `attention_wgmma_pingpong_d128_*`): where
     /// [`AttentionAlgorithm::Wgmma`] applies; an error elsewhere.
     WgmmaPingPong,
+    /// [`AttentionAlgorithm::WgmmaPingPong`] on a persistent grid (a block per multiprocessor,
+    /// each walking several block tiles, the next tile's copies under this one's last products):
+    /// where [`AttentionAlgorithm::Wgmma`] applies; an error elsewhere.
+    WgmmaPersistent,
 }
 
 impl AttentionAlgorithm {
     /// Every algorithm.
-    pub const ALL: [AttentionAlgorithm; 5] = [
+    pub const ALL: [AttentionAlgorithm; 6] = [
         AttentionAlgorithm::Auto,
         AttentionAlgorithm::Rows,
         AttentionAlgorithm::Flash,
         AttentionAlgorithm::Wgmma,
         AttentionAlgorithm::WgmmaPingPong,
+        AttentionAlgorithm::WgmmaPersistent,
     ];
 
-    /// A short name: `auto`, `rows`, `flash`, `wgmma`, `wgmma-pingpong`; the bench's `impl` is
-    /// `gpukern:<name>`.
+    /// A short name: `auto`, `rows`, `flash`, `wgmma`, `wgmma-pingpong`, `wgmma-persistent`; the
+    /// bench's `impl` is `gpukern:<name>`.
     pub fn name(self) -> &'static str {
         match self {
             AttentionAlgorithm::Auto => "auto",
@@ -161,6 +179,7 @@ impl AttentionAlgorithm {
             AttentionAlgorithm::Flash => "flash",
             AttentionAlgorithm::Wgmma => "wgmma",
             AttentionAlgorithm::WgmmaPingPong => "wgmma-pingpong",
+            AttentionAlgorithm::WgmmaPersistent => "wgmma-persistent",
         }
     }
 }
@@ -272,6 +291,7 @@ mod tests {
                 64 | 128 => AttentionPlan::Wgmma {
                     head_dim: d,
                     ping_pong: true,
+                    persistent: false,
                 },
                 _ => AttentionPlan::Rows,
             };
@@ -314,7 +334,11 @@ mod tests {
                 AttentionPlan::Rows
             };
             assert_eq!(choose(AttentionAlgorithm::Auto, d, f), Ok(fallback), "{d} {f:?}");
-            for alg in [AttentionAlgorithm::Wgmma, AttentionAlgorithm::WgmmaPingPong] {
+            for alg in [
+                AttentionAlgorithm::Wgmma,
+                AttentionAlgorithm::WgmmaPingPong,
+                AttentionAlgorithm::WgmmaPersistent,
+            ] {
                 let err = choose(alg, d, f).expect_err("not wgmma");
                 assert!(err.contains("[64, 128]"), "{err}");
             }
@@ -330,14 +354,24 @@ mod tests {
             choose(AttentionAlgorithm::Wgmma, 128, all),
             Ok(AttentionPlan::Wgmma {
                 head_dim: 128,
-                ping_pong: false
+                ping_pong: false,
+                persistent: false
             })
         );
         assert_eq!(
             choose(AttentionAlgorithm::WgmmaPingPong, 64, all),
             Ok(AttentionPlan::Wgmma {
                 head_dim: 64,
-                ping_pong: true
+                ping_pong: true,
+                persistent: false
+            })
+        );
+        assert_eq!(
+            choose(AttentionAlgorithm::WgmmaPersistent, 128, all),
+            Ok(AttentionPlan::Wgmma {
+                head_dim: 128,
+                ping_pong: true,
+                persistent: true
             })
         );
         assert_eq!(

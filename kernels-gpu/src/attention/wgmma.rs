@@ -42,7 +42,10 @@
 //! [`OneTile`] in the lead's H200 run of 36692f0; the ping-pong (first at fe0719c) is that
 //! overlap plus the turns.
 //!
-//! Not yet here (FlashAttention-3's later steps): persistent scheduling.
+//! * **Persistent** where the host asks for it: the grid's size is the host's choice, a block per
+//!   tile or fewer blocks each walking several tiles ([`Work`]), whose producer then copies the
+//!   next tile's `Q` once the consumers have retired this tile's last scores, and its `K` and `V`
+//!   into the stages they free, under this tile's last products and stores.
 //!
 //! # Rounding and edges
 //! As [`super::flash`]: `P` is rounded to the 16-bit type for `P V` while its sum stays f32; a row
@@ -226,20 +229,26 @@ impl WgmmaSchedule for PingPong {
 /// Attention forward on Hopper's warpgroup tensor cores (the module documentation has the
 /// design).
 ///
-/// Block `(x, h, b)` computes query rows `128 (gridDim.x - 1 - x) ..+ 128` of head `h` of batch
-/// `b`. Thread 0 initialises the barriers. The producer warpgroup's thread 0 copies the `Q`
-/// tile, then for each KV tile waits for a free stage and copies `K` and `V` into it (TMA, 4-D
-/// maps, zeros past the sequences). Consumer warpgroup `c` (1 or 2) computes rows `64 (c - 1)
-/// ..+ 64` of the block's: thread `t` of it (warp `w`, `g = (t % 32) / 4`, `q = t % 4`) holds
-/// rows `16 w + g` and `+ 8`, their scores at keys `8 j + 2 q` and `+ 1` of each tile and their
-/// output at dims `8 j + 2 q` and `+ 1`. Per KV tile it waits for the stage, issues `S = Q K^T`
-/// and waits for it, updates its rows' running maxima `m` and sums `l`, rescales its output,
-/// packs `P` into the register `A` fragment, issues `O += P V`, waits for it and releases the
-/// stage. Then it stores `O / l` (pairs of elements) and, threads `q = 0`, `lse = m ln 2 + ln l`
-/// for its rows below `q_len`; a row that sees no key stores zeros and `-inf`.
+/// The block tiles (128 query rows of one head of one batch) are numbered longest first
+/// ([`Work`]: the last query tile of every head and batch, then the one before, ...); block `x`
+/// computes tiles `x, x + gridDim.x, ...` (one tile per block when the grid has a block per tile,
+/// a persistent walk when it has fewer). Thread 0 initialises the barriers. Per tile, the
+/// producer warpgroup's thread 0 waits until the consumers released the previous tile's `Q`,
+/// copies the `Q` tile, then for each KV tile waits for a free stage and copies `K` and `V` into
+/// it (TMA, 4-D maps, zeros past the sequences), running ahead into the next tile's stages while
+/// the consumers finish this one. Consumer warpgroup `c` (1 or 2) computes rows `64 (c - 1) ..+
+/// 64` of the tile: thread `t` of it (warp `w`, `g = (t % 32) / 4`, `q = t % 4`) holds rows `16
+/// w + g` and `+ 8`, their scores at keys `8 j + 2 q` and `+ 1` of each KV tile and their output
+/// at dims `8 j + 2 q` and `+ 1`. Per KV tile it waits for the stage, issues `S = Q K^T`, updates
+/// its rows' running maxima `m` and sums `l` from the scores, rescales its output, packs `P` into
+/// the register `A` fragment, issues `O += P V` and releases the stage once that retired (in the
+/// order of its [`WgmmaSchedule`]); after its last scores it releases `Q`. Then it stores `O / l`
+/// (pairs of elements) and, threads `q = 0`, `lse = m ln 2 + ln l` for its rows below `q_len`; a
+/// row that sees no key stores zeros and `-inf`.
 ///
-/// Launch: grid `(ceil(q_len / 128), heads, batch)`, [`WGMMA_BLOCK`] threads,
-/// [`wgmma_shared_bytes`]`(D)` bytes of dynamic shared memory; a compute capability 9.0 GPU.
+/// Launch: a grid of `1 ..= ceil(q_len / 128) heads batch` blocks along `x`, [`WGMMA_BLOCK`]
+/// threads, [`wgmma_shared_bytes`]`(D)` bytes of dynamic shared memory; a compute capability 9.0
+/// GPU.
 ///
 /// # Safety
 /// * `maps` holds three tensor maps (`Q`, `K`, `V`) of 16 words each, 64-byte aligned, encoded
@@ -282,6 +291,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
     kv_len: usize,
     heads: usize,
     group: usize,
+    batch: usize,
     q_sb: usize,
     q_ss: usize,
     q_sh: usize,
@@ -308,35 +318,37 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
     let boxes = d / WGMMA_BOX_COLS;
     let tid = thread::thread_idx_x() as usize;
     let wg = tid / WARPGROUP;
-    let q_tiles = thread::grid_dim_x() as usize;
-    let q0 = (q_tiles - 1 - thread::block_idx_x() as usize) * WGMMA_ROWS;
-    let h = thread::block_idx_y() as usize;
-    let b = thread::block_idx_z() as usize;
-    let batch = thread::grid_dim_z() as usize;
-    let kvh = h / group;
-
-    // The keys the block's last row sees bound the tiles it visits (producer and consumers).
-    let last_row = (q0 + WGMMA_ROWS).min(q_len) - 1;
-    let kv_tiles = visible_keys(last_row, q_len, kv_len, causal).div_ceil(WGMMA_KEYS);
+    let work = Work {
+        q_tiles: q_len.div_ceil(WGMMA_ROWS),
+        heads,
+        batch,
+        q_len,
+        kv_len,
+        causal,
+    };
+    let (first, stride) = (thread::block_idx_x() as usize, thread::grid_dim_x() as usize);
+    let total = work.q_tiles * heads * batch;
 
     // SAFETY: every thread, first; the launch gives `wgmma_shared_bytes(D)`: the ring's bytes,
     // then the tail; stages of whole 1024-byte atoms.
     let ring = unsafe { Ring::new(STAGES, wgmma_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
     let (q_tile, q_address) = ring.tail();
+    // Past `Q`: its barrier, the consumers' two turns (the ping-pong: `turn(c)` completes a
+    // phase when the other consumer's four warps hand consumer `c` the turn; arithmetic, not an
+    // array indexed by `c`, which would live in local memory), and `Q`'s release (a phase when
+    // both consumers' eight warps have retired their last scores of a tile, so that the producer
+    // may copy the next tile's `Q` over it).
     let q_bar = q_tile.wrapping_add(boxes * BOX_BYTES).cast::<u64>();
-    // The consumers' turns (the ping-pong): `turn(c)` completes a phase when the other
-    // consumer's four warps hand consumer `c` the turn. (Arithmetic, not an array indexed by
-    // `c`: that would live in local memory.)
     let turn = |c: usize| q_bar.wrapping_add(1 + c);
+    let q_free = q_bar.wrapping_add(3);
     if tid == 0 {
-        // SAFETY: 24 bytes past `Q` inside the launch's shared memory; nothing else touches
+        // SAFETY: 32 bytes past `Q` inside the launch's shared memory; nothing else touches
         // them before the block barrier below.
         unsafe {
             mbarrier::init(q_bar, 1);
-            if S::PING_PONG {
-                mbarrier::init(turn(0), (WARPGROUP / 32) as u32);
-                mbarrier::init(turn(1), (WARPGROUP / 32) as u32);
-            }
+            mbarrier::init(turn(0), (WARPGROUP / 32) as u32);
+            mbarrier::init(turn(1), (WARPGROUP / 32) as u32);
+            mbarrier::init(q_free, (2 * WARPGROUP / 32) as u32);
         }
         mbarrier::fence_init();
     }
@@ -362,29 +374,42 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
         tma::prefetch_map(tq.map);
         tma::prefetch_map(tk.map);
         tma::prefetch_map(tv.map);
-        // SAFETY: the one producer thread; `Q`'s barrier expects its `boxes` boxes, each
-        // 1024-byte aligned inside the tail; the maps are the kernel's (its contract).
-        unsafe {
-            mbarrier::arrive_expect_tx(q_bar, (boxes * BOX_BYTES) as u32);
-            for j in 0..boxes {
-                tma::load_4d(
-                    q_tile.wrapping_add(j * BOX_BYTES).cast::<T>(),
-                    &tq,
-                    q_bar,
-                    [b as u32, h as u32, q0 as u32, (j * WGMMA_BOX_COLS) as u32],
-                );
-            }
-        }
         let mut producer = ring.producer();
-        for t in 0..kv_tiles {
-            // SAFETY: the one producer thread; the stage is free and expects `K` and `V`'s
-            // `2 boxes` boxes, which these fill, each 1024-byte aligned.
+        for (n, w) in (first..total).step_by(stride).enumerate() {
+            let tile = work.tile(w);
+            // SAFETY: the one producer thread; `Q`'s previous tile released (both consumers'
+            // last scores retired) before its copy is overwritten; the barrier expects the
+            // `boxes` boxes, each 1024-byte aligned inside the tail; the maps are the kernel's
+            // (its contract).
             unsafe {
-                let stage = producer.acquire();
+                if n > 0 {
+                    mbarrier::wait_parity(q_free, ((n - 1) & 1) as u32);
+                }
+                mbarrier::arrive_expect_tx(q_bar, (boxes * BOX_BYTES) as u32);
                 for j in 0..boxes {
-                    let at = [b, kvh, t * WGMMA_KEYS, j * WGMMA_BOX_COLS];
-                    stage.load_4d(j * BOX_BYTES, &tk, at);
-                    stage.load_4d((boxes + j) * BOX_BYTES, &tv, at);
+                    tma::load_4d(
+                        q_tile.wrapping_add(j * BOX_BYTES).cast::<T>(),
+                        &tq,
+                        q_bar,
+                        [
+                            tile.b as u32,
+                            tile.h as u32,
+                            tile.q0 as u32,
+                            (j * WGMMA_BOX_COLS) as u32,
+                        ],
+                    );
+                }
+            }
+            for t in 0..tile.kv_tiles {
+                // SAFETY: the one producer thread; the stage is free and expects `K` and `V`'s
+                // `2 boxes` boxes, which these fill, each 1024-byte aligned.
+                unsafe {
+                    let stage = producer.acquire();
+                    for j in 0..boxes {
+                        let at = [tile.b, tile.h / group, t * WGMMA_KEYS, j * WGMMA_BOX_COLS];
+                        stage.load_4d(j * BOX_BYTES, &tk, at);
+                        stage.load_4d((boxes + j) * BOX_BYTES, &tv, at);
+                    }
                 }
             }
         }
@@ -395,111 +420,191 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
     let c = wg - 1;
     let t = tid % WARPGROUP;
     let (w, g, qd) = (t / 32, (t % 32) / 4, t % 4);
-    let rows = [
-        q0 + CONSUMER_ROWS * c + 16 * w + g,
-        q0 + CONSUMER_ROWS * c + 16 * w + g + 8,
-    ];
-    let limits = rows.map(|i| visible_keys(i, q_len, kv_len, causal));
-    // Tiles wholly visible to this consumer's first row need no mask.
-    let unmasked_keys = visible_keys(q0 + CONSUMER_ROWS * c, q_len, kv_len, causal);
     // This consumer's 64 rows of `Q` (8 KiB into each box), per box of 64 dims: the first
     // step's descriptor (the products step along the box themselves).
     let q_desc = |j: usize| k_major_descriptor(q_address + (j * BOX_BYTES + CONSUMER_ROWS * c * 128) as u32);
-
-    let mut s = [0.0f32; 64];
-    let mut acc = <H::O as wgmma::Accumulators>::zeroed();
-    let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
-    let rows_limits = Limits {
-        limits,
-        unmasked_keys,
-        qd,
-        scale_log2,
+    let mut turns = Turns {
+        mine: turn(c),
+        other: turn(1 - c),
+        taken: 0,
     };
-    // SAFETY: `Q`'s barrier, initialised; its only phase completes with the copies.
-    unsafe { mbarrier::wait_parity(q_bar, 0) };
+    if S::PING_PONG && c == 1 {
+        // Consumer 0 issues first.
+        turns.hand_over();
+    }
     let mut consumer = ring.consumer();
-    if S::PING_PONG {
-        let mut turns = Turns {
-            mine: turn(c),
-            other: turn(1 - c),
-            taken: 0,
+    for (n, tile_index) in (first..total).step_by(stride).enumerate() {
+        let tile = work.tile(tile_index);
+        let rows = [
+            tile.q0 + CONSUMER_ROWS * c + 16 * w + g,
+            tile.q0 + CONSUMER_ROWS * c + 16 * w + g + 8,
+        ];
+        let rows_limits = Limits {
+            limits: rows.map(|i| visible_keys(i, q_len, kv_len, causal)),
+            // Tiles wholly visible to this consumer's first row need no mask.
+            unmasked_keys: visible_keys(tile.q0 + CONSUMER_ROWS * c, q_len, kv_len, causal),
+            qd,
+            scale_log2,
         };
-        if c == 1 {
-            // Consumer 0 issues first.
-            turns.hand_over();
-        }
-        if kv_tiles > 0 {
-            // Tile 0: its scores and probabilities; the output is still zero.
-            // SAFETY: every thread of the consumer warps; each stage released once below.
-            let mut stage = unsafe { consumer.wait() };
-            turns.take();
-            // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay until
-            // the wait.
-            unsafe { s = scores::<T>(s, &q_desc, stage.address(0), boxes) };
-            turns.hand_over();
-            // SAFETY: the whole warpgroup, the scores in flight.
-            s = unsafe { wgmma::wait_accumulators::<0, _>(s) };
-            online_softmax(&mut s, &mut m, &mut l, 0, &rows_limits);
-            let mut p = pack_probabilities::<T>(&s);
-            for kt in 1..kv_tiles {
-                // Tile `kt`'s scores and tile `kt - 1`'s `P V` in one turn; the softmax of tile
-                // `kt` runs while `P V` (and the other consumer's products) are in flight.
-                // SAFETY: as for tile 0; the next stage is released once below.
-                let next = unsafe { consumer.wait() };
+        let kv_tiles = tile.kv_tiles;
+        let mut s = [0.0f32; 64];
+        let mut acc = <H::O as wgmma::Accumulators>::zeroed();
+        let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
+        // SAFETY: `Q`'s barrier, initialised; its phase `n` completes with this tile's copies.
+        unsafe { mbarrier::wait_parity(q_bar, (n & 1) as u32) };
+        if S::PING_PONG {
+            if kv_tiles > 0 {
+                // Tile 0: its scores and probabilities; the output is still zero.
+                // SAFETY: every thread of the consumer warps; each stage released once below.
+                let mut stage = unsafe { consumer.wait() };
                 turns.take();
-                // SAFETY: the whole warpgroup; both stages' tiles have landed and stay until the
-                // waits that retire their products (the previous stage is released after the
-                // second); `p` and the output accumulators are not touched in flight.
-                unsafe {
-                    s = scores::<T>(s, &q_desc, next.address(0), boxes);
-                    acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
-                }
+                // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay
+                // until the wait.
+                unsafe { s = scores::<T>(s, &q_desc, stage.address(0), boxes) };
                 turns.hand_over();
-                // SAFETY: the whole warpgroup, both groups in flight: the older (the scores)
-                // retires.
-                s = unsafe { wgmma::wait_accumulators::<1, _>(s) };
+                // SAFETY: the whole warpgroup, the scores in flight.
+                s = unsafe { wgmma::wait_accumulators::<0, _>(s) };
+                online_softmax(&mut s, &mut m, &mut l, 0, &rows_limits);
+                let mut p = pack_probabilities::<T>(&s);
+                for kt in 1..kv_tiles {
+                    // Tile `kt`'s scores and tile `kt - 1`'s `P V` in one turn; the softmax of
+                    // tile `kt` runs while `P V` (and the other consumer's products) are in
+                    // flight.
+                    // SAFETY: as for tile 0; the next stage is released once below.
+                    let next = unsafe { consumer.wait() };
+                    turns.take();
+                    // SAFETY: the whole warpgroup; both stages' tiles have landed and stay until
+                    // the waits that retire their products (the previous stage is released after
+                    // the second); `p` and the output accumulators are not touched in flight.
+                    unsafe {
+                        s = scores::<T>(s, &q_desc, next.address(0), boxes);
+                        acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
+                    }
+                    turns.hand_over();
+                    // SAFETY: the whole warpgroup, both groups in flight: the older (the scores)
+                    // retires.
+                    s = unsafe { wgmma::wait_accumulators::<1, _>(s) };
+                    let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
+                    // SAFETY: the whole warpgroup, the previous tile's `P V` in flight.
+                    acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
+                    // SAFETY: its `P V` retired.
+                    unsafe { consumer.release(&stage) };
+                    rescale_output::<H>(&mut acc, rescale);
+                    p = pack_probabilities::<T>(&s);
+                    stage = next;
+                }
+                // Every scores product of the tile retired: `Q` may be overwritten.
+                release_q(q_free);
+                turns.take();
+                // SAFETY: as above, for the last tile's `P V`.
+                unsafe { acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true) };
+                turns.hand_over();
+                // SAFETY: as above.
+                unsafe {
+                    acc = wgmma::wait_accumulators::<0, _>(acc);
+                    consumer.release(&stage);
+                }
+            } else {
+                release_q(q_free);
+            }
+        } else {
+            // One tile at a time: scores, softmax, `P V`, each waited for.
+            for kt in 0..kv_tiles {
+                // SAFETY: every thread of the consumer warps; released once below.
+                let stage = unsafe { consumer.wait() };
+                // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay
+                // until the waits below.
+                unsafe {
+                    s = scores::<T>(s, &q_desc, stage.address(0), boxes);
+                    s = wgmma::wait_accumulators::<0, _>(s);
+                }
                 let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
-                // SAFETY: the whole warpgroup, the previous tile's `P V` in flight.
-                acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
-                // SAFETY: its `P V` retired.
-                unsafe { consumer.release(&stage) };
                 rescale_output::<H>(&mut acc, rescale);
-                p = pack_probabilities::<T>(&s);
-                stage = next;
+                let p = pack_probabilities::<T>(&s);
+                // SAFETY: as above; the output accumulators are retired (the last wait).
+                unsafe {
+                    acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
+                    acc = wgmma::wait_accumulators::<0, _>(acc);
+                    consumer.release(&stage);
+                }
             }
-            turns.take();
-            // SAFETY: as above, for the last tile's `P V`.
-            unsafe { acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true) };
-            turns.hand_over();
-            // SAFETY: as above.
-            unsafe {
-                acc = wgmma::wait_accumulators::<0, _>(acc);
-                consumer.release(&stage);
-            }
+            release_q(q_free);
         }
-    } else {
-        // One tile at a time: scores, softmax, `P V`, each waited for.
-        for kt in 0..kv_tiles {
-            // SAFETY: every thread of the consumer warps; released once below.
-            let stage = unsafe { consumer.wait() };
-            // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay until the
-            // waits below.
-            unsafe {
-                s = scores::<T>(s, &q_desc, stage.address(0), boxes);
-                s = wgmma::wait_accumulators::<0, _>(s);
-            }
-            let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
-            rescale_output::<H>(&mut acc, rescale);
-            let p = pack_probabilities::<T>(&s);
-            // SAFETY: as above; the output accumulators are retired (the last wait).
-            unsafe {
-                acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
-                acc = wgmma::wait_accumulators::<0, _>(acc);
-                consumer.release(&stage);
-            }
+        store_rows::<T, H>(o, lse, &acc, (m, l), rows, (tile.b, tile.h), (q_len, heads), qd);
+    }
+}
+
+/// Where one block tile of the persistent walk sits: `Q` rows `q0 ..+ 128` of head `h` of batch
+/// `b`, and the KV tiles its last row sees.
+struct Tile {
+    q0: usize,
+    h: usize,
+    b: usize,
+    kv_tiles: usize,
+}
+
+/// The block tiles of a launch, numbered longest first: tile `w` is query tile `q_tiles - 1 -
+/// w / (heads batch)` (the last, for causal the longest, first) of head `w % heads` of batch
+/// `(w / heads) % batch`.
+struct Work {
+    q_tiles: usize,
+    heads: usize,
+    batch: usize,
+    q_len: usize,
+    kv_len: usize,
+    causal: bool,
+}
+
+impl Work {
+    /// Block tile `w` (`w < q_tiles * heads * batch`). In 32-bit arithmetic (every count here is
+    /// below `2^31`, the grid's limit), which the producer's 40 registers afford.
+    #[inline(always)]
+    fn tile(&self, w: usize) -> Tile {
+        let (w, heads) = (w as u32, self.heads as u32);
+        let per_level = heads * self.batch as u32;
+        let level = w / per_level;
+        let rest = w - level * per_level;
+        let b = rest / heads;
+        let q0 = (self.q_tiles - 1 - level as usize) * WGMMA_ROWS;
+        // The keys the tile's last row sees bound the tiles it visits (producer and consumers).
+        let last_row = (q0 + WGMMA_ROWS).min(self.q_len) - 1;
+        Tile {
+            q0,
+            h: (rest - b * heads) as usize,
+            b: b as usize,
+            kv_tiles: visible_keys(last_row, self.q_len, self.kv_len, self.causal).div_ceil(WGMMA_KEYS),
         }
     }
+}
 
+/// Lane 0 of each consumer warp arrives on `Q`'s release barrier: its warp's scores products of
+/// the tile have retired.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+fn release_q(q_free: *mut u64) {
+    if thread::thread_idx_x() % 32 == 0 {
+        // SAFETY: an initialised barrier of the block counting the consumers' eight warps.
+        unsafe { mbarrier::arrive(q_free) };
+    }
+}
+
+/// A consumer thread's epilogue for one block tile: its two rows' output `acc / l` (pairs of
+/// elements) and, threads `q = 0`, `lse = m ln 2 + ln l`, for the rows below `q_len`; a row that
+/// saw no key stores zeros and `-inf`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn store_rows<T: WgmmaElement, H: WgmmaHead>(
+    o: *mut T,
+    lse: *mut f32,
+    acc: &H::O,
+    (m, l): ([f32; 2], [f32; 2]),
+    rows: [usize; 2],
+    (b, h): (usize, usize),
+    (q_len, heads): (usize, usize),
+    qd: usize,
+) {
+    let d = H::D;
     let out_rows = o.cast::<u32>();
     unroll_8!(2, |hh| {
         let total = l[hh] + warp::shfl_xor(l[hh], 1);
