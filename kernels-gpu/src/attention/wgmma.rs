@@ -82,8 +82,9 @@ const WARPGROUP: usize = 128;
 /// Bytes of one box: 128 rows of 128 bytes.
 const BOX_BYTES: usize = WGMMA_BOX_ROWS * 128;
 /// Registers per thread the producer keeps.
-pub const PRODUCER_REGISTERS: u32 = 40;
-/// Registers per thread the consumers ask for: `128 x 40 + 256 x 232 <= 65536`.
+pub const PRODUCER_REGISTERS: u32 = 48;
+/// Registers per thread the consumers ask for: `128 x 48 + 256 x 232 = 65536`, the whole
+/// register file (one block per multiprocessor: its shared memory).
 pub const CONSUMER_REGISTERS: u32 = 232;
 
 /// Bytes of one ring stage for head dim `d`: `K` and `V`, `d / 64` boxes each.
@@ -557,7 +558,7 @@ struct Work {
 
 impl Work {
     /// Block tile `w` (`w < q_tiles * heads * batch`). In 32-bit arithmetic (every count here is
-    /// below `2^31`, the grid's limit), which the producer's 40 registers afford.
+    /// below `2^31`, the grid's limit): 64-bit division spilled in the producer.
     #[inline(always)]
     fn tile(&self, w: usize) -> Tile {
         let (w, heads) = (w as u32, self.heads as u32);
