@@ -109,6 +109,8 @@ pub struct AttentionKernels<T: 'static> {
     pub(crate) wgmma64: WgmmaLauncher<T>,
     /// `attention_wgmma_d128_*`.
     pub(crate) wgmma128: WgmmaLauncher<T>,
+    /// The backward's kernels.
+    pub(crate) backward: &'static super::backward::kernels::BackwardKernels<T>,
 }
 
 /// The bf16 kernels.
@@ -118,6 +120,7 @@ static BF16: AttentionKernels<bf16> = AttentionKernels {
     flash128: family::attention_flash_d128_bf16::launch_views::<Module>,
     wgmma64: family::wgmma::attention_wgmma_d64_bf16::launch_views::<Module>,
     wgmma128: family::wgmma::attention_wgmma_d128_bf16::launch_views::<Module>,
+    backward: &super::backward::kernels::BF16,
 };
 
 /// The f16 kernels.
@@ -127,6 +130,7 @@ static F16: AttentionKernels<f16> = AttentionKernels {
     flash128: family::attention_flash_d128_f16::launch_views::<Module>,
     wgmma64: family::wgmma::attention_wgmma_d64_f16::launch_views::<Module>,
     wgmma128: family::wgmma::attention_wgmma_d128_f16::launch_views::<Module>,
+    backward: &super::backward::kernels::F16,
 };
 
 /// An element type of attention: [`bf16`](struct@bf16) or [`f16`](struct@f16) in and out (f32
