@@ -168,9 +168,9 @@ fn reference(ops: &Operands, bw: &Backward, causal: bool) -> [Vec<f32>; 3] {
         for &j in &sampled_rows(s) {
             let first = if causal { j } else { 0 };
             let (mut ak, mut av) = (vec![0.0f64; d], vec![0.0f64; d]);
-            for i in first..s {
+            for (i, &delta_i) in delta.iter().enumerate().skip(first) {
                 let p = (scale * dot(q, i, k, j, hh) - lse(i)).exp();
-                let ds = p * (dot(g, i, v, j, hh) - delta[i]);
+                let ds = p * (dot(g, i, v, j, hh) - delta_i);
                 for c in 0..d {
                     ak[c] += scale * ds * at(q, i, hh, c);
                     av[c] += p * at(g, i, hh, c);
