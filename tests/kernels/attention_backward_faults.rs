@@ -4,7 +4,8 @@
 //! `D` term dropped from `dS`, query tile 1 skipped, an off-by-one causal edge), each put
 //! through the trials' check (`check_all`, the tolerance derived from bf16 rounding). The
 //! faithful emulation must pass and every fault must fail, so a kernel with one of these faults
-//! fails the trials.
+//! fails the trials. And the reference itself is right: its gradients match central finite
+//! differences of the f64 forward (`reference_finite_differences`).
 
 use gpukern::{AttentionOptions, bf16, cpu};
 use libtest_mimic::Trial;
@@ -48,7 +49,67 @@ pub(crate) fn trials(sim: &Target) -> Vec<Trial> {
             move |_, rng| planted(rng, fault),
         )
     })
+    .chain([trial(
+        sim,
+        "attention_backward::reference_finite_differences",
+        |_, rng| finite_differences(rng),
+    )])
     .collect()
+}
+
+/// `cpu::attention_backward` against central differences of `L = sum(dO * O)` through
+/// `cpu::attention`, at every element of `q`, `k` and `v` of a small causal grouped-query case
+/// (`q_len != kv_len`). The inputs are multiples of `2^-6`, so that the steps `+-2^-6` stay exact
+/// in bf16; the differences' error (third order in the step, and the forward's f32 output) is
+/// far below the tolerance `1e-3 + 1e-2 |gradient|`.
+fn finite_differences(rng: &mut StdRng) -> Check {
+    const STEP: f32 = 1.0 / 64.0;
+    let (b, sq, skv, h, hk, d) = (1, 5, 7, 2, 1, 8);
+    let grid = |rng: &mut StdRng, dims: [usize; 4]| {
+        Array4::from_shape_fn(dims, |_| {
+            bf16::from_f32(rng.random_range(-48i32..48) as f32 * STEP)
+        })
+    };
+    let (q, k, v, g) = (
+        grid(rng, [b, sq, h, d]),
+        grid(rng, [b, skv, hk, d]),
+        grid(rng, [b, skv, hk, d]),
+        grid(rng, [b, sq, h, d]),
+    );
+    let options = AttentionOptions {
+        causal: true,
+        scale: Some(0.7),
+        ..Default::default()
+    };
+    let want = cpu::attention_backward(&g, &q, &k, &v, &options)?;
+    let loss = |q: &Array4<bf16>, k: &Array4<bf16>, v: &Array4<bf16>| -> gpukern::Result<f64> {
+        let (out, _) = cpu::attention(q, k, v, &options)?;
+        Ok(out
+            .iter()
+            .zip(g.iter())
+            .map(|(&o, x)| f64::from(o) * f64::from(x.to_f32()))
+            .sum())
+    };
+    let mut failures = Vec::new();
+    for (which, grad) in [(0, &want.dq), (1, &want.dk), (2, &want.dv)] {
+        for (idx, &gr) in grad.indexed_iter() {
+            let mut diff = [0.0f64; 2];
+            for (n, sign) in [1.0f32, -1.0].into_iter().enumerate() {
+                let (mut qq, mut kk, mut vv) = (q.clone(), k.clone(), v.clone());
+                let x = [&mut qq, &mut kk, &mut vv][which].get_mut(idx).ok_or("index")?;
+                *x = bf16::from_f32(x.to_f32() + sign * STEP);
+                diff[n] = loss(&qq, &kk, &vv)?;
+            }
+            let fd = (diff[0] - diff[1]) / (2.0 * f64::from(STEP));
+            if (fd - f64::from(gr)).abs() > 1e-3 + 1e-2 * f64::from(gr).abs() {
+                failures.push(format!(
+                    "{} {idx:?}: reference {gr}, finite difference {fd}",
+                    ["dq", "dk", "dv"][which]
+                ));
+            }
+        }
+    }
+    all_passed(failures)
 }
 
 /// The emulation with `fault` against the f64 reference: passes exactly when `fault` is `None`.
