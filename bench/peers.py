@@ -95,6 +95,7 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "torch_attention": [peers_attention.torch_attention],
     "flex_attention": [peers_attention.flex_attention],
     "triton_attention": [peers_attention.triton_attention],
+    "torch_attention_bwd": [peers_attention.torch_attention_bwd],
     "torch_decode_attention": [peers_decode_attention.torch_decode],
     "compile_decode_attention": [peers_decode_attention.compile_decode],
 }

@@ -21,7 +21,8 @@ before it is timed on sampled rows (batch 0, the first and last heads, 32 query 
 the sequence) against a float64 reference of the same rounded inputs.
 
 Run by peers.py (entries `torch_attention`: cudnn and flash; `flex_attention`: flex;
-`triton_attention`: triton).
+`triton_attention`: triton; `torch_attention_bwd`: the backward, kernel `attention_bwd`, cudnn
+and flash, TFLOP/s 2.5 times the forward's count).
 """
 
 from __future__ import annotations
@@ -252,6 +253,74 @@ def triton_attention(ctx: Any) -> None:
     _run(ctx, "triton", make, f"Triton fused-attention tutorial forward (triton {triton.__version__}, autotuned)")
 
 
+def attention_bwd_flops(b: int, s: int, h: int, d: int, causal: bool) -> float:
+    full = C.flops_of("attention_bwd", b=b, seq=s, heads=h, head_dim=d)
+    return full / 2 if causal else full
+
+
+def reference_grads(torch: Any, q: Any, k: Any, v: Any, dout: Any, causal: bool) -> list[Any]:
+    """float64 gradients of the sampled heads of batch 0 (autograd of the written-out maths):
+    `dq` at the sampled query rows, `dk` and `dv` at the sampled key rows, `[heads, rows, d]`."""
+    heads = sampled_heads(q.shape[1])
+    s, d = q.shape[2], q.shape[3]
+    qq, kk, vv = (x[0, heads].double().requires_grad_(True) for x in (q, k, v))
+    scores = (qq @ kk.transpose(-1, -2)) / d**0.5
+    if causal:
+        keep = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ vv
+    grads = torch.autograd.grad(out, (qq, kk, vv), dout[0, heads].double())
+    rows = torch.tensor(sampled_rows(s), device=q.device)
+    return [g[:, rows].detach() for g in grads]
+
+
+def sampled_grads(torch: Any, grads: Any) -> list[Any]:
+    """The sampled rows of `(dq, dk, dv)` (`[b, h, s, d]` each), as `reference_grads` orders them."""
+    s = grads[0].shape[2]
+    rows = torch.tensor(sampled_rows(s), device=grads[0].device)
+    heads = sampled_heads(grads[0].shape[1])
+    return [g[0, heads][:, rows] for g in grads]
+
+
+def torch_attention_bwd(ctx: Any) -> None:
+    """torch SDPA's backward with the cuDNN backend, then the FLASH backend, each forced: the
+    forward run once with `requires_grad`, then `torch.autograd.grad(out, (q, k, v), dout,
+    retain_graph=True)` timed alone. Checked on sampled rows of the three gradients against the
+    float64 autograd of the same inputs (the worst of the three relative errors)."""
+    torch, sink = ctx.torch, ctx.sink
+    for impl, backend in (("cudnn", "CUDNN_ATTENTION"), ("flash", "FLASH_ATTENTION")):
+        sdpa = _sdpa(torch, backend)
+        call = f"torch.autograd.grad of F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.{backend})"
+        for b, s, h, d in attention_shapes(ctx.quick):
+            for causal in (False, True):
+                base = C.record(
+                    "attention_bwd", impl, f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d, causal=causal,
+                    dtype="bf16", version=torch.__version__, call=call,
+                )
+
+                def measure(b: int = b, s: int = s, h: int = h, d: int = d, causal: bool = causal,
+                            base: dict[str, Any] = base, sdpa: Any = sdpa) -> dict[str, Any]:
+                    q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16).requires_grad_(True) for _ in range(3))
+                    dout = ctx.rand((b, h, s, d)).to(torch.bfloat16)
+                    ref = reference_grads(torch, q.detach(), k.detach(), v.detach(), dout, causal)
+                    out = sdpa(q, k, v, causal)
+
+                    def launch(i: int) -> Any:
+                        return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+
+                    got = sampled_grads(torch, launch(0))
+                    torch.cuda.current_stream().synchronize()
+                    checks = [ctx.check(g, r, BF16_TOL) for g, r in zip(got, ref)]
+                    worst = max(checks, key=lambda c: float("inf") if c.rel_err != c.rel_err else c.rel_err)
+                    del ref, got
+                    rec = C.checked(base, worst)
+                    if not worst.passed:
+                        return rec
+                    return C.timed(rec, ctx.timer.measure(launch, 2), None, attention_bwd_flops(b, s, h, d, causal))
+
+                sink.item(base, measure)
+
+
 def selftest_attention() -> list[str]:
     """What can be checked without torch: the sampled rows and the flop count."""
     failures = []
@@ -259,4 +328,6 @@ def selftest_attention() -> list[str]:
         failures.append("attention: sampled rows differ from examples/bench/attention.rs")
     if attention_flops(1, 4, 2, 8, False) != 4 * 2 * 4 * 4 * 8 or attention_flops(1, 4, 2, 8, True) != 2 * 2 * 4 * 4 * 8:
         failures.append("attention: the flop count is not FlashAttention's")
+    if attention_bwd_flops(1, 4, 2, 8, True) != 2.5 * attention_flops(1, 4, 2, 8, True):
+        failures.append("attention: the backward's flop count is not 2.5 times the forward's")
     return failures

@@ -3,18 +3,19 @@
 # kernels, for machines where one call cannot hold everything (the committed run at 6088228 was
 # made this way, one device call per part, same binary). Each part appends to one file.
 #
-#   bash bench/run-parts.sh PART [OUT_FILE]     PART: movement | first | new | attention
+#   bash bench/run-parts.sh PART [OUT_FILE]     PART: movement | first | new | attention | attention_bwd
 #     movement: graph replay, transfers, the pipelined batch, several GPUs (+ torch peers)
 #     first:    copy, add, increment_by_one, matmul, launch overhead, copies, softmax (--plans)
 #               (+ torch, Triton, Numba, torch.compile softmax)
 #     new:      copy, sum, argmax, transpose, norms, cross-entropy, bf16/fp16 matmul
 #               (+ torch, torch.compile, Triton norms, torch and Triton half matmul)
 #     attention: attention forward, bf16 (+ SDPA with cuDNN and FLASH forced, FlexAttention)
+#     attention_bwd: attention backward, bf16 (+ SDPA's backward with cuDNN and FLASH forced)
 #
 # Environment as bench/run.sh: GPUKERN_BENCH_BIN, GPUKERN_GIT_REV.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
-part=${1:?usage: bash bench/run-parts.sh movement|first|new|attention [OUT_FILE]}
+part=${1:?usage: bash bench/run-parts.sh movement|first|new|attention|attention_bwd [OUT_FILE]}
 out=${2:-bench/results/latest.jsonl}
 bin="${GPUKERN_BENCH_BIN:-target/release/examples/bench}"
 : "${GPUKERN_GIT_REV:=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
@@ -39,6 +40,9 @@ case "$part" in
   attention)
     bench 250 1 --kernels attention
     peers 270 1 torch_attention,flex_attention,triton_attention ;;
+  attention_bwd)
+    bench 250 1 --kernels attention_bwd
+    peers 270 1 torch_attention_bwd ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
 cat "$tmp"/*.jsonl >> "$out" && rm -rf "$tmp"

@@ -15,6 +15,8 @@
 
 #[path = "bench/attention.rs"]
 mod attention;
+#[path = "bench/attention_bwd.rs"]
+mod attention_bwd;
 #[path = "bench/cross_entropy.rs"]
 mod cross_entropy;
 #[path = "bench/data.rs"]
@@ -185,6 +187,9 @@ enum Suite {
     /// Attention forward, bf16, causal and not (records `attention_fwd`).
     #[value(name = "attention")]
     Attention,
+    /// Attention backward, bf16, causal and not (records `attention_bwd`).
+    #[value(name = "attention_bwd")]
+    AttentionBwd,
     /// Decode attention over a paged bf16 KV cache, split and warp rungs (records
     /// `decode_attention`).
     #[value(name = "decode_attention")]
@@ -192,7 +197,7 @@ enum Suite {
 }
 
 impl Suite {
-    const ALL: [Suite; 28] = [
+    const ALL: [Suite; 29] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -220,6 +225,7 @@ impl Suite {
         Suite::MatmulGrouped,
         Suite::MatmulFp8,
         Suite::Attention,
+        Suite::AttentionBwd,
         Suite::DecodeAttention,
     ];
 
@@ -253,6 +259,7 @@ impl Suite {
             Suite::MatmulGrouped => matmul_grouped::planned(quick, plans),
             Suite::MatmulFp8 => matmul_fp8::planned(quick, plans),
             Suite::Attention => attention::planned(quick),
+            Suite::AttentionBwd => attention_bwd::planned(quick),
             Suite::DecodeAttention => decode_attention::planned(quick),
         };
         n as u64
@@ -287,6 +294,7 @@ impl Suite {
             Suite::MatmulGrouped => matmul_grouped::matmul_grouped(bench, sink),
             Suite::MatmulFp8 => matmul_fp8::matmul_fp8(bench, sink),
             Suite::Attention => attention::attention(bench, sink),
+            Suite::AttentionBwd => attention_bwd::attention_bwd(bench, sink),
             Suite::DecodeAttention => decode_attention::decode_attention(bench, sink),
         }
     }

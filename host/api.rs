@@ -777,6 +777,71 @@ where
 }
 
 #[cfg(feature = "attention")]
+/// Attention backward on host arrays (bf16 or f16, any layout), on [`Gpu::global`]: the
+/// gradients `(dq, dk, dv)` of `q`, `k`, `v` (`dq` of `q`'s shape, `dk` and `dv` of `k`'s: with
+/// grouped-query attention, summed over each key/value head's query heads) given the gradient
+/// `d_out` of the output `out` and the forward's row log-sum-exp `lse` `[batch, heads, q_len]`
+/// (as [`attention_lse`] returns them), with the forward's options. Deterministic. See
+/// [`Gpu::attention_backward`] for the rules and the errors.
+#[allow(clippy::type_complexity)]
+pub fn attention_backward<T, S0, S1, S2, S3, S4, S5>(
+    d_out: &ArrayBase<S0, ndarray::Ix4>,
+    q: &ArrayBase<S1, ndarray::Ix4>,
+    k: &ArrayBase<S2, ndarray::Ix4>,
+    v: &ArrayBase<S3, ndarray::Ix4>,
+    out: &ArrayBase<S4, ndarray::Ix4>,
+    lse: &ArrayBase<S5, ndarray::Ix3>,
+    options: &crate::ops::attention::AttentionOptions,
+) -> Result<(ndarray::Array4<T>, ndarray::Array4<T>, ndarray::Array4<T>)>
+where
+    T: crate::ops::attention::AttentionElement,
+    S0: Data<Elem = T>,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+    S3: Data<Elem = T>,
+    S4: Data<Elem = T>,
+    S5: Data<Elem = f32>,
+{
+    use crate::ops::attention::{AttentionTensor, attention_shape};
+    fn dims_of<T, S: Data<Elem = T>>(a: &ArrayBase<S, ndarray::Ix4>) -> [usize; 4] {
+        let (b, s, h, d) = a.dim();
+        [b, s, h, d]
+    }
+    let (qd, kd, vd) = (dims_of(q), dims_of(k), dims_of(v));
+    attention_shape(qd, kd, vd)?;
+    let gpu = Gpu::global()?;
+    let up = |a: Vec<T>| gpu.upload(&a);
+    let (dob, qb, kb, vb, ob) = (
+        up(d_out.iter().copied().collect())?,
+        up(q.iter().copied().collect())?,
+        up(k.iter().copied().collect())?,
+        up(v.iter().copied().collect())?,
+        up(out.iter().copied().collect())?,
+    );
+    let lb = gpu.upload(&lse.iter().copied().collect::<Vec<f32>>())?;
+    let grads = gpu.attention_backward(
+        &AttentionTensor::contiguous(&dob, dims_of(d_out))?,
+        &AttentionTensor::contiguous(&qb, qd)?,
+        &AttentionTensor::contiguous(&kb, kd)?,
+        &AttentionTensor::contiguous(&vb, vd)?,
+        &AttentionTensor::contiguous(&ob, dims_of(out))?,
+        &lb,
+        options,
+    )?;
+    let array = |dims: [usize; 4], x: Vec<T>| {
+        ndarray::Array4::from_shape_vec(dims, x).map_err(|e| Error::InvalidArgument {
+            op: "attention",
+            detail: format!("gradient of the wrong length: {e}"),
+        })
+    };
+    Ok((
+        array(qd, grads.dq.to_vec()?)?,
+        array(kd, grads.dk.to_vec()?)?,
+        array(vd, grads.dv.to_vec()?)?,
+    ))
+}
+
+#[cfg(feature = "attention")]
 /// [`attention`] with the row log-sum-exp, `[batch, heads, q_len]` in f32 (`-inf` for a row that
 /// sees no key).
 #[allow(clippy::type_complexity)]

@@ -500,6 +500,137 @@ where
     Ok((out, lse))
 }
 
+#[cfg(feature = "attention")]
+/// The gradients of attention in f64 ([`attention_backward`]), each rounded once to f32, with
+/// the size of what each element sums: `*_terms` holds the sum of the absolute values of the
+/// terms (the scale of any rounding of them, for tolerances).
+pub struct AttentionBackward {
+    /// `[batch, q_len, heads, head_dim]`.
+    pub dq: ndarray::Array4<f32>,
+    /// `[batch, kv_len, kv_heads, head_dim]`, summed over each key/value head's query heads.
+    pub dk: ndarray::Array4<f32>,
+    /// As `dk`.
+    pub dv: ndarray::Array4<f32>,
+    /// `scale sum_j P_ij (|dP_ij| + sum_d |dO_id O_id|) |k_j|` per element of `dq`.
+    pub dq_terms: ndarray::Array4<f32>,
+    /// `scale sum_i P_ij (|dP_ij| + sum_d |dO_id O_id|) |q_i|` per element of `dk`.
+    pub dk_terms: ndarray::Array4<f32>,
+    /// `sum_i P_ij |dO_i|` per element of `dv`.
+    pub dv_terms: ndarray::Array4<f32>,
+}
+
+#[cfg(feature = "attention")]
+/// Attention backward in f64 on the given (already rounded) inputs `[batch, seq, heads,
+/// head_dim]`: the forward recomputed exactly (probabilities `P`, output `O`), then `dV = P^T
+/// dO`, `dS = P (dO V^T - rowsum(dO O))`, `dQ = scale dS K`, `dK = scale dS^T Q`, over the pairs
+/// the mask keeps (the same rules as [`crate::Gpu::attention_backward`]).
+///
+/// Errors: those of [`crate::Gpu::attention`] on the shapes and the scale; a `d_out` not of
+/// `q`'s shape is [`crate::Error::ShapeMismatch`].
+pub fn attention_backward<T, S0, S1, S2, S3>(
+    d_out: &ArrayBase<S0, ndarray::Ix4>,
+    q: &ArrayBase<S1, ndarray::Ix4>,
+    k: &ArrayBase<S2, ndarray::Ix4>,
+    v: &ArrayBase<S3, ndarray::Ix4>,
+    options: &crate::ops::attention::AttentionOptions,
+) -> Result<AttentionBackward>
+where
+    T: crate::ops::attention::AttentionElement,
+    S0: Data<Elem = T>,
+    S1: Data<Elem = T>,
+    S2: Data<Elem = T>,
+    S3: Data<Elem = T>,
+{
+    let dims = |a: (usize, usize, usize, usize)| [a.0, a.1, a.2, a.3];
+    let s = crate::ops::attention::attention_shape(dims(q.dim()), dims(k.dim()), dims(v.dim()))?;
+    crate::ops::same_shape(
+        "cpu::attention_backward",
+        &dims(q.dim()),
+        &dims(d_out.dim()),
+        "d_out has q's shape",
+    )?;
+    let scale = f64::from(options.scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt()));
+    if !scale.is_finite() {
+        return Err(crate::error::Error::InvalidArgument {
+            op: "cpu::attention_backward",
+            detail: format!("the scale must be finite, not {scale}"),
+        });
+    }
+    let wide = |x: &T| f64::from(x.to_f32());
+    let (g, q, k, v) = (d_out.map(wide), q.map(wide), k.map(wide), v.map(wide));
+    let group = s.heads / s.kv_heads;
+    let dd = s.head_dim;
+    let qshape = (s.batch, s.q_len, s.heads, dd);
+    let kshape = (s.batch, s.kv_len, s.kv_heads, dd);
+    let (mut dq, mut dq_t) = (
+        ndarray::Array4::<f64>::zeros(qshape),
+        ndarray::Array4::<f64>::zeros(qshape),
+    );
+    let (mut dk, mut dk_t) = (
+        ndarray::Array4::<f64>::zeros(kshape),
+        ndarray::Array4::<f64>::zeros(kshape),
+    );
+    let (mut dv, mut dv_t) = (
+        ndarray::Array4::<f64>::zeros(kshape),
+        ndarray::Array4::<f64>::zeros(kshape),
+    );
+    let mut p = Vec::with_capacity(s.kv_len);
+    for b in 0..s.batch {
+        for h in 0..s.heads {
+            let kvh = h / group;
+            for i in 0..s.q_len {
+                // The mask written out, as in `attention`: key `j` is visible to row `i` iff
+                // `j <= i + kv_len - q_len`.
+                let keys = if options.causal {
+                    (0..s.kv_len)
+                        .take_while(|&j| (j as i128) <= i as i128 + s.kv_len as i128 - s.q_len as i128)
+                        .count()
+                } else {
+                    s.kv_len
+                };
+                if keys == 0 {
+                    continue;
+                }
+                p.clear();
+                for j in 0..keys {
+                    p.push(scale * (0..dd).map(|d| q[[b, i, h, d]] * k[[b, j, kvh, d]]).sum::<f64>());
+                }
+                let m = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                p.iter_mut().for_each(|x| *x = (*x - m).exp());
+                let sum: f64 = p.iter().sum();
+                p.iter_mut().for_each(|x| *x /= sum);
+                let o: Vec<f64> = (0..dd)
+                    .map(|d| (0..keys).map(|j| p[j] * v[[b, j, kvh, d]]).sum())
+                    .collect();
+                let delta: f64 = (0..dd).map(|d| g[[b, i, h, d]] * o[d]).sum();
+                let delta_abs: f64 = (0..dd).map(|d| (g[[b, i, h, d]] * o[d]).abs()).sum();
+                for (j, &pj) in p.iter().enumerate() {
+                    let dp: f64 = (0..dd).map(|d| g[[b, i, h, d]] * v[[b, j, kvh, d]]).sum();
+                    let ds = pj * (dp - delta);
+                    let ds_abs = pj * (dp.abs() + delta_abs);
+                    for d in 0..dd {
+                        dq[[b, i, h, d]] += scale * ds * k[[b, j, kvh, d]];
+                        dq_t[[b, i, h, d]] += scale * ds_abs * k[[b, j, kvh, d]].abs();
+                        dk[[b, j, kvh, d]] += scale * ds * q[[b, i, h, d]];
+                        dk_t[[b, j, kvh, d]] += scale * ds_abs * q[[b, i, h, d]].abs();
+                        dv[[b, j, kvh, d]] += pj * g[[b, i, h, d]];
+                        dv_t[[b, j, kvh, d]] += pj * g[[b, i, h, d]].abs();
+                    }
+                }
+            }
+        }
+    }
+    let narrow = |a: ndarray::Array4<f64>| a.mapv(|x| x as f32);
+    Ok(AttentionBackward {
+        dq: narrow(dq),
+        dk: narrow(dk),
+        dv: narrow(dv),
+        dq_terms: narrow(dq_t),
+        dk_terms: narrow(dk_t),
+        dv_terms: narrow(dv_t),
+    })
+}
+
 #[cfg(feature = "decode_attention")]
 /// Decode attention in f64 over contiguous K and V (`gpukern::PagedKvCache`'s layout is paged;
 /// this takes each sequence's rows gathered in order): `q` is `[batch, q_len, heads, head_dim]`,

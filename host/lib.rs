@@ -119,7 +119,7 @@ pub use api::{add, add_with, increment_by_one, increment_by_one_with};
 #[cfg(feature = "reduce")]
 pub use api::{argmax, argmax_axis, argmax_with, max, max_axis, max_with, sum, sum_axis, sum_with};
 #[cfg(feature = "attention")]
-pub use api::{attention, attention_lse};
+pub use api::{attention, attention_backward, attention_lse};
 #[cfg(feature = "cross_entropy")]
 pub use api::{cross_entropy, cross_entropy_mean, cross_entropy_mean_with, cross_entropy_with};
 #[cfg(feature = "glu")]
@@ -152,7 +152,8 @@ pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
 #[cfg(feature = "attention")]
 pub use ops::attention::{
-    AttentionAlgorithm, AttentionElement, AttentionOptions, AttentionOutput, AttentionShape, AttentionTensor,
+    AttentionAlgorithm, AttentionElement, AttentionGradients, AttentionOptions, AttentionOutput,
+    AttentionShape, AttentionTensor,
 };
 #[cfg(feature = "cross_entropy")]
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};

@@ -29,6 +29,10 @@ mod add;
 mod api;
 #[path = "kernels/attention.rs"]
 mod attention;
+#[path = "kernels/attention_backward.rs"]
+mod attention_backward;
+#[path = "kernels/attention_backward_faults.rs"]
+mod attention_backward_faults;
 #[path = "kernels/attention_faults.rs"]
 mod attention_faults;
 #[path = "kernels/coverage.rs"]
@@ -155,6 +159,7 @@ fn main() {
         cross_entropy::trials,
         sample::trials,
         attention::trials,
+        attention_backward::trials,
         decode_attention::trials,
         decode_step::trials,
         grid::trials,

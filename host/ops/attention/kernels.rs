@@ -114,6 +114,8 @@ pub struct AttentionKernels<T: 'static> {
     pub(crate) wgmma64_ping_pong: WgmmaLauncher<T>,
     /// `attention_wgmma_pingpong_d128_*`.
     pub(crate) wgmma128_ping_pong: WgmmaLauncher<T>,
+    /// The backward's kernels.
+    pub(crate) backward: &'static super::backward::kernels::BackwardKernels<T>,
 }
 
 /// The bf16 kernels.
@@ -125,6 +127,7 @@ static BF16: AttentionKernels<bf16> = AttentionKernels {
     wgmma128: family::wgmma::attention_wgmma_d128_bf16::launch_views::<Module>,
     wgmma64_ping_pong: family::wgmma::attention_wgmma_pingpong_d64_bf16::launch_views::<Module>,
     wgmma128_ping_pong: family::wgmma::attention_wgmma_pingpong_d128_bf16::launch_views::<Module>,
+    backward: &super::backward::kernels::BF16,
 };
 
 /// The f16 kernels.
@@ -136,6 +139,7 @@ static F16: AttentionKernels<f16> = AttentionKernels {
     wgmma128: family::wgmma::attention_wgmma_d128_f16::launch_views::<Module>,
     wgmma64_ping_pong: family::wgmma::attention_wgmma_pingpong_d64_f16::launch_views::<Module>,
     wgmma128_ping_pong: family::wgmma::attention_wgmma_pingpong_d128_f16::launch_views::<Module>,
+    backward: &super::backward::kernels::F16,
 };
 
 /// An element type of attention: [`bf16`](struct@bf16) or [`f16`](struct@f16) in and out (f32

@@ -30,9 +30,17 @@
 //! and multi-query attention); `q_len != kv_len` (causal aligned bottom-right, as
 //! FlashAttention); any sequence length. Empty batch, `q_len` or head count: an empty result.
 //! `kv_len = 0`: every row sees no key, output 0 and log-sum-exp `-inf`.
+//!
+//! # Backward
+//! [`Gpu::attention_backward`] takes the output's gradient, the inputs, the forward's output and
+//! log-sum-exp, and returns `dq`, `dk` and `dv` ([`AttentionGradients`]; `dk` and `dv` in the
+//! key/value heads' shape, summed over each group's query heads), with the same checks and the
+//! same supported shapes; deterministic always (no atomics).
 
+mod backward;
 mod kernels;
 mod plan;
+pub use backward::AttentionGradients;
 pub use kernels::{AttentionElement, AttentionKernels};
 pub use plan::AttentionAlgorithm;
 
@@ -204,6 +212,8 @@ pub(crate) struct Operands<'a, T> {
     pub(crate) shape: AttentionShape,
     /// `scale * log2(e)`: the kernels' exponentials are base 2.
     pub(crate) scale_log2: f32,
+    /// The scale of the scores (the backward's gradients take it as such).
+    pub(crate) scale: f32,
     pub(crate) causal: bool,
 }
 
@@ -417,19 +427,35 @@ impl Gpu {
         out: &DeviceVec<T>,
         lse: &DeviceVec<f32>,
     ) -> Result<Operands<'a, T>> {
-        let shape = attention_shape(q.dims, k.dims, v.dims)?;
+        let ops = self.attention_inputs(q, k, v, options)?;
         same_shape(
             OP,
-            &[shape.out_len()],
+            &[ops.shape.out_len()],
             &[out.len()],
             "out holds [batch, q_len, heads, head_dim]",
         )?;
         same_shape(
             OP,
-            &[shape.rows()],
+            &[ops.shape.rows()],
             &[lse.len()],
             "lse holds [batch, heads, q_len]",
         )?;
+        if !(self.owns(out) && self.owns(lse)) {
+            return Err(Error::WrongDevice { op: OP });
+        }
+        Ok(ops)
+    }
+
+    /// The checks of the inputs of every attention call, forward and backward: shapes, head
+    /// dim, scale, owners.
+    fn attention_inputs<'a, T: AttentionElement>(
+        &self,
+        q: &AttentionTensor<'a, T>,
+        k: &AttentionTensor<'a, T>,
+        v: &AttentionTensor<'a, T>,
+        options: &AttentionOptions,
+    ) -> Result<Operands<'a, T>> {
+        let shape = attention_shape(q.dims, k.dims, v.dims)?;
         let scale = options.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
         if !scale.is_finite() {
             return Err(Error::InvalidArgument {
@@ -437,8 +463,7 @@ impl Gpu {
                 detail: format!("the scale must be finite, not {scale}"),
             });
         }
-        if !(self.owns(q.data) && self.owns(k.data) && self.owns(v.data) && self.owns(out) && self.owns(lse))
-        {
+        if !(self.owns(q.data) && self.owns(k.data) && self.owns(v.data)) {
             return Err(Error::WrongDevice { op: OP });
         }
         Ok(Operands {
@@ -447,6 +472,7 @@ impl Gpu {
             v: *v,
             shape,
             scale_log2: scale * core::f32::consts::LOG2_E,
+            scale,
             causal: options.causal,
         })
     }

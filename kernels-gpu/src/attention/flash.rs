@@ -35,8 +35,9 @@
 //! in a tile the row visits (its weight 0 times NaN), as in FlashAttention; the rows rung keeps
 //! such rows finite.
 
+use super::tiles::{self, PAD};
 use super::{visible_keys, AttentionElement};
-use crate::gpu::async_copy::{self, cp_async_16};
+use crate::gpu::async_copy;
 use crate::gpu::mma::{ldmatrix_x4, ldmatrix_x4_trans};
 use crate::gpu::vector::F4;
 use crate::gpu::{bf16, f16, math, mem, shared, thread, warp};
@@ -53,8 +54,6 @@ pub const FLASH_HEAD_DIMS: [usize; 2] = [64, 128];
 
 /// Lanes of a warp.
 const WARP: usize = warp::SIZE as usize;
-/// Elements of padding after each shared row (16 bytes).
-const PAD: usize = 8;
 /// Elements of one 16-byte copy.
 const PIECE: usize = 8;
 /// Largest head dim of the fused kernel (the register arrays' size).
@@ -157,31 +156,14 @@ pub unsafe fn attention_flash<T: AttentionElement, const D: usize>(
     // Tiles wholly visible to the block's first row need no mask.
     let unmasked_keys = visible_keys(q0, q_len, kv_len, causal);
 
+    let threads = FLASH_BLOCK as usize;
     // Copies rows `row0 ..+ 64` of a tensor (`src` at element `base`, rows `stride` apart) to
     // the shared tile `dst`, zeros for rows at or past `rows`.
     let copy_tile = |dst: *mut u16, src: *const u16, base: usize, stride: usize, row0: usize, rows: usize| {
-        let per_row = D / PIECE;
-        for l in 0..FLASH_ROWS * D / PIECE / FLASH_BLOCK as usize {
-            let p = tid + l * FLASH_BLOCK as usize;
-            let (r, c) = (p / per_row, (p % per_row) * PIECE);
-            let inside = row0 + r < rows;
-            let from = if inside {
-                src.wrapping_add(base + (row0 + r) * stride + c)
-            } else {
-                src
-            };
-            // SAFETY: `dst` row `r < 64`, columns `c ..+ 8 <= D`: inside the tile, 16-byte
-            // aligned (`pitch` and `c` multiples of 8). The source piece lies inside the tensor
-            // when `inside` (row below `rows`, `c + 8 <= D`), 16-byte aligned (aligned base,
-            // strides multiples of 8); else nothing is read from the aligned base.
-            unsafe {
-                cp_async_16(
-                    dst.wrapping_add(r * pitch + c).cast(),
-                    from.cast(),
-                    if inside { 16 } else { 0 },
-                )
-            };
-        }
+        // SAFETY: `dst` is one of the block's 64-row tiles in the dynamic shared memory; the
+        // sources are aligned with strides of whole pieces and hold the rows below `rows`
+        // (the contract).
+        unsafe { tiles::copy_tile::<D>(tid, threads, dst, src, base, stride, row0, rows) }
     };
 
     copy_tile(smem, q16, q_base, q_ss, q0, q_len);

@@ -36,16 +36,34 @@
 //!   copying `Q`, `K` and `V` by TMA into a ring, two consumer warpgroups of 64 query rows each
 //!   computing `S = Q K^T` and `O += P V` on `wgmma` (`P` from registers), 128-key tiles; head
 //!   dims 64 and 128 with strides of whole 16 bytes. Its items stay under `attention::wgmma`.
+//!
+//! The backward (`dq`, `dk`, `dv` from `d_out`, the output and the log-sum-exp), a ladder of its
+//! own, deterministic (no atomics):
+//! * [`backward_rows`]: the preparation (`attention_bwd_prep`: each row's `D = dO . O` and
+//!   log-sum-exp in units of `log2`), and the tutorial rung: a warp per query row for `dQ`, a
+//!   warp per key row for `dK` and `dV` (summing over the query heads of its group); every
+//!   shape, the reference the fused rung is checked against on the GPU.
+//! * [`backward_flash`]: FlashAttention-2's backward on `mma.sync`, a kernel per 64-key tile for
+//!   `dK`/`dV` and one per 64-query tile for `dQ`, head dims 64 and 128 with 16-byte aligned
+//!   operands.
+//!
+//! [`tiles`] holds what the fused rungs share: the `cp.async` tile copy and the `ldmatrix`
+//! fragment loaders.
 
 use crate::gpu::convert::Float;
 use crate::gpu::mma::{mma_m16n8k16_bf16, mma_m16n8k16_f16};
 use crate::gpu::{bf16, f16};
 
+pub mod backward_flash;
+pub mod backward_rows;
 pub mod flash;
 pub mod rows;
+pub mod tiles;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod wgmma;
 
+pub use backward_flash::*;
+pub use backward_rows::*;
 pub use flash::*;
 pub use rows::*;
 

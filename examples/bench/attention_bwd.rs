@@ -1,0 +1,332 @@
+//! Attention backward on bf16 (`gpu.attention_backward_into`, the forward suite's shapes),
+//! causal and not: the plan's choice (`gpukern`) and each rung asked for (`gpukern:flash`,
+//! `gpukern:rows`; the rows rung only up to 4k keys). The forward's output and log-sum-exp come
+//! from one forward call before the timing; the timed call is the backward alone (its
+//! preparation kernel, `dQ` and `dK`/`dV`, and the 8-byte-per-row workspace it allocates).
+//!
+//! Rates as FlashAttention counts them: 2.5 times the forward's `4 batch heads seq^2
+//! head_dim`, halved with the causal mask. Each result is checked before it is timed, on sampled
+//! rows of `dq` (batch 0, the first and last heads, 32 query rows) and of `dk` and `dv` (the same
+//! heads, 32 key rows), against the f64 gradient of the same inputs (the backward's inputs: the
+//! forward's output and log-sum-exp as given); the worst of the three relative errors is
+//! recorded.
+
+use gpukern::{AttentionAlgorithm, AttentionOptions, AttentionTensor, DeviceVec, Gpu, bf16};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+use crate::Bench;
+use crate::attention::{self as fwd, Operands};
+use crate::record::{Check, Record, Res, Sink};
+
+/// Relative error (norm) a bf16 gradient passes with: its own rounding (`2^-9`) and the fused
+/// rung's bf16 `P` and `dS`, with room.
+const TOL: f64 = 1e-2;
+
+/// Rows (query or key) per sampled head of the check.
+const SAMPLED_ROWS: usize = 32;
+
+/// Keys up to which the rows rung is timed.
+const ROWS_MAX_SEQ: usize = 4096;
+
+/// The implementations of one shape: the plan's choice, the fused rung where it applies, the
+/// rows rung up to [`ROWS_MAX_SEQ`].
+fn algorithms(seq: usize, head_dim: usize) -> Vec<AttentionAlgorithm> {
+    let mut all = vec![AttentionAlgorithm::Auto];
+    if head_dim == 64 || head_dim == 128 {
+        all.push(AttentionAlgorithm::Flash);
+    }
+    if seq <= ROWS_MAX_SEQ {
+        all.push(AttentionAlgorithm::Rows);
+    }
+    all
+}
+
+/// Measurements [`attention_bwd`] makes.
+pub fn planned(quick: bool) -> usize {
+    fwd::shapes(quick)
+        .iter()
+        .map(|&[_, s, _, d]| 2 * algorithms(s, d).len())
+        .sum()
+}
+
+/// The record's `impl`: `gpukern` for the plan's choice, `gpukern:<rung>` for a rung asked for.
+fn impl_name(algorithm: AttentionAlgorithm) -> String {
+    match algorithm {
+        AttentionAlgorithm::Auto => "gpukern".to_string(),
+        a => format!("gpukern:{}", a.name()),
+    }
+}
+
+/// The backward's flops (2.5 times the forward's, halved for causal).
+pub fn flops([b, s, h, d]: [usize; 4], causal: bool) -> f64 {
+    let full = crate::suite::flops(
+        "attention_bwd",
+        &[("b", b), ("seq", s), ("heads", h), ("head_dim", d)],
+    );
+    if causal { full / 2.0 } else { full }
+}
+
+/// The backward's own inputs and outputs for one mask: `dO` (host and device), the forward's
+/// output and log-sum-exp (device and host), the gradients.
+struct Backward {
+    d_out_host: Vec<bf16>,
+    d_out: DeviceVec<bf16>,
+    out_host: Vec<bf16>,
+    lse_host: Vec<f32>,
+    grads: [DeviceVec<bf16>; 3],
+}
+
+/// `dO` random, the forward (the plan's choice) run once for `options`' mask.
+fn prepare(gpu: &Gpu, ops: &mut Operands, causal: bool) -> Res<Backward> {
+    let n: usize = ops.dims.iter().product();
+    let mut rng = StdRng::seed_from_u64(rand::rng().random());
+    let d_out_host: Vec<bf16> = (0..n)
+        .map(|_| bf16::from_f32(rng.random_range(-1.0f32..1.0)))
+        .collect();
+    let options = AttentionOptions {
+        causal,
+        ..Default::default()
+    };
+    fwd::run(gpu, ops, &options)?;
+    Ok(Backward {
+        d_out: gpu.upload(&d_out_host)?,
+        d_out_host,
+        out_host: ops.out.to_vec()?,
+        lse_host: ops.lse.to_vec()?,
+        grads: [gpu.zeros_of(n)?, gpu.zeros_of(n)?, gpu.zeros_of(n)?],
+    })
+}
+
+/// One backward call into `bw.grads`.
+fn run(gpu: &Gpu, ops: &Operands, bw: &mut Backward, options: &AttentionOptions) -> gpukern::Result<()> {
+    let t = |x| AttentionTensor::contiguous(x, ops.dims);
+    let [dq, dk, dv] = &mut bw.grads;
+    gpu.attention_backward_into(
+        &t(&bw.d_out)?,
+        &t(&ops.dev[0])?,
+        &t(&ops.dev[1])?,
+        &t(&ops.dev[2])?,
+        &t(&ops.out)?,
+        &ops.lse,
+        options,
+        dq,
+        dk,
+        dv,
+    )
+}
+
+/// The sampled rows of one sequence: 32 spread over it, the last among them.
+fn sampled_rows(s: usize) -> Vec<usize> {
+    (0..SAMPLED_ROWS.min(s))
+        .map(|r| {
+            if SAMPLED_ROWS >= s {
+                r
+            } else {
+                r * (s - 1) / (SAMPLED_ROWS - 1)
+            }
+        })
+        .collect()
+}
+
+/// The sampled heads of batch 0.
+fn sampled_heads(h: usize) -> Vec<usize> {
+    if h > 1 { vec![0, h - 1] } else { vec![0] }
+}
+
+/// The f64 gradients of the sampled rows (batch 0): `dq` of the sampled query rows, then `dk`
+/// and `dv` of the sampled key rows, head after head, row after row of `head_dim` values.
+fn reference(ops: &Operands, bw: &Backward, causal: bool) -> [Vec<f32>; 3] {
+    let [_, s, h, d] = ops.dims;
+    let scale = 1.0 / (d as f64).sqrt();
+    let at = |x: &[bf16], i: usize, hh: usize, c: usize| f64::from(x[(i * h + hh) * d + c].to_f32());
+    let dot = |x: &[bf16], i: usize, y: &[bf16], j: usize, hh: usize| {
+        (0..d).map(|c| at(x, i, hh, c) * at(y, j, hh, c)).sum::<f64>()
+    };
+    let (q, k, v, g, o) = (
+        &ops.host[0],
+        &ops.host[1],
+        &ops.host[2],
+        &bw.d_out_host,
+        &bw.out_host,
+    );
+    let (mut dq, mut dk, mut dv) = (Vec::new(), Vec::new(), Vec::new());
+    for hh in sampled_heads(h) {
+        let lse = |i: usize| f64::from(bw.lse_host[hh * s + i]);
+        let delta: Vec<f64> = (0..s).map(|i| dot(g, i, o, i, hh)).collect();
+        for &i in &sampled_rows(s) {
+            let keys = if causal { i + 1 } else { s };
+            let mut acc = vec![0.0f64; d];
+            for j in 0..keys {
+                let p = (scale * dot(q, i, k, j, hh) - lse(i)).exp();
+                let ds = p * (dot(g, i, v, j, hh) - delta[i]);
+                acc.iter_mut()
+                    .enumerate()
+                    .for_each(|(c, a)| *a += scale * ds * at(k, j, hh, c));
+            }
+            dq.extend(acc.iter().map(|&x| x as f32));
+        }
+        for &j in &sampled_rows(s) {
+            let first = if causal { j } else { 0 };
+            let (mut ak, mut av) = (vec![0.0f64; d], vec![0.0f64; d]);
+            for (i, &delta_i) in delta.iter().enumerate().skip(first) {
+                let p = (scale * dot(q, i, k, j, hh) - lse(i)).exp();
+                let ds = p * (dot(g, i, v, j, hh) - delta_i);
+                for c in 0..d {
+                    ak[c] += scale * ds * at(q, i, hh, c);
+                    av[c] += p * at(g, i, hh, c);
+                }
+            }
+            dk.extend(ak.iter().map(|&x| x as f32));
+            dv.extend(av.iter().map(|&x| x as f32));
+        }
+    }
+    [dq, dk, dv]
+}
+
+/// The sampled rows of the gradients on the device, in [`reference`]'s order.
+fn sampled(ops: &Operands, bw: &Backward) -> Res<[Vec<f32>; 3]> {
+    let [_, s, h, d] = ops.dims;
+    let pick = |x: &DeviceVec<bf16>| -> Res<Vec<f32>> {
+        let all = x.to_vec()?;
+        Ok(sampled_heads(h)
+            .into_iter()
+            .flat_map(|hh| sampled_rows(s).into_iter().map(move |i| (hh, i)))
+            .flat_map(|(hh, i)| {
+                all[(i * h + hh) * d..][..d]
+                    .iter()
+                    .map(|x| x.to_f32())
+                    .collect::<Vec<_>>()
+            })
+            .collect())
+    };
+    Ok([pick(&bw.grads[0])?, pick(&bw.grads[1])?, pick(&bw.grads[2])?])
+}
+
+/// One call with `options` (the gradients zeroed first) checked on the sampled rows: the worst
+/// of the three gradients' checks.
+fn check(
+    gpu: &Gpu,
+    ops: &Operands,
+    bw: &mut Backward,
+    options: &AttentionOptions,
+    want: &[Vec<f32>; 3],
+) -> Res<Check> {
+    let n = bw.grads[0].len();
+    bw.grads = [gpu.zeros_of(n)?, gpu.zeros_of(n)?, gpu.zeros_of(n)?];
+    run(gpu, ops, bw, options)?;
+    let got = sampled(ops, bw)?;
+    let checks: Vec<Check> = (0..3)
+        .map(|x| Check::new(&got[x], &want[x], TOL, "cpu_f64"))
+        .collect();
+    let worst = checks
+        .into_iter()
+        .max_by(|a, b| {
+            let key = |c: &Check| {
+                if c.rel_err.is_nan() {
+                    f64::INFINITY
+                } else {
+                    c.rel_err
+                }
+            };
+            key(a).total_cmp(&key(b))
+        })
+        .ok_or("no check")?;
+    Ok(worst)
+}
+
+/// Every shape, causal and not, every implementation.
+pub fn attention_bwd(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    for dims in fwd::shapes(b.quick) {
+        let [batch, seq, heads, head_dim] = dims;
+        let shape = format!("{batch}x{seq}x{heads}x{head_dim}");
+        if !b.wants(&shape) {
+            continue;
+        }
+        let mut prepared: Option<Operands> = None;
+        for causal in [false, true] {
+            let mut state: Option<(Backward, [Vec<f32>; 3])> = None;
+            for algorithm in algorithms(seq, head_dim) {
+                let options = AttentionOptions {
+                    causal,
+                    scale: None,
+                    algorithm,
+                };
+                let base = Record::new("attention_bwd", impl_name(algorithm), shape.clone())
+                    .with("b", batch)
+                    .with("seq", seq)
+                    .with("heads", heads)
+                    .with("head_dim", head_dim)
+                    .with("causal", causal)
+                    .with("dtype", "bf16")
+                    .with("call", "gpu.attention_backward_into");
+                sink.item(base.clone(), || {
+                    let gpu = &b.gpu;
+                    if prepared.is_none() {
+                        prepared = Some(fwd::prepare(gpu, dims)?);
+                    }
+                    let Some(ops) = prepared.as_mut() else {
+                        return Err("attention operands were not prepared".into());
+                    };
+                    if state.is_none() {
+                        let bw = prepare(gpu, ops, causal)?;
+                        let want = reference(ops, &bw, causal);
+                        state = Some((bw, want));
+                    }
+                    let Some((bw, want)) = state.as_mut() else {
+                        return Err("no backward inputs".into());
+                    };
+                    let check = check(gpu, ops, bw, &options, want)?;
+                    let record = base.checked(&check);
+                    if !check.passed() {
+                        return Ok(record);
+                    }
+                    let stats = b.timer.measure(|_| {
+                        run(gpu, ops, bw, &options)?;
+                        Ok(())
+                    })?;
+                    Ok(record.timed(&stats, None, Some(flops(dims, causal))))
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flops_are_two_and_a_half_forwards() {
+        assert_eq!(flops([1, 4, 2, 8], false), 2.5 * fwd::flops([1, 4, 2, 8], false));
+        assert_eq!(flops([1, 4, 2, 8], true), 2.5 * fwd::flops([1, 4, 2, 8], true));
+    }
+
+    /// The prepare-and-check path on the simulator (a ragged shape, both rungs, causal and
+    /// not); the reference of the other mask must fail the check.
+    #[test]
+    fn checks_pass_on_the_simulator_and_can_fail() {
+        let gpu = Gpu::simulator();
+        let mut ops = fwd::prepare(&gpu, [1, 33, 1, 64]).unwrap();
+        for causal in [false, true] {
+            let mut bw = prepare(&gpu, &mut ops, causal).unwrap();
+            let want = reference(&ops, &bw, causal);
+            for algorithm in [AttentionAlgorithm::Flash, AttentionAlgorithm::Rows] {
+                let options = AttentionOptions {
+                    causal,
+                    scale: None,
+                    algorithm,
+                };
+                let c = check(&gpu, &ops, &mut bw, &options, &want).unwrap();
+                assert!(c.passed(), "{algorithm:?} causal {causal}: {}", c.rel_err);
+            }
+            let wrong = reference(&ops, &bw, !causal);
+            let options = AttentionOptions {
+                causal,
+                ..Default::default()
+            };
+            let c = check(&gpu, &ops, &mut bw, &options, &wrong).unwrap();
+            assert!(!c.passed(), "the other mask's reference passed");
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! Attention backward: the gradients `dq`, `dk`, `dv` of the forward's inputs from the gradient
+//! `d_out` of its output, given the forward's output and row log-sum-exp. The operands checked
+//! once ([`Gpu::attention_backward_into`], with the forward's checks), the plan chosen once
+//! (`plan`), then the preparation kernel (each row's `dO . O`) and two launches: `dQ` per
+//! query row or tile, `dK` and `dV` per key row or tile. The maths and the kernels are in
+//! `kernels_gpu::attention::backward_rows` and `backward_flash`.
+//!
+//! Deterministic always: no atomics, every element summed by one thread in a fixed order, so a
+//! call gives the same bits on every run.
+
+pub(crate) mod kernels;
+mod plan;
+
+use kernels_gpu::attention::{
+    BWD_FLASH_BLOCK, BWD_FLASH_TILE, BWD_Q_PAD, BWD_ROWS_BLOCK, BWD_ROWS_PER_BLOCK, bwd_flash_shared_bytes,
+};
+use plan::BackwardPlan;
+
+use super::{AttentionElement, AttentionOptions, AttentionTensor, OP, Operands, attention_shape};
+use crate::buffer::{DeviceVec, checked_len_of};
+use crate::device::Gpu;
+use crate::error::{Error, Result};
+use crate::launch_config::LaunchConfig;
+use crate::ops::same_shape;
+use crate::view::DeviceSlice;
+
+/// The gradients of an attention call, on the device, in the inputs' type.
+pub struct AttentionGradients<T> {
+    /// `[batch, q_len, heads, head_dim]`, contiguous.
+    pub dq: DeviceVec<T>,
+    /// `[batch, kv_len, kv_heads, head_dim]`, contiguous: with grouped-query attention, the sum
+    /// over the query heads of each key/value head's group.
+    pub dk: DeviceVec<T>,
+    /// As `dk`.
+    pub dv: DeviceVec<T>,
+}
+
+impl Gpu {
+    /// Attention backward: the gradients of `q`, `k` and `v` given the gradient `d_out` of the
+    /// output, the forward's output `out` and its row log-sum-exp `lse` (`[batch, heads,
+    /// q_len]`, as [`Gpu::attention`] returns them), with the forward's options (causal, scale;
+    /// the algorithm picks the backward's rung: auto, rows or flash). `d_out` and `out` have
+    /// `q`'s dims, any strides; the gradients are contiguous (see [`AttentionGradients`]).
+    /// bf16 or f16, f32 inside. Deterministic: the same inputs give the same bits.
+    ///
+    /// Rules: the forward's; a row that sees no key contributes nothing; keys no row sees get
+    /// zero gradients. Allocates the gradients and a workspace of 8 bytes per query row.
+    ///
+    /// Errors: those of [`Gpu::attention`]; [`Error::ShapeMismatch`] if `d_out` or `out` are
+    /// not `q`'s dims or `lse` not `batch * heads * q_len` floats; [`Error::InvalidArgument`]
+    /// for the wgmma rung's algorithms ([`AttentionAlgorithm::Wgmma`](super::AttentionAlgorithm::Wgmma)
+    /// and its schedules: no backward) or the fused rung asked for where it does not apply.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_backward<T: AttentionElement>(
+        &self,
+        d_out: &AttentionTensor<'_, T>,
+        q: &AttentionTensor<'_, T>,
+        k: &AttentionTensor<'_, T>,
+        v: &AttentionTensor<'_, T>,
+        out: &AttentionTensor<'_, T>,
+        lse: &DeviceVec<f32>,
+        options: &AttentionOptions,
+    ) -> Result<AttentionGradients<T>> {
+        let shape = attention_shape(q.dims, k.dims, v.dims)?;
+        let mut dq = self.zeros_of::<T>(checked_len_of::<T>(OP, &q.dims)?)?;
+        let kv = checked_len_of::<T>(OP, &[shape.batch, shape.kv_len, shape.kv_heads, shape.head_dim])?;
+        let (mut dk, mut dv) = (self.zeros_of::<T>(kv)?, self.zeros_of::<T>(kv)?);
+        self.attention_backward_into(d_out, q, k, v, out, lse, options, &mut dq, &mut dk, &mut dv)?;
+        Ok(AttentionGradients { dq, dk, dv })
+    }
+
+    /// [`Gpu::attention_backward`] into existing buffers: `dq` of `batch * q_len * heads *
+    /// head_dim` elements, `dk` and `dv` of `batch * kv_len * kv_heads * head_dim` each (all
+    /// contiguous, every element written). Allocates only the workspace (8 bytes per query row).
+    ///
+    /// Errors: those of [`Gpu::attention_backward`]; [`Error::ShapeMismatch`] for gradients of
+    /// another length.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_backward_into<T: AttentionElement>(
+        &self,
+        d_out: &AttentionTensor<'_, T>,
+        q: &AttentionTensor<'_, T>,
+        k: &AttentionTensor<'_, T>,
+        v: &AttentionTensor<'_, T>,
+        out: &AttentionTensor<'_, T>,
+        lse: &DeviceVec<f32>,
+        options: &AttentionOptions,
+        dq: &mut DeviceVec<T>,
+        dk: &mut DeviceVec<T>,
+        dv: &mut DeviceVec<T>,
+    ) -> Result<()> {
+        let ops = self.attention_inputs(q, k, v, options)?;
+        let s = ops.shape;
+        same_shape(
+            OP,
+            &q.dims,
+            &d_out.dims,
+            "d_out has q's [batch, q_len, heads, head_dim]",
+        )?;
+        same_shape(
+            OP,
+            &q.dims,
+            &out.dims,
+            "out has q's [batch, q_len, heads, head_dim]",
+        )?;
+        same_shape(OP, &[s.rows()], &[lse.len()], "lse holds [batch, heads, q_len]")?;
+        same_shape(
+            OP,
+            &[s.out_len()],
+            &[dq.len()],
+            "dq holds [batch, q_len, heads, head_dim]",
+        )?;
+        let kv = s.batch * s.kv_len * s.kv_heads * s.head_dim;
+        same_shape(
+            OP,
+            &[kv],
+            &[dk.len()],
+            "dk holds [batch, kv_len, kv_heads, head_dim]",
+        )?;
+        same_shape(
+            OP,
+            &[kv],
+            &[dv.len()],
+            "dv holds [batch, kv_len, kv_heads, head_dim]",
+        )?;
+        if !(self.owns(d_out.data)
+            && self.owns(out.data)
+            && self.owns(lse)
+            && self.owns(dq)
+            && self.owns(dk)
+            && self.owns(dv))
+        {
+            return Err(Error::WrongDevice { op: OP });
+        }
+        let aligned = [&ops.q, &ops.k, &ops.v, d_out]
+            .iter()
+            .all(|t| t.is_16_byte_aligned())
+            && [&*dq, &*dk, &*dv].iter().all(|x| x.is_16_byte_aligned());
+        let plan = BackwardPlan::choose(options.algorithm, s.head_dim, aligned)
+            .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
+        let key_rows = s.batch * s.kv_heads * s.kv_len;
+        if s.rows() == 0 && key_rows == 0 {
+            return Ok(());
+        }
+
+        // Each row's `lse2` and `delta`, its (batch, head)'s rows padded to `BWD_Q_PAD`.
+        let q_pad = s.q_len.div_ceil(BWD_Q_PAD) * BWD_Q_PAD;
+        let padded_rows = s.batch * s.heads * q_pad;
+        let mut lse2 = self.zeros_of::<f32>(checked_len_of::<f32>(OP, &[padded_rows])?)?;
+        let mut delta = self.zeros_of::<f32>(padded_rows)?;
+        let launch = Launch {
+            ops: &ops,
+            d_out: d_out.view()?,
+            d_out_strides: d_out.strides,
+        };
+        let table = kernels::of::<T>();
+        let library = self.library();
+        let limits = self.limits();
+        if padded_rows > 0 {
+            let cfg = LaunchConfig::rows_per_block(
+                OP,
+                padded_rows,
+                BWD_ROWS_PER_BLOCK as usize,
+                BWD_ROWS_BLOCK,
+                0,
+                &limits,
+            )?;
+            let [ob, os, oh] = out.strides;
+            let [db, ds, dh] = d_out.strides;
+            // SAFETY: `out` and `d_out` have q's dims (checked) and reach only elements of their
+            // buffers (`AttentionTensor::strided`); `lse` holds `rows` floats; `lse2` and
+            // `delta` `padded_rows`; `cfg` covers `padded_rows` warps.
+            unsafe {
+                (table.prep)(
+                    &library,
+                    cfg,
+                    out.view()?,
+                    launch.d_out,
+                    lse.view(),
+                    lse2.view_mut(),
+                    delta.view_mut(),
+                    padded_rows,
+                    s.q_len,
+                    q_pad,
+                    s.heads,
+                    s.head_dim,
+                    ob,
+                    os,
+                    oh,
+                    db,
+                    ds,
+                    dh,
+                )?
+            };
+        }
+        let stats = (lse2.view(), delta.view());
+        match plan {
+            BackwardPlan::Rows => {
+                if s.rows() > 0 {
+                    let cfg = LaunchConfig::rows_per_block(
+                        OP,
+                        s.rows(),
+                        BWD_ROWS_PER_BLOCK as usize,
+                        BWD_ROWS_BLOCK,
+                        0,
+                        &limits,
+                    )?;
+                    let ([qb, qs, qh], [kb, ks, kh], [vb, vs, vh], [db, ds, dh]) = launch.strides();
+                    // SAFETY: the operands are checked (`attention_inputs` and the above), the
+                    // statistics hold `batch * heads * q_pad` floats, `dq` `rows * head_dim`
+                    // elements, `cfg` covers `rows` warps.
+                    unsafe {
+                        (table.rows_dq)(
+                            &library,
+                            cfg,
+                            launch.view(&ops.q)?,
+                            launch.view(&ops.k)?,
+                            launch.view(&ops.v)?,
+                            launch.d_out,
+                            stats.0,
+                            stats.1,
+                            dq.view_mut(),
+                            s.rows(),
+                            s.q_len,
+                            s.kv_len,
+                            q_pad,
+                            s.heads,
+                            s.heads / s.kv_heads,
+                            s.head_dim,
+                            qb,
+                            qs,
+                            qh,
+                            kb,
+                            ks,
+                            kh,
+                            vb,
+                            vs,
+                            vh,
+                            db,
+                            ds,
+                            dh,
+                            ops.scale_log2,
+                            launch.scale(),
+                            ops.causal,
+                        )?
+                    };
+                }
+                if key_rows > 0 {
+                    let cfg = LaunchConfig::rows_per_block(
+                        OP,
+                        key_rows,
+                        BWD_ROWS_PER_BLOCK as usize,
+                        BWD_ROWS_BLOCK,
+                        0,
+                        &limits,
+                    )?;
+                    let ([qb, qs, qh], [kb, ks, kh], [vb, vs, vh], [db, ds, dh]) = launch.strides();
+                    // SAFETY: as for `dQ`; `dk` and `dv` hold `key_rows * head_dim` elements
+                    // each, `cfg` covers `key_rows` warps.
+                    unsafe {
+                        (table.rows_dkdv)(
+                            &library,
+                            cfg,
+                            launch.view(&ops.q)?,
+                            launch.view(&ops.k)?,
+                            launch.view(&ops.v)?,
+                            launch.d_out,
+                            stats.0,
+                            stats.1,
+                            dk.view_mut(),
+                            dv.view_mut(),
+                            key_rows,
+                            s.q_len,
+                            s.kv_len,
+                            q_pad,
+                            s.kv_heads,
+                            s.heads / s.kv_heads,
+                            s.head_dim,
+                            qb,
+                            qs,
+                            qh,
+                            kb,
+                            ks,
+                            kh,
+                            vb,
+                            vs,
+                            vh,
+                            db,
+                            ds,
+                            dh,
+                            ops.scale_log2,
+                            launch.scale(),
+                            ops.causal,
+                        )?
+                    };
+                }
+            }
+            BackwardPlan::Flash { head_dim } => {
+                let which = usize::from(head_dim == 128);
+                let shared = bwd_flash_shared_bytes(head_dim) as u32;
+                let opted = limits.opted_in();
+                if s.rows() > 0 {
+                    let cfg = LaunchConfig::grid_3d(
+                        OP,
+                        (s.q_len, s.heads, s.batch),
+                        (BWD_FLASH_TILE, 1, 1),
+                        (BWD_FLASH_BLOCK, 1, 1),
+                        shared,
+                        &opted,
+                    )?;
+                    let ([qb, qs, qh], [kb, ks, kh], [vb, vs, vh], [db, ds, dh]) = launch.strides();
+                    // SAFETY: as for the rows rung; the plan checked the head dim and the
+                    // alignment of every operand, offset and stride; `q_pad` is a multiple of
+                    // 64; `cfg` is the kernel's grid.
+                    unsafe {
+                        (table.flash_dq[which])(
+                            &library,
+                            cfg,
+                            launch.view(&ops.q)?,
+                            launch.view(&ops.k)?,
+                            launch.view(&ops.v)?,
+                            launch.d_out,
+                            stats.0,
+                            stats.1,
+                            dq.view_mut(),
+                            s.q_len,
+                            s.kv_len,
+                            q_pad,
+                            s.heads / s.kv_heads,
+                            qb,
+                            qs,
+                            qh,
+                            kb,
+                            ks,
+                            kh,
+                            vb,
+                            vs,
+                            vh,
+                            db,
+                            ds,
+                            dh,
+                            ops.scale_log2,
+                            launch.scale(),
+                            ops.causal,
+                        )?
+                    };
+                }
+                if key_rows > 0 {
+                    let cfg = LaunchConfig::grid_3d(
+                        OP,
+                        (s.kv_len, s.kv_heads, s.batch),
+                        (BWD_FLASH_TILE, 1, 1),
+                        (BWD_FLASH_BLOCK, 1, 1),
+                        shared,
+                        &opted,
+                    )?;
+                    let ([qb, qs, qh], [kb, ks, kh], [vb, vs, vh], [db, ds, dh]) = launch.strides();
+                    // SAFETY: as for `dQ`, with `cfg` the key tiles' grid.
+                    unsafe {
+                        (table.flash_dkdv[which])(
+                            &library,
+                            cfg,
+                            launch.view(&ops.q)?,
+                            launch.view(&ops.k)?,
+                            launch.view(&ops.v)?,
+                            launch.d_out,
+                            stats.0,
+                            stats.1,
+                            dk.view_mut(),
+                            dv.view_mut(),
+                            s.q_len,
+                            s.kv_len,
+                            q_pad,
+                            s.heads / s.kv_heads,
+                            qb,
+                            qs,
+                            qh,
+                            kb,
+                            ks,
+                            kh,
+                            vb,
+                            vs,
+                            vh,
+                            db,
+                            ds,
+                            dh,
+                            ops.scale_log2,
+                            launch.scale(),
+                            ops.causal,
+                        )?
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The checked operands of one backward call as the kernels take them.
+struct Launch<'o, 'a, T> {
+    ops: &'o Operands<'a, T>,
+    d_out: DeviceSlice<'a, T>,
+    d_out_strides: [usize; 3],
+}
+
+impl<'a, T: AttentionElement> Launch<'_, 'a, T> {
+    /// The strides of `q`, `k`, `v` and `d_out`.
+    fn strides(&self) -> ([usize; 3], [usize; 3], [usize; 3], [usize; 3]) {
+        (
+            self.ops.q.strides,
+            self.ops.k.strides,
+            self.ops.v.strides,
+            self.d_out_strides,
+        )
+    }
+
+    /// A tensor's elements from its offset.
+    fn view(&self, t: &AttentionTensor<'a, T>) -> Result<DeviceSlice<'a, T>> {
+        t.view()
+    }
+
+    /// The scale of the scores.
+    fn scale(&self) -> f32 {
+        self.ops.scale
+    }
+}
