@@ -14,6 +14,10 @@ use kernels_gpu::matmul::decode::{
     DECODE_SUM_BLOCK, DECODE_TILE_M,
 };
 
+use kernels_gpu::matmul::decode_wgmma as hopper;
+
+use super::decode_wgmma::WgmmaLauncher;
+pub use super::decode_wgmma::{DecodeTile, WGMMA_MIN_M};
 use crate::buffer::{DeviceMatrix, DeviceVec, Element, checked_len};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
@@ -41,6 +45,18 @@ pub enum DecodePlan {
         /// The weight through the read-only path instead of evict-first.
         read_only: bool,
     },
+    /// The Hopper rung (`matmul_decode_wgmma_{bf16,f32}_64x{256,128}`, `sm_90a` only): the
+    /// weight streamed by TMA through a ring of shared-memory stages and multiplied by `wgmma`
+    /// with the box of `X` (64 rows, zeros past `m`) as `A`, `tile` rows of `W` per block, `k` in
+    /// `slices` slices (rounded by [`DecodePlan::wgmma_k_split`]) added up by a second launch when
+    /// more than one. Needs what [`DecodePlan::mma_applies`] says and a compute capability 9.0
+    /// GPU ([`Gpu::has_wgmma`]); [`DecodePlan::choose_wgmma`] sizes it.
+    Wgmma {
+        /// Rows of `W` per block.
+        tile: DecodeTile,
+        /// Slices of `k` asked for.
+        slices: usize,
+    },
 }
 
 /// [`DecodePlan::choose`] splits `k` until the grid has at least this many blocks per 2
@@ -64,16 +80,29 @@ impl DecodePlan {
         (1..=DECODE_MAX_M).contains(&m) && n >= 1 && k > 0 && k % 8 == 0 && aligned
     }
 
-    /// The plan for `m x k` times `(n x k)^T` on a GPU of `multiprocessors` SMs: the tutorial
-    /// rung where the tensor-core rung does not apply ([`DecodePlan::mma_applies`]), else the
-    /// tensor-core rung with `k` whole when the `ceil(n / 128)` blocks of rows of `W` are at least
-    /// 1.5 per SM, else `k` halved until they are (slices of at least 1024 elements, at most 16
-    /// slices). On an H200 (132 SMs, 198 blocks wanted): `n = 28672` (224 blocks) keeps `k`
-    /// whole; `n = 8192, k = 8192` (64 blocks) takes 4 slices of 2048; `n = 4096, k = 4096` (32
-    /// blocks) 4 slices of 1024.
-    pub fn choose(m: usize, n: usize, k: usize, multiprocessors: usize, aligned: bool) -> DecodePlan {
+    /// The plan for `m x k` times `(n x k)^T` on a GPU of `multiprocessors` SMs, `wgmma` telling
+    /// whether the Hopper rung is there ([`Gpu::has_wgmma`]): the tutorial rung where the
+    /// tensor-core rungs do not apply ([`DecodePlan::mma_applies`]); the Hopper rung sized by
+    /// [`DecodePlan::choose_wgmma`] for `m` above [`WGMMA_MIN_M`] (its rows of `X` come from
+    /// shared memory, where the `mma.sync` rung reloads them per warp and runs one block per SM
+    /// at `m = 64`); else the `mma.sync` rung with `k` whole when the `ceil(n / 128)` blocks of
+    /// rows of `W` are at least 1.5 per SM, else `k` halved until they are (slices of at least
+    /// 1024 elements, at most 16 slices). On an H200 (132 SMs, 198 blocks wanted): `n = 28672`
+    /// (224 blocks) keeps `k` whole; `n = 8192, k = 8192` (64 blocks) takes 4 slices of 2048;
+    /// `n = 4096, k = 4096` (32 blocks) 4 slices of 1024.
+    pub fn choose(
+        m: usize,
+        n: usize,
+        k: usize,
+        multiprocessors: usize,
+        aligned: bool,
+        wgmma: bool,
+    ) -> DecodePlan {
         if !DecodePlan::mma_applies(m, n, k, aligned) {
             return DecodePlan::Naive;
+        }
+        if wgmma && m > WGMMA_MIN_M {
+            return DecodePlan::choose_wgmma(m, n, k, multiprocessors);
         }
         let blocks = n.div_ceil(DECODE_BLOCK_ROWS);
         let wanted = TARGET_BLOCKS_PER_2_SMS * multiprocessors.max(1);
@@ -101,10 +130,18 @@ impl DecodePlan {
         k.div_ceil(DecodePlan::k_split(k, slices)).max(1)
     }
 
-    /// A short name: `naive`, `mma`, `mma-s4` (4 slices), `mma-nc` (read-only loads).
+    /// A short name: `naive`, `mma`, `mma-s4` (4 slices), `mma-nc` (read-only loads),
+    /// `wgmma-256`, `wgmma-128-s2` (128 rows of `W` per block, 2 slices).
     pub fn name(self) -> String {
         match self {
             DecodePlan::Naive => "naive".to_string(),
+            DecodePlan::Wgmma { tile, slices } => {
+                let mut s = format!("wgmma-{}", tile.rows());
+                if slices > 1 {
+                    s += &format!("-s{slices}");
+                }
+                s
+            }
             DecodePlan::Mma { slices, read_only } => {
                 let mut s = "mma".to_string();
                 if slices > 1 {
@@ -147,6 +184,27 @@ type NaiveLauncher<O> = for<'a> unsafe fn(
 /// A result type of a decode product: [`bf16`] (each element rounded once from its f32 sum) or
 /// `f32` (the sums themselves). Sealed.
 pub trait DecodeOutput: Element + sealed::DecodeKernels {}
+
+/// The Hopper rung's entry of `tile` writing `O`.
+pub(super) fn wgmma_launcher<O: DecodeOutput>(tile: DecodeTile) -> WgmmaLauncher<O> {
+    O::wgmma(tile)
+}
+
+/// Adds `slices` f32 planes of `len` elements into `y` in slice order (the second pass of a split
+/// decode product).
+///
+/// # Safety
+/// `partial` holds `slices * len` floats, `y` holds `len` elements.
+pub(super) unsafe fn sum_planes<O: DecodeOutput>(
+    gpu: &Gpu,
+    partial: &DeviceVec<f32>,
+    y: &mut DeviceVec<O>,
+    len: usize,
+    slices: usize,
+) -> Result<()> {
+    // SAFETY: forwarded contract.
+    unsafe { O::sum(gpu, partial, y, len, slices) }
+}
 impl DecodeOutput for bf16 {}
 impl DecodeOutput for f32 {}
 
@@ -159,6 +217,8 @@ mod sealed {
         fn mma(m_tiles: usize, read_only: bool) -> Option<MmaLauncher<Self>>;
         /// The tutorial rung.
         fn naive() -> NaiveLauncher<Self>;
+        /// The Hopper rung of `tile`.
+        fn wgmma(tile: DecodeTile) -> WgmmaLauncher<Self>;
         /// Adds `slices` f32 planes of `len` elements into `y` in slice order.
         ///
         /// # Safety
@@ -185,6 +245,12 @@ mod sealed {
         }
         fn naive() -> NaiveLauncher<bf16> {
             family::matmul_decode_naive_bf16::launch_views::<Module>
+        }
+        fn wgmma(tile: DecodeTile) -> WgmmaLauncher<bf16> {
+            match tile {
+                DecodeTile::Rows256 => hopper::matmul_decode_wgmma_bf16_64x256::launch_views::<Module>,
+                DecodeTile::Rows128 => hopper::matmul_decode_wgmma_bf16_64x128::launch_views::<Module>,
+            }
         }
         unsafe fn sum(
             gpu: &Gpu,
@@ -220,6 +286,12 @@ mod sealed {
         }
         fn naive() -> NaiveLauncher<f32> {
             family::matmul_decode_naive_f32::launch_views::<Module>
+        }
+        fn wgmma(tile: DecodeTile) -> WgmmaLauncher<f32> {
+            match tile {
+                DecodeTile::Rows256 => hopper::matmul_decode_wgmma_f32_64x256::launch_views::<Module>,
+                DecodeTile::Rows128 => hopper::matmul_decode_wgmma_f32_64x128::launch_views::<Module>,
+            }
         }
         unsafe fn sum(
             gpu: &Gpu,
@@ -289,7 +361,7 @@ impl Gpu {
     ) -> Result<()> {
         let (m, k, n) = self.check_decode(x, w, y)?;
         let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
-        let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, aligned);
+        let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, aligned, self.has_wgmma());
         self.launch_decode(plan, x, w, y, (m, k, n), None)
     }
 
@@ -300,10 +372,9 @@ impl Gpu {
     ///
     /// Errors: [`Error::TooLarge`] past the address space.
     pub fn matmul_decode_workspace_len(&self, m: usize, n: usize, k: usize) -> Result<usize> {
-        match DecodePlan::choose(m, n, k, self.multiprocessors()?, true) {
-            DecodePlan::Mma { slices, .. } if DecodePlan::launched_slices(k, slices) > 1 => {
-                checked_len(OP, &[DecodePlan::launched_slices(k, slices), m, n])
-            }
+        let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, true, self.has_wgmma());
+        match plan.launched(k) {
+            slices if slices > 1 => checked_len(OP, &[slices, m, n]),
             _ => Ok(0),
         }
     }
@@ -326,7 +397,7 @@ impl Gpu {
             return Err(Error::WrongDevice { op: OP });
         }
         let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
-        let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, aligned);
+        let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, aligned, self.has_wgmma());
         self.launch_decode(plan, x, w, y, (m, k, n), Some(workspace))
     }
 
@@ -345,6 +416,39 @@ impl Gpu {
     ) -> Result<()> {
         let mkn = self.check_decode(x, w, y)?;
         self.launch_decode(plan, x, w, y, mkn, None)
+    }
+
+    /// Where a plan of `slices` slices keeps its `slices m n` partial products: `workspace` when
+    /// given (checked long enough), else a new buffer put in `owned` (refused inside a capture).
+    pub(super) fn decode_partials<'a>(
+        &self,
+        workspace: Option<&'a mut DeviceVec<f32>>,
+        owned: &'a mut Option<DeviceVec<f32>>,
+        slices: usize,
+        m: usize,
+        n: usize,
+    ) -> Result<&'a mut DeviceVec<f32>> {
+        let planes = checked_len(OP, &[slices, m, n])?;
+        match workspace {
+            Some(workspace) if workspace.len() >= planes => Ok(workspace),
+            Some(workspace) => Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "the workspace holds {} floats, fewer than the plan's {planes} partial products",
+                    workspace.len()
+                ),
+            }),
+            None => {
+                crate::capture::refuse(
+                    self,
+                    OP,
+                    "this plan splits k and allocates partial products (use \
+                     Gpu::matmul_decode_into with a workspace, or a DecodePlan of one slice); \
+                     that is an allocation",
+                )?;
+                Ok(owned.insert(self.zeros_of::<f32>(planes)?))
+            }
+        }
     }
 
     /// The checks of a decode product: `X` is `m x k`, `W` is `n x k`, `Y` is `m x n`, all of
@@ -383,14 +487,17 @@ impl Gpu {
         workspace: Option<&mut DeviceVec<f32>>,
     ) -> Result<()> {
         let invalid = |detail: String| Err(Error::InvalidArgument { op: OP, detail });
-        if let DecodePlan::Mma { slices: 0, .. } = plan {
-            return invalid("a DecodePlan::Mma needs at least one slice of k".to_string());
+        if let DecodePlan::Mma { slices: 0, .. } | DecodePlan::Wgmma { slices: 0, .. } = plan {
+            return invalid("a DecodePlan::Mma or ::Wgmma needs at least one slice of k".to_string());
         }
         if m == 0 || n == 0 {
             return Ok(());
         }
         let limits = self.limits();
         let (slices, read_only) = match plan {
+            DecodePlan::Wgmma { tile, slices } => {
+                return self.launch_decode_wgmma(tile, slices, x, w, y, (m, k, n), workspace);
+            }
             DecodePlan::Naive => {
                 let cfg = LaunchConfig {
                     grid: (
@@ -468,28 +575,8 @@ impl Gpu {
             };
         }
         let len = m * n;
-        let planes = checked_len(OP, &[slices, m, n])?;
-        let mut owned;
-        let partial = match workspace {
-            Some(workspace) if workspace.len() >= planes => workspace,
-            Some(workspace) => {
-                return invalid(format!(
-                    "the workspace holds {} floats, fewer than the plan's {planes} partial products",
-                    workspace.len()
-                ));
-            }
-            None => {
-                crate::capture::refuse(
-                    self,
-                    OP,
-                    "this plan splits k and allocates partial products (use \
-                     Gpu::matmul_decode_into with a workspace, or a DecodePlan of one slice); \
-                     that is an allocation",
-                )?;
-                owned = self.zeros_of::<f32>(planes)?;
-                &mut owned
-            }
-        };
+        let mut owned = None;
+        let partial = self.decode_partials(workspace, &mut owned, slices, m, n)?;
         // SAFETY: as above, `partial` holds `slices * m * n` floats for the `slices` planes.
         unsafe {
             <f32 as sealed::DecodeKernels>::mma(m_tiles(m), false).expect("every m tile has an f32 kernel")(
@@ -514,12 +601,14 @@ mod tests {
     use super::DecodePlan;
 
     fn slices(m: usize, n: usize, k: usize, sms: usize) -> usize {
-        match DecodePlan::choose(m, n, k, sms, true) {
+        // The `mma.sync` rung's rule: without the Hopper rung.
+        match DecodePlan::choose(m, n, k, sms, true, false) {
             DecodePlan::Mma { slices, read_only } => {
                 assert!(!read_only);
                 slices
             }
             DecodePlan::Naive => 0,
+            other => panic!("{other:?} without wgmma"),
         }
     }
 
@@ -559,7 +648,10 @@ mod tests {
         assert!(slices(64, 128, 1024, 132) >= 1);
         assert_eq!(slices(1, 128, 1020, 132), 0);
         assert_eq!(slices(1, 128, 0, 132), 0);
-        assert_eq!(DecodePlan::choose(1, 128, 1024, 132, false), DecodePlan::Naive);
+        assert_eq!(
+            DecodePlan::choose(1, 128, 1024, 132, false, false),
+            DecodePlan::Naive
+        );
     }
 
     /// Slices of k: whole multiples of 128 covering k, none empty.

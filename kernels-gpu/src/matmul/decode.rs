@@ -17,6 +17,10 @@
 //!    tiles `MT` of them for `m` up to `8 MT`). Each warp owns 16 rows of `W` over a slice of `k`
 //!    and loads them straight from global memory into registers with 16-byte loads (evict-first:
 //!    the weight is read once), no shared memory and no barrier.
+//! 3. [`super::decode_wgmma`] (`matmul_decode_wgmma_*`, Hopper only): the weight copied by TMA
+//!    through a ring of shared-memory stages and multiplied by `wgmma`, the rows of `X` read once
+//!    per block and step. Rung 2 keeps its bytes in flight in registers and reloads `X` per warp:
+//!    at `m = 64` its 164 registers per thread leave one block of 8 warps per SM.
 //!
 //! # The permutation of `k` that makes every load 16 bytes
 //! An `m16n8k16` fragment gives a lane (`g = lane / 4`, `t = lane % 4`) the elements

@@ -1,15 +1,15 @@
 //! Decode products `Y = X W^T` (bf16 `X` of `m x k`, bf16 `W` of `n x k`, the result bf16 or
 //! f32) against `cpu::matmul_f64(X, W^T)` of the same operands: `{sim,cuda}::matmul_decode::MxKxN`
 //! runs the default plan and every plan forced (the tensor-core rung whole and in 2 and 3
-//! slices of `k`, the read-only-load kernel where `m <= 8`, the tutorial rung), both result
-//! types; `{sim,cuda}::matmul_decode::errors`, `global::matmul_decode` (the free function on
+//! slices of `k`, the read-only-load kernel where `m <= 8`, the Hopper rung's two tiles whole and
+//! in 2 and 3 slices, the tutorial rung), both result types; `{sim,cuda}::matmul_decode::errors`, `global::matmul_decode` (the free function on
 //! views) and `matmul_decode_check::planted_kernels_fail` (the check refuses a kernel that loses
 //! a step of 32 along `k`, or reads the wrong row of `X`).
 //!
 //! The bound, per element, is `matmul_half`'s (`half_violation`): `u_out |Y_ref| + 4 terms(k)
 //! 2^-24 sum_l |X(i,l) W(j,l)|`, `u_out` = `2^-8` for a bf16 result, 0 for f32.
 
-use gpukern::{DecodePlan, Gpu, bf16, cpu};
+use gpukern::{DecodePlan, DecodeTile, Gpu, bf16, cpu};
 use libtest_mimic::{Failed, Trial};
 use ndarray::{Array2, s};
 use rand::rngs::StdRng;
@@ -27,12 +27,15 @@ const SIM_SHAPES: &[(usize, usize, usize)] = &[
     (9, 256, 17),
     (17, 136, 33),
     (64, 96, 20),
+    (7, 200, 300),
+    (33, 72, 260),
     (5, 7, 9),
     (65, 16, 8),
 ];
 
 /// Shapes on CUDA: the simulator's, the weight at `m = 1` (28672 x 8192), a weight whose
-/// plan splits `k` (8192 x 4096 at `m = 8`), `m = 64` deep in `k`, and ragged ones.
+/// plan splits `k` (8192 x 4096 at `m = 8`), `m = 64` deep in `k`, the 28672 rows at
+/// `m = 64` (112 blocks of the Hopper rung), and ragged ones.
 const CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (1, 64, 40),
     (3, 392, 130),
@@ -46,6 +49,10 @@ const CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (64, 2048, 4096),
     (33, 1000, 3000),
     (2, 1004, 300),
+    (7, 200, 300),
+    (33, 72, 260),
+    (64, 1024, 28672),
+    (48, 4104, 1000),
 ];
 
 /// Every trial of the decode products.
@@ -87,6 +94,11 @@ fn plans(m: usize, n: usize, k: usize) -> Vec<DecodePlan> {
                 slices: 1,
                 read_only: true,
             });
+        }
+        for tile in [DecodeTile::Rows256, DecodeTile::Rows128] {
+            for slices in [1, 2, 3] {
+                plans.push(DecodePlan::Wgmma { tile, slices });
+            }
         }
     }
     plans
@@ -151,6 +163,14 @@ fn decode_errors(gpu: &Gpu) -> Check {
         read_only: false,
     };
     invalid("0 slices", gpu.matmul_decode_with(&x, &w, &mut y, zero))?;
+    let zero_wgmma = DecodePlan::Wgmma {
+        tile: DecodeTile::Rows128,
+        slices: 0,
+    };
+    invalid(
+        "0 slices of the Hopper rung",
+        gpu.matmul_decode_with(&x, &w, &mut y, zero_wgmma),
+    )?;
     let nc = DecodePlan::Mma {
         slices: 1,
         read_only: true,
@@ -174,6 +194,20 @@ fn decode_errors(gpu: &Gpu) -> Check {
     invalid(
         "k = 12 on tensor cores",
         gpu.matmul_decode_with(&x12, &w12, &mut y, mma),
+    )?;
+    let hopper = DecodePlan::Wgmma {
+        tile: DecodeTile::Rows256,
+        slices: 1,
+    };
+    invalid(
+        "k = 12 on the Hopper rung",
+        gpu.matmul_decode_with(&x12, &w12, &mut y, hopper),
+    )?;
+    let x65 = gpu.upload_matrix(&Array2::from_elem((65, 16), bf16::ONE))?;
+    let mut y65 = gpu.zeros_matrix_of::<bf16>(65, 3)?;
+    invalid(
+        "m = 65 on the Hopper rung",
+        gpu.matmul_decode_with(&x65, &w, &mut y65, hopper),
     )?;
     // k = 0: zeros, by the tutorial rung.
     let x0 = gpu.upload_matrix(&Array2::<bf16>::zeros((2, 0)))?;
