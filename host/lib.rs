@@ -167,8 +167,8 @@ pub use ops::embedding::{EmbeddingAlgorithm, TokenIdElement, TokenIds};
 pub use ops::glu::{GeluApprox, GluAlgorithm, GluElement};
 #[cfg(feature = "matmul")]
 pub use ops::matmul::{
-    DecodeOutput, DecodePlan, DecodeTile, Fp8Accumulation, Fp8Element, Fp8Matrix, Fp8Output, Fp8Plan,
-    Fp8Scaling, Fp8Tile, HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile,
+    DecodeLoads, DecodeOutput, DecodePlan, DecodeTile, Fp8Accumulation, Fp8Element, Fp8Matrix, Fp8Output,
+    Fp8Plan, Fp8Scaling, Fp8Tile, HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile,
     fp8_dequantize, matmul_fp8_reference, quantize_e4m3_reference, tf32_error_factor,
 };
 #[cfg(feature = "norm")]

@@ -1,8 +1,8 @@
 //! Decode products (issue 36): `Y = X W^T` with `m` from 1 to 64 rows of bf16 `X` against a
 //! large bf16 weight `W` stored `n x k` (as `nn.Linear` stores it), the result in bf16:
 //! gpukern's `gpu.matmul_decode_to(x, w, y)` (the plan's choice) and, with `--plans`, every
-//! plan forced ([`DecodePlan`]: `k` whole and in 2 and 4 slices, the read-only-load kernel at
-//! `m <= 8`; the tutorial rung at `m = 1`). On a Hopper GPU, always: the Hopper rung's tiles
+//! plan forced ([`DecodePlan`]: `k` whole and in 2 and 4 slices, the read-only-load kernels at
+//! `m <= 8` (`gpukern:mma-nc`, `gpukern:mma-na`); the tutorial rung at `m = 1`). On a Hopper GPU, always: the Hopper rung's tiles
 //! (`gpukern:wgmma-256`, `gpukern:wgmma-128`, and `DecodePlan::choose_wgmma`'s choice), the
 //! `mma.sync` rung's own choice where the default is the Hopper rung, the grouped GEMM with one
 //! expert on the same weight (`gpukern:grouped`) and the ordinary bf16 product on the weight
@@ -19,7 +19,7 @@
 //! of 32 along `k` or a wrong row fails (`tests/kernels/matmul/decode.rs` plants them against
 //! the per-element bound); the whole product is too large for a CPU reference at `m = 64`.
 
-use gpukern::{DecodePlan, DecodeTile, DeviceMatrix, bf16};
+use gpukern::{DecodeLoads, DecodePlan, DecodeTile, DeviceMatrix, bf16};
 use ndarray::ArrayView2;
 
 use crate::Bench;
@@ -93,17 +93,16 @@ fn plans_at(
         for slices in [1, 2, 4] {
             let p = Some(DecodePlan::Mma {
                 slices,
-                read_only: false,
+                loads: DecodeLoads::EvictFirst,
             });
             if !out.contains(&p) {
                 out.push(p);
             }
         }
         if m <= 8 {
-            out.push(Some(DecodePlan::Mma {
-                slices: 1,
-                read_only: true,
-            }));
+            for loads in [DecodeLoads::ReadOnly, DecodeLoads::NoAllocate] {
+                out.push(Some(DecodePlan::Mma { slices: 1, loads }));
+            }
         }
         if m == 1 {
             out.push(Some(DecodePlan::Naive));

@@ -155,6 +155,11 @@ load!(
     "ld.global.nc"
 );
 load!(
+    /// `ld.global.nc.L1::no_allocate.L2::256B`: read-only path, no L1 line, a 256-byte L2 fetch.
+    ld_nc_no_allocate,
+    "ld.global.nc.L1::no_allocate.L2::256B"
+);
+load!(
     /// `ld.global.cs`: cache streaming, evict first.
     ld_cs,
     "ld.global.cs"

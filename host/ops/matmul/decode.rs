@@ -35,15 +35,14 @@ pub enum DecodePlan {
     Naive,
     /// The tensor-core rung (`matmul_decode_{bf16,f32}_m{8,16,32,64}`): `k` in `slices` slices
     /// (at least 1; rounded by [`DecodePlan::k_split`]), added up by a second launch when more
-    /// than one. `read_only`: the weight read through `ld.global.nc` (`matmul_decode_bf16_m8_nc`,
-    /// `m <= 8` and a bf16 result only) instead of with the evict-first hint; for comparing
-    /// the two. Needs `1 <= m <= 64`, `k` a positive multiple of 8 and 16-byte aligned matrices
-    /// ([`DecodePlan::mma_applies`]).
+    /// than one. `loads`: how the weight is read ([`DecodeLoads`]; other than `EvictFirst` only
+    /// for `m <= 8`, a bf16 result and one slice: for comparing them). Needs `1 <= m <= 64`, `k`
+    /// a positive multiple of 8 and 16-byte aligned matrices ([`DecodePlan::mma_applies`]).
     Mma {
         /// Slices of `k` asked for.
         slices: usize,
-        /// The weight through the read-only path instead of evict-first.
-        read_only: bool,
+        /// The loads of the weight.
+        loads: DecodeLoads,
     },
     /// The Hopper rung (`matmul_decode_wgmma_{bf16,f32}_64x{256,128}`, `sm_90a` only): the
     /// weight streamed by TMA through a ring of shared-memory stages and multiplied by `wgmma`
@@ -57,6 +56,20 @@ pub enum DecodePlan {
         /// Slices of `k` asked for.
         slices: usize,
     },
+}
+
+/// How the `mma.sync` decode rung ([`DecodePlan::Mma`]) loads the weight, 16 bytes per lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DecodeLoads {
+    /// Evict-first from L1 and L2 (`matmul_decode_{bf16,f32}_m*`): the default.
+    EvictFirst,
+    /// Through the read-only path, `ld.global.nc` (`matmul_decode_bf16_m8_nc`).
+    ReadOnly,
+    /// Through the read-only path with no L1 line and 256-byte L2 fetches,
+    /// `ld.global.nc.L1::no_allocate.L2::256B` (`matmul_decode_bf16_m8_na`): a warp reads 256
+    /// contiguous bytes of each of its 16 rows per loop iteration, one such fetch, instead of
+    /// leaving L2 to fetch each 64-byte piece on its own.
+    NoAllocate,
 }
 
 /// [`DecodePlan::choose`] splits `k` until the grid has at least this many blocks per 2
@@ -83,9 +96,9 @@ impl DecodePlan {
     /// The plan for `m x k` times `(n x k)^T` on a GPU of `multiprocessors` SMs, `wgmma` telling
     /// whether the Hopper rung is there ([`Gpu::has_wgmma`]): the tutorial rung where the
     /// tensor-core rungs do not apply ([`DecodePlan::mma_applies`]); the Hopper rung sized by
-    /// [`DecodePlan::choose_wgmma`] for `m` above [`WGMMA_MIN_M`] (its rows of `X` come from
-    /// shared memory, where the `mma.sync` rung reloads them per warp and runs one block per SM
-    /// at `m = 64`); else the `mma.sync` rung with `k` whole when the `ceil(n / 128)` blocks of
+    /// [`DecodePlan::choose_wgmma`] for `m` from [`WGMMA_MIN_M`] on (its copies in flight cost no
+    /// registers and its rows of `X` come from shared memory, where the `mma.sync` rung reloads
+    /// them per warp and runs one block per SM at `m = 64`); else the `mma.sync` rung with `k` whole when the `ceil(n / 128)` blocks of
     /// rows of `W` are at least 1.5 per SM, else `k` halved until they are (slices of at least
     /// 1024 elements, at most 16 slices). On an H200 (132 SMs, 198 blocks wanted): `n = 28672`
     /// (224 blocks) keeps `k` whole; `n = 8192, k = 8192` (64 blocks) takes 4 slices of 2048;
@@ -101,7 +114,7 @@ impl DecodePlan {
         if !DecodePlan::mma_applies(m, n, k, aligned) {
             return DecodePlan::Naive;
         }
-        if wgmma && m > WGMMA_MIN_M {
+        if wgmma && m >= WGMMA_MIN_M {
             return DecodePlan::choose_wgmma(m, n, k, multiprocessors);
         }
         let blocks = n.div_ceil(DECODE_BLOCK_ROWS);
@@ -115,7 +128,7 @@ impl DecodePlan {
         }
         DecodePlan::Mma {
             slices,
-            read_only: false,
+            loads: DecodeLoads::EvictFirst,
         }
     }
 
@@ -130,7 +143,8 @@ impl DecodePlan {
         k.div_ceil(DecodePlan::k_split(k, slices)).max(1)
     }
 
-    /// A short name: `naive`, `mma`, `mma-s4` (4 slices), `mma-nc` (read-only loads),
+    /// A short name: `naive`, `mma`, `mma-s4` (4 slices), `mma-nc` (read-only loads), `mma-na`
+    /// (read-only loads allocating no L1 line, 256-byte L2 fetches),
     /// `wgmma-256`, `wgmma-128-s2` (128 rows of `W` per block, 2 slices).
     pub fn name(self) -> String {
         match self {
@@ -142,14 +156,16 @@ impl DecodePlan {
                 }
                 s
             }
-            DecodePlan::Mma { slices, read_only } => {
+            DecodePlan::Mma { slices, loads } => {
                 let mut s = "mma".to_string();
                 if slices > 1 {
                     s += &format!("-s{slices}");
                 }
-                if read_only {
-                    s += "-nc";
-                }
+                s += match loads {
+                    DecodeLoads::EvictFirst => "",
+                    DecodeLoads::ReadOnly => "-nc",
+                    DecodeLoads::NoAllocate => "-na",
+                };
                 s
             }
         }
@@ -213,8 +229,8 @@ mod sealed {
 
     /// The kernels writing a result of this type.
     pub trait DecodeKernels: Sized {
-        /// The tensor-core kernel for `m <= 8 m_tiles` (1, 2, 4, 8), or the read-only-load one.
-        fn mma(m_tiles: usize, read_only: bool) -> Option<MmaLauncher<Self>>;
+        /// The tensor-core kernel for `m <= 8 m_tiles` (1, 2, 4, 8) with the weight's `loads`.
+        fn mma(m_tiles: usize, loads: DecodeLoads) -> Option<MmaLauncher<Self>>;
         /// The tutorial rung.
         fn naive() -> NaiveLauncher<Self>;
         /// The Hopper rung of `tile`.
@@ -233,13 +249,15 @@ mod sealed {
     }
 
     impl DecodeKernels for bf16 {
-        fn mma(m_tiles: usize, read_only: bool) -> Option<MmaLauncher<bf16>> {
-            Some(match (m_tiles, read_only) {
-                (1, false) => family::matmul_decode_bf16_m8::launch_views::<Module>,
-                (2, false) => family::matmul_decode_bf16_m16::launch_views::<Module>,
-                (4, false) => family::matmul_decode_bf16_m32::launch_views::<Module>,
-                (8, false) => family::matmul_decode_bf16_m64::launch_views::<Module>,
-                (1, true) => family::matmul_decode_bf16_m8_nc::launch_views::<Module>,
+        fn mma(m_tiles: usize, loads: DecodeLoads) -> Option<MmaLauncher<bf16>> {
+            use DecodeLoads::*;
+            Some(match (m_tiles, loads) {
+                (1, EvictFirst) => family::matmul_decode_bf16_m8::launch_views::<Module>,
+                (2, EvictFirst) => family::matmul_decode_bf16_m16::launch_views::<Module>,
+                (4, EvictFirst) => family::matmul_decode_bf16_m32::launch_views::<Module>,
+                (8, EvictFirst) => family::matmul_decode_bf16_m64::launch_views::<Module>,
+                (1, ReadOnly) => family::matmul_decode_bf16_m8_nc::launch_views::<Module>,
+                (1, NoAllocate) => family::matmul_decode_bf16_m8_na::launch_views::<Module>,
                 _ => return None,
             })
         }
@@ -275,12 +293,13 @@ mod sealed {
     }
 
     impl DecodeKernels for f32 {
-        fn mma(m_tiles: usize, read_only: bool) -> Option<MmaLauncher<f32>> {
-            Some(match (m_tiles, read_only) {
-                (1, false) => family::matmul_decode_f32_m8::launch_views::<Module>,
-                (2, false) => family::matmul_decode_f32_m16::launch_views::<Module>,
-                (4, false) => family::matmul_decode_f32_m32::launch_views::<Module>,
-                (8, false) => family::matmul_decode_f32_m64::launch_views::<Module>,
+        fn mma(m_tiles: usize, loads: DecodeLoads) -> Option<MmaLauncher<f32>> {
+            use DecodeLoads::*;
+            Some(match (m_tiles, loads) {
+                (1, EvictFirst) => family::matmul_decode_f32_m8::launch_views::<Module>,
+                (2, EvictFirst) => family::matmul_decode_f32_m16::launch_views::<Module>,
+                (4, EvictFirst) => family::matmul_decode_f32_m32::launch_views::<Module>,
+                (8, EvictFirst) => family::matmul_decode_f32_m64::launch_views::<Module>,
                 _ => return None,
             })
         }
@@ -360,8 +379,7 @@ impl Gpu {
         y: &mut DeviceMatrix<O>,
     ) -> Result<()> {
         let (m, k, n) = self.check_decode(x, w, y)?;
-        let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
-        let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, aligned, self.has_wgmma());
+        let plan = self.decode_plan(x, w, (m, k, n))?;
         self.launch_decode(plan, x, w, y, (m, k, n), None)
     }
 
@@ -372,16 +390,28 @@ impl Gpu {
     ///
     /// Errors: [`Error::TooLarge`] past the address space.
     pub fn matmul_decode_workspace_len(&self, m: usize, n: usize, k: usize) -> Result<usize> {
-        let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, true, self.has_wgmma());
-        match plan.launched(k) {
-            slices if slices > 1 => checked_len(OP, &[slices, m, n]),
-            _ => Ok(0),
+        // The Hopper rung's plan, and the `mma.sync` rung's that a capture falls back to
+        // (`Gpu::decode_plan`): room for either.
+        let sms = self.multiprocessors()?;
+        let slices = [self.decode_wgmma_by_default(), false]
+            .map(|wgmma| DecodePlan::choose(m, n, k, sms, true, wgmma).launched(k))
+            .into_iter()
+            .max()
+            .unwrap_or(1);
+        if slices > 1 {
+            checked_len(OP, &[slices, m, n])
+        } else {
+            Ok(0)
         }
     }
 
     /// [`Gpu::matmul_decode_to`] with its partial products in `workspace` (at least
     /// [`Gpu::matmul_decode_workspace_len`] floats): no allocation at all, so that a decode
-    /// step can be captured in a graph whatever plan its shapes get.
+    /// step can be captured in a graph whatever plan its shapes get. On Hopper the plan's
+    /// kernel reads two tensor maps from device memory, uploaded by the first call on given
+    /// buffers and kept per stream handle; inside a capture, a call that would have to upload
+    /// them runs the `mma.sync` rung instead (so call once before capturing to capture the
+    /// Hopper rung).
     ///
     /// Errors as [`Gpu::matmul_decode_to`]; [`Error::InvalidArgument`] also for a workspace
     /// shorter than the plan's partial products.
@@ -396,8 +426,7 @@ impl Gpu {
         if !self.owns(workspace) {
             return Err(Error::WrongDevice { op: OP });
         }
-        let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
-        let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, aligned, self.has_wgmma());
+        let plan = self.decode_plan(x, w, (m, k, n))?;
         self.launch_decode(plan, x, w, y, (m, k, n), Some(workspace))
     }
 
@@ -406,7 +435,7 @@ impl Gpu {
     ///
     /// Errors as [`Gpu::matmul_decode_to`]; [`Error::InvalidArgument`] for a plan of 0 slices,
     /// a [`DecodePlan::Mma`] where it does not apply ([`DecodePlan::mma_applies`]), or
-    /// `read_only` with `m > 8` or an f32 result.
+    /// `loads` other than [`DecodeLoads::EvictFirst`] with `m > 8` or an f32 result.
     pub fn matmul_decode_with<O: DecodeOutput>(
         &self,
         x: &DeviceMatrix<bf16>,
@@ -416,6 +445,36 @@ impl Gpu {
     ) -> Result<()> {
         let mkn = self.check_decode(x, w, y)?;
         self.launch_decode(plan, x, w, y, mkn, None)
+    }
+
+    /// Whether the plans of [`Gpu::matmul_decode_to`] may take the Hopper rung: on a GPU with
+    /// the `sm_90a` module. Not in the simulator, which runs it only when asked
+    /// ([`Gpu::matmul_decode_with`]): there its maps are uploaded on every call, which a capture
+    /// refuses, so a captured call would take the other rung and differ from an uncaptured one.
+    fn decode_wgmma_by_default(&self) -> bool {
+        self.has_wgmma() && !self.is_simulator()
+    }
+
+    /// The plan of [`Gpu::matmul_decode_to`] and [`Gpu::matmul_decode_into`]:
+    /// [`DecodePlan::choose`]'s, except inside a capture where the Hopper rung's tensor maps for
+    /// these operands are not in device memory yet (uploading them is a host copy, which a
+    /// capture refuses): then the `mma.sync` rung's plan, which needs none.
+    fn decode_plan(
+        &self,
+        x: &DeviceMatrix<bf16>,
+        w: &DeviceMatrix<bf16>,
+        (m, k, n): (usize, usize, usize),
+    ) -> Result<DecodePlan> {
+        let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
+        let sms = self.multiprocessors()?;
+        let plan = DecodePlan::choose(m, n, k, sms, aligned, self.decode_wgmma_by_default());
+        if let DecodePlan::Wgmma { tile, .. } = plan {
+            let capturing = crate::capture::refuse(self, OP, "").is_err();
+            if capturing && !self.decode_maps_cached(x, w, (m, k, n), tile)? {
+                return Ok(DecodePlan::choose(m, n, k, sms, aligned, false));
+            }
+        }
+        Ok(plan)
     }
 
     /// Where a plan of `slices` slices keeps its `slices m n` partial products: `workspace` when
@@ -494,7 +553,7 @@ impl Gpu {
             return Ok(());
         }
         let limits = self.limits();
-        let (slices, read_only) = match plan {
+        let (slices, loads) = match plan {
             DecodePlan::Wgmma { tile, slices } => {
                 return self.launch_decode_wgmma(tile, slices, x, w, y, (m, k, n), workspace);
             }
@@ -526,7 +585,7 @@ impl Gpu {
                     )
                 };
             }
-            DecodePlan::Mma { slices, read_only } => (slices, read_only),
+            DecodePlan::Mma { slices, loads } => (slices, loads),
         };
         let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
         if !DecodePlan::mma_applies(m, n, k, aligned) {
@@ -535,8 +594,10 @@ impl Gpu {
                  of 8 and 16-byte aligned matrices (m = {m}, k = {k}): use DecodePlan::Naive"
             ));
         }
-        let Some(launch) = O::mma(m_tiles(m), read_only) else {
-            return invalid("the read-only-load decode kernel takes m <= 8 and a bf16 result".to_string());
+        let Some(launch) = O::mma(m_tiles(m), loads) else {
+            return invalid(format!(
+                "the decode kernels with {loads:?} loads take m <= 8 and a bf16 result"
+            ));
         };
         let (k_split, slices) = (
             DecodePlan::k_split(k, slices),
@@ -579,7 +640,8 @@ impl Gpu {
         let partial = self.decode_partials(workspace, &mut owned, slices, m, n)?;
         // SAFETY: as above, `partial` holds `slices * m * n` floats for the `slices` planes.
         unsafe {
-            <f32 as sealed::DecodeKernels>::mma(m_tiles(m), false).expect("every m tile has an f32 kernel")(
+            <f32 as sealed::DecodeKernels>::mma(m_tiles(m), DecodeLoads::EvictFirst)
+                .expect("every m tile has an f32 kernel")(
                 &self.library(),
                 cfg,
                 x.data.view(),
@@ -603,8 +665,8 @@ mod tests {
     fn slices(m: usize, n: usize, k: usize, sms: usize) -> usize {
         // The `mma.sync` rung's rule: without the Hopper rung.
         match DecodePlan::choose(m, n, k, sms, true, false) {
-            DecodePlan::Mma { slices, read_only } => {
-                assert!(!read_only);
+            DecodePlan::Mma { slices, loads } => {
+                assert_eq!(loads, super::DecodeLoads::EvictFirst);
                 slices
             }
             DecodePlan::Naive => 0,
