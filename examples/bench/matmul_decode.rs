@@ -67,8 +67,9 @@ fn rows_at(shape: (usize, usize, usize), plans: bool, wgmma: bool, sms: usize) -
 
 /// The plans timed at a shape: the default, and with `plans` every one forced; with `wgmma`
 /// (a Hopper GPU of `sms` SMs) the Hopper rung too, whatever `plans` says: its two tiles with `k`
-/// whole and [`DecodePlan::choose_wgmma`]'s choice, so that one run compares it with the
-/// `mma.sync` rung at every `m`.
+/// whole and [`DecodePlan::choose_wgmma`]'s choice, the `mma.sync` rung's own choice and, where
+/// that keeps `k` whole at `m <= 8`, its no-L1-allocation variant (`gpukern:mma-na`), so that
+/// one run compares them at every `m`.
 fn plans_at(
     (m, n, k): (usize, usize, usize),
     plans: bool,
@@ -81,8 +82,18 @@ fn plans_at(
         for tile in [DecodeTile::Rows256, DecodeTile::Rows128] {
             hopper.push(DecodePlan::Wgmma { tile, slices: 1 });
         }
-        // And the `mma.sync` rung's own choice where the default is the Hopper rung.
-        hopper.push(DecodePlan::choose(m, n, k, sms, true, false));
+        // And the `mma.sync` rung's own choice where the default is the Hopper rung, and at
+        // `m <= 8` its variant reading the weight without L1 lines, 256 bytes per L2 fetch.
+        let mma = DecodePlan::choose(m, n, k, sms, true, false);
+        hopper.push(mma);
+        if let DecodePlan::Mma { slices: 1, .. } = mma {
+            if m <= 8 {
+                hopper.push(DecodePlan::Mma {
+                    slices: 1,
+                    loads: DecodeLoads::NoAllocate,
+                });
+            }
+        }
         for p in hopper {
             if !out.contains(&Some(p)) {
                 out.push(Some(p));
@@ -101,7 +112,10 @@ fn plans_at(
         }
         if m <= 8 {
             for loads in [DecodeLoads::ReadOnly, DecodeLoads::NoAllocate] {
-                out.push(Some(DecodePlan::Mma { slices: 1, loads }));
+                let p = Some(DecodePlan::Mma { slices: 1, loads });
+                if !out.contains(&p) {
+                    out.push(p);
+                }
             }
         }
         if m == 1 {

@@ -259,7 +259,10 @@ mod gpu {
             match hint {
                 LoadHint::Default => load(p, i),
                 LoadHint::ReadOnly => gather(p, i, |q| by_width!(bytes, ld_nc, q)),
+                #[cfg(target_feature = "sm_90")]
                 LoadHint::NoAllocate => gather(p, i, |q| by_width!(bytes, ld_nc_no_allocate, q)),
+                #[cfg(not(target_feature = "sm_90"))]
+                LoadHint::NoAllocate => gather(p, i, |q| by_width!(bytes, ld_nc, q)),
                 LoadHint::Streaming => gather(p, i, |q| by_width!(bytes, ld_cs, q)),
                 #[cfg(target_feature = "sm_90")]
                 LoadHint::EvictFirst => {

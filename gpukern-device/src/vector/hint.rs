@@ -25,7 +25,8 @@ pub enum LoadHint {
     /// 256 bytes around the access (`ld.global.nc.L1::no_allocate.L2::256B`, sm_80 and newer):
     /// for a stream read once in pieces that cover each 256 bytes soon after one another (a
     /// weight read row by row). As [`LoadHint::ReadOnly`], no thread of the grid may write the
-    /// data during the kernel (the simulator checks it alike).
+    /// data during the kernel (the simulator checks it alike). Where [`super::EVICT_HINTS`] is
+    /// false (the sm_80 module, whose PTX ISA 7.0 lacks both qualifiers), [`LoadHint::ReadOnly`].
     NoAllocate,
 }
 

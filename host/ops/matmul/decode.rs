@@ -68,7 +68,8 @@ pub enum DecodeLoads {
     /// Through the read-only path with no L1 line and 256-byte L2 fetches,
     /// `ld.global.nc.L1::no_allocate.L2::256B` (`matmul_decode_bf16_m8_na`): a warp reads 256
     /// contiguous bytes of each of its 16 rows per loop iteration, one such fetch, instead of
-    /// leaving L2 to fetch each 64-byte piece on its own.
+    /// leaving L2 to fetch each 64-byte piece on its own. In the sm_80 module (for GPUs before
+    /// Hopper), whose PTX ISA lacks both qualifiers, the same as `ReadOnly`.
     NoAllocate,
 }
 
