@@ -2,7 +2,8 @@
 //! large bf16 weight `W` stored `n x k` (as `nn.Linear` stores it), the result in bf16:
 //! gpukern's `gpu.matmul_decode_to(x, w, y)` (the plan's choice) and, with `--plans`, every
 //! plan forced ([`DecodePlan`]: `k` whole and in 2 and 4 slices, the read-only-load kernels at
-//! `m <= 8` (`gpukern:mma-nc`, `gpukern:mma-na`); the tutorial rung at `m = 1`). On a Hopper GPU, always: the Hopper rung's tiles
+//! `m <= 8` (`gpukern:mma-nc`, `gpukern:mma-na`); on Hopper the Hopper rung's tiles in 2, 4 and
+//! 7 slices; the tutorial rung at `m = 1`). On a Hopper GPU, always: the Hopper rung's tiles
 //! (`gpukern:wgmma-256`, `gpukern:wgmma-128`, and `DecodePlan::choose_wgmma`'s choice), the
 //! `mma.sync` rung's own choice where the default is the Hopper rung, the grouped GEMM with one
 //! expert on the same weight (`gpukern:grouped`) and the ordinary bf16 product on the weight
@@ -115,6 +116,18 @@ fn plans_at(
                 let p = Some(DecodePlan::Mma { slices: 1, loads });
                 if !out.contains(&p) {
                     out.push(p);
+                }
+            }
+        }
+        if wgmma {
+            // The Hopper rung split: whether spreading the weight's blocks evenly over the SMs
+            // pays for the partial products.
+            for tile in [DecodeTile::Rows256, DecodeTile::Rows128] {
+                for slices in [2, 4, 7] {
+                    let p = Some(DecodePlan::Wgmma { tile, slices });
+                    if !out.contains(&p) {
+                        out.push(p);
+                    }
                 }
             }
         }
