@@ -1,7 +1,8 @@
 //! Matrix product on device-resident matrices, with a choice of algorithm: each public
 //! operation checks its operands once (`mod.rs`), picks the plan once (`plan.rs`), and launches
 //! it (`kernels.rs`); the half-precision entry points, the Hopper `wgmma` paths, the TF32
-//! error bound, the decode products (`Y = X W^T`, `decode.rs`) and the FP8 product
+//! error bound, the decode products (`Y = X W^T`, `decode.rs`, its Hopper rung and the plan of
+//! its tile and slices in `decode_wgmma.rs`) and the FP8 product
 //! (`fp8_matmul.rs`, its plan in `fp8_plan.rs`) have a file each.
 
 mod decode;
