@@ -168,9 +168,9 @@ pub use ops::embedding::{EmbeddingAlgorithm, TokenIdElement, TokenIds};
 pub use ops::glu::{GeluApprox, GluAlgorithm, GluElement};
 #[cfg(feature = "matmul")]
 pub use ops::matmul::{
-    DecodeOutput, DecodePlan, Fp8Accumulation, Fp8Element, Fp8Matrix, Fp8Output, Fp8Plan, Fp8Scaling,
-    Fp8Tile, HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile, fp8_dequantize,
-    matmul_fp8_reference, quantize_e4m3_reference, tf32_error_factor,
+    DecodeLoads, DecodeOutput, DecodePlan, DecodeTile, Fp8Accumulation, Fp8Element, Fp8Matrix, Fp8Output,
+    Fp8Plan, Fp8Scaling, Fp8Tile, HalfTile, MatmulAlgorithm, MatmulElement, MatmulOutput, Tf32Tile, WsTile,
+    fp8_dequantize, matmul_fp8_reference, quantize_e4m3_reference, tf32_error_factor,
 };
 #[cfg(feature = "norm")]
 pub use ops::norm::{NormAlgorithm, NormElement, ResidualNormAlgorithm, ResidualNormElement};

@@ -369,6 +369,7 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
             "matmul_wgmma_",
             "matmul_ws_",
             "matmul_grouped_",
+            "matmul_decode_wgmma_",
             "matmul_fp8_",
             "attention_wgmma_",
             "rms_norm_ring_",
@@ -382,7 +383,7 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// kernels' step 4 (`m64nNk16` with `N` 256, 128 or 64 by tile, `m64n256k8` in TF32) issued without a wait, then a
 /// `wait_group 1` in the loop and a `wait_group 0` after it; TF32 has no asynchronous twin, so
 /// its step waits inside too. The grouped kernels (`matmul_grouped_`) run the warp-specialised
-/// schedule: 4 and 2. The FP8 kernels' step is 4 `m64nNk32`: fast accumulation as the
+/// schedule: 4 and 2, and so do the Hopper decode kernels (`matmul_decode_wgmma_`). The FP8 kernels' step is 4 `m64nNk32`: fast accumulation as the
 /// warp-specialised kernels, promoted (and block-scaled) with one `wait_group 0` per step only
 /// (`matmul_fp8_e5m2_*` the same by accumulation).
 ///
@@ -407,7 +408,10 @@ fn wgmma_lines(name: &str) -> (usize, usize) {
         (4, 2)
     } else if name.starts_with("matmul_ws_tf32") {
         (4, 3)
-    } else if name.starts_with("matmul_ws_") || name.starts_with("matmul_grouped_") {
+    } else if name.starts_with("matmul_ws_")
+        || name.starts_with("matmul_grouped_")
+        || name.starts_with("matmul_decode_wgmma_")
+    {
         (4, 2)
     } else {
         (8, 1)

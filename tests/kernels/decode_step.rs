@@ -3,10 +3,13 @@
 //! is replayed step after step, the reservation made on the host between replays, each
 //! replay's output against `cpu::decode_attention` over every token written so far
 //! (`decode_step::replays`); a split-k decode product on a preallocated workspace captured and
-//! replayed, bit for bit against the allocating call (`decode_step::matmul_workspace`); and the
-//! host's checks of the new forms (`errors::decode_step`).
+//! replayed, bit for bit against the allocating call (`decode_step::matmul_workspace`); a
+//! decode product captured on its first call, bit for bit against the `mma.sync` rung's plan,
+//! which a capture falls back to where the Hopper rung would have to upload its tensor maps
+//! (`decode_step::matmul_capture_first_call`); and the host's checks of the new forms
+//! (`errors::decode_step`).
 
-use gpukern::{DecodeQuery, Gpu, KvCacheShape, bf16, cpu};
+use gpukern::{DecodePlan, DecodeQuery, Gpu, KvCacheShape, bf16, cpu};
 use libtest_mimic::Trial;
 use rand::rngs::StdRng;
 
@@ -40,6 +43,13 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             target,
             &format!("decode_step::matmul_workspace_{m}x{n}x{k}"),
             move |gpu, rng| matmul_workspace(&own(gpu)?, rng, (m, n, k)),
+        ));
+    }
+    for (target, (m, n, k)) in [(sim, (9, 40, 2048)), (cuda, (16, 2048, 4096))] {
+        trials.push(trial(
+            target,
+            &format!("decode_step::matmul_capture_first_call_{m}x{n}x{k}"),
+            move |gpu, rng| matmul_capture_first_call(&own(gpu)?, rng, (m, n, k)),
         ));
     }
     trials.push(trial(sim, "errors::decode_step", |gpu, _| errors(gpu)));
@@ -161,6 +171,46 @@ fn replays(
         }
     }
     all_passed(failures)
+}
+
+/// `matmul_decode_into` captured on operands no call has seen (on Hopper the Hopper rung's maps
+/// are not in device memory, and a capture cannot upload them): the capture succeeds and gives,
+/// bit for bit, what the `mma.sync` rung's plan gives.
+fn matmul_capture_first_call(gpu: &Gpu, rng: &mut StdRng, (m, n, k): (usize, usize, usize)) -> Check {
+    let bf = |x: Vec<f32>| -> Vec<bf16> { x.into_iter().map(bf16::from_f32).collect() };
+    let x = gpu.upload_matrix(&ndarray::Array2::from_shape_vec(
+        (m, k),
+        bf(random_vec(rng, m * k)),
+    )?)?;
+    let w = gpu.upload_matrix(&ndarray::Array2::from_shape_vec(
+        (n, k),
+        bf(random_vec(rng, n * k)),
+    )?)?;
+    let len = gpu.matmul_decode_workspace_len(m, n, k)?;
+    let buffers = (
+        gpu.zeros_matrix_of::<bf16>(m, n)?,
+        gpu.zeros_of::<f32>(len.max(1))?,
+    );
+    let mut graph = gpu.capture_with(buffers, |g, (y, ws)| g.matmul_decode_into(&x, &w, y, ws))?;
+    graph.launch()?;
+    let got: Vec<f32> = graph
+        .buffers()
+        .0
+        .as_vec()
+        .to_vec()?
+        .into_iter()
+        .map(|x| x.to_f32())
+        .collect();
+    let plan = DecodePlan::choose(m, n, k, gpu.multiprocessors()?, true, false);
+    let mut y = gpu.zeros_matrix_of::<bf16>(m, n)?;
+    gpu.matmul_decode_with(&x, &w, &mut y, plan)?;
+    let want: Vec<f32> = y.as_vec().to_vec()?.into_iter().map(|x| x.to_f32()).collect();
+    check_abs(
+        &format!("matmul_decode_into captured first {m}x{n}x{k}"),
+        &got,
+        &want,
+        0.0,
+    )
 }
 
 /// `matmul_decode_into` on a workspace, captured and replayed, against `matmul_decode` (the

@@ -5,14 +5,15 @@ use gpukern_device::vector::{self, Lane, LoadHint, StoreHint};
 use gpukern_device::{bf16, kernel, thread};
 
 /// The load hint with selector `h` (0 default, 1 read-only, 2 streaming, 3 evict-first, 4
-/// evict-last).
+/// evict-last, 5 read-only without an L1 line).
 fn load_hint(h: u32) -> LoadHint {
     match h {
         0 => LoadHint::Default,
         1 => LoadHint::ReadOnly,
         2 => LoadHint::Streaming,
         3 => LoadHint::EvictFirst,
-        _ => LoadHint::EvictLast,
+        4 => LoadHint::EvictLast,
+        _ => LoadHint::NoAllocate,
     }
 }
 

@@ -128,14 +128,14 @@ fn check_stored<T: Lane, const N: usize>(v: &[T; N]) {
 ///
 /// # Safety
 /// As [`load`], and `p` points to global memory (every hint but [`LoadHint::Default`] is a
-/// `ld.global`); for [`LoadHint::ReadOnly`], no thread of the grid writes `p[i..i + N]` during
+/// `ld.global`); for [`LoadHint::ReadOnly`] and [`LoadHint::NoAllocate`], no thread of the grid writes `p[i..i + N]` during
 /// the kernel (the simulator reports a read-only load from a buffer the launch may write).
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub unsafe fn load_hinted<T: Lane, const N: usize>(p: *const T, i: usize, hint: LoadHint) -> [T; N] {
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        if hint == LoadHint::ReadOnly {
+        if hint == LoadHint::ReadOnly || hint == LoadHint::NoAllocate {
             crate::sim::device::check_read_only(p.wrapping_add(i) as usize);
         }
         // SAFETY: forwarded contract; in the simulator a hint is a plain load.
@@ -259,6 +259,10 @@ mod gpu {
             match hint {
                 LoadHint::Default => load(p, i),
                 LoadHint::ReadOnly => gather(p, i, |q| by_width!(bytes, ld_nc, q)),
+                #[cfg(target_feature = "sm_90")]
+                LoadHint::NoAllocate => gather(p, i, |q| by_width!(bytes, ld_nc_no_allocate, q)),
+                #[cfg(not(target_feature = "sm_90"))]
+                LoadHint::NoAllocate => gather(p, i, |q| by_width!(bytes, ld_nc, q)),
                 LoadHint::Streaming => gather(p, i, |q| by_width!(bytes, ld_cs, q)),
                 #[cfg(target_feature = "sm_90")]
                 LoadHint::EvictFirst => {

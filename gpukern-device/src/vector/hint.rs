@@ -21,6 +21,13 @@ pub enum LoadHint {
     /// Evict last (`ld.global.L1::evict_last.L2::cache_hint` with an `evict_last` policy): data
     /// read again soon, which L2 should keep. Where [`super::EVICT_HINTS`] is false, a plain load.
     EvictLast,
+    /// Through the read-only path without allocating in L1, with L2 fetching the whole aligned
+    /// 256 bytes around the access (`ld.global.nc.L1::no_allocate.L2::256B`, sm_80 and newer):
+    /// for a stream read once in pieces that cover each 256 bytes soon after one another (a
+    /// weight read row by row). As [`LoadHint::ReadOnly`], no thread of the grid may write the
+    /// data during the kernel (the simulator checks it alike). Where [`super::EVICT_HINTS`] is
+    /// false (the sm_80 module, whose PTX ISA 7.0 lacks both qualifiers), [`LoadHint::ReadOnly`].
+    NoAllocate,
 }
 
 /// How a [`super::store_hinted`] writes global memory.

@@ -155,6 +155,13 @@ load!(
     "ld.global.nc"
 );
 load!(
+    /// `ld.global.nc.L1::no_allocate.L2::256B`: read-only path, no L1 line, a 256-byte L2 fetch.
+    /// sm_90 modules only (their PTX ISA is 7.8; the sm_80 module's 7.0 lacks both qualifiers).
+    #[cfg(target_feature = "sm_90")]
+    ld_nc_no_allocate,
+    "ld.global.nc.L1::no_allocate.L2::256B"
+);
+load!(
     /// `ld.global.cs`: cache streaming, evict first.
     ld_cs,
     "ld.global.cs"

@@ -14,6 +14,10 @@ use kernels_gpu::matmul::decode::{
     DECODE_SUM_BLOCK, DECODE_TILE_M,
 };
 
+use kernels_gpu::matmul::decode_wgmma as hopper;
+
+use super::decode_wgmma::WgmmaLauncher;
+pub use super::decode_wgmma::{DecodeTile, WGMMA_MIN_M};
 use crate::buffer::{DeviceMatrix, DeviceVec, Element, checked_len};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
@@ -31,16 +35,42 @@ pub enum DecodePlan {
     Naive,
     /// The tensor-core rung (`matmul_decode_{bf16,f32}_m{8,16,32,64}`): `k` in `slices` slices
     /// (at least 1; rounded by [`DecodePlan::k_split`]), added up by a second launch when more
-    /// than one. `read_only`: the weight read through `ld.global.nc` (`matmul_decode_bf16_m8_nc`,
-    /// `m <= 8` and a bf16 result only) instead of with the evict-first hint; for comparing
-    /// the two. Needs `1 <= m <= 64`, `k` a positive multiple of 8 and 16-byte aligned matrices
-    /// ([`DecodePlan::mma_applies`]).
+    /// than one. `loads`: how the weight is read ([`DecodeLoads`]; other than `EvictFirst` only
+    /// for `m <= 8`, a bf16 result and one slice: for comparing them). Needs `1 <= m <= 64`, `k`
+    /// a positive multiple of 8 and 16-byte aligned matrices ([`DecodePlan::mma_applies`]).
     Mma {
         /// Slices of `k` asked for.
         slices: usize,
-        /// The weight through the read-only path instead of evict-first.
-        read_only: bool,
+        /// The loads of the weight.
+        loads: DecodeLoads,
     },
+    /// The Hopper rung (`matmul_decode_wgmma_{bf16,f32}_64x{256,128}`, `sm_90a` only): the
+    /// weight streamed by TMA through a ring of shared-memory stages and multiplied by `wgmma`
+    /// with the box of `X` (64 rows, zeros past `m`) as `A`, `tile` rows of `W` per block, `k` in
+    /// `slices` slices (rounded by [`DecodePlan::wgmma_k_split`]) added up by a second launch when
+    /// more than one. Needs what [`DecodePlan::mma_applies`] says and a compute capability 9.0
+    /// GPU ([`Gpu::has_wgmma`]); [`DecodePlan::choose_wgmma`] sizes it.
+    Wgmma {
+        /// Rows of `W` per block.
+        tile: DecodeTile,
+        /// Slices of `k` asked for.
+        slices: usize,
+    },
+}
+
+/// How the `mma.sync` decode rung ([`DecodePlan::Mma`]) loads the weight, 16 bytes per lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DecodeLoads {
+    /// Evict-first from L1 and L2 (`matmul_decode_{bf16,f32}_m*`): the default.
+    EvictFirst,
+    /// Through the read-only path, `ld.global.nc` (`matmul_decode_bf16_m8_nc`).
+    ReadOnly,
+    /// Through the read-only path with no L1 line and 256-byte L2 fetches,
+    /// `ld.global.nc.L1::no_allocate.L2::256B` (`matmul_decode_bf16_m8_na`): a warp reads 256
+    /// contiguous bytes of each of its 16 rows per loop iteration, one such fetch, instead of
+    /// leaving L2 to fetch each 64-byte piece on its own. In the sm_80 module (for GPUs before
+    /// Hopper), whose PTX ISA lacks both qualifiers, the same as `ReadOnly`.
+    NoAllocate,
 }
 
 /// [`DecodePlan::choose`] splits `k` until the grid has at least this many blocks per 2
@@ -64,16 +94,29 @@ impl DecodePlan {
         (1..=DECODE_MAX_M).contains(&m) && n >= 1 && k > 0 && k % 8 == 0 && aligned
     }
 
-    /// The plan for `m x k` times `(n x k)^T` on a GPU of `multiprocessors` SMs: the tutorial
-    /// rung where the tensor-core rung does not apply ([`DecodePlan::mma_applies`]), else the
-    /// tensor-core rung with `k` whole when the `ceil(n / 128)` blocks of rows of `W` are at least
-    /// 1.5 per SM, else `k` halved until they are (slices of at least 1024 elements, at most 16
-    /// slices). On an H200 (132 SMs, 198 blocks wanted): `n = 28672` (224 blocks) keeps `k`
-    /// whole; `n = 8192, k = 8192` (64 blocks) takes 4 slices of 2048; `n = 4096, k = 4096` (32
-    /// blocks) 4 slices of 1024.
-    pub fn choose(m: usize, n: usize, k: usize, multiprocessors: usize, aligned: bool) -> DecodePlan {
+    /// The plan for `m x k` times `(n x k)^T` on a GPU of `multiprocessors` SMs, `wgmma` telling
+    /// whether the Hopper rung is there ([`Gpu::has_wgmma`]): the tutorial rung where the
+    /// tensor-core rungs do not apply ([`DecodePlan::mma_applies`]); the Hopper rung sized by
+    /// [`DecodePlan::choose_wgmma`] for `m` from [`WGMMA_MIN_M`] on (its copies in flight cost no
+    /// registers and its rows of `X` come from shared memory, where the `mma.sync` rung reloads
+    /// them per warp and runs one block per SM at `m = 64`); else the `mma.sync` rung with `k` whole when the `ceil(n / 128)` blocks of
+    /// rows of `W` are at least 1.5 per SM, else `k` halved until they are (slices of at least
+    /// 1024 elements, at most 16 slices). On an H200 (132 SMs, 198 blocks wanted): `n = 28672`
+    /// (224 blocks) keeps `k` whole; `n = 8192, k = 8192` (64 blocks) takes 4 slices of 2048;
+    /// `n = 4096, k = 4096` (32 blocks) 4 slices of 1024.
+    pub fn choose(
+        m: usize,
+        n: usize,
+        k: usize,
+        multiprocessors: usize,
+        aligned: bool,
+        wgmma: bool,
+    ) -> DecodePlan {
         if !DecodePlan::mma_applies(m, n, k, aligned) {
             return DecodePlan::Naive;
+        }
+        if wgmma && m >= WGMMA_MIN_M {
+            return DecodePlan::choose_wgmma(m, n, k, multiprocessors);
         }
         let blocks = n.div_ceil(DECODE_BLOCK_ROWS);
         let wanted = TARGET_BLOCKS_PER_2_SMS * multiprocessors.max(1);
@@ -86,7 +129,7 @@ impl DecodePlan {
         }
         DecodePlan::Mma {
             slices,
-            read_only: false,
+            loads: DecodeLoads::EvictFirst,
         }
     }
 
@@ -101,18 +144,29 @@ impl DecodePlan {
         k.div_ceil(DecodePlan::k_split(k, slices)).max(1)
     }
 
-    /// A short name: `naive`, `mma`, `mma-s4` (4 slices), `mma-nc` (read-only loads).
+    /// A short name: `naive`, `mma`, `mma-s4` (4 slices), `mma-nc` (read-only loads), `mma-na`
+    /// (read-only loads allocating no L1 line, 256-byte L2 fetches),
+    /// `wgmma-256`, `wgmma-128-s2` (128 rows of `W` per block, 2 slices).
     pub fn name(self) -> String {
         match self {
             DecodePlan::Naive => "naive".to_string(),
-            DecodePlan::Mma { slices, read_only } => {
+            DecodePlan::Wgmma { tile, slices } => {
+                let mut s = format!("wgmma-{}", tile.rows());
+                if slices > 1 {
+                    s += &format!("-s{slices}");
+                }
+                s
+            }
+            DecodePlan::Mma { slices, loads } => {
                 let mut s = "mma".to_string();
                 if slices > 1 {
                     s += &format!("-s{slices}");
                 }
-                if read_only {
-                    s += "-nc";
-                }
+                s += match loads {
+                    DecodeLoads::EvictFirst => "",
+                    DecodeLoads::ReadOnly => "-nc",
+                    DecodeLoads::NoAllocate => "-na",
+                };
                 s
             }
         }
@@ -147,6 +201,27 @@ type NaiveLauncher<O> = for<'a> unsafe fn(
 /// A result type of a decode product: [`bf16`] (each element rounded once from its f32 sum) or
 /// `f32` (the sums themselves). Sealed.
 pub trait DecodeOutput: Element + sealed::DecodeKernels {}
+
+/// The Hopper rung's entry of `tile` writing `O`.
+pub(super) fn wgmma_launcher<O: DecodeOutput>(tile: DecodeTile) -> WgmmaLauncher<O> {
+    O::wgmma(tile)
+}
+
+/// Adds `slices` f32 planes of `len` elements into `y` in slice order (the second pass of a split
+/// decode product).
+///
+/// # Safety
+/// `partial` holds `slices * len` floats, `y` holds `len` elements.
+pub(super) unsafe fn sum_planes<O: DecodeOutput>(
+    gpu: &Gpu,
+    partial: &DeviceVec<f32>,
+    y: &mut DeviceVec<O>,
+    len: usize,
+    slices: usize,
+) -> Result<()> {
+    // SAFETY: forwarded contract.
+    unsafe { O::sum(gpu, partial, y, len, slices) }
+}
 impl DecodeOutput for bf16 {}
 impl DecodeOutput for f32 {}
 
@@ -155,10 +230,12 @@ mod sealed {
 
     /// The kernels writing a result of this type.
     pub trait DecodeKernels: Sized {
-        /// The tensor-core kernel for `m <= 8 m_tiles` (1, 2, 4, 8), or the read-only-load one.
-        fn mma(m_tiles: usize, read_only: bool) -> Option<MmaLauncher<Self>>;
+        /// The tensor-core kernel for `m <= 8 m_tiles` (1, 2, 4, 8) with the weight's `loads`.
+        fn mma(m_tiles: usize, loads: DecodeLoads) -> Option<MmaLauncher<Self>>;
         /// The tutorial rung.
         fn naive() -> NaiveLauncher<Self>;
+        /// The Hopper rung of `tile`.
+        fn wgmma(tile: DecodeTile) -> WgmmaLauncher<Self>;
         /// Adds `slices` f32 planes of `len` elements into `y` in slice order.
         ///
         /// # Safety
@@ -173,18 +250,26 @@ mod sealed {
     }
 
     impl DecodeKernels for bf16 {
-        fn mma(m_tiles: usize, read_only: bool) -> Option<MmaLauncher<bf16>> {
-            Some(match (m_tiles, read_only) {
-                (1, false) => family::matmul_decode_bf16_m8::launch_views::<Module>,
-                (2, false) => family::matmul_decode_bf16_m16::launch_views::<Module>,
-                (4, false) => family::matmul_decode_bf16_m32::launch_views::<Module>,
-                (8, false) => family::matmul_decode_bf16_m64::launch_views::<Module>,
-                (1, true) => family::matmul_decode_bf16_m8_nc::launch_views::<Module>,
+        fn mma(m_tiles: usize, loads: DecodeLoads) -> Option<MmaLauncher<bf16>> {
+            use DecodeLoads::*;
+            Some(match (m_tiles, loads) {
+                (1, EvictFirst) => family::matmul_decode_bf16_m8::launch_views::<Module>,
+                (2, EvictFirst) => family::matmul_decode_bf16_m16::launch_views::<Module>,
+                (4, EvictFirst) => family::matmul_decode_bf16_m32::launch_views::<Module>,
+                (8, EvictFirst) => family::matmul_decode_bf16_m64::launch_views::<Module>,
+                (1, ReadOnly) => family::matmul_decode_bf16_m8_nc::launch_views::<Module>,
+                (1, NoAllocate) => family::matmul_decode_bf16_m8_na::launch_views::<Module>,
                 _ => return None,
             })
         }
         fn naive() -> NaiveLauncher<bf16> {
             family::matmul_decode_naive_bf16::launch_views::<Module>
+        }
+        fn wgmma(tile: DecodeTile) -> WgmmaLauncher<bf16> {
+            match tile {
+                DecodeTile::Rows256 => hopper::matmul_decode_wgmma_bf16_64x256::launch_views::<Module>,
+                DecodeTile::Rows128 => hopper::matmul_decode_wgmma_bf16_64x128::launch_views::<Module>,
+            }
         }
         unsafe fn sum(
             gpu: &Gpu,
@@ -209,17 +294,24 @@ mod sealed {
     }
 
     impl DecodeKernels for f32 {
-        fn mma(m_tiles: usize, read_only: bool) -> Option<MmaLauncher<f32>> {
-            Some(match (m_tiles, read_only) {
-                (1, false) => family::matmul_decode_f32_m8::launch_views::<Module>,
-                (2, false) => family::matmul_decode_f32_m16::launch_views::<Module>,
-                (4, false) => family::matmul_decode_f32_m32::launch_views::<Module>,
-                (8, false) => family::matmul_decode_f32_m64::launch_views::<Module>,
+        fn mma(m_tiles: usize, loads: DecodeLoads) -> Option<MmaLauncher<f32>> {
+            use DecodeLoads::*;
+            Some(match (m_tiles, loads) {
+                (1, EvictFirst) => family::matmul_decode_f32_m8::launch_views::<Module>,
+                (2, EvictFirst) => family::matmul_decode_f32_m16::launch_views::<Module>,
+                (4, EvictFirst) => family::matmul_decode_f32_m32::launch_views::<Module>,
+                (8, EvictFirst) => family::matmul_decode_f32_m64::launch_views::<Module>,
                 _ => return None,
             })
         }
         fn naive() -> NaiveLauncher<f32> {
             family::matmul_decode_naive_f32::launch_views::<Module>
+        }
+        fn wgmma(tile: DecodeTile) -> WgmmaLauncher<f32> {
+            match tile {
+                DecodeTile::Rows256 => hopper::matmul_decode_wgmma_f32_64x256::launch_views::<Module>,
+                DecodeTile::Rows128 => hopper::matmul_decode_wgmma_f32_64x128::launch_views::<Module>,
+            }
         }
         unsafe fn sum(
             gpu: &Gpu,
@@ -288,8 +380,7 @@ impl Gpu {
         y: &mut DeviceMatrix<O>,
     ) -> Result<()> {
         let (m, k, n) = self.check_decode(x, w, y)?;
-        let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
-        let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, aligned);
+        let plan = self.decode_plan(x, w, (m, k, n))?;
         self.launch_decode(plan, x, w, y, (m, k, n), None)
     }
 
@@ -300,17 +391,28 @@ impl Gpu {
     ///
     /// Errors: [`Error::TooLarge`] past the address space.
     pub fn matmul_decode_workspace_len(&self, m: usize, n: usize, k: usize) -> Result<usize> {
-        match DecodePlan::choose(m, n, k, self.multiprocessors()?, true) {
-            DecodePlan::Mma { slices, .. } if DecodePlan::launched_slices(k, slices) > 1 => {
-                checked_len(OP, &[DecodePlan::launched_slices(k, slices), m, n])
-            }
-            _ => Ok(0),
+        // The Hopper rung's plan, and the `mma.sync` rung's that a capture falls back to
+        // (`Gpu::decode_plan`): room for either.
+        let sms = self.multiprocessors()?;
+        let slices = [self.decode_wgmma_by_default(), false]
+            .map(|wgmma| DecodePlan::choose(m, n, k, sms, true, wgmma).launched(k))
+            .into_iter()
+            .max()
+            .unwrap_or(1);
+        if slices > 1 {
+            checked_len(OP, &[slices, m, n])
+        } else {
+            Ok(0)
         }
     }
 
     /// [`Gpu::matmul_decode_to`] with its partial products in `workspace` (at least
     /// [`Gpu::matmul_decode_workspace_len`] floats): no allocation at all, so that a decode
-    /// step can be captured in a graph whatever plan its shapes get.
+    /// step can be captured in a graph whatever plan its shapes get. On Hopper the plan's
+    /// kernel reads two tensor maps from device memory, uploaded by the first call on given
+    /// buffers and kept per stream handle; inside a capture, a call that would have to upload
+    /// them runs the `mma.sync` rung instead (so call once before capturing to capture the
+    /// Hopper rung).
     ///
     /// Errors as [`Gpu::matmul_decode_to`]; [`Error::InvalidArgument`] also for a workspace
     /// shorter than the plan's partial products.
@@ -325,8 +427,7 @@ impl Gpu {
         if !self.owns(workspace) {
             return Err(Error::WrongDevice { op: OP });
         }
-        let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
-        let plan = DecodePlan::choose(m, n, k, self.multiprocessors()?, aligned);
+        let plan = self.decode_plan(x, w, (m, k, n))?;
         self.launch_decode(plan, x, w, y, (m, k, n), Some(workspace))
     }
 
@@ -335,7 +436,7 @@ impl Gpu {
     ///
     /// Errors as [`Gpu::matmul_decode_to`]; [`Error::InvalidArgument`] for a plan of 0 slices,
     /// a [`DecodePlan::Mma`] where it does not apply ([`DecodePlan::mma_applies`]), or
-    /// `read_only` with `m > 8` or an f32 result.
+    /// `loads` other than [`DecodeLoads::EvictFirst`] with `m > 8` or an f32 result.
     pub fn matmul_decode_with<O: DecodeOutput>(
         &self,
         x: &DeviceMatrix<bf16>,
@@ -345,6 +446,69 @@ impl Gpu {
     ) -> Result<()> {
         let mkn = self.check_decode(x, w, y)?;
         self.launch_decode(plan, x, w, y, mkn, None)
+    }
+
+    /// Whether the plans of [`Gpu::matmul_decode_to`] may take the Hopper rung: on a GPU with
+    /// the `sm_90a` module. Not in the simulator, which runs it only when asked
+    /// ([`Gpu::matmul_decode_with`]): there its maps are uploaded on every call, which a capture
+    /// refuses, so a captured call would take the other rung and differ from an uncaptured one.
+    fn decode_wgmma_by_default(&self) -> bool {
+        self.has_wgmma() && !self.is_simulator()
+    }
+
+    /// The plan of [`Gpu::matmul_decode_to`] and [`Gpu::matmul_decode_into`]:
+    /// [`DecodePlan::choose`]'s, except inside a capture where the Hopper rung's tensor maps for
+    /// these operands are not in device memory yet (uploading them is a host copy, which a
+    /// capture refuses): then the `mma.sync` rung's plan, which needs none.
+    fn decode_plan(
+        &self,
+        x: &DeviceMatrix<bf16>,
+        w: &DeviceMatrix<bf16>,
+        (m, k, n): (usize, usize, usize),
+    ) -> Result<DecodePlan> {
+        let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
+        let sms = self.multiprocessors()?;
+        let plan = DecodePlan::choose(m, n, k, sms, aligned, self.decode_wgmma_by_default());
+        if let DecodePlan::Wgmma { tile, .. } = plan {
+            let capturing = crate::capture::refuse(self, OP, "").is_err();
+            if capturing && !self.decode_maps_cached(x, w, (m, k, n), tile)? {
+                return Ok(DecodePlan::choose(m, n, k, sms, aligned, false));
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Where a plan of `slices` slices keeps its `slices m n` partial products: `workspace` when
+    /// given (checked long enough), else a new buffer put in `owned` (refused inside a capture).
+    pub(super) fn decode_partials<'a>(
+        &self,
+        workspace: Option<&'a mut DeviceVec<f32>>,
+        owned: &'a mut Option<DeviceVec<f32>>,
+        slices: usize,
+        m: usize,
+        n: usize,
+    ) -> Result<&'a mut DeviceVec<f32>> {
+        let planes = checked_len(OP, &[slices, m, n])?;
+        match workspace {
+            Some(workspace) if workspace.len() >= planes => Ok(workspace),
+            Some(workspace) => Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "the workspace holds {} floats, fewer than the plan's {planes} partial products",
+                    workspace.len()
+                ),
+            }),
+            None => {
+                crate::capture::refuse(
+                    self,
+                    OP,
+                    "this plan splits k and allocates partial products (use \
+                     Gpu::matmul_decode_into with a workspace, or a DecodePlan of one slice); \
+                     that is an allocation",
+                )?;
+                Ok(owned.insert(self.zeros_of::<f32>(planes)?))
+            }
+        }
     }
 
     /// The checks of a decode product: `X` is `m x k`, `W` is `n x k`, `Y` is `m x n`, all of
@@ -383,14 +547,17 @@ impl Gpu {
         workspace: Option<&mut DeviceVec<f32>>,
     ) -> Result<()> {
         let invalid = |detail: String| Err(Error::InvalidArgument { op: OP, detail });
-        if let DecodePlan::Mma { slices: 0, .. } = plan {
-            return invalid("a DecodePlan::Mma needs at least one slice of k".to_string());
+        if let DecodePlan::Mma { slices: 0, .. } | DecodePlan::Wgmma { slices: 0, .. } = plan {
+            return invalid("a DecodePlan::Mma or ::Wgmma needs at least one slice of k".to_string());
         }
         if m == 0 || n == 0 {
             return Ok(());
         }
         let limits = self.limits();
-        let (slices, read_only) = match plan {
+        let (slices, loads) = match plan {
+            DecodePlan::Wgmma { tile, slices } => {
+                return self.launch_decode_wgmma(tile, slices, x, w, y, (m, k, n), workspace);
+            }
             DecodePlan::Naive => {
                 let cfg = LaunchConfig {
                     grid: (
@@ -419,7 +586,7 @@ impl Gpu {
                     )
                 };
             }
-            DecodePlan::Mma { slices, read_only } => (slices, read_only),
+            DecodePlan::Mma { slices, loads } => (slices, loads),
         };
         let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
         if !DecodePlan::mma_applies(m, n, k, aligned) {
@@ -428,8 +595,10 @@ impl Gpu {
                  of 8 and 16-byte aligned matrices (m = {m}, k = {k}): use DecodePlan::Naive"
             ));
         }
-        let Some(launch) = O::mma(m_tiles(m), read_only) else {
-            return invalid("the read-only-load decode kernel takes m <= 8 and a bf16 result".to_string());
+        let Some(launch) = O::mma(m_tiles(m), loads) else {
+            return invalid(format!(
+                "the decode kernels with {loads:?} loads take m <= 8 and a bf16 result"
+            ));
         };
         let (k_split, slices) = (
             DecodePlan::k_split(k, slices),
@@ -468,31 +637,12 @@ impl Gpu {
             };
         }
         let len = m * n;
-        let planes = checked_len(OP, &[slices, m, n])?;
-        let mut owned;
-        let partial = match workspace {
-            Some(workspace) if workspace.len() >= planes => workspace,
-            Some(workspace) => {
-                return invalid(format!(
-                    "the workspace holds {} floats, fewer than the plan's {planes} partial products",
-                    workspace.len()
-                ));
-            }
-            None => {
-                crate::capture::refuse(
-                    self,
-                    OP,
-                    "this plan splits k and allocates partial products (use \
-                     Gpu::matmul_decode_into with a workspace, or a DecodePlan of one slice); \
-                     that is an allocation",
-                )?;
-                owned = self.zeros_of::<f32>(planes)?;
-                &mut owned
-            }
-        };
+        let mut owned = None;
+        let partial = self.decode_partials(workspace, &mut owned, slices, m, n)?;
         // SAFETY: as above, `partial` holds `slices * m * n` floats for the `slices` planes.
         unsafe {
-            <f32 as sealed::DecodeKernels>::mma(m_tiles(m), false).expect("every m tile has an f32 kernel")(
+            <f32 as sealed::DecodeKernels>::mma(m_tiles(m), DecodeLoads::EvictFirst)
+                .expect("every m tile has an f32 kernel")(
                 &self.library(),
                 cfg,
                 x.data.view(),
@@ -514,12 +664,14 @@ mod tests {
     use super::DecodePlan;
 
     fn slices(m: usize, n: usize, k: usize, sms: usize) -> usize {
-        match DecodePlan::choose(m, n, k, sms, true) {
-            DecodePlan::Mma { slices, read_only } => {
-                assert!(!read_only);
+        // The `mma.sync` rung's rule: without the Hopper rung.
+        match DecodePlan::choose(m, n, k, sms, true, false) {
+            DecodePlan::Mma { slices, loads } => {
+                assert_eq!(loads, super::DecodeLoads::EvictFirst);
                 slices
             }
             DecodePlan::Naive => 0,
+            other => panic!("{other:?} without wgmma"),
         }
     }
 
@@ -559,7 +711,10 @@ mod tests {
         assert!(slices(64, 128, 1024, 132) >= 1);
         assert_eq!(slices(1, 128, 1020, 132), 0);
         assert_eq!(slices(1, 128, 0, 132), 0);
-        assert_eq!(DecodePlan::choose(1, 128, 1024, 132, false), DecodePlan::Naive);
+        assert_eq!(
+            DecodePlan::choose(1, 128, 1024, 132, false, false),
+            DecodePlan::Naive
+        );
     }
 
     /// Slices of k: whole multiples of 128 covering k, none empty.

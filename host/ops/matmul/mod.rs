@@ -1,10 +1,12 @@
 //! Matrix product on device-resident matrices, with a choice of algorithm: each public
 //! operation checks its operands once (`mod.rs`), picks the plan once (`plan.rs`), and launches
 //! it (`kernels.rs`); the half-precision entry points, the Hopper `wgmma` paths, the TF32
-//! error bound, the decode products (`Y = X W^T`, `decode.rs`) and the FP8 product
+//! error bound, the decode products (`Y = X W^T`, `decode.rs`, its Hopper rung and the plan of
+//! its tile and slices in `decode_wgmma.rs`) and the FP8 product
 //! (`fp8_matmul.rs`, its plan in `fp8_plan.rs`) have a file each.
 
 mod decode;
+mod decode_wgmma;
 mod error_bound;
 mod fp8;
 mod fp8_matmul;
@@ -19,7 +21,7 @@ mod wgmma_tf32;
 pub use plan::MatmulAlgorithm;
 
 pub use crate::device::SIMULATED_MULTIPROCESSORS;
-pub use decode::{DecodeOutput, DecodePlan};
+pub use decode::{DecodeLoads, DecodeOutput, DecodePlan, DecodeTile, WGMMA_MIN_M};
 pub use error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, tf32_error_factor};
 pub use fp8::{FP8_SCALE_BLOCK, Fp8Matrix, Fp8Scaling, QuantElement, quantize_e4m3_reference};
 pub use fp8_matmul::{Fp8Element, Fp8Output, fp8_dequantize, matmul_fp8_reference};

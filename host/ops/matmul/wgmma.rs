@@ -208,6 +208,17 @@ impl Gpu {
         self.cached_maps(&words)
     }
 
+    /// Whether [`Gpu::cached_maps`] has `words` in device memory already (then a call inside a
+    /// capture can take them: no upload). Never in the simulator, whose maps are uploaded anew.
+    pub(crate) fn maps_cached(&self, words: &[u64]) -> bool {
+        let Backend::Cuda(device) = &self.backend else {
+            return false;
+        };
+        let slot = device.cache::<TensorMaps>();
+        let guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+        guard.0.contains_key(words)
+    }
+
     /// `words` (tensor maps) in device memory: from this stream handle's cache when the same
     /// words were uploaded before, else uploaded and kept (at most [`CACHED_MAPS`] sets; a full
     /// cache is emptied first). A map describes only an address, a shape and a box, so a cached

@@ -17,6 +17,10 @@
 //!    tiles `MT` of them for `m` up to `8 MT`). Each warp owns 16 rows of `W` over a slice of `k`
 //!    and loads them straight from global memory into registers with 16-byte loads (evict-first:
 //!    the weight is read once), no shared memory and no barrier.
+//! 3. [`super::decode_wgmma`] (`matmul_decode_wgmma_*`, Hopper only): the weight copied by TMA
+//!    through a ring of shared-memory stages and multiplied by `wgmma`, the rows of `X` read once
+//!    per block and step. Rung 2 keeps its bytes in flight in registers and reloads `X` per warp:
+//!    at `m = 64` its 164 registers per thread leave one block of 8 warps per SM.
 //!
 //! # The permutation of `k` that makes every load 16 bytes
 //! An `m16n8k16` fragment gives a lane (`g = lane / 4`, `t = lane % 4`) the elements
@@ -72,6 +76,16 @@ pub const DECODE_TILE_M: usize = 8;
 pub const DECODE_MAX_M: usize = 64;
 /// A slice of `k` is a multiple of this (the largest unrolled step, 4 x 32 elements).
 pub const DECODE_SLICE_ALIGN: usize = 128;
+/// [`decode_gemm`](fn@decode_gemm)'s `LOADS`: `W` with the evict-first hint
+/// ([`LoadHint::EvictFirst`]).
+pub const DECODE_EVICT_FIRST: u8 = 0;
+/// [`decode_gemm`](fn@decode_gemm)'s `LOADS`: `W` through the read-only path, `ld.global.nc`
+/// ([`LoadHint::ReadOnly`]).
+pub const DECODE_READ_ONLY: u8 = 1;
+/// [`decode_gemm`](fn@decode_gemm)'s `LOADS`: `W` through the read-only path with no L1 line and
+/// 256-byte L2 fetches, `ld.global.nc.L1::no_allocate.L2::256B` ([`LoadHint::NoAllocate`]): a
+/// warp's `U = 4` steps read 256 contiguous bytes of each of its rows, one such fetch.
+pub const DECODE_NO_ALLOCATE: u8 = 2;
 /// Threads per block of [`matmul_decode_sum_bf16`](fn@matmul_decode_sum_bf16).
 pub const DECODE_SUM_BLOCK: u32 = 256;
 
@@ -117,8 +131,8 @@ pub unsafe fn decode_naive<O: Output>(
 /// min((s + 1) * k_split, k)` of `k`, for `m <= 8 MT` rows of `X`, `U` steps of 32 along `k`
 /// per loop iteration (all their loads issued before the first MMA; for `MT = 1` the next
 /// iteration's loads of `W` are issued before this one's MMAs), and stores them as `O` into
-/// plane `s` of `out` (`out[s * m * n + i * n + j]`). `READ_ONLY` reads `W` through the
-/// read-only path (`ld.global.nc`) instead of with the evict-first hint.
+/// plane `s` of `out` (`out[s * m * n + i * n + j]`). `LOADS` picks the loads of `W`
+/// ([`DECODE_EVICT_FIRST`], [`DECODE_READ_ONLY`] or [`DECODE_NO_ALLOCATE`]).
 ///
 /// Launch: 1-D blocks of [`DECODE_BLOCK`] threads, a grid of `(ceil(n / 128), slices)` with
 /// `slices = ceil(k / k_split)`.
@@ -130,15 +144,16 @@ pub unsafe fn decode_naive<O: Output>(
 // Barriers: none, no shared memory: each warp works alone.
 #[kernel(
     instances(
-        matmul_decode_bf16_m8 = (bf16, 1, 4, false),
-        matmul_decode_bf16_m16 = (bf16, 2, 4, false),
-        matmul_decode_bf16_m32 = (bf16, 4, 2, false),
-        matmul_decode_bf16_m64 = (bf16, 8, 2, false),
-        matmul_decode_f32_m8 = (f32, 1, 4, false),
-        matmul_decode_f32_m16 = (f32, 2, 4, false),
-        matmul_decode_f32_m32 = (f32, 4, 2, false),
-        matmul_decode_f32_m64 = (f32, 8, 2, false),
-        matmul_decode_bf16_m8_nc = (bf16, 1, 4, true),
+        matmul_decode_bf16_m8 = (bf16, 1, 4, 0),
+        matmul_decode_bf16_m16 = (bf16, 2, 4, 0),
+        matmul_decode_bf16_m32 = (bf16, 4, 2, 0),
+        matmul_decode_bf16_m64 = (bf16, 8, 2, 0),
+        matmul_decode_f32_m8 = (f32, 1, 4, 0),
+        matmul_decode_f32_m16 = (f32, 2, 4, 0),
+        matmul_decode_f32_m32 = (f32, 4, 2, 0),
+        matmul_decode_f32_m64 = (f32, 8, 2, 0),
+        matmul_decode_bf16_m8_nc = (bf16, 1, 4, 1),
+        matmul_decode_bf16_m8_na = (bf16, 1, 4, 2),
     ),
     block(DECODE_BLOCK),
     barriers(0)
@@ -148,7 +163,7 @@ pub unsafe fn decode_naive<O: Output>(
 #[allow(clippy::needless_range_loop)]
 // `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
 #[allow(clippy::manual_is_multiple_of)]
-pub unsafe fn decode_gemm<O: Output, const MT: usize, const U: usize, const READ_ONLY: bool>(
+pub unsafe fn decode_gemm<O: Output, const MT: usize, const U: usize, const LOADS: u8>(
     x: *const bf16,
     w: *const bf16,
     out: *mut O,
@@ -179,10 +194,10 @@ pub unsafe fn decode_gemm<O: Output, const MT: usize, const U: usize, const READ
     let k0 = slice * k_split;
     let k1 = if k0 + k_split < k { k0 + k_split } else { k };
     let (r_lo, r_hi) = (row0 + g, row0 + g + 8);
-    let hint = if READ_ONLY {
-        LoadHint::ReadOnly
-    } else {
-        LoadHint::EvictFirst
+    let hint = match LOADS {
+        DECODE_READ_ONLY => LoadHint::ReadOnly,
+        DECODE_NO_ALLOCATE => LoadHint::NoAllocate,
+        _ => LoadHint::EvictFirst,
     };
     // The matrices as words of two bf16: element `e` (even) is word `e / 2`.
     let (w32, x32) = (w.cast::<u32>(), x.cast::<u32>());

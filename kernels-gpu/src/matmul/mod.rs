@@ -31,7 +31,10 @@
 //! 10. [`decode`]: decode products `Y = X W^T` (`m <= 64` rows of `X` against a large bf16
 //!     weight stored `n x k`, as `nn.Linear` stores it), the tutorial rung and a memory-bound
 //!     `mma.sync` rung that streams the weight once with 16-byte loads; items under
-//!     `matmul::decode`.
+//!     `matmul::decode`. [`decode_wgmma`]: the same product on Hopper (`sm_90a` only), the
+//!     weight streamed through a TMA ring into shared memory and multiplied by `wgmma` with the
+//!     box of `X` reused by the whole block, `k` split into slices sized to whole waves; items
+//!     under `matmul::decode_wgmma`.
 //! 11. [`fp8_quant`]: f32 or bf16 matrices quantised to FP8 E4M3 with a per-tensor or per-row
 //!     scale computed from the absolute maximum, the operands of an FP8 product; items under
 //!     `matmul::fp8_quant`.
@@ -101,6 +104,8 @@ macro_rules! unrolled {
 }
 
 pub mod decode;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod decode_wgmma;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod fp8;
 pub mod fp8_quant;

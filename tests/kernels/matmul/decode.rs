@@ -1,15 +1,16 @@
 //! Decode products `Y = X W^T` (bf16 `X` of `m x k`, bf16 `W` of `n x k`, the result bf16 or
 //! f32) against `cpu::matmul_f64(X, W^T)` of the same operands: `{sim,cuda}::matmul_decode::MxKxN`
 //! runs the default plan and every plan forced (the tensor-core rung whole and in 2 and 3
-//! slices of `k`, the read-only-load kernel where `m <= 8`, the tutorial rung), both result
-//! types; `{sim,cuda}::matmul_decode::errors`, `global::matmul_decode` (the free function on
+//! slices of `k`, the read-only-load kernels (`ld.global.nc`, and without an L1 line) where
+//! `m <= 8`, the Hopper rung's two tiles whole and
+//! in 2 and 3 slices, the tutorial rung), both result types; `{sim,cuda}::matmul_decode::errors`, `global::matmul_decode` (the free function on
 //! views) and `matmul_decode_check::planted_kernels_fail` (the check refuses a kernel that loses
 //! a step of 32 along `k`, or reads the wrong row of `X`).
 //!
 //! The bound, per element, is `matmul_half`'s (`half_violation`): `u_out |Y_ref| + 4 terms(k)
 //! 2^-24 sum_l |X(i,l) W(j,l)|`, `u_out` = `2^-8` for a bf16 result, 0 for f32.
 
-use gpukern::{DecodePlan, Gpu, bf16, cpu};
+use gpukern::{DecodeLoads, DecodePlan, DecodeTile, Gpu, bf16, cpu};
 use libtest_mimic::{Failed, Trial};
 use ndarray::{Array2, s};
 use rand::rngs::StdRng;
@@ -27,12 +28,15 @@ const SIM_SHAPES: &[(usize, usize, usize)] = &[
     (9, 256, 17),
     (17, 136, 33),
     (64, 96, 20),
+    (7, 200, 300),
+    (33, 72, 260),
     (5, 7, 9),
     (65, 16, 8),
 ];
 
 /// Shapes on CUDA: the simulator's, the weight at `m = 1` (28672 x 8192), a weight whose
-/// plan splits `k` (8192 x 4096 at `m = 8`), `m = 64` deep in `k`, and ragged ones.
+/// plan splits `k` (8192 x 4096 at `m = 8`), `m = 64` deep in `k`, the 28672 rows at
+/// `m = 64` (112 blocks of the Hopper rung), and ragged ones.
 const CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (1, 64, 40),
     (3, 392, 130),
@@ -46,6 +50,10 @@ const CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (64, 2048, 4096),
     (33, 1000, 3000),
     (2, 1004, 300),
+    (7, 200, 300),
+    (33, 72, 260),
+    (64, 1024, 28672),
+    (48, 4104, 1000),
 ];
 
 /// Every trial of the decode products.
@@ -79,14 +87,18 @@ fn plans(m: usize, n: usize, k: usize) -> Vec<DecodePlan> {
         for slices in [1, 2, 3] {
             plans.push(DecodePlan::Mma {
                 slices,
-                read_only: false,
+                loads: DecodeLoads::EvictFirst,
             });
         }
         if m <= 8 {
-            plans.push(DecodePlan::Mma {
-                slices: 1,
-                read_only: true,
-            });
+            for loads in [DecodeLoads::ReadOnly, DecodeLoads::NoAllocate] {
+                plans.push(DecodePlan::Mma { slices: 1, loads });
+            }
+        }
+        for tile in [DecodeTile::Rows256, DecodeTile::Rows128] {
+            for slices in [1, 2, 3] {
+                plans.push(DecodePlan::Wgmma { tile, slices });
+            }
         }
     }
     plans
@@ -115,7 +127,7 @@ fn decode_shape(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize)) -
         let mut y = gpu.upload_matrix(&Array2::from_elem((m, n), bf16::NAN))?;
         gpu.matmul_decode_with(&dx, &dw, &mut y, plan)?;
         check(format!("{} bf16", plan.name()), widen(&y.to_array()?), u_bf16);
-        if matches!(plan, DecodePlan::Mma { read_only: true, .. }) {
+        if matches!(plan, DecodePlan::Mma { loads, .. } if loads != DecodeLoads::EvictFirst) {
             continue;
         }
         let mut y = gpu.upload_matrix(&Array2::from_elem((m, n), f32::NAN))?;
@@ -148,12 +160,20 @@ fn decode_errors(gpu: &Gpu) -> Check {
     };
     let zero = DecodePlan::Mma {
         slices: 0,
-        read_only: false,
+        loads: DecodeLoads::EvictFirst,
     };
     invalid("0 slices", gpu.matmul_decode_with(&x, &w, &mut y, zero))?;
+    let zero_wgmma = DecodePlan::Wgmma {
+        tile: DecodeTile::Rows128,
+        slices: 0,
+    };
+    invalid(
+        "0 slices of the Hopper rung",
+        gpu.matmul_decode_with(&x, &w, &mut y, zero_wgmma),
+    )?;
     let nc = DecodePlan::Mma {
         slices: 1,
-        read_only: true,
+        loads: DecodeLoads::ReadOnly,
     };
     invalid(
         "read-only with an f32 result",
@@ -169,11 +189,25 @@ fn decode_errors(gpu: &Gpu) -> Check {
     let w12 = gpu.upload_matrix(&Array2::from_elem((3, 12), bf16::ONE))?;
     let mma = DecodePlan::Mma {
         slices: 1,
-        read_only: false,
+        loads: DecodeLoads::EvictFirst,
     };
     invalid(
         "k = 12 on tensor cores",
         gpu.matmul_decode_with(&x12, &w12, &mut y, mma),
+    )?;
+    let hopper = DecodePlan::Wgmma {
+        tile: DecodeTile::Rows256,
+        slices: 1,
+    };
+    invalid(
+        "k = 12 on the Hopper rung",
+        gpu.matmul_decode_with(&x12, &w12, &mut y, hopper),
+    )?;
+    let x65 = gpu.upload_matrix(&Array2::from_elem((65, 16), bf16::ONE))?;
+    let mut y65 = gpu.zeros_matrix_of::<bf16>(65, 3)?;
+    invalid(
+        "m = 65 on the Hopper rung",
+        gpu.matmul_decode_with(&x65, &w, &mut y65, hopper),
     )?;
     // k = 0: zeros, by the tutorial rung.
     let x0 = gpu.upload_matrix(&Array2::<bf16>::zeros((2, 0)))?;
@@ -206,8 +240,9 @@ fn global_decode(rng: &mut StdRng) -> Check {
 
 /// The check against planted wrong decode kernels (CPU functions giving their results) at
 /// `m = 8, k = 4096, n = 64`: the exact product rounded to bf16 passes; the product less one
-/// step of 32 along `k` (a lost `k` tile), and the product with row 1 of `X` read for row 0,
-/// fail, with either result type.
+/// step of 32 along `k` (a lost `k` tile), the product with row 1 of `X` read for row 0, with a
+/// slice of `k` added twice (a split's sum), and with a row of zeros (the copy engine's fill
+/// stored for a row of `Y`), fail, with either result type.
 fn planted_kernels_fail() -> Result<(), Failed> {
     let mut rng = crate::common::rng_for("matmul_decode_check");
     let (m, k, n) = (8, 4096, 64);
@@ -230,9 +265,23 @@ fn planted_kernels_fail() -> Result<(), Failed> {
     let row1 = x.row(1).to_owned();
     x_row.row_mut(0).assign(&row1);
     let wrong_row = cpu::matmul_f64(&x_row, &w.t()).map_err(|e| e.to_string())?;
+    // A slice of k added twice (a split's sum reading one partial plane twice): columns
+    // 0..512 doubled.
+    let mut x_twice = x.clone();
+    x_twice
+        .slice_mut(s![.., 0..512])
+        .mapv_inplace(|v| bf16::from_f32(2.0 * v.to_f32()));
+    let twice = cpu::matmul_f64(&x_twice, &w.t()).map_err(|e| e.to_string())?;
+    // A row of Y computed from the copy engine's zero fill instead of its row of X (the Hopper
+    // rung's box of X loaded one row short): the last row all zeros.
+    let mut x_zero = x.clone();
+    x_zero.row_mut(m - 1).fill(bf16::ZERO);
+    let zero_row = cpu::matmul_f64(&x_zero, &w.t()).map_err(|e| e.to_string())?;
     for (what, wrong) in [
         ("losing a k step", &lost),
         ("reading the wrong row of X", &wrong_row),
+        ("adding a slice of k twice", &twice),
+        ("storing a zero row", &zero_row),
     ] {
         for (result, got, u) in [
             ("f32", round(wrong, as_f32), 0.0),

@@ -41,7 +41,7 @@ fn copy_all_hints<T: gpukern::Element + PartialEq + std::fmt::Debug>(
     let n = x.len();
     let xd = gpu.upload(x)?;
     let whole = n / lanes * lanes;
-    for load in 0..5 {
+    for load in 0..6 {
         for store in 0..4 {
             let mut yd = gpu.upload(&vec![fill; n])?;
             // SAFETY: both hold `n` elements; device buffers are 16-byte aligned.

@@ -1,0 +1,383 @@
+//! The Hopper rung of the decode products (`kernels_gpu::matmul::decode_wgmma`, sm_90a): its
+//! tiles ([`DecodeTile`]), the wave-aware choice of tile and slices of `k`
+//! ([`DecodePlan::choose_wgmma`], a pure function of the shape and the SM count), the two tensor
+//! maps and the launches.
+
+use half::bf16;
+use kernels_gpu::matmul::decode_wgmma::{DECODE_64X128, DECODE_64X256, DECODE_WGMMA_BK, DECODE_WGMMA_ROWS};
+use kernels_gpu::matmul::wgmma::MAP_WORDS;
+use kernels_gpu::matmul::wgmma_ws::WsTiling;
+
+use super::decode::{DecodeOutput, DecodePlan, sum_planes, wgmma_launcher};
+use super::wgmma::{MapMatrix, check_copy_engine_dims, encode};
+use crate::buffer::{DeviceMatrix, DeviceVec};
+use crate::device::{Backend, Gpu};
+use crate::error::{Error, Result};
+use crate::launch_config::LaunchConfig;
+use crate::module::Module;
+use crate::view::{DeviceSlice, DeviceSliceMut};
+
+/// The operation's name in errors.
+const OP: &str = "matmul_decode";
+
+/// [`DecodePlan::choose`] takes the Hopper rung, where it has it, for `m` from this on: every `m`.
+/// The Hopper rung computes 64 rows of `X` whatever `m` is, but at 64 flops per byte of weight
+/// its tensor cores stay well under their rate, so its time should not depend on `m`; what
+/// decides is how fast each rung streams the weight (unmeasured: the bench's `gpukern:mma` and
+/// `gpukern:wgmma-*` rows compare them at `m = 1`, 8 and 64). Raise it to 9 to keep the
+/// `mma.sync` rung at `m <= 8`.
+pub const WGMMA_MIN_M: usize = 1;
+
+/// Most slices of `k` [`DecodePlan::choose_wgmma`] makes.
+const WGMMA_MAX_SLICES: usize = 16;
+/// Shortest slice of `k` [`DecodePlan::choose_wgmma`] makes (but for one slice): 8 steps of 64,
+/// so that the ring (5 or 8 stages) fills and runs before the block ends.
+const WGMMA_MIN_SLICE_K: usize = 512;
+/// The cost model's assumption (unmeasured): a multiprocessor streams the weight at most this
+/// many times its fair share of the DRAM's rate (the rate over the SMs), the ring keeping up to
+/// 200 KiB of copies in flight per SM. Below it, the fewer blocks of a last partial wave still
+/// keep the DRAM busy; past it, the busiest SM sets the time.
+const SM_RATE_SHARES: usize = 2;
+
+/// Rows of `W` per block of the Hopper decode rung.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DecodeTile {
+    /// 256 rows (`matmul_decode_wgmma_*_64x256`, two consumers of `wgmma.m64n128k16`).
+    Rows256,
+    /// 128 rows (`matmul_decode_wgmma_*_64x128`, two consumers of `wgmma.m64n64k16`): twice the
+    /// blocks, for weights of few rows.
+    Rows128,
+}
+
+impl DecodeTile {
+    /// Rows of `W` per block.
+    pub const fn rows(self) -> usize {
+        self.tiling().block_cols
+    }
+
+    /// The kernel's tiling.
+    const fn tiling(self) -> WsTiling {
+        match self {
+            DecodeTile::Rows256 => DECODE_64X256,
+            DecodeTile::Rows128 => DECODE_64X128,
+        }
+    }
+}
+
+impl DecodePlan {
+    /// The elements of `k` per slice of the Hopper rung for `slices` slices: `ceil(k / slices)`
+    /// rounded up to a multiple of 64 (the ring's step), at least 64.
+    pub fn wgmma_k_split(k: usize, slices: usize) -> usize {
+        k.div_ceil(slices.max(1)).div_ceil(DECODE_WGMMA_BK).max(1) * DECODE_WGMMA_BK
+    }
+
+    /// The slices this plan launches for `k` (none empty): 1 for the tutorial rung, else
+    /// `ceil(k / k_split)` of its rung's rounding (at most the slices asked for).
+    pub fn launched(self, k: usize) -> usize {
+        match self {
+            DecodePlan::Naive => 1,
+            DecodePlan::Mma { slices, .. } => DecodePlan::launched_slices(k, slices),
+            DecodePlan::Wgmma { slices, .. } => k.div_ceil(DecodePlan::wgmma_k_split(k, slices)).max(1),
+        }
+    }
+
+    /// The Hopper rung's tile and slices of `k` for `m x k` times `(n x k)^T` on
+    /// `multiprocessors` SMs (one block per SM), a wave-aware choice by a cost model in bytes:
+    /// for each tile (256 or 128 rows of `W`) and each number of slices (1 to 16, slices of at
+    /// least 512 elements but for one), the cost is
+    /// `max(W / SMs, busiest / SM_RATE_SHARES) + partials / SMs`, where `busiest` is the weight
+    /// the most loaded SM streams (`ceil(blocks / SMs)` blocks of `rows 2 k_split` bytes each),
+    /// and `partials` the f32 partial products a split writes and reads again (`8 slices m n`
+    /// bytes; none for one slice). The cheapest wins; ties go to fewer slices, then to the wider
+    /// tile. On an H200 (132 SMs): `n = 28672, k = 8192` keeps `k` whole on 112 blocks of 256
+    /// rows at every `m`; `n = 8192, k = 8192` takes 64 blocks of 128 rows, `k` whole (the
+    /// unit tests list more). Unmeasured: the bench's `gpukern:wgmma-*` rows time the other
+    /// tiles and splits beside it.
+    pub fn choose_wgmma(m: usize, n: usize, k: usize, multiprocessors: usize) -> DecodePlan {
+        let sms = multiprocessors.max(1) as f64;
+        let weight = 2.0 * n as f64 * k as f64;
+        let mut best: Option<(f64, DecodePlan)> = None;
+        for slices in 1..=WGMMA_MAX_SLICES {
+            let split = DecodePlan::wgmma_k_split(k, slices);
+            if slices > 1 && split < WGMMA_MIN_SLICE_K {
+                break;
+            }
+            let launched = k.div_ceil(split).max(1);
+            if launched < slices {
+                // The same launch as a smaller count already priced.
+                continue;
+            }
+            for tile in [DecodeTile::Rows256, DecodeTile::Rows128] {
+                let blocks = n.div_ceil(tile.rows()) * launched;
+                let waves = blocks.div_ceil(multiprocessors.max(1)) as f64;
+                let busiest = waves * 2.0 * (tile.rows() * split) as f64;
+                let partials = if launched > 1 {
+                    8.0 * (launched * m * n) as f64
+                } else {
+                    0.0
+                };
+                let cost = (weight / sms).max(busiest / SM_RATE_SHARES as f64) + partials / sms;
+                let plan = DecodePlan::Wgmma { tile, slices };
+                // Strictly cheaper only: the earlier candidate (fewer slices, wider tile) keeps
+                // a tie.
+                if best.is_none_or(|(c, _)| cost < c * (1.0 - 1e-9)) {
+                    best = Some((cost, plan));
+                }
+            }
+        }
+        best.map_or(
+            DecodePlan::Wgmma {
+                tile: DecodeTile::Rows256,
+                slices: 1,
+            },
+            |(_, plan)| plan,
+        )
+    }
+}
+
+/// The launcher of a Hopper decode kernel `(maps, x, w, out, m, n, k, k_split)`.
+pub(super) type WgmmaLauncher<O> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, u64>,
+    DeviceSlice<'a, bf16>,
+    DeviceSlice<'a, bf16>,
+    DeviceSliceMut<'a, O>,
+    usize,
+    usize,
+    usize,
+    usize,
+) -> Result<()>;
+
+impl Gpu {
+    /// Runs the Hopper rung on checked operands (`1 <= m`, `1 <= n`): the applicability checks
+    /// again, the maps, one launch writing `Y` (one slice) or the partial planes and their sum.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn launch_decode_wgmma<O: DecodeOutput>(
+        &self,
+        tile: DecodeTile,
+        slices: usize,
+        x: &DeviceMatrix<bf16>,
+        w: &DeviceMatrix<bf16>,
+        y: &mut DeviceMatrix<O>,
+        (m, k, n): (usize, usize, usize),
+        workspace: Option<&mut DeviceVec<f32>>,
+    ) -> Result<()> {
+        let invalid = |detail: String| Err(Error::InvalidArgument { op: OP, detail });
+        if !self.has_wgmma() {
+            return invalid(
+                "the Hopper decode kernels are in the sm_90a PTX module only, which loads on a \
+                 compute capability 9.0 GPU: use DecodePlan::Mma"
+                    .to_string(),
+            );
+        }
+        let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
+        if !DecodePlan::mma_applies(m, n, k, aligned) || m > DECODE_WGMMA_ROWS {
+            return invalid(format!(
+                "the Hopper decode kernels need 1 <= m <= {DECODE_WGMMA_ROWS}, k a positive \
+                 multiple of 8 and 16-byte aligned matrices (m = {m}, k = {k}): use \
+                 DecodePlan::Naive"
+            ));
+        }
+        check_copy_engine_dims((m, k, n))?;
+        let plan = DecodePlan::Wgmma { tile, slices };
+        let (k_split, launched) = (DecodePlan::wgmma_k_split(k, slices), plan.launched(k));
+        let t = tile.tiling();
+        let too_many = || Error::TooLarge {
+            op: OP,
+            detail: format!("n = {n} or {launched} slices of k exceed the grid's limits"),
+        };
+        let cfg = LaunchConfig {
+            grid: (
+                u32::try_from(n.div_ceil(t.block_cols)).map_err(|_| too_many())?,
+                u32::try_from(launched).map_err(|_| too_many())?,
+                1,
+            ),
+            block: (t.threads(), 1, 1),
+            shared_mem_bytes: t.shared_bytes(),
+        }
+        .checked(OP, &self.limits().opted_in())?;
+        let maps = self.decode_maps(x, w, (m, k, n), t.block_cols)?;
+        if launched == 1 {
+            // SAFETY: `maps` holds the maps of `x` (m x k, box 64 x 64) and `w` (n x k, box
+            // BN x 64), bf16, 128-byte swizzle, zero fill, BN the tile's; `x`, `w` hold m*k, n*k
+            // bf16, 16-byte aligned, read only; `y` m*n elements (one plane); `1 <= m <= 64`,
+            // `k % 8 == 0`, `k_split` a positive multiple of 64 with one slice; `cfg` is the
+            // kernel's launch (384 threads, its grid and shared memory) on the sm_90a module (or
+            // the simulator).
+            return unsafe {
+                wgmma_launcher::<O>(tile)(
+                    &self.library(),
+                    cfg,
+                    maps.view(),
+                    x.data.view(),
+                    w.data.view(),
+                    y.data.view_mut(),
+                    m,
+                    n,
+                    k,
+                    k_split,
+                )
+            };
+        }
+        let mut owned = None;
+        let partial = self.decode_partials(workspace, &mut owned, launched, m, n)?;
+        // SAFETY: as above, `partial` holds `launched * m * n` floats for the planes.
+        unsafe {
+            wgmma_launcher::<f32>(tile)(
+                &self.library(),
+                cfg,
+                maps.view(),
+                x.data.view(),
+                w.data.view(),
+                partial.view_mut(),
+                m,
+                n,
+                k,
+                k_split,
+            )
+        }?;
+        // SAFETY: `partial` holds `launched * m * n` floats written by that launch, `y` m*n.
+        unsafe { sum_planes(self, partial, &mut y.data, m * n, launched) }
+    }
+
+    /// The tensor maps of `X` (`m x k`, boxes of `64 x 64`) and `W` (`n x k`, boxes of `bn x 64`)
+    /// in device memory, cached per stream handle (zeros in the simulator, whose copies read
+    /// the matrices directly).
+    fn decode_maps(
+        &self,
+        x: &DeviceMatrix<bf16>,
+        w: &DeviceMatrix<bf16>,
+        mkn: (usize, usize, usize),
+        bn: usize,
+    ) -> Result<std::sync::Arc<DeviceVec<u64>>> {
+        let words = self.decode_map_words(x, w, mkn, bn)?;
+        self.cached_maps(&words)
+    }
+
+    /// Whether [`Gpu::launch_decode_wgmma`] of `tile` would find its maps in device memory
+    /// already (so that it uploads nothing, as a capture needs).
+    pub(super) fn decode_maps_cached(
+        &self,
+        x: &DeviceMatrix<bf16>,
+        w: &DeviceMatrix<bf16>,
+        mkn: (usize, usize, usize),
+        tile: DecodeTile,
+    ) -> Result<bool> {
+        let words = self.decode_map_words(x, w, mkn, tile.rows())?;
+        Ok(self.maps_cached(&words))
+    }
+
+    /// The words of the two maps, side by side (zeros in the simulator).
+    fn decode_map_words(
+        &self,
+        x: &DeviceMatrix<bf16>,
+        w: &DeviceMatrix<bf16>,
+        (m, k, n): (usize, usize, usize),
+        bn: usize,
+    ) -> Result<Vec<u64>> {
+        use cudarc::driver::sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 as BF16;
+        if let Backend::Simulator = self.backend {
+            return Ok(vec![0u64; 2 * MAP_WORDS]);
+        }
+        let matrix = |address: usize, rows: usize| MapMatrix {
+            kind: BF16,
+            bytes: 2,
+            address,
+            rows,
+            cols: k,
+            stride: k,
+        };
+        let mut words = encode(matrix(x.data.address(), m), DECODE_WGMMA_ROWS)?.to_vec();
+        words.extend(encode(matrix(w.data.address(), n), bn)?);
+        Ok(words)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DecodeTile, WGMMA_MIN_M};
+    use crate::DecodePlan;
+
+    fn plan(m: usize, n: usize, k: usize, sms: usize) -> (usize, usize) {
+        match DecodePlan::choose_wgmma(m, n, k, sms) {
+            DecodePlan::Wgmma { tile, slices } => (tile.rows(), slices),
+            other => panic!("choose_wgmma gave {other:?}"),
+        }
+    }
+
+    /// The issue's shapes on an H200 (132 SMs): the weight of 28672 rows in 112 blocks of 256
+    /// rows, `k` whole at every `m` (112 blocks are one wave: a split would only add partial
+    /// products); 8192 rows in 64 blocks of 128, `k` whole at `m = 64` and in 2 slices at `m = 1`
+    /// (where the partial products are small); 4096 x 4096 in 2 slices at `m = 64`, 3 at `m = 1`.
+    #[test]
+    fn h200_shapes() {
+        for m in [1, 8, 9, 64] {
+            assert_eq!(plan(m, 28672, 8192, 132), (256, 1), "m {m}");
+        }
+        assert_eq!(plan(64, 8192, 8192, 132), (128, 1));
+        assert_eq!(plan(1, 8192, 8192, 132), (128, 2));
+        assert_eq!(plan(64, 4096, 4096, 132), (128, 2));
+        assert_eq!(plan(1, 4096, 4096, 132), (128, 3));
+    }
+
+    /// Splits where the rows give few blocks, stops at 16 slices and at slices of 512, and
+    /// weighs the partial products against `m`.
+    #[test]
+    fn splits() {
+        // One block of rows on 132 SMs: as many slices as the 512-element floor allows.
+        assert_eq!(plan(1, 128, 8192, 132), (128, 16));
+        assert_eq!(plan(1, 128, 4096, 132), (128, 8));
+        // k too short to split: half of it is under 512.
+        assert_eq!(plan(1, 128, 1000, 132), (128, 2));
+        assert_eq!(plan(1, 128, 960, 132), (128, 2));
+        assert_eq!(plan(1, 128, 512, 132), (128, 1));
+        // One SM: nothing to balance, k whole.
+        assert_eq!(plan(64, 28672, 8192, 1), (256, 1));
+        // More rows of X make the partial products dearer: fewer slices at m = 64 than at 1.
+        assert_eq!(plan(1, 1024, 8192, 132), (128, 9));
+        assert_eq!(plan(64, 1024, 8192, 132), (128, 8));
+    }
+
+    /// The slices cover `k` in multiples of 64, none empty, at most those asked for.
+    #[test]
+    fn k_split_covers_k() {
+        for k in [8, 64, 100, 1000, 4096, 8192, 28672, 8200] {
+            for s in 1..=16 {
+                let p = DecodePlan::Wgmma {
+                    tile: DecodeTile::Rows256,
+                    slices: s,
+                };
+                let (split, launched) = (DecodePlan::wgmma_k_split(k, s), p.launched(k));
+                assert_eq!(split % 64, 0);
+                assert!(launched >= 1 && launched <= s, "k {k} s {s}");
+                assert!(split * launched >= k && split * (launched - 1) < k, "k {k} s {s}");
+            }
+        }
+    }
+
+    /// `DecodePlan::choose` takes the Hopper rung from `WGMMA_MIN_M` on where it has it, the
+    /// `mma.sync` rung below it or without it, the tutorial rung where neither applies.
+    #[test]
+    fn choose_takes_the_hopper_rung_from_wgmma_min_m() {
+        let is_wgmma = |m, wgmma| {
+            matches!(
+                DecodePlan::choose(m, 28672, 8192, 132, true, wgmma),
+                DecodePlan::Wgmma { .. }
+            )
+        };
+        assert!(is_wgmma(WGMMA_MIN_M, true));
+        assert!(WGMMA_MIN_M == 1 || !is_wgmma(WGMMA_MIN_M - 1, true));
+        assert!(is_wgmma(64, true));
+        assert!(!is_wgmma(1, false));
+        assert!(!is_wgmma(64, false));
+        assert_eq!(
+            DecodePlan::choose(64, 128, 1020, 132, true, true),
+            DecodePlan::Naive
+        );
+        assert_eq!(
+            DecodePlan::choose(65, 128, 1024, 132, true, true),
+            DecodePlan::Naive
+        );
+    }
+}
