@@ -185,7 +185,7 @@ enum Suite {
     /// Attention forward, bf16, causal and not (records `attention_fwd`).
     #[value(name = "attention")]
     Attention,
-    /// Decode attention over a paged bf16 KV cache, split and warp rungs (records
+    /// Decode attention over a paged bf16 KV cache, tiles, split and warp rungs (records
     /// `decode_attention`).
     #[value(name = "decode_attention")]
     DecodeAttention,

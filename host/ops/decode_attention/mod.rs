@@ -12,10 +12,12 @@ mod plan;
 mod step;
 
 pub use kernels::KvElement;
-pub use plan::{DecodeAlgorithm, decode_splits};
+pub use plan::{DecodeAlgorithm, decode_splits, tile_blocks_per_sm, tile_chunks, tile_splits};
 pub use step::DecodeWorkspace;
 
-use kernels_gpu::decode_attention::{APPEND_BLOCK, ATTN_BLOCK, MAX_HEAD_DIM, MAX_Q_LEN, VEC};
+use kernels_gpu::decode_attention::{
+    APPEND_BLOCK, ATTN_BLOCK, MAX_HEAD_DIM, MAX_Q_LEN, TILE_BLOCK, TILE_ROWS, VEC, tiles_shared_bytes,
+};
 use plan::{DecodePlan, DecodeShape, WARPS};
 
 use crate::buffer::DeviceVec;
@@ -408,7 +410,7 @@ impl Gpu {
     }
 
     /// Decode attention of `q` (`[batch, q_len, heads, head_dim]`) over `cache`, with the
-    /// default algorithm ([`DecodeAlgorithm::Split`]): see [`Gpu::decode_attention_with`].
+    /// default algorithm ([`DecodeAlgorithm::Tiles`]): see [`Gpu::decode_attention_with`].
     pub fn decode_attention<E: KvElement>(
         &self,
         q: &DeviceVec<E>,
@@ -500,10 +502,7 @@ impl Gpu {
         rows: usize,
         head_dim: usize,
     ) -> Result<(DeviceVec<f32>, DeviceVec<f32>)> {
-        let splits = match plan {
-            DecodePlan::Warp => 0,
-            DecodePlan::Split { splits, .. } => splits,
-        };
+        let splits = plan.splits();
         let pairs = crate::buffer::checked_len(OP, &[2, rows, splits])?;
         let partials = crate::buffer::checked_len(OP, &[rows, splits, head_dim])?;
         Ok((self.zeros_of::<f32>(pairs)?, self.zeros_of::<f32>(partials)?))
@@ -550,6 +549,19 @@ impl Gpu {
         let library = self.library();
         let pools = (&cache.k, &cache.v);
         let table = (&cache.table, &cache.lens);
+        let splits = plan.splits();
+        let partials = crate::buffer::checked_len(OP, &[rows, splits, s.head_dim])?;
+        if ml.len() < 2 * rows * splits || acc.len() < partials {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "the partials hold {} and {} floats, fewer than the plan's {} and {partials}",
+                    ml.len(),
+                    acc.len(),
+                    2 * rows * splits
+                ),
+            });
+        }
         match plan {
             DecodePlan::Warp => {
                 let cfg = LaunchConfig::rows_per_block(OP, rows, WARPS, ATTN_BLOCK, 0, &limits)?;
@@ -560,18 +572,6 @@ impl Gpu {
                 unsafe { E::warp(&library, cfg, q, pools, table, (out, lse), scalars) }
             }
             DecodePlan::Split { splits, chunk } => {
-                let partials = crate::buffer::checked_len(OP, &[rows, splits, s.head_dim])?;
-                if ml.len() < 2 * rows * splits || acc.len() < partials {
-                    return Err(Error::InvalidArgument {
-                        op: OP,
-                        detail: format!(
-                            "the partials hold {} and {} floats, fewer than the plan's {} and {partials}",
-                            ml.len(),
-                            acc.len(),
-                            2 * rows * splits
-                        ),
-                    });
-                }
                 let groups =
                     (heads / s.kv_heads * q_len).div_ceil(kernels_gpu::decode_attention::ROWS_PER_WARP);
                 let split = LaunchConfig {
@@ -593,6 +593,35 @@ impl Gpu {
                     E::split(
                         &library,
                         (split, combine),
+                        q,
+                        pools,
+                        table,
+                        (ml, acc),
+                        (out, lse),
+                        scalars,
+                        (splits, chunk),
+                    )
+                }
+            }
+            DecodePlan::Tiles { splits, chunk } => {
+                let groups = (heads / s.kv_heads * q_len).div_ceil(TILE_ROWS);
+                let tiles = LaunchConfig::grid_3d(
+                    OP,
+                    (splits * groups * s.kv_heads, s.batch, 1),
+                    (1, 1, 1),
+                    (TILE_BLOCK, 1, 1),
+                    tiles_shared_bytes(s.head_dim) as u32,
+                    &limits.opted_in(),
+                )?;
+                let combine =
+                    LaunchConfig::grid_3d(OP, (rows, 1, 1), (1, 1, 1), (TILE_BLOCK, 1, 1), 0, &limits)?;
+                // SAFETY: as for the split plan; the grid is a block per (chunk, row group, kv
+                // head) and sequence with the kernel's shared memory, the combine a block per
+                // row.
+                unsafe {
+                    E::tiles(
+                        &library,
+                        (tiles, combine),
                         q,
                         pools,
                         table,
