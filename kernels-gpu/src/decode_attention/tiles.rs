@@ -44,6 +44,10 @@ const Q_PAD: usize = 4;
 // The register arrays and their unrolled loops are sized for 8 rows and 16 keys per warp.
 const _: () = assert!(TILE_ROWS == 8 && WARP_KEYS == 16 && VEC == 8);
 
+// A thread copies at most 16 rows of a tile (`D / 16` at `D = 256`), one piece column of them.
+const _: () = assert!(TILE_KEYS * super::MAX_HEAD_DIM / VEC / TILE_BLOCK as usize == 16);
+const _: () = assert!(TILE_BLOCK as usize % (super::MAX_HEAD_DIM / VEC) == 0);
+
 /// Stages of the ring at head dim `d`: 3 (two tiles in flight while one is computed), 2 past
 /// 128 (a stage is 66 KiB there).
 pub const fn tile_stages(d: usize) -> usize {
@@ -98,6 +102,60 @@ fn query_row(
     )
 }
 
+/// Issues one thread's `cp.async` copies of a tile: pieces `piece` (dims `8 piece ..+ 8`) of
+/// the tile's rows `row0 + l * row_step` (`l < D / 16`, key `key0 + l * row_step`) from the K
+/// and V pools to the stage tiles `sk` and `sv` (rows of `D + 8`), zeros for keys at or past
+/// `end`. The rows' block-table entries are read first, 8 at a time, so that their latencies
+/// overlap.
+///
+/// # Safety
+/// `(b, max_blocks, shift, kv_heads, kvh)` as [`row_of`]'s, the table's entries below `end`
+/// block ids of the pools; `row0 + (D / 16 - 1) * row_step < 64`, `piece < D / 8`; `sk` and `sv`
+/// 16-byte aligned tiles of 64 rows in shared memory, not read before the copies' wait and a
+/// barrier.
+#[inline(always)]
+unsafe fn copy_tile<E: KvElem, const D: usize>(
+    (k_pool, v_pool, table): (*const E, *const E, *const i32),
+    (b, max_blocks, shift, kv_heads, kvh): (usize, usize, u32, usize, usize),
+    (key0, end): (usize, usize),
+    (row0, row_step, piece): (usize, usize, usize),
+    (sk, sv): (*mut E, *mut E),
+) {
+    let pitch = D + PAD;
+    // Up to 8 rows at a time (two rounds at head dim 256), so that the entries stay in
+    // registers.
+    unroll_8!(2, |hi| {
+        if 8 * hi < D / 16 {
+            let mut from = [usize::MAX; 8];
+            unroll_8!(8, |lo| {
+                let (l, key) = (8 * hi + lo, key0 + (8 * hi + lo) * row_step);
+                if l < D / 16 && key < end {
+                    // SAFETY: `key < end`: the table's entry is a block id.
+                    from[lo] = unsafe { row_of(table, b, max_blocks, key, shift, kv_heads, kvh, D) };
+                }
+            });
+            unroll_8!(8, |lo| {
+                let l = 8 * hi + lo;
+                if l < D / 16 {
+                    let inside = from[lo] != usize::MAX;
+                    let at = if inside { from[lo] + piece * VEC } else { 0 };
+                    let n = if inside { 16 } else { 0 };
+                    let to = (row0 + l * row_step) * pitch + piece * VEC;
+                    // SAFETY: row `row0 + l * row_step < 64`, dims `8 piece ..+ 8 <= D` of the
+                    // stage's tiles, 16-byte aligned (`pitch` and the tiles' starts multiples of
+                    // 8 elements); the source piece lies in the pools when `inside` (16-byte
+                    // aligned: `D` a multiple of 8), else nothing is read from the pools'
+                    // aligned start.
+                    unsafe {
+                        cp_async_16(sk.wrapping_add(to).cast(), k_pool.wrapping_add(at).cast(), n);
+                        cp_async_16(sv.wrapping_add(to).cast(), v_pool.wrapping_add(at).cast(), n);
+                    }
+                }
+            });
+        }
+    });
+}
+
 /// Decode attention, step 1 of 2 (streaming): one chunk of the context for up to
 /// [`TILE_ROWS`] query rows per block, `D` = `head_dim` (64, 128 or 256).
 ///
@@ -107,9 +165,9 @@ fn query_row(
 /// chunk, lens[b])`. The
 /// block's threads first write its rows' queries, scaled by `scale * log2 e`, to shared memory
 /// as f32. Then the chunk goes by tiles of 64 keys through a ring of [`tile_stages`] stages:
-/// thread `tid` copies pieces `tid + 128 l` (16 bytes, 8 elements) of the tile's K and V rows
-/// (through the block table, zeros past the chunk), `STAGES - 1` tiles ahead of the one
-/// computed, one barrier per tile. Warp `w` takes keys `16 w .. 16 w + 16` of each tile: lane
+/// thread `tid` copies piece `tid % (D / 8)` (16 bytes, 8 elements) of the tile's K and V rows
+/// `tid / (D / 8) + l * 1024 / D` (`l < D / 16`, their block-table entries read first; zeros past
+/// the chunk), `STAGES - 1` tiles ahead of the one computed, one barrier per tile. Warp `w` takes keys `16 w .. 16 w + 16` of each tile: lane
 /// `l` scores key `16 w + l % 16` over dims `(l / 16) D / 2 ..+ D / 2` against each row (8
 /// dims of K and of each row's query per shared load, then one `shfl_xor 16`), masked to `-inf`
 /// past the chunk or the row's causal limit; the warp's maximum over its 16 keys (4 shuffles)
@@ -226,42 +284,19 @@ pub unsafe fn decode_attention_tiles<E: KvElem, const D: usize>(
         p += TILE_BLOCK as usize;
     }
 
-    // Copies tile `t`'s K and V rows to stage `s`: piece `tid + 128 l` is row `(tid + 128 l) /
-    // (D / 8)`, dims `8 ((tid + 128 l) % (D / 8)) ..+ 8`; zeros for keys past the chunk.
-    let copy = |t: usize, s: usize| {
-        let key0 = start + t * TILE_KEYS;
-        let mut l = 0;
-        while l < TILE_KEYS * lanes_per_key / TILE_BLOCK as usize {
-            let p = tid + l * TILE_BLOCK as usize;
-            let (r, piece) = (p / lanes_per_key, p % lanes_per_key);
-            let key = key0 + r;
-            let inside = key < end;
-            let from = if inside {
-                // SAFETY: `key < end <= lens[b]`: the table's entry is a block id.
-                unsafe { row_of(table, b, max_blocks, key, shift, kv_heads, kvh, D) + piece * VEC }
-            } else {
-                0
-            };
-            let n = if inside { 16 } else { 0 };
-            let to = r * pitch + piece * VEC;
-            // SAFETY: row `r < 64`, dims `8 piece ..+ 8 <= D` of stage `s`'s tiles, 16-byte
-            // aligned (`pitch`, the stages and the ring's start multiples of 8 elements); the
-            // source piece lies in the pools when `inside` (16-byte aligned: `D` a multiple of
-            // 8), else nothing is read from the pools' aligned start.
-            unsafe {
-                cp_async_16(
-                    stage_k(s).wrapping_add(to).cast(),
-                    k_pool.wrapping_add(from).cast(),
-                    n,
-                );
-                cp_async_16(
-                    stage_v(s).wrapping_add(to).cast(),
-                    v_pool.wrapping_add(from).cast(),
-                    n,
-                );
-            }
-            l += 1;
-        }
+    // Thread `tid` copies piece `tid % (D / 8)` of rows `tid / (D / 8) + l * 1024 / D` of a tile.
+    let piece = tid % lanes_per_key;
+    let (row0, row_step) = (tid / lanes_per_key, TILE_BLOCK as usize / lanes_per_key);
+    let seq = (b, max_blocks, shift, kv_heads, kvh);
+    // SAFETY (every use): keys below `end <= lens[b]`; the stages are the ring's.
+    let copy = |t: usize, s: usize| unsafe {
+        copy_tile::<E, D>(
+            (k_pool, v_pool, table),
+            seq,
+            (start + t * TILE_KEYS + row0, end),
+            (row0, row_step, piece),
+            (stage_k(s), stage_v(s)),
+        )
     };
 
     let mut limit = [0usize; TILE_ROWS];
@@ -297,25 +332,32 @@ pub unsafe fn decode_attention_tiles<E: KvElem, const D: usize>(
         // Scores: this lane's key against every row, over its half of the dims.
         let key_row = sk.wrapping_add((w * WARP_KEYS + kk) * pitch + h * half);
         let mut dot = [0.0f32; TILE_ROWS];
-        for i in 0..half / VEC {
-            // SAFETY: row `16 w + kk < 64` of the K tile, dims `h D / 2 + 8 i ..+ 8 <= D`,
-            // 16-byte aligned; landed and ordered by the barrier above.
-            let kx: [E; VEC] = unsafe { vector::load(key_row, i * VEC) };
-            let mut kf = [0.0f32; VEC];
-            unroll_8!(8, |e| {
-                kf[e] = kx[e].to_f32();
+        // Two pieces of 8 dims per step (`D / 16` is even), both K loads issued first.
+        let mut i = 0;
+        while i < half / VEC {
+            let mut kf = [[0.0f32; VEC]; 2];
+            unroll_8!(2, |ii| {
+                // SAFETY: row `16 w + kk < 64` of the K tile, dims `h D / 2 + 8 (i + ii) ..+ 8 <=
+                // D`, 16-byte aligned; landed and ordered by the barrier above.
+                let kx: [E; VEC] = unsafe { vector::load(key_row, (i + ii) * VEC) };
+                unroll_8!(8, |e| {
+                    kf[ii][e] = kx[e].to_f32();
+                });
             });
             unroll_8!(8, |r| {
                 if r < row_count {
                     let qrow = qs.wrapping_add(r * q_pitch + h * (half + Q_PAD) + i * VEC);
-                    // SAFETY: row `r`'s half `h`, floats `8 i ..+ 8 <= D / 2`, written before
+                    // SAFETY: row `r`'s half `h`, floats `8 i ..+ 16 <= D / 2`, written before
                     // the first barrier; 16-byte aligned.
-                    let qv: [f32; VEC] = unsafe { vector::load(qrow, 0) };
-                    unroll_8!(8, |e| {
-                        dot[r] = math::fma(qv[e], kf[e], dot[r]);
+                    let qv: [f32; 2 * VEC] = unsafe { vector::load(qrow, 0) };
+                    unroll_8!(2, |ii| {
+                        unroll_8!(8, |e| {
+                            dot[r] = math::fma(qv[ii * VEC + e], kf[ii][e], dot[r]);
+                        });
                     });
                 }
             });
+            i += 2;
         }
         let key = start + t * TILE_KEYS + w * WARP_KEYS + kk;
         let mut prob = [0.0f32; TILE_ROWS];
