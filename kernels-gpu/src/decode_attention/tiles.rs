@@ -44,9 +44,10 @@ const Q_PAD: usize = 4;
 // The register arrays and their unrolled loops are sized for 8 rows and 16 keys per warp.
 const _: () = assert!(TILE_ROWS == 8 && WARP_KEYS == 16 && VEC == 8);
 
-// A thread copies at most 16 rows of a tile (`D / 16` at `D = 256`), one piece column of them.
+// A thread copies at most 16 rows of a tile (`D / 16` at `D = 256`), one piece column of them
+// (the block a whole number of rows of `D / 8 <= 32` pieces).
 const _: () = assert!(TILE_KEYS * super::MAX_HEAD_DIM / VEC / TILE_BLOCK as usize == 16);
-const _: () = assert!(TILE_BLOCK as usize % (super::MAX_HEAD_DIM / VEC) == 0);
+const _: () = assert!(TILE_BLOCK as usize / 32 * 32 == TILE_BLOCK as usize);
 
 /// Stages of the ring at head dim `d`: 3 (two tiles in flight while one is computed), 2 past
 /// 128 (a stage is 66 KiB there).
