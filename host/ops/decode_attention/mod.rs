@@ -441,10 +441,11 @@ impl Gpu {
         let mut out = self.zeros_of::<E>(q.len())?;
         let mut lse = self.zeros_of::<f32>(rows)?;
         let context = cache.host_lens.iter().map(|&l| l as usize).max().unwrap_or(1);
-        let plan = DecodePlan::choose(
+        let plan = DecodePlan::choose_on(
             algorithm,
             decode_shape(s, query, context),
             self.multiprocessors()?,
+            self.limits().max_shared_mem_per_block_optin as usize,
         );
         let (mut ml, mut acc) = self.split_partials(plan, rows, s.head_dim)?;
         self.launch_decode_attention(

@@ -182,6 +182,23 @@ pub fn tile_chunks(
 }
 
 impl DecodePlan {
+    /// [`DecodePlan::choose`] on a device whose blocks may opt in to `max_shared` bytes of
+    /// shared memory: where the tiles rung's ring does not fit (head dim 128 and 256 on GPUs of
+    /// 99 KiB per block), the split rung instead.
+    pub(crate) fn choose_on(
+        algorithm: DecodeAlgorithm,
+        shape: DecodeShape,
+        sms: usize,
+        max_shared: usize,
+    ) -> DecodePlan {
+        match DecodePlan::choose(algorithm, shape, sms) {
+            DecodePlan::Tiles { .. } if tiles_shared_bytes(shape.head_dim) > max_shared => {
+                DecodePlan::choose(DecodeAlgorithm::Split, shape, sms)
+            }
+            plan => plan,
+        }
+    }
+
     /// The plan of `algorithm` for `shape` on a device of `sms` multiprocessors.
     pub(crate) fn choose(algorithm: DecodeAlgorithm, shape: DecodeShape, sms: usize) -> DecodePlan {
         let context = shape.context.max(1);
@@ -331,6 +348,25 @@ mod tests {
                 chunk: 128
             }
         );
+    }
+
+    /// Where the ring does not fit in a block's shared memory, the split rung.
+    #[test]
+    fn tiles_fall_back_without_the_shared_memory() {
+        let h200 = 227 * 1024;
+        let s = shape(1, 1, 128, 4096);
+        assert!(matches!(
+            DecodePlan::choose_on(DecodeAlgorithm::Tiles, s, 132, h200),
+            DecodePlan::Tiles { .. }
+        ));
+        assert_eq!(
+            DecodePlan::choose_on(DecodeAlgorithm::Tiles, s, 132, 99 * 1024),
+            DecodePlan::choose(DecodeAlgorithm::Split, s, 132)
+        );
+        assert!(matches!(
+            DecodePlan::choose_on(DecodeAlgorithm::Tiles, shape(1, 1, 64, 4096), 132, 99 * 1024),
+            DecodePlan::Tiles { .. }
+        ));
     }
 
     /// Forced tile chunk counts: any chunk length (not whole tiles), clamped, none empty; head

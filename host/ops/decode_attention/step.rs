@@ -80,10 +80,11 @@ impl Gpu {
     ) -> Result<DecodeWorkspace> {
         let s = cache.shape;
         check_query(s, query)?;
-        let plan = DecodePlan::choose(
+        let plan = DecodePlan::choose_on(
             super::DecodeAlgorithm::default(),
             decode_shape(s, query, s.capacity()),
             self.multiprocessors()?,
+            self.limits().max_shared_mem_per_block_optin as usize,
         );
         let rows = s.batch * query.q_len * query.heads;
         let (ml, acc) = self.split_partials(plan, rows, s.head_dim)?;
