@@ -439,7 +439,8 @@ impl Gpu {
         let s = cache.shape;
         let rows = s.batch * query.q_len * query.heads;
         let mut out = self.zeros_of::<E>(q.len())?;
-        let mut lse = self.zeros_of::<f32>(rows)?;
+        // Written whole by the last kernel: no zeroing.
+        let mut lse = self.alloc(rows)?;
         let context = cache.host_lens.iter().map(|&l| l as usize).max().unwrap_or(1);
         let plan = DecodePlan::choose_on(
             algorithm,
@@ -496,7 +497,8 @@ impl Gpu {
     }
 
     /// The partial results of `plan` (`(max, sum)` pairs and accumulators of every row's chunks;
-    /// empty for the warp plan), zeroed.
+    /// empty for the warp plan), not zeroed: the first step writes every partial before the
+    /// combine reads it (in the simulator they start as NaN, so that one left unwritten shows).
     fn split_partials(
         &self,
         plan: DecodePlan,
@@ -506,7 +508,7 @@ impl Gpu {
         let splits = plan.splits();
         let pairs = crate::buffer::checked_len(OP, &[2, rows, splits])?;
         let partials = crate::buffer::checked_len(OP, &[rows, splits, head_dim])?;
-        Ok((self.zeros_of::<f32>(pairs)?, self.zeros_of::<f32>(partials)?))
+        Ok((self.alloc(pairs)?, self.alloc(partials)?))
     }
 
     /// Launches `plan` on checked operands: `out` and `lse` hold the output's rows, `ml` and `acc`
