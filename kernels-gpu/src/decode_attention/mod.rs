@@ -39,7 +39,7 @@
 //!   is computed), lanes own keys (one shuffle per dot product), all the group's rows scored
 //!   against each K row, the warps' online softmaxes merged in shared memory; the chunk count
 //!   fills the device with blocks rather than warps, so partials stay few, and
-//!   `decode_attention_tiles_combine` merges them a block per row. `head_dim` 64, 128 or 256.
+//!   [`tiles_combine`] merges them a block per row. `head_dim` 64, 128 or 256.
 //!
 //! # Rules at the edges
 //! Every query sees at least its own key (the host refuses `lens[b] < q_len`), so a row's
@@ -55,6 +55,7 @@ pub mod append;
 pub mod combine;
 pub mod split;
 pub mod tiles;
+pub mod tiles_combine;
 pub mod warp_rows;
 
 // Every rung's items (its kernels' launcher modules among them) at the family's level.
@@ -62,6 +63,7 @@ pub use append::*;
 pub use combine::*;
 pub use split::*;
 pub use tiles::*;
+pub use tiles_combine::*;
 pub use warp_rows::*;
 
 /// An element of the KV cache, the queries and the output: bf16 or f16, computed on in f32.
