@@ -43,9 +43,11 @@ const Q_PAD: usize = 4;
 const _: () = assert!(TILE_ROWS == 8 && WARP_KEYS == 16 && VEC == 8);
 
 // A thread copies at most 16 rows of a tile (`D / 16` at `D = 256`), one piece column of them
-// (the block a whole number of rows of `D / 8 <= 32` pieces).
+// (the block a whole number of rows of `D / 8 <= 32` pieces); and at most two pieces of the
+// queries.
 const _: () = assert!(TILE_KEYS * super::MAX_HEAD_DIM / VEC / TILE_BLOCK as usize == 16);
 const _: () = assert!(TILE_BLOCK as usize / 32 * 32 == TILE_BLOCK as usize);
+const _: () = assert!(TILE_ROWS * super::MAX_HEAD_DIM / VEC <= 2 * TILE_BLOCK as usize);
 
 /// Stages of the ring at head dim `d`: 3 (two tiles in flight while one is computed), 2 past
 /// 128 (a stage is 66 KiB there).
@@ -161,9 +163,9 @@ unsafe fn copy_tile<E: KvElem, const D: usize>(
 /// Block `(x, y)`: sequence `b = y`, kv head `kvh = x % kv_heads`, row group `g = (x /
 /// kv_heads) % groups` (`groups = ceil(G q_len / 8)`, `G = heads / kv_heads`; rows as in
 /// [`super::split`]) and chunk `c = x / (kv_heads * groups)`: keys `c * chunk .. min((c + 1) *
-/// chunk, lens[b])`. The
-/// block's threads first write its rows' queries, scaled by `scale * log2 e`, to shared memory
-/// as f32. Then the chunk goes by tiles of 64 keys through a ring of [`tile_stages`] stages:
+/// chunk, lens[b])`. The block's threads load its rows' queries, issue the first tiles' copies,
+/// then write the queries, scaled by `scale * log2 e`, to shared memory as f32. The chunk goes
+/// by tiles of 64 keys through a ring of [`tile_stages`] stages:
 /// thread `tid` copies piece `tid % (D / 8)` (16 bytes, 8 elements) of the tile's K and V rows
 /// `tid / (D / 8) + l * 1024 / D` (`l < D / 16`, their block-table entries read first; zeros past
 /// the chunk), `STAGES - 1` tiles ahead of the one computed, one barrier per tile. Warp `w` takes keys `16 w .. 16 w + 16` of each tile: lane
@@ -263,25 +265,21 @@ pub unsafe fn decode_attention_tiles<E: KvElem, const D: usize>(
     let stage_k = |s: usize| ring.wrapping_add(s * stage_elems(D));
     let stage_v = |s: usize| ring.wrapping_add(s * stage_elems(D) + TILE_KEYS * pitch);
 
-    // The scaled queries: piece `p` (8 dims) of row `r`, as two float4s in its half.
-    let q_scale = scale * math::LOG2_E;
-    let mut p = tid;
-    while p < row_count * lanes_per_key {
-        let (r, i) = (p / lanes_per_key, p % lanes_per_key);
-        let (row_q, _) = query_row(at, sizes, len, r);
-        // SAFETY: row `row_q` of `q`, dims `8 i ..+ 8 <= D`, 16-byte aligned.
-        let x: [E; VEC] = unsafe { vector::load(q, row_q * D + i * VEC) };
-        let mut f = [0.0f32; VEC];
-        unroll_8!(8, |e| {
-            f[e] = x[e].to_f32() * q_scale;
-        });
-        let (h, o) = ((i * VEC) / half, (i * VEC) % half);
-        // SAFETY: row `r < 8`, half `h`, floats `o ..+ 8 <= D / 2`: inside the query area,
-        // 16-byte aligned (`q_pitch`, the half's start and `o` multiples of 4 floats). Read after
-        // the first tile's barrier.
-        unsafe { vector::store(qs, r * q_pitch + h * (half + Q_PAD) + o, f) };
-        p += TILE_BLOCK as usize;
-    }
+    // This thread's pieces of the queries (piece `p = tid + 128 k` is dims `8 (p % (D / 8)) ..+
+    // 8` of row `p / (D / 8)`), loaded now and written to shared memory once the first tiles'
+    // copies are issued, so that their latencies overlap.
+    let q_piece = |k: usize| {
+        let p = tid + k * TILE_BLOCK as usize;
+        (p < row_count * lanes_per_key).then_some((p / lanes_per_key, p % lanes_per_key))
+    };
+    let mut qx = [[E::ZERO; VEC]; 2];
+    unroll_8!(2, |k| {
+        if let Some((r, i)) = q_piece(k) {
+            let (row_q, _) = query_row(at, sizes, len, r);
+            // SAFETY: row `row_q` of `q`, dims `8 i ..+ 8 <= D`, 16-byte aligned.
+            qx[k] = unsafe { vector::load(q, row_q * D + i * VEC) };
+        }
+    });
 
     // Thread `tid` copies piece `tid % (D / 8)` of rows `tid / (D / 8) + l * 1024 / D` of a tile.
     let piece = tid % lanes_per_key;
@@ -316,6 +314,21 @@ pub unsafe fn decode_attention_tiles<E: KvElem, const D: usize>(
         }
         async_copy::commit_group();
     }
+    // The queries scaled by `scale * log2 e`, as f32 in the two halves of their rows.
+    let q_scale = scale * math::LOG2_E;
+    unroll_8!(2, |k| {
+        if let Some((r, i)) = q_piece(k) {
+            let mut f = [0.0f32; VEC];
+            unroll_8!(8, |e| {
+                f[e] = qx[k][e].to_f32() * q_scale;
+            });
+            let (h, o) = ((i * VEC) / half, (i * VEC) % half);
+            // SAFETY: row `r < 8`, half `h`, floats `o ..+ 8 <= D / 2`: inside the query area,
+            // 16-byte aligned (`q_pitch`, the half's start and `o` multiples of 4 floats). Read
+            // after the first tile's barrier.
+            unsafe { vector::store(qs, r * q_pitch + h * (half + Q_PAD) + o, f) };
+        }
+    });
     for t in 0..tiles {
         // Tile `t`'s group has landed (at most `stages - 2` later ones in flight); after the
         // barrier every thread's copies are visible, and every warp is done with tile `t - 1`,
