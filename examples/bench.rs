@@ -190,7 +190,7 @@ enum Suite {
     /// Attention backward, bf16, causal and not (records `attention_bwd`).
     #[value(name = "attention_bwd")]
     AttentionBwd,
-    /// Decode attention over a paged bf16 KV cache, split and warp rungs (records
+    /// Decode attention over a paged bf16 KV cache, tiles, split and warp rungs (records
     /// `decode_attention`).
     #[value(name = "decode_attention")]
     DecodeAttention,

@@ -1,7 +1,9 @@
-//! Decode attention over a paged bf16 KV cache (`gpu.decode_attention_with`), the split rung
-//! (`gpukern:split`, FlashDecoding's chunks and combine, the default) and the tutorial warp rung
-//! (`gpukern:warp`), at the suite's shapes (batch 1 and 8, context 4096, 32 heads, 8 kv heads,
-//! head dim 128, one query per sequence).
+//! Decode attention over a paged bf16 KV cache (`gpu.decode_attention_with`), the streaming
+//! tiles rung (`gpukern:tiles`, the default; and `gpukern:tiles-<n>` at half and twice its
+//! planned chunk count, to tune the plan), the split rung (`gpukern:split`, FlashDecoding's warps
+//! and combine) and the tutorial warp rung (`gpukern:warp`, contexts up to 8192 only: it reads
+//! K and V once per query row), at the suite's shapes (batch 1 and 8, contexts 4096 to 131072,
+//! 32 heads, 8 kv heads, head dim 128, one query per sequence).
 //!
 //! Minimum traffic: the K and V rows of every sequence's context read once (`4 * batch *
 //! context * kv_heads * head_dim` bytes in bf16); the queries, the output and the log-sum-exp
@@ -12,7 +14,7 @@
 //! the H200, inside the timed region as a user's call would have them. Caches are rotated
 //! (`sets_for`) so that the K/V of batch 1 (16 MiB) is read from DRAM, not L2.
 
-use gpukern::ops::decode_attention::decode_splits;
+use gpukern::ops::decode_attention::{decode_splits, tile_chunks};
 use gpukern::{DecodeAlgorithm, DecodeQuery, Gpu, KvCacheShape, PagedKvCache, bf16, cpu};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -73,12 +75,41 @@ pub fn shapes(quick: bool) -> Vec<Shape> {
         .collect()
 }
 
-/// The algorithms measured.
-const ALGORITHMS: [DecodeAlgorithm; 2] = [DecodeAlgorithm::Split, DecodeAlgorithm::Warp];
+/// The algorithms measured at every shape (the tuning variants come from [`algorithms`]).
+const ALGORITHMS: [DecodeAlgorithm; 3] = [
+    DecodeAlgorithm::Tiles,
+    DecodeAlgorithm::Split,
+    DecodeAlgorithm::Warp,
+];
 
-/// Measurements [`decode_attention`] makes.
+/// The longest context the warp rung is measured at (it reads K and V once per query row).
+const WARP_MAX_CONTEXT: usize = 8192;
+
+/// The planned chunks of the tiles rung at `s` on a device of `sms` multiprocessors.
+fn planned_tile_splits(s: &Shape, sms: usize) -> usize {
+    let rows = s.heads / s.kv_heads * s.q_len;
+    tile_chunks(s.batch, s.kv_heads, rows, s.context, s.head_dim, sms).0
+}
+
+/// What is measured at `s`: [`ALGORITHMS`] (the warp rung up to [`WARP_MAX_CONTEXT`]), then the
+/// tiles rung forced to half and twice its planned chunks (where those differ from the plan).
+fn algorithms(s: &Shape, sms: usize) -> Vec<DecodeAlgorithm> {
+    let mut all: Vec<DecodeAlgorithm> = ALGORITHMS
+        .into_iter()
+        .filter(|&a| a != DecodeAlgorithm::Warp || s.context <= WARP_MAX_CONTEXT)
+        .collect();
+    let n = planned_tile_splits(s, sms);
+    for forced in [n / 2, 2 * n] {
+        if forced >= 1 && forced != n {
+            all.push(DecodeAlgorithm::TileSplits(forced));
+        }
+    }
+    all
+}
+
+/// Measurements [`decode_attention`] makes (on an H200's 132 multiprocessors).
 pub fn planned(quick: bool) -> usize {
-    shapes(quick).len() * ALGORITHMS.len()
+    shapes(quick).iter().map(|s| algorithms(s, 132).len()).sum()
 }
 
 /// K and V bytes of one call.
@@ -160,7 +191,8 @@ pub fn decode_attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
         let bytes = traffic(&s);
         let sets = sets_for(bytes as usize);
         let mut prepared: Option<Prepared> = None;
-        for algorithm in ALGORITHMS {
+        let sms = b.gpu.multiprocessors()?;
+        for algorithm in algorithms(&s, sms) {
             let mut base = Record::new(
                 "decode_attention",
                 format!("gpukern:{}", algorithm.name()),
@@ -172,10 +204,14 @@ pub fn decode_attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
             for (key, value) in s.vars() {
                 base = base.with(key, value);
             }
-            if algorithm == DecodeAlgorithm::Split {
-                let rows = s.heads / s.kv_heads * s.q_len;
-                let splits = decode_splits(s.batch, s.kv_heads, rows, s.context, b.gpu.multiprocessors()?);
-                base = base.with("splits", splits);
+            let rows = s.heads / s.kv_heads * s.q_len;
+            match algorithm {
+                DecodeAlgorithm::Split => {
+                    base = base.with("splits", decode_splits(s.batch, s.kv_heads, rows, s.context, sms));
+                }
+                DecodeAlgorithm::Tiles => base = base.with("splits", planned_tile_splits(&s, sms)),
+                DecodeAlgorithm::TileSplits(n) => base = base.with("splits", n),
+                _ => {}
             }
             sink.item(base.clone(), || {
                 let gpu = &b.gpu;
@@ -210,12 +246,22 @@ mod tests {
     #[test]
     fn shapes_and_traffic() {
         let full = shapes(false);
-        assert_eq!(full.len(), 2);
+        assert_eq!(full.len(), 7);
         assert!(
             full.iter()
-                .all(|s| s.context == 4096 && s.heads == 32 && s.kv_heads == 8 && s.head_dim == 128)
+                .all(|s| s.heads == 32 && s.kv_heads == 8 && s.head_dim == 128 && s.q_len == 1)
         );
+        let contexts: Vec<usize> = full.iter().map(|s| s.context).collect();
+        assert_eq!(contexts, [4096, 4096, 8192, 8192, 32768, 32768, 131072]);
         assert_eq!(traffic(&full[0]), (4 * 4096 * 8 * 128) as f64);
+        // Batch 1 at 4096: tiles (32 chunks, capped) with tiles-16 and tiles-64, split, warp;
+        // at 131072: no warp.
+        let names = |s: &Shape| -> Vec<String> { algorithms(s, 132).iter().map(|a| a.name()).collect() };
+        assert_eq!(
+            names(&full[0]),
+            ["tiles", "split", "warp", "tiles-16", "tiles-64"]
+        );
+        assert_eq!(names(&full[6]), ["tiles", "split", "tiles-32", "tiles-128"]);
     }
 
     /// The prepare-and-check path on the simulator at a tiny shape, both rungs; a wrong
@@ -232,7 +278,7 @@ mod tests {
             q_len: 1,
         };
         let p = prepare(&gpu, &s, 2).unwrap();
-        for algorithm in ALGORITHMS {
+        for algorithm in ALGORITHMS.into_iter().chain([DecodeAlgorithm::TileSplits(2)]) {
             for c in &p.caches {
                 let got = gpu.decode_attention_with(&p.q, c, query(&s), algorithm).unwrap();
                 let out: Vec<f32> = got

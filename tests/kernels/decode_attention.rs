@@ -7,6 +7,9 @@
 //! says (`decode_attention::append`), the host's checks (`errors::decode_attention`), and on the
 //! GPU the bench's shapes (context 4096, 32 heads, 8 kv heads, d 128), where the split rung is
 //! also checked against the warp rung, and long contexts checked against the warp rung alone.
+//! The streaming tiles rung (planned and forced chunk counts, one chunk wrapping its ring of
+//! stages, two row groups) runs in every case; `decode_attention::planted_wrong_value_fails`
+//! shows the check failing on a reference off at one key.
 
 use gpukern::{
     DecodeAlgorithm, DecodeQuery, Gpu, KvAppendAlgorithm, KvCacheShape, KvElement, PagedKvCache, bf16, cpu,
@@ -119,6 +122,13 @@ fn sim_cases() -> Vec<(Case, bool)> {
         (case(2, 1, 40, 2, 2, &[7, 3]), false),
         // f16, GQA 4, q_len 3, one block of 16 and a bit.
         (case(4, 1, 64, 16, 3, &[23]), true),
+        // GQA 8 (8 rows: one full row group of the tiles rung), several tiles (the ring of 3
+        // stages wraps with one chunk), a ragged batch.
+        (case(8, 1, 64, 16, 1, &[300, 129]), false),
+        // Head dim 256 (2 stages) past two tiles, q_len 2, GQA 4: 8 rows.
+        (case(4, 1, 256, 8, 2, &[150]), false),
+        // GQA 8, q_len 2: 16 rows, two row groups of the tiles rung; f16, head dim 128.
+        (case(8, 1, 128, 4, 2, &[70, 9]), true),
     ]
 }
 
@@ -155,6 +165,9 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         trial(cuda, "errors::decode_attention", |gpu, _| errors(gpu)),
         trial(cuda, "decode_attention::long_context", |gpu, rng| {
             long_context(gpu, rng)
+        }),
+        trial(sim, "decode_attention::planted_wrong_value_fails", |gpu, rng| {
+            planted(gpu, rng)
         }),
     ];
     for (target, cases) in [(sim, sim_cases()), (cuda, cuda_cases())] {
@@ -299,6 +312,9 @@ fn attention<E: El>(gpu: &Gpu, rng: &mut StdRng, c: &Case) -> Check {
         DecodeAlgorithm::Split,
         DecodeAlgorithm::Splits(1),
         DecodeAlgorithm::Splits(3),
+        DecodeAlgorithm::Tiles,
+        DecodeAlgorithm::TileSplits(1),
+        DecodeAlgorithm::TileSplits(3),
     ] {
         let what = format!("{} {} {}", E::NAME, c.name(), algorithm.name());
         let got = gpu.decode_attention_with(&q, &cache, query, algorithm)?;
@@ -374,22 +390,63 @@ fn long_context(gpu: &Gpu, rng: &mut StdRng) -> Check {
             .map(|x| f64::from(x.to_f32()))
             .collect();
         let want_lse: Vec<f64> = reference.lse.to_vec()?.into_iter().map(f64::from).collect();
-        let got = gpu.decode_attention(&q, &cache, query)?;
-        let out: Vec<f32> = got.out.to_vec()?.into_iter().map(bf16::to_f32).collect();
-        // Two bf16 roundings apart at most, plus the sums' order.
-        if let Err(e) = close(&format!("context {len} out"), &out, &want, 2.0 * bf16::OUT_TOL) {
-            failures.push(e.to_string());
-        }
-        if let Err(e) = close(
-            &format!("context {len} lse"),
-            &got.lse.to_vec()?,
-            &want_lse,
-            4.0 * LSE_TOL,
-        ) {
-            failures.push(e.to_string());
+        for algorithm in [DecodeAlgorithm::Tiles, DecodeAlgorithm::Split] {
+            let got = gpu.decode_attention_with(&q, &cache, query, algorithm)?;
+            let out: Vec<f32> = got.out.to_vec()?.into_iter().map(bf16::to_f32).collect();
+            let what = format!("context {len} {}", algorithm.name());
+            // Two bf16 roundings apart at most, plus the sums' order.
+            if let Err(e) = close(&format!("{what} out"), &out, &want, 2.0 * bf16::OUT_TOL) {
+                failures.push(e.to_string());
+            }
+            if let Err(e) = close(
+                &format!("{what} lse"),
+                &got.lse.to_vec()?,
+                &want_lse,
+                4.0 * LSE_TOL,
+            ) {
+                failures.push(e.to_string());
+            }
         }
     }
     all_passed(failures)
+}
+
+/// The check shown able to fail: the tiles rung's output passes against the reference, and
+/// fails against the reference of a cache whose V row at key 64 (the first key of the second
+/// tile, where a ring or mask off by one would go wrong) is 8 larger, as the output of a kernel
+/// that read another row there would be.
+fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
+    let c = case(8, 2, 64, 16, 1, &[130]);
+    let (cache, k, mut v) = filled::<bf16>(gpu, rng, &c)?;
+    let q_host: Vec<bf16> = random_vec(rng, c.heads * c.head_dim)
+        .into_iter()
+        .map(|x| bf16::from_f32(4.0 * x))
+        .collect();
+    let q32: Vec<f32> = q_host.iter().map(|x| x.to_f32()).collect();
+    let dims = (c.q_len, c.heads, c.kv_heads, c.head_dim);
+    let scale = 1.0 / (c.head_dim as f64).sqrt();
+    let (want, _) = cpu::decode_attention(&q32, &k, &v, dims, scale);
+    let row = c.kv_heads * c.head_dim;
+    v[0][64 * row..65 * row].iter_mut().for_each(|x| *x += 8.0);
+    let (planted, _) = cpu::decode_attention(&q32, &k, &v, dims, scale);
+    let query = DecodeQuery {
+        heads: c.heads,
+        q_len: 1,
+        scale: None,
+    };
+    let q = gpu.upload(&q_host)?;
+    let got = gpu.decode_attention_with(&q, &cache, query, DecodeAlgorithm::TileSplits(1))?;
+    let out: Vec<f32> = got.out.to_vec()?.into_iter().map(bf16::to_f32).collect();
+    close("tiles against the reference", &out, &want, bf16::OUT_TOL)?;
+    match close(
+        "tiles against the planted reference",
+        &out,
+        &planted,
+        bf16::OUT_TOL,
+    ) {
+        Err(_) => Ok(()),
+        Ok(()) => Err("a V row off by 8 at key 64 passes the check".into()),
+    }
 }
 
 /// The host's checks: each malformed call refused with the reason, before any launch.

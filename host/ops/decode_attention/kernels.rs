@@ -67,6 +67,24 @@ pub trait KvElement: Element + sealed::Sealed {
         scalars: AttnScalars,
         splits: (usize, usize),
     ) -> Result<()>;
+
+    /// `decode_attention_tiles_*_<head_dim>` then `decode_attention_tiles_combine_*`.
+    ///
+    /// # Safety
+    /// As the kernels'; `head_dim` is 64, 128 or 256.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tiles(
+        module: &Module,
+        cfgs: (LaunchConfig, LaunchConfig),
+        q: &DeviceVec<Self>,
+        pools: (&DeviceVec<Self>, &DeviceVec<Self>),
+        paging: (&DeviceVec<i32>, &DeviceVec<i32>),
+        partials: (&mut DeviceVec<f32>, &mut DeviceVec<f32>),
+        outputs: (&mut DeviceVec<Self>, &mut DeviceVec<f32>),
+        scalars: AttnScalars,
+        splits: (usize, usize),
+    ) -> Result<()>;
 }
 
 mod sealed {
@@ -78,7 +96,16 @@ mod sealed {
 
 /// [`KvElement`] for one element type from its kernels' instance names.
 macro_rules! kv_element {
-    ($t:ty, $append:ident, $append_vec:ident, $warp:ident, [$s64:ident, $s128:ident, $s256:ident], $combine:ident) => {
+    (
+        $t:ty,
+        $append:ident,
+        $append_vec:ident,
+        $warp:ident,
+        [$s64:ident, $s128:ident, $s256:ident],
+        $combine:ident,
+        [$t64:ident, $t128:ident, $t256:ident],
+        $tcombine:ident
+    ) => {
         impl KvElement for $t {
             unsafe fn append(
                 module: &Module,
@@ -164,6 +191,38 @@ macro_rules! kv_element {
                     )
                 }
             }
+
+            unsafe fn tiles(
+                module: &Module,
+                (tiles, combine): (LaunchConfig, LaunchConfig),
+                q: &DeviceVec<Self>,
+                (k_pool, v_pool): (&DeviceVec<Self>, &DeviceVec<Self>),
+                (table, lens): (&DeviceVec<i32>, &DeviceVec<i32>),
+                (ml, acc): (&mut DeviceVec<f32>, &mut DeviceVec<f32>),
+                (out, lse): (&mut DeviceVec<Self>, &mut DeviceVec<f32>),
+                (_batch, q_len, heads, kv_heads, head_dim, shift, max_blocks, scale): AttnScalars,
+                (splits, chunk): (usize, usize),
+            ) -> Result<()> {
+                // SAFETY: the caller's contract; the combine reads the partials the first step
+                // wrote (in order on the one stream).
+                unsafe {
+                    match head_dim {
+                        64 => family::$t64::launch(
+                            module, tiles, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len, heads,
+                            kv_heads, shift, max_blocks, splits, chunk, scale,
+                        )?,
+                        128 => family::$t128::launch(
+                            module, tiles, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len, heads,
+                            kv_heads, shift, max_blocks, splits, chunk, scale,
+                        )?,
+                        _ => family::$t256::launch(
+                            module, tiles, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len, heads,
+                            kv_heads, shift, max_blocks, splits, chunk, scale,
+                        )?,
+                    }
+                    family::$tcombine::launch(module, combine, &*ml, &*acc, out, lse, splits, head_dim)
+                }
+            }
         }
     };
 }
@@ -178,7 +237,13 @@ kv_element!(
         decode_attention_split_bf16_128,
         decode_attention_split_bf16_256
     ],
-    decode_attention_combine_bf16
+    decode_attention_combine_bf16,
+    [
+        decode_attention_tiles_bf16_64,
+        decode_attention_tiles_bf16_128,
+        decode_attention_tiles_bf16_256
+    ],
+    decode_attention_tiles_combine_bf16
 );
 kv_element!(
     f16,
@@ -190,5 +255,11 @@ kv_element!(
         decode_attention_split_f16_128,
         decode_attention_split_f16_256
     ],
-    decode_attention_combine_f16
+    decode_attention_combine_f16,
+    [
+        decode_attention_tiles_f16_64,
+        decode_attention_tiles_f16_128,
+        decode_attention_tiles_f16_256
+    ],
+    decode_attention_tiles_combine_f16
 );

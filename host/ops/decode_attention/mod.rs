@@ -12,10 +12,12 @@ mod plan;
 mod step;
 
 pub use kernels::KvElement;
-pub use plan::{DecodeAlgorithm, decode_splits};
+pub use plan::{DecodeAlgorithm, decode_splits, tile_blocks_per_sm, tile_chunks, tile_splits};
 pub use step::DecodeWorkspace;
 
-use kernels_gpu::decode_attention::{APPEND_BLOCK, ATTN_BLOCK, MAX_HEAD_DIM, MAX_Q_LEN, VEC};
+use kernels_gpu::decode_attention::{
+    APPEND_BLOCK, ATTN_BLOCK, MAX_HEAD_DIM, MAX_Q_LEN, TILE_BLOCK, TILE_ROWS, VEC, tiles_shared_bytes,
+};
 use plan::{DecodePlan, DecodeShape, WARPS};
 
 use crate::buffer::DeviceVec;
@@ -408,7 +410,7 @@ impl Gpu {
     }
 
     /// Decode attention of `q` (`[batch, q_len, heads, head_dim]`) over `cache`, with the
-    /// default algorithm ([`DecodeAlgorithm::Split`]): see [`Gpu::decode_attention_with`].
+    /// default algorithm ([`DecodeAlgorithm::Tiles`]): see [`Gpu::decode_attention_with`].
     pub fn decode_attention<E: KvElement>(
         &self,
         q: &DeviceVec<E>,
@@ -437,12 +439,14 @@ impl Gpu {
         let s = cache.shape;
         let rows = s.batch * query.q_len * query.heads;
         let mut out = self.zeros_of::<E>(q.len())?;
-        let mut lse = self.zeros_of::<f32>(rows)?;
+        // Written whole by the last kernel: no zeroing.
+        let mut lse = self.alloc(rows)?;
         let context = cache.host_lens.iter().map(|&l| l as usize).max().unwrap_or(1);
-        let plan = DecodePlan::choose(
+        let plan = DecodePlan::choose_on(
             algorithm,
             decode_shape(s, query, context),
             self.multiprocessors()?,
+            self.limits().max_shared_mem_per_block_optin as usize,
         );
         let (mut ml, mut acc) = self.split_partials(plan, rows, s.head_dim)?;
         self.launch_decode_attention(
@@ -493,20 +497,18 @@ impl Gpu {
     }
 
     /// The partial results of `plan` (`(max, sum)` pairs and accumulators of every row's chunks;
-    /// empty for the warp plan), zeroed.
+    /// empty for the warp plan), not zeroed: the first step writes every partial before the
+    /// combine reads it (in the simulator they start as NaN, so that one left unwritten shows).
     fn split_partials(
         &self,
         plan: DecodePlan,
         rows: usize,
         head_dim: usize,
     ) -> Result<(DeviceVec<f32>, DeviceVec<f32>)> {
-        let splits = match plan {
-            DecodePlan::Warp => 0,
-            DecodePlan::Split { splits, .. } => splits,
-        };
+        let splits = plan.splits();
         let pairs = crate::buffer::checked_len(OP, &[2, rows, splits])?;
         let partials = crate::buffer::checked_len(OP, &[rows, splits, head_dim])?;
-        Ok((self.zeros_of::<f32>(pairs)?, self.zeros_of::<f32>(partials)?))
+        Ok((self.alloc(pairs)?, self.alloc(partials)?))
     }
 
     /// Launches `plan` on checked operands: `out` and `lse` hold the output's rows, `ml` and `acc`
@@ -550,6 +552,19 @@ impl Gpu {
         let library = self.library();
         let pools = (&cache.k, &cache.v);
         let table = (&cache.table, &cache.lens);
+        let splits = plan.splits();
+        let partials = crate::buffer::checked_len(OP, &[rows, splits, s.head_dim])?;
+        if ml.len() < 2 * rows * splits || acc.len() < partials {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "the partials hold {} and {} floats, fewer than the plan's {} and {partials}",
+                    ml.len(),
+                    acc.len(),
+                    2 * rows * splits
+                ),
+            });
+        }
         match plan {
             DecodePlan::Warp => {
                 let cfg = LaunchConfig::rows_per_block(OP, rows, WARPS, ATTN_BLOCK, 0, &limits)?;
@@ -560,18 +575,6 @@ impl Gpu {
                 unsafe { E::warp(&library, cfg, q, pools, table, (out, lse), scalars) }
             }
             DecodePlan::Split { splits, chunk } => {
-                let partials = crate::buffer::checked_len(OP, &[rows, splits, s.head_dim])?;
-                if ml.len() < 2 * rows * splits || acc.len() < partials {
-                    return Err(Error::InvalidArgument {
-                        op: OP,
-                        detail: format!(
-                            "the partials hold {} and {} floats, fewer than the plan's {} and {partials}",
-                            ml.len(),
-                            acc.len(),
-                            2 * rows * splits
-                        ),
-                    });
-                }
                 let groups =
                     (heads / s.kv_heads * q_len).div_ceil(kernels_gpu::decode_attention::ROWS_PER_WARP);
                 let split = LaunchConfig {
@@ -593,6 +596,35 @@ impl Gpu {
                     E::split(
                         &library,
                         (split, combine),
+                        q,
+                        pools,
+                        table,
+                        (ml, acc),
+                        (out, lse),
+                        scalars,
+                        (splits, chunk),
+                    )
+                }
+            }
+            DecodePlan::Tiles { splits, chunk } => {
+                let groups = (heads / s.kv_heads * q_len).div_ceil(TILE_ROWS);
+                let tiles = LaunchConfig::grid_3d(
+                    OP,
+                    (splits * groups * s.kv_heads, s.batch, 1),
+                    (1, 1, 1),
+                    (TILE_BLOCK, 1, 1),
+                    tiles_shared_bytes(s.head_dim) as u32,
+                    &limits.opted_in(),
+                )?;
+                let combine =
+                    LaunchConfig::grid_3d(OP, (rows, 1, 1), (1, 1, 1), (TILE_BLOCK, 1, 1), 0, &limits)?;
+                // SAFETY: as for the split plan; the grid is a block per (chunk, row group, kv
+                // head) and sequence with the kernel's shared memory, the combine a block per
+                // row.
+                unsafe {
+                    E::tiles(
+                        &library,
+                        (tiles, combine),
                         q,
                         pools,
                         table,

@@ -1,8 +1,9 @@
-//! The plan of a decode-attention call: the tutorial warp rung, or FlashDecoding's split with
-//! how many chunks the context is cut into, chosen once per call from the batch, the kv heads,
-//! the query rows per kv head, the longest context and the device's multiprocessors.
+//! The plan of a decode-attention call: the tutorial warp rung, FlashDecoding's split (a warp
+//! per chunk), or the streaming tiles rung (a block per chunk), with how many chunks the context
+//! is cut into, chosen once per call from the batch, the kv heads, the query rows per kv head,
+//! the longest context, the head dim and the device's multiprocessors.
 
-use kernels_gpu::decode_attention::{ATTN_WARPS, ROWS_PER_WARP};
+use kernels_gpu::decode_attention::{ATTN_WARPS, ROWS_PER_WARP, TILE_KEYS, TILE_ROWS, tiles_shared_bytes};
 
 /// Warps of the split step per multiprocessor the plan aims for: one full wave. A warp has two
 /// 16-byte loads per lane in flight, so a multiprocessor needs all the warps it can hold to keep
@@ -15,6 +16,21 @@ const WARPS_PER_SM: usize = 12;
 pub(crate) const MIN_CHUNK_KEYS: usize = 32;
 /// Most chunks per row: bounds the partials and the combine's loop.
 pub(crate) const MAX_SPLITS: usize = 256;
+/// Waves of blocks the tiles rung aims for: every multiprocessor holds as many blocks as its
+/// shared memory allows ([`tile_blocks_per_sm`]), twice over, so that a block that finishes
+/// early is followed by another. A guess (unmeasured): the bench's `gpukern:tiles-<n>` rows at
+/// half and twice the planned count are there to tune it.
+const TILE_WAVES: usize = 2;
+/// Fewest tiles of `TILE_KEYS` keys per chunk of the tiles rung: a block streams at least two
+/// tiles, so that one is in flight while the other is computed.
+pub(crate) const MIN_CHUNK_TILES: usize = 2;
+/// Shared memory of a multiprocessor that blocks may use (the H100/H200's 228 KiB) and what
+/// the driver keeps per block (1 KiB).
+const SM_SHARED: usize = 228 * 1024;
+const BLOCK_RESERVED: usize = 1024;
+/// Blocks of the tiles rung a multiprocessor holds by registers: ptxas -v gives its kernels
+/// 194 to 232 registers per thread (sm_90), 25 K to 30 K per block of 128 threads, of 64 K.
+const REGISTER_BLOCKS: usize = 2;
 
 /// Which kernels compute decode attention. All give the same output up to rounding.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -26,20 +42,30 @@ pub enum DecodeAlgorithm {
     /// FlashDecoding: the context cut into chunks ([`decode_splits`]), a warp per chunk and
     /// group of 4 query rows (`decode_attention_split`), then `decode_attention_combine`. For
     /// `head_dim` 64, 128 and 256; other head dims run [`DecodeAlgorithm::Warp`].
-    #[default]
     Split,
     /// As [`DecodeAlgorithm::Split`] with the given number of chunks (at least 1, at most one
     /// per key of the longest context): for tests and tuning.
     Splits(usize),
+    /// The streaming rung: a block of 4 warps per chunk of the context and group of up to 8
+    /// query rows, K and V streamed through shared memory (`decode_attention_tiles`), chunks
+    /// from [`tile_splits`], then `decode_attention_tiles_combine`. For `head_dim` 64, 128 and
+    /// 256; other head dims run [`DecodeAlgorithm::Warp`]. The default.
+    #[default]
+    Tiles,
+    /// As [`DecodeAlgorithm::Tiles`] with the given number of chunks (at least 1, at most one
+    /// per key of the longest context; chunks need not be whole tiles): for tests and tuning.
+    TileSplits(usize),
 }
 
 impl DecodeAlgorithm {
-    /// A short name: `warp`, `split`, `split-<n>`.
+    /// A short name: `warp`, `split`, `split-<n>`, `tiles`, `tiles-<n>`.
     pub fn name(self) -> String {
         match self {
             DecodeAlgorithm::Warp => "warp".into(),
             DecodeAlgorithm::Split => "split".into(),
             DecodeAlgorithm::Splits(n) => format!("split-{n}"),
+            DecodeAlgorithm::Tiles => "tiles".into(),
+            DecodeAlgorithm::TileSplits(n) => format!("tiles-{n}"),
         }
     }
 }
@@ -74,6 +100,24 @@ pub(crate) enum DecodePlan {
         /// Keys per chunk.
         chunk: usize,
     },
+    /// `decode_attention_tiles` with `splits` chunks of `chunk` keys (as for `Split`), then
+    /// `decode_attention_tiles_combine`.
+    Tiles {
+        /// Chunks per row.
+        splits: usize,
+        /// Keys per chunk.
+        chunk: usize,
+    },
+}
+
+impl DecodePlan {
+    /// Chunks per row of the plan's partials (0 for the warp rung, which has none).
+    pub(crate) fn splits(self) -> usize {
+        match self {
+            DecodePlan::Warp => 0,
+            DecodePlan::Split { splits, .. } | DecodePlan::Tiles { splits, .. } => splits,
+        }
+    }
 }
 
 /// Whether the split rung has an instance for `head_dim`.
@@ -95,17 +139,86 @@ pub fn decode_splits(batch: usize, kv_heads: usize, rows: usize, context: usize,
     wanted.clamp(1, at_most)
 }
 
+/// Blocks of the tiles rung one multiprocessor holds at `head_dim`, by their shared memory
+/// (`tiles_shared_bytes`) and registers: 2 at 64 and 128, 1 at 256.
+pub fn tile_blocks_per_sm(head_dim: usize) -> usize {
+    (SM_SHARED / (tiles_shared_bytes(head_dim) + BLOCK_RESERVED)).clamp(1, REGISTER_BLOCKS)
+}
+
+/// Chunks per row of the tiles rung for `batch` sequences of `kv_heads` kv heads, `rows` query
+/// rows per kv head and a longest context of `context` keys at `head_dim` on a device of `sms`
+/// multiprocessors: `TILE_WAVES` waves of the blocks the multiprocessors hold
+/// ([`tile_blocks_per_sm`]; a block per chunk, kv head, sequence and group of 8 rows), rounded
+/// down, but no chunk under `MIN_CHUNK_TILES` tiles of 64 keys (one chunk for a short context)
+/// and at most `MAX_SPLITS`.
+pub fn tile_splits(
+    batch: usize,
+    kv_heads: usize,
+    rows: usize,
+    context: usize,
+    head_dim: usize,
+    sms: usize,
+) -> usize {
+    let blocks = batch.max(1) * kv_heads.max(1) * rows.max(1).div_ceil(TILE_ROWS);
+    let wanted = (TILE_WAVES * sms.max(1) * tile_blocks_per_sm(head_dim) / blocks).max(1);
+    let at_most = context.div_ceil(MIN_CHUNK_TILES * TILE_KEYS).clamp(1, MAX_SPLITS);
+    wanted.clamp(1, at_most)
+}
+
+/// The tiles rung's `(chunks, keys per chunk)` for the arguments of [`tile_splits`]: its count
+/// cut into whole tiles of 64 keys, then as few chunks as those cover (none empty).
+pub fn tile_chunks(
+    batch: usize,
+    kv_heads: usize,
+    rows: usize,
+    context: usize,
+    head_dim: usize,
+    sms: usize,
+) -> (usize, usize) {
+    let context = context.max(1);
+    let n = tile_splits(batch, kv_heads, rows, context, head_dim, sms);
+    let chunk = context.div_ceil(n).next_multiple_of(TILE_KEYS);
+    (context.div_ceil(chunk), chunk)
+}
+
 impl DecodePlan {
+    /// [`DecodePlan::choose`] on a device whose blocks may opt in to `max_shared` bytes of
+    /// shared memory: where the tiles rung's ring does not fit (head dim 128 and 256 on GPUs of
+    /// 99 KiB per block), the split rung instead.
+    pub(crate) fn choose_on(
+        algorithm: DecodeAlgorithm,
+        shape: DecodeShape,
+        sms: usize,
+        max_shared: usize,
+    ) -> DecodePlan {
+        match DecodePlan::choose(algorithm, shape, sms) {
+            DecodePlan::Tiles { .. } if tiles_shared_bytes(shape.head_dim) > max_shared => {
+                DecodePlan::choose(DecodeAlgorithm::Split, shape, sms)
+            }
+            plan => plan,
+        }
+    }
+
     /// The plan of `algorithm` for `shape` on a device of `sms` multiprocessors.
     pub(crate) fn choose(algorithm: DecodeAlgorithm, shape: DecodeShape, sms: usize) -> DecodePlan {
         let context = shape.context.max(1);
+        let rows = shape.heads / shape.kv_heads.max(1) * shape.q_len;
         let wanted = match algorithm {
             DecodeAlgorithm::Warp => return DecodePlan::Warp,
             _ if !split_head_dim(shape.head_dim) => return DecodePlan::Warp,
-            DecodeAlgorithm::Split => {
-                let rows = shape.heads / shape.kv_heads.max(1) * shape.q_len;
-                decode_splits(shape.batch, shape.kv_heads, rows, context, sms)
+            DecodeAlgorithm::Tiles => {
+                let (splits, chunk) =
+                    tile_chunks(shape.batch, shape.kv_heads, rows, context, shape.head_dim, sms);
+                return DecodePlan::Tiles { splits, chunk };
             }
+            DecodeAlgorithm::TileSplits(n) => {
+                let chunk = context.div_ceil(n.clamp(1, context));
+                return DecodePlan::Tiles {
+                    splits: context.div_ceil(chunk),
+                    chunk,
+                };
+            }
+            DecodeAlgorithm::Split => decode_splits(shape.batch, shape.kv_heads, rows, context, sms),
             DecodeAlgorithm::Splits(n) => n.clamp(1, context),
         };
         // Equal chunks; then as few chunks as those cover, so that none is empty.
@@ -153,6 +266,124 @@ mod tests {
                 chunk: 171
             }
         );
+    }
+
+    /// The tiles rung at the bench's shapes on an H200 (132 SMs, 2 blocks each at d 128): 528
+    /// blocks wanted, 66 chunks at batch 1 (8 blocks per chunk), 8 at batch 8; held to 2 tiles
+    /// per chunk at short contexts; whole tiles per chunk, then as few chunks as cover.
+    #[test]
+    fn tiles_bench_shapes() {
+        let tiles =
+            |batch, context| DecodePlan::choose(DecodeAlgorithm::Tiles, shape(batch, 1, 128, context), 132);
+        assert_eq!(tile_blocks_per_sm(64), 2);
+        assert_eq!(tile_blocks_per_sm(128), 2);
+        assert_eq!(tile_blocks_per_sm(256), 1);
+        assert_eq!(tile_splits(1, 8, 4, 1 << 20, 128, 132), 66);
+        assert_eq!(tile_splits(8, 8, 4, 1 << 20, 128, 132), 8);
+        // Context 4096: at most 32 chunks of 2 tiles.
+        assert_eq!(
+            tiles(1, 4096),
+            DecodePlan::Tiles {
+                splits: 32,
+                chunk: 128
+            }
+        );
+        assert_eq!(
+            tiles(1, 8192),
+            DecodePlan::Tiles {
+                splits: 64,
+                chunk: 128
+            }
+        );
+        // 32768 / 66 = 497 keys, rounded up to 512: 64 chunks.
+        assert_eq!(
+            tiles(1, 32768),
+            DecodePlan::Tiles {
+                splits: 64,
+                chunk: 512
+            }
+        );
+        assert_eq!(
+            tiles(1, 131072),
+            DecodePlan::Tiles {
+                splits: 64,
+                chunk: 2048
+            }
+        );
+        assert_eq!(
+            tiles(8, 4096),
+            DecodePlan::Tiles {
+                splits: 8,
+                chunk: 512
+            }
+        );
+        assert_eq!(
+            tiles(8, 32768),
+            DecodePlan::Tiles {
+                splits: 8,
+                chunk: 4096
+            }
+        );
+        // A ragged context: the last chunk is short, none empty.
+        assert_eq!(
+            tiles(1, 8193),
+            DecodePlan::Tiles {
+                splits: 65,
+                chunk: 128
+            }
+        );
+        // Two row groups (q_len 3, GQA 4: 12 rows): 33 chunks wanted, 1986 keys rounded to 2048;
+        // a short context is one chunk.
+        assert_eq!(
+            DecodePlan::choose(DecodeAlgorithm::Tiles, shape(1, 3, 128, 1 << 16), 132),
+            DecodePlan::Tiles {
+                splits: 32,
+                chunk: 2048
+            }
+        );
+        assert_eq!(
+            tiles(1, 100),
+            DecodePlan::Tiles {
+                splits: 1,
+                chunk: 128
+            }
+        );
+    }
+
+    /// Where the ring does not fit in a block's shared memory, the split rung.
+    #[test]
+    fn tiles_fall_back_without_the_shared_memory() {
+        let h200 = 227 * 1024;
+        let s = shape(1, 1, 128, 4096);
+        assert!(matches!(
+            DecodePlan::choose_on(DecodeAlgorithm::Tiles, s, 132, h200),
+            DecodePlan::Tiles { .. }
+        ));
+        assert_eq!(
+            DecodePlan::choose_on(DecodeAlgorithm::Tiles, s, 132, 99 * 1024),
+            DecodePlan::choose(DecodeAlgorithm::Split, s, 132)
+        );
+        assert!(matches!(
+            DecodePlan::choose_on(DecodeAlgorithm::Tiles, shape(1, 1, 64, 4096), 132, 99 * 1024),
+            DecodePlan::Tiles { .. }
+        ));
+    }
+
+    /// Forced tile chunk counts: any chunk length (not whole tiles), clamped, none empty; head
+    /// dims without an instance run the warp rung.
+    #[test]
+    fn forced_tile_splits() {
+        let plan =
+            |n, context| DecodePlan::choose(DecodeAlgorithm::TileSplits(n), shape(1, 1, 64, context), 132);
+        assert_eq!(plan(0, 10), DecodePlan::Tiles { splits: 1, chunk: 10 });
+        assert_eq!(plan(3, 10), DecodePlan::Tiles { splits: 3, chunk: 4 });
+        assert_eq!(plan(6, 10), DecodePlan::Tiles { splits: 5, chunk: 2 });
+        assert_eq!(plan(50, 10), DecodePlan::Tiles { splits: 10, chunk: 1 });
+        assert_eq!(
+            DecodePlan::choose(DecodeAlgorithm::Tiles, shape(1, 1, 40, 4096), 132),
+            DecodePlan::Warp
+        );
+        assert_eq!(DecodeAlgorithm::default(), DecodeAlgorithm::Tiles);
     }
 
     /// The warp target's boundary: 8 kv heads of one row group want `floor(12 * sms / 8)` chunks;

@@ -69,7 +69,7 @@ impl<E: KvElement> GraphBuffers for PagedKvCache<E> {
 
 impl Gpu {
     /// The workspace of [`Gpu::decode_attention_into`] for `query` on caches of `cache`'s shape:
-    /// the default plan ([`super::DecodeAlgorithm::Split`]) for a context of the cache's whole
+    /// the default plan ([`super::DecodeAlgorithm::Tiles`]) for a context of the cache's whole
     /// capacity, and its partials (`(head_dim + 2) * 4` bytes per query row and chunk).
     ///
     /// Errors: those of [`Gpu::decode_attention`]'s query checks (heads, `q_len`, scale).
@@ -80,10 +80,11 @@ impl Gpu {
     ) -> Result<DecodeWorkspace> {
         let s = cache.shape;
         check_query(s, query)?;
-        let plan = DecodePlan::choose(
+        let plan = DecodePlan::choose_on(
             super::DecodeAlgorithm::default(),
             decode_shape(s, query, s.capacity()),
             self.multiprocessors()?,
+            self.limits().max_shared_mem_per_block_optin as usize,
         );
         let rows = s.batch * query.q_len * query.heads;
         let (ml, acc) = self.split_partials(plan, rows, s.head_dim)?;

@@ -33,6 +33,13 @@
 //!   that share the kv head times the queries, so that each K and V row it loads (16 bytes per
 //!   lane) serves all of them. Each warp writes its rows' partial `(max, sum, unnormalised
 //!   output)`; [`combine`] merges a row's chunks by their log-sum-exp. `head_dim` 64, 128 or 256.
+//! * [`tiles`] (the streaming rung, the default): a block of 4 warps per `(sequence, kv head,
+//!   chunk, group of up to` [`TILE_ROWS`] `query rows)`; the chunk's K and V rows stream through
+//!   a ring of shared-memory stages (16-byte `cp.async`, two tiles of 64 keys in flight while one
+//!   is computed), lanes own keys (one shuffle per dot product), all the group's rows scored
+//!   against each K row, the warps' online softmaxes merged in shared memory; the chunk count
+//!   fills the device with blocks rather than warps, so partials stay few, and
+//!   [`tiles_combine`] merges them a block per row. `head_dim` 64, 128 or 256.
 //!
 //! # Rules at the edges
 //! Every query sees at least its own key (the host refuses `lens[b] < q_len`), so a row's
@@ -47,12 +54,16 @@ use crate::gpu::{bf16, f16, warp};
 pub mod append;
 pub mod combine;
 pub mod split;
+pub mod tiles;
+pub mod tiles_combine;
 pub mod warp_rows;
 
 // Every rung's items (its kernels' launcher modules among them) at the family's level.
 pub use append::*;
 pub use combine::*;
 pub use split::*;
+pub use tiles::*;
+pub use tiles_combine::*;
 pub use warp_rows::*;
 
 /// An element of the KV cache, the queries and the output: bf16 or f16, computed on in f32.
