@@ -82,10 +82,18 @@ const WARPGROUP: usize = 128;
 /// Bytes of one box: 128 rows of 128 bytes.
 const BOX_BYTES: usize = WGMMA_BOX_ROWS * 128;
 /// Registers per thread the producer keeps.
-pub const PRODUCER_REGISTERS: u32 = 48;
-/// Registers per thread the consumers ask for: `128 x 48 + 256 x 232 = 65536`, the whole
-/// register file (one block per multiprocessor: its shared memory).
+pub const PRODUCER_REGISTERS: u32 = 40;
+/// Registers per thread the consumers ask for: `128 x 40 + 256 x 232 = 384 x 168`, what the
+/// block holds at its start (the launch bounds' 168 per thread): the consumers' increases draw
+/// only on what the producer gave back (48 for the producer hung the H200 at a8752bd; the
+/// simulator reports it).
 pub const CONSUMER_REGISTERS: u32 = 232;
+
+const _: () = assert!(
+    (WARPGROUP as u32) * PRODUCER_REGISTERS + 2 * (WARPGROUP as u32) * CONSUMER_REGISTERS
+        <= WGMMA_BLOCK * (65536 / WGMMA_BLOCK / 8 * 8),
+    "the consumers' increases fit in what the producer gives back"
+);
 
 /// Bytes of one ring stage for head dim `d`: `K` and `V`, `d / 64` boxes each.
 pub const fn wgmma_stage_bytes(d: usize) -> usize {
@@ -320,15 +328,15 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
     let tid = thread::thread_idx_x() as usize;
     let wg = tid / WARPGROUP;
     let work = Work {
-        q_tiles: q_len.div_ceil(WGMMA_ROWS),
-        heads,
-        batch,
+        q_tiles: q_len.div_ceil(WGMMA_ROWS) as u32,
+        heads: heads as u32,
+        per_level: (heads * batch) as u32,
         q_len,
         kv_len,
         causal,
     };
-    let (first, stride) = (thread::block_idx_x() as usize, thread::grid_dim_x() as usize);
-    let total = work.q_tiles * heads * batch;
+    let (first, stride) = (thread::block_idx_x(), thread::grid_dim_x());
+    let total = work.q_tiles * work.per_level;
 
     // SAFETY: every thread, first; the launch gives `wgmma_shared_bytes(D)`: the ring's bytes,
     // then the tail; stages of whole 1024-byte atoms.
@@ -376,7 +384,8 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
         tma::prefetch_map(tk.map);
         tma::prefetch_map(tv.map);
         let mut producer = ring.producer();
-        for (n, w) in (first..total).step_by(stride).enumerate() {
+        let (mut w, mut n) = (first, 0u32);
+        while w < total {
             let tile = work.tile(w);
             // SAFETY: the one producer thread; `Q`'s previous tile released (both consumers'
             // last scores retired) before its copy is overwritten; the barrier expects the
@@ -384,7 +393,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
             // (its contract).
             unsafe {
                 if n > 0 {
-                    mbarrier::wait_parity(q_free, ((n - 1) & 1) as u32);
+                    mbarrier::wait_parity(q_free, (n - 1) & 1);
                 }
                 mbarrier::arrive_expect_tx(q_bar, (boxes * BOX_BYTES) as u32);
                 for j in 0..boxes {
@@ -413,6 +422,8 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
                     }
                 }
             }
+            w += stride;
+            n += 1;
         }
         return;
     }
@@ -434,7 +445,8 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
         turns.hand_over();
     }
     let mut consumer = ring.consumer();
-    for (n, tile_index) in (first..total).step_by(stride).enumerate() {
+    let (mut tile_index, mut n) = (first, 0u32);
+    while tile_index < total {
         let tile = work.tile(tile_index);
         let rows = [
             tile.q0 + CONSUMER_ROWS * c + 16 * w + g,
@@ -452,7 +464,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
         let mut acc = <H::O as wgmma::Accumulators>::zeroed();
         let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
         // SAFETY: `Q`'s barrier, initialised; its phase `n` completes with this tile's copies.
-        unsafe { mbarrier::wait_parity(q_bar, (n & 1) as u32) };
+        unsafe { mbarrier::wait_parity(q_bar, n & 1) };
         if S::PING_PONG {
             if kv_tiles > 0 {
                 // Tile 0: its scores and probabilities; the output is still zero.
@@ -532,6 +544,8 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
             release_q(q_free);
         }
         store_rows::<T, H>(o, lse, &acc, (m, l), rows, (tile.b, tile.h), (q_len, heads), qd);
+        tile_index += stride;
+        n += 1;
     }
 }
 
@@ -548,9 +562,10 @@ struct Tile {
 /// w / (heads batch)` (the last, for causal the longest, first) of head `w % heads` of batch
 /// `(w / heads) % batch`.
 struct Work {
-    q_tiles: usize,
-    heads: usize,
-    batch: usize,
+    q_tiles: u32,
+    heads: u32,
+    /// Block tiles per query tile: `heads * batch`.
+    per_level: u32,
     q_len: usize,
     kv_len: usize,
     causal: bool,
@@ -558,20 +573,19 @@ struct Work {
 
 impl Work {
     /// Block tile `w` (`w < q_tiles * heads * batch`). In 32-bit arithmetic (every count here is
-    /// below `2^31`, the grid's limit): 64-bit division spilled in the producer.
+    /// below `2^31`, the grid's limit): the producer keeps 40 registers, and 64-bit division
+    /// spilled there.
     #[inline(always)]
-    fn tile(&self, w: usize) -> Tile {
-        let (w, heads) = (w as u32, self.heads as u32);
-        let per_level = heads * self.batch as u32;
-        let level = w / per_level;
-        let rest = w - level * per_level;
-        let b = rest / heads;
-        let q0 = (self.q_tiles - 1 - level as usize) * WGMMA_ROWS;
+    fn tile(&self, w: u32) -> Tile {
+        let level = w / self.per_level;
+        let rest = w - level * self.per_level;
+        let b = rest / self.heads;
+        let q0 = (self.q_tiles - 1 - level) as usize * WGMMA_ROWS;
         // The keys the tile's last row sees bound the tiles it visits (producer and consumers).
         let last_row = (q0 + WGMMA_ROWS).min(self.q_len) - 1;
         Tile {
             q0,
-            h: (rest - b * heads) as usize,
+            h: (rest - b * self.heads) as usize,
             b: b as usize,
             kv_tiles: visible_keys(last_row, self.q_len, self.kv_len, self.causal).div_ceil(WGMMA_KEYS),
         }
