@@ -170,6 +170,23 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             });
         }
     }
+    // The persistent walk on the GPU: more block tiles than the H200's 132 multiprocessors (144
+    // and 136), so that blocks walk a second tile (the fused-vs-rows cases have at most 128).
+    for (label, case) in [
+        ("bf16", (2, 1100, 1100, 8, 2, 128, true)),
+        ("f16", (1, 2100, 2100, 8, 8, 64, false)),
+    ] {
+        let name = case_name(&case);
+        let rung = AttentionAlgorithm::WgmmaPersistent;
+        trials.push(trial(
+            cuda,
+            &format!("attention::wgmma_persistent_walk::{label}::{name}"),
+            move |gpu, rng| match label {
+                "bf16" => fused_vs_rows::<bf16>(gpu, rng, case, rung),
+                _ => fused_vs_rows::<f16>(gpu, rng, case, rung),
+            },
+        ));
+    }
     trials.extend(super::attention_faults::trials(sim));
     trials.push(global_trial("attention", global_attention));
     trials
