@@ -334,6 +334,7 @@ impl Gpu {
             wgmma: self.has_wgmma(),
             tensor_maps: s.kv_len > 0 && [&ops.q, &ops.k, &ops.v].iter().all(|t| t.map_4d_ok()),
             positive_scale: ops.scale_log2 > 0.0,
+            causal: ops.causal,
         };
         let plan = AttentionPlan::choose(options.algorithm, s.head_dim, facts)
             .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;

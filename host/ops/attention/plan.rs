@@ -7,11 +7,14 @@
 //!    as in rule 3, and tensor maps the driver encodes for `Q`, `K` and `V` (`[batch, seq,
 //!    heads, head_dim]` nested as such, strides of whole 16 bytes, at least one key) and a
 //!    positive scale (its softmax takes the row maxima of the unscaled scores): the Hopper rung
-//!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>` (faster than one tile at a
-//!    time, `attention_wgmma_d<D>`, at each shape and mask of
-//!    `bench/experiments/third-wave/34b258f-attention-schedules.jsonl`). Its tensor-core
-//!    products are `wgmma` (Hopper's full-rate instruction, where `mma.sync` is not) and each
-//!    block reuses a KV tile for 128 query rows.
+//!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>`, on a persistent grid
+//!    where the call is not causal and a block per tile where it is. In
+//!    `bench/experiments/third-wave/e0302b7-attention.jsonl` the ping-pong beat one tile at a
+//!    time (`attention_wgmma_d<D>`) at every shape, the persistent grid beat a block per tile at
+//!    every shape without the mask (471.6 against 425.5 TFLOP/s at `16x1024x16x128`) and lost
+//!    with it (379.5 against 534.7 at `1x16384x16x128`: each block's static share of causal
+//!    tiles). Its tensor-core products are `wgmma` (Hopper's full-rate instruction, where
+//!    `mma.sync` is not) and each block reuses a KV tile for 128 query rows.
 //! 3. Head dim 64 or 128 ([`FLASH_HEAD_DIMS`]) with 16-byte aligned operands (every buffer, every
 //!    offset and stride a multiple of 8 elements): the fused rung, `attention_flash_d<D>`. It
 //!    reads `K` and `V` once per 64 query rows where the rows rung reads them once per row,
@@ -42,6 +45,8 @@ pub(crate) struct Facts {
     pub(crate) tensor_maps: bool,
     /// The scale is above zero.
     pub(crate) positive_scale: bool,
+    /// The call is causal.
+    pub(crate) causal: bool,
 }
 
 /// What one attention call runs.
@@ -88,13 +93,16 @@ impl AttentionPlan {
                 ping_pong: false,
                 persistent: false,
             }),
-            AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaPingPong if hopper => {
-                Ok(AttentionPlan::Wgmma {
-                    head_dim,
-                    ping_pong: true,
-                    persistent: false,
-                })
-            }
+            AttentionAlgorithm::Auto if hopper => Ok(AttentionPlan::Wgmma {
+                head_dim,
+                ping_pong: true,
+                persistent: !f.causal,
+            }),
+            AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
+                head_dim,
+                ping_pong: true,
+                persistent: false,
+            }),
             AttentionAlgorithm::WgmmaPersistent if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: true,
@@ -233,6 +241,7 @@ mod tests {
             wgmma: false,
             tensor_maps: true,
             positive_scale: true,
+            causal: false,
         }
     }
 
@@ -284,6 +293,7 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             positive_scale: true,
+            causal: false,
         };
         let choose = |alg, d, f| AttentionPlan::choose(alg, d, f);
         for d in (HEAD_DIM_MULTIPLE..=MAX_HEAD_DIM).step_by(HEAD_DIM_MULTIPLE) {
@@ -291,7 +301,7 @@ mod tests {
                 64 | 128 => AttentionPlan::Wgmma {
                     head_dim: d,
                     ping_pong: true,
-                    persistent: false,
+                    persistent: true,
                 },
                 _ => AttentionPlan::Rows,
             };
@@ -362,6 +372,15 @@ mod tests {
             choose(AttentionAlgorithm::WgmmaPingPong, 64, all),
             Ok(AttentionPlan::Wgmma {
                 head_dim: 64,
+                ping_pong: true,
+                persistent: false
+            })
+        );
+        // Causal: a block per tile (the persistent walk's static share of causal tiles lost).
+        assert_eq!(
+            choose(AttentionAlgorithm::Auto, 128, Facts { causal: true, ..all }),
+            Ok(AttentionPlan::Wgmma {
+                head_dim: 128,
                 ping_pong: true,
                 persistent: false
             })

@@ -27,8 +27,8 @@
 //!   FlashAttention-3's: in its turn a consumer issues tile `t`'s scores and tile `t - 1`'s
 //!   `P V` back to back and hands the turn over (two `mbarrier`s), so that one consumer's softmax
 //!   runs under the other's products and its own `P V`. The plan runs [`PingPong`]: on the H200
-//!   it was the faster at each shape of `bench/experiments/third-wave/34b258f-attention-schedules.jsonl`
-//!   (534.6 against 516.6 TFLOP/s at `4x4096x16x128`, 479.1 against 460.4 causal).
+//!   it was the faster at each shape of `bench/experiments/third-wave/e0302b7-attention.jsonl`
+//!   (526.9 against 480.5 TFLOP/s at `4x4096x16x128`, 467.2 against 420.5 causal).
 //! * **Causal**: each head's blocks run from the last query tile to the first (the longest
 //!   first), and a block visits only the KV tiles its last row can see.
 //! * **Traffic** per block: `128 D` elements of `Q`, `2 * 128 D` of `K` and `V` per KV tile
