@@ -143,8 +143,9 @@ impl AttentionPlan {
 /// Which rung computes an attention call. All give the same output up to rounding.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AttentionAlgorithm {
-    /// The plan's choice (the module documentation's rules): the fused rung where it applies,
-    /// else the rows rung.
+    /// The plan's choice (the module documentation's rules): the Hopper rung where it applies
+    /// (persistent without the causal mask), else the fused rung where it applies, else the rows
+    /// rung.
     #[default]
     Auto,
     /// A warp per query row (`attention_rows_*`), the tutorial rung: every shape, no 16-bit

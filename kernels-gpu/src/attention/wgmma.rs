@@ -43,7 +43,7 @@
 //! overlap plus the turns.
 //!
 //! * **Persistent** where the host asks for it: the grid's size is the host's choice, a block per
-//!   tile or fewer blocks each walking several tiles ([`Work`]), whose producer then copies the
+//!   tile or fewer blocks each walking several tiles (`Work`), whose producer then copies the
 //!   next tile's `Q` once the consumers have retired this tile's last scores, and its `K` and `V`
 //!   into the stages they free, under this tile's last products and stores.
 //!
@@ -239,7 +239,7 @@ impl WgmmaSchedule for PingPong {
 /// design).
 ///
 /// The block tiles (128 query rows of one head of one batch) are numbered head by head, each
-/// head's from its last query tile to its first ([`Work`]: for causal the longest first); block `x`
+/// head's from its last query tile to its first (`Work`: for causal the longest first); block `x`
 /// computes tiles `x, x + gridDim.x, ...` (one tile per block when the grid has a block per tile,
 /// a persistent walk when it has fewer). Thread 0 initialises the barriers. Per tile, the
 /// producer warpgroup's thread 0 waits until the consumers released the previous tile's `Q`,
