@@ -55,29 +55,37 @@ mod tests {
     use std::fs;
     use std::path::Path;
 
-    /// Every family folder has `mod.rs`, `plan.rs` and `kernels.rs`, and no file of `ops/`
-    /// reaches into `crate::raw` (the launches live in each family's `kernels.rs`).
+    /// Every family folder (and every part of a family in a folder of its own, as attention's
+    /// `backward/`) has `mod.rs`, `plan.rs` and `kernels.rs`, and no file of `ops/` reaches into
+    /// `crate::raw` (the launches live in each family's `kernels.rs`).
     #[test]
     fn every_family_has_the_same_three_files_and_no_raw_imports() {
-        let ops = Path::new(env!("CARGO_MANIFEST_DIR")).join("host/ops");
-        let mut families = 0;
-        for entry in fs::read_dir(&ops).expect("host/ops") {
-            let dir = entry.expect("an entry").path();
-            if !dir.is_dir() {
-                continue;
-            }
-            families += 1;
+        /// Checks the folder `dir` and the folders inside it.
+        fn check(dir: &Path) {
             for file in ["mod.rs", "plan.rs", "kernels.rs"] {
                 assert!(dir.join(file).is_file(), "{} has no {file}", dir.display());
             }
-            for file in fs::read_dir(&dir).expect("a family") {
+            for file in fs::read_dir(dir).expect("a family") {
                 let path = file.expect("a file").path();
+                if path.is_dir() {
+                    check(&path);
+                    continue;
+                }
                 let text = fs::read_to_string(&path).expect("a source file");
                 assert!(
                     !text.contains("crate::raw"),
                     "{} imports crate::raw",
                     path.display()
                 );
+            }
+        }
+        let ops = Path::new(env!("CARGO_MANIFEST_DIR")).join("host/ops");
+        let mut families = 0;
+        for entry in fs::read_dir(&ops).expect("host/ops") {
+            let dir = entry.expect("an entry").path();
+            if dir.is_dir() {
+                families += 1;
+                check(&dir);
             }
         }
         assert!(families > 0, "no family folders in {}", ops.display());
