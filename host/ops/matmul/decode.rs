@@ -14,16 +14,64 @@ use kernels_gpu::matmul::decode::{
     DECODE_SUM_BLOCK, DECODE_TILE_M,
 };
 
-use kernels_gpu::matmul::decode_wgmma as hopper;
+use kernels_gpu::matmul::decode_wgmma::{self as hopper, DECODE_64X128, DECODE_64X256};
+use kernels_gpu::matmul::wgmma_ws::WsTiling;
 
-use super::decode_wgmma::WgmmaLauncher;
-pub use super::decode_wgmma::{DecodeTile, WGMMA_MIN_M};
 use crate::buffer::{DeviceMatrix, DeviceVec, Element, checked_len};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::module::Module;
 use crate::view::{DeviceSlice, DeviceSliceMut};
+
+/// [`DecodePlan::choose`] takes the Hopper rung, where it has it, for `m` from this on: every `m`.
+/// The Hopper rung computes 64 rows of `X` whatever `m` is, but at 64 flops per byte of weight
+/// its tensor cores stay well under their rate, so its time should not depend on `m`; what
+/// decides is how fast each rung streams the weight: against a 28672 x 8192 weight on the H200 it
+/// streamed 3771.0, 3791.2 and 3810.7 GB/s at `m = 1`, 8 and 64 (`gpukern:wgmma-256`) where the
+/// `mma.sync` rung streamed 3394.8, 3408.3 and 1217.9
+/// (`bench/experiments/third-wave/a8752bd-decode-gemm.jsonl`). Raise it to 9 to keep the
+/// `mma.sync` rung at `m <= 8`.
+pub const WGMMA_MIN_M: usize = 1;
+
+/// Rows of `W` per block of the Hopper decode rung.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DecodeTile {
+    /// 256 rows (`matmul_decode_wgmma_*_64x256`, two consumers of `wgmma.m64n128k16`).
+    Rows256,
+    /// 128 rows (`matmul_decode_wgmma_*_64x128`, two consumers of `wgmma.m64n64k16`): twice the
+    /// blocks, for weights of few rows.
+    Rows128,
+}
+
+impl DecodeTile {
+    /// Rows of `W` per block.
+    pub const fn rows(self) -> usize {
+        self.tiling().block_cols
+    }
+
+    /// The kernel's tiling.
+    pub(super) const fn tiling(self) -> WsTiling {
+        match self {
+            DecodeTile::Rows256 => DECODE_64X256,
+            DecodeTile::Rows128 => DECODE_64X128,
+        }
+    }
+}
+
+/// The launcher of a Hopper decode kernel `(maps, x, w, out, m, n, k, k_split)`.
+pub(super) type WgmmaLauncher<O> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, u64>,
+    DeviceSlice<'a, bf16>,
+    DeviceSlice<'a, bf16>,
+    DeviceSliceMut<'a, O>,
+    usize,
+    usize,
+    usize,
+    usize,
+) -> Result<()>;
 
 /// The operation's name in errors.
 const OP: &str = "matmul_decode";

@@ -4,29 +4,18 @@
 //! maps and the launches.
 
 use half::bf16;
-use kernels_gpu::matmul::decode_wgmma::{DECODE_64X128, DECODE_64X256, DECODE_WGMMA_BK, DECODE_WGMMA_ROWS};
+use kernels_gpu::matmul::decode_wgmma::{DECODE_WGMMA_BK, DECODE_WGMMA_ROWS};
 use kernels_gpu::matmul::wgmma::MAP_WORDS;
-use kernels_gpu::matmul::wgmma_ws::WsTiling;
 
-use super::decode::{DecodeOutput, DecodePlan, sum_planes, wgmma_launcher};
+use super::decode::{DecodeOutput, DecodePlan, DecodeTile, sum_planes, wgmma_launcher};
 use super::wgmma::{MapMatrix, check_copy_engine_dims, encode};
 use crate::buffer::{DeviceMatrix, DeviceVec};
 use crate::device::{Backend, Gpu};
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
-use crate::module::Module;
-use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// The operation's name in errors.
 const OP: &str = "matmul_decode";
-
-/// [`DecodePlan::choose`] takes the Hopper rung, where it has it, for `m` from this on: every `m`.
-/// The Hopper rung computes 64 rows of `X` whatever `m` is, but at 64 flops per byte of weight
-/// its tensor cores stay well under their rate, so its time should not depend on `m`; what
-/// decides is how fast each rung streams the weight (unmeasured: the bench's `gpukern:mma` and
-/// `gpukern:wgmma-*` rows compare them at `m = 1`, 8 and 64). Raise it to 9 to keep the
-/// `mma.sync` rung at `m <= 8`.
-pub const WGMMA_MIN_M: usize = 1;
 
 /// Most slices of `k` [`DecodePlan::choose_wgmma`] makes.
 const WGMMA_MAX_SLICES: usize = 16;
@@ -38,31 +27,6 @@ const WGMMA_MIN_SLICE_K: usize = 512;
 /// 200 KiB of copies in flight per SM. Below it, the fewer blocks of a last partial wave still
 /// keep the DRAM busy; past it, the busiest SM sets the time.
 const SM_RATE_SHARES: usize = 2;
-
-/// Rows of `W` per block of the Hopper decode rung.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DecodeTile {
-    /// 256 rows (`matmul_decode_wgmma_*_64x256`, two consumers of `wgmma.m64n128k16`).
-    Rows256,
-    /// 128 rows (`matmul_decode_wgmma_*_64x128`, two consumers of `wgmma.m64n64k16`): twice the
-    /// blocks, for weights of few rows.
-    Rows128,
-}
-
-impl DecodeTile {
-    /// Rows of `W` per block.
-    pub const fn rows(self) -> usize {
-        self.tiling().block_cols
-    }
-
-    /// The kernel's tiling.
-    const fn tiling(self) -> WsTiling {
-        match self {
-            DecodeTile::Rows256 => DECODE_64X256,
-            DecodeTile::Rows128 => DECODE_64X128,
-        }
-    }
-}
 
 impl DecodePlan {
     /// The elements of `k` per slice of the Hopper rung for `slices` slices: `ceil(k / slices)`
@@ -134,20 +98,6 @@ impl DecodePlan {
         )
     }
 }
-
-/// The launcher of a Hopper decode kernel `(maps, x, w, out, m, n, k, k_split)`.
-pub(super) type WgmmaLauncher<O> = for<'a> unsafe fn(
-    &'a Module,
-    LaunchConfig,
-    DeviceSlice<'a, u64>,
-    DeviceSlice<'a, bf16>,
-    DeviceSlice<'a, bf16>,
-    DeviceSliceMut<'a, O>,
-    usize,
-    usize,
-    usize,
-    usize,
-) -> Result<()>;
 
 impl Gpu {
     /// Runs the Hopper rung on checked operands (`1 <= m`, `1 <= n`): the applicability checks
@@ -296,8 +246,7 @@ impl Gpu {
 
 #[cfg(test)]
 mod tests {
-    use super::{DecodeTile, WGMMA_MIN_M};
-    use crate::DecodePlan;
+    use super::super::decode::{DecodePlan, DecodeTile, WGMMA_MIN_M};
 
     fn plan(m: usize, n: usize, k: usize, sms: usize) -> (usize, usize) {
         match DecodePlan::choose_wgmma(m, n, k, sms) {

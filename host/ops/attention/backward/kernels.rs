@@ -5,7 +5,6 @@
 use half::{bf16, f16};
 use kernels_gpu::attention as family;
 
-use super::super::kernels::AttentionElement;
 use crate::error::Result;
 use crate::launch_config::LaunchConfig;
 use crate::module::Module;
@@ -219,8 +218,3 @@ pub(crate) static F16: BackwardKernels<f16> = BackwardKernels {
         family::attention_bwd_flash_dq_d128_f16::launch_views::<Module>,
     ],
 };
-
-/// The backward kernels of `T`.
-pub(crate) fn of<T: AttentionElement>() -> &'static BackwardKernels<T> {
-    T::kernels().backward
-}

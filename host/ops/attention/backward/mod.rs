@@ -153,7 +153,7 @@ impl Gpu {
             d_out: d_out.view()?,
             d_out_strides: d_out.strides,
         };
-        let table = kernels::of::<T>();
+        let table = T::kernels().backward;
         let library = self.library();
         let limits = self.limits();
         if padded_rows > 0 {
