@@ -506,7 +506,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
                     stage = next;
                 }
                 // Every scores product of the tile retired: `Q` may be overwritten.
-                release_q(q_free);
+                warp_arrive(q_free);
                 turns.take();
                 // SAFETY: as above, for the last tile's `P V`.
                 unsafe { acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true) };
@@ -517,7 +517,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
                     consumer.release(&stage);
                 }
             } else {
-                release_q(q_free);
+                warp_arrive(q_free);
             }
         } else {
             // One tile at a time: scores, softmax, `P V`, each waited for.
@@ -540,7 +540,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
                     consumer.release(&stage);
                 }
             }
-            release_q(q_free);
+            warp_arrive(q_free);
         }
         store_rows::<T, H>(o, lse, &acc, (m, l), rows, (tile.b, tile.h), (q_len, heads), qd);
         tile_index += stride;
@@ -590,15 +590,15 @@ impl Work {
     }
 }
 
-/// Lane 0 of each consumer warp arrives on `Q`'s release barrier: its warp's scores products of
-/// the tile have retired.
+/// Lane 0 of each warp arrives on `bar`: this warp's part is done (`Q`'s release once its scores
+/// products of the tile retired, or a ping-pong turn handed over).
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
-fn release_q(q_free: *mut u64) {
+fn warp_arrive(bar: *mut u64) {
     if thread::thread_idx_x() % 32 == 0 {
-        // SAFETY: an initialised barrier of the block counting the consumers' eight warps.
-        unsafe { mbarrier::arrive(q_free) };
+        // SAFETY: the callers pass an initialised barrier of the block that counts this warp.
+        unsafe { mbarrier::arrive(bar) };
     }
 }
 
@@ -673,15 +673,12 @@ impl Turns {
         self.taken += 1;
     }
 
-    /// Hands the turn to the other consumer (lane 0 of each warp arrives on its barrier).
+    /// Hands the turn to the other consumer (lane 0 of each warp arrives on its barrier, which
+    /// counts the four warps of this consumer).
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
     fn hand_over(&self) {
-        if thread::thread_idx_x() % 32 == 0 {
-            // SAFETY: an initialised barrier counting the four warps of this consumer.
-            unsafe { mbarrier::arrive(self.other) };
-        }
+        warp_arrive(self.other);
     }
 }
 
