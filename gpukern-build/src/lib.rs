@@ -407,9 +407,12 @@ fn build_ptx(
     arch: &str,
     dest: &Path,
 ) -> Result<(), BuildError> {
-    // One nested target directory per workspace and architecture: the kernel crates of one
-    // workspace share their `core` build; other checkouts sharing the cache get their own.
-    let target_dir = cache.join(format!("build-{arch}-{:08x}", hash::workspace_key(krate) as u32));
+    // One nested target directory per workspace, feature set and architecture: the kernel crates
+    // of one workspace share their `core` build; other checkouts sharing the cache get their own.
+    let target_dir = cache.join(format!(
+        "build-{arch}-{:08x}",
+        hash::workspace_key(krate, features) as u32
+    ));
     // The nested build's lock file lives in its target directory, a copy of the one that governs
     // the kernel crate (the same versions as the host build): a kernel crate outside any
     // workspace would otherwise get a Cargo.lock written into the user's source tree.
