@@ -1,5 +1,5 @@
 //! The GLU family (SwiGLU, GeGLU with the tanh and the erf GELU; f32 and bf16) against
-//! `cpu::glu_rows`: per backend, both algorithms on ragged and Llama-sized rows
+//! `cpu::glu_rows`: per backend, every algorithm (and `Auto`) on ragged and Llama-sized rows
 //! (`glu::<type>::RxN`, `N` the half's width), the edge values (`glu::edges`: NaN, infinities,
 //! large gates of both signs), the errors (`errors::glu`); the free functions (`global::glu`).
 
@@ -17,8 +17,18 @@ use crate::common::trial::{Target, global_trial, trial};
 const SIM_SHAPES: &[(usize, usize)] = &[(1, 8), (2, 3), (5, 12), (33, 520)];
 
 /// CUDA shapes: Llama-3-8B's MLP (n = 14336) at 1, 8 and 4096 tokens, a ragged one, a half off
-/// the vector width.
-const CUDA_SHAPES: &[(usize, usize)] = &[(1, 14336), (8, 14336), (4096, 14336), (77, 1000), (9, 4099)];
+/// the vector width, each side of `Auto`'s boundary (`SMALL_OUTPUTS`, 2^20 outputs: 73 and 74
+/// rows of 14336), and more rows than a grid's y extent (the rows kernel's stride down the rows).
+const CUDA_SHAPES: &[(usize, usize)] = &[
+    (1, 14336),
+    (8, 14336),
+    (4096, 14336),
+    (77, 1000),
+    (9, 4099),
+    (73, 14336),
+    (74, 14336),
+    (70_001, 16),
+];
 
 /// Every trial of the family.
 pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
@@ -124,7 +134,7 @@ fn every_call<T: Elem>(gpu: &Gpu, x: &[f32], (rows, n): (usize, usize), failures
     let dx = gpu.upload_matrix(&input)?;
     for (name, call, act) in activations::<T>() {
         let want = cpu::glu_rows(x, n, act);
-        for algorithm in GluAlgorithm::ALL {
+        for algorithm in GluAlgorithm::ALL.into_iter().chain([GluAlgorithm::Auto]) {
             let mut y = gpu.upload_matrix(&Array2::from_elem((rows, n), T::from_f32(f32::NAN)))?;
             call(gpu, &dx, &mut y, algorithm)?;
             let got: Vec<f32> = y.as_vec().to_vec()?.into_iter().map(T::to_f32).collect();

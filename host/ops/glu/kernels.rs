@@ -21,10 +21,11 @@ pub type GluLauncher<T> = for<'a> unsafe fn(
     usize,
 ) -> Result<()>;
 
-/// One activation's two kernels: the tutorial and the vector kernel.
+/// One activation's kernels: the tutorial, the vector kernel and the rows kernel.
 pub struct GluPair<T: 'static> {
     pub(crate) scalar: (&'static Kernel, GluLauncher<T>),
     pub(crate) vectors: (&'static Kernel, GluLauncher<T>),
+    pub(crate) rows: (&'static Kernel, GluLauncher<T>),
 }
 
 impl<T> GluPair<T> {
@@ -33,6 +34,7 @@ impl<T> GluPair<T> {
         match plan {
             GluPlan::Scalar => self.scalar,
             GluPlan::Vectors => self.vectors,
+            GluPlan::Rows => self.rows,
         }
     }
 }
@@ -46,29 +48,30 @@ pub struct GluKernels<T: 'static> {
 
 /// One [`GluPair`] from its kernels' names.
 macro_rules! pair {
-    ($scalar:ident, $vectors:ident) => {
+    ($scalar:ident, $vectors:ident, $rows:ident) => {
         GluPair {
             scalar: (&family::$scalar::KERNEL, family::$scalar::launch_views::<Module>),
             vectors: (
                 &family::$vectors::KERNEL,
                 family::$vectors::launch_views::<Module>,
             ),
+            rows: (&family::$rows::KERNEL, family::$rows::launch_views::<Module>),
         }
     };
 }
 
 /// The f32 kernels.
 pub(crate) static F32: GluKernels<f32> = GluKernels {
-    silu: pair!(swiglu_scalar_f32, swiglu_f32),
-    gelu_tanh: pair!(geglu_scalar_f32, geglu_f32),
-    gelu_erf: pair!(geglu_erf_scalar_f32, geglu_erf_f32),
+    silu: pair!(swiglu_scalar_f32, swiglu_f32, swiglu_rows_f32),
+    gelu_tanh: pair!(geglu_scalar_f32, geglu_f32, geglu_rows_f32),
+    gelu_erf: pair!(geglu_erf_scalar_f32, geglu_erf_f32, geglu_erf_rows_f32),
 };
 
 /// The bf16 kernels.
 pub(crate) static BF16: GluKernels<half::bf16> = GluKernels {
-    silu: pair!(swiglu_scalar_bf16, swiglu_bf16),
-    gelu_tanh: pair!(geglu_scalar_bf16, geglu_bf16),
-    gelu_erf: pair!(geglu_erf_scalar_bf16, geglu_erf_bf16),
+    silu: pair!(swiglu_scalar_bf16, swiglu_bf16, swiglu_rows_bf16),
+    gelu_tanh: pair!(geglu_scalar_bf16, geglu_bf16, geglu_rows_bf16),
+    gelu_erf: pair!(geglu_erf_scalar_bf16, geglu_erf_bf16, geglu_erf_rows_bf16),
 };
 
 /// Launches a GLU kernel.

@@ -8,7 +8,7 @@ mod plan;
 pub use plan::{GluAlgorithm, GluPlan};
 
 use kernels::{GluKernels, GluPair};
-use kernels_gpu::glu::{GluElem, SCALAR_BLOCK, VECTOR_BLOCK, VECTOR_UNROLL};
+use kernels_gpu::glu::{GluElem, ROWS_BLOCK, ROWS_SPAN, SCALAR_BLOCK, VECTOR_BLOCK, VECTOR_UNROLL};
 
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, Element};
@@ -165,7 +165,7 @@ impl Gpu {
             return Ok(());
         }
         let aligned = x.data.is_16_byte_aligned() && y.data.is_16_byte_aligned();
-        let plan = GluPlan::choose(algorithm, n, T::LANES, aligned);
+        let plan = GluPlan::choose(algorithm, rows, n, T::LANES, aligned);
         let kernels = T::kernels();
         let pair: &GluPair<T> = match activation {
             Activation::Silu => &kernels.silu,
@@ -180,6 +180,16 @@ impl Gpu {
                 let threads = (outputs / T::LANES).div_ceil(VECTOR_UNROLL);
                 LaunchConfig::linear(op, threads, VECTOR_BLOCK, &limits)?
             }
+            // A block per span of a row; down the rows at most the grid's y limit, the kernel
+            // striding over the rest.
+            GluPlan::Rows => LaunchConfig::grid_2d(
+                op,
+                (n / T::LANES, rows.min(limits.max_grid_dim[1] as usize)),
+                (ROWS_SPAN, 1),
+                (ROWS_BLOCK, 1),
+                0,
+                &limits,
+            )?,
         };
         // SAFETY: `x` holds rows * 2n elements and `y` rows * n (checked above); the vector plan
         // is chosen only for aligned buffers and `n` a multiple of the vector width; `cfg` is the

@@ -27,14 +27,18 @@
 //! * [`scalar`]: the tutorial, one thread per output element, 2-byte (bf16) or 4-byte accesses.
 //! * [`vectors`]: 16-byte vectors of the device crate (`bf16x8`, `f32x4`), four vectors of each
 //!   half in flight per thread, a grid-stride loop.
+//! * [`rows`]: the same vectors on a 2-D grid (blocks along a row and down the rows), so that a
+//!   thread finds its row and column without a division; plain loads and stores.
 
 use crate::gpu::convert::Float;
 use crate::gpu::math;
 use crate::gpu::vector::Lane;
 
+pub mod rows;
 pub mod scalar;
 pub mod vectors;
 
+pub use rows::*;
 pub use scalar::*;
 pub use vectors::*;
 
