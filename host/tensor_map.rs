@@ -168,7 +168,6 @@ impl Gpu {
     }
 }
 
-
 /// The tensor map of the row-major `rows x cols` matrix of `bytes`-byte elements of type `kind`
 /// at device address `address`, rows `stride` elements apart: boxes of `box_rows` rows of 128
 /// bytes, 128-byte swizzle, zeros out of bounds. Errors (naming `op`) where the driver would

@@ -8,7 +8,8 @@ use kernels_gpu::norm::NormElem;
 
 use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES, WARP_BLOCK, WARP_ROWS, ring_shared_bytes};
 
-use super::plan::{LoopKind, NormPlan, RowsWidth};
+use super::plan::NormPlan;
+use super::variant::{LoopKind, RowLoads, RowsWidth, WarpGrid};
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
 use crate::device::{Backend, Gpu};
 use crate::error::Result;
@@ -78,18 +79,26 @@ pub struct NormSet<L: 'static> {
 impl<L: Copy> NormSet<L> {
     /// The kernel a plan launches and its launcher.
     pub(crate) fn of(&self, plan: NormPlan) -> (&'static Kernel, L) {
+        use RowLoads::*;
+        use RowsWidth::*;
         match plan {
             NormPlan::BlockReduce => self.block_reduce,
-            NormPlan::Rows { width, stream, .. } => match (width, stream) {
-                (RowsWidth::W16, false) => self.rows16,
-                (RowsWidth::W32, false) => self.rows,
-                (RowsWidth::W64, _) => self.rows64,
-                (RowsWidth::W16, true) => self.rows16_cs,
-                (RowsWidth::W32, true) => self.rows_cs,
+            NormPlan::Rows { config, .. } => match (config.width, config.loads) {
+                (W16, Plain) => self.rows16,
+                (W32, Plain) => self.rows,
+                (W16, Streaming) => self.rows16_cs,
+                (W32, Streaming) => self.rows_cs,
+                (W16, EvictLast) => self.rows16_el,
+                // No plan holds a config without its own kernel (`RowsConfig::kernel_stem`);
+                // these are the 64-element kernel and the 32-element one it would have been.
+                (W64, _) => self.rows64,
+                (W32, EvictLast) => self.rows,
             },
-            NormPlan::Warp { keep: false } | NormPlan::WarpSolo => self.warp,
-            NormPlan::Warp { keep: true } => self.warp_keep,
-            NormPlan::WarpPipe => self.warp_pipe,
+            NormPlan::Warp { grid } => match grid {
+                WarpGrid::Blocks | WarpGrid::Solo => self.warp,
+                WarpGrid::Keep => self.warp_keep,
+                WarpGrid::Pipelined => self.warp_pipe,
+            },
             NormPlan::TwoPass { .. } => self.two_pass,
             NormPlan::Loop { kind, .. } => match kind {
                 LoopKind::Hinted => self.looped,
@@ -97,7 +106,6 @@ impl<L: Copy> NormSet<L> {
                 LoopKind::Plain => self.looped_plain,
             },
             NormPlan::Ring { .. } => self.ring,
-            NormPlan::RowsEvictLast { .. } => self.rows16_el,
         }
     }
 }
@@ -291,16 +299,19 @@ impl Gpu {
         let cfg = match plan {
             NormPlan::BlockReduce => LaunchConfig::per_row(op, rows, BLOCK, SHARED_BYTES, &limits)?,
             NormPlan::Rows { threads, .. }
-            | NormPlan::RowsEvictLast { threads }
             | NormPlan::TwoPass { threads }
             | NormPlan::Loop { threads, .. } => {
                 LaunchConfig::per_row(op, rows, threads, ROWS_SHARED_BYTES, &limits)?
             }
-            NormPlan::Warp { keep: false } => {
-                LaunchConfig::rows_per_block(op, rows, WARP_ROWS as usize, WARP_BLOCK, 0, &limits)?
+            NormPlan::Warp {
+                grid: WarpGrid::Blocks,
+            } => LaunchConfig::rows_per_block(op, rows, WARP_ROWS as usize, WARP_BLOCK, 0, &limits)?,
+            NormPlan::Warp { grid: WarpGrid::Solo } => {
+                LaunchConfig::rows_per_block(op, rows, 1, 32, 0, &limits)?
             }
-            NormPlan::WarpSolo => LaunchConfig::rows_per_block(op, rows, 1, 32, 0, &limits)?,
-            NormPlan::Warp { keep: true } | NormPlan::WarpPipe => {
+            NormPlan::Warp {
+                grid: WarpGrid::Keep | WarpGrid::Pipelined,
+            } => {
                 let resident = self.resident_blocks(op, kernels.kernel(plan, is_layer), WARP_BLOCK, 0)?;
                 LaunchConfig::persistent(op, (rows, WARP_ROWS as usize), resident, WARP_BLOCK, 0, &limits)?
             }
@@ -392,12 +403,12 @@ mod tests {
     use super::*;
     use crate::ops::norm::NormAlgorithm;
 
-    /// Each algorithm's plan launches the kernel its variant names: one spelling from the
-    /// algorithm to the PTX entry (`Rows16EvictLast`, `rows-16-el`, `rms_norm_rows16_el_f32`).
+    /// Each algorithm's plan launches the kernel its config names: one spelling from the
+    /// config to the PTX entry (`rows-16-el`, `rms_norm_rows16_el_f32`).
     #[test]
-    fn every_algorithm_launches_the_kernel_its_variant_names() {
+    fn every_algorithm_launches_the_kernel_its_config_names() {
         for algorithm in NormAlgorithm::ALL {
-            let Some(stem) = algorithm.variant().kernel_stem() else {
+            let Some(stem) = algorithm.kernel_stem() else {
                 continue;
             };
             let plan = NormPlan::choose::<f32>(algorithm, 1024, true, false, |_| 1024);
@@ -436,12 +447,17 @@ mod pins {
         let shape = match plan {
             NormPlan::BlockReduce => "a block per row".to_string(),
             NormPlan::Rows { threads, .. }
-            | NormPlan::RowsEvictLast { threads }
             | NormPlan::TwoPass { threads }
-            | NormPlan::Loop { threads, .. } => format!("{threads} threads per row"),
-            NormPlan::Warp { keep: false } => "8 rows per block".to_string(),
-            NormPlan::WarpSolo => "1 row per block".to_string(),
-            NormPlan::Warp { keep: true } | NormPlan::WarpPipe => "persistent warps".to_string(),
+            | NormPlan::Loop { threads, .. } => {
+                format!("{threads} threads per row")
+            }
+            NormPlan::Warp {
+                grid: WarpGrid::Blocks,
+            } => "8 rows per block".to_string(),
+            NormPlan::Warp { grid: WarpGrid::Solo } => "1 row per block".to_string(),
+            NormPlan::Warp {
+                grid: WarpGrid::Keep | WarpGrid::Pipelined,
+            } => "persistent warps".to_string(),
             NormPlan::Ring { threads } => format!("persistent, {threads} threads"),
         };
         (set.kernel(plan, layer).name, shape)
@@ -453,7 +469,9 @@ mod pins {
     fn the_default_plan_at_the_rules_boundaries() {
         let mut got = Vec::new();
         for (layer, norm) in [(false, "rms"), (true, "layer")] {
-            for cols in [4, 508, 512, 516, 1016, 1020, 1024, 1028, 1032, 4088, 4092, 4096, 4100, 4104] {
+            for cols in [
+                4, 508, 512, 516, 1016, 1020, 1024, 1028, 1032, 4088, 4092, 4096, 4100, 4104,
+            ] {
                 let p = NormPlan::choose::<f32>(NormAlgorithm::default(), cols, true, layer, |_| 1024);
                 got.push(format!("{norm} f32 {cols}: {:?}", launched(&F32, p, layer)));
             }
@@ -461,7 +479,9 @@ mod pins {
                 let p = NormPlan::choose::<f32>(NormAlgorithm::default(), cols, true, layer, |_| 1024);
                 got.push(format!("{norm} f32 {cols}: {:?}", launched(&F32, p, layer)));
             }
-            for cols in [8, 1016, 1024, 1032, 4088, 4096, 4104, 8184, 8192, 8200, 16384, 32768] {
+            for cols in [
+                8, 1016, 1024, 1032, 4088, 4096, 4104, 8184, 8192, 8200, 16384, 32768,
+            ] {
                 let p = NormPlan::choose::<half::bf16>(NormAlgorithm::default(), cols, true, layer, |_| 1024);
                 got.push(format!("{norm} bf16 {cols}: {:?}", launched(&BF16, p, layer)));
             }

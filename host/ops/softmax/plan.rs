@@ -415,3 +415,62 @@ impl SoftmaxAlgorithm {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plans chosen, pinned: an FNV-1a digest of the default config's and a lowered
+    /// config's plan for rows of 1 to 300000 columns (every column to 40000, then every 97th),
+    /// 1 to 300 rows and 8192, on three sets of device limits (an H200's, a device without
+    /// clusters, a tight register and shared-memory budget). What turning the rules into data
+    /// must leave as it was.
+    #[test]
+    fn the_plans_stay_as_pinned() {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let lowered = OnePassConfig {
+            warp_max_cols: 128,
+            block_max_cols: 4096,
+            split_max_rows: 4,
+            split_chunk: 1024,
+            split_streaming: true,
+            group_lanes: 8,
+            persistent_min_cols: 64,
+            cluster_min_cols: 2048,
+            block_4_max_threads: 256,
+            cluster_max_blocks: 4,
+            cluster_min_blocks: 2,
+            cluster_vectors: 4,
+            grid_row_max_rows: 2,
+            block_evict_last: false,
+        };
+        let limits = [
+            Limits::KERNELS,
+            Limits {
+                cluster_max_threads: 0,
+                ..Limits::KERNELS
+            },
+            Limits {
+                block_8_max_threads: 512,
+                shared_max: 48 * 1024,
+                cluster_max_threads: 640,
+                multiprocessors: 16,
+            },
+        ];
+        let cols = (1..=40000).chain((40001..=300000).step_by(97));
+        for cols in cols {
+            for rows in [1, 2, 3, 8, 9, 100, 255, 256, 300, 8192] {
+                for (l, limits) in limits.iter().enumerate() {
+                    for (c, config) in [OnePassConfig::default(), lowered].iter().enumerate() {
+                        let plan = config.plan_limited(rows, cols, limits);
+                        for b in format!("{cols} {rows} {l} {c}: {plan:?}\n").bytes() {
+                            hash ^= b as u64;
+                            hash = hash.wrapping_mul(0x0100_0000_01b3);
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(format!("{hash:016x}"), "", "a softmax plan changed");
+    }
+}
