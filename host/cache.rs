@@ -1,6 +1,6 @@
-//! Per-handle caches: one slot per type, so that each family keeps its own cache type in its own
-//! files (pinned memory's staging buffers, matmul's tensor maps, softmax's grid-row workspace)
-//! and a new cache touches only its family.
+//! Per-handle caches: one slot per type, so that each module keeps its own cache type in its own
+//! files (pinned memory's staging buffers, the tensor maps of `crate::tensor_map`, softmax's
+//! grid-row workspace) and a new cache touches only its module.
 //!
 //! A [`Caches`] lives in each stream handle of a device ([`crate::Gpu::stream`] makes a fresh,
 //! empty one): work queued on one stream never waits on another stream's cache, and the

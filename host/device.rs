@@ -50,9 +50,9 @@ pub(crate) struct CudaDevice {
     /// The kernel crates loaded with [`Gpu::load`], by crate name: each loaded once, and shared
     /// by every stream handle of the device.
     pub(crate) modules: Arc<Mutex<HashMap<&'static str, Arc<Functions>>>>,
-    /// This handle's caches, one slot per family's cache type ([`Caches`]): pinned memory's
-    /// staging buffers, matmul's tensor maps, softmax's grid-row workspace. One set per stream
-    /// handle, so that two streams never wait on each other's.
+    /// This handle's caches, one slot per cache type ([`Caches`]): pinned memory's staging
+    /// buffers, the Hopper kernels' tensor maps, softmax's grid-row workspace. One set per
+    /// stream handle, so that two streams never wait on each other's.
     pub(crate) caches: Caches,
 }
 
@@ -62,6 +62,10 @@ impl CudaDevice {
         self.caches.get::<T>()
     }
 }
+
+/// The PTX architecture of the module whose kernels may use `wgmma` ([`Gpu::has_wgmma`]): the
+/// kernels compiled for it alone (`#[cfg(target_feature = "sm_90a")]`) are in no other module.
+const WGMMA_ARCH: &str = "sm_90a";
 
 /// Which backend [`Gpu::global`] picks: `GPUKERN_DEVICE` = `cuda`, `sim`, or unset (CUDA if
 /// there is a device, else the simulator).
@@ -168,6 +172,17 @@ impl Gpu {
     /// Whether this runs on the CPU simulator.
     pub fn is_simulator(&self) -> bool {
         matches!(self.backend, Backend::Simulator)
+    }
+
+    /// Whether this `Gpu` runs the kernels written for `sm_90a` alone (`wgmma`, the tensor copy
+    /// engine, warp specialisation: the Hopper rungs of matmul and attention): always in the
+    /// simulator; on CUDA when the `sm_90a` module was loaded (a compute capability 9.0 GPU, and
+    /// gpukern built for `sm_90a`, as it is by default).
+    pub fn has_wgmma(&self) -> bool {
+        match &self.backend {
+            Backend::Simulator => true,
+            Backend::Cuda(d) => d.arch == WGMMA_ARCH,
+        }
     }
 
     /// A one-line description: device name, compute capability and PTX architecture, or

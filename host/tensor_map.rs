@@ -15,11 +15,14 @@
 //! # let _ = maps; Ok(()) }
 //! ```
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use cudarc::driver::sys;
 use gpukern_device::tma::{SWIZZLE_128B, Swizzle, TiledMap};
 
 use crate::buffer::{DeviceVec, Element};
-use crate::device::Gpu;
+use crate::device::{Backend, Gpu};
 use crate::error::{DriverContext, Error, Result};
 
 /// Words of one tensor map (128 bytes).
@@ -105,6 +108,63 @@ impl Gpu {
             words.extend(encode_2d(OP, T::KIND, bytes, matrix, m.box_rows)?);
         }
         self.upload(&words)
+    }
+}
+
+/// Most sets of tensor maps a stream handle keeps in device memory.
+const CACHED_MAPS: usize = 64;
+
+/// Tensor maps already in device memory, by their words: a launch on the same operands again
+/// uploads nothing. One per stream handle (the handle's cache slot, [`crate::cache`]); every
+/// family whose kernels copy with the tensor copy engine (matmul's and attention's Hopper
+/// kernels) shares it.
+#[derive(Default)]
+struct TensorMaps(HashMap<Vec<u64>, Arc<DeviceVec<u64>>>);
+
+impl Gpu {
+    /// The maps of `A` then `B` in device memory, side by side ([`Gpu::cached_maps`]).
+    pub(crate) fn cached_map_pair(
+        &self,
+        a_map: &[u64; MAP_WORDS],
+        b_map: &[u64; MAP_WORDS],
+    ) -> Result<Arc<DeviceVec<u64>>> {
+        let mut words = [0u64; 2 * MAP_WORDS];
+        words[..MAP_WORDS].copy_from_slice(a_map);
+        words[MAP_WORDS..].copy_from_slice(b_map);
+        self.cached_maps(&words)
+    }
+
+    /// Whether [`Gpu::cached_maps`] has `words` in device memory already (then a call inside a
+    /// capture can take them: no upload). Never in the simulator, whose maps are uploaded anew.
+    pub(crate) fn maps_cached(&self, words: &[u64]) -> bool {
+        let Backend::Cuda(device) = &self.backend else {
+            return false;
+        };
+        let slot = device.cache::<TensorMaps>();
+        let guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+        guard.0.contains_key(words)
+    }
+
+    /// `words` (tensor maps) in device memory: from this stream handle's cache when the same
+    /// words were uploaded before, else uploaded and kept (at most [`CACHED_MAPS`] sets; a full
+    /// cache is emptied first). A map describes only an address, a shape and a box, so a cached
+    /// one stays right whatever the memory at that address holds now.
+    pub(crate) fn cached_maps(&self, words: &[u64]) -> Result<Arc<DeviceVec<u64>>> {
+        let Backend::Cuda(device) = &self.backend else {
+            return Ok(Arc::new(self.upload(words)?));
+        };
+        let slot = device.cache::<TensorMaps>();
+        let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+        let cache = &mut guard.0;
+        if let Some(maps) = cache.get(words) {
+            return Ok(maps.clone());
+        }
+        if cache.len() >= CACHED_MAPS {
+            cache.clear();
+        }
+        let maps = Arc::new(self.upload(words)?);
+        cache.insert(words.to_vec(), maps.clone());
+        Ok(maps)
     }
 }
 

@@ -147,6 +147,31 @@ pub unsafe fn arrive(bar: *mut u64) {
     crate::sim::device::mbarrier_arrive(bar as usize, 0);
 }
 
+/// Lane 0 of the calling warp arrives at `bar` once, for the whole warp: how a consumer warp says
+/// it is done with what `bar` guards when the barrier counts warps (its [`init`] count is the
+/// consumer warps, not their threads), as [`crate::pipeline::Consumer::release`] does for a ring
+/// stage. On the GPU, lane 0's `mbarrier.arrive` (lane `thread_idx_x() % 32`: blocks of one
+/// dimension); the other lanes do nothing. The simulator first checks that every lane of the
+/// warp reached this call (as it checks a shuffle: a lane that returned or waits elsewhere is
+/// reported), then lane 0 arrives.
+///
+/// # Safety
+/// Every lane of the warp calls it, at the same call; the block is one-dimensional; `bar` is an
+/// initialised barrier of this block's shared memory whose current phase still expects this
+/// warp's arrival; the warp's reads of what `bar` guards are done (for `wgmma`, after the wait
+/// that retires the products reading it).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+pub unsafe fn warp_arrive(bar: *mut u64) {
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::warp_converge();
+    if crate::thread::thread_idx_x() % 32 == 0 {
+        // SAFETY: the caller's contract; one arrival for the warp.
+        unsafe { arrive(bar) };
+    }
+}
+
 /// Whether the phase of parity `parity` (0 or 1) of `bar` has completed
 /// (`mbarrier.try_wait.parity`, which may wait a little before answering no).
 ///

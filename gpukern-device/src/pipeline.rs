@@ -262,7 +262,7 @@ impl Consumer {
         stage
     }
 
-    /// Marks `stage` empty for this warp (lane 0 arrives on its `empty` barrier), so that the
+    /// Marks `stage` empty for this warp ([`mbarrier::warp_arrive`] on its `empty` barrier), so that the
     /// producer may refill it once every consumer warp has: call it when the warp's reads of
     /// the stage are done (for `wgmma`, after the wait that retires the products reading it).
     ///
@@ -271,11 +271,9 @@ impl Consumer {
     /// `consumer_warps` counting this warp.
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
     pub unsafe fn release(&self, stage: &Stage) {
-        if thread::thread_idx_x() % 32 == 0 {
-            // SAFETY: an initialised barrier whose phase expects this warp's arrival.
-            unsafe { mbarrier::arrive(stage.empty) };
-        }
+        // SAFETY: every lane of the warp calls it (the caller's contract); an initialised
+        // barrier whose phase expects this warp's arrival.
+        unsafe { mbarrier::warp_arrive(stage.empty) };
     }
 }

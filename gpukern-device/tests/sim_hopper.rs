@@ -522,3 +522,69 @@ fn distributed_shared_memory_of_a_block_that_may_have_exited() {
     let e = report(result, "cluster_exit_planted", Rule::ClusterExit);
     assert_eq!((e.block, e.thread), (Dim3::new(0, 0, 0), Dim3::new(0, 0, 0)));
 }
+
+// ----- warp arrivals ------------------------------------------------------------------------
+
+/// Warps of the warp-arrival kernels: the barrier counts them.
+const ARRIVING_WARPS: u32 = 2;
+
+/// Every thread of `ARRIVING_WARPS` warps: thread 0 initialises a barrier counting
+/// `count` arrivals; the lanes below `lanes` of each warp call `warp_arrive` (the others return),
+/// then wait for the phase and store 1 into `y`.
+///
+/// # Safety
+/// One block of `32 * ARRIVING_WARPS` threads, 8 bytes of dynamic shared memory; `y` holds one
+/// float per thread.
+unsafe fn warp_arrivals(y: *mut f32, count: u32, lanes: u32) {
+    use gpukern_device::{mbarrier as mb, mem, shared, thread};
+    let bar = shared::dynamic::<u64>();
+    let t = thread::thread_idx_x();
+    if t == 0 {
+        // SAFETY: 8 bytes of shared memory, untouched before the block barrier below.
+        unsafe { mb::init(bar, count) };
+        mb::fence_init();
+    }
+    thread::sync_threads();
+    if t % 32 >= lanes {
+        return;
+    }
+    // SAFETY: an initialised barrier; the launch above (the planted kernels break the contract).
+    unsafe {
+        mb::warp_arrive(bar);
+        mb::wait_parity(bar, 0);
+        mem::store(y, t as usize, 1.0);
+    }
+}
+
+/// Runs [`warp_arrivals`] as kernel `name`; the result and `y`.
+fn run_warp_arrivals(name: &'static str, count: u32, lanes: u32) -> (Result<(), SimError>, Vec<f32>) {
+    let mut y = vec![0.0f32; 32 * ARRIVING_WARPS as usize];
+    let mut launch = Launch::new(name, block(32 * ARRIVING_WARPS, 8));
+    let py = launch.output("y", &mut y);
+    // SAFETY: the launch `warp_arrivals` documents.
+    let result = unsafe { launch.run(|| warp_arrivals(py, count, lanes)) };
+    (result, y)
+}
+
+/// `mbarrier::warp_arrive`: one arrival per warp completes a barrier counting warps; a warp of
+/// which some lanes skip the call is reported (as at a shuffle), and a barrier counting threads
+/// never completes (a deadlock).
+#[test]
+fn a_warp_arrives_once_with_all_its_lanes() {
+    let (result, y) = run_warp_arrivals("warp_arrive_twin", ARRIVING_WARPS, 32);
+    result.unwrap();
+    assert!(y.iter().all(|&v| v == 1.0));
+
+    let (result, _) = run_warp_arrivals("warp_arrive_half_warp_planted", ARRIVING_WARPS, 16);
+    let e = result.expect_err("a half warp at warp_arrive must be reported");
+    println!("{e}");
+    assert!(matches!(e.violation, Violation::ShuffleNotReached { .. }), "{e}");
+    assert!(e.to_string().contains("sim_hopper.rs"), "{e}");
+
+    let (result, _) = run_warp_arrivals("warp_arrive_counts_threads_planted", 32 * ARRIVING_WARPS, 32);
+    report(
+        result,
+        "warp_arrive_counts_threads_planted",
+        Rule::MbarrierDeadlock,
+    );
+}

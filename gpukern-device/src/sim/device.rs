@@ -90,6 +90,14 @@ pub fn warp_shuffle(value: u32, src_lane: u32) -> u32 {
     with_block(|b| b.shuffled())
 }
 
+/// Waits until every lane of the running thread's warp has reached the caller's source location:
+/// a shuffle that moves nothing, the check of a warp-collective call without data
+/// ([`crate::mbarrier::warp_arrive`]). Its reports name it as a shuffle at that location.
+#[track_caller]
+pub fn warp_converge() {
+    warp_shuffle(0, u32::MAX);
+}
+
 /// The running thread's linear index in its block (x fastest).
 pub fn thread_linear() -> u32 {
     with_block(|b| b.current.get())

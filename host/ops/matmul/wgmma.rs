@@ -23,14 +23,6 @@ const OP: &str = "matmul";
 // The kernels' maps are the public encoder's.
 const _: () = assert!(MAP_WORDS == crate::tensor_map::MAP_WORDS);
 
-/// Most sets of tensor maps a stream handle keeps in device memory.
-const CACHED_MAPS: usize = 64;
-
-/// Tensor maps already in device memory, by their words: a product on the same matrices again
-/// uploads nothing. One per stream handle (the handle's cache slot, [`crate::cache`]).
-#[derive(Default)]
-pub(crate) struct TensorMaps(std::collections::HashMap<Vec<u64>, Arc<DeviceVec<u64>>>);
-
 /// Which `wgmma` kernel a launch runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WgmmaKernel {
@@ -54,20 +46,7 @@ const _: () = assert!(
 /// is one block per multiprocessor). The kernel is correct for any grid of 1 to `tiles` blocks.
 const SIMULATED_PERSISTENT_BLOCKS: usize = 2;
 
-/// An entry point only the `sm_90a` module has: whether it is loaded says whether the `wgmma`
-/// kernels can run.
-const PROBE: &str = "matmul_wgmma_bf16_128x128";
-
 impl Gpu {
-    /// Whether this `Gpu` runs the `wgmma` kernels: always in the simulator; on CUDA when the
-    /// `sm_90a` module was loaded (a compute capability 9.0 GPU, and gpukern built with it).
-    pub fn has_wgmma(&self) -> bool {
-        match &self.backend {
-            Backend::Simulator => true,
-            Backend::Cuda(_) => self.library().has_entry(PROBE),
-        }
-    }
-
     /// `C = A * B` with a `wgmma` kernel, shapes and owners checked by the caller: nothing for
     /// `m` or `n` of 0; else `k` positive (a tensor map of an empty operand cannot be encoded;
     /// [`Gpu::launch_half`] takes `k = 0` elsewhere), `k` and `n` multiples of 8, the operands
@@ -194,51 +173,6 @@ impl Gpu {
             shared_mem_bytes: t.shared_bytes(),
         }
         .checked(OP, &self.limits().opted_in())
-    }
-
-    /// The maps of `A` then `B` in device memory, side by side ([`Gpu::cached_maps`]).
-    pub(super) fn cached_map_pair(
-        &self,
-        a_map: &[u64; MAP_WORDS],
-        b_map: &[u64; MAP_WORDS],
-    ) -> Result<Arc<DeviceVec<u64>>> {
-        let mut words = [0u64; 2 * MAP_WORDS];
-        words[..MAP_WORDS].copy_from_slice(a_map);
-        words[MAP_WORDS..].copy_from_slice(b_map);
-        self.cached_maps(&words)
-    }
-
-    /// Whether [`Gpu::cached_maps`] has `words` in device memory already (then a call inside a
-    /// capture can take them: no upload). Never in the simulator, whose maps are uploaded anew.
-    pub(crate) fn maps_cached(&self, words: &[u64]) -> bool {
-        let Backend::Cuda(device) = &self.backend else {
-            return false;
-        };
-        let slot = device.cache::<TensorMaps>();
-        let guard = slot.lock().unwrap_or_else(|e| e.into_inner());
-        guard.0.contains_key(words)
-    }
-
-    /// `words` (tensor maps) in device memory: from this stream handle's cache when the same
-    /// words were uploaded before, else uploaded and kept (at most [`CACHED_MAPS`] sets; a full
-    /// cache is emptied first). A map describes only an address, a shape and a box, so a cached
-    /// one stays right whatever the memory at that address holds now.
-    pub(crate) fn cached_maps(&self, words: &[u64]) -> Result<Arc<DeviceVec<u64>>> {
-        let Backend::Cuda(device) = &self.backend else {
-            return Ok(Arc::new(self.upload(words)?));
-        };
-        let slot = device.cache::<TensorMaps>();
-        let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
-        let cache = &mut guard.0;
-        if let Some(maps) = cache.get(words) {
-            return Ok(maps.clone());
-        }
-        if cache.len() >= CACHED_MAPS {
-            cache.clear();
-        }
-        let maps = Arc::new(self.upload(words)?);
-        cache.insert(words.to_vec(), maps.clone());
-        Ok(maps)
     }
 }
 

@@ -8,7 +8,8 @@ use kernels_gpu::norm::NormElem;
 
 use kernels_gpu::norm::{BLOCK, ROWS_SHARED_BYTES, SHARED_BYTES, WARP_BLOCK, WARP_ROWS, ring_shared_bytes};
 
-use super::plan::{LoopKind, NormPlan, RowsWidth};
+use super::plan::NormPlan;
+use super::variant::{LoopKind, RowLoads, RowsWidth, WarpGrid};
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
 use crate::device::{Backend, Gpu};
 use crate::error::Result;
@@ -78,18 +79,26 @@ pub struct NormSet<L: 'static> {
 impl<L: Copy> NormSet<L> {
     /// The kernel a plan launches and its launcher.
     pub(crate) fn of(&self, plan: NormPlan) -> (&'static Kernel, L) {
+        use RowLoads::*;
+        use RowsWidth::*;
         match plan {
             NormPlan::BlockReduce => self.block_reduce,
-            NormPlan::Rows { width, stream, .. } => match (width, stream) {
-                (RowsWidth::W16, false) => self.rows16,
-                (RowsWidth::W32, false) => self.rows,
-                (RowsWidth::W64, _) => self.rows64,
-                (RowsWidth::W16, true) => self.rows16_cs,
-                (RowsWidth::W32, true) => self.rows_cs,
+            NormPlan::Rows { config, .. } => match (config.width, config.loads) {
+                (W16, Plain) => self.rows16,
+                (W32, Plain) => self.rows,
+                (W16, Streaming) => self.rows16_cs,
+                (W32, Streaming) => self.rows_cs,
+                (W16, EvictLast) => self.rows16_el,
+                // No plan holds a config without its own kernel (`RowsConfig::kernel_stem`);
+                // these are the 64-element kernel and the 32-element one it would have been.
+                (W64, _) => self.rows64,
+                (W32, EvictLast) => self.rows,
             },
-            NormPlan::Warp { keep: false } | NormPlan::WarpSolo => self.warp,
-            NormPlan::Warp { keep: true } => self.warp_keep,
-            NormPlan::WarpPipe => self.warp_pipe,
+            NormPlan::Warp { grid } => match grid {
+                WarpGrid::Blocks | WarpGrid::Solo => self.warp,
+                WarpGrid::Keep => self.warp_keep,
+                WarpGrid::Pipelined => self.warp_pipe,
+            },
             NormPlan::TwoPass { .. } => self.two_pass,
             NormPlan::Loop { kind, .. } => match kind {
                 LoopKind::Hinted => self.looped,
@@ -97,7 +106,6 @@ impl<L: Copy> NormSet<L> {
                 LoopKind::Plain => self.looped_plain,
             },
             NormPlan::Ring { .. } => self.ring,
-            NormPlan::RowsEvictLast { .. } => self.rows16_el,
         }
     }
 }
@@ -291,16 +299,19 @@ impl Gpu {
         let cfg = match plan {
             NormPlan::BlockReduce => LaunchConfig::per_row(op, rows, BLOCK, SHARED_BYTES, &limits)?,
             NormPlan::Rows { threads, .. }
-            | NormPlan::RowsEvictLast { threads }
             | NormPlan::TwoPass { threads }
             | NormPlan::Loop { threads, .. } => {
                 LaunchConfig::per_row(op, rows, threads, ROWS_SHARED_BYTES, &limits)?
             }
-            NormPlan::Warp { keep: false } => {
-                LaunchConfig::rows_per_block(op, rows, WARP_ROWS as usize, WARP_BLOCK, 0, &limits)?
+            NormPlan::Warp {
+                grid: WarpGrid::Blocks,
+            } => LaunchConfig::rows_per_block(op, rows, WARP_ROWS as usize, WARP_BLOCK, 0, &limits)?,
+            NormPlan::Warp { grid: WarpGrid::Solo } => {
+                LaunchConfig::rows_per_block(op, rows, 1, 32, 0, &limits)?
             }
-            NormPlan::WarpSolo => LaunchConfig::rows_per_block(op, rows, 1, 32, 0, &limits)?,
-            NormPlan::Warp { keep: true } | NormPlan::WarpPipe => {
+            NormPlan::Warp {
+                grid: WarpGrid::Keep | WarpGrid::Pipelined,
+            } => {
                 let resident = self.resident_blocks(op, kernels.kernel(plan, is_layer), WARP_BLOCK, 0)?;
                 LaunchConfig::persistent(op, (rows, WARP_ROWS as usize), resident, WARP_BLOCK, 0, &limits)?
             }
@@ -392,12 +403,12 @@ mod tests {
     use super::*;
     use crate::ops::norm::NormAlgorithm;
 
-    /// Each algorithm's plan launches the kernel its variant names: one spelling from the
-    /// algorithm to the PTX entry (`Rows16EvictLast`, `rows-16-el`, `rms_norm_rows16_el_f32`).
+    /// Each algorithm's plan launches the kernel its config names: one spelling from the
+    /// config to the PTX entry (`rows-16-el`, `rms_norm_rows16_el_f32`).
     #[test]
-    fn every_algorithm_launches_the_kernel_its_variant_names() {
+    fn every_algorithm_launches_the_kernel_its_config_names() {
         for algorithm in NormAlgorithm::ALL {
-            let Some(stem) = algorithm.variant().kernel_stem() else {
+            let Some(stem) = algorithm.kernel_stem() else {
                 continue;
             };
             let plan = NormPlan::choose::<f32>(algorithm, 1024, true, false, |_| 1024);
@@ -419,4 +430,186 @@ mod tests {
             );
         }
     }
+}
+
+/// The kernels the norm plans choose, pinned: what a refactoring of the plan or of its
+/// algorithm types must leave as it is. Each chosen plan is described by what it launches (the
+/// PTX entry and the launch shape), never by the plan's Rust spelling, so that the pins outlive
+/// a rename.
+#[cfg(test)]
+mod pins {
+    use super::*;
+    use crate::ops::norm::NormAlgorithm;
+
+    /// What `plan` launches: its PTX entry (RMSNorm or LayerNorm, f32 or bf16 by `set`) and its
+    /// launch shape.
+    fn launched<T>(set: &NormKernels<T>, plan: NormPlan, layer: bool) -> (&'static str, String) {
+        let shape = match plan {
+            NormPlan::BlockReduce => "a block per row".to_string(),
+            NormPlan::Rows { threads, .. }
+            | NormPlan::TwoPass { threads }
+            | NormPlan::Loop { threads, .. } => {
+                format!("{threads} threads per row")
+            }
+            NormPlan::Warp {
+                grid: WarpGrid::Blocks,
+            } => "8 rows per block".to_string(),
+            NormPlan::Warp { grid: WarpGrid::Solo } => "1 row per block".to_string(),
+            NormPlan::Warp {
+                grid: WarpGrid::Keep | WarpGrid::Pipelined,
+            } => "persistent warps".to_string(),
+            NormPlan::Ring { threads } => format!("persistent, {threads} threads"),
+        };
+        (set.kernel(plan, layer).name, shape)
+    }
+
+    /// The default plan's choice at each end of each rule's range and one vector past it, for
+    /// both norms and element types (every width allowed 1024 threads).
+    #[test]
+    fn the_default_plan_at_the_rules_boundaries() {
+        let mut got = Vec::new();
+        for (layer, norm) in [(false, "rms"), (true, "layer")] {
+            for cols in [
+                4, 508, 512, 516, 1016, 1020, 1024, 1028, 1032, 4088, 4092, 4096, 4100, 4104,
+            ] {
+                let p = NormPlan::choose::<f32>(NormAlgorithm::default(), cols, true, layer, |_| 1024);
+                got.push(format!("{norm} f32 {cols}: {:?}", launched(&F32, p, layer)));
+            }
+            for cols in [8184, 8192, 8200, 16380, 16384, 16388, 32768] {
+                let p = NormPlan::choose::<f32>(NormAlgorithm::default(), cols, true, layer, |_| 1024);
+                got.push(format!("{norm} f32 {cols}: {:?}", launched(&F32, p, layer)));
+            }
+            for cols in [
+                8, 1016, 1024, 1032, 4088, 4096, 4104, 8184, 8192, 8200, 16384, 32768,
+            ] {
+                let p = NormPlan::choose::<half::bf16>(NormAlgorithm::default(), cols, true, layer, |_| 1024);
+                got.push(format!("{norm} bf16 {cols}: {:?}", launched(&BF16, p, layer)));
+            }
+        }
+        let want = PINNED_DEFAULTS;
+        assert_eq!(got.join("\n"), want.trim(), "the default norm plan changed");
+    }
+
+    /// Every algorithm's plan (by its name, as the bench records it) over rows of 1 to 17000
+    /// columns and multiples of 4 to 70000, both norms, both element types, aligned or not, four
+    /// sets of block limits: an FNV-1a digest of what each launches.
+    #[test]
+    fn every_algorithm_plans_as_before() {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut feed = |bytes: &[u8]| {
+            for &b in bytes {
+                hash ^= b as u64;
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        let limits: [fn(RowsWidth) -> u32; 4] = [
+            |_| 1024,
+            |w| match w {
+                RowsWidth::W16 => 1024,
+                RowsWidth::W32 => 512,
+                RowsWidth::W64 => 256,
+            },
+            |_| 384,
+            |_| 64,
+        ];
+        let cols = (1..=17000).chain((17004..=70000).step_by(4));
+        for cols in cols {
+            for algorithm in NormAlgorithm::ALL {
+                for (l, limit) in limits.iter().enumerate() {
+                    for layer in [false, true] {
+                        for aligned in [true, false] {
+                            if !aligned && (l > 0 || cols % 97 != 0) {
+                                continue;
+                            }
+                            let p = NormPlan::choose::<f32>(algorithm, cols, aligned, layer, limit);
+                            let (entry, shape) = launched(&F32, p, layer);
+                            let q = NormPlan::choose::<half::bf16>(algorithm, cols, aligned, layer, limit);
+                            let (entry16, shape16) = launched(&BF16, q, layer);
+                            let key = format!(
+                                "{} {cols} {l} {layer} {aligned}: {entry} {shape}; {entry16} {shape16}\n",
+                                algorithm.name()
+                            );
+                            feed(key.as_bytes());
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(format!("{hash:016x}"), PINNED_DIGEST, "a norm plan changed");
+    }
+
+    /// [`the_default_plan_at_the_rules_boundaries`]'s table, as the plan chose before the
+    /// algorithm types became configs.
+    const PINNED_DEFAULTS: &str = r#"
+rms f32 4: ("rms_norm_rows16_f32", "32 threads per row")
+rms f32 508: ("rms_norm_rows16_f32", "32 threads per row")
+rms f32 512: ("rms_norm_rows16_f32", "32 threads per row")
+rms f32 516: ("rms_norm_rows16_f32", "64 threads per row")
+rms f32 1016: ("rms_norm_rows16_f32", "64 threads per row")
+rms f32 1020: ("rms_norm_rows16_f32", "64 threads per row")
+rms f32 1024: ("rms_norm_loop2_f32", "128 threads per row")
+rms f32 1028: ("rms_norm_loop2_f32", "160 threads per row")
+rms f32 1032: ("rms_norm_loop2_f32", "160 threads per row")
+rms f32 4088: ("rms_norm_loop2_f32", "512 threads per row")
+rms f32 4092: ("rms_norm_loop2_f32", "512 threads per row")
+rms f32 4096: ("rms_norm_rows16_el_f32", "256 threads per row")
+rms f32 4100: ("rms_norm_rows16_el_f32", "288 threads per row")
+rms f32 4104: ("rms_norm_rows16_el_f32", "288 threads per row")
+rms f32 8184: ("rms_norm_rows16_el_f32", "512 threads per row")
+rms f32 8192: ("rms_norm_rows16_el_f32", "512 threads per row")
+rms f32 8200: ("rms_norm_rows16_el_f32", "544 threads per row")
+rms f32 16380: ("rms_norm_rows16_el_f32", "1024 threads per row")
+rms f32 16384: ("rms_norm_rows16_el_f32", "1024 threads per row")
+rms f32 16388: ("rms_norm_rows_f32", "544 threads per row")
+rms f32 32768: ("rms_norm_rows_f32", "1024 threads per row")
+rms bf16 8: ("rms_norm_rows16_bf16", "32 threads per row")
+rms bf16 1016: ("rms_norm_rows16_bf16", "64 threads per row")
+rms bf16 1024: ("rms_norm_warp_bf16", "1 row per block")
+rms bf16 1032: ("rms_norm_loop2_bf16", "96 threads per row")
+rms bf16 4088: ("rms_norm_loop2_bf16", "256 threads per row")
+rms bf16 4096: ("rms_norm_loop2_bf16", "256 threads per row")
+rms bf16 4104: ("rms_norm_rows16_bf16", "288 threads per row")
+rms bf16 8184: ("rms_norm_rows16_bf16", "512 threads per row")
+rms bf16 8192: ("rms_norm_rows16_bf16", "512 threads per row")
+rms bf16 8200: ("rms_norm_rows_bf16", "288 threads per row")
+rms bf16 16384: ("rms_norm_rows_bf16", "512 threads per row")
+rms bf16 32768: ("rms_norm_rows_bf16", "1024 threads per row")
+layer f32 4: ("layer_norm_rows16_f32", "32 threads per row")
+layer f32 508: ("layer_norm_rows16_f32", "32 threads per row")
+layer f32 512: ("layer_norm_rows16_f32", "32 threads per row")
+layer f32 516: ("layer_norm_warp_keep_f32", "persistent warps")
+layer f32 1016: ("layer_norm_warp_keep_f32", "persistent warps")
+layer f32 1020: ("layer_norm_warp_keep_f32", "persistent warps")
+layer f32 1024: ("layer_norm_loop2_f32", "128 threads per row")
+layer f32 1028: ("layer_norm_rows16_f32", "96 threads per row")
+layer f32 1032: ("layer_norm_rows16_f32", "96 threads per row")
+layer f32 4088: ("layer_norm_rows16_f32", "256 threads per row")
+layer f32 4092: ("layer_norm_rows16_f32", "256 threads per row")
+layer f32 4096: ("layer_norm_rows16_el_f32", "256 threads per row")
+layer f32 4100: ("layer_norm_rows16_f32", "288 threads per row")
+layer f32 4104: ("layer_norm_rows16_f32", "288 threads per row")
+layer f32 8184: ("layer_norm_rows16_f32", "512 threads per row")
+layer f32 8192: ("layer_norm_rows16_f32", "512 threads per row")
+layer f32 8200: ("layer_norm_rows16_f32", "544 threads per row")
+layer f32 16380: ("layer_norm_rows16_f32", "1024 threads per row")
+layer f32 16384: ("layer_norm_rows16_f32", "1024 threads per row")
+layer f32 16388: ("layer_norm_rows_f32", "544 threads per row")
+layer f32 32768: ("layer_norm_rows_f32", "1024 threads per row")
+layer bf16 8: ("layer_norm_rows16_bf16", "32 threads per row")
+layer bf16 1016: ("layer_norm_rows16_bf16", "64 threads per row")
+layer bf16 1024: ("layer_norm_warp_bf16", "1 row per block")
+layer bf16 1032: ("layer_norm_rows16_bf16", "96 threads per row")
+layer bf16 4088: ("layer_norm_rows16_bf16", "256 threads per row")
+layer bf16 4096: ("layer_norm_rows_bf16", "128 threads per row")
+layer bf16 4104: ("layer_norm_rows_bf16", "160 threads per row")
+layer bf16 8184: ("layer_norm_rows_bf16", "256 threads per row")
+layer bf16 8192: ("layer_norm_rows_bf16", "256 threads per row")
+layer bf16 8200: ("layer_norm_rows_bf16", "288 threads per row")
+layer bf16 16384: ("layer_norm_rows_bf16", "512 threads per row")
+layer bf16 32768: ("layer_norm_rows_bf16", "1024 threads per row")
+"#;
+
+    /// [`every_algorithm_plans_as_before`]'s digest, as the plan chose before the algorithm
+    /// types became configs.
+    const PINNED_DIGEST: &str = "eb4f47bc3c0fdeb5";
 }

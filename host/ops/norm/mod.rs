@@ -10,11 +10,11 @@ mod residual;
 mod variant;
 pub use kernels::NormElement;
 pub(crate) use kernels::Operands;
-pub use plan::NormAlgorithm;
-
-pub use plan::{DEFAULT_RULES, DefaultRule, ElementKind, LoopKind, NormKind, NormPlan, RowsWidth};
+pub use plan::{DEFAULT_RULES, DefaultRule, ElementKind, NormKind, NormPlan};
 pub use residual::{ResidualNormAlgorithm, ResidualNormElement, ResidualNormPlan};
-pub use variant::{NormVariant, RowLoads, WarpGrid};
+pub use variant::{
+    LoopBlock, LoopConfig, LoopKind, NormAlgorithm, RowLoads, RowsConfig, RowsWidth, WarpGrid,
+};
 
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, DeviceVec};
@@ -218,16 +218,20 @@ impl Gpu {
         let kernels = T::kernels();
         let layer = ops.b.is_some();
         // The block limit of the kernel the plan would launch at each width (the streaming
-        // candidates have their own kernels at 16 and 32 elements per thread).
+        // candidates have their own kernels at 16 and 32 elements per thread; a streaming config
+        // without a kernel runs the default's plan, on the plain kernels).
         let stream = matches!(
             algorithm,
-            NormAlgorithm::Rows16Stream | NormAlgorithm::Rows32Stream
+            NormAlgorithm::Rows(c) if c.loads == RowLoads::Streaming && c.kernel_stem().is_some()
         );
         let max_threads = |width: RowsWidth| {
+            let loads = match stream && width != RowsWidth::W64 {
+                true => RowLoads::Streaming,
+                false => RowLoads::Plain,
+            };
             let probe = NormPlan::Rows {
                 threads: 32,
-                width,
-                stream: stream && width != RowsWidth::W64,
+                config: RowsConfig::new(width, loads),
             };
             self.max_block_threads(kernels.kernel(probe, layer))
         };

@@ -2,56 +2,29 @@
 
 use kernels_gpu::norm::{NormElem, RING_MAX_COLS, ROW_BLOCK_MAX, TWO_PASS_VECTORS, ring_vectors};
 
-/// Elements per thread of a block-per-row in-register kernel (`*_rows16_*`, `*_rows_*`,
-/// `*_rows64_*`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RowsWidth {
-    /// 16 elements per thread (4 f32 vectors, 2 bf16).
-    W16,
-    /// 32 elements per thread (8 f32 vectors, 4 bf16): the default kernel.
-    W32,
-    /// 64 elements per thread (16 f32 vectors, 8 bf16).
-    W64,
-}
+use super::variant::{LoopBlock, LoopConfig};
 
-impl RowsWidth {
-    /// Elements a thread holds.
-    pub fn elements(self) -> usize {
-        match self {
-            RowsWidth::W16 => 16,
-            RowsWidth::W32 => 32,
-            RowsWidth::W64 => 64,
-        }
-    }
-}
+use super::variant::{LoopKind, NormAlgorithm, RowLoads, RowsConfig, RowsWidth, WarpGrid};
 
-/// What one norm call runs.
+/// What one norm call runs: an algorithm's kernel and its launch shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NormPlan {
     /// The tutorial kernel, a block of 256 threads per row.
     BlockReduce,
-    /// An in-register kernel of `width` elements per thread, a block of `threads` per row.
+    /// The in-register kernel of `config`, a block of `threads` per row.
     Rows {
         /// A multiple of 32, at most 1024.
         threads: u32,
-        /// Elements per thread the kernel holds.
-        width: RowsWidth,
-        /// Whether the loads of `x` and the stores of `y` carry the streaming cache hint (the
-        /// `*_cs_*` kernels; 16 and 32 elements per thread only).
-        stream: bool,
+        /// Which in-register kernel (one with a kernel: [`RowsConfig::kernel_stem`]).
+        config: RowsConfig,
     },
-    /// The warp-per-row kernel (32 elements per lane), [`kernels_gpu::norm::WARP_BLOCK`]
-    /// threads per block; `keep`: the persistent grid whose warps keep the weight in registers.
+    /// The warp-per-row kernels (32 elements per lane) on `grid`: blocks of
+    /// [`kernels_gpu::norm::WARP_BLOCK`] threads, a persistent grid of them, or blocks of one
+    /// warp.
     Warp {
-        /// Whether the grid is persistent and the weight kept in registers.
-        keep: bool,
+        /// The grid, and with it the kernel.
+        grid: WarpGrid,
     },
-    /// The warp-per-row kernel (`keep: false`) in blocks of one warp, one row per block.
-    WarpSolo,
-    /// The pipelined warp-per-row kernel (`*_norm_warp_pipe_*`: each warp loads its next row
-    /// before reducing the current one), [`kernels_gpu::norm::WARP_BLOCK`] threads per block on
-    /// a persistent grid.
-    WarpPipe,
     /// The L2 re-read kernel (`*_norm_two_pass_*`), a block of `threads` per row.
     TwoPass {
         /// A multiple of 32, at most 1024.
@@ -65,57 +38,11 @@ pub enum NormPlan {
         /// Which of the looped kernels.
         kind: LoopKind,
     },
-    /// The in-register kernel of 16 elements per thread with `evict_last` loads
-    /// (`*_rows16_el_*`), a block of `threads` per row.
-    RowsEvictLast {
-        /// A multiple of 32, at most 1024.
-        threads: u32,
-    },
     /// The bulk-copy ring kernel (`*_norm_ring_*`) on a persistent grid, blocks of `threads`.
     Ring {
         /// A multiple of 32, at most 1024: the row's vectors at `ring_vectors` each.
         threads: u32,
     },
-}
-
-/// The looped kernels: vectors per thread per step and whether the loads carry eviction hints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LoopKind {
-    /// One vector per thread per step, `evict_last` on the re-read row's first loads and
-    /// `evict_first` on its last (`*_norm_loop_*`).
-    Hinted,
-    /// Two vectors per thread per step, hints as [`LoopKind::Hinted`] (`*_norm_loop2_*`).
-    Hinted2,
-    /// One vector per thread per step, plain loads (`*_norm_loop_plain_*`).
-    Plain,
-}
-
-impl LoopKind {
-    /// Vectors a thread loads per step.
-    pub fn vectors(self) -> usize {
-        match self {
-            LoopKind::Hinted | LoopKind::Plain => 1,
-            LoopKind::Hinted2 => 2,
-        }
-    }
-}
-
-/// The looped plan of `algorithm` (`None` for the others): its block size, but no more threads
-/// than the row's `vecs` vectors fill at the kind's vectors per step (whole warps, at least one).
-fn loop_plan(algorithm: NormAlgorithm, vecs: usize) -> Option<NormPlan> {
-    let (threads, kind) = match algorithm {
-        NormAlgorithm::Loop256 => (256, LoopKind::Hinted),
-        NormAlgorithm::Loop512 => (512, LoopKind::Hinted),
-        NormAlgorithm::Loop1024 => (1024, LoopKind::Hinted),
-        NormAlgorithm::Loop2x256 => (256, LoopKind::Hinted2),
-        NormAlgorithm::Loop2x512 => (512, LoopKind::Hinted2),
-        NormAlgorithm::LoopPlain512 => (512, LoopKind::Plain),
-        _ => return None,
-    };
-    Some(NormPlan::Loop {
-        threads: warps_for(vecs, kind.vectors()).min(threads) as u32,
-        kind,
-    })
 }
 
 /// Threads, in whole warps and at least one, that hold a row's `vecs` vectors at `per_thread`
@@ -180,8 +107,7 @@ impl NormPlan {
             if threads <= limit {
                 return NormPlan::Rows {
                     threads: threads as u32,
-                    width: RowsWidth::W32,
-                    stream: false,
+                    config: RowsConfig::new(RowsWidth::W32, RowLoads::Plain),
                 };
             }
         }
@@ -211,28 +137,18 @@ impl<F: Fn(RowsWidth) -> u32> Row<'_, F> {
         (threads <= limit).then_some(threads as u32)
     }
 
-    /// The in-register plan of `width` (streaming or not), if the row fits it.
-    fn fixed(&self, width: RowsWidth, stream: bool) -> Option<NormPlan> {
-        self.threads_for(width).map(|threads| NormPlan::Rows {
-            threads,
-            width,
-            stream,
-        })
-    }
-
     /// The plan of `algorithm`'s own kernel, if it takes the row (`None` for the default and
-    /// the tutorial, which are not one kernel).
+    /// the tutorial, which are not one kernel, and for an in-register config without a kernel).
     fn own<T: NormElem>(&self, algorithm: NormAlgorithm) -> Option<NormPlan> {
         let (cols, vecs) = (self.cols, self.vecs);
         match algorithm {
             NormAlgorithm::BlockReduce | NormAlgorithm::InRegisters => None,
-            NormAlgorithm::Rows16 => self.fixed(RowsWidth::W16, false),
-            NormAlgorithm::Rows32 => self.fixed(RowsWidth::W32, false),
-            NormAlgorithm::Rows64 => self.fixed(RowsWidth::W64, false),
-            NormAlgorithm::Rows16Stream => self.fixed(RowsWidth::W16, true),
-            NormAlgorithm::Rows32Stream => self.fixed(RowsWidth::W32, true),
-            NormAlgorithm::WarpPipe => (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::WarpPipe),
-            NormAlgorithm::WarpSolo => (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::WarpSolo),
+            NormAlgorithm::Rows(config) => {
+                config.kernel_stem()?;
+                self.threads_for(config.width)
+                    .map(|threads| NormPlan::Rows { threads, config })
+            }
+            NormAlgorithm::Warp(grid) => (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::Warp { grid }),
             NormAlgorithm::TwoPass => {
                 // Any row length (the block steps over the row): TWO_PASS_VECTORS per thread
                 // where that is at most 1024 threads, more past it.
@@ -240,20 +156,12 @@ impl<F: Fn(RowsWidth) -> u32> Row<'_, F> {
                     threads: warps_for(vecs, TWO_PASS_VECTORS).min(ROW_BLOCK_MAX as usize) as u32,
                 })
             }
-            NormAlgorithm::Warp | NormAlgorithm::WarpKeep => {
-                (cols <= WARP_ELEMENTS * 32).then_some(NormPlan::Warp {
-                    keep: algorithm == NormAlgorithm::WarpKeep,
-                })
-            }
-            NormAlgorithm::Loop256
-            | NormAlgorithm::Loop512
-            | NormAlgorithm::Loop1024
-            | NormAlgorithm::Loop2x256
-            | NormAlgorithm::Loop2x512
-            | NormAlgorithm::LoopPlain512 => loop_plan(algorithm, vecs),
-            NormAlgorithm::Rows16EvictLast => self
-                .threads_for(RowsWidth::W16)
-                .map(|threads| NormPlan::RowsEvictLast { threads }),
+            // Its block size, but no more threads than the row's vectors fill at the kind's
+            // vectors per step (whole warps, at least one).
+            NormAlgorithm::Loop(c) => Some(NormPlan::Loop {
+                threads: warps_for(vecs, c.kind.vectors()).min(c.block.threads() as usize) as u32,
+                kind: c.kind,
+            }),
             NormAlgorithm::Ring => (cols <= RING_MAX_COLS).then(|| NormPlan::Ring {
                 threads: warps_for(vecs, ring_vectors(T::LANES)) as u32,
             }),
@@ -349,234 +257,101 @@ const PLANS_5E7F33D: &str = "bench/experiments/plans/5e7f33d-plans.jsonl";
 /// precedence in comments.
 pub const DEFAULT_RULES: [DefaultRule; 12] = {
     use ElementKind::{Bf16, F32};
-    use NormAlgorithm as A;
     use NormKind::{Layer, Rms};
+    use RowsWidth::{W16, W32};
+    const fn rows(width: RowsWidth, loads: RowLoads) -> NormAlgorithm {
+        NormAlgorithm::Rows(RowsConfig::new(width, loads))
+    }
+    const LOOP2_512: NormAlgorithm = NormAlgorithm::Loop(LoopConfig::new(LoopKind::Hinted2, LoopBlock::T512));
     [
         // bf16 rows of 1024: the warp kernel in blocks of one warp holds the row as its loaded
         // words (fewer registers).
-        rule(NormKind::Any, Bf16, (1024, 1024), A::WarpSolo, WARP_PACKED_AB),
+        rule(
+            NormKind::Any,
+            Bf16,
+            (1024, 1024),
+            NormAlgorithm::Warp(WarpGrid::Solo),
+            WARP_PACKED_AB,
+        ),
         // torch.compile's evict_last loads, 16 elements per thread.
-        rule(Rms, F32, (4096, 16384), A::Rows16EvictLast, EVICT_LAST_AB),
-        rule(Layer, F32, (4096, 4096), A::Rows16EvictLast, EVICT_LAST_AB),
+        rule(
+            Rms,
+            F32,
+            (4096, 16384),
+            rows(W16, RowLoads::EvictLast),
+            EVICT_LAST_AB,
+        ),
+        rule(
+            Layer,
+            F32,
+            (4096, 4096),
+            rows(W16, RowLoads::EvictLast),
+            EVICT_LAST_AB,
+        ),
         // The looped L2 re-read kernel, two vectors per step, 512 threads.
-        rule(Rms, ElementKind::Any, (1024, 4096), A::Loop2x512, PLANS_5E7F33D),
-        rule(Layer, F32, (1024, 1024), A::Loop2x512, PLANS_5E7F33D),
+        rule(Rms, ElementKind::Any, (1024, 4096), LOOP2_512, PLANS_5E7F33D),
+        rule(Layer, F32, (1024, 1024), LOOP2_512, PLANS_5E7F33D),
         // f32 LayerNorm of a lane's 32 elements more than half used: the persistent warp per
         // row that keeps the weight and bias in registers.
         rule(
             Layer,
             F32,
             (WARP_ELEMENTS * 16 + 1, WARP_ELEMENTS * 32),
-            A::WarpKeep,
+            NormAlgorithm::Warp(WarpGrid::Keep),
             PLANS_5E7F33D,
         ),
         // 16 elements per thread, then 32.
-        rule(NormKind::Any, F32, (1, 16384), A::Rows16, PLANS_5E7F33D),
-        rule(Rms, Bf16, (1, 8192), A::Rows16, PLANS_5E7F33D),
-        rule(Layer, Bf16, (1, 4088), A::Rows16, EVICT_LAST_AB),
-        rule(NormKind::Any, F32, (16385, usize::MAX), A::Rows32, PLANS_5E7F33D),
-        rule(Rms, Bf16, (8193, usize::MAX), A::Rows32, PLANS_5E7F33D),
-        rule(Layer, Bf16, (4089, usize::MAX), A::Rows32, EVICT_LAST_AB),
+        rule(
+            NormKind::Any,
+            F32,
+            (1, 16384),
+            rows(W16, RowLoads::Plain),
+            PLANS_5E7F33D,
+        ),
+        rule(Rms, Bf16, (1, 8192), rows(W16, RowLoads::Plain), PLANS_5E7F33D),
+        rule(Layer, Bf16, (1, 4088), rows(W16, RowLoads::Plain), EVICT_LAST_AB),
+        rule(
+            NormKind::Any,
+            F32,
+            (16385, usize::MAX),
+            rows(W32, RowLoads::Plain),
+            PLANS_5E7F33D,
+        ),
+        rule(
+            Rms,
+            Bf16,
+            (8193, usize::MAX),
+            rows(W32, RowLoads::Plain),
+            PLANS_5E7F33D,
+        ),
+        rule(
+            Layer,
+            Bf16,
+            (4089, usize::MAX),
+            rows(W32, RowLoads::Plain),
+            EVICT_LAST_AB,
+        ),
     ]
 };
 
-/// Which norm kernels to run. Both follow the same rules (see [`Gpu::layer_norm`](crate::Gpu::layer_norm)).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum NormAlgorithm {
-    /// One block of 256 threads per row, the row re-read from memory for each pass, tree
-    /// reductions in shared memory: the tutorial kernels `*_norm_block_reduce_*`.
-    BlockReduce,
-    /// One block per row, the row held in registers as 16-byte vectors, read once and written
-    /// once (`*_norm_rows_*`), where the row's length is a multiple of the vector width (4 f32,
-    /// 8 bf16), it fits (up to 32768 columns) and the buffers are 16-byte aligned; the tutorial
-    /// kernel elsewhere. The default: 16 elements per thread up to 16384 f32 or 8192 bf16
-    /// columns (bf16 LayerNorm: 4088), 32 past them, and where another candidate measured
-    /// faster on the H200 its plan: [`NormAlgorithm::WarpSolo`] for bf16 rows of 1024
-    /// ([`DEFAULT_RULES`]), [`NormAlgorithm::Rows16EvictLast`]
-    /// ([`DEFAULT_RULES`]), [`NormAlgorithm::Loop2x512`] ([`DEFAULT_RULES`]), and
-    /// for f32 LayerNorm of rows of 513 to 1020 [`NormAlgorithm::WarpKeep`] ([`NormPlan::choose`]).
-    #[default]
-    InRegisters,
-    /// The in-register kernel with 16 elements per thread (`*_rows16_*`), a block of
-    /// `cols / 16` threads (rounded up to whole warps) per row, where that is at most 1024;
-    /// the default's plan elsewhere. A tuning candidate.
-    Rows16,
-    /// The in-register kernel with all of its 32 elements per thread used (`*_rows_*`, a block
-    /// of `cols / 32` threads); the default's plan where the row needs more than 1024. A tuning
-    /// candidate.
-    Rows32,
-    /// The in-register kernel with 64 elements per thread (`*_rows64_*`, a block of `cols / 64`
-    /// threads); the default's plan where the row needs more than 1024. A tuning candidate.
-    Rows64,
-    /// A warp per row, 8 rows per block (`*_norm_warp_*`), for rows of up to 1024 columns; the
-    /// default's plan for longer rows. A tuning candidate.
-    Warp,
-    /// As [`NormAlgorithm::Warp`] on a persistent grid (as many blocks as are resident at
-    /// once), each warp keeping the weight (and bias) in registers across its rows
-    /// (`*_norm_warp_keep_*`). The default's plan for f32 LayerNorm of rows of 513 to 1024.
-    WarpKeep,
-    /// The in-register kernel of [`NormAlgorithm::Rows16`] with the streaming cache hint on the
-    /// loads of `x` and the stores of `y` (`*_rows16_cs_*`, evict first). A tuning candidate.
-    Rows16Stream,
-    /// The in-register kernel of [`NormAlgorithm::Rows32`] with the streaming cache hint
-    /// (`*_rows_cs_*`). A tuning candidate.
-    Rows32Stream,
-    /// A warp per row on a persistent grid, each warp issuing the loads of its next row before
-    /// the reductions of its current one (`*_norm_warp_pipe_*`), for rows of up to 1024
-    /// columns; the default's plan for longer rows. A tuning candidate.
-    WarpPipe,
-    /// One block per row, the row read from memory for the statistics and again for the output
-    /// (LayerNorm: three reads), the re-reads meant to hit L2 (`*_norm_two_pass_*`, the
-    /// formulation torch.compile's kernel takes for long rows); any aligned row of a multiple
-    /// of the vector width. A tuning candidate.
-    TwoPass,
-    /// The looped L2 re-read kernel of torch.compile's formulation (`*_norm_loop_*`): a block of
-    /// 256 threads per row (fewer for short rows: whole warps, one vector each), one 16-byte
-    /// vector per thread per step of each pass, the first pass's loads hinted `evict_last` (the
-    /// row stays in L2 for the re-read), the last pass's `evict_first`; any aligned row of a
-    /// multiple of the vector width. A tuning candidate.
-    Loop256,
-    /// [`NormAlgorithm::Loop256`] with blocks of 512 threads. A tuning candidate.
-    Loop512,
-    /// [`NormAlgorithm::Loop256`] with blocks of 1024 threads. A tuning candidate.
-    Loop1024,
-    /// [`NormAlgorithm::Loop256`] with two vectors per thread per step (`*_norm_loop2_*`). A
-    /// tuning candidate.
-    Loop2x256,
-    /// [`NormAlgorithm::Loop2x256`] with blocks of 512 threads: the default's plan for RMSNorm
-    /// of 1024 to 4096 columns (but bf16 at 1024, [`DEFAULT_RULES`]) and f32 LayerNorm
-    /// of 1024 ([`DEFAULT_RULES`]).
-    Loop2x512,
-    /// [`NormAlgorithm::Loop512`] without the eviction hints (`*_norm_loop_plain_*`): what the
-    /// hints buy. A tuning candidate.
-    LoopPlain512,
-    /// The bulk-copy ring (`*_norm_ring_*`, the `sm_90a` module): a persistent grid whose blocks
-    /// stream their rows through three shared-memory slots filled by the copy engine, 16
-    /// elements per thread, the weight (and bias) in registers; rows of up to 16384 columns of a
-    /// multiple of the vector width, aligned, on a compute capability 9.0 GPU (elsewhere the
-    /// default's plan). A tuning candidate.
-    Ring,
-    /// The in-register kernel of [`NormAlgorithm::Rows16`] with `evict_last` (L1 and L2) on the
-    /// loads of `x`, the weight and the bias (`*_rows16_el_*`), as torch.compile's kernels load
-    /// them: the default's plan for f32 RMSNorm of 4096 to 16384 columns and f32 LayerNorm of
-    /// 4096 ([`DEFAULT_RULES`]).
-    Rows16EvictLast,
-    /// The warp-per-row kernel of [`NormAlgorithm::Warp`] in blocks of one warp (one row per
-    /// block, as Inductor launches its persistent reductions of such rows), for rows of up to
-    /// 1024 columns; the default's plan for longer rows. The default's plan for bf16 rows of
-    /// 1024 columns ([`DEFAULT_RULES`]).
-    WarpSolo,
-}
-
 impl NormAlgorithm {
-    /// Every algorithm, slowest first.
-    pub const ALL: [NormAlgorithm; 20] = [
-        NormAlgorithm::BlockReduce,
-        NormAlgorithm::InRegisters,
-        NormAlgorithm::Rows16,
-        NormAlgorithm::Rows32,
-        NormAlgorithm::Rows64,
-        NormAlgorithm::Warp,
-        NormAlgorithm::WarpKeep,
-        NormAlgorithm::Rows16Stream,
-        NormAlgorithm::Rows32Stream,
-        NormAlgorithm::WarpPipe,
-        NormAlgorithm::TwoPass,
-        NormAlgorithm::Loop256,
-        NormAlgorithm::Loop512,
-        NormAlgorithm::Loop1024,
-        NormAlgorithm::Loop2x256,
-        NormAlgorithm::Loop2x512,
-        NormAlgorithm::LoopPlain512,
-        NormAlgorithm::Ring,
-        NormAlgorithm::Rows16EvictLast,
-        NormAlgorithm::WarpSolo,
-    ];
-
-    /// A short name: `block-reduce`, `in-registers`, `rows-16`, `rows-32`, `rows-64`, `warp`,
-    /// `warp-keep`, `rows-16-cs`, `rows-32-cs`, `warp-pipe`, `two-pass`, `loop-256`, `loop-512`,
-    /// `loop-1024`, `loop2-256`, `loop2-512`, `loop-plain-512`, `ring`, `rows-16-el`, `warp-1`.
-    pub fn name(self) -> &'static str {
-        match self {
-            NormAlgorithm::BlockReduce => "block-reduce",
-            NormAlgorithm::InRegisters => "in-registers",
-            NormAlgorithm::Rows16 => "rows-16",
-            NormAlgorithm::Rows32 => "rows-32",
-            NormAlgorithm::Rows64 => "rows-64",
-            NormAlgorithm::Warp => "warp",
-            NormAlgorithm::WarpKeep => "warp-keep",
-            NormAlgorithm::Rows16Stream => "rows-16-cs",
-            NormAlgorithm::Rows32Stream => "rows-32-cs",
-            NormAlgorithm::WarpPipe => "warp-pipe",
-            NormAlgorithm::TwoPass => "two-pass",
-            NormAlgorithm::Loop256 => "loop-256",
-            NormAlgorithm::Loop512 => "loop-512",
-            NormAlgorithm::Loop1024 => "loop-1024",
-            NormAlgorithm::Loop2x256 => "loop2-256",
-            NormAlgorithm::Loop2x512 => "loop2-512",
-            NormAlgorithm::LoopPlain512 => "loop-plain-512",
-            NormAlgorithm::Ring => "ring",
-            NormAlgorithm::Rows16EvictLast => "rows-16-el",
-            NormAlgorithm::WarpSolo => "warp-1",
-        }
-    }
-
     /// Whether this algorithm's own kernel takes aligned rows of `cols` elements of `T` (up to
     /// the CUDA block limit; a kernel whose registers lower that limit may still fall back):
     /// where it does not, it runs the default's plan, and a benchmark need not time it.
     pub fn fits<T: NormElem>(self, cols: usize) -> bool {
-        let plan = NormPlan::choose::<T>(self, cols, true, false, |_| kernels_gpu::norm::ROW_BLOCK_MAX);
         match self {
             NormAlgorithm::BlockReduce | NormAlgorithm::InRegisters => true,
-            NormAlgorithm::Rows16 => matches!(
-                plan,
-                NormPlan::Rows {
-                    width: RowsWidth::W16,
-                    ..
-                }
-            ),
-            NormAlgorithm::Rows32 => matches!(
-                plan,
-                NormPlan::Rows {
-                    width: RowsWidth::W32,
-                    ..
-                }
-            ),
-            NormAlgorithm::Rows64 => matches!(
-                plan,
-                NormPlan::Rows {
-                    width: RowsWidth::W64,
-                    ..
-                }
-            ),
-            NormAlgorithm::Warp | NormAlgorithm::WarpKeep => matches!(plan, NormPlan::Warp { .. }),
-            NormAlgorithm::Rows16Stream => matches!(
-                plan,
-                NormPlan::Rows {
-                    width: RowsWidth::W16,
-                    stream: true,
-                    ..
-                }
-            ),
-            NormAlgorithm::Rows32Stream => matches!(
-                plan,
-                NormPlan::Rows {
-                    width: RowsWidth::W32,
-                    stream: true,
-                    ..
-                }
-            ),
-            NormAlgorithm::WarpPipe => plan == NormPlan::WarpPipe,
-            NormAlgorithm::TwoPass => matches!(plan, NormPlan::TwoPass { .. }),
-            NormAlgorithm::Loop256
-            | NormAlgorithm::Loop512
-            | NormAlgorithm::Loop1024
-            | NormAlgorithm::Loop2x256
-            | NormAlgorithm::Loop2x512
-            | NormAlgorithm::LoopPlain512 => matches!(plan, NormPlan::Loop { .. }),
-            NormAlgorithm::Ring => matches!(plan, NormPlan::Ring { .. }),
-            NormAlgorithm::Rows16EvictLast => matches!(plan, NormPlan::RowsEvictLast { .. }),
-            NormAlgorithm::WarpSolo => plan == NormPlan::WarpSolo,
+            _ if cols % T::LANES != 0 => false,
+            _ => {
+                let max_threads = |_| ROW_BLOCK_MAX;
+                let row = Row {
+                    cols,
+                    vecs: cols / T::LANES,
+                    lanes: T::LANES,
+                    max_threads: &max_threads,
+                };
+                row.own::<T>(self).is_some()
+            }
         }
     }
 }
@@ -586,6 +361,14 @@ mod tests {
     use super::*;
     use half::bf16;
 
+    /// The `evict_last` in-register kernel.
+    const EL: RowsConfig = RowsConfig::new(RowsWidth::W16, RowLoads::EvictLast);
+
+    /// The algorithm of this name.
+    fn alg(name: &str) -> NormAlgorithm {
+        NormAlgorithm::from_name(name).expect("a norm algorithm's name")
+    }
+
     /// The default plan for `cols` columns of `T`, every width allowed 1024 threads.
     fn default_plan<T: NormElem>(cols: usize, layer: bool) -> NormPlan {
         NormPlan::choose::<T>(NormAlgorithm::InRegisters, cols, true, layer, |_| 1024)
@@ -593,19 +376,28 @@ mod tests {
 
     fn width(plan: NormPlan) -> Option<RowsWidth> {
         match plan {
-            NormPlan::Rows { width, .. } => Some(width),
+            NormPlan::Rows { config, .. } if config.loads != RowLoads::EvictLast => Some(config.width),
             _ => None,
         }
     }
 
     #[test]
     fn f32_layer_norm_of_rows_of_513_to_1020_takes_the_warp_kernel_that_keeps_its_weights() {
-        assert_eq!(default_plan::<f32>(1020, true), NormPlan::Warp { keep: true });
-        assert_eq!(default_plan::<f32>(516, true), NormPlan::Warp { keep: true });
+        assert_eq!(
+            default_plan::<f32>(1020, true),
+            NormPlan::Warp { grid: WarpGrid::Keep }
+        );
+        assert_eq!(
+            default_plan::<f32>(516, true),
+            NormPlan::Warp { grid: WarpGrid::Keep }
+        );
         // Not shorter rows, not RMSNorm, not bf16, not longer rows (1024: the looped kernel).
         assert_eq!(width(default_plan::<f32>(512, true)), Some(RowsWidth::W16));
         assert_eq!(width(default_plan::<f32>(1020, false)), Some(RowsWidth::W16));
-        assert_eq!(default_plan::<bf16>(1024, true), NormPlan::WarpSolo);
+        assert_eq!(
+            default_plan::<bf16>(1024, true),
+            NormPlan::Warp { grid: WarpGrid::Solo }
+        );
         assert_eq!(width(default_plan::<bf16>(1016, true)), Some(RowsWidth::W16));
         assert_eq!(width(default_plan::<f32>(1028, true)), Some(RowsWidth::W16));
     }
@@ -615,10 +407,22 @@ mod tests {
     #[test]
     fn bf16_rows_of_1024_columns_take_the_warp_kernel_in_blocks_of_one_warp() {
         for layer in [false, true] {
-            assert_eq!(default_plan::<bf16>(1024, layer), NormPlan::WarpSolo);
-            assert_ne!(default_plan::<bf16>(1016, layer), NormPlan::WarpSolo);
-            assert_ne!(default_plan::<bf16>(1032, layer), NormPlan::WarpSolo);
-            assert_ne!(default_plan::<f32>(1024, layer), NormPlan::WarpSolo);
+            assert_eq!(
+                default_plan::<bf16>(1024, layer),
+                NormPlan::Warp { grid: WarpGrid::Solo }
+            );
+            assert_ne!(
+                default_plan::<bf16>(1016, layer),
+                NormPlan::Warp { grid: WarpGrid::Solo }
+            );
+            assert_ne!(
+                default_plan::<bf16>(1032, layer),
+                NormPlan::Warp { grid: WarpGrid::Solo }
+            );
+            assert_ne!(
+                default_plan::<f32>(1024, layer),
+                NormPlan::Warp { grid: WarpGrid::Solo }
+            );
         }
         // Below and above: what they took before (16 elements per thread; RMSNorm past 1024 the
         // looped kernel, LayerNorm 16 elements per thread).
@@ -636,7 +440,8 @@ mod tests {
     /// each side of every range boundary.
     #[test]
     fn the_evict_last_kernel_by_default_in_its_measured_ranges() {
-        let last = |cols: usize| NormPlan::RowsEvictLast {
+        let last = |cols: usize| NormPlan::Rows {
+            config: EL,
             threads: (cols / 16).next_multiple_of(32) as u32,
         };
         // RMSNorm f32: 4096..=16384; below it the looped kernel, past it 32 elements per thread.
@@ -654,7 +459,7 @@ mod tests {
             for cols in [4096, 16384] {
                 assert!(!matches!(
                     default_plan::<bf16>(cols, layer),
-                    NormPlan::RowsEvictLast { .. }
+                    NormPlan::Rows { config: EL, .. }
                 ));
             }
         }
@@ -677,7 +482,7 @@ mod tests {
         assert_eq!(default_plan::<f32>(4092, false), looped(512));
         assert!(matches!(
             default_plan::<f32>(4096, false),
-            NormPlan::RowsEvictLast { .. }
+            NormPlan::Rows { config: EL, .. }
         ));
         // (bf16 at 1024: the warp kernel, DEFAULT_RULES.)
         assert_eq!(default_plan::<bf16>(1032, false), looped(96));
@@ -705,7 +510,10 @@ mod tests {
         // (f32 RMSNorm at 16384: 16 elements per thread with evict-last loads.)
         assert!(matches!(
             default_plan::<f32>(16384, false),
-            NormPlan::RowsEvictLast { threads: 1024 }
+            NormPlan::Rows {
+                config: EL,
+                threads: 1024
+            }
         ));
         assert_eq!(width(default_plan::<f32>(16384, true)), Some(RowsWidth::W16));
         for layer in [false, true] {
@@ -725,41 +533,20 @@ mod tests {
         let choose =
             |algorithm, cols| NormPlan::choose::<f32>(algorithm, cols, true, false, |_| ROW_BLOCK_MAX);
         let looped = |threads, kind| NormPlan::Loop { threads, kind };
+        assert_eq!(choose(alg("loop-512"), 4096), looped(512, LoopKind::Hinted));
+        assert_eq!(choose(alg("loop-1024"), 16384), looped(1024, LoopKind::Hinted));
+        assert_eq!(choose(alg("loop-1024"), 1024), looped(256, LoopKind::Hinted));
+        assert_eq!(choose(alg("loop2-512"), 1024), looped(128, LoopKind::Hinted2));
+        assert_eq!(choose(alg("loop2-256"), 65536), looped(256, LoopKind::Hinted2));
+        assert_eq!(choose(alg("loop-plain-512"), 8), looped(32, LoopKind::Plain));
+        assert_eq!(choose(alg("loop-256"), 4100), looped(256, LoopKind::Hinted));
+        assert_eq!(choose(alg("loop-256"), 4098), NormPlan::BlockReduce);
         assert_eq!(
-            choose(NormAlgorithm::Loop512, 4096),
-            looped(512, LoopKind::Hinted)
-        );
-        assert_eq!(
-            choose(NormAlgorithm::Loop1024, 16384),
-            looped(1024, LoopKind::Hinted)
-        );
-        assert_eq!(
-            choose(NormAlgorithm::Loop1024, 1024),
-            looped(256, LoopKind::Hinted)
-        );
-        assert_eq!(
-            choose(NormAlgorithm::Loop2x512, 1024),
-            looped(128, LoopKind::Hinted2)
-        );
-        assert_eq!(
-            choose(NormAlgorithm::Loop2x256, 65536),
-            looped(256, LoopKind::Hinted2)
-        );
-        assert_eq!(
-            choose(NormAlgorithm::LoopPlain512, 8),
-            looped(32, LoopKind::Plain)
-        );
-        assert_eq!(
-            choose(NormAlgorithm::Loop256, 4100),
-            looped(256, LoopKind::Hinted)
-        );
-        assert_eq!(choose(NormAlgorithm::Loop256, 4098), NormPlan::BlockReduce);
-        assert_eq!(
-            NormPlan::choose::<f32>(NormAlgorithm::Loop256, 4096, false, true, |_| ROW_BLOCK_MAX),
+            NormPlan::choose::<f32>(alg("loop-256"), 4096, false, true, |_| ROW_BLOCK_MAX),
             NormPlan::BlockReduce
         );
         assert_eq!(
-            NormPlan::choose::<half::bf16>(NormAlgorithm::Loop512, 16384, true, true, |_| ROW_BLOCK_MAX),
+            NormPlan::choose::<half::bf16>(alg("loop-512"), 16384, true, true, |_| ROW_BLOCK_MAX),
             looped(512, LoopKind::Hinted)
         );
     }

@@ -9,7 +9,8 @@ mod plan;
 pub use plan::SoftmaxAlgorithm;
 
 pub use plan::{
-    BLOCK_4_MAX_THREADS, CLUSTER_MIN_COLS, GRID_ROW_MAX_ROWS, OnePassConfig, OnePassPlan, PERSISTENT_MIN_COLS,
+    BLOCK_4_MAX_THREADS, CLUSTER_MIN_COLS, GRID_ROW_MAX_ROWS, ONE_PASS_RULES, OnePassConfig, OnePassPlan,
+    OnePassRule, OnePassRuleSource, PERSISTENT_MIN_COLS,
 };
 
 use super::same_shape;

@@ -257,77 +257,168 @@ impl OnePassConfig {
         self.plan_limited(rows, cols, &Limits::KERNELS)
     }
 
-    /// [`OnePassConfig::plan`] on a device with `limits`. The rules, in order, the first that
-    /// applies winning (each threshold a field of `self`; the records behind the defaults are
-    /// in `bench/targets.md`, "Plan rules and the records behind them"; the boundaries are
-    /// pinned by `tests/kernels/softmax/plans.rs` and `cluster.rs`):
-    /// 1. up to `warp_max_cols` and 8 vectors per lane: lane groups (`group_lanes`) for rows of
-    ///    one vector per lane, the persistent warp from `persistent_min_cols` at 8 vectors, a
-    ///    warp per row otherwise;
-    /// 2. from `cluster_min_cols`, where the device has clusters: a cluster that holds the row;
-    /// 3. up to `block_max_cols`: a block per row, 4 vectors per thread up to
-    ///    `block_4_max_threads` threads, else 8 (within the kernel's block limit), persistent
-    ///    from `persistent_min_cols` where the staged row fits, `evict_last` loads if
-    ///    `block_evict_last`;
-    /// 4. at most `grid_row_max_rows` rows: the cooperative grid-row kernel;
-    /// 5. at least `split_max_rows` rows: the two-read stream kernel;
-    /// 6. else the row split over blocks of `split_chunk` columns.
+    /// [`OnePassConfig::plan`] on a device with `limits`: the first of [`ONE_PASS_RULES`] that
+    /// applies to the shape wins (each threshold a field of `self`; the boundaries are pinned by
+    /// `tests/kernels/softmax/plans.rs` and `cluster.rs`, the choices by this file's tests).
     pub(crate) fn plan_limited(&self, rows: usize, cols: usize, limits: &Limits) -> OnePassPlan {
-        let (block_8_max_threads, shared_max) = (limits.block_8_max_threads, limits.shared_max);
+        ONE_PASS_RULES
+            .iter()
+            .find_map(|r| self.apply(r.rule, rows, cols, limits))
+            .unwrap_or_else(|| self.split(cols))
+    }
+
+    /// The plan of `rule` for a `rows x cols` softmax on a device with `limits`, if it applies.
+    fn apply(&self, rule: OnePassRule, rows: usize, cols: usize, limits: &Limits) -> Option<OnePassPlan> {
         // Aligned vectors of the row with the most: a row whose start is not 16-byte aligned
         // has one fewer, plus up to 3 head and 3 tail scalars that threads 0..7 take.
         let vecs = cols / 4;
-        if cols <= self.warp_max_cols {
-            if let Some(vectors) = warp_vectors(vecs) {
-                return match vectors {
+        match rule {
+            OnePassRule::Warp => {
+                if cols > self.warp_max_cols {
+                    return None;
+                }
+                warp_vectors(vecs).map(|vectors| match vectors {
                     1 if matches!(self.group_lanes, 8 | 16) => OnePassPlan::Group {
                         lanes: self.group_lanes,
                     },
                     WARP_MAX_VECTORS if cols >= self.persistent_min_cols => OnePassPlan::PersistentWarp,
                     _ => OnePassPlan::Warp { vectors },
-                };
+                })
             }
-        }
-        if limits.cluster_max_threads >= 32 && cols >= self.cluster_min_cols {
-            if let Some(plan) = self.cluster_plan(rows, vecs, limits) {
-                return plan;
-            }
-        }
-        if cols <= self.block_max_cols {
-            let threads_for = |vectors: usize| vecs.div_ceil(vectors).next_multiple_of(32).max(32);
-            let block = |vectors: usize, threads: usize| {
-                let threads = threads as u32;
-                let staged = persist_block_shared_bytes(vectors as u32, threads) <= shared_max;
-                if cols >= self.persistent_min_cols && staged {
-                    OnePassPlan::PersistentBlock { vectors, threads }
-                } else if self.block_evict_last {
-                    OnePassPlan::BlockEvictLast { vectors, threads }
+            OnePassRule::Cluster => {
+                if limits.cluster_max_threads >= 32 && cols >= self.cluster_min_cols {
+                    self.cluster_plan(rows, vecs, limits)
                 } else {
-                    OnePassPlan::Block { vectors, threads }
+                    None
                 }
-            };
-            if threads_for(4) <= self.block_4_max_threads.min(ROW_BLOCK_MAX as usize) {
-                return block(4, threads_for(4));
             }
-            let threads = threads_for(BLOCK_MAX_VECTORS);
-            if threads <= block_8_max_threads.min(ROW_BLOCK_MAX) as usize {
-                return block(BLOCK_MAX_VECTORS, threads);
+            OnePassRule::Block => {
+                if cols > self.block_max_cols {
+                    return None;
+                }
+                let threads_for = |vectors: usize| vecs.div_ceil(vectors).next_multiple_of(32).max(32);
+                let block = |vectors: usize, threads: usize| {
+                    let threads = threads as u32;
+                    let staged = persist_block_shared_bytes(vectors as u32, threads) <= limits.shared_max;
+                    if cols >= self.persistent_min_cols && staged {
+                        OnePassPlan::PersistentBlock { vectors, threads }
+                    } else if self.block_evict_last {
+                        OnePassPlan::BlockEvictLast { vectors, threads }
+                    } else {
+                        OnePassPlan::Block { vectors, threads }
+                    }
+                };
+                if threads_for(4) <= self.block_4_max_threads.min(ROW_BLOCK_MAX as usize) {
+                    return Some(block(4, threads_for(4)));
+                }
+                let threads = threads_for(BLOCK_MAX_VECTORS);
+                let most = limits.block_8_max_threads.min(ROW_BLOCK_MAX) as usize;
+                (threads <= most).then(|| block(BLOCK_MAX_VECTORS, threads))
             }
+            OnePassRule::GridRow => (rows <= self.grid_row_max_rows).then_some(OnePassPlan::GridRow),
+            OnePassRule::Stream => (rows >= self.split_max_rows).then_some(OnePassPlan::Stream),
+            OnePassRule::Split => Some(self.split(cols)),
         }
-        if rows <= self.grid_row_max_rows {
-            return OnePassPlan::GridRow;
-        }
-        if rows >= self.split_max_rows {
-            return OnePassPlan::Stream;
-        }
+    }
+
+    /// The row split over blocks of `split_chunk` columns (the last rule, which always applies).
+    fn split(&self, cols: usize) -> OnePassPlan {
         let chunk_vecs = (self.split_chunk / 4).max(1);
         OnePassPlan::Split {
-            chunks: vecs.div_ceil(chunk_vecs).max(1),
+            chunks: (cols / 4).div_ceil(chunk_vecs).max(1),
             chunk_vecs,
             streaming: self.split_streaming,
         }
     }
 }
+
+/// One step of the one-pass plan: a condition on the shape, the config's thresholds and the
+/// device, and the kernels that then run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OnePassRule {
+    /// Up to `warp_max_cols` columns and 8 vectors per lane: lane groups (`group_lanes`) for
+    /// rows of one vector per lane, the persistent warp from `persistent_min_cols` at 8
+    /// vectors, a warp per row otherwise.
+    Warp,
+    /// From `cluster_min_cols`, where the device has clusters: a cluster that holds the row.
+    Cluster,
+    /// Up to `block_max_cols`: a block per row, 4 vectors per thread up to
+    /// `block_4_max_threads` threads, else 8 (within the kernel's block limit), persistent from
+    /// `persistent_min_cols` where the staged row fits, `evict_last` loads if `block_evict_last`.
+    Block,
+    /// At most `grid_row_max_rows` rows: the cooperative grid-row kernel.
+    GridRow,
+    /// At least `split_max_rows` rows: the two-read stream kernel.
+    Stream,
+    /// The row split over blocks of `split_chunk` columns.
+    Split,
+}
+
+/// One rule of the one-pass plan with the committed record behind its default thresholds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OnePassRuleSource {
+    /// The rule.
+    pub rule: OnePassRule,
+    /// The [`OnePassConfig`] fields it reads.
+    pub thresholds: &'static [&'static str],
+    /// The committed records (under `bench/`) its defaults were measured in; none where they
+    /// came from runs that were not committed (`bench/targets.md`, "Plan rules and the records
+    /// behind them", names them as the next to re-measure).
+    pub records: &'static [&'static str],
+}
+
+/// The one-pass plan as data: its rules in order, the first that applies to a shape winning
+/// ([`OnePassConfig::plan`]).
+pub const ONE_PASS_RULES: [OnePassRuleSource; 6] = [
+    OnePassRuleSource {
+        rule: OnePassRule::Warp,
+        thresholds: &["warp_max_cols", "group_lanes", "persistent_min_cols"],
+        records: &[PERSISTENT_RECORD],
+    },
+    OnePassRuleSource {
+        rule: OnePassRule::Cluster,
+        thresholds: &[
+            "cluster_min_cols",
+            "cluster_max_blocks",
+            "cluster_min_blocks",
+            "cluster_vectors",
+        ],
+        records: &[],
+    },
+    OnePassRuleSource {
+        rule: OnePassRule::Block,
+        thresholds: &[
+            "block_max_cols",
+            "block_4_max_threads",
+            "persistent_min_cols",
+            "block_evict_last",
+        ],
+        records: &[BLOCK_8_RECORD, PERSISTENT_RECORD, EVICT_LAST_RECORD],
+    },
+    OnePassRuleSource {
+        rule: OnePassRule::GridRow,
+        thresholds: &["grid_row_max_rows"],
+        records: &[],
+    },
+    OnePassRuleSource {
+        rule: OnePassRule::Stream,
+        thresholds: &["split_max_rows"],
+        records: &[],
+    },
+    OnePassRuleSource {
+        rule: OnePassRule::Split,
+        thresholds: &["split_chunk", "split_streaming"],
+        records: &[],
+    },
+];
+
+/// The run whose `one-pass/block-8-from-4k` rows set [`BLOCK_4_MAX_THREADS`].
+const BLOCK_8_RECORD: &str = "bench/results/latest.jsonl";
+/// The run in which the block per row without staging beat the persistent kernel
+/// ([`PERSISTENT_MIN_COLS`]).
+const PERSISTENT_RECORD: &str = "bench/results/ac69d2b.jsonl";
+/// The A/B run of `one-pass` against `one-pass/plain-loads` (`block_evict_last`).
+const EVICT_LAST_RECORD: &str = "bench/experiments/evict-last/evict-last-ab-plans.jsonl";
 
 impl OnePassConfig {
     /// The cluster kernel for rows of `vecs` vectors (plus head and tail), if a cluster of at
@@ -413,5 +504,83 @@ impl SoftmaxAlgorithm {
             SoftmaxAlgorithm::BlockReduce => "block-reduce",
             SoftmaxAlgorithm::OnePass => "one-pass",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plans chosen, pinned: an FNV-1a digest of the default config's and a lowered
+    /// config's plan for rows of 1 to 300000 columns (every column to 40000, then every 97th),
+    /// 1 to 300 rows and 8192, on three sets of device limits (an H200's, a device without
+    /// clusters, a tight register and shared-memory budget). The digest was taken with the plan
+    /// written as code, before its rules became [`ONE_PASS_RULES`] (checked then shape by shape
+    /// against the old function, a throwaway copy).
+    #[test]
+    fn the_plans_stay_as_pinned() {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let lowered = OnePassConfig {
+            warp_max_cols: 128,
+            block_max_cols: 4096,
+            split_max_rows: 4,
+            split_chunk: 1024,
+            split_streaming: true,
+            group_lanes: 8,
+            persistent_min_cols: 64,
+            cluster_min_cols: 2048,
+            block_4_max_threads: 256,
+            cluster_max_blocks: 4,
+            cluster_min_blocks: 2,
+            cluster_vectors: 4,
+            grid_row_max_rows: 2,
+            block_evict_last: false,
+        };
+        let limits = [
+            Limits::KERNELS,
+            Limits {
+                cluster_max_threads: 0,
+                ..Limits::KERNELS
+            },
+            Limits {
+                block_8_max_threads: 512,
+                shared_max: 48 * 1024,
+                cluster_max_threads: 640,
+                multiprocessors: 16,
+            },
+        ];
+        let cols = (1..=40000).chain((40001..=300000).step_by(97));
+        for cols in cols {
+            for rows in [1, 2, 3, 8, 9, 100, 255, 256, 300, 8192] {
+                for (l, limits) in limits.iter().enumerate() {
+                    for (c, config) in [OnePassConfig::default(), lowered].iter().enumerate() {
+                        let plan = config.plan_limited(rows, cols, limits);
+                        for b in format!("{cols} {rows} {l} {c}: {plan:?}\n").bytes() {
+                            hash ^= b as u64;
+                            hash = hash.wrapping_mul(0x0100_0000_01b3);
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            format!("{hash:016x}"),
+            "8c719c263130676a",
+            "a softmax plan changed"
+        );
+    }
+
+    /// Every record a rule cites is a committed file; the last rule always applies.
+    #[test]
+    fn the_rules_cite_committed_records_and_end_with_the_split() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for source in ONE_PASS_RULES {
+            for record in source.records {
+                assert!(root.join(record).is_file(), "{:?} cites {record}", source.rule);
+            }
+        }
+        assert_eq!(ONE_PASS_RULES.last().map(|r| r.rule), Some(OnePassRule::Split));
+        let c = OnePassConfig::default();
+        assert!(c.apply(OnePassRule::Split, 1, 1, &Limits::KERNELS).is_some());
     }
 }
