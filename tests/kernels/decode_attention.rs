@@ -394,7 +394,11 @@ fn long_context(gpu: &Gpu, rng: &mut StdRng) -> Check {
             .map(|x| f64::from(x.to_f32()))
             .collect();
         let want_lse: Vec<f64> = reference.lse.to_vec()?.into_iter().map(f64::from).collect();
-        for algorithm in [DecodeAlgorithm::Tensor, DecodeAlgorithm::Tiles, DecodeAlgorithm::Split] {
+        for algorithm in [
+            DecodeAlgorithm::Tensor,
+            DecodeAlgorithm::Tiles,
+            DecodeAlgorithm::Split,
+        ] {
             let got = gpu.decode_attention_with(&q, &cache, query, algorithm)?;
             let out: Vec<f32> = got.out.to_vec()?.into_iter().map(bf16::to_f32).collect();
             let what = format!("context {len} {}", algorithm.name());
@@ -443,7 +447,12 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
         let got = gpu.decode_attention_with(&q, &cache, query, algorithm)?;
         let out: Vec<f32> = got.out.to_vec()?.into_iter().map(bf16::to_f32).collect();
         let name = algorithm.name();
-        close(&format!("{name} against the reference"), &out, &want, bf16::OUT_TOL)?;
+        close(
+            &format!("{name} against the reference"),
+            &out,
+            &want,
+            bf16::OUT_TOL,
+        )?;
         if close(
             &format!("{name} against the planted reference"),
             &out,

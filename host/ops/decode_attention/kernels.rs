@@ -259,16 +259,16 @@ macro_rules! kv_element {
                 unsafe {
                     match head_dim {
                         64 => family::$m64::launch(
-                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len, heads,
-                            kv_heads, shift, max_blocks, splits, chunk, scale,
+                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len,
+                            heads, kv_heads, shift, max_blocks, splits, chunk, scale,
                         )?,
                         128 => family::$m128::launch(
-                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len, heads,
-                            kv_heads, shift, max_blocks, splits, chunk, scale,
+                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len,
+                            heads, kv_heads, shift, max_blocks, splits, chunk, scale,
                         )?,
                         _ => family::$m256::launch(
-                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len, heads,
-                            kv_heads, shift, max_blocks, splits, chunk, scale,
+                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len,
+                            heads, kv_heads, shift, max_blocks, splits, chunk, scale,
                         )?,
                     }
                     family::$tcombine::launch(module, combine, &*ml, &*acc, out, lse, splits, head_dim)

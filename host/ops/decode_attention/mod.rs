@@ -13,14 +13,14 @@ mod step;
 
 pub use kernels::KvElement;
 pub use plan::{
-    DecodeAlgorithm, decode_splits, tensor_blocks_per_sm, tensor_chunks, tensor_splits, tile_blocks_per_sm, tile_chunks,
-    tile_splits,
+    DecodeAlgorithm, decode_splits, tensor_blocks_per_sm, tensor_chunks, tensor_splits, tile_blocks_per_sm,
+    tile_chunks, tile_splits,
 };
 pub use step::DecodeWorkspace;
 
 use kernels_gpu::decode_attention::{
-    APPEND_BLOCK, ATTN_BLOCK, MAX_HEAD_DIM, MAX_Q_LEN, TENSOR_ROWS, TILE_BLOCK, TILE_ROWS, VEC, tensor_shared_bytes,
-    tiles_shared_bytes,
+    APPEND_BLOCK, ATTN_BLOCK, MAX_HEAD_DIM, MAX_Q_LEN, TENSOR_ROWS, TILE_BLOCK, TILE_ROWS, VEC,
+    tensor_shared_bytes, tiles_shared_bytes,
 };
 use plan::{DecodePlan, DecodeShape, WARPS};
 
