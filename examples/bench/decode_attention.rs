@@ -1,6 +1,6 @@
-//! Decode attention over a paged bf16 KV cache (`gpu.decode_attention_with`), the streaming
-//! tiles rung (`gpukern:tiles`, the default; and `gpukern:tiles-<n>` at half and twice its
-//! planned chunk count, to tune the plan), the split rung (`gpukern:split`, FlashDecoding's warps
+//! Decode attention over a paged bf16 KV cache (`gpu.decode_attention_with`), the tensor-core
+//! rung (`gpukern:tensor`, the default; and `gpukern:tensor-<n>` at half and twice its planned
+//! chunk count, to tune the plan), the streaming tiles rung (`gpukern:tiles`), the split rung (`gpukern:split`, FlashDecoding's warps
 //! and combine) and the tutorial warp rung (`gpukern:warp`, contexts up to 8192 only: it reads
 //! K and V once per query row), at the suite's shapes (batch 1 and 8, contexts 4096 to 131072,
 //! 32 heads, 8 kv heads, head dim 128, one query per sequence).
@@ -14,7 +14,7 @@
 //! the H200, inside the timed region as a user's call would have them. Caches are rotated
 //! (`sets_for`) so that the K/V of batch 1 (16 MiB) is read from DRAM, not L2.
 
-use gpukern::ops::decode_attention::{decode_splits, tile_chunks};
+use gpukern::ops::decode_attention::{decode_splits, tensor_chunks, tile_chunks};
 use gpukern::{DecodeAlgorithm, DecodeQuery, Gpu, KvCacheShape, PagedKvCache, bf16, cpu};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -76,7 +76,8 @@ pub fn shapes(quick: bool) -> Vec<Shape> {
 }
 
 /// The algorithms measured at every shape (the tuning variants come from [`algorithms`]).
-const ALGORITHMS: [DecodeAlgorithm; 3] = [
+const ALGORITHMS: [DecodeAlgorithm; 4] = [
+    DecodeAlgorithm::Tensor,
     DecodeAlgorithm::Tiles,
     DecodeAlgorithm::Split,
     DecodeAlgorithm::Warp,
@@ -91,17 +92,23 @@ fn planned_tile_splits(s: &Shape, sms: usize) -> usize {
     tile_chunks(s.batch, s.kv_heads, rows, s.context, s.head_dim, sms).0
 }
 
+/// The planned chunks of the tensor rung at `s` on a device of `sms` multiprocessors.
+fn planned_tensor_splits(s: &Shape, sms: usize) -> usize {
+    let rows = s.heads / s.kv_heads * s.q_len;
+    tensor_chunks(s.batch, s.kv_heads, rows, s.context, s.head_dim, sms).0
+}
+
 /// What is measured at `s`: [`ALGORITHMS`] (the warp rung up to [`WARP_MAX_CONTEXT`]), then the
-/// tiles rung forced to half and twice its planned chunks (where those differ from the plan).
+/// tensor rung forced to half and twice its planned chunks (where those differ from the plan).
 fn algorithms(s: &Shape, sms: usize) -> Vec<DecodeAlgorithm> {
     let mut all: Vec<DecodeAlgorithm> = ALGORITHMS
         .into_iter()
         .filter(|&a| a != DecodeAlgorithm::Warp || s.context <= WARP_MAX_CONTEXT)
         .collect();
-    let n = planned_tile_splits(s, sms);
+    let n = planned_tensor_splits(s, sms);
     for forced in [n / 2, 2 * n] {
         if forced >= 1 && forced != n {
-            all.push(DecodeAlgorithm::TileSplits(forced));
+            all.push(DecodeAlgorithm::TensorSplits(forced));
         }
     }
     all
@@ -210,7 +217,10 @@ pub fn decode_attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     base = base.with("splits", decode_splits(s.batch, s.kv_heads, rows, s.context, sms));
                 }
                 DecodeAlgorithm::Tiles => base = base.with("splits", planned_tile_splits(&s, sms)),
-                DecodeAlgorithm::TileSplits(n) => base = base.with("splits", n),
+                DecodeAlgorithm::TileSplits(n) | DecodeAlgorithm::TensorSplits(n) => {
+                    base = base.with("splits", n)
+                }
+                DecodeAlgorithm::Tensor => base = base.with("splits", planned_tensor_splits(&s, sms)),
                 _ => {}
             }
             sink.item(base.clone(), || {
@@ -254,14 +264,17 @@ mod tests {
         let contexts: Vec<usize> = full.iter().map(|s| s.context).collect();
         assert_eq!(contexts, [4096, 4096, 8192, 8192, 32768, 32768, 131072]);
         assert_eq!(traffic(&full[0]), (4 * 4096 * 8 * 128) as f64);
-        // Batch 1 at 4096: tiles (32 chunks, capped) with tiles-16 and tiles-64, split, warp;
-        // at 131072: no warp.
+        // Batch 1 at 4096: tensor (32 chunks of 128 keys) with tensor-16 and tensor-64, tiles,
+        // split, warp; at 131072 (33 chunks): no warp.
         let names = |s: &Shape| -> Vec<String> { algorithms(s, 132).iter().map(|a| a.name()).collect() };
         assert_eq!(
             names(&full[0]),
-            ["tiles", "split", "warp", "tiles-16", "tiles-64"]
+            ["tensor", "tiles", "split", "warp", "tensor-16", "tensor-64"]
         );
-        assert_eq!(names(&full[6]), ["tiles", "split", "tiles-32", "tiles-128"]);
+        assert_eq!(
+            names(&full[6]),
+            ["tensor", "tiles", "split", "tensor-16", "tensor-66"]
+        );
     }
 
     /// The prepare-and-check path on the simulator at a tiny shape, both rungs; a wrong
@@ -278,7 +291,10 @@ mod tests {
             q_len: 1,
         };
         let p = prepare(&gpu, &s, 2).unwrap();
-        for algorithm in ALGORITHMS.into_iter().chain([DecodeAlgorithm::TileSplits(2)]) {
+        for algorithm in ALGORITHMS
+            .into_iter()
+            .chain([DecodeAlgorithm::TileSplits(2), DecodeAlgorithm::TensorSplits(2)])
+        {
             for c in &p.caches {
                 let got = gpu.decode_attention_with(&p.q, c, query(&s), algorithm).unwrap();
                 let out: Vec<f32> = got

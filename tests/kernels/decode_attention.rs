@@ -7,9 +7,10 @@
 //! says (`decode_attention::append`), the host's checks (`errors::decode_attention`), and on the
 //! GPU the bench's shapes (context 4096, 32 heads, 8 kv heads, d 128), where the split rung is
 //! also checked against the warp rung, and long contexts checked against the warp rung alone.
-//! The streaming tiles rung (planned and forced chunk counts, one chunk wrapping its ring of
-//! stages, two row groups) runs in every case; `decode_attention::planted_wrong_value_fails`
-//! shows the check failing on a reference off at one key.
+//! The streaming tiles rung and the tensor-core rung (planned and forced chunk counts, one chunk
+//! wrapping the ring of stages, two row groups) run in every case;
+//! `decode_attention::planted_wrong_value_fails` shows the check failing, for both, on a
+//! reference off at one key.
 
 use gpukern::{
     DecodeAlgorithm, DecodeQuery, Gpu, KvAppendAlgorithm, KvCacheShape, KvElement, PagedKvCache, bf16, cpu,
@@ -315,6 +316,9 @@ fn attention<E: El>(gpu: &Gpu, rng: &mut StdRng, c: &Case) -> Check {
         DecodeAlgorithm::Tiles,
         DecodeAlgorithm::TileSplits(1),
         DecodeAlgorithm::TileSplits(3),
+        DecodeAlgorithm::Tensor,
+        DecodeAlgorithm::TensorSplits(1),
+        DecodeAlgorithm::TensorSplits(3),
     ] {
         let what = format!("{} {} {}", E::NAME, c.name(), algorithm.name());
         let got = gpu.decode_attention_with(&q, &cache, query, algorithm)?;
@@ -390,7 +394,11 @@ fn long_context(gpu: &Gpu, rng: &mut StdRng) -> Check {
             .map(|x| f64::from(x.to_f32()))
             .collect();
         let want_lse: Vec<f64> = reference.lse.to_vec()?.into_iter().map(f64::from).collect();
-        for algorithm in [DecodeAlgorithm::Tiles, DecodeAlgorithm::Split] {
+        for algorithm in [
+            DecodeAlgorithm::Tensor,
+            DecodeAlgorithm::Tiles,
+            DecodeAlgorithm::Split,
+        ] {
             let got = gpu.decode_attention_with(&q, &cache, query, algorithm)?;
             let out: Vec<f32> = got.out.to_vec()?.into_iter().map(bf16::to_f32).collect();
             let what = format!("context {len} {}", algorithm.name());
@@ -411,7 +419,7 @@ fn long_context(gpu: &Gpu, rng: &mut StdRng) -> Check {
     all_passed(failures)
 }
 
-/// The check shown able to fail: the tiles rung's output passes against the reference, and
+/// The check shown able to fail: the tiles and tensor rungs' outputs pass against the reference, and
 /// fails against the reference of a cache whose V row at key 64 (the first key of the second
 /// tile, where a ring or mask off by one would go wrong) is 8 larger, as the output of a kernel
 /// that read another row there would be.
@@ -435,18 +443,28 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
         scale: None,
     };
     let q = gpu.upload(&q_host)?;
-    let got = gpu.decode_attention_with(&q, &cache, query, DecodeAlgorithm::TileSplits(1))?;
-    let out: Vec<f32> = got.out.to_vec()?.into_iter().map(bf16::to_f32).collect();
-    close("tiles against the reference", &out, &want, bf16::OUT_TOL)?;
-    match close(
-        "tiles against the planted reference",
-        &out,
-        &planted,
-        bf16::OUT_TOL,
-    ) {
-        Err(_) => Ok(()),
-        Ok(()) => Err("a V row off by 8 at key 64 passes the check".into()),
+    for algorithm in [DecodeAlgorithm::TileSplits(1), DecodeAlgorithm::TensorSplits(1)] {
+        let got = gpu.decode_attention_with(&q, &cache, query, algorithm)?;
+        let out: Vec<f32> = got.out.to_vec()?.into_iter().map(bf16::to_f32).collect();
+        let name = algorithm.name();
+        close(
+            &format!("{name} against the reference"),
+            &out,
+            &want,
+            bf16::OUT_TOL,
+        )?;
+        if close(
+            &format!("{name} against the planted reference"),
+            &out,
+            &planted,
+            bf16::OUT_TOL,
+        )
+        .is_ok()
+        {
+            return Err(format!("{name}: a V row off by 8 at key 64 passes the check").into());
+        }
     }
+    Ok(())
 }
 
 /// The host's checks: each malformed call refused with the reason, before any launch.

@@ -85,6 +85,24 @@ pub trait KvElement: Element + sealed::Sealed {
         scalars: AttnScalars,
         splits: (usize, usize),
     ) -> Result<()>;
+
+    /// `decode_attention_tensor_*_<head_dim>` then `decode_attention_tiles_combine_*`.
+    ///
+    /// # Safety
+    /// As the kernels'; `head_dim` is 64, 128 or 256.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tensor(
+        module: &Module,
+        cfgs: (LaunchConfig, LaunchConfig),
+        q: &DeviceVec<Self>,
+        pools: (&DeviceVec<Self>, &DeviceVec<Self>),
+        paging: (&DeviceVec<i32>, &DeviceVec<i32>),
+        partials: (&mut DeviceVec<f32>, &mut DeviceVec<f32>),
+        outputs: (&mut DeviceVec<Self>, &mut DeviceVec<f32>),
+        scalars: AttnScalars,
+        splits: (usize, usize),
+    ) -> Result<()>;
 }
 
 mod sealed {
@@ -104,7 +122,8 @@ macro_rules! kv_element {
         [$s64:ident, $s128:ident, $s256:ident],
         $combine:ident,
         [$t64:ident, $t128:ident, $t256:ident],
-        $tcombine:ident
+        $tcombine:ident,
+        [$m64:ident, $m128:ident, $m256:ident]
     ) => {
         impl KvElement for $t {
             unsafe fn append(
@@ -223,6 +242,38 @@ macro_rules! kv_element {
                     family::$tcombine::launch(module, combine, &*ml, &*acc, out, lse, splits, head_dim)
                 }
             }
+
+            unsafe fn tensor(
+                module: &Module,
+                (tensor, combine): (LaunchConfig, LaunchConfig),
+                q: &DeviceVec<Self>,
+                (k_pool, v_pool): (&DeviceVec<Self>, &DeviceVec<Self>),
+                (table, lens): (&DeviceVec<i32>, &DeviceVec<i32>),
+                (ml, acc): (&mut DeviceVec<f32>, &mut DeviceVec<f32>),
+                (out, lse): (&mut DeviceVec<Self>, &mut DeviceVec<f32>),
+                (_batch, q_len, heads, kv_heads, head_dim, shift, max_blocks, scale): AttnScalars,
+                (splits, chunk): (usize, usize),
+            ) -> Result<()> {
+                // SAFETY: the caller's contract; the combine reads the partials the first step
+                // wrote (in order on the one stream).
+                unsafe {
+                    match head_dim {
+                        64 => family::$m64::launch(
+                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len,
+                            heads, kv_heads, shift, max_blocks, splits, chunk, scale,
+                        )?,
+                        128 => family::$m128::launch(
+                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len,
+                            heads, kv_heads, shift, max_blocks, splits, chunk, scale,
+                        )?,
+                        _ => family::$m256::launch(
+                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len,
+                            heads, kv_heads, shift, max_blocks, splits, chunk, scale,
+                        )?,
+                    }
+                    family::$tcombine::launch(module, combine, &*ml, &*acc, out, lse, splits, head_dim)
+                }
+            }
         }
     };
 }
@@ -243,7 +294,12 @@ kv_element!(
         decode_attention_tiles_bf16_128,
         decode_attention_tiles_bf16_256
     ],
-    decode_attention_tiles_combine_bf16
+    decode_attention_tiles_combine_bf16,
+    [
+        decode_attention_tensor_bf16_64,
+        decode_attention_tensor_bf16_128,
+        decode_attention_tensor_bf16_256
+    ]
 );
 kv_element!(
     f16,
@@ -261,5 +317,10 @@ kv_element!(
         decode_attention_tiles_f16_128,
         decode_attention_tiles_f16_256
     ],
-    decode_attention_tiles_combine_f16
+    decode_attention_tiles_combine_f16,
+    [
+        decode_attention_tensor_f16_64,
+        decode_attention_tensor_f16_128,
+        decode_attention_tensor_f16_256
+    ]
 );

@@ -12,11 +12,15 @@ mod plan;
 mod step;
 
 pub use kernels::KvElement;
-pub use plan::{DecodeAlgorithm, decode_splits, tile_blocks_per_sm, tile_chunks, tile_splits};
+pub use plan::{
+    DecodeAlgorithm, decode_splits, tensor_blocks_per_sm, tensor_chunks, tensor_splits, tile_blocks_per_sm,
+    tile_chunks, tile_splits,
+};
 pub use step::DecodeWorkspace;
 
 use kernels_gpu::decode_attention::{
-    APPEND_BLOCK, ATTN_BLOCK, MAX_HEAD_DIM, MAX_Q_LEN, TILE_BLOCK, TILE_ROWS, VEC, tiles_shared_bytes,
+    APPEND_BLOCK, ATTN_BLOCK, MAX_HEAD_DIM, MAX_Q_LEN, TENSOR_ROWS, TILE_BLOCK, TILE_ROWS, VEC,
+    tensor_shared_bytes, tiles_shared_bytes,
 };
 use plan::{DecodePlan, DecodeShape, WARPS};
 
@@ -410,7 +414,7 @@ impl Gpu {
     }
 
     /// Decode attention of `q` (`[batch, q_len, heads, head_dim]`) over `cache`, with the
-    /// default algorithm ([`DecodeAlgorithm::Tiles`]): see [`Gpu::decode_attention_with`].
+    /// default algorithm ([`DecodeAlgorithm::Tensor`]): see [`Gpu::decode_attention_with`].
     pub fn decode_attention<E: KvElement>(
         &self,
         q: &DeviceVec<E>,
@@ -625,6 +629,34 @@ impl Gpu {
                     E::tiles(
                         &library,
                         (tiles, combine),
+                        q,
+                        pools,
+                        table,
+                        (ml, acc),
+                        (out, lse),
+                        scalars,
+                        (splits, chunk),
+                    )
+                }
+            }
+            DecodePlan::Tensor { splits, chunk } => {
+                let groups = (heads / s.kv_heads * q_len).div_ceil(TENSOR_ROWS);
+                let tensor = LaunchConfig::grid_3d(
+                    OP,
+                    (splits * groups * s.kv_heads, s.batch, 1),
+                    (1, 1, 1),
+                    (TILE_BLOCK, 1, 1),
+                    tensor_shared_bytes(s.head_dim) as u32,
+                    &limits.opted_in(),
+                )?;
+                let combine =
+                    LaunchConfig::grid_3d(OP, (rows, 1, 1), (1, 1, 1), (TILE_BLOCK, 1, 1), 0, &limits)?;
+                // SAFETY: as for the tiles plan, with the tensor kernel's groups of 16 rows and
+                // its shared memory.
+                unsafe {
+                    E::tensor(
+                        &library,
+                        (tensor, combine),
                         q,
                         pools,
                         table,

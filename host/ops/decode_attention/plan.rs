@@ -1,9 +1,11 @@
 //! The plan of a decode-attention call: the tutorial warp rung, FlashDecoding's split (a warp
-//! per chunk), or the streaming tiles rung (a block per chunk), with how many chunks the context
-//! is cut into, chosen once per call from the batch, the kv heads, the query rows per kv head,
+//! per chunk), the streaming tiles rung (a block per chunk) or the tensor-core rung (the tiles
+//! rung's blocks with `mma.sync` arithmetic), with how many chunks the context is cut into, chosen once per call from the batch, the kv heads, the query rows per kv head,
 //! the longest context, the head dim and the device's multiprocessors.
 
-use kernels_gpu::decode_attention::{ATTN_WARPS, ROWS_PER_WARP, TILE_KEYS, TILE_ROWS, tiles_shared_bytes};
+use kernels_gpu::decode_attention::{
+    ATTN_WARPS, ROWS_PER_WARP, TENSOR_ROWS, TILE_KEYS, TILE_ROWS, tensor_shared_bytes, tiles_shared_bytes,
+};
 
 /// Warps of the split step per multiprocessor the plan aims for: one full wave. A warp has two
 /// 16-byte loads per lane in flight, so a multiprocessor needs all the warps it can hold to keep
@@ -31,6 +33,16 @@ const BLOCK_RESERVED: usize = 1024;
 /// Blocks of the tiles rung a multiprocessor holds by registers: ptxas -v gives its kernels
 /// 194 to 232 registers per thread (sm_90), 25 K to 30 K per block of 128 threads, of 64 K.
 const REGISTER_BLOCKS: usize = 2;
+/// Blocks of the tensor rung a multiprocessor holds by registers: ptxas -v gives its kernels at
+/// most 168 registers per thread at head dims 64 and 128 (sm_90; 21 K per block of 128 threads,
+/// of 64 K); its shared memory is the tighter bound there (2 blocks at head dim 128).
+const TENSOR_REGISTER_BLOCKS: usize = 3;
+/// Waves of blocks the tensor rung aims for: one, every multiprocessor holding as many blocks
+/// as it can. A guess from the tiles rung's tuning rows (its half-count rows, one wave, were as
+/// fast or faster than its planned two waves at every shape of
+/// `bench/experiments/third-wave/a8752bd-decode-attention.jsonl`); the bench's
+/// `gpukern:tensor-<n>` rows at half and twice the planned count are there to tune it.
+const TENSOR_WAVES: usize = 1;
 
 /// Which kernels compute decode attention. All give the same output up to rounding.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -49,16 +61,25 @@ pub enum DecodeAlgorithm {
     /// The streaming rung: a block of 4 warps per chunk of the context and group of up to 8
     /// query rows, K and V streamed through shared memory (`decode_attention_tiles`), chunks
     /// from [`tile_splits`], then `decode_attention_tiles_combine`. For `head_dim` 64, 128 and
-    /// 256; other head dims run [`DecodeAlgorithm::Warp`]. The default.
-    #[default]
+    /// 256; other head dims run [`DecodeAlgorithm::Warp`].
     Tiles,
     /// As [`DecodeAlgorithm::Tiles`] with the given number of chunks (at least 1, at most one
     /// per key of the longest context; chunks need not be whole tiles): for tests and tuning.
     TileSplits(usize),
+    /// The tensor-core rung: the tiles rung's blocks and ring for groups of up to 16 query rows,
+    /// scores and `P V` on `mma.sync` (`decode_attention_tensor`), chunks from
+    /// [`tensor_splits`], then `decode_attention_tiles_combine`. For `head_dim` 64, 128 and 256
+    /// (where the ring fits in a block's shared memory; else [`DecodeAlgorithm::Split`]); other
+    /// head dims run [`DecodeAlgorithm::Warp`]. The default.
+    #[default]
+    Tensor,
+    /// As [`DecodeAlgorithm::Tensor`] with the given number of chunks (at least 1, at most one
+    /// per key of the longest context; chunks need not be whole tiles): for tests and tuning.
+    TensorSplits(usize),
 }
 
 impl DecodeAlgorithm {
-    /// A short name: `warp`, `split`, `split-<n>`, `tiles`, `tiles-<n>`.
+    /// A short name: `warp`, `split`, `split-<n>`, `tiles`, `tiles-<n>`, `tensor`, `tensor-<n>`.
     pub fn name(self) -> String {
         match self {
             DecodeAlgorithm::Warp => "warp".into(),
@@ -66,6 +87,8 @@ impl DecodeAlgorithm {
             DecodeAlgorithm::Splits(n) => format!("split-{n}"),
             DecodeAlgorithm::Tiles => "tiles".into(),
             DecodeAlgorithm::TileSplits(n) => format!("tiles-{n}"),
+            DecodeAlgorithm::Tensor => "tensor".into(),
+            DecodeAlgorithm::TensorSplits(n) => format!("tensor-{n}"),
         }
     }
 }
@@ -108,6 +131,14 @@ pub(crate) enum DecodePlan {
         /// Keys per chunk.
         chunk: usize,
     },
+    /// `decode_attention_tensor` with `splits` chunks of `chunk` keys (as for `Split`), then
+    /// `decode_attention_tiles_combine`.
+    Tensor {
+        /// Chunks per row.
+        splits: usize,
+        /// Keys per chunk.
+        chunk: usize,
+    },
 }
 
 impl DecodePlan {
@@ -115,7 +146,9 @@ impl DecodePlan {
     pub(crate) fn splits(self) -> usize {
         match self {
             DecodePlan::Warp => 0,
-            DecodePlan::Split { splits, .. } | DecodePlan::Tiles { splits, .. } => splits,
+            DecodePlan::Split { splits, .. }
+            | DecodePlan::Tiles { splits, .. }
+            | DecodePlan::Tensor { splits, .. } => splits,
         }
     }
 }
@@ -181,10 +214,52 @@ pub fn tile_chunks(
     (context.div_ceil(chunk), chunk)
 }
 
+/// Blocks of the tensor rung one multiprocessor holds at `head_dim`, by their shared memory
+/// (`tensor_shared_bytes`) and registers: 3 at 64, 2 at 128, 1 at 256.
+pub fn tensor_blocks_per_sm(head_dim: usize) -> usize {
+    (SM_SHARED / (tensor_shared_bytes(head_dim) + BLOCK_RESERVED)).clamp(1, TENSOR_REGISTER_BLOCKS)
+}
+
+/// Chunks per row of the tensor rung for `batch` sequences of `kv_heads` kv heads, `rows` query
+/// rows per kv head and a longest context of `context` keys at `head_dim` on a device of `sms`
+/// multiprocessors: `TENSOR_WAVES` waves of the blocks the multiprocessors hold
+/// ([`tensor_blocks_per_sm`]; a block per chunk, kv head, sequence and group of 16 rows),
+/// rounded down, but no chunk under `MIN_CHUNK_TILES` tiles of 64 keys (one chunk for a short
+/// context) and at most `MAX_SPLITS`.
+pub fn tensor_splits(
+    batch: usize,
+    kv_heads: usize,
+    rows: usize,
+    context: usize,
+    head_dim: usize,
+    sms: usize,
+) -> usize {
+    let blocks = batch.max(1) * kv_heads.max(1) * rows.max(1).div_ceil(TENSOR_ROWS);
+    let wanted = (TENSOR_WAVES * sms.max(1) * tensor_blocks_per_sm(head_dim) / blocks).max(1);
+    let at_most = context.div_ceil(MIN_CHUNK_TILES * TILE_KEYS).clamp(1, MAX_SPLITS);
+    wanted.clamp(1, at_most)
+}
+
+/// The tensor rung's `(chunks, keys per chunk)` for the arguments of [`tensor_splits`]: its
+/// count cut into whole tiles of 64 keys, then as few chunks as those cover (none empty).
+pub fn tensor_chunks(
+    batch: usize,
+    kv_heads: usize,
+    rows: usize,
+    context: usize,
+    head_dim: usize,
+    sms: usize,
+) -> (usize, usize) {
+    let context = context.max(1);
+    let n = tensor_splits(batch, kv_heads, rows, context, head_dim, sms);
+    let chunk = context.div_ceil(n).next_multiple_of(TILE_KEYS);
+    (context.div_ceil(chunk), chunk)
+}
+
 impl DecodePlan {
     /// [`DecodePlan::choose`] on a device whose blocks may opt in to `max_shared` bytes of
-    /// shared memory: where the tiles rung's ring does not fit (head dim 128 and 256 on GPUs of
-    /// 99 KiB per block), the split rung instead.
+    /// shared memory: where the tiles or tensor rung's ring does not fit (head dim 128 and 256
+    /// on GPUs of 99 KiB per block), the split rung instead.
     pub(crate) fn choose_on(
         algorithm: DecodeAlgorithm,
         shape: DecodeShape,
@@ -193,6 +268,9 @@ impl DecodePlan {
     ) -> DecodePlan {
         match DecodePlan::choose(algorithm, shape, sms) {
             DecodePlan::Tiles { .. } if tiles_shared_bytes(shape.head_dim) > max_shared => {
+                DecodePlan::choose(DecodeAlgorithm::Split, shape, sms)
+            }
+            DecodePlan::Tensor { .. } if tensor_shared_bytes(shape.head_dim) > max_shared => {
                 DecodePlan::choose(DecodeAlgorithm::Split, shape, sms)
             }
             plan => plan,
@@ -214,6 +292,18 @@ impl DecodePlan {
             DecodeAlgorithm::TileSplits(n) => {
                 let chunk = context.div_ceil(n.clamp(1, context));
                 return DecodePlan::Tiles {
+                    splits: context.div_ceil(chunk),
+                    chunk,
+                };
+            }
+            DecodeAlgorithm::Tensor => {
+                let (splits, chunk) =
+                    tensor_chunks(shape.batch, shape.kv_heads, rows, context, shape.head_dim, sms);
+                return DecodePlan::Tensor { splits, chunk };
+            }
+            DecodeAlgorithm::TensorSplits(n) => {
+                let chunk = context.div_ceil(n.clamp(1, context));
+                return DecodePlan::Tensor {
                     splits: context.div_ceil(chunk),
                     chunk,
                 };
@@ -350,6 +440,85 @@ mod tests {
         );
     }
 
+    /// The tensor rung at the bench's shapes on an H200 (132 SMs; 2 blocks each at d 128 by
+    /// shared memory, 3 at 64, 1 at 256): one wave of 264 blocks, 33 chunks at batch 1 (8 blocks
+    /// per chunk), 4 at batch 8; whole tiles per chunk, then as few chunks as cover.
+    #[test]
+    fn tensor_bench_shapes() {
+        let tensor =
+            |batch, context| DecodePlan::choose(DecodeAlgorithm::Tensor, shape(batch, 1, 128, context), 132);
+        assert_eq!(tensor_shared_bytes(128), 108_800);
+        assert_eq!(tensor_blocks_per_sm(64), 3);
+        assert_eq!(tensor_blocks_per_sm(128), 2);
+        assert_eq!(tensor_blocks_per_sm(256), 1);
+        assert_eq!(tensor_splits(1, 8, 4, 1 << 20, 128, 132), 33);
+        assert_eq!(tensor_splits(8, 8, 4, 1 << 20, 128, 132), 4);
+        // 8192 / 33 = 249 keys, rounded up to 256: 32 chunks.
+        assert_eq!(
+            tensor(1, 8192),
+            DecodePlan::Tensor {
+                splits: 32,
+                chunk: 256
+            }
+        );
+        // 131072 / 33 = 3972 keys, rounded up to 4032: 33 chunks, the last short.
+        assert_eq!(
+            tensor(1, 131072),
+            DecodePlan::Tensor {
+                splits: 33,
+                chunk: 4032
+            }
+        );
+        assert_eq!(
+            tensor(8, 8192),
+            DecodePlan::Tensor {
+                splits: 4,
+                chunk: 2048
+            }
+        );
+        assert_eq!(
+            tensor(8, 131072),
+            DecodePlan::Tensor {
+                splits: 4,
+                chunk: 32768
+            }
+        );
+        // 16 rows are one group (GQA 4, q_len 4); 17 rows (q_len 5 at GQA 4 is 20) are two.
+        assert_eq!(tensor_splits(1, 8, 16, 1 << 20, 128, 132), 33);
+        assert_eq!(tensor_splits(1, 8, 17, 1 << 20, 128, 132), 16);
+    }
+
+    /// The tensor rung's boundaries: the wave (two chunks while two blocks per kv head and
+    /// sequence fit in one wave, one past it), the shortest chunk (two tiles), the shared
+    /// memory (the split rung where the ring does not fit), the head dims (the warp rung).
+    #[test]
+    fn tensor_boundaries() {
+        // 8 kv heads: batch 16 is 128 blocks per chunk (2 chunks in 264 places), 17 is 136.
+        assert_eq!(tensor_splits(16, 8, 4, 1 << 20, 128, 132), 2);
+        assert_eq!(tensor_splits(17, 8, 4, 1 << 20, 128, 132), 1);
+        // A context of 128 keys is one chunk, 129 may be two.
+        assert_eq!(tensor_splits(1, 8, 4, 128, 128, 132), 1);
+        assert_eq!(tensor_splits(1, 8, 4, 129, 128, 132), 2);
+        let s = shape(1, 1, 256, 4096);
+        assert!(matches!(
+            DecodePlan::choose_on(DecodeAlgorithm::Tensor, s, 132, tensor_shared_bytes(256)),
+            DecodePlan::Tensor { .. }
+        ));
+        assert_eq!(
+            DecodePlan::choose_on(DecodeAlgorithm::Tensor, s, 132, tensor_shared_bytes(256) - 1),
+            DecodePlan::choose(DecodeAlgorithm::Split, s, 132)
+        );
+        assert_eq!(
+            DecodePlan::choose(DecodeAlgorithm::Tensor, shape(1, 1, 40, 4096), 132),
+            DecodePlan::Warp
+        );
+        let forced =
+            |n, context| DecodePlan::choose(DecodeAlgorithm::TensorSplits(n), shape(1, 1, 64, context), 132);
+        assert_eq!(forced(0, 10), DecodePlan::Tensor { splits: 1, chunk: 10 });
+        assert_eq!(forced(6, 10), DecodePlan::Tensor { splits: 5, chunk: 2 });
+        assert_eq!(forced(50, 10), DecodePlan::Tensor { splits: 10, chunk: 1 });
+    }
+
     /// Where the ring does not fit in a block's shared memory, the split rung.
     #[test]
     fn tiles_fall_back_without_the_shared_memory() {
@@ -383,7 +552,7 @@ mod tests {
             DecodePlan::choose(DecodeAlgorithm::Tiles, shape(1, 1, 40, 4096), 132),
             DecodePlan::Warp
         );
-        assert_eq!(DecodeAlgorithm::default(), DecodeAlgorithm::Tiles);
+        assert_eq!(DecodeAlgorithm::default(), DecodeAlgorithm::Tensor);
     }
 
     /// The warp target's boundary: 8 kv heads of one row group want `floor(12 * sms / 8)` chunks;

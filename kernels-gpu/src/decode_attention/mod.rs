@@ -33,13 +33,18 @@
 //!   that share the kv head times the queries, so that each K and V row it loads (16 bytes per
 //!   lane) serves all of them. Each warp writes its rows' partial `(max, sum, unnormalised
 //!   output)`; [`combine`] merges a row's chunks by their log-sum-exp. `head_dim` 64, 128 or 256.
-//! * [`tiles`] (the streaming rung, the default): a block of 4 warps per `(sequence, kv head,
+//! * [`tiles`] (the streaming rung): a block of 4 warps per `(sequence, kv head,
 //!   chunk, group of up to` [`TILE_ROWS`] `query rows)`; the chunk's K and V rows stream through
 //!   a ring of shared-memory stages (16-byte `cp.async`, two tiles of 64 keys in flight while one
 //!   is computed), lanes own keys (one shuffle per dot product), all the group's rows scored
 //!   against each K row, the warps' online softmaxes merged in shared memory; the chunk count
 //!   fills the device with blocks rather than warps, so partials stay few, and
 //!   [`tiles_combine`] merges them a block per row. `head_dim` 64, 128 or 256.
+//! * [`tensor`] (the tensor-core rung, the default): [`tiles`]' grid, ring and partials, but the
+//!   scores and `P V` on `mma.sync` (`m16n8k16`, the group's up to [`TENSOR_ROWS`] query rows as
+//!   the rows of `A`, K and V fragments by `ldmatrix` from the ring), so that a tile costs a
+//!   few hundred instructions per block instead of thousands, and the multiprocessor's issue
+//!   slots no longer bound the stream; [`tiles_combine`] merges its partials.
 //!
 //! # Rules at the edges
 //! Every query sees at least its own key (the host refuses `lens[b] < q_len`), so a row's
@@ -54,6 +59,7 @@ use crate::gpu::{bf16, f16, warp};
 pub mod append;
 pub mod combine;
 pub mod split;
+pub mod tensor;
 pub mod tiles;
 pub mod tiles_combine;
 pub mod warp_rows;
@@ -62,14 +68,40 @@ pub mod warp_rows;
 pub use append::*;
 pub use combine::*;
 pub use split::*;
+pub use tensor::*;
 pub use tiles::*;
 pub use tiles_combine::*;
 pub use warp_rows::*;
 
-/// An element of the KV cache, the queries and the output: bf16 or f16, computed on in f32.
-pub trait KvElem: Float + Lane {}
-impl KvElem for bf16 {}
-impl KvElem for f16 {}
+/// An element of the KV cache, the queries and the output: bf16 or f16, computed on in f32
+/// (and, in [`tensor`], on the tensor cores with f32 accumulators).
+pub trait KvElem: Float + Lane {
+    /// `D = A * B + C` on one 16 x 8 x 16 tile of this type (`mma_m16n8k16_bf16` or `_f16`),
+    /// warp-collective.
+    fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4];
+    /// Two f32 rounded to this type and packed in a register (the first in the low half).
+    fn pack(v: [f32; 2]) -> u32;
+}
+impl KvElem for bf16 {
+    #[inline(always)]
+    fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+        crate::gpu::mma::mma_m16n8k16_bf16(a, b, c)
+    }
+    #[inline(always)]
+    fn pack(v: [f32; 2]) -> u32 {
+        crate::gpu::convert::pack_bf16x2(v)
+    }
+}
+impl KvElem for f16 {
+    #[inline(always)]
+    fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+        crate::gpu::mma::mma_m16n8k16_f16(a, b, c)
+    }
+    #[inline(always)]
+    fn pack(v: [f32; 2]) -> u32 {
+        crate::gpu::convert::pack_f16x2(v)
+    }
+}
 
 /// Elements per 16-byte vector of a [`KvElem`].
 pub const VEC: usize = 8;

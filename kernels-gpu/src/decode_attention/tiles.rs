@@ -34,7 +34,7 @@ pub const TILE_ROWS: usize = 8;
 pub(crate) const WARP: usize = warp::SIZE as usize;
 /// Elements of padding after each K and V row in shared memory (16 bytes), so that the 8 rows a
 /// quarter-warp reads (lanes own keys) fall in 8 disjoint groups of 4 banks.
-const PAD: usize = 8;
+pub(super) const PAD: usize = 8;
 /// Floats of padding after each half row of the scaled queries, so that the two halves a warp
 /// reads at once lie in different banks.
 const Q_PAD: usize = 4;
@@ -60,7 +60,7 @@ pub const fn tile_stages(d: usize) -> usize {
 }
 
 /// 16-bit elements of one stage: the K tile, then the V tile, rows of `d + 8`.
-const fn stage_elems(d: usize) -> usize {
+pub(super) const fn stage_elems(d: usize) -> usize {
     2 * TILE_KEYS * (d + PAD)
 }
 
@@ -115,7 +115,7 @@ fn query_row(
 /// 16-byte aligned tiles of 64 rows in shared memory, not read before the copies' wait and a
 /// barrier.
 #[inline(always)]
-unsafe fn copy_tile<E: KvElem, const D: usize>(
+pub(super) unsafe fn copy_tile<E: KvElem, const D: usize>(
     (k_pool, v_pool, table): (*const E, *const E, *const i32),
     (b, max_blocks, shift, kv_heads, kvh): (usize, usize, u32, usize, usize),
     (key0, end): (usize, usize),

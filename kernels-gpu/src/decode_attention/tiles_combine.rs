@@ -1,7 +1,7 @@
-//! Decode attention, step 2 of 2 of the streaming rung
+//! Decode attention, step 2 of 2 of the streaming and tensor-core rungs
 //! ([`decode_attention_tiles_combine`](fn@decode_attention_tiles_combine)): a row's partials
-//! from [`super::tiles`] merged by their log-sum-exp, a block per row, the chunks' loads issued
-//! 8 at a time per warp.
+//! from [`super::tiles`] or [`super::tensor`] (the same layout) merged by their log-sum-exp, a
+//! block per row, the chunks' loads issued 8 at a time per warp.
 
 use super::tiles::{TILE_BLOCK, TILE_WARPS, WARP};
 use super::KvElem;
@@ -15,8 +15,9 @@ const COMBINE_FLOATS: usize = TILE_WARPS * super::MAX_HEAD_DIM;
 /// Chunks a warp of the combine loads at once.
 const COMBINE_UNROLL: usize = 8;
 
-/// Decode attention, step 2 of 2 of the streaming rung ([`super::tiles`]): the output row and its log-sum-exp
-/// from the row's `splits` partials, a block per row.
+/// Decode attention, step 2 of 2 of the streaming rung ([`super::tiles`]) and of the tensor-core
+/// rung ([`super::tensor`]): the output row and its log-sum-exp from the row's `splits` partials,
+/// a block per row.
 ///
 /// Block `r` (a row of `q`): the block's maximum `M` of the partial maxima (`ml[(r * splits +
 /// c) * 2]`, base 2; thread `tid` reads chunks `tid, tid + 128, ..`). Warp `w` then takes chunks
