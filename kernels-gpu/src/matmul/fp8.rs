@@ -427,7 +427,8 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
             // Accumulator `i` is on row `my_row + 8 ((i / 2) % 2)`.
             let pick = |(a0, a1, b): (f32, f32, f32)| {
                 let (s0, s1) = (a0 * b, a1 * b);
-                move |i: usize| if (i / 2) % 2 == 0 { s0 } else { s1 }
+                // Bit 1 of `i` is `(i / 2) % 2`, the row's half.
+                move |i: usize| if i & 2 == 0 { s0 } else { s1 }
             };
             total = <S::Acc as Accumulators>::zeroed();
             // SAFETY (every `consumer.wait`, product, wait and release below): the whole
