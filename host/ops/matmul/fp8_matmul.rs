@@ -100,10 +100,15 @@ mod sealed {
 
     /// `Fp8Kernels` for `$out`, the entries of each plan.
     macro_rules! fp8_kernels {
-        ($out:ty: $fast_wide:ident, $fast_square:ident, $promoted:ident, $block:ident) => {
+        ($out:ty: $fast_wide:ident, $fast_square:ident, $promoted:ident, $block:ident,
+         $promoted_overlap:ident, $block_overlap:ident) => {
             impl Fp8Kernels for $out {
                 fn kernel(plan: Fp8Plan) -> Fp8Launcher<$out> {
                     match (plan.block_scales, plan.accumulation, plan.tile) {
+                        (true, _, _) if plan.overlap => family::$block_overlap::launch_views::<Module>,
+                        (false, Fp8Accumulation::Promoted, _) if plan.overlap => {
+                            family::$promoted_overlap::launch_views::<Module>
+                        }
                         (true, _, _) => family::$block::launch_views::<Module>,
                         (false, Fp8Accumulation::Promoted, _) => family::$promoted::launch_views::<Module>,
                         (false, Fp8Accumulation::Fast, Fp8Tile::Wide) => {
@@ -121,8 +126,11 @@ mod sealed {
         };
     }
 
-    fp8_kernels!(bf16: matmul_fp8_fast_128x256, matmul_fp8_fast_128x128, matmul_fp8_promoted_128x128, matmul_fp8_block_128x128);
-    fp8_kernels!(f32: matmul_fp8_fast_f32out_128x256, matmul_fp8_fast_f32out_128x128, matmul_fp8_promoted_f32out_128x128, matmul_fp8_block_f32out_128x128);
+    fp8_kernels!(bf16: matmul_fp8_fast_128x256, matmul_fp8_fast_128x128, matmul_fp8_promoted_128x128,
+        matmul_fp8_block_128x128, matmul_fp8_promoted_overlap_128x128, matmul_fp8_block_overlap_128x128);
+    fp8_kernels!(f32: matmul_fp8_fast_f32out_128x256, matmul_fp8_fast_f32out_128x128,
+        matmul_fp8_promoted_f32out_128x128, matmul_fp8_block_f32out_128x128,
+        matmul_fp8_promoted_overlap_f32out_128x128, matmul_fp8_block_overlap_f32out_128x128);
 
     /// The E5M2 kernels: a bf16 result, no block scales.
     trait E5m2Kernels: Sized {
@@ -132,6 +140,9 @@ mod sealed {
         fn e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<bf16, E5M2>> {
             Some(match (plan.block_scales, plan.accumulation, plan.tile) {
                 (true, _, _) => return None,
+                (false, Fp8Accumulation::Promoted, _) if plan.overlap => {
+                    family::matmul_fp8_e5m2_promoted_overlap_128x128::launch_views::<Module>
+                }
                 (false, Fp8Accumulation::Promoted, _) => {
                     family::matmul_fp8_e5m2_promoted_128x128::launch_views::<Module>
                 }

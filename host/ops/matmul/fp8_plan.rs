@@ -105,7 +105,17 @@ pub struct Fp8Plan {
     pub accumulation: Fp8Accumulation,
     /// Whether the scales are per block (applied at each promotion).
     pub block_scales: bool,
+    /// Whether (promoted) each promotion overlaps the next step's products (two arrays of
+    /// `wgmma` accumulators in turn, `kernels_gpu::matmul::fp8::PromotedOverlap`), else waits
+    /// for every step's products before adding them.
+    pub overlap: bool,
 }
+
+/// Whether [`Fp8Plan::choose`] picks the promotion that overlaps the next step's products: to be
+/// set by the H200 run that times both (`--plans`: `promoted-128x128` against
+/// `promoted-overlap-128x128`, `block-128x128` against `block-overlap-128x128`); until then the
+/// schedule the committed record `bench/experiments/third-wave/d462d46dca20.jsonl` timed.
+const OVERLAP_PROMOTION: bool = false;
 
 impl Fp8Plan {
     /// The plan for an `m x n` result with `A` scaled by `a_scaling` and `B^T` by `b_scaling`,
@@ -124,6 +134,7 @@ impl Fp8Plan {
                 tile: Fp8Tile::Square,
                 accumulation: Fp8Accumulation::Promoted,
                 block_scales: true,
+                overlap: OVERLAP_PROMOTION,
             };
         }
         let tile = match accumulation {
@@ -141,11 +152,16 @@ impl Fp8Plan {
             tile,
             accumulation,
             block_scales: false,
+            overlap: OVERLAP_PROMOTION && accumulation == Fp8Accumulation::Promoted,
         }
     }
 
-    /// Whether a kernel exists for the plan: the 128 x 256 tile accumulates fast only.
+    /// Whether a kernel exists for the plan: the 128 x 256 tile accumulates fast only; the
+    /// overlapped promotion is promoted.
     pub fn is_valid(self) -> bool {
+        if self.overlap && self.accumulation != Fp8Accumulation::Promoted {
+            return false;
+        }
         match self.tile {
             Fp8Tile::Wide => self.accumulation == Fp8Accumulation::Fast && !self.block_scales,
             Fp8Tile::Square => !self.block_scales || self.accumulation == Fp8Accumulation::Promoted,
@@ -153,33 +169,52 @@ impl Fp8Plan {
     }
 
     /// Every plan with a kernel (for tests that must reach each).
-    pub const ALL: [Fp8Plan; 4] = [
+    pub const ALL: [Fp8Plan; 6] = [
         Fp8Plan {
             tile: Fp8Tile::Wide,
             accumulation: Fp8Accumulation::Fast,
             block_scales: false,
+            overlap: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
             accumulation: Fp8Accumulation::Fast,
             block_scales: false,
+            overlap: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
             accumulation: Fp8Accumulation::Promoted,
             block_scales: false,
+            overlap: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
             accumulation: Fp8Accumulation::Promoted,
             block_scales: true,
+            overlap: false,
+        },
+        Fp8Plan {
+            tile: Fp8Tile::Square,
+            accumulation: Fp8Accumulation::Promoted,
+            block_scales: false,
+            overlap: true,
+        },
+        Fp8Plan {
+            tile: Fp8Tile::Square,
+            accumulation: Fp8Accumulation::Promoted,
+            block_scales: true,
+            overlap: true,
         },
     ];
 
-    /// `fast-128x256`, `fast-128x128`, `promoted-128x128`, `block-128x128`: the kernel's name
-    /// without the `matmul_fp8_` prefix and the output.
+    /// `fast-128x256`, `fast-128x128`, `promoted-128x128`, `block-128x128`,
+    /// `promoted-overlap-128x128`, `block-overlap-128x128`: the kernel's name without the
+    /// `matmul_fp8_` prefix and the output.
     pub fn name(self) -> &'static str {
         match (self.block_scales, self.accumulation, self.tile) {
+            (true, _, _) if self.overlap => "block-overlap-128x128",
+            (false, Fp8Accumulation::Promoted, _) if self.overlap => "promoted-overlap-128x128",
             (true, _, _) => "block-128x128",
             (false, Fp8Accumulation::Fast, Fp8Tile::Wide) => "fast-128x256",
             (false, Fp8Accumulation::Fast, Fp8Tile::Square) => "fast-128x128",
@@ -240,8 +275,14 @@ mod tests {
             tile: Fp8Tile::Wide,
             accumulation: Fp8Accumulation::Promoted,
             block_scales: false,
+            overlap: false,
         };
         assert!(!wide_promoted.is_valid());
+        let fast_overlap = Fp8Plan {
+            overlap: true,
+            ..Fp8Plan::ALL[1]
+        };
+        assert!(!fast_overlap.is_valid());
     }
 
     #[test]

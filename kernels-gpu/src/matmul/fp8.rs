@@ -22,6 +22,11 @@
 //!   Both arrays live in registers, so it runs on the 128 x 128 tile (`2 x 64` f32 per thread).
 //! * [`BlockScaled`]: [`Promoted`] with the step's block scales applied at each promotion:
 //!   `total += part * sa[row, step] * sb[col / 128, step]`.
+//! * [`PromotedOverlap`], [`BlockScaledOverlap`]: the same sums, but a consumer issues step
+//!   `s + 1`'s products into a second array of accumulators before it waits for step `s`'s
+//!   (`wait_group 1`) and promotes them (one `fma` per accumulator), so the tensor core has work
+//!   while a warpgroup adds (with `wait_group 0` it idles unless the other consumer happens to
+//!   have products queued). Three arrays of `N / 2` registers: the 128 x 128 tile.
 //!
 //! Per stage a block moves `(BM + BN) 128` bytes and does `2 BM BN 128` flops: 128 x 256 tiles
 //! 48 KiB for 8,388,608 flops (171 flops per byte), 128 x 128 tiles 32 KiB for 4,194,304.
@@ -40,7 +45,7 @@ use crate::gpu::pipeline::Ring;
 use crate::gpu::tile::Output;
 use crate::gpu::tma::{self, Tensor2d};
 use crate::gpu::wgmma::Accumulators;
-use crate::gpu::{bf16, mem, thread, tile, wgmma};
+use crate::gpu::{bf16, math, mem, thread, tile, wgmma};
 use crate::kernel;
 
 /// Bytes of one row of a 128-byte swizzled box: 128 E4M3 values along `k`.
@@ -68,6 +73,10 @@ pub trait Fp8Mode {
     /// Whether the scales are per block (applied at each promotion), else per tensor or per
     /// row (applied once, in the epilogue).
     const BLOCK_SCALES: bool;
+    /// Whether (promoted) each step's promotion runs while the next step's products are in
+    /// flight: two arrays of `wgmma` accumulators taken in turn, `wait_group 1` between them
+    /// (else one array and `wait_group 0` before each promotion).
+    const OVERLAP: bool;
 }
 
 /// All of `k` in the `wgmma` accumulators; scales per tensor or per row.
@@ -79,18 +88,37 @@ pub struct Promoted;
 /// Promoted, with block scales (`1 x 128` of `A`, `128 x 128` of `B^T`) at each promotion.
 #[derive(Clone, Copy, Debug)]
 pub struct BlockScaled;
+/// [`Promoted`], each promotion overlapping the next step's products ([`Fp8Mode::OVERLAP`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PromotedOverlap;
+/// [`BlockScaled`], each promotion overlapping the next step's products.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockScaledOverlap;
 
 impl Fp8Mode for Fast {
     const PROMOTED: bool = false;
     const BLOCK_SCALES: bool = false;
+    const OVERLAP: bool = false;
 }
 impl Fp8Mode for Promoted {
     const PROMOTED: bool = true;
     const BLOCK_SCALES: bool = false;
+    const OVERLAP: bool = false;
 }
 impl Fp8Mode for BlockScaled {
     const PROMOTED: bool = true;
     const BLOCK_SCALES: bool = true;
+    const OVERLAP: bool = false;
+}
+impl Fp8Mode for PromotedOverlap {
+    const PROMOTED: bool = true;
+    const BLOCK_SCALES: bool = false;
+    const OVERLAP: bool = true;
+}
+impl Fp8Mode for BlockScaledOverlap {
+    const PROMOTED: bool = true;
+    const BLOCK_SCALES: bool = true;
+    const OVERLAP: bool = true;
 }
 
 /// The element type of `B^T` in an FP8 kernel (`A` is E4M3): E4M3 (`.e4m3.e4m3` products) or
@@ -135,6 +163,23 @@ fn scale_into<A: Accumulators>(acc: &mut A, part: &A, add: bool, f: impl Fn(usiz
                 if i < len {
                     let v = part[i] * f(i);
                     acc[i] = if add { acc[i] + v } else { v };
+                }
+            });
+        });
+    });
+}
+
+/// `acc[i] += part[i] * f(i)` for every accumulator `i` of one thread, one `fma` each, unrolled
+/// (constant indices); `part` retired, `acc` f32 registers of the thread's own.
+#[inline(always)]
+fn promote<A: Accumulators>(acc: &mut A, part: &A, f: impl Fn(usize) -> f32) {
+    let len = A::N / 2;
+    unroll_8!(2, |h| {
+        unroll_8!(8, |j| {
+            unroll_8!(8, |l| {
+                let i = 64 * h + 8 * j + l;
+                if i < len {
+                    acc[i] = math::fma(part[i], f(i), acc[i]);
                 }
             });
         });
@@ -199,9 +244,13 @@ fn scale_in_place<A: Accumulators>(acc: &mut A, f: impl Fn(usize) -> f32) {
 ///   `matmul_fp8_promoted_128x128`, `matmul_fp8_promoted_f32out_128x128`;
 /// * [`BlockScaled`] on `WS_128X128` (a consumer's 128 columns are one block of `B^T`):
 ///   `matmul_fp8_block_128x128`, `matmul_fp8_block_f32out_128x128`;
+/// * [`PromotedOverlap`] and [`BlockScaledOverlap`] on `WS_128X128` (two arrays of 64 `wgmma`
+///   accumulators taken in turn and 64 f32 sums per consumer thread; the same traffic):
+///   `matmul_fp8_promoted_overlap_128x128`, `matmul_fp8_promoted_overlap_f32out_128x128`,
+///   `matmul_fp8_block_overlap_128x128`, `matmul_fp8_block_overlap_f32out_128x128`;
 /// * `B^T` in E5M2 (`B` = [`E5M2`], `.e4m3.e5m2` products), bf16 result, the same traffic:
 ///   `matmul_fp8_e5m2_fast_128x256`, `matmul_fp8_e5m2_fast_128x128`,
-///   `matmul_fp8_e5m2_promoted_128x128`.
+///   `matmul_fp8_e5m2_promoted_128x128`, `matmul_fp8_e5m2_promoted_overlap_128x128`.
 // Launch bounds: 384 threads, one block per multiprocessor (`setmaxnreg` needs the register
 // budget at entry). Barriers: one, after the ring's initialisation; the ring runs on mbarriers.
 #[kernel(
@@ -218,6 +267,11 @@ fn scale_in_place<A: Accumulators>(acc: &mut A, f: impl Fn(usize) -> f32) {
         matmul_fp8_e5m2_fast_128x256 = (bf16, Ws128x256, Fast, E5M2),
         matmul_fp8_e5m2_fast_128x128 = (bf16, Ws128x128, Fast, E5M2),
         matmul_fp8_e5m2_promoted_128x128 = (bf16, Ws128x128, Promoted, E5M2),
+        matmul_fp8_promoted_overlap_128x128 = (bf16, Ws128x128, PromotedOverlap, E4M3),
+        matmul_fp8_promoted_overlap_f32out_128x128 = (f32, Ws128x128, PromotedOverlap, E4M3),
+        matmul_fp8_block_overlap_128x128 = (bf16, Ws128x128, BlockScaledOverlap, E4M3),
+        matmul_fp8_block_overlap_f32out_128x128 = (f32, Ws128x128, BlockScaledOverlap, E4M3),
+        matmul_fp8_e5m2_promoted_overlap_128x128 = (bf16, Ws128x128, PromotedOverlap, E5M2),
     ),
     barriers(1)
 )]
@@ -322,6 +376,8 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
     // The wgmma accumulators, and (promoted) the f32 sums.
     let mut part = <S::Acc as Accumulators>::zeroed();
     let mut total = <S::Acc as Accumulators>::zeroed();
+    // The second array of products ([`Fp8Mode::OVERLAP`]; unused otherwise).
+    let mut other = <S::Acc as Accumulators>::zeroed();
     let mut consumer = ring.consumer();
     let mut tile = first;
     while tile < tiles {
@@ -339,8 +395,104 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
             tile += step;
             continue;
         }
+        if M::OVERLAP {
+            // Two arrays of products in turn: step `kt + 1` is issued into one before step
+            // `kt`'s, in the other, is waited for (`wait_group 1`) and promoted, so the tensor
+            // core has the next step while this thread adds; the stage of step `kt` is released
+            // once its products have retired.
+            // The scales of step `kt`, `A`'s for this thread's two rows and `B^T`'s (1 without
+            // block scales): loaded when the step is issued, multiplied at its promotion, a step
+            // later, so that the loads' latency hides behind a step of products.
+            let scales = |kt: usize| -> (f32, f32, f32) {
+                if M::BLOCK_SCALES {
+                    // SAFETY: rows `< m`, the block column `< ceil(n / 128)`, `kt < k_blocks`:
+                    // inside the scales (the contract).
+                    unsafe {
+                        (
+                            mem::load(a_scales, a_row(0) * a_step + kt),
+                            mem::load(a_scales, a_row(1) * a_step + kt),
+                            mem::load(b_scales, (col0 / FP8_SCALE_BLOCK) * b_step + kt),
+                        )
+                    }
+                } else {
+                    (1.0, 1.0, 1.0)
+                }
+            };
+            let descriptors = |stage: &crate::gpu::pipeline::Stage| {
+                (
+                    tile::k_major_descriptors(stage.address(0), cr * CONSUMER_ROWS),
+                    tile::k_major_descriptors(stage.address(a_bytes), cn * cc),
+                )
+            };
+            // Accumulator `i` is on row `my_row + 8 ((i / 2) % 2)`.
+            let pick = |(a0, a1, b): (f32, f32, f32)| {
+                let (s0, s1) = (a0 * b, a1 * b);
+                // Bit 1 of `i` is `(i / 2) % 2`, the row's half.
+                move |i: usize| if i & 2 == 0 { s0 } else { s1 }
+            };
+            total = <S::Acc as Accumulators>::zeroed();
+            // SAFETY (every `consumer.wait`, product, wait and release below): the whole
+            // warpgroup is here; a stage's copies have landed (its wait) and nothing writes it
+            // before this warp releases it, after the wait that retires its products; each
+            // stage released once.
+            // SAFETY: as above.
+            let mut s0 = unsafe { consumer.wait() };
+            let mut f0 = scales(0);
+            let (a0, b0) = descriptors(&s0);
+            // SAFETY: as above.
+            part = unsafe { B::mma_async(part, a0, b0, false) };
+            let mut kt = 0;
+            loop {
+                // Step `kt` is in flight in `part` (stage `s0`, scales `f0`).
+                if kt + 1 == k_tiles {
+                    // SAFETY: as above.
+                    unsafe {
+                        part = wgmma::wait_accumulators::<0, _>(part);
+                        consumer.release(&s0);
+                    }
+                    promote(&mut total, &part, pick(f0));
+                    break;
+                }
+                // SAFETY: as above.
+                let s1 = unsafe { consumer.wait() };
+                let f1 = scales(kt + 1);
+                let (a1, b1) = descriptors(&s1);
+                // SAFETY: as above; `part` holds the older group, retired by `wait_group 1`.
+                unsafe {
+                    other = B::mma_async(other, a1, b1, false);
+                    part = wgmma::wait_accumulators::<1, _>(part);
+                    consumer.release(&s0);
+                }
+                promote(&mut total, &part, pick(f0));
+                kt += 1;
+                // Step `kt` is in flight in `other` (stage `s1`, scales `f1`).
+                if kt + 1 == k_tiles {
+                    // SAFETY: as above.
+                    unsafe {
+                        other = wgmma::wait_accumulators::<0, _>(other);
+                        consumer.release(&s1);
+                    }
+                    promote(&mut total, &other, pick(f1));
+                    break;
+                }
+                // SAFETY: as above.
+                s0 = unsafe { consumer.wait() };
+                f0 = scales(kt + 1);
+                let (a0, b0) = descriptors(&s0);
+                // SAFETY: as above; `other` holds the older group.
+                unsafe {
+                    part = B::mma_async(part, a0, b0, false);
+                    other = wgmma::wait_accumulators::<1, _>(other);
+                    consumer.release(&s1);
+                }
+                promote(&mut total, &other, pick(f1));
+                kt += 1;
+            }
+        }
         let mut used = None;
-        for kt in 0..k_tiles {
+        // The steps of the schedules with one array of products (none left with two).
+        let single_steps = if M::OVERLAP { 0 } else { k_tiles };
+        for kt in 0..single_steps {
             // SAFETY: every thread of the consumer warps, each stage released once below.
             let stage = unsafe { consumer.wait() };
             let a_desc = tile::k_major_descriptors(stage.address(0), cr * CONSUMER_ROWS);

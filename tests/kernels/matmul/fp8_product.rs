@@ -1,13 +1,14 @@
 //! The FP8 product (`Gpu::matmul_fp8_into`, `kernels_gpu::matmul::fp8`) against the f64 product
 //! of the dequantised operands (`matmul_fp8_reference`), every kernel reached through its plan:
 //! `{sim,cuda}::matmul_fp8::<plan>::<out>::<scalings>::MxKxN` with `<plan>` one of
-//! `fast-128x256`, `fast-128x128`, `promoted-128x128`, `block-128x128` (`Fp8Plan::name`),
+//! `fast-128x256`, `fast-128x128`, `promoted-128x128`, `block-128x128`,
+//! `promoted-overlap-128x128`, `block-overlap-128x128` (`Fp8Plan::name`),
 //! `<out>` `bf16` or `f32`, `<scalings>` `tensor-tensor`, `row-row`, `tensor-row` or
 //! `block-block`; `{sim,cuda}::matmul_fp8_auto::...` with the plan by shape;
 //! `{sim,cuda}::matmul_fp8_e5m2::<plan>::bf16::<scalings>::MxKxN` (`B^T` in E5M2, quantised on the
-//! host with the amax to 57344, for the three plans that have an E5M2 kernel);
-//! `{sim,cuda}::matmul_fp8::planted` (the check fails on a dropped scale and a lost step of
-//! 128 along `k`), `{sim,cuda}::matmul_fp8::errors` and `global::matmul_fp8` (the free function
+//! host with the amax to 57344, for the four plans that have an E5M2 kernel);
+//! `{sim,cuda}::matmul_fp8::planted` (the check fails on a dropped scale, a wrong block scale
+//! index and a lost step of 128 along `k`), `{sim,cuda}::matmul_fp8::errors` and `global::matmul_fp8` (the free function
 //! on a view).
 //!
 //! The bound per element: `g * sum_k |a_ik b_jk| + u (|c| + g sum_k |a_ik b_jk|)`, `g` the
@@ -270,7 +271,7 @@ impl<T: Fp8Element> Host<T> {
 }
 
 /// The E5M2 trials' plans (`B^T` in E5M2 has these kernels, bf16 result).
-const E5M2_PLANS: [usize; 3] = [0, 1, 2];
+const E5M2_PLANS: [usize; 4] = [0, 1, 2, 4];
 
 /// The rows a check covers: all of a small product; else the first and last 130 rows and every
 /// 61st in between.
@@ -380,22 +381,35 @@ fn product_of<O: ResultElement, B: Fp8Element>(gpu: &Gpu, run: Run, ha: Host, hb
     }
 }
 
-/// The check fails on planted wrong results: the product without `B^T`'s scales, and the
-/// product without its first step of 128 along `k` (the reference of the operands with those
-/// columns zeroed), while the kernel's own result passes; for both accumulations, at a `k` of
-/// four steps (where the fast bound is tight enough to see one step lost: at `k` = 4096 the
-/// fast bound, a worst case, is as wide as a lost step's typical size).
+/// The check fails on planted wrong results, the results of wrong kernels computed on the host:
+/// the product without `B^T`'s scales, with each step's block scales of `B^T` taken from the
+/// next step (a wrong block scale index), and without the first step of 128 along `k` (a lost
+/// `k` tile), while the kernel's own result passes; for every promoted and block plan and the
+/// fast 128 x 128 one, at a `k` of four steps (where the fast bound is tight enough to see one
+/// step lost: at `k` = 4096 the fast bound, a worst case, is as wide as a lost step's typical
+/// size) and `n` over two blocks of 128. Column block `s` of the operands is scaled by
+/// `2^(s - 1)`, so that the steps' block scales differ.
 fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
     if !runs_here(gpu)? {
         return Ok(());
     }
-    let (m, k, n) = (70, 512, 72);
+    let (m, k, n) = (70, 512, 136);
+    let blocky = |rng: &mut StdRng, rows: usize| {
+        let mut x = operand(rng, rows, k);
+        for ((_, j), v) in x.indexed_iter_mut() {
+            *v *= 2f32.powi((j / 128) as i32 - 1);
+        }
+        x
+    };
     let mut failures = Vec::new();
-    for plan in [Fp8Plan::ALL[1], Fp8Plan::ALL[2]] {
-        let (ha, hb) = (
-            Host::new(&operand(rng, m, k), Fp8Scaling::Row),
-            Host::new(&operand(rng, n, k), Fp8Scaling::Row),
-        );
+    for p in [1, 2, 3, 4, 5] {
+        let plan = Fp8Plan::ALL[p];
+        let (sa, sb) = if plan.block_scales {
+            (Fp8Scaling::Block1x128, Fp8Scaling::Block128x128)
+        } else {
+            (Fp8Scaling::Row, Fp8Scaling::Row)
+        };
+        let (ha, hb) = (Host::new(&blocky(rng, m), sa), Host::new(&blocky(rng, n), sb));
         let mut c = gpu.zeros_matrix_of::<f32>(m, n)?;
         gpu.matmul_fp8_plan_into(&ha.upload(gpu)?, &hb.upload(gpu)?, &mut c, plan)?;
         let got = to_f64(&c)?;
@@ -408,21 +422,37 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
         if let Err(e) = check(&got) {
             failures.push(format!("{}: the kernel's own result fails: {e}", plan.name()));
         }
+        let wrong = |what: &str, da: &Array2<f64>, db: &Array2<f64>, failures: &mut Vec<String>| {
+            let (planted, _) = reference_rows(da, db, &rows);
+            if check(&planted).is_ok() {
+                failures.push(format!("{}: a result {what} passed", plan.name()));
+            }
+        };
         // A dropped scale: B^T's.
-        let unscaled = Array2::from_shape_fn((m, n), |(i, j)| got[(i, j)] / f64::from(hb.scales[j]));
-        if check(&unscaled).is_ok() {
-            failures.push(format!("{}: a result without B^T's scales passed", plan.name()));
+        let ones = vec![1.0; hb.scales.len()];
+        wrong(
+            "without B^T's scales",
+            &da,
+            &fp8_dequantize(&hb.q, &ones, sb),
+            &mut failures,
+        );
+        if plan.block_scales {
+            // A wrong block scale index: step s of B^T with the scale of step s + 1.
+            let blocks = k.div_ceil(128);
+            let shifted: Vec<f32> = (0..hb.scales.len())
+                .map(|i| hb.scales[i - i % blocks + (i % blocks + 1) % blocks])
+                .collect();
+            wrong(
+                "with B^T's block scales of the next step",
+                &da,
+                &fp8_dequantize(&hb.q, &shifted, sb),
+                &mut failures,
+            );
         }
         // A lost step along k: the first 128 columns of A zeroed.
         let mut lost = da.clone();
         lost.slice_mut(ndarray::s![.., ..128]).fill(0.0);
-        let (short, _) = reference_rows(&lost, &db, &rows);
-        if check(&short).is_ok() {
-            failures.push(format!(
-                "{}: a result without the first 128 of k passed",
-                plan.name()
-            ));
-        }
+        wrong("without the first 128 of k", &lost, &db, &mut failures);
     }
     all_passed(failures)
 }
