@@ -22,11 +22,17 @@
 //!   `-inf` gives token `-1`; a row with a `+inf` logit gives the first `+inf` index (the limit
 //!   of the probabilities as that logit grows).
 
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
+pub mod cluster;
+pub mod radix;
 pub mod search;
 
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
+pub use cluster::*;
+pub use radix::*;
 pub use search::*;
 
-/// Threads per block of the sampling kernels (one block per row).
+/// Threads per block of the tutorial rung's kernels (one block per row).
 pub const SAMPLE_BLOCK: u32 = 512;
 
 /// A logit's order-preserving key: larger floats give larger keys, `-0.0` below `+0.0`, NaN 0
