@@ -163,7 +163,10 @@ pub unsafe fn sample_cluster<T: Float>(
         };
         let next = warp::scan_inclusive(mass, |a, b| a + b);
         let total = warp::shfl_idx(next, warp::SIZE - 1);
-        let (next, mass) = (warp::shfl_idx(next, rank as u32), warp::shfl_idx(mass, rank as u32));
+        let (next, mass) = (
+            warp::shfl_idx(next, rank as u32),
+            warp::shfl_idx(mass, rank as u32),
+        );
         let base = next - mass;
         let target = uniform(r, seed, offset) * total;
         // The share that straddles the target, or the last one of positive mass when rounding

@@ -346,7 +346,8 @@ pub unsafe fn sample_radix<T: Float>(
                         goal += 1;
                     }
                 }
-                let Some((digit, above, count)) = pick_bin(values, counted, goal - above_all, scan, pick) else {
+                let Some((digit, above, count)) = pick_bin(values, counted, goal - above_all, scan, pick)
+                else {
                     break; // unreachable: the total reaches the goal
                 };
                 above_all += above;
