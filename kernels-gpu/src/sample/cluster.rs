@@ -9,13 +9,17 @@
 //! global scratch.
 //!
 //! The draw is the tutorial rung's inverse CDF (the same uniform number, column order), so the
-//! token for a seed is the same as the other rungs' up to f32 rounding at a boundary between two
-//! tokens; the cluster's size enters the sums' order, so the plan chooses it from the shape
-//! alone, never from the device, and the simulator and every sm_90 GPU draw the same token.
+//! token for a seed is the same as the other rungs' up to rounding at a boundary between two
+//! tokens: the share that holds it by the shares' f32 masses summed in rank order (one running
+//! sum, so consecutive shares' bounds are the same number and exactly one share holds the
+//! target), then the token in it by [`walk`]'s exact fixed point sums, relative to the share's
+//! own largest logit (so a share with a mass has a positive integer total). The cluster's size
+//! enters the sums' order, so the plan chooses it from the shape alone, never from the device,
+//! and the simulator and every sm_90 GPU draw the same token.
 //!
 //! Compiled for the host (the simulator) and `sm_90` PTX only ([`crate::gpu::cluster`]).
 
-use super::radix::{for_each, uniform, walk};
+use super::radix::{fixed_weight, for_each, uniform, walk};
 use super::{order_key, NEG_INF_KEY, POS_INF_KEY};
 use crate::gpu::block::Scratch;
 use crate::gpu::convert::Float;
@@ -58,10 +62,11 @@ fn merge((m1, s1): (f32, f32), (m2, s2): (f32, f32), inv_t: f32) -> (f32, f32) {
 /// thread 0 publishes them in its shared memory; after a cluster barrier every warp of every
 /// block reads the `C` partials (lane `l` from rank `l`) and merges them in rank order: the
 /// row's largest key and first index, the largest logit `M`, each share's mass
-/// `s_b * exp((m_b - M) / t)`, their prefix sums and total. Greedy rows, `+inf` maxima and
-/// rows with nothing to sample: rank 0's thread 0 writes the token. Otherwise `u * total` names
-/// the share that holds the draw, and that block walks it ([`super::radix::walk`]) from its
-/// share's base.
+/// `s_b * exp((m_b - M) / t)`, their running sum in rank order and total. Greedy rows, `+inf`
+/// maxima and rows with nothing to sample: rank 0's thread 0 writes the token. Otherwise
+/// `u * total` names the share that holds the draw, and that block walks it
+/// ([`super::radix::walk`], weights in fixed point relative to `m_b`) to the same fraction of
+/// the share's integer total.
 ///
 /// Global memory: the row read once (4 bytes per f32 logit), the drawing block's share a second
 /// time (from L2), 4 bytes written. Shared memory: the collectives' scratch and 16 bytes of
@@ -83,9 +88,9 @@ fn merge((m1, s1): (f32, f32), (m2, s2): (f32, f32), inv_t: f32) -> (f32, f32) {
     shared(
         keys: Scratch<u64, THREADS>,
         stats: Scratch<(f32, f32), THREADS>,
-        sums: Scratch<f32, THREADS>,
+        sums: Scratch<u64, THREADS>,
         partial: Array<f32, 4>,
-        total_slot: Array<f32, 1>
+        total_slot: Array<u64, 1>
     )
 )]
 #[allow(clippy::too_many_arguments)]
@@ -161,25 +166,32 @@ pub unsafe fn sample_cluster<T: Float>(
         } else {
             0.0
         };
-        let next = warp::scan_inclusive(mass, |a, b| a + b);
-        let total = warp::shfl_idx(next, warp::SIZE - 1);
-        let (next, mass) = (
-            warp::shfl_idx(next, rank as u32),
-            warp::shfl_idx(mass, rank as u32),
-        );
-        let base = next - mass;
+        // One running sum in rank order (lanes past the cluster add zeros): share `b` holds
+        // `[base, next)`, and the next share's `base` is this `next`, the same number.
+        let (mut total, mut base, mut next) = (0.0f32, 0.0f32, 0.0f32);
+        for b in 0..SAMPLE_CLUSTER_MAX_BLOCKS {
+            let before = total;
+            total += warp::shfl_idx(mass, b);
+            if b as usize == rank {
+                (base, next) = (before, total);
+            }
+        }
+        // `u < 1` is a multiple of 2^-24, so `u * total < total`: exactly one share holds it.
         let target = uniform(r, seed, offset) * total;
-        // The share that straddles the target, or the last one of positive mass when rounding
-        // put the target at or past the total.
-        if mass > 0.0 && base <= target && (target < next || next >= total) {
+        if base <= target && target < next {
+            // The share's own largest logit: its weights in fixed point relative to it (the
+            // largest `2^32`), and the target at the same fraction of their integer total.
+            let local_max = own.0;
             let weight = |v: f32| {
                 if order_key(v) > NEG_INF_KEY {
-                    math::accurate::exp((v - max) * inv_t)
+                    fixed_weight(v, local_max, inv_t)
                 } else {
-                    0.0
+                    0
                 }
             };
-            if let Some(token) = walk(x, (lo, hi), weight, |_| target - base, sums, total_slot) {
+            let fraction = f64::from(target - base) / f64::from(next - base);
+            let scaled = |share_total: u64| ((fraction * share_total as f64) as u64).min(share_total - 1);
+            if let Some(token) = walk(x, (lo, hi), weight, scaled, sums, total_slot) {
                 mem::store(tokens, r, token);
             }
         }

@@ -4,10 +4,13 @@
 //! per row; and the draw ([`walk`]) that this rung's row-split kernel (`cluster.rs`) shares.
 //!
 //! Top-k counts keys per bin (u32 shared atomics). Top-p sums each bin's weights in 32.32 fixed
-//! point (u64 shared atomics, whose sums do not depend on the order the threads add in): the
-//! same threshold on every run, on the GPU and in the simulator; it may differ from the f32 sums
-//! of the tutorial rung where the mass of the tokens above a key lies within about
-//! `cols * 2^-32` of the goal (and so the token, for that seed, at such a boundary only).
+//! point (u64 shared atomics, whose sums do not depend on the order the threads add in), and the
+//! draw walks the same fixed point weights (integer prefix sums: exact, so exactly one thread
+//! holds the target, where f32 bases from a tree scan could leave a gap that no thread owns or
+//! an overlap that two threads own): the same threshold and token on every run, on the GPU and
+//! in the simulator. They may differ from the f32 sums of the tutorial rung where a mass lies
+//! within about `cols * 2^-32` of the goal or of the draw's target (a token at such a boundary
+//! only), and a token whose weight is below `2^-32` of the row's largest is never drawn.
 
 use super::{order_key, NEG_INF_KEY, POS_INF_KEY};
 use crate::gpu::block::Scratch;
@@ -83,30 +86,38 @@ pub(crate) unsafe fn for_each<T: Float>(
     }
 }
 
+/// A kept logit's weight `exp((v - max) * inv_t)` in 32.32 fixed point: `2^32` at `v = max`,
+/// 0 for weights below `2^-32` of the largest (never drawn: they sum to at most `cols * 2^-32`
+/// of the kept mass).
+#[inline(always)]
+pub(crate) fn fixed_weight(v: f32, max: f32, inv_t: f32) -> u64 {
+    (math::accurate::exp((v - max) * inv_t) * FIXED_ONE) as u64
+}
+
 /// The draw over columns `lo..hi`: the first column (in column order) at which the running sum
-/// of `weight(x_i)` exceeds `target(total)`, `total` being the sum of the range's weights; where
-/// rounding leaves the target at or past every sum, the range's last column of positive weight.
-/// Returns that column in the one thread that found it, `None` in the others (and in every
-/// thread when no weight is positive).
+/// of the fixed point `weight(x_i)` exceeds `target(total)`, `total` being the sum of the
+/// range's weights (integer sums: exact, so the segments' bases tile `0..total` and exactly
+/// one thread holds the target). Returns that column in the one thread that found it, `None`
+/// in the others (and in every thread when no weight is positive).
 ///
 /// What one thread does: sums the weights of its own contiguous segment of
 /// `ceil((hi - lo) / THREADS)` columns, a block exclusive scan gives the segments' bases, the
 /// last thread publishes the total (one barrier), and the thread whose segment holds the target
-/// walks it. Reads the range twice (the second time one segment), in a fixed order: the same
-/// token every run.
+/// walks it. Reads the range twice (the second time one segment): the same token every run, on
+/// the GPU and in the simulator.
 ///
 /// # Safety
 /// Every thread of the block (of `THREADS` threads) calls it, at the same place; `lo..hi` lies
-/// in the row at `x`; `total_slot` is the block's and used by nothing else meanwhile.
+/// in the row at `x`; `target(total) < total` for `total > 0`; `sums` and `total_slot` are the
+/// block's and used by nothing else meanwhile.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn walk<T: Float, const THREADS: usize>(
     x: *const T,
     (lo, hi): (usize, usize),
-    weight: impl Fn(f32) -> f32,
-    target: impl FnOnce(f32) -> f32,
-    sums: Scratch<f32, THREADS>,
-    total_slot: Array<f32, 1>,
+    weight: impl Fn(f32) -> u64,
+    target: impl FnOnce(u64) -> u64,
+    sums: Scratch<u64, THREADS>,
+    total_slot: Array<u64, 1>,
 ) -> Option<i32> {
     let tid = thread::thread_idx_x() as usize;
     let segment = (hi - lo).div_ceil(THREADS);
@@ -115,35 +126,32 @@ pub(crate) unsafe fn walk<T: Float, const THREADS: usize>(
     // SAFETY: columns of `start..end` lie in `lo..hi`; every thread reaches the scan and the
     // barrier; the slot is written by one thread before the barrier and read after it.
     unsafe {
-        let mut own = 0.0f32;
+        let mut own = 0u64;
         for i in start..end {
             own += weight(logit(x, i));
         }
-        let base = sums.scan_exclusive(own, 0.0, |a, b| a + b);
-        let next = base + own;
+        let base = sums.scan_exclusive(own, 0, |a, b| a + b);
         if tid == THREADS - 1 {
-            total_slot.store(0, next);
+            total_slot.store(0, base + own);
         }
         thread::sync_threads();
         let total = total_slot.load(0);
-        let target = target(total);
-        // The segment that straddles the target, or the last one of positive weight (whose
-        // `next` is the total: the segments after it add zeros) when the target is past it.
-        if !(own > 0.0 && base <= target && (target < next || next >= total)) {
+        if total == 0 {
             return None;
         }
-        let (mut acc, mut token) = (base, None);
+        let target = target(total);
+        // The one segment that straddles the target (an empty segment straddles nothing).
+        if !(base <= target && target < base + own) {
+            return None;
+        }
+        let mut acc = base;
         for i in start..end {
-            let w = weight(logit(x, i));
-            if w > 0.0 {
-                token = Some(i as i32);
-                acc += w;
-                if acc > target {
-                    break;
-                }
+            acc += weight(logit(x, i));
+            if acc > target {
+                return Some(i as i32);
             }
         }
-        token
+        None // unreachable: `acc` reaches `base + own > target`
     }
 }
 
@@ -157,6 +165,14 @@ pub(crate) fn uniform(r: usize, seed: u64, offset: u64) -> f32 {
         [seed as u32, (seed >> 32) as u32],
     )[0];
     random::unit_f32(word)
+}
+
+/// `floor(u * total)` for the uniform number `u` (a multiple of `2^-24` in `[0, 1)`), exactly:
+/// below `total` for `total > 0`.
+#[inline(always)]
+pub(crate) fn scaled(u: f32, total: u64) -> u64 {
+    let k = (u * 16_777_216.0) as u64;
+    (total >> 24) * k + (((total & 0xff_ffff) * k) >> 24)
 }
 
 /// The pick of one radix pass, in shared memory: digit, the value of the bins above it, the
@@ -216,7 +232,8 @@ unsafe fn pick_bin(
 /// wanted (a block scan); it stops early when that bin's keys are exactly those wanted, so the
 /// threshold is the bin's lowest key; (3) with `top_p < 1`, the same over the kept tokens' fixed
 /// point weights (2048 u64 bins, and their counts: it stops when the bin holds one token), the
-/// goal `top_p` of their total (the first pass's bins summed); (4) draw ([`walk`]).
+/// goal `top_p` of their total (the first pass's bins summed); (4) draw ([`walk`]) over the
+/// same fixed point weights, the target `floor(u * total)`.
 ///
 /// Global memory: the row read once from DRAM, then up to 8 more times (from L2 for rows that
 /// fit it): 1 + (1 to 3) + (1 to 3) + 1 passes and one segment; 4 bytes written. Shared memory:
@@ -238,11 +255,10 @@ unsafe fn pick_bin(
     shared(
         keys: Scratch<u64, THREADS>,
         scan: Scratch<u64, THREADS>,
-        sums: Scratch<f32, THREADS>,
         counts: Array<u32, BINS>,
         masses: Array<u64, BINS>,
         pick: Array<u64, 3>,
-        total_slot: Array<f32, 1>
+        total_slot: Array<u64, 1>
     )
 )]
 #[allow(clippy::too_many_arguments)]
@@ -316,7 +332,7 @@ pub unsafe fn sample_radix<T: Float>(
         // (3) Top-p: the largest key whose kept weights at or above it reach `top_p` of the kept
         // mass, digit by digit, in fixed point.
         if top_p < 1.0 {
-            let fixed = |v: f32| (math::accurate::exp((v - max) * inv_t) * FIXED_ONE) as u64;
+            let fixed = |v: f32| fixed_weight(v, max, inv_t);
             let (mut prefix, mut mask, mut goal) = (0u32, 0u32, 0u64);
             let mut above_all = 0u64;
             for (level, &(shift, bits)) in LEVELS.iter().enumerate() {
@@ -364,12 +380,12 @@ pub unsafe fn sample_radix<T: Float>(
         let weight = |v: f32| {
             let key = order_key(v);
             if key >= floor && key > NEG_INF_KEY {
-                math::accurate::exp((v - max) * inv_t)
+                fixed_weight(v, max, inv_t)
             } else {
-                0.0
+                0
             }
         };
-        if let Some(token) = walk(x, (0, cols), weight, |total| u * total, sums, total_slot) {
+        if let Some(token) = walk(x, (0, cols), weight, |total| scaled(u, total), scan, total_slot) {
             mem::store(tokens, r, token);
         }
     }
