@@ -2,10 +2,12 @@
 //! backend, shape and option set (greedy, temperature alone, top-k, top-p, both), f32 and bf16
 //! logits, the token of every row equal to the reference's (or, where the device's f32 sums
 //! put the draw within `NUDGE` of a boundary between tokens, between the reference's tokens at
-//! `u ± NUDGE`) (`sample::RxC`); NaN, infinite and tied logits (`sample::edges`); the same tokens on
-//! a second run and new ones at a new offset (`sample::seeds`); on CUDA, the frequencies of
-//! 2^17 draws from one row against its probabilities (`sample::frequencies`); options out of
-//! range refused (`errors::sample`); the free function (`global::sample`).
+//! `u ± NUDGE`) (`sample::RxC`); NaN, infinite and tied logits, every rung (`sample::edges`);
+//! the same tokens on a second run and new ones at a new offset (`sample::seeds`); on CUDA, the
+//! frequencies of 2^17 draws from one row against its probabilities, on the radix and the
+//! cluster kernel (`sample::frequencies`), and the GPU's tokens equal to the simulator's for the
+//! same logits, seed and rung (`sample::same_as_simulator`); options out of range refused
+//! (`errors::sample`); the free function (`global::sample`).
 
 use gpukern::{Gpu, SampleAlgorithm, SampleOptions, bf16, cpu};
 use libtest_mimic::Trial;
@@ -16,8 +18,9 @@ use rand::rngs::StdRng;
 use crate::common::check::*;
 use crate::common::trial::{Target, global_trial, trial};
 
-/// Simulator shapes: one logit, rows shorter than the block, ragged past it (512 threads).
-const SIM_SHAPES: &[(usize, usize)] = &[(1, 1), (3, 7), (2, 1200)];
+/// Simulator shapes: one logit, rows shorter than the block, ragged past it (512 threads), and
+/// rows that the cluster kernel splits over 2 and 4 blocks (`2x5000`, `1x9001`).
+const SIM_SHAPES: &[(usize, usize)] = &[(1, 1), (3, 7), (2, 1200), (2, 5000), (1, 9001)];
 
 /// CUDA shapes: a Llama-2 vocabulary at batch 1 and 64, a Llama-3 one, and a ragged long row.
 const CUDA_SHAPES: &[(usize, usize)] = &[(1, 32000), (64, 32000), (8, 128256), (3, 1_000_003), (300, 77)];
@@ -62,6 +65,15 @@ fn option_sets(seed: u64) -> Vec<(&'static str, SampleOptions)> {
             },
         ),
         ("k1", SampleOptions { top_k: 1, ..base }),
+        (
+            "t0.9-k1000-p0.5",
+            SampleOptions {
+                temperature: 0.9,
+                top_k: 1000,
+                top_p: 0.5,
+                ..base
+            },
+        ),
     ]
 }
 
@@ -70,6 +82,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     let mut trials = backend_trials(sim, SIM_SHAPES);
     trials.extend(backend_trials(cuda, CUDA_SHAPES));
     trials.push(trial(cuda, "sample::frequencies", |gpu, _| frequencies(gpu)));
+    trials.push(trial(cuda, "sample::same_as_simulator", same_as_simulator));
     trials.push(global_trial("sample", global_sample));
     trials
 }
@@ -162,19 +175,24 @@ fn edges(gpu: &Gpu) -> Check {
     let n = rows.len();
     let dx = gpu.upload_matrix(&Array2::from_shape_vec((n, cols), x.clone()).map_err(|e| e.to_string())?)?;
     let mut failures = Vec::new();
-    for (name, options) in option_sets(3) {
-        let got = gpu.sample(&dx, &options)?.to_vec()?;
-        if let Err(e) = check_tokens(&format!("edges, {name}"), &got, &x, cols, &options) {
-            failures.push(e.to_string());
-        }
-        let fixed = [(0, -1), (1, -1), (2, 100)];
-        for (r, want) in fixed {
-            if got[r] != want {
-                failures.push(format!("edges, {name}: row {r} gave {}, expected {want}", got[r]));
+    let mut tokens = gpu.zeros_of::<i32>(n)?;
+    for algorithm in SampleAlgorithm::ALL {
+        for (name, options) in option_sets(3) {
+            let name = format!("{name}, {}", algorithm.name());
+            gpu.sample_into_with(&dx, &options, &mut tokens, algorithm)?;
+            let got = tokens.to_vec()?;
+            if let Err(e) = check_tokens(&format!("edges, {name}"), &got, &x, cols, &options) {
+                failures.push(e.to_string());
             }
-        }
-        if !(got[4] == 3 || got[4] == 599) {
-            failures.push(format!("edges, {name}: the NaN row drew {}", got[4]));
+            let fixed = [(0, -1), (1, -1), (2, 100)];
+            for (r, want) in fixed {
+                if got[r] != want {
+                    failures.push(format!("edges, {name}: row {r} gave {}, expected {want}", got[r]));
+                }
+            }
+            if !(got[4] == 3 || got[4] == 599) {
+                failures.push(format!("edges, {name}: the NaN row drew {}", got[4]));
+            }
         }
     }
     let ties = gpu
@@ -226,23 +244,41 @@ fn seeds(gpu: &Gpu) -> Check {
     Ok(())
 }
 
-/// 2^17 rows of the same 6 logits at temperature 0.8 with top-k 5: each token's frequency
-/// within 5 standard deviations of its probability (the excluded token never drawn).
+/// 2^17 rows of the same 6 logits at temperature 0.8 with top-k 5 (the radix kernel) and
+/// without (the cluster kernel): each token's frequency within 5 standard deviations of its
+/// probability (the excluded token never drawn).
 fn frequencies(gpu: &Gpu) -> Check {
+    let mut failures = Vec::new();
+    for top_k in [5, 0] {
+        if let Err(e) = frequencies_with(gpu, top_k) {
+            failures.push(format!("top_k {top_k}: {e}"));
+        }
+    }
+    all_passed(failures)
+}
+
+/// [`frequencies`] at one top-k.
+fn frequencies_with(gpu: &Gpu, top_k: usize) -> Check {
     let logits = [1.0f32, 0.0, 2.0, -1.0, 0.5, -3.0];
     let (rows, cols) = (1usize << 17, logits.len());
     let x: Vec<f32> = (0..rows).flat_map(|_| logits).collect();
     let dx = gpu.upload_matrix(&Array2::from_shape_vec((rows, cols), x).map_err(|e| e.to_string())?)?;
     let options = SampleOptions {
         temperature: 0.8,
-        top_k: 5,
+        top_k,
         seed: 42,
         ..SampleOptions::default()
     };
     let got = gpu.sample(&dx, &options)?.to_vec()?;
     let weights: Vec<f64> = logits
         .iter()
-        .map(|&v| if v > -3.0 { (f64::from(v) / 0.8).exp() } else { 0.0 })
+        .map(|&v| {
+            if v > -3.0 || top_k == 0 {
+                (f64::from(v) / 0.8).exp()
+            } else {
+                0.0
+            }
+        })
         .collect();
     let total: f64 = weights.iter().sum();
     let mut failures = Vec::new();
@@ -255,6 +291,43 @@ fn frequencies(gpu: &Gpu) -> Check {
                 "token {token}: {count} draws, expected {:.0} ± {sd:.0}",
                 rows as f64 * p
             ));
+        }
+    }
+    all_passed(failures)
+}
+
+/// The GPU's tokens are the simulator's, token for token, for the same logits, seed, options and
+/// rung (each kernel's sums run in a fixed order that the launch shape alone sets, and the plan
+/// sets the shape from the call alone): ragged rows split over 1 to 4 cluster blocks, every
+/// option set, f32 and bf16, on several seeds.
+fn same_as_simulator(gpu: &Gpu, rng: &mut StdRng) -> Check {
+    let sim = Gpu::simulator();
+    let mut failures = Vec::new();
+    for (rows, cols) in [(3, 1000), (2, 5000), (1, 9001)] {
+        let x: Vec<f32> = (0..rows * cols).map(|_| rng.random_range(-6.0f32..6.0)).collect();
+        let x16: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+        let matrix = Array2::from_shape_vec((rows, cols), x).map_err(|e| e.to_string())?;
+        let matrix16 = Array2::from_shape_vec((rows, cols), x16).map_err(|e| e.to_string())?;
+        let (dx, sx) = (gpu.upload_matrix(&matrix)?, sim.upload_matrix(&matrix)?);
+        let (dx16, sx16) = (gpu.upload_matrix(&matrix16)?, sim.upload_matrix(&matrix16)?);
+        for (name, options) in option_sets(rng.random()) {
+            for algorithm in SampleAlgorithm::ALL {
+                let what = format!("{rows}x{cols} {name} {}", algorithm.name());
+                let mut on_gpu = gpu.zeros_of::<i32>(rows)?;
+                let mut on_sim = sim.zeros_of::<i32>(rows)?;
+                gpu.sample_into_with(&dx, &options, &mut on_gpu, algorithm)?;
+                sim.sample_into_with(&sx, &options, &mut on_sim, algorithm)?;
+                let (g, s) = (on_gpu.to_vec()?, on_sim.to_vec()?);
+                if g != s {
+                    failures.push(format!("{what}: GPU {g:?}, simulator {s:?}"));
+                }
+                gpu.sample_into_with(&dx16, &options, &mut on_gpu, algorithm)?;
+                sim.sample_into_with(&sx16, &options, &mut on_sim, algorithm)?;
+                let (g, s) = (on_gpu.to_vec()?, on_sim.to_vec()?);
+                if g != s {
+                    failures.push(format!("{what} bf16: GPU {g:?}, simulator {s:?}"));
+                }
+            }
         }
     }
     all_passed(failures)

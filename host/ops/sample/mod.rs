@@ -46,7 +46,8 @@ impl Gpu {
         self.sample_into_with(logits, options, tokens, SampleAlgorithm::default())
     }
 
-    /// [`Gpu::sample_into`] with the given algorithm (the same tokens from each).
+    /// [`Gpu::sample_into`] with the given algorithm (the same token for a seed from each, up to
+    /// f32 rounding where the draw falls on a boundary between two tokens).
     pub fn sample_into_with<T: LogitElement>(
         &self,
         logits: &DeviceMatrix<T>,
@@ -59,7 +60,7 @@ impl Gpu {
         if !(self.owns(&logits.data) && self.owns(tokens)) {
             return Err(Error::WrongDevice { op: OP });
         }
-        let plan = SamplePlan::choose(options, cols, algorithm)?;
+        let plan = SamplePlan::choose(options, (rows, cols), algorithm, kernels::has_clusters(self))?;
         if rows == 0 {
             return Ok(());
         }

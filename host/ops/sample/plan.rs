@@ -49,25 +49,70 @@ impl SampleOptions {
     }
 }
 
-/// Which kernel draws the tokens.
+/// Which rung draws the tokens (each draws the same token for a seed, up to f32 rounding at a
+/// boundary between two tokens: `kernels_gpu::sample`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SampleAlgorithm {
     /// `sample_search_*`: each filter's threshold by bisection over the logits' order keys,
     /// one pass over the row per step (the tutorial rung).
-    #[default]
     Search,
+    /// The fast rung: greedy rows and rows without filters split over a thread-block cluster
+    /// and read once (`sample_cluster_*`, sm_90); filtered rows (and every row before sm_90)
+    /// one block per row, each threshold by a radix select of at most three passes
+    /// (`sample_radix_*`).
+    #[default]
+    Radix,
 }
 
 impl SampleAlgorithm {
     /// Every algorithm, for tests and the bench.
-    pub const ALL: [SampleAlgorithm; 1] = [SampleAlgorithm::Search];
+    pub const ALL: [SampleAlgorithm; 2] = [SampleAlgorithm::Search, SampleAlgorithm::Radix];
 
     /// The one spelling of the algorithm: the bench's impl label and the kernel's name part.
     pub fn name(self) -> &'static str {
         match self {
             SampleAlgorithm::Search => "search",
+            SampleAlgorithm::Radix => "radix",
         }
     }
+}
+
+/// Rows per call below which a cluster row takes more than one block: the cluster kernel aims at
+/// about this many blocks (two per multiprocessor of an H200). A constant, not the device's
+/// count, so that the cluster's size (which orders the draw's sums) and so the token is the same
+/// on every sm_90 GPU and in the simulator.
+pub(crate) const CLUSTER_TARGET_BLOCKS: usize = 256;
+
+/// Fewest columns in one block's share of a cluster row (8 KiB of f32: 4 loads per thread of
+/// 512, below which another block costs more than it reads).
+pub(crate) const CLUSTER_MIN_SHARE: usize = 2048;
+
+/// The kernel a plan launches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SampleKernel {
+    /// `sample_search_*`, one block per row.
+    Search,
+    /// `sample_radix_*`, one block per row.
+    Radix,
+    /// `sample_cluster_*`, a cluster of `blocks` blocks per row.
+    Cluster {
+        /// Blocks per cluster, 1 to `SAMPLE_CLUSTER_MAX_BLOCKS`.
+        blocks: u32,
+    },
+}
+
+/// The cluster kernel's blocks per row for `rows x cols`: the power of two nearest above
+/// `CLUSTER_TARGET_BLOCKS / rows`, at most `max_blocks`, halved while a share would fall below
+/// `CLUSTER_MIN_SHARE` columns.
+pub(crate) fn cluster_blocks((rows, cols): (usize, usize), max_blocks: u32) -> u32 {
+    let mut blocks = CLUSTER_TARGET_BLOCKS
+        .div_ceil(rows.max(1))
+        .next_power_of_two()
+        .min(max_blocks.max(1) as usize);
+    while blocks > 1 && cols / blocks < CLUSTER_MIN_SHARE {
+        blocks /= 2;
+    }
+    blocks as u32
 }
 
 /// The kernel's arguments for one call, from checked options.
@@ -80,15 +125,20 @@ pub(crate) struct SamplePlan {
     /// The top-p fraction, 1 when it keeps every token.
     pub(crate) top_p: f32,
     /// The kernel.
-    pub(crate) algorithm: SampleAlgorithm,
+    pub(crate) kernel: SampleKernel,
 }
 
 impl SamplePlan {
-    /// The plan for rows of `cols` logits with `options`, or the option that is out of range.
+    /// The plan for `rows x cols` logits with `options` on a device with thread-block clusters
+    /// or without (`clusters`), or the option that is out of range. The rules, in order: the
+    /// tutorial rung when asked for; rows without top-k or top-p (greedy ones too) on the cluster
+    /// kernel where there are clusters (one read of the row: the greedy and `t1` rows of
+    /// `bench/experiments/new-families/`); the rest on the radix kernel.
     pub(crate) fn choose(
         options: &SampleOptions,
-        cols: usize,
+        (rows, cols): (usize, usize),
         algorithm: SampleAlgorithm,
+        clusters: bool,
     ) -> Result<SamplePlan> {
         let t = options.temperature;
         if !(t.is_finite() && t >= 0.0) {
@@ -106,11 +156,19 @@ impl SamplePlan {
                 "temperature {t}: too small (1 / t overflows f32)"
             )));
         }
+        let top_k = if options.top_k >= cols { 0 } else { options.top_k };
+        let kernel = match algorithm {
+            SampleAlgorithm::Search => SampleKernel::Search,
+            SampleAlgorithm::Radix if clusters && top_k == 0 && p == 1.0 => SampleKernel::Cluster {
+                blocks: cluster_blocks((rows, cols), kernels_gpu::sample::SAMPLE_CLUSTER_MAX_BLOCKS),
+            },
+            SampleAlgorithm::Radix => SampleKernel::Radix,
+        };
         Ok(SamplePlan {
             inv_t,
-            top_k: if options.top_k >= cols { 0 } else { options.top_k },
+            top_k,
             top_p: p,
-            algorithm,
+            kernel,
         })
     }
 }
@@ -125,7 +183,7 @@ mod tests {
     use super::*;
 
     fn plan(options: SampleOptions, cols: usize) -> Result<SamplePlan> {
-        SamplePlan::choose(&options, cols, SampleAlgorithm::Search)
+        SamplePlan::choose(&options, (1, cols), SampleAlgorithm::Search, true)
     }
 
     #[test]
@@ -205,5 +263,77 @@ mod tests {
         assert_eq!(k(9), 9);
         assert_eq!(k(10), 0);
         assert_eq!(k(11), 0);
+    }
+
+    /// The fast rung: clusters for greedy and unfiltered rows where there are clusters, the
+    /// radix kernel for filtered rows and before sm_90; the tutorial rung only when asked for.
+    #[test]
+    fn the_fast_rung_takes_clusters_for_unfiltered_rows_only() {
+        let radix = |options: SampleOptions, clusters| {
+            SamplePlan::choose(&options, (1, 32000), SampleAlgorithm::Radix, clusters)
+                .unwrap()
+                .kernel
+        };
+        let cluster8 = SampleKernel::Cluster { blocks: 8 };
+        assert_eq!(radix(SampleOptions::greedy(), true), cluster8);
+        assert_eq!(radix(SampleOptions::default(), true), cluster8);
+        // Top-k past the row keeps everything: unfiltered.
+        assert_eq!(
+            radix(
+                SampleOptions {
+                    top_k: 40000,
+                    ..Default::default()
+                },
+                true
+            ),
+            cluster8
+        );
+        assert_eq!(
+            radix(
+                SampleOptions {
+                    top_k: 50,
+                    ..Default::default()
+                },
+                true
+            ),
+            SampleKernel::Radix
+        );
+        assert_eq!(
+            radix(
+                SampleOptions {
+                    top_p: 0.9,
+                    ..Default::default()
+                },
+                true
+            ),
+            SampleKernel::Radix
+        );
+        assert_eq!(radix(SampleOptions::greedy(), false), SampleKernel::Radix);
+        assert_eq!(
+            SamplePlan::choose(
+                &SampleOptions::greedy(),
+                (1, 32000),
+                SampleAlgorithm::Search,
+                true
+            )
+            .unwrap()
+            .kernel,
+            SampleKernel::Search
+        );
+    }
+
+    /// The bench's shapes: 8 blocks for one row of 32000, 4 for 64 rows, 1 from 256 rows on;
+    /// short rows take fewer blocks (each share at least `CLUSTER_MIN_SHARE` columns).
+    #[test]
+    fn cluster_size_follows_the_rows_and_the_row_length() {
+        assert_eq!(cluster_blocks((1, 32000), 8), 8);
+        assert_eq!(cluster_blocks((8, 32000), 8), 8);
+        assert_eq!(cluster_blocks((64, 32000), 8), 4);
+        assert_eq!(cluster_blocks((64, 128256), 8), 4);
+        assert_eq!(cluster_blocks((100, 128256), 8), 4);
+        assert_eq!(cluster_blocks((256, 128256), 8), 1);
+        assert_eq!(cluster_blocks((1, 5000), 8), 2);
+        assert_eq!(cluster_blocks((1, 7), 8), 1);
+        assert_eq!(cluster_blocks((0, 7), 8), 1);
     }
 }

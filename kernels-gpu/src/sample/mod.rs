@@ -16,17 +16,24 @@
 //! * The draw: `u` uniform in `[0, 1)` from `philox4x32_10([row, offset_lo, offset_hi, 0],
 //!   [seed_lo, seed_hi])`'s first word (24 bits), and the token is the first index (in column
 //!   order) at which the running sum of the kept `p_i` exceeds `u` times their total. The sums
-//!   run in a fixed order, so the same seed, offset and logits give the same token on the GPU
-//!   and in the simulator, and every run.
+//!   run in a fixed order (the fast rung's in 32.32 fixed point, exact: `radix.rs`), so the
+//!   same seed, offset and logits give the same token on the GPU and in the simulator, and
+//!   every run.
 //! * NaN logits are never chosen (they count as below `-inf`); a row whose logits are all NaN or
 //!   `-inf` gives token `-1`; a row with a `+inf` logit gives the first `+inf` index (the limit
 //!   of the probabilities as that logit grows).
 
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
+pub mod cluster;
+pub mod radix;
 pub mod search;
 
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
+pub use cluster::*;
+pub use radix::*;
 pub use search::*;
 
-/// Threads per block of the sampling kernels (one block per row).
+/// Threads per block of the tutorial rung's kernels (one block per row).
 pub const SAMPLE_BLOCK: u32 = 512;
 
 /// A logit's order-preserving key: larger floats give larger keys, `-0.0` below `+0.0`, NaN 0
