@@ -14,7 +14,8 @@ pub enum GluAlgorithm {
     /// same conditions as [`GluAlgorithm::Vectors`].
     Rows,
     /// The plan's choice ([`GluPlan::choose`]): the tutorial for small outputs, where it spreads
-    /// over more blocks, else the rows kernel where the vectors fit. The default.
+    /// over more blocks, else the vector kernel where the vectors fit (the rows kernel has run
+    /// in the simulator only). The default.
     #[default]
     Auto,
 }
@@ -58,7 +59,7 @@ impl GluPlan {
         match algorithm {
             GluAlgorithm::Vectors if vectors_fit => GluPlan::Vectors,
             GluAlgorithm::Rows if vectors_fit => GluPlan::Rows,
-            GluAlgorithm::Auto if vectors_fit && rows.saturating_mul(n) >= SMALL_OUTPUTS => GluPlan::Rows,
+            GluAlgorithm::Auto if vectors_fit && rows.saturating_mul(n) >= SMALL_OUTPUTS => GluPlan::Vectors,
             _ => GluPlan::Scalar,
         }
     }
@@ -83,18 +84,18 @@ mod tests {
     }
 
     /// The default: the tutorial below [`SMALL_OUTPUTS`] outputs or where the vectors do not
-    /// fit, the rows kernel from there on.
+    /// fit, the vector kernel from there on.
     #[test]
     fn auto_takes_the_tutorial_for_small_outputs() {
         let auto = |rows, n, aligned| GluPlan::choose(GluAlgorithm::Auto, rows, n, 8, aligned);
         assert_eq!(GluAlgorithm::default(), GluAlgorithm::Auto);
         assert_eq!(auto(1, SMALL_OUTPUTS - 8, true), GluPlan::Scalar);
-        assert_eq!(auto(1, SMALL_OUTPUTS, true), GluPlan::Rows);
-        assert_eq!(auto(64, SMALL_OUTPUTS / 64, true), GluPlan::Rows);
+        assert_eq!(auto(1, SMALL_OUTPUTS, true), GluPlan::Vectors);
+        assert_eq!(auto(64, SMALL_OUTPUTS / 64, true), GluPlan::Vectors);
         assert_eq!(auto(8, 14336, true), GluPlan::Scalar);
-        assert_eq!(auto(4096, 14336, true), GluPlan::Rows);
+        assert_eq!(auto(4096, 14336, true), GluPlan::Vectors);
         assert_eq!(auto(4096, 14336, false), GluPlan::Scalar);
         assert_eq!(auto(4096, 14332, true), GluPlan::Scalar);
-        assert_eq!(auto(usize::MAX, 8, true), GluPlan::Rows);
+        assert_eq!(auto(usize::MAX, 8, true), GluPlan::Vectors);
     }
 }

@@ -54,13 +54,15 @@ impl SampleOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SampleAlgorithm {
     /// `sample_search_*`: each filter's threshold by bisection over the logits' order keys,
-    /// one pass over the row per step (the tutorial rung).
+    /// one pass over the row per step (the tutorial rung). The default until the fast rung is
+    /// timed on a GPU (it has run in the simulator only).
+    #[default]
     Search,
     /// The fast rung: greedy rows and rows without filters split over a thread-block cluster
     /// and read once (`sample_cluster_*`, sm_90); filtered rows (and every row before sm_90)
     /// one block per row, each threshold by a radix select of at most three passes
-    /// (`sample_radix_*`).
-    #[default]
+    /// (`sample_radix_*`). Checked in the simulator (the same tokens as the tutorial rung for a
+    /// seed, the frequencies of the draws); not yet run or timed on a GPU.
     Radix,
 }
 

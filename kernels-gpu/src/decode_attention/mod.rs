@@ -40,7 +40,7 @@
 //!   against each K row, the warps' online softmaxes merged in shared memory; the chunk count
 //!   fills the device with blocks rather than warps, so partials stay few, and
 //!   [`tiles_combine`] merges them a block per row. `head_dim` 64, 128 or 256.
-//! * [`tensor`] (the tensor-core rung, the default): [`tiles`]' grid, ring and partials, but the
+//! * [`tensor`] (the tensor-core rung; simulator-checked, not yet the default): [`tiles`]' grid, ring and partials, but the
 //!   scores and `P V` on `mma.sync` (`m16n8k16`, the group's up to [`TENSOR_ROWS`] query rows as
 //!   the rows of `A`, K and V fragments by `ldmatrix` from the ring), so that a tile costs a
 //!   few hundred instructions per block instead of thousands, and the multiprocessor's issue
