@@ -12,7 +12,7 @@
 //! token for a seed is the same as the other rungs' up to rounding at a boundary between two
 //! tokens: the share that holds it by the shares' f32 masses summed in rank order (one running
 //! sum, so consecutive shares' bounds are the same number and exactly one share holds the
-//! target), then the token in it by [`walk`]'s exact fixed point sums, relative to the share's
+//! target), then the token in it by `walk`'s exact fixed point sums, relative to the share's
 //! own largest logit (so a share with a mass has a positive integer total). The cluster's size
 //! enters the sums' order, so the plan chooses it from the shape alone, never from the device,
 //! and the simulator and every sm_90 GPU draw the same token.
@@ -65,7 +65,7 @@ fn merge((m1, s1): (f32, f32), (m2, s2): (f32, f32), inv_t: f32) -> (f32, f32) {
 /// `s_b * exp((m_b - M) / t)`, their running sum in rank order and total. Greedy rows, `+inf`
 /// maxima and rows with nothing to sample: rank 0's thread 0 writes the token. Otherwise
 /// `u * total` names the share that holds the draw, and that block walks it
-/// ([`super::radix::walk`], weights in fixed point relative to `m_b`) to the same fraction of
+/// (`super::radix::walk`, weights in fixed point relative to `m_b`) to the same fraction of
 /// the share's integer total.
 ///
 /// Global memory: the row read once (4 bytes per f32 logit), the drawing block's share a second

@@ -1,7 +1,7 @@
 //! The sampling family's fast rung for filtered rows: each filter's threshold by a radix select
 //! on the logits' order keys (three histogram passes at most per filter, 11, 11 and 10 bits,
 //! where the tutorial rung bisects with up to 32 passes), one block of [`RADIX_BLOCK`] threads
-//! per row; and the draw ([`walk`]) that this rung's row-split kernel (`cluster.rs`) shares.
+//! per row; and the draw (`walk`) that this rung's row-split kernel (`cluster.rs`) shares.
 //!
 //! Top-k counts keys per bin (u32 shared atomics). Top-p sums each bin's weights in 32.32 fixed
 //! point (u64 shared atomics, whose sums do not depend on the order the threads add in), and the
@@ -232,7 +232,7 @@ unsafe fn pick_bin(
 /// wanted (a block scan); it stops early when that bin's keys are exactly those wanted, so the
 /// threshold is the bin's lowest key; (3) with `top_p < 1`, the same over the kept tokens' fixed
 /// point weights (2048 u64 bins, and their counts: it stops when the bin holds one token), the
-/// goal `top_p` of their total (the first pass's bins summed); (4) draw ([`walk`]) over the
+/// goal `top_p` of their total (the first pass's bins summed); (4) draw (`walk`) over the
 /// same fixed point weights, the target `floor(u * total)`.
 ///
 /// Global memory: the row read once from DRAM, then up to 8 more times (from L2 for rows that
