@@ -361,7 +361,7 @@ fn newer_modules_add_only_the_kernels_of_their_architecture() {
 /// start with one of these (the cluster kernels need sm_90; `wgmma` and the bulk-copy ring norms
 /// sm_90a). Families, not kernels: a new variant of one is not listed here.
 const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
-    ((9, 0), false, &["softmax_cluster_"]),
+    ((9, 0), false, &["softmax_cluster_", "sample_cluster_"]),
     (
         (9, 0),
         true,
@@ -402,6 +402,9 @@ fn wgmma_lines(name: &str) -> (usize, usize) {
         (12, 2)
     } else if name.starts_with("attention_wgmma_d128_") {
         (16, 2)
+    } else if fp8 && name.contains("_overlap_") {
+        // Two accumulator arrays in turn: the prologue's step, the loop's, and the last.
+        (12, 4)
     } else if fp8 && (name.contains("_promoted_") || name.contains("_block_")) {
         (4, 1)
     } else if fp8 && name.contains("_fast_") {
