@@ -194,10 +194,30 @@ pub fn tile_splits(
     head_dim: usize,
     sms: usize,
 ) -> usize {
-    let blocks = batch.max(1) * kv_heads.max(1) * rows.max(1).div_ceil(TILE_ROWS);
-    let wanted = (TILE_WAVES * sms.max(1) * tile_blocks_per_sm(head_dim) / blocks).max(1);
+    let resident = TILE_WAVES * sms.max(1) * tile_blocks_per_sm(head_dim);
+    block_splits(
+        resident,
+        batch.max(1) * kv_heads.max(1) * rows.max(1).div_ceil(TILE_ROWS),
+        context,
+    )
+}
+
+/// Chunks per row for a rung of a block per chunk, kv head, sequence and row group: `resident`
+/// blocks (the waves the plan aims for) shared among `groups` such rows, rounded
+/// down, but no chunk under `MIN_CHUNK_TILES` tiles of 64 keys of `context` (one chunk for a
+/// short context) and at most `MAX_SPLITS`. The tiles and the tensor rungs' rule.
+fn block_splits(resident: usize, groups: usize, context: usize) -> usize {
+    let wanted = (resident / groups.max(1)).max(1);
     let at_most = context.div_ceil(MIN_CHUNK_TILES * TILE_KEYS).clamp(1, MAX_SPLITS);
     wanted.clamp(1, at_most)
+}
+
+/// `n` chunks of a `context` of keys cut into whole tiles of 64 keys, then as few chunks as
+/// those cover (none empty): `(chunks, keys per chunk)`.
+fn whole_tile_chunks(context: usize, n: usize) -> (usize, usize) {
+    let context = context.max(1);
+    let chunk = context.div_ceil(n.max(1)).next_multiple_of(TILE_KEYS);
+    (context.div_ceil(chunk), chunk)
 }
 
 /// The tiles rung's `(chunks, keys per chunk)` for the arguments of [`tile_splits`]: its count
@@ -210,10 +230,10 @@ pub fn tile_chunks(
     head_dim: usize,
     sms: usize,
 ) -> (usize, usize) {
-    let context = context.max(1);
-    let n = tile_splits(batch, kv_heads, rows, context, head_dim, sms);
-    let chunk = context.div_ceil(n).next_multiple_of(TILE_KEYS);
-    (context.div_ceil(chunk), chunk)
+    whole_tile_chunks(
+        context,
+        tile_splits(batch, kv_heads, rows, context.max(1), head_dim, sms),
+    )
 }
 
 /// Blocks of the tensor rung one multiprocessor holds at `head_dim`, by their shared memory
@@ -236,10 +256,12 @@ pub fn tensor_splits(
     head_dim: usize,
     sms: usize,
 ) -> usize {
-    let blocks = batch.max(1) * kv_heads.max(1) * rows.max(1).div_ceil(TENSOR_ROWS);
-    let wanted = (TENSOR_WAVES * sms.max(1) * tensor_blocks_per_sm(head_dim) / blocks).max(1);
-    let at_most = context.div_ceil(MIN_CHUNK_TILES * TILE_KEYS).clamp(1, MAX_SPLITS);
-    wanted.clamp(1, at_most)
+    let resident = TENSOR_WAVES * sms.max(1) * tensor_blocks_per_sm(head_dim);
+    block_splits(
+        resident,
+        batch.max(1) * kv_heads.max(1) * rows.max(1).div_ceil(TENSOR_ROWS),
+        context,
+    )
 }
 
 /// The tensor rung's `(chunks, keys per chunk)` for the arguments of [`tensor_splits`]: its
@@ -252,10 +274,10 @@ pub fn tensor_chunks(
     head_dim: usize,
     sms: usize,
 ) -> (usize, usize) {
-    let context = context.max(1);
-    let n = tensor_splits(batch, kv_heads, rows, context, head_dim, sms);
-    let chunk = context.div_ceil(n).next_multiple_of(TILE_KEYS);
-    (context.div_ceil(chunk), chunk)
+    whole_tile_chunks(
+        context,
+        tensor_splits(batch, kv_heads, rows, context.max(1), head_dim, sms),
+    )
 }
 
 impl DecodePlan {
