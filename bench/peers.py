@@ -94,6 +94,7 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "torch_fp8": [peers_matmul_fp8.peer_torch_fp8],
     "torch_attention": [peers_attention.torch_attention],
     "flex_attention": [peers_attention.flex_attention],
+    "flex_attention_masks": [peers_attention.flex_attention_masks],
     "triton_attention": [peers_attention.triton_attention],
     "torch_attention_bwd": [peers_attention.torch_attention_bwd],
     "torch_decode_attention": [peers_decode_attention.torch_decode],

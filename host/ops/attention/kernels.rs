@@ -13,7 +13,8 @@ use crate::module::Module;
 use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// The launcher of `attention_rows_*`: `(q, k, v, o, lse, rows, q_len, kv_len, heads, group,
-/// head_dim, q strides (3), k strides (3), v strides (3), scale_log2, causal)`.
+/// head_dim, q strides (3), k strides (3), v strides (3), scale_log2, mask data, mask int,
+/// mask float)`.
 pub type RowsLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -38,11 +39,13 @@ pub type RowsLauncher<T> = for<'a> unsafe fn(
     usize,
     usize,
     f32,
-    bool,
+    DeviceSlice<'a, i32>,
+    usize,
+    f32,
 ) -> Result<()>;
 
 /// The launcher of `attention_flash_*`: `(q, k, v, o, lse, q_len, kv_len, heads, group,
-/// q strides (3), k strides (3), v strides (3), scale_log2, causal)`.
+/// q strides (3), k strides (3), v strides (3), scale_log2, mask data, mask int, mask float)`.
 pub type FlashLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -65,11 +68,14 @@ pub type FlashLauncher<T> = for<'a> unsafe fn(
     usize,
     usize,
     f32,
-    bool,
+    DeviceSlice<'a, i32>,
+    usize,
+    f32,
 ) -> Result<()>;
 
 /// The launcher of `attention_wgmma_*`: `(maps, q, k, v, o, lse, q_len, kv_len, heads, group,
-/// batch, q strides (3), k strides (3), v strides (3), scale_log2, causal)`, `maps` the three
+/// batch, q strides (3), k strides (3), v strides (3), scale_log2, mask data, mask int, mask
+/// float)`, `maps` the three
 /// tensor maps.
 pub type WgmmaLauncher<T> = for<'a> unsafe fn(
     &'a Module,
@@ -95,50 +101,154 @@ pub type WgmmaLauncher<T> = for<'a> unsafe fn(
     usize,
     usize,
     f32,
-    bool,
+    DeviceSlice<'a, i32>,
+    usize,
+    f32,
 ) -> Result<()>;
 
-/// One element type's attention kernels.
+/// One element type's attention kernels, each table indexed by [`MaskKind`] (`as usize`).
 pub struct AttentionKernels<T: 'static> {
     /// `attention_rows_*`.
-    pub(crate) rows: RowsLauncher<T>,
-    /// `attention_flash_d64_*`.
-    pub(crate) flash64: FlashLauncher<T>,
-    /// `attention_flash_d128_*`.
-    pub(crate) flash128: FlashLauncher<T>,
-    /// `attention_wgmma_d64_*`.
-    pub(crate) wgmma64: WgmmaLauncher<T>,
-    /// `attention_wgmma_d128_*`.
-    pub(crate) wgmma128: WgmmaLauncher<T>,
-    /// `attention_wgmma_pingpong_d64_*`.
-    pub(crate) wgmma64_ping_pong: WgmmaLauncher<T>,
-    /// `attention_wgmma_pingpong_d128_*`.
-    pub(crate) wgmma128_ping_pong: WgmmaLauncher<T>,
+    pub(crate) rows: [RowsLauncher<T>; MASKS],
+    /// `attention_flash_*d64_*`.
+    pub(crate) flash64: [FlashLauncher<T>; MASKS],
+    /// `attention_flash_*d128_*`.
+    pub(crate) flash128: [FlashLauncher<T>; MASKS],
+    /// `attention_wgmma_d64_*` and `attention_wgmma_causal_d64_*` (no mask, causal).
+    pub(crate) wgmma64: [WgmmaLauncher<T>; 2],
+    /// `attention_wgmma_d128_*` and `attention_wgmma_causal_d128_*`.
+    pub(crate) wgmma128: [WgmmaLauncher<T>; 2],
+    /// `attention_wgmma_pingpong_*d64_*`.
+    pub(crate) wgmma64_ping_pong: [WgmmaLauncher<T>; MASKS],
+    /// `attention_wgmma_pingpong_*d128_*`.
+    pub(crate) wgmma128_ping_pong: [WgmmaLauncher<T>; MASKS],
     /// The backward's kernels.
     pub(crate) backward: &'static super::backward::kernels::BackwardKernels<T>,
 }
 
+/// The shipped masks (`gpukern_device::attention`), in the order of the kernel tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MaskKind {
+    /// `NoMask`.
+    None = 0,
+    /// `Causal`.
+    Causal = 1,
+    /// `SlidingWindow`.
+    Window = 2,
+    /// `Alibi`.
+    Alibi = 3,
+    /// `Document`.
+    Document = 4,
+    /// `SoftCap`.
+    SoftCap = 5,
+}
+
+/// How many shipped masks there are.
+pub(crate) const MASKS: usize = 6;
+
 /// The bf16 kernels.
 static BF16: AttentionKernels<bf16> = AttentionKernels {
-    rows: family::attention_rows_bf16::launch_views::<Module>,
-    flash64: family::attention_flash_d64_bf16::launch_views::<Module>,
-    flash128: family::attention_flash_d128_bf16::launch_views::<Module>,
-    wgmma64: family::wgmma::attention_wgmma_d64_bf16::launch_views::<Module>,
-    wgmma128: family::wgmma::attention_wgmma_d128_bf16::launch_views::<Module>,
-    wgmma64_ping_pong: family::wgmma::attention_wgmma_pingpong_d64_bf16::launch_views::<Module>,
-    wgmma128_ping_pong: family::wgmma::attention_wgmma_pingpong_d128_bf16::launch_views::<Module>,
+    rows: [
+        family::attention_rows_bf16::launch_views::<Module>,
+        family::attention_rows_causal_bf16::launch_views::<Module>,
+        family::attention_rows_window_bf16::launch_views::<Module>,
+        family::attention_rows_alibi_bf16::launch_views::<Module>,
+        family::attention_rows_document_bf16::launch_views::<Module>,
+        family::attention_rows_softcap_bf16::launch_views::<Module>,
+    ],
+    flash64: [
+        family::attention_flash_d64_bf16::launch_views::<Module>,
+        family::attention_flash_causal_d64_bf16::launch_views::<Module>,
+        family::attention_flash_window_d64_bf16::launch_views::<Module>,
+        family::attention_flash_alibi_d64_bf16::launch_views::<Module>,
+        family::attention_flash_document_d64_bf16::launch_views::<Module>,
+        family::attention_flash_softcap_d64_bf16::launch_views::<Module>,
+    ],
+    flash128: [
+        family::attention_flash_d128_bf16::launch_views::<Module>,
+        family::attention_flash_causal_d128_bf16::launch_views::<Module>,
+        family::attention_flash_window_d128_bf16::launch_views::<Module>,
+        family::attention_flash_alibi_d128_bf16::launch_views::<Module>,
+        family::attention_flash_document_d128_bf16::launch_views::<Module>,
+        family::attention_flash_softcap_d128_bf16::launch_views::<Module>,
+    ],
+    wgmma64: [
+        family::wgmma::attention_wgmma_d64_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_causal_d64_bf16::launch_views::<Module>,
+    ],
+    wgmma128: [
+        family::wgmma::attention_wgmma_d128_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_causal_d128_bf16::launch_views::<Module>,
+    ],
+    wgmma64_ping_pong: [
+        family::wgmma::attention_wgmma_pingpong_d64_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_causal_d64_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_window_d64_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_alibi_d64_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_document_d64_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_softcap_d64_bf16::launch_views::<Module>,
+    ],
+    wgmma128_ping_pong: [
+        family::wgmma::attention_wgmma_pingpong_d128_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_causal_d128_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_window_d128_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_alibi_d128_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_document_d128_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_softcap_d128_bf16::launch_views::<Module>,
+    ],
     backward: &super::backward::kernels::BF16,
 };
 
 /// The f16 kernels.
 static F16: AttentionKernels<f16> = AttentionKernels {
-    rows: family::attention_rows_f16::launch_views::<Module>,
-    flash64: family::attention_flash_d64_f16::launch_views::<Module>,
-    flash128: family::attention_flash_d128_f16::launch_views::<Module>,
-    wgmma64: family::wgmma::attention_wgmma_d64_f16::launch_views::<Module>,
-    wgmma128: family::wgmma::attention_wgmma_d128_f16::launch_views::<Module>,
-    wgmma64_ping_pong: family::wgmma::attention_wgmma_pingpong_d64_f16::launch_views::<Module>,
-    wgmma128_ping_pong: family::wgmma::attention_wgmma_pingpong_d128_f16::launch_views::<Module>,
+    rows: [
+        family::attention_rows_f16::launch_views::<Module>,
+        family::attention_rows_causal_f16::launch_views::<Module>,
+        family::attention_rows_window_f16::launch_views::<Module>,
+        family::attention_rows_alibi_f16::launch_views::<Module>,
+        family::attention_rows_document_f16::launch_views::<Module>,
+        family::attention_rows_softcap_f16::launch_views::<Module>,
+    ],
+    flash64: [
+        family::attention_flash_d64_f16::launch_views::<Module>,
+        family::attention_flash_causal_d64_f16::launch_views::<Module>,
+        family::attention_flash_window_d64_f16::launch_views::<Module>,
+        family::attention_flash_alibi_d64_f16::launch_views::<Module>,
+        family::attention_flash_document_d64_f16::launch_views::<Module>,
+        family::attention_flash_softcap_d64_f16::launch_views::<Module>,
+    ],
+    flash128: [
+        family::attention_flash_d128_f16::launch_views::<Module>,
+        family::attention_flash_causal_d128_f16::launch_views::<Module>,
+        family::attention_flash_window_d128_f16::launch_views::<Module>,
+        family::attention_flash_alibi_d128_f16::launch_views::<Module>,
+        family::attention_flash_document_d128_f16::launch_views::<Module>,
+        family::attention_flash_softcap_d128_f16::launch_views::<Module>,
+    ],
+    wgmma64: [
+        family::wgmma::attention_wgmma_d64_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_causal_d64_f16::launch_views::<Module>,
+    ],
+    wgmma128: [
+        family::wgmma::attention_wgmma_d128_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_causal_d128_f16::launch_views::<Module>,
+    ],
+    wgmma64_ping_pong: [
+        family::wgmma::attention_wgmma_pingpong_d64_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_causal_d64_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_window_d64_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_alibi_d64_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_document_d64_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_softcap_d64_f16::launch_views::<Module>,
+    ],
+    wgmma128_ping_pong: [
+        family::wgmma::attention_wgmma_pingpong_d128_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_causal_d128_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_window_d128_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_alibi_d128_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_document_d128_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_softcap_d128_f16::launch_views::<Module>,
+    ],
     backward: &super::backward::kernels::F16,
 };
 
@@ -186,7 +296,18 @@ pub(crate) struct Launch<'a, T> {
     pub(crate) shape: AttentionShape,
     /// `scale * log2(e)`.
     pub(crate) scale_log2: f32,
-    pub(crate) causal: bool,
+    /// The mask and its parameters.
+    pub(crate) mask: MaskLaunch<'a>,
+}
+
+/// A mask as the kernels take it: which instance, and its three parameters
+/// (`gpukern_device::attention::MaskArgs`).
+#[derive(Clone, Copy)]
+pub(crate) struct MaskLaunch<'a> {
+    pub(crate) kind: MaskKind,
+    pub(crate) data: DeviceSlice<'a, i32>,
+    pub(crate) int: usize,
+    pub(crate) float: f32,
 }
 
 /// Launches `attention_rows_*` on checked operands: a warp per query row.
@@ -210,7 +331,7 @@ pub(crate) unsafe fn rows<T: AttentionElement>(
     let library = gpu.library();
     // SAFETY: per the contract.
     unsafe {
-        (T::kernels().rows)(
+        (T::kernels().rows[ops.mask.kind as usize])(
             &library,
             cfg,
             q,
@@ -234,7 +355,9 @@ pub(crate) unsafe fn rows<T: AttentionElement>(
             vs,
             vh,
             ops.scale_log2,
-            ops.causal,
+            ops.mask.data,
+            ops.mask.int,
+            ops.mask.float,
         )
     }
 }
@@ -259,9 +382,9 @@ pub(crate) unsafe fn flash<T: AttentionElement>(
     let [kb, ks, kh] = ops.k.strides;
     let [vb, vs, vh] = ops.v.strides;
     let launcher = if s.head_dim == 64 {
-        T::kernels().flash64
+        T::kernels().flash64[ops.mask.kind as usize]
     } else {
-        T::kernels().flash128
+        T::kernels().flash128[ops.mask.kind as usize]
     };
     let library = gpu.library();
     // SAFETY: per the contract.
@@ -288,7 +411,9 @@ pub(crate) unsafe fn flash<T: AttentionElement>(
             vs,
             vh,
             ops.scale_log2,
-            ops.causal,
+            ops.mask.data,
+            ops.mask.int,
+            ops.mask.float,
         )
     }
 }
@@ -317,11 +442,13 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
     let [kb, ks, kh] = ops.k.strides;
     let [vb, vs, vh] = ops.v.strides;
     let kernels = T::kernels();
+    let m = ops.mask.kind as usize;
     let launcher = match (s.head_dim == 64, ping_pong) {
-        (true, false) => kernels.wgmma64,
-        (false, false) => kernels.wgmma128,
-        (true, true) => kernels.wgmma64_ping_pong,
-        (false, true) => kernels.wgmma128_ping_pong,
+        // The plan runs the one-tile schedule only without a mask or with the causal one.
+        (true, false) => *kernels.wgmma64.get(m).ok_or_else(|| one_tile_error(ops.mask.kind))?,
+        (false, false) => *kernels.wgmma128.get(m).ok_or_else(|| one_tile_error(ops.mask.kind))?,
+        (true, true) => kernels.wgmma64_ping_pong[m],
+        (false, true) => kernels.wgmma128_ping_pong[m],
     };
     let library = gpu.library();
     // SAFETY: per the contract.
@@ -350,7 +477,18 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
             vs,
             vh,
             ops.scale_log2,
-            ops.causal,
+            ops.mask.data,
+            ops.mask.int,
+            ops.mask.float,
         )
+    }
+}
+
+/// The error of a one-tile `wgmma` launch with a mask it has no instance of (the plan never
+/// asks for one).
+fn one_tile_error(kind: MaskKind) -> crate::error::Error {
+    crate::error::Error::InvalidArgument {
+        op: "attention",
+        detail: format!("the one-tile wgmma schedule has no {kind:?} mask: use WgmmaPingPong"),
     }
 }

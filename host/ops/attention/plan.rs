@@ -8,7 +8,8 @@
 //!    heads, head_dim]` nested as such, strides of whole 16 bytes, at least one key) and a
 //!    positive scale (its softmax takes the row maxima of the unscaled scores): the Hopper rung
 //!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>`, on a persistent grid
-//!    where the call is not causal and a block per tile where it is. In
+//!    where every block tile has the same work (no mask, or the soft cap alone) and a block per
+//!    tile where the mask makes them uneven (causal, window, ALiBi, documents). In
 //!    `bench/experiments/third-wave/e0302b7-attention.jsonl` the ping-pong beat one tile at a
 //!    time (`attention_wgmma_d<D>`) at every shape, the persistent grid beat a block per tile at
 //!    every shape without the mask (471.6 against 425.5 TFLOP/s at `16x1024x16x128`) and lost
@@ -45,8 +46,10 @@ pub(crate) struct Facts {
     pub(crate) tensor_maps: bool,
     /// The scale is above zero.
     pub(crate) positive_scale: bool,
-    /// The call is causal.
-    pub(crate) causal: bool,
+    /// Every block tile has the same work (no mask, or a soft cap without the causal mask).
+    pub(crate) uniform: bool,
+    /// The one-tile `wgmma` schedule has an instance of the mask (none or causal).
+    pub(crate) one_tile: bool,
 }
 
 /// What one attention call runs.
@@ -88,6 +91,10 @@ impl AttentionPlan {
             WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && f.wgmma && f.tensor_maps && f.positive_scale;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(AttentionPlan::Rows),
+            AttentionAlgorithm::Wgmma if hopper && !f.one_tile => Err(
+                "the one-tile wgmma schedule runs no mask but the causal one: ask for WgmmaPingPong"
+                    .to_string(),
+            ),
             AttentionAlgorithm::Wgmma if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: false,
@@ -96,7 +103,7 @@ impl AttentionPlan {
             AttentionAlgorithm::Auto if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: true,
-                persistent: !f.causal,
+                persistent: f.uniform,
             }),
             AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
@@ -242,7 +249,8 @@ mod tests {
             wgmma: false,
             tensor_maps: true,
             positive_scale: true,
-            causal: false,
+            uniform: true,
+            one_tile: true,
         }
     }
 
@@ -294,7 +302,8 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             positive_scale: true,
-            causal: false,
+            uniform: true,
+            one_tile: true,
         };
         let choose = |alg, d, f| AttentionPlan::choose(alg, d, f);
         for d in (HEAD_DIM_MULTIPLE..=MAX_HEAD_DIM).step_by(HEAD_DIM_MULTIPLE) {
@@ -379,7 +388,7 @@ mod tests {
         );
         // Causal: a block per tile (the persistent walk's static share of causal tiles lost).
         assert_eq!(
-            choose(AttentionAlgorithm::Auto, 128, Facts { causal: true, ..all }),
+            choose(AttentionAlgorithm::Auto, 128, Facts { uniform: false, ..all }),
             Ok(AttentionPlan::Wgmma {
                 head_dim: 128,
                 ping_pong: true,
