@@ -76,7 +76,9 @@ fn reference(ops: &Operands, mask: &str) -> Vec<f32> {
         let scores: Vec<f64> = kept
             .iter()
             .map(|&j| {
-                let dot: f64 = (0..d).map(|x| at(&ops.host[0], i, hh, x) * at(&ops.host[1], j, hh, x)).sum();
+                let dot: f64 = (0..d)
+                    .map(|x| at(&ops.host[0], i, hh, x) * at(&ops.host[1], j, hh, x))
+                    .sum();
                 modified(mask, scale * dot, hh, h, i, j)
             })
             .collect();
@@ -84,7 +86,11 @@ fn reference(ops: &Operands, mask: &str) -> Vec<f32> {
         let w: Vec<f64> = scores.iter().map(|x| (x - m).exp()).collect();
         let sum: f64 = w.iter().sum();
         for x in 0..d {
-            let acc: f64 = kept.iter().zip(&w).map(|(&j, w)| w * at(&ops.host[2], j, hh, x)).sum();
+            let acc: f64 = kept
+                .iter()
+                .zip(&w)
+                .map(|(&j, w)| w * at(&ops.host[2], j, hh, x))
+                .sum();
             out.push((acc / sum) as f32);
         }
     }
@@ -100,7 +106,9 @@ pub fn attention_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
             continue;
         }
         let mut prepared: Option<Operands> = None;
-        let ids: Vec<i32> = (0..batch * seq).map(|t| ((t % seq) / (seq / DOCUMENTS)) as i32).collect();
+        let ids: Vec<i32> = (0..batch * seq)
+            .map(|t| ((t % seq) / (seq / DOCUMENTS)) as i32)
+            .collect();
         let doc = b.gpu.document_mask(&ids, batch, seq)?;
         for name in MASKS {
             let mask = match name {

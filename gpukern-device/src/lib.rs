@@ -70,8 +70,8 @@
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod async_copy;
-pub mod attention;
 pub mod atomic;
+pub mod attention;
 pub mod block;
 pub mod bulk;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]

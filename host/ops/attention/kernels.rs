@@ -1,6 +1,7 @@
 //! The attention plan's kernels launched, through the launchers `#[kernel]` generates: one
 //! table per element type (bf16, f16) from a rung to its kernel.
 
+use gpukern_device::attention::Shipped;
 use half::{bf16, f16};
 use kernels_gpu::attention as family;
 
@@ -106,148 +107,124 @@ pub type WgmmaLauncher<T> = for<'a> unsafe fn(
     f32,
 ) -> Result<()>;
 
-/// One element type's attention kernels, each table indexed by [`MaskKind`] (`as usize`).
+/// One element type's attention kernels. The fused rungs' tables hold three instances each,
+/// indexed by [`MaskKind::instance`]: no mask, the causal mask, and `General` (every shipped
+/// mask, chosen at run time by the kernel's mask integer); the rows rung has the `General`
+/// instance only, the one-tile `wgmma` schedule `CausalOrNot` (no mask or causal) only.
 pub struct AttentionKernels<T: 'static> {
     /// `attention_rows_*`.
-    pub(crate) rows: [RowsLauncher<T>; MASKS],
-    /// `attention_flash_*d64_*`.
-    pub(crate) flash64: [FlashLauncher<T>; MASKS],
-    /// `attention_flash_*d128_*`.
-    pub(crate) flash128: [FlashLauncher<T>; MASKS],
-    /// `attention_wgmma_d64_*` and `attention_wgmma_causal_d64_*` (no mask, causal).
-    pub(crate) wgmma64: [WgmmaLauncher<T>; 2],
-    /// `attention_wgmma_d128_*` and `attention_wgmma_causal_d128_*`.
-    pub(crate) wgmma128: [WgmmaLauncher<T>; 2],
-    /// `attention_wgmma_pingpong_*d64_*`.
-    pub(crate) wgmma64_ping_pong: [WgmmaLauncher<T>; MASKS],
-    /// `attention_wgmma_pingpong_*d128_*`.
-    pub(crate) wgmma128_ping_pong: [WgmmaLauncher<T>; MASKS],
+    pub(crate) rows: RowsLauncher<T>,
+    /// `attention_flash_d64_*`, `attention_flash_causal_d64_*`, `attention_flash_general_d64_*`.
+    pub(crate) flash64: [FlashLauncher<T>; INSTANCES],
+    /// The same at head dim 128.
+    pub(crate) flash128: [FlashLauncher<T>; INSTANCES],
+    /// `attention_wgmma_d64_*` (one tile at a time, no mask or causal).
+    pub(crate) wgmma64: WgmmaLauncher<T>,
+    /// `attention_wgmma_d128_*`.
+    pub(crate) wgmma128: WgmmaLauncher<T>,
+    /// `attention_wgmma_pingpong_d64_*`, `..._causal_d64_*`, `..._general_d64_*`.
+    pub(crate) wgmma64_ping_pong: [WgmmaLauncher<T>; INSTANCES],
+    /// The same at head dim 128.
+    pub(crate) wgmma128_ping_pong: [WgmmaLauncher<T>; INSTANCES],
     /// The backward's kernels.
     pub(crate) backward: &'static super::backward::kernels::BackwardKernels<T>,
 }
 
-/// The shipped masks (`gpukern_device::attention`), in the order of the kernel tables.
+/// The shipped masks (`gpukern_device::attention::Shipped`, whose numbers `General` reads).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MaskKind {
     /// `NoMask`.
-    None = 0,
+    None,
     /// `Causal`.
-    Causal = 1,
+    Causal,
     /// `SlidingWindow`.
-    Window = 2,
+    Window,
     /// `Alibi`.
-    Alibi = 3,
+    Alibi,
     /// `Document`.
-    Document = 4,
+    Document,
     /// `SoftCap`.
-    SoftCap = 5,
+    SoftCap,
 }
 
-/// How many shipped masks there are.
-pub(crate) const MASKS: usize = 6;
+/// Instances per fused rung and head dim: no mask, causal, `General`.
+pub(crate) const INSTANCES: usize = 3;
+
+impl MaskKind {
+    /// The fused rungs' instance of the mask: its own (no mask, causal) or `General`'s.
+    pub(crate) fn instance(self) -> usize {
+        match self {
+            MaskKind::None => 0,
+            MaskKind::Causal => 1,
+            _ => 2,
+        }
+    }
+
+    /// The device crate's number of the mask, which `General` reads.
+    pub(crate) fn shipped(self) -> Shipped {
+        match self {
+            MaskKind::None => Shipped::None,
+            MaskKind::Causal => Shipped::Causal,
+            MaskKind::Window => Shipped::Window,
+            MaskKind::Alibi => Shipped::Alibi,
+            MaskKind::Document => Shipped::Document,
+            MaskKind::SoftCap => Shipped::SoftCap,
+        }
+    }
+}
 
 /// The bf16 kernels.
 static BF16: AttentionKernels<bf16> = AttentionKernels {
-    rows: [
-        family::attention_rows_bf16::launch_views::<Module>,
-        family::attention_rows_causal_bf16::launch_views::<Module>,
-        family::attention_rows_window_bf16::launch_views::<Module>,
-        family::attention_rows_alibi_bf16::launch_views::<Module>,
-        family::attention_rows_document_bf16::launch_views::<Module>,
-        family::attention_rows_softcap_bf16::launch_views::<Module>,
-    ],
+    rows: family::attention_rows_bf16::launch_views::<Module>,
     flash64: [
         family::attention_flash_d64_bf16::launch_views::<Module>,
         family::attention_flash_causal_d64_bf16::launch_views::<Module>,
-        family::attention_flash_window_d64_bf16::launch_views::<Module>,
-        family::attention_flash_alibi_d64_bf16::launch_views::<Module>,
-        family::attention_flash_document_d64_bf16::launch_views::<Module>,
-        family::attention_flash_softcap_d64_bf16::launch_views::<Module>,
+        family::attention_flash_general_d64_bf16::launch_views::<Module>,
     ],
     flash128: [
         family::attention_flash_d128_bf16::launch_views::<Module>,
         family::attention_flash_causal_d128_bf16::launch_views::<Module>,
-        family::attention_flash_window_d128_bf16::launch_views::<Module>,
-        family::attention_flash_alibi_d128_bf16::launch_views::<Module>,
-        family::attention_flash_document_d128_bf16::launch_views::<Module>,
-        family::attention_flash_softcap_d128_bf16::launch_views::<Module>,
+        family::attention_flash_general_d128_bf16::launch_views::<Module>,
     ],
-    wgmma64: [
-        family::wgmma::attention_wgmma_d64_bf16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_causal_d64_bf16::launch_views::<Module>,
-    ],
-    wgmma128: [
-        family::wgmma::attention_wgmma_d128_bf16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_causal_d128_bf16::launch_views::<Module>,
-    ],
+    wgmma64: family::wgmma::attention_wgmma_d64_bf16::launch_views::<Module>,
+    wgmma128: family::wgmma::attention_wgmma_d128_bf16::launch_views::<Module>,
     wgmma64_ping_pong: [
         family::wgmma::attention_wgmma_pingpong_d64_bf16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_causal_d64_bf16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_window_d64_bf16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_alibi_d64_bf16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_document_d64_bf16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_softcap_d64_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_general_d64_bf16::launch_views::<Module>,
     ],
     wgmma128_ping_pong: [
         family::wgmma::attention_wgmma_pingpong_d128_bf16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_causal_d128_bf16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_window_d128_bf16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_alibi_d128_bf16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_document_d128_bf16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_softcap_d128_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_general_d128_bf16::launch_views::<Module>,
     ],
     backward: &super::backward::kernels::BF16,
 };
 
 /// The f16 kernels.
 static F16: AttentionKernels<f16> = AttentionKernels {
-    rows: [
-        family::attention_rows_f16::launch_views::<Module>,
-        family::attention_rows_causal_f16::launch_views::<Module>,
-        family::attention_rows_window_f16::launch_views::<Module>,
-        family::attention_rows_alibi_f16::launch_views::<Module>,
-        family::attention_rows_document_f16::launch_views::<Module>,
-        family::attention_rows_softcap_f16::launch_views::<Module>,
-    ],
+    rows: family::attention_rows_f16::launch_views::<Module>,
     flash64: [
         family::attention_flash_d64_f16::launch_views::<Module>,
         family::attention_flash_causal_d64_f16::launch_views::<Module>,
-        family::attention_flash_window_d64_f16::launch_views::<Module>,
-        family::attention_flash_alibi_d64_f16::launch_views::<Module>,
-        family::attention_flash_document_d64_f16::launch_views::<Module>,
-        family::attention_flash_softcap_d64_f16::launch_views::<Module>,
+        family::attention_flash_general_d64_f16::launch_views::<Module>,
     ],
     flash128: [
         family::attention_flash_d128_f16::launch_views::<Module>,
         family::attention_flash_causal_d128_f16::launch_views::<Module>,
-        family::attention_flash_window_d128_f16::launch_views::<Module>,
-        family::attention_flash_alibi_d128_f16::launch_views::<Module>,
-        family::attention_flash_document_d128_f16::launch_views::<Module>,
-        family::attention_flash_softcap_d128_f16::launch_views::<Module>,
+        family::attention_flash_general_d128_f16::launch_views::<Module>,
     ],
-    wgmma64: [
-        family::wgmma::attention_wgmma_d64_f16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_causal_d64_f16::launch_views::<Module>,
-    ],
-    wgmma128: [
-        family::wgmma::attention_wgmma_d128_f16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_causal_d128_f16::launch_views::<Module>,
-    ],
+    wgmma64: family::wgmma::attention_wgmma_d64_f16::launch_views::<Module>,
+    wgmma128: family::wgmma::attention_wgmma_d128_f16::launch_views::<Module>,
     wgmma64_ping_pong: [
         family::wgmma::attention_wgmma_pingpong_d64_f16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_causal_d64_f16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_window_d64_f16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_alibi_d64_f16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_document_d64_f16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_softcap_d64_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_general_d64_f16::launch_views::<Module>,
     ],
     wgmma128_ping_pong: [
         family::wgmma::attention_wgmma_pingpong_d128_f16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_causal_d128_f16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_window_d128_f16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_alibi_d128_f16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_document_d128_f16::launch_views::<Module>,
-        family::wgmma::attention_wgmma_pingpong_softcap_d128_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_general_d128_f16::launch_views::<Module>,
     ],
     backward: &super::backward::kernels::F16,
 };
@@ -301,7 +278,8 @@ pub(crate) struct Launch<'a, T> {
 }
 
 /// A mask as the kernels take it: which instance, and its three parameters
-/// (`gpukern_device::attention::MaskArgs`).
+/// (`gpukern_device::attention::MaskArgs`; `int` as `General` reads it, the kind in its low
+/// bits, which the no-mask and causal instances ignore).
 #[derive(Clone, Copy)]
 pub(crate) struct MaskLaunch<'a> {
     pub(crate) kind: MaskKind,
@@ -331,7 +309,7 @@ pub(crate) unsafe fn rows<T: AttentionElement>(
     let library = gpu.library();
     // SAFETY: per the contract.
     unsafe {
-        (T::kernels().rows[ops.mask.kind as usize])(
+        (T::kernels().rows)(
             &library,
             cfg,
             q,
@@ -382,9 +360,9 @@ pub(crate) unsafe fn flash<T: AttentionElement>(
     let [kb, ks, kh] = ops.k.strides;
     let [vb, vs, vh] = ops.v.strides;
     let launcher = if s.head_dim == 64 {
-        T::kernels().flash64[ops.mask.kind as usize]
+        T::kernels().flash64[ops.mask.kind.instance()]
     } else {
-        T::kernels().flash128[ops.mask.kind as usize]
+        T::kernels().flash128[ops.mask.kind.instance()]
     };
     let library = gpu.library();
     // SAFETY: per the contract.
@@ -442,11 +420,10 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
     let [kb, ks, kh] = ops.k.strides;
     let [vb, vs, vh] = ops.v.strides;
     let kernels = T::kernels();
-    let m = ops.mask.kind as usize;
+    let m = ops.mask.kind.instance();
     let launcher = match (s.head_dim == 64, ping_pong) {
-        // The plan runs the one-tile schedule only without a mask or with the causal one.
-        (true, false) => *kernels.wgmma64.get(m).ok_or_else(|| one_tile_error(ops.mask.kind))?,
-        (false, false) => *kernels.wgmma128.get(m).ok_or_else(|| one_tile_error(ops.mask.kind))?,
+        (true, false) => kernels.wgmma64,
+        (false, false) => kernels.wgmma128,
         (true, true) => kernels.wgmma64_ping_pong[m],
         (false, true) => kernels.wgmma128_ping_pong[m],
     };
@@ -481,14 +458,5 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
             ops.mask.int,
             ops.mask.float,
         )
-    }
-}
-
-/// The error of a one-tile `wgmma` launch with a mask it has no instance of (the plan never
-/// asks for one).
-fn one_tile_error(kind: MaskKind) -> crate::error::Error {
-    crate::error::Error::InvalidArgument {
-        op: "attention",
-        detail: format!("the one-tile wgmma schedule has no {kind:?} mask: use WgmmaPingPong"),
     }
 }

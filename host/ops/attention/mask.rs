@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use gpukern_device::attention::{DOC_BLOCK, document_record};
+use gpukern_device::attention::{General, document_record};
 
 use super::kernels::{MaskKind, MaskLaunch};
 use super::plan::AttentionShape;
@@ -61,10 +61,12 @@ impl AttentionMask<'_> {
     }
 }
 
-/// The document ids of a batch of packed sequences on the device, with the block sparsity the
-/// kernels classify tiles by: per batch, the `seq` ids and then, per block of 64 tokens, the
-/// least and greatest id in it (`gpukern_device::attention::Document`), computed once here for
-/// every call that uses the mask. Any ids (documents need not be contiguous or sorted).
+/// The documents of a batch of packed sequences on the device, as the kernels read them: for
+/// each token the first token of its document and the one past its last
+/// (`gpukern_device::attention::Document`), computed once here for every call that uses the
+/// mask. A document is a run of tokens with the same id; an id may not come back after another
+/// (two runs of one id would be two documents, where FlexAttention's `id[q] == id[kv]` makes
+/// them one).
 pub struct DocumentMask {
     data: DeviceVec<i32>,
     ids: Vec<i32>,
@@ -97,34 +99,58 @@ impl DocumentMask {
     }
 }
 
-/// The records the kernels read (`document_record(seq)` i32 per batch): the ids, then each
-/// 64-token block's least and greatest id.
-pub(crate) fn document_records(ids: &[i32], batch: usize, seq: usize) -> Vec<i32> {
+/// The records the kernels read (`document_record(seq)` i32 per batch): for each token the
+/// start and end of its run of equal ids. Errors where an id comes back after another, naming
+/// the batch and token.
+pub(crate) fn document_records(
+    ids: &[i32],
+    batch: usize,
+    seq: usize,
+) -> std::result::Result<Vec<i32>, String> {
     let mut data = Vec::with_capacity(batch * document_record(seq));
-    for row in ids.chunks(seq.max(1)).take(batch) {
-        data.extend_from_slice(row);
-        for block in row.chunks(DOC_BLOCK) {
-            let lo = block.iter().copied().min().unwrap_or(0);
-            let hi = block.iter().copied().max().unwrap_or(0);
-            data.extend_from_slice(&[lo, hi]);
+    if i32::try_from(seq).is_err() {
+        return Err(format!(
+            "a document mask of {seq} tokens per sequence: at most {}",
+            i32::MAX
+        ));
+    }
+    for (b, row) in ids.chunks(seq.max(1)).take(batch).enumerate() {
+        let mut seen = std::collections::HashSet::new();
+        let mut start = 0;
+        while start < row.len() {
+            let id = row[start];
+            let end = start + row[start..].iter().take_while(|&&x| x == id).count();
+            if !seen.insert(id) {
+                return Err(format!(
+                    "document id {id} of batch {b} comes back at token {start} after another: each document \
+                     is one run of tokens"
+                ));
+            }
+            for _ in start..end {
+                // Both below `seq`, which fits in i32 (checked above).
+                data.extend_from_slice(&[start as i32, end as i32]);
+            }
+            start = end;
         }
     }
-    data
+    Ok(data)
 }
 
 impl Gpu {
     /// The document mask of `batch` sequences of `seq` tokens from each token's document id
-    /// (`ids`, `[batch, seq]` row-major): uploaded once with its tile classification, for
-    /// [`AttentionMask::Document`].
+    /// (`ids`, `[batch, seq]` row-major; each document a run of tokens), uploaded once as each
+    /// token's document interval, for [`AttentionMask::Document`].
     ///
-    /// Errors: [`Error::ShapeMismatch`] unless `ids` holds `batch * seq` ids.
+    /// Errors: [`Error::ShapeMismatch`] unless `ids` holds `batch * seq` ids;
+    /// [`Error::InvalidArgument`] for an id that comes back after another in a sequence.
     pub fn document_mask(&self, ids: &[i32], batch: usize, seq: usize) -> Result<DocumentMask> {
         let len = batch.checked_mul(seq).ok_or_else(|| Error::InvalidArgument {
             op: OP,
             detail: format!("a document mask of {batch} x {seq} ids overflows"),
         })?;
         super::same_shape(OP, &[len], &[ids.len()], "the document ids are [batch, seq]")?;
-        let data = document_records(ids, batch, seq);
+        let data =
+            document_records(ids, batch, seq).map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
         let data = if data.is_empty() {
             self.upload(&[0i32])?
         } else {
@@ -156,7 +182,8 @@ impl<'a> MaskSpec<'a> {
     /// The mask of `options` (the causal flag folded in), checked against the call's shape.
     ///
     /// Errors: [`Error::InvalidArgument`] for the causal flag with another mask, a window of 0,
-    /// a cap not finite and above 0, a document mask of another device;
+    /// a cap not finite and above 0, a document mask of another device, a mask other than none
+    /// and causal with `q_len + kv_len >= 2^30`;
     /// [`Error::ShapeMismatch`] for a document mask of another batch or length, or with
     /// `q_len != kv_len`.
     pub(crate) fn new(gpu: &Gpu, options: &AttentionOptions<'a>, shape: &AttentionShape) -> Result<Self> {
@@ -201,6 +228,15 @@ impl<'a> MaskSpec<'a> {
                 (MaskKind::SoftCap, None, usize::from(causal), cap)
             }
         };
+        // The masks other than none and causal compute positions in 32 bits.
+        if !matches!(kind, MaskKind::None | MaskKind::Causal) && shape.q_len + shape.kv_len >= 1 << 30 {
+            return invalid(format!(
+                "the {} mask takes q_len + kv_len below 2^30, not {} + {}",
+                mask.name(),
+                shape.q_len,
+                shape.kv_len
+            ));
+        }
         let dummy = match document {
             Some(_) => None,
             None => Some(no_data(gpu)?),
@@ -220,8 +256,8 @@ impl<'a> MaskSpec<'a> {
         matches!(self.kind, MaskKind::None) || (self.kind == MaskKind::SoftCap && self.int == 0)
     }
 
-    /// Whether the one-tile `wgmma` schedule has an instance of this mask (none or causal).
-    pub(crate) fn one_tile(&self) -> bool {
+    /// Whether the mask is none or the causal one (the backward's kernels take no other).
+    pub(crate) fn plain(&self) -> bool {
         matches!(self.kind, MaskKind::None | MaskKind::Causal)
     }
 
@@ -240,7 +276,7 @@ impl<'a> MaskSpec<'a> {
         Ok(MaskLaunch {
             kind: self.kind,
             data,
-            int: self.int,
+            int: General::int(self.kind.shipped(), self.int),
             float: self.float,
         })
     }

@@ -42,9 +42,9 @@ mod kernels;
 mod mask;
 mod plan;
 pub use backward::AttentionGradients;
-pub use mask::{AttentionMask, DocumentMask};
-use mask::MaskSpec;
 pub use kernels::{AttentionElement, AttentionKernels};
+use mask::MaskSpec;
+pub use mask::{AttentionMask, DocumentMask};
 pub use plan::AttentionAlgorithm;
 
 use kernels_gpu::attention::wgmma::{WGMMA_BLOCK, WGMMA_BOX_ROWS, WGMMA_ROWS, wgmma_shared_bytes};
@@ -345,7 +345,7 @@ impl Gpu {
             tensor_maps: s.kv_len > 0 && [&ops.q, &ops.k, &ops.v].iter().all(|t| t.map_4d_ok()),
             positive_scale: ops.scale_log2 > 0.0,
             uniform: ops.mask.uniform(),
-            one_tile: ops.mask.one_tile(),
+            plain: ops.mask.plain(),
         };
         let plan = AttentionPlan::choose(options.algorithm, s.head_dim, facts)
             .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
@@ -435,7 +435,7 @@ impl Gpu {
         q: &AttentionTensor<'a, T>,
         k: &AttentionTensor<'a, T>,
         v: &AttentionTensor<'a, T>,
-        options: &AttentionOptions,
+        options: &AttentionOptions<'a>,
         out: &DeviceVec<T>,
         lse: &DeviceVec<f32>,
     ) -> Result<Operands<'a, T>> {
@@ -465,7 +465,7 @@ impl Gpu {
         q: &AttentionTensor<'a, T>,
         k: &AttentionTensor<'a, T>,
         v: &AttentionTensor<'a, T>,
-        options: &AttentionOptions,
+        options: &AttentionOptions<'a>,
     ) -> Result<Operands<'a, T>> {
         let shape = attention_shape(q.dims, k.dims, v.dims)?;
         let scale = options.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());

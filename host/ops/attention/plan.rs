@@ -48,8 +48,8 @@ pub(crate) struct Facts {
     pub(crate) positive_scale: bool,
     /// Every block tile has the same work (no mask, or a soft cap without the causal mask).
     pub(crate) uniform: bool,
-    /// The one-tile `wgmma` schedule has an instance of the mask (none or causal).
-    pub(crate) one_tile: bool,
+    /// The mask is none or the causal one (the one-tile `wgmma` schedule runs no other).
+    pub(crate) plain: bool,
 }
 
 /// What one attention call runs.
@@ -91,8 +91,8 @@ impl AttentionPlan {
             WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && f.wgmma && f.tensor_maps && f.positive_scale;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(AttentionPlan::Rows),
-            AttentionAlgorithm::Wgmma if hopper && !f.one_tile => Err(
-                "the one-tile wgmma schedule runs no mask but the causal one: ask for WgmmaPingPong"
+            AttentionAlgorithm::Wgmma if hopper && !f.plain => Err(
+                "the one-tile wgmma schedule runs no mask but the causal one: ask for WgmmaPingPong (or Auto)"
                     .to_string(),
             ),
             AttentionAlgorithm::Wgmma if hopper => Ok(AttentionPlan::Wgmma {
@@ -250,7 +250,7 @@ mod tests {
             tensor_maps: true,
             positive_scale: true,
             uniform: true,
-            one_tile: true,
+            plain: true,
         }
     }
 
@@ -303,7 +303,7 @@ mod tests {
             tensor_maps: true,
             positive_scale: true,
             uniform: true,
-            one_tile: true,
+            plain: true,
         };
         let choose = |alg, d, f| AttentionPlan::choose(alg, d, f);
         for d in (HEAD_DIM_MULTIPLE..=MAX_HEAD_DIM).step_by(HEAD_DIM_MULTIPLE) {
@@ -388,7 +388,14 @@ mod tests {
         );
         // Causal: a block per tile (the persistent walk's static share of causal tiles lost).
         assert_eq!(
-            choose(AttentionAlgorithm::Auto, 128, Facts { uniform: false, ..all }),
+            choose(
+                AttentionAlgorithm::Auto,
+                128,
+                Facts {
+                    uniform: false,
+                    ..all
+                }
+            ),
             Ok(AttentionPlan::Wgmma {
                 head_dim: 128,
                 ping_pong: true,

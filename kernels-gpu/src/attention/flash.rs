@@ -41,9 +41,7 @@
 use super::tiles::{self, PAD};
 use super::AttentionElement;
 use crate::gpu::async_copy;
-use crate::gpu::attention::{
-    Alibi, Causal, Document, Mask, MaskArgs, MaskShape, NoMask, SlidingWindow, SoftCap, TileMask,
-};
+use crate::gpu::attention::{Causal, General, Mask, MaskArgs, MaskShape, NoMask, TileMask};
 use crate::gpu::mma::{ldmatrix_x4, ldmatrix_x4_trans};
 use crate::gpu::vector::F4;
 use crate::gpu::{bf16, f16, math, mem, shared, thread, warp};
@@ -91,12 +89,11 @@ pub const fn flash_shared_bytes(d: usize) -> usize {
 /// * As [`attention_rows`](fn@super::attention_rows) for the operands (with `rows = batch *
 ///   heads * q_len`), `head_dim = D`, and `o` contiguous `[batch, q_len, heads, D]`.
 /// * `q`, `k`, `v`, `o` 16-byte aligned, every stride a multiple of 8 elements.
-///
 /// * `mask_data`, `mask_int`, `mask_float` are what the mask `M` reads ([`MaskArgs`]).
 ///
-/// Instances: `attention_flash_<mask>_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16, and the
-/// masks of [`attention_rows`](fn@super::attention_rows) (`attention_flash_d64_bf16` without a
-/// mask).
+/// Instances: `attention_flash_d<D>_<T>` ([`NoMask`]), `attention_flash_causal_d<D>_<T>`
+/// ([`Causal`]) and `attention_flash_general_d<D>_<T>` ([`General`]: the other shipped masks,
+/// chosen at run time) for `D` 64 and 128 and `T` bf16 and f16.
 // Barriers: one after the prologue's copies, one per KV tile.
 #[kernel(
     instances(
@@ -108,22 +105,10 @@ pub const fn flash_shared_bytes(d: usize) -> usize {
         attention_flash_causal_d128_bf16 = (bf16, 128, Causal),
         attention_flash_causal_d64_f16 = (f16, 64, Causal),
         attention_flash_causal_d128_f16 = (f16, 128, Causal),
-        attention_flash_window_d64_bf16 = (bf16, 64, SlidingWindow),
-        attention_flash_window_d128_bf16 = (bf16, 128, SlidingWindow),
-        attention_flash_window_d64_f16 = (f16, 64, SlidingWindow),
-        attention_flash_window_d128_f16 = (f16, 128, SlidingWindow),
-        attention_flash_alibi_d64_bf16 = (bf16, 64, Alibi),
-        attention_flash_alibi_d128_bf16 = (bf16, 128, Alibi),
-        attention_flash_alibi_d64_f16 = (f16, 64, Alibi),
-        attention_flash_alibi_d128_f16 = (f16, 128, Alibi),
-        attention_flash_document_d64_bf16 = (bf16, 64, Document),
-        attention_flash_document_d128_bf16 = (bf16, 128, Document),
-        attention_flash_document_d64_f16 = (f16, 64, Document),
-        attention_flash_document_d128_f16 = (f16, 128, Document),
-        attention_flash_softcap_d64_bf16 = (bf16, 64, SoftCap),
-        attention_flash_softcap_d128_bf16 = (bf16, 128, SoftCap),
-        attention_flash_softcap_d64_f16 = (f16, 64, SoftCap),
-        attention_flash_softcap_d128_f16 = (f16, 128, SoftCap),
+        attention_flash_general_d64_bf16 = (bf16, 64, General),
+        attention_flash_general_d128_bf16 = (bf16, 128, General),
+        attention_flash_general_d64_f16 = (f16, 64, General),
+        attention_flash_general_d128_f16 = (f16, 128, General),
     ),
     block(FLASH_BLOCK),
     barriers(2)
@@ -190,6 +175,7 @@ pub unsafe fn attention_flash<T: AttentionElement, const D: usize, M: Mask>(
         MaskShape { q_len, kv_len, heads },
     );
     let scale = scale_log2 * (1.0 / math::LOG2_E);
+    let score_mod = M::SCORE_MOD && mask.modifies_scores();
     // The block's rows and the key tiles of the mask's range for them.
     let q_rows = q0..(q0 + FLASH_ROWS).min(q_len);
     let keys = mask.keys(b, h, q_rows.clone());
@@ -200,7 +186,7 @@ pub unsafe fn attention_flash<T: AttentionElement, const D: usize, M: Mask>(
     };
     // The first tile at or after `t` that the mask does not empty (`end_tile` if none).
     let next_tile = |mut t: usize| {
-        while M::MASKS && t < end_tile && class(t) == TileMask::Empty {
+        while M::MASKS && !M::CONTIGUOUS && t < end_tile && class(t) == TileMask::Empty {
             t += 1;
         }
         t
@@ -240,6 +226,10 @@ pub unsafe fn attention_flash<T: AttentionElement, const D: usize, M: Mask>(
     let rows = [q0 + 16 * w + g, q0 + 16 * w + g + 8];
     // The rows the mask is asked about: a row past `q_len` (not stored) as the last one.
     let mask_rows = rows.map(|i| i.min(q_len - 1));
+    // The mask as each of the lane's two rows sees it (its per-row work done once), and the keys
+    // all the block's rows keep (tiles inside them need no test).
+    let masks = mask_rows.map(|i| mask.row(b, h, i));
+    let full = mask.full_keys(b, h, q_rows.clone());
     let mut n = 0;
     while t < end_tile {
         if n > 0 {
@@ -275,24 +265,48 @@ pub unsafe fn attention_flash<T: AttentionElement, const D: usize, M: Mask>(
         let key0 = t * FLASH_KEYS;
         // Tiles the mask keeps in part, and the ragged last tile, are tested element by
         // element.
-        let masked = key0 + FLASH_KEYS > kv_len || (M::MASKS && class(t) == TileMask::Partial);
+        let masked = key0 + FLASH_KEYS > kv_len
+            || (M::MASKS && !(key0 >= full.start && key0 + FLASH_KEYS <= full.end));
+        // Separate passes (the scale or the score modification, then the mask), each behind
+        // one uniform branch, so that the code of each is written out once. The mask and the
+        // score are asked about keys inside the sequence only (the score of a key past `kv_len`
+        // as the last key's, then dropped): they may read memory by key.
+        if score_mod {
+            unroll_8!(2, |hh| {
+                unroll_8!(8, |j| {
+                    unroll_8!(2, |e| {
+                        let key = (key0 + 8 * j + 2 * t4 + e).min(kv_len - 1);
+                        let raw = s[j][2 * hh + e];
+                        s[j][2 * hh + e] =
+                            masks[hh].score(raw * scale, b, h, mask_rows[hh], key) * math::LOG2_E;
+                    });
+                });
+            });
+        } else {
+            unroll_8!(8, |j| {
+                unroll_8!(4, |c| {
+                    s[j][c] *= scale_log2;
+                });
+            });
+        }
+        if masked {
+            unroll_8!(2, |hh| {
+                unroll_8!(8, |j| {
+                    unroll_8!(2, |e| {
+                        let key = key0 + 8 * j + 2 * t4 + e;
+                        let keep = key < kv_len && (!M::MASKS || masks[hh].keep(b, h, mask_rows[hh], key));
+                        if !keep {
+                            s[j][2 * hh + e] = f32::NEG_INFINITY;
+                        }
+                    });
+                });
+            });
+        }
         unroll_8!(2, |hh| {
             let mut mx = f32::NEG_INFINITY;
             unroll_8!(8, |j| {
                 unroll_8!(2, |e| {
-                    let key = key0 + 8 * j + 2 * t4 + e;
-                    let row = mask_rows[hh];
-                    let keep = !masked || (key < kv_len && (!M::MASKS || mask.keep(b, h, row, key)));
-                    let raw = s[j][2 * hh + e];
-                    let u = if !keep {
-                        f32::NEG_INFINITY
-                    } else if M::SCORE_MOD {
-                        mask.score(raw * scale, b, h, row, key) * math::LOG2_E
-                    } else {
-                        raw * scale_log2
-                    };
-                    s[j][2 * hh + e] = u;
-                    mx = math::max_nan(mx, u);
+                    mx = math::max_nan(mx, s[j][2 * hh + e]);
                 });
             });
             // The row's 64 scores are spread over the 4 lanes of the quad.

@@ -4,7 +4,7 @@
 //! fused rung is checked against on the GPU.
 
 use super::AttentionElement;
-use crate::gpu::attention::{Alibi, Causal, Document, Mask, MaskArgs, MaskShape, NoMask, SlidingWindow, SoftCap};
+use crate::gpu::attention::{General, Mask, MaskArgs, MaskShape};
 use crate::gpu::{bf16, f16, math, mem, thread, warp};
 use crate::kernel;
 
@@ -53,26 +53,12 @@ const LANE_DIMS: usize = super::MAX_HEAD_DIM / warp::SIZE as usize;
 /// * `mask_data`, `mask_int`, `mask_float` are what the mask `M` reads ([`MaskArgs`]).
 /// * The launch shape is as above.
 ///
-/// Instances: `attention_rows_<mask>_<T>` for `T` the element type of `q`, `k`, `v` and `o`
-/// (bf16, f16) and `<mask>` one of `causal` ([`Causal`]), `window` ([`SlidingWindow`]),
-/// `alibi` ([`Alibi`]), `document` ([`Document`]), `softcap` ([`SoftCap`]), or none
-/// (`attention_rows_bf16`: [`NoMask`]).
+/// Instances: `attention_rows_bf16`, `attention_rows_f16` (the element type of `q`, `k`, `v` and
+/// `o`), both with the mask [`General`] (every shipped mask, chosen at run time: this rung is
+/// the reference of the fused ones, not their rival).
 // Barriers: none, a warp per row (shuffles only).
 #[kernel(
-    instances(
-        attention_rows_bf16 = (bf16, NoMask),
-        attention_rows_f16 = (f16, NoMask),
-        attention_rows_causal_bf16 = (bf16, Causal),
-        attention_rows_causal_f16 = (f16, Causal),
-        attention_rows_window_bf16 = (bf16, SlidingWindow),
-        attention_rows_window_f16 = (f16, SlidingWindow),
-        attention_rows_alibi_bf16 = (bf16, Alibi),
-        attention_rows_alibi_f16 = (f16, Alibi),
-        attention_rows_document_bf16 = (bf16, Document),
-        attention_rows_document_f16 = (f16, Document),
-        attention_rows_softcap_bf16 = (bf16, SoftCap),
-        attention_rows_softcap_f16 = (f16, SoftCap),
-    ),
+    instances(attention_rows_bf16 = (bf16, General), attention_rows_f16 = (f16, General)),
     block(ROWS_BLOCK),
     barriers(0)
 )]
@@ -134,9 +120,11 @@ pub unsafe fn attention_rows<T: AttentionElement, M: Mask>(
             float: mask_float,
         },
         MaskShape { q_len, kv_len, heads },
-    );
+    )
+    .row(b, h, i);
     let scale = scale_log2 * (1.0 / math::LOG2_E);
     let keys = mask.keys(b, h, i..i + 1);
+    let score_mod = M::SCORE_MOD && mask.modifies_scores();
     let (mut m, mut l) = (f32::NEG_INFINITY, 0.0f32);
     for j in keys.start..keys.end.min(kv_len) {
         // The same answer in every lane: the whole warp skips the key or none of it.
@@ -154,7 +142,7 @@ pub unsafe fn attention_rows<T: AttentionElement, M: Mask>(
         });
         // Every lane of the warp is here (the loop count and the mask are the row's).
         let dot = warp::reduce_sum(part);
-        let u = if M::SCORE_MOD {
+        let u = if score_mod {
             mask.score(dot * scale, b, h, i, j) * math::LOG2_E
         } else {
             dot * scale_log2

@@ -57,9 +57,7 @@
 //! memory (the copy engine's fill), so a NaN outside the sequence never enters a row.
 
 use super::AttentionElement;
-use crate::gpu::attention::{
-    Alibi, Causal, Document, Mask, MaskArgs, MaskShape, NoMask, SlidingWindow, SoftCap, TileMask,
-};
+use crate::gpu::attention::{Causal, General, Mask, MaskArgs, MaskShape, NoMask, Shipped, TileMask};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
 use crate::gpu::{bf16, f16, math, mbarrier, mem, thread, warp, wgmma};
@@ -278,49 +276,31 @@ impl WgmmaSchedule for PingPong {
 ///
 /// * `mask_data`, `mask_int`, `mask_float` are what the mask `M` reads ([`MaskArgs`]).
 ///
-/// Instances (`T`, head, schedule, mask): `attention_wgmma_d64_bf16`,
-/// `attention_wgmma_d128_bf16`, `attention_wgmma_d64_f16`, `attention_wgmma_d128_f16`
-/// ([`OneTile`], [`NoMask`]), the same with `causal_` before `d` ([`Causal`]), and the same
-/// names with `pingpong_` after `wgmma_` ([`PingPong`]), which also has the masks `window_`
-/// ([`SlidingWindow`]), `alibi_` ([`Alibi`]), `document_` ([`Document`]) and `softcap_`
-/// ([`SoftCap`]).
+/// Instances (`T`, head, schedule, mask): `attention_wgmma_d<D>_<T>` ([`OneTile`], with
+/// [`CausalOrNot`]: no mask or the causal one, chosen at run time), and `attention_wgmma_pingpong_d<D>_<T>`
+/// ([`PingPong`], [`NoMask`]), the same with `causal_` ([`Causal`]) or `general_` ([`General`])
+/// before `d`, for `D` 64 and 128 and `T` bf16 and f16.
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
 // Barriers: the ring's initialisation and the `Q` barrier's.
 #[kernel(
     launch_bounds(384, 1),
     instances(
-        attention_wgmma_d64_bf16 = (bf16, D64, OneTile, NoMask),
-        attention_wgmma_d64_f16 = (f16, D64, OneTile, NoMask),
-        attention_wgmma_d128_bf16 = (bf16, D128, OneTile, NoMask),
-        attention_wgmma_d128_f16 = (f16, D128, OneTile, NoMask),
-        attention_wgmma_causal_d64_bf16 = (bf16, D64, OneTile, Causal),
-        attention_wgmma_causal_d64_f16 = (f16, D64, OneTile, Causal),
-        attention_wgmma_causal_d128_bf16 = (bf16, D128, OneTile, Causal),
-        attention_wgmma_causal_d128_f16 = (f16, D128, OneTile, Causal),
+        attention_wgmma_d64_bf16 = (bf16, D64, OneTile, CausalOrNot),
+        attention_wgmma_d128_bf16 = (bf16, D128, OneTile, CausalOrNot),
+        attention_wgmma_d64_f16 = (f16, D64, OneTile, CausalOrNot),
+        attention_wgmma_d128_f16 = (f16, D128, OneTile, CausalOrNot),
         attention_wgmma_pingpong_d64_bf16 = (bf16, D64, PingPong, NoMask),
-        attention_wgmma_pingpong_d64_f16 = (f16, D64, PingPong, NoMask),
         attention_wgmma_pingpong_d128_bf16 = (bf16, D128, PingPong, NoMask),
+        attention_wgmma_pingpong_d64_f16 = (f16, D64, PingPong, NoMask),
         attention_wgmma_pingpong_d128_f16 = (f16, D128, PingPong, NoMask),
         attention_wgmma_pingpong_causal_d64_bf16 = (bf16, D64, PingPong, Causal),
-        attention_wgmma_pingpong_causal_d64_f16 = (f16, D64, PingPong, Causal),
         attention_wgmma_pingpong_causal_d128_bf16 = (bf16, D128, PingPong, Causal),
+        attention_wgmma_pingpong_causal_d64_f16 = (f16, D64, PingPong, Causal),
         attention_wgmma_pingpong_causal_d128_f16 = (f16, D128, PingPong, Causal),
-        attention_wgmma_pingpong_window_d64_bf16 = (bf16, D64, PingPong, SlidingWindow),
-        attention_wgmma_pingpong_window_d64_f16 = (f16, D64, PingPong, SlidingWindow),
-        attention_wgmma_pingpong_window_d128_bf16 = (bf16, D128, PingPong, SlidingWindow),
-        attention_wgmma_pingpong_window_d128_f16 = (f16, D128, PingPong, SlidingWindow),
-        attention_wgmma_pingpong_alibi_d64_bf16 = (bf16, D64, PingPong, Alibi),
-        attention_wgmma_pingpong_alibi_d64_f16 = (f16, D64, PingPong, Alibi),
-        attention_wgmma_pingpong_alibi_d128_bf16 = (bf16, D128, PingPong, Alibi),
-        attention_wgmma_pingpong_alibi_d128_f16 = (f16, D128, PingPong, Alibi),
-        attention_wgmma_pingpong_document_d64_bf16 = (bf16, D64, PingPong, Document),
-        attention_wgmma_pingpong_document_d64_f16 = (f16, D64, PingPong, Document),
-        attention_wgmma_pingpong_document_d128_bf16 = (bf16, D128, PingPong, Document),
-        attention_wgmma_pingpong_document_d128_f16 = (f16, D128, PingPong, Document),
-        attention_wgmma_pingpong_softcap_d64_bf16 = (bf16, D64, PingPong, SoftCap),
-        attention_wgmma_pingpong_softcap_d64_f16 = (f16, D64, PingPong, SoftCap),
-        attention_wgmma_pingpong_softcap_d128_bf16 = (bf16, D128, PingPong, SoftCap),
-        attention_wgmma_pingpong_softcap_d128_f16 = (f16, D128, PingPong, SoftCap),
+        attention_wgmma_pingpong_general_d64_bf16 = (bf16, D64, PingPong, General),
+        attention_wgmma_pingpong_general_d128_bf16 = (bf16, D128, PingPong, General),
+        attention_wgmma_pingpong_general_d64_f16 = (f16, D64, PingPong, General),
+        attention_wgmma_pingpong_general_d128_f16 = (f16, D128, PingPong, General),
     ),
     barriers(2)
 )]
@@ -503,16 +483,24 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
         // output is not stored, as the last row).
         let first_row = (tile.q0 + CONSUMER_ROWS * c).min(q_len - 1);
         let own_rows = first_row..(tile.q0 + CONSUMER_ROWS * (c + 1)).min(q_len).max(first_row + 1);
+        let mask_rows = rows.map(|i| i.min(q_len - 1));
         let rows_limits = Limits {
-            mask,
+            // The mask as each of the thread's rows sees it (its per-row work done once per
+            // block tile), and the keys all this consumer's rows keep (tiles inside them need no
+            // test).
+            masks: mask_rows.map(|i| mask.row(tile.b, tile.h, i)),
+            full: {
+                let full = mask.full_keys(tile.b, tile.h, own_rows);
+                (full.start as u32, full.end as u32)
+            },
             b: tile.b,
             h: tile.h,
-            rows: rows.map(|i| i.min(q_len - 1)),
-            own_rows,
-            kv_len,
+            rows: mask_rows,
+            kv_len: kv_len as u32,
             qd,
             scale_log2,
             scale: scale_log2 * (1.0 / math::LOG2_E),
+            score_mod: M::SCORE_MOD && mask.modifies_scores(),
         };
         let mut s = [0.0f32; 64];
         let mut acc = <H::O as wgmma::Accumulators>::zeroed();
@@ -657,7 +645,7 @@ impl<M: Mask> Work<M> {
     /// (`tile.end` if none): the producer and the consumers step through the same tiles.
     #[inline(always)]
     fn next(&self, tile: &Tile, mut t: usize) -> usize {
-        if M::MASKS {
+        if M::MASKS && !M::CONTIGUOUS {
             let rows = tile.q0..(tile.q0 + WGMMA_ROWS).min(self.q_len);
             while t < tile.end
                 && self.mask.tile(
@@ -766,19 +754,22 @@ impl Turns {
     }
 }
 
-/// What the online softmax of a consumer thread's two rows needs: the mask, the block tile's
-/// batch and head, the thread's two rows (clamped below `q_len`) and its consumer's 64, the keys,
-/// the thread's place in its quad and the scale (times `log2(e)`, and as given).
+/// What the online softmax of a consumer thread's two rows needs: the mask as each row sees it,
+/// the keys its consumer's 64 rows all keep, the block tile's batch and head, the thread's two
+/// rows (clamped below `q_len`), the keys, the thread's place in its quad and the scale (times
+/// `log2(e)`, and as given).
 struct Limits<M> {
-    mask: M,
+    masks: [M; 2],
+    full: (u32, u32),
     b: usize,
     h: usize,
     rows: [usize; 2],
-    own_rows: core::ops::Range<usize>,
-    kv_len: usize,
+    kv_len: u32,
     qd: usize,
     scale_log2: f32,
     scale: f32,
+    /// `M::SCORE_MOD` and the mask modifies this call's scores.
+    score_mod: bool,
 }
 
 /// `S = Q K^T` of one KV tile issued (not waited for): `boxes` groups of four steps of 16 dims,
@@ -839,29 +830,65 @@ fn online_softmax<M: Mask>(
     kt: usize,
     r: &Limits<M>,
 ) -> [f32; 2] {
-    let key0 = kt * WGMMA_KEYS;
+    // Keys in 32 bits (below 2^31, the grid's limit): a 64-bit comparison per score is two
+    // instructions and two registers.
+    let key0 = (kt * WGMMA_KEYS) as u32;
+    let keys = WGMMA_KEYS as u32;
     // Tiles the mask keeps in part for this consumer's rows, and the ragged last tile, are tested
     // element by element.
-    let masked = key0 + WGMMA_KEYS > r.kv_len
-        || (M::MASKS && r.mask.tile(r.b, r.h, r.own_rows.clone(), key0..key0 + WGMMA_KEYS) != TileMask::Full);
+    let masked = key0 + keys > r.kv_len || (M::MASKS && !(key0 >= r.full.0 && key0 + keys <= r.full.1));
+    let last = r.kv_len - 1;
     // With a score modification the scores become `score(s * scale) log2(e)`, taken as they are.
-    let factor = if M::SCORE_MOD { 1.0 } else { r.scale_log2 };
+    let factor = if r.score_mod { 1.0 } else { r.scale_log2 };
+    // The element `i` of thread `qd`'s row `hh`, and its key, for the passes below.
+    let at = |hh: usize, hi: usize, lo: usize, e: usize| {
+        (
+            4 * (4 * hi + lo) + 2 * hh + e,
+            key0 + (8 * (4 * hi + lo) + 2 * r.qd + e) as u32,
+        )
+    };
+    // Separate passes (the score modification, then the mask), each behind one uniform branch,
+    // so that the code of each is written out once, not once per combination. The mask and the
+    // score are asked about keys inside the sequence only (the score of a key past `kv_len` as
+    // the last key's, then dropped): they may read memory by key.
+    let masks = &r.masks;
+    if r.score_mod {
+        unroll_8!(2, |hh| {
+            unroll_8!(4, |hi| {
+                unroll_8!(4, |lo| {
+                    unroll_8!(2, |e| {
+                        let (i, key) = at(hh, hi, lo, e);
+                        let (row, key) = (r.rows[hh], key.min(last) as usize);
+                        s[i] = masks[hh].score(s[i] * r.scale, r.b, r.h, row, key) * math::LOG2_E;
+                    });
+                });
+            });
+        });
+    }
+    if masked {
+        unroll_8!(2, |hh| {
+            unroll_8!(4, |hi| {
+                unroll_8!(4, |lo| {
+                    unroll_8!(2, |e| {
+                        let (i, key) = at(hh, hi, lo, e);
+                        let row = r.rows[hh];
+                        let keep =
+                            key < r.kv_len && (!M::MASKS || masks[hh].keep(r.b, r.h, row, key as usize));
+                        if !keep {
+                            s[i] = f32::NEG_INFINITY;
+                        }
+                    });
+                });
+            });
+        });
+    }
     let mut rescale = [0.0f32; 2];
     unroll_8!(2, |hh| {
         let mut mx = f32::NEG_INFINITY;
         unroll_8!(4, |hi| {
             unroll_8!(4, |lo| {
                 unroll_8!(2, |e| {
-                    let i = 4 * (4 * hi + lo) + 2 * hh + e;
-                    let key = key0 + 8 * (4 * hi + lo) + 2 * r.qd + e;
-                    let row = r.rows[hh];
-                    let keep = !masked || (key < r.kv_len && (!M::MASKS || r.mask.keep(r.b, r.h, row, key)));
-                    if !keep {
-                        s[i] = f32::NEG_INFINITY;
-                    } else if M::SCORE_MOD {
-                        s[i] = r.mask.score(s[i] * r.scale, r.b, r.h, row, key) * math::LOG2_E;
-                    }
-                    mx = math::max_nan_fast(mx, s[i]);
+                    mx = math::max_nan_fast(mx, s[at(hh, hi, lo, e).0]);
                 });
             });
         });
@@ -923,4 +950,63 @@ fn pack_probabilities<T: WgmmaElement>(s: &[f32; 64]) -> [u32; 32] {
         });
     });
     p
+}
+
+/// The one-tile schedule's mask: none or the causal one, chosen at run time (the kind in the low
+/// bits of `args.int`, as [`General`] reads it; any other kind is no mask). The schedule is the
+/// ladder's step between the `mma.sync` rung and the ping-pong, and runs no other mask: one
+/// instance per head dim and type, and the register budget of the ping-pong's consumers is not
+/// its.
+#[derive(Clone, Copy, Debug)]
+pub struct CausalOrNot {
+    causal: Causal,
+    on: bool,
+    kv_len: usize,
+}
+
+impl Mask for CausalOrNot {
+    const CONTIGUOUS: bool = true;
+    #[inline(always)]
+    fn new(args: MaskArgs, shape: MaskShape) -> Self {
+        CausalOrNot {
+            causal: Causal::new(args, shape),
+            on: args.int & ((1 << General::KIND_BITS) - 1) == Shipped::Causal as usize,
+            kv_len: shape.kv_len,
+        }
+    }
+    #[inline(always)]
+    fn row(&self, b: usize, h: usize, q: usize) -> Self {
+        CausalOrNot {
+            causal: self.causal.row(b, h, q),
+            ..*self
+        }
+    }
+    #[inline(always)]
+    fn keep(&self, b: usize, h: usize, q: usize, kv: usize) -> bool {
+        !self.on || self.causal.keep(b, h, q, kv)
+    }
+    #[inline(always)]
+    fn keys(&self, b: usize, h: usize, q: core::ops::Range<usize>) -> core::ops::Range<usize> {
+        if self.on {
+            self.causal.keys(b, h, q)
+        } else {
+            0..self.kv_len
+        }
+    }
+    #[inline(always)]
+    fn full_keys(&self, b: usize, h: usize, q: core::ops::Range<usize>) -> core::ops::Range<usize> {
+        if self.on {
+            self.causal.full_keys(b, h, q)
+        } else {
+            0..self.kv_len
+        }
+    }
+    #[inline(always)]
+    fn tile(&self, b: usize, h: usize, q: core::ops::Range<usize>, kv: core::ops::Range<usize>) -> TileMask {
+        if self.on {
+            self.causal.tile(b, h, q, kv)
+        } else {
+            TileMask::Full
+        }
+    }
 }

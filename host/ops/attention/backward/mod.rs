@@ -90,7 +90,7 @@ impl Gpu {
         dv: &mut DeviceVec<T>,
     ) -> Result<()> {
         let ops = self.attention_inputs(q, k, v, options)?;
-        if !ops.mask.one_tile() {
+        if !ops.mask.plain() {
             return Err(Error::InvalidArgument {
                 op: OP,
                 detail: format!(
