@@ -162,8 +162,8 @@ def main() -> int:
     )
     parser.add_argument(
         "--shapes",
-        help="comma-separated: only these softmax and matmul shapes (`1x16777216`, `4096x4096x4096`); "
-        "the other families run in full",
+        help="comma-separated: only these softmax, matmul and attention shapes (`1x16777216`, "
+        "`4096x4096x4096`, `4x4096x16x128`); the other families run in full",
     )
     parser.add_argument(
         "--selftest", action="store_true", help="check the pure-Python helpers (no torch, no GPU needed) and exit"

@@ -36,8 +36,8 @@ SAMPLED_ROWS = 32  # query rows per sampled head (examples/bench/attention.rs SA
 
 
 def attention_shapes(quick: bool) -> list[tuple[int, ...]]:
-    """The suite's `(b, seq, heads, head_dim)` shapes."""
-    return C.shapes("attention", quick)
+    """The suite's `(b, seq, heads, head_dim)` shapes (only those of `--shapes` where given)."""
+    return C.only(C.shapes("attention", quick))
 
 
 def attention_flops(b: int, s: int, h: int, d: int, causal: bool) -> float:

@@ -67,6 +67,14 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     }
     trials.push(trial(sim, "attention::mask::planted", planted));
     trials.push(trial(sim, "errors::attention_masks", |gpu, _| errors(gpu)));
+    // The simulator's cases on the GPU too (bf16, head dim 128): small enough for
+    // compute-sanitizer.
+    for (kind, shape) in SIM_MASKS {
+        let name = format!("attention::mask_small::{}::bf16_d128", kind.name());
+        trials.push(trial(cuda, &name, move |gpu, rng| {
+            mask_case::<bf16>(gpu, rng, kind, shape, 128, RUNGS)
+        }));
+    }
     // On the GPU: the plan's choice and every rung against the f64 reference at sequences past
     // a thousand (GQA), and the bench's shape of the window and document masks against the rows
     // rung (the f64 reference would take minutes there).
