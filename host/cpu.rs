@@ -429,7 +429,7 @@ pub fn embedding_rows<T: Copy + Default>(table: &[T], hidden: usize, ids: &[i64]
 /// head_dim]`: the output `[batch, q_len, heads, head_dim]` and the row log-sum-exp `[batch,
 /// heads, q_len]`, each rounded once to f32. The same rules as [`crate::Gpu::attention`]
 /// (causal bottom-right; a row that sees no key gives 0 and `-inf`; the scale
-/// `1 / sqrt(head_dim)` unless given), and the same masks ([`crate::AttentionMask`], written
+/// `1 / sqrt(head_dim)` unless given), and the same masks ([`crate::ops::attention::AttentionMask`], written
 /// out here in f64, not taken from the kernels).
 ///
 /// Errors: those of [`crate::Gpu::attention`] on the shapes and the scale.
@@ -461,7 +461,7 @@ where
     let mut out = ndarray::Array4::<f32>::zeros((s.batch, s.q_len, s.heads, s.head_dim));
     let mut lse = ndarray::Array3::<f32>::from_elem((s.batch, s.heads, s.q_len), f32::NEG_INFINITY);
     let mask = match (options.causal, options.mask) {
-        (true, crate::AttentionMask::None) => crate::AttentionMask::Causal,
+        (true, crate::ops::attention::AttentionMask::None) => crate::ops::attention::AttentionMask::Causal,
         (_, m) => m,
     };
     let mut scores = Vec::with_capacity(s.kv_len);
@@ -483,11 +483,11 @@ where
                     let dot: f64 = (0..s.head_dim).map(|d| q[[b, i, h, d]] * k[[b, j, kvh, d]]).sum();
                     let score = scale * dot;
                     scores.push(match mask {
-                        crate::AttentionMask::Alibi => {
+                        crate::ops::attention::AttentionMask::Alibi => {
                             let slope = (-8.0 * (h + 1) as f64 / s.heads as f64).exp2();
                             score + slope * (j as i128 - p) as f64
                         }
-                        crate::AttentionMask::SoftCap { cap, .. } => {
+                        crate::ops::attention::AttentionMask::SoftCap { cap, .. } => {
                             let cap = f64::from(cap);
                             cap * (score / cap).tanh()
                         }
@@ -519,14 +519,20 @@ where
 
 #[cfg(feature = "attention")]
 /// Whether row `i` of batch `b` (at position `p` among the keys) sees key `j` under `mask`.
-fn attention_mask_keeps(mask: &crate::AttentionMask<'_>, b: usize, i: usize, j: usize, p: i128) -> bool {
+fn attention_mask_keeps(
+    mask: &crate::ops::attention::AttentionMask<'_>,
+    b: usize,
+    i: usize,
+    j: usize,
+    p: i128,
+) -> bool {
     let j = j as i128;
     match mask {
-        crate::AttentionMask::None => true,
-        crate::AttentionMask::Causal | crate::AttentionMask::Alibi => j <= p,
-        crate::AttentionMask::SlidingWindow { window } => j <= p && j > p - *window as i128,
-        crate::AttentionMask::SoftCap { causal, .. } => !causal || j <= p,
-        crate::AttentionMask::Document(doc) => {
+        crate::ops::attention::AttentionMask::None => true,
+        crate::ops::attention::AttentionMask::Causal | crate::ops::attention::AttentionMask::Alibi => j <= p,
+        crate::ops::attention::AttentionMask::SlidingWindow { window } => j <= p && j > p - *window as i128,
+        crate::ops::attention::AttentionMask::SoftCap { causal, .. } => !causal || j <= p,
+        crate::ops::attention::AttentionMask::Document(doc) => {
             let ids = doc.ids();
             let seq = doc.dims()[1];
             ids[b * seq + i] == ids[b * seq + j as usize]

@@ -330,6 +330,9 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
     all_passed(failures)
 }
 
+/// Whether a result is the error a case expects.
+type Verdict = fn(&gpukern::Result<()>) -> bool;
+
 /// The masks' errors: the causal flag with another mask, a window of 0, a cap of 0 or NaN, a
 /// document mask of another shape, documents with `q_len != kv_len`, document ids that come
 /// back after another, a mask in the backward.
@@ -344,7 +347,7 @@ fn errors(gpu: &Gpu) -> Check {
     let mut failures = Vec::new();
     let invalid = |r: &gpukern::Result<()>| matches!(r, Err(Error::InvalidArgument { .. }));
     let mismatch = |r: &gpukern::Result<()>| matches!(r, Err(Error::ShapeMismatch { .. }));
-    let cases: Vec<(&str, gpukern::Result<()>, fn(&gpukern::Result<()>) -> bool)> = vec![
+    let cases: Vec<(&str, gpukern::Result<()>, Verdict)> = vec![
         (
             "causal with a window",
             gpu.attention(

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use gpukern_device::attention::{General, document_record};
 
 use super::kernels::{MaskKind, MaskLaunch};
-use super::plan::AttentionShape;
-use super::{AttentionOptions, OP};
+use super::plan::{AttentionShape, OP};
 use crate::buffer::DeviceVec;
 use crate::device::{Backend, Gpu};
 use crate::error::{Error, Result};
@@ -148,7 +147,7 @@ impl Gpu {
             op: OP,
             detail: format!("a document mask of {batch} x {seq} ids overflows"),
         })?;
-        super::same_shape(OP, &[len], &[ids.len()], "the document ids are [batch, seq]")?;
+        crate::error::same_shape(OP, &[len], &[ids.len()], "the document ids are [batch, seq]")?;
         let data =
             document_records(ids, batch, seq).map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
         let data = if data.is_empty() {
@@ -186,9 +185,14 @@ impl<'a> MaskSpec<'a> {
     /// and causal with `q_len + kv_len >= 2^30`;
     /// [`Error::ShapeMismatch`] for a document mask of another batch or length, or with
     /// `q_len != kv_len`.
-    pub(crate) fn new(gpu: &Gpu, options: &AttentionOptions<'a>, shape: &AttentionShape) -> Result<Self> {
+    pub(crate) fn new(
+        gpu: &Gpu,
+        causal: bool,
+        mask: AttentionMask<'a>,
+        shape: &AttentionShape,
+    ) -> Result<Self> {
         let invalid = |detail: String| Err(Error::InvalidArgument { op: OP, detail });
-        let mask = match (options.causal, options.mask) {
+        let mask = match (causal, mask) {
             (true, AttentionMask::None) => AttentionMask::Causal,
             (true, m) if m != AttentionMask::Causal => {
                 return invalid(format!(
@@ -210,7 +214,7 @@ impl<'a> MaskSpec<'a> {
             }
             AttentionMask::Alibi => (MaskKind::Alibi, None, 0, 0.0),
             AttentionMask::Document(doc) => {
-                super::same_shape(
+                crate::error::same_shape(
                     OP,
                     &[shape.batch, shape.q_len, shape.kv_len],
                     &[doc.batch, doc.seq, doc.seq],

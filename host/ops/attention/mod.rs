@@ -52,7 +52,7 @@ use kernels_gpu::attention::{
     FLASH_BLOCK, FLASH_ROWS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM, ROWS_BLOCK, ROWS_PER_BLOCK, flash_shared_bytes,
 };
 pub use plan::AttentionShape;
-use plan::{AttentionPlan, Facts};
+use plan::{AttentionPlan, Facts, OP};
 
 use super::same_shape;
 use crate::buffer::{DeviceVec, checked_len_of};
@@ -60,9 +60,6 @@ use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::view::DeviceSlice;
-
-/// The operation's name in errors.
-const OP: &str = "attention";
 
 /// What an attention call computes beyond its operands.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -478,7 +475,7 @@ impl Gpu {
         if !(self.owns(q.data) && self.owns(k.data) && self.owns(v.data)) {
             return Err(Error::WrongDevice { op: OP });
         }
-        let mask = MaskSpec::new(self, options, &shape)?;
+        let mask = MaskSpec::new(self, options.causal, options.mask, &shape)?;
         Ok(Operands {
             q: *q,
             k: *k,

@@ -31,6 +31,9 @@
 
 use kernels_gpu::attention::{FLASH_HEAD_DIMS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM};
 
+/// The operation's name in errors.
+pub(crate) const OP: &str = "attention";
+
 /// The head dims of the Hopper rung (`kernels_gpu::attention::wgmma::WGMMA_HEAD_DIMS`, which
 /// the sm_80 build of the kernel crate does not have).
 pub(crate) const WGMMA_HEAD_DIMS: [usize; 2] = [64, 128];
