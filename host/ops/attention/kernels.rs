@@ -108,7 +108,7 @@ pub type WgmmaLauncher<T> = for<'a> unsafe fn(
 ) -> Result<()>;
 
 /// One element type's attention kernels. The fused rungs' tables hold three instances each,
-/// indexed by [`MaskKind::instance`]: no mask, the causal mask, and `General` (every shipped
+/// indexed by the mask: no mask, the causal mask, and `General` (every shipped
 /// mask, chosen at run time by the kernel's mask integer); the rows rung has the `General`
 /// instance only, the one-tile `wgmma` schedule `CausalOrNot` (no mask or causal) only.
 pub struct AttentionKernels<T: 'static> {

@@ -389,6 +389,18 @@ mod tests {
                 persistent: false
             })
         );
+        // A mask other than causal: the ping-pong (the one-tile schedule runs none), and an
+        // error for the one-tile schedule asked for.
+        let masked = Facts {
+            uniform: false,
+            plain: false,
+            ..all
+        };
+        assert!(matches!(
+            choose(AttentionAlgorithm::Auto, 128, masked),
+            Ok(AttentionPlan::Wgmma { ping_pong: true, .. })
+        ));
+        assert!(choose(AttentionAlgorithm::Wgmma, 128, masked).is_err());
         // Causal: a block per tile (the persistent walk's static share of causal tiles lost).
         assert_eq!(
             choose(
