@@ -20,6 +20,8 @@ use crate::common::trial::{Target, trial};
 /// The shipped masks the trials walk (the causal one has the family's own trials).
 #[derive(Clone, Copy, Debug)]
 enum Kind {
+    /// No mask (`false`) or the causal one, through `AttentionOptions::mask`.
+    Plain(bool),
     Window(usize),
     Alibi,
     Document,
@@ -29,6 +31,7 @@ enum Kind {
 impl Kind {
     fn name(self) -> String {
         match self {
+            Kind::Plain(causal) => (if causal { "causal" } else { "none" }).into(),
             Kind::Window(w) => format!("window{w}"),
             Kind::Alibi => "alibi".into(),
             Kind::Document => "document".into(),
@@ -64,6 +67,16 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
                 _ => mask_case::<f16>(gpu, rng, kind, shape, d, RUNGS),
             }));
         }
+    }
+    // The no-mask and causal instances of the fused rungs that the family's own trials leave
+    // out (they walk the other element types and head dims), asked for through the mask option.
+    for (causal, label, d) in [(false, "bf16", 64), (true, "bf16", 128), (true, "f16", 128)] {
+        let kind = Kind::Plain(causal);
+        let name = format!("attention::mask::{}::{label}_d{d}", kind.name());
+        trials.push(trial(sim, &name, move |gpu, rng| match label {
+            "bf16" => mask_case::<bf16>(gpu, rng, kind, (1, 135, 140, 2, 1), d, FUSED),
+            _ => mask_case::<f16>(gpu, rng, kind, (1, 135, 140, 2, 1), d, FUSED),
+        }));
     }
     trials.push(trial(sim, "attention::mask::planted", planted));
     trials.push(trial(sim, "errors::attention_masks", |gpu, _| errors(gpu)));
@@ -111,6 +124,9 @@ const RUNGS: &[AttentionAlgorithm] = &[
     AttentionAlgorithm::WgmmaPingPong,
 ];
 
+/// The fused rungs alone.
+const FUSED: &[AttentionAlgorithm] = &[AttentionAlgorithm::Flash, AttentionAlgorithm::WgmmaPingPong];
+
 /// The GPU's: the plan's choice too, and the persistent walk where the mask allows it.
 const ALL_RUNGS: &[AttentionAlgorithm] = &[
     AttentionAlgorithm::Auto,
@@ -144,6 +160,8 @@ fn document_ids(batch: usize, seq: usize) -> Vec<i32> {
 /// The mask of `kind` (documents from `doc`).
 fn mask_of(kind: Kind, doc: Option<&DocumentMask>) -> Result<AttentionMask<'_>, String> {
     Ok(match kind {
+        Kind::Plain(false) => AttentionMask::None,
+        Kind::Plain(true) => AttentionMask::Causal,
         Kind::Window(window) => AttentionMask::SlidingWindow { window },
         Kind::Alibi => AttentionMask::Alibi,
         Kind::Document => AttentionMask::Document(doc.ok_or("no document mask")?),
