@@ -94,6 +94,7 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "torch_fp8": [peers_matmul_fp8.peer_torch_fp8],
     "torch_attention": [peers_attention.torch_attention],
     "flex_attention": [peers_attention.flex_attention],
+    "flex_attention_masks": [peers_attention.flex_attention_masks],
     "triton_attention": [peers_attention.triton_attention],
     "torch_attention_bwd": [peers_attention.torch_attention_bwd],
     "torch_decode_attention": [peers_decode_attention.torch_decode],
@@ -161,8 +162,8 @@ def main() -> int:
     )
     parser.add_argument(
         "--shapes",
-        help="comma-separated: only these softmax and matmul shapes (`1x16777216`, `4096x4096x4096`); "
-        "the other families run in full",
+        help="comma-separated: only these softmax, matmul and attention shapes (`1x16777216`, "
+        "`4096x4096x4096`, `4x4096x16x128`); the other families run in full",
     )
     parser.add_argument(
         "--selftest", action="store_true", help="check the pure-Python helpers (no torch, no GPU needed) and exit"

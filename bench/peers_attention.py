@@ -36,8 +36,8 @@ SAMPLED_ROWS = 32  # query rows per sampled head (examples/bench/attention.rs SA
 
 
 def attention_shapes(quick: bool) -> list[tuple[int, ...]]:
-    """The suite's `(b, seq, heads, head_dim)` shapes."""
-    return C.shapes("attention", quick)
+    """The suite's `(b, seq, heads, head_dim)` shapes (only those of `--shapes` where given)."""
+    return C.only(C.shapes("attention", quick))
 
 
 def attention_flops(b: int, s: int, h: int, d: int, causal: bool) -> float:
@@ -143,6 +143,107 @@ def flex_attention(ctx: Any) -> None:
         return lambda q, k, v: compiled(q, k, v, block_mask=mask)
 
     _run(ctx, "flex", make, "torch.compile(flex_attention)(q, k, v[, block_mask=causal])")
+
+
+# The mask rows (examples/bench/attention_masks.rs MASK_SHAPES, WINDOW, DOCUMENTS, SOFT_CAP):
+# shape 4x4096x16x128, each mask as its own FlexAttention mask_mod / score_mod.
+MASK_SHAPES = [(4, 4096, 16, 128)]
+WINDOW = 1024
+DOCUMENTS = 4
+SOFT_CAP = 30.0
+MASKS = ("sliding_window", "document", "alibi", "softcap")
+
+
+def mask_pairs(name: str, s: int) -> float:
+    """The (query, key) pairs one head of one sequence keeps, as the Rust bench counts them."""
+    if name == "sliding_window":
+        return sum(min(i + 1, WINDOW) for i in range(s))
+    if name == "document":
+        return DOCUMENTS * (s // DOCUMENTS) ** 2
+    if name == "alibi":
+        return s * (s + 1) / 2
+    return s * s
+
+
+def masked_reference(torch: Any, q: Any, k: Any, v: Any, name: str) -> Any:
+    """float64 attention with the mask of the sampled rows of batch 0 (`[heads, rows, d]`)."""
+    s, d, h = q.shape[2], q.shape[3], q.shape[1]
+    rows = torch.tensor(sampled_rows(s), device=q.device)
+    keys = torch.arange(s, device=q.device)
+    outs = []
+    for hh in sampled_heads(h):
+        qs = q[0, hh, rows].double()
+        kk, vv = k[0, hh].double(), v[0, hh].double()
+        scores = (qs @ kk.T) / d**0.5
+        qi, ki = rows[:, None], keys[None, :]
+        if name == "sliding_window":
+            keep = (ki <= qi) & (ki > qi - WINDOW)
+        elif name == "document":
+            keep = (qi // (s // DOCUMENTS)) == (ki // (s // DOCUMENTS))
+        elif name == "alibi":
+            keep = ki <= qi
+            scores = scores + 2.0 ** (-8.0 * (hh + 1) / h) * (ki - qi).double()
+        else:
+            keep = ki <= qi
+            scores = SOFT_CAP * torch.tanh(scores / SOFT_CAP)
+        scores = scores.masked_fill(~keep, float("-inf"))
+        outs.append(torch.softmax(scores, dim=-1) @ vv)
+    return torch.stack(outs)
+
+
+def flex_attention_masks(ctx: Any) -> None:
+    """FlexAttention compiled with each mask of the mask rows: the window and documents as a
+    `BlockMask` from a `mask_mod` (made once per shape, outside the timing), ALiBi and the soft cap
+    as a `score_mod` with the causal `BlockMask`; document ids as a tensor the `mask_mod` indexes,
+    as FlexAttention's own document-masking example does."""
+    torch, sink = ctx.torch, ctx.sink
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention as flex
+
+    C.allow_recompiles(torch)
+    compiled = torch.compile(flex, dynamic=False)
+    for b, s, h, d in MASK_SHAPES:
+        doc_ids = (torch.arange(s, device="cuda") // (s // DOCUMENTS)).to(torch.int32)
+        slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / h) for i in range(h)], device="cuda")
+
+        def causal(b_, h_, qi, ki):
+            return qi >= ki
+
+        def window(b_, h_, qi, ki):
+            return (qi >= ki) & (qi - ki < WINDOW)
+
+        def document(b_, h_, qi, ki):
+            return doc_ids[qi] == doc_ids[ki]
+
+        def alibi(score, b_, h_, qi, ki):
+            return score + slopes[h_] * (ki - qi)
+
+        def softcap(score, b_, h_, qi, ki):
+            return SOFT_CAP * torch.tanh(score / SOFT_CAP)
+
+        for name in MASKS:
+            mask_mod = {"sliding_window": window, "document": document}.get(name, causal)
+            score_mod = {"alibi": alibi, "softcap": softcap}.get(name)
+            base = C.record(
+                "attention_fwd", "flex", f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d,
+                causal=name != "document", mask=name, dtype="bf16", version=torch.__version__,
+                call=f"torch.compile(flex_attention)(q, k, v, score_mod={score_mod is not None}, block_mask=create_block_mask({mask_mod.__name__}))",
+            )
+
+            def measure(b: int = b, s: int = s, h: int = h, d: int = d, name: str = name,
+                        mask_mod: Any = mask_mod, score_mod: Any = score_mod, base: dict[str, Any] = base) -> dict[str, Any]:
+                q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16) for _ in range(3))
+                block_mask = create_block_mask(mask_mod, B=None, H=None, Q_LEN=s, KV_LEN=s, device="cuda")
+                ref = masked_reference(torch, q, k, v, name)
+
+                def launch(i: int) -> Any:
+                    return compiled(q, k, v, score_mod=score_mod, block_mask=block_mask)
+
+                return C.timed_check(
+                    ctx, base, lambda: sampled(torch, launch(0)), ref, launch, None,
+                    4.0 * b * h * d * mask_pairs(name, s), BF16_TOL, max_batch=2,
+                )
+
+            sink.item(base, measure)
 
 
 def build_triton_attention(triton: Any, tl: Any) -> Any:

@@ -111,7 +111,7 @@ FULL = Budget(warmup=4, max_reps=100, target_s=0.4, max_wall_s=2.5, min_reps=10)
 QUICK = Budget(warmup=2, max_reps=20, target_s=0.05, max_wall_s=0.5, min_reps=5)
 
 
-# `--shapes`: the only softmax and matmul shapes measured (as the records name them), or None.
+# `--shapes`: the only softmax, matmul and attention shapes measured (as the records name them), or None.
 ONLY_SHAPES: set[str] | None = None
 
 

@@ -17,6 +17,8 @@
 mod attention;
 #[path = "bench/attention_bwd.rs"]
 mod attention_bwd;
+#[path = "bench/attention_masks.rs"]
+mod attention_masks;
 #[path = "bench/cross_entropy.rs"]
 mod cross_entropy;
 #[path = "bench/data.rs"]
@@ -190,6 +192,10 @@ enum Suite {
     /// Attention backward, bf16, causal and not (records `attention_bwd`).
     #[value(name = "attention_bwd")]
     AttentionBwd,
+    /// Attention forward with masks (sliding window, documents, ALiBi, soft cap), bf16 (records
+    /// `attention_fwd` with the key `mask`).
+    #[value(name = "attention_masks")]
+    AttentionMasks,
     /// Decode attention over a paged bf16 KV cache, tiles, split and warp rungs (records
     /// `decode_attention`).
     #[value(name = "decode_attention")]
@@ -197,7 +203,7 @@ enum Suite {
 }
 
 impl Suite {
-    const ALL: [Suite; 29] = [
+    const ALL: [Suite; 30] = [
         Suite::Copy,
         Suite::Add,
         Suite::IncrementByOne,
@@ -226,6 +232,7 @@ impl Suite {
         Suite::MatmulFp8,
         Suite::Attention,
         Suite::AttentionBwd,
+        Suite::AttentionMasks,
         Suite::DecodeAttention,
     ];
 
@@ -260,6 +267,7 @@ impl Suite {
             Suite::MatmulFp8 => matmul_fp8::planned(quick, plans),
             Suite::Attention => attention::planned(quick),
             Suite::AttentionBwd => attention_bwd::planned(quick),
+            Suite::AttentionMasks => attention_masks::planned(quick),
             Suite::DecodeAttention => decode_attention::planned(quick),
         };
         n as u64
@@ -295,6 +303,7 @@ impl Suite {
             Suite::MatmulFp8 => matmul_fp8::matmul_fp8(bench, sink),
             Suite::Attention => attention::attention(bench, sink),
             Suite::AttentionBwd => attention_bwd::attention_bwd(bench, sink),
+            Suite::AttentionMasks => attention_masks::attention_masks(bench, sink),
             Suite::DecodeAttention => decode_attention::decode_attention(bench, sink),
         }
     }

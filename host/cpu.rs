@@ -429,7 +429,8 @@ pub fn embedding_rows<T: Copy + Default>(table: &[T], hidden: usize, ids: &[i64]
 /// head_dim]`: the output `[batch, q_len, heads, head_dim]` and the row log-sum-exp `[batch,
 /// heads, q_len]`, each rounded once to f32. The same rules as [`crate::Gpu::attention`]
 /// (causal bottom-right; a row that sees no key gives 0 and `-inf`; the scale
-/// `1 / sqrt(head_dim)` unless given).
+/// `1 / sqrt(head_dim)` unless given), and the same masks ([`crate::ops::attention::AttentionMask`], written
+/// out here in f64, not taken from the kernels).
 ///
 /// Errors: those of [`crate::Gpu::attention`] on the shapes and the scale.
 #[allow(clippy::type_complexity)]
@@ -459,27 +460,39 @@ where
     let group = s.heads / s.kv_heads;
     let mut out = ndarray::Array4::<f32>::zeros((s.batch, s.q_len, s.heads, s.head_dim));
     let mut lse = ndarray::Array3::<f32>::from_elem((s.batch, s.heads, s.q_len), f32::NEG_INFINITY);
+    let mask = match (options.causal, options.mask) {
+        (true, crate::ops::attention::AttentionMask::None) => crate::ops::attention::AttentionMask::Causal,
+        (_, m) => m,
+    };
     let mut scores = Vec::with_capacity(s.kv_len);
     for b in 0..s.batch {
         for h in 0..s.heads {
             let kvh = h / group;
             for i in 0..s.q_len {
-                // The mask written out here, not taken from the kernels: key `j` is visible
-                // to row `i` iff `j <= i + kv_len - q_len` (bottom-right alignment).
-                let keys = if options.causal {
-                    (0..s.kv_len)
-                        .take_while(|&j| (j as i128) <= i as i128 + s.kv_len as i128 - s.q_len as i128)
-                        .count()
-                } else {
-                    s.kv_len
-                };
-                if keys == 0 {
+                // The masks written out here, not taken from the kernels: row `i` sits at
+                // position `p = i + kv_len - q_len` among the keys (bottom-right alignment).
+                let p = i as i128 + s.kv_len as i128 - s.q_len as i128;
+                let kept: Vec<usize> = (0..s.kv_len)
+                    .filter(|&j| attention_mask_keeps(&mask, b, i, j, p))
+                    .collect();
+                if kept.is_empty() {
                     continue;
                 }
                 scores.clear();
-                for j in 0..keys {
+                for &j in &kept {
                     let dot: f64 = (0..s.head_dim).map(|d| q[[b, i, h, d]] * k[[b, j, kvh, d]]).sum();
-                    scores.push(scale * dot);
+                    let score = scale * dot;
+                    scores.push(match mask {
+                        crate::ops::attention::AttentionMask::Alibi => {
+                            let slope = (-8.0 * (h + 1) as f64 / s.heads as f64).exp2();
+                            score + slope * (j as i128 - p) as f64
+                        }
+                        crate::ops::attention::AttentionMask::SoftCap { cap, .. } => {
+                            let cap = f64::from(cap);
+                            cap * (score / cap).tanh()
+                        }
+                        _ => score,
+                    });
                 }
                 let m = scores.iter().copied().fold(f64::NEG_INFINITY, |a, x| {
                     if x.is_nan() || a.is_nan() {
@@ -491,13 +504,40 @@ where
                 let sum: f64 = scores.iter().map(|x| (x - m).exp()).sum();
                 lse[[b, h, i]] = (m + sum.ln()) as f32;
                 for d in 0..s.head_dim {
-                    let acc: f64 = (0..keys).map(|j| (scores[j] - m).exp() * v[[b, j, kvh, d]]).sum();
+                    let acc: f64 = kept
+                        .iter()
+                        .zip(&scores)
+                        .map(|(&j, score)| (score - m).exp() * v[[b, j, kvh, d]])
+                        .sum();
                     out[[b, i, h, d]] = (acc / sum) as f32;
                 }
             }
         }
     }
     Ok((out, lse))
+}
+
+#[cfg(feature = "attention")]
+/// Whether row `i` of batch `b` (at position `p` among the keys) sees key `j` under `mask`.
+fn attention_mask_keeps(
+    mask: &crate::ops::attention::AttentionMask<'_>,
+    b: usize,
+    i: usize,
+    j: usize,
+    p: i128,
+) -> bool {
+    let j = j as i128;
+    match mask {
+        crate::ops::attention::AttentionMask::None => true,
+        crate::ops::attention::AttentionMask::Causal | crate::ops::attention::AttentionMask::Alibi => j <= p,
+        crate::ops::attention::AttentionMask::SlidingWindow { window } => j <= p && j > p - *window as i128,
+        crate::ops::attention::AttentionMask::SoftCap { causal, .. } => !causal || j <= p,
+        crate::ops::attention::AttentionMask::Document(doc) => {
+            let ids = doc.ids();
+            let seq = doc.dims()[1];
+            ids[b * seq + i] == ids[b * seq + j as usize]
+        }
+    }
 }
 
 #[cfg(feature = "attention")]

@@ -152,8 +152,8 @@ pub use multi::{GpuGroup, gpus};
 pub use ops::add::AddAlgorithm;
 #[cfg(feature = "attention")]
 pub use ops::attention::{
-    AttentionAlgorithm, AttentionElement, AttentionGradients, AttentionOptions, AttentionOutput,
-    AttentionShape, AttentionTensor,
+    AttentionAlgorithm, AttentionElement, AttentionGradients, AttentionMask, AttentionOptions,
+    AttentionOutput, AttentionShape, AttentionTensor, DocumentMask,
 };
 #[cfg(feature = "cross_entropy")]
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};

@@ -35,6 +35,8 @@ mod attention_backward;
 mod attention_backward_faults;
 #[path = "kernels/attention_faults.rs"]
 mod attention_faults;
+#[path = "kernels/attention_masks.rs"]
+mod attention_masks;
 #[path = "kernels/coverage.rs"]
 mod coverage;
 #[path = "kernels/cross_entropy.rs"]
@@ -160,6 +162,7 @@ fn main() {
         sample::trials,
         attention::trials,
         attention_backward::trials,
+        attention_masks::trials,
         decode_attention::trials,
         decode_step::trials,
         grid::trials,

@@ -391,12 +391,14 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// 8 (`m64nDk16`, `A` from registers), one site of each in the loop, each waited for; its
 /// ping-pong schedule has two sites of each (the first tile's scores and the last tile's `P V`
 /// outside the loop) and four waits (the first scores, the loop's `wait_group 1` and `0`, the
-/// last `P V`).
+/// last `P V`), whatever the mask.
 fn wgmma_lines(name: &str) -> (usize, usize) {
     let fp8 = name.starts_with("matmul_fp8_");
-    if name.starts_with("attention_wgmma_pingpong_d64_") {
+    // Any mask: `attention_wgmma_pingpong_[causal_|general_]d<D>_<T>`.
+    let ping_pong = name.starts_with("attention_wgmma_pingpong_");
+    if ping_pong && name.contains("_d64_") {
         (24, 4)
-    } else if name.starts_with("attention_wgmma_pingpong_d128_") {
+    } else if ping_pong && name.contains("_d128_") {
         (32, 4)
     } else if name.starts_with("attention_wgmma_d64_") {
         (12, 2)

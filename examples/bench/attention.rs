@@ -116,7 +116,7 @@ pub fn run(gpu: &Gpu, ops: &mut Operands, options: &AttentionOptions) -> gpukern
 }
 
 /// The sampled `(head, row)` pairs of batch 0.
-fn samples([_, s, h, _]: [usize; 4]) -> Vec<(usize, usize)> {
+pub fn samples([_, s, h, _]: [usize; 4]) -> Vec<(usize, usize)> {
     let rows: Vec<usize> = (0..SAMPLED_ROWS.min(s))
         .map(|r| {
             if SAMPLED_ROWS >= s {
@@ -161,7 +161,7 @@ pub fn reference(ops: &Operands, options: &AttentionOptions) -> Vec<f32> {
 }
 
 /// The sampled rows of the output on the device.
-fn sampled_output(ops: &Operands) -> Res<Vec<f32>> {
+pub fn sampled_output(ops: &Operands) -> Res<Vec<f32>> {
     let [_, _, h, d] = ops.dims;
     let all = ops.out.to_vec()?;
     Ok(samples(ops.dims)
@@ -198,6 +198,7 @@ pub fn attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     causal,
                     scale: None,
                     algorithm,
+                    ..Default::default()
                 };
                 let base = Record::new("attention_fwd", impl_name(algorithm), shape.clone())
                     .with("b", batch)

@@ -250,6 +250,7 @@ pub fn attention_bwd(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     causal,
                     scale: None,
                     algorithm,
+                    ..Default::default()
                 };
                 let base = Record::new("attention_bwd", impl_name(algorithm), shape.clone())
                     .with("b", batch)
@@ -316,6 +317,7 @@ mod tests {
                     causal,
                     scale: None,
                     algorithm,
+                    ..Default::default()
                 };
                 let c = check(&gpu, &ops, &mut bw, &options, &want).unwrap();
                 assert!(c.passed(), "{algorithm:?} causal {causal}: {}", c.rel_err);

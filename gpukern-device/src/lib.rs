@@ -45,6 +45,8 @@
 //!   barriers and phases kept for the kernel ([`pipeline::Ring`], a producer and consumers), the
 //!   `wgmma` operand tiles in shared memory with their descriptors ([`tile::KMajor`],
 //!   [`tile::NMajor`]) and the accumulator fragment's element positions ([`tile::pairs`]).
+//! * [`attention`]: masks and score modifications of attention written in Rust ([`attention::Mask`],
+//!   FlexAttention's idea), which the attention kernels generic over them compile in.
 //! * [`print`](mod@print): [`print!`] (CUDA's device `printf`, its format checked at compile
 //!   time) and [`device_assert!`] (CUDA's device `assert`), on the GPU and in the simulator.
 //! * [`random`]: Philox4x32-10, counter-based random numbers (the same on the GPU, in the
@@ -69,6 +71,7 @@
 
 pub mod async_copy;
 pub mod atomic;
+pub mod attention;
 pub mod block;
 pub mod bulk;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]

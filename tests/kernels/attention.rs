@@ -231,7 +231,7 @@ fn backend_trials(target: &Target, cases: &'static [Case]) -> Vec<Trial> {
 }
 
 /// A test element: bf16 or f16, with its rounding unit (half an ulp relative).
-trait TestElement: AttentionElement {
+pub(crate) trait TestElement: AttentionElement {
     const UNIT: f32;
 }
 
@@ -244,7 +244,7 @@ impl TestElement for f16 {
 }
 
 /// A random `[b, s, h, d]` array of `T` in [-1, 1).
-fn random4<T: TestElement>(rng: &mut StdRng, dims: [usize; 4]) -> Array4<T> {
+pub(crate) fn random4<T: TestElement>(rng: &mut StdRng, dims: [usize; 4]) -> Array4<T> {
     Array4::from_shape_fn(dims, |_| T::from_f32(rng.random_range(-1.0f32..1.0)))
 }
 
@@ -261,7 +261,7 @@ fn check_attention<T: TestElement>(
 }
 
 /// [`check_attention`] with an absolute output tolerance of `abs`.
-fn check_attention_abs<T: TestElement>(
+pub(crate) fn check_attention_abs<T: TestElement>(
     what: &str,
     (out, lse): (&[T], &[f32]),
     (want_out, want_lse): (&[f32], &[f32]),
@@ -295,6 +295,7 @@ fn wgmma_case_with<T: TestElement>(
         causal,
         scale: None,
         algorithm,
+        ..Default::default()
     };
     let got = gpu.attention(
         &AttentionTensor::contiguous(&qb, [b, sq, h, d])?,
@@ -421,6 +422,7 @@ fn fused_vs_rows<T: TestElement>(
             causal,
             scale: None,
             algorithm,
+            ..Default::default()
         };
         gpu.attention(&qt, &kt, &vt, &options)
     };
@@ -469,6 +471,7 @@ fn packed_qkv_with(
         causal: true,
         scale: Some(0.3),
         algorithm,
+        ..Default::default()
     };
     let got = gpu.attention(&part(0)?, &part(1)?, &part(2)?, &options)?;
     let view = ArrayView4::from_shape((b, s, 3 * h, d), &qkv)?;
@@ -507,6 +510,7 @@ fn heads_outer_layout(gpu: &Gpu, rng: &mut StdRng) -> Check {
             causal: true,
             scale: None,
             algorithm,
+            ..Default::default()
         };
         gpu.attention(&t(&qb)?, &t(&kb)?, &t(&vb)?, &options)
     };

@@ -292,6 +292,7 @@ fn fused_vs_rows<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, case: Case) -> Che
         causal,
         scale: None,
         algorithm,
+        ..Default::default()
     };
     let fwd = gpu.attention(&qt, &kt, &vt, &options(AttentionAlgorithm::Rows))?;
     let ot = AttentionTensor::contiguous(&fwd.out, [b, sq, h, d])?;
@@ -314,6 +315,7 @@ fn deterministic(gpu: &Gpu, rng: &mut StdRng) -> Check {
             causal: true,
             scale: None,
             algorithm,
+            ..Default::default()
         };
         let x = inputs::<bf16>(rng, case, &options)?;
         let (a, b) = (backward(gpu, &x, &options)?, backward(gpu, &x, &options)?);
@@ -334,6 +336,7 @@ fn strided_d_out(gpu: &Gpu, rng: &mut StdRng) -> Check {
         causal: true,
         scale: Some(0.3),
         algorithm: AttentionAlgorithm::Auto,
+        ..Default::default()
     };
     let x = inputs::<bf16>(rng, (b, s, s, h, h, d, true), &options)?;
     let want = cpu::attention_backward(&x.d_out, &x.q, &x.k, &x.v, &options)?;

@@ -1,6 +1,7 @@
 //! The attention plan's kernels launched, through the launchers `#[kernel]` generates: one
 //! table per element type (bf16, f16) from a rung to its kernel.
 
+use gpukern_device::attention::Shipped;
 use half::{bf16, f16};
 use kernels_gpu::attention as family;
 
@@ -13,7 +14,8 @@ use crate::module::Module;
 use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// The launcher of `attention_rows_*`: `(q, k, v, o, lse, rows, q_len, kv_len, heads, group,
-/// head_dim, q strides (3), k strides (3), v strides (3), scale_log2, causal)`.
+/// head_dim, q strides (3), k strides (3), v strides (3), scale_log2, mask data, mask int,
+/// mask float)`.
 pub type RowsLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -38,11 +40,13 @@ pub type RowsLauncher<T> = for<'a> unsafe fn(
     usize,
     usize,
     f32,
-    bool,
+    DeviceSlice<'a, i32>,
+    usize,
+    f32,
 ) -> Result<()>;
 
 /// The launcher of `attention_flash_*`: `(q, k, v, o, lse, q_len, kv_len, heads, group,
-/// q strides (3), k strides (3), v strides (3), scale_log2, causal)`.
+/// q strides (3), k strides (3), v strides (3), scale_log2, mask data, mask int, mask float)`.
 pub type FlashLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -65,11 +69,14 @@ pub type FlashLauncher<T> = for<'a> unsafe fn(
     usize,
     usize,
     f32,
-    bool,
+    DeviceSlice<'a, i32>,
+    usize,
+    f32,
 ) -> Result<()>;
 
 /// The launcher of `attention_wgmma_*`: `(maps, q, k, v, o, lse, q_len, kv_len, heads, group,
-/// batch, q strides (3), k strides (3), v strides (3), scale_log2, causal)`, `maps` the three
+/// batch, q strides (3), k strides (3), v strides (3), scale_log2, mask data, mask int, mask
+/// float)`, `maps` the three
 /// tensor maps.
 pub type WgmmaLauncher<T> = for<'a> unsafe fn(
     &'a Module,
@@ -95,50 +102,130 @@ pub type WgmmaLauncher<T> = for<'a> unsafe fn(
     usize,
     usize,
     f32,
-    bool,
+    DeviceSlice<'a, i32>,
+    usize,
+    f32,
 ) -> Result<()>;
 
-/// One element type's attention kernels.
+/// One element type's attention kernels. The fused rungs' tables hold three instances each,
+/// indexed by the mask: no mask, the causal mask, and `General` (every shipped
+/// mask, chosen at run time by the kernel's mask integer); the rows rung has the `General`
+/// instance only, the one-tile `wgmma` schedule `CausalOrNot` (no mask or causal) only.
 pub struct AttentionKernels<T: 'static> {
     /// `attention_rows_*`.
     pub(crate) rows: RowsLauncher<T>,
-    /// `attention_flash_d64_*`.
-    pub(crate) flash64: FlashLauncher<T>,
-    /// `attention_flash_d128_*`.
-    pub(crate) flash128: FlashLauncher<T>,
-    /// `attention_wgmma_d64_*`.
+    /// `attention_flash_d64_*`, `attention_flash_causal_d64_*`, `attention_flash_general_d64_*`.
+    pub(crate) flash64: [FlashLauncher<T>; INSTANCES],
+    /// The same at head dim 128.
+    pub(crate) flash128: [FlashLauncher<T>; INSTANCES],
+    /// `attention_wgmma_d64_*` (one tile at a time, no mask or causal).
     pub(crate) wgmma64: WgmmaLauncher<T>,
     /// `attention_wgmma_d128_*`.
     pub(crate) wgmma128: WgmmaLauncher<T>,
-    /// `attention_wgmma_pingpong_d64_*`.
-    pub(crate) wgmma64_ping_pong: WgmmaLauncher<T>,
-    /// `attention_wgmma_pingpong_d128_*`.
-    pub(crate) wgmma128_ping_pong: WgmmaLauncher<T>,
+    /// `attention_wgmma_pingpong_d64_*`, `..._causal_d64_*`, `..._general_d64_*`.
+    pub(crate) wgmma64_ping_pong: [WgmmaLauncher<T>; INSTANCES],
+    /// The same at head dim 128.
+    pub(crate) wgmma128_ping_pong: [WgmmaLauncher<T>; INSTANCES],
     /// The backward's kernels.
     pub(crate) backward: &'static super::backward::kernels::BackwardKernels<T>,
+}
+
+/// The shipped masks (`gpukern_device::attention::Shipped`, whose numbers `General` reads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MaskKind {
+    /// `NoMask`.
+    None,
+    /// `Causal`.
+    Causal,
+    /// `SlidingWindow`.
+    Window,
+    /// `Alibi`.
+    Alibi,
+    /// `Document`.
+    Document,
+    /// `SoftCap`.
+    SoftCap,
+}
+
+/// Instances per fused rung and head dim: no mask, causal, `General`.
+pub(crate) const INSTANCES: usize = 3;
+
+impl MaskKind {
+    /// The fused rungs' instance of the mask: its own (no mask, causal) or `General`'s.
+    pub(crate) fn instance(self) -> usize {
+        match self {
+            MaskKind::None => 0,
+            MaskKind::Causal => 1,
+            _ => 2,
+        }
+    }
+
+    /// The device crate's number of the mask, which `General` reads.
+    pub(crate) fn shipped(self) -> Shipped {
+        match self {
+            MaskKind::None => Shipped::None,
+            MaskKind::Causal => Shipped::Causal,
+            MaskKind::Window => Shipped::Window,
+            MaskKind::Alibi => Shipped::Alibi,
+            MaskKind::Document => Shipped::Document,
+            MaskKind::SoftCap => Shipped::SoftCap,
+        }
+    }
 }
 
 /// The bf16 kernels.
 static BF16: AttentionKernels<bf16> = AttentionKernels {
     rows: family::attention_rows_bf16::launch_views::<Module>,
-    flash64: family::attention_flash_d64_bf16::launch_views::<Module>,
-    flash128: family::attention_flash_d128_bf16::launch_views::<Module>,
+    flash64: [
+        family::attention_flash_d64_bf16::launch_views::<Module>,
+        family::attention_flash_causal_d64_bf16::launch_views::<Module>,
+        family::attention_flash_general_d64_bf16::launch_views::<Module>,
+    ],
+    flash128: [
+        family::attention_flash_d128_bf16::launch_views::<Module>,
+        family::attention_flash_causal_d128_bf16::launch_views::<Module>,
+        family::attention_flash_general_d128_bf16::launch_views::<Module>,
+    ],
     wgmma64: family::wgmma::attention_wgmma_d64_bf16::launch_views::<Module>,
     wgmma128: family::wgmma::attention_wgmma_d128_bf16::launch_views::<Module>,
-    wgmma64_ping_pong: family::wgmma::attention_wgmma_pingpong_d64_bf16::launch_views::<Module>,
-    wgmma128_ping_pong: family::wgmma::attention_wgmma_pingpong_d128_bf16::launch_views::<Module>,
+    wgmma64_ping_pong: [
+        family::wgmma::attention_wgmma_pingpong_d64_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_causal_d64_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_general_d64_bf16::launch_views::<Module>,
+    ],
+    wgmma128_ping_pong: [
+        family::wgmma::attention_wgmma_pingpong_d128_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_causal_d128_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_general_d128_bf16::launch_views::<Module>,
+    ],
     backward: &super::backward::kernels::BF16,
 };
 
 /// The f16 kernels.
 static F16: AttentionKernels<f16> = AttentionKernels {
     rows: family::attention_rows_f16::launch_views::<Module>,
-    flash64: family::attention_flash_d64_f16::launch_views::<Module>,
-    flash128: family::attention_flash_d128_f16::launch_views::<Module>,
+    flash64: [
+        family::attention_flash_d64_f16::launch_views::<Module>,
+        family::attention_flash_causal_d64_f16::launch_views::<Module>,
+        family::attention_flash_general_d64_f16::launch_views::<Module>,
+    ],
+    flash128: [
+        family::attention_flash_d128_f16::launch_views::<Module>,
+        family::attention_flash_causal_d128_f16::launch_views::<Module>,
+        family::attention_flash_general_d128_f16::launch_views::<Module>,
+    ],
     wgmma64: family::wgmma::attention_wgmma_d64_f16::launch_views::<Module>,
     wgmma128: family::wgmma::attention_wgmma_d128_f16::launch_views::<Module>,
-    wgmma64_ping_pong: family::wgmma::attention_wgmma_pingpong_d64_f16::launch_views::<Module>,
-    wgmma128_ping_pong: family::wgmma::attention_wgmma_pingpong_d128_f16::launch_views::<Module>,
+    wgmma64_ping_pong: [
+        family::wgmma::attention_wgmma_pingpong_d64_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_causal_d64_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_general_d64_f16::launch_views::<Module>,
+    ],
+    wgmma128_ping_pong: [
+        family::wgmma::attention_wgmma_pingpong_d128_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_causal_d128_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_general_d128_f16::launch_views::<Module>,
+    ],
     backward: &super::backward::kernels::F16,
 };
 
@@ -186,7 +273,19 @@ pub(crate) struct Launch<'a, T> {
     pub(crate) shape: AttentionShape,
     /// `scale * log2(e)`.
     pub(crate) scale_log2: f32,
-    pub(crate) causal: bool,
+    /// The mask and its parameters.
+    pub(crate) mask: MaskLaunch<'a>,
+}
+
+/// A mask as the kernels take it: which instance, and its three parameters
+/// (`gpukern_device::attention::MaskArgs`; `int` as `General` reads it, the kind in its low
+/// bits, which the no-mask and causal instances ignore).
+#[derive(Clone, Copy)]
+pub(crate) struct MaskLaunch<'a> {
+    pub(crate) kind: MaskKind,
+    pub(crate) data: DeviceSlice<'a, i32>,
+    pub(crate) int: usize,
+    pub(crate) float: f32,
 }
 
 /// Launches `attention_rows_*` on checked operands: a warp per query row.
@@ -234,7 +333,9 @@ pub(crate) unsafe fn rows<T: AttentionElement>(
             vs,
             vh,
             ops.scale_log2,
-            ops.causal,
+            ops.mask.data,
+            ops.mask.int,
+            ops.mask.float,
         )
     }
 }
@@ -259,9 +360,9 @@ pub(crate) unsafe fn flash<T: AttentionElement>(
     let [kb, ks, kh] = ops.k.strides;
     let [vb, vs, vh] = ops.v.strides;
     let launcher = if s.head_dim == 64 {
-        T::kernels().flash64
+        T::kernels().flash64[ops.mask.kind.instance()]
     } else {
-        T::kernels().flash128
+        T::kernels().flash128[ops.mask.kind.instance()]
     };
     let library = gpu.library();
     // SAFETY: per the contract.
@@ -288,7 +389,9 @@ pub(crate) unsafe fn flash<T: AttentionElement>(
             vs,
             vh,
             ops.scale_log2,
-            ops.causal,
+            ops.mask.data,
+            ops.mask.int,
+            ops.mask.float,
         )
     }
 }
@@ -317,11 +420,12 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
     let [kb, ks, kh] = ops.k.strides;
     let [vb, vs, vh] = ops.v.strides;
     let kernels = T::kernels();
+    let m = ops.mask.kind.instance();
     let launcher = match (s.head_dim == 64, ping_pong) {
         (true, false) => kernels.wgmma64,
         (false, false) => kernels.wgmma128,
-        (true, true) => kernels.wgmma64_ping_pong,
-        (false, true) => kernels.wgmma128_ping_pong,
+        (true, true) => kernels.wgmma64_ping_pong[m],
+        (false, true) => kernels.wgmma128_ping_pong[m],
     };
     let library = gpu.library();
     // SAFETY: per the contract.
@@ -350,7 +454,9 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
             vs,
             vh,
             ops.scale_log2,
-            ops.causal,
+            ops.mask.data,
+            ops.mask.int,
+            ops.mask.float,
         )
     }
 }

@@ -39,9 +39,12 @@
 
 mod backward;
 mod kernels;
+mod mask;
 mod plan;
 pub use backward::AttentionGradients;
 pub use kernels::{AttentionElement, AttentionKernels};
+use mask::MaskSpec;
+pub use mask::{AttentionMask, DocumentMask};
 pub use plan::AttentionAlgorithm;
 
 use kernels_gpu::attention::wgmma::{WGMMA_BLOCK, WGMMA_BOX_ROWS, WGMMA_ROWS, wgmma_shared_bytes};
@@ -49,7 +52,7 @@ use kernels_gpu::attention::{
     FLASH_BLOCK, FLASH_ROWS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM, ROWS_BLOCK, ROWS_PER_BLOCK, flash_shared_bytes,
 };
 pub use plan::AttentionShape;
-use plan::{AttentionPlan, Facts};
+use plan::{AttentionPlan, Facts, OP};
 
 use super::same_shape;
 use crate::buffer::{DeviceVec, checked_len_of};
@@ -58,15 +61,17 @@ use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::view::DeviceSlice;
 
-/// The operation's name in errors.
-const OP: &str = "attention";
-
 /// What an attention call computes beyond its operands.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct AttentionOptions {
+pub struct AttentionOptions<'a> {
     /// Causal masking, aligned bottom-right: query row `i` sees the keys `j <= i + kv_len -
-    /// q_len` (with `q_len == kv_len`, the keys up to its own position).
+    /// q_len` (with `q_len == kv_len`, the keys up to its own position). The same as `mask:
+    /// AttentionMask::Causal`; with another mask an error (the window and ALiBi masks are
+    /// causal already, the soft cap takes its own flag).
     pub causal: bool,
+    /// A mask or score modification ([`AttentionMask`]: sliding window, ALiBi, documents, soft
+    /// cap), compiled into the kernels (`gpukern_device::attention`); none by default.
+    pub mask: AttentionMask<'a>,
     /// The scale of the scores (the softmax's inverse temperature); `None`: `1 / sqrt(head_dim)`.
     /// Must be finite.
     pub scale: Option<f32>,
@@ -215,12 +220,14 @@ pub(crate) struct Operands<'a, T> {
     /// The scale of the scores (the backward's gradients take it as such).
     pub(crate) scale: f32,
     pub(crate) causal: bool,
+    /// The mask (the causal flag folded in).
+    pub(crate) mask: MaskSpec<'a>,
 }
 
 impl<'a, T: AttentionElement> Operands<'a, T> {
     /// The operands as the kernels take them: each tensor's elements from its offset, and its
     /// strides.
-    fn launch(&self) -> Result<kernels::Launch<'a, T>> {
+    fn launch(&self) -> Result<kernels::Launch<'_, T>> {
         let tensor = |t: &AttentionTensor<'a, T>| -> Result<kernels::LaunchTensor<'a, T>> {
             Ok(kernels::LaunchTensor {
                 data: t.view()?,
@@ -233,7 +240,7 @@ impl<'a, T: AttentionElement> Operands<'a, T> {
             v: tensor(&self.v)?,
             shape: self.shape,
             scale_log2: self.scale_log2,
-            causal: self.causal,
+            mask: self.mask.launch()?,
         })
     }
 }
@@ -334,7 +341,8 @@ impl Gpu {
             wgmma: self.has_wgmma(),
             tensor_maps: s.kv_len > 0 && [&ops.q, &ops.k, &ops.v].iter().all(|t| t.map_4d_ok()),
             positive_scale: ops.scale_log2 > 0.0,
-            causal: ops.causal,
+            uniform: ops.mask.uniform(),
+            plain: ops.mask.plain(),
         };
         let plan = AttentionPlan::choose(options.algorithm, s.head_dim, facts)
             .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
@@ -424,7 +432,7 @@ impl Gpu {
         q: &AttentionTensor<'a, T>,
         k: &AttentionTensor<'a, T>,
         v: &AttentionTensor<'a, T>,
-        options: &AttentionOptions,
+        options: &AttentionOptions<'a>,
         out: &DeviceVec<T>,
         lse: &DeviceVec<f32>,
     ) -> Result<Operands<'a, T>> {
@@ -454,7 +462,7 @@ impl Gpu {
         q: &AttentionTensor<'a, T>,
         k: &AttentionTensor<'a, T>,
         v: &AttentionTensor<'a, T>,
-        options: &AttentionOptions,
+        options: &AttentionOptions<'a>,
     ) -> Result<Operands<'a, T>> {
         let shape = attention_shape(q.dims, k.dims, v.dims)?;
         let scale = options.scale.unwrap_or(1.0 / (shape.head_dim as f32).sqrt());
@@ -467,6 +475,7 @@ impl Gpu {
         if !(self.owns(q.data) && self.owns(k.data) && self.owns(v.data)) {
             return Err(Error::WrongDevice { op: OP });
         }
+        let mask = MaskSpec::new(self, options.causal, options.mask, &shape)?;
         Ok(Operands {
             q: *q,
             k: *k,
@@ -475,6 +484,7 @@ impl Gpu {
             scale_log2: scale * core::f32::consts::LOG2_E,
             scale,
             causal: options.causal,
+            mask,
         })
     }
 }

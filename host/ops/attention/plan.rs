@@ -8,7 +8,8 @@
 //!    heads, head_dim]` nested as such, strides of whole 16 bytes, at least one key) and a
 //!    positive scale (its softmax takes the row maxima of the unscaled scores): the Hopper rung
 //!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>`, on a persistent grid
-//!    where the call is not causal and a block per tile where it is. In
+//!    where every block tile has the same work (no mask, or the soft cap alone) and a block per
+//!    tile where the mask makes them uneven (causal, window, ALiBi, documents). In
 //!    `bench/experiments/third-wave/e0302b7-attention.jsonl` the ping-pong beat one tile at a
 //!    time (`attention_wgmma_d<D>`) at every shape, the persistent grid beat a block per tile at
 //!    every shape without the mask (471.6 against 425.5 TFLOP/s at `16x1024x16x128`) and lost
@@ -30,6 +31,9 @@
 
 use kernels_gpu::attention::{FLASH_HEAD_DIMS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM};
 
+/// The operation's name in errors.
+pub(crate) const OP: &str = "attention";
+
 /// The head dims of the Hopper rung (`kernels_gpu::attention::wgmma::WGMMA_HEAD_DIMS`, which
 /// the sm_80 build of the kernel crate does not have).
 pub(crate) const WGMMA_HEAD_DIMS: [usize; 2] = [64, 128];
@@ -45,8 +49,10 @@ pub(crate) struct Facts {
     pub(crate) tensor_maps: bool,
     /// The scale is above zero.
     pub(crate) positive_scale: bool,
-    /// The call is causal.
-    pub(crate) causal: bool,
+    /// Every block tile has the same work (no mask, or a soft cap without the causal mask).
+    pub(crate) uniform: bool,
+    /// The mask is none or the causal one (the one-tile `wgmma` schedule runs no other).
+    pub(crate) plain: bool,
 }
 
 /// What one attention call runs.
@@ -88,6 +94,10 @@ impl AttentionPlan {
             WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && f.wgmma && f.tensor_maps && f.positive_scale;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(AttentionPlan::Rows),
+            AttentionAlgorithm::Wgmma if hopper && !f.plain => Err(
+                "the one-tile wgmma schedule runs no mask but the causal one: ask for WgmmaPingPong (or Auto)"
+                    .to_string(),
+            ),
             AttentionAlgorithm::Wgmma if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: false,
@@ -96,7 +106,7 @@ impl AttentionPlan {
             AttentionAlgorithm::Auto if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: true,
-                persistent: !f.causal,
+                persistent: f.uniform,
             }),
             AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
@@ -242,7 +252,8 @@ mod tests {
             wgmma: false,
             tensor_maps: true,
             positive_scale: true,
-            causal: false,
+            uniform: true,
+            plain: true,
         }
     }
 
@@ -294,7 +305,8 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             positive_scale: true,
-            causal: false,
+            uniform: true,
+            plain: true,
         };
         let choose = |alg, d, f| AttentionPlan::choose(alg, d, f);
         for d in (HEAD_DIM_MULTIPLE..=MAX_HEAD_DIM).step_by(HEAD_DIM_MULTIPLE) {
@@ -377,9 +389,28 @@ mod tests {
                 persistent: false
             })
         );
+        // A mask other than causal: the ping-pong (the one-tile schedule runs none), and an
+        // error for the one-tile schedule asked for.
+        let masked = Facts {
+            uniform: false,
+            plain: false,
+            ..all
+        };
+        assert!(matches!(
+            choose(AttentionAlgorithm::Auto, 128, masked),
+            Ok(AttentionPlan::Wgmma { ping_pong: true, .. })
+        ));
+        assert!(choose(AttentionAlgorithm::Wgmma, 128, masked).is_err());
         // Causal: a block per tile (the persistent walk's static share of causal tiles lost).
         assert_eq!(
-            choose(AttentionAlgorithm::Auto, 128, Facts { causal: true, ..all }),
+            choose(
+                AttentionAlgorithm::Auto,
+                128,
+                Facts {
+                    uniform: false,
+                    ..all
+                }
+            ),
             Ok(AttentionPlan::Wgmma {
                 head_dim: 128,
                 ping_pong: true,

@@ -14,8 +14,7 @@ pub enum GluAlgorithm {
     /// same conditions as [`GluAlgorithm::Vectors`].
     Rows,
     /// The plan's choice ([`GluPlan::choose`]): the tutorial for small outputs, where it spreads
-    /// over more blocks, else the vector kernel where the vectors fit (the rows kernel has run
-    /// in the simulator only). The default.
+    /// over more blocks, else the rows kernel where the vectors fit. The default.
     #[default]
     Auto,
 }
@@ -47,9 +46,11 @@ pub enum GluPlan {
 }
 
 /// Outputs below which [`GluAlgorithm::Auto`] runs the tutorial: a thread per output spreads a
-/// few rows over more SMs than a vector per thread does (8 x 14336 bf16: 194.4 GB/s for the
-/// tutorial against 116.4 for the vectors, `bench/experiments/new-families/d1240b7-glu-matmul-half.jsonl`).
-pub const SMALL_OUTPUTS: usize = 1 << 20;
+/// few rows over more SMs than a vector per thread does. SwiGLU bf16 on the H200
+/// (`bench/experiments/third-wave/0165faf-glu.jsonl`): at 8 x 14336 the tutorial moves 207.0
+/// GB/s against 168.0 for the rows kernel, at 64 x 14336 the rows kernel 996.3 against 761.2;
+/// the boundary sits between the two measured shapes (18 and 19 rows of 14336).
+pub const SMALL_OUTPUTS: usize = 1 << 18;
 
 impl GluPlan {
     /// The plan of `algorithm` for `rows` rows of halves of `n` elements, `lanes` per 16-byte
@@ -59,7 +60,7 @@ impl GluPlan {
         match algorithm {
             GluAlgorithm::Vectors if vectors_fit => GluPlan::Vectors,
             GluAlgorithm::Rows if vectors_fit => GluPlan::Rows,
-            GluAlgorithm::Auto if vectors_fit && rows.saturating_mul(n) >= SMALL_OUTPUTS => GluPlan::Vectors,
+            GluAlgorithm::Auto if vectors_fit && rows.saturating_mul(n) >= SMALL_OUTPUTS => GluPlan::Rows,
             _ => GluPlan::Scalar,
         }
     }
@@ -84,18 +85,20 @@ mod tests {
     }
 
     /// The default: the tutorial below [`SMALL_OUTPUTS`] outputs or where the vectors do not
-    /// fit, the vector kernel from there on.
+    /// fit, the rows kernel from there on.
     #[test]
     fn auto_takes_the_tutorial_for_small_outputs() {
         let auto = |rows, n, aligned| GluPlan::choose(GluAlgorithm::Auto, rows, n, 8, aligned);
         assert_eq!(GluAlgorithm::default(), GluAlgorithm::Auto);
         assert_eq!(auto(1, SMALL_OUTPUTS - 8, true), GluPlan::Scalar);
-        assert_eq!(auto(1, SMALL_OUTPUTS, true), GluPlan::Vectors);
-        assert_eq!(auto(64, SMALL_OUTPUTS / 64, true), GluPlan::Vectors);
+        assert_eq!(auto(1, SMALL_OUTPUTS, true), GluPlan::Rows);
+        assert_eq!(auto(64, SMALL_OUTPUTS / 64, true), GluPlan::Rows);
         assert_eq!(auto(8, 14336, true), GluPlan::Scalar);
-        assert_eq!(auto(4096, 14336, true), GluPlan::Vectors);
+        assert_eq!(auto(18, 14336, true), GluPlan::Scalar);
+        assert_eq!(auto(19, 14336, true), GluPlan::Rows);
+        assert_eq!(auto(4096, 14336, true), GluPlan::Rows);
         assert_eq!(auto(4096, 14336, false), GluPlan::Scalar);
         assert_eq!(auto(4096, 14332, true), GluPlan::Scalar);
-        assert_eq!(auto(usize::MAX, 8, true), GluPlan::Vectors);
+        assert_eq!(auto(usize::MAX, 8, true), GluPlan::Rows);
     }
 }

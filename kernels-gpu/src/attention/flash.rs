@@ -15,9 +15,12 @@
 //!   `scale * log2(e)` folded into the scores), `P` packed to 16-bit `A` fragments straight from
 //!   the score accumulators, and `O += P V` (`4 * D / 8` MMAs, `V` fragments by
 //!   `ldmatrix.x4.trans`).
-//! * **Causal**: the block visits only the tiles its last row can see; tiles past the first
-//!   row's diagonal (and the ragged last tile) are masked element by element, the others not.
-//!   Blocks run from the last query tile to the first, so that the longest start first.
+//! * **Masks** (generic over [`Mask`]): the block visits only the tiles of the mask's key range
+//!   for its rows ([`Mask::keys`]) that the mask does not empty ([`Mask::tile`]; the copies go to
+//!   the next tile it keeps); tiles the mask keeps in part (and the ragged last tile) are masked
+//!   element by element ([`Mask::keep`]), the others not. For the causal mask: the tiles its
+//!   last row can see, those past the first row's diagonal masked. Blocks run from the last
+//!   query tile to the first, so that the longest start first.
 //! * **Traffic** per block: `64 D` elements of `Q` and `2 * 64 D` of `K` and `V` per tile
 //!   (`64 * 4 D` flops per element of `K`/`V` fetched), `64 D` elements of output and 256 bytes
 //!   of log-sum-exp. Shared memory: `(64 + 4 * 64) (D + 8)` 16-bit elements
@@ -36,8 +39,9 @@
 //! such rows finite.
 
 use super::tiles::{self, PAD};
-use super::{visible_keys, AttentionElement};
+use super::AttentionElement;
 use crate::gpu::async_copy;
+use crate::gpu::attention::{Causal, General, Mask, MaskArgs, MaskShape, NoMask, TileMask};
 use crate::gpu::mma::{ldmatrix_x4, ldmatrix_x4_trans};
 use crate::gpu::vector::F4;
 use crate::gpu::{bf16, f16, math, mem, shared, thread, warp};
@@ -85,16 +89,26 @@ pub const fn flash_shared_bytes(d: usize) -> usize {
 /// * As [`attention_rows`](fn@super::attention_rows) for the operands (with `rows = batch *
 ///   heads * q_len`), `head_dim = D`, and `o` contiguous `[batch, q_len, heads, D]`.
 /// * `q`, `k`, `v`, `o` 16-byte aligned, every stride a multiple of 8 elements.
+/// * `mask_data`, `mask_int`, `mask_float` are what the mask `M` reads ([`MaskArgs`]).
 ///
-/// Instances: `attention_flash_d64_bf16`, `attention_flash_d128_bf16`,
-/// `attention_flash_d64_f16`, `attention_flash_d128_f16`.
+/// Instances: `attention_flash_d<D>_<T>` ([`NoMask`]), `attention_flash_causal_d<D>_<T>`
+/// ([`Causal`]) and `attention_flash_general_d<D>_<T>` ([`General`]: the other shipped masks,
+/// chosen at run time) for `D` 64 and 128 and `T` bf16 and f16.
 // Barriers: one after the prologue's copies, one per KV tile.
 #[kernel(
     instances(
-        attention_flash_d64_bf16 = (bf16, 64),
-        attention_flash_d128_bf16 = (bf16, 128),
-        attention_flash_d64_f16 = (f16, 64),
-        attention_flash_d128_f16 = (f16, 128),
+        attention_flash_d64_bf16 = (bf16, 64, NoMask),
+        attention_flash_d128_bf16 = (bf16, 128, NoMask),
+        attention_flash_d64_f16 = (f16, 64, NoMask),
+        attention_flash_d128_f16 = (f16, 128, NoMask),
+        attention_flash_causal_d64_bf16 = (bf16, 64, Causal),
+        attention_flash_causal_d128_bf16 = (bf16, 128, Causal),
+        attention_flash_causal_d64_f16 = (f16, 64, Causal),
+        attention_flash_causal_d128_f16 = (f16, 128, Causal),
+        attention_flash_general_d64_bf16 = (bf16, 64, General),
+        attention_flash_general_d128_bf16 = (bf16, 128, General),
+        attention_flash_general_d64_f16 = (f16, 64, General),
+        attention_flash_general_d128_f16 = (f16, 128, General),
     ),
     block(FLASH_BLOCK),
     barriers(2)
@@ -102,7 +116,7 @@ pub const fn flash_shared_bytes(d: usize) -> usize {
 #[allow(clippy::too_many_arguments)]
 // `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
 #[allow(clippy::manual_is_multiple_of)]
-pub unsafe fn attention_flash<T: AttentionElement, const D: usize>(
+pub unsafe fn attention_flash<T: AttentionElement, const D: usize, M: Mask>(
     q: *const T,
     k: *const T,
     v: *const T,
@@ -122,7 +136,9 @@ pub unsafe fn attention_flash<T: AttentionElement, const D: usize>(
     v_ss: usize,
     v_sh: usize,
     scale_log2: f32,
-    causal: bool,
+    mask_data: *const i32,
+    mask_int: usize,
+    mask_float: f32,
 ) {
     const {
         assert!(
@@ -150,11 +166,31 @@ pub unsafe fn attention_flash<T: AttentionElement, const D: usize>(
     let (q16, k16, v16) = (q.cast::<u16>(), k.cast::<u16>(), v.cast::<u16>());
     let (q_base, k_base, v_base) = (b * q_sb + h * q_sh, b * k_sb + kvh * k_sh, b * v_sb + kvh * v_sh);
 
-    // The keys the block's last row sees bound the tiles it visits.
-    let last_row = (q0 + FLASH_ROWS).min(q_len) - 1;
-    let kv_tiles = visible_keys(last_row, q_len, kv_len, causal).div_ceil(FLASH_KEYS);
-    // Tiles wholly visible to the block's first row need no mask.
-    let unmasked_keys = visible_keys(q0, q_len, kv_len, causal);
+    let mask = M::new(
+        MaskArgs {
+            data: mask_data,
+            int: mask_int,
+            float: mask_float,
+        },
+        MaskShape { q_len, kv_len, heads },
+    );
+    let scale = scale_log2 * (1.0 / math::LOG2_E);
+    let score_mod = M::SCORE_MOD && mask.modifies_scores();
+    // The block's rows and the key tiles of the mask's range for them.
+    let q_rows = q0..(q0 + FLASH_ROWS).min(q_len);
+    let keys = mask.keys(b, h, q_rows.clone());
+    let end_tile = keys.end.min(kv_len).div_ceil(FLASH_KEYS);
+    let class = |t: usize| {
+        let k0 = t * FLASH_KEYS;
+        mask.tile(b, h, q_rows.clone(), k0..(k0 + FLASH_KEYS).min(kv_len))
+    };
+    // The first tile at or after `t` that the mask does not empty (`end_tile` if none).
+    let next_tile = |mut t: usize| {
+        while M::MASKS && !M::CONTIGUOUS && t < end_tile && class(t) == TileMask::Empty {
+            t += 1;
+        }
+        t
+    };
 
     let threads = FLASH_BLOCK as usize;
     // Copies rows `row0 ..+ 64` of a tensor (`src` at element `base`, rows `stride` apart) to
@@ -166,10 +202,11 @@ pub unsafe fn attention_flash<T: AttentionElement, const D: usize>(
         unsafe { tiles::copy_tile::<D>(tid, threads, dst, src, base, stride, row0, rows) }
     };
 
+    let mut t = next_tile(keys.start / FLASH_KEYS);
     copy_tile(smem, q16, q_base, q_ss, q0, q_len);
-    if kv_tiles > 0 {
-        copy_tile(stage_k(0), k16, k_base, k_ss, 0, kv_len);
-        copy_tile(stage_v(0), v16, v_base, v_ss, 0, kv_len);
+    if t < end_tile {
+        copy_tile(stage_k(0), k16, k_base, k_ss, t * FLASH_KEYS, kv_len);
+        copy_tile(stage_v(0), v16, v_base, v_ss, t * FLASH_KEYS, kv_len);
     }
     async_copy::commit_group();
     async_copy::wait_pending(0);
@@ -187,21 +224,28 @@ pub unsafe fn attention_flash<T: AttentionElement, const D: usize>(
     let mut acc = [[0.0f32; 4]; MAX_D / 8];
     let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
     let rows = [q0 + 16 * w + g, q0 + 16 * w + g + 8];
-    let limits = rows.map(|i| visible_keys(i, q_len, kv_len, causal));
-    for t in 0..kv_tiles {
-        if t > 0 {
+    // The rows the mask is asked about: a row past `q_len` (not stored) as the last one.
+    let mask_rows = rows.map(|i| i.min(q_len - 1));
+    // The mask as each of the lane's two rows sees it (its per-row work done once), and the keys
+    // all the block's rows keep (tiles inside them need no test).
+    let masks = mask_rows.map(|i| mask.row(b, h, i));
+    let full = mask.full_keys(b, h, q_rows.clone());
+    let mut n = 0;
+    while t < end_tile {
+        if n > 0 {
             // Tile `t`'s copies (the only group in flight) have landed; after the barrier
-            // every thread's are visible, and everyone is done with tile `t - 1`'s stage.
+            // every thread's are visible, and everyone is done with the previous tile's stage.
             async_copy::wait_pending(0);
             thread::sync_threads();
         }
-        if t + 1 < kv_tiles {
-            let (s, row0) = ((t + 1) % 2, (t + 1) * FLASH_KEYS);
+        let after = next_tile(t + 1);
+        if after < end_tile {
+            let (s, row0) = ((n + 1) % 2, after * FLASH_KEYS);
             copy_tile(stage_k(s), k16, k_base, k_ss, row0, kv_len);
             copy_tile(stage_v(s), v16, v_base, v_ss, row0, kv_len);
         }
         async_copy::commit_group();
-        let (sk, sv) = (stage_k(t % 2), stage_v(t % 2));
+        let (sk, sv) = (stage_k(n % 2), stage_v(n % 2));
 
         // S = Q K^T: 8 tiles of 8 keys.
         let mut s = [[0.0f32; 4]; FLASH_KEYS / 8];
@@ -219,18 +263,50 @@ pub unsafe fn attention_flash<T: AttentionElement, const D: usize>(
 
         // The online softmax of the two rows this lane holds part of.
         let key0 = t * FLASH_KEYS;
-        let masked = key0 + FLASH_KEYS > unmasked_keys;
+        // Tiles the mask keeps in part, and the ragged last tile, are tested element by
+        // element.
+        let masked = key0 + FLASH_KEYS > kv_len
+            || (M::MASKS && !(key0 >= full.start && key0 + FLASH_KEYS <= full.end));
+        // Separate passes (the scale or the score modification, then the mask), each behind
+        // one uniform branch, so that the code of each is written out once. The mask and the
+        // score are asked about keys inside the sequence only (the score of a key past `kv_len`
+        // as the last key's, then dropped): they may read memory by key.
+        if score_mod {
+            unroll_8!(2, |hh| {
+                unroll_8!(8, |j| {
+                    unroll_8!(2, |e| {
+                        let key = (key0 + 8 * j + 2 * t4 + e).min(kv_len - 1);
+                        let raw = s[j][2 * hh + e];
+                        s[j][2 * hh + e] =
+                            masks[hh].score(raw * scale, b, h, mask_rows[hh], key) * math::LOG2_E;
+                    });
+                });
+            });
+        } else {
+            unroll_8!(8, |j| {
+                unroll_8!(4, |c| {
+                    s[j][c] *= scale_log2;
+                });
+            });
+        }
+        if masked {
+            unroll_8!(2, |hh| {
+                unroll_8!(8, |j| {
+                    unroll_8!(2, |e| {
+                        let key = key0 + 8 * j + 2 * t4 + e;
+                        let keep = key < kv_len && (!M::MASKS || masks[hh].keep(b, h, mask_rows[hh], key));
+                        if !keep {
+                            s[j][2 * hh + e] = f32::NEG_INFINITY;
+                        }
+                    });
+                });
+            });
+        }
         unroll_8!(2, |hh| {
             let mut mx = f32::NEG_INFINITY;
             unroll_8!(8, |j| {
                 unroll_8!(2, |e| {
-                    let key = key0 + 8 * j + 2 * t4 + e;
-                    let mut u = s[j][2 * hh + e] * scale_log2;
-                    if masked && key >= limits[hh] {
-                        u = f32::NEG_INFINITY;
-                    }
-                    s[j][2 * hh + e] = u;
-                    mx = math::max_nan(mx, u);
+                    mx = math::max_nan(mx, s[j][2 * hh + e]);
                 });
             });
             // The row's 64 scores are spread over the 4 lanes of the quad.
@@ -281,6 +357,8 @@ pub unsafe fn attention_flash<T: AttentionElement, const D: usize>(
                 acc[2 * jj + 1] = T::mma(a, [r[2], r[3]], acc[2 * jj + 1]);
             });
         });
+        t = after;
+        n += 1;
     }
 
     unroll_8!(2, |hh| {

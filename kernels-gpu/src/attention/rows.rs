@@ -3,7 +3,8 @@
 //! (no 16-bit rounding of the probabilities), for every head dim up to 256: the reference the
 //! fused rung is checked against on the GPU.
 
-use super::{visible_keys, AttentionElement};
+use super::AttentionElement;
+use crate::gpu::attention::{General, Mask, MaskArgs, MaskShape};
 use crate::gpu::{bf16, f16, math, mem, thread, warp};
 use crate::kernel;
 
@@ -21,10 +22,12 @@ const LANE_DIMS: usize = super::MAX_HEAD_DIM / warp::SIZE as usize;
 /// Warp `r = blockIdx.x * (blockDim.x / 32) + warp` takes row `r` of the `batch * heads *
 /// q_len` rows, ordered `(b, h, i)` (the order of `lse`): query row `i` of head `h` of batch
 /// `b`, reading key/value head `h / group`. Lane `l` loads `q[b, i, h, l + 32c]` for the `c`
-/// with `l + 32c < head_dim` (at most 8) and keeps 8 f32 accumulators. For each key `j` the row
-/// may see ([`visible_keys`]), it:
+/// with `l + 32c < head_dim` (at most 8) and keeps 8 f32 accumulators. For each key `j` of the
+/// mask `M`'s range for the row ([`Mask::keys`]) that the mask keeps ([`Mask::keep`], a
+/// warp-uniform test), it:
 /// 1. sums its part of `q . k_j` and the warp adds the parts (5 shuffles): the score `s`, taken
-///    to units of `log2` as `u = s * scale_log2`;
+///    to units of `log2` as `u = s * scale_log2` (with a score modification, `u = score(s *
+///    scale) log2(e)`);
 /// 2. updates the running maximum `m` and sum `l` (online softmax, one `ex2` for the new
 ///    probability and one to rescale the old sums), and its accumulators
 ///    `acc = acc * 2^(m_old - m) + 2^(u - m) v_j`.
@@ -47,18 +50,20 @@ const LANE_DIMS: usize = super::MAX_HEAD_DIM / warp::SIZE as usize;
 ///   `rows` floats, overlapping no input.
 /// * `rows` is a multiple of `heads * q_len`; `heads`, `q_len`, `group >= 1`; `kv_len >= 1`;
 ///   `head_dim <= 256`.
+/// * `mask_data`, `mask_int`, `mask_float` are what the mask `M` reads ([`MaskArgs`]).
 /// * The launch shape is as above.
 ///
-/// Instances: `attention_rows_bf16`, `attention_rows_f16` (the element type of `q`, `k`, `v`
-/// and `o`).
+/// Instances: `attention_rows_bf16`, `attention_rows_f16` (the element type of `q`, `k`, `v` and
+/// `o`), both with the mask [`General`] (every shipped mask, chosen at run time: this rung is
+/// the reference of the fused ones, not their rival).
 // Barriers: none, a warp per row (shuffles only).
 #[kernel(
-    instances(attention_rows_bf16 = bf16, attention_rows_f16 = f16),
+    instances(attention_rows_bf16 = (bf16, General), attention_rows_f16 = (f16, General)),
     block(ROWS_BLOCK),
     barriers(0)
 )]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn attention_rows<T: AttentionElement>(
+pub unsafe fn attention_rows<T: AttentionElement, M: Mask>(
     q: *const T,
     k: *const T,
     v: *const T,
@@ -80,7 +85,9 @@ pub unsafe fn attention_rows<T: AttentionElement>(
     v_ss: usize,
     v_sh: usize,
     scale_log2: f32,
-    causal: bool,
+    mask_data: *const i32,
+    mask_int: usize,
+    mask_float: f32,
 ) {
     let tid = thread::thread_idx_x() as usize;
     let warps = (thread::block_dim_x() / warp::SIZE) as usize;
@@ -106,9 +113,24 @@ pub unsafe fn attention_rows<T: AttentionElement>(
             qv[c] = unsafe { mem::load(q_row, dim) }.to_f32();
         }
     });
-    let keys = visible_keys(i, q_len, kv_len, causal);
+    let mask = M::new(
+        MaskArgs {
+            data: mask_data,
+            int: mask_int,
+            float: mask_float,
+        },
+        MaskShape { q_len, kv_len, heads },
+    )
+    .row(b, h, i);
+    let scale = scale_log2 * (1.0 / math::LOG2_E);
+    let keys = mask.keys(b, h, i..i + 1);
+    let score_mod = M::SCORE_MOD && mask.modifies_scores();
     let (mut m, mut l) = (f32::NEG_INFINITY, 0.0f32);
-    for j in 0..keys {
+    for j in keys.start..keys.end.min(kv_len) {
+        // The same answer in every lane: the whole warp skips the key or none of it.
+        if M::MASKS && !mask.keep(b, h, i, j) {
+            continue;
+        }
         let (k_row, v_row) = (k_head.wrapping_add(j * k_ss), v_head.wrapping_add(j * v_ss));
         let mut part = 0.0f32;
         unroll_8!(LANE_DIMS, |c| {
@@ -118,12 +140,18 @@ pub unsafe fn attention_rows<T: AttentionElement>(
                 part = math::fma(qv[c], unsafe { mem::load(k_row, dim) }.to_f32(), part);
             }
         });
-        // Every lane of the warp is here (the loop count is the row's, the same for all).
-        let u = warp::reduce_sum(part) * scale_log2;
+        // Every lane of the warp is here (the loop count and the mask are the row's).
+        let dot = warp::reduce_sum(part);
+        let u = if score_mod {
+            mask.score(dot * scale, b, h, i, j) * math::LOG2_E
+        } else {
+            dot * scale_log2
+        };
         let m_new = math::max_nan(m, u);
-        // `m = -inf` before the first key: a factor of 0 on the empty sums.
-        let rescale = math::exp2(m - m_new);
-        let p = math::exp2(u - m_new);
+        // A row that has seen no score above `-inf` yet keeps weights 0 (not `-inf - -inf`).
+        let base = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
+        let rescale = math::exp2(m - base);
+        let p = math::exp2(u - base);
         l = math::fma(l, rescale, p);
         unroll_8!(LANE_DIMS, |c| {
             let dim = lane + c * warp::SIZE as usize;
@@ -135,8 +163,9 @@ pub unsafe fn attention_rows<T: AttentionElement>(
         });
         m = m_new;
     }
-    // A row that sees no key: output 0 (not 0 / 0) and log-sum-exp -inf.
-    let inv = if keys == 0 { 0.0 } else { 1.0 / l };
+    // A row that sees no key: output 0 (not 0 / 0) and log-sum-exp -inf (a NaN sum stays NaN).
+    let empty = l == 0.0;
+    let inv = if empty { 0.0 } else { 1.0 / l };
     let o_row = o.wrapping_add(((b * q_len + i) * heads + h) * head_dim);
     unroll_8!(LANE_DIMS, |c| {
         let dim = lane + c * warp::SIZE as usize;
@@ -146,7 +175,7 @@ pub unsafe fn attention_rows<T: AttentionElement>(
         }
     });
     if lane == 0 {
-        let out = if keys == 0 {
+        let out = if empty {
             f32::NEG_INFINITY
         } else {
             m * math::LN_2 + math::ln(l)

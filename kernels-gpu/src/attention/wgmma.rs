@@ -29,8 +29,12 @@
 //!   runs under the other's products and its own `P V`. The plan runs [`PingPong`]: on the H200
 //!   it was the faster at each shape of `bench/experiments/third-wave/e0302b7-attention.jsonl`
 //!   (526.9 against 480.5 TFLOP/s at `4x4096x16x128`, 467.2 against 420.5 causal).
-//! * **Causal**: each head's blocks run from the last query tile to the first (the longest
-//!   first), and a block visits only the KV tiles its last row can see.
+//! * **Masks** (generic over [`Mask`]): each head's blocks run from the last query tile to the
+//!   first (for the causal mask the longest first); a block visits only the KV tiles of the
+//!   mask's key range for its rows that the mask does not empty (the producer copies and the
+//!   consumers compute the same tiles), and a consumer tests element by element only the tiles
+//!   the mask keeps in part for its 64 rows (and the ragged last tile). A score modification
+//!   runs on every score before the row maxima.
 //! * **Traffic** per block: `128 D` elements of `Q`, `2 * 128 D` of `K` and `V` per KV tile
 //!   (`128 * 4 D` flops per element of `K`/`V` fetched: twice the `mma.sync` rung's reuse), `128
 //!   D` of output and 512 bytes of log-sum-exp. Shared memory ([`wgmma_shared_bytes`]): three
@@ -52,7 +56,8 @@
 //! that sees no key gives 0 and log-sum-exp `-inf`. Keys past `kv_len` are zeros in shared
 //! memory (the copy engine's fill), so a NaN outside the sequence never enters a row.
 
-use super::{visible_keys, AttentionElement};
+use super::AttentionElement;
+use crate::gpu::attention::{Causal, General, Mask, MaskArgs, MaskShape, NoMask, Shipped, TileMask};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
 use crate::gpu::{bf16, f16, math, mbarrier, mem, thread, warp, wgmma};
@@ -269,27 +274,38 @@ impl WgmmaSchedule for PingPong {
 ///   heads, D]`, 4-byte aligned) and `lse` (`[batch, heads, q_len]`).
 /// * `scale_log2 > 0` (the softmax takes the maxima of the unscaled scores).
 ///
-/// Instances (`T`, head, schedule): `attention_wgmma_d64_bf16`, `attention_wgmma_d128_bf16`,
-/// `attention_wgmma_d64_f16`, `attention_wgmma_d128_f16` ([`OneTile`]) and the same names with
-/// `pingpong_` after `wgmma_` ([`PingPong`]).
+/// * `mask_data`, `mask_int`, `mask_float` are what the mask `M` reads ([`MaskArgs`]).
+///
+/// Instances (`T`, head, schedule, mask): `attention_wgmma_d<D>_<T>` ([`OneTile`], with
+/// [`CausalOrNot`]: no mask or the causal one, chosen at run time), and `attention_wgmma_pingpong_d<D>_<T>`
+/// ([`PingPong`], [`NoMask`]), the same with `causal_` ([`Causal`]) or `general_` ([`General`])
+/// before `d`, for `D` 64 and 128 and `T` bf16 and f16.
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
 // Barriers: the ring's initialisation and the `Q` barrier's.
 #[kernel(
     launch_bounds(384, 1),
     instances(
-        attention_wgmma_d64_bf16 = (bf16, D64, OneTile),
-        attention_wgmma_d128_bf16 = (bf16, D128, OneTile),
-        attention_wgmma_d64_f16 = (f16, D64, OneTile),
-        attention_wgmma_d128_f16 = (f16, D128, OneTile),
-        attention_wgmma_pingpong_d64_bf16 = (bf16, D64, PingPong),
-        attention_wgmma_pingpong_d128_bf16 = (bf16, D128, PingPong),
-        attention_wgmma_pingpong_d64_f16 = (f16, D64, PingPong),
-        attention_wgmma_pingpong_d128_f16 = (f16, D128, PingPong),
+        attention_wgmma_d64_bf16 = (bf16, D64, OneTile, CausalOrNot),
+        attention_wgmma_d128_bf16 = (bf16, D128, OneTile, CausalOrNot),
+        attention_wgmma_d64_f16 = (f16, D64, OneTile, CausalOrNot),
+        attention_wgmma_d128_f16 = (f16, D128, OneTile, CausalOrNot),
+        attention_wgmma_pingpong_d64_bf16 = (bf16, D64, PingPong, NoMask),
+        attention_wgmma_pingpong_d128_bf16 = (bf16, D128, PingPong, NoMask),
+        attention_wgmma_pingpong_d64_f16 = (f16, D64, PingPong, NoMask),
+        attention_wgmma_pingpong_d128_f16 = (f16, D128, PingPong, NoMask),
+        attention_wgmma_pingpong_causal_d64_bf16 = (bf16, D64, PingPong, Causal),
+        attention_wgmma_pingpong_causal_d128_bf16 = (bf16, D128, PingPong, Causal),
+        attention_wgmma_pingpong_causal_d64_f16 = (f16, D64, PingPong, Causal),
+        attention_wgmma_pingpong_causal_d128_f16 = (f16, D128, PingPong, Causal),
+        attention_wgmma_pingpong_general_d64_bf16 = (bf16, D64, PingPong, General),
+        attention_wgmma_pingpong_general_d128_bf16 = (bf16, D128, PingPong, General),
+        attention_wgmma_pingpong_general_d64_f16 = (f16, D64, PingPong, General),
+        attention_wgmma_pingpong_general_d128_f16 = (f16, D128, PingPong, General),
     ),
     barriers(2)
 )]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
+pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
     maps: *const u64,
     q: *const T,
     k: *const T,
@@ -311,7 +327,9 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
     v_ss: usize,
     v_sh: usize,
     scale_log2: f32,
-    causal: bool,
+    mask_data: *const i32,
+    mask_int: usize,
+    mask_float: f32,
 ) {
     let d = H::D;
     const {
@@ -327,12 +345,20 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
     let boxes = d / WGMMA_BOX_COLS;
     let tid = thread::thread_idx_x() as usize;
     let wg = tid / WARPGROUP;
+    let mask = M::new(
+        MaskArgs {
+            data: mask_data,
+            int: mask_int,
+            float: mask_float,
+        },
+        MaskShape { q_len, kv_len, heads },
+    );
     let work = Work {
         q_tiles: q_len.div_ceil(WGMMA_ROWS) as u32,
         heads: heads as u32,
         q_len,
         kv_len,
-        causal,
+        mask,
     };
     let (first, stride) = (thread::block_idx_x(), thread::grid_dim_x());
     let total = work.q_tiles * (heads * batch) as u32;
@@ -409,7 +435,8 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
                     );
                 }
             }
-            for t in 0..tile.kv_tiles {
+            let mut t = tile.first;
+            while t < tile.end {
                 // SAFETY: the one producer thread; the stage is free and expects `K` and `V`'s
                 // `2 boxes` boxes, which these fill, each 1024-byte aligned.
                 unsafe {
@@ -420,6 +447,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
                         stage.load_4d((boxes + j) * BOX_BYTES, &tv, at);
                     }
                 }
+                t = work.next(&tile, t + 1);
             }
             w += stride;
             n += 1;
@@ -451,22 +479,37 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
             tile.q0 + CONSUMER_ROWS * c + 16 * w + g,
             tile.q0 + CONSUMER_ROWS * c + 16 * w + g + 8,
         ];
+        // This consumer's rows as the mask is asked about them (a row past `q_len`, whose
+        // output is not stored, as the last row).
+        let first_row = (tile.q0 + CONSUMER_ROWS * c).min(q_len - 1);
+        let own_rows = first_row..(tile.q0 + CONSUMER_ROWS * (c + 1)).min(q_len).max(first_row + 1);
+        let mask_rows = rows.map(|i| i.min(q_len - 1));
         let rows_limits = Limits {
-            limits: rows.map(|i| visible_keys(i, q_len, kv_len, causal)),
-            // Tiles wholly visible to this consumer's first row need no mask.
-            unmasked_keys: visible_keys(tile.q0 + CONSUMER_ROWS * c, q_len, kv_len, causal),
+            // The mask as each of the thread's rows sees it (its per-row work done once per
+            // block tile), and the keys all this consumer's rows keep (tiles inside them need no
+            // test).
+            masks: mask_rows.map(|i| mask.row(tile.b, tile.h, i)),
+            full: {
+                let full = mask.full_keys(tile.b, tile.h, own_rows);
+                (full.start as u32, full.end as u32)
+            },
+            b: tile.b,
+            h: tile.h,
+            rows: mask_rows,
+            kv_len: kv_len as u32,
             qd,
             scale_log2,
+            scale: scale_log2 * (1.0 / math::LOG2_E),
+            score_mod: M::SCORE_MOD && mask.modifies_scores(),
         };
-        let kv_tiles = tile.kv_tiles;
         let mut s = [0.0f32; 64];
         let mut acc = <H::O as wgmma::Accumulators>::zeroed();
         let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
         // SAFETY: `Q`'s barrier, initialised; its phase `n` completes with this tile's copies.
         unsafe { mbarrier::wait_parity(q_bar, n & 1) };
         if S::PING_PONG {
-            if kv_tiles > 0 {
-                // Tile 0: its scores and probabilities; the output is still zero.
+            if tile.first < tile.end {
+                // The first tile: its scores and probabilities; the output is still zero.
                 // SAFETY: every thread of the consumer warps; each stage released once below.
                 let mut stage = unsafe { consumer.wait() };
                 turns.take();
@@ -476,9 +519,10 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
                 turns.hand_over();
                 // SAFETY: the whole warpgroup, the scores in flight.
                 s = unsafe { wgmma::wait_accumulators::<0, _>(s) };
-                online_softmax(&mut s, &mut m, &mut l, 0, &rows_limits);
+                online_softmax(&mut s, &mut m, &mut l, tile.first, &rows_limits);
                 let mut p = pack_probabilities::<T>(&s);
-                for kt in 1..kv_tiles {
+                let mut kt = work.next(&tile, tile.first + 1);
+                while kt < tile.end {
                     // Tile `kt`'s scores and tile `kt - 1`'s `P V` in one turn; the softmax of
                     // tile `kt` runs while `P V` (and the other consumer's products) are in
                     // flight.
@@ -504,6 +548,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
                     rescale_output::<H>(&mut acc, rescale);
                     p = pack_probabilities::<T>(&s);
                     stage = next;
+                    kt = work.next(&tile, kt + 1);
                 }
                 // Every scores product of the tile retired: `Q` may be overwritten.
                 warp_arrive(q_free);
@@ -521,7 +566,8 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
             }
         } else {
             // One tile at a time: scores, softmax, `P V`, each waited for.
-            for kt in 0..kv_tiles {
+            let mut kt = tile.first;
+            while kt < tile.end {
                 // SAFETY: every thread of the consumer warps; released once below.
                 let stage = unsafe { consumer.wait() };
                 // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay
@@ -539,6 +585,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
                     acc = wgmma::wait_accumulators::<0, _>(acc);
                     consumer.release(&stage);
                 }
+                kt = work.next(&tile, kt + 1);
             }
             warp_arrive(q_free);
         }
@@ -549,12 +596,13 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule>(
 }
 
 /// Where one block tile of the persistent walk sits: `Q` rows `q0 ..+ 128` of head `h` of batch
-/// `b`, and the KV tiles its last row sees.
+/// `b`, and the KV tiles it visits: from `first` (the first the mask keeps) on, below `end`.
 struct Tile {
     q0: usize,
     h: usize,
     b: usize,
-    kv_tiles: usize,
+    first: usize,
+    end: usize,
 }
 
 /// The block tiles of a launch: tile `w` is query tile `q_tiles - 1 - w % q_tiles` (the last,
@@ -562,15 +610,15 @@ struct Tile {
 /// The query tiles of one head run next to one another, so that the blocks running at once read
 /// the `K` and `V` of a few heads, which stay in L2 (numbered by query tile first, every head at
 /// once, the blocks on the H200 read 132 heads' `K` and `V` and ran 10-17% slower at a0c9d50).
-struct Work {
+struct Work<M> {
     q_tiles: u32,
     heads: u32,
     q_len: usize,
     kv_len: usize,
-    causal: bool,
+    mask: M,
 }
 
-impl Work {
+impl<M: Mask> Work<M> {
     /// Block tile `w` (`w < q_tiles * heads * batch`). In 32-bit arithmetic (every count here is
     /// below `2^31`, the grid's limit): the producer keeps 40 registers, and 64-bit division
     /// spilled there.
@@ -579,14 +627,38 @@ impl Work {
         let head = w / self.q_tiles;
         let b = head / self.heads;
         let q0 = (self.q_tiles - 1 - (w - head * self.q_tiles)) as usize * WGMMA_ROWS;
-        // The keys the tile's last row sees bound the tiles it visits (producer and consumers).
-        let last_row = (q0 + WGMMA_ROWS).min(self.q_len) - 1;
-        Tile {
+        let (b, h) = (b as usize, (head - b * self.heads) as usize);
+        // The mask's keys for the tile's rows bound the tiles it visits (producer and consumers).
+        let keys = self.mask.keys(b, h, q0..(q0 + WGMMA_ROWS).min(self.q_len));
+        let mut tile = Tile {
             q0,
-            h: (head - b * self.heads) as usize,
-            b: b as usize,
-            kv_tiles: visible_keys(last_row, self.q_len, self.kv_len, self.causal).div_ceil(WGMMA_KEYS),
+            h,
+            b,
+            first: 0,
+            end: keys.end.min(self.kv_len).div_ceil(WGMMA_KEYS),
+        };
+        tile.first = self.next(&tile, keys.start / WGMMA_KEYS);
+        tile
+    }
+
+    /// The first KV tile at or after `t` that the mask does not empty for the block tile's rows
+    /// (`tile.end` if none): the producer and the consumers step through the same tiles.
+    #[inline(always)]
+    fn next(&self, tile: &Tile, mut t: usize) -> usize {
+        if M::MASKS && !M::CONTIGUOUS {
+            let rows = tile.q0..(tile.q0 + WGMMA_ROWS).min(self.q_len);
+            while t < tile.end
+                && self.mask.tile(
+                    tile.b,
+                    tile.h,
+                    rows.clone(),
+                    t * WGMMA_KEYS..(t * WGMMA_KEYS + WGMMA_KEYS).min(self.kv_len),
+                ) == TileMask::Empty
+            {
+                t += 1;
+            }
         }
+        t.min(tile.end)
     }
 }
 
@@ -652,7 +724,7 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
 }
 
 /// A consumer's side of the ping-pong: its turn barrier, the other consumer's, and the turns it
-/// has taken. Both consumers issue `kv_tiles + 1` times (the first scores, one pair of products
+/// has taken. Both consumers issue (visited KV tiles + 1) times (the first scores, one pair of products
 /// per later tile, the last `P V`), taking the turn before and handing it over after each; the
 /// turn is handed to consumer 0 once more at the start, so that neither barrier is ever two
 /// phases ahead of its consumer's parity wait.
@@ -682,14 +754,22 @@ impl Turns {
     }
 }
 
-/// What the online softmax of a consumer thread's two rows needs: the keys each row sees, the
-/// keys its consumer's first row sees (tiles wholly below need no mask), the thread's place in
-/// its quad and `scale * log2(e)`.
-struct Limits {
-    limits: [usize; 2],
-    unmasked_keys: usize,
+/// What the online softmax of a consumer thread's two rows needs: the mask as each row sees it,
+/// the keys its consumer's 64 rows all keep, the block tile's batch and head, the thread's two
+/// rows (clamped below `q_len`), the keys, the thread's place in its quad and the scale (times
+/// `log2(e)`, and as given).
+struct Limits<M> {
+    masks: [M; 2],
+    full: (u32, u32),
+    b: usize,
+    h: usize,
+    rows: [usize; 2],
+    kv_len: u32,
     qd: usize,
     scale_log2: f32,
+    scale: f32,
+    /// `M::SCORE_MOD` and the mask modifies this call's scores.
+    score_mod: bool,
 }
 
 /// `S = Q K^T` of one KV tile issued (not waited for): `boxes` groups of four steps of 16 dims,
@@ -743,28 +823,79 @@ fn v_descriptor(v_tile: u32) -> u64 {
 /// `2^-126` flushed to 0 is far below any tolerance): the softmax runs between the products,
 /// its instruction count on the critical path of a consumer.
 #[inline(always)]
-fn online_softmax(s: &mut [f32; 64], m: &mut [f32; 2], l: &mut [f32; 2], kt: usize, r: &Limits) -> [f32; 2] {
-    let key0 = kt * WGMMA_KEYS;
-    let masked = key0 + WGMMA_KEYS > r.unmasked_keys;
+fn online_softmax<M: Mask>(
+    s: &mut [f32; 64],
+    m: &mut [f32; 2],
+    l: &mut [f32; 2],
+    kt: usize,
+    r: &Limits<M>,
+) -> [f32; 2] {
+    // Keys in 32 bits (below 2^31, the grid's limit): a 64-bit comparison per score is two
+    // instructions and two registers.
+    let key0 = (kt * WGMMA_KEYS) as u32;
+    let keys = WGMMA_KEYS as u32;
+    // Tiles the mask keeps in part for this consumer's rows, and the ragged last tile, are tested
+    // element by element.
+    let masked = key0 + keys > r.kv_len || (M::MASKS && !(key0 >= r.full.0 && key0 + keys <= r.full.1));
+    let last = r.kv_len - 1;
+    // With a score modification the scores become `score(s * scale) log2(e)`, taken as they are.
+    let factor = if r.score_mod { 1.0 } else { r.scale_log2 };
+    // The element `i` of thread `qd`'s row `hh`, and its key, for the passes below.
+    let at = |hh: usize, hi: usize, lo: usize, e: usize| {
+        (
+            4 * (4 * hi + lo) + 2 * hh + e,
+            key0 + (8 * (4 * hi + lo) + 2 * r.qd + e) as u32,
+        )
+    };
+    // Separate passes (the score modification, then the mask), each behind one uniform branch,
+    // so that the code of each is written out once, not once per combination. The mask and the
+    // score are asked about keys inside the sequence only (the score of a key past `kv_len` as
+    // the last key's, then dropped): they may read memory by key.
+    let masks = &r.masks;
+    if r.score_mod {
+        unroll_8!(2, |hh| {
+            unroll_8!(4, |hi| {
+                unroll_8!(4, |lo| {
+                    unroll_8!(2, |e| {
+                        let (i, key) = at(hh, hi, lo, e);
+                        let (row, key) = (r.rows[hh], key.min(last) as usize);
+                        s[i] = masks[hh].score(s[i] * r.scale, r.b, r.h, row, key) * math::LOG2_E;
+                    });
+                });
+            });
+        });
+    }
+    if masked {
+        unroll_8!(2, |hh| {
+            unroll_8!(4, |hi| {
+                unroll_8!(4, |lo| {
+                    unroll_8!(2, |e| {
+                        let (i, key) = at(hh, hi, lo, e);
+                        let row = r.rows[hh];
+                        let keep =
+                            key < r.kv_len && (!M::MASKS || masks[hh].keep(r.b, r.h, row, key as usize));
+                        if !keep {
+                            s[i] = f32::NEG_INFINITY;
+                        }
+                    });
+                });
+            });
+        });
+    }
     let mut rescale = [0.0f32; 2];
     unroll_8!(2, |hh| {
         let mut mx = f32::NEG_INFINITY;
         unroll_8!(4, |hi| {
             unroll_8!(4, |lo| {
                 unroll_8!(2, |e| {
-                    let i = 4 * (4 * hi + lo) + 2 * hh + e;
-                    let key = key0 + 8 * (4 * hi + lo) + 2 * r.qd + e;
-                    if masked && key >= r.limits[hh] {
-                        s[i] = f32::NEG_INFINITY;
-                    }
-                    mx = math::max_nan_fast(mx, s[i]);
+                    mx = math::max_nan_fast(mx, s[at(hh, hi, lo, e).0]);
                 });
             });
         });
         // The row's 128 scores are spread over the 4 threads of the quad.
         mx = math::max_nan_fast(mx, warp::shfl_xor(mx, 1));
         mx = math::max_nan_fast(mx, warp::shfl_xor(mx, 2));
-        let m_new = math::max_nan_fast(m[hh], mx * r.scale_log2);
+        let m_new = math::max_nan_fast(m[hh], mx * factor);
         // A row that has seen no key yet keeps weights 0 (not `-inf - -inf`).
         let base = if m_new == f32::NEG_INFINITY { 0.0 } else { m_new };
         rescale[hh] = math::exp2_ftz(m[hh] - base);
@@ -774,7 +905,7 @@ fn online_softmax(s: &mut [f32; 64], m: &mut [f32; 2], l: &mut [f32; 2], kt: usi
             unroll_8!(4, |lo| {
                 unroll_8!(2, |e| {
                     let i = 4 * (4 * hi + lo) + 2 * hh + e;
-                    let p = math::exp2_ftz(math::fma(s[i], r.scale_log2, -base));
+                    let p = math::exp2_ftz(math::fma(s[i], factor, -base));
                     s[i] = p;
                     sum += p;
                 });
@@ -819,4 +950,63 @@ fn pack_probabilities<T: WgmmaElement>(s: &[f32; 64]) -> [u32; 32] {
         });
     });
     p
+}
+
+/// The one-tile schedule's mask: none or the causal one, chosen at run time (the kind in the low
+/// bits of `args.int`, as [`General`] reads it; any other kind is no mask). The schedule is the
+/// ladder's step between the `mma.sync` rung and the ping-pong, and runs no other mask: one
+/// instance per head dim and type, and the register budget of the ping-pong's consumers is not
+/// its.
+#[derive(Clone, Copy, Debug)]
+pub struct CausalOrNot {
+    causal: Causal,
+    on: bool,
+    kv_len: usize,
+}
+
+impl Mask for CausalOrNot {
+    const CONTIGUOUS: bool = true;
+    #[inline(always)]
+    fn new(args: MaskArgs, shape: MaskShape) -> Self {
+        CausalOrNot {
+            causal: Causal::new(args, shape),
+            on: args.int & ((1 << General::KIND_BITS) - 1) == Shipped::Causal as usize,
+            kv_len: shape.kv_len,
+        }
+    }
+    #[inline(always)]
+    fn row(&self, b: usize, h: usize, q: usize) -> Self {
+        CausalOrNot {
+            causal: self.causal.row(b, h, q),
+            ..*self
+        }
+    }
+    #[inline(always)]
+    fn keep(&self, b: usize, h: usize, q: usize, kv: usize) -> bool {
+        !self.on || self.causal.keep(b, h, q, kv)
+    }
+    #[inline(always)]
+    fn keys(&self, b: usize, h: usize, q: core::ops::Range<usize>) -> core::ops::Range<usize> {
+        if self.on {
+            self.causal.keys(b, h, q)
+        } else {
+            0..self.kv_len
+        }
+    }
+    #[inline(always)]
+    fn full_keys(&self, b: usize, h: usize, q: core::ops::Range<usize>) -> core::ops::Range<usize> {
+        if self.on {
+            self.causal.full_keys(b, h, q)
+        } else {
+            0..self.kv_len
+        }
+    }
+    #[inline(always)]
+    fn tile(&self, b: usize, h: usize, q: core::ops::Range<usize>, kv: core::ops::Range<usize>) -> TileMask {
+        if self.on {
+            self.causal.tile(b, h, q, kv)
+        } else {
+            TileMask::Full
+        }
+    }
 }

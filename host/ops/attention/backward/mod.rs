@@ -90,6 +90,15 @@ impl Gpu {
         dv: &mut DeviceVec<T>,
     ) -> Result<()> {
         let ops = self.attention_inputs(q, k, v, options)?;
+        if !ops.mask.plain() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "the backward takes no mask but the causal one, not {}",
+                    options.mask.name()
+                ),
+            });
+        }
         let s = ops.shape;
         same_shape(
             OP,

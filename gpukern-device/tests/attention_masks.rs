@@ -1,0 +1,235 @@
+//! The shipped attention masks against their own rules, on the CPU: `General` of each kind says
+//! what the mask of that kind says, pair by pair (as `Mask::row` gives it too); `keys` holds every
+//! key a block's rows keep, `full_keys` only keys they all keep, `tile` agrees with `keep`; and a
+//! planted wrong `full_keys` is caught. (`Document` reads device memory: the simulator's trials,
+//! `tests/kernels/attention_masks.rs`, check it.)
+
+use gpukern_device::attention::{
+    Alibi, Causal, General, Mask, MaskArgs, MaskShape, NoMask, Shipped, SlidingWindow, SoftCap, TileMask,
+};
+
+/// Every check of `mask` against `keep` of `reference` on a call of `shape`: pairs, and blocks of
+/// rows `block` tall over keys `tile` wide.
+fn check_mask<M: Mask, R: Mask>(
+    mask: M,
+    reference: R,
+    shape: MaskShape,
+    block: usize,
+    tile: usize,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    for q in 0..shape.q_len {
+        let row = mask.row(0, 1, q);
+        for kv in 0..shape.kv_len {
+            let want = reference.keep(0, 1, q, kv);
+            if mask.keep(0, 1, q, kv) != want || row.keep(0, 1, q, kv) != want {
+                failures.push(format!("keep({q}, {kv}) is not {want}"));
+            }
+        }
+    }
+    for q0 in (0..shape.q_len).step_by(block) {
+        let rows = q0..(q0 + block).min(shape.q_len);
+        let (keys, full) = (mask.keys(0, 1, rows.clone()), mask.full_keys(0, 1, rows.clone()));
+        for q in rows.clone() {
+            for kv in 0..shape.kv_len {
+                let kept = reference.keep(0, 1, q, kv);
+                if kept && !keys.contains(&kv) {
+                    failures.push(format!(
+                        "rows {rows:?}: key {kv} kept by row {q}, outside keys {keys:?}"
+                    ));
+                }
+                if !kept && full.contains(&kv) {
+                    failures.push(format!(
+                        "rows {rows:?}: key {kv} dropped by row {q}, inside full keys {full:?}"
+                    ));
+                }
+            }
+        }
+        for k0 in (0..shape.kv_len).step_by(tile) {
+            let kv = k0..(k0 + tile).min(shape.kv_len);
+            let kept = rows
+                .clone()
+                .flat_map(|q| kv.clone().map(move |k| (q, k)))
+                .filter(|&(q, k)| reference.keep(0, 1, q, k))
+                .count();
+            let all = rows.len() * kv.len();
+            let ok = match mask.tile(0, 1, rows.clone(), kv.clone()) {
+                TileMask::Empty => kept == 0,
+                TileMask::Full => kept == all,
+                TileMask::Partial => true,
+            };
+            if !ok {
+                failures.push(format!(
+                    "rows {rows:?} keys {kv:?}: tile says otherwise ({kept} of {all} kept)"
+                ));
+            }
+        }
+    }
+    failures
+}
+
+/// The shapes: square, more rows than keys, more keys than rows, ragged against the blocks.
+const SHAPES: [(usize, usize); 4] = [(70, 70), (45, 20), (20, 77), (131, 129)];
+
+fn args(int: usize, float: f32) -> MaskArgs {
+    MaskArgs {
+        data: core::ptr::null(),
+        int,
+        float,
+    }
+}
+
+#[test]
+fn general_is_each_shipped_mask() {
+    let mut failures = Vec::new();
+    for (q_len, kv_len) in SHAPES {
+        let shape = MaskShape {
+            q_len,
+            kv_len,
+            heads: 4,
+        };
+        let general = |kind, value| General::new(args(General::int(kind, value), 3.0), shape);
+        let mut each = |what: &str, f: Vec<String>| {
+            failures.extend(
+                f.into_iter()
+                    .take(3)
+                    .map(|x| format!("{what} {q_len}x{kv_len}: {x}")),
+            )
+        };
+        for (block, tile) in [(16, 8), (7, 5)] {
+            each(
+                "none",
+                check_mask(
+                    general(Shipped::None, 0),
+                    NoMask::new(args(0, 0.0), shape),
+                    shape,
+                    block,
+                    tile,
+                ),
+            );
+            each(
+                "causal",
+                check_mask(
+                    general(Shipped::Causal, 0),
+                    Causal::new(args(0, 0.0), shape),
+                    shape,
+                    block,
+                    tile,
+                ),
+            );
+            for window in [1, 5, 16, 200] {
+                each(
+                    &format!("window {window}"),
+                    check_mask(
+                        general(Shipped::Window, window),
+                        SlidingWindow::new(args(window, 0.0), shape),
+                        shape,
+                        block,
+                        tile,
+                    ),
+                );
+            }
+            each(
+                "alibi",
+                check_mask(
+                    general(Shipped::Alibi, 0),
+                    Alibi::new(args(0, 0.0), shape),
+                    shape,
+                    block,
+                    tile,
+                ),
+            );
+            for causal in [0, 1] {
+                each(
+                    &format!("softcap causal={causal}"),
+                    check_mask(
+                        general(Shipped::SoftCap, causal),
+                        SoftCap::new(args(causal, 3.0), shape),
+                        shape,
+                        block,
+                        tile,
+                    ),
+                );
+            }
+            // The shipped masks' own rules, each against itself.
+            each(
+                "Causal",
+                check_mask(
+                    Causal::new(args(0, 0.0), shape),
+                    Causal::new(args(0, 0.0), shape),
+                    shape,
+                    block,
+                    tile,
+                ),
+            );
+            each(
+                "SlidingWindow",
+                check_mask(
+                    SlidingWindow::new(args(9, 0.0), shape),
+                    SlidingWindow::new(args(9, 0.0), shape),
+                    shape,
+                    block,
+                    tile,
+                ),
+            );
+        }
+        // The scores: ALiBi's bias and the soft cap, as General gives them.
+        let (alibi, reference) = (
+            general(Shipped::Alibi, 0).row(0, 2, q_len - 1),
+            Alibi::new(args(0, 0.0), shape),
+        );
+        let (got, want) = (
+            alibi.score(0.5, 0, 2, q_len - 1, 0),
+            reference.score(0.5, 0, 2, q_len - 1, 0),
+        );
+        if (got - want).abs() > 1e-6 {
+            failures.push(format!("alibi score {got} != {want}"));
+        }
+        let cap = general(Shipped::SoftCap, 0);
+        let (got, want) = (cap.score(2.0, 0, 0, 0, 0), 3.0 * (2.0f32 / 3.0).tanh());
+        if (got - want).abs() > 1e-5
+            || !cap.modifies_scores()
+            || general(Shipped::Window, 4).modifies_scores()
+        {
+            failures.push(format!(
+                "soft cap score {got} != {want}, or modifies_scores wrong"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A planted mask whose `full_keys` claims one key too many must fail the check.
+#[test]
+fn a_planted_wrong_full_range_is_caught() {
+    #[derive(Clone, Copy)]
+    struct Wrong(Causal);
+    impl Mask for Wrong {
+        fn new(args: MaskArgs, shape: MaskShape) -> Self {
+            Wrong(Causal::new(args, shape))
+        }
+        fn keep(&self, b: usize, h: usize, q: usize, kv: usize) -> bool {
+            self.0.keep(b, h, q, kv)
+        }
+        fn keys(&self, b: usize, h: usize, q: core::ops::Range<usize>) -> core::ops::Range<usize> {
+            self.0.keys(b, h, q)
+        }
+        fn full_keys(&self, b: usize, h: usize, q: core::ops::Range<usize>) -> core::ops::Range<usize> {
+            let full = self.0.full_keys(b, h, q);
+            full.start..full.end + 1
+        }
+    }
+    let shape = MaskShape {
+        q_len: 40,
+        kv_len: 40,
+        heads: 1,
+    };
+    let failures = check_mask(
+        Wrong::new(args(0, 0.0), shape),
+        Causal::new(args(0, 0.0), shape),
+        shape,
+        8,
+        8,
+    );
+    assert!(!failures.is_empty(), "the planted full range passed");
+}
