@@ -69,7 +69,7 @@ impl<E: KvElement> GraphBuffers for PagedKvCache<E> {
 
 impl Gpu {
     /// The workspace of [`Gpu::decode_attention_into`] for `query` on caches of `cache`'s shape:
-    /// the default plan ([`super::DecodeAlgorithm::Tiles`]) for a context of the cache's whole
+    /// the default plan ([`super::DecodeAlgorithm::Tensor`]) for a context of the cache's whole
     /// capacity, and its partials (`(head_dim + 2) * 4` bytes per query row and chunk).
     ///
     /// Errors: those of [`Gpu::decode_attention`]'s query checks (heads, `q_len`, scale).
