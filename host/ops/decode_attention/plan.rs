@@ -576,7 +576,7 @@ mod tests {
             DecodePlan::choose(DecodeAlgorithm::Tiles, shape(1, 1, 40, 4096), 132),
             DecodePlan::Warp
         );
-        assert_eq!(DecodeAlgorithm::default(), DecodeAlgorithm::Tiles);
+        assert_eq!(DecodeAlgorithm::default(), DecodeAlgorithm::Tensor);
     }
 
     /// The warp target's boundary: 8 kv heads of one row group want `floor(12 * sms / 8)` chunks;

@@ -263,7 +263,13 @@ mod tests {
             (p.tile, p.accumulation, p.block_scales),
             (Fp8Tile::Square, Fp8Accumulation::Promoted, true)
         );
-        assert_eq!(p.name(), "block-128x128");
+        // The promotion overlaps the next step's products (`OVERLAP_PROMOTION`), for block
+        // scales and for promoted tensor or row scales; fast accumulation never promotes.
+        assert_eq!(p.name(), "block-overlap-128x128");
+        let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Promoted, SMS);
+        assert_eq!(p.name(), "promoted-overlap-128x128");
+        let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Fast, SMS);
+        assert!(!p.overlap);
     }
 
     #[test]
