@@ -1,6 +1,6 @@
 //! Matrix product on device-resident matrices, with a choice of algorithm: each public
-//! operation checks its operands once (`mod.rs`), picks the plan once (`plan.rs`), and launches
-//! it (`kernels.rs`); the half-precision entry points, the Hopper `wgmma` paths, the TF32
+//! operation checks its operands once (`mod.rs`), picks the plan once (`plan.rs`, its rules as
+//! data in `plan_rules.rs`, its tests in `plan_tests.rs`), and launches it (`kernels.rs`); the half-precision entry points, the Hopper `wgmma` paths, the TF32
 //! error bound, the decode products (`Y = X W^T`, `decode.rs`, its Hopper rung and the plan of
 //! its tile and slices in `decode_wgmma.rs`) and the FP8 product
 //! (`fp8_matmul.rs`, its plan in `fp8_plan.rs`) have a file each.
@@ -29,7 +29,9 @@ pub use fp8_plan::{FP8_ACCUMULATION_UNIT, Fp8Accumulation, Fp8Plan, Fp8Tile};
 pub use grouped_plan::{GROUPED_WIDE_TILES_PER_SM, GroupedPlan};
 pub use half::{MatmulElement, MatmulOutput};
 pub use plan::{
-    FastPlan, FastTile, HALF_KERNEL_ENV, HalfTile, SGEMM_SCHEDULE_ENV, StreamKPlan, Tf32Tile, WsTile,
+    FAST_RULES, FastPlan, FastRule, FastTile, HALF_KERNEL_ENV, HalfTile, MATMUL_RULES, MatmulRule,
+    MatmulRuleSource, SGEMM_SCHEDULE_ENV, StreamKPlan, TF32_RULES, Tf32Rule, Tf32Tile, WS_RULES,
+    WS_WAVE_PERCENT, WsTile,
 };
 
 use super::same_shape;

@@ -51,56 +51,22 @@ impl MatmulPlan {
         MatmulPlan::choose_with(device, algorithm, mkn, SgemmSchedule::forced())
     }
 
-    /// [`MatmulPlan::choose`] with the forced schedule given: a pure function of its arguments.
+    /// [`MatmulPlan::choose`] with the forced schedule given, a pure function of its arguments:
+    /// the first of [`MATMUL_RULES`] that applies wins. Each algorithm's last rule always
+    /// applies (pinned by the plan's tests), so the fallback, the naive kernel (right for every
+    /// shape), is never reached.
     fn choose_with(
         device: &impl MatmulDevice,
         algorithm: MatmulAlgorithm,
-        (m, k, n): (usize, usize, usize),
+        mkn: (usize, usize, usize),
         forced: Option<SgemmSchedule>,
     ) -> Result<Self> {
-        Ok(match algorithm {
-            MatmulAlgorithm::Naive => MatmulPlan::Naive,
-            MatmulAlgorithm::Tiled => MatmulPlan::Tiled,
-            MatmulAlgorithm::Fast => {
-                let plan = FastPlan::choose(m, n, k, device.multiprocessors()?);
-                let large = plan
-                    == FastPlan {
-                        tile: FastTile::Large,
-                        slices: 1,
-                    };
-                // The stream-K kernel has 16-byte accesses only; alignment is checked again at
-                // the launch, which falls back to `plan` without it.
-                #[allow(clippy::manual_is_multiple_of)] // minimum Rust 1.85
-                let vec4_shape = k % 4 == 0 && n % 4 == 0;
-                let stream_k = match forced {
-                    Some(SgemmSchedule::DataParallel) => None,
-                    _ if !vec4_shape || k == 0 => None,
-                    Some(SgemmSchedule::StreamK) => {
-                        Some(StreamKPlan::with_ctas(m, n, device.stream_k_resident()?))
-                    }
-                    Some(SgemmSchedule::ByShape) if large => {
-                        StreamKPlan::choose(m, n, k, device.stream_k_resident()?)
-                    }
-                    // Data-parallel by default (bench/targets.md, "Matmul and softmax plan
-                    // rules").
-                    Some(SgemmSchedule::ByShape) | None => None,
-                };
-                stream_k.map_or(MatmulPlan::Fast(plan), MatmulPlan::StreamK)
+        for source in &MATMUL_RULES {
+            if let Some(plan) = source.rule.apply(device, algorithm, mkn, forced)? {
+                return Ok(plan);
             }
-            // Hopper's `wgmma` where it applies on a CUDA device (the allocations are 256-byte
-            // aligned; the launch checks again), else the `mma.sync` tilings.
-            MatmulAlgorithm::Tf32
-                if !device.is_simulator() && Tf32Tile::wgmma_applies(k, true, device.has_wgmma()) =>
-            {
-                MatmulPlan::Tf32(Tf32Tile::Wgmma)
-            }
-            MatmulAlgorithm::Tf32 => MatmulPlan::Tf32(Tf32Tile::choose(
-                m,
-                n,
-                device.multiprocessors()?,
-                &device.limits(),
-            )),
-        })
+        }
+        Ok(MatmulPlan::Naive)
     }
 }
 
@@ -207,30 +173,16 @@ impl Tf32Tile {
         k > 0 && k % 4 == 0 && aligned && wgmma_loaded
     }
 
-    /// The tiling for an `m x n` result on a GPU with `multiprocessors` SMs and these limits,
-    /// the first that fits the device's opt-in shared memory per block
-    /// (`max_shared_mem_per_block_optin`):
-    ///
-    /// | tiling | shared memory | when |
-    /// |---|---|---|
-    /// | [`Tf32Tile::Wide`] | 204 KiB | at least one block per SM (fewer bytes per flop) |
-    /// | [`Tf32Tile::Square`] | 105 KiB | four times the blocks, two per SM |
-    /// | [`Tf32Tile::SquareK16`] | 74 KiB | always (the rest) |
-    ///
-    /// So an H100/H200 (227 KiB) takes `Wide` or `Square` by shape, an A100 (163 KiB)
-    /// `Square`, and compute capability 8.6, 8.9 and 12.0 (99 KiB) `SquareK16`. Below 74 KiB
-    /// (no GPU gpukern supports) the launch is refused with [`crate::Error::TooLarge`].
+    /// The tiling for an `m x n` result on a GPU with `multiprocessors` SMs and these limits:
+    /// the first of [`TF32_RULES`] that applies. An H100/H200 (227 KiB of opt-in shared memory
+    /// per block) takes `Wide` or `Square` by shape, an A100 (163 KiB) `Square`, and compute
+    /// capability 8.6, 8.9 and 12.0 (99 KiB) `SquareK16`. Below 74 KiB (no GPU gpukern
+    /// supports) the launch is refused with [`crate::Error::TooLarge`].
     pub fn choose(m: usize, n: usize, multiprocessors: usize, limits: &DeviceLimits) -> Tf32Tile {
-        let fits = |t: Tf32Tiling| t.shared_bytes() <= limits.max_shared_mem_per_block_optin;
-        let wide = TF32_128X256;
-        let blocks = m.div_ceil(wide.block_rows) * n.div_ceil(wide.block_cols);
-        if blocks >= multiprocessors.max(1) && fits(wide) {
-            Tf32Tile::Wide
-        } else if fits(TF32_128X128) {
-            Tf32Tile::Square
-        } else {
-            Tf32Tile::SquareK16
-        }
+        TF32_RULES
+            .iter()
+            .find_map(|r| r.rule.apply(m, n, multiprocessors, limits))
+            .unwrap_or(Tf32Tile::SquareK16)
     }
 }
 
@@ -290,38 +242,36 @@ const MIN_SPLIT_K: usize = 256;
 const MAX_SLICES: usize = 16;
 
 impl FastPlan {
-    /// The plan for an `m x k` times `k x n` product on a GPU with `multiprocessors` SMs:
-    ///
-    /// | blocks of 128 x 128 | blocks of 64 x 64 | plan |
-    /// |---|---|---|
-    /// | at least one per SM | | [`FastTile::Large`], `k` whole |
-    /// | fewer | at least one per SM | [`FastTile::Small`], `k` whole |
-    /// | fewer | fewer | [`FastTile::Small`], `k` in slices of at least 256 (at most 16) for about two blocks per SM |
-    ///
-    /// The 128 x 128 tiling does the most work per shared-memory load, but only while the grid
-    /// fills the GPU: 1024^3 gives 64 such blocks for 132 SMs, 256 of 64 x 64. Skinny products
-    /// (`m` or `n` of 64 and less, e.g. 64x4096x4096 or a single row) fill it only by splitting
-    /// `k`. On an H200: 4096^3, 8192^3, 2048^3, 4097x4095x4093 and 4096x4096x64 (k = 64) take
-    /// the large tiling; 1024^3 the small one; 512^3 the small one in 2 slices; 64x4096x4096 and
-    /// 1x4096x4096 the small one in 5 slices.
+    /// The 128 x 128 tiling with `k` whole: the plan of large products.
+    pub const LARGE_WHOLE: FastPlan = FastPlan {
+        tile: FastTile::Large,
+        slices: 1,
+    };
+
+    /// The plan for an `m x k` times `k x n` product on a GPU with `multiprocessors` SMs: the
+    /// first of [`FAST_RULES`] that applies. The 128 x 128 tiling does the most work per
+    /// shared-memory load, but only while the grid fills the GPU: 1024^3 gives 64 such blocks
+    /// for 132 SMs, 256 of 64 x 64. Skinny products (`m` or `n` of 64 and less, e.g.
+    /// 64x4096x4096 or a single row) fill it only by splitting `k`. On an H200: 4096^3, 8192^3,
+    /// 2048^3, 4097x4095x4093 and 4096x4096x64 (k = 64) take the large tiling; 1024^3 the small
+    /// one; 512^3 the small one in 2 slices; 64x4096x4096 and 1x4096x4096 the small one in 5
+    /// slices.
     pub fn choose(m: usize, n: usize, k: usize, multiprocessors: usize) -> FastPlan {
-        let blocks = |t: FastTiling| m.div_ceil(t.block_rows) * n.div_ceil(t.block_cols);
-        let sms = multiprocessors.max(1);
-        if blocks(FAST_128) >= sms {
-            return FastPlan {
-                tile: FastTile::Large,
-                slices: 1,
-            };
-        }
-        let tiles = blocks(FAST_64).max(1);
-        let slices = if tiles >= sms {
-            1
-        } else {
-            (SPLIT_BLOCKS_PER_MULTIPROCESSOR * sms)
-                .div_ceil(tiles)
-                .min(k / MIN_SPLIT_K)
-                .clamp(1, MAX_SLICES)
-        };
+        FAST_RULES
+            .iter()
+            .find_map(|r| r.rule.apply(m, n, k, multiprocessors))
+            .unwrap_or_else(|| FastPlan::split(m, n, k, multiprocessors))
+    }
+
+    /// The small tiling over slices of `k` of at least [`MIN_SPLIT_K`] (at most
+    /// [`MAX_SLICES`]) for about [`SPLIT_BLOCKS_PER_MULTIPROCESSOR`] blocks per SM (one slice
+    /// where `k` is shorter than two).
+    fn split(m: usize, n: usize, k: usize, multiprocessors: usize) -> FastPlan {
+        let tiles = fast_blocks(FAST_64, m, n).max(1);
+        let slices = (SPLIT_BLOCKS_PER_MULTIPROCESSOR * multiprocessors.max(1))
+            .div_ceil(tiles)
+            .min(k / MIN_SPLIT_K)
+            .clamp(1, MAX_SLICES);
         FastPlan {
             tile: FastTile::Small,
             slices,
@@ -342,12 +292,16 @@ impl FastPlan {
     }
 }
 
+/// Blocks of `tiling` over an `m x n` result.
+fn fast_blocks(tiling: FastTiling, m: usize, n: usize) -> usize {
+    m.div_ceil(tiling.block_rows) * n.div_ceil(tiling.block_cols)
+}
+
 /// Environment variable that sets the schedule [`MatmulAlgorithm::Fast`] takes for an f32
 /// product: `stream-k` ([`StreamKPlan`] wherever its kernel applies: `k`, `n` multiples of 4),
 /// `auto` (stream-K where [`StreamKPlan::choose`] says) or `dp` (data-parallel, one block per
 /// tile: [`FastPlan::choose`]'s plan). Read once per process; unset or anything else is `dp`,
-/// the default, the data-parallel 128 x 128 grid having been ahead of stream-K at 4096^3 and
-/// 8192^3 (record: `bench/experiments/plans/5e7f33d-plans.jsonl`; figures in `bench/targets.md`).
+/// the default ([`MATMUL_RULES`]).
 pub const SGEMM_SCHEDULE_ENV: &str = "GPUKERN_SGEMM";
 
 /// A schedule forced through [`SGEMM_SCHEDULE_ENV`].
@@ -497,7 +451,7 @@ pub enum WsTile {
 
 /// [`WsTile::choose`] takes the largest tile whose count is at least this percentage of the
 /// multiprocessors ("about one full wave": the persistent grid is one block per SM).
-const WS_WAVE_PERCENT: usize = 90;
+pub const WS_WAVE_PERCENT: usize = 90;
 
 impl WsTile {
     /// Every tile, largest first.
@@ -521,14 +475,16 @@ impl WsTile {
         }
     }
 
-    /// The tile for an `m x n` result on a GPU with `multiprocessors` SMs: the largest of
-    /// [`WsTile::ALL`] that gives at least about one full wave of tiles (90% of the SMs), else
-    /// the smallest. On an H200 (132 SMs): 2048^3 and larger take [`WsTile::Wide`] (128 tiles
-    /// at 2048^3), 1536^3 [`WsTile::Square`] (144), 1024^3 [`WsTile::Narrow`] (128).
+    /// The tile for an `m x n` result on a GPU with `multiprocessors` SMs: the first of
+    /// [`WS_RULES`] whose tiles give about one full wave ([`WS_WAVE_PERCENT`] of the SMs; the
+    /// persistent grid is one block per SM), else the last. On an H200 (132 SMs): 2048^3 and
+    /// larger take [`WsTile::Wide`] (128 tiles at 2048^3), 1536^3 [`WsTile::Square`] (144),
+    /// 1024^3 [`WsTile::Narrow`] (128).
     pub fn choose(m: usize, n: usize, multiprocessors: usize) -> WsTile {
         let wave = multiprocessors.max(1) * WS_WAVE_PERCENT;
-        WsTile::ALL
-            .into_iter()
+        WS_RULES
+            .iter()
+            .map(|r| r.rule)
             .find(|t| t.tiling().tiles(m, n) * 100 >= wave)
             .unwrap_or(WsTile::Narrow)
     }
@@ -658,6 +614,12 @@ impl MatmulAlgorithm {
         matches!(self, MatmulAlgorithm::Tf32)
     }
 }
+
+#[path = "plan_rules.rs"]
+mod rules;
+pub use rules::{
+    FAST_RULES, FastRule, MATMUL_RULES, MatmulRule, MatmulRuleSource, TF32_RULES, Tf32Rule, WS_RULES,
+};
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]

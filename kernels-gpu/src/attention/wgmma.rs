@@ -551,7 +551,8 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                     kt = work.next(&tile, kt + 1);
                 }
                 // Every scores product of the tile retired: `Q` may be overwritten.
-                warp_arrive(q_free);
+                // SAFETY: every lane of the consumer warps; `q_free` counts them.
+                unsafe { mbarrier::warp_arrive(q_free) };
                 turns.take();
                 // SAFETY: as above, for the last tile's `P V`.
                 unsafe { acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true) };
@@ -562,7 +563,8 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                     consumer.release(&stage);
                 }
             } else {
-                warp_arrive(q_free);
+                // SAFETY: as above (no KV tile: `Q` was not read).
+                unsafe { mbarrier::warp_arrive(q_free) };
             }
         } else {
             // One tile at a time: scores, softmax, `P V`, each waited for.
@@ -587,7 +589,9 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 }
                 kt = work.next(&tile, kt + 1);
             }
-            warp_arrive(q_free);
+            // SAFETY: every lane of the consumer warps, every scores product retired; `q_free`
+            // counts the consumer warps.
+            unsafe { mbarrier::warp_arrive(q_free) };
         }
         store_rows::<T, H>(o, lse, &acc, (m, l), rows, (tile.b, tile.h), (q_len, heads), qd);
         tile_index += stride;
@@ -659,18 +663,6 @@ impl<M: Mask> Work<M> {
             }
         }
         t.min(tile.end)
-    }
-}
-
-/// Lane 0 of each warp arrives on `bar`: this warp's part is done (`Q`'s release once its scores
-/// products of the tile retired, or a ping-pong turn handed over).
-#[inline(always)]
-#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-#[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
-fn warp_arrive(bar: *mut u64) {
-    if thread::thread_idx_x() % 32 == 0 {
-        // SAFETY: the callers pass an initialised barrier of the block that counts this warp.
-        unsafe { mbarrier::arrive(bar) };
     }
 }
 
@@ -750,7 +742,9 @@ impl Turns {
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     fn hand_over(&self) {
-        warp_arrive(self.other);
+        // SAFETY: every lane of this consumer's warps calls it at its turn's end; the other
+        // consumer's barrier counts them.
+        unsafe { mbarrier::warp_arrive(self.other) };
     }
 }
 

@@ -29,10 +29,13 @@
 //!   half in flight per thread, a grid-stride loop.
 //! * [`rows`]: the same vectors on a 2-D grid (blocks along a row and down the rows), so that a
 //!   thread finds its row and column without a division; plain loads and stores.
+//!
+//! The two vector rungs share the computation and the store of an output vector,
+//! [`store_gated`]; they differ in where a thread's vectors are and how their loads are hinted.
 
 use crate::gpu::convert::Float;
 use crate::gpu::math;
-use crate::gpu::vector::Lane;
+use crate::gpu::vector::{self, Lane, StoreHint};
 
 pub mod rows;
 pub mod scalar;
@@ -83,3 +86,27 @@ pub trait GluElem: Lane + Float {}
 
 impl GluElem for f32 {}
 impl GluElem for crate::gpu::bf16 {}
+
+/// One output vector of the vector rungs ([`vectors`], [`rows`]): `y[o..o + N] = act(gate) * up`
+/// computed lane by lane in f32 ([`gated`]) and stored as one 16-byte vector, rounded once (a
+/// plain store).
+///
+/// # Safety
+/// `y[o..o + N]` lies in `y`, at a multiple of `N` of a 16-byte aligned buffer.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+pub unsafe fn store_gated<T: GluElem, const N: usize, const ACT: u8>(
+    y: *mut T,
+    o: usize,
+    gate: &[T; N],
+    up: &[T; N],
+) {
+    let mut out = [T::ZERO; N];
+    // Unrolled by hand: LLVM leaves a loop of the GELU's body rolled, and the lanes then go
+    // through local memory.
+    unroll_8!(N, |l| {
+        out[l] = T::from_f32(gated::<ACT>(gate[l].to_f32(), up[l].to_f32()));
+    });
+    // SAFETY: the caller's contract.
+    unsafe { vector::store_hinted(y, o, out, StoreHint::Default) };
+}

@@ -1,8 +1,8 @@
 //! The GLU by rows: a 2-D grid, blocks along a row's vectors and down the rows, no division
 //! ([`glu_rows`](fn@glu_rows)).
 
-use super::{gated, Act, GluElem};
-use crate::gpu::vector::{self, LoadHint, StoreHint};
+use super::{store_gated, Act, GluElem};
+use crate::gpu::vector::{self, LoadHint};
 use crate::gpu::{bf16, thread};
 use crate::kernel;
 
@@ -22,8 +22,9 @@ pub const ROWS_SPAN: usize = ROWS_BLOCK as usize * ROWS_UNROLL;
 /// that any number of rows fits the grid's 65,535 limit on y); in each, thread `t` takes the
 /// row's vectors `bx * ROWS_SPAN + k * blockDim.x + t` for `k < ROWS_UNROLL` (each `k`
 /// coalesced across the warp), loads the gate's and the up half's vector of each (plain loads,
-/// all before any use), computes in f32 ([`gated`]) and stores `y[r][c..c + N]` as one vector,
-/// rounded once (a plain store). The row and column come from the grid: no division.
+/// all before any use), computes in f32 ([`super::gated`]) and stores `y[r][c..c + N]` as one
+/// vector, rounded once (a plain store; [`store_gated`]). The row and column come from the
+/// grid: no division.
 ///
 /// Instances (`T`, `N`, `ACT`): `swiglu_rows_f32`, `swiglu_rows_bf16`, `geglu_rows_f32`,
 /// `geglu_rows_bf16`, `geglu_erf_rows_f32`, `geglu_erf_rows_bf16`.
@@ -79,13 +80,8 @@ pub unsafe fn glu_rows<T: GluElem, const N: usize, const ACT: u8>(
         unroll_8!(ROWS_UNROLL, |k| {
             let v = first + k * threads;
             if v < per_row {
-                let mut out = [T::ZERO; N];
-                unroll_8!(N, |l| {
-                    out[l] = T::from_f32(gated::<ACT>(gate[k][l].to_f32(), up[k][l].to_f32()));
-                });
-                // SAFETY: `output + v * N + N <= rows * n`, a multiple of `N` of an aligned
-                // buffer.
-                unsafe { vector::store_hinted(y, output + v * N, out, StoreHint::Default) };
+                // SAFETY: `output + v * N + N <= rows * n`, a multiple of `N` of an aligned buffer.
+                unsafe { store_gated::<T, N, ACT>(y, output + v * N, &gate[k], &up[k]) };
             }
         });
         r += thread::grid_dim_y() as usize;

@@ -1,8 +1,8 @@
 //! The fast GLU: 16-byte vectors of both halves, several in flight per thread
 //! ([`glu_vectors`](fn@glu_vectors)).
 
-use super::{gated, Act, GluElem};
-use crate::gpu::vector::{self, LoadHint, StoreHint};
+use super::{store_gated, Act, GluElem};
+use crate::gpu::vector::{self, LoadHint};
 use crate::gpu::{bf16, thread};
 use crate::kernel;
 
@@ -19,8 +19,8 @@ pub const VECTOR_UNROLL: usize = 4;
 /// `(b * VECTOR_UNROLL + k) * blockDim.x + t` for `k < VECTOR_UNROLL` (each `k` coalesced across
 /// the warp): for each it loads the gate's vector `x[r][c..c + N]` and the up half's
 /// `x[r][n + c..n + c + N]` (all `2 VECTOR_UNROLL` loads issued before any use; streaming hint,
-/// read once), then computes in f32 ([`gated`]) and stores `y[r][c..c + N]` as one vector,
-/// rounded once.
+/// read once), then computes in f32 ([`super::gated`]) and stores `y[r][c..c + N]` as one
+/// vector, rounded once ([`store_gated`]).
 ///
 /// Instances (`T`, `N`, `ACT`): `swiglu_f32`, `swiglu_bf16`, `geglu_f32`, `geglu_bf16`,
 /// `geglu_erf_f32`, `geglu_erf_bf16`.
@@ -92,14 +92,8 @@ pub unsafe fn glu_vectors<T: GluElem, const N: usize, const ACT: u8>(
         unroll_8!(VECTOR_UNROLL, |k| {
             let c = first + k * threads;
             if c < chunks {
-                let mut out = [T::ZERO; N];
-                // Unrolled by hand: LLVM leaves a loop of the GELU's body rolled, and the lanes
-                // then go through local memory.
-                unroll_8!(N, |l| {
-                    out[l] = T::from_f32(gated::<ACT>(gate[k][l].to_f32(), up[k][l].to_f32()));
-                });
                 // SAFETY: `c * N + N <= rows * n`, a multiple of `N` of an aligned buffer.
-                unsafe { vector::store_hinted(y, c * N, out, StoreHint::Default) };
+                unsafe { store_gated::<T, N, ACT>(y, c * N, &gate[k], &up[k]) };
             }
         });
         first += stride;

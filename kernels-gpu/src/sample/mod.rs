@@ -57,3 +57,50 @@ pub const NEG_INF_KEY: u32 = 0x007f_ffff;
 
 /// The key of `+inf`.
 pub const POS_INF_KEY: u32 = 0xff80_0000;
+
+/// The row maximum of the sampling kernels' first pass: the largest order key ([`order_key`])
+/// and the first column holding it, and what a row that is not drawn stores.
+#[derive(Clone, Copy)]
+pub struct RowMax {
+    /// The largest order key of the row.
+    pub key: u32,
+    /// The first column whose key it is.
+    pub first: i32,
+}
+
+impl RowMax {
+    /// Column `i`'s ranked key: its logit's order key above, the complement of `i` below, so that
+    /// the largest ranked key of a row (a thread's maximum over its columns, then the block's
+    /// `u64::max` reduction) is the largest logit at its first column.
+    #[inline(always)]
+    pub fn rank(v: f32, i: usize) -> u64 {
+        u64::from(order_key(v)) << 32 | u64::from(!(i as u32))
+    }
+
+    /// The row maximum of the row's largest ranked key ([`RowMax::rank`]).
+    #[inline(always)]
+    pub fn of(best: u64) -> RowMax {
+        RowMax {
+            key: (best >> 32) as u32,
+            first: !(best as u32) as i32,
+        }
+    }
+
+    /// Whether the row's token is not drawn: greedy (`sampling` false: `t = 0`), a `+inf`
+    /// maximum, or nothing to sample (every logit NaN or `-inf`).
+    #[inline(always)]
+    pub fn greedy(&self, sampling: bool) -> bool {
+        !sampling || self.key == POS_INF_KEY || self.key <= NEG_INF_KEY
+    }
+
+    /// The token of a row that is not drawn: `-1` when nothing can be sampled, else the first
+    /// column of the maximum.
+    #[inline(always)]
+    pub fn token(&self) -> i32 {
+        if self.key <= NEG_INF_KEY {
+            -1
+        } else {
+            self.first
+        }
+    }
+}

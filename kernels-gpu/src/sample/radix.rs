@@ -12,7 +12,7 @@
 //! within about `cols * 2^-32` of the goal or of the draw's target (a token at such a boundary
 //! only), and a token whose weight is below `2^-32` of the row's largest is never drawn.
 
-use super::{order_key, NEG_INF_KEY, POS_INF_KEY};
+use super::{order_key, RowMax, NEG_INF_KEY};
 use crate::gpu::block::Scratch;
 use crate::gpu::convert::Float;
 use crate::gpu::shared::Array;
@@ -286,18 +286,15 @@ pub unsafe fn sample_radix<T: Float>(
         let x = x.add(r * cols);
         // (1) The largest key and its first index.
         let mut best = 0u64;
-        for_each(x, (0, cols), me, |i, v| {
-            best = best.max(u64::from(order_key(v)) << 32 | u64::from(!(i as u32)));
-        });
-        let best = keys.reduce(best, u64::max);
-        let (max_key, first) = ((best >> 32) as u32, !(best as u32) as i32);
-        let greedy = !inv_t.is_finite() || max_key == POS_INF_KEY || max_key <= NEG_INF_KEY;
-        if greedy {
+        for_each(x, (0, cols), me, |i, v| best = best.max(RowMax::rank(v, i)));
+        let row = RowMax::of(keys.reduce(best, u64::max));
+        if row.greedy(inv_t.is_finite()) {
             if tid == 0 {
-                mem::store(tokens, r, if max_key <= NEG_INF_KEY { -1 } else { first });
+                mem::store(tokens, r, row.token());
             }
             return;
         }
+        let first = row.first;
         let max = logit(x, first as usize);
         // (2) Top-k: the `top_k`-th largest key, digit by digit.
         let mut floor = NEG_INF_KEY + 1;

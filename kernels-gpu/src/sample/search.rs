@@ -2,7 +2,7 @@
 //! logits' order keys, every step one pass over the row in global memory (L1/L2 after the
 //! first) and one block reduction.
 
-use super::{order_key, NEG_INF_KEY, POS_INF_KEY, SAMPLE_BLOCK};
+use super::{order_key, RowMax, NEG_INF_KEY, SAMPLE_BLOCK};
 use crate::gpu::block::Scratch;
 use crate::gpu::convert::Float;
 use crate::gpu::shared::Array;
@@ -107,19 +107,17 @@ pub unsafe fn sample_search<T: Float>(
         let mut best = 0u64;
         let mut i = tid;
         while i < cols {
-            let key = u64::from(order_key(logit(x, i))) << 32 | u64::from(!(i as u32));
-            best = best.max(key);
+            best = best.max(RowMax::rank(logit(x, i), i));
             i += THREADS;
         }
-        let best = keys.reduce(best, u64::max);
-        let (max_key, first) = ((best >> 32) as u32, !(best as u32) as i32);
-        let greedy = !inv_t.is_finite() || max_key == POS_INF_KEY || max_key <= NEG_INF_KEY;
-        if greedy {
+        let row = RowMax::of(keys.reduce(best, u64::max));
+        if row.greedy(inv_t.is_finite()) {
             if tid == 0 {
-                mem::store(tokens, r, if max_key <= NEG_INF_KEY { -1 } else { first });
+                mem::store(tokens, r, row.token());
             }
             return;
         }
+        let (max_key, first) = (row.key, row.first);
         let max = logit(x, first as usize);
         // (2) Top-k: the largest key that at least `top_k` logits reach.
         let mut floor = NEG_INF_KEY + 1;
