@@ -112,6 +112,20 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             mask_vs_rows(gpu, rng, kind, (1, 4096, 4096, 4, 1), 128)
         }));
     }
+    // The instances no trial above launches on the GPU (the coverage trial's list at b65b815):
+    // the no-mask flash rung in f16 at head dim 64, and `General` in f16 at 128 (flash and
+    // ping-pong) and in bf16 at 64 (flash), on the simulator's small ragged shapes.
+    for (kind, label, d, shape) in [
+        (Kind::Plain(false), "f16", 64, (1, 135, 140, 2, 1)),
+        (Kind::Window(37), "f16", 128, (1, 150, 170, 2, 1)),
+        (Kind::Window(37), "bf16", 64, (1, 150, 170, 2, 1)),
+    ] {
+        let name = format!("attention::mask_small::{}::{label}_d{d}", kind.name());
+        trials.push(trial(cuda, &name, move |gpu, rng| match label {
+            "bf16" => mask_case::<bf16>(gpu, rng, kind, shape, d, ALL_RUNGS),
+            _ => mask_case::<f16>(gpu, rng, kind, shape, d, ALL_RUNGS),
+        }));
+    }
     trials.push(trial(cuda, "attention::mask::planted", planted));
     trials.push(trial(cuda, "errors::attention_masks", |gpu, _| errors(gpu)));
     trials
