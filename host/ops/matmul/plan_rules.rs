@@ -127,6 +127,9 @@ impl MatmulRule {
 const PLANS_5E7F33D: &str = "bench/experiments/plans/5e7f33d-plans.jsonl";
 /// The H200 run with every warp-specialised tile forced (`gpukern:wgmma_ws_<tile>`).
 const WS_TILES_F2782B2: &str = "bench/results/f2782b2.jsonl";
+/// The `--plans` run of the f32 product below one wave (512^3, 1000^3, 1024^3, 4096x4096x64,
+/// 64x4096x4096, 1x4096x4096) on the H200.
+const PLANS_30478DC: &str = "bench/experiments/plans/30478dc-matmul-plans.jsonl";
 
 /// The plan of a matmul call as data (what [`crate::Gpu::matmul_with`] runs): the first rule
 /// that applies wins. The f32 product is data-parallel unless [`SGEMM_SCHEDULE_ENV`](super::SGEMM_SCHEDULE_ENV) asks for
@@ -244,8 +247,9 @@ impl FastRule {
 }
 
 /// [`FastPlan::choose`] as data: the first rule that applies wins. The 128 x 128 tiling was
-/// ahead of 64 x 64 and 128 x 256 at 2048^3 to 8192^3; the small tiling and the split of `k`
-/// below one wave come from runs that were not committed (to be re-measured).
+/// ahead of 64 x 64 and 128 x 256 at 2048^3 to 8192^3; below its wave the 64 x 64 tiling with
+/// `k` whole was ahead of 128 x 128 at 1000^3 and 1024^3, and the split of `k` ahead of it
+/// unsplit at 512^3, 64x4096x4096 and 1x4096x4096.
 pub const FAST_RULES: [MatmulRuleSource<FastRule>; 3] = [
     MatmulRuleSource {
         rule: FastRule::Large,
@@ -253,11 +257,11 @@ pub const FAST_RULES: [MatmulRuleSource<FastRule>; 3] = [
     },
     MatmulRuleSource {
         rule: FastRule::Small,
-        records: &[],
+        records: &[PLANS_30478DC],
     },
     MatmulRuleSource {
         rule: FastRule::SmallSplit,
-        records: &[],
+        records: &[PLANS_30478DC],
     },
 ];
 
