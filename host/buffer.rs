@@ -247,6 +247,22 @@ impl Gpu {
         Ok(DeviceVec { storage, len })
     }
 
+    /// A new device vector of `len` elements of `T` for a kernel to write whole, not zeroed; in
+    /// the simulator every element starts as `poison` (a NaN, so that one left unwritten shows).
+    pub(crate) fn alloc_poisoned<T: Element>(&self, len: usize, poison: T) -> Result<DeviceVec<T>> {
+        crate::capture::refuse(
+            self,
+            "allocating device memory",
+            "an allocation (an operation that returns a new buffer)",
+        )?;
+        checked_len_of::<T>("allocating device memory", &[len])?;
+        let storage = match &self.backend {
+            Backend::Cuda(d) => Storage::Cuda(d.alloc(len)?),
+            Backend::Simulator => Storage::Host(host_vec(len, poison)?),
+        };
+        Ok(DeviceVec { storage, len })
+    }
+
     /// A new `rows x cols` device matrix for a kernel to write (the result of an operation:
     /// [`Error::TooLarge`] when it could not exist on the host).
     pub(crate) fn alloc_matrix(&self, rows: usize, cols: usize) -> Result<DeviceMatrix> {

@@ -11,7 +11,9 @@
 //! second, comparable with the copy rate.
 //!
 //! A call allocates its output, its log-sum-exp and (split) its partials, stream-ordered on
-//! the H200, inside the timed region as a user's call would have them. Caches are rotated
+//! the H200, inside the timed region as a user's call would have them. `gpukern:tensor-into` is
+//! the decoder's call instead (`gpu.decode_attention_into`: the default plan's workspace and
+//! the outputs made once, outside the timing; no allocation per call). Caches are rotated
 //! (`sets_for`) so that the K/V of batch 1 (16 MiB) is read from DRAM, not L2.
 
 use gpukern::ops::decode_attention::{decode_splits, tensor_chunks, tile_chunks};
@@ -116,7 +118,7 @@ fn algorithms(s: &Shape, sms: usize) -> Vec<DecodeAlgorithm> {
 
 /// Measurements [`decode_attention`] makes (on an H200's 132 multiprocessors).
 pub fn planned(quick: bool) -> usize {
-    shapes(quick).iter().map(|s| algorithms(s, 132).len()).sum()
+    shapes(quick).iter().map(|s| algorithms(s, 132).len() + 1).sum()
 }
 
 /// K and V bytes of one call.
@@ -199,6 +201,7 @@ pub fn decode_attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
         let sets = sets_for(bytes as usize);
         let mut prepared: Option<Prepared> = None;
         let sms = b.gpu.multiprocessors()?;
+        into_row(b, sink, &s, sets, &mut prepared)?;
         for algorithm in algorithms(&s, sms) {
             let mut base = Record::new(
                 "decode_attention",
@@ -247,6 +250,52 @@ pub fn decode_attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
         }
     }
     Ok(())
+}
+
+/// `gpukern:tensor-into` at `s`: the default plan through `gpu.decode_attention_into`, its
+/// workspace and outputs made before the timing (the decode step's call, no allocation).
+fn into_row(
+    b: &mut Bench,
+    sink: &mut Sink,
+    s: &Shape,
+    sets: usize,
+    prepared: &mut Option<Prepared>,
+) -> Res<()> {
+    let bytes = traffic(s);
+    let sms = b.gpu.multiprocessors()?;
+    let mut base = Record::new("decode_attention", "gpukern:tensor-into", s.name())
+        .with("call", "gpu.decode_attention_into")
+        .with("dtype", "bf16")
+        .with("block_size", BLOCK_SIZE)
+        .with("splits", planned_tensor_splits(s, sms));
+    for (key, value) in s.vars() {
+        base = base.with(key, value);
+    }
+    sink.item(base.clone(), || {
+        let gpu = &b.gpu;
+        if prepared.is_none() {
+            *prepared = Some(prepare(gpu, s, sets)?);
+        }
+        let Some(p) = prepared.as_ref() else {
+            return Err("decode-attention operands were not prepared".into());
+        };
+        let mut workspace = gpu.decode_workspace(&p.caches[0], query(s))?;
+        let rows = s.batch * s.q_len * s.heads;
+        let mut out = gpu.zeros_of::<bf16>(rows * s.head_dim)?;
+        let mut lse = gpu.zeros_of::<f32>(rows)?;
+        gpu.decode_attention_into(&p.q, &p.caches[0], &mut workspace, &mut out, &mut lse)?;
+        let got: Vec<f32> = out.to_vec()?.into_iter().map(|x| x.to_f32()).collect();
+        let check = Check::new(&got, &p.reference, TOL, "cpu_f64");
+        let record = base.checked(&check).with("sets", sets);
+        if !check.passed() {
+            return Ok(record);
+        }
+        let stats = b.timer.measure(|i| {
+            gpu.decode_attention_into(&p.q, &p.caches[i % sets], &mut workspace, &mut out, &mut lse)?;
+            Ok(())
+        })?;
+        Ok(record.timed(&stats, Some(bytes), None))
+    })
 }
 
 #[cfg(test)]

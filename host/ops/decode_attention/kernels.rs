@@ -17,6 +17,9 @@ pub(crate) type AttnScalars = (usize, usize, usize, usize, usize, u32, usize, f3
 /// The element types of a paged KV cache and its attention: [`bf16`] and [`f16`](struct@half::f16), each with its
 /// kernels' instances.
 pub trait KvElement: Element + sealed::Sealed {
+    /// A NaN of the type: the simulator's fill for outputs a kernel writes whole.
+    #[doc(hidden)]
+    const NAN: Self;
     /// `kv_cache_append_*` (`VEC = false`) or `kv_cache_append_vec_*` (`VEC = true`).
     ///
     /// # Safety
@@ -126,6 +129,7 @@ macro_rules! kv_element {
         [$m64:ident, $m128:ident, $m256:ident]
     ) => {
         impl KvElement for $t {
+            const NAN: Self = <$t>::NAN;
             unsafe fn append(
                 module: &Module,
                 cfg: LaunchConfig,

@@ -442,8 +442,9 @@ impl Gpu {
         let scale = self.check_decode_attention(q, cache, query)?;
         let s = cache.shape;
         let rows = s.batch * query.q_len * query.heads;
-        let mut out = self.zeros_of::<E>(q.len())?;
-        // Written whole by the last kernel: no zeroing.
+        // Both written whole by the last kernel (every row, every dim): no zeroing (the
+        // simulator starts them as NaN, so that an element left unwritten shows in the trials).
+        let mut out = self.alloc_poisoned(q.len(), E::NAN)?;
         let mut lse = self.alloc(rows)?;
         let context = cache.host_lens.iter().map(|&l| l as usize).max().unwrap_or(1);
         let plan = DecodePlan::choose_on(
