@@ -554,7 +554,9 @@ impl Gpu {
                      Gpu::matmul_decode_into with a workspace, or a DecodePlan of one slice); \
                      that is an allocation",
                 )?;
-                Ok(owned.insert(self.zeros_of::<f32>(planes)?))
+                // Every element of every plane is written by the split launch before the sum
+                // reads it: not zeroed (NaN in the simulator, so that one left unwritten shows).
+                Ok(owned.insert(self.alloc(planes)?))
             }
         }
     }
