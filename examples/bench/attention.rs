@@ -58,7 +58,7 @@ pub fn planned(quick: bool) -> usize {
 }
 
 /// The record's `impl`: `gpukern` for the plan's choice, `gpukern:<rung>` for a rung asked for.
-fn impl_name(algorithm: AttentionAlgorithm) -> String {
+pub fn impl_name(algorithm: AttentionAlgorithm) -> String {
     match algorithm {
         AttentionAlgorithm::Auto => "gpukern".to_string(),
         a => format!("gpukern:{}", a.name()),
@@ -182,6 +182,61 @@ pub fn check(gpu: &Gpu, ops: &mut Operands, options: &AttentionOptions, want: &[
     Ok(Check::new(&sampled_output(ops)?, want, TOL, "cpu_f64"))
 }
 
+/// One shape's operands, made at its first item, and the reference of the options timed,
+/// computed at the first item that needs it (`want`: cleared by the caller when the options
+/// change the reference).
+pub struct Prepared {
+    dims: [usize; 4],
+    ops: Option<Operands>,
+    pub want: Option<Vec<f32>>,
+}
+
+impl Prepared {
+    /// Nothing made yet for a shape of `dims`.
+    pub fn new(dims: [usize; 4]) -> Self {
+        Prepared {
+            dims,
+            ops: None,
+            want: None,
+        }
+    }
+
+    /// One item: the operands and the reference (`reference`) made if not yet, one call with
+    /// `options` checked on the sampled rows ([`check`]), then timed if it passed, `flops` a call.
+    pub fn check_and_time(
+        &mut self,
+        b: &mut Bench,
+        base: Record,
+        options: &AttentionOptions,
+        reference: impl FnOnce(&Operands) -> Vec<f32>,
+        flops: f64,
+    ) -> Res<Record> {
+        let gpu = &b.gpu;
+        if self.ops.is_none() {
+            self.ops = Some(prepare(gpu, self.dims)?);
+        }
+        let Some(ops) = self.ops.as_mut() else {
+            return Err("attention operands were not prepared".into());
+        };
+        if self.want.is_none() {
+            self.want = Some(reference(ops));
+        }
+        let Some(want) = self.want.as_ref() else {
+            return Err("no reference".into());
+        };
+        let check = check(gpu, ops, options, want)?;
+        let record = base.checked(&check);
+        if !check.passed() {
+            return Ok(record);
+        }
+        let stats = b.timer.measure(|_| {
+            run(gpu, ops, options)?;
+            Ok(())
+        })?;
+        Ok(record.timed(&stats, None, Some(flops)))
+    }
+}
+
 /// Every shape, causal and not, every implementation.
 pub fn attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for dims in shapes(b.quick) {
@@ -190,9 +245,9 @@ pub fn attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
         if !b.wants(&shape) {
             continue;
         }
-        let mut prepared: Option<Operands> = None;
+        let mut prepared = Prepared::new(dims);
         for causal in [false, true] {
-            let mut want: Option<Vec<f32>> = None;
+            prepared.want = None;
             for algorithm in algorithms(seq, head_dim) {
                 let options = AttentionOptions {
                     causal,
@@ -209,29 +264,8 @@ pub fn attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     .with("dtype", "bf16")
                     .with("call", "gpu.attention_into");
                 sink.item(base.clone(), || {
-                    let gpu = &b.gpu;
-                    if prepared.is_none() {
-                        prepared = Some(prepare(gpu, dims)?);
-                    }
-                    let Some(ops) = prepared.as_mut() else {
-                        return Err("attention operands were not prepared".into());
-                    };
-                    if want.is_none() {
-                        want = Some(reference(ops, &options));
-                    }
-                    let Some(reference) = want.as_ref() else {
-                        return Err("no reference".into());
-                    };
-                    let check = check(gpu, ops, &options, reference)?;
-                    let record = base.checked(&check);
-                    if !check.passed() {
-                        return Ok(record);
-                    }
-                    let stats = b.timer.measure(|_| {
-                        run(gpu, ops, &options)?;
-                        Ok(())
-                    })?;
-                    Ok(record.timed(&stats, None, Some(flops(dims, causal))))
+                    let flops = flops(dims, causal);
+                    prepared.check_and_time(b, base, &options, |ops| reference(ops, &options), flops)
                 })?;
             }
         }

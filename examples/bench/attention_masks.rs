@@ -7,11 +7,11 @@
 //! keeps (the same count for every implementation). Each output is checked on sampled rows
 //! against the f64 reference with the same mask before it is timed.
 
-use gpukern::{AttentionAlgorithm, AttentionMask, AttentionOptions, Gpu, bf16};
+use gpukern::{AttentionAlgorithm, AttentionMask, AttentionOptions, bf16};
 
-use super::attention::{Operands, prepare, run};
+use super::attention::{Operands, Prepared, impl_name};
 use crate::Bench;
-use crate::record::{Check, Record, Res, Sink};
+use crate::record::{Record, Res, Sink};
 
 /// Shapes of the mask rows (`bench/peers_attention.py` `MASK_SHAPES`).
 const MASK_SHAPES: [[usize; 4]; 1] = [[4, 4096, 16, 128]];
@@ -23,8 +23,6 @@ const DOCUMENTS: usize = 4;
 const SOFT_CAP: f32 = 30.0;
 /// The masks, by their record names.
 const MASKS: [&str; 4] = ["sliding_window", "document", "alibi", "softcap"];
-/// Relative error (norm) a bf16 output passes with (as `attention::TOL`).
-const TOL: f64 = 1e-2;
 
 /// The implementations timed per mask.
 const ALGORITHMS: [AttentionAlgorithm; 3] = [
@@ -105,7 +103,7 @@ pub fn attention_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
         if !b.wants(&shape) {
             continue;
         }
-        let mut prepared: Option<Operands> = None;
+        let mut prepared = Prepared::new(dims);
         let ids: Vec<i32> = (0..batch * seq)
             .map(|t| ((t % seq) / (seq / DOCUMENTS)) as i32)
             .collect();
@@ -121,18 +119,14 @@ pub fn attention_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                 },
             };
             let flops = 4.0 * (batch * heads * head_dim) as f64 * pairs(name, seq);
-            let mut want: Option<Vec<f32>> = None;
+            prepared.want = None;
             for algorithm in ALGORITHMS {
                 let options = AttentionOptions {
                     mask,
                     algorithm,
                     ..Default::default()
                 };
-                let implementation = match algorithm {
-                    AttentionAlgorithm::Auto => "gpukern".to_string(),
-                    a => format!("gpukern:{}", a.name()),
-                };
-                let base = Record::new("attention_fwd", implementation, shape.clone())
+                let base = Record::new("attention_fwd", impl_name(algorithm), shape.clone())
                     .with("b", batch)
                     .with("seq", seq)
                     .with("heads", heads)
@@ -142,32 +136,7 @@ pub fn attention_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     .with("dtype", "bf16")
                     .with("call", "gpu.attention_into");
                 sink.item(base.clone(), || {
-                    let gpu: &Gpu = &b.gpu;
-                    if prepared.is_none() {
-                        prepared = Some(prepare(gpu, dims)?);
-                    }
-                    let Some(ops) = prepared.as_mut() else {
-                        return Err("attention operands were not prepared".into());
-                    };
-                    if want.is_none() {
-                        want = Some(reference(ops, name));
-                    }
-                    let Some(reference) = want.as_ref() else {
-                        return Err("no reference".into());
-                    };
-                    ops.out = gpu.zeros_of(ops.out.len())?;
-                    run(gpu, ops, &options)?;
-                    let got = super::attention::sampled_output(ops)?;
-                    let check = Check::new(&got, reference, TOL, "cpu_f64");
-                    let record = base.checked(&check);
-                    if !check.passed() {
-                        return Ok(record);
-                    }
-                    let stats = b.timer.measure(|_| {
-                        run(gpu, ops, &options)?;
-                        Ok(())
-                    })?;
-                    Ok(record.timed(&stats, None, Some(flops)))
+                    prepared.check_and_time(b, base, &options, |ops| reference(ops, name), flops)
                 })?;
             }
         }

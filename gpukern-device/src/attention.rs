@@ -370,6 +370,18 @@ impl Document {
     }
 }
 
+/// Whether key `kv` lies in a row's interval: `own` when [`Mask::row`] has loaded it, else
+/// `span()`.
+#[inline(always)]
+fn within(own: Option<(i32, i32)>, span: impl Fn() -> (i32, i32), kv: usize) -> bool {
+    let (lo, hi) = match own {
+        Some(own) => own,
+        None => span(),
+    };
+    let k = kv as i32;
+    (k >= lo) & (k < hi)
+}
+
 /// What rows `q` (their key intervals `span(row)` moving right with the row) keep of keys `kv`.
 #[inline(always)]
 fn classify(span: impl Fn(usize) -> (i32, i32), q: Range<usize>, kv: Range<usize>) -> TileMask {
@@ -423,12 +435,7 @@ impl Mask for Document {
     }
     #[inline(always)]
     fn keep(&self, b: usize, _: usize, q: usize, kv: usize) -> bool {
-        let (lo, hi) = match self.own {
-            Some(own) => own,
-            None => self.span(b, q),
-        };
-        let k = kv as i32;
-        (k >= lo) & (k < hi)
+        within(self.own, || self.span(b, q), kv)
     }
     #[inline(always)]
     fn keys(&self, b: usize, _: usize, q: Range<usize>) -> Range<usize> {
@@ -631,12 +638,7 @@ impl Mask for General {
     }
     #[inline(always)]
     fn keep(&self, b: usize, _: usize, q: usize, kv: usize) -> bool {
-        let (lo, hi) = match self.own {
-            Some(own) => own,
-            None => self.span(b, q),
-        };
-        let k = kv as i32;
-        (k >= lo) & (k < hi)
+        within(self.own, || self.span(b, q), kv)
     }
     #[inline(always)]
     fn score(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> f32 {

@@ -62,9 +62,8 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     for (i, (kind, shape)) in SIM_MASKS.into_iter().enumerate() {
         for (label, d) in [configs[i % 4], configs[(i + 2) % 4]] {
             let name = format!("attention::mask::{}::{label}_d{d}", kind.name());
-            trials.push(trial(sim, &name, move |gpu, rng| match label {
-                "bf16" => mask_case::<bf16>(gpu, rng, kind, shape, d, RUNGS),
-                _ => mask_case::<f16>(gpu, rng, kind, shape, d, RUNGS),
+            trials.push(trial(sim, &name, move |gpu, rng| {
+                mask_case_named(label, gpu, rng, kind, shape, d, RUNGS)
             }));
         }
     }
@@ -73,9 +72,8 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     for (causal, label, d) in [(false, "bf16", 64), (true, "bf16", 128), (true, "f16", 128)] {
         let kind = Kind::Plain(causal);
         let name = format!("attention::mask::{}::{label}_d{d}", kind.name());
-        trials.push(trial(sim, &name, move |gpu, rng| match label {
-            "bf16" => mask_case::<bf16>(gpu, rng, kind, (1, 135, 140, 2, 1), d, FUSED),
-            _ => mask_case::<f16>(gpu, rng, kind, (1, 135, 140, 2, 1), d, FUSED),
+        trials.push(trial(sim, &name, move |gpu, rng| {
+            mask_case_named(label, gpu, rng, kind, (1, 135, 140, 2, 1), d, FUSED)
         }));
     }
     trials.push(trial(sim, "attention::mask::planted", planted));
@@ -100,9 +98,8 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     ] {
         for (label, d) in [("bf16", 128), ("f16", 64)] {
             let name = format!("attention::mask::{}::{label}_d{d}", kind.name());
-            trials.push(trial(cuda, &name, move |gpu, rng| match label {
-                "bf16" => mask_case::<bf16>(gpu, rng, kind, shape, d, ALL_RUNGS),
-                _ => mask_case::<f16>(gpu, rng, kind, shape, d, ALL_RUNGS),
+            trials.push(trial(cuda, &name, move |gpu, rng| {
+                mask_case_named(label, gpu, rng, kind, shape, d, ALL_RUNGS)
             }));
         }
     }
@@ -121,9 +118,8 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         (Kind::Window(37), "bf16", 64, (1, 150, 170, 2, 1)),
     ] {
         let name = format!("attention::mask_small::{}::{label}_d{d}", kind.name());
-        trials.push(trial(cuda, &name, move |gpu, rng| match label {
-            "bf16" => mask_case::<bf16>(gpu, rng, kind, shape, d, ALL_RUNGS),
-            _ => mask_case::<f16>(gpu, rng, kind, shape, d, ALL_RUNGS),
+        trials.push(trial(cuda, &name, move |gpu, rng| {
+            mask_case_named(label, gpu, rng, kind, shape, d, ALL_RUNGS)
         }));
     }
     trials.push(trial(cuda, "attention::mask::planted", planted));
@@ -224,6 +220,22 @@ fn run<T: TestElement>(
         options,
     )?;
     Ok((got.out.to_vec()?, got.lse.to_vec()?))
+}
+
+/// [`mask_case`] in the element type named `label`: `"bf16"`, else f16.
+fn mask_case_named(
+    label: &str,
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    kind: Kind,
+    shape: Shape,
+    d: usize,
+    rungs: &[AttentionAlgorithm],
+) -> Check {
+    match label {
+        "bf16" => mask_case::<bf16>(gpu, rng, kind, shape, d, rungs),
+        _ => mask_case::<f16>(gpu, rng, kind, shape, d, rungs),
+    }
 }
 
 /// One mask on one shape: each rung of `rungs` against the f64 reference (the rows rung to the

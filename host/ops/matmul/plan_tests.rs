@@ -3,18 +3,22 @@
 
 use super::*;
 
-/// An H200 as the plan sees it, or the simulator.
+/// A device with `sms` multiprocessors, `resident` stream-K blocks and `shared` bytes of opt-in
+/// shared memory per block, the simulator or a CUDA GPU, with `wgmma` or without.
 struct Device {
+    sms: usize,
+    resident: usize,
+    shared: u32,
     simulator: bool,
     wgmma: bool,
 }
 
 impl MatmulDevice for Device {
     fn multiprocessors(&self) -> Result<usize> {
-        Ok(132)
+        Ok(self.sms)
     }
     fn stream_k_resident(&self) -> Result<usize> {
-        Ok(264)
+        Ok(self.resident)
     }
     fn is_simulator(&self) -> bool {
         self.simulator
@@ -24,13 +28,17 @@ impl MatmulDevice for Device {
     }
     fn limits(&self) -> DeviceLimits {
         DeviceLimits {
-            max_shared_mem_per_block_optin: 227 * 1024,
+            max_shared_mem_per_block_optin: self.shared,
             ..DeviceLimits::COMMON
         }
     }
 }
 
+/// An H200 as the plan sees it: 132 SMs, two stream-K blocks on each, 227 KiB.
 const H200: Device = Device {
+    sms: 132,
+    resident: 264,
+    shared: 227 * 1024,
     simulator: false,
     wgmma: true,
 };
@@ -117,13 +125,10 @@ fn tf32_takes_wgmma_only_on_a_hopper_gpu_for_k_a_multiple_of_4() {
     assert_eq!(tf32(&H200, 0).expect("plan"), MatmulPlan::Tf32(Tf32Tile::Wide));
     let sim = Device {
         simulator: true,
-        wgmma: true,
+        ..H200
     };
     assert_eq!(tf32(&sim, 4096).expect("plan"), MatmulPlan::Tf32(Tf32Tile::Wide));
-    let ampere = Device {
-        simulator: false,
-        wgmma: false,
-    };
+    let ampere = Device { wgmma: false, ..H200 };
     assert_eq!(
         tf32(&ampere, 4096).expect("plan"),
         MatmulPlan::Tf32(Tf32Tile::Wide)
@@ -241,37 +246,6 @@ mod before_rules {
     }
 }
 
-/// A device with `sms` multiprocessors, `resident` stream-K blocks and `shared` bytes of opt-in
-/// shared memory per block.
-struct Sized {
-    sms: usize,
-    resident: usize,
-    shared: u32,
-    simulator: bool,
-    wgmma: bool,
-}
-
-impl MatmulDevice for Sized {
-    fn multiprocessors(&self) -> Result<usize> {
-        Ok(self.sms)
-    }
-    fn stream_k_resident(&self) -> Result<usize> {
-        Ok(self.resident)
-    }
-    fn is_simulator(&self) -> bool {
-        self.simulator
-    }
-    fn has_wgmma(&self) -> bool {
-        self.wgmma
-    }
-    fn limits(&self) -> DeviceLimits {
-        DeviceLimits {
-            max_shared_mem_per_block_optin: self.shared,
-            ..DeviceLimits::COMMON
-        }
-    }
-}
-
 /// The rule lists choose what the code they replaced chose, on every algorithm and forced
 /// schedule, for sizes 1 to 130 and on each side of every multiple of 64 up to 9000 (`m` all of
 /// them, `n` a spread for each), `k` of 0 to 8192 (some not multiples of 4), on six devices: an
@@ -302,7 +276,7 @@ fn the_rules_choose_what_the_code_before_them_chose() {
     ];
     let mut checked = 0usize;
     for (sms, kib, simulator, wgmma) in devices {
-        let device = Sized {
+        let device = Device {
             sms,
             resident: 2 * sms,
             shared: kib * 1024,
@@ -428,7 +402,7 @@ fn the_rules_cite_committed_records_and_end_with_one_that_always_applies() {
     for record in records {
         assert!(root.join(record).is_file(), "{record}");
     }
-    let tiny = Sized {
+    let tiny = Device {
         sms: 1,
         resident: 1,
         shared: 0,

@@ -41,7 +41,7 @@
 use super::tiles::{self, PAD};
 use super::AttentionElement;
 use crate::gpu::async_copy;
-use crate::gpu::attention::{Causal, General, Mask, MaskArgs, MaskShape, NoMask, TileMask};
+use crate::gpu::attention::{Causal, General, Mask, NoMask, TileMask};
 use crate::gpu::mma::{ldmatrix_x4, ldmatrix_x4_trans};
 use crate::gpu::vector::F4;
 use crate::gpu::{bf16, f16, math, mem, shared, thread, warp};
@@ -89,7 +89,8 @@ pub const fn flash_shared_bytes(d: usize) -> usize {
 /// * As [`attention_rows`](fn@super::attention_rows) for the operands (with `rows = batch *
 ///   heads * q_len`), `head_dim = D`, and `o` contiguous `[batch, q_len, heads, D]`.
 /// * `q`, `k`, `v`, `o` 16-byte aligned, every stride a multiple of 8 elements.
-/// * `mask_data`, `mask_int`, `mask_float` are what the mask `M` reads ([`MaskArgs`]).
+/// * `mask_data`, `mask_int`, `mask_float` are what the mask `M` reads
+///   ([`MaskArgs`](crate::gpu::attention::MaskArgs)).
 ///
 /// Instances: `attention_flash_d<D>_<T>` ([`NoMask`]), `attention_flash_causal_d<D>_<T>`
 /// ([`Causal`]) and `attention_flash_general_d<D>_<T>` ([`General`]: the other shipped masks,
@@ -166,14 +167,7 @@ pub unsafe fn attention_flash<T: AttentionElement, const D: usize, M: Mask>(
     let (q16, k16, v16) = (q.cast::<u16>(), k.cast::<u16>(), v.cast::<u16>());
     let (q_base, k_base, v_base) = (b * q_sb + h * q_sh, b * k_sb + kvh * k_sh, b * v_sb + kvh * v_sh);
 
-    let mask = M::new(
-        MaskArgs {
-            data: mask_data,
-            int: mask_int,
-            float: mask_float,
-        },
-        MaskShape { q_len, kv_len, heads },
-    );
+    let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
     let scale = scale_log2 * (1.0 / math::LOG2_E);
     let score_mod = M::SCORE_MOD && mask.modifies_scores();
     // The block's rows and the key tiles of the mask's range for them.

@@ -54,6 +54,27 @@ use crate::gpu::convert::Float;
 use crate::gpu::mma::{mma_m16n8k16_bf16, mma_m16n8k16_f16};
 use crate::gpu::{bf16, f16};
 
+/// The mask `M` of a forward kernel's launch, from the kernel's parameters: what the mask reads
+/// (`mask_data`, `mask_int`, `mask_float`: [`MaskArgs`](crate::gpu::attention::MaskArgs)) and
+/// the call's sizes. A macro, not a function: through an `#[inline(always)]` function the PTX
+/// of the one-tile wgmma entries came out with its registers numbered differently.
+macro_rules! launch_mask {
+    ($m:ty, $data:expr, $int:expr, $float:expr, $q_len:expr, $kv_len:expr, $heads:expr) => {
+        <$m as $crate::gpu::attention::Mask>::new(
+            $crate::gpu::attention::MaskArgs {
+                data: $data,
+                int: $int,
+                float: $float,
+            },
+            $crate::gpu::attention::MaskShape {
+                q_len: $q_len,
+                kv_len: $kv_len,
+                heads: $heads,
+            },
+        )
+    };
+}
+
 pub mod backward_flash;
 pub mod backward_rows;
 pub mod flash;

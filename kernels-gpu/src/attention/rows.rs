@@ -4,7 +4,7 @@
 //! fused rung is checked against on the GPU.
 
 use super::AttentionElement;
-use crate::gpu::attention::{General, Mask, MaskArgs, MaskShape};
+use crate::gpu::attention::{General, Mask};
 use crate::gpu::{bf16, f16, math, mem, thread, warp};
 use crate::kernel;
 
@@ -50,7 +50,8 @@ const LANE_DIMS: usize = super::MAX_HEAD_DIM / warp::SIZE as usize;
 ///   `rows` floats, overlapping no input.
 /// * `rows` is a multiple of `heads * q_len`; `heads`, `q_len`, `group >= 1`; `kv_len >= 1`;
 ///   `head_dim <= 256`.
-/// * `mask_data`, `mask_int`, `mask_float` are what the mask `M` reads ([`MaskArgs`]).
+/// * `mask_data`, `mask_int`, `mask_float` are what the mask `M` reads
+///   ([`MaskArgs`](crate::gpu::attention::MaskArgs)).
 /// * The launch shape is as above.
 ///
 /// Instances: `attention_rows_bf16`, `attention_rows_f16` (the element type of `q`, `k`, `v` and
@@ -113,15 +114,7 @@ pub unsafe fn attention_rows<T: AttentionElement, M: Mask>(
             qv[c] = unsafe { mem::load(q_row, dim) }.to_f32();
         }
     });
-    let mask = M::new(
-        MaskArgs {
-            data: mask_data,
-            int: mask_int,
-            float: mask_float,
-        },
-        MaskShape { q_len, kv_len, heads },
-    )
-    .row(b, h, i);
+    let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads).row(b, h, i);
     let scale = scale_log2 * (1.0 / math::LOG2_E);
     let keys = mask.keys(b, h, i..i + 1);
     let score_mod = M::SCORE_MOD && mask.modifies_scores();

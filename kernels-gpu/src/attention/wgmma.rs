@@ -345,14 +345,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
     let boxes = d / WGMMA_BOX_COLS;
     let tid = thread::thread_idx_x() as usize;
     let wg = tid / WARPGROUP;
-    let mask = M::new(
-        MaskArgs {
-            data: mask_data,
-            int: mask_int,
-            float: mask_float,
-        },
-        MaskShape { q_len, kv_len, heads },
-    );
+    let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
     let work = Work {
         q_tiles: q_len.div_ceil(WGMMA_ROWS) as u32,
         heads: heads as u32,

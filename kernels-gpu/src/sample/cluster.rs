@@ -20,7 +20,7 @@
 //! Compiled for the host (the simulator) and `sm_90` PTX only ([`crate::gpu::cluster`]).
 
 use super::radix::{fixed_weight, for_each, uniform, walk};
-use super::{order_key, NEG_INF_KEY, POS_INF_KEY};
+use super::{order_key, RowMax, NEG_INF_KEY};
 use crate::gpu::block::Scratch;
 use crate::gpu::convert::Float;
 use crate::gpu::shared::Array;
@@ -124,7 +124,7 @@ pub unsafe fn sample_cluster<T: Float>(
         let (mut best, mut own) = (0u64, (f32::NEG_INFINITY, 0.0f32));
         for_each(x, (lo, hi), (tid, THREADS), |i, v| {
             let key = order_key(v);
-            best = best.max(u64::from(key) << 32 | u64::from(!(i as u32)));
+            best = best.max(RowMax::rank_key(key, i));
             if sampling && key > NEG_INF_KEY {
                 own = merge(own, (v, 1.0), inv_t);
             }
@@ -152,15 +152,15 @@ pub unsafe fn sample_cluster<T: Float>(
         }
         cluster::arrive();
         let row_best = warp::reduce(their_best, u64::max);
-        let (max_key, first) = ((row_best >> 32) as u32, !(row_best as u32) as i32);
-        if !sampling || max_key == POS_INF_KEY || max_key <= NEG_INF_KEY {
+        let row = RowMax::of(row_best);
+        if row.greedy(sampling) {
             if rank == 0 && tid == 0 {
-                mem::store(tokens, r, if max_key <= NEG_INF_KEY { -1 } else { first });
+                mem::store(tokens, r, row.token());
             }
             cluster::wait();
             return;
         }
-        let max = mem::load(x, first as usize).to_f32();
+        let max = mem::load(x, row.first as usize).to_f32();
         let mass = if their.1 > 0.0 {
             their.1 * math::accurate::exp((their.0 - max) * inv_t)
         } else {

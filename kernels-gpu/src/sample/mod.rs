@@ -74,7 +74,13 @@ impl RowMax {
     /// `u64::max` reduction) is the largest logit at its first column.
     #[inline(always)]
     pub fn rank(v: f32, i: usize) -> u64 {
-        u64::from(order_key(v)) << 32 | u64::from(!(i as u32))
+        Self::rank_key(order_key(v), i)
+    }
+
+    /// [`RowMax::rank`] from the logit's order key `key`, for a rung that has it already.
+    #[inline(always)]
+    pub fn rank_key(key: u32, i: usize) -> u64 {
+        u64::from(key) << 32 | u64::from(!(i as u32))
     }
 
     /// The row maximum of the row's largest ranked key ([`RowMax::rank`]).
