@@ -49,12 +49,9 @@ unsafe fn handoff(slots: *mut u32, counter: *mut u32, out: *mut u32, plain: bool
     }
 }
 
-/// One launch's result and the sum it stored.
-type Run = (Result<(), SimError>, u32);
-
 /// Runs [`handoff`] twice on `blocks` blocks of 64 threads with one counter; returns each run's
 /// result and sum, and the counter after them.
-fn run(blocks: u32, plain: bool) -> (Vec<Run>, u32) {
+fn run(blocks: u32, plain: bool) -> (Vec<(Result<(), SimError>, u32)>, u32) {
     let n = blocks as usize;
     let mut counter = vec![0u32; 1];
     let mut runs = Vec::new();
@@ -83,7 +80,7 @@ fn run(blocks: u32, plain: bool) -> (Vec<Run>, u32) {
 fn the_last_block_reads_every_block_s_slot_and_resets_the_counter() {
     for blocks in [1u32, 2, 7, 33, 132] {
         let (runs, counter) = run(blocks, false);
-        let n = blocks;
+        let n = blocks as u32;
         for (i, (result, sum)) in runs.into_iter().enumerate() {
             result.unwrap_or_else(|e| panic!("{blocks} blocks, launch {i}: {e}"));
             assert_eq!(sum, n * (n + 1) / 2, "{blocks} blocks, launch {i}");
