@@ -1,6 +1,5 @@
 //! Decode attention over a paged bf16 KV cache (`gpu.decode_attention_with`), the tensor-core
-//! rung (`gpukern:tensor`, the default, one launch; `gpukern:tensor-combine`, the same kernel
-//! then the separate combine launch; and `gpukern:tensor-<n>` at half and twice its planned
+//! rung (`gpukern:tensor`, the default; and `gpukern:tensor-<n>` at half and twice its planned
 //! chunk count, to tune the plan), the streaming tiles rung (`gpukern:tiles`), the split rung (`gpukern:split`, FlashDecoding's warps
 //! and combine) and the tutorial warp rung (`gpukern:warp`, contexts up to 8192 only: it reads
 //! K and V once per query row), at the suite's shapes (batch 1 and 8, contexts 4096 to 131072,
@@ -79,9 +78,8 @@ pub fn shapes(quick: bool) -> Vec<Shape> {
 }
 
 /// The algorithms measured at every shape (the tuning variants come from [`algorithms`]).
-const ALGORITHMS: [DecodeAlgorithm; 5] = [
+const ALGORITHMS: [DecodeAlgorithm; 4] = [
     DecodeAlgorithm::Tensor,
-    DecodeAlgorithm::TensorCombine,
     DecodeAlgorithm::Tiles,
     DecodeAlgorithm::Split,
     DecodeAlgorithm::Warp,
@@ -225,9 +223,7 @@ pub fn decode_attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                 DecodeAlgorithm::TileSplits(n) | DecodeAlgorithm::TensorSplits(n) => {
                     base = base.with("splits", n)
                 }
-                DecodeAlgorithm::Tensor | DecodeAlgorithm::TensorCombine => {
-                    base = base.with("splits", planned_tensor_splits(&s, sms))
-                }
+                DecodeAlgorithm::Tensor => base = base.with("splits", planned_tensor_splits(&s, sms)),
                 _ => {}
             }
             sink.item(base.clone(), || {
@@ -322,26 +318,11 @@ mod tests {
         let names = |s: &Shape| -> Vec<String> { algorithms(s, 132).iter().map(|a| a.name()).collect() };
         assert_eq!(
             names(&full[0]),
-            [
-                "tensor",
-                "tensor-combine",
-                "tiles",
-                "split",
-                "warp",
-                "tensor-16",
-                "tensor-64"
-            ]
+            ["tensor", "tiles", "split", "warp", "tensor-16", "tensor-64"]
         );
         assert_eq!(
             names(&full[6]),
-            [
-                "tensor",
-                "tensor-combine",
-                "tiles",
-                "split",
-                "tensor-16",
-                "tensor-66"
-            ]
+            ["tensor", "tiles", "split", "tensor-16", "tensor-66"]
         );
     }
 

@@ -319,7 +319,6 @@ fn attention<E: El>(gpu: &Gpu, rng: &mut StdRng, c: &Case) -> Check {
         DecodeAlgorithm::Tensor,
         DecodeAlgorithm::TensorSplits(1),
         DecodeAlgorithm::TensorSplits(3),
-        DecodeAlgorithm::TensorCombine,
     ] {
         let what = format!("{} {} {}", E::NAME, c.name(), algorithm.name());
         let got = gpu.decode_attention_with(&q, &cache, query, algorithm)?;

@@ -89,12 +89,10 @@ pub trait KvElement: Element + sealed::Sealed {
         splits: (usize, usize),
     ) -> Result<()>;
 
-    /// `decode_attention_tensor_*_<head_dim>`, fused (its last block of each row group merges
-    /// the group's rows: one launch) or then `decode_attention_tiles_combine_*`.
+    /// `decode_attention_tensor_*_<head_dim>` then `decode_attention_tiles_combine_*`.
     ///
     /// # Safety
-    /// As the kernels'; `head_dim` is 64, 128 or 256; fused, `counters` holds a zero word per
-    /// row group and no launch in flight uses them (unfused, the kernel does not touch them).
+    /// As the kernels'; `head_dim` is 64, 128 or 256.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn tensor(
@@ -107,7 +105,6 @@ pub trait KvElement: Element + sealed::Sealed {
         outputs: (&mut DeviceVec<Self>, &mut DeviceVec<f32>),
         scalars: AttnScalars,
         splits: (usize, usize),
-        fused: (&mut DeviceVec<u32>, bool),
     ) -> Result<()>;
 }
 
@@ -260,31 +257,23 @@ macro_rules! kv_element {
                 (out, lse): (&mut DeviceVec<Self>, &mut DeviceVec<f32>),
                 (_batch, q_len, heads, kv_heads, head_dim, shift, max_blocks, scale): AttnScalars,
                 (splits, chunk): (usize, usize),
-                (counters, fused): (&mut DeviceVec<u32>, bool),
             ) -> Result<()> {
-                let flag = u32::from(fused);
-                // SAFETY: the caller's contract; unfused, the combine reads the partials the
-                // first step wrote (in order on the one stream).
+                // SAFETY: the caller's contract; the combine reads the partials the first step
+                // wrote (in order on the one stream).
                 unsafe {
                     match head_dim {
                         64 => family::$m64::launch(
-                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, counters,
-                            &mut *out, &mut *lse, q_len, heads, kv_heads, shift, max_blocks, splits, chunk,
-                            scale, flag,
+                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len,
+                            heads, kv_heads, shift, max_blocks, splits, chunk, scale,
                         )?,
                         128 => family::$m128::launch(
-                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, counters,
-                            &mut *out, &mut *lse, q_len, heads, kv_heads, shift, max_blocks, splits, chunk,
-                            scale, flag,
+                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len,
+                            heads, kv_heads, shift, max_blocks, splits, chunk, scale,
                         )?,
                         _ => family::$m256::launch(
-                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, counters,
-                            &mut *out, &mut *lse, q_len, heads, kv_heads, shift, max_blocks, splits, chunk,
-                            scale, flag,
+                            module, tensor, q, k_pool, v_pool, table, lens, &mut *ml, &mut *acc, q_len,
+                            heads, kv_heads, shift, max_blocks, splits, chunk, scale,
                         )?,
-                    }
-                    if flag == 1 {
-                        return Ok(());
                     }
                     family::$tcombine::launch(module, combine, &*ml, &*acc, out, lse, splits, head_dim)
                 }

@@ -7,7 +7,6 @@
 //! `step.rs` holds the capturable forms (a reservation made on the host, then the write and the
 //! attention on preallocated buffers and the device's lengths).
 
-mod counters;
 mod kernels;
 mod plan;
 mod step;
@@ -641,7 +640,7 @@ impl Gpu {
                     )
                 }
             }
-            DecodePlan::Tensor { splits, chunk, fused } => {
+            DecodePlan::Tensor { splits, chunk } => {
                 let groups = (heads / s.kv_heads * q_len).div_ceil(TENSOR_ROWS);
                 let tensor = LaunchConfig::grid_3d(
                     OP,
@@ -653,27 +652,21 @@ impl Gpu {
                 )?;
                 let combine =
                     LaunchConfig::grid_3d(OP, (rows, 1, 1), (1, 1, 1), (TILE_BLOCK, 1, 1), 0, &limits)?;
-                let slots = crate::buffer::checked_len(OP, &[s.batch, s.kv_heads, groups])?;
-                counters::with_counters(self, slots, |counters| {
-                    // SAFETY: as for the tiles plan, with the tensor kernel's groups of 16 rows and
-                    // its shared memory; the handle's counters hold a zero word per row group
-                    // (each fused launch leaves them so), used by no other launch in flight (the
-                    // handle's launches run in order on its stream).
-                    unsafe {
-                        E::tensor(
-                            &library,
-                            (tensor, combine),
-                            q,
-                            pools,
-                            table,
-                            (ml, acc),
-                            (out, lse),
-                            scalars,
-                            (splits, chunk),
-                            (counters, fused),
-                        )
-                    }
-                })
+                // SAFETY: as for the tiles plan, with the tensor kernel's groups of 16 rows and
+                // its shared memory.
+                unsafe {
+                    E::tensor(
+                        &library,
+                        (tensor, combine),
+                        q,
+                        pools,
+                        table,
+                        (ml, acc),
+                        (out, lse),
+                        scalars,
+                        (splits, chunk),
+                    )
+                }
             }
         }
     }

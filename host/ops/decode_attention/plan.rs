@@ -68,9 +68,7 @@ pub enum DecodeAlgorithm {
     TileSplits(usize),
     /// The tensor-core rung: the tiles rung's blocks and ring for groups of up to 16 query rows,
     /// scores and `P V` on `mma.sync` (`decode_attention_tensor`), chunks from
-    /// [`tensor_splits`], in one launch: the last block of each row group to finish merges the
-    /// group's chunks (its counter on the device, the partials handed over by strong stores and
-    /// loads and fences). For `head_dim` 64, 128 and 256
+    /// [`tensor_splits`], then `decode_attention_tiles_combine`. For `head_dim` 64, 128 and 256
     /// (where the ring fits in a block's shared memory; else [`DecodeAlgorithm::Split`]); other
     /// head dims run [`DecodeAlgorithm::Warp`]. The default: 1.4-2.6x the tiles rung at every
     /// bench shape on the H200 (0.1572 against 0.3894 ms at batch 1, 32 heads, 8 kv heads, d 128
@@ -80,14 +78,10 @@ pub enum DecodeAlgorithm {
     /// As [`DecodeAlgorithm::Tensor`] with the given number of chunks (at least 1, at most one
     /// per key of the longest context; chunks need not be whole tiles): for tests and tuning.
     TensorSplits(usize),
-    /// As [`DecodeAlgorithm::Tensor`] in two launches, the chunks merged by
-    /// `decode_attention_tiles_combine` (the rung before the fused combine): for comparison.
-    TensorCombine,
 }
 
 impl DecodeAlgorithm {
-    /// A short name: `warp`, `split`, `split-<n>`, `tiles`, `tiles-<n>`, `tensor`, `tensor-<n>`,
-    /// `tensor-combine`.
+    /// A short name: `warp`, `split`, `split-<n>`, `tiles`, `tiles-<n>`, `tensor`, `tensor-<n>`.
     pub fn name(self) -> String {
         match self {
             DecodeAlgorithm::Warp => "warp".into(),
@@ -97,7 +91,6 @@ impl DecodeAlgorithm {
             DecodeAlgorithm::TileSplits(n) => format!("tiles-{n}"),
             DecodeAlgorithm::Tensor => "tensor".into(),
             DecodeAlgorithm::TensorSplits(n) => format!("tensor-{n}"),
-            DecodeAlgorithm::TensorCombine => "tensor-combine".into(),
         }
     }
 }
@@ -140,16 +133,13 @@ pub(crate) enum DecodePlan {
         /// Keys per chunk.
         chunk: usize,
     },
-    /// `decode_attention_tensor` with `splits` chunks of `chunk` keys (as for `Split`), fused
-    /// (its last block of each row group merges the group's rows) or then
+    /// `decode_attention_tensor` with `splits` chunks of `chunk` keys (as for `Split`), then
     /// `decode_attention_tiles_combine`.
     Tensor {
         /// Chunks per row.
         splits: usize,
         /// Keys per chunk.
         chunk: usize,
-        /// One launch (the combine in the tensor kernel) rather than two.
-        fused: bool,
     },
 }
 
@@ -330,21 +320,16 @@ impl DecodePlan {
                     chunk,
                 };
             }
-            DecodeAlgorithm::Tensor | DecodeAlgorithm::TensorCombine => {
+            DecodeAlgorithm::Tensor => {
                 let (splits, chunk) =
                     tensor_chunks(shape.batch, shape.kv_heads, rows, context, shape.head_dim, sms);
-                return DecodePlan::Tensor {
-                    splits,
-                    chunk,
-                    fused: algorithm == DecodeAlgorithm::Tensor,
-                };
+                return DecodePlan::Tensor { splits, chunk };
             }
             DecodeAlgorithm::TensorSplits(n) => {
                 let chunk = context.div_ceil(n.clamp(1, context));
                 return DecodePlan::Tensor {
                     splits: context.div_ceil(chunk),
                     chunk,
-                    fused: true,
                 };
             }
             DecodeAlgorithm::Split => decode_splits(shape.batch, shape.kv_heads, rows, context, sms),
@@ -497,8 +482,7 @@ mod tests {
             tensor(1, 8192),
             DecodePlan::Tensor {
                 splits: 32,
-                chunk: 256,
-                fused: true
+                chunk: 256
             }
         );
         // 131072 / 33 = 3972 keys, rounded up to 4032: 33 chunks, the last short.
@@ -506,24 +490,21 @@ mod tests {
             tensor(1, 131072),
             DecodePlan::Tensor {
                 splits: 33,
-                chunk: 4032,
-                fused: true
+                chunk: 4032
             }
         );
         assert_eq!(
             tensor(8, 8192),
             DecodePlan::Tensor {
                 splits: 4,
-                chunk: 2048,
-                fused: true
+                chunk: 2048
             }
         );
         assert_eq!(
             tensor(8, 131072),
             DecodePlan::Tensor {
                 splits: 4,
-                chunk: 32768,
-                fused: true
+                chunk: 32768
             }
         );
         // 16 rows are one group (GQA 4, q_len 4); 17 rows (q_len 5 at GQA 4 is 20) are two.
@@ -557,30 +538,9 @@ mod tests {
         );
         let forced =
             |n, context| DecodePlan::choose(DecodeAlgorithm::TensorSplits(n), shape(1, 1, 64, context), 132);
-        assert_eq!(
-            forced(0, 10),
-            DecodePlan::Tensor {
-                splits: 1,
-                chunk: 10,
-                fused: true
-            }
-        );
-        assert_eq!(
-            forced(6, 10),
-            DecodePlan::Tensor {
-                splits: 5,
-                chunk: 2,
-                fused: true
-            }
-        );
-        assert_eq!(
-            forced(50, 10),
-            DecodePlan::Tensor {
-                splits: 10,
-                chunk: 1,
-                fused: true
-            }
-        );
+        assert_eq!(forced(0, 10), DecodePlan::Tensor { splits: 1, chunk: 10 });
+        assert_eq!(forced(6, 10), DecodePlan::Tensor { splits: 5, chunk: 2 });
+        assert_eq!(forced(50, 10), DecodePlan::Tensor { splits: 10, chunk: 1 });
     }
 
     /// Where the ring does not fit in a block's shared memory, the split rung.

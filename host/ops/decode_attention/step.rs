@@ -25,7 +25,7 @@ use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::graph::GraphBuffers;
 use crate::launch_config::LaunchConfig;
-use kernels_gpu::decode_attention::{APPEND_BLOCK, TENSOR_ROWS, VEC};
+use kernels_gpu::decode_attention::{APPEND_BLOCK, VEC};
 
 /// The partial results of [`Gpu::decode_attention_into`] for one cache shape and query, with
 /// the plan chosen once for the cache's whole capacity ([`Gpu::decode_workspace`]): no
@@ -88,12 +88,6 @@ impl Gpu {
         );
         let rows = s.batch * query.q_len * query.heads;
         let (ml, acc) = self.split_partials(plan, rows, s.head_dim)?;
-        if let DecodePlan::Tensor { fused: true, .. } = plan {
-            // The fused rung's counters made now, outside any capture of the calls.
-            let groups = (query.heads / s.kv_heads * query.q_len).div_ceil(TENSOR_ROWS);
-            let slots = crate::buffer::checked_len(OP, &[s.batch, s.kv_heads, groups])?;
-            super::counters::with_counters(self, slots, |_| Ok(()))?;
-        }
         Ok(DecodeWorkspace {
             shape: s,
             query,

@@ -17,7 +17,6 @@
 use super::tiles::{copy_tile, merge_partials, stage_elems, PAD, TILE_BLOCK, TILE_KEYS, TILE_WARPS, WARP};
 use super::{KvElem, VEC};
 use crate::gpu::async_copy::{self, cp_async_16};
-use crate::gpu::atomic::{self, Scope};
 use crate::gpu::mma::{ldmatrix_x4, ldmatrix_x4_trans};
 use crate::gpu::{bf16, f16, math, mem, shared, thread, vector, warp};
 use crate::kernel;
@@ -122,20 +121,14 @@ unsafe fn v_pair(tile: *const u16, pitch: usize, k0: usize, n0: usize, lane: usi
 /// the 4 warps' `(max, sum, output)` merged in shared memory, and the block writes each of its
 /// rows' partial as [`super::tiles`] does (`ml[(row * splits + c) * 2 ..]` = `(max, sum)` in base
 /// 2, `(-inf, 0)` for a chunk with no key the row sees; `acc[(row * splits + c) * D ..]` the
-/// output not yet divided by the sum), by strong stores (relaxed `.gpu`). With `fused == 0` that
-/// is all ([`super::tiles_combine`] runs next); else the block counts itself in on its row
-/// group's counter (`counters[(b kv_heads + kvh) groups + g]`, after a fence and a barrier), and
-/// the last of the group's `splits` blocks resets the counter to 0 and merges the group's rows
-/// into `out` and `lse` ([`combine_rows`]), so one launch does the whole call.
+/// output not yet divided by the sum), for [`super::tiles_combine`].
 ///
 /// Global memory: each K and V row of the chunk read once per row group (once per kv head when
 /// `G q_len <= 16`), in 16-byte pieces; `(D + 2) * 4` bytes of partial per row and chunk.
 /// Shared memory: [`tensor_shared_bytes`]`(D)` (dynamic).
 ///
 /// Launch: grid `(splits * groups * kv_heads, batch)`, blocks of [`TILE_BLOCK`] threads,
-/// `tensor_shared_bytes(D)` bytes of dynamic shared memory. With `fused`, the counters are 0
-/// when the launch starts (zeroed once: every fused launch leaves them 0), and no other launch
-/// in flight uses them.
+/// `tensor_shared_bytes(D)` bytes of dynamic shared memory.
 ///
 /// # Safety
 /// As [`super::tiles`]' kernel: `q` holds `batch * q_len * heads * D` elements, `lens` `batch`,
@@ -143,11 +136,8 @@ unsafe fn v_pair(tile: *const u16, pitch: usize, k0: usize, n0: usize, lane: usi
 /// times as many; `heads % kv_heads == 0`; `splits * chunk >= lens[b]`, and for every sequence
 /// `q_len <= lens[b] <= max_blocks << shift` and the table's entries for positions below
 /// `lens[b]` are block ids of the pools; every buffer 16-byte aligned; the launch as above.
-/// With `fused`: `counters` holds `batch * kv_heads * groups` words, `out` `batch * q_len * heads
-/// * D` elements and `lse` a float per row.
 // Barriers: one per tile (the copies landed, the stage about to be refilled free), one before
-// the warps' partials are written to the ring, one after; fused, one after the release and one
-// after thread 0's count.
+// the warps' partials are written to the ring, one after.
 #[kernel(
     instances(
         decode_attention_tensor_bf16_64 = (bf16, 64),
@@ -158,7 +148,7 @@ unsafe fn v_pair(tile: *const u16, pitch: usize, k0: usize, n0: usize, lane: usi
         decode_attention_tensor_f16_256 = (f16, 256),
     ),
     block(TILE_BLOCK),
-    barriers(5)
+    barriers(3)
 )]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
@@ -169,9 +159,6 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
     lens: *const i32,
     ml: *mut f32,
     acc: *mut f32,
-    counters: *mut u32,
-    out: *mut E,
-    lse: *mut f32,
     q_len: usize,
     heads: usize,
     kv_heads: usize,
@@ -180,7 +167,6 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
     splits: usize,
     chunk: usize,
     scale: f32,
-    fused: u32,
 ) {
     const {
         assert!(
@@ -416,143 +402,8 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
     // SAFETY: every thread, after the barrier that follows the warps' writes of `pairs`; the
     // partial of row `r` is one of `ml` and `acc` (`row_q` a row of `q`, `c < splits`).
     unsafe {
-        merge_partials::<D, true>(pairs, TENSOR_ROWS, row_count, tid, ml, acc, |r| {
+        merge_partials::<D>(pairs, TENSOR_ROWS, row_count, tid, ml, acc, |r| {
             query_row(at, sizes, len, r).0 * splits + c
         })
     };
-    if fused == 0 {
-        return;
-    }
-
-    // The fused combine: this block's partials released (every thread's strong stores, then its
-    // fence, then the barrier), thread 0 counts the block in on its row group's counter, and the
-    // block that arrives last (after the others' releases, its fence acquiring them) resets the
-    // counter for the next launch and merges the group's rows.
-    atomic::fence(Scope::Device);
-    thread::sync_threads();
-    let flag = ring.cast::<u32>();
-    let slot = (b * kv_heads + kvh) * groups + group;
-    if tid == 0 {
-        // SAFETY: `slot` is this row group's counter (the contract); the flag is the ring's
-        // first word, free (the merge read the ring before the barrier above) and read by the
-        // block after the barrier below.
-        unsafe {
-            let arrived = atomic::add(counters, slot, 1, Scope::Device);
-            mem::store(flag, 0, u32::from(arrived as usize + 1 == splits));
-        }
-    }
-    thread::sync_threads();
-    // SAFETY: written by thread 0 before the barrier above.
-    if unsafe { mem::load(flag, 0) } == 0 {
-        return;
-    }
-    atomic::fence(Scope::Device);
-    if tid == 0 {
-        // SAFETY: every block of the group has counted itself in: nothing else touches the
-        // counter in this launch.
-        unsafe { atomic::store(counters, slot, 0, Scope::Device) };
-    }
-    // SAFETY: every chunk's partial of the group's rows was stored and released before its
-    // block counted itself in; `out` and `lse` hold the rows (the contract).
-    unsafe {
-        combine_rows::<E, D>((ml, acc), (out, lse), (splits, row_count), (w, lane), |r| {
-            query_row(at, sizes, len, r).0
-        })
-    };
-}
-
-/// The fused combine of [`decode_attention_tensor`](fn@decode_attention_tensor)'s last block
-/// of a row group: warp `w` merges rows `w, w + 4, ..` below `row_count` of the group. For row
-/// `r` (row `row(r)` of `q`), lanes read the chunks' maxima (`c = lane, lane + 32, ..`) and
-/// take the warp's maximum `M`; then every lane walks the `splits` chunks, 8 at a time (their
-/// loads issued together): weight `2^(m_c - M)` (0 for an empty chunk), the sum `S += w s_c`,
-/// and its dims `4 l ..+ 4` (and `4 (l + 32) ..+ 4` at head dim 256) of the chunk's output;
-/// then `out[row] = output / S` rounded once to `E` and, lane 0, `lse[row] = ln 2 (M + log2
-/// S)`: what `decode_attention_tiles_combine` computes, in another order of the sums. Every
-/// read of the partials is a strong (relaxed `.gpu`) load.
-///
-/// # Safety
-/// Every partial of the rows was stored by strong stores and released to this block (the
-/// counter); `ml` holds `2 splits` floats and `acc` `splits D` per row from `row(r) splits` on;
-/// `out` holds the rows of `D` elements (8-byte aligned), `lse` a float per row; chunk 0 of
-/// every row sees one of its keys (`M` finite).
-#[inline(always)]
-unsafe fn combine_rows<E: KvElem, const D: usize>(
-    (ml, acc): (*mut f32, *mut f32),
-    (out, lse): (*mut E, *mut f32),
-    (splits, row_count): (usize, usize),
-    (w, lane): (usize, usize),
-    row: impl Fn(usize) -> usize,
-) {
-    const UNROLL: usize = 8;
-    let quads = D / 4;
-    let mut r = w;
-    while r < row_count {
-        let first = row(r) * splits;
-        let mut top = f32::NEG_INFINITY;
-        let mut c = lane;
-        while c < splits {
-            // SAFETY: chunk `c < splits` of the row (the contract).
-            top = math::max_nan(top, unsafe { atomic::load(ml, 2 * (first + c), Scope::Device) });
-            c += WARP;
-        }
-        unroll_8!(5, |k| {
-            top = math::max_nan(top, warp::shfl_xor(top, 1 << k));
-        });
-        let big_m = top;
-        let mut o = [[0.0f32; 4]; 2];
-        let mut total = 0.0f32;
-        let mut c0 = 0;
-        while c0 < splits {
-            let mut weight = [0.0f32; UNROLL];
-            let mut x = [[[0.0f32; 4]; 2]; UNROLL];
-            unroll_8!(8, |k| {
-                let c = c0 + k;
-                if c < splits {
-                    // SAFETY: chunk `c < splits` of the row; dims `4 qd ..+ 4 <= D` of its output.
-                    unsafe {
-                        let m_c = atomic::load(ml, 2 * (first + c), Scope::Device);
-                        let s_c = atomic::load(ml, 2 * (first + c) + 1, Scope::Device);
-                        weight[k] = math::fast::exp2(m_c - big_m);
-                        total = math::fma(weight[k], s_c, total);
-                        unroll_8!(2, |j| {
-                            let qd = lane + j * WARP;
-                            if qd < quads {
-                                unroll_8!(4, |e| {
-                                    x[k][j][e] =
-                                        atomic::load(acc, (first + c) * D + 4 * qd + e, Scope::Device);
-                                });
-                            }
-                        });
-                    }
-                }
-            });
-            unroll_8!(8, |k| {
-                unroll_8!(2, |j| {
-                    unroll_8!(4, |e| {
-                        o[j][e] = math::fma(weight[k], x[k][j][e], o[j][e]);
-                    });
-                });
-            });
-            c0 += UNROLL;
-        }
-        let inv = 1.0 / total;
-        let at = row(r);
-        unroll_8!(2, |j| {
-            let qd = lane + j * WARP;
-            if qd < quads {
-                let mut v = [E::ZERO; 4];
-                unroll_8!(4, |e| {
-                    v[e] = E::from_f32(o[j][e] * inv);
-                });
-                // SAFETY: row `at`, dims `4 qd ..+ 4 <= D`, 8-byte aligned (the contract).
-                unsafe { vector::store(out, at * D + 4 * qd, v) };
-            }
-        });
-        if lane == 0 {
-            // SAFETY: `at` is a row of `lse` (the contract).
-            unsafe { mem::store(lse, at, (big_m + math::fast::log2(total)) * math::LN_2) };
-        }
-        r += TILE_WARPS;
-    }
 }

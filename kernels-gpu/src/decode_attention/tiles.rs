@@ -16,7 +16,6 @@
 
 use super::{row_of, KvElem, VEC};
 use crate::gpu::async_copy::{self, cp_async_16};
-use crate::gpu::atomic::{self, Scope};
 use crate::gpu::{bf16, f16, math, mem, shared, thread, vector, warp};
 use crate::kernel;
 
@@ -463,7 +462,7 @@ pub unsafe fn decode_attention_tiles<E: KvElem, const D: usize>(
     // SAFETY: every thread, after the barrier that follows the warps' writes of `pairs`; the
     // partial of row `r` is one of `ml` and `acc` (`row_q` a row of `q`, `c < splits`).
     unsafe {
-        merge_partials::<D, false>(pairs, TILE_ROWS, row_count, tid, ml, acc, |r| {
+        merge_partials::<D>(pairs, TILE_ROWS, row_count, tid, ml, acc, |r| {
             query_row(at, sizes, len, r).0 * splits + c
         })
     };
@@ -475,16 +474,14 @@ pub unsafe fn decode_attention_tiles<E: KvElem, const D: usize>(
 /// rows of `D`, from `2 * TILE_WARPS * warp_rows` floats on), merged into the row's partial
 /// `partial(r)`: `ml[2 partial(r) ..]` = `(max, sum)`, `acc[partial(r) D ..]` the outputs weighted
 /// by `2^(max_w - max)`. Thread `tid` takes dims `4 d4 ..+ 4` of row `r` for each `r D / 4 + d4
-/// = tid + k TILE_BLOCK`: 16-byte loads of shared memory, a 16-byte store of `acc`; with
-/// `STRONG`, four strong (relaxed `.gpu`) stores instead, and strong stores of the pair, for a
-/// block of the same launch to read ([`super::tensor`]'s fused combine).
+/// = tid + k TILE_BLOCK`: 16-byte loads of shared memory, a 16-byte store of `acc`.
 ///
 /// # Safety
 /// Every thread of the block, after the barrier that follows the warps' writes of their slots;
 /// `pairs` in shared memory, 16-byte aligned at the outputs, `TILE_WARPS * warp_rows * (D + 2)`
 /// floats; for each `r < row_count`, `partial(r)` a partial of `ml` and `acc` (16-byte aligned).
 #[inline(always)]
-pub(super) unsafe fn merge_partials<const D: usize, const STRONG: bool>(
+pub(super) unsafe fn merge_partials<const D: usize>(
     pairs: *mut f32,
     warp_rows: usize,
     row_count: usize,
@@ -524,20 +521,10 @@ pub(super) unsafe fn merge_partials<const D: usize, const STRONG: bool>(
         // SAFETY: partial `pi` of `ml` and `acc` (the contract); dims `4 d4 ..+ 4 <= D`, 16-byte
         // aligned.
         unsafe {
-            if STRONG {
-                unroll_8!(4, |e| {
-                    atomic::store(acc, pi * D + 4 * d4 + e, out[e], Scope::Device);
-                });
-                if d4 == 0 {
-                    atomic::store(ml, 2 * pi, big_m, Scope::Device);
-                    atomic::store(ml, 2 * pi + 1, total, Scope::Device);
-                }
-            } else {
-                vector::store(acc, pi * D + 4 * d4, out);
-                if d4 == 0 {
-                    mem::store(ml, 2 * pi, big_m);
-                    mem::store(ml, 2 * pi + 1, total);
-                }
+            vector::store(acc, pi * D + 4 * d4, out);
+            if d4 == 0 {
+                mem::store(ml, 2 * pi, big_m);
+                mem::store(ml, 2 * pi + 1, total);
             }
         }
         u += TILE_BLOCK as usize;
