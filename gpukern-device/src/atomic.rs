@@ -1,5 +1,7 @@
 //! Atomic read-modify-writes on one element of global or shared memory: [`add`], [`max`],
-//! [`min`], [`exchange`] and compare-and-swap ([`cas`]), each returning the element's old value.
+//! [`min`], [`exchange`] and compare-and-swap ([`cas`]), each returning the element's old value;
+//! strong (relaxed) reads and writes of one element ([`load`], [`store`]) and the memory fence
+//! ([`fence`]) with which blocks hand results to one another within a launch.
 //!
 //! Every call names its [`Scope`]: the set of threads it is atomic with respect to. CUDA's
 //! `atomicAdd(p, v)` is `atomic::add(p, 0, v, Scope::Device)`.
@@ -86,6 +88,18 @@ pub trait AtomicBits: sealed::Sealed + Copy {
     /// As [`cas`].
     #[doc(hidden)]
     unsafe fn atomic_cas(p: *mut Self, i: usize, compare: Self, new: Self, scope: Scope) -> Self;
+    /// See [`load`].
+    ///
+    /// # Safety
+    /// As [`load`].
+    #[doc(hidden)]
+    unsafe fn atomic_load(p: *mut Self, i: usize, scope: Scope) -> Self;
+    /// See [`store`].
+    ///
+    /// # Safety
+    /// As [`store`].
+    #[doc(hidden)]
+    unsafe fn atomic_store(p: *mut Self, i: usize, v: Self, scope: Scope);
 }
 
 /// Adds `v` to `p[i]` as one indivisible update and returns the value `p[i]` had before.
@@ -151,6 +165,56 @@ pub unsafe fn exchange<T: AtomicBits>(p: *mut T, i: usize, v: T, scope: Scope) -
 pub unsafe fn cas<T: AtomicBits>(p: *mut T, i: usize, compare: T, new: T, scope: Scope) -> T {
     // SAFETY: the caller's contract is the trait method's.
     unsafe { T::atomic_cas(p, i, compare, new, scope) }
+}
+
+/// Reads `p[i]` as one indivisible access (`ld.relaxed.<scope>`): a strong read, which never
+/// races with the atomics and strong writes ([`store`]) of other threads, as a plain load does.
+/// With a [`fence`] after the read that saw another thread's release (its [`fence`], then a
+/// write or atomic this thread observed), it sees that thread's writes before its fence: the
+/// way one block reads what other blocks left for it in global memory.
+///
+/// # Safety
+/// `p.add(i)` must point to a writable `T` in global or shared memory, aligned to its size.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn load<T: AtomicBits>(p: *mut T, i: usize, scope: Scope) -> T {
+    // SAFETY: the caller's contract is the trait method's.
+    unsafe { T::atomic_load(p, i, scope) }
+}
+
+/// Writes `v` to `p[i]` as one indivisible access (`st.relaxed.<scope>`): a strong write, which
+/// never races with other threads' atomics and strong reads ([`load`]) of the element.
+///
+/// # Safety
+/// As [`load`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn store<T: AtomicBits>(p: *mut T, i: usize, v: T, scope: Scope) {
+    // SAFETY: the caller's contract is the trait method's.
+    unsafe { T::atomic_store(p, i, v, scope) }
+}
+
+/// `fence.acq_rel.<scope>`: the thread's memory accesses before it are ordered before those
+/// after it for the threads of `scope` that synchronise with it (through an atomic or a strong
+/// access on either side, as CUDA's `__threadfence()` is `fence(Scope::Device)`). In the
+/// simulator a sequentially consistent fence of the host (its atomics are relaxed, as the
+/// GPU's), so a last-arriving block reads there what the others wrote before their fences.
+#[inline(always)]
+pub fn fence(scope: Scope) {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: a fence has no precondition. Not `nomem`: it orders memory accesses.
+    unsafe {
+        match scope {
+            Scope::Block => core::arch::asm!("fence.acq_rel.cta;", options(nostack)),
+            Scope::Device => core::arch::asm!("fence.acq_rel.gpu;", options(nostack)),
+            Scope::System => core::arch::asm!("fence.acq_rel.sys;", options(nostack)),
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let _ = scope;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// One `atom.relaxed.<scope>.<op>.<ty>` on the generic address `$addr`, with one operand or,
@@ -342,6 +406,54 @@ macro_rules! bits {
                     let _ = scope;
                     let to: fn($t) -> _ = $to;
                     <$t as sealed::Sealed>::sim_update(p, i, |old| (to(old) == to(compare)).then_some(new))
+                }
+            }
+
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn atomic_load(p: *mut Self, i: usize, scope: Scope) -> Self {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    let v: $t;
+                    // SAFETY: the caller's contract: `p.add(i)` is in bounds, aligned.
+                    let addr = unsafe { p.add(i) } as u64;
+                    // SAFETY: as above; reads memory (not `nomem`).
+                    unsafe {
+                        match scope {
+                            Scope::Block => core::arch::asm!(concat!("ld.relaxed.cta.", $ty, " {v}, [{a}];"), v = out($class) v, a = in(reg64) addr, options(nostack)),
+                            Scope::Device => core::arch::asm!(concat!("ld.relaxed.gpu.", $ty, " {v}, [{a}];"), v = out($class) v, a = in(reg64) addr, options(nostack)),
+                            Scope::System => core::arch::asm!(concat!("ld.relaxed.sys.", $ty, " {v}, [{a}];"), v = out($class) v, a = in(reg64) addr, options(nostack)),
+                        }
+                    }
+                    v
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = scope;
+                    <$t as sealed::Sealed>::sim_update(p, i, |_| None)
+                }
+            }
+
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn atomic_store(p: *mut Self, i: usize, v: Self, scope: Scope) {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    // SAFETY: the caller's contract: `p.add(i)` is in bounds, aligned.
+                    let addr = unsafe { p.add(i) } as u64;
+                    // SAFETY: as above; writes memory (not `nomem`).
+                    unsafe {
+                        match scope {
+                            Scope::Block => core::arch::asm!(concat!("st.relaxed.cta.", $ty, " [{a}], {v};"), v = in($class) v, a = in(reg64) addr, options(nostack)),
+                            Scope::Device => core::arch::asm!(concat!("st.relaxed.gpu.", $ty, " [{a}], {v};"), v = in($class) v, a = in(reg64) addr, options(nostack)),
+                            Scope::System => core::arch::asm!(concat!("st.relaxed.sys.", $ty, " [{a}], {v};"), v = in($class) v, a = in(reg64) addr, options(nostack)),
+                        }
+                    }
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = scope;
+                    <$t as sealed::Sealed>::sim_update(p, i, |_| Some(v));
                 }
             }
         }
