@@ -41,7 +41,7 @@ use super::tf32::grouped_tile;
 use super::wgmma::MAP_WORDS;
 use super::wgmma_ws::{Ws128x128, Ws128x256, WsShape, WsTiling};
 use crate::gpu::fp8::{E4M3, E5M2};
-use crate::gpu::pipeline::{Ring, Stage};
+use crate::gpu::pipeline::Ring;
 use crate::gpu::tile::Output;
 use crate::gpu::tma::{self, Tensor2d};
 use crate::gpu::wgmma::Accumulators;
@@ -418,7 +418,7 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
                     (1.0, 1.0, 1.0)
                 }
             };
-            let descriptors = |stage: &Stage| {
+            let descriptors = |stage: &crate::gpu::pipeline::Stage| {
                 (
                     tile::k_major_descriptors(stage.address(0), cr * CONSUMER_ROWS),
                     tile::k_major_descriptors(stage.address(a_bytes), cn * cc),
@@ -441,40 +441,52 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
             let (a0, b0) = descriptors(&s0);
             // SAFETY: as above.
             part = unsafe { B::mma_async(part, a0, b0, false) };
-            // One step: step `kt` is in flight in `cur` (stage `s`, scales `f`); step `kt + 1`,
-            // if any, is issued into `next` before `cur` is waited for and promoted. Returns the
-            // stage and scales of step `kt + 1`, `None` after the last step.
-            let mut step = |cur: &mut S::Acc, next: &mut S::Acc, s: Stage, f, kt: usize| {
+            let mut kt = 0;
+            loop {
+                // Step `kt` is in flight in `part` (stage `s0`, scales `f0`).
                 if kt + 1 == k_tiles {
                     // SAFETY: as above.
                     unsafe {
-                        *cur = wgmma::wait_accumulators::<0, _>(*cur);
-                        consumer.release(&s);
+                        part = wgmma::wait_accumulators::<0, _>(part);
+                        consumer.release(&s0);
                     }
-                    promote(&mut total, cur, pick(f));
-                    return None;
+                    promote(&mut total, &part, pick(f0));
+                    break;
                 }
                 // SAFETY: as above.
                 let s1 = unsafe { consumer.wait() };
                 let f1 = scales(kt + 1);
                 let (a1, b1) = descriptors(&s1);
-                // SAFETY: as above; `cur` holds the older group, retired by `wait_group 1`.
+                // SAFETY: as above; `part` holds the older group, retired by `wait_group 1`.
                 unsafe {
-                    *next = B::mma_async(*next, a1, b1, false);
-                    *cur = wgmma::wait_accumulators::<1, _>(*cur);
-                    consumer.release(&s);
+                    other = B::mma_async(other, a1, b1, false);
+                    part = wgmma::wait_accumulators::<1, _>(part);
+                    consumer.release(&s0);
                 }
-                promote(&mut total, cur, pick(f));
-                Some((s1, f1))
-            };
-            let mut kt = 0;
-            // The two arrays in turn: `part` holds the even steps, `other` the odd ones.
-            while let Some((s1, f1)) = step(&mut part, &mut other, s0, f0, kt) {
-                let Some(next) = step(&mut other, &mut part, s1, f1, kt + 1) else {
+                promote(&mut total, &part, pick(f0));
+                kt += 1;
+                // Step `kt` is in flight in `other` (stage `s1`, scales `f1`).
+                if kt + 1 == k_tiles {
+                    // SAFETY: as above.
+                    unsafe {
+                        other = wgmma::wait_accumulators::<0, _>(other);
+                        consumer.release(&s1);
+                    }
+                    promote(&mut total, &other, pick(f1));
                     break;
-                };
-                (s0, f0) = next;
-                kt += 2;
+                }
+                // SAFETY: as above.
+                s0 = unsafe { consumer.wait() };
+                f0 = scales(kt + 1);
+                let (a0, b0) = descriptors(&s0);
+                // SAFETY: as above; `other` holds the older group.
+                unsafe {
+                    part = B::mma_async(part, a0, b0, false);
+                    other = wgmma::wait_accumulators::<1, _>(other);
+                    consumer.release(&s1);
+                }
+                promote(&mut total, &other, pick(f1));
+                kt += 1;
             }
         }
         let mut used = None;
