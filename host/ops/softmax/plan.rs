@@ -170,11 +170,11 @@ impl Default for OnePassConfig {
             // The portable limit.
             cluster_max_blocks: 8,
             // At least 8 blocks per row, of fewer threads, rather than the fewest that hold it
-            // (bench `--plans`, `one-pass` against `one-pass/cluster-2x`; no committed record).
+            // (`one-pass` against `one-pass/cluster-2x`: level, ONE_PASS_RULES' records).
             cluster_min_blocks: CLUSTER_MIN_BLOCKS,
             cluster_vectors: 8,
             // Up to 8 rows too long for a cluster: one cooperative launch per call instead of
-            // the split path's two launches (bench `one-pass/grid-row`; no committed record).
+            // the split path's two launches (ONE_PASS_RULES' records).
             grid_row_max_rows: GRID_ROW_MAX_ROWS,
             // torch.compile's loads of a row (record: `bench/experiments/evict-last/evict-last-ab-plans.jsonl`,
             // `one-pass` against `one-pass/plain-loads`).
@@ -383,7 +383,7 @@ pub const ONE_PASS_RULES: [OnePassRuleSource; 6] = [
             "cluster_min_blocks",
             "cluster_vectors",
         ],
-        records: &[],
+        records: &[LONG_ROWS_F88A9C0, LONG_ROWS_68D5081],
     },
     OnePassRuleSource {
         rule: OnePassRule::Block,
@@ -398,7 +398,7 @@ pub const ONE_PASS_RULES: [OnePassRuleSource; 6] = [
     OnePassRuleSource {
         rule: OnePassRule::GridRow,
         thresholds: &["grid_row_max_rows"],
-        records: &[],
+        records: &[LONG_ROWS_68D5081],
     },
     OnePassRuleSource {
         rule: OnePassRule::Stream,
@@ -408,9 +408,16 @@ pub const ONE_PASS_RULES: [OnePassRuleSource; 6] = [
     OnePassRuleSource {
         rule: OnePassRule::Split,
         thresholds: &["split_chunk", "split_streaming"],
-        records: &[],
+        records: &[LONG_ROWS_68D5081],
     },
 ];
+
+/// The `--plans` run of the long rows at 8192 x 32768 and 8192 x 65536 (clusters against the
+/// block per row and the stream kernel).
+const LONG_ROWS_F88A9C0: &str = "bench/experiments/plans/f88a9c0-softmax-plans.jsonl";
+/// The `--plans` run at 1024 x 131072 (cluster shapes) and 1 x 2^24 (grid-row against the split
+/// path and its chunks).
+const LONG_ROWS_68D5081: &str = "bench/experiments/plans/68d5081-softmax-plans.jsonl";
 
 /// The run whose `one-pass/block-8-from-4k` rows set [`BLOCK_4_MAX_THREADS`].
 const BLOCK_8_RECORD: &str = "bench/results/latest.jsonl";
