@@ -233,18 +233,9 @@ impl Gpu {
 
     /// A new device vector of `len` elements for a kernel to write ([`Error::TooLarge`] above
     /// [`MAX_ELEMENTS`]).
+    /// NaN in the simulator (see [`Gpu::alloc_poisoned`]).
     pub(crate) fn alloc(&self, len: usize) -> Result<DeviceVec> {
-        crate::capture::refuse(
-            self,
-            "allocating device memory",
-            "an allocation (an operation that returns a new buffer)",
-        )?;
-        checked_len("allocating device memory", &[len])?;
-        let storage = match &self.backend {
-            Backend::Cuda(d) => Storage::Cuda(d.alloc(len)?),
-            Backend::Simulator => Storage::Host(host_vec(len, f32::NAN)?),
-        };
-        Ok(DeviceVec { storage, len })
+        self.alloc_poisoned(len, f32::NAN)
     }
 
     /// A new device vector of `len` elements of `T` for a kernel to write whole, not zeroed; in

@@ -201,19 +201,9 @@ pub fn decode_attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
         let sets = sets_for(bytes as usize);
         let mut prepared: Option<Prepared> = None;
         let sms = b.gpu.multiprocessors()?;
-        into_row(b, sink, &s, sets, &mut prepared)?;
+        into_row(b, sink, &s, (sets, sms), &mut prepared)?;
         for algorithm in algorithms(&s, sms) {
-            let mut base = Record::new(
-                "decode_attention",
-                format!("gpukern:{}", algorithm.name()),
-                s.name(),
-            )
-            .with("call", "gpu.decode_attention_with")
-            .with("dtype", "bf16")
-            .with("block_size", BLOCK_SIZE);
-            for (key, value) in s.vars() {
-                base = base.with(key, value);
-            }
+            let mut base = base_record(&s, &algorithm.name(), "gpu.decode_attention_with");
             let rows = s.heads / s.kv_heads * s.q_len;
             match algorithm {
                 DecodeAlgorithm::Split => {
@@ -252,25 +242,30 @@ pub fn decode_attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     Ok(())
 }
 
+/// The record of `gpukern:<variant>` at `s` through `call`, with the shape's keys.
+fn base_record(s: &Shape, variant: &str, call: &str) -> Record {
+    let mut base = Record::new("decode_attention", format!("gpukern:{variant}"), s.name())
+        .with("call", call)
+        .with("dtype", "bf16")
+        .with("block_size", BLOCK_SIZE);
+    for (key, value) in s.vars() {
+        base = base.with(key, value);
+    }
+    base
+}
+
 /// `gpukern:tensor-into` at `s`: the default plan through `gpu.decode_attention_into`, its
 /// workspace and outputs made before the timing (the decode step's call, no allocation).
 fn into_row(
     b: &mut Bench,
     sink: &mut Sink,
     s: &Shape,
-    sets: usize,
+    (sets, sms): (usize, usize),
     prepared: &mut Option<Prepared>,
 ) -> Res<()> {
     let bytes = traffic(s);
-    let sms = b.gpu.multiprocessors()?;
-    let mut base = Record::new("decode_attention", "gpukern:tensor-into", s.name())
-        .with("call", "gpu.decode_attention_into")
-        .with("dtype", "bf16")
-        .with("block_size", BLOCK_SIZE)
+    let base = base_record(s, "tensor-into", "gpu.decode_attention_into")
         .with("splits", planned_tensor_splits(s, sms));
-    for (key, value) in s.vars() {
-        base = base.with(key, value);
-    }
     sink.item(base.clone(), || {
         let gpu = &b.gpu;
         if prepared.is_none() {
