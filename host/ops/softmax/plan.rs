@@ -373,7 +373,7 @@ pub const ONE_PASS_RULES: [OnePassRuleSource; 6] = [
     OnePassRuleSource {
         rule: OnePassRule::Warp,
         thresholds: &["warp_max_cols", "group_lanes", "persistent_min_cols"],
-        records: &[PERSISTENT_RECORD],
+        records: &[PERSISTENT_RECORD, WARP_ROWS_5558695],
     },
     OnePassRuleSource {
         rule: OnePassRule::Cluster,
@@ -418,6 +418,10 @@ const LONG_ROWS_F88A9C0: &str = "bench/experiments/plans/f88a9c0-softmax-plans.j
 /// The `--plans` run at 1024 x 131072 (cluster shapes) and 1 x 2^24 (grid-row against the split
 /// path and its chunks).
 const LONG_ROWS_68D5081: &str = "bench/experiments/plans/68d5081-softmax-plans.jsonl";
+
+/// The `--plans` run at 8192 x 128 (lane groups of 16 and 8 against a warp per row) and 8192 x
+/// 1024 (a block per row against the warp of 8 vectors per lane).
+const WARP_ROWS_5558695: &str = "bench/experiments/plans/5558695-softmax-plans.jsonl";
 
 /// The run whose `one-pass/block-8-from-4k` rows set [`BLOCK_4_MAX_THREADS`].
 const BLOCK_8_RECORD: &str = "bench/results/latest.jsonl";
