@@ -537,6 +537,7 @@ fn attention_mask_keeps(
             let seq = doc.dims()[1];
             ids[b * seq + i] == ids[b * seq + j as usize]
         }
+        crate::ops::attention::AttentionMask::Varlen(varlen) => varlen.keeps(i, j as usize),
     }
 }
 

@@ -37,6 +37,8 @@ mod attention_backward_faults;
 mod attention_faults;
 #[path = "kernels/attention_masks.rs"]
 mod attention_masks;
+#[path = "kernels/attention_varlen.rs"]
+mod attention_varlen;
 #[path = "kernels/coverage.rs"]
 mod coverage;
 #[path = "kernels/cross_entropy.rs"]
@@ -163,6 +165,7 @@ fn main() {
         attention::trials,
         attention_backward::trials,
         attention_masks::trials,
+        attention_varlen::trials,
         decode_attention::trials,
         decode_step::trials,
         grid::trials,

@@ -8,6 +8,7 @@ use gpukern_device::attention::{General, document_record};
 
 use super::kernels::{MaskKind, MaskLaunch};
 use super::plan::{AttentionShape, OP};
+use super::varlen::VarlenMask;
 use crate::buffer::DeviceVec;
 use crate::device::{Backend, Gpu};
 use crate::error::{Error, Result};
@@ -43,11 +44,15 @@ pub enum AttentionMask<'a> {
         /// Also the causal mask.
         causal: bool,
     },
+    /// A variable-length batch ([`Gpu::varlen_mask`], FlashAttention's `cu_seqlens`): sequences
+    /// packed along the sequence axis of a batch of one, each row seeing its own sequence's keys
+    /// under the mask's rule (none, causal or a sliding window, aligned per sequence).
+    Varlen(&'a VarlenMask),
 }
 
 impl AttentionMask<'_> {
     /// The mask's short name (`none`, `causal`, `sliding_window`, `alibi`, `document`,
-    /// `softcap`), the bench's `mask` key.
+    /// `softcap`, `varlen`), the bench's `mask` key.
     pub fn name(&self) -> &'static str {
         match self {
             AttentionMask::None => "none",
@@ -56,6 +61,7 @@ impl AttentionMask<'_> {
             AttentionMask::Alibi => "alibi",
             AttentionMask::Document(_) => "document",
             AttentionMask::SoftCap { .. } => "softcap",
+            AttentionMask::Varlen(_) => "varlen",
         }
     }
 }
@@ -171,7 +177,8 @@ struct NoData(Option<Arc<DeviceVec<i32>>>);
 /// One call's mask, checked: its kernel instance and parameters.
 pub(crate) struct MaskSpec<'a> {
     pub(crate) kind: MaskKind,
-    document: Option<&'a DocumentMask>,
+    /// The device records the mask reads (documents, varlen sequences), if any.
+    records: Option<&'a DeviceVec<i32>>,
     int: usize,
     float: f32,
     dummy: Option<Arc<DeviceVec<i32>>>,
@@ -184,7 +191,8 @@ impl<'a> MaskSpec<'a> {
     /// a cap not finite and above 0, a document mask of another device, a mask other than none
     /// and causal with `q_len + kv_len >= 2^30`;
     /// [`Error::ShapeMismatch`] for a document mask of another batch or length, or with
-    /// `q_len != kv_len`.
+    /// `q_len != kv_len`; for a varlen mask with a batch other than 1 or totals other than
+    /// `q_len` and `kv_len`.
     pub(crate) fn new(
         gpu: &Gpu,
         causal: bool,
@@ -197,13 +205,13 @@ impl<'a> MaskSpec<'a> {
             (true, m) if m != AttentionMask::Causal => {
                 return invalid(format!(
                     "causal: true with the {} mask: give one mask (the window and ALiBi masks are causal; \
-                     SoftCap takes causal: true)",
+                     SoftCap takes causal: true; a varlen batch takes its rule in varlen_mask)",
                     m.name()
                 ));
             }
             (_, m) => m,
         };
-        let (kind, document, int, float) = match mask {
+        let (kind, records, int, float) = match mask {
             AttentionMask::None => (MaskKind::None, None, 0, 0.0),
             AttentionMask::Causal => (MaskKind::Causal, None, 0, 0.0),
             AttentionMask::SlidingWindow { window } => {
@@ -223,13 +231,27 @@ impl<'a> MaskSpec<'a> {
                 if !gpu.owns(&doc.data) {
                     return Err(Error::WrongDevice { op: OP });
                 }
-                (MaskKind::Document, Some(doc), doc.seq, 0.0)
+                (MaskKind::Document, Some(&doc.data), doc.seq, 0.0)
             }
             AttentionMask::SoftCap { cap, causal } => {
                 if !(cap.is_finite() && cap > 0.0) {
                     return invalid(format!("the soft cap must be finite and above 0, not {cap}"));
                 }
                 (MaskKind::SoftCap, None, usize::from(causal), cap)
+            }
+            // Each row's keys an interval of the packed keys: the document kernels' records,
+            // one per query row (`seq` = q_len).
+            AttentionMask::Varlen(varlen) => {
+                crate::error::same_shape(
+                    OP,
+                    &[shape.batch, shape.q_len, shape.kv_len],
+                    &[1, varlen.total_q(), varlen.total_k()],
+                    "a varlen batch is q [1, total_q, heads, head_dim] and k, v [1, total_k, kv_heads, head_dim]",
+                )?;
+                if !gpu.owns(varlen.data()) {
+                    return Err(Error::WrongDevice { op: OP });
+                }
+                (MaskKind::Document, Some(varlen.data()), varlen.total_q(), 0.0)
             }
         };
         // The masks other than none and causal compute positions in 32 bits.
@@ -241,13 +263,13 @@ impl<'a> MaskSpec<'a> {
                 shape.kv_len
             ));
         }
-        let dummy = match document {
+        let dummy = match records {
             Some(_) => None,
             None => Some(no_data(gpu)?),
         };
         Ok(MaskSpec {
             kind,
-            document,
+            records,
             int,
             float,
             dummy,
@@ -267,8 +289,8 @@ impl<'a> MaskSpec<'a> {
 
     /// The mask as the kernels take it.
     pub(crate) fn launch(&self) -> Result<MaskLaunch<'_>> {
-        let data = match (self.document, &self.dummy) {
-            (Some(doc), _) => doc.data.view(),
+        let data = match (self.records, &self.dummy) {
+            (Some(records), _) => records.view(),
             (None, Some(dummy)) => dummy.view(),
             (None, None) => {
                 return Err(Error::InvalidArgument {

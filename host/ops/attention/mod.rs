@@ -31,6 +31,31 @@
 //! FlashAttention); any sequence length. Empty batch, `q_len` or head count: an empty result.
 //! `kv_len = 0`: every row sees no key, output 0 and log-sum-exp `-inf`.
 //!
+//! # Variable-length batches
+//! Sequences of different lengths packed one after another (FlashAttention's varlen layout,
+//! `q` as `[total_q, heads, head_dim]` and `k`, `v` as `[total_k, kv_heads, head_dim]`) are a
+//! batch of one with the mask [`AttentionMask::Varlen`], built once from the cumulative offsets
+//! by [`Gpu::varlen_mask`] with the rule inside each sequence (none, causal or a sliding window,
+//! aligned bottom-right per sequence):
+//!
+//! ```
+//! use gpukern::{AttentionMask, AttentionOptions, AttentionTensor, Gpu, bf16};
+//! let gpu = Gpu::simulator();
+//! let (h, d) = (2, 8);
+//! let (cu_q, cu_k) = ([0, 3, 7], [0, 5, 9]); // two sequences: 3 and 4 queries, 5 and 4 keys
+//! let varlen = gpu.varlen_mask(&cu_q, &cu_k, AttentionMask::Causal)?;
+//! let q = gpu.upload(&vec![bf16::from_f32(0.25); 7 * h * d])?;
+//! let kv = gpu.upload(&vec![bf16::from_f32(0.5); 9 * h * d])?;
+//! let q = AttentionTensor::contiguous(&q, [1, 7, h, d])?;
+//! let kv = AttentionTensor::contiguous(&kv, [1, 9, h, d])?;
+//! let options = AttentionOptions { mask: AttentionMask::Varlen(&varlen), ..Default::default() };
+//! let out = gpu.attention(&q, &kv, &kv, &options)?;
+//! assert_eq!(out.lse.len(), h * 7); // [1, heads, total_q]
+//! # Ok::<(), gpukern::Error>(())
+//! ```
+//!
+//! The backward takes no varlen mask yet (an error says so).
+//!
 //! # Backward
 //! [`Gpu::attention_backward`] takes the output's gradient, the inputs, the forward's output and
 //! log-sum-exp, and returns `dq`, `dk` and `dv` ([`AttentionGradients`]; `dk` and `dv` in the
@@ -41,11 +66,13 @@ mod backward;
 mod kernels;
 mod mask;
 mod plan;
+mod varlen;
 pub use backward::AttentionGradients;
 pub use kernels::{AttentionElement, AttentionKernels};
 use mask::MaskSpec;
 pub use mask::{AttentionMask, DocumentMask};
 pub use plan::AttentionAlgorithm;
+pub use varlen::VarlenMask;
 
 use kernels_gpu::attention::wgmma::{WGMMA_BLOCK, WGMMA_BOX_ROWS, WGMMA_ROWS, wgmma_shared_bytes};
 use kernels_gpu::attention::{
