@@ -14,7 +14,7 @@
 //! Rows beyond the group's are zeros in `A` (the tensor core's work is not what bounds a
 //! stream of K and V read once).
 
-use super::tiles::{copy_tile, stage_elems, PAD, TILE_BLOCK, TILE_KEYS, TILE_WARPS, WARP};
+use super::tiles::{copy_tile, merge_partials, stage_elems, PAD, TILE_BLOCK, TILE_KEYS, TILE_WARPS, WARP};
 use super::{KvElem, VEC};
 use crate::gpu::async_copy::{self, cp_async_16};
 use crate::gpu::mma::{ldmatrix_x4, ldmatrix_x4_trans};
@@ -399,43 +399,11 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
         }
     });
     thread::sync_threads();
-    let quads = D / 4;
-    let mut u = tid;
-    while u < row_count * quads {
-        let (r, d4) = (u / quads, u % quads);
-        // SAFETY (all shared reads): slots written before the barrier above.
-        let mut big_m = f32::NEG_INFINITY;
-        unroll_8!(4, |ww| {
-            big_m = math::max_nan(big_m, unsafe { mem::load(pairs, 2 * (ww * TENSOR_ROWS + r)) });
-        });
-        let mut total = 0.0f32;
-        let mut out = [0.0f32; 4];
-        unroll_8!(4, |ww| {
-            let slot_of = ww * TENSOR_ROWS + r;
-            let mw = unsafe { mem::load(pairs, 2 * slot_of) };
-            // A warp (or the whole chunk) that saw no key of the row weighs 0.
-            let weight = if big_m == f32::NEG_INFINITY {
-                0.0
-            } else {
-                math::fast::exp2(mw - big_m)
-            };
-            total = math::fma(weight, unsafe { mem::load(pairs, 2 * slot_of + 1) }, total);
-            let x: [f32; 4] = unsafe { vector::load(outs, slot_of * D + 4 * d4) };
-            unroll_8!(4, |e| {
-                out[e] = math::fma(weight, x[e], out[e]);
-            });
-        });
-        let (row_q, _) = query_row(at, sizes, len, r);
-        let pi = row_q * splits + c;
-        // SAFETY: partial `pi` of `ml` and `acc` (`row_q` a row of `q`, `c < splits`); dims
-        // `4 d4 ..+ 4 <= D`, 16-byte aligned.
-        unsafe {
-            vector::store(acc, pi * D + 4 * d4, out);
-            if d4 == 0 {
-                mem::store(ml, 2 * pi, big_m);
-                mem::store(ml, 2 * pi + 1, total);
-            }
-        }
-        u += TILE_BLOCK as usize;
-    }
+    // SAFETY: every thread, after the barrier that follows the warps' writes of `pairs`; the
+    // partial of row `r` is one of `ml` and `acc` (`row_q` a row of `q`, `c < splits`).
+    unsafe {
+        merge_partials::<D>(pairs, TENSOR_ROWS, row_count, tid, ml, acc, |r| {
+            query_row(at, sizes, len, r).0 * splits + c
+        })
+    };
 }

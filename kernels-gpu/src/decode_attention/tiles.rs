@@ -459,19 +459,51 @@ pub unsafe fn decode_attention_tiles<E: KvElem, const D: usize>(
         }
     });
     thread::sync_threads();
+    // SAFETY: every thread, after the barrier that follows the warps' writes of `pairs`; the
+    // partial of row `r` is one of `ml` and `acc` (`row_q` a row of `q`, `c < splits`).
+    unsafe {
+        merge_partials::<D>(pairs, TILE_ROWS, row_count, tid, ml, acc, |r| {
+            query_row(at, sizes, len, r).0 * splits + c
+        })
+    };
+}
+
+/// The end of a chunk's block, [`decode_attention_tiles`](fn@decode_attention_tiles)'s and
+/// [`super::tensor`]'s: the 4 warps' partials of each of the block's `row_count` rows, in `pairs`
+/// (warp `w`'s row `r` in slot `w * warp_rows + r`: its `(max, sum)` at `2 slot`, its outputs,
+/// rows of `D`, from `2 * TILE_WARPS * warp_rows` floats on), merged into the row's partial
+/// `partial(r)`: `ml[2 partial(r) ..]` = `(max, sum)`, `acc[partial(r) D ..]` the outputs weighted
+/// by `2^(max_w - max)`. Thread `tid` takes dims `4 d4 ..+ 4` of row `r` for each `r D / 4 + d4
+/// = tid + k TILE_BLOCK`: 16-byte loads of shared memory, a 16-byte store of `acc`.
+///
+/// # Safety
+/// Every thread of the block, after the barrier that follows the warps' writes of their slots;
+/// `pairs` in shared memory, 16-byte aligned at the outputs, `TILE_WARPS * warp_rows * (D + 2)`
+/// floats; for each `r < row_count`, `partial(r)` a partial of `ml` and `acc` (16-byte aligned).
+#[inline(always)]
+pub(super) unsafe fn merge_partials<const D: usize>(
+    pairs: *mut f32,
+    warp_rows: usize,
+    row_count: usize,
+    tid: usize,
+    ml: *mut f32,
+    acc: *mut f32,
+    partial: impl Fn(usize) -> usize,
+) {
+    let outs = pairs.wrapping_add(2 * TILE_WARPS * warp_rows);
     let quads = D / 4;
     let mut u = tid;
     while u < row_count * quads {
         let (r, d4) = (u / quads, u % quads);
-        // SAFETY (all shared reads): slots written before the barrier above.
+        // SAFETY (all shared reads): slots written before the barrier (the contract).
         let mut big_m = f32::NEG_INFINITY;
         unroll_8!(4, |ww| {
-            big_m = math::max_nan(big_m, unsafe { mem::load(pairs, 2 * (ww * TILE_ROWS + r)) });
+            big_m = math::max_nan(big_m, unsafe { mem::load(pairs, 2 * (ww * warp_rows + r)) });
         });
         let mut total = 0.0f32;
         let mut out = [0.0f32; 4];
         unroll_8!(4, |ww| {
-            let slot_of = ww * TILE_ROWS + r;
+            let slot_of = ww * warp_rows + r;
             let mw = unsafe { mem::load(pairs, 2 * slot_of) };
             // A warp (or the whole chunk) that saw no key of the row weighs 0.
             let weight = if big_m == f32::NEG_INFINITY {
@@ -485,10 +517,9 @@ pub unsafe fn decode_attention_tiles<E: KvElem, const D: usize>(
                 out[e] = math::fma(weight, x[e], out[e]);
             });
         });
-        let (row_q, _) = query_row(at, sizes, len, r);
-        let pi = row_q * splits + c;
-        // SAFETY: partial `pi` of `ml` and `acc` (`row_q` a row of `q`, `c < splits`); dims
-        // `4 d4 ..+ 4 <= D`, 16-byte aligned.
+        let pi = partial(r);
+        // SAFETY: partial `pi` of `ml` and `acc` (the contract); dims `4 d4 ..+ 4 <= D`, 16-byte
+        // aligned.
         unsafe {
             vector::store(acc, pi * D + 4 * d4, out);
             if d4 == 0 {

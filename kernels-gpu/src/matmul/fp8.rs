@@ -442,51 +442,42 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
             // SAFETY: as above.
             part = unsafe { B::mma_async(part, a0, b0, false) };
             let mut kt = 0;
+            let (mut s1, mut f1);
+            // One half-step of the loop: step `kt` is in flight in `$cur` (stage `$s`, scales
+            // `$f`); after the last step, `$cur` is waited for, promoted and the loop left; else
+            // step `kt + 1` is issued into `$next` (stage `$s_next`, scales `$f_next`) before
+            // `$cur` (the older group, retired by `wait_group 1`) is promoted. A macro rather
+            // than a closure: the loop below is the two half-steps written out, the arrays in
+            // turn, as the compiler best schedules it (a step closure called with the arrays
+            // swapped measured 0.69x/0.72x torch against 0.80x/0.86x, `68d5081-fp8.jsonl`).
+            macro_rules! half_step {
+                ($cur:ident, $s:ident, $f:ident => $next:ident, $s_next:ident, $f_next:ident) => {
+                    if kt + 1 == k_tiles {
+                        // SAFETY: as above.
+                        unsafe {
+                            $cur = wgmma::wait_accumulators::<0, _>($cur);
+                            consumer.release(&$s);
+                        }
+                        promote(&mut total, &$cur, pick($f));
+                        break;
+                    }
+                    // SAFETY: as above.
+                    $s_next = unsafe { consumer.wait() };
+                    $f_next = scales(kt + 1);
+                    let (a_next, b_next) = descriptors(&$s_next);
+                    // SAFETY: as above; `$cur` holds the older group, retired by `wait_group 1`.
+                    unsafe {
+                        $next = B::mma_async($next, a_next, b_next, false);
+                        $cur = wgmma::wait_accumulators::<1, _>($cur);
+                        consumer.release(&$s);
+                    }
+                    promote(&mut total, &$cur, pick($f));
+                    kt += 1;
+                };
+            }
             loop {
-                // Step `kt` is in flight in `part` (stage `s0`, scales `f0`).
-                if kt + 1 == k_tiles {
-                    // SAFETY: as above.
-                    unsafe {
-                        part = wgmma::wait_accumulators::<0, _>(part);
-                        consumer.release(&s0);
-                    }
-                    promote(&mut total, &part, pick(f0));
-                    break;
-                }
-                // SAFETY: as above.
-                let s1 = unsafe { consumer.wait() };
-                let f1 = scales(kt + 1);
-                let (a1, b1) = descriptors(&s1);
-                // SAFETY: as above; `part` holds the older group, retired by `wait_group 1`.
-                unsafe {
-                    other = B::mma_async(other, a1, b1, false);
-                    part = wgmma::wait_accumulators::<1, _>(part);
-                    consumer.release(&s0);
-                }
-                promote(&mut total, &part, pick(f0));
-                kt += 1;
-                // Step `kt` is in flight in `other` (stage `s1`, scales `f1`).
-                if kt + 1 == k_tiles {
-                    // SAFETY: as above.
-                    unsafe {
-                        other = wgmma::wait_accumulators::<0, _>(other);
-                        consumer.release(&s1);
-                    }
-                    promote(&mut total, &other, pick(f1));
-                    break;
-                }
-                // SAFETY: as above.
-                s0 = unsafe { consumer.wait() };
-                f0 = scales(kt + 1);
-                let (a0, b0) = descriptors(&s0);
-                // SAFETY: as above; `other` holds the older group.
-                unsafe {
-                    part = B::mma_async(part, a0, b0, false);
-                    other = wgmma::wait_accumulators::<1, _>(other);
-                    consumer.release(&s1);
-                }
-                promote(&mut total, &other, pick(f1));
-                kt += 1;
+                half_step!(part, s0, f0 => other, s1, f1);
+                half_step!(other, s1, f1 => part, s0, f0);
             }
         }
         let mut used = None;
