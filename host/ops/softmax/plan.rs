@@ -146,7 +146,7 @@ impl Default for OnePassConfig {
         OnePassConfig {
             // Rows of 513 to 1024 columns take a block of 4 vectors per thread (64 threads at
             // 1024) rather than a warp of 8 vectors per lane (bench `--plans`, `one-pass`
-            // against `one-pass/warp-to-1k`; no committed record).
+            // against `one-pass/warp-to-1k`: `WARP_ROWS_5558695`).
             warp_max_cols: 512,
             block_max_cols: 32768,
             // Two blocks per multiprocessor of an H200 (132 SMs) and more: enough rows to fill
@@ -158,7 +158,7 @@ impl Default for OnePassConfig {
             // Plain accesses until a run shows the hint pays (bench `one-pass/split-streaming`).
             split_streaming: false,
             // Groups of 16 lanes, two rows per warp, for rows a warp would hold with one vector
-            // per lane (bench `one-pass/group-*`, `--plans`; no committed record).
+            // per lane (bench `one-pass/group-*` and `classic`, `--plans`: `WARP_ROWS_5558695`).
             group_lanes: 16,
             // Staging the next row in shared memory does not pay (see `PERSISTENT_MIN_COLS`).
             persistent_min_cols: PERSISTENT_MIN_COLS,
