@@ -95,6 +95,8 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "torch_attention": [peers_attention.torch_attention],
     "flex_attention": [peers_attention.flex_attention],
     "flex_attention_masks": [peers_attention.flex_attention_masks],
+    "torch_varlen": [peers_attention.torch_varlen],
+    "flex_varlen": [peers_attention.flex_varlen],
     "triton_attention": [peers_attention.triton_attention],
     "torch_attention_bwd": [peers_attention.torch_attention_bwd],
     "torch_decode_attention": [peers_decode_attention.torch_decode],

@@ -27,6 +27,8 @@ and flash, TFLOP/s 2.5 times the forward's count).
 
 from __future__ import annotations
 
+import inspect
+import itertools
 from typing import Any, Callable
 
 import peers_common as C
@@ -244,6 +246,108 @@ def flex_attention_masks(ctx: Any) -> None:
                 )
 
             sink.item(base, measure)
+
+
+# The varlen row (examples/bench/attention_masks.rs SEQ_LENS): 16384 tokens of 8 sequences packed
+# in a batch of one, causal within each sequence, 16 heads of 128.
+SEQ_LENS = [4096, 512, 3000, 1024, 2048, 3584, 1120, 1000]
+VARLEN_HEADS, VARLEN_HEAD_DIM = 16, 128
+
+
+def varlen_reference(torch: Any, q: Any, k: Any, v: Any) -> Any:
+    """float64 attention of the sampled rows (`[heads, rows, d]`) of packed `[1, h, T, d]` operands,
+    each row seeing its own sequence's keys up to itself."""
+    t, d, h = q.shape[2], q.shape[3], q.shape[1]
+    seq = torch.repeat_interleave(torch.arange(len(SEQ_LENS), device=q.device),
+                                  torch.tensor(SEQ_LENS, device=q.device))
+    rows = torch.tensor(sampled_rows(t), device=q.device)
+    keys = torch.arange(t, device=q.device)
+    keep = (seq[rows][:, None] == seq[None, :]) & (keys[None, :] <= rows[:, None])
+    outs = []
+    for hh in sampled_heads(h):
+        scores = (q[0, hh, rows].double() @ k[0, hh].double().T) / d**0.5
+        scores = scores.masked_fill(~keep, float("-inf"))
+        outs.append(torch.softmax(scores, dim=-1) @ v[0, hh].double())
+    return torch.stack(outs)
+
+
+def varlen_flops() -> float:
+    return 4.0 * VARLEN_HEADS * VARLEN_HEAD_DIM * sum(n * (n + 1) / 2 for n in SEQ_LENS)
+
+
+def _varlen_run(ctx: Any, impl: str, call: str, make: Callable[[Any, Any, Any], Callable[[int], Any]]) -> None:
+    """One varlen record: `make(q, k, v)` (packed `[1, h, T, d]`) gives the launch, whose output is
+    `[1, h, T, d]`."""
+    torch, sink = ctx.torch, ctx.sink
+    t, h, d = sum(SEQ_LENS), VARLEN_HEADS, VARLEN_HEAD_DIM
+    base = C.record(
+        "attention_fwd", impl, f"1x{t}x{h}x{d}", b=1, seq=t, heads=h, head_dim=d, causal=True,
+        mask="varlen", sequences=len(SEQ_LENS), dtype="bf16", version=torch.__version__, call=call,
+    )
+
+    def measure() -> dict[str, Any]:
+        q, k, v = (ctx.rand((1, h, t, d)).to(torch.bfloat16) for _ in range(3))
+        launch = make(q, k, v)
+        ref = varlen_reference(torch, q, k, v)
+        return C.timed_check(
+            ctx, base, lambda: sampled(torch, launch(0)), ref, launch, None, varlen_flops(), BF16_TOL,
+            max_batch=2,
+        )
+
+    sink.item(base, measure)
+
+
+def torch_varlen(ctx: Any) -> None:
+    """torch's `varlen_attn` (FlashAttention's varlen forward) on the packed `[T, h, d]` operands,
+    causal within each sequence (`window_size=(-1, 0)`)."""
+    torch = ctx.torch
+    from torch.nn.attention.varlen import varlen_attn
+
+    cu = torch.tensor([0, *itertools.accumulate(SEQ_LENS)], device="cuda", dtype=torch.int32)
+    longest = max(SEQ_LENS)
+    # Causal as torch 2.10+ spells it (a window of all keys before and none after); earlier
+    # releases took `is_causal`.
+    causal = ({"window_size": (-1, 0)} if "window_size" in inspect.signature(varlen_attn).parameters
+              else {"is_causal": True})
+
+    def make(q: Any, k: Any, v: Any) -> Callable[[int], Any]:
+        qp, kp, vp = (x[0].transpose(0, 1).contiguous() for x in (q, k, v))
+
+        def launch(i: int) -> Any:
+            out = varlen_attn(qp, kp, vp, cu, cu, longest, longest, **causal)
+            return out.transpose(0, 1).unsqueeze(0)
+
+        return launch
+
+    _varlen_run(ctx, "torch-varlen", "torch.nn.attention.varlen.varlen_attn(q, k, v, cu, cu, max, max, "
+                "window_size=(-1, 0))", make)
+
+
+def flex_varlen(ctx: Any) -> None:
+    """FlexAttention compiled with the sequences as documents and the causal mask (its own
+    document-masking example), the `BlockMask` made once outside the timing."""
+    torch = ctx.torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention as flex
+
+    C.allow_recompiles(torch)
+    compiled = torch.compile(flex, dynamic=False)
+    t = sum(SEQ_LENS)
+    seq = torch.repeat_interleave(torch.arange(len(SEQ_LENS), device="cuda"),
+                                  torch.tensor(SEQ_LENS, device="cuda")).to(torch.int32)
+
+    def varlen_causal(b_, h_, qi, ki):
+        return (seq[qi] == seq[ki]) & (qi >= ki)
+
+    def make(q: Any, k: Any, v: Any) -> Callable[[int], Any]:
+        block_mask = create_block_mask(varlen_causal, B=None, H=None, Q_LEN=t, KV_LEN=t, device="cuda")
+
+        def launch(i: int) -> Any:
+            return compiled(q, k, v, block_mask=block_mask)
+
+        return launch
+
+    _varlen_run(ctx, "flex", "torch.compile(flex_attention)(q, k, v, block_mask=create_block_mask(varlen_causal))",
+                make)
 
 
 def build_triton_attention(triton: Any, tl: Any) -> Any:

@@ -6,6 +6,12 @@
 //! `attention_fwd`, keys `causal` and `mask`; TFLOP/s from `4 b h d` times the pairs the mask
 //! keeps (the same count for every implementation). Each output is checked on sampled rows
 //! against the f64 reference with the same mask before it is timed.
+//!
+//! And a variable-length batch (`AttentionMask::Varlen`, mask `varlen`): the same 16k tokens as
+//! [`SEQ_LENS`], sequences of ragged lengths packed in a batch of one (`1x16384x16x128`), causal
+//! within each; the peers are torch's `varlen_attn` (FlashAttention's varlen kernels) and
+//! FlexAttention with the sequences as documents and the causal mask (`bench/peers_attention.py`
+//! `torch_varlen`, `flex_attention_masks`).
 
 use gpukern::{AttentionAlgorithm, AttentionMask, AttentionOptions, bf16};
 
@@ -24,6 +30,21 @@ const SOFT_CAP: f32 = 30.0;
 /// The masks, by their record names.
 const MASKS: [&str; 4] = ["sliding_window", "document", "alibi", "softcap"];
 
+/// The sequences of the varlen row (`bench/peers_attention.py` `SEQ_LENS`): 16384 tokens.
+pub const SEQ_LENS: [usize; 8] = [4096, 512, 3000, 1024, 2048, 3584, 1120, 1000];
+
+/// The sequence of packed token `t` of the varlen row, and its position in it.
+fn sequence_of(t: usize) -> (usize, usize) {
+    let mut start = 0;
+    for (n, len) in SEQ_LENS.iter().enumerate() {
+        if t < start + len {
+            return (n, t - start);
+        }
+        start += len;
+    }
+    (SEQ_LENS.len(), t - start)
+}
+
 /// The implementations timed per mask.
 const ALGORITHMS: [AttentionAlgorithm; 3] = [
     AttentionAlgorithm::Auto,
@@ -33,7 +54,7 @@ const ALGORITHMS: [AttentionAlgorithm; 3] = [
 
 /// Measurements [`attention_masks`] makes.
 pub fn planned(_quick: bool) -> usize {
-    MASK_SHAPES.len() * MASKS.len() * ALGORITHMS.len()
+    (MASK_SHAPES.len() * MASKS.len() + 1) * ALGORITHMS.len()
 }
 
 /// The pairs one head of one sequence of `s` tokens keeps under `mask`.
@@ -42,6 +63,7 @@ fn pairs(mask: &str, s: usize) -> f64 {
         "sliding_window" => (0..s).map(|i| (i + 1).min(WINDOW) as f64).sum(),
         "document" => (DOCUMENTS * (s / DOCUMENTS).pow(2)) as f64,
         "alibi" => (s * (s + 1) / 2) as f64,
+        "varlen" => SEQ_LENS.iter().map(|&l| (l * (l + 1) / 2) as f64).sum(),
         _ => (s * s) as f64,
     }
 }
@@ -51,6 +73,10 @@ fn keeps(mask: &str, s: usize, i: usize, j: usize) -> bool {
     match mask {
         "sliding_window" => j <= i && i - j < WINDOW,
         "document" => i / (s / DOCUMENTS) == j / (s / DOCUMENTS),
+        "varlen" => {
+            let ((si, pi), (sj, pj)) = (sequence_of(i), sequence_of(j));
+            si == sj && pj <= pi
+        }
         _ => j <= i,
     }
 }
@@ -95,8 +121,55 @@ fn reference(ops: &Operands, mask: &str) -> Vec<f32> {
     out
 }
 
-/// Every mask of every shape, every implementation.
+/// Every mask of every shape, every implementation; then the varlen row.
 pub fn attention_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    shipped_masks(b, sink)?;
+    varlen(b, sink)
+}
+
+/// The varlen row: [`SEQ_LENS`] packed, causal within each sequence, every implementation.
+fn varlen(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    let (heads, head_dim) = (MASK_SHAPES[0][2], MASK_SHAPES[0][3]);
+    let total: usize = SEQ_LENS.iter().sum();
+    let dims = [1, total, heads, head_dim];
+    let shape = format!("1x{total}x{heads}x{head_dim}");
+    if !b.wants(&shape) {
+        return Ok(());
+    }
+    let cu: Vec<usize> = std::iter::once(0)
+        .chain(SEQ_LENS.iter().scan(0, |end, len| {
+            *end += len;
+            Some(*end)
+        }))
+        .collect();
+    let varlen = b.gpu.varlen_mask(&cu, &cu, AttentionMask::Causal)?;
+    let mut prepared = Prepared::new(dims);
+    let flops = 4.0 * (heads * head_dim) as f64 * pairs("varlen", total);
+    for algorithm in ALGORITHMS {
+        let options = AttentionOptions {
+            mask: AttentionMask::Varlen(&varlen),
+            algorithm,
+            ..Default::default()
+        };
+        let base = Record::new("attention_fwd", impl_name(algorithm), shape.clone())
+            .with("b", 1)
+            .with("seq", total)
+            .with("heads", heads)
+            .with("head_dim", head_dim)
+            .with("causal", true)
+            .with("mask", "varlen")
+            .with("sequences", SEQ_LENS.len())
+            .with("dtype", "bf16")
+            .with("call", "gpu.attention_into");
+        sink.item(base.clone(), || {
+            prepared.check_and_time(b, base, &options, |ops| reference(ops, "varlen"), flops)
+        })?;
+    }
+    Ok(())
+}
+
+/// The shipped masks' rows.
+fn shipped_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     for dims in MASK_SHAPES {
         let [batch, seq, heads, head_dim] = dims;
         let shape = format!("{batch}x{seq}x{heads}x{head_dim}");
