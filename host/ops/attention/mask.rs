@@ -8,7 +8,7 @@ use gpukern_device::attention::{General, document_record};
 
 use super::kernels::{MaskKind, MaskLaunch};
 use super::plan::{AttentionShape, OP};
-use super::varlen::VarlenMask;
+use super::varlen::{VarlenMask, VarlenRule};
 use crate::buffer::DeviceVec;
 use crate::device::{Backend, Gpu};
 use crate::error::{Error, Result};
@@ -167,6 +167,45 @@ impl Gpu {
             batch,
             seq,
         })
+    }
+}
+
+impl Gpu {
+    /// The sequences of a packed variable-length batch (FlashAttention's `cu_seqlens`), uploaded
+    /// once as each query row's interval of keys, for [`AttentionMask::Varlen`]:
+    /// `cu_seqlens_q[b]..cu_seqlens_q[b + 1]` are sequence `b`'s query rows in the packed `q`,
+    /// `cu_seqlens_k[b]..cu_seqlens_k[b + 1]` its keys in `k` and `v`. `within` is the rule inside
+    /// each sequence, aligned bottom-right per sequence: [`AttentionMask::None`],
+    /// [`AttentionMask::Causal`] or [`AttentionMask::SlidingWindow`]. A sequence with no keys
+    /// gives its rows output 0 and log-sum-exp `-inf`.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for offsets of different counts or none, not starting
+    /// at 0 or decreasing, totals past `i32::MAX`, a window of 0, another mask as `within`.
+    pub fn varlen_mask(
+        &self,
+        cu_seqlens_q: &[usize],
+        cu_seqlens_k: &[usize],
+        within: AttentionMask<'_>,
+    ) -> Result<VarlenMask> {
+        let invalid = |detail: String| Error::InvalidArgument { op: OP, detail };
+        let within = match within {
+            AttentionMask::None => VarlenRule::All,
+            AttentionMask::Causal => VarlenRule::Causal,
+            AttentionMask::SlidingWindow { window: 0 } => {
+                return Err(invalid(
+                    "a sliding window of 0 keys: the window is at least 1".into(),
+                ));
+            }
+            AttentionMask::SlidingWindow { window } => VarlenRule::Window(window),
+            other => {
+                return Err(invalid(format!(
+                    "a varlen batch takes none, the causal mask or a sliding window within each \
+                     sequence, not {}",
+                    other.name()
+                )));
+            }
+        };
+        VarlenMask::new(self, cu_seqlens_q, cu_seqlens_k, within)
     }
 }
 

@@ -10,14 +10,13 @@
 //! a batch-one call of the shipped kernels with those records: tiles that no row of theirs sees
 //! are skipped, and a tile that two sequences share is cut at the boundary.
 
-use super::mask::AttentionMask;
 use super::plan::OP;
 use crate::buffer::DeviceVec;
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 
 /// The sequences of a packed variable-length batch on the device, for
-/// [`AttentionMask::Varlen`]: built once by [`Gpu::varlen_mask`] from the cumulative sequence
+/// [`AttentionMask::Varlen`](super::AttentionMask::Varlen): built once by [`Gpu::varlen_mask`] from the cumulative sequence
 /// offsets of the queries and of the keys, with the rule inside each sequence (none, causal or a
 /// sliding window).
 ///
@@ -179,46 +178,23 @@ pub(crate) fn varlen_records(
     Ok(data)
 }
 
-impl Gpu {
-    /// The sequences of a packed variable-length batch (FlashAttention's `cu_seqlens`), uploaded
-    /// once as each query row's interval of keys, for [`AttentionMask::Varlen`]:
-    /// `cu_seqlens_q[b]..cu_seqlens_q[b + 1]` are sequence `b`'s query rows in the packed `q`,
-    /// `cu_seqlens_k[b]..cu_seqlens_k[b + 1]` its keys in `k` and `v`. `within` is the rule inside
-    /// each sequence, aligned bottom-right per sequence: [`AttentionMask::None`],
-    /// [`AttentionMask::Causal`] or [`AttentionMask::SlidingWindow`]. A sequence with no keys
-    /// gives its rows output 0 and log-sum-exp `-inf`.
+impl VarlenMask {
+    /// The records of `cu_seqlens_q`, `cu_seqlens_k` and `within` uploaded to `gpu`
+    /// ([`Gpu::varlen_mask`] checks `within`).
     ///
-    /// Errors: [`Error::InvalidArgument`] for offsets of different counts or none, not starting
-    /// at 0 or decreasing, totals past `i32::MAX`, a window of 0, another mask as `within`.
-    pub fn varlen_mask(
-        &self,
+    /// Errors: [`Error::InvalidArgument`] for offsets [`varlen_records`] refuses; upload errors.
+    pub(crate) fn new(
+        gpu: &Gpu,
         cu_seqlens_q: &[usize],
         cu_seqlens_k: &[usize],
-        within: AttentionMask<'_>,
-    ) -> Result<VarlenMask> {
-        let invalid = |detail: String| Error::InvalidArgument { op: OP, detail };
-        let within = match within {
-            AttentionMask::None => VarlenRule::All,
-            AttentionMask::Causal => VarlenRule::Causal,
-            AttentionMask::SlidingWindow { window: 0 } => {
-                return Err(invalid(
-                    "a sliding window of 0 keys: the window is at least 1".into(),
-                ));
-            }
-            AttentionMask::SlidingWindow { window } => VarlenRule::Window(window),
-            other => {
-                return Err(invalid(format!(
-                    "a varlen batch takes none, the causal mask or a sliding window within each \
-                     sequence, not {}",
-                    other.name()
-                )));
-            }
-        };
-        let data = varlen_records(cu_seqlens_q, cu_seqlens_k, within).map_err(invalid)?;
+        within: VarlenRule,
+    ) -> Result<Self> {
+        let data = varlen_records(cu_seqlens_q, cu_seqlens_k, within)
+            .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
         let data = if data.is_empty() {
-            self.upload(&[0i32])?
+            gpu.upload(&[0i32])?
         } else {
-            self.upload(&data)?
+            gpu.upload(&data)?
         };
         Ok(VarlenMask {
             data,
