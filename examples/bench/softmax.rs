@@ -204,23 +204,6 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
                 ..base
             },
         ),
-        // Rows too long for a cluster: from `split_max_rows` rows a block per row reads each row
-        // twice (`softmax_stream`), below it each row is split over blocks; every such shape
-        // either way (`--plans --shapes 128x524288,512x524288`).
-        (
-            "stream-any-rows",
-            OnePassConfig {
-                split_max_rows: 0,
-                ..base
-            },
-        ),
-        (
-            "split-any-rows",
-            OnePassConfig {
-                split_max_rows: usize::MAX,
-                ..base
-            },
-        ),
         // The split path (1 x 2^24; the default before the grid-row kernel, which now takes a
         // few such rows in one cooperative launch): two launches, then the write launch with
         // evict-first loads and stores, so the chunks the stats launch left in L2 stay there
