@@ -32,6 +32,17 @@ pub fn shapes(quick: bool) -> Vec<(usize, usize)> {
     crate::suite::shapes2("softmax", quick)
 }
 
+/// The shapes timed: the suite's, and with `--plans` (full runs) the suite's `plans` shapes too,
+/// which only the plans' rules need (rows too long for a cluster, on both sides of
+/// `split_max_rows`).
+fn timed_shapes(quick: bool, plans: bool) -> Vec<(usize, usize)> {
+    let mut out = shapes(quick);
+    if plans && !quick {
+        out.extend(crate::suite::extra_shapes2("softmax", "plans"));
+    }
+    out
+}
+
 /// The one-pass candidates timed beside the default: the default thresholds with one choice
 /// changed each (`classic`: neither lane groups nor persistent kernels, whatever the default).
 fn candidates() -> Vec<(&'static str, OnePassConfig)> {
@@ -204,6 +215,23 @@ fn candidates() -> Vec<(&'static str, OnePassConfig)> {
                 ..base
             },
         ),
+        // Rows too long for a cluster: from `split_max_rows` rows a block per row reads each row
+        // twice (`softmax_stream`), below it each row is split over blocks: the suite's `plans`
+        // shapes 128 x 524288 and 512 x 524288 either way.
+        (
+            "stream-any-rows",
+            OnePassConfig {
+                split_max_rows: 0,
+                ..base
+            },
+        ),
+        (
+            "split-any-rows",
+            OnePassConfig {
+                split_max_rows: usize::MAX,
+                ..base
+            },
+        ),
         // The split path (1 x 2^24; the default before the grid-row kernel, which now takes a
         // few such rows in one cooperative launch): two launches, then the write launch with
         // evict-first loads and stores, so the chunks the stats launch left in L2 stay there
@@ -288,7 +316,7 @@ fn variants(rows: usize, cols: usize, plans: bool) -> Vec<(String, Variant, Opti
 
 /// Measurements [`softmax`] makes: every variant of every shape at every temperature.
 pub fn planned(quick: bool, plans: bool) -> usize {
-    let per_t: usize = shapes(quick)
+    let per_t: usize = timed_shapes(quick, plans)
         .iter()
         .map(|&(r, c)| variants(r, c, plans).len())
         .sum();
@@ -297,7 +325,7 @@ pub fn planned(quick: bool, plans: bool) -> usize {
 
 /// Every shape at every temperature.
 pub fn softmax(b: &mut Bench, sink: &mut Sink) -> Res<()> {
-    for (rows, cols) in shapes(b.quick) {
+    for (rows, cols) in timed_shapes(b.quick, b.plans) {
         if !b.wants(&format!("{rows}x{cols}")) {
             continue;
         }

@@ -45,6 +45,18 @@ pub fn sizes(name: &str, quick: bool) -> Vec<usize> {
     shapes(name, quick).into_iter().map(|s| s[0]).collect()
 }
 
+/// A two-dimensional family's extra `(rows, cols)` list `key` (softmax's `plans`: shapes only
+/// `--plans` times).
+pub fn extra_shapes2(name: &str, key: &str) -> Vec<(usize, usize)> {
+    family(name)[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("bench/suite.json: family {name} has no {key}"))
+        .iter()
+        .map(numbers)
+        .map(|s| (s[0], s[1]))
+        .collect()
+}
+
 /// The `(rows, cols)` shapes of a two-dimensional family.
 pub fn shapes2(name: &str, quick: bool) -> Vec<(usize, usize)> {
     shapes(name, quick).into_iter().map(|s| (s[0], s[1])).collect()
