@@ -403,7 +403,7 @@ pub const ONE_PASS_RULES: [OnePassRuleSource; 6] = [
     OnePassRuleSource {
         rule: OnePassRule::Stream,
         thresholds: &["split_max_rows"],
-        records: &[],
+        records: &[STREAM_ROWS_C433C04],
     },
     OnePassRuleSource {
         rule: OnePassRule::Split,
@@ -422,6 +422,10 @@ const LONG_ROWS_68D5081: &str = "bench/experiments/plans/68d5081-softmax-plans.j
 /// The `--plans` run at 8192 x 128 (lane groups of 16 and 8 against a warp per row) and 8192 x
 /// 1024 (a block per row against the warp of 8 vectors per lane).
 const WARP_ROWS_5558695: &str = "bench/experiments/plans/5558695-softmax-plans.jsonl";
+
+/// The `--plans` run at 128 x 524288 and 512 x 524288 (rows too long for a cluster: the stream
+/// kernel against the split path on each side of `split_max_rows`).
+const STREAM_ROWS_C433C04: &str = "bench/experiments/plans/c433c04-softmax-plans.jsonl";
 
 /// The run whose `one-pass/block-8-from-4k` rows set [`BLOCK_4_MAX_THREADS`].
 const BLOCK_8_RECORD: &str = "bench/results/latest.jsonl";
