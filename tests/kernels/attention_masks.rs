@@ -41,7 +41,7 @@ impl Kind {
 }
 
 /// Batch, q_len, kv_len, heads, kv_heads.
-type Shape = (usize, usize, usize, usize, usize);
+pub(crate) type Shape = (usize, usize, usize, usize, usize);
 
 /// The masks of the simulator's trials, each with a ragged shape that has several tiles of
 /// every rung, tiles the mask empties and tiles it cuts (documents: `q_len == kv_len`).
@@ -180,14 +180,15 @@ fn mask_of(kind: Kind, doc: Option<&DocumentMask>) -> Result<AttentionMask<'_>, 
 }
 
 /// Random operands on the device.
-struct Operands<T> {
-    q: Array4<T>,
-    k: Array4<T>,
-    v: Array4<T>,
+pub(crate) struct Operands<T> {
+    pub(crate) q: Array4<T>,
+    pub(crate) k: Array4<T>,
+    pub(crate) v: Array4<T>,
     bufs: [gpukern::DeviceVec<T>; 3],
 }
 
-fn operands<T: TestElement>(
+/// Random `q` `[b, sq, h, d]`, `k` and `v` `[b, skv, hk, d]` in `T`, on the host and the device.
+pub(crate) fn operands<T: TestElement>(
     gpu: &Gpu,
     rng: &mut StdRng,
     (b, sq, skv, h, hk): Shape,
@@ -204,7 +205,7 @@ fn operands<T: TestElement>(
 }
 
 /// Runs `options` on the operands: output and log-sum-exp.
-fn run<T: TestElement>(
+pub(crate) fn run<T: TestElement>(
     gpu: &Gpu,
     ops: &Operands<T>,
     options: &AttentionOptions,
@@ -350,32 +351,47 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
             want_out.into_raw_vec_and_offset().0,
             want_lse.into_raw_vec_and_offset().0,
         );
-        for algorithm in [AttentionAlgorithm::Rows, AttentionAlgorithm::WgmmaPingPong] {
-            let options = AttentionOptions {
-                mask: planted,
-                algorithm,
-                ..Default::default()
-            };
-            let got = match run(gpu, &ops, &options) {
-                Err(Error::InvalidArgument { .. }) if !gpu.is_simulator() => continue,
-                other => other?,
-            };
-            let verdict = check_attention_abs::<bf16>(
-                what,
-                (&got.0, &got.1),
-                (&want_out, &want_lse),
-                <bf16 as TestElement>::UNIT,
-            );
-            if verdict.is_ok() {
-                failures.push(format!("{what} ({}) passed the check", algorithm.name()));
-            }
-        }
+        failures.extend(planted_passes(gpu, &ops, what, planted, (&want_out, &want_lse))?);
     }
     all_passed(failures)
 }
 
+/// The rows and the Hopper rung run with the `planted` mask on `ops`, each checked against the
+/// correct mask's reference `want` (output, log-sum-exp): a message for each rung whose planted
+/// result passes the check (a rung the GPU cannot take is skipped only on CUDA).
+pub(crate) fn planted_passes(
+    gpu: &Gpu,
+    ops: &Operands<bf16>,
+    what: &str,
+    planted: AttentionMask,
+    (want_out, want_lse): (&[f32], &[f32]),
+) -> gpukern::Result<Vec<String>> {
+    let mut passed = Vec::new();
+    for algorithm in [AttentionAlgorithm::Rows, AttentionAlgorithm::WgmmaPingPong] {
+        let options = AttentionOptions {
+            mask: planted,
+            algorithm,
+            ..Default::default()
+        };
+        let got = match run(gpu, ops, &options) {
+            Err(Error::InvalidArgument { .. }) if !gpu.is_simulator() => continue,
+            other => other?,
+        };
+        let verdict = check_attention_abs::<bf16>(
+            what,
+            (&got.0, &got.1),
+            (want_out, want_lse),
+            <bf16 as TestElement>::UNIT,
+        );
+        if verdict.is_ok() {
+            passed.push(format!("{what} ({}) passed the check", algorithm.name()));
+        }
+    }
+    Ok(passed)
+}
+
 /// Whether a result is the error a case expects.
-type Verdict = fn(&gpukern::Result<()>) -> bool;
+pub(crate) type Verdict = fn(&gpukern::Result<()>) -> bool;
 
 /// The masks' errors: the causal flag with another mask, a window of 0, a cap of 0 or NaN, a
 /// document mask of another shape, documents with `q_len != kv_len`, document ids that come

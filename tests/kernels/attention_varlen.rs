@@ -12,7 +12,8 @@ use libtest_mimic::Trial;
 use ndarray::{Array4, s};
 use rand::rngs::StdRng;
 
-use super::attention::{TestElement, check_attention_abs, random4};
+use super::attention::{TestElement, check_attention_abs};
+use super::attention_masks::{Operands, Verdict, operands, planted_passes, run};
 use crate::common::check::*;
 use crate::common::trial::{Target, trial};
 
@@ -113,36 +114,10 @@ const ALL_RUNGS: &[AttentionAlgorithm] = &[
     AttentionAlgorithm::WgmmaPersistent,
 ];
 
-/// Packed random operands: `q` `[1, total_q, heads, d]`, `k` and `v` `[1, total_k, kv_heads, d]`,
-/// on the host and the device.
-struct Packed<T> {
-    q: Array4<T>,
-    k: Array4<T>,
-    v: Array4<T>,
-    bufs: [gpukern::DeviceVec<T>; 3],
-}
-
-fn packed<T: TestElement>(
-    gpu: &Gpu,
-    rng: &mut StdRng,
-    (total_q, total_k): (usize, usize),
-    (heads, kv_heads): (usize, usize),
-    d: usize,
-) -> gpukern::Result<Packed<T>> {
-    let (q, k, v) = (
-        random4::<T>(rng, [1, total_q, heads, d]),
-        random4::<T>(rng, [1, total_k, kv_heads, d]),
-        random4::<T>(rng, [1, total_k, kv_heads, d]),
-    );
-    let up = |a: &Array4<T>| gpu.upload(a.as_slice().expect("standard layout"));
-    let bufs = [up(&q)?, up(&k)?, up(&v)?];
-    Ok(Packed { q, k, v, bufs })
-}
-
 /// The reference: each sequence alone through `cpu::attention` with `rule`'s own mask, the
 /// outputs `[1, total_q, heads, d]` and log-sum-exps `[1, heads, total_q]` put back in place.
 fn reference<T: TestElement>(
-    p: &Packed<T>,
+    p: &Operands<T>,
     cu: (&[usize], &[usize]),
     rule: Rule,
 ) -> gpukern::Result<(Vec<f32>, Vec<f32>)> {
@@ -168,25 +143,6 @@ fn reference<T: TestElement>(
         lse.slice_mut(s![.., .., q0..q1]).assign(&l);
     }
     Ok((out.into_raw_vec_and_offset().0, lse.into_raw_vec_and_offset().0))
-}
-
-/// Runs the packed operands with `options`: output and log-sum-exp.
-fn run<T: TestElement>(
-    gpu: &Gpu,
-    p: &Packed<T>,
-    options: &AttentionOptions,
-) -> gpukern::Result<(Vec<T>, Vec<f32>)> {
-    let dims = |a: &Array4<T>| {
-        let (b, s, h, d) = a.dim();
-        [b, s, h, d]
-    };
-    let got = gpu.attention(
-        &AttentionTensor::contiguous(&p.bufs[0], dims(&p.q))?,
-        &AttentionTensor::contiguous(&p.bufs[1], dims(&p.k))?,
-        &AttentionTensor::contiguous(&p.bufs[2], dims(&p.v))?,
-        options,
-    )?;
-    Ok((got.out.to_vec()?, got.lse.to_vec()?))
 }
 
 /// [`case`] in the element type named `label`: `"bf16"`, else f16.
@@ -220,8 +176,8 @@ fn case<T: TestElement>(
     rungs: &[AttentionAlgorithm],
 ) -> Check {
     let (cu_q, cu_k) = offsets(lens);
-    let totals = (cu_q[cu_q.len() - 1], cu_k[cu_k.len() - 1]);
-    let p = packed::<T>(gpu, rng, totals, heads, d)?;
+    let shape = (1, cu_q[cu_q.len() - 1], cu_k[cu_k.len() - 1], heads.0, heads.1);
+    let p = operands::<T>(gpu, rng, shape, d)?;
     let (want_out, want_lse) = reference(&p, (&cu_q, &cu_k), rule)?;
     let varlen = gpu.varlen_mask(&cu_q, &cu_k, rule.mask())?;
     for &algorithm in rungs {
@@ -259,7 +215,7 @@ fn case<T: TestElement>(
 fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
     let lens = [(37, 50), (40, 23), (70, 70)];
     let (cu_q, cu_k) = offsets(&lens);
-    let p = packed::<bf16>(gpu, rng, (cu_q[3], cu_k[3]), (1, 1), 64)?;
+    let p = operands::<bf16>(gpu, rng, (1, cu_q[3], cu_k[3], 1, 1), 64)?;
     let mut shifted = cu_k.clone();
     shifted[1] += 1;
     let mut failures = Vec::new();
@@ -281,32 +237,11 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
         ),
     ] {
         let (want_out, want_lse) = reference(&p, (&cu_q, &cu_k), rule)?;
-        for algorithm in [AttentionAlgorithm::Rows, AttentionAlgorithm::WgmmaPingPong] {
-            let options = AttentionOptions {
-                mask: AttentionMask::Varlen(&planted),
-                algorithm,
-                ..Default::default()
-            };
-            let got = match run(gpu, &p, &options) {
-                Err(Error::InvalidArgument { .. }) if !gpu.is_simulator() => continue,
-                other => other?,
-            };
-            let verdict = check_attention_abs::<bf16>(
-                what,
-                (&got.0, &got.1),
-                (&want_out, &want_lse),
-                <bf16 as TestElement>::UNIT,
-            );
-            if verdict.is_ok() {
-                failures.push(format!("{what} ({}) passed the check", algorithm.name()));
-            }
-        }
+        let planted = AttentionMask::Varlen(&planted);
+        failures.extend(planted_passes(gpu, &p, what, planted, (&want_out, &want_lse))?);
     }
     all_passed(failures)
 }
-
-/// Whether a result is the error a case expects.
-type Verdict = fn(&gpukern::Result<()>) -> bool;
 
 /// Varlen's errors: offsets of different counts, not from 0, decreasing; a rule other than
 /// none, causal or a window; a window of 0; a batch other than 1; totals other than the
