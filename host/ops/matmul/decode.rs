@@ -14,6 +14,9 @@ use kernels_gpu::matmul::decode::{
     DECODE_SUM_BLOCK, DECODE_TILE_M,
 };
 
+use kernels_gpu::matmul::decode_rows::{
+    self as rows_rung, DECODE_ROWS_BLOCK, DECODE_ROWS_MAX_M, DECODE_ROWS_WARPS,
+};
 use kernels_gpu::matmul::decode_wgmma::{self as hopper, DECODE_64X128, DECODE_64X256};
 use kernels_gpu::matmul::wgmma_ws::WsTiling;
 
@@ -90,6 +93,21 @@ pub enum DecodePlan {
         /// Slices of `k` asked for.
         slices: usize,
         /// The loads of the weight.
+        loads: DecodeLoads,
+    },
+    /// The CUDA-core rung (`matmul_decode_rows_{bf16,f32}_m{1,2,4,8}`): each warp streams
+    /// `warp_rows` whole rows of `W` (512 contiguous bytes per load instruction) against the
+    /// `m <= 8` rows of `X`, `k` in `slices` slices (rounded by [`DecodePlan::k_split`]) added
+    /// up by a second launch when more than one. `warp_rows` 2 with `NoAllocate` loads is the
+    /// rung's kernel at every `m`; at `m = 1` with a bf16 result and one slice also 1 and 4 rows
+    /// (`NoAllocate`) and 2 rows with `EvictFirst` loads, for comparing them. Needs what
+    /// [`DecodePlan::mma_applies`] says and `m <= 8`.
+    Rows {
+        /// Slices of `k` asked for.
+        slices: usize,
+        /// Rows of `W` per warp.
+        warp_rows: usize,
+        /// The loads of the weight (`EvictFirst` or `NoAllocate`).
         loads: DecodeLoads,
     },
     /// The Hopper rung (`matmul_decode_wgmma_{bf16,f32}_64x{256,128}`, `sm_90a` only): the
@@ -194,10 +212,31 @@ impl DecodePlan {
 
     /// A short name: `naive`, `mma`, `mma-s4` (4 slices), `mma-nc` (read-only loads), `mma-na`
     /// (read-only loads allocating no L1 line, 256-byte L2 fetches),
-    /// `wgmma-256`, `wgmma-128-s2` (128 rows of `W` per block, 2 slices).
+    /// `wgmma-256`, `wgmma-128-s2` (128 rows of `W` per block, 2 slices), `rows` (2 rows of `W`
+    /// per warp, no-allocate loads), `rows-r4-s2` (4 rows per warp, 2 slices), `rows-ef`
+    /// (evict-first loads).
     pub fn name(self) -> String {
         match self {
             DecodePlan::Naive => "naive".to_string(),
+            DecodePlan::Rows {
+                slices,
+                warp_rows,
+                loads,
+            } => {
+                let mut s = "rows".to_string();
+                if warp_rows != 2 {
+                    s += &format!("-r{warp_rows}");
+                }
+                if slices > 1 {
+                    s += &format!("-s{slices}");
+                }
+                s += match loads {
+                    DecodeLoads::NoAllocate => "",
+                    DecodeLoads::ReadOnly => "-nc",
+                    DecodeLoads::EvictFirst => "-ef",
+                };
+                s
+            }
             DecodePlan::Wgmma { tile, slices } => {
                 let mut s = format!("wgmma-{}", tile.rows());
                 if slices > 1 {
@@ -280,6 +319,9 @@ mod sealed {
     pub trait DecodeKernels: Sized {
         /// The tensor-core kernel for `m <= 8 m_tiles` (1, 2, 4, 8) with the weight's `loads`.
         fn mma(m_tiles: usize, loads: DecodeLoads) -> Option<MmaLauncher<Self>>;
+        /// The CUDA-core kernel for `m <= rows_m` (1, 2, 4, 8), `warp_rows` rows of `W` per
+        /// warp, the weight's `loads`.
+        fn rows(rows_m: usize, warp_rows: usize, loads: DecodeLoads) -> Option<MmaLauncher<Self>>;
         /// The tutorial rung.
         fn naive() -> NaiveLauncher<Self>;
         /// The Hopper rung of `tile`.
@@ -307,6 +349,19 @@ mod sealed {
                 (8, EvictFirst) => family::matmul_decode_bf16_m64::launch_views::<Module>,
                 (1, ReadOnly) => family::matmul_decode_bf16_m8_nc::launch_views::<Module>,
                 (1, NoAllocate) => family::matmul_decode_bf16_m8_na::launch_views::<Module>,
+                _ => return None,
+            })
+        }
+        fn rows(rows_m: usize, warp_rows: usize, loads: DecodeLoads) -> Option<MmaLauncher<bf16>> {
+            use DecodeLoads::*;
+            Some(match (rows_m, warp_rows, loads) {
+                (1, 2, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m1::launch_views::<Module>,
+                (1, 1, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m1_r1::launch_views::<Module>,
+                (1, 4, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m1_r4::launch_views::<Module>,
+                (1, 2, EvictFirst) => rows_rung::matmul_decode_rows_bf16_m1_ef::launch_views::<Module>,
+                (2, 2, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m2::launch_views::<Module>,
+                (4, 2, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m4::launch_views::<Module>,
+                (8, 2, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m8::launch_views::<Module>,
                 _ => return None,
             })
         }
@@ -349,6 +404,16 @@ mod sealed {
                 (2, EvictFirst) => family::matmul_decode_f32_m16::launch_views::<Module>,
                 (4, EvictFirst) => family::matmul_decode_f32_m32::launch_views::<Module>,
                 (8, EvictFirst) => family::matmul_decode_f32_m64::launch_views::<Module>,
+                _ => return None,
+            })
+        }
+        fn rows(rows_m: usize, warp_rows: usize, loads: DecodeLoads) -> Option<MmaLauncher<f32>> {
+            use DecodeLoads::*;
+            Some(match (rows_m, warp_rows, loads) {
+                (1, 2, NoAllocate) => rows_rung::matmul_decode_rows_f32_m1::launch_views::<Module>,
+                (2, 2, NoAllocate) => rows_rung::matmul_decode_rows_f32_m2::launch_views::<Module>,
+                (4, 2, NoAllocate) => rows_rung::matmul_decode_rows_f32_m4::launch_views::<Module>,
+                (8, 2, NoAllocate) => rows_rung::matmul_decode_rows_f32_m8::launch_views::<Module>,
                 _ => return None,
             })
         }
@@ -597,14 +662,17 @@ impl Gpu {
         workspace: Option<&mut DeviceVec<f32>>,
     ) -> Result<()> {
         let invalid = |detail: String| Err(Error::InvalidArgument { op: OP, detail });
-        if let DecodePlan::Mma { slices: 0, .. } | DecodePlan::Wgmma { slices: 0, .. } = plan {
-            return invalid("a DecodePlan::Mma or ::Wgmma needs at least one slice of k".to_string());
+        if let DecodePlan::Mma { slices: 0, .. }
+        | DecodePlan::Wgmma { slices: 0, .. }
+        | DecodePlan::Rows { slices: 0, .. } = plan
+        {
+            return invalid("a DecodePlan::Mma, ::Rows or ::Wgmma needs at least one slice of k".to_string());
         }
         if m == 0 || n == 0 {
             return Ok(());
         }
         let limits = self.limits();
-        let (slices, loads) = match plan {
+        let (slices, loads, warp_rows) = match plan {
             DecodePlan::Wgmma { tile, slices } => {
                 return self.launch_decode_wgmma(tile, slices, x, w, y, (m, k, n), workspace);
             }
@@ -636,7 +704,12 @@ impl Gpu {
                     )
                 };
             }
-            DecodePlan::Mma { slices, loads } => (slices, loads),
+            DecodePlan::Mma { slices, loads } => (slices, loads, None),
+            DecodePlan::Rows {
+                slices,
+                warp_rows,
+                loads,
+            } => (slices, loads, Some(warp_rows)),
         };
         let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
         if !DecodePlan::mma_applies(m, n, k, aligned) {
@@ -645,10 +718,36 @@ impl Gpu {
                  of 8 and 16-byte aligned matrices (m = {m}, k = {k}): use DecodePlan::Naive"
             ));
         }
-        let Some(launch) = O::mma(m_tiles(m), loads) else {
-            return invalid(format!(
-                "the decode kernels with {loads:?} loads take m <= 8 and a bf16 result"
-            ));
+        // The kernel writing `O`, its twin writing f32 partial planes, rows of `W` per block
+        // and threads per block.
+        let (launch, partial_launch, block_rows, block) = match warp_rows {
+            None => {
+                let Some(launch) = O::mma(m_tiles(m), loads) else {
+                    return invalid(format!(
+                        "the decode kernels with {loads:?} loads take m <= 8 and a bf16 result"
+                    ));
+                };
+                let partial = <f32 as sealed::DecodeKernels>::mma(m_tiles(m), DecodeLoads::EvictFirst);
+                (launch, partial, DECODE_BLOCK_ROWS, DECODE_BLOCK)
+            }
+            Some(warp_rows) => {
+                let rows_m = m.next_power_of_two();
+                let launch = if m <= DECODE_ROWS_MAX_M {
+                    O::rows(rows_m, warp_rows, loads)
+                } else {
+                    None
+                };
+                let Some(launch) = launch else {
+                    return invalid(format!(
+                        "the CUDA-core decode kernels take m <= {DECODE_ROWS_MAX_M} (m = {m}) with 2 rows \
+                         of W per warp and NoAllocate loads, or at m = 1 with a bf16 result and one \
+                         slice 1 or 4 rows per warp, or EvictFirst loads (asked: {warp_rows} rows, \
+                         {loads:?})"
+                    ));
+                };
+                let partial = <f32 as sealed::DecodeKernels>::rows(rows_m, warp_rows, loads);
+                (launch, partial, DECODE_ROWS_WARPS * warp_rows, DECODE_ROWS_BLOCK)
+            }
         };
         let (k_split, slices) = (
             DecodePlan::k_split(k, slices),
@@ -660,11 +759,11 @@ impl Gpu {
         };
         let cfg = LaunchConfig {
             grid: (
-                u32::try_from(n.div_ceil(DECODE_BLOCK_ROWS)).map_err(|_| too_many())?,
+                u32::try_from(n.div_ceil(block_rows)).map_err(|_| too_many())?,
                 u32::try_from(slices).map_err(|_| too_many())?,
                 1,
             ),
-            block: (DECODE_BLOCK, 1, 1),
+            block: (block, 1, 1),
             shared_mem_bytes: 0,
         }
         .checked(OP, &limits)?;
@@ -686,13 +785,19 @@ impl Gpu {
                 )
             };
         }
+        let Some(partial_launch) = partial_launch else {
+            return invalid(format!(
+                "{} splits k, which only the kernels with 2 rows of W per warp and NoAllocate \
+                 loads do",
+                plan.name()
+            ));
+        };
         let len = m * n;
         let mut owned = None;
         let partial = self.decode_partials(workspace, &mut owned, slices, m, n)?;
         // SAFETY: as above, `partial` holds `slices * m * n` floats for the `slices` planes.
         unsafe {
-            <f32 as sealed::DecodeKernels>::mma(m_tiles(m), DecodeLoads::EvictFirst)
-                .expect("every m tile has an f32 kernel")(
+            partial_launch(
                 &self.library(),
                 cfg,
                 x.data.view(),

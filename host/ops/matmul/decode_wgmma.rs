@@ -40,7 +40,9 @@ impl DecodePlan {
     pub fn launched(self, k: usize) -> usize {
         match self {
             DecodePlan::Naive => 1,
-            DecodePlan::Mma { slices, .. } => DecodePlan::launched_slices(k, slices),
+            DecodePlan::Mma { slices, .. } | DecodePlan::Rows { slices, .. } => {
+                DecodePlan::launched_slices(k, slices)
+            }
             DecodePlan::Wgmma { slices, .. } => k.div_ceil(DecodePlan::wgmma_k_split(k, slices)).max(1),
         }
     }

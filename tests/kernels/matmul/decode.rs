@@ -2,7 +2,8 @@
 //! f32) against `cpu::matmul_f64(X, W^T)` of the same operands: `{sim,cuda}::matmul_decode::MxKxN`
 //! runs the default plan and every plan forced (the tensor-core rung whole and in 2 and 3
 //! slices of `k`, the read-only-load kernels (`ld.global.nc`, and without an L1 line) where
-//! `m <= 8`, the Hopper rung's two tiles whole and
+//! `m <= 8`, the CUDA-core rung whole and in 2 and 3 slices where `m <= 8` and its comparison
+//! variants at `m = 1`, the Hopper rung's two tiles whole and
 //! in 2 and 3 slices, the tutorial rung), both result types; `{sim,cuda}::matmul_decode::errors`, `global::matmul_decode` (the free function on
 //! views) and `matmul_decode_check::planted_kernels_fail` (the check refuses a kernel that loses
 //! a step of 32 along `k`, or reads the wrong row of `X`).
@@ -24,6 +25,7 @@ use crate::common::trial::{Target, global_trial, trial};
 /// unrolled step; `k` not a multiple of 8 and `m > 64` (the tutorial rung only).
 const SIM_SHAPES: &[(usize, usize, usize)] = &[
     (1, 64, 40),
+    (2, 520, 70),
     (3, 392, 130),
     (9, 256, 17),
     (17, 136, 33),
@@ -94,6 +96,18 @@ fn plans(m: usize, n: usize, k: usize) -> Vec<DecodePlan> {
             for loads in [DecodeLoads::ReadOnly, DecodeLoads::NoAllocate] {
                 plans.push(DecodePlan::Mma { slices: 1, loads });
             }
+            for slices in [1, 2, 3] {
+                plans.push(rows(slices, 2, DecodeLoads::NoAllocate));
+            }
+        }
+        if m == 1 {
+            for (warp_rows, loads) in [
+                (1, DecodeLoads::NoAllocate),
+                (4, DecodeLoads::NoAllocate),
+                (2, DecodeLoads::EvictFirst),
+            ] {
+                plans.push(rows(1, warp_rows, loads));
+            }
         }
         for tile in [DecodeTile::Rows256, DecodeTile::Rows128] {
             for slices in [1, 2, 3] {
@@ -102,6 +116,24 @@ fn plans(m: usize, n: usize, k: usize) -> Vec<DecodePlan> {
         }
     }
     plans
+}
+
+/// The CUDA-core rung's plan.
+fn rows(slices: usize, warp_rows: usize, loads: DecodeLoads) -> DecodePlan {
+    DecodePlan::Rows {
+        slices,
+        warp_rows,
+        loads,
+    }
+}
+
+/// Whether `plan` has a kernel writing f32: every plan but the comparison variants of one slice.
+fn has_f32(plan: DecodePlan) -> bool {
+    match plan {
+        DecodePlan::Mma { loads, .. } => loads == DecodeLoads::EvictFirst,
+        DecodePlan::Rows { warp_rows, loads, .. } => warp_rows == 2 && loads == DecodeLoads::NoAllocate,
+        _ => true,
+    }
 }
 
 /// One shape: the default plan and every plan, bf16 and f32 results, into NaN-filled outputs.
@@ -127,7 +159,7 @@ fn decode_shape(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize)) -
         let mut y = gpu.upload_matrix(&Array2::from_elem((m, n), bf16::NAN))?;
         gpu.matmul_decode_with(&dx, &dw, &mut y, plan)?;
         check(format!("{} bf16", plan.name()), widen(&y.to_array()?), u_bf16);
-        if matches!(plan, DecodePlan::Mma { loads, .. } if loads != DecodeLoads::EvictFirst) {
+        if !has_f32(plan) {
             continue;
         }
         let mut y = gpu.upload_matrix(&Array2::from_elem((m, n), f32::NAN))?;
@@ -202,6 +234,26 @@ fn decode_errors(gpu: &Gpu) -> Check {
     invalid(
         "k = 12 on the Hopper rung",
         gpu.matmul_decode_with(&x12, &w12, &mut y, hopper),
+    )?;
+    invalid(
+        "0 slices of the CUDA-core rung",
+        gpu.matmul_decode_with(&x, &w, &mut y, rows(0, 2, DecodeLoads::NoAllocate)),
+    )?;
+    invalid(
+        "4 rows per warp with an f32 result",
+        gpu.matmul_decode_with(&x, &w, &mut y32, rows(1, 4, DecodeLoads::NoAllocate)),
+    )?;
+    invalid(
+        "4 rows per warp in 2 slices",
+        gpu.matmul_decode_with(&x, &w, &mut y, rows(2, 4, DecodeLoads::NoAllocate)),
+    )?;
+    invalid(
+        "the CUDA-core rung with m = 9",
+        gpu.matmul_decode_with(&x9, &w, &mut y9, rows(1, 2, DecodeLoads::NoAllocate)),
+    )?;
+    invalid(
+        "k = 12 on the CUDA-core rung",
+        gpu.matmul_decode_with(&x12, &w12, &mut y, rows(1, 2, DecodeLoads::NoAllocate)),
     )?;
     let x65 = gpu.upload_matrix(&Array2::from_elem((65, 16), bf16::ONE))?;
     let mut y65 = gpu.zeros_matrix_of::<bf16>(65, 3)?;

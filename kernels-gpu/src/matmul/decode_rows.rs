@@ -1,0 +1,174 @@
+//! The decode product on CUDA cores with the weight's rows streamed whole
+//! ([`decode_rows`](fn@decode_rows), `matmul_decode_rows_*`): `Y = X W^T` for `m <= 8` rows of
+//! `X` against a bf16 weight `W` stored `n x k` (see [`super::decode`] for the product and its
+//! other rungs).
+//!
+//! At `m = 1` a decode product does one multiply-add per weight element: CUDA cores keep up with
+//! the DRAM, and a warp can read its rows of `W` as the copy kernels read memory, 512 contiguous
+//! bytes per load instruction (32 lanes of 16 bytes), where the tensor-core rung reads 16 rows of
+//! 64 bytes per instruction to fill an MMA fragment. Each lane sums its own columns; the lanes'
+//! sums are added by shuffles once per row, at the end.
+//!
+//! Per weight element a row of `X` costs one multiply-add and its loads come from L1 (`X` is a
+//! few KiB to a few tens of KiB, read by every warp): the rung is for small `m`, where the
+//! multiply-adds stay under the SM's rate at the DRAM's pace; the tensor-core rungs take the rest.
+
+use super::WARP;
+use crate::gpu::tile::Output;
+use crate::gpu::vector::{self, LoadHint};
+use crate::gpu::{bf16, math, thread, warp};
+use crate::kernel;
+
+/// Warps per block of [`decode_rows`](fn@decode_rows).
+pub const DECODE_ROWS_WARPS: usize = 8;
+/// Threads per block of [`decode_rows`](fn@decode_rows).
+pub const DECODE_ROWS_BLOCK: u32 = (DECODE_ROWS_WARPS * WARP) as u32;
+/// Elements of `k` a warp covers per step: 32 lanes of 8 (one 16-byte load each).
+pub const DECODE_ROWS_STEP: usize = WARP * 8;
+/// The most rows of `X` the rung takes.
+pub const DECODE_ROWS_MAX_M: usize = 8;
+
+/// `a . b` over the two bf16 of each word, added to `acc` in f32 (exact products, one rounding
+/// per multiply-add): a bf16 is the upper half of an f32, so each widens by a shift or a mask.
+#[inline(always)]
+fn dot8(a: &[u32; 4], b: &[u32; 4], mut acc: f32) -> f32 {
+    let mut q = 0;
+    while q < 4 {
+        let (lo_a, lo_b) = (f32::from_bits(a[q] << 16), f32::from_bits(b[q] << 16));
+        let (hi_a, hi_b) = (
+            f32::from_bits(a[q] & 0xffff_0000),
+            f32::from_bits(b[q] & 0xffff_0000),
+        );
+        acc = math::fma(lo_a, lo_b, acc);
+        acc = math::fma(hi_a, hi_b, acc);
+        q += 1;
+    }
+    acc
+}
+
+/// Warp `wp` of block `(bx, s)` computes `Y[i][r]` for the `R` rows `r = (bx * 8 + wp) R ..
+/// + R` of `W` and every row `i < m <= M` of `X`, over the slice `s * k_split .. min((s + 1)
+/// * k_split, k)` of `k`, and stores them as `O` into plane `s` of `out` (`out[s m n + i n +
+/// r]`).
+///
+/// Per loop iteration a lane loads, for each of `U` steps of 256 along `k`, the 8 elements
+/// `kb + 256 u + 8 lane ..+ 8` of its `R` rows of `W` (16 bytes each, hinted by `LOADS`,
+/// [`super::decode::DECODE_EVICT_FIRST`] or [`super::decode::DECODE_NO_ALLOCATE`]) and of the
+/// `m` rows of `X` (read-only path: `X` stays in L1), all before the first multiply-add; a
+/// warp's load instruction reads 512 contiguous bytes of one row. Each lane keeps `R M` sums;
+/// after the slice, five shuffles per sum add the lanes' sums and lane 0 stores them.
+///
+/// Global memory: `W`'s rows of the slice read once, `X`'s slice read by every warp (from L1
+/// after the first), `R m` elements of `out` written per warp.
+///
+/// Launch: 1-D blocks of [`DECODE_ROWS_BLOCK`] threads, a grid of `(ceil(n / (8 R)), slices)`
+/// with `slices = ceil(k / k_split)`.
+///
+/// # Safety
+/// `x`, `w` point to `m*k` and `n*k` bf16 of device memory, 16-byte aligned, that no thread
+/// writes during the launch; `out` to `slices * m * n` elements, overlapping neither; `k` a
+/// multiple of 8, `k_split` a positive multiple of 8; `1 <= m <= M`.
+// Barriers: none, no shared memory: each warp works alone.
+#[kernel(
+    instances(
+        matmul_decode_rows_bf16_m1 = (bf16, 1, 2, 4, 2),
+        matmul_decode_rows_bf16_m1_r1 = (bf16, 1, 1, 8, 2),
+        matmul_decode_rows_bf16_m1_r4 = (bf16, 1, 4, 2, 2),
+        matmul_decode_rows_bf16_m1_ef = (bf16, 1, 2, 4, 0),
+        matmul_decode_rows_bf16_m2 = (bf16, 2, 2, 4, 2),
+        matmul_decode_rows_bf16_m4 = (bf16, 4, 2, 2, 2),
+        matmul_decode_rows_bf16_m8 = (bf16, 8, 2, 1, 2),
+        matmul_decode_rows_f32_m1 = (f32, 1, 2, 4, 2),
+        matmul_decode_rows_f32_m2 = (f32, 2, 2, 4, 2),
+        matmul_decode_rows_f32_m4 = (f32, 4, 2, 2, 2),
+        matmul_decode_rows_f32_m8 = (f32, 8, 2, 1, 2),
+    ),
+    block(DECODE_ROWS_BLOCK),
+    barriers(0)
+)]
+#[inline(always)]
+// Index loops over the register arrays: each index is a constant once unrolled.
+#[allow(clippy::needless_range_loop)]
+pub unsafe fn decode_rows<O: Output, const M: usize, const R: usize, const U: usize, const LOADS: u8>(
+    x: *const bf16,
+    w: *const bf16,
+    out: *mut O,
+    m: usize,
+    n: usize,
+    k: usize,
+    k_split: usize,
+) {
+    const {
+        assert!(
+            M >= 1 && M <= DECODE_ROWS_MAX_M && R >= 1 && R <= 8 && U >= 1 && U <= 8,
+            "unroll_8! unrolls up to 8"
+        );
+    }
+    let tid = thread::thread_idx_x() as usize;
+    let (wp, lane) = (tid / WARP, tid % WARP);
+    let row0 = (thread::block_idx_x() as usize * DECODE_ROWS_WARPS + wp) * R;
+    // A warp without a row of `W` has nothing to do (no barrier follows).
+    if row0 >= n {
+        return;
+    }
+    let slice = thread::block_idx_y() as usize;
+    let k0 = slice * k_split;
+    let k1 = if k0 + k_split < k { k0 + k_split } else { k };
+    let hint = if LOADS == super::decode::DECODE_NO_ALLOCATE {
+        LoadHint::NoAllocate
+    } else {
+        LoadHint::EvictFirst
+    };
+    // The matrices as words of two bf16: element `e` (even) is word `e / 2`.
+    let (w32, x32) = (w.cast::<u32>(), x.cast::<u32>());
+
+    let mut acc = [[0.0f32; M]; R];
+    // `kb` and `k1` are the same for the whole warp.
+    let mut kb = k0;
+    while kb < k1 {
+        let mut wv = [[[0u32; 4]; R]; U];
+        let mut xv = [[[0u32; 4]; M]; U];
+        unroll_8!(U, |u| {
+            let col = kb + u * DECODE_ROWS_STEP + 8 * lane;
+            if col < k1 {
+                unroll_8!(R, |r| {
+                    if row0 + r < n {
+                        // SAFETY: `row0 + r < n`, `col + 8 <= k1 <= k` (`k`, `col` multiples of
+                        // 8): `w[(row0 + r) k + col ..+ 8]` is inside `W`, 16-byte aligned; no
+                        // thread writes `W`.
+                        wv[u][r] =
+                            unsafe { vector::load_hinted::<u32, 4>(w32, ((row0 + r) * k + col) / 2, hint) };
+                    }
+                });
+                unroll_8!(M, |i| {
+                    if i < m {
+                        // SAFETY: `i < m`, `col + 8 <= k`: `x[i k + col ..+ 8]`, aligned as
+                        // above; no thread writes `X`.
+                        xv[u][i] = unsafe {
+                            vector::load_hinted::<u32, 4>(x32, (i * k + col) / 2, LoadHint::ReadOnly)
+                        };
+                    }
+                });
+            }
+        });
+        unroll_8!(U, |u| {
+            unroll_8!(R, |r| {
+                unroll_8!(M, |i| {
+                    acc[r][i] = dot8(&wv[u][r], &xv[u][i], acc[r][i]);
+                });
+            });
+        });
+        kb += U * DECODE_ROWS_STEP;
+    }
+
+    let plane = slice * m * n;
+    unroll_8!(R, |r| {
+        unroll_8!(M, |i| {
+            let sum = warp::reduce_sum(acc[r][i]);
+            if lane == 0 && i < m && row0 + r < n {
+                // SAFETY: `i < m`, `row0 + r < n`: inside plane `slice` of `out`.
+                unsafe { O::store(out, plane + i * n + row0 + r, sum) };
+            }
+        });
+    });
+}
