@@ -268,7 +268,7 @@ impl Suite {
             Suite::Attention => attention::planned(quick),
             Suite::AttentionBwd => attention_bwd::planned(quick),
             Suite::AttentionMasks => attention_masks::planned(quick),
-            Suite::DecodeAttention => decode_attention::planned(quick),
+            Suite::DecodeAttention => decode_attention::planned(quick, plans),
         };
         n as u64
     }

@@ -62,10 +62,16 @@ impl Shape {
     }
 }
 
-/// The suite's shapes.
-pub fn shapes(quick: bool) -> Vec<Shape> {
-    crate::suite::shapes("decode_attention", quick)
-        .into_iter()
+/// The suite's shapes, and with `plans` (full runs) its `plans` shapes too: one kv head over a
+/// context 8 times as long as the suite's longest, the same bytes of K and V with each page's
+/// keys of the head contiguous (a head-major page's layout), to tell what the token-major pages'
+/// 256-byte runs cost.
+pub fn shapes(quick: bool, plans: bool) -> Vec<Shape> {
+    let mut all = crate::suite::shapes("decode_attention", quick);
+    if plans && !quick {
+        all.extend(crate::suite::extra_shapes("decode_attention", "plans"));
+    }
+    all.into_iter()
         .map(|s| Shape {
             batch: s[0],
             heads: s[1],
@@ -117,8 +123,11 @@ fn algorithms(s: &Shape, sms: usize) -> Vec<DecodeAlgorithm> {
 }
 
 /// Measurements [`decode_attention`] makes (on an H200's 132 multiprocessors).
-pub fn planned(quick: bool) -> usize {
-    shapes(quick).iter().map(|s| algorithms(s, 132).len() + 1).sum()
+pub fn planned(quick: bool, plans: bool) -> usize {
+    shapes(quick, plans)
+        .iter()
+        .map(|s| algorithms(s, 132).len() + 1)
+        .sum()
 }
 
 /// K and V bytes of one call.
@@ -193,7 +202,7 @@ fn query(s: &Shape) -> DecodeQuery {
 
 /// Every shape, both rungs.
 pub fn decode_attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
-    for s in shapes(b.quick) {
+    for s in shapes(b.quick, b.plans) {
         if !b.wants(&s.name()) {
             continue;
         }

@@ -45,14 +45,21 @@ pub fn sizes(name: &str, quick: bool) -> Vec<usize> {
     shapes(name, quick).into_iter().map(|s| s[0]).collect()
 }
 
-/// A two-dimensional family's extra `(rows, cols)` list `key` (softmax's `plans`: shapes only
+/// A family's extra list of shapes `key` (softmax's and decode attention's `plans`: shapes only
 /// `--plans` times).
-pub fn extra_shapes2(name: &str, key: &str) -> Vec<(usize, usize)> {
+pub fn extra_shapes(name: &str, key: &str) -> Vec<Vec<usize>> {
     family(name)[key]
         .as_array()
         .unwrap_or_else(|| panic!("bench/suite.json: family {name} has no {key}"))
         .iter()
         .map(numbers)
+        .collect()
+}
+
+/// A two-dimensional family's extra `(rows, cols)` list `key` ([`extra_shapes`]).
+pub fn extra_shapes2(name: &str, key: &str) -> Vec<(usize, usize)> {
+    extra_shapes(name, key)
+        .into_iter()
         .map(|s| (s[0], s[1]))
         .collect()
 }

@@ -37,7 +37,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     for (target, (m, n, k)) in [
         (sim, (3, 40, 2048)),
         (cuda, (8, 4096, 4096)),
-        (cuda, (1, 1024, 14336)),
+        (cuda, (1, 512, 14336)),
     ] {
         trials.push(trial(
             target,

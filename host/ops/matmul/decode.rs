@@ -27,7 +27,8 @@ use crate::launch_config::LaunchConfig;
 use crate::module::Module;
 use crate::view::{DeviceSlice, DeviceSliceMut};
 
-/// [`DecodePlan::choose`] takes the Hopper rung, where it has it, for `m` from this on: every `m`.
+/// [`DecodePlan::choose`] takes the Hopper rung, where it has it, for `m` from this on: every `m`
+/// past [`ROWS_MAX_M`] (up to which the CUDA-core rung runs).
 /// The Hopper rung computes 64 rows of `X` whatever `m` is, but at 64 flops per byte of weight
 /// its tensor cores stay well under their rate, so its time should not depend on `m`; what
 /// decides is how fast each rung streams the weight: against a 28672 x 8192 weight on the H200 it
@@ -35,7 +36,16 @@ use crate::view::{DeviceSlice, DeviceSliceMut};
 /// `mma.sync` rung streamed 3394.8, 3408.3 and 1217.9
 /// (`bench/experiments/third-wave/a8752bd-decode-gemm.jsonl`). Raise it to 9 to keep the
 /// `mma.sync` rung at `m <= 8`.
-pub const WGMMA_MIN_M: usize = 1;
+pub const WGMMA_MIN_M: usize = ROWS_MAX_M + 1;
+
+/// [`DecodePlan::choose`] takes the CUDA-core rung ([`DecodePlan::Rows`]) for `m` up to this, on
+/// every GPU: at `m = 1` against a 28672 x 8192 weight on the H200 it streamed 4010 GB/s where
+/// the Hopper rung streamed 3761 and the `mma.sync` rung 3391 (3697 without L1 lines), and
+/// against 8192 x 8192 3484 where the Hopper rung's choice streamed 2751
+/// (`bench/experiments/third-wave/3bdb6ee-decode-gemm.jsonl`, `gpukern:rows-r1`, the rung's
+/// one row per warp since). At `m = 8` it streamed 1785 GB/s against the Hopper rung's 3788:
+/// its multiply-adds and its loads of `X` from L1 grow with `m`.
+pub const ROWS_MAX_M: usize = 1;
 
 /// Rows of `W` per block of the Hopper decode rung.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,19 +105,16 @@ pub enum DecodePlan {
         /// The loads of the weight.
         loads: DecodeLoads,
     },
-    /// The CUDA-core rung (`matmul_decode_rows_{bf16,f32}_m{1,2,4,8}`): each warp streams
-    /// `warp_rows` whole rows of `W` (512 contiguous bytes per load instruction) against the
-    /// `m <= 8` rows of `X`, `k` in `slices` slices (rounded by [`DecodePlan::k_split`]) added
-    /// up by a second launch when more than one. `warp_rows` 2 with `NoAllocate` loads is the
-    /// rung's kernel at every `m`; at `m = 1` with a bf16 result and one slice also 1 and 4 rows
-    /// (`NoAllocate`) and 2 rows with `EvictFirst` loads, for comparing them. Needs what
-    /// [`DecodePlan::mma_applies`] says and `m <= 8`.
+    /// The CUDA-core rung (`matmul_decode_rows_{bf16,f32}_m{1,2,4,8}`): each warp streams a
+    /// whole row of `W` (512 contiguous bytes per load instruction) against the `m <= 8` rows of
+    /// `X`, `k` in `slices` slices (rounded by [`DecodePlan::k_split`]) added up by a second
+    /// launch when more than one. `loads`: [`DecodeLoads::NoAllocate`], or
+    /// [`DecodeLoads::EvictFirst`] at `m = 1` with a bf16 result and one slice (for comparing
+    /// them). Needs what [`DecodePlan::mma_applies`] says and `m <= 8`.
     Rows {
         /// Slices of `k` asked for.
         slices: usize,
-        /// Rows of `W` per warp.
-        warp_rows: usize,
-        /// The loads of the weight (`EvictFirst` or `NoAllocate`).
+        /// The loads of the weight.
         loads: DecodeLoads,
     },
     /// The Hopper rung (`matmul_decode_wgmma_{bf16,f32}_64x{256,128}`, `sm_90a` only): the
@@ -162,7 +169,9 @@ impl DecodePlan {
 
     /// The plan for `m x k` times `(n x k)^T` on a GPU of `multiprocessors` SMs, `wgmma` telling
     /// whether the Hopper rung is there ([`Gpu::has_wgmma`]): the tutorial rung where the
-    /// tensor-core rungs do not apply ([`DecodePlan::mma_applies`]); the Hopper rung sized by
+    /// tensor-core rungs do not apply ([`DecodePlan::mma_applies`]); for `m` up to
+    /// [`ROWS_MAX_M`] the CUDA-core rung, `k` split by the rule below with 8 rows of `W` per
+    /// block; the Hopper rung sized by
     /// [`DecodePlan::choose_wgmma`] for `m` from [`WGMMA_MIN_M`] on (its copies in flight cost no
     /// registers and its rows of `X` come from shared memory, where the `mma.sync` rung reloads
     /// them per warp and runs one block per SM at `m = 64`); else the `mma.sync` rung with `k` whole when the `ceil(n / 128)` blocks of
@@ -181,10 +190,25 @@ impl DecodePlan {
         if !DecodePlan::mma_applies(m, n, k, aligned) {
             return DecodePlan::Naive;
         }
+        if m <= ROWS_MAX_M {
+            return DecodePlan::Rows {
+                slices: DecodePlan::slices_for(n.div_ceil(DECODE_ROWS_WARPS), k, multiprocessors),
+                loads: DecodeLoads::NoAllocate,
+            };
+        }
         if wgmma && m >= WGMMA_MIN_M {
             return DecodePlan::choose_wgmma(m, n, k, multiprocessors);
         }
-        let blocks = n.div_ceil(DECODE_BLOCK_ROWS);
+        DecodePlan::Mma {
+            slices: DecodePlan::slices_for(n.div_ceil(DECODE_BLOCK_ROWS), k, multiprocessors),
+            loads: DecodeLoads::EvictFirst,
+        }
+    }
+
+    /// The slices of `k` for a grid of `blocks` blocks of rows of `W` on `multiprocessors` SMs:
+    /// 1, doubled while the blocks are fewer than 1.5 per SM, the slices at most
+    /// [`MAX_SLICES`] and at least [`MIN_SLICE_K`] long.
+    fn slices_for(blocks: usize, k: usize, multiprocessors: usize) -> usize {
         let wanted = TARGET_BLOCKS_PER_2_SMS * multiprocessors.max(1);
         let mut slices = 1;
         while 2 * blocks * slices < wanted
@@ -193,10 +217,7 @@ impl DecodePlan {
         {
             slices *= 2;
         }
-        DecodePlan::Mma {
-            slices,
-            loads: DecodeLoads::EvictFirst,
-        }
+        slices
     }
 
     /// The elements of `k` per slice for `slices` slices: `ceil(k / slices)` rounded up to a
@@ -212,21 +233,13 @@ impl DecodePlan {
 
     /// A short name: `naive`, `mma`, `mma-s4` (4 slices), `mma-nc` (read-only loads), `mma-na`
     /// (read-only loads allocating no L1 line, 256-byte L2 fetches),
-    /// `wgmma-256`, `wgmma-128-s2` (128 rows of `W` per block, 2 slices), `rows` (2 rows of `W`
-    /// per warp, no-allocate loads), `rows-r4-s2` (4 rows per warp, 2 slices), `rows-ef`
-    /// (evict-first loads).
+    /// `wgmma-256`, `wgmma-128-s2` (128 rows of `W` per block, 2 slices), `rows`, `rows-s2`,
+    /// `rows-ef` (the CUDA-core rung, evict-first loads).
     pub fn name(self) -> String {
         match self {
             DecodePlan::Naive => "naive".to_string(),
-            DecodePlan::Rows {
-                slices,
-                warp_rows,
-                loads,
-            } => {
+            DecodePlan::Rows { slices, loads } => {
                 let mut s = "rows".to_string();
-                if warp_rows != 2 {
-                    s += &format!("-r{warp_rows}");
-                }
                 if slices > 1 {
                     s += &format!("-s{slices}");
                 }
@@ -319,9 +332,8 @@ mod sealed {
     pub trait DecodeKernels: Sized {
         /// The tensor-core kernel for `m <= 8 m_tiles` (1, 2, 4, 8) with the weight's `loads`.
         fn mma(m_tiles: usize, loads: DecodeLoads) -> Option<MmaLauncher<Self>>;
-        /// The CUDA-core kernel for `m <= rows_m` (1, 2, 4, 8), `warp_rows` rows of `W` per
-        /// warp, the weight's `loads`.
-        fn rows(rows_m: usize, warp_rows: usize, loads: DecodeLoads) -> Option<MmaLauncher<Self>>;
+        /// The CUDA-core kernel for `m <= rows_m` (1, 2, 4, 8) with the weight's `loads`.
+        fn rows(rows_m: usize, loads: DecodeLoads) -> Option<MmaLauncher<Self>>;
         /// The tutorial rung.
         fn naive() -> NaiveLauncher<Self>;
         /// The Hopper rung of `tile`.
@@ -352,16 +364,14 @@ mod sealed {
                 _ => return None,
             })
         }
-        fn rows(rows_m: usize, warp_rows: usize, loads: DecodeLoads) -> Option<MmaLauncher<bf16>> {
+        fn rows(rows_m: usize, loads: DecodeLoads) -> Option<MmaLauncher<bf16>> {
             use DecodeLoads::*;
-            Some(match (rows_m, warp_rows, loads) {
-                (1, 2, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m1::launch_views::<Module>,
-                (1, 1, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m1_r1::launch_views::<Module>,
-                (1, 4, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m1_r4::launch_views::<Module>,
-                (1, 2, EvictFirst) => rows_rung::matmul_decode_rows_bf16_m1_ef::launch_views::<Module>,
-                (2, 2, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m2::launch_views::<Module>,
-                (4, 2, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m4::launch_views::<Module>,
-                (8, 2, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m8::launch_views::<Module>,
+            Some(match (rows_m, loads) {
+                (1, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m1::launch_views::<Module>,
+                (1, EvictFirst) => rows_rung::matmul_decode_rows_bf16_m1_ef::launch_views::<Module>,
+                (2, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m2::launch_views::<Module>,
+                (4, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m4::launch_views::<Module>,
+                (8, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m8::launch_views::<Module>,
                 _ => return None,
             })
         }
@@ -407,13 +417,13 @@ mod sealed {
                 _ => return None,
             })
         }
-        fn rows(rows_m: usize, warp_rows: usize, loads: DecodeLoads) -> Option<MmaLauncher<f32>> {
+        fn rows(rows_m: usize, loads: DecodeLoads) -> Option<MmaLauncher<f32>> {
             use DecodeLoads::*;
-            Some(match (rows_m, warp_rows, loads) {
-                (1, 2, NoAllocate) => rows_rung::matmul_decode_rows_f32_m1::launch_views::<Module>,
-                (2, 2, NoAllocate) => rows_rung::matmul_decode_rows_f32_m2::launch_views::<Module>,
-                (4, 2, NoAllocate) => rows_rung::matmul_decode_rows_f32_m4::launch_views::<Module>,
-                (8, 2, NoAllocate) => rows_rung::matmul_decode_rows_f32_m8::launch_views::<Module>,
+            Some(match (rows_m, loads) {
+                (1, NoAllocate) => rows_rung::matmul_decode_rows_f32_m1::launch_views::<Module>,
+                (2, NoAllocate) => rows_rung::matmul_decode_rows_f32_m2::launch_views::<Module>,
+                (4, NoAllocate) => rows_rung::matmul_decode_rows_f32_m4::launch_views::<Module>,
+                (8, NoAllocate) => rows_rung::matmul_decode_rows_f32_m8::launch_views::<Module>,
                 _ => return None,
             })
         }
@@ -672,7 +682,7 @@ impl Gpu {
             return Ok(());
         }
         let limits = self.limits();
-        let (slices, loads, warp_rows) = match plan {
+        let (slices, loads, rows_rung) = match plan {
             DecodePlan::Wgmma { tile, slices } => {
                 return self.launch_decode_wgmma(tile, slices, x, w, y, (m, k, n), workspace);
             }
@@ -704,12 +714,8 @@ impl Gpu {
                     )
                 };
             }
-            DecodePlan::Mma { slices, loads } => (slices, loads, None),
-            DecodePlan::Rows {
-                slices,
-                warp_rows,
-                loads,
-            } => (slices, loads, Some(warp_rows)),
+            DecodePlan::Mma { slices, loads } => (slices, loads, false),
+            DecodePlan::Rows { slices, loads } => (slices, loads, true),
         };
         let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
         if !DecodePlan::mma_applies(m, n, k, aligned) {
@@ -720,34 +726,30 @@ impl Gpu {
         }
         // The kernel writing `O`, its twin writing f32 partial planes, rows of `W` per block
         // and threads per block.
-        let (launch, partial_launch, block_rows, block) = match warp_rows {
-            None => {
-                let Some(launch) = O::mma(m_tiles(m), loads) else {
-                    return invalid(format!(
-                        "the decode kernels with {loads:?} loads take m <= 8 and a bf16 result"
-                    ));
-                };
-                let partial = <f32 as sealed::DecodeKernels>::mma(m_tiles(m), DecodeLoads::EvictFirst);
-                (launch, partial, DECODE_BLOCK_ROWS, DECODE_BLOCK)
-            }
-            Some(warp_rows) => {
-                let rows_m = m.next_power_of_two();
-                let launch = if m <= DECODE_ROWS_MAX_M {
-                    O::rows(rows_m, warp_rows, loads)
-                } else {
-                    None
-                };
-                let Some(launch) = launch else {
-                    return invalid(format!(
-                        "the CUDA-core decode kernels take m <= {DECODE_ROWS_MAX_M} (m = {m}) with 2 rows \
-                         of W per warp and NoAllocate loads, or at m = 1 with a bf16 result and one \
-                         slice 1 or 4 rows per warp, or EvictFirst loads (asked: {warp_rows} rows, \
-                         {loads:?})"
-                    ));
-                };
-                let partial = <f32 as sealed::DecodeKernels>::rows(rows_m, warp_rows, loads);
-                (launch, partial, DECODE_ROWS_WARPS * warp_rows, DECODE_ROWS_BLOCK)
-            }
+        let (launch, partial_launch, block_rows, block) = if !rows_rung {
+            let Some(launch) = O::mma(m_tiles(m), loads) else {
+                return invalid(format!(
+                    "the decode kernels with {loads:?} loads take m <= 8 and a bf16 result"
+                ));
+            };
+            let partial = <f32 as sealed::DecodeKernels>::mma(m_tiles(m), DecodeLoads::EvictFirst);
+            (launch, partial, DECODE_BLOCK_ROWS, DECODE_BLOCK)
+        } else {
+            let rows_m = m.next_power_of_two();
+            let launch = if m <= DECODE_ROWS_MAX_M {
+                O::rows(rows_m, loads)
+            } else {
+                None
+            };
+            let Some(launch) = launch else {
+                return invalid(format!(
+                    "the CUDA-core decode kernels take m <= {DECODE_ROWS_MAX_M} (m = {m}) with \
+                     NoAllocate loads, and EvictFirst loads at m = 1 with a bf16 result (asked: \
+                     {loads:?})"
+                ));
+            };
+            let partial = <f32 as sealed::DecodeKernels>::rows(rows_m, loads);
+            (launch, partial, DECODE_ROWS_WARPS, DECODE_ROWS_BLOCK)
         };
         let (k_split, slices) = (
             DecodePlan::k_split(k, slices),
@@ -787,8 +789,7 @@ impl Gpu {
         }
         let Some(partial_launch) = partial_launch else {
             return invalid(format!(
-                "{} splits k, which only the kernels with 2 rows of W per warp and NoAllocate \
-                 loads do",
+                "{} splits k, which only the kernels with NoAllocate loads do",
                 plan.name()
             ));
         };
@@ -819,10 +820,16 @@ mod tests {
     use super::DecodePlan;
 
     fn slices(m: usize, n: usize, k: usize, sms: usize) -> usize {
-        // The `mma.sync` rung's rule: without the Hopper rung.
+        // The `mma.sync` rung's rule (and the CUDA-core rung's at m = 1): without the Hopper rung.
         match DecodePlan::choose(m, n, k, sms, true, false) {
             DecodePlan::Mma { slices, loads } => {
+                assert!(m > super::ROWS_MAX_M);
                 assert_eq!(loads, super::DecodeLoads::EvictFirst);
+                slices
+            }
+            DecodePlan::Rows { slices, loads } => {
+                assert!(m <= super::ROWS_MAX_M);
+                assert_eq!(loads, super::DecodeLoads::NoAllocate);
                 slices
             }
             DecodePlan::Naive => 0,
@@ -833,11 +840,46 @@ mod tests {
     /// The issue's shapes on an H200 (132 SMs): the table of `DecodePlan::choose`.
     #[test]
     fn h200_shapes() {
-        for m in [1, 8, 64] {
+        for m in [8, 64] {
             assert_eq!(slices(m, 28672, 8192, 132), 1);
             assert_eq!(slices(m, 8192, 8192, 132), 4);
             assert_eq!(slices(m, 4096, 4096, 132), 4);
         }
+        // The CUDA-core rung's blocks of 8 rows: k whole down to n = 792 (99 blocks * 2 >= 198).
+        for n in [28672, 8192, 4096, 792] {
+            assert_eq!(slices(1, n, 8192, 132), 1, "n {n}");
+        }
+        assert_eq!(slices(1, 784, 8192, 132), 2);
+    }
+
+    /// The CUDA-core rung at m <= ROWS_MAX_M on every GPU, the Hopper rung from the next m on
+    /// where it is there, the `mma.sync` rung elsewhere.
+    #[test]
+    fn rows_boundary() {
+        let m = super::ROWS_MAX_M;
+        for wgmma in [false, true] {
+            assert!(matches!(
+                DecodePlan::choose(m, 28672, 8192, 132, true, wgmma),
+                DecodePlan::Rows { slices: 1, .. }
+            ));
+        }
+        assert!(matches!(
+            DecodePlan::choose(m + 1, 28672, 8192, 132, true, true),
+            DecodePlan::Wgmma { .. }
+        ));
+        assert!(matches!(
+            DecodePlan::choose(m + 1, 28672, 8192, 132, true, false),
+            DecodePlan::Mma { .. }
+        ));
+        // Unaligned or k not a multiple of 8: the tutorial rung, also at m = 1.
+        assert_eq!(
+            DecodePlan::choose(1, 128, 1024, 132, false, true),
+            DecodePlan::Naive
+        );
+        assert_eq!(
+            DecodePlan::choose(1, 128, 1020, 132, true, true),
+            DecodePlan::Naive
+        );
     }
 
     /// Each side of the rule's boundaries: blocks of rows against 1.5 per SM, the shortest
@@ -846,28 +888,29 @@ mod tests {
     fn boundaries() {
         // 132 SMs want 198 blocks: 198 blocks (n = 198 * 128) keep k whole, 197 split it in
         // two, and one row more is a block more.
-        assert_eq!(slices(1, 198 * 128, 8192, 132), 1);
-        assert_eq!(slices(1, 197 * 128, 8192, 132), 2);
-        assert_eq!(slices(1, 197 * 128 + 1, 8192, 132), 1);
+        assert_eq!(slices(2, 198 * 128, 8192, 132), 1);
+        assert_eq!(slices(2, 197 * 128, 8192, 132), 2);
+        assert_eq!(slices(2, 197 * 128 + 1, 8192, 132), 1);
         // 99 blocks split in two (198), 98 in four (392 >= 198).
-        assert_eq!(slices(1, 99 * 128, 8192, 132), 2);
-        assert_eq!(slices(1, 98 * 128, 8192, 132), 4);
+        assert_eq!(slices(2, 99 * 128, 8192, 132), 2);
+        assert_eq!(slices(2, 98 * 128, 8192, 132), 4);
         // Slices of at least 1024 (`k_split` rounds up to 128): k = 1800 splits in two (900
         // rounds to 1024), k = 1792 does not (896).
-        assert_eq!(slices(1, 128, 1800, 132), 2);
-        assert_eq!(slices(1, 128, 1792, 132), 1);
+        assert_eq!(slices(2, 128, 1800, 132), 2);
+        assert_eq!(slices(2, 128, 1792, 132), 1);
         // At most 16 slices, however deep k is.
-        assert_eq!(slices(1, 128, 1 << 20, 132), 16);
+        assert_eq!(slices(2, 128, 1 << 20, 132), 16);
         // One SM wants 1.5 blocks: one block of rows takes two slices.
-        assert_eq!(slices(1, 128, 1 << 20, 1), 2);
+        assert_eq!(slices(2, 128, 1 << 20, 1), 2);
         // m from 1 to 64, k a positive multiple of 8, aligned.
         assert_eq!(slices(0, 128, 1024, 132), 0);
+        assert!(slices(1, 128, 1024, 132) >= 1);
         assert_eq!(slices(65, 128, 1024, 132), 0);
         assert!(slices(64, 128, 1024, 132) >= 1);
-        assert_eq!(slices(1, 128, 1020, 132), 0);
-        assert_eq!(slices(1, 128, 0, 132), 0);
+        assert_eq!(slices(2, 128, 1020, 132), 0);
+        assert_eq!(slices(2, 128, 0, 132), 0);
         assert_eq!(
-            DecodePlan::choose(1, 128, 1024, 132, false, false),
+            DecodePlan::choose(2, 128, 1024, 132, false, false),
             DecodePlan::Naive
         );
     }

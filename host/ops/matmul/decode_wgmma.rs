@@ -318,9 +318,9 @@ mod tests {
             )
         };
         assert!(is_wgmma(WGMMA_MIN_M, true));
-        assert!(WGMMA_MIN_M == 1 || !is_wgmma(WGMMA_MIN_M - 1, true));
+        assert!(!is_wgmma(WGMMA_MIN_M - 1, true));
         assert!(is_wgmma(64, true));
-        assert!(!is_wgmma(1, false));
+        assert!(!is_wgmma(2, false));
         assert!(!is_wgmma(64, false));
         assert_eq!(
             DecodePlan::choose(64, 128, 1020, 132, true, true),

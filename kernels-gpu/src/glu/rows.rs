@@ -10,7 +10,7 @@ use crate::kernel;
 pub const ROWS_BLOCK: u32 = 128;
 
 /// Vectors of each half one thread loads before it computes any.
-pub const ROWS_UNROLL: usize = 2;
+pub const ROWS_UNROLL: usize = 1;
 
 /// Vectors of one row a block covers: [`ROWS_BLOCK`] threads times [`ROWS_UNROLL`].
 pub const ROWS_SPAN: usize = ROWS_BLOCK as usize * ROWS_UNROLL;

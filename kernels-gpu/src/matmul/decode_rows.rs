@@ -12,6 +12,11 @@
 //! Per weight element a row of `X` costs one multiply-add and its loads come from L1 (`X` is a
 //! few KiB to a few tens of KiB, read by every warp): the rung is for small `m`, where the
 //! multiply-adds stay under the SM's rate at the DRAM's pace; the tensor-core rungs take the rest.
+//!
+//! One row of `W` per warp: against a 28672 x 8192 weight at `m = 1` on the H200, one row per
+//! warp (8 steps of 256 in flight) streamed 4010 GB/s where 2 rows (4 steps) streamed 3882 and
+//! 4 rows (2 steps) 3839 (`bench/experiments/third-wave/3bdb6ee-decode-gemm.jsonl`, `rows-r1`,
+//! `rows`, `rows-r4`): more warps of shorter work even out the last wave.
 
 use super::WARP;
 use crate::gpu::tile::Output;
@@ -46,23 +51,22 @@ fn dot8(a: &[u32; 4], b: &[u32; 4], mut acc: f32) -> f32 {
     acc
 }
 
-/// Warp `wp` of block `(bx, s)` computes `Y[i][r]` for the `R` rows `r = (bx * 8 + wp) R ..
-/// + R` of `W` and every row `i < m <= M` of `X`, over the slice `s * k_split .. min((s + 1)
-/// * k_split, k)` of `k`, and stores them as `O` into plane `s` of `out` (`out[s m n + i n +
-/// r]`).
+/// Warp `wp` of block `(bx, s)` computes `Y[i][r]` for the row `r = 8 bx + wp` of `W` and every
+/// row `i < m <= M` of `X`, over the slice `s * k_split .. min((s + 1) * k_split, k)` of `k`,
+/// and stores them as `O` into plane `s` of `out` (`out[s m n + i n + r]`).
 ///
 /// Per loop iteration a lane loads, for each of `U` steps of 256 along `k`, the 8 elements
-/// `kb + 256 u + 8 lane ..+ 8` of its `R` rows of `W` (16 bytes each, hinted by `LOADS`,
+/// `kb + 256 u + 8 lane ..+ 8` of row `r` of `W` (16 bytes, hinted by `LOADS`,
 /// [`super::decode::DECODE_EVICT_FIRST`] or [`super::decode::DECODE_NO_ALLOCATE`]) and of the
 /// `m` rows of `X` (read-only path: `X` stays in L1), all before the first multiply-add; a
-/// warp's load instruction reads 512 contiguous bytes of one row. Each lane keeps `R M` sums;
+/// warp's load instruction reads 512 contiguous bytes of the row. Each lane keeps `M` sums;
 /// after the slice, five shuffles per sum add the lanes' sums and lane 0 stores them.
 ///
-/// Global memory: `W`'s rows of the slice read once, `X`'s slice read by every warp (from L1
-/// after the first), `R m` elements of `out` written per warp.
+/// Global memory: `W`'s row slice read once, `X`'s slice read by every warp (from L1 after the
+/// first), `m` elements of `out` written per warp.
 ///
-/// Launch: 1-D blocks of [`DECODE_ROWS_BLOCK`] threads, a grid of `(ceil(n / (8 R)), slices)`
-/// with `slices = ceil(k / k_split)`.
+/// Launch: 1-D blocks of [`DECODE_ROWS_BLOCK`] threads, a grid of `(ceil(n / 8), slices)` with
+/// `slices = ceil(k / k_split)`.
 ///
 /// # Safety
 /// `x`, `w` point to `m*k` and `n*k` bf16 of device memory, 16-byte aligned, that no thread
@@ -71,17 +75,15 @@ fn dot8(a: &[u32; 4], b: &[u32; 4], mut acc: f32) -> f32 {
 // Barriers: none, no shared memory: each warp works alone.
 #[kernel(
     instances(
-        matmul_decode_rows_bf16_m1 = (bf16, 1, 2, 4, 2),
-        matmul_decode_rows_bf16_m1_r1 = (bf16, 1, 1, 8, 2),
-        matmul_decode_rows_bf16_m1_r4 = (bf16, 1, 4, 2, 2),
-        matmul_decode_rows_bf16_m1_ef = (bf16, 1, 2, 4, 0),
-        matmul_decode_rows_bf16_m2 = (bf16, 2, 2, 4, 2),
-        matmul_decode_rows_bf16_m4 = (bf16, 4, 2, 2, 2),
-        matmul_decode_rows_bf16_m8 = (bf16, 8, 2, 1, 2),
-        matmul_decode_rows_f32_m1 = (f32, 1, 2, 4, 2),
-        matmul_decode_rows_f32_m2 = (f32, 2, 2, 4, 2),
-        matmul_decode_rows_f32_m4 = (f32, 4, 2, 2, 2),
-        matmul_decode_rows_f32_m8 = (f32, 8, 2, 1, 2),
+        matmul_decode_rows_bf16_m1 = (bf16, 1, 8, 2),
+        matmul_decode_rows_bf16_m1_ef = (bf16, 1, 8, 0),
+        matmul_decode_rows_bf16_m2 = (bf16, 2, 4, 2),
+        matmul_decode_rows_bf16_m4 = (bf16, 4, 4, 2),
+        matmul_decode_rows_bf16_m8 = (bf16, 8, 2, 2),
+        matmul_decode_rows_f32_m1 = (f32, 1, 8, 2),
+        matmul_decode_rows_f32_m2 = (f32, 2, 4, 2),
+        matmul_decode_rows_f32_m4 = (f32, 4, 4, 2),
+        matmul_decode_rows_f32_m8 = (f32, 8, 2, 2),
     ),
     block(DECODE_ROWS_BLOCK),
     barriers(0)
@@ -89,7 +91,7 @@ fn dot8(a: &[u32; 4], b: &[u32; 4], mut acc: f32) -> f32 {
 #[inline(always)]
 // Index loops over the register arrays: each index is a constant once unrolled.
 #[allow(clippy::needless_range_loop)]
-pub unsafe fn decode_rows<O: Output, const M: usize, const R: usize, const U: usize, const LOADS: u8>(
+pub unsafe fn decode_rows<O: Output, const M: usize, const U: usize, const LOADS: u8>(
     x: *const bf16,
     w: *const bf16,
     out: *mut O,
@@ -100,15 +102,15 @@ pub unsafe fn decode_rows<O: Output, const M: usize, const R: usize, const U: us
 ) {
     const {
         assert!(
-            M >= 1 && M <= DECODE_ROWS_MAX_M && R >= 1 && R <= 8 && U >= 1 && U <= 8,
+            M >= 1 && M <= DECODE_ROWS_MAX_M && U >= 1 && U <= 8,
             "unroll_8! unrolls up to 8"
         );
     }
     let tid = thread::thread_idx_x() as usize;
     let (wp, lane) = (tid / WARP, tid % WARP);
-    let row0 = (thread::block_idx_x() as usize * DECODE_ROWS_WARPS + wp) * R;
+    let row = thread::block_idx_x() as usize * DECODE_ROWS_WARPS + wp;
     // A warp without a row of `W` has nothing to do (no barrier follows).
-    if row0 >= n {
+    if row >= n {
         return;
     }
     let slice = thread::block_idx_y() as usize;
@@ -122,24 +124,18 @@ pub unsafe fn decode_rows<O: Output, const M: usize, const R: usize, const U: us
     // The matrices as words of two bf16: element `e` (even) is word `e / 2`.
     let (w32, x32) = (w.cast::<u32>(), x.cast::<u32>());
 
-    let mut acc = [[0.0f32; M]; R];
+    let mut acc = [0.0f32; M];
     // `kb` and `k1` are the same for the whole warp.
     let mut kb = k0;
     while kb < k1 {
-        let mut wv = [[[0u32; 4]; R]; U];
+        let mut wv = [[0u32; 4]; U];
         let mut xv = [[[0u32; 4]; M]; U];
         unroll_8!(U, |u| {
             let col = kb + u * DECODE_ROWS_STEP + 8 * lane;
             if col < k1 {
-                unroll_8!(R, |r| {
-                    if row0 + r < n {
-                        // SAFETY: `row0 + r < n`, `col + 8 <= k1 <= k` (`k`, `col` multiples of
-                        // 8): `w[(row0 + r) k + col ..+ 8]` is inside `W`, 16-byte aligned; no
-                        // thread writes `W`.
-                        wv[u][r] =
-                            unsafe { vector::load_hinted::<u32, 4>(w32, ((row0 + r) * k + col) / 2, hint) };
-                    }
-                });
+                // SAFETY: `row < n`, `col + 8 <= k1 <= k` (`k`, `col` multiples of 8):
+                // `w[row k + col ..+ 8]` is inside `W`, 16-byte aligned; no thread writes `W`.
+                wv[u] = unsafe { vector::load_hinted::<u32, 4>(w32, (row * k + col) / 2, hint) };
                 unroll_8!(M, |i| {
                     if i < m {
                         // SAFETY: `i < m`, `col + 8 <= k`: `x[i k + col ..+ 8]`, aligned as
@@ -152,23 +148,19 @@ pub unsafe fn decode_rows<O: Output, const M: usize, const R: usize, const U: us
             }
         });
         unroll_8!(U, |u| {
-            unroll_8!(R, |r| {
-                unroll_8!(M, |i| {
-                    acc[r][i] = dot8(&wv[u][r], &xv[u][i], acc[r][i]);
-                });
+            unroll_8!(M, |i| {
+                acc[i] = dot8(&wv[u], &xv[u][i], acc[i]);
             });
         });
         kb += U * DECODE_ROWS_STEP;
     }
 
     let plane = slice * m * n;
-    unroll_8!(R, |r| {
-        unroll_8!(M, |i| {
-            let sum = warp::reduce_sum(acc[r][i]);
-            if lane == 0 && i < m && row0 + r < n {
-                // SAFETY: `i < m`, `row0 + r < n`: inside plane `slice` of `out`.
-                unsafe { O::store(out, plane + i * n + row0 + r, sum) };
-            }
-        });
+    unroll_8!(M, |i| {
+        let sum = warp::reduce_sum(acc[i]);
+        if lane == 0 && i < m {
+            // SAFETY: `i < m`, `row < n`: inside plane `slice` of `out`.
+            unsafe { O::store(out, plane + i * n + row, sum) };
+        }
     });
 }

@@ -97,17 +97,11 @@ fn plans(m: usize, n: usize, k: usize) -> Vec<DecodePlan> {
                 plans.push(DecodePlan::Mma { slices: 1, loads });
             }
             for slices in [1, 2, 3] {
-                plans.push(rows(slices, 2, DecodeLoads::NoAllocate));
+                plans.push(rows(slices, DecodeLoads::NoAllocate));
             }
         }
         if m == 1 {
-            for (warp_rows, loads) in [
-                (1, DecodeLoads::NoAllocate),
-                (4, DecodeLoads::NoAllocate),
-                (2, DecodeLoads::EvictFirst),
-            ] {
-                plans.push(rows(1, warp_rows, loads));
-            }
+            plans.push(rows(1, DecodeLoads::EvictFirst));
         }
         for tile in [DecodeTile::Rows256, DecodeTile::Rows128] {
             for slices in [1, 2, 3] {
@@ -119,19 +113,15 @@ fn plans(m: usize, n: usize, k: usize) -> Vec<DecodePlan> {
 }
 
 /// The CUDA-core rung's plan.
-fn rows(slices: usize, warp_rows: usize, loads: DecodeLoads) -> DecodePlan {
-    DecodePlan::Rows {
-        slices,
-        warp_rows,
-        loads,
-    }
+fn rows(slices: usize, loads: DecodeLoads) -> DecodePlan {
+    DecodePlan::Rows { slices, loads }
 }
 
 /// Whether `plan` has a kernel writing f32: every plan but the comparison variants of one slice.
 fn has_f32(plan: DecodePlan) -> bool {
     match plan {
         DecodePlan::Mma { loads, .. } => loads == DecodeLoads::EvictFirst,
-        DecodePlan::Rows { warp_rows, loads, .. } => warp_rows == 2 && loads == DecodeLoads::NoAllocate,
+        DecodePlan::Rows { loads, .. } => loads == DecodeLoads::NoAllocate,
         _ => true,
     }
 }
@@ -237,23 +227,33 @@ fn decode_errors(gpu: &Gpu) -> Check {
     )?;
     invalid(
         "0 slices of the CUDA-core rung",
-        gpu.matmul_decode_with(&x, &w, &mut y, rows(0, 2, DecodeLoads::NoAllocate)),
+        gpu.matmul_decode_with(&x, &w, &mut y, rows(0, DecodeLoads::NoAllocate)),
+    )?;
+    let x1 = gpu.upload_matrix(&Array2::from_elem((1, 16), bf16::ONE))?;
+    let mut y1 = gpu.zeros_matrix_of::<bf16>(1, 3)?;
+    let mut y1_32 = gpu.zeros_matrix_of::<f32>(1, 3)?;
+    invalid(
+        "evict-first loads with an f32 result",
+        gpu.matmul_decode_with(&x1, &w, &mut y1_32, rows(1, DecodeLoads::EvictFirst)),
+    )?;
+    // k = 256: two slices of 128 (with k = 16 a plan of 2 slices launches one).
+    let x256 = gpu.upload_matrix(&Array2::from_elem((1, 256), bf16::ONE))?;
+    let w256 = gpu.upload_matrix(&Array2::from_elem((3, 256), bf16::ONE))?;
+    invalid(
+        "evict-first loads in 2 slices",
+        gpu.matmul_decode_with(&x256, &w256, &mut y1, rows(2, DecodeLoads::EvictFirst)),
     )?;
     invalid(
-        "4 rows per warp with an f32 result",
-        gpu.matmul_decode_with(&x, &w, &mut y32, rows(1, 4, DecodeLoads::NoAllocate)),
-    )?;
-    invalid(
-        "4 rows per warp in 2 slices",
-        gpu.matmul_decode_with(&x, &w, &mut y, rows(2, 4, DecodeLoads::NoAllocate)),
+        "evict-first loads at m = 2",
+        gpu.matmul_decode_with(&x, &w, &mut y, rows(1, DecodeLoads::EvictFirst)),
     )?;
     invalid(
         "the CUDA-core rung with m = 9",
-        gpu.matmul_decode_with(&x9, &w, &mut y9, rows(1, 2, DecodeLoads::NoAllocate)),
+        gpu.matmul_decode_with(&x9, &w, &mut y9, rows(1, DecodeLoads::NoAllocate)),
     )?;
     invalid(
         "k = 12 on the CUDA-core rung",
-        gpu.matmul_decode_with(&x12, &w12, &mut y, rows(1, 2, DecodeLoads::NoAllocate)),
+        gpu.matmul_decode_with(&x12, &w12, &mut y, rows(1, DecodeLoads::NoAllocate)),
     )?;
     let x65 = gpu.upload_matrix(&Array2::from_elem((65, 16), bf16::ONE))?;
     let mut y65 = gpu.zeros_matrix_of::<bf16>(65, 3)?;
