@@ -4,8 +4,8 @@
 //! plan forced ([`DecodePlan`]: `k` whole and in 2 and 4 slices, the read-only-load kernels at
 //! `m <= 8` (`gpukern:mma-nc`, `gpukern:mma-na`); on Hopper the Hopper rung's tiles in 2, 4 and
 //! 7 slices; the tutorial rung at `m = 1`). Always, at `m <= 8`: the CUDA-core rung whole and in
-//! 2 slices (`gpukern:rows`, `gpukern:rows-s2`), and at `m = 1` with evict-first loads
-//! (`gpukern:rows-ef`). On a Hopper GPU, always: the Hopper rung's tiles
+//! 2 slices (`gpukern:rows`, `gpukern:rows-s2`), and at `m = 1` reading the weight without L1
+//! lines and with 256-byte L2 fetches (`gpukern:rows-na`). On a Hopper GPU, always: the Hopper rung's tiles
 //! (`gpukern:wgmma-256`, `gpukern:wgmma-128`, and `DecodePlan::choose_wgmma`'s choice), the
 //! `mma.sync` rung's own choice where the default is the Hopper rung, the grouped GEMM with one
 //! expert on the same weight (`gpukern:grouped`) and the ordinary bf16 product on the weight
@@ -103,12 +103,12 @@ fn plans_at(
             }
         }
     }
-    // The CUDA-core rung at `m <= 8`, whole and in 2 slices; at `m = 1` with evict-first loads.
+    // The CUDA-core rung at `m <= 8`, whole and in 2 slices; at `m = 1` without L1 lines.
     if m <= 8 {
         let rows = |slices, loads| DecodePlan::Rows { slices, loads };
-        let mut cuda_cores = vec![rows(1, DecodeLoads::NoAllocate), rows(2, DecodeLoads::NoAllocate)];
+        let mut cuda_cores = vec![rows(1, DecodeLoads::EvictFirst), rows(2, DecodeLoads::EvictFirst)];
         if m == 1 {
-            cuda_cores.push(rows(1, DecodeLoads::EvictFirst));
+            cuda_cores.push(rows(1, DecodeLoads::NoAllocate));
         }
         for p in cuda_cores {
             if !out.contains(&Some(p)) {

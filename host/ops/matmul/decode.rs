@@ -43,8 +43,10 @@ pub const WGMMA_MIN_M: usize = ROWS_MAX_M + 1;
 /// the Hopper rung streamed 3761 and the `mma.sync` rung 3391 (3697 without L1 lines), and
 /// against 8192 x 8192 3484 where the Hopper rung's choice streamed 2751
 /// (`bench/experiments/third-wave/3bdb6ee-decode-gemm.jsonl`, `gpukern:rows-r1`, the rung's
-/// one row per warp since). At `m = 8` it streamed 1785 GB/s against the Hopper rung's 3788:
-/// its multiply-adds and its loads of `X` from L1 grow with `m`.
+/// one row per warp since; with evict-first loads 4098 GB/s, torch.matmul 3860 in the same
+/// call, `048a939-decode-gemm.jsonl`). At `m = 8` it streamed 1785 GB/s against the Hopper
+/// rung's 3788 (1267 at `048a939`, one row per warp): its multiply-adds and its loads of `X`
+/// from L1 grow with `m`.
 pub const ROWS_MAX_M: usize = 1;
 
 /// Rows of `W` per block of the Hopper decode rung.
@@ -108,8 +110,8 @@ pub enum DecodePlan {
     /// The CUDA-core rung (`matmul_decode_rows_{bf16,f32}_m{1,2,4,8}`): each warp streams a
     /// whole row of `W` (512 contiguous bytes per load instruction) against the `m <= 8` rows of
     /// `X`, `k` in `slices` slices (rounded by [`DecodePlan::k_split`]) added up by a second
-    /// launch when more than one. `loads`: [`DecodeLoads::NoAllocate`], or
-    /// [`DecodeLoads::EvictFirst`] at `m = 1` with a bf16 result and one slice (for comparing
+    /// launch when more than one. `loads`: [`DecodeLoads::EvictFirst`], or
+    /// [`DecodeLoads::NoAllocate`] at `m = 1` with a bf16 result and one slice (for comparing
     /// them). Needs what [`DecodePlan::mma_applies`] says and `m <= 8`.
     Rows {
         /// Slices of `k` asked for.
@@ -193,7 +195,7 @@ impl DecodePlan {
         if m <= ROWS_MAX_M {
             return DecodePlan::Rows {
                 slices: DecodePlan::slices_for(n.div_ceil(DECODE_ROWS_WARPS), k, multiprocessors),
-                loads: DecodeLoads::NoAllocate,
+                loads: DecodeLoads::EvictFirst,
             };
         }
         if wgmma && m >= WGMMA_MIN_M {
@@ -234,7 +236,7 @@ impl DecodePlan {
     /// A short name: `naive`, `mma`, `mma-s4` (4 slices), `mma-nc` (read-only loads), `mma-na`
     /// (read-only loads allocating no L1 line, 256-byte L2 fetches),
     /// `wgmma-256`, `wgmma-128-s2` (128 rows of `W` per block, 2 slices), `rows`, `rows-s2`,
-    /// `rows-ef` (the CUDA-core rung, evict-first loads).
+    /// `rows-na` (the CUDA-core rung without L1 lines and with 256-byte L2 fetches).
     pub fn name(self) -> String {
         match self {
             DecodePlan::Naive => "naive".to_string(),
@@ -244,9 +246,9 @@ impl DecodePlan {
                     s += &format!("-s{slices}");
                 }
                 s += match loads {
-                    DecodeLoads::NoAllocate => "",
+                    DecodeLoads::EvictFirst => "",
                     DecodeLoads::ReadOnly => "-nc",
-                    DecodeLoads::EvictFirst => "-ef",
+                    DecodeLoads::NoAllocate => "-na",
                 };
                 s
             }
@@ -367,11 +369,11 @@ mod sealed {
         fn rows(rows_m: usize, loads: DecodeLoads) -> Option<MmaLauncher<bf16>> {
             use DecodeLoads::*;
             Some(match (rows_m, loads) {
-                (1, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m1::launch_views::<Module>,
-                (1, EvictFirst) => rows_rung::matmul_decode_rows_bf16_m1_ef::launch_views::<Module>,
-                (2, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m2::launch_views::<Module>,
-                (4, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m4::launch_views::<Module>,
-                (8, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m8::launch_views::<Module>,
+                (1, EvictFirst) => rows_rung::matmul_decode_rows_bf16_m1::launch_views::<Module>,
+                (1, NoAllocate) => rows_rung::matmul_decode_rows_bf16_m1_na::launch_views::<Module>,
+                (2, EvictFirst) => rows_rung::matmul_decode_rows_bf16_m2::launch_views::<Module>,
+                (4, EvictFirst) => rows_rung::matmul_decode_rows_bf16_m4::launch_views::<Module>,
+                (8, EvictFirst) => rows_rung::matmul_decode_rows_bf16_m8::launch_views::<Module>,
                 _ => return None,
             })
         }
@@ -420,10 +422,10 @@ mod sealed {
         fn rows(rows_m: usize, loads: DecodeLoads) -> Option<MmaLauncher<f32>> {
             use DecodeLoads::*;
             Some(match (rows_m, loads) {
-                (1, NoAllocate) => rows_rung::matmul_decode_rows_f32_m1::launch_views::<Module>,
-                (2, NoAllocate) => rows_rung::matmul_decode_rows_f32_m2::launch_views::<Module>,
-                (4, NoAllocate) => rows_rung::matmul_decode_rows_f32_m4::launch_views::<Module>,
-                (8, NoAllocate) => rows_rung::matmul_decode_rows_f32_m8::launch_views::<Module>,
+                (1, EvictFirst) => rows_rung::matmul_decode_rows_f32_m1::launch_views::<Module>,
+                (2, EvictFirst) => rows_rung::matmul_decode_rows_f32_m2::launch_views::<Module>,
+                (4, EvictFirst) => rows_rung::matmul_decode_rows_f32_m4::launch_views::<Module>,
+                (8, EvictFirst) => rows_rung::matmul_decode_rows_f32_m8::launch_views::<Module>,
                 _ => return None,
             })
         }
@@ -744,7 +746,7 @@ impl Gpu {
             let Some(launch) = launch else {
                 return invalid(format!(
                     "the CUDA-core decode kernels take m <= {DECODE_ROWS_MAX_M} (m = {m}) with \
-                     NoAllocate loads, and EvictFirst loads at m = 1 with a bf16 result (asked: \
+                     EvictFirst loads, and NoAllocate loads at m = 1 with a bf16 result (asked: \
                      {loads:?})"
                 ));
             };
@@ -789,7 +791,7 @@ impl Gpu {
         }
         let Some(partial_launch) = partial_launch else {
             return invalid(format!(
-                "{} splits k, which only the kernels with NoAllocate loads do",
+                "{} splits k, which only the kernels with EvictFirst loads do",
                 plan.name()
             ));
         };
@@ -829,7 +831,7 @@ mod tests {
             }
             DecodePlan::Rows { slices, loads } => {
                 assert!(m <= super::ROWS_MAX_M);
-                assert_eq!(loads, super::DecodeLoads::NoAllocate);
+                assert_eq!(loads, super::DecodeLoads::EvictFirst);
                 slices
             }
             DecodePlan::Naive => 0,

@@ -16,7 +16,11 @@
 //! One row of `W` per warp: against a 28672 x 8192 weight at `m = 1` on the H200, one row per
 //! warp (8 steps of 256 in flight) streamed 4010 GB/s where 2 rows (4 steps) streamed 3882 and
 //! 4 rows (2 steps) 3839 (`bench/experiments/third-wave/3bdb6ee-decode-gemm.jsonl`, `rows-r1`,
-//! `rows`, `rows-r4`): more warps of shorter work even out the last wave.
+//! `rows`, `rows-r4`): more warps of shorter work even out the last wave. Evict-first loads of
+//! the weight: 4098 GB/s there against 4036 without L1 lines and with 256-byte L2 fetches, and
+//! 3523 against 3508 at 8192 x 8192 (`bench/experiments/third-wave/048a939-decode-gemm.jsonl`,
+//! where `gpukern:rows-ef` is the evict-first kernel and `gpukern:rows` the other; since then
+//! `rows` names the evict-first kernel and `rows-na` the other).
 
 use super::WARP;
 use crate::gpu::tile::Output;
@@ -75,15 +79,15 @@ fn dot8(a: &[u32; 4], b: &[u32; 4], mut acc: f32) -> f32 {
 // Barriers: none, no shared memory: each warp works alone.
 #[kernel(
     instances(
-        matmul_decode_rows_bf16_m1 = (bf16, 1, 8, 2),
-        matmul_decode_rows_bf16_m1_ef = (bf16, 1, 8, 0),
-        matmul_decode_rows_bf16_m2 = (bf16, 2, 4, 2),
-        matmul_decode_rows_bf16_m4 = (bf16, 4, 4, 2),
-        matmul_decode_rows_bf16_m8 = (bf16, 8, 2, 2),
-        matmul_decode_rows_f32_m1 = (f32, 1, 8, 2),
-        matmul_decode_rows_f32_m2 = (f32, 2, 4, 2),
-        matmul_decode_rows_f32_m4 = (f32, 4, 4, 2),
-        matmul_decode_rows_f32_m8 = (f32, 8, 2, 2),
+        matmul_decode_rows_bf16_m1 = (bf16, 1, 8, 0),
+        matmul_decode_rows_bf16_m1_na = (bf16, 1, 8, 2),
+        matmul_decode_rows_bf16_m2 = (bf16, 2, 4, 0),
+        matmul_decode_rows_bf16_m4 = (bf16, 4, 4, 0),
+        matmul_decode_rows_bf16_m8 = (bf16, 8, 2, 0),
+        matmul_decode_rows_f32_m1 = (f32, 1, 8, 0),
+        matmul_decode_rows_f32_m2 = (f32, 2, 4, 0),
+        matmul_decode_rows_f32_m4 = (f32, 4, 4, 0),
+        matmul_decode_rows_f32_m8 = (f32, 8, 2, 0),
     ),
     block(DECODE_ROWS_BLOCK),
     barriers(0)

@@ -97,11 +97,11 @@ fn plans(m: usize, n: usize, k: usize) -> Vec<DecodePlan> {
                 plans.push(DecodePlan::Mma { slices: 1, loads });
             }
             for slices in [1, 2, 3] {
-                plans.push(rows(slices, DecodeLoads::NoAllocate));
+                plans.push(rows(slices, DecodeLoads::EvictFirst));
             }
         }
         if m == 1 {
-            plans.push(rows(1, DecodeLoads::EvictFirst));
+            plans.push(rows(1, DecodeLoads::NoAllocate));
         }
         for tile in [DecodeTile::Rows256, DecodeTile::Rows128] {
             for slices in [1, 2, 3] {
@@ -121,7 +121,7 @@ fn rows(slices: usize, loads: DecodeLoads) -> DecodePlan {
 fn has_f32(plan: DecodePlan) -> bool {
     match plan {
         DecodePlan::Mma { loads, .. } => loads == DecodeLoads::EvictFirst,
-        DecodePlan::Rows { loads, .. } => loads == DecodeLoads::NoAllocate,
+        DecodePlan::Rows { loads, .. } => loads == DecodeLoads::EvictFirst,
         _ => true,
     }
 }
@@ -227,33 +227,33 @@ fn decode_errors(gpu: &Gpu) -> Check {
     )?;
     invalid(
         "0 slices of the CUDA-core rung",
-        gpu.matmul_decode_with(&x, &w, &mut y, rows(0, DecodeLoads::NoAllocate)),
+        gpu.matmul_decode_with(&x, &w, &mut y, rows(0, DecodeLoads::EvictFirst)),
     )?;
     let x1 = gpu.upload_matrix(&Array2::from_elem((1, 16), bf16::ONE))?;
     let mut y1 = gpu.zeros_matrix_of::<bf16>(1, 3)?;
     let mut y1_32 = gpu.zeros_matrix_of::<f32>(1, 3)?;
     invalid(
-        "evict-first loads with an f32 result",
-        gpu.matmul_decode_with(&x1, &w, &mut y1_32, rows(1, DecodeLoads::EvictFirst)),
+        "no-allocate loads with an f32 result",
+        gpu.matmul_decode_with(&x1, &w, &mut y1_32, rows(1, DecodeLoads::NoAllocate)),
     )?;
     // k = 256: two slices of 128 (with k = 16 a plan of 2 slices launches one).
     let x256 = gpu.upload_matrix(&Array2::from_elem((1, 256), bf16::ONE))?;
     let w256 = gpu.upload_matrix(&Array2::from_elem((3, 256), bf16::ONE))?;
     invalid(
-        "evict-first loads in 2 slices",
-        gpu.matmul_decode_with(&x256, &w256, &mut y1, rows(2, DecodeLoads::EvictFirst)),
+        "no-allocate loads in 2 slices",
+        gpu.matmul_decode_with(&x256, &w256, &mut y1, rows(2, DecodeLoads::NoAllocate)),
     )?;
     invalid(
-        "evict-first loads at m = 2",
-        gpu.matmul_decode_with(&x, &w, &mut y, rows(1, DecodeLoads::EvictFirst)),
+        "no-allocate loads at m = 2",
+        gpu.matmul_decode_with(&x, &w, &mut y, rows(1, DecodeLoads::NoAllocate)),
     )?;
     invalid(
         "the CUDA-core rung with m = 9",
-        gpu.matmul_decode_with(&x9, &w, &mut y9, rows(1, DecodeLoads::NoAllocate)),
+        gpu.matmul_decode_with(&x9, &w, &mut y9, rows(1, DecodeLoads::EvictFirst)),
     )?;
     invalid(
         "k = 12 on the CUDA-core rung",
-        gpu.matmul_decode_with(&x12, &w12, &mut y, rows(1, DecodeLoads::NoAllocate)),
+        gpu.matmul_decode_with(&x12, &w12, &mut y, rows(1, DecodeLoads::EvictFirst)),
     )?;
     let x65 = gpu.upload_matrix(&Array2::from_elem((65, 16), bf16::ONE))?;
     let mut y65 = gpu.zeros_matrix_of::<bf16>(65, 3)?;
