@@ -9,7 +9,13 @@ use crate::kernel;
 /// Threads per block of the rows kernel.
 pub const ROWS_BLOCK: u32 = 128;
 
-/// Vectors of each half one thread loads before it computes any.
+/// Vectors of each half one thread loads before it computes any: one, as torch.compile's
+/// generated kernel takes (1024 elements per block of 4 warps,
+/// `bench/experiments/h200-logs/3bdb6ee-inductor-configs.log`). Against two on the H200
+/// (`bench/experiments/third-wave/3bdb6ee-glu-ab-u2-a*.jsonl` against
+/// `048a939-glu-ab-u1-b*.jsonl`, the two binaries in turn twice in one call): SwiGLU bf16 at
+/// 4096 x 14336 4054-4058 GB/s against 3983-3985, GeGLU 3975-3983 against 3822-3823, and faster at
+/// every shape of the suite from 1 to 32768 rows: more, shorter blocks.
 pub const ROWS_UNROLL: usize = 1;
 
 /// Vectors of one row a block covers: [`ROWS_BLOCK`] threads times [`ROWS_UNROLL`].
