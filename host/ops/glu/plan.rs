@@ -50,9 +50,9 @@ pub enum GluPlan {
 /// (`bench/experiments/third-wave/0165faf-glu.jsonl`): at 8 x 14336 the tutorial moves 207.0
 /// GB/s against 168.0 for the rows kernel, at 64 x 14336 the rows kernel 996.3 against 761.2;
 /// the boundary sits between the two measured shapes (18 and 19 rows of 14336). With the rows
-/// kernel's one vector per thread (`bench/experiments/third-wave/048a939-glu-ab-u1-b1.jsonl`,
-/// `-b2`): at 16 x 14336 the tutorial 360.3 and 374.0 GB/s against 340.0 and 350.4, at 32 x 14336
-/// the rows kernel 597.3 and 649.2 against 529.9 and 543.3: still between the two.
+/// kernel's one vector per thread, two runs (`048a939-glu-ab-u1-b{1,2}.jsonl`): at 16 x 14336
+/// the tutorial 360.3 and 374.0 GB/s against 340.0 and 350.4, at 32 x 14336 the rows kernel
+/// 597.3 and 649.2 against 529.9 and 543.3: still between the two.
 pub const SMALL_OUTPUTS: usize = 1 << 18;
 
 impl GluPlan {

@@ -44,9 +44,10 @@ pub const WGMMA_MIN_M: usize = ROWS_MAX_M + 1;
 /// against 8192 x 8192 3484 where the Hopper rung's choice streamed 2751
 /// (`bench/experiments/third-wave/3bdb6ee-decode-gemm.jsonl`, `gpukern:rows-r1`, the rung's
 /// one row per warp since; with evict-first loads 4098 GB/s, torch.matmul 3860 in the same
-/// call, `048a939-decode-gemm.jsonl`). At `m = 8` it streamed 1785 GB/s against the Hopper
-/// rung's 3788 (1267 at `048a939`, one row per warp): its multiply-adds and its loads of `X`
-/// from L1 grow with `m`.
+/// call, `048a939-decode-gemm.jsonl`).
+/// At `m = 8` it streamed 1785 GB/s against the Hopper rung's 3788 (`3bdb6ee-decode-gemm.jsonl`;
+/// 1267 with one row per warp, `048a939-decode-gemm.jsonl`): its multiply-adds and its loads of
+/// `X` from L1 grow with `m`.
 pub const ROWS_MAX_M: usize = 1;
 
 /// Rows of `W` per block of the Hopper decode rung.
