@@ -21,7 +21,7 @@ mod wgmma_tf32;
 pub use plan::MatmulAlgorithm;
 
 pub use crate::device::SIMULATED_MULTIPROCESSORS;
-pub use decode::{DecodeLoads, DecodeOutput, DecodePlan, DecodeTile, WGMMA_MIN_M};
+pub use decode::{DecodeLoads, DecodeOutput, DecodePlan, DecodeTile, ROWS_MAX_M, WGMMA_MIN_M};
 pub use error_bound::{TF32_TRUNCATION_UNIT_ROUNDOFF, TF32_UNIT_ROUNDOFF, tf32_error_factor};
 pub use fp8::{FP8_SCALE_BLOCK, Fp8Matrix, Fp8Scaling, QuantElement, quantize_e4m3_reference};
 pub use fp8_matmul::{Fp8Element, Fp8Output, fp8_dequantize, matmul_fp8_reference};
