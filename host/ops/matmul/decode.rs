@@ -848,11 +848,14 @@ mod tests {
             assert_eq!(slices(m, 8192, 8192, 132), 4);
             assert_eq!(slices(m, 4096, 4096, 132), 4);
         }
-        // The CUDA-core rung's blocks of 8 rows: k whole down to n = 792 (99 blocks * 2 >= 198).
-        for n in [28672, 8192, 4096, 792] {
+        // The CUDA-core rung's blocks of 8 rows: k whole down to n = 1584 (198 blocks, 1.5 per
+        // SM); 1576 rows (197 blocks) split it in two, 792 (99) still in two, 784 (98) in four.
+        for n in [28672, 8192, 4096, 1584] {
             assert_eq!(slices(1, n, 8192, 132), 1, "n {n}");
         }
-        assert_eq!(slices(1, 784, 8192, 132), 2);
+        assert_eq!(slices(1, 1576, 8192, 132), 2);
+        assert_eq!(slices(1, 792, 8192, 132), 2);
+        assert_eq!(slices(1, 784, 8192, 132), 4);
     }
 
     /// The CUDA-core rung at m <= ROWS_MAX_M on every GPU, the Hopper rung from the next m on
