@@ -62,9 +62,8 @@ fn dot8(a: &[u32; 4], b: &[u32; 4], mut acc: f32) -> f32 {
 /// Per loop iteration a lane loads, for each of `U` steps of 256 along `k`, the 8 elements
 /// `kb + 256 u + 8 lane ..+ 8` of row `r` of `W` (16 bytes, hinted by `LOADS`,
 /// [`super::decode::DECODE_EVICT_FIRST`] or [`super::decode::DECODE_NO_ALLOCATE`]) and of the
-/// `m` rows of `X` (read-only path: `X` stays in L1), all before the first multiply-add (with
-/// `PIPE`, the next iteration's loads are issued before this one's multiply-adds); a warp's load
-/// instruction reads 512 contiguous bytes of the row. Each lane keeps `M` sums;
+/// `m` rows of `X` (read-only path: `X` stays in L1), all before the first multiply-add; a
+/// warp's load instruction reads 512 contiguous bytes of the row. Each lane keeps `M` sums;
 /// after the slice, five shuffles per sum add the lanes' sums and lane 0 stores them.
 ///
 /// Global memory: `W`'s row slice read once, `X`'s slice read by every warp (from L1 after the
@@ -80,15 +79,15 @@ fn dot8(a: &[u32; 4], b: &[u32; 4], mut acc: f32) -> f32 {
 // Barriers: none, no shared memory: each warp works alone.
 #[kernel(
     instances(
-        matmul_decode_rows_bf16_m1 = (bf16, 1, 8, 0, false),
-        matmul_decode_rows_bf16_m1_na = (bf16, 1, 8, 2, false),
-        matmul_decode_rows_bf16_m2 = (bf16, 2, 4, 0, false),
-        matmul_decode_rows_bf16_m4 = (bf16, 4, 4, 0, false),
-        matmul_decode_rows_bf16_m8 = (bf16, 8, 2, 0, false),
-        matmul_decode_rows_f32_m1 = (f32, 1, 8, 0, false),
-        matmul_decode_rows_f32_m2 = (f32, 2, 4, 0, false),
-        matmul_decode_rows_f32_m4 = (f32, 4, 4, 0, false),
-        matmul_decode_rows_f32_m8 = (f32, 8, 2, 0, false),
+        matmul_decode_rows_bf16_m1 = (bf16, 1, 8, 0),
+        matmul_decode_rows_bf16_m1_na = (bf16, 1, 8, 2),
+        matmul_decode_rows_bf16_m2 = (bf16, 2, 4, 0),
+        matmul_decode_rows_bf16_m4 = (bf16, 4, 4, 0),
+        matmul_decode_rows_bf16_m8 = (bf16, 8, 2, 0),
+        matmul_decode_rows_f32_m1 = (f32, 1, 8, 0),
+        matmul_decode_rows_f32_m2 = (f32, 2, 4, 0),
+        matmul_decode_rows_f32_m4 = (f32, 4, 4, 0),
+        matmul_decode_rows_f32_m8 = (f32, 8, 2, 0),
     ),
     block(DECODE_ROWS_BLOCK),
     barriers(0)
@@ -96,7 +95,7 @@ fn dot8(a: &[u32; 4], b: &[u32; 4], mut acc: f32) -> f32 {
 #[inline(always)]
 // Index loops over the register arrays: each index is a constant once unrolled.
 #[allow(clippy::needless_range_loop)]
-pub unsafe fn decode_rows<O: Output, const M: usize, const U: usize, const LOADS: u8, const PIPE: bool>(
+pub unsafe fn decode_rows<O: Output, const M: usize, const U: usize, const LOADS: u8>(
     x: *const bf16,
     w: *const bf16,
     out: *mut O,
@@ -129,10 +128,10 @@ pub unsafe fn decode_rows<O: Output, const M: usize, const U: usize, const LOADS
     // The matrices as words of two bf16: element `e` (even) is word `e / 2`.
     let (w32, x32) = (w.cast::<u32>(), x.cast::<u32>());
 
-    // This lane's 16-byte pieces of row `row` of `W` and of the rows of `X` for the `U` steps
-    // from `kb`: zeros past the slice or past `m`.
-    type Pieces<const U: usize, const M: usize> = ([[u32; 4]; U], [[[u32; 4]; M]; U]);
-    let fetch = |kb: usize| -> Pieces<U, M> {
+    let mut acc = [0.0f32; M];
+    // `kb` and `k1` are the same for the whole warp.
+    let mut kb = k0;
+    while kb < k1 {
         let mut wv = [[0u32; 4]; U];
         let mut xv = [[[0u32; 4]; M]; U];
         unroll_8!(U, |u| {
@@ -152,34 +151,12 @@ pub unsafe fn decode_rows<O: Output, const M: usize, const U: usize, const LOADS
                 });
             }
         });
-        (wv, xv)
-    };
-    let mut acc = [0.0f32; M];
-    let mut products = |(wv, xv): &Pieces<U, M>| {
         unroll_8!(U, |u| {
             unroll_8!(M, |i| {
                 acc[i] = dot8(&wv[u], &xv[u][i], acc[i]);
             });
         });
-    };
-    // `kb` and `k1` are the same for the whole warp.
-    let mut kb = k0;
-    if PIPE {
-        // Software-pipelined: the next iteration's pieces are on their way while this one's
-        // multiply-adds run, so the warp always has loads in flight.
-        let mut pieces = fetch(kb);
-        while kb < k1 {
-            let kb_next = kb + U * DECODE_ROWS_STEP;
-            let next = fetch(kb_next);
-            products(&pieces);
-            pieces = next;
-            kb = kb_next;
-        }
-    } else {
-        while kb < k1 {
-            products(&fetch(kb));
-            kb += U * DECODE_ROWS_STEP;
-        }
+        kb += U * DECODE_ROWS_STEP;
     }
 
     let plane = slice * m * n;
