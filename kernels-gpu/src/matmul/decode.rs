@@ -21,6 +21,9 @@
 //!    through a ring of shared-memory stages and multiplied by `wgmma`, the rows of `X` read once
 //!    per block and step. Rung 2 keeps its bytes in flight in registers and reloads `X` per warp:
 //!    at `m = 64` its 164 registers per thread leave one block of 8 warps per SM.
+//! 4. [`super::decode_rows`] (`matmul_decode_rows_*`, `m <= 8`): on CUDA cores, each warp
+//!    streaming one whole row of `W`, 512 contiguous bytes per load instruction; the plan's
+//!    choice at `m = 1`.
 //!
 //! # The permutation of `k` that makes every load 16 bytes
 //! An `m16n8k16` fragment gives a lane (`g = lane / 4`, `t = lane % 4`) the elements
