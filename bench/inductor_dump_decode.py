@@ -7,20 +7,9 @@ A diagnostic, not a benchmark: its times are a plain loop of events, not bench/p
 """
 import torch
 
+from inductor_dump import bench
+
 F = torch.nn.functional
-
-
-def bench(fn, *args):
-    for _ in range(3):
-        fn(*args)
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(20):
-        fn(*args)
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) / 20
 
 
 def main():

@@ -241,18 +241,7 @@ impl DecodePlan {
     pub fn name(self) -> String {
         match self {
             DecodePlan::Naive => "naive".to_string(),
-            DecodePlan::Rows { slices, loads } => {
-                let mut s = "rows".to_string();
-                if slices > 1 {
-                    s += &format!("-s{slices}");
-                }
-                s += match loads {
-                    DecodeLoads::EvictFirst => "",
-                    DecodeLoads::ReadOnly => "-nc",
-                    DecodeLoads::NoAllocate => "-na",
-                };
-                s
-            }
+            DecodePlan::Rows { slices, loads } => DecodePlan::loads_name("rows", slices, loads),
             DecodePlan::Wgmma { tile, slices } => {
                 let mut s = format!("wgmma-{}", tile.rows());
                 if slices > 1 {
@@ -260,19 +249,23 @@ impl DecodePlan {
                 }
                 s
             }
-            DecodePlan::Mma { slices, loads } => {
-                let mut s = "mma".to_string();
-                if slices > 1 {
-                    s += &format!("-s{slices}");
-                }
-                s += match loads {
-                    DecodeLoads::EvictFirst => "",
-                    DecodeLoads::ReadOnly => "-nc",
-                    DecodeLoads::NoAllocate => "-na",
-                };
-                s
-            }
+            DecodePlan::Mma { slices, loads } => DecodePlan::loads_name("mma", slices, loads),
         }
+    }
+
+    /// The name of a rung with slices and loads: `rung`, `-s{slices}` past one slice, `-nc` or
+    /// `-na` for loads other than evict-first.
+    fn loads_name(rung: &str, slices: usize, loads: DecodeLoads) -> String {
+        let mut s = rung.to_string();
+        if slices > 1 {
+            s += &format!("-s{slices}");
+        }
+        s += match loads {
+            DecodeLoads::EvictFirst => "",
+            DecodeLoads::ReadOnly => "-nc",
+            DecodeLoads::NoAllocate => "-na",
+        };
+        s
     }
 }
 

@@ -92,6 +92,25 @@ pub const DECODE_NO_ALLOCATE: u8 = 2;
 /// Threads per block of [`matmul_decode_sum_bf16`](fn@matmul_decode_sum_bf16).
 pub const DECODE_SUM_BLOCK: u32 = 256;
 
+/// The hint of a decode kernel's loads of `W` for its `LOADS` parameter: [`DECODE_READ_ONLY`],
+/// [`DECODE_NO_ALLOCATE`], else evict-first.
+#[inline(always)]
+pub(super) const fn weight_hint(loads: u8) -> LoadHint {
+    match loads {
+        DECODE_READ_ONLY => LoadHint::ReadOnly,
+        DECODE_NO_ALLOCATE => LoadHint::NoAllocate,
+        _ => LoadHint::EvictFirst,
+    }
+}
+
+/// The slice of `k` that grid row `slice` of a split decode product covers: `slice * k_split ..
+/// min((slice + 1) * k_split, k)`, as `(k0, k1)`.
+#[inline(always)]
+pub(super) fn slice_of_k(slice: usize, k_split: usize, k: usize) -> (usize, usize) {
+    let k0 = slice * k_split;
+    (k0, if k0 + k_split < k { k0 + k_split } else { k })
+}
+
 /// The tutorial rung: thread `j` of block `(bx, i)` computes `Y[i][bx * 256 + j]`, the dot
 /// product of row `i` of `X` and row `bx * 256 + j` of `W`, in f32, element by element, rounded
 /// once to `O`.
@@ -194,14 +213,9 @@ pub unsafe fn decode_gemm<O: Output, const MT: usize, const U: usize, const LOAD
         return;
     }
     let slice = thread::block_idx_y() as usize;
-    let k0 = slice * k_split;
-    let k1 = if k0 + k_split < k { k0 + k_split } else { k };
+    let (k0, k1) = slice_of_k(slice, k_split, k);
     let (r_lo, r_hi) = (row0 + g, row0 + g + 8);
-    let hint = match LOADS {
-        DECODE_READ_ONLY => LoadHint::ReadOnly,
-        DECODE_NO_ALLOCATE => LoadHint::NoAllocate,
-        _ => LoadHint::EvictFirst,
-    };
+    let hint = weight_hint(LOADS);
     // The matrices as words of two bf16: element `e` (even) is word `e / 2`.
     let (w32, x32) = (w.cast::<u32>(), x.cast::<u32>());
 

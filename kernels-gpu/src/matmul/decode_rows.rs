@@ -22,6 +22,7 @@
 //! where `gpukern:rows-ef` is the evict-first kernel and `gpukern:rows` the other; since then
 //! `rows` names the evict-first kernel and `rows-na` the other).
 
+use super::decode::{slice_of_k, weight_hint};
 use super::WARP;
 use crate::gpu::tile::Output;
 use crate::gpu::vector::{self, LoadHint};
@@ -118,13 +119,8 @@ pub unsafe fn decode_rows<O: Output, const M: usize, const U: usize, const LOADS
         return;
     }
     let slice = thread::block_idx_y() as usize;
-    let k0 = slice * k_split;
-    let k1 = if k0 + k_split < k { k0 + k_split } else { k };
-    let hint = if LOADS == super::decode::DECODE_NO_ALLOCATE {
-        LoadHint::NoAllocate
-    } else {
-        LoadHint::EvictFirst
-    };
+    let (k0, k1) = slice_of_k(slice, k_split, k);
+    let hint = weight_hint(LOADS);
     // The matrices as words of two bf16: element `e` (even) is word `e / 2`.
     let (w32, x32) = (w.cast::<u32>(), x.cast::<u32>());
 
