@@ -14,7 +14,9 @@
 //! Rows beyond the group's are zeros in `A` (the tensor core's work is not what bounds a
 //! stream of K and V read once).
 
-use super::tiles::{copy_tile, merge_partials, stage_elems, PAD, TILE_BLOCK, TILE_KEYS, TILE_WARPS, WARP};
+use super::tiles::{
+    copy_tile, merge_partials, stage_elems, PageRows, PAD, TILE_BLOCK, TILE_KEYS, TILE_WARPS, WARP,
+};
 use super::{KvElem, VEC};
 use crate::gpu::async_copy::{self, cp_async_16};
 use crate::gpu::mma::{ldmatrix_x4, ldmatrix_x4_trans};
@@ -26,6 +28,10 @@ use crate::kernel;
 pub const TENSOR_ROWS: usize = 16;
 /// Stages of the ring: two tiles of [`TILE_KEYS`] keys in flight while one is computed.
 pub const TENSOR_STAGES: usize = 3;
+/// The largest head dim whose queries' `A` fragments a lane keeps in registers for the whole
+/// chunk (`D / 16` fragments of 4 words): 32 words at 128; at 256 they are read from shared
+/// memory at every tile, the outputs' 128 words leaving no room.
+const Q_HELD_DIM: usize = 128;
 /// Keys of a tile per warp: one `k` step of `P V`, two `n` tiles of the scores.
 const WARP_KEYS: usize = TILE_KEYS / TILE_WARPS;
 
@@ -112,11 +118,13 @@ unsafe fn v_pair(tile: *const u16, pitch: usize, k0: usize, n0: usize, lane: usi
 /// 1024 / D`, 16-byte `cp.async`, zeros past the chunk; `STAGES - 1` tiles ahead, one barrier
 /// per tile). Warp `w` takes keys `16 w ..+ 16` of each tile: lane `(g, t) = (l / 4, l % 4)`
 /// computes the scores of rows `g` and `g + 8` against keys `16 w + 8 j + 2 t + {0, 1}` (`j <
-/// 2`) as `D / 16` `mma` steps per `j` (the queries' `A` fragments and K's `B` fragments by
-/// `ldmatrix`), scales them by `scale * log2 e` in f32 and masks them to `-inf` past the chunk or
-/// the row's causal limit; the row's maximum over the 16 keys (two `shfl_xor` within the quad)
-/// updates its running maximum, the lane's share of the sum and its outputs (two rows, dims `8 n
-/// + 2 t + {0, 1}`); the probabilities, rounded to `E`, are the `A` fragment of `P V`, `D / 8`
+/// 2`) as `D / 16` `mma` steps per `j` (the queries' `A` fragments by `ldmatrix`, once per chunk
+/// and held in registers at `D <= 128`, at every tile at 256; K's `B` fragments by `ldmatrix`),
+/// scales them by `scale * log2 e` in f32 and, on a tile that reaches past the chunk or a row's
+/// causal limit, masks those keys to `-inf`; the row's maximum over the 16 keys (two `shfl_xor`
+/// within the quad) updates its running maximum, the lane's share of the sum and its outputs
+/// (two rows, dims `8 n + 2 t + {0, 1}`; rescaled only when a maximum moved, so most tiles of a
+/// long context skip the multiplies); the probabilities, rounded to `E`, are the `A` fragment of `P V`, `D / 8`
 /// `mma` steps against V's fragments (`ldmatrix.trans`). At the end each quad's sums are added,
 /// the 4 warps' `(max, sum, output)` merged in shared memory, and the block writes each of its
 /// rows' partial as [`super::tiles`] does (`ml[(row * splits + c) * 2 ..]` = `(max, sum)` in base
@@ -227,12 +235,12 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
 
     let piece = tid % lanes_per_key;
     let (row0, row_step) = (tid / lanes_per_key, TILE_BLOCK as usize / lanes_per_key);
-    let seq = (b, max_blocks, shift, kv_heads, kvh);
-    // SAFETY (every use): keys below `end <= lens[b]`; the stages are the ring's.
+    let pages = PageRows::new(table, (b, max_blocks, shift, kv_heads, kvh), D, piece);
+    // SAFETY (every use): keys below `end <= lens[b] < 2^31`; the stages are the ring's.
     let copy = |t: usize, s: usize| unsafe {
         copy_tile::<E, D>(
-            (k_pool, v_pool, table),
-            seq,
+            (k_pool, v_pool),
+            pages,
             (start + t * TILE_KEYS + row0, end),
             (row0, row_step, piece),
             (stage_k(s), stage_v(s)),
@@ -256,12 +264,16 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
             len - 1
         };
     });
+    // Keys below this need no mask for either of the lane's rows: the tiles before the chunk's
+    // last (and, with several queries, before the causal edge) skip the comparisons.
+    let unmasked_end = end.min(limit[0] + 1).min(limit[1] + 1);
     let q_scale = scale * math::LOG2_E;
     let mut m = [f32::NEG_INFINITY; 2];
     let mut sum = [0.0f32; 2];
     // Outputs: `o[n]` holds dims `8 n + 2 t + {0, 1}` of rows `g` (0, 1) and `g + 8` (2, 3).
     let mut o = [[0.0f32; 4]; super::MAX_HEAD_DIM / 8];
     let q16 = qs.cast::<u16>().cast_const();
+    let mut qa = [[0u32; 4]; 8];
 
     for t in 0..tiles {
         // As in the tiles rung: tile `t` (and, for `t = 0`, the queries) landed, every warp done
@@ -278,20 +290,32 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
         );
         let k0 = w * WARP_KEYS;
 
+        // The queries' `A` fragments at dims `16 kk ..+ 16`: read once, after the first tile's
+        // barrier (which orders the queries' copies), where they fit the registers (`D <=
+        // 128`); at every tile otherwise.
+        // SAFETY (every use): rows `0 ..+ 16` of the queries, dims `16 kk ..+ 16 <= D`; landed
+        // and ordered by the barrier above.
+        let q_frag = |kk: usize| unsafe {
+            ldmatrix_x4(q16.wrapping_add((lane % 16) * pitch + 16 * kk + 8 * (lane / 16)))
+        };
+        if D <= Q_HELD_DIM && t == 0 {
+            unroll_8!(8, |kk| {
+                if kk < D / 16 {
+                    qa[kk] = q_frag(kk);
+                }
+            });
+        }
+
         // Scores of the 16 rows against the warp's 16 keys, two `n` tiles of 8 keys.
         let mut s = [[0.0f32; 4]; 2];
         unroll_8!(8, |hi| {
             unroll_8!(2, |lo| {
                 let kk = 2 * hi + lo;
                 if kk < D / 16 {
-                    // SAFETY: rows `0 ..+ 16` of the queries and `k0 ..+ 16` of the K tile,
-                    // dims `16 kk ..+ 16 <= D`; landed and ordered by the barrier above.
-                    let (a, bk) = unsafe {
-                        (
-                            ldmatrix_x4(q16.wrapping_add((lane % 16) * pitch + 16 * kk + 8 * (lane / 16))),
-                            k_pair(sk, pitch, k0, 16 * kk, lane),
-                        )
-                    };
+                    let a = if D <= Q_HELD_DIM { qa[kk % 8] } else { q_frag(kk) };
+                    // SAFETY: rows `k0 ..+ 16` of the K tile, dims `16 kk ..+ 16 <= D`; landed
+                    // and ordered by the barrier above.
+                    let bk = unsafe { k_pair(sk, pitch, k0, 16 * kk, lane) };
                     s[0] = E::mma(a, bk[0], s[0]);
                     s[1] = E::mma(a, bk[1], s[1]);
                 }
@@ -301,17 +325,28 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
         // The online softmax of rows `g` (h = 0) and `g + 8` (h = 1).
         let key_base = start + t * TILE_KEYS + k0 + 2 * tq;
         let mut top = [f32::NEG_INFINITY; 2];
-        unroll_8!(2, |j| {
-            unroll_8!(4, |e| {
-                let (h, key) = (e / 2, key_base + 8 * j + e % 2);
-                s[j][e] = if key < end && key <= limit[h] {
-                    s[j][e] * q_scale
-                } else {
-                    f32::NEG_INFINITY
-                };
-                top[h] = math::max_nan_fast(top[h], s[j][e]);
+        // The lane's keys are `key_base + 8 j + {0, 1}`: all below `unmasked_end`, or masked
+        // one by one (the chunk's last tile, the causal edge).
+        if key_base + 9 < unmasked_end {
+            unroll_8!(2, |j| {
+                unroll_8!(4, |e| {
+                    s[j][e] *= q_scale;
+                    top[e / 2] = math::max_nan_fast(top[e / 2], s[j][e]);
+                });
             });
-        });
+        } else {
+            unroll_8!(2, |j| {
+                unroll_8!(4, |e| {
+                    let (h, key) = (e / 2, key_base + 8 * j + e % 2);
+                    s[j][e] = if key < end && key <= limit[h] {
+                        s[j][e] * q_scale
+                    } else {
+                        f32::NEG_INFINITY
+                    };
+                    top[h] = math::max_nan_fast(top[h], s[j][e]);
+                });
+            });
+        }
         let mut alpha = [0.0f32; 2];
         let mut m_ref = [0.0f32; 2];
         unroll_8!(2, |h| {
@@ -333,16 +368,20 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
                 sum[h] += s[j][e];
             });
         });
-        unroll_8!(4, |hi| {
-            unroll_8!(8, |lo| {
-                let n = 8 * hi + lo;
-                if n < D / 8 {
-                    unroll_8!(4, |e| {
-                        o[n][e] *= alpha[e / 2];
-                    });
-                }
+        // Once the rows' maxima settle, `alpha` is exactly 1 and the outputs keep their scale:
+        // the multiplies are skipped (most tiles of a long context).
+        if alpha[0] != 1.0 || alpha[1] != 1.0 {
+            unroll_8!(4, |hi| {
+                unroll_8!(8, |lo| {
+                    let n = 8 * hi + lo;
+                    if n < D / 8 {
+                        unroll_8!(4, |e| {
+                            o[n][e] *= alpha[e / 2];
+                        });
+                    }
+                });
             });
-        });
+        }
 
         // P V: the probabilities as the `A` fragment (keys `2t, 2t + 1` of `n` tile 0, then of
         // tile 1), V's fragments two `n` tiles of dims at a time.

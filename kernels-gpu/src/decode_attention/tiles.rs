@@ -14,7 +14,7 @@
 //! the blocks the device holds (`host/ops/decode_attention/plan.rs`), so that its partials and
 //! the combine stay small next to the context.
 
-use super::{row_of, KvElem, VEC};
+use super::{KvElem, VEC};
 use crate::gpu::async_copy::{self, cp_async_16};
 use crate::gpu::{bf16, f16, math, mem, shared, thread, vector, warp};
 use crate::kernel;
@@ -103,43 +103,93 @@ fn query_row(
     )
 }
 
-/// Issues one thread's `cp.async` copies of a tile: pieces `piece` (dims `8 piece ..+ 8`) of
-/// the tile's rows `row0 + l * row_step` (`l < D / 16`, key `key0 + l * row_step`) from the K
-/// and V pools to the stage tiles `sk` and `sv` (rows of `D + 8`), zeros for keys at or past
-/// `end`. The rows' block-table entries are read first, 8 at a time, so that their latencies
-/// overlap.
+/// One thread's view of a sequence's pages for one kv head, made once per block, so that a
+/// tile's copies compute each row's address in a few 32-bit steps and one widening multiply
+/// (positions and block ids fit in `i32`, checked by the host).
+#[derive(Clone, Copy)]
+pub(super) struct PageRows {
+    /// Row `b` of the block table.
+    table_row: *const i32,
+    /// `log2` of the block size.
+    shift: u32,
+    /// Elements from one pool row (token) to the next: `kv_heads * D`.
+    stride: u32,
+    /// The element of a pool row where the thread's piece of kv head `kvh` starts: `kvh D + 8
+    /// piece`.
+    offset: usize,
+}
+
+impl PageRows {
+    /// The view of sequence `b`'s pages (`(b, max_blocks, shift, kv_heads, kvh)` as
+    /// [`super::row_of`]'s) for dims `8 piece ..+ 8` of head dim `d`.
+    #[inline(always)]
+    pub(super) fn new(
+        table: *const i32,
+        (b, max_blocks, shift, kv_heads, kvh): (usize, usize, u32, usize, usize),
+        d: usize,
+        piece: usize,
+    ) -> PageRows {
+        PageRows {
+            table_row: table.wrapping_add(b * max_blocks),
+            shift,
+            stride: (kv_heads * d) as u32,
+            offset: kvh * d + piece * VEC,
+        }
+    }
+
+    /// The pool index of the thread's piece of token `pos`'s row: [`super::row_of`]` + 8 piece`.
+    ///
+    /// # Safety
+    /// `pos < max_blocks << shift` and the table's entry for it is a block id of the pools.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn element(self, pos: u32) -> usize {
+        // SAFETY: the caller's contract.
+        let block = unsafe { mem::load(self.table_row, (pos >> self.shift) as usize) } as u32;
+        let low = pos & ((1u32 << self.shift) - 1);
+        let row = ((block as u64) << self.shift) | low as u64;
+        (row * self.stride as u64) as usize + self.offset
+    }
+}
+
+/// Issues one thread's `cp.async` copies of a tile: the thread's piece (dims `8 piece ..+ 8`,
+/// as made into `pages`) of the tile's rows `row0 + l * row_step` (`l < D / 16`, key `key0 + l *
+/// row_step`) from the K and V pools to the stage tiles `sk` and `sv` (rows of `D + 8`), zeros
+/// for keys at or past `end`. The rows' block-table entries are read first, 8 at a time, so that
+/// their latencies overlap.
 ///
 /// # Safety
-/// `(b, max_blocks, shift, kv_heads, kvh)` as [`row_of`]'s, the table's entries below `end`
-/// block ids of the pools; `row0 + (D / 16 - 1) * row_step < 64`, `piece < D / 8`; `sk` and `sv`
-/// 16-byte aligned tiles of 64 rows in shared memory, not read before the copies' wait and a
-/// barrier.
+/// `pages` made for the sequence and kv head as [`PageRows::new`] says, the table's entries
+/// below `end` block ids of the pools, `end < 2^31`; `row0 + (D / 16 - 1) * row_step < 64`,
+/// `piece < D / 8` (the piece `pages` was made for); `sk` and `sv` 16-byte aligned tiles of 64
+/// rows in shared memory, not read before the copies' wait and a barrier.
 #[inline(always)]
 pub(super) unsafe fn copy_tile<E: KvElem, const D: usize>(
-    (k_pool, v_pool, table): (*const E, *const E, *const i32),
-    (b, max_blocks, shift, kv_heads, kvh): (usize, usize, u32, usize, usize),
+    (k_pool, v_pool): (*const E, *const E),
+    pages: PageRows,
     (key0, end): (usize, usize),
     (row0, row_step, piece): (usize, usize, usize),
     (sk, sv): (*mut E, *mut E),
 ) {
     let pitch = D + PAD;
+    let (key0, end, row_step32) = (key0 as u32, end as u32, row_step as u32);
     // Up to 8 rows at a time (two rounds at head dim 256), so that the entries stay in
     // registers.
     unroll_8!(2, |hi| {
         if 8 * hi < D / 16 {
             let mut from = [usize::MAX; 8];
             unroll_8!(8, |lo| {
-                let (l, key) = (8 * hi + lo, key0 + (8 * hi + lo) * row_step);
+                let (l, key) = (8 * hi + lo, key0 + (8 * hi + lo) as u32 * row_step32);
                 if l < D / 16 && key < end {
                     // SAFETY: `key < end`: the table's entry is a block id.
-                    from[lo] = unsafe { row_of(table, b, max_blocks, key, shift, kv_heads, kvh, D) };
+                    from[lo] = unsafe { pages.element(key) };
                 }
             });
             unroll_8!(8, |lo| {
                 let l = 8 * hi + lo;
                 if l < D / 16 {
                     let inside = from[lo] != usize::MAX;
-                    let at = if inside { from[lo] + piece * VEC } else { 0 };
+                    let at = if inside { from[lo] } else { 0 };
                     let n = if inside { 16 } else { 0 };
                     let to = (row0 + l * row_step) * pitch + piece * VEC;
                     // SAFETY: row `row0 + l * row_step < 64`, dims `8 piece ..+ 8 <= D` of the
@@ -284,12 +334,12 @@ pub unsafe fn decode_attention_tiles<E: KvElem, const D: usize>(
     // Thread `tid` copies piece `tid % (D / 8)` of rows `tid / (D / 8) + l * 1024 / D` of a tile.
     let piece = tid % lanes_per_key;
     let (row0, row_step) = (tid / lanes_per_key, TILE_BLOCK as usize / lanes_per_key);
-    let seq = (b, max_blocks, shift, kv_heads, kvh);
-    // SAFETY (every use): keys below `end <= lens[b]`; the stages are the ring's.
+    let pages = PageRows::new(table, (b, max_blocks, shift, kv_heads, kvh), D, piece);
+    // SAFETY (every use): keys below `end <= lens[b] < 2^31`; the stages are the ring's.
     let copy = |t: usize, s: usize| unsafe {
         copy_tile::<E, D>(
-            (k_pool, v_pool, table),
-            seq,
+            (k_pool, v_pool),
+            pages,
             (start + t * TILE_KEYS + row0, end),
             (row0, row_step, piece),
             (stage_k(s), stage_v(s)),
