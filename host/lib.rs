@@ -146,7 +146,7 @@ pub use kernels_gpu as kernels;
 pub use launch_config::{DeviceLimits, LaunchConfig};
 #[doc(hidden)]
 pub use module::launch_count::{cuda_launch_counts, sim_launch_counts};
-pub use module::{Cooperative, Module, PtxModule, PtxSet};
+pub use module::{Cooperative, Dependent, Module, PtxModule, PtxSet};
 pub use multi::{GpuGroup, gpus};
 #[cfg(feature = "add")]
 pub use ops::add::AddAlgorithm;

@@ -18,8 +18,8 @@
 //! loading; `module/args.rs`, one launch's arguments being assembled ([`ModuleArgs`]);
 //! `module/launch.rs`, the one launch pipeline every launch goes through (check, opt in, order,
 //! launch, count);
-//! `module/cooperative.rs` and `module/cluster.rs`, the two launchers that set an option of that
-//! pipeline ([`Cooperative`], [`Clustered`]); `module/launch_count.rs`, the launches counted per
+//! `module/cooperative.rs`, `module/cluster.rs` and `module/dependent.rs`, the three launchers
+//! that set an option of that pipeline ([`Cooperative`], [`Clustered`], [`Dependent`]); `module/launch_count.rs`, the launches counted per
 //! kernel; `module/occupancy.rs`, a user kernel's occupancy. The PTX itself is loaded by
 //! [`crate::ptx`].
 
@@ -27,6 +27,7 @@
 mod args;
 mod cluster;
 mod cooperative;
+mod dependent;
 mod launch;
 pub(crate) mod launch_count;
 mod loaded;
@@ -36,5 +37,6 @@ pub use crate::ptx::{EntryModules, PtxModule, PtxSet, entry_names};
 pub use args::{MAX_PARAM_BYTES, MAX_PARAMS, ModuleArgs};
 pub use cluster::{Clustered, MAX_CLUSTER_BLOCKS, PORTABLE_CLUSTER_BLOCKS};
 pub use cooperative::Cooperative;
+pub use dependent::Dependent;
 pub use loaded::Module;
 pub use occupancy::simulated_sm;

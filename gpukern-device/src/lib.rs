@@ -30,6 +30,8 @@
 //! * [`atomic`]: atomic read-modify-writes on global or shared memory (`add`, `max`, `min`,
 //!   `exchange`, `cas`), with an explicit [`atomic::Scope`] (block, device, system).
 //! * [`grid`]: [`grid::sync`], the grid-wide barrier of a cooperative launch.
+//! * [`dependent`]: programmatic dependent launches (sm_90): [`dependent::wait`] for the kernel
+//!   before, [`dependent::launch_dependents`] to let the next one start early.
 //! * [`cluster`]: thread-block clusters (sm_90): the cluster barrier and the shared memory of the
 //!   cluster's other blocks.
 //! * [`async_copy`]: global-to-shared copies in the background (`cp_async_16`, `commit_group`,
@@ -77,6 +79,7 @@ pub mod bulk;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 pub mod cluster;
 pub mod convert;
+pub mod dependent;
 pub mod device_copy;
 pub mod fp8;
 pub mod grid;

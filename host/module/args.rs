@@ -16,7 +16,7 @@ use crate::view::CudaPlace;
 
 /// The argument and launch methods of a `Launcher` whose `Args` are `ModuleArgs`: those of
 /// `Module` itself. A launcher that only changes how a launch is made (`Clustered`,
-/// `Cooperative`) writes its own `begin`, which sets its option of the launch, and this.
+/// `Cooperative`, `Dependent`) writes its own `begin`, which sets its option of the launch, and this.
 macro_rules! forward_args_to_module {
     () => {
         fn input<'a, T: Copy + 'static>(
@@ -89,8 +89,8 @@ pub struct ModuleArgs<'a> {
     pub(super) sim: Option<sim::Launch<'a>>,
     /// CUDA: the other streams of the device that the launch's buffers live on.
     pub(super) cross: CrossStream,
-    /// How the launch groups its blocks: the option [`super::Cooperative`] and
-    /// [`super::Clustered`] set in their `begin`.
+    /// How the launch groups its blocks: the option [`super::Cooperative`],
+    /// [`super::Clustered`] and [`super::Dependent`] set in their `begin`.
     pub(super) kind: LaunchKind,
 }
 
@@ -104,6 +104,9 @@ pub(crate) enum LaunchKind {
     Cooperative,
     /// Blocks grouped into thread-block clusters of this shape ([`Module::clustered`]).
     Clustered((u32, u32, u32)),
+    /// A programmatic dependent launch ([`Module::dependent`]): its blocks may start before the
+    /// kernel before it on the stream has finished.
+    Dependent,
 }
 
 impl<'a> ModuleArgs<'a> {

@@ -1,5 +1,5 @@
 //! The launch pipeline: every launch of a [`Module`] (plain, [`super::Cooperative`],
-//! [`super::Clustered`]) is assembled by [`Launcher`]'s `begin`, its arguments pushed
+//! [`super::Clustered`], [`super::Dependent`]) is assembled by [`Launcher`]'s `begin`, its arguments pushed
 //! (`module/args.rs`), then made by [`run`], each step once and in this order:
 //!
 //! 1. **check** the geometry against the device and the kernel: the grid, the block (against the
@@ -8,13 +8,14 @@
 //! 2. **opt in** the kernel to the shared memory it asks for above 48 KiB, and to non-portable
 //!    cluster sizes;
 //! 3. **order** the launch against the other streams its buffers live on ([`crate::stream`]);
-//! 4. **launch**: `cuLaunchKernel`, or `cuLaunchKernelEx` with the cooperative or the
-//!    cluster-dimension attribute; in the simulator, the kernel's Rust code (or, inside a
-//!    simulator capture, nothing: the checks were the point);
+//! 4. **launch**: `cuLaunchKernel`, or `cuLaunchKernelEx` with the cooperative, the
+//!    cluster-dimension or (sm_90 on) the programmatic-serialization attribute of a dependent
+//!    launch; in the simulator, the kernel's Rust code (or, inside a simulator capture, nothing:
+//!    the checks were the point);
 //! 5. **count** the launch ([`super::launch_count`]).
 //!
-//! Cooperative and cluster launches are options of the one pipeline ([`LaunchKind`]), not
-//! detours: each adds its check in step 1, its opt-in in step 2 and its attribute in step 4.
+//! Cooperative, cluster and dependent launches are options of the one pipeline ([`LaunchKind`]),
+//! not detours: each adds its check in step 1, its opt-in in step 2 and its attribute in step 4.
 
 use std::ffi::c_void;
 
@@ -225,7 +226,7 @@ fn check_on_device(
     };
     let config = config.checked(kernel.name, &limits)?;
     match kind {
-        LaunchKind::Plain => {}
+        LaunchKind::Plain | LaunchKind::Dependent => {}
         LaunchKind::Clustered(shape) => {
             check_cluster(kernel.name, config, shape, Some(device.compute_capability))?
         }
@@ -373,20 +374,22 @@ unsafe fn launch_on_device(
 ) -> std::result::Result<(), DriverError> {
     // SAFETY: an all-zero attribute is a valid value of the plain-data union, then set.
     let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    // SAFETY (the plain launch's): the caller's contract.
+    let plain = |params: &mut [*mut c_void]| unsafe {
+        result::launch_kernel(
+            function.func.cu_function(),
+            config.grid,
+            config.block,
+            config.shared_mem_bytes,
+            device.stream.cu_stream(),
+            params,
+        )
+    };
     match kind {
-        LaunchKind::Plain => {
-            // SAFETY: the caller's contract.
-            return unsafe {
-                result::launch_kernel(
-                    function.func.cu_function(),
-                    config.grid,
-                    config.block,
-                    config.shared_mem_bytes,
-                    device.stream.cu_stream(),
-                    params,
-                )
-            };
-        }
+        LaunchKind::Plain => return plain(params),
+        // Before sm_90 a dependent launch is a plain one (its kernel's `dependent::wait` is a
+        // no-op there, and the stream orders the two kernels).
+        LaunchKind::Dependent if device.compute_capability.0 < 9 => return plain(params),
         LaunchKind::Cooperative => {
             attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
             attribute.value.cooperative = 1;
@@ -394,6 +397,10 @@ unsafe fn launch_on_device(
         LaunchKind::Clustered((x, y, z)) => {
             attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
             attribute.value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x, y, z };
+        }
+        LaunchKind::Dependent => {
+            attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attribute.value.programmaticStreamSerializationAllowed = 1;
         }
     }
     let cu = sys::CUlaunchConfig {

@@ -227,7 +227,8 @@ macro_rules! kv_element {
                 (splits, chunk): (usize, usize),
             ) -> Result<()> {
                 // SAFETY: the caller's contract; the combine reads the partials the first step
-                // wrote (in order on the one stream).
+                // wrote: launched dependent on it (programmatic dependent launch, sm_90), it waits
+                // for the first step's completion before reading them.
                 unsafe {
                     match head_dim {
                         64 => family::$t64::launch(
@@ -243,7 +244,16 @@ macro_rules! kv_element {
                             kv_heads, shift, max_blocks, splits, chunk, scale,
                         )?,
                     }
-                    family::$tcombine::launch(module, combine, &*ml, &*acc, out, lse, splits, head_dim)
+                    family::$tcombine::launch(
+                        &module.dependent(),
+                        combine,
+                        &*ml,
+                        &*acc,
+                        out,
+                        lse,
+                        splits,
+                        head_dim,
+                    )
                 }
             }
 
@@ -259,7 +269,8 @@ macro_rules! kv_element {
                 (splits, chunk): (usize, usize),
             ) -> Result<()> {
                 // SAFETY: the caller's contract; the combine reads the partials the first step
-                // wrote (in order on the one stream).
+                // wrote: launched dependent on it (programmatic dependent launch, sm_90), it waits
+                // for the first step's completion before reading them.
                 unsafe {
                     match head_dim {
                         64 => family::$m64::launch(
@@ -275,7 +286,16 @@ macro_rules! kv_element {
                             heads, kv_heads, shift, max_blocks, splits, chunk, scale,
                         )?,
                     }
-                    family::$tcombine::launch(module, combine, &*ml, &*acc, out, lse, splits, head_dim)
+                    family::$tcombine::launch(
+                        &module.dependent(),
+                        combine,
+                        &*ml,
+                        &*acc,
+                        out,
+                        lse,
+                        splits,
+                        head_dim,
+                    )
                 }
             }
         }

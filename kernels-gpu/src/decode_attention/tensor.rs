@@ -20,7 +20,7 @@ use super::tiles::{
 use super::{KvElem, VEC};
 use crate::gpu::async_copy::{self, cp_async_16};
 use crate::gpu::mma::{ldmatrix_x4, ldmatrix_x4_trans};
-use crate::gpu::{bf16, f16, math, mem, shared, thread, vector, warp};
+use crate::gpu::{bf16, dependent, f16, math, mem, shared, thread, vector, warp};
 use crate::kernel;
 
 /// Query rows per block of [`decode_attention_tensor`](fn@decode_attention_tensor): the 16 rows
@@ -125,7 +125,8 @@ unsafe fn v_pair(tile: *const u16, pitch: usize, k0: usize, n0: usize, lane: usi
 /// within the quad) updates its running maximum, the lane's share of the sum and its outputs
 /// (two rows, dims `8 n + 2 t + {0, 1}`; rescaled only when a maximum moved, so most tiles of a
 /// long context skip the multiplies); the probabilities, rounded to `E`, are the `A` fragment of `P V`, `D / 8`
-/// `mma` steps against V's fragments (`ldmatrix.trans`). At the end each quad's sums are added,
+/// `mma` steps against V's fragments (`ldmatrix.trans`). After the last tile the block lets the
+/// combine launched after it start ([`dependent::launch_dependents`]); each quad's sums are added,
 /// the 4 warps' `(max, sum, output)` merged in shared memory, and the block writes each of its
 /// rows' partial as [`super::tiles`] does (`ml[(row * splits + c) * 2 ..]` = `(max, sum)` in base
 /// 2, `(-inf, 0)` for a chunk with no key the row sees; `acc[(row * splits + c) * D ..]` the
@@ -404,6 +405,10 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
             });
         });
     }
+
+    // The chunk's keys are all read: the combine launched after this kernel may schedule its
+    // blocks (it waits for this grid's completion before reading the partials).
+    dependent::launch_dependents();
 
     // The quad's shares of each row's sum added.
     unroll_8!(2, |h| {

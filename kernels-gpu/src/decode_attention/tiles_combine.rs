@@ -6,7 +6,7 @@
 use super::tiles::{TILE_BLOCK, TILE_WARPS, WARP};
 use super::KvElem;
 use crate::gpu::block::Scratch;
-use crate::gpu::{bf16, f16, math, mem, shared, thread, vector};
+use crate::gpu::{bf16, dependent, f16, math, mem, shared, thread, vector};
 use crate::kernel;
 
 /// Warps' shares of a combined row: `TILE_WARPS` rows of up to 256 dims.
@@ -30,7 +30,8 @@ const COMBINE_UNROLL: usize = 8;
 /// Global memory: the row's partials, `(head_dim + 2) * 4` bytes per chunk (written by step 1
 /// just before, mostly from L2), and the output row.
 ///
-/// Launch: `rows` blocks of [`TILE_BLOCK`] threads.
+/// Launch: `rows` blocks of [`TILE_BLOCK`] threads, plain or dependent on step 1 (a programmatic
+/// dependent launch: every thread first waits, [`dependent::wait`], for step 1 to complete).
 ///
 /// # Safety
 /// `ml` holds `2 * rows * splits` floats and `acc` `head_dim` times as many, all written by step
@@ -56,6 +57,9 @@ pub unsafe fn decode_attention_tiles_combine<E: KvElem>(
     splits: usize,
     head_dim: usize,
 ) {
+    // Launched dependent on the first step (which may let it start early): nothing of the
+    // partials is read before the first step has completed.
+    dependent::wait();
     let tid = thread::thread_idx_x() as usize;
     let (w, lane) = (tid / WARP, tid % WARP);
     let r = thread::block_idx_x() as usize;

@@ -38,9 +38,13 @@ const SIM_SHAPES: &[(usize, usize, usize)] = &[
 
 /// Shapes on CUDA: the simulator's, the weight at `m = 1` (28672 x 8192), a weight whose
 /// plan splits `k` (8192 x 4096 at `m = 8`), `m = 64` deep in `k`, the 28672 rows at
-/// `m = 64` (112 blocks of the Hopper rung), and ragged ones.
+/// `m = 64` (112 blocks of the Hopper rung), and ragged ones. `2 x 520 x 70` is the one aligned
+/// shape at `m = 2`, so the only one that launches the CUDA-core rung's two-row kernels (a full
+/// run at 6b3d612 without it left `matmul_decode_rows_{bf16,f32}_m2` unlaunched,
+/// `bench/experiments/h200-logs/6b3d612-pages-kernels-cuda.log`).
 const CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (1, 64, 40),
+    (2, 520, 70),
     (3, 392, 130),
     (9, 256, 17),
     (17, 136, 33),
