@@ -13,10 +13,10 @@
 //!   is scheduled as its blocks exit. It changes when the dependent starts, never what `wait`
 //!   waits for.
 //!
-//! On a GPU before sm_90, in a launch that is not dependent, and in the simulator (which runs
-//! launches one after another in stream order), both are no-ops: a kernel that calls them is
-//! correct launched either way. The simulator does not check that a dependent kernel calls
-//! [`wait`] before touching the prerequisite's buffers: that ordering is the kernel's contract.
+//! On a GPU before sm_90 and in a launch that is not dependent both are no-ops: a kernel that
+//! calls them is correct launched either way. The simulator runs launches one after another in
+//! stream order; in a dependent launch ([`crate::sim::Launch::dependent`]) it reports a thread
+//! that reads or writes a global buffer before its [`wait`].
 
 /// Waits until the prerequisite grid of a dependent launch has completed and its memory is
 /// visible (`griddepcontrol.wait`); returns at once in a launch that is not dependent. Every
@@ -31,6 +31,8 @@ pub fn wait() {
     unsafe {
         core::arch::asm!("griddepcontrol.wait;", options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::dependent_wait();
 }
 
 /// Lets the dependent launch queued after this kernel schedule its blocks

@@ -24,8 +24,8 @@ use crate::view::{DeviceSlice, DeviceSliceMut};
 ///
 /// On a GPU before sm_90 the launch is a plain one (and `wait` a no-op there). In a CUDA graph
 /// capture the dependency becomes a programmatic edge of the graph. In the simulator launches
-/// run one after another, as a plain launch would; the simulator does not check that the kernel
-/// calls `wait` before touching its prerequisite's buffers.
+/// run one after another, as a plain launch would, and a thread that reads or writes a global
+/// buffer before its `wait` is reported ([`gpukern_device::sim::Launch::dependent`]).
 #[derive(Clone, Copy)]
 pub struct Dependent<'m> {
     module: &'m Module,
@@ -58,6 +58,9 @@ impl Launcher for Dependent<'_> {
     fn begin<'a>(&'a self, kernel: &'static Kernel, config: LaunchConfig) -> ModuleArgs<'a> {
         let mut args = self.module.begin(kernel, config);
         args.kind = LaunchKind::Dependent;
+        if let Some(launch) = &mut args.sim {
+            launch.dependent();
+        }
         args
     }
 

@@ -120,6 +120,8 @@ pub(super) struct BlockState<'l> {
     hopper: RefCell<Option<Box<super::hopper::Hopper>>>,
     /// Each thread's `fence.proxy.async` so far.
     fences: Vec<Cell<u32>>,
+    /// Which threads have called [`crate::dependent::wait`] (checked in a dependent launch).
+    waited: Vec<Cell<bool>>,
     /// Whether the running thread is applying retired `wgmma` products (their operand reads were
     /// checked when the products were issued).
     in_wgmma_apply: Cell<bool>,
@@ -129,6 +131,11 @@ pub(super) struct BlockState<'l> {
 }
 
 impl<'l> BlockState<'l> {
+    /// Records that the running thread has called [`crate::dependent::wait`].
+    pub(super) fn dependent_waited(&self) {
+        self.waited[self.current.get() as usize].set(true);
+    }
+
     fn new(info: &'l LaunchInfo, block_linear: u64, threads: usize, rank: u32) -> Self {
         let bytes = info.config.shared_mem_bytes as usize;
         BlockState {
@@ -156,6 +163,7 @@ impl<'l> BlockState<'l> {
             progress: Cell::new(0),
             hopper: RefCell::new(None),
             fences: (0..threads).map(|_| Cell::new(0)).collect(),
+            waited: (0..threads).map(|_| Cell::new(false)).collect(),
             in_wgmma_apply: Cell::new(false),
             remote_access: Cell::new(None),
         }
@@ -279,6 +287,15 @@ impl<'l> BlockState<'l> {
                 len: region.bytes / region.elem_size.max(1),
             });
         };
+        if self.info.dependent && !self.waited[self.current.get() as usize].get() {
+            return Err(Violation::Panic {
+                message: format!(
+                    "{access} of `{}` before dependent::wait in a dependent launch: on the GPU the \
+                     kernel launched before it may still be running; call dependent::wait first",
+                    region.name
+                ),
+            });
+        }
         if access != Access::Read && !region.writable {
             return Err(Violation::WriteToInput {
                 buffer: region.name.into(),

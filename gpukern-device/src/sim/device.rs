@@ -98,6 +98,12 @@ pub fn warp_converge() {
     warp_shuffle(0, u32::MAX);
 }
 
+/// [`crate::dependent::wait`]: marks the running thread as having waited (a dependent launch
+/// reports its global accesses before that); the launches before it have all finished.
+pub fn dependent_wait() {
+    with_block(|b| b.dependent_waited());
+}
+
 /// The running thread's linear index in its block (x fastest).
 pub fn thread_linear() -> u32 {
     with_block(|b| b.current.get())

@@ -109,6 +109,9 @@ pub(super) struct LaunchInfo {
     /// A cooperative launch ([`Launch::cooperative`]): every block runs at once, and
     /// [`crate::grid::sync`] is allowed.
     pub(super) cooperative: bool,
+    /// A programmatic dependent launch ([`Launch::dependent`]): a thread's global-memory access
+    /// before its [`crate::dependent::wait`] is reported.
+    pub(super) dependent: bool,
 }
 
 /// Most blocks a cluster may have: 8 is the portable limit, 16 needs the kernel's
@@ -178,6 +181,7 @@ impl<'a> Launch<'a> {
                 output: None,
                 cluster: Dim3::new(1, 1, 1),
                 cooperative: false,
+                dependent: false,
             },
             _buffers: PhantomData,
         }
@@ -199,6 +203,18 @@ impl<'a> Launch<'a> {
     /// [`MAX_COOPERATIVE_THREADS`] threads, and no clusters (checked when the launch runs).
     pub fn cooperative(&mut self) {
         self.info.cooperative = true;
+    }
+
+    /// Makes the launch a programmatic dependent launch (`cuLaunchKernelEx` with
+    /// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`), whose blocks on a GPU may start
+    /// before the kernel before it has finished. The simulator runs launches one after another,
+    /// so nothing can go wrong here that would on the GPU: instead it reports a thread that reads
+    /// or writes a global buffer of the launch before it has called [`crate::dependent::wait`]
+    /// (on the GPU that access may see the previous kernel's writes half done). A kernel whose
+    /// work before the wait touches only buffers the previous kernel does not write is still
+    /// reported: call `wait` first.
+    pub fn dependent(&mut self) {
+        self.info.dependent = true;
     }
 
     /// Registers `data` as a read-only buffer named `name`; returns the pointer to pass to the
