@@ -19,9 +19,9 @@
 //! `module/launch.rs`, the one launch pipeline every launch goes through (check, opt in, order,
 //! launch, count);
 //! `module/cooperative.rs`, `module/cluster.rs` and `module/dependent.rs`, the three launchers
-//! that set an option of that pipeline ([`Cooperative`], [`Clustered`], [`Dependent`]); `module/launch_count.rs`, the launches counted per
-//! kernel; `module/occupancy.rs`, a user kernel's occupancy. The PTX itself is loaded by
-//! [`crate::ptx`].
+//! that set an option of that pipeline ([`Cooperative`], [`Clustered`], [`Dependent`]);
+//! `module/launch_count.rs`, the launches counted per kernel; `module/occupancy.rs`, a user
+//! kernel's occupancy. The PTX itself is loaded by [`crate::ptx`].
 
 #[macro_use]
 mod args;

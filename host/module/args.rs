@@ -14,11 +14,27 @@ use crate::launch_config::LaunchConfig;
 use crate::stream::{CrossStream, MAX_FOREIGN};
 use crate::view::CudaPlace;
 
-/// The argument and launch methods of a `Launcher` whose `Args` are `ModuleArgs`: those of
-/// `Module` itself. A launcher that only changes how a launch is made (`Clustered`,
-/// `Cooperative`, `Dependent`) writes its own `begin`, which sets its option of the launch, and this.
+/// The associated types and the argument and launch methods of a `Launcher` whose `Args` are
+/// `ModuleArgs`: those of `Module` itself. A launcher that only changes how a launch is made
+/// (`Clustered`, `Cooperative`, `Dependent`) writes its own `begin`, which sets its option of
+/// the launch, and this.
 macro_rules! forward_args_to_module {
     () => {
+        type Config = LaunchConfig;
+        type Input<'a, T: 'a>
+            = DeviceSlice<'a, T>
+        where
+            Self: 'a;
+        type Output<'a, T: 'a>
+            = DeviceSliceMut<'a, T>
+        where
+            Self: 'a;
+        type Error = Error;
+        type Args<'a>
+            = ModuleArgs<'a>
+        where
+            Self: 'a;
+
         fn input<'a, T: Copy + 'static>(
             args: &mut ModuleArgs<'a>,
             buffer: DeviceSlice<'a, T>,

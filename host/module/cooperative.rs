@@ -77,21 +77,6 @@ impl Module {
 }
 
 impl Launcher for Cooperative<'_> {
-    type Config = LaunchConfig;
-    type Input<'a, T: 'a>
-        = DeviceSlice<'a, T>
-    where
-        Self: 'a;
-    type Output<'a, T: 'a>
-        = DeviceSliceMut<'a, T>
-    where
-        Self: 'a;
-    type Error = Error;
-    type Args<'a>
-        = ModuleArgs<'a>
-    where
-        Self: 'a;
-
     fn begin<'a>(&'a self, kernel: &'static Kernel, config: LaunchConfig) -> ModuleArgs<'a> {
         let mut args = self.module.begin(kernel, config);
         args.kind = LaunchKind::Cooperative;

@@ -1,6 +1,6 @@
 //! The launch pipeline: every launch of a [`Module`] (plain, [`super::Cooperative`],
-//! [`super::Clustered`], [`super::Dependent`]) is assembled by [`Launcher`]'s `begin`, its arguments pushed
-//! (`module/args.rs`), then made by [`run`], each step once and in this order:
+//! [`super::Clustered`], [`super::Dependent`]) is assembled by [`Launcher`]'s `begin`, its
+//! arguments pushed (`module/args.rs`), then made by [`run`], each step once and in this order:
 //!
 //! 1. **check** the geometry against the device and the kernel: the grid, the block (against the
 //!    device, the kernel's launch bounds and its own register-limited maximum) and the dynamic
