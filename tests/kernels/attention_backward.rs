@@ -251,17 +251,30 @@ fn run_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, case: Case, every: bool
     };
     let x = inputs::<T>(rng, case, &options)?;
     let want = cpu::attention_backward(&x.d_out, &x.q, &x.k, &x.v, &options)?;
-    let mut algorithms = vec![AttentionAlgorithm::Rows, AttentionAlgorithm::Flash];
+    let mut algorithms = vec![
+        AttentionAlgorithm::Rows,
+        AttentionAlgorithm::Flash,
+        AttentionAlgorithm::Wgmma,
+    ];
     if every {
         algorithms.push(AttentionAlgorithm::Auto);
     }
     for algorithm in algorithms {
         options.algorithm = algorithm;
         let result = backward(gpu, &x, &options);
-        if algorithm == AttentionAlgorithm::Flash && d != 64 && d != 128 {
+        let applies = match algorithm {
+            AttentionAlgorithm::Flash => d == 64 || d == 128,
+            AttentionAlgorithm::Wgmma => (d == 64 || d == 128) && gpu.has_wgmma(),
+            _ => true,
+        };
+        if !applies {
             match result {
                 Err(Error::InvalidArgument { .. }) => continue,
-                other => return Err(format!("flash at head dim {d}: {:?}", other.map(|_| ())).into()),
+                other => {
+                    return Err(
+                        format!("{} at head dim {d}: {:?}", algorithm.name(), other.map(|_| ())).into(),
+                    );
+                }
             }
         }
         let [dq, dk, dv] = result?;
@@ -297,20 +310,51 @@ fn fused_vs_rows<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, case: Case) -> Che
     let fwd = gpu.attention(&qt, &kt, &vt, &options(AttentionAlgorithm::Rows))?;
     let ot = AttentionTensor::contiguous(&fwd.out, [b, sq, h, d])?;
     let run = |algorithm| gpu.attention_backward(&gt, &qt, &kt, &vt, &ot, &fwd.lse, &options(algorithm));
-    let (rows, flash) = (run(AttentionAlgorithm::Rows)?, run(AttentionAlgorithm::Flash)?);
+    let rows = run(AttentionAlgorithm::Rows)?;
     let wide = |x: &gpukern::DeviceVec<T>| -> gpukern::Result<Vec<f32>> {
         Ok(x.to_vec()?.iter().map(|e| e.to_f32()).collect())
     };
     let tol = 4.0 * f64::from(T::UNIT);
-    check_rel_error("flash vs rows: dq", &wide(&flash.dq)?, &wide(&rows.dq)?, tol)?;
-    check_rel_error("flash vs rows: dk", &wide(&flash.dk)?, &wide(&rows.dk)?, tol)?;
-    check_rel_error("flash vs rows: dv", &wide(&flash.dv)?, &wide(&rows.dv)?, tol)
+    let mut fused = vec![AttentionAlgorithm::Flash];
+    if gpu.has_wgmma() {
+        fused.push(AttentionAlgorithm::Wgmma);
+    }
+    for algorithm in fused {
+        let got = run(algorithm)?;
+        let name = algorithm.name();
+        check_rel_error(
+            &format!("{name} vs rows: dq"),
+            &wide(&got.dq)?,
+            &wide(&rows.dq)?,
+            tol,
+        )?;
+        check_rel_error(
+            &format!("{name} vs rows: dk"),
+            &wide(&got.dk)?,
+            &wide(&rows.dk)?,
+            tol,
+        )?;
+        check_rel_error(
+            &format!("{name} vs rows: dv"),
+            &wide(&got.dv)?,
+            &wide(&rows.dv)?,
+            tol,
+        )?;
+    }
+    Ok(())
 }
 
 /// The same call twice on each rung gives the same bits (no atomics, fixed order).
 fn deterministic(gpu: &Gpu, rng: &mut StdRng) -> Check {
     let case = (1, 300, 400, 4, 2, 128, true);
-    for algorithm in [AttentionAlgorithm::Flash, AttentionAlgorithm::Rows] {
+    for algorithm in [
+        AttentionAlgorithm::Wgmma,
+        AttentionAlgorithm::Flash,
+        AttentionAlgorithm::Rows,
+    ] {
+        if algorithm == AttentionAlgorithm::Wgmma && !gpu.has_wgmma() {
+            continue;
+        }
         let options = AttentionOptions {
             causal: true,
             scale: None,
@@ -424,11 +468,11 @@ fn errors(gpu: &Gpu) -> Check {
         ..Default::default()
     };
     expect(
-        "wgmma backward",
+        "wgmma backward at head dim 40",
         run(
-            [1, 4, 1, 64],
-            [1, 4, 1, 64],
-            [1, 4, 1, 64],
+            [1, 4, 1, 40],
+            [1, 4, 1, 40],
+            [1, 4, 1, 40],
             4,
             &with(AttentionAlgorithm::Wgmma),
         ),

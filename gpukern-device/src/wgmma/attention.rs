@@ -19,25 +19,25 @@
 //! product then reads row `g` and `g + 8` of `A` from those 16 registers by the layout above,
 //! written out again in the simulator, not taken from here.
 
-/// One `m64n128k16` line with both operands K-major (imm-trans-a 0, imm-trans-b 0), described
+/// One `m64n$nk16` line with both operands K-major (imm-trans-a 0, imm-trans-b 0), described
 /// by the descriptor tokens `$a` and `$b` (named operands or registers the text set).
 macro_rules! kb_line {
-    ($ty:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
+    ($n:literal, $ty:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
         concat!(
-            "wgmma.mma_async.sync.aligned.m64n128k16.f32.", $ty, ".", $ty, " ",
+            "wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty, " ",
             acc_list!($($i)*),
             ", ", $a, ", ", $b, ", ", $scale, ", 1, 1, 0, 0;\n"
         )
     };
 }
 
-/// The PTX of `S(64 x 128) (+)= A(64 x 64) * B(128 x 64)^T`, both K-major: four steps of 16
+/// The PTX of `S(64 x N) (+)= A(64 x 64) * B(N x 64)^T`, both K-major: four steps of 16
 /// along `k` from the descriptors `{a}` and `{b}` of step 0, step `s` 32 bytes on in both
 /// (`as`, `bs`: the descriptors plus `2 s`, the start field being `address >> 4`), so that one
 /// 64-bit register holds each operand's four; only the first step takes scale-d from
 /// `{scale}`; committed, not waited for.
 macro_rules! kb_ptx {
-    ($ty:literal; $($i:literal)*) => {
+    ($n:literal, $ty:literal; $($i:literal)*) => {
         concat!(
             "{{\n",
             ".reg .pred p, t;\n",
@@ -51,10 +51,10 @@ macro_rules! kb_ptx {
             "add.s64 b2, {b}, 4;\n",
             "add.s64 b3, {b}, 6;\n",
             "wgmma.fence.sync.aligned;\n",
-            kb_line!($ty, "{a}", "{b}", "p"; $($i)*),
-            kb_line!($ty, "a1", "b1", "t"; $($i)*),
-            kb_line!($ty, "a2", "b2", "t"; $($i)*),
-            kb_line!($ty, "a3", "b3", "t"; $($i)*),
+            kb_line!($n, $ty, "{a}", "{b}", "p"; $($i)*),
+            kb_line!($n, $ty, "a1", "b1", "t"; $($i)*),
+            kb_line!($n, $ty, "a2", "b2", "t"; $($i)*),
+            kb_line!($n, $ty, "a3", "b3", "t"; $($i)*),
             "wgmma.commit_group.sync.aligned;\n",
             "}}"
         )
@@ -73,14 +73,14 @@ macro_rules! rs_line {
     };
 }
 
-/// The PTX of `O(64 x N) (+)= P(64 x 128) * V(128 x N)`: eight steps of 16 along `k` (the
-/// keys), `A` from the registers `a0..a31` (four per step), `B` from the descriptor `{b}` of
-/// step 0 and, for step `s`, that descriptor plus `128 s` (`ds`: its start 16 rows of 128 bytes
-/// on, which the 14-bit start field `address >> 4` holds without carry below 256 KiB), so that
-/// one 64-bit register holds the eight; only the first step takes scale-d from `{scale}`;
-/// committed, not waited for.
+/// The PTX of `O(64 x N) (+)= P(64 x K) * V(K x N)` with `K = 16 $steps` (8 steps: 128 keys,
+/// 4: 64): steps of 16 along `k`, `A` from the registers `a0..` (four per step), `B` from the
+/// descriptor `{b}` of step 0 and, for step `s`, that descriptor plus `128 s` (`ds`: its start
+/// 16 rows of 128 bytes on, which the 14-bit start field `address >> 4` holds without carry
+/// below 256 KiB), so that one 64-bit register holds them all; only the first step takes
+/// scale-d from `{scale}`; committed, not waited for.
 macro_rules! rs_ptx {
-    ($n:literal, $ty:literal; $($i:literal)*) => {
+    (8, $n:literal, $ty:literal; $($i:literal)*) => {
         concat!(
             "{{\n",
             ".reg .pred p, t;\n",
@@ -107,14 +107,33 @@ macro_rules! rs_ptx {
             "}}"
         )
     };
+    (4, $n:literal, $ty:literal; $($i:literal)*) => {
+        concat!(
+            "{{\n",
+            ".reg .pred p, t;\n",
+            ".reg .b64 d1, d2, d3;\n",
+            "setp.ne.b32 p, {scale}, 0;\n",
+            "setp.ne.b32 t, 1, 0;\n",
+            "add.s64 d1, {b}, 128;\n",
+            "add.s64 d2, {b}, 256;\n",
+            "add.s64 d3, {b}, 384;\n",
+            "wgmma.fence.sync.aligned;\n",
+            rs_line!($n, $ty, "0" "1" "2" "3", "{b}", "p"; $($i)*),
+            rs_line!($n, $ty, "4" "5" "6" "7", "d1", "t"; $($i)*),
+            rs_line!($n, $ty, "8" "9" "10" "11", "d2", "t"; $($i)*),
+            rs_line!($n, $ty, "12" "13" "14" "15", "d3", "t"; $($i)*),
+            "wgmma.commit_group.sync.aligned;\n",
+            "}}"
+        )
+    };
 }
 
 /// The `asm!` of a scores product (`kb_ptx!`) on the accumulator array `$acc` (operands `$i`).
 #[cfg(target_arch = "nvptx64")]
 macro_rules! kb_asm {
-    ($ty:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
+    ($n:literal, $ty:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
         core::arch::asm!(
-            kb_ptx!($ty; $($i)*),
+            kb_ptx!($n, $ty; $($i)*),
             $(inout(reg32) $acc[$i],)*
             scale = in(reg32) $scale,
             a = in(reg64) $a,
@@ -124,12 +143,13 @@ macro_rules! kb_asm {
     };
 }
 
-/// The `asm!` of a register-`A` product (`rs_ptx!`) on the accumulator array `$acc`.
+/// The `asm!` of a register-`A` product (`rs_ptx!`) of `$steps` steps on the accumulator array
+/// `$acc`.
 #[cfg(target_arch = "nvptx64")]
 macro_rules! rs_asm {
-    ($n:literal, $ty:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
+    (8, $n:literal, $ty:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
         core::arch::asm!(
-            rs_ptx!($n, $ty; $($i)*),
+            rs_ptx!(8, $n, $ty; $($i)*),
             $(inout(reg32) $acc[$i],)*
             scale = in(reg32) $scale,
             a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2],
@@ -147,19 +167,34 @@ macro_rules! rs_asm {
             options(nostack),
         )
     };
+    (4, $n:literal, $ty:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
+        core::arch::asm!(
+            rs_ptx!(4, $n, $ty; $($i)*),
+            $(inout(reg32) $acc[$i],)*
+            scale = in(reg32) $scale,
+            a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2],
+            a3 = in(reg32) $a[3], a4 = in(reg32) $a[4], a5 = in(reg32) $a[5],
+            a6 = in(reg32) $a[6], a7 = in(reg32) $a[7], a8 = in(reg32) $a[8],
+            a9 = in(reg32) $a[9], a10 = in(reg32) $a[10], a11 = in(reg32) $a[11],
+            a12 = in(reg32) $a[12], a13 = in(reg32) $a[13], a14 = in(reg32) $a[14],
+            a15 = in(reg32) $a[15],
+            b = in(reg64) $b,
+            options(nostack),
+        )
+    };
 }
 
 /// Declares a scores product (`kb_ptx!`) of element type `$ty`.
 macro_rules! kb_product {
-    ($(#[$doc:meta])* $name:ident, $ptx:ident, $ty:literal) => {
+    ($(#[$doc:meta])* $name:ident, $ptx:ident, $n:literal, $len:tt, $ty:literal) => {
         #[doc = concat!("The PTX text of [`", stringify!($name), "`] (interpreted as such by the simulator).")]
-        pub const $ptx: &str = acc_indices!(64, kb_ptx!($ty));
+        pub const $ptx: &str = acc_indices!($len, kb_ptx!($n, $ty));
 
         $(#[$doc])*
         ///
-        /// `acc` is this thread's 64 accumulators of the `64 x 128` scores (the layout of
+        #[doc = concat!("`acc` is this thread's ", stringify!($len), " accumulators of the `64 x ", $n, "` scores (the layout of")]
         /// [`wgmma`](super)'s documentation); `a` describes the `64 x 16` tile of `A` (`Q`) of
-        /// the first step along `k`, `b` the `128 x 16` tile of `B^T` (`K`, `[key][dim]`), both
+        #[doc = concat!("the first step along `k`, `b` the `", $n, " x 16` tile of `B^T` (`K`, `[key][dim]`), both")]
         /// K-major, 128-byte swizzle (the first of [`crate::tile::k_major_descriptors`]); the
         /// later steps' tiles start 32 bytes on in both. With `accumulate`
         /// false the first step overwrites `acc`. Fence, four products and commit in one `asm!`
@@ -171,14 +206,14 @@ macro_rules! kb_product {
         /// retired; the returned accumulators are not touched before that wait.
         #[inline(always)]
         #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-        pub unsafe fn $name(acc: [f32; 64], a: u64, b: u64, accumulate: bool) -> [f32; 64] {
+        pub unsafe fn $name(acc: [f32; $len], a: u64, b: u64, accumulate: bool) -> [f32; $len] {
             let mut acc = acc;
             let scale = accumulate as u32;
             #[cfg(target_arch = "nvptx64")]
             {
                 // SAFETY: the caller's contract; one block, so no accumulator is touched while a
                 // product is in flight.
-                unsafe { acc_indices!(64, kb_asm!($ty, acc, scale, a, b)) };
+                unsafe { acc_indices!($len, kb_asm!($n, $ty, acc, scale, a, b)) };
             }
             #[cfg(not(target_arch = "nvptx64"))]
             {
@@ -192,19 +227,28 @@ macro_rules! kb_product {
 
 kb_product!(
     /// `S(64 x 128) (+)= Q(64 x 64) K(128 x 64)^T` on a warpgroup, bf16, both operands K-major.
-    mma_bf16_m64n128k64_kb_async, MMA_BF16_M64N128K64_KB_ASYNC_PTX, "bf16"
+    mma_bf16_m64n128k64_kb_async, MMA_BF16_M64N128K64_KB_ASYNC_PTX, 128, 64, "bf16"
 );
 kb_product!(
     /// `S(64 x 128) (+)= Q(64 x 64) K(128 x 64)^T` on a warpgroup, f16, both operands K-major.
-    mma_f16_m64n128k64_kb_async, MMA_F16_M64N128K64_KB_ASYNC_PTX, "f16"
+    mma_f16_m64n128k64_kb_async, MMA_F16_M64N128K64_KB_ASYNC_PTX, 128, 64, "f16"
+);
+kb_product!(
+    /// `S^T(64 x 64) (+)= K(64 x 64) Q(64 x 64)^T` on a warpgroup, bf16, both operands K-major:
+    /// the backward's transposed scores (64 keys of a consumer against a 64-query tile).
+    mma_bf16_m64n64k64_kb_async, MMA_BF16_M64N64K64_KB_ASYNC_PTX, 64, 32, "bf16"
+);
+kb_product!(
+    /// `S^T(64 x 64) (+)= K(64 x 64) Q(64 x 64)^T` on a warpgroup, f16, both operands K-major.
+    mma_f16_m64n64k64_kb_async, MMA_F16_M64N64K64_KB_ASYNC_PTX, 64, 32, "f16"
 );
 
-/// Declares a register-`A` product (`rs_ptx!`) of width `$n` (`$len = N / 2` accumulators) and
-/// element type `$ty`.
+/// Declares a register-`A` product (`rs_ptx!`) of width `$n` (`$len = N / 2` accumulators),
+/// `$steps` steps of 16 along `k` (`$regs = 4 $steps` registers of `A`) and element type `$ty`.
 macro_rules! rs_product {
-    ($(#[$doc:meta])* $name:ident, $ptx:ident, $n:literal, $len:tt, $ty:literal) => {
+    ($(#[$doc:meta])* $name:ident, $ptx:ident, $n:literal, $len:tt, $steps:tt, $regs:literal, $ty:literal) => {
         #[doc = concat!("The PTX text of [`", stringify!($name), "`] (interpreted as such by the simulator).")]
-        pub const $ptx: &str = acc_indices!($len, rs_ptx!($n, $ty));
+        pub const $ptx: &str = acc_indices!($len, rs_ptx!($steps, $n, $ty));
 
         $(#[$doc])*
         ///
@@ -213,7 +257,7 @@ macro_rules! rs_product {
         /// `16 s ..+ 16`; the module documentation's layout); `b` describes the `16 x N` tile of
         /// `V` for step 0 (N-major, 128-byte swizzle), the later steps' tiles 16 rows of 128
         /// bytes apart (2048 bytes). With `accumulate` false the first step
-        /// overwrites `acc`. Fence, eight products and commit in one `asm!` block; retire them
+        #[doc = concat!("overwrites `acc`. Fence, ", stringify!($steps), " products and commit in one `asm!` block; retire them")]
         /// with [`wait_accumulators`](super::wait_accumulators).
         ///
         /// # Safety
@@ -222,14 +266,14 @@ macro_rules! rs_product {
         /// retired; the returned accumulators are not touched before that wait.
         #[inline(always)]
         #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-        pub unsafe fn $name(acc: [f32; $len], a: [u32; 32], b: u64, accumulate: bool) -> [f32; $len] {
+        pub unsafe fn $name(acc: [f32; $len], a: [u32; $regs], b: u64, accumulate: bool) -> [f32; $len] {
             let mut acc = acc;
             let scale = accumulate as u32;
             #[cfg(target_arch = "nvptx64")]
             {
                 // SAFETY: the caller's contract; one block, so no accumulator is touched while a
                 // product is in flight.
-                unsafe { acc_indices!($len, rs_asm!($n, $ty, acc, scale, a, b)) };
+                unsafe { acc_indices!($len, rs_asm!($steps, $n, $ty, acc, scale, a, b)) };
             }
             #[cfg(not(target_arch = "nvptx64"))]
             {
@@ -244,7 +288,7 @@ macro_rules! rs_product {
                 let lane = crate::sim::device::thread_linear() % 32;
                 let quad: [[u32; 32]; 4] = core::array::from_fn(|_| [0; 32]);
                 let mut quad = quad;
-                for r in 0..32 {
+                for r in 0..$regs {
                     for x in 0..4u32 {
                         let v = if x == 0 { a[r] } else { crate::warp::shfl_xor_u32(a[r], x) };
                         quad[((lane % 4) ^ x) as usize][r] = v;
@@ -259,17 +303,34 @@ macro_rules! rs_product {
 
 rs_product!(
     /// `O(64 x 128) (+)= P(64 x 128) V(128 x 128)` on a warpgroup, bf16, `P` from registers.
-    mma_bf16_m64n128k128_rs_async, MMA_BF16_M64N128K128_RS_ASYNC_PTX, 128, 64, "bf16"
+    mma_bf16_m64n128k128_rs_async, MMA_BF16_M64N128K128_RS_ASYNC_PTX, 128, 64, 8, 32, "bf16"
 );
 rs_product!(
     /// `O(64 x 128) (+)= P(64 x 128) V(128 x 128)` on a warpgroup, f16, `P` from registers.
-    mma_f16_m64n128k128_rs_async, MMA_F16_M64N128K128_RS_ASYNC_PTX, 128, 64, "f16"
+    mma_f16_m64n128k128_rs_async, MMA_F16_M64N128K128_RS_ASYNC_PTX, 128, 64, 8, 32, "f16"
 );
 rs_product!(
     /// `O(64 x 64) (+)= P(64 x 128) V(128 x 64)` on a warpgroup, bf16, `P` from registers.
-    mma_bf16_m64n64k128_rs_async, MMA_BF16_M64N64K128_RS_ASYNC_PTX, 64, 32, "bf16"
+    mma_bf16_m64n64k128_rs_async, MMA_BF16_M64N64K128_RS_ASYNC_PTX, 64, 32, 8, 32, "bf16"
 );
 rs_product!(
     /// `O(64 x 64) (+)= P(64 x 128) V(128 x 64)` on a warpgroup, f16, `P` from registers.
-    mma_f16_m64n64k128_rs_async, MMA_F16_M64N64K128_RS_ASYNC_PTX, 64, 32, "f16"
+    mma_f16_m64n64k128_rs_async, MMA_F16_M64N64K128_RS_ASYNC_PTX, 64, 32, 8, 32, "f16"
+);
+rs_product!(
+    /// `dV(64 x 128) (+)= P^T(64 x 64) dO(64 x 128)` on a warpgroup, bf16, `P^T` from registers:
+    /// the backward's products over a 64-query tile.
+    mma_bf16_m64n128k64_rs_async, MMA_BF16_M64N128K64_RS_ASYNC_PTX, 128, 64, 4, 16, "bf16"
+);
+rs_product!(
+    /// `dV(64 x 128) (+)= P^T(64 x 64) dO(64 x 128)` on a warpgroup, f16, `P^T` from registers.
+    mma_f16_m64n128k64_rs_async, MMA_F16_M64N128K64_RS_ASYNC_PTX, 128, 64, 4, 16, "f16"
+);
+rs_product!(
+    /// `dV(64 x 64) (+)= P^T(64 x 64) dO(64 x 64)` on a warpgroup, bf16, `P^T` from registers.
+    mma_bf16_m64n64k64_rs_async, MMA_BF16_M64N64K64_RS_ASYNC_PTX, 64, 32, 4, 16, "bf16"
+);
+rs_product!(
+    /// `dV(64 x 64) (+)= P^T(64 x 64) dO(64 x 64)` on a warpgroup, f16, `P^T` from registers.
+    mma_f16_m64n64k64_rs_async, MMA_F16_M64N64K64_RS_ASYNC_PTX, 64, 32, 4, 16, "f16"
 );

@@ -216,10 +216,11 @@ impl<'a, T: AttentionElement> AttentionTensor<'a, T> {
         (address, [b, h, s, d], [sb, sh, ss])
     }
 
-    /// Whether the driver encodes this tensor's 4-D map (`tensor_map::check_4d`).
-    fn map_4d_ok(&self) -> bool {
+    /// Whether the driver encodes this tensor's 4-D map with boxes of `box_rows` rows
+    /// (`tensor_map::check_4d`).
+    fn map_4d_ok(&self, box_rows: usize) -> bool {
         let (address, dims, strides) = self.map_shape();
-        crate::tensor_map::check_4d(address, std::mem::size_of::<T>(), dims, strides, WGMMA_BOX_ROWS).is_ok()
+        crate::tensor_map::check_4d(address, std::mem::size_of::<T>(), dims, strides, box_rows).is_ok()
     }
 
     fn view(&self) -> Result<DeviceSlice<'a, T>> {
@@ -366,7 +367,10 @@ impl Gpu {
         let facts = Facts {
             aligned,
             wgmma: self.has_wgmma(),
-            tensor_maps: s.kv_len > 0 && [&ops.q, &ops.k, &ops.v].iter().all(|t| t.map_4d_ok()),
+            tensor_maps: s.kv_len > 0
+                && [&ops.q, &ops.k, &ops.v]
+                    .iter()
+                    .all(|t| t.map_4d_ok(WGMMA_BOX_ROWS)),
             positive_scale: ops.scale_log2 > 0.0,
             uniform: ops.mask.uniform(),
             plain: ops.mask.plain(),

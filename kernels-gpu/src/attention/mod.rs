@@ -46,6 +46,10 @@
 //! * [`backward_flash`]: FlashAttention-2's backward on `mma.sync`, a kernel per 64-key tile for
 //!   `dK`/`dV` and one per 64-query tile for `dQ`, head dims 64 and 128 with 16-byte aligned
 //!   operands.
+//! * [`backward_wgmma`]: the Hopper rung (sm_90a only), the same split on `wgmma` with TMA
+//!   copies and warp-specialised blocks: a kernel per 128 keys for `dK`/`dV` (transposed scores,
+//!   `P^T` and `dS^T` fed from registers), one per 128 query rows for `dQ`; head dims 64 and
+//!   128. Its items stay under `attention::backward_wgmma`.
 //!
 //! [`tiles`] holds what the fused rungs share: the `cp.async` tile copy and the `ldmatrix`
 //! fragment loaders.
@@ -77,6 +81,8 @@ macro_rules! launch_mask {
 
 pub mod backward_flash;
 pub mod backward_rows;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod backward_wgmma;
 pub mod flash;
 pub mod rows;
 pub mod tiles;

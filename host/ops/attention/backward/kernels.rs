@@ -175,6 +175,81 @@ pub type FlashDqLauncher<T> = for<'a> unsafe fn(
     bool,
 ) -> Result<()>;
 
+/// The launcher of `attention_bwd_wgmma_dkdv_*`: `(maps, q, k, v, d_o, lse2, delta, dk, dv,
+/// q_len, kv_len, q_pad, heads, group, batch, q, k, v, d_o strides (3 each), scale_log2, scale,
+/// causal)`, `maps` the four tensor maps (`Q`, `dO` of 64-row boxes, `K`, `V` of 128).
+pub type WgmmaDkdvLauncher<T> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, u64>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, f32>,
+    DeviceSlice<'a, f32>,
+    DeviceSliceMut<'a, T>,
+    DeviceSliceMut<'a, T>,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f32,
+    f32,
+    bool,
+) -> Result<()>;
+
+/// The launcher of `attention_bwd_wgmma_dq_*`: `(maps, q, k, v, d_o, lse2, delta, dq, q_len,
+/// kv_len, q_pad, heads, group, batch, q, k, v, d_o strides (3 each), scale_log2, scale,
+/// causal)`, `maps` the four tensor maps (`K`, `V`, `Q`, `dO`, boxes of 128 rows).
+pub type WgmmaDqLauncher<T> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, u64>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, f32>,
+    DeviceSlice<'a, f32>,
+    DeviceSliceMut<'a, T>,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f32,
+    f32,
+    bool,
+) -> Result<()>;
+
 /// One element type's attention backward kernels.
 pub struct BackwardKernels<T: 'static> {
     /// `attention_bwd_prep_*`.
@@ -187,6 +262,10 @@ pub struct BackwardKernels<T: 'static> {
     pub(crate) flash_dkdv: [FlashDkdvLauncher<T>; 2],
     /// `attention_bwd_flash_dq_d64_*`, `attention_bwd_flash_dq_d128_*`.
     pub(crate) flash_dq: [FlashDqLauncher<T>; 2],
+    /// `attention_bwd_wgmma_dkdv_d64_*`, `attention_bwd_wgmma_dkdv_d128_*` (sm_90a).
+    pub(crate) wgmma_dkdv: [WgmmaDkdvLauncher<T>; 2],
+    /// `attention_bwd_wgmma_dq_d64_*`, `attention_bwd_wgmma_dq_d128_*` (sm_90a).
+    pub(crate) wgmma_dq: [WgmmaDqLauncher<T>; 2],
 }
 
 /// The bf16 kernels.
@@ -202,6 +281,14 @@ pub(crate) static BF16: BackwardKernels<bf16> = BackwardKernels {
         family::attention_bwd_flash_dq_d64_bf16::launch_views::<Module>,
         family::attention_bwd_flash_dq_d128_bf16::launch_views::<Module>,
     ],
+    wgmma_dkdv: [
+        family::backward_wgmma::attention_bwd_wgmma_dkdv_d64_bf16::launch_views::<Module>,
+        family::backward_wgmma::attention_bwd_wgmma_dkdv_d128_bf16::launch_views::<Module>,
+    ],
+    wgmma_dq: [
+        family::backward_wgmma::attention_bwd_wgmma_dq_d64_bf16::launch_views::<Module>,
+        family::backward_wgmma::attention_bwd_wgmma_dq_d128_bf16::launch_views::<Module>,
+    ],
 };
 
 /// The f16 kernels.
@@ -216,5 +303,13 @@ pub(crate) static F16: BackwardKernels<f16> = BackwardKernels {
     flash_dq: [
         family::attention_bwd_flash_dq_d64_f16::launch_views::<Module>,
         family::attention_bwd_flash_dq_d128_f16::launch_views::<Module>,
+    ],
+    wgmma_dkdv: [
+        family::backward_wgmma::attention_bwd_wgmma_dkdv_d64_f16::launch_views::<Module>,
+        family::backward_wgmma::attention_bwd_wgmma_dkdv_d128_f16::launch_views::<Module>,
+    ],
+    wgmma_dq: [
+        family::backward_wgmma::attention_bwd_wgmma_dq_d64_f16::launch_views::<Module>,
+        family::backward_wgmma::attention_bwd_wgmma_dq_d128_f16::launch_views::<Module>,
     ],
 };

@@ -11,10 +11,15 @@
 pub(crate) mod kernels;
 mod plan;
 
+use kernels_gpu::attention::backward_wgmma::{
+    BWD_WGMMA_BLOCK, BWD_WGMMA_KEYS, BWD_WGMMA_Q_TILE, BWD_WGMMA_ROWS, bwd_wgmma_dkdv_shared_bytes,
+    bwd_wgmma_dq_shared_bytes,
+};
+use kernels_gpu::attention::wgmma::WGMMA_BOX_ROWS;
 use kernels_gpu::attention::{
     BWD_FLASH_BLOCK, BWD_FLASH_TILE, BWD_Q_PAD, BWD_ROWS_BLOCK, BWD_ROWS_PER_BLOCK, bwd_flash_shared_bytes,
 };
-use plan::BackwardPlan;
+use plan::{BackwardFacts, BackwardPlan};
 
 use super::{AttentionElement, AttentionOptions, AttentionTensor, OP, Operands, attention_shape};
 use crate::buffer::{DeviceVec, checked_len_of};
@@ -22,6 +27,7 @@ use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::ops::same_shape;
+use crate::tensor_map::MAP_WORDS;
 use crate::view::DeviceSlice;
 
 /// The gradients of an attention call, on the device, in the inputs' type.
@@ -145,7 +151,16 @@ impl Gpu {
             .iter()
             .all(|t| t.is_16_byte_aligned())
             && [&*dq, &*dk, &*dv].iter().all(|x| x.is_16_byte_aligned());
-        let plan = BackwardPlan::choose(options.algorithm, s.head_dim, aligned)
+        let facts = BackwardFacts {
+            aligned,
+            wgmma: self.has_wgmma(),
+            tensor_maps: s.kv_len > 0
+                && [&ops.q, &ops.k, &ops.v, d_out]
+                    .iter()
+                    .all(|t| t.map_4d_ok(WGMMA_BOX_ROWS))
+                && [&ops.q, d_out].iter().all(|t| t.map_4d_ok(BWD_WGMMA_Q_TILE)),
+        };
+        let plan = BackwardPlan::choose(options.algorithm, s.head_dim, facts)
             .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
         let key_rows = s.batch * s.kv_heads * s.kv_len;
         if s.rows() == 0 && key_rows == 0 {
@@ -400,8 +415,145 @@ impl Gpu {
                     };
                 }
             }
+            BackwardPlan::Wgmma { head_dim } => {
+                let which = usize::from(head_dim == 128);
+                let maps = self.backward_maps(&ops, d_out)?;
+                let opted = limits.opted_in();
+                let ([qb, qs, qh], [kb, ks, kh], [vb, vs, vh], [db, ds, dh]) = launch.strides();
+                if s.rows() > 0 {
+                    let cfg = LaunchConfig::grid_3d(
+                        OP,
+                        (s.q_len, s.heads, s.batch),
+                        (BWD_WGMMA_ROWS, 1, 1),
+                        (BWD_WGMMA_BLOCK, 1, 1),
+                        bwd_wgmma_dq_shared_bytes(head_dim) as u32,
+                        &opted,
+                    )?;
+                    // SAFETY: as for the fused rung; the plan checked that the GPU has `wgmma`
+                    // and that the maps encode, which `backward_maps` did from the same views
+                    // (`K`, `V`, `Q`, `dO` of 128-row boxes from word `2 MAP_WORDS` on);
+                    // `kv_len >= 1` (the plan's fact); `cfg` is the kernel's grid.
+                    unsafe {
+                        (table.wgmma_dq[which])(
+                            &library,
+                            cfg,
+                            maps.view().slice(2 * MAP_WORDS..)?,
+                            launch.view(&ops.q)?,
+                            launch.view(&ops.k)?,
+                            launch.view(&ops.v)?,
+                            launch.d_out,
+                            stats.0,
+                            stats.1,
+                            dq.view_mut(),
+                            s.q_len,
+                            s.kv_len,
+                            q_pad,
+                            s.heads,
+                            s.heads / s.kv_heads,
+                            s.batch,
+                            qb,
+                            qs,
+                            qh,
+                            kb,
+                            ks,
+                            kh,
+                            vb,
+                            vs,
+                            vh,
+                            db,
+                            ds,
+                            dh,
+                            ops.scale_log2,
+                            launch.scale(),
+                            ops.causal,
+                        )?
+                    };
+                }
+                if key_rows > 0 {
+                    let cfg = LaunchConfig::grid_3d(
+                        OP,
+                        (s.kv_len, s.kv_heads, s.batch),
+                        (BWD_WGMMA_KEYS, 1, 1),
+                        (BWD_WGMMA_BLOCK, 1, 1),
+                        bwd_wgmma_dkdv_shared_bytes(head_dim) as u32,
+                        &opted,
+                    )?;
+                    // SAFETY: as for `dQ`, with the maps `Q`, `dO` (64-row boxes), `K`, `V` from
+                    // word 0 and `cfg` the key blocks' grid.
+                    unsafe {
+                        (table.wgmma_dkdv[which])(
+                            &library,
+                            cfg,
+                            maps.view(),
+                            launch.view(&ops.q)?,
+                            launch.view(&ops.k)?,
+                            launch.view(&ops.v)?,
+                            launch.d_out,
+                            stats.0,
+                            stats.1,
+                            dk.view_mut(),
+                            dv.view_mut(),
+                            s.q_len,
+                            s.kv_len,
+                            q_pad,
+                            s.heads,
+                            s.heads / s.kv_heads,
+                            s.batch,
+                            qb,
+                            qs,
+                            qh,
+                            kb,
+                            ks,
+                            kh,
+                            vb,
+                            vs,
+                            vh,
+                            db,
+                            ds,
+                            dh,
+                            ops.scale_log2,
+                            launch.scale(),
+                            ops.causal,
+                        )?
+                    };
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The 4-D tensor maps of the Hopper backward in device memory, side by side: `q` and
+    /// `d_out` with boxes of 64 rows, then `k`, `v`, `q` and `d_out` with boxes of 128 (the
+    /// `dK`/`dV` kernel reads the first four, the `dQ` kernel the last four); cached per set of
+    /// maps ([`Gpu::cached_maps`]). Zeros in the simulator, whose copies read the operands.
+    fn backward_maps<T: AttentionElement>(
+        &self,
+        ops: &Operands<'_, T>,
+        d_out: &AttentionTensor<'_, T>,
+    ) -> Result<std::sync::Arc<DeviceVec<u64>>> {
+        use crate::tensor_map::{MapElement, encode_4d};
+        let tensors = [
+            (&ops.q, BWD_WGMMA_Q_TILE),
+            (d_out, BWD_WGMMA_Q_TILE),
+            (&ops.k, WGMMA_BOX_ROWS),
+            (&ops.v, WGMMA_BOX_ROWS),
+            (&ops.q, WGMMA_BOX_ROWS),
+            (d_out, WGMMA_BOX_ROWS),
+        ];
+        let mut words = vec![0u64; tensors.len() * MAP_WORDS];
+        if !self.is_simulator() {
+            for (n, (t, rows)) in tensors.into_iter().enumerate() {
+                let map = encode_4d(
+                    OP,
+                    <T as MapElement>::KIND,
+                    std::mem::size_of::<T>(),
+                    t.map_shape(),
+                    rows,
+                )?;
+                words[n * MAP_WORDS..(n + 1) * MAP_WORDS].copy_from_slice(&map);
+            }
+        }
+        self.cached_maps(&words)
     }
 }
 

@@ -4,17 +4,22 @@
 //! The rules, in order:
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung (`attention_bwd_rows_dq_*` and
 //!    `attention_bwd_rows_dkdv_*`).
-//! 2. Head dim 64 or 128 ([`BWD_FLASH_HEAD_DIMS`]) with 16-byte aligned operands (every buffer,
+//! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`BWD_WGMMA_HEAD_DIMS`]), aligned
+//!    operands as in rule 3, and tensor maps the driver encodes for `Q`, `dO`, `K` and `V`: the
+//!    Hopper rung (`attention_bwd_wgmma_dq_d<D>_*`, `attention_bwd_wgmma_dkdv_d<D>_*`), for
+//!    [`AttentionAlgorithm::Auto`] and the wgmma algorithms ([`AttentionAlgorithm::Wgmma`] and
+//!    its schedules, which name the forward's schedule and all run this one backward).
+//! 3. Head dim 64 or 128 ([`BWD_FLASH_HEAD_DIMS`]) with 16-byte aligned operands (every buffer,
 //!    every offset and stride a multiple of 8 elements): the fused rung
 //!    (`attention_bwd_flash_dq_d<D>_*`, `attention_bwd_flash_dkdv_d<D>_*`). It reads each
 //!    `K`/`V` tile once per 64 query rows and each `Q`/`dO` tile once per 64 keys, where the rows
 //!    rung rereads them per row, and multiplies on the tensor cores.
-//! 3. Anything else: the rows rung (head dims 8..=256 in steps of 8, any strides).
+//! 4. Anything else: the rows rung (head dims 8..=256 in steps of 8, any strides).
 //!
-//! [`AttentionAlgorithm::Flash`] asked for where rule 2 does not hold is an error that says what
-//! the rung supports; so are the wgmma rung's algorithms ([`AttentionAlgorithm::Wgmma`] and its schedules), which
-//! have no backward yet.
+//! [`AttentionAlgorithm::Flash`] asked for where rule 3 does not hold, or a wgmma algorithm
+//! where rule 2 does not, is an error that says what the rung supports.
 
+use kernels_gpu::attention::backward_wgmma::BWD_WGMMA_HEAD_DIMS;
 use kernels_gpu::attention::{BWD_FLASH_HEAD_DIMS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM};
 
 use super::super::AttentionAlgorithm;
@@ -29,21 +34,48 @@ pub(crate) enum BackwardPlan {
         /// 64 or 128.
         head_dim: usize,
     },
+    /// The Hopper kernels: warp-specialised blocks of 128 keys (`dK`, `dV`) and 128 query rows
+    /// (`dQ`), TMA and `wgmma`.
+    Wgmma {
+        /// 64 or 128.
+        head_dim: usize,
+    },
+}
+
+/// What the backward's plan reads of a call beyond its algorithm and head dim.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BackwardFacts {
+    /// Every operand read by the fused rungs 16-byte aligned, offsets and strides multiples of 8
+    /// elements.
+    pub(crate) aligned: bool,
+    /// The GPU runs the sm_90a module (`wgmma`).
+    pub(crate) wgmma: bool,
+    /// The driver encodes the four operands' tensor maps, and there is a key.
+    pub(crate) tensor_maps: bool,
 }
 
 impl BackwardPlan {
-    /// The plan of `algorithm` for a checked call (head dim in `8..=256`, a multiple of 8);
-    /// `aligned`: every operand read by the fused rung 16-byte aligned with offsets and strides
-    /// multiples of 8 elements. `Err` says why the rung asked for does not apply.
+    /// The plan of `algorithm` for a checked call (head dim in `8..=256`, a multiple of 8).
+    /// `Err` says why the rung asked for does not apply.
     pub(crate) fn choose(
         algorithm: AttentionAlgorithm,
         head_dim: usize,
-        aligned: bool,
+        facts: BackwardFacts,
     ) -> Result<BackwardPlan, String> {
         debug_assert!(head_dim % HEAD_DIM_MULTIPLE == 0 && head_dim <= MAX_HEAD_DIM);
+        let aligned = facts.aligned;
         let fused = BWD_FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
+        let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
+            AttentionAlgorithm::Auto
+            | AttentionAlgorithm::Wgmma
+            | AttentionAlgorithm::WgmmaPingPong
+            | AttentionAlgorithm::WgmmaPersistent
+                if hopper =>
+            {
+                Ok(BackwardPlan::Wgmma { head_dim })
+            }
             AttentionAlgorithm::Auto | AttentionAlgorithm::Flash if fused => {
                 Ok(BackwardPlan::Flash { head_dim })
             }
@@ -56,8 +88,18 @@ impl BackwardPlan {
             AttentionAlgorithm::Wgmma
             | AttentionAlgorithm::WgmmaPingPong
             | AttentionAlgorithm::WgmmaPersistent => Err(format!(
-                "the wgmma rung has no backward: ask for auto, rows or flash (head dims \
-                 {BWD_FLASH_HEAD_DIMS:?}, aligned)"
+                "the wgmma backward takes a GPU with wgmma (sm_90a), head dims \
+                 {BWD_WGMMA_HEAD_DIMS:?} with 16-byte aligned operands, at least one key and \
+                 tensor maps the driver encodes for q, d_out, k and v; not head dim {head_dim}{}",
+                if !facts.wgmma {
+                    " on this GPU"
+                } else if !aligned {
+                    " with these strides"
+                } else if !facts.tensor_maps {
+                    " with these tensor maps"
+                } else {
+                    ""
+                }
             )),
         }
     }
@@ -66,6 +108,13 @@ impl BackwardPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn facts(aligned: bool) -> BackwardFacts {
+        BackwardFacts {
+            aligned,
+            ..Default::default()
+        }
+    }
 
     /// Every head dim the host accepts has a backward rung: the fused one at 64 and 128 when
     /// aligned, the rows one elsewhere and whenever asked for.
@@ -78,27 +127,27 @@ mod tests {
                 BackwardPlan::Rows
             };
             assert_eq!(
-                BackwardPlan::choose(AttentionAlgorithm::Auto, d, true),
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, facts(true)),
                 Ok(want),
                 "{d}"
             );
             assert_eq!(
-                BackwardPlan::choose(AttentionAlgorithm::Auto, d, false),
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, facts(false)),
                 Ok(BackwardPlan::Rows),
                 "{d} unaligned"
             );
             assert_eq!(
-                BackwardPlan::choose(AttentionAlgorithm::Rows, d, true),
+                BackwardPlan::choose(AttentionAlgorithm::Rows, d, facts(true)),
                 Ok(BackwardPlan::Rows)
             );
         }
     }
 
     /// The fused rung on request where it applies, an error naming what it supports elsewhere;
-    /// the wgmma rung is always an error.
+    /// the wgmma algorithms without `wgmma` are an error.
     #[test]
     fn flash_on_request_wgmma_never() {
-        let flash = |d, aligned| BackwardPlan::choose(AttentionAlgorithm::Flash, d, aligned);
+        let flash = |d, aligned| BackwardPlan::choose(AttentionAlgorithm::Flash, d, facts(aligned));
         assert_eq!(flash(64, true), Ok(BackwardPlan::Flash { head_dim: 64 }));
         assert_eq!(flash(128, true), Ok(BackwardPlan::Flash { head_dim: 128 }));
         for (d, aligned) in [(56, true), (72, true), (256, true), (64, false)] {
@@ -111,8 +160,73 @@ mod tests {
                 AttentionAlgorithm::WgmmaPingPong,
                 AttentionAlgorithm::WgmmaPersistent,
             ] {
-                assert!(BackwardPlan::choose(alg, d, true).is_err());
+                assert!(BackwardPlan::choose(alg, d, facts(true)).is_err());
             }
+        }
+    }
+
+    /// The Hopper rung: by default and for the wgmma algorithms where every fact holds, at head
+    /// dims 64 and 128 only; one fact missing sends `Auto` to the fused rung and the wgmma
+    /// algorithms to an error naming the fact; `Flash` and `Rows` on request still run theirs.
+    #[test]
+    fn hopper_rung_on_each_side_of_its_facts() {
+        let all = BackwardFacts {
+            aligned: true,
+            wgmma: true,
+            tensor_maps: true,
+        };
+        for d in [64, 128] {
+            for alg in [
+                AttentionAlgorithm::Auto,
+                AttentionAlgorithm::Wgmma,
+                AttentionAlgorithm::WgmmaPingPong,
+                AttentionAlgorithm::WgmmaPersistent,
+            ] {
+                assert_eq!(
+                    BackwardPlan::choose(alg, d, all),
+                    Ok(BackwardPlan::Wgmma { head_dim: d })
+                );
+            }
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Flash, d, all),
+                Ok(BackwardPlan::Flash { head_dim: d })
+            );
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Rows, d, all),
+                Ok(BackwardPlan::Rows)
+            );
+            for (missing, word) in [
+                (BackwardFacts { wgmma: false, ..all }, "on this GPU"),
+                (
+                    BackwardFacts {
+                        tensor_maps: false,
+                        ..all
+                    },
+                    "tensor maps",
+                ),
+            ] {
+                assert_eq!(
+                    BackwardPlan::choose(AttentionAlgorithm::Auto, d, missing),
+                    Ok(BackwardPlan::Flash { head_dim: d })
+                );
+                let err = BackwardPlan::choose(AttentionAlgorithm::Wgmma, d, missing).expect_err("no wgmma");
+                assert!(err.contains(word), "{err}");
+            }
+            let unaligned = BackwardFacts {
+                aligned: false,
+                ..all
+            };
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, unaligned),
+                Ok(BackwardPlan::Rows)
+            );
+        }
+        for d in [8, 96, 256] {
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, all),
+                Ok(BackwardPlan::Rows)
+            );
+            assert!(BackwardPlan::choose(AttentionAlgorithm::Wgmma, d, all).is_err());
         }
     }
 }
