@@ -276,4 +276,34 @@ impl Consumer {
         // barrier whose phase expects this warp's arrival.
         unsafe { mbarrier::warp_arrive(stage.empty) };
     }
+
+    /// [`Consumer::release`] of the stage waited for before the last [`Consumer::wait`]: what a
+    /// consumer that keeps products on the previous stage in flight across its next wait calls
+    /// once they retired, without holding that stage's handle (registers) across the step.
+    ///
+    /// # Safety
+    /// As [`Consumer::release`], for that stage: at least two waits so far, the stage not yet
+    /// released.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn release_previous(&self) {
+        let stages = self.ring.stages;
+        let stage = self.ring.stage((self.step + 2 * stages - 2) % stages);
+        // SAFETY: forwarded contract.
+        unsafe { self.release(&stage) };
+    }
+
+    /// [`Consumer::release`] of the stage of the last [`Consumer::wait`].
+    ///
+    /// # Safety
+    /// As [`Consumer::release`], for that stage: at least one wait so far, the stage not yet
+    /// released.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn release_last(&self) {
+        let stages = self.ring.stages;
+        let stage = self.ring.stage((self.step + stages - 1) % stages);
+        // SAFETY: forwarded contract.
+        unsafe { self.release(&stage) };
+    }
 }

@@ -223,7 +223,7 @@ fn n_major(start: u32, box_bytes: usize) -> u64 {
     wgmma::desc_sw128(start, box_bytes as u32, 1024)
 }
 
-/// Retires every product group but the newest `newer` (1 or 2: the groups issued after the
+/// Retires every product group but the newest `newer` (1, 2 or 4: the groups issued after the
 /// one these accumulators belong to), returning the accumulators.
 ///
 /// # Safety
@@ -233,7 +233,9 @@ fn n_major(start: u32, box_bytes: usize) -> u64 {
 unsafe fn wait_older<A: wgmma::Accumulators>(acc: A, newer: usize) -> A {
     // SAFETY: forwarded contract.
     unsafe {
-        if newer >= 2 {
+        if newer >= 4 {
+            wgmma::wait_accumulators::<4, _>(acc)
+        } else if newer >= 2 {
             wgmma::wait_accumulators::<2, _>(acc)
         } else {
             wgmma::wait_accumulators::<1, _>(acc)
@@ -475,6 +477,7 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     let mut dk_acc = <H::O as wgmma::Accumulators>::zeroed();
     // SAFETY: `K`/`V`'s barrier, initialised; its phase 0 completes with their copies.
     unsafe { mbarrier::wait_parity(kv_bar, 0) };
+    // The previous step's stage is released in this step, once its gradient products retired.
     let mut consumer = ring.consumer();
     for n in 0..steps {
         let h = kvh * group + n / per_head;
@@ -494,12 +497,13 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             out
         };
         let l2 = load_stats(lse2);
-        // SAFETY: every thread of the consumer warps; released once below.
+        // SAFETY: every thread of the consumer warps; released once below (in the next step,
+        // or after the loop).
         let stage = unsafe { consumer.wait() };
         let mut st = [0.0f32; 32];
         let mut dpt = [0.0f32; 32];
         // SAFETY: the whole warpgroup; `K`, `V` and the stage have landed and stay until the
-        // waits below (the stage is released after the last).
+        // waits below (the stage is released once this step's gradient products retired).
         unsafe {
             for j in 0..boxes {
                 st = T::scores_t(st, own(0, j), k_major(stage.address(j * BOX_64)), j > 0);
@@ -512,17 +516,27 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
                     j > 0,
                 );
             }
+            // The previous step's `dV` and `dK` ran under these products' issue: they retire
+            // (the `2 boxes` groups just issued stay in flight), and free their stage.
+            if n > 0 {
+                dv_acc = wait_older(dv_acc, 2 * boxes);
+                dk_acc = wait_older(dk_acc, 2 * boxes);
+                consumer.release_previous();
+            }
             st = wait_older(st, boxes);
         }
         // P^T = exp2(S^T scale_log2 - lse2); masked where a query does not see the key (the
         // tile crosses the diagonal), 0 for queries past `q_len` (`lse2 = +inf` there).
         let masked = causal && last_key + q_len > q0 + kv_len;
+        // Per key, the first query of the tile that sees it (in 32 bits: a 64-bit comparison
+        // per element is two instructions and two registers).
+        let first_query = keys.map(|key| (key + q_len).saturating_sub(kv_len + q0).min(1 << 16) as u32);
         unroll_8!(8, |j| {
             unroll_8!(2, |hh| {
                 unroll_8!(2, |e| {
                     let i = 4 * j + 2 * hh + e;
                     let mut u = st[i];
-                    if masked && keys[hh] + q_len > q0 + 8 * j + 2 * qd + e + kv_len {
+                    if masked && first_query[hh] > (8 * j + 2 * qd + e) as u32 {
                         u = f32::NEG_INFINITY;
                     }
                     st[i] = math::exp2_ftz(math::fma(u, scale_log2, -l2[j][e]));
@@ -549,12 +563,15 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         });
         let ds = pack_fragment::<T, 32, 16>(&dpt);
         // SAFETY: as above, for `Q`, `ds` and `dk_acc`; both products retire before the stage
-        // is released.
+        // is released (next step, or below).
+        unsafe { dk_acc = H::grad::<T>(dk_acc, ds, n_major(stage.address(0), BOX_64), true) };
+    }
+    if steps > 0 {
+        // SAFETY: the whole warpgroup; the last step's products retire, then free the stage.
         unsafe {
-            dk_acc = H::grad::<T>(dk_acc, ds, n_major(stage.address(0), BOX_64), true);
             dv_acc = wgmma::wait_accumulators::<0, _>(dv_acc);
             dk_acc = wgmma::wait_accumulators::<0, _>(dk_acc);
-            consumer.release(&stage);
+            consumer.release_last();
         }
     }
     store_gradient::<T, H>(dk, &dk_acc, scale, keys, (b, kvh), (kv_len, kv_heads), qd);
@@ -727,7 +744,9 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     };
     let l2 = rows.map(|i| stat(lse2, i, f32::INFINITY));
     let dd = rows.map(|i| stat(delta, i, 0.0));
-    let limits = rows.map(|i| visible_keys(i.min(q_len - 1), q_len, kv_len, causal));
+    // In 32 bits (keys below 2^31, the grid's limit): a 64-bit comparison per element is two
+    // instructions and two registers.
+    let limits = rows.map(|i| visible_keys(i.min(q_len - 1), q_len, kv_len, causal) as u32);
     let unmasked = visible_keys((q0 + CONSUMER_ROWS * c).min(q_len - 1), q_len, kv_len, causal);
     // This consumer's 64 rows of `Q` and `dO` (8 KiB into each box), per box of 64 dims.
     let own = |tile: usize, j: usize| {
@@ -736,9 +755,11 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     let mut acc = <H::O as wgmma::Accumulators>::zeroed();
     // SAFETY: `Q`/`dO`'s barrier, initialised; its phase 0 completes with their copies.
     unsafe { mbarrier::wait_parity(qo_bar, 0) };
+    // The previous key tile's stage is released in this step, once its `dQ` product retired.
     let mut consumer = ring.consumer();
     for kt in 0..kv_tiles {
-        // SAFETY: every thread of the consumer warps; released once below.
+        // SAFETY: every thread of the consumer warps; released once below (in the next step,
+        // or after the loop).
         let stage = unsafe { consumer.wait() };
         let mut s = [0.0f32; 64];
         let mut dp = [0.0f32; 64];
@@ -756,6 +777,12 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
                     j > 0,
                 );
             }
+            // The previous tile's `dQ` ran under these products' issue: it retires (the `2
+            // boxes` groups just issued stay in flight), and frees its stage.
+            if kt > 0 {
+                acc = wait_older(acc, 2 * boxes);
+                consumer.release_previous();
+            }
             s = wait_older(s, boxes);
         }
         // P = exp2(S scale_log2 - lse2), masked keys 0 (keys past `kv_len` or a row's limit).
@@ -768,7 +795,7 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
                         let j = 4 * hi + lo;
                         let i = 4 * j + 2 * hh + e;
                         let mut u = s[i];
-                        if masked && key0 + 8 * j + 2 * qd + e >= limits[hh] {
+                        if masked && (key0 + 8 * j + 2 * qd + e) as u32 >= limits[hh] {
                             u = f32::NEG_INFINITY;
                         }
                         s[i] = math::exp2_ftz(math::fma(u, scale_log2, -l2[hh]));
@@ -792,10 +819,13 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         let ds = pack_fragment::<T, 64, 32>(&dp);
         // SAFETY: the whole warpgroup; `K` (the stage's first boxes, N-major) stays until the
         // wait; `ds` and `acc` are not touched in flight.
+        unsafe { acc = H::pv::<T>(acc, ds, n_major(stage.address(0), BOX_128), true) };
+    }
+    if kv_tiles > 0 {
+        // SAFETY: the whole warpgroup; the last `dQ` product retires, then frees its stage.
         unsafe {
-            acc = H::pv::<T>(acc, ds, n_major(stage.address(0), BOX_128), true);
             acc = wgmma::wait_accumulators::<0, _>(acc);
-            consumer.release(&stage);
+            consumer.release_last();
         }
     }
     store_gradient::<T, H>(dq, &acc, scale, rows, (b, h), (q_len, heads), qd);
