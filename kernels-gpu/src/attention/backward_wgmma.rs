@@ -26,6 +26,11 @@
 //!   tiles of 128 keys through a 2-stage ring (3 at `D = 64`). Per tile and consumer (64 rows):
 //!   `S = Q K^T` and `dP = dO V^T` (the forward's scores product, twice), `P`, `dS = P (dP -
 //!   delta)` in registers, `dQ += dS K` with `dS` from registers and `K` N-major.
+//! * **Overlap**: a consumer issues a tile's two score products before it retires the previous
+//!   tile's gradient products (`dV`, `dK`; `dQ`), and releases that tile's stage then, so that
+//!   its own products queue back to back. In the `dQ` kernel only at `D = 64` (three stages):
+//!   with two stages the late release leaves the producer one stage, and on the H200 the
+//!   overlapped `dQ` ran slower at `D = 128` (`bench/experiments/third-wave/4d7d508-*.jsonl`).
 //! * **Causal**: the `dK`/`dV` block starts at the first query tile that sees its first key, the
 //!   `dQ` block stops after the last key tile its last row sees; elements are masked only on
 //!   tiles that cross the diagonal (and ragged tails).
@@ -303,9 +308,9 @@ fn store_gradient<T: WgmmaElement, H: WgmmaHead>(
 /// of the block: thread `t` of it (warp `w`, `g = (t % 32) / 4`, `q = t % 4`) holds keys `16 w +
 /// g` and `+ 8`, their `P^T` and `dS^T` at queries `8 j + 2 q` and `+ 1` of each tile, and their
 /// `dK`, `dV` at dims `8 j + 2 q` and `+ 1`. Per step it loads its queries' `lse2` and `delta`,
-/// waits for the stage, issues `S^T` and `dP^T`, computes `P^T` once `S^T` retired, issues `dV
-/// += P^T dO`, computes `dS^T` once `dP^T` retired, issues `dK += dS^T Q`, and releases the
-/// stage once both retired. Then it stores `scale dK` and `dV` (pairs of elements) for its keys
+/// waits for the stage, issues `S^T` and `dP^T`, retires the previous step's `dV` and `dK` and
+/// releases that step's stage, computes `P^T` once `S^T` retired, issues `dV += P^T dO`,
+/// computes `dS^T` once `dP^T` retired and issues `dK += dS^T Q`. Then it stores `scale dK` and `dV` (pairs of elements) for its keys
 /// below `kv_len`.
 ///
 /// Launch: grid `(ceil(kv_len / 128), kv_heads, batch)`, [`BWD_WGMMA_BLOCK`] threads,
@@ -589,7 +594,8 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
 /// 8` with their `lse2` and `delta`, their `P` and `dS` at keys `8 j + 2 q` and `+ 1` of each
 /// tile and their `dQ` at dims `8 j + 2 q` and `+ 1`. Per key tile it waits for the stage,
 /// issues `S = Q K^T` and `dP = dO V^T`, computes `P` once `S` retired and `dS` once `dP`
-/// retired, issues `dQ += dS K` and releases the stage once that retired. Then it stores `scale
+/// retired, issues `dQ += dS K` and releases the stage once that retired (at `D = 64` in the
+/// next tile's step, under its scores). Then it stores `scale
 /// dQ` (pairs of elements) for its rows below `q_len`.
 ///
 /// Launch: grid `(ceil(q_len / 128), heads, batch)`, [`BWD_WGMMA_BLOCK`] threads,
@@ -755,7 +761,11 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     let mut acc = <H::O as wgmma::Accumulators>::zeroed();
     // SAFETY: `Q`/`dO`'s barrier, initialised; its phase 0 completes with their copies.
     unsafe { mbarrier::wait_parity(qo_bar, 0) };
-    // The previous key tile's stage is released in this step, once its `dQ` product retired.
+    // With three stages (`D = 64`) the previous key tile's stage is released in this step, once
+    // its `dQ` product retired under this tile's scores; with two (`D = 128`) the release so late
+    // leaves the producer one stage, and each tile's `dQ` product is waited for at its end
+    // (4d7d508's overlap at two stages was 6% slower at 4x4096x16x128 than ce24400's wait).
+    let overlap = dq_stages(d) > 2;
     let mut consumer = ring.consumer();
     for kt in 0..kv_tiles {
         // SAFETY: every thread of the consumer warps; released once below (in the next step,
@@ -779,7 +789,7 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             }
             // The previous tile's `dQ` ran under these products' issue: it retires (the `2
             // boxes` groups just issued stay in flight), and frees its stage.
-            if kt > 0 {
+            if overlap && kt > 0 {
                 acc = wait_older(acc, 2 * boxes);
                 consumer.release_previous();
             }
@@ -819,9 +829,15 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         let ds = pack_fragment::<T, 64, 32>(&dp);
         // SAFETY: the whole warpgroup; `K` (the stage's first boxes, N-major) stays until the
         // wait; `ds` and `acc` are not touched in flight.
-        unsafe { acc = H::pv::<T>(acc, ds, n_major(stage.address(0), BOX_128), true) };
+        unsafe {
+            acc = H::pv::<T>(acc, ds, n_major(stage.address(0), BOX_128), true);
+            if !overlap {
+                acc = wgmma::wait_accumulators::<0, _>(acc);
+                consumer.release_last();
+            }
+        }
     }
-    if kv_tiles > 0 {
+    if overlap && kv_tiles > 0 {
         // SAFETY: the whole warpgroup; the last `dQ` product retires, then frees its stage.
         unsafe {
             acc = wgmma::wait_accumulators::<0, _>(acc);
