@@ -26,11 +26,12 @@
 //!   tiles of 128 keys through a 2-stage ring (3 at `D = 64`). Per tile and consumer (64 rows):
 //!   `S = Q K^T` and `dP = dO V^T` (the forward's scores product, twice), `P`, `dS = P (dP -
 //!   delta)` in registers, `dQ += dS K` with `dS` from registers and `K` N-major.
-//! * **Overlap**: a consumer issues a tile's two score products before it retires the previous
-//!   tile's gradient products (`dV`, `dK`; `dQ`), and releases that tile's stage then, so that
-//!   its own products queue back to back. In the `dQ` kernel only at `D = 64` (three stages):
-//!   with two stages the late release leaves the producer one stage, and on the H200 the
-//!   overlapped `dQ` ran slower at `D = 128` (`bench/experiments/third-wave/4d7d508-*.jsonl`).
+//! * **Overlap** (head dim 64): a consumer issues a tile's two score products before it retires
+//!   the previous tile's gradient products (`dV`, `dK`; `dQ`), and releases that tile's stage
+//!   then, so that its own products queue back to back. At head dim 128 each tile's products
+//!   are waited for at its end: there the overlap was slower on the H200, 6% with both kernels
+//!   overlapped (`bench/experiments/third-wave/4d7d508-attention-bwd-*.jsonl`), 3% with the
+//!   `dK`/`dV` kernel's alone (`5006f21-attention-bwd-*.jsonl`), and 9% faster at head dim 64.
 //! * **Causal**: the `dK`/`dV` block starts at the first query tile that sees its first key, the
 //!   `dQ` block stops after the last key tile its last row sees; elements are masked only on
 //!   tiles that cross the diagonal (and ragged tails).
@@ -308,9 +309,10 @@ fn store_gradient<T: WgmmaElement, H: WgmmaHead>(
 /// of the block: thread `t` of it (warp `w`, `g = (t % 32) / 4`, `q = t % 4`) holds keys `16 w +
 /// g` and `+ 8`, their `P^T` and `dS^T` at queries `8 j + 2 q` and `+ 1` of each tile, and their
 /// `dK`, `dV` at dims `8 j + 2 q` and `+ 1`. Per step it loads its queries' `lse2` and `delta`,
-/// waits for the stage, issues `S^T` and `dP^T`, retires the previous step's `dV` and `dK` and
-/// releases that step's stage, computes `P^T` once `S^T` retired, issues `dV += P^T dO`,
-/// computes `dS^T` once `dP^T` retired and issues `dK += dS^T Q`. Then it stores `scale dK` and `dV` (pairs of elements) for its keys
+/// waits for the stage, issues `S^T` and `dP^T` (at `D = 64` then retires the previous step's
+/// `dV` and `dK` and releases that step's stage), computes `P^T` once `S^T` retired, issues `dV
+/// += P^T dO`, computes `dS^T` once `dP^T` retired and issues `dK += dS^T Q` (at `D = 128` then
+/// retires both and releases the stage). Then it stores `scale dK` and `dV` (pairs of elements) for its keys
 /// below `kv_len`.
 ///
 /// Launch: grid `(ceil(kv_len / 128), kv_heads, batch)`, [`BWD_WGMMA_BLOCK`] threads,
@@ -482,7 +484,11 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     let mut dk_acc = <H::O as wgmma::Accumulators>::zeroed();
     // SAFETY: `K`/`V`'s barrier, initialised; its phase 0 completes with their copies.
     unsafe { mbarrier::wait_parity(kv_bar, 0) };
-    // The previous step's stage is released in this step, once its gradient products retired.
+    // At `D = 64` the previous step's stage is released in this step, once its gradient
+    // products retired under this step's scores; at `D = 128` each step's products are waited
+    // for at its end (the overlap was 3% slower there on the H200, 9% faster at `D = 64`:
+    // `bench/experiments/third-wave/5006f21-attention-bwd*.jsonl`).
+    let overlap = d <= 64;
     let mut consumer = ring.consumer();
     for n in 0..steps {
         let h = kvh * group + n / per_head;
@@ -523,7 +529,7 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             }
             // The previous step's `dV` and `dK` ran under these products' issue: they retire
             // (the `2 boxes` groups just issued stay in flight), and free their stage.
-            if n > 0 {
+            if overlap && n > 0 {
                 dv_acc = wait_older(dv_acc, 2 * boxes);
                 dk_acc = wait_older(dk_acc, 2 * boxes);
                 consumer.release_previous();
@@ -533,15 +539,12 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         // P^T = exp2(S^T scale_log2 - lse2); masked where a query does not see the key (the
         // tile crosses the diagonal), 0 for queries past `q_len` (`lse2 = +inf` there).
         let masked = causal && last_key + q_len > q0 + kv_len;
-        // Per key, the first query of the tile that sees it (in 32 bits: a 64-bit comparison
-        // per element is two instructions and two registers).
-        let first_query = keys.map(|key| (key + q_len).saturating_sub(kv_len + q0).min(1 << 16) as u32);
         unroll_8!(8, |j| {
             unroll_8!(2, |hh| {
                 unroll_8!(2, |e| {
                     let i = 4 * j + 2 * hh + e;
                     let mut u = st[i];
-                    if masked && first_query[hh] > (8 * j + 2 * qd + e) as u32 {
+                    if masked && keys[hh] + q_len > q0 + 8 * j + 2 * qd + e + kv_len {
                         u = f32::NEG_INFINITY;
                     }
                     st[i] = math::exp2_ftz(math::fma(u, scale_log2, -l2[j][e]));
@@ -569,9 +572,16 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         let ds = pack_fragment::<T, 32, 16>(&dpt);
         // SAFETY: as above, for `Q`, `ds` and `dk_acc`; both products retire before the stage
         // is released (next step, or below).
-        unsafe { dk_acc = H::grad::<T>(dk_acc, ds, n_major(stage.address(0), BOX_64), true) };
+        unsafe {
+            dk_acc = H::grad::<T>(dk_acc, ds, n_major(stage.address(0), BOX_64), true);
+            if !overlap {
+                dv_acc = wgmma::wait_accumulators::<0, _>(dv_acc);
+                dk_acc = wgmma::wait_accumulators::<0, _>(dk_acc);
+                consumer.release(&stage);
+            }
+        }
     }
-    if steps > 0 {
+    if overlap && steps > 0 {
         // SAFETY: the whole warpgroup; the last step's products retire, then free the stage.
         unsafe {
             dv_acc = wgmma::wait_accumulators::<0, _>(dv_acc);

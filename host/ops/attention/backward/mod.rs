@@ -3,7 +3,7 @@
 //! once ([`Gpu::attention_backward_into`], with the forward's checks), the plan chosen once
 //! (`plan`), then the preparation kernel (each row's `dO . O`) and two launches: `dQ` per
 //! query row or tile, `dK` and `dV` per key row or tile. The maths and the kernels are in
-//! `kernels_gpu::attention::backward_rows` and `backward_flash`.
+//! `kernels_gpu::attention::backward_rows`, `backward_flash` and (Hopper) `backward_wgmma`.
 //!
 //! Deterministic always: no atomics, every element summed by one thread in a fixed order, so a
 //! call gives the same bits on every run.
@@ -52,10 +52,16 @@ impl Gpu {
     /// Rules: the forward's; a row that sees no key contributes nothing; keys no row sees get
     /// zero gradients. Allocates the gradients and a workspace of 8 bytes per query row.
     ///
+    /// Rungs (the algorithm of `options`): on Hopper (sm_90a) at head dims 64 and 128 the
+    /// `wgmma` rung by default ([`AttentionAlgorithm::Wgmma`](super::AttentionAlgorithm::Wgmma)
+    /// and its schedules all ask for it), else the fused `mma.sync` rung at those head dims
+    /// (`Flash`), else the rows rung (`Rows`).
+    ///
     /// Errors: those of [`Gpu::attention`]; [`Error::ShapeMismatch`] if `d_out` or `out` are
     /// not `q`'s dims or `lse` not `batch * heads * q_len` floats; [`Error::InvalidArgument`]
-    /// for the wgmma rung's algorithms ([`AttentionAlgorithm::Wgmma`](super::AttentionAlgorithm::Wgmma)
-    /// and its schedules: no backward) or the fused rung asked for where it does not apply.
+    /// for a rung asked for where it does not apply (the wgmma rung on another GPU, at another
+    /// head dim, with unaligned strides or tensor maps the driver refuses; the fused rung at
+    /// another head dim or unaligned).
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward<T: AttentionElement>(
         &self,
