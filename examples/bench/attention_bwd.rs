@@ -314,7 +314,11 @@ mod tests {
         for causal in [false, true] {
             let mut bw = prepare(&gpu, &mut ops, causal).unwrap();
             let want = reference(&ops, &bw, causal);
-            for algorithm in [AttentionAlgorithm::Flash, AttentionAlgorithm::Rows] {
+            for algorithm in [
+                AttentionAlgorithm::Wgmma,
+                AttentionAlgorithm::Flash,
+                AttentionAlgorithm::Rows,
+            ] {
                 let options = AttentionOptions {
                     causal,
                     scale: None,

@@ -539,12 +539,28 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         // P^T = exp2(S^T scale_log2 - lse2); masked where a query does not see the key (the
         // tile crosses the diagonal), 0 for queries past `q_len` (`lse2 = +inf` there).
         let masked = causal && last_key + q_len > q0 + kv_len;
+        // One test in two spellings, for the registers: at `D = 64` per key the first query of
+        // the tile that sees it, in 32 bits (the 64-bit test ran 258.1 against 275.7 TFLOP/s at
+        // 8x2048x32x64, `80950e5-attention-bwd.jsonl` against `4d7d508-attention-bwd-ab-1.jsonl`);
+        // at `D = 128` the 64-bit one (the 32-bit one spilled 8 bytes there).
+        let first_query = if overlap {
+            keys.map(|key| (key + q_len).saturating_sub(kv_len + q0).min(1 << 16) as u32)
+        } else {
+            [0; 2]
+        };
+        let hidden = |hh: usize, col: usize| {
+            if overlap {
+                first_query[hh] > col as u32
+            } else {
+                keys[hh] + q_len > q0 + col + kv_len
+            }
+        };
         unroll_8!(8, |j| {
             unroll_8!(2, |hh| {
                 unroll_8!(2, |e| {
                     let i = 4 * j + 2 * hh + e;
                     let mut u = st[i];
-                    if masked && keys[hh] + q_len > q0 + 8 * j + 2 * qd + e + kv_len {
+                    if masked && hidden(hh, 8 * j + 2 * qd + e) {
                         u = f32::NEG_INFINITY;
                     }
                     st[i] = math::exp2_ftz(math::fma(u, scale_log2, -l2[j][e]));
