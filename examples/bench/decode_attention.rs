@@ -308,7 +308,7 @@ mod tests {
 
     #[test]
     fn shapes_and_traffic() {
-        let full = shapes(false);
+        let full = shapes(false, false);
         assert_eq!(full.len(), 7);
         assert!(
             full.iter()

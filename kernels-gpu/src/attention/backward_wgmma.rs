@@ -31,7 +31,9 @@
 //!   then, so that its own products queue back to back. At head dim 128 each tile's products
 //!   are waited for at its end: there the overlap was slower on the H200, 6% with both kernels
 //!   overlapped (`bench/experiments/third-wave/4d7d508-attention-bwd-*.jsonl`), 3% with the
-//!   `dK`/`dV` kernel's alone (`5006f21-attention-bwd-*.jsonl`), and 9% faster at head dim 64.
+//!   `dK`/`dV` kernel's alone (`5006f21-attention-bwd-*.jsonl`); at head dim 64 it was faster,
+//!   274.3 TFLOP/s at 8x2048x32x64 (`5006f21-attention-bwd-ab-1.jsonl`)
+//!   against 251.9 without it (`5006f21-attention-bwd-ab-ce24400.jsonl`).
 //! * **Causal**: the `dK`/`dV` block starts at the first query tile that sees its first key, the
 //!   `dQ` block stops after the last key tile its last row sees; elements are masked only on
 //!   tiles that cross the diagonal (and ragged tails).
@@ -486,8 +488,8 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     unsafe { mbarrier::wait_parity(kv_bar, 0) };
     // At `D = 64` the previous step's stage is released in this step, once its gradient
     // products retired under this step's scores; at `D = 128` each step's products are waited
-    // for at its end (the overlap was 3% slower there on the H200, 9% faster at `D = 64`:
-    // `bench/experiments/third-wave/5006f21-attention-bwd*.jsonl`).
+    // for at its end (the overlap was 3% slower there on the H200, faster at `D = 64`: the
+    // module documentation, `bench/experiments/third-wave/5006f21-attention-bwd*.jsonl`).
     let overlap = d <= 64;
     let mut consumer = ring.consumer();
     for n in 0..steps {
@@ -540,9 +542,10 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         // tile crosses the diagonal), 0 for queries past `q_len` (`lse2 = +inf` there).
         let masked = causal && last_key + q_len > q0 + kv_len;
         // One test in two spellings, for the registers: at `D = 64` per key the first query of
-        // the tile that sees it, in 32 bits (the 64-bit test ran 258.1 against 275.7 TFLOP/s at
-        // 8x2048x32x64, `80950e5-attention-bwd.jsonl` against `4d7d508-attention-bwd-ab-1.jsonl`);
-        // at `D = 128` the 64-bit one (the 32-bit one spilled 8 bytes there).
+        // the tile that sees it, in 32 bits (the 64-bit test there ran 258.1 TFLOP/s at
+        // 8x2048x32x64 in `80950e5-attention-bwd.jsonl`, this one 267.7 in
+        // `8eb5390-attention-bwd.jsonl`); at `D = 128` the 64-bit one (the 32-bit one spilled
+        // 8 bytes there).
         let first_query = if overlap {
             keys.map(|key| (key + q_len).saturating_sub(kv_len + q0).min(1 << 16) as u32)
         } else {
