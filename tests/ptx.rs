@@ -372,6 +372,7 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
             "matmul_decode_wgmma_",
             "matmul_fp8_",
             "attention_wgmma_",
+            "attention_bwd_wgmma_",
             "rms_norm_ring_",
             "layer_norm_ring_",
         ],
@@ -392,8 +393,23 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// ping-pong schedule has two sites of each (the first tile's scores and the last tile's `P V`
 /// outside the loop) and four waits (the first scores, the loop's `wait_group 1` and `0`, the
 /// last `P V`), whatever the mask.
+///
+/// Its backward (`attention_bwd_wgmma_`): the `dK`/`dV` kernel's two transposed scores products
+/// (`D / 64` steps of 4 `m64n64k16` each) and two gradient products (4 `m64nDk16`, `A` from
+/// registers); at `D = 64`, overlapped, six waits (the previous step's two products, `S^T`,
+/// `dP^T`, and the last step's two after the loop), at 128 four (`S^T`, `dP^T`, both gradients).
+/// The `dQ` kernel's two scores products (`D / 64` steps of 4) and `dQ` (8 steps); at 64 four
+/// waits (the previous `dQ`, `S`, `dP`, the last `dQ`), at 128 three.
 fn wgmma_lines(name: &str) -> (usize, usize) {
     let fp8 = name.starts_with("matmul_fp8_");
+    if let Some(rest) = name.strip_prefix("attention_bwd_wgmma_") {
+        return match (rest.starts_with("dkdv_"), rest.contains("_d64_")) {
+            (true, true) => (16, 6),
+            (true, false) => (24, 4),
+            (false, true) => (16, 4),
+            (false, false) => (24, 3),
+        };
+    }
     // Any mask: `attention_wgmma_pingpong_[causal_|general_]d<D>_<T>`.
     let ping_pong = name.starts_with("attention_wgmma_pingpong_");
     if ping_pong && name.contains("_d64_") {
@@ -478,7 +494,12 @@ fn ptxas_keeps_the_wgmma_pipeline_of_the_sm_90a_module() {
         .collect();
     let wgmma: Vec<&str> = entry_names(module.ptx)
         .into_iter()
-        .filter(|n| (n.starts_with("matmul_") || n.starts_with("attention_wgmma_")) && !plain.contains(n))
+        .filter(|n| {
+            (n.starts_with("matmul_")
+                || n.starts_with("attention_wgmma_")
+                || n.starts_with("attention_bwd_wgmma_"))
+                && !plain.contains(n)
+        })
         .collect();
     assert!(!wgmma.is_empty(), "the sm_90a module has no wgmma kernel");
     for name in wgmma {

@@ -166,7 +166,8 @@ pub enum AttentionAlgorithm {
     Flash,
     /// The Hopper rung (`attention_wgmma_d64_*`, `attention_wgmma_d128_*`): a GPU with `wgmma`,
     /// head dims 64 and 128, 16-byte aligned operands whose tensor maps the driver encodes; an
-    /// error elsewhere.
+    /// error elsewhere. In the backward this and the two schedules below ask for the backward's
+    /// Hopper rung (`attention_bwd_wgmma_*`).
     Wgmma,
     /// The Hopper rung with FlashAttention-3's ping-pong schedule of its two consumer
     /// warpgroups (`attention_wgmma_pingpong_d64_*`, `attention_wgmma_pingpong_d128_*`): where

@@ -486,6 +486,15 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     let mut dk_acc = <H::O as wgmma::Accumulators>::zeroed();
     // SAFETY: `K`/`V`'s barrier, initialised; its phase 0 completes with their copies.
     unsafe { mbarrier::wait_parity(kv_bar, 0) };
+    if steps == 0 {
+        // No query sees these keys: zero gradients, from an array of their own (the
+        // accumulators' zeros joining the products' path after the loop make ptxas serialise
+        // the pipeline, C7515).
+        let zeros = <H::O as wgmma::Accumulators>::zeroed();
+        store_gradient::<T, H>(dk, &zeros, 1.0, keys, (b, kvh), (kv_len, kv_heads), qd);
+        store_gradient::<T, H>(dv, &zeros, 1.0, keys, (b, kvh), (kv_len, kv_heads), qd);
+        return;
+    }
     // At `D = 64` the previous step's stage is released in this step, once its gradient
     // products retired under this step's scores; at `D = 128` each step's products are waited
     // for at its end (the overlap was 3% slower there on the H200, faster at `D = 64`: the
@@ -531,10 +540,15 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             }
             // The previous step's `dV` and `dK` ran under these products' issue: they retire
             // (the `2 boxes` groups just issued stay in flight), and free their stage.
-            if overlap && n > 0 {
+            // The wait is unconditional (at the first step nothing older is in flight and it
+            // returns at once): behind `n > 0` ptxas cannot tell the accumulators retired on
+            // every path, and inserts a wait of its own before the next product (C7517).
+            if overlap {
                 dv_acc = wait_older(dv_acc, 2 * boxes);
                 dk_acc = wait_older(dk_acc, 2 * boxes);
-                consumer.release_previous();
+                if n > 0 {
+                    consumer.release_previous();
+                }
             }
             st = wait_older(st, boxes);
         }
@@ -600,8 +614,9 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             }
         }
     }
-    if overlap && steps > 0 {
-        // SAFETY: the whole warpgroup; the last step's products retire, then free the stage.
+    if overlap {
+        // SAFETY: the whole warpgroup; the last step's products retire, then free the stage
+        // (`steps >= 1`).
         unsafe {
             dv_acc = wgmma::wait_accumulators::<0, _>(dv_acc);
             dk_acc = wgmma::wait_accumulators::<0, _>(dk_acc);
@@ -790,6 +805,12 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     let mut acc = <H::O as wgmma::Accumulators>::zeroed();
     // SAFETY: `Q`/`dO`'s barrier, initialised; its phase 0 completes with their copies.
     unsafe { mbarrier::wait_parity(qo_bar, 0) };
+    if kv_tiles == 0 {
+        // No key for these rows: zero `dQ`, as in the `dK`/`dV` kernel.
+        let zeros = <H::O as wgmma::Accumulators>::zeroed();
+        store_gradient::<T, H>(dq, &zeros, 1.0, rows, (b, h), (q_len, heads), qd);
+        return;
+    }
     // With three stages (`D = 64`) the previous key tile's stage is released in this step, once
     // its `dQ` product retired under this tile's scores; with two (`D = 128`) the release so late
     // leaves the producer one stage, and each tile's `dQ` product is waited for at its end
@@ -818,9 +839,12 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             }
             // The previous tile's `dQ` ran under these products' issue: it retires (the `2
             // boxes` groups just issued stay in flight), and frees its stage.
-            if overlap && kt > 0 {
+            // Unconditional, as in the `dK`/`dV` kernel (C7517 otherwise).
+            if overlap {
                 acc = wait_older(acc, 2 * boxes);
-                consumer.release_previous();
+                if kt > 0 {
+                    consumer.release_previous();
+                }
             }
             s = wait_older(s, boxes);
         }
@@ -866,8 +890,9 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             }
         }
     }
-    if overlap && kv_tiles > 0 {
-        // SAFETY: the whole warpgroup; the last `dQ` product retires, then frees its stage.
+    if overlap {
+        // SAFETY: the whole warpgroup; the last `dQ` product retires, then frees its stage
+        // (`kv_tiles >= 1`).
         unsafe {
             acc = wgmma::wait_accumulators::<0, _>(acc);
             consumer.release_last();
