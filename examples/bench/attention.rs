@@ -37,10 +37,12 @@ pub fn shapes(quick: bool) -> Vec<[usize; 4]> {
 /// `mma.sync` rung where they apply, the rows rung up to [`ROWS_MAX_SEQ`].
 fn algorithms(seq: usize, head_dim: usize) -> Vec<AttentionAlgorithm> {
     let mut all = vec![AttentionAlgorithm::Auto];
-    if head_dim == 64 || head_dim == 128 {
+    if head_dim == 64 || head_dim == 128 || head_dim == 256 {
         all.push(AttentionAlgorithm::Wgmma);
         all.push(AttentionAlgorithm::WgmmaPingPong);
         all.push(AttentionAlgorithm::WgmmaPersistent);
+    }
+    if head_dim == 64 || head_dim == 128 {
         all.push(AttentionAlgorithm::Flash);
     }
     if seq <= ROWS_MAX_SEQ {

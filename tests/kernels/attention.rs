@@ -38,12 +38,15 @@ const SIM_CASES: &[Case] = &[
 ];
 
 /// Simulator cases of the Hopper rung alone (`wgmma_case`): several of its 128-row blocks and
-/// 128-key tiles, ragged, causal with `q_len` above and below `kv_len`, GQA.
+/// 128-key tiles (64-key tiles at head dim 256), ragged, causal with `q_len` above and below
+/// `kv_len`, GQA.
 const SIM_WGMMA_CASES: &[Case] = &[
     (1, 300, 300, 2, 1, 64, true),
     (2, 130, 259, 2, 2, 128, true),
     (1, 257, 129, 2, 1, 128, true),
     (1, 129, 300, 1, 1, 64, false),
+    (1, 140, 150, 2, 1, 256, true),
+    (1, 70, 200, 1, 1, 256, false),
 ];
 
 /// CUDA cases: ragged lengths past a 64-row tile, every head-dim class, GQA and MQA.
@@ -54,6 +57,7 @@ const CUDA_CASES: &[Case] = &[
     (1, 200, 333, 8, 1, 128, true),
     (1, 333, 200, 4, 4, 128, true),
     (1, 257, 257, 2, 2, 256, false),
+    (1, 300, 450, 4, 2, 256, true),
     (1, 100, 100, 3, 3, 96, true),
     (1, 65, 130, 2, 1, 40, false),
     // Sequences of thousands against the f64 reference (the Hopper rung's 128-row blocks and
@@ -72,6 +76,8 @@ const FUSED_VS_ROWS: &[Case] = &[
     (2, 1537, 3001, 4, 4, 64, true),
     (1, 4096, 4096, 4, 1, 128, true),
     (1, 3999, 4001, 4, 2, 64, false),
+    (1, 2048, 2048, 4, 2, 256, true),
+    (1, 1537, 2999, 2, 2, 256, false),
 ];
 
 /// Every trial of the family.
@@ -91,14 +97,17 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             })
         });
     }
-    // The ping-pong schedule on the first two cases (a ragged causal GQA block at each head dim),
-    // on a block per tile and on the persistent grid (the simulator's few multiprocessors: each
-    // block walks several tiles of the second case).
+    // The ping-pong schedule on the first two cases (a ragged causal GQA block at head dims 64
+    // and 128) and the first at head dim 256, on a block per tile and on the persistent grid (the
+    // simulator's few multiprocessors: each block walks several tiles of the second case).
     for (rung, label) in [
         (AttentionAlgorithm::WgmmaPingPong, "wgmma_pingpong"),
         (AttentionAlgorithm::WgmmaPersistent, "wgmma_persistent"),
     ] {
-        for (n, case) in SIM_WGMMA_CASES.iter().take(2).enumerate() {
+        for (n, case) in [SIM_WGMMA_CASES[0], SIM_WGMMA_CASES[1], SIM_WGMMA_CASES[4]]
+            .iter()
+            .enumerate()
+        {
             let (name, case) = (case_name(case), *case);
             trials.push(if n % 2 == 0 {
                 trial(
@@ -210,16 +219,16 @@ fn backend_trials(target: &Target, cases: &'static [Case]) -> Vec<Trial> {
     for (n, case) in cases.iter().enumerate() {
         let name = case_name(case);
         let case = *case;
-        // Alternate the element types so that both meet every kind of case; both at head dim
-        // 128, so that every fused kernel is launched.
-        if n % 2 == 0 || case.5 == 128 {
+        // Alternate the element types so that both meet every kind of case; both at head dims
+        // 128 and 256, so that every fused kernel is launched.
+        if n % 2 == 0 || case.5 >= 128 {
             trials.push(trial(
                 target,
                 &format!("attention::bf16::{name}"),
                 move |gpu, rng| run_case::<bf16>(gpu, rng, case, every),
             ));
         }
-        if n % 2 == 1 || case.5 == 128 {
+        if n % 2 == 1 || case.5 >= 128 {
             trials.push(trial(
                 target,
                 &format!("attention::f16::{name}"),
@@ -364,14 +373,16 @@ fn run_case<T: TestElement>(
         }
         options.algorithm = algorithm;
         let result = gpu.attention(&qt, &kt, &vt, &options);
-        let fused_rung = matches!(
-            algorithm,
-            AttentionAlgorithm::Flash
-                | AttentionAlgorithm::Wgmma
-                | AttentionAlgorithm::WgmmaPingPong
-                | AttentionAlgorithm::WgmmaPersistent
-        );
-        if fused_rung && d != 64 && d != 128 {
+        // The fused `mma.sync` rung takes head dims 64 and 128, the Hopper rung (on a GPU with
+        // `wgmma`) 256 too.
+        let supported = match algorithm {
+            AttentionAlgorithm::Flash => d == 64 || d == 128,
+            AttentionAlgorithm::Wgmma
+            | AttentionAlgorithm::WgmmaPingPong
+            | AttentionAlgorithm::WgmmaPersistent => (d == 64 || d == 128 || d == 256) && gpu.has_wgmma(),
+            AttentionAlgorithm::Auto | AttentionAlgorithm::Rows => true,
+        };
+        if !supported {
             match result {
                 Err(Error::InvalidArgument { .. }) => continue,
                 other => {
@@ -384,7 +395,7 @@ fn run_case<T: TestElement>(
         let got = result?;
         // The fused rung rounds the probabilities to `T` for `P V`: up to `UNIT max|v|` more
         // (|v| < 1 here); the rows rung only the output.
-        let fused = (d == 64 || d == 128) && algorithm != AttentionAlgorithm::Rows;
+        let fused = (d == 64 || d == 128 || d == 256) && algorithm != AttentionAlgorithm::Rows;
         check_attention_abs::<T>(
             algorithm.name(),
             (&got.out.to_vec()?, &got.lse.to_vec()?),

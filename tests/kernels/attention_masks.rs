@@ -76,6 +76,9 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             mask_case_named(label, gpu, rng, kind, (1, 135, 140, 2, 1), d, FUSED)
         }));
     }
+    // Head dim 256, whose Hopper rung has no `General` instance: the plan's choice (the rows
+    // rung) with a window, and the Hopper rung asked for an error.
+    trials.push(trial(sim, "attention::mask::window37::f16_d256", wide_window));
     trials.push(trial(sim, "attention::mask::planted", planted));
     trials.push(trial(sim, "errors::attention_masks", |gpu, _| errors(gpu)));
     // The simulator's cases on the GPU too (bf16, head dim 128): small enough for
@@ -221,6 +224,39 @@ pub(crate) fn run<T: TestElement>(
         options,
     )?;
     Ok((got.out.to_vec()?, got.lse.to_vec()?))
+}
+
+/// A sliding window at head dim 256: the plan's choice against the reference, and
+/// `WgmmaPingPong` an error that names the mask (the Hopper rung runs no mask but the causal
+/// one at 256).
+fn wide_window(gpu: &Gpu, rng: &mut StdRng) -> Check {
+    let shape = (1, 150, 170, 2, 1);
+    mask_case::<f16>(
+        gpu,
+        rng,
+        Kind::Window(37),
+        shape,
+        256,
+        &[AttentionAlgorithm::Auto],
+    )?;
+    let ops = operands::<f16>(gpu, rng, shape, 256)?;
+    let options = AttentionOptions {
+        mask: mask_of(Kind::Window(37), None)?,
+        algorithm: AttentionAlgorithm::WgmmaPingPong,
+        ..Default::default()
+    };
+    match run(gpu, &ops, &options) {
+        Err(Error::InvalidArgument { detail, .. })
+            if detail.contains("with this mask") || !gpu.has_wgmma() =>
+        {
+            Ok(())
+        }
+        other => Err(format!(
+            "wgmma-pingpong with a window at head dim 256: {:?}",
+            other.map(|_| ())
+        )
+        .into()),
+    }
 }
 
 /// [`mask_case`] in the element type named `label`: `"bf16"`, else f16.

@@ -334,3 +334,12 @@ rs_product!(
     /// `dV(64 x 64) (+)= P^T(64 x 64) dO(64 x 64)` on a warpgroup, f16, `P^T` from registers.
     mma_f16_m64n64k64_rs_async, MMA_F16_M64N64K64_RS_ASYNC_PTX, 64, 32, 4, 16, "f16"
 );
+rs_product!(
+    /// `O(64 x 256) (+)= P(64 x 64) V(64 x 256)` on a warpgroup, bf16, `P` from registers: the
+    /// forward's `P V` at head dim 256 (64-key tiles).
+    mma_bf16_m64n256k64_rs_async, MMA_BF16_M64N256K64_RS_ASYNC_PTX, 256, 128, 4, 16, "bf16"
+);
+rs_product!(
+    /// `O(64 x 256) (+)= P(64 x 64) V(64 x 256)` on a warpgroup, f16, `P` from registers.
+    mma_f16_m64n256k64_rs_async, MMA_F16_M64N256K64_RS_ASYNC_PTX, 256, 128, 4, 16, "f16"
+);

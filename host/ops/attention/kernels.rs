@@ -8,7 +8,7 @@ use kernels_gpu::attention as family;
 use super::plan::AttentionShape;
 use crate::buffer::{DeviceVec, Element};
 use crate::device::Gpu;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 use crate::module::Module;
 use crate::view::{DeviceSlice, DeviceSliceMut};
@@ -126,6 +126,11 @@ pub struct AttentionKernels<T: 'static> {
     pub(crate) wgmma64_ping_pong: [WgmmaLauncher<T>; INSTANCES],
     /// The same at head dim 128.
     pub(crate) wgmma128_ping_pong: [WgmmaLauncher<T>; INSTANCES],
+    /// `attention_wgmma_d256_*`.
+    pub(crate) wgmma256: WgmmaLauncher<T>,
+    /// `attention_wgmma_pingpong_d256_*`, `..._causal_d256_*` (no `General` instance at head dim
+    /// 256: the plan sends its masks to the rows rung).
+    pub(crate) wgmma256_ping_pong: [WgmmaLauncher<T>; 2],
     /// The backward's kernels.
     pub(crate) backward: &'static super::backward::kernels::BackwardKernels<T>,
 }
@@ -198,6 +203,11 @@ static BF16: AttentionKernels<bf16> = AttentionKernels {
         family::wgmma::attention_wgmma_pingpong_causal_d128_bf16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_general_d128_bf16::launch_views::<Module>,
     ],
+    wgmma256: family::wgmma::attention_wgmma_d256_bf16::launch_views::<Module>,
+    wgmma256_ping_pong: [
+        family::wgmma::attention_wgmma_pingpong_d256_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_causal_d256_bf16::launch_views::<Module>,
+    ],
     backward: &super::backward::kernels::BF16,
 };
 
@@ -225,6 +235,11 @@ static F16: AttentionKernels<f16> = AttentionKernels {
         family::wgmma::attention_wgmma_pingpong_d128_f16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_causal_d128_f16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_general_d128_f16::launch_views::<Module>,
+    ],
+    wgmma256: family::wgmma::attention_wgmma_d256_f16::launch_views::<Module>,
+    wgmma256_ping_pong: [
+        family::wgmma::attention_wgmma_pingpong_d256_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_pingpong_causal_d256_f16::launch_views::<Module>,
     ],
     backward: &super::backward::kernels::F16,
 };
@@ -400,8 +415,9 @@ pub(crate) unsafe fn flash<T: AttentionElement>(
 /// 128 query rows of each (batch, head).
 ///
 /// # Safety
-/// As [`flash`], with `maps` the three 4-D tensor maps of `q`, `k` and `v` (`encode_4d` of the
-/// launch's views and strides, boxes of 128 rows), a GPU running the sm_90a module, and `cfg`
+/// As [`flash`] (but head dim 64, 128 or 256), with `maps` the three 4-D tensor maps of `q`, `k`
+/// and `v` (`encode_4d` of the launch's views and strides, boxes of 128 rows for `q` and of
+/// `wgmma_keys(head_dim)` rows for `k` and `v`), a GPU running the sm_90a module, and `cfg`
 /// a grid of `1 ..= ceil(q_len / 128) heads batch` blocks along `x` of the kernel's block and
 /// shared memory.
 /// `ping_pong` picks the consumers' ping-pong schedule.
@@ -421,11 +437,19 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
     let [vb, vs, vh] = ops.v.strides;
     let kernels = T::kernels();
     let m = ops.mask.kind.instance();
-    let launcher = match (s.head_dim == 64, ping_pong) {
-        (true, false) => kernels.wgmma64,
-        (false, false) => kernels.wgmma128,
-        (true, true) => kernels.wgmma64_ping_pong[m],
-        (false, true) => kernels.wgmma128_ping_pong[m],
+    let launcher = match (s.head_dim, ping_pong) {
+        (64, false) => kernels.wgmma64,
+        (128, false) => kernels.wgmma128,
+        (_, false) => kernels.wgmma256,
+        (64, true) => kernels.wgmma64_ping_pong[m],
+        (128, true) => kernels.wgmma128_ping_pong[m],
+        (_, true) => *kernels
+            .wgmma256_ping_pong
+            .get(m)
+            .ok_or_else(|| Error::InvalidArgument {
+                op: super::plan::OP,
+                detail: "the wgmma rung at head dim 256 runs no mask but the causal one".to_string(),
+            })?,
     };
     let library = gpu.library();
     // SAFETY: per the contract.

@@ -74,7 +74,9 @@ pub use mask::{AttentionMask, DocumentMask};
 pub use plan::AttentionAlgorithm;
 pub use varlen::VarlenMask;
 
-use kernels_gpu::attention::wgmma::{WGMMA_BLOCK, WGMMA_BOX_ROWS, WGMMA_ROWS, wgmma_shared_bytes};
+use kernels_gpu::attention::wgmma::{
+    WGMMA_BLOCK, WGMMA_BOX_ROWS, WGMMA_ROWS, wgmma_keys, wgmma_shared_bytes,
+};
 use kernels_gpu::attention::{
     FLASH_BLOCK, FLASH_ROWS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM, ROWS_BLOCK, ROWS_PER_BLOCK, flash_shared_bytes,
 };
@@ -368,9 +370,10 @@ impl Gpu {
             aligned,
             wgmma: self.has_wgmma(),
             tensor_maps: s.kv_len > 0
-                && [&ops.q, &ops.k, &ops.v]
+                && ops.q.map_4d_ok(WGMMA_BOX_ROWS)
+                && [&ops.k, &ops.v]
                     .iter()
-                    .all(|t| t.map_4d_ok(WGMMA_BOX_ROWS)),
+                    .all(|t| t.map_4d_ok(wgmma_keys(s.head_dim))),
             positive_scale: ops.scale_log2 > 0.0,
             uniform: ops.mask.uniform(),
             plain: ops.mask.plain(),
@@ -434,7 +437,8 @@ impl Gpu {
     }
 
     /// The 4-D tensor maps of `q`, `k` and `v` (`gpukern_device::tma::Tensor4d`, boxes of 128
-    /// rows of 64 dims) in device memory, side by side; cached per set of maps
+    /// rows of 64 dims for `q`, of `wgmma_keys(head_dim)` rows for `k` and `v`) in device memory,
+    /// side by side; cached per set of maps
     /// ([`Gpu::cached_maps`]). Zeros in the simulator, whose copies read the operands directly.
     fn attention_maps<T: AttentionElement>(
         &self,
@@ -443,13 +447,17 @@ impl Gpu {
         use crate::tensor_map::{MAP_WORDS, MapElement, encode_4d};
         let mut words = vec![0u64; 3 * MAP_WORDS];
         if !self.is_simulator() {
-            for (n, t) in [&ops.q, &ops.k, &ops.v].into_iter().enumerate() {
+            let keys = wgmma_keys(ops.shape.head_dim);
+            for (n, (t, rows)) in [(&ops.q, WGMMA_BOX_ROWS), (&ops.k, keys), (&ops.v, keys)]
+                .into_iter()
+                .enumerate()
+            {
                 let map = encode_4d(
                     OP,
                     <T as MapElement>::KIND,
                     std::mem::size_of::<T>(),
                     t.map_shape(),
-                    WGMMA_BOX_ROWS,
+                    rows,
                 )?;
                 words[n * MAP_WORDS..(n + 1) * MAP_WORDS].copy_from_slice(&map);
             }

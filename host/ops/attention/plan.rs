@@ -3,13 +3,14 @@
 //!
 //! The rules, in order:
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung.
-//! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`WGMMA_HEAD_DIMS`]), aligned operands
-//!    as in rule 3, and tensor maps the driver encodes for `Q`, `K` and `V` (`[batch, seq,
+//! 2. On a GPU with `wgmma` (sm_90a), head dim 64, 128 or 256 ([`WGMMA_HEAD_DIMS`]), aligned
+//!    operands as in rule 3, and tensor maps the driver encodes for `Q`, `K` and `V` (`[batch, seq,
 //!    heads, head_dim]` nested as such, strides of whole 16 bytes, at least one key) and a
 //!    positive scale (its softmax takes the row maxima of the unscaled scores): the Hopper rung
 //!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>`, on a persistent grid
 //!    where every block tile has the same work (no mask, or the soft cap alone) and a block per
-//!    tile where the mask makes them uneven (causal, window, ALiBi, documents). In
+//!    tile where the mask makes them uneven (causal, window, ALiBi, documents). At head dim 256
+//!    (64-key tiles) no mask but the causal one: the other masks go to rule 4. In
 //!    `bench/experiments/third-wave/e0302b7-attention.jsonl` the ping-pong beat one tile at a
 //!    time (`attention_wgmma_d<D>`) at every shape, the persistent grid beat a block per tile at
 //!    every shape without the mask (471.6 against 425.5 TFLOP/s at `16x1024x16x128`) and lost
@@ -21,9 +22,10 @@
 //!    reads `K` and `V` once per 64 query rows where the rows rung reads them once per row,
 //!    and multiplies on the tensor cores.
 //! 4. Anything else: the rows rung (head dims 8..=256 in steps of 8, any strides). Head dim 256
-//!    goes there too: its fused kernel would hold 128 f32 output accumulators and 64 `Q`
-//!    registers per thread besides the scores, past the 255 registers ptxas allows without
-//!    spilling.
+//!    without `wgmma` goes there too: a fused `mma.sync` kernel would hold 128 f32 output
+//!    accumulators and 64 `Q` registers per thread besides the scores, past the 255 registers
+//!    ptxas allows without spilling (the Hopper rung reads `Q` from shared memory and takes
+//!    64-key tiles there).
 //!
 //! [`AttentionAlgorithm::Flash`] asked for where rule 3 does not hold, or
 //! [`AttentionAlgorithm::Wgmma`] where rule 2 does not, is an error that says what the rung
@@ -36,7 +38,7 @@ pub(crate) const OP: &str = "attention";
 
 /// The head dims of the Hopper rung (`kernels_gpu::attention::wgmma::WGMMA_HEAD_DIMS`, which
 /// the sm_80 build of the kernel crate does not have).
-pub(crate) const WGMMA_HEAD_DIMS: [usize; 2] = [64, 128];
+pub(crate) const WGMMA_HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
 /// What the plan needs to know about the call besides its head dim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,8 +92,9 @@ impl AttentionPlan {
         debug_assert!(head_dim % HEAD_DIM_MULTIPLE == 0 && head_dim <= MAX_HEAD_DIM);
         let aligned = f.aligned;
         let fused = FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
-        let hopper =
-            WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && f.wgmma && f.tensor_maps && f.positive_scale;
+        // Head dim 256 has no `General` instance: no mask but the causal one there.
+        let hopper_dims = WGMMA_HEAD_DIMS.contains(&head_dim) && (head_dim != 256 || f.plain);
+        let hopper = hopper_dims && aligned && f.wgmma && f.tensor_maps && f.positive_scale;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(AttentionPlan::Rows),
             AttentionAlgorithm::Wgmma if hopper && !f.plain => Err(
@@ -122,10 +125,11 @@ impl AttentionPlan {
             | AttentionAlgorithm::WgmmaPingPong
             | AttentionAlgorithm::WgmmaPersistent => Err(format!(
                 "the wgmma rung takes a GPU with wgmma (compute capability 9.0){}, head dims \
-                 {WGMMA_HEAD_DIMS:?}, 16-byte aligned operands and strides nested as [batch, seq, \
-                 heads, head_dim] (the copy engine's tensor maps), at least one key and a positive \
-                 scale; not head dim {head_dim}{}{}{}",
+                 {WGMMA_HEAD_DIMS:?} (256 with no mask but the causal one), 16-byte aligned \
+                 operands and strides nested as [batch, seq, heads, head_dim] (the copy engine's \
+                 tensor maps), at least one key and a positive scale; not head dim {head_dim}{}{}{}{}",
                 if f.wgmma { "" } else { " (this one has none)" },
+                if head_dim == 256 && !f.plain { " with this mask" } else { "" },
                 if aligned { "" } else { " with these strides" },
                 if f.tensor_maps {
                     ""
@@ -296,9 +300,10 @@ mod tests {
         }
     }
 
-    /// On a GPU with `wgmma` the Hopper rung takes head dims 64 and 128 when the operands are
-    /// aligned and their tensor maps encode; one fact missing sends the call to the fused
-    /// `mma.sync` rung (or the rows rung), and asking for the wgmma rung then is an error.
+    /// On a GPU with `wgmma` the Hopper rung takes head dims 64, 128 and 256 when the operands
+    /// are aligned and their tensor maps encode; one fact missing sends the call to the fused
+    /// `mma.sync` rung (or the rows rung: always at 256), and asking for the wgmma rung then is
+    /// an error.
     #[test]
     fn wgmma_where_every_fact_holds() {
         let all = Facts {
@@ -312,7 +317,7 @@ mod tests {
         let choose = |alg, d, f| AttentionPlan::choose(alg, d, f);
         for d in (HEAD_DIM_MULTIPLE..=MAX_HEAD_DIM).step_by(HEAD_DIM_MULTIPLE) {
             let want = match d {
-                64 | 128 => AttentionPlan::Wgmma {
+                64 | 128 | 256 => AttentionPlan::Wgmma {
                     head_dim: d,
                     ping_pong: true,
                     persistent: true,
@@ -323,6 +328,14 @@ mod tests {
         }
         for (d, f) in [
             (64, Facts { wgmma: false, ..all }),
+            (256, Facts { wgmma: false, ..all }),
+            (
+                256,
+                Facts {
+                    tensor_maps: false,
+                    ..all
+                },
+            ),
             (
                 128,
                 Facts {
@@ -352,7 +365,7 @@ mod tests {
                 },
             ),
         ] {
-            let fallback = if f.aligned {
+            let fallback = if f.aligned && d != 256 {
                 AttentionPlan::Flash { head_dim: d }
             } else {
                 AttentionPlan::Rows
@@ -364,10 +377,10 @@ mod tests {
                 AttentionAlgorithm::WgmmaPersistent,
             ] {
                 let err = choose(alg, d, f).expect_err("not wgmma");
-                assert!(err.contains("[64, 128]"), "{err}");
+                assert!(err.contains("[64, 128, 256]"), "{err}");
             }
         }
-        for d in [56, 72, 120, 136, 256] {
+        for d in [56, 72, 120, 136, 248] {
             assert!(choose(AttentionAlgorithm::Wgmma, d, all).is_err(), "head dim {d}");
             assert!(
                 choose(AttentionAlgorithm::WgmmaPingPong, d, all).is_err(),
@@ -378,6 +391,14 @@ mod tests {
             choose(AttentionAlgorithm::Wgmma, 128, all),
             Ok(AttentionPlan::Wgmma {
                 head_dim: 128,
+                ping_pong: false,
+                persistent: false
+            })
+        );
+        assert_eq!(
+            choose(AttentionAlgorithm::Wgmma, 256, all),
+            Ok(AttentionPlan::Wgmma {
+                head_dim: 256,
                 ping_pong: false,
                 persistent: false
             })
@@ -402,6 +423,28 @@ mod tests {
             Ok(AttentionPlan::Wgmma { ping_pong: true, .. })
         ));
         assert!(choose(AttentionAlgorithm::Wgmma, 128, masked).is_err());
+        // Head dim 256 has no `General` instance: the rows rung, and an error asked for.
+        assert_eq!(
+            choose(AttentionAlgorithm::Auto, 256, masked),
+            Ok(AttentionPlan::Rows)
+        );
+        let err = choose(AttentionAlgorithm::WgmmaPingPong, 256, masked).expect_err("no General at 256");
+        assert!(err.contains("with this mask"), "{err}");
+        assert_eq!(
+            choose(
+                AttentionAlgorithm::Auto,
+                256,
+                Facts {
+                    uniform: false,
+                    ..all
+                }
+            ),
+            Ok(AttentionPlan::Wgmma {
+                head_dim: 256,
+                ping_pong: true,
+                persistent: false
+            })
+        );
         // Causal: a block per tile (the persistent walk's static share of causal tiles lost).
         assert_eq!(
             choose(

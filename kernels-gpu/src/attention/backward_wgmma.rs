@@ -188,9 +188,9 @@ macro_rules! bwd_element {
 bwd_element!(bf16: mma_bf16_m64n64k64_kb_async, mma_bf16_m64n64k64_rs_async, mma_bf16_m64n128k64_rs_async);
 bwd_element!(f16: mma_f16_m64n64k64_kb_async, mma_f16_m64n64k64_rs_async, mma_f16_m64n128k64_rs_async);
 
-/// A head dim of the Hopper backward: the forward's [`WgmmaHead`] and the gradient product over
-/// a 64-query tile of that width.
-pub trait BwdWgmmaHead: WgmmaHead {
+/// A head dim of the Hopper backward: the forward's [`WgmmaHead`] (with its 128-key tiles' scores
+/// and probabilities) and the gradient product over a 64-query tile of that width.
+pub trait BwdWgmmaHead: WgmmaHead<S = [f32; 64], P = [u32; 32]> {
     /// `G += A B` of width `D` over 64 queries ([`BwdWgmmaElement::grad64`] or
     /// [`BwdWgmmaElement::grad128`]).
     ///

@@ -1,6 +1,7 @@
 //! The Hopper rung of attention ([`attention_wgmma`](fn@attention_wgmma), sm_90a only):
-//! FlashAttention-3's forward design on the warpgroup tensor cores, bf16 or f16, head dims 64
-//! and 128, written on the device crate's vocabulary (`pipeline::Ring`, `tma`, `tile`, `wgmma`).
+//! FlashAttention-3's forward design on the warpgroup tensor cores, bf16 or f16, head dims 64,
+//! 128 and 256, written on the device crate's vocabulary (`pipeline::Ring`, `tma`, `tile`,
+//! `wgmma`).
 //!
 //! # Design
 //! * **Block**: three warpgroups (384 threads, launch bounds `(384, 1)`) per 128 query rows of
@@ -12,6 +13,10 @@
 //!   3-stage [`Ring`] (one stage: `K` then `V`, `D / 64` boxes each). The operands are 4-D tensor
 //!   maps of `[batch, seq, heads, head_dim]` with their strides, so packed or strided layouts
 //!   need no copy (strides multiples of 16 bytes; the host plan falls back otherwise).
+//! * **Head dim 256** ([`D256`]): a consumer thread holds 128 output accumulators, so the KV
+//!   tiles are 64 keys ([`wgmma_keys`]: the scores `wgmma.m64n64k16`, 32 per thread; `P V`
+//!   `wgmma.m64n256k16` over 4 steps of 16 keys) and the ring has two stages of 64 KiB
+//!   ([`wgmma_stages`]), beside 64 KiB of `Q`. The `K` and `V` maps' boxes are 64 rows.
 //! * **Per KV tile and consumer**: `S = Q K^T` as `D / 64` groups of four `wgmma.m64n128k16`
 //!   with both operands K-major in shared memory (64 f32 scores per thread); the online softmax
 //!   on that fragment in registers (a thread holds 32 scores of each of two rows; row maxima and
@@ -35,11 +40,11 @@
 //!   consumers compute the same tiles), and a consumer tests element by element only the tiles
 //!   the mask keeps in part for its 64 rows (and the ragged last tile). A score modification
 //!   runs on every score before the row maxima.
-//! * **Traffic** per block: `128 D` elements of `Q`, `2 * 128 D` of `K` and `V` per KV tile
+//! * **Traffic** per block: `128 D` elements of `Q`, `2 * keys * D` of `K` and `V` per KV tile
 //!   (`128 * 4 D` flops per element of `K`/`V` fetched: twice the `mma.sync` rung's reuse), `128
 //!   D` of output and 512 bytes of log-sum-exp. Shared memory ([`wgmma_shared_bytes`]): three
-//!   stages of `512 D` bytes, `256 D` of `Q`, barriers and alignment: 116,768 bytes at `D = 64`,
-//!   231,456 at `D = 128`.
+//!   stages of `512 D` bytes (two of `256 D` at `D = 256`), `256 D` of `Q`, barriers and
+//!   alignment: 116,768 bytes at `D = 64`, 231,456 at `D = 128`, 198,688 at `D = 256`.
 //!
 //! Tried before: FlashAttention-3's intra-warpgroup overlap alone (the next tile's `Q K^T`
 //! issued with this tile's `P V`; commits b6f382a and 36692f0), slower at head dim 128 than
@@ -65,21 +70,40 @@ use crate::kernel;
 
 /// Query rows per block of [`attention_wgmma`](fn@attention_wgmma): 64 per consumer warpgroup.
 pub const WGMMA_ROWS: usize = 128;
-/// Keys per KV tile (the `N` of the scores' `wgmma`, the `k` of `P V`).
+/// Keys per KV tile at head dims 64 and 128 (the `N` of the scores' `wgmma`, the `k` of `P V`);
+/// [`wgmma_keys`] gives every head dim's.
 pub const WGMMA_KEYS: usize = 128;
 /// Threads per block: a producer and two consumer warpgroups.
 pub const WGMMA_BLOCK: u32 = 384;
 /// The head dims of the wgmma rung.
-pub const WGMMA_HEAD_DIMS: [usize; 2] = [64, 128];
+pub const WGMMA_HEAD_DIMS: [usize; 3] = [64, 128, 256];
 /// Columns of one TMA box: one 128-byte swizzle row of a 16-bit type.
 pub const WGMMA_BOX_COLS: usize = 64;
 /// Rows of one TMA box of every operand (`Q` rows or keys).
 pub const WGMMA_BOX_ROWS: usize = 128;
 
-/// Stages of the `K`/`V` ring: three, so that the producer stays a tile ahead although a stage
-/// is free only once both consumers' `P V` on it retired (at `D = 128` three stages and `Q` fill
-/// the 227 KiB a block may have).
-const STAGES: usize = 3;
+/// Keys per KV tile at head dim `d`: 128, and 64 at head dim 256, where a consumer thread holds
+/// 128 output accumulators and 128 keys' scores would leave too few registers for the rest (the
+/// tile is also the rows of the `K` and `V` maps' boxes).
+pub const fn wgmma_keys(d: usize) -> usize {
+    if d > 128 {
+        64
+    } else {
+        WGMMA_KEYS
+    }
+}
+
+/// Stages of the `K`/`V` ring at head dim `d`: three, so that the producer stays a tile ahead
+/// although a stage is free only once both consumers' `P V` on it retired (at `D = 128` three
+/// stages and `Q` fill the 227 KiB a block may have); two at `D = 256`, whose `Q` alone takes 64
+/// KiB and each stage 64 KiB.
+pub const fn wgmma_stages(d: usize) -> usize {
+    if d > 128 {
+        2
+    } else {
+        3
+    }
+}
 /// Rows per consumer warpgroup (the `M` of `wgmma`).
 const CONSUMER_ROWS: usize = 64;
 /// Threads of a warpgroup.
@@ -100,16 +124,22 @@ const _: () = assert!(
     "the consumers' increases fit in what the producer gives back"
 );
 
-/// Bytes of one ring stage for head dim `d`: `K` and `V`, `d / 64` boxes each.
+/// Bytes of one ring stage for head dim `d`: `K` and `V`, `d / 64` boxes of [`wgmma_keys`]`(d)`
+/// rows each.
 pub const fn wgmma_stage_bytes(d: usize) -> usize {
-    2 * (d / WGMMA_BOX_COLS) * BOX_BYTES
+    2 * (d / WGMMA_BOX_COLS) * kv_box_bytes(d)
+}
+
+/// Bytes of one box of `K` or `V` at head dim `d`: its keys' rows of 128 bytes.
+const fn kv_box_bytes(d: usize) -> usize {
+    wgmma_keys(d) * 128
 }
 
 /// Dynamic shared memory of [`attention_wgmma`](fn@attention_wgmma) for head dim `d`: the ring
 /// (alignment slack, stages, barriers), a 1024-byte gap, `Q`, `Q`'s barrier and the consumers'
 /// two turn barriers (used by the [`PingPong`] schedule).
 pub const fn wgmma_shared_bytes(d: usize) -> usize {
-    Ring::shared_bytes(STAGES, wgmma_stage_bytes(d)) as usize - 2 * STAGES * 8
+    Ring::shared_bytes(wgmma_stages(d), wgmma_stage_bytes(d)) as usize - 2 * wgmma_stages(d) * 8
         + 1024
         + (d / WGMMA_BOX_COLS) * BOX_BYTES
         + 32
@@ -118,6 +148,7 @@ pub const fn wgmma_shared_bytes(d: usize) -> usize {
 const _: () = assert!(
     wgmma_shared_bytes(64) == 116_768
         && wgmma_shared_bytes(128) == 231_456
+        && wgmma_shared_bytes(256) == 198_688
         && wgmma_shared_bytes(128) <= 232_448,
     "the documented sizes, within the 227 KiB a block may opt in to"
 );
@@ -139,11 +170,22 @@ pub trait WgmmaElement: AttentionElement {
     /// # Safety
     /// As [`wgmma::mma_bf16_m64n128k128_rs_async`].
     unsafe fn pv128(acc: [f32; 64], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 64];
+    /// [`wgmma::mma_bf16_m64n64k64_kb_async`] or its f16 twin: the scores of a 64-key tile.
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n64k64_kb_async`].
+    unsafe fn scores64(acc: [f32; 32], a: u64, b: u64, accumulate: bool) -> [f32; 32];
+    /// [`wgmma::mma_bf16_m64n256k64_rs_async`] or its f16 twin: `P V` of a 64-key tile at head
+    /// dim 256.
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n256k64_rs_async`].
+    unsafe fn pv256(acc: [f32; 128], a: [u32; 16], b: u64, accumulate: bool) -> [f32; 128];
 }
 
-/// [`WgmmaElement`] for `$t` from its three products.
+/// [`WgmmaElement`] for `$t` from its five products.
 macro_rules! wgmma_element {
-    ($t:ty: $scores:ident, $pv64:ident, $pv128:ident) => {
+    ($t:ty: $scores:ident, $pv64:ident, $pv128:ident, $scores64:ident, $pv256:ident) => {
         impl WgmmaElement for $t {
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
@@ -163,25 +205,63 @@ macro_rules! wgmma_element {
                 // SAFETY: forwarded contract.
                 unsafe { wgmma::$pv128(acc, a, b, accumulate) }
             }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn scores64(acc: [f32; 32], a: u64, b: u64, accumulate: bool) -> [f32; 32] {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$scores64(acc, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn pv256(acc: [f32; 128], a: [u32; 16], b: u64, accumulate: bool) -> [f32; 128] {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$pv256(acc, a, b, accumulate) }
+            }
         }
     };
 }
 
-wgmma_element!(bf16: mma_bf16_m64n128k64_kb_async, mma_bf16_m64n64k128_rs_async, mma_bf16_m64n128k128_rs_async);
-wgmma_element!(f16: mma_f16_m64n128k64_kb_async, mma_f16_m64n64k128_rs_async, mma_f16_m64n128k128_rs_async);
+wgmma_element!(
+    bf16: mma_bf16_m64n128k64_kb_async,
+    mma_bf16_m64n64k128_rs_async,
+    mma_bf16_m64n128k128_rs_async,
+    mma_bf16_m64n64k64_kb_async,
+    mma_bf16_m64n256k64_rs_async
+);
+wgmma_element!(
+    f16: mma_f16_m64n128k64_kb_async,
+    mma_f16_m64n64k128_rs_async,
+    mma_f16_m64n128k128_rs_async,
+    mma_f16_m64n64k64_kb_async,
+    mma_f16_m64n256k64_rs_async
+);
 
-/// A head dim of the wgmma rung: `D`, a consumer thread's output accumulators (`[f32; D / 2]`)
-/// and its `P V` product.
+/// A head dim of the wgmma rung: `D`, its KV tile's keys, a consumer thread's output
+/// accumulators (`[f32; D / 2]`), scores (`[f32; KEYS / 2]`) and probabilities (`[u32; KEYS /
+/// 4]`, the register `A` of `P V`), and its two products.
 pub trait WgmmaHead {
     /// The head dim.
     const D: usize;
+    /// Keys per KV tile ([`wgmma_keys`]`(D)`).
+    const KEYS: usize;
     /// One consumer thread's output accumulators.
     type O: wgmma::Accumulators + core::ops::IndexMut<usize, Output = f32>;
-    /// `O += P V` of width `D` ([`WgmmaElement::pv64`] or [`WgmmaElement::pv128`]).
+    /// One consumer thread's scores of a KV tile.
+    type S: wgmma::Accumulators + core::ops::IndexMut<usize, Output = f32>;
+    /// One consumer thread's probabilities of a KV tile, packed pairwise.
+    type P: Copy + Default + core::ops::IndexMut<usize, Output = u32>;
+    /// `S (+)= Q K^T` of one 64-dim box ([`WgmmaElement::scores`] or
+    /// [`WgmmaElement::scores64`]).
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n128k64_kb_async`].
+    unsafe fn scores<T: WgmmaElement>(s: Self::S, a: u64, b: u64, accumulate: bool) -> Self::S;
+    /// `O += P V` of width `D` ([`WgmmaElement::pv64`], [`WgmmaElement::pv128`] or
+    /// [`WgmmaElement::pv256`]).
     ///
     /// # Safety
     /// As [`wgmma::mma_bf16_m64n128k128_rs_async`].
-    unsafe fn pv<T: WgmmaElement>(o: Self::O, a: [u32; 32], b: u64, accumulate: bool) -> Self::O;
+    unsafe fn pv<T: WgmmaElement>(o: Self::O, a: Self::P, b: u64, accumulate: bool) -> Self::O;
 }
 
 /// Head dim 64: `wgmma.m64n64k16` for `P V`, 32 output accumulators per thread.
@@ -190,10 +270,23 @@ pub struct D64;
 /// Head dim 128: `wgmma.m64n128k16` for `P V`, 64 output accumulators per thread.
 #[derive(Clone, Copy, Debug)]
 pub struct D128;
+/// Head dim 256: 64-key tiles, `wgmma.m64n64k16` for the scores and `wgmma.m64n256k16` for `P
+/// V`, 128 output accumulators per thread.
+#[derive(Clone, Copy, Debug)]
+pub struct D256;
 
 impl WgmmaHead for D64 {
     const D: usize = 64;
+    const KEYS: usize = wgmma_keys(64);
     type O = [f32; 32];
+    type S = [f32; 64];
+    type P = [u32; 32];
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn scores<T: WgmmaElement>(s: [f32; 64], a: u64, b: u64, accumulate: bool) -> [f32; 64] {
+        // SAFETY: forwarded contract.
+        unsafe { T::scores(s, a, b, accumulate) }
+    }
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     unsafe fn pv<T: WgmmaElement>(o: [f32; 32], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 32] {
@@ -204,12 +297,41 @@ impl WgmmaHead for D64 {
 
 impl WgmmaHead for D128 {
     const D: usize = 128;
+    const KEYS: usize = wgmma_keys(128);
     type O = [f32; 64];
+    type S = [f32; 64];
+    type P = [u32; 32];
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn scores<T: WgmmaElement>(s: [f32; 64], a: u64, b: u64, accumulate: bool) -> [f32; 64] {
+        // SAFETY: forwarded contract.
+        unsafe { T::scores(s, a, b, accumulate) }
+    }
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     unsafe fn pv<T: WgmmaElement>(o: [f32; 64], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 64] {
         // SAFETY: forwarded contract.
         unsafe { T::pv128(o, a, b, accumulate) }
+    }
+}
+
+impl WgmmaHead for D256 {
+    const D: usize = 256;
+    const KEYS: usize = wgmma_keys(256);
+    type O = [f32; 128];
+    type S = [f32; 32];
+    type P = [u32; 16];
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn scores<T: WgmmaElement>(s: [f32; 32], a: u64, b: u64, accumulate: bool) -> [f32; 32] {
+        // SAFETY: forwarded contract.
+        unsafe { T::scores64(s, a, b, accumulate) }
+    }
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn pv<T: WgmmaElement>(o: [f32; 128], a: [u32; 16], b: u64, accumulate: bool) -> [f32; 128] {
+        // SAFETY: forwarded contract.
+        unsafe { T::pv256(o, a, b, accumulate) }
     }
 }
 
@@ -279,7 +401,8 @@ impl WgmmaSchedule for PingPong {
 /// Instances (`T`, head, schedule, mask): `attention_wgmma_d<D>_<T>` ([`OneTile`], with
 /// [`CausalOrNot`]: no mask or the causal one, chosen at run time), and `attention_wgmma_pingpong_d<D>_<T>`
 /// ([`PingPong`], [`NoMask`]), the same with `causal_` ([`Causal`]) or `general_` ([`General`])
-/// before `d`, for `D` 64 and 128 and `T` bf16 and f16.
+/// before `d`, for `D` 64, 128 and 256 (no `general_` at 256: its consumers would spill past 232
+/// registers, with the 128 output accumulators) and `T` bf16 and f16.
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
 // Barriers: the ring's initialisation and the `Q` barrier's.
 #[kernel(
@@ -301,6 +424,12 @@ impl WgmmaSchedule for PingPong {
         attention_wgmma_pingpong_general_d128_bf16 = (bf16, D128, PingPong, General),
         attention_wgmma_pingpong_general_d64_f16 = (f16, D64, PingPong, General),
         attention_wgmma_pingpong_general_d128_f16 = (f16, D128, PingPong, General),
+        attention_wgmma_d256_bf16 = (bf16, D256, OneTile, CausalOrNot),
+        attention_wgmma_d256_f16 = (f16, D256, OneTile, CausalOrNot),
+        attention_wgmma_pingpong_d256_bf16 = (bf16, D256, PingPong, NoMask),
+        attention_wgmma_pingpong_d256_f16 = (f16, D256, PingPong, NoMask),
+        attention_wgmma_pingpong_causal_d256_bf16 = (bf16, D256, PingPong, Causal),
+        attention_wgmma_pingpong_causal_d256_f16 = (f16, D256, PingPong, Causal),
     ),
     barriers(2)
 )]
@@ -334,19 +463,25 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
     let d = H::D;
     const {
         assert!(
-            H::D % WGMMA_BOX_COLS == 0 && H::D <= 128,
-            "whole boxes, registers for D <= 128"
+            H::D % WGMMA_BOX_COLS == 0 && H::D <= 256,
+            "whole boxes, registers for D <= 256"
         );
         assert!(
             <H::O as wgmma::Accumulators>::N == H::D,
             "the output's width is D"
         );
+        assert!(
+            H::KEYS == wgmma_keys(H::D) && <H::S as wgmma::Accumulators>::N == H::KEYS,
+            "the scores' width is the tile's keys"
+        );
     };
     let boxes = d / WGMMA_BOX_COLS;
+    let kv_box = kv_box_bytes(d);
     let tid = thread::thread_idx_x() as usize;
     let wg = tid / WARPGROUP;
     let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
     let work = Work {
+        keys: H::KEYS,
         q_tiles: q_len.div_ceil(WGMMA_ROWS) as u32,
         heads: heads as u32,
         q_len,
@@ -358,7 +493,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
 
     // SAFETY: every thread, first; the launch gives `wgmma_shared_bytes(D)`: the ring's bytes,
     // then the tail; stages of whole 1024-byte atoms.
-    let ring = unsafe { Ring::new(STAGES, wgmma_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
+    let ring = unsafe { Ring::new(wgmma_stages(d), wgmma_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
     let (q_tile, q_address) = ring.tail();
     // Past `Q`: its barrier, the consumers' two turns (the ping-pong: `turn(c)` completes a
     // phase when the other consumer's four warps hand consumer `c` the turn; arithmetic, not an
@@ -386,18 +521,21 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
         if tid != 0 {
             return;
         }
-        let tensor = |map: usize, data: *const T, len: usize, heads: usize, strides: [usize; 3]| Tensor4d {
-            map: maps.wrapping_add(16 * map),
-            data,
-            dims: [batch, heads, len, d],
-            strides,
-            box_rows: WGMMA_BOX_ROWS,
-            box_cols: WGMMA_BOX_COLS,
-        };
+        let tensor =
+            |map: usize, data: *const T, len: usize, heads: usize, strides: [usize; 3], box_rows: usize| {
+                Tensor4d {
+                    map: maps.wrapping_add(16 * map),
+                    data,
+                    dims: [batch, heads, len, d],
+                    strides,
+                    box_rows,
+                    box_cols: WGMMA_BOX_COLS,
+                }
+            };
         let kv_heads = heads / group;
-        let tq = tensor(0, q, q_len, heads, [q_sb, q_sh, q_ss]);
-        let tk = tensor(1, k, kv_len, kv_heads, [k_sb, k_sh, k_ss]);
-        let tv = tensor(2, v, kv_len, kv_heads, [v_sb, v_sh, v_ss]);
+        let tq = tensor(0, q, q_len, heads, [q_sb, q_sh, q_ss], WGMMA_BOX_ROWS);
+        let tk = tensor(1, k, kv_len, kv_heads, [k_sb, k_sh, k_ss], H::KEYS);
+        let tv = tensor(2, v, kv_len, kv_heads, [v_sb, v_sh, v_ss], H::KEYS);
         tma::prefetch_map(tq.map);
         tma::prefetch_map(tk.map);
         tma::prefetch_map(tv.map);
@@ -435,9 +573,9 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 unsafe {
                     let stage = producer.acquire();
                     for j in 0..boxes {
-                        let at = [tile.b, tile.h / group, t * WGMMA_KEYS, j * WGMMA_BOX_COLS];
-                        stage.load_4d(j * BOX_BYTES, &tk, at);
-                        stage.load_4d((boxes + j) * BOX_BYTES, &tv, at);
+                        let at = [tile.b, tile.h / group, t * H::KEYS, j * WGMMA_BOX_COLS];
+                        stage.load_4d(j * kv_box, &tk, at);
+                        stage.load_4d((boxes + j) * kv_box, &tv, at);
                     }
                 }
                 t = work.next(&tile, t + 1);
@@ -495,7 +633,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
             scale: scale_log2 * (1.0 / math::LOG2_E),
             score_mod: M::SCORE_MOD && mask.modifies_scores(),
         };
-        let mut s = [0.0f32; 64];
+        let mut s = <H::S as wgmma::Accumulators>::zeroed();
         let mut acc = <H::O as wgmma::Accumulators>::zeroed();
         let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
         // SAFETY: `Q`'s barrier, initialised; its phase `n` completes with this tile's copies.
@@ -508,12 +646,12 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 turns.take();
                 // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay
                 // until the wait.
-                unsafe { s = scores::<T>(s, &q_desc, stage.address(0), boxes) };
+                unsafe { s = scores::<T, H>(s, &q_desc, stage.address(0), boxes) };
                 turns.hand_over();
                 // SAFETY: the whole warpgroup, the scores in flight.
                 s = unsafe { wgmma::wait_accumulators::<0, _>(s) };
-                online_softmax(&mut s, &mut m, &mut l, tile.first, &rows_limits);
-                let mut p = pack_probabilities::<T>(&s);
+                online_softmax::<_, H>(&mut s, &mut m, &mut l, tile.first, &rows_limits);
+                let mut p = pack_probabilities::<T, H>(&s);
                 let mut kt = work.next(&tile, tile.first + 1);
                 while kt < tile.end {
                     // Tile `kt`'s scores and tile `kt - 1`'s `P V` in one turn; the softmax of
@@ -526,20 +664,20 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                     // the waits that retire their products (the previous stage is released after
                     // the second); `p` and the output accumulators are not touched in flight.
                     unsafe {
-                        s = scores::<T>(s, &q_desc, next.address(0), boxes);
-                        acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
+                        s = scores::<T, H>(s, &q_desc, next.address(0), boxes);
+                        acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * kv_box), kv_box), true);
                     }
                     turns.hand_over();
                     // SAFETY: the whole warpgroup, both groups in flight: the older (the scores)
                     // retires.
                     s = unsafe { wgmma::wait_accumulators::<1, _>(s) };
-                    let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
+                    let rescale = online_softmax::<_, H>(&mut s, &mut m, &mut l, kt, &rows_limits);
                     // SAFETY: the whole warpgroup, the previous tile's `P V` in flight.
                     acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
                     // SAFETY: its `P V` retired.
                     unsafe { consumer.release(&stage) };
                     rescale_output::<H>(&mut acc, rescale);
-                    p = pack_probabilities::<T>(&s);
+                    p = pack_probabilities::<T, H>(&s);
                     stage = next;
                     kt = work.next(&tile, kt + 1);
                 }
@@ -548,7 +686,9 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 unsafe { mbarrier::warp_arrive(q_free) };
                 turns.take();
                 // SAFETY: as above, for the last tile's `P V`.
-                unsafe { acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true) };
+                unsafe {
+                    acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * kv_box), kv_box), true)
+                };
                 turns.hand_over();
                 // SAFETY: as above.
                 unsafe {
@@ -568,15 +708,15 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay
                 // until the waits below.
                 unsafe {
-                    s = scores::<T>(s, &q_desc, stage.address(0), boxes);
+                    s = scores::<T, H>(s, &q_desc, stage.address(0), boxes);
                     s = wgmma::wait_accumulators::<0, _>(s);
                 }
-                let rescale = online_softmax(&mut s, &mut m, &mut l, kt, &rows_limits);
+                let rescale = online_softmax::<_, H>(&mut s, &mut m, &mut l, kt, &rows_limits);
                 rescale_output::<H>(&mut acc, rescale);
-                let p = pack_probabilities::<T>(&s);
+                let p = pack_probabilities::<T, H>(&s);
                 // SAFETY: as above; the output accumulators are retired (the last wait).
                 unsafe {
-                    acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * BOX_BYTES)), true);
+                    acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * kv_box), kv_box), true);
                     acc = wgmma::wait_accumulators::<0, _>(acc);
                     consumer.release(&stage);
                 }
@@ -608,6 +748,8 @@ struct Tile {
 /// the `K` and `V` of a few heads, which stay in L2 (numbered by query tile first, every head at
 /// once, the blocks on the H200 read 132 heads' `K` and `V` and ran 10-17% slower at a0c9d50).
 struct Work<M> {
+    /// Keys per KV tile ([`WgmmaHead::KEYS`]).
+    keys: usize,
     q_tiles: u32,
     heads: u32,
     q_len: usize,
@@ -632,9 +774,9 @@ impl<M: Mask> Work<M> {
             h,
             b,
             first: 0,
-            end: keys.end.min(self.kv_len).div_ceil(WGMMA_KEYS),
+            end: keys.end.min(self.kv_len).div_ceil(self.keys),
         };
-        tile.first = self.next(&tile, keys.start / WGMMA_KEYS);
+        tile.first = self.next(&tile, keys.start / self.keys);
         tile
     }
 
@@ -649,7 +791,7 @@ impl<M: Mask> Work<M> {
                     tile.b,
                     tile.h,
                     rows.clone(),
-                    t * WGMMA_KEYS..(t * WGMMA_KEYS + WGMMA_KEYS).min(self.kv_len),
+                    t * self.keys..(t * self.keys + self.keys).min(self.kv_len),
                 ) == TileMask::Empty
             {
                 t += 1;
@@ -760,22 +902,23 @@ struct Limits<M> {
 }
 
 /// `S = Q K^T` of one KV tile issued (not waited for): `boxes` groups of four steps of 16 dims,
-/// the `K` tile at shared address `k_tile` (its 128 rows as `B^T`, one 64-dim box after another).
+/// the `K` tile at shared address `k_tile` (its `H::KEYS` rows as `B^T`, one 64-dim box after
+/// another).
 ///
 /// # Safety
-/// As [`WgmmaElement::scores`].
+/// As [`WgmmaHead::scores`].
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn scores<T: WgmmaElement>(
-    mut s: [f32; 64],
+unsafe fn scores<T: WgmmaElement, H: WgmmaHead>(
+    mut s: H::S,
     q_desc: &impl Fn(usize) -> u64,
     k_tile: u32,
     boxes: usize,
-) -> [f32; 64] {
+) -> H::S {
     for j in 0..boxes {
-        let k_desc = k_major_descriptor(k_tile + (j * BOX_BYTES) as u32);
+        let k_desc = k_major_descriptor(k_tile + (j * kv_box_bytes(H::D)) as u32);
         // SAFETY: forwarded contract.
-        s = unsafe { T::scores(s, q_desc(j), k_desc, j > 0) };
+        s = unsafe { H::scores::<T>(s, q_desc(j), k_desc, j > 0) };
     }
     s
 }
@@ -789,11 +932,11 @@ fn k_major_descriptor(start: u32) -> u64 {
 }
 
 /// The descriptor of the first step of 16 keys of the N-major `V` tile at shared address
-/// `v_tile` (the products step it by 16 rows, 2048 bytes, themselves): its 64-dim boxes a box
-/// apart (`LBO`), 8-row groups 1024 bytes (`SBO`).
+/// `v_tile` (the products step it by 16 rows, 2048 bytes, themselves): its 64-dim boxes
+/// `box_bytes` apart (`LBO`), 8-row groups 1024 bytes (`SBO`).
 #[inline(always)]
-fn v_descriptor(v_tile: u32) -> u64 {
-    wgmma::desc_sw128(v_tile, BOX_BYTES as u32, 1024)
+fn v_descriptor(v_tile: u32, box_bytes: usize) -> u64 {
+    wgmma::desc_sw128(v_tile, box_bytes as u32, 1024)
 }
 
 /// The online softmax of one tile's scores `s` (this thread's 64 of its two rows: accumulator
@@ -810,8 +953,8 @@ fn v_descriptor(v_tile: u32) -> u64 {
 /// `2^-126` flushed to 0 is far below any tolerance): the softmax runs between the products,
 /// its instruction count on the critical path of a consumer.
 #[inline(always)]
-fn online_softmax<M: Mask>(
-    s: &mut [f32; 64],
+fn online_softmax<M: Mask, H: WgmmaHead>(
+    s: &mut H::S,
     m: &mut [f32; 2],
     l: &mut [f32; 2],
     kt: usize,
@@ -819,8 +962,10 @@ fn online_softmax<M: Mask>(
 ) -> [f32; 2] {
     // Keys in 32 bits (below 2^31, the grid's limit): a 64-bit comparison per score is two
     // instructions and two registers.
-    let key0 = (kt * WGMMA_KEYS) as u32;
-    let keys = WGMMA_KEYS as u32;
+    let key0 = (kt * H::KEYS) as u32;
+    let keys = H::KEYS as u32;
+    // Groups of 32 keys: four of a 128-key tile, two of a 64-key one.
+    let groups = H::KEYS / 32;
     // Tiles the mask keeps in part for this consumer's rows, and the ragged last tile, are tested
     // element by element.
     let masked = key0 + keys > r.kv_len || (M::MASKS && !(key0 >= r.full.0 && key0 + keys <= r.full.1));
@@ -841,7 +986,7 @@ fn online_softmax<M: Mask>(
     let masks = &r.masks;
     if r.score_mod {
         unroll_8!(2, |hh| {
-            unroll_8!(4, |hi| {
+            unroll_8!(groups, |hi| {
                 unroll_8!(4, |lo| {
                     unroll_8!(2, |e| {
                         let (i, key) = at(hh, hi, lo, e);
@@ -854,7 +999,7 @@ fn online_softmax<M: Mask>(
     }
     if masked {
         unroll_8!(2, |hh| {
-            unroll_8!(4, |hi| {
+            unroll_8!(groups, |hi| {
                 unroll_8!(4, |lo| {
                     unroll_8!(2, |e| {
                         let (i, key) = at(hh, hi, lo, e);
@@ -872,14 +1017,14 @@ fn online_softmax<M: Mask>(
     let mut rescale = [0.0f32; 2];
     unroll_8!(2, |hh| {
         let mut mx = f32::NEG_INFINITY;
-        unroll_8!(4, |hi| {
+        unroll_8!(groups, |hi| {
             unroll_8!(4, |lo| {
                 unroll_8!(2, |e| {
                     mx = math::max_nan_fast(mx, s[at(hh, hi, lo, e).0]);
                 });
             });
         });
-        // The row's 128 scores are spread over the 4 threads of the quad.
+        // The row's scores of the tile are spread over the 4 threads of the quad.
         mx = math::max_nan_fast(mx, warp::shfl_xor(mx, 1));
         mx = math::max_nan_fast(mx, warp::shfl_xor(mx, 2));
         let m_new = math::max_nan_fast(m[hh], mx * factor);
@@ -888,7 +1033,7 @@ fn online_softmax<M: Mask>(
         rescale[hh] = math::exp2_ftz(m[hh] - base);
         m[hh] = m_new;
         let mut sum = 0.0f32;
-        unroll_8!(4, |hi| {
+        unroll_8!(groups, |hi| {
             unroll_8!(4, |lo| {
                 unroll_8!(2, |e| {
                     let i = 4 * (4 * hi + lo) + 2 * hh + e;
@@ -929,9 +1074,9 @@ fn rescale_output<H: WgmmaHead>(acc: &mut H::O, rescale: [f32; 2]) {
 /// The probabilities `s` as the register `A` fragment of `P V`: step `j` (keys `16 j ..+ 16`)
 /// is accumulators `8 j ..+ 8`, packed pairwise to `T` (the first in the low half).
 #[inline(always)]
-fn pack_probabilities<T: WgmmaElement>(s: &[f32; 64]) -> [u32; 32] {
-    let mut p = [0u32; 32];
-    unroll_8!(8, |j| {
+fn pack_probabilities<T: WgmmaElement, H: WgmmaHead>(s: &H::S) -> H::P {
+    let mut p = H::P::default();
+    unroll_8!(H::KEYS / 16, |j| {
         unroll_8!(4, |r| {
             p[4 * j + r] = T::pack([s[8 * j + 2 * r], s[8 * j + 2 * r + 1]]);
         });
