@@ -392,7 +392,8 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// 8 (`m64nDk16`, `A` from registers), one site of each in the loop, each waited for; its
 /// ping-pong schedule has two sites of each (the first tile's scores and the last tile's `P V`
 /// outside the loop) and four waits (the first scores, the loop's `wait_group 1` and `0`, the
-/// last `P V`), whatever the mask.
+/// last `P V`), whatever the mask. At head dim 256 (64-key tiles) the scores steps are
+/// `m64n64k16` and `P V` 4 `m64n256k16`.
 ///
 /// Its backward (`attention_bwd_wgmma_`): the `dK`/`dV` kernel's two transposed scores products
 /// (`D / 64` steps of 4 `m64n64k16` each) and two gradient products (4 `m64nDk16`, `A` from
@@ -416,10 +417,15 @@ fn wgmma_lines(name: &str) -> (usize, usize) {
         (24, 4)
     } else if ping_pong && name.contains("_d128_") {
         (32, 4)
+    } else if ping_pong && name.contains("_d256_") {
+        // 64-key tiles: the scores 4 boxes of 4 `m64n64k16`, `P V` 4 `m64n256k16`.
+        (40, 4)
     } else if name.starts_with("attention_wgmma_d64_") {
         (12, 2)
     } else if name.starts_with("attention_wgmma_d128_") {
         (16, 2)
+    } else if name.starts_with("attention_wgmma_d256_") || name.starts_with("attention_wgmma_general_d256_") {
+        (20, 2)
     } else if fp8 && name.contains("_overlap_") {
         // Two accumulator arrays in turn: the prologue's step, the loop's, and the last.
         (12, 4)

@@ -76,8 +76,8 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             mask_case_named(label, gpu, rng, kind, (1, 135, 140, 2, 1), d, FUSED)
         }));
     }
-    // Head dim 256, whose Hopper rung has no `General` instance: the plan's choice (the rows
-    // rung) with a window, and the Hopper rung asked for an error.
+    // Head dim 256, whose `General` instance is one tile at a time: the plan's choice and the
+    // one-tile rung with a window, and the ping-pong asked for an error.
     trials.push(trial(sim, "attention::mask::window37::f16_d256", wide_window));
     trials.push(trial(sim, "attention::mask::planted", planted));
     trials.push(trial(sim, "errors::attention_masks", |gpu, _| errors(gpu)));
@@ -114,11 +114,14 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     }
     // The instances no trial above launches on the GPU (the coverage trial's list at b65b815):
     // the no-mask flash rung in f16 at head dim 64, and `General` in f16 at 128 (flash and
-    // ping-pong) and in bf16 at 64 (flash), on the simulator's small ragged shapes.
+    // ping-pong) and in bf16 at 64 (flash), and the one-tile `General` at head dim 256 in both
+    // types, on the simulator's small ragged shapes.
     for (kind, label, d, shape) in [
         (Kind::Plain(false), "f16", 64, (1, 135, 140, 2, 1)),
         (Kind::Window(37), "f16", 128, (1, 150, 170, 2, 1)),
         (Kind::Window(37), "bf16", 64, (1, 150, 170, 2, 1)),
+        (Kind::Window(37), "bf16", 256, (1, 150, 170, 2, 1)),
+        (Kind::Document, "f16", 256, (2, 150, 150, 2, 1)),
     ] {
         let name = format!("attention::mask_small::{}::{label}_d{d}", kind.name());
         trials.push(trial(cuda, &name, move |gpu, rng| {
@@ -226,19 +229,13 @@ pub(crate) fn run<T: TestElement>(
     Ok((got.out.to_vec()?, got.lse.to_vec()?))
 }
 
-/// A sliding window at head dim 256: the plan's choice against the reference, and
-/// `WgmmaPingPong` an error that names the mask (the Hopper rung runs no mask but the causal
-/// one at 256).
+/// A sliding window at head dim 256: the plan's choice and the one-tile Hopper rung against the
+/// reference, and `WgmmaPingPong` an error that names the head dim (its ping-pong runs no mask
+/// but the causal one).
 fn wide_window(gpu: &Gpu, rng: &mut StdRng) -> Check {
     let shape = (1, 150, 170, 2, 1);
-    mask_case::<f16>(
-        gpu,
-        rng,
-        Kind::Window(37),
-        shape,
-        256,
-        &[AttentionAlgorithm::Auto],
-    )?;
+    let rungs = [AttentionAlgorithm::Auto, AttentionAlgorithm::Wgmma];
+    mask_case::<f16>(gpu, rng, Kind::Window(37), shape, 256, &rungs)?;
     let ops = operands::<f16>(gpu, rng, shape, 256)?;
     let options = AttentionOptions {
         mask: mask_of(Kind::Window(37), None)?,
@@ -246,9 +243,7 @@ fn wide_window(gpu: &Gpu, rng: &mut StdRng) -> Check {
         ..Default::default()
     };
     match run(gpu, &ops, &options) {
-        Err(Error::InvalidArgument { detail, .. })
-            if detail.contains("with this mask") || !gpu.has_wgmma() =>
-        {
+        Err(Error::InvalidArgument { detail, .. }) if detail.contains("head dim 256") || !gpu.has_wgmma() => {
             Ok(())
         }
         other => Err(format!(

@@ -126,10 +126,11 @@ pub struct AttentionKernels<T: 'static> {
     pub(crate) wgmma64_ping_pong: [WgmmaLauncher<T>; INSTANCES],
     /// The same at head dim 128.
     pub(crate) wgmma128_ping_pong: [WgmmaLauncher<T>; INSTANCES],
-    /// `attention_wgmma_d256_*`.
-    pub(crate) wgmma256: WgmmaLauncher<T>,
-    /// `attention_wgmma_pingpong_d256_*`, `..._causal_d256_*` (no `General` instance at head dim
-    /// 256: the plan sends its masks to the rows rung).
+    /// `attention_wgmma_d256_*` (one tile at a time, no mask or causal) and
+    /// `attention_wgmma_general_d256_*` (one tile at a time, `General`).
+    pub(crate) wgmma256: [WgmmaLauncher<T>; 2],
+    /// `attention_wgmma_pingpong_d256_*`, `..._causal_d256_*` (no `General` ping-pong at head
+    /// dim 256: the plan runs its masks one tile at a time).
     pub(crate) wgmma256_ping_pong: [WgmmaLauncher<T>; 2],
     /// The backward's kernels.
     pub(crate) backward: &'static super::backward::kernels::BackwardKernels<T>,
@@ -203,7 +204,10 @@ static BF16: AttentionKernels<bf16> = AttentionKernels {
         family::wgmma::attention_wgmma_pingpong_causal_d128_bf16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_general_d128_bf16::launch_views::<Module>,
     ],
-    wgmma256: family::wgmma::attention_wgmma_d256_bf16::launch_views::<Module>,
+    wgmma256: [
+        family::wgmma::attention_wgmma_d256_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_general_d256_bf16::launch_views::<Module>,
+    ],
     wgmma256_ping_pong: [
         family::wgmma::attention_wgmma_pingpong_d256_bf16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_causal_d256_bf16::launch_views::<Module>,
@@ -236,7 +240,10 @@ static F16: AttentionKernels<f16> = AttentionKernels {
         family::wgmma::attention_wgmma_pingpong_causal_d128_f16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_general_d128_f16::launch_views::<Module>,
     ],
-    wgmma256: family::wgmma::attention_wgmma_d256_f16::launch_views::<Module>,
+    wgmma256: [
+        family::wgmma::attention_wgmma_d256_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_general_d256_f16::launch_views::<Module>,
+    ],
     wgmma256_ping_pong: [
         family::wgmma::attention_wgmma_pingpong_d256_f16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_causal_d256_f16::launch_views::<Module>,
@@ -440,7 +447,7 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
     let launcher = match (s.head_dim, ping_pong) {
         (64, false) => kernels.wgmma64,
         (128, false) => kernels.wgmma128,
-        (_, false) => kernels.wgmma256,
+        (_, false) => kernels.wgmma256[usize::from(m == 2)],
         (64, true) => kernels.wgmma64_ping_pong[m],
         (128, true) => kernels.wgmma128_ping_pong[m],
         (_, true) => *kernels
@@ -448,7 +455,7 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
             .get(m)
             .ok_or_else(|| Error::InvalidArgument {
                 op: super::plan::OP,
-                detail: "the wgmma rung at head dim 256 runs no mask but the causal one".to_string(),
+                detail: "the wgmma ping-pong at head dim 256 runs no mask but the causal one".to_string(),
             })?,
     };
     let library = gpu.library();

@@ -10,7 +10,9 @@
 //!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>`, on a persistent grid
 //!    where every block tile has the same work (no mask, or the soft cap alone) and a block per
 //!    tile where the mask makes them uneven (causal, window, ALiBi, documents). At head dim 256
-//!    (64-key tiles) no mask but the causal one: the other masks go to rule 4. In
+//!    (64-key tiles) one tile at a time instead, every mask (its ping-pong runs no mask but the
+//!    causal one): 583.5 TFLOP/s against the ping-pong's 422.4 at `8x2048x8x256` in
+//!    `bench/experiments/third-wave/10582d5-attention-d256.jsonl`. In
 //!    `bench/experiments/third-wave/e0302b7-attention.jsonl` the ping-pong beat one tile at a
 //!    time (`attention_wgmma_d<D>`) at every shape, the persistent grid beat a block per tile at
 //!    every shape without the mask (471.6 against 425.5 TFLOP/s at `16x1024x16x128`) and lost
@@ -53,7 +55,8 @@ pub(crate) struct Facts {
     pub(crate) positive_scale: bool,
     /// Every block tile has the same work (no mask, or a soft cap without the causal mask).
     pub(crate) uniform: bool,
-    /// The mask is none or the causal one (the one-tile `wgmma` schedule runs no other).
+    /// The mask is none or the causal one (the one-tile `wgmma` schedule runs no other at head
+    /// dims 64 and 128, the ping-pong none at 256).
     pub(crate) plain: bool,
 }
 
@@ -92,15 +95,27 @@ impl AttentionPlan {
         debug_assert!(head_dim % HEAD_DIM_MULTIPLE == 0 && head_dim <= MAX_HEAD_DIM);
         let aligned = f.aligned;
         let fused = FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
-        // Head dim 256 has no `General` instance: no mask but the causal one there.
-        let hopper_dims = WGMMA_HEAD_DIMS.contains(&head_dim) && (head_dim != 256 || f.plain);
-        let hopper = hopper_dims && aligned && f.wgmma && f.tensor_maps && f.positive_scale;
+        let hopper =
+            WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && f.wgmma && f.tensor_maps && f.positive_scale;
+        // Head dim 256 (64-key tiles): the one-tile schedule runs every mask and is the default;
+        // the ping-pong runs no mask but the causal one. At 64 and 128 the other way round.
+        let wide = head_dim == 256;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(AttentionPlan::Rows),
-            AttentionAlgorithm::Wgmma if hopper && !f.plain => Err(
-                "the one-tile wgmma schedule runs no mask but the causal one: ask for WgmmaPingPong (or Auto)"
+            AttentionAlgorithm::Wgmma if hopper && !f.plain && !wide => Err(
+                "the one-tile wgmma schedule runs no mask but the causal one at head dims 64 and 128: \
+                 ask for WgmmaPingPong (or Auto)"
                     .to_string(),
             ),
+            AttentionAlgorithm::WgmmaPingPong | AttentionAlgorithm::WgmmaPersistent
+                if hopper && !f.plain && wide =>
+            {
+                Err(
+                    "the wgmma ping-pong schedule runs no mask but the causal one at head dim 256: \
+                     ask for Wgmma (or Auto)"
+                        .to_string(),
+                )
+            }
             AttentionAlgorithm::Wgmma if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: false,
@@ -108,7 +123,7 @@ impl AttentionPlan {
             }),
             AttentionAlgorithm::Auto if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
-                ping_pong: true,
+                ping_pong: !wide,
                 persistent: f.uniform,
             }),
             AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
@@ -125,11 +140,10 @@ impl AttentionPlan {
             | AttentionAlgorithm::WgmmaPingPong
             | AttentionAlgorithm::WgmmaPersistent => Err(format!(
                 "the wgmma rung takes a GPU with wgmma (compute capability 9.0){}, head dims \
-                 {WGMMA_HEAD_DIMS:?} (256 with no mask but the causal one), 16-byte aligned \
-                 operands and strides nested as [batch, seq, heads, head_dim] (the copy engine's \
-                 tensor maps), at least one key and a positive scale; not head dim {head_dim}{}{}{}{}",
+                 {WGMMA_HEAD_DIMS:?}, 16-byte aligned operands and strides nested as [batch, seq, \
+                 heads, head_dim] (the copy engine's tensor maps), at least one key and a positive \
+                 scale; not head dim {head_dim}{}{}{}",
                 if f.wgmma { "" } else { " (this one has none)" },
-                if head_dim == 256 && !f.plain { " with this mask" } else { "" },
                 if aligned { "" } else { " with these strides" },
                 if f.tensor_maps {
                     ""
@@ -319,7 +333,7 @@ mod tests {
             let want = match d {
                 64 | 128 | 256 => AttentionPlan::Wgmma {
                     head_dim: d,
-                    ping_pong: true,
+                    ping_pong: d != 256,
                     persistent: true,
                 },
                 _ => AttentionPlan::Rows,
@@ -423,26 +437,32 @@ mod tests {
             Ok(AttentionPlan::Wgmma { ping_pong: true, .. })
         ));
         assert!(choose(AttentionAlgorithm::Wgmma, 128, masked).is_err());
-        // Head dim 256 has no `General` instance: the rows rung, and an error asked for.
+        // Head dim 256: one tile at a time, every mask; the ping-pong with a mask an error.
         assert_eq!(
             choose(AttentionAlgorithm::Auto, 256, masked),
-            Ok(AttentionPlan::Rows)
-        );
-        let err = choose(AttentionAlgorithm::WgmmaPingPong, 256, masked).expect_err("no General at 256");
-        assert!(err.contains("with this mask"), "{err}");
-        assert_eq!(
-            choose(
-                AttentionAlgorithm::Auto,
-                256,
-                Facts {
-                    uniform: false,
-                    ..all
-                }
-            ),
             Ok(AttentionPlan::Wgmma {
                 head_dim: 256,
-                ping_pong: true,
+                ping_pong: false,
                 persistent: false
+            })
+        );
+        assert_eq!(
+            choose(AttentionAlgorithm::Wgmma, 256, masked),
+            choose(AttentionAlgorithm::Auto, 256, masked)
+        );
+        for alg in [
+            AttentionAlgorithm::WgmmaPingPong,
+            AttentionAlgorithm::WgmmaPersistent,
+        ] {
+            let err = choose(alg, 256, masked).expect_err("no ping-pong General at 256");
+            assert!(err.contains("head dim 256"), "{err}");
+        }
+        assert_eq!(
+            choose(AttentionAlgorithm::Auto, 256, all),
+            Ok(AttentionPlan::Wgmma {
+                head_dim: 256,
+                ping_pong: false,
+                persistent: true
             })
         );
         // Causal: a block per tile (the persistent walk's static share of causal tiles lost).

@@ -35,8 +35,8 @@
 //! * [`wgmma`]: the Hopper rung (sm_90a only), FlashAttention-3's design: a producer warpgroup
 //!   copying `Q`, `K` and `V` by TMA into a ring, two consumer warpgroups of 64 query rows each
 //!   computing `S = Q K^T` and `O += P V` on `wgmma` (`P` from registers), 128-key tiles (64 at
-//!   head dim 256); head dims 64, 128 and 256 with strides of whole 16 bytes (at 256 no mask but
-//!   the causal one). Its items stay under `attention::wgmma`.
+//!   head dim 256); head dims 64, 128 and 256 with strides of whole 16 bytes. Its items stay
+//!   under `attention::wgmma`.
 //!
 //! The backward (`dq`, `dk`, `dv` from `d_out`, the output and the log-sum-exp), a ladder of its
 //! own, deterministic (no atomics):

@@ -401,8 +401,9 @@ impl WgmmaSchedule for PingPong {
 /// Instances (`T`, head, schedule, mask): `attention_wgmma_d<D>_<T>` ([`OneTile`], with
 /// [`CausalOrNot`]: no mask or the causal one, chosen at run time), and `attention_wgmma_pingpong_d<D>_<T>`
 /// ([`PingPong`], [`NoMask`]), the same with `causal_` ([`Causal`]) or `general_` ([`General`])
-/// before `d`, for `D` 64, 128 and 256 (no `general_` at 256: its consumers would spill past 232
-/// registers, with the 128 output accumulators) and `T` bf16 and f16.
+/// before `d`, for `D` 64, 128 and 256 and `T` bf16 and f16; at 256 `general_` is
+/// `attention_wgmma_general_d256_<T>` ([`OneTile`], [`General`]: the ping-pong's consumers spilled
+/// with it, past 232 registers with the 128 output accumulators).
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
 // Barriers: the ring's initialisation and the `Q` barrier's.
 #[kernel(
@@ -430,6 +431,8 @@ impl WgmmaSchedule for PingPong {
         attention_wgmma_pingpong_d256_f16 = (f16, D256, PingPong, NoMask),
         attention_wgmma_pingpong_causal_d256_bf16 = (bf16, D256, PingPong, Causal),
         attention_wgmma_pingpong_causal_d256_f16 = (f16, D256, PingPong, Causal),
+        attention_wgmma_general_d256_bf16 = (bf16, D256, OneTile, General),
+        attention_wgmma_general_d256_f16 = (f16, D256, OneTile, General),
     ),
     barriers(2)
 )]
