@@ -74,7 +74,7 @@ pub(crate) enum AttentionPlan {
     /// `attention_wgmma_d<head_dim>_*` (or `attention_wgmma_pingpong_d<head_dim>_*`): the
     /// Hopper rung.
     Wgmma {
-        /// 64 or 128.
+        /// 64, 128 or 256.
         head_dim: usize,
         /// The consumers' ping-pong schedule (`kernels_gpu::attention::wgmma::PingPong`)
         /// rather than one tile at a time.
@@ -182,14 +182,17 @@ pub enum AttentionAlgorithm {
     /// The fused `mma.sync` rung (`attention_flash_d64_*`, `attention_flash_d128_*`): head dims
     /// 64 and 128, 16-byte aligned operands; an error elsewhere.
     Flash,
-    /// The Hopper rung (`attention_wgmma_d64_*`, `attention_wgmma_d128_*`): a GPU with `wgmma`,
-    /// head dims 64 and 128, 16-byte aligned operands whose tensor maps the driver encodes; an
-    /// error elsewhere. In the backward this and the two schedules below ask for the backward's
-    /// Hopper rung (`attention_bwd_wgmma_*`).
+    /// The Hopper rung one tile at a time (`attention_wgmma_d<D>_*`): a GPU with `wgmma`, head
+    /// dims 64, 128 and 256, 16-byte aligned operands whose tensor maps the driver encodes; at
+    /// 64 and 128 no mask but the causal one, at 256 every mask (`attention_wgmma_general_d256_*`,
+    /// and the plan's choice there); an error elsewhere. In the backward this and the two
+    /// schedules below ask for the backward's Hopper rung (`attention_bwd_wgmma_*`, head dims 64
+    /// and 128).
     Wgmma,
     /// The Hopper rung with FlashAttention-3's ping-pong schedule of its two consumer
-    /// warpgroups (`attention_wgmma_pingpong_d64_*`, `attention_wgmma_pingpong_d128_*`): where
-    /// [`AttentionAlgorithm::Wgmma`] applies; an error elsewhere.
+    /// warpgroups (`attention_wgmma_pingpong_[causal_|general_]d<D>_*`): where
+    /// [`AttentionAlgorithm::Wgmma`] applies, at head dim 256 with no mask but the causal one;
+    /// an error elsewhere.
     WgmmaPingPong,
     /// [`AttentionAlgorithm::WgmmaPingPong`] on a persistent grid (a block per multiprocessor,
     /// each walking several block tiles, the next tile's copies under this one's last products):
