@@ -438,26 +438,33 @@ impl Gpu {
 
     /// The 4-D tensor maps of `q`, `k` and `v` (`gpukern_device::tma::Tensor4d`, boxes of 128
     /// rows of 64 dims for `q`, of `wgmma_keys(head_dim)` rows for `k` and `v`) in device memory,
-    /// side by side; cached per set of maps
-    /// ([`Gpu::cached_maps`]). Zeros in the simulator, whose copies read the operands directly.
+    /// side by side ([`Gpu::encoded_maps`]).
     fn attention_maps<T: AttentionElement>(
         &self,
         ops: &Operands<'_, T>,
     ) -> Result<std::sync::Arc<DeviceVec<u64>>> {
+        let keys = wgmma_keys(ops.shape.head_dim);
+        self.encoded_maps(&[(&ops.q, WGMMA_BOX_ROWS), (&ops.k, keys), (&ops.v, keys)])
+    }
+
+    /// The 4-D tensor maps of `tensors` (each with its boxes' rows, of 64 dims) in device
+    /// memory, side by side, for the Hopper rungs of the forward and the backward; cached per set
+    /// of maps ([`Gpu::cached_maps`]). Zeros in the simulator, whose copies read the operands
+    /// directly.
+    fn encoded_maps<T: AttentionElement>(
+        &self,
+        tensors: &[(&AttentionTensor<'_, T>, usize)],
+    ) -> Result<std::sync::Arc<DeviceVec<u64>>> {
         use crate::tensor_map::{MAP_WORDS, MapElement, encode_4d};
-        let mut words = vec![0u64; 3 * MAP_WORDS];
+        let mut words = vec![0u64; tensors.len() * MAP_WORDS];
         if !self.is_simulator() {
-            let keys = wgmma_keys(ops.shape.head_dim);
-            for (n, (t, rows)) in [(&ops.q, WGMMA_BOX_ROWS), (&ops.k, keys), (&ops.v, keys)]
-                .into_iter()
-                .enumerate()
-            {
+            for (n, (t, rows)) in tensors.iter().enumerate() {
                 let map = encode_4d(
                     OP,
                     <T as MapElement>::KIND,
                     std::mem::size_of::<T>(),
                     t.map_shape(),
-                    rows,
+                    *rows,
                 )?;
                 words[n * MAP_WORDS..(n + 1) * MAP_WORDS].copy_from_slice(&map);
             }

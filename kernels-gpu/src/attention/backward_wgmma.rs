@@ -50,7 +50,9 @@
 //! take them, everything else f32; each output element summed by one thread in a fixed order.
 
 use super::visible_keys;
-use super::wgmma::{WgmmaElement, WgmmaHead, D128, D64, WGMMA_BOX_COLS};
+use super::wgmma::{
+    k_major_descriptor, n_major_descriptor, WgmmaElement, WgmmaHead, D128, D64, WGMMA_BOX_COLS,
+};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
 use crate::gpu::{bf16, f16, math, mbarrier, mem, thread, wgmma};
@@ -215,20 +217,6 @@ impl BwdWgmmaHead for D128 {
         // SAFETY: forwarded contract.
         unsafe { T::grad128(g, a, b, accumulate) }
     }
-}
-
-/// The descriptor of the first step of 16 dims of a K-major tile (rows of 128 bytes, 8-row
-/// groups 1024 bytes apart) starting at shared address `start`.
-#[inline(always)]
-fn k_major(start: u32) -> u64 {
-    wgmma::desc_sw128(start, 16, 1024)
-}
-
-/// The descriptor of the first step of 16 rows of an N-major tile at shared address `start`
-/// whose 64-dim boxes are `box_bytes` apart (`LBO`), 8-row groups 1024 bytes (`SBO`).
-#[inline(always)]
-fn n_major(start: u32, box_bytes: usize) -> u64 {
-    wgmma::desc_sw128(start, box_bytes as u32, 1024)
 }
 
 /// Retires every product group but the newest `newer` (1, 2 or 4: the groups issued after the
@@ -478,7 +466,9 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     // This consumer's 64 keys of `K` and `V` (8 KiB into each box): the `A` operands of the
     // transposed scores, per box of 64 dims.
     let own = |tile: usize, j: usize| {
-        k_major(kv_address + (tile * boxes * BOX_128 + j * BOX_128 + CONSUMER_ROWS * c * 128) as u32)
+        k_major_descriptor(
+            kv_address + (tile * boxes * BOX_128 + j * BOX_128 + CONSUMER_ROWS * c * 128) as u32,
+        )
     };
     // The last key of this consumer: a tile none of whose queries lies before it needs no mask.
     let last_key = k0 + CONSUMER_ROWS * (c + 1) - 1;
@@ -528,13 +518,18 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         // waits below (the stage is released once this step's gradient products retired).
         unsafe {
             for j in 0..boxes {
-                st = T::scores_t(st, own(0, j), k_major(stage.address(j * BOX_64)), j > 0);
+                st = T::scores_t(
+                    st,
+                    own(0, j),
+                    k_major_descriptor(stage.address(j * BOX_64)),
+                    j > 0,
+                );
             }
             for j in 0..boxes {
                 dpt = T::scores_t(
                     dpt,
                     own(1, j),
-                    k_major(stage.address((boxes + j) * BOX_64)),
+                    k_major_descriptor(stage.address((boxes + j) * BOX_64)),
                     j > 0,
                 );
             }
@@ -588,7 +583,12 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         // SAFETY: the whole warpgroup; `dO` stays until the waits below; `p` and `dv_acc` are
         // not touched in flight.
         unsafe {
-            dv_acc = H::grad::<T>(dv_acc, p, n_major(stage.address(boxes * BOX_64), BOX_64), true);
+            dv_acc = H::grad::<T>(
+                dv_acc,
+                p,
+                n_major_descriptor(stage.address(boxes * BOX_64), BOX_64),
+                true,
+            );
         }
         let dd = load_stats(delta);
         // SAFETY: the whole warpgroup; `dP^T`'s groups, then `dV`'s one: `dP^T` retires.
@@ -606,7 +606,7 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         // SAFETY: as above, for `Q`, `ds` and `dk_acc`; both products retire before the stage
         // is released (next step, or below).
         unsafe {
-            dk_acc = H::grad::<T>(dk_acc, ds, n_major(stage.address(0), BOX_64), true);
+            dk_acc = H::grad::<T>(dk_acc, ds, n_major_descriptor(stage.address(0), BOX_64), true);
             if !overlap {
                 dv_acc = wgmma::wait_accumulators::<0, _>(dv_acc);
                 dk_acc = wgmma::wait_accumulators::<0, _>(dk_acc);
@@ -800,7 +800,9 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     let unmasked = visible_keys((q0 + CONSUMER_ROWS * c).min(q_len - 1), q_len, kv_len, causal);
     // This consumer's 64 rows of `Q` and `dO` (8 KiB into each box), per box of 64 dims.
     let own = |tile: usize, j: usize| {
-        k_major(qo_address + (tile * boxes * BOX_128 + j * BOX_128 + CONSUMER_ROWS * c * 128) as u32)
+        k_major_descriptor(
+            qo_address + (tile * boxes * BOX_128 + j * BOX_128 + CONSUMER_ROWS * c * 128) as u32,
+        )
     };
     let mut acc = <H::O as wgmma::Accumulators>::zeroed();
     // SAFETY: `Q`/`dO`'s barrier, initialised; its phase 0 completes with their copies.
@@ -827,13 +829,18 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         // waits below.
         unsafe {
             for j in 0..boxes {
-                s = T::scores(s, own(0, j), k_major(stage.address(j * BOX_128)), j > 0);
+                s = T::scores(
+                    s,
+                    own(0, j),
+                    k_major_descriptor(stage.address(j * BOX_128)),
+                    j > 0,
+                );
             }
             for j in 0..boxes {
                 dp = T::scores(
                     dp,
                     own(1, j),
-                    k_major(stage.address((boxes + j) * BOX_128)),
+                    k_major_descriptor(stage.address((boxes + j) * BOX_128)),
                     j > 0,
                 );
             }
@@ -883,7 +890,7 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         // SAFETY: the whole warpgroup; `K` (the stage's first boxes, N-major) stays until the
         // wait; `ds` and `acc` are not touched in flight.
         unsafe {
-            acc = H::pv::<T>(acc, ds, n_major(stage.address(0), BOX_128), true);
+            acc = H::pv::<T>(acc, ds, n_major_descriptor(stage.address(0), BOX_128), true);
             if !overlap {
                 acc = wgmma::wait_accumulators::<0, _>(acc);
                 consumer.release_last();

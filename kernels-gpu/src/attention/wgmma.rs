@@ -668,7 +668,12 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                     // the second); `p` and the output accumulators are not touched in flight.
                     unsafe {
                         s = scores::<T, H>(s, &q_desc, next.address(0), boxes);
-                        acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * kv_box), kv_box), true);
+                        acc = H::pv::<T>(
+                            acc,
+                            p,
+                            n_major_descriptor(stage.address(boxes * kv_box), kv_box),
+                            true,
+                        );
                     }
                     turns.hand_over();
                     // SAFETY: the whole warpgroup, both groups in flight: the older (the scores)
@@ -690,7 +695,12 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 turns.take();
                 // SAFETY: as above, for the last tile's `P V`.
                 unsafe {
-                    acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * kv_box), kv_box), true)
+                    acc = H::pv::<T>(
+                        acc,
+                        p,
+                        n_major_descriptor(stage.address(boxes * kv_box), kv_box),
+                        true,
+                    )
                 };
                 turns.hand_over();
                 // SAFETY: as above.
@@ -719,7 +729,12 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 let p = pack_probabilities::<T, H>(&s);
                 // SAFETY: as above; the output accumulators are retired (the last wait).
                 unsafe {
-                    acc = H::pv::<T>(acc, p, v_descriptor(stage.address(boxes * kv_box), kv_box), true);
+                    acc = H::pv::<T>(
+                        acc,
+                        p,
+                        n_major_descriptor(stage.address(boxes * kv_box), kv_box),
+                        true,
+                    );
                     acc = wgmma::wait_accumulators::<0, _>(acc);
                     consumer.release(&stage);
                 }
@@ -928,18 +943,18 @@ unsafe fn scores<T: WgmmaElement, H: WgmmaHead>(
 
 /// The descriptor of the first step of 16 dims of the K-major tile (`Q`'s rows or `K`'s keys)
 /// starting at shared address `start` (8-row groups 1024 bytes apart: `SBO`; `LBO` unused):
-/// [`crate::gpu::tile::k_major_descriptors`]' first.
+/// [`crate::gpu::tile::k_major_descriptors`]' first. The backward's too.
 #[inline(always)]
-fn k_major_descriptor(start: u32) -> u64 {
+pub(super) fn k_major_descriptor(start: u32) -> u64 {
     wgmma::desc_sw128(start, 16, 1024)
 }
 
-/// The descriptor of the first step of 16 keys of the N-major `V` tile at shared address
-/// `v_tile` (the products step it by 16 rows, 2048 bytes, themselves): its 64-dim boxes
-/// `box_bytes` apart (`LBO`), 8-row groups 1024 bytes (`SBO`).
+/// The descriptor of the first step of 16 rows of an N-major tile (`V`'s keys; the backward's
+/// `dO`, `Q` and `K`) at shared address `start` (the products step it by 16 rows, 2048 bytes,
+/// themselves): its 64-dim boxes `box_bytes` apart (`LBO`), 8-row groups 1024 bytes (`SBO`).
 #[inline(always)]
-fn v_descriptor(v_tile: u32, box_bytes: usize) -> u64 {
-    wgmma::desc_sw128(v_tile, box_bytes as u32, 1024)
+pub(super) fn n_major_descriptor(start: u32, box_bytes: usize) -> u64 {
+    wgmma::desc_sw128(start, box_bytes as u32, 1024)
 }
 
 /// The online softmax of one tile's scores `s` (this thread's 64 of its two rows: accumulator

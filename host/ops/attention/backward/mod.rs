@@ -530,36 +530,21 @@ impl Gpu {
 
     /// The 4-D tensor maps of the Hopper backward in device memory, side by side: `q` and
     /// `d_out` with boxes of 64 rows, then `k`, `v`, `q` and `d_out` with boxes of 128 (the
-    /// `dK`/`dV` kernel reads the first four, the `dQ` kernel the last four); cached per set of
-    /// maps ([`Gpu::cached_maps`]). Zeros in the simulator, whose copies read the operands.
+    /// `dK`/`dV` kernel reads the first four, the `dQ` kernel the last four;
+    /// [`Gpu::encoded_maps`]).
     fn backward_maps<T: AttentionElement>(
         &self,
         ops: &Operands<'_, T>,
         d_out: &AttentionTensor<'_, T>,
     ) -> Result<std::sync::Arc<DeviceVec<u64>>> {
-        use crate::tensor_map::{MapElement, encode_4d};
-        let tensors = [
+        self.encoded_maps(&[
             (&ops.q, BWD_WGMMA_Q_TILE),
             (d_out, BWD_WGMMA_Q_TILE),
             (&ops.k, WGMMA_BOX_ROWS),
             (&ops.v, WGMMA_BOX_ROWS),
             (&ops.q, WGMMA_BOX_ROWS),
             (d_out, WGMMA_BOX_ROWS),
-        ];
-        let mut words = vec![0u64; tensors.len() * MAP_WORDS];
-        if !self.is_simulator() {
-            for (n, (t, rows)) in tensors.into_iter().enumerate() {
-                let map = encode_4d(
-                    OP,
-                    <T as MapElement>::KIND,
-                    std::mem::size_of::<T>(),
-                    t.map_shape(),
-                    rows,
-                )?;
-                words[n * MAP_WORDS..(n + 1) * MAP_WORDS].copy_from_slice(&map);
-            }
-        }
-        self.cached_maps(&words)
+        ])
     }
 }
 
