@@ -99,6 +99,7 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "flex_varlen": [peers_attention.flex_varlen],
     "triton_attention": [peers_attention.triton_attention],
     "torch_attention_bwd": [peers_attention.torch_attention_bwd],
+    "triton_attention_bwd": [peers_attention.triton_attention_bwd],
     "torch_decode_attention": [peers_decode_attention.torch_decode],
     "compile_decode_attention": [peers_decode_attention.compile_decode],
 }

@@ -22,7 +22,8 @@ the sequence) against a float64 reference of the same rounded inputs.
 
 Run by peers.py (entries `torch_attention`: cudnn and flash; `flex_attention`: flex;
 `triton_attention`: triton; `torch_attention_bwd`: the backward, kernel `attention_bwd`, cudnn
-and flash, TFLOP/s 2.5 times the forward's count).
+and flash, TFLOP/s 2.5 times the forward's count; `triton_attention_bwd`: the tutorial's
+backward, `triton`).
 """
 
 from __future__ import annotations
@@ -524,6 +525,158 @@ def torch_attention_bwd(ctx: Any) -> None:
                     return C.timed(rec, ctx.timer.measure(launch, 2), None, attention_bwd_flops(b, s, h, d, causal))
 
                 sink.item(base, measure)
+
+
+def build_triton_attention_bwd(triton: Any, tl: Any) -> Any:
+    """The Triton fused-attention tutorial's backward (FlashAttention-2's: `delta = rowsum(dO o
+    O)` first, then `dK`/`dV` by a program per `BLOCK_N` keys walking the query blocks, and `dQ`
+    by a program per `BLOCK_M` queries walking the key blocks, the probabilities recomputed from
+    the forward's log-sum-exp in base 2), written out here in our words, autotuned over block
+    sizes, stages and warps: `bwd(q, k, v, o, do, lse, causal) -> (dq, dk, dv)` on contiguous
+    `[b, h, s, d]` tensors, `lse` `[b, h, s]` float32 (natural log), `s` a multiple of 128."""
+
+    def configs(big: str, small: str) -> list[Any]:
+        return [
+            triton.Config({big: b, small: m}, num_stages=stages, num_warps=warps)
+            for b in (64, 128)
+            for m in (32, 64)
+            for stages in (2, 3)
+            for warps in (4, 8)
+        ]
+
+    @triton.jit
+    def delta_rows(O, DO, Delta, N_CTX, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+        rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        base = tl.program_id(1).to(tl.int64) * N_CTX
+        offs_d = tl.arange(0, HEAD_DIM)
+        at = (base + rows[:, None]) * HEAD_DIM + offs_d[None, :]
+        o = tl.load(O + at).to(tl.float32)
+        do = tl.load(DO + at).to(tl.float32)
+        tl.store(Delta + base + rows, tl.sum(o * do, 1))
+
+    @triton.autotune(configs=configs("BLOCK_N", "BLOCK_M"), key=["N_CTX", "HEAD_DIM", "CAUSAL"])
+    @triton.jit
+    def dk_dv(Q, K, V, DO, Lse2, Delta, DK, DV, scale, scale_log2, N_CTX,
+              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr):
+        start_n = tl.program_id(0) * BLOCK_N
+        base = tl.program_id(1).to(tl.int64) * N_CTX
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, HEAD_DIM)
+        kv_at = (base + offs_n[:, None]) * HEAD_DIM + offs_d[None, :]
+        k = tl.load(K + kv_at)
+        v = tl.load(V + kv_at)
+        dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+        dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+        # Causal: the query blocks from the one holding this block's first key on.
+        lo = (start_n // BLOCK_M) * BLOCK_M if CAUSAL else 0
+        for start_m in range(lo, N_CTX, BLOCK_M):
+            offs_m = start_m + tl.arange(0, BLOCK_M)
+            q_at = (base + offs_m[:, None]) * HEAD_DIM + offs_d[None, :]
+            q = tl.load(Q + q_at)
+            do = tl.load(DO + q_at)
+            lse2 = tl.load(Lse2 + base + offs_m)
+            delta = tl.load(Delta + base + offs_m)
+            # Transposed scores and probabilities: [BLOCK_N, BLOCK_M].
+            pt = tl.math.exp2(tl.dot(k, tl.trans(q)) * scale_log2 - lse2[None, :])
+            if CAUSAL:
+                pt = tl.where(offs_m[None, :] >= offs_n[:, None], pt, 0.0)
+            dv = tl.dot(pt.to(do.dtype), do, dv)
+            dpt = tl.dot(v, tl.trans(do))
+            dst = pt * (dpt - delta[None, :])
+            dk = tl.dot(dst.to(q.dtype), q, dk)
+        tl.store(DK + kv_at, (dk * scale).to(DK.dtype.element_ty))
+        tl.store(DV + kv_at, dv.to(DV.dtype.element_ty))
+
+    def prune_dq(configs: list[Any], named_args: dict[str, Any], **kwargs: Any) -> list[Any]:
+        # The causal bound (the end of the query block) must be a multiple of BLOCK_N.
+        return [c for c in configs if c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0]
+
+    @triton.autotune(configs=configs("BLOCK_M", "BLOCK_N"), key=["N_CTX", "HEAD_DIM", "CAUSAL"],
+                     prune_configs_by={"early_config_prune": prune_dq})
+    @triton.jit
+    def dq_rows(Q, K, V, DO, Lse2, Delta, DQ, scale, scale_log2, N_CTX,
+                HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        start_m = tl.program_id(0) * BLOCK_M
+        base = tl.program_id(1).to(tl.int64) * N_CTX
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        offs_d = tl.arange(0, HEAD_DIM)
+        q_at = (base + offs_m[:, None]) * HEAD_DIM + offs_d[None, :]
+        q = tl.load(Q + q_at)
+        do = tl.load(DO + q_at)
+        lse2 = tl.load(Lse2 + base + offs_m)
+        delta = tl.load(Delta + base + offs_m)
+        dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+        hi = start_m + BLOCK_M if CAUSAL else N_CTX
+        for start_n in range(0, hi, BLOCK_N):
+            offs_n = start_n + tl.arange(0, BLOCK_N)
+            kv_at = (base + offs_n[:, None]) * HEAD_DIM + offs_d[None, :]
+            k = tl.load(K + kv_at)
+            v = tl.load(V + kv_at)
+            p = tl.math.exp2(tl.dot(q, tl.trans(k)) * scale_log2 - lse2[:, None])
+            if CAUSAL:
+                p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
+            dp = tl.dot(do, tl.trans(v))
+            ds = p * (dp - delta[:, None])
+            dq = tl.dot(ds.to(k.dtype), k, dq)
+        tl.store(DQ + q_at, (dq * scale).to(DQ.dtype.element_ty))
+
+    def bwd(q: Any, k: Any, v: Any, o: Any, do: Any, lse: Any, causal: bool) -> tuple[Any, Any, Any]:
+        b, h, s, d = q.shape
+        if s % 128 != 0:
+            raise ValueError(f"the tutorial kernel takes sequences that are multiples of 128, not {s}")
+        scale = d**-0.5
+        scale_log2 = scale * 1.4426950408889634
+        lse2 = lse * 1.4426950408889634
+        delta = lse.new_empty(lse.shape)
+        dq, dk, dv = (x.new_empty(x.shape) for x in (q, k, v))
+        delta_rows[(s // 128, b * h)](o, do, delta, s, HEAD_DIM=d, BLOCK=128)
+        dk_dv[lambda m: (s // m["BLOCK_N"], b * h)](q, k, v, do, lse2, delta, dk, dv, scale, scale_log2, s,
+                                                     HEAD_DIM=d, CAUSAL=causal)
+        dq_rows[lambda m: (s // m["BLOCK_M"], b * h)](q, k, v, do, lse2, delta, dq, scale, scale_log2, s,
+                                                      HEAD_DIM=d, CAUSAL=causal)
+        return dq, dk, dv
+
+    return bwd
+
+
+def triton_attention_bwd(ctx: Any) -> None:
+    """The Triton fused-attention tutorial's backward (`build_triton_attention_bwd`), autotuned:
+    the output and log-sum-exp from torch's FLASH forward (outside the timing), then the three
+    kernels timed (the `lse` scaling to base 2 among them). Checked as `torch_attention_bwd`."""
+    import triton
+    import triton.language as tl
+
+    torch, sink = ctx.torch, ctx.sink
+    bwd = build_triton_attention_bwd(triton, tl)
+    call = f"Triton fused-attention tutorial backward (triton {triton.__version__}, autotuned)"
+    for b, s, h, d in attention_shapes(ctx.quick):
+        for causal in (False, True):
+            base = C.record(
+                "attention_bwd", "triton", f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d, causal=causal,
+                dtype="bf16", version=torch.__version__, call=call,
+            )
+
+            def measure(b: int = b, s: int = s, h: int = h, d: int = d, causal: bool = causal,
+                        base: dict[str, Any] = base) -> dict[str, Any]:
+                q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16) for _ in range(3))
+                dout = ctx.rand((b, h, s, d)).to(torch.bfloat16)
+                ref = reference_grads(torch, q, k, v, dout, causal)
+                out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal)[:2]
+
+                def launch(i: int) -> Any:
+                    return bwd(q, k, v, out, dout, lse, causal)
+
+                got = sampled_grads(torch, launch(0))
+                torch.cuda.current_stream().synchronize()
+                checks = [ctx.check(g, r, BF16_TOL) for g, r in zip(got, ref)]
+                worst = max(checks, key=lambda c: float("inf") if c.rel_err != c.rel_err else c.rel_err)
+                del ref, got
+                rec = C.checked(base, worst)
+                if not worst.passed:
+                    return rec
+                return C.timed(rec, ctx.timer.measure(launch, 2), None, attention_bwd_flops(b, s, h, d, causal))
+
+            sink.item(base, measure)
 
 
 def selftest_attention() -> list[str]:

@@ -42,7 +42,7 @@ case "$part" in
     peers 270 1 torch_attention,flex_attention,triton_attention ;;
   attention_bwd)
     bench 250 1 --kernels attention_bwd
-    peers 270 1 torch_attention_bwd ;;
+    peers 270 1 torch_attention_bwd,triton_attention_bwd ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
 cat "$tmp"/*.jsonl >> "$out" && rm -rf "$tmp"
