@@ -124,6 +124,19 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             });
         }
     }
+    // The ping-pong's causal instance at head dim 256 in f16 (the loop above runs it in bf16).
+    trials.push(trial(
+        sim,
+        "attention::wgmma_pingpong::f16::1x70x100x1h1kv_d256_causal",
+        |gpu, rng| {
+            wgmma_case_with::<f16>(
+                gpu,
+                rng,
+                (1, 70, 100, 1, 1, 256, true),
+                AttentionAlgorithm::WgmmaPingPong,
+            )
+        },
+    ));
     // More block tiles (140) than the simulator's 132 multiprocessors: eight persistent blocks
     // walk two tiles each (`Q` released and copied again, the ring's phases running on), rows
     // that see no key among them (causal, `q_len > kv_len`).

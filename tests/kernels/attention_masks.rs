@@ -78,7 +78,12 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     }
     // Head dim 256, whose `General` instance is one tile at a time: the plan's choice and the
     // one-tile rung with a window, and the ping-pong asked for an error.
-    trials.push(trial(sim, "attention::mask::window37::f16_d256", wide_window));
+    trials.push(trial(sim, "attention::mask::window37::f16_d256", |gpu, rng| {
+        wide_window::<f16>(gpu, rng, (1, 150, 170, 2, 1))
+    }));
+    trials.push(trial(sim, "attention::mask::window37::bf16_d256", |gpu, rng| {
+        wide_window::<bf16>(gpu, rng, (1, 70, 100, 1, 1))
+    }));
     trials.push(trial(sim, "attention::mask::planted", planted));
     trials.push(trial(sim, "errors::attention_masks", |gpu, _| errors(gpu)));
     // The simulator's cases on the GPU too (bf16, head dim 128): small enough for
@@ -232,11 +237,10 @@ pub(crate) fn run<T: TestElement>(
 /// A sliding window at head dim 256: the plan's choice and the one-tile Hopper rung against the
 /// reference, and `WgmmaPingPong` an error that names the head dim (its ping-pong runs no mask
 /// but the causal one).
-fn wide_window(gpu: &Gpu, rng: &mut StdRng) -> Check {
-    let shape = (1, 150, 170, 2, 1);
+fn wide_window<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, shape: Shape) -> Check {
     let rungs = [AttentionAlgorithm::Auto, AttentionAlgorithm::Wgmma];
-    mask_case::<f16>(gpu, rng, Kind::Window(37), shape, 256, &rungs)?;
-    let ops = operands::<f16>(gpu, rng, shape, 256)?;
+    mask_case::<T>(gpu, rng, Kind::Window(37), shape, 256, &rungs)?;
+    let ops = operands::<T>(gpu, rng, shape, 256)?;
     let options = AttentionOptions {
         mask: mask_of(Kind::Window(37), None)?,
         algorithm: AttentionAlgorithm::WgmmaPingPong,
