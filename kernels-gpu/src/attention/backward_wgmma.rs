@@ -15,7 +15,8 @@
 //!   own 64 rows each.
 //! * **`dK`, `dV`** (a block per 128 keys of one key/value head): `K` and `V` (128 x `D`) copied
 //!   once; the `Q` and `dO` tiles of 64 queries it visits (the group's query heads in turn, each
-//!   from the first query tile that sees the block's first key) through a 3-stage [`Ring`]. Per
+//!   from the first query tile that sees the block's first key) through a [`Ring`] of 6 stages
+//!   at `D = 64`, 4 at 128. Per
 //!   tile and consumer (64 keys): `S^T = K Q^T` and `dP^T = V dO^T` as `m64n64` products with
 //!   both operands K-major in shared memory, `P^T = exp2(S^T scale_log2 - lse2)` in registers,
 //!   `dV += P^T dO` with `P^T` **from registers** (the accumulators of 16 queries are the `A`
@@ -101,16 +102,24 @@ const CONSUMER_ROWS: usize = 64;
 const BOX_128: usize = 128 * 128;
 /// Bytes of a box of 64 rows (`Q`, `dO` of the `dK`/`dV` kernel).
 const BOX_64: usize = 64 * 128;
-/// Stages of the `dK`/`dV` kernel's ring.
-const DKDV_STAGES: usize = 3;
+/// Stages of the `dK`/`dV` kernel's ring at head dim `d`: six at 64, four at 128 (three at both
+/// before; with the `dQ` kernel's four stages at 64, 1-1.5% faster at 8x2048x32x64 and level at
+/// 4x4096x16x128 in an A/B of two binaries, BENCHMARKS.md's tenth round).
+const fn dkdv_stages(d: usize) -> usize {
+    if d > 64 {
+        4
+    } else {
+        6
+    }
+}
 
 /// Stages of the `dQ` kernel's ring at head dim `d`: two at 128 (with `Q` and `dO` they fill
-/// the 227 KiB a block may have), three at 64.
+/// the 227 KiB a block may have), four at 64 (three before `3d3fc25`'s A/B).
 const fn dq_stages(d: usize) -> usize {
     if d > 64 {
         2
     } else {
-        3
+        4
     }
 }
 
@@ -127,7 +136,7 @@ const fn dq_stage_bytes(d: usize) -> usize {
 /// Dynamic shared memory of [`attention_bwd_wgmma_dkdv`](fn@attention_bwd_wgmma_dkdv) at head
 /// dim `d`: the ring, a 1024-byte gap, `K` and `V`, and their barrier.
 pub const fn bwd_wgmma_dkdv_shared_bytes(d: usize) -> usize {
-    Ring::shared_bytes(DKDV_STAGES, dkdv_stage_bytes(d)) as usize + 1024 + dq_stage_bytes(d) + 16
+    Ring::shared_bytes(dkdv_stages(d), dkdv_stage_bytes(d)) as usize + 1024 + dq_stage_bytes(d) + 16
 }
 
 /// Dynamic shared memory of [`attention_bwd_wgmma_dq`](fn@attention_bwd_wgmma_dq) at head dim
@@ -391,7 +400,7 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
 
     // SAFETY: every thread, first; the launch gives `bwd_wgmma_dkdv_shared_bytes(D)`: the
     // ring's bytes, then the tail; stages of whole 1024-byte atoms.
-    let ring = unsafe { Ring::new(DKDV_STAGES, dkdv_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
+    let ring = unsafe { Ring::new(dkdv_stages(d), dkdv_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
     let (kv_tile, kv_address) = ring.tail();
     let kv_bar = kv_tile.wrapping_add(2 * boxes * BOX_128).cast::<u64>();
     if tid == 0 {
@@ -813,7 +822,7 @@ pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         store_gradient::<T, H>(dq, &zeros, 1.0, rows, (b, h), (q_len, heads), qd);
         return;
     }
-    // With three stages (`D = 64`) the previous key tile's stage is released in this step, once
+    // With more than two stages (`D = 64`) the previous key tile's stage is released in this step, once
     // its `dQ` product retired under this tile's scores; with two (`D = 128`) the release so late
     // leaves the producer one stage, and each tile's `dQ` product is waited for at its end
     // (4d7d508's overlap at two stages was 6% slower at 4x4096x16x128 than ce24400's wait).
