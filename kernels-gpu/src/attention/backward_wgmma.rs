@@ -150,14 +150,10 @@ const _: () = assert!(
     "within the 227 KiB a block may opt in to"
 );
 
-/// The products of the `dK`/`dV` kernel for one element type: the transposed scores
-/// (`m64n64`, both operands K-major) and the register-`A` products over 64 queries.
+/// The products of the `dK`/`dV` kernel for one element type: the register-`A` products over
+/// 64 queries (its transposed scores are the forward's 64-key scores product,
+/// [`WgmmaElement::scores64`]: `m64n64`, both operands K-major).
 pub trait BwdWgmmaElement: WgmmaElement {
-    /// [`wgmma::mma_bf16_m64n64k64_kb_async`] or its f16 twin.
-    ///
-    /// # Safety
-    /// As [`wgmma::mma_bf16_m64n64k64_kb_async`].
-    unsafe fn scores_t(acc: [f32; 32], a: u64, b: u64, accumulate: bool) -> [f32; 32];
     /// [`wgmma::mma_bf16_m64n64k64_rs_async`] or its f16 twin.
     ///
     /// # Safety
@@ -170,16 +166,10 @@ pub trait BwdWgmmaElement: WgmmaElement {
     unsafe fn grad128(acc: [f32; 64], a: [u32; 16], b: u64, accumulate: bool) -> [f32; 64];
 }
 
-/// [`BwdWgmmaElement`] for `$t` from its three products.
+/// [`BwdWgmmaElement`] for `$t` from its two products.
 macro_rules! bwd_element {
-    ($t:ty: $scores_t:ident, $grad64:ident, $grad128:ident) => {
+    ($t:ty: $grad64:ident, $grad128:ident) => {
         impl BwdWgmmaElement for $t {
-            #[inline(always)]
-            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-            unsafe fn scores_t(acc: [f32; 32], a: u64, b: u64, accumulate: bool) -> [f32; 32] {
-                // SAFETY: forwarded contract.
-                unsafe { wgmma::$scores_t(acc, a, b, accumulate) }
-            }
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             unsafe fn grad64(acc: [f32; 32], a: [u32; 16], b: u64, accumulate: bool) -> [f32; 32] {
@@ -196,8 +186,8 @@ macro_rules! bwd_element {
     };
 }
 
-bwd_element!(bf16: mma_bf16_m64n64k64_kb_async, mma_bf16_m64n64k64_rs_async, mma_bf16_m64n128k64_rs_async);
-bwd_element!(f16: mma_f16_m64n64k64_kb_async, mma_f16_m64n64k64_rs_async, mma_f16_m64n128k64_rs_async);
+bwd_element!(bf16: mma_bf16_m64n64k64_rs_async, mma_bf16_m64n128k64_rs_async);
+bwd_element!(f16: mma_f16_m64n64k64_rs_async, mma_f16_m64n128k64_rs_async);
 
 /// A head dim of the Hopper backward: the forward's [`WgmmaHead`] (with its 128-key tiles' scores
 /// and probabilities) and the gradient product over a 64-query tile of that width.
@@ -527,7 +517,7 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         // waits below (the stage is released once this step's gradient products retired).
         unsafe {
             for j in 0..boxes {
-                st = T::scores_t(
+                st = T::scores64(
                     st,
                     own(0, j),
                     k_major_descriptor(stage.address(j * BOX_64)),
@@ -535,7 +525,7 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
                 );
             }
             for j in 0..boxes {
-                dpt = T::scores_t(
+                dpt = T::scores64(
                     dpt,
                     own(1, j),
                     k_major_descriptor(stage.address((boxes + j) * BOX_64)),
