@@ -213,6 +213,20 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             },
         ));
     }
+    // The plan's choice at head dim 256 without a mask: one tile at a time on the persistent
+    // walk (144 block tiles), which the ping-pong cases above do not run.
+    trials.push(trial(
+        cuda,
+        "attention::auto_walk::bf16::2x1100x1100x8h2kv_d256_full",
+        |gpu, rng| {
+            fused_vs_rows::<bf16>(
+                gpu,
+                rng,
+                (2, 1100, 1100, 8, 2, 256, false),
+                AttentionAlgorithm::Auto,
+            )
+        },
+    ));
     trials.extend(super::attention_faults::trials(sim));
     trials.push(global_trial("attention", global_attention));
     trials
