@@ -33,14 +33,11 @@
 //! [`AttentionAlgorithm::Wgmma`] where rule 2 does not, is an error that says what the rung
 //! supports.
 
+use kernels_gpu::attention::wgmma::WGMMA_HEAD_DIMS;
 use kernels_gpu::attention::{FLASH_HEAD_DIMS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM};
 
 /// The operation's name in errors.
 pub(crate) const OP: &str = "attention";
-
-/// The head dims of the Hopper rung (`kernels_gpu::attention::wgmma::WGMMA_HEAD_DIMS`, which
-/// the sm_80 build of the kernel crate does not have).
-pub(crate) const WGMMA_HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
 /// What the plan needs to know about the call besides its head dim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -275,65 +275,35 @@ pub struct D128;
 #[derive(Clone, Copy, Debug)]
 pub struct D256;
 
-impl WgmmaHead for D64 {
-    const D: usize = 64;
-    const KEYS: usize = wgmma_keys(64);
-    type O = [f32; 32];
-    type S = [f32; 64];
-    type P = [u32; 32];
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn scores<T: WgmmaElement>(s: [f32; 64], a: u64, b: u64, accumulate: bool) -> [f32; 64] {
-        // SAFETY: forwarded contract.
-        unsafe { T::scores(s, a, b, accumulate) }
-    }
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn pv<T: WgmmaElement>(o: [f32; 32], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 32] {
-        // SAFETY: forwarded contract.
-        unsafe { T::pv64(o, a, b, accumulate) }
-    }
+/// [`WgmmaHead`] for `$h`: head dim `$d`, its accumulator, score and probability arrays, and
+/// the [`WgmmaElement`] products of its scores and `P V`.
+macro_rules! wgmma_head {
+    ($h:ty: $d:literal, O = $o:ty, S = $s:ty, P = $p:ty, $scores:ident, $pv:ident) => {
+        impl WgmmaHead for $h {
+            const D: usize = $d;
+            const KEYS: usize = wgmma_keys($d);
+            type O = $o;
+            type S = $s;
+            type P = $p;
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn scores<T: WgmmaElement>(s: $s, a: u64, b: u64, accumulate: bool) -> $s {
+                // SAFETY: forwarded contract.
+                unsafe { T::$scores(s, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn pv<T: WgmmaElement>(o: $o, a: $p, b: u64, accumulate: bool) -> $o {
+                // SAFETY: forwarded contract.
+                unsafe { T::$pv(o, a, b, accumulate) }
+            }
+        }
+    };
 }
 
-impl WgmmaHead for D128 {
-    const D: usize = 128;
-    const KEYS: usize = wgmma_keys(128);
-    type O = [f32; 64];
-    type S = [f32; 64];
-    type P = [u32; 32];
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn scores<T: WgmmaElement>(s: [f32; 64], a: u64, b: u64, accumulate: bool) -> [f32; 64] {
-        // SAFETY: forwarded contract.
-        unsafe { T::scores(s, a, b, accumulate) }
-    }
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn pv<T: WgmmaElement>(o: [f32; 64], a: [u32; 32], b: u64, accumulate: bool) -> [f32; 64] {
-        // SAFETY: forwarded contract.
-        unsafe { T::pv128(o, a, b, accumulate) }
-    }
-}
-
-impl WgmmaHead for D256 {
-    const D: usize = 256;
-    const KEYS: usize = wgmma_keys(256);
-    type O = [f32; 128];
-    type S = [f32; 32];
-    type P = [u32; 16];
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn scores<T: WgmmaElement>(s: [f32; 32], a: u64, b: u64, accumulate: bool) -> [f32; 32] {
-        // SAFETY: forwarded contract.
-        unsafe { T::scores64(s, a, b, accumulate) }
-    }
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn pv<T: WgmmaElement>(o: [f32; 128], a: [u32; 16], b: u64, accumulate: bool) -> [f32; 128] {
-        // SAFETY: forwarded contract.
-        unsafe { T::pv256(o, a, b, accumulate) }
-    }
-}
+wgmma_head!(D64: 64, O = [f32; 32], S = [f32; 64], P = [u32; 32], scores, pv64);
+wgmma_head!(D128: 128, O = [f32; 64], S = [f32; 64], P = [u32; 32], scores, pv128);
+wgmma_head!(D256: 256, O = [f32; 128], S = [f32; 32], P = [u32; 16], scores64, pv256);
 
 /// The order in which a consumer warpgroup issues its products: [`OneTile`] or [`PingPong`].
 pub trait WgmmaSchedule {
