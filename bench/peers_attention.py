@@ -488,43 +488,59 @@ def sampled_grads(torch: Any, grads: Any) -> list[Any]:
     return [g[0, heads][:, rows] for g in grads]
 
 
+def _run_bwd(ctx: Any, impl: str, call: str,
+             prepare: Callable[[Any, Any, Any, Any, bool], Callable[[int], Any]]) -> None:
+    """One backward peer over the suite's shapes, causal and not: random bf16 `q`, `k`, `v` and
+    `dout` (`[b, h, s, d]`), the float64 reference of their sampled rows, then `prepare(q, k, v,
+    dout, causal)` (the forward, outside the timing) gives the launch of `(dq, dk, dv)`, checked
+    on the sampled rows (the worst of the three relative errors) before it is timed."""
+    torch, sink = ctx.torch, ctx.sink
+    for b, s, h, d in attention_shapes(ctx.quick):
+        for causal in (False, True):
+            base = C.record(
+                "attention_bwd", impl, f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d, causal=causal,
+                dtype="bf16", version=torch.__version__, call=call,
+            )
+
+            def measure(b: int = b, s: int = s, h: int = h, d: int = d, causal: bool = causal,
+                        base: dict[str, Any] = base) -> dict[str, Any]:
+                q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16) for _ in range(3))
+                dout = ctx.rand((b, h, s, d)).to(torch.bfloat16)
+                ref = reference_grads(torch, q, k, v, dout, causal)
+                launch = prepare(q, k, v, dout, causal)
+                got = sampled_grads(torch, launch(0))
+                torch.cuda.current_stream().synchronize()
+                checks = [ctx.check(g, r, BF16_TOL) for g, r in zip(got, ref)]
+                worst = max(checks, key=lambda c: float("inf") if c.rel_err != c.rel_err else c.rel_err)
+                del ref, got
+                rec = C.checked(base, worst)
+                if not worst.passed:
+                    return rec
+                return C.timed(rec, ctx.timer.measure(launch, 2), None, attention_bwd_flops(b, s, h, d, causal))
+
+            sink.item(base, measure)
+
+
 def torch_attention_bwd(ctx: Any) -> None:
     """torch SDPA's backward with the cuDNN backend, then the FLASH backend, each forced: the
     forward run once with `requires_grad`, then `torch.autograd.grad(out, (q, k, v), dout,
     retain_graph=True)` timed alone. Checked on sampled rows of the three gradients against the
-    float64 autograd of the same inputs (the worst of the three relative errors)."""
-    torch, sink = ctx.torch, ctx.sink
+    float64 autograd of the same inputs (the worst of the three relative errors; `_run_bwd`)."""
+    torch = ctx.torch
     for impl, backend in (("cudnn", "CUDNN_ATTENTION"), ("flash", "FLASH_ATTENTION")):
         sdpa = _sdpa(torch, backend)
-        call = f"torch.autograd.grad of F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.{backend})"
-        for b, s, h, d in attention_shapes(ctx.quick):
-            for causal in (False, True):
-                base = C.record(
-                    "attention_bwd", impl, f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d, causal=causal,
-                    dtype="bf16", version=torch.__version__, call=call,
-                )
 
-                def measure(b: int = b, s: int = s, h: int = h, d: int = d, causal: bool = causal,
-                            base: dict[str, Any] = base, sdpa: Any = sdpa) -> dict[str, Any]:
-                    q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16).requires_grad_(True) for _ in range(3))
-                    dout = ctx.rand((b, h, s, d)).to(torch.bfloat16)
-                    ref = reference_grads(torch, q.detach(), k.detach(), v.detach(), dout, causal)
-                    out = sdpa(q, k, v, causal)
+        def prepare(q: Any, k: Any, v: Any, dout: Any, causal: bool, sdpa: Any = sdpa) -> Callable[[int], Any]:
+            for x in (q, k, v):
+                x.requires_grad_(True)
+            out = sdpa(q, k, v, causal)
+            return lambda i: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
 
-                    def launch(i: int) -> Any:
-                        return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-
-                    got = sampled_grads(torch, launch(0))
-                    torch.cuda.current_stream().synchronize()
-                    checks = [ctx.check(g, r, BF16_TOL) for g, r in zip(got, ref)]
-                    worst = max(checks, key=lambda c: float("inf") if c.rel_err != c.rel_err else c.rel_err)
-                    del ref, got
-                    rec = C.checked(base, worst)
-                    if not worst.passed:
-                        return rec
-                    return C.timed(rec, ctx.timer.measure(launch, 2), None, attention_bwd_flops(b, s, h, d, causal))
-
-                sink.item(base, measure)
+        _run_bwd(
+            ctx, impl,
+            f"torch.autograd.grad of F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.{backend})",
+            prepare,
+        )
 
 
 def build_triton_attention_bwd(triton: Any, tl: Any) -> Any:
@@ -646,37 +662,15 @@ def triton_attention_bwd(ctx: Any) -> None:
     import triton
     import triton.language as tl
 
-    torch, sink = ctx.torch, ctx.sink
+    torch = ctx.torch
     bwd = build_triton_attention_bwd(triton, tl)
-    call = f"Triton fused-attention tutorial backward (triton {triton.__version__}, autotuned)"
-    for b, s, h, d in attention_shapes(ctx.quick):
-        for causal in (False, True):
-            base = C.record(
-                "attention_bwd", "triton", f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d, causal=causal,
-                dtype="bf16", version=torch.__version__, call=call,
-            )
 
-            def measure(b: int = b, s: int = s, h: int = h, d: int = d, causal: bool = causal,
-                        base: dict[str, Any] = base) -> dict[str, Any]:
-                q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16) for _ in range(3))
-                dout = ctx.rand((b, h, s, d)).to(torch.bfloat16)
-                ref = reference_grads(torch, q, k, v, dout, causal)
-                out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal)[:2]
+    def prepare(q: Any, k: Any, v: Any, dout: Any, causal: bool) -> Callable[[int], Any]:
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal)[:2]
+        return lambda i: bwd(q, k, v, out, dout, lse, causal)
 
-                def launch(i: int) -> Any:
-                    return bwd(q, k, v, out, dout, lse, causal)
-
-                got = sampled_grads(torch, launch(0))
-                torch.cuda.current_stream().synchronize()
-                checks = [ctx.check(g, r, BF16_TOL) for g, r in zip(got, ref)]
-                worst = max(checks, key=lambda c: float("inf") if c.rel_err != c.rel_err else c.rel_err)
-                del ref, got
-                rec = C.checked(base, worst)
-                if not worst.passed:
-                    return rec
-                return C.timed(rec, ctx.timer.measure(launch, 2), None, attention_bwd_flops(b, s, h, d, causal))
-
-            sink.item(base, measure)
+    _run_bwd(ctx, "triton", f"Triton fused-attention tutorial backward (triton {triton.__version__}, autotuned)",
+             prepare)
 
 
 def selftest_attention() -> list[str]:
