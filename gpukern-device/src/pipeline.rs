@@ -262,6 +262,23 @@ impl Consumer {
         stage
     }
 
+    /// [`Consumer::wait`] for a consumer that keeps its own place in the ring: stage `s` with
+    /// phase parity `parity`, which the caller advances after each wait (`s + 1`, back to 0 past
+    /// the last stage with `parity` flipped), so that no step divides by the stage count. Leaves
+    /// the walk of [`Consumer::wait`] where it was: a consumer uses one of the two.
+    ///
+    /// # Safety
+    /// As [`Consumer::wait`]; `s < stages` and `parity` that of the caller's step `t`
+    /// (`s = t % stages`, `parity = (t / stages) % 2`), the steps taken in order from 0.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn wait_at(&self, s: usize, parity: u32) -> Stage {
+        let stage = self.ring.stage(s);
+        // SAFETY: an initialised barrier (the caller's ring).
+        unsafe { mbarrier::wait_parity(stage.full, parity) };
+        stage
+    }
+
     /// Marks `stage` empty for this warp ([`mbarrier::warp_arrive`] on its `empty` barrier), so that the
     /// producer may refill it once every consumer warp has: call it when the warp's reads of
     /// the stage are done (for `wgmma`, after the wait that retires the products reading it).

@@ -111,11 +111,16 @@ pub struct Fp8Plan {
     pub overlap: bool,
 }
 
-/// Whether [`Fp8Plan::choose`] picks the promotion that overlaps the next step's products: at
-/// 4096^3 on the H200 it runs at 1091.8 TFLOP/s against 895.9 for the waiting promotion (tensor
-/// scales), and 1026.9 against 738.7 with block scales
-/// (`bench/experiments/third-wave/cc17310-fp8.jsonl`, `--plans`).
-const OVERLAP_PROMOTION: bool = true;
+/// Whether [`Fp8Plan::choose`] picks the promotion that overlaps the next step's products. It
+/// did while the one-array promotion waited for its stage and made its descriptors after each
+/// promotion (at 4096^3 on the H200, 1091.8 TFLOP/s overlapped against 895.9 waiting with tensor
+/// scales, 1026.9 against 738.7 with block scales, `bench/experiments/third-wave/cc17310-fp8.jsonl`).
+/// Since the one-array loop does both while the products run (DeepGEMM's and cuBLASLt's
+/// order), it is the faster at 4096^3 in both of two runs in turn: 1123.7 and 1126.1 against
+/// 1113.6 and 1114.7 (tensor scales), 1061.1 and 1061.3 against 1048.8 and 1049.6 (block
+/// scales); at 8192^3 the runs spread more (1197.6 and 1113.1 against 1077.7 and 1097.7; block
+/// 1034.4 and 1040.8 against 1021.3 and 1090.9), `bench/experiments/third-wave/FP8REV-fp8-ab-new-{1,2}.jsonl`.
+const OVERLAP_PROMOTION: bool = false;
 
 impl Fp8Plan {
     /// The plan for an `m x n` result with `A` scaled by `a_scaling` and `B^T` by `b_scaling`,
@@ -263,11 +268,11 @@ mod tests {
             (p.tile, p.accumulation, p.block_scales),
             (Fp8Tile::Square, Fp8Accumulation::Promoted, true)
         );
-        // The promotion overlaps the next step's products (`OVERLAP_PROMOTION`), for block
+        // The promotion waits for each step's products (`OVERLAP_PROMOTION` false), for block
         // scales and for promoted tensor or row scales; fast accumulation never promotes.
-        assert_eq!(p.name(), "block-overlap-128x128");
+        assert_eq!(p.name(), "block-128x128");
         let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Promoted, SMS);
-        assert_eq!(p.name(), "promoted-overlap-128x128");
+        assert_eq!(p.name(), "promoted-128x128");
         let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Fast, SMS);
         assert!(!p.overlap);
     }

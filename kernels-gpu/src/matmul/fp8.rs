@@ -20,13 +20,22 @@
 //!   false), is waited for, and is added into a second array of f32 accumulators in ordinary
 //!   registers (DeepGEMM's promotion): the tensor core's short sums cover 128 values only.
 //!   Both arrays live in registers, so it runs on the 128 x 128 tile (`2 x 64` f32 per thread).
+//!   The loop is DeepGEMM's and cuBLASLt's order: while step `s`'s products run, the consumer
+//!   waits for step `s + 1`'s stage and makes its descriptors, so that between `s`'s retirement
+//!   and `s + 1`'s issue lies the promotion alone (the other consumer's products keep the
+//!   tensor core busy meanwhile). A step's four descriptors are one value plus `2 j`
+//!   (`step_descriptors`) and the ring's place is kept in registers (`Place`), not divided out
+//!   per step: on the H200 these took the 128 x 128 promoted kernel from 892.8 to 1123.7
+//!   TFLOP/s at 4096^3 and the block-scaled one from 740.4 to 1061.1 (two binaries in turn,
+//!   `bench/experiments/third-wave/FP8REV-fp8-ab-{base,new}-1.jsonl`).
 //! * [`BlockScaled`]: [`Promoted`] with the step's block scales applied at each promotion:
 //!   `total += part * sa[row, step] * sb[col / 128, step]`.
 //! * [`PromotedOverlap`], [`BlockScaledOverlap`]: the same sums, but a consumer issues step
 //!   `s + 1`'s products into a second array of accumulators before it waits for step `s`'s
 //!   (`wait_group 1`) and promotes them (one `fma` per accumulator), so the tensor core has work
-//!   while a warpgroup adds (with `wait_group 0` it idles unless the other consumer happens to
-//!   have products queued). Three arrays of `N / 2` registers: the 128 x 128 tile.
+//!   while a warpgroup adds. Three arrays of `N / 2` registers: the 128 x 128 tile. Since the
+//!   one-array loop's reordering it is no faster (the host plan's `OVERLAP_PROMOTION`), so a rung,
+//!   not the default.
 //!
 //! Per stage a block moves `(BM + BN) 128` bytes and does `2 BM BN 128` flops: 128 x 256 tiles
 //! 48 KiB for 8,388,608 flops (171 flops per byte), 128 x 128 tiles 32 KiB for 4,194,304.
@@ -150,25 +159,6 @@ impl Fp8Operand for E5M2 {
     }
 }
 
-/// `acc[i] (+)= part[i] * f(i)` for every accumulator `i` of one thread, unrolled so that every
-/// index into the register arrays is a constant (a run-time index would put them in local
-/// memory). `add` false: `acc[i] = part[i] * f(i)`.
-#[inline(always)]
-fn scale_into<A: Accumulators>(acc: &mut A, part: &A, add: bool, f: impl Fn(usize) -> f32) {
-    let len = A::N / 2;
-    unroll_8!(2, |h| {
-        unroll_8!(8, |j| {
-            unroll_8!(8, |l| {
-                let i = 64 * h + 8 * j + l;
-                if i < len {
-                    let v = part[i] * f(i);
-                    acc[i] = if add { acc[i] + v } else { v };
-                }
-            });
-        });
-    });
-}
-
 /// `acc[i] += part[i] * f(i)` for every accumulator `i` of one thread, one `fma` each, unrolled
 /// (constant indices); `part` retired, `acc` f32 registers of the thread's own.
 #[inline(always)]
@@ -184,6 +174,38 @@ fn promote<A: Accumulators>(acc: &mut A, part: &A, f: impl Fn(usize) -> f32) {
             });
         });
     });
+}
+
+/// The four descriptors of one step of 128 along `k` (four `k32` products) of the K-major,
+/// 128-byte swizzled rows from `row0` of the tile at shared address `tile`: the first's
+/// ([`tile::k_major_descriptors`]), then each 32 bytes on, which is `+ 2` in the start field
+/// (`address >> 4`, no carry below 256 KiB), so that one value is computed per step.
+#[inline(always)]
+fn step_descriptors(tile: u32, row0: usize) -> [u64; 4] {
+    let d = tile::k_major_descriptors(tile, row0)[0];
+    [d, d + 2, d + 4, d + 6]
+}
+
+/// A consumer's place in the ring (stage and phase parity), advanced once per step without a
+/// division by the stage count ([`crate::gpu::pipeline::Consumer::wait_at`]).
+#[derive(Clone, Copy)]
+struct Place {
+    stage: usize,
+    parity: u32,
+}
+
+impl Place {
+    /// This step's place; moves on to the next.
+    #[inline(always)]
+    fn next(&mut self, stages: usize) -> (usize, u32) {
+        let here = (self.stage, self.parity);
+        self.stage += 1;
+        if self.stage == stages {
+            self.stage = 0;
+            self.parity ^= 1;
+        }
+        here
+    }
 }
 
 /// `acc[i] *= f(i)` for every accumulator `i` of one thread, unrolled (constant indices), once
@@ -378,7 +400,8 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
     let mut total = <S::Acc as Accumulators>::zeroed();
     // The second array of products ([`Fp8Mode::OVERLAP`]; unused otherwise).
     let mut other = <S::Acc as Accumulators>::zeroed();
-    let mut consumer = ring.consumer();
+    let consumer = ring.consumer();
+    let mut place = Place { stage: 0, parity: 0 };
     let mut tile = first;
     while tile < tiles {
         let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
@@ -386,6 +409,20 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
         // The scales' rows of this thread's two rows of `A` (clamped inside `A`: rows past `m`
         // are computed but never stored).
         let a_row = |r: usize| (row0 + my_row + 8 * r).min(m - 1);
+        // The tensor or row scales of the epilogue, loaded at the tile's start so that their
+        // latency hides behind its products (unused with block scales).
+        // SAFETY: rows `< m` and the first scale of `B^T`: inside the scales (the contract).
+        let epilogue_scales = if M::BLOCK_SCALES {
+            (1.0, 1.0, 1.0)
+        } else {
+            unsafe {
+                (
+                    mem::load(a_scales, a_row(0) * a_step),
+                    mem::load(a_scales, a_row(1) * a_step),
+                    mem::load(b_scales, 0),
+                )
+            }
+        };
         if k_tiles == 0 {
             // `k = 0`: zeros, from an array of their own (nothing but products may write the
             // wgmma accumulators, or ptxas serialises the products: warning C7515).
@@ -395,48 +432,51 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
             tile += step;
             continue;
         }
+        // The scales of step `kt`, `A`'s for this thread's two rows and `B^T`'s (1 without
+        // block scales): loaded when the step is issued, multiplied at its promotion, a step
+        // later, so that the loads' latency hides behind a step of products.
+        let scales = |kt: usize| -> (f32, f32, f32) {
+            if M::BLOCK_SCALES {
+                // SAFETY: rows `< m`, the block column `< ceil(n / 128)`, `kt < k_blocks`:
+                // inside the scales (the contract).
+                unsafe {
+                    (
+                        mem::load(a_scales, a_row(0) * a_step + kt),
+                        mem::load(a_scales, a_row(1) * a_step + kt),
+                        mem::load(b_scales, (col0 / FP8_SCALE_BLOCK) * b_step + kt),
+                    )
+                }
+            } else {
+                (1.0, 1.0, 1.0)
+            }
+        };
+        let descriptors = |stage: &crate::gpu::pipeline::Stage| {
+            (
+                step_descriptors(stage.address(0), cr * CONSUMER_ROWS),
+                step_descriptors(stage.address(a_bytes), cn * cc),
+            )
+        };
+        // Accumulator `i` is on row `my_row + 8 ((i / 2) % 2)`.
+        let pick = |(a0, a1, b): (f32, f32, f32)| {
+            let (s0, s1) = (a0 * b, a1 * b);
+            // Bit 1 of `i` is `(i / 2) % 2`, the row's half.
+            move |i: usize| if i & 2 == 0 { s0 } else { s1 }
+        };
         if M::OVERLAP {
             // Two arrays of products in turn: step `kt + 1` is issued into one before step
             // `kt`'s, in the other, is waited for (`wait_group 1`) and promoted, so the tensor
             // core has the next step while this thread adds; the stage of step `kt` is released
             // once its products have retired.
-            // The scales of step `kt`, `A`'s for this thread's two rows and `B^T`'s (1 without
-            // block scales): loaded when the step is issued, multiplied at its promotion, a step
-            // later, so that the loads' latency hides behind a step of products.
-            let scales = |kt: usize| -> (f32, f32, f32) {
-                if M::BLOCK_SCALES {
-                    // SAFETY: rows `< m`, the block column `< ceil(n / 128)`, `kt < k_blocks`:
-                    // inside the scales (the contract).
-                    unsafe {
-                        (
-                            mem::load(a_scales, a_row(0) * a_step + kt),
-                            mem::load(a_scales, a_row(1) * a_step + kt),
-                            mem::load(b_scales, (col0 / FP8_SCALE_BLOCK) * b_step + kt),
-                        )
-                    }
-                } else {
-                    (1.0, 1.0, 1.0)
-                }
-            };
-            let descriptors = |stage: &crate::gpu::pipeline::Stage| {
-                (
-                    tile::k_major_descriptors(stage.address(0), cr * CONSUMER_ROWS),
-                    tile::k_major_descriptors(stage.address(a_bytes), cn * cc),
-                )
-            };
-            // Accumulator `i` is on row `my_row + 8 ((i / 2) % 2)`.
-            let pick = |(a0, a1, b): (f32, f32, f32)| {
-                let (s0, s1) = (a0 * b, a1 * b);
-                // Bit 1 of `i` is `(i / 2) % 2`, the row's half.
-                move |i: usize| if i & 2 == 0 { s0 } else { s1 }
-            };
             total = <S::Acc as Accumulators>::zeroed();
             // SAFETY (every `consumer.wait`, product, wait and release below): the whole
             // warpgroup is here; a stage's copies have landed (its wait) and nothing writes it
             // before this warp releases it, after the wait that retires its products; each
             // stage released once.
             // SAFETY: as above.
-            let mut s0 = unsafe { consumer.wait() };
+            let mut s0 = unsafe {
+                let (st, parity) = place.next(t.stages);
+                consumer.wait_at(st, parity)
+            };
             let mut f0 = scales(0);
             let (a0, b0) = descriptors(&s0);
             // SAFETY: as above.
@@ -462,7 +502,10 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
                         break;
                     }
                     // SAFETY: as above.
-                    $s_next = unsafe { consumer.wait() };
+                    $s_next = unsafe {
+                        let (st, parity) = place.next(t.stages);
+                        consumer.wait_at(st, parity)
+                    };
                     $f_next = scales(kt + 1);
                     let (a_next, b_next) = descriptors(&$s_next);
                     // SAFETY: as above; `$cur` holds the older group, retired by `wait_group 1`.
@@ -480,63 +523,74 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
                 half_step!(other, s1, f1 => part, s0, f0);
             }
         }
-        let mut used = None;
-        // The steps of the schedules with one array of products (none left with two).
-        let single_steps = if M::OVERLAP { 0 } else { k_tiles };
-        for kt in 0..single_steps {
-            // SAFETY: every thread of the consumer warps, each stage released once below.
-            let stage = unsafe { consumer.wait() };
-            let a_desc = tile::k_major_descriptors(stage.address(0), cr * CONSUMER_ROWS);
-            let b_desc = tile::k_major_descriptors(stage.address(a_bytes), cn * cc);
-            if M::PROMOTED {
-                // The step's block scales, loaded before the wait so that their latency hides
-                // behind the products.
-                let (sa, sb) = if M::BLOCK_SCALES {
-                    // SAFETY: rows `< m`, the block column `< ceil(n / 128)`, `kt < k_blocks`:
-                    // inside the scales (the contract).
-                    unsafe {
-                        (
-                            [
-                                mem::load(a_scales, a_row(0) * a_step + kt),
-                                mem::load(a_scales, a_row(1) * a_step + kt),
-                            ],
-                            mem::load(b_scales, (col0 / FP8_SCALE_BLOCK) * b_step + kt),
-                        )
-                    }
-                } else {
-                    ([1.0, 1.0], 1.0)
+        if M::PROMOTED && !M::OVERLAP {
+            // One array of products, in the order that keeps the tensor core's idle gap short:
+            // while step `kt`'s products run, wait for step `kt + 1`'s stage and make its
+            // descriptors (and load its block scales); then retire step `kt` (`wait_group 0`),
+            // release its stage, promote it, and issue step `kt + 1` at once into the same
+            // array. What lies between a step's retirement and the next step's issue is the
+            // promotion alone; the other consumer's products fill the tensor core meanwhile.
+            total = <S::Acc as Accumulators>::zeroed();
+            // SAFETY (every wait, product, retirement and release below): the whole warpgroup
+            // is here; a stage's copies have landed (its wait) and nothing writes it before
+            // this warp releases it, after the wait that retires its products; each stage
+            // released once.
+            let mut stage = unsafe {
+                let (st, parity) = place.next(t.stages);
+                consumer.wait_at(st, parity)
+            };
+            let mut f = scales(0);
+            let (a0, b0) = descriptors(&stage);
+            // SAFETY: as above.
+            part = unsafe { B::mma_async(part, a0, b0, false) };
+            for kt in 1..k_tiles {
+                // SAFETY: as above.
+                let s1 = unsafe {
+                    let (st, parity) = place.next(t.stages);
+                    consumer.wait_at(st, parity)
                 };
-                // SAFETY: the whole warpgroup is here; the stage's copies have landed and
-                // nothing writes it before this warp releases it, after this wait.
+                let (a1, b1) = descriptors(&s1);
+                let f1 = scales(kt);
+                // SAFETY: as above; `part` is promoted (read) before the next products
+                // overwrite it.
                 unsafe {
-                    part = B::mma_async(part, a_desc, b_desc, false);
                     part = wgmma::wait_accumulators::<0, _>(part);
                     consumer.release(&stage);
                 }
-                if M::BLOCK_SCALES {
-                    let (s0, s1) = (sa[0] * sb, sa[1] * sb);
-                    // Accumulator `i` is on row `my_row + 8 ((i / 2) % 2)`.
-                    scale_into(
-                        &mut total,
-                        &part,
-                        kt > 0,
-                        |i| if (i / 2) % 2 == 0 { s0 } else { s1 },
-                    );
-                } else {
-                    scale_into(&mut total, &part, kt > 0, |_| 1.0);
-                }
-            } else {
-                // SAFETY: the whole warpgroup is here; the stage's copies have landed; the
-                // previous step's products are done after this wait (at most this step's group
-                // in flight), so its stage is released while this one's run.
-                unsafe {
-                    part = B::mma_async(part, a_desc, b_desc, kt > 0);
-                    part = wgmma::wait_accumulators::<1, _>(part);
-                }
-                if let Some(done) = used.replace(stage) {
-                    // SAFETY: the whole warp, once for the stage it waited for one step ago.
-                    unsafe { consumer.release(&done) };
-                }
+                promote(&mut total, &part, pick(f));
+                // SAFETY: as above.
+                part = unsafe { B::mma_async(part, a1, b1, false) };
+                stage = s1;
+                f = f1;
+            }
+            // SAFETY: as above, for the last step.
+            unsafe {
+                part = wgmma::wait_accumulators::<0, _>(part);
+                consumer.release(&stage);
+            }
+            promote(&mut total, &part, pick(f));
+        }
+        let mut used = None;
+        // The steps of the fast schedule (one array of products, accumulated in place).
+        let single_steps = if M::PROMOTED { 0 } else { k_tiles };
+        for kt in 0..single_steps {
+            // SAFETY: every thread of the consumer warps, each stage released once below.
+            let stage = unsafe {
+                let (st, parity) = place.next(t.stages);
+                consumer.wait_at(st, parity)
+            };
+            let a_desc = step_descriptors(stage.address(0), cr * CONSUMER_ROWS);
+            let b_desc = step_descriptors(stage.address(a_bytes), cn * cc);
+            // SAFETY: the whole warpgroup is here; the stage's copies have landed; the
+            // previous step's products are done after this wait (at most this step's group in
+            // flight), so its stage is released while this one's run.
+            unsafe {
+                part = B::mma_async(part, a_desc, b_desc, kt > 0);
+                part = wgmma::wait_accumulators::<1, _>(part);
+            }
+            if let Some(done) = used.replace(stage) {
+                // SAFETY: the whole warp, once for the stage it waited for one step ago.
+                unsafe { consumer.release(&done) };
             }
         }
         if !M::PROMOTED {
@@ -552,14 +606,7 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
             // Tensor or row scales, applied once the sums are done (no product is in flight):
             // the row's scale of `A` times the column's of `B^T` (rows clamped inside `A`:
             // those past `m` are never stored).
-            // SAFETY: rows `< m` and the first scale of `B^T`: inside the scales (the contract).
-            let (sa0, sa1, sb0) = unsafe {
-                (
-                    mem::load(a_scales, a_row(0) * a_step),
-                    mem::load(a_scales, a_row(1) * a_step),
-                    mem::load(b_scales, 0),
-                )
-            };
+            let (sa0, sa1, sb0) = epilogue_scales;
             if b_step == 0 {
                 let (s0, s1) = (sa0 * sb0, sa1 * sb0);
                 scale_in_place(summed, |i| if (i / 2) % 2 == 0 { s0 } else { s1 });
