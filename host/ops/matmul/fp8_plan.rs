@@ -116,10 +116,11 @@ pub struct Fp8Plan {
 /// promotion (at 4096^3 on the H200, 1091.8 TFLOP/s overlapped against 895.9 waiting with tensor
 /// scales, 1026.9 against 738.7 with block scales, `bench/experiments/third-wave/cc17310-fp8.jsonl`).
 /// Since the one-array loop does both while the products run (DeepGEMM's and cuBLASLt's
-/// order), it is the faster at 4096^3 in both of two runs in turn: 1123.7 and 1126.1 against
-/// 1113.6 and 1114.7 (tensor scales), 1061.1 and 1061.3 against 1048.8 and 1049.6 (block
-/// scales); at 8192^3 the runs spread more (1197.6 and 1113.1 against 1077.7 and 1097.7; block
-/// 1034.4 and 1040.8 against 1021.3 and 1090.9), `bench/experiments/third-wave/FP8REV-fp8-ab-new-{1,2}.jsonl`.
+/// order), it is the faster at 4096^3 in both of two runs in turn: 1117.0 and 1115.6 against
+/// 1105.0 and 1105.4 (tensor scales), 1054.2 and 1053.6 against 1039.6 and 1040.8 (block
+/// scales); at 8192^3 the runs spread more (1084.9 and 1192.5 against 1074.9 and 1155.9; block
+/// 1090.9 and 1124.9 against 1106.6 and 1043.4), `bench/experiments/third-wave/8f07132-fp8-ab-new-1.jsonl`
+/// and `8f07132-fp8-ab-new-2.jsonl`.
 const OVERLAP_PROMOTION: bool = false;
 
 impl Fp8Plan {

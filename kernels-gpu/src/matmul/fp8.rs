@@ -25,9 +25,9 @@
 //!   and `s + 1`'s issue lies the promotion alone (the other consumer's products keep the
 //!   tensor core busy meanwhile). A step's four descriptors are one value plus `2 j`
 //!   (`step_descriptors`) and the ring's place is kept in registers (`Place`), not divided out
-//!   per step: on the H200 these took the 128 x 128 promoted kernel from 892.8 to 1123.7
-//!   TFLOP/s at 4096^3 and the block-scaled one from 740.4 to 1061.1 (two binaries in turn,
-//!   `bench/experiments/third-wave/FP8REV-fp8-ab-{base,new}-1.jsonl`).
+//!   per step: on the H200 these took the 128 x 128 promoted kernel from 889.7 to 1117.0
+//!   TFLOP/s at 4096^3 and the block-scaled one from 742.2 to 1054.2 (two binaries in turn,
+//!   `bench/experiments/third-wave/8f07132-fp8-ab-base-1.jsonl` and `8f07132-fp8-ab-new-1.jsonl`).
 //! * [`BlockScaled`]: [`Promoted`] with the step's block scales applied at each promotion:
 //!   `total += part * sa[row, step] * sb[col / 128, step]`.
 //! * [`PromotedOverlap`], [`BlockScaledOverlap`]: the same sums, but a consumer issues step
