@@ -385,8 +385,10 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// `wait_group 1` in the loop and a `wait_group 0` after it; TF32 has no asynchronous twin, so
 /// its step waits inside too. The grouped kernels (`matmul_grouped_`) run the warp-specialised
 /// schedule: 4 and 2, and so do the Hopper decode kernels (`matmul_decode_wgmma_`). The FP8 kernels' step is 4 `m64nNk32`: fast accumulation as the
-/// warp-specialised kernels, promoted (and block-scaled) with one `wait_group 0` per step only
-/// (`matmul_fp8_e5m2_*` the same by accumulation).
+/// warp-specialised kernels, promoted (and block-scaled) with one array: two sites of the step
+/// (the first before the loop) and two `wait_group 0` (the loop's and the last step's), the
+/// overlapped promotion three sites and four waits (`matmul_fp8_e5m2_*` the same by
+/// accumulation).
 ///
 /// Attention's Hopper rung: per KV tile `D / 64` scores steps of 4 (`m64n128k16`) and a `P V` of
 /// 8 (`m64nDk16`, `A` from registers), one site of each in the loop, each waited for; its
@@ -430,7 +432,9 @@ fn wgmma_lines(name: &str) -> (usize, usize) {
         // Two accumulator arrays in turn: the prologue's step, the loop's, and the last.
         (12, 4)
     } else if fp8 && (name.contains("_promoted_") || name.contains("_block_")) {
-        (4, 1)
+        // One array: the first step's products before the loop and the loop's; the loop's
+        // `wait_group 0` and the last step's after it.
+        (8, 2)
     } else if fp8 && name.contains("_fast_") {
         (4, 2)
     } else if name.starts_with("matmul_ws_tf32") {
