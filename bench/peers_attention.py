@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import peers_common as C
 
@@ -95,29 +95,35 @@ def _sdpa(torch: Any, backend_name: str) -> Callable[[Any, Any, Any, bool], Any]
     return run
 
 
-def _run(ctx: Any, impl: str, make: Callable[[int, bool], Callable[[Any, Any, Any], Any]], call: str) -> None:
-    torch, sink = ctx.torch, ctx.sink
+def _cases(ctx: Any, kernel: str, impl: str, call: str) -> Iterator[tuple[int, int, int, int, bool, dict[str, Any]]]:
+    """The suite's attention shapes, each causal and not, with the record of `impl` for `kernel`
+    (`attention_fwd` or `attention_bwd`): `(b, s, h, d, causal, record)`."""
     for b, s, h, d in attention_shapes(ctx.quick):
         for causal in (False, True):
-            base = C.record(
-                "attention_fwd", impl, f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d, causal=causal,
-                dtype="bf16", version=torch.__version__, call=call,
+            yield b, s, h, d, causal, C.record(
+                kernel, impl, f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d, causal=causal,
+                dtype="bf16", version=ctx.torch.__version__, call=call,
             )
 
-            def measure(b: int = b, s: int = s, h: int = h, d: int = d, causal: bool = causal, base: dict[str, Any] = base) -> dict[str, Any]:
-                q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16) for _ in range(3))
-                fn = make(s, causal)
-                ref = reference(torch, q, k, v, causal)
 
-                def launch(i: int) -> Any:
-                    return fn(q, k, v)
+def _run(ctx: Any, impl: str, make: Callable[[int, bool], Callable[[Any, Any, Any], Any]], call: str) -> None:
+    torch, sink = ctx.torch, ctx.sink
+    for b, s, h, d, causal, base in _cases(ctx, "attention_fwd", impl, call):
 
-                return C.timed_check(
-                    ctx, base, lambda: sampled(torch, launch(0)), ref, launch, None,
-                    attention_flops(b, s, h, d, causal), BF16_TOL, max_batch=2,
-                )
+        def measure(b: int = b, s: int = s, h: int = h, d: int = d, causal: bool = causal, base: dict[str, Any] = base) -> dict[str, Any]:
+            q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16) for _ in range(3))
+            fn = make(s, causal)
+            ref = reference(torch, q, k, v, causal)
 
-            sink.item(base, measure)
+            def launch(i: int) -> Any:
+                return fn(q, k, v)
+
+            return C.timed_check(
+                ctx, base, lambda: sampled(torch, launch(0)), ref, launch, None,
+                attention_flops(b, s, h, d, causal), BF16_TOL, max_batch=2,
+            )
+
+        sink.item(base, measure)
 
 
 def torch_attention(ctx: Any) -> None:
@@ -495,30 +501,25 @@ def _run_bwd(ctx: Any, impl: str, call: str,
     dout, causal)` (the forward, outside the timing) gives the launch of `(dq, dk, dv)`, checked
     on the sampled rows (the worst of the three relative errors) before it is timed."""
     torch, sink = ctx.torch, ctx.sink
-    for b, s, h, d in attention_shapes(ctx.quick):
-        for causal in (False, True):
-            base = C.record(
-                "attention_bwd", impl, f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d, causal=causal,
-                dtype="bf16", version=torch.__version__, call=call,
-            )
+    for b, s, h, d, causal, base in _cases(ctx, "attention_bwd", impl, call):
 
-            def measure(b: int = b, s: int = s, h: int = h, d: int = d, causal: bool = causal,
-                        base: dict[str, Any] = base) -> dict[str, Any]:
-                q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16) for _ in range(3))
-                dout = ctx.rand((b, h, s, d)).to(torch.bfloat16)
-                ref = reference_grads(torch, q, k, v, dout, causal)
-                launch = prepare(q, k, v, dout, causal)
-                got = sampled_grads(torch, launch(0))
-                torch.cuda.current_stream().synchronize()
-                checks = [ctx.check(g, r, BF16_TOL) for g, r in zip(got, ref)]
-                worst = max(checks, key=lambda c: float("inf") if c.rel_err != c.rel_err else c.rel_err)
-                del ref, got
-                rec = C.checked(base, worst)
-                if not worst.passed:
-                    return rec
-                return C.timed(rec, ctx.timer.measure(launch, 2), None, attention_bwd_flops(b, s, h, d, causal))
+        def measure(b: int = b, s: int = s, h: int = h, d: int = d, causal: bool = causal,
+                    base: dict[str, Any] = base) -> dict[str, Any]:
+            q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16) for _ in range(3))
+            dout = ctx.rand((b, h, s, d)).to(torch.bfloat16)
+            ref = reference_grads(torch, q, k, v, dout, causal)
+            launch = prepare(q, k, v, dout, causal)
+            got = sampled_grads(torch, launch(0))
+            torch.cuda.current_stream().synchronize()
+            checks = [ctx.check(g, r, BF16_TOL) for g, r in zip(got, ref)]
+            worst = max(checks, key=lambda c: float("inf") if c.rel_err != c.rel_err else c.rel_err)
+            del ref, got
+            rec = C.checked(base, worst)
+            if not worst.passed:
+                return rec
+            return C.timed(rec, ctx.timer.measure(launch, 2), None, attention_bwd_flops(b, s, h, d, causal))
 
-            sink.item(base, measure)
+        sink.item(base, measure)
 
 
 def torch_attention_bwd(ctx: Any) -> None:
