@@ -256,10 +256,8 @@ impl Consumer {
         let (stages, step) = (self.ring.stages, self.step);
         let (s, parity) = (step % stages, ((step / stages) & 1) as u32);
         self.step += 1;
-        let stage = self.ring.stage(s);
-        // SAFETY: an initialised barrier (the caller's ring).
-        unsafe { mbarrier::wait_parity(stage.full, parity) };
-        stage
+        // SAFETY: the caller's contract; `s` and `parity` are this step's.
+        unsafe { self.wait_at(s, parity) }
     }
 
     /// [`Consumer::wait`] for a consumer that keeps its own place in the ring: stage `s` with
