@@ -30,13 +30,21 @@ mod kernels {
     }
 }
 
-fn main() -> gpukern::Result<()> {
+/// Launches it in the simulator and checks the result.
+pub fn run() -> gpukern::Result<()> {
     let gpu = Gpu::simulator();
     let module = gpu.load(&PtxSet::simulator_only(env!("CARGO_CRATE_NAME")))?;
     let x = gpu.upload(&[[1.0f32, 2.0], [3.0, 4.0], [5.0, 6.0]])?;
     let mut out = gpu.zeros(4)?;
-    let config = LaunchConfig { grid: (1, 1, 1), block: (32, 1, 1), shared_mem_bytes: 0 };
-    let map = kernels::Affine { scale: 2.0, shift: 1.0 };
+    let config = LaunchConfig {
+        grid: (1, 1, 1),
+        block: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let map = kernels::Affine {
+        scale: 2.0,
+        shift: 1.0,
+    };
     kernels::apply::launch(&module, config, map, &x, out.slice_mut(1..)?, 3)?;
     assert_eq!(out.to_vec()?, [0.0, 7.0, 15.0, 23.0]);
     Ok(())

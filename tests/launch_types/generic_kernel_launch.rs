@@ -21,9 +21,14 @@ pub unsafe fn fill<T: Copy>(x: *mut T, value: T, n: usize) {
     }
 }
 
-fn main() -> gpukern::Result<()> {
+/// Launches it in the simulator and checks the result.
+pub fn run() -> gpukern::Result<()> {
     let module = Gpu::simulator().load(&PtxSet::simulator_only(env!("CARGO_CRATE_NAME")))?;
-    let config = LaunchConfig { grid: (1, 1, 1), block: (32, 1, 1), shared_mem_bytes: 0 };
+    let config = LaunchConfig {
+        grid: (1, 1, 1),
+        block: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
     let mut a = module.gpu().zeros_of::<f32>(5)?;
     unsafe { fill::<f32>::launch(&module, config, &mut a, 2.5, 5) }?;
     assert_eq!(a.to_vec()?, vec![2.5; 5]);

@@ -3,7 +3,8 @@
 use gpukern::kernels::add::{BLOCK, add};
 use gpukern::{Gpu, LaunchConfig};
 
-fn main() -> gpukern::Result<()> {
+/// Launches it in the simulator and checks the result.
+pub fn run() -> gpukern::Result<()> {
     let gpu = Gpu::simulator();
     let a = gpu.upload(&[1.0f32, 2.0, 3.0])?;
     let b = gpu.upload(&[10.0f32, 20.0, 30.0])?;
