@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use gpukern::gpukern_device::launch::{Facts, Kernel, LaunchCounts, registered_in};
 use gpukern::kernels::matmul::tf32;
@@ -69,19 +69,41 @@ struct Properties {
 ///
 /// Panics with ptxas's output if it refuses the module.
 fn assemble(module: &PtxModule, arch: &str) -> BTreeMap<String, Properties> {
+    parse_report(ptxas_report(module, arch))
+}
+
+/// ptxas's output (`-v --warn-on-spills`) on `module` for `arch`, run once per pair in this
+/// process: several tests read the same assembly, and the sm_90a module alone takes ptxas about
+/// 40 s. Pairs run in parallel; a second caller of one pair waits for the first.
+///
+/// Panics with ptxas's output if it refuses the module.
+fn ptxas_report(module: &PtxModule, arch: &str) -> &'static str {
+    type Reports = Mutex<BTreeMap<(&'static str, String), &'static OnceLock<String>>>;
+    static REPORTS: OnceLock<Reports> = OnceLock::new();
+    let cell: &'static OnceLock<String> = {
+        let mut reports = REPORTS
+            .get_or_init(Reports::default)
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        reports
+            .entry((module.arch, arch.to_string()))
+            .or_insert_with(|| Box::leak(Box::new(OnceLock::new())))
+    };
+    cell.get_or_init(|| run_ptxas(module, arch))
+}
+
+/// Runs ptxas on `module` for `arch` and returns its output.
+fn run_ptxas(module: &PtxModule, arch: &str) -> String {
     let ptxas = ptxas();
-    // Tests run in parallel: a file of its own for each call.
-    static CALLS: AtomicUsize = AtomicUsize::new(0);
     let file = std::env::temp_dir().join(format!(
-        "gpukern-ptx-test-{}-{}-{}-for-{arch}.ptx",
+        "gpukern-ptx-test-{}-{}-for-{arch}.ptx",
         std::process::id(),
-        CALLS.fetch_add(1, Ordering::Relaxed),
         module.arch
     ));
     fs::write(&file, module.ptx).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
     let output = Command::new(&ptxas)
         .arg(format!("-arch={arch}"))
-        .arg("-v")
+        .args(["-v", "--warn-on-spills"])
         .arg(&file)
         .args(["-o", "/dev/null"])
         .output()
@@ -98,7 +120,7 @@ fn assemble(module: &PtxModule, arch: &str) -> BTreeMap<String, Properties> {
         module.arch,
         output.status
     );
-    parse_report(&text)
+    text
 }
 
 /// Parses ptxas `-v` output: `Function properties for NAME`, then its stack/spill line, then
@@ -190,11 +212,16 @@ fn kernel_body<'a>(ptx: &'a str, name: &str) -> Vec<&'a str> {
         .unwrap_or_else(|| panic!("no `{header}` in the module"));
     // The body ends at a `}` line alone that no `// end inline asm` follows (an `asm!` block's
     // own braces are lines of their own too).
-    let lines: Vec<&str> = ptx[start..].lines().collect();
-    let end = (0..lines.len())
-        .find(|&i| lines[i] == "}" && !lines.get(i + 1).is_some_and(|l| l.contains("end inline asm")))
-        .unwrap_or(lines.len());
-    lines[..end].to_vec()
+    // Read no further than the body: the module is megabytes long and has hundreds of kernels.
+    let mut lines = ptx[start..].lines().peekable();
+    let mut body = Vec::new();
+    while let Some(line) = lines.next() {
+        if line == "}" && !lines.peek().is_some_and(|l| l.contains("end inline asm")) {
+            break;
+        }
+        body.push(line);
+    }
+    body
 }
 
 /// Whether a PTX line is a block barrier instruction (`bar.*` / `barrier.*`, predicated or not).
@@ -467,25 +494,7 @@ fn ptxas_keeps_the_wgmma_pipeline_of_the_sm_90a_module() {
     let Some(module) = modules().iter().find(|m| m.arch == "sm_90a") else {
         panic!("gpukern was built without the sm_90a module (GPUKERN_PTX_ARCHS without sm_90?)");
     };
-    let ptxas = ptxas();
-    let file = std::env::temp_dir().join(format!("gpukern-ptx-test-{}-wgmma.ptx", std::process::id()));
-    fs::write(&file, module.ptx).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
-    let output = Command::new(&ptxas)
-        .args(["-arch=sm_90a", "-v", "--warn-on-spills"])
-        .arg(&file)
-        .args(["-o", "/dev/null"])
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", ptxas.display()));
-    let _ = fs::remove_file(&file);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        output.status.success(),
-        "ptxas -arch=sm_90a refused the module:\n{text}"
-    );
+    let text = ptxas_report(module, "sm_90a");
     let warnings: Vec<&str> = text
         .lines()
         .filter(|line| WGMMA_WARNINGS.iter().any(|w| line.contains(w)))
@@ -526,7 +535,11 @@ fn ptxas_keeps_the_wgmma_pipeline_of_the_sm_90a_module() {
 
 #[test]
 fn ptxas_assembles_every_module_without_stack_or_spills() {
-    for module in modules() {
+    // The largest module first: ptxas takes longest on it, and the other tests that assemble
+    // modules share these reports, so it starts while they run the small ones.
+    let mut by_size: Vec<&PtxModule> = modules().iter().collect();
+    by_size.sort_by_key(|m| std::cmp::Reverse(m.ptx.len()));
+    for module in by_size {
         let report = assemble(module, module.arch);
         let mut failures = Vec::new();
         for name in entry_names(module.ptx) {
