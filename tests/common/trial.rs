@@ -35,6 +35,23 @@ where
     .with_ignored_flag(target.ignored)
 }
 
+/// The variable that runs the slow simulator trials (`GPUKERN_SLOW_TRIALS=1`;
+/// `scripts/gpu-check.sh` sets it, and the GPU machine runs the simulator trials on many cores).
+pub const SLOW_TRIALS_ENV: &str = "GPUKERN_SLOW_TRIALS";
+
+/// Marks a simulator trial that takes many seconds (a schedule that needs more tiles than the
+/// small trials have, a second rung on a large ragged case): reported as ignored unless
+/// `GPUKERN_SLOW_TRIALS=1`, so that the test command stays short on a machine of two cores.
+/// Only for trials whose kernels smaller trials launch too: the simulator's launch-coverage check
+/// runs without them.
+pub fn slow(trial: Trial) -> Trial {
+    if std::env::var(SLOW_TRIALS_ENV).is_ok_and(|v| v == "1") {
+        trial
+    } else {
+        trial.with_ignored_flag(true)
+    }
+}
+
 /// A `global::<name>` trial: the free functions on `Gpu::global()`, always run.
 pub fn global_trial<F>(name: &str, body: F) -> Trial
 where

@@ -17,7 +17,7 @@ use rand::Rng;
 use rand::rngs::StdRng;
 
 use crate::common::check::*;
-use crate::common::trial::{Target, global_trial, trial};
+use crate::common::trial::{Target, global_trial, slow, trial};
 
 /// One trial's sizes: batch, q_len, kv_len, heads, kv_heads, head_dim, causal.
 type Case = (usize, usize, usize, usize, usize, usize, bool);
@@ -109,7 +109,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             .enumerate()
         {
             let (name, case) = (case_name(case), *case);
-            trials.push(if n % 2 == 0 {
+            let one = if n % 2 == 0 {
                 trial(
                     sim,
                     &format!("attention::{label}::bf16::{name}"),
@@ -121,7 +121,9 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
                     &format!("attention::{label}::f16::{name}"),
                     move |gpu, rng| wgmma_case_with::<f16>(gpu, rng, case, rung),
                 )
-            });
+            };
+            // The two long causal cases (5-11 s each on two cores) only with the slow trials.
+            trials.push(if n < 2 { slow(one) } else { one });
         }
     }
     // The ping-pong's causal instance at head dim 256 in f16 (the loop above runs it in bf16).
@@ -140,7 +142,8 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     // More block tiles (140) than the simulator's 132 multiprocessors: eight persistent blocks
     // walk two tiles each (`Q` released and copied again, the ring's phases running on), rows
     // that see no key among them (causal, `q_len > kv_len`).
-    trials.push(trial(
+    // 16 s on two cores: with the slow trials.
+    trials.push(slow(trial(
         sim,
         "attention::wgmma_persistent::bf16::walk",
         |gpu, rng| {
@@ -151,7 +154,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
                 AttentionAlgorithm::WgmmaPersistent,
             )
         },
-    ));
+    )));
     trials.push(trial(sim, "attention::wgmma::packed_qkv_d64", |gpu, rng| {
         packed_qkv_with(gpu, rng, (140, 64), AttentionAlgorithm::Wgmma)
     }));
