@@ -83,6 +83,57 @@ pub unsafe fn cp_async_16(dst: *mut f32, src: *const f32, src_bytes: u32) {
     }
 }
 
+/// [`cp_async_16`] to a destination given as a shared-memory address (a
+/// [`crate::wgmma::shared_address`] plus a byte offset), 16 bytes from `src` where `read`, else
+/// 16 zero bytes (`src` not read): a kernel that copies many rows into one tile converts the
+/// tile's start once, and the rows' offsets fold into the instruction's immediate, where each
+/// generic pointer took its own 64-bit address arithmetic and conversion; and the zero fill is a
+/// predicate (PTX's `ignore-src`, on sm_90 and newer), not a source size the address must carry
+/// (the sm_80 module, PTX ISA 7.0, passes a source size of 16 or 0).
+///
+/// # Safety
+/// As [`cp_async_16`] with `src_bytes` 16 where `read` and 0 elsewhere; `dst` a 16-byte aligned
+/// shared-memory address of the block's shared memory.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn cp_async_16_shared(dst: u32, src: *const f32, read: bool) {
+    #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
+    {
+        // SAFETY: the caller's contract, as `cp_async_16`'s.
+        unsafe {
+            core::arch::asm!(
+                "{{ .reg .pred zero; setp.eq.u32 zero, {read}, 0; cp.async.cg.shared.global [{dst}], [{src}], 16, zero; }}",
+                dst = in(reg32) dst,
+                src = in(reg64) src,
+                read = in(reg32) read as u32,
+                options(nostack),
+            );
+        }
+    }
+    // `ignore-src` needs PTX ISA 7.5; the sm_80 module is 7.0: a source size there.
+    #[cfg(all(target_arch = "nvptx64", not(target_feature = "sm_90")))]
+    {
+        // SAFETY: the caller's contract, as `cp_async_16`'s.
+        unsafe {
+            core::arch::asm!(
+                "cp.async.cg.shared.global [{dst}], [{src}], 16, {n};",
+                dst = in(reg32) dst,
+                src = in(reg64) src,
+                n = in(reg32) if read { 16u32 } else { 0 },
+                options(nostack),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let dst = crate::sim::device::shared_base()
+            .wrapping_add(dst as usize)
+            .cast::<f32>();
+        // SAFETY: forwarded contract: `dst` is the same shared-memory word as on the GPU.
+        unsafe { cp_async_16(dst, src, if read { 16 } else { 0 }) }
+    }
+}
+
 /// Copies 4 bytes from `src` (global memory) to `dst` (shared memory) in the background, or
 /// writes a zero and reads nothing when `src_bytes` is 0: the form for operands whose rows are
 /// not 16-byte aligned.

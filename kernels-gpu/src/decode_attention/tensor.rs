@@ -15,7 +15,8 @@
 //! stream of K and V read once).
 
 use super::tiles::{
-    copy_tile, merge_partials, stage_elems, PageRows, PAD, TILE_BLOCK, TILE_KEYS, TILE_WARPS, WARP,
+    copy_tile, merge_partials, next_stage, stage_elems, PageRows, PAD, TILE_BLOCK, TILE_KEYS, TILE_WARPS,
+    WARP,
 };
 use super::{KvElem, VEC};
 use crate::gpu::async_copy::{self, cp_async_16};
@@ -236,7 +237,7 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
 
     let piece = tid % lanes_per_key;
     let (row0, row_step) = (tid / lanes_per_key, TILE_BLOCK as usize / lanes_per_key);
-    let pages = PageRows::new(table, (b, max_blocks, shift, kv_heads, kvh), D, piece);
+    let pages = PageRows::new::<E>(table, (b, max_blocks, shift, kv_heads, kvh), D, piece);
     // SAFETY (every use): keys below `end <= lens[b] < 2^31`; the stages are the ring's.
     let copy = |t: usize, s: usize| unsafe {
         copy_tile::<E, D>(
@@ -276,19 +277,22 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
     let q16 = qs.cast::<u16>().cast_const();
     let mut qa = [[0u32; 4]; 8];
 
+    // Tile `t`'s stage, and the stage tile `t + stages - 1` is copied into.
+    let (mut read, mut refill) = (0, stages - 1);
     for t in 0..tiles {
         // As in the tiles rung: tile `t` (and, for `t = 0`, the queries) landed, every warp done
         // with tile `t - 1`, whose stage the copies below refill.
         async_copy::wait_pending(stages - 2);
         thread::sync_threads();
         if t + stages - 1 < tiles {
-            copy(t + stages - 1, (t + stages - 1) % stages);
+            copy(t + stages - 1, refill);
         }
         async_copy::commit_group();
         let (sk, sv) = (
-            stage_k(t % stages).cast::<u16>().cast_const(),
-            stage_v(t % stages).cast::<u16>().cast_const(),
+            stage_k(read).cast::<u16>().cast_const(),
+            stage_v(read).cast::<u16>().cast_const(),
         );
+        (read, refill) = (next_stage(read, stages), next_stage(refill, stages));
         let k0 = w * WARP_KEYS;
 
         // The queries' `A` fragments at dims `16 kk ..+ 16`: read once, after the first tile's

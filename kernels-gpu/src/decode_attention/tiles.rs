@@ -15,7 +15,8 @@
 //! the combine stay small next to the context.
 
 use super::{KvElem, VEC};
-use crate::gpu::async_copy::{self, cp_async_16};
+use crate::gpu::async_copy::{self, cp_async_16_shared};
+use crate::gpu::wgmma::shared_address;
 use crate::gpu::{bf16, f16, math, mem, shared, thread, vector, warp};
 use crate::kernel;
 
@@ -104,51 +105,59 @@ fn query_row(
 }
 
 /// One thread's view of a sequence's pages for one kv head, made once per block, so that a
-/// tile's copies compute each row's address in a few 32-bit steps and one widening multiply
-/// (positions and block ids fit in `i32`, checked by the host).
+/// tile's copies compute each row's byte offset in a few 32-bit steps and one widening multiply
+/// (positions, block ids and pool rows fit in `i32`, checked by the host).
 #[derive(Clone, Copy)]
 pub(super) struct PageRows {
     /// Row `b` of the block table.
     table_row: *const i32,
     /// `log2` of the block size.
     shift: u32,
-    /// Elements from one pool row (token) to the next: `kv_heads * D`.
+    /// Bytes from one pool row (token) to the next: `kv_heads * D` elements.
     stride: u32,
-    /// The element of a pool row where the thread's piece of kv head `kvh` starts: `kvh D + 8
-    /// piece`.
-    offset: usize,
+    /// The byte of a pool row where the thread's piece of kv head `kvh` starts: element `kvh D +
+    /// 8 piece`.
+    offset: u32,
 }
 
 impl PageRows {
     /// The view of sequence `b`'s pages (`(b, max_blocks, shift, kv_heads, kvh)` as
-    /// [`super::row_of`]'s) for dims `8 piece ..+ 8` of head dim `d`.
+    /// [`super::row_of`]'s) for dims `8 piece ..+ 8` of head dim `d`, elements of `E`.
     #[inline(always)]
-    pub(super) fn new(
+    pub(super) fn new<E>(
         table: *const i32,
         (b, max_blocks, shift, kv_heads, kvh): (usize, usize, u32, usize, usize),
         d: usize,
         piece: usize,
     ) -> PageRows {
+        let bytes = core::mem::size_of::<E>();
         PageRows {
             table_row: table.wrapping_add(b * max_blocks),
             shift,
-            stride: (kv_heads * d) as u32,
-            offset: kvh * d + piece * VEC,
+            stride: (kv_heads * d * bytes) as u32,
+            offset: ((kvh * d + piece * VEC) * bytes) as u32,
         }
     }
 
-    /// The pool index of the thread's piece of token `pos`'s row: [`super::row_of`]` + 8 piece`.
+    /// The byte of a pool row where the thread's piece starts.
+    #[inline(always)]
+    pub(super) fn offset(self) -> usize {
+        self.offset as usize
+    }
+
+    /// The byte offset in the pools of token `pos`'s row (the row's start, without
+    /// [`PageRows::offset`]).
     ///
     /// # Safety
     /// `pos < max_blocks << shift` and the table's entry for it is a block id of the pools.
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn element(self, pos: u32) -> usize {
+    unsafe fn row_bytes(self, pos: u32) -> usize {
         // SAFETY: the caller's contract.
         let block = unsafe { mem::load(self.table_row, (pos >> self.shift) as usize) } as u32;
-        let low = pos & ((1u32 << self.shift) - 1);
-        let row = ((block as u64) << self.shift) | low as u64;
-        (row * self.stride as u64) as usize + self.offset
+        // The pool's row: below its capacity, which the host keeps within `i32`.
+        let row = (block << self.shift) | (pos & ((1u32 << self.shift) - 1));
+        (row as u64 * self.stride as u64) as usize
     }
 }
 
@@ -173,38 +182,57 @@ pub(super) unsafe fn copy_tile<E: KvElem, const D: usize>(
 ) {
     let pitch = D + PAD;
     let (key0, end, row_step32) = (key0 as u32, end as u32, row_step as u32);
-    // Up to 8 rows at a time (two rounds at head dim 256), so that the entries stay in
+    // The thread's piece of a pool row starts `offset` bytes in.
+    let (k_first, v_first) = (
+        k_pool.cast::<u8>().wrapping_add(pages.offset()),
+        v_pool.cast::<u8>().wrapping_add(pages.offset()),
+    );
+    // The stage tiles' shared-memory addresses, once: each row's destination is a constant
+    // offset from the thread's first.
+    let first = ((row0 * pitch + piece * VEC) * core::mem::size_of::<E>()) as u32;
+    let (sk_at, sv_at) = (shared_address(sk) + first, shared_address(sv) + first);
+    // A key at or past `end` copies zeros; its row's address is the chunk's last key's (read
+    // for its table entry only, so that no load waits on a predicate).
+    let last = end.max(1) - 1;
+    // Up to 8 rows at a time (two rounds at head dim 256), so that the offsets stay in
     // registers.
     unroll_8!(2, |hi| {
         if 8 * hi < D / 16 {
-            let mut from = [usize::MAX; 8];
+            let mut from = [0usize; 8];
             unroll_8!(8, |lo| {
                 let (l, key) = (8 * hi + lo, key0 + (8 * hi + lo) as u32 * row_step32);
-                if l < D / 16 && key < end {
-                    // SAFETY: `key < end`: the table's entry is a block id.
-                    from[lo] = unsafe { pages.element(key) };
+                if l < D / 16 {
+                    // SAFETY: `min(key, last) < end`: the table's entry is a block id.
+                    from[lo] = unsafe { pages.row_bytes(key.min(last)) };
                 }
             });
             unroll_8!(8, |lo| {
-                let l = 8 * hi + lo;
+                let (l, key) = (8 * hi + lo, key0 + (8 * hi + lo) as u32 * row_step32);
                 if l < D / 16 {
-                    let inside = from[lo] != usize::MAX;
-                    let at = if inside { from[lo] } else { 0 };
-                    let n = if inside { 16 } else { 0 };
-                    let to = (row0 + l * row_step) * pitch + piece * VEC;
+                    let to = ((l * row_step * pitch) * core::mem::size_of::<E>()) as u32;
                     // SAFETY: row `row0 + l * row_step < 64`, dims `8 piece ..+ 8 <= D` of the
                     // stage's tiles, 16-byte aligned (`pitch` and the tiles' starts multiples of
-                    // 8 elements); the source piece lies in the pools when `inside` (16-byte
-                    // aligned: `D` a multiple of 8), else nothing is read from the pools'
-                    // aligned start.
+                    // 8 elements); the source piece lies in the pools (16-byte aligned: `D` a
+                    // multiple of 8), and is read only for a key below `end`.
                     unsafe {
-                        cp_async_16(sk.wrapping_add(to).cast(), k_pool.wrapping_add(at).cast(), n);
-                        cp_async_16(sv.wrapping_add(to).cast(), v_pool.wrapping_add(at).cast(), n);
+                        cp_async_16_shared(sk_at + to, k_first.wrapping_add(from[lo]).cast(), key < end);
+                        cp_async_16_shared(sv_at + to, v_first.wrapping_add(from[lo]).cast(), key < end);
                     }
                 }
             });
         }
     });
+}
+
+/// The ring's stage after stage `s` of `stages`: a counter kept in a register, where `t %
+/// stages` of a tile index took a 64-bit division by a constant at every tile.
+#[inline(always)]
+pub(super) fn next_stage(s: usize, stages: usize) -> usize {
+    if s + 1 == stages {
+        0
+    } else {
+        s + 1
+    }
 }
 
 /// Decode attention, step 1 of 2 (streaming): one chunk of the context for up to
@@ -334,7 +362,7 @@ pub unsafe fn decode_attention_tiles<E: KvElem, const D: usize>(
     // Thread `tid` copies piece `tid % (D / 8)` of rows `tid / (D / 8) + l * 1024 / D` of a tile.
     let piece = tid % lanes_per_key;
     let (row0, row_step) = (tid / lanes_per_key, TILE_BLOCK as usize / lanes_per_key);
-    let pages = PageRows::new(table, (b, max_blocks, shift, kv_heads, kvh), D, piece);
+    let pages = PageRows::new::<E>(table, (b, max_blocks, shift, kv_heads, kvh), D, piece);
     // SAFETY (every use): keys below `end <= lens[b] < 2^31`; the stages are the ring's.
     let copy = |t: usize, s: usize| unsafe {
         copy_tile::<E, D>(
@@ -379,6 +407,8 @@ pub unsafe fn decode_attention_tiles<E: KvElem, const D: usize>(
             unsafe { vector::store(qs, r * q_pitch + h * (half + Q_PAD) + o, f) };
         }
     });
+    // Tile `t`'s stage, and the stage tile `t + stages - 1` is copied into.
+    let (mut read, mut refill) = (0, stages - 1);
     for t in 0..tiles {
         // Tile `t`'s group has landed (at most `stages - 2` later ones in flight); after the
         // barrier every thread's copies are visible, and every warp is done with tile `t - 1`,
@@ -386,10 +416,11 @@ pub unsafe fn decode_attention_tiles<E: KvElem, const D: usize>(
         async_copy::wait_pending(stages - 2);
         thread::sync_threads();
         if t + stages - 1 < tiles {
-            copy(t + stages - 1, (t + stages - 1) % stages);
+            copy(t + stages - 1, refill);
         }
         async_copy::commit_group();
-        let (sk, sv) = (stage_k(t % stages), stage_v(t % stages));
+        let (sk, sv) = (stage_k(read), stage_v(read));
+        (read, refill) = (next_stage(read, stages), next_stage(refill, stages));
 
         // Scores: this lane's key against every row, over its half of the dims.
         let key_row = sk.wrapping_add((w * WARP_KEYS + kk) * pitch + h * half);
