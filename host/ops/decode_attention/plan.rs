@@ -31,11 +31,11 @@ pub(crate) const MIN_CHUNK_TILES: usize = 2;
 const SM_SHARED: usize = 228 * 1024;
 const BLOCK_RESERVED: usize = 1024;
 /// Blocks of the tiles rung a multiprocessor holds by registers: ptxas -v gives its kernels
-/// 194 to 202 registers per thread (sm_90), 25 K to 26 K per block of 128 threads, of 64 K.
+/// 198 to 206 registers per thread (sm_90, bf16), 25 K to 26 K per block of 128 threads, of 64 K.
 const REGISTER_BLOCKS: usize = 2;
 /// Blocks of the tensor rung a multiprocessor holds by registers: ptxas -v gives its kernels
-/// 154 registers per thread at head dim 64 (sm_90; 19.7 K per block of 128 threads, of 64 K:
-/// 3 blocks) and 234 at 128 (30 K: 2 blocks, as its shared memory allows there), with the
+/// 150 registers per thread at head dim 64 (sm_90, bf16; 19.2 K per block of 128 threads, of
+/// 64 K: 3 blocks) and 219 at 128 (28 K: 2 blocks, as its shared memory allows there), with the
 /// queries' fragments held in registers for the whole chunk.
 const TENSOR_REGISTER_BLOCKS: usize = 3;
 /// Waves of blocks the tensor rung aims for: one, every multiprocessor holding as many blocks
