@@ -90,8 +90,8 @@ pub unsafe fn cp_async_16(dst: *mut f32, src: *const f32, src_bytes: u32) {
 /// generic pointer took its own 64-bit address arithmetic and conversion; and the zero fill is a
 /// predicate (PTX's `ignore-src`, on sm_90 and newer), not a source size the address must carry
 /// (the sm_80 module, PTX ISA 7.0, passes a source size of 16 or 0). On sm_90 the copy also asks
-/// L2 to fetch the whole 128-byte line (`.L2::128B`): without it decode attention's 16-byte
-/// copies sent L2 1.5 times the sectors they needed (ncu), and ran 2-3% slower.
+/// L2 to fetch the whole 128-byte line (`.L2::128B`), which made decode attention's copies
+/// faster (BENCHMARKS.md, twelfth round).
 ///
 /// # Safety
 /// As [`cp_async_16`] with `src_bytes` 16 where `read` and 0 elsewhere; `dst` a 16-byte aligned
