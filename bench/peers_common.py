@@ -327,11 +327,23 @@ class Timer:
         self.budget = budget
         self.src = torch.zeros(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
         self.dst = torch.empty_like(self.src)
+        # GPUKERN_BENCH_FLUSH=clean (the default): after the copy, read another buffer larger than
+        # L2, so that the copy's last writes are written back before the start event, not during
+        # the timed launches; `copy` for the copy alone (examples/bench/timing.rs).
+        flush = os.environ.get("GPUKERN_BENCH_FLUSH", "") or "clean"
+        if flush not in ("clean", "copy"):
+            raise SystemExit(f"GPUKERN_BENCH_FLUSH={flush}: expected `clean` or `copy`")
+        clean = flush == "clean"
+        self.clean = torch.zeros(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") if clean else None
+        self.clean_out = torch.zeros((), dtype=torch.float32, device="cuda")
+        self.timer_name = "cuda_events_clean_l2" if clean else "cuda_events"
         self.start = torch.cuda.Event(enable_timing=True)
         self.end = torch.cuda.Event(enable_timing=True)
 
     def _sample(self, launch: Callable[[int], Any], first: int, batch: int) -> float:
         self.dst.copy_(self.src)
+        if self.clean is not None:
+            self.torch.sum(self.clean, dim=0, out=self.clean_out)
         self.start.record()
         for i in range(batch):
             launch(first + i)
@@ -366,7 +378,7 @@ class Timer:
             spent = gpu_s >= b.target_s or time.monotonic() - wall >= b.max_wall_s
             if len(times) >= min_reps and spent:
                 break
-        return Stats.of(times, batch, warmup, "cuda_events")
+        return Stats.of(times, batch, warmup, self.timer_name)
 
 
 def wall_per_call(

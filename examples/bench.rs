@@ -74,7 +74,7 @@ use gpukern::ops::add::AddAlgorithm;
 use gpukern::{Error, Gpu, MatmulAlgorithm};
 
 use record::{Meta, Res, Sink};
-use timing::{Budget, Timer};
+use timing::{Budget, CleanPass, Flush, Timer};
 
 /// Benchmarks gpukern's kernels against cuBLAS and the device-to-device copy on a CUDA GPU.
 #[derive(Parser, Debug)]
@@ -366,6 +366,17 @@ fn main() -> ExitCode {
     }
 }
 
+/// [`Flush::Clean`]'s read-only pass: gpukern's sum over 256 MiB of f32 into a device scalar, on
+/// the Gpu's stream (no synchronisation), which evicts L2's dirty lines by writing them back.
+fn clean_pass(gpu: &Gpu) -> Res<CleanPass> {
+    let gpu = gpu.clone();
+    let x = gpu.zeros(64 << 20)?;
+    let mut out = gpu.zeros(1)?;
+    Ok(Box::new(move || {
+        Ok(gpu.sum_into_with(&x, &mut out, gpukern::ReduceAlgorithm::default())?)
+    }))
+}
+
 fn run(args: &Args, gpu: Gpu) -> Res<()> {
     // SAFETY: the benchmark queues everything (gpukern's calls, cuBLAS, copies, timing events)
     // on this one stream and creates no other, so nothing needs cross-stream ordering.
@@ -381,7 +392,11 @@ fn run(args: &Args, gpu: Gpu) -> Res<()> {
     let suites = args.kernels.clone().unwrap_or_else(|| Suite::ALL.to_vec());
     let planned = suites.iter().map(|s| s.planned(args.quick, args.plans)).sum();
     let budget = if args.quick { Budget::QUICK } else { Budget::FULL };
-    let timer = Timer::new(&ctx, &stream, budget)?;
+    let clean = match Flush::from_env()? {
+        Flush::Copy => None,
+        Flush::Clean => Some(clean_pass(&gpu)?),
+    };
+    let timer = Timer::new(&ctx, &stream, budget, clean)?;
     let mut sink = Sink::create(&args.out, meta.clone(), planned, args.budget_s)?;
     sink.note(&format!(
         "bench: {} | driver {} | rev {} | {} measurements{} -> {}",

@@ -1,8 +1,10 @@
 //! Timing: CUDA events around launches on the Gpu's stream, and wall-clock per-call timing.
 //!
 //! One sample is: a large device-to-device copy (it evicts L2 and keeps the GPU busy while the
-//! host queues the next launches, so host launch cost never shows as idle GPU time), a start
-//! event, `batch` launches, an end event. The sample's time is the elapsed time over `batch`.
+//! host queues the next launches, so host launch cost never shows as idle GPU time), then
+//! ([`Flush::Clean`], the default) a read of another buffer larger than L2 (the copy's last
+//! writes sit dirty in L2, and without the read the timed launches would write them back: 2-8 us
+//! of a decode-attention call on the H200), a start event, `batch` launches, an end event. The sample's time is the elapsed time over `batch`.
 //! `batch` is more than 1 only for kernels of a few microseconds, where one launch is close to
 //! the events' resolution; callers rotate among input buffers so batched launches still read
 //! from DRAM, not from L2.
@@ -104,6 +106,32 @@ impl Stats {
     }
 }
 
+/// What runs before each sample's start event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flush {
+    /// The copy alone: L2 left holding the copy's last writes, dirty, so that the timed launches
+    /// also pay for writing them back (timer `cuda_events`; every record before this choice
+    /// existed was timed so).
+    Copy,
+    /// The copy, then a read of another buffer larger than L2: L2 left holding clean lines, the
+    /// copy's write-back done before the start event (timer `cuda_events_clean_l2`; the default).
+    Clean,
+}
+
+impl Flush {
+    /// The flush `GPUKERN_BENCH_FLUSH` names: `clean` (the default, also when unset) or `copy`.
+    pub fn from_env() -> Res<Flush> {
+        match std::env::var("GPUKERN_BENCH_FLUSH").as_deref() {
+            Err(_) | Ok("") | Ok("clean") => Ok(Flush::Clean),
+            Ok("copy") => Ok(Flush::Copy),
+            Ok(other) => Err(format!("GPUKERN_BENCH_FLUSH={other}: expected `clean` or `copy`").into()),
+        }
+    }
+}
+
+/// The read-only pass of [`Flush::Clean`], queued on the timer's stream.
+pub type CleanPass = Box<dyn FnMut() -> Res<()>>;
+
 /// Times launches queued on one stream with CUDA events.
 pub struct Timer {
     stream: Arc<CudaStream>,
@@ -111,12 +139,19 @@ pub struct Timer {
     end: CudaEvent,
     flush_src: CudaSlice<u8>,
     flush_dst: CudaSlice<u8>,
+    clean: Option<CleanPass>,
     pub budget: Budget,
 }
 
 impl Timer {
-    /// A timer for work queued on `stream`.
-    pub fn new(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, budget: Budget) -> Res<Timer> {
+    /// A timer for work queued on `stream`; `clean` (for [`Flush::Clean`]) reads a buffer larger
+    /// than L2 on the same stream after each flush copy.
+    pub fn new(
+        ctx: &Arc<CudaContext>,
+        stream: &Arc<CudaStream>,
+        budget: Budget,
+        clean: Option<CleanPass>,
+    ) -> Res<Timer> {
         // Events made without flags cannot time (cudarc defaults to DISABLE_TIMING).
         let event = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
         Ok(Timer {
@@ -129,6 +164,7 @@ impl Timer {
             flush_dst: stream
                 .alloc_zeros::<u8>(FLUSH_BYTES)
                 .map_err(|e| format!("allocating the L2 flush buffer: {e}"))?,
+            clean,
             budget,
         })
     }
@@ -142,6 +178,9 @@ impl Timer {
         batch: usize,
     ) -> Res<f64> {
         self.stream.memcpy_dtod(&self.flush_src, &mut self.flush_dst)?;
+        if let Some(clean) = &mut self.clean {
+            clean()?;
+        }
         self.start.record(&self.stream)?;
         for _ in 0..batch {
             launch(*next)?;
@@ -249,8 +288,20 @@ impl Timer {
         times
             .into_iter()
             .zip(batches)
-            .map(|(times, batch)| Stats::of(times, batch, warmup, timer))
+            .map(|(times, batch)| Stats::of(times, batch, warmup, self.timer_name(timer)))
             .collect()
+    }
+}
+
+impl Timer {
+    /// The records' `timer` for a measurement named `timer` under this timer's flush.
+    fn timer_name(&self, timer: &'static str) -> &'static str {
+        match (self.clean.is_some(), timer) {
+            (false, t) => t,
+            (true, "cuda_events") => "cuda_events_clean_l2",
+            (true, "cuda_events_interleaved") => "cuda_events_interleaved_clean_l2",
+            (true, t) => t,
+        }
     }
 }
 
