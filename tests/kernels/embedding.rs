@@ -15,8 +15,9 @@ use crate::common::random_vec;
 use crate::common::trial::{Target, global_trial, trial};
 
 /// Simulator shapes `(tokens, vocab, hidden)`: one token, rows of one vector, rows off the vector
-/// width (the tutorial), more chunks than one sweep of a block.
-const SIM_SHAPES: &[(usize, usize, usize)] = &[(1, 5, 8), (7, 3, 12), (9, 50, 264)];
+/// width (the tutorial), more chunks than one sweep of a block, rows of more chunks than a
+/// block's threads (257: the rows kernel steps from chunk to chunk, crossing rows mid-block).
+const SIM_SHAPES: &[(usize, usize, usize)] = &[(1, 5, 8), (7, 3, 12), (9, 50, 264), (5, 7, 2056)];
 
 /// CUDA shapes: a 32000 x 4096 table (the decoder: a vocabulary of 32000, Llama-3-8B's
 /// hidden size) at 1, 8 and 4096 tokens, a ragged one.

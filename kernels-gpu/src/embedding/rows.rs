@@ -18,9 +18,12 @@ pub const EMBEDDING_UNROLL: usize = 4;
 /// The output is cut into `tokens * hidden / 8` chunks of 8 (`hidden` a multiple of 8, so a
 /// chunk lies in one row). Thread `t` of block `b` takes, in a grid-stride loop, chunks
 /// `(b * EMBEDDING_UNROLL + k) * blockDim.x + t` for `k < EMBEDDING_UNROLL` (each `k` coalesced
-/// across the warp): for each it loads the chunk's token id (the same for the threads of a row,
-/// from L1) and the table's vector `table[id][c..c + 8]` (all loads issued before any store),
-/// then stores the vectors to `y`.
+/// across the warp). The first chunk's token and place in the row come from one division; where
+/// a row holds at least a block's worth of chunks, each next chunk's from the last by one step
+/// (at most one row further), else from a division of its own. For each chunk it loads the
+/// token's id (only when the token changes; the same for the threads of a row, from L1) and the
+/// table's vector `table[id][c..c + 8]` (all loads issued before any store), then stores the
+/// vectors to `y`.
 ///
 /// Instances: `embedding_i32`, `embedding_i64`.
 ///
@@ -64,21 +67,40 @@ pub unsafe fn embedding_rows<I: TokenId>(
             (c / per_row, c % per_row)
         }
     };
+    // A row of at least `threads` chunks: chunk `c + threads` is in the same row or the next.
+    let stepping = per_row >= threads;
     while first < chunks {
         // The rows move as words (two bf16 each, 16 bytes a vector): nothing of them is read.
         let (src, dst) = (table.cast::<u32>(), y.cast::<u32>());
         let mut v = [[0u32; 4]; EMBEDDING_UNROLL];
+        let (mut t, mut j) = split(first);
+        // The last token whose id was loaded (none yet) and its row.
+        let mut cached: (usize, Option<usize>) = (usize::MAX, None);
         unroll_8!(EMBEDDING_UNROLL, |k| {
             let c = first + k * threads;
+            if k > 0 {
+                if stepping {
+                    j += threads;
+                    if j >= per_row {
+                        j -= per_row;
+                        t += 1;
+                    }
+                } else {
+                    (t, j) = split(c);
+                }
+            }
             if c < chunks {
-                let (t, j) = split(c);
-                // SAFETY: `t < tokens`; a row `< vocab` and the vector `8 j..8 j + 8 <= hidden`
-                // lie in the table, at a multiple of 8 bf16 (4 words) of an aligned buffer.
-                let row = unsafe { mem::load(ids, t) }.row(vocab);
+                if t != cached.0 {
+                    // SAFETY: `t < tokens`, as `c < chunks`.
+                    cached = (t, unsafe { mem::load(ids, t) }.row(vocab));
+                }
+                let row = cached.1;
                 // A bad id reads row 0 and keeps none of it: an array chosen whole between a
                 // load and zeros went to local memory, lanes chosen one by one stay in registers.
                 let keep = row.is_some();
                 if vocab > 0 {
+                    // SAFETY: a row `< vocab` and the vector `8 j..8 j + 8 <= hidden` lie in the
+                    // table, at a multiple of 8 bf16 (4 words) of an aligned buffer.
                     let at = (row.unwrap_or(0) * hidden + 8 * j) / 2;
                     let w: [u32; 4] = unsafe { vector::load_hinted(src, at, LoadHint::Default) };
                     v[k] = w.map(|x| if keep { x } else { 0 });
