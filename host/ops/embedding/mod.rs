@@ -190,7 +190,7 @@ impl Gpu {
             return Ok(());
         }
         let aligned = table.data.is_16_byte_aligned() && y.data.is_16_byte_aligned();
-        let plan = EmbeddingPlan::choose(algorithm, hidden, aligned);
+        let plan = EmbeddingPlan::choose(algorithm, tokens, hidden, aligned);
         let limits = self.limits();
         let outputs = crate::buffer::checked_len(OP, &[tokens, hidden])?;
         let cfg = match plan {

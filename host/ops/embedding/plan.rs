@@ -1,5 +1,5 @@
 //! The plan of an embedding gather: the tutorial or the vector kernel, chosen once from the
-//! algorithm, the row width and the buffers' alignment.
+//! algorithm, the shape and the buffers' alignment.
 
 /// Which embedding kernel runs. Both copy the same bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -7,20 +7,26 @@ pub enum EmbeddingAlgorithm {
     /// The tutorial (`embedding_scalar_*`): a thread per output element. Any shape.
     Scalar,
     /// 16-byte vectors, four in flight per thread (`embedding_i32`, `embedding_i64`): for rows
-    /// of a multiple of 8 and aligned buffers, else the tutorial runs. The default.
-    #[default]
+    /// of a multiple of 8 and aligned buffers, else the tutorial runs.
     Rows,
+    /// The plan's choice ([`EmbeddingPlan::choose`]): the tutorial for small outputs, where its
+    /// thread per element spreads a few rows over more blocks, else the vector kernel where the
+    /// vectors fit. The default.
+    #[default]
+    Auto,
 }
 
 impl EmbeddingAlgorithm {
-    /// Every algorithm, the tutorial first.
+    /// Every kernel of the ladder, the tutorial first ([`EmbeddingAlgorithm::Auto`] picks one of
+    /// them).
     pub const ALL: [EmbeddingAlgorithm; 2] = [EmbeddingAlgorithm::Scalar, EmbeddingAlgorithm::Rows];
 
-    /// A short name: `scalar`, `rows`.
+    /// A short name: `scalar`, `rows`, `auto`.
     pub fn name(self) -> &'static str {
         match self {
             EmbeddingAlgorithm::Scalar => "scalar",
             EmbeddingAlgorithm::Rows => "rows",
+            EmbeddingAlgorithm::Auto => "auto",
         }
     }
 }
@@ -34,14 +40,32 @@ pub enum EmbeddingPlan {
     Rows,
 }
 
+/// Outputs below which [`EmbeddingAlgorithm::Auto`] runs the tutorial: the vector kernel's
+/// block covers 1024 vectors (8192 outputs), so that under about a million outputs it launches
+/// fewer blocks than the H200 has SMs, where the tutorial's block of 256 outputs launches 32 times
+/// as many. On the H200 at hidden 4096, two runs (`bench/experiments/third-wave/b5cca68-embedding-auto-{1,2}.jsonl`):
+/// 64 tokens, the tutorial 311.1 and 316.0 GB/s against 233.1 and 232.0 for the vector kernel;
+/// 256 tokens, the vector kernel 930.0 and 922.4 against 587.4 and 590.7; 8 tokens, the tutorial
+/// 47.9 and 47.0 against 32.7 and 32.6. The boundary, 256 tokens of 4096, is where the vector
+/// kernel's grid reaches 128 blocks.
+pub const SMALL_OUTPUTS: usize = 1 << 20;
+
 impl EmbeddingPlan {
-    /// The plan of `algorithm` for rows of `hidden` bf16; `aligned`: the table and the output
-    /// start on a 16-byte boundary.
-    pub fn choose(algorithm: EmbeddingAlgorithm, hidden: usize, aligned: bool) -> EmbeddingPlan {
-        if algorithm == EmbeddingAlgorithm::Rows && aligned && hidden % 8 == 0 {
-            EmbeddingPlan::Rows
-        } else {
-            EmbeddingPlan::Scalar
+    /// The plan of `algorithm` for `tokens` rows of `hidden` bf16; `aligned`: the table and the
+    /// output start on a 16-byte boundary.
+    pub fn choose(
+        algorithm: EmbeddingAlgorithm,
+        tokens: usize,
+        hidden: usize,
+        aligned: bool,
+    ) -> EmbeddingPlan {
+        let vectors_fit = aligned && hidden % 8 == 0;
+        match algorithm {
+            EmbeddingAlgorithm::Rows if vectors_fit => EmbeddingPlan::Rows,
+            EmbeddingAlgorithm::Auto if vectors_fit && tokens.saturating_mul(hidden) >= SMALL_OUTPUTS => {
+                EmbeddingPlan::Rows
+            }
+            _ => EmbeddingPlan::Scalar,
         }
     }
 }
@@ -52,11 +76,43 @@ mod tests {
 
     #[test]
     fn rows_need_whole_vectors_and_alignment() {
-        use EmbeddingAlgorithm::{Rows, Scalar};
-        assert_eq!(EmbeddingPlan::choose(Rows, 4096, true), EmbeddingPlan::Rows);
-        assert_eq!(EmbeddingPlan::choose(Rows, 8, true), EmbeddingPlan::Rows);
-        assert_eq!(EmbeddingPlan::choose(Rows, 12, true), EmbeddingPlan::Scalar);
-        assert_eq!(EmbeddingPlan::choose(Rows, 4096, false), EmbeddingPlan::Scalar);
-        assert_eq!(EmbeddingPlan::choose(Scalar, 4096, true), EmbeddingPlan::Scalar);
+        use EmbeddingAlgorithm::{Auto, Rows, Scalar};
+        for algorithm in [Rows, Auto] {
+            assert_eq!(
+                EmbeddingPlan::choose(algorithm, 4096, 4096, true),
+                EmbeddingPlan::Rows
+            );
+            assert_eq!(
+                EmbeddingPlan::choose(algorithm, 4096, 12, true),
+                EmbeddingPlan::Scalar
+            );
+            assert_eq!(
+                EmbeddingPlan::choose(algorithm, 4096, 4096, false),
+                EmbeddingPlan::Scalar
+            );
+        }
+        assert_eq!(EmbeddingPlan::choose(Rows, 1, 8, true), EmbeddingPlan::Rows);
+        assert_eq!(
+            EmbeddingPlan::choose(Scalar, 4096, 4096, true),
+            EmbeddingPlan::Scalar
+        );
+    }
+
+    /// The default runs the tutorial under `SMALL_OUTPUTS` outputs and the vector kernel from
+    /// there: 255 and 256 tokens of 4096.
+    #[test]
+    fn auto_takes_the_tutorial_for_small_outputs() {
+        use EmbeddingAlgorithm::Auto;
+        assert_eq!(EmbeddingAlgorithm::default(), Auto);
+        assert_eq!(EmbeddingPlan::choose(Auto, 8, 4096, true), EmbeddingPlan::Scalar);
+        assert_eq!(
+            EmbeddingPlan::choose(Auto, 255, 4096, true),
+            EmbeddingPlan::Scalar
+        );
+        assert_eq!(EmbeddingPlan::choose(Auto, 256, 4096, true), EmbeddingPlan::Rows);
+        assert_eq!(
+            EmbeddingPlan::choose(Auto, usize::MAX, 4096, true),
+            EmbeddingPlan::Rows
+        );
     }
 }
