@@ -6,7 +6,7 @@
 pub enum EmbeddingAlgorithm {
     /// The tutorial (`embedding_scalar_*`): a thread per output element. Any shape.
     Scalar,
-    /// 16-byte vectors, four in flight per thread (`embedding_i32`, `embedding_i64`): for rows
+    /// 16-byte vectors, two in flight per thread (`embedding_i32`, `embedding_i64`): for rows
     /// of a multiple of 8 and aligned buffers, else the tutorial runs.
     Rows,
     /// The plan's choice ([`EmbeddingPlan::choose`]): the tutorial for small outputs, where its
@@ -41,14 +41,13 @@ pub enum EmbeddingPlan {
 }
 
 /// Outputs below which [`EmbeddingAlgorithm::Auto`] runs the tutorial: the vector kernel's
-/// block covers 1024 vectors (8192 outputs), so that under about a million outputs it launches
-/// fewer blocks than the H200 has SMs, where the tutorial's block of 256 outputs launches 32 times
-/// as many. On the H200 at hidden 4096, two runs (`bench/experiments/third-wave/b5cca68-embedding-auto-{1,2}.jsonl`):
-/// 64 tokens, the tutorial 311.1 and 316.0 GB/s against 233.1 and 232.0 for the vector kernel;
-/// 256 tokens, the vector kernel 930.0 and 922.4 against 587.4 and 590.7; 8 tokens, the tutorial
-/// 47.9 and 47.0 against 32.7 and 32.6. The boundary, 256 tokens of 4096, is where the vector
-/// kernel's grid reaches 128 blocks.
-pub const SMALL_OUTPUTS: usize = 1 << 20;
+/// block covers 512 vectors (4096 outputs), so that a few rows make few blocks, where the
+/// tutorial's block of 256 outputs makes 16 times as many. On the H200 at hidden 4096, two runs
+/// (`bench/experiments/third-wave/340df98-rotary-embedding-ab-x-{1,2}.jsonl`): 8 tokens, the
+/// tutorial 44.7 and 46.6 GB/s against 41.1 and 42.7 for the vector kernel; 64 tokens (the
+/// boundary) level, 291.7 and 311.1 against 305.7 and 314.5; 256 tokens, the vector kernel 964.2
+/// and 1006.2 against 574.5 and 582.8.
+pub const SMALL_OUTPUTS: usize = 1 << 18;
 
 impl EmbeddingPlan {
     /// The plan of `algorithm` for `tokens` rows of `hidden` bf16; `aligned`: the table and the
@@ -99,17 +98,14 @@ mod tests {
     }
 
     /// The default runs the tutorial under `SMALL_OUTPUTS` outputs and the vector kernel from
-    /// there: 255 and 256 tokens of 4096.
+    /// there: 63 and 64 tokens of 4096.
     #[test]
     fn auto_takes_the_tutorial_for_small_outputs() {
         use EmbeddingAlgorithm::Auto;
         assert_eq!(EmbeddingAlgorithm::default(), Auto);
         assert_eq!(EmbeddingPlan::choose(Auto, 8, 4096, true), EmbeddingPlan::Scalar);
-        assert_eq!(
-            EmbeddingPlan::choose(Auto, 255, 4096, true),
-            EmbeddingPlan::Scalar
-        );
-        assert_eq!(EmbeddingPlan::choose(Auto, 256, 4096, true), EmbeddingPlan::Rows);
+        assert_eq!(EmbeddingPlan::choose(Auto, 63, 4096, true), EmbeddingPlan::Scalar);
+        assert_eq!(EmbeddingPlan::choose(Auto, 64, 4096, true), EmbeddingPlan::Rows);
         assert_eq!(
             EmbeddingPlan::choose(Auto, usize::MAX, 4096, true),
             EmbeddingPlan::Rows

@@ -5,7 +5,7 @@
 //!
 //! The ladder, one file per rung:
 //! * [`scalar`]: the tutorial, a thread per output element.
-//! * [`rows`]: 16-byte vectors (`bf16x8`), four in flight per thread, a grid-stride loop.
+//! * [`rows`]: 16-byte vectors (`bf16x8`), two in flight per thread, a grid-stride loop.
 
 pub mod rows;
 pub mod scalar;

@@ -9,8 +9,11 @@ use crate::kernel;
 /// Threads per block of the vector kernel.
 pub const EMBEDDING_BLOCK: u32 = 256;
 
-/// Vectors a thread loads before it stores any (64 bytes in flight).
-pub const EMBEDDING_UNROLL: usize = 4;
+/// Vectors a thread loads before it stores any (32 bytes in flight): on the H200 two ran 3485.3 and
+/// 3526.3 GB/s at 4096 tokens of 4096 against 3411.7 and 3389.6 for four and 3445.3 and 3439.6 for
+/// one, and 4124.2 and 4126.7 at 32768 tokens against 3984.2 and 3970.5 and 3792.5 and 3777.1
+/// (`bench/experiments/third-wave/340df98-rotary-embedding-ab-{x,auto,y}-{1,2}.jsonl`).
+pub const EMBEDDING_UNROLL: usize = 2;
 
 /// `y[t][j] = table[ids[t]][j]` by vectors of 8 bf16; zeros for an id outside `0..vocab` (whose
 /// vectors are read from row 0, inside the table, and dropped).
