@@ -51,7 +51,7 @@ pub(crate) fn trials(sim: &Target) -> Vec<Trial> {
 /// The emulation with `fault` against the f64 reference: passes the check exactly when
 /// `fault` is `None`.
 fn planted(rng: &mut StdRng, fault: Fault) -> Check {
-    let (b, s, h, d) = (1, 300, 2, 64);
+    let (b, s, h, d) = (1, 200, 2, 64);
     let random = |rng: &mut StdRng| {
         Array4::from_shape_fn([b, s, h, d], |_| bf16::from_f32(rng.random_range(-1.0f32..1.0)))
     };
