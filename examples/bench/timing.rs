@@ -4,7 +4,8 @@
 //! host queues the next launches, so host launch cost never shows as idle GPU time), then
 //! ([`Flush::Clean`], the default) a read of another buffer larger than L2 (the copy's last
 //! writes sit dirty in L2, and without the read the timed launches would write them back: 2-8 us
-//! of a decode-attention call on the H200), a start event, `batch` launches, an end event. The sample's time is the elapsed time over `batch`.
+//! of a decode-attention call on the H200), a start event, `batch` launches, an end event. The
+//! sample's time is the elapsed time over `batch`.
 //! `batch` is more than 1 only for kernels of a few microseconds, where one launch is close to
 //! the events' resolution; callers rotate among input buffers so batched launches still read
 //! from DRAM, not from L2.
@@ -169,6 +170,16 @@ impl Timer {
         })
     }
 
+    /// The records' `timer` for a measurement named `timer` under this timer's flush.
+    fn timer_name(&self, timer: &'static str) -> &'static str {
+        match (self.clean.is_some(), timer) {
+            (false, t) => t,
+            (true, "cuda_events") => "cuda_events_clean_l2",
+            (true, "cuda_events_interleaved") => "cuda_events_interleaved_clean_l2",
+            (true, t) => t,
+        }
+    }
+
     /// One sample: flush, start event, `batch` launches (`launch(i)` with consecutive `i`
     /// from `next`), end event; returns ms per launch.
     fn sample(
@@ -290,18 +301,6 @@ impl Timer {
             .zip(batches)
             .map(|(times, batch)| Stats::of(times, batch, warmup, self.timer_name(timer)))
             .collect()
-    }
-}
-
-impl Timer {
-    /// The records' `timer` for a measurement named `timer` under this timer's flush.
-    fn timer_name(&self, timer: &'static str) -> &'static str {
-        match (self.clean.is_some(), timer) {
-            (false, t) => t,
-            (true, "cuda_events") => "cuda_events_clean_l2",
-            (true, "cuda_events_interleaved") => "cuda_events_interleaved_clean_l2",
-            (true, t) => t,
-        }
     }
 }
 
