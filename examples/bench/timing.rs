@@ -4,8 +4,9 @@
 //! host queues the next launches, so host launch cost never shows as idle GPU time), then
 //! ([`Flush::Clean`], the default) a read of another buffer larger than L2 (the copy's last
 //! writes sit dirty in L2, and without the read the timed launches would write them back: 2-8 us
-//! of a decode-attention call on the H200), a start event, `batch` launches, an end event. The
-//! sample's time is the elapsed time over `batch`.
+//! of a decode-attention call on the H200, `bench/experiments/third-wave/65a7f49-flush-*.jsonl`),
+//! a start event, `batch` launches, an end event. The sample's time is the elapsed time over
+//! `batch`.
 //! `batch` is more than 1 only for kernels of a few microseconds, where one launch is close to
 //! the events' resolution; callers rotate among input buffers so batched launches still read
 //! from DRAM, not from L2.
