@@ -8,7 +8,9 @@
 //! Minimum traffic: the K and V rows of every sequence's context read once (`4 * batch *
 //! context * kv_heads * head_dim` bytes in bf16); the queries, the output and the log-sum-exp
 //! are a few KiB next to them and are not counted: the GB/s of a record is K/V bytes per
-//! second, comparable with the copy rate.
+//! second, comparable with the copy rate. Each shape also times a device-to-device copy that
+//! moves the same bytes (`impl` `copy`, half read and half written), what a copy reaches at that
+//! size: at a few tens of MB a call's fixed costs weigh against the bytes.
 //!
 //! A call allocates its output, its log-sum-exp and (split) its partials, stream-ordered on
 //! the H200, inside the timed region as a user's call would have them. `gpukern:tensor-into` is
@@ -122,11 +124,12 @@ fn algorithms(s: &Shape, sms: usize) -> Vec<DecodeAlgorithm> {
     all
 }
 
-/// Measurements [`decode_attention`] makes (on an H200's 132 multiprocessors).
+/// Measurements [`decode_attention`] makes (on an H200's 132 multiprocessors): the
+/// `tensor-into` row, a copy of the same bytes, and the algorithms.
 pub fn planned(quick: bool, plans: bool) -> usize {
     shapes(quick, plans)
         .iter()
-        .map(|s| algorithms(s, 132).len() + 1)
+        .map(|s| algorithms(s, 132).len() + 2)
         .sum()
 }
 
@@ -211,6 +214,7 @@ pub fn decode_attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
         let mut prepared: Option<Prepared> = None;
         let sms = b.gpu.multiprocessors()?;
         into_row(b, sink, &s, (sets, sms), &mut prepared)?;
+        crate::memory::copy_of_traffic(b, sink, "decode_attention", &s.name(), bytes)?;
         for algorithm in algorithms(&s, sms) {
             let mut base = base_record(&s, &algorithm.name(), "gpu.decode_attention_with");
             let rows = s.heads / s.kv_heads * s.q_len;

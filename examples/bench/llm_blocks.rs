@@ -23,7 +23,7 @@ use ndarray::ArrayView2;
 
 use crate::Bench;
 use crate::data::{random_vec, sets_for};
-use crate::memory::timed_copy;
+use crate::memory::copy_of_traffic as copy;
 use crate::record::{Check, Record, Res, Sink};
 
 /// `eps` of the residual RMSNorm (Llama 3's `rms_norm_eps`).
@@ -122,16 +122,6 @@ type Set4 = (
 );
 /// The operands of one GLU call: `x`, `y`.
 type Set2 = (DeviceMatrix<bf16>, DeviceMatrix<bf16>);
-
-/// A device-to-device copy of `bytes` (record `kernel`, `impl` `copy`): what a copy of the
-/// kernel's traffic reaches at this size.
-fn copy(b: &mut Bench, sink: &mut Sink, kernel: &str, shape: &str, bytes: f64) -> Res<()> {
-    let mut base = Record::new(kernel, "copy", shape).with("call", "cuMemcpyDtoDAsync");
-    base.dtype = "bf16";
-    // Half the bytes read, half written: a copy of `bytes / 2` moves `bytes`.
-    let n = (bytes / 2.0 / 4.0).ceil() as usize;
-    sink.item(base.clone(), || timed_copy(b, base, n.max(1)))
-}
 
 /// Every shape of the residual RMSNorm, every algorithm, and a copy of its bytes.
 pub fn residual_norm(b: &mut Bench, sink: &mut Sink) -> Res<()> {
@@ -451,7 +441,7 @@ mod tests {
         );
         let vars = [("rows", 2), ("n", 3), ("e", 2)];
         assert_eq!(crate::suite::bytes("swiglu", &vars), (2 * 3 * 6) as f64);
-        assert_eq!(rotary_shapes(false)[2], vec![4096, 32, 8, 128]);
+        assert_eq!(rotary_shapes(false)[7], vec![4096, 32, 8, 128]);
         assert_eq!(embedding_shapes(false)[0], (1, 32000, 4096));
         let vars = [("tokens", 2), ("heads", 3), ("kv_heads", 1), ("head_dim", 4)];
         assert_eq!(

@@ -32,6 +32,17 @@ pub fn copy(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     Ok(())
 }
 
+/// A device-to-device copy of `bytes` (record `kernel`, `impl` `copy`, at `shape`): what a copy
+/// of a kernel's traffic reaches at that size, beside the kernel's own rows (the LLM blocks'
+/// suites, decode attention's).
+pub fn copy_of_traffic(b: &mut Bench, sink: &mut Sink, kernel: &str, shape: &str, bytes: f64) -> Res<()> {
+    let mut base = Record::new(kernel, "copy", shape).with("call", "cuMemcpyDtoDAsync");
+    base.dtype = "bf16";
+    // Half the bytes read, half written: a copy of `bytes / 2` moves `bytes`.
+    let n = (bytes / 2.0 / 4.0).ceil() as usize;
+    sink.item(base.clone(), || timed_copy(b, base, n.max(1)))
+}
+
 /// `base` checked and timed for a device-to-device copy of `n` random floats (rotating among
 /// copies of the buffers where they fit in L2), counting `8 n` bytes: the copy suite's rows, and
 /// the norm suite's copy of its own shapes' bytes.

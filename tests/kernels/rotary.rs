@@ -18,18 +18,31 @@ const THETA: f64 = 500_000.0;
 
 /// Simulator shapes `(tokens, heads, kv_heads, head_dim)`: one token, GQA with a head size of a
 /// multiple of 16 (every kernel), a head size of 8 (interleaved vectors, half-split tutorial), of
-/// 6 (the tutorial for both), and more heads than the block has threads' items.
-const SIM_SHAPES: &[(usize, usize, usize, usize)] =
-    &[(1, 4, 2, 32), (3, 2, 1, 8), (2, 3, 1, 6), (2, 40, 8, 16)];
+/// 6 (the tutorial for both), a block with threads past the token's items (48 items, 64
+/// threads), and a token of more items than a block's 1024 threads (1032 half-split, 2064
+/// interleaved: the threads loop).
+const SIM_SHAPES: &[(usize, usize, usize, usize)] = &[
+    (1, 4, 2, 32),
+    (3, 2, 1, 8),
+    (2, 3, 1, 6),
+    (2, 40, 8, 16),
+    (1, 120, 9, 128),
+];
 
-/// CUDA shapes: Llama-3-8B (32 heads, 8 kv heads of 128) at 1, 8 and 4096 tokens, and a ragged
-/// one.
+/// CUDA shapes: Llama-3-8B (32 heads, 8 kv heads of 128) at 1, 8 and 4096 tokens and on either
+/// side of the default's choice of block on an H200 (a thread per item up to 528 tokens on its
+/// 132 SMs), a ragged one, and the vector kernel's block on either side of its 1024 threads
+/// (1024 items half-split, and 1032).
 const CUDA_SHAPES: &[(usize, usize, usize, usize)] = &[
     (1, 32, 8, 128),
     (8, 32, 8, 128),
+    (528, 32, 8, 128),
+    (529, 32, 8, 128),
     (4096, 32, 8, 128),
     (77, 5, 3, 64),
     (9, 3, 2, 24),
+    (3, 120, 8, 128),
+    (3, 120, 9, 128),
 ];
 
 /// Every trial of the family.

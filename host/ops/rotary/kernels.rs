@@ -39,9 +39,9 @@ impl<P> RotaryKernels<P> {
     pub(crate) fn of(&self, layout: RotaryLayout, plan: RotaryPlan) -> RotaryLauncher<P> {
         match (layout, plan) {
             (RotaryLayout::HalfSplit, RotaryPlan::Scalar) => self.half_scalar,
-            (RotaryLayout::HalfSplit, RotaryPlan::Rows) => self.half_rows,
+            (RotaryLayout::HalfSplit, RotaryPlan::Rows { .. }) => self.half_rows,
             (RotaryLayout::Interleaved, RotaryPlan::Scalar) => self.interleaved_scalar,
-            (RotaryLayout::Interleaved, RotaryPlan::Rows) => self.interleaved_rows,
+            (RotaryLayout::Interleaved, RotaryPlan::Rows { .. }) => self.interleaved_rows,
         }
     }
 }

@@ -9,7 +9,7 @@ pub use plan::{RotaryAlgorithm, RotaryLayout, RotaryPlan};
 
 use half::bf16;
 use kernels::RotaryKernels;
-use kernels_gpu::rotary::{ROTARY_BLOCK, ROTARY_SCALAR_BLOCK, rotary_shared_bytes};
+use kernels_gpu::rotary::{ROTARY_SCALAR_BLOCK, rotary_shared_bytes};
 
 use super::same_shape;
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
@@ -228,15 +228,21 @@ impl Gpu {
             return Ok(());
         }
         let aligned = q.data.is_16_byte_aligned() && k.data.is_16_byte_aligned();
-        let plan = RotaryPlan::choose(algorithm, layout, head_dim, aligned);
+        let plan = RotaryPlan::choose(
+            algorithm,
+            layout,
+            (tokens, heads + kv_heads, head_dim),
+            aligned,
+            self.multiprocessors()?,
+        );
         let limits = self.limits();
         let cfg = match plan {
             RotaryPlan::Scalar => {
                 let pairs = crate::buffer::checked_len(OP, &[tokens, heads + kv_heads, head_dim / 2])?;
                 LaunchConfig::linear(OP, pairs, ROTARY_SCALAR_BLOCK, &limits)?
             }
-            RotaryPlan::Rows => {
-                LaunchConfig::per_row(OP, tokens, ROTARY_BLOCK, rotary_shared_bytes(head_dim), &limits)?
+            RotaryPlan::Rows { block } => {
+                LaunchConfig::per_row(OP, tokens, block, rotary_shared_bytes(head_dim), &limits)?
             }
         };
         let launcher = P::kernels().of(layout, plan);

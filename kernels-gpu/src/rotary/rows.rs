@@ -7,8 +7,17 @@ use crate::gpu::vector::Lane;
 use crate::gpu::{bf16, mem, shared, thread, vector};
 use crate::kernel;
 
-/// Threads per block of the vector kernel (one block per token).
-pub const ROTARY_BLOCK: u32 = 128;
+/// Most threads per block of the vector kernel (one block per token): the host gives a block at
+/// most a thread per item of the token ([`rotary_items`]) and at most this many, and the block's
+/// threads loop over the rest.
+pub const ROTARY_MAX_BLOCK: u32 = 1024;
+
+/// A token's items in the vector kernel for `heads` heads (of `q` and `k` together) of
+/// `head_dim`: 8 pairs of a head (two 16-byte vectors) half-split, one vector of 4 pairs
+/// interleaved.
+pub const fn rotary_items(heads: usize, head_dim: usize, half_split: bool) -> usize {
+    heads * if half_split { head_dim / 16 } else { head_dim / 8 }
+}
 
 /// Dynamic shared memory of [`rotary_rows`](fn@rotary_rows) for heads of `head_dim`: the
 /// token's `head_dim / 2` cosines, then its sines.
@@ -33,8 +42,10 @@ pub const fn rotary_shared_bytes(head_dim: usize) -> u32 {
 /// Global memory: `q` and `k` read and written once by 16-byte vectors (4 bytes per element:
 /// `4 (heads + kv_heads) head_dim` per token); a position and the `inv_freq` table per block.
 ///
-/// Launch: `tokens` blocks of [`ROTARY_BLOCK`] (any multiple of 32 works), and
-/// [`rotary_shared_bytes`]`(head_dim)` of dynamic shared memory.
+/// Launch: `tokens` blocks of any multiple of 32 threads up to [`ROTARY_MAX_BLOCK`] (the host's
+/// plan: for few tokens a thread per item, [`rotary_items`], so that each thread's loads go out
+/// at once; for many, 128 threads looping over the items, so that fewer threads wait through the
+/// table), and [`rotary_shared_bytes`]`(head_dim)` of dynamic shared memory.
 ///
 /// # Safety
 /// As [`rotary_scalar`](fn@super::rotary_scalar), and `q`, `k` 16-byte aligned, `head_dim` a
@@ -47,7 +58,7 @@ pub const fn rotary_shared_bytes(head_dim: usize) -> u32 {
         rotary_interleaved_i32 = (i32, Layout::INTERLEAVED),
         rotary_interleaved_i64 = (i64, Layout::INTERLEAVED),
     ),
-    block(ROTARY_BLOCK),
+    block(ROTARY_MAX_BLOCK),
     barriers(1)
 )]
 #[inline(always)]
@@ -84,12 +95,14 @@ pub unsafe fn rotary_rows<P: Position, const HALF_SPLIT: bool>(
         }
         thread::sync_threads();
     }
-    // Items per head: 8 pairs (two vectors) half-split, one vector of 4 pairs interleaved.
-    let per_head = if HALF_SPLIT { half / 8 } else { head_dim / 8 };
-    let items = (heads + kv_heads) * per_head;
-    let mut item = tid;
+    // Items per head: 8 pairs (two vectors) half-split, one vector of 4 pairs interleaved
+    // (`rotary_items`). In 32 bits, so that the division is the 32-bit one: the host runs this
+    // kernel only where a token's items fit (`RotaryPlan::choose`).
+    let per_head = rotary_items(1, head_dim, HALF_SPLIT) as u32;
+    let items = rotary_items(heads + kv_heads, head_dim, HALF_SPLIT) as u32;
+    let mut item = tid as u32;
     while item < items {
-        let (h, j) = (item / per_head, item % per_head);
+        let (h, j) = ((item / per_head) as usize, (item % per_head) as usize);
         let base = if h < heads {
             q.wrapping_add((token * heads + h) * head_dim)
         } else {
@@ -127,6 +140,6 @@ pub unsafe fn rotary_rows<P: Position, const HALF_SPLIT: bool>(
                 vector::store(base, at, y);
             }
         }
-        item += threads;
+        item += threads as u32;
     }
 }
