@@ -65,6 +65,10 @@ pub const LOOPING_BLOCK: u32 = 128;
 /// in three rounds), but 24.45 us against 23.26 at 4096 tokens and 178.8 against 162.9 at
 /// 32768, where the GPU is full either way and the per-item block's threads wait through their
 /// token's table, computed by 64 of its 320 (`bench/experiments/third-wave/0dd81b7-rotary-ab-{base,x}-1.jsonl`).
+/// Between them (`bench/experiments/third-wave/5b71824-rotary-sweep-1.jsonl`, both blocks forced
+/// at each count): a thread per item 3.76 us against 5.38 at 64 tokens, 5.05 against 5.53 at
+/// 256, 6.61 against 6.90 at 512; 9.07 against 8.91 at 1024, 14.40 against 14.14 at 2048. So
+/// the boundary lies between 512 and 1024 tokens, 528 here.
 pub const PER_ITEM_MAX_TOKENS_PER_SM: usize = 4;
 
 /// What one rotary call runs.
