@@ -22,16 +22,16 @@ pub enum RotaryAlgorithm {
     /// A block per token (`rotary_half_*`, `rotary_interleaved_*`): cos and sin once per token
     /// in shared memory, 16-byte vectors; for a head size of a multiple of 16 (half-split) or 8
     /// (interleaved) and aligned buffers, else the tutorial runs. Its block is chosen from the
-    /// tokens ([`RotaryPlan::choose`]): a thread per item for few tokens, 128 threads looping
-    /// over the items for many. The default.
+    /// tokens ([`RotaryPlan::choose`]): a thread per item for few tokens, a thread per two items
+    /// for many. The default.
     #[default]
     Rows,
     /// The vector kernel with a thread per item of the token ([`RotaryPlan::per_item_block`]),
     /// whatever the tokens: for tests and tuning.
     RowsPerItem,
-    /// The vector kernel with [`LOOPING_BLOCK`] threads looping over the token's items, whatever
-    /// the tokens: for tests and tuning.
-    RowsLooping,
+    /// The vector kernel with a thread per two items of the token
+    /// ([`RotaryPlan::two_items_block`]), whatever the tokens: for tests and tuning.
+    RowsTwoItems,
 }
 
 impl RotaryAlgorithm {
@@ -40,35 +40,36 @@ impl RotaryAlgorithm {
         RotaryAlgorithm::Scalar,
         RotaryAlgorithm::Rows,
         RotaryAlgorithm::RowsPerItem,
-        RotaryAlgorithm::RowsLooping,
+        RotaryAlgorithm::RowsTwoItems,
     ];
 
-    /// A short name: `scalar`, `rows`, `rows-per-item`, `rows-looping`.
+    /// A short name: `scalar`, `rows`, `rows-per-item`, `rows-two-items`.
     pub fn name(self) -> &'static str {
         match self {
             RotaryAlgorithm::Scalar => "scalar",
             RotaryAlgorithm::Rows => "rows",
             RotaryAlgorithm::RowsPerItem => "rows-per-item",
-            RotaryAlgorithm::RowsLooping => "rows-looping",
+            RotaryAlgorithm::RowsTwoItems => "rows-two-items",
         }
     }
 }
 
-/// Threads per block of the vector kernel where it loops over a token's items: what it ran with
-/// for every token count before the per-item block.
-pub const LOOPING_BLOCK: u32 = 128;
-
 /// [`RotaryPlan::choose`] gives the vector kernel a thread per item while the tokens are at most
-/// this many per multiprocessor, and [`LOOPING_BLOCK`] threads past it. On the H200 (132 SMs),
-/// Llama-3-8B's 320 items a token: a thread per item ran 3.39 us at 1 token and 3.50 us at 8
-/// against 5.00 and 4.90 for 128 looping threads (each thread's loads go out at once instead of
-/// in three rounds), but 24.45 us against 23.26 at 4096 tokens and 178.8 against 162.9 at
-/// 32768, where the GPU is full either way and the per-item block's threads wait through their
-/// token's table, computed by 64 of its 320 (`bench/experiments/third-wave/0dd81b7-rotary-ab-{base,x}-1.jsonl`).
-/// Between them (`bench/experiments/third-wave/5b71824-rotary-sweep-1.jsonl`, both blocks forced
-/// at each count): a thread per item 3.76 us against 5.38 at 64 tokens, 5.05 against 5.53 at
-/// 256, 6.61 against 6.90 at 512; 9.07 against 8.91 at 1024, 14.40 against 14.14 at 2048. So
-/// the boundary lies between 512 and 1024 tokens, 528 here.
+/// this many per multiprocessor, and a thread per two items past it. On the H200 (132 SMs),
+/// Llama-3-8B's 320 items a token, against the 128 threads looping over the items that every
+/// count had before: a thread per item ran 3.39 us at 1 token and 3.50 us at 8 against 5.00 and
+/// 4.90 (each thread's loads go out at once instead of in three rounds), but 24.45 us against
+/// 23.26 at 4096 tokens and 178.8 against 162.9 at 32768, where the GPU is full either way and
+/// the per-item block's threads wait through their token's table
+/// (`bench/experiments/third-wave/0dd81b7-rotary-ab-{base,x}-1.jsonl`). Between them
+/// (`bench/experiments/third-wave/5b71824-rotary-sweep-1.jsonl`): a thread per item 3.76 us
+/// against 5.38 at 64 tokens, 5.05 against 5.53 at 256, 6.61 against 6.90 at 512; 9.07 against
+/// 8.91 at 1024, 14.40 against 14.14 at 2048. So the boundary lies between 512 and 1024 tokens,
+/// 528 here. Past it, a thread per two items (160 threads, two whole rounds) against the 128
+/// looping threads (two and a half), `gpukern:rows` of two binaries in one call (the records in
+/// `bench/experiments/third-wave/`), at 1024, 2048, 4096 and 32768 tokens:
+/// 8.62, 13.70, 23.09, 162.40 us (`e6dcd19-rotary-ab-h-1.jsonl`)
+/// against 8.77, 14.02, 23.14, 162.99 us (`e6dcd19-rotary-ab-main-1.jsonl`).
 pub const PER_ITEM_MAX_TOKENS_PER_SM: usize = 4;
 
 /// What one rotary call runs.
@@ -89,8 +90,8 @@ impl RotaryPlan {
     /// `q` and `k` start on a 16-byte boundary. The vector kernel needs whole vectors and a
     /// token's items ([`rotary_items`]) below `2^32` (it counts them in 32 bits); else the
     /// tutorial runs. Its block: a thread per item ([`RotaryPlan::per_item_block`]) for at most
-    /// [`PER_ITEM_MAX_TOKENS_PER_SM`] tokens per SM, else [`LOOPING_BLOCK`]; or as `algorithm`
-    /// forces it.
+    /// [`PER_ITEM_MAX_TOKENS_PER_SM`] tokens per SM, else a thread per two items
+    /// ([`RotaryPlan::two_items_block`]); or as `algorithm` forces it.
     pub fn choose(
         algorithm: RotaryAlgorithm,
         layout: RotaryLayout,
@@ -108,12 +109,13 @@ impl RotaryPlan {
             return RotaryPlan::Scalar;
         }
         let per_item = RotaryPlan::per_item_block(heads, head_dim, layout);
+        let two_items = RotaryPlan::two_items_block(heads, head_dim, layout);
         let few = tokens <= PER_ITEM_MAX_TOKENS_PER_SM.saturating_mul(multiprocessors.max(1));
         let block = match algorithm {
             RotaryAlgorithm::RowsPerItem => per_item,
-            RotaryAlgorithm::RowsLooping => LOOPING_BLOCK,
+            RotaryAlgorithm::RowsTwoItems => two_items,
             _ if few => per_item,
-            _ => LOOPING_BLOCK,
+            _ => two_items,
         };
         RotaryPlan::Rows { block }
     }
@@ -124,6 +126,17 @@ impl RotaryPlan {
     pub fn per_item_block(heads: usize, head_dim: usize, layout: RotaryLayout) -> u32 {
         let items = rotary_items(heads, head_dim, layout == RotaryLayout::HalfSplit);
         items.next_multiple_of(32).clamp(32, ROTARY_MAX_BLOCK as usize) as u32
+    }
+
+    /// Threads per block of the vector kernel with a thread per two items: half the token's
+    /// items ([`rotary_items`]), rounded up, in whole warps, at least one, at most
+    /// [`ROTARY_MAX_BLOCK`].
+    pub fn two_items_block(heads: usize, head_dim: usize, layout: RotaryLayout) -> u32 {
+        let items = rotary_items(heads, head_dim, layout == RotaryLayout::HalfSplit);
+        items
+            .div_ceil(2)
+            .next_multiple_of(32)
+            .clamp(32, ROTARY_MAX_BLOCK as usize) as u32
     }
 }
 
@@ -182,28 +195,34 @@ mod tests {
         assert_eq!(RotaryPlan::per_item_block(65, 256, HalfSplit), 1024);
     }
 
-    /// A thread per item up to 4 tokens per SM, 128 looping threads past it; the forcing
+    /// A thread per item up to 4 tokens per SM, a thread per two items past it; the forcing
     /// algorithms whatever the tokens.
     #[test]
     fn the_block_follows_the_tokens() {
-        use RotaryAlgorithm::{Rows, RowsLooping, RowsPerItem};
-        let at = |algorithm, tokens| {
-            RotaryPlan::choose(algorithm, RotaryLayout::HalfSplit, (tokens, 40, 128), true, 132)
-        };
+        use RotaryAlgorithm::{Rows, RowsPerItem, RowsTwoItems};
+        use RotaryLayout::HalfSplit;
+        let at = |algorithm, tokens| RotaryPlan::choose(algorithm, HalfSplit, (tokens, 40, 128), true, 132);
         assert_eq!(at(Rows, 1), RotaryPlan::Rows { block: 320 });
         assert_eq!(at(Rows, 528), RotaryPlan::Rows { block: 320 });
-        assert_eq!(at(Rows, 529), RotaryPlan::Rows { block: LOOPING_BLOCK });
-        assert_eq!(at(Rows, 4096), RotaryPlan::Rows { block: LOOPING_BLOCK });
+        assert_eq!(at(Rows, 529), RotaryPlan::Rows { block: 160 });
+        assert_eq!(at(Rows, 4096), RotaryPlan::Rows { block: 160 });
         assert_eq!(at(RowsPerItem, 4096), RotaryPlan::Rows { block: 320 });
-        assert_eq!(at(RowsLooping, 1), RotaryPlan::Rows { block: LOOPING_BLOCK });
+        assert_eq!(at(RowsTwoItems, 1), RotaryPlan::Rows { block: 160 });
         // No SM count (a simulator's 0) counts as one.
-        assert_eq!(
-            RotaryPlan::choose(Rows, RotaryLayout::HalfSplit, (4, 40, 128), true, 0),
-            RotaryPlan::Rows { block: 320 }
-        );
-        assert_eq!(
-            RotaryPlan::choose(Rows, RotaryLayout::HalfSplit, (5, 40, 128), true, 0),
-            RotaryPlan::Rows { block: LOOPING_BLOCK }
-        );
+        let few = |tokens| RotaryPlan::choose(Rows, HalfSplit, (tokens, 40, 128), true, 0);
+        assert_eq!(few(4), RotaryPlan::Rows { block: 320 });
+        assert_eq!(few(5), RotaryPlan::Rows { block: 160 });
+    }
+
+    /// Half the items, rounded up, in whole warps, one warp at least, at most 1024 threads.
+    #[test]
+    fn two_items_block_is_half_the_items() {
+        use RotaryLayout::{HalfSplit, Interleaved};
+        assert_eq!(RotaryPlan::two_items_block(40, 128, HalfSplit), 160);
+        assert_eq!(RotaryPlan::two_items_block(40, 128, Interleaved), 320);
+        assert_eq!(RotaryPlan::two_items_block(1, 16, HalfSplit), 32);
+        assert_eq!(RotaryPlan::two_items_block(65, 16, HalfSplit), 64);
+        assert_eq!(RotaryPlan::two_items_block(128, 256, HalfSplit), 1024);
+        assert_eq!(RotaryPlan::two_items_block(129, 256, HalfSplit), 1024);
     }
 }
