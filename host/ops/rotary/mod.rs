@@ -5,7 +5,7 @@
 
 mod kernels;
 mod plan;
-pub use plan::{RotaryAlgorithm, RotaryLayout, RotaryPlan};
+pub use plan::{PER_ITEM_MAX_TOKENS_PER_SM, RotaryAlgorithm, RotaryLayout, RotaryPlan};
 
 use half::bf16;
 use kernels::RotaryKernels;
