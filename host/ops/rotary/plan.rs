@@ -1,6 +1,6 @@
 //! The plan of a rotary call: the tutorial or the block-per-token vector kernel, chosen once from
 //! the algorithm, the layout, the head size and the buffers' alignment, and the vector kernel's
-//! block from the token's items.
+//! block from the token's items and the token count.
 
 use kernels_gpu::rotary::{ROTARY_MAX_BLOCK, rotary_items};
 
@@ -108,36 +108,42 @@ impl RotaryPlan {
         if algorithm == RotaryAlgorithm::Scalar || !aligned || head_dim % vector != 0 || !items_fit {
             return RotaryPlan::Scalar;
         }
-        let per_item = RotaryPlan::per_item_block(heads, head_dim, layout);
-        let two_items = RotaryPlan::two_items_block(heads, head_dim, layout);
         let few = tokens <= PER_ITEM_MAX_TOKENS_PER_SM.saturating_mul(multiprocessors.max(1));
-        let block = match algorithm {
-            RotaryAlgorithm::RowsPerItem => per_item,
-            RotaryAlgorithm::RowsTwoItems => two_items,
-            _ if few => per_item,
-            _ => two_items,
+        let items_per_thread = match algorithm {
+            RotaryAlgorithm::RowsPerItem => 1,
+            RotaryAlgorithm::RowsTwoItems => 2,
+            _ if few => 1,
+            _ => 2,
         };
-        RotaryPlan::Rows { block }
+        RotaryPlan::Rows {
+            block: rows_block(heads, head_dim, layout, items_per_thread),
+        }
     }
 
     /// Threads per block of the vector kernel with a thread per item, for `heads` heads (of `q`
     /// and `k` together) of `head_dim` in `layout`: the token's items ([`rotary_items`]) in
     /// whole warps, at most [`ROTARY_MAX_BLOCK`] (whose threads then loop over the rest).
     pub fn per_item_block(heads: usize, head_dim: usize, layout: RotaryLayout) -> u32 {
-        let items = rotary_items(heads, head_dim, layout == RotaryLayout::HalfSplit);
-        items.next_multiple_of(32).clamp(32, ROTARY_MAX_BLOCK as usize) as u32
+        rows_block(heads, head_dim, layout, 1)
     }
 
     /// Threads per block of the vector kernel with a thread per two items: half the token's
     /// items ([`rotary_items`]), rounded up, in whole warps, at least one, at most
     /// [`ROTARY_MAX_BLOCK`].
     pub fn two_items_block(heads: usize, head_dim: usize, layout: RotaryLayout) -> u32 {
-        let items = rotary_items(heads, head_dim, layout == RotaryLayout::HalfSplit);
-        items
-            .div_ceil(2)
-            .next_multiple_of(32)
-            .clamp(32, ROTARY_MAX_BLOCK as usize) as u32
+        rows_block(heads, head_dim, layout, 2)
     }
+}
+
+/// Threads per block of the vector kernel with a thread per `items_per_thread` items of the
+/// token ([`rotary_items`]): rounded up, in whole warps, at least one, at most
+/// [`ROTARY_MAX_BLOCK`].
+fn rows_block(heads: usize, head_dim: usize, layout: RotaryLayout, items_per_thread: usize) -> u32 {
+    let items = rotary_items(heads, head_dim, layout == RotaryLayout::HalfSplit);
+    items
+        .div_ceil(items_per_thread)
+        .next_multiple_of(32)
+        .clamp(32, ROTARY_MAX_BLOCK as usize) as u32
 }
 
 #[cfg(test)]

@@ -44,8 +44,8 @@ pub const fn rotary_shared_bytes(head_dim: usize) -> u32 {
 ///
 /// Launch: `tokens` blocks of any multiple of 32 threads up to [`ROTARY_MAX_BLOCK`] (the host's
 /// plan: for few tokens a thread per item, [`rotary_items`], so that each thread's loads go out
-/// at once; for many, 128 threads looping over the items, so that fewer threads wait through the
-/// table), and [`rotary_shared_bytes`]`(head_dim)` of dynamic shared memory.
+/// at once; for many, a thread per two items, so that fewer threads wait through the table), and
+/// [`rotary_shared_bytes`]`(head_dim)` of dynamic shared memory.
 ///
 /// # Safety
 /// As [`rotary_scalar`](fn@super::rotary_scalar), and `q`, `k` 16-byte aligned, `head_dim` a
