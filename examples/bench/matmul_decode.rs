@@ -6,7 +6,7 @@
 //! 7 slices; the tutorial rung at `m = 1`). Always, at `m <= 8`: the CUDA-core rung whole and in
 //! 2 slices (`gpukern:rows`, `gpukern:rows-s2`), and at `m = 1` reading the weight without L1
 //! lines and with 256-byte L2 fetches (`gpukern:rows-na`). On a Hopper GPU, always: the Hopper rung's tiles
-//! (`gpukern:wgmma-256`, `gpukern:wgmma-128`, and `DecodePlan::choose_wgmma`'s choice), the
+//! (`gpukern:wgmma-256`, `gpukern:wgmma-224`, `gpukern:wgmma-128`, and `DecodePlan::choose_wgmma`'s choice), the
 //! `mma.sync` rung's own choice where the default is the Hopper rung, the grouped GEMM with one
 //! expert on the same weight (`gpukern:grouped`) and the ordinary bf16 product on the weight
 //! stored `k x n` (`gpukern:matmul-kxn`, timed on its own transposed copy). Peers: `bench/peers_matmul_decode.py`
@@ -82,7 +82,7 @@ fn plans_at(
     let mut out = vec![None];
     if wgmma {
         let mut hopper = vec![DecodePlan::choose_wgmma(m, n, k, sms)];
-        for tile in [DecodeTile::Rows256, DecodeTile::Rows128] {
+        for tile in [DecodeTile::Rows256, DecodeTile::Rows224, DecodeTile::Rows128] {
             hopper.push(DecodePlan::Wgmma { tile, slices: 1 });
         }
         // And the `mma.sync` rung's own choice where the default is the Hopper rung, and at

@@ -147,7 +147,9 @@ pub unsafe fn store_rows<O: Output, A: Accumulators>(
     (m, n): (usize, usize),
     mut f: impl FnMut(usize, usize, [f32; 2]) -> [f32; 2],
 ) {
-    if n % 8 != 0 || O::PAIR_WORDS > 1 {
+    // The transposition works on groups of 32 columns: a width that is not a multiple of 32
+    // (`m64n112`) stores pairs.
+    if n % 8 != 0 || O::PAIR_WORDS > 1 || A::N % 32 != 0 {
         // SAFETY: forwarded contract.
         unsafe { store_pairs(acc, t, c, (row0, col0), (m, n), f) };
         return;

@@ -410,6 +410,14 @@ width_products!(128, 64:
     mma_e4m3_m64n128k128 MMA_E4M3_M64N128K128_PTX,
     mma_e4m3_m64n128k128_async MMA_E4M3_M64N128K128_ASYNC_PTX,
     mma_e4m3_e5m2_m64n128k128_async MMA_E4M3_E5M2_M64N128K128_ASYNC_PTX);
+width_products!(112, 56:
+    mma_bf16_m64n112k64 MMA_BF16_M64N112K64_PTX, mma_f16_m64n112k64 MMA_F16_M64N112K64_PTX,
+    mma_bf16_m64n112k64_async MMA_BF16_M64N112K64_ASYNC_PTX,
+    mma_f16_m64n112k64_async MMA_F16_M64N112K64_ASYNC_PTX,
+    mma_tf32_m64n112k32 MMA_TF32_M64N112K32_PTX,
+    mma_e4m3_m64n112k128 MMA_E4M3_M64N112K128_PTX,
+    mma_e4m3_m64n112k128_async MMA_E4M3_M64N112K128_ASYNC_PTX,
+    mma_e4m3_e5m2_m64n112k128_async MMA_E4M3_E5M2_M64N112K128_ASYNC_PTX);
 width_products!(64, 32:
     mma_bf16_m64n64k64 MMA_BF16_M64N64K64_PTX, mma_f16_m64n64k64 MMA_F16_M64N64K64_PTX,
     mma_bf16_m64n64k64_async MMA_BF16_M64N64K64_ASYNC_PTX,
@@ -431,4 +439,5 @@ macro_rules! kmajor_product {
 
 kmajor_product!(256, 128: mma_bf16_kmajor_m64n256k64_async MMA_BF16_KMAJOR_M64N256K64_ASYNC_PTX);
 kmajor_product!(128, 64: mma_bf16_kmajor_m64n128k64_async MMA_BF16_KMAJOR_M64N128K64_ASYNC_PTX);
+kmajor_product!(112, 56: mma_bf16_kmajor_m64n112k64_async MMA_BF16_KMAJOR_M64N112K64_ASYNC_PTX);
 kmajor_product!(64, 32: mma_bf16_kmajor_m64n64k64_async MMA_BF16_KMAJOR_M64N64K64_ASYNC_PTX);

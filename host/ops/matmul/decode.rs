@@ -17,7 +17,7 @@ use kernels_gpu::matmul::decode::{
 use kernels_gpu::matmul::decode_rows::{
     self as rows_rung, DECODE_ROWS_BLOCK, DECODE_ROWS_MAX_M, DECODE_ROWS_WARPS,
 };
-use kernels_gpu::matmul::decode_wgmma::{self as hopper, DECODE_64X128, DECODE_64X256};
+use kernels_gpu::matmul::decode_wgmma::{self as hopper, DECODE_64X128, DECODE_64X224, DECODE_64X256};
 use kernels_gpu::matmul::wgmma_ws::WsTiling;
 
 use crate::buffer::{DeviceMatrix, DeviceVec, Element, checked_len};
@@ -55,6 +55,9 @@ pub const ROWS_MAX_M: usize = 1;
 pub enum DecodeTile {
     /// 256 rows (`matmul_decode_wgmma_*_64x256`, two consumers of `wgmma.m64n128k16`).
     Rows256,
+    /// 224 rows (`matmul_decode_wgmma_*_64x224`, two consumers of `wgmma.m64n112k16`): 128
+    /// blocks for a weight of 28672 rows where 256 rows give 112.
+    Rows224,
     /// 128 rows (`matmul_decode_wgmma_*_64x128`, two consumers of `wgmma.m64n64k16`): twice the
     /// blocks, for weights of few rows.
     Rows128,
@@ -70,6 +73,7 @@ impl DecodeTile {
     pub(super) const fn tiling(self) -> WsTiling {
         match self {
             DecodeTile::Rows256 => DECODE_64X256,
+            DecodeTile::Rows224 => DECODE_64X224,
             DecodeTile::Rows128 => DECODE_64X128,
         }
     }
@@ -377,6 +381,7 @@ mod sealed {
         fn wgmma(tile: DecodeTile) -> WgmmaLauncher<bf16> {
             match tile {
                 DecodeTile::Rows256 => hopper::matmul_decode_wgmma_bf16_64x256::launch_views::<Module>,
+                DecodeTile::Rows224 => hopper::matmul_decode_wgmma_bf16_64x224::launch_views::<Module>,
                 DecodeTile::Rows128 => hopper::matmul_decode_wgmma_bf16_64x128::launch_views::<Module>,
             }
         }
@@ -429,6 +434,7 @@ mod sealed {
         fn wgmma(tile: DecodeTile) -> WgmmaLauncher<f32> {
             match tile {
                 DecodeTile::Rows256 => hopper::matmul_decode_wgmma_f32_64x256::launch_views::<Module>,
+                DecodeTile::Rows224 => hopper::matmul_decode_wgmma_f32_64x224::launch_views::<Module>,
                 DecodeTile::Rows128 => hopper::matmul_decode_wgmma_f32_64x128::launch_views::<Module>,
             }
         }

@@ -20,7 +20,7 @@ const OP: &str = "matmul_decode";
 /// Most slices of `k` [`DecodePlan::choose_wgmma`] makes.
 const WGMMA_MAX_SLICES: usize = 16;
 /// Shortest slice of `k` [`DecodePlan::choose_wgmma`] makes (but for one slice): 8 steps of 64,
-/// so that the ring (5 or 8 stages) fills and runs before the block ends.
+/// so that the ring (5, 6 or 8 stages) fills and runs before the block ends.
 const WGMMA_MIN_SLICE_K: usize = 512;
 /// The cost model's assumption (unmeasured): a multiprocessor streams the weight at most this
 /// many times its fair share of the DRAM's rate (the rate over the SMs), the ring keeping up to
@@ -49,20 +49,22 @@ impl DecodePlan {
 
     /// The Hopper rung's tile and slices of `k` for `m x k` times `(n x k)^T` on
     /// `multiprocessors` SMs (one block per SM), a wave-aware choice by a cost model in bytes:
-    /// for each tile (256 or 128 rows of `W`) and each number of slices (1 to 16, slices of at
-    /// least 512 elements but for one), the cost is
+    /// for each tile (256, 224 or 128 rows of `W`) and each number of slices (1 to 16, slices of
+    /// at least 512 elements but for one), the cost is
     /// `max(W / SMs, busiest / SM_RATE_SHARES) + partials / SMs`, where `busiest` is the weight
     /// the most loaded SM streams (`ceil(blocks / SMs)` blocks of `rows 2 k_split` bytes each),
     /// and `partials` the f32 partial products a split writes and reads again (`8 slices m n`
-    /// bytes; none for one slice). The cheapest wins; ties go to fewer slices, then to the wider
-    /// tile. On an H200 (132 SMs): `n = 28672, k = 8192` keeps `k` whole on 112 blocks of 256
-    /// rows at every `m`; `n = 8192, k = 8192` takes 64 blocks of 128 rows, `k` whole (the
-    /// unit tests list more). Unmeasured: the bench's `gpukern:wgmma-*` rows time the other
-    /// tiles and splits beside it.
+    /// bytes; none for one slice). The cheapest wins; ties go to fewer slices, then to the tile
+    /// with more blocks in its last wave (more SMs streaming), then to the wider tile. On an H200
+    /// (132 SMs): `n = 28672, k = 8192` keeps `k` whole on 128 blocks of 224 rows at every `m`
+    /// (tied in cost with 112 blocks of 256 rows, which leave 20 SMs idle); `n = 8192, k = 8192`
+    /// takes 64 blocks of 128 rows, `k` whole (the unit tests list more). The bench's
+    /// `gpukern:wgmma-*` rows time the other tiles and splits beside it.
     pub fn choose_wgmma(m: usize, n: usize, k: usize, multiprocessors: usize) -> DecodePlan {
         let sms = multiprocessors.max(1) as f64;
         let weight = 2.0 * n as f64 * k as f64;
-        let mut best: Option<(f64, DecodePlan)> = None;
+        // The cheapest (cost, slices, blocks in the last wave, plan) so far.
+        let mut best: Option<(f64, usize, usize, DecodePlan)> = None;
         for slices in 1..=WGMMA_MAX_SLICES {
             let split = DecodePlan::wgmma_k_split(k, slices);
             if slices > 1 && split < WGMMA_MIN_SLICE_K {
@@ -73,10 +75,11 @@ impl DecodePlan {
                 // The same launch as a smaller count already priced.
                 continue;
             }
-            for tile in [DecodeTile::Rows256, DecodeTile::Rows128] {
+            for tile in [DecodeTile::Rows256, DecodeTile::Rows224, DecodeTile::Rows128] {
                 let blocks = n.div_ceil(tile.rows()) * launched;
-                let waves = blocks.div_ceil(multiprocessors.max(1)) as f64;
-                let busiest = waves * 2.0 * (tile.rows() * split) as f64;
+                let waves = blocks.div_ceil(multiprocessors.max(1));
+                let last_wave = blocks - (waves - 1) * multiprocessors.max(1);
+                let busiest = waves as f64 * 2.0 * (tile.rows() * split) as f64;
                 let partials = if launched > 1 {
                     8.0 * (launched * m * n) as f64
                 } else {
@@ -84,10 +87,13 @@ impl DecodePlan {
                 };
                 let cost = (weight / sms).max(busiest / SM_RATE_SHARES as f64) + partials / sms;
                 let plan = DecodePlan::Wgmma { tile, slices };
-                // Strictly cheaper only: the earlier candidate (fewer slices, wider tile) keeps
-                // a tie.
-                if best.is_none_or(|(c, _)| cost < c * (1.0 - 1e-9)) {
-                    best = Some((cost, plan));
+                // Strictly cheaper; or as cheap, as many slices and more SMs busy in the last
+                // wave. Otherwise the earlier candidate (fewer slices, wider tile) keeps a tie.
+                let better = best.is_none_or(|(c, s, last, _)| {
+                    cost < c * (1.0 - 1e-9) || (cost <= c * (1.0 + 1e-9) && slices == s && last_wave > last)
+                });
+                if better {
+                    best = Some((cost, slices, last_wave, plan));
                 }
             }
         }
@@ -96,7 +102,7 @@ impl DecodePlan {
                 tile: DecodeTile::Rows256,
                 slices: 1,
             },
-            |(_, plan)| plan,
+            |(_, _, _, plan)| plan,
         )
     }
 }
@@ -257,14 +263,15 @@ mod tests {
         }
     }
 
-    /// The shapes on an H200 (132 SMs): the weight of 28672 rows in 112 blocks of 256
-    /// rows, `k` whole at every `m` (112 blocks are one wave: a split would only add partial
-    /// products); 8192 rows in 64 blocks of 128, `k` whole at `m = 64` and in 2 slices at `m = 1`
-    /// (where the partial products are small); 4096 x 4096 in 2 slices at `m = 64`, 3 at `m = 1`.
+    /// The shapes on an H200 (132 SMs): the weight of 28672 rows in 128 blocks of 224
+    /// rows, `k` whole at every `m` (one wave as 112 blocks of 256 rows are, but on 128 SMs
+    /// rather than 112: the tie-break; a split would only add partial products); 8192 rows in
+    /// 64 blocks of 128, `k` whole at `m = 64` and in 2 slices at `m = 1` (where the partial
+    /// products are small); 4096 x 4096 in 2 slices at `m = 64`, 3 at `m = 1`.
     #[test]
     fn h200_shapes() {
         for m in [1, 8, 9, 64] {
-            assert_eq!(plan(m, 28672, 8192, 132), (256, 1), "m {m}");
+            assert_eq!(plan(m, 28672, 8192, 132), (224, 1), "m {m}");
         }
         assert_eq!(plan(64, 8192, 8192, 132), (128, 1));
         assert_eq!(plan(1, 8192, 8192, 132), (128, 2));
@@ -288,6 +295,14 @@ mod tests {
         // More rows of X make the partial products dearer: fewer slices at m = 64 than at 1.
         assert_eq!(plan(1, 1024, 8192, 132), (128, 9));
         assert_eq!(plan(64, 1024, 8192, 132), (128, 8));
+    }
+
+    /// Ties in cost go to the tile that keeps more SMs busy in its last wave: on 112 SMs the 112
+    /// blocks of 256 rows fill one wave, where 224 rows would leave 16 blocks to a second.
+    #[test]
+    fn ties_go_to_the_fuller_last_wave() {
+        assert_eq!(plan(8, 28672, 8192, 112), (256, 1));
+        assert_eq!(plan(8, 28672, 8192, 128), (224, 1));
     }
 
     /// The slices cover `k` in multiples of 64, none empty, at most those asked for.

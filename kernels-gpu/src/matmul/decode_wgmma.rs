@@ -60,12 +60,22 @@ pub const DECODE_64X256: WsTiling = WsTiling {
     consumers: 2,
 };
 
+/// 64 x 224 per tile (224 rows of `W`), six stages of 36 KiB, two consumers of 64 x 112 side
+/// by side (222,304 bytes of shared memory): 128 blocks for a weight of 28672 rows, where 256 rows
+/// give 112, so that nearly every SM of an H200 (132) streams its share.
+pub const DECODE_64X224: WsTiling = WsTiling {
+    block_rows: 64,
+    block_cols: 224,
+    stages: 6,
+    consumers: 2,
+};
+
 /// 64 x 128 per tile (128 rows of `W`), eight stages of 24 KiB, two consumers of 64 x 64
 /// ([`WS_64X128`]: 197,760 bytes).
 pub const DECODE_64X128: WsTiling = WS_64X128;
 
 const _: () = assert!(
-    DECODE_64X256.is_valid() && DECODE_64X128.is_valid(),
+    DECODE_64X256.is_valid_k_major() && DECODE_64X224.is_valid_k_major() && DECODE_64X128.is_valid_k_major(),
     "both decode tilings tile their block with 64 x N consumers and fit shared memory"
 );
 const _: () = assert!(DECODE_64X256.shared_bytes() == 205_904);
@@ -85,6 +95,14 @@ pub struct Decode64x256;
 impl DecodeShape for Decode64x256 {
     const TILING: WsTiling = DECODE_64X256;
     type Acc = [f32; 64];
+}
+
+/// [`DECODE_64X224`]: `wgmma.m64n112k16`, 56 accumulators per consumer thread.
+#[derive(Clone, Copy, Debug)]
+pub struct Decode64x224;
+impl DecodeShape for Decode64x224 {
+    const TILING: WsTiling = DECODE_64X224;
+    type Acc = [f32; 56];
 }
 
 /// [`DECODE_64X128`]: `wgmma.m64n64k16`, 32 accumulators per consumer thread.
@@ -116,8 +134,10 @@ impl DecodeShape for Decode64x128 {
 ///
 /// Instances, one PTX entry each (in the sm_90a module), launch bounds `(384, 1)`:
 /// `matmul_decode_wgmma_bf16_64x256` and `_f32_64x256` (256 rows of `W` per block: per step
-/// 40 KiB by TMA, 2,097,152 flops), `matmul_decode_wgmma_bf16_64x128` and `_f32_64x128` (128
-/// rows: 24 KiB, 1,048,576 flops; twice the blocks, for weights of few rows). The `f32`
+/// 40 KiB by TMA, 2,097,152 flops), `matmul_decode_wgmma_bf16_64x224` and `_f32_64x224` (224
+/// rows: 36 KiB, 1,835,008 flops; 128 blocks for 28672 rows), `matmul_decode_wgmma_bf16_64x128`
+/// and `_f32_64x128` (128 rows: 24 KiB, 1,048,576 flops; twice the blocks, for weights of few
+/// rows). The `f32`
 /// instances write the sums unrounded (an f32 result, or the partial planes of a split `k`).
 // Launch bounds: 384 threads, one block per SM (the ring takes most of the shared memory).
 // Barriers: one, the ring's initialisation; the ring runs on mbarriers only.
@@ -126,6 +146,8 @@ impl DecodeShape for Decode64x128 {
     instances(
         matmul_decode_wgmma_bf16_64x256 = (bf16, Decode64x256),
         matmul_decode_wgmma_f32_64x256 = (f32, Decode64x256),
+        matmul_decode_wgmma_bf16_64x224 = (bf16, Decode64x224),
+        matmul_decode_wgmma_f32_64x224 = (f32, Decode64x224),
         matmul_decode_wgmma_bf16_64x128 = (bf16, Decode64x128),
         matmul_decode_wgmma_f32_64x128 = (f32, Decode64x128),
     ),
@@ -146,7 +168,7 @@ pub unsafe fn decode_wgmma<O: Output, S: DecodeShape>(
     let t = S::TILING;
     const {
         assert!(
-            S::TILING.is_valid() && S::TILING.threads() == 384,
+            S::TILING.is_valid_k_major() && S::TILING.threads() == 384,
             "a valid tiling of the entries' 384 threads"
         );
         assert!(

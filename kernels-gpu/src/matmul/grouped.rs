@@ -114,6 +114,7 @@ macro_rules! kmajor {
 
 kmajor!(128: mma_bf16_kmajor_m64n256k64_async);
 kmajor!(64: mma_bf16_kmajor_m64n128k64_async);
+kmajor!(56: mma_bf16_kmajor_m64n112k64_async);
 kmajor!(32: mma_bf16_kmajor_m64n64k64_async);
 
 /// A tile shape of [`grouped_gemm`](fn@grouped_gemm): a [`WsShape`] whose consumers' accumulators

@@ -120,17 +120,29 @@ impl WsTiling {
     }
 
     /// Whether the consumers tile the block exactly, each `64 x N` with `N` a width `wgmma` has
-    /// here (64, 128 or 256) and a whole number of 64-column boxes of `B`, and the block
-    /// within one SM's shared memory (227 KiB).
-    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    /// here (64, 128 or 256) and a whole number of 64-column boxes of `B` (read N-major), and the
+    /// block within one SM's shared memory (227 KiB).
     pub const fn is_valid(&self) -> bool {
-        let rows = self.row_groups();
         let n = self.consumer_cols();
+        self.fits() && (n == 64 || n == 128 || n == 256)
+    }
+
+    /// As [`WsTiling::is_valid`] for `B` read K-major (boxes of whole rows of `B^T`, no 64-column
+    /// boxes): `N` of 112 too, the decode rung's 224-row tile.
+    pub const fn is_valid_k_major(&self) -> bool {
+        let n = self.consumer_cols();
+        self.fits() && (n == 64 || n == 112 || n == 128 || n == 256)
+    }
+
+    /// The consumers tile the block (`64 x N` each), at least two stages, the block within one
+    /// SM's shared memory.
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    const fn fits(&self) -> bool {
+        let rows = self.row_groups();
         self.block_rows % CONSUMER_ROWS == 0
             && rows >= 1
             && self.consumers % rows == 0
-            && n * (self.consumers / rows) == self.block_cols
-            && (n == 64 || n == 128 || n == 256)
+            && self.consumer_cols() * (self.consumers / rows) == self.block_cols
             && self.stages >= 2
             && self.shared_bytes() <= MAX_SHARED
     }

@@ -22,7 +22,9 @@ use crate::common::trial::{Target, global_trial, trial};
 
 /// Shapes `(m, k, n)` in the simulator: one row and one MMA tile of each size (8, 16, 32, 64 rows
 /// of `X`), `n` ragged past a block of 128 rows, `k` past a slice of 128 and ragged against the
-/// unrolled step; `k` not a multiple of 8 and `m > 64` (the tutorial rung only).
+/// unrolled step; `k` not a multiple of 8 and `m > 64` (the tutorial rung only); and `n = 232`, a
+/// multiple of 8 past a block of 224 rows, so that the 224-row tile's consumers store every
+/// column of their `m64n112` accumulators through the 16-bit epilogue.
 const SIM_SHAPES: &[(usize, usize, usize)] = &[
     (1, 64, 40),
     (2, 520, 70),
@@ -34,6 +36,7 @@ const SIM_SHAPES: &[(usize, usize, usize)] = &[
     (33, 72, 260),
     (5, 7, 9),
     (65, 16, 8),
+    (3, 128, 232),
 ];
 
 /// Shapes on CUDA: the simulator's, the weight at `m = 1` (28672 x 8192), a weight whose
@@ -111,6 +114,13 @@ fn plans(m: usize, n: usize, k: usize) -> Vec<DecodePlan> {
             for slices in [1, 2, 3] {
                 plans.push(DecodePlan::Wgmma { tile, slices });
             }
+        }
+        // The 224-row tile: one slice (bf16 out) and two (f32 partial planes).
+        for slices in [1, 2] {
+            plans.push(DecodePlan::Wgmma {
+                tile: DecodeTile::Rows224,
+                slices,
+            });
         }
     }
     plans
