@@ -40,7 +40,8 @@
 //! `k = 0` tile's zeros from one).
 //!
 //! # Widths: one body for several tile shapes
-//! The four-step products exist for `N` = 256, 128 and 64 (`mma_{bf16,f16}_m64n{N}k64`, their
+//! The four-step products exist for `N` = 256, 128, 112 and 64 (112 for the decode product's
+//! 224-row tile, two consumers of 112 rows of a K-major `B`; `mma_{bf16,f16}_m64n{N}k64`, their
 //! `_async` twins, `mma_tf32_m64n{N}k32`, `mma_e4m3_m64n{N}k128` and its `_async` twin), all
 //! from one macro: the accumulator operand lists are
 //! written once per width (`[f32; N / 2]` per thread) and the PTX text, the `asm!` operands and

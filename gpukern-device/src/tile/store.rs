@@ -122,7 +122,8 @@ macro_rules! unrolled {
 /// `c`; called only for pairs that start inside `c`: the second element is past the row's end
 /// when `n` is odd and `col = n - 1`), the elements inside `c` only.
 ///
-/// For a 16-bit element where `n` is a multiple of 8 (every row starts 16-byte aligned), the four
+/// For a 16-bit element where `n` is a multiple of 8 (every row starts 16-byte aligned) and the
+/// accumulators' width `N` a multiple of 32 (the transposition's groups of columns), the four
 /// threads of a quad trade their packed pairs (three shuffles per four pairs: a 4 x 4 transpose
 /// within the quad), so that each holds 8 consecutive elements of one row and writes them as one
 /// 16-byte access: a warp writes 32 bytes of each of 8 rows, whole 32-byte sectors, with a quarter
