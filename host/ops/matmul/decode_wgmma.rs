@@ -65,7 +65,8 @@ impl DecodePlan {
     /// takes 64 blocks of 128 rows, `k` whole (the unit tests list more). The bench's
     /// `gpukern:wgmma-*` rows time the other tiles and splits beside it.
     pub fn choose_wgmma(m: usize, n: usize, k: usize, multiprocessors: usize) -> DecodePlan {
-        let sms = multiprocessors.max(1) as f64;
+        let sm_count = multiprocessors.max(1);
+        let sms = sm_count as f64;
         let weight = 2.0 * n as f64 * k as f64;
         // The cheapest (cost, slices, blocks in the last wave, plan) so far.
         let mut best: Option<(f64, usize, usize, DecodePlan)> = None;
@@ -81,8 +82,8 @@ impl DecodePlan {
             }
             for tile in [DecodeTile::Rows256, DecodeTile::Rows224, DecodeTile::Rows128] {
                 let blocks = n.div_ceil(tile.rows()) * launched;
-                let waves = blocks.div_ceil(multiprocessors.max(1));
-                let last_wave = blocks - (waves - 1) * multiprocessors.max(1);
+                let waves = blocks.div_ceil(sm_count);
+                let last_wave = blocks - (waves - 1) * sm_count;
                 let busiest = waves as f64 * 2.0 * (tile.rows() * split) as f64;
                 let partials = if launched > 1 {
                     8.0 * (launched * m * n) as f64

@@ -76,7 +76,7 @@ pub const DECODE_64X128: WsTiling = WS_64X128;
 
 const _: () = assert!(
     DECODE_64X256.is_valid_k_major() && DECODE_64X224.is_valid_k_major() && DECODE_64X128.is_valid_k_major(),
-    "both decode tilings tile their block with 64 x N consumers and fit shared memory"
+    "the decode tilings tile their block with 64 x N consumers and fit shared memory"
 );
 const _: () = assert!(DECODE_64X256.shared_bytes() == 205_904);
 
@@ -137,8 +137,8 @@ impl DecodeShape for Decode64x128 {
 /// 40 KiB by TMA, 2,097,152 flops), `matmul_decode_wgmma_bf16_64x224` and `_f32_64x224` (224
 /// rows: 36 KiB, 1,835,008 flops; 128 blocks for 28672 rows), `matmul_decode_wgmma_bf16_64x128`
 /// and `_f32_64x128` (128 rows: 24 KiB, 1,048,576 flops; twice the blocks, for weights of few
-/// rows). The `f32`
-/// instances write the sums unrounded (an f32 result, or the partial planes of a split `k`).
+/// rows). The `f32` instances write the sums unrounded (an f32 result, or the partial planes of
+/// a split `k`).
 // Launch bounds: 384 threads, one block per SM (the ring takes most of the shared memory).
 // Barriers: one, the ring's initialisation; the ring runs on mbarriers only.
 #[kernel(
