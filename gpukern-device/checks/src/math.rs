@@ -24,7 +24,7 @@ pub const ACCURATE: [Named; 9] = [
 ];
 
 /// The functions of [`math_fast`](fn@math_fast), by selector.
-pub const FAST: [Named; 9] = [
+pub const FAST: [Named; 11] = [
     ("tanh", fast::tanh),
     ("exp2", fast::exp2),
     ("log2", fast::log2),
@@ -34,6 +34,8 @@ pub const FAST: [Named; 9] = [
     ("cos", fast::cos),
     ("exp", fast::exp),
     ("log", fast::log),
+    ("exp2_ftz", fast::exp2_ftz),
+    ("rcp_ftz", fast::rcp_ftz),
 ];
 
 /// The operations of [`math_packed`](fn@math_packed), by selector: `(name, bf16x2 op, f16x2 op)`, each on the
@@ -72,7 +74,7 @@ pub unsafe fn math_accurate(x: *const f32, y: *mut f32, n: usize, which: u32) {
 /// `y[i] = f(x[i])` for `i < n`, `f` the `which`-th function of [`FAST`].
 ///
 /// # Safety
-/// `x` and `y` hold `n` floats; `which < 9`.
+/// `x` and `y` hold `n` floats; `which < 11`.
 #[kernel]
 pub unsafe fn math_fast(x: *const f32, y: *mut f32, n: usize, which: u32) {
     let i = thread::index_1d();
@@ -88,7 +90,9 @@ pub unsafe fn math_fast(x: *const f32, y: *mut f32, n: usize, which: u32) {
             5 => fast::sin(v),
             6 => fast::cos(v),
             7 => fast::exp(v),
-            _ => fast::log(v),
+            8 => fast::log(v),
+            9 => fast::exp2_ftz(v),
+            _ => fast::rcp_ftz(v),
         };
         // SAFETY: `i < n`.
         unsafe { mem::store(y, i, r) }

@@ -37,6 +37,43 @@ macro_rules! unary {
             }
         }
     };
+    // The `.ftz` form: in the simulator too, a subnormal input is read as a zero of its sign
+    // and a subnormal result is written as one.
+    ($(#[$doc:meta])* $name:ident, $op:literal, $sim:expr, ftz) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub fn $name(x: f32) -> f32 {
+            #[cfg(target_arch = "nvptx64")]
+            {
+                let out: f32;
+                // SAFETY: a register-to-register instruction; no memory, no side effects.
+                unsafe {
+                    core::arch::asm!(
+                        concat!($op, " {out}, {x};"),
+                        out = out(reg32) out,
+                        x = in(reg32) x,
+                        options(pure, nomem, nostack, preserves_flags),
+                    );
+                }
+                out
+            }
+            #[cfg(not(target_arch = "nvptx64"))]
+            {
+                let exact: fn(f64) -> f64 = $sim;
+                flush(exact(f64::from(flush(x))) as f32)
+            }
+        }
+    };
+}
+
+/// `v`, or a zero of its sign where it is subnormal: what a `.ftz` instruction reads and writes.
+#[cfg(not(target_arch = "nvptx64"))]
+fn flush(v: f32) -> f32 {
+    if v.is_subnormal() {
+        0.0f32.copysign(v)
+    } else {
+        v
+    }
 }
 
 unary!(
@@ -54,6 +91,28 @@ unary!(
     exp2,
     "ex2.approx.f32",
     f64::exp2
+);
+
+unary!(
+    /// `2^x`, one `ex2.approx.ftz.f32`: as [`exp2`] (relative error at most `2^-22`) where the
+    /// result is normal (`x >= -126`); a result below `2^-126` is `+0` and a subnormal `x` is read
+    /// as zero (`2^x = 1`). One instruction where [`exp2`] takes several to keep subnormal
+    /// results: for sums such as `1 + 2^x`, which a subnormal does not change.
+    exp2_ftz,
+    "ex2.approx.ftz.f32",
+    f64::exp2,
+    ftz
+);
+
+unary!(
+    /// `1 / x`, one `rcp.approx.ftz.f32`: as [`rcp`] (at most 1 ulp) for `|x|` in `[2^-126,
+    /// 2^126]`; past `2^126` the subnormal quotient is a zero of `x`'s sign, and a subnormal `x`
+    /// is read as zero (`1 / x = ±inf`). One instruction where [`rcp`] takes several to keep
+    /// subnormals.
+    rcp_ftz,
+    "rcp.approx.ftz.f32",
+    |x| 1.0 / x,
+    ftz
 );
 
 unary!(

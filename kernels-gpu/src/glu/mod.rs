@@ -11,14 +11,22 @@
 //! PyTorch eager in bf16 rounds `act(gate)` to bf16 before the product, a second rounding).
 //!
 //! The activations ([`Act`]), each in f32:
-//! * `silu(g) = g / (1 + e^-g)`, as `g * rcp(1 + exp(-g))` with [`math::fast::exp`] (`ex2.approx`,
-//!   2 ulp) and [`math::fast::rcp`] (1 ulp): a few ulps of f32. `silu(-inf)` is NaN (`-inf * 0`,
-//!   as PyTorch's `x / (1 + exp(-x))`), large negative `g` gives `-0`.
+//! * `silu(g) = g / (1 + e^-g)`, as `g * rcp(1 + 2^(-g log2 e))` with [`math::fast::exp2_ftz`]
+//!   (`ex2.approx.ftz`, 2 ulp) and [`math::fast::rcp_ftz`] (`rcp.approx.ftz`, 1 ulp): a few ulps
+//!   of f32. `silu(-inf)` is NaN (`-inf * 0`, as PyTorch's `x / (1 + exp(-x))`), and `g` below
+//!   about -87.3 gives `-0` (the reciprocal of `1 + e^-g` past `2^126` flushes to zero; the exact
+//!   value there is at most about `1e-36`).
 //! * GELU, tanh form: `g/2 (1 + tanh(u))`, `u = sqrt(2/pi) (g + 0.044715 g^3)`, computed as the
-//!   equal `g * sigmoid(2u) = g * rcp(1 + 2^(-2u log2 e))` with the same fast `exp2` and `rcp` as
-//!   SiLU, the exponent as `g (K0 + K1 g^2)` with its constants folded (three operations): a few
-//!   ulps of f32, no cancellation where `tanh(u)` nears -1, and no branches. `gelu(-inf)` is NaN
-//!   (`-inf * 0`), as SiLU's.
+//!   equal `g * sigmoid(2u) = g * rcp(1 + 2^(-2u log2 e))` with the same `exp2_ftz` and `rcp_ftz`
+//!   as SiLU, the exponent as `g (K0 + K1 g^2)` with its constants folded (three operations): a
+//!   few ulps of f32, no cancellation where `tanh(u)` nears -1, and no branches. `g` below about
+//!   -10 gives `-0` (the exact value there is under `2e-37`); `gelu(-inf)` is NaN (`-inf * 0`), as
+//!   SiLU's.
+//!
+//! The flush-to-zero forms are one instruction each where the plain `ex2.approx` and
+//! `rcp.approx` take several to keep subnormals: under ncu at 4096 x 14336 in bf16 they cut the
+//! SwiGLU kernel's instructions from 50.9 M to 35.1 M and GeGLU's from 55.5 M to 39.0 M
+//! (`bench/experiments/h200-logs/11e19b2-ncu-{swiglu,geglu}-{fold,ftz}.log`).
 //! * GELU, erf form (PyTorch's default `approximate='none'`): `g/2 (1 + erf(g / sqrt 2))` with
 //!   [`math::accurate::erf`] (2 ulp).
 //!
@@ -71,16 +79,16 @@ const FRAC_1_SQRT_2: f32 = core::f32::consts::FRAC_1_SQRT_2;
 #[inline(always)]
 pub fn gated<const ACT: u8>(g: f32, u: f32) -> f32 {
     let a = if ACT == Act::SILU {
-        g * math::fast::rcp(1.0 + math::fast::exp(-g))
+        g * math::fast::rcp_ftz(1.0 + math::fast::exp2_ftz(g * -math::LOG2_E))
     } else if ACT == Act::GELU_TANH {
         // `g/2 (1 + tanh(u)) = g sigmoid(2u)`: the sigmoid form has no cancellation where
-        // `tanh(u)` nears -1, so the fast `exp2` and `rcp` (as SiLU's) keep a few ulps, where the
+        // `tanh(u)` nears -1, so the fast `exp2_ftz` and `rcp_ftz` (as SiLU's) keep a few ulps, where the
         // accurate `tanh` with its branches left the kernel compute-bound. The exponent `-2u
         // log2 e` is `g (K0 + K1 g^2)`, the constants folded: three operations before `ex2`
         // where there were six; GeGLU bf16 at 4096 x 14336 went from 4150.0-4154.7 to
         // 4229.8-4230.6 GB/s on the H200 (`bench/experiments/third-wave/e8642c3-glu-fold-ab.jsonl`).
         let t = g * math::fma(GELU_K1, g * g, GELU_K0);
-        g * math::fast::rcp(1.0 + math::fast::exp2(t))
+        g * math::fast::rcp_ftz(1.0 + math::fast::exp2_ftz(t))
     } else {
         let half = 0.5 * g;
         math::fma(half, math::accurate::erf(g * FRAC_1_SQRT_2), half)

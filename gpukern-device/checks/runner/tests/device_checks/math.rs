@@ -193,6 +193,8 @@ fn bounds() -> Vec<Bound> {
             f64::exp,
         ),
         b(8, 0.5, 2.0, false, Absolute, 2f64.powi(-22), f64::ln),
+        b(9, 1e-6, 126.0, true, Relative, 2f64.powi(-22), f64::exp2),
+        b(10, 1.2e-38, 8e37, true, Ulps, 1.0, |x| 1.0 / x),
         b(
             8,
             2.0,
@@ -223,6 +225,25 @@ fn fast_bounds(module: &Module, sizes: &Sizes, rng: &mut StdRng) -> Check {
             return Err(format!(
                 "fast::{name}: error {err:e} at x = {at:e}, over its bound {:e}",
                 bound.limit
+            )
+            .into());
+        }
+    }
+    // The `.ftz` forms flush: `2^-130` and `1 / 2^127` (subnormal) are zeros, `2^x` of a
+    // subnormal `x` is 1 and its reciprocal infinite, where the plain forms keep them.
+    let tiny = f32::from_bits(1);
+    for (which, x, want) in [
+        (9, -130.0f32, 0.0f32),
+        (10, 2f32.powi(127), 0.0),
+        (10, -(2f32.powi(127)), -0.0),
+        (9, tiny, 1.0),
+        (10, tiny, f32::INFINITY),
+    ] {
+        let got = run(module, math_fast::launch_views::<Module>, &[x], which)?[0];
+        if got.to_bits() != want.to_bits() {
+            return Err(format!(
+                "fast::{}({x:e}) = {got:e}, not the flushed {want:e}",
+                FAST[which as usize].0
             )
             .into());
         }
