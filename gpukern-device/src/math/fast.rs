@@ -96,8 +96,9 @@ unary!(
 unary!(
     /// `2^x`, one `ex2.approx.ftz.f32`: as [`exp2`] (relative error at most `2^-22`) where the
     /// result is normal (`x >= -126`); a result below `2^-126` is `+0` and a subnormal `x` is read
-    /// as zero (`2^x = 1`). One instruction where [`exp2`] takes several to keep subnormal
-    /// results: for sums such as `1 + 2^x`, which a subnormal does not change.
+    /// as zero (`2^x = 1`). [`exp2`]'s handling of subnormals costs instructions this form does
+    /// not spend: for sums such as `1 + 2^x`, which a subnormal does not change (the GLU
+    /// kernels' instruction counts on both forms: `bench/experiments/h200-logs/11e19b2-ncu-*`).
     exp2_ftz,
     "ex2.approx.ftz.f32",
     f64::exp2,
@@ -107,8 +108,8 @@ unary!(
 unary!(
     /// `1 / x`, one `rcp.approx.ftz.f32`: as [`rcp`] (at most 1 ulp) for `|x|` in `[2^-126,
     /// 2^126]`; past `2^126` the subnormal quotient is a zero of `x`'s sign, and a subnormal `x`
-    /// is read as zero (`1 / x = ±inf`). One instruction where [`rcp`] takes several to keep
-    /// subnormals.
+    /// is read as zero (`1 / x = ±inf`). Fewer instructions than [`rcp`], which keeps
+    /// subnormals (as [`exp2_ftz`]).
     rcp_ftz,
     "rcp.approx.ftz.f32",
     |x| 1.0 / x,

@@ -23,8 +23,8 @@
 //!   -10 gives `-0` (the exact value there is under `2e-37`); `gelu(-inf)` is NaN (`-inf * 0`), as
 //!   SiLU's.
 //!
-//! The flush-to-zero forms are one instruction each where the plain `ex2.approx` and
-//! `rcp.approx` take several to keep subnormals: under ncu at 4096 x 14336 in bf16 they cut the
+//! The flush-to-zero forms skip the plain `ex2.approx` and `rcp.approx`'s handling of
+//! subnormals: under ncu at 4096 x 14336 in bf16 they cut the
 //! SwiGLU kernel's instructions from 50.9 M to 35.1 M and GeGLU's from 55.5 M to 39.0 M
 //! (`bench/experiments/h200-logs/11e19b2-ncu-{swiglu,geglu}-{fold,ftz}.log`).
 //! * GELU, erf form (PyTorch's default `approximate='none'`): `g/2 (1 + erf(g / sqrt 2))` with
