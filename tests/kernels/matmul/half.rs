@@ -4,9 +4,10 @@
 //! free functions on views), and `matmul_half_check::planted_kernels_fail` (the check refuses a
 //! kernel that drops one term of `k` or reads 4-bit operands at k = 4097).
 //!
-//! The check, per element: `|C - C_ref| <= u_out |C_ref| + ACC_FACTOR * terms(k) * 2^-24 *
+//! The check, per element: `|C - C_ref| <= u_out |C_ref| + eta + ACC_FACTOR * terms(k) * 2^-24 *
 //! sum_l |A(i,l) B(l,j)|`, with `u_out` the unit roundoff of the result type (`2^-8` bf16,
-//! `2^-11` f16, 0 for f32: the final rounding, exact bound) and `terms(k) = max(sqrt(k),
+//! `2^-11` f16, 0 for f32: the final rounding, exact bound), `eta` half its subnormal spacing
+//! (`subnormal_rounding`: the final rounding of a subnormal result) and `terms(k) = max(sqrt(k),
 //! min(k, 16))`: the f32 sums' error on random data grows like `sqrt(k)` (the worst case `γ_k`
 //! grows like `k`, and a kernel dropping a whole term of `k = 4097` stays under it).
 
@@ -80,6 +81,21 @@ pub(super) fn random_of<T: Copy>(
     random_matrix(rng, rows, cols).mapv(from)
 }
 
+/// Half the spacing of the subnormal results of the type whose unit roundoff is `u_out`
+/// (`u_out` times its smallest normal): the final rounding's absolute error where the result is
+/// subnormal, which `u_out |C_ref|` alone does not cover (a 1 x 1 x 1 f16 product of
+/// `-1.7e-5` rounds to the subnormal spacing `2^-24`). `2^-25` for f16, `2^-134` for bf16, 0
+/// for f32 (exact).
+pub(super) fn subnormal_rounding(u_out: f64) -> f64 {
+    if u_out == f64::powi(2.0, -11) {
+        f64::powi(2.0, -25)
+    } else if u_out == f64::powi(2.0, -8) {
+        f64::powi(2.0, -134)
+    } else {
+        0.0
+    }
+}
+
 /// The first element of `got` (an `m x n` result, widened to f64) outside the bound of the
 /// module documentation around `want` (`cpu::matmul_f64`), with `abs` the sums of `|A B|` and
 /// `u_out` the result type's unit roundoff; `None` when every element is inside.
@@ -92,6 +108,7 @@ pub(super) fn half_violation(
 ) -> Option<String> {
     let terms = (k as f64).sqrt().max(k.min(16) as f64);
     let acc = ACC_FACTOR * terms * f64::powi(2.0, -24);
+    let eta = subnormal_rounding(u_out);
     let (want, abs) = (want.as_slice()?, abs.as_slice()?);
     if got.len() != want.len() {
         return Some(format!("{} elements, want {}", got.len(), want.len()));
@@ -101,7 +118,7 @@ pub(super) fn half_violation(
         .zip(abs)
         .enumerate()
         .find_map(|(i, ((&g, &w), &s))| {
-            let bound = u_out * w.abs() + acc * s;
+            let bound = u_out * w.abs() + eta + acc * s;
             // `!(x <= b)` so that a NaN fails.
             #[allow(clippy::neg_cmp_op_on_partial_ord)]
             let outside = !((g - w).abs() <= bound);
