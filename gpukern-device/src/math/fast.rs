@@ -10,36 +10,17 @@
 //! passes on the GPU too.
 
 /// One instruction `$op` (`tanh.approx.f32`, ...) on `x` on the GPU, `$sim` (f64) in the
-/// simulator.
+/// simulator; with a trailing `ftz`, the `.ftz` form, whose subnormal input is read and subnormal
+/// result written as a zero of its sign in the simulator too (`flush`).
 macro_rules! unary {
     ($(#[$doc:meta])* $name:ident, $op:literal, $sim:expr) => {
-        $(#[$doc])*
-        #[inline(always)]
-        pub fn $name(x: f32) -> f32 {
-            #[cfg(target_arch = "nvptx64")]
-            {
-                let out: f32;
-                // SAFETY: a register-to-register instruction; no memory, no side effects.
-                unsafe {
-                    core::arch::asm!(
-                        concat!($op, " {out}, {x};"),
-                        out = out(reg32) out,
-                        x = in(reg32) x,
-                        options(pure, nomem, nostack, preserves_flags),
-                    );
-                }
-                out
-            }
-            #[cfg(not(target_arch = "nvptx64"))]
-            {
-                let exact: fn(f64) -> f64 = $sim;
-                exact(f64::from(x)) as f32
-            }
-        }
+        unary!(@emit $(#[$doc])* $name, $op, $sim, |v: f32| v);
     };
-    // The `.ftz` form: in the simulator too, a subnormal input is read as a zero of its sign
-    // and a subnormal result is written as one.
     ($(#[$doc:meta])* $name:ident, $op:literal, $sim:expr, ftz) => {
+        unary!(@emit $(#[$doc])* $name, $op, $sim, flush);
+    };
+    // `$edge` is applied to the simulator's input and result.
+    (@emit $(#[$doc:meta])* $name:ident, $op:literal, $sim:expr, $edge:expr) => {
         $(#[$doc])*
         #[inline(always)]
         pub fn $name(x: f32) -> f32 {
@@ -60,7 +41,8 @@ macro_rules! unary {
             #[cfg(not(target_arch = "nvptx64"))]
             {
                 let exact: fn(f64) -> f64 = $sim;
-                flush(exact(f64::from(flush(x))) as f32)
+                let edge: fn(f32) -> f32 = $edge;
+                edge(exact(f64::from(edge(x))) as f32)
             }
         }
     };

@@ -22,13 +22,13 @@
 //!   few ulps of f32, no cancellation where `tanh(u)` nears -1, and no branches. `g` below about
 //!   -10 gives `-0` (the exact value there is under `2e-37`); `gelu(-inf)` is NaN (`-inf * 0`), as
 //!   SiLU's.
-//!
-//! The flush-to-zero forms skip the plain `ex2.approx` and `rcp.approx`'s handling of
-//! subnormals: under ncu at 4096 x 14336 in bf16 they cut the
-//! SwiGLU kernel's instructions from 50.9 M to 35.1 M and GeGLU's from 55.5 M to 39.0 M
-//! (`bench/experiments/h200-logs/11e19b2-ncu-{swiglu,geglu}-{fold,ftz}.log`).
 //! * GELU, erf form (PyTorch's default `approximate='none'`): `g/2 (1 + erf(g / sqrt 2))` with
 //!   [`math::accurate::erf`] (2 ulp).
+//!
+//! The flush-to-zero forms skip the plain `ex2.approx` and `rcp.approx`'s handling of
+//! subnormals: under ncu at 4096 x 14336 in bf16 they cut the SwiGLU kernel's instructions from
+//! 50.9 M to 35.1 M and GeGLU's from 55.5 M to 39.0 M
+//! (`bench/experiments/h200-logs/11e19b2-ncu-{swiglu,geglu}-{fold,ftz}.log`).
 //!
 //! A NaN in the gate or the up half makes its output NaN and no other.
 //!
@@ -82,9 +82,9 @@ pub fn gated<const ACT: u8>(g: f32, u: f32) -> f32 {
         g * math::fast::rcp_ftz(1.0 + math::fast::exp2_ftz(g * -math::LOG2_E))
     } else if ACT == Act::GELU_TANH {
         // `g/2 (1 + tanh(u)) = g sigmoid(2u)`: the sigmoid form has no cancellation where
-        // `tanh(u)` nears -1, so the fast `exp2_ftz` and `rcp_ftz` (as SiLU's) keep a few ulps, where the
-        // accurate `tanh` with its branches left the kernel compute-bound. The exponent `-2u
-        // log2 e` is `g (K0 + K1 g^2)`, the constants folded: three operations before `ex2`
+        // `tanh(u)` nears -1, so the fast `exp2_ftz` and `rcp_ftz` (as SiLU's) keep a few ulps,
+        // where the accurate `tanh` with its branches left the kernel compute-bound. The exponent
+        // `-2u log2 e` is `g (K0 + K1 g^2)`, the constants folded: three operations before `ex2`
         // where there were six; GeGLU bf16 at 4096 x 14336 went from 4150.0-4154.7 to
         // 4229.8-4230.6 GB/s on the H200 (`bench/experiments/third-wave/e8642c3-glu-fold-ab.jsonl`).
         let t = g * math::fma(GELU_K1, g * g, GELU_K0);

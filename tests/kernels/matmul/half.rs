@@ -86,7 +86,7 @@ pub(super) fn random_of<T: Copy>(
 /// subnormal, which `u_out |C_ref|` alone does not cover (a 1 x 1 x 1 f16 product of
 /// `-1.7e-5` rounds to the subnormal spacing `2^-24`). `2^-25` for f16, `2^-134` for bf16, 0
 /// for f32 (exact).
-pub(super) fn subnormal_rounding(u_out: f64) -> f64 {
+fn subnormal_rounding(u_out: f64) -> f64 {
     if u_out == f64::powi(2.0, -11) {
         f64::powi(2.0, -25)
     } else if u_out == f64::powi(2.0, -8) {
@@ -94,6 +94,16 @@ pub(super) fn subnormal_rounding(u_out: f64) -> f64 {
     } else {
         0.0
     }
+}
+
+/// The bound of the module documentation for a product over `k` terms into a result of unit
+/// roundoff `u_out`, as a function of an element's reference `w` and its sum of `|A B|` `s`:
+/// `u_out |w| + eta + ACC_FACTOR terms(k) 2^-24 s`.
+pub(super) fn element_bound(k: usize, u_out: f64) -> impl Fn(f64, f64) -> f64 {
+    let terms = (k as f64).sqrt().max(k.min(16) as f64);
+    let acc = ACC_FACTOR * terms * f64::powi(2.0, -24);
+    let eta = subnormal_rounding(u_out);
+    move |w, s| u_out * w.abs() + eta + acc * s
 }
 
 /// The first element of `got` (an `m x n` result, widened to f64) outside the bound of the
@@ -106,9 +116,7 @@ pub(super) fn half_violation(
     k: usize,
     u_out: f64,
 ) -> Option<String> {
-    let terms = (k as f64).sqrt().max(k.min(16) as f64);
-    let acc = ACC_FACTOR * terms * f64::powi(2.0, -24);
-    let eta = subnormal_rounding(u_out);
+    let bound_of = element_bound(k, u_out);
     let (want, abs) = (want.as_slice()?, abs.as_slice()?);
     if got.len() != want.len() {
         return Some(format!("{} elements, want {}", got.len(), want.len()));
@@ -118,7 +126,7 @@ pub(super) fn half_violation(
         .zip(abs)
         .enumerate()
         .find_map(|(i, ((&g, &w), &s))| {
-            let bound = u_out * w.abs() + eta + acc * s;
+            let bound = bound_of(w, s);
             // `!(x <= b)` so that a NaN fails.
             #[allow(clippy::neg_cmp_op_on_partial_ord)]
             let outside = !((g - w).abs() <= bound);

@@ -16,8 +16,9 @@
 //! neighbours in the row, so a layout mistake (a swizzle, a descriptor offset, the accumulator
 //! layout) shows its pattern.
 //!
-//! Bound per element as `matmul/half.rs`: `|C - C_ref| <= u_out |C_ref| + eta + 4 terms(k) 2^-24
-//! sum_l |A(i,l) B(l,j)|`, `u_out` the unit roundoff of the result type (0 for f32).
+//! Bound per element, `matmul/half.rs`'s `element_bound`: `|C - C_ref| <= u_out |C_ref| + eta +
+//! 4 terms(k) 2^-24 sum_l |A(i,l) B(l,j)|`, `u_out` the unit roundoff of the result type (0 for
+//! f32), `eta` half its subnormal spacing.
 
 use gpukern::ops::matmul::{HalfTile, WsTile};
 use gpukern::{Element, Gpu, MatmulOutput, bf16, cpu, f16};
@@ -249,16 +250,14 @@ impl Half for f16 {
 /// every element is inside.
 fn first_wrong(got: &[f64], want: &Array2<f64>, abs: &Array2<f64>, k: usize, u_out: f64) -> Option<String> {
     let (m, n) = want.dim();
-    let terms = (k as f64).sqrt().max(k.min(16) as f64);
-    let acc = 4.0 * terms * f64::powi(2.0, -24);
+    let bound_of = super::half::element_bound(k, u_out);
     if got.len() != m * n {
         return Some(format!("{} elements, want {}", got.len(), m * n));
     }
     let wrong = (0..m * n).filter(|&i| {
         let (w, s) = (want[(i / n, i % n)], abs[(i / n, i % n)]);
         #[allow(clippy::neg_cmp_op_on_partial_ord)]
-        let outside =
-            !((got[i] - w).abs() <= u_out * w.abs() + super::half::subnormal_rounding(u_out) + acc * s);
+        let outside = !((got[i] - w).abs() <= bound_of(w, s));
         outside
     });
     let count = wrong.clone().count();
