@@ -8,8 +8,13 @@
 //!
 //! The memory order is relaxed, as CUDA's `atomicAdd`: the update itself is indivisible, but it
 //! orders no other memory access. A thread that reads a result other threads built with atomics
-//! must be ordered after them by other means (a barrier within a block; across blocks, the end of
-//! the launch).
+//! must be ordered after them by other means: a barrier within a block; across blocks, the end of
+//! the launch, or a release and an acquire. A release is a device-scope [`fence`] and then an
+//! atomic (the writer's accesses before the fence, and its block's before a barrier that precedes
+//! it, are released); an acquire is an atomic that reads what a release's atomic wrote, then a
+//! [`fence`]. The simulator checks hand-offs so: a plain access of another block's data is no race
+//! where such a release and acquire lie between (`tests/handoff.rs` has the pattern, and the
+//! planted bugs it reports).
 //!
 //! On the GPU each call is one `atom.relaxed.<scope>.<op>.<type>` on a generic address, so the
 //! same call works on global and shared memory; pass the scope as a constant (as written in the
@@ -36,14 +41,28 @@ pub enum Scope {
     System,
 }
 
+#[cfg(not(target_arch = "nvptx64"))]
+use crate::sim::release::Handoff;
+
+// The sealed trait's simulator method names the crate's own `Handoff`: nothing outside the
+// crate can call or implement it.
+#[allow(private_interfaces)]
 mod sealed {
     /// Keeps the atomic element traits closed: each type needs its own PTX instruction.
     pub trait Sealed: Copy {
         /// In the simulator: checks an atomic on `p[i]` and replaces its value `old` with
-        /// `f(old)` (left alone where `f` gives `None`) as one host atomic; returns `old`.
+        /// `f(old)` (left alone where `f` gives `None`) as one host atomic; returns `old`. A
+        /// device- or system-scope atomic on global memory also acquires and publishes
+        /// releases as `sync` says ([`crate::sim::release`]).
         #[cfg(not(target_arch = "nvptx64"))]
         #[track_caller]
-        fn sim_update(p: *mut Self, i: usize, f: impl Fn(Self) -> Option<Self>) -> Self;
+        fn sim_update(
+            p: *mut Self,
+            i: usize,
+            scope: super::Scope,
+            sync: crate::sim::release::Handoff,
+            f: impl Fn(Self) -> Option<Self>,
+        ) -> Self;
     }
 }
 
@@ -197,8 +216,9 @@ pub unsafe fn store<T: AtomicBits>(p: *mut T, i: usize, v: T, scope: Scope) {
 /// `fence.acq_rel.<scope>`: the thread's memory accesses before it are ordered before those
 /// after it for the threads of `scope` that synchronise with it (through an atomic or a strong
 /// access on either side, as CUDA's `__threadfence()` is `fence(Scope::Device)`). In the
-/// simulator a sequentially consistent fence of the host (its atomics are relaxed, as the
-/// GPU's), so a last-arriving block reads there what the others wrote before their fences.
+/// simulator a sequentially consistent fence of the host, and, at device or system scope, the
+/// thread's release for its next atomics and its acquire of the releases its atomics read since
+/// its last fence ([`crate::sim`] orders accesses of different blocks by them).
 #[inline(always)]
 pub fn fence(scope: Scope) {
     #[cfg(target_arch = "nvptx64")]
@@ -212,7 +232,9 @@ pub fn fence(scope: Scope) {
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        let _ = scope;
+        if scope != Scope::Block {
+            crate::sim::device::device_fence();
+        }
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     }
 }
@@ -262,31 +284,60 @@ macro_rules! atom {
 pub(crate) mod host {
     use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+    use super::Scope;
+    use crate::sim::release::Handoff;
     use crate::sim::{device, Access};
+
+    /// Runs `update` (a host atomic returning what it read and whether it wrote) as an atomic
+    /// of `scope`: one of the device or the system also hands releases between blocks.
+    fn synced<R>(host: usize, scope: Scope, sync: Handoff, update: impl FnOnce() -> (R, bool)) -> R {
+        match scope {
+            Scope::Block => update().0,
+            Scope::Device | Scope::System => device::atomic_sync(host, sync, update),
+        }
+    }
 
     /// Checks an atomic on the 4-byte element `i` from `p` and replaces its bits `old` with
     /// `f(old)` (left alone where `f` gives `None`); returns `old`.
     #[track_caller]
-    pub(crate) fn rmw32(p: usize, i: usize, f: impl FnMut(u32) -> Option<u32>) -> u32 {
+    pub(crate) fn rmw32(
+        p: usize,
+        i: usize,
+        scope: Scope,
+        sync: Handoff,
+        f: impl FnMut(u32) -> Option<u32>,
+    ) -> u32 {
         let host = device::check_access(p, i, 4, Access::Atomic);
         // SAFETY: the simulator checked that `host` is the address of 4 writable bytes inside a
         // registered buffer or shared memory, aligned to 4, alive for the whole launch.
         let word = unsafe { AtomicU32::from_ptr(host as *mut u32) };
         // Relaxed, as the GPU instruction: the simulator promises no more ordering than it.
-        match word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, f) {
-            Ok(old) | Err(old) => old,
-        }
+        synced(host, scope, sync, || {
+            match word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, f) {
+                Ok(old) => (old, true),
+                Err(old) => (old, false),
+            }
+        })
     }
 
     /// [`rmw32`] for an 8-byte element.
     #[track_caller]
-    pub(crate) fn rmw64(p: usize, i: usize, f: impl FnMut(u64) -> Option<u64>) -> u64 {
+    pub(crate) fn rmw64(
+        p: usize,
+        i: usize,
+        scope: Scope,
+        sync: Handoff,
+        f: impl FnMut(u64) -> Option<u64>,
+    ) -> u64 {
         let host = device::check_access(p, i, 8, Access::Atomic);
         // SAFETY: as in `rmw32`, for 8 bytes aligned to 8.
         let word = unsafe { AtomicU64::from_ptr(host as *mut u64) };
-        match word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, f) {
-            Ok(old) | Err(old) => old,
-        }
+        synced(host, scope, sync, || {
+            match word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, f) {
+                Ok(old) => (old, true),
+                Err(old) => (old, false),
+            }
+        })
     }
 }
 
@@ -294,12 +345,21 @@ pub(crate) mod host {
 /// `$to`/`$from` convert to and from its bits.
 macro_rules! element {
     ($t:ty, $raw:ty, $rmw:ident, $to:expr, $from:expr) => {
+        #[allow(private_interfaces)]
         impl sealed::Sealed for $t {
             #[cfg(not(target_arch = "nvptx64"))]
             #[track_caller]
-            fn sim_update(p: *mut $t, i: usize, f: impl Fn($t) -> Option<$t>) -> $t {
+            fn sim_update(
+                p: *mut $t,
+                i: usize,
+                scope: Scope,
+                sync: crate::sim::release::Handoff,
+                f: impl Fn($t) -> Option<$t>,
+            ) -> $t {
                 let (to, from): (fn($t) -> $raw, fn($raw) -> $t) = ($to, $from);
-                from(host::$rmw(p as usize, i, |old| f(from(old)).map(to)))
+                from(host::$rmw(p as usize, i, scope, sync, |old| {
+                    f(from(old)).map(to)
+                }))
             }
         }
     };
@@ -319,9 +379,8 @@ macro_rules! add {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = scope;
                     let op: fn($t, $t) -> $t = $op;
-                    <$t as sealed::Sealed>::sim_update(p, i, |old| Some(op(old, v)))
+                    <$t as sealed::Sealed>::sim_update(p, i, scope, Handoff::Update, |old| Some(op(old, v)))
                 }
             }
         }
@@ -342,8 +401,7 @@ macro_rules! min_max {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = scope;
-                    <$t as sealed::Sealed>::sim_update(p, i, |old| Some(old.max(v)))
+                    <$t as sealed::Sealed>::sim_update(p, i, scope, Handoff::Update, |old| Some(old.max(v)))
                 }
             }
 
@@ -357,8 +415,7 @@ macro_rules! min_max {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = scope;
-                    <$t as sealed::Sealed>::sim_update(p, i, |old| Some(old.min(v)))
+                    <$t as sealed::Sealed>::sim_update(p, i, scope, Handoff::Update, |old| Some(old.min(v)))
                 }
             }
         }
@@ -379,8 +436,7 @@ macro_rules! bits {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = scope;
-                    <$t as sealed::Sealed>::sim_update(p, i, |_| Some(v))
+                    <$t as sealed::Sealed>::sim_update(p, i, scope, Handoff::Update, |_| Some(v))
                 }
             }
 
@@ -403,9 +459,10 @@ macro_rules! bits {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = scope;
                     let to: fn($t) -> _ = $to;
-                    <$t as sealed::Sealed>::sim_update(p, i, |old| (to(old) == to(compare)).then_some(new))
+                    <$t as sealed::Sealed>::sim_update(p, i, scope, Handoff::Update, |old| {
+                        (to(old) == to(compare)).then_some(new)
+                    })
                 }
             }
 
@@ -429,8 +486,7 @@ macro_rules! bits {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = scope;
-                    <$t as sealed::Sealed>::sim_update(p, i, |_| None)
+                    <$t as sealed::Sealed>::sim_update(p, i, scope, Handoff::Update, |_| None)
                 }
             }
 
@@ -452,8 +508,7 @@ macro_rules! bits {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = scope;
-                    <$t as sealed::Sealed>::sim_update(p, i, |_| Some(v));
+                    <$t as sealed::Sealed>::sim_update(p, i, scope, Handoff::Store, |_| Some(v));
                 }
             }
         }

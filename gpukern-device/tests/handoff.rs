@@ -1,69 +1,113 @@
-//! Blocks handing results to the last of them within one launch, in the simulator: strong
-//! stores ([`atomic::store`]), a fence ([`atomic::fence`]) and a counter ([`atomic::add`]) on
-//! the writers' side, a fence and strong loads ([`atomic::load`]) on the last block's, the
-//! counter reset for the next launch (decode attention's fused combine does this).
+//! Blocks handing results to the last of them within one launch, in the simulator: every thread
+//! stores its slot, a barrier, then the block's thread 0 fences ([`atomic::fence`]) and counts
+//! the block in on a counter ([`atomic::add`]): the release. The block that arrives last fences
+//! after its count (the acquire) and, past a barrier, its threads add every block's slots up; the
+//! counter is reset for the next launch (stream-K's and a fused combine's hand-off).
 //!
-//! 1. The hand-off: every block stores its slot, the last to arrive adds the slots up, over
-//!    several grids and two launches on the same counter (the second finds it reset).
-//! 2. The planted bug: the slots written by plain stores, which the last block's strong loads
-//!    race with (a plain access and an atomic one of two blocks, unordered): reported.
+//! 1. The hand-off, with plain stores and loads ([`mem`]) and with strong ones ([`atomic::store`],
+//!    [`atomic::load`]), over several grids and two launches on the same counter.
+//! 2. Planted bugs, each reported as a race on the slots: no fence before the count, no fence
+//!    after it, a block-scope fence, no barrier between the threads' stores and thread 0's
+//!    fence, and a store between the fence and the count.
 
 use gpukern_device::atomic::{self, Scope};
 use gpukern_device::sim::{Dim3, Launch, LaunchConfig, SimError, Violation};
 use gpukern_device::{mem, shared, thread};
 
-/// Thread 0 of block `b` stores `b + 1` to `slots[b]` (strong, or plain if `plain`), fences and
-/// counts the block in on `counter[0]`; the block that arrives last fences, resets the counter
-/// and stores the sum of every slot (strong loads) to `out[0]`.
-unsafe fn handoff(slots: *mut u32, counter: *mut u32, out: *mut u32, plain: bool) {
+/// Threads per block.
+const THREADS: u32 = 32;
+
+/// How [`handoff`] is written: right, or with one planted bug.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Variant {
+    /// Plain stores and loads of the slots.
+    Plain,
+    /// Strong (relaxed `.gpu`) stores and loads of the slots.
+    Strong,
+    /// No fence between the slots' stores and the count.
+    NoReleaseFence,
+    /// No fence between the last block's count and its loads.
+    NoAcquireFence,
+    /// A block-scope fence before the count.
+    BlockFence,
+    /// No barrier between the threads' stores and thread 0's fence.
+    NoBarrier,
+    /// Thread 0 stores its slot again between its fence and the count.
+    StoreAfterFence,
+}
+
+/// Thread `t` of block `b` stores `b * THREADS + t + 1` to slot `b * THREADS + t`; the block
+/// that arrives last on `counter[0]` stores, in each thread `t`, the sum of slot `t` of every
+/// block to `out[t]`, and resets the counter.
+unsafe fn handoff(slots: *mut u32, counter: *mut u32, out: *mut u32, variant: Variant) {
     let last = shared::dynamic::<u32>();
     let n = thread::grid_dim_x() as usize;
     let b = thread::block_idx_x() as usize;
-    let tid = thread::thread_idx_x();
-    // SAFETY: `slots` holds a word per block, `counter` and `out` one word, `last` one shared
-    // word; thread 0 alone touches global memory.
+    let tid = thread::thread_idx_x() as usize;
+    let threads = THREADS as usize;
+    let slot = b * threads + tid;
+    // SAFETY: `slots` holds a word per thread of the grid, `counter` one word, `out` a word per
+    // thread of a block, `last` one shared word.
     unsafe {
+        let value = slot as u32 + 1;
+        if variant == Variant::Strong {
+            atomic::store(slots, slot, value, Scope::Device);
+        } else {
+            mem::store(slots, slot, value);
+        }
+        if variant != Variant::NoBarrier {
+            thread::sync_threads();
+        }
         if tid == 0 {
-            if plain {
-                mem::store(slots, b, b as u32 + 1);
-            } else {
-                atomic::store(slots, b, b as u32 + 1, Scope::Device);
+            match variant {
+                Variant::NoReleaseFence => {}
+                Variant::BlockFence => atomic::fence(Scope::Block),
+                _ => atomic::fence(Scope::Device),
             }
-            atomic::fence(Scope::Device);
+            if variant == Variant::StoreAfterFence {
+                mem::store(slots, slot, value);
+            }
             let arrived = atomic::add(counter, 0, 1, Scope::Device);
-            mem::store(last, 0, u32::from(arrived as usize + 1 == n));
+            let is_last = arrived as usize + 1 == n;
+            if is_last && variant != Variant::NoAcquireFence {
+                atomic::fence(Scope::Device);
+            }
+            mem::store(last, 0, u32::from(is_last));
         }
         thread::sync_threads();
         if mem::load(last, 0) == 0 {
             return;
         }
+        let mut sum = 0;
+        for s in 0..n {
+            sum += if variant == Variant::Strong {
+                atomic::load(slots, s * threads + tid, Scope::Device)
+            } else {
+                mem::load(slots, s * threads + tid)
+            };
+        }
+        mem::store(out, tid, sum);
         if tid == 0 {
-            atomic::fence(Scope::Device);
             atomic::store(counter, 0, 0, Scope::Device);
-            let mut sum = 0;
-            for s in 0..n {
-                sum += atomic::load(slots, s, Scope::Device);
-            }
-            mem::store(out, 0, sum);
         }
     }
 }
 
-/// One launch's result and the sum it stored.
-type Run = (Result<(), SimError>, u32);
+/// One launch's result and the sums it stored.
+type Run = (Result<(), SimError>, Vec<u32>);
 
-/// Runs [`handoff`] twice on `blocks` blocks of 64 threads with one counter; returns each run's
-/// result and sum, and the counter after them.
-fn run(blocks: u32, plain: bool) -> (Vec<Run>, u32) {
+/// Runs [`handoff`] twice on `blocks` blocks with one counter; returns each run's result and
+/// sums, and the counter after them.
+fn run(blocks: u32, variant: Variant) -> (Vec<Run>, u32) {
     let n = blocks as usize;
     let mut counter = vec![0u32; 1];
     let mut runs = Vec::new();
     for _ in 0..2 {
-        let mut slots = vec![0u32; n];
-        let mut out = vec![0u32; 1];
+        let mut slots = vec![0u32; n * THREADS as usize];
+        let mut out = vec![0u32; THREADS as usize];
         let config = LaunchConfig {
             grid: Dim3::new(blocks, 1, 1),
-            block: Dim3::new(64, 1, 1),
+            block: Dim3::new(THREADS, 1, 1),
             shared_mem_bytes: 4,
         };
         let mut launch = Launch::new("handoff", config);
@@ -73,39 +117,59 @@ fn run(blocks: u32, plain: bool) -> (Vec<Run>, u32) {
             launch.output("out", &mut out),
         );
         // SAFETY: the buffers are sized as `handoff` needs.
-        let result = unsafe { launch.run(|| handoff(ps, pc, po, plain)) };
-        runs.push((result, out[0]));
+        let result = unsafe { launch.run(|| handoff(ps, pc, po, variant)) };
+        runs.push((result, out));
     }
     (runs, counter[0])
 }
 
 #[test]
-fn the_last_block_reads_every_block_s_slot_and_resets_the_counter() {
-    for blocks in [1u32, 2, 7, 33, 132] {
-        let (runs, counter) = run(blocks, false);
-        let n = blocks;
-        for (i, (result, sum)) in runs.into_iter().enumerate() {
-            result.unwrap_or_else(|e| panic!("{blocks} blocks, launch {i}: {e}"));
-            assert_eq!(sum, n * (n + 1) / 2, "{blocks} blocks, launch {i}");
+fn the_last_block_reads_every_block_s_slots_and_resets_the_counter() {
+    for variant in [Variant::Plain, Variant::Strong] {
+        for blocks in [1u32, 2, 7, 33, 132] {
+            let (runs, counter) = run(blocks, variant);
+            let n = blocks;
+            for (i, (result, sums)) in runs.into_iter().enumerate() {
+                result.unwrap_or_else(|e| panic!("{variant:?}, {blocks} blocks, launch {i}: {e}"));
+                for (t, sum) in sums.into_iter().enumerate() {
+                    // Slot values b * THREADS + t + 1 over b < n.
+                    let expected = THREADS * n * (n - 1) / 2 + n * (t as u32 + 1);
+                    assert_eq!(
+                        sum, expected,
+                        "{variant:?}, {blocks} blocks, launch {i}, thread {t}"
+                    );
+                }
+            }
+            assert_eq!(
+                counter, 0,
+                "{variant:?}, {blocks} blocks: the counter left for the next launch"
+            );
         }
-        assert_eq!(
-            counter, 0,
-            "{blocks} blocks: the counter left for the next launch"
-        );
     }
 }
 
 #[test]
-fn plain_stores_read_by_another_block_are_a_race() {
-    let (runs, _) = run(4, true);
-    let error = runs
-        .into_iter()
-        .find_map(|(result, _)| result.err())
-        .expect("the planted plain stores must be reported");
-    assert_eq!(error.kernel, "handoff");
-    assert!(
-        matches!(&error.violation, Violation::GlobalRace { buffer, .. } if buffer == "slots"),
-        "{:?}",
-        error.violation
-    );
+fn a_hand_off_without_its_release_or_acquire_is_a_race() {
+    for variant in [
+        Variant::NoReleaseFence,
+        Variant::NoAcquireFence,
+        Variant::BlockFence,
+        Variant::NoBarrier,
+        Variant::StoreAfterFence,
+    ] {
+        for blocks in [2u32, 5, 33] {
+            // The first launch: a reported launch stops before its last block resets the counter.
+            let (mut runs, _) = run(blocks, variant);
+            let (result, _) = runs.swap_remove(0);
+            let error = result
+                .err()
+                .unwrap_or_else(|| panic!("{variant:?}, {blocks} blocks: not reported"));
+            assert_eq!(error.kernel, "handoff");
+            assert!(
+                matches!(&error.violation, Violation::GlobalRace { buffer, .. } if buffer == "slots"),
+                "{variant:?}, {blocks} blocks: {:?}",
+                error.violation
+            );
+        }
+    }
 }

@@ -18,6 +18,7 @@ use super::{Access, Dim3, SimError, Space, Violation};
 
 mod cluster;
 mod hopper;
+mod release;
 mod schedule;
 
 pub(crate) use hopper::AsyncRead;
@@ -120,6 +121,14 @@ pub(super) struct BlockState<'l> {
     hopper: RefCell<Option<Box<super::hopper::Hopper>>>,
     /// Each thread's `fence.proxy.async` so far.
     fences: Vec<Cell<u32>>,
+    /// Each thread's device-scope fences ([`crate::atomic::fence`]): the barrier interval of
+    /// its latest, and how many it executed in that interval.
+    device_fences: Vec<Cell<(u32, u32)>>,
+    /// Each thread's releases: observed, acquired, and to publish.
+    syncs: Vec<RefCell<super::release::ThreadSync>>,
+    /// Releases acquired by the block's threads, with the barrier interval of each acquiring
+    /// fence: a thread past a later barrier knows them too.
+    acquired: RefCell<Vec<(u32, super::release::Knowledge)>>,
     /// Which threads have called [`crate::dependent::wait`] (checked in a dependent launch).
     waited: Vec<Cell<bool>>,
     /// Whether the running thread is applying retired `wgmma` products (their operand reads were
@@ -163,6 +172,9 @@ impl<'l> BlockState<'l> {
             progress: Cell::new(0),
             hopper: RefCell::new(None),
             fences: (0..threads).map(|_| Cell::new(0)).collect(),
+            device_fences: (0..threads).map(|_| Cell::new((0, 0))).collect(),
+            syncs: (0..threads).map(|_| RefCell::default()).collect(),
+            acquired: RefCell::default(),
             waited: (0..threads).map(|_| Cell::new(false)).collect(),
             in_wgmma_apply: Cell::new(false),
             remote_access: Cell::new(None),
@@ -317,9 +329,12 @@ impl<'l> BlockState<'l> {
                 block: self.block_linear as u32,
                 thread: self.current.get(),
                 epoch: self.epoch.get(),
+                fences: self.device_fences_now(),
                 grid: self.grid_epoch.get(),
             };
-            if let Err(conflict) = shadow.record(offset, size, me, access) {
+            if let Err(conflict) =
+                shadow.record(offset, size, me, access, |other| self.acquired_covers(other))
+            {
                 self.fail_global_race(region, shadow.granularity(), conflict, me, access);
             }
         }

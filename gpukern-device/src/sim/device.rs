@@ -8,6 +8,7 @@ use std::panic::Location;
 pub(crate) use super::block::AsyncRead;
 use super::block::{BlockState, PollOn, Suspend};
 use super::hopper::groups::Product;
+use super::release::Handoff;
 use super::{Access, Violation};
 
 thread_local! {
@@ -198,6 +199,20 @@ pub fn copy_complete(bar: usize, bytes: u32) {
 /// completing on `target` ([`copy_target`]); `element`: its `(row, column)` in the tensor.
 pub fn copy_write(dst: usize, bytes: &[u8], target: (usize, u32), element: Option<(u32, u32)>) {
     checked(|b| b.copy_write(dst, bytes, target, element))
+}
+
+/// A device- or system-scope fence of the running thread (`fence.acq_rel.gpu` / `.sys`): it
+/// acquires the releases its atomics read since its last one, and its next atomics publish its
+/// release ([`crate::sim::release`]).
+pub fn device_fence() {
+    with_block(|b| b.device_fence())
+}
+
+/// Runs `update`, the host side of a device- or system-scope atomic of the running thread on the
+/// (checked) word at host address `address`, returning what it read and whether it wrote; `sync`
+/// says what it publishes of the thread's releases.
+pub fn atomic_sync<R>(address: usize, sync: Handoff, update: impl FnOnce() -> (R, bool)) -> R {
+    with_block(|b| b.atomic_sync(address, sync, update))
 }
 
 /// `fence.proxy.async` of the running thread.

@@ -5,19 +5,22 @@
 //! Blocks run on several OS threads at once, so each entry is an atomic word holding a packed
 //! [`Toucher`]. Two threads of one block are ordered by a barrier between their accesses (the
 //! same barrier-interval rule as shared memory); threads of different blocks are ordered only by
-//! a grid barrier between their accesses ([`crate::grid::sync`], cooperative launches only). Two atomics never race with each other
+//! a grid barrier between their accesses ([`crate::grid::sync`], cooperative launches only) or
+//! by a release the later one acquired ([`super::release`]). Two atomics never race with each other
 //! (that is what they are for), but an atomic races with an unordered plain read or write.
 //! Only writable buffers get a shadow: an input cannot be written, so it cannot race.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::release::FENCE_BITS;
 use super::Access;
 
 /// Bits of a packed [`Toucher`] that hold `thread + 1` (up to 1024 threads, so 11 bits).
 const THREAD_BITS: u32 = 11;
-/// Bits that hold the barrier interval, modulo 2^21 (a block passing 2^21 barriers could alias
-/// two intervals of one thread pair; no kernel here comes near).
-const EPOCH_BITS: u32 = 21;
+/// Bits that hold the barrier interval, modulo 2^17 (a block passing 2^17 barriers between two
+/// accesses of one element could alias their intervals; no kernel here comes near). The
+/// [`FENCE_BITS`] above them hold the thread's device-scope fences in the interval.
+pub(super) const EPOCH_BITS: u32 = 17;
 
 /// Bits of the high half of a packed [`Toucher`] that hold the grid-barrier interval in a
 /// cooperative launch (the block's index gets the other 16: such a grid has at most
@@ -26,8 +29,8 @@ const EPOCH_BITS: u32 = 21;
 const GRID_EPOCH_BITS: u32 = 16;
 
 /// One thread's access, packed into 64 bits: the block's linear index (low 32 bits of it; in a
-/// cooperative launch, the low 16 bits beside the grid-barrier interval), the barrier interval,
-/// and `thread + 1` (so that 0 means nobody).
+/// cooperative launch, the low 16 bits beside the grid-barrier interval), the thread's fences in
+/// its barrier interval, the interval, and `thread + 1` (so that 0 means nobody).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) struct Toucher {
     /// Linear index of the block in the grid.
@@ -36,6 +39,9 @@ pub(super) struct Toucher {
     pub(super) thread: u32,
     /// Barriers the block had passed when the access happened.
     pub(super) epoch: u32,
+    /// Device-scope fences the thread had executed in that barrier interval (at most
+    /// [`super::release::MAX_FENCES`]).
+    pub(super) fences: u32,
     /// Grid barriers the grid had passed when the access happened (0 outside a cooperative
     /// launch).
     pub(super) grid: u32,
@@ -46,11 +52,15 @@ impl Toucher {
     /// cooperative launch).
     fn pack(self, grid_bits: u32) -> u64 {
         let epoch = u64::from(self.epoch) & ((1 << EPOCH_BITS) - 1);
+        let fences = u64::from(self.fences.min((1 << FENCE_BITS) - 1));
         let high = match grid_bits {
             0 => u64::from(self.block),
             bits => (u64::from(self.grid) & ((1 << bits) - 1)) << (32 - bits) | u64::from(self.block),
         };
-        (high << 32) | (epoch << THREAD_BITS) | (u64::from(self.thread) + 1)
+        (high << 32)
+            | (fences << (THREAD_BITS + EPOCH_BITS))
+            | (epoch << THREAD_BITS)
+            | (u64::from(self.thread) + 1)
     }
 
     fn unpack(word: u64, grid_bits: u32) -> Option<Toucher> {
@@ -64,6 +74,7 @@ impl Toucher {
             block,
             thread: thread - 1,
             epoch: ((word >> THREAD_BITS) & ((1 << EPOCH_BITS) - 1)) as u32,
+            fences: ((word >> (THREAD_BITS + EPOCH_BITS)) & ((1 << FENCE_BITS) - 1)) as u32,
             grid,
         })
     }
@@ -128,7 +139,8 @@ impl GlobalShadow {
     }
 
     /// Records an access by `me` to bytes `offset..offset + size` of the buffer (in bounds), or
-    /// returns the first earlier access it races with.
+    /// returns the first earlier access it races with. `acquired(other)`: whether `me`'s thread
+    /// acquired a release that orders `other`'s access (of another block) before it.
     ///
     /// Each side publishes itself before it looks at the other (a store swaps in its writer and
     /// then reads the reader and the atomic; a load swaps in its reader and then reads the writer
@@ -141,6 +153,7 @@ impl GlobalShadow {
         size: usize,
         me: Toucher,
         access: Access,
+        acquired: impl Fn(Toucher) -> bool,
     ) -> Result<(), GlobalConflict> {
         let first = offset / self.granularity;
         let last = (offset + size.max(1) - 1) / self.granularity;
@@ -150,6 +163,7 @@ impl GlobalShadow {
             let conflict = |word: u64, other_access| {
                 Toucher::unpack(word, bits)
                     .filter(|&other| me.unordered_with(other, bits))
+                    .filter(|&other| other.block == me.block || !acquired(other))
                     .map(|other| GlobalConflict {
                         element,
                         other,

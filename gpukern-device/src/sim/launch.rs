@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use super::block::{run_cluster, StackPool};
 use super::global::GlobalShadow;
 use super::print::Output;
+use super::release::Locations;
 use super::{SimError, Violation, MAX_THREADS_PER_BLOCK};
 
 /// A grid or block extent, or an index in one.
@@ -112,6 +113,8 @@ pub(super) struct LaunchInfo {
     /// A programmatic dependent launch ([`Launch::dependent`]): a thread's global-memory access
     /// before its [`crate::dependent::wait`] is reported.
     pub(super) dependent: bool,
+    /// The releases published on each global word by device-scope atomics.
+    pub(super) locations: Locations,
 }
 
 /// Most blocks a cluster may have: 8 is the portable limit, 16 needs the kernel's
@@ -182,6 +185,7 @@ impl<'a> Launch<'a> {
                 cluster: Dim3::new(1, 1, 1),
                 cooperative: false,
                 dependent: false,
+                locations: Locations::default(),
             },
             _buffers: PhantomData,
         }

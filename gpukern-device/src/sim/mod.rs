@@ -47,7 +47,14 @@
 //!   least one of them writing;
 //! * global-memory races in output buffers: two threads touching the same element, at least one
 //!   writing, with nothing ordering them (threads of different blocks, unless a grid barrier of a
-//!   cooperative launch lies between; threads of one block, between two barriers). Reported from the lower of the two (block, thread) pairs;
+//!   cooperative launch lies between, or a release the later thread acquired covers the earlier
+//!   access; threads of one block, between two barriers). Reported from the lower of the two
+//!   (block, thread) pairs. A release is a device- or system-scope [`crate::atomic::fence`]
+//!   then an atomic on global memory; it covers its thread's accesses before the fence and its
+//!   block's before a barrier that precedes the fence. An acquire is an atomic that reads the
+//!   word the release's atomic wrote (or a later read-modify-write of it), then a fence; the
+//!   acquiring thread's block learns it at its next barrier, and a release carries what its
+//!   thread acquired before (`sim/release.rs`);
 //! * atomics, as accesses of kind [`Access::Atomic`] in global and shared memory: checked for
 //!   bounds, unknown pointers and writes to inputs as a write is; two atomics on one element
 //!   never race, but an atomic races with another thread's plain read or write of the element
@@ -92,9 +99,14 @@
 //!   access is checked against the latest atomic, not every earlier one;
 //! * the scope of an atomic: every atomic is performed device-wide, so a block-scope atomic on
 //!   global memory that other blocks update too passes here (on the GPU it is not atomic with
-//!   respect to them); nor the ordering atomics do not give (they are relaxed, as on the GPU, but
-//!   nothing checks that a kernel relies on them for more), nor the GPU's f32 atomic add on
-//!   global memory flushing subnormals to zero;
+//!   respect to them; block-scope fences and atomics do hand nothing between blocks here); nor
+//!   the GPU's f32 atomic add on global memory flushing subnormals to zero;
+//! * releases beyond the pattern above: a thread's sixteenth and later device-scope fence in one
+//!   barrier interval counts as its fifteenth (its releases then cover less: races reported,
+//!   none missed), a strong store ends the word's chain of releases (as a plain one does not
+//!   here), and what a thread knows of another block's accesses is checked at conflicts only, so
+//!   an acquire that happens to read the value of the wrong release (a counter the kernel never
+//!   reset) passes where its accesses do not conflict;
 //! * copies landing later than when they are issued (the Hopper checks above stand in for their
 //!   timing), multicast copies, remote `mbarrier` arrivals, and a bulk store's source rewritten
 //!   before its `wait_group_read`;
@@ -112,6 +124,7 @@ mod global;
 pub(crate) mod hopper;
 mod launch;
 mod print;
+pub(crate) mod release;
 mod report;
 mod rule;
 mod shadow;
