@@ -69,8 +69,8 @@ fn rows_at(shape: (usize, usize, usize), plans: bool, wgmma: bool, sms: usize) -
 }
 
 /// The plans timed at a shape: the default, and with `plans` every one forced; with `wgmma`
-/// (a Hopper GPU of `sms` SMs) the Hopper rung too, whatever `plans` says: its two tiles with `k`
-/// whole and [`DecodePlan::choose_wgmma`]'s choice, the `mma.sync` rung's own choice and, where
+/// (a Hopper GPU of `sms` SMs) the Hopper rung too, whatever `plans` says: its tiles with `k`
+/// whole, [`DecodePlan::choose_wgmma`]'s choice, its stream-K form of each tile on `sms` blocks, the `mma.sync` rung's own choice and, where
 /// that keeps `k` whole at `m <= 8`, its no-L1-allocation variant (`gpukern:mma-na`), so that
 /// one run compares them at every `m`.
 fn plans_at(
@@ -84,6 +84,11 @@ fn plans_at(
         let mut hopper = vec![DecodePlan::choose_wgmma(m, n, k, sms)];
         for tile in [DecodeTile::Rows256, DecodeTile::Rows224, DecodeTile::Rows128] {
             hopper.push(DecodePlan::Wgmma { tile, slices: 1 });
+        }
+        // The stream-K form on one block per SM (`gpukern:wgmma-224-sk132` on an H200), each
+        // tile: every SM streams to the end, the split tiles added up in the launch.
+        for tile in [DecodeTile::Rows224, DecodeTile::Rows256, DecodeTile::Rows128] {
+            hopper.push(DecodePlan::stream_k(tile, sms));
         }
         // And the `mma.sync` rung's own choice where the default is the Hopper rung, and at
         // `m <= 8` its variant reading the weight without L1 lines, 256 bytes per L2 fetch.

@@ -15,7 +15,8 @@
 //! * [`warp`]: the warp-level tiles of `mma.sync` (sm_80 and later): a padded shared-memory tile,
 //!   `ldmatrix` fragments of `A` and `B`, the `16 x 8` accumulator.
 //! * [`store_rows`]: the fragment stored into a row-major matrix of an [`Output`] element
-//!   (`f32`, `bf16`, `f16`) through a fused epilogue, 16 bytes per access where the rows allow.
+//!   (`f32`, `bf16`, `f16`) through a fused epilogue, 16 bytes per access where the rows allow;
+//!   [`store_pairs`] the same with no shuffles, each thread on its own.
 //!
 //! The layouts are those of [`crate::wgmma`]'s documentation: a tile starts on a 1024-byte
 //! boundary; the 8-row groups are 1024 bytes apart (`SBO`); the steps of 16 (16-bit) or 8 (f32)
@@ -30,7 +31,7 @@
 mod store;
 pub mod warp;
 
-pub use store::{store_rows, Output};
+pub use store::{store_pairs, store_rows, Output};
 
 use crate::pipeline::Stage;
 use crate::tma::{Tensor2d, SWIZZLE_128B};

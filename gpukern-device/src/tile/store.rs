@@ -212,13 +212,17 @@ pub unsafe fn store_rows<O: Output, A: Accumulators>(
 }
 
 /// [`store_rows`] without the 16-byte path: pairs where `n` is even, else one element at a time.
+/// Each thread stores its own pairs with no shuffle, so that threads of one warp may call it or
+/// not on their own (an epilogue where each thread decides alone, such as a stream-K hand-off).
+/// Traffic: the pairs inside `c`, written once.
 ///
 /// # Safety
-/// As [`store_rows`], `c` aligned to a pair when `n` is even.
+/// As [`store_rows`] but for the shuffles: `c` aligned to a pair when `n` is even; `f` safe to
+/// call for every pair that starts inside `c`.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
-unsafe fn store_pairs<O: Output, A: Accumulators>(
+pub unsafe fn store_pairs<O: Output, A: Accumulators>(
     acc: &A,
     t: usize,
     c: *mut O,

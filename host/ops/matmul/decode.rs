@@ -17,6 +17,7 @@ use kernels_gpu::matmul::decode::{
 use kernels_gpu::matmul::decode_rows::{
     self as rows_rung, DECODE_ROWS_BLOCK, DECODE_ROWS_MAX_M, DECODE_ROWS_WARPS,
 };
+use kernels_gpu::matmul::decode_stream_k as stream_k;
 use kernels_gpu::matmul::decode_wgmma::{self as hopper, DECODE_64X128, DECODE_64X224, DECODE_64X256};
 use kernels_gpu::matmul::wgmma_ws::WsTiling;
 
@@ -93,6 +94,21 @@ pub(super) type WgmmaLauncher<O> = for<'a> unsafe fn(
     usize,
 ) -> Result<()>;
 
+/// The launcher of a stream-K Hopper decode kernel `(maps, x, w, out, slots, counters, m, n, k)`.
+pub(super) type StreamKLauncher<O> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, u64>,
+    DeviceSlice<'a, bf16>,
+    DeviceSlice<'a, bf16>,
+    DeviceSliceMut<'a, O>,
+    DeviceSliceMut<'a, f32>,
+    DeviceSliceMut<'a, u32>,
+    usize,
+    usize,
+    usize,
+) -> Result<()>;
+
 /// The operation's name in errors.
 const OP: &str = "matmul_decode";
 
@@ -135,6 +151,20 @@ pub enum DecodePlan {
         tile: DecodeTile,
         /// Slices of `k` asked for.
         slices: usize,
+    },
+    /// The Hopper rung's block on a stream-K grid (`matmul_decode_wgmma_sk_{bf16,f32}_64x*`,
+    /// `sm_90a` only): `blocks` blocks (one per SM: [`DecodePlan::stream_k`]) share the
+    /// product's steps of 64 along `k` equally, tile after tile, so that every SM streams the
+    /// weight to the end; a tile shared by several blocks is added up by the last of them to
+    /// finish its part (in block order: the same bits whichever ends last), in the same launch,
+    /// through a workspace kept per stream handle (made by the first call, so call once before
+    /// capturing). Needs what [`DecodePlan::Wgmma`] needs. Not chosen by [`DecodePlan::choose`]
+    /// until timed on the GPU.
+    StreamK {
+        /// Rows of `W` per tile.
+        tile: DecodeTile,
+        /// Blocks of the grid (at least 1; at most the product's steps are launched).
+        blocks: usize,
     },
 }
 
@@ -240,7 +270,8 @@ impl DecodePlan {
 
     /// A short name: `naive`, `mma`, `mma-s4` (4 slices), `mma-nc` (read-only loads), `mma-na`
     /// (read-only loads allocating no L1 line, 256-byte L2 fetches),
-    /// `wgmma-256`, `wgmma-128-s2` (128 rows of `W` per block, 2 slices), `rows`, `rows-s2`,
+    /// `wgmma-256`, `wgmma-128-s2` (128 rows of `W` per block, 2 slices), `wgmma-224-sk132`
+    /// (224 rows per tile, stream-K on 132 blocks), `rows`, `rows-s2`,
     /// `rows-na` (the CUDA-core rung without L1 lines and with 256-byte L2 fetches).
     pub fn name(self) -> String {
         match self {
@@ -253,6 +284,7 @@ impl DecodePlan {
                 }
                 s
             }
+            DecodePlan::StreamK { tile, blocks } => format!("wgmma-{}-sk{blocks}", tile.rows()),
             DecodePlan::Mma { slices, loads } => DecodePlan::loads_name("mma", slices, loads),
         }
     }
@@ -307,6 +339,11 @@ pub(super) fn wgmma_launcher<O: DecodeOutput>(tile: DecodeTile) -> WgmmaLauncher
     O::wgmma(tile)
 }
 
+/// The Hopper rung's stream-K entry of `tile` writing `O`.
+pub(super) fn stream_k_launcher<O: DecodeOutput>(tile: DecodeTile) -> StreamKLauncher<O> {
+    O::stream_k(tile)
+}
+
 /// Adds `slices` f32 planes of `len` elements into `y` in slice order (the second pass of a split
 /// decode product).
 ///
@@ -338,6 +375,8 @@ mod sealed {
         fn naive() -> NaiveLauncher<Self>;
         /// The Hopper rung of `tile`.
         fn wgmma(tile: DecodeTile) -> WgmmaLauncher<Self>;
+        /// The Hopper rung of `tile` on a stream-K grid.
+        fn stream_k(tile: DecodeTile) -> StreamKLauncher<Self>;
         /// Adds `slices` f32 planes of `len` elements into `y` in slice order.
         ///
         /// # Safety
@@ -383,6 +422,13 @@ mod sealed {
                 DecodeTile::Rows256 => hopper::matmul_decode_wgmma_bf16_64x256::launch_views::<Module>,
                 DecodeTile::Rows224 => hopper::matmul_decode_wgmma_bf16_64x224::launch_views::<Module>,
                 DecodeTile::Rows128 => hopper::matmul_decode_wgmma_bf16_64x128::launch_views::<Module>,
+            }
+        }
+        fn stream_k(tile: DecodeTile) -> StreamKLauncher<bf16> {
+            match tile {
+                DecodeTile::Rows256 => stream_k::matmul_decode_wgmma_sk_bf16_64x256::launch_views::<Module>,
+                DecodeTile::Rows224 => stream_k::matmul_decode_wgmma_sk_bf16_64x224::launch_views::<Module>,
+                DecodeTile::Rows128 => stream_k::matmul_decode_wgmma_sk_bf16_64x128::launch_views::<Module>,
             }
         }
         unsafe fn sum(
@@ -436,6 +482,13 @@ mod sealed {
                 DecodeTile::Rows256 => hopper::matmul_decode_wgmma_f32_64x256::launch_views::<Module>,
                 DecodeTile::Rows224 => hopper::matmul_decode_wgmma_f32_64x224::launch_views::<Module>,
                 DecodeTile::Rows128 => hopper::matmul_decode_wgmma_f32_64x128::launch_views::<Module>,
+            }
+        }
+        fn stream_k(tile: DecodeTile) -> StreamKLauncher<f32> {
+            match tile {
+                DecodeTile::Rows256 => stream_k::matmul_decode_wgmma_sk_f32_64x256::launch_views::<Module>,
+                DecodeTile::Rows224 => stream_k::matmul_decode_wgmma_sk_f32_64x224::launch_views::<Module>,
+                DecodeTile::Rows128 => stream_k::matmul_decode_wgmma_sk_f32_64x128::launch_views::<Module>,
             }
         }
         unsafe fn sum(
@@ -680,6 +733,9 @@ impl Gpu {
         {
             return invalid("a DecodePlan::Mma, ::Rows or ::Wgmma needs at least one slice of k".to_string());
         }
+        if let DecodePlan::StreamK { blocks: 0, .. } = plan {
+            return invalid("a DecodePlan::StreamK needs at least one block".to_string());
+        }
         if m == 0 || n == 0 {
             return Ok(());
         }
@@ -687,6 +743,9 @@ impl Gpu {
         let (slices, loads, rows_rung) = match plan {
             DecodePlan::Wgmma { tile, slices } => {
                 return self.launch_decode_wgmma(tile, slices, x, w, y, (m, k, n), workspace);
+            }
+            DecodePlan::StreamK { tile, blocks } => {
+                return self.launch_decode_stream_k(tile, blocks, x, w, y, (m, k, n));
             }
             DecodePlan::Naive => {
                 let cfg = LaunchConfig {

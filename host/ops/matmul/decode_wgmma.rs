@@ -8,7 +8,7 @@ use kernels_gpu::matmul::decode_wgmma::{DECODE_WGMMA_BK, DECODE_WGMMA_ROWS};
 use kernels_gpu::matmul::wgmma::MAP_WORDS;
 
 use super::decode::{DecodeOutput, DecodePlan, DecodeTile, sum_planes, wgmma_launcher};
-use super::wgmma::{MapMatrix, check_copy_engine_dims, encode};
+use super::wgmma::{MapMatrix, encode};
 use crate::buffer::{DeviceMatrix, DeviceVec};
 use crate::device::{Backend, Gpu};
 use crate::error::{Error, Result};
@@ -48,6 +48,7 @@ impl DecodePlan {
                 DecodePlan::launched_slices(k, slices)
             }
             DecodePlan::Wgmma { slices, .. } => k.div_ceil(DecodePlan::wgmma_k_split(k, slices)).max(1),
+            DecodePlan::StreamK { .. } => 1,
         }
     }
 
@@ -126,23 +127,7 @@ impl Gpu {
         (m, k, n): (usize, usize, usize),
         workspace: Option<&mut DeviceVec<f32>>,
     ) -> Result<()> {
-        let invalid = |detail: String| Err(Error::InvalidArgument { op: OP, detail });
-        if !self.has_wgmma() {
-            return invalid(
-                "the Hopper decode kernels are in the sm_90a PTX module only, which loads on a \
-                 compute capability 9.0 GPU: use DecodePlan::Mma"
-                    .to_string(),
-            );
-        }
-        let aligned = x.data.is_16_byte_aligned() && w.data.is_16_byte_aligned();
-        if !DecodePlan::mma_applies(m, n, k, aligned) || m > DECODE_WGMMA_ROWS {
-            return invalid(format!(
-                "the Hopper decode kernels need 1 <= m <= {DECODE_WGMMA_ROWS}, k a positive \
-                 multiple of 8 and 16-byte aligned matrices (m = {m}, k = {k}): use \
-                 DecodePlan::Naive"
-            ));
-        }
-        check_copy_engine_dims((m, k, n))?;
+        self.check_decode_wgmma(x, w, (m, k, n))?;
         let plan = DecodePlan::Wgmma { tile, slices };
         let (k_split, launched) = (DecodePlan::wgmma_k_split(k, slices), plan.launched(k));
         let t = tile.tiling();
@@ -207,7 +192,7 @@ impl Gpu {
     /// The tensor maps of `X` (`m x k`, boxes of `64 x 64`) and `W` (`n x k`, boxes of `bn x 64`)
     /// in device memory, cached per stream handle (zeros in the simulator, whose copies read
     /// the matrices directly).
-    fn decode_maps(
+    pub(super) fn decode_maps(
         &self,
         x: &DeviceMatrix<bf16>,
         w: &DeviceMatrix<bf16>,

@@ -2,10 +2,11 @@
 //! operation checks its operands once (`mod.rs`), picks the plan once (`plan.rs`, its rules as
 //! data in `plan_rules.rs`, its tests in `plan_tests.rs`), and launches it (`kernels.rs`); the half-precision entry points, the Hopper `wgmma` paths, the TF32
 //! error bound, the decode products (`Y = X W^T`, `decode.rs`, its Hopper rung and the plan of
-//! its tile and slices in `decode_wgmma.rs`) and the FP8 product
+//! its tile and slices in `decode_wgmma.rs`, its stream-K form in `decode_stream_k.rs`) and the FP8 product
 //! (`fp8_matmul.rs`, its plan in `fp8_plan.rs`) have a file each.
 
 mod decode;
+mod decode_stream_k;
 mod decode_wgmma;
 mod error_bound;
 mod fp8;

@@ -34,7 +34,9 @@
 //!     `matmul::decode`. [`decode_wgmma`]: the same product on Hopper (`sm_90a` only), the
 //!     weight streamed through a TMA ring into shared memory and multiplied by `wgmma` with the
 //!     box of `X` reused by the whole block, `k` split into slices sized to whole waves; items
-//!     under `matmul::decode_wgmma`. [`decode_rows`]: the same product at `m <= 8` on CUDA
+//!     under `matmul::decode_wgmma`; [`decode_stream_k`] runs its block on a stream-K grid of one
+//!     block per SM, split tiles handed to their last block through fences and counters.
+//!     [`decode_rows`]: the same product at `m <= 8` on CUDA
 //!     cores, each warp streaming whole rows of the weight, 512 contiguous bytes per load
 //!     instruction; items under `matmul::decode_rows`.
 //! 11. [`fp8_quant`]: f32 or bf16 matrices quantised to FP8 E4M3 with a per-tensor or per-row
@@ -107,6 +109,8 @@ macro_rules! unrolled {
 
 pub mod decode;
 pub mod decode_rows;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod decode_stream_k;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod decode_wgmma;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]

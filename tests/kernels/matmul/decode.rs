@@ -4,7 +4,8 @@
 //! slices of `k`, the read-only-load kernels (`ld.global.nc`, and without an L1 line) where
 //! `m <= 8`, the CUDA-core rung whole and in 2 and 3 slices where `m <= 8` and its comparison
 //! variants at `m = 1`, the Hopper rung's two tiles whole and
-//! in 2 and 3 slices, the tutorial rung), both result types; `{sim,cuda}::matmul_decode::errors`, `global::matmul_decode` (the free function on
+//! in 2 and 3 slices, its stream-K form (`SIM_STREAM_K` in the simulator; on CUDA every tile on
+//! 1, 2, 3, 7 blocks and one per SM), the tutorial rung), both result types; `{sim,cuda}::matmul_decode::errors`, `global::matmul_decode` (the free function on
 //! views) and `matmul_decode_check::planted_kernels_fail` (the check refuses a kernel that loses
 //! a step of 32 along `k`, or reads the wrong row of `X`).
 //!
@@ -89,8 +90,30 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     trials
 }
 
-/// Every plan that applies at `(m, k)` with aligned matrices, beside the default.
-fn plans(m: usize, n: usize, k: usize) -> Vec<DecodePlan> {
+/// The stream-K plans tried in the simulator (few: each launch of 384 threads a block is slow
+/// there): 224-row tiles on 3 blocks, 128-row tiles on 7, and 256-row tiles on 132 (one block
+/// per step on these shapes: every tile split among all of its steps' blocks).
+const SIM_STREAM_K: &[(DecodeTile, usize)] = &[
+    (DecodeTile::Rows224, 3),
+    (DecodeTile::Rows128, 7),
+    (DecodeTile::Rows256, 132),
+];
+
+/// The stream-K plans tried on CUDA: every tile on one block (every tile whole, several a
+/// block), on 2, 3 and 7 blocks, and on one block per SM of the GPU.
+fn cuda_stream_k(sms: usize) -> Vec<(DecodeTile, usize)> {
+    let mut plans = Vec::new();
+    for tile in [DecodeTile::Rows256, DecodeTile::Rows224, DecodeTile::Rows128] {
+        for blocks in [1, 2, 3, 7, sms] {
+            plans.push((tile, blocks));
+        }
+    }
+    plans
+}
+
+/// Every plan that applies at `(m, k)` with aligned matrices, beside the default; `stream_k`:
+/// the stream-K plans among them.
+fn plans(m: usize, n: usize, k: usize, stream_k: &[(DecodeTile, usize)]) -> Vec<DecodePlan> {
     let mut plans = vec![DecodePlan::Naive];
     if DecodePlan::mma_applies(m, n, k, true) {
         for slices in [1, 2, 3] {
@@ -121,6 +144,9 @@ fn plans(m: usize, n: usize, k: usize) -> Vec<DecodePlan> {
                 tile: DecodeTile::Rows224,
                 slices,
             });
+        }
+        for &(tile, blocks) in stream_k {
+            plans.push(DecodePlan::StreamK { tile, blocks });
         }
     }
     plans
@@ -159,7 +185,12 @@ fn decode_shape(gpu: &Gpu, rng: &mut StdRng, (m, k, n): (usize, usize, usize)) -
     let mut y32 = gpu.upload_matrix(&Array2::from_elem((m, n), f32::NAN))?;
     gpu.matmul_decode_to(&dx, &dw, &mut y32)?;
     check("matmul_decode_to f32".into(), widen(&y32.to_array()?), 0.0);
-    for plan in plans(m, n, k) {
+    let stream_k = if gpu.is_simulator() {
+        SIM_STREAM_K.to_vec()
+    } else {
+        cuda_stream_k(gpu.multiprocessors()?)
+    };
+    for plan in plans(m, n, k, &stream_k) {
         let mut y = gpu.upload_matrix(&Array2::from_elem((m, n), bf16::NAN))?;
         gpu.matmul_decode_with(&dx, &dw, &mut y, plan)?;
         check(format!("{} bf16", plan.name()), widen(&y.to_array()?), u_bf16);
@@ -206,6 +237,14 @@ fn decode_errors(gpu: &Gpu) -> Check {
     invalid(
         "0 slices of the Hopper rung",
         gpu.matmul_decode_with(&x, &w, &mut y, zero_wgmma),
+    )?;
+    let zero_blocks = DecodePlan::StreamK {
+        tile: DecodeTile::Rows224,
+        blocks: 0,
+    };
+    invalid(
+        "a stream-K grid of 0 blocks",
+        gpu.matmul_decode_with(&x, &w, &mut y, zero_blocks),
     )?;
     let nc = DecodePlan::Mma {
         slices: 1,
