@@ -21,7 +21,9 @@
 //! stores to `Y`, then resets its counter to 0 for the next launch. The threads of a contributor
 //! hold the same elements (the same fragment layout), so each thread's hand-off is its own; the
 //! sum's order, and so the result bit for bit, does not depend on which block ended last. No
-//! block waits for another: nothing assumes the grid is resident.
+//! block waits for another: nothing assumes the grid is resident. The partials are read with
+//! plain loads: ptxas assembles the device fence (`fence.acq_rel.gpu`) as `MEMBAR.ALL.GPU` then
+//! `CCTL.IVALL` (nvdisasm of the sm_90a cubin, ptxas 13.5), so no stale L1 line is read after it.
 //!
 //! # Traffic
 //! The weight once (`2 n k` bytes), `X` from L2 per step; per split tile each contributor writes
