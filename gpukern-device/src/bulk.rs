@@ -87,8 +87,9 @@ pub fn fence_shared() {
 }
 
 /// Closes this thread's bulk stores ([`crate::tma::store_2d`]) issued since the last commit into
-/// a bulk async-group (`cp.async.bulk.commit_group`). Nothing in the simulator, which performs
-/// stores when they are issued.
+/// a bulk async-group (`cp.async.bulk.commit_group`; with none, an empty group). The simulator,
+/// which performs a store when it is issued, counts the groups: a store's source in shared
+/// memory may not be written again, nor the thread return, before a wait covers its group.
 #[inline(always)]
 pub fn commit_group() {
     #[cfg(target_arch = "nvptx64")]
@@ -96,11 +97,13 @@ pub fn commit_group() {
     unsafe {
         core::arch::asm!("cp.async.bulk.commit_group;", options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::bulk_commit();
 }
 
 /// Waits until at most `N` of this thread's bulk async-groups still read their shared-memory
-/// sources (`cp.async.bulk.wait_group.read N`): their sources may be written again. Nothing in the
-/// simulator.
+/// sources (`cp.async.bulk.wait_group.read N`): the others' sources may be written again (by
+/// this thread, or by another after a block barrier), as the simulator checks.
 #[inline(always)]
 pub fn wait_group_read<const N: u32>() {
     #[cfg(target_arch = "nvptx64")]
@@ -108,11 +111,13 @@ pub fn wait_group_read<const N: u32>() {
     unsafe {
         core::arch::asm!("cp.async.bulk.wait_group.read {n};", n = const N, options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::bulk_wait(N);
 }
 
 /// Waits until at most `N` of this thread's bulk async-groups are incomplete
-/// (`cp.async.bulk.wait_group N`): their writes to global memory are done. Nothing in the
-/// simulator.
+/// (`cp.async.bulk.wait_group N`): their writes to global memory are done, and their reads (as
+/// [`wait_group_read`]).
 #[inline(always)]
 pub fn wait_group<const N: u32>() {
     #[cfg(target_arch = "nvptx64")]
@@ -120,4 +125,6 @@ pub fn wait_group<const N: u32>() {
     unsafe {
         core::arch::asm!("cp.async.bulk.wait_group {n};", n = const N, options(nostack));
     }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::bulk_wait(N);
 }

@@ -8,7 +8,8 @@
 //! deadlock), a wait that never completes, a phase reused, an uninitialised or invalidated
 //! barrier, an init by every thread; tensor copies past the buffer, a misaligned destination, a
 //! tensor map the driver would refuse (on the host and in a kernel), a stage read before its
-//! barrier, a tensor store of unfenced writes; `wgmma` operands written without a proxy fence,
+//! barrier, a tensor store of unfenced writes, a tensor store's box rewritten before its reads
+//! were waited for, a thread returning with a tensor store unwaited; `wgmma` operands written without a proxy fence,
 //! accumulators stored in flight, a ring stage refilled before its product retired, a descriptor
 //! that does not match the copied tile, a product skipped by part of the warpgroup; `setmaxnreg`
 //! counts that do not add up; distributed shared memory written after the cluster barrier's
@@ -277,6 +278,62 @@ fn a_tensor_store_of_unfenced_writes() {
     let (result, _) = run("tma_store_unfenced_planted", tma::tma_store_unfenced_planted);
     let e = report(result, "tma_store_unfenced_planted", Rule::ProxyFence);
     assert!(message(&e).contains("the source of a bulk tensor store"), "{e}");
+    // The box stored, rewritten and stored again: the twin waits for the first store's reads
+    // before the barrier after which the threads rewrite it; the plant does not.
+    let (result, reused) = run("tma_store_reuse_twin", tma::tma_store_reuse_twin);
+    result.unwrap();
+    assert_eq!(reused, want, "the second store's values");
+    let (result, _) = run("tma_store_reuse_planted", tma::tma_store_reuse_planted);
+    let e = report(result, "tma_store_reuse_planted", Rule::BulkStoreSource);
+    assert!(message(&e).contains("bulk group 0 of thread 0"), "{e}");
+    assert_eq!(e.thread, Dim3::new(0, 0, 0), "thread 0 rewrites its row first");
+}
+
+/// A tensor store whose issuing thread returns without waiting for it (written here, not among
+/// the GPU's plants: on a GPU it usually works, the block's other threads outliving the copy):
+/// thread 0 stores a fenced box and commits, and returns.
+unsafe fn store_left_reading(map: *const u64, y: *mut f32, rows: usize, cols: usize) {
+    use gpukern_device::{bulk, mem, thread};
+    let t = thread::thread_idx_x() as usize;
+    let b = tiles::aligned(1024).cast::<f32>();
+    for c in 0..tma::BOX {
+        let at = gpukern_device::tma::swizzle_128b(4 * (tma::BOX * t + c));
+        // SAFETY: inside the box, after the 1 KiB header of `tma::SHARED_BYTES`.
+        unsafe { mem::store(b.cast::<u8>().wrapping_add(at).cast::<f32>(), 0, c as f32) };
+    }
+    bulk::fence_shared();
+    thread::sync_threads();
+    if t == 0 {
+        let out = gpukern_device::tma::Tensor2d {
+            map,
+            data: y.cast_const(),
+            rows,
+            cols,
+            stride: cols,
+            box_rows: tma::BOX,
+            box_cols: tma::BOX,
+        };
+        // SAFETY: the box is written and fenced before the barrier; `y` holds `rows x cols`.
+        unsafe { gpukern_device::tma::store_2d(&out, b, 0, 0) };
+        bulk::commit_group();
+    }
+}
+
+#[test]
+fn a_thread_returning_before_its_tensor_store_read_the_box() {
+    let (rows, cols) = (32, 32);
+    let maps = vec![0u64; 16];
+    let mut y = vec![0.0f32; rows * cols];
+    let mut launch = Launch::new("store_left_reading", block(tma::THREADS, tma::SHARED_BYTES));
+    let (pm, py) = (launch.input("map", &maps), launch.output("y", &mut y));
+    // SAFETY: `y` holds `rows x cols` floats.
+    let result = unsafe { launch.run(|| store_left_reading(pm, py, rows, cols)) };
+    let e = report(result, "store_left_reading", Rule::BulkStoreSource);
+    assert!(
+        message(&e).contains("returned with 1 bulk group(s) not waited for"),
+        "{e}"
+    );
+    assert_eq!(e.thread, Dim3::new(0, 0, 0));
 }
 
 // ----- wgmma --------------------------------------------------------------------------------

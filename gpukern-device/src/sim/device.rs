@@ -235,6 +235,22 @@ pub fn check_async_read(address: usize, size: usize, what: AsyncRead) {
     checked(|b| b.check_async_read(offset, size, what))
 }
 
+/// A bulk store of the running thread reads `size` shared bytes at `address` (checked already).
+pub fn bulk_store(address: usize, size: usize) {
+    let offset = shared_offset(address, size);
+    with_block(|b| b.bulk_store(offset, size))
+}
+
+/// `cp.async.bulk.commit_group` of the running thread.
+pub fn bulk_commit() {
+    with_block(|b| b.bulk_commit())
+}
+
+/// `cp.async.bulk.wait_group[.read] pending` of the running thread.
+pub fn bulk_wait(pending: u32) {
+    with_block(|b| b.bulk_wait(pending))
+}
+
 /// Checks the elements of a `wgmma` operand (`size` bytes at each of `addresses`) as the product
 /// that reads them is issued, and records the read; the tensor element a tensor copy wrote at
 /// each.

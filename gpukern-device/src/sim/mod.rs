@@ -77,7 +77,9 @@
 //!   them, barriers uninitialised, invalidated or initialised twice, copies past their buffer,
 //!   misaligned, or with a tensor map the driver would refuse, copies' destinations touched
 //!   before their phase was waited for, ordinary stores read by the asynchronous proxy unfenced,
-//!   accumulators used in flight, operands overwritten before their product retired,
+//!   accumulators used in flight, operands overwritten before their product retired, a bulk
+//!   store's source overwritten before its issuing thread's `wait_group.read` (or the thread
+//!   returning without one),
 //!   descriptors that do not read a copied tile as it was written, `wgmma` instructions out of
 //!   order or not executed by the whole warpgroup, `setmaxnreg` counts that do not add up, and
 //!   distributed shared memory accessed before the cluster barrier that publishes it (an access
@@ -108,8 +110,7 @@
 //!   an acquire that happens to read the value of the wrong release (a counter the kernel never
 //!   reset) passes where its accesses do not conflict;
 //! * copies landing later than when they are issued (the Hopper checks above stand in for their
-//!   timing), multicast copies, remote `mbarrier` arrivals, and a bulk store's source rewritten
-//!   before its `wait_group_read`;
+//!   timing), multicast copies and remote `mbarrier` arrivals;
 //! * timing, warp-synchronous execution (threads of a warp do not run in lockstep here, they
 //!   meet only at shuffles), the GPU's weak memory ordering and fences, every possible order of
 //!   the blocks, and fast-math differences (`exp2` is the CPU's, not `ex2.approx`);

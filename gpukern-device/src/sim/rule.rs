@@ -44,6 +44,11 @@ pub enum Rule {
     /// Shared memory a `wgmma` reads overwritten before the thread writing it saw the
     /// `wait_group` that retires that product.
     WgmmaOperands,
+    /// Shared memory a bulk (tensor) store reads written again before the writer knows the
+    /// store's reads are done (the issuing thread's `cp.async.bulk.wait_group.read` covering it,
+    /// then a block barrier for another thread), or a thread returning with bulk stores still
+    /// reading (uncommitted, or committed and not waited for).
+    BulkStoreSource,
     /// A shared-memory matrix descriptor whose swizzle, strides or start do not read the tile the
     /// way the copy engine wrote it.
     WgmmaDescriptor,
@@ -79,6 +84,7 @@ impl Rule {
             Rule::ProxyFence => "proxy-fence",
             Rule::WgmmaAccumulators => "wgmma-accumulators",
             Rule::WgmmaOperands => "wgmma-operands",
+            Rule::BulkStoreSource => "bulk-store-source",
             Rule::WgmmaDescriptor => "wgmma-descriptor",
             Rule::WgmmaOrder => "wgmma-order",
             Rule::Setmaxnreg => "setmaxnreg",

@@ -156,6 +156,7 @@ pub(crate) fn store<T: Copy>(tensor: &Tensor2d<T>, src: *const T, row: u32, col:
     let box_bytes = tensor.box_rows * tensor.box_cols * size;
     check_alignment(src as usize, box_bytes, "source");
     device::check_async_read(src as usize, box_bytes, AsyncRead::Store);
+    device::bulk_store(src as usize, box_bytes);
     let (row, col) = (row as usize, col as usize);
     check_bounds(tensor, row, col);
     let base = src.cast::<u8>();

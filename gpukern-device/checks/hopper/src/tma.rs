@@ -4,8 +4,9 @@
 //! the matrix are zeros: the copy engine fills them). And a tensor store: the threads write a box
 //! into shared memory and thread 0 stores it to `y`.
 //!
-//! The correct kernels are [`tma_rowsum_twin`](fn@tma_rowsum_twin) and [`tma_store_twin`](fn@tma_store_twin); each `*_planted` kernel
-//! is one of them with one mistake. Launch: one block of [`THREADS`] threads, [`SHARED_BYTES`] of
+//! The correct kernels are [`tma_rowsum_twin`](fn@tma_rowsum_twin), [`tma_store_twin`](fn@tma_store_twin) and
+//! [`tma_store_reuse_twin`](fn@tma_store_reuse_twin) (the box stored, rewritten and stored again); each
+//! `*_planted` kernel is one of them with one mistake. Launch: one block of [`THREADS`] threads, [`SHARED_BYTES`] of
 //! dynamic shared memory; `y` holds [`BOX`] floats (the row sums) or `rows x cols` (the store).
 //! The tensor maps: f32, box `BOX x BOX`, 128-byte swizzle, zero fill, encoded for the tensor
 //! each kernel describes (a `*_planted` kernel's mistake included).
@@ -190,6 +191,69 @@ pub unsafe fn tma_store_unfenced_planted(map: *const u64, y: *mut f32, rows: usi
     unsafe { store_box::<false>(map, y, rows, cols) }
 }
 
+/// The box used twice: thread `t` writes `-1 - (1000 t + c)` at column `c` of row `t`, fences,
+/// and after a block barrier thread 0 stores the box to `y`, commits and waits until the store
+/// has read the box (`bulk::wait_group_read::<0>`); after a second barrier the threads write
+/// `1000 t + c` over the box and it is stored again as [`tma_store_twin`](fn@tma_store_twin)
+/// stores it: `y` ends as that twin leaves it.
+///
+/// # Safety
+/// As the module documentation says (`y` holds `rows x cols` floats, the map encodes them).
+#[kernel]
+pub unsafe fn tma_store_reuse_twin(map: *const u64, y: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { store_twice::<true>(map, y, rows, cols) }
+}
+
+/// [`tma_store_reuse_twin`](fn@tma_store_reuse_twin) without thread 0's
+/// `wait_group_read` before the second barrier (`Rule::BulkStoreSource`): the threads write the
+/// box again while the copy engine may still be reading it for the first store.
+///
+/// # Safety
+/// As the module documentation says.
+#[kernel]
+pub unsafe fn tma_store_reuse_planted(map: *const u64, y: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { store_twice::<false>(map, y, rows, cols) }
+}
+
+/// The body of the reuse kernels, with or without the wait for the first store's reads.
+///
+/// # Safety
+/// As the module documentation says.
+unsafe fn store_twice<const WAIT: bool>(map: *const u64, y: *mut f32, rows: usize, cols: usize) {
+    let t = thread::thread_idx_x() as usize;
+    fill_box(t, |c| -1.0 - (1000 * t + c) as f32);
+    bulk::fence_shared();
+    thread::sync_threads();
+    if t == 0 {
+        let out = tensor(map, y, rows, cols);
+        // SAFETY: the box is written and fenced before the block barrier.
+        unsafe { tma::store_2d(&out, box_at(), 0, 0) };
+        bulk::commit_group();
+        if WAIT {
+            bulk::wait_group_read::<0>();
+        }
+    }
+    thread::sync_threads();
+    // SAFETY: forwarded contract; the second store waits for itself.
+    unsafe { store_box::<true>(map, y, rows, cols) };
+    if t == 0 {
+        // The first group, where the planted kernel did not wait for it above.
+        bulk::wait_group::<0>();
+    }
+}
+
+/// Thread `t` writes `value(c)` at column `c` of row `t` of the swizzled box.
+fn fill_box(t: usize, value: impl Fn(usize) -> f32) {
+    let b = box_at();
+    for c in 0..BOX {
+        let at = tma::swizzle_128b(4 * (BOX * t + c));
+        // SAFETY: inside the box.
+        unsafe { mem::store(b.cast::<u8>().wrapping_add(at).cast::<f32>(), 0, value(c)) };
+    }
+}
+
 /// The body of the store kernels, with or without the fence.
 ///
 /// # Safety
@@ -197,17 +261,7 @@ pub unsafe fn tma_store_unfenced_planted(map: *const u64, y: *mut f32, rows: usi
 unsafe fn store_box<const FENCED: bool>(map: *const u64, y: *mut f32, rows: usize, cols: usize) {
     let t = thread::thread_idx_x() as usize;
     let b = box_at();
-    for c in 0..BOX {
-        let at = tma::swizzle_128b(4 * (BOX * t + c));
-        // SAFETY: inside the box.
-        unsafe {
-            mem::store(
-                b.cast::<u8>().wrapping_add(at).cast::<f32>(),
-                0,
-                (1000 * t + c) as f32,
-            )
-        };
-    }
+    fill_box(t, |c| (1000 * t + c) as f32);
     if FENCED {
         bulk::fence_shared();
     }

@@ -191,6 +191,9 @@ impl BlockState<'_> {
             if let Some(u) = h.operands.unretired(offset, bytes.len(), &h.clocks[tid as usize]) {
                 return Err(operand_overwritten("a copy issued by this thread", u));
             }
+            if let Some(u) = h.bulk.unread(offset, bytes.len(), &h.clocks[tid as usize]) {
+                return Err(store_source_overwritten("a copy issued by this thread", u));
+            }
             h.landed.land(offset, bytes.len(), slot, phase, element);
         }
         // SAFETY: `check_touch` returned the host address of `bytes.len()` bytes of shared memory.
@@ -239,9 +242,36 @@ impl BlockState<'_> {
                     return Err(operand_overwritten("this thread's write", u));
                 }
             }
+            if h.bulk.any() {
+                if let Some(u) = h.bulk.unread(offset, size, &h.clocks[tid]) {
+                    return Err(store_source_overwritten("this thread's write", u));
+                }
+            }
             h.landed.forget(offset, size);
         }
         Ok(())
+    }
+
+    /// A bulk store issued by the running thread reads shared bytes `offset..offset + size`
+    /// (checked by [`BlockState::check_async_read`]): they belong to its next bulk group.
+    pub(in crate::sim) fn bulk_store(&self, offset: usize, size: usize) {
+        let tid = self.current.get();
+        self.hopper().bulk.store(tid, offset, size);
+    }
+
+    /// `cp.async.bulk.commit_group` by the running thread.
+    pub(in crate::sim) fn bulk_commit(&self) {
+        let tid = self.current.get();
+        self.hopper().bulk.commit(tid);
+    }
+
+    /// `cp.async.bulk.wait_group[.read] pending` by the running thread: it knows the reads of
+    /// all but its last `pending` groups are done.
+    pub(in crate::sim) fn bulk_wait(&self, pending: u32) {
+        let tid = self.current.get();
+        let mut h = self.hopper();
+        let read = h.bulk.wait(tid, pending);
+        h.clocks[tid as usize].see_bulk_read(tid, read);
     }
 
     /// `fence.proxy.async` by the running thread.
@@ -550,9 +580,19 @@ impl BlockState<'_> {
         }
     }
 
-    /// The checks when thread `tid` returns: no `wgmma` product of it in flight.
+    /// The checks when thread `tid` returns: no `wgmma` product of it in flight, no bulk store of
+    /// it still reading shared memory.
     pub(super) fn thread_exited(&self, tid: u32) -> Result<(), Violation> {
         let h = self.hopper.borrow();
+        if let Some((groups, open)) = h.as_deref().and_then(|h| h.bulk.still_reading(tid)) {
+            return Err(violation(
+                Rule::BulkStoreSource,
+                format!(
+                    "this thread returned with {groups} bulk group(s) not waited for                      (cp.async.bulk.wait_group.read){}: the copy engine may still read their                      sources in shared memory, which the block's end frees",
+                    if open { " and bulk stores never committed" } else { "" }
+                ),
+            ));
+        }
         let Some(t) = h.as_deref().and_then(|h| h.products.get(&tid)) else {
             return Ok(());
         };
@@ -638,6 +678,17 @@ fn operand_overwritten(writer: &str, u: crate::sim::hopper::operands::Unretired)
              reads, before this thread saw the wait_group that retires that group (the stage was \
              released before its products were waited for)",
             u.offset, u.group, u.warpgroup
+        ),
+    )
+}
+
+/// The violation of a write over the source of a bulk store whose reads are not known done.
+fn store_source_overwritten(writer: &str, u: crate::sim::hopper::bulk::Unread) -> Violation {
+    violation(
+        Rule::BulkStoreSource,
+        format!(
+            "{writer} overwrites shared byte {}, which bulk group {} of thread {}'s stores reads,              before this thread knew that group's reads done (that thread's              cp.async.bulk.wait_group.read, then a block barrier for another thread)",
+            u.offset, u.group, u.thread
         ),
     )
 }

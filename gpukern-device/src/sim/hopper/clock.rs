@@ -1,6 +1,7 @@
 //! What a simulated thread knows has completed, by happens-before: for each barrier (each
-//! incarnation of an `mbarrier`, by slot) how many of its phases it has seen complete, and for
-//! each warpgroup how many of its `wgmma` groups it has seen retired.
+//! incarnation of an `mbarrier`, by slot) how many of its phases it has seen complete, for
+//! each warpgroup how many of its `wgmma` groups it has seen retired, and for each thread that
+//! issued bulk stores how many of its bulk groups it has seen done reading.
 //!
 //! A thread learns its own waits and retirements, and what other threads knew when they arrived
 //! on a barrier phase it then waits for, or when they reached a block barrier it passed: the
@@ -17,6 +18,8 @@ pub(crate) struct Clock {
     phases: Vec<u32>,
     /// `wgmma` groups seen retired, by warpgroup.
     retired: [u32; MAX_WARPGROUPS],
+    /// Bulk groups seen done reading, by issuing thread (few threads issue bulk stores).
+    bulk_read: Vec<(u32, u32)>,
 }
 
 impl Clock {
@@ -45,8 +48,27 @@ impl Clock {
         }
     }
 
+    /// Bulk groups of thread `tid` this thread has seen done reading their sources.
+    pub(crate) fn bulk_read(&self, tid: u32) -> u32 {
+        self.bulk_read
+            .iter()
+            .find(|(t, _)| *t == tid)
+            .map_or(0, |(_, groups)| *groups)
+    }
+
+    /// Records that the first `groups` bulk groups of thread `tid` are done reading.
+    pub(crate) fn see_bulk_read(&mut self, tid: u32, groups: u32) {
+        match self.bulk_read.iter_mut().find(|(t, _)| *t == tid) {
+            Some((_, g)) => *g = (*g).max(groups),
+            None => self.bulk_read.push((tid, groups)),
+        }
+    }
+
     /// Adds what `other` knows.
     pub(crate) fn join(&mut self, other: &Clock) {
+        for &(tid, groups) in &other.bulk_read {
+            self.see_bulk_read(tid, groups);
+        }
         if self.phases.len() < other.phases.len() {
             self.phases.resize(other.phases.len(), 0);
         }

@@ -1,6 +1,7 @@
 //! The state behind the checks of Hopper's asynchronous protocols, per block: its `mbarrier`s,
 //! what each thread knows has completed ([`clock`]), what the copy engine wrote into shared memory
-//! ([`landed`]), which `wgmma` products read it ([`operands`]), each thread's products in flight
+//! ([`landed`]), which `wgmma` products read it ([`operands`]) and which bulk stores read it
+//! ([`bulk`]), each thread's products in flight
 //! ([`groups`], [`accumulators`]), the warpgroups' collective instructions ([`aligned`]) and their
 //! registers ([`registers`]). Made on a block's first Hopper instruction; the checks that read it
 //! cost nothing before.
@@ -10,6 +11,7 @@
 
 pub(crate) mod accumulators;
 pub(crate) mod aligned;
+pub(crate) mod bulk;
 pub(crate) mod clock;
 pub(crate) mod groups;
 pub(crate) mod landed;
@@ -21,6 +23,7 @@ use std::collections::HashMap;
 
 use super::{Rule, Violation};
 use aligned::Aligned;
+use bulk::BulkStores;
 use clock::Clock;
 use groups::ThreadProducts;
 use landed::Landed;
@@ -40,6 +43,7 @@ pub(crate) struct Hopper {
     pub(crate) clocks: Vec<Clock>,
     pub(crate) landed: Landed,
     pub(crate) operands: Operands,
+    pub(crate) bulk: BulkStores,
     /// Per thread that issued products.
     pub(crate) products: HashMap<u32, ThreadProducts>,
     /// The warpgroups' `wgmma` instruction sequences.
@@ -60,6 +64,7 @@ impl Hopper {
             clocks: vec![Clock::default(); threads],
             landed: Landed::new(shared_bytes),
             operands: Operands::new(shared_bytes),
+            bulk: BulkStores::new(shared_bytes),
             products: HashMap::new(),
             wgmma_order: Aligned::new("wgmma instruction", Rule::WgmmaOrder),
             registers: Registers::new(threads as u32),

@@ -75,6 +75,7 @@ const fn rule_name(rule: Rule) -> &'static str {
         Rule::ProxyFence => "proxy-fence",
         Rule::WgmmaAccumulators => "wgmma-accumulators",
         Rule::WgmmaOperands => "wgmma-operands",
+        Rule::BulkStoreSource => "bulk-store-source",
         Rule::WgmmaDescriptor => "wgmma-descriptor",
         Rule::WgmmaOrder => "wgmma-order",
         Rule::Setmaxnreg => "setmaxnreg",
@@ -180,6 +181,12 @@ pub const PLANTS: &[Plant] = &[
         Setup::Store { rows: 20, cols: 24 },
     ),
     plant(
+        "tma_store_reuse_planted",
+        Rule::BulkStoreSource,
+        "tma_store_reuse_planted",
+        Setup::Store { rows: 20, cols: 24 },
+    ),
+    plant(
         "wgmma_proxy_planted",
         Rule::ProxyFence,
         "wgmma_proxy_planted",
@@ -248,6 +255,12 @@ pub const PLANTS: &[Plant] = &[
         "tma_store_twin",
         Rule::ProxyFence,
         "tma_store_twin",
+        Setup::Store { rows: 20, cols: 24 },
+    ),
+    plant(
+        "tma_store_reuse_twin",
+        Rule::BulkStoreSource,
+        "tma_store_reuse_twin",
         Setup::Store { rows: 20, cols: 24 },
     ),
     plant(
