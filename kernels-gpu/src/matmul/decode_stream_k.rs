@@ -36,16 +36,15 @@
 //! fill; `k` a multiple of 8, the matrices 16-byte aligned; the host checks.
 
 use super::decode_wgmma::{
-    Decode64x128, Decode64x224, Decode64x256, DecodeShape, DECODE_WGMMA_BK, DECODE_WGMMA_ROWS,
+    consume_steps, decode_tensors, Decode64x128, Decode64x224, Decode64x256, DecodeShape, DECODE_WGMMA_BK,
+    DECODE_WGMMA_ROWS,
 };
 use super::grouped::KMajorBf16;
-use super::wgmma::MAP_WORDS;
 use super::wgmma_ws::WsTiling;
 use crate::gpu::atomic::{self, Scope};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tile::{self, Output};
-use crate::gpu::tma::{self, Tensor2d};
-use crate::gpu::{bf16, mem, thread, wgmma};
+use crate::gpu::{bf16, mem, thread};
 use crate::kernel;
 
 /// Threads of a warpgroup.
@@ -233,26 +232,7 @@ pub unsafe fn decode_wgmma_sk<O: Output, S: DecodeShape>(
         if tid != 0 {
             return;
         }
-        let tx = Tensor2d {
-            map: maps,
-            data: x,
-            rows: m,
-            cols: k,
-            stride: k,
-            box_rows: DECODE_WGMMA_ROWS,
-            box_cols: DECODE_WGMMA_BK,
-        };
-        let tw = Tensor2d {
-            map: maps.wrapping_add(MAP_WORDS),
-            data: w,
-            rows: n,
-            cols: k,
-            stride: k,
-            box_rows: bn,
-            box_cols: DECODE_WGMMA_BK,
-        };
-        tma::prefetch_map(tx.map);
-        tma::prefetch_map(tw.map);
+        let (tx, tw) = decode_tensors(maps, x, w, (m, n, k), bn);
         let mut producer = ring.producer();
         for s in s0..s1 {
             let (tile, kt) = (s / schedule.iters, s % schedule.iters);
@@ -272,45 +252,16 @@ pub unsafe fn decode_wgmma_sk<O: Output, S: DecodeShape>(
     let consumer = group - 1;
     let ct = tid - WARPGROUP;
     let mut ring_consumer = ring.consumer();
-    let mut used = None;
     let mut s = s0;
     // One segment (the block's steps of one tile) per pass; every block has a step, so the
     // first pass runs.
     while s < s1 {
         let tile = s / schedule.iters;
         let end = s1.min((tile + 1) * schedule.iters);
-        let first = s;
-        let mut acc = <S::Acc as wgmma::Accumulators>::zeroed();
-        // Written with its test at the bottom: the segment has a step, so no path takes the
-        // zeroed accumulators to a wait without a product in between (ptxas would serialise the
-        // `wgmma`s, C7515).
-        loop {
-            // SAFETY: every thread of the consumer warps, each stage released once below.
-            let stage = unsafe { ring_consumer.wait() };
-            let a_desc = tile::k_major_descriptors(stage.address(0), 0);
-            let b_desc = tile::k_major_descriptors(stage.address(a_bytes), consumer * cols);
-            // SAFETY: the whole warpgroup is here; the stage's copies have landed and nothing
-            // writes it before this warp's release, after the wait that retires these products;
-            // then the previous step's products are done and its stage released.
-            unsafe {
-                acc = acc.mma_kmajor_async(a_desc, b_desc, s > first);
-                acc = wgmma::wait_accumulators::<1, _>(acc);
-            }
-            if let Some(done) = used.replace(stage) {
-                // SAFETY: the whole warp, once for the stage it waited for one step ago.
-                unsafe { ring_consumer.release(&done) };
-            }
-            s += 1;
-            if s >= end {
-                break;
-            }
-        }
-        // SAFETY: the whole warpgroup is here, the last step's products in flight.
-        acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
-        if let Some(done) = used.take() {
-            // SAFETY: as above, for the segment's last stage.
-            unsafe { ring_consumer.release(&done) };
-        }
+        // SAFETY: every thread of the consumer warpgroups, the producer filling the same steps
+        // in order; `s < end`.
+        let acc = unsafe { consume_steps::<S>(&mut ring_consumer, (s, end), a_bytes, consumer * cols) };
+        s = end;
         let col0 = tile * bn;
         let (j0, j1) = schedule.contributors(tile);
         if j0 == j1 {

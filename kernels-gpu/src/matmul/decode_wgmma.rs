@@ -38,7 +38,7 @@
 use super::grouped::KMajorBf16;
 use super::wgmma::MAP_WORDS;
 use super::wgmma_ws::{WsTiling, WS_64X128};
-use crate::gpu::pipeline::Ring;
+use crate::gpu::pipeline::{Consumer, Ring};
 use crate::gpu::tile::{self, Output};
 use crate::gpu::tma::{self, Tensor2d};
 use crate::gpu::{bf16, thread, wgmma};
@@ -205,26 +205,7 @@ pub unsafe fn decode_wgmma<O: Output, S: DecodeShape>(
         if tid != 0 {
             return;
         }
-        let tx = Tensor2d {
-            map: maps,
-            data: x,
-            rows: m,
-            cols: k,
-            stride: k,
-            box_rows: DECODE_WGMMA_ROWS,
-            box_cols: DECODE_WGMMA_BK,
-        };
-        let tw = Tensor2d {
-            map: maps.wrapping_add(MAP_WORDS),
-            data: w,
-            rows: n,
-            cols: k,
-            stride: k,
-            box_rows: bn,
-            box_cols: DECODE_WGMMA_BK,
-        };
-        tma::prefetch_map(tx.map);
-        tma::prefetch_map(tw.map);
+        let (tx, tw) = decode_tensors(maps, x, w, (m, n, k), bn);
         let mut producer = ring.producer();
         for kt in kt0..kt1 {
             // SAFETY: the one producer thread; the stage is free and expects `stage_bytes` =
@@ -239,46 +220,16 @@ pub unsafe fn decode_wgmma<O: Output, S: DecodeShape>(
         return;
     }
 
-    // An empty slice (which the host never launches) stores nothing. Past this test the loop
-    // below runs at least once, written with its test at the bottom: no path takes the zeroed
-    // accumulators to a wait without a product in between (ptxas would serialise the `wgmma`s,
-    // C7515).
+    // An empty slice (which the host never launches) stores nothing.
     if kt0 >= kt1 {
         return;
     }
     // This consumer's `N` columns of the tile: rows `c N ..` of the box of `W`.
     let consumer = group - 1;
-    let mut acc = <S::Acc as wgmma::Accumulators>::zeroed();
     let mut ring_consumer = ring.consumer();
-    let mut used = None;
-    let mut kt = kt0;
-    loop {
-        // SAFETY: every thread of the consumer warps, each stage released once below.
-        let stage = unsafe { ring_consumer.wait() };
-        let a_desc = tile::k_major_descriptors(stage.address(0), 0);
-        let b_desc = tile::k_major_descriptors(stage.address(a_bytes), consumer * cols);
-        // SAFETY: the whole warpgroup is here; the stage's copies have landed and nothing writes
-        // it before this warp's release, after the wait that retires these products; then the
-        // previous step's products are done and its stage released.
-        unsafe {
-            acc = acc.mma_kmajor_async(a_desc, b_desc, kt > kt0);
-            acc = wgmma::wait_accumulators::<1, _>(acc);
-        }
-        if let Some(done) = used.replace(stage) {
-            // SAFETY: the whole warp, once for the stage it waited for one step ago.
-            unsafe { ring_consumer.release(&done) };
-        }
-        kt += 1;
-        if kt >= kt1 {
-            break;
-        }
-    }
-    // SAFETY: the whole warpgroup is here, the last step's products in flight.
-    acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
-    if let Some(done) = used {
-        // SAFETY: as above, for the last step's stage.
-        unsafe { ring_consumer.release(&done) };
-    }
+    // SAFETY: every thread of the consumer warpgroups, the producer filling the same steps;
+    // `kt0 < kt1`.
+    let acc = unsafe { consume_steps::<S>(&mut ring_consumer, (kt0, kt1), a_bytes, consumer * cols) };
     // SAFETY: plane `slice` of `out` holds `m x n` (the contract); only rows below `m` and
     // columns below `n` are stored.
     unsafe {
@@ -291,4 +242,93 @@ pub unsafe fn decode_wgmma<O: Output, S: DecodeShape>(
             |_, _, v| v,
         )
     };
+}
+
+/// The tensors of `X` (`m x k`, boxes of `64 x 64` rows and columns) and `W` (`n x k`, boxes of
+/// `bn x 64`) whose maps are at `maps` (`X`'s, then `W`'s [`MAP_WORDS`] on), both maps
+/// prefetched: what the producer of [`decode_wgmma`](fn@decode_wgmma) and of
+/// [`super::decode_stream_k`] copies from.
+#[inline(always)]
+pub(super) fn decode_tensors(
+    maps: *const u64,
+    x: *const bf16,
+    w: *const bf16,
+    (m, n, k): (usize, usize, usize),
+    bn: usize,
+) -> (Tensor2d<bf16>, Tensor2d<bf16>) {
+    let tx = Tensor2d {
+        map: maps,
+        data: x,
+        rows: m,
+        cols: k,
+        stride: k,
+        box_rows: DECODE_WGMMA_ROWS,
+        box_cols: DECODE_WGMMA_BK,
+    };
+    let tw = Tensor2d {
+        map: maps.wrapping_add(MAP_WORDS),
+        data: w,
+        rows: n,
+        cols: k,
+        stride: k,
+        box_rows: bn,
+        box_cols: DECODE_WGMMA_BK,
+    };
+    tma::prefetch_map(tx.map);
+    tma::prefetch_map(tw.map);
+    (tx, tw)
+}
+
+/// One consumer thread's products over steps `first..end` of one tile: per step it waits for
+/// the ring's stage, takes part in its warpgroup's four K-major products (the box of `X`, `64 x
+/// 64`, by rows `b_row ..` of the box of `W` at `a_bytes` in the stage), and releases the
+/// previous step's stage; after the last step it waits for its products and releases that
+/// stage. Returns the retired accumulators: the tile's sums over the steps. Shared memory only:
+/// `(64 + BN) 128` bytes read per step by the tensor cores.
+///
+/// The loop is written with its test at the bottom: it runs at least once, so no path takes the
+/// zeroed accumulators to a wait without a product in between (ptxas would serialise the
+/// `wgmma`s, C7515).
+///
+/// # Safety
+/// Every thread of the consumer warpgroups calls it with the same steps, the producer filling
+/// one stage per step in the same order; `first < end`.
+#[inline(always)]
+pub(super) unsafe fn consume_steps<S: DecodeShape>(
+    ring_consumer: &mut Consumer,
+    (first, end): (usize, usize),
+    a_bytes: usize,
+    b_row: usize,
+) -> S::Acc {
+    let mut acc = <S::Acc as wgmma::Accumulators>::zeroed();
+    let mut used = None;
+    let mut kt = first;
+    loop {
+        // SAFETY: every thread of the consumer warps, each stage released once below.
+        let stage = unsafe { ring_consumer.wait() };
+        let a_desc = tile::k_major_descriptors(stage.address(0), 0);
+        let b_desc = tile::k_major_descriptors(stage.address(a_bytes), b_row);
+        // SAFETY: the whole warpgroup is here; the stage's copies have landed and nothing writes
+        // it before this warp's release, after the wait that retires these products; then the
+        // previous step's products are done and its stage released.
+        unsafe {
+            acc = acc.mma_kmajor_async(a_desc, b_desc, kt > first);
+            acc = wgmma::wait_accumulators::<1, _>(acc);
+        }
+        if let Some(done) = used.replace(stage) {
+            // SAFETY: the whole warp, once for the stage it waited for one step ago.
+            unsafe { ring_consumer.release(&done) };
+        }
+        kt += 1;
+        if kt >= end {
+            break;
+        }
+    }
+    // SAFETY: the whole warpgroup is here, the last step's products in flight.
+    acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
+    if let Some(done) = used {
+        // SAFETY: as above, for the last step's stage.
+        unsafe { ring_consumer.release(&done) };
+    }
+    acc
 }
