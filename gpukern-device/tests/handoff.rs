@@ -9,6 +9,9 @@
 //! 2. Planted bugs, each reported as a race on the slots: no fence before the count, no fence
 //!    after it, a block-scope fence, no barrier between the threads' stores and thread 0's
 //!    fence, and a store between the fence and the count.
+//! 3. Two hand-offs in a chain: what the first one's last block acquired reaches the second's
+//!    last block through its release (and, with that block's fence before its second count
+//!    planted away, is reported).
 
 use gpukern_device::atomic::{self, Scope};
 use gpukern_device::sim::{Dim3, Launch, LaunchConfig, SimError, Violation};
@@ -172,4 +175,82 @@ fn a_hand_off_without_its_release_or_acquire_is_a_race() {
             );
         }
     }
+}
+
+/// Blocks in [`chain`]: two in the first hand-off, the rest beside its last block in the second.
+const CHAIN_BLOCKS: usize = 10;
+
+/// Two hand-offs in a chain: blocks 0 and 1 store their slots and count in on `first`; the last
+/// of them adds both slots into slot 2 and counts in on `second`, as every other block does after
+/// storing its slot `b + 1`; the last on `second` reads every slot. Slots 0 and 1 reach it only
+/// through the first hand-off's last block, whose release carries what it acquired
+/// (`transitive`), or not (`!transitive`: that block skips its fence before the second count).
+unsafe fn chain(slots: *mut u32, counters: *mut u32, out: *mut u32, transitive: bool) {
+    let b = thread::block_idx_x() as usize;
+    if thread::thread_idx_x() != 0 {
+        return;
+    }
+    // SAFETY: `slots` holds `CHAIN_BLOCKS + 1` words, `counters` 2, `out` 1; thread 0 of each
+    // block alone.
+    unsafe {
+        let mut fenced = true;
+        if b < 2 {
+            mem::store(slots, b, b as u32 + 1);
+            atomic::fence(Scope::Device);
+            if atomic::add(counters, 0, 1, Scope::Device) == 0 {
+                return;
+            }
+            // The last of blocks 0 and 1: acquire, add, and hand on.
+            atomic::fence(Scope::Device);
+            mem::store(slots, 2, mem::load(slots, 0) + mem::load(slots, 1));
+            fenced = transitive;
+        } else {
+            mem::store(slots, b + 1, 10 * b as u32);
+        }
+        if fenced {
+            atomic::fence(Scope::Device);
+        }
+        if atomic::add(counters, 1, 1, Scope::Device) as usize == CHAIN_BLOCKS - 2 {
+            atomic::fence(Scope::Device);
+            let sum = (0..=CHAIN_BLOCKS).map(|s| mem::load(slots, s)).sum();
+            mem::store(out, 0, sum);
+        }
+    }
+}
+
+/// Runs [`chain`]: the result and the sum.
+fn run_chain(transitive: bool) -> (Result<(), SimError>, u32) {
+    let (mut slots, mut counters, mut out) = (vec![0u32; CHAIN_BLOCKS + 1], vec![0u32; 2], vec![0u32; 1]);
+    let config = LaunchConfig {
+        grid: Dim3::new(CHAIN_BLOCKS as u32, 1, 1),
+        block: Dim3::new(32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut launch = Launch::new("chain", config);
+    let (ps, pc, po) = (
+        launch.output("slots", &mut slots),
+        launch.output("counters", &mut counters),
+        launch.output("out", &mut out),
+    );
+    // SAFETY: the buffers are sized as `chain` needs.
+    let result = unsafe { launch.run(|| chain(ps, pc, po, transitive)) };
+    (result, out[0])
+}
+
+#[test]
+fn a_release_carries_what_its_thread_acquired() {
+    let want: u32 = 1 + 2 + 3 + (2..CHAIN_BLOCKS as u32).map(|b| 10 * b).sum::<u32>();
+    for _ in 0..50 {
+        let (result, sum) = run_chain(true);
+        result.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sum, want);
+    }
+    // Without the fence before its second count the first hand-off's last block publishes on
+    // `second` neither its store to slot 2 nor what it acquired: reported whenever another block
+    // ends last (where it ends last itself it reads what it knows, which is no race).
+    let reported = (0..50).filter(|_| run_chain(false).0.is_err()).count();
+    assert!(
+        reported > 0,
+        "the missing fence was never reported in 50 launches"
+    );
 }
