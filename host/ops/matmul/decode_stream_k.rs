@@ -19,8 +19,9 @@ use crate::launch_config::LaunchConfig;
 const OP: &str = "matmul_decode";
 
 /// The stream-K launches' scratch on one stream handle: the partial sums of split tiles and the
-/// counters of their hand-offs. Made on the first stream-K call, grown (never shrunk, never
-/// freed while the handle lives: a captured graph keeps its addresses) when a launch needs more.
+/// counters of their hand-offs. Made on the first stream-K call for the largest slots of its grid
+/// (64 rows of the widest tile: 17.3 MB for 132 blocks), grown (never shrunk, never freed while
+/// the handle lives: a captured graph keeps its addresses) only for a larger grid.
 ///
 /// Why sharing is safe: the launches that use it are queued on the handle's one stream, so they
 /// run one after another; every launch leaves the counters zero, as the next one needs them.
@@ -143,8 +144,12 @@ impl Gpu {
         }
         .checked(OP, &self.limits().opted_in())?;
         let maps = self.decode_maps(x, w, (m, k, n), t.block_cols)?;
-        let floats = crate::buffer::checked_len(OP, &[2, schedule.blocks, m, t.block_cols])?;
-        debug_assert_eq!(floats, schedule.slot_floats(m, t.block_cols));
+        // Room for the largest slots of this many blocks (64 rows of the widest tile), so that
+        // calls of other `m` or tiles on the same grid reuse the workspace rather than outgrow it.
+        let widest = DecodeTile::Rows256.rows();
+        let floats = crate::buffer::checked_len(OP, &[2, schedule.blocks, DECODE_WGMMA_ROWS, widest])?;
+        debug_assert!(floats >= schedule.slot_floats(m, t.block_cols));
+        // The launch gets the part it uses (the simulator checks that part only).
         let words = crate::buffer::checked_len(OP, &[schedule.blocks, 256])?;
         debug_assert_eq!(words, schedule.counter_words());
         with_workspace(self, |workspace| {
@@ -164,8 +169,8 @@ impl Gpu {
                     x.data.view(),
                     w.data.view(),
                     y.data.view_mut(),
-                    slots.view_mut(),
-                    counters.view_mut(),
+                    slots.slice_mut(..schedule.slot_floats(m, t.block_cols))?,
+                    counters.slice_mut(..schedule.counter_words())?,
                     m,
                     n,
                     k,
