@@ -201,3 +201,61 @@ impl GlobalShadow {
         self.granularity
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every field survives packing (the barrier interval modulo 2^17, the fences saturated at
+    /// 15), with and without the grid-barrier interval of a cooperative launch.
+    #[test]
+    fn a_toucher_packs_and_unpacks() {
+        let me = Toucher {
+            block: 12345,
+            thread: 1023,
+            epoch: (1 << EPOCH_BITS) + 77,
+            fences: 3,
+            grid: 0,
+        };
+        let back = Toucher::unpack(me.pack(0), 0).expect("a thread");
+        assert_eq!(
+            (back.block, back.thread, back.epoch, back.fences),
+            (12345, 1023, 77, 3)
+        );
+        let saturated = Toucher { fences: 40, ..me };
+        assert_eq!(Toucher::unpack(saturated.pack(0), 0).map(|t| t.fences), Some(15));
+        let cooperative = Toucher {
+            grid: 9,
+            block: 700,
+            ..me
+        };
+        let back = Toucher::unpack(cooperative.pack(GRID_EPOCH_BITS), GRID_EPOCH_BITS).expect("a thread");
+        assert_eq!((back.block, back.grid, back.epoch), (700, 9, 77));
+        assert_eq!(Toucher::unpack(0, 0), None, "0 is nobody");
+    }
+
+    /// A conflict the acquired releases order is no race; the same conflict without is one.
+    #[test]
+    fn acquired_releases_order_accesses_of_other_blocks() {
+        let shadow = GlobalShadow::new(16, 4);
+        let writer = Toucher {
+            block: 1,
+            thread: 0,
+            epoch: 0,
+            fences: 0,
+            grid: 0,
+        };
+        assert!(shadow.record(0, 4, writer, Access::Write, |_| false).is_ok());
+        let reader = Toucher { block: 2, ..writer };
+        assert!(shadow.record(0, 4, reader, Access::Read, |_| true).is_ok());
+        let other = Toucher { block: 3, ..writer };
+        let conflict = shadow
+            .record(0, 4, other, Access::Read, |_| false)
+            .err()
+            .expect("a race");
+        assert_eq!((conflict.other.block, conflict.other_access), (1, Access::Write));
+        // Threads of one block are judged by barrier intervals alone, never by releases.
+        let same_block = Toucher { thread: 5, ..writer };
+        assert!(shadow.record(0, 4, same_block, Access::Write, |_| true).is_err());
+    }
+}
