@@ -251,8 +251,7 @@ mod tests {
         let other = Toucher { block: 3, ..writer };
         let conflict = shadow
             .record(0, 4, other, Access::Read, |_| false)
-            .err()
-            .expect("a race");
+            .expect_err("a race");
         assert_eq!((conflict.other.block, conflict.other_access), (1, Access::Write));
         // Threads of one block are judged by barrier intervals alone, never by releases.
         let same_block = Toucher { thread: 5, ..writer };
