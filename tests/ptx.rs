@@ -74,7 +74,8 @@ fn assemble(module: &PtxModule, arch: &str) -> BTreeMap<String, Properties> {
 
 /// ptxas's output (`-v --warn-on-spills`) on `module` for `arch`, run once per pair in this
 /// process: several tests read the same assembly, and the sm_90a module alone takes ptxas about
-/// 40 s. Pairs run in parallel; a second caller of one pair waits for the first.
+/// 50 s on one core (so it runs in parts, [`run_ptxas`]). Pairs run in parallel; a second caller
+/// of one pair waits for the first.
 ///
 /// Panics with ptxas's output if it refuses the module.
 fn ptxas_report(module: &PtxModule, arch: &str) -> &'static str {
@@ -92,15 +93,121 @@ fn ptxas_report(module: &PtxModule, arch: &str) -> &'static str {
     cell.get_or_init(|| run_ptxas(module, arch))
 }
 
-/// Runs ptxas on `module` for `arch` and returns its output.
+/// Bytes of PTX one ptxas process assembles at most: a larger module is cut into parts of
+/// whole entry points, assembled in parallel (the sm_90a module, about 16 MB, took ptxas about
+/// 50 s on one core of the 2-core CI machine, the ptx test's critical path).
+const PTXAS_PART_BYTES: usize = 9 << 20;
+
+/// Runs ptxas on `module` for `arch` and returns its output: one process per part of the module
+/// ([`module_parts`]), run at once, their outputs one after another.
 fn run_ptxas(module: &PtxModule, arch: &str) -> String {
+    let parts = module_parts(module.ptx, module.ptx.len().div_ceil(PTXAS_PART_BYTES));
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| scope.spawn(move || run_ptxas_on(part, module.arch, arch, i)))
+            .collect();
+        runs.into_iter()
+            .map(|run| run.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
+/// `ptx` cut into `parts` modules (at least 1) that together hold each entry point once: every
+/// one keeps everything but the entry points (the header, declarations, `.func` bodies), and the
+/// entries are dealt out largest first to the part with the fewest bytes so far.
+fn module_parts(ptx: &str, parts: usize) -> Vec<String> {
+    if parts <= 1 {
+        return vec![ptx.to_string()];
+    }
+    // Top-level items: a new one starts at a function's first line or at the `// .globl`
+    // comment that precedes an entry.
+    let mut items: Vec<String> = vec![String::new()];
+    let mut only_globl = false;
+    for line in ptx.lines() {
+        let globl = line.starts_with("	// .globl");
+        let function = [
+            ".visible .entry",
+            ".entry",
+            ".visible .func",
+            ".func",
+            ".weak .func",
+        ]
+        .iter()
+        .any(|start| line.starts_with(start));
+        if globl || (function && !only_globl) {
+            items.push(String::new());
+        }
+        if globl {
+            only_globl = true;
+        } else if !line.trim().is_empty() {
+            only_globl = false;
+        }
+        let item = items.last_mut().expect("one item at least");
+        item.push_str(line);
+        item.push('\n');
+    }
+    let is_entry = |item: &String| {
+        item.lines()
+            .any(|l| l.starts_with(".visible .entry") || l.starts_with(".entry"))
+    };
+    let shared: String = items
+        .iter()
+        .filter(|i| !is_entry(i))
+        .map(String::as_str)
+        .collect();
+    let mut entries: Vec<&String> = items.iter().filter(|i| is_entry(i)).collect();
+    entries.sort_by_key(|e| std::cmp::Reverse(e.len()));
+    let mut out = vec![shared; parts];
+    let mut sizes = vec![0usize; parts];
+    for entry in entries {
+        let lightest = (0..parts).min_by_key(|&p| sizes[p]).expect("parts >= 2");
+        out[lightest].push_str(entry);
+        sizes[lightest] += entry.len();
+    }
+    out
+}
+
+#[test]
+fn module_parts_hold_each_entry_once_and_every_declaration() {
+    let ptx = "//\n.version 8.0\n.target sm_90a\n.address_size 64\n\n\
+               .extern .shared .align 16 .b8 smem[];\n\
+               .func helper(\n.param .b32 x\n)\n{\nret;\n}\n\
+               \t// .globl\ta\n.visible .entry a(\n)\n{\n{\n.reg .pred p;\n}\nret;\n}\n\
+               \t// .globl\tb\n.visible .entry b(\n)\n{\nret;\nret;\nret;\n}\n\
+               \t// .globl\tc\n.visible .entry c(\n)\n{\nret;\n}\n";
+    assert_eq!(module_parts(ptx, 1), vec![ptx.to_string()]);
+    let parts = module_parts(ptx, 2);
+    assert_eq!(parts.len(), 2);
+    for part in &parts {
+        assert!(part.starts_with("//\n.version 8.0"), "{part}");
+        assert!(
+            part.contains(".extern .shared") && part.contains(".func helper("),
+            "{part}"
+        );
+    }
+    for entry in ["a", "b", "c"] {
+        let header = format!(".visible .entry {entry}(");
+        let holders = parts.iter().filter(|p| p.contains(&header)).count();
+        assert_eq!(holders, 1, "entry {entry} in {holders} parts");
+    }
+    // Each entry whole: its `// .globl` line and its inline-asm braces stay with it.
+    let with_a = parts
+        .iter()
+        .find(|p| p.contains(".visible .entry a("))
+        .expect("a part holds a");
+    assert!(with_a.contains("\t// .globl\ta\n.visible .entry a(\n)\n{\n{\n.reg .pred p;\n}\nret;\n}\n"));
+}
+
+/// Runs ptxas on part `index` of the `module_arch` module (`ptx`) for `arch`; returns its output.
+fn run_ptxas_on(ptx: &str, module_arch: &str, arch: &str, index: usize) -> String {
     let ptxas = ptxas();
     let file = std::env::temp_dir().join(format!(
-        "gpukern-ptx-test-{}-{}-for-{arch}.ptx",
+        "gpukern-ptx-test-{}-{module_arch}-{index}-for-{arch}.ptx",
         std::process::id(),
-        module.arch
     ));
-    fs::write(&file, module.ptx).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
+    fs::write(&file, ptx).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
     let output = Command::new(&ptxas)
         .arg(format!("-arch={arch}"))
         .args(["-v", "--warn-on-spills"])
@@ -116,8 +223,7 @@ fn run_ptxas(module: &PtxModule, arch: &str) -> String {
     );
     assert!(
         output.status.success(),
-        "ptxas -arch={arch} refused the {} module ({}):\n{text}",
-        module.arch,
+        "ptxas -arch={arch} refused the {module_arch} module (part {index}, {}):\n{text}",
         output.status
     );
     text
