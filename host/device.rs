@@ -63,6 +63,19 @@ impl CudaDevice {
     }
 }
 
+impl Gpu {
+    /// The cache of type `T` of this stream handle (made empty on first use, see
+    /// [`Caches::get`]); in the simulator one per process, every simulator handle being one
+    /// device that runs calls in order. Lock it for as long as the cached value is used.
+    pub(crate) fn handle_cache<T: Default + Send + 'static>(&self) -> Arc<Mutex<T>> {
+        static SIMULATOR: OnceLock<Caches> = OnceLock::new();
+        match &self.backend {
+            Backend::Cuda(d) => d.cache::<T>(),
+            Backend::Simulator => SIMULATOR.get_or_init(Caches::default).get::<T>(),
+        }
+    }
+}
+
 /// The PTX architecture of the module whose kernels may use `wgmma` ([`Gpu::has_wgmma`]): the
 /// kernels compiled for it alone (`#[cfg(target_feature = "sm_90a")]`) are in no other module.
 const WGMMA_ARCH: &str = "sm_90a";

@@ -2,18 +2,17 @@
 //! sm_90a): [`DecodePlan::StreamK`]'s checks, its workspace (the split tiles' partial sums and
 //! the hand-off counters, kept per stream handle) and its launch.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::PoisonError;
 
 use half::bf16;
-use kernels_gpu::matmul::decode_stream_k::DecodeStreamK;
+use kernels_gpu::matmul::decode_stream_k::{DecodeStreamK, STREAM_K_CONSUMER_THREADS};
 use kernels_gpu::matmul::decode_wgmma::{DECODE_WGMMA_BK, DECODE_WGMMA_ROWS};
 
 use super::decode::{DecodeOutput, DecodePlan, DecodeTile, stream_k_launcher};
 use super::wgmma::check_copy_engine_dims;
 use crate::buffer::{DeviceMatrix, DeviceVec};
-use crate::device::{Backend, Gpu};
+use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::launch_config::LaunchConfig;
 
 /// The operation's name in errors.
 const OP: &str = "matmul_decode";
@@ -74,19 +73,10 @@ impl StreamKWorkspace {
 /// Runs `f` with the stream-K workspace of `gpu`'s stream handle, the handle's other stream-K
 /// callers waiting meanwhile.
 fn with_workspace<R>(gpu: &Gpu, f: impl FnOnce(&mut StreamKWorkspace) -> Result<R>) -> Result<R> {
-    /// The simulator's: every simulator handle is one device running calls in order.
-    static SIMULATOR: Mutex<Option<StreamKWorkspace>> = Mutex::new(None);
-    let cuda_slot;
-    let slot: &Mutex<Option<StreamKWorkspace>> = match &gpu.backend {
-        Backend::Cuda(d) => {
-            cuda_slot = d.cache::<Option<StreamKWorkspace>>();
-            &cuda_slot
-        }
-        Backend::Simulator => &SIMULATOR,
-    };
+    let slot = gpu.handle_cache::<StreamKWorkspace>();
     // A panic while the lock was held left nothing half-made: buffers are stored whole.
     let mut guard = slot.lock().unwrap_or_else(PoisonError::into_inner);
-    f(guard.get_or_insert_with(StreamKWorkspace::default))
+    f(&mut guard)
 }
 
 impl DecodePlan {
@@ -130,27 +120,18 @@ impl Gpu {
             });
         }
         let t = tile.tiling();
-        let cfg = LaunchConfig {
-            grid: (
-                u32::try_from(schedule.blocks).map_err(|_| Error::TooLarge {
-                    op: OP,
-                    detail: format!("{blocks} blocks exceed the grid's limits"),
-                })?,
-                1,
-                1,
-            ),
-            block: (t.threads(), 1, 1),
-            shared_mem_bytes: t.shared_bytes(),
-        }
-        .checked(OP, &self.limits().opted_in())?;
+        let grid = u32::try_from(schedule.blocks).map_err(|_| Error::TooLarge {
+            op: OP,
+            detail: format!("{blocks} blocks exceed the grid's limits"),
+        })?;
+        let cfg = self.decode_launch(tile, (grid, 1))?;
         let maps = self.decode_maps(x, w, (m, k, n), t.block_cols)?;
         // Room for the largest slots of this many blocks (64 rows of the widest tile), so that
         // calls of other `m` or tiles on the same grid reuse the workspace rather than outgrow it.
         let widest = DecodeTile::Rows256.rows();
         let floats = crate::buffer::checked_len(OP, &[2, schedule.blocks, DECODE_WGMMA_ROWS, widest])?;
         debug_assert!(floats >= schedule.slot_floats(m, t.block_cols));
-        // The launch gets the part it uses (the simulator checks that part only).
-        let words = crate::buffer::checked_len(OP, &[schedule.blocks, 256])?;
+        let words = crate::buffer::checked_len(OP, &[schedule.blocks, STREAM_K_CONSUMER_THREADS])?;
         debug_assert_eq!(words, schedule.counter_words());
         with_workspace(self, |workspace| {
             let (slots, counters) = workspace.reserve(self, floats, words)?;
@@ -169,6 +150,7 @@ impl Gpu {
                     x.data.view(),
                     w.data.view(),
                     y.data.view_mut(),
+                    // The parts this launch uses (the simulator checks those only).
                     slots.slice_mut(..schedule.slot_floats(m, t.block_cols))?,
                     counters.slice_mut(..schedule.counter_words())?,
                     m,

@@ -135,16 +135,13 @@ impl Gpu {
             op: OP,
             detail: format!("n = {n} or {launched} slices of k exceed the grid's limits"),
         };
-        let cfg = LaunchConfig {
-            grid: (
+        let cfg = self.decode_launch(
+            tile,
+            (
                 u32::try_from(n.div_ceil(t.block_cols)).map_err(|_| too_many())?,
                 u32::try_from(launched).map_err(|_| too_many())?,
-                1,
             ),
-            block: (t.threads(), 1, 1),
-            shared_mem_bytes: t.shared_bytes(),
-        }
-        .checked(OP, &self.limits().opted_in())?;
+        )?;
         let maps = self.decode_maps(x, w, (m, k, n), t.block_cols)?;
         if launched == 1 {
             // SAFETY: `maps` holds the maps of `x` (m x k, box 64 x 64) and `w` (n x k, box
@@ -187,6 +184,18 @@ impl Gpu {
         }?;
         // SAFETY: `partial` holds `launched * m * n` floats written by that launch, `y` m*n.
         unsafe { sum_planes(self, partial, &mut y.data, m * n, launched) }
+    }
+
+    /// The launch of a Hopper decode kernel of `tile` (either form) on a grid of `(x, y)` blocks:
+    /// its 384 threads and shared memory, checked against the device's opted-in limits.
+    pub(super) fn decode_launch(&self, tile: DecodeTile, (x, y): (u32, u32)) -> Result<LaunchConfig> {
+        let t = tile.tiling();
+        LaunchConfig {
+            grid: (x, y, 1),
+            block: (t.threads(), 1, 1),
+            shared_mem_bytes: t.shared_bytes(),
+        }
+        .checked(OP, &self.limits().opted_in())
     }
 
     /// The tensor maps of `X` (`m x k`, boxes of `64 x 64`) and `W` (`n x k`, boxes of `bn x 64`)

@@ -10,10 +10,10 @@ use kernels_gpu::softmax::softmax_grid_row;
 use kernels_gpu::softmax::{GRID_ROW_BLOCK, GRID_ROW_SCRATCH_BYTES, GRID_ROW_VECTORS, grid_row_shared_bytes};
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::PoisonError;
 
 use crate::buffer::DeviceVec;
-use crate::device::{Backend, Gpu};
+use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
 
@@ -120,16 +120,7 @@ impl Workspace {
 /// Errors: [`Error::Capture`] when the workspace does not exist yet and `gpu` is being captured
 /// (making it allocates); what making it or `f` returns.
 fn with_workspace<R>(gpu: &Gpu, f: impl FnOnce(&mut Workspace) -> Result<R>) -> Result<R> {
-    /// The simulator's: every simulator handle is one device running calls in order.
-    static SIMULATOR: Mutex<Option<Workspace>> = Mutex::new(None);
-    let cuda_slot;
-    let slot: &Mutex<Option<Workspace>> = match &gpu.backend {
-        Backend::Cuda(d) => {
-            cuda_slot = d.cache::<Option<Workspace>>();
-            &cuda_slot
-        }
-        Backend::Simulator => &SIMULATOR,
-    };
+    let slot = gpu.handle_cache::<Option<Workspace>>();
     // A panic while the lock was held left nothing half-made: a workspace is stored whole.
     let mut guard = slot.lock().unwrap_or_else(PoisonError::into_inner);
     let workspace = match &mut *guard {

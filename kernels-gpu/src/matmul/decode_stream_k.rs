@@ -37,10 +37,8 @@
 
 use super::decode_wgmma::{
     consume_steps, decode_tensors, Decode64x128, Decode64x224, Decode64x256, DecodeShape, DECODE_WGMMA_BK,
-    DECODE_WGMMA_ROWS,
 };
 use super::grouped::KMajorBf16;
-use super::wgmma_ws::WsTiling;
 use crate::gpu::atomic::{self, Scope};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tile::{self, Output};
@@ -193,22 +191,11 @@ pub unsafe fn decode_wgmma_sk<O: Output, S: DecodeShape>(
     k: usize,
 ) {
     let t = S::TILING;
+    let () = S::CHECKED;
     const {
-        assert!(
-            S::TILING.is_valid_k_major() && S::TILING.threads() == 384,
-            "a valid tiling of the entries' 384 threads"
-        );
-        assert!(
-            S::TILING.block_rows == DECODE_WGMMA_ROWS && S::TILING.row_groups() == 1,
-            "one box of 64 rows of X, shared by the consumers side by side"
-        );
         assert!(
             S::TILING.consumers * WARPGROUP == STREAM_K_CONSUMER_THREADS,
             "a counter per consumer thread"
-        );
-        assert!(
-            WsTiling::block_k(2) == DECODE_WGMMA_BK,
-            "one 128-byte row of bf16 per stage"
         );
     };
     let (bn, stages) = (t.block_cols, t.stages);

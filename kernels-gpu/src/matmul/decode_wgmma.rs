@@ -87,6 +87,28 @@ pub trait DecodeShape {
     const TILING: WsTiling;
     /// One consumer thread's accumulators.
     type Acc: KMajorBf16;
+    /// What every kernel on the shape needs of it, checked at compile time where a kernel names
+    /// it (`let () = S::CHECKED;`): a valid K-major tiling of 384 threads, one box of 64 rows of
+    /// `X` shared by the consumers side by side, accumulators as wide as a consumer's columns,
+    /// one 128-byte row of bf16 per stage.
+    const CHECKED: () = {
+        assert!(
+            Self::TILING.is_valid_k_major() && Self::TILING.threads() == 384,
+            "a valid tiling of the entries' 384 threads"
+        );
+        assert!(
+            Self::TILING.block_rows == DECODE_WGMMA_ROWS && Self::TILING.row_groups() == 1,
+            "one box of 64 rows of X, shared by the consumers side by side"
+        );
+        assert!(
+            <Self::Acc as wgmma::Accumulators>::N == Self::TILING.consumer_cols(),
+            "the accumulators' wgmma width is the consumer's columns"
+        );
+        assert!(
+            WsTiling::block_k(2) == DECODE_WGMMA_BK,
+            "one 128-byte row of bf16 per stage"
+        );
+    };
 }
 
 /// [`DECODE_64X256`]: `wgmma.m64n128k16`, 64 accumulators per consumer thread.
@@ -166,24 +188,7 @@ pub unsafe fn decode_wgmma<O: Output, S: DecodeShape>(
     k_split: usize,
 ) {
     let t = S::TILING;
-    const {
-        assert!(
-            S::TILING.is_valid_k_major() && S::TILING.threads() == 384,
-            "a valid tiling of the entries' 384 threads"
-        );
-        assert!(
-            S::TILING.block_rows == DECODE_WGMMA_ROWS && S::TILING.row_groups() == 1,
-            "one box of 64 rows of X, shared by the consumers side by side"
-        );
-        assert!(
-            <S::Acc as wgmma::Accumulators>::N == S::TILING.consumer_cols(),
-            "the accumulators' wgmma width is the consumer's columns"
-        );
-        assert!(
-            WsTiling::block_k(2) == DECODE_WGMMA_BK,
-            "one 128-byte row of bf16 per stage"
-        );
-    };
+    let () = S::CHECKED;
     let (bn, stages) = (t.block_cols, t.stages);
     let (a_bytes, stage_bytes) = (t.a_bytes(), t.stage_bytes());
     let cols = t.consumer_cols();
