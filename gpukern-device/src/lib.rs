@@ -11,6 +11,7 @@
 //! Names follow `cuda_std` where they fit (`thread::index_1d`, `thread::sync_threads`).
 //!
 //! * [`thread`]: thread, block and grid indices (1-D and 2-D), the block barrier.
+//! * [`barrier`]: named barriers, among some of the block's warps (`bar.sync id, threads`).
 //! * [`shared`]: the block's shared memory: typed arrays and tiles a kernel declares, and the raw
 //!   dynamic window under them.
 //! * [`mem`]: loads and stores through raw pointers; the only way kernels touch memory.
@@ -74,6 +75,7 @@
 pub mod async_copy;
 pub mod atomic;
 pub mod attention;
+pub mod barrier;
 pub mod block;
 pub mod bulk;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]

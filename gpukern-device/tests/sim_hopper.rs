@@ -11,14 +11,17 @@
 //! barrier, a tensor store of unfenced writes, a tensor store's box rewritten before its reads
 //! were waited for, a thread returning with a tensor store unwaited; `wgmma` operands written without a proxy fence,
 //! accumulators stored in flight, a ring stage refilled before its product retired, a descriptor
-//! that does not match the copied tile, a product skipped by part of the warpgroup; `setmaxnreg`
-//! counts that do not add up; distributed shared memory written after the cluster barrier's
+//! that does not match the copied tile, a product skipped by part of the warpgroup; a named
+//! barrier waiting for more threads than come (and a tensor store's box reused between named
+//! barriers); `setmaxnreg` counts that do not add up; distributed shared memory written after the cluster barrier's
 //! arrival, and read from a block that may have exited.
 
 #[path = "../checks/hopper/src/cluster.rs"]
 mod cluster;
 #[path = "../checks/hopper/src/mbarrier.rs"]
 mod mbarrier;
+#[path = "../checks/hopper/src/named.rs"]
+mod named;
 #[path = "../checks/hopper/src/registers.rs"]
 mod registers;
 #[path = "../checks/hopper/src/tiles.rs"]
@@ -287,6 +290,16 @@ fn a_tensor_store_of_unfenced_writes() {
     let e = report(result, "tma_store_reuse_planted", Rule::BulkStoreSource);
     assert!(message(&e).contains("bulk group 0 of thread 0"), "{e}");
     assert_eq!(e.thread, Dim3::new(0, 0, 0), "thread 0 rewrites its row first");
+    // The same between named barriers: their completion hands thread 0's wait to the others.
+    let (result, reused) = run("tma_store_named_reuse_twin", tma::tma_store_named_reuse_twin);
+    result.unwrap();
+    assert_eq!(reused, want, "the second store's values");
+    let (result, _) = run(
+        "tma_store_named_reuse_planted",
+        tma::tma_store_named_reuse_planted,
+    );
+    let e = report(result, "tma_store_named_reuse_planted", Rule::BulkStoreSource);
+    assert!(message(&e).contains("bulk group 0 of thread 0"), "{e}");
 }
 
 /// A tensor store whose issuing thread returns without waiting for it (written here, not among
@@ -513,6 +526,27 @@ fn a_product_skipped_by_part_of_its_warpgroup() {
         Dim3::new(96, 0, 0),
         "the first thread of the warp that skipped"
     );
+}
+
+// ----- named barriers -----------------------------------------------------------------------
+
+#[test]
+fn a_named_barrier_waiting_for_more_threads_than_come() {
+    let run = |name: &'static str, kernel: unsafe fn(*mut f32)| {
+        let mut y = vec![0.0f32; named::THREADS as usize];
+        let mut launch = Launch::new(name, block(named::THREADS, named::SHARED_BYTES));
+        let py = launch.output("y", &mut y);
+        // SAFETY: `y` holds one float per thread.
+        let result = unsafe { launch.run(|| kernel(py)) };
+        (result, y)
+    };
+    let (result, y) = run("named_barrier_twin", named::named_barrier_twin);
+    result.unwrap();
+    assert_eq!(y, (0..384).map(|t| t as f32).collect::<Vec<_>>());
+    let (result, _) = run("named_barrier_planted", named::named_barrier_planted);
+    let e = report(result, "named_barrier_planted", Rule::NamedBarrier);
+    assert_eq!(e.thread, Dim3::new(256, 0, 0), "the last warpgroup waits forever");
+    assert!(message(&e).contains("128 of its 256 threads"), "{e}");
 }
 
 // ----- setmaxnreg ---------------------------------------------------------------------------

@@ -18,10 +18,12 @@ use super::{Access, Dim3, SimError, Space, Violation};
 
 mod cluster;
 mod hopper;
+mod named;
 mod release;
 mod schedule;
 
 pub(crate) use hopper::AsyncRead;
+pub(super) use named::{NamedWait, Order};
 pub(super) use schedule::run_cluster;
 
 /// Why a simulated thread handed control back to the scheduler.
@@ -46,6 +48,12 @@ pub(super) enum Suspend {
     },
     /// It reached the grid barrier ([`crate::grid::sync`]) at this source location.
     Grid(&'static Location<'static>),
+    /// It counted itself in at a named barrier ([`crate::barrier::sync`]) at this source
+    /// location, and waits for that barrier's completion.
+    Named {
+        at: &'static Location<'static>,
+        wait: NamedWait,
+    },
 }
 
 /// What a polling thread waits for.
@@ -119,6 +127,8 @@ pub(super) struct BlockState<'l> {
     pub(super) progress: Cell<u64>,
     /// The Hopper protocols' state, made on the block's first Hopper instruction.
     hopper: RefCell<Option<Box<super::hopper::Hopper>>>,
+    /// The named barriers' state, made on the block's first named barrier.
+    named: RefCell<Option<Box<named::NamedBarriers>>>,
     /// Each thread's `fence.proxy.async` so far.
     fences: Vec<Cell<u32>>,
     /// Each thread's device-scope fences ([`crate::atomic::fence`]): the barrier interval of
@@ -171,6 +181,7 @@ impl<'l> BlockState<'l> {
             exited: Cell::new(false),
             progress: Cell::new(0),
             hopper: RefCell::new(None),
+            named: RefCell::new(None),
             fences: (0..threads).map(|_| Cell::new(0)).collect(),
             device_fences: (0..threads).map(|_| Cell::new((0, 0))).collect(),
             syncs: (0..threads).map(|_| RefCell::default()).collect(),
@@ -250,10 +261,13 @@ impl<'l> BlockState<'l> {
             let epoch = self.epoch.get();
             let cluster = self.cluster_touch(false);
             let fences = self.fences[tid as usize].get();
+            let named = self.named.borrow();
+            let order = named.as_deref().map(|n| n.order(tid));
             let recorded = self
                 .shadow
                 .borrow_mut()
-                .record(offset, size, tid, epoch, touch, cluster, fences);
+                .record(offset, size, tid, epoch, touch, cluster, fences, order);
+            drop(named);
             recorded.map_err(|conflict| {
                 if cluster.is_some() {
                     return self.cluster_violation(conflict, self.rank, index, access);
@@ -517,6 +531,8 @@ impl<'l> BlockState<'l> {
     pub(super) fn async_wait(&self, in_flight: Option<usize>) {
         let tid = self.current.get();
         let landed = self.copies[tid as usize].borrow_mut().retire(in_flight);
+        let named = self.named.borrow();
+        let count = named.as_deref().map(|n| n.order(tid).count);
         let mut shadow = self.shadow.borrow_mut();
         for copy in landed {
             let bytes = 4 * copy.words;
@@ -526,7 +542,7 @@ impl<'l> BlockState<'l> {
                 let dst = self.shared_base().add(copy.offset);
                 std::ptr::copy_nonoverlapping(copy.data.as_ptr().cast::<u8>(), dst, bytes);
             }
-            shadow.land(copy.offset, bytes, tid, self.epoch.get());
+            shadow.land(copy.offset, bytes, tid, self.epoch.get(), count);
         }
     }
 

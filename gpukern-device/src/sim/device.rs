@@ -79,6 +79,20 @@ pub fn sync_threads() {
     unsafe { &*yielder }.suspend(Suspend::Barrier(at));
 }
 
+/// [`crate::barrier::sync`] (`waits`) and [`crate::barrier::arrive`]: counts the running thread
+/// in at named barrier `id` for `threads` threads; a waiting thread suspends until the barrier
+/// completes.
+#[track_caller]
+pub fn named_barrier(id: u32, threads: u32, waits: bool) {
+    let at = Location::caller();
+    if let Some(wait) = checked(|b| b.named_arrive(id, threads, waits, at)) {
+        let yielder = with_block(|b| b.current_yielder());
+        // SAFETY: the yielder lives on the running coroutine's stack, which is the one executing
+        // here.
+        unsafe { &*yielder }.suspend(Suspend::Named { at, wait });
+    }
+}
+
 /// A warp shuffle: deposits `value`, waits until every lane of the running thread's warp has
 /// reached the shuffle at the caller's source location, and returns the value that lane
 /// `src_lane` deposited (the thread's own `value` when `src_lane` is 32 or more).

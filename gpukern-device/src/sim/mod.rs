@@ -44,7 +44,14 @@
 //! * a warp shuffle that not every lane of the warp reaches (a lane returned, or waits at a
 //!   barrier or another shuffle), or one in a warp of fewer than 32 threads;
 //! * shared-memory races: two threads touching the same element between two barriers, at
-//!   least one of them writing;
+//!   least one of them writing, unless a named barrier ([`crate::barrier`]) orders them: the
+//!   earlier thread counted itself in at it after its access (or, through a chain of named
+//!   barriers, at one whose completion the later thread's warp learned of) and the later thread
+//!   waited there before its own. Each word remembers two reads (as it always has); with named
+//!   barriers, a third read that neither remembered one is ordered before is not remembered, so
+//!   a later write racing only with that third read can go unreported. Named barriers are
+//!   checked themselves (rule `named-barrier`: ids, counts, whole warps, a barrier that never
+//!   completes) and do not order global memory here;
 //! * global-memory races in output buffers: two threads touching the same element, at least one
 //!   writing, with nothing ordering them (threads of different blocks, unless a grid barrier of a
 //!   cooperative launch lies between, or a release the later thread acquired covers the earlier

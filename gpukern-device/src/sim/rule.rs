@@ -1,5 +1,5 @@
-//! The rules of Hopper's asynchronous protocols that the simulator checks, each with the short
-//! name a report gives it ([`super::Violation::Protocol`]).
+//! The rules of Hopper's asynchronous protocols (and of named barriers) that the simulator
+//! checks, each with the short name a report gives it ([`super::Violation::Protocol`]).
 
 use core::fmt;
 
@@ -46,8 +46,9 @@ pub enum Rule {
     WgmmaOperands,
     /// Shared memory a bulk (tensor) store reads written again before the writer knows the
     /// store's reads are done (the issuing thread's `cp.async.bulk.wait_group.read` covering it,
-    /// then a block barrier for another thread), or a thread returning with bulk stores still
-    /// reading (uncommitted, or committed and not waited for).
+    /// then, for another thread, a block barrier or a named barrier both took part in), or a
+    /// thread returning with bulk stores still reading (uncommitted, or committed and not waited
+    /// for).
     BulkStoreSource,
     /// A shared-memory matrix descriptor whose swizzle, strides or start do not read the tile the
     /// way the copy engine wrote it.
@@ -64,6 +65,10 @@ pub enum Rule {
     /// A block's shared memory accessed by another block of its cluster when the owner may have
     /// exited: no cluster barrier after the access that the owner waits for before it exits.
     ClusterExit,
+    /// A named barrier ([`crate::barrier`]) misused: an id or thread count out of range, threads
+    /// of one completion naming different counts, a completion by part of a warp, a thread
+    /// counting itself in twice before a completion, or a barrier that never completes.
+    NamedBarrier,
 }
 
 impl Rule {
@@ -90,6 +95,7 @@ impl Rule {
             Rule::Setmaxnreg => "setmaxnreg",
             Rule::ClusterPublish => "cluster-publish",
             Rule::ClusterExit => "cluster-exit",
+            Rule::NamedBarrier => "named-barrier",
         }
     }
 }

@@ -1,7 +1,10 @@
 //! Shadow state of a block's shared memory: who touched each 4-byte word since the last barrier
 //! (reads, writes and atomics), whether anyone ever wrote it, and whether a `cp.async` into it is
-//! still in flight.
+//! still in flight. Once the block uses named barriers ([`crate::barrier`]), each remembered
+//! access also keeps its thread's named-barrier arrivals then, and two accesses of one interval
+//! that a named barrier orders do not race ([`Order`]).
 
+use super::block::Order;
 use super::{Access, Violation};
 
 /// What a thread does to shared memory.
@@ -96,9 +99,21 @@ pub(super) struct ClusterTouch {
     pub(super) remote: bool,
 }
 
+/// The named-barrier arrivals of each access a [`Word`] remembers, by slot: its thread's count
+/// then ([`Order::covers`]).
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    writer: u32,
+    readers: [u32; 2],
+    atomics: [u32; 2],
+}
+
 /// One entry per 4-byte word of shared memory.
 pub(super) struct Shadow {
     words: Vec<Word>,
+    /// Per word, once the block uses named barriers (empty until then: every access before came
+    /// after no arrival, which the zeros say).
+    counts: Vec<Counts>,
     /// Cluster launches only (empty until a cluster access): per word, the accesses that a later
     /// access of another block may not be ordered after, by threads named by their index in the
     /// cluster.
@@ -130,6 +145,7 @@ impl Shadow {
         };
         Shadow {
             words: vec![fresh; bytes.div_ceil(4)],
+            counts: Vec::new(),
             cluster: Vec::new(),
         }
     }
@@ -143,6 +159,8 @@ impl Shadow {
     /// thread's, a local one against those of remote threads. A conflict then names the other
     /// thread by its index in the cluster.
     /// `fences`: the `fence.proxy.async` the thread executed so far (remembered with a write).
+    /// `order`: what orders the thread's accesses besides block barriers, once the block uses
+    /// named barriers.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn record(
         &mut self,
@@ -153,11 +171,18 @@ impl Shadow {
         touch: Touch,
         cluster: Option<ClusterTouch>,
         fences: u32,
+        order: Option<Order>,
     ) -> Result<(), Conflict> {
         let first = offset / 4;
         let last = (offset + size.max(1) - 1) / 4;
         if cluster.is_some() && self.cluster.is_empty() {
             self.cluster = vec![ClusterWord::default(); self.words.len()];
+        }
+        if let Some(order) = order {
+            if self.counts.is_empty() {
+                self.counts = vec![Counts::default(); self.words.len()];
+            }
+            return self.record_ordered(first, last, tid, epoch, touch, cluster, fences, order);
         }
         for (w, word) in self.words[first..=last].iter_mut().enumerate() {
             if word.pending != NONE {
@@ -229,10 +254,19 @@ impl Shadow {
 
     /// Lands thread `tid`'s `cp.async` into bytes `offset..offset + size` during `epoch`: the
     /// words are written, by `tid`, in this barrier interval (so other threads must still pass a
-    /// barrier before they read them), and no longer pending.
-    pub(super) fn land(&mut self, offset: usize, size: usize, tid: u32, epoch: u32) {
+    /// barrier before they read them), and no longer pending. `count`: the thread's named-barrier
+    /// arrivals, once the block uses named barriers.
+    pub(super) fn land(&mut self, offset: usize, size: usize, tid: u32, epoch: u32, count: Option<u32>) {
         let first = offset / 4;
         let last = (offset + size.max(1) - 1) / 4;
+        if let Some(count) = count {
+            if self.counts.is_empty() {
+                self.counts = vec![Counts::default(); self.words.len()];
+            }
+            for c in &mut self.counts[first..=last] {
+                c.writer = count;
+            }
+        }
         for word in &mut self.words[first..=last] {
             if word.epoch != epoch {
                 word.epoch = epoch;
@@ -243,6 +277,116 @@ impl Shadow {
             word.written = true;
             word.pending = NONE;
         }
+    }
+}
+
+impl Shadow {
+    /// [`Shadow::record`]'s loop over words `first..=last` once the block uses named barriers:
+    /// the same rules, but an access a named barrier orders before this one (`order` covers its
+    /// thread and count) conflicts with nothing, and a remembered read or atomic that this access
+    /// covers gives its slot to this one when both are taken.
+    #[allow(clippy::too_many_arguments)]
+    fn record_ordered(
+        &mut self,
+        first: usize,
+        last: usize,
+        tid: u32,
+        epoch: u32,
+        touch: Touch,
+        cluster: Option<ClusterTouch>,
+        fences: u32,
+        order: Order,
+    ) -> Result<(), Conflict> {
+        let unordered = |t: u32, count: u32| t != NONE && t != PROXY && t != tid && !order.covers(t, count);
+        let other = |threads: [u32; 2], counts: [u32; 2]| {
+            (0..2)
+                .find(|&i| unordered(threads[i], counts[i]))
+                .map(|i| threads[i])
+        };
+        for w in first..=last {
+            let word = &mut self.words[w];
+            if word.pending != NONE {
+                return Err(Conflict::Pending { issuer: word.pending });
+            }
+            if let Some(c) = cluster {
+                self.cluster[w].record(c, touch, word.written)?;
+                if c.remote {
+                    word.written |= touch != Touch::Read;
+                    continue;
+                }
+            }
+            let counts = &mut self.counts[w];
+            if word.epoch != epoch {
+                word.epoch = epoch;
+                word.writer = NONE;
+                word.readers = [NONE; 2];
+                word.atomics = [NONE; 2];
+            }
+            if touch != Touch::Atomic && touch != Touch::Proxy {
+                if let Some(other) = other(word.atomics, counts.atomics) {
+                    return Err(Conflict::Race {
+                        other,
+                        other_access: Access::Atomic,
+                    });
+                }
+            }
+            let writer = || {
+                if unordered(word.writer, counts.writer) {
+                    return Err(Conflict::Race {
+                        other: word.writer,
+                        other_access: Access::Write,
+                    });
+                }
+                Ok(())
+            };
+            let reader = || match other(word.readers, counts.readers) {
+                Some(other) => Err(Conflict::Race {
+                    other,
+                    other_access: Access::Read,
+                }),
+                None => Ok(()),
+            };
+            match touch {
+                Touch::Proxy => {
+                    word.writer = PROXY;
+                    word.readers = [NONE; 2];
+                    word.atomics = [NONE; 2];
+                    word.written = true;
+                    word.generic_writer = NONE;
+                }
+                Touch::Read => {
+                    if !word.written {
+                        return Err(Conflict::Uninitialized);
+                    }
+                    writer()?;
+                    remember_ordered(&mut word.readers, &mut counts.readers, tid, order);
+                }
+                Touch::Atomic => {
+                    if !word.written {
+                        return Err(Conflict::Uninitialized);
+                    }
+                    writer()?;
+                    reader()?;
+                    remember_ordered(&mut word.atomics, &mut counts.atomics, tid, order);
+                    word.generic_writer = tid;
+                    word.writer_fences = fences;
+                }
+                Touch::Write | Touch::AsyncCopy => {
+                    writer()?;
+                    reader()?;
+                    word.writer = tid;
+                    counts.writer = order.count;
+                    word.generic_writer = tid;
+                    word.writer_fences = fences;
+                    if touch == Touch::AsyncCopy {
+                        word.pending = tid;
+                    } else {
+                        word.written = true;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -339,6 +483,22 @@ impl Word {
 
 fn other_than(threads: [u32; 2], tid: u32) -> Option<u32> {
     threads.into_iter().find(|&t| t != NONE && t != tid)
+}
+
+/// Adds `tid`, after `order.count` named-barrier arrivals, to the two accesses kept in
+/// `threads` (with their `counts`): its own slot gets the newer count; else a free slot; else a
+/// slot whose access `order` covers (the one a later access is likeliest ordered after too).
+/// When neither slot is covered the access is not kept: as without named barriers, two
+/// unordered readers are enough to report a later write by either, though not every third one.
+fn remember_ordered(threads: &mut [u32; 2], counts: &mut [u32; 2], tid: u32, order: Order) {
+    let slot = (0..2)
+        .find(|&i| threads[i] == tid)
+        .or_else(|| (0..2).find(|&i| threads[i] == NONE))
+        .or_else(|| (0..2).find(|&i| order.covers(threads[i], counts[i])));
+    if let Some(i) = slot {
+        threads[i] = tid;
+        counts[i] = order.count;
+    }
 }
 
 /// Adds `tid` to the first two distinct threads kept in `threads`.

@@ -5,14 +5,15 @@
 //! into shared memory and thread 0 stores it to `y`.
 //!
 //! The correct kernels are [`tma_rowsum_twin`](fn@tma_rowsum_twin), [`tma_store_twin`](fn@tma_store_twin) and
-//! [`tma_store_reuse_twin`](fn@tma_store_reuse_twin) (the box stored, rewritten and stored again); each
+//! [`tma_store_reuse_twin`](fn@tma_store_reuse_twin) (the box stored, rewritten and stored again;
+//! [`tma_store_named_reuse_twin`](fn@tma_store_named_reuse_twin) the same between named barriers); each
 //! `*_planted` kernel is one of them with one mistake. Launch: one block of [`THREADS`] threads, [`SHARED_BYTES`] of
 //! dynamic shared memory; `y` holds [`BOX`] floats (the row sums) or `rows x cols` (the store).
 //! The tensor maps: f32, box `BOX x BOX`, 128-byte swizzle, zero fill, encoded for the tensor
 //! each kernel describes (a `*_planted` kernel's mistake included).
 
 use gpukern_device::tma::{self, Tensor2d};
-use gpukern_device::{bulk, kernel, mbarrier, mem, thread};
+use gpukern_device::{barrier, bulk, kernel, mbarrier, mem, thread};
 
 use crate::tiles::aligned;
 
@@ -202,7 +203,7 @@ pub unsafe fn tma_store_unfenced_planted(map: *const u64, y: *mut f32, rows: usi
 #[kernel]
 pub unsafe fn tma_store_reuse_twin(map: *const u64, y: *mut f32, rows: usize, cols: usize) {
     // SAFETY: forwarded contract.
-    unsafe { store_twice::<true>(map, y, rows, cols) }
+    unsafe { store_twice::<true, false>(map, y, rows, cols) }
 }
 
 /// [`tma_store_reuse_twin`](fn@tma_store_reuse_twin) without thread 0's
@@ -214,28 +215,65 @@ pub unsafe fn tma_store_reuse_twin(map: *const u64, y: *mut f32, rows: usize, co
 #[kernel]
 pub unsafe fn tma_store_reuse_planted(map: *const u64, y: *mut f32, rows: usize, cols: usize) {
     // SAFETY: forwarded contract.
-    unsafe { store_twice::<false>(map, y, rows, cols) }
+    unsafe { store_twice::<false, false>(map, y, rows, cols) }
 }
 
-/// The body of the reuse kernels, with or without the wait for the first store's reads.
+/// [`tma_store_reuse_twin`](fn@tma_store_reuse_twin) with named barrier 1 of the block's 32
+/// threads ([`barrier::sync`]) where that twin has its first two block barriers: a warpgroup's
+/// own barrier around a staging tile it stores, as a TMA-store epilogue has it.
 ///
 /// # Safety
 /// As the module documentation says.
-unsafe fn store_twice<const WAIT: bool>(map: *const u64, y: *mut f32, rows: usize, cols: usize) {
+#[kernel]
+pub unsafe fn tma_store_named_reuse_twin(map: *const u64, y: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { store_twice::<true, true>(map, y, rows, cols) }
+}
+
+/// [`tma_store_named_reuse_twin`](fn@tma_store_named_reuse_twin) without thread 0's
+/// `wait_group_read` before the named barrier (`Rule::BulkStoreSource`).
+///
+/// # Safety
+/// As the module documentation says.
+#[kernel]
+pub unsafe fn tma_store_named_reuse_planted(map: *const u64, y: *mut f32, rows: usize, cols: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { store_twice::<false, true>(map, y, rows, cols) }
+}
+
+/// The body of the reuse kernels, with or without the wait for the first store's reads, with
+/// block barriers or named barrier 1 of all [`THREADS`].
+///
+/// # Safety
+/// As the module documentation says.
+unsafe fn store_twice<const WAIT: bool, const NAMED: bool>(
+    map: *const u64,
+    y: *mut f32,
+    rows: usize,
+    cols: usize,
+) {
+    let sync = || {
+        if NAMED {
+            // SAFETY: every thread of the block (its one warp), with the same id and count.
+            unsafe { barrier::sync(1, THREADS) }
+        } else {
+            thread::sync_threads()
+        }
+    };
     let t = thread::thread_idx_x() as usize;
     fill_box(t, |c| -1.0 - (1000 * t + c) as f32);
     bulk::fence_shared();
-    thread::sync_threads();
+    sync();
     if t == 0 {
         let out = tensor(map, y, rows, cols);
-        // SAFETY: the box is written and fenced before the block barrier.
+        // SAFETY: the box is written and fenced before the barrier.
         unsafe { tma::store_2d(&out, box_at(), 0, 0) };
         bulk::commit_group();
         if WAIT {
             bulk::wait_group_read::<0>();
         }
     }
-    thread::sync_threads();
+    sync();
     // SAFETY: forwarded contract; the second store waits for itself.
     unsafe { store_box::<true>(map, y, rows, cols) };
     if t == 0 {

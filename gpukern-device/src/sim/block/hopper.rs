@@ -588,8 +588,14 @@ impl BlockState<'_> {
             return Err(violation(
                 Rule::BulkStoreSource,
                 format!(
-                    "this thread returned with {groups} bulk group(s) not waited for                      (cp.async.bulk.wait_group.read){}: the copy engine may still read their                      sources in shared memory, which the block's end frees",
-                    if open { " and bulk stores never committed" } else { "" }
+                    "this thread returned with {groups} bulk group(s) not waited for \
+                     (cp.async.bulk.wait_group.read){}: the copy engine may still read their \
+                     sources in shared memory, which the block's end frees",
+                    if open {
+                        " and bulk stores never committed"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }
@@ -687,7 +693,10 @@ fn store_source_overwritten(writer: &str, u: crate::sim::hopper::bulk::Unread) -
     violation(
         Rule::BulkStoreSource,
         format!(
-            "{writer} overwrites shared byte {}, which bulk group {} of thread {}'s stores reads,              before this thread knew that group's reads done (that thread's              cp.async.bulk.wait_group.read, then a block barrier for another thread)",
+            "{writer} overwrites shared byte {}, which bulk group {} of thread {}'s stores reads, \
+             before this thread knew that group's reads done (that thread's \
+             cp.async.bulk.wait_group.read, then, for another thread, a block barrier or a named \
+             barrier both took part in)",
             u.offset, u.group, u.thread
         ),
     )

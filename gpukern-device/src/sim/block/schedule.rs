@@ -7,7 +7,7 @@ use std::panic::{self, AssertUnwindSafe, Location};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult};
 
-use super::{cluster, BlockState, PollOn, StackPool, Suspend, ThreadYielder, STACK_BYTES};
+use super::{cluster, BlockState, NamedWait, PollOn, StackPool, Suspend, ThreadYielder, STACK_BYTES};
 use crate::sim::launch::LaunchInfo;
 use crate::sim::{device, SimError, Violation, WARP_SIZE};
 
@@ -99,6 +99,11 @@ pub(super) enum Wait {
     },
     /// It waits at the grid barrier, at this location.
     Grid(&'static Location<'static>),
+    /// It waits at this location for a named barrier's completion.
+    Named {
+        at: &'static Location<'static>,
+        wait: NamedWait,
+    },
     /// It returned.
     Exited,
 }
@@ -112,6 +117,7 @@ impl Wait {
             Wait::Warp { at, .. } => format!("the warp shuffle at {at}"),
             Wait::Poll { at, .. } => format!("the wait at {at}"),
             Wait::Grid(at) => format!("the grid barrier at {at}"),
+            Wait::Named { at, wait } => format!("named barrier {} at {at}", wait.id),
             Wait::Ready | Wait::Exited => "nowhere".to_string(),
         }
     }
@@ -147,6 +153,9 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
                     }
                     Ok(CoroutineResult::Yield(Suspend::Poll { at, on })) => wait[tid] = Wait::Poll { at, on },
                     Ok(CoroutineResult::Yield(Suspend::Grid(at))) => wait[tid] = Wait::Grid(at),
+                    Ok(CoroutineResult::Yield(Suspend::Named { at, wait: w })) => {
+                        wait[tid] = Wait::Named { at, wait: w }
+                    }
                     Ok(CoroutineResult::Return(())) => {
                         wait[tid] = Wait::Exited;
                         state
@@ -165,6 +174,7 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
         }
         let mut any = false;
         for (state, wait) in states.iter().zip(wait.iter_mut()) {
+            any |= wake_named(state, wait);
             any |= exchange_warps(state, wait)?;
         }
         if any {
@@ -184,9 +194,36 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
             continue;
         }
         if !cluster::open_barrier(states, &mut wait)? {
-            return Ok(());
+            return named_never_completes(states, &wait);
         }
     }
+}
+
+/// Makes ready the threads of `state` whose named barrier completed; returns whether any was.
+fn wake_named(state: &BlockState, wait: &mut [Wait]) -> bool {
+    let mut any = false;
+    for w in wait.iter_mut() {
+        if let Wait::Named { wait: named, .. } = *w {
+            if state.named_passed(named) {
+                *w = Wait::Ready;
+                any = true;
+            }
+        }
+    }
+    any
+}
+
+/// The end of a run, once nothing can go on: the report of the first thread still waiting at a
+/// named barrier (no thread left will complete it), else `Ok`.
+fn named_never_completes(states: &[BlockState], wait: &[Vec<Wait>]) -> Result<(), SimError> {
+    for (state, wait) in states.iter().zip(wait) {
+        for (tid, w) in wait.iter().enumerate() {
+            if let Wait::Named { at, wait } = *w {
+                return Err(state.error(tid as u32, state.named_deadlock(wait.id, at)));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The first thread of the cluster that polls: its block, index, location and what it waits for.
@@ -225,7 +262,7 @@ fn open_barrier(state: &BlockState, wait: &mut [Wait]) -> Result<bool, SimError>
     if let Some(other) = wait.iter().position(|w| *w != wait[first]) {
         let there = match wait[other] {
             Wait::Barrier(at) => at.to_string(),
-            w @ (Wait::Cluster(_) | Wait::Grid(_)) => w.describe(),
+            w @ (Wait::Cluster(_) | Wait::Grid(_) | Wait::Named { .. }) => w.describe(),
             _ => unreachable!("with no thread at a shuffle or returned, all wait at barriers"),
         };
         let other = state.thread_dim(other as u32);

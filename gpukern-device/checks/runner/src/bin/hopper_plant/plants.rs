@@ -9,7 +9,7 @@ use cudarc::driver::sys::CUtensorMapDataType::{
 };
 use gpukern_device::sim::Rule;
 use gpukern_device::{bf16, tma::swizzle_128b};
-use gpukern_device_hopper_checks::{cluster, mbarrier, registers, tma, wgmma};
+use gpukern_device_hopper_checks::{cluster, mbarrier, named, registers, tma, wgmma};
 
 use crate::cuda::{Device, Map, encode};
 
@@ -31,8 +31,9 @@ pub enum Setup {
     TmaProduct,
     /// `(a, b, c)`, `A` 64 x 256 and `B` 256 x 64 as four pairs of swizzled tiles: `C`.
     Ring,
-    /// `(y)`: `y[t] = t`.
-    Registers,
+    /// `(y)`, one block of `threads` threads and `shared` bytes of dynamic shared memory:
+    /// `y[t] = t`.
+    Indices { threads: u32, shared: u32 },
     /// `(y)`, two blocks in one cluster: `y[0] = expect`.
     Cluster { expect: f32 },
 }
@@ -81,6 +82,7 @@ const fn rule_name(rule: Rule) -> &'static str {
         Rule::Setmaxnreg => "setmaxnreg",
         Rule::ClusterPublish => "cluster-publish",
         Rule::ClusterExit => "cluster-exit",
+        Rule::NamedBarrier => "named-barrier",
     }
 }
 
@@ -187,6 +189,12 @@ pub const PLANTS: &[Plant] = &[
         Setup::Store { rows: 20, cols: 24 },
     ),
     plant(
+        "tma_store_named_reuse_planted",
+        Rule::BulkStoreSource,
+        "tma_store_named_reuse_planted",
+        Setup::Store { rows: 20, cols: 24 },
+    ),
+    plant(
         "wgmma_proxy_planted",
         Rule::ProxyFence,
         "wgmma_proxy_planted",
@@ -220,7 +228,10 @@ pub const PLANTS: &[Plant] = &[
         "registers_planted",
         Rule::Setmaxnreg,
         "registers_planted",
-        Setup::Registers,
+        Setup::Indices {
+            threads: registers::THREADS,
+            shared: 0,
+        },
     ),
     plant(
         "cluster_publish_planted",
@@ -233,6 +244,15 @@ pub const PLANTS: &[Plant] = &[
         Rule::ClusterExit,
         "cluster_exit_planted",
         Setup::Cluster { expect: 2.0 },
+    ),
+    plant(
+        "named_barrier_planted",
+        Rule::NamedBarrier,
+        "named_barrier_planted",
+        Setup::Indices {
+            threads: named::THREADS,
+            shared: named::SHARED_BYTES,
+        },
     ),
     plant("bulk_twin", Rule::MbarrierArrivals, "bulk_twin", Setup::Bulk),
     plant(
@@ -264,6 +284,12 @@ pub const PLANTS: &[Plant] = &[
         Setup::Store { rows: 20, cols: 24 },
     ),
     plant(
+        "tma_store_named_reuse_twin",
+        Rule::BulkStoreSource,
+        "tma_store_named_reuse_twin",
+        Setup::Store { rows: 20, cols: 24 },
+    ),
+    plant(
         "wgmma_stores_twin",
         Rule::ProxyFence,
         "wgmma_stores_twin",
@@ -297,7 +323,10 @@ pub const PLANTS: &[Plant] = &[
         "registers_twin",
         Rule::Setmaxnreg,
         "registers_twin",
-        Setup::Registers,
+        Setup::Indices {
+            threads: registers::THREADS,
+            shared: 0,
+        },
     ),
     plant(
         "cluster_publish_twin",
@@ -310,6 +339,15 @@ pub const PLANTS: &[Plant] = &[
         Rule::ClusterExit,
         "cluster_exit_twin",
         Setup::Cluster { expect: 2.0 },
+    ),
+    plant(
+        "named_barrier_twin",
+        Rule::NamedBarrier,
+        "named_barrier_twin",
+        Setup::Indices {
+            threads: named::THREADS,
+            shared: named::SHARED_BYTES,
+        },
     ),
 ];
 
@@ -554,11 +592,11 @@ fn launch(d: &Device, plant: &Plant) -> Result<Outcome, String> {
                 Ok(()) => compare(&d.download(&dc).map_err(|e| e.to_string())?, &want),
             }
         }
-        Setup::Registers => {
-            let n = registers::THREADS as usize;
+        Setup::Indices { threads, shared } => {
+            let n = threads as usize;
             let dy = d.upload(&vec![-1.0f32; n])?;
             // SAFETY: the kernel's contract: `y` of one float per thread.
-            match unsafe { d.launch(&f, (1, registers::THREADS, 0), None, &[d.address(&dy)]) } {
+            match unsafe { d.launch(&f, (1, threads, shared), None, &[d.address(&dy)]) } {
                 Err(e) => cuda(e),
                 Ok(()) => compare(
                     &d.download(&dy).map_err(|e| e.to_string())?,
