@@ -109,7 +109,8 @@ fn rows(b: &mut Bench, sink: &mut Sink, shape: (usize, usize, usize)) -> Res<()>
     let sms = b.gpu.multiprocessors()?;
     let plan_of = |(v, forced): (Variant, Option<Fp8Plan>)| {
         let (sa, sb, acc) = v;
-        forced.unwrap_or_else(|| Fp8Plan::choose((m, n), (sa, sb), acc, sms))
+        // The result is bf16, which has staged kernels.
+        forced.unwrap_or_else(|| Fp8Plan::choose((m, n), (sa, sb), acc, sms, true))
     };
     let runs = runs(b.plans);
     if sink.expired() {

@@ -16,7 +16,9 @@
 //!   `ldmatrix` fragments of `A` and `B`, the `16 x 8` accumulator.
 //! * [`store_rows`]: the fragment stored into a row-major matrix of an [`Output`] element
 //!   (`f32`, `bf16`, `f16`) through a fused epilogue, 16 bytes per access where the rows allow;
-//!   [`store_pairs`] the same with no shuffles, each thread on its own.
+//!   [`store_pairs`] the same with no shuffles, each thread on its own; [`stage_boxes`] the
+//!   fragment into shared memory as the 128-byte-swizzled boxes a tensor store
+//!   ([`crate::tma::store_2d`]) writes out, for an epilogue that ends at shared memory.
 //!
 //! The layouts are those of [`crate::wgmma`]'s documentation: a tile starts on a 1024-byte
 //! boundary; the 8-row groups are 1024 bytes apart (`SBO`); the steps of 16 (16-bit) or 8 (f32)
@@ -31,7 +33,7 @@
 mod store;
 pub mod warp;
 
-pub use store::{store_pairs, store_rows, Output};
+pub use store::{stage_boxes, store_pairs, store_rows, Output, STAGED_BOX_BYTES};
 
 use crate::pipeline::Stage;
 use crate::tma::{Tensor2d, SWIZZLE_128B};

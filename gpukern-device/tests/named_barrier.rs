@@ -152,6 +152,32 @@ fn a_write_after_the_arrival_is_a_race() {
     assert!(matches!(error.violation, Violation::SharedRace { .. }), "{error}");
 }
 
+/// The thread whose arrival completes a named barrier goes on at once, here to a warp shuffle
+/// that its warp's other lanes, still waiting at the barrier, reach after it: the shuffle
+/// completes once they do (each warpgroup sums its lanes' values across each warp).
+#[test]
+fn a_shuffle_right_after_a_named_barrier() {
+    let (result, sums) = launch(2 * GROUP, 2 * GROUP, |out| {
+        let tid = thread::thread_idx_x();
+        let g = tid / GROUP;
+        let row = shared::dynamic::<u32>();
+        // SAFETY: a word per thread; barrier `1 + g` counts warpgroup `g`; `out` a word per thread.
+        unsafe {
+            mem::store(row, tid as usize, tid);
+            barrier::sync(1 + g, GROUP);
+            let neighbour = mem::load(row, (g * GROUP + (tid + 1) % GROUP) as usize);
+            let sum = warp::reduce(neighbour, |a, b| a + b);
+            mem::store(out, tid as usize, sum);
+        }
+    });
+    result.unwrap_or_else(|e| panic!("{e}"));
+    for (t, &sum) in sums.iter().enumerate() {
+        let (g, w) = (t as u32 / GROUP, t as u32 % GROUP / 32);
+        let want: u32 = (0..32).map(|l| g * GROUP + (32 * w + l + 1) % GROUP).sum();
+        assert_eq!(sum, want, "thread {t}");
+    }
+}
+
 /// The `named-barrier` report of `result`, its message.
 fn misuse(result: Result<(), SimError>, what: &str) -> String {
     let error = result.expect_err(what);

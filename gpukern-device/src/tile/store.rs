@@ -253,3 +253,52 @@ pub unsafe fn store_pairs<O: Output, A: Accumulators>(
         }
     });
 }
+
+/// Bytes of one staged box ([`stage_boxes`]): 64 rows of one 128-byte swizzle row.
+pub const STAGED_BOX_BYTES: usize = 64 * crate::tma::SWIZZLE_128B;
+
+/// Writes thread `t`'s part of its warpgroup's `64 x N` result (`acc`, retired) into shared
+/// memory at `boxes` as the boxes a tensor store ([`crate::tma::store_2d`], 128-byte swizzle)
+/// reads: box `b` holds the fragment's columns `b W .. (b + 1) W` (`W = 128 / size_of::<O>()`: 64
+/// for a 16-bit element, 32 for `f32`), 64 rows of 128 bytes, [`STAGED_BOX_BYTES`] apart; each
+/// pair through the fused epilogue `f(row, col, [v0, v1]) -> [c0, c1]` (`row`, `col` in the
+/// fragment). One 4-byte (16-bit pairs) or 8-byte (`f32`) store per pair; the swizzle puts the 8
+/// rows a warp writes at once in 8 different 16-byte chunks, so a warp's stores meet no bank
+/// conflict. Traffic: `64 N` elements of `O` written to shared memory, nothing read.
+///
+/// What comes after is the kernel's: each writing thread's `fence.proxy.async`
+/// ([`crate::bulk::fence_shared`]), a barrier over the writers (a named barrier of the
+/// warpgroup, [`crate::barrier::sync`]), and one thread's tensor stores of the boxes; before
+/// the boxes are written again, that thread's `wait_group_read` and the barrier once more.
+///
+/// # Safety
+/// `boxes` is 1024-byte aligned in this block's shared memory with `N * size_of::<O>() / 128`
+/// boxes of [`STAGED_BOX_BYTES`] free for this warpgroup (no tensor store still reading them);
+/// `N * size_of::<O>()` is a multiple of 128.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn stage_boxes<O: Output, A: Accumulators>(
+    acc: &A,
+    t: usize,
+    boxes: *mut u8,
+    mut f: impl FnMut(usize, usize, [f32; 2]) -> [f32; 2],
+) {
+    let size = core::mem::size_of::<O>();
+    super::pairs(acc, t, |r, c, v| {
+        let byte = c * size;
+        let (b, within) = (byte / crate::tma::SWIZZLE_128B, byte % crate::tma::SWIZZLE_128B);
+        let at = b * STAGED_BOX_BYTES + crate::tma::swizzle_128b(r * crate::tma::SWIZZLE_128B + within);
+        let words = O::pack(f(r, c, v));
+        let p = boxes.wrapping_add(at).cast::<u32>();
+        // SAFETY: inside box `b` (row `r < 64`, `within + 2 size <= 128`: `c` even), aligned to the
+        // pair (`at` a multiple of `2 size`: the swizzle moves whole 16-byte chunks); the
+        // caller's contract for the rest.
+        unsafe {
+            if O::PAIR_WORDS == 1 {
+                mem::store(p, 0, words[0]);
+            } else {
+                vector::store(p, 0, words);
+            }
+        }
+    });
+}

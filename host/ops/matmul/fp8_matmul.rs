@@ -2,20 +2,20 @@
 //! (`m x k`) and `B^T` (`n x k`, the weight as `nn.Linear` stores it: FP8 `wgmma` reads both
 //! operands K-major), the result bf16 or f32 (`kernels_gpu::matmul::fp8`). The operation checks
 //! its operands once, picks the plan ([`Fp8Plan::choose`]), pads a ragged `k` (rows of the
-//! copy engine start 16 bytes apart), encodes the two tensor maps and launches; and its CPU
-//! reference ([`matmul_fp8_reference`]).
+//! copy engine start 16 bytes apart), encodes the two tensor maps (three for a staged plan:
+//! `C`'s too) and launches; and its CPU reference ([`matmul_fp8_reference`]).
 
 use std::sync::Arc;
 
 use cudarc::driver::sys;
 use gpukern_device::fp8::{E4M3, E5M2};
 use half::bf16;
-use kernels_gpu::matmul::fp8 as family;
+use kernels_gpu::matmul::fp8::{self as family, FP8_STAGED_SHARED_BYTES};
 use kernels_gpu::matmul::wgmma::MAP_WORDS;
 use ndarray::{Array2, ArrayBase, Data, Ix2};
 
 use super::fp8::{FP8_SCALE_BLOCK, Fp8Matrix, Fp8Scaling};
-use super::fp8_plan::{Fp8Accumulation, Fp8Plan, Fp8Tile};
+use super::fp8_plan::{Fp8Accumulation, Fp8Plan, Fp8Tile, STAGED_COLUMNS};
 use super::wgmma::{MapMatrix, check_copy_engine_dims, encode};
 use crate::buffer::{DeviceMatrix, DeviceVec, Element};
 use crate::device::{Backend, Gpu};
@@ -32,6 +32,9 @@ const FP8_MAP_TYPE: sys::CUtensorMapDataType = sys::CUtensorMapDataType::CU_TENS
 
 /// Bytes from one row of an operand to the next must be a multiple of this (the copy engine).
 const ROW_ALIGN: usize = 16;
+
+/// Rows of a staged plan's boxes of `C`: a consumer's 64.
+const STAGED_BOX_ROWS: usize = 64;
 
 /// The launcher of an FP8 kernel: `(maps, a, b, c, a_scales, b_scales, m, n, k, lda, ldb,
 /// a_step, b_step)`, `b` (`B^T`) of `B`.
@@ -69,20 +72,26 @@ mod sealed {
 
     /// The FP8 kernels writing this type.
     pub trait Fp8Kernels: Sized {
-        fn kernel(plan: Fp8Plan) -> Fp8Launcher<Self>;
+        /// Whether the type has staged-epilogue kernels ([`Fp8Plan::staged`]).
+        const STAGED: bool;
+        /// The kernel of `plan` (`B^T` in E4M3), where one exists.
+        fn kernel(plan: Fp8Plan) -> Option<Fp8Launcher<Self>>;
         /// The kernel of `plan` with `B^T` in E5M2, where one exists.
         fn kernel_e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<Self, E5M2>>;
     }
 
     /// An FP8 element of `B^T`: its kernels, and its value.
     pub trait Fp8Operand: Sized + Copy {
+        /// Whether it has staged-epilogue kernels ([`Fp8Plan::staged`]): E4M3 only.
+        const STAGED: bool;
         fn kernel<O: Fp8Output>(plan: Fp8Plan) -> Option<Fp8Launcher<O, Self>>;
         fn value(self) -> f32;
     }
 
     impl Fp8Operand for E4M3 {
+        const STAGED: bool = true;
         fn kernel<O: Fp8Output>(plan: Fp8Plan) -> Option<Fp8Launcher<O, E4M3>> {
-            Some(O::kernel(plan))
+            O::kernel(plan)
         }
         fn value(self) -> f32 {
             self.to_f32()
@@ -90,6 +99,7 @@ mod sealed {
     }
 
     impl Fp8Operand for E5M2 {
+        const STAGED: bool = false;
         fn kernel<O: Fp8Output>(plan: Fp8Plan) -> Option<Fp8Launcher<O, E5M2>> {
             O::kernel_e5m2(plan)
         }
@@ -101,10 +111,17 @@ mod sealed {
     /// `Fp8Kernels` for `$out`, the entries of each plan.
     macro_rules! fp8_kernels {
         ($out:ty: $fast_wide:ident, $fast_square:ident, $promoted:ident, $block:ident,
-         $promoted_overlap:ident, $block_overlap:ident) => {
+         $promoted_overlap:ident, $block_overlap:ident; staged: $has_staged:literal, $staged:expr) => {
             impl Fp8Kernels for $out {
-                fn kernel(plan: Fp8Plan) -> Fp8Launcher<$out> {
-                    match (plan.block_scales, plan.accumulation, plan.tile) {
+                const STAGED: bool = $has_staged;
+                fn kernel(plan: Fp8Plan) -> Option<Fp8Launcher<$out>> {
+                    if plan.staged {
+                        // The staged kernels (promoted, block-scaled), where the type has them.
+                        let staged: Option<(Fp8Launcher<$out>, Fp8Launcher<$out>)> = $staged;
+                        return staged
+                            .map(|(promoted, block)| if plan.block_scales { block } else { promoted });
+                    }
+                    Some(match (plan.block_scales, plan.accumulation, plan.tile) {
                         (true, _, _) if plan.overlap => family::$block_overlap::launch_views::<Module>,
                         (false, Fp8Accumulation::Promoted, _) if plan.overlap => {
                             family::$promoted_overlap::launch_views::<Module>
@@ -117,7 +134,7 @@ mod sealed {
                         (false, Fp8Accumulation::Fast, Fp8Tile::Square) => {
                             family::$fast_square::launch_views::<Module>
                         }
-                    }
+                    })
                 }
                 fn kernel_e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<$out, E5M2>> {
                     e5m2_kernel::<$out>(plan)
@@ -127,10 +144,15 @@ mod sealed {
     }
 
     fp8_kernels!(bf16: matmul_fp8_fast_128x256, matmul_fp8_fast_128x128, matmul_fp8_promoted_128x128,
-        matmul_fp8_block_128x128, matmul_fp8_promoted_overlap_128x128, matmul_fp8_block_overlap_128x128);
+    matmul_fp8_block_128x128, matmul_fp8_promoted_overlap_128x128, matmul_fp8_block_overlap_128x128;
+    staged: true, Some((
+        family::matmul_fp8_promoted_staged_128x128::launch_views::<Module>,
+        family::matmul_fp8_block_staged_128x128::launch_views::<Module>,
+    )));
     fp8_kernels!(f32: matmul_fp8_fast_f32out_128x256, matmul_fp8_fast_f32out_128x128,
         matmul_fp8_promoted_f32out_128x128, matmul_fp8_block_f32out_128x128,
-        matmul_fp8_promoted_overlap_f32out_128x128, matmul_fp8_block_overlap_f32out_128x128);
+        matmul_fp8_promoted_overlap_f32out_128x128, matmul_fp8_block_overlap_f32out_128x128;
+        staged: false, None);
 
     /// The E5M2 kernels: a bf16 result, no block scales.
     trait E5m2Kernels: Sized {
@@ -140,6 +162,7 @@ mod sealed {
         fn e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<bf16, E5M2>> {
             Some(match (plan.block_scales, plan.accumulation, plan.tile) {
                 (true, _, _) => return None,
+                _ if plan.staged => return None,
                 (false, Fp8Accumulation::Promoted, _) if plan.overlap => {
                     family::matmul_fp8_e5m2_promoted_overlap_128x128::launch_views::<Module>
                 }
@@ -253,6 +276,7 @@ impl Gpu {
             (a.scaling, bt.scaling),
             accumulation,
             self.multiprocessors()?,
+            O::STAGED && B::STAGED,
         );
         self.launch_fp8(a, bt, c, (m, k, n), plan)
     }
@@ -368,21 +392,46 @@ impl Gpu {
             return Ok(());
         }
         let tiling = plan.tile.tiling();
-        let cfg = self.ws_launch_config(m, n, tiling)?;
+        let mut cfg = self.ws_launch_config(m, n, tiling)?;
+        if plan.staged {
+            cfg = LaunchConfig {
+                shared_mem_bytes: FP8_STAGED_SHARED_BYTES,
+                ..cfg
+            }
+            .checked(OP, &self.limits().opted_in())?;
+        }
         // Rows of whole 16 bytes for the copy engine (a copy where `k` is ragged; none for
         // `k = 0`, where no copy is issued).
         let ld = if k == 0 { 0 } else { k.next_multiple_of(ROW_ALIGN) };
         let Some(launch) = B::kernel::<O>(plan) else {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                detail: format!(
+            let detail = if plan.staged {
+                format!(
+                    "the staged plan {} writes a bf16 result from E4M3 operands only, not {} \
+                     with B^T in {}",
+                    plan.name(),
+                    std::any::type_name::<O>(),
+                    std::any::type_name::<B>()
+                )
+            } else {
+                format!(
                     "B^T in E5M2 has kernels for a bf16 result with tensor or row scales only, \
                      not the plan {} into {}",
                     plan.name(),
                     std::any::type_name::<O>()
+                )
+            };
+            return Err(Error::InvalidArgument { op: OP, detail });
+        };
+        if plan.staged && n % STAGED_COLUMNS != 0 {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "the staged plan {} stores C with the copy engine, whose rows must be whole 16 \
+                     bytes apart: n a multiple of {STAGED_COLUMNS}, not {n}",
+                    plan.name()
                 ),
             });
-        };
+        }
         let a_pad = if ld == k {
             None
         } else {
@@ -403,7 +452,8 @@ impl Gpu {
                     .to_string(),
             });
         }
-        let maps = self.fp8_tensor_maps((a_data, m), (b_data, n), (k, ld), plan.tile)?;
+        let staged_c = plan.staged.then(|| (c.data.address(), m, n));
+        let maps = self.fp8_tensor_maps((a_data, m), (b_data, n), (k, ld), plan.tile, staged_c)?;
         let k_blocks = k.div_ceil(FP8_SCALE_BLOCK);
         let step = |s: Fp8Scaling| match s {
             Fp8Scaling::Tensor => 0,
@@ -412,7 +462,9 @@ impl Gpu {
         };
         // SAFETY: `maps` holds the maps of `a_data` (m rows of `ld` bytes, `k` used, box BM x
         // 128) and `b_data` (n rows, box BN x 128), `BM x BN` the plan's tile, bytes, 128-byte
-        // swizzle, zero fill (zeros for `k = 0`: no copy is issued then); `ld` a multiple of 16,
+        // swizzle, zero fill (zeros for `k = 0`: no copy is issued then), and for a staged plan
+        // `c`'s third (bf16, the staged kernels' only result; m x n, `n` a multiple of 8, box
+        // 64 x 64) with the staged kernels' shared memory in `cfg`; `ld` a multiple of 16,
         // the buffers 16-byte aligned, `c` m x n (checked) and distinct from the operands (a
         // mutable borrow); the scales' counts checked against their scalings and the steps
         // follow them; `m, n >= 1`; `cfg` the persistent launch of the tiling; the sm_90a
@@ -439,17 +491,20 @@ impl Gpu {
     }
 
     /// The tensor maps of `A` (`m x k` bytes, rows `ld` apart, boxes of `BM x 128`) and `B^T`
-    /// (`n x k`, boxes of `BN x 128`) in device memory; zeros in the simulator (whose copies read
-    /// the matrices directly) and for `k = 0` (no copy is issued).
+    /// (`n x k`, boxes of `BN x 128`) in device memory, and for a staged plan (`c`: its address,
+    /// `m`, `n`) that of `C` (bf16, boxes of `64 x 64`); zeros in the simulator (whose copies
+    /// read the matrices directly) and for `k = 0` (no copy is issued).
     fn fp8_tensor_maps<B: Element>(
         &self,
         (a, m): (&DeviceVec<E4M3>, usize),
         (b, n): (&DeviceVec<B>, usize),
         (k, ld): (usize, usize),
         tile: Fp8Tile,
+        c: Option<(usize, usize, usize)>,
     ) -> Result<Arc<DeviceVec<u64>>> {
+        let count = if c.is_some() { 3 } else { 2 };
         if matches!(self.backend, Backend::Simulator) || k == 0 {
-            return Ok(Arc::new(self.zeros_of::<u64>(2 * MAP_WORDS)?));
+            return Ok(Arc::new(self.zeros_of::<u64>(count * MAP_WORDS)?));
         }
         let t = tile.tiling();
         let matrix = |address: usize, rows: usize| MapMatrix {
@@ -462,7 +517,23 @@ impl Gpu {
         };
         let a_map = encode(matrix(a.address(), m), t.block_rows)?;
         let b_map = encode(matrix(b.address(), n), t.block_cols)?;
-        self.cached_map_pair(&a_map, &b_map)
+        let Some((address, rows, cols)) = c else {
+            return self.cached_map_pair(&a_map, &b_map);
+        };
+        let c_matrix = MapMatrix {
+            kind: sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            bytes: 2,
+            address,
+            rows,
+            cols,
+            stride: cols,
+        };
+        let c_map = encode(c_matrix, STAGED_BOX_ROWS)?;
+        let mut words = [0u64; 3 * MAP_WORDS];
+        for (part, map) in words.chunks_exact_mut(MAP_WORDS).zip([a_map, b_map, c_map]) {
+            part.copy_from_slice(&map);
+        }
+        self.cached_maps(&words)
     }
 }
 

@@ -95,6 +95,10 @@ impl Fp8Tile {
 /// the multiprocessors (about one full wave of the persistent grid), as `WsTile::choose`.
 const WAVE_PERCENT: usize = 90;
 
+/// The staged epilogue's rows of `C` are whole 16 bytes (the copy engine's rule) when `n` is a
+/// multiple of this (bf16).
+pub const STAGED_COLUMNS: usize = 8;
+
 /// Which FP8 kernel runs a product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Fp8Plan {
@@ -109,6 +113,10 @@ pub struct Fp8Plan {
     /// `wgmma` accumulators in turn, `kernels_gpu::matmul::fp8::PromotedOverlap`), else waits
     /// for every step's products before adding them.
     pub overlap: bool,
+    /// Whether (the 128 x 128 one-array promotion, bf16 result) the epilogue stages each
+    /// consumer's results in shared memory and the copy engine stores them
+    /// (`kernels_gpu::matmul::fp8::fp8_gemm_staged`), else the threads store them from registers.
+    pub staged: bool,
 }
 
 /// Whether [`Fp8Plan::choose`] picks the promotion that overlaps the next step's products. It
@@ -123,24 +131,34 @@ pub struct Fp8Plan {
 /// and `8f07132-fp8-ab-new-2.jsonl`.
 const OVERLAP_PROMOTION: bool = false;
 
+/// Whether [`Fp8Plan::choose`] picks the staged epilogue (a bulk tensor store of each tile from
+/// shared memory) for the promoted and block-scaled products. Not until it is timed against the
+/// epilogue from registers on the GPU: it was built in a session lent none.
+const STAGED_EPILOGUE: bool = false;
+
 impl Fp8Plan {
     /// The plan for an `m x n` result with `A` scaled by `a_scaling` and `B^T` by `b_scaling`,
     /// `accumulation` asked for, on `multiprocessors` SMs: block scales (both operands) run the
     /// promoted block kernel; promoted accumulation the 128 x 128 tile; fast accumulation the
-    /// 128 x 256 tile when its tiles fill about one wave (`WAVE_PERCENT`), else 128 x 128.
+    /// 128 x 256 tile when its tiles fill about one wave (`WAVE_PERCENT`), else 128 x 128; the
+    /// staged epilogue (not yet: `STAGED_EPILOGUE`) for a promoted product whose result type
+    /// has one (`staged_result`: bf16) and whose `n` is a multiple of [`STAGED_COLUMNS`].
     /// Whether the scalings fit together is checked by the operation, not here.
     pub fn choose(
         (m, n): (usize, usize),
         (a_scaling, b_scaling): (Fp8Scaling, Fp8Scaling),
         accumulation: Fp8Accumulation,
         multiprocessors: usize,
+        staged_result: bool,
     ) -> Fp8Plan {
+        let staged = STAGED_EPILOGUE && !OVERLAP_PROMOTION && staged_result && n % STAGED_COLUMNS == 0;
         if a_scaling.is_block() || b_scaling.is_block() {
             return Fp8Plan {
                 tile: Fp8Tile::Square,
                 accumulation: Fp8Accumulation::Promoted,
                 block_scales: true,
                 overlap: OVERLAP_PROMOTION,
+                staged,
             };
         }
         let tile = match accumulation {
@@ -154,18 +172,28 @@ impl Fp8Plan {
                 }
             }
         };
+        let promoted = accumulation == Fp8Accumulation::Promoted;
         Fp8Plan {
             tile,
             accumulation,
             block_scales: false,
-            overlap: OVERLAP_PROMOTION && accumulation == Fp8Accumulation::Promoted,
+            overlap: OVERLAP_PROMOTION && promoted,
+            staged: staged && promoted,
         }
     }
 
     /// Whether a kernel exists for the plan: the 128 x 256 tile accumulates fast only; the
-    /// overlapped promotion is promoted.
+    /// overlapped promotion is promoted; the staged epilogue serves the one-array promotion on
+    /// the 128 x 128 tile.
     pub fn is_valid(self) -> bool {
         if self.overlap && self.accumulation != Fp8Accumulation::Promoted {
+            return false;
+        }
+        if self.staged
+            && (self.overlap
+                || self.accumulation != Fp8Accumulation::Promoted
+                || self.tile != Fp8Tile::Square)
+        {
             return false;
         }
         match self.tile {
@@ -175,50 +203,72 @@ impl Fp8Plan {
     }
 
     /// Every plan with a kernel (for tests that must reach each).
-    pub const ALL: [Fp8Plan; 6] = [
+    pub const ALL: [Fp8Plan; 8] = [
         Fp8Plan {
             tile: Fp8Tile::Wide,
             accumulation: Fp8Accumulation::Fast,
             block_scales: false,
             overlap: false,
+            staged: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
             accumulation: Fp8Accumulation::Fast,
             block_scales: false,
             overlap: false,
+            staged: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
             accumulation: Fp8Accumulation::Promoted,
             block_scales: false,
             overlap: false,
+            staged: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
             accumulation: Fp8Accumulation::Promoted,
             block_scales: true,
             overlap: false,
+            staged: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
             accumulation: Fp8Accumulation::Promoted,
             block_scales: false,
             overlap: true,
+            staged: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
             accumulation: Fp8Accumulation::Promoted,
             block_scales: true,
             overlap: true,
+            staged: false,
+        },
+        Fp8Plan {
+            tile: Fp8Tile::Square,
+            accumulation: Fp8Accumulation::Promoted,
+            block_scales: false,
+            overlap: false,
+            staged: true,
+        },
+        Fp8Plan {
+            tile: Fp8Tile::Square,
+            accumulation: Fp8Accumulation::Promoted,
+            block_scales: true,
+            overlap: false,
+            staged: true,
         },
     ];
 
     /// `fast-128x256`, `fast-128x128`, `promoted-128x128`, `block-128x128`,
-    /// `promoted-overlap-128x128`, `block-overlap-128x128`: the kernel's name without the
-    /// `matmul_fp8_` prefix and the output.
+    /// `promoted-overlap-128x128`, `block-overlap-128x128`, `promoted-staged-128x128`,
+    /// `block-staged-128x128`: the kernel's name without the `matmul_fp8_` prefix and the output.
     pub fn name(self) -> &'static str {
         match (self.block_scales, self.accumulation, self.tile) {
+            (true, _, _) if self.staged => "block-staged-128x128",
+            (false, _, _) if self.staged => "promoted-staged-128x128",
             (true, _, _) if self.overlap => "block-overlap-128x128",
             (false, Fp8Accumulation::Promoted, _) if self.overlap => "promoted-overlap-128x128",
             (true, _, _) => "block-128x128",
@@ -239,32 +289,32 @@ mod tests {
     fn fast_takes_the_wide_tile_where_it_fills_a_wave() {
         let t = (Fp8Scaling::Tensor, Fp8Scaling::Tensor);
         // 4096^2: 512 tiles of 128 x 256.
-        let p = Fp8Plan::choose((4096, 4096), t, Fp8Accumulation::Fast, SMS);
+        let p = Fp8Plan::choose((4096, 4096), t, Fp8Accumulation::Fast, SMS, true);
         assert_eq!(
             (p.tile, p.accumulation, p.block_scales),
             (Fp8Tile::Wide, Fp8Accumulation::Fast, false)
         );
         // 1024^2: 32 tiles of 128 x 256, 64 of 128 x 128.
-        let p = Fp8Plan::choose((1024, 1024), t, Fp8Accumulation::Fast, SMS);
+        let p = Fp8Plan::choose((1024, 1024), t, Fp8Accumulation::Fast, SMS, true);
         assert_eq!(p.tile, Fp8Tile::Square);
         // The threshold: 119 tiles of 132 SMs is 90.2%.
-        let p = Fp8Plan::choose((128 * 119, 256), t, Fp8Accumulation::Fast, SMS);
+        let p = Fp8Plan::choose((128 * 119, 256), t, Fp8Accumulation::Fast, SMS, true);
         assert_eq!(p.tile, Fp8Tile::Wide);
-        let p = Fp8Plan::choose((128 * 118, 256), t, Fp8Accumulation::Fast, SMS);
+        let p = Fp8Plan::choose((128 * 118, 256), t, Fp8Accumulation::Fast, SMS, true);
         assert_eq!(p.tile, Fp8Tile::Square);
     }
 
     #[test]
     fn promoted_and_block_take_the_square_tile() {
         let rows = (Fp8Scaling::Row, Fp8Scaling::Row);
-        let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Promoted, SMS);
+        let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Promoted, SMS, true);
         assert_eq!(
             (p.tile, p.accumulation),
             (Fp8Tile::Square, Fp8Accumulation::Promoted)
         );
         let blocks = (Fp8Scaling::Block1x128, Fp8Scaling::Block128x128);
         // Block scales promote whatever was asked.
-        let p = Fp8Plan::choose((8192, 8192), blocks, Fp8Accumulation::Fast, SMS);
+        let p = Fp8Plan::choose((8192, 8192), blocks, Fp8Accumulation::Fast, SMS, true);
         assert_eq!(
             (p.tile, p.accumulation, p.block_scales),
             (Fp8Tile::Square, Fp8Accumulation::Promoted, true)
@@ -272,9 +322,9 @@ mod tests {
         // The promotion waits for each step's products (`OVERLAP_PROMOTION` false), for block
         // scales and for promoted tensor or row scales; fast accumulation never promotes.
         assert_eq!(p.name(), "block-128x128");
-        let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Promoted, SMS);
+        let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Promoted, SMS, true);
         assert_eq!(p.name(), "promoted-128x128");
-        let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Fast, SMS);
+        let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Fast, SMS, true);
         assert!(!p.overlap);
     }
 
@@ -288,6 +338,7 @@ mod tests {
             accumulation: Fp8Accumulation::Promoted,
             block_scales: false,
             overlap: false,
+            staged: false,
         };
         assert!(!wide_promoted.is_valid());
         let fast_overlap = Fp8Plan {
@@ -295,6 +346,46 @@ mod tests {
             ..Fp8Plan::ALL[1]
         };
         assert!(!fast_overlap.is_valid());
+        for bad in [
+            Fp8Plan {
+                staged: true,
+                ..Fp8Plan::ALL[0]
+            },
+            Fp8Plan {
+                staged: true,
+                ..Fp8Plan::ALL[1]
+            },
+            Fp8Plan {
+                staged: true,
+                ..Fp8Plan::ALL[4]
+            },
+        ] {
+            assert!(
+                !bad.is_valid(),
+                "{bad:?}: staged runs the one-array promotion only"
+            );
+        }
+    }
+
+    #[test]
+    fn the_staged_epilogue_is_not_chosen_until_timed() {
+        let rows = (Fp8Scaling::Row, Fp8Scaling::Row);
+        let blocks = (Fp8Scaling::Block1x128, Fp8Scaling::Block128x128);
+        for (scales, acc) in [
+            (rows, Fp8Accumulation::Promoted),
+            (rows, Fp8Accumulation::Fast),
+            (blocks, Fp8Accumulation::Promoted),
+        ] {
+            for n in [4096, 4092, 8] {
+                for staged_result in [true, false] {
+                    let p = Fp8Plan::choose((4096, n), scales, acc, SMS, staged_result);
+                    let promoted = p.accumulation == Fp8Accumulation::Promoted;
+                    let want = STAGED_EPILOGUE && staged_result && n % STAGED_COLUMNS == 0 && promoted;
+                    assert_eq!(p.staged, want, "{n}, {acc:?}, {staged_result}");
+                    assert!(p.is_valid());
+                }
+            }
+        }
     }
 
     #[test]

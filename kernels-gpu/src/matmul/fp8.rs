@@ -37,6 +37,11 @@
 //!   one-array loop's reordering it is no faster (the host plan's `OVERLAP_PROMOTION`), so a rung,
 //!   not the default.
 //!
+//! The epilogue stores each thread's results from its registers ([`tile::store_rows`]), or in
+//! [`fp8_gemm_staged`] (bf16, the promoted and block-scaled 128 x 128 kernels) stages them in
+//! shared memory for two tensor stores by the copy engine, so that a consumer's epilogue ends
+//! at shared memory (the eleventh round's named next step; not the host's default until timed).
+//!
 //! Per stage a block moves `(BM + BN) 128` bytes and does `2 BM BN 128` flops: 128 x 256 tiles
 //! 48 KiB for 8,388,608 flops (171 flops per byte), 128 x 128 tiles 32 KiB for 4,194,304.
 //!
@@ -48,13 +53,13 @@
 
 use super::tf32::grouped_tile;
 use super::wgmma::MAP_WORDS;
-use super::wgmma_ws::{Ws128x128, Ws128x256, WsShape, WsTiling};
+use super::wgmma_ws::{Ws128x128, Ws128x256, WsShape, WsTiling, MAX_SHARED};
 use crate::gpu::fp8::{E4M3, E5M2};
-use crate::gpu::pipeline::Ring;
+use crate::gpu::pipeline::{Ring, RING_ALIGN};
 use crate::gpu::tile::Output;
 use crate::gpu::tma::{self, Tensor2d};
 use crate::gpu::wgmma::Accumulators;
-use crate::gpu::{bf16, math, mem, thread, tile, wgmma};
+use crate::gpu::{barrier, bf16, bulk, math, mem, thread, tile, wgmma};
 use crate::kernel;
 
 /// Bytes of one row of a 128-byte swizzled box: 128 E4M3 values along `k`.
@@ -314,6 +319,97 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
     a_step: usize,
     b_step: usize,
 ) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        fp8_body::<O, S, M, B, false>(
+            maps, a, b, c, a_scales, b_scales, m, n, k, lda, ldb, a_step, b_step,
+        )
+    }
+}
+
+/// Bytes of a consumer's staging tile in [`fp8_gemm_staged`]: its `64 x 128` bf16 results as
+/// two boxes of `64 x 64` ([`tile::STAGED_BOX_BYTES`] each).
+pub const FP8_STAGING_BYTES: usize = 2 * tile::STAGED_BOX_BYTES;
+
+/// Dynamic shared memory of [`fp8_gemm_staged`]: the ring of [`super::wgmma_ws::WS_128X128`],
+/// the alignment to its tail ([`Ring::tail`]), and a staging tile per consumer.
+pub const FP8_STAGED_SHARED_BYTES: u32 =
+    super::wgmma_ws::WS_128X128.shared_bytes() + (RING_ALIGN + 2 * FP8_STAGING_BYTES) as u32;
+
+/// [`fp8_gemm`] whose epilogue ends at shared memory (bf16 result, the 128 x 128 tile): each
+/// consumer writes its scaled `64 x 128` results into a staging tile of its own
+/// ([`tile::stage_boxes`], 128-byte swizzled, conflict-free), fences them for the copy engine,
+/// and after a named barrier of its warpgroup ([`crate::gpu::barrier::sync`], id 1 + the
+/// consumer) its first thread issues two tensor stores of `64 x 64` into `C` and goes on to the
+/// next tile; before the staging tile is written again, that thread waits for the stores' reads
+/// (`cp.async.bulk.wait_group.read 0`) and the warpgroup meets at the barrier once more. The
+/// copy engine drops what lies past `m` and `n`. Global traffic as [`fp8_gemm`]'s (`C` written
+/// once, by the copy engine); per tile 16 KiB more written to and read from shared memory.
+///
+/// # Safety
+/// As [`fp8_gemm`], with three tensor maps at `maps`: the third is `C` (`m x n` bf16, rows `n`
+/// apart, `n` a multiple of 8; box `64 x 64`, 128-byte swizzle); the launch gives
+/// [`FP8_STAGED_SHARED_BYTES`] of dynamic shared memory.
+///
+/// Instances (bf16 result on `WS_128X128`, one PTX entry each in the sm_90a module, launch
+/// bounds `(384, 1)`): `matmul_fp8_promoted_staged_128x128` ([`Promoted`]: tensor and row
+/// scales), `matmul_fp8_block_staged_128x128` ([`BlockScaled`]).
+// Barriers: the ring's initialisation, and the two named barriers of the epilogue.
+#[kernel(
+    launch_bounds(384, 1),
+    instances(
+        matmul_fp8_promoted_staged_128x128 = Promoted,
+        matmul_fp8_block_staged_128x128 = BlockScaled,
+    ),
+    barriers(3)
+)]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn fp8_gemm_staged<M: Fp8Mode>(
+    maps: *const u64,
+    a: *const E4M3,
+    b: *const E4M3,
+    c: *mut bf16,
+    a_scales: *const f32,
+    b_scales: *const f32,
+    m: usize,
+    n: usize,
+    k: usize,
+    lda: usize,
+    ldb: usize,
+    a_step: usize,
+    b_step: usize,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        fp8_body::<bf16, Ws128x128, M, E4M3, true>(
+            maps, a, b, c, a_scales, b_scales, m, n, k, lda, ldb, a_step, b_step,
+        )
+    }
+}
+
+/// The body of [`fp8_gemm`] (`STAGED` false: results stored from registers) and
+/// [`fp8_gemm_staged`] (through the staging tiles).
+///
+/// # Safety
+/// As those kernels.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn fp8_body<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, const STAGED: bool>(
+    maps: *const u64,
+    a: *const E4M3,
+    b: *const B,
+    c: *mut O,
+    a_scales: *const f32,
+    b_scales: *const f32,
+    m: usize,
+    n: usize,
+    k: usize,
+    lda: usize,
+    ldb: usize,
+    a_step: usize,
+    b_step: usize,
+) {
     let t = S::TILING;
     const {
         assert!(S::TILING.is_valid() && S::TILING.threads() == 384);
@@ -323,6 +419,9 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
         // A consumer's columns lie in one 128-column block of `B^T`.
         assert!(!M::BLOCK_SCALES || S::TILING.consumer_cols() == FP8_SCALE_BLOCK);
         assert!(S::TILING.shared_bytes() == Ring::shared_bytes(S::TILING.stages, S::TILING.stage_bytes()));
+        // The staging tiles: two consumers of 64 x 128 bf16, in the shared memory left.
+        assert!(!STAGED || (S::TILING.consumers == 2 && S::TILING.consumer_cols() == 128));
+        assert!(FP8_STAGED_SHARED_BYTES <= MAX_SHARED);
     };
     let (bm, bn) = (t.block_rows, t.block_cols);
     let bk = FP8_BLOCK_K;
@@ -632,8 +731,83 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
                 });
             }
         }
-        // SAFETY: the contract's shapes and alignment; every lane of the warpgroup.
-        unsafe { tile::store_rows(&*summed, lane, c, (row0, col0), (m, n), |_, _, v| v) };
+        if STAGED {
+            // SAFETY: the staging tile is this consumer's (inside the launch's shared memory,
+            // 1024-byte aligned past the ring); the whole warpgroup is here; `maps` holds `C`'s
+            // map third (the contract).
+            unsafe {
+                stage_and_store(
+                    &*summed,
+                    &ring,
+                    consumer_index,
+                    lane,
+                    maps,
+                    c,
+                    (m, n),
+                    (row0, col0),
+                )
+            };
+        } else {
+            // SAFETY: the contract's shapes and alignment; every lane of the warpgroup.
+            unsafe { tile::store_rows(&*summed, lane, c, (row0, col0), (m, n), |_, _, v| v) };
+        }
         tile += step;
+    }
+    if STAGED && lane == 0 {
+        // The last tile's stores: done before the block's shared memory goes.
+        bulk::wait_group::<0>();
+    }
+}
+
+/// The staged epilogue of consumer `consumer` (thread `lane` of its warpgroup): waits until the
+/// staging tile's last stores have read it (its first thread's `wait_group_read`, then the
+/// warpgroup's named barrier), stages `acc` into it, fences, meets the warpgroup again, and its
+/// first thread stores the two boxes to `C` at (`row0`, `col0`) and commits them.
+///
+/// # Safety
+/// Every lane of the warpgroup, with the same arguments but `lane`; `acc` retired; the launch's
+/// shared memory holds the two consumers' staging tiles past the ring's tail; `maps` holds `C`'s
+/// map (`m x n` `O`, box `64 x 64`) third.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn stage_and_store<O: Output, A: Accumulators>(
+    acc: &A,
+    ring: &Ring,
+    consumer: usize,
+    lane: usize,
+    maps: *const u64,
+    c: *mut O,
+    (m, n): (usize, usize),
+    (row0, col0): (usize, usize),
+) {
+    let id = 1 + consumer as u32;
+    let staging = ring.tail().0.wrapping_add(consumer * FP8_STAGING_BYTES);
+    let box_cols = tma::SWIZZLE_128B / core::mem::size_of::<O>();
+    // SAFETY: the caller's contract: the barrier counts this warpgroup's 128 threads, whole
+    // warps; the staging tile is free once its first thread's stores have read it.
+    unsafe {
+        if lane == 0 {
+            bulk::wait_group_read::<0>();
+        }
+        barrier::sync(id, WARPGROUP as u32);
+        tile::stage_boxes::<O, _>(acc, lane, staging, |_, _, v| v);
+        bulk::fence_shared();
+        barrier::sync(id, WARPGROUP as u32);
+        if lane == 0 {
+            let out = Tensor2d {
+                map: maps.wrapping_add(2 * MAP_WORDS),
+                data: c.cast_const(),
+                rows: m,
+                cols: n,
+                stride: n,
+                box_rows: CONSUMER_ROWS,
+                box_cols,
+            };
+            for b in 0..FP8_STAGING_BYTES / tile::STAGED_BOX_BYTES {
+                let src = staging.wrapping_add(b * tile::STAGED_BOX_BYTES).cast::<O>();
+                tma::store_2d(&out, src, row0 as u32, (col0 + b * box_cols) as u32);
+            }
+            bulk::commit_group();
+        }
     }
 }

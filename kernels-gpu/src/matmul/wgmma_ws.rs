@@ -223,7 +223,7 @@ ws_shape!(
 /// Rows of `C` per consumer warpgroup (the `M` of `wgmma.m64nNk*`).
 const CONSUMER_ROWS: usize = 64;
 /// Most dynamic shared memory one block may opt in to on compute capability 9.0 (227 KiB).
-const MAX_SHARED: u32 = 232_448;
+pub(super) const MAX_SHARED: u32 = 232_448;
 /// Bytes of one row of a 128-byte swizzled box.
 const SWIZZLE_ROW: usize = 128;
 /// Threads of a warpgroup.

@@ -124,7 +124,8 @@ impl Wait {
 }
 
 /// Resumes every ready thread of every block of the cluster until it waits at a barrier, a
-/// cluster barrier or a warp shuffle, or returns. Then completes the shuffles of every warp
+/// cluster barrier, a named barrier or a warp shuffle, or returns. Then makes ready the threads
+/// whose named barrier completed and goes round again; when none, completes the shuffles of every warp
 /// whose lanes all wait at the same one, and goes round again; when no thread waits at a
 /// shuffle, opens the barrier of each block whose threads all reached the same one, and goes
 /// round again; when none does, checks that every thread of the cluster waits at the cluster
@@ -172,9 +173,16 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
                 }
             }
         }
+        // Threads whose named barrier completed run first: the thread whose arrival completed it
+        // went on, maybe to a shuffle its warp's other lanes, still waiting here, reach next.
         let mut any = false;
         for (state, wait) in states.iter().zip(wait.iter_mut()) {
             any |= wake_named(state, wait);
+        }
+        if any {
+            continue;
+        }
+        for (state, wait) in states.iter().zip(wait.iter_mut()) {
             any |= exchange_warps(state, wait)?;
         }
         if any {
