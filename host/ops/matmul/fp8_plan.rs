@@ -142,7 +142,7 @@ impl Fp8Plan {
     /// promoted block kernel; promoted accumulation the 128 x 128 tile; fast accumulation the
     /// 128 x 256 tile when its tiles fill about one wave (`WAVE_PERCENT`), else 128 x 128; the
     /// staged epilogue (not yet: `STAGED_EPILOGUE`) for a promoted product whose result type
-    /// has one (`staged_result`: bf16) and whose `n` is a multiple of [`STAGED_COLUMNS`].
+    /// has one (`staged_result`: bf16) and whose `n` is a multiple of 8.
     /// Whether the scalings fit together is checked by the operation, not here.
     pub fn choose(
         (m, n): (usize, usize),

@@ -38,7 +38,7 @@
 //!   not the default.
 //!
 //! The epilogue stores each thread's results from its registers ([`tile::store_rows`]), or in
-//! [`fp8_gemm_staged`] (bf16, the promoted and block-scaled 128 x 128 kernels) stages them in
+//! [`fp8_gemm_staged`](fn@fp8_gemm_staged) (bf16, the promoted and block-scaled 128 x 128 kernels) stages them in
 //! shared memory for two tensor stores by the copy engine, so that a consumer's epilogue ends
 //! at shared memory (the eleventh round's named next step; not the host's default until timed).
 //!
@@ -327,27 +327,27 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
     }
 }
 
-/// Bytes of a consumer's staging tile in [`fp8_gemm_staged`]: its `64 x 128` bf16 results as
+/// Bytes of a consumer's staging tile in [`fp8_gemm_staged`](fn@fp8_gemm_staged): its `64 x 128` bf16 results as
 /// two boxes of `64 x 64` ([`tile::STAGED_BOX_BYTES`] each).
 pub const FP8_STAGING_BYTES: usize = 2 * tile::STAGED_BOX_BYTES;
 
-/// Dynamic shared memory of [`fp8_gemm_staged`]: the ring of [`super::wgmma_ws::WS_128X128`],
+/// Dynamic shared memory of [`fp8_gemm_staged`](fn@fp8_gemm_staged): the ring of [`super::wgmma_ws::WS_128X128`],
 /// the alignment to its tail ([`Ring::tail`]), and a staging tile per consumer.
 pub const FP8_STAGED_SHARED_BYTES: u32 =
     super::wgmma_ws::WS_128X128.shared_bytes() + (RING_ALIGN + 2 * FP8_STAGING_BYTES) as u32;
 
-/// [`fp8_gemm`] whose epilogue ends at shared memory (bf16 result, the 128 x 128 tile): each
+/// [`fp8_gemm`](fn@fp8_gemm) whose epilogue ends at shared memory (bf16 result, the 128 x 128 tile): each
 /// consumer writes its scaled `64 x 128` results into a staging tile of its own
 /// ([`tile::stage_boxes`], 128-byte swizzled, conflict-free), fences them for the copy engine,
 /// and after a named barrier of its warpgroup ([`crate::gpu::barrier::sync`], id 1 + the
 /// consumer) its first thread issues two tensor stores of `64 x 64` into `C` and goes on to the
 /// next tile; before the staging tile is written again, that thread waits for the stores' reads
 /// (`cp.async.bulk.wait_group.read 0`) and the warpgroup meets at the barrier once more. The
-/// copy engine drops what lies past `m` and `n`. Global traffic as [`fp8_gemm`]'s (`C` written
+/// copy engine drops what lies past `m` and `n`. Global traffic as [`fp8_gemm`](fn@fp8_gemm)'s (`C` written
 /// once, by the copy engine); per tile 16 KiB more written to and read from shared memory.
 ///
 /// # Safety
-/// As [`fp8_gemm`], with three tensor maps at `maps`: the third is `C` (`m x n` bf16, rows `n`
+/// As [`fp8_gemm`](fn@fp8_gemm), with three tensor maps at `maps`: the third is `C` (`m x n` bf16, rows `n`
 /// apart, `n` a multiple of 8; box `64 x 64`, 128-byte swizzle); the launch gives
 /// [`FP8_STAGED_SHARED_BYTES`] of dynamic shared memory.
 ///
@@ -388,8 +388,8 @@ pub unsafe fn fp8_gemm_staged<M: Fp8Mode>(
     }
 }
 
-/// The body of [`fp8_gemm`] (`STAGED` false: results stored from registers) and
-/// [`fp8_gemm_staged`] (through the staging tiles).
+/// The body of [`fp8_gemm`](fn@fp8_gemm) (`STAGED` false: results stored from registers) and
+/// [`fp8_gemm_staged`](fn@fp8_gemm_staged) (through the staging tiles).
 ///
 /// # Safety
 /// As those kernels.
