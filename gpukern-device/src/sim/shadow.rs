@@ -178,18 +178,26 @@ impl Shadow {
         if cluster.is_some() && self.cluster.is_empty() {
             self.cluster = vec![ClusterWord::default(); self.words.len()];
         }
-        if let Some(order) = order {
-            if self.counts.is_empty() {
-                self.counts = vec![Counts::default(); self.words.len()];
-            }
-            return self.record_ordered(first, last, tid, epoch, touch, cluster, fences, order);
+        if order.is_some() && self.counts.is_empty() {
+            self.counts = vec![Counts::default(); self.words.len()];
         }
-        for (w, word) in self.words[first..=last].iter_mut().enumerate() {
+        // Whether an access by `t` after `count` named-barrier arrivals conflicts with this one:
+        // another thread's, that no named barrier orders before it.
+        let unordered = |t: u32, count: u32| {
+            t != NONE && t != PROXY && t != tid && !order.is_some_and(|o| o.covers(t, count))
+        };
+        let other = |threads: [u32; 2], counts: [u32; 2]| {
+            (0..2)
+                .find(|&i| unordered(threads[i], counts[i]))
+                .map(|i| threads[i])
+        };
+        for w in first..=last {
+            let word = &mut self.words[w];
             if word.pending != NONE {
                 return Err(Conflict::Pending { issuer: word.pending });
             }
             if let Some(c) = cluster {
-                self.cluster[first + w].record(c, touch, word.written)?;
+                self.cluster[w].record(c, touch, word.written)?;
                 if c.remote {
                     word.written |= touch != Touch::Read;
                     continue;
@@ -201,15 +209,35 @@ impl Shadow {
                 word.readers = [NONE; 2];
                 word.atomics = [NONE; 2];
             }
+            // The named-barrier counts of the word's accesses (all 0 before the block's first
+            // named barrier, where none is kept).
+            let mut unused = Counts::default();
+            let counts = self.counts.get_mut(w).unwrap_or(&mut unused);
             // Any touch but an atomic races with another thread's atomic in this interval.
             if touch != Touch::Atomic && touch != Touch::Proxy {
-                if let Some(other) = other_than(word.atomics, tid) {
+                if let Some(other) = other(word.atomics, counts.atomics) {
                     return Err(Conflict::Race {
                         other,
                         other_access: Access::Atomic,
                     });
                 }
             }
+            let no_other_writer = || {
+                if unordered(word.writer, counts.writer) {
+                    return Err(Conflict::Race {
+                        other: word.writer,
+                        other_access: Access::Write,
+                    });
+                }
+                Ok(())
+            };
+            let no_other_reader = || match other(word.readers, counts.readers) {
+                Some(other) => Err(Conflict::Race {
+                    other,
+                    other_access: Access::Read,
+                }),
+                None => Ok(()),
+            };
             match touch {
                 Touch::Proxy => {
                     word.writer = PROXY;
@@ -222,23 +250,24 @@ impl Shadow {
                     if !word.written {
                         return Err(Conflict::Uninitialized);
                     }
-                    word.no_other_writer(tid)?;
-                    remember(&mut word.readers, tid);
+                    no_other_writer()?;
+                    remember(&mut word.readers, &mut counts.readers, tid, order);
                 }
                 Touch::Atomic => {
                     if !word.written {
                         return Err(Conflict::Uninitialized);
                     }
-                    word.no_other_writer(tid)?;
-                    word.no_other_reader(tid)?;
-                    remember(&mut word.atomics, tid);
+                    no_other_writer()?;
+                    no_other_reader()?;
+                    remember(&mut word.atomics, &mut counts.atomics, tid, order);
                     word.generic_writer = tid;
                     word.writer_fences = fences;
                 }
                 Touch::Write | Touch::AsyncCopy => {
-                    word.no_other_writer(tid)?;
-                    word.no_other_reader(tid)?;
+                    no_other_writer()?;
+                    no_other_reader()?;
                     word.writer = tid;
+                    counts.writer = order.map_or(0, |o| o.count);
                     word.generic_writer = tid;
                     word.writer_fences = fences;
                     if touch == Touch::AsyncCopy {
@@ -277,116 +306,6 @@ impl Shadow {
             word.written = true;
             word.pending = NONE;
         }
-    }
-}
-
-impl Shadow {
-    /// [`Shadow::record`]'s loop over words `first..=last` once the block uses named barriers:
-    /// the same rules, but an access a named barrier orders before this one (`order` covers its
-    /// thread and count) conflicts with nothing, and a remembered read or atomic that this access
-    /// covers gives its slot to this one when both are taken.
-    #[allow(clippy::too_many_arguments)]
-    fn record_ordered(
-        &mut self,
-        first: usize,
-        last: usize,
-        tid: u32,
-        epoch: u32,
-        touch: Touch,
-        cluster: Option<ClusterTouch>,
-        fences: u32,
-        order: Order,
-    ) -> Result<(), Conflict> {
-        let unordered = |t: u32, count: u32| t != NONE && t != PROXY && t != tid && !order.covers(t, count);
-        let other = |threads: [u32; 2], counts: [u32; 2]| {
-            (0..2)
-                .find(|&i| unordered(threads[i], counts[i]))
-                .map(|i| threads[i])
-        };
-        for w in first..=last {
-            let word = &mut self.words[w];
-            if word.pending != NONE {
-                return Err(Conflict::Pending { issuer: word.pending });
-            }
-            if let Some(c) = cluster {
-                self.cluster[w].record(c, touch, word.written)?;
-                if c.remote {
-                    word.written |= touch != Touch::Read;
-                    continue;
-                }
-            }
-            let counts = &mut self.counts[w];
-            if word.epoch != epoch {
-                word.epoch = epoch;
-                word.writer = NONE;
-                word.readers = [NONE; 2];
-                word.atomics = [NONE; 2];
-            }
-            if touch != Touch::Atomic && touch != Touch::Proxy {
-                if let Some(other) = other(word.atomics, counts.atomics) {
-                    return Err(Conflict::Race {
-                        other,
-                        other_access: Access::Atomic,
-                    });
-                }
-            }
-            let writer = || {
-                if unordered(word.writer, counts.writer) {
-                    return Err(Conflict::Race {
-                        other: word.writer,
-                        other_access: Access::Write,
-                    });
-                }
-                Ok(())
-            };
-            let reader = || match other(word.readers, counts.readers) {
-                Some(other) => Err(Conflict::Race {
-                    other,
-                    other_access: Access::Read,
-                }),
-                None => Ok(()),
-            };
-            match touch {
-                Touch::Proxy => {
-                    word.writer = PROXY;
-                    word.readers = [NONE; 2];
-                    word.atomics = [NONE; 2];
-                    word.written = true;
-                    word.generic_writer = NONE;
-                }
-                Touch::Read => {
-                    if !word.written {
-                        return Err(Conflict::Uninitialized);
-                    }
-                    writer()?;
-                    remember_ordered(&mut word.readers, &mut counts.readers, tid, order);
-                }
-                Touch::Atomic => {
-                    if !word.written {
-                        return Err(Conflict::Uninitialized);
-                    }
-                    writer()?;
-                    reader()?;
-                    remember_ordered(&mut word.atomics, &mut counts.atomics, tid, order);
-                    word.generic_writer = tid;
-                    word.writer_fences = fences;
-                }
-                Touch::Write | Touch::AsyncCopy => {
-                    writer()?;
-                    reader()?;
-                    word.writer = tid;
-                    counts.writer = order.count;
-                    word.generic_writer = tid;
-                    word.writer_fences = fences;
-                    if touch == Touch::AsyncCopy {
-                        word.pending = tid;
-                    } else {
-                        word.written = true;
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 }
 
@@ -457,56 +376,22 @@ impl ClusterWord {
     }
 }
 
-impl Word {
-    /// A race with another thread's write of this word in this barrier interval.
-    fn no_other_writer(&self, tid: u32) -> Result<(), Conflict> {
-        if self.writer != NONE && self.writer != PROXY && self.writer != tid {
-            return Err(Conflict::Race {
-                other: self.writer,
-                other_access: Access::Write,
-            });
-        }
-        Ok(())
-    }
-
-    /// A race with another thread's read of this word in this barrier interval.
-    fn no_other_reader(&self, tid: u32) -> Result<(), Conflict> {
-        match other_than(self.readers, tid) {
-            Some(other) => Err(Conflict::Race {
-                other,
-                other_access: Access::Read,
-            }),
-            None => Ok(()),
-        }
-    }
-}
-
-fn other_than(threads: [u32; 2], tid: u32) -> Option<u32> {
-    threads.into_iter().find(|&t| t != NONE && t != tid)
-}
-
-/// Adds `tid`, after `order.count` named-barrier arrivals, to the two accesses kept in
-/// `threads` (with their `counts`): its own slot gets the newer count; else a free slot; else a
-/// slot whose access `order` covers (the one a later access is likeliest ordered after too).
-/// When neither slot is covered the access is not kept: as without named barriers, two
-/// unordered readers are enough to report a later write by either, though not every third one.
-fn remember_ordered(threads: &mut [u32; 2], counts: &mut [u32; 2], tid: u32, order: Order) {
+/// Adds `tid` to the two accesses kept in `threads` (with their named-barrier `counts`). Without
+/// named barriers (`order` none): the first two distinct threads, enough to name a thread other
+/// than any given one. With them (after `order.count` arrivals): its own slot gets the newer
+/// count; else a free slot; else a slot whose access `order` covers (one a later access is
+/// ordered after whenever it is ordered after this one). When neither slot is covered the
+/// access is not kept: two unordered readers are enough to report a later write by either,
+/// though not every third one.
+fn remember(threads: &mut [u32; 2], counts: &mut [u32; 2], tid: u32, order: Option<Order>) {
+    let count = order.map_or(0, |o| o.count);
     let slot = (0..2)
         .find(|&i| threads[i] == tid)
         .or_else(|| (0..2).find(|&i| threads[i] == NONE))
-        .or_else(|| (0..2).find(|&i| order.covers(threads[i], counts[i])));
+        .or_else(|| order.and_then(|o| (0..2).find(|&i| o.covers(threads[i], counts[i]))));
     if let Some(i) = slot {
         threads[i] = tid;
-        counts[i] = order.count;
-    }
-}
-
-/// Adds `tid` to the first two distinct threads kept in `threads`.
-fn remember(threads: &mut [u32; 2], tid: u32) {
-    if threads[0] == NONE {
-        threads[0] = tid;
-    } else if threads[0] != tid && threads[1] == NONE {
-        threads[1] = tid;
+        counts[i] = count;
     }
 }
 
