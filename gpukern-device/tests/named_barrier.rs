@@ -178,6 +178,24 @@ fn a_shuffle_right_after_a_named_barrier() {
     }
 }
 
+/// A block of 48 threads: its second warp has 16 lanes, which the hardware counts as 32, so a
+/// barrier for 64 threads completes once all 48 are in.
+#[test]
+fn a_short_last_warp_counts_as_a_whole_one() {
+    let (result, sums) = launch(48, 48, |out| {
+        let tid = thread::thread_idx_x();
+        let row = shared::dynamic::<u32>();
+        // SAFETY: a word per thread; barrier 1 counts the block's two warps (64).
+        unsafe {
+            mem::store(row, tid as usize, tid);
+            barrier::sync(1, 64);
+            mem::store(out, tid as usize, mem::load(row, ((tid + 1) % 48) as usize));
+        }
+    });
+    result.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(sums, (0..48).map(|t| (t + 1) % 48).collect::<Vec<u32>>());
+}
+
 /// The `named-barrier` report of `result`, its message.
 fn misuse(result: Result<(), SimError>, what: &str) -> String {
     let error = result.expect_err(what);

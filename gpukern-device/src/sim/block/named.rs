@@ -165,7 +165,22 @@ impl BlockState<'_> {
             clock,
         });
         let generation = barrier.completed;
-        if barrier.arrivals.len() < threads as usize {
+        // The hardware counts 32 for each arriving warp, so a block's last warp, when it has
+        // fewer lanes, counts 32 once all of them are in.
+        let mut counted = barrier.arrivals.len() as u32;
+        let last_lanes = block % WARP_SIZE;
+        if last_lanes != 0 {
+            let last_warp = block / WARP_SIZE;
+            let in_last = barrier
+                .arrivals
+                .iter()
+                .filter(|a| a.tid / WARP_SIZE == last_warp)
+                .count();
+            if in_last as u32 == last_lanes {
+                counted += WARP_SIZE - last_lanes;
+            }
+        }
+        if counted < threads {
             return Ok(waits.then_some(NamedWait { id, generation }));
         }
         self.complete(n, id, block)?;
@@ -177,7 +192,10 @@ impl BlockState<'_> {
     fn complete(&self, n: &mut NamedBarriers, id: u32, block: u32) -> Result<(), Violation> {
         let barrier = &mut n.barriers[id as usize];
         let arrivals = std::mem::take(&mut barrier.arrivals);
-        let (threads, at) = barrier.expected.take().unwrap_or((0, Location::caller()));
+        // The first arrival named the count and place (a completion has arrivals).
+        let Some((threads, at)) = barrier.expected.take() else {
+            return Ok(());
+        };
         barrier.completed += 1;
         let mut lanes = [0u32; MAX_WARPS];
         for a in &arrivals {
@@ -245,7 +263,9 @@ impl BlockState<'_> {
         let Some(b) = named.as_deref().map(|n| &n.barriers[id as usize]) else {
             return format!("named barrier {id}");
         };
-        let (threads, _) = b.expected.unwrap_or((0, Location::caller()));
+        let Some((threads, _)) = b.expected else {
+            return format!("named barrier {id}");
+        };
         let waiting = b.arrivals.iter().filter(|a| a.waits).count();
         format!(
             "named barrier {id}, which {} of its {threads} threads have counted themselves in at \
