@@ -196,6 +196,49 @@ fn a_short_last_warp_counts_as_a_whole_one() {
     assert_eq!(sums, (0..48).map(|t| (t + 1) % 48).collect::<Vec<u32>>());
 }
 
+/// Two warpgroups taking turns as a ping-pong does: warpgroup 1 hands warpgroup 0 the first turn
+/// (`arrive` at barrier 1) and goes straight on to wait for its own (barrier 2), so its lanes are
+/// past their next arrival before barrier 1 completes. In its turn a warpgroup's first thread
+/// adds one to a shared word, the warpgroup meets at a barrier of its own (3 or 4, 128 threads)
+/// and reads it, and hands the turn over: every access is ordered, through the chain of turns.
+#[test]
+fn turns_taken_in_a_ping_pong() {
+    let (result, sums) = launch(2 * GROUP, 1, |out| {
+        let tid = thread::thread_idx_x();
+        let g = tid / GROUP;
+        let word = shared::dynamic::<u32>();
+        let (mine, other) = (1 + g, 2 - g);
+        // SAFETY: one shared word; barriers 1 and 2 count both warpgroups (256), 3 and 4 one
+        // each (128); `out` a word per thread.
+        unsafe {
+            if g == 1 {
+                barrier::arrive(other, 2 * GROUP);
+            }
+            let mut seen = 0;
+            for round in 0..3 {
+                barrier::sync(mine, 2 * GROUP);
+                if tid.is_multiple_of(GROUP) {
+                    let before = if round == 0 && g == 0 {
+                        0
+                    } else {
+                        mem::load(word, 0)
+                    };
+                    mem::store(word, 0, before + 1);
+                }
+                barrier::sync(3 + g, GROUP);
+                seen = mem::load(word, 0);
+                barrier::arrive(other, 2 * GROUP);
+            }
+            mem::store(out, tid as usize, seen);
+        }
+    });
+    result.unwrap_or_else(|e| panic!("{e}"));
+    for (t, &seen) in sums.iter().enumerate() {
+        let want = if t < GROUP as usize { 5 } else { 6 };
+        assert_eq!(seen, want, "thread {t}");
+    }
+}
+
 /// The `named-barrier` report of `result`, its message.
 fn misuse(result: Result<(), SimError>, what: &str) -> String {
     let error = result.expect_err(what);

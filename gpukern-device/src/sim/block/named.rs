@@ -30,6 +30,9 @@ pub(super) type WarpClock = [u32; MAX_WARPS];
 struct Arrival {
     tid: u32,
     waits: bool,
+    /// The thread's named-barrier arrivals, this one included (it may arrive at others before
+    /// this barrier completes).
+    count: u32,
     /// What its warp knew when it arrived, its own arrival included.
     known: WarpClock,
     /// What it knew of Hopper's protocols then (none before the block's first Hopper instruction).
@@ -161,6 +164,7 @@ impl BlockState<'_> {
         barrier.arrivals.push(Arrival {
             tid,
             waits,
+            count: n.arrivals[tid as usize],
             known,
             clock,
         });
@@ -214,7 +218,7 @@ impl BlockState<'_> {
             let counts = arrivals
                 .iter()
                 .filter(|a| (a.tid / WARP_SIZE) as usize == warp)
-                .map(|a| n.arrivals[a.tid as usize]);
+                .map(|a| a.count);
             if let (Some(lo), Some(hi)) = (counts.clone().min(), counts.max()) {
                 if lo != hi {
                     return Err(rule(format!(
