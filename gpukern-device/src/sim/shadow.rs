@@ -178,8 +178,8 @@ impl Shadow {
         if cluster.is_some() && self.cluster.is_empty() {
             self.cluster = vec![ClusterWord::default(); self.words.len()];
         }
-        if order.is_some() && self.counts.is_empty() {
-            self.counts = vec![Counts::default(); self.words.len()];
+        if order.is_some() {
+            self.keep_counts();
         }
         // Whether an access by `t` after `count` named-barrier arrivals conflicts with this one:
         // another thread's, that no named barrier orders before it.
@@ -281,6 +281,14 @@ impl Shadow {
         Ok(())
     }
 
+    /// Makes the per-word named-barrier counts, on the block's first access after a named
+    /// barrier (zeros: no access before had come after an arrival).
+    fn keep_counts(&mut self) {
+        if self.counts.is_empty() {
+            self.counts = vec![Counts::default(); self.words.len()];
+        }
+    }
+
     /// Lands thread `tid`'s `cp.async` into bytes `offset..offset + size` during `epoch`: the
     /// words are written, by `tid`, in this barrier interval (so other threads must still pass a
     /// barrier before they read them), and no longer pending. `count`: the thread's named-barrier
@@ -289,9 +297,7 @@ impl Shadow {
         let first = offset / 4;
         let last = (offset + size.max(1) - 1) / 4;
         if let Some(count) = count {
-            if self.counts.is_empty() {
-                self.counts = vec![Counts::default(); self.words.len()];
-            }
+            self.keep_counts();
             for c in &mut self.counts[first..=last] {
                 c.writer = count;
             }

@@ -288,17 +288,9 @@ pub unsafe fn stage_boxes<O: Output, A: Accumulators>(
         let byte = c * size;
         let (b, within) = (byte / crate::tma::SWIZZLE_128B, byte % crate::tma::SWIZZLE_128B);
         let at = b * STAGED_BOX_BYTES + crate::tma::swizzle_128b(r * crate::tma::SWIZZLE_128B + within);
-        let words = O::pack(f(r, c, v));
-        let p = boxes.wrapping_add(at).cast::<u32>();
         // SAFETY: inside box `b` (row `r < 64`, `within + 2 size <= 128`: `c` even), aligned to the
         // pair (`at` a multiple of `2 size`: the swizzle moves whole 16-byte chunks); the
         // caller's contract for the rest.
-        unsafe {
-            if O::PAIR_WORDS == 1 {
-                mem::store(p, 0, words[0]);
-            } else {
-                vector::store(p, 0, words);
-            }
-        }
+        unsafe { O::store_pair(boxes.wrapping_add(at).cast::<O>(), 0, f(r, c, v)) }
     });
 }

@@ -72,8 +72,6 @@ mod sealed {
 
     /// The FP8 kernels writing this type.
     pub trait Fp8Kernels: Sized {
-        /// Whether the type has staged-epilogue kernels ([`Fp8Plan::staged`]).
-        const STAGED: bool;
         /// The kernel of `plan` (`B^T` in E4M3), where one exists.
         fn kernel(plan: Fp8Plan) -> Option<Fp8Launcher<Self>>;
         /// The kernel of `plan` with `B^T` in E5M2, where one exists.
@@ -82,14 +80,11 @@ mod sealed {
 
     /// An FP8 element of `B^T`: its kernels, and its value.
     pub trait Fp8Operand: Sized + Copy {
-        /// Whether it has staged-epilogue kernels ([`Fp8Plan::staged`]): E4M3 only.
-        const STAGED: bool;
         fn kernel<O: Fp8Output>(plan: Fp8Plan) -> Option<Fp8Launcher<O, Self>>;
         fn value(self) -> f32;
     }
 
     impl Fp8Operand for E4M3 {
-        const STAGED: bool = true;
         fn kernel<O: Fp8Output>(plan: Fp8Plan) -> Option<Fp8Launcher<O, E4M3>> {
             O::kernel(plan)
         }
@@ -99,7 +94,6 @@ mod sealed {
     }
 
     impl Fp8Operand for E5M2 {
-        const STAGED: bool = false;
         fn kernel<O: Fp8Output>(plan: Fp8Plan) -> Option<Fp8Launcher<O, E5M2>> {
             O::kernel_e5m2(plan)
         }
@@ -111,9 +105,8 @@ mod sealed {
     /// `Fp8Kernels` for `$out`, the entries of each plan.
     macro_rules! fp8_kernels {
         ($out:ty: $fast_wide:ident, $fast_square:ident, $promoted:ident, $block:ident,
-         $promoted_overlap:ident, $block_overlap:ident; staged: $has_staged:literal, $staged:expr) => {
+         $promoted_overlap:ident, $block_overlap:ident; staged: $staged:expr) => {
             impl Fp8Kernels for $out {
-                const STAGED: bool = $has_staged;
                 fn kernel(plan: Fp8Plan) -> Option<Fp8Launcher<$out>> {
                     if plan.staged {
                         // The staged kernels (promoted, block-scaled), where the type has them.
@@ -145,14 +138,14 @@ mod sealed {
 
     fp8_kernels!(bf16: matmul_fp8_fast_128x256, matmul_fp8_fast_128x128, matmul_fp8_promoted_128x128,
     matmul_fp8_block_128x128, matmul_fp8_promoted_overlap_128x128, matmul_fp8_block_overlap_128x128;
-    staged: true, Some((
+    staged: Some((
         family::matmul_fp8_promoted_staged_128x128::launch_views::<Module>,
         family::matmul_fp8_block_staged_128x128::launch_views::<Module>,
     )));
     fp8_kernels!(f32: matmul_fp8_fast_f32out_128x256, matmul_fp8_fast_f32out_128x128,
         matmul_fp8_promoted_f32out_128x128, matmul_fp8_block_f32out_128x128,
         matmul_fp8_promoted_overlap_f32out_128x128, matmul_fp8_block_overlap_f32out_128x128;
-        staged: false, None);
+        staged: None);
 
     /// The E5M2 kernels: a bf16 result, no block scales.
     trait E5m2Kernels: Sized {
@@ -276,7 +269,10 @@ impl Gpu {
             (a.scaling, bt.scaling),
             accumulation,
             self.multiprocessors()?,
-            O::STAGED && B::STAGED,
+            // Whether the result and operand types have staged kernels (bf16 from E4M3).
+            Fp8Plan::ALL
+                .iter()
+                .any(|&p| p.staged && B::kernel::<O>(p).is_some()),
         );
         self.launch_fp8(a, bt, c, (m, k, n), plan)
     }
@@ -529,11 +525,7 @@ impl Gpu {
             stride: cols,
         };
         let c_map = encode(c_matrix, STAGED_BOX_ROWS)?;
-        let mut words = [0u64; 3 * MAP_WORDS];
-        for (part, map) in words.chunks_exact_mut(MAP_WORDS).zip([a_map, b_map, c_map]) {
-            part.copy_from_slice(&map);
-        }
-        self.cached_maps(&words)
+        self.cached_maps(&[a_map, b_map, c_map].concat())
     }
 }
 

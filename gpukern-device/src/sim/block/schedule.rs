@@ -209,6 +209,11 @@ fn schedule(states: &[BlockState], threads: &mut [Vec<Thread>]) -> Result<(), Si
 
 /// Makes ready the threads of `state` whose named barrier completed; returns whether any was.
 fn wake_named(state: &BlockState, wait: &mut [Wait]) -> bool {
+    // Every scheduler round of every block comes here: a block without named barriers has
+    // nothing to wake.
+    if state.named.borrow().is_none() {
+        return false;
+    }
     let mut any = false;
     for w in wait.iter_mut() {
         if let Wait::Named { wait: named, .. } = *w {
