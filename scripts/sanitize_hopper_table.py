@@ -9,6 +9,7 @@ asserts it), and what the bare run and each compute-sanitizer tool did.
 Prints the Markdown table (twins, if the log has them, in a second table).
 """
 
+import re
 import sys
 
 RUNS = ["bare", "memcheck", "racecheck", "synccheck", "initcheck"]
@@ -56,7 +57,9 @@ def cell(run):
         error = detail.split(";")[0].strip()
         if error.startswith("cuda-error (") and error.endswith(")"):
             error = error[len("cuda-error (") : -1]
-        text += f" ({error[:60]})"
+        # The driver's error code where the detail names one (`DriverError(CUDA_ERROR_..., "...")`).
+        code = re.search(r"CUDA_ERROR_[A-Z_]+", error)
+        text += f" ({code.group(0) if code else error[:60]})"
     return text
 
 

@@ -158,8 +158,10 @@ pub enum DecodePlan {
     /// weight to the end; a tile shared by several blocks is added up by the last of them to
     /// finish its part (in block order: the same bits whichever ends last), in the same launch,
     /// through a workspace kept per stream handle (made by the first call, so call once before
-    /// capturing). Needs what [`DecodePlan::Wgmma`] needs. Not chosen by [`DecodePlan::choose`]
-    /// until timed on the GPU.
+    /// capturing). Needs what [`DecodePlan::Wgmma`] needs. Not chosen by [`DecodePlan::choose`]:
+    /// on the H200 it was slower than the planned tile at every bench shape, 3820.5 GB/s at best
+    /// (`Rows128`) against 4083.5 for `Rows224` at 1 x 28672 x 8192 and 2449.6 against 3459.1 at 64
+    /// x 8192 x 8192 (`bench/experiments/third-wave/016d620-decode-gemm-stream-k.jsonl`).
     StreamK {
         /// Rows of `W` per tile.
         tile: DecodeTile,

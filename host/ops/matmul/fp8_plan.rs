@@ -132,8 +132,10 @@ pub struct Fp8Plan {
 const OVERLAP_PROMOTION: bool = false;
 
 /// Whether [`Fp8Plan::choose`] picks the staged epilogue (a bulk tensor store of each tile from
-/// shared memory) for the promoted and block-scaled products. Not until it is timed against the
-/// epilogue from registers on the GPU: it was built in a session lent none.
+/// shared memory) for the promoted and block-scaled products. No: timed on the H200 beside the
+/// epilogue from registers in one call, it was level at 4096^3 (1138.8 against 1133.8 TFLOP/s
+/// with tensor scales, 1072.7 against 1068.4 with block scales) and slower at 8192^3 (1109.4
+/// against 1201.7, 1125.5 against 1137.2), `bench/experiments/third-wave/016d620-fp8-staged.jsonl`.
 const STAGED_EPILOGUE: bool = false;
 
 impl Fp8Plan {
@@ -141,7 +143,7 @@ impl Fp8Plan {
     /// `accumulation` asked for, on `multiprocessors` SMs: block scales (both operands) run the
     /// promoted block kernel; promoted accumulation the 128 x 128 tile; fast accumulation the
     /// 128 x 256 tile when its tiles fill about one wave (`WAVE_PERCENT`), else 128 x 128; the
-    /// staged epilogue (not yet: `STAGED_EPILOGUE`) for a promoted product whose result type
+    /// staged epilogue (not chosen: `STAGED_EPILOGUE`) for a promoted product whose result type
     /// has one (`staged_result`: bf16) and whose `n` is a multiple of 8.
     /// Whether the scalings fit together is checked by the operation, not here.
     pub fn choose(
