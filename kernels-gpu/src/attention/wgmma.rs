@@ -65,7 +65,7 @@ use super::AttentionElement;
 use crate::gpu::attention::{Causal, General, Mask, MaskArgs, MaskShape, NoMask, Shipped, TileMask};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
-use crate::gpu::{barrier, bf16, f16, hint, math, mbarrier, mem, thread, warp, wgmma};
+use crate::gpu::{barrier, bf16, f16, math, mbarrier, mem, thread, warp, wgmma};
 use crate::kernel;
 
 /// Query rows per block of [`attention_wgmma`](fn@attention_wgmma): 64 per consumer warpgroup.
@@ -436,7 +436,8 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
 /// `causal_` ([`Causal`]) or `general_` ([`General`]) before `d`, for `D` 64 and 128 and `T` bf16
 /// and f16; at 256 no mask and causal only.
 // Barriers: the ring's initialisation, the `Q` barrier's, and the turns' named barriers: three
-// waits and four hand-overs in the source.
+// waits and three hand-overs in the loop, each a barrier per consumer (its id an immediate), and
+// consumer 1's first hand-over.
 #[kernel(
     launch_bounds(384, 1),
     instances(
@@ -457,7 +458,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
         attention_wgmma_pingpong_causal_d256_bf16 = (bf16, D256, Causal),
         attention_wgmma_pingpong_causal_d256_f16 = (f16, D256, Causal),
     ),
-    barriers(9)
+    barriers(15)
 )]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_wgmma_pingpong<T: WgmmaElement, H: WgmmaHead, M: Mask>(
@@ -655,7 +656,7 @@ unsafe fn attention_body<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mas
     // This consumer's 64 rows of `Q` (8 KiB into each box), per box of 64 dims: the first
     // step's descriptor (the products step along the box themselves).
     let q_desc = |j: usize| k_major_descriptor(q_address + (j * BOX_BYTES + CONSUMER_ROWS * c * 128) as u32);
-    let mut turns = Turns;
+    let mut turns = Turns { first: c == 0 };
     if S::PING_PONG && c == 1 {
         // Consumer 0 issues first.
         turns.hand_over();
@@ -924,7 +925,7 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
 }
 
 /// A consumer's side of the ping-pong, as named barriers ([`barrier`]): consumer `c`'s turn is
-/// barrier `TURN_BARRIER + c` of both consumers' 256 threads, which completes when this
+/// barrier `1 + c` of both consumers' 256 threads, which completes when this
 /// consumer's 128 threads wait there ([`Turns::take`]) and the other's 128 have counted in
 /// without waiting ([`Turns::hand_over`]): FlashAttention-3's warp-scheduler barriers, the
 /// hardware's, where an `mbarrier` turn is a shared-memory word and a polling loop. Both
@@ -933,37 +934,31 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
 /// 1 hands consumer 0 the first turn at the start, so each barrier's completions alternate with
 /// the other's and no consumer counts itself in twice at one completion. The last hand-over of
 /// a block is never taken: the barrier is left part-counted when the block exits.
-struct Turns;
+struct Turns {
+    /// Whether this is consumer 0 (a predicate, not a register: each call picks its barrier's
+    /// id as an immediate by a branch).
+    first: bool,
+}
 
-/// The first named barrier of the turns (0 is the block barrier's): consumer `c`'s is
-/// `TURN_BARRIER + c`, which is its warpgroup's index in the block.
-const TURN_BARRIER: u32 = 1;
 /// Threads at a turn's barrier: both consumers.
 const TURN_THREADS: u32 = 2 * WARPGROUP as u32;
 
-const _: () = assert!(
-    TURN_BARRIER == 1,
-    "a consumer's turn barrier is its warpgroup's index"
-);
-
 impl Turns {
-    /// This consumer's turn barrier and the other's, from the thread index read again here
-    /// ([`hint::thread_idx_x`]): two ids held in registers across the consumer's loop spilled
-    /// the `General` and causal instances at 232 registers (ptxas 13.5).
-    #[inline(always)]
-    fn ids() -> (u32, u32) {
-        let wg = hint::thread_idx_x() / WARPGROUP as u32;
-        (wg, 3 - wg)
-    }
-
-    /// Waits for this consumer's next turn (the other consumer's hand-over).
+    /// Waits for this consumer's next turn (the other consumer's hand-over): barrier 1 for
+    /// consumer 0, 2 for consumer 1.
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     fn take(&mut self) {
         // SAFETY: every thread of this consumer's warps calls it; the barrier counts them and
         // the other consumer's, which counts itself in once per turn (the turns alternate: it
         // hands over again only after its own turn, which follows this one).
-        unsafe { barrier::sync(Self::ids().0, TURN_THREADS) };
+        unsafe {
+            if self.first {
+                barrier::sync(1, TURN_THREADS)
+            } else {
+                barrier::sync(2, TURN_THREADS)
+            }
+        }
     }
 
     /// Hands the turn to the other consumer (every thread of this consumer counts itself in at
@@ -972,7 +967,13 @@ impl Turns {
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     fn hand_over(&self) {
         // SAFETY: every thread of this consumer's warps, at its turn's end.
-        unsafe { barrier::arrive(Self::ids().1, TURN_THREADS) };
+        unsafe {
+            if self.first {
+                barrier::arrive(2, TURN_THREADS)
+            } else {
+                barrier::arrive(1, TURN_THREADS)
+            }
+        }
     }
 }
 
