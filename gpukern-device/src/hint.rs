@@ -43,25 +43,3 @@ pub fn recompute_ptr<T>(p: *mut T) -> *mut T {
         p
     }
 }
-
-/// `threadIdx.x`, read again where this call stands: an inline `mov.u32 %tid.x` that LLVM may
-/// neither hoist out of a loop nor merge with another read (it is not `pure`), so that a value
-/// derived from the thread index inside a loop (a named barrier's id per warpgroup) costs an
-/// instruction there instead of a register held across the loop. In the simulator,
-/// [`crate::thread::thread_idx_x`].
-#[inline(always)]
-pub fn thread_idx_x() -> u32 {
-    #[cfg(target_arch = "nvptx64")]
-    {
-        let out: u32;
-        // SAFETY: a special register read; no memory, no other effect.
-        unsafe {
-            core::arch::asm!("mov.u32 {out}, %tid.x;", out = out(reg32) out, options(nomem, nostack));
-        }
-        out
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    {
-        crate::thread::thread_idx_x()
-    }
-}

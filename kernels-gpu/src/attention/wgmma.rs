@@ -30,7 +30,8 @@
 //!   in turn, each product waited for, the two consumers (and the producer) overlapping one
 //!   another on the multiprocessor without a schedule of their own; or [`PingPong`],
 //!   FlashAttention-3's: in its turn a consumer issues tile `t`'s scores and tile `t - 1`'s
-//!   `P V` back to back and hands the turn over (two named barriers), so that one consumer's softmax
+//!   `P V` back to back and hands the turn over (two `mbarrier`s, or two named barriers in
+//!   [`PingPongNamed`]'s instances), so that one consumer's softmax
 //!   runs under the other's products and its own `P V`. The plan runs [`PingPong`]: on the H200
 //!   it was the faster at each shape of `bench/experiments/third-wave/e0302b7-attention.jsonl`
 //!   (526.9 against 480.5 TFLOP/s at `4x4096x16x128`, 467.2 against 420.5 causal).
@@ -67,6 +68,7 @@ use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
 use crate::gpu::{barrier, bf16, f16, math, mbarrier, mem, thread, warp, wgmma};
 use crate::kernel;
+use core::marker::PhantomData;
 
 /// Query rows per block of [`attention_wgmma`](fn@attention_wgmma): 64 per consumer warpgroup.
 pub const WGMMA_ROWS: usize = 128;
@@ -136,8 +138,9 @@ const fn kv_box_bytes(d: usize) -> usize {
 }
 
 /// Dynamic shared memory of [`attention_wgmma`](fn@attention_wgmma) for head dim `d`: the ring
-/// (alignment slack, stages, barriers), a 1024-byte gap, `Q`, `Q`'s barrier, two unused words
-/// (where the turns' `mbarrier`s were before they were named barriers) and `Q`'s release.
+/// (alignment slack, stages, barriers), a 1024-byte gap, `Q`, `Q`'s barrier, the consumers'
+/// two `mbarrier` turns (used by the [`PingPong`] schedule; unused with named turns) and `Q`'s
+/// release.
 pub const fn wgmma_shared_bytes(d: usize) -> usize {
     Ring::shared_bytes(wgmma_stages(d), wgmma_stage_bytes(d)) as usize - 2 * wgmma_stages(d) * 8
         + 1024
@@ -305,11 +308,14 @@ wgmma_head!(D64: 64, O = [f32; 32], S = [f32; 64], P = [u32; 32], scores, pv64);
 wgmma_head!(D128: 128, O = [f32; 64], S = [f32; 64], P = [u32; 32], scores, pv128);
 wgmma_head!(D256: 256, O = [f32; 128], S = [f32; 32], P = [u32; 16], scores64, pv256);
 
-/// The order in which a consumer warpgroup issues its products: [`OneTile`] or [`PingPong`].
+/// The order in which a consumer warpgroup issues its products: [`OneTile`], [`PingPong`] or
+/// [`PingPongNamed`].
 pub trait WgmmaSchedule {
     /// Whether the two consumers take turns issuing (and each overlaps a tile's softmax with
     /// the previous tile's `P V`).
     const PING_PONG: bool;
+    /// Whether the turns are named barriers (else `mbarrier`s).
+    const NAMED_TURNS: bool;
 }
 
 /// One tile at a time per consumer: its scores, softmax and `P V` in turn, each product waited
@@ -319,18 +325,34 @@ pub struct OneTile;
 
 /// FlashAttention-3's schedule: in its turn a consumer issues tile `t`'s scores and tile `t - 1`'s
 /// `P V` back to back and hands the turn to the other consumer, then computes tile `t`'s softmax
-/// while its own `P V` and the other consumer's products run. The turns are two named barriers
-/// of both consumers' 256 threads (`Turns`; the hardware's `bar.sync` / `bar.arrive`, as
-/// FlashAttention-3's), which the simulator models.
+/// while its own `P V` and the other consumer's products run. The turns are two `mbarrier`s
+/// (one per consumer, four arrivals: the other consumer's warps), which the simulator models.
 #[derive(Clone, Copy, Debug)]
 pub struct PingPong;
 
+/// [`PingPong`] with its turns on two named barriers of both consumers' 256 threads (`Turns`;
+/// the hardware's `bar.sync` / `bar.arrive`, FlashAttention-3's warp-scheduler barriers), which
+/// the simulator models. On the H200 the faster turns at every ping-pong instance but head dim
+/// 128 without a mask, where the `mbarrier`s were level to 2.5% faster (1x16384x16x128: 604.6
+/// and 603.5 TFLOP/s against 592.1 and 592.1, with the causal mask 589.5 and 586.7 against 599.1
+/// and 592.4, `bench/experiments/third-wave/3bf379d-attention-named-ab-{main,named}-{1,2}.jsonl`),
+/// so the instances take the turns per head dim and mask.
+#[derive(Clone, Copy, Debug)]
+pub struct PingPongNamed;
+
 impl WgmmaSchedule for OneTile {
     const PING_PONG: bool = false;
+    const NAMED_TURNS: bool = false;
 }
 
 impl WgmmaSchedule for PingPong {
     const PING_PONG: bool = true;
+    const NAMED_TURNS: bool = false;
+}
+
+impl WgmmaSchedule for PingPongNamed {
+    const PING_PONG: bool = true;
+    const NAMED_TURNS: bool = true;
 }
 
 /// Attention forward on Hopper's warpgroup tensor cores (the module documentation has the
@@ -371,9 +393,12 @@ impl WgmmaSchedule for PingPong {
 ///
 /// Instances (`T`, head, schedule, mask): `attention_wgmma_d<D>_<T>` ([`OneTile`], with
 /// [`CausalOrNot`]: no mask or the causal one, chosen at run time) for `D` 64, 128 and 256 and
-/// `T` bf16 and f16, and `attention_wgmma_general_d256_<T>` ([`OneTile`], [`General`]: the
-/// ping-pong's consumers spilled with it, past 232 registers with the 128 output accumulators).
-/// The [`PingPong`] entries are [`attention_wgmma_pingpong`](fn@attention_wgmma_pingpong)'s.
+/// `T` bf16 and f16, `attention_wgmma_general_d256_<T>` ([`OneTile`], [`General`]: the
+/// ping-pong's consumers spilled with it, past 232 registers with the 128 output accumulators),
+/// and the [`PingPong`] entries whose turns are `mbarrier`s: `attention_wgmma_pingpong_d128_<T>`
+/// ([`NoMask`]) and `attention_wgmma_pingpong_general_d<D>_<T>` ([`General`], `D` 64 and 128;
+/// not yet timed with named turns). The other ping-pong entries are
+/// [`attention_wgmma_pingpong`](fn@attention_wgmma_pingpong)'s.
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
 // Barriers: the ring's initialisation and the `Q` barrier's.
 #[kernel(
@@ -387,6 +412,12 @@ impl WgmmaSchedule for PingPong {
         attention_wgmma_d256_f16 = (f16, D256, OneTile, CausalOrNot),
         attention_wgmma_general_d256_bf16 = (bf16, D256, OneTile, General),
         attention_wgmma_general_d256_f16 = (f16, D256, OneTile, General),
+        attention_wgmma_pingpong_d128_bf16 = (bf16, D128, PingPong, NoMask),
+        attention_wgmma_pingpong_d128_f16 = (f16, D128, PingPong, NoMask),
+        attention_wgmma_pingpong_general_d64_bf16 = (bf16, D64, PingPong, General),
+        attention_wgmma_pingpong_general_d128_bf16 = (bf16, D128, PingPong, General),
+        attention_wgmma_pingpong_general_d64_f16 = (f16, D64, PingPong, General),
+        attention_wgmma_pingpong_general_d128_f16 = (f16, D128, PingPong, General),
     ),
     barriers(2)
 )]
@@ -426,15 +457,17 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
     }
 }
 
-/// [`attention_wgmma`](fn@attention_wgmma) on the [`PingPong`] schedule (its own declaration: its
-/// turns are named barriers, which its entries count beside the two block barriers).
+/// [`attention_wgmma`](fn@attention_wgmma) on the [`PingPongNamed`] schedule (its own
+/// declaration: its turns are named barriers, which its entries count beside the two block
+/// barriers).
 ///
 /// # Safety
 /// As [`attention_wgmma`](fn@attention_wgmma).
 ///
-/// Instances (`T`, head, mask): `attention_wgmma_pingpong_d<D>_<T>` ([`NoMask`]), the same with
-/// `causal_` ([`Causal`]) or `general_` ([`General`]) before `d`, for `D` 64 and 128 and `T` bf16
-/// and f16; at 256 no mask and causal only.
+/// Instances (`T`, head, mask): `attention_wgmma_pingpong_causal_d<D>_<T>` ([`Causal`]) for `D`
+/// 64, 128 and 256, and `attention_wgmma_pingpong_d<D>_<T>` ([`NoMask`]) for `D` 64 and 256,
+/// `T` bf16 and f16 (head dim 128 without a mask, and the [`General`] masks, keep `mbarrier`
+/// turns: [`attention_wgmma`](fn@attention_wgmma)'s entries).
 // Barriers: the ring's initialisation, the `Q` barrier's, and the turns' named barriers: three
 // waits and three hand-overs in the loop, each a barrier per consumer (its id an immediate), and
 // consumer 1's first hand-over.
@@ -442,17 +475,11 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
     launch_bounds(384, 1),
     instances(
         attention_wgmma_pingpong_d64_bf16 = (bf16, D64, NoMask),
-        attention_wgmma_pingpong_d128_bf16 = (bf16, D128, NoMask),
         attention_wgmma_pingpong_d64_f16 = (f16, D64, NoMask),
-        attention_wgmma_pingpong_d128_f16 = (f16, D128, NoMask),
         attention_wgmma_pingpong_causal_d64_bf16 = (bf16, D64, Causal),
         attention_wgmma_pingpong_causal_d128_bf16 = (bf16, D128, Causal),
         attention_wgmma_pingpong_causal_d64_f16 = (f16, D64, Causal),
         attention_wgmma_pingpong_causal_d128_f16 = (f16, D128, Causal),
-        attention_wgmma_pingpong_general_d64_bf16 = (bf16, D64, General),
-        attention_wgmma_pingpong_general_d128_bf16 = (bf16, D128, General),
-        attention_wgmma_pingpong_general_d64_f16 = (f16, D64, General),
-        attention_wgmma_pingpong_general_d128_f16 = (f16, D128, General),
         attention_wgmma_pingpong_d256_bf16 = (bf16, D256, NoMask),
         attention_wgmma_pingpong_d256_f16 = (f16, D256, NoMask),
         attention_wgmma_pingpong_causal_d256_bf16 = (bf16, D256, Causal),
@@ -489,7 +516,7 @@ pub unsafe fn attention_wgmma_pingpong<T: WgmmaElement, H: WgmmaHead, M: Mask>(
 ) {
     // SAFETY: forwarded contract.
     unsafe {
-        attention_body::<T, H, PingPong, M>(
+        attention_body::<T, H, PingPongNamed, M>(
             maps, q, k, v, o, lse, q_len, kv_len, heads, group, batch, q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
             v_sb, v_ss, v_sh, scale_log2, mask_data, mask_int, mask_float,
         )
@@ -563,16 +590,24 @@ unsafe fn attention_body<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mas
     // then the tail; stages of whole 1024-byte atoms.
     let ring = unsafe { Ring::new(wgmma_stages(d), wgmma_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
     let (q_tile, q_address) = ring.tail();
-    // Past `Q`: its barrier, and `Q`'s release (a phase when both consumers' eight warps have
-    // retired their last scores of a tile, so that the producer may copy the next tile's `Q`
-    // over it). The ping-pong's turns are named barriers (`Turns`).
+    // Past `Q`: its barrier, the consumers' two turns (the ping-pong with `mbarrier` turns:
+    // `turn(c)` completes a phase when the other consumer's four warps hand consumer `c` the
+    // turn; arithmetic, not an array indexed by `c`, which would live in local memory; named
+    // turns leave the two words unused), and `Q`'s release (a phase when both consumers' eight
+    // warps have retired their last scores of a tile, so that the producer may copy the next
+    // tile's `Q` over it).
     let q_bar = q_tile.wrapping_add(boxes * BOX_BYTES).cast::<u64>();
+    let turn = |c: usize| q_bar.wrapping_add(1 + c);
     let q_free = q_bar.wrapping_add(3);
     if tid == 0 {
         // SAFETY: 32 bytes past `Q` inside the launch's shared memory; nothing else touches
         // them before the block barrier below.
         unsafe {
             mbarrier::init(q_bar, 1);
+            if !S::NAMED_TURNS {
+                mbarrier::init(turn(0), (WARPGROUP / 32) as u32);
+                mbarrier::init(turn(1), (WARPGROUP / 32) as u32);
+            }
             mbarrier::init(q_free, (2 * WARPGROUP / 32) as u32);
         }
         mbarrier::fence_init();
@@ -656,7 +691,13 @@ unsafe fn attention_body<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mas
     // This consumer's 64 rows of `Q` (8 KiB into each box), per box of 64 dims: the first
     // step's descriptor (the products step along the box themselves).
     let q_desc = |j: usize| k_major_descriptor(q_address + (j * BOX_BYTES + CONSUMER_ROWS * c * 128) as u32);
-    let mut turns = Turns { first: c == 0 };
+    let mut turns = Turns::<S> {
+        first: c == 0,
+        mine: turn(c),
+        other: turn(1 - c),
+        taken: 0,
+        schedule: PhantomData,
+    };
     if S::PING_PONG && c == 1 {
         // Consumer 0 issues first.
         turns.hand_over();
@@ -924,55 +965,82 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
     });
 }
 
-/// A consumer's side of the ping-pong, as named barriers ([`barrier`]): consumer `c`'s turn is
-/// barrier `1 + c` of both consumers' 256 threads, which completes when this
-/// consumer's 128 threads wait there ([`Turns::take`]) and the other's 128 have counted in
-/// without waiting ([`Turns::hand_over`]): FlashAttention-3's warp-scheduler barriers, the
-/// hardware's, where an `mbarrier` turn is a shared-memory word and a polling loop. Both
-/// consumers issue (visited KV tiles + 1) times (the first scores, one pair of products per
-/// later tile, the last `P V`), taking the turn before and handing it over after each; consumer
-/// 1 hands consumer 0 the first turn at the start, so each barrier's completions alternate with
-/// the other's and no consumer counts itself in twice at one completion. The last hand-over of
-/// a block is never taken: the barrier is left part-counted when the block exits.
-struct Turns {
-    /// Whether this is consumer 0 (a predicate, not a register: each call picks its barrier's
-    /// id as an immediate by a branch).
+/// A consumer's side of the ping-pong. Both consumers issue (visited KV tiles + 1) times (the
+/// first scores, one pair of products per later tile, the last `P V`), taking the turn before
+/// and handing it over after each; consumer 1 hands consumer 0 the first turn at the start.
+///
+/// * `mbarrier` turns ([`PingPong`]): this consumer's turn barrier and the other's, and the
+///   turns it has taken; a hand-over is lane 0 of each of its warps arriving on the other's
+///   barrier (four arrivals a phase), so neither barrier is ever two phases ahead of its
+///   consumer's parity wait.
+/// * Named turns ([`PingPongNamed`], [`barrier`]): consumer `c`'s turn is barrier `1 + c` of both
+///   consumers' 256 threads, which completes when this consumer's 128 threads wait there
+///   ([`Turns::take`]) and the other's 128 have counted in without waiting
+///   ([`Turns::hand_over`]): FlashAttention-3's warp-scheduler barriers, the hardware's, where
+///   an `mbarrier` turn is a shared-memory word and a polling loop. Each barrier's completions
+///   alternate with the other's, so no consumer counts itself in twice at one completion. The
+///   last hand-over of a block is never taken: the barrier is left part-counted when the block
+///   exits.
+struct Turns<S> {
+    /// Whether this is consumer 0 (a predicate, not a register: each named call picks its
+    /// barrier's id as an immediate by a branch).
     first: bool,
+    /// This consumer's `mbarrier` turn.
+    mine: *mut u64,
+    /// The other consumer's.
+    other: *mut u64,
+    /// Turns taken on `mine`.
+    taken: u32,
+    /// Which turns: [`WgmmaSchedule::NAMED_TURNS`].
+    schedule: PhantomData<S>,
 }
 
-/// Threads at a turn's barrier: both consumers.
+/// Threads at a named turn's barrier: both consumers.
 const TURN_THREADS: u32 = 2 * WARPGROUP as u32;
 
-impl Turns {
-    /// Waits for this consumer's next turn (the other consumer's hand-over): barrier 1 for
-    /// consumer 0, 2 for consumer 1.
+impl<S: WgmmaSchedule> Turns<S> {
+    /// Waits for this consumer's next turn (the other consumer's hand-over): the next phase of
+    /// its `mbarrier`, or named barrier 1 for consumer 0, 2 for consumer 1.
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     fn take(&mut self) {
-        // SAFETY: every thread of this consumer's warps calls it; the barrier counts them and
-        // the other consumer's, which counts itself in once per turn (the turns alternate: it
-        // hands over again only after its own turn, which follows this one).
-        unsafe {
-            if self.first {
-                barrier::sync(1, TURN_THREADS)
-            } else {
-                barrier::sync(2, TURN_THREADS)
+        if S::NAMED_TURNS {
+            // SAFETY: every thread of this consumer's warps calls it; the barrier counts them
+            // and the other consumer's, which counts itself in once per turn (the turns
+            // alternate: it hands over again only after its own turn, which follows this one).
+            unsafe {
+                if self.first {
+                    barrier::sync(1, TURN_THREADS)
+                } else {
+                    barrier::sync(2, TURN_THREADS)
+                }
             }
+        } else {
+            // SAFETY: an initialised barrier of the block; its phases complete in order, at
+            // most one ahead of this consumer (the other waits for this one's hand-over in
+            // between).
+            unsafe { mbarrier::wait_parity(self.mine, self.taken & 1) };
+            self.taken += 1;
         }
     }
 
-    /// Hands the turn to the other consumer (every thread of this consumer counts itself in at
-    /// the other's barrier).
+    /// Hands the turn to the other consumer.
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     fn hand_over(&self) {
-        // SAFETY: every thread of this consumer's warps, at its turn's end.
-        unsafe {
-            if self.first {
-                barrier::arrive(2, TURN_THREADS)
-            } else {
-                barrier::arrive(1, TURN_THREADS)
+        if S::NAMED_TURNS {
+            // SAFETY: every thread of this consumer's warps, at its turn's end.
+            unsafe {
+                if self.first {
+                    barrier::arrive(2, TURN_THREADS)
+                } else {
+                    barrier::arrive(1, TURN_THREADS)
+                }
             }
+        } else {
+            // SAFETY: every lane of this consumer's warps calls it at its turn's end; the other
+            // consumer's barrier counts them.
+            unsafe { mbarrier::warp_arrive(self.other) };
         }
     }
 }
