@@ -336,7 +336,10 @@ pub struct PingPong;
 /// 128 without a mask, where the `mbarrier`s were level to 2.5% faster (1x16384x16x128: 604.6
 /// and 603.5 TFLOP/s against 592.1 and 592.1, with the causal mask 589.5 and 586.7 against 599.1
 /// and 592.4, `bench/experiments/third-wave/3bf379d-attention-named-ab-{main,named}-{1,2}.jsonl`),
-/// so the instances take the turns per head dim and mask.
+/// so the instances take the turns per head dim and mask; with them, in a second call, the
+/// causal default at 4x4096x16x128 ran 534.0 and 534.0 against 526.5 and 525.5 and the head dim
+/// 64 default 397.7 and 397.8 against 391.2 and 391.9 at 8x2048x32x64
+/// (`bench/experiments/third-wave/d642144-attention-turns-ab-{main,turns}-{1,2}.jsonl`).
 #[derive(Clone, Copy, Debug)]
 pub struct PingPongNamed;
 
