@@ -13,6 +13,10 @@ use super::products::{
     mma_f16_m64n64k64_async, mma_tf32_m64n112k32, mma_tf32_m64n128k32, mma_tf32_m64n256k32,
     mma_tf32_m64n64k32,
 };
+use super::products::{
+    mma_bf16_m64n192k64, mma_bf16_m64n192k64_async, mma_e4m3_e5m2_m64n192k128_async, mma_e4m3_m64n192k128,
+    mma_e4m3_m64n192k128_async, mma_f16_m64n192k64, mma_f16_m64n192k64_async, mma_tf32_m64n192k32,
+};
 
 /// The `asm!` of `wgmma.wait_group N` with the accumulators `$i` as operands, named in a PTX
 /// comment: operands of the wait, never touched.
@@ -170,6 +174,7 @@ macro_rules! accumulators {
 }
 
 accumulators!(256, 128: mma_bf16_m64n256k64, mma_f16_m64n256k64, mma_bf16_m64n256k64_async, mma_f16_m64n256k64_async, mma_tf32_m64n256k32, mma_e4m3_m64n256k128, mma_e4m3_m64n256k128_async, mma_e4m3_e5m2_m64n256k128_async);
+accumulators!(192, 96: mma_bf16_m64n192k64, mma_f16_m64n192k64, mma_bf16_m64n192k64_async, mma_f16_m64n192k64_async, mma_tf32_m64n192k32, mma_e4m3_m64n192k128, mma_e4m3_m64n192k128_async, mma_e4m3_e5m2_m64n192k128_async);
 accumulators!(128, 64: mma_bf16_m64n128k64, mma_f16_m64n128k64, mma_bf16_m64n128k64_async, mma_f16_m64n128k64_async, mma_tf32_m64n128k32, mma_e4m3_m64n128k128, mma_e4m3_m64n128k128_async, mma_e4m3_e5m2_m64n128k128_async);
 accumulators!(112, 56: mma_bf16_m64n112k64, mma_f16_m64n112k64, mma_bf16_m64n112k64_async, mma_f16_m64n112k64_async, mma_tf32_m64n112k32, mma_e4m3_m64n112k128, mma_e4m3_m64n112k128_async, mma_e4m3_e5m2_m64n112k128_async);
 accumulators!(64, 32: mma_bf16_m64n64k64, mma_f16_m64n64k64, mma_bf16_m64n64k64_async, mma_f16_m64n64k64_async, mma_tf32_m64n64k32, mma_e4m3_m64n64k128, mma_e4m3_m64n64k128_async, mma_e4m3_e5m2_m64n64k128_async);

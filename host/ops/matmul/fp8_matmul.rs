@@ -105,7 +105,7 @@ mod sealed {
     /// `Fp8Kernels` for `$out`, the entries of each plan.
     macro_rules! fp8_kernels {
         ($out:ty: $fast_wide:ident, $fast_square:ident, $promoted:ident, $block:ident,
-         $promoted_overlap:ident, $block_overlap:ident; staged: $staged:expr) => {
+         $promoted_overlap:ident, $block_overlap:ident; staged: $staged:expr; mid: $mid:expr) => {
             impl Fp8Kernels for $out {
                 fn kernel(plan: Fp8Plan) -> Option<Fp8Launcher<$out>> {
                     if plan.staged {
@@ -120,13 +120,16 @@ mod sealed {
                             family::$promoted_overlap::launch_views::<Module>
                         }
                         (true, _, _) => family::$block::launch_views::<Module>,
+                        // The 128 x 192 tile, where the type has it.
+                        (false, Fp8Accumulation::Promoted, Fp8Tile::Mid) => {
+                            let mid: Option<Fp8Launcher<$out>> = $mid;
+                            return mid;
+                        }
                         (false, Fp8Accumulation::Promoted, _) => family::$promoted::launch_views::<Module>,
                         (false, Fp8Accumulation::Fast, Fp8Tile::Wide) => {
                             family::$fast_wide::launch_views::<Module>
                         }
-                        (false, Fp8Accumulation::Fast, Fp8Tile::Square) => {
-                            family::$fast_square::launch_views::<Module>
-                        }
+                        (false, Fp8Accumulation::Fast, _) => family::$fast_square::launch_views::<Module>,
                     })
                 }
                 fn kernel_e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<$out, E5M2>> {
@@ -141,11 +144,12 @@ mod sealed {
     staged: Some((
         family::matmul_fp8_promoted_staged_128x128::launch_views::<Module>,
         family::matmul_fp8_block_staged_128x128::launch_views::<Module>,
-    )));
+    ));
+    mid: Some(family::matmul_fp8_promoted_128x192::launch_views::<Module>));
     fp8_kernels!(f32: matmul_fp8_fast_f32out_128x256, matmul_fp8_fast_f32out_128x128,
         matmul_fp8_promoted_f32out_128x128, matmul_fp8_block_f32out_128x128,
         matmul_fp8_promoted_overlap_f32out_128x128, matmul_fp8_block_overlap_f32out_128x128;
-        staged: None);
+        staged: None; mid: None);
 
     /// The E5M2 kernels: a bf16 result, no block scales.
     trait E5m2Kernels: Sized {
@@ -155,7 +159,7 @@ mod sealed {
         fn e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<bf16, E5M2>> {
             Some(match (plan.block_scales, plan.accumulation, plan.tile) {
                 (true, _, _) => return None,
-                _ if plan.staged => return None,
+                _ if plan.staged || plan.tile == Fp8Tile::Mid => return None,
                 (false, Fp8Accumulation::Promoted, _) if plan.overlap => {
                     family::matmul_fp8_e5m2_promoted_overlap_128x128::launch_views::<Module>
                 }
@@ -165,7 +169,7 @@ mod sealed {
                 (false, Fp8Accumulation::Fast, Fp8Tile::Wide) => {
                     family::matmul_fp8_e5m2_fast_128x256::launch_views::<Module>
                 }
-                (false, Fp8Accumulation::Fast, Fp8Tile::Square) => {
+                (false, Fp8Accumulation::Fast, _) => {
                     family::matmul_fp8_e5m2_fast_128x128::launch_views::<Module>
                 }
             })
@@ -404,6 +408,14 @@ impl Gpu {
                 format!(
                     "the staged plan {} writes a bf16 result from E4M3 operands only, not {} \
                      with B^T in {}",
+                    plan.name(),
+                    std::any::type_name::<O>(),
+                    std::any::type_name::<B>()
+                )
+            } else if plan.tile == Fp8Tile::Mid {
+                format!(
+                    "the plan {} writes a bf16 result from E4M3 operands only, not {} with B^T \
+                     in {}",
                     plan.name(),
                     std::any::type_name::<O>(),
                     std::any::type_name::<B>()

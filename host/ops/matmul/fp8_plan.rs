@@ -3,7 +3,7 @@
 //! accumulation asked for and the number of multiprocessors; and the error bound of each
 //! accumulation.
 
-use kernels_gpu::matmul::wgmma_ws::{WS_128X128, WS_128X256, WsTiling};
+use kernels_gpu::matmul::wgmma_ws::{WS_128X128, WS_128X192, WS_128X256, WsTiling};
 
 use super::fp8::Fp8Scaling;
 
@@ -71,6 +71,11 @@ pub enum Fp8Tile {
     Wide,
     /// 128 x 128 (`m64n128k32`, 6 stages): every mode.
     Square,
+    /// 128 x 192 (`m64n192k32`, 5 stages): the one-array promotion with tensor or row scales,
+    /// bf16 result (96 `wgmma` accumulators and 96 f32 sums per consumer thread), so that a
+    /// tile's fixed costs and each byte copied serve 1.5 times the products of the square tile.
+    /// A forced plan until timed.
+    Mid,
 }
 
 impl Fp8Tile {
@@ -79,14 +84,16 @@ impl Fp8Tile {
         match self {
             Fp8Tile::Wide => WS_128X256,
             Fp8Tile::Square => WS_128X128,
+            Fp8Tile::Mid => WS_128X192,
         }
     }
 
-    /// `128x256`, `128x128`.
+    /// `128x256`, `128x128`, `128x192`.
     pub fn name(self) -> &'static str {
         match self {
             Fp8Tile::Wide => "128x256",
             Fp8Tile::Square => "128x128",
+            Fp8Tile::Mid => "128x192",
         }
     }
 }
@@ -184,7 +191,8 @@ impl Fp8Plan {
         }
     }
 
-    /// Whether a kernel exists for the plan: the 128 x 256 tile accumulates fast only; the
+    /// Whether a kernel exists for the plan: the 128 x 256 tile accumulates fast only, the 128 x
+    /// 192 one promotes tensor or row scales in one array only; the
     /// overlapped promotion is promoted; the staged epilogue serves the one-array promotion on
     /// the 128 x 128 tile.
     pub fn is_valid(self) -> bool {
@@ -201,11 +209,14 @@ impl Fp8Plan {
         match self.tile {
             Fp8Tile::Wide => self.accumulation == Fp8Accumulation::Fast && !self.block_scales,
             Fp8Tile::Square => !self.block_scales || self.accumulation == Fp8Accumulation::Promoted,
+            Fp8Tile::Mid => {
+                self.accumulation == Fp8Accumulation::Promoted && !self.block_scales && !self.overlap
+            }
         }
     }
 
     /// Every plan with a kernel (for tests that must reach each).
-    pub const ALL: [Fp8Plan; 8] = [
+    pub const ALL: [Fp8Plan; 9] = [
         Fp8Plan {
             tile: Fp8Tile::Wide,
             accumulation: Fp8Accumulation::Fast,
@@ -262,11 +273,19 @@ impl Fp8Plan {
             overlap: false,
             staged: true,
         },
+        Fp8Plan {
+            tile: Fp8Tile::Mid,
+            accumulation: Fp8Accumulation::Promoted,
+            block_scales: false,
+            overlap: false,
+            staged: false,
+        },
     ];
 
     /// `fast-128x256`, `fast-128x128`, `promoted-128x128`, `block-128x128`,
     /// `promoted-overlap-128x128`, `block-overlap-128x128`, `promoted-staged-128x128`,
-    /// `block-staged-128x128`: the kernel's name without the `matmul_fp8_` prefix and the output.
+    /// `block-staged-128x128`, `promoted-128x192`: the kernel's name without the `matmul_fp8_`
+    /// prefix and the output.
     pub fn name(self) -> &'static str {
         match (self.block_scales, self.accumulation, self.tile) {
             (true, _, _) if self.staged => "block-staged-128x128",
@@ -276,6 +295,9 @@ impl Fp8Plan {
             (true, _, _) => "block-128x128",
             (false, Fp8Accumulation::Fast, Fp8Tile::Wide) => "fast-128x256",
             (false, Fp8Accumulation::Fast, Fp8Tile::Square) => "fast-128x128",
+            // No kernel (`is_valid` is false): named for the error that refuses it.
+            (false, Fp8Accumulation::Fast, Fp8Tile::Mid) => "fast-128x192",
+            (false, Fp8Accumulation::Promoted, Fp8Tile::Mid) => "promoted-128x192",
             (false, Fp8Accumulation::Promoted, _) => "promoted-128x128",
         }
     }
@@ -348,6 +370,25 @@ mod tests {
             ..Fp8Plan::ALL[1]
         };
         assert!(!fast_overlap.is_valid());
+        // The 128 x 192 tile: the one-array promotion of tensor or row scales only.
+        let mid = Fp8Plan::ALL[8];
+        assert_eq!((mid.tile, mid.name()), (Fp8Tile::Mid, "promoted-128x192"));
+        for bad in [
+            Fp8Plan {
+                accumulation: Fp8Accumulation::Fast,
+                ..mid
+            },
+            Fp8Plan {
+                block_scales: true,
+                ..mid
+            },
+            Fp8Plan { overlap: true, ..mid },
+        ] {
+            assert!(
+                !bad.is_valid(),
+                "{bad:?}: the 128 x 192 tile promotes in one array only"
+            );
+        }
         for bad in [
             Fp8Plan {
                 staged: true,
@@ -360,6 +401,10 @@ mod tests {
             Fp8Plan {
                 staged: true,
                 ..Fp8Plan::ALL[4]
+            },
+            Fp8Plan {
+                staged: true,
+                ..Fp8Plan::ALL[8]
             },
         ] {
             assert!(

@@ -54,7 +54,7 @@
 
 use super::tf32::grouped_tile;
 use super::wgmma::MAP_WORDS;
-use super::wgmma_ws::{Ws128x128, Ws128x256, WsShape, WsTiling, MAX_SHARED};
+use super::wgmma_ws::{Ws128x128, Ws128x192, Ws128x256, WsShape, WsTiling, MAX_SHARED};
 use crate::gpu::fp8::{E4M3, E5M2};
 use crate::gpu::pipeline::{Ring, RING_ALIGN};
 use crate::gpu::tile::Output;
@@ -270,6 +270,9 @@ fn scale_in_place<A: Accumulators>(acc: &mut A, f: impl Fn(usize) -> f32) {
 ///   `matmul_fp8_fast_f32out_128x128`;
 /// * [`Promoted`] on `WS_128X128` (64 `wgmma` accumulators and 64 f32 sums per consumer thread):
 ///   `matmul_fp8_promoted_128x128`, `matmul_fp8_promoted_f32out_128x128`;
+/// * [`Promoted`] on [`super::wgmma_ws::WS_128X192`] (96 `wgmma` accumulators and 96 f32 sums
+///   per consumer thread; per step 40 KiB, 6,291,456 flops): `matmul_fp8_promoted_128x192`
+///   (bf16 result);
 /// * [`BlockScaled`] on `WS_128X128` (a consumer's 128 columns are one block of `B^T`):
 ///   `matmul_fp8_block_128x128`, `matmul_fp8_block_f32out_128x128`;
 /// * [`PromotedOverlap`] and [`BlockScaledOverlap`] on `WS_128X128` (two arrays of 64 `wgmma`
@@ -290,6 +293,7 @@ fn scale_in_place<A: Accumulators>(acc: &mut A, f: impl Fn(usize) -> f32) {
         matmul_fp8_fast_f32out_128x128 = (f32, Ws128x128, Fast, E4M3),
         matmul_fp8_promoted_128x128 = (bf16, Ws128x128, Promoted, E4M3),
         matmul_fp8_promoted_f32out_128x128 = (f32, Ws128x128, Promoted, E4M3),
+        matmul_fp8_promoted_128x192 = (bf16, Ws128x192, Promoted, E4M3),
         matmul_fp8_block_128x128 = (bf16, Ws128x128, BlockScaled, E4M3),
         matmul_fp8_block_f32out_128x128 = (f32, Ws128x128, BlockScaled, E4M3),
         matmul_fp8_e5m2_fast_128x256 = (bf16, Ws128x256, Fast, E5M2),
@@ -413,10 +417,10 @@ unsafe fn fp8_body<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, const STAGE
 ) {
     let t = S::TILING;
     const {
-        assert!(S::TILING.is_valid() && S::TILING.threads() == 384);
+        assert!(S::TILING.is_valid_k_major() && S::TILING.threads() == 384);
         assert!(<S::Acc as Accumulators>::N == S::TILING.consumer_cols());
-        // Two arrays of accumulators fit the consumers' registers up to N = 128 only.
-        assert!(!M::PROMOTED || <S::Acc as Accumulators>::N <= 128);
+        // Two arrays of accumulators fit the consumers' registers up to N = 192 only.
+        assert!(!M::PROMOTED || <S::Acc as Accumulators>::N <= 192);
         // A consumer's columns lie in one 128-column block of `B^T`.
         assert!(!M::BLOCK_SCALES || S::TILING.consumer_cols() == FP8_SCALE_BLOCK);
         assert!(S::TILING.shared_bytes() == Ring::shared_bytes(S::TILING.stages, S::TILING.stage_bytes()));

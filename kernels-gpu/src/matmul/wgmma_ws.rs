@@ -131,7 +131,7 @@ impl WsTiling {
     /// boxes): `N` of 112 too, the decode rung's 224-row tile.
     pub const fn is_valid_k_major(&self) -> bool {
         let n = self.consumer_cols();
-        self.fits() && (n == 64 || n == 112 || n == 128 || n == 256)
+        self.fits() && (n == 64 || n == 112 || n == 128 || n == 192 || n == 256)
     }
 
     /// The consumers tile the block (`64 x N` each), at least two stages, the block within one
@@ -161,6 +161,15 @@ pub const WS_128X128: WsTiling = WsTiling {
     block_rows: 128,
     block_cols: 128,
     stages: 6,
+    consumers: 2,
+};
+
+/// 128 x 192 per tile, five stages of 40 KiB, two consumers of 64 x 192 (205,904 bytes): the
+/// FP8 promoted product's wider tile (`B` K-major only).
+pub const WS_128X192: WsTiling = WsTiling {
+    block_rows: 128,
+    block_cols: 192,
+    stages: 5,
     consumers: 2,
 };
 
@@ -214,6 +223,10 @@ ws_shape!(
 ws_shape!(
     /// [`WS_128X128`]: `wgmma.m64n128k16`, 64 accumulators per consumer thread.
     Ws128x128: WS_128X128, [f32; 64]
+);
+ws_shape!(
+    /// [`WS_128X192`]: `wgmma.m64n192k32` (FP8, `B` K-major), 96 accumulators per consumer thread.
+    Ws128x192: WS_128X192, [f32; 96]
 );
 ws_shape!(
     /// [`WS_64X128`]: `wgmma.m64n64k16`, 32 accumulators per consumer thread.

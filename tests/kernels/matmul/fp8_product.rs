@@ -3,7 +3,8 @@
 //! `{sim,cuda}::matmul_fp8::<plan>::<out>::<scalings>::MxKxN` with `<plan>` one of
 //! `fast-128x256`, `fast-128x128`, `promoted-128x128`, `block-128x128`,
 //! `promoted-overlap-128x128`, `block-overlap-128x128`, `promoted-staged-128x128`,
-//! `block-staged-128x128` (`Fp8Plan::name`; the staged ones bf16 only, `n` a multiple of 8),
+//! `block-staged-128x128`, `promoted-128x192` (`Fp8Plan::name`; the staged ones bf16 only, `n`
+//! a multiple of 8; the 128 x 192 tile bf16 only),
 //! `<out>` `bf16` or `f32`, `<scalings>` `tensor-tensor`, `row-row`, `tensor-row` or
 //! `block-block`; `{sim,cuda}::matmul_fp8_auto::...` with the plan by shape;
 //! `{sim,cuda}::matmul_fp8_e5m2::<plan>::bf16::<scalings>::MxKxN` (`B^T` in E5M2, quantised on the
@@ -20,7 +21,7 @@
 //! sample of rows (every row through the last tile's) against the reference of those rows.
 
 use gpukern::{
-    E4M3, E5M2, Fp8Accumulation, Fp8Element, Fp8Matrix, Fp8Output, Fp8Plan, Fp8Scaling, Gpu, bf16,
+    E4M3, E5M2, Fp8Accumulation, Fp8Element, Fp8Matrix, Fp8Output, Fp8Plan, Fp8Scaling, Fp8Tile, Gpu, bf16,
     fp8_dequantize, quantize_e4m3_reference,
 };
 use libtest_mimic::Trial;
@@ -49,6 +50,10 @@ const CUDA_SHAPES: &[Shape] = &[
     (4097, 4100, 4092),
     (4096, 4096, 4096),
 ];
+/// A simulator shape for the 128 x 192 tile beside [`SIM_SHAPES`] (whose `n` of at most 136
+/// leaves its last 56 columns unstored): `n` over two whole tiles and a ragged third, `m` and
+/// `k` ragged.
+const SIM_MID_SHAPE: Shape = (70, 136, 392);
 /// Above this many rows, check a sample of them.
 const FULL_CHECK_ROWS: usize = 1024;
 
@@ -72,8 +77,13 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             } else {
                 PAIRS.to_vec()
             };
+            let mid_shapes: Vec<Shape> = if target.prefix == "sim" && plan.tile == Fp8Tile::Mid {
+                shapes.iter().copied().chain([SIM_MID_SHAPE]).collect()
+            } else {
+                shapes.to_vec()
+            };
             for (pair_name, sa, sb) in pairs {
-                for &shape in shapes {
+                for &shape in &mid_shapes {
                     let (m, k, n) = shape;
                     // The simulator runs the first shape in every pairing and the larger ones
                     // in one (each costs seconds there).
@@ -87,8 +97,9 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
                         continue;
                     }
                     for out in ["bf16", "f32"] {
-                        // The staged kernels write bf16 (f32 is refused, `errors`).
-                        if plan.staged && out == "f32" {
+                        // The staged kernels and the 128 x 192 tile write bf16 (f32 is refused,
+                        // `errors`).
+                        if (plan.staged || plan.tile == Fp8Tile::Mid) && out == "f32" {
                             continue;
                         }
                         // The f32 result at the small shapes only (the large ones' host reference
@@ -546,6 +557,18 @@ fn errors(gpu: &Gpu) -> Check {
         if let Err(e) = gpu.matmul_fp8_plan_into(&a, &up(16, 32, Fp8Scaling::Tensor)?, &mut even, staged) {
             failures.push(format!("a staged plan with n = 16: {e}"));
         }
+        // The 128 x 192 tile: a bf16 result of E4M3 operands.
+        let mid = Fp8Plan::ALL[8];
+        failures.extend(is_invalid(
+            gpu.matmul_fp8_plan_into(&a, &up(8, 32, Fp8Scaling::Tensor)?, &mut c32, mid),
+            "the 128 x 192 plan into f32",
+            "bf16 result",
+        ));
+        failures.extend(is_invalid(
+            gpu.matmul_fp8_plan_into(&a, &b5, &mut c, mid),
+            "the 128 x 192 plan with E5M2 B^T",
+            "E4M3 operands",
+        ));
     }
     all_passed(failures)
 }
