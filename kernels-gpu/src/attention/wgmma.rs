@@ -396,14 +396,17 @@ impl WgmmaSchedule for PingPongNamed {
 ///
 /// Instances (`T`, head, schedule, mask): `attention_wgmma_d<D>_<T>` ([`OneTile`], with
 /// [`CausalOrNot`]: no mask or the causal one, chosen at run time) for `D` 64, 128 and 256 and
-/// `T` bf16 and f16, `attention_wgmma_general_d256_<T>` ([`OneTile`], [`General`]: the
-/// ping-pong's consumers spilled with it, past 232 registers with the 128 output accumulators),
-/// and the [`PingPong`] entries whose turns are `mbarrier`s: `attention_wgmma_pingpong_d128_<T>`
-/// ([`NoMask`]) and `attention_wgmma_pingpong_general_d<D>_<T>` ([`General`], `D` 64 and 128;
-/// not yet timed with named turns). The other ping-pong entries are
-/// [`attention_wgmma_pingpong`](fn@attention_wgmma_pingpong)'s.
+/// `T` bf16 and f16; `attention_wgmma_general_d256_<T>` ([`OneTile`], [`General`]: the
+/// ping-pong's consumers spilled with it, past 232 registers with the 128 output accumulators);
+/// the ping-pong's `attention_wgmma_pingpong_d<D>_<T>` ([`NoMask`]) and
+/// `attention_wgmma_pingpong_causal_d<D>_<T>` ([`Causal`]) for `D` 64, 128 and 256, and
+/// `attention_wgmma_pingpong_general_d<D>_<T>` ([`General`]) for `D` 64 and 128, with named
+/// turns ([`PingPongNamed`]) but at head dim 128 without a mask and with the general masks
+/// ([`PingPong`]'s `mbarrier` turns: there the named ones were level or slower, or not yet timed).
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
-// Barriers: the ring's initialisation and the `Q` barrier's.
+// Barriers: the ring's initialisation and the `Q` barrier's; with named turns also the turns'
+// named barriers: three waits and three hand-overs in the loop, each a barrier per consumer (its
+// id an immediate), and consumer 1's first hand-over.
 #[kernel(
     launch_bounds(384, 1),
     instances(
@@ -421,118 +424,21 @@ impl WgmmaSchedule for PingPongNamed {
         attention_wgmma_pingpong_general_d128_bf16 = (bf16, D128, PingPong, General),
         attention_wgmma_pingpong_general_d64_f16 = (f16, D64, PingPong, General),
         attention_wgmma_pingpong_general_d128_f16 = (f16, D128, PingPong, General),
+        attention_wgmma_pingpong_d64_bf16 = (bf16, D64, PingPongNamed, NoMask),
+        attention_wgmma_pingpong_d64_f16 = (f16, D64, PingPongNamed, NoMask),
+        attention_wgmma_pingpong_causal_d64_bf16 = (bf16, D64, PingPongNamed, Causal),
+        attention_wgmma_pingpong_causal_d128_bf16 = (bf16, D128, PingPongNamed, Causal),
+        attention_wgmma_pingpong_causal_d64_f16 = (f16, D64, PingPongNamed, Causal),
+        attention_wgmma_pingpong_causal_d128_f16 = (f16, D128, PingPongNamed, Causal),
+        attention_wgmma_pingpong_d256_bf16 = (bf16, D256, PingPongNamed, NoMask),
+        attention_wgmma_pingpong_d256_f16 = (f16, D256, PingPongNamed, NoMask),
+        attention_wgmma_pingpong_causal_d256_bf16 = (bf16, D256, PingPongNamed, Causal),
+        attention_wgmma_pingpong_causal_d256_f16 = (f16, D256, PingPongNamed, Causal),
     ),
-    barriers(2)
+    barriers(if S::NAMED_TURNS { 15 } else { 2 })
 )]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
-    maps: *const u64,
-    q: *const T,
-    k: *const T,
-    v: *const T,
-    o: *mut T,
-    lse: *mut f32,
-    q_len: usize,
-    kv_len: usize,
-    heads: usize,
-    group: usize,
-    batch: usize,
-    q_sb: usize,
-    q_ss: usize,
-    q_sh: usize,
-    k_sb: usize,
-    k_ss: usize,
-    k_sh: usize,
-    v_sb: usize,
-    v_ss: usize,
-    v_sh: usize,
-    scale_log2: f32,
-    mask_data: *const i32,
-    mask_int: usize,
-    mask_float: f32,
-) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        attention_body::<T, H, S, M>(
-            maps, q, k, v, o, lse, q_len, kv_len, heads, group, batch, q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
-            v_sb, v_ss, v_sh, scale_log2, mask_data, mask_int, mask_float,
-        )
-    }
-}
-
-/// [`attention_wgmma`](fn@attention_wgmma) on the [`PingPongNamed`] schedule (its own
-/// declaration: its turns are named barriers, which its entries count beside the two block
-/// barriers).
-///
-/// # Safety
-/// As [`attention_wgmma`](fn@attention_wgmma).
-///
-/// Instances (`T`, head, mask): `attention_wgmma_pingpong_causal_d<D>_<T>` ([`Causal`]) for `D`
-/// 64, 128 and 256, and `attention_wgmma_pingpong_d<D>_<T>` ([`NoMask`]) for `D` 64 and 256,
-/// `T` bf16 and f16 (head dim 128 without a mask, and the [`General`] masks, keep `mbarrier`
-/// turns: [`attention_wgmma`](fn@attention_wgmma)'s entries).
-// Barriers: the ring's initialisation, the `Q` barrier's, and the turns' named barriers: three
-// waits and three hand-overs in the loop, each a barrier per consumer (its id an immediate), and
-// consumer 1's first hand-over.
-#[kernel(
-    launch_bounds(384, 1),
-    instances(
-        attention_wgmma_pingpong_d64_bf16 = (bf16, D64, NoMask),
-        attention_wgmma_pingpong_d64_f16 = (f16, D64, NoMask),
-        attention_wgmma_pingpong_causal_d64_bf16 = (bf16, D64, Causal),
-        attention_wgmma_pingpong_causal_d128_bf16 = (bf16, D128, Causal),
-        attention_wgmma_pingpong_causal_d64_f16 = (f16, D64, Causal),
-        attention_wgmma_pingpong_causal_d128_f16 = (f16, D128, Causal),
-        attention_wgmma_pingpong_d256_bf16 = (bf16, D256, NoMask),
-        attention_wgmma_pingpong_d256_f16 = (f16, D256, NoMask),
-        attention_wgmma_pingpong_causal_d256_bf16 = (bf16, D256, Causal),
-        attention_wgmma_pingpong_causal_d256_f16 = (f16, D256, Causal),
-    ),
-    barriers(15)
-)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn attention_wgmma_pingpong<T: WgmmaElement, H: WgmmaHead, M: Mask>(
-    maps: *const u64,
-    q: *const T,
-    k: *const T,
-    v: *const T,
-    o: *mut T,
-    lse: *mut f32,
-    q_len: usize,
-    kv_len: usize,
-    heads: usize,
-    group: usize,
-    batch: usize,
-    q_sb: usize,
-    q_ss: usize,
-    q_sh: usize,
-    k_sb: usize,
-    k_ss: usize,
-    k_sh: usize,
-    v_sb: usize,
-    v_ss: usize,
-    v_sh: usize,
-    scale_log2: f32,
-    mask_data: *const i32,
-    mask_int: usize,
-    mask_float: f32,
-) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        attention_body::<T, H, PingPongNamed, M>(
-            maps, q, k, v, o, lse, q_len, kv_len, heads, group, batch, q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
-            v_sb, v_ss, v_sh, scale_log2, mask_data, mask_int, mask_float,
-        )
-    }
-}
-
-/// The body of [`attention_wgmma`](fn@attention_wgmma) and [`attention_wgmma_pingpong`](fn@attention_wgmma_pingpong).
-///
-/// # Safety
-/// As [`attention_wgmma`](fn@attention_wgmma).
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn attention_body<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
     maps: *const u64,
     q: *const T,
     k: *const T,
