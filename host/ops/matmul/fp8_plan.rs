@@ -124,7 +124,7 @@ pub struct Fp8Plan {
     pub overlap: bool,
     /// Whether (the 128 x 128 one-array promotion, bf16 result) the epilogue stages each
     /// consumer's results in shared memory and the copy engine stores them
-    /// (`kernels_gpu::matmul::fp8::fp8_gemm_staged`), else the threads store them from registers.
+    /// (`kernels_gpu::matmul::fp8::Staged`), else the threads store them from registers.
     pub staged: bool,
 }
 

@@ -38,7 +38,7 @@
 //!   not the default.
 //!
 //! The epilogue stores each thread's results from its registers ([`tile::store_rows`]), or in
-//! [`fp8_gemm_staged`](fn@fp8_gemm_staged) (bf16, the promoted and block-scaled 128 x 128 kernels) stages them in
+//! [`fp8_gemm`](fn@fp8_gemm)'s [`Staged`] epilogue (bf16, the promoted and block-scaled 128 x 128 kernels) stages them in
 //! shared memory for two tensor stores by the copy engine, so that a consumer's epilogue ends
 //! at shared memory (the eleventh round's named next step; not the host's default: on the H200
 //! level at 4096^3 and slower at 8192^3, `bench/experiments/third-wave/016d620-fp8-staged.jsonl`).
@@ -80,6 +80,28 @@ const CONSUMER_REGISTERS: u32 = 232;
 pub const FP8_SCALE_BLOCK: usize = 128;
 
 const _: () = assert!(FP8_BLOCK_K == WsTiling::block_k(1) && FP8_SCALE_BLOCK == FP8_BLOCK_K);
+
+/// How an FP8 kernel stores its tile: [`Registers`] or [`Staged`].
+pub trait Fp8Epilogue {
+    /// Whether each consumer stages its results in shared memory for the copy engine's tensor
+    /// stores (else its threads store them from registers).
+    const STAGED: bool;
+}
+
+/// Each thread stores its results from its registers ([`tile::store_rows`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Registers;
+/// Each consumer stages its results in shared memory and the copy engine stores them
+/// ([`tile::stage_boxes`]; bf16 result, the 128 x 128 tile).
+#[derive(Clone, Copy, Debug)]
+pub struct Staged;
+
+impl Fp8Epilogue for Registers {
+    const STAGED: bool = false;
+}
+impl Fp8Epilogue for Staged {
+    const STAGED: bool = true;
+}
 
 /// How an FP8 kernel accumulates along `k` and where its scales apply.
 pub trait Fp8Mode {
@@ -231,7 +253,16 @@ fn scale_in_place<A: Accumulators>(acc: &mut A, f: impl Fn(usize) -> f32) {
     });
 }
 
-/// The body of the FP8 kernels (see the module documentation). What one thread does: thread 0
+/// Bytes of a consumer's staging tile in the [`Staged`] epilogue: its `64 x 128` bf16 results as
+/// two boxes of `64 x 64` ([`tile::STAGED_BOX_BYTES`] each).
+pub const FP8_STAGING_BYTES: usize = 2 * tile::STAGED_BOX_BYTES;
+
+/// Dynamic shared memory of [`fp8_gemm`](fn@fp8_gemm) with the [`Staged`] epilogue: the ring of [`super::wgmma_ws::WS_128X128`],
+/// the alignment to its tail ([`Ring::tail`]), and a staging tile per consumer.
+pub const FP8_STAGED_SHARED_BYTES: u32 =
+    super::wgmma_ws::WS_128X128.shared_bytes() + (RING_ALIGN + 2 * FP8_STAGING_BYTES) as u32;
+
+/// The FP8 kernels (see the module documentation). What one thread does: thread 0
 /// initialises the ring's barriers; the producer warpgroup lowers its registers and its thread 0
 /// walks the block's tiles (persistent, in grouped order) and their steps of 128 along `k`,
 /// refilling each free stage with a box of `A` (`BM x 128` bytes) and one of `B^T` (`BN x 128`
@@ -242,6 +273,16 @@ fn scale_in_place<A: Accumulators>(acc: &mut A, f: impl Fn(usize) -> f32) {
 /// `B^T` (tensor and row scales) and stores them inside `C` as `O`. Global traffic: the operands
 /// once per tile they feed (`k (BM + BN)` bytes per tile), the scales (a few floats per thread
 /// per tile, per step in [`BlockScaled`]), `C` once.
+///
+/// With the [`Staged`] epilogue (bf16 result, the 128 x 128 tile) the tile's store ends at
+/// shared memory: each consumer writes its scaled `64 x 128` results into a staging tile of its own
+/// ([`tile::stage_boxes`], 128-byte swizzled, conflict-free), fences them for the copy engine,
+/// and after a named barrier of its warpgroup ([`crate::gpu::barrier::sync`], id 1 + the
+/// consumer) its first thread issues two tensor stores of `64 x 64` into `C` and goes on to the
+/// next tile; before the staging tile is written again, that thread waits for the stores' reads
+/// (`cp.async.bulk.wait_group.read 0`) and the warpgroup meets at the barrier once more. The
+/// copy engine drops what lies past `m` and `n`. Global traffic as above (`C` written
+/// once, by the copy engine); per tile 16 KiB more written to and read from shared memory.
 ///
 /// Scales: `a_scales[row * a_step]` and `b_scales[col * b_step]`, each step 0 (one scale for the
 /// tensor) or 1 (one per row of `A` / per row of `B^T`); in [`BlockScaled`],
@@ -256,11 +297,15 @@ fn scale_in_place<A: Accumulators>(acc: &mut A, f: impl Fn(usize) -> f32) {
 ///   at least `k`), 16-byte aligned; `c` holds `m x n` elements, dense, 16-byte aligned, distinct
 ///   from the operands; the scales hold what the indexing above reads for every row `< m`,
 ///   column `< n` and step `< ceil(k / 128)`; `m, n >= 1`.
+/// * With the [`Staged`] epilogue, three tensor maps at `maps`: the third is `C` (`m x n` bf16,
+///   rows `n` apart, `n` a multiple of 8; box `64 x 64`, 128-byte swizzle); the launch gives
+///   [`FP8_STAGED_SHARED_BYTES`] of dynamic shared memory.
 /// * The launch: [`WsTiling::threads`] (384) threads, a grid of `(G, 1)` blocks with
 ///   `1 <= G <= tiles`, [`WsTiling::shared_bytes`] of dynamic shared memory; compute capability
 ///   9.0.
 ///
-/// Instances (`O`, `S`, `M`, `B`; `B` E4M3 but where named), one PTX entry each (in the sm_90a module), launch bounds `(384, 1)`:
+/// Instances (`O`, `S`, `M`, `B`, the epilogue; `B` E4M3 and the epilogue [`Registers`] but
+/// where named), one PTX entry each (in the sm_90a module), launch bounds `(384, 1)`:
 /// * [`Fast`] on [`super::wgmma_ws::WS_128X256`] (`m64n256k32`, 128 accumulators per consumer
 ///   thread; per step 48 KiB by TMA, 8,388,608 flops): `matmul_fp8_fast_128x256` (bf16 result;
 ///   minimum traffic `m k + n k + 2 m n` bytes), `matmul_fp8_fast_f32out_128x256` (f32 result,
@@ -282,125 +327,39 @@ fn scale_in_place<A: Accumulators>(acc: &mut A, f: impl Fn(usize) -> f32) {
 /// * `B^T` in E5M2 (`B` = [`E5M2`], `.e4m3.e5m2` products), bf16 result, the same traffic:
 ///   `matmul_fp8_e5m2_fast_128x256`, `matmul_fp8_e5m2_fast_128x128`,
 ///   `matmul_fp8_e5m2_promoted_128x128`, `matmul_fp8_e5m2_promoted_overlap_128x128`.
+/// * the [`Staged`] epilogue on `WS_128X128`, bf16 result: `matmul_fp8_promoted_staged_128x128`
+///   ([`Promoted`]: tensor and row scales), `matmul_fp8_block_staged_128x128` ([`BlockScaled`]).
 // Launch bounds: 384 threads, one block per multiprocessor (`setmaxnreg` needs the register
-// budget at entry). Barriers: one, after the ring's initialisation; the ring runs on mbarriers.
+// budget at entry). Barriers: one, after the ring's initialisation (the ring runs on mbarriers);
+// with the staged epilogue also its two named barriers.
 #[kernel(
     launch_bounds(384, 1),
     instances(
-        matmul_fp8_fast_128x256 = (bf16, Ws128x256, Fast, E4M3),
-        matmul_fp8_fast_f32out_128x256 = (f32, Ws128x256, Fast, E4M3),
-        matmul_fp8_fast_128x128 = (bf16, Ws128x128, Fast, E4M3),
-        matmul_fp8_fast_f32out_128x128 = (f32, Ws128x128, Fast, E4M3),
-        matmul_fp8_promoted_128x128 = (bf16, Ws128x128, Promoted, E4M3),
-        matmul_fp8_promoted_f32out_128x128 = (f32, Ws128x128, Promoted, E4M3),
-        matmul_fp8_promoted_128x192 = (bf16, Ws128x192, Promoted, E4M3),
-        matmul_fp8_block_128x128 = (bf16, Ws128x128, BlockScaled, E4M3),
-        matmul_fp8_block_f32out_128x128 = (f32, Ws128x128, BlockScaled, E4M3),
-        matmul_fp8_e5m2_fast_128x256 = (bf16, Ws128x256, Fast, E5M2),
-        matmul_fp8_e5m2_fast_128x128 = (bf16, Ws128x128, Fast, E5M2),
-        matmul_fp8_e5m2_promoted_128x128 = (bf16, Ws128x128, Promoted, E5M2),
-        matmul_fp8_promoted_overlap_128x128 = (bf16, Ws128x128, PromotedOverlap, E4M3),
-        matmul_fp8_promoted_overlap_f32out_128x128 = (f32, Ws128x128, PromotedOverlap, E4M3),
-        matmul_fp8_block_overlap_128x128 = (bf16, Ws128x128, BlockScaledOverlap, E4M3),
-        matmul_fp8_block_overlap_f32out_128x128 = (f32, Ws128x128, BlockScaledOverlap, E4M3),
-        matmul_fp8_e5m2_promoted_overlap_128x128 = (bf16, Ws128x128, PromotedOverlap, E5M2),
+        matmul_fp8_fast_128x256 = (bf16, Ws128x256, Fast, E4M3, Registers),
+        matmul_fp8_fast_f32out_128x256 = (f32, Ws128x256, Fast, E4M3, Registers),
+        matmul_fp8_fast_128x128 = (bf16, Ws128x128, Fast, E4M3, Registers),
+        matmul_fp8_fast_f32out_128x128 = (f32, Ws128x128, Fast, E4M3, Registers),
+        matmul_fp8_promoted_128x128 = (bf16, Ws128x128, Promoted, E4M3, Registers),
+        matmul_fp8_promoted_f32out_128x128 = (f32, Ws128x128, Promoted, E4M3, Registers),
+        matmul_fp8_promoted_128x192 = (bf16, Ws128x192, Promoted, E4M3, Registers),
+        matmul_fp8_block_128x128 = (bf16, Ws128x128, BlockScaled, E4M3, Registers),
+        matmul_fp8_block_f32out_128x128 = (f32, Ws128x128, BlockScaled, E4M3, Registers),
+        matmul_fp8_e5m2_fast_128x256 = (bf16, Ws128x256, Fast, E5M2, Registers),
+        matmul_fp8_e5m2_fast_128x128 = (bf16, Ws128x128, Fast, E5M2, Registers),
+        matmul_fp8_e5m2_promoted_128x128 = (bf16, Ws128x128, Promoted, E5M2, Registers),
+        matmul_fp8_promoted_overlap_128x128 = (bf16, Ws128x128, PromotedOverlap, E4M3, Registers),
+        matmul_fp8_promoted_overlap_f32out_128x128 = (f32, Ws128x128, PromotedOverlap, E4M3, Registers),
+        matmul_fp8_block_overlap_128x128 = (bf16, Ws128x128, BlockScaledOverlap, E4M3, Registers),
+        matmul_fp8_block_overlap_f32out_128x128 = (f32, Ws128x128, BlockScaledOverlap, E4M3, Registers),
+        matmul_fp8_e5m2_promoted_overlap_128x128 = (bf16, Ws128x128, PromotedOverlap, E5M2, Registers),
+        matmul_fp8_promoted_staged_128x128 = (bf16, Ws128x128, Promoted, E4M3, Staged),
+        matmul_fp8_block_staged_128x128 = (bf16, Ws128x128, BlockScaled, E4M3, Staged),
     ),
-    barriers(1)
+    barriers(if E::STAGED { 3 } else { 1 })
 )]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand>(
-    maps: *const u64,
-    a: *const E4M3,
-    b: *const B,
-    c: *mut O,
-    a_scales: *const f32,
-    b_scales: *const f32,
-    m: usize,
-    n: usize,
-    k: usize,
-    lda: usize,
-    ldb: usize,
-    a_step: usize,
-    b_step: usize,
-) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        fp8_body::<O, S, M, B, false>(
-            maps, a, b, c, a_scales, b_scales, m, n, k, lda, ldb, a_step, b_step,
-        )
-    }
-}
-
-/// Bytes of a consumer's staging tile in [`fp8_gemm_staged`](fn@fp8_gemm_staged): its `64 x 128` bf16 results as
-/// two boxes of `64 x 64` ([`tile::STAGED_BOX_BYTES`] each).
-pub const FP8_STAGING_BYTES: usize = 2 * tile::STAGED_BOX_BYTES;
-
-/// Dynamic shared memory of [`fp8_gemm_staged`](fn@fp8_gemm_staged): the ring of [`super::wgmma_ws::WS_128X128`],
-/// the alignment to its tail ([`Ring::tail`]), and a staging tile per consumer.
-pub const FP8_STAGED_SHARED_BYTES: u32 =
-    super::wgmma_ws::WS_128X128.shared_bytes() + (RING_ALIGN + 2 * FP8_STAGING_BYTES) as u32;
-
-/// [`fp8_gemm`](fn@fp8_gemm) whose epilogue ends at shared memory (bf16 result, the 128 x 128 tile): each
-/// consumer writes its scaled `64 x 128` results into a staging tile of its own
-/// ([`tile::stage_boxes`], 128-byte swizzled, conflict-free), fences them for the copy engine,
-/// and after a named barrier of its warpgroup ([`crate::gpu::barrier::sync`], id 1 + the
-/// consumer) its first thread issues two tensor stores of `64 x 64` into `C` and goes on to the
-/// next tile; before the staging tile is written again, that thread waits for the stores' reads
-/// (`cp.async.bulk.wait_group.read 0`) and the warpgroup meets at the barrier once more. The
-/// copy engine drops what lies past `m` and `n`. Global traffic as [`fp8_gemm`](fn@fp8_gemm)'s (`C` written
-/// once, by the copy engine); per tile 16 KiB more written to and read from shared memory.
-///
-/// # Safety
-/// As [`fp8_gemm`](fn@fp8_gemm), with three tensor maps at `maps`: the third is `C` (`m x n` bf16, rows `n`
-/// apart, `n` a multiple of 8; box `64 x 64`, 128-byte swizzle); the launch gives
-/// [`FP8_STAGED_SHARED_BYTES`] of dynamic shared memory.
-///
-/// Instances (bf16 result on `WS_128X128`, one PTX entry each in the sm_90a module, launch
-/// bounds `(384, 1)`): `matmul_fp8_promoted_staged_128x128` ([`Promoted`]: tensor and row
-/// scales), `matmul_fp8_block_staged_128x128` ([`BlockScaled`]).
-// Barriers: the ring's initialisation, and the two named barriers of the epilogue.
-#[kernel(
-    launch_bounds(384, 1),
-    instances(
-        matmul_fp8_promoted_staged_128x128 = Promoted,
-        matmul_fp8_block_staged_128x128 = BlockScaled,
-    ),
-    barriers(3)
-)]
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn fp8_gemm_staged<M: Fp8Mode>(
-    maps: *const u64,
-    a: *const E4M3,
-    b: *const E4M3,
-    c: *mut bf16,
-    a_scales: *const f32,
-    b_scales: *const f32,
-    m: usize,
-    n: usize,
-    k: usize,
-    lda: usize,
-    ldb: usize,
-    a_step: usize,
-    b_step: usize,
-) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        fp8_body::<bf16, Ws128x128, M, E4M3, true>(
-            maps, a, b, c, a_scales, b_scales, m, n, k, lda, ldb, a_step, b_step,
-        )
-    }
-}
-
-/// The body of [`fp8_gemm`](fn@fp8_gemm) (`STAGED` false: results stored from registers) and
-/// [`fp8_gemm_staged`](fn@fp8_gemm_staged) (through the staging tiles).
-///
-/// # Safety
-/// As those kernels.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn fp8_body<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, const STAGED: bool>(
+pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8Epilogue>(
     maps: *const u64,
     a: *const E4M3,
     b: *const B,
@@ -425,7 +384,7 @@ unsafe fn fp8_body<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, const STAGE
         assert!(!M::BLOCK_SCALES || S::TILING.consumer_cols() == FP8_SCALE_BLOCK);
         assert!(S::TILING.shared_bytes() == Ring::shared_bytes(S::TILING.stages, S::TILING.stage_bytes()));
         // The staging tiles: two consumers of 64 x 128 bf16, in the shared memory left.
-        assert!(!STAGED || (S::TILING.consumers == 2 && S::TILING.consumer_cols() == 128));
+        assert!(!E::STAGED || (S::TILING.consumers == 2 && S::TILING.consumer_cols() == 128));
         assert!(FP8_STAGED_SHARED_BYTES <= MAX_SHARED);
     };
     let (bm, bn) = (t.block_rows, t.block_cols);
@@ -736,7 +695,7 @@ unsafe fn fp8_body<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, const STAGE
                 });
             }
         }
-        if STAGED {
+        if E::STAGED {
             // SAFETY: the staging tile is this consumer's (inside the launch's shared memory,
             // 1024-byte aligned past the ring); the whole warpgroup is here; `maps` holds `C`'s
             // map third (the contract).
@@ -758,7 +717,7 @@ unsafe fn fp8_body<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, const STAGE
         }
         tile += step;
     }
-    if STAGED && lane == 0 {
+    if E::STAGED && lane == 0 {
         // The last tile's stores: done before the block's shared memory goes.
         bulk::wait_group::<0>();
     }
