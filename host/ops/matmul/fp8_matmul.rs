@@ -129,7 +129,11 @@ mod sealed {
                         (false, Fp8Accumulation::Fast, Fp8Tile::Wide) => {
                             family::$fast_wide::launch_views::<Module>
                         }
-                        (false, Fp8Accumulation::Fast, _) => family::$fast_square::launch_views::<Module>,
+                        (false, Fp8Accumulation::Fast, Fp8Tile::Square) => {
+                            family::$fast_square::launch_views::<Module>
+                        }
+                        // No kernel: fast accumulation has no 128 x 192 tile.
+                        (false, Fp8Accumulation::Fast, Fp8Tile::Mid) => return None,
                     })
                 }
                 fn kernel_e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<$out, E5M2>> {
@@ -158,8 +162,8 @@ mod sealed {
     impl E5m2Kernels for bf16 {
         fn e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<bf16, E5M2>> {
             Some(match (plan.block_scales, plan.accumulation, plan.tile) {
-                (true, _, _) => return None,
-                _ if plan.staged || plan.tile == Fp8Tile::Mid => return None,
+                (true, _, _) | (_, _, Fp8Tile::Mid) => return None,
+                _ if plan.staged => return None,
                 (false, Fp8Accumulation::Promoted, _) if plan.overlap => {
                     family::matmul_fp8_e5m2_promoted_overlap_128x128::launch_views::<Module>
                 }
@@ -169,7 +173,7 @@ mod sealed {
                 (false, Fp8Accumulation::Fast, Fp8Tile::Wide) => {
                     family::matmul_fp8_e5m2_fast_128x256::launch_views::<Module>
                 }
-                (false, Fp8Accumulation::Fast, _) => {
+                (false, Fp8Accumulation::Fast, Fp8Tile::Square) => {
                     family::matmul_fp8_e5m2_fast_128x128::launch_views::<Module>
                 }
             })
@@ -404,15 +408,8 @@ impl Gpu {
         // `k = 0`, where no copy is issued).
         let ld = if k == 0 { 0 } else { k.next_multiple_of(ROW_ALIGN) };
         let Some(launch) = B::kernel::<O>(plan) else {
-            let detail = if plan.staged {
-                format!(
-                    "the staged plan {} writes a bf16 result from E4M3 operands only, not {} \
-                     with B^T in {}",
-                    plan.name(),
-                    std::any::type_name::<O>(),
-                    std::any::type_name::<B>()
-                )
-            } else if plan.tile == Fp8Tile::Mid {
+            // The staged plans and the 128 x 192 tile have bf16 kernels of E4M3 operands only.
+            let detail = if plan.staged || plan.tile == Fp8Tile::Mid {
                 format!(
                     "the plan {} writes a bf16 result from E4M3 operands only, not {} with B^T \
                      in {}",

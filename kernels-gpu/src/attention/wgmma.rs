@@ -32,7 +32,7 @@
 //!   FlashAttention-3's: in its turn a consumer issues tile `t`'s scores and tile `t - 1`'s
 //!   `P V` back to back and hands the turn over (two `mbarrier`s, or two named barriers in
 //!   [`PingPongNamed`]'s instances), so that one consumer's softmax
-//!   runs under the other's products and its own `P V`. The plan runs [`PingPong`]: on the H200
+//!   runs under the other's products and its own `P V`. The plan runs the ping-pong: on the H200
 //!   it was the faster at each shape of `bench/experiments/third-wave/e0302b7-attention.jsonl`
 //!   (526.9 against 480.5 TFLOP/s at `4x4096x16x128`, 467.2 against 420.5 causal).
 //! * **Masks** (generic over [`Mask`]): each head's blocks run from the last query tile to the
@@ -334,8 +334,9 @@ pub struct PingPong;
 /// the hardware's `bar.sync` / `bar.arrive`, FlashAttention-3's warp-scheduler barriers), which
 /// the simulator models. On the H200 the faster turns at every ping-pong instance but head dim
 /// 128 without a mask, where the `mbarrier`s were level to 2.5% faster (1x16384x16x128: 604.6
-/// and 603.5 TFLOP/s against 592.1 and 592.1, with the causal mask 589.5 and 586.7 against 599.1
-/// and 592.4, `bench/experiments/third-wave/3bf379d-attention-named-ab-{main,named}-{1,2}.jsonl`),
+/// and 603.5 TFLOP/s with `mbarrier` turns against 592.1 and 592.1 with named ones; with the
+/// causal mask, where the named turns won, 589.5 and 586.7 against 599.1 and 592.4,
+/// `bench/experiments/third-wave/3bf379d-attention-named-ab-{main,named}-{1,2}.jsonl`),
 /// so the instances take the turns per head dim and mask; with them, in a second call, the
 /// causal default at 4x4096x16x128 ran 534.0 and 534.0 against 526.5 and 525.5 and the head dim
 /// 64 default 397.7 and 397.8 against 391.2 and 391.9 at 8x2048x32x64

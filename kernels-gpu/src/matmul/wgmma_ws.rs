@@ -128,7 +128,8 @@ impl WsTiling {
     }
 
     /// As [`WsTiling::is_valid`] for `B` read K-major (boxes of whole rows of `B^T`, no 64-column
-    /// boxes): `N` of 112 too, the decode rung's 224-row tile.
+    /// boxes): `N` of 112 and 192 too, the decode rung's 224-row tile and the FP8 promoted
+    /// product's 128 x 192 one.
     pub const fn is_valid_k_major(&self) -> bool {
         let n = self.consumer_cols();
         self.fits() && (n == 64 || n == 112 || n == 128 || n == 192 || n == 256)
