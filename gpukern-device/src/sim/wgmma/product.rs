@@ -216,11 +216,19 @@ impl Mma {
                 }
             })
         });
+        // Column `c` of `B`, read once (checked loads) for the two rows that use it: slots `i`
+        // and `i + 2` of each group of four. Reading it again would repeat the same thread's
+        // checks of the same words, and took half the simulator's time in `wgmma` kernels.
+        let mut columns: Vec<Option<[f64; 32]>> = vec![None; self.n];
         for (i, &slot) in self.list.iter().enumerate() {
             let (h, c) = ((i / 2) % 2, 8 * (i / 4) + 2 * q + i % 2);
-            let dot: f64 = (0..kk)
-                .map(|k| rows[h][k] * element(b.address_of(c, k, b_mn_major, bytes), self.ty_b))
-                .sum();
+            let column = columns[c].get_or_insert_with(|| {
+                core::array::from_fn(|k| match k < kk {
+                    true => element(b.address_of(c, k, b_mn_major, bytes), self.ty_b),
+                    false => 0.0,
+                })
+            });
+            let dot: f64 = (0..kk).map(|k| rows[h][k] * column[k]).sum();
             let before = if self.scale_d { f64::from(acc[slot]) } else { 0.0 };
             acc[slot] = (before + sign * dot) as f32;
         }
