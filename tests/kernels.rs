@@ -14,7 +14,8 @@
 //! One module per family (`kernels/add.rs`, `kernels/matmul.rs`, `kernels/softmax.rs`, with
 //! submodules where a family is large), `kernels/device.rs` and `kernels/errors.rs` for what spans
 //! every family, `kernels/sizes.rs` for the shapes, `kernels/coverage.rs` for the launch-coverage
-//! check; the comparisons and trial constructors are in `tests/common/`. One binary, so that the
+//! check, `kernels/slow_trials.rs` for the simulator trials the test command leaves to
+//! `GPUKERN_SLOW_TRIALS=1`; the comparisons and trial constructors are in `tests/common/`. One binary, so that the
 //! coverage check sees every trial of a backend in one process.
 //!
 //! A custom harness (libtest-mimic) so that the CUDA trials can be ignored at run time. Inputs
@@ -79,6 +80,8 @@ mod rotary;
 mod sample;
 #[path = "kernels/sizes.rs"]
 mod sizes;
+#[path = "kernels/slow_trials.rs"]
+mod slow_trials;
 #[path = "kernels/softmax.rs"]
 mod softmax;
 #[path = "kernels/transfer.rs"]
@@ -177,6 +180,13 @@ fn main() {
     trials.extend(coverage::self_trials());
     trials.extend(api::trials());
     trials.extend(entry_modules::trials());
+    let trials = match slow_trials::apply(trials) {
+        Ok(trials) => trials,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(101);
+        }
+    };
     let cuda_ran = cuda.gpu.is_ok() && !cuda.ignored;
     let conclusion = libtest_mimic::run(&args, trials);
 

@@ -17,7 +17,7 @@ use rand::Rng;
 use rand::rngs::StdRng;
 
 use crate::common::check::*;
-use crate::common::trial::{Target, global_trial, slow, trial};
+use crate::common::trial::{Target, global_trial, trial};
 
 /// One trial's sizes: batch, q_len, kv_len, heads, kv_heads, head_dim, causal.
 type Case = (usize, usize, usize, usize, usize, usize, bool);
@@ -96,9 +96,8 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
                 wgmma_case::<f16>(gpu, rng, case)
             })
         };
-        // The three longest (6-11 s each on two cores; their kernels are launched by the mask
-        // trials' fused rungs and the cases below) only with the slow trials.
-        trials.push(if matches!(n, 0 | 1 | 4) { slow(one) } else { one });
+        // The longest (the ragged GQA block at head dim 128) is in `slow_trials.rs`.
+        trials.push(one);
     }
     // The ping-pong schedule on the first two cases (a ragged causal GQA block at head dims 64
     // and 128) and the first at head dim 256, on a block per tile and on the persistent grid (the
@@ -125,8 +124,8 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
                     move |gpu, rng| wgmma_case_with::<f16>(gpu, rng, case, rung),
                 )
             };
-            // The two long causal cases (5-11 s each on two cores) only with the slow trials.
-            trials.push(if n < 2 { slow(one) } else { one });
+            // The longest (the ragged GQA block at head dim 128) is in `slow_trials.rs`.
+            trials.push(one);
         }
     }
     // The ping-pong's causal instance at head dim 256 in f16 (the loop above runs it in bf16).
@@ -145,8 +144,8 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     // More block tiles (140) than the simulator's 132 multiprocessors: eight persistent blocks
     // walk two tiles each (`Q` released and copied again, the ring's phases running on), rows
     // that see no key among them (causal, `q_len > kv_len`).
-    // 16 s on two cores: with the slow trials.
-    trials.push(slow(trial(
+    // Among the slow trials (`slow_trials.rs`).
+    trials.push(trial(
         sim,
         "attention::wgmma_persistent::bf16::walk",
         |gpu, rng| {
@@ -157,7 +156,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
                 AttentionAlgorithm::WgmmaPersistent,
             )
         },
-    )));
+    ));
     trials.push(trial(sim, "attention::wgmma::packed_qkv_d64", |gpu, rng| {
         packed_qkv_with(gpu, rng, (140, 64), AttentionAlgorithm::Wgmma)
     }));
