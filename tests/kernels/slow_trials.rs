@@ -6,7 +6,7 @@
 //! `scripts/gpu-check.sh` sets the variable, so the GPU machine runs them all.
 //!
 //! The seconds are each trial's CPU time alone (one test thread, `GPUKERN_SIM_THREADS=1`, the
-//! test profile), from `bench/experiments/build-times/sim-trial-times-2a78ab0.md`.
+//! test profile), from `bench/experiments/build-times/sim-trial-times-44675c1.md`.
 
 use libtest_mimic::Trial;
 
@@ -14,12 +14,12 @@ use crate::common::trial::slow;
 
 /// `(trial name, what runs in its place)`.
 pub const SLOW_SIM_TRIALS: &[(&str, &str)] = &[
-    // 12.04 s (sim-trial-times-2a78ab0.md)
+    // 12.04 s (sim-trial-times-44675c1.md)
     (
         "sim::attention::wgmma_persistent::bf16::walk",
         "the persistent grid on the cases of fewer tiles than multiprocessors",
     ),
-    // 1.98 s, 2.11 s and 2.15 s (sim-trial-times-2a78ab0.md)
+    // 1.98 s, 2.11 s and 2.15 s (sim-trial-times-44675c1.md)
     (
         "sim::attention::wgmma::f16::2x130x259x2h2kv_d128_causal",
         "the ragged causal blocks at head dims 64 and 256, head dim 128 by the mask trials",
@@ -32,17 +32,17 @@ pub const SLOW_SIM_TRIALS: &[(&str, &str)] = &[
         "sim::attention::wgmma_persistent::f16::2x130x259x2h2kv_d128_causal",
         "the ragged causal blocks at head dims 64 and 256, head dim 128 by the mask trials",
     ),
-    // 3.60 s (sim-trial-times-2a78ab0.md)
+    // 3.60 s (sim-trial-times-44675c1.md)
     (
         "sim::attention::mask::document::bf16_d128",
         "the document mask at bf16 d64; the bf16 d128 General instance by window37 and softcap_causal",
     ),
-    // 1.73 s (sim-trial-times-2a78ab0.md)
+    // 1.73 s (sim-trial-times-44675c1.md)
     (
         "sim::attention::varlen::causal::f16_d128",
         "varlen without a mask and with a window; causal by the fixed-length trials",
     ),
-    // 3.05 s and 2.31 s (sim-trial-times-2a78ab0.md)
+    // 3.05 s and 2.31 s (sim-trial-times-44675c1.md)
     (
         "sim::matmul_decode::3x392x130",
         "3x128x232 (the same m) and the other shapes, every plan",
@@ -51,12 +51,12 @@ pub const SLOW_SIM_TRIALS: &[(&str, &str)] = &[
         "sim::matmul_decode::33x72x260",
         "64x96x20 (the same kernels) and the other shapes, every plan",
     ),
-    // 3.12 s (sim-trial-times-2a78ab0.md)
+    // 3.12 s (sim-trial-times-44675c1.md)
     (
         "sim::matmul_tf32_into::200x300x72",
         "129x131x37 and 128x64x256, every tiling",
     ),
-    // 1.66 s and 1.67 s (sim-trial-times-2a78ab0.md)
+    // 1.66 s and 1.67 s (sim-trial-times-44675c1.md)
     (
         "sim::matmul_wgmma_ws::bf16::130x392x264",
         "130x203x261 and 130x200x264 in both types",
@@ -65,7 +65,7 @@ pub const SLOW_SIM_TRIALS: &[(&str, &str)] = &[
         "sim::matmul_wgmma_ws::f16::130x392x264",
         "130x203x261 and 130x200x264 in both types",
     ),
-    // 1.23 s (sim-trial-times-2a78ab0.md)
+    // 1.23 s (sim-trial-times-44675c1.md)
     (
         "sim::matmul_wgmma_ws_64x128::f16::65x584x264",
         "the same shape in bf16 and the f16 instance's smaller shapes",
