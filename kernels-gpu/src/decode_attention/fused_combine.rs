@@ -110,7 +110,7 @@ impl Merged {
     /// Adds another state.
     #[inline(always)]
     fn add(&mut self, other: Merged) {
-        let reference = self.rescale(math::max_nan(self.max, other.max));
+        let reference = self.rescale(math::max_nan_fast(self.max, other.max));
         let weight = math::fast::exp2(other.max - reference);
         self.sum = math::fma(weight, other.sum, self.sum);
         unroll_8!(4, |e| {
@@ -154,7 +154,7 @@ unsafe fn chunks_of<const D: usize>(
         let mut top = state.max;
         unroll_8!(2, |hi| {
             unroll_8!(8, |lo| {
-                top = math::max_nan(top, pair[8 * hi + lo][0]);
+                top = math::max_nan_fast(top, pair[8 * hi + lo][0]);
             });
         });
         let reference = state.rescale(top);
