@@ -15,7 +15,9 @@
 //! A call allocates its output, its log-sum-exp and (split) its partials, stream-ordered on
 //! the H200, inside the timed region as a user's call would have them. `gpukern:tensor-into` is
 //! the decoder's call instead (`gpu.decode_attention_into`: the default plan's workspace and
-//! the outputs made once, outside the timing; no allocation per call). Caches are rotated
+//! the outputs made once, outside the timing; no allocation per call), and
+//! `gpukern:tensor-fused-into` the same call on the one-launch tensor rung (the combine inside
+//! the streaming kernel; simulator-checked, its first timing is this row's). Caches are rotated
 //! (`sets_for`) so that the K/V of batch 1 (16 MiB) is read from DRAM, not L2.
 
 use gpukern::ops::decode_attention::{decode_splits, tensor_chunks, tile_chunks};
@@ -124,12 +126,17 @@ fn algorithms(s: &Shape, sms: usize) -> Vec<DecodeAlgorithm> {
     all
 }
 
-/// Measurements [`decode_attention`] makes (on an H200's 132 multiprocessors): the
-/// `tensor-into` row, a copy of the same bytes, and the algorithms.
+/// The algorithms timed through `gpu.decode_attention_into` (a workspace made once, the
+/// decoder's call), as `gpukern:<name>-into`: the default (two launches) and the one-launch
+/// tensor rung, side by side in one call.
+const INTO_ALGORITHMS: [DecodeAlgorithm; 2] = [DecodeAlgorithm::Tensor, DecodeAlgorithm::TensorFused];
+
+/// Measurements [`decode_attention`] makes (on an H200's 132 multiprocessors): the `-into`
+/// rows, a copy of the same bytes, and the algorithms.
 pub fn planned(quick: bool, plans: bool) -> usize {
     shapes(quick, plans)
         .iter()
-        .map(|s| algorithms(s, 132).len() + 2)
+        .map(|s| algorithms(s, 132).len() + INTO_ALGORITHMS.len() + 1)
         .sum()
 }
 
@@ -213,7 +220,9 @@ pub fn decode_attention(b: &mut Bench, sink: &mut Sink) -> Res<()> {
         let sets = sets_for(bytes as usize);
         let mut prepared: Option<Prepared> = None;
         let sms = b.gpu.multiprocessors()?;
-        into_row(b, sink, &s, (sets, sms), &mut prepared)?;
+        for algorithm in INTO_ALGORITHMS {
+            into_row(b, sink, &s, (sets, sms), algorithm, &mut prepared)?;
+        }
         crate::memory::copy_of_traffic(b, sink, "decode_attention", &s.name(), bytes)?;
         for algorithm in algorithms(&s, sms) {
             let mut base = base_record(&s, &algorithm.name(), "gpu.decode_attention_with");
@@ -267,18 +276,22 @@ fn base_record(s: &Shape, variant: &str, call: &str) -> Record {
     base
 }
 
-/// `gpukern:tensor-into` at `s`: the default plan through `gpu.decode_attention_into`, its
-/// workspace and outputs made before the timing (the decode step's call, no allocation).
+/// `gpukern:<algorithm>-into` at `s` (`tensor-into`, the default plan; `tensor-fused-into`, the
+/// one-launch tensor rung, simulator-checked and not yet timed before this row): the plan of
+/// `algorithm` through `gpu.decode_attention_into`, its workspace and outputs made before the
+/// timing (the decode step's call, no allocation). Both plans cut the context alike.
 fn into_row(
     b: &mut Bench,
     sink: &mut Sink,
     s: &Shape,
     (sets, sms): (usize, usize),
+    algorithm: DecodeAlgorithm,
     prepared: &mut Option<Prepared>,
 ) -> Res<()> {
     let bytes = traffic(s);
-    let base = base_record(s, "tensor-into", "gpu.decode_attention_into")
-        .with("splits", planned_tensor_splits(s, sms));
+    let variant = format!("{}-into", algorithm.name());
+    let base =
+        base_record(s, &variant, "gpu.decode_attention_into").with("splits", planned_tensor_splits(s, sms));
     sink.item(base.clone(), || {
         let gpu = &b.gpu;
         if prepared.is_none() {
@@ -287,7 +300,7 @@ fn into_row(
         let Some(p) = prepared.as_ref() else {
             return Err("decode-attention operands were not prepared".into());
         };
-        let mut workspace = gpu.decode_workspace(&p.caches[0], query(s))?;
+        let mut workspace = gpu.decode_workspace_with(&p.caches[0], query(s), algorithm)?;
         let rows = s.batch * s.q_len * s.heads;
         let mut out = gpu.zeros_of::<bf16>(rows * s.head_dim)?;
         let mut lse = gpu.zeros_of::<f32>(rows)?;
@@ -348,10 +361,12 @@ mod tests {
             q_len: 1,
         };
         let p = prepare(&gpu, &s, 2).unwrap();
-        for algorithm in ALGORITHMS
-            .into_iter()
-            .chain([DecodeAlgorithm::TileSplits(2), DecodeAlgorithm::TensorSplits(2)])
-        {
+        for algorithm in ALGORITHMS.into_iter().chain([
+            DecodeAlgorithm::TileSplits(2),
+            DecodeAlgorithm::TensorSplits(2),
+            DecodeAlgorithm::TensorFused,
+            DecodeAlgorithm::TensorFusedSplits(2),
+        ]) {
             for c in &p.caches {
                 let got = gpu.decode_attention_with(&p.q, c, query(&s), algorithm).unwrap();
                 let out: Vec<f32> = got

@@ -7,10 +7,11 @@
 //! says (`decode_attention::append`), the host's checks (`errors::decode_attention`), and on the
 //! GPU the bench's shapes (context 4096, 32 heads, 8 kv heads, d 128), where the split rung is
 //! also checked against the warp rung, and long contexts checked against the warp rung alone.
-//! The streaming tiles rung and the tensor-core rung (planned and forced chunk counts, one chunk
-//! wrapping the ring of stages, two row groups) run in every case;
-//! `decode_attention::planted_wrong_value_fails` shows the check failing, for both, on a
-//! reference off at one key.
+//! The streaming tiles rung and the tensor-core rung in two launches and in one (planned and
+//! forced chunk counts, one chunk wrapping the ring of stages, two row groups) run in every case;
+//! `decode_attention::planted_wrong_value_fails` shows the check failing, for each, on a
+//! reference off at one key; `decode_attention::fused_twice_*` launches the one-launch rung twice
+//! on one workspace, its counters back to 0 after each launch.
 
 use gpukern::{
     DecodeAlgorithm, DecodeQuery, Gpu, KvAppendAlgorithm, KvCacheShape, KvElement, PagedKvCache, bf16, cpu,
@@ -171,6 +172,26 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             planted(gpu, rng)
         }),
     ];
+    // The one-launch rung's counters: the same launch twice on one workspace (as a graph
+    // replays it), MHA at head dim 64 (8 threads share each item's chunks) and GQA with two
+    // row groups; on the GPU, the bench's shape too.
+    for (target, c, n) in [
+        (sim, case(2, 2, 64, 4, 1, &[37, 5, 20]), 4),
+        (sim, case(16, 2, 128, 8, 3, &[9, 30]), 3),
+        (cuda, case(32, 8, 128, 16, 1, &[4096, 100, 2049]), 0),
+        (cuda, case(16, 2, 64, 16, 3, &[3000, 5]), 7),
+    ] {
+        let name = format!(
+            "decode_attention::fused_twice_{}_{}",
+            c.name(),
+            if n == 0 {
+                "planned".to_string()
+            } else {
+                format!("splits{n}")
+            }
+        );
+        trials.push(trial(target, &name, move |gpu, rng| fused_twice(gpu, rng, &c, n)));
+    }
     for (target, cases) in [(sim, sim_cases()), (cuda, cuda_cases())] {
         for (c, half) in cases {
             let name = format!(
@@ -319,6 +340,8 @@ fn attention<E: El>(gpu: &Gpu, rng: &mut StdRng, c: &Case) -> Check {
         DecodeAlgorithm::Tensor,
         DecodeAlgorithm::TensorSplits(1),
         DecodeAlgorithm::TensorSplits(3),
+        DecodeAlgorithm::TensorFused,
+        DecodeAlgorithm::TensorFusedSplits(3),
     ] {
         let what = format!("{} {} {}", E::NAME, c.name(), algorithm.name());
         let got = gpu.decode_attention_with(&q, &cache, query, algorithm)?;
@@ -443,7 +466,11 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
         scale: None,
     };
     let q = gpu.upload(&q_host)?;
-    for algorithm in [DecodeAlgorithm::TileSplits(1), DecodeAlgorithm::TensorSplits(1)] {
+    for algorithm in [
+        DecodeAlgorithm::TileSplits(1),
+        DecodeAlgorithm::TensorSplits(1),
+        DecodeAlgorithm::TensorFusedSplits(2),
+    ] {
         let got = gpu.decode_attention_with(&q, &cache, query, algorithm)?;
         let out: Vec<f32> = got.out.to_vec()?.into_iter().map(bf16::to_f32).collect();
         let name = algorithm.name();
@@ -465,6 +492,61 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
         }
     }
     Ok(())
+}
+
+/// The one-launch rung through a workspace ([`DecodeAlgorithm::TensorFusedSplits`]`(n)`, or the
+/// planned [`DecodeAlgorithm::TensorFused`] for `n = 0`), launched twice as a replayed graph
+/// launches it, with other queries each time and the outputs set to NaN before: each launch's
+/// output and log-sum-exp against the reference (a launch that found its counters other than 0
+/// leaves rows unwritten), and the counters 0 after each.
+fn fused_twice(gpu: &Gpu, rng: &mut StdRng, c: &Case, n: usize) -> Check {
+    let (cache, k, v) = filled::<bf16>(gpu, rng, c)?;
+    let query = DecodeQuery {
+        heads: c.heads,
+        q_len: c.q_len,
+        scale: None,
+    };
+    let algorithm = if n == 0 {
+        DecodeAlgorithm::TensorFused
+    } else {
+        DecodeAlgorithm::TensorFusedSplits(n)
+    };
+    let mut workspace = gpu.decode_workspace_with(&cache, query, algorithm)?;
+    let groups = (c.heads / c.kv_heads * c.q_len).div_ceil(16);
+    let words = workspace.counters().len();
+    if words != c.batch * c.kv_heads * groups {
+        return Err(format!("{words} counters, expected one per row group").into());
+    }
+    let rows = c.batch * c.q_len * c.heads;
+    let mut out = gpu.zeros_of::<bf16>(rows * c.head_dim)?;
+    let mut lse = gpu.zeros_of::<f32>(rows)?;
+    let scale = 1.0 / (c.head_dim as f64).sqrt();
+    let mut failures = Vec::new();
+    for launch in 0..2 {
+        let q_host: Vec<bf16> = random_vec(rng, rows * c.head_dim)
+            .into_iter()
+            .map(|x| bf16::from_f32(4.0 * x))
+            .collect();
+        let q32: Vec<f32> = q_host.iter().map(|x| x.to_f32()).collect();
+        let (want, want_lse) =
+            cpu::decode_attention(&q32, &k, &v, (c.q_len, c.heads, c.kv_heads, c.head_dim), scale);
+        out.copy_from_host(&vec![bf16::NAN; rows * c.head_dim])?;
+        lse.copy_from_host(&vec![f32::NAN; rows])?;
+        gpu.decode_attention_into(&gpu.upload(&q_host)?, &cache, &mut workspace, &mut out, &mut lse)?;
+        let got: Vec<f32> = out.to_vec()?.into_iter().map(bf16::to_f32).collect();
+        let what = format!("{} {} launch {launch}", c.name(), algorithm.name());
+        if let Err(e) = close(&format!("{what} out"), &got, &want, bf16::OUT_TOL) {
+            failures.push(e.to_string());
+        }
+        if let Err(e) = close(&format!("{what} lse"), &lse.to_vec()?, &want_lse, LSE_TOL) {
+            failures.push(e.to_string());
+        }
+        let left: Vec<u32> = workspace.counters().to_vec()?;
+        if left.iter().any(|&w| w != 0) {
+            failures.push(format!("{what}: counters left {left:?}"));
+        }
+    }
+    all_passed(failures)
 }
 
 /// The host's checks: each malformed call refused with the reason, before any launch.

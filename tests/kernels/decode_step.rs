@@ -2,14 +2,15 @@
 //! a graph holding a paged cache captures `kv_cache_write` and `decode_attention_into` once and
 //! is replayed step after step, the reservation made on the host between replays, each
 //! replay's output against `cpu::decode_attention` over every token written so far
-//! (`decode_step::replays`); a split-k decode product on a preallocated workspace captured and
+//! (`decode_step::replays`, also with the one-launch decode attention, whose hand-off counters
+//! must be back to 0 after each replay); a split-k decode product on a preallocated workspace captured and
 //! replayed, bit for bit against the allocating call (`decode_step::matmul_workspace`); a
 //! decode product captured on its first call, bit for bit against the `mma.sync` rung's plan,
 //! which a capture falls back to where the Hopper rung would have to upload its tensor maps
 //! (`decode_step::matmul_capture_first_call`); and the host's checks of the new forms
 //! (`errors::decode_step`).
 
-use gpukern::{DecodePlan, DecodeQuery, Gpu, KvCacheShape, bf16, cpu};
+use gpukern::{DecodeAlgorithm, DecodePlan, DecodeQuery, Gpu, KvCacheShape, bf16, cpu};
 use libtest_mimic::Trial;
 use rand::rngs::StdRng;
 
@@ -31,7 +32,33 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     ] {
         let name = format!("decode_step::replays_h{heads}_kv{kv_heads}_d{head_dim}_p{prompt}_s{steps}");
         trials.push(trial(target, &name, move |gpu, rng| {
-            replays(&own(gpu)?, rng, (heads, kv_heads, head_dim), prompt, steps)
+            replays(
+                &own(gpu)?,
+                rng,
+                (heads, kv_heads, head_dim),
+                (prompt, steps),
+                DecodeAlgorithm::default(),
+            )
+        }));
+    }
+    // The one-launch rung replayed: its counters must be back to 0 after every replay (3
+    // chunks in the simulator's capacity of 16 tokens; the planned chunks on the GPU).
+    for (target, (heads, kv_heads, head_dim, prompt, steps), algorithm) in [
+        (sim, (4, 2, 64, 5, 3), DecodeAlgorithm::TensorFusedSplits(3)),
+        (cuda, (32, 8, 128, 1000, 8), DecodeAlgorithm::TensorFused),
+    ] {
+        let name = format!(
+            "decode_step::replays_{}_h{heads}_kv{kv_heads}_d{head_dim}_p{prompt}_s{steps}",
+            algorithm.name()
+        );
+        trials.push(trial(target, &name, move |gpu, rng| {
+            replays(
+                &own(gpu)?,
+                rng,
+                (heads, kv_heads, head_dim),
+                (prompt, steps),
+                algorithm,
+            )
         }));
     }
     for (target, (m, n, k)) in [
@@ -67,13 +94,14 @@ fn own(gpu: &Gpu) -> gpukern::Result<Gpu> {
 }
 
 /// A batch of 3 prompts of `prompt` tokens appended, then `steps` replays of a captured
-/// (write, attention) pair, one token per sequence each, against the f64 reference.
+/// (write, attention) pair, one token per sequence each, against the f64 reference; the
+/// attention's workspace made for `algorithm`.
 fn replays(
     gpu: &Gpu,
     rng: &mut StdRng,
     (heads, kv_heads, head_dim): (usize, usize, usize),
-    prompt: usize,
-    steps: usize,
+    (prompt, steps): (usize, usize),
+    algorithm: DecodeAlgorithm,
 ) -> Check {
     let batch = 3;
     let block_size = 16;
@@ -106,7 +134,7 @@ fn replays(
         q_len: 1,
         scale: None,
     };
-    let workspace = gpu.decode_workspace(&cache, query)?;
+    let workspace = gpu.decode_workspace_with(&cache, query, algorithm)?;
     let buffers = (
         cache,
         workspace,

@@ -106,6 +106,26 @@ pub trait KvElement: Element + sealed::Sealed {
         scalars: AttnScalars,
         splits: (usize, usize),
     ) -> Result<()>;
+
+    /// `decode_attention_tensor_fused_*_<head_dim>`: one launch, its hand-off on `counters`.
+    ///
+    /// # Safety
+    /// As the kernel's (the counters zero, used by no other launch in flight); `head_dim` is
+    /// 64, 128 or 256.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tensor_fused(
+        module: &Module,
+        cfg: LaunchConfig,
+        q: &DeviceVec<Self>,
+        pools: (&DeviceVec<Self>, &DeviceVec<Self>),
+        paging: (&DeviceVec<i32>, &DeviceVec<i32>),
+        partials: (&mut DeviceVec<f32>, &mut DeviceVec<f32>),
+        counters: &mut DeviceVec<u32>,
+        outputs: (&mut DeviceVec<Self>, &mut DeviceVec<f32>),
+        scalars: AttnScalars,
+        splits: (usize, usize),
+    ) -> Result<()>;
 }
 
 mod sealed {
@@ -126,7 +146,8 @@ macro_rules! kv_element {
         $combine:ident,
         [$t64:ident, $t128:ident, $t256:ident],
         $tcombine:ident,
-        [$m64:ident, $m128:ident, $m256:ident]
+        [$m64:ident, $m128:ident, $m256:ident],
+        [$f64:ident, $f128:ident, $f256:ident]
     ) => {
         impl KvElement for $t {
             const NAN: Self = <$t>::NAN;
@@ -298,6 +319,37 @@ macro_rules! kv_element {
                     )
                 }
             }
+
+            unsafe fn tensor_fused(
+                module: &Module,
+                cfg: LaunchConfig,
+                q: &DeviceVec<Self>,
+                (k_pool, v_pool): (&DeviceVec<Self>, &DeviceVec<Self>),
+                (table, lens): (&DeviceVec<i32>, &DeviceVec<i32>),
+                (ml, acc): (&mut DeviceVec<f32>, &mut DeviceVec<f32>),
+                counters: &mut DeviceVec<u32>,
+                (out, lse): (&mut DeviceVec<Self>, &mut DeviceVec<f32>),
+                (_batch, q_len, heads, kv_heads, head_dim, shift, max_blocks, scale): AttnScalars,
+                (splits, chunk): (usize, usize),
+            ) -> Result<()> {
+                // SAFETY: the caller's contract.
+                unsafe {
+                    match head_dim {
+                        64 => family::$f64::launch(
+                            module, cfg, q, k_pool, v_pool, table, lens, ml, acc, out, lse, counters, q_len,
+                            heads, kv_heads, shift, max_blocks, splits, chunk, scale,
+                        ),
+                        128 => family::$f128::launch(
+                            module, cfg, q, k_pool, v_pool, table, lens, ml, acc, out, lse, counters, q_len,
+                            heads, kv_heads, shift, max_blocks, splits, chunk, scale,
+                        ),
+                        _ => family::$f256::launch(
+                            module, cfg, q, k_pool, v_pool, table, lens, ml, acc, out, lse, counters, q_len,
+                            heads, kv_heads, shift, max_blocks, splits, chunk, scale,
+                        ),
+                    }
+                }
+            }
         }
     };
 }
@@ -323,6 +375,11 @@ kv_element!(
         decode_attention_tensor_bf16_64,
         decode_attention_tensor_bf16_128,
         decode_attention_tensor_bf16_256
+    ],
+    [
+        decode_attention_tensor_fused_bf16_64,
+        decode_attention_tensor_fused_bf16_128,
+        decode_attention_tensor_fused_bf16_256
     ]
 );
 kv_element!(
@@ -346,5 +403,10 @@ kv_element!(
         decode_attention_tensor_f16_64,
         decode_attention_tensor_f16_128,
         decode_attention_tensor_f16_256
+    ],
+    [
+        decode_attention_tensor_fused_f16_64,
+        decode_attention_tensor_fused_f16_128,
+        decode_attention_tensor_fused_f16_256
     ]
 );

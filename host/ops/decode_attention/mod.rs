@@ -454,13 +454,14 @@ impl Gpu {
             self.limits().max_shared_mem_per_block_optin as usize,
         );
         let (mut ml, mut acc) = self.split_partials(plan, rows, s.head_dim)?;
+        let mut counters = self.plan_counters(plan, s, query)?;
         self.launch_decode_attention(
             q,
             cache,
             query,
             scale,
             plan,
-            (&mut ml, &mut acc),
+            (&mut ml, &mut acc, &mut counters),
             (&mut out, &mut lse),
         )?;
         Ok(DecodeAttentionOutput { out, lse })
@@ -516,9 +517,18 @@ impl Gpu {
         Ok((self.alloc(pairs)?, self.alloc(partials)?))
     }
 
+    /// The hand-off counters of `plan` for the cache's shape and `query`, zeroed (once: every
+    /// launch of the fused plan leaves them zero): a word per row group of the fused tensor
+    /// plan ([`DecodePlan::counter_words`]), none for the others.
+    fn plan_counters(&self, plan: DecodePlan, s: KvCacheShape, query: DecodeQuery) -> Result<DeviceVec<u32>> {
+        let rows = query.heads / s.kv_heads * query.q_len;
+        self.zeros_of(plan.counter_words(s.batch, s.kv_heads, rows))
+    }
+
     /// Launches `plan` on checked operands: `out` and `lse` hold the output's rows, `ml` and `acc`
-    /// at least the plan's partials ([`Gpu::split_partials`]), every length of the cache is at
-    /// most the context the plan was chosen for.
+    /// at least the plan's partials ([`Gpu::split_partials`]) and `counters` the plan's words
+    /// ([`Gpu::plan_counters`], zero and used by no other launch in flight), every length of the
+    /// cache is at most the context the plan was chosen for.
     #[allow(clippy::too_many_arguments)]
     fn launch_decode_attention<E: KvElement>(
         &self,
@@ -527,7 +537,7 @@ impl Gpu {
         query: DecodeQuery,
         scale: f32,
         plan: DecodePlan,
-        (ml, acc): (&mut DeviceVec<f32>, &mut DeviceVec<f32>),
+        (ml, acc, counters): (&mut DeviceVec<f32>, &mut DeviceVec<f32>, &mut DeviceVec<u32>),
         (out, lse): (&mut DeviceVec<E>, &mut DeviceVec<f32>),
     ) -> Result<()> {
         let s = cache.shape;
@@ -540,7 +550,7 @@ impl Gpu {
             "out is [batch, q_len, heads, head_dim]",
         )?;
         same_len(OP, &[rows], lse.len(), "lse is [batch, q_len, heads]")?;
-        if !(self.owns(out) && self.owns(lse) && self.owns(ml) && self.owns(acc)) {
+        if !(self.owns(out) && self.owns(lse) && self.owns(ml) && self.owns(acc) && self.owns(counters)) {
             return Err(Error::WrongDevice { op: OP });
         }
         let scalars = (
@@ -567,6 +577,16 @@ impl Gpu {
                     ml.len(),
                     acc.len(),
                     2 * rows * splits
+                ),
+            });
+        }
+        let words = plan.counter_words(s.batch, s.kv_heads, heads / s.kv_heads * q_len);
+        if counters.len() < words {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "the hand-off counters hold {} words, fewer than the plan's {words}",
+                    counters.len()
                 ),
             });
         }
@@ -662,6 +682,35 @@ impl Gpu {
                         pools,
                         table,
                         (ml, acc),
+                        (out, lse),
+                        scalars,
+                        (splits, chunk),
+                    )
+                }
+            }
+            DecodePlan::TensorFused { splits, chunk } => {
+                let groups = (heads / s.kv_heads * q_len).div_ceil(TENSOR_ROWS);
+                let fused = LaunchConfig::grid_3d(
+                    OP,
+                    (splits * groups * s.kv_heads, s.batch, 1),
+                    (1, 1, 1),
+                    (TILE_BLOCK, 1, 1),
+                    tensor_shared_bytes(s.head_dim) as u32,
+                    &limits.opted_in(),
+                )?;
+                // SAFETY: as for the tensor plan; `counters` holds a word per row group
+                // (checked above), zero (made so, and every launch of this kernel leaves them
+                // so), used by this launch alone (the caller's buffer, borrowed mutably, on the
+                // one stream).
+                unsafe {
+                    E::tensor_fused(
+                        &library,
+                        fused,
+                        q,
+                        pools,
+                        table,
+                        (ml, acc),
+                        counters,
                         (out, lse),
                         scalars,
                         (splits, chunk),

@@ -1,7 +1,9 @@
 //! The plan of a decode-attention call: the tutorial warp rung, FlashDecoding's split (a warp
 //! per chunk), the streaming tiles rung (a block per chunk) or the tensor-core rung (the tiles
-//! rung's blocks with `mma.sync` arithmetic), with how many chunks the context is cut into, chosen once per call from the batch, the kv heads, the query rows per kv head,
-//! the longest context, the head dim and the device's multiprocessors.
+//! rung's blocks with `mma.sync` arithmetic; in two launches, or in one with the combine fused
+//! in), with how many chunks the context is cut into, chosen once per call from the batch, the
+//! kv heads, the query rows per kv head, the longest context, the head dim and the device's
+//! multiprocessors.
 
 use kernels_gpu::decode_attention::{
     ATTN_WARPS, ROWS_PER_WARP, TENSOR_ROWS, TILE_KEYS, TILE_ROWS, tensor_shared_bytes, tiles_shared_bytes,
@@ -79,10 +81,22 @@ pub enum DecodeAlgorithm {
     /// As [`DecodeAlgorithm::Tensor`] with the given number of chunks (at least 1, at most one
     /// per key of the longest context; chunks need not be whole tiles): for tests and tuning.
     TensorSplits(usize),
+    /// The tensor-core rung in one launch: [`DecodeAlgorithm::Tensor`]'s blocks and chunks, and
+    /// the last block of each row group to finish merges the group's chunks
+    /// (`decode_attention_tensor_fused`; an atomic ticket per row group in a counter buffer
+    /// the call allocates zeroed, or the [`super::DecodeWorkspace`] holds, which every launch
+    /// leaves zero), so that no second launch follows. For the head dims and devices of
+    /// [`DecodeAlgorithm::Tensor`], with its fallbacks. Simulator-checked, not yet timed on a
+    /// GPU: not the default.
+    TensorFused,
+    /// As [`DecodeAlgorithm::TensorFused`] with the given number of chunks (as
+    /// [`DecodeAlgorithm::TensorSplits`]): for tests and tuning.
+    TensorFusedSplits(usize),
 }
 
 impl DecodeAlgorithm {
-    /// A short name: `warp`, `split`, `split-<n>`, `tiles`, `tiles-<n>`, `tensor`, `tensor-<n>`.
+    /// A short name: `warp`, `split`, `split-<n>`, `tiles`, `tiles-<n>`, `tensor`, `tensor-<n>`,
+    /// `tensor-fused`, `tensor-fused-<n>`.
     pub fn name(self) -> String {
         match self {
             DecodeAlgorithm::Warp => "warp".into(),
@@ -92,6 +106,8 @@ impl DecodeAlgorithm {
             DecodeAlgorithm::TileSplits(n) => format!("tiles-{n}"),
             DecodeAlgorithm::Tensor => "tensor".into(),
             DecodeAlgorithm::TensorSplits(n) => format!("tensor-{n}"),
+            DecodeAlgorithm::TensorFused => "tensor-fused".into(),
+            DecodeAlgorithm::TensorFusedSplits(n) => format!("tensor-fused-{n}"),
         }
     }
 }
@@ -142,6 +158,14 @@ pub(crate) enum DecodePlan {
         /// Keys per chunk.
         chunk: usize,
     },
+    /// `decode_attention_tensor_fused` with `splits` chunks of `chunk` keys (as for `Split`),
+    /// the combine inside it: one launch.
+    TensorFused {
+        /// Chunks per row.
+        splits: usize,
+        /// Keys per chunk.
+        chunk: usize,
+    },
 }
 
 impl DecodePlan {
@@ -151,7 +175,20 @@ impl DecodePlan {
             DecodePlan::Warp => 0,
             DecodePlan::Split { splits, .. }
             | DecodePlan::Tiles { splits, .. }
-            | DecodePlan::Tensor { splits, .. } => splits,
+            | DecodePlan::Tensor { splits, .. }
+            | DecodePlan::TensorFused { splits, .. } => splits,
+        }
+    }
+
+    /// Words of the plan's hand-off counters for `batch` sequences of `kv_heads` kv heads and
+    /// `rows` query rows per kv head: one per row group of [`TENSOR_ROWS`] rows of the fused
+    /// plan (`batch * kv_heads * ceil(rows / 16)`), none for the others.
+    pub(crate) fn counter_words(self, batch: usize, kv_heads: usize, rows: usize) -> usize {
+        match self {
+            DecodePlan::TensorFused { .. } => batch
+                .saturating_mul(kv_heads)
+                .saturating_mul(rows.div_ceil(TENSOR_ROWS)),
+            _ => 0,
         }
     }
 }
@@ -295,7 +332,9 @@ impl DecodePlan {
             DecodePlan::Tiles { .. } if tiles_shared_bytes(shape.head_dim) > max_shared => {
                 DecodePlan::choose(DecodeAlgorithm::Split, shape, sms)
             }
-            DecodePlan::Tensor { .. } if tensor_shared_bytes(shape.head_dim) > max_shared => {
+            DecodePlan::Tensor { .. } | DecodePlan::TensorFused { .. }
+                if tensor_shared_bytes(shape.head_dim) > max_shared =>
+            {
                 DecodePlan::choose(DecodeAlgorithm::Split, shape, sms)
             }
             plan => plan,
@@ -331,6 +370,16 @@ impl DecodePlan {
                 return DecodePlan::Tensor {
                     splits: context.div_ceil(chunk),
                     chunk,
+                };
+            }
+            DecodeAlgorithm::TensorFused | DecodeAlgorithm::TensorFusedSplits(_) => {
+                let unfused = match algorithm {
+                    DecodeAlgorithm::TensorFusedSplits(n) => DecodeAlgorithm::TensorSplits(n),
+                    _ => DecodeAlgorithm::Tensor,
+                };
+                return match DecodePlan::choose(unfused, shape, sms) {
+                    DecodePlan::Tensor { splits, chunk } => DecodePlan::TensorFused { splits, chunk },
+                    plan => plan,
                 };
             }
             DecodeAlgorithm::Split => decode_splits(shape.batch, shape.kv_heads, rows, context, sms),
@@ -542,6 +591,51 @@ mod tests {
         assert_eq!(forced(0, 10), DecodePlan::Tensor { splits: 1, chunk: 10 });
         assert_eq!(forced(6, 10), DecodePlan::Tensor { splits: 5, chunk: 2 });
         assert_eq!(forced(50, 10), DecodePlan::Tensor { splits: 10, chunk: 1 });
+    }
+
+    /// The fused tensor rung: the tensor rung's chunks (planned and forced), its fallbacks, a
+    /// counter per row group of 16 rows; no counters for the other plans.
+    #[test]
+    fn fused_plans() {
+        for (batch, q_len, d, context) in [(1, 1, 128, 8192), (8, 1, 128, 131072), (1, 5, 64, 300)] {
+            let s = shape(batch, q_len, d, context);
+            let DecodePlan::Tensor { splits, chunk } = DecodePlan::choose(DecodeAlgorithm::Tensor, s, 132)
+            else {
+                panic!("{s:?}: not the tensor rung");
+            };
+            assert_eq!(
+                DecodePlan::choose(DecodeAlgorithm::TensorFused, s, 132),
+                DecodePlan::TensorFused { splits, chunk }
+            );
+        }
+        let forced = |n, context| {
+            DecodePlan::choose(
+                DecodeAlgorithm::TensorFusedSplits(n),
+                shape(1, 1, 64, context),
+                132,
+            )
+        };
+        assert_eq!(forced(0, 10), DecodePlan::TensorFused { splits: 1, chunk: 10 });
+        assert_eq!(forced(6, 10), DecodePlan::TensorFused { splits: 5, chunk: 2 });
+        let s = shape(1, 1, 256, 4096);
+        assert_eq!(
+            DecodePlan::choose_on(DecodeAlgorithm::TensorFused, s, 132, tensor_shared_bytes(256) - 1),
+            DecodePlan::choose(DecodeAlgorithm::Split, s, 132)
+        );
+        assert_eq!(
+            DecodePlan::choose(DecodeAlgorithm::TensorFused, shape(1, 1, 40, 4096), 132),
+            DecodePlan::Warp
+        );
+        // 32 heads over 8 kv heads, q_len 4: 16 rows, one group; q_len 5: 20 rows, two.
+        let fused = DecodePlan::TensorFused { splits: 3, chunk: 64 };
+        assert_eq!(fused.counter_words(2, 8, 16), 16);
+        assert_eq!(fused.counter_words(2, 8, 20), 32);
+        assert_eq!(
+            DecodePlan::Tensor { splits: 3, chunk: 64 }.counter_words(2, 8, 16),
+            0
+        );
+        assert_eq!(DecodeAlgorithm::TensorFused.name(), "tensor-fused");
+        assert_eq!(DecodeAlgorithm::TensorFusedSplits(7).name(), "tensor-fused-7");
     }
 
     /// Where the ring does not fit in a block's shared memory, the split rung.

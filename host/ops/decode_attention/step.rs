@@ -9,8 +9,8 @@
 //! * [`Gpu::kv_cache_write`] (capturable): writes the reserved tokens' K and V rows at the
 //!   positions on the device;
 //! * [`Gpu::decode_attention_into`] (capturable): the attention on the device's lengths, into
-//!   preallocated outputs, its partials in a [`DecodeWorkspace`] whose plan was chosen once for
-//!   the cache's whole capacity.
+//!   preallocated outputs, its partials (and, for the one-launch plan, its hand-off counters) in
+//!   a [`DecodeWorkspace`] whose plan was chosen once for the cache's whole capacity.
 //!
 //! Why a replay stays inside the pools although its sizes were fixed at capture: the lengths
 //! on the device only change through the checked appends and reservations, and a reservation
@@ -18,7 +18,7 @@
 //! for an earlier reservation never passes a block of the table.
 
 use super::kernels::KvElement;
-use super::plan::DecodePlan;
+use super::plan::{DecodeAlgorithm, DecodePlan};
 use super::{APPEND, DecodeQuery, KvCacheShape, OP, PagedKvCache, check_query, decode_shape, same_len};
 use crate::buffer::DeviceVec;
 use crate::device::Gpu;
@@ -29,13 +29,18 @@ use kernels_gpu::decode_attention::{APPEND_BLOCK, VEC};
 
 /// The partial results of [`Gpu::decode_attention_into`] for one cache shape and query, with
 /// the plan chosen once for the cache's whole capacity ([`Gpu::decode_workspace`]): no
-/// allocation per call, and the same launches whatever the lengths, as a graph needs.
+/// allocation per call, and the same launches whatever the lengths, as a graph needs. For the
+/// one-launch plan ([`DecodeAlgorithm::TensorFused`]) it also holds the hand-off counters, a
+/// word per row group, zeroed when it is made and left zero by every launch, so that a replayed
+/// graph needs no memset (a launch that faults half way may leave them otherwise: make a new
+/// workspace, as the context needs anyway).
 pub struct DecodeWorkspace {
     shape: KvCacheShape,
     query: DecodeQuery,
     plan: DecodePlan,
     ml: DeviceVec<f32>,
     acc: DeviceVec<f32>,
+    counters: DeviceVec<u32>,
 }
 
 impl DecodeWorkspace {
@@ -48,12 +53,19 @@ impl DecodeWorkspace {
     pub fn query(&self) -> DecodeQuery {
         self.query
     }
+
+    /// The hand-off counters of the one-launch plan (empty for the others): every word is zero
+    /// between launches.
+    pub fn counters(&self) -> &DeviceVec<u32> {
+        &self.counters
+    }
 }
 
 impl GraphBuffers for DecodeWorkspace {
     fn addresses(&self, out: &mut Vec<(usize, usize)>) {
         self.ml.addresses(out);
         self.acc.addresses(out);
+        self.counters.addresses(out);
     }
 }
 
@@ -69,7 +81,7 @@ impl<E: KvElement> GraphBuffers for PagedKvCache<E> {
 
 impl Gpu {
     /// The workspace of [`Gpu::decode_attention_into`] for `query` on caches of `cache`'s shape:
-    /// the default plan ([`super::DecodeAlgorithm::Tensor`]) for a context of the cache's whole
+    /// the default plan ([`DecodeAlgorithm::Tensor`]) for a context of the cache's whole
     /// capacity, and its partials (`(head_dim + 2) * 4` bytes per query row and chunk).
     ///
     /// Errors: those of [`Gpu::decode_attention`]'s query checks (heads, `q_len`, scale).
@@ -78,22 +90,38 @@ impl Gpu {
         cache: &PagedKvCache<E>,
         query: DecodeQuery,
     ) -> Result<DecodeWorkspace> {
+        self.decode_workspace_with(cache, query, DecodeAlgorithm::default())
+    }
+
+    /// [`Gpu::decode_workspace`] with the plan of `algorithm` (for the cache's whole capacity):
+    /// its partials and, for [`DecodeAlgorithm::TensorFused`], its hand-off counters (a word per
+    /// row group of 16 query rows of a kv head and sequence, zeroed here, once).
+    ///
+    /// Errors: those of [`Gpu::decode_workspace`].
+    pub fn decode_workspace_with<E: KvElement>(
+        &self,
+        cache: &PagedKvCache<E>,
+        query: DecodeQuery,
+        algorithm: DecodeAlgorithm,
+    ) -> Result<DecodeWorkspace> {
         let s = cache.shape;
         check_query(s, query)?;
         let plan = DecodePlan::choose_on(
-            super::DecodeAlgorithm::default(),
+            algorithm,
             decode_shape(s, query, s.capacity()),
             self.multiprocessors()?,
             self.limits().max_shared_mem_per_block_optin as usize,
         );
         let rows = s.batch * query.q_len * query.heads;
         let (ml, acc) = self.split_partials(plan, rows, s.head_dim)?;
+        let counters = self.plan_counters(plan, s, query)?;
         Ok(DecodeWorkspace {
             shape: s,
             query,
             plan,
             ml,
             acc,
+            counters,
         })
     }
 
@@ -130,7 +158,7 @@ impl Gpu {
             query,
             scale,
             w.plan,
-            (&mut w.ml, &mut w.acc),
+            (&mut w.ml, &mut w.acc, &mut w.counters),
             (out, lse),
         )
     }

@@ -40,11 +40,16 @@
 //!   against each K row, the warps' online softmaxes merged in shared memory; the chunk count
 //!   fills the device with blocks rather than warps, so partials stay few, and
 //!   [`tiles_combine`] merges them a block per row. `head_dim` 64, 128 or 256.
-//! * [`tensor`] (the tensor-core rung; simulator-checked, not yet the default): [`tiles`]' grid, ring and partials, but the
+//! * [`tensor`] (the tensor-core rung, the default): [`tiles`]' grid, ring and partials, but the
 //!   scores and `P V` on `mma.sync` (`m16n8k16`, the group's up to [`TENSOR_ROWS`] query rows as
 //!   the rows of `A`, K and V fragments by `ldmatrix` from the ring), so that a tile costs a
 //!   few hundred instructions per block instead of thousands, and the multiprocessor's issue
 //!   slots no longer bound the stream; [`tiles_combine`] merges its partials.
+//! * [`tensor_fused`] (the tensor-core rung in one launch; simulator-checked, not yet timed on
+//!   the GPU, so not the default): [`tensor`]'s blocks, and the last block of each row group to
+//!   finish merges the group's chunks ([`fused_combine`]: an atomic ticket per row group in a
+//!   small counter buffer, left 0 for the next launch), where [`tiles_combine`] is a second
+//!   launch.
 //!
 //! # Rules at the edges
 //! Every query sees at least its own key (the host refuses `lens[b] < q_len`), so a row's
@@ -58,8 +63,10 @@ use crate::gpu::{bf16, f16, warp};
 
 pub mod append;
 pub mod combine;
+pub mod fused_combine;
 pub mod split;
 pub mod tensor;
+pub mod tensor_fused;
 pub mod tiles;
 pub mod tiles_combine;
 pub mod warp_rows;
@@ -67,8 +74,10 @@ pub mod warp_rows;
 // Every rung's items (its kernels' launcher modules among them) at the family's level.
 pub use append::*;
 pub use combine::*;
+pub use fused_combine::*;
 pub use split::*;
 pub use tensor::*;
+pub use tensor_fused::*;
 pub use tiles::*;
 pub use tiles_combine::*;
 pub use warp_rows::*;

@@ -39,7 +39,7 @@ const WARP_KEYS: usize = TILE_KEYS / TILE_WARPS;
 const _: () = assert!(WARP_KEYS == 16 && TILE_BLOCK as usize == TILE_WARPS * WARP);
 
 /// 16-bit elements of the queries in shared memory: [`TENSOR_ROWS`] rows of `d + 8`.
-const fn q_elems(d: usize) -> usize {
+pub(super) const fn q_elems(d: usize) -> usize {
     TENSOR_ROWS * (d + PAD)
 }
 
@@ -178,6 +178,64 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
     chunk: usize,
     scale: f32,
 ) {
+    // SAFETY: the kernel's contract is the chunk's.
+    unsafe {
+        tensor_chunk::<E, D>(
+            (q, k_pool, v_pool, table, lens),
+            (ml, acc),
+            (q_len, heads, kv_heads, shift, max_blocks),
+            (splits, chunk, scale),
+        )
+    };
+}
+
+/// Where a block of the tensor rung stands once its chunk's partials are stored
+/// ([`tensor_chunk`]): its sequence, kv head and row group, and what maps its rows to rows of
+/// `q`; what the fused combine ([`super::tensor_fused`]) reads.
+#[derive(Clone, Copy)]
+pub(super) struct TensorBlock {
+    /// `(sequence, kv head, row group)`.
+    at: (usize, usize, usize),
+    /// `(q_len, heads, kv_heads)`.
+    sizes: (usize, usize, usize),
+    /// Row groups per kv head.
+    groups: usize,
+    /// The sequence's length.
+    len: usize,
+    /// Rows of the group (up to [`TENSOR_ROWS`]).
+    pub(super) row_count: usize,
+}
+
+impl TensorBlock {
+    /// The row of `q` (and of the partials, times `splits`) of the group's row `r`.
+    #[inline(always)]
+    pub(super) fn q_row(self, r: usize) -> usize {
+        query_row(self.at, self.sizes, self.len, r).0
+    }
+
+    /// The index of the row group among the launch's `batch * kv_heads * groups`: its counter.
+    #[inline(always)]
+    pub(super) fn group_index(self) -> usize {
+        let (b, kvh, group) = self.at;
+        (b * self.sizes.2 + kvh) * self.groups + group
+    }
+}
+
+/// The body of [`decode_attention_tensor`](fn@decode_attention_tensor) (its doc says what one
+/// thread does), up to the chunk's partials stored: `(q, k_pool, v_pool, table, lens)`, the
+/// partials `(ml, acc)`, `(q_len, heads, kv_heads, shift, max_blocks)` and `(splits, chunk,
+/// scale)` as the kernel's parameters. Returns the block's place.
+///
+/// # Safety
+/// Every thread of the block; the kernel's contract.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+pub(super) unsafe fn tensor_chunk<E: KvElem, const D: usize>(
+    (q, k_pool, v_pool, table, lens): (*const E, *const E, *const E, *const i32, *const i32),
+    (ml, acc): (*mut f32, *mut f32),
+    (q_len, heads, kv_heads, shift, max_blocks): (usize, usize, usize, u32, usize),
+    (splits, chunk, scale): (usize, usize, f32),
+) -> TensorBlock {
     const {
         assert!(
             D == 64 || D == 128 || D == 256,
@@ -454,4 +512,11 @@ pub unsafe fn decode_attention_tensor<E: KvElem, const D: usize>(
             query_row(at, sizes, len, r).0 * splits + c
         })
     };
+    TensorBlock {
+        at,
+        sizes,
+        groups,
+        len,
+        row_count,
+    }
 }
