@@ -781,7 +781,8 @@ where
 /// gradients `(dq, dk, dv)` of `q`, `k`, `v` (`dq` of `q`'s shape, `dk` and `dv` of `k`'s: with
 /// grouped-query attention, summed over each key/value head's query heads) given the gradient
 /// `d_out` of the output `out` and the forward's row log-sum-exp `lse` `[batch, heads, q_len]`
-/// (as [`attention_lse`] returns them), with the forward's options. Deterministic. See
+/// (as [`attention_lse`] returns them), with the forward's options. Deterministic but for the
+/// one-kernel Hopper rung asked for by name (`AttentionAlgorithm::WgmmaFused`). See
 /// [`Gpu::attention_backward`] for the rules and the errors.
 #[allow(clippy::type_complexity)]
 pub fn attention_backward<T, S0, S1, S2, S3, S4, S5>(

@@ -535,10 +535,21 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// registers); at `D = 64`, overlapped, six waits (the previous step's two products, `S^T`,
 /// `dP^T`, and the last step's two after the loop), at 128 four (`S^T`, `dP^T`, both gradients).
 /// The `dQ` kernel's two scores products (`D / 64` steps of 4) and `dQ` (8 steps); at 64 four
-/// waits (the previous `dQ`, `S`, `dP`, the last `dQ`), at 128 three.
+/// waits (the previous `dQ`, `S`, `dP`, the last `dQ`), at 128 three. The one-kernel backward
+/// (`attention_bwd_wgmma_fused_`): the `dK`/`dV` kernel's products and a `dQ` product on both
+/// MN-major operands (4 `m64n64k16` over a consumer's keys at `D = 64`, 8 over the block's at
+/// 128); at 64 seven waits (the previous step's `dV` and `dK`, `S^T`, `dP^T`, this step's `dV`
+/// and `dQ` in one, the last step's two), at 128 five. Its `dQ` conversion
+/// (`attention_bwd_wgmma_dq_convert_`) issues none.
 fn wgmma_lines(name: &str) -> (usize, usize) {
     let fp8 = name.starts_with("matmul_fp8_");
     if let Some(rest) = name.strip_prefix("attention_bwd_wgmma_") {
+        if rest.starts_with("dq_convert_") {
+            return (0, 0);
+        }
+        if rest.starts_with("fused_") {
+            return if rest.contains("_d64_") { (20, 7) } else { (32, 5) };
+        }
         return match (rest.starts_with("dkdv_"), rest.contains("_d64_")) {
             (true, true) => (16, 6),
             (true, false) => (24, 4),

@@ -1,6 +1,7 @@
 //! Attention backward on bf16 (`gpu.attention_backward_into`, the forward suite's shapes),
-//! causal and not: the plan's choice (`gpukern`) and each rung asked for (`gpukern:wgmma`,
-//! `gpukern:flash`, `gpukern:rows`; the rows rung only up to 4k keys). The forward's output and log-sum-exp come
+//! causal and not: the plan's choice (`gpukern`) and each rung asked for (`gpukern:wgmma`, its
+//! one-kernel form `gpukern:wgmma-fused` (`dQ` by atomics, not deterministic), `gpukern:flash`,
+//! `gpukern:rows`; the rows rung only up to 4k keys). The forward's output and log-sum-exp come
 //! from one forward call before the timing; the timed call is the backward alone (its
 //! preparation kernel, `dQ` and `dK`/`dV`, and the 8-byte-per-row workspace it allocates).
 //!
@@ -28,13 +29,15 @@ const SAMPLED_ROWS: usize = 32;
 /// Keys up to which the rows rung is timed.
 const ROWS_MAX_SEQ: usize = 4096;
 
-/// The implementations of one shape: the plan's choice, the Hopper rung (`gpukern:wgmma`,
-/// counted where it may not run: a GPU without `wgmma` records its error) and the fused
-/// `mma.sync` rung where they apply, the rows rung up to [`ROWS_MAX_SEQ`].
+/// The implementations of one shape: the plan's choice, the Hopper rung (`gpukern:wgmma`) and
+/// its one-kernel form (`gpukern:wgmma-fused`; both counted where they may not run: a GPU
+/// without `wgmma` records their errors) and the fused `mma.sync` rung where they apply, the rows
+/// rung up to [`ROWS_MAX_SEQ`].
 fn algorithms(seq: usize, head_dim: usize) -> Vec<AttentionAlgorithm> {
     let mut all = vec![AttentionAlgorithm::Auto];
     if head_dim == 64 || head_dim == 128 {
         all.push(AttentionAlgorithm::Wgmma);
+        all.push(AttentionAlgorithm::WgmmaFused);
         all.push(AttentionAlgorithm::Flash);
     }
     if seq <= ROWS_MAX_SEQ {
@@ -316,6 +319,7 @@ mod tests {
             let want = reference(&ops, &bw, causal);
             for algorithm in [
                 AttentionAlgorithm::Wgmma,
+                AttentionAlgorithm::WgmmaFused,
                 AttentionAlgorithm::Flash,
                 AttentionAlgorithm::Rows,
             ] {

@@ -1,5 +1,6 @@
 //! Atomic read-modify-writes on one element of global or shared memory: [`add`], [`max`],
 //! [`min`], [`exchange`] and compare-and-swap ([`cas`]), each returning the element's old value;
+//! the reduction [`reduce_add`] on global memory, which returns nothing;
 //! strong (relaxed) reads and writes of one element ([`load`], [`store`]) and the memory fence
 //! ([`fence`]) with which blocks hand results to one another within a launch.
 //!
@@ -74,6 +75,12 @@ pub trait AtomicAdd: sealed::Sealed + Copy {
     /// As [`add`].
     #[doc(hidden)]
     unsafe fn atomic_add(p: *mut Self, i: usize, v: Self, scope: Scope) -> Self;
+    /// See [`reduce_add`].
+    ///
+    /// # Safety
+    /// As [`reduce_add`].
+    #[doc(hidden)]
+    unsafe fn atomic_reduce_add(p: *mut Self, i: usize, v: Self, scope: Scope);
 }
 
 /// An element type with atomic maximum and minimum: u32, i32, u64, i64.
@@ -134,6 +141,27 @@ pub trait AtomicBits: sealed::Sealed + Copy {
 pub unsafe fn add<T: AtomicAdd>(p: *mut T, i: usize, v: T, scope: Scope) -> T {
     // SAFETY: the caller's contract is the trait method's.
     unsafe { T::atomic_add(p, i, v, scope) }
+}
+
+/// Adds `v` to `p[i]` in **global** memory as one indivisible update, returning nothing
+/// (`red.relaxed.<scope>.global.add`): the form for sums whose old values nobody reads, such as
+/// the shares many blocks add into one buffer (attention backward's `dQ`). Naming the state space
+/// lets ptxas emit one `RED` with the address's constant offset folded in; [`add`] on a generic
+/// address also serves shared memory, with a branch and a compare-and-swap loop per call.
+///
+/// Relaxed order, atomic with respect to `scope`'s threads, as [`add`] (and as [`add`], no
+/// ordering of other accesses: the sums are read after the launch, or after a release and
+/// acquire). Integers wrap; the GPU's f32 add flushes subnormals to zero. The simulator checks it
+/// as [`add`] (an atomic access: bounds, alignment, races with plain accesses) and reports a
+/// `p[i]` in shared memory.
+///
+/// # Safety
+/// `p.add(i)` must point to a writable `T` in global memory, aligned to its size.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn reduce_add<T: AtomicAdd>(p: *mut T, i: usize, v: T, scope: Scope) {
+    // SAFETY: the caller's contract is the trait method's.
+    unsafe { T::atomic_reduce_add(p, i, v, scope) }
 }
 
 /// Sets `p[i]` to the larger of `p[i]` and `v` as one indivisible update and returns the value
@@ -365,10 +393,61 @@ macro_rules! element {
     };
 }
 
+/// One `red.relaxed.<scope>.global.add.<ty>` of `$v` at the generic address `$addr`, converted
+/// to the global state space in the same block (`cvta.to.global`, a move on sm_90).
+#[cfg(target_arch = "nvptx64")]
+macro_rules! red_add {
+    ($scope:expr, $ty:literal, $class:ident, $addr:expr, $v:expr) => {{
+        let addr: u64 = $addr as u64;
+        // SAFETY: the caller's contract: `addr` is the generic address of one writable, aligned
+        // element of global memory. Not `nomem`: the instruction writes memory.
+        unsafe {
+            match $scope {
+                Scope::Block => red_add!(@asm "cta", $ty, $class, addr, $v),
+                Scope::Device => red_add!(@asm "gpu", $ty, $class, addr, $v),
+                Scope::System => red_add!(@asm "sys", $ty, $class, addr, $v),
+            }
+        }
+    }};
+    (@asm $s:literal, $ty:literal, $class:ident, $addr:ident, $v:expr) => {
+        core::arch::asm!(
+            concat!(
+                "{{ .reg .b64 g; cvta.to.global.u64 g, {addr}; red.relaxed.",
+                $s,
+                ".global.add.",
+                $ty,
+                " [g], {v}; }}"
+            ),
+            addr = in(reg64) $addr,
+            v = in($class) $v,
+            options(nostack),
+        )
+    };
+}
+
 /// [`AtomicAdd`] for `$t`, whose PTX add type is `$ty`, adding with `$op` in the simulator.
 macro_rules! add {
     ($t:ty, $ty:literal, $class:ident, $op:expr) => {
         impl AtomicAdd for $t {
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn atomic_reduce_add(p: *mut Self, i: usize, v: Self, scope: Scope) {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    // SAFETY: the caller's contract: `p.add(i)` is in bounds, in global memory.
+                    red_add!(scope, $ty, $class, unsafe { p.add(i) }, v)
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    crate::sim::device::check_global_only(
+                        p.wrapping_add(i) as usize,
+                        "atomic::reduce_add (red.global)",
+                    );
+                    let op: fn($t, $t) -> $t = $op;
+                    <$t as sealed::Sealed>::sim_update(p, i, scope, Handoff::Update, |old| Some(op(old, v)));
+                }
+            }
+
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             unsafe fn atomic_add(p: *mut Self, i: usize, v: Self, scope: Scope) -> Self {

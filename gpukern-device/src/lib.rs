@@ -29,7 +29,8 @@
 //!   scans) and votes.
 //! * [`block`]: block-scope collectives (reductions and scans through a shared scratch).
 //! * [`atomic`]: atomic read-modify-writes on global or shared memory (`add`, `max`, `min`,
-//!   `exchange`, `cas`), with an explicit [`atomic::Scope`] (block, device, system).
+//!   `exchange`, `cas`) and reductions on global memory (`reduce_add`), with an explicit
+//!   [`atomic::Scope`] (block, device, system).
 //! * [`grid`]: [`grid::sync`], the grid-wide barrier of a cooperative launch.
 //! * [`dependent`]: programmatic dependent launches (sm_90): [`dependent::wait`] for the kernel
 //!   before, [`dependent::launch_dependents`] to let the next one start early.

@@ -1,10 +1,12 @@
 //! Attention backward against `cpu::attention_backward` (f64 on the same rounded inputs, the
 //! forward's output and log-sum-exp from the f64 forward rounded as the GPU's are): per backend,
-//! element type and rung, ragged shapes (sequences 1 to 70, not multiples of 64; head dims 8 and
+//! element type and rung, ragged shapes (sequences 1 to 300, not multiples of 64; head dims 8 and
 //! 40 for the rows rung, 64 and 128 for the fused one), causal and not, grouped-query heads,
 //! `q_len != kv_len` both ways (rows that see no key, keys no row sees), strided `d_out`; the
 //! errors and the empty cases (`errors::attention_backward`); on CUDA, sequences of thousands
-//! (fused against rows), the same bits twice (determinism), and the free function.
+//! (fused against rows), the same bits twice (determinism, the deterministic rungs), and the
+//! free function. The one-kernel Hopper rung (`WgmmaFused`, `dQ` by atomics) runs beside the
+//! others in every case where it applies, and is an error when asked to be deterministic.
 //!
 //! Tolerance, from 16-bit rounding (`UNIT`, half an ulp relative): each gradient element
 //! within `UNIT |want| + 2 UNIT terms + 1e-5`, where `terms` is the reference's sum of the
@@ -22,7 +24,7 @@ use rand::Rng;
 use rand::rngs::StdRng;
 
 use crate::common::check::*;
-use crate::common::trial::{Target, global_trial, trial};
+use crate::common::trial::{Target, global_trial, slow, trial};
 
 /// One trial's sizes: batch, q_len, kv_len, heads, kv_heads, head_dim, causal.
 type Case = (usize, usize, usize, usize, usize, usize, bool);
@@ -41,6 +43,20 @@ const SIM_CASES: &[Case] = &[
     // simulator, whose coverage check wants every entry launched.
     (1, 9, 20, 1, 1, 128, false),
 ];
+
+/// Simulator cases of the one-kernel rung alone (`WgmmaFused`): several 128-key blocks adding
+/// into each query tile's `dQ` (its reductions from several blocks), ragged; causal with q_len <
+/// kv_len (every row sees keys of every block), GQA, at each head dim and element type.
+const SIM_FUSED_CASES: &[Case] = &[
+    (1, 20, 300, 2, 1, 128, true),
+    (1, 24, 200, 2, 2, 128, false),
+    (1, 20, 270, 2, 1, 64, true),
+    (2, 9, 140, 1, 1, 64, false),
+];
+
+/// Simulator cases of every rung with several key blocks and query tiles: seconds each, so
+/// behind `GPUKERN_SLOW_TRIALS=1` (`trial::slow`); the cases above launch the same kernels.
+const SIM_SLOW_CASES: &[Case] = &[(1, 70, 260, 2, 1, 128, true), (2, 65, 140, 2, 1, 64, false)];
 
 /// CUDA cases against the f64 reference: ragged lengths past a 64-row tile, every head-dim
 /// class, GQA and MQA.
@@ -86,6 +102,38 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
                 )
             });
         }
+    }
+    for (n, case) in SIM_FUSED_CASES.iter().enumerate() {
+        let (name, case) = (case_name(case), *case);
+        trials.push(if n % 2 == 0 {
+            trial(
+                sim,
+                &format!("attention_backward::wgmma_fused::bf16::{name}"),
+                move |gpu, rng| fused_case::<bf16>(gpu, rng, case),
+            )
+        } else {
+            trial(
+                sim,
+                &format!("attention_backward::wgmma_fused::f16::{name}"),
+                move |gpu, rng| fused_case::<f16>(gpu, rng, case),
+            )
+        });
+    }
+    for (n, case) in SIM_SLOW_CASES.iter().enumerate() {
+        let (name, case) = (case_name(case), *case);
+        trials.push(slow(if n % 2 == 0 {
+            trial(
+                sim,
+                &format!("attention_backward::bf16::{name}"),
+                move |gpu, rng| run_case::<bf16>(gpu, rng, case, false),
+            )
+        } else {
+            trial(
+                sim,
+                &format!("attention_backward::f16::{name}"),
+                move |gpu, rng| run_case::<f16>(gpu, rng, case, false),
+            )
+        }));
     }
     for (n, case) in FUSED_VS_ROWS.iter().enumerate() {
         let (name, case) = (case_name(case), *case);
@@ -255,6 +303,7 @@ fn run_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, case: Case, every: bool
         AttentionAlgorithm::Rows,
         AttentionAlgorithm::Flash,
         AttentionAlgorithm::Wgmma,
+        AttentionAlgorithm::WgmmaFused,
     ];
     if every {
         algorithms.push(AttentionAlgorithm::Auto);
@@ -264,7 +313,9 @@ fn run_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, case: Case, every: bool
         let result = backward(gpu, &x, &options);
         let applies = match algorithm {
             AttentionAlgorithm::Flash => d == 64 || d == 128,
-            AttentionAlgorithm::Wgmma => (d == 64 || d == 128) && gpu.has_wgmma(),
+            AttentionAlgorithm::Wgmma | AttentionAlgorithm::WgmmaFused => {
+                (d == 64 || d == 128) && gpu.has_wgmma()
+            }
             _ => true,
         };
         if !applies {
@@ -281,6 +332,27 @@ fn run_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, case: Case, every: bool
         check_all(algorithm.name(), [&dq, &dk, &dv], &want, T::UNIT)?;
     }
     Ok(())
+}
+
+/// The one-kernel rung (`WgmmaFused`) alone on one case against the reference, where it applies
+/// (a GPU with `wgmma`; elsewhere it must be an error).
+fn fused_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, case: Case) -> Check {
+    let options = AttentionOptions {
+        causal: case.6,
+        algorithm: AttentionAlgorithm::WgmmaFused,
+        ..Default::default()
+    };
+    let x = inputs::<T>(rng, case, &options)?;
+    let result = backward(gpu, &x, &options);
+    if !gpu.has_wgmma() {
+        return match result {
+            Err(Error::InvalidArgument { .. }) => Ok(()),
+            other => Err(format!("wgmma-fused without wgmma: {:?}", other.map(|_| ())).into()),
+        };
+    }
+    let want = cpu::attention_backward(&x.d_out, &x.q, &x.k, &x.v, &options)?;
+    let [dq, dk, dv] = result?;
+    check_all("wgmma-fused", [&dq, &dk, &dv], &want, T::UNIT)
 }
 
 /// The fused rung against the rows rung on one case: relative error norms within `4 UNIT`
@@ -318,6 +390,7 @@ fn fused_vs_rows<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, case: Case) -> Che
     let mut fused = vec![AttentionAlgorithm::Flash];
     if gpu.has_wgmma() {
         fused.push(AttentionAlgorithm::Wgmma);
+        fused.push(AttentionAlgorithm::WgmmaFused);
     }
     for algorithm in fused {
         let got = run(algorithm)?;
@@ -344,7 +417,8 @@ fn fused_vs_rows<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, case: Case) -> Che
     Ok(())
 }
 
-/// The same call twice on each rung gives the same bits (no atomics, fixed order).
+/// The same call twice on each deterministic rung gives the same bits (no atomics, fixed
+/// order); the one-kernel rung's `dQ` additions come in any order, so it is not among them.
 fn deterministic(gpu: &Gpu, rng: &mut StdRng) -> Check {
     let case = (1, 300, 400, 4, 2, 128, true);
     for algorithm in [
@@ -475,6 +549,33 @@ fn errors(gpu: &Gpu) -> Check {
             [1, 4, 1, 40],
             4,
             &with(AttentionAlgorithm::Wgmma),
+        ),
+        false,
+    );
+    expect(
+        "wgmma-fused backward at head dim 40",
+        run(
+            [1, 4, 1, 40],
+            [1, 4, 1, 40],
+            [1, 4, 1, 40],
+            4,
+            &with(AttentionAlgorithm::WgmmaFused),
+        ),
+        false,
+    );
+    let fused_deterministic = AttentionOptions {
+        algorithm: AttentionAlgorithm::WgmmaFused,
+        deterministic: true,
+        ..Default::default()
+    };
+    expect(
+        "wgmma-fused backward asked to be deterministic",
+        run(
+            [1, 4, 1, 64],
+            [1, 4, 1, 64],
+            [1, 4, 1, 64],
+            4,
+            &fused_deterministic,
         ),
         false,
     );

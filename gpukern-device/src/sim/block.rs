@@ -377,6 +377,19 @@ impl<'l> BlockState<'l> {
         }
     }
 
+    /// An access only the global state space takes (`what`) at `address`: an error when it
+    /// points into the block's shared memory.
+    pub(super) fn check_global_only(&self, address: usize, what: &str) -> Result<(), Violation> {
+        let shared_start = self.shared_base() as usize;
+        let shared_bytes = self.info.config.shared_mem_bytes as usize;
+        if (shared_start..shared_start + shared_bytes.max(1)).contains(&address) {
+            return Err(Violation::Panic {
+                message: format!("{what} on shared memory: the instruction takes global addresses only"),
+            });
+        }
+        Ok(())
+    }
+
     /// The byte offset into shared memory of element `i` of `size` bytes from `base`, if `base`
     /// points into (or just past) the block's shared memory; an error if the element is not inside.
     #[inline]

@@ -151,6 +151,13 @@ pub fn check_read_only(address: usize) {
     checked(|b| b.check_read_only(address))
 }
 
+/// An access only the global state space takes (`red.global`, [`crate::atomic::reduce_add`]) at
+/// `address`, `what` naming it: reported when it points into the block's shared memory.
+#[track_caller]
+pub fn check_global_only(address: usize, what: &str) {
+    checked(|b| b.check_global_only(address, what))
+}
+
 /// Hands control back to the scheduler while the running thread waits (at the caller's source
 /// location) for what `on` names, something another thread or a copy does: it is resumed in the
 /// next round. A round in which every thread polls and nothing changed is reported as a deadlock

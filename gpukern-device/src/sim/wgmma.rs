@@ -445,6 +445,57 @@ mod tests {
         );
     }
 
+    /// The backward's `dQ` products: every step reads both operands MN-major (imm-trans-a 1,
+    /// imm-trans-b 1) from descriptors the text steps by 16 rows of 128 bytes (`+128` in the
+    /// start field), 8 steps for `k128` and 4 for `k64`; the first step's scale-d is the caller's.
+    #[test]
+    fn mn_major_lines_parse_with_both_transposes() {
+        use super::product::Mma;
+        for (ptx, steps, ty) in [
+            (crate::wgmma::MMA_BF16_M64N64K128_MN_ASYNC_PTX, 8, "bf16"),
+            (crate::wgmma::MMA_F16_M64N64K128_MN_ASYNC_PTX, 8, "f16"),
+            (crate::wgmma::MMA_BF16_M64N64K64_MN_ASYNC_PTX, 4, "bf16"),
+            (crate::wgmma::MMA_F16_M64N64K64_MN_ASYNC_PTX, 4, "f16"),
+        ] {
+            assert!(!ptx.contains("wait_group"), "left in flight");
+            let lines: Vec<&str> = ptx.lines().filter(|l| l.starts_with("wgmma.mma_async")).collect();
+            assert_eq!(lines.len(), steps);
+            for (s, line) in lines.iter().enumerate() {
+                let head = format!("wgmma.mma_async.sync.aligned.m64n64k16.f32.{ty}.{ty} ");
+                assert!(line.starts_with(&head), "{line:?}");
+                let (a, b) = match s {
+                    0 => ("{a}".to_string(), "{b}".to_string()),
+                    _ => (format!("a{s}"), format!("b{s}")),
+                };
+                let tail = format!("{a}, {b}, {}, 1, 1, 1, 1;", if s == 0 { "p" } else { "t" });
+                assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
+                if s > 0 {
+                    let step = format!("add.s64 a{s}, {{a}}, {};", 128 * s);
+                    assert!(ptx.contains(&step), "{step:?} in the text");
+                    let step = format!("add.s64 b{s}, {{b}}, {};", 128 * s);
+                    assert!(ptx.contains(&step), "{step:?} in the text");
+                }
+            }
+            let (op, args) = lines[0].split_once(' ').expect("an opcode and operands");
+            let named: Vec<(&str, u64)> = vec![
+                ("a", crate::wgmma::desc_sw128(0, 8192, 1024)),
+                ("b", crate::wgmma::desc_sw128(16384, 16384, 1024)),
+            ];
+            let mma = Mma::parse(
+                op,
+                args.trim_end_matches(';'),
+                &named,
+                &[("p", Some(false))],
+                None,
+            );
+            let d = mma.describe();
+            assert!(
+                d.contains("trans-a 1") && d.contains("trans-b 1") && d.contains("scale-d 0"),
+                "{d}"
+            );
+        }
+    }
+
     #[test]
     fn swizzle_agrees_with_the_copy_engine_model() {
         for address in (0..8192).step_by(2) {

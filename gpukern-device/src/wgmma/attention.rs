@@ -2,7 +2,11 @@
 //! `S = Q K^T` with **both** operands K-major in shared memory (`K` is stored `[key][dim]`, its
 //! rows are `B`'s columns: imm-trans-b 0), and `O += P V` with `P` taken **from registers** (the
 //! `A` fragment, no shared-memory round trip) and `V` N-major in shared memory (`[key][dim]`:
-//! `B`'s rows along `k`, imm-trans-b 1, as [`crate::tile::NMajor`] reads).
+//! `B`'s rows along `k`, imm-trans-b 1, as [`crate::tile::NMajor`] reads). The backward adds a
+//! third kind: `dQ = dS K` with **both** operands MN-major in shared memory
+//! ([`mma_bf16_m64n64k128_mn_async`]: imm-trans-a 1, imm-trans-b 1), `A` read from the tile of
+//! its transpose `dS^T` (`[key][query]`, 64 queries per 128-byte row) as the backward's
+//! consumers hold it in registers and store it, `K` N-major as `V` above.
 //!
 //! # The register `A` fragment of `m64nNk16` (16-bit types)
 //! Thread `t` of the warpgroup (warp `w`, `g = (t % 32) / 4`, `q = t % 4`) holds four 32-bit
@@ -128,6 +132,82 @@ macro_rules! rs_ptx {
     };
 }
 
+/// One `m64n$nk16` line with **both** operands MN-major in shared memory (imm-trans-a 1,
+/// imm-trans-b 1), described by the descriptor tokens `$a` and `$b`.
+macro_rules! mn_line {
+    ($n:literal, $ty:literal, $a:literal, $b:literal, $scale:literal; $($i:literal)*) => {
+        concat!(
+            "wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty, " ",
+            acc_list!($($i)*),
+            ", ", $a, ", ", $b, ", ", $scale, ", 1, 1, 1, 1;\n"
+        )
+    };
+}
+
+/// The PTX of `C(64 x N) (+)= A(64 x K) * B(K x N)` with `K = 16 $steps` (8 steps: 128, 4: 64),
+/// both operands MN-major: `A` stored as rows of `A^T` (`[k][m]`, 64 `m` per 128-byte row) and
+/// `B` as rows of `B` (`[k][n]`), so that step `s` of both starts 16 rows of 128 bytes (2048
+/// bytes, `128` in the start field) past step 0's descriptors `{a}` and `{b}`; only the first step
+/// takes scale-d from `{scale}`; committed, not waited for.
+macro_rules! mn_ptx {
+    (8, $n:literal, $ty:literal; $($i:literal)*) => {
+        concat!(
+            "{{\n",
+            ".reg .pred p, t;\n",
+            ".reg .b64 a1, a2, a3, a4, a5, a6, a7, b1, b2, b3, b4, b5, b6, b7;\n",
+            "setp.ne.b32 p, {scale}, 0;\n",
+            "setp.ne.b32 t, 1, 0;\n",
+            "add.s64 a1, {a}, 128;\n",
+            "add.s64 a2, {a}, 256;\n",
+            "add.s64 a3, {a}, 384;\n",
+            "add.s64 a4, {a}, 512;\n",
+            "add.s64 a5, {a}, 640;\n",
+            "add.s64 a6, {a}, 768;\n",
+            "add.s64 a7, {a}, 896;\n",
+            "add.s64 b1, {b}, 128;\n",
+            "add.s64 b2, {b}, 256;\n",
+            "add.s64 b3, {b}, 384;\n",
+            "add.s64 b4, {b}, 512;\n",
+            "add.s64 b5, {b}, 640;\n",
+            "add.s64 b6, {b}, 768;\n",
+            "add.s64 b7, {b}, 896;\n",
+            "wgmma.fence.sync.aligned;\n",
+            mn_line!($n, $ty, "{a}", "{b}", "p"; $($i)*),
+            mn_line!($n, $ty, "a1", "b1", "t"; $($i)*),
+            mn_line!($n, $ty, "a2", "b2", "t"; $($i)*),
+            mn_line!($n, $ty, "a3", "b3", "t"; $($i)*),
+            mn_line!($n, $ty, "a4", "b4", "t"; $($i)*),
+            mn_line!($n, $ty, "a5", "b5", "t"; $($i)*),
+            mn_line!($n, $ty, "a6", "b6", "t"; $($i)*),
+            mn_line!($n, $ty, "a7", "b7", "t"; $($i)*),
+            "wgmma.commit_group.sync.aligned;\n",
+            "}}"
+        )
+    };
+    (4, $n:literal, $ty:literal; $($i:literal)*) => {
+        concat!(
+            "{{\n",
+            ".reg .pred p, t;\n",
+            ".reg .b64 a1, a2, a3, b1, b2, b3;\n",
+            "setp.ne.b32 p, {scale}, 0;\n",
+            "setp.ne.b32 t, 1, 0;\n",
+            "add.s64 a1, {a}, 128;\n",
+            "add.s64 a2, {a}, 256;\n",
+            "add.s64 a3, {a}, 384;\n",
+            "add.s64 b1, {b}, 128;\n",
+            "add.s64 b2, {b}, 256;\n",
+            "add.s64 b3, {b}, 384;\n",
+            "wgmma.fence.sync.aligned;\n",
+            mn_line!($n, $ty, "{a}", "{b}", "p"; $($i)*),
+            mn_line!($n, $ty, "a1", "b1", "t"; $($i)*),
+            mn_line!($n, $ty, "a2", "b2", "t"; $($i)*),
+            mn_line!($n, $ty, "a3", "b3", "t"; $($i)*),
+            "wgmma.commit_group.sync.aligned;\n",
+            "}}"
+        )
+    };
+}
+
 /// The `asm!` of a scores product (`kb_ptx!`) on the accumulator array `$acc` (operands `$i`).
 #[cfg(target_arch = "nvptx64")]
 macro_rules! kb_asm {
@@ -178,6 +258,22 @@ macro_rules! rs_asm {
             a9 = in(reg32) $a[9], a10 = in(reg32) $a[10], a11 = in(reg32) $a[11],
             a12 = in(reg32) $a[12], a13 = in(reg32) $a[13], a14 = in(reg32) $a[14],
             a15 = in(reg32) $a[15],
+            b = in(reg64) $b,
+            options(nostack),
+        )
+    };
+}
+
+/// The `asm!` of a both-MN-major product (`mn_ptx!`) of `$steps` steps on the accumulator
+/// array `$acc`.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! mn_asm {
+    ($steps:tt, $n:literal, $ty:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
+        core::arch::asm!(
+            mn_ptx!($steps, $n, $ty; $($i)*),
+            $(inout(reg32) $acc[$i],)*
+            scale = in(reg32) $scale,
+            a = in(reg64) $a,
             b = in(reg64) $b,
             options(nostack),
         )
@@ -241,6 +337,71 @@ kb_product!(
 kb_product!(
     /// `S^T(64 x 64) (+)= K(64 x 64) Q(64 x 64)^T` on a warpgroup, f16, both operands K-major.
     mma_f16_m64n64k64_kb_async, MMA_F16_M64N64K64_KB_ASYNC_PTX, 64, 32, "f16"
+);
+
+/// Declares a both-MN-major product (`mn_ptx!`) of width `$n` (`$len = N / 2` accumulators),
+/// `$steps` steps of 16 along `k` and element type `$ty`.
+macro_rules! mn_product {
+    ($(#[$doc:meta])* $name:ident, $ptx:ident, $n:literal, $len:tt, $steps:tt, $ty:literal) => {
+        #[doc = concat!("The PTX text of [`", stringify!($name), "`] (interpreted as such by the simulator).")]
+        pub const $ptx: &str = acc_indices!($len, mn_ptx!($steps, $n, $ty));
+
+        $(#[$doc])*
+        ///
+        #[doc = concat!("`acc` is this thread's ", stringify!($len), " accumulators of the `64 x ", $n, "` result (the layout of")]
+        /// [`wgmma`](super)'s documentation). **Both operands MN-major**, 128-byte swizzle: `a`
+        /// describes step 0 of `A` stored transposed, rows of `A^T` (`[k][m]`: 16 rows of 64
+        /// `m`, 128 bytes each, from the start; 8-row groups `SBO` apart), `b` step 0 of `B`
+        /// stored `[k][n]` the same way (64-column chunks `LBO` apart); step `s` of both starts
+        /// `16 s` rows (2048 bytes) on. With `accumulate` false the first step overwrites `acc`.
+        #[doc = concat!("Fence, ", stringify!($steps), " products and commit in one `asm!` block; retire them with")]
+        /// [`wait_accumulators`](super::wait_accumulators).
+        ///
+        /// # Safety
+        /// Every thread of one warpgroup calls it together; the descriptors describe shared
+        /// memory holding initialised tiles, made visible to the tensor cores (copies waited for,
+        /// ordinary stores fenced by [`fence_proxy_async`](super::fence_proxy_async) before a
+        /// barrier), which nothing writes until the products are retired; the returned
+        /// accumulators are not touched before that wait.
+        #[inline(always)]
+        #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+        pub unsafe fn $name(acc: [f32; $len], a: u64, b: u64, accumulate: bool) -> [f32; $len] {
+            let mut acc = acc;
+            let scale = accumulate as u32;
+            #[cfg(target_arch = "nvptx64")]
+            {
+                // SAFETY: the caller's contract; one block, so no accumulator is touched while a
+                // product is in flight.
+                unsafe { acc_indices!($len, mn_asm!($steps, $n, $ty, acc, scale, a, b)) };
+            }
+            #[cfg(not(target_arch = "nvptx64"))]
+            {
+                let named = [("scale", u64::from(scale)), ("a", a), ("b", b)];
+                crate::sim::wgmma::run($ptx, &named, &mut acc);
+            }
+            acc
+        }
+    };
+}
+
+mn_product!(
+    /// `dQ(64 x 64) (+)= dS(64 x 128) K(128 x 64)` on a warpgroup, bf16, `dS` read from its
+    /// transpose `dS^T` (`[key][query]`, as the backward's consumers hold it) and `K` N-major:
+    /// the fused backward's `dQ` product over a 128-key block.
+    mma_bf16_m64n64k128_mn_async, MMA_BF16_M64N64K128_MN_ASYNC_PTX, 64, 32, 8, "bf16"
+);
+mn_product!(
+    /// `dQ(64 x 64) (+)= dS(64 x 128) K(128 x 64)` on a warpgroup, f16, both operands MN-major.
+    mma_f16_m64n64k128_mn_async, MMA_F16_M64N64K128_MN_ASYNC_PTX, 64, 32, 8, "f16"
+);
+mn_product!(
+    /// `dQ(64 x 64) (+)= dS(64 x 64) K(64 x 64)` on a warpgroup, bf16, both operands MN-major:
+    /// the fused backward's `dQ` product over one consumer's 64 keys.
+    mma_bf16_m64n64k64_mn_async, MMA_BF16_M64N64K64_MN_ASYNC_PTX, 64, 32, 4, "bf16"
+);
+mn_product!(
+    /// `dQ(64 x 64) (+)= dS(64 x 64) K(64 x 64)` on a warpgroup, f16, both operands MN-major.
+    mma_f16_m64n64k64_mn_async, MMA_F16_M64N64K64_MN_ASYNC_PTX, 64, 32, 4, "f16"
 );
 
 /// Declares a register-`A` product (`rs_ptx!`) of width `$n` (`$len = N / 2` accumulators),

@@ -60,7 +60,9 @@
 //! [`Gpu::attention_backward`] takes the output's gradient, the inputs, the forward's output and
 //! log-sum-exp, and returns `dq`, `dk` and `dv` ([`AttentionGradients`]; `dk` and `dv` in the
 //! key/value heads' shape, summed over each group's query heads), with the same checks and the
-//! same supported shapes; deterministic always (no atomics).
+//! same supported shapes; deterministic (no atomics) but for the one-kernel Hopper rung
+//! [`AttentionAlgorithm::WgmmaFused`], which runs only when asked for and never with
+//! [`AttentionOptions::deterministic`].
 
 mod backward;
 mod kernels;
@@ -106,6 +108,12 @@ pub struct AttentionOptions<'a> {
     pub scale: Option<f32>,
     /// Which rung runs the call ([`AttentionAlgorithm::Auto`] by default).
     pub algorithm: AttentionAlgorithm,
+    /// The backward must give the same bits on every run ([`Gpu::attention_backward`]): keeps it
+    /// off the rungs that add by atomics in an order that varies, today only
+    /// [`AttentionAlgorithm::WgmmaFused`] (asked for with `deterministic: true`, an error). False
+    /// by default; no rung the plan chooses by itself is one of them yet, so every backward is
+    /// deterministic unless `WgmmaFused` is asked for. The forward is deterministic always.
+    pub deterministic: bool,
 }
 
 /// One operand of attention on the device: `[batch, seq, heads, head_dim]` elements of a

@@ -118,7 +118,7 @@ impl AttentionPlan {
                 ping_pong: false,
                 persistent: false,
             }),
-            AttentionAlgorithm::Auto if hopper => Ok(AttentionPlan::Wgmma {
+            AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaFused if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: !wide,
                 persistent: f.uniform,
@@ -135,7 +135,8 @@ impl AttentionPlan {
             }),
             AttentionAlgorithm::Wgmma
             | AttentionAlgorithm::WgmmaPingPong
-            | AttentionAlgorithm::WgmmaPersistent => Err(format!(
+            | AttentionAlgorithm::WgmmaPersistent
+            | AttentionAlgorithm::WgmmaFused => Err(format!(
                 "the wgmma rung takes a GPU with wgmma (compute capability 9.0){}, head dims \
                  {WGMMA_HEAD_DIMS:?}, 16-byte aligned operands and strides nested as [batch, seq, \
                  heads, head_dim] (the copy engine's tensor maps), at least one key and a positive \
@@ -195,21 +196,32 @@ pub enum AttentionAlgorithm {
     /// each walking several block tiles, the next tile's copies under this one's last products):
     /// where [`AttentionAlgorithm::Wgmma`] applies; an error elsewhere.
     WgmmaPersistent,
+    /// The backward's one-kernel Hopper rung, FlashAttention-3's (`attention_bwd_wgmma_fused_*`
+    /// and `attention_bwd_wgmma_dq_convert_*`): `dK` and `dV` per 128-key block as
+    /// [`AttentionAlgorithm::Wgmma`]'s backward, and `dQ` added by those blocks into an f32
+    /// buffer by atomic reductions, so five products per tile where the two-kernel rung runs
+    /// seven, and the bits of `dq` may differ from run to run. Where the backward's wgmma rung
+    /// applies and the call is not [`deterministic`](super::AttentionOptions::deterministic); an
+    /// error elsewhere. Simulator-checked, not yet timed: never the plan's choice. In the forward
+    /// it names no schedule of its own: the plan's Hopper choice (as `Auto` where the Hopper rung
+    /// applies), an error where it does not, so that one set of options serves both passes.
+    WgmmaFused,
 }
 
 impl AttentionAlgorithm {
     /// Every algorithm.
-    pub const ALL: [AttentionAlgorithm; 6] = [
+    pub const ALL: [AttentionAlgorithm; 7] = [
         AttentionAlgorithm::Auto,
         AttentionAlgorithm::Rows,
         AttentionAlgorithm::Flash,
         AttentionAlgorithm::Wgmma,
         AttentionAlgorithm::WgmmaPingPong,
         AttentionAlgorithm::WgmmaPersistent,
+        AttentionAlgorithm::WgmmaFused,
     ];
 
-    /// A short name: `auto`, `rows`, `flash`, `wgmma`, `wgmma-pingpong`, `wgmma-persistent`; the
-    /// bench's `impl` is `gpukern:<name>`.
+    /// A short name: `auto`, `rows`, `flash`, `wgmma`, `wgmma-pingpong`, `wgmma-persistent`,
+    /// `wgmma-fused`; the bench's `impl` is `gpukern:<name>`.
     pub fn name(self) -> &'static str {
         match self {
             AttentionAlgorithm::Auto => "auto",
@@ -218,6 +230,7 @@ impl AttentionAlgorithm {
             AttentionAlgorithm::Wgmma => "wgmma",
             AttentionAlgorithm::WgmmaPingPong => "wgmma-pingpong",
             AttentionAlgorithm::WgmmaPersistent => "wgmma-persistent",
+            AttentionAlgorithm::WgmmaFused => "wgmma-fused",
         }
     }
 }
@@ -493,5 +506,38 @@ mod tests {
             choose(AttentionAlgorithm::Flash, 128, all),
             Ok(AttentionPlan::Flash { head_dim: 128 })
         );
+    }
+
+    /// `WgmmaFused` names a backward schedule: in the forward it is `Auto`'s Hopper choice
+    /// where the Hopper rung applies, and an error where it does not (as the other wgmma names).
+    #[test]
+    fn wgmma_fused_is_the_forward_plans_hopper_choice() {
+        let all = Facts {
+            aligned: true,
+            wgmma: true,
+            tensor_maps: true,
+            positive_scale: true,
+            uniform: true,
+            plain: true,
+        };
+        for d in [64, 128, 256] {
+            for f in [
+                all,
+                Facts {
+                    uniform: false,
+                    ..all
+                },
+            ] {
+                assert_eq!(
+                    AttentionPlan::choose(AttentionAlgorithm::WgmmaFused, d, f),
+                    AttentionPlan::choose(AttentionAlgorithm::Auto, d, f),
+                    "head dim {d}"
+                );
+            }
+            let err = AttentionPlan::choose(AttentionAlgorithm::WgmmaFused, d, pre_hopper(true))
+                .expect_err("no wgmma");
+            assert!(err.contains("[64, 128, 256]"), "{err}");
+        }
+        assert!(AttentionPlan::choose(AttentionAlgorithm::WgmmaFused, 72, all).is_err());
     }
 }

@@ -95,17 +95,17 @@ const _: () = assert!(
 );
 
 /// Threads of a warpgroup.
-const WARPGROUP: usize = 128;
+pub(super) const WARPGROUP: usize = 128;
 /// Rows (keys or queries) per consumer warpgroup.
-const CONSUMER_ROWS: usize = 64;
+pub(super) const CONSUMER_ROWS: usize = 64;
 /// Bytes of a box of 128 rows of 128 bytes (`K`, `V`; `Q`, `dO` of the `dQ` kernel).
-const BOX_128: usize = 128 * 128;
+pub(super) const BOX_128: usize = 128 * 128;
 /// Bytes of a box of 64 rows (`Q`, `dO` of the `dK`/`dV` kernel).
-const BOX_64: usize = 64 * 128;
+pub(super) const BOX_64: usize = 64 * 128;
 /// Stages of the `dK`/`dV` kernel's ring at head dim `d`: six at 64, four at 128 (three at both
 /// before; with the `dQ` kernel's four stages at 64, 1-1.5% faster at 8x2048x32x64 and level at
 /// 4x4096x16x128 in an A/B of two binaries, BENCHMARKS.md's tenth round).
-const fn dkdv_stages(d: usize) -> usize {
+pub(super) const fn dkdv_stages(d: usize) -> usize {
     if d > 64 {
         4
     } else {
@@ -124,12 +124,12 @@ const fn dq_stages(d: usize) -> usize {
 }
 
 /// Bytes of the `dK`/`dV` kernel's ring stage: `Q` and `dO`, `d / 64` boxes of 64 rows each.
-const fn dkdv_stage_bytes(d: usize) -> usize {
+pub(super) const fn dkdv_stage_bytes(d: usize) -> usize {
     2 * (d / WGMMA_BOX_COLS) * BOX_64
 }
 
 /// Bytes of the `dQ` kernel's ring stage: `K` and `V`, `d / 64` boxes of 128 rows each.
-const fn dq_stage_bytes(d: usize) -> usize {
+pub(super) const fn dq_stage_bytes(d: usize) -> usize {
     2 * (d / WGMMA_BOX_COLS) * BOX_128
 }
 
@@ -164,11 +164,23 @@ pub trait BwdWgmmaElement: WgmmaElement {
     /// # Safety
     /// As [`wgmma::mma_bf16_m64n128k64_rs_async`].
     unsafe fn grad128(acc: [f32; 64], a: [u32; 16], b: u64, accumulate: bool) -> [f32; 64];
+    /// [`wgmma::mma_bf16_m64n64k128_mn_async`] or its f16 twin: the fused kernel's `dQ` over a
+    /// 128-key block ([`super::backward_wgmma_fused`]).
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n64k128_mn_async`].
+    unsafe fn dq128(acc: [f32; 32], a: u64, b: u64, accumulate: bool) -> [f32; 32];
+    /// [`wgmma::mma_bf16_m64n64k64_mn_async`] or its f16 twin: the fused kernel's `dQ` over one
+    /// consumer's 64 keys.
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n64k64_mn_async`].
+    unsafe fn dq64(acc: [f32; 32], a: u64, b: u64, accumulate: bool) -> [f32; 32];
 }
 
-/// [`BwdWgmmaElement`] for `$t` from its two products.
+/// [`BwdWgmmaElement`] for `$t` from its four products.
 macro_rules! bwd_element {
-    ($t:ty: $grad64:ident, $grad128:ident) => {
+    ($t:ty: $grad64:ident, $grad128:ident, $dq128:ident, $dq64:ident) => {
         impl BwdWgmmaElement for $t {
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
@@ -182,12 +194,26 @@ macro_rules! bwd_element {
                 // SAFETY: forwarded contract.
                 unsafe { wgmma::$grad128(acc, a, b, accumulate) }
             }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn dq128(acc: [f32; 32], a: u64, b: u64, accumulate: bool) -> [f32; 32] {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$dq128(acc, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn dq64(acc: [f32; 32], a: u64, b: u64, accumulate: bool) -> [f32; 32] {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$dq64(acc, a, b, accumulate) }
+            }
         }
     };
 }
 
-bwd_element!(bf16: mma_bf16_m64n64k64_rs_async, mma_bf16_m64n128k64_rs_async);
-bwd_element!(f16: mma_f16_m64n64k64_rs_async, mma_f16_m64n128k64_rs_async);
+bwd_element!(bf16: mma_bf16_m64n64k64_rs_async, mma_bf16_m64n128k64_rs_async,
+    mma_bf16_m64n64k128_mn_async, mma_bf16_m64n64k64_mn_async);
+bwd_element!(f16: mma_f16_m64n64k64_rs_async, mma_f16_m64n128k64_rs_async,
+    mma_f16_m64n64k128_mn_async, mma_f16_m64n64k64_mn_async);
 
 /// A head dim of the Hopper backward: the forward's [`WgmmaHead`] (with its 128-key tiles' scores
 /// and probabilities) and the gradient product over a 64-query tile of that width.
@@ -225,7 +251,7 @@ impl BwdWgmmaHead for D128 {
 /// As [`wgmma::wait_accumulators`].
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn wait_older<A: wgmma::Accumulators>(acc: A, newer: usize) -> A {
+pub(super) unsafe fn wait_older<A: wgmma::Accumulators>(acc: A, newer: usize) -> A {
     // SAFETY: forwarded contract.
     unsafe {
         if newer >= 4 {
@@ -242,7 +268,7 @@ unsafe fn wait_older<A: wgmma::Accumulators>(acc: A, newer: usize) -> A {
 /// products over those `N` columns: step `j` (columns `16 j ..+ 16`) is accumulators `8 j ..+
 /// 8`, paired to `T` (the first in the low half).
 #[inline(always)]
-fn pack_fragment<T: WgmmaElement, const N: usize, const R: usize>(s: &[f32; N]) -> [u32; R] {
+pub(super) fn pack_fragment<T: WgmmaElement, const N: usize, const R: usize>(s: &[f32; N]) -> [u32; R] {
     let mut p = [0u32; R];
     unroll_8!(R / 4, |j| {
         unroll_8!(4, |r| {
@@ -257,7 +283,7 @@ fn pack_fragment<T: WgmmaElement, const N: usize, const R: usize>(s: &[f32; N]) 
 /// those below `len`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn store_gradient<T: WgmmaElement, H: WgmmaHead>(
+pub(super) fn store_gradient<T: WgmmaElement, H: WgmmaHead>(
     out: *mut T,
     acc: &H::O,
     factor: f32,

@@ -39,7 +39,7 @@
 //!   under `attention::wgmma`.
 //!
 //! The backward (`dq`, `dk`, `dv` from `d_out`, the output and the log-sum-exp), a ladder of its
-//! own, deterministic (no atomics):
+//! own, deterministic (no atomics) but for its last rung:
 //! * [`backward_rows`]: the preparation (`attention_bwd_prep`: each row's `D = dO . O` and
 //!   log-sum-exp in units of `log2`), and the tutorial rung: a warp per query row for `dQ`, a
 //!   warp per key row for `dK` and `dV` (summing over the query heads of its group); every
@@ -51,6 +51,12 @@
 //!   copies and warp-specialised blocks: a kernel per 128 keys for `dK`/`dV` (transposed scores,
 //!   `P^T` and `dS^T` fed from registers), one per 128 query rows for `dQ`; head dims 64 and
 //!   128. Its items stay under `attention::backward_wgmma`.
+//! * [`backward_wgmma_fused`]: FlashAttention-3's one-kernel backward (sm_90a only): the
+//!   `dK`/`dV` kernel's blocks also compute each query tile's share of `dQ` (`dS` through shared
+//!   memory, `dQ += dS K` on `wgmma`) and add it into an f32 buffer by atomic reductions, which a
+//!   small kernel then scales and rounds: five products per tile where the split runs seven, the
+//!   order of the additions (and so the bits of `dq`) varying from run to run. Head dims 64 and
+//!   128. Simulator-checked, not yet timed; the host runs it only when asked for.
 //!
 //! [`tiles`] holds what the fused rungs share: the `cp.async` tile copy and the `ldmatrix`
 //! fragment loaders.
@@ -84,6 +90,8 @@ pub mod backward_flash;
 pub mod backward_rows;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod backward_wgmma;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod backward_wgmma_fused;
 pub mod flash;
 pub mod rows;
 pub mod tiles;

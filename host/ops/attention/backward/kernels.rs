@@ -250,6 +250,60 @@ pub type WgmmaDqLauncher<T> = for<'a> unsafe fn(
     bool,
 ) -> Result<()>;
 
+/// The launcher of `attention_bwd_wgmma_fused_*`: `(maps, q, k, v, d_o, lse2, delta, dk, dv,
+/// dq_accum, q_len, kv_len, q_pad, heads, group, batch, q, k, v, d_o strides (3 each),
+/// scale_log2, scale, causal)`, `maps` the `dK`/`dV` kernel's four tensor maps.
+pub type WgmmaFusedLauncher<T> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, u64>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, f32>,
+    DeviceSlice<'a, f32>,
+    DeviceSliceMut<'a, T>,
+    DeviceSliceMut<'a, T>,
+    DeviceSliceMut<'a, f32>,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f32,
+    f32,
+    bool,
+) -> Result<()>;
+
+/// The launcher of `attention_bwd_wgmma_dq_convert_*`: `(dq_accum, dq, pairs, q_len, q_pad,
+/// heads, head_dim, scale)`.
+pub type WgmmaDqConvertLauncher<T> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, f32>,
+    DeviceSliceMut<'a, T>,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f32,
+) -> Result<()>;
+
 /// One element type's attention backward kernels.
 pub struct BackwardKernels<T: 'static> {
     /// `attention_bwd_prep_*`.
@@ -266,6 +320,10 @@ pub struct BackwardKernels<T: 'static> {
     pub(crate) wgmma_dkdv: [WgmmaDkdvLauncher<T>; 2],
     /// `attention_bwd_wgmma_dq_d64_*`, `attention_bwd_wgmma_dq_d128_*` (sm_90a).
     pub(crate) wgmma_dq: [WgmmaDqLauncher<T>; 2],
+    /// `attention_bwd_wgmma_fused_d64_*`, `attention_bwd_wgmma_fused_d128_*` (sm_90a).
+    pub(crate) wgmma_fused: [WgmmaFusedLauncher<T>; 2],
+    /// `attention_bwd_wgmma_dq_convert_*` (sm_90a).
+    pub(crate) wgmma_dq_convert: WgmmaDqConvertLauncher<T>,
 }
 
 /// The bf16 kernels.
@@ -289,6 +347,11 @@ pub(crate) static BF16: BackwardKernels<bf16> = BackwardKernels {
         family::backward_wgmma::attention_bwd_wgmma_dq_d64_bf16::launch_views::<Module>,
         family::backward_wgmma::attention_bwd_wgmma_dq_d128_bf16::launch_views::<Module>,
     ],
+    wgmma_fused: [
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_d64_bf16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_d128_bf16::launch_views::<Module>,
+    ],
+    wgmma_dq_convert: family::backward_wgmma_fused::attention_bwd_wgmma_dq_convert_bf16::launch_views::<Module>,
 };
 
 /// The f16 kernels.
@@ -312,4 +375,9 @@ pub(crate) static F16: BackwardKernels<f16> = BackwardKernels {
         family::backward_wgmma::attention_bwd_wgmma_dq_d64_f16::launch_views::<Module>,
         family::backward_wgmma::attention_bwd_wgmma_dq_d128_f16::launch_views::<Module>,
     ],
+    wgmma_fused: [
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_d64_f16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_d128_f16::launch_views::<Module>,
+    ],
+    wgmma_dq_convert: family::backward_wgmma_fused::attention_bwd_wgmma_dq_convert_f16::launch_views::<Module>,
 };

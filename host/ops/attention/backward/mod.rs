@@ -4,9 +4,15 @@
 //! (`plan`), then the preparation kernel (each row's `dO . O`) and two launches: `dQ` per
 //! query row or tile, `dK` and `dV` per key row or tile. The maths and the kernels are in
 //! `kernels_gpu::attention::backward_rows`, `backward_flash` and (Hopper) `backward_wgmma`.
+//! The one-kernel Hopper rung (`backward_wgmma_fused`, [`AttentionAlgorithm::WgmmaFused`] asked
+//! for) launches the preparation, one kernel per 128 keys computing `dK`, `dV` and adding `dQ`
+//! into a zeroed f32 buffer, and the conversion of that buffer to `dq`.
 //!
-//! Deterministic always: no atomics, every element summed by one thread in a fixed order, so a
-//! call gives the same bits on every run.
+//! Deterministic but for that rung: every other element summed by one thread in a fixed order,
+//! so a call gives the same bits on every run; the fused rung's `dQ` additions (atomics) come in
+//! an order that varies, so it never runs for [`AttentionOptions::deterministic`] calls.
+//!
+//! [`AttentionAlgorithm::WgmmaFused`]: super::AttentionAlgorithm::WgmmaFused
 
 pub(crate) mod kernels;
 mod plan;
@@ -14,6 +20,9 @@ mod plan;
 use kernels_gpu::attention::backward_wgmma::{
     BWD_WGMMA_BLOCK, BWD_WGMMA_KEYS, BWD_WGMMA_Q_TILE, BWD_WGMMA_ROWS, bwd_wgmma_dkdv_shared_bytes,
     bwd_wgmma_dq_shared_bytes,
+};
+use kernels_gpu::attention::backward_wgmma_fused::{
+    DQ_CONVERT_BLOCK, bwd_wgmma_dq_accum_len, bwd_wgmma_fused_shared_bytes,
 };
 use kernels_gpu::attention::wgmma::WGMMA_BOX_ROWS;
 use kernels_gpu::attention::{
@@ -47,21 +56,25 @@ impl Gpu {
     /// q_len]`, as [`Gpu::attention`] returns them), with the forward's options (causal, scale;
     /// the algorithm picks the backward's rung: auto, rows or flash). `d_out` and `out` have
     /// `q`'s dims, any strides; the gradients are contiguous (see [`AttentionGradients`]).
-    /// bf16 or f16, f32 inside. Deterministic: the same inputs give the same bits.
+    /// bf16 or f16, f32 inside. Deterministic (the same inputs give the same bits) but for the
+    /// one-kernel Hopper rung, which runs only when asked for.
     ///
     /// Rules: the forward's; a row that sees no key contributes nothing; keys no row sees get
-    /// zero gradients. Allocates the gradients and a workspace of 8 bytes per query row.
+    /// zero gradients. Allocates the gradients and a workspace of 8 bytes per query row (the
+    /// one-kernel rung 4 bytes per element of `dq` more, its f32 `dQ`, rows padded to 64).
     ///
     /// Rungs (the algorithm of `options`): on Hopper (sm_90a) at head dims 64 and 128 the
     /// `wgmma` rung by default ([`AttentionAlgorithm::Wgmma`](super::AttentionAlgorithm::Wgmma)
     /// and its schedules all ask for it), else the fused `mma.sync` rung at those head dims
-    /// (`Flash`), else the rows rung (`Rows`).
+    /// (`Flash`), else the rows rung (`Rows`). [`AttentionAlgorithm::WgmmaFused`](super::AttentionAlgorithm::WgmmaFused)
+    /// asks for the `wgmma` rung's one-kernel form (`dQ` added by atomics: not deterministic;
+    /// simulator-checked, not yet timed).
     ///
     /// Errors: those of [`Gpu::attention`]; [`Error::ShapeMismatch`] if `d_out` or `out` are
     /// not `q`'s dims or `lse` not `batch * heads * q_len` floats; [`Error::InvalidArgument`]
-    /// for a rung asked for where it does not apply (the wgmma rung on another GPU, at another
-    /// head dim, with unaligned strides or tensor maps the driver refuses; the fused rung at
-    /// another head dim or unaligned).
+    /// for a rung asked for where it does not apply (the wgmma rungs on another GPU, at another
+    /// head dim, with unaligned strides or tensor maps the driver refuses; the one-kernel rung
+    /// with `deterministic`; the fused rung at another head dim or unaligned).
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward<T: AttentionElement>(
         &self,
@@ -166,7 +179,7 @@ impl Gpu {
                     .all(|t| t.map_4d_ok(WGMMA_BOX_ROWS))
                 && [&ops.q, d_out].iter().all(|t| t.map_4d_ok(BWD_WGMMA_Q_TILE)),
         };
-        let plan = BackwardPlan::choose(options.algorithm, s.head_dim, facts)
+        let plan = BackwardPlan::choose(options.algorithm, s.head_dim, facts, options.deterministic)
             .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
         let key_rows = s.batch * s.kv_heads * s.kv_len;
         if s.rows() == 0 && key_rows == 0 {
@@ -520,6 +533,93 @@ impl Gpu {
                             ops.scale_log2,
                             launch.scale(),
                             ops.causal,
+                        )?
+                    };
+                }
+            }
+            BackwardPlan::WgmmaFused { head_dim } => {
+                let which = usize::from(head_dim == 128);
+                let maps = self.backward_maps(&ops, d_out)?;
+                let opted = limits.opted_in();
+                let ([qb, qs, qh], [kb, ks, kh], [vb, vs, vh], [db, ds, dh]) = launch.strides();
+                // `dQ` in f32 (the kernel's fragment order), zeroed by `zeros_of` (a device
+                // memset on the stream, before the launch).
+                let accum_len = checked_len_of::<f32>(OP, &[s.batch, s.heads, q_pad, head_dim])?;
+                debug_assert_eq!(
+                    accum_len,
+                    bwd_wgmma_dq_accum_len(s.batch, s.heads, q_pad, head_dim)
+                );
+                let mut dq_accum = self.zeros_of::<f32>(accum_len)?;
+                if key_rows > 0 {
+                    let cfg = LaunchConfig::grid_3d(
+                        OP,
+                        (s.kv_len, s.kv_heads, s.batch),
+                        (BWD_WGMMA_KEYS, 1, 1),
+                        (BWD_WGMMA_BLOCK, 1, 1),
+                        bwd_wgmma_fused_shared_bytes(head_dim) as u32,
+                        &opted,
+                    )?;
+                    // SAFETY: as for the `dK`/`dV` kernel of the two-kernel rung (the same maps
+                    // from word 0, the same checks by the plan, `kv_len >= 1`); `dq_accum` holds
+                    // `bwd_wgmma_dq_accum_len(batch, heads, q_pad, head_dim)` zeros and nothing
+                    // else touches it during the launch.
+                    unsafe {
+                        (table.wgmma_fused[which])(
+                            &library,
+                            cfg,
+                            maps.view(),
+                            launch.view(&ops.q)?,
+                            launch.view(&ops.k)?,
+                            launch.view(&ops.v)?,
+                            launch.d_out,
+                            stats.0,
+                            stats.1,
+                            dk.view_mut(),
+                            dv.view_mut(),
+                            dq_accum.view_mut(),
+                            s.q_len,
+                            s.kv_len,
+                            q_pad,
+                            s.heads,
+                            s.heads / s.kv_heads,
+                            s.batch,
+                            qb,
+                            qs,
+                            qh,
+                            kb,
+                            ks,
+                            kh,
+                            vb,
+                            vs,
+                            vh,
+                            db,
+                            ds,
+                            dh,
+                            ops.scale_log2,
+                            launch.scale(),
+                            ops.causal,
+                        )?
+                    };
+                }
+                if s.rows() > 0 {
+                    let pairs = s.out_len() / 2;
+                    let cfg = LaunchConfig::linear(OP, pairs, DQ_CONVERT_BLOCK, &limits)?;
+                    // SAFETY: `dq_accum` holds the buffer's floats, written by the launch before
+                    // on the same stream; `dq` holds `2 pairs` elements (checked), 16-byte
+                    // aligned (the plan's fact); head dim 64 or 128, `q_pad >= q_len` a multiple
+                    // of 64; `cfg` covers `pairs` threads.
+                    unsafe {
+                        (table.wgmma_dq_convert)(
+                            &library,
+                            cfg,
+                            dq_accum.view(),
+                            dq.view_mut(),
+                            pairs,
+                            s.q_len,
+                            q_pad,
+                            s.heads,
+                            head_dim,
+                            launch.scale(),
                         )?
                     };
                 }

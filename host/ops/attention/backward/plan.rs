@@ -9,6 +9,12 @@
 //!    Hopper rung (`attention_bwd_wgmma_dq_d<D>_*`, `attention_bwd_wgmma_dkdv_d<D>_*`), for
 //!    [`AttentionAlgorithm::Auto`] and the wgmma algorithms ([`AttentionAlgorithm::Wgmma`] and
 //!    its schedules, which name the forward's schedule and all run this one backward).
+//!
+//!    [`AttentionAlgorithm::WgmmaFused`] asks for the one-kernel form of that rung
+//!    (`attention_bwd_wgmma_fused_d<D>_*`, then `attention_bwd_wgmma_dq_convert_*`): where rule 2
+//!    holds and the call is not deterministic (its `dQ` is added by atomics in an order that
+//!    varies); an error elsewhere. Never chosen by itself: it is simulator-checked and not yet
+//!    timed on a GPU.
 //! 3. Head dim 64 or 128 ([`BWD_FLASH_HEAD_DIMS`]) with 16-byte aligned operands (every buffer,
 //!    every offset and stride a multiple of 8 elements): the fused rung
 //!    (`attention_bwd_flash_dq_d<D>_*`, `attention_bwd_flash_dkdv_d<D>_*`). It reads each
@@ -40,6 +46,12 @@ pub(crate) enum BackwardPlan {
         /// 64 or 128.
         head_dim: usize,
     },
+    /// The one-kernel Hopper backward: blocks of 128 keys computing `dK`, `dV` and adding `dQ`
+    /// into an f32 buffer by atomics, then its conversion to `dq` (not deterministic).
+    WgmmaFused {
+        /// 64 or 128.
+        head_dim: usize,
+    },
 }
 
 /// What the backward's plan reads of a call beyond its algorithm and head dim.
@@ -55,12 +67,14 @@ pub(crate) struct BackwardFacts {
 }
 
 impl BackwardPlan {
-    /// The plan of `algorithm` for a checked call (head dim in `8..=256`, a multiple of 8).
-    /// `Err` says why the rung asked for does not apply.
+    /// The plan of `algorithm` for a checked call (head dim in `8..=256`, a multiple of 8),
+    /// `deterministic` when the call must give the same bits on every run. `Err` says why the
+    /// rung asked for does not apply.
     pub(crate) fn choose(
         algorithm: AttentionAlgorithm,
         head_dim: usize,
         facts: BackwardFacts,
+        deterministic: bool,
     ) -> Result<BackwardPlan, String> {
         debug_assert!(head_dim % HEAD_DIM_MULTIPLE == 0 && head_dim <= MAX_HEAD_DIM);
         let aligned = facts.aligned;
@@ -76,6 +90,15 @@ impl BackwardPlan {
             {
                 Ok(BackwardPlan::Wgmma { head_dim })
             }
+            AttentionAlgorithm::WgmmaFused if hopper && !deterministic => {
+                Ok(BackwardPlan::WgmmaFused { head_dim })
+            }
+            AttentionAlgorithm::WgmmaFused if hopper => Err(
+                "the fused wgmma backward adds dq by atomics in an order that varies from run to \
+                 run, so it is not deterministic: ask for Wgmma (or Auto) with deterministic, or \
+                 for WgmmaFused with deterministic: false"
+                    .to_string(),
+            ),
             AttentionAlgorithm::Auto | AttentionAlgorithm::Flash if fused => {
                 Ok(BackwardPlan::Flash { head_dim })
             }
@@ -87,7 +110,8 @@ impl BackwardPlan {
             )),
             AttentionAlgorithm::Wgmma
             | AttentionAlgorithm::WgmmaPingPong
-            | AttentionAlgorithm::WgmmaPersistent => Err(format!(
+            | AttentionAlgorithm::WgmmaPersistent
+            | AttentionAlgorithm::WgmmaFused => Err(format!(
                 "the wgmma backward takes a GPU with wgmma (sm_90a), head dims \
                  {BWD_WGMMA_HEAD_DIMS:?} with 16-byte aligned operands, at least one key and \
                  tensor maps the driver encodes for q, d_out, k and v; not head dim {head_dim}{}",
@@ -127,17 +151,17 @@ mod tests {
                 BackwardPlan::Rows
             };
             assert_eq!(
-                BackwardPlan::choose(AttentionAlgorithm::Auto, d, facts(true)),
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, facts(true), false),
                 Ok(want),
                 "{d}"
             );
             assert_eq!(
-                BackwardPlan::choose(AttentionAlgorithm::Auto, d, facts(false)),
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, facts(false), false),
                 Ok(BackwardPlan::Rows),
                 "{d} unaligned"
             );
             assert_eq!(
-                BackwardPlan::choose(AttentionAlgorithm::Rows, d, facts(true)),
+                BackwardPlan::choose(AttentionAlgorithm::Rows, d, facts(true), false),
                 Ok(BackwardPlan::Rows)
             );
         }
@@ -147,7 +171,7 @@ mod tests {
     /// the wgmma algorithms without `wgmma` are an error.
     #[test]
     fn flash_on_request_wgmma_never() {
-        let flash = |d, aligned| BackwardPlan::choose(AttentionAlgorithm::Flash, d, facts(aligned));
+        let flash = |d, aligned| BackwardPlan::choose(AttentionAlgorithm::Flash, d, facts(aligned), false);
         assert_eq!(flash(64, true), Ok(BackwardPlan::Flash { head_dim: 64 }));
         assert_eq!(flash(128, true), Ok(BackwardPlan::Flash { head_dim: 128 }));
         for (d, aligned) in [(56, true), (72, true), (256, true), (64, false)] {
@@ -160,7 +184,7 @@ mod tests {
                 AttentionAlgorithm::WgmmaPingPong,
                 AttentionAlgorithm::WgmmaPersistent,
             ] {
-                assert!(BackwardPlan::choose(alg, d, facts(true)).is_err());
+                assert!(BackwardPlan::choose(alg, d, facts(true), false).is_err());
             }
         }
     }
@@ -183,16 +207,16 @@ mod tests {
                 AttentionAlgorithm::WgmmaPersistent,
             ] {
                 assert_eq!(
-                    BackwardPlan::choose(alg, d, all),
+                    BackwardPlan::choose(alg, d, all, false),
                     Ok(BackwardPlan::Wgmma { head_dim: d })
                 );
             }
             assert_eq!(
-                BackwardPlan::choose(AttentionAlgorithm::Flash, d, all),
+                BackwardPlan::choose(AttentionAlgorithm::Flash, d, all, false),
                 Ok(BackwardPlan::Flash { head_dim: d })
             );
             assert_eq!(
-                BackwardPlan::choose(AttentionAlgorithm::Rows, d, all),
+                BackwardPlan::choose(AttentionAlgorithm::Rows, d, all, false),
                 Ok(BackwardPlan::Rows)
             );
             for (missing, word) in [
@@ -206,10 +230,11 @@ mod tests {
                 ),
             ] {
                 assert_eq!(
-                    BackwardPlan::choose(AttentionAlgorithm::Auto, d, missing),
+                    BackwardPlan::choose(AttentionAlgorithm::Auto, d, missing, false),
                     Ok(BackwardPlan::Flash { head_dim: d })
                 );
-                let err = BackwardPlan::choose(AttentionAlgorithm::Wgmma, d, missing).expect_err("no wgmma");
+                let err =
+                    BackwardPlan::choose(AttentionAlgorithm::Wgmma, d, missing, false).expect_err("no wgmma");
                 assert!(err.contains(word), "{err}");
             }
             let unaligned = BackwardFacts {
@@ -217,16 +242,52 @@ mod tests {
                 ..all
             };
             assert_eq!(
-                BackwardPlan::choose(AttentionAlgorithm::Auto, d, unaligned),
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, unaligned, false),
                 Ok(BackwardPlan::Rows)
             );
         }
         for d in [8, 96, 256] {
             assert_eq!(
-                BackwardPlan::choose(AttentionAlgorithm::Auto, d, all),
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, false),
                 Ok(BackwardPlan::Rows)
             );
-            assert!(BackwardPlan::choose(AttentionAlgorithm::Wgmma, d, all).is_err());
+            assert!(BackwardPlan::choose(AttentionAlgorithm::Wgmma, d, all, false).is_err());
+        }
+    }
+    /// The one-kernel rung only on request: where the Hopper rung applies and the call is not
+    /// deterministic; deterministic, an error naming why; a fact missing, the Hopper rung's
+    /// error; and never the plan's own choice, deterministic or not.
+    #[test]
+    fn fused_rung_only_on_request_and_never_deterministic() {
+        let all = BackwardFacts {
+            aligned: true,
+            wgmma: true,
+            tensor_maps: true,
+        };
+        let fused = AttentionAlgorithm::WgmmaFused;
+        for d in [64, 128] {
+            assert_eq!(
+                BackwardPlan::choose(fused, d, all, false),
+                Ok(BackwardPlan::WgmmaFused { head_dim: d })
+            );
+            let err = BackwardPlan::choose(fused, d, all, true).expect_err("deterministic");
+            assert!(err.contains("not deterministic"), "{err}");
+            for deterministic in [false, true] {
+                assert_eq!(
+                    BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, deterministic),
+                    Ok(BackwardPlan::Wgmma { head_dim: d })
+                );
+                assert_eq!(
+                    BackwardPlan::choose(AttentionAlgorithm::Wgmma, d, all, deterministic),
+                    Ok(BackwardPlan::Wgmma { head_dim: d })
+                );
+            }
+            let err = BackwardPlan::choose(fused, d, BackwardFacts { wgmma: false, ..all }, false)
+                .expect_err("no wgmma");
+            assert!(err.contains("on this GPU"), "{err}");
+        }
+        for d in [8, 96, 256] {
+            assert!(BackwardPlan::choose(fused, d, all, false).is_err());
         }
     }
 }

@@ -1,0 +1,688 @@
+//! The Hopper backward in one kernel (sm_90a only), FlashAttention-3's: a block per 128 keys
+//! computes `dK` and `dV` as [`attention_bwd_wgmma_dkdv`](fn@super::backward_wgmma::attention_bwd_wgmma_dkdv)
+//! does, and each query tile's share of `dQ` (`dS K` over the block's keys) is **added to an f32
+//! buffer by atomic reductions**; a small kernel then scales and rounds the buffer to `dq`
+//! ([`attention_bwd_wgmma_dq_convert`](fn@attention_bwd_wgmma_dq_convert), FlashAttention-3's
+//! postprocess). `S` and `dP` are computed once: five products per tile where the two-kernel rung
+//! ([`super::backward_wgmma`]) runs seven. The order of the additions into `dQ` varies from run to
+//! run, so the bits of `dq` may too: the host runs this only when asked for and never for a
+//! deterministic call (`AttentionOptions::deterministic`).
+//!
+//! # Design
+//! * **Block**: as the `dK`/`dV` kernel: a producer warpgroup (`setmaxnreg` down to
+//!   [`BWD_PRODUCER_REGISTERS`], thread 0 issues every TMA copy) and two consumer warpgroups
+//!   (`setmaxnreg` up to [`BWD_CONSUMER_REGISTERS`], 240) of 64 keys each; `K` and `V` (128 x
+//!   `D`) copied once, the `Q` and `dO` tiles of 64 queries through the same [`Ring`] (6 stages
+//!   at `D = 64`, 4 at 128). Per tile and consumer: `S^T = K Q^T`, `dP^T = V dO^T`, `P^T`,
+//!   `dV += P^T dO` and `dS^T = P^T (dP^T - delta)`, `dK += dS^T Q`, as there (`P^T`, `dS^T` from
+//!   registers).
+//! * **`dS` through shared memory**: each consumer stores its `dS^T` (64 keys x 64 queries,
+//!   rounded to the element type) with 4-byte stores into a 128-byte-swizzled tile of rows of 64
+//!   queries (conflict-free: the 8 rows of a store are 8 different chunks), fences it for the
+//!   tensor cores and meets the warps that read it at a named barrier. The `dQ` product reads it
+//!   MN-major (imm-trans-a 1, [`wgmma::mma_bf16_m64n64k128_mn_async`]), `K` N-major from the
+//!   block's copy.
+//! * **`dQ` split** (a thread holds 32 `dQ` accumulators at either head dim):
+//!   * `D = 128`: each consumer computes half the tile's dims from the **whole** `dS` (both
+//!     consumers' 128 keys: `m64n64k128`, `K`'s box `c` of 64 dims), FlashAttention-3's split; the
+//!     two consumers meet at named barrier 1 (256 threads) once per tile, after their stores.
+//!   * `D = 64`: each consumer computes the whole tile's `dQ` over its **own** 64 keys
+//!     (`m64n64k64`, rows `64 c ..+ 64` of `K`), so its rows of the `dS^T` tile stay its own (named
+//!     barrier `1 + c` of its 128 threads) and the two consumers' sums meet in the buffer: twice
+//!     the atomics per tile of `D = 128`'s split, and no 32-dim `N`-major operand (the split along
+//!     dims would read `K` from 64 bytes into a swizzled row, which no copy of ours checks).
+//!
+//!   The `dS^T` tile is double-buffered (step `n` in tile `n % 2`): a consumer retires its `dQ`
+//!   product within its step, before its next arrival at the barrier, so a tile is stored again
+//!   (two steps on) only after every thread that read it passed a barrier since (the
+//!   simulator's race check asks for that barrier even within a warpgroup: a single tile at `D =
+//!   64` was reported).
+//! * **`dQ` accumulation**: after the product retires, each thread adds its 32 accumulators with
+//!   32 `red.relaxed.gpu.global.add.f32` ([`atomic::reduce_add`]: one `RED` each, the generic
+//!   `atom.add` would be a branch and a shared-memory CAS loop per add) into `dq_accum` in
+//!   **fragment order** ([`dq_accum_index`]): accumulator `i` of thread `t`
+//!   at `i * 128 + t` of its 4096-float part, so each warp's reduction is one 128-byte line.
+//!   `dq_accum` is zeroed by the host before the launch and read by the conversion after it.
+//! * **Order and overlap** (FlashAttention-3's): per tile `dV`, then (after the barrier) `dQ`,
+//!   then `dK`. At `D = 64` `dV` and `dQ` retire at the tile's end (its reductions then) and `dK`
+//!   under the next tile's scores, as the `dK`/`dV` kernel overlaps; at `D = 128` each tile's
+//!   products are waited for at its end. `dQ` retires in its own tile: read by the next tile's
+//!   ordinary instructions, ptxas serialised the pipeline (C7514).
+//! * **Causal and ragged**: the `dK`/`dV` kernel's rules; besides, keys past `kv_len` (the zeros
+//!   the copies fill the last block with) get `P = 0`, so that a row with a very small
+//!   log-sum-exp cannot make `exp2(0 - lse2)` overflow into `dS` (those keys' `K` rows are zeros,
+//!   but `inf * 0` is NaN).
+//!
+//! # Registers and shared memory
+//! A consumer thread holds `dK` and `dV` (`D / 2` f32 each: 64 at `D = 128`), `S^T` and `dP^T` (32
+//! each), `P^T` and `dS^T` packed (16 each, the register operands of `dV` and `dK` in flight) and,
+//! from `dQ`'s issue to its reductions, 32 `dQ` accumulators (a fresh array per tile, not carried
+//! across the loop). At `D = 128` that leaves little of the 240 registers for the rest: the peak,
+//! at the scores' issue and `P^T`, is 236 live registers (nvdisasm's life ranges, no spills). What
+//! it took, each measured with ptxas: the tile's statistics `lse2` and `delta` one pair per
+//! lane, shuffled to the lanes that need them (16 registers each otherwise); the `dS^T` stores'
+//! offsets and the `dQ` product's descriptors computed in each step ([`hint::recompute`]: hoisted,
+//! they were 16 registers); the causal test in 32 bits; the walk over query tiles in 32 bits, in
+//! the producer's 24 registers too; `dQ`'s reductions as `red.global` with immediate offsets.
+//! Shared memory: the ring, a 1024-byte gap, `K` and `V`, the two `dS^T` tiles of 16 KiB (128
+//! keys, each consumer's 8 KiB half) and `K`/`V`'s barrier: [`bwd_wgmma_fused_shared_bytes`], 231,504 bytes at `D = 128` (of 232,448), 166,000
+//! at 64. ptxas's figures: `bench/experiments/third-wave/*-attention-bwd-fused-ptxas.md`.
+//!
+//! # Traffic
+//! Per block: `2 * 128 D` elements of `K`/`V` read once, `2 * 64 D` of `Q`/`dO` and 512 bytes of
+//! statistics per query tile, `2 * 128 D` written; per tile `64 D` f32 reductions (twice that at
+//! `D = 64`). Flops per tile and consumer: `S^T`, `dP^T`, `dV`, `dK` (`4 * 64 * 64 * D * 2`) and
+//! the `dQ` share (`64 * 64 * 128 * 2`: the tile's `64 * 128 * D * 2` over two consumers). The
+//! conversion reads `4 D` bytes and writes `2 D` per query row and head.
+//!
+//! # Rounding
+//! As the two-kernel rung: `P` and `dS` rounded to the 16-bit type for the products that take
+//! them (`dS` as stored for `dQ`, the same values as the `dK` operand), f32 sums; `dq` is `scale`
+//! times the f32 sum, rounded once by the conversion.
+
+use super::backward_wgmma::{
+    dkdv_stage_bytes, dkdv_stages, dq_stage_bytes, pack_fragment, store_gradient, wait_older,
+    BwdWgmmaElement, BwdWgmmaHead, BOX_128, BOX_64, BWD_CONSUMER_REGISTERS, BWD_PRODUCER_REGISTERS,
+    BWD_WGMMA_KEYS, BWD_WGMMA_Q_TILE, CONSUMER_ROWS, WARPGROUP,
+};
+use super::wgmma::{k_major_descriptor, n_major_descriptor, D128, D64, WGMMA_BOX_COLS};
+use crate::gpu::atomic::{self, Scope};
+use crate::gpu::pipeline::Ring;
+use crate::gpu::tma::{self, Tensor4d};
+use crate::gpu::{barrier, bf16, f16, hint, math, mbarrier, mem, thread, warp, wgmma};
+use crate::kernel;
+
+/// Floats of one consumer's `dQ` share of a query tile in `dq_accum`: 64 rows x 64 dims, 32
+/// accumulators of 128 threads.
+pub const DQ_PART: usize = CONSUMER_ROWS * WGMMA_BOX_COLS;
+
+/// Threads per block of [`attention_bwd_wgmma_dq_convert`](fn@attention_bwd_wgmma_dq_convert).
+pub const DQ_CONVERT_BLOCK: u32 = 256;
+
+/// `dS^T` tiles of the fused kernel: two, double-buffered (tile `n % 2` at step `n`), so that a
+/// barrier of step `n - 1` lies between a tile's reads (step `n - 2`'s `dQ`) and its next stores.
+const DS_TILES: usize = 2;
+
+/// Dynamic shared memory of [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused) at head
+/// dim `d`: the `dK`/`dV` kernel's ring, a 1024-byte gap, `K` and `V`, the `dS^T` tiles of 128
+/// rows of 128 bytes, and `K`/`V`'s barrier.
+pub const fn bwd_wgmma_fused_shared_bytes(d: usize) -> usize {
+    Ring::shared_bytes(dkdv_stages(d), dkdv_stage_bytes(d)) as usize
+        + 1024
+        + dq_stage_bytes(d)
+        + DS_TILES * BOX_128
+        + 16
+}
+
+const _: () = assert!(
+    bwd_wgmma_fused_shared_bytes(128) == 231_504
+        && bwd_wgmma_fused_shared_bytes(64) == 166_000
+        && bwd_wgmma_fused_shared_bytes(128) <= 232_448,
+    "the documented sizes, within the 227 KiB a block may opt in to"
+);
+
+/// Floats of the f32 `dQ` buffer the fused kernel adds into: every query row of each (batch,
+/// head) padded to `q_pad` (a multiple of 64), `head_dim` each.
+pub const fn bwd_wgmma_dq_accum_len(batch: usize, heads: usize, q_pad: usize, head_dim: usize) -> usize {
+    batch * heads * q_pad * head_dim
+}
+
+/// Where element (`row`, `dim`) of head `bh = b heads + h`'s `dQ` lies in `dq_accum` (fragment
+/// order): its query tile `row / 64` of `q_pad / 64`, its 64-dim part `dim / 64` of `d / 64`
+/// ([`DQ_PART`] floats each), then accumulator `i` of thread `t` at `i * 128 + t`, where `t = 32
+/// w + 4 g + q` holds row `16 w + g + 8 ((i / 2) % 2)`, dim `8 (i / 4) + 2 q + i % 2` of the part
+/// (the `m64nNk16` layout, [`wgmma`]'s documentation).
+#[inline(always)]
+pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize) -> usize {
+    let (r, c) = (row % 64, dim % 64);
+    let (w, g, h) = (r / 16, r % 8, (r % 16) / 8);
+    let (j, q, e) = (c / 8, (c % 8) / 2, c % 2);
+    let i = 4 * j + 2 * h + e;
+    let t = 32 * w + 4 * g + q;
+    ((bh * (q_pad / 64) + row / 64) * (d / 64) + dim / 64) * DQ_PART + i * 128 + t
+}
+
+/// Attention backward on Hopper's warpgroup tensor cores in one kernel: `dK`, `dV`, and `dQ`
+/// added into an f32 buffer (the module documentation has the design).
+///
+/// Block `(x, kvh, b)` computes keys `128 x ..+ 128` of key/value head `kvh` of batch `b`.
+/// Thread 0 initialises the barriers. The producer warpgroup's thread 0 copies `K` and `V` once,
+/// then, for each step (query head `kvh group + n / per_head`, query tile `first + n % per_head`,
+/// from the first tile that sees key `128 x`), waits for a free stage and copies the tile's `Q`
+/// and `dO` into it. Consumer warpgroup `c` (1 or 2) computes keys `64 (c - 1) ..+ 64`: thread `t`
+/// (warp `w`, `g = (t % 32) / 4`, `q = t % 4`) holds keys `16 w + g` and `+ 8`, their `P^T` and
+/// `dS^T` at queries `8 j + 2 q` and `+ 1` of each tile, their `dK`, `dV` at dims `8 j + 2 q` and
+/// `+ 1`, and 32 `dQ` accumulators (rows `16 w + g`, `+ 8` of the tile, dims `8 j + 2 q`, `+ 1`
+/// of its part). Per step it loads two of its queries' `lse2` (the other 14 come by shuffles),
+/// waits for the stage, issues `S^T` and `dP^T` (at `D = 64` then retires the previous step's
+/// `dK` and releases that step's stage), computes `P^T` once `S^T` retired and issues `dV += P^T
+/// dO`, computes `dS^T` once `dP^T` retired, stores it (rounded) to its rows of the step's `dS^T`
+/// tile, fences the stores, meets the tile's other readers at the named barrier, issues its `dQ`
+/// product and `dK += dS^T Q`, retires `dV` and `dQ` (at `D = 128` `dK` too, and releases the
+/// stage) and adds `dQ` into `dq_accum`. Then it stores `scale dK` and `dV` (pairs of elements)
+/// for its keys below `kv_len`.
+///
+/// Global memory: `K`, `V` once and `Q`, `dO` per step by TMA; the statistics (L2); `dK`, `dV`
+/// written once; `dq_accum` by 32 reductions per thread and step ([`dq_accum_index`]).
+///
+/// Launch: grid `(ceil(kv_len / 128), kv_heads, batch)`, [`BWD_WGMMA_BLOCK`](super::backward_wgmma::BWD_WGMMA_BLOCK)
+/// threads, [`bwd_wgmma_fused_shared_bytes`]`(D)` bytes of dynamic shared memory; a compute
+/// capability 9.0 GPU. Then [`attention_bwd_wgmma_dq_convert`](fn@attention_bwd_wgmma_dq_convert)
+/// on `dq_accum`.
+///
+/// # Safety
+/// * As [`attention_bwd_wgmma_dkdv`](fn@super::backward_wgmma::attention_bwd_wgmma_dkdv) for
+///   `maps` (`Q`, `dO` with boxes of 64 rows, `K`, `V` with boxes of 128), the operands, the
+///   statistics (`q_pad` a multiple of 64), `dk` and `dv`; `heads = kv_heads group`, `kv_len >=
+///   1`.
+/// * `dq_accum` holds [`bwd_wgmma_dq_accum_len`]`(batch, heads, q_pad, D)` floats, 4-byte
+///   aligned, zeroed (or holding the sums to add to), touched by nothing else during the launch.
+///
+/// Instances: `attention_bwd_wgmma_fused_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16.
+// Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
+// Barriers: the ring's initialisation, the `K`/`V` barrier's, and the `dS^T` tile's named one.
+#[kernel(
+    launch_bounds(384, 1),
+    instances(
+        attention_bwd_wgmma_fused_d64_bf16 = (bf16, D64),
+        attention_bwd_wgmma_fused_d128_bf16 = (bf16, D128),
+        attention_bwd_wgmma_fused_d64_f16 = (f16, D64),
+        attention_bwd_wgmma_fused_d128_f16 = (f16, D128),
+    ),
+    barriers(3)
+)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
+    maps: *const u64,
+    q: *const T,
+    k: *const T,
+    v: *const T,
+    d_o: *const T,
+    lse2: *const f32,
+    delta: *const f32,
+    dk: *mut T,
+    dv: *mut T,
+    dq_accum: *mut f32,
+    q_len: usize,
+    kv_len: usize,
+    q_pad: usize,
+    heads: usize,
+    group: usize,
+    batch: usize,
+    q_sb: usize,
+    q_ss: usize,
+    q_sh: usize,
+    k_sb: usize,
+    k_ss: usize,
+    k_sh: usize,
+    v_sb: usize,
+    v_ss: usize,
+    v_sh: usize,
+    do_sb: usize,
+    do_ss: usize,
+    do_sh: usize,
+    scale_log2: f32,
+    scale: f32,
+    causal: bool,
+) {
+    let d = H::D;
+    const {
+        assert!(
+            H::D % WGMMA_BOX_COLS == 0 && H::D <= 128,
+            "whole boxes, registers for D <= 128"
+        );
+    };
+    let boxes = d / WGMMA_BOX_COLS;
+    // `D = 128`: the consumers share each `dS^T` tile and split `dQ`'s dims; `D = 64`: each
+    // computes `dQ` over its own keys (the module documentation).
+    let shared_ds = d > 64;
+    let tid = thread::thread_idx_x() as usize;
+    let wg = tid / WARPGROUP;
+    let kvh = thread::block_idx_y() as usize;
+    let b = thread::block_idx_z() as usize;
+    let kv_heads = heads / group;
+    let q_tiles = q_len.div_ceil(BWD_WGMMA_Q_TILE) as u32;
+    // The block's first key `k0`, and its walk in 32 bits (tiles and steps below 2^31: the
+    // grid's limit): the query tiles of each head from the first row that sees key `k0` on
+    // (`first_tile`, `per_head` of them), `steps` in all. The consumers compute it again from
+    // the block index ([`hint::recompute`]) rather than keep the prologue's across the loop.
+    let walk = || {
+        let k0 = hint::recompute(thread::block_idx_x()) as usize * BWD_WGMMA_KEYS;
+        let first_row = if causal {
+            (k0 + q_len).saturating_sub(kv_len)
+        } else {
+            0
+        };
+        let first_tile = ((first_row / BWD_WGMMA_Q_TILE) as u32).min(q_tiles);
+        let per_head = q_tiles - first_tile;
+        (k0, first_tile, per_head, group as u32 * per_head)
+    };
+
+    // SAFETY: every thread, first; the launch gives `bwd_wgmma_fused_shared_bytes(D)`: the
+    // ring's bytes, then the tail; stages of whole 1024-byte atoms.
+    let ring = unsafe { Ring::new(dkdv_stages(d), dkdv_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
+    let (kv_tile, kv_address) = ring.tail();
+    // After `K` and `V`: the `dS^T` tiles (1024-byte aligned), then `K`/`V`'s barrier.
+    let ds_tile = kv_tile.wrapping_add(2 * boxes * BOX_128);
+    let kv_bar = ds_tile.wrapping_add(DS_TILES * BOX_128).cast::<u64>();
+    if tid == 0 {
+        // SAFETY: 8 bytes past the `dS^T` tiles inside the launch's shared memory; nothing else
+        // touches them before the block barrier below.
+        unsafe { mbarrier::init(kv_bar, 1) };
+        mbarrier::fence_init();
+    }
+    thread::sync_threads();
+
+    let producer_walk = walk();
+    if wg == 0 {
+        wgmma::setmaxnreg_dec::<BWD_PRODUCER_REGISTERS>();
+        if tid != 0 {
+            return;
+        }
+        let (k0, first_tile, per_head, steps) = producer_walk;
+        let tensor =
+            |map: usize, data: *const T, len: usize, heads: usize, strides: [usize; 3], rows: usize| {
+                Tensor4d {
+                    map: maps.wrapping_add(16 * map),
+                    data,
+                    dims: [batch, heads, len, d],
+                    strides,
+                    box_rows: rows,
+                    box_cols: WGMMA_BOX_COLS,
+                }
+            };
+        let tq = tensor(0, q, q_len, heads, [q_sb, q_sh, q_ss], BWD_WGMMA_Q_TILE);
+        let t_do = tensor(1, d_o, q_len, heads, [do_sb, do_sh, do_ss], BWD_WGMMA_Q_TILE);
+        let tk = tensor(2, k, kv_len, kv_heads, [k_sb, k_sh, k_ss], BWD_WGMMA_KEYS);
+        let tv = tensor(3, v, kv_len, kv_heads, [v_sb, v_sh, v_ss], BWD_WGMMA_KEYS);
+        // SAFETY: the one producer thread; the barrier expects the `2 boxes` boxes of `K` and
+        // `V`, each 1024-byte aligned inside the tail; the maps are the kernel's (its contract).
+        unsafe {
+            mbarrier::arrive_expect_tx(kv_bar, (2 * boxes * BOX_128) as u32);
+            for j in 0..boxes {
+                let at = [b as u32, kvh as u32, k0 as u32, (j * WGMMA_BOX_COLS) as u32];
+                tma::load_4d(kv_tile.wrapping_add(j * BOX_128).cast::<T>(), &tk, kv_bar, at);
+                tma::load_4d(
+                    kv_tile.wrapping_add((boxes + j) * BOX_128).cast::<T>(),
+                    &tv,
+                    kv_bar,
+                    at,
+                );
+            }
+        }
+        let mut producer = ring.producer();
+        for n in 0..steps {
+            let h = kvh * group + (n / per_head) as usize;
+            let q0 = (first_tile + n % per_head) as usize * BWD_WGMMA_Q_TILE;
+            // SAFETY: the one producer thread; the stage is free and expects `Q` and `dO`'s `2
+            // boxes` boxes, which these fill, each 1024-byte aligned.
+            unsafe {
+                let stage = producer.acquire();
+                for j in 0..boxes {
+                    let at = [b, h, q0, j * WGMMA_BOX_COLS];
+                    stage.load_4d(j * BOX_64, &tq, at);
+                    stage.load_4d((boxes + j) * BOX_64, &t_do, at);
+                }
+            }
+        }
+        return;
+    }
+
+    wgmma::setmaxnreg_inc::<BWD_CONSUMER_REGISTERS>();
+    let (k0, first_tile, _, steps) = walk();
+    let c = wg - 1;
+    let t = tid % WARPGROUP;
+    let (w, g, qd) = (t / 32, (t % 32) / 4, t % 4);
+    // This thread's two keys; from `row` (its first key's row in the block), computed again
+    // where the stores after the loop need them, so that only 32-bit values derived from them
+    // live across it.
+    let keys_of = |row: usize| [k0 + row, k0 + row + 8];
+    let keys = keys_of(CONSUMER_ROWS * c + 16 * w + g);
+    // Per key, `key + q_len` and whether it lies past `kv_len`, in 32 bits (lengths below 2^31):
+    // the mask's inputs.
+    let key_q = keys.map(|key| (key + q_len) as u32);
+    let key_past = keys.map(|key| key >= kv_len);
+    // This consumer's 64 keys of `K` and `V` (8 KiB into each box): the `A` operands of the
+    // transposed scores, per box of 64 dims.
+    let own = |tile: usize, j: usize| {
+        k_major_descriptor(
+            kv_address + (tile * boxes * BOX_128 + j * BOX_128 + CONSUMER_ROWS * c * 128) as u32,
+        )
+    };
+    // The last key of this consumer: a tile none of whose queries lies before it needs no mask
+    // (but for keys past `kv_len`).
+    let last_key = k0 + CONSUMER_ROWS * (c + 1) - 1;
+    // This consumer's `dQ` part of a tile in `dq_accum` (its dims at `D = 128`, the whole tile
+    // at 64), and this thread's first float there.
+    let part = if shared_ds { c } else { 0 };
+    let accum_at = |h: usize, q0: usize| {
+        (((b * heads + h) * (q_pad / BWD_WGMMA_Q_TILE) + q0 / BWD_WGMMA_Q_TILE) * boxes + part) * DQ_PART + t
+    };
+    let mut dv_acc = <H::O as wgmma::Accumulators>::zeroed();
+    let mut dk_acc = <H::O as wgmma::Accumulators>::zeroed();
+    // SAFETY: `K`/`V`'s barrier, initialised; its phase 0 completes with their copies.
+    unsafe { mbarrier::wait_parity(kv_bar, 0) };
+    if steps == 0 {
+        // No query sees these keys: zero gradients, from an array of their own (as in the
+        // `dK`/`dV` kernel), and nothing to add to `dQ`. Both consumers leave here together
+        // (`steps` is the block's), so neither waits at the named barrier for the other.
+        let zeros = <H::O as wgmma::Accumulators>::zeroed();
+        store_gradient::<T, H>(dk, &zeros, 1.0, keys, (b, kvh), (kv_len, kv_heads), qd);
+        store_gradient::<T, H>(dv, &zeros, 1.0, keys, (b, kvh), (kv_len, kv_heads), qd);
+        return;
+    }
+    // As in the `dK`/`dV` kernel: at `D = 64` the previous step's products retire under this
+    // step's scores; at `D = 128` each step's products are waited for at its end.
+    let overlap = d <= 64;
+    let mut consumer = ring.consumer();
+    // The step's query head and tile, walked in 32 bits (a 64-bit division per step costs
+    // registers the loop does not have at `D = 128`).
+    let (mut hi, mut qt) = (0u32, first_tile);
+    for n in 0..steps {
+        let h = kvh * group + hi as usize;
+        let q0 = qt as usize * BWD_WGMMA_Q_TILE;
+        qt += 1;
+        if qt == q_tiles {
+            qt = first_tile;
+            hi += 1;
+        }
+        // The tile's statistics at this thread's queries `8 j + 2 q ..+ 2` (`j < 8`): the eight
+        // lanes of a warp with the same `q` need the same 16 of each, so lane `4 g + q` loads
+        // those of `j = g` and the others are shuffled in where used (two registers of each live
+        // beside the products, not 16: the consumers' register peak is at the scores' issue, with
+        // `dK`, `dV`, `S^T` and `dP^T` held). `lse2` before the stage's wait, `delta` once `dV`
+        // is issued.
+        let stats = (b * heads + h) * q_pad + q0 + 8 * g + 2 * qd;
+        let load_own = |x: *const f32| -> [f32; 2] {
+            core::array::from_fn(|e| {
+                // SAFETY: `q0 + 64 <= q_pad` (a multiple of 64), so inside head `(b, h)`'s padded
+                // rows of both statistics (the contract).
+                unsafe { mem::load(x, stats + e) }
+            })
+        };
+        // Row `j`'s statistic `e` from the lane that loaded it (the lanes `4 j + q` computed in
+        // each step: hoisted out of the loop, the eight of them took registers ptxas spilled).
+        let lane_q = hint::recompute(qd as u32);
+        let stat = |own: &[f32; 2], j: usize, e: usize| warp::shfl_idx(own[e], lane_q + 4 * j as u32);
+        let l2 = load_own(lse2);
+        // SAFETY: every thread of the consumer warps; released once below (in the next step,
+        // or after the loop).
+        let stage = unsafe { consumer.wait() };
+        let mut st = [0.0f32; 32];
+        let mut dpt = [0.0f32; 32];
+        // SAFETY: the whole warpgroup; `K`, `V` and the stage have landed and stay until the
+        // waits below (the stage is released once this step's gradient products retired).
+        unsafe {
+            for j in 0..boxes {
+                st = T::scores64(
+                    st,
+                    own(0, j),
+                    k_major_descriptor(stage.address(j * BOX_64)),
+                    j > 0,
+                );
+            }
+            for j in 0..boxes {
+                dpt = T::scores64(
+                    dpt,
+                    own(1, j),
+                    k_major_descriptor(stage.address((boxes + j) * BOX_64)),
+                    j > 0,
+                );
+            }
+            // The previous step's `dK` (and `dV`, retired then) ran under these products'
+            // issue: it retires (the `2 boxes` groups just issued stay in flight) and frees its
+            // stage. Unconditional waits, as in the `dK`/`dV` kernel (C7517 otherwise).
+            if overlap {
+                dv_acc = wait_older(dv_acc, 2 * boxes);
+                dk_acc = wait_older(dk_acc, 2 * boxes);
+                if n > 0 {
+                    consumer.release_previous();
+                }
+            }
+            st = wait_older(st, boxes);
+        }
+        // P^T = exp2(S^T scale_log2 - lse2); masked where a query does not see the key (the
+        // tile crosses the diagonal) and for keys past `kv_len`; 0 for queries past `q_len`
+        // (`lse2 = +inf` there).
+        // One 32-bit test per element: per key the first query of the tile that sees it (64
+        // for a key past `kv_len`: none does).
+        let masked = (causal && last_key + q_len > q0 + kv_len) || last_key >= kv_len;
+        let first_query: [u32; 2] = core::array::from_fn(|hh| {
+            if key_past[hh] {
+                BWD_WGMMA_Q_TILE as u32
+            } else if causal {
+                key_q[hh]
+                    .saturating_sub(kv_len as u32 + q0 as u32)
+                    .min(BWD_WGMMA_Q_TILE as u32)
+            } else {
+                0
+            }
+        });
+        let hidden = |hh: usize, col: usize| first_query[hh] > col as u32;
+        unroll_8!(8, |j| {
+            unroll_8!(2, |e| {
+                let l2 = stat(&l2, j, e);
+                unroll_8!(2, |hh| {
+                    let i = 4 * j + 2 * hh + e;
+                    let mut u = st[i];
+                    if masked && hidden(hh, 8 * j + 2 * qd + e) {
+                        u = f32::NEG_INFINITY;
+                    }
+                    st[i] = math::exp2_ftz(math::fma(u, scale_log2, -l2));
+                });
+            });
+        });
+        let p = pack_fragment::<T, 32, 16>(&st);
+        // SAFETY: the whole warpgroup; `dO` stays until the waits below; `p` and `dv_acc` are
+        // not touched in flight.
+        unsafe {
+            dv_acc = H::grad::<T>(
+                dv_acc,
+                p,
+                n_major_descriptor(stage.address(boxes * BOX_64), BOX_64),
+                true,
+            );
+        }
+        let dd = load_own(delta);
+        // SAFETY: the whole warpgroup; `dP^T`'s groups, then `dV`'s one: `dP^T` retires.
+        dpt = unsafe { wgmma::wait_accumulators::<1, _>(dpt) };
+        // dS^T = P^T (dP^T - delta), in place of `dP^T`.
+        unroll_8!(8, |j| {
+            unroll_8!(2, |e| {
+                let dd = stat(&dd, j, e);
+                unroll_8!(2, |hh| {
+                    let i = 4 * j + 2 * hh + e;
+                    dpt[i] = st[i] * (dpt[i] - dd);
+                });
+            });
+        });
+        let ds = pack_fragment::<T, 32, 16>(&dpt);
+        // This step's `dS^T` tile (double-buffered) and this consumer's 64 rows of it; the
+        // stores are safe: the products that read this tile before (two steps ago) retired
+        // before their threads arrived at the previous step's named barrier, which this thread
+        // passed (module documentation).
+        let tile = (n % 2) as usize;
+        store_ds(ds_tile.wrapping_add(tile * BOX_128), &ds, c, w, g, qd);
+        wgmma::fence_proxy_async();
+        // Every row of the tile stored and fenced: both consumers' at `D = 128`, this one's at
+        // 64.
+        // SAFETY: whole warps; both consumers run the same `steps` (256 threads at barrier 1),
+        // or each consumer's 128 threads at its own barrier.
+        unsafe {
+            if shared_ds {
+                barrier::sync(1, 2 * WARPGROUP as u32);
+            } else {
+                barrier::sync(1 + c as u32, WARPGROUP as u32);
+            }
+        }
+        // The `dQ` product's operands, from addresses computed again in each step (kept live
+        // across the loop, they cost registers ptxas spilled at `D = 128`): the `dS^T` tile
+        // (MN-major `A`), and `K` N-major, at `D = 128` box `c` (this consumer's 64 dims) over
+        // the block's 128 keys, at `D = 64` this consumer's 64 keys of box 0.
+        let kv_now = hint::recompute(kv_address);
+        let ds_now = kv_now + (2 * boxes * BOX_128) as u32;
+        let dq_keys = if shared_ds {
+            n_major_descriptor(kv_now + (c * BOX_128) as u32, BOX_128)
+        } else {
+            n_major_descriptor(kv_now + (c * BOX_64) as u32, BOX_128)
+        };
+        let dq_ds = if shared_ds {
+            ds_mn_descriptor(ds_now + (tile * BOX_128) as u32)
+        } else {
+            ds_mn_descriptor(ds_now + (tile * BOX_128 + c * BOX_64) as u32)
+        };
+        // FlashAttention-3's order: `dQ`, then `dK`, so that `dQ` (and `dV` before it) retire
+        // while `dK` runs. `dQ` is retired in its own step: read by a later step's ordinary
+        // instructions (the reductions), ptxas serialised the loop (C7514). Its accumulators are
+        // a fresh array per step (scale-d 0): carried across the loop they cost 32 registers.
+        // SAFETY: the whole warpgroup; the tile, `K` and `Q` stay until these products retire
+        // (below, or at `D = 64` `dK` in the next step); `ds` and the accumulators are not
+        // touched in flight.
+        let mut dq_acc = unsafe {
+            let zeros = <[f32; 32] as wgmma::Accumulators>::zeroed();
+            let dq_acc = if shared_ds {
+                T::dq128(zeros, dq_ds, dq_keys, false)
+            } else {
+                T::dq64(zeros, dq_ds, dq_keys, false)
+            };
+            dk_acc = H::grad::<T>(dk_acc, ds, n_major_descriptor(stage.address(0), BOX_64), true);
+            dq_acc
+        };
+        // SAFETY: the whole warpgroup; at `D = 64` `dV` and `dQ` retire and `dK` runs on under
+        // the next step's scores; at 128 all three retire and the stage is free.
+        unsafe {
+            if overlap {
+                dq_acc = wgmma::wait_accumulators::<1, _>(dq_acc);
+            } else {
+                dv_acc = wgmma::wait_accumulators::<0, _>(dv_acc);
+                dk_acc = wgmma::wait_accumulators::<0, _>(dk_acc);
+                dq_acc = wgmma::wait_accumulators::<0, _>(dq_acc);
+                consumer.release(&stage);
+            }
+        }
+        add_dq(dq_accum, &dq_acc, accum_at(h, q0));
+    }
+    if overlap {
+        // SAFETY: the whole warpgroup; the last step's products retire, then free the stage
+        // (`steps >= 1`).
+        unsafe {
+            dv_acc = wgmma::wait_accumulators::<0, _>(dv_acc);
+            dk_acc = wgmma::wait_accumulators::<0, _>(dk_acc);
+            consumer.release_last();
+        }
+    }
+    let t = hint::recompute(tid as u32) as usize % WARPGROUP;
+    let keys = keys_of(CONSUMER_ROWS * c + 16 * (t / 32) + (t % 32) / 4);
+    store_gradient::<T, H>(dk, &dk_acc, scale, keys, (b, kvh), (kv_len, kv_heads), qd);
+    store_gradient::<T, H>(dv, &dv_acc, 1.0, keys, (b, kvh), (kv_len, kv_heads), qd);
+}
+
+/// The descriptor of a `dS^T` tile read as the MN-major `A` of `dQ = dS K` (step 0 at shared
+/// address `start`): 64 queries per 128-byte row, 8-key groups 1024 bytes apart (`SBO`); `LBO`
+/// (the next 64 queries) unused with 64.
+#[inline(always)]
+fn ds_mn_descriptor(start: u32) -> u64 {
+    wgmma::desc_sw128(start, BOX_128 as u32, 1024)
+}
+
+/// A consumer thread's store of its `dS^T` (`ds`, packed as the `dK` product's register
+/// operand: register `4 j + r` holds key `16 w + g + 8 (r % 2)`, queries `16 j + 8 (r / 2) + 2
+/// q` and `+ 1`) into its consumer `c`'s 64 rows of the 128-byte-swizzled `dS^T` tile at `tile`
+/// (1024-byte aligned): 16 stores of 4 bytes; the 8 rows of a warp's store fall in 8 different
+/// 16-byte chunks (the swizzle), so no two lanes share a bank.
+///
+/// The swizzle of byte `L = 128 key + 2 query` is `L ^ (g << 4)` (the row within its 8 is `g`,
+/// and `4 q < 16` leaves the chunk bits to `j` and `r`), so each store's offset is `(t + imm) ^
+/// (g << 4)` from one per-thread `t` and an immediate: `t` through [`hint::recompute`] in each
+/// step, or LLVM hoists the 16 offsets out of the loop and keeps them live (at `D = 128` ptxas
+/// spilled them).
+#[inline(always)]
+fn store_ds(tile: *mut u8, ds: &[u32; 16], c: usize, w: usize, g: usize, qd: usize) {
+    let t = hint::recompute((c * BOX_64 + (16 * w + g) * 128 + 4 * qd) as u32) as usize;
+    let gx = g << 4;
+    unroll_8!(4, |j| {
+        unroll_8!(4, |r| {
+            // `c BOX_64 + swizzle_128b(128 key + 2 query)` (`tma::swizzle_128b`), the XOR
+            // leaving `c BOX_64` and the row bits alone.
+            let at = (t + 1024 * (r % 2) + 32 * j + 16 * (r / 2)) ^ gx;
+            // SAFETY: inside consumer `c`'s 8 KiB of the tile (`key < 64`, `2 query + 4 <=
+            // 128`), 4-byte aligned; the tile's earlier readers retired (the caller).
+            unsafe { mem::store(tile.wrapping_add(at).cast::<u32>(), 0, ds[4 * j + r]) };
+        });
+    });
+}
+
+/// Adds a consumer thread's 32 `dQ` accumulators into `dq_accum` from float `at` (its part's
+/// first float plus its thread index), accumulator `i` at `at + 128 i`: 32 relaxed device-scope
+/// reductions on global memory ([`atomic::reduce_add`], `red.global.add.f32`: one `RED` each, the
+/// offsets `512 i` folded into it); each warp's reduction of one accumulator is one 128-byte line.
+#[inline(always)]
+fn add_dq(dq_accum: *mut f32, acc: &[f32; 32], at: usize) {
+    unroll_8!(4, |hi| {
+        unroll_8!(8, |lo| {
+            let i = 8 * hi + lo;
+            // SAFETY: inside the global buffer (the kernel's contract: `at` is a float of this
+            // head's padded rows, `i * 128 + t < DQ_PART`), 4-byte aligned; reductions race with
+            // nothing.
+            unsafe { atomic::reduce_add(dq_accum, at + 128 * i, acc[i], Scope::Device) };
+        });
+    });
+}
+
+/// The fused backward's last step: `dq = scale dq_accum`, rounded to `T`, from the f32 buffer
+/// in fragment order ([`dq_accum_index`]) to the contiguous `[batch, q_len, heads, head_dim]`
+/// `dq` (FlashAttention-3's postprocess).
+///
+/// Thread `x` (of `pairs = batch q_len heads head_dim / 2`) takes output pair `x`: elements `2 x`
+/// and `2 x + 1` of `dq`, i.e. row `(b, i, h)` and dims `d, d + 1` (`d` even); it loads the two
+/// floats of that row and those dims from `dq_accum` (accumulators `i` and `i + 1` of one thread:
+/// 512 bytes apart, consecutive threads' 4 bytes apart within a row's quad), scales them and
+/// stores them as one 4-byte pair.
+///
+/// Global memory: 8 bytes read and 4 written per thread.
+///
+/// Launch: `ceil(pairs / DQ_CONVERT_BLOCK)` blocks of [`DQ_CONVERT_BLOCK`] threads, no shared
+/// memory.
+///
+/// # Safety
+/// `dq_accum` holds [`bwd_wgmma_dq_accum_len`]`(batch, heads, q_pad, head_dim)` floats, `dq`
+/// `2 pairs` elements, 4-byte aligned; `head_dim` is 64 or 128, `q_pad` a multiple of 64 at
+/// least `q_len`, `pairs = batch q_len heads head_dim / 2`.
+///
+/// Instances: `attention_bwd_wgmma_dq_convert_bf16`, `attention_bwd_wgmma_dq_convert_f16`.
+// Barriers: none.
+#[kernel(
+    instances(
+        attention_bwd_wgmma_dq_convert_bf16 = bf16,
+        attention_bwd_wgmma_dq_convert_f16 = f16,
+    ),
+    block(DQ_CONVERT_BLOCK),
+    barriers(0)
+)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attention_bwd_wgmma_dq_convert<T: BwdWgmmaElement>(
+    dq_accum: *const f32,
+    dq: *mut T,
+    pairs: usize,
+    q_len: usize,
+    q_pad: usize,
+    heads: usize,
+    head_dim: usize,
+    scale: f32,
+) {
+    let x = thread::index_1d();
+    if x >= pairs {
+        return;
+    }
+    let half = head_dim / 2;
+    let (row, dim) = (x / half, 2 * (x % half));
+    let (h, bi) = (row % heads, row / heads);
+    let (i, b) = (bi % q_len, bi / q_len);
+    let at = dq_accum_index(b * heads + h, i, dim, q_pad, head_dim);
+    // SAFETY: `at` and `at + 128` (accumulator `i + 1` of the same thread: `dim` is even) lie in
+    // the buffer (the contract); pair `x < pairs` of `dq`, 4-byte aligned.
+    unsafe {
+        let v = [mem::load(dq_accum, at), mem::load(dq_accum, at + 128)];
+        mem::store(dq.cast::<u32>(), x, T::pack([v[0] * scale, v[1] * scale]));
+    }
+}
