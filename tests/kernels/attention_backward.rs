@@ -24,7 +24,7 @@ use rand::Rng;
 use rand::rngs::StdRng;
 
 use crate::common::check::*;
-use crate::common::trial::{Target, global_trial, slow, trial};
+use crate::common::trial::{Target, global_trial, trial};
 
 /// One trial's sizes: batch, q_len, kv_len, heads, kv_heads, head_dim, causal.
 type Case = (usize, usize, usize, usize, usize, usize, bool);
@@ -54,8 +54,8 @@ const SIM_FUSED_CASES: &[Case] = &[
     (2, 9, 140, 1, 1, 64, false),
 ];
 
-/// Simulator cases of every rung with several key blocks and query tiles: seconds each, so
-/// behind `GPUKERN_SLOW_TRIALS=1` (`trial::slow`); the cases above launch the same kernels.
+/// Simulator cases of every rung with several key blocks and query tiles: among the slow trials
+/// (`slow_trials.rs`); the cases above launch the same kernels.
 const SIM_SLOW_CASES: &[Case] = &[(1, 70, 260, 2, 1, 128, true), (2, 65, 140, 2, 1, 64, false)];
 
 /// CUDA cases against the f64 reference: ragged lengths past a 64-row tile, every head-dim
@@ -121,7 +121,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     }
     for (n, case) in SIM_SLOW_CASES.iter().enumerate() {
         let (name, case) = (case_name(case), *case);
-        trials.push(slow(if n % 2 == 0 {
+        trials.push(if n % 2 == 0 {
             trial(
                 sim,
                 &format!("attention_backward::bf16::{name}"),
@@ -133,7 +133,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
                 &format!("attention_backward::f16::{name}"),
                 move |gpu, rng| run_case::<f16>(gpu, rng, case, false),
             )
-        }));
+        });
     }
     for (n, case) in FUSED_VS_ROWS.iter().enumerate() {
         let (name, case) = (case_name(case), *case);

@@ -32,6 +32,16 @@ pub const SLOW_SIM_TRIALS: &[(&str, &str)] = &[
         "sim::attention::wgmma_persistent::f16::2x130x259x2h2kv_d128_causal",
         "the ragged causal blocks at head dims 64 and 256, head dim 128 by the mask trials",
     ),
+    // Every rung of the backward, the one-kernel rung among them, on several key blocks and
+    // query tiles (added with that rung, after the record's runs).
+    (
+        "sim::attention_backward::bf16::1x70x260x2h1kv_d128_causal",
+        "the smaller cases of every rung, and the one-kernel rung's cases of several key blocks",
+    ),
+    (
+        "sim::attention_backward::f16::2x65x140x2h1kv_d64_full",
+        "the smaller cases of every rung, and the one-kernel rung's cases of several key blocks",
+    ),
     // 3.60 s (sim-trial-times-44675c1.md)
     (
         "sim::attention::mask::document::bf16_d128",
