@@ -15,8 +15,8 @@
 //! submodules where a family is large), `kernels/device.rs` and `kernels/errors.rs` for what spans
 //! every family, `kernels/sizes.rs` for the shapes, `kernels/coverage.rs` for the launch-coverage
 //! check, `kernels/slow_trials.rs` for the simulator trials the test command leaves to
-//! `GPUKERN_SLOW_TRIALS=1`; the comparisons and trial constructors are in `tests/common/`. One binary, so that the
-//! coverage check sees every trial of a backend in one process.
+//! `GPUKERN_SLOW_TRIALS=1`; the comparisons and trial constructors are in `tests/common/`. One
+//! binary, so that the coverage check sees every trial of a backend in one process.
 //!
 //! A custom harness (libtest-mimic) so that the CUDA trials can be ignored at run time. Inputs
 //! are random in [-1, 1); the seed is printed at start and `GPUKERN_TEST_SEED` reproduces a run.

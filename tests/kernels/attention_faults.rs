@@ -145,7 +145,7 @@ fn emulate(
                         }
                     }
                 }
-                let row = ((bi * s + i) * h + hi) * d;
+                let row = q_at(bi, i, hi);
                 for c in 0..d {
                     out[row + c] = if l > 0.0 { acc[c] / l } else { 0.0 };
                 }
