@@ -43,9 +43,11 @@ pub fn source_hash(
 /// above it that declares `[workspace]`, else the crate itself), by its canonical path: the
 /// name of the nested build's target directory. Cargo names a workspace member's outputs by its
 /// path relative to the workspace root, so two checkouts of one project (git worktrees) sharing a
-/// cache directory would otherwise build into, and overwrite, the same files. The nested cargo's
-/// feature arguments are in it too.
-pub fn workspace_key(krate: &Path, features: &[String]) -> u64 {
+/// cache directory would otherwise build into, and overwrite, the same files. Every kernel crate
+/// and feature set of one workspace builds in the same directory (one `core` per architecture;
+/// cargo keeps each feature set's outputs apart by its metadata hash, and the build finds its own
+/// through cargo's artifact message, [`crate::asm_of`]).
+pub fn workspace_key(krate: &Path) -> u64 {
     let krate = krate.canonicalize().unwrap_or_else(|_| krate.to_path_buf());
     let root = krate
         .ancestors()
@@ -56,13 +58,6 @@ pub fn workspace_key(krate: &Path, features: &[String]) -> u64 {
         .unwrap_or(&krate);
     let mut hash = Fnv::new();
     hash.write(root.to_string_lossy().as_bytes());
-    // Each feature set builds in a directory of its own: the PTX is taken from the newest
-    // `.s` file there, and a fresh (not rebuilt) feature set would otherwise pick up the `.s`
-    // of another set built after it (an sm_90 module without most families, seen in CI).
-    for feature in features {
-        hash.write(&[0]);
-        hash.write(feature.as_bytes());
-    }
     hash.0
 }
 

@@ -12,7 +12,8 @@
 //! For each architecture (default `sm_80`, or [`Builder::archs`], or `GPUKERN_PTX_ARCHS`), a nested
 //! `cargo rustc --target nvptx64-nvidia-cuda -Zbuild-std=core -- --emit=asm` on the pinned
 //! nightly (installed through rustup, with a message, if it is missing), all architectures at
-//! once, each in a target directory of its own, with the kernel crate's default features or the
+//! once, each in a target directory of its own (shared by the workspace's kernel crates and
+//! feature sets: one `core` per architecture), with the kernel crate's default features or the
 //! list given to [`Builder::features`] (a crate whose kernel families are features builds only the
 //! ones its user enabled). The PTX is cached under a hash of everything it
 //! depends on (module `hash`) in `<target dir>/gpukern-ptx/` (or `GPUKERN_PTX_CACHE`), shared by the
@@ -397,8 +398,8 @@ fn write_table(file: &Path, krate: &str, modules: &[Module]) -> Result<(), Build
     fs::write(file, code).or_else(|e| err(format!("writing {}: {e}", file.display())))
 }
 
-/// Compiles the kernel crate for `arch` in its own target directory under `cache` and writes its
-/// PTX to `dest` (through a temporary file, so that a cache entry is always whole).
+/// Compiles the kernel crate for `arch` in the workspace's target directory for `arch` under
+/// `cache` and writes its PTX to `dest` (through a temporary file, so that a cache entry is always whole).
 fn build_ptx(
     krate: &Path,
     lock: Option<&Path>,
@@ -407,24 +408,25 @@ fn build_ptx(
     arch: &str,
     dest: &Path,
 ) -> Result<(), BuildError> {
-    // One nested target directory per workspace, feature set and architecture: the kernel crates
-    // of one workspace share their `core` build; other checkouts sharing the cache get their own.
-    let target_dir = cache.join(format!(
-        "build-{arch}-{:08x}",
-        hash::workspace_key(krate, features) as u32
-    ));
+    // One nested target directory per workspace and architecture: the kernel crates and feature
+    // sets of one workspace share their `core` build, and cargo's lock on the directory makes two
+    // builds into it take turns.
+    let target_dir = cache.join(format!("build-{arch}-{:08x}", hash::workspace_key(krate) as u32));
     // The nested build's lock file lives in its target directory, a copy of the one that governs
     // the kernel crate (the same versions as the host build): a kernel crate outside any
     // workspace would otherwise get a Cargo.lock written into the user's source tree.
     fs::create_dir_all(&target_dir).or_else(|e| err(format!("creating {}: {e}", target_dir.display())))?;
     let nested_lock = target_dir.join("Cargo.lock");
     if let Some(lock) = lock {
-        fs::copy(lock, &nested_lock).or_else(|e| err(format!("copying {}: {e}", lock.display())))?;
+        copy_if_changed(lock, &nested_lock)?;
     }
     let output = nightly::command("rustup")
         .args(["run", NIGHTLY, "cargo", "rustc", "--quiet", "--release", "--lib"])
         .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
         .args(features)
+        // Artifacts as JSON on stdout (the build's own outputs named, fresh or rebuilt), the
+        // compiler's messages rendered on stderr as without it.
+        .arg("--message-format=json-render-diagnostics")
         .arg("--config")
         .arg(format!(
             "resolver.lockfile-path={:?}",
@@ -445,21 +447,13 @@ fn build_ptx(
     if !output.status.success() {
         return err(diagnostics::errors(&String::from_utf8_lossy(&output.stderr)));
     }
-    let deps = target_dir.join("nvptx64-nvidia-cuda/release/deps");
     let stem = lib_name(krate)?;
-    let newest = fs::read_dir(&deps)
-        .or_else(|e| err(format!("reading {}: {e}", deps.display())))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.extension().is_some_and(|x| x == "s")
-                && p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{stem}-")))
-        })
-        .max_by_key(|p| fs::metadata(p).and_then(|m| m.modified()).ok());
-    let Some(asm) = newest else {
+    let Some(asm) = asm_of(&String::from_utf8_lossy(&output.stdout), &stem)
+        .map(|file| target_dir.join("nvptx64-nvidia-cuda/release/deps").join(file))
+    else {
         return err(format!(
-            "the PTX build for {arch} left no {stem}-*.s in {}",
-            deps.display()
+            "the PTX build for {arch} named no artifact of `{stem}` (cargo's messages in {})",
+            target_dir.display()
         ));
     };
     let ptx = fs::read_to_string(&asm).or_else(|e| err(format!("reading {}: {e}", asm.display())))?;
@@ -467,6 +461,37 @@ fn build_ptx(
     let tmp = dest.with_extension(format!("tmp{}", std::process::id()));
     fs::write(&tmp, ptx).or_else(|e| err(format!("writing {}: {e}", tmp.display())))?;
     fs::rename(&tmp, dest).or_else(|e| err(format!("renaming {}: {e}", tmp.display())))
+}
+
+/// The `.s` file of crate `stem` that the nested cargo's JSON messages (`messages`) name:
+/// rustc writes it beside the crate's `lib<stem>-<hash>.rlib` with the same hash, the one of
+/// this build's feature set (several sets of one crate build into one directory).
+fn asm_of(messages: &str, stem: &str) -> Option<String> {
+    let prefix = format!("lib{stem}-");
+    messages
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\""))
+        .find_map(|line| {
+            line.match_indices(&prefix).find_map(|(at, _)| {
+                let rest = &line[at + prefix.len()..];
+                let hash = rest.split('.').next()?;
+                let whole = !hash.is_empty() && hash.bytes().all(|b| b.is_ascii_hexdigit());
+                (whole && rest[hash.len()..].starts_with(".rlib")).then(|| format!("{stem}-{hash}.s"))
+            })
+        })
+}
+
+/// Copies `from` to `to` unless `to` already holds the same bytes, through a temporary file
+/// renamed into place: a nested cargo reading `to` at that moment sees the old or the new file,
+/// never a part of one.
+fn copy_if_changed(from: &Path, to: &Path) -> Result<(), BuildError> {
+    let bytes = fs::read(from).or_else(|e| err(format!("reading {}: {e}", from.display())))?;
+    if fs::read(to).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    let tmp = to.with_extension(format!("tmp{}", std::process::id()));
+    fs::write(&tmp, &bytes).or_else(|e| err(format!("writing {}: {e}", tmp.display())))?;
+    fs::rename(&tmp, to).or_else(|e| err(format!("renaming {}: {e}", tmp.display())))
 }
 
 /// The nested cargo's feature arguments for [`Builder::features`]' list: none for the crate's
@@ -581,6 +606,50 @@ fn manifest_name(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_asm_is_found_by_this_builds_artifact_hash() {
+        // cargo's messages of a build of `kernels` (two feature sets of it have built into the
+        // directory): `core` first, a prefix-sharing crate, then the kernel crate's own line.
+        let messages = [
+            r#"{"reason":"compiler-artifact","filenames":["/t/deps/libcore-00aa.rlib"],"fresh":true}"#,
+            r#"{"reason":"compiler-artifact","filenames":["/t/deps/libkernels_gpu-11bb.rmeta","/t/deps/libkernels_gpu-11bb.rlib"]}"#,
+            r#"{"reason":"compiler-artifact","filenames":["/t/deps/libkernels-c0ffee12.rmeta","/t/deps/libkernels-c0ffee12.rlib"],"fresh":true}"#,
+            r#"{"reason":"build-finished","success":true}"#,
+        ]
+        .join("\n");
+        assert_eq!(
+            asm_of(&messages, "kernels").as_deref(),
+            Some("kernels-c0ffee12.s")
+        );
+        assert_eq!(
+            asm_of(&messages, "kernels_gpu").as_deref(),
+            Some("kernels_gpu-11bb.s")
+        );
+        assert_eq!(asm_of(&messages, "other"), None);
+        // A line that is not an artifact, or a name that is not a hash, names nothing.
+        let odd = r#"{"reason":"compiler-message","filenames":["/t/deps/libkernels-c0ffee12.rlib"]}
+{"reason":"compiler-artifact","filenames":["/t/deps/libkernels-notahash.rlib"]}"#;
+        assert_eq!(asm_of(odd, "kernels"), None);
+    }
+
+    #[test]
+    fn a_lock_copy_is_written_only_when_it_changed() {
+        let dir = std::env::temp_dir().join(format!("gpukern-build-lock-{}", std::process::id()));
+        fs::create_dir_all(&dir).map_err(|e| e.to_string()).unwrap();
+        let (from, to) = (dir.join("from.lock"), dir.join("to.lock"));
+        fs::write(&from, "a").unwrap();
+        copy_if_changed(&from, &to).map_err(|e| e.0).unwrap();
+        assert_eq!(fs::read_to_string(&to).unwrap(), "a");
+        let written = fs::metadata(&to).and_then(|m| m.modified()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        copy_if_changed(&from, &to).map_err(|e| e.0).unwrap();
+        assert_eq!(fs::metadata(&to).and_then(|m| m.modified()).unwrap(), written);
+        fs::write(&from, "b").unwrap();
+        copy_if_changed(&from, &to).map_err(|e| e.0).unwrap();
+        assert_eq!(fs::read_to_string(&to).unwrap(), "b");
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn architectures_are_parsed_sorted_and_deduplicated() {
