@@ -464,8 +464,9 @@ fn build_ptx(
 }
 
 /// The `.s` file of crate `stem` that the nested cargo's JSON messages (`messages`) name:
-/// rustc writes it beside the crate's `lib<stem>-<hash>.rlib` with the same hash, the one of
-/// this build's feature set (several sets of one crate build into one directory).
+/// rustc writes it beside the crate's `lib<stem>-<hash>.rmeta` (and `.rlib`, which cargo names
+/// by its uplifted copy `lib<stem>.rlib` for the crate it was asked for) with the same hash, the
+/// one of this build's feature set (several sets of one crate build into one directory).
 fn asm_of(messages: &str, stem: &str) -> Option<String> {
     let prefix = format!("lib{stem}-");
     messages
@@ -476,7 +477,9 @@ fn asm_of(messages: &str, stem: &str) -> Option<String> {
                 let rest = &line[at + prefix.len()..];
                 let hash = rest.split('.').next()?;
                 let whole = !hash.is_empty() && hash.bytes().all(|b| b.is_ascii_hexdigit());
-                (whole && rest[hash.len()..].starts_with(".rlib")).then(|| format!("{stem}-{hash}.s"))
+                let rest = &rest[hash.len()..];
+                let library = rest.starts_with(".rlib") || rest.starts_with(".rmeta");
+                (whole && library).then(|| format!("{stem}-{hash}.s"))
             })
         })
 }
@@ -614,7 +617,7 @@ mod tests {
         let messages = [
             r#"{"reason":"compiler-artifact","filenames":["/t/deps/libcore-00aa.rlib"],"fresh":true}"#,
             r#"{"reason":"compiler-artifact","filenames":["/t/deps/libkernels_gpu-11bb.rmeta","/t/deps/libkernels_gpu-11bb.rlib"]}"#,
-            r#"{"reason":"compiler-artifact","filenames":["/t/deps/libkernels-c0ffee12.rmeta","/t/deps/libkernels-c0ffee12.rlib"],"fresh":true}"#,
+            r#"{"reason":"compiler-artifact","filenames":["/t/libkernels.rlib","/t/deps/libkernels-c0ffee12.rmeta"],"fresh":true}"#,
             r#"{"reason":"build-finished","success":true}"#,
         ]
         .join("\n");
@@ -627,6 +630,9 @@ mod tests {
             Some("kernels_gpu-11bb.s")
         );
         assert_eq!(asm_of(&messages, "other"), None);
+        // A dependency names its `.rlib` in `deps/` with the hash.
+        let dependency = r#"{"reason":"compiler-artifact","filenames":["/t/deps/libhalf-0a1b.rlib"]}"#;
+        assert_eq!(asm_of(dependency, "half").as_deref(), Some("half-0a1b.s"));
         // A line that is not an artifact, or a name that is not a hash, names nothing.
         let odd = r#"{"reason":"compiler-message","filenames":["/t/deps/libkernels-c0ffee12.rlib"]}
 {"reason":"compiler-artifact","filenames":["/t/deps/libkernels-notahash.rlib"]}"#;
