@@ -6,7 +6,7 @@
 //! module assembled alone in 28 s on the build machine; the full run is in the record of the
 //! commit that added this.)
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use gpukern::ptx::{EntryModules, entry_names, modules};
@@ -68,18 +68,22 @@ fn called(module: &str) -> Vec<String> {
         .collect()
 }
 
-/// The text of entry `name` in `ptx`, from its `.entry` line to its closing brace.
-fn entry_text<'a>(ptx: &'a str, name: &str) -> &'a str {
-    let start = ptx
-        .find(&format!(".entry {name}("))
-        .expect("the entry is in the module");
-    let end = ptx[start..].find("\n}\n").map_or(ptx.len(), |e| start + e + 2);
-    &ptx[start..end]
+/// The text of every entry in `ptx`, by name: from its `.entry` line to its closing brace (one
+/// pass over the module, not one search of it per entry).
+fn entry_texts(ptx: &str) -> HashMap<&str, &str> {
+    ptx.match_indices(".entry ")
+        .filter_map(|(start, _)| {
+            let name = ptx[start + ".entry ".len()..].split('(').next()?.trim();
+            let end = ptx[start..].find("\n}\n").map_or(ptx.len(), |e| start + e + 2);
+            Some((name, &ptx[start..end]))
+        })
+        .collect()
 }
 
 fn every_entry_is_whole() {
     for module in modules() {
         let split = EntryModules::new(module.ptx);
+        let texts = entry_texts(module.ptx);
         for name in entry_names(module.ptx) {
             let text = split
                 .module_of(name)
@@ -103,8 +107,9 @@ fn every_entry_is_whole() {
                     module.arch
                 );
             }
+            let entry = texts.get(name).expect("the entry is in the module");
             assert!(
-                text.contains(entry_text(module.ptx, name)),
+                text.contains(entry),
                 "{}: the entry {name} changed in its module",
                 module.arch
             );
