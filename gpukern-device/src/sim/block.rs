@@ -6,6 +6,7 @@
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::panic::{self, Location};
+use std::sync::Mutex;
 
 use corosensei::stack::DefaultStack;
 use corosensei::Yielder;
@@ -75,16 +76,39 @@ struct SimAbort;
 /// backtrace, with `RUST_BACKTRACE` set) is formatted on it.
 const STACK_BYTES: usize = 256 * 1024;
 
-/// Stacks kept between blocks, so a launch maps them once per worker, not once per thread.
+/// Stacks kept between blocks, so a launch maps them once per worker, not once per thread;
+/// taken from [`KEPT`] and given back there when the worker is done with its launch.
 #[derive(Default)]
 pub(super) struct StackPool(Vec<DefaultStack>);
 
+/// Stacks kept between launches, at most [`KEPT_MAX`]: a process maps each once rather than
+/// once per launch (mapping, guarding and unmapping a stack per simulated thread per launch cost
+/// the simulator trials of the test command a quarter of their CPU time in the kernel).
+static KEPT: Mutex<Vec<DefaultStack>> = Mutex::new(Vec::new());
+
+/// Most stacks [`KEPT`] holds (each maps [`STACK_BYTES`]; only the pages a thread touched are
+/// resident).
+const KEPT_MAX: usize = 4096;
+
 impl StackPool {
     fn take(&mut self) -> std::io::Result<DefaultStack> {
-        match self.0.pop() {
+        if let Some(stack) = self.0.pop() {
+            return Ok(stack);
+        }
+        let kept = KEPT.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match kept {
             Some(stack) => Ok(stack),
             None => DefaultStack::new(STACK_BYTES),
         }
+    }
+}
+
+impl Drop for StackPool {
+    fn drop(&mut self) {
+        let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+        let room = KEPT_MAX.saturating_sub(kept.len());
+        let keep = self.0.len().min(room);
+        kept.extend(self.0.drain(..keep));
     }
 }
 
