@@ -95,23 +95,8 @@ bash scripts/check-features.sh
 step "build the tests"
 cargo test --workspace --no-run
 
-# The trybuild cases (`tests/launch_types.rs`) run beside the other tests: they type-check in a
-# target directory of their own, mostly on one core (one `cargo check` at a time), while the
-# others leave cores idle too. `cargo test` holds the target directory's lock only while it
-# builds, and everything is built by now. Their output comes after the others', and either
-# failing fails the step.
 step "tests"
-trybuild_log=$(mktemp)
-cargo test --test launch_types >"$trybuild_log" 2>&1 &
-trybuild_pid=$!
-tests_rc=0
-cargo test --workspace -- --exact --skip launch_types || tests_rc=$?
-trybuild_rc=0
-wait "$trybuild_pid" || trybuild_rc=$?
-printf '\n== tests: the trybuild cases (tests/launch_types.rs), run beside the others\n'
-cat "$trybuild_log"
-rm -f "$trybuild_log"
-[ "$tests_rc" -eq 0 ] && [ "$trybuild_rc" -eq 0 ]
+cargo test --workspace
 
 step "the example as a crate outside the repository"
 bash scripts/outside-crate.sh
