@@ -399,7 +399,7 @@ fn write_table(file: &Path, krate: &str, modules: &[Module]) -> Result<(), Build
 }
 
 /// Compiles the kernel crate for `arch` in the workspace's target directory for `arch` under
-/// `cache` and writes its PTX to `dest` (through a temporary file, so that a cache entry is always whole).
+/// `cache` and writes its PTX to `dest` ([`write_whole`]: a cache entry is always whole).
 fn build_ptx(
     krate: &Path,
     lock: Option<&Path>,
@@ -458,9 +458,15 @@ fn build_ptx(
     };
     let ptx = fs::read_to_string(&asm).or_else(|e| err(format!("reading {}: {e}", asm.display())))?;
     let ptx = bounds::apply(&ptx).map_err(|e| BuildError(format!("{arch}: {e}")))?;
-    let tmp = dest.with_extension(format!("tmp{}", std::process::id()));
-    fs::write(&tmp, ptx).or_else(|e| err(format!("writing {}: {e}", tmp.display())))?;
-    fs::rename(&tmp, dest).or_else(|e| err(format!("renaming {}: {e}", tmp.display())))
+    write_whole(dest, ptx.as_bytes())
+}
+
+/// Writes `bytes` to `path` through a temporary file renamed into place: a reader of `path` (a
+/// nested cargo, another build script) sees the old file or the new one, never a part of one.
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), BuildError> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    fs::write(&tmp, bytes).or_else(|e| err(format!("writing {}: {e}", tmp.display())))?;
+    fs::rename(&tmp, path).or_else(|e| err(format!("renaming {}: {e}", tmp.display())))
 }
 
 /// The `.s` file of crate `stem` that the nested cargo's JSON messages (`messages`) name:
@@ -484,17 +490,13 @@ fn asm_of(messages: &str, stem: &str) -> Option<String> {
         })
 }
 
-/// Copies `from` to `to` unless `to` already holds the same bytes, through a temporary file
-/// renamed into place: a nested cargo reading `to` at that moment sees the old or the new file,
-/// never a part of one.
+/// Copies `from` to `to` ([`write_whole`]) unless `to` already holds the same bytes.
 fn copy_if_changed(from: &Path, to: &Path) -> Result<(), BuildError> {
     let bytes = fs::read(from).or_else(|e| err(format!("reading {}: {e}", from.display())))?;
     if fs::read(to).is_ok_and(|old| old == bytes) {
         return Ok(());
     }
-    let tmp = to.with_extension(format!("tmp{}", std::process::id()));
-    fs::write(&tmp, &bytes).or_else(|e| err(format!("writing {}: {e}", tmp.display())))?;
-    fs::rename(&tmp, to).or_else(|e| err(format!("renaming {}: {e}", tmp.display())))
+    write_whole(to, &bytes)
 }
 
 /// The nested cargo's feature arguments for [`Builder::features`]' list: none for the crate's
