@@ -172,6 +172,68 @@ pub unsafe fn warp_arrive(bar: *mut u64) {
     }
 }
 
+/// Arrives once, with no bytes, at the barrier at `bar`'s place in the shared memory of the
+/// cluster's block `rank` (`mapa.shared::cluster`, then
+/// `mbarrier.arrive.release.cluster.shared::cluster`): how a consumer whose stage another block's
+/// multicast copies also fill tells that block's producer the stage is free. `rank` may be this
+/// block's own.
+///
+/// In the simulator the arrival counts on the peer's barrier as its own threads' do, carrying
+/// what this thread knows (its retired products, the phases it saw) to the threads that wait for
+/// that phase; the peer's init must have reached the cluster (its [`fence_init`] and then a
+/// cluster barrier), and the peer must wait for the phase this arrival counts towards before it
+/// exits (else the arrival may reach a block that is gone: reported, rule `ClusterExit`).
+///
+/// # Safety
+/// `bar` is the address, in this block's shared memory, of a barrier that block `rank` of the
+/// cluster initialised at the same offset and published to the cluster (a cluster barrier after
+/// its init); its current phase still expects this arrival; block `rank` has not exited and
+/// waits for this phase before it does; compute capability 9.0.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn arrive_cluster(bar: *mut u64, rank: u32) {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let bar = crate::async_copy::shared_address(bar);
+        // SAFETY: the caller's contract. Not `nomem`: the arrival releases this thread's accesses.
+        unsafe {
+            core::arch::asm!(
+                "{{",
+                ".reg .b32 remote;",
+                "mapa.shared::cluster.u32 remote, {bar}, {rank};",
+                "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];",
+                "}}",
+                bar = in(reg32) bar,
+                rank = in(reg32) rank,
+                options(nostack),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::mbarrier_arrive_remote(bar as usize, rank);
+}
+
+/// Lanes `0..blocks` of the calling warp each arrive once at the barrier at `bar`'s place in the
+/// cluster's block of their own lane's rank ([`arrive_cluster`]): one arrival for the whole warp
+/// on each of the first `blocks` blocks of the cluster, as [`warp_arrive`] gives one on this
+/// block's. The simulator first checks that every lane of the warp reached this call.
+///
+/// # Safety
+/// Every lane of the warp calls it, at the same call; the block is one-dimensional;
+/// `1 <= blocks <= 32` and at most the cluster's size; for each of those blocks, the contract of
+/// [`arrive_cluster`]; the warp's reads of what `bar` guards are done.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn warp_arrive_cluster(bar: *mut u64, blocks: u32) {
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::device::warp_converge();
+    let lane = crate::thread::thread_idx_x() % 32;
+    if lane < blocks {
+        // SAFETY: the caller's contract; one arrival for the warp on each block.
+        unsafe { arrive_cluster(bar, lane) };
+    }
+}
+
 /// Whether the phase of parity `parity` (0 or 1) of `bar` has completed
 /// (`mbarrier.try_wait.parity`, which may wait a little before answering no).
 ///

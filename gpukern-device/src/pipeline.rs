@@ -19,6 +19,14 @@
 //! * each [`Consumer`] walks the same ring: [`Consumer::wait`] waits until the next stage is
 //!   full and hands it back; [`Consumer::release`] marks it empty (lane 0 of each warp arrives).
 //!
+//! A ring shared by the blocks of a cluster ([`Ring::new_cluster`]): each block's producer
+//! copies its part of an operand tile that several blocks use into all of them at once
+//! ([`Stage::load_multicast`]), so a stage of one block is also written by the others' copies;
+//! its `empty` barrier then counts the consumer warps of every block that writes into it, each
+//! of which releases the stage in all of them ([`Consumer::release_cluster`]), and before a block
+//! exits its producer waits for the last release of every stage ([`Producer::drain`]), so that no
+//! other block's arrival is still to come.
+//!
 //! The ring runs on across tiles: a persistent kernel's producer fills the next tile's stages
 //! while the consumers finish the last. The expected bytes of a stage are `stage_bytes`, so the
 //! copies the producer issues per stage must fill it exactly: declare the stage as the sum of
@@ -110,6 +118,29 @@ impl Ring {
         ring
     }
 
+    /// [`Ring::new`] for a ring whose stages the blocks `0..blocks` of the cluster fill
+    /// together by multicast copies: each stage's `empty` barrier counts `consumer_warps` warps
+    /// of each of those blocks, and after the block barrier every thread of the cluster meets at
+    /// a cluster barrier ([`crate::cluster::sync`]), so that every block's barriers are
+    /// initialised before another block's copy or arrival reaches them. Count both barriers in
+    /// the kernel's `barriers`.
+    ///
+    /// # Safety
+    /// As [`Ring::new`], called by every thread of every block of the cluster; `blocks` at most
+    /// the cluster's size, every block of the cluster making the same ring; compute capability
+    /// 9.0.
+    #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn new_cluster(stages: usize, stage_bytes: usize, consumer_warps: u32, blocks: u32) -> Self {
+        // SAFETY: forwarded contract; then every thread of the cluster at the cluster barrier.
+        unsafe {
+            let ring = Ring::new(stages, stage_bytes, consumer_warps * blocks);
+            crate::cluster::sync();
+            ring
+        }
+    }
+
     /// The first 1024-byte boundary past the ring's barriers, as a pointer and a shared-window
     /// address: where a kernel may keep tiles of its own (attention's `Q`), after asking the
     /// launch for [`Ring::shared_bytes`] plus [`RING_ALIGN`] plus their bytes.
@@ -194,6 +225,37 @@ impl Stage {
         unsafe { tma::load_2d(self.ptr::<T>(offset), tensor, self.full, row as u32, col as u32) };
     }
 
+    /// Copies the box of `tensor` at (`row`, `col`) into the stage at `offset` of every block
+    /// of the cluster whose rank is a bit of `mask`, completing on each one's `full` barrier
+    /// ([`tma::load_2d_multicast`]): this block's part of a tile the blocks share.
+    ///
+    /// # Safety
+    /// As [`Stage::load`], on a ring from [`Ring::new_cluster`] whose blocks include `mask`'s;
+    /// the stage is free in each of them (its `empty` barrier counts their consumers, and this
+    /// producer waited for it).
+    #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn load_multicast<T: Copy>(
+        &self,
+        offset: usize,
+        tensor: &tma::Tensor2d<T>,
+        row: usize,
+        col: usize,
+        mask: u16,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            tma::load_2d_multicast(
+                self.ptr::<T>(offset),
+                tensor,
+                self.full,
+                [row as u32, col as u32],
+                mask,
+            )
+        };
+    }
+
     /// Copies the box of the 4-D `tensor` at (`outer`, `plane`, `row`, `col`) into the stage at
     /// `offset`, completing on the stage's `full` barrier ([`tma::load_4d`]).
     ///
@@ -235,6 +297,27 @@ impl Producer {
             mbarrier::arrive_expect_tx(stage.full, self.ring.stage_bytes as u32);
         }
         stage
+    }
+
+    /// Waits until the consumers have released every stage of the ring for the last time this
+    /// producer filled it (a stage never filled counts as released): the tail of a producer of
+    /// a ring from [`Ring::new_cluster`], after its last [`Producer::acquire`], so that the
+    /// block does not exit while another block's consumers may still arrive on its barriers.
+    /// The walk cannot go on after it.
+    ///
+    /// # Safety
+    /// As [`Producer::acquire`]; the consumers release every stage they wait for.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn drain(&mut self) {
+        for _ in 0..self.ring.stages {
+            let (stages, step) = (self.ring.stages, self.step);
+            let (s, parity) = (step % stages, ((step / stages) & 1) as u32);
+            self.step += 1;
+            // SAFETY: an initialised barrier (the caller's ring): the phase of the stage's last
+            // release (or the one before a fresh barrier's first).
+            unsafe { mbarrier::wait_parity(self.ring.empty(s), parity ^ 1) };
+        }
     }
 }
 
@@ -290,6 +373,22 @@ impl Consumer {
         // SAFETY: every lane of the warp calls it (the caller's contract); an initialised
         // barrier whose phase expects this warp's arrival.
         unsafe { mbarrier::warp_arrive(stage.empty) };
+    }
+
+    /// [`Consumer::release`] on a ring from [`Ring::new_cluster`]: marks `stage` empty for this
+    /// warp in each of the cluster's blocks `0..blocks` (lane `r` arrives on block `r`'s `empty`
+    /// barrier, [`mbarrier::warp_arrive_cluster`]), since each of their producers copies into
+    /// this block's stage.
+    ///
+    /// # Safety
+    /// As [`Consumer::release`]; `blocks` is the ring's.
+    #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn release_cluster(&self, stage: &Stage, blocks: u32) {
+        // SAFETY: every lane of the warp calls it (the caller's contract); each block's barrier
+        // was published by the ring's cluster barrier and expects this warp's arrival.
+        unsafe { mbarrier::warp_arrive_cluster(stage.empty, blocks) };
     }
 
     /// [`Consumer::release`] of the stage waited for before the last [`Consumer::wait`]: what a

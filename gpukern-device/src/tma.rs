@@ -112,6 +112,52 @@ pub unsafe fn load_2d<T: Copy>(dst: *mut T, tensor: &Tensor2d<T>, bar: *mut u64,
     crate::sim::tma::load(dst, tensor, bar, row, col);
 }
 
+/// [`load_2d`] to every block of the cluster whose rank is a bit of `mask`
+/// (`cp.async.bulk.tensor.2d...multicast::cluster`): the box is read once and lands at `dst`'s
+/// offset in each such block's shared memory, completing `box_rows * box_cols * size_of::<T>()`
+/// bytes on the barrier at `bar`'s offset in that block. How the blocks of a cluster that share
+/// an operand tile each fetch a part of it for all (cuBLAS's and CUTLASS's 2 x 1 clusters).
+///
+/// In the simulator each destination block's copy is checked as that block's own would be
+/// (bounds, the barrier live and published to the cluster, the bytes against its phase, a write
+/// over operands of products the issuing thread does not know retired: the knowledge comes
+/// through the remote arrivals of [`crate::mbarrier::arrive_cluster`]), then performed.
+///
+/// # Safety
+/// As [`load_2d`], for each block in `mask` (nonzero, ranks below the cluster's size): `dst` is
+/// free there until its barrier's phase, that barrier is initialised, published to the cluster
+/// (a cluster barrier after its init) and expects the bytes; compute capability 9.0.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn load_2d_multicast<T: Copy>(
+    dst: *mut T,
+    tensor: &Tensor2d<T>,
+    bar: *mut u64,
+    [row, col]: [u32; 2],
+    mask: u16,
+) {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let dst = crate::async_copy::shared_address(dst);
+        let bar = crate::async_copy::shared_address(bar);
+        // SAFETY: the caller's contract. Not `nomem`: the copy writes shared memory.
+        unsafe {
+            core::arch::asm!(
+                "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [{dst}], [{map}, {{{col}, {row}}}], [{bar}], {mask};",
+                dst = in(reg32) dst,
+                map = in(reg64) tensor.map,
+                col = in(reg32) col,
+                row = in(reg32) row,
+                bar = in(reg32) bar,
+                mask = in(reg16) mask,
+                options(nostack),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::sim::tma::load_multicast(dst, tensor, bar, row, col, mask);
+}
+
 /// Copies the box at `src` (this block's shared memory, row-major, 128-byte swizzled, as
 /// [`load_2d`] leaves a box) to the box of `tensor` whose top-left element is at row `row`,
 /// column `col` (`cp.async.bulk.tensor.2d.global.shared::cta.bulk_group`); elements outside the

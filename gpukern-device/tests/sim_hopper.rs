@@ -14,12 +14,16 @@
 //! that does not match the copied tile, a product skipped by part of the warpgroup; a named
 //! barrier waiting for more threads than come (and a tensor store's box reused between named
 //! barriers); `setmaxnreg` counts that do not add up; distributed shared memory written after the cluster barrier's
-//! arrival, and read from a block that may have exited.
+//! arrival, and read from a block that may have exited; a ring shared by a cluster through
+//! multicast copies released in one block only, not drained before exit, or used before a
+//! cluster barrier published its barriers.
 
 #[path = "../checks/hopper/src/cluster.rs"]
 mod cluster;
 #[path = "../checks/hopper/src/mbarrier.rs"]
 mod mbarrier;
+#[path = "../checks/hopper/src/multicast.rs"]
+mod multicast;
 #[path = "../checks/hopper/src/named.rs"]
 mod named;
 #[path = "../checks/hopper/src/registers.rs"]
@@ -612,6 +616,70 @@ fn distributed_shared_memory_of_a_block_that_may_have_exited() {
     let (result, _) = run_cluster("cluster_exit_planted", cluster::cluster_exit_planted);
     let e = report(result, "cluster_exit_planted", Rule::ClusterExit);
     assert_eq!((e.block, e.thread), (Dim3::new(0, 0, 0), Dim3::new(0, 0, 0)));
+}
+
+// ----- a ring shared by a cluster -------------------------------------------------------------
+
+/// A kernel of `crate::multicast`.
+type Multicast = unsafe fn(*const u64, *const bf16, *const bf16, *mut f32);
+
+/// Runs a multicast ring kernel on one cluster of two blocks; the result and `C`.
+fn run_multicast(name: &'static str, kernel: Multicast) -> (Result<(), SimError>, Vec<f32>) {
+    let a: Vec<bf16> = (0..128 * 256)
+        .map(|i| bf16::from_f32(((i * 3 + i / 256) % 5) as f32 - 2.0))
+        .collect();
+    let b: Vec<bf16> = (0..256 * 64)
+        .map(|i| bf16::from_f32(((i * 7 + i / 64) % 5) as f32 - 2.0))
+        .collect();
+    let maps = vec![0u64; 32];
+    let mut c = vec![0.0f32; 128 * 64];
+    let mut launch = Launch::new(
+        name,
+        LaunchConfig {
+            grid: Dim3::new(2, 1, 1),
+            block: Dim3::new(multicast::THREADS, 1, 1),
+            shared_mem_bytes: multicast::SHARED_BYTES,
+        },
+    );
+    launch.cluster(Dim3::new(2, 1, 1));
+    let pm = launch.input("maps", &maps);
+    let (pa, pb, pc) = (
+        launch.input("a", &a),
+        launch.input("b", &b),
+        launch.output("c", &mut c),
+    );
+    // SAFETY: `a` 128 x 256, `b` 256 x 64, `c` 128 x 64; two blocks in one cluster.
+    let result = unsafe { launch.run(|| kernel(pm, pa, pb, pc)) };
+    (result, c)
+}
+
+#[test]
+fn a_ring_shared_by_a_cluster_through_multicast_copies() {
+    let (result, c) = run_multicast("multicast_ring_twin", multicast::multicast_ring_twin);
+    result.unwrap();
+    let a = |r: usize, k: usize| (((r * 256 + k) * 3 + r) % 5) as f32 - 2.0;
+    let b = |k: usize, n: usize| (((k * 64 + n) * 7 + k) % 5) as f32 - 2.0;
+    let want: Vec<f32> = (0..128 * 64)
+        .map(|i| (0..256).map(|k| a(i / 64, k) * b(k, i % 64)).sum())
+        .collect();
+    assert_eq!(c, want);
+
+    let (result, _) = run_multicast("multicast_release_planted", multicast::multicast_release_planted);
+    let e = report(result, "multicast_release_planted", Rule::WgmmaOperands);
+    assert_eq!(
+        e.thread,
+        Dim3::new(0, 0, 0),
+        "a producer's multicast copy is the write"
+    );
+    assert!(message(&e).contains("multicast copy"), "{e}");
+
+    let (result, _) = run_multicast("multicast_drain_planted", multicast::multicast_drain_planted);
+    let e = report(result, "multicast_drain_planted", Rule::ClusterExit);
+    assert!(e.thread.x >= 128, "a consumer's arrival is the use: {e}");
+
+    let (result, _) = run_multicast("multicast_publish_planted", multicast::multicast_publish_planted);
+    let e = report(result, "multicast_publish_planted", Rule::MbarrierUninitialized);
+    assert!(message(&e).contains("cluster barrier"), "{e}");
 }
 
 // ----- warp arrivals ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ mod cluster;
 mod hopper;
 mod named;
 mod release;
+mod remote;
 mod schedule;
 
 pub(crate) use hopper::AsyncRead;

@@ -198,6 +198,11 @@ pub fn mbarrier_arrive(bar: usize, tx: u32) {
     checked(|b| b.mbarrier_arrive(bar, tx))
 }
 
+/// An arrival on the barrier at `bar`'s offset in the cluster's block `rank`.
+pub fn mbarrier_arrive_remote(bar: usize, rank: u32) {
+    checked(|b| b.mbarrier_arrive_remote(bar, rank))
+}
+
 /// Waits until the phase of parity `parity` of the barrier at `bar` has completed, polling.
 #[track_caller]
 pub fn mbarrier_wait(bar: usize, parity: u32) {
@@ -221,6 +226,17 @@ pub fn copy_complete(bar: usize, bytes: u32) {
 pub fn copy_write(dst: usize, bytes: &[u8], target: (usize, u32), element: Option<(u32, u32)>) {
     checked(|b| b.copy_write(dst, bytes, target, element))
 }
+
+/// A tensor copy's box landing in the cluster's block `rank`: the elements `(offset in the box,
+/// bytes, tensor element)` at `dst`'s offset there, `bytes` counted on its barrier at `bar`'s
+/// offset.
+pub fn copy_box_into(rank: u32, dst: usize, bar: usize, elements: &[BoxElement], bytes: u32) {
+    checked(|b| b.copy_box_into(rank, dst, bar, elements, bytes))
+}
+
+/// One element of a box a copy writes: its byte offset in the box, its bytes, and its `(row,
+/// column)` in the tensor.
+pub(crate) type BoxElement = (usize, ([u8; 16], usize), Option<(u32, u32)>);
 
 /// A device- or system-scope fence of the running thread (`fence.acq_rel.gpu` / `.sys`): it
 /// acquires the releases its atomics read since its last one, and its next atomics publish its

@@ -91,7 +91,14 @@
 //!   order or not executed by the whole warpgroup, `setmaxnreg` counts that do not add up, and
 //!   distributed shared memory accessed before the cluster barrier that publishes it (an access
 //!   between a thread's `arrive` and its `wait` is not published by that barrier) or when its
-//!   block may have exited (`gpukern-device/README.md` lists each rule and its planted test);
+//!   block may have exited; in a cluster, multicast tensor copies ([`crate::tma::load_2d_multicast`])
+//!   land in each destination block as its own copy would, and remote `mbarrier` arrivals
+//!   ([`crate::mbarrier::arrive_cluster`]) count on the peer's barrier and carry the arriving
+//!   thread's knowledge (as does a cluster barrier), so that a multicast write over a peer's
+//!   `wgmma` operands is checked against what the issuer learned of their retirement; a peer's
+//!   barrier used before a cluster barrier published its init, and a block exiting before it
+//!   waited for a phase another block's arrival or copy counted towards, are reported
+//!   (`gpukern-device/README.md` lists each rule and its planted test);
 //! * a failed [`crate::device_assert!`] ([`Violation::Assertion`]);
 //! * a panic inside kernel code.
 //!
@@ -117,7 +124,9 @@
 //!   an acquire that happens to read the value of the wrong release (a counter the kernel never
 //!   reset) passes where its accesses do not conflict;
 //! * copies landing later than when they are issued (the Hopper checks above stand in for their
-//!   timing), multicast copies and remote `mbarrier` arrivals;
+//!   timing); a multicast copy's shared-memory writes in a peer are not checked for races with
+//!   the peer's ordinary accesses (the copies' ordering is the `mbarrier` protocol's, checked
+//!   above, as for a block's own copies);
 //! * timing, warp-synchronous execution (threads of a warp do not run in lockstep here, they
 //!   meet only at shuffles), the GPU's weak memory ordering and fences, every possible order of
 //!   the blocks, and fast-math differences (`exp2` is the CPU's, not `ex2.approx`);

@@ -148,6 +148,53 @@ pub(crate) fn load<T: Copy>(dst: *mut T, tensor: &Tensor2d<T>, bar: *mut u64, ro
     device::copy_complete(bar as usize, box_bytes as u32);
 }
 
+/// [`crate::tma::load_2d_multicast`] in the simulator: the box read once, then landed in each
+/// block of `mask` as that block's own copy would land.
+#[track_caller]
+pub(crate) fn load_multicast<T: Copy>(
+    dst: *mut T,
+    tensor: &Tensor2d<T>,
+    bar: *mut u64,
+    row: u32,
+    col: u32,
+    mask: u16,
+) {
+    let size = core::mem::size_of::<T>();
+    let blocks = device::cluster_shape().1;
+    if mask == 0 || u32::from(mask) >> blocks != 0 {
+        device::fail(crate::sim::Violation::Panic {
+            message: format!(
+                "a multicast tensor copy to the blocks of mask {mask:#06b}: a cluster of {blocks} \
+                 block(s) has ranks 0 to {} (and the mask names at least one)",
+                blocks.saturating_sub(1)
+            ),
+        });
+    }
+    check_tensor(tensor);
+    let box_bytes = tensor.box_rows * tensor.box_cols * size;
+    check_alignment(dst as usize, box_bytes, "destination");
+    let (row, col) = (row as usize, col as usize);
+    check_bounds(tensor, row, col);
+    let mut elements = Vec::with_capacity(tensor.box_rows * tensor.box_cols);
+    for r in 0..tensor.box_rows {
+        for c in 0..tensor.box_cols {
+            let (gr, gc) = (row + r, col + c);
+            let v = if gr < tensor.rows && gc < tensor.cols {
+                // SAFETY: inside the tensor, which lies inside its buffer (checked above).
+                unsafe { crate::mem::load(tensor.data, gr * tensor.stride + gc) }
+            } else {
+                // SAFETY: `T` is a plain number (the caller's contract), all-zero bits 0.
+                unsafe { core::mem::zeroed() }
+            };
+            let at = swizzle_128b((r * tensor.box_cols + c) * size);
+            elements.push((at, bytes_of(&v), Some((gr as u32, gc as u32))));
+        }
+    }
+    for rank in (0..blocks).filter(|r| mask >> r & 1 == 1) {
+        device::copy_box_into(rank, dst as usize, bar as usize, &elements, box_bytes as u32);
+    }
+}
+
 /// [`super::store_2d`] in the simulator: performed when issued.
 #[track_caller]
 pub(crate) fn store<T: Copy>(tensor: &Tensor2d<T>, src: *const T, row: u32, col: u32) {

@@ -6,8 +6,8 @@
 //!
 //! One module per protocol: [`mbarrier`] (bulk copies into shared memory and their transaction
 //! barriers), [`tma`] (tensor copies and tensor maps), [`wgmma`] (warpgroup products, proxy
-//! fences), [`registers`] (`setmaxnreg`), [`cluster`] (distributed shared memory), [`named`] (named
-//! barriers). Each kernel's
+//! fences), [`registers`] (`setmaxnreg`), [`cluster`] (distributed shared memory), [`multicast`]
+//! (a ring shared by a cluster: multicast copies, remote arrivals), [`named`] (named barriers). Each kernel's
 //! doc comment says what one thread does and, for a planted one, what is wrong.
 #![cfg_attr(target_arch = "nvptx64", no_std, feature(abi_ptx))]
 
@@ -15,6 +15,8 @@
 pub mod cluster;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod mbarrier;
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod multicast;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod named;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]

@@ -251,5 +251,8 @@ pub(super) fn open_barrier(states: &[BlockState], wait: &mut [Vec<Wait>]) -> Res
         state.arrived.iter().for_each(|a| a.set(false));
         wait.fill(Wait::Ready);
     }
+    if states.len() > 1 {
+        BlockState::learn_from_peers(states);
+    }
     Ok(true)
 }

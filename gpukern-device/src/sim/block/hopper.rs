@@ -36,7 +36,7 @@ impl AsyncRead {
 
 impl BlockState<'_> {
     /// The block's Hopper state, made on first use.
-    fn hopper(&self) -> RefMut<'_, Hopper> {
+    pub(super) fn hopper(&self) -> RefMut<'_, Hopper> {
         RefMut::map(self.hopper.borrow_mut(), |h| {
             &mut **h.get_or_insert_with(|| {
                 Box::new(Hopper::new(
@@ -48,7 +48,7 @@ impl BlockState<'_> {
     }
 
     /// The byte offset in shared memory of the 8-byte barrier at `bar`.
-    fn barrier_offset(&self, bar: usize) -> Result<usize, Violation> {
+    pub(super) fn barrier_offset(&self, bar: usize) -> Result<usize, Violation> {
         match self.shared_offset(bar, 0, 8, Access::Atomic)? {
             Some(offset) if offset % 8 == 0 => Ok(offset),
             Some(offset) => Err(violation(
@@ -84,9 +84,11 @@ impl BlockState<'_> {
     pub(in crate::sim) fn mbarrier_init(&self, bar: usize, count: u32) -> Result<(), Violation> {
         let offset = self.barrier_offset(bar)?;
         let (tid, _) = self.me();
-        self.hopper()
-            .barriers
-            .init(offset, count, tid, self.epoch.get())?;
+        {
+            let mut h = self.hopper();
+            h.barriers.init(offset, count, tid, self.epoch.get())?;
+            h.barriers.set_cluster_epoch(offset, self.cluster_epoch.get());
+        }
         let host = self.check(bar, 0, 8, Access::Write)?;
         // SAFETY: `check` returned the host address of 8 writable bytes of shared memory.
         unsafe { (host as *mut u64).write_unaligned(0) };
@@ -617,7 +619,8 @@ impl BlockState<'_> {
     }
 
     /// The checks once every thread of the block returned: warpgroup instructions some thread
-    /// skipped; another block's access to this block's shared memory that nothing kept alive.
+    /// skipped; another block's access to this block's shared memory, or use of its barriers,
+    /// that nothing kept alive.
     pub(super) fn block_exited(&self) -> Option<SimError> {
         let threads = self.yielders.len() as u32;
         if let Some(h) = self.hopper.borrow().as_deref() {
@@ -627,7 +630,7 @@ impl BlockState<'_> {
                 }
             }
         }
-        self.exit_unpublished()
+        self.exit_unpublished().or_else(|| self.remote_unwaited())
     }
 
     /// The report of a deadlock: every running thread waits, the first one polling at `at` for
@@ -676,7 +679,7 @@ fn slot_name(h: &Hopper, slot: usize) -> String {
 }
 
 /// The violation of a write over an operand of a product not known retired.
-fn operand_overwritten(writer: &str, u: crate::sim::hopper::operands::Unretired) -> Violation {
+pub(super) fn operand_overwritten(writer: &str, u: crate::sim::hopper::operands::Unretired) -> Violation {
     violation(
         Rule::WgmmaOperands,
         format!(
@@ -689,7 +692,7 @@ fn operand_overwritten(writer: &str, u: crate::sim::hopper::operands::Unretired)
 }
 
 /// The violation of a write over the source of a bulk store whose reads are not known done.
-fn store_source_overwritten(writer: &str, u: crate::sim::hopper::bulk::Unread) -> Violation {
+pub(super) fn store_source_overwritten(writer: &str, u: crate::sim::hopper::bulk::Unread) -> Violation {
     violation(
         Rule::BulkStoreSource,
         format!(

@@ -7,6 +7,11 @@
 //! on a barrier phase it then waits for, or when they reached a block barrier it passed: the
 //! clocks are joined there (vector clocks over barriers and warpgroups, not over threads, which
 //! keeps them small).
+//!
+//! In a cluster each block numbers its barriers and warpgroups itself, so a thread's knowledge of
+//! another block of its cluster is kept apart, by that block's rank: learned
+//! through a remote `mbarrier` arrival (the arriving thread's knowledge, put in the terms of the
+//! barrier's block by [`Clock::seen_from`]) or a cluster barrier.
 
 /// Most warpgroups a block has: 1024 threads of 128.
 pub(crate) const MAX_WARPGROUPS: usize = 8;
@@ -20,6 +25,9 @@ pub(crate) struct Clock {
     retired: [u32; MAX_WARPGROUPS],
     /// Bulk groups seen done reading, by issuing thread (few threads issue bulk stores).
     bulk_read: Vec<(u32, u32)>,
+    /// What it knows of the other blocks of its cluster, by rank, in their own terms (empty
+    /// outside a cluster; these clocks' own `peers` stay empty).
+    peers: Vec<Clock>,
 }
 
 impl Clock {
@@ -64,8 +72,55 @@ impl Clock {
         }
     }
 
+    /// What it knows of the cluster's block of rank `rank` (not its own block's: see
+    /// [`Clock::seen_from`]).
+    #[cfg(test)]
+    pub(crate) fn peer(&self, rank: u32) -> Option<&Clock> {
+        self.peers.get(rank as usize)
+    }
+
+    /// This clock of a thread of the block of rank `mine`, in the terms of the cluster's block of
+    /// rank `to`: what the thread knows of `to` becomes the result's own knowledge, what it knows
+    /// of its own block the result's knowledge of `mine`.
+    pub(crate) fn seen_from(&self, mine: u32, to: u32) -> Clock {
+        if mine == to {
+            return self.clone();
+        }
+        let mut out = self.peers.get(to as usize).cloned().unwrap_or_default();
+        let len = self.peers.len().max(mine as usize + 1);
+        out.peers = vec![Clock::default(); len];
+        for (rank, known) in self.peers.iter().enumerate() {
+            if rank != to as usize {
+                out.peers[rank] = known.clone();
+            }
+        }
+        out.peers[mine as usize] = Clock {
+            peers: Vec::new(),
+            ..self.clone_own()
+        };
+        out
+    }
+
+    /// The own part of the clock (no peers).
+    fn clone_own(&self) -> Clock {
+        Clock {
+            phases: self.phases.clone(),
+            retired: self.retired,
+            bulk_read: self.bulk_read.clone(),
+            peers: Vec::new(),
+        }
+    }
+
     /// Adds what `other` knows.
     pub(crate) fn join(&mut self, other: &Clock) {
+        if !other.peers.is_empty() {
+            if self.peers.len() < other.peers.len() {
+                self.peers.resize(other.peers.len(), Clock::default());
+            }
+            for (mine, theirs) in self.peers.iter_mut().zip(&other.peers) {
+                mine.join(theirs);
+            }
+        }
         for &(tid, groups) in &other.bulk_read {
             self.see_bulk_read(tid, groups);
         }
@@ -98,5 +153,35 @@ mod tests {
         assert_eq!((a.phases(0), a.phases(1), a.phases(2)), (1, 0, 5));
         assert_eq!(a.retired(1), 7);
         assert_eq!(a.phases(9), 0);
+    }
+
+    #[test]
+    fn a_clock_seen_from_another_block_swaps_own_and_peer_knowledge() {
+        // A thread of rank 0 knows its barrier slot 1 at 3 phases and rank 1's warpgroup 1 at 2
+        // groups; rank 2's slot 0 at 5 phases.
+        let mut of_rank1 = Clock::default();
+        of_rank1.see_retired(1, 2);
+        let mut of_rank2 = Clock::default();
+        of_rank2.see_phases(0, 5);
+        let mut a = Clock::default();
+        a.see_phases(1, 3);
+        let mut with_peers = Clock::default();
+        with_peers.peers = vec![Clock::default(), of_rank1, of_rank2];
+        a.join(&with_peers);
+        let b = a.seen_from(0, 1);
+        assert_eq!(b.retired(1), 2, "rank 1's own knowledge");
+        assert_eq!(b.phases(1), 0);
+        assert_eq!(b.peer(0).map(|c| c.phases(1)), Some(3), "rank 0's, as a peer's");
+        assert_eq!(b.peer(2).map(|c| c.phases(0)), Some(5));
+        assert_eq!(
+            b.peer(1).map(|c| c.retired(1)),
+            Some(0),
+            "no knowledge of itself as a peer"
+        );
+        // And back: the round trip is the clock again.
+        let back = b.seen_from(1, 0);
+        assert_eq!(back.phases(1), 3);
+        assert_eq!(back.peer(1).map(|c| c.retired(1)), Some(2));
+        assert_eq!(a.seen_from(0, 0).phases(1), 3);
     }
 }

@@ -36,10 +36,26 @@ pub(crate) struct Barrier {
     init_epoch: u32,
     /// Whether that thread's `fence_init` made the init visible to the copy engine.
     init_fenced: bool,
+    /// The cluster barriers the block had passed at the init (a peer may use the barrier only
+    /// after one more).
+    init_cluster_epoch: u32,
+    /// The latest use by another block of the cluster (a remote arrival or a multicast copy):
+    /// the phase it counted towards, and the block rank and thread that made it.
+    remote: Option<RemoteUse>,
     /// What the threads arriving in the current phase knew.
     release: Clock,
     /// What the threads arriving in the last completed phase knew.
     last: Clock,
+}
+
+/// A use of a barrier by a thread of another block of the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RemoteUse {
+    /// The phase it counted towards.
+    pub(crate) phase: u32,
+    /// The using block's rank, and its thread.
+    pub(crate) rank: u32,
+    pub(crate) thread: u32,
 }
 
 /// Whether a wait is over.
@@ -147,6 +163,16 @@ impl Barrier {
         })
     }
 
+    /// Records a use of the barrier's current phase by thread `thread` of the cluster's block
+    /// `rank` (call it before the arrival or the bytes that may complete the phase).
+    pub(crate) fn note_remote(&mut self, rank: u32, thread: u32) {
+        self.remote = Some(RemoteUse {
+            phase: self.completed,
+            rank,
+            thread,
+        });
+    }
+
     /// What the threads arriving in the last completed phase knew.
     pub(crate) fn last_release(&self) -> &Clock {
         &self.last
@@ -223,11 +249,63 @@ impl Barriers {
                 init_by: tid,
                 init_epoch: epoch,
                 init_fenced: false,
+                init_cluster_epoch: 0,
+                remote: None,
                 release: Clock::default(),
                 last: Clock::default(),
             },
         );
         Ok(())
+    }
+
+    /// Records that the barrier at `offset`, just initialised, was initialised after the block's
+    /// `cluster_epoch`-th cluster barrier.
+    pub(crate) fn set_cluster_epoch(&mut self, offset: usize, cluster_epoch: u32) {
+        if let Some(b) = self.by_offset.get_mut(&offset) {
+            b.init_cluster_epoch = cluster_epoch;
+        }
+    }
+
+    /// The live barrier at `offset` as a thread of another block of the cluster (or the copy
+    /// engine, for `copy`) uses it, in the cluster's `cluster_epoch`-th cluster-barrier interval:
+    /// its init must be fenced (`fence.mbarrier_init.release.cluster`) and published to the
+    /// cluster by a cluster barrier since.
+    pub(crate) fn live_remote(
+        &mut self,
+        offset: usize,
+        cluster_epoch: u32,
+    ) -> Result<&mut Barrier, Violation> {
+        let b = self.live(offset, u32::MAX, u32::MAX)?;
+        if !b.init_fenced || b.init_cluster_epoch == cluster_epoch {
+            return Err(violation(
+                Rule::MbarrierUninitialized,
+                format!(
+                    "another block of the cluster uses {}, whose init (by thread {}) {}: an init \
+                     reaches the cluster through fence_init (fence.mbarrier_init.release.cluster) \
+                     and then a cluster barrier",
+                    name(offset),
+                    b.init_by,
+                    if b.init_fenced {
+                        "no cluster barrier has published since"
+                    } else {
+                        "was not fenced"
+                    }
+                ),
+            ));
+        }
+        Ok(b)
+    }
+
+    /// The latest use by another block of a barrier whose phase it counted towards no thread of
+    /// this block saw complete (`seen`: the most phases of a slot any thread of the block saw):
+    /// the barrier, and the use.
+    pub(crate) fn remote_unwaited(&self, seen: impl Fn(usize) -> u32) -> Option<(usize, RemoteUse)> {
+        self.by_offset
+            .iter()
+            .filter_map(|(&offset, b)| b.remote.map(|r| (offset, b.slot, r)))
+            .filter(|&(_, slot, r)| seen(slot) <= r.phase)
+            .min_by_key(|&(offset, _, _)| offset)
+            .map(|(offset, _, r)| (offset, r))
     }
 
     /// `fence.mbarrier_init` by thread `tid`: its inits so far are visible to the copy engine.
