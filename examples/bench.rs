@@ -100,6 +100,11 @@ struct Args {
     /// `k` unsplit), beside the plan that `FastPlan::choose` picks.
     #[arg(long)]
     plans: bool,
+    /// With `--plans`, only these forced plans, comma-separated as the records' `plan` key names
+    /// them (`promoted-128x128,promoted-pair-128x128`), beside the plans chosen by shape (suites
+    /// that read it: `matmul_fp8`).
+    #[arg(long, value_delimiter = ',')]
+    only_plans: Option<Vec<String>>,
     /// Measurements not started after this many seconds are recorded as skipped.
     #[arg(long, default_value_t = 240.0)]
     budget_s: f64,
@@ -320,10 +325,17 @@ pub struct Bench {
     shapes: Option<Vec<String>>,
     /// `--plans`: time every fast-matmul tiling (and every warp-specialised half tile) too.
     pub plans: bool,
+    /// `--only-plans`: the forced plans `--plans` times (all when `None`).
+    only_plans: Option<Vec<String>>,
     blas: Option<Result<Arc<matmul::Blas>, String>>,
 }
 
 impl Bench {
+    /// Whether `--only-plans` lets the forced plan named `name` be timed.
+    pub fn wants_plan(&self, name: &str) -> bool {
+        self.only_plans.as_ref().is_none_or(|s| s.iter().any(|x| x == name))
+    }
+
     /// Whether `--shapes` lets the shape named `name` be measured.
     pub fn wants(&self, name: &str) -> bool {
         self.shapes.as_ref().is_none_or(|s| s.iter().any(|x| x == name))
@@ -415,6 +427,7 @@ fn run(args: &Args, gpu: Gpu) -> Res<()> {
         quick: args.quick,
         shapes: args.shapes.clone(),
         plans: args.plans,
+        only_plans: args.only_plans.clone(),
         blas: None,
     };
     for suite in suites {

@@ -360,6 +360,45 @@ impl Gpu {
         }
         Ok(per_sm * d.multiprocessors)
     }
+
+    /// How many clusters of `blocks` blocks of `kernel` (one of gpukern's own), with `threads`
+    /// threads and `shared_mem_bytes` of dynamic shared memory each, run on the device at once:
+    /// the most clusters a persistent grid of clusters may have (`cuOccupancyMaxActiveClusters`;
+    /// the multiprocessors of a GPC may not split evenly into clusters). In the simulator,
+    /// [`SIM_RESIDENT_BLOCKS`] over `blocks`, at least one.
+    ///
+    /// Errors: a driver error, or [`Error::TooLarge`] if not one such cluster fits.
+    pub(crate) fn resident_clusters(
+        &self,
+        op: &'static str,
+        kernel: &'static Kernel,
+        threads: u32,
+        shared_mem_bytes: u32,
+        blocks: u32,
+    ) -> Result<u32> {
+        let Backend::Cuda(d) = &self.backend else {
+            return Ok((SIM_RESIDENT_BLOCKS / blocks.max(1)).max(1));
+        };
+        let function = d.library.get(kernel.name)?.ok_or(Error::InvalidArgument {
+            op,
+            detail: format!("the PTX has no kernel {}", kernel.name),
+        })?;
+        let n = function.resident_clusters(
+            &d.ctx,
+            (threads, shared_mem_bytes, blocks),
+            "asking the driver how many clusters of a kernel run at once",
+        )?;
+        if n == 0 {
+            return Err(Error::TooLarge {
+                op,
+                detail: format!(
+                    "{}: not one cluster of {blocks} blocks of {threads} threads and {shared_mem_bytes} bytes of shared memory fits the device",
+                    kernel.name
+                ),
+            });
+        }
+        Ok(n)
+    }
 }
 
 /// The key of [`CudaDevice::residency`]: a kernel's name, its threads per block and its dynamic

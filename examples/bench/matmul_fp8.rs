@@ -54,11 +54,12 @@ pub fn shapes(quick: bool) -> Vec<(usize, usize, usize)> {
 }
 
 /// The runs timed at a shape: each variant with the plan by shape (`None`), and with `--plans`
-/// each kernel forced ([`Fp8Plan::ALL`]: tensor scales, or block scales for the block plan).
-fn runs(plans: bool) -> Vec<(Variant, Option<Fp8Plan>)> {
+/// each kernel forced ([`Fp8Plan::ALL`]: tensor scales, or block scales for the block plan) that
+/// `wants` (`--only-plans`).
+fn runs(plans: bool, wants: impl Fn(&str) -> bool) -> Vec<(Variant, Option<Fp8Plan>)> {
     let mut out: Vec<(Variant, Option<Fp8Plan>)> = VARIANTS.iter().map(|&v| (v, None)).collect();
     if plans {
-        for plan in Fp8Plan::ALL {
+        for plan in Fp8Plan::ALL.into_iter().filter(|p| wants(p.name())) {
             let v = if plan.block_scales {
                 VARIANTS[4]
             } else {
@@ -72,7 +73,7 @@ fn runs(plans: bool) -> Vec<(Variant, Option<Fp8Plan>)> {
 
 /// Records this suite writes.
 pub fn planned(quick: bool, plans: bool) -> usize {
-    shapes(quick).len() * runs(plans).len()
+    shapes(quick).len() * runs(plans, |_| true).len()
 }
 
 /// The shape's name: `MxNxK`.
@@ -112,7 +113,7 @@ fn rows(b: &mut Bench, sink: &mut Sink, shape: (usize, usize, usize)) -> Res<()>
         // The result is bf16, which has staged kernels.
         forced.unwrap_or_else(|| Fp8Plan::choose((m, n), (sa, sb), acc, sms, true))
     };
-    let runs = runs(b.plans);
+    let runs = runs(b.plans, |name| b.wants_plan(name));
     if sink.expired() {
         for &(v, forced) in &runs {
             sink.item(base(shape, v, plan_of((v, forced)), forced.is_some()), || {

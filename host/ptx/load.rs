@@ -115,6 +115,9 @@ pub(crate) struct Function {
     /// answered ([`Function::resident_per_sm`]): a cooperative launch checks its grid against it
     /// on every launch, which then asks the driver once per block shape.
     resident: Mutex<HashMap<(u32, u32), u32>>,
+    /// Clusters resident on the device at once by (threads, dynamic shared bytes, blocks per
+    /// cluster), as the driver answered ([`Function::resident_clusters`]).
+    clusters: Mutex<HashMap<(u32, u32, u32), u32>>,
 }
 
 /// The entry points of one kernel crate's PTX module on one device, each loaded the first time
@@ -239,6 +242,7 @@ impl Functions {
             opted_in: AtomicU32::new(self.default_shared),
             opting: Mutex::new(()),
             resident: Mutex::new(HashMap::new()),
+            clusters: Mutex::new(HashMap::new()),
         })
     }
 }
@@ -300,6 +304,57 @@ impl Function {
             .during(during)?;
         if let Ok(mut m) = self.resident.lock() {
             m.insert((threads, shared), n);
+        }
+        Ok(n)
+    }
+
+    /// Clusters of `blocks` blocks (along x) of `threads` threads and `shared` bytes of dynamic
+    /// shared memory each that the device runs at once (`cuOccupancyMaxActiveClusters`, after
+    /// opting the kernel in to `shared`): what a persistent grid of clusters may hold, as the
+    /// GPCs' multiprocessors group into clusters unevenly. `ctx` is made current first; asked
+    /// once per shape, then answered from memory.
+    pub(crate) fn resident_clusters(
+        &self,
+        ctx: &CudaContext,
+        (threads, shared, blocks): (u32, u32, u32),
+        during: &'static str,
+    ) -> Result<u32> {
+        let key = (threads, shared, blocks);
+        if let Some(n) = self.clusters.lock().ok().and_then(|m| m.get(&key).copied()) {
+            return Ok(n);
+        }
+        ctx.bind_to_thread()
+            .during("making the device's context current")?;
+        self.opt_in(shared)?;
+        // SAFETY: an all-zero attribute is a valid value of the plain-data union, then set.
+        let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attribute.value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 {
+            x: blocks,
+            y: 1,
+            z: 1,
+        };
+        let config = sys::CUlaunchConfig {
+            gridDimX: blocks,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: threads,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: shared,
+            hStream: std::ptr::null_mut(),
+            attrs: &mut attribute,
+            numAttrs: 1,
+        };
+        let mut n: std::ffi::c_int = 0;
+        // SAFETY: `n` and `config` (and the attribute it points to) live through the call; the
+        // function is loaded in the current context.
+        unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, self.func.cu_function(), &config) }
+            .result()
+            .during(during)?;
+        let n = n.max(0) as u32;
+        if let Ok(mut m) = self.clusters.lock() {
+            m.insert(key, n);
         }
         Ok(n)
     }

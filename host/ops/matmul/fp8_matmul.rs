@@ -102,12 +102,57 @@ mod sealed {
         }
     }
 
+    /// The launcher of the pair kernel `$name` (bf16 result): its launch in clusters of
+    /// `(2, 1, 1)` ([`Module::clustered`]), as an [`Fp8Launcher`] like the others'.
+    macro_rules! pair_launcher {
+        ($name:ident) => {{
+            let launch: Fp8Launcher<bf16> =
+                |module, cfg, maps, a, b, c, sa, sb, m, n, k, lda, ldb, a_step, b_step| {
+                    // SAFETY: reached only through `Fp8Launcher`, an unsafe function pointer whose
+                    // callers keep the kernel's contract, a grid of whole pairs among it.
+                    unsafe {
+                        family::$name::launch_views(
+                            &module.clustered((2, 1, 1)),
+                            cfg,
+                            maps,
+                            a,
+                            b,
+                            c,
+                            sa,
+                            sb,
+                            m,
+                            n,
+                            k,
+                            lda,
+                            ldb,
+                            a_step,
+                            b_step,
+                        )
+                    }
+                };
+            launch
+        }};
+    }
+
     /// `Fp8Kernels` for `$out`, the entries of each plan.
     macro_rules! fp8_kernels {
         ($out:ty: $fast_wide:ident, $fast_square:ident, $promoted:ident, $block:ident,
-         $promoted_overlap:ident, $block_overlap:ident; staged: $staged:expr; mid: $mid:expr) => {
+         $promoted_overlap:ident, $block_overlap:ident; staged: $staged:expr; mid: $mid:expr;
+         pair: $pair:expr) => {
             impl Fp8Kernels for $out {
                 fn kernel(plan: Fp8Plan) -> Option<Fp8Launcher<$out>> {
+                    if plan.pair {
+                        // The pair kernels (fast 128 x 256, promoted and block-scaled 128 x 128),
+                        // where the type has them.
+                        let pair: Option<[Fp8Launcher<$out>; 3]> = $pair;
+                        let [fast, promoted, block] = pair?;
+                        return match (plan.block_scales, plan.accumulation, plan.tile) {
+                            _ if !plan.is_valid() => None,
+                            (true, _, _) => Some(block),
+                            (false, Fp8Accumulation::Fast, _) => Some(fast),
+                            (false, Fp8Accumulation::Promoted, _) => Some(promoted),
+                        };
+                    }
                     if plan.staged {
                         // The staged kernels (promoted, block-scaled), where the type has them.
                         let staged: Option<(Fp8Launcher<$out>, Fp8Launcher<$out>)> = $staged;
@@ -149,11 +194,16 @@ mod sealed {
         family::matmul_fp8_promoted_staged_128x128::launch_views::<Module>,
         family::matmul_fp8_block_staged_128x128::launch_views::<Module>,
     ));
-    mid: Some(family::matmul_fp8_promoted_128x192::launch_views::<Module>));
+    mid: Some(family::matmul_fp8_promoted_128x192::launch_views::<Module>);
+    pair: Some([
+        pair_launcher!(matmul_fp8_fast_pair_128x256),
+        pair_launcher!(matmul_fp8_promoted_pair_128x128),
+        pair_launcher!(matmul_fp8_block_pair_128x128),
+    ]));
     fp8_kernels!(f32: matmul_fp8_fast_f32out_128x256, matmul_fp8_fast_f32out_128x128,
         matmul_fp8_promoted_f32out_128x128, matmul_fp8_block_f32out_128x128,
         matmul_fp8_promoted_overlap_f32out_128x128, matmul_fp8_block_overlap_f32out_128x128;
-        staged: None; mid: None);
+        staged: None; mid: None; pair: None);
 
     /// The E5M2 kernels: a bf16 result, no block scales.
     trait E5m2Kernels: Sized {
@@ -163,7 +213,7 @@ mod sealed {
         fn e5m2(plan: Fp8Plan) -> Option<Fp8Launcher<bf16, E5M2>> {
             Some(match (plan.block_scales, plan.accumulation, plan.tile) {
                 (true, _, _) | (_, _, Fp8Tile::Mid) => return None,
-                _ if plan.staged => return None,
+                _ if plan.staged || plan.pair => return None,
                 (false, Fp8Accumulation::Promoted, _) if plan.overlap => {
                     family::matmul_fp8_e5m2_promoted_overlap_128x128::launch_views::<Module>
                 }
@@ -397,6 +447,9 @@ impl Gpu {
         }
         let tiling = plan.tile.tiling();
         let mut cfg = self.ws_launch_config(m, n, tiling)?;
+        if plan.pair {
+            cfg.grid.0 = 2 * self.fp8_pairs(plan, (m, n), cfg)?;
+        }
         if plan.staged {
             cfg = LaunchConfig {
                 shared_mem_bytes: FP8_STAGED_SHARED_BYTES,
@@ -408,8 +461,9 @@ impl Gpu {
         // `k = 0`, where no copy is issued).
         let ld = if k == 0 { 0 } else { k.next_multiple_of(ROW_ALIGN) };
         let Some(launch) = B::kernel::<O>(plan) else {
-            // The staged plans and the 128 x 192 tile have bf16 kernels of E4M3 operands only.
-            let detail = if plan.staged || plan.tile == Fp8Tile::Mid {
+            // The staged plans, the pairs and the 128 x 192 tile have bf16 kernels of E4M3
+            // operands only.
+            let detail = if plan.staged || plan.pair || plan.tile == Fp8Tile::Mid {
                 format!(
                     "the plan {} writes a bf16 result from E4M3 operands only, not {} with B^T \
                      in {}",
@@ -458,7 +512,7 @@ impl Gpu {
             });
         }
         let staged_c = plan.staged.then(|| (c.data.address(), m, n));
-        let maps = self.fp8_tensor_maps((a_data, m), (b_data, n), (k, ld), plan.tile, staged_c)?;
+        let maps = self.fp8_tensor_maps((a_data, m), (b_data, n), (k, ld), plan, staged_c)?;
         let k_blocks = k.div_ceil(FP8_SCALE_BLOCK);
         let step = |s: Fp8Scaling| match s {
             Fp8Scaling::Tensor => 0,
@@ -466,7 +520,8 @@ impl Gpu {
             Fp8Scaling::Block1x128 | Fp8Scaling::Block128x128 => k_blocks,
         };
         // SAFETY: `maps` holds the maps of `a_data` (m rows of `ld` bytes, `k` used, box BM x
-        // 128) and `b_data` (n rows, box BN x 128), `BM x BN` the plan's tile, bytes, 128-byte
+        // 128) and `b_data` (n rows, box BN x 128, BN / 2 x 128 for a pair, whose grid is whole
+        // pairs all resident at once: `fp8_pairs`), `BM x BN` the plan's tile, bytes, 128-byte
         // swizzle, zero fill (zeros for `k = 0`: no copy is issued then), and for a staged plan
         // `c`'s third (bf16, the staged kernels' only result; m x n, `n` a multiple of 8, box
         // 64 x 64) with the staged kernels' shared memory in `cfg`; `ld` a multiple of 16,
@@ -495,23 +550,41 @@ impl Gpu {
         }
     }
 
+    /// The pairs (clusters of two blocks) of a pair plan's persistent grid for an `m x n`
+    /// result: one per unit of two vertically adjacent tiles, at most as many as the device runs
+    /// at once (`cuOccupancyMaxActiveClusters` for the kernel's block, `cfg`): the two blocks of
+    /// a pair wait for each other, so a pair that had to wait for another to finish would hang
+    /// the product.
+    fn fp8_pairs(&self, plan: Fp8Plan, (m, n): (usize, usize), cfg: LaunchConfig) -> Result<u32> {
+        let t = plan.tile.tiling();
+        let units = m.div_ceil(2 * t.block_rows) * n.div_ceil(t.block_cols);
+        let kernel = match (plan.block_scales, plan.accumulation) {
+            (true, _) => &family::matmul_fp8_block_pair_128x128::KERNEL,
+            (false, Fp8Accumulation::Fast) => &family::matmul_fp8_fast_pair_128x256::KERNEL,
+            (false, Fp8Accumulation::Promoted) => &family::matmul_fp8_promoted_pair_128x128::KERNEL,
+        };
+        let resident = self.resident_clusters(OP, kernel, cfg.block.0, cfg.shared_mem_bytes, 2)?;
+        Ok(units.min(resident as usize).max(1) as u32)
+    }
+
     /// The tensor maps of `A` (`m x k` bytes, rows `ld` apart, boxes of `BM x 128`) and `B^T`
-    /// (`n x k`, boxes of `BN x 128`) in device memory, and for a staged plan (`c`: its address,
-    /// `m`, `n`) that of `C` (bf16, boxes of `64 x 64`); zeros in the simulator (whose copies
-    /// read the matrices directly) and for `k = 0` (no copy is issued).
+    /// (`n x k`, boxes of `BN x 128`, or `BN / 2 x 128` for a pair, whose blocks each copy half)
+    /// in device memory, and for a staged plan (`c`: its address, `m`, `n`) that of `C` (bf16,
+    /// boxes of `64 x 64`); zeros in the simulator (whose copies read the matrices directly) and
+    /// for `k = 0` (no copy is issued).
     fn fp8_tensor_maps<B: Element>(
         &self,
         (a, m): (&DeviceVec<E4M3>, usize),
         (b, n): (&DeviceVec<B>, usize),
         (k, ld): (usize, usize),
-        tile: Fp8Tile,
+        plan: Fp8Plan,
         c: Option<(usize, usize, usize)>,
     ) -> Result<Arc<DeviceVec<u64>>> {
         let count = if c.is_some() { 3 } else { 2 };
         if matches!(self.backend, Backend::Simulator) || k == 0 {
             return Ok(Arc::new(self.zeros_of::<u64>(count * MAP_WORDS)?));
         }
-        let t = tile.tiling();
+        let t = plan.tile.tiling();
         let matrix = |address: usize, rows: usize| MapMatrix {
             kind: FP8_MAP_TYPE,
             bytes: 1,
@@ -521,7 +594,10 @@ impl Gpu {
             stride: ld,
         };
         let a_map = encode(matrix(a.address(), m), t.block_rows)?;
-        let b_map = encode(matrix(b.address(), n), t.block_cols)?;
+        let b_map = encode(
+            matrix(b.address(), n),
+            t.block_cols / if plan.pair { 2 } else { 1 },
+        )?;
         let Some((address, rows, cols)) = c else {
             return self.cached_map_pair(&a_map, &b_map);
         };

@@ -126,6 +126,12 @@ pub struct Fp8Plan {
     /// consumer's results in shared memory and the copy engine stores them
     /// (`kernels_gpu::matmul::fp8::Staged`), else the threads store them from registers.
     pub staged: bool,
+    /// Whether the kernel runs in clusters of two blocks on vertically adjacent tiles, which
+    /// share their tile of `B^T` through the copy engine's multicast
+    /// (`kernels_gpu::matmul::fp8::Pair`: each block copies `BM + BN / 2` rows per step instead
+    /// of `BM + BN`): the fast 128 x 256, promoted and block-scaled 128 x 128 kernels, bf16
+    /// result, `B^T` in E4M3. Not chosen (`PAIR_CLUSTERS`) until timed.
+    pub pair: bool,
 }
 
 /// Whether [`Fp8Plan::choose`] picks the promotion that overlaps the next step's products. It
@@ -146,6 +152,11 @@ const OVERLAP_PROMOTION: bool = false;
 /// with tensor scales, 1072.7 against 1068.4 with block scales) and slower at 8192^3 (1109.4
 /// against 1201.7, 1125.5 against 1137.2), `bench/experiments/third-wave/016d620-fp8-staged.jsonl`.
 const STAGED_EPILOGUE: bool = false;
+
+/// Whether [`Fp8Plan::choose`] picks the kernels of clusters of two blocks sharing `B^T`'s tile
+/// by multicast ([`Fp8Plan::pair`]). Not until they are timed against the single-block kernels
+/// on a GPU.
+const PAIR_CLUSTERS: bool = false;
 
 impl Fp8Plan {
     /// The plan for an `m x n` result with `A` scaled by `a_scaling` and `B^T` by `b_scaling`,
@@ -170,7 +181,9 @@ impl Fp8Plan {
                 block_scales: true,
                 overlap: OVERLAP_PROMOTION,
                 staged,
-            };
+                pair: false,
+            }
+            .paired_where_chosen(staged_result);
         }
         let tile = match accumulation {
             Fp8Accumulation::Promoted => Fp8Tile::Square,
@@ -184,20 +197,44 @@ impl Fp8Plan {
             }
         };
         let promoted = accumulation == Fp8Accumulation::Promoted;
+        let (overlap, staged) = (OVERLAP_PROMOTION && promoted, staged && promoted);
         Fp8Plan {
             tile,
             accumulation,
             block_scales: false,
-            overlap: OVERLAP_PROMOTION && promoted,
-            staged: staged && promoted,
+            overlap,
+            staged,
+            pair: false,
+        }
+        .paired_where_chosen(staged_result)
+    }
+
+    /// This plan in clusters of two ([`Fp8Plan::pair`]) where `PAIR_CLUSTERS` chooses them and a
+    /// pair kernel exists (`staged_result`: a bf16 result of E4M3 operands), else itself.
+    fn paired_where_chosen(self, staged_result: bool) -> Fp8Plan {
+        let paired = Fp8Plan { pair: true, ..self };
+        if PAIR_CLUSTERS && staged_result && paired.is_valid() {
+            paired
+        } else {
+            self
         }
     }
 
     /// Whether a kernel exists for the plan: the 128 x 256 tile accumulates fast only, the 128 x
     /// 192 one promotes tensor or row scales in one array only; the
     /// overlapped promotion is promoted; the staged epilogue serves the one-array promotion on
-    /// the 128 x 128 tile.
+    /// the 128 x 128 tile; a pair runs fast accumulation on the 128 x 256 tile or the one-array
+    /// promotion (tensor, row or block scales) on the 128 x 128 tile, its epilogue from registers.
     pub fn is_valid(self) -> bool {
+        if self.pair {
+            return !self.overlap
+                && !self.staged
+                && match self.tile {
+                    Fp8Tile::Wide => self.accumulation == Fp8Accumulation::Fast && !self.block_scales,
+                    Fp8Tile::Square => self.accumulation == Fp8Accumulation::Promoted,
+                    Fp8Tile::Mid => false,
+                };
+        }
         if self.overlap && self.accumulation != Fp8Accumulation::Promoted {
             return false;
         }
@@ -218,13 +255,14 @@ impl Fp8Plan {
     }
 
     /// Every plan with a kernel (for tests that must reach each).
-    pub const ALL: [Fp8Plan; 9] = [
+    pub const ALL: [Fp8Plan; 12] = [
         Fp8Plan {
             tile: Fp8Tile::Wide,
             accumulation: Fp8Accumulation::Fast,
             block_scales: false,
             overlap: false,
             staged: false,
+            pair: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
@@ -232,6 +270,7 @@ impl Fp8Plan {
             block_scales: false,
             overlap: false,
             staged: false,
+            pair: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
@@ -239,6 +278,7 @@ impl Fp8Plan {
             block_scales: false,
             overlap: false,
             staged: false,
+            pair: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
@@ -246,6 +286,7 @@ impl Fp8Plan {
             block_scales: true,
             overlap: false,
             staged: false,
+            pair: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
@@ -253,6 +294,7 @@ impl Fp8Plan {
             block_scales: false,
             overlap: true,
             staged: false,
+            pair: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
@@ -260,6 +302,7 @@ impl Fp8Plan {
             block_scales: true,
             overlap: true,
             staged: false,
+            pair: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
@@ -267,6 +310,7 @@ impl Fp8Plan {
             block_scales: false,
             overlap: false,
             staged: true,
+            pair: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Square,
@@ -274,6 +318,7 @@ impl Fp8Plan {
             block_scales: true,
             overlap: false,
             staged: true,
+            pair: false,
         },
         Fp8Plan {
             tile: Fp8Tile::Mid,
@@ -281,14 +326,49 @@ impl Fp8Plan {
             block_scales: false,
             overlap: false,
             staged: false,
+            pair: false,
+        },
+        Fp8Plan {
+            tile: Fp8Tile::Wide,
+            accumulation: Fp8Accumulation::Fast,
+            block_scales: false,
+            overlap: false,
+            staged: false,
+            pair: true,
+        },
+        Fp8Plan {
+            tile: Fp8Tile::Square,
+            accumulation: Fp8Accumulation::Promoted,
+            block_scales: false,
+            overlap: false,
+            staged: false,
+            pair: true,
+        },
+        Fp8Plan {
+            tile: Fp8Tile::Square,
+            accumulation: Fp8Accumulation::Promoted,
+            block_scales: true,
+            overlap: false,
+            staged: false,
+            pair: true,
         },
     ];
 
     /// `fast-128x256`, `fast-128x128`, `promoted-128x128`, `block-128x128`,
     /// `promoted-overlap-128x128`, `block-overlap-128x128`, `promoted-staged-128x128`,
-    /// `block-staged-128x128`, `promoted-128x192`: the kernel's name without the `matmul_fp8_`
-    /// prefix and the output.
+    /// `block-staged-128x128`, `promoted-128x192`, `fast-pair-128x256`, `promoted-pair-128x128`,
+    /// `block-pair-128x128`: the kernel's name without the `matmul_fp8_` prefix and the output.
     pub fn name(self) -> &'static str {
+        if self.pair {
+            return match (self.block_scales, self.accumulation, self.tile) {
+                (true, _, _) => "block-pair-128x128",
+                (false, Fp8Accumulation::Fast, Fp8Tile::Wide) => "fast-pair-128x256",
+                (false, Fp8Accumulation::Promoted, Fp8Tile::Square) => "promoted-pair-128x128",
+                // No kernel (`is_valid` is false): named for the error that refuses it.
+                (false, Fp8Accumulation::Fast, _) => "fast-pair-128x128",
+                (false, Fp8Accumulation::Promoted, _) => "promoted-pair-128x192",
+            };
+        }
         match (self.block_scales, self.accumulation, self.tile) {
             (true, _, _) if self.staged => "block-staged-128x128",
             (false, _, _) if self.staged => "promoted-staged-128x128",
@@ -365,6 +445,7 @@ mod tests {
             block_scales: false,
             overlap: false,
             staged: false,
+            pair: false,
         };
         assert!(!wide_promoted.is_valid());
         let fast_overlap = Fp8Plan {
@@ -413,6 +494,27 @@ mod tests {
                 !bad.is_valid(),
                 "{bad:?}: staged runs the one-array promotion only"
             );
+        }
+    }
+
+    #[test]
+    fn pairs_run_the_wide_fast_and_the_square_one_array_kernels_only() {
+        let pairs: Vec<&str> = Fp8Plan::ALL.iter().filter(|p| p.pair).map(|p| p.name()).collect();
+        assert_eq!(
+            pairs,
+            ["fast-pair-128x256", "promoted-pair-128x128", "block-pair-128x128"]
+        );
+        for (i, plan) in Fp8Plan::ALL.iter().enumerate() {
+            let paired = Fp8Plan { pair: true, ..*plan };
+            let has_pair = matches!(i, 0 | 2 | 3);
+            assert_eq!(paired.is_valid(), has_pair, "{}", plan.name());
+        }
+        // Not chosen until timed.
+        let rows = (Fp8Scaling::Row, Fp8Scaling::Row);
+        for acc in [Fp8Accumulation::Fast, Fp8Accumulation::Promoted] {
+            let p = Fp8Plan::choose((8192, 8192), rows, acc, SMS, true);
+            assert_eq!(p.pair, PAIR_CLUSTERS && p.is_valid());
+            assert!(!Fp8Plan::choose((8192, 8192), rows, acc, SMS, false).pair);
         }
     }
 

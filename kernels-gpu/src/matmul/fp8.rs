@@ -43,6 +43,16 @@
 //! at shared memory (the eleventh round's named next step; not the host's default: on the H200
 //! level at 4096^3 and slower at 8192^3, `bench/experiments/third-wave/016d620-fp8-staged.jsonl`).
 //!
+//! A [`Pair`] kernel runs in clusters of two blocks on vertically adjacent tiles (rows `2 u` and
+//! `2 u + 1` of tiles, one column), which share their tile of `B^T`: each block's producer copies
+//! its own tile of `A` and half of `B^T`'s rows into both blocks' stage at once (the copy
+//! engine's multicast, [`crate::gpu::tma::load_2d_multicast`]), so each block fetches `BM + BN / 2`
+//! rows per step instead of `BM + BN` (cuBLASLt's `2 x 1` clusters); a stage's `empty` barrier
+//! counts both blocks' consumer warps, each consumer warp releases a stage in both
+//! ([`crate::gpu::pipeline::Ring::new_cluster`]), and each producer drains the ring before its
+//! block exits. When the rows of tiles are odd, the last pair's second block computes a tile past
+//! `m` (zeros in, nothing stored) so that both blocks walk the same steps.
+//!
 //! Per stage a block moves `(BM + BN) 128` bytes and does `2 BM BN 128` flops: 128 x 256 tiles
 //! 48 KiB for 8,388,608 flops (171 flops per byte), 128 x 128 tiles 32 KiB for 4,194,304.
 //!
@@ -56,11 +66,11 @@ use super::tf32::grouped_tile;
 use super::wgmma::MAP_WORDS;
 use super::wgmma_ws::{Ws128x128, Ws128x192, Ws128x256, WsShape, WsTiling, MAX_SHARED};
 use crate::gpu::fp8::{E4M3, E5M2};
-use crate::gpu::pipeline::{Ring, RING_ALIGN};
+use crate::gpu::pipeline::{Consumer, Ring, Stage, RING_ALIGN};
 use crate::gpu::tile::Output;
 use crate::gpu::tma::{self, Tensor2d};
 use crate::gpu::wgmma::Accumulators;
-use crate::gpu::{barrier, bf16, bulk, math, mem, thread, tile, wgmma};
+use crate::gpu::{barrier, bf16, bulk, cluster, math, mem, thread, tile, wgmma};
 use crate::kernel;
 
 /// Bytes of one row of a 128-byte swizzled box: 128 E4M3 values along `k`.
@@ -101,6 +111,45 @@ impl Fp8Epilogue for Registers {
 }
 impl Fp8Epilogue for Staged {
     const STAGED: bool = true;
+}
+
+/// How many blocks of a cluster share each tile of `B^T`: [`Single`] or [`Pair`].
+pub trait Fp8Cluster {
+    /// Blocks per cluster (1: no cluster).
+    const BLOCKS: u32;
+}
+
+/// One block per tile, no cluster.
+#[derive(Clone, Copy, Debug)]
+pub struct Single;
+/// Clusters of two blocks on vertically adjacent tiles sharing their tile of `B^T` by multicast
+/// copies (see the module documentation).
+#[derive(Clone, Copy, Debug)]
+pub struct Pair;
+
+impl Fp8Cluster for Single {
+    const BLOCKS: u32 = 1;
+}
+impl Fp8Cluster for Pair {
+    const BLOCKS: u32 = 2;
+}
+
+/// Marks `stage` empty for the calling warp: in this block ([`Single`]), or in both blocks of the
+/// pair ([`Pair`]), whose producers both copy into it.
+///
+/// # Safety
+/// As [`crate::gpu::pipeline::Consumer::release`] (and `release_cluster` for a pair, on the
+/// ring of `Ring::new_cluster`).
+#[inline(always)]
+unsafe fn release<C: Fp8Cluster>(consumer: &Consumer, stage: &Stage) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if C::BLOCKS > 1 {
+            consumer.release_cluster(stage, C::BLOCKS);
+        } else {
+            consumer.release(stage);
+        }
+    }
 }
 
 /// How an FP8 kernel accumulates along `k` and where its scales apply.
@@ -303,9 +352,12 @@ pub const FP8_STAGED_SHARED_BYTES: u32 =
 /// * The launch: [`WsTiling::threads`] (384) threads, a grid of `(G, 1)` blocks with
 ///   `1 <= G <= tiles`, [`WsTiling::shared_bytes`] of dynamic shared memory; compute capability
 ///   9.0.
+/// * A [`Pair`]: clusters of `(2, 1, 1)`, `G` even with `2 <= G <= 2 ceil(tiles_m / 2) tiles_n`
+///   (all of its clusters resident at once: the blocks of a pair wait for each other), and the
+///   map of `B^T` with a box of `BN / 2 x 128`.
 ///
-/// Instances (`O`, `S`, `M`, `B`, the epilogue; `B` E4M3 and the epilogue [`Registers`] but
-/// where named), one PTX entry each (in the sm_90a module), launch bounds `(384, 1)`:
+/// Instances (`O`, `S`, `M`, `B`, the epilogue, the cluster; `B` E4M3, the epilogue
+/// [`Registers`] and the cluster [`Single`] but where named), one PTX entry each (in the sm_90a module), launch bounds `(384, 1)`:
 /// * [`Fast`] on [`super::wgmma_ws::WS_128X256`] (`m64n256k32`, 128 accumulators per consumer
 ///   thread; per step 48 KiB by TMA, 8,388,608 flops): `matmul_fp8_fast_128x256` (bf16 result;
 ///   minimum traffic `m k + n k + 2 m n` bytes), `matmul_fp8_fast_f32out_128x256` (f32 result,
@@ -328,38 +380,45 @@ pub const FP8_STAGED_SHARED_BYTES: u32 =
 ///   `matmul_fp8_e5m2_fast_128x256`, `matmul_fp8_e5m2_fast_128x128`,
 ///   `matmul_fp8_e5m2_promoted_128x128`, `matmul_fp8_e5m2_promoted_overlap_128x128`.
 /// * the [`Staged`] epilogue on `WS_128X128`, bf16 result: `matmul_fp8_promoted_staged_128x128`
-///   ([`Promoted`]: tensor and row scales), `matmul_fp8_block_staged_128x128` ([`BlockScaled`]).
+///   ([`Promoted`]: tensor and row scales), `matmul_fp8_block_staged_128x128` ([`BlockScaled`]);
+/// * a [`Pair`] (every other instance is [`Single`]), bf16 result, E4M3: `matmul_fp8_fast_pair_128x256`
+///   ([`Fast`], per step each block copies 32 KiB instead of 48), `matmul_fp8_promoted_pair_128x128`
+///   ([`Promoted`]) and `matmul_fp8_block_pair_128x128` ([`BlockScaled`]), 24 KiB instead of 32.
 // Launch bounds: 384 threads, one block per multiprocessor (`setmaxnreg` needs the register
 // budget at entry). Barriers: one, after the ring's initialisation (the ring runs on mbarriers);
-// with the staged epilogue also its two named barriers.
+// with the staged epilogue also its two named barriers; in a pair also the cluster barrier's
+// arrive and wait after the ring's initialisation.
 #[kernel(
     launch_bounds(384, 1),
     instances(
-        matmul_fp8_fast_128x256 = (bf16, Ws128x256, Fast, E4M3, Registers),
-        matmul_fp8_fast_f32out_128x256 = (f32, Ws128x256, Fast, E4M3, Registers),
-        matmul_fp8_fast_128x128 = (bf16, Ws128x128, Fast, E4M3, Registers),
-        matmul_fp8_fast_f32out_128x128 = (f32, Ws128x128, Fast, E4M3, Registers),
-        matmul_fp8_promoted_128x128 = (bf16, Ws128x128, Promoted, E4M3, Registers),
-        matmul_fp8_promoted_f32out_128x128 = (f32, Ws128x128, Promoted, E4M3, Registers),
-        matmul_fp8_promoted_128x192 = (bf16, Ws128x192, Promoted, E4M3, Registers),
-        matmul_fp8_block_128x128 = (bf16, Ws128x128, BlockScaled, E4M3, Registers),
-        matmul_fp8_block_f32out_128x128 = (f32, Ws128x128, BlockScaled, E4M3, Registers),
-        matmul_fp8_e5m2_fast_128x256 = (bf16, Ws128x256, Fast, E5M2, Registers),
-        matmul_fp8_e5m2_fast_128x128 = (bf16, Ws128x128, Fast, E5M2, Registers),
-        matmul_fp8_e5m2_promoted_128x128 = (bf16, Ws128x128, Promoted, E5M2, Registers),
-        matmul_fp8_promoted_overlap_128x128 = (bf16, Ws128x128, PromotedOverlap, E4M3, Registers),
-        matmul_fp8_promoted_overlap_f32out_128x128 = (f32, Ws128x128, PromotedOverlap, E4M3, Registers),
-        matmul_fp8_block_overlap_128x128 = (bf16, Ws128x128, BlockScaledOverlap, E4M3, Registers),
-        matmul_fp8_block_overlap_f32out_128x128 = (f32, Ws128x128, BlockScaledOverlap, E4M3, Registers),
-        matmul_fp8_e5m2_promoted_overlap_128x128 = (bf16, Ws128x128, PromotedOverlap, E5M2, Registers),
-        matmul_fp8_promoted_staged_128x128 = (bf16, Ws128x128, Promoted, E4M3, Staged),
-        matmul_fp8_block_staged_128x128 = (bf16, Ws128x128, BlockScaled, E4M3, Staged),
+        matmul_fp8_fast_128x256 = (bf16, Ws128x256, Fast, E4M3, Registers, Single),
+        matmul_fp8_fast_f32out_128x256 = (f32, Ws128x256, Fast, E4M3, Registers, Single),
+        matmul_fp8_fast_128x128 = (bf16, Ws128x128, Fast, E4M3, Registers, Single),
+        matmul_fp8_fast_f32out_128x128 = (f32, Ws128x128, Fast, E4M3, Registers, Single),
+        matmul_fp8_promoted_128x128 = (bf16, Ws128x128, Promoted, E4M3, Registers, Single),
+        matmul_fp8_promoted_f32out_128x128 = (f32, Ws128x128, Promoted, E4M3, Registers, Single),
+        matmul_fp8_promoted_128x192 = (bf16, Ws128x192, Promoted, E4M3, Registers, Single),
+        matmul_fp8_block_128x128 = (bf16, Ws128x128, BlockScaled, E4M3, Registers, Single),
+        matmul_fp8_block_f32out_128x128 = (f32, Ws128x128, BlockScaled, E4M3, Registers, Single),
+        matmul_fp8_e5m2_fast_128x256 = (bf16, Ws128x256, Fast, E5M2, Registers, Single),
+        matmul_fp8_e5m2_fast_128x128 = (bf16, Ws128x128, Fast, E5M2, Registers, Single),
+        matmul_fp8_e5m2_promoted_128x128 = (bf16, Ws128x128, Promoted, E5M2, Registers, Single),
+        matmul_fp8_promoted_overlap_128x128 = (bf16, Ws128x128, PromotedOverlap, E4M3, Registers, Single),
+        matmul_fp8_promoted_overlap_f32out_128x128 = (f32, Ws128x128, PromotedOverlap, E4M3, Registers, Single),
+        matmul_fp8_block_overlap_128x128 = (bf16, Ws128x128, BlockScaledOverlap, E4M3, Registers, Single),
+        matmul_fp8_block_overlap_f32out_128x128 = (f32, Ws128x128, BlockScaledOverlap, E4M3, Registers, Single),
+        matmul_fp8_e5m2_promoted_overlap_128x128 = (bf16, Ws128x128, PromotedOverlap, E5M2, Registers, Single),
+        matmul_fp8_promoted_staged_128x128 = (bf16, Ws128x128, Promoted, E4M3, Staged, Single),
+        matmul_fp8_block_staged_128x128 = (bf16, Ws128x128, BlockScaled, E4M3, Staged, Single),
+        matmul_fp8_fast_pair_128x256 = (bf16, Ws128x256, Fast, E4M3, Registers, Pair),
+        matmul_fp8_promoted_pair_128x128 = (bf16, Ws128x128, Promoted, E4M3, Registers, Pair),
+        matmul_fp8_block_pair_128x128 = (bf16, Ws128x128, BlockScaled, E4M3, Registers, Pair),
     ),
-    barriers(if E::STAGED { 3 } else { 1 })
+    barriers(if E::STAGED { 3 } else { 1 } + if C::BLOCKS > 1 { 2 } else { 0 })
 )]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8Epilogue>(
+pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8Epilogue, C: Fp8Cluster>(
     maps: *const u64,
     a: *const E4M3,
     b: *const B,
@@ -386,6 +445,8 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8E
         // The staging tiles: two consumers of 64 x 128 bf16, in the shared memory left.
         assert!(!E::STAGED || (S::TILING.consumers == 2 && S::TILING.consumer_cols() == 128));
         assert!(FP8_STAGED_SHARED_BYTES <= MAX_SHARED);
+        // A pair halves `B^T`'s box into whole swizzle atoms (8 rows) and stores from registers.
+        assert!(C::BLOCKS == 1 || (C::BLOCKS == 2 && S::TILING.block_cols % 16 == 0 && !E::STAGED));
     };
     let (bm, bn) = (t.block_rows, t.block_cols);
     let bk = FP8_BLOCK_K;
@@ -393,13 +454,36 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8E
     let tid = thread::thread_idx_x() as usize;
     let group = tid / WARPGROUP;
     let (tiles_m, tiles_n) = (m.div_ceil(bm), n.div_ceil(bn));
-    let tiles = tiles_m * tiles_n;
-    let (first, step) = (thread::block_idx_x() as usize, thread::grid_dim_x() as usize);
+    // The grid walks units of `C::BLOCKS` vertically adjacent tiles, one per block of a cluster.
+    let blocks = C::BLOCKS as usize;
+    let rank = if blocks > 1 {
+        cluster::block_rank() as usize
+    } else {
+        0
+    };
+    let units_m = tiles_m.div_ceil(blocks);
+    let units = units_m * tiles_n;
+    let (first, step) = (
+        thread::block_idx_x() as usize / blocks,
+        thread::grid_dim_x() as usize / blocks,
+    );
+    // The unit's tile of this block.
+    let tile_of = |unit: usize| {
+        let (unit_m, tile_n) = grouped_tile(unit, units_m, tiles_n);
+        (unit_m * blocks + rank, tile_n)
+    };
     let k_tiles = k.div_ceil(bk);
 
-    // SAFETY: every thread, first; the launch's shared memory is the ring's (checked above);
-    // stages of whole 1024-byte atoms.
-    let ring = unsafe { Ring::new(t.stages, t.stage_bytes(), (t.consumers * WARPGROUP / 32) as u32) };
+    let consumer_warps = (t.consumers * WARPGROUP / 32) as u32;
+    // SAFETY: every thread (of every block of the cluster), first; the launch's shared memory is
+    // the ring's (checked above); stages of whole 1024-byte atoms.
+    let ring = unsafe {
+        if blocks > 1 {
+            Ring::new_cluster(t.stages, t.stage_bytes(), consumer_warps, C::BLOCKS)
+        } else {
+            Ring::new(t.stages, t.stage_bytes(), consumer_warps)
+        }
+    };
 
     if group == 0 {
         wgmma::setmaxnreg_dec::<PRODUCER_REGISTERS>();
@@ -415,33 +499,46 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8E
             box_rows: bm,
             box_cols: bk,
         };
+        // A pair's blocks each copy half of the tile's rows (for both).
+        let b_rows = bn / blocks;
         let tb = Tensor2d {
             map: maps.wrapping_add(MAP_WORDS),
             data: b,
             rows: n,
             cols: k,
             stride: ldb,
-            box_rows: bn,
+            box_rows: b_rows,
             box_cols: bk,
         };
         tma::prefetch_map(ta.map);
         tma::prefetch_map(tb.map);
         let mut producer = ring.producer();
-        let mut tile = first;
-        while tile < tiles {
-            let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
+        let mut unit = first;
+        while unit < units {
+            let (tile_m, tile_n) = tile_of(unit);
             let (row0, col0) = (tile_m * bm, tile_n * bn);
             for kt in 0..k_tiles {
-                // SAFETY: the one producer thread; the stage is free and expects
-                // `stage_bytes` = `(BM + BN) 128`, which the two boxes fill (`A` at 0, `B^T` at
-                // `a_bytes`, both 1024-byte aligned); the maps are the kernel's.
+                // SAFETY: the one producer thread; the stage is free (in both blocks of a pair:
+                // its `empty` barrier counts both blocks' consumers) and expects `stage_bytes` =
+                // `(BM + BN) 128`, which the boxes fill (`A` at 0; `B^T` at `a_bytes`, or its
+                // halves at `a_bytes` and `a_bytes + (BN / 2) 128`, one from each block of a
+                // pair; all 1024-byte aligned); the maps are the kernel's.
                 unsafe {
                     let stage = producer.acquire();
                     stage.load(0, &ta, row0, kt * bk);
-                    stage.load(a_bytes, &tb, col0, kt * bk);
+                    if blocks > 1 {
+                        let part = a_bytes + rank * b_rows * bk;
+                        stage.load_multicast(part, &tb, col0 + rank * b_rows, kt * bk, 0b11);
+                    } else {
+                        stage.load(a_bytes, &tb, col0, kt * bk);
+                    }
                 }
             }
-            tile += step;
+            unit += step;
+        }
+        if blocks > 1 {
+            // SAFETY: the producer, after its last acquire; the consumers release every stage.
+            unsafe { producer.drain() };
         }
         return;
     }
@@ -465,9 +562,9 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8E
     let mut other = <S::Acc as Accumulators>::zeroed();
     let consumer = ring.consumer();
     let mut place = Place { stage: 0, parity: 0 };
-    let mut tile = first;
-    while tile < tiles {
-        let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
+    let mut unit = first;
+    while unit < units {
+        let (tile_m, tile_n) = tile_of(unit);
         let (row0, col0) = (tile_m * bm + CONSUMER_ROWS * cr, tile_n * bn + cn * cc);
         // The scales' rows of this thread's two rows of `A` (clamped inside `A`: rows past `m`
         // are computed but never stored).
@@ -492,7 +589,7 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8E
             let zeros = <S::Acc as Accumulators>::zeroed();
             // SAFETY: the contract's shapes and alignment.
             unsafe { tile::store_rows(&zeros, lane, c, (row0, col0), (m, n), |_, _, v| v) };
-            tile += step;
+            unit += step;
             continue;
         }
         // The scales of step `kt`, `A`'s for this thread's two rows and `B^T`'s (1 without
@@ -559,7 +656,7 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8E
                         // SAFETY: as above.
                         unsafe {
                             $cur = wgmma::wait_accumulators::<0, _>($cur);
-                            consumer.release(&$s);
+                            release::<C>(&consumer, &$s);
                         }
                         promote(&mut total, &$cur, pick($f));
                         break;
@@ -575,7 +672,7 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8E
                     unsafe {
                         $next = B::mma_async($next, a_next, b_next, false);
                         $cur = wgmma::wait_accumulators::<1, _>($cur);
-                        consumer.release(&$s);
+                        release::<C>(&consumer, &$s);
                     }
                     promote(&mut total, &$cur, pick($f));
                     kt += 1;
@@ -618,7 +715,7 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8E
                 // overwrite it.
                 unsafe {
                     part = wgmma::wait_accumulators::<0, _>(part);
-                    consumer.release(&stage);
+                    release::<C>(&consumer, &stage);
                 }
                 promote(&mut total, &part, pick(f));
                 // SAFETY: as above.
@@ -629,7 +726,7 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8E
             // SAFETY: as above, for the last step.
             unsafe {
                 part = wgmma::wait_accumulators::<0, _>(part);
-                consumer.release(&stage);
+                release::<C>(&consumer, &stage);
             }
             promote(&mut total, &part, pick(f));
         }
@@ -653,7 +750,7 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8E
             }
             if let Some(done) = used.replace(stage) {
                 // SAFETY: the whole warp, once for the stage it waited for one step ago.
-                unsafe { consumer.release(&done) };
+                unsafe { release::<C>(&consumer, &done) };
             }
         }
         if !M::PROMOTED {
@@ -661,7 +758,7 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8E
             part = unsafe { wgmma::wait_accumulators::<0, _>(part) };
             if let Some(done) = used {
                 // SAFETY: as above, for the last step's stage.
-                unsafe { consumer.release(&done) };
+                unsafe { release::<C>(&consumer, &done) };
             }
         }
         let summed = if M::PROMOTED { &mut total } else { &mut part };
@@ -715,7 +812,7 @@ pub unsafe fn fp8_gemm<O: Output, S: WsShape, M: Fp8Mode, B: Fp8Operand, E: Fp8E
             // SAFETY: the contract's shapes and alignment; every lane of the warpgroup.
             unsafe { tile::store_rows(&*summed, lane, c, (row0, col0), (m, n), |_, _, v| v) };
         }
-        tile += step;
+        unit += step;
     }
     if E::STAGED && lane == 0 {
         // The last tile's stores: done before the block's shared memory goes.

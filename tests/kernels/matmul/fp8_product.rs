@@ -3,14 +3,16 @@
 //! `{sim,cuda}::matmul_fp8::<plan>::<out>::<scalings>::MxKxN` with `<plan>` one of
 //! `fast-128x256`, `fast-128x128`, `promoted-128x128`, `block-128x128`,
 //! `promoted-overlap-128x128`, `block-overlap-128x128`, `promoted-staged-128x128`,
-//! `block-staged-128x128`, `promoted-128x192` (`Fp8Plan::name`; the staged ones bf16 only, `n`
-//! a multiple of 8; the 128 x 192 tile bf16 only),
+//! `block-staged-128x128`, `promoted-128x192`, `fast-pair-128x256`, `promoted-pair-128x128`,
+//! `block-pair-128x128` (`Fp8Plan::name`; the staged ones bf16 only, `n` a multiple of 8; the
+//! 128 x 192 tile and the pairs bf16 only; a pair's simulator shapes have one row of tiles, its
+//! second block's tile past `m`, and two: one whole pair),
 //! `<out>` `bf16` or `f32`, `<scalings>` `tensor-tensor`, `row-row`, `tensor-row` or
 //! `block-block`; `{sim,cuda}::matmul_fp8_auto::...` with the plan by shape;
 //! `{sim,cuda}::matmul_fp8_e5m2::<plan>::bf16::<scalings>::MxKxN` (`B^T` in E5M2, quantised on the
 //! host with the amax to 57344, for the four plans that have an E5M2 kernel);
 //! `{sim,cuda}::matmul_fp8::planted` (the check fails on a dropped scale, a wrong block scale
-//! index and a lost step of 128 along `k`), `{sim,cuda}::matmul_fp8::errors` and `global::matmul_fp8` (the free function
+//! index, a lost step of 128 along `k` and a pair's lost half of a tile of `B^T`), `{sim,cuda}::matmul_fp8::errors` and `global::matmul_fp8` (the free function
 //! on a view).
 //!
 //! The bound per element: `g * sum_k |a_ik b_jk| + u (|c| + g sum_k |a_ik b_jk|)`, `g` the
@@ -97,9 +99,9 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
                         continue;
                     }
                     for out in ["bf16", "f32"] {
-                        // The staged kernels and the 128 x 192 tile write bf16 (f32 is refused,
-                        // `errors`).
-                        if (plan.staged || plan.tile == Fp8Tile::Mid) && out == "f32" {
+                        // The staged kernels, the 128 x 192 tile and the pairs write bf16 (f32 is
+                        // refused, `errors`).
+                        if (plan.staged || plan.pair || plan.tile == Fp8Tile::Mid) && out == "f32" {
                             continue;
                         }
                         // The f32 result at the small shapes only (the large ones' host reference
@@ -475,6 +477,20 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
         let mut lost = da.clone();
         lost.slice_mut(ndarray::s![.., ..128]).fill(0.0);
         wrong("without the first 128 of k", &lost, &db, &mut failures);
+        // A pair's lost multicast: the second half of each 128-row tile of B^T (the other
+        // block's copy) zeroed.
+        let mut half = db.clone();
+        for (j, mut row) in half.axis_iter_mut(Axis(0)).enumerate() {
+            if j % 128 >= 64 {
+                row.fill(0.0);
+            }
+        }
+        wrong(
+            "without the other block's half of each tile of B^T",
+            &da,
+            &half,
+            &mut failures,
+        );
     }
     all_passed(failures)
 }
@@ -557,6 +573,19 @@ fn errors(gpu: &Gpu) -> Check {
         if let Err(e) = gpu.matmul_fp8_plan_into(&a, &up(16, 32, Fp8Scaling::Tensor)?, &mut even, staged) {
             failures.push(format!("a staged plan with n = 16: {e}"));
         }
+        // The pairs: a bf16 result of E4M3 operands.
+        let pair = Fp8Plan::ALL[10];
+        assert!(pair.pair, "Fp8Plan::ALL's order");
+        failures.extend(is_invalid(
+            gpu.matmul_fp8_plan_into(&a, &up(8, 32, Fp8Scaling::Tensor)?, &mut c32, pair),
+            "a pair plan into f32",
+            "bf16 result",
+        ));
+        failures.extend(is_invalid(
+            gpu.matmul_fp8_plan_into(&a, &b5, &mut c, pair),
+            "a pair plan with E5M2 B^T",
+            "E4M3 operands",
+        ));
         // The 128 x 192 tile: a bf16 result of E4M3 operands.
         let mid = Fp8Plan::ALL[8];
         failures.extend(is_invalid(
