@@ -333,7 +333,9 @@ pub struct Bench {
 impl Bench {
     /// Whether `--only-plans` lets the forced plan named `name` be timed.
     pub fn wants_plan(&self, name: &str) -> bool {
-        self.only_plans.as_ref().is_none_or(|s| s.iter().any(|x| x == name))
+        self.only_plans
+            .as_ref()
+            .is_none_or(|s| s.iter().any(|x| x == name))
     }
 
     /// Whether `--shapes` lets the shape named `name` be measured.

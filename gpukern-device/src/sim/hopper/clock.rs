@@ -165,8 +165,10 @@ mod tests {
         of_rank2.see_phases(0, 5);
         let mut a = Clock::default();
         a.see_phases(1, 3);
-        let mut with_peers = Clock::default();
-        with_peers.peers = vec![Clock::default(), of_rank1, of_rank2];
+        let with_peers = Clock {
+            peers: vec![Clock::default(), of_rank1, of_rank2],
+            ..Clock::default()
+        };
         a.join(&with_peers);
         let b = a.seen_from(0, 1);
         assert_eq!(b.retired(1), 2, "rank 1's own knowledge");
