@@ -9,7 +9,7 @@ use cudarc::driver::sys::CUtensorMapDataType::{
 };
 use gpukern_device::sim::Rule;
 use gpukern_device::{bf16, tma::swizzle_128b};
-use gpukern_device_hopper_checks::{cluster, mbarrier, named, registers, tma, wgmma};
+use gpukern_device_hopper_checks::{cluster, mbarrier, multicast, named, registers, tma, wgmma};
 
 use crate::cuda::{Device, Map, encode};
 
@@ -36,6 +36,9 @@ pub enum Setup {
     Indices { threads: u32, shared: u32 },
     /// `(y)`, two blocks in one cluster: `y[0] = expect`.
     Cluster { expect: f32 },
+    /// `(maps, a, b, c)`, two blocks in one cluster, `A` 128 x 256 and `B` 256 x 64 with their
+    /// maps (boxes of 64 x 64 and 32 x 64): `C = A B`, 128 x 64.
+    Multicast,
 }
 
 /// One plant (or twin).
@@ -254,6 +257,24 @@ pub const PLANTS: &[Plant] = &[
             shared: named::SHARED_BYTES,
         },
     ),
+    plant(
+        "multicast_release_planted",
+        Rule::WgmmaOperands,
+        "multicast_release_planted",
+        Setup::Multicast,
+    ),
+    plant(
+        "multicast_drain_planted",
+        Rule::ClusterExit,
+        "multicast_drain_planted",
+        Setup::Multicast,
+    ),
+    plant(
+        "multicast_publish_planted",
+        Rule::MbarrierUninitialized,
+        "multicast_publish_planted",
+        Setup::Multicast,
+    ),
     plant("bulk_twin", Rule::MbarrierArrivals, "bulk_twin", Setup::Bulk),
     plant(
         "bulk_inval_twin",
@@ -348,6 +369,12 @@ pub const PLANTS: &[Plant] = &[
             threads: named::THREADS,
             shared: named::SHARED_BYTES,
         },
+    ),
+    plant(
+        "multicast_ring_twin",
+        Rule::WgmmaOperands,
+        "multicast_ring_twin",
+        Setup::Multicast,
     ),
 ];
 
@@ -444,6 +471,21 @@ fn ring_operands() -> (Vec<bf16>, Vec<bf16>, Vec<f32>) {
     let bt: Vec<bf16> = (0..4)
         .flat_map(|s| swizzled(&|r, col| b[(64 * s + r) * 64 + col]))
         .collect();
+    (at, bt, c)
+}
+
+/// The multicast ring's operands: `A` (128 x 256), `B` (256 x 64), row-major bf16, and
+/// `C = A B`, as `gpukern-device/tests/sim_hopper.rs` gives them.
+fn multicast_operands() -> (Vec<bf16>, Vec<bf16>, Vec<f32>) {
+    let a = |r: usize, k: usize| (((r * 256 + k) * 3 + r) % 5) as f32 - 2.0;
+    let b = |k: usize, n: usize| (((k * 64 + n) * 7 + k) % 5) as f32 - 2.0;
+    let c = (0..128 * 64)
+        .map(|i| (0..256).map(|k| a(i / 64, k) * b(k, i % 64)).sum())
+        .collect();
+    let at = (0..128 * 256)
+        .map(|i| bf16::from_f32(a(i / 256, i % 256)))
+        .collect();
+    let bt = (0..256 * 64).map(|i| bf16::from_f32(b(i / 64, i % 64))).collect();
     (at, bt, c)
 }
 
@@ -602,6 +644,39 @@ fn launch(d: &Device, plant: &Plant) -> Result<Outcome, String> {
                     &d.download(&dy).map_err(|e| e.to_string())?,
                     &(0..n).map(|t| t as f32).collect::<Vec<_>>(),
                 ),
+            }
+        }
+        Setup::Multicast => {
+            let (a, b, want) = multicast_operands();
+            let (da, db, dc) = (d.upload(&a)?, d.upload(&b)?, d.upload(&vec![0.0f32; 128 * 64])?);
+            let map = |address, rows, cols, box_rows| Map {
+                kind: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                bytes: 2,
+                address,
+                rows,
+                cols,
+                stride: cols,
+                box_rows,
+                box_cols: 64,
+            };
+            let mut words = Vec::new();
+            for m in [
+                map(d.address(&da), 128, 256, 64),
+                map(d.address(&db), 256, 64, 32),
+            ] {
+                match encode(&m) {
+                    Ok(w) => words.extend_from_slice(&w),
+                    Err(e) => return Ok(Outcome::Refused(format!("{e}"))),
+                }
+            }
+            let dm = d.upload(&words)?;
+            let params = [d.address(&dm), d.address(&da), d.address(&db), d.address(&dc)];
+            let shape = (2, multicast::THREADS, multicast::SHARED_BYTES);
+            // SAFETY: the kernel's contract: two blocks in one cluster, the maps of `a` and `b`,
+            // `c` of 128 x 64.
+            match unsafe { d.launch(&f, shape, Some(2), &params) } {
+                Err(e) => cuda(e),
+                Ok(()) => compare(&d.download(&dc).map_err(|e| e.to_string())?, &want),
             }
         }
         Setup::Cluster { expect } => {
