@@ -17,7 +17,8 @@
 #   cargo build --release -p gpukern-device-checks-runner --features hopper-plants --bin hopper_plant
 # with GPUKERN_PTX_ARCHS unset); LOG defaults to DIR/sanitize-hopper.log. With HOPPER_TWINS=1 the
 # correct twins run too (they must come out silent-ok). SANITIZE_HOPPER_TIMEOUT (seconds, default
-# 10) bounds each run; SANITIZE_HOPPER_JOBS (default 6) runs that many at once.
+# 10) bounds each run; SANITIZE_HOPPER_JOBS (default 6) runs that many at once;
+# SANITIZE_HOPPER_ONLY (an extended regular expression) keeps the plants whose names match it.
 # scripts/sanitize_hopper_table.py turns the log into the README's table.
 set -uo pipefail
 
@@ -29,7 +30,7 @@ jobs=${SANITIZE_HOPPER_JOBS:-6}
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 [ -x "$plant_bin" ] || { echo "sanitize-hopper: no $plant_bin" >&2; exit 2; }
 
-mapfile -t plants < <("$plant_bin" --list | { if [ "${HOPPER_TWINS:-0}" = 1 ]; then cat; else grep -v '_twin '; fi; })
+mapfile -t plants < <("$plant_bin" --list | { if [ "${HOPPER_TWINS:-0}" = 1 ]; then cat; else grep -v '_twin '; fi; } | { if [ -n "${SANITIZE_HOPPER_ONLY:-}" ]; then grep -E "^(${SANITIZE_HOPPER_ONLY}) "; else cat; fi; })
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
