@@ -173,10 +173,10 @@ pub unsafe fn warp_arrive(bar: *mut u64) {
 }
 
 /// Arrives once, with no bytes, at the barrier at `bar`'s place in the shared memory of the
-/// cluster's block `rank` (`mapa.shared::cluster`, then
-/// `mbarrier.arrive.release.cluster.shared::cluster`): how a consumer whose stage another block's
-/// multicast copies also fill tells that block's producer the stage is free. `rank` may be this
-/// block's own.
+/// cluster's block `rank` (`mapa.shared::cluster`, then `mbarrier.arrive.shared::cluster`, PTX's
+/// default semantics: release at CTA scope, as CUTLASS's cluster barrier arrives): how a consumer
+/// whose stage another block's multicast copies also fill tells that block's producer the stage
+/// is free. `rank` may be this block's own.
 ///
 /// In the simulator the arrival counts on the peer's barrier as its own threads' do, carrying
 /// what this thread knows (its retired products, the phases it saw) to the threads that wait for
@@ -201,7 +201,7 @@ pub unsafe fn arrive_cluster(bar: *mut u64, rank: u32) {
                 "{{",
                 ".reg .b32 remote;",
                 "mapa.shared::cluster.u32 remote, {bar}, {rank};",
-                "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];",
+                "mbarrier.arrive.shared::cluster.b64 _, [remote];",
                 "}}",
                 bar = in(reg32) bar,
                 rank = in(reg32) rank,

@@ -74,9 +74,12 @@ pub enum Fp8Tile {
     /// 128 x 192 (`m64n192k32`, 5 stages): the one-array promotion with tensor or row scales,
     /// bf16 result (96 `wgmma` accumulators and 96 f32 sums per consumer thread), so that a
     /// tile's fixed costs and each byte copied serve 1.5 times the products of the square tile.
-    /// A forced plan: on the H200 1056.4 against 1142.3 TFLOP/s for the square tile at 4096^3
-    /// (704 tiles, six rounds of the SMs), 1242.4 against 1191.6 at 8192^3 in one run
-    /// (`bench/experiments/third-wave/9cde374-fp8-mid-{1,2}.jsonl`).
+    /// Chosen for promoted products where its rounds of the SMs do less work than the square
+    /// tile's (`mid_takes_fewer_rounds`): on the H200 1056.4 and 1057.1 against 1142.3 and
+    /// 1139.2 TFLOP/s for the square tile at 4096^3 (704 tiles, six rounds of the SMs), 1242.4
+    /// and 1262.3 against 1191.6 and 1185.9 at 8192^3, in two calls
+    /// (`bench/experiments/third-wave/9cde374-fp8-mid-{1,2}.jsonl`,
+    /// `bench/experiments/third-wave/858a660-fp8-pair-1.jsonl`).
     Mid,
 }
 
@@ -98,6 +101,19 @@ impl Fp8Tile {
             Fp8Tile::Mid => "128x192",
         }
     }
+}
+
+/// Whether the persistent grid's rounds of 128 x 192 tiles (each 1.5 times a 128 x 128 tile's
+/// work) come to less than its rounds of 128 x 128 tiles on `multiprocessors` SMs: `3 R_mid <
+/// 2 R_square`, `R` a tiling's tiles over the SMs rounded up. At 8192^3 on 132 SMs, 21 rounds
+/// of 2752 tiles against 32 of 4096: taken, and on the H200 it ran 1242.4 and 1262.3 TFLOP/s
+/// against 1191.6 and 1185.9 for the square tile in two calls
+/// (`bench/experiments/third-wave/9cde374-fp8-mid-2.jsonl`, `858a660-fp8-pair-1.jsonl`); at
+/// 4096^3, 6 rounds of 704 against 8 of 1024: not taken (1056.4 and 1057.1 against 1142.3 and
+/// 1139.2, `9cde374-fp8-mid-1.jsonl`, `858a660-fp8-pair-1.jsonl`).
+pub(crate) fn mid_takes_fewer_rounds((m, n): (usize, usize), multiprocessors: usize) -> bool {
+    let rounds = |t: Fp8Tile| t.tiling().tiles(m, n).div_ceil(multiprocessors.max(1));
+    3 * rounds(Fp8Tile::Mid) < 2 * rounds(Fp8Tile::Square)
 }
 
 /// [`Fp8Plan::choose`] takes the 128 x 256 tile when its tiles are at least this percentage of
@@ -161,7 +177,9 @@ const PAIR_CLUSTERS: bool = false;
 impl Fp8Plan {
     /// The plan for an `m x n` result with `A` scaled by `a_scaling` and `B^T` by `b_scaling`,
     /// `accumulation` asked for, on `multiprocessors` SMs: block scales (both operands) run the
-    /// promoted block kernel; promoted accumulation the 128 x 128 tile; fast accumulation the
+    /// promoted block kernel; promoted accumulation the 128 x 128 tile, or the 128 x 192 one for
+    /// a bf16 result of E4M3 operands (`staged_result`) where its rounds of the SMs do less work
+    /// (`mid_takes_fewer_rounds`); fast accumulation the
     /// 128 x 256 tile when its tiles fill about one wave (`WAVE_PERCENT`), else 128 x 128; the
     /// staged epilogue (not chosen: `STAGED_EPILOGUE`) for a promoted product whose result type
     /// has one (`staged_result`: bf16) and whose `n` is a multiple of 8.
@@ -186,6 +204,9 @@ impl Fp8Plan {
             .paired_where_chosen(staged_result);
         }
         let tile = match accumulation {
+            Fp8Accumulation::Promoted if staged_result && mid_takes_fewer_rounds((m, n), multiprocessors) => {
+                Fp8Tile::Mid
+            }
             Fp8Accumulation::Promoted => Fp8Tile::Square,
             Fp8Accumulation::Fast => {
                 let wide = Fp8Tile::Wide.tiling().tiles(m, n);
@@ -411,9 +432,48 @@ mod tests {
     }
 
     #[test]
+    fn promoted_takes_the_mid_tile_where_its_rounds_do_less_work() {
+        let rows = (Fp8Scaling::Row, Fp8Scaling::Row);
+        let promoted = Fp8Accumulation::Promoted;
+        // 8192^2: 21 rounds of 2752 tiles against 32 of 4096 (63 < 64).
+        assert!(mid_takes_fewer_rounds((8192, 8192), SMS));
+        let p = Fp8Plan::choose((8192, 8192), rows, promoted, SMS, true);
+        assert_eq!((p.tile, p.name()), (Fp8Tile::Mid, "promoted-128x192"));
+        assert!(p.is_valid());
+        // Not for an f32 result or E5M2 operands (no such kernel).
+        assert_eq!(
+            Fp8Plan::choose((8192, 8192), rows, promoted, SMS, false).tile,
+            Fp8Tile::Square
+        );
+        // 4096^2: 6 rounds of 704 against 8 of 1024 (18 > 16).
+        assert!(!mid_takes_fewer_rounds((4096, 4096), SMS));
+        assert_eq!(
+            Fp8Plan::choose((4096, 4096), rows, promoted, SMS, true).tile,
+            Fp8Tile::Square
+        );
+        // The boundary along one row of tiles: n = 132 * 192 is one round of mid tiles (132)
+        // against two of square ones (198): 3 < 4, taken; n = 264 * 192, two mid rounds against
+        // three square ones (396 tiles): 6 = 6, not taken; n = 132 * 128, one round of each
+        // (88 mid tiles): 3 > 2, not taken.
+        assert!(!mid_takes_fewer_rounds((128, 264 * 192), SMS));
+        assert!(mid_takes_fewer_rounds((128, 132 * 192), SMS));
+        assert!(!mid_takes_fewer_rounds((128, 132 * 128), SMS));
+        // Block scales and fast accumulation never take it.
+        let blocks = (Fp8Scaling::Block1x128, Fp8Scaling::Block128x128);
+        assert_eq!(
+            Fp8Plan::choose((8192, 8192), blocks, promoted, SMS, true).tile,
+            Fp8Tile::Square
+        );
+        assert_ne!(
+            Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Fast, SMS, true).tile,
+            Fp8Tile::Mid
+        );
+    }
+
+    #[test]
     fn promoted_and_block_take_the_square_tile() {
         let rows = (Fp8Scaling::Row, Fp8Scaling::Row);
-        let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Promoted, SMS, true);
+        let p = Fp8Plan::choose((4096, 4096), rows, Fp8Accumulation::Promoted, SMS, true);
         assert_eq!(
             (p.tile, p.accumulation),
             (Fp8Tile::Square, Fp8Accumulation::Promoted)
@@ -428,7 +488,7 @@ mod tests {
         // The promotion waits for each step's products (`OVERLAP_PROMOTION` false), for block
         // scales and for promoted tensor or row scales; fast accumulation never promotes.
         assert_eq!(p.name(), "block-128x128");
-        let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Promoted, SMS, true);
+        let p = Fp8Plan::choose((4096, 4096), rows, Fp8Accumulation::Promoted, SMS, true);
         assert_eq!(p.name(), "promoted-128x128");
         let p = Fp8Plan::choose((8192, 8192), rows, Fp8Accumulation::Fast, SMS, true);
         assert!(!p.overlap);
