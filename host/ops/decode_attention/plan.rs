@@ -86,8 +86,10 @@ pub enum DecodeAlgorithm {
     /// (`decode_attention_tensor_fused`; an atomic ticket per row group in a counter buffer
     /// the call allocates zeroed, or the [`super::DecodeWorkspace`] holds, which every launch
     /// leaves zero), so that no second launch follows. For the head dims and devices of
-    /// [`DecodeAlgorithm::Tensor`], with its fallbacks. Simulator-checked, not yet timed on a
-    /// GPU: not the default.
+    /// [`DecodeAlgorithm::Tensor`], with its fallbacks. Not the default: on the H200 it was
+    /// level with or slower than the two launches (1780.3 against 1864.1 GB/s at batch 1 and
+    /// 8192 cached tokens, 3596.4 against 3606.5 at batch 8, 3834.4 against 3896.2 at batch 1
+    /// and 131072, the `into` forms, `bench/experiments/third-wave/858a660-decode-ab-main-1.jsonl`).
     TensorFused,
     /// As [`DecodeAlgorithm::TensorFused`] with the given number of chunks (as
     /// [`DecodeAlgorithm::TensorSplits`]): for tests and tuning.
