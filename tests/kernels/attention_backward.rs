@@ -4,7 +4,8 @@
 //! 40 for the rows rung, 64 and 128 for the fused one), causal and not, grouped-query heads,
 //! `q_len != kv_len` both ways (rows that see no key, keys no row sees), strided `d_out`; the
 //! errors and the empty cases (`errors::attention_backward`); on CUDA, sequences of thousands
-//! (fused against rows), the same bits twice (determinism, the deterministic rungs), and the
+//! (fused against rows), the same bits twice (determinism, the deterministic rungs and `Auto`
+//! asked to be deterministic), and the
 //! free function. The one-kernel Hopper rung (`WgmmaFused`, `dQ` by atomics) runs beside the
 //! others in every case where it applies, and is an error when asked to be deterministic.
 //!
@@ -418,13 +419,16 @@ fn fused_vs_rows<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, case: Case) -> Che
 }
 
 /// The same call twice on each deterministic rung gives the same bits (no atomics, fixed
-/// order); the one-kernel rung's `dQ` additions come in any order, so it is not among them.
+/// order), and so does `Auto` asked to be deterministic (at head dim 128 it would otherwise take
+/// the one-kernel rung); the one-kernel rung's `dQ` additions come in any order, so it is not
+/// among them.
 fn deterministic(gpu: &Gpu, rng: &mut StdRng) -> Check {
     let case = (1, 300, 400, 4, 2, 128, true);
     for algorithm in [
         AttentionAlgorithm::Wgmma,
         AttentionAlgorithm::Flash,
         AttentionAlgorithm::Rows,
+        AttentionAlgorithm::Auto,
     ] {
         if algorithm == AttentionAlgorithm::Wgmma && !gpu.has_wgmma() {
             continue;
@@ -433,6 +437,7 @@ fn deterministic(gpu: &Gpu, rng: &mut StdRng) -> Check {
             causal: true,
             scale: None,
             algorithm,
+            deterministic: algorithm == AttentionAlgorithm::Auto,
             ..Default::default()
         };
         let x = inputs::<bf16>(rng, case, &options)?;

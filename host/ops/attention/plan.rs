@@ -202,8 +202,8 @@ pub enum AttentionAlgorithm {
     /// buffer by atomic reductions, so five products per tile where the two-kernel rung runs
     /// seven, and the bits of `dq` may differ from run to run. Where the backward's wgmma rung
     /// applies and the call is not [`deterministic`](super::AttentionOptions::deterministic); an
-    /// error elsewhere. Never the plan's choice (timed at one shape so far: 427.1 against 388.8
-    /// TFLOP/s at 4 x 4096 x 16 x 128, `bench/experiments/third-wave/858a660-attention-bwd-gpukern.jsonl`). In the forward
+    /// error elsewhere. `Auto`'s backward at head dim 128 when not deterministic (427.1 against
+    /// 388.8 TFLOP/s at 4 x 4096 x 16 x 128, `bench/experiments/third-wave/858a660-attention-bwd-gpukern.jsonl`). In the forward
     /// it names no schedule of its own: the plan's Hopper choice (as `Auto` where the Hopper rung
     /// applies), an error where it does not, so that one set of options serves both passes.
     WgmmaFused,

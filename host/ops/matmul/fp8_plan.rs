@@ -146,7 +146,7 @@ pub struct Fp8Plan {
     /// share their tile of `B^T` through the copy engine's multicast
     /// (`kernels_gpu::matmul::fp8::Pair`: each block copies `BM + BN / 2` rows per step instead
     /// of `BM + BN`): the fast 128 x 256, promoted and block-scaled 128 x 128 kernels, bf16
-    /// result, `B^T` in E4M3. Not chosen (`PAIR_CLUSTERS`) until timed.
+    /// result, `B^T` in E4M3. Not chosen (`PAIR_CLUSTERS`: level or slower where timed).
     pub pair: bool,
 }
 
@@ -170,8 +170,10 @@ const OVERLAP_PROMOTION: bool = false;
 const STAGED_EPILOGUE: bool = false;
 
 /// Whether [`Fp8Plan::choose`] picks the kernels of clusters of two blocks sharing `B^T`'s tile
-/// by multicast ([`Fp8Plan::pair`]). Not until they are timed against the single-block kernels
-/// on a GPU.
+/// by multicast ([`Fp8Plan::pair`]). No: on an H100 at 4096^3 the fast pair ran 1418.4 TFLOP/s
+/// against 1425.0 for the single-block kernel and the promoted pair 1077.6 against 1131.3
+/// (`bench/experiments/third-wave/3b136ec-fp8-arrive-ab-cta-1.jsonl`): the single-block kernels
+/// are not bound by their copies there.
 const PAIR_CLUSTERS: bool = false;
 
 impl Fp8Plan {

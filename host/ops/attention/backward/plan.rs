@@ -66,6 +66,14 @@ pub(crate) struct BackwardFacts {
     pub(crate) tensor_maps: bool,
 }
 
+/// Head dims at which `Auto` runs the one-kernel Hopper rung ([`BackwardPlan::WgmmaFused`])
+/// when the call is not deterministic: 128, where it was the faster of the two Hopper rungs at
+/// both shapes timed, 427.1 against 388.8 TFLOP/s without a mask and 370.0 against 351.0 causal
+/// at 4 x 4096 x 16 x 128 on the H200 (`bench/experiments/third-wave/858a660-attention-bwd-gpukern.jsonl`),
+/// 457.4 against 413.3 and 466.5 against 415.4 at 1 x 16384 x 16 x 128 on an H100
+/// (`bench/experiments/third-wave/3b136ec-attention-bwd-gpukern.jsonl`). Not 64: not timed there.
+pub(crate) const FUSED_BY_DEFAULT_HEAD_DIMS: [usize; 1] = [128];
+
 impl BackwardPlan {
     /// The plan of `algorithm` for a checked call (head dim in `8..=256`, a multiple of 8),
     /// `deterministic` when the call must give the same bits on every run. `Err` says why the
@@ -82,6 +90,11 @@ impl BackwardPlan {
         let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
+            AttentionAlgorithm::Auto
+                if hopper && !deterministic && FUSED_BY_DEFAULT_HEAD_DIMS.contains(&head_dim) =>
+            {
+                Ok(BackwardPlan::WgmmaFused { head_dim })
+            }
             AttentionAlgorithm::Auto
             | AttentionAlgorithm::Wgmma
             | AttentionAlgorithm::WgmmaPingPong
@@ -189,9 +202,10 @@ mod tests {
         }
     }
 
-    /// The Hopper rung: by default and for the wgmma algorithms where every fact holds, at head
-    /// dims 64 and 128 only; one fact missing sends `Auto` to the fused rung and the wgmma
-    /// algorithms to an error naming the fact; `Flash` and `Rows` on request still run theirs.
+    /// The Hopper rung: by default (deterministic; at head dim 64 also not) and for the wgmma
+    /// algorithms where every fact holds, at head dims 64 and 128 only; one fact missing sends
+    /// `Auto` to the fused `mma.sync` rung and the wgmma algorithms to an error naming the fact;
+    /// `Flash` and `Rows` on request still run theirs.
     #[test]
     fn hopper_rung_on_each_side_of_its_facts() {
         let all = BackwardFacts {
@@ -206,8 +220,10 @@ mod tests {
                 AttentionAlgorithm::WgmmaPingPong,
                 AttentionAlgorithm::WgmmaPersistent,
             ] {
+                // `Auto` takes the one-kernel rung at 128 when not deterministic (its own test).
+                let deterministic = alg == AttentionAlgorithm::Auto;
                 assert_eq!(
-                    BackwardPlan::choose(alg, d, all, false),
+                    BackwardPlan::choose(alg, d, all, deterministic),
                     Ok(BackwardPlan::Wgmma { head_dim: d })
                 );
             }
@@ -254,11 +270,11 @@ mod tests {
             assert!(BackwardPlan::choose(AttentionAlgorithm::Wgmma, d, all, false).is_err());
         }
     }
-    /// The one-kernel rung only on request: where the Hopper rung applies and the call is not
-    /// deterministic; deterministic, an error naming why; a fact missing, the Hopper rung's
-    /// error; and never the plan's own choice, deterministic or not.
+    /// The one-kernel rung where the Hopper rung applies and the call is not deterministic: on
+    /// request, and by default at head dim 128 only; deterministic, an error naming why when
+    /// asked for, and the two-kernel rung by default; a fact missing, the Hopper rung's error.
     #[test]
-    fn fused_rung_only_on_request_and_never_deterministic() {
+    fn fused_rung_by_default_at_128_and_never_deterministic() {
         let all = BackwardFacts {
             aligned: true,
             wgmma: true,
@@ -272,11 +288,19 @@ mod tests {
             );
             let err = BackwardPlan::choose(fused, d, all, true).expect_err("deterministic");
             assert!(err.contains("not deterministic"), "{err}");
+            let by_default = match d {
+                128 => BackwardPlan::WgmmaFused { head_dim: d },
+                _ => BackwardPlan::Wgmma { head_dim: d },
+            };
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, false),
+                Ok(by_default)
+            );
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, true),
+                Ok(BackwardPlan::Wgmma { head_dim: d })
+            );
             for deterministic in [false, true] {
-                assert_eq!(
-                    BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, deterministic),
-                    Ok(BackwardPlan::Wgmma { head_dim: d })
-                );
                 assert_eq!(
                     BackwardPlan::choose(AttentionAlgorithm::Wgmma, d, all, deterministic),
                     Ok(BackwardPlan::Wgmma { head_dim: d })
