@@ -13,7 +13,7 @@ use crate::cache::Caches;
 use crate::error::{DriverContext, Error, Result};
 use crate::fault;
 use crate::launch_config::DeviceLimits;
-use crate::ptx::{self, Functions};
+use crate::ptx::{self, Function, Functions};
 
 /// Where kernels run: a CUDA device, or the CPU simulator.
 ///
@@ -333,11 +333,7 @@ impl Gpu {
         let per_sm = match cached {
             Some(n) => n,
             None => {
-                let function = d.library.get(kernel.name)?.ok_or(Error::InvalidArgument {
-                    op,
-                    detail: format!("the PTX has no kernel {}", kernel.name),
-                })?;
-                let n = function.resident_per_sm(
+                let n = loaded(d, op, kernel)?.resident_per_sm(
                     &d.ctx,
                     threads,
                     shared_mem_bytes,
@@ -379,11 +375,7 @@ impl Gpu {
         let Backend::Cuda(d) = &self.backend else {
             return Ok((SIM_RESIDENT_BLOCKS / blocks.max(1)).max(1));
         };
-        let function = d.library.get(kernel.name)?.ok_or(Error::InvalidArgument {
-            op,
-            detail: format!("the PTX has no kernel {}", kernel.name),
-        })?;
-        let n = function.resident_clusters(
+        let n = loaded(d, op, kernel)?.resident_clusters(
             &d.ctx,
             (threads, shared_mem_bytes, blocks),
             "asking the driver how many clusters of a kernel run at once",
@@ -399,6 +391,14 @@ impl Gpu {
         }
         Ok(n)
     }
+}
+
+/// `kernel` (one of gpukern's own) loaded on `d`, or the error of `op` saying the PTX lacks it.
+fn loaded(d: &CudaDevice, op: &'static str, kernel: &'static Kernel) -> Result<Arc<Function>> {
+    d.library.get(kernel.name)?.ok_or(Error::InvalidArgument {
+        op,
+        detail: format!("the PTX has no kernel {}", kernel.name),
+    })
 }
 
 /// The key of [`CudaDevice::residency`]: a kernel's name, its threads per block and its dynamic

@@ -119,32 +119,55 @@ fn bytes_of<T: Copy>(v: &T) -> ([u8; 16], usize) {
     (out, size)
 }
 
-/// [`super::load_2d`] in the simulator.
+/// The checks of a load of the box at (`row`, `col`) of `tensor` into `dst` (the tensor as the
+/// driver would encode it, the destination's alignment, the box's part inside the tensor inside
+/// its buffer); returns the box's bytes.
 #[track_caller]
-pub(crate) fn load<T: Copy>(dst: *mut T, tensor: &Tensor2d<T>, bar: *mut u64, row: u32, col: u32) {
-    let size = core::mem::size_of::<T>();
+fn check_load<T>(dst: *mut T, tensor: &Tensor2d<T>, row: usize, col: usize) -> usize {
     check_tensor(tensor);
-    let box_bytes = tensor.box_rows * tensor.box_cols * size;
+    let box_bytes = tensor.box_rows * tensor.box_cols * core::mem::size_of::<T>();
     check_alignment(dst as usize, box_bytes, "destination");
-    let (row, col) = (row as usize, col as usize);
     check_bounds(tensor, row, col);
-    let target = device::copy_target(bar as usize);
-    let base = dst as usize;
+    box_bytes
+}
+
+/// Calls `f(byte offset in the swizzled box, the element's bytes, its (row, column) in the
+/// tensor)` for each element of the box at (`row`, `col`) of `tensor`, in order; zeros outside
+/// the tensor. The box was checked ([`check_load`]).
+#[track_caller]
+fn each_element<T: Copy>(
+    tensor: &Tensor2d<T>,
+    row: usize,
+    col: usize,
+    mut f: impl FnMut(usize, ([u8; 16], usize), Option<(u32, u32)>),
+) {
+    let size = core::mem::size_of::<T>();
     for r in 0..tensor.box_rows {
         for c in 0..tensor.box_cols {
             let (gr, gc) = (row + r, col + c);
             let v = if gr < tensor.rows && gc < tensor.cols {
-                // SAFETY: inside the tensor, which lies inside its buffer (checked above).
+                // SAFETY: inside the tensor, which lies inside its buffer (checked).
                 unsafe { crate::mem::load(tensor.data, gr * tensor.stride + gc) }
             } else {
                 // SAFETY: `T` is a plain number (the caller's contract), all-zero bits 0.
                 unsafe { core::mem::zeroed() }
             };
             let at = swizzle_128b((r * tensor.box_cols + c) * size);
-            let (bytes, n) = bytes_of(&v);
-            device::copy_write(base + at, &bytes[..n], target, Some((gr as u32, gc as u32)));
+            f(at, bytes_of(&v), Some((gr as u32, gc as u32)));
         }
     }
+}
+
+/// [`super::load_2d`] in the simulator.
+#[track_caller]
+pub(crate) fn load<T: Copy>(dst: *mut T, tensor: &Tensor2d<T>, bar: *mut u64, row: u32, col: u32) {
+    let (row, col) = (row as usize, col as usize);
+    let box_bytes = check_load(dst, tensor, row, col);
+    let target = device::copy_target(bar as usize);
+    let base = dst as usize;
+    each_element(tensor, row, col, |at, (bytes, n), element| {
+        device::copy_write(base + at, &bytes[..n], target, element)
+    });
     device::copy_complete(bar as usize, box_bytes as u32);
 }
 
@@ -159,7 +182,6 @@ pub(crate) fn load_multicast<T: Copy>(
     col: u32,
     mask: u16,
 ) {
-    let size = core::mem::size_of::<T>();
     let blocks = device::cluster_shape().1;
     if mask == 0 || u32::from(mask) >> blocks != 0 {
         device::fail(crate::sim::Violation::Panic {
@@ -170,26 +192,12 @@ pub(crate) fn load_multicast<T: Copy>(
             ),
         });
     }
-    check_tensor(tensor);
-    let box_bytes = tensor.box_rows * tensor.box_cols * size;
-    check_alignment(dst as usize, box_bytes, "destination");
     let (row, col) = (row as usize, col as usize);
-    check_bounds(tensor, row, col);
+    let box_bytes = check_load(dst, tensor, row, col);
     let mut elements = Vec::with_capacity(tensor.box_rows * tensor.box_cols);
-    for r in 0..tensor.box_rows {
-        for c in 0..tensor.box_cols {
-            let (gr, gc) = (row + r, col + c);
-            let v = if gr < tensor.rows && gc < tensor.cols {
-                // SAFETY: inside the tensor, which lies inside its buffer (checked above).
-                unsafe { crate::mem::load(tensor.data, gr * tensor.stride + gc) }
-            } else {
-                // SAFETY: `T` is a plain number (the caller's contract), all-zero bits 0.
-                unsafe { core::mem::zeroed() }
-            };
-            let at = swizzle_128b((r * tensor.box_cols + c) * size);
-            elements.push((at, bytes_of(&v), Some((gr as u32, gc as u32))));
-        }
-    }
+    each_element(tensor, row, col, |at, bytes, element| {
+        elements.push((at, bytes, element))
+    });
     for rank in (0..blocks).filter(|r| mask >> r & 1 == 1) {
         device::copy_box_into(rank, dst as usize, bar as usize, &elements, box_bytes as u32);
     }
