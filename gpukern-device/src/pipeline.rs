@@ -156,6 +156,12 @@ impl Ring {
         self.stage_bytes
     }
 
+    /// The stage and phase parity of step `step` of a walk over the ring.
+    #[inline(always)]
+    fn place(&self, step: usize) -> (usize, u32) {
+        (step % self.stages, ((step / self.stages) & 1) as u32)
+    }
+
     #[inline(always)]
     fn full(&self, s: usize) -> *mut u64 {
         self.bars.wrapping_add(s)
@@ -286,8 +292,7 @@ impl Producer {
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn acquire(&mut self) -> Stage {
-        let (stages, step) = (self.ring.stages, self.step);
-        let (s, parity) = (step % stages, ((step / stages) & 1) as u32);
+        let (s, parity) = self.ring.place(self.step);
         self.step += 1;
         let stage = self.ring.stage(s);
         // SAFETY: initialised barriers (the caller's ring); the previous phase of `empty` (that
@@ -311,8 +316,7 @@ impl Producer {
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn drain(&mut self) {
         for _ in 0..self.ring.stages {
-            let (stages, step) = (self.ring.stages, self.step);
-            let (s, parity) = (step % stages, ((step / stages) & 1) as u32);
+            let (s, parity) = self.ring.place(self.step);
             self.step += 1;
             // SAFETY: an initialised barrier (the caller's ring): the phase of the stage's last
             // release (or the one before a fresh barrier's first).
@@ -336,8 +340,7 @@ impl Consumer {
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn wait(&mut self) -> Stage {
-        let (stages, step) = (self.ring.stages, self.step);
-        let (s, parity) = (step % stages, ((step / stages) & 1) as u32);
+        let (s, parity) = self.ring.place(self.step);
         self.step += 1;
         // SAFETY: the caller's contract; `s` and `parity` are this step's.
         unsafe { self.wait_at(s, parity) }

@@ -84,11 +84,8 @@ impl BlockState<'_> {
     pub(in crate::sim) fn mbarrier_init(&self, bar: usize, count: u32) -> Result<(), Violation> {
         let offset = self.barrier_offset(bar)?;
         let (tid, _) = self.me();
-        {
-            let mut h = self.hopper();
-            h.barriers.init(offset, count, tid, self.epoch.get())?;
-            h.barriers.set_cluster_epoch(offset, self.cluster_epoch.get());
-        }
+        let epochs = (self.epoch.get(), self.cluster_epoch.get());
+        self.hopper().barriers.init(offset, count, tid, epochs)?;
         let host = self.check(bar, 0, 8, Access::Write)?;
         // SAFETY: `check` returned the host address of 8 writable bytes of shared memory.
         unsafe { (host as *mut u64).write_unaligned(0) };

@@ -101,6 +101,7 @@ impl<'l> BlockState<'l> {
             let h = &mut *h;
             let b = h.barriers.live_remote(bar_offset, cluster_epoch)?;
             let (slot, phase) = (b.slot, b.completed);
+            b.note_remote(self.rank, self.current.get());
             let base = peer.shared_base() as usize;
             for &(at, (data, n), element) in elements {
                 let o = offset + at;
@@ -119,8 +120,6 @@ impl<'l> BlockState<'l> {
                 // block's, checked above), which lives while the peer has not exited.
                 unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), (base + o) as *mut u8, n) };
             }
-            let b = h.barriers.live_remote(bar_offset, cluster_epoch)?;
-            b.note_remote(self.rank, self.current.get());
             b.complete_tx(bar_offset, bytes)?;
         }
         self.progress.set(self.progress.get() + 1);

@@ -94,10 +94,7 @@ impl Clock {
                 out.peers[rank] = known.clone();
             }
         }
-        out.peers[mine as usize] = Clock {
-            peers: Vec::new(),
-            ..self.clone_own()
-        };
+        out.peers[mine as usize] = self.clone_own();
         out
     }
 

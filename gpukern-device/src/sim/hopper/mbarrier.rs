@@ -210,8 +210,15 @@ pub(crate) struct Barriers {
 
 impl Barriers {
     /// `mbarrier.init` of the barrier at `offset` for `count` arrivals per phase, by thread `tid`
-    /// in barrier interval `epoch`.
-    pub(crate) fn init(&mut self, offset: usize, count: u32, tid: u32, epoch: u32) -> Result<(), Violation> {
+    /// in barrier interval `epoch` and cluster-barrier interval `cluster_epoch` (a peer may use
+    /// the barrier only after one more cluster barrier).
+    pub(crate) fn init(
+        &mut self,
+        offset: usize,
+        count: u32,
+        tid: u32,
+        (epoch, cluster_epoch): (u32, u32),
+    ) -> Result<(), Violation> {
         if !(1..=MAX_COUNT).contains(&count) {
             return Err(violation(
                 Rule::MbarrierInit,
@@ -249,21 +256,13 @@ impl Barriers {
                 init_by: tid,
                 init_epoch: epoch,
                 init_fenced: false,
-                init_cluster_epoch: 0,
+                init_cluster_epoch: cluster_epoch,
                 remote: None,
                 release: Clock::default(),
                 last: Clock::default(),
             },
         );
         Ok(())
-    }
-
-    /// Records that the barrier at `offset`, just initialised, was initialised after the block's
-    /// `cluster_epoch`-th cluster barrier.
-    pub(crate) fn set_cluster_epoch(&mut self, offset: usize, cluster_epoch: u32) {
-        if let Some(b) = self.by_offset.get_mut(&offset) {
-            b.init_cluster_epoch = cluster_epoch;
-        }
     }
 
     /// The live barrier at `offset` as a thread of another block of the cluster (or the copy
@@ -415,7 +414,7 @@ mod tests {
     #[test]
     fn a_phase_completes_when_arrivals_and_bytes_are_in() {
         let mut bars = Barriers::default();
-        bars.init(64, 2, 0, 0).unwrap();
+        bars.init(64, 2, 0, (0, 0)).unwrap();
         bars.fence_init(0);
         let b = bars.live(64, 0, 1).unwrap();
         assert!(!b.arrive(64, 128, &Clock::default()).unwrap());
@@ -434,8 +433,8 @@ mod tests {
             rule(bars.live(8, 0, 0).err().unwrap()),
             Rule::MbarrierUninitialized
         );
-        bars.init(8, 1, 0, 0).unwrap();
-        assert_eq!(rule(bars.init(8, 1, 1, 0).unwrap_err()), Rule::MbarrierInit);
+        bars.init(8, 1, 0, (0, 0)).unwrap();
+        assert_eq!(rule(bars.init(8, 1, 1, (0, 0)).unwrap_err()), Rule::MbarrierInit);
         assert_eq!(
             rule(bars.live(8, 1, 0).err().unwrap()),
             Rule::MbarrierUninitialized
@@ -461,7 +460,7 @@ mod tests {
     #[test]
     fn a_wait_two_phases_behind_is_phase_reuse() {
         let mut bars = Barriers::default();
-        bars.init(0, 1, 0, 0).unwrap();
+        bars.init(0, 1, 0, (0, 0)).unwrap();
         let b = bars.live(0, 0, 0).unwrap();
         // A producer's first wait for parity 1 of a fresh barrier returns at once.
         assert!(matches!(b.poll(0, 1, 0), Ok(Wait::Done)));
