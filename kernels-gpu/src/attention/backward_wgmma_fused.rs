@@ -548,19 +548,20 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             dk_acc = H::grad::<T>(dk_acc, ds, n_major_descriptor(stage.address(0), BOX_64), true);
             dq_acc
         };
-        // SAFETY: the whole warpgroup; at `D = 64` `dV` and `dQ` retire and `dK` runs on under
-        // the next step's scores; at 128 all three retire and the stage is free.
+        // SAFETY: the whole warpgroup; `dV` and `dQ` retire, `dK` runs on under the reductions
+        // (FlashAttention-3's order) and at `D = 64` under the next step's scores too.
         unsafe {
-            if overlap {
-                dq_acc = wgmma::wait_accumulators::<1, _>(dq_acc);
-            } else {
+            dq_acc = wgmma::wait_accumulators::<1, _>(dq_acc);
+        }
+        add_dq(dq_accum, &dq_acc, accum_at(h, q0));
+        if !overlap {
+            // SAFETY: the whole warpgroup; `dK`, the one group left, retires and the stage is free.
+            unsafe {
                 dv_acc = wgmma::wait_accumulators::<0, _>(dv_acc);
                 dk_acc = wgmma::wait_accumulators::<0, _>(dk_acc);
-                dq_acc = wgmma::wait_accumulators::<0, _>(dq_acc);
                 consumer.release(&stage);
             }
         }
-        add_dq(dq_accum, &dq_acc, accum_at(h, q0));
     }
     if overlap {
         // SAFETY: the whole warpgroup; the last step's products retire, then free the stage
