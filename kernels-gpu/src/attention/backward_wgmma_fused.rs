@@ -377,7 +377,24 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     let mut consumer = ring.consumer();
     // The step's query head and tile, walked in 32 bits (a 64-bit division per step costs
     // registers the loop does not have at `D = 128`).
+    // A tile's statistics at this thread's queries `8 j + 2 q ..+ 2` (`j < 8`): the eight lanes
+    // of a warp with the same `q` need the same 16 of each, so lane `4 g + q` loads those of `j =
+    // g` and the others are shuffled in where used (two registers of each live beside the
+    // products, not 16: the consumers' register peak is at the scores' issue, with `dK`, `dV`,
+    // `S^T` and `dP^T` held). Loaded a step ahead (under the previous step's `dK`), so that the
+    // loads' latency is not on the scores' path.
+    let load_stats = |h: usize, q0: usize| -> [[f32; 2]; 2] {
+        let stats = (b * heads + h) * q_pad + q0 + 8 * g + 2 * qd;
+        [lse2, delta].map(|x| {
+            core::array::from_fn(|e| {
+                // SAFETY: `q0 + 64 <= q_pad` (a multiple of 64), so inside head `(b, h)`'s padded
+                // rows of both statistics (the contract).
+                unsafe { mem::load(x, stats + e) }
+            })
+        })
+    };
     let (mut hi, mut qt) = (0u32, first_tile);
+    let mut next_stats = load_stats(kvh * group, first_tile as usize * BWD_WGMMA_Q_TILE);
     for n in 0..steps {
         let h = kvh * group + hi as usize;
         let q0 = qt as usize * BWD_WGMMA_Q_TILE;
@@ -386,25 +403,11 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             qt = first_tile;
             hi += 1;
         }
-        // The tile's statistics at this thread's queries `8 j + 2 q ..+ 2` (`j < 8`): the eight
-        // lanes of a warp with the same `q` need the same 16 of each, so lane `4 g + q` loads
-        // those of `j = g` and the others are shuffled in where used (two registers of each live
-        // beside the products, not 16: the consumers' register peak is at the scores' issue, with
-        // `dK`, `dV`, `S^T` and `dP^T` held). `lse2` before the stage's wait, `delta` once `dV`
-        // is issued.
-        let stats = (b * heads + h) * q_pad + q0 + 8 * g + 2 * qd;
-        let load_own = |x: *const f32| -> [f32; 2] {
-            core::array::from_fn(|e| {
-                // SAFETY: `q0 + 64 <= q_pad` (a multiple of 64), so inside head `(b, h)`'s padded
-                // rows of both statistics (the contract).
-                unsafe { mem::load(x, stats + e) }
-            })
-        };
+        let [l2, dd] = next_stats;
         // Row `j`'s statistic `e` from the lane that loaded it (the lanes `4 j + q` computed in
         // each step: hoisted out of the loop, the eight of them took registers ptxas spilled).
         let lane_q = hint::recompute(qd as u32);
         let stat = |own: &[f32; 2], j: usize, e: usize| warp::shfl_idx(own[e], lane_q + 4 * j as u32);
-        let l2 = load_own(lse2);
         // SAFETY: every thread of the consumer warps; released once below (in the next step,
         // or after the loop).
         let stage = unsafe { consumer.wait() };
@@ -483,7 +486,6 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
                 true,
             );
         }
-        let dd = load_own(delta);
         // SAFETY: the whole warpgroup; `dP^T`'s groups, then `dV`'s one: `dP^T` retires.
         dpt = unsafe { wgmma::wait_accumulators::<1, _>(dpt) };
         // dS^T = P^T (dP^T - delta), in place of `dP^T`.
@@ -554,6 +556,9 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             dq_acc = wgmma::wait_accumulators::<1, _>(dq_acc);
         }
         add_dq(dq_accum, &dq_acc, accum_at(h, q0));
+        if n + 1 < steps {
+            next_stats = load_stats(kvh * group + hi as usize, qt as usize * BWD_WGMMA_Q_TILE);
+        }
         if !overlap {
             // SAFETY: the whole warpgroup; `dK`, the one group left, retires and the stage is free.
             unsafe {
