@@ -69,6 +69,68 @@ pub unsafe fn load<T>(dst: *mut T, src: *const T, bytes: u32, bar: *mut u64) {
     }
 }
 
+/// Adds `bytes / 4` floats from `src` (this block's shared memory) into as many at `dst` (global
+/// memory), float `i` into `dst[i]`, each add atomic at device scope
+/// (`cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32`): one thread hands a whole
+/// tile of partial sums to the copy engine, where [`crate::atomic::reduce_add`] takes an
+/// instruction per float and thread. Issued by one thread; completes in the background as
+/// [`crate::tma::store_2d`] does: commit it ([`commit_group`]) and wait for it
+/// ([`wait_group_read`]) before `src` is written again, and ([`wait_group`]) before the kernel
+/// relies on the sums or returns. Adds from several threads or blocks into one float land in no
+/// fixed order. The GPU's f32 add flushes subnormals to zero; the simulator performs the adds
+/// when the call is issued, as checked atomic adds, and checks `src` as a store's source.
+///
+/// # Safety
+/// * `src` and `dst` are 16-byte aligned and `bytes` a multiple of 16; `src` holds `bytes` of
+///   this block's shared memory, written by this thread or by others before a block or named
+///   barrier, each writer having called [`fence_shared`] after its writes.
+/// * `dst` points to `bytes` of writable global memory that nothing accesses other than by
+///   atomic adds until the reduction completes.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[allow(clippy::manual_is_multiple_of)]
+pub unsafe fn reduce_add_f32(dst: *mut f32, src: *const f32, bytes: u32) {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let src = crate::async_copy::shared_address(src.cast_mut());
+        // SAFETY: the caller's contract. Not `nomem`: the copy reads shared memory and writes
+        // global memory.
+        unsafe {
+            core::arch::asm!(
+                "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [{dst}], [{src}], {bytes};",
+                dst = in(reg64) dst,
+                src = in(reg32) src,
+                bytes = in(reg32) bytes,
+                options(nostack),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        use crate::sim::{device, hopper::violation, Rule};
+        if bytes % 16 != 0 || (src as usize) % 16 != 0 || (dst as usize) % 16 != 0 {
+            device::fail(violation(
+                Rule::TmaAlignment,
+                format!(
+                    "a bulk reduction of {bytes} bytes from shared byte {} to {dst:p}: both sides \
+                     16-byte aligned and a multiple of 16 bytes",
+                    (src as usize).wrapping_sub(device::shared_base() as usize)
+                ),
+            ));
+        }
+        device::check_async_read(src as usize, bytes as usize, device::AsyncRead::Store);
+        device::bulk_store(src as usize, bytes as usize);
+        for i in 0..bytes as usize / 4 {
+            // SAFETY: inside the source and the destination (the caller's contract; both
+            // accesses are checked).
+            unsafe {
+                let v: f32 = crate::mem::load(src, i);
+                crate::atomic::reduce_add(dst, i, v, crate::atomic::Scope::Device);
+            }
+        }
+    }
+}
+
 /// Orders this thread's earlier shared-memory accesses (and, after a block barrier, the other
 /// threads') before its later bulk copies into the same memory, and its earlier stores before
 /// later reads by the copy engine or the tensor cores (`fence.proxy.async.shared::cta`): what the

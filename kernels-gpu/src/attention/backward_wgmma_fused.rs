@@ -86,10 +86,9 @@ use super::backward_wgmma::{
     BWD_WGMMA_KEYS, BWD_WGMMA_Q_TILE, CONSUMER_ROWS, WARPGROUP,
 };
 use super::wgmma::{k_major_descriptor, n_major_descriptor, D128, D64, WGMMA_BOX_COLS};
-use crate::gpu::atomic::{self, Scope};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
-use crate::gpu::{barrier, bf16, f16, hint, math, mbarrier, mem, thread, warp, wgmma};
+use crate::gpu::{barrier, bf16, bulk, f16, hint, math, mbarrier, mem, thread, warp, wgmma};
 use crate::kernel;
 
 /// Floats of one consumer's `dQ` share of a query tile in `dq_accum`: 64 rows x 64 dims, 32
@@ -103,20 +102,32 @@ pub const DQ_CONVERT_BLOCK: u32 = 256;
 /// barrier of step `n - 1` lies between a tile's reads (step `n - 2`'s `dQ`) and its next stores.
 const DS_TILES: usize = 2;
 
+/// Bytes of one consumer's `dQ` share staged in shared memory for its bulk reduction
+/// ([`DQ_PART`] floats, in `dq_accum`'s fragment order).
+const DQ_STAGING_BYTES: usize = 4 * DQ_PART;
+
+/// Stages of the fused kernel's ring of `Q` and `dO` tiles at head dim `d`: the `dK`/`dV`
+/// kernel's six at 64, one fewer than its four at 128 (three tiles ahead of the consumers; the
+/// fourth's 32 KiB hold the staged `dQ` shares).
+const fn fused_stages(d: usize) -> usize {
+    if d > 64 { 3 } else { dkdv_stages(d) }
+}
+
 /// Dynamic shared memory of [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused) at head
-/// dim `d`: the `dK`/`dV` kernel's ring, a 1024-byte gap, `K` and `V`, the `dS^T` tiles of 128
-/// rows of 128 bytes, and `K`/`V`'s barrier.
+/// dim `d`: the ring ([`fused_stages`]), a 1024-byte gap, `K` and `V`, the `dS^T` tiles of 128
+/// rows of 128 bytes, the two consumers' staged `dQ` shares, and `K`/`V`'s barrier.
 pub const fn bwd_wgmma_fused_shared_bytes(d: usize) -> usize {
-    Ring::shared_bytes(dkdv_stages(d), dkdv_stage_bytes(d)) as usize
+    Ring::shared_bytes(fused_stages(d), dkdv_stage_bytes(d)) as usize
         + 1024
         + dq_stage_bytes(d)
         + DS_TILES * BOX_128
+        + 2 * DQ_STAGING_BYTES
         + 16
 }
 
 const _: () = assert!(
-    bwd_wgmma_fused_shared_bytes(128) == 231_504
-        && bwd_wgmma_fused_shared_bytes(64) == 166_000
+    bwd_wgmma_fused_shared_bytes(128) == 231_488
+        && bwd_wgmma_fused_shared_bytes(64) == 198_768
         && bwd_wgmma_fused_shared_bytes(128) <= 232_448,
     "the documented sizes, within the 227 KiB a block may opt in to"
 );
@@ -175,7 +186,7 @@ pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize)
 ///   `maps` (`Q`, `dO` with boxes of 64 rows, `K`, `V` with boxes of 128), the operands, the
 ///   statistics (`q_pad` a multiple of 64), `dk` and `dv`; `heads = kv_heads group`, `kv_len >=
 ///   1`.
-/// * `dq_accum` holds [`bwd_wgmma_dq_accum_len`]`(batch, heads, q_pad, D)` floats, 4-byte
+/// * `dq_accum` holds [`bwd_wgmma_dq_accum_len`]`(batch, heads, q_pad, D)` floats, 16-byte
 ///   aligned, zeroed (or holding the sums to add to), touched by nothing else during the launch.
 ///
 /// Instances: `attention_bwd_wgmma_fused_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16.
@@ -189,7 +200,7 @@ pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize)
         attention_bwd_wgmma_fused_d64_f16 = (f16, D64),
         attention_bwd_wgmma_fused_d128_f16 = (f16, D128),
     ),
-    barriers(3)
+    barriers(4)
 )]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
@@ -260,11 +271,14 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
 
     // SAFETY: every thread, first; the launch gives `bwd_wgmma_fused_shared_bytes(D)`: the
     // ring's bytes, then the tail; stages of whole 1024-byte atoms.
-    let ring = unsafe { Ring::new(dkdv_stages(d), dkdv_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
+    let ring = unsafe { Ring::new(fused_stages(d), dkdv_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
     let (kv_tile, kv_address) = ring.tail();
-    // After `K` and `V`: the `dS^T` tiles (1024-byte aligned), then `K`/`V`'s barrier.
+    // After `K` and `V`: the `dS^T` tiles (1024-byte aligned), the staged `dQ` shares, then
+    // `K`/`V`'s barrier.
     let ds_tile = kv_tile.wrapping_add(2 * boxes * BOX_128);
-    let kv_bar = ds_tile.wrapping_add(DS_TILES * BOX_128).cast::<u64>();
+    let kv_bar = ds_tile
+        .wrapping_add(DS_TILES * BOX_128 + 2 * DQ_STAGING_BYTES)
+        .cast::<u64>();
     if tid == 0 {
         // SAFETY: 8 bytes past the `dS^T` tiles inside the launch's shared memory; nothing else
         // touches them before the block barrier below.
@@ -356,7 +370,7 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     // at 64), and this thread's first float there.
     let part = if shared_ds { c } else { 0 };
     let accum_at = |h: usize, q0: usize| {
-        (((b * heads + h) * (q_pad / BWD_WGMMA_Q_TILE) + q0 / BWD_WGMMA_Q_TILE) * boxes + part) * DQ_PART + t
+        (((b * heads + h) * (q_pad / BWD_WGMMA_Q_TILE) + q0 / BWD_WGMMA_Q_TILE) * boxes + part) * DQ_PART
     };
     let mut dv_acc = <H::O as wgmma::Accumulators>::zeroed();
     let mut dk_acc = <H::O as wgmma::Accumulators>::zeroed();
@@ -506,6 +520,11 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         let tile = (n % 2) as usize;
         store_ds(ds_tile.wrapping_add(tile * BOX_128), &ds, c, w, g, qd);
         wgmma::fence_proxy_async();
+        if t == 0 {
+            // The previous step's reduction has read this consumer's staged `dQ` (issued a
+            // step ago: no wait in practice); the barrier below tells the other threads.
+            bulk::wait_group_read::<0>();
+        }
         // Every row of the tile stored and fenced: both consumers' at `D = 128`, this one's at
         // 64.
         // SAFETY: whole warps; both consumers run the same `steps` (256 threads at barrier 1),
@@ -555,7 +574,41 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         unsafe {
             dq_acc = wgmma::wait_accumulators::<1, _>(dq_acc);
         }
-        add_dq(dq_accum, &dq_acc, accum_at(h, q0));
+        // This consumer's `dQ` share into its staging (fragment order, as in `dq_accum`), then,
+        // once every thread's stores are fenced and met, one bulk reduction of its 16 KiB by
+        // thread 0, in the background under `dK`.
+        // (Its place from `ds_tile` and an offset computed in each step from the thread index:
+        // kept across the loop, the pointer or the offset cost registers ptxas spilled at `D =
+        // 128`.)
+        let c_now = hint::recompute(tid as u32) as usize / WARPGROUP - 1;
+        let staging = ds_tile
+            .wrapping_add(DS_TILES * BOX_128 + c_now * DQ_STAGING_BYTES)
+            .cast::<f32>();
+        stage_dq(staging, &dq_acc, t);
+        bulk::fence_shared();
+        // SAFETY: whole warps, once per step: at `D = 128` both consumers' 256 threads (they
+        // meet at barrier 1 in each step anyway; an immediate barrier id), at 64 this
+        // consumer's 128.
+        unsafe {
+            if shared_ds {
+                barrier::sync(3, 2 * WARPGROUP as u32);
+            } else {
+                barrier::sync(3 + c as u32, WARPGROUP as u32);
+            }
+        }
+        if t == 0 {
+            // SAFETY: the staging holds the share, fenced by each writer before the barrier;
+            // `accum_at(h, q0) - t` is the share's first float in `dq_accum` (16-byte aligned:
+            // `DQ_PART` floats a share), touched only by reductions during the launch.
+            unsafe {
+                bulk::reduce_add_f32(
+                    dq_accum.wrapping_add(accum_at(h, q0)),
+                    staging,
+                    DQ_STAGING_BYTES as u32,
+                );
+            }
+            bulk::commit_group();
+        }
         if n + 1 < steps {
             next_stats = load_stats(kvh * group + hi as usize, qt as usize * BWD_WGMMA_Q_TILE);
         }
@@ -576,6 +629,10 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             dk_acc = wgmma::wait_accumulators::<0, _>(dk_acc);
             consumer.release_last();
         }
+    }
+    if t == 0 {
+        // The last reduction lands before the block ends (its source is this block's memory).
+        bulk::wait_group::<0>();
     }
     let t = hint::recompute(tid as u32) as usize % WARPGROUP;
     let keys = keys_of(CONSUMER_ROWS * c + 16 * (t / 32) + (t % 32) / 4);
@@ -618,19 +675,18 @@ fn store_ds(tile: *mut u8, ds: &[u32; 16], c: usize, w: usize, g: usize, qd: usi
     });
 }
 
-/// Adds a consumer thread's 32 `dQ` accumulators into `dq_accum` from float `at` (its part's
-/// first float plus its thread index), accumulator `i` at `at + 128 i`: 32 relaxed device-scope
-/// reductions on global memory ([`atomic::reduce_add`], `red.global.add.f32`: one `RED` each, the
-/// offsets `512 i` folded into it); each warp's reduction of one accumulator is one 128-byte line.
+/// Stores a consumer thread's 32 `dQ` accumulators into its consumer's staging (16 KiB of
+/// shared memory, `dq_accum`'s fragment order): accumulator `i` of thread `t` at float `128 i +
+/// t`, so that each warp's store of one accumulator is 128 contiguous bytes (no bank conflict).
 #[inline(always)]
-fn add_dq(dq_accum: *mut f32, acc: &[f32; 32], at: usize) {
+fn stage_dq(staging: *mut f32, acc: &[f32; 32], t: usize) {
+    let t = hint::recompute(t as u32) as usize;
     unroll_8!(4, |hi| {
         unroll_8!(8, |lo| {
             let i = 8 * hi + lo;
-            // SAFETY: inside the global buffer (the kernel's contract: `at` is a float of this
-            // head's padded rows, `i * 128 + t < DQ_PART`), 4-byte aligned; reductions race with
-            // nothing.
-            unsafe { atomic::reduce_add(dq_accum, at + 128 * i, acc[i], Scope::Device) };
+            // SAFETY: inside the consumer's staging (`128 i + t < DQ_PART`), 4-byte aligned; its
+            // last reduction has read it (the caller's wait and barrier).
+            unsafe { mem::store(staging, 128 * i + t, acc[i]) };
         });
     });
 }
