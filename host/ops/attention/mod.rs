@@ -61,8 +61,8 @@
 //! log-sum-exp, and returns `dq`, `dk` and `dv` ([`AttentionGradients`]; `dk` and `dv` in the
 //! key/value heads' shape, summed over each group's query heads), with the same checks and the
 //! same supported shapes; deterministic (no atomics) but for the one-kernel Hopper rung
-//! [`AttentionAlgorithm::WgmmaFused`], which runs when asked for and by default at head dim 128,
-//! and never with [`AttentionOptions::deterministic`].
+//! [`AttentionAlgorithm::WgmmaFused`], which runs when asked for and by default at head dims 64
+//! and 128, and never with [`AttentionOptions::deterministic`].
 
 mod backward;
 mod kernels;
@@ -111,8 +111,8 @@ pub struct AttentionOptions<'a> {
     /// The backward must give the same bits on every run ([`Gpu::attention_backward`]): keeps it
     /// off the rungs that add by atomics in an order that varies, today only
     /// [`AttentionAlgorithm::WgmmaFused`] (asked for with `deterministic: true`, an error). False
-    /// by default, and then `Auto` runs that rung on Hopper at head dim 128 (the faster one
-    /// there), so the bits of `dq` may differ between runs; set it for the two-kernel rung.
+    /// by default, and then `Auto` runs that rung on Hopper at head dims 64 and 128 (the faster
+    /// one there), so the bits of `dq` may differ between runs; set it for the two-kernel rung.
     /// The forward is deterministic always.
     pub deterministic: bool,
 }

@@ -1,7 +1,7 @@
 //! The Hopper backward in one kernel (sm_90a only), FlashAttention-3's: a block per 128 keys
 //! computes `dK` and `dV` as [`attention_bwd_wgmma_dkdv`](fn@super::backward_wgmma::attention_bwd_wgmma_dkdv)
 //! does, and each query tile's share of `dQ` (`dS K` over the block's keys) is **added to an f32
-//! buffer by atomic reductions**; a small kernel then scales and rounds the buffer to `dq`
+//! buffer by the copy engine's bulk reductions**; a small kernel then scales and rounds the buffer to `dq`
 //! ([`attention_bwd_wgmma_dq_convert`](fn@attention_bwd_wgmma_dq_convert), FlashAttention-3's
 //! postprocess). `S` and `dP` are computed once: five products per tile where the two-kernel rung
 //! ([`super::backward_wgmma`]) runs seven. The order of the additions into `dQ` varies from run to
@@ -37,17 +37,26 @@
 //!   (two steps on) only after every thread that read it passed a barrier since (the
 //!   simulator's race check asks for that barrier even within a warpgroup: a single tile at `D =
 //!   64` was reported).
-//! * **`dQ` accumulation**: after the product retires, each thread adds its 32 accumulators with
-//!   32 `red.relaxed.gpu.global.add.f32` ([`atomic::reduce_add`]: one `RED` each, the generic
-//!   `atom.add` would be a branch and a shared-memory CAS loop per add) into `dq_accum` in
-//!   **fragment order** ([`dq_accum_index`]): accumulator `i` of thread `t`
-//!   at `i * 128 + t` of its 4096-float part, so each warp's reduction is one 128-byte line.
+//! * **`dQ` accumulation** (FlashAttention-3's): after the product retires, each thread stores its
+//!   32 accumulators into its consumer's 16 KiB **staging** in shared memory, in `dq_accum`'s
+//!   **fragment order** ([`dq_accum_index`]: accumulator `i` of thread `t` at `i * 128 + t` of
+//!   its 4096-float part, so each warp's store is 128 contiguous bytes), fences them for the copy
+//!   engine and meets the other writers at named barrier 3 (both consumers' 256 threads at `D =
+//!   128`, `3 + c` of this consumer's 128 at 64); then its thread 0 hands the whole part to
+//!   the copy engine as one `cp.reduce.async.bulk ... add.f32` ([`bulk::reduce_add_f32`]) into
+//!   the part's 16 KiB of `dq_accum` (contiguous there too) and commits it. Before the next
+//!   step's stores, thread 0 waits for its reads (`wait_group.read`, a step later: no wait in
+//!   practice) ahead of the `dS^T` barrier, which tells the other threads; before the block
+//!   ends, for its completion. It replaced 32 `red.global.add.f32` per thread and step, whose
+//!   issue stalled the consumers (`H100` ncu, `bench/experiments/h200-logs/ae06472-h100-v22b-ncu-bwd-fused*`).
 //!   `dq_accum` is zeroed by the host before the launch and read by the conversion after it.
 //! * **Order and overlap** (FlashAttention-3's): per tile `dV`, then (after the barrier) `dQ`,
-//!   then `dK`. At `D = 64` `dV` and `dQ` retire at the tile's end (its reductions then) and `dK`
-//!   under the next tile's scores, as the `dK`/`dV` kernel overlaps; at `D = 128` each tile's
-//!   products are waited for at its end. `dQ` retires in its own tile: read by the next tile's
-//!   ordinary instructions, ptxas serialised the pipeline (C7514).
+//!   then `dK`; `dV` and `dQ` retire with `dK` still in flight, which runs under the staging of
+//!   `dQ` (and at `D = 64` under the next tile's scores too, as the `dK`/`dV` kernel overlaps; at
+//!   `D = 128` it retires at the tile's end). `dQ` retires in its own tile: read by the next
+//!   tile's ordinary instructions, ptxas serialised the pipeline (C7514). The next tile's
+//!   statistics (`lse2`, `delta`) are loaded a tile ahead, under `dK`, so that their latency is
+//!   not on the scores' path.
 //! * **Causal and ragged**: the `dK`/`dV` kernel's rules; besides, keys past `kv_len` (the zeros
 //!   the copies fill the last block with) get `P = 0`, so that a row with a very small
 //!   log-sum-exp cannot make `exp2(0 - lse2)` overflow into `dS` (those keys' `K` rows are zeros,
@@ -55,23 +64,27 @@
 //!
 //! # Registers and shared memory
 //! A consumer thread holds `dK` and `dV` (`D / 2` f32 each: 64 at `D = 128`), `S^T` and `dP^T` (32
-//! each), `P^T` and `dS^T` packed (16 each, the register operands of `dV` and `dK` in flight) and,
-//! from `dQ`'s issue to its reductions, 32 `dQ` accumulators (a fresh array per tile, not carried
-//! across the loop). At `D = 128` that leaves little of the 240 registers for the rest: the peak,
-//! at the scores' issue and `P^T`, is 236 live registers (nvdisasm's life ranges, no spills). What
+//! each), `P^T` and `dS^T` packed (16 each, the register operands of `dV` and `dK` in flight),
+//! the next tile's statistics (4) and, from `dQ`'s issue to its staging, 32 `dQ` accumulators (a
+//! fresh array per tile, not carried across the loop). At `D = 128` that leaves little of the 240
+//! registers for the rest (no spills: ptxas, `tests/ptx.rs`). What
 //! it took, each measured with ptxas: the tile's statistics `lse2` and `delta` one pair per
 //! lane, shuffled to the lanes that need them (16 registers each otherwise); the `dS^T` stores'
 //! offsets and the `dQ` product's descriptors computed in each step ([`hint::recompute`]: hoisted,
 //! they were 16 registers); the causal test in 32 bits; the walk over query tiles in 32 bits, in
-//! the producer's 24 registers too; `dQ`'s reductions as `red.global` with immediate offsets.
-//! Shared memory: the ring, a 1024-byte gap, `K` and `V`, the two `dS^T` tiles of 16 KiB (128
-//! keys, each consumer's 8 KiB half) and `K`/`V`'s barrier: [`bwd_wgmma_fused_shared_bytes`], 231,504 bytes at `D = 128` (of 232,448), 166,000
-//! at 64. ptxas's figures: `bench/experiments/third-wave/*-attention-bwd-fused-ptxas.md`.
+//! the producer's 24 registers too; the staging's place computed in each step from the thread
+//! index, its barrier id an immediate at `D = 128`.
+//! Shared memory: the ring ([`fused_stages`]: 3 stages at `D = 128`, 6 at 64), a 1024-byte gap,
+//! `K` and `V`, the two `dS^T` tiles of 16 KiB (128 keys, each consumer's 8 KiB half), the two
+//! consumers' `dQ` staging (16 KiB each) and `K`/`V`'s barrier: [`bwd_wgmma_fused_shared_bytes`],
+//! 231,488 bytes at `D = 128` (of 232,448), 198,768 at 64. ptxas's figures:
+//! `bench/experiments/third-wave/*-attention-bwd-fused-ptxas.md`.
 //!
 //! # Traffic
 //! Per block: `2 * 128 D` elements of `K`/`V` read once, `2 * 64 D` of `Q`/`dO` and 512 bytes of
-//! statistics per query tile, `2 * 128 D` written; per tile `64 D` f32 reductions (twice that at
-//! `D = 64`). Flops per tile and consumer: `S^T`, `dP^T`, `dV`, `dK` (`4 * 64 * 64 * D * 2`) and
+//! statistics per query tile, `2 * 128 D` written; per tile two bulk reductions of 16 KiB (the
+//! tile's `64 D` f32 at `D = 128`, twice that at `D = 64`), 32 4-byte shared stores per
+//! thread into the staging. Flops per tile and consumer: `S^T`, `dP^T`, `dV`, `dK` (`4 * 64 * 64 * D * 2`) and
 //! the `dQ` share (`64 * 64 * 128 * 2`: the tile's `64 * 128 * D * 2` over two consumers). The
 //! conversion reads `4 D` bytes and writes `2 D` per query row and head.
 //!
@@ -110,7 +123,11 @@ const DQ_STAGING_BYTES: usize = 4 * DQ_PART;
 /// kernel's six at 64, one fewer than its four at 128 (three tiles ahead of the consumers; the
 /// fourth's 32 KiB hold the staged `dQ` shares).
 const fn fused_stages(d: usize) -> usize {
-    if d > 64 { 3 } else { dkdv_stages(d) }
+    if d > 64 {
+        3
+    } else {
+        dkdv_stages(d)
+    }
 }
 
 /// Dynamic shared memory of [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused) at head
@@ -164,17 +181,19 @@ pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize)
 /// (warp `w`, `g = (t % 32) / 4`, `q = t % 4`) holds keys `16 w + g` and `+ 8`, their `P^T` and
 /// `dS^T` at queries `8 j + 2 q` and `+ 1` of each tile, their `dK`, `dV` at dims `8 j + 2 q` and
 /// `+ 1`, and 32 `dQ` accumulators (rows `16 w + g`, `+ 8` of the tile, dims `8 j + 2 q`, `+ 1`
-/// of its part). Per step it loads two of its queries' `lse2` (the other 14 come by shuffles),
-/// waits for the stage, issues `S^T` and `dP^T` (at `D = 64` then retires the previous step's
+/// of its part). Per step it takes two of its queries' `lse2` and `delta`, loaded in the step
+/// before (the other 14 come by shuffles), waits for the stage, issues `S^T` and `dP^T` (at `D = 64` then retires the previous step's
 /// `dK` and releases that step's stage), computes `P^T` once `S^T` retired and issues `dV += P^T
 /// dO`, computes `dS^T` once `dP^T` retired, stores it (rounded) to its rows of the step's `dS^T`
 /// tile, fences the stores, meets the tile's other readers at the named barrier, issues its `dQ`
-/// product and `dK += dS^T Q`, retires `dV` and `dQ` (at `D = 128` `dK` too, and releases the
-/// stage) and adds `dQ` into `dq_accum`. Then it stores `scale dK` and `dV` (pairs of elements)
-/// for its keys below `kv_len`.
+/// product and `dK += dS^T Q`, retires `dV` and `dQ`, stores `dQ` to its staging, meets the
+/// other writers, and its thread 0 adds the staging into `dq_accum` by one bulk reduction; it
+/// loads the next step's statistics, then (at `D = 128`) retires `dK` and releases the stage.
+/// After the last step thread 0 waits for its reductions. Then it stores `scale dK` and `dV`
+/// (pairs of elements) for its keys below `kv_len`.
 ///
 /// Global memory: `K`, `V` once and `Q`, `dO` per step by TMA; the statistics (L2); `dK`, `dV`
-/// written once; `dq_accum` by 32 reductions per thread and step ([`dq_accum_index`]).
+/// written once; `dq_accum` by two bulk reductions of 16 KiB per step ([`dq_accum_index`]).
 ///
 /// Launch: grid `(ceil(kv_len / 128), kv_heads, batch)`, [`BWD_WGMMA_BLOCK`](super::backward_wgmma::BWD_WGMMA_BLOCK)
 /// threads, [`bwd_wgmma_fused_shared_bytes`]`(D)` bytes of dynamic shared memory; a compute

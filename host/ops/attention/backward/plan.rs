@@ -67,12 +67,14 @@ pub(crate) struct BackwardFacts {
 }
 
 /// Head dims at which `Auto` runs the one-kernel Hopper rung ([`BackwardPlan::WgmmaFused`])
-/// when the call is not deterministic: 128, where it was the faster of the two Hopper rungs at
-/// both shapes timed, 427.1 against 388.8 TFLOP/s without a mask and 370.0 against 351.0 causal
-/// at 4 x 4096 x 16 x 128 on the H200 (`bench/experiments/third-wave/858a660-attention-bwd-gpukern.jsonl`),
-/// 457.4 against 413.3 and 466.5 against 415.4 at 1 x 16384 x 16 x 128 on an H100
-/// (`bench/experiments/third-wave/3b136ec-attention-bwd-gpukern.jsonl`). Not 64: not timed there.
-pub(crate) const FUSED_BY_DEFAULT_HEAD_DIMS: [usize; 1] = [128];
+/// when the call is not deterministic: 64 and 128, where it is the faster of the two Hopper
+/// rungs. Since its `dQ` went through shared memory and the copy engine's bulk reductions
+/// (`36043f3`, on an H100, two runs: `bench/experiments/third-wave/36043f3-bwd-ab-new-{1,2}.jsonl`):
+/// 479.1 and 475.3 TFLOP/s against 386.9 and 384.6 for the two-kernel rung at 4 x 4096 x 16 x
+/// 128, 513.4 and 515.9 against 402.2 and 403.5 at 1 x 16384 x 16 x 128, and at head dim 64
+/// (8 x 2048 x 32 x 64) 305.8 and 304.8 against 279.2 and 276.5, causal 245.4 and 245.3
+/// against 228.7 and 231.9.
+pub(crate) const FUSED_BY_DEFAULT_HEAD_DIMS: [usize; 2] = [64, 128];
 
 impl BackwardPlan {
     /// The plan of `algorithm` for a checked call (head dim in `8..=256`, a multiple of 8),
@@ -202,7 +204,7 @@ mod tests {
         }
     }
 
-    /// The Hopper rung: by default (deterministic; at head dim 64 also not) and for the wgmma
+    /// The Hopper rung: by default when deterministic and for the wgmma
     /// algorithms where every fact holds, at head dims 64 and 128 only; one fact missing sends
     /// `Auto` to the fused `mma.sync` rung and the wgmma algorithms to an error naming the fact;
     /// `Flash` and `Rows` on request still run theirs.
@@ -220,7 +222,7 @@ mod tests {
                 AttentionAlgorithm::WgmmaPingPong,
                 AttentionAlgorithm::WgmmaPersistent,
             ] {
-                // `Auto` takes the one-kernel rung at 128 when not deterministic (its own test).
+                // `Auto` takes the one-kernel rung when not deterministic (its own test).
                 let deterministic = alg == AttentionAlgorithm::Auto;
                 assert_eq!(
                     BackwardPlan::choose(alg, d, all, deterministic),
@@ -271,10 +273,10 @@ mod tests {
         }
     }
     /// The one-kernel rung where the Hopper rung applies and the call is not deterministic: on
-    /// request, and by default at head dim 128 only; deterministic, an error naming why when
+    /// request, and by default at head dims 64 and 128; deterministic, an error naming why when
     /// asked for, and the two-kernel rung by default; a fact missing, the Hopper rung's error.
     #[test]
-    fn fused_rung_by_default_at_128_and_never_deterministic() {
+    fn fused_rung_by_default_and_never_deterministic() {
         let all = BackwardFacts {
             aligned: true,
             wgmma: true,
@@ -288,13 +290,9 @@ mod tests {
             );
             let err = BackwardPlan::choose(fused, d, all, true).expect_err("deterministic");
             assert!(err.contains("not deterministic"), "{err}");
-            let by_default = match d {
-                128 => BackwardPlan::WgmmaFused { head_dim: d },
-                _ => BackwardPlan::Wgmma { head_dim: d },
-            };
             assert_eq!(
                 BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, false),
-                Ok(by_default)
+                Ok(BackwardPlan::WgmmaFused { head_dim: d })
             );
             assert_eq!(
                 BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, true),
