@@ -57,8 +57,8 @@ impl Gpu {
     /// the algorithm picks the backward's rung: auto, rows or flash). `d_out` and `out` have
     /// `q`'s dims, any strides; the gradients are contiguous (see [`AttentionGradients`]).
     /// bf16 or f16, f32 inside. Deterministic (the same inputs give the same bits) but for the
-    /// one-kernel Hopper rung, which runs when asked for and by default at head dim 128 unless
-    /// `options.deterministic` asks for the same bits.
+    /// one-kernel Hopper rung, which runs when asked for and by default at head dims 64 and 128
+    /// unless `options.deterministic` asks for the same bits.
     ///
     /// Rules: the forward's; a row that sees no key contributes nothing; keys no row sees get
     /// zero gradients. Allocates the gradients and a workspace of 8 bytes per query row (the
@@ -66,12 +66,13 @@ impl Gpu {
     ///
     /// Rungs (the algorithm of `options`): on Hopper (sm_90a) at head dims 64 and 128 the
     /// `wgmma` rung by default ([`AttentionAlgorithm::Wgmma`](super::AttentionAlgorithm::Wgmma)
-    /// and its schedules all ask for it), its one-kernel form by default at 128 when the call is
-    /// not deterministic, else the fused `mma.sync` rung at those head dims
+    /// and its schedules all ask for it), its one-kernel form by default when the call is not
+    /// deterministic, else the fused `mma.sync` rung at those head dims
     /// (`Flash`), else the rows rung (`Rows`). [`AttentionAlgorithm::WgmmaFused`](super::AttentionAlgorithm::WgmmaFused)
-    /// asks for the `wgmma` rung's one-kernel form (`dQ` added by atomics: not deterministic;
-    /// on the H200 at 4 x 4096 x 16 x 128, 427.1 against 388.8 TFLOP/s without a mask and 370.0
-    /// against 351.0 causal, `bench/experiments/third-wave/858a660-attention-bwd-gpukern.jsonl`).
+    /// asks for the `wgmma` rung's one-kernel form (`dQ` added by the copy engine's atomic bulk
+    /// reductions: not deterministic; on an H100 at 4 x 4096 x 16 x 128, 469.2 against 375.2
+    /// TFLOP/s without a mask and 415.1 against 344.6 causal,
+    /// `bench/experiments/third-wave/53c2c9a-attention-bwd-gpukern.jsonl`).
     ///
     /// Errors: those of [`Gpu::attention`]; [`Error::ShapeMismatch`] if `d_out` or `out` are
     /// not `q`'s dims or `lse` not `batch * heads * q_len` floats; [`Error::InvalidArgument`]

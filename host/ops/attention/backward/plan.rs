@@ -13,8 +13,8 @@
 //!    [`AttentionAlgorithm::WgmmaFused`] asks for the one-kernel form of that rung
 //!    (`attention_bwd_wgmma_fused_d<D>_*`, then `attention_bwd_wgmma_dq_convert_*`): where rule 2
 //!    holds and the call is not deterministic (its `dQ` is added by atomics in an order that
-//!    varies); an error elsewhere. Never chosen by itself: it is simulator-checked and not yet
-//!    timed on a GPU.
+//!    varies); an error elsewhere. `Auto` chooses it at head dims 64 and 128 when the call is
+//!    not deterministic ([`FUSED_BY_DEFAULT_HEAD_DIMS`], where it measured faster).
 //! 3. Head dim 64 or 128 ([`BWD_FLASH_HEAD_DIMS`]) with 16-byte aligned operands (every buffer,
 //!    every offset and stride a multiple of 8 elements): the fused rung
 //!    (`attention_bwd_flash_dq_d<D>_*`, `attention_bwd_flash_dkdv_d<D>_*`). It reads each
