@@ -55,11 +55,11 @@
 //!   `dQ` (and at `D = 64` under the next tile's scores too, as the `dK`/`dV` kernel overlaps; at
 //!   `D = 128` it retires at the tile's end). `dQ` retires in its own tile: read by the next
 //!   tile's ordinary instructions, ptxas serialised the pipeline (C7514). The next tile's
-//!   statistics (`lse2`, `delta`) are loaded a tile ahead, so that their latency is not on the
-//!   scores' path: at `D = 128` after the `dQ` staging, at 64 once `dQ` and `dK` are issued
-//!   (on an H100, `bench/experiments/third-wave/a8815f2-bwd-ab-{base,new}-{1,2}.jsonl`: at 64
-//!   318.9 and 319.4 TFLOP/s against 309.2 and 307.9 at 8 x 2048 x 32 x 64; at 128 471.7 and
-//!   473.1 against 480.6 and 474.3 at 4 x 4096 x 16 x 128).
+//!   statistics (`lse2`, `delta`) are loaded a tile ahead, once `dQ` and `dK` are issued, so
+//!   that their latency is not on the scores' path (on an H100, against loading them after the
+//!   `dQ` staging, `bench/experiments/third-wave/a8815f2-bwd-ab-{base,new}-{1,2}.jsonl`: 318.9
+//!   and 319.4 TFLOP/s against 309.2 and 307.9 at 8 x 2048 x 32 x 64; at head dim 128 471.7 and
+//!   473.1 against 480.6 and 474.3 at 4 x 4096 x 16 x 128, level or slightly slower).
 //! * **Causal and ragged**: the `dK`/`dV` kernel's rules; besides, keys past `kv_len` (the zeros
 //!   the copies fill the last block with) get `P = 0`, so that a row with a very small
 //!   log-sum-exp cannot make `exp2(0 - lse2)` overflow into `dS` (those keys' `K` rows are zeros,
@@ -77,7 +77,7 @@
 //! they were 16 registers); the causal test in 32 bits; the walk over query tiles in 32 bits, in
 //! the producer's 24 registers too; the staging's place computed in each step from the thread
 //! index, its barrier id an immediate at `D = 128`.
-//! Shared memory: the ring ([`fused_stages`]: 3 stages at `D = 128`, 6 at 64), a 1024-byte gap,
+//! Shared memory: the ring (`fused_stages`: 3 stages at `D = 128`, 6 at 64), a 1024-byte gap,
 //! `K` and `V`, the two `dS^T` tiles of 16 KiB (128 keys, each consumer's 8 KiB half), the two
 //! consumers' `dQ` staging (16 KiB each) and `K`/`V`'s barrier: [`bwd_wgmma_fused_shared_bytes`],
 //! 231,488 bytes at `D = 128` (of 232,448), 198,768 at 64. ptxas's figures:
@@ -134,7 +134,7 @@ const fn fused_stages(d: usize) -> usize {
 }
 
 /// Dynamic shared memory of [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused) at head
-/// dim `d`: the ring ([`fused_stages`]), a 1024-byte gap, `K` and `V`, the `dS^T` tiles of 128
+/// dim `d`: the ring (`fused_stages`), a 1024-byte gap, `K` and `V`, the `dS^T` tiles of 128
 /// rows of 128 bytes, the two consumers' staged `dQ` shares, and `K`/`V`'s barrier.
 pub const fn bwd_wgmma_fused_shared_bytes(d: usize) -> usize {
     Ring::shared_bytes(fused_stages(d), dkdv_stage_bytes(d)) as usize
@@ -417,8 +417,8 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     // of a warp with the same `q` need the same 16 of each, so lane `4 g + q` loads those of `j =
     // g` and the others are shuffled in where used (two registers of each live beside the
     // products, not 16: the consumers' register peak is at the scores' issue, with `dK`, `dV`,
-    // `S^T` and `dP^T` held). Loaded a step ahead (where the loop's comments say), so that the
-    // loads' latency is not on the scores' path.
+    // `S^T` and `dP^T` held). Loaded a step ahead (once the previous step's `dQ` and `dK` are
+    // issued), so that the loads' latency is not on the scores' path.
     let load_stats = |h: usize, q0: usize| -> [[f32; 2]; 2] {
         let stats = (b * heads + h) * q_pad + q0 + 8 * g + 2 * qd;
         [lse2, delta].map(|x| {
@@ -591,10 +591,8 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             dk_acc = H::grad::<T>(dk_acc, ds, n_major_descriptor(stage.address(0), BOX_64), true);
             dq_acc
         };
-        // The next step's statistics, at `D = 64` loaded while this step's last products run
-        // (faster there than after the `dQ` staging, below, which `D = 128` keeps: the module
-        // documentation).
-        if !shared_ds && n + 1 < steps {
+        // The next step's statistics, loaded while this step's last products run.
+        if n + 1 < steps {
             next_stats = load_stats(kvh * group + hi as usize, qt as usize * BWD_WGMMA_Q_TILE);
         }
         // SAFETY: the whole warpgroup; `dV` and `dQ` retire, `dK` runs on under the reductions
@@ -636,9 +634,6 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
                 );
             }
             bulk::commit_group();
-        }
-        if shared_ds && n + 1 < steps {
-            next_stats = load_stats(kvh * group + hi as usize, qt as usize * BWD_WGMMA_Q_TILE);
         }
         if !overlap {
             // SAFETY: the whole warpgroup; `dK`, the one group left, retires and the stage is free.
