@@ -26,8 +26,6 @@
 ///   ([`crate::mbarrier::arrive_expect_tx`]).
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-// `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
-#[allow(clippy::manual_is_multiple_of)]
 pub unsafe fn load<T>(dst: *mut T, src: *const T, bytes: u32, bar: *mut u64) {
     #[cfg(target_arch = "nvptx64")]
     {
@@ -47,17 +45,10 @@ pub unsafe fn load<T>(dst: *mut T, src: *const T, bytes: u32, bar: *mut u64) {
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        use crate::sim::{device, hopper::violation, Rule};
-        if bytes % 16 != 0 || (src as usize) % 16 != 0 || (dst as usize) % 16 != 0 {
-            device::fail(violation(
-                Rule::TmaAlignment,
-                format!(
-                    "a bulk copy of {bytes} bytes from {src:p} to shared byte {}: both sides \
-                     16-byte aligned and a multiple of 16 bytes",
-                    (dst as usize).wrapping_sub(device::shared_base() as usize)
-                ),
-            ));
-        }
+        use crate::sim::device;
+        check_alignment(bytes, src as usize, dst as usize, |at| {
+            format!("a bulk copy of {bytes} bytes from {src:p} to shared byte {at}")
+        });
         let target = device::copy_target(bar as usize);
         let (src, dst) = (src.cast::<u32>(), dst as usize);
         for i in 0..bytes as usize / 4 {
@@ -88,7 +79,6 @@ pub unsafe fn load<T>(dst: *mut T, src: *const T, bytes: u32, bar: *mut u64) {
 ///   atomic adds until the reduction completes.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-#[allow(clippy::manual_is_multiple_of)]
 pub unsafe fn reduce_add_f32(dst: *mut f32, src: *const f32, bytes: u32) {
     #[cfg(target_arch = "nvptx64")]
     {
@@ -107,17 +97,10 @@ pub unsafe fn reduce_add_f32(dst: *mut f32, src: *const f32, bytes: u32) {
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        use crate::sim::{device, hopper::violation, Rule};
-        if bytes % 16 != 0 || (src as usize) % 16 != 0 || (dst as usize) % 16 != 0 {
-            device::fail(violation(
-                Rule::TmaAlignment,
-                format!(
-                    "a bulk reduction of {bytes} bytes from shared byte {} to {dst:p}: both sides \
-                     16-byte aligned and a multiple of 16 bytes",
-                    (src as usize).wrapping_sub(device::shared_base() as usize)
-                ),
-            ));
-        }
+        use crate::sim::device;
+        check_alignment(bytes, dst as usize, src as usize, |at| {
+            format!("a bulk reduction of {bytes} bytes from shared byte {at} to {dst:p}")
+        });
         device::check_async_read(src as usize, bytes as usize, device::AsyncRead::Store);
         device::bulk_store(src as usize, bytes as usize);
         for i in 0..bytes as usize / 4 {
@@ -128,6 +111,27 @@ pub unsafe fn reduce_add_f32(dst: *mut f32, src: *const f32, bytes: u32) {
                 crate::atomic::reduce_add(dst, i, v, crate::atomic::Scope::Device);
             }
         }
+    }
+}
+
+/// The simulator's alignment rule of a bulk operation between global address `global` and
+/// shared address `shared`: both 16-byte aligned, `bytes` a multiple of 16; else a
+/// `tma-alignment` report that begins with `what(shared byte offset)`.
+#[cfg(not(target_arch = "nvptx64"))]
+#[track_caller]
+// `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
+#[allow(clippy::manual_is_multiple_of)]
+fn check_alignment(bytes: u32, global: usize, shared: usize, what: impl FnOnce(usize) -> String) {
+    use crate::sim::{device, hopper::violation, Rule};
+    if bytes % 16 != 0 || global % 16 != 0 || shared % 16 != 0 {
+        let at = shared.wrapping_sub(device::shared_base() as usize);
+        device::fail(violation(
+            Rule::TmaAlignment,
+            format!(
+                "{}: both sides 16-byte aligned and a multiple of 16 bytes",
+                what(at)
+            ),
+        ));
     }
 }
 
