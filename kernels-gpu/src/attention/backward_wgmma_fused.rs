@@ -388,8 +388,8 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     // The last key of this consumer: a tile none of whose queries lies before it needs no mask
     // (but for keys past `kv_len`).
     let last_key = k0 + CONSUMER_ROWS * (c + 1) - 1;
-    // This consumer's `dQ` part of a tile in `dq_accum` (its dims at `D = 128`, the whole tile
-    // at 64), and this thread's first float there.
+    // The first float in `dq_accum` of this consumer's `dQ` part of a tile (its dims at `D =
+    // 128`, the whole tile at 64), where its bulk reduction adds.
     let part = if shared_ds { c } else { 0 };
     let accum_at = |h: usize, q0: usize| {
         (((b * heads + h) * (q_pad / BWD_WGMMA_Q_TILE) + q0 / BWD_WGMMA_Q_TILE) * boxes + part) * DQ_PART
@@ -624,7 +624,7 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         }
         if t == 0 {
             // SAFETY: the staging holds the share, fenced by each writer before the barrier;
-            // `accum_at(h, q0) - t` is the share's first float in `dq_accum` (16-byte aligned:
+            // `accum_at(h, q0)` is the share's first float in `dq_accum` (16-byte aligned:
             // `DQ_PART` floats a share), touched only by reductions during the launch.
             unsafe {
                 bulk::reduce_add_f32(
