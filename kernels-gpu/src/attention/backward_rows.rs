@@ -41,9 +41,13 @@ const LANE_DIMS: usize = super::MAX_HEAD_DIM / warp::SIZE as usize;
 /// warp sums the products (5 shuffles); lane 0 stores the sum at `delta[r]` and
 /// `lse[(b h) q_len + i] * log2(e)` at `lse2[r]`, `+inf` where the log-sum-exp is `-inf` (a row
 /// that sees no key: its probabilities `exp2(u - lse2)` are then 0, never NaN). Padding rows
-/// (`i >= q_len`) get `delta = 0`, `lse2 = +inf`.
+/// (`i >= q_len`) get `delta = 0`, `lse2 = +inf`. For `r < accum_rows` the warp also zeroes the
+/// row's `head_dim` floats of `dq_accum` (`dq_accum[r head_dim ..]`, lane `l` the floats `l +
+/// 32c`): the one-kernel rung's f32 `dQ`, whose rows are these padded rows, zeroed here rather
+/// than by a pass of its own; the other rungs pass `accum_rows = 0`.
 ///
-/// Global memory: per row `2 head_dim` elements and 4 bytes read, 8 bytes written.
+/// Global memory: per row `2 head_dim` elements and 4 bytes read, 8 bytes written (and `4
+/// head_dim` bytes of zeros where `r < accum_rows`).
 ///
 /// Launch: `ceil(padded_rows / (blockDim.x / 32))` blocks of a multiple of 32 threads
 /// ([`BWD_ROWS_BLOCK`]), no shared memory.
@@ -52,9 +56,9 @@ const LANE_DIMS: usize = super::MAX_HEAD_DIM / warp::SIZE as usize;
 /// * `o` and `d_o` hold `[b, i, h, d]` at `b s_b + i s_s + h s_h + d` (their own strides) for
 ///   `b < padded_rows / (heads q_pad)`, `i < q_len`, `h < heads`, `d < head_dim`; `lse` holds
 ///   `batch * heads * q_len` floats; `lse2` and `delta` `padded_rows` floats each, overlapping
-///   no input.
+///   no input; `dq_accum` holds `accum_rows * head_dim` floats, overlapping nothing else.
 /// * `padded_rows` is a multiple of `heads * q_pad`, `q_len <= q_pad`, `heads, q_pad >= 1`,
-///   `head_dim <= 256`.
+///   `head_dim <= 256`, `accum_rows <= padded_rows`.
 ///
 /// Instances: `attention_bwd_prep_bf16`, `attention_bwd_prep_f16`.
 // Barriers: none (shuffles only).
@@ -70,7 +74,9 @@ pub unsafe fn attention_bwd_prep<T: AttentionElement>(
     lse: *const f32,
     lse2: *mut f32,
     delta: *mut f32,
+    dq_accum: *mut f32,
     padded_rows: usize,
+    accum_rows: usize,
     q_len: usize,
     q_pad: usize,
     heads: usize,
@@ -89,6 +95,16 @@ pub unsafe fn attention_bwd_prep<T: AttentionElement>(
         return; // the whole warp leaves together
     }
     let lane = tid % warp::SIZE as usize;
+    if r < accum_rows {
+        let accum_row = dq_accum.wrapping_add(r * head_dim);
+        unroll_8!(LANE_DIMS, |c| {
+            let dim = lane + c * warp::SIZE as usize;
+            if dim < head_dim {
+                // SAFETY: `r < accum_rows`, `dim < head_dim` (the contract).
+                unsafe { mem::store(accum_row, dim, 0.0) };
+            }
+        });
+    }
     let i = r % q_pad;
     let bh = r / q_pad;
     let (h, b) = (bh % heads, bh / heads);

@@ -49,7 +49,8 @@
 //!   practice) ahead of the `dS^T` barrier, which tells the other threads; before the block
 //!   ends, for its completion. It replaced 32 `red.global.add.f32` per thread and step, whose
 //!   issue stalled the consumers (`H100` ncu, `bench/experiments/h200-logs/ae06472-h100-v22b-ncu-bwd-fused*`).
-//!   `dq_accum` is zeroed by the host before the launch and read by the conversion after it.
+//!   `dq_accum` is zeroed by the preparation kernel before the launch (its rows are the
+//!   preparation's padded rows) and read by the conversion after it.
 //! * **Order and overlap** (FlashAttention-3's): per tile `dV`, then (after the barrier) `dQ`,
 //!   then `dK`; `dV` and `dQ` retire with `dK` still in flight, which runs under the staging of
 //!   `dQ` (and at `D = 64` under the next tile's scores too, as the `dK`/`dV` kernel overlaps; at

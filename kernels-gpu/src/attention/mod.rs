@@ -56,7 +56,7 @@
 //!   memory, `dQ += dS K` on `wgmma`) and add it into an f32 buffer by atomic reductions, which a
 //!   small kernel then scales and rounds: five products per tile where the split runs seven, the
 //!   order of the additions (and so the bits of `dq`) varying from run to run. Head dims 64 and
-//!   128. Simulator-checked, not yet timed; the host runs it only when asked for.
+//!   128; the host's default at those head dims unless the call asks to be deterministic.
 //!
 //! [`tiles`] holds what the fused rungs share: the `cp.async` tile copy and the `ldmatrix`
 //! fragment loaders.

@@ -10,8 +10,8 @@ use crate::launch_config::LaunchConfig;
 use crate::module::Module;
 use crate::view::{DeviceSlice, DeviceSliceMut};
 
-/// The launcher of `attention_bwd_prep_*`: `(o, d_o, lse, lse2, delta, padded_rows, q_len,
-/// q_pad, heads, head_dim, o strides (3), d_o strides (3))`.
+/// The launcher of `attention_bwd_prep_*`: `(o, d_o, lse, lse2, delta, dq_accum, padded_rows,
+/// accum_rows, q_len, q_pad, heads, head_dim, o strides (3), d_o strides (3))`.
 pub type PrepLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -20,6 +20,8 @@ pub type PrepLauncher<T> = for<'a> unsafe fn(
     DeviceSlice<'a, f32>,
     DeviceSliceMut<'a, f32>,
     DeviceSliceMut<'a, f32>,
+    DeviceSliceMut<'a, f32>,
+    usize,
     usize,
     usize,
     usize,

@@ -91,9 +91,12 @@ impl Gpu {
         options: &AttentionOptions,
     ) -> Result<AttentionGradients<T>> {
         let shape = attention_shape(q.dims, k.dims, v.dims)?;
-        let mut dq = self.zeros_of::<T>(checked_len_of::<T>(OP, &q.dims)?)?;
+        // Written whole by `attention_backward_into` (every rung, the empty cases included): no
+        // memset; the simulator starts them as NaN, so that an element left unwritten shows.
+        let nan = T::from_f32(f32::NAN);
+        let mut dq = self.alloc_poisoned(checked_len_of::<T>(OP, &q.dims)?, nan)?;
         let kv = checked_len_of::<T>(OP, &[shape.batch, shape.kv_len, shape.kv_heads, shape.head_dim])?;
-        let (mut dk, mut dv) = (self.zeros_of::<T>(kv)?, self.zeros_of::<T>(kv)?);
+        let (mut dk, mut dv) = (self.alloc_poisoned(kv, nan)?, self.alloc_poisoned(kv, nan)?);
         self.attention_backward_into(d_out, q, k, v, out, lse, options, &mut dq, &mut dk, &mut dv)?;
         Ok(AttentionGradients { dq, dk, dv })
     }
@@ -190,11 +193,24 @@ impl Gpu {
             return Ok(());
         }
 
-        // Each row's `lse2` and `delta`, its (batch, head)'s rows padded to `BWD_Q_PAD`.
+        // Each row's `lse2` and `delta`, its (batch, head)'s rows padded to `BWD_Q_PAD`, written
+        // whole by the preparation (no memset before it).
         let q_pad = s.q_len.div_ceil(BWD_Q_PAD) * BWD_Q_PAD;
         let padded_rows = s.batch * s.heads * q_pad;
-        let mut lse2 = self.zeros_of::<f32>(checked_len_of::<f32>(OP, &[padded_rows])?)?;
-        let mut delta = self.zeros_of::<f32>(padded_rows)?;
+        let mut lse2 = self.alloc_poisoned(checked_len_of::<f32>(OP, &[padded_rows])?, f32::NAN)?;
+        let mut delta = self.alloc_poisoned(padded_rows, f32::NAN)?;
+        // The one-kernel rung's f32 `dQ` (its kernel's fragment order within each padded row
+        // block), one row of `head_dim` floats per padded row, zeroed by the preparation; empty
+        // for the other rungs.
+        let accum_rows = match plan {
+            BackwardPlan::WgmmaFused { .. } => padded_rows,
+            _ => 0,
+        };
+        let accum_len = checked_len_of::<f32>(OP, &[accum_rows, s.head_dim])?;
+        debug_assert!(
+            accum_rows == 0 || accum_len == bwd_wgmma_dq_accum_len(s.batch, s.heads, q_pad, s.head_dim)
+        );
+        let mut dq_accum = self.alloc_poisoned(accum_len, f32::NAN)?;
         let launch = Launch {
             ops: &ops,
             d_out: d_out.view()?,
@@ -216,7 +232,8 @@ impl Gpu {
             let [db, ds, dh] = d_out.strides;
             // SAFETY: `out` and `d_out` have q's dims (checked) and reach only elements of their
             // buffers (`AttentionTensor::strided`); `lse` holds `rows` floats; `lse2` and
-            // `delta` `padded_rows`; `cfg` covers `padded_rows` warps.
+            // `delta` `padded_rows`, `dq_accum` `accum_rows * head_dim` with `accum_rows` 0 or
+            // `padded_rows`; `cfg` covers `padded_rows` warps.
             unsafe {
                 (table.prep)(
                     &library,
@@ -226,7 +243,9 @@ impl Gpu {
                     lse.view(),
                     lse2.view_mut(),
                     delta.view_mut(),
+                    dq_accum.view_mut(),
                     padded_rows,
+                    accum_rows,
                     s.q_len,
                     q_pad,
                     s.heads,
@@ -546,14 +565,6 @@ impl Gpu {
                 let maps = self.backward_maps(&ops, d_out)?;
                 let opted = limits.opted_in();
                 let ([qb, qs, qh], [kb, ks, kh], [vb, vs, vh], [db, ds, dh]) = launch.strides();
-                // `dQ` in f32 (the kernel's fragment order), zeroed by `zeros_of` (a device
-                // memset on the stream, before the launch).
-                let accum_len = checked_len_of::<f32>(OP, &[s.batch, s.heads, q_pad, head_dim])?;
-                debug_assert_eq!(
-                    accum_len,
-                    bwd_wgmma_dq_accum_len(s.batch, s.heads, q_pad, head_dim)
-                );
-                let mut dq_accum = self.zeros_of::<f32>(accum_len)?;
                 if key_rows > 0 {
                     let cfg = LaunchConfig::grid_3d(
                         OP,
@@ -565,8 +576,9 @@ impl Gpu {
                     )?;
                     // SAFETY: as for the `dK`/`dV` kernel of the two-kernel rung (the same maps
                     // from word 0, the same checks by the plan, `kv_len >= 1`); `dq_accum` holds
-                    // `bwd_wgmma_dq_accum_len(batch, heads, q_pad, head_dim)` zeros and nothing
-                    // else touches it during the launch.
+                    // `bwd_wgmma_dq_accum_len(batch, heads, q_pad, head_dim)` floats, zeroed by
+                    // the preparation before on the same stream (none where `q_len` is 0), and
+                    // nothing else touches it during the launch.
                     unsafe {
                         (table.wgmma_fused[which])(
                             &library,
