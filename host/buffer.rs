@@ -340,6 +340,14 @@ impl<T: Element> DeviceVec<T> {
         self.len == 0
     }
 
+    /// In the simulator, sets every element to `value`, as [`Gpu::alloc_poisoned`] starts a new
+    /// buffer (so that a kernel's missed write into a reused workspace shows); nothing on CUDA.
+    pub(crate) fn poison_simulated(&mut self, value: T) {
+        if let Storage::Host(v) = &mut self.storage {
+            v.fill(value);
+        }
+    }
+
     /// Copies the elements back to the host, on the stream of the `Gpu` that made this vector
     /// (waits for the work queued before it; [`Gpu::download`] stages large copies through
     /// pinned memory, [`DeviceVec::copy_to_pinned`] copies into pinned memory without waiting).

@@ -30,6 +30,8 @@ use kernels_gpu::attention::{
 };
 use plan::{BackwardFacts, BackwardPlan};
 
+use std::sync::PoisonError;
+
 use super::{AttentionElement, AttentionOptions, AttentionTensor, OP, Operands, attention_shape};
 use crate::buffer::{DeviceVec, checked_len_of};
 use crate::device::Gpu;
@@ -61,8 +63,11 @@ impl Gpu {
     /// unless `options.deterministic` asks for the same bits.
     ///
     /// Rules: the forward's; a row that sees no key contributes nothing; keys no row sees get
-    /// zero gradients. Allocates the gradients and a workspace of 8 bytes per query row (the
-    /// one-kernel rung 4 bytes per element of `dq` more, its f32 `dQ`, rows padded to 64).
+    /// zero gradients. Allocates the gradients. Its workspace (8 bytes per query row, the rows
+    /// of each head padded to 64; the one-kernel rung 4 bytes per element of `dq` more, its f32
+    /// `dQ`) belongs to this stream handle: made by the first call, kept for the next ones and
+    /// grown when a call needs more, so that it stays allocated (the largest call's size) until
+    /// the handle is dropped.
     ///
     /// Rungs (the algorithm of `options`): on Hopper (sm_90a) at head dims 64 and 128 the
     /// `wgmma` rung by default ([`AttentionAlgorithm::Wgmma`](super::AttentionAlgorithm::Wgmma)
@@ -103,7 +108,8 @@ impl Gpu {
 
     /// [`Gpu::attention_backward`] into existing buffers: `dq` of `batch * q_len * heads *
     /// head_dim` elements, `dk` and `dv` of `batch * kv_len * kv_heads * head_dim` each (all
-    /// contiguous, every element written). Allocates only the workspace (8 bytes per query row).
+    /// contiguous, every element written). Allocates no buffer of its own once the handle's
+    /// workspace is as large as the call needs (see [`Gpu::attention_backward`]).
     ///
     /// Errors: those of [`Gpu::attention_backward`]; [`Error::ShapeMismatch`] for gradients of
     /// another length.
@@ -193,24 +199,30 @@ impl Gpu {
             return Ok(());
         }
 
-        // Each row's `lse2` and `delta`, its (batch, head)'s rows padded to `BWD_Q_PAD`, written
-        // whole by the preparation (no memset before it).
+        // The handle's workspace (`Workspace`): each row's `lse2` and `delta`, its (batch,
+        // head)'s rows padded to `BWD_Q_PAD`, written whole by the preparation; then the
+        // one-kernel rung's f32 `dQ` (its kernel's fragment order within each block of padded
+        // rows), one row of `head_dim` floats per padded row, zeroed by the preparation; none for
+        // the other rungs.
         let q_pad = s.q_len.div_ceil(BWD_Q_PAD) * BWD_Q_PAD;
         let padded_rows = s.batch * s.heads * q_pad;
-        let mut lse2 = self.alloc_poisoned(checked_len_of::<f32>(OP, &[padded_rows])?, f32::NAN)?;
-        let mut delta = self.alloc_poisoned(padded_rows, f32::NAN)?;
-        // The one-kernel rung's f32 `dQ` (its kernel's fragment order within each padded row
-        // block), one row of `head_dim` floats per padded row, zeroed by the preparation; empty
-        // for the other rungs.
-        let accum_rows = match plan {
-            BackwardPlan::WgmmaFused { .. } => padded_rows,
-            _ => 0,
+        let (accum_rows, per_row) = match plan {
+            BackwardPlan::WgmmaFused { head_dim } => (padded_rows, 2 + head_dim),
+            _ => (0, 2),
         };
-        let accum_len = checked_len_of::<f32>(OP, &[accum_rows, s.head_dim])?;
+        let needed = checked_len_of::<f32>(OP, &[padded_rows, per_row])?;
         debug_assert!(
-            accum_rows == 0 || accum_len == bwd_wgmma_dq_accum_len(s.batch, s.heads, q_pad, s.head_dim)
+            accum_rows == 0
+                || needed - 2 * padded_rows == bwd_wgmma_dq_accum_len(s.batch, s.heads, q_pad, s.head_dim)
         );
-        let mut dq_accum = self.alloc_poisoned(accum_len, f32::NAN)?;
+        let slot = self.handle_cache::<Workspace>();
+        // A panic while the lock was held left nothing half-made: the buffer is stored whole.
+        let mut workspace = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let (stats_part, mut dq_accum) = workspace
+            .take(self, needed)?
+            .slice_mut(..needed)?
+            .split_at_mut(2 * padded_rows)?;
+        let (mut lse2, mut delta) = stats_part.split_at_mut(padded_rows)?;
         let launch = Launch {
             ops: &ops,
             d_out: d_out.view()?,
@@ -241,9 +253,9 @@ impl Gpu {
                     out.view()?,
                     launch.d_out,
                     lse.view(),
-                    lse2.view_mut(),
-                    delta.view_mut(),
-                    dq_accum.view_mut(),
+                    lse2.reborrow(),
+                    delta.reborrow(),
+                    dq_accum.reborrow(),
                     padded_rows,
                     accum_rows,
                     s.q_len,
@@ -259,7 +271,7 @@ impl Gpu {
                 )?
             };
         }
-        let stats = (lse2.view(), delta.view());
+        let stats = (lse2.as_slice(), delta.as_slice());
         match plan {
             BackwardPlan::Rows => {
                 if s.rows() > 0 {
@@ -592,7 +604,7 @@ impl Gpu {
                             stats.1,
                             dk.view_mut(),
                             dv.view_mut(),
-                            dq_accum.view_mut(),
+                            dq_accum.reborrow(),
                             s.q_len,
                             s.kv_len,
                             q_pad,
@@ -628,7 +640,7 @@ impl Gpu {
                         (table.wgmma_dq_convert)(
                             &library,
                             cfg,
-                            dq_accum.view(),
+                            dq_accum.as_slice(),
                             dq.view_mut(),
                             pairs,
                             s.q_len,
@@ -690,5 +702,37 @@ impl<'a, T: AttentionElement> Launch<'_, 'a, T> {
     /// The scale of the scores.
     fn scale(&self) -> f32 {
         self.ops.scale
+    }
+}
+
+/// The backward's workspace of one stream handle ([`Gpu::handle_cache`]), kept from call to call:
+/// the per-row statistics and the one-kernel rung's f32 `dQ` of the largest call so far. Every
+/// call on the handle runs in its stream's order, so the next call's preparation starts after
+/// the last call's kernels are done with it; a call as large as one before allocates nothing.
+#[derive(Default)]
+struct Workspace(Option<DeviceVec<f32>>);
+
+impl Workspace {
+    /// At least `len` floats, allocated (or grown) if the workspace holds fewer. In the
+    /// simulator every float starts as NaN on each call, as in a new buffer, so that a kernel's
+    /// missed write shows whether or not the buffer is reused.
+    ///
+    /// Errors: those of allocating (`Error::Capture` while capturing, out of memory).
+    fn take(&mut self, gpu: &Gpu, len: usize) -> Result<&mut DeviceVec<f32>> {
+        if self.0.as_ref().is_none_or(|b| b.len() < len) {
+            // The old buffer goes first, so that the two are never held at once.
+            self.0 = None;
+            self.0 = Some(gpu.alloc_poisoned(len, f32::NAN)?);
+        }
+        match &mut self.0 {
+            Some(buffer) => {
+                buffer.poison_simulated(f32::NAN);
+                Ok(buffer)
+            }
+            None => Err(Error::InvalidArgument {
+                op: OP,
+                detail: "internal: the backward's workspace was not made".to_string(),
+            }),
+        }
     }
 }
