@@ -153,7 +153,10 @@ pub unsafe fn arrive(bar: *mut u64) {
 /// stage. On the GPU, lane 0's `mbarrier.arrive` (lane `thread_idx_x() % 32`: blocks of one
 /// dimension); the other lanes do nothing. The simulator first checks that every lane of the
 /// warp reached this call (as it checks a shuffle: a lane that returned or waits elsewhere is
-/// reported), then lane 0 arrives.
+/// reported), then lane 0 arrives. The arrival releases lane 0's own ordinary shared-memory
+/// accesses only: nothing orders the other lanes' before it (no warp barrier runs), so a thread
+/// that waits for the phase and then writes what those lanes read races with them, and the
+/// simulator says so; such lanes arrive themselves ([`arrive`], a count of threads).
 ///
 /// # Safety
 /// Every lane of the warp calls it, at the same call; the block is one-dimensional; `bar` is an

@@ -14,7 +14,7 @@ use corosensei::Yielder;
 use super::async_copy::AsyncCopies;
 use super::global::{GlobalConflict, Toucher};
 use super::launch::{LaunchInfo, Region};
-use super::shadow::{self, Shadow, Touch};
+use super::shadow::{self, Releases, Shadow, Touch};
 use super::{Access, Dim3, SimError, Space, Violation};
 
 mod cluster;
@@ -288,10 +288,19 @@ impl<'l> BlockState<'l> {
             let fences = self.fences[tid as usize].get();
             let named = self.named.borrow();
             let order = named.as_deref().map(|n| n.order(tid));
+            // The block's `mbarrier` releases, once it has a Hopper state (not borrowed here
+            // while a Hopper operation holds it: such an access is then ordered by barriers
+            // alone, which can report a race but never hide one).
+            let hopper = self.hopper.try_borrow().ok();
+            let releases = hopper.as_ref().and_then(|h| h.as_deref()).map(|h| Releases {
+                own: h.releases[tid as usize],
+                known: &h.clocks[tid as usize],
+            });
             let recorded = self
                 .shadow
                 .borrow_mut()
-                .record(offset, size, tid, epoch, touch, cluster, fences, order);
+                .record(offset, size, tid, epoch, touch, cluster, fences, order, releases);
+            drop(hopper);
             drop(named);
             recorded.map_err(|conflict| {
                 if cluster.is_some() {

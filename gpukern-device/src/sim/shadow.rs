@@ -2,10 +2,34 @@
 //! (reads, writes and atomics), whether anyone ever wrote it, and whether a `cp.async` into it is
 //! still in flight. Once the block uses named barriers ([`crate::barrier`]), each remembered
 //! access also keeps its thread's named-barrier arrivals then, and two accesses of one interval
-//! that a named barrier orders do not race ([`Order`]).
+//! that a named barrier orders do not race ([`Order`]). Once a thread has arrived on an
+//! `mbarrier`, each remembered access also keeps its thread's releases (arrivals) then, and two
+//! accesses that an `mbarrier` phase orders (the later thread knows a release the earlier one
+//! made after its access) do not race either ([`Releases`]).
 
 use super::block::Order;
+use super::hopper::clock::Clock;
 use super::{Access, Violation};
+
+/// What orders the accessing thread's accesses after other threads' through `mbarrier` phases:
+/// its own releases (arrivals) so far, and what it knows of every thread's
+/// ([`Clock::released`]). An access another thread made before its `n + 1`-th release is
+/// ordered before this one once this thread knows that release.
+#[derive(Clone, Copy)]
+pub(super) struct Releases<'a> {
+    /// The accessing thread's releases so far.
+    pub(super) own: u32,
+    /// Its knowledge of the others'.
+    pub(super) known: &'a Clock,
+}
+
+impl Releases<'_> {
+    /// Whether an access by thread `tid` made after `at` of its releases is ordered before this
+    /// thread's access.
+    fn covers(&self, tid: u32, at: u32) -> bool {
+        self.known.released(tid) > at
+    }
+}
 
 /// What a thread does to shared memory.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -22,8 +46,8 @@ pub(super) enum Touch {
     AsyncCopy,
     /// A write by the asynchronous proxy (a TMA bulk tensor copy, performed by the simulator when
     /// it is issued): the word is written by no thread. Its ordering with the threads' accesses
-    /// is the program's `mbarrier` protocol, which the shadow does not model: such a write races
-    /// with nothing, and a thread's access to a word it wrote races with nothing either (the
+    /// is the program's `mbarrier` protocol, which the copies' own checks model
+    /// (`tma-early-access`), not the shadow: such a write races with nothing, and a thread's access to a word it wrote races with nothing either (the
     /// numbers the kernel computes are what checks that protocol in the simulator).
     Proxy,
 }
@@ -114,6 +138,9 @@ pub(super) struct Shadow {
     /// Per word, once the block uses named barriers (empty until then: every access before came
     /// after no arrival, which the zeros say).
     counts: Vec<Counts>,
+    /// Per word, once the block's threads use `mbarrier`s, the releases of each remembered
+    /// access's thread before it ([`Releases`]; empty until then).
+    released: Vec<Counts>,
     /// Cluster launches only (empty until a cluster access): per word, the accesses that a later
     /// access of another block may not be ordered after, by threads named by their index in the
     /// cluster.
@@ -146,6 +173,7 @@ impl Shadow {
         Shadow {
             words: vec![fresh; bytes.div_ceil(4)],
             counts: Vec::new(),
+            released: Vec::new(),
             cluster: Vec::new(),
         }
     }
@@ -160,7 +188,8 @@ impl Shadow {
     /// thread by its index in the cluster.
     /// `fences`: the `fence.proxy.async` the thread executed so far (remembered with a write).
     /// `order`: what orders the thread's accesses besides block barriers, once the block uses
-    /// named barriers.
+    /// named barriers; `releases`: what orders them through `mbarrier` phases, once the block
+    /// uses `mbarrier`s.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn record(
         &mut self,
@@ -172,6 +201,7 @@ impl Shadow {
         cluster: Option<ClusterTouch>,
         fences: u32,
         order: Option<Order>,
+        releases: Option<Releases>,
     ) -> Result<(), Conflict> {
         let first = offset / 4;
         let last = (offset + size.max(1) - 1) / 4;
@@ -181,16 +211,27 @@ impl Shadow {
         if order.is_some() {
             self.keep_counts();
         }
-        // Whether an access by `t` after `count` named-barrier arrivals conflicts with this one:
-        // another thread's, that no named barrier orders before it.
-        let unordered = |t: u32, count: u32| {
-            t != NONE && t != PROXY && t != tid && !order.is_some_and(|o| o.covers(t, count))
+        // Kept once a thread that has released accesses the memory: before that every access
+        // came after no release, which the missing entries (zeros) say.
+        if releases.is_some_and(|r| r.own > 0) && self.released.is_empty() {
+            self.released = vec![Counts::default(); self.words.len()];
+        }
+        // Whether an access by `t` after `count` named-barrier arrivals and `at` releases
+        // conflicts with this one: another thread's, that no named barrier and no `mbarrier`
+        // phase orders before it.
+        let unordered = |t: u32, count: u32, at: u32| {
+            t != NONE
+                && t != PROXY
+                && t != tid
+                && !order.is_some_and(|o| o.covers(t, count))
+                && !releases.is_some_and(|r| r.covers(t, at))
         };
-        let other = |threads: [u32; 2], counts: [u32; 2]| {
+        let other = |threads: [u32; 2], counts: [u32; 2], ats: [u32; 2]| {
             (0..2)
-                .find(|&i| unordered(threads[i], counts[i]))
+                .find(|&i| unordered(threads[i], counts[i], ats[i]))
                 .map(|i| threads[i])
         };
+        let own = releases.map_or(0, |r| r.own);
         for w in first..=last {
             let word = &mut self.words[w];
             if word.pending != NONE {
@@ -213,9 +254,11 @@ impl Shadow {
             // named barrier, where none is kept).
             let mut unused = Counts::default();
             let counts = self.counts.get_mut(w).unwrap_or(&mut unused);
+            let mut unused_releases = Counts::default();
+            let ats = self.released.get_mut(w).unwrap_or(&mut unused_releases);
             // Any touch but an atomic races with another thread's atomic in this interval.
             if touch != Touch::Atomic && touch != Touch::Proxy {
-                if let Some(other) = other(word.atomics, counts.atomics) {
+                if let Some(other) = other(word.atomics, counts.atomics, ats.atomics) {
                     return Err(Conflict::Race {
                         other,
                         other_access: Access::Atomic,
@@ -223,7 +266,7 @@ impl Shadow {
                 }
             }
             let no_other_writer = || {
-                if unordered(word.writer, counts.writer) {
+                if unordered(word.writer, counts.writer, ats.writer) {
                     return Err(Conflict::Race {
                         other: word.writer,
                         other_access: Access::Write,
@@ -231,7 +274,7 @@ impl Shadow {
                 }
                 Ok(())
             };
-            let no_other_reader = || match other(word.readers, counts.readers) {
+            let no_other_reader = || match other(word.readers, counts.readers, ats.readers) {
                 Some(other) => Err(Conflict::Race {
                     other,
                     other_access: Access::Read,
@@ -251,7 +294,12 @@ impl Shadow {
                         return Err(Conflict::Uninitialized);
                     }
                     no_other_writer()?;
-                    remember(&mut word.readers, &mut counts.readers, tid, order);
+                    remember(
+                        &mut word.readers,
+                        (&mut counts.readers, &mut ats.readers),
+                        tid,
+                        (order, releases),
+                    );
                 }
                 Touch::Atomic => {
                     if !word.written {
@@ -259,7 +307,12 @@ impl Shadow {
                     }
                     no_other_writer()?;
                     no_other_reader()?;
-                    remember(&mut word.atomics, &mut counts.atomics, tid, order);
+                    remember(
+                        &mut word.atomics,
+                        (&mut counts.atomics, &mut ats.atomics),
+                        tid,
+                        (order, releases),
+                    );
                     word.generic_writer = tid;
                     word.writer_fences = fences;
                 }
@@ -268,6 +321,7 @@ impl Shadow {
                     no_other_reader()?;
                     word.writer = tid;
                     counts.writer = order.map_or(0, |o| o.count);
+                    ats.writer = own;
                     word.generic_writer = tid;
                     word.writer_fences = fences;
                     if touch == Touch::AsyncCopy {
@@ -301,6 +355,10 @@ impl Shadow {
             for c in &mut self.counts[first..=last] {
                 c.writer = count;
             }
+        }
+        // A `cp.async` write is ordered by barriers only, never by the issuer's releases.
+        for r in self.released.iter_mut().take(last + 1).skip(first) {
+            r.writer = u32::MAX;
         }
         for word in &mut self.words[first..=last] {
             if word.epoch != epoch {
@@ -389,15 +447,22 @@ impl ClusterWord {
 /// ordered after whenever it is ordered after this one). When neither slot is covered the
 /// access is not kept: two unordered readers are enough to report a later write by either,
 /// though not every third one.
-fn remember(threads: &mut [u32; 2], counts: &mut [u32; 2], tid: u32, order: Option<Order>) {
+fn remember(
+    threads: &mut [u32; 2],
+    (counts, ats): (&mut [u32; 2], &mut [u32; 2]),
+    tid: u32,
+    (order, releases): (Option<Order>, Option<Releases>),
+) {
     let count = order.map_or(0, |o| o.count);
     let slot = (0..2)
         .find(|&i| threads[i] == tid)
         .or_else(|| (0..2).find(|&i| threads[i] == NONE))
-        .or_else(|| order.and_then(|o| (0..2).find(|&i| o.covers(threads[i], counts[i]))));
+        .or_else(|| order.and_then(|o| (0..2).find(|&i| o.covers(threads[i], counts[i]))))
+        .or_else(|| releases.and_then(|r| (0..2).find(|&i| r.covers(threads[i], ats[i]))));
     if let Some(i) = slot {
         threads[i] = tid;
         counts[i] = count;
+        ats[i] = releases.map_or(0, |r| r.own);
     }
 }
 

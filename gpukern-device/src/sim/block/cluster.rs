@@ -143,7 +143,7 @@ impl<'l> BlockState<'l> {
         let recorded = owner
             .shadow
             .borrow_mut()
-            .record(offset, size, 0, 0, touch, cluster, 0, None);
+            .record(offset, size, 0, 0, touch, cluster, 0, None, None);
         recorded
             .map_err(|conflict| self.cluster_violation(conflict, owner.rank, offset / size.max(1), access))?;
         if let Some(c) = cluster {

@@ -114,6 +114,9 @@ impl BlockState<'_> {
         let (tid, _) = self.me();
         {
             let mut h = self.hopper();
+            // The arrival releases this thread's accesses so far (its own only: a warp's
+            // `warp_arrive` is lane 0's arrival, which orders no other lane's accesses).
+            h.release(tid);
             let known = h.clocks[tid as usize].clone();
             let b = h.barriers.live(offset, tid, self.epoch.get())?;
             b.arrive(offset, tx, &known)?;

@@ -107,7 +107,7 @@ impl<'l> BlockState<'l> {
                 let o = offset + at;
                 peer.shadow
                     .borrow_mut()
-                    .record(o, n, 0, peer.epoch.get(), Touch::Proxy, None, 0, None)
+                    .record(o, n, 0, peer.epoch.get(), Touch::Proxy, None, 0, None, None)
                     .map_err(|c| shadow::violation(c, o / n.max(1), Access::Write, Dim3::default()))?;
                 if let Some(u) = h.operands.unretired(o, n, &known) {
                     return Err(operand_overwritten(&what, u));

@@ -8,6 +8,12 @@
 //! clocks are joined there (vector clocks over barriers and warpgroups, not over threads, which
 //! keeps them small).
 //!
+//! It also knows, for each thread that arrived on an `mbarrier`, how many of that thread's
+//! arrivals (its releases) happen before it: an ordinary shared-memory access a thread made
+//! before its `n`-th arrival is ordered before another thread's access once that thread knows `n`
+//! of the first's releases (the shadow of shared memory asks, [`Clock::released`]). A
+//! `mbarrier::warp_arrive` is its lane 0's arrival, a release of that lane alone.
+//!
 //! In a cluster each block numbers its barriers and warpgroups itself, so a thread's knowledge of
 //! another block of its cluster is kept apart, by that block's rank: learned
 //! through a remote `mbarrier` arrival (the arriving thread's knowledge, put in the terms of the
@@ -25,6 +31,9 @@ pub(crate) struct Clock {
     retired: [u32; MAX_WARPGROUPS],
     /// Bulk groups seen done reading, by issuing thread (few threads issue bulk stores).
     bulk_read: Vec<(u32, u32)>,
+    /// `mbarrier` arrivals (releases) seen, by arriving thread (dense: a block's consumers may
+    /// each arrive).
+    released: Vec<u32>,
     /// What it knows of the other blocks of its cluster, by rank, in their own terms (empty
     /// outside a cluster; these clocks' own `peers` stay empty).
     peers: Vec<Clock>,
@@ -72,6 +81,22 @@ impl Clock {
         }
     }
 
+    /// Releases (`mbarrier` arrivals) of thread `tid` that happen before this thread's next
+    /// action.
+    pub(crate) fn released(&self, tid: u32) -> u32 {
+        self.released.get(tid as usize).copied().unwrap_or(0)
+    }
+
+    /// Records that the first `n` releases of thread `tid` happen before this thread's next
+    /// action.
+    pub(crate) fn see_released(&mut self, tid: u32, n: u32) {
+        let t = tid as usize;
+        if self.released.len() <= t {
+            self.released.resize(t + 1, 0);
+        }
+        self.released[t] = self.released[t].max(n);
+    }
+
     /// What it knows of the cluster's block of rank `rank` (not its own block's: see
     /// [`Clock::seen_from`]).
     #[cfg(test)]
@@ -104,6 +129,7 @@ impl Clock {
             phases: self.phases.clone(),
             retired: self.retired,
             bulk_read: self.bulk_read.clone(),
+            released: self.released.clone(),
             peers: Vec::new(),
         }
     }
@@ -120,6 +146,12 @@ impl Clock {
         }
         for &(tid, groups) in &other.bulk_read {
             self.see_bulk_read(tid, groups);
+        }
+        if self.released.len() < other.released.len() {
+            self.released.resize(other.released.len(), 0);
+        }
+        for (mine, theirs) in self.released.iter_mut().zip(&other.released) {
+            *mine = (*mine).max(*theirs);
         }
         if self.phases.len() < other.phases.len() {
             self.phases.resize(other.phases.len(), 0);

@@ -54,6 +54,8 @@ pub(crate) struct Hopper {
     pub(crate) setmaxnreg_done: [u32; clock::MAX_WARPGROUPS],
     /// `setmaxnreg`s each thread passed.
     pub(crate) setmaxnreg_passed: HashMap<u32, u32>,
+    /// Per thread, its releases so far: its `mbarrier` arrivals ([`Clock::released`]).
+    pub(crate) releases: Vec<u32>,
 }
 
 impl Hopper {
@@ -71,7 +73,17 @@ impl Hopper {
             setmaxnreg_order: Aligned::new("setmaxnreg", Rule::Setmaxnreg),
             setmaxnreg_done: [0; clock::MAX_WARPGROUPS],
             setmaxnreg_passed: HashMap::new(),
+            releases: vec![0; threads],
         }
+    }
+
+    /// Thread `tid`'s next release: counted, and known to the thread itself.
+    pub(crate) fn release(&mut self, tid: u32) -> u32 {
+        let n = &mut self.releases[tid as usize];
+        *n += 1;
+        let n = *n;
+        self.clocks[tid as usize].see_released(tid, n);
+        n
     }
 
     /// A block barrier: every thread knows what any thread knew.
