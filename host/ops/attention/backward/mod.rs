@@ -719,20 +719,15 @@ impl Workspace {
     ///
     /// Errors: those of allocating (`Error::Capture` while capturing, out of memory).
     fn take(&mut self, gpu: &Gpu, len: usize) -> Result<&mut DeviceVec<f32>> {
-        if self.0.as_ref().is_none_or(|b| b.len() < len) {
-            // The old buffer goes first, so that the two are never held at once.
-            self.0 = None;
-            self.0 = Some(gpu.alloc_poisoned(len, f32::NAN)?);
-        }
-        match &mut self.0 {
-            Some(buffer) => {
-                buffer.poison_simulated(f32::NAN);
-                Ok(buffer)
+        let buffer = match self.0.take() {
+            Some(buffer) if buffer.len() >= len => self.0.insert(buffer),
+            old => {
+                // The old buffer goes first, so that the two are never held at once.
+                drop(old);
+                self.0.insert(gpu.alloc_poisoned(len, f32::NAN)?)
             }
-            None => Err(Error::InvalidArgument {
-                op: OP,
-                detail: "internal: the backward's workspace was not made".to_string(),
-            }),
-        }
+        };
+        buffer.poison_simulated(f32::NAN);
+        Ok(buffer)
     }
 }
