@@ -580,6 +580,7 @@ impl<'l> BlockState<'l> {
         let landed = self.copies[tid as usize].borrow_mut().retire(in_flight);
         let named = self.named.borrow();
         let count = named.as_deref().map(|n| n.order(tid).count);
+        let mbarriers = self.hopper.try_borrow().map_or(true, |h| h.is_some());
         let mut shadow = self.shadow.borrow_mut();
         for copy in landed {
             let bytes = 4 * copy.words;
@@ -589,7 +590,7 @@ impl<'l> BlockState<'l> {
                 let dst = self.shared_base().add(copy.offset);
                 std::ptr::copy_nonoverlapping(copy.data.as_ptr().cast::<u8>(), dst, bytes);
             }
-            shadow.land(copy.offset, bytes, tid, self.epoch.get(), count);
+            shadow.land(copy.offset, bytes, tid, self.epoch.get(), count, mbarriers);
         }
     }
 

@@ -47,8 +47,9 @@ pub(super) enum Touch {
     /// A write by the asynchronous proxy (a TMA bulk tensor copy, performed by the simulator when
     /// it is issued): the word is written by no thread. Its ordering with the threads' accesses
     /// is the program's `mbarrier` protocol, which the copies' own checks model
-    /// (`tma-early-access`), not the shadow: such a write races with nothing, and a thread's access to a word it wrote races with nothing either (the
-    /// numbers the kernel computes are what checks that protocol in the simulator).
+    /// (`tma-early-access`), not the shadow: such a write races with nothing, and a thread's
+    /// access to a word it wrote races with nothing either (the numbers the kernel computes are
+    /// what checks that protocol in the simulator).
     Proxy,
 }
 
@@ -213,8 +214,8 @@ impl Shadow {
         }
         // Kept once a thread that has released accesses the memory: before that every access
         // came after no release, which the missing entries (zeros) say.
-        if releases.is_some_and(|r| r.own > 0) && self.released.is_empty() {
-            self.released = vec![Counts::default(); self.words.len()];
+        if releases.is_some_and(|r| r.own > 0) {
+            self.keep_released();
         }
         // Whether an access by `t` after `count` named-barrier arrivals and `at` releases
         // conflicts with this one: another thread's, that no named barrier and no `mbarrier`
@@ -343,11 +344,28 @@ impl Shadow {
         }
     }
 
+    /// Makes the per-word release counts ([`Releases`]), on the first access that needs them
+    /// (zeros: no access before had come after a release).
+    fn keep_released(&mut self) {
+        if self.released.is_empty() {
+            self.released = vec![Counts::default(); self.words.len()];
+        }
+    }
+
     /// Lands thread `tid`'s `cp.async` into bytes `offset..offset + size` during `epoch`: the
     /// words are written, by `tid`, in this barrier interval (so other threads must still pass a
     /// barrier before they read them), and no longer pending. `count`: the thread's named-barrier
-    /// arrivals, once the block uses named barriers.
-    pub(super) fn land(&mut self, offset: usize, size: usize, tid: u32, epoch: u32, count: Option<u32>) {
+    /// arrivals, once the block uses named barriers; `mbarriers`: whether the block's threads may
+    /// release through `mbarrier`s (it has a Hopper state).
+    pub(super) fn land(
+        &mut self,
+        offset: usize,
+        size: usize,
+        tid: u32,
+        epoch: u32,
+        count: Option<u32>,
+        mbarriers: bool,
+    ) {
         let first = offset / 4;
         let last = (offset + size.max(1) - 1) / 4;
         if let Some(count) = count {
@@ -356,9 +374,14 @@ impl Shadow {
                 c.writer = count;
             }
         }
-        // A `cp.async` write is ordered by barriers only, never by the issuer's releases.
-        for r in self.released.iter_mut().take(last + 1).skip(first) {
-            r.writer = u32::MAX;
+        // A `cp.async` write is ordered by barriers only, never by the issuer's releases: marked
+        // so (the releases kept from here on, else a later release of the issuer would seem to
+        // cover the missing entry's zero).
+        if mbarriers {
+            self.keep_released();
+            for r in &mut self.released[first..=last] {
+                r.writer = u32::MAX;
+            }
         }
         for word in &mut self.words[first..=last] {
             if word.epoch != epoch {

@@ -78,12 +78,11 @@ impl Hopper {
     }
 
     /// Thread `tid`'s next release: counted, and known to the thread itself.
-    pub(crate) fn release(&mut self, tid: u32) -> u32 {
+    pub(crate) fn release(&mut self, tid: u32) {
         let n = &mut self.releases[tid as usize];
         *n += 1;
         let n = *n;
         self.clocks[tid as usize].see_released(tid, n);
-        n
     }
 
     /// A block barrier: every thread knows what any thread knew.
