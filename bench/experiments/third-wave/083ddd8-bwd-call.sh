@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The backward's checks and A/B owed by the twentieth round (BENCHMARKS.md, twenty-first round),
+# in device calls. Binaries built here (release) and carried in .device/bin.tar.xz (`tar cf - bin
+# | xz` of .device/bin):
+#   kernels-{main,branch,lpt}  the `kernels` test binary of main (083ddd8), bwd-persistent
+#                              (ecef2b5) and bwd-lpt (39b0297: main with the causal grid's order)
+#   bench-{b233429,main,branch,lpt}  target/release/examples/bench of each tree
+# Each tree built in its own target directory, or after `cargo clean --release -p kernels-gpu -p
+# gpukern` when they share one (bench/README.md says why).
+#   bash 083ddd8-bwd-call.sh PART...   PART: ab1 | ab2 | peers | trials | sanitize | ncu
+# run in that order whatever the order given (the A/B first, if the call is cut short); SHAPES
+# (comma-separated, default the four of the round) narrows the A/B and the peers. Writes
+# $OUT/<part>.log, $OUT/ab<round>/*.jsonl and $OUT/ab/peers.jsonl, all packed into $OUT/all.tgz
+# as each part ends.
+set -uo pipefail
+cd "$(dirname "$0")/../../.." || exit 1
+[ -x .device/bin/kernels-main ] || tar xJf .device/bin.tar.xz -C .device || exit 1
+B=.device/bin
+export GPUKERN_REQUIRE_GPU=1 GPUKERN_DEVICE=cuda GPUKERN_SLOW_TRIALS=1
+san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+shapes=${SHAPES:-16x1024x16x128,4x4096x16x128,1x16384x16x128,8x2048x32x64}
+mkdir -p "$OUT/ab"
+nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
+# The parts in the order of what matters most if the call is cut short (device time runs out):
+# the A/B and its peers first; every part's output packed into $OUT/all.tgz as it ends.
+parts=()
+for want in ab1 ab2 peers trials ncu sanitize; do
+  for p in "$@"; do [ "$p" = "$want" ] && parts+=("$p"); done
+done
+for part in "${parts[@]}"; do
+  start=$(date +%s)
+  case $part in
+    trials)
+      for t in main branch lpt; do
+        echo "== $t: cuda::attention_backward"
+        "$B/kernels-$t" cuda::attention_backward --test-threads 1 2>&1 | grep -E '^test |test result'
+      done > "$OUT/trials.log" 2>&1 ;;
+    ab*)
+      round=${part#ab}
+      bash bench/ab.sh "$OUT/ab$round" 1 b233429=$B/bench-b233429 083ddd8=$B/bench-main ecef2b5=$B/bench-branch 39b0297=$B/bench-lpt \
+        -- --kernels attention_bwd --shapes "$shapes" > "$OUT/ab$round.log" 2>&1 ;;
+    sanitize)
+      {
+        for tool in memcheck racecheck synccheck; do
+          for t in main:bf16::1x333x200x2h2kv_d128_causal main:f16::2x129x129x4h2kv_d64_causal \
+                   main:f16::1x200x333x4h1kv_d128_causal main:bf16::1x129x129x4h2kv_d64_full \
+                   branch:flash_vs_rows::f16::4x700x900x8h8kv_d64_full branch:flash_vs_rows::bf16::3x600x1300x8h8kv_d128_full \
+                   branch:bf16::1x129x129x4h2kv_d64_full branch:f16::1x65x130x2h1kv_d40_full \
+                   lpt:f16::2x129x129x4h2kv_d64_causal; do
+            tree=${t%%:*} name=cuda::attention_backward::${t#*:}
+            echo "== $tool $tree $name"
+            timeout 150 "$san" --tool "$tool" --error-exitcode 99 "$B/kernels-$tree" "$name" --exact --test-threads 1 2>&1 |
+              grep -E '^=========|test result' | head -n 20
+            echo "rc=${PIPESTATUS[0]}"
+          done
+        done
+      } > "$OUT/sanitize.log" 2>&1 ;;
+    peers)
+      PYTHONUNBUFFERED=1 python3 bench/peers.py --peers torch_attention_bwd --shapes "$shapes" \
+        --out "$OUT/ab/peers.jsonl" > "$OUT/peers.log" 2>&1 ;;
+    ncu)
+      for t in main; do
+        timeout 200 "$ncu" -k regex:attention_bwd -c 6 --section SpeedOfLight "$B/bench-$t" --out /tmp/ncu.jsonl \
+          --kernels attention_bwd --shapes 16x1024x16x128 > "$OUT/ncu-$t.log" 2>&1
+      done ;;
+  esac
+  echo "$part: $(( $(date +%s) - start )) s"
+  tar czf /tmp/all.tgz -C "$OUT" --exclude all.tgz . && mv /tmp/all.tgz "$OUT/all.tgz"
+done
