@@ -1,25 +1,42 @@
 #!/usr/bin/env bash
 # The backward's checks and A/B owed by the twentieth round (BENCHMARKS.md, twenty-first round),
 # in device calls. Binaries built here (release) and carried in .device/bin.tar.xz (`tar cf - bin
-# | xz` of .device/bin):
-#   kernels-{main,branch,lpt}  the `kernels` test binary of main (083ddd8), bwd-persistent
-#                              (ecef2b5) and bwd-lpt (39b0297: main with the causal grid's order)
-#   bench-{b233429,main,branch,lpt}  target/release/examples/bench of each tree
-# Each tree built in its own target directory, or after `cargo clean --release -p kernels-gpu -p
-# gpukern` when they share one (bench/README.md says why).
+# | xz` of .device/bin), named by the commit (or label) each was built from:
+#   kernels-<label>  the `kernels` test binary of a tree (cargo test --release -p gpukern --test kernels --no-run)
+#   bench-<label>    target/release/examples/bench of a tree
+# e.g. bench-b233429 (before), bench-083ddd8 (main), bench-03af58d (bwd-persistent), bench-39b0297
+# (bwd-lpt), bench-11b2121 (bwd-convert-lines). Each tree built in its own target directory, or
+# after `cargo clean --release -p kernels-gpu -p gpukern` when they share one (bench/README.md
+# says why).
 #   bash 083ddd8-bwd-call.sh PART...   PART: ab1 | ab2 | peers | trials | sanitize | ncu
 # run in that order whatever the order given (the A/B first, if the call is cut short); SHAPES
-# (comma-separated, default the four of the round) narrows the A/B and the peers. Writes
-# $OUT/<part>.log, $OUT/ab<round>/*.jsonl and $OUT/ab/peers.jsonl, all packed into $OUT/all.tgz
-# as each part ends.
+# (comma-separated, default the four of the round) narrows the A/B and the peers; SANITIZE lists
+# the trials of `sanitize` as <label>:<trial name after cuda::attention_backward::> (default:
+# each kernels binary's d128 and d64 trials, both element types); NCU the label whose kernels ncu
+# times (default the first bench binary after b233429). Writes $OUT/<part>.log,
+# $OUT/ab<round>/*.jsonl and $OUT/ab/peers.jsonl, all packed into $OUT/all.tgz as each part ends.
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
-[ -x .device/bin/kernels-main ] || tar xJf .device/bin.tar.xz -C .device || exit 1
+[ -d .device/bin ] || tar xJf .device/bin.tar.xz -C .device || exit 1
 B=.device/bin
 export GPUKERN_REQUIRE_GPU=1 GPUKERN_DEVICE=cuda GPUKERN_SLOW_TRIALS=1
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 shapes=${SHAPES:-16x1024x16x128,4x4096x16x128,1x16384x16x128,8x2048x32x64}
+# The labels of the binaries carried: b233429 (before) first.
+labels() { for f in "$B/$1"-*; do [ -x "$f" ] && echo "${f##*/$1-}"; done | sort | awk '$0 == "b233429" {print; next} {r[++n] = $0} END {for (i = 1; i <= n; i++) print r[i]}'; }
+mapfile -t benches < <(labels bench)
+mapfile -t kernels < <(labels kernels)
+ncu_label=${NCU:-$(printf '%s\n' "${benches[@]}" | grep -v '^b233429$' | head -n 1)}
+if [ -n "${SANITIZE:-}" ]; then
+  read -ra sanitized <<<"$SANITIZE"
+else
+  sanitized=()
+  for k in "${kernels[@]}"; do
+    sanitized+=("$k:bf16::1x333x200x2h2kv_d128_causal" "$k:f16::2x129x129x4h2kv_d64_causal"
+                "$k:f16::1x200x333x4h1kv_d128_causal" "$k:bf16::1x129x129x4h2kv_d64_full")
+  done
+fi
 mkdir -p "$OUT/ab"
 nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 # The parts in the order of what matters most if the call is cut short (device time runs out):
@@ -32,22 +49,20 @@ for part in "${parts[@]}"; do
   start=$(date +%s)
   case $part in
     trials)
-      for t in main branch lpt; do
+      for t in "${kernels[@]}"; do
         echo "== $t: cuda::attention_backward"
         "$B/kernels-$t" cuda::attention_backward --test-threads 1 2>&1 | grep -E '^test |test result'
       done > "$OUT/trials.log" 2>&1 ;;
     ab*)
       round=${part#ab}
-      bash bench/ab.sh "$OUT/ab$round" 1 b233429=$B/bench-b233429 083ddd8=$B/bench-main ecef2b5=$B/bench-branch 39b0297=$B/bench-lpt \
+      runs=()
+      for t in "${benches[@]}"; do runs+=("$t=$B/bench-$t"); done
+      bash bench/ab.sh "$OUT/ab$round" 1 "${runs[@]}" \
         -- --kernels attention_bwd --shapes "$shapes" > "$OUT/ab$round.log" 2>&1 ;;
     sanitize)
       {
         for tool in memcheck racecheck synccheck; do
-          for t in main:bf16::1x333x200x2h2kv_d128_causal main:f16::2x129x129x4h2kv_d64_causal \
-                   main:f16::1x200x333x4h1kv_d128_causal main:bf16::1x129x129x4h2kv_d64_full \
-                   branch:flash_vs_rows::f16::4x700x900x8h8kv_d64_full branch:flash_vs_rows::bf16::3x600x1300x8h8kv_d128_full \
-                   branch:bf16::1x129x129x4h2kv_d64_full branch:f16::1x65x130x2h1kv_d40_full \
-                   lpt:f16::2x129x129x4h2kv_d64_causal; do
+          for t in "${sanitized[@]}"; do
             tree=${t%%:*} name=cuda::attention_backward::${t#*:}
             echo "== $tool $tree $name"
             timeout 150 "$san" --tool "$tool" --error-exitcode 99 "$B/kernels-$tree" "$name" --exact --test-threads 1 2>&1 |
@@ -60,10 +75,8 @@ for part in "${parts[@]}"; do
       PYTHONUNBUFFERED=1 python3 bench/peers.py --peers torch_attention_bwd --shapes "$shapes" \
         --out "$OUT/ab/peers.jsonl" > "$OUT/peers.log" 2>&1 ;;
     ncu)
-      for t in main; do
-        timeout 200 "$ncu" -k regex:attention_bwd -c 6 --section SpeedOfLight "$B/bench-$t" --out /tmp/ncu.jsonl \
-          --kernels attention_bwd --shapes 16x1024x16x128 > "$OUT/ncu-$t.log" 2>&1
-      done ;;
+      timeout 200 "$ncu" -k regex:attention_bwd -c 6 --section SpeedOfLight "$B/bench-$ncu_label" --out /tmp/ncu.jsonl \
+        --kernels attention_bwd --shapes 16x1024x16x128 > "$OUT/ncu-$ncu_label.log" 2>&1 ;;
   esac
   echo "$part: $(( $(date +%s) - start )) s"
   tar czf /tmp/all.tgz -C "$OUT" --exclude all.tgz . && mv /tmp/all.tgz "$OUT/all.tgz"
