@@ -5,9 +5,9 @@
 #   kernels-<label>  the `kernels` test binary of a tree (cargo test --release -p gpukern --test kernels --no-run)
 #   bench-<label>    target/release/examples/bench of a tree
 # e.g. bench-b233429 (before), bench-083ddd8 (main), bench-03af58d (bwd-persistent), bench-39b0297
-# (bwd-lpt), bench-11b2121 (bwd-convert-lines). Each tree built in its own target directory, or
-# after `cargo clean --release -p kernels-gpu -p gpukern` when they share one (bench/README.md
-# says why).
+# (bwd-lpt), bench-11b2121 (bwd-convert-lines): all made by
+#   bash bench/build-trees.sh .device/bin b233429 main bwd-persistent bwd-lpt bwd-convert-lines
+# (each tree apart: bench/README.md says why).
 #   bash 083ddd8-bwd-call.sh PART...   PART: ab1 | ab2 | peers | trials | sanitize | ncu
 # run in that order whatever the order given (the A/B first, if the call is cut short); SHAPES
 # (comma-separated, default the four of the round) narrows the A/B and the peers; SANITIZE lists
