@@ -22,18 +22,48 @@
 /// Most warpgroups a block has: 1024 threads of 128.
 pub(crate) const MAX_WARPGROUPS: usize = 8;
 
+/// Counts by index that only grow (phases by barrier slot, releases by thread): dense, missing
+/// entries 0, joined entry by entry by their maximum.
+#[derive(Clone, Default, Debug)]
+struct Counts(Vec<u32>);
+
+impl Counts {
+    /// Entry `i`.
+    fn get(&self, i: usize) -> u32 {
+        self.0.get(i).copied().unwrap_or(0)
+    }
+
+    /// Raises entry `i` to at least `n`.
+    fn see(&mut self, i: usize, n: u32) {
+        if self.0.len() <= i {
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] = self.0[i].max(n);
+    }
+
+    /// Raises every entry to at least `other`'s.
+    fn join(&mut self, other: &Counts) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (mine, theirs) in self.0.iter_mut().zip(&other.0) {
+            *mine = (*mine).max(*theirs);
+        }
+    }
+}
+
 /// One thread's knowledge (see the module documentation).
 #[derive(Clone, Default, Debug)]
 pub(crate) struct Clock {
     /// Phases seen complete, by barrier slot.
-    phases: Vec<u32>,
+    phases: Counts,
     /// `wgmma` groups seen retired, by warpgroup.
     retired: [u32; MAX_WARPGROUPS],
     /// Bulk groups seen done reading, by issuing thread (few threads issue bulk stores).
     bulk_read: Vec<(u32, u32)>,
     /// `mbarrier` arrivals (releases) seen, by arriving thread (dense: a block's consumers may
     /// each arrive).
-    released: Vec<u32>,
+    released: Counts,
     /// What it knows of the other blocks of its cluster, by rank, in their own terms (empty
     /// outside a cluster; these clocks' own `peers` stay empty).
     peers: Vec<Clock>,
@@ -42,15 +72,12 @@ pub(crate) struct Clock {
 impl Clock {
     /// Phases of barrier `slot` this thread has seen complete.
     pub(crate) fn phases(&self, slot: usize) -> u32 {
-        self.phases.get(slot).copied().unwrap_or(0)
+        self.phases.get(slot)
     }
 
     /// Records that the first `phases` phases of barrier `slot` have completed.
     pub(crate) fn see_phases(&mut self, slot: usize, phases: u32) {
-        if self.phases.len() <= slot {
-            self.phases.resize(slot + 1, 0);
-        }
-        self.phases[slot] = self.phases[slot].max(phases);
+        self.phases.see(slot, phases);
     }
 
     /// `wgmma` groups of warpgroup `wg` this thread has seen retired.
@@ -84,17 +111,13 @@ impl Clock {
     /// Releases (`mbarrier` arrivals) of thread `tid` that happen before this thread's next
     /// action.
     pub(crate) fn released(&self, tid: u32) -> u32 {
-        self.released.get(tid as usize).copied().unwrap_or(0)
+        self.released.get(tid as usize)
     }
 
     /// Records that the first `n` releases of thread `tid` happen before this thread's next
     /// action.
     pub(crate) fn see_released(&mut self, tid: u32, n: u32) {
-        let t = tid as usize;
-        if self.released.len() <= t {
-            self.released.resize(t + 1, 0);
-        }
-        self.released[t] = self.released[t].max(n);
+        self.released.see(tid as usize, n);
     }
 
     /// What it knows of the cluster's block of rank `rank` (not its own block's: see
@@ -147,18 +170,8 @@ impl Clock {
         for &(tid, groups) in &other.bulk_read {
             self.see_bulk_read(tid, groups);
         }
-        if self.released.len() < other.released.len() {
-            self.released.resize(other.released.len(), 0);
-        }
-        for (mine, theirs) in self.released.iter_mut().zip(&other.released) {
-            *mine = (*mine).max(*theirs);
-        }
-        if self.phases.len() < other.phases.len() {
-            self.phases.resize(other.phases.len(), 0);
-        }
-        for (mine, theirs) in self.phases.iter_mut().zip(&other.phases) {
-            *mine = (*mine).max(*theirs);
-        }
+        self.released.join(&other.released);
+        self.phases.join(&other.phases);
         for (mine, theirs) in self.retired.iter_mut().zip(&other.retired) {
             *mine = (*mine).max(*theirs);
         }
