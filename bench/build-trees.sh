@@ -45,5 +45,9 @@ done
 # This checkout's own next release build starts clean too (its members' outputs are the last
 # tree's now).
 cargo clean --release "${clean_args[@]}" 2>/dev/null
-tar cf - -C "$(dirname "$dir")" "$(basename "$dir")" | xz -T0 -6 > "$dir.tar.xz"
+# One xz stream with a dictionary larger than the folder: the binaries embed mostly the same PTX,
+# which xz's default dictionary, smaller than one binary, cannot see from one binary to the next
+# (the working tree and the carry share a device call's size limit; unpacking needs 512 MiB of
+# memory).
+tar cf - -C "$(dirname "$dir")" "$(basename "$dir")" | xz -T1 --lzma2=preset=6,dict=512MiB > "$dir.tar.xz"
 echo "build-trees: $(ls "$dir" | wc -l) binaries in $dir, packed into $dir.tar.xz ($(du -h "$dir.tar.xz" | cut -f1))"
