@@ -105,7 +105,7 @@ use super::backward_wgmma::{
 use super::wgmma::{k_major_descriptor, n_major_descriptor, D128, D64, WGMMA_BOX_COLS};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
-use crate::gpu::{barrier, bf16, bulk, f16, hint, math, mbarrier, mem, thread, warp, wgmma};
+use crate::gpu::{barrier, bf16, bulk, f16, hint, math, mbarrier, mem, thread, vector, warp, wgmma};
 use crate::kernel;
 
 /// Floats of one consumer's `dQ` share of a query tile in `dq_accum`: 64 rows x 64 dims, 32
@@ -719,21 +719,28 @@ fn stage_dq(staging: *mut f32, acc: &[f32; 32], t: usize) {
 /// in fragment order ([`dq_accum_index`]) to the contiguous `[batch, q_len, heads, head_dim]`
 /// `dq` (FlashAttention-3's postprocess).
 ///
-/// Thread `x` (of `pairs = batch q_len heads head_dim / 2`) takes output pair `x`: elements `2 x`
-/// and `2 x + 1` of `dq`, i.e. row `(b, i, h)` and dims `d, d + 1` (`d` even); it loads the two
-/// floats of that row and those dims from `dq_accum` (accumulators `i` and `i + 1` of one thread:
-/// 512 bytes apart, consecutive threads' 4 bytes apart within a row's quad), scales them and
-/// stores them as one 4-byte pair.
+/// Thread `x` (of `chunks = batch q_len heads head_dim / 8`) takes output chunk `x`: elements `8
+/// x ..+ 8` of `dq`, i.e. row `(b, i, h)` and dims `8 j ..+ 8`. In fragment order those 8 floats
+/// are accumulators `4 j + 2 h'` and `+ 1` of four consecutive threads `t0 ..+ 4` (`t0` a
+/// multiple of 4): two 16-byte loads (`[128 (4 j + 2 h') + t0 ..+ 4]` and the next accumulator's,
+/// 512 bytes on), whose elements interleave into the chunk's dims (`8 j + 2 q + e` from load `e`,
+/// element `q`); it scales them and stores the chunk as one 16-byte store. A warp's 32 chunks
+/// are two rows at `D = 128` (four at 64), its store 512 contiguous bytes; each 16-byte load
+/// fills half a 32-byte sector, whose other half is the next query's row of the same head (`heads`
+/// rows on, another warp's), as in the form this replaced (a thread per pair of elements, two
+/// 4-byte loads and one 4-byte store, its row's coordinates by 64-bit divisions): here a quarter of
+/// the loads and stores, and the coordinates by a shift and 32-bit divisions (rows below 2^32:
+/// the buffer's `4 head_dim` bytes a row bound them).
 ///
-/// Global memory: 8 bytes read and 4 written per thread.
+/// Global memory: 32 bytes read and 16 written per thread.
 ///
-/// Launch: `ceil(pairs / DQ_CONVERT_BLOCK)` blocks of [`DQ_CONVERT_BLOCK`] threads, no shared
+/// Launch: `ceil(chunks / DQ_CONVERT_BLOCK)` blocks of [`DQ_CONVERT_BLOCK`] threads, no shared
 /// memory.
 ///
 /// # Safety
-/// `dq_accum` holds [`bwd_wgmma_dq_accum_len`]`(batch, heads, q_pad, head_dim)` floats, `dq`
-/// `2 pairs` elements, 4-byte aligned; `head_dim` is 64 or 128, `q_pad` a multiple of 64 at
-/// least `q_len`, `pairs = batch q_len heads head_dim / 2`.
+/// `dq_accum` holds [`bwd_wgmma_dq_accum_len`]`(batch, heads, q_pad, head_dim)` floats, 16-byte
+/// aligned, `dq` `8 chunks` elements, 16-byte aligned; `head_dim` is 64 or 128, `q_pad` a
+/// multiple of 64 at least `q_len`, `chunks = batch q_len heads head_dim / 8`.
 ///
 /// Instances: `attention_bwd_wgmma_dq_convert_bf16`, `attention_bwd_wgmma_dq_convert_f16`.
 // Barriers: none.
@@ -749,7 +756,7 @@ fn stage_dq(staging: *mut f32, acc: &[f32; 32], t: usize) {
 pub unsafe fn attention_bwd_wgmma_dq_convert<T: BwdWgmmaElement>(
     dq_accum: *const f32,
     dq: *mut T,
-    pairs: usize,
+    chunks: usize,
     q_len: usize,
     q_pad: usize,
     heads: usize,
@@ -757,18 +764,23 @@ pub unsafe fn attention_bwd_wgmma_dq_convert<T: BwdWgmmaElement>(
     scale: f32,
 ) {
     let x = thread::index_1d();
-    if x >= pairs {
+    if x >= chunks {
         return;
     }
-    let half = head_dim / 2;
-    let (row, dim) = (x / half, 2 * (x % half));
-    let (h, bi) = (row % heads, row / heads);
-    let (i, b) = (bi % q_len, bi / q_len);
-    let at = dq_accum_index(b * heads + h, i, dim, q_pad, head_dim);
-    // SAFETY: `at` and `at + 128` (accumulator `i + 1` of the same thread: `dim` is even) lie in
-    // the buffer (the contract); pair `x < pairs` of `dq`, 4-byte aligned.
+    // `head_dim / 8` chunks a row: 8 or 16, a shift.
+    let shift = if head_dim > 64 { 4 } else { 3 };
+    let (row, dim) = ((x >> shift) as u32, 8 * (x & ((1 << shift) - 1)));
+    let (h, bi) = (row % heads as u32, row / heads as u32);
+    let (i, b) = ((bi % q_len as u32) as usize, (bi / q_len as u32) as usize);
+    let at = dq_accum_index(b * heads + h as usize, i, dim, q_pad, head_dim);
+    // SAFETY: `at` is accumulator `4 j + 2 h'` of thread `t0` (a multiple of 4: `dim` is a
+    // multiple of 8), so `at ..+ 4` and `at + 128 ..+ 4` lie in the buffer (the contract), each
+    // 16-byte aligned (the buffer is, and `at` is a multiple of 4); chunk `x < chunks` of `dq`,
+    // 16-byte aligned.
     unsafe {
-        let v = [mem::load(dq_accum, at), mem::load(dq_accum, at + 128)];
-        mem::store(dq.cast::<u32>(), x, T::pack([v[0] * scale, v[1] * scale]));
+        let e0 = vector::load::<f32, 4>(dq_accum, at);
+        let e1 = vector::load::<f32, 4>(dq_accum, at + 128);
+        let out: [u32; 4] = core::array::from_fn(|q| T::pack([e0[q] * scale, e1[q] * scale]));
+        vector::store::<u32, 4>(dq.cast::<u32>(), 4 * x, out);
     }
 }

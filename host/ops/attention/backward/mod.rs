@@ -630,19 +630,21 @@ impl Gpu {
                     };
                 }
                 if s.rows() > 0 {
-                    let pairs = s.out_len() / 2;
-                    let cfg = LaunchConfig::linear(OP, pairs, DQ_CONVERT_BLOCK, &limits)?;
-                    // SAFETY: `dq_accum` holds the buffer's floats, written by the launch before
-                    // on the same stream; `dq` holds `2 pairs` elements (checked), 16-byte
-                    // aligned (the plan's fact); head dim 64 or 128, `q_pad >= q_len` a multiple
-                    // of 64; `cfg` covers `pairs` threads.
+                    // Chunks of 8 elements: rows of 64 or 128.
+                    let chunks = s.out_len() / 8;
+                    let cfg = LaunchConfig::linear(OP, chunks, DQ_CONVERT_BLOCK, &limits)?;
+                    // SAFETY: `dq_accum` holds the buffer's floats, 16-byte aligned (as the
+                    // fused kernel's bulk reductions need), written by the launch before on the
+                    // same stream; `dq` holds `8 chunks` elements (checked), 16-byte aligned
+                    // (the plan's fact); head dim 64 or 128, `q_pad >= q_len` a multiple of 64;
+                    // `cfg` covers `chunks` threads.
                     unsafe {
                         (table.wgmma_dq_convert)(
                             &library,
                             cfg,
                             dq_accum.as_slice(),
                             dq.view_mut(),
-                            pairs,
+                            chunks,
                             s.q_len,
                             q_pad,
                             s.heads,
