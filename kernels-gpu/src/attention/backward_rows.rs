@@ -15,7 +15,7 @@
 //! element: the results are the same bits on every run.
 
 use super::{visible_keys, AttentionElement};
-use crate::gpu::{bf16, f16, math, mem, thread, warp};
+use crate::gpu::{bf16, f16, math, mem, thread, vector, warp};
 use crate::kernel;
 
 /// Threads per block of the backward's row kernels: 4 warps, a row each.
@@ -32,33 +32,70 @@ pub const BWD_Q_PAD: usize = 64;
 /// Dimensions of the head one lane holds at most: `MAX_HEAD_DIM / 32`.
 const LANE_DIMS: usize = super::MAX_HEAD_DIM / warp::SIZE as usize;
 
+/// Lanes of a warp that share one row of [`attention_bwd_prep`](fn@attention_bwd_prep) at head
+/// dim `head_dim`: one per 8 dims, rounded up to a power of two (16 at 128, 8 at 64, 32 from 136
+/// to 256), so that a warp takes `32 / prep_lanes` rows.
+pub const fn prep_lanes(head_dim: usize) -> usize {
+    let chunks = head_dim.div_ceil(8);
+    let mut lanes = 1;
+    while lanes < chunks && lanes < warp::SIZE as usize {
+        lanes *= 2;
+    }
+    lanes
+}
+
+/// Padded rows per block of [`attention_bwd_prep`](fn@attention_bwd_prep) at head dim
+/// `head_dim` (blocks of [`BWD_ROWS_BLOCK`] threads): the host's launch and the kernel agree on it.
+pub const fn prep_rows_per_block(head_dim: usize) -> usize {
+    BWD_ROWS_PER_BLOCK as usize * (warp::SIZE as usize / prep_lanes(head_dim))
+}
+
+/// Padded row `r`'s `(b, h, i)` (rows ordered `(b, h, i)` with `i < q_pad`): by 32-bit
+/// divisions where `narrow` (the caller's `padded_rows <= u32::MAX`), 64-bit ones otherwise.
+#[inline(always)]
+pub fn padded_row_coords(r: usize, q_pad: usize, heads: usize, narrow: bool) -> (usize, usize, usize) {
+    if narrow {
+        let (r, q_pad, heads) = (r as u32, q_pad as u32, heads as u32);
+        let (bh, i) = (r / q_pad, r % q_pad);
+        ((bh / heads) as usize, (bh % heads) as usize, i as usize)
+    } else {
+        let (bh, i) = (r / q_pad, r % q_pad);
+        (bh / heads, bh % heads, i)
+    }
+}
+
 /// The preparation of attention's backward: each query row's `D = dO . O` and log-sum-exp in
 /// units of `log2`.
 ///
-/// Warp `r = blockIdx.x * (blockDim.x / 32) + warp` takes padded row `r` of the `padded_rows =
-/// batch * heads * q_pad` rows, ordered `(b, h, i)` with `i < q_pad`. For `i < q_len` lane `l`
-/// multiplies `d_o[b, i, h, d]` and `o[b, i, h, d]` at the dims `d = l + 32c < head_dim` and the
-/// warp sums the products (5 shuffles); lane 0 stores the sum at `delta[r]` and
-/// `lse[(b h) q_len + i] * log2(e)` at `lse2[r]`, `+inf` where the log-sum-exp is `-inf` (a row
-/// that sees no key: its probabilities `exp2(u - lse2)` are then 0, never NaN). Padding rows
-/// (`i >= q_len`) get `delta = 0`, `lse2 = +inf`. For `r < accum_rows` the warp also zeroes the
-/// row's `head_dim` floats of `dq_accum` (`dq_accum[r head_dim ..]`, lane `l` the floats `l +
-/// 32c`): the one-kernel rung's f32 `dQ`, whose rows are these padded rows, zeroed here rather
-/// than by a pass of its own; the other rungs pass `accum_rows = 0`.
+/// A group of `g = `[`prep_lanes`]`(head_dim)` consecutive lanes takes padded row `r` (block
+/// `x` and group `j` of the block: `r = x `[`prep_rows_per_block`]` + j`) of the `padded_rows
+/// = batch * heads * q_pad` rows, ordered `(b, h, i)` with `i < q_pad` (coordinates by 32-bit
+/// divisions where the rows fit). For `i < q_len` lane `c` of the group reads dims `8 c ..+ 8`
+/// of `d_o[b, i, h, :]` and `o[b, i, h, :]`, one 16-byte load each where `vectors` (else 8
+/// scalar loads), multiplies them and the group sums its lanes (`log2 g` shuffles); the group's
+/// lane 0 stores the sum at `delta[r]` and `lse[(b h) q_len + i] * log2(e)` at `lse2[r]`, `+inf`
+/// where the log-sum-exp is `-inf` (a row that sees no key: its probabilities `exp2(u - lse2)`
+/// are then 0, never NaN). Padding rows (`i >= q_len`) get `delta = 0`, `lse2 = +inf`. For `r <
+/// accum_rows` lane `c` also zeroes floats `8 c ..+ 8` of the row's `head_dim` floats of
+/// `dq_accum` (`dq_accum[r head_dim ..]`, two 16-byte stores): the one-kernel rung's f32 `dQ`,
+/// whose rows are these padded rows, zeroed here rather than by a pass of its own; the other
+/// rungs pass `accum_rows = 0`.
 ///
 /// Global memory: per row `2 head_dim` elements and 4 bytes read, 8 bytes written (and `4
-/// head_dim` bytes of zeros where `r < accum_rows`).
+/// head_dim` bytes of zeros where `r < accum_rows`); a warp's loads of one tensor are whole rows
+/// of 16-byte pieces.
 ///
-/// Launch: `ceil(padded_rows / (blockDim.x / 32))` blocks of a multiple of 32 threads
-/// ([`BWD_ROWS_BLOCK`]), no shared memory.
+/// Launch: `ceil(padded_rows / `[`prep_rows_per_block`]`(head_dim))` blocks of
+/// [`BWD_ROWS_BLOCK`] threads, no shared memory.
 ///
 /// # Safety
 /// * `o` and `d_o` hold `[b, i, h, d]` at `b s_b + i s_s + h s_h + d` (their own strides) for
-///   `b < padded_rows / (heads q_pad)`, `i < q_len`, `h < heads`, `d < head_dim`; `lse` holds
-///   `batch * heads * q_len` floats; `lse2` and `delta` `padded_rows` floats each, overlapping
-///   no input; `dq_accum` holds `accum_rows * head_dim` floats, overlapping nothing else.
+///   `b < padded_rows / (heads q_pad)`, `i < q_len`, `h < heads`, `d < head_dim`; where
+///   `vectors`, both are 16-byte aligned and their strides multiples of 8; `lse` holds `batch *
+///   heads * q_len` floats; `lse2` and `delta` `padded_rows` floats each, overlapping no input;
+///   `dq_accum` holds `accum_rows * head_dim` floats, 16-byte aligned, overlapping nothing else.
 /// * `padded_rows` is a multiple of `heads * q_pad`, `q_len <= q_pad`, `heads, q_pad >= 1`,
-///   `head_dim <= 256`, `accum_rows <= padded_rows`.
+///   `head_dim` a multiple of 8 up to 256, `accum_rows <= padded_rows`.
 ///
 /// Instances: `attention_bwd_prep_bf16`, `attention_bwd_prep_f16`.
 // Barriers: none (shuffles only).
@@ -87,63 +124,86 @@ pub unsafe fn attention_bwd_prep<T: AttentionElement>(
     do_sb: usize,
     do_ss: usize,
     do_sh: usize,
+    vectors: bool,
 ) {
+    let lanes = prep_lanes(head_dim);
     let tid = thread::thread_idx_x() as usize;
-    let warps = (thread::block_dim_x() / warp::SIZE) as usize;
-    let r = thread::block_idx_x() as usize * warps + tid / warp::SIZE as usize;
-    if r >= padded_rows {
+    let warp_rows = warp::SIZE as usize / lanes;
+    let first = (thread::block_idx_x() as usize * (thread::block_dim_x() / warp::SIZE) as usize
+        + tid / warp::SIZE as usize)
+        * warp_rows;
+    if first >= padded_rows {
         return; // the whole warp leaves together
     }
     let lane = tid % warp::SIZE as usize;
-    if r < accum_rows {
-        let accum_row = dq_accum.wrapping_add(r * head_dim);
-        unroll_8!(LANE_DIMS, |c| {
-            let dim = lane + c * warp::SIZE as usize;
-            if dim < head_dim {
-                // SAFETY: `r < accum_rows`, `dim < head_dim` (the contract).
-                unsafe { mem::store(accum_row, dim, 0.0) };
-            }
+    let r = first + lane / lanes;
+    let dim = 8 * (lane % lanes);
+    // Lanes past the rows or the head dim read and write nothing, but take part in the sum's
+    // shuffles (every lane of the warp must).
+    let mine = r < padded_rows && dim < head_dim;
+    if mine && r < accum_rows {
+        // SAFETY: `r < accum_rows`, dims `dim ..+ 8 <= head_dim` (a multiple of 8) of its row;
+        // 16-byte aligned (the buffer is, and `r head_dim + dim` is a multiple of 8 floats).
+        unsafe { vector::store::<f32, 8>(dq_accum, r * head_dim + dim, [0.0; 8]) };
+    }
+    let (b, h, i) = padded_row_coords(r, q_pad, heads, padded_rows <= u32::MAX as usize);
+    let mut part = 0.0f32;
+    if mine && i < q_len {
+        let o_row = o.wrapping_add(b * o_sb + i * o_ss + h * o_sh);
+        let do_row = d_o.wrapping_add(b * do_sb + i * do_ss + h * do_sh);
+        let (x, y): ([f32; 8], [f32; 8]) = if vectors {
+            // SAFETY: dims `dim ..+ 8 <= head_dim` of row `(b, i, h)` of both; 16-byte aligned
+            // (`vectors`: aligned bases, strides and `dim` multiples of 8 elements).
+            let (x, y): ([u32; 4], [u32; 4]) = unsafe {
+                (
+                    vector::load(o_row.cast::<u32>(), dim / 2),
+                    vector::load(do_row.cast::<u32>(), dim / 2),
+                )
+            };
+            // Four words of two elements, the lower address in the low half.
+            let widen = |w: [u32; 4]| {
+                let mut f = [0.0f32; 8];
+                unroll_8!(4, |k| {
+                    [f[2 * k], f[2 * k + 1]] = T::unpack(w[k]);
+                });
+                f
+            };
+            (widen(x), widen(y))
+        } else {
+            // SAFETY: as above, element by element (no alignment beyond the element's).
+            let widen = |row: *const T| core::array::from_fn(|e| unsafe { mem::load(row, dim + e) }.to_f32());
+            (widen(o_row), widen(do_row))
+        };
+        unroll_8!(8, |e| {
+            part = math::fma(x[e], y[e], part);
         });
     }
-    let i = r % q_pad;
-    let bh = r / q_pad;
-    let (h, b) = (bh % heads, bh / heads);
-    if i >= q_len {
-        if lane == 0 {
-            // SAFETY: `r < padded_rows`.
-            unsafe {
-                mem::store(delta, r, 0.0);
-                mem::store(lse2, r, f32::INFINITY);
-            }
-        }
-        return;
-    }
-    let o_row = o.wrapping_add(b * o_sb + i * o_ss + h * o_sh);
-    let do_row = d_o.wrapping_add(b * do_sb + i * do_ss + h * do_sh);
-    let mut part = 0.0f32;
-    unroll_8!(LANE_DIMS, |c| {
-        let dim = lane + c * warp::SIZE as usize;
-        if dim < head_dim {
-            // SAFETY: `dim < head_dim` of row `(b, i, h)` of both (the contract).
-            let (x, y) = unsafe { (mem::load(o_row, dim), mem::load(do_row, dim)) };
-            part = math::fma(x.to_f32(), y.to_f32(), part);
+    unroll_8!(5, |k| {
+        let mask = 16 >> k;
+        if mask < lanes {
+            part += warp::shfl_xor(part, mask as u32);
         }
     });
-    let sum = warp::reduce_sum(part);
-    if lane == 0 {
-        // SAFETY: row `i < q_len` of head `(b, h)` of `lse`; `r < padded_rows`.
+    if r < padded_rows && dim == 0 {
+        let bh = b * heads + h;
+        // SAFETY: `r < padded_rows`; where `i < q_len`, row `i` of head `(b, h)` of `lse`.
         unsafe {
-            let l = mem::load(lse, bh * q_len + i);
-            mem::store(delta, r, sum);
-            mem::store(
-                lse2,
-                r,
-                if l == f32::NEG_INFINITY {
-                    f32::INFINITY
-                } else {
-                    l * core::f32::consts::LOG2_E
-                },
-            );
+            if i >= q_len {
+                mem::store(delta, r, 0.0);
+                mem::store(lse2, r, f32::INFINITY);
+            } else {
+                let l = mem::load(lse, bh * q_len + i);
+                mem::store(delta, r, part);
+                mem::store(
+                    lse2,
+                    r,
+                    if l == f32::NEG_INFINITY {
+                        f32::INFINITY
+                    } else {
+                        l * core::f32::consts::LOG2_E
+                    },
+                );
+            }
         }
     }
 }

@@ -117,6 +117,8 @@ pub trait AttentionElement: Float {
     fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4];
     /// Two f32 rounded to this type and packed into one register, the first in the low half.
     fn pack(v: [f32; 2]) -> u32;
+    /// The two elements packed in `word` (the low half first) widened to f32, exactly.
+    fn unpack(word: u32) -> [f32; 2];
 }
 
 impl AttentionElement for bf16 {
@@ -129,6 +131,11 @@ impl AttentionElement for bf16 {
     fn pack(v: [f32; 2]) -> u32 {
         crate::gpu::convert::pack_bf16x2(v)
     }
+    #[inline(always)]
+    fn unpack(word: u32) -> [f32; 2] {
+        // A bf16 is the f32 of its bits in the upper half.
+        [f32::from_bits(word << 16), f32::from_bits(word & 0xffff_0000)]
+    }
 }
 
 impl AttentionElement for f16 {
@@ -140,6 +147,13 @@ impl AttentionElement for f16 {
     #[inline(always)]
     fn pack(v: [f32; 2]) -> u32 {
         crate::gpu::convert::pack_f16x2(v)
+    }
+    #[inline(always)]
+    fn unpack(word: u32) -> [f32; 2] {
+        [
+            f16::from_bits(word as u16).to_f32(),
+            f16::from_bits((word >> 16) as u16).to_f32(),
+        ]
     }
 }
 

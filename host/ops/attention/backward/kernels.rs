@@ -11,7 +11,7 @@ use crate::module::Module;
 use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// The launcher of `attention_bwd_prep_*`: `(o, d_o, lse, lse2, delta, dq_accum, padded_rows,
-/// accum_rows, q_len, q_pad, heads, head_dim, o strides (3), d_o strides (3))`.
+/// accum_rows, q_len, q_pad, heads, head_dim, o strides (3), d_o strides (3), vectors)`.
 pub type PrepLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -33,6 +33,7 @@ pub type PrepLauncher<T> = for<'a> unsafe fn(
     usize,
     usize,
     usize,
+    bool,
 ) -> Result<()>;
 
 /// The launcher of `attention_bwd_rows_dq_*`: `(q, k, v, d_o, lse2, delta, dq, rows, q_len,

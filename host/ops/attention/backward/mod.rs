@@ -27,6 +27,7 @@ use kernels_gpu::attention::backward_wgmma_fused::{
 use kernels_gpu::attention::wgmma::WGMMA_BOX_ROWS;
 use kernels_gpu::attention::{
     BWD_FLASH_BLOCK, BWD_FLASH_TILE, BWD_Q_PAD, BWD_ROWS_BLOCK, BWD_ROWS_PER_BLOCK, bwd_flash_shared_bytes,
+    prep_rows_per_block,
 };
 use plan::{BackwardFacts, BackwardPlan};
 
@@ -235,17 +236,21 @@ impl Gpu {
             let cfg = LaunchConfig::rows_per_block(
                 OP,
                 padded_rows,
-                BWD_ROWS_PER_BLOCK as usize,
+                prep_rows_per_block(s.head_dim),
                 BWD_ROWS_BLOCK,
                 0,
                 &limits,
             )?;
+            // 16-byte loads of `o` and `dO` where both allow them (8 scalar loads a lane otherwise).
+            let vectors = out.is_16_byte_aligned() && d_out.is_16_byte_aligned();
             let [ob, os, oh] = out.strides;
             let [db, ds, dh] = d_out.strides;
             // SAFETY: `out` and `d_out` have q's dims (checked) and reach only elements of their
             // buffers (`AttentionTensor::strided`); `lse` holds `rows` floats; `lse2` and
             // `delta` `padded_rows`, `dq_accum` `accum_rows * head_dim` with `accum_rows` 0 or
-            // `padded_rows`; `cfg` covers `padded_rows` warps.
+            // `padded_rows` (16-byte aligned: the workspace is, and `2 padded_rows` floats
+            // precede it); `vectors` only where `out` and `d_out` are aligned; `cfg` covers
+            // `padded_rows` rows at `prep_rows_per_block`.
             unsafe {
                 (table.prep)(
                     &library,
@@ -268,6 +273,7 @@ impl Gpu {
                     db,
                     ds,
                     dh,
+                    vectors,
                 )?
             };
         }

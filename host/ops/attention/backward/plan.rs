@@ -312,4 +312,47 @@ mod tests {
             assert!(BackwardPlan::choose(fused, d, all, false).is_err());
         }
     }
+
+    /// The preparation's geometry: a row's lanes cover its 8-element pieces (a power of two, at
+    /// most a warp), the block's rows follow; its coordinates by 32-bit divisions agree with the
+    /// 64-bit ones, which rows past `u32::MAX` take.
+    #[test]
+    fn preparation_geometry() {
+        use kernels_gpu::attention::{padded_row_coords, prep_lanes, prep_rows_per_block};
+        for (d, lanes) in [
+            (8, 1),
+            (16, 2),
+            (24, 4),
+            (40, 8),
+            (64, 8),
+            (72, 16),
+            (128, 16),
+            (136, 32),
+            (256, 32),
+        ] {
+            assert_eq!(prep_lanes(d), lanes, "head dim {d}");
+            assert!(lanes * 8 >= d && lanes.is_power_of_two());
+            assert_eq!(prep_rows_per_block(d), 4 * 32 / lanes, "head dim {d}");
+        }
+        let (q_pad, heads) = (192, 5);
+        for r in [
+            0,
+            1,
+            191,
+            192,
+            193,
+            5 * 192 - 1,
+            5 * 192,
+            7 * 5 * 192 + 300,
+            u32::MAX as usize - 7,
+        ] {
+            let (b, h, i) = padded_row_coords(r, q_pad, heads, true);
+            assert_eq!(padded_row_coords(r, q_pad, heads, false), (b, h, i), "row {r}");
+            assert_eq!((b * heads + h) * q_pad + i, r);
+            assert!(h < heads && i < q_pad);
+        }
+        let r = (1usize << 33) + 12345;
+        let (b, h, i) = padded_row_coords(r, q_pad, heads, false);
+        assert_eq!((b * heads + h) * q_pad + i, r);
+    }
 }
