@@ -715,32 +715,39 @@ fn stage_dq(staging: *mut f32, acc: &[f32; 32], t: usize) {
     });
 }
 
+/// Threads of [`attention_bwd_wgmma_dq_convert`](fn@attention_bwd_wgmma_dq_convert): one per
+/// 8 dims of a pair of query rows (`i` even and `i + 1`) of each (batch, head).
+pub const fn dq_convert_threads(batch: usize, q_len: usize, heads: usize, head_dim: usize) -> usize {
+    batch * q_len.div_ceil(2) * heads * (head_dim / 8)
+}
+
 /// The fused backward's last step: `dq = scale dq_accum`, rounded to `T`, from the f32 buffer
 /// in fragment order ([`dq_accum_index`]) to the contiguous `[batch, q_len, heads, head_dim]`
 /// `dq` (FlashAttention-3's postprocess).
 ///
-/// Thread `x` (of `chunks = batch q_len heads head_dim / 8`) takes output chunk `x`: elements `8
-/// x ..+ 8` of `dq`, i.e. row `(b, i, h)` and dims `8 j ..+ 8`. In fragment order those 8 floats
-/// are accumulators `4 j + 2 h'` and `+ 1` of four consecutive threads `t0 ..+ 4` (`t0` a
-/// multiple of 4): two 16-byte loads (`[128 (4 j + 2 h') + t0 ..+ 4]` and the next accumulator's,
-/// 512 bytes on), whose elements interleave into the chunk's dims (`8 j + 2 q + e` from load `e`,
-/// element `q`); it scales them and stores the chunk as one 16-byte store. A warp's 32 chunks
-/// are two rows at `D = 128` (four at 64), its store 512 contiguous bytes; each 16-byte load
-/// fills half a 32-byte sector, whose other half is the next query's row of the same head (`heads`
-/// rows on, another warp's), as in the form this replaced (a thread per pair of elements, two
-/// 4-byte loads and one 4-byte store, its row's coordinates by 64-bit divisions): here a quarter of
-/// the loads and stores, and the coordinates by a shift and 32-bit divisions (rows below 2^32:
-/// the buffer's `4 head_dim` bytes a row bound them).
+/// Thread `x` (of `threads = `[`dq_convert_threads`]) takes dims `8 j ..+ 8` of query rows `i =
+/// 2 p` and `i + 1` of head `h` of batch `b`, `x` read as `((b, p, h), j)` with `j` fastest. In
+/// fragment order those 16 floats are accumulators `4 j + 2 h'` and `+ 1` of eight consecutive
+/// threads `t0 ..+ 8` (`t0` a multiple of 8: rows `i` and `i + 1` are a thread quad each): two
+/// 32-byte loads (`[128 (4 j + 2 h') + t0 ..+ 8]` and the next accumulator's, 512 bytes on), each
+/// a whole sector, whose elements interleave into the two rows' dims (row `i + r`, dim `8 j + 2 q
+/// + e` from load `e`, element `4 r + q`); it scales them and stores each row's chunk as one
+/// 16-byte store (row `i + 1` only below `q_len`). A warp's stores are whole rows of consecutive
+/// heads, 512 contiguous bytes per row at `D = 128`. Before this (`a22f01e`) a thread took one
+/// row's chunk, its two 16-byte loads each half a sector whose other half another warp read.
+/// Coordinates by a shift and 32-bit divisions (rows below 2^32: the buffer's `4 head_dim` bytes
+/// a row bound them).
 ///
-/// Global memory: 32 bytes read and 16 written per thread.
+/// Global memory: 64 bytes read and 32 written per thread.
 ///
-/// Launch: `ceil(chunks / DQ_CONVERT_BLOCK)` blocks of [`DQ_CONVERT_BLOCK`] threads, no shared
+/// Launch: `ceil(threads / DQ_CONVERT_BLOCK)` blocks of [`DQ_CONVERT_BLOCK`] threads, no shared
 /// memory.
 ///
 /// # Safety
 /// `dq_accum` holds [`bwd_wgmma_dq_accum_len`]`(batch, heads, q_pad, head_dim)` floats, 16-byte
-/// aligned, `dq` `8 chunks` elements, 16-byte aligned; `head_dim` is 64 or 128, `q_pad` a
-/// multiple of 64 at least `q_len`, `chunks = batch q_len heads head_dim / 8`.
+/// aligned, `dq` `batch q_len heads head_dim` elements, 16-byte aligned; `head_dim` is 64 or 128,
+/// `q_pad` a multiple of 64 at least `q_len`, `threads = `[`dq_convert_threads`]`(batch, q_len,
+/// heads, head_dim)`.
 ///
 /// Instances: `attention_bwd_wgmma_dq_convert_bf16`, `attention_bwd_wgmma_dq_convert_f16`.
 // Barriers: none.
@@ -756,7 +763,7 @@ fn stage_dq(staging: *mut f32, acc: &[f32; 32], t: usize) {
 pub unsafe fn attention_bwd_wgmma_dq_convert<T: BwdWgmmaElement>(
     dq_accum: *const f32,
     dq: *mut T,
-    chunks: usize,
+    threads: usize,
     q_len: usize,
     q_pad: usize,
     heads: usize,
@@ -764,23 +771,31 @@ pub unsafe fn attention_bwd_wgmma_dq_convert<T: BwdWgmmaElement>(
     scale: f32,
 ) {
     let x = thread::index_1d();
-    if x >= chunks {
+    if x >= threads {
         return;
     }
     // `head_dim / 8` chunks a row: 8 or 16, a shift.
     let shift = if head_dim > 64 { 4 } else { 3 };
-    let (row, dim) = ((x >> shift) as u32, 8 * (x & ((1 << shift) - 1)));
-    let (h, bi) = (row % heads as u32, row / heads as u32);
-    let (i, b) = ((bi % q_len as u32) as usize, (bi / q_len as u32) as usize);
+    let (pair, dim) = ((x >> shift) as u32, 8 * (x & ((1 << shift) - 1)));
+    let pairs = q_len.div_ceil(2) as u32;
+    let (h, bp) = (pair % heads as u32, pair / heads as u32);
+    let (i, b) = (2 * (bp % pairs) as usize, (bp / pairs) as usize);
     let at = dq_accum_index(b * heads + h as usize, i, dim, q_pad, head_dim);
-    // SAFETY: `at` is accumulator `4 j + 2 h'` of thread `t0` (a multiple of 4: `dim` is a
-    // multiple of 8), so `at ..+ 4` and `at + 128 ..+ 4` lie in the buffer (the contract), each
-    // 16-byte aligned (the buffer is, and `at` is a multiple of 4); chunk `x < chunks` of `dq`,
-    // 16-byte aligned.
+    // SAFETY: `i` is even, so `at` is accumulator `4 j + 2 h'` of thread `t0`, a multiple of 8
+    // (its quad holds row `i`, the next quad row `i + 1 < q_pad`): `at ..+ 8` and `at + 128 ..+
+    // 8` lie in the buffer (the contract), each 32-byte aligned (the buffer is 16-byte aligned
+    // and `at` a multiple of 8, which the 16-byte accesses need); rows `i` and (below `q_len`)
+    // `i + 1` of head `h` of batch `b` in `dq`, chunk `dim / 8`, 16-byte aligned.
     unsafe {
-        let e0 = vector::load::<f32, 4>(dq_accum, at);
-        let e1 = vector::load::<f32, 4>(dq_accum, at + 128);
-        let out: [u32; 4] = core::array::from_fn(|q| T::pack([e0[q] * scale, e1[q] * scale]));
-        vector::store::<u32, 4>(dq.cast::<u32>(), 4 * x, out);
+        let e0 = vector::load::<f32, 8>(dq_accum, at);
+        let e1 = vector::load::<f32, 8>(dq_accum, at + 128);
+        let row = |r: usize| -> [u32; 4] {
+            core::array::from_fn(|q| T::pack([e0[4 * r + q] * scale, e1[4 * r + q] * scale]))
+        };
+        let out = ((b * q_len + i) * heads + h as usize) * head_dim + dim;
+        vector::store::<u32, 4>(dq.cast::<u32>(), out / 2, row(0));
+        if i + 1 < q_len {
+            vector::store::<u32, 4>(dq.cast::<u32>(), (out + heads * head_dim) / 2, row(1));
+        }
     }
 }

@@ -22,7 +22,7 @@ use kernels_gpu::attention::backward_wgmma::{
     bwd_wgmma_dq_shared_bytes,
 };
 use kernels_gpu::attention::backward_wgmma_fused::{
-    DQ_CONVERT_BLOCK, bwd_wgmma_dq_accum_len, bwd_wgmma_fused_shared_bytes,
+    DQ_CONVERT_BLOCK, bwd_wgmma_dq_accum_len, bwd_wgmma_fused_shared_bytes, dq_convert_threads,
 };
 use kernels_gpu::attention::wgmma::WGMMA_BOX_ROWS;
 use kernels_gpu::attention::{
@@ -636,21 +636,21 @@ impl Gpu {
                     };
                 }
                 if s.rows() > 0 {
-                    // Chunks of 8 elements: rows of 64 or 128.
-                    let chunks = s.out_len() / 8;
-                    let cfg = LaunchConfig::linear(OP, chunks, DQ_CONVERT_BLOCK, &limits)?;
+                    // A thread per 8 dims of a pair of query rows.
+                    let threads = dq_convert_threads(s.batch, s.q_len, s.heads, head_dim);
+                    let cfg = LaunchConfig::linear(OP, threads, DQ_CONVERT_BLOCK, &limits)?;
                     // SAFETY: `dq_accum` holds the buffer's floats, 16-byte aligned (as the
                     // fused kernel's bulk reductions need), written by the launch before on the
-                    // same stream; `dq` holds `8 chunks` elements (checked), 16-byte aligned
-                    // (the plan's fact); head dim 64 or 128, `q_pad >= q_len` a multiple of 64;
-                    // `cfg` covers `chunks` threads.
+                    // same stream; `dq` holds `batch q_len heads head_dim` elements (checked),
+                    // 16-byte aligned (the plan's fact); head dim 64 or 128, `q_pad >= q_len` a
+                    // multiple of 64; `cfg` covers `threads` threads.
                     unsafe {
                         (table.wgmma_dq_convert)(
                             &library,
                             cfg,
                             dq_accum.as_slice(),
                             dq.view_mut(),
-                            chunks,
+                            threads,
                             s.q_len,
                             q_pad,
                             s.heads,
