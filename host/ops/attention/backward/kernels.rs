@@ -292,7 +292,7 @@ pub type WgmmaFusedLauncher<T> = for<'a> unsafe fn(
     bool,
 ) -> Result<()>;
 
-/// The launcher of `attention_bwd_wgmma_dq_convert_*`: `(dq_accum, dq, chunks, q_len, q_pad,
+/// The launcher of `attention_bwd_wgmma_dq_convert_*`: `(dq_accum, dq, threads, q_len, q_pad,
 /// heads, head_dim, scale)`.
 pub type WgmmaDqConvertLauncher<T> = for<'a> unsafe fn(
     &'a Module,
