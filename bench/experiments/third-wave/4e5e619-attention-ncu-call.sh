@@ -24,7 +24,7 @@ full() { # name, kernel regex, command...
 }
 for s in 4x4096x16x128 16x1024x16x128; do
   # Every forward entry starts `attention_wgmma` (the unmasked default is not a `pingpong` one).
-  full "fwd-$s" attention_wgmma "$B" --kernels attention_fwd --shapes "$s" --out /tmp/ncu-fwd.jsonl
+  full "fwd-$s" attention_wgmma "$B" --kernels attention --shapes "$s" --out /tmp/ncu-fwd.jsonl
 done
 full fwd-cudnn-4x4096x16x128 fprop python3 bench/peers.py --peers torch_attention \
   --shapes 4x4096x16x128 --out /tmp/ncu-peers.jsonl
