@@ -826,8 +826,8 @@ impl<M: Mask> Work<M> {
     }
 }
 
-/// A consumer thread's epilogue for one block tile: its two rows' output `acc / l` (pairs of
-/// elements) and, threads `q = 0`, `lse = m ln 2 + ln l`, for the rows below `q_len`; a row that
+/// A consumer thread's epilogue for one block tile: its two rows' output `acc / l` (16-byte
+/// pieces after a transpose within the quad) and, threads `q = 0`, `lse = m ln 2 + ln l`, for the rows below `q_len`; a row that
 /// saw no key stores zeros and `-inf`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -842,38 +842,80 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
     qd: usize,
 ) {
     let d = H::D;
-    let out_rows = o.cast::<u32>();
+    let out = o.cast::<Words4>();
+    let (bit0, bit1) = (qd & 1 != 0, qd & 2 != 0);
     unroll_8!(2, |hh| {
         let total = l[hh] + warp::shfl_xor(l[hh], 1);
         let total = total + warp::shfl_xor(total, 2);
         let i = rows[hh];
-        if i < q_len {
-            // A row that saw no key: output 0 (not 0 / 0) and log-sum-exp -inf.
-            let inv = if total > 0.0 { 1.0 / total } else { 0.0 };
-            let row = ((b * q_len + i) * heads + h) * d;
-            unroll_8!(8, |hi| {
-                unroll_8!(8, |lo| {
-                    let j = 8 * hi + lo;
-                    if j < H::D / 8 {
-                        let pair = T::pack([acc[4 * j + 2 * hh] * inv, acc[4 * j + 2 * hh + 1] * inv]);
-                        // SAFETY: dims `8 j + 2 q ..+ 2 < D` of row `(b, i, h)` of the
-                        // contiguous output, 4-byte aligned (aligned base, even offsets).
-                        unsafe { mem::store(out_rows, (row + 8 * j + 2 * qd) / 2, pair) };
+        // A row that saw no key: output 0 (not 0 / 0) and log-sum-exp -inf.
+        let inv = if total > 0.0 { 1.0 / total } else { 0.0 };
+        // Row `(b, i, h)` in 16-byte pieces (every row of the contiguous output starts on one).
+        let row = ((b * q_len + i.min(q_len - 1)) * heads + h) * d / 8;
+        // Four pairs `j0 ..+ 4` (dims `8 j0 ..+ 32`) at a time, transposed within the quad (two
+        // exchanges of two words each: lanes `q` and `q ^ 1`, then `q ^ 2`), so that lane `q`
+        // holds the four pairs of dims `8 (j0 + q) ..+ 8` and stores them as one 16-byte piece:
+        // a warp's store covers whole 32-byte sectors (the 4-byte pairs used half of each, and
+        // four times the stores held the consumer: ncu and the cycle counts of the twenty-third
+        // round). The exchanges run in every lane, the stores only for rows below `q_len`.
+        unroll_8!(2, |hi| {
+            unroll_8!(4, |lo| {
+                let j0 = 4 * (4 * hi + lo);
+                if j0 < H::D / 8 {
+                    let mut v = [0u32; 4];
+                    unroll_8!(4, |k| {
+                        let j = j0 + k;
+                        v[k] = T::pack([acc[4 * j + 2 * hh] * inv, acc[4 * j + 2 * hh + 1] * inv]);
+                    });
+                    let r = warp::shfl_xor_u32(if bit0 { v[0] } else { v[1] }, 1);
+                    if bit0 {
+                        v[0] = r;
+                    } else {
+                        v[1] = r;
                     }
-                });
+                    let r = warp::shfl_xor_u32(if bit0 { v[2] } else { v[3] }, 1);
+                    if bit0 {
+                        v[2] = r;
+                    } else {
+                        v[3] = r;
+                    }
+                    let r = warp::shfl_xor_u32(if bit1 { v[0] } else { v[2] }, 2);
+                    if bit1 {
+                        v[0] = r;
+                    } else {
+                        v[2] = r;
+                    }
+                    let r = warp::shfl_xor_u32(if bit1 { v[1] } else { v[3] }, 2);
+                    if bit1 {
+                        v[1] = r;
+                    } else {
+                        v[3] = r;
+                    }
+                    if i < q_len {
+                        // SAFETY: dims `8 (j0 + q) ..+ 8 <= D` of row `(b, i, h)` of the
+                        // contiguous output, 16-byte aligned (the plan's aligned output, `D` a
+                        // multiple of 64).
+                        unsafe { mem::store(out, row + j0 + qd, Words4(v)) };
+                    }
+                }
             });
-            if qd == 0 {
-                let out = if total > 0.0 {
-                    m[hh] * math::LN_2 + math::ln(total)
-                } else {
-                    f32::NEG_INFINITY
-                };
-                // SAFETY: `i < q_len`, `h < heads`, `b < batch`.
-                unsafe { mem::store(lse, (b * heads + h) * q_len + i, out) };
-            }
+        });
+        if i < q_len && qd == 0 {
+            let out = if total > 0.0 {
+                m[hh] * math::LN_2 + math::ln(total)
+            } else {
+                f32::NEG_INFINITY
+            };
+            // SAFETY: `i < q_len`, `h < heads`, `b < batch`.
+            unsafe { mem::store(lse, (b * heads + h) * q_len + i, out) };
         }
     });
 }
+
+/// Four packed pairs of the output, stored as one 16-byte piece.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct Words4([u32; 4]);
 
 /// A consumer's side of the ping-pong. Both consumers issue (visited KV tiles + 1) times (the
 /// first scores, one pair of products per later tile, the last `P V`), taking the turn before
