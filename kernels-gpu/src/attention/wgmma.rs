@@ -376,8 +376,8 @@ impl WgmmaSchedule for PingPongNamed {
 /// its rows' running maxima `m` and sums `l` from the scores, rescales its output, packs `P` into
 /// the register `A` fragment, issues `O += P V` and releases the stage once that retired (in the
 /// order of its [`WgmmaSchedule`]); after its last scores it releases `Q`. Then it stores `O / l`
-/// (pairs of elements) and, threads `q = 0`, `lse = m ln 2 + ln l` for its rows below `q_len`; a
-/// row that sees no key stores zeros and `-inf`.
+/// (16-byte pieces, four pairs transposed within the quad) and, threads `q = 0`, `lse = m ln 2 +
+/// ln l` for its rows below `q_len`; a row that sees no key stores zeros and `-inf`.
 ///
 /// Launch: a grid of `1 ..= ceil(q_len / 128) heads batch` blocks along `x`, [`WGMMA_BLOCK`]
 /// threads, [`wgmma_shared_bytes`]`(D)` bytes of dynamic shared memory; a compute capability 9.0
