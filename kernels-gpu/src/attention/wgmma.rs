@@ -751,7 +751,19 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
             // counts the consumer warps.
             unsafe { mbarrier::warp_arrive(q_free) };
         }
-        store_rows::<T, H>(o, lse, &acc, (m, l), rows, (tile.b, tile.h), (q_len, heads), qd);
+        // The general masks' instances keep 4-byte pairs: their consumers have no registers to
+        // spare for the exchanges (ptxas spilled 40 bytes at head dim 128).
+        let pieces = !M::SCORE_MOD;
+        store_rows::<T, H>(
+            o,
+            lse,
+            &acc,
+            (m, l),
+            rows,
+            (tile.b, tile.h),
+            (q_len, heads),
+            (qd, pieces),
+        );
         tile_index += stride;
         n += 1;
     }
@@ -826,9 +838,10 @@ impl<M: Mask> Work<M> {
     }
 }
 
-/// A consumer thread's epilogue for one block tile: its two rows' output `acc / l` (16-byte
-/// pieces after a transpose within the quad) and, threads `q = 0`, `lse = m ln 2 + ln l`, for the rows below `q_len`; a row that
-/// saw no key stores zeros and `-inf`.
+/// A consumer thread's epilogue for one block tile: its two rows' output `acc / l` (with
+/// `pieces`, 16-byte pieces after a transpose within the quad; else 4-byte pairs) and, threads
+/// `q = 0`, `lse = m ln 2 + ln l`, for the rows below `q_len`; a row that saw no key stores zeros
+/// and `-inf`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn store_rows<T: WgmmaElement, H: WgmmaHead>(
@@ -839,10 +852,9 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
     rows: [usize; 2],
     (b, h): (usize, usize),
     (q_len, heads): (usize, usize),
-    qd: usize,
+    (qd, pieces): (usize, bool),
 ) {
     let d = H::D;
-    let out = o.cast::<Words4>();
     let (bit0, bit1) = (qd & 1 != 0, qd & 2 != 0);
     unroll_8!(2, |hh| {
         let total = l[hh] + warp::shfl_xor(l[hh], 1);
@@ -850,56 +862,76 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
         let i = rows[hh];
         // A row that saw no key: output 0 (not 0 / 0) and log-sum-exp -inf.
         let inv = if total > 0.0 { 1.0 / total } else { 0.0 };
-        // Row `(b, i, h)` in 16-byte pieces (every row of the contiguous output starts on one).
-        let row = ((b * q_len + i.min(q_len - 1)) * heads + h) * d / 8;
-        // Four pairs `j0 ..+ 4` (dims `8 j0 ..+ 32`) at a time, transposed within the quad (two
-        // exchanges of two words each: lanes `q` and `q ^ 1`, then `q ^ 2`), so that lane `q`
-        // holds the four pairs of dims `8 (j0 + q) ..+ 8` and stores them as one 16-byte piece:
-        // a warp's store covers whole 32-byte sectors (the 4-byte pairs used half of each, and
-        // four times the stores held the consumer: ncu and the cycle counts of the twenty-third
-        // round). The exchanges run in every lane, the stores only for rows below `q_len`.
-        unroll_8!(2, |hi| {
-            unroll_8!(4, |lo| {
-                let j0 = 4 * (4 * hi + lo);
-                if j0 < H::D / 8 {
-                    let mut v = [0u32; 4];
-                    unroll_8!(4, |k| {
-                        let j = j0 + k;
-                        v[k] = T::pack([acc[4 * j + 2 * hh] * inv, acc[4 * j + 2 * hh + 1] * inv]);
+        if !pieces {
+            if i < q_len {
+                let out_pairs = o.cast::<u32>();
+                let row = ((b * q_len + i) * heads + h) * d;
+                unroll_8!(8, |hi| {
+                    unroll_8!(8, |lo| {
+                        let j = 8 * hi + lo;
+                        if j < H::D / 8 {
+                            let pair = T::pack([acc[4 * j + 2 * hh] * inv, acc[4 * j + 2 * hh + 1] * inv]);
+                            // SAFETY: dims `8 j + 2 q ..+ 2 < D` of row `(b, i, h)` of the
+                            // contiguous output, 4-byte aligned (aligned base, even offsets).
+                            unsafe { mem::store(out_pairs, (row + 8 * j + 2 * qd) / 2, pair) };
+                        }
                     });
-                    let r = warp::shfl_xor_u32(if bit0 { v[0] } else { v[1] }, 1);
-                    if bit0 {
-                        v[0] = r;
-                    } else {
-                        v[1] = r;
+                });
+            }
+        } else {
+            let out = o.cast::<Words4>();
+            // Row `(b, i, h)` in 16-byte pieces (every row of the contiguous output starts on one).
+            let row = ((b * q_len + i.min(q_len - 1)) * heads + h) * d / 8;
+            // Four pairs `j0 ..+ 4` (dims `8 j0 ..+ 32`) at a time, transposed within the quad (two
+            // exchanges of two words each: lanes `q` and `q ^ 1`, then `q ^ 2`), so that lane `q`
+            // holds the four pairs of dims `8 (j0 + q) ..+ 8` and stores them as one 16-byte
+            // piece: a warp's store covers whole 32-byte sectors (the 4-byte pairs used half of
+            // each, and four times the stores held the consumer: ncu and the cycle counts of the
+            // twenty-third round). The exchanges run in every lane, the stores only for rows
+            // below `q_len`.
+            unroll_8!(2, |hi| {
+                unroll_8!(4, |lo| {
+                    let j0 = 4 * (4 * hi + lo);
+                    if j0 < H::D / 8 {
+                        let mut v = [0u32; 4];
+                        unroll_8!(4, |k| {
+                            let j = j0 + k;
+                            v[k] = T::pack([acc[4 * j + 2 * hh] * inv, acc[4 * j + 2 * hh + 1] * inv]);
+                        });
+                        let r = warp::shfl_xor_u32(if bit0 { v[0] } else { v[1] }, 1);
+                        if bit0 {
+                            v[0] = r;
+                        } else {
+                            v[1] = r;
+                        }
+                        let r = warp::shfl_xor_u32(if bit0 { v[2] } else { v[3] }, 1);
+                        if bit0 {
+                            v[2] = r;
+                        } else {
+                            v[3] = r;
+                        }
+                        let r = warp::shfl_xor_u32(if bit1 { v[0] } else { v[2] }, 2);
+                        if bit1 {
+                            v[0] = r;
+                        } else {
+                            v[2] = r;
+                        }
+                        let r = warp::shfl_xor_u32(if bit1 { v[1] } else { v[3] }, 2);
+                        if bit1 {
+                            v[1] = r;
+                        } else {
+                            v[3] = r;
+                        }
+                        if i < q_len {
+                            // SAFETY: dims `8 (j0 + q) ..+ 8 <= D` of row `(b, i, h)` of the
+                            // contiguous output, 16-byte aligned (the plan's aligned output, `D`
+                            // a multiple of 64).
+                            unsafe { mem::store(out, row + j0 + qd, Words4(v)) };
+                        }
                     }
-                    let r = warp::shfl_xor_u32(if bit0 { v[2] } else { v[3] }, 1);
-                    if bit0 {
-                        v[2] = r;
-                    } else {
-                        v[3] = r;
-                    }
-                    let r = warp::shfl_xor_u32(if bit1 { v[0] } else { v[2] }, 2);
-                    if bit1 {
-                        v[0] = r;
-                    } else {
-                        v[2] = r;
-                    }
-                    let r = warp::shfl_xor_u32(if bit1 { v[1] } else { v[3] }, 2);
-                    if bit1 {
-                        v[1] = r;
-                    } else {
-                        v[3] = r;
-                    }
-                    if i < q_len {
-                        // SAFETY: dims `8 (j0 + q) ..+ 8 <= D` of row `(b, i, h)` of the
-                        // contiguous output, 16-byte aligned (the plan's aligned output, `D` a
-                        // multiple of 64).
-                        unsafe { mem::store(out, row + j0 + qd, Words4(v)) };
-                    }
-                }
+                });
             });
-        });
+        }
         if i < q_len && qd == 0 {
             let out = if total > 0.0 {
                 m[hh] * math::LN_2 + math::ln(total)
