@@ -66,7 +66,7 @@ use super::AttentionElement;
 use crate::gpu::attention::{Causal, General, Mask, MaskArgs, MaskShape, NoMask, Shipped, TileMask};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
-use crate::gpu::{barrier, bf16, f16, math, mbarrier, mem, thread, warp, wgmma};
+use crate::gpu::{barrier, bf16, f16, math, mbarrier, mem, thread, vector, warp, wgmma};
 use crate::kernel;
 use core::marker::PhantomData;
 
@@ -856,30 +856,30 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
 ) {
     let d = H::D;
     let (bit0, bit1) = (qd & 1 != 0, qd & 2 != 0);
+    let out = o.cast::<u32>();
     unroll_8!(2, |hh| {
         let total = l[hh] + warp::shfl_xor(l[hh], 1);
         let total = total + warp::shfl_xor(total, 2);
         let i = rows[hh];
         // A row that saw no key: output 0 (not 0 / 0) and log-sum-exp -inf.
         let inv = if total > 0.0 { 1.0 / total } else { 0.0 };
+        // Pair `j` of the row: dims `8 j + 2 q` and `+ 1`, packed.
+        let pair = |j: usize| T::pack([acc[4 * j + 2 * hh] * inv, acc[4 * j + 2 * hh + 1] * inv]);
         if !pieces {
             if i < q_len {
-                let out_pairs = o.cast::<u32>();
                 let row = ((b * q_len + i) * heads + h) * d;
                 unroll_8!(8, |hi| {
                     unroll_8!(8, |lo| {
                         let j = 8 * hi + lo;
                         if j < H::D / 8 {
-                            let pair = T::pack([acc[4 * j + 2 * hh] * inv, acc[4 * j + 2 * hh + 1] * inv]);
                             // SAFETY: dims `8 j + 2 q ..+ 2 < D` of row `(b, i, h)` of the
                             // contiguous output, 4-byte aligned (aligned base, even offsets).
-                            unsafe { mem::store(out_pairs, (row + 8 * j + 2 * qd) / 2, pair) };
+                            unsafe { mem::store(out, (row + 8 * j + 2 * qd) / 2, pair(j)) };
                         }
                     });
                 });
             }
         } else {
-            let out = o.cast::<Words4>();
             // Row `(b, i, h)` in 16-byte pieces (every row of the contiguous output starts on one).
             let row = ((b * q_len + i.min(q_len - 1)) * heads + h) * d / 8;
             // Four pairs `j0 ..+ 4` (dims `8 j0 ..+ 32`) at a time, transposed within the quad (two
@@ -893,40 +893,16 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
                 unroll_8!(4, |lo| {
                     let j0 = 4 * (4 * hi + lo);
                     if j0 < H::D / 8 {
-                        let mut v = [0u32; 4];
-                        unroll_8!(4, |k| {
-                            let j = j0 + k;
-                            v[k] = T::pack([acc[4 * j + 2 * hh] * inv, acc[4 * j + 2 * hh + 1] * inv]);
-                        });
-                        let r = warp::shfl_xor_u32(if bit0 { v[0] } else { v[1] }, 1);
-                        if bit0 {
-                            v[0] = r;
-                        } else {
-                            v[1] = r;
-                        }
-                        let r = warp::shfl_xor_u32(if bit0 { v[2] } else { v[3] }, 1);
-                        if bit0 {
-                            v[2] = r;
-                        } else {
-                            v[3] = r;
-                        }
-                        let r = warp::shfl_xor_u32(if bit1 { v[0] } else { v[2] }, 2);
-                        if bit1 {
-                            v[0] = r;
-                        } else {
-                            v[2] = r;
-                        }
-                        let r = warp::shfl_xor_u32(if bit1 { v[1] } else { v[3] }, 2);
-                        if bit1 {
-                            v[1] = r;
-                        } else {
-                            v[3] = r;
-                        }
+                        let mut v = [pair(j0), pair(j0 + 1), pair(j0 + 2), pair(j0 + 3)];
+                        quad_exchange(&mut v, (0, 1), 1, bit0);
+                        quad_exchange(&mut v, (2, 3), 1, bit0);
+                        quad_exchange(&mut v, (0, 2), 2, bit1);
+                        quad_exchange(&mut v, (1, 3), 2, bit1);
                         if i < q_len {
                             // SAFETY: dims `8 (j0 + q) ..+ 8 <= D` of row `(b, i, h)` of the
                             // contiguous output, 16-byte aligned (the plan's aligned output, `D`
                             // a multiple of 64).
-                            unsafe { mem::store(out, row + j0 + qd, Words4(v)) };
+                            unsafe { vector::store::<u32, 4>(out.wrapping_add(4 * row), 4 * (j0 + qd), v) };
                         }
                     }
                 });
@@ -944,10 +920,19 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
     });
 }
 
-/// Four packed pairs of the output, stored as one 16-byte piece.
-#[repr(C, align(16))]
-#[derive(Clone, Copy)]
-struct Words4([u32; 4]);
+/// One step of a 4 x 4 transpose of words across a quad: lanes `q` and `q ^ lanes` trade `v[b]`
+/// of the lane whose `upper` bit is clear for `v[a]` of the lane whose bit is set (`upper`: this
+/// lane's bit). Every lane of the warp calls it (a shuffle); `a` and `b` are constants where it is
+/// inlined, so `v` stays in registers.
+#[inline(always)]
+fn quad_exchange(v: &mut [u32; 4], (a, b): (usize, usize), lanes: u32, upper: bool) {
+    let r = warp::shfl_xor_u32(if upper { v[a] } else { v[b] }, lanes);
+    if upper {
+        v[a] = r;
+    } else {
+        v[b] = r;
+    }
+}
 
 /// A consumer's side of the ping-pong. Both consumers issue (visited KV tiles + 1) times (the
 /// first scores, one pair of products per later tile, the last `P V`), taking the turn before
