@@ -132,6 +132,44 @@ macro_rules! rs_ptx {
     };
 }
 
+/// One `m64n$nk16` line with `A` from the registers `a$r0..a$r3` and `B` K-major (imm-trans-b
+/// 0), described by the descriptor token `$b`.
+macro_rules! rk_line {
+    ($n:literal, $ty:literal, $r0:literal $r1:literal $r2:literal $r3:literal, $b:literal, $scale:literal; $($i:literal)*) => {
+        concat!(
+            "wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty, " ",
+            acc_list!($($i)*),
+            ", {{{a", $r0, "},{a", $r1, "},{a", $r2, "},{a", $r3, "}}}, ", $b, ", ", $scale, ", 1, 1, 0;\n"
+        )
+    };
+}
+
+/// The PTX of `S(64 x N) (+)= Q(64 x 64) K(N x 64)^T` with `Q` from the registers `a0..a15`
+/// (four per step of 16 along `k`) and `K` K-major from the descriptor `{b}` of step 0, step
+/// `s` 32 bytes on (`+ 2 s`); only the first step takes scale-d from `{scale}`; committed, not
+/// waited for.
+macro_rules! rk_ptx {
+    ($n:literal, $ty:literal; $($i:literal)*) => {
+        concat!(
+            "{{\n",
+            ".reg .pred p, t;\n",
+            ".reg .b64 b1, b2, b3;\n",
+            "setp.ne.b32 p, {scale}, 0;\n",
+            "setp.ne.b32 t, 1, 0;\n",
+            "add.s64 b1, {b}, 2;\n",
+            "add.s64 b2, {b}, 4;\n",
+            "add.s64 b3, {b}, 6;\n",
+            "wgmma.fence.sync.aligned;\n",
+            rk_line!($n, $ty, "0" "1" "2" "3", "{b}", "p"; $($i)*),
+            rk_line!($n, $ty, "4" "5" "6" "7", "b1", "t"; $($i)*),
+            rk_line!($n, $ty, "8" "9" "10" "11", "b2", "t"; $($i)*),
+            rk_line!($n, $ty, "12" "13" "14" "15", "b3", "t"; $($i)*),
+            "wgmma.commit_group.sync.aligned;\n",
+            "}}"
+        )
+    };
+}
+
 /// One `m64n$nk16` line with **both** operands MN-major in shared memory (imm-trans-a 1,
 /// imm-trans-b 1), described by the descriptor tokens `$a` and `$b`.
 macro_rules! mn_line {
@@ -250,6 +288,26 @@ macro_rules! rs_asm {
     (4, $n:literal, $ty:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
         core::arch::asm!(
             rs_ptx!(4, $n, $ty; $($i)*),
+            $(inout(reg32) $acc[$i],)*
+            scale = in(reg32) $scale,
+            a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2],
+            a3 = in(reg32) $a[3], a4 = in(reg32) $a[4], a5 = in(reg32) $a[5],
+            a6 = in(reg32) $a[6], a7 = in(reg32) $a[7], a8 = in(reg32) $a[8],
+            a9 = in(reg32) $a[9], a10 = in(reg32) $a[10], a11 = in(reg32) $a[11],
+            a12 = in(reg32) $a[12], a13 = in(reg32) $a[13], a14 = in(reg32) $a[14],
+            a15 = in(reg32) $a[15],
+            b = in(reg64) $b,
+            options(nostack),
+        )
+    };
+}
+
+/// The `asm!` of a register-`Q` scores product (`rk_ptx!`) on the accumulator array `$acc`.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! rk_asm {
+    ($n:literal, $ty:literal, $acc:ident, $scale:ident, $a:ident, $b:ident; $($i:literal)*) => {
+        core::arch::asm!(
+            rk_ptx!($n, $ty; $($i)*),
             $(inout(reg32) $acc[$i],)*
             scale = in(reg32) $scale,
             a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2],
@@ -503,4 +561,79 @@ rs_product!(
 rs_product!(
     /// `O(64 x 256) (+)= P(64 x 64) V(64 x 256)` on a warpgroup, f16, `P` from registers.
     mma_f16_m64n256k64_rs_async, MMA_F16_M64N256K64_RS_ASYNC_PTX, 256, 128, 4, 16, "f16"
+);
+
+/// Declares a register-`Q` scores product (`rk_ptx!`) of element type `$ty`.
+macro_rules! rk_product {
+    ($(#[$doc:meta])* $name:ident, $ptx:ident, $n:literal, $len:tt, $ty:literal) => {
+        #[doc = concat!("The PTX text of [`", stringify!($name), "`] (interpreted as such by the simulator).")]
+        pub const $ptx: &str = acc_indices!($len, rk_ptx!($n, $ty));
+
+        $(#[$doc])*
+        ///
+        #[doc = concat!("`acc` is this thread's ", stringify!($len), " accumulators of the `64 x ", $n, "` scores;")]
+        /// `a[4 s .. 4 s + 4]` are this thread's registers of the `A` fragment (`Q`) of step `s`
+        /// (dims `16 s ..+ 16` of the 64-dim box; the module documentation's layout, as
+        /// [`crate::mma::ldmatrix_x4`] loads a 16 x 16 tile); `b` describes the
+        #[doc = concat!("`", $n, " x 16` tile of `B^T` (`K`, `[key][dim]`) of step 0, K-major, 128-byte swizzle, the")]
+        /// later steps' tiles 32 bytes on. With `accumulate` false the first step overwrites
+        /// `acc`. Fence, four products and commit in one `asm!` block; retire them with
+        /// [`wait_accumulators`](super::wait_accumulators).
+        ///
+        /// # Safety
+        /// Every thread of one warpgroup calls it together; the descriptor describes shared
+        /// memory holding an initialised tile, which nothing writes until the products are
+        /// retired; the returned accumulators are not touched before that wait.
+        #[inline(always)]
+        #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+        pub unsafe fn $name(acc: [f32; $len], a: [u32; 16], b: u64, accumulate: bool) -> [f32; $len] {
+            let mut acc = acc;
+            let scale = accumulate as u32;
+            #[cfg(target_arch = "nvptx64")]
+            {
+                // SAFETY: the caller's contract; one block, so no accumulator is touched while a
+                // product is in flight.
+                unsafe { acc_indices!($len, rk_asm!($n, $ty, acc, scale, a, b)) };
+            }
+            #[cfg(not(target_arch = "nvptx64"))]
+            {
+                const A_NAMES: [&str; 16] = [
+                    "a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "a10", "a11", "a12",
+                    "a13", "a14", "a15",
+                ];
+                let mut named = vec![("scale", u64::from(scale)), ("b", b)];
+                named.extend(A_NAMES.iter().zip(a).map(|(n, v)| (*n, u64::from(v))));
+                // The quad's registers: element (row, k) of `A` lives in lane `4 g + k % 8 / 2`.
+                let lane = crate::sim::device::thread_linear() % 32;
+                let mut quad: [[u32; 32]; 4] = [[0; 32]; 4];
+                for r in 0..16 {
+                    for x in 0..4u32 {
+                        let v = if x == 0 { a[r] } else { crate::warp::shfl_xor_u32(a[r], x) };
+                        quad[((lane % 4) ^ x) as usize][r] = v;
+                    }
+                }
+                crate::sim::wgmma::run_register_a($ptx, &named, &quad, &mut acc);
+            }
+            acc
+        }
+    };
+}
+
+rk_product!(
+    /// `S(64 x 128) (+)= Q(64 x 64) K(128 x 64)^T` on a warpgroup, bf16, `Q` from registers and
+    /// `K` K-major in shared memory: the forward's scores with `Q` held by the consumer.
+    mma_bf16_m64n128k64_rk_async, MMA_BF16_M64N128K64_RK_ASYNC_PTX, 128, 64, "bf16"
+);
+rk_product!(
+    /// `S(64 x 128) (+)= Q(64 x 64) K(128 x 64)^T` on a warpgroup, f16, `Q` from registers.
+    mma_f16_m64n128k64_rk_async, MMA_F16_M64N128K64_RK_ASYNC_PTX, 128, 64, "f16"
+);
+rk_product!(
+    /// `S(64 x 64) (+)= Q(64 x 64) K(64 x 64)^T` on a warpgroup, bf16, `Q` from registers: the
+    /// 64-key tiles' scores.
+    mma_bf16_m64n64k64_rk_async, MMA_BF16_M64N64K64_RK_ASYNC_PTX, 64, 32, "bf16"
+);
+rk_product!(
+    /// `S(64 x 64) (+)= Q(64 x 64) K(64 x 64)^T` on a warpgroup, f16, `Q` from registers.
+    mma_f16_m64n64k64_rk_async, MMA_F16_M64N64K64_RK_ASYNC_PTX, 64, 32, "f16"
 );

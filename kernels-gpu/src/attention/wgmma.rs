@@ -66,7 +66,7 @@ use super::AttentionElement;
 use crate::gpu::attention::{Causal, General, Mask, MaskArgs, MaskShape, NoMask, Shipped, TileMask};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
-use crate::gpu::{barrier, bf16, f16, math, mbarrier, mem, thread, vector, warp, wgmma};
+use crate::gpu::{barrier, bf16, f16, math, mbarrier, mem, mma, thread, vector, warp, wgmma};
 use crate::kernel;
 use core::marker::PhantomData;
 
@@ -184,12 +184,36 @@ pub trait WgmmaElement: AttentionElement {
     /// # Safety
     /// As [`wgmma::mma_bf16_m64n256k64_rs_async`].
     unsafe fn pv256(acc: [f32; 128], a: [u32; 16], b: u64, accumulate: bool) -> [f32; 128];
+    /// [`wgmma::mma_bf16_m64n128k64_rk_async`] or its f16 twin: the scores of one 64-dim box
+    /// with `Q` from registers.
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n128k64_rk_async`].
+    unsafe fn scores_rk(acc: [f32; 64], a: [u32; 16], b: u64, accumulate: bool) -> [f32; 64];
+    /// [`wgmma::mma_bf16_m64n64k64_rk_async`] or its f16 twin: 64 keys' scores with `Q` from
+    /// registers.
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n64k64_rk_async`].
+    unsafe fn scores64_rk(acc: [f32; 32], a: [u32; 16], b: u64, accumulate: bool) -> [f32; 32];
 }
 
 /// [`WgmmaElement`] for `$t` from its five products.
 macro_rules! wgmma_element {
-    ($t:ty: $scores:ident, $pv64:ident, $pv128:ident, $scores64:ident, $pv256:ident) => {
+    ($t:ty: $scores:ident, $pv64:ident, $pv128:ident, $scores64:ident, $pv256:ident, $scores_rk:ident, $scores64_rk:ident) => {
         impl WgmmaElement for $t {
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn scores_rk(acc: [f32; 64], a: [u32; 16], b: u64, accumulate: bool) -> [f32; 64] {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$scores_rk(acc, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn scores64_rk(acc: [f32; 32], a: [u32; 16], b: u64, accumulate: bool) -> [f32; 32] {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$scores64_rk(acc, a, b, accumulate) }
+            }
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             unsafe fn scores(acc: [f32; 64], a: u64, b: u64, accumulate: bool) -> [f32; 64] {
@@ -229,14 +253,18 @@ wgmma_element!(
     mma_bf16_m64n64k128_rs_async,
     mma_bf16_m64n128k128_rs_async,
     mma_bf16_m64n64k64_kb_async,
-    mma_bf16_m64n256k64_rs_async
+    mma_bf16_m64n256k64_rs_async,
+    mma_bf16_m64n128k64_rk_async,
+    mma_bf16_m64n64k64_rk_async
 );
 wgmma_element!(
     f16: mma_f16_m64n128k64_kb_async,
     mma_f16_m64n64k128_rs_async,
     mma_f16_m64n128k128_rs_async,
     mma_f16_m64n64k64_kb_async,
-    mma_f16_m64n256k64_rs_async
+    mma_f16_m64n256k64_rs_async,
+    mma_f16_m64n128k64_rk_async,
+    mma_f16_m64n64k64_rk_async
 );
 
 /// A head dim of the wgmma rung: `D`, its KV tile's keys, a consumer thread's output
@@ -259,6 +287,12 @@ pub trait WgmmaHead {
     /// # Safety
     /// As [`wgmma::mma_bf16_m64n128k64_kb_async`].
     unsafe fn scores<T: WgmmaElement>(s: Self::S, a: u64, b: u64, accumulate: bool) -> Self::S;
+    /// [`WgmmaHead::scores`] with the box's `Q` from registers ([`WgmmaElement::scores_rk`] or
+    /// [`WgmmaElement::scores64_rk`]).
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n128k64_rk_async`].
+    unsafe fn scores_rk<T: WgmmaElement>(s: Self::S, a: [u32; 16], b: u64, accumulate: bool) -> Self::S;
     /// `O += P V` of width `D` ([`WgmmaElement::pv64`], [`WgmmaElement::pv128`] or
     /// [`WgmmaElement::pv256`]).
     ///
@@ -281,7 +315,7 @@ pub struct D256;
 /// [`WgmmaHead`] for `$h`: head dim `$d`, its accumulator, score and probability arrays, and
 /// the [`WgmmaElement`] products of its scores and `P V`.
 macro_rules! wgmma_head {
-    ($h:ty: $d:literal, O = $o:ty, S = $s:ty, P = $p:ty, $scores:ident, $pv:ident) => {
+    ($h:ty: $d:literal, O = $o:ty, S = $s:ty, P = $p:ty, $scores:ident, $scores_rk:ident, $pv:ident) => {
         impl WgmmaHead for $h {
             const D: usize = $d;
             const KEYS: usize = wgmma_keys($d);
@@ -296,6 +330,12 @@ macro_rules! wgmma_head {
             }
             #[inline(always)]
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn scores_rk<T: WgmmaElement>(s: $s, a: [u32; 16], b: u64, accumulate: bool) -> $s {
+                // SAFETY: forwarded contract.
+                unsafe { T::$scores_rk(s, a, b, accumulate) }
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             unsafe fn pv<T: WgmmaElement>(o: $o, a: $p, b: u64, accumulate: bool) -> $o {
                 // SAFETY: forwarded contract.
                 unsafe { T::$pv(o, a, b, accumulate) }
@@ -304,9 +344,9 @@ macro_rules! wgmma_head {
     };
 }
 
-wgmma_head!(D64: 64, O = [f32; 32], S = [f32; 64], P = [u32; 32], scores, pv64);
-wgmma_head!(D128: 128, O = [f32; 64], S = [f32; 64], P = [u32; 32], scores, pv128);
-wgmma_head!(D256: 256, O = [f32; 128], S = [f32; 32], P = [u32; 16], scores64, pv256);
+wgmma_head!(D64: 64, O = [f32; 32], S = [f32; 64], P = [u32; 32], scores, scores_rk, pv64);
+wgmma_head!(D128: 128, O = [f32; 64], S = [f32; 64], P = [u32; 32], scores, scores_rk, pv128);
+wgmma_head!(D256: 256, O = [f32; 128], S = [f32; 32], P = [u32; 16], scores64, scores64_rk, pv256);
 
 /// The order in which a consumer warpgroup issues its products: [`OneTile`], [`PingPong`] or
 /// [`PingPongNamed`].
@@ -613,6 +653,10 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
         turns.hand_over();
     }
     let mut consumer = ring.consumer();
+    // The ping-pong's consumers hold `Q` in registers at head dims 64 and 128 (32 registers at
+    // 128), so that `Q` is released at a block tile's start; the general masks' instances
+    // (no registers to spare) and head dim 256 (64 registers) read it from shared memory.
+    let q_regs = S::PING_PONG && !M::SCORE_MOD && H::D <= 128;
     let (mut tile_index, mut n) = (first, 0u32);
     while tile_index < total {
         let tile = work.tile(tile_index);
@@ -648,6 +692,31 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
         let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
         // SAFETY: `Q`'s barrier, initialised; its phase `n` completes with this tile's copies.
         unsafe { mbarrier::wait_parity(q_bar, n & 1) };
+        let mut qa = [0u32; 32];
+        if q_regs {
+            // This warp's 16 rows of `Q` into registers (the `A` fragment of each step of 16
+            // dims, by `ldmatrix` from the swizzled boxes), then `Q` released: the producer
+            // copies the next block tile's `Q` under this one's products.
+            let lane = t % 32;
+            let r = CONSUMER_ROWS * c + 16 * w + lane % 16;
+            unroll_8!(2, |j| {
+                if j < boxes {
+                    unroll_8!(4, |st| {
+                        let at = j * BOX_BYTES + tma::swizzle_128b(r * 128 + (2 * st + lane / 16) * 16);
+                        // SAFETY: 16 bytes of row `r` of box `j` of `Q`, which has landed (the
+                        // wait above) and stays until this consumer's warps release it below;
+                        // every lane of the warp.
+                        let v = unsafe { mma::ldmatrix_x4(q_tile.wrapping_add(at).cast::<u16>()) };
+                        unroll_8!(4, |e| {
+                            qa[16 * j + 4 * st + e] = v[e];
+                        });
+                    });
+                }
+            });
+            // SAFETY: every lane of the consumer warps, `Q` read into registers; `q_free`
+            // counts the consumer warps.
+            unsafe { mbarrier::warp_arrive(q_free) };
+        }
         if S::PING_PONG {
             if tile.first < tile.end {
                 // The first tile: its scores and probabilities; the output is still zero.
@@ -656,7 +725,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 turns.take();
                 // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay
                 // until the wait.
-                unsafe { s = scores::<T, H>(s, &q_desc, stage.address(0), boxes) };
+                unsafe { s = scores_q::<T, H>(s, q_regs, &qa, &q_desc, stage.address(0), boxes) };
                 turns.hand_over();
                 // SAFETY: the whole warpgroup, the scores in flight.
                 s = unsafe { wgmma::wait_accumulators::<0, _>(s) };
@@ -674,7 +743,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                     // the waits that retire their products (the previous stage is released after
                     // the second); `p` and the output accumulators are not touched in flight.
                     unsafe {
-                        s = scores::<T, H>(s, &q_desc, next.address(0), boxes);
+                        s = scores_q::<T, H>(s, q_regs, &qa, &q_desc, next.address(0), boxes);
                         acc = H::pv::<T>(
                             acc,
                             p,
@@ -696,9 +765,11 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                     stage = next;
                     kt = work.next(&tile, kt + 1);
                 }
-                // Every scores product of the tile retired: `Q` may be overwritten.
-                // SAFETY: every lane of the consumer warps; `q_free` counts them.
-                unsafe { mbarrier::warp_arrive(q_free) };
+                if !q_regs {
+                    // Every scores product of the tile retired: `Q` may be overwritten.
+                    // SAFETY: every lane of the consumer warps; `q_free` counts them.
+                    unsafe { mbarrier::warp_arrive(q_free) };
+                }
                 turns.take();
                 // SAFETY: as above, for the last tile's `P V`.
                 unsafe {
@@ -716,8 +787,10 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                     consumer.release(&stage);
                 }
             } else {
-                // SAFETY: as above (no KV tile: `Q` was not read).
-                unsafe { mbarrier::warp_arrive(q_free) };
+                if !q_regs {
+                    // SAFETY: as above (no KV tile: `Q` was not read).
+                    unsafe { mbarrier::warp_arrive(q_free) };
+                }
             }
         } else {
             // One tile at a time: scores, softmax, `P V`, each waited for.
@@ -728,7 +801,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 // SAFETY: the whole warpgroup is here; `Q` and the stage have landed and stay
                 // until the waits below.
                 unsafe {
-                    s = scores::<T, H>(s, &q_desc, stage.address(0), boxes);
+                    s = scores_q::<T, H>(s, q_regs, &qa, &q_desc, stage.address(0), boxes);
                     s = wgmma::wait_accumulators::<0, _>(s);
                 }
                 let rescale = online_softmax::<_, H>(&mut s, &mut m, &mut l, kt, &rows_limits);
@@ -1050,6 +1123,34 @@ unsafe fn scores<T: WgmmaElement, H: WgmmaHead>(
         let k_desc = k_major_descriptor(k_tile + (j * kv_box_bytes(H::D)) as u32);
         // SAFETY: forwarded contract.
         s = unsafe { H::scores::<T>(s, q_desc(j), k_desc, j > 0) };
+    }
+    s
+}
+
+/// [`scores`], or with `q_regs` the same products with `Q` from this thread's registers `qa`
+/// (16 per 64-dim box, [`WgmmaElement::scores_rk`]).
+///
+/// # Safety
+/// As [`WgmmaHead::scores`]; with `q_regs`, `qa` holds the consumer's `Q` fragment.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn scores_q<T: WgmmaElement, H: WgmmaHead>(
+    mut s: H::S,
+    q_regs: bool,
+    qa: &[u32; 32],
+    q_desc: &impl Fn(usize) -> u64,
+    k_tile: u32,
+    boxes: usize,
+) -> H::S {
+    if !q_regs {
+        // SAFETY: forwarded contract.
+        return unsafe { scores::<T, H>(s, q_desc, k_tile, boxes) };
+    }
+    for j in 0..boxes.min(2) {
+        let k_desc = k_major_descriptor(k_tile + (j * kv_box_bytes(H::D)) as u32);
+        let a: [u32; 16] = core::array::from_fn(|e| qa[16 * j + e]);
+        // SAFETY: forwarded contract.
+        s = unsafe { H::scores_rk::<T>(s, a, k_desc, j > 0) };
     }
     s
 }
