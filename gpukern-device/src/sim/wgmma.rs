@@ -445,6 +445,47 @@ mod tests {
         );
     }
 
+    /// The scores with `Q` from registers: four steps of `A` from `a4s..a4s+3` against `K`
+    /// K-major (imm-trans-b 0), the descriptor stepped by 32 bytes (`b1..b3`).
+    #[test]
+    fn register_q_scores_lines_parse() {
+        use super::product::Mma;
+        for ptx in [
+            crate::wgmma::MMA_BF16_M64N128K64_RK_ASYNC_PTX,
+            crate::wgmma::MMA_F16_M64N64K64_RK_ASYNC_PTX,
+        ] {
+            let rk: Vec<&str> = ptx.lines().filter(|l| l.starts_with("wgmma.mma_async")).collect();
+            assert_eq!(rk.len(), 4);
+            for (s, line) in rk.iter().enumerate() {
+                let r = 4 * s;
+                let b = if s == 0 {
+                    "{b}".to_string()
+                } else {
+                    format!("b{s}")
+                };
+                let tail = format!(
+                    "{{{{{{a{r}}},{{a{}}},{{a{}}},{{a{}}}}}}}, {b}, {}, 1, 1, 0;",
+                    r + 1,
+                    r + 2,
+                    r + 3,
+                    if s == 0 { "p" } else { "t" }
+                );
+                assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
+            }
+            let (op, args) = rk[0].split_once(' ').expect("an opcode and operands");
+            let named: Vec<(&str, u64)> = vec![("b", crate::wgmma::desc_sw128(0, 16384, 1024))];
+            let quad: [[u32; 32]; 4] = [[0; 32]; 4];
+            let mma = Mma::parse(
+                op,
+                args.trim_end_matches(';'),
+                &named,
+                &[("p", Some(true))],
+                Some(&quad),
+            );
+            assert!(mma.describe().contains("trans-b 0"), "{}", mma.describe());
+        }
+    }
+
     /// The backward's `dQ` products: every step reads both operands MN-major (imm-trans-a 1,
     /// imm-trans-b 1) from descriptors the text steps by 16 rows of 128 bytes (`+128` in the
     /// start field), 8 steps for `k128` and 4 for `k64`; the first step's scale-d is the caller's.

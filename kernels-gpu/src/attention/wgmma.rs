@@ -31,7 +31,8 @@
 //!   another on the multiprocessor without a schedule of their own; or [`PingPong`],
 //!   FlashAttention-3's: in its turn a consumer issues tile `t`'s scores and tile `t - 1`'s
 //!   `P V` back to back and hands the turn over (two `mbarrier`s, or two named barriers in
-//!   [`PingPongNamed`]'s instances), so that one consumer's softmax
+//!   [`PingPongNamed`]'s instances; [`PingPongHeldQ`]'s consumers also hold `Q` in registers),
+//!   so that one consumer's softmax
 //!   runs under the other's products and its own `P V`. The plan runs the ping-pong: on the H200
 //!   it was the faster at each shape of `bench/experiments/third-wave/e0302b7-attention.jsonl`
 //!   (526.9 against 480.5 TFLOP/s at `4x4096x16x128`, 467.2 against 420.5 causal).
@@ -356,6 +357,8 @@ pub trait WgmmaSchedule {
     const PING_PONG: bool;
     /// Whether the turns are named barriers (else `mbarrier`s).
     const NAMED_TURNS: bool;
+    /// Whether each consumer holds its rows of `Q` in registers ([`PingPongHeldQ`]).
+    const HELD_Q: bool;
 }
 
 /// One tile at a time per consumer: its scores, softmax and `P V` in turn, each product waited
@@ -384,19 +387,44 @@ pub struct PingPong;
 #[derive(Clone, Copy, Debug)]
 pub struct PingPongNamed;
 
+/// [`PingPong`] (its `mbarrier` turns) with `Q` held in registers: at a block tile's start each
+/// consumer warp loads its 16 rows of `Q` into the register `A` fragments of the scores
+/// (`ldmatrix` from the swizzled boxes, 32 registers at head dim 128) and releases `Q`, so that
+/// the producer copies the next block tile's `Q` under this one's products instead of between
+/// block tiles; the scores are `wgmma` with `A` from registers and `K` K-major
+/// ([`wgmma::mma_bf16_m64n128k64_rk_async`]). The instances at head dim 128 without a mask: on
+/// the H100 the default at `16x1024x16x128` went from 538.2 and 542.1 to 581.9 and 583.5
+/// TFLOP/s, at `4x4096x16x128` from 619.2 and 612.5 to 650.8 and 650.9
+/// (`bench/experiments/third-wave/9ccf09b-fwd-qregs-ab-{main,qregs}-{1,2}.jsonl`), where a
+/// bound with no `Q` copy after a block's first tile (stale `Q`, timing only) had gained 4% at
+/// 1k keys on the H200 (`f5cbae5-fwd-noq-ab-*.jsonl`). Not at head dim 64, where it was 4%
+/// slower (381.1 and 384.0 against 396.9 and 398.3 at `8x2048x32x64`, the same records), nor
+/// in the causal instance, whose consumers spilled 4 bytes with the 32 registers.
+#[derive(Clone, Copy, Debug)]
+pub struct PingPongHeldQ;
+
 impl WgmmaSchedule for OneTile {
     const PING_PONG: bool = false;
     const NAMED_TURNS: bool = false;
+    const HELD_Q: bool = false;
 }
 
 impl WgmmaSchedule for PingPong {
     const PING_PONG: bool = true;
     const NAMED_TURNS: bool = false;
+    const HELD_Q: bool = false;
 }
 
 impl WgmmaSchedule for PingPongNamed {
     const PING_PONG: bool = true;
     const NAMED_TURNS: bool = true;
+    const HELD_Q: bool = false;
+}
+
+impl WgmmaSchedule for PingPongHeldQ {
+    const PING_PONG: bool = true;
+    const NAMED_TURNS: bool = false;
+    const HELD_Q: bool = true;
 }
 
 /// Attention forward on Hopper's warpgroup tensor cores (the module documentation has the
@@ -415,9 +443,11 @@ impl WgmmaSchedule for PingPongNamed {
 /// at dims `8 j + 2 q` and `+ 1`. Per KV tile it waits for the stage, issues `S = Q K^T`, updates
 /// its rows' running maxima `m` and sums `l` from the scores, rescales its output, packs `P` into
 /// the register `A` fragment, issues `O += P V` and releases the stage once that retired (in the
-/// order of its [`WgmmaSchedule`]); after its last scores it releases `Q`. Then it stores `O / l`
-/// (16-byte pieces, four pairs transposed within the quad) and, threads `q = 0`, `lse = m ln 2 +
-/// ln l` for its rows below `q_len`; a row that sees no key stores zeros and `-inf`.
+/// order of its [`WgmmaSchedule`]); after its last scores it releases `Q` (with
+/// [`PingPongHeldQ`] once its warps loaded their rows of `Q` into registers, at the tile's
+/// start). Then it stores `O / l` (16-byte pieces, four pairs transposed within the quad) and,
+/// threads `q = 0`, `lse = m ln 2 + ln l` for its rows below `q_len`; a row that sees no key
+/// stores zeros and `-inf`.
 ///
 /// Launch: a grid of `1 ..= ceil(q_len / 128) heads batch` blocks along `x`, [`WGMMA_BLOCK`]
 /// threads, [`wgmma_shared_bytes`]`(D)` bytes of dynamic shared memory; a compute capability 9.0
@@ -443,7 +473,8 @@ impl WgmmaSchedule for PingPongNamed {
 /// `attention_wgmma_pingpong_causal_d<D>_<T>` ([`Causal`]) for `D` 64, 128 and 256, and
 /// `attention_wgmma_pingpong_general_d<D>_<T>` ([`General`]) for `D` 64 and 128, with named
 /// turns ([`PingPongNamed`]) but at head dim 128 without a mask and with the general masks
-/// ([`PingPong`]'s `mbarrier` turns: there the named ones were level or slower, or not yet timed).
+/// ([`PingPong`]'s `mbarrier` turns: there the named ones were level or slower, or not yet
+/// timed; at head dim 128 without a mask with `Q` in registers, [`PingPongHeldQ`]).
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
 // Barriers: the ring's initialisation and the `Q` barrier's; with named turns also the turns'
 // named barriers: three waits and three hand-overs in the loop, each a barrier per consumer (its
@@ -459,8 +490,8 @@ impl WgmmaSchedule for PingPongNamed {
         attention_wgmma_d256_f16 = (f16, D256, OneTile, CausalOrNot),
         attention_wgmma_general_d256_bf16 = (bf16, D256, OneTile, General),
         attention_wgmma_general_d256_f16 = (f16, D256, OneTile, General),
-        attention_wgmma_pingpong_d128_bf16 = (bf16, D128, PingPong, NoMask),
-        attention_wgmma_pingpong_d128_f16 = (f16, D128, PingPong, NoMask),
+        attention_wgmma_pingpong_d128_bf16 = (bf16, D128, PingPongHeldQ, NoMask),
+        attention_wgmma_pingpong_d128_f16 = (f16, D128, PingPongHeldQ, NoMask),
         attention_wgmma_pingpong_general_d64_bf16 = (bf16, D64, PingPong, General),
         attention_wgmma_pingpong_general_d128_bf16 = (bf16, D128, PingPong, General),
         attention_wgmma_pingpong_general_d64_f16 = (f16, D64, PingPong, General),
@@ -653,10 +684,9 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
         turns.hand_over();
     }
     let mut consumer = ring.consumer();
-    // The ping-pong's consumers hold `Q` in registers at head dims 64 and 128 (32 registers at
-    // 128), so that `Q` is released at a block tile's start; the general masks' instances
-    // (no registers to spare) and head dim 256 (64 registers) read it from shared memory.
-    let q_regs = S::PING_PONG && !M::SCORE_MOD && H::D <= 128;
+    // [`PingPongHeldQ`]: `Q` in registers, released at a block tile's start (two boxes at most:
+    // 64 registers at head dim 256 would not fit beside its 128 output accumulators).
+    let q_regs = S::HELD_Q && H::D <= 128;
     let (mut tile_index, mut n) = (first, 0u32);
     while tile_index < total {
         let tile = work.tile(tile_index);
