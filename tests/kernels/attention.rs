@@ -141,6 +141,34 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             )
         },
     ));
+    // The ping-pong at head dim 128 without a mask (its consumers hold `Q` in registers):
+    // ragged, three block tiles per head, a KV tile and a ragged one.
+    trials.push(trial(
+        sim,
+        "attention::wgmma_pingpong::bf16::1x257x129x2h1kv_d128_full",
+        |gpu, rng| {
+            wgmma_case_with::<bf16>(
+                gpu,
+                rng,
+                (1, 257, 129, 2, 1, 128, false),
+                AttentionAlgorithm::WgmmaPingPong,
+            )
+        },
+    ));
+    // Its persistent walk: 280 block tiles on the simulator's 132 multiprocessors, so that a
+    // block loads `Q` into registers again after releasing it (among the slow trials).
+    trials.push(trial(
+        sim,
+        "attention::wgmma_persistent::f16::walk_d128",
+        |gpu, rng| {
+            wgmma_case_with::<f16>(
+                gpu,
+                rng,
+                (70, 129, 40, 2, 1, 128, false),
+                AttentionAlgorithm::WgmmaPersistent,
+            )
+        },
+    ));
     // More block tiles (140) than the simulator's 132 multiprocessors: eight persistent blocks
     // walk two tiles each (`Q` released and copied again, the ring's phases running on), rows
     // that see no key among them (causal, `q_len > kv_len`).

@@ -19,6 +19,11 @@ pub const SLOW_SIM_TRIALS: &[(&str, &str)] = &[
         "sim::attention::wgmma_persistent::bf16::walk",
         "the persistent grid on the cases of fewer tiles than multiprocessors",
     ),
+    // The held-`Q` instance's walk (added with it, after the record's runs).
+    (
+        "sim::attention::wgmma_persistent::f16::walk_d128",
+        "the held-Q ping-pong on one block per tile (1x257x129x2h1kv_d128_full), the walk at head dim 64",
+    ),
     // 1.98 s, 2.11 s and 2.15 s (sim-trial-times-44675c1.md)
     (
         "sim::attention::wgmma::f16::2x130x259x2h2kv_d128_causal",
