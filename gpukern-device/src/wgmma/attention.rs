@@ -462,6 +462,35 @@ mn_product!(
     mma_f16_m64n64k64_mn_async, MMA_F16_M64N64K64_MN_ASYNC_PTX, 64, 32, 4, "f16"
 );
 
+/// The simulator's side of a register-`A` product (`rs_ptx!`, `rk_ptx!`): the text's named
+/// operands (`scale`, `b`, `a0..`) from this thread's values, and the quad's registers gathered
+/// by warp shuffles (element (row, k) of `A` lives in lane `4 g + k % 8 / 2`), then the
+/// product interpreted from `ptx`. Every lane of the warp calls it together (the shuffles).
+#[cfg(not(target_arch = "nvptx64"))]
+#[track_caller]
+fn simulate_register_a(ptx: &str, scale: u32, b: u64, a: &[u32], acc: &mut [f32]) {
+    const A_NAMES: [&str; 32] = [
+        "a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "a10", "a11", "a12", "a13", "a14", "a15",
+        "a16", "a17", "a18", "a19", "a20", "a21", "a22", "a23", "a24", "a25", "a26", "a27", "a28", "a29",
+        "a30", "a31",
+    ];
+    let mut named = vec![("scale", u64::from(scale)), ("b", b)];
+    named.extend(A_NAMES.iter().zip(a).map(|(n, v)| (*n, u64::from(*v))));
+    let lane = crate::sim::device::thread_linear() % 32;
+    let mut quad = [[0u32; 32]; 4];
+    for (r, &value) in a.iter().enumerate() {
+        for x in 0..4u32 {
+            let v = if x == 0 {
+                value
+            } else {
+                crate::warp::shfl_xor_u32(value, x)
+            };
+            quad[((lane % 4) ^ x) as usize][r] = v;
+        }
+    }
+    crate::sim::wgmma::run_register_a(ptx, &named, &quad, acc);
+}
+
 /// Declares a register-`A` product (`rs_ptx!`) of width `$n` (`$len = N / 2` accumulators),
 /// `$steps` steps of 16 along `k` (`$regs = 4 $steps` registers of `A`) and element type `$ty`.
 macro_rules! rs_product {
@@ -495,26 +524,7 @@ macro_rules! rs_product {
                 unsafe { acc_indices!($len, rs_asm!($steps, $n, $ty, acc, scale, a, b)) };
             }
             #[cfg(not(target_arch = "nvptx64"))]
-            {
-                const A_NAMES: [&str; 32] = [
-                    "a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "a10", "a11", "a12",
-                    "a13", "a14", "a15", "a16", "a17", "a18", "a19", "a20", "a21", "a22", "a23",
-                    "a24", "a25", "a26", "a27", "a28", "a29", "a30", "a31",
-                ];
-                let mut named = vec![("scale", u64::from(scale)), ("b", b)];
-                named.extend(A_NAMES.iter().zip(a).map(|(n, v)| (*n, u64::from(v))));
-                // The quad's registers: element (row, k) of `A` lives in lane `4 g + k % 8 / 2`.
-                let lane = crate::sim::device::thread_linear() % 32;
-                let quad: [[u32; 32]; 4] = core::array::from_fn(|_| [0; 32]);
-                let mut quad = quad;
-                for r in 0..$regs {
-                    for x in 0..4u32 {
-                        let v = if x == 0 { a[r] } else { crate::warp::shfl_xor_u32(a[r], x) };
-                        quad[((lane % 4) ^ x) as usize][r] = v;
-                    }
-                }
-                crate::sim::wgmma::run_register_a($ptx, &named, &quad, &mut acc);
-            }
+            simulate_register_a($ptx, scale, b, &a, &mut acc);
             acc
         }
     };
@@ -596,24 +606,7 @@ macro_rules! rk_product {
                 unsafe { acc_indices!($len, rk_asm!($n, $ty, acc, scale, a, b)) };
             }
             #[cfg(not(target_arch = "nvptx64"))]
-            {
-                const A_NAMES: [&str; 16] = [
-                    "a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "a10", "a11", "a12",
-                    "a13", "a14", "a15",
-                ];
-                let mut named = vec![("scale", u64::from(scale)), ("b", b)];
-                named.extend(A_NAMES.iter().zip(a).map(|(n, v)| (*n, u64::from(v))));
-                // The quad's registers: element (row, k) of `A` lives in lane `4 g + k % 8 / 2`.
-                let lane = crate::sim::device::thread_linear() % 32;
-                let mut quad: [[u32; 32]; 4] = [[0; 32]; 4];
-                for r in 0..16 {
-                    for x in 0..4u32 {
-                        let v = if x == 0 { a[r] } else { crate::warp::shfl_xor_u32(a[r], x) };
-                        quad[((lane % 4) ^ x) as usize][r] = v;
-                    }
-                }
-                crate::sim::wgmma::run_register_a($ptx, &named, &quad, &mut acc);
-            }
+            simulate_register_a($ptx, scale, b, &a, &mut acc);
             acc
         }
     };
