@@ -121,7 +121,9 @@ impl AttentionPlan {
             AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaFused if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: !wide,
-                persistent: f.uniform,
+                // The causal mask's block tiles differ in length: the kernel's walk snakes
+                // (`Work::walk`) so that the static share stays even.
+                persistent: f.uniform || (f.plain && !wide),
             }),
             AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
@@ -479,19 +481,27 @@ mod tests {
                 persistent: true
             })
         );
-        // Causal: a block per tile (the persistent walk's static share of causal tiles lost).
+        // Causal: the persistent walk too (its walk snakes), but at head dim 256 (one tile at a
+        // time, a block per tile).
+        let causal = Facts {
+            uniform: false,
+            ..all
+        };
+        for d in [64, 128] {
+            assert_eq!(
+                choose(AttentionAlgorithm::Auto, d, causal),
+                Ok(AttentionPlan::Wgmma {
+                    head_dim: d,
+                    ping_pong: true,
+                    persistent: true
+                })
+            );
+        }
         assert_eq!(
-            choose(
-                AttentionAlgorithm::Auto,
-                128,
-                Facts {
-                    uniform: false,
-                    ..all
-                }
-            ),
+            choose(AttentionAlgorithm::Auto, 256, causal),
             Ok(AttentionPlan::Wgmma {
-                head_dim: 128,
-                ping_pong: true,
+                head_dim: 256,
+                ping_pong: false,
                 persistent: false
             })
         );

@@ -619,8 +619,13 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
         tma::prefetch_map(tk.map);
         tma::prefetch_map(tv.map);
         let mut producer = ring.producer();
-        let (mut w, mut n) = (first, 0u32);
-        while w < total {
+        let (mut round, mut n) = (0u32, 0u32);
+        while round * stride < total {
+            let w = work.walk(round, first, stride);
+            round += 1;
+            if w >= total {
+                continue;
+            }
             let tile = work.tile(w);
             // SAFETY: the one producer thread; `Q`'s previous tile released (both consumers'
             // last scores retired) before its copy is overwritten; the barrier expects the
@@ -659,7 +664,6 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 }
                 t = work.next(&tile, t + 1);
             }
-            w += stride;
             n += 1;
         }
         return;
@@ -687,8 +691,13 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
     // [`PingPongHeldQ`]: `Q` in registers, released at a block tile's start (two boxes at most:
     // 64 registers at head dim 256 would not fit beside its 128 output accumulators).
     let q_regs = S::HELD_Q && H::D <= 128;
-    let (mut tile_index, mut n) = (first, 0u32);
-    while tile_index < total {
+    let (mut round, mut n) = (0u32, 0u32);
+    while round * stride < total {
+        let tile_index = work.walk(round, first, stride);
+        round += 1;
+        if tile_index >= total {
+            continue;
+        }
         let tile = work.tile(tile_index);
         let rows = [
             tile.q0 + CONSUMER_ROWS * c + 16 * w + g,
@@ -867,7 +876,6 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
             (q_len, heads),
             (qd, pieces),
         );
-        tile_index += stride;
         n += 1;
     }
 }
@@ -898,6 +906,25 @@ struct Work<M> {
 }
 
 impl<M: Mask> Work<M> {
+    /// The block tile of round `round` of block `first`'s walk on a grid of `stride` blocks
+    /// (past the last tile where the last round is short): round `r` covers tiles `r stride ..+
+    /// stride`, block `first` taking the `first`-th of them, or with the causal mask (whose block
+    /// tiles differ in length: the longest of each head first) the `first`-th from the round's
+    /// end in odd rounds, a snake, so that a block that took a long tile takes a short one next. With a
+    /// plain walk a block's tiles sat at one or two places in their heads (132 blocks, 8 tiles a
+    /// head at 1k keys causal: some blocks took 8 and 4 KV tiles in turn, others 5 and 1).
+    #[inline(always)]
+    fn walk(&self, round: u32, first: u32, stride: u32) -> u32 {
+        let base = round * stride;
+        // The general masks' instances walk plainly (the plan gives them a block per tile, and
+        // their consumers have no registers to spare).
+        if M::MASKS && !M::SCORE_MOD && round % 2 == 1 {
+            base + (stride - 1 - first)
+        } else {
+            base + first
+        }
+    }
+
     /// Block tile `w` (`w < q_tiles * heads * batch`). In 32-bit arithmetic (every count here is
     /// below `2^31`, the grid's limit): the producer keeps 40 registers, and 64-bit division
     /// spilled there.
