@@ -260,6 +260,32 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             )
         },
     ));
+    // The plan's causal boundary (`CAUSAL_PERSISTENT_MAX_KEYS`, 4096 keys): through `Auto`, the
+    // persistent walk at 4096 keys and a block per tile just past it.
+    trials.push(trial(
+        cuda,
+        "attention::auto_past_causal_walk::bf16::1x4100x4100x2h1kv_d128_causal",
+        |gpu, rng| {
+            fused_vs_rows::<bf16>(
+                gpu,
+                rng,
+                (1, 4100, 4100, 2, 1, 128, true),
+                AttentionAlgorithm::Auto,
+            )
+        },
+    ));
+    trials.push(trial(
+        cuda,
+        "attention::auto_causal_walk::f16::1x4096x4096x2h1kv_d128_causal",
+        |gpu, rng| {
+            fused_vs_rows::<f16>(
+                gpu,
+                rng,
+                (1, 4096, 4096, 2, 1, 128, true),
+                AttentionAlgorithm::Auto,
+            )
+        },
+    ));
     trials.extend(super::attention_faults::trials(sim));
     trials.push(global_trial("attention", global_attention));
     trials

@@ -55,7 +55,20 @@ pub(crate) struct Facts {
     /// The mask is none or the causal one (the one-tile `wgmma` schedule runs no other at head
     /// dims 64 and 128, the ping-pong none at 256).
     pub(crate) plain: bool,
+    /// The keys are at most [`CAUSAL_PERSISTENT_MAX_KEYS`].
+    pub(crate) short_keys: bool,
 }
+
+/// The most keys at which the causal mask runs on the persistent walk (its walk snakes,
+/// `kernels_gpu::attention::wgmma`'s `Work::walk`); past it a block per tile. On the H100 the
+/// persistent walk gained at 1024 to 4096 keys and lost at 16384, where the blocks' static
+/// shares drift apart over a head's 8 MiB of `K` and `V` (causal, the default then and the
+/// persistent rung, TFLOP/s: 413.9 and 415.8 against 375.6 and 373.0 at 16x1024x16x128,
+/// 588.3 and 588.3 against 549.2 and 548.7 at 4x4096x16x128, 334.8-337.7 against 306.1-308.6
+/// at 8x2048x32x64; at 1x16384x16x128 the persistent rung 444.0 and 445.5 against the block
+/// per tile's 607.0 and 617.4, `bench/experiments/third-wave/add87d8-fwd-snake-ab-{heldq,snake}-{1,2}.jsonl`).
+/// Between 4096 and 16384 keys not measured.
+pub(crate) const CAUSAL_PERSISTENT_MAX_KEYS: usize = 4096;
 
 /// What one attention call runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,8 +135,9 @@ impl AttentionPlan {
                 head_dim,
                 ping_pong: !wide,
                 // The causal mask's block tiles differ in length: the kernel's walk snakes
-                // (`Work::walk`) so that the static share stays even.
-                persistent: f.uniform || (f.plain && !wide),
+                // (`Work::walk`) so that the static share stays even, up to
+                // `CAUSAL_PERSISTENT_MAX_KEYS`.
+                persistent: f.uniform || (f.plain && !wide && f.short_keys),
             }),
             AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
@@ -289,6 +303,7 @@ mod tests {
             positive_scale: true,
             uniform: true,
             plain: true,
+            short_keys: true,
         }
     }
 
@@ -343,6 +358,7 @@ mod tests {
             positive_scale: true,
             uniform: true,
             plain: true,
+            short_keys: true,
         };
         let choose = |alg, d, f| AttentionPlan::choose(alg, d, f);
         for d in (HEAD_DIM_MULTIPLE..=MAX_HEAD_DIM).step_by(HEAD_DIM_MULTIPLE) {
@@ -497,6 +513,38 @@ mod tests {
                 })
             );
         }
+        // Past `CAUSAL_PERSISTENT_MAX_KEYS` keys, causal: a block per tile.
+        assert_eq!(
+            choose(
+                AttentionAlgorithm::Auto,
+                128,
+                Facts {
+                    short_keys: false,
+                    ..causal
+                }
+            ),
+            Ok(AttentionPlan::Wgmma {
+                head_dim: 128,
+                ping_pong: true,
+                persistent: false
+            })
+        );
+        // Without a mask the walk at any length.
+        assert_eq!(
+            choose(
+                AttentionAlgorithm::Auto,
+                128,
+                Facts {
+                    short_keys: false,
+                    ..all
+                }
+            ),
+            Ok(AttentionPlan::Wgmma {
+                head_dim: 128,
+                ping_pong: true,
+                persistent: true
+            })
+        );
         assert_eq!(
             choose(AttentionAlgorithm::Auto, 256, causal),
             Ok(AttentionPlan::Wgmma {
@@ -530,6 +578,7 @@ mod tests {
             positive_scale: true,
             uniform: true,
             plain: true,
+            short_keys: true,
         };
         for d in [64, 128, 256] {
             for f in [
