@@ -8,8 +8,10 @@
 //!    heads, head_dim]` nested as such, strides of whole 16 bytes, at least one key) and a
 //!    positive scale (its softmax takes the row maxima of the unscaled scores): the Hopper rung
 //!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>`, on a persistent grid
-//!    where every block tile has the same work (no mask, or the soft cap alone) and a block per
-//!    tile where the mask makes them uneven (causal, window, ALiBi, documents). At head dim 256
+//!    where every block tile has the same work (no mask, or the soft cap alone) and, causal, up
+//!    to [`CAUSAL_PERSISTENT_MAX_KEYS`] keys (the kernel's walk snakes so that the static shares
+//!    of long and short tiles even out), and a block per tile where the mask makes them uneven
+//!    otherwise (causal past that, window, ALiBi, documents). At head dim 256
 //!    (64-key tiles) one tile at a time instead, every mask (its ping-pong runs no mask but the
 //!    causal one): 583.5 TFLOP/s against the ping-pong's 422.4 at `8x2048x8x256` in
 //!    `bench/experiments/third-wave/10582d5-attention-d256.jsonl`. In
@@ -17,7 +19,7 @@
 //!    time (`attention_wgmma_d<D>`) at every shape, the persistent grid beat a block per tile at
 //!    every shape without the mask (471.6 against 425.5 TFLOP/s at `16x1024x16x128`) and lost
 //!    with it (379.5 against 534.7 at `1x16384x16x128`: each block's static share of causal
-//!    tiles). Its tensor-core products are `wgmma` (Hopper's full-rate instruction, where
+//!    tiles; before the snake walk). Its tensor-core products are `wgmma` (Hopper's full-rate instruction, where
 //!    `mma.sync` is not) and each block reuses a KV tile for 128 query rows.
 //! 3. Head dim 64 or 128 ([`FLASH_HEAD_DIMS`]) with 16-byte aligned operands (every buffer, every
 //!    offset and stride a multiple of 8 elements): the fused rung, `attention_flash_d<D>`. It
@@ -186,8 +188,8 @@ impl AttentionPlan {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AttentionAlgorithm {
     /// The plan's choice (the module documentation's rules): the Hopper rung where it applies
-    /// (persistent without the causal mask), else the fused rung where it applies, else the rows
-    /// rung.
+    /// (persistent without a mask, and causal up to 4096 keys), else the fused rung where it
+    /// applies, else the rows rung.
     #[default]
     Auto,
     /// A warp per query row (`attention_rows_*`), the tutorial rung: every shape, no 16-bit
