@@ -139,7 +139,7 @@ impl AttentionPlan {
                 // The causal mask's block tiles differ in length: the kernel's walk snakes
                 // (`Work::walk`) so that the static share stays even, up to
                 // `CAUSAL_PERSISTENT_MAX_KEYS`.
-                persistent: f.uniform || (f.plain && !wide && f.short_keys),
+                persistent: f.uniform || (f.plain && f.short_keys),
             }),
             AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
@@ -499,8 +499,7 @@ mod tests {
                 persistent: true
             })
         );
-        // Causal: the persistent walk too (its walk snakes), but at head dim 256 (one tile at a
-        // time, a block per tile).
+        // Causal: the persistent walk too (its walk snakes; at head dim 256 one tile at a time).
         let causal = Facts {
             uniform: false,
             ..all
@@ -552,7 +551,7 @@ mod tests {
             Ok(AttentionPlan::Wgmma {
                 head_dim: 256,
                 ping_pong: false,
-                persistent: false
+                persistent: true
             })
         );
         assert_eq!(
