@@ -286,6 +286,20 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             )
         },
     ));
+    // The causal walk at head dim 256 (one tile at a time) through `Auto`: 144 block tiles, so
+    // that blocks walk a second, snaking round.
+    trials.push(trial(
+        cuda,
+        "attention::auto_causal_walk::bf16::2x1100x1100x8h2kv_d256_causal",
+        |gpu, rng| {
+            fused_vs_rows::<bf16>(
+                gpu,
+                rng,
+                (2, 1100, 1100, 8, 2, 256, true),
+                AttentionAlgorithm::Auto,
+            )
+        },
+    ));
     trials.extend(super::attention_faults::trials(sim));
     trials.push(global_trial("attention", global_attention));
     trials
