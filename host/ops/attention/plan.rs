@@ -9,7 +9,7 @@
 //!    positive scale (its softmax takes the row maxima of the unscaled scores): the Hopper rung
 //!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>`, on a persistent grid
 //!    where every block tile has the same work (no mask, or the soft cap alone) and, causal, up
-//!    to [`CAUSAL_PERSISTENT_MAX_KEYS`] keys (the kernel's walk snakes so that the static shares
+//!    to [`CAUSAL_PERSISTENT_MAX_KEYS`] keys (at every head dim) (the kernel's walk snakes so that the static shares
 //!    of long and short tiles even out), and a block per tile where the mask makes them uneven
 //!    otherwise (causal past that, window, ALiBi, documents). At head dim 256
 //!    (64-key tiles) one tile at a time instead, every mask (its ping-pong runs no mask but the
@@ -69,7 +69,10 @@ pub(crate) struct Facts {
 /// 588.3 and 588.3 against 549.2 and 548.7 at 4x4096x16x128, 334.8-337.7 against 306.1-308.6
 /// at 8x2048x32x64; at 1x16384x16x128 the persistent rung 444.0 and 445.5 against the block
 /// per tile's 607.0 and 617.4, `bench/experiments/third-wave/add87d8-fwd-snake-ab-{heldq,snake}-{1,2}.jsonl`).
-/// Between 4096 and 16384 keys not measured.
+/// Between 4096 and 16384 keys not measured. Head dim 256's one-tile schedule takes the same
+/// walk: 545.9 against 487.9 at 8x2048x8x256 causal, 616.0 against 555.9 at 4x4096x8x256
+/// (`bench/experiments/third-wave/b999aa7-fwd-d256-walk.jsonl`, the default against
+/// `gpukern:wgmma`, a block per tile).
 pub(crate) const CAUSAL_PERSISTENT_MAX_KEYS: usize = 4096;
 
 /// What one attention call runs.
