@@ -83,7 +83,7 @@ use kernels_gpu::attention::{
     FLASH_BLOCK, FLASH_ROWS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM, ROWS_BLOCK, ROWS_PER_BLOCK, flash_shared_bytes,
 };
 pub use plan::AttentionShape;
-use plan::{AttentionPlan, CAUSAL_PERSISTENT_MAX_KEYS, Facts, OP};
+use plan::{AttentionPlan, Facts, OP};
 
 use super::same_shape;
 use crate::buffer::{DeviceVec, checked_len_of};
@@ -386,7 +386,7 @@ impl Gpu {
             positive_scale: ops.scale_log2 > 0.0,
             uniform: ops.mask.uniform(),
             plain: ops.mask.plain(),
-            short_keys: s.kv_len <= CAUSAL_PERSISTENT_MAX_KEYS,
+            kv_len: s.kv_len,
         };
         let plan = AttentionPlan::choose(options.algorithm, s.head_dim, facts)
             .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;

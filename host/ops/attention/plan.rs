@@ -8,10 +8,10 @@
 //!    heads, head_dim]` nested as such, strides of whole 16 bytes, at least one key) and a
 //!    positive scale (its softmax takes the row maxima of the unscaled scores): the Hopper rung
 //!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>`, on a persistent grid
-//!    where every block tile has the same work (no mask, or the soft cap alone) and, causal, up
-//!    to [`CAUSAL_PERSISTENT_MAX_KEYS`] keys (at every head dim) (the kernel's walk snakes so that the static shares
-//!    of long and short tiles even out), and a block per tile where the mask makes them uneven
-//!    otherwise (causal past that, window, ALiBi, documents). At head dim 256
+//!    where every block tile has the same work (no mask, or the soft cap alone) and, at every
+//!    head dim, causal up to [`CAUSAL_PERSISTENT_MAX_KEYS`] keys (the kernel's walk snakes so
+//!    that the static shares of long and short tiles even out); a block per tile where the mask
+//!    makes them uneven otherwise (causal past that, window, ALiBi, documents). At head dim 256
 //!    (64-key tiles) one tile at a time instead, every mask (its ping-pong runs no mask but the
 //!    causal one): 583.5 TFLOP/s against the ping-pong's 422.4 at `8x2048x8x256` in
 //!    `bench/experiments/third-wave/10582d5-attention-d256.jsonl`. In
@@ -19,8 +19,8 @@
 //!    time (`attention_wgmma_d<D>`) at every shape, the persistent grid beat a block per tile at
 //!    every shape without the mask (471.6 against 425.5 TFLOP/s at `16x1024x16x128`) and lost
 //!    with it (379.5 against 534.7 at `1x16384x16x128`: each block's static share of causal
-//!    tiles; before the snake walk). Its tensor-core products are `wgmma` (Hopper's full-rate instruction, where
-//!    `mma.sync` is not) and each block reuses a KV tile for 128 query rows.
+//!    tiles; before the snake walk). Its tensor-core products are `wgmma` (Hopper's full-rate
+//!    instruction, where `mma.sync` is not) and each block reuses a KV tile for 128 query rows.
 //! 3. Head dim 64 or 128 ([`FLASH_HEAD_DIMS`]) with 16-byte aligned operands (every buffer, every
 //!    offset and stride a multiple of 8 elements): the fused rung, `attention_flash_d<D>`. It
 //!    reads `K` and `V` once per 64 query rows where the rows rung reads them once per row,
@@ -57,18 +57,19 @@ pub(crate) struct Facts {
     /// The mask is none or the causal one (the one-tile `wgmma` schedule runs no other at head
     /// dims 64 and 128, the ping-pong none at 256).
     pub(crate) plain: bool,
-    /// The keys are at most [`CAUSAL_PERSISTENT_MAX_KEYS`].
-    pub(crate) short_keys: bool,
+    /// Keys per sequence (`kv_len`).
+    pub(crate) kv_len: usize,
 }
 
 /// The most keys at which the causal mask runs on the persistent walk (its walk snakes,
 /// `kernels_gpu::attention::wgmma`'s `Work::walk`); past it a block per tile. On the H100 the
 /// persistent walk gained at 1024 to 4096 keys and lost at 16384, where the blocks' static
-/// shares drift apart over a head's 8 MiB of `K` and `V` (causal, the default then and the
-/// persistent rung, TFLOP/s: 413.9 and 415.8 against 375.6 and 373.0 at 16x1024x16x128,
-/// 588.3 and 588.3 against 549.2 and 548.7 at 4x4096x16x128, 334.8-337.7 against 306.1-308.6
-/// at 8x2048x32x64; at 1x16384x16x128 the persistent rung 444.0 and 445.5 against the block
-/// per tile's 607.0 and 617.4, `bench/experiments/third-wave/add87d8-fwd-snake-ab-{heldq,snake}-{1,2}.jsonl`).
+/// shares drift apart over a head's 8 MiB of `K` and `V` (causal, TFLOP/s, the snake's default
+/// against the earlier default of a block per tile: 413.9 and 415.8 against 375.6 and 373.0 at
+/// 16x1024x16x128, 588.3 and 588.3 against 549.2 and 548.7 at 4x4096x16x128, 334.8-337.7
+/// against 306.1-308.6 at 8x2048x32x64; at 1x16384x16x128 the snake's persistent rung 444.0 and
+/// 445.5 against a block per tile's 607.0 and 617.4,
+/// `bench/experiments/third-wave/add87d8-fwd-snake-ab-{heldq,snake}-{1,2}.jsonl`).
 /// Between 4096 and 16384 keys not measured. Head dim 256's one-tile schedule takes the same
 /// walk: 545.9 against 487.9 at 8x2048x8x256 causal, 616.0 against 555.9 at 4x4096x8x256
 /// (`bench/experiments/third-wave/b999aa7-fwd-d256-walk.jsonl`, the default against
@@ -142,7 +143,7 @@ impl AttentionPlan {
                 // The causal mask's block tiles differ in length: the kernel's walk snakes
                 // (`Work::walk`) so that the static share stays even, up to
                 // `CAUSAL_PERSISTENT_MAX_KEYS`.
-                persistent: f.uniform || (f.plain && f.short_keys),
+                persistent: f.uniform || (f.plain && f.kv_len <= CAUSAL_PERSISTENT_MAX_KEYS),
             }),
             AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
@@ -308,7 +309,7 @@ mod tests {
             positive_scale: true,
             uniform: true,
             plain: true,
-            short_keys: true,
+            kv_len: 1024,
         }
     }
 
@@ -363,7 +364,7 @@ mod tests {
             positive_scale: true,
             uniform: true,
             plain: true,
-            short_keys: true,
+            kv_len: 1024,
         };
         let choose = |alg, d, f| AttentionPlan::choose(alg, d, f);
         for d in (HEAD_DIM_MULTIPLE..=MAX_HEAD_DIM).step_by(HEAD_DIM_MULTIPLE) {
@@ -517,13 +518,28 @@ mod tests {
                 })
             );
         }
-        // Past `CAUSAL_PERSISTENT_MAX_KEYS` keys, causal: a block per tile.
+        // At `CAUSAL_PERSISTENT_MAX_KEYS` keys the walk, one key past it, causal, a block per tile.
         assert_eq!(
             choose(
                 AttentionAlgorithm::Auto,
                 128,
                 Facts {
-                    short_keys: false,
+                    kv_len: CAUSAL_PERSISTENT_MAX_KEYS,
+                    ..causal
+                }
+            ),
+            Ok(AttentionPlan::Wgmma {
+                head_dim: 128,
+                ping_pong: true,
+                persistent: true
+            })
+        );
+        assert_eq!(
+            choose(
+                AttentionAlgorithm::Auto,
+                128,
+                Facts {
+                    kv_len: CAUSAL_PERSISTENT_MAX_KEYS + 1,
                     ..causal
                 }
             ),
@@ -539,7 +555,7 @@ mod tests {
                 AttentionAlgorithm::Auto,
                 128,
                 Facts {
-                    short_keys: false,
+                    kv_len: 4 * CAUSAL_PERSISTENT_MAX_KEYS,
                     ..all
                 }
             ),
@@ -582,7 +598,7 @@ mod tests {
             positive_scale: true,
             uniform: true,
             plain: true,
-            short_keys: true,
+            kv_len: 1024,
         };
         for d in [64, 128, 256] {
             for f in [
