@@ -433,7 +433,8 @@ impl WgmmaSchedule for PingPongHeldQ {
 /// The block tiles (128 query rows of one head of one batch) are numbered head by head, each
 /// head's from its last query tile to its first (`Work`: for causal the longest first); block `x`
 /// computes tiles `x, x + gridDim.x, ...` (one tile per block when the grid has a block per tile,
-/// a persistent walk when it has fewer). Thread 0 initialises the barriers. Per tile, the
+/// a persistent walk when it has fewer; with the causal mask every other round from its end,
+/// `Work::walk`). Thread 0 initialises the barriers. Per tile, the
 /// producer warpgroup's thread 0 waits until the consumers released the previous tile's `Q`,
 /// copies the `Q` tile, then for each KV tile waits for a free stage and copies `K` and `V` into
 /// it (TMA, 4-D maps, zeros past the sequences), running ahead into the next tile's stages while
@@ -825,11 +826,9 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                     acc = wgmma::wait_accumulators::<0, _>(acc);
                     consumer.release(&stage);
                 }
-            } else {
-                if !q_regs {
-                    // SAFETY: as above (no KV tile: `Q` was not read).
-                    unsafe { mbarrier::warp_arrive(q_free) };
-                }
+            } else if !q_regs {
+                // SAFETY: as above (no KV tile: `Q` was not read).
+                unsafe { mbarrier::warp_arrive(q_free) };
             }
         } else {
             // One tile at a time: scores, softmax, `P V`, each waited for.
@@ -910,9 +909,10 @@ impl<M: Mask> Work<M> {
     /// (past the last tile where the last round is short): round `r` covers tiles `r stride ..+
     /// stride`, block `first` taking the `first`-th of them, or with the causal mask (whose block
     /// tiles differ in length: the longest of each head first) the `first`-th from the round's
-    /// end in odd rounds, a snake, so that a block that took a long tile takes a short one next. With a
-    /// plain walk a block's tiles sat at one or two places in their heads (132 blocks, 8 tiles a
-    /// head at 1k keys causal: some blocks took 8 and 4 KV tiles in turn, others 5 and 1).
+    /// end in odd rounds, a snake, so that a block that took a long tile takes a short one
+    /// next. With a plain walk a block's tiles sat at one or two places in their heads (132
+    /// blocks, 8 tiles a head at 1k keys causal: some blocks took 8 and 4 KV tiles in turn,
+    /// others 5 and 1).
     #[inline(always)]
     fn walk(&self, round: u32, first: u32, stride: u32) -> u32 {
         let base = round * stride;
