@@ -382,6 +382,25 @@ mod tests {
         assert_eq!(a.address_of(9, 31, false, 1), 1024 + 128 + 15);
     }
 
+    /// The end of step `s`'s line of a register-`A` product: `A` from `a4s..a4s+3`, `B` from the
+    /// named descriptor `{b}` at step 0 and the register `<reg>s` the text set after, scale-d
+    /// from `p` at step 0 and `t` after, then imm-trans-b `trans_b`.
+    fn register_a_tail(s: usize, reg: char, trans_b: u32) -> String {
+        let r = 4 * s;
+        let b = if s == 0 {
+            "{b}".to_string()
+        } else {
+            format!("{reg}{s}")
+        };
+        format!(
+            "{{{{{{a{r}}},{{a{}}},{{a{}}},{{a{}}}}}}}, {b}, {}, 1, 1, {trans_b};",
+            r + 1,
+            r + 2,
+            r + 3,
+            if s == 0 { "p" } else { "t" }
+        )
+    }
+
     /// The attention products' PTX: the scores read `B` K-major (imm-trans-b 0), the `P V`
     /// products take `A` from four named registers per step (`a4s..a4s+3`, no imm-trans-a) and
     /// read `V` N-major; a register `A` line parses only with the quad's registers.
@@ -409,20 +428,8 @@ mod tests {
         assert_eq!(rs.len(), 8);
         for (s, line) in rs.iter().enumerate() {
             assert!(line.starts_with("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "));
-            let r = 4 * s;
             // Step 0 reads the named descriptor, step `s` the register `ds` the text set.
-            let b = if s == 0 {
-                "{b}".to_string()
-            } else {
-                format!("d{s}")
-            };
-            let tail = format!(
-                "{{{{{{a{r}}},{{a{}}},{{a{}}},{{a{}}}}}}}, {b}, {}, 1, 1, 1;",
-                r + 1,
-                r + 2,
-                r + 3,
-                if s == 0 { "p" } else { "t" }
-            );
+            let tail = register_a_tail(s, 'd', 1);
             assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
         }
         let (op, args) = rs[0].split_once(' ').expect("an opcode and operands");
@@ -457,19 +464,7 @@ mod tests {
             let rk: Vec<&str> = ptx.lines().filter(|l| l.starts_with("wgmma.mma_async")).collect();
             assert_eq!(rk.len(), 4);
             for (s, line) in rk.iter().enumerate() {
-                let r = 4 * s;
-                let b = if s == 0 {
-                    "{b}".to_string()
-                } else {
-                    format!("b{s}")
-                };
-                let tail = format!(
-                    "{{{{{{a{r}}},{{a{}}},{{a{}}},{{a{}}}}}}}, {b}, {}, 1, 1, 0;",
-                    r + 1,
-                    r + 2,
-                    r + 3,
-                    if s == 0 { "p" } else { "t" }
-                );
+                let tail = register_a_tail(s, 'b', 0);
                 assert!(line.ends_with(&tail), "{line:?} should end {tail:?}");
             }
             let (op, args) = rk[0].split_once(' ').expect("an opcode and operands");
