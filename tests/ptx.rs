@@ -558,7 +558,9 @@ fn wgmma_lines(name: &str) -> (usize, usize) {
         };
     }
     // Any mask: `attention_wgmma_pingpong_[causal_|general_]d<D>_<T>`.
-    let ping_pong = name.starts_with("attention_wgmma_pingpong_");
+    // Three consumers (`attention_wgmma_three_d64_<T>`): the ping-pong's lines at head dim 64.
+    let ping_pong =
+        name.starts_with("attention_wgmma_pingpong_") || name.starts_with("attention_wgmma_three_");
     if ping_pong && name.contains("_d64_") {
         (24, 4)
     } else if ping_pong && name.contains("_d128_") {

@@ -185,6 +185,20 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             )
         },
     ));
+    // Three consumer warpgroups (`Auto` at head dim 64 without a mask, 192-row block tiles):
+    // two block tiles per head, the second of 8 rows (whose third consumer's rows are all past
+    // the sequence), a KV tile and a ragged one; and the persistent walk, 140 block tiles on
+    // the simulator's 132 multiprocessors (among the slow trials).
+    trials.push(trial(
+        sim,
+        "attention::auto_three::bf16::1x200x130x2h1kv_d64_full",
+        |gpu, rng| {
+            wgmma_case_with::<bf16>(gpu, rng, (1, 200, 130, 2, 1, 64, false), AttentionAlgorithm::Auto)
+        },
+    ));
+    trials.push(trial(sim, "attention::auto_three::f16::walk", |gpu, rng| {
+        wgmma_case_with::<f16>(gpu, rng, (70, 129, 40, 2, 1, 64, false), AttentionAlgorithm::Auto)
+    }));
     trials.push(trial(sim, "attention::wgmma::packed_qkv_d64", |gpu, rng| {
         packed_qkv_with(gpu, rng, (140, 64), AttentionAlgorithm::Wgmma)
     }));
@@ -243,6 +257,22 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             move |gpu, rng| match label {
                 "bf16" => fused_vs_rows::<bf16>(gpu, rng, case, rung),
                 _ => fused_vs_rows::<f16>(gpu, rng, case, rung),
+            },
+        ));
+    }
+    // The plan's choice at head dim 64 without a mask: three consumer warpgroups on the
+    // persistent walk (the fused-vs-rows cases above run two), 176 and 132 block tiles, ragged.
+    for (label, case) in [
+        ("bf16", (2, 2100, 2100, 8, 2, 64, false)),
+        ("f16", (1, 3999, 4001, 8, 8, 64, false)),
+    ] {
+        let name = case_name(&case);
+        trials.push(trial(
+            cuda,
+            &format!("attention::auto_three::{label}::{name}"),
+            move |gpu, rng| match label {
+                "bf16" => fused_vs_rows::<bf16>(gpu, rng, case, AttentionAlgorithm::Auto),
+                _ => fused_vs_rows::<f16>(gpu, rng, case, AttentionAlgorithm::Auto),
             },
         ));
     }

@@ -24,6 +24,11 @@ pub const SLOW_SIM_TRIALS: &[(&str, &str)] = &[
         "sim::attention::wgmma_persistent::f16::walk_d128",
         "the held-Q ping-pong on one block per tile (1x257x129x2h1kv_d128_full), the walk at head dim 64",
     ),
+    // Three consumers' walk (added with them).
+    (
+        "sim::attention::auto_three::f16::walk",
+        "three consumers on one block per tile (1x200x130x2h1kv_d64_full), the two-consumer walk at head dim 64",
+    ),
     // 1.98 s, 2.11 s and 2.15 s (sim-trial-times-44675c1.md)
     (
         "sim::attention::wgmma::f16::2x130x259x2h2kv_d128_causal",

@@ -77,7 +77,8 @@ pub use plan::AttentionAlgorithm;
 pub use varlen::VarlenMask;
 
 use kernels_gpu::attention::wgmma::{
-    WGMMA_BLOCK, WGMMA_BOX_ROWS, WGMMA_ROWS, wgmma_keys, wgmma_shared_bytes,
+    WGMMA_BLOCK, WGMMA_BOX_ROWS, WGMMA_ROWS, WGMMA_THREE_BLOCK, WGMMA_THREE_ROWS, wgmma_keys,
+    wgmma_shared_bytes_for,
 };
 use kernels_gpu::attention::{
     FLASH_BLOCK, FLASH_ROWS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM, ROWS_BLOCK, ROWS_PER_BLOCK, flash_shared_bytes,
@@ -380,6 +381,7 @@ impl Gpu {
             wgmma: self.has_wgmma(),
             tensor_maps: s.kv_len > 0
                 && ops.q.map_4d_ok(WGMMA_BOX_ROWS)
+                && ops.q.map_4d_ok(WGMMA_THREE_ROWS)
                 && [&ops.k, &ops.v]
                     .iter()
                     .all(|t| t.map_4d_ok(wgmma_keys(s.head_dim))),
@@ -421,10 +423,17 @@ impl Gpu {
                 head_dim,
                 ping_pong,
                 persistent,
+                consumers,
             } => {
-                // A block per block tile, or (persistent) one per multiprocessor (each holds one:
-                // the kernel's shared memory) walking the tiles.
-                let tiles = s.q_len.div_ceil(WGMMA_ROWS) * s.heads * s.batch;
+                // A block per block tile (64 query rows per consumer warpgroup), or
+                // (persistent) one per multiprocessor (each holds one: the kernel's shared
+                // memory) walking the tiles.
+                let (rows, block) = if consumers == 3 {
+                    (WGMMA_THREE_ROWS, WGMMA_THREE_BLOCK)
+                } else {
+                    (WGMMA_ROWS, WGMMA_BLOCK)
+                };
+                let tiles = s.q_len.div_ceil(rows) * s.heads * s.batch;
                 let resident = if persistent {
                     u32::try_from(self.multiprocessors()?).unwrap_or(u32::MAX)
                 } else {
@@ -434,27 +443,28 @@ impl Gpu {
                     OP,
                     (tiles, 1),
                     resident,
-                    WGMMA_BLOCK,
-                    wgmma_shared_bytes(head_dim) as u32,
+                    block,
+                    wgmma_shared_bytes_for(head_dim, consumers) as u32,
                     &self.limits().opted_in(),
                 )?;
-                let maps = self.attention_maps(&ops)?;
+                let maps = self.attention_maps(&ops, rows)?;
                 // SAFETY: as for the fused rung; the plan checked that the GPU has `wgmma` and
                 // that the three maps encode, which `attention_maps` did from the same views.
-                unsafe { kernels::wgmma(self, cfg, &maps, ping_pong, &ops.launch()?, out, lse) }
+                unsafe { kernels::wgmma(self, cfg, &maps, (ping_pong, consumers), &ops.launch()?, out, lse) }
             }
         }
     }
 
-    /// The 4-D tensor maps of `q`, `k` and `v` (`gpukern_device::tma::Tensor4d`, boxes of 128
-    /// rows of 64 dims for `q`, of `wgmma_keys(head_dim)` rows for `k` and `v`) in device memory,
-    /// side by side ([`Gpu::encoded_maps`]).
+    /// The 4-D tensor maps of `q`, `k` and `v` (`gpukern_device::tma::Tensor4d`, boxes of
+    /// `q_rows` rows of 64 dims for `q`, the kernel's block tile, and of `wgmma_keys(head_dim)`
+    /// rows for `k` and `v`) in device memory, side by side ([`Gpu::encoded_maps`]).
     fn attention_maps<T: AttentionElement>(
         &self,
         ops: &Operands<'_, T>,
+        q_rows: usize,
     ) -> Result<std::sync::Arc<DeviceVec<u64>>> {
         let keys = wgmma_keys(ops.shape.head_dim);
-        self.encoded_maps(&[(&ops.q, WGMMA_BOX_ROWS), (&ops.k, keys), (&ops.v, keys)])
+        self.encoded_maps(&[(&ops.q, q_rows), (&ops.k, keys), (&ops.v, keys)])
     }
 
     /// The 4-D tensor maps of `tensors` (each with its boxes' rows, of 64 dims) in device

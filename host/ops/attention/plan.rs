@@ -76,6 +76,13 @@ pub(crate) struct Facts {
 /// `gpukern:wgmma`, a block per tile).
 pub(crate) const CAUSAL_PERSISTENT_MAX_KEYS: usize = 4096;
 
+/// The head dim whose calls without a mask run three consumer warpgroups under `Auto`
+/// (`attention_wgmma_three_*`, `kernels_gpu::attention::wgmma::PingPongThree`): a KV tile's
+/// products at head dim 64 take half the time of 128's while the softmax does not shrink, so
+/// two consumers' products cover a third's softmax where one did not. (Not causal: its
+/// consumers spilled at the 160 registers three may have.)
+pub(crate) const THREE_CONSUMERS_HEAD_DIM: usize = 64;
+
 /// What one attention call runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AttentionPlan {
@@ -97,6 +104,10 @@ pub(crate) enum AttentionPlan {
         ping_pong: bool,
         /// A block per multiprocessor walking the block tiles, rather than a block per tile.
         persistent: bool,
+        /// Consumer warpgroups: 2 (`attention_wgmma_*`, 128 query rows a block), or 3
+        /// (`attention_wgmma_three_*`, 192 rows: head dim 64 without a mask, the plan's choice
+        /// there).
+        consumers: usize,
     },
 }
 
@@ -136,6 +147,7 @@ impl AttentionPlan {
                 head_dim,
                 ping_pong: false,
                 persistent: false,
+                consumers: 2,
             }),
             AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaFused if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
@@ -144,16 +156,23 @@ impl AttentionPlan {
                 // (`Work::walk`) so that the static share stays even, up to
                 // `CAUSAL_PERSISTENT_MAX_KEYS`.
                 persistent: f.uniform || (f.plain && f.kv_len <= CAUSAL_PERSISTENT_MAX_KEYS),
+                consumers: if head_dim == THREE_CONSUMERS_HEAD_DIM && f.plain && f.uniform {
+                    3
+                } else {
+                    2
+                },
             }),
             AttentionAlgorithm::WgmmaPingPong if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: true,
                 persistent: false,
+                consumers: 2,
             }),
             AttentionAlgorithm::WgmmaPersistent if hopper => Ok(AttentionPlan::Wgmma {
                 head_dim,
                 ping_pong: true,
                 persistent: true,
+                consumers: 2,
             }),
             AttentionAlgorithm::Wgmma
             | AttentionAlgorithm::WgmmaPingPong
@@ -373,6 +392,7 @@ mod tests {
                     head_dim: d,
                     ping_pong: d != 256,
                     persistent: true,
+                    consumers: if d == 64 { 3 } else { 2 },
                 },
                 _ => AttentionPlan::Rows,
             };
@@ -444,7 +464,8 @@ mod tests {
             Ok(AttentionPlan::Wgmma {
                 head_dim: 128,
                 ping_pong: false,
-                persistent: false
+                persistent: false,
+                consumers: 2,
             })
         );
         assert_eq!(
@@ -452,7 +473,8 @@ mod tests {
             Ok(AttentionPlan::Wgmma {
                 head_dim: 256,
                 ping_pong: false,
-                persistent: false
+                persistent: false,
+                consumers: 2,
             })
         );
         assert_eq!(
@@ -460,7 +482,8 @@ mod tests {
             Ok(AttentionPlan::Wgmma {
                 head_dim: 64,
                 ping_pong: true,
-                persistent: false
+                persistent: false,
+                consumers: 2,
             })
         );
         // A mask other than causal: the ping-pong (the one-tile schedule runs none), and an
@@ -481,7 +504,8 @@ mod tests {
             Ok(AttentionPlan::Wgmma {
                 head_dim: 256,
                 ping_pong: false,
-                persistent: false
+                persistent: false,
+                consumers: 2,
             })
         );
         assert_eq!(
@@ -500,7 +524,8 @@ mod tests {
             Ok(AttentionPlan::Wgmma {
                 head_dim: 256,
                 ping_pong: false,
-                persistent: true
+                persistent: true,
+                consumers: 2,
             })
         );
         // Causal: the persistent walk too (its walk snakes; at head dim 256 one tile at a time).
@@ -514,7 +539,8 @@ mod tests {
                 Ok(AttentionPlan::Wgmma {
                     head_dim: d,
                     ping_pong: true,
-                    persistent: true
+                    persistent: true,
+                    consumers: 2,
                 })
             );
         }
@@ -531,7 +557,8 @@ mod tests {
             Ok(AttentionPlan::Wgmma {
                 head_dim: 128,
                 ping_pong: true,
-                persistent: true
+                persistent: true,
+                consumers: 2,
             })
         );
         assert_eq!(
@@ -546,7 +573,8 @@ mod tests {
             Ok(AttentionPlan::Wgmma {
                 head_dim: 128,
                 ping_pong: true,
-                persistent: false
+                persistent: false,
+                consumers: 2,
             })
         );
         // Without a mask the walk at any length.
@@ -562,7 +590,8 @@ mod tests {
             Ok(AttentionPlan::Wgmma {
                 head_dim: 128,
                 ping_pong: true,
-                persistent: true
+                persistent: true,
+                consumers: 2,
             })
         );
         assert_eq!(
@@ -570,7 +599,8 @@ mod tests {
             Ok(AttentionPlan::Wgmma {
                 head_dim: 256,
                 ping_pong: false,
-                persistent: true
+                persistent: true,
+                consumers: 2,
             })
         );
         assert_eq!(
@@ -578,9 +608,27 @@ mod tests {
             Ok(AttentionPlan::Wgmma {
                 head_dim: 128,
                 ping_pong: true,
-                persistent: true
+                persistent: true,
+                consumers: 2,
             })
         );
+        // Three consumers only for `Auto` at head dim 64 without a mask: the ping-pong and the
+        // persistent walk asked for run two, as do the soft cap alone and the causal mask.
+        for alg in [
+            AttentionAlgorithm::WgmmaPingPong,
+            AttentionAlgorithm::WgmmaPersistent,
+        ] {
+            assert!(matches!(
+                choose(alg, 64, all),
+                Ok(AttentionPlan::Wgmma { consumers: 2, .. })
+            ));
+        }
+        for f in [causal, Facts { plain: false, ..all }] {
+            assert!(matches!(
+                choose(AttentionAlgorithm::Auto, 64, f),
+                Ok(AttentionPlan::Wgmma { consumers: 2, .. })
+            ));
+        }
         assert_eq!(
             choose(AttentionAlgorithm::Flash, 128, all),
             Ok(AttentionPlan::Flash { head_dim: 128 })

@@ -7,7 +7,9 @@
 //! * **Block**: three warpgroups (384 threads, launch bounds `(384, 1)`) per 128 query rows of
 //!   one (batch, head). Warpgroup 0 is the producer: it gives registers back (`setmaxnreg` to
 //!   [`PRODUCER_REGISTERS`]) and its thread 0 issues every copy. Warpgroups 1 and 2 are the
-//!   consumers (`setmaxnreg` to [`CONSUMER_REGISTERS`]), each owning 64 of the 128 rows.
+//!   consumers (`setmaxnreg` to [`CONSUMER_REGISTERS`]), each owning 64 of the 128 rows. At
+//!   head dim 64 without a mask, [`attention_wgmma_three`](fn@attention_wgmma_three): four
+//!   warpgroups (512 threads) per 192 rows, three consumers taking turns ([`PingPongThree`]).
 //! * **Copies** (TMA, 128-byte swizzled boxes of 128 rows x 64 dims, zeros past each sequence's
 //!   end): `Q` (128 x `D`) once, on a barrier of its own; `K` and `V` tiles of 128 keys through a
 //!   3-stage [`Ring`] (one stage: `K` then `V`, `D / 64` boxes each). The operands are 4-D tensor
@@ -101,8 +103,18 @@ pub const fn wgmma_keys(d: usize) -> usize {
 /// stages and `Q` fill the 227 KiB a block may have); two at `D = 256`, whose `Q` alone takes 64
 /// KiB and each stage 64 KiB.
 pub const fn wgmma_stages(d: usize) -> usize {
+    wgmma_stages_for(d, 2)
+}
+
+/// Stages of the `K`/`V` ring at head dim `d` with `consumers` consumer warpgroups: as
+/// [`wgmma_stages`] for two; four for the three of [`attention_wgmma_three`](fn@attention_wgmma_three)
+/// (head dim 64), whose stage is free only once the third consumer's `P V` on it retired, a turn
+/// later than the second's.
+pub const fn wgmma_stages_for(d: usize, consumers: usize) -> usize {
     if d > 128 {
         2
+    } else if consumers > 2 {
+        4
     } else {
         3
     }
@@ -111,8 +123,12 @@ pub const fn wgmma_stages(d: usize) -> usize {
 const CONSUMER_ROWS: usize = 64;
 /// Threads of a warpgroup.
 const WARPGROUP: usize = 128;
-/// Bytes of one box: 128 rows of 128 bytes.
-const BOX_BYTES: usize = WGMMA_BOX_ROWS * 128;
+/// Query rows per block of [`attention_wgmma_three`](fn@attention_wgmma_three): 64 per consumer
+/// warpgroup, three consumers.
+pub const WGMMA_THREE_ROWS: usize = 192;
+/// Threads per block of [`attention_wgmma_three`](fn@attention_wgmma_three): a producer and three
+/// consumer warpgroups.
+pub const WGMMA_THREE_BLOCK: u32 = 512;
 /// Registers per thread the producer keeps.
 pub const PRODUCER_REGISTERS: u32 = 40;
 /// Registers per thread the consumers ask for: `128 x 40 + 256 x 232 = 384 x 168`, what the
@@ -125,6 +141,20 @@ const _: () = assert!(
     (WARPGROUP as u32) * PRODUCER_REGISTERS + 2 * (WARPGROUP as u32) * CONSUMER_REGISTERS
         <= WGMMA_BLOCK * (65536 / WGMMA_BLOCK / 8 * 8),
     "the consumers' increases fit in what the producer gives back"
+);
+
+/// Registers per thread the producer of [`attention_wgmma_three`](fn@attention_wgmma_three)
+/// keeps (its block starts with 128 a thread).
+pub const THREE_PRODUCER_REGISTERS: u32 = 32;
+/// Registers per thread the three consumers of [`attention_wgmma_three`](fn@attention_wgmma_three)
+/// ask for: `128 x 32 + 384 x 160 = 512 x 128` (FlashAttention-3's split for three consumer
+/// warpgroups).
+pub const THREE_CONSUMER_REGISTERS: u32 = 160;
+
+const _: () = assert!(
+    (WARPGROUP as u32) * THREE_PRODUCER_REGISTERS + 3 * (WARPGROUP as u32) * THREE_CONSUMER_REGISTERS
+        <= WGMMA_THREE_BLOCK * (65536 / WGMMA_THREE_BLOCK / 8 * 8),
+    "the three consumers' increases fit in what the producer gives back"
 );
 
 /// Bytes of one ring stage for head dim `d`: `K` and `V`, `d / 64` boxes of [`wgmma_keys`]`(d)`
@@ -143,17 +173,31 @@ const fn kv_box_bytes(d: usize) -> usize {
 /// two `mbarrier` turns (used by the [`PingPong`] schedule; unused with named turns) and `Q`'s
 /// release.
 pub const fn wgmma_shared_bytes(d: usize) -> usize {
-    Ring::shared_bytes(wgmma_stages(d), wgmma_stage_bytes(d)) as usize - 2 * wgmma_stages(d) * 8
+    wgmma_shared_bytes_for(d, 2)
+}
+
+/// [`wgmma_shared_bytes`] with `consumers` consumer warpgroups (`Q`'s boxes of `64 consumers`
+/// rows, [`wgmma_stages_for`]'s ring): [`attention_wgmma_three`](fn@attention_wgmma_three)'s
+/// with three.
+pub const fn wgmma_shared_bytes_for(d: usize, consumers: usize) -> usize {
+    let stages = wgmma_stages_for(d, consumers);
+    Ring::shared_bytes(stages, wgmma_stage_bytes(d)) as usize - 2 * stages * 8
         + 1024
-        + (d / WGMMA_BOX_COLS) * BOX_BYTES
+        + (d / WGMMA_BOX_COLS) * q_box_bytes(consumers)
         + 32
+}
+
+/// Bytes of one box of `Q` with `consumers` consumer warpgroups: 64 rows of 128 bytes each.
+const fn q_box_bytes(consumers: usize) -> usize {
+    consumers * CONSUMER_ROWS * 128
 }
 
 const _: () = assert!(
     wgmma_shared_bytes(64) == 116_768
         && wgmma_shared_bytes(128) == 231_456
         && wgmma_shared_bytes(256) == 198_688
-        && wgmma_shared_bytes(128) <= 232_448,
+        && wgmma_shared_bytes(128) <= 232_448
+        && wgmma_shared_bytes_for(64, 3) <= 232_448,
     "the documented sizes, within the 227 KiB a block may opt in to"
 );
 
@@ -359,6 +403,9 @@ pub trait WgmmaSchedule {
     const NAMED_TURNS: bool;
     /// Whether each consumer holds its rows of `Q` in registers ([`PingPongHeldQ`]).
     const HELD_Q: bool;
+    /// Consumer warpgroups: two ([`attention_wgmma`](fn@attention_wgmma)), or three
+    /// ([`PingPongThree`], [`attention_wgmma_three`](fn@attention_wgmma_three)).
+    const CONSUMERS: usize;
 }
 
 /// One tile at a time per consumer: its scores, softmax and `P V` in turn, each product waited
@@ -403,28 +450,48 @@ pub struct PingPongNamed;
 #[derive(Clone, Copy, Debug)]
 pub struct PingPongHeldQ;
 
+/// [`PingPongNamed`] among three consumer warpgroups (FlashAttention-3's at head dim 64): the
+/// turn goes round from consumer 0 to 1 to 2, so that two consumers' products run under each
+/// one's softmax. At head dim 64 a KV tile's products take half of head dim 128's time while its
+/// softmax (the same 64 exponentials a thread) does not shrink, and the second consumer's
+/// products alone no longer cover it. Blocks of 192 query rows, 512 threads
+/// ([`attention_wgmma_three`](fn@attention_wgmma_three)).
+#[derive(Clone, Copy, Debug)]
+pub struct PingPongThree;
+
 impl WgmmaSchedule for OneTile {
     const PING_PONG: bool = false;
     const NAMED_TURNS: bool = false;
     const HELD_Q: bool = false;
+    const CONSUMERS: usize = 2;
 }
 
 impl WgmmaSchedule for PingPong {
     const PING_PONG: bool = true;
     const NAMED_TURNS: bool = false;
     const HELD_Q: bool = false;
+    const CONSUMERS: usize = 2;
 }
 
 impl WgmmaSchedule for PingPongNamed {
     const PING_PONG: bool = true;
     const NAMED_TURNS: bool = true;
     const HELD_Q: bool = false;
+    const CONSUMERS: usize = 2;
 }
 
 impl WgmmaSchedule for PingPongHeldQ {
     const PING_PONG: bool = true;
     const NAMED_TURNS: bool = false;
     const HELD_Q: bool = true;
+    const CONSUMERS: usize = 2;
+}
+
+impl WgmmaSchedule for PingPongThree {
+    const PING_PONG: bool = true;
+    const NAMED_TURNS: bool = true;
+    const HELD_Q: bool = false;
+    const CONSUMERS: usize = 3;
 }
 
 /// Attention forward on Hopper's warpgroup tensor cores (the module documentation has the
@@ -537,6 +604,117 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
     mask_int: usize,
     mask_float: f32,
 ) {
+    const { assert!(S::CONSUMERS == 2, "attention_wgmma_three runs three consumers") };
+    // SAFETY: the kernel's contract.
+    unsafe {
+        forward::<T, H, S, M>(
+            maps, q, k, v, o, lse, q_len, kv_len, heads, group, batch, q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
+            v_sb, v_ss, v_sh, scale_log2, mask_data, mask_int, mask_float,
+        )
+    }
+}
+
+/// [`attention_wgmma`](fn@attention_wgmma) with three consumer warpgroups ([`PingPongThree`]):
+/// block tiles of [`WGMMA_THREE_ROWS`] (192) query rows, consumer warpgroup `c` (1 to 3) computing
+/// rows `64 (c - 1) ..+ 64`, the producer at [`THREE_PRODUCER_REGISTERS`] and the consumers at
+/// [`THREE_CONSUMER_REGISTERS`] registers, a ring of [`wgmma_stages_for`]`(D, 3)` stages; the
+/// rest (the walk, the copies, a consumer's work and traffic per KV tile) as there.
+///
+/// Launch: a grid of `1 ..= ceil(q_len / 192) heads batch` blocks along `x`,
+/// [`WGMMA_THREE_BLOCK`] threads, [`wgmma_shared_bytes_for`]`(D, 3)` bytes of dynamic shared
+/// memory; a compute capability 9.0 GPU.
+///
+/// # Safety
+/// As [`attention_wgmma`](fn@attention_wgmma), with `Q`'s map's boxes 192 rows.
+///
+/// Instances: `attention_wgmma_three_d64_<T>` ([`NoMask`]) for `T` bf16 and f16. Not the causal
+/// mask: its consumers spilled 96 bytes at 160 registers (the most a thread of three consumers
+/// may have beside the producer), 108 at 152.
+// Barriers: as `attention_wgmma`'s named turns, each turn's wait and hand-over a barrier per
+// consumer (three ids).
+#[kernel(
+    launch_bounds(512, 1),
+    instances(
+        attention_wgmma_three_d64_bf16 = (bf16, D64, PingPongThree, NoMask),
+        attention_wgmma_three_d64_f16 = (f16, D64, PingPongThree, NoMask),
+    ),
+    barriers(21)
+)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attention_wgmma_three<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
+    maps: *const u64,
+    q: *const T,
+    k: *const T,
+    v: *const T,
+    o: *mut T,
+    lse: *mut f32,
+    q_len: usize,
+    kv_len: usize,
+    heads: usize,
+    group: usize,
+    batch: usize,
+    q_sb: usize,
+    q_ss: usize,
+    q_sh: usize,
+    k_sb: usize,
+    k_ss: usize,
+    k_sh: usize,
+    v_sb: usize,
+    v_ss: usize,
+    v_sh: usize,
+    scale_log2: f32,
+    mask_data: *const i32,
+    mask_int: usize,
+    mask_float: f32,
+) {
+    const {
+        assert!(
+            S::CONSUMERS == 3 && S::NAMED_TURNS,
+            "three consumers take named turns"
+        )
+    };
+    // SAFETY: the kernel's contract.
+    unsafe {
+        forward::<T, H, S, M>(
+            maps, q, k, v, o, lse, q_len, kv_len, heads, group, batch, q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
+            v_sb, v_ss, v_sh, scale_log2, mask_data, mask_int, mask_float,
+        )
+    }
+}
+
+/// The body of [`attention_wgmma`](fn@attention_wgmma) and
+/// [`attention_wgmma_three`](fn@attention_wgmma_three), for `S::CONSUMERS` consumer warpgroups.
+///
+/// # Safety
+/// The kernels' contract, launched with their block and shared memory for `S::CONSUMERS`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
+    maps: *const u64,
+    q: *const T,
+    k: *const T,
+    v: *const T,
+    o: *mut T,
+    lse: *mut f32,
+    q_len: usize,
+    kv_len: usize,
+    heads: usize,
+    group: usize,
+    batch: usize,
+    q_sb: usize,
+    q_ss: usize,
+    q_sh: usize,
+    k_sb: usize,
+    k_ss: usize,
+    k_sh: usize,
+    v_sb: usize,
+    v_ss: usize,
+    v_sh: usize,
+    scale_log2: f32,
+    mask_data: *const i32,
+    mask_int: usize,
+    mask_float: f32,
+) {
     let d = H::D;
     const {
         assert!(
@@ -554,12 +732,16 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
     };
     let boxes = d / WGMMA_BOX_COLS;
     let kv_box = kv_box_bytes(d);
+    // Query rows per block tile, and the bytes of one of `Q`'s boxes (those rows of 64 dims).
+    let tile_rows = S::CONSUMERS * CONSUMER_ROWS;
+    let q_box = q_box_bytes(S::CONSUMERS);
     let tid = thread::thread_idx_x() as usize;
     let wg = tid / WARPGROUP;
     let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
     let work = Work {
         keys: H::KEYS,
-        q_tiles: q_len.div_ceil(WGMMA_ROWS) as u32,
+        rows: tile_rows,
+        q_tiles: q_len.div_ceil(tile_rows) as u32,
         heads: heads as u32,
         q_len,
         kv_len,
@@ -570,7 +752,13 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
 
     // SAFETY: every thread, first; the launch gives `wgmma_shared_bytes(D)`: the ring's bytes,
     // then the tail; stages of whole 1024-byte atoms.
-    let ring = unsafe { Ring::new(wgmma_stages(d), wgmma_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
+    let ring = unsafe {
+        Ring::new(
+            wgmma_stages_for(d, S::CONSUMERS),
+            wgmma_stage_bytes(d),
+            (S::CONSUMERS * WARPGROUP / 32) as u32,
+        )
+    };
     let (q_tile, q_address) = ring.tail();
     // Past `Q`: its barrier, the consumers' two turns (the ping-pong with `mbarrier` turns:
     // `turn(c)` completes a phase when the other consumer's four warps hand consumer `c` the
@@ -578,7 +766,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
     // turns leave the two words unused), and `Q`'s release (a phase when both consumers' eight
     // warps have retired their last scores of a tile, so that the producer may copy the next
     // tile's `Q` over it).
-    let q_bar = q_tile.wrapping_add(boxes * BOX_BYTES).cast::<u64>();
+    let q_bar = q_tile.wrapping_add(boxes * q_box).cast::<u64>();
     let turn = |c: usize| q_bar.wrapping_add(1 + c);
     let q_free = q_bar.wrapping_add(3);
     if tid == 0 {
@@ -590,14 +778,18 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 mbarrier::init(turn(0), (WARPGROUP / 32) as u32);
                 mbarrier::init(turn(1), (WARPGROUP / 32) as u32);
             }
-            mbarrier::init(q_free, (2 * WARPGROUP / 32) as u32);
+            mbarrier::init(q_free, (S::CONSUMERS * WARPGROUP / 32) as u32);
         }
         mbarrier::fence_init();
     }
     thread::sync_threads();
 
     if wg == 0 {
-        wgmma::setmaxnreg_dec::<PRODUCER_REGISTERS>();
+        if S::CONSUMERS == 3 {
+            wgmma::setmaxnreg_dec::<THREE_PRODUCER_REGISTERS>();
+        } else {
+            wgmma::setmaxnreg_dec::<PRODUCER_REGISTERS>();
+        }
         if tid != 0 {
             return;
         }
@@ -613,7 +805,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 }
             };
         let kv_heads = heads / group;
-        let tq = tensor(0, q, q_len, heads, [q_sb, q_sh, q_ss], WGMMA_BOX_ROWS);
+        let tq = tensor(0, q, q_len, heads, [q_sb, q_sh, q_ss], tile_rows);
         let tk = tensor(1, k, kv_len, kv_heads, [k_sb, k_sh, k_ss], H::KEYS);
         let tv = tensor(2, v, kv_len, kv_heads, [v_sb, v_sh, v_ss], H::KEYS);
         tma::prefetch_map(tq.map);
@@ -636,10 +828,10 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
                 if n > 0 {
                     mbarrier::wait_parity(q_free, (n - 1) & 1);
                 }
-                mbarrier::arrive_expect_tx(q_bar, (boxes * BOX_BYTES) as u32);
+                mbarrier::arrive_expect_tx(q_bar, (boxes * q_box) as u32);
                 for j in 0..boxes {
                     tma::load_4d(
-                        q_tile.wrapping_add(j * BOX_BYTES).cast::<T>(),
+                        q_tile.wrapping_add(j * q_box).cast::<T>(),
                         &tq,
                         q_bar,
                         [
@@ -670,22 +862,26 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
         return;
     }
 
-    wgmma::setmaxnreg_inc::<CONSUMER_REGISTERS>();
+    if S::CONSUMERS == 3 {
+        wgmma::setmaxnreg_inc::<THREE_CONSUMER_REGISTERS>();
+    } else {
+        wgmma::setmaxnreg_inc::<CONSUMER_REGISTERS>();
+    }
     let c = wg - 1;
     let t = tid % WARPGROUP;
     let (w, g, qd) = (t / 32, (t % 32) / 4, t % 4);
     // This consumer's 64 rows of `Q` (8 KiB into each box), per box of 64 dims: the first
     // step's descriptor (the products step along the box themselves).
-    let q_desc = |j: usize| k_major_descriptor(q_address + (j * BOX_BYTES + CONSUMER_ROWS * c * 128) as u32);
+    let q_desc = |j: usize| k_major_descriptor(q_address + (j * q_box + CONSUMER_ROWS * c * 128) as u32);
     let mut turns = Turns::<S> {
-        first: c == 0,
+        c,
         mine: turn(c),
-        other: turn(1 - c),
+        other: turn((c + 1) % 2),
         taken: 0,
         schedule: PhantomData,
     };
-    if S::PING_PONG && c == 1 {
-        // Consumer 0 issues first.
+    if S::PING_PONG && c == S::CONSUMERS - 1 {
+        // Consumer 0 issues first: the last hands it the turn.
         turns.hand_over();
     }
     let mut consumer = ring.consumer();
@@ -742,7 +938,7 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
             unroll_8!(2, |j| {
                 if j < boxes {
                     unroll_8!(4, |st| {
-                        let at = j * BOX_BYTES + tma::swizzle_128b(r * 128 + (2 * st + lane / 16) * 16);
+                        let at = j * q_box + tma::swizzle_128b(r * 128 + (2 * st + lane / 16) * 16);
                         // SAFETY: 16 bytes of row `r` of box `j` of `Q`, which has landed (the
                         // wait above) and stays until this consumer's warps release it below;
                         // every lane of the warp.
@@ -897,6 +1093,8 @@ struct Tile {
 struct Work<M> {
     /// Keys per KV tile ([`WgmmaHead::KEYS`]).
     keys: usize,
+    /// Query rows per block tile (64 per consumer).
+    rows: usize,
     q_tiles: u32,
     heads: u32,
     q_len: usize,
@@ -932,10 +1130,10 @@ impl<M: Mask> Work<M> {
     fn tile(&self, w: u32) -> Tile {
         let head = w / self.q_tiles;
         let b = head / self.heads;
-        let q0 = (self.q_tiles - 1 - (w - head * self.q_tiles)) as usize * WGMMA_ROWS;
+        let q0 = (self.q_tiles - 1 - (w - head * self.q_tiles)) as usize * self.rows;
         let (b, h) = (b as usize, (head - b * self.heads) as usize);
         // The mask's keys for the tile's rows bound the tiles it visits (producer and consumers).
-        let keys = self.mask.keys(b, h, q0..(q0 + WGMMA_ROWS).min(self.q_len));
+        let keys = self.mask.keys(b, h, q0..(q0 + self.rows).min(self.q_len));
         let mut tile = Tile {
             q0,
             h,
@@ -952,7 +1150,7 @@ impl<M: Mask> Work<M> {
     #[inline(always)]
     fn next(&self, tile: &Tile, mut t: usize) -> usize {
         if M::MASKS && !M::CONTIGUOUS {
-            let rows = tile.q0..(tile.q0 + WGMMA_ROWS).min(self.q_len);
+            let rows = tile.q0..(tile.q0 + self.rows).min(self.q_len);
             while t < tile.end
                 && self.mask.tile(
                     tile.b,
@@ -1064,26 +1262,28 @@ fn quad_exchange(v: &mut [u32; 4], (a, b): (usize, usize), lanes: u32, upper: bo
     }
 }
 
-/// A consumer's side of the ping-pong. Both consumers issue (visited KV tiles + 1) times (the
+/// A consumer's side of the ping-pong. Every consumer issues (visited KV tiles + 1) times (the
 /// first scores, one pair of products per later tile, the last `P V`), taking the turn before
-/// and handing it over after each; consumer 1 hands consumer 0 the first turn at the start.
+/// and handing it to the next (`c + 1`, the last to 0) after each; the last consumer hands
+/// consumer 0 the first turn at the start.
 ///
 /// * `mbarrier` turns ([`PingPong`]): this consumer's turn barrier and the other's, and the
 ///   turns it has taken; a hand-over is lane 0 of each of its warps arriving on the other's
 ///   barrier (four arrivals a phase), so neither barrier is ever two phases ahead of its
 ///   consumer's parity wait.
-/// * Named turns ([`PingPongNamed`], [`barrier`]): consumer `c`'s turn is barrier `1 + c` of both
-///   consumers' 256 threads, which completes when this consumer's 128 threads wait there
-///   ([`Turns::take`]) and the other's 128 have counted in without waiting
+/// * Named turns ([`PingPongNamed`], [`PingPongThree`], [`barrier`]): consumer `c`'s turn is
+///   barrier `1 + c` of 256 threads, which completes when this consumer's 128 threads wait there
+///   ([`Turns::take`]) and the previous consumer's 128 have counted in without waiting
 ///   ([`Turns::hand_over`]): FlashAttention-3's warp-scheduler barriers, the hardware's, where
-///   an `mbarrier` turn is a shared-memory word and a polling loop. Each barrier's completions
-///   alternate with the other's, so no consumer counts itself in twice at one completion. The
-///   last hand-over of a block is never taken: the barrier is left part-counted when the block
-///   exits.
+///   an `mbarrier` turn is a shared-memory word and a polling loop. The previous consumer counts
+///   in again only after a whole round of turns, which passes through this consumer's wait, so
+///   no consumer counts itself in twice at one completion. The last hand-over of a block is
+///   never taken: the barrier is left part-counted when the block exits. The `mbarrier` turns
+///   are for two consumers only.
 struct Turns<S> {
-    /// Whether this is consumer 0 (a predicate, not a register: each named call picks its
-    /// barrier's id as an immediate by a branch).
-    first: bool,
+    /// This consumer (0 to `S::CONSUMERS - 1`; each named call picks its barrier's id as an
+    /// immediate by a branch on it).
+    c: usize,
     /// This consumer's `mbarrier` turn.
     mine: *mut u64,
     /// The other consumer's.
@@ -1094,12 +1294,12 @@ struct Turns<S> {
     schedule: PhantomData<S>,
 }
 
-/// Threads at a named turn's barrier: both consumers.
+/// Threads at a named turn's barrier: the waiting consumer and the one handing it the turn.
 const TURN_THREADS: u32 = 2 * WARPGROUP as u32;
 
 impl<S: WgmmaSchedule> Turns<S> {
-    /// Waits for this consumer's next turn (the other consumer's hand-over): the next phase of
-    /// its `mbarrier`, or named barrier 1 for consumer 0, 2 for consumer 1.
+    /// Waits for this consumer's next turn (the previous consumer's hand-over): the next phase
+    /// of its `mbarrier`, or named barrier `1 + c`.
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     fn take(&mut self) {
@@ -1108,10 +1308,12 @@ impl<S: WgmmaSchedule> Turns<S> {
             // and the other consumer's, which counts itself in once per turn (the turns
             // alternate: it hands over again only after its own turn, which follows this one).
             unsafe {
-                if self.first {
+                if self.c == 0 {
                     barrier::sync(1, TURN_THREADS)
-                } else {
+                } else if S::CONSUMERS == 2 || self.c == 1 {
                     barrier::sync(2, TURN_THREADS)
+                } else {
+                    barrier::sync(3, TURN_THREADS)
                 }
             }
         } else {
@@ -1123,17 +1325,19 @@ impl<S: WgmmaSchedule> Turns<S> {
         }
     }
 
-    /// Hands the turn to the other consumer.
+    /// Hands the turn to the next consumer.
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     fn hand_over(&self) {
         if S::NAMED_TURNS {
             // SAFETY: every thread of this consumer's warps, at its turn's end.
             unsafe {
-                if self.first {
+                if self.c == 0 {
                     barrier::arrive(2, TURN_THREADS)
-                } else {
+                } else if S::CONSUMERS == 2 || self.c == 2 {
                     barrier::arrive(1, TURN_THREADS)
+                } else {
+                    barrier::arrive(3, TURN_THREADS)
                 }
             }
         } else {
