@@ -6,7 +6,8 @@
 # compute-sanitizer over forward trials of each head dim (memcheck of every binary; racecheck
 # and synccheck of the binaries named by SAN, default all).
 #   bash b6147bd-fwd-defer-call.sh PART...   PART: ab1 | ab2 | peers | trials | sanitize
-# run in that order; SHAPES (comma-separated) narrows the A/B and the peers. Writes
+# run in that order; SHAPES (comma-separated) narrows the A/B and the peers, SAN_TRIALS
+# (comma-separated trial names) replaces the sanitizer's trials. Writes
 # $OUT/<part>.log, $OUT/ab<round>/*.jsonl and $OUT/ab/peers.jsonl, packed into $OUT/all.tgz as
 # each part ends.
 set -uo pipefail
@@ -51,6 +52,7 @@ for part in "${parts[@]}"; do
           cuda::attention::bf16::1x257x257x2h2kv_d256_full
           cuda::attention::wgmma_persistent_walk::bf16::2x1100x1100x8h2kv_d128_causal
         )
+        [ -n "${SAN_TRIALS:-}" ] && IFS=, read -r -a names <<< "$SAN_TRIALS"
         for tool in memcheck racecheck synccheck; do
           for t in "${kernels[@]}"; do
             if [ "$tool" != memcheck ] && [ -n "${SAN:-}" ] && [[ " $SAN " != *" $t "* ]]; then continue; fi
