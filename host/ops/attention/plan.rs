@@ -7,8 +7,10 @@
 //!    operands as in rule 3, and tensor maps the driver encodes for `Q`, `K` and `V` (`[batch, seq,
 //!    heads, head_dim]` nested as such, strides of whole 16 bytes, at least one key) and a
 //!    positive scale (its softmax takes the row maxima of the unscaled scores): the Hopper rung
-//!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>`, on a persistent grid
-//!    where every block tile has the same work (no mask, or the soft cap alone) and, at every
+//!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>` (at head dim 64 without a
+//!    mask three consumers, `attention_wgmma_three_d64`: [`THREE_CONSUMERS_HEAD_DIM`]), on a
+//!    persistent grid where every block tile has the same work (no mask, or the soft cap alone)
+//!    and, at every
 //!    head dim, causal up to [`CAUSAL_PERSISTENT_MAX_KEYS`] keys (the kernel's walk snakes so
 //!    that the static shares of long and short tiles even out); a block per tile where the mask
 //!    makes them uneven otherwise (causal past that, window, ALiBi, documents). At head dim 256
@@ -79,8 +81,12 @@ pub(crate) const CAUSAL_PERSISTENT_MAX_KEYS: usize = 4096;
 /// The head dim whose calls without a mask run three consumer warpgroups under `Auto`
 /// (`attention_wgmma_three_*`, `kernels_gpu::attention::wgmma::PingPongThree`): a KV tile's
 /// products at head dim 64 take half the time of 128's while the softmax does not shrink, so
-/// two consumers' products cover a third's softmax where one did not. (Not causal: its
-/// consumers spilled at the 160 registers three may have.)
+/// two consumers' products cover a third's softmax where one did not. On the H100, TFLOP/s,
+/// three against two consumers (both on the persistent walk, one binary,
+/// `bench/experiments/third-wave/69f9bbf-fwd-three-seq-1.jsonl`): 334.0 against 323.1 at
+/// `32x512x32x64`, 392.6 against 377.8 at `16x1024x32x64`, 460.3 against 398.0 at
+/// `8x2048x32x64`, 485.7 against 415.4 at `4x4096x32x64`, 511.9 against 427.5 at
+/// `1x16384x32x64`. (Not causal: its consumers spilled at the 160 registers three may have.)
 pub(crate) const THREE_CONSUMERS_HEAD_DIM: usize = 64;
 
 /// What one attention call runs.

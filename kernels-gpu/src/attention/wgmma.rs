@@ -455,7 +455,12 @@ pub struct PingPongHeldQ;
 /// one's softmax. At head dim 64 a KV tile's products take half of head dim 128's time while its
 /// softmax (the same 64 exponentials a thread) does not shrink, and the second consumer's
 /// products alone no longer cover it. Blocks of 192 query rows, 512 threads
-/// ([`attention_wgmma_three`](fn@attention_wgmma_three)).
+/// ([`attention_wgmma_three`](fn@attention_wgmma_three)). On the H100 the default at
+/// `8x2048x32x64` went from 400.8 and 403.2 TFLOP/s (two consumers, persistent) to 465.7 and
+/// 467.0 (`bench/experiments/third-wave/0343dcb-fwd-three-ab-{main,three}-{1,2}.jsonl`); from
+/// 512 to 16384 keys 3-20% past the two consumers' walk in the same binary (334.0 against 323.1
+/// at `32x512x32x64`, 511.9 against 427.5 at `1x16384x32x64`,
+/// `bench/experiments/third-wave/69f9bbf-fwd-three-seq-1.jsonl`).
 #[derive(Clone, Copy, Debug)]
 pub struct PingPongThree;
 
