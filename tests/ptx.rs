@@ -8,7 +8,7 @@
 //! repository root (where `bash scripts/test.sh` installs it), else `ptxas` on `PATH`. Without
 //! it these tests fail: a missing assembler must not look like a pass.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -55,7 +55,7 @@ fn ptxas() -> PathBuf {
 }
 
 /// What ptxas `-v` reported for one function.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Properties {
     /// The line `N bytes stack frame, N bytes spill stores, N bytes spill loads`.
     frame_line: String,
@@ -68,8 +68,89 @@ struct Properties {
 /// Assembles `module` for `arch` with `ptxas -v` and returns its report, by function name.
 ///
 /// Panics with ptxas's output if it refuses the module.
+///
+/// An arch-specific module's entries that are twins of its plain module's ([`twin_entries`]) are
+/// not assembled again: their properties are the plain module's for its own arch (the same PTX
+/// gives the same machine code on sm_90 and sm_90a).
 fn assemble(module: &PtxModule, arch: &str) -> BTreeMap<String, Properties> {
-    parse_report(ptxas_report(module, arch))
+    let mut report = parse_report(ptxas_report(module, arch));
+    if let Some((plain, twins)) = twins_of(module, arch) {
+        let plain_report = assemble(plain, plain.arch);
+        for name in twins {
+            if let Some(props) = plain_report.get(name.as_str()) {
+                report.insert(name.clone(), props.clone());
+            }
+        }
+    }
+    report
+}
+
+/// For `module` assembled for its own arch, when it is arch-specific (`sm_90a`): the plain module
+/// of its compute capability (`sm_90`) and the entries it shares with it ([`twin_entries`]).
+fn twins_of(module: &PtxModule, arch: &str) -> Option<(&'static PtxModule, &'static BTreeSet<String>)> {
+    if !module.is_arch_specific() || arch != module.arch {
+        return None;
+    }
+    let plain = modules()
+        .iter()
+        .find(|m| !m.is_arch_specific() && m.compute_capability == module.compute_capability)?;
+    static TWINS: OnceLock<Mutex<BTreeMap<&'static str, &'static BTreeSet<String>>>> = OnceLock::new();
+    let mut twins = TWINS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let set = *twins
+        .entry(module.arch)
+        .or_insert_with(|| Box::leak(Box::new(twin_entries(module.ptx, plain.ptx))));
+    Some((plain, set))
+}
+
+/// The entries of `specific` (the sm_90a module) whose text is the same as in `plain` (the sm_90
+/// module) but for the numbers of their block labels (`$L__BB<function>_<block>`, numbered by
+/// the function's place in its module) and that call no function (whose body might differ):
+/// the plain kernels, about half of the sm_90a module's bytes. ptxas assembles them once, in the
+/// plain module, where the sm_90a module took it over a minute on one core.
+fn twin_entries(specific: &str, plain: &str) -> BTreeSet<String> {
+    let by_name = |ptx: &str| -> BTreeMap<String, String> {
+        module_items(ptx)
+            .into_iter()
+            .filter_map(|item| entry_name(&item).map(|name| (name, normalise_labels(&item))))
+            .collect()
+    };
+    let plain = by_name(plain);
+    by_name(specific)
+        .into_iter()
+        .filter(|(name, text)| !text.contains("call") && plain.get(name) == Some(text))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// `text` with every block label's function number dropped (`$L__BB12_3` -> `$L__BB_3`).
+fn normalise_labels(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("$L__BB") {
+        let (head, tail) = rest.split_at(at + "$L__BB".len());
+        out.push_str(head);
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        rest = if tail[digits..].starts_with('_') {
+            &tail[digits..]
+        } else {
+            tail
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The name of the entry point `item` defines (a top-level item of [`module_items`]), if it is one.
+fn entry_name(item: &str) -> Option<String> {
+    item.lines().find_map(|l| {
+        let rest = l
+            .strip_prefix(".visible .entry ")
+            .or_else(|| l.strip_prefix(".entry "))?;
+        Some(rest.split('(').next().unwrap_or(rest).trim().to_string())
+    })
 }
 
 /// ptxas's output (`-v --warn-on-spills`) on `module` for `arch`, run once per pair in this
@@ -95,13 +176,22 @@ fn ptxas_report(module: &PtxModule, arch: &str) -> &'static str {
 
 /// Bytes of PTX one ptxas process assembles at most: a larger module is cut into parts of
 /// whole entry points, assembled in parallel (the sm_90a module, about 16 MB, took ptxas about
-/// 50 s on one core of the 2-core CI machine, the ptx test's critical path).
+/// 50 s on one core of the 2-core CI machine, the ptx test's critical path; 18 MB and 67 s
+/// later, 55 s of it its own entries, [`twin_entries`]).
 const PTXAS_PART_BYTES: usize = 9 << 20;
 
 /// Runs ptxas on `module` for `arch` and returns its output: one process per part of the module
-/// ([`module_parts`]), run at once, their outputs one after another.
+/// ([`module_parts`]), run at once, their outputs one after another; an arch-specific module
+/// without the entries it shares with its plain module ([`twins_of`]).
 fn run_ptxas(module: &PtxModule, arch: &str) -> String {
-    let parts = module_parts(module.ptx, module.ptx.len().div_ceil(PTXAS_PART_BYTES));
+    let ptx = match twins_of(module, arch) {
+        Some((_, twins)) => module_items(module.ptx)
+            .into_iter()
+            .filter(|item| entry_name(item).is_none_or(|name| !twins.contains(&name)))
+            .collect::<String>(),
+        None => module.ptx.to_string(),
+    };
+    let parts = module_parts(&ptx, ptx.len().div_ceil(PTXAS_PART_BYTES));
     std::thread::scope(|scope| {
         let runs: Vec<_> = parts
             .iter()
@@ -121,8 +211,28 @@ fn module_parts(ptx: &str, parts: usize) -> Vec<String> {
     if parts <= 1 {
         return vec![ptx.to_string()];
     }
-    // Top-level items: a new one starts at a function's first line or at the `// .globl`
-    // comment that precedes an entry.
+    let items = module_items(ptx);
+    let is_entry = |item: &String| entry_name(item).is_some();
+    let shared: String = items
+        .iter()
+        .filter(|i| !is_entry(i))
+        .map(String::as_str)
+        .collect();
+    let mut entries: Vec<&String> = items.iter().filter(|i| is_entry(i)).collect();
+    entries.sort_by_key(|e| std::cmp::Reverse(e.len()));
+    let mut out = vec![shared; parts];
+    let mut sizes = vec![0usize; parts];
+    for entry in entries {
+        let lightest = (0..parts).min_by_key(|&p| sizes[p]).expect("parts >= 2");
+        out[lightest].push_str(entry);
+        sizes[lightest] += entry.len();
+    }
+    out
+}
+
+/// `ptx`'s top-level items, in order, whose concatenation is `ptx` (with a final newline): a new
+/// one starts at a function's first line or at the `// .globl` comment that precedes an entry.
+fn module_items(ptx: &str) -> Vec<String> {
     let mut items: Vec<String> = vec![String::new()];
     let mut only_globl = false;
     for line in ptx.lines() {
@@ -148,25 +258,38 @@ fn module_parts(ptx: &str, parts: usize) -> Vec<String> {
         item.push_str(line);
         item.push('\n');
     }
-    let is_entry = |item: &String| {
-        item.lines()
-            .any(|l| l.starts_with(".visible .entry") || l.starts_with(".entry"))
+    items
+}
+
+/// Twins: the same entry but for its block labels' function numbers, and calling nothing; an
+/// entry whose body differs, or that calls a function, is assembled in both modules.
+#[test]
+fn twin_entries_differ_only_in_label_numbers() {
+    assert_eq!(
+        normalise_labels("@%p bra $L__BB12_3;\n$L__BB12_3:\nx $L__BB"),
+        "@%p bra $L__BB_3;\n$L__BB_3:\nx $L__BB"
+    );
+    let entry = |name: &str, f: u32, body: &str| {
+        format!(
+            "\t// .globl\t{name}\n.visible .entry {name}(\n)\n{{\n@%p bra $L__BB{f}_1;\n{body}\n$L__BB{f}_1:\nret;\n}}\n"
+        )
     };
-    let shared: String = items
-        .iter()
-        .filter(|i| !is_entry(i))
-        .map(String::as_str)
-        .collect();
-    let mut entries: Vec<&String> = items.iter().filter(|i| is_entry(i)).collect();
-    entries.sort_by_key(|e| std::cmp::Reverse(e.len()));
-    let mut out = vec![shared; parts];
-    let mut sizes = vec![0usize; parts];
-    for entry in entries {
-        let lightest = (0..parts).min_by_key(|&p| sizes[p]).expect("parts >= 2");
-        out[lightest].push_str(entry);
-        sizes[lightest] += entry.len();
-    }
-    out
+    let head = "//\n.version 8.0\n.address_size 64\n\n";
+    let plain = format!(
+        "{head}{}{}{}",
+        entry("a", 1, "add"),
+        entry("b", 2, "mul"),
+        entry("c", 3, "call f;")
+    );
+    let specific = format!(
+        "{head}{}{}{}{}",
+        entry("h", 1, "wgmma"),
+        entry("a", 2, "add"),
+        entry("b", 3, "sub"),
+        entry("c", 4, "call f;")
+    );
+    let twins = twin_entries(&specific, &plain);
+    assert_eq!(twins.into_iter().collect::<Vec<_>>(), vec!["a".to_string()]);
 }
 
 #[test]

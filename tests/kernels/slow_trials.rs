@@ -24,6 +24,13 @@ pub const SLOW_SIM_TRIALS: &[(&str, &str)] = &[
         "sim::attention::wgmma_persistent::f16::walk_d128",
         "the held-Q ping-pong on one block per tile (1x257x129x2h1kv_d128_full), the walk at head dim 64",
     ),
+    // 23 s of one core on the 2-core machine (one ptxas run per sampled entry module, in turn):
+    // the test command's time went past ten minutes. No kernel launch; the split modules'
+    // shape is checked by the trial that stays, and every CUDA trial loads them.
+    (
+        "sim::entry_modules::helpers_and_a_sample_assemble",
+        "every_entry_is_whole (each entry's module holds it and declares what it calls); the CUDA trials load the modules",
+    ),
     // Three consumers' walk (added with them).
     (
         "sim::attention::auto_three::f16::walk",
