@@ -187,14 +187,20 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     ));
     // Three consumer warpgroups (`Auto` at head dim 64 without a mask, 192-row block tiles):
     // two block tiles per head, the second of 8 rows (whose third consumer's rows are all past
-    // the sequence), a KV tile and a ragged one; and the persistent walk, 140 block tiles on
-    // the simulator's 132 multiprocessors (among the slow trials).
+    // the sequence), a KV tile and a ragged one; in f16 one ragged block tile (two consumers'
+    // rows past the sequence); and the persistent walk, 140 block tiles on the simulator's 132
+    // multiprocessors (among the slow trials).
     trials.push(trial(
         sim,
         "attention::auto_three::bf16::1x200x130x2h1kv_d64_full",
         |gpu, rng| {
             wgmma_case_with::<bf16>(gpu, rng, (1, 200, 130, 2, 1, 64, false), AttentionAlgorithm::Auto)
         },
+    ));
+    trials.push(trial(
+        sim,
+        "attention::auto_three::f16::1x70x70x1h1kv_d64_full",
+        |gpu, rng| wgmma_case_with::<f16>(gpu, rng, (1, 70, 70, 1, 1, 64, false), AttentionAlgorithm::Auto),
     ));
     trials.push(trial(sim, "attention::auto_three::f16::walk", |gpu, rng| {
         wgmma_case_with::<f16>(gpu, rng, (70, 129, 40, 2, 1, 64, false), AttentionAlgorithm::Auto)
