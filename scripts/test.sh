@@ -4,7 +4,8 @@
 # Installs what the tests need on a fresh machine, then runs formatting, lints and every test:
 #   1. the pinned nightly with rust-src, which build.rs uses to compile the kernels to PTX;
 #   2. ptxas, from PyPI's nvidia-cuda-nvcc wheel, which the PTX tests assemble the kernels with;
-#   3. cargo fmt --check, cargo clippy -D warnings, cargo doc (no warnings), cargo test, over the
+#   3. cargo fmt --check, cargo clippy -D warnings, cargo doc (no warnings), cargo test (all but
+#      the examples, which clippy checks), over the
 #      one workspace (gpukern, gpukern-build, gpukern-device and its checks, kernels-gpu,
 #      examples/custom-kernels), sharing one target directory;
 #      and gpukern checked with each kernel-family feature alone and with none
@@ -92,11 +93,15 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 step "features"
 bash scripts/check-features.sh
 
+# The tests' targets (libraries, binaries, integration tests) and the doc tests, not the examples:
+# `cargo test`'s default also builds every example, which the lints step has already checked
+# (`--all-targets`) and no test runs; their build was about 30 s of one core on the 2-core machine.
 step "build the tests"
-cargo test --workspace --no-run
+cargo test --workspace --lib --bins --tests --no-run
 
 step "tests"
-cargo test --workspace
+cargo test --workspace --lib --bins --tests
+cargo test --workspace --doc
 
 step "the example as a crate outside the repository"
 bash scripts/outside-crate.sh
