@@ -6,8 +6,8 @@
 //! the rest of the tests, so trybuild only type-checks its cases and never builds `gpukern`'s
 //! dependencies to run them).
 //!
-//! Run with `cargo test --test launch_types`; after a compiler or launcher change that alters a
-//! message on purpose, `TRYBUILD=overwrite cargo test --test launch_types` rewrites the `.stderr`
+//! Run with `cargo test -p gpukern-launch-types`; after a compiler or launcher change that alters a
+//! message on purpose, `TRYBUILD=overwrite cargo test -p gpukern-launch-types` rewrites the `.stderr`
 //! files (read the diff: each must still say what its case is about).
 
 use std::path::Path;
