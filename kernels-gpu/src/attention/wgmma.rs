@@ -755,8 +755,8 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
     let (first, stride) = (thread::block_idx_x(), thread::grid_dim_x());
     let total = work.q_tiles * (heads * batch) as u32;
 
-    // SAFETY: every thread, first; the launch gives `wgmma_shared_bytes(D)`: the ring's bytes,
-    // then the tail; stages of whole 1024-byte atoms.
+    // SAFETY: every thread, first; the launch gives `wgmma_shared_bytes_for(D, S::CONSUMERS)`:
+    // the ring's bytes, then the tail; stages of whole 1024-byte atoms.
     let ring = unsafe {
         Ring::new(
             wgmma_stages_for(d, S::CONSUMERS),
@@ -768,9 +768,9 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
     // Past `Q`: its barrier, the consumers' two turns (the ping-pong with `mbarrier` turns:
     // `turn(c)` completes a phase when the other consumer's four warps hand consumer `c` the
     // turn; arithmetic, not an array indexed by `c`, which would live in local memory; named
-    // turns leave the two words unused), and `Q`'s release (a phase when both consumers' eight
-    // warps have retired their last scores of a tile, so that the producer may copy the next
-    // tile's `Q` over it).
+    // turns, and three consumers, leave the two words unused), and `Q`'s release (a phase when
+    // every consumer warp has retired its last scores of a tile, so that the producer may copy
+    // the next tile's `Q` over it).
     let q_bar = q_tile.wrapping_add(boxes * q_box).cast::<u64>();
     let turn = |c: usize| q_bar.wrapping_add(1 + c);
     let q_free = q_bar.wrapping_add(3);
@@ -825,7 +825,7 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
                 continue;
             }
             let tile = work.tile(w);
-            // SAFETY: the one producer thread; `Q`'s previous tile released (both consumers'
+            // SAFETY: the one producer thread; `Q`'s previous tile released (every consumer's
             // last scores retired) before its copy is overwritten; the barrier expects the
             // `boxes` boxes, each 1024-byte aligned inside the tail; the maps are the kernel's
             // (its contract).
