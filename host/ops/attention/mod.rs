@@ -77,8 +77,7 @@ pub use plan::AttentionAlgorithm;
 pub use varlen::VarlenMask;
 
 use kernels_gpu::attention::wgmma::{
-    WGMMA_BLOCK, WGMMA_BOX_ROWS, WGMMA_ROWS, WGMMA_THREE_BLOCK, WGMMA_THREE_ROWS, wgmma_keys,
-    wgmma_shared_bytes_for,
+    WGMMA_BOX_ROWS, WGMMA_THREE_ROWS, wgmma_block, wgmma_keys, wgmma_shared_bytes_for,
 };
 use kernels_gpu::attention::{
     FLASH_BLOCK, FLASH_ROWS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM, ROWS_BLOCK, ROWS_PER_BLOCK, flash_shared_bytes,
@@ -428,11 +427,7 @@ impl Gpu {
                 // A block per block tile (64 query rows per consumer warpgroup), or
                 // (persistent) one per multiprocessor (each holds one: the kernel's shared
                 // memory) walking the tiles.
-                let (rows, block) = if consumers == 3 {
-                    (WGMMA_THREE_ROWS, WGMMA_THREE_BLOCK)
-                } else {
-                    (WGMMA_ROWS, WGMMA_BLOCK)
-                };
+                let (rows, block) = wgmma_block(consumers);
                 let tiles = s.q_len.div_ceil(rows) * s.heads * s.batch;
                 let resident = if persistent {
                     u32::try_from(self.multiprocessors()?).unwrap_or(u32::MAX)

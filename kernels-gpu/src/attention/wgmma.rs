@@ -129,6 +129,22 @@ pub const WGMMA_THREE_ROWS: usize = 192;
 /// Threads per block of [`attention_wgmma_three`](fn@attention_wgmma_three): a producer and three
 /// consumer warpgroups.
 pub const WGMMA_THREE_BLOCK: u32 = 512;
+
+/// The block of the forward with `consumers` consumer warpgroups: its query rows (64 a consumer,
+/// the rows of `Q`'s boxes too) and its threads (a producer warpgroup beside the consumers):
+/// [`WGMMA_ROWS`] and [`WGMMA_BLOCK`] for two, [`WGMMA_THREE_ROWS`] and [`WGMMA_THREE_BLOCK`] for
+/// three.
+pub const fn wgmma_block(consumers: usize) -> (usize, u32) {
+    (consumers * CONSUMER_ROWS, ((consumers + 1) * WARPGROUP) as u32)
+}
+
+const _: () = assert!(
+    wgmma_block(2).0 == WGMMA_ROWS
+        && wgmma_block(2).1 == WGMMA_BLOCK
+        && wgmma_block(3).0 == WGMMA_THREE_ROWS
+        && wgmma_block(3).1 == WGMMA_THREE_BLOCK,
+    "the named blocks are the two and three consumers'"
+);
 /// Registers per thread the producer keeps.
 pub const PRODUCER_REGISTERS: u32 = 40;
 /// Registers per thread the consumers ask for: `128 x 40 + 256 x 232 = 384 x 168`, what the
@@ -738,7 +754,7 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
     let boxes = d / WGMMA_BOX_COLS;
     let kv_box = kv_box_bytes(d);
     // Query rows per block tile, and the bytes of one of `Q`'s boxes (those rows of 64 dims).
-    let tile_rows = S::CONSUMERS * CONSUMER_ROWS;
+    let tile_rows = wgmma_block(S::CONSUMERS).0;
     let q_box = q_box_bytes(S::CONSUMERS);
     let tid = thread::thread_idx_x() as usize;
     let wg = tid / WARPGROUP;
