@@ -187,8 +187,9 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     ));
     // Three consumer warpgroups (`Auto` at head dim 64 without a mask, 192-row block tiles):
     // two block tiles per head, the second of 8 rows (whose third consumer's rows are all past
-    // the sequence), a KV tile and a ragged one; in f16 one ragged block tile (two consumers'
-    // rows past the sequence); and the persistent walk, 140 block tiles on the simulator's 132
+    // the sequence), a KV tile and a ragged one; in f16 one ragged block tile of 70 rows (its
+    // second consumer's rows partly, its third's all past the sequence); and the persistent
+    // walk, 140 block tiles on the simulator's 132
     // multiprocessors (among the slow trials).
     trials.push(trial(
         sim,
@@ -267,7 +268,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         ));
     }
     // The plan's choice at head dim 64 without a mask: three consumer warpgroups on the
-    // persistent walk (the fused-vs-rows cases above run two), 176 and 132 block tiles, ragged.
+    // persistent walk (the fused-vs-rows cases above run two), 176 and 168 block tiles, ragged.
     for (label, case) in [
         ("bf16", (2, 2100, 2100, 8, 2, 64, false)),
         ("f16", (1, 3999, 4001, 8, 8, 64, false)),
