@@ -189,8 +189,7 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     // two block tiles per head, the second of 8 rows (whose third consumer's rows are all past
     // the sequence), a KV tile and a ragged one; in f16 one ragged block tile of 70 rows (its
     // second consumer's rows partly, its third's all past the sequence); and the persistent
-    // walk, 140 block tiles on the simulator's 132
-    // multiprocessors (among the slow trials).
+    // walk, 140 block tiles on the simulator's 132 multiprocessors (among the slow trials).
     trials.push(trial(
         sim,
         "attention::auto_three::bf16::1x200x130x2h1kv_d64_full",
