@@ -681,7 +681,7 @@ fn wgmma_lines(name: &str) -> (usize, usize) {
         };
     }
     // Any mask: `attention_wgmma_pingpong_[causal_|general_]d<D>_<T>`.
-    // Three consumers (`attention_wgmma_three_d64_<T>`): the ping-pong's lines at head dim 64.
+    // Three consumers (`attention_wgmma_three_[causal_]d64_<T>`): the ping-pong's lines at head dim 64.
     let ping_pong =
         name.starts_with("attention_wgmma_pingpong_") || name.starts_with("attention_wgmma_three_");
     if ping_pong && name.contains("_d64_") {

@@ -91,6 +91,16 @@ pub trait Mask: Copy {
         *self
     }
 
+    /// For a row's mask (what [`Mask::row`] gave): `Some(end)` when the row keeps exactly the
+    /// keys below `end` and none past it (in 32 bits, as the kernels compare keys), so that a
+    /// kernel may test a tile's keys against one bound, a comparison with a constant per key
+    /// (the Hopper forward's consumers had no registers for the keys themselves); `None` (the
+    /// default) when not, or not known: the kernels then ask [`Mask::keep`] key by key.
+    #[inline(always)]
+    fn row_end(&self) -> Option<u32> {
+        None
+    }
+
     /// Whether this mask changes scores (asked once per call, only where [`Mask::SCORE_MOD`]): a
     /// mask that holds several, chosen at run time ([`General`]), says it per call.
     /// [`Mask::SCORE_MOD`] by default.
@@ -200,6 +210,10 @@ impl Mask for Causal {
             own_end: Some(self.end(q) as u32),
             ..*self
         }
+    }
+    #[inline(always)]
+    fn row_end(&self) -> Option<u32> {
+        self.own_end
     }
     #[inline(always)]
     fn keep(&self, _: usize, _: usize, q: usize, kv: usize) -> bool {

@@ -126,8 +126,9 @@ pub struct AttentionKernels<T: 'static> {
     pub(crate) wgmma64_ping_pong: [WgmmaLauncher<T>; INSTANCES],
     /// The same at head dim 128.
     pub(crate) wgmma128_ping_pong: [WgmmaLauncher<T>; INSTANCES],
-    /// `attention_wgmma_three_d64_*` (three consumer warpgroups, no mask).
-    pub(crate) wgmma64_three: WgmmaLauncher<T>,
+    /// `attention_wgmma_three_d64_*` and `attention_wgmma_three_causal_d64_*` (three consumer
+    /// warpgroups, no mask or the causal one).
+    pub(crate) wgmma64_three: [WgmmaLauncher<T>; 2],
     /// `attention_wgmma_d256_*` (one tile at a time, no mask or causal) and
     /// `attention_wgmma_general_d256_*` (one tile at a time, `General`).
     pub(crate) wgmma256: [WgmmaLauncher<T>; 2],
@@ -201,7 +202,10 @@ static BF16: AttentionKernels<bf16> = AttentionKernels {
         family::wgmma::attention_wgmma_pingpong_causal_d64_bf16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_general_d64_bf16::launch_views::<Module>,
     ],
-    wgmma64_three: family::wgmma::attention_wgmma_three_d64_bf16::launch_views::<Module>,
+    wgmma64_three: [
+        family::wgmma::attention_wgmma_three_d64_bf16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_three_causal_d64_bf16::launch_views::<Module>,
+    ],
     wgmma128_ping_pong: [
         family::wgmma::attention_wgmma_pingpong_d128_bf16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_causal_d128_bf16::launch_views::<Module>,
@@ -238,7 +242,10 @@ static F16: AttentionKernels<f16> = AttentionKernels {
         family::wgmma::attention_wgmma_pingpong_causal_d64_f16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_general_d64_f16::launch_views::<Module>,
     ],
-    wgmma64_three: family::wgmma::attention_wgmma_three_d64_f16::launch_views::<Module>,
+    wgmma64_three: [
+        family::wgmma::attention_wgmma_three_d64_f16::launch_views::<Module>,
+        family::wgmma::attention_wgmma_three_causal_d64_f16::launch_views::<Module>,
+    ],
     wgmma128_ping_pong: [
         family::wgmma::attention_wgmma_pingpong_d128_f16::launch_views::<Module>,
         family::wgmma::attention_wgmma_pingpong_causal_d128_f16::launch_views::<Module>,
@@ -433,7 +440,7 @@ pub(crate) unsafe fn flash<T: AttentionElement>(
 /// a grid of `1 ..= ceil(q_len / rows) heads batch` blocks along `x` of the kernel's block and
 /// shared memory (`rows` 128, 192 with three consumers, also the rows of `q`'s boxes).
 /// `ping_pong` picks the consumers' ping-pong schedule, `consumers` (3 at head dim 64 with the
-/// ping-pong and no mask; else 2) the kernel.
+/// ping-pong and no mask or the causal one; else 2) the kernel.
 pub(crate) unsafe fn wgmma<T: AttentionElement>(
     gpu: &Gpu,
     cfg: LaunchConfig,
@@ -451,15 +458,10 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
     let kernels = T::kernels();
     let m = ops.mask.kind.instance();
     let launcher = match (s.head_dim, ping_pong) {
-        (64, true) if consumers == 3 => {
-            if m != 0 {
-                return Err(Error::InvalidArgument {
-                    op: super::plan::OP,
-                    detail: "three consumer warpgroups run no mask".to_string(),
-                });
-            }
-            kernels.wgmma64_three
-        }
+        (64, true) if consumers == 3 => *kernels.wgmma64_three.get(m).ok_or_else(|| Error::InvalidArgument {
+            op: super::plan::OP,
+            detail: "three consumer warpgroups run no mask but the causal one".to_string(),
+        })?,
         (64, false) => kernels.wgmma64,
         (128, false) => kernels.wgmma128,
         (_, false) => kernels.wgmma256[usize::from(m == 2)],

@@ -162,7 +162,7 @@ impl AttentionPlan {
                 // (`Work::walk`) so that the static share stays even, up to
                 // `CAUSAL_PERSISTENT_MAX_KEYS`.
                 persistent: f.uniform || (f.plain && f.kv_len <= CAUSAL_PERSISTENT_MAX_KEYS),
-                consumers: if head_dim == THREE_CONSUMERS_HEAD_DIM && f.plain && f.uniform {
+                consumers: if head_dim == THREE_CONSUMERS_HEAD_DIM && f.plain {
                     3
                 } else {
                     2
