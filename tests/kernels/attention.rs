@@ -202,18 +202,21 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         "attention::auto_three::f16::1x70x70x1h1kv_d64_full",
         |gpu, rng| wgmma_case_with::<f16>(gpu, rng, (1, 70, 70, 1, 1, 64, false), AttentionAlgorithm::Auto),
     ));
-    // The causal instances (`Auto` at head dim 64 with the causal mask): in bf16 more queries
-    // than keys, so that the first 70 rows see no key and the second block tile's first
-    // consumer meets the diagonal; in f16 more keys than queries, one ragged KV tile.
+    // The causal instances (`Auto` at head dim 64 with the causal mask from 2048 keys): the
+    // query rows at the keys' end, so that a few of the KV tiles cross the diagonal; in bf16 two
+    // block tiles, the second of 8 rows, at the plan's boundary; in f16 one ragged block tile and
+    // a ragged last KV tile.
     trials.push(trial(
         sim,
-        "attention::auto_three::bf16::1x200x130x1h1kv_d64_causal",
-        |gpu, rng| wgmma_case_with::<bf16>(gpu, rng, (1, 200, 130, 1, 1, 64, true), AttentionAlgorithm::Auto),
+        "attention::auto_three::bf16::1x200x2048x1h1kv_d64_causal",
+        |gpu, rng| {
+            wgmma_case_with::<bf16>(gpu, rng, (1, 200, 2048, 1, 1, 64, true), AttentionAlgorithm::Auto)
+        },
     ));
     trials.push(trial(
         sim,
-        "attention::auto_three::f16::1x70x90x1h1kv_d64_causal",
-        |gpu, rng| wgmma_case_with::<f16>(gpu, rng, (1, 70, 90, 1, 1, 64, true), AttentionAlgorithm::Auto),
+        "attention::auto_three::f16::1x70x2100x1h1kv_d64_causal",
+        |gpu, rng| wgmma_case_with::<f16>(gpu, rng, (1, 70, 2100, 1, 1, 64, true), AttentionAlgorithm::Auto),
     ));
     trials.push(trial(sim, "attention::auto_three::f16::walk", |gpu, rng| {
         wgmma_case_with::<f16>(gpu, rng, (70, 129, 40, 2, 1, 64, false), AttentionAlgorithm::Auto)
@@ -279,14 +282,15 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             },
         ));
     }
-    // The plan's choice at head dim 64 without a mask or with the causal one: three consumer
-    // warpgroups (the fused-vs-rows cases above run two), on the persistent walk with 176 and 168
-    // block tiles, ragged, and causal at 2100 keys (its snake) and past 4096 keys (a block per
-    // tile, 69 of them).
+    // The plan's choice at head dim 64 without a mask or with the causal one from 2048 keys:
+    // three consumer warpgroups (the fused-vs-rows cases above run two), on the persistent walk
+    // with 176 and 168 block tiles, ragged, and causal at 2100 keys (its snake), at the plan's
+    // boundary (2048 keys) and past 4096 keys (a block per tile, 69 of them).
     for (label, case) in [
         ("bf16", (2, 2100, 2100, 8, 2, 64, false)),
         ("f16", (1, 3999, 4001, 8, 8, 64, false)),
         ("bf16", (2, 2100, 2100, 8, 2, 64, true)),
+        ("f16", (1, 2048, 2048, 4, 1, 64, true)),
         ("f16", (1, 4300, 4200, 3, 1, 64, true)),
     ] {
         let name = case_name(&case);
@@ -299,6 +303,19 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             },
         ));
     }
+    // Just below the causal boundary (`THREE_CONSUMERS_CAUSAL_MIN_KEYS`): two consumers.
+    trials.push(trial(
+        cuda,
+        "attention::auto_causal_walk::bf16::1x2047x2047x4h2kv_d64_causal",
+        |gpu, rng| {
+            fused_vs_rows::<bf16>(
+                gpu,
+                rng,
+                (1, 2047, 2047, 4, 2, 64, true),
+                AttentionAlgorithm::Auto,
+            )
+        },
+    ));
     // The plan's choice at head dim 256 without a mask: one tile at a time on the persistent
     // walk (144 block tiles), which the ping-pong cases above do not run.
     trials.push(trial(

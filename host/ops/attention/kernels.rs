@@ -458,10 +458,15 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
     let kernels = T::kernels();
     let m = ops.mask.kind.instance();
     let launcher = match (s.head_dim, ping_pong) {
-        (64, true) if consumers == 3 => *kernels.wgmma64_three.get(m).ok_or_else(|| Error::InvalidArgument {
-            op: super::plan::OP,
-            detail: "three consumer warpgroups run no mask but the causal one".to_string(),
-        })?,
+        (64, true) if consumers == 3 => {
+            *kernels
+                .wgmma64_three
+                .get(m)
+                .ok_or_else(|| Error::InvalidArgument {
+                    op: super::plan::OP,
+                    detail: "three consumer warpgroups run no mask but the causal one".to_string(),
+                })?
+        }
         (64, false) => kernels.wgmma64,
         (128, false) => kernels.wgmma128,
         (_, false) => kernels.wgmma256[usize::from(m == 2)],

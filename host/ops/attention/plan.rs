@@ -89,6 +89,18 @@ pub(crate) const CAUSAL_PERSISTENT_MAX_KEYS: usize = 4096;
 /// `1x16384x32x64`. (Not causal: its consumers spilled at the 160 registers three may have.)
 pub(crate) const THREE_CONSUMERS_HEAD_DIM: usize = 64;
 
+/// The fewest keys at which the causal mask runs three consumer warpgroups at
+/// [`THREE_CONSUMERS_HEAD_DIM`] (`attention_wgmma_three_causal_*`); below, two. With the causal
+/// mask a head's block tiles differ in length, and at few keys its few 192-row tiles left the
+/// walk uneven. On the H100, TFLOP/s, causal, three consumers against two (both on the
+/// persistent walk, one binary each run, two runs,
+/// `bench/experiments/third-wave/c373024-fwd-three-causal-ab-causal-{1,2}.jsonl`, the plan's
+/// choice and `gpukern:wgmma-persistent`): 185.2 and 184.5 against 218.8 and 218.9 at
+/// `32x512x32x64`, 253.3 and 252.0 against 290.4 and 290.5 at `16x1024x32x64`, 360.8 and 360.6
+/// against 346.6 and 346.5 at `8x2048x32x64`, 423.3 and 423.5 against 381.6 and 382.5 at
+/// `4x4096x32x64`.
+pub(crate) const THREE_CONSUMERS_CAUSAL_MIN_KEYS: usize = 2048;
+
 /// What one attention call runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AttentionPlan {
@@ -162,7 +174,10 @@ impl AttentionPlan {
                 // (`Work::walk`) so that the static share stays even, up to
                 // `CAUSAL_PERSISTENT_MAX_KEYS`.
                 persistent: f.uniform || (f.plain && f.kv_len <= CAUSAL_PERSISTENT_MAX_KEYS),
-                consumers: if head_dim == THREE_CONSUMERS_HEAD_DIM && f.plain {
+                consumers: if head_dim == THREE_CONSUMERS_HEAD_DIM
+                    && f.plain
+                    && (f.uniform || f.kv_len >= THREE_CONSUMERS_CAUSAL_MIN_KEYS)
+                {
                     3
                 } else {
                     2
@@ -534,8 +549,7 @@ mod tests {
                 consumers: 2,
             })
         );
-        // Causal: the persistent walk too (its walk snakes; at head dim 256 one tile at a time;
-        // at 64 three consumers).
+        // Causal: the persistent walk too (its walk snakes; at head dim 256 one tile at a time).
         let causal = Facts {
             uniform: false,
             ..all
@@ -547,7 +561,24 @@ mod tests {
                     head_dim: d,
                     ping_pong: true,
                     persistent: true,
-                    consumers: if d == 64 { 3 } else { 2 },
+                    consumers: 2,
+                })
+            );
+        }
+        // At head dim 64, causal, three consumers from `THREE_CONSUMERS_CAUSAL_MIN_KEYS` keys:
+        // on the walk, and a block per tile past `CAUSAL_PERSISTENT_MAX_KEYS`.
+        for (kv_len, consumers, persistent) in [
+            (THREE_CONSUMERS_CAUSAL_MIN_KEYS - 1, 2, true),
+            (THREE_CONSUMERS_CAUSAL_MIN_KEYS, 3, true),
+            (CAUSAL_PERSISTENT_MAX_KEYS + 1, 3, false),
+        ] {
+            assert_eq!(
+                choose(AttentionAlgorithm::Auto, 64, Facts { kv_len, ..causal }),
+                Ok(AttentionPlan::Wgmma {
+                    head_dim: 64,
+                    ping_pong: true,
+                    persistent,
+                    consumers,
                 })
             );
         }
@@ -619,9 +650,9 @@ mod tests {
                 consumers: 2,
             })
         );
-        // Three consumers only for `Auto` at head dim 64 without a mask or with the causal one:
-        // the ping-pong and the persistent walk asked for run two, as do the other masks (the
-        // soft cap alone among them).
+        // Three consumers only for `Auto` at head dim 64 without a mask or with the causal one
+        // (above): the ping-pong and the persistent walk asked for run two, as do the other masks
+        // (the soft cap alone among them).
         for alg in [
             AttentionAlgorithm::WgmmaPingPong,
             AttentionAlgorithm::WgmmaPersistent,

@@ -762,12 +762,12 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
     let wg = tid / WARPGROUP;
     let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
     let work = Work {
-        keys: H::KEYS as u32,
-        rows: tile_rows as u32,
+        keys: H::KEYS,
+        rows: tile_rows,
         q_tiles: q_len.div_ceil(tile_rows) as u32,
         heads: heads as u32,
-        q_len: q_len as u32,
-        kv_len: kv_len as u32,
+        q_len,
+        kv_len,
         mask,
     };
     let (first, stride) = (thread::block_idx_x(), thread::grid_dim_x());
@@ -857,7 +857,12 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
                         q_tile.wrapping_add(j * q_box).cast::<T>(),
                         &tq,
                         q_bar,
-                        [tile.b, tile.h, tile.q0, (j * WGMMA_BOX_COLS) as u32],
+                        [
+                            tile.b as u32,
+                            tile.h as u32,
+                            tile.q0 as u32,
+                            (j * WGMMA_BOX_COLS) as u32,
+                        ],
                     );
                 }
             }
@@ -868,12 +873,7 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
                 unsafe {
                     let stage = producer.acquire();
                     for j in 0..boxes {
-                        let at = [
-                            tile.b as usize,
-                            tile.h as usize / group,
-                            t as usize * H::KEYS,
-                            j * WGMMA_BOX_COLS,
-                        ];
+                        let at = [tile.b, tile.h / group, t * H::KEYS, j * WGMMA_BOX_COLS];
                         stage.load_4d(j * kv_box, &tk, at);
                         stage.load_4d((boxes + j) * kv_box, &tv, at);
                     }
@@ -919,28 +919,26 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
             continue;
         }
         let tile = work.tile(tile_index);
-        let q0 = tile.q0 as usize;
-        let (tb, th) = (tile.b as usize, tile.h as usize);
         let rows = [
-            q0 + CONSUMER_ROWS * c + 16 * w + g,
-            q0 + CONSUMER_ROWS * c + 16 * w + g + 8,
+            tile.q0 + CONSUMER_ROWS * c + 16 * w + g,
+            tile.q0 + CONSUMER_ROWS * c + 16 * w + g + 8,
         ];
         // This consumer's rows as the mask is asked about them (a row past `q_len`, whose
         // output is not stored, as the last row).
-        let first_row = (q0 + CONSUMER_ROWS * c).min(q_len - 1);
-        let own_rows = first_row..(q0 + CONSUMER_ROWS * (c + 1)).min(q_len).max(first_row + 1);
+        let first_row = (tile.q0 + CONSUMER_ROWS * c).min(q_len - 1);
+        let own_rows = first_row..(tile.q0 + CONSUMER_ROWS * (c + 1)).min(q_len).max(first_row + 1);
         let mask_rows = rows.map(|i| i.min(q_len - 1));
         let rows_limits = Limits {
             // The mask as each of the thread's rows sees it (its per-row work done once per
             // block tile), and the keys all this consumer's rows keep (tiles inside them need no
             // test).
-            masks: mask_rows.map(|i| mask.row(tb, th, i)),
+            masks: mask_rows.map(|i| mask.row(tile.b, tile.h, i)),
             full: {
-                let full = mask.full_keys(tb, th, own_rows);
+                let full = mask.full_keys(tile.b, tile.h, own_rows);
                 (full.start as u32, full.end as u32)
             },
-            b: tb,
-            h: th,
+            b: tile.b,
+            h: tile.h,
             rows: mask_rows,
             kv_len: kv_len as u32,
             qd,
@@ -1092,7 +1090,7 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
             &acc,
             (m, l),
             rows,
-            (tb, th),
+            (tile.b, tile.h),
             (q_len, heads),
             (qd, pieces),
         );
@@ -1103,11 +1101,11 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
 /// Where one block tile of the persistent walk sits: `Q` rows `q0 ..+ 128` of head `h` of batch
 /// `b`, and the KV tiles it visits: from `first` (the first the mask keeps) on, below `end`.
 struct Tile {
-    q0: u32,
-    h: u32,
-    b: u32,
-    first: u32,
-    end: u32,
+    q0: usize,
+    h: usize,
+    b: usize,
+    first: usize,
+    end: usize,
 }
 
 /// The block tiles of a launch: tile `w` is query tile `q_tiles - 1 - w % q_tiles` (the last,
@@ -1117,13 +1115,13 @@ struct Tile {
 /// once, the blocks on the H200 read 132 heads' `K` and `V` and ran 10-17% slower at a0c9d50).
 struct Work<M> {
     /// Keys per KV tile ([`WgmmaHead::KEYS`]).
-    keys: u32,
+    keys: usize,
     /// Query rows per block tile (64 per consumer).
-    rows: u32,
+    rows: usize,
     q_tiles: u32,
     heads: u32,
-    q_len: u32,
-    kv_len: u32,
+    q_len: usize,
+    kv_len: usize,
     mask: M,
 }
 
@@ -1155,37 +1153,33 @@ impl<M: Mask> Work<M> {
     fn tile(&self, w: u32) -> Tile {
         let head = w / self.q_tiles;
         let b = head / self.heads;
-        let q0 = (self.q_tiles - 1 - (w - head * self.q_tiles)) * self.rows;
-        let h = head - b * self.heads;
+        let q0 = (self.q_tiles - 1 - (w - head * self.q_tiles)) as usize * self.rows;
+        let (b, h) = (b as usize, (head - b * self.heads) as usize);
         // The mask's keys for the tile's rows bound the tiles it visits (producer and consumers).
-        let keys = self.mask.keys(
-            b as usize,
-            h as usize,
-            q0 as usize..(q0 + self.rows).min(self.q_len) as usize,
-        );
+        let keys = self.mask.keys(b, h, q0..(q0 + self.rows).min(self.q_len));
         let mut tile = Tile {
             q0,
             h,
             b,
             first: 0,
-            end: (keys.end as u32).min(self.kv_len).div_ceil(self.keys),
+            end: keys.end.min(self.kv_len).div_ceil(self.keys),
         };
-        tile.first = self.next(&tile, keys.start as u32 / self.keys);
+        tile.first = self.next(&tile, keys.start / self.keys);
         tile
     }
 
     /// The first KV tile at or after `t` that the mask does not empty for the block tile's rows
     /// (`tile.end` if none): the producer and the consumers step through the same tiles.
     #[inline(always)]
-    fn next(&self, tile: &Tile, mut t: u32) -> u32 {
+    fn next(&self, tile: &Tile, mut t: usize) -> usize {
         if M::MASKS && !M::CONTIGUOUS {
-            let rows = tile.q0 as usize..(tile.q0 + self.rows).min(self.q_len) as usize;
+            let rows = tile.q0..(tile.q0 + self.rows).min(self.q_len);
             while t < tile.end
                 && self.mask.tile(
-                    tile.b as usize,
-                    tile.h as usize,
+                    tile.b,
+                    tile.h,
                     rows.clone(),
-                    (t * self.keys) as usize..(t * self.keys + self.keys).min(self.kv_len) as usize,
+                    t * self.keys..(t * self.keys + self.keys).min(self.kv_len),
                 ) == TileMask::Empty
             {
                 t += 1;
@@ -1479,12 +1473,12 @@ fn online_softmax<M: Mask, H: WgmmaHead>(
     s: &mut H::S,
     m: &mut [f32; 2],
     l: &mut [f32; 2],
-    kt: u32,
+    kt: usize,
     r: &Limits<M>,
 ) -> [f32; 2] {
     // Keys in 32 bits (below 2^31, the grid's limit): a 64-bit comparison per score is two
     // instructions and two registers.
-    let key0 = kt * H::KEYS as u32;
+    let key0 = (kt * H::KEYS) as u32;
     let keys = H::KEYS as u32;
     // Groups of 32 keys: four of a 128-key tile, two of a 64-key one.
     let groups = H::KEYS / 32;
