@@ -8,7 +8,8 @@
 //!    heads, head_dim]` nested as such, strides of whole 16 bytes, at least one key) and a
 //!    positive scale (its softmax takes the row maxima of the unscaled scores): the Hopper rung
 //!    with its consumers' ping-pong, `attention_wgmma_pingpong_d<D>` (at head dim 64 without a
-//!    mask three consumers, `attention_wgmma_three_d64`: [`THREE_CONSUMERS_HEAD_DIM`]), on a
+//!    mask three consumers, `attention_wgmma_three_d64`: [`THREE_CONSUMERS_HEAD_DIM`]; causal from
+//!    [`THREE_CONSUMERS_CAUSAL_MIN_KEYS`] keys, `attention_wgmma_three_causal_d64`), on a
 //!    persistent grid where every block tile has the same work (no mask, or the soft cap alone)
 //!    and, at every
 //!    head dim, causal up to [`CAUSAL_PERSISTENT_MAX_KEYS`] keys (the kernel's walk snakes so
@@ -86,7 +87,7 @@ pub(crate) const CAUSAL_PERSISTENT_MAX_KEYS: usize = 4096;
 /// `bench/experiments/third-wave/69f9bbf-fwd-three-seq-1.jsonl`): 334.0 against 323.1 at
 /// `32x512x32x64`, 392.6 against 377.8 at `16x1024x32x64`, 460.3 against 398.0 at
 /// `8x2048x32x64`, 485.7 against 415.4 at `4x4096x32x64`, 511.9 against 427.5 at
-/// `1x16384x32x64`. (Not causal: its consumers spilled at the 160 registers three may have.)
+/// `1x16384x32x64`. With the causal mask from [`THREE_CONSUMERS_CAUSAL_MIN_KEYS`] keys.
 pub(crate) const THREE_CONSUMERS_HEAD_DIM: usize = 64;
 
 /// The fewest keys at which the causal mask runs three consumer warpgroups at
@@ -123,8 +124,8 @@ pub(crate) enum AttentionPlan {
         /// A block per multiprocessor walking the block tiles, rather than a block per tile.
         persistent: bool,
         /// Consumer warpgroups: 2 (`attention_wgmma_*`, 128 query rows a block), or 3
-        /// (`attention_wgmma_three_*`, 192 rows: head dim 64 without a mask, the plan's choice
-        /// there).
+        /// (`attention_wgmma_three_*`, 192 rows: head dim 64 without a mask or causal from
+        /// [`THREE_CONSUMERS_CAUSAL_MIN_KEYS`] keys, the plan's choice there).
         consumers: usize,
     },
 }

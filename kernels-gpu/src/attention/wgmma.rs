@@ -8,8 +8,9 @@
 //!   one (batch, head). Warpgroup 0 is the producer: it gives registers back (`setmaxnreg` to
 //!   [`PRODUCER_REGISTERS`]) and its thread 0 issues every copy. Warpgroups 1 and 2 are the
 //!   consumers (`setmaxnreg` to [`CONSUMER_REGISTERS`]), each owning 64 of the 128 rows. At
-//!   head dim 64 without a mask, [`attention_wgmma_three`](fn@attention_wgmma_three): four
-//!   warpgroups (512 threads) per 192 rows, three consumers taking turns ([`PingPongThree`]).
+//!   head dim 64 without a mask or with the causal one,
+//!   [`attention_wgmma_three`](fn@attention_wgmma_three): four warpgroups (512 threads) per 192
+//!   rows, three consumers taking turns ([`PingPongThree`]).
 //! * **Copies** (TMA, 128-byte swizzled boxes of 128 rows x 64 dims, zeros past each sequence's
 //!   end): `Q` (128 x `D`) once, on a barrier of its own; `K` and `V` tiles of 128 keys through a
 //!   3-stage [`Ring`] (one stage: `K` then `V`, `D / 64` boxes each). The operands are 4-D tensor
@@ -648,9 +649,11 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
 /// # Safety
 /// As [`attention_wgmma`](fn@attention_wgmma), with `Q`'s map's boxes 192 rows.
 ///
-/// Instances: `attention_wgmma_three_d64_<T>` ([`NoMask`]) for `T` bf16 and f16. Not the causal
-/// mask: its consumers spilled 96 bytes at 160 registers (the most a thread of three consumers
-/// may have beside the producer), 108 at 152.
+/// Instances: `attention_wgmma_three_d64_<T>` ([`NoMask`]) and
+/// `attention_wgmma_three_causal_d64_<T>` ([`Causal`]) for `T` bf16 and f16. The causal
+/// instance fits the 160 registers a thread of three consumers may have beside the producer
+/// since the mask's keys are compared as constants against each row's bound ([`Mask::row_end`],
+/// `online_softmax`); with every key computed into a register it spilled 96 bytes.
 // Barriers: as `attention_wgmma`'s named turns, each turn's wait and hand-over a barrier per
 // consumer (three ids).
 #[kernel(
