@@ -99,7 +99,10 @@ pub(crate) const THREE_CONSUMERS_HEAD_DIM: usize = 64;
 /// choice and `gpukern:wgmma-persistent`): 185.2 and 184.5 against 218.8 and 218.9 at
 /// `32x512x32x64`, 253.3 and 252.0 against 290.4 and 290.5 at `16x1024x32x64`, 360.8 and 360.6
 /// against 346.6 and 346.5 at `8x2048x32x64`, 423.3 and 423.5 against 381.6 and 382.5 at
-/// `4x4096x32x64`.
+/// `4x4096x32x64` (that binary counted the walk in 32 bits, since dropped). In the kernels as
+/// merged (`bench/experiments/third-wave/b3e31ce-fwd-three-causal-ab-final-{1,2}.jsonl`, the
+/// same pair): 359.3 and 358.4 against 345.8 and 347.4 at `8x2048x32x64`, 421.4 and 419.0
+/// against 381.2 and 381.5 at `4x4096x32x64`.
 pub(crate) const THREE_CONSUMERS_CAUSAL_MIN_KEYS: usize = 2048;
 
 /// What one attention call runs.
