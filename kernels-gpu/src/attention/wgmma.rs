@@ -1518,11 +1518,12 @@ fn online_softmax<M: Mask, H: WgmmaHead>(
     }
     // The keys each row keeps below one bound (no mask: the sequence's; a mask that says
     // [`Mask::row_end`]: its, inside the sequence), or `None`: the mask asked key by key.
+    // Experiment: without a mask the ragged tail's keys are computed as before.
     let ends = masks.map(|mk| {
         if M::MASKS {
             mk.row_end().map(|end| end.min(r.kv_len))
         } else {
-            Some(r.kv_len)
+            None
         }
     });
     if let (true, [Some(end0), Some(end1)]) = (masked, ends) {
