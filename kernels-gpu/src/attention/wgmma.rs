@@ -1516,9 +1516,11 @@ fn online_softmax<M: Mask, H: WgmmaHead>(
             });
         });
     }
-    // The keys each row keeps below one bound (no mask: the sequence's; a mask that says
-    // [`Mask::row_end`]: its, inside the sequence), or `None`: the mask asked key by key.
-    // Experiment: without a mask the ragged tail's keys are computed as before.
+    // The keys each row keeps below one bound (a mask that says [`Mask::row_end`]: its, inside
+    // the sequence), or `None`: the keys computed and tested one by one. Without a mask too (the
+    // ragged tail): the bound there changed the no-mask instances' loop and cost head dim 128's
+    // ping-pong 1.3% at 4x4096x16x128 (derived: sums of the runs in
+    // b3e31ce-fwd-three-causal-ab-{main,final}-{1,2}.jsonl; BENCHMARKS.md, twenty-sixth round).
     let ends = masks.map(|mk| {
         if M::MASKS {
             mk.row_end().map(|end| end.min(r.kv_len))
