@@ -1517,17 +1517,12 @@ fn online_softmax<M: Mask, H: WgmmaHead>(
         });
     }
     // The keys each row keeps below one bound (a mask that says [`Mask::row_end`]: its, inside
-    // the sequence), or `None`: the keys computed and tested one by one. Without a mask too (the
-    // ragged tail): the bound there changed the no-mask instances' loop and cost head dim 128's
-    // ping-pong 1.3% at 4x4096x16x128 (derived: sums of the runs in
-    // b3e31ce-fwd-three-causal-ab-{main,final}-{1,2}.jsonl; BENCHMARKS.md, twenty-sixth round).
-    let ends = masks.map(|mk| {
-        if M::MASKS {
-            mk.row_end().map(|end| end.min(r.kv_len))
-        } else {
-            None
-        }
-    });
+    // the sequence), or `None`: the keys computed and tested one by one. Without a mask too
+    // (`NoMask` says no bound; the ragged tail): the sequence's end as a bound there changed the
+    // no-mask instances' loop and cost head dim 128's ping-pong 1.3% at 4x4096x16x128 (derived:
+    // sums of the runs in b3e31ce-fwd-three-causal-ab-{main,final}-{1,2}.jsonl; BENCHMARKS.md,
+    // twenty-sixth round).
+    let ends = masks.map(|mk| mk.row_end().map(|end| end.min(r.kv_len)));
     if let (true, [Some(end0), Some(end1)]) = (masked, ends) {
         // Key `key0 + 2 q + o` (`o` the element's offset, a constant where unrolled) against the
         // row's bound less `key0 + 2 q`, once per row: a comparison with a constant per key, no
