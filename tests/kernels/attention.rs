@@ -188,36 +188,27 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     // Three consumer warpgroups (`Auto` at head dim 64 without a mask, 192-row block tiles):
     // two block tiles per head, the second of 8 rows (whose third consumer's rows are all past
     // the sequence), a KV tile and a ragged one; in f16 one ragged block tile of 70 rows (its
-    // second consumer's rows partly, its third's all past the sequence); and the persistent
-    // walk, 140 block tiles on the simulator's 132 multiprocessors (among the slow trials).
-    trials.push(trial(
-        sim,
-        "attention::auto_three::bf16::1x200x130x2h1kv_d64_full",
-        |gpu, rng| {
-            wgmma_case_with::<bf16>(gpu, rng, (1, 200, 130, 2, 1, 64, false), AttentionAlgorithm::Auto)
-        },
-    ));
-    trials.push(trial(
-        sim,
-        "attention::auto_three::f16::1x70x70x1h1kv_d64_full",
-        |gpu, rng| wgmma_case_with::<f16>(gpu, rng, (1, 70, 70, 1, 1, 64, false), AttentionAlgorithm::Auto),
-    ));
-    // The causal instances (`Auto` at head dim 64 with the causal mask from 2048 keys): the
-    // query rows at the keys' end, so that a few of the KV tiles cross the diagonal; in bf16 two
-    // block tiles, the second of 8 rows, at the plan's boundary; in f16 one ragged block tile and
-    // a ragged last KV tile.
-    trials.push(trial(
-        sim,
-        "attention::auto_three::bf16::1x200x2048x1h1kv_d64_causal",
-        |gpu, rng| {
-            wgmma_case_with::<bf16>(gpu, rng, (1, 200, 2048, 1, 1, 64, true), AttentionAlgorithm::Auto)
-        },
-    ));
-    trials.push(trial(
-        sim,
-        "attention::auto_three::f16::1x70x2100x1h1kv_d64_causal",
-        |gpu, rng| wgmma_case_with::<f16>(gpu, rng, (1, 70, 2100, 1, 1, 64, true), AttentionAlgorithm::Auto),
-    ));
+    // second consumer's rows partly, its third's all past the sequence). Then the causal
+    // instances (from 2048 keys): the query rows at the keys' end, so that a few of the KV tiles
+    // cross the diagonal; in bf16 two block tiles, the second of 8 rows, at the plan's boundary;
+    // in f16 one ragged block tile and a ragged last KV tile. Last, the persistent walk, 140
+    // block tiles on the simulator's 132 multiprocessors (among the slow trials).
+    for (label, case) in [
+        ("bf16", (1, 200, 130, 2, 1, 64, false)),
+        ("f16", (1, 70, 70, 1, 1, 64, false)),
+        ("bf16", (1, 200, 2048, 1, 1, 64, true)),
+        ("f16", (1, 70, 2100, 1, 1, 64, true)),
+    ] {
+        let name = case_name(&case);
+        trials.push(trial(
+            sim,
+            &format!("attention::auto_three::{label}::{name}"),
+            move |gpu, rng| match label {
+                "bf16" => wgmma_case_with::<bf16>(gpu, rng, case, AttentionAlgorithm::Auto),
+                _ => wgmma_case_with::<f16>(gpu, rng, case, AttentionAlgorithm::Auto),
+            },
+        ));
+    }
     trials.push(trial(sim, "attention::auto_three::f16::walk", |gpu, rng| {
         wgmma_case_with::<f16>(gpu, rng, (70, 129, 40, 2, 1, 64, false), AttentionAlgorithm::Auto)
     }));
