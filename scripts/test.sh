@@ -100,7 +100,28 @@ step "build the tests"
 cargo test --workspace --lib --bins --tests --no-run
 
 step "tests"
-cargo test --workspace --lib --bins --tests
+# The typed launchers' compile-fail test (gpukern-launch-types: trybuild type-checks its cases
+# with cargo in a target directory of its own, about 1.4 of the 2 cores for 45 s) runs beside the
+# other test binaries, as its own binary: a second `cargo test` on this target directory would
+# wait for the first's lock, which cargo holds while its tests run.
+# The binary the step before built (the workspace's features; `-p` alone would build another).
+launch_types=$(cargo test --workspace --lib --bins --tests --no-run --message-format=json |
+    jq -r 'select(.reason == "compiler-artifact" and .target.name == "launch_types" and .executable != null) | .executable')
+[ -x "$launch_types" ] || { echo "no launch_types test binary" >&2; exit 1; }
+launch_types_log=$(mktemp)
+(cd launch-types && CARGO_MANIFEST_DIR=$PWD CARGO=$(command -v cargo) "$launch_types") >"$launch_types_log" 2>&1 &
+launch_types_pid=$!
+cargo test --workspace --exclude gpukern-launch-types --lib --bins --tests || {
+    rc=$?
+    kill "$launch_types_pid" 2>/dev/null || true
+    exit $rc
+}
+launch_types_rc=0
+wait "$launch_types_pid" || launch_types_rc=$?
+printf '\n     Running the launch_types test (gpukern-launch-types), beside the others\n'
+cat "$launch_types_log"
+rm -f "$launch_types_log"
+[ "$launch_types_rc" = 0 ] || { echo "the launch_types test failed (exit $launch_types_rc)" >&2; exit 1; }
 cargo test --workspace --doc
 
 step "the example as a crate outside the repository"
