@@ -212,6 +212,21 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     trials.push(trial(sim, "attention::auto_three::f16::walk", |gpu, rng| {
         wgmma_case_with::<f16>(gpu, rng, (70, 129, 40, 2, 1, 64, false), AttentionAlgorithm::Auto)
     }));
+    // Three rounds of the walk (300 block tiles, 36 blocks walk three): at head dim 64 block
+    // tile `n` of a block's walk reads `Q` buffer `n % 2`, so the third reuses the first buffer
+    // once the first tile released it (its barriers' second phase).
+    trials.push(trial(
+        sim,
+        "attention::auto_three::f16::walk_three_rounds",
+        |gpu, rng| {
+            wgmma_case_with::<f16>(
+                gpu,
+                rng,
+                (150, 129, 40, 2, 1, 64, false),
+                AttentionAlgorithm::Auto,
+            )
+        },
+    ));
     trials.push(trial(sim, "attention::wgmma::packed_qkv_d64", |gpu, rng| {
         packed_qkv_with(gpu, rng, (140, 64), AttentionAlgorithm::Wgmma)
     }));
@@ -288,6 +303,23 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
         trials.push(trial(
             cuda,
             &format!("attention::auto_three::{label}::{name}"),
+            move |gpu, rng| match label {
+                "bf16" => fused_vs_rows::<bf16>(gpu, rng, case, AttentionAlgorithm::Auto),
+                _ => fused_vs_rows::<f16>(gpu, rng, case, AttentionAlgorithm::Auto),
+            },
+        ));
+    }
+    // Blocks that walk three block tiles and more at head dim 64 (two `Q` buffers, each reused
+    // once the tile two before released it): three consumers without a mask (384 block tiles
+    // of 192 rows on 132 blocks), two with the causal mask below 2048 keys (512 of 128 rows).
+    for (label, case) in [
+        ("bf16", (8, 1000, 1000, 8, 8, 64, false)),
+        ("f16", (8, 1000, 1000, 8, 2, 64, true)),
+    ] {
+        let name = case_name(&case);
+        trials.push(trial(
+            cuda,
+            &format!("attention::auto_walk_rounds::{label}::{name}"),
             move |gpu, rng| match label {
                 "bf16" => fused_vs_rows::<bf16>(gpu, rng, case, AttentionAlgorithm::Auto),
                 _ => fused_vs_rows::<f16>(gpu, rng, case, AttentionAlgorithm::Auto),

@@ -36,6 +36,11 @@ pub const SLOW_SIM_TRIALS: &[(&str, &str)] = &[
         "sim::attention::auto_three::f16::walk",
         "three consumers on one block per tile (1x200x130x2h1kv_d64_full), the two-consumer walk at head dim 64",
     ),
+    // Three rounds of the three consumers' walk (its two `Q` buffers' second phase).
+    (
+        "sim::attention::auto_three::f16::walk_three_rounds",
+        "three consumers on one block per tile (1x200x130x2h1kv_d64_full), the walk of two rounds among the slow trials, the CUDA walks of several rounds",
+    ),
     // 1.98 s, 2.11 s and 2.15 s (sim-trial-times-44675c1.md)
     (
         "sim::attention::wgmma::f16::2x130x259x2h2kv_d128_causal",

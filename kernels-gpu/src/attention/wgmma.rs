@@ -198,10 +198,23 @@ pub const fn wgmma_shared_bytes(d: usize) -> usize {
 /// with three.
 pub const fn wgmma_shared_bytes_for(d: usize, consumers: usize) -> usize {
     let stages = wgmma_stages_for(d, consumers);
+    let q = wgmma_q_buffers(d);
     Ring::shared_bytes(stages, wgmma_stage_bytes(d)) as usize - 2 * stages * 8
         + 1024
-        + (d / WGMMA_BOX_COLS) * q_box_bytes(consumers)
-        + 32
+        + q * (d / WGMMA_BOX_COLS) * q_box_bytes(consumers)
+        + 8 * (2 * q + 2)
+}
+
+/// `Q` buffers of a block at head dim `d`: two at head dim 64, where shared memory has room for
+/// them beside the ring (block tile `n` of a block's walk uses buffer `n % 2`, so that the
+/// producer copies the next block tile's `Q` while the consumers still read this one's), one at
+/// 128 and 256, whose ring and `Q` fill the 227 KiB a block may have.
+pub const fn wgmma_q_buffers(d: usize) -> usize {
+    if d == 64 {
+        2
+    } else {
+        1
+    }
 }
 
 /// Bytes of one box of `Q` with `consumers` consumer warpgroups: 64 rows of 128 bytes each.
@@ -210,7 +223,7 @@ const fn q_box_bytes(consumers: usize) -> usize {
 }
 
 const _: () = assert!(
-    wgmma_shared_bytes(64) == 116_768
+    wgmma_shared_bytes(64) == 133_168
         && wgmma_shared_bytes(128) == 231_456
         && wgmma_shared_bytes(256) == 198_688
         && wgmma_shared_bytes(128) <= 232_448
@@ -792,19 +805,31 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
     // turns, and three consumers, leave the two words unused), and `Q`'s release (a phase when
     // every consumer warp has retired its last scores of a tile, so that the producer may copy
     // the next tile's `Q` over it).
-    let q_bar = q_tile.wrapping_add(boxes * q_box).cast::<u64>();
-    let turn = |c: usize| q_bar.wrapping_add(1 + c);
-    let q_free = q_bar.wrapping_add(3);
+    // With two `Q` buffers ([`wgmma_q_buffers`]) block tile `n` of the walk uses buffer `n % 2`
+    // and its barriers' phase `n / 2`: the producer copies tile `n + 1`'s `Q` once tile `n - 1`
+    // released the other buffer, under tile `n`'s products.
+    let q_buffers = wgmma_q_buffers(d);
+    let bars = q_tile.wrapping_add(q_buffers * boxes * q_box).cast::<u64>();
+    let q_bar = |i: usize| bars.wrapping_add(i);
+    let turn = |c: usize| bars.wrapping_add(q_buffers + c);
+    let q_free = |i: usize| bars.wrapping_add(q_buffers + 2 + i);
+    let q_place = |n: u32| {
+        let i = if q_buffers == 2 { (n & 1) as usize } else { 0 };
+        let phase = if q_buffers == 2 { (n >> 1) & 1 } else { n & 1 };
+        (i, phase)
+    };
     if tid == 0 {
-        // SAFETY: 32 bytes past `Q` inside the launch's shared memory; nothing else touches
-        // them before the block barrier below.
+        // SAFETY: `8 (2 q_buffers + 2)` bytes past `Q` inside the launch's shared memory;
+        // nothing else touches them before the block barrier below.
         unsafe {
-            mbarrier::init(q_bar, 1);
+            for i in 0..q_buffers {
+                mbarrier::init(q_bar(i), 1);
+                mbarrier::init(q_free(i), (S::CONSUMERS * WARPGROUP / 32) as u32);
+            }
             if !S::NAMED_TURNS {
                 mbarrier::init(turn(0), (WARPGROUP / 32) as u32);
                 mbarrier::init(turn(1), (WARPGROUP / 32) as u32);
             }
-            mbarrier::init(q_free, (S::CONSUMERS * WARPGROUP / 32) as u32);
         }
         mbarrier::fence_init();
     }
@@ -851,15 +876,17 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
             // `boxes` boxes, each 1024-byte aligned inside the tail; the maps are the kernel's
             // (its contract).
             unsafe {
-                if n > 0 {
-                    mbarrier::wait_parity(q_free, (n - 1) & 1);
+                let (i, phase) = q_place(n);
+                if n as usize >= q_buffers {
+                    // The buffer's previous tile (`n - q_buffers`) released it.
+                    mbarrier::wait_parity(q_free(i), phase ^ 1);
                 }
-                mbarrier::arrive_expect_tx(q_bar, (boxes * q_box) as u32);
+                mbarrier::arrive_expect_tx(q_bar(i), (boxes * q_box) as u32);
                 for j in 0..boxes {
                     tma::load_4d(
-                        q_tile.wrapping_add(j * q_box).cast::<T>(),
+                        q_tile.wrapping_add((i * boxes + j) * q_box).cast::<T>(),
                         &tq,
-                        q_bar,
+                        q_bar(i),
                         [
                             tile.b as u32,
                             tile.h as u32,
@@ -898,7 +925,9 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
     let (w, g, qd) = (t / 32, (t % 32) / 4, t % 4);
     // This consumer's 64 rows of `Q` (8 KiB into each box), per box of 64 dims: the first
     // step's descriptor (the products step along the box themselves).
-    let q_desc = |j: usize| k_major_descriptor(q_address + (j * q_box + CONSUMER_ROWS * c * 128) as u32);
+    let q_desc_of = |i: usize, j: usize| {
+        k_major_descriptor(q_address + ((i * boxes + j) * q_box + CONSUMER_ROWS * c * 128) as u32)
+    };
     let mut turns = Turns::<S> {
         c,
         mine: turn(c),
@@ -952,8 +981,10 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
         let mut s = <H::S as wgmma::Accumulators>::zeroed();
         let mut acc = <H::O as wgmma::Accumulators>::zeroed();
         let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
-        // SAFETY: `Q`'s barrier, initialised; its phase `n` completes with this tile's copies.
-        unsafe { mbarrier::wait_parity(q_bar, n & 1) };
+        // SAFETY: `Q`'s barrier, initialised; its phase completes with this tile's copies.
+        let (qi, q_phase) = q_place(n);
+        let q_desc = |j: usize| q_desc_of(qi, j);
+        unsafe { mbarrier::wait_parity(q_bar(qi), q_phase) };
         let mut qa = [0u32; 32];
         if q_regs {
             // This warp's 16 rows of `Q` into registers (the `A` fragment of each step of 16
@@ -964,7 +995,8 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
             unroll_8!(2, |j| {
                 if j < boxes {
                     unroll_8!(4, |st| {
-                        let at = j * q_box + tma::swizzle_128b(r * 128 + (2 * st + lane / 16) * 16);
+                        let at =
+                            (qi * boxes + j) * q_box + tma::swizzle_128b(r * 128 + (2 * st + lane / 16) * 16);
                         // SAFETY: 16 bytes of row `r` of box `j` of `Q`, which has landed (the
                         // wait above) and stays until this consumer's warps release it below;
                         // every lane of the warp.
@@ -977,7 +1009,7 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
             });
             // SAFETY: every lane of the consumer warps, `Q` read into registers; `q_free`
             // counts the consumer warps.
-            unsafe { mbarrier::warp_arrive(q_free) };
+            unsafe { mbarrier::warp_arrive(q_free(qi)) };
         }
         if S::PING_PONG {
             if tile.first < tile.end {
@@ -1030,7 +1062,7 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
                 if !q_regs {
                     // Every scores product of the tile retired: `Q` may be overwritten.
                     // SAFETY: every lane of the consumer warps; `q_free` counts them.
-                    unsafe { mbarrier::warp_arrive(q_free) };
+                    unsafe { mbarrier::warp_arrive(q_free(qi)) };
                 }
                 turns.take();
                 // SAFETY: as above, for the last tile's `P V`.
@@ -1050,7 +1082,7 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
                 }
             } else if !q_regs {
                 // SAFETY: as above (no KV tile: `Q` was not read).
-                unsafe { mbarrier::warp_arrive(q_free) };
+                unsafe { mbarrier::warp_arrive(q_free(qi)) };
             }
         } else {
             // One tile at a time: scores, softmax, `P V`, each waited for.
@@ -1082,7 +1114,7 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
             }
             // SAFETY: every lane of the consumer warps, every scores product retired; `q_free`
             // counts the consumer warps.
-            unsafe { mbarrier::warp_arrive(q_free) };
+            unsafe { mbarrier::warp_arrive(q_free(qi)) };
         }
         // The general masks' instances keep 4-byte pairs: their consumers have no registers to
         // spare for the exchanges (ptxas spilled 40 bytes at head dim 128).
