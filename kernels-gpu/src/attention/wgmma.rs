@@ -812,7 +812,8 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
     let bars = q_tile.wrapping_add(q_buffers * boxes * q_box).cast::<u64>();
     let q_bar = |i: usize| bars.wrapping_add(i);
     let turn = |c: usize| bars.wrapping_add(q_buffers + c);
-    let q_free = |i: usize| bars.wrapping_add(q_buffers + 2 + i);
+    let q_free0 = bars.wrapping_add(q_buffers + 2);
+    let q_free = |i: usize| q_free0.wrapping_add(i);
     let q_place = |n: u32| {
         let i = if q_buffers == 2 { (n & 1) as usize } else { 0 };
         let phase = if q_buffers == 2 { (n >> 1) & 1 } else { n & 1 };
@@ -824,11 +825,13 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
         unsafe {
             for i in 0..q_buffers {
                 mbarrier::init(q_bar(i), 1);
-                mbarrier::init(q_free(i), (S::CONSUMERS * WARPGROUP / 32) as u32);
             }
             if !S::NAMED_TURNS {
                 mbarrier::init(turn(0), (WARPGROUP / 32) as u32);
                 mbarrier::init(turn(1), (WARPGROUP / 32) as u32);
+            }
+            for i in 0..q_buffers {
+                mbarrier::init(q_free(i), (S::CONSUMERS * WARPGROUP / 32) as u32);
             }
         }
         mbarrier::fence_init();
@@ -876,10 +879,11 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
             // `boxes` boxes, each 1024-byte aligned inside the tail; the maps are the kernel's
             // (its contract).
             unsafe {
-                let (i, phase) = q_place(n);
+                let (i, _) = q_place(n);
                 if n as usize >= q_buffers {
-                    // The buffer's previous tile (`n - q_buffers`) released it.
-                    mbarrier::wait_parity(q_free(i), phase ^ 1);
+                    // The buffer's previous tile (`n - q_buffers`) released it: that tile's
+                    // phase.
+                    mbarrier::wait_parity(q_free(i), q_place(n - q_buffers as u32).1);
                 }
                 mbarrier::arrive_expect_tx(q_bar(i), (boxes * q_box) as u32);
                 for j in 0..boxes {
