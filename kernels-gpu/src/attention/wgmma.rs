@@ -12,7 +12,8 @@
 //!   [`attention_wgmma_three`](fn@attention_wgmma_three): four warpgroups (512 threads) per 192
 //!   rows, three consumers taking turns ([`PingPongThree`]).
 //! * **Copies** (TMA, 128-byte swizzled boxes of 128 rows x 64 dims, zeros past each sequence's
-//!   end): `Q` (128 x `D`) once, on a barrier of its own; `K` and `V` tiles of 128 keys through a
+//!   end): `Q` (128 x `D`) once per block tile, on a barrier of its own (at head dim 64 into one
+//!   of two buffers, [`wgmma_q_buffers`]); `K` and `V` tiles of 128 keys through a
 //!   3-stage [`Ring`] (one stage: `K` then `V`, `D / 64` boxes each). The operands are 4-D tensor
 //!   maps of `[batch, seq, heads, head_dim]` with their strides, so packed or strided layouts
 //!   need no copy (strides multiples of 16 bytes; the host plan falls back otherwise).
@@ -48,8 +49,9 @@
 //! * **Traffic** per block: `128 D` elements of `Q`, `2 * keys * D` of `K` and `V` per KV tile
 //!   (`128 * 4 D` flops per element of `K`/`V` fetched: twice the `mma.sync` rung's reuse), `128
 //!   D` of output and 512 bytes of log-sum-exp. Shared memory ([`wgmma_shared_bytes`]): three
-//!   stages of `512 D` bytes (two of `256 D` at `D = 256`), `256 D` of `Q`, barriers and
-//!   alignment: 116,768 bytes at `D = 64`, 231,456 at `D = 128`, 198,688 at `D = 256`.
+//!   stages of `512 D` bytes (two of `256 D` at `D = 256`), `256 D` of `Q` (two buffers at `D =
+//!   64`), barriers and alignment: 133,168 bytes at `D = 64`, 231,456 at `D = 128`, 198,688 at
+//!   `D = 256`.
 //!
 //! Tried before: FlashAttention-3's intra-warpgroup overlap alone (the next tile's `Q K^T`
 //! issued with this tile's `P V`; commits b6f382a and 36692f0), slower at head dim 128 than
@@ -58,8 +60,10 @@
 //!
 //! * **Persistent** where the host asks for it: the grid's size is the host's choice, a block per
 //!   tile or fewer blocks each walking several tiles (`Work`), whose producer then copies the
-//!   next tile's `Q` once the consumers have retired this tile's last scores, and its `K` and `V`
-//!   into the stages they free, under this tile's last products and stores.
+//!   next tile's `Q` once the consumers have retired the last scores of the tile that read its
+//!   buffer before (with one buffer this tile, under its last products and stores; with the two
+//!   of head dim 64 the tile before, so the copy runs under this tile's products), and its `K`
+//!   and `V` into the stages they free.
 //!
 //! # Rounding and edges
 //! As [`super::flash`]: `P` is rounded to the 16-bit type for `P V` while its sum stays f32; a row
@@ -186,9 +190,9 @@ const fn kv_box_bytes(d: usize) -> usize {
 }
 
 /// Dynamic shared memory of [`attention_wgmma`](fn@attention_wgmma) for head dim `d`: the ring
-/// (alignment slack, stages, barriers), a 1024-byte gap, `Q`, `Q`'s barrier, the consumers'
-/// two `mbarrier` turns (used by the [`PingPong`] schedule; unused with named turns) and `Q`'s
-/// release.
+/// (alignment slack, stages, barriers), a 1024-byte gap, the [`wgmma_q_buffers`] buffers of
+/// `Q`, their barriers, the consumers' two `mbarrier` turns (used by the [`PingPong`] schedule;
+/// unused with named turns) and the buffers' releases.
 pub const fn wgmma_shared_bytes(d: usize) -> usize {
     wgmma_shared_bytes_for(d, 2)
 }
@@ -537,8 +541,9 @@ impl WgmmaSchedule for PingPongThree {
 /// computes tiles `x, x + gridDim.x, ...` (one tile per block when the grid has a block per tile,
 /// a persistent walk when it has fewer; with the causal mask every other round from its end,
 /// `Work::walk`). Thread 0 initialises the barriers. Per tile, the
-/// producer warpgroup's thread 0 waits until the consumers released the previous tile's `Q`,
-/// copies the `Q` tile, then for each KV tile waits for a free stage and copies `K` and `V` into
+/// producer warpgroup's thread 0 waits until the consumers released the `Q` buffer's previous
+/// tile (the tile before, or at head dim 64 with its two buffers the one before that), copies
+/// the `Q` tile into it, then for each KV tile waits for a free stage and copies `K` and `V` into
 /// it (TMA, 4-D maps, zeros past the sequences), running ahead into the next tile's stages while
 /// the consumers finish this one. Consumer warpgroup `c` (1 or 2) computes rows `64 (c - 1) ..+
 /// 64` of the tile: thread `t` of it (warp `w`, `g = (t % 32) / 4`, `q = t % 4`) holds rows `16
