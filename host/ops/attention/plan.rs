@@ -102,7 +102,11 @@ pub(crate) const THREE_CONSUMERS_HEAD_DIM: usize = 64;
 /// `4x4096x32x64` (that binary counted the walk in 32 bits, since dropped). In the kernels as
 /// merged (`bench/experiments/third-wave/b3e31ce-fwd-three-causal-ab-final-{1,2}.jsonl`, the
 /// same pair): 359.3 and 358.4 against 345.8 and 347.4 at `8x2048x32x64`, 421.4 and 419.0
-/// against 381.2 and 381.5 at `4x4096x32x64`.
+/// against 381.2 and 381.5 at `4x4096x32x64`. With the two `Q` buffers of head dim 64
+/// (`kernels_gpu::attention::wgmma::wgmma_q_buffers`) three consumers from 512 keys again lost
+/// below 2048: 212.1 and 210.8 against 233.2 and 234.2 at `32x512x32x64`, 269.8 and 267.0
+/// against 301.4 and 300.3 at `16x1024x32x64`
+/// (`bench/experiments/third-wave/c157047-fwd-q2-ab-{three,final}-{1,2}.jsonl`).
 pub(crate) const THREE_CONSUMERS_CAUSAL_MIN_KEYS: usize = 2048;
 
 /// What one attention call runs.
