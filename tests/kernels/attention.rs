@@ -288,57 +288,37 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
             },
         ));
     }
-    // The plan's choice at head dim 64 without a mask or with the causal one from 2048 keys:
-    // three consumer warpgroups (the fused-vs-rows cases above run two), on the persistent walk
-    // with 176 and 168 block tiles, ragged, and causal at 2100 keys (its snake), at the plan's
-    // boundary (2048 keys) and past 4096 keys (a block per tile, 69 of them).
-    for (label, case) in [
-        ("bf16", (2, 2100, 2100, 8, 2, 64, false)),
-        ("f16", (1, 3999, 4001, 8, 8, 64, false)),
-        ("bf16", (2, 2100, 2100, 8, 2, 64, true)),
-        ("f16", (1, 2048, 2048, 4, 1, 64, true)),
-        ("f16", (1, 4300, 4200, 3, 1, 64, true)),
+    // The plan's choice at head dim 64, each case through `Auto` against the rows rung:
+    // * `auto_three`: without a mask or with the causal one from 2048 keys, three consumer
+    //   warpgroups (the fused-vs-rows cases above run two), on the persistent walk with 176 and
+    //   168 block tiles, ragged, and causal at 2100 keys (its snake), at the plan's boundary
+    //   (2048 keys) and past 4096 keys (a block per tile, 69 of them);
+    // * `auto_walk_rounds`: blocks that walk three block tiles and more (two `Q` buffers, each
+    //   reused once the tile two before released it): three consumers without a mask (384 block
+    //   tiles of 192 rows on 132 blocks), two with the causal mask below 2048 keys (512 of 128
+    //   rows);
+    // * `auto_causal_walk`: just below the causal boundary (`THREE_CONSUMERS_CAUSAL_MIN_KEYS`),
+    //   two consumers.
+    for (group, label, case) in [
+        ("auto_three", "bf16", (2, 2100, 2100, 8, 2, 64, false)),
+        ("auto_three", "f16", (1, 3999, 4001, 8, 8, 64, false)),
+        ("auto_three", "bf16", (2, 2100, 2100, 8, 2, 64, true)),
+        ("auto_three", "f16", (1, 2048, 2048, 4, 1, 64, true)),
+        ("auto_three", "f16", (1, 4300, 4200, 3, 1, 64, true)),
+        ("auto_walk_rounds", "bf16", (8, 1000, 1000, 8, 8, 64, false)),
+        ("auto_walk_rounds", "f16", (8, 1000, 1000, 8, 2, 64, true)),
+        ("auto_causal_walk", "bf16", (1, 2047, 2047, 4, 2, 64, true)),
     ] {
         let name = case_name(&case);
         trials.push(trial(
             cuda,
-            &format!("attention::auto_three::{label}::{name}"),
+            &format!("attention::{group}::{label}::{name}"),
             move |gpu, rng| match label {
                 "bf16" => fused_vs_rows::<bf16>(gpu, rng, case, AttentionAlgorithm::Auto),
                 _ => fused_vs_rows::<f16>(gpu, rng, case, AttentionAlgorithm::Auto),
             },
         ));
     }
-    // Blocks that walk three block tiles and more at head dim 64 (two `Q` buffers, each reused
-    // once the tile two before released it): three consumers without a mask (384 block tiles
-    // of 192 rows on 132 blocks), two with the causal mask below 2048 keys (512 of 128 rows).
-    for (label, case) in [
-        ("bf16", (8, 1000, 1000, 8, 8, 64, false)),
-        ("f16", (8, 1000, 1000, 8, 2, 64, true)),
-    ] {
-        let name = case_name(&case);
-        trials.push(trial(
-            cuda,
-            &format!("attention::auto_walk_rounds::{label}::{name}"),
-            move |gpu, rng| match label {
-                "bf16" => fused_vs_rows::<bf16>(gpu, rng, case, AttentionAlgorithm::Auto),
-                _ => fused_vs_rows::<f16>(gpu, rng, case, AttentionAlgorithm::Auto),
-            },
-        ));
-    }
-    // Just below the causal boundary (`THREE_CONSUMERS_CAUSAL_MIN_KEYS`): two consumers.
-    trials.push(trial(
-        cuda,
-        "attention::auto_causal_walk::bf16::1x2047x2047x4h2kv_d64_causal",
-        |gpu, rng| {
-            fused_vs_rows::<bf16>(
-                gpu,
-                rng,
-                (1, 2047, 2047, 4, 2, 64, true),
-                AttentionAlgorithm::Auto,
-            )
-        },
-    ));
     // The plan's choice at head dim 256 without a mask: one tile at a time on the persistent
     // walk (144 block tiles), which the ping-pong cases above do not run.
     trials.push(trial(

@@ -804,10 +804,10 @@ unsafe fn forward<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
         )
     };
     let (q_tile, q_address) = ring.tail();
-    // Past `Q`: its barrier, the consumers' two turns (the ping-pong with `mbarrier` turns:
+    // Past `Q`: its barriers (one per buffer), the consumers' two turns (the ping-pong with `mbarrier` turns:
     // `turn(c)` completes a phase when the other consumer's four warps hand consumer `c` the
     // turn; arithmetic, not an array indexed by `c`, which would live in local memory; named
-    // turns, and three consumers, leave the two words unused), and `Q`'s release (a phase when
+    // turns, and three consumers, leave the two words unused), and `Q`'s releases (a phase when
     // every consumer warp has retired its last scores of a tile, so that the producer may copy
     // the next tile's `Q` over it).
     // With two `Q` buffers ([`wgmma_q_buffers`]) block tile `n` of the walk uses buffer `n % 2`
