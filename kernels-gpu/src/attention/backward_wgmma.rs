@@ -52,7 +52,8 @@
 
 use super::visible_keys;
 use super::wgmma::{
-    k_major_descriptor, n_major_descriptor, WgmmaElement, WgmmaHead, D128, D64, WGMMA_BOX_COLS,
+    k_major_descriptor, n_major_descriptor, store_row_pieces, WgmmaElement, WgmmaHead, D128, D64,
+    WGMMA_BOX_COLS,
 };
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
@@ -278,9 +279,11 @@ pub(super) fn pack_fragment<T: WgmmaElement, const N: usize, const R: usize>(s: 
     p
 }
 
-/// A consumer thread's store of two rows of a gradient (`acc * factor`, pairs of elements) into
-/// the contiguous `[batch, len, heads, D]` output `out`: rows `rows` of head `h` of batch `b`,
-/// those below `len`.
+/// A consumer thread's store of two rows of a gradient (`acc * factor`) into the contiguous
+/// `[batch, len, heads, D]` output `out`: rows `rows` of head `h` of batch `b`, those below `len`,
+/// in 16-byte pieces after a transpose within the quad ([`store_row_pieces`], the forward's
+/// epilogue: whole 32-byte sectors per warp store, where 4-byte pairs used half of each). Every
+/// lane of the warp calls it (the exchanges are shuffles).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn store_gradient<T: WgmmaElement, H: WgmmaHead>(
@@ -296,20 +299,13 @@ pub(super) fn store_gradient<T: WgmmaElement, H: WgmmaHead>(
     let out = out.cast::<u32>();
     unroll_8!(2, |hh| {
         let i = rows[hh];
-        if i < len {
-            let row = ((b * len + i) * heads + h) * d;
-            unroll_8!(8, |hi| {
-                unroll_8!(8, |lo| {
-                    let j = 8 * hi + lo;
-                    if j < H::D / 8 {
-                        let pair = T::pack([acc[4 * j + 2 * hh] * factor, acc[4 * j + 2 * hh + 1] * factor]);
-                        // SAFETY: dims `8 j + 2 q ..+ 2 < D` of row `(b, i, h)` of the
-                        // contiguous output, 4-byte aligned (aligned base, even offsets).
-                        unsafe { mem::store(out, (row + 8 * j + 2 * qd) / 2, pair) };
-                    }
-                });
-            });
-        }
+        // Pair `j` of the row: dims `8 j + 2 q` and `+ 1`, packed.
+        let pair = |j: usize| T::pack([acc[4 * j + 2 * hh] * factor, acc[4 * j + 2 * hh + 1] * factor]);
+        let row = ((b * len + i.min(len - 1)) * heads + h) * d / 2;
+        // SAFETY: row `(b, i, h)` of the contiguous output, `D` elements from a 16-byte boundary
+        // (the plan runs this rung on 16-byte aligned gradients, `D` 64 or 128), stored only
+        // when `i < len`.
+        unsafe { store_row_pieces(out.wrapping_add(row), H::D / 8, pair, qd, i < len) };
     });
 }
 
@@ -327,8 +323,8 @@ pub(super) fn store_gradient<T: WgmmaElement, H: WgmmaHead>(
 /// waits for the stage, issues `S^T` and `dP^T` (at `D = 64` then retires the previous step's
 /// `dV` and `dK` and releases that step's stage), computes `P^T` once `S^T` retired, issues `dV
 /// += P^T dO`, computes `dS^T` once `dP^T` retired and issues `dK += dS^T Q` (at `D = 128` then
-/// retires both and releases the stage). Then it stores `scale dK` and `dV` (pairs of elements) for its keys
-/// below `kv_len`.
+/// retires both and releases the stage). Then it stores `scale dK` and `dV` (16-byte pieces
+/// after a transpose within the quad) for its keys below `kv_len`.
 ///
 /// Launch: grid `(ceil(kv_len / 128), kv_heads, batch)`, [`BWD_WGMMA_BLOCK`] threads,
 /// [`bwd_wgmma_dkdv_shared_bytes`]`(D)` bytes of dynamic shared memory; a compute capability
@@ -664,8 +660,8 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
 /// tile and their `dQ` at dims `8 j + 2 q` and `+ 1`. Per key tile it waits for the stage,
 /// issues `S = Q K^T` and `dP = dO V^T`, computes `P` once `S` retired and `dS` once `dP`
 /// retired, issues `dQ += dS K` and releases the stage once that retired (at `D = 64` in the
-/// next tile's step, under its scores). Then it stores `scale
-/// dQ` (pairs of elements) for its rows below `q_len`.
+/// next tile's step, under its scores). Then it stores `scale dQ` (16-byte pieces after a
+/// transpose within the quad) for its rows below `q_len`.
 ///
 /// Launch: grid `(ceil(q_len / 128), heads, batch)`, [`BWD_WGMMA_BLOCK`] threads,
 /// [`bwd_wgmma_dq_shared_bytes`]`(D)` bytes of dynamic shared memory; a compute capability 9.0

@@ -39,8 +39,9 @@
 //!   64` was reported).
 //! * **`dQ` accumulation** (FlashAttention-3's): after the product retires, each thread stores its
 //!   32 accumulators into its consumer's 16 KiB **staging** in shared memory, in `dq_accum`'s
-//!   **fragment order** ([`dq_accum_index`]: accumulator `i` of thread `t` at `i * 128 + t` of
-//!   its 4096-float part, so each warp's store is 128 contiguous bytes), fences them for the copy
+//!   **fragment order** ([`dq_accum_index`]: accumulators `4 j ..+ 4` of thread `t` as one
+//!   16-byte piece at float `4 (128 j + t)` of its 4096-float part, so each warp's store is 512
+//!   contiguous bytes, 8 stores a thread), fences them for the copy
 //!   engine and meets the other writers at named barrier 3 (both consumers' 256 threads at `D =
 //!   128`, `3 + c` of this consumer's 128 at 64); then its thread 0 hands the whole part to
 //!   the copy engine as one `cp.reduce.async.bulk ... add.f32` ([`bulk::reduce_add_f32`]) into
@@ -86,9 +87,9 @@
 //!
 //! # Traffic
 //! Per block: `2 * 128 D` elements of `K`/`V` read once, `2 * 64 D` of `Q`/`dO` and 512 bytes of
-//! statistics per query tile, `2 * 128 D` written; per tile two bulk reductions of 16 KiB (the
-//! tile's `64 D` f32 at `D = 128`, twice that at `D = 64`), 32 4-byte shared stores per
-//! thread into the staging. Flops per tile and consumer: `S^T`, `dP^T`, `dV`, `dK` (`4 * 64 * 64 * D * 2`) and
+//! statistics per query tile, `2 * 128 D` written (16-byte pieces); per tile two bulk
+//! reductions of 16 KiB (the tile's `64 D` f32 at `D = 128`, twice that at `D = 64`), 8 16-byte
+//! shared stores per thread into the staging. Flops per tile and consumer: `S^T`, `dP^T`, `dV`, `dK` (`4 * 64 * 64 * D * 2`) and
 //! the `dQ` share (`64 * 64 * 128 * 2`: the tile's `64 * 128 * D * 2` over two consumers). The
 //! conversion reads `4 D` bytes and writes `2 D` per query row and head.
 //!
@@ -161,17 +162,17 @@ pub const fn bwd_wgmma_dq_accum_len(batch: usize, heads: usize, q_pad: usize, he
 
 /// Where element (`row`, `dim`) of head `bh = b heads + h`'s `dQ` lies in `dq_accum` (fragment
 /// order): its query tile `row / 64` of `q_pad / 64`, its 64-dim part `dim / 64` of `d / 64`
-/// ([`DQ_PART`] floats each), then accumulator `i` of thread `t` at `i * 128 + t`, where `t = 32
-/// w + 4 g + q` holds row `16 w + g + 8 ((i / 2) % 2)`, dim `8 (i / 4) + 2 q + i % 2` of the part
-/// (the `m64nNk16` layout, [`wgmma`]'s documentation).
+/// ([`DQ_PART`] floats each), then accumulator `i = 4 j + r` of thread `t` at `4 (128 j + t) +
+/// r`, where `t = 32 w + 4 g + q` holds row `16 w + g + 8 (r / 2)`, dim `8 j + 2 q + r % 2` of
+/// the part (the `m64nNk16` layout, [`wgmma`]'s documentation): a thread's four accumulators of
+/// one `j` are one 16-byte piece, and a warp's pieces of one `j` 512 contiguous bytes.
 #[inline(always)]
 pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize) -> usize {
     let (r, c) = (row % 64, dim % 64);
     let (w, g, h) = (r / 16, r % 8, (r % 16) / 8);
     let (j, q, e) = (c / 8, (c % 8) / 2, c % 2);
-    let i = 4 * j + 2 * h + e;
     let t = 32 * w + 4 * g + q;
-    ((bh * (q_pad / 64) + row / 64) * (d / 64) + dim / 64) * DQ_PART + i * 128 + t
+    ((bh * (q_pad / 64) + row / 64) * (d / 64) + dim / 64) * DQ_PART + 4 * (128 * j + t) + 2 * h + e
 }
 
 /// Attention backward on Hopper's warpgroup tensor cores in one kernel: `dK`, `dV`, and `dQ`
@@ -194,7 +195,7 @@ pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize)
 /// other writers, and its thread 0 adds the staging into `dq_accum` by one bulk reduction; it
 /// loads the next step's statistics, then (at `D = 128`) retires `dK` and releases the stage.
 /// After the last step thread 0 waits for its reductions. Then it stores `scale dK` and `dV`
-/// (pairs of elements) for its keys below `kv_len`.
+/// (16-byte pieces after a transpose within the quad) for its keys below `kv_len`.
 ///
 /// Global memory: `K`, `V` once and `Q`, `dO` per step by TMA; the statistics (L2); `dK`, `dV`
 /// written once; `dq_accum` by two bulk reductions of 16 KiB per step ([`dq_accum_index`]).
@@ -700,43 +701,48 @@ fn store_ds(tile: *mut u8, ds: &[u32; 16], c: usize, w: usize, g: usize, qd: usi
 }
 
 /// Stores a consumer thread's 32 `dQ` accumulators into its consumer's staging (16 KiB of
-/// shared memory, `dq_accum`'s fragment order): accumulator `i` of thread `t` at float `128 i +
-/// t`, so that each warp's store of one accumulator is 128 contiguous bytes (no bank conflict).
+/// shared memory, `dq_accum`'s fragment order, [`dq_accum_index`]): accumulators `4 j ..+ 4` of
+/// thread `t` as one 16-byte piece at float `4 (128 j + t)`, so that each warp's store of one `j`
+/// is 512 contiguous bytes (no bank conflict): 8 stores where a float each took 32 (ncu's
+/// source counters put the staging's 4-byte stores among the consumers' largest stalls,
+/// `bench/experiments/h200-logs/53c2c9a-h100-v23a-ncu-bwd-fused-sass.csv.gz`).
 #[inline(always)]
 fn stage_dq(staging: *mut f32, acc: &[f32; 32], t: usize) {
     let t = hint::recompute(t as u32) as usize;
-    unroll_8!(4, |hi| {
-        unroll_8!(8, |lo| {
-            let i = 8 * hi + lo;
-            // SAFETY: inside the consumer's staging (`128 i + t < DQ_PART`), 4-byte aligned; its
-            // last reduction has read it (the caller's wait and barrier).
-            unsafe { mem::store(staging, 128 * i + t, acc[i]) };
-        });
+    unroll_8!(8, |j| {
+        // SAFETY: inside the consumer's staging (`4 (128 j + t) + 4 <= DQ_PART`), 16-byte
+        // aligned (the staging is); its last reduction has read it (the caller's wait and
+        // barrier).
+        unsafe {
+            vector::store::<f32, 4>(
+                staging,
+                4 * (128 * j + t),
+                [acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]],
+            )
+        };
     });
 }
 
 /// Threads of [`attention_bwd_wgmma_dq_convert`](fn@attention_bwd_wgmma_dq_convert): one per
-/// 8 dims of a pair of query rows (`i` even and `i + 1`) of each (batch, head).
+/// 8 dims of two query rows (`16 w + g` and `+ 8` of a 64-row tile) of each (batch, head), over
+/// the tiles that hold the `q_len` rows.
 pub const fn dq_convert_threads(batch: usize, q_len: usize, heads: usize, head_dim: usize) -> usize {
-    batch * q_len.div_ceil(2) * heads * (head_dim / 8)
+    batch * q_len.div_ceil(BWD_WGMMA_Q_TILE) * (BWD_WGMMA_Q_TILE / 2) * heads * (head_dim / 8)
 }
 
 /// The fused backward's last step: `dq = scale dq_accum`, rounded to `T`, from the f32 buffer
 /// in fragment order ([`dq_accum_index`]) to the contiguous `[batch, q_len, heads, head_dim]`
 /// `dq` (FlashAttention-3's postprocess).
 ///
-/// Thread `x` (of `threads = `[`dq_convert_threads`]) takes dims `8 j ..+ 8` of query rows `i =
-/// 2 p` and `i + 1` of head `h` of batch `b`, `x` read as `((b, p, h), j)` with `j` fastest. In
-/// fragment order those 16 floats are accumulators `4 j + 2 h'` and `+ 1` of eight consecutive
-/// threads `t0 ..+ 8` (`t0` a multiple of 8: rows `i` and `i + 1` are a thread quad each): two
-/// 32-byte loads (`[128 (4 j + 2 h') + t0 ..+ 8]` and the next accumulator's, 512 bytes on), each
-/// a whole sector, whose elements interleave into the two rows' dims (row `i + r`, dim `8 j + 2 q
-/// + e` from load `e`, element `4 r + q`); it scales them and stores each row's chunk as one
-/// 16-byte store (row `i + 1` only below `q_len`). A warp's stores are whole rows of consecutive
-/// heads, 512 contiguous bytes per row at `D = 128`. Before this (`a22f01e`) a thread took one
-/// row's chunk, its two 16-byte loads each half a sector whose other half another warp read.
-/// Coordinates by a shift and 32-bit divisions (rows below 2^32: the buffer's `4 head_dim` bytes
-/// a row bound them).
+/// Thread `x` (of `threads = `[`dq_convert_threads`]) takes dims `8 j ..+ 8` (`j < head_dim /
+/// 8`, the part `j / 8`) of rows `16 w + g` and `+ 8` (`k = 8 w + g < 32`) of query tile `qt` of
+/// head `h` of batch `b`, `x` read as `((b, qt), k, h, j)` with `j` fastest. In fragment order
+/// those 16 floats are the pieces of `j % 8` of the quad `t0 = 4 k ..+ 4`: 64 contiguous bytes
+/// (`4 (128 (j % 8) + t0) ..+ 16` of the part), two whole sectors; lane `q`'s piece holds row
+/// `16 w + g`'s dims `8 j + 2 q ..+ 2` and row `+ 8`'s. It scales them and stores each row's
+/// chunk as one 16-byte store (rows below `q_len`). A warp's stores are whole rows of consecutive
+/// heads, 512 contiguous bytes per row at `D = 128`. Coordinates by shifts and 32-bit divisions
+/// (rows below 2^32: the buffer's `4 head_dim` bytes a row bound them).
 ///
 /// Global memory: 64 bytes read and 32 written per thread.
 ///
@@ -774,28 +780,32 @@ pub unsafe fn attention_bwd_wgmma_dq_convert<T: BwdWgmmaElement>(
     if x >= threads {
         return;
     }
-    // `head_dim / 8` chunks a row: 8 or 16, a shift.
+    // `head_dim / 8` chunks a row: 8 or 16, a shift; 32 row pairs a tile.
     let shift = if head_dim > 64 { 4 } else { 3 };
-    let (pair, dim) = ((x >> shift) as u32, 8 * (x & ((1 << shift) - 1)));
-    let pairs = q_len.div_ceil(2) as u32;
-    let (h, bp) = (pair % heads as u32, pair / heads as u32);
-    let (i, b) = (2 * (bp % pairs) as usize, (bp / pairs) as usize);
-    let at = dq_accum_index(b * heads + h as usize, i, dim, q_pad, head_dim);
-    // SAFETY: `i` is even, so `at` is accumulator `4 j + 2 h'` of thread `t0`, a multiple of 8
-    // (its quad holds row `i`, the next quad row `i + 1 < q_pad`): `at ..+ 8` and `at + 128 ..+
-    // 8` lie in the buffer (the contract), each 32-byte aligned (the buffer is 16-byte aligned
-    // and `at` a multiple of 8, which the 16-byte accesses need); rows `i` and (below `q_len`)
-    // `i + 1` of head `h` of batch `b` in `dq`, chunk `dim / 8`, 16-byte aligned.
+    let j = x & ((1 << shift) - 1);
+    let rest = (x >> shift) as u32;
+    let (h, rest) = (rest % heads as u32, rest / heads as u32);
+    let (k, tile) = ((rest % 32) as usize, rest / 32);
+    let q_tiles = q_len.div_ceil(BWD_WGMMA_Q_TILE) as u32;
+    let (qt, b) = ((tile % q_tiles) as usize, (tile / q_tiles) as usize);
+    let (w, g) = (k / 8, k % 8);
+    let i = qt * BWD_WGMMA_Q_TILE + 16 * w + g;
+    let at = dq_accum_index(b * heads + h as usize, i, 8 * j, q_pad, head_dim);
+    // SAFETY: `at` is the first float of quad `t0 = 4 k`'s piece of `j % 8` (row `i`'s dim `8
+    // j`, accumulator 0 of lane 0), so `at ..+ 16` lie in the buffer (`i < q_pad`, the
+    // contract), 16-byte aligned; rows `i` and `i + 8` of head `h` of batch `b` in `dq`, chunk
+    // `j`, 16-byte aligned, stored only below `q_len`.
     unsafe {
-        let e0 = vector::load::<f32, 8>(dq_accum, at);
-        let e1 = vector::load::<f32, 8>(dq_accum, at + 128);
+        let e: [[f32; 4]; 4] = core::array::from_fn(|q| vector::load::<f32, 4>(dq_accum, at + 4 * q));
         let row = |r: usize| -> [u32; 4] {
-            core::array::from_fn(|q| T::pack([e0[4 * r + q] * scale, e1[4 * r + q] * scale]))
+            core::array::from_fn(|q| T::pack([e[q][2 * r] * scale, e[q][2 * r + 1] * scale]))
         };
-        let out = ((b * q_len + i) * heads + h as usize) * head_dim + dim;
-        vector::store::<u32, 4>(dq.cast::<u32>(), out / 2, row(0));
-        if i + 1 < q_len {
-            vector::store::<u32, 4>(dq.cast::<u32>(), (out + heads * head_dim) / 2, row(1));
+        let out = ((b * q_len + i) * heads + h as usize) * head_dim + 8 * j;
+        if i < q_len {
+            vector::store::<u32, 4>(dq.cast::<u32>(), out / 2, row(0));
+        }
+        if i + 8 < q_len {
+            vector::store::<u32, 4>(dq.cast::<u32>(), (out + 8 * heads * head_dim) / 2, row(1));
         }
     }
 }

@@ -1315,6 +1315,45 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
     });
 }
 
+/// Stores one row of `pairs` packed pairs (`pair(j)`: dims `8 j + 2 q` and `+ 1`, this lane `q`
+/// of its quad) in 16-byte pieces: four pairs `j0 ..+ 4` (dims `8 j0 ..+ 32`) at a time,
+/// transposed within the quad (two exchanges of two words each: lanes `q` and `q ^ 1`, then `q ^
+/// 2`), so that lane `q` holds the four pairs of dims `8 (j0 + q) ..+ 8` and stores them as one
+/// 16-byte piece: a warp's store covers whole 32-byte sectors where 4-byte pairs used half of
+/// each. Every lane of the warp calls it (the exchanges are shuffles); only lanes with `store`
+/// write. The forward's epilogue and the backward's gradients share it.
+///
+/// # Safety
+/// With `store`, `row` points to `4 pairs` writable words (the row's `8 pairs` elements),
+/// 16-byte aligned, `pairs` a multiple of 4.
+#[inline(always)]
+pub(super) unsafe fn store_row_pieces(
+    row: *mut u32,
+    pairs: usize,
+    pair: impl Fn(usize) -> u32,
+    qd: usize,
+    store: bool,
+) {
+    let (bit0, bit1) = (qd & 1 != 0, qd & 2 != 0);
+    unroll_8!(2, |hi| {
+        unroll_8!(4, |lo| {
+            let j0 = 4 * (4 * hi + lo);
+            if j0 < pairs {
+                let mut v = [pair(j0), pair(j0 + 1), pair(j0 + 2), pair(j0 + 3)];
+                quad_exchange(&mut v, (0, 1), 1, bit0);
+                quad_exchange(&mut v, (2, 3), 1, bit0);
+                quad_exchange(&mut v, (0, 2), 2, bit1);
+                quad_exchange(&mut v, (1, 3), 2, bit1);
+                if store {
+                    // SAFETY: words `4 (j0 + q) ..+ 4 <= 4 pairs` of the row, 16-byte aligned
+                    // (the contract).
+                    unsafe { vector::store::<u32, 4>(row, 4 * (j0 + qd), v) };
+                }
+            }
+        });
+    });
+}
+
 /// One step of a 4 x 4 transpose of words across a quad: lanes `q` and `q ^ lanes` trade `v[b]`
 /// of the lane whose `upper` bit is clear for `v[a]` of the lane whose bit is set (`upper`: this
 /// lane's bit). Every lane of the warp calls it (a shuffle); `a` and `b` are constants where it is
