@@ -1276,8 +1276,8 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
             }
         } else {
             // (The form of [`store_row_pieces`], which the backward's gradients use; written out
-            // here because calling it changed this epilogue's address arithmetic, 8 to 24 SASS
-            // instructions fewer in the set-up, and that build has not been timed.)
+            // here because calling it changed this epilogue's set-up address arithmetic, and that
+            // build has not been timed.)
             // Row `(b, i, h)` in 16-byte pieces (every row of the contiguous output starts on one).
             let row = ((b * q_len + i.min(q_len - 1)) * heads + h) * d / 8;
             // Four pairs `j0 ..+ 4` (dims `8 j0 ..+ 32`) at a time, transposed within the quad (two
@@ -1324,7 +1324,8 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
 /// 2`), so that lane `q` holds the four pairs of dims `8 (j0 + q) ..+ 8` and stores them as one
 /// 16-byte piece: a warp's store covers whole 32-byte sectors where 4-byte pairs used half of
 /// each. Every lane of the warp calls it (the exchanges are shuffles); only lanes with `store`
-/// write. The forward's epilogue and the backward's gradients share it.
+/// write. The backward's gradients use it; the forward's epilogue ([`store_rows`]) writes the
+/// same form out itself (see there).
 ///
 /// # Safety
 /// With `store`, `row` points to `4 pairs` writable words (the row's `8 pairs` elements),
