@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# One device call for the branch `grouped-tail` (`c3ad9c4`) against main: the grouped product's
-# last, partial round of tiles split into column halves (`tail_halves`).
-# Binaries: `bash bench/build-trees.sh .device/bin main=main tail=c3ad9c4` (bench-main,
+# One device call for the branch `gemm-tail` (`bda834e`) against main: the last, partial round of
+# a persistent GEMM's tiles split into column halves (`wgmma_ws::tail_halves`), in the grouped
+# product (`c3ad9c4`) and in the dense warp-specialised kernel's 16-bit 128-row tiles (`bda834e`).
+# Binaries: `bash bench/build-trees.sh .device/bin main=main tail=bda834e` (bench-main,
 # kernels-main, bench-tail, kernels-tail), carried packed; the call unpacks them and drops
-# kernels-main (main's grouped trials ran in earlier calls).
-#   bash c3ad9c4-grouped-tail-call.sh PART...   PART, run in the order given:
-#     ab1 | ab2     bench --kernels matmul_grouped --plans of both binaries in turn (bench/ab.sh)
+# kernels-main (main's trials ran in earlier calls).
+#   bash bda834e-gemm-tail-call.sh PART...   PART, run in the order given:
+#     ab1 | ab2     bench --kernels matmul_grouped --plans of both binaries in turn (bench/ab.sh):
+#                   the grouped product (the uniform split's 3,072 wide tiles split their last 36)
+#                   and its dense twin (`gpukern:dense`, the dense kernel, split alike)
+#     dense-ab1 | dense-ab2   bench --kernels matmul_half at 4096^3 and 8192^3 (no split there:
+#                   the changed code's cost where the tail is not split), both binaries in turn
 #     peers         torch._grouped_mm and torch's dense product of the same flops (peers.py)
-#     trials        the tail binary's cuda::matmul_grouped trials
+#     trials        the tail binary's cuda::matmul_grouped and cuda::matmul_wgmma_ws trials
 #     sanitize      memcheck, racecheck, synccheck of two grouped trials (tail binary): one whose
-#                   lists split their tails on the GPU (both plans), one whose lists do not
+#                   lists split their tails on the GPU (both plans), one whose lists do not; and
+#                   of the dense 2180 x 264 x 2040 (split on 132 SMs)
 #     ncu           one launch each of the grouped kernel (128 x 256) and of the dense product at
 #                   the uniform shape, both binaries' grouped kernel: speed of light, memory,
 #                   the clock, under ncu without clock control
@@ -29,14 +35,20 @@ for part in "$@"; do
     ab1 | ab2)
       bash bench/ab.sh "$OUT/$part" 1 main=$B/bench-main tail=$B/bench-tail \
         -- --kernels matmul_grouped --plans > "$OUT/$part.log" 2>&1 ;;
+    dense-ab1 | dense-ab2)
+      bash bench/ab.sh "$OUT/$part" 1 main=$B/bench-main tail=$B/bench-tail \
+        -- --kernels matmul_half --shapes 4096x4096x4096,8192x8192x8192 > "$OUT/$part.log" 2>&1 ;;
     peers)
       PYTHONUNBUFFERED=1 python3 bench/peers.py --peers torch_grouped \
         --out "$OUT/ab/peers.jsonl" > "$OUT/peers.log" 2>&1 ;;
     trials)
-      "$B/kernels-tail" cuda::matmul_grouped --test-threads 1 2>&1 | grep -E '^test |test result|panicked' > "$OUT/trials.log" ;;
+      for f in cuda::matmul_grouped cuda::matmul_wgmma_ws; do
+        "$B/kernels-tail" "$f" --test-threads 1 2>&1 | grep -E '^test |test result|panicked'
+      done > "$OUT/trials.log" ;;
     sanitize)
       for tool in memcheck racecheck synccheck; do
-        for name in cuda::matmul_grouped::4_experts_empty_ends cuda::matmul_grouped::3_experts_ragged; do
+        for name in cuda::matmul_grouped::4_experts_empty_ends cuda::matmul_grouped::3_experts_ragged \
+          cuda::matmul_wgmma_ws::bf16::2180x264x2040; do
           echo "== $tool $name"
           timeout 120 "$san" --tool "$tool" --error-exitcode 99 "$B/kernels-tail" "$name" --exact --test-threads 1 2>&1 |
             grep -E '^=========|test result' | head -n 20
