@@ -30,7 +30,9 @@
 //! The ring runs on across tiles: a persistent kernel's producer fills the next tile's stages
 //! while the consumers finish the last. The expected bytes of a stage are `stage_bytes`, so the
 //! copies the producer issues per stage must fill it exactly: declare the stage as the sum of
-//! its tiles' bytes ([`crate::tile::KMajor::BYTES`], [`crate::tile::NMajor::BYTES`]).
+//! its tiles' bytes ([`crate::tile::KMajor::BYTES`], [`crate::tile::NMajor::BYTES`]). A step that
+//! fills only part of a stage (a narrower tile) says how many bytes it copies
+//! ([`Producer::acquire_bytes`]).
 //!
 //! `fence.proxy.async`: the copy engine and the tensor cores both read and write through the
 //! asynchronous proxy, so a ring that only they touch needs no fence past the barriers'
@@ -292,6 +294,20 @@ impl Producer {
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn acquire(&mut self) -> Stage {
+        // SAFETY: forwarded contract; `stage_bytes` is the whole stage.
+        unsafe { self.acquire_bytes(self.ring.stage_bytes) }
+    }
+
+    /// [`Producer::acquire`] for a stage this walk fills only in part: its `full` barrier
+    /// expects `bytes` (at most `stage_bytes`), so the copies issued next must be exactly
+    /// `bytes` (a persistent kernel's narrower tile, say, whose boxes fill the start of the
+    /// stage). The consumers read only what those copies wrote.
+    ///
+    /// # Safety
+    /// As [`Producer::acquire`]; `bytes <= stage_bytes`.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn acquire_bytes(&mut self, bytes: usize) -> Stage {
         let (s, parity) = self.ring.place(self.step);
         self.step += 1;
         let stage = self.ring.stage(s);
@@ -299,7 +315,7 @@ impl Producer {
         // of the stage's last use, or the one before a fresh barrier's first) is complete.
         unsafe {
             mbarrier::wait_parity(stage.empty, parity ^ 1);
-            mbarrier::arrive_expect_tx(stage.full, self.ring.stage_bytes as u32);
+            mbarrier::arrive_expect_tx(stage.full, bytes as u32);
         }
         stage
     }

@@ -18,9 +18,11 @@ use crate::module::Module;
 /// The operation's name in errors.
 const OP: &str = "matmul_grouped";
 
-/// Blocks of the persistent kernel in the simulator: 2, so that a block walks several tiles of
-/// the list, across experts, and the ring wraps (as `wgmma_ws`'s host does).
-const SIMULATED_BLOCKS: usize = 2;
+/// Blocks of the persistent kernel in the simulator: 3, so that a block walks several tiles of
+/// the list, across experts, and the ring wraps (as `wgmma_ws`'s host does), and a list's last
+/// round of 1 tile is split into column halves while one of 2 is not (`2 r <= 3`:
+/// `kernels_gpu::matmul::grouped::tail_halves`).
+const SIMULATED_BLOCKS: usize = 3;
 
 impl Gpu {
     /// `Y_e = X_e W_e^T` for every expert `e` in one launch, the experts' rows given by
@@ -198,13 +200,15 @@ impl Gpu {
             shared_mem_bytes: grouped_shared_bytes(t),
         }
         .checked(OP, &self.limits().opted_in())?;
-        let maps = self.grouped_maps(x, w, (rows, k, experts * n), t.block_rows, t.block_cols)?;
+        // `W`'s box is half a tile's columns: a whole tile copies two, a half tile of the split
+        // tail one (`kernels_gpu::matmul::grouped::tail_halves`).
+        let maps = self.grouped_maps(x, w, (rows, k, experts * n), t.block_rows, t.block_cols / 2)?;
         let launch = match plan {
             GroupedPlan::Wide => family::matmul_grouped_bf16_128x256::launch_views::<Module>,
             GroupedPlan::Square => family::matmul_grouped_bf16_128x128::launch_views::<Module>,
         };
         // SAFETY: `maps` holds the maps of `x` (rows x k, box BM x 64) and `w` ((E n) x k, box
-        // BN x 64), bf16, 128-byte swizzle, zero fill, `BM`/`BN` the plan's tiling; shapes checked
+        // BN / 2 x 64), bf16, 128-byte swizzle, zero fill, `BM`/`BN` the plan's tiling; shapes checked
         // (`x` rows x k, `w` E n x k, `y` rows x n, `offsets` E u32 with 1 <= E <= the most),
         // `k` a positive multiple of 8, `n >= 1`, the matrices 16-byte aligned; `cfg` is the
         // kernel's launch (384 threads, a grid of at least one block, its shared memory); the
@@ -227,9 +231,9 @@ impl Gpu {
     }
 
     /// The tensor maps of `X` (`rows x k`, boxes of `bm x 64`) and of `W` as one `(E n) x k`
-    /// matrix (boxes of `bn x 64`), in device memory, cached per stream handle
-    /// ([`Gpu::cached_map_pair`]; uploaded in the simulator too, whose copies read the matrices
-    /// directly).
+    /// matrix (boxes of `bn x 64`, the caller's `bn` half the tile's columns), in device memory,
+    /// cached per stream handle ([`Gpu::cached_map_pair`]; uploaded in the simulator too, whose
+    /// copies read the matrices directly).
     fn grouped_maps(
         &self,
         x: &DeviceMatrix<bf16>,
