@@ -618,6 +618,99 @@ fn distributed_shared_memory_of_a_block_that_may_have_exited() {
     assert_eq!((e.block, e.thread), (Dim3::new(0, 0, 0), Dim3::new(0, 0, 0)));
 }
 
+// ----- a stage filled in part -----------------------------------------------------------------
+
+/// A one-block ring of two stages of two `64 x 64` bf16 boxes of `A` (`128 x 64`): step 0 fills
+/// a stage whole (`Producer::acquire`: rows 0-63 and 64-127), step 1 only its first box
+/// (`Producer::acquire_bytes`: rows 0-63); with `PLANTED` step 1 copies both boxes into a stage
+/// that expects one. Thread 0 is the producer, warp 1 the consumer: it sums the step's boxes
+/// into `y[step]` (a sum, so the swizzle does not matter) and releases the stage.
+///
+/// # Safety
+/// One block of 64 threads, `Ring::shared_bytes(2, 2 TILE_BYTES)` of dynamic shared memory;
+/// `a` holds `128 x 64` bf16, `y` two floats.
+unsafe fn partial_stage<const PLANTED: bool>(a: *const bf16, y: *mut f32) {
+    use gpukern_device::pipeline::Ring;
+    use gpukern_device::tma::Tensor2d;
+    use gpukern_device::{mem, thread, warp};
+    let tile = tiles::TILE_BYTES;
+    // SAFETY: every thread, first; the launch gives the ring's bytes.
+    let ring = unsafe { Ring::new(2, 2 * tile, 1) };
+    let tid = thread::thread_idx_x() as usize;
+    if tid < 32 {
+        if tid != 0 {
+            return;
+        }
+        let ta = Tensor2d {
+            map: core::ptr::null(),
+            data: a,
+            rows: 128,
+            cols: 64,
+            stride: 64,
+            box_rows: 64,
+            box_cols: 64,
+        };
+        let mut producer = ring.producer();
+        // SAFETY: the one producer; each stage expects what is copied into it (but the planted
+        // second step's).
+        unsafe {
+            let stage = producer.acquire();
+            stage.load(0, &ta, 0, 0);
+            stage.load(tile, &ta, 64, 0);
+            let stage = producer.acquire_bytes(tile);
+            stage.load(0, &ta, 0, 0);
+            if PLANTED {
+                stage.load(tile, &ta, 64, 0);
+            }
+        }
+        return;
+    }
+    let mut consumer = ring.consumer();
+    let lane = tid % 32;
+    for (step, boxes) in [(0, 2), (1, 1)] {
+        // SAFETY: the consumer warp; the stage is read after its copies landed, then released.
+        unsafe {
+            let stage = consumer.wait();
+            let v = stage.ptr::<bf16>(0);
+            let mut sum = 0.0f32;
+            let mut i = lane;
+            while i < boxes * tile / 2 {
+                sum += mem::load(v, i).to_f32();
+                i += 32;
+            }
+            for mask in [16, 8, 4, 2, 1] {
+                sum += warp::shfl_xor(sum, mask);
+            }
+            if lane == 0 {
+                mem::store(y, step, sum);
+            }
+            consumer.release(&stage);
+        }
+    }
+}
+
+/// A stage filled in part (`Producer::acquire_bytes`) completes with the bytes it expects, and
+/// the consumer reads them; a copy past what the stage expects is reported.
+#[test]
+fn a_stage_filled_in_part_expects_its_bytes() {
+    use gpukern_device::pipeline::Ring;
+    let a: Vec<bf16> = (0..128 * 64).map(|i| bf16::from_f32((i % 7) as f32)).collect();
+    let run = |name: &'static str, kernel: unsafe fn(*const bf16, *mut f32)| {
+        let mut y = vec![0.0f32; 2];
+        let mut launch = Launch::new(name, block(64, Ring::shared_bytes(2, 2 * tiles::TILE_BYTES)));
+        let (pa, py) = (launch.input("a", &a), launch.output("y", &mut y));
+        // SAFETY: the launch of `partial_stage`.
+        let result = unsafe { launch.run(|| kernel(pa, py)) };
+        (result, y)
+    };
+    let (result, y) = run("partial_stage_twin", partial_stage::<false>);
+    result.unwrap();
+    let sum = |rows: usize| (0..rows * 64).map(|i| (i % 7) as f32).sum::<f32>();
+    assert_eq!(y, vec![sum(128), sum(64)]);
+    let (result, _) = run("partial_stage_planted", partial_stage::<true>);
+    report(result, "partial_stage_planted", Rule::MbarrierTransactions);
+}
+
 // ----- a ring shared by a cluster -------------------------------------------------------------
 
 /// A kernel of `crate::multicast`.

@@ -619,7 +619,7 @@ impl BlockState<'_> {
     }
 
     /// The checks once every thread of the block returned: warpgroup instructions some thread
-    /// skipped; another block's access to this block's shared memory, or use of its barriers,
+    /// skipped; copies' bytes that no `expect_tx` announced; another block's access to this block's shared memory, or use of its barriers,
     /// that nothing kept alive.
     pub(super) fn block_exited(&self) -> Option<SimError> {
         let threads = self.yielders.len() as u32;
@@ -628,6 +628,9 @@ impl BlockState<'_> {
                 if let Some((tid, v)) = order.leftover(threads) {
                     return Some(self.error(tid, v));
                 }
+            }
+            if let Some((tid, v)) = h.barriers.unannounced_bytes() {
+                return Some(self.error(tid, v));
             }
         }
         self.exit_unpublished().or_else(|| self.remote_unwaited())

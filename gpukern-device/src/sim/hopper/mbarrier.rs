@@ -209,6 +209,32 @@ pub(crate) struct Barriers {
 }
 
 impl Barriers {
+    /// At the block's exit: the live barrier (lowest offset first) whose current phase holds
+    /// bytes that copies delivered and no arrival's `expect_tx` announced, with the thread that
+    /// initialised it and the report. Copies of more bytes than a phase expected complete it
+    /// early and leave the rest to the next phase, which a ring's last walk never arms: on a GPU
+    /// the excess lands in a stage its consumers may already be reading, or completes a later
+    /// phase early.
+    pub(crate) fn unannounced_bytes(&self) -> Option<(u32, Violation)> {
+        let (offset, b) = self
+            .by_offset
+            .iter()
+            .filter(|(_, b)| b.live && b.tx < 0)
+            .min_by_key(|(offset, _)| **offset)?;
+        Some((
+            b.init_by,
+            violation(
+                Rule::MbarrierTransactions,
+                format!(
+                    "the block returned with {} byte(s) of copies counted on phase {} of {} that                      no arrival announced: a phase before it was sent more bytes than its                      expect_tx (or a copy completes on a barrier nothing expects it on)",
+                    -b.tx,
+                    b.completed,
+                    name(*offset)
+                ),
+            ),
+        ))
+    }
+
     /// `mbarrier.init` of the barrier at `offset` for `count` arrivals per phase, by thread `tid`
     /// in barrier interval `epoch` and cluster-barrier interval `cluster_epoch` (a peer may use
     /// the barrier only after one more cluster barrier).
