@@ -21,7 +21,7 @@ const OP: &str = "matmul_grouped";
 /// Blocks of the persistent kernel in the simulator: 3, so that a block walks several tiles of
 /// the list, across experts, and the ring wraps (as `wgmma_ws`'s host does), and a list's last
 /// round of 1 tile is split into column halves while one of 2 is not (`2 r <= 3`:
-/// `kernels_gpu::matmul::grouped::tail_halves`).
+/// `kernels_gpu::matmul::wgmma_ws::tail_halves`).
 const SIMULATED_BLOCKS: usize = 3;
 
 impl Gpu {
@@ -201,7 +201,7 @@ impl Gpu {
         }
         .checked(OP, &self.limits().opted_in())?;
         // `W`'s box is half a tile's columns: a whole tile copies two, a half tile of the split
-        // tail one (`kernels_gpu::matmul::grouped::tail_halves`).
+        // tail one (`kernels_gpu::matmul::wgmma_ws::tail_halves`).
         let maps = self.grouped_maps(x, w, (rows, k, experts * n), t.block_rows, t.block_cols / 2)?;
         let launch = match plan {
             GroupedPlan::Wide => family::matmul_grouped_bf16_128x256::launch_views::<Module>,

@@ -105,7 +105,7 @@ mod tests {
     /// a list shorter than the grid splits all of it when the halves fit; none without a rest.
     #[test]
     fn tail_halves() {
-        use kernels_gpu::matmul::grouped::tail_halves;
+        use kernels_gpu::matmul::wgmma_ws::tail_halves;
         assert_eq!(tail_halves(3072, 132), 36);
         assert_eq!(tail_halves(132 * 23 + 66, 132), 66);
         assert_eq!(tail_halves(132 * 23 + 67, 132), 0);

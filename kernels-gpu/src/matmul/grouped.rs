@@ -56,7 +56,7 @@
 //! expert's weight once, however few its rows), for `2 sum(m_e) n k` flops.
 
 use super::wgmma::MAP_WORDS;
-use super::wgmma_ws::{Ws128x128, Ws128x256, WsShape, WsTiling};
+use super::wgmma_ws::{tail_halves, Ws128x128, Ws128x256, WsShape, WsTiling};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor2d};
 use crate::gpu::{bf16, mem, shared, thread, tile, warp, wgmma};
@@ -137,32 +137,13 @@ pub trait GroupedShape {
 impl GroupedShape for Ws128x256 {
     const TILING: WsTiling = <Ws128x256 as WsShape>::TILING;
     type Acc = <Ws128x256 as WsShape>::Acc;
-    type HalfAcc = [f32; 64];
+    type HalfAcc = <Ws128x256 as WsShape>::HalfAcc;
 }
 
 impl GroupedShape for Ws128x128 {
     const TILING: WsTiling = <Ws128x128 as WsShape>::TILING;
     type Acc = <Ws128x128 as WsShape>::Acc;
-    type HalfAcc = [f32; 32];
-}
-
-/// Tiles of the list's tail that the grouped kernel splits into column halves on a grid of
-/// `blocks` persistent blocks: the `r = tiles % blocks` tiles of the last, partial round when
-/// their `2 r` halves fit one round (`2 r <= blocks`), else none (0). With the split, the last
-/// round takes half a tile's time where it took a whole one (3,072 wide tiles on 132 blocks:
-/// 23 whole rounds and 36 tiles, as 72 halves); without it (`2 r > blocks`), halves would take
-/// two half rounds, no shorter. A pure function: the kernel computes it from the list it builds
-/// on the device, and the host's tests from shapes.
-pub const fn tail_halves(tiles: usize, blocks: usize) -> usize {
-    if blocks == 0 {
-        return 0;
-    }
-    let r = tiles % blocks;
-    if 2 * r <= blocks {
-        r
-    } else {
-        0
-    }
+    type HalfAcc = <Ws128x128 as WsShape>::HalfAcc;
 }
 
 /// Fills the two tables of the experts in shared memory: `ends[0] = 0`, `ends[e + 1] =
@@ -288,7 +269,7 @@ pub unsafe fn locate(
 /// the split tail: [`tail_halves`], [`locate`]) and their steps along `k`, refilling each empty
 /// stage with a box of `X` (`BM x 64`) and two of `W` (`BN / 2 x 64` each; one for a half tile)
 /// by TMA; each consumer thread raises its registers and walks the same steps
-/// ([`tile_product`]), taking part in its warpgroup's four K-major products per stage, lane 0
+/// (`tile_product`), taking part in its warpgroup's four K-major products per stage, lane 0
 /// of each warp then marking the stage empty; after an item's last step it stores its
 /// accumulators, rounded to bf16, in the rows of `Y` below its expert's end and the columns
 /// below `n`. Per stage a block moves `(BM + BN) 128` bytes and does `2 BM BN 64` flops (a half
