@@ -56,7 +56,7 @@
 //! expert's weight once, however few its rows), for `2 sum(m_e) n k` flops.
 
 use super::wgmma::MAP_WORDS;
-use super::wgmma_ws::{tail_halves, Ws128x128, Ws128x256, WsShape, WsTiling};
+use super::wgmma_ws::{tail_halves, tail_item, Ws128x128, Ws128x256, WsShape, WsTiling};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor2d};
 use crate::gpu::{bf16, mem, shared, thread, tile, warp, wgmma};
@@ -384,7 +384,7 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
         let mut item = start;
         while item < items {
             // SAFETY: the tables are built; the tile is below `tiles`.
-            let (tile, half) = item_tile(item, whole);
+            let (tile, half) = tail_item(item, whole);
             let (row0, _, expert, col_tile) = unsafe { locate(first, ends, experts, tiles_n, bm, tile) };
             let col0 = col_tile * bn + half.unwrap_or(0) * half_cols;
             // A half past `n` (the last column tile's second half) has nothing to compute.
@@ -444,7 +444,7 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
     // The split tail: at most one half tile per block, with accumulators of half the width
     // (live only here, so the registers are the whole tile's).
     while item < items {
-        let (tile, half) = item_tile(item, whole);
+        let (tile, half) = tail_item(item, whole);
         // SAFETY: the tables are built; the tile is below `tiles`.
         let (row0, end, _, col_tile) = unsafe { locate(first, ends, experts, tiles_n, bm, tile) };
         let col0 = col_tile * bn + half.unwrap_or(0) * half_cols;
@@ -466,18 +466,6 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
             };
         }
         item += step;
-    }
-}
-
-/// Item `item` of a block's walk: `(tile, None)` for a whole tile (`item < whole`), else
-/// `(tile, Some(half))`, half `0` or `1` of tile `whole + (item - whole) / 2`.
-#[inline(always)]
-fn item_tile(item: usize, whole: usize) -> (usize, Option<usize>) {
-    if item < whole {
-        (item, None)
-    } else {
-        let h = item - whole;
-        (whole + h / 2, Some(h % 2))
     }
 }
 

@@ -232,6 +232,19 @@ pub const fn tail_halves(tiles: usize, blocks: usize) -> usize {
     }
 }
 
+/// Item `item` of a block's walk over a list whose tail is split ([`tail_halves`]), the items
+/// `0 .. whole` whole tiles: `(tile, None)` for a whole tile (`item < whole`), else `(tile,
+/// Some(half))`, half `0` or `1` of tile `whole + (item - whole) / 2`.
+#[inline(always)]
+pub fn tail_item(item: usize, whole: usize) -> (usize, Option<usize>) {
+    if item < whole {
+        (item, None)
+    } else {
+        let h = item - whole;
+        (whole + h / 2, Some(h % 2))
+    }
+}
+
 /// Declares a [`WsShape`].
 macro_rules! ws_shape {
     ($(#[$doc:meta])* $name:ident: $tiling:ident, $acc:ty, $half:ty) => {
@@ -474,12 +487,7 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: Output, S: WsShape>(
     let half_cols = bn / 2;
     // Where item `item` lies: its tile's first row and first column, and whether it is a half.
     let place = |item: usize| -> (usize, usize, bool) {
-        let (tile, half) = if item < whole {
-            (item, None)
-        } else {
-            let h = item - whole;
-            (whole + h / 2, Some(h % 2))
-        };
+        let (tile, half) = tail_item(item, whole);
         let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
         (
             tile_m * bm,
