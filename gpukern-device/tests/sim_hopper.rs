@@ -678,9 +678,7 @@ unsafe fn partial_stage<const PLANTED: bool>(a: *const bf16, y: *mut f32) {
                 sum += mem::load(v, i).to_f32();
                 i += 32;
             }
-            for mask in [16, 8, 4, 2, 1] {
-                sum += warp::shfl_xor(sum, mask);
-            }
+            let sum = warp::reduce_sum(sum);
             if lane == 0 {
                 mem::store(y, step, sum);
             }

@@ -619,8 +619,8 @@ impl BlockState<'_> {
     }
 
     /// The checks once every thread of the block returned: warpgroup instructions some thread
-    /// skipped; copies' bytes that no `expect_tx` announced; another block's access to this block's shared memory, or use of its barriers,
-    /// that nothing kept alive.
+    /// skipped; copies' bytes that no `expect_tx` announced; another block's access to this
+    /// block's shared memory, or use of its barriers, that nothing kept alive.
     pub(super) fn block_exited(&self) -> Option<SimError> {
         let threads = self.yielders.len() as u32;
         if let Some(h) = self.hopper.borrow().as_deref() {

@@ -226,7 +226,9 @@ impl Barriers {
             violation(
                 Rule::MbarrierTransactions,
                 format!(
-                    "the block returned with {} byte(s) of copies counted on phase {} of {} that                      no arrival announced: a phase before it was sent more bytes than its                      expect_tx (or a copy completes on a barrier nothing expects it on)",
+                    "the block returned with {} byte(s) of copies counted on phase {} of {} that \
+                     no arrival announced: a phase before it was sent more bytes than its \
+                     expect_tx (or a copy completes on a barrier nothing expects it on)",
                     -b.tx,
                     b.completed,
                     name(*offset)
