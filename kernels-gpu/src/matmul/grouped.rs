@@ -56,7 +56,9 @@
 //! expert's weight once, however few its rows), for `2 sum(m_e) n k` flops.
 
 use super::wgmma::MAP_WORDS;
-use super::wgmma_ws::{tail_halves, tail_item, Ws128x128, Ws128x256, WsShape, WsTiling};
+use super::wgmma_ws::{
+    tail_halves, tail_item, tile_product, StepProduct, Ws128x128, Ws128x256, WsShape, WsTiling,
+};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor2d};
 use crate::gpu::{bf16, mem, shared, thread, tile, warp, wgmma};
@@ -426,7 +428,7 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
         let (row0, end, _, col_tile) = unsafe { locate(first, ends, experts, tiles_n, bm, item) };
         // SAFETY: every thread of the consumer warpgroup; the producer fills these `k_tiles`
         // stages with whole tiles.
-        acc = unsafe { tile_product(acc, &mut ring_consumer, consumer, a_bytes, k_tiles) };
+        acc = unsafe { tile_product(acc, &mut ring_consumer, (consumer, KMajorStep), a_bytes, k_tiles) };
         // SAFETY: `y` holds `rows x n` (the contract) and `end <= rows`: only rows of this
         // expert below `end` and columns below `n` are stored.
         unsafe {
@@ -452,7 +454,15 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
             let half_acc = <S::HalfAcc as wgmma::Accumulators>::zeroed();
             // SAFETY: as above; the producer fills these stages with half tiles (`W`'s one box
             // at `a_bytes`, read by the half-width products).
-            let half_acc = unsafe { tile_product(half_acc, &mut ring_consumer, consumer, a_bytes, k_tiles) };
+            let half_acc = unsafe {
+                tile_product(
+                    half_acc,
+                    &mut ring_consumer,
+                    (consumer, KMajorStep),
+                    a_bytes,
+                    k_tiles,
+                )
+            };
             // SAFETY: as the whole tiles' store.
             unsafe {
                 tile::store_rows(
@@ -469,49 +479,20 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
     }
 }
 
-/// One tile's product along `k` into `acc` (its first step overwrites it): `k_tiles` stages
-/// of the ring in turn, this consumer's 64 rows of the box of `X` at 0 against the box of `W`
-/// at `a_bytes` (K-major, as wide as `A`'s products), each step's four products left in flight
-/// and the previous step's retired and its stage released; the last step's retired and
-/// released before it returns. What one thread does: its part of its warpgroup's products.
-///
-/// # Safety
-/// Every thread of one consumer warpgroup calls it; the ring's next `k_tiles` stages hold the
-/// tile's boxes (at least `A::N` rows of `W` at `a_bytes`); `k_tiles >= 1`.
-#[inline(always)]
-#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn tile_product<A: KMajorBf16>(
-    mut acc: A,
-    ring_consumer: &mut crate::gpu::pipeline::Consumer,
-    consumer: usize,
-    a_bytes: usize,
-    k_tiles: usize,
-) -> A {
-    let mut used = None;
-    for kt in 0..k_tiles {
-        // SAFETY: every thread of the consumer warps, each stage released once below.
-        let stage = unsafe { ring_consumer.wait() };
-        // A: this consumer's 64 rows, `64 consumer` rows into the box of `X`; B: the boxes of
-        // `W` (K-major), read as `B^T`.
-        let a_desc = tile::k_major_descriptors(stage.address(0), consumer * CONSUMER_ROWS);
-        let b_desc = tile::k_major_descriptors(stage.address(a_bytes), 0);
-        // SAFETY: the whole warpgroup is here; the stage's copies have landed and nothing
-        // writes it before this warp's release, after the wait that retires these products;
-        // then the previous step's products are done and its stage released.
-        unsafe {
-            acc = acc.mma_kmajor_async(a_desc, b_desc, kt > 0);
-            acc = wgmma::wait_accumulators::<1, _>(acc);
-        }
-        if let Some(done) = used.replace(stage) {
-            // SAFETY: the whole warp, once for the stage it waited for one step ago.
-            unsafe { ring_consumer.release(&done) };
-        }
+/// [`StepProduct`] of [`grouped_gemm`](fn@grouped_gemm): bf16, `W`'s box K-major (read as `B^T`) from its first row.
+#[derive(Clone, Copy)]
+struct KMajorStep;
+
+impl<A: KMajorBf16> StepProduct<A> for KMajorStep {
+    #[inline(always)]
+    fn b_descriptors(self, b: u32) -> [u64; 4] {
+        tile::k_major_descriptors(b, 0)
     }
-    // SAFETY: the whole warpgroup is here, the last step's products in flight.
-    acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
-    if let Some(done) = used {
-        // SAFETY: as above, for the last step's stage.
-        unsafe { ring_consumer.release(&done) };
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_async(self, acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A {
+        // SAFETY: forwarded contract.
+        unsafe { acc.mma_kmajor_async(a, b, accumulate) }
     }
-    acc
 }

@@ -58,6 +58,8 @@
 //! `B` (`k x n`, box `BK x 64`) or, for an operand type that reads `B` K-major
 //! ([`WgmmaOperand::B_K_MAJOR`]), `B^T` (`n x k`, box `BN x BK`); 128-byte swizzle, zero fill.
 
+use core::marker::PhantomData;
+
 use super::tf32::grouped_tile;
 use super::wgmma::MAP_WORDS;
 use crate::gpu::pipeline::Ring;
@@ -607,7 +609,8 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: Output, S: WsShape>(
         }
         // SAFETY: every thread of the consumer warpgroup; the producer fills the next `k_tiles`
         // stages with this tile's boxes.
-        acc = unsafe { tile_product::<I, _>(acc, &mut consumer, (cr, cn * cc), a_bytes, k_tiles) };
+        let product = OperandStep::<I>::at(cn * cc);
+        acc = unsafe { tile_product(acc, &mut consumer, (cr, product), a_bytes, k_tiles) };
         // SAFETY: the contract's shapes and alignment; every lane of the warpgroup.
         unsafe { tile::store_rows(&acc, tid % WARPGROUP, c, (row0, col0), (m, n), |_, _, v| v) };
         item += step;
@@ -622,8 +625,9 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: Output, S: WsShape>(
                 let row0 = tile_row + CONSUMER_ROWS * cr;
                 let half_acc = <S::HalfAcc as wgmma::Accumulators>::zeroed();
                 // SAFETY: as above; the producer fills these stages with the half's boxes.
+                let product = OperandStep::<I>::at(0);
                 let half_acc =
-                    unsafe { tile_product::<I, _>(half_acc, &mut consumer, (cr, 0), a_bytes, k_tiles) };
+                    unsafe { tile_product(half_acc, &mut consumer, (cr, product), a_bytes, k_tiles) };
                 // SAFETY: as the whole tiles' store.
                 unsafe { tile::store_rows(&half_acc, tid % WARPGROUP, c, (row0, col0), (m, n), |_, _, v| v) };
             }
@@ -632,22 +636,76 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: Output, S: WsShape>(
     }
 }
 
+/// What differs between the steps of the persistent kernels' tiles ([`tile_product`]): where
+/// `B`'s four descriptors point in a stage and which asynchronous `wgmma` multiplies on them.
+pub(super) trait StepProduct<A: wgmma::Accumulators>: Copy {
+    /// `B`'s four descriptors (one per quarter step along `k`), its boxes at shared address `b`.
+    fn b_descriptors(self, b: u32) -> [u64; 4];
+
+    /// `C (+)= A B` on the calling warpgroup: four products issued and committed as one group,
+    /// not waited for ([`wgmma::wait_accumulators`] retires them).
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n256k64_async`].
+    unsafe fn mma_async(self, acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A;
+}
+
+/// [`StepProduct`] of [`ws_gemm`](fn@ws_gemm): operands of type `I`, `B` from column (or, where
+/// `I::B_K_MAJOR`, `B^T` row) `b_col`.
+#[derive(Clone, Copy)]
+struct OperandStep<I> {
+    b_col: usize,
+    operand: PhantomData<I>,
+}
+
+impl<I> OperandStep<I> {
+    /// `B` from column (or `B^T` row) `b_col`.
+    #[inline(always)]
+    fn at(b_col: usize) -> Self {
+        Self {
+            b_col,
+            operand: PhantomData,
+        }
+    }
+}
+
+impl<I: WgmmaOperand, A: wgmma::Accumulators> StepProduct<A> for OperandStep<I> {
+    #[inline(always)]
+    fn b_descriptors(self, b: u32) -> [u64; 4] {
+        // N-major: the columns start at box `b_col / 64`, boxes of 64 columns `b_box` apart
+        // (LBO), 8-row groups 1024 bytes apart, the quarter steps `BK / 4` rows apart. K-major:
+        // as `A`, over the rows of `B^T` from row `b_col`.
+        if I::B_K_MAJOR {
+            tile::k_major_descriptors(b, self.b_col)
+        } else {
+            tile::n_major_descriptors::<I>(b, self.b_col)
+        }
+    }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_async(self, acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A {
+        // SAFETY: forwarded contract.
+        unsafe { I::mma_async(acc, a, b, accumulate) }
+    }
+}
+
 /// One tile's product along `k` into `acc` (its first step overwrites it): `k_tiles` stages of
 /// the ring in turn, this consumer's 64 rows (row group `cr`) of the box of `A` at 0 against
-/// `B`'s boxes at `a_bytes` from column (or `B^T` row) `b_col`, as wide as `A`'s products; each
-/// step's four products left in flight and the previous step's retired and its stage released;
-/// the last step's retired and released before it returns. What one thread does: its part of
-/// its warpgroup's products.
+/// `B`'s boxes at `a_bytes` as `step` reads them, as wide as `A`'s products; each step's four
+/// products left in flight and the previous step's retired and its stage released; the last
+/// step's retired and released before it returns. What one thread does: its part of its
+/// warpgroup's products. The loop of [`ws_gemm`](fn@ws_gemm) and of the grouped product.
 ///
 /// # Safety
 /// Every thread of one consumer warpgroup calls it; the ring's next `k_tiles` stages hold the
-/// tile's boxes (at least `A::N` columns of `B` from `b_col`); `k_tiles >= 1`.
+/// tile's boxes (at least `A::N` columns of `B` where `step` reads them); `k_tiles >= 1`.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn tile_product<I: WgmmaOperand, A: wgmma::Accumulators>(
+pub(super) unsafe fn tile_product<A: wgmma::Accumulators, P: StepProduct<A>>(
     mut acc: A,
     consumer: &mut crate::gpu::pipeline::Consumer,
-    (cr, b_col): (usize, usize),
+    (cr, step): (usize, P),
     a_bytes: usize,
     k_tiles: usize,
 ) -> A {
@@ -657,22 +715,15 @@ unsafe fn tile_product<I: WgmmaOperand, A: wgmma::Accumulators>(
         // SAFETY: every thread of the consumer warps, each stage released once below.
         let stage = unsafe { consumer.wait() };
         // A: this consumer's 64 rows start `64 cr` rows (8 KiB each 64) into the box; the
-        // four quarter steps along k 32 bytes apart, 8-row groups 1024 bytes apart. B
-        // N-major: its columns start at box `b_col / 64`, boxes of 64 columns `b_box`
-        // apart (LBO), 8-row groups 1024 bytes apart, the quarter steps `BK / 4` rows apart;
-        // B K-major: as A, over its rows of `B^T` from row `b_col`.
+        // four quarter steps along k 32 bytes apart, 8-row groups 1024 bytes apart.
         let a_desc = tile::k_major_descriptors(stage.address(0), cr * CONSUMER_ROWS);
-        let b_desc = if I::B_K_MAJOR {
-            tile::k_major_descriptors(stage.address(a_bytes), b_col)
-        } else {
-            tile::n_major_descriptors::<I>(stage.address(a_bytes), b_col)
-        };
+        let b_desc = step.b_descriptors(stage.address(a_bytes));
         // SAFETY: the whole warpgroup is here; the stage's copies have landed (the wait)
         // and nothing writes it before this warp's arrival for it, after the wait that
         // retires these products. Then the previous step's products are done (at most this
         // step's group in flight): its stage is released while this one's run.
         unsafe {
-            acc = I::mma_async(acc, a_desc, b_desc, kt > 0);
+            acc = step.mma_async(acc, a_desc, b_desc, kt > 0);
             acc = wgmma::wait_accumulators::<1, _>(acc);
         }
         if let Some(done) = used.replace(stage) {
