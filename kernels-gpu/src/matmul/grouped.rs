@@ -26,10 +26,11 @@
 //! 3. The split tail ([`tail_halves`]): when the `r = tiles % G` tiles of the last, partial
 //!    round fit one round as column halves (`2 r <= G`), the list ends with their `2 r` halves
 //!    (`BM x BN / 2` each) instead, so that the last round takes half a tile's time. Every block
-//!    computes the split from the list it built, so no host read is needed.
-//! 4. The producer copies boxes of `X` (`BM x 64` at the tile's first row) and of `W` (`BN / 2
-//!    x 64` at row `e n + col0` of the `(E n) x k` view: two per step of a whole tile, one of a
-//!    half), both K-major; the consumers multiply them with `B` K-major (`wgmma` imm-trans-b 0:
+//!    computes the split from the list it built, so no host read is needed. Only the 128 x 256
+//!    tile splits ([`GroupedShape::SPLITS`]).
+//! 4. The producer copies boxes of `X` (`BM x 64` at the tile's first row) and of `W` (at row
+//!    `e n + col0` of the `(E n) x k` view; [`w_box_rows`]: where the tail splits, `BN / 2 x 64`,
+//!    two per step of a whole tile and one of a half, else `BN x 64`), both K-major; the consumers multiply them with `B` K-major (`wgmma` imm-trans-b 0:
 //!    [`crate::gpu::wgmma::mma_bf16_kmajor_m64n256k64_async`], `m64n128k64` for a half tile).
 //! 5. The epilogue stores only rows below the expert's end ([`crate::gpu::tile::store_rows`]'s
 //!    masked store, `m` = the expert's end row).
@@ -134,18 +135,36 @@ pub trait GroupedShape {
     type Acc: KMajorBf16;
     /// One consumer thread's accumulators of a half tile: half the width.
     type HalfAcc: KMajorBf16;
+    /// Whether the last, partial round splits into column halves ([`tail_halves`]), `W`'s box
+    /// then being half a tile's columns ([`w_box_rows`]).
+    const SPLITS: bool;
+}
+
+/// Rows of `W`'s box (`x 64` columns of `k`) in the tensor map of shape `S`: half a tile's
+/// columns where the tail splits (a whole tile copies two, a half tile one), else a tile's.
+pub const fn w_box_rows<S: GroupedShape>() -> usize {
+    if S::SPLITS {
+        S::TILING.block_cols / 2
+    } else {
+        S::TILING.block_cols
+    }
 }
 
 impl GroupedShape for Ws128x256 {
     const TILING: WsTiling = <Ws128x256 as WsShape>::TILING;
     type Acc = <Ws128x256 as WsShape>::Acc;
     type HalfAcc = <Ws128x256 as WsShape>::HalfAcc;
+    const SPLITS: bool = true;
 }
 
 impl GroupedShape for Ws128x128 {
     const TILING: WsTiling = <Ws128x128 as WsShape>::TILING;
     type Acc = <Ws128x128 as WsShape>::Acc;
     type HalfAcc = <Ws128x128 as WsShape>::HalfAcc;
+    /// Not split: with `W` in two boxes of 64 rows a step this tile ran 9-15% slower on an H100
+    /// (`bench/experiments/third-wave/4b14836-gemm-tail-ab-{main,tail}-{1,2,3,4}.jsonl`, the forced
+    /// `128x128` rows).
+    const SPLITS: bool = false;
 }
 
 /// Fills the two tables of the experts in shared memory: `ends[0] = 0`, `ends[e + 1] =
@@ -269,8 +288,8 @@ pub unsafe fn locate(
 /// the experts' tables ([`expert_tables`]); then the producer warpgroup lowers its registers and
 /// its thread 0 walks the block's items of the list (whole tiles, then at most one half tile of
 /// the split tail: [`tail_halves`], [`locate`]) and their steps along `k`, refilling each empty
-/// stage with a box of `X` (`BM x 64`) and two of `W` (`BN / 2 x 64` each; one for a half tile)
-/// by TMA; each consumer thread raises its registers and walks the same steps
+/// stage with a box of `X` (`BM x 64`) and `W`'s `BN` rows ([`w_box_rows`]: two boxes of
+/// `BN / 2 x 64` where the tail splits, one for a half tile) by TMA; each consumer thread raises its registers and walks the same steps
 /// (`tile_product`), taking part in its warpgroup's four K-major products per stage, lane 0
 /// of each warp then marking the stage empty; after an item's last step it stores its
 /// accumulators, rounded to bf16, in the rows of `Y` below its expert's end and the columns
@@ -279,7 +298,7 @@ pub unsafe fn locate(
 ///
 /// # Safety
 /// * `maps` holds two tensor maps of [`MAP_WORDS`] words each, 64-byte aligned: `x` (`rows x
-///   k`, box `BM x 64`) and `w` (`(experts n) x k`, box `BN / 2 x 64`), bf16, 128-byte swizzle, zero
+///   k`, box `BM x 64`) and `w` (`(experts n) x k`, box [`w_box_rows`]` x 64`), bf16, 128-byte swizzle, zero
 ///   fill; `x`, `w`, `y` hold `rows x k`, `experts x n x k` and `rows x n` bf16, dense, 16-byte
 ///   aligned, `y` overlapping neither; `offsets` holds `experts` u32 (any values: see the module
 ///   documentation); `1 <= experts <= GROUPED_MAX_EXPERTS`, `k >= 1`, `n >= 1`.
@@ -350,9 +369,10 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
     // The last round's tiles in column halves ([`tail_halves`]): items `0 .. whole` are whole
     // tiles, `whole + h` (`h < 2 halves`) is half `h % 2` of tile `whole + h / 2`. `whole` is a
     // multiple of the grid, so every block reaches its half item (at most one) last.
-    let halves = tail_halves(tiles, step);
+    let halves = if S::SPLITS { tail_halves(tiles, step) } else { 0 };
     let (whole, items) = (tiles - halves, tiles + halves);
-    // Rows of `W`'s box (half a tile's columns): a whole tile loads two, a half tile one.
+    // Half a tile's columns: where the tail splits, the rows of `W`'s box (a whole tile loads
+    // two, a half tile one).
     let half_cols = bn / 2;
     let half_bytes = half_cols * (BK * 2);
     let k_tiles = k.div_ceil(BK);
@@ -377,7 +397,7 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
             rows: experts * n,
             cols: k,
             stride: k,
-            box_rows: half_cols,
+            box_rows: w_box_rows::<S>(),
             box_cols: BK,
         };
         tma::prefetch_map(tx.map);
@@ -396,8 +416,8 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
                     // SAFETY: the one producer thread; the stage is free and expects exactly the
                     // bytes copied into it: the box of `X` at 0 (`BM 128` bytes), then one box of
                     // `W` (`BN / 2` rows, `half_bytes`) at `a_bytes` for a half tile, two for a
-                    // whole one (`stage_bytes`), each 1024-byte aligned; the maps are the
-                    // kernel's.
+                    // whole one where the tail splits, else one of `BN` rows (`stage_bytes`),
+                    // each 1024-byte aligned; the maps are the kernel's.
                     unsafe {
                         if half.is_some() {
                             let stage = producer.acquire_bytes(a_bytes + half_bytes);
@@ -407,7 +427,9 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
                             let stage = producer.acquire();
                             stage.load(0, &tx, row0, kt * BK);
                             stage.load(a_bytes, &tw, w_row, kt * BK);
-                            stage.load(a_bytes + half_bytes, &tw, w_row + half_cols, kt * BK);
+                            if S::SPLITS {
+                                stage.load(a_bytes + half_bytes, &tw, w_row + half_cols, kt * BK);
+                            }
                         }
                     }
                 }
@@ -444,8 +466,9 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
         item += step;
     }
     // The split tail: at most one half tile per block, with accumulators of half the width
-    // (live only here, so the registers are the whole tile's).
-    while item < items {
+    // (live only here, so the registers are the whole tile's). (`S::SPLITS` is a constant:
+    // instances that never split have no such loop.)
+    while S::SPLITS && item < items {
         let (tile, half) = tail_item(item, whole);
         // SAFETY: the tables are built; the tile is below `tiles`.
         let (row0, end, _, col_tile) = unsafe { locate(first, ends, experts, tiles_n, bm, tile) };

@@ -52,8 +52,8 @@ struct Case {
 /// (130 rows), `k` past a step of 64, `n` past a column tile of 128. The simulator's grid is 3
 /// blocks, so the last two cases place the split tail (`tail_halves`) on both sides of its
 /// rule: 4 row tiles of one wide column tile leave 1 tile for the last round, split into halves
-/// (the second 72 columns wide in `tail_split`, past `n` and skipped in `tail_empty_half`); as
-/// square tiles `tail_split` leaves 2, not split (`2 x 2 > 3`), and `tail_empty_half` 1, split.
+/// (the second 72 columns wide in `tail_split`, past `n` and skipped in `tail_empty_half`). The
+/// square tiles never split (`GroupedShape::SPLITS`): their plan runs the same cases whole.
 const SIM_CASES: &[Case] = &[
     Case {
         name: "3_experts_ragged",
