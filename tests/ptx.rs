@@ -639,8 +639,12 @@ const ARCH_FAMILIES: &[((i32, i32), bool, &[&str])] = &[
 /// kernel's `m128n128k64` step is 8 products (`m64n128k16`) and a wait; the warp-specialised
 /// kernels' step 4 (`m64nNk16` with `N` 256, 128 or 64 by tile, `m64n256k8` in TF32) issued without a wait, then a
 /// `wait_group 1` in the loop and a `wait_group 0` after it; TF32 has no asynchronous twin, so
-/// its step waits inside too. The grouped kernels (`matmul_grouped_`) run the warp-specialised
-/// schedule: 4 and 2, and so do the Hopper decode kernels (`matmul_decode_wgmma_`). The FP8 kernels' step is 4 `m64nNk32`: fast accumulation as the
+/// its step waits inside too. The grouped kernel of 128 x 256 tiles runs the warp-specialised
+/// schedule twice, for whole tiles and for the split tail's half tiles: 8 and 4 (the 128 x 128
+/// one, which does not split, once: 4 and 2), and so do the
+/// 16-bit warp-specialised kernels of 128-row tiles (`matmul_ws_{bf16,f16}*_128x{256,128}`; the
+/// 64 x 128 tile and TF32 never split their tail); the Hopper decode kernels
+/// (`matmul_decode_wgmma_`) once: 4 and 2. The FP8 kernels' step is 4 `m64nNk32`: fast accumulation as the
 /// warp-specialised kernels, promoted (and block-scaled) with one array: two sites of the step
 /// (the first before the loop) and two `wait_group 0` (the loop's and the last step's), the
 /// overlapped promotion three sites and four waits (`matmul_fp8_e5m2_*` the same by
@@ -708,9 +712,14 @@ fn wgmma_lines(name: &str) -> (usize, usize) {
         (4, 2)
     } else if name.starts_with("matmul_ws_tf32") {
         (4, 3)
+    } else if name == "matmul_grouped_bf16_128x256"
+        || (name.starts_with("matmul_ws_") && !name.ends_with("_64x128"))
+    {
+        // The whole tiles' products and those of the split tail's half tiles.
+        (8, 4)
     } else if name.starts_with("matmul_ws_")
-        || name.starts_with("matmul_grouped_")
         || name.starts_with("matmul_decode_wgmma_")
+        || name.starts_with("matmul_grouped_")
     {
         (4, 2)
     } else {

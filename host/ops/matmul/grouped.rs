@@ -5,7 +5,8 @@
 //! the `E` cumulative end rows on the device, `Y` `rows x n`.
 
 use half::bf16;
-use kernels_gpu::matmul::grouped::{self as family, GROUPED_MAX_EXPERTS, grouped_shared_bytes};
+use kernels_gpu::matmul::grouped::{self as family, GROUPED_MAX_EXPERTS, grouped_shared_bytes, w_box_rows};
+use kernels_gpu::matmul::wgmma_ws::{Ws128x128, Ws128x256};
 
 use super::grouped_plan::GroupedPlan;
 use super::wgmma::{MapMatrix, check_copy_engine_dims, encode};
@@ -18,9 +19,11 @@ use crate::module::Module;
 /// The operation's name in errors.
 const OP: &str = "matmul_grouped";
 
-/// Blocks of the persistent kernel in the simulator: 2, so that a block walks several tiles of
-/// the list, across experts, and the ring wraps (as `wgmma_ws`'s host does).
-const SIMULATED_BLOCKS: usize = 2;
+/// Blocks of the persistent kernel in the simulator: 3, so that a block walks several tiles of
+/// the list, across experts, and the ring wraps (as `wgmma_ws`'s host does), and a list's last
+/// round of 1 tile is split into column halves while one of 2 is not (`2 r <= 3`:
+/// `kernels_gpu::matmul::wgmma_ws::tail_halves`).
+const SIMULATED_BLOCKS: usize = 3;
 
 impl Gpu {
     /// `Y_e = X_e W_e^T` for every expert `e` in one launch, the experts' rows given by
@@ -198,13 +201,19 @@ impl Gpu {
             shared_mem_bytes: grouped_shared_bytes(t),
         }
         .checked(OP, &self.limits().opted_in())?;
-        let maps = self.grouped_maps(x, w, (rows, k, experts * n), t.block_rows, t.block_cols)?;
+        // `W`'s box: half a tile's columns where the kernel splits its tail (a whole tile copies
+        // two, a half tile one: `kernels_gpu::matmul::wgmma_ws::tail_halves`), else a tile's.
+        let w_box = match plan {
+            GroupedPlan::Wide => w_box_rows::<Ws128x256>(),
+            GroupedPlan::Square => w_box_rows::<Ws128x128>(),
+        };
         let launch = match plan {
             GroupedPlan::Wide => family::matmul_grouped_bf16_128x256::launch_views::<Module>,
             GroupedPlan::Square => family::matmul_grouped_bf16_128x128::launch_views::<Module>,
         };
+        let maps = self.grouped_maps(x, w, (rows, k, experts * n), t.block_rows, w_box)?;
         // SAFETY: `maps` holds the maps of `x` (rows x k, box BM x 64) and `w` ((E n) x k, box
-        // BN x 64), bf16, 128-byte swizzle, zero fill, `BM`/`BN` the plan's tiling; shapes checked
+        // w_box x 64), bf16, 128-byte swizzle, zero fill, `BM`/`BN` the plan's tiling; shapes checked
         // (`x` rows x k, `w` E n x k, `y` rows x n, `offsets` E u32 with 1 <= E <= the most),
         // `k` a positive multiple of 8, `n >= 1`, the matrices 16-byte aligned; `cfg` is the
         // kernel's launch (384 threads, a grid of at least one block, its shared memory); the
@@ -227,9 +236,9 @@ impl Gpu {
     }
 
     /// The tensor maps of `X` (`rows x k`, boxes of `bm x 64`) and of `W` as one `(E n) x k`
-    /// matrix (boxes of `bn x 64`), in device memory, cached per stream handle
-    /// ([`Gpu::cached_map_pair`]; uploaded in the simulator too, whose copies read the matrices
-    /// directly).
+    /// matrix (boxes of `bn x 64`, the caller's `bn` half the tile's columns), in device memory,
+    /// cached per stream handle ([`Gpu::cached_map_pair`]; uploaded in the simulator too, whose
+    /// copies read the matrices directly).
     fn grouped_maps(
         &self,
         x: &DeviceMatrix<bf16>,

@@ -100,6 +100,24 @@ mod tests {
         assert_eq!(p.max_tiles(usize::MAX, 1 << 20, 1), usize::MAX);
     }
 
+    /// The split tail (`tail_halves`, computed by the kernel on the device): the layer
+    /// (3,072 wide tiles on 132 blocks) splits its last 36 tiles; each side of `2 r <= blocks`;
+    /// a list shorter than the grid splits all of it when the halves fit; none without a rest.
+    #[test]
+    fn tail_halves() {
+        use kernels_gpu::matmul::wgmma_ws::tail_halves;
+        assert_eq!(tail_halves(3072, 132), 36);
+        assert_eq!(tail_halves(132 * 23 + 66, 132), 66);
+        assert_eq!(tail_halves(132 * 23 + 67, 132), 0);
+        assert_eq!(tail_halves(132 * 23, 132), 0);
+        assert_eq!(tail_halves(3, 6), 3);
+        assert_eq!(tail_halves(4, 5), 0);
+        assert_eq!(tail_halves(1, 3), 1);
+        assert_eq!(tail_halves(2, 3), 0);
+        assert_eq!(tail_halves(0, 132), 0);
+        assert_eq!(tail_halves(7, 0), 0);
+    }
+
     /// Each plan's kernel launches with one shared-memory size whatever the experts (room for
     /// the tables of the most): the H200 refused a 3-expert launch (`CUDA_ERROR_INVALID_VALUE`)
     /// while other trials launched the same kernel with other sizes, racing the opt-in. Within

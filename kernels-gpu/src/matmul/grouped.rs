@@ -23,18 +23,25 @@
 //! 2. Tile `t` of the list is row tile `g = t / ceil(n / BN)` and column tile `t % ceil(n / BN)`;
 //!    its expert is the last `e` with `first[e] <= g` (a binary search, [`locate`]); block `b` of
 //!    `G` takes tiles `b, b + G, ...`, the producer and the consumers walking the same list.
-//! 3. The producer copies boxes of `X` (`BM x 64` at the tile's first row) and of `W` (`BN x 64`
-//!    at row `e n + col0` of the `(E n) x k` view), both K-major; the consumers multiply them
-//!    with `B` K-major (`wgmma` imm-trans-b 0: [`crate::gpu::wgmma::mma_bf16_kmajor_m64n256k64_async`]).
-//! 4. The epilogue stores only rows below the expert's end ([`crate::gpu::tile::store_rows`]'s
+//! 3. The split tail ([`tail_halves`]): when the `r = tiles % G` tiles of the last, partial
+//!    round fit one round as column halves (`2 r <= G`), the list ends with their `2 r` halves
+//!    (`BM x BN / 2` each) instead, so that the last round takes half a tile's time. Every block
+//!    computes the split from the list it built, so no host read is needed. Only the 128 x 256
+//!    tile splits ([`GroupedShape::SPLITS`]).
+//! 4. The producer copies boxes of `X` (`BM x 64` at the tile's first row) and of `W` (at row
+//!    `e n + col0` of the `(E n) x k` view; [`w_box_rows`]: where the tail splits, `BN / 2 x 64`,
+//!    two per step of a whole tile and one of a half, else `BN x 64`), both K-major; the consumers multiply them with `B` K-major (`wgmma` imm-trans-b 0:
+//!    [`crate::gpu::wgmma::mma_bf16_kmajor_m64n256k64_async`], `m64n128k64` for a half tile).
+//! 5. The epilogue stores only rows below the expert's end ([`crate::gpu::tile::store_rows`]'s
 //!    masked store, `m` = the expert's end row).
 //!
 //! # Edges
 //! * An expert's last row tile: the box of `X` reads rows of the next expert (or zeros past
 //!   `rows`); the product rows they give are dropped by the masked store, so no expert writes
 //!   another's rows.
-//! * `n` ragged against `BN`: the box of `W` reads rows of the next expert's weight (zeros past
-//!   `E n`); they give columns `>= n`, which are not stored. (A 3-D tensor map `k x n x E` would
+//! * `n` ragged against `BN`: the boxes of `W` read rows of the next expert's weight (zeros past
+//!   `E n`); they give columns `>= n`, which are not stored. A half tile of the split tail whose
+//!   columns all lie past `n` is skipped by the producer and the consumers alike. (A 3-D tensor map `k x n x E` would
 //!   read zeros there instead; the stored elements are the same, and one 2-D map keeps the
 //!   copy to `tma::load_2d`, which the simulator models, and the box to one coordinate pair.)
 //! * `k` ragged against 64: both maps end at `k` and fill zeros beyond, so the tail adds nothing.
@@ -46,11 +53,13 @@
 //!
 //! # Traffic and work
 //! Per tile step along `k`: `(BM + BN) 128` bytes by TMA, `2 BM BN 64` flops, as
-//! [`super::wgmma_ws`]. Minimum traffic of a launch: `2 (rows k + E n k + rows n)` bytes (every
+//! [`super::wgmma_ws`]; a half tile's step `(BM + BN / 2) 128` bytes for half the flops. Minimum traffic of a launch: `2 (rows k + E n k + rows n)` bytes (every
 //! expert's weight once, however few its rows), for `2 sum(m_e) n k` flops.
 
 use super::wgmma::MAP_WORDS;
-use super::wgmma_ws::{Ws128x128, Ws128x256, WsShape, WsTiling};
+use super::wgmma_ws::{
+    tail_halves, tail_item, tile_product, StepProduct, Ws128x128, Ws128x256, WsShape, WsTiling,
+};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor2d};
 use crate::gpu::{bf16, mem, shared, thread, tile, warp, wgmma};
@@ -118,22 +127,44 @@ kmajor!(56: mma_bf16_kmajor_m64n112k64_async);
 kmajor!(32: mma_bf16_kmajor_m64n64k64_async);
 
 /// A tile shape of [`grouped_gemm`](fn@grouped_gemm): a [`WsShape`] whose consumers' accumulators
-/// have the K-major product.
+/// have the K-major product, and those of its half tile (`BM x BN / 2`, the split tail's).
 pub trait GroupedShape {
     /// The tiling.
     const TILING: WsTiling;
     /// One consumer thread's accumulators.
     type Acc: KMajorBf16;
+    /// One consumer thread's accumulators of a half tile: half the width.
+    type HalfAcc: KMajorBf16;
+    /// Whether the last, partial round splits into column halves ([`tail_halves`]), `W`'s box
+    /// then being half a tile's columns ([`w_box_rows`]).
+    const SPLITS: bool;
+}
+
+/// Rows of `W`'s box (`x 64` columns of `k`) in the tensor map of shape `S`: half a tile's
+/// columns where the tail splits (a whole tile copies two, a half tile one), else a tile's.
+pub const fn w_box_rows<S: GroupedShape>() -> usize {
+    if S::SPLITS {
+        S::TILING.block_cols / 2
+    } else {
+        S::TILING.block_cols
+    }
 }
 
 impl GroupedShape for Ws128x256 {
     const TILING: WsTiling = <Ws128x256 as WsShape>::TILING;
     type Acc = <Ws128x256 as WsShape>::Acc;
+    type HalfAcc = <Ws128x256 as WsShape>::HalfAcc;
+    const SPLITS: bool = true;
 }
 
 impl GroupedShape for Ws128x128 {
     const TILING: WsTiling = <Ws128x128 as WsShape>::TILING;
     type Acc = <Ws128x128 as WsShape>::Acc;
+    type HalfAcc = <Ws128x128 as WsShape>::HalfAcc;
+    /// Not split: with `W` in two boxes of 64 rows a step this tile ran 9-15% slower on an H100
+    /// (`bench/experiments/third-wave/4b14836-gemm-tail-ab-{main,tail}-{1,2,3,4}.jsonl`, the forced
+    /// `128x128` rows).
+    const SPLITS: bool = false;
 }
 
 /// Fills the two tables of the experts in shared memory: `ends[0] = 0`, `ends[e + 1] =
@@ -255,17 +286,19 @@ pub unsafe fn locate(
 
 /// The grouped product (the module documentation). What one thread does: every thread builds
 /// the experts' tables ([`expert_tables`]); then the producer warpgroup lowers its registers and
-/// its thread 0 walks the block's tiles of the list ([`locate`]) and their steps along `k`,
-/// refilling each empty stage with a box of `X` (`BM x 64`) and one of `W` (`BN x 64`) by TMA;
-/// each consumer thread raises its registers and walks the same steps, taking part in its
-/// warpgroup's four K-major products per stage, lane 0 of each warp then marking the stage
-/// empty; after a tile's last step it stores its accumulators, rounded to bf16, in the rows of
-/// `Y` below its expert's end and the columns below `n`. Per stage a block moves `(BM + BN) 128`
-/// bytes and does `2 BM BN 64` flops.
+/// its thread 0 walks the block's items of the list (whole tiles, then at most one half tile of
+/// the split tail: [`tail_halves`], [`locate`]) and their steps along `k`, refilling each empty
+/// stage with a box of `X` (`BM x 64`) and `W`'s `BN` rows ([`w_box_rows`]: two boxes of
+/// `BN / 2 x 64` where the tail splits, one for a half tile) by TMA; each consumer thread raises its registers and walks the same steps
+/// (`tile_product`), taking part in its warpgroup's four K-major products per stage, lane 0
+/// of each warp then marking the stage empty; after an item's last step it stores its
+/// accumulators, rounded to bf16, in the rows of `Y` below its expert's end and the columns
+/// below `n`. Per stage a block moves `(BM + BN) 128` bytes and does `2 BM BN 64` flops (a half
+/// tile `(BM + BN / 2) 128` bytes and half the flops).
 ///
 /// # Safety
 /// * `maps` holds two tensor maps of [`MAP_WORDS`] words each, 64-byte aligned: `x` (`rows x
-///   k`, box `BM x 64`) and `w` (`(experts n) x k`, box `BN x 64`), bf16, 128-byte swizzle, zero
+///   k`, box `BM x 64`) and `w` (`(experts n) x k`, box [`w_box_rows`]` x 64`), bf16, 128-byte swizzle, zero
 ///   fill; `x`, `w`, `y` hold `rows x k`, `experts x n x k` and `rows x n` bf16, dense, 16-byte
 ///   aligned, `y` overlapping neither; `offsets` holds `experts` u32 (any values: see the module
 ///   documentation); `1 <= experts <= GROUPED_MAX_EXPERTS`, `k >= 1`, `n >= 1`.
@@ -333,6 +366,15 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
     let tiles_n = n.div_ceil(bn);
     let tiles = row_tiles * tiles_n;
     let (start, step) = (thread::block_idx_x() as usize, thread::grid_dim_x() as usize);
+    // The last round's tiles in column halves ([`tail_halves`]): items `0 .. whole` are whole
+    // tiles, `whole + h` (`h < 2 halves`) is half `h % 2` of tile `whole + h / 2`. `whole` is a
+    // multiple of the grid, so every block reaches its half item (at most one) last.
+    let halves = if S::SPLITS { tail_halves(tiles, step) } else { 0 };
+    let (whole, items) = (tiles - halves, tiles + halves);
+    // Half a tile's columns: where the tail splits, the rows of `W`'s box (a whole tile loads
+    // two, a half tile one).
+    let half_cols = bn / 2;
+    let half_bytes = half_cols * (BK * 2);
     let k_tiles = k.div_ceil(BK);
 
     if group == 0 {
@@ -355,28 +397,44 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
             rows: experts * n,
             cols: k,
             stride: k,
-            box_rows: bn,
+            box_rows: w_box_rows::<S>(),
             box_cols: BK,
         };
         tma::prefetch_map(tx.map);
         tma::prefetch_map(tw.map);
         let mut producer = ring.producer();
-        let mut tile = start;
-        while tile < tiles {
-            // SAFETY: the tables are built; `tile < tiles`.
+        let mut item = start;
+        while item < items {
+            // SAFETY: the tables are built; the tile is below `tiles`.
+            let (tile, half) = tail_item(item, whole);
             let (row0, _, expert, col_tile) = unsafe { locate(first, ends, experts, tiles_n, bm, tile) };
-            let w_row = expert * n + col_tile * bn;
-            for kt in 0..k_tiles {
-                // SAFETY: the one producer thread; the stage is free and expects
-                // `stage_bytes` = `BM 128` (the box of `X` at 0) + `BN 128` (that of `W` at
-                // `a_bytes`), both 1024-byte aligned; the maps are the kernel's.
-                unsafe {
-                    let stage = producer.acquire();
-                    stage.load(0, &tx, row0, kt * BK);
-                    stage.load(a_bytes, &tw, w_row, kt * BK);
+            let col0 = col_tile * bn + half.unwrap_or(0) * half_cols;
+            // A half past `n` (the last column tile's second half) has nothing to compute.
+            if col0 < n {
+                let w_row = expert * n + col0;
+                for kt in 0..k_tiles {
+                    // SAFETY: the one producer thread; the stage is free and expects exactly the
+                    // bytes copied into it: the box of `X` at 0 (`BM 128` bytes), then one box of
+                    // `W` (`BN / 2` rows, `half_bytes`) at `a_bytes` for a half tile, two for a
+                    // whole one where the tail splits, else one of `BN` rows (`stage_bytes`),
+                    // each 1024-byte aligned; the maps are the kernel's.
+                    unsafe {
+                        if half.is_some() {
+                            let stage = producer.acquire_bytes(a_bytes + half_bytes);
+                            stage.load(0, &tx, row0, kt * BK);
+                            stage.load(a_bytes, &tw, w_row, kt * BK);
+                        } else {
+                            let stage = producer.acquire();
+                            stage.load(0, &tx, row0, kt * BK);
+                            stage.load(a_bytes, &tw, w_row, kt * BK);
+                            if S::SPLITS {
+                                stage.load(a_bytes + half_bytes, &tw, w_row + half_cols, kt * BK);
+                            }
+                        }
+                    }
                 }
             }
-            tile += step;
+            item += step;
         }
         return;
     }
@@ -386,36 +444,13 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
     let consumer = group - 1;
     let mut acc = <S::Acc as wgmma::Accumulators>::zeroed();
     let mut ring_consumer = ring.consumer();
-    let mut tile = start;
-    while tile < tiles {
-        // SAFETY: the tables are built; `tile < tiles`.
-        let (row0, end, _, col_tile) = unsafe { locate(first, ends, experts, tiles_n, bm, tile) };
-        let mut used = None;
-        for kt in 0..k_tiles {
-            // SAFETY: every thread of the consumer warps, each stage released once below.
-            let stage = unsafe { ring_consumer.wait() };
-            // A: this consumer's 64 rows, `64 consumer` rows into the box of `X`; B: the whole
-            // box of `W` (`BN` rows of `W`, K-major), read as `B^T`.
-            let a_desc = tile::k_major_descriptors(stage.address(0), consumer * CONSUMER_ROWS);
-            let b_desc = tile::k_major_descriptors(stage.address(a_bytes), 0);
-            // SAFETY: the whole warpgroup is here; the stage's copies have landed and nothing
-            // writes it before this warp's release, after the wait that retires these
-            // products; then the previous step's products are done and its stage released.
-            unsafe {
-                acc = acc.mma_kmajor_async(a_desc, b_desc, kt > 0);
-                acc = wgmma::wait_accumulators::<1, _>(acc);
-            }
-            if let Some(done) = used.replace(stage) {
-                // SAFETY: the whole warp, once for the stage it waited for one step ago.
-                unsafe { ring_consumer.release(&done) };
-            }
-        }
-        // SAFETY: the whole warpgroup is here, the last step's products in flight.
-        acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
-        if let Some(done) = used {
-            // SAFETY: as above, for the last step's stage.
-            unsafe { ring_consumer.release(&done) };
-        }
+    let mut item = start;
+    while item < whole {
+        // SAFETY: the tables are built; `item < whole <= tiles`.
+        let (row0, end, _, col_tile) = unsafe { locate(first, ends, experts, tiles_n, bm, item) };
+        // SAFETY: every thread of the consumer warpgroup; the producer fills these `k_tiles`
+        // stages with whole tiles.
+        acc = unsafe { tile_product(acc, &mut ring_consumer, (consumer, KMajorStep), a_bytes, k_tiles) };
         // SAFETY: `y` holds `rows x n` (the contract) and `end <= rows`: only rows of this
         // expert below `end` and columns below `n` are stored.
         unsafe {
@@ -428,6 +463,59 @@ pub unsafe fn grouped_gemm<S: GroupedShape>(
                 |_, _, v| v,
             )
         };
-        tile += step;
+        item += step;
+    }
+    // The split tail: at most one half tile per block, with accumulators of half the width
+    // (live only here, so the registers are the whole tile's). (`S::SPLITS` is a constant:
+    // instances that never split have no such loop.)
+    while S::SPLITS && item < items {
+        let (tile, half) = tail_item(item, whole);
+        // SAFETY: the tables are built; the tile is below `tiles`.
+        let (row0, end, _, col_tile) = unsafe { locate(first, ends, experts, tiles_n, bm, tile) };
+        let col0 = col_tile * bn + half.unwrap_or(0) * half_cols;
+        if col0 < n {
+            let half_acc = <S::HalfAcc as wgmma::Accumulators>::zeroed();
+            // SAFETY: as above; the producer fills these stages with half tiles (`W`'s one box
+            // at `a_bytes`, read by the half-width products).
+            let half_acc = unsafe {
+                tile_product(
+                    half_acc,
+                    &mut ring_consumer,
+                    (consumer, KMajorStep),
+                    a_bytes,
+                    k_tiles,
+                )
+            };
+            // SAFETY: as the whole tiles' store.
+            unsafe {
+                tile::store_rows(
+                    &half_acc,
+                    tid % WARPGROUP,
+                    y,
+                    (row0 + consumer * CONSUMER_ROWS, col0),
+                    (end, n),
+                    |_, _, v| v,
+                )
+            };
+        }
+        item += step;
+    }
+}
+
+/// [`StepProduct`] of [`grouped_gemm`](fn@grouped_gemm): bf16, `W`'s box K-major (read as `B^T`) from its first row.
+#[derive(Clone, Copy)]
+struct KMajorStep;
+
+impl<A: KMajorBf16> StepProduct<A> for KMajorStep {
+    #[inline(always)]
+    fn b_descriptors(self, b: u32) -> [u64; 4] {
+        tile::k_major_descriptors(b, 0)
+    }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_async(self, acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A {
+        // SAFETY: forwarded contract.
+        unsafe { acc.mma_kmajor_async(a, b, accumulate) }
     }
 }

@@ -44,6 +44,11 @@
 //! * **Persistent grid**: block `b` of `G` takes the tiles `b, b + G, b + 2G, ...` in the grouped
 //!   order of the TF32 kernels' `grouped_tile` (neighbouring blocks share rows of `A` and columns of
 //!   `B` in L2); the producer fills the next tile's stages while the consumers store the last.
+//! * **Split tail** ([`tail_halves`]): where the last, partial round's `r` tiles fit one round as
+//!   column halves (`2 r <= G`), they run as `2 r` half tiles (`BM x BN / 2`, half-width
+//!   accumulators, each stage announcing its bytes: `Producer::acquire_bytes`), so that round
+//!   takes half a tile's time; 16-bit operands (`B` N-major) on the 128-row tiles only (the
+//!   64 x 128 tile's consumers sit side by side, and TF32's `B^T` box is a whole tile's).
 //! * **Epilogue**: each consumer thread stores its 128 accumulators straight to `C`, as pairs
 //!   where `n` is even, inside `m` and `n`.
 //! * **Shared memory**: 1 KiB of alignment slack, `STAGES x 48 KiB` of stages, two barriers per
@@ -52,6 +57,8 @@
 //! Tensor maps: two in global memory, as [`super::wgmma`]: `A` (`m x k`, box `BM x BK`), then
 //! `B` (`k x n`, box `BK x 64`) or, for an operand type that reads `B` K-major
 //! ([`WgmmaOperand::B_K_MAJOR`]), `B^T` (`n x k`, box `BN x BK`); 128-byte swizzle, zero fill.
+
+use core::marker::PhantomData;
 
 use super::tf32::grouped_tile;
 use super::wgmma::MAP_WORDS;
@@ -202,36 +209,73 @@ pub trait WsShape {
     const TILING: WsTiling;
     /// One consumer thread's accumulators: `[f32; N / 2]` for `N` = [`WsTiling::consumer_cols`].
     type Acc: wgmma::Accumulators;
+    /// One consumer thread's accumulators of a half tile (`BM x BN / 2`, the split tail's:
+    /// [`tail_halves`]), half of [`WsShape::Acc`]'s; a shape whose tail is never split names
+    /// [`WsShape::Acc`] again.
+    type HalfAcc: wgmma::Accumulators;
+}
+
+/// Tiles of a persistent kernel's list that it splits into column halves on a grid of `blocks`
+/// blocks: the `r = tiles % blocks` tiles of the last, partial round when their `2 r` halves
+/// fit one round (`2 r <= blocks`), else none (0). With the split, the last round takes half a
+/// tile's time where it took a whole one (3,072 wide tiles on 132 blocks: 23 whole rounds and
+/// 36 tiles, as 72 halves); without it (`2 r > blocks`), halves would take two half rounds, no
+/// shorter. A pure function: the kernels compute it on the device (the grouped product from the
+/// list it builds there), the host's tests from shapes.
+pub const fn tail_halves(tiles: usize, blocks: usize) -> usize {
+    if blocks == 0 {
+        return 0;
+    }
+    let r = tiles % blocks;
+    if 2 * r <= blocks {
+        r
+    } else {
+        0
+    }
+}
+
+/// Item `item` of a block's walk over a list whose tail is split ([`tail_halves`]), the items
+/// `0 .. whole` whole tiles: `(tile, None)` for a whole tile (`item < whole`), else `(tile,
+/// Some(half))`, half `0` or `1` of tile `whole + (item - whole) / 2`.
+#[inline(always)]
+pub fn tail_item(item: usize, whole: usize) -> (usize, Option<usize>) {
+    if item < whole {
+        (item, None)
+    } else {
+        let h = item - whole;
+        (whole + h / 2, Some(h % 2))
+    }
 }
 
 /// Declares a [`WsShape`].
 macro_rules! ws_shape {
-    ($(#[$doc:meta])* $name:ident: $tiling:ident, $acc:ty) => {
+    ($(#[$doc:meta])* $name:ident: $tiling:ident, $acc:ty, $half:ty) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug)]
         pub struct $name;
         impl WsShape for $name {
             const TILING: WsTiling = $tiling;
             type Acc = $acc;
+            type HalfAcc = $half;
         }
     };
 }
 
 ws_shape!(
     /// [`WS_128X256`]: `wgmma.m64n256k16`, 128 accumulators per consumer thread.
-    Ws128x256: WS_128X256, [f32; 128]
+    Ws128x256: WS_128X256, [f32; 128], [f32; 64]
 );
 ws_shape!(
     /// [`WS_128X128`]: `wgmma.m64n128k16`, 64 accumulators per consumer thread.
-    Ws128x128: WS_128X128, [f32; 64]
+    Ws128x128: WS_128X128, [f32; 64], [f32; 32]
 );
 ws_shape!(
     /// [`WS_128X192`]: `wgmma.m64n192k32` (FP8, `B` K-major), 96 accumulators per consumer thread.
-    Ws128x192: WS_128X192, [f32; 96]
+    Ws128x192: WS_128X192, [f32; 96], [f32; 96]
 );
 ws_shape!(
     /// [`WS_64X128`]: `wgmma.m64n64k16`, 32 accumulators per consumer thread.
-    Ws64x128: WS_64X128, [f32; 32]
+    Ws64x128: WS_64X128, [f32; 32], [f32; 32]
 );
 
 /// Rows of `C` per consumer warpgroup (the `M` of `wgmma.m64nNk*`).
@@ -427,6 +471,32 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: Output, S: WsShape>(
     let tiles = tiles_m * tiles_n;
     let (first, step) = (thread::block_idx_x() as usize, thread::grid_dim_x() as usize);
     let k_tiles = k.div_ceil(bk);
+    // The split tail ([`tail_halves`]): items `0 .. whole` are whole tiles, `whole + h` (`h < 2
+    // halves`) is half `h % 2` (`BN / 2` columns) of tile `whole + h / 2`; `whole` is a
+    // multiple of the grid, so every block reaches its half item (at most one) last. Only where
+    // `B` is N-major (a half is whole boxes of 64 columns), every consumer is along the rows,
+    // and the shape has half-width accumulators; a constant per instance.
+    let splits = !I::B_K_MAJOR
+        && t.row_groups() == t.consumers
+        && 2 * <S::HalfAcc as wgmma::Accumulators>::N == <S::Acc as wgmma::Accumulators>::N
+        && (bn / 2) % box_cols == 0;
+    let halves = if splits && k_tiles > 0 {
+        tail_halves(tiles, step)
+    } else {
+        0
+    };
+    let (whole, items) = (tiles - halves, tiles + halves);
+    let half_cols = bn / 2;
+    // Where item `item` lies: its tile's first row and first column, and whether it is a half.
+    let place = |item: usize| -> (usize, usize, bool) {
+        let (tile, half) = tail_item(item, whole);
+        let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
+        (
+            tile_m * bm,
+            tile_n * bn + half.unwrap_or(0) * half_cols,
+            half.is_some(),
+        )
+    };
 
     // The ring (`pipeline::Ring`): `stages` stages from the first 1024-byte boundary of the
     // shared window, a `full` barrier per stage (the producer's arrival, the copies' bytes) and an
@@ -474,28 +544,37 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: Output, S: WsShape>(
         tma::prefetch_map(ta.map);
         tma::prefetch_map(tb.map);
         let mut producer = ring.producer();
-        let mut tile = first;
-        while tile < tiles {
-            let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
-            let (row0, col0) = (tile_m * bm, tile_n * bn);
-            for kt in 0..k_tiles {
-                // SAFETY: the one producer thread; the stage is free (`acquire` waited for its
-                // consumers) and expects `stage_bytes`, which these boxes fill: `A` at 0, `B` at
-                // `a_bytes` (one K-major box or `bn / box_cols` N-major ones), every box
-                // 1024-byte aligned; the maps are the kernel's (its contract).
-                unsafe {
-                    let stage = producer.acquire();
-                    stage.load(0, &ta, row0, kt * bk);
-                    if I::B_K_MAJOR {
-                        stage.load(a_bytes, &tb, col0, kt * bk);
-                    } else {
-                        for j in 0..bn / box_cols {
-                            stage.load(a_bytes + j * b_box, &tb, kt * bk, col0 + j * box_cols);
+        let mut item = first;
+        while item < items {
+            let (row0, col0, half) = place(item);
+            // A half past `n` (the last column tile's second half) has nothing to compute.
+            if col0 < n {
+                // N-major boxes of `B` this item's stages take: a whole tile's or a half's.
+                let boxes = if half { half_cols / box_cols } else { bn / box_cols };
+                for kt in 0..k_tiles {
+                    // SAFETY: the one producer thread; the stage is free (`acquire` waited for
+                    // its consumers) and expects exactly the bytes copied into it: `A` at 0, `B`
+                    // at `a_bytes` (one K-major box, or `boxes` N-major ones; a half tile's stage
+                    // announces its own bytes), every box 1024-byte aligned; the maps are the
+                    // kernel's (its contract).
+                    unsafe {
+                        let stage = if half {
+                            producer.acquire_bytes(a_bytes + boxes * b_box)
+                        } else {
+                            producer.acquire()
+                        };
+                        stage.load(0, &ta, row0, kt * bk);
+                        if I::B_K_MAJOR {
+                            stage.load(a_bytes, &tb, col0, kt * bk);
+                        } else {
+                            for j in 0..boxes {
+                                stage.load(a_bytes + j * b_box, &tb, kt * bk, col0 + j * box_cols);
+                            }
                         }
                     }
                 }
             }
-            tile += step;
+            item += step;
         }
         return;
     }
@@ -515,58 +594,150 @@ pub unsafe fn ws_gemm<I: WgmmaOperand, O: Output, S: WsShape>(
     // Zeroed as one memset (see `super::wgmma`); the first product of every tile overwrites them.
     let mut acc = <S::Acc as wgmma::Accumulators>::zeroed();
     let mut consumer = ring.consumer();
-    let mut tile = first;
-    while tile < tiles {
-        let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
-        let (row0, col0) = (tile_m * bm + CONSUMER_ROWS * cr, tile_n * bn + cn * cc);
+    let mut item = first;
+    while item < whole {
+        let (tile_row, tile_col, _) = place(item);
+        let (row0, col0) = (tile_row + CONSUMER_ROWS * cr, tile_col + cn * cc);
         if k_tiles == 0 {
             // `k = 0`: zeros, from an array of their own (nothing but products may write the
             // accumulators, or ptxas serialises the products: warning C7515).
             let zeros = <S::Acc as wgmma::Accumulators>::zeroed();
             // SAFETY: the contract's shapes and alignment.
             unsafe { tile::store_rows(&zeros, tid % WARPGROUP, c, (row0, col0), (m, n), |_, _, v| v) };
-            tile += step;
+            item += step;
             continue;
         }
-        // The stage of the previous step, released once its products have retired.
-        let mut used = None;
-        for kt in 0..k_tiles {
-            // SAFETY: every thread of the consumer warps, each stage released once below.
-            let stage = unsafe { consumer.wait() };
-            // A: this consumer's 64 rows start `64 cr` rows (8 KiB each 64) into the box; the
-            // four quarter steps along k 32 bytes apart, 8-row groups 1024 bytes apart. B
-            // N-major: its `cn` columns start at box `cn cc / 64`, boxes of 64 columns `b_box`
-            // apart (LBO), 8-row groups 1024 bytes apart, the quarter steps `BK / 4` rows apart;
-            // B K-major: as A, over its `cn` rows of `B^T` from row `cn cc`.
-            let a_desc = tile::k_major_descriptors(stage.address(0), cr * CONSUMER_ROWS);
-            let b_desc = if I::B_K_MAJOR {
-                tile::k_major_descriptors(stage.address(a_bytes), cn * cc)
-            } else {
-                tile::n_major_descriptors::<I>(stage.address(a_bytes), cn * cc)
-            };
-            // SAFETY: the whole warpgroup is here; the stage's copies have landed (the wait)
-            // and nothing writes it before this warp's arrival for it, after the wait that
-            // retires these products. Then the previous step's products are done (at most this
-            // step's group in flight): its stage is released while this one's run.
-            unsafe {
-                acc = I::mma_async(acc, a_desc, b_desc, kt > 0);
-                acc = wgmma::wait_accumulators::<1, _>(acc);
-            }
-            if let Some(done) = used.replace(stage) {
-                // SAFETY: the whole warp, once for the stage it waited for one step ago.
-                unsafe { consumer.release(&done) };
-            }
-        }
-        // SAFETY: the whole warpgroup is here, the last step's products in flight.
-        acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
-        if let Some(done) = used {
-            // SAFETY: as above, for the last step's stage.
-            unsafe { consumer.release(&done) };
-        }
+        // SAFETY: every thread of the consumer warpgroup; the producer fills the next `k_tiles`
+        // stages with this tile's boxes.
+        let product = OperandStep::<I>::at(cn * cc);
+        acc = unsafe { tile_product(acc, &mut consumer, (cr, product), a_bytes, k_tiles) };
         // SAFETY: the contract's shapes and alignment; every lane of the warpgroup.
         unsafe { tile::store_rows(&acc, tid % WARPGROUP, c, (row0, col0), (m, n), |_, _, v| v) };
-        tile += step;
+        item += step;
     }
+    // The split tail: at most one half tile per block (only where `splits`: every consumer along
+    // the rows, so `cc` is 0), with accumulators of half the width, live only here.
+    // (`splits` is a constant: instances that never split have no such loop.)
+    if splits {
+        while item < items {
+            let (tile_row, col0, _) = place(item);
+            if col0 < n {
+                let row0 = tile_row + CONSUMER_ROWS * cr;
+                let half_acc = <S::HalfAcc as wgmma::Accumulators>::zeroed();
+                // SAFETY: as above; the producer fills these stages with the half's boxes.
+                let product = OperandStep::<I>::at(0);
+                let half_acc =
+                    unsafe { tile_product(half_acc, &mut consumer, (cr, product), a_bytes, k_tiles) };
+                // SAFETY: as the whole tiles' store.
+                unsafe { tile::store_rows(&half_acc, tid % WARPGROUP, c, (row0, col0), (m, n), |_, _, v| v) };
+            }
+            item += step;
+        }
+    }
+}
+
+/// What differs between the steps of the persistent kernels' tiles ([`tile_product`]): where
+/// `B`'s four descriptors point in a stage and which asynchronous `wgmma` multiplies on them.
+pub(super) trait StepProduct<A: wgmma::Accumulators>: Copy {
+    /// `B`'s four descriptors (one per quarter step along `k`), its boxes at shared address `b`.
+    fn b_descriptors(self, b: u32) -> [u64; 4];
+
+    /// `C (+)= A B` on the calling warpgroup: four products issued and committed as one group,
+    /// not waited for ([`wgmma::wait_accumulators`] retires them).
+    ///
+    /// # Safety
+    /// As [`wgmma::mma_bf16_m64n256k64_async`].
+    unsafe fn mma_async(self, acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A;
+}
+
+/// [`StepProduct`] of [`ws_gemm`](fn@ws_gemm): operands of type `I`, `B` from column (or, where
+/// `I::B_K_MAJOR`, `B^T` row) `b_col`.
+#[derive(Clone, Copy)]
+struct OperandStep<I> {
+    b_col: usize,
+    operand: PhantomData<I>,
+}
+
+impl<I> OperandStep<I> {
+    /// `B` from column (or `B^T` row) `b_col`.
+    #[inline(always)]
+    fn at(b_col: usize) -> Self {
+        Self {
+            b_col,
+            operand: PhantomData,
+        }
+    }
+}
+
+impl<I: WgmmaOperand, A: wgmma::Accumulators> StepProduct<A> for OperandStep<I> {
+    #[inline(always)]
+    fn b_descriptors(self, b: u32) -> [u64; 4] {
+        // N-major: the columns start at box `b_col / 64`, boxes of 64 columns `b_box` apart
+        // (LBO), 8-row groups 1024 bytes apart, the quarter steps `BK / 4` rows apart. K-major:
+        // as `A`, over the rows of `B^T` from row `b_col`.
+        if I::B_K_MAJOR {
+            tile::k_major_descriptors(b, self.b_col)
+        } else {
+            tile::n_major_descriptors::<I>(b, self.b_col)
+        }
+    }
+
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn mma_async(self, acc: A, a: [u64; 4], b: [u64; 4], accumulate: bool) -> A {
+        // SAFETY: forwarded contract.
+        unsafe { I::mma_async(acc, a, b, accumulate) }
+    }
+}
+
+/// One tile's product along `k` into `acc` (its first step overwrites it): `k_tiles` stages of
+/// the ring in turn, this consumer's 64 rows (row group `cr`) of the box of `A` at 0 against
+/// `B`'s boxes at `a_bytes` as `step` reads them, as wide as `A`'s products; each step's four
+/// products left in flight and the previous step's retired and its stage released; the last
+/// step's retired and released before it returns. What one thread does: its part of its
+/// warpgroup's products. The loop of [`ws_gemm`](fn@ws_gemm) and of the grouped product.
+///
+/// # Safety
+/// Every thread of one consumer warpgroup calls it; the ring's next `k_tiles` stages hold the
+/// tile's boxes (at least `A::N` columns of `B` where `step` reads them); `k_tiles >= 1`.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub(super) unsafe fn tile_product<A: wgmma::Accumulators, P: StepProduct<A>>(
+    mut acc: A,
+    consumer: &mut crate::gpu::pipeline::Consumer,
+    (cr, step): (usize, P),
+    a_bytes: usize,
+    k_tiles: usize,
+) -> A {
+    // The stage of the previous step, released once its products have retired.
+    let mut used = None;
+    for kt in 0..k_tiles {
+        // SAFETY: every thread of the consumer warps, each stage released once below.
+        let stage = unsafe { consumer.wait() };
+        // A: this consumer's 64 rows start `64 cr` rows (8 KiB each 64) into the box; the
+        // four quarter steps along k 32 bytes apart, 8-row groups 1024 bytes apart.
+        let a_desc = tile::k_major_descriptors(stage.address(0), cr * CONSUMER_ROWS);
+        let b_desc = step.b_descriptors(stage.address(a_bytes));
+        // SAFETY: the whole warpgroup is here; the stage's copies have landed (the wait)
+        // and nothing writes it before this warp's arrival for it, after the wait that
+        // retires these products. Then the previous step's products are done (at most this
+        // step's group in flight): its stage is released while this one's run.
+        unsafe {
+            acc = step.mma_async(acc, a_desc, b_desc, kt > 0);
+            acc = wgmma::wait_accumulators::<1, _>(acc);
+        }
+        if let Some(done) = used.replace(stage) {
+            // SAFETY: the whole warp, once for the stage it waited for one step ago.
+            unsafe { consumer.release(&done) };
+        }
+    }
+    // SAFETY: the whole warpgroup is here, the last step's products in flight.
+    acc = unsafe { wgmma::wait_accumulators::<0, _>(acc) };
+    if let Some(done) = used {
+        // SAFETY: as above, for the last step's stage.
+        unsafe { consumer.release(&done) };
+    }
+    acc
 }
 
 // The launch bounds of `ws_gemm` are the block of every tiling's `threads()`.

@@ -49,7 +49,11 @@ struct Case {
 }
 
 /// Simulator cases: a few seconds each. Ragged and empty experts, an expert over a row tile
-/// (130 rows), `k` past a step of 64, `n` past a column tile of 128.
+/// (130 rows), `k` past a step of 64, `n` past a column tile of 128. The simulator's grid is 3
+/// blocks, so the last two cases place the split tail (`tail_halves`) on both sides of its
+/// rule: 4 row tiles of one wide column tile leave 1 tile for the last round, split into halves
+/// (the second 72 columns wide in `tail_split`, past `n` and skipped in `tail_empty_half`). The
+/// square tiles never split (`GroupedShape::SPLITS`): their plan runs the same cases whole.
 const SIM_CASES: &[Case] = &[
     Case {
         name: "3_experts_ragged",
@@ -66,6 +70,22 @@ const SIM_CASES: &[Case] = &[
         k: 64,
         n: 136,
         split: Split::Counts(&[0, 129, 1, 0]),
+    },
+    Case {
+        name: "tail_split",
+        experts: 2,
+        rows: 332,
+        k: 136,
+        n: 200,
+        split: Split::Counts(&[129, 200]),
+    },
+    Case {
+        name: "tail_empty_half",
+        experts: 2,
+        rows: 332,
+        k: 64,
+        n: 100,
+        split: Split::Counts(&[129, 200]),
     },
 ];
 

@@ -50,7 +50,9 @@ const CUDA_SHAPES: &[(usize, usize, usize)] = &[
 /// of four steps along `k` (the 4-stage ring wraps across tiles, the last step and both edges
 /// ragged); the same with seven steps (the ring wraps within a tile, so that the simulator's
 /// producer refills a stage while a consumer's products of it may still be in flight: a stage
-/// released too early shows in the numbers); a narrow `n`.
+/// released too early shows in the numbers); a narrow `n`; three tiles, so that the last round's
+/// tile runs as two column halves (`wgmma_ws::tail_halves`: one tile left over on two blocks),
+/// the second half ragged (columns 128 to 199).
 ///
 /// Then shapes whose `k` or `n` is not a multiple of 8: the operands go through padded copies
 /// (rows of whole 16 bytes) first.
@@ -59,13 +61,15 @@ const WS_SIM_SHAPES: &[(usize, usize, usize)] = &[
     (130, 200, 264),
     (130, 392, 264),
     (65, 64, 24),
+    (257, 72, 200),
     (1, 1, 1),
     (130, 203, 261),
     (65, 64, 19),
 ];
 
 /// CUDA shapes of the warp-specialised kernel: the simulator's, 256^3, a grid of more tiles than
-/// multiprocessors with every edge ragged, 4096^3; then padded copies: one element, a ragged
+/// multiprocessors with every edge ragged, 4096^3, 2180 x 264 x 2040 (144 tiles: the last round's
+/// 12 split into column halves on 132 SMs, the last half ragged); then padded copies: one element, a ragged
 /// one, and 4097 x 4093 x 4095 (the benchmark's ragged shape).
 const WS_CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (1, 8, 8),
@@ -74,6 +78,7 @@ const WS_CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (256, 256, 256),
     (4097, 4104, 4088),
     (4096, 4096, 4096),
+    (2180, 264, 2040),
     (1, 1, 1),
     (130, 203, 261),
     (4097, 4093, 4095),
@@ -82,12 +87,14 @@ const WS_CUDA_SHAPES: &[(usize, usize, usize)] = &[
 /// Simulator shapes of the 128 x 128 tile (6 stages): one element; exactly one tile, then one row
 /// more (a second row of tiles holding one row: the tile-count boundary); four tiles over the
 /// simulator's two blocks with seven steps along `k` (the ring wraps within a tile), both edges
-/// ragged; a padded copy (`k`, `n` not multiples of 8).
+/// ragged; three tiles, the last round's one split into column halves (the second ragged:
+/// columns 64 to 119); a padded copy (`k`, `n` not multiples of 8).
 const SQUARE_SIM_SHAPES: &[(usize, usize, usize)] = &[
     (1, 8, 8),
     (128, 64, 128),
     (129, 64, 128),
     (130, 392, 136),
+    (257, 64, 120),
     (130, 203, 133),
 ];
 
@@ -104,12 +111,14 @@ const NARROW_SIM_SHAPES: &[(usize, usize, usize)] = &[
 ];
 
 /// CUDA shapes of the smaller tiles: 256^3, 1024^3 (the shape they are for), every edge ragged
-/// over more tiles than multiprocessors, and the padded ragged shape.
+/// over more tiles than multiprocessors, 2180 x 264 x 2040 (288 tiles of 128 x 128: the last
+/// round's 24 split into halves; the 64 x 128 tile never splits), and the padded ragged shape.
 const SMALL_TILE_CUDA_SHAPES: &[(usize, usize, usize)] = &[
     (1, 8, 8),
     (256, 256, 256),
     (1024, 1024, 1024),
     (4097, 4104, 4088),
+    (2180, 264, 2040),
     (4097, 4093, 4095),
 ];
 
