@@ -1250,7 +1250,6 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
     (qd, pieces): (usize, bool),
 ) {
     let d = H::D;
-    let (bit0, bit1) = (qd & 1 != 0, qd & 2 != 0);
     let out = o.cast::<u32>();
     unroll_8!(2, |hh| {
         let total = l[hh] + warp::shfl_xor(l[hh], 1);
@@ -1275,36 +1274,16 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
                 });
             }
         } else {
-            // (The form of [`store_row_pieces`], which the backward's gradients use; written out
-            // here because calling it changed this epilogue's set-up address arithmetic, and that
-            // build has not been timed.)
-            // Row `(b, i, h)` in 16-byte pieces (every row of the contiguous output starts on one).
-            let row = ((b * q_len + i.min(q_len - 1)) * heads + h) * d / 8;
-            // Four pairs `j0 ..+ 4` (dims `8 j0 ..+ 32`) at a time, transposed within the quad (two
-            // exchanges of two words each: lanes `q` and `q ^ 1`, then `q ^ 2`), so that lane `q`
-            // holds the four pairs of dims `8 (j0 + q) ..+ 8` and stores them as one 16-byte
-            // piece: a warp's store covers whole 32-byte sectors (the 4-byte pairs used half of
-            // each, and four times the stores held the consumer: ncu and the cycle counts of the
+            // Row `(b, i, h)` in 16-byte pieces (every row of the contiguous output starts on one):
+            // a warp's store covers whole 32-byte sectors (the 4-byte pairs used half of each, and
+            // four times the stores held the consumer: ncu and the cycle counts of the
             // twenty-third round). The exchanges run in every lane, the stores only for rows
             // below `q_len`.
-            unroll_8!(2, |hi| {
-                unroll_8!(4, |lo| {
-                    let j0 = 4 * (4 * hi + lo);
-                    if j0 < H::D / 8 {
-                        let mut v = [pair(j0), pair(j0 + 1), pair(j0 + 2), pair(j0 + 3)];
-                        quad_exchange(&mut v, (0, 1), 1, bit0);
-                        quad_exchange(&mut v, (2, 3), 1, bit0);
-                        quad_exchange(&mut v, (0, 2), 2, bit1);
-                        quad_exchange(&mut v, (1, 3), 2, bit1);
-                        if i < q_len {
-                            // SAFETY: dims `8 (j0 + q) ..+ 8 <= D` of row `(b, i, h)` of the
-                            // contiguous output, 16-byte aligned (the plan's aligned output, `D`
-                            // a multiple of 64).
-                            unsafe { vector::store::<u32, 4>(out.wrapping_add(4 * row), 4 * (j0 + qd), v) };
-                        }
-                    }
-                });
-            });
+            let row = ((b * q_len + i.min(q_len - 1)) * heads + h) * d / 8;
+            // SAFETY: with `i < q_len`, row `(b, i, h)` of the contiguous output: `D / 2` words
+            // (`D / 8` pairs, a multiple of 4 with `D` a multiple of 64), 16-byte aligned (the
+            // plan's aligned output).
+            unsafe { store_row_pieces(out.wrapping_add(4 * row), H::D / 8, pair, qd, i < q_len) };
         }
         if i < q_len && qd == 0 {
             let out = if total > 0.0 {
@@ -1324,8 +1303,7 @@ fn store_rows<T: WgmmaElement, H: WgmmaHead>(
 /// 2`), so that lane `q` holds the four pairs of dims `8 (j0 + q) ..+ 8` and stores them as one
 /// 16-byte piece: a warp's store covers whole 32-byte sectors where 4-byte pairs used half of
 /// each. Every lane of the warp calls it (the exchanges are shuffles); only lanes with `store`
-/// write. The backward's gradients use it; the forward's epilogue ([`store_rows`]) writes the
-/// same form out itself (see there).
+/// write. The forward's epilogue ([`store_rows`]) and the backward's gradients use it.
 ///
 /// # Safety
 /// With `store`, `row` points to `4 pairs` writable words (the row's `8 pairs` elements),
