@@ -161,9 +161,8 @@ impl GroupedShape for Ws128x128 {
     const TILING: WsTiling = <Ws128x128 as WsShape>::TILING;
     type Acc = <Ws128x128 as WsShape>::Acc;
     type HalfAcc = <Ws128x128 as WsShape>::HalfAcc;
-    /// Not split: with `W` in two boxes of 64 rows a step this tile ran 9-15% slower on an H100
-    /// (`bench/experiments/third-wave/4b14836-gemm-tail-ab-{main,tail}-{1,2,3,4}.jsonl`, the forced
-    /// `128x128` rows).
+    /// Not split: with `W` in two boxes of 64 rows a step this tile ran slower on an H100, even
+    /// where nothing split (BENCHMARKS.md, thirty-first round).
     const SPLITS: bool = false;
 }
 
