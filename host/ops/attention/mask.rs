@@ -241,7 +241,8 @@ impl<'a> MaskSpec<'a> {
     /// and causal with `q_len + kv_len >= 2^30`;
     /// [`Error::ShapeMismatch`] for a document mask of another batch or length, or with
     /// `q_len != kv_len`; for a varlen mask with a batch other than 1 or totals other than
-    /// `q_len` and `kv_len`.
+    /// `q_len` and `kv_len`; [`Error::WrongDevice`] for a custom mask's records on another
+    /// device, and the errors of loading its kernel crate ([`Gpu::load`]).
     pub(crate) fn new(
         gpu: &Gpu,
         causal: bool,

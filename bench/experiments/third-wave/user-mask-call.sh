@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# One device call for the prefix-LM mask of examples/user-kernels (`AttentionMask::Custom`): the
+# example's main program on the GPU (every kernel of the crate, the mask's twelve attention
+# entries among them, each against its CPU reference), then on small shapes
+# (USER_KERNELS_SMALL=1) under memcheck, racecheck and synccheck. The binary:
+# `cargo build --release -p user-kernels`, target/release/user-kernels copied to .device/uk/ and
+# carried packed (.device/uk.tar.xz).
+set -uo pipefail
+cd "$(dirname "$0")/../../.." || exit 1
+[ -d .device/uk ] || tar xJf .device/uk.tar.xz -C .device || exit 1
+san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+export GPUKERN_REQUIRE_GPU=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/uk-gpu.txt"
+start=$(date +%s)
+.device/uk/user-kernels > "$OUT/uk-run.log" 2>&1
+echo "run: rc=$? $(( $(date +%s) - start )) s" >> "$OUT/uk-parts.log"
+for tool in memcheck racecheck synccheck; do
+  start=$(date +%s)
+  echo "== $tool"
+  USER_KERNELS_SMALL=1 timeout 240 "$san" --tool "$tool" --error-exitcode 99 .device/uk/user-kernels 2>&1 |
+    grep -E '^=========|prefix-LM|rror' | head -n 60
+  echo "rc=${PIPESTATUS[0]} $(( $(date +%s) - start )) s"
+done > "$OUT/uk-sanitize.log" 2>&1
+tar czf /tmp/uk.tgz -C "$OUT" --exclude all.tgz . && mv /tmp/uk.tgz "$OUT/all.tgz"
