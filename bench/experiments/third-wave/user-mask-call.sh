@@ -2,9 +2,11 @@
 # One device call for the prefix-LM mask of examples/user-kernels (`AttentionMask::Custom`): the
 # example's main program on the GPU (every kernel of the crate, the mask's twelve attention
 # entries among them, each against its CPU reference), then on small shapes
-# (USER_KERNELS_SMALL=1) under memcheck, racecheck and synccheck. The binary:
-# `cargo build --release -p user-kernels`, target/release/user-kernels copied to .device/uk/ and
-# carried packed (.device/uk.tar.xz).
+# (USER_KERNELS_SMALL=1) under memcheck, racecheck and synccheck; then the attention row of the
+# crate's bench (the mask against the library's causal instance, `bench --attention`) and
+# FlexAttention with the same mask (`peers_user.py --attention`). The binaries:
+# `cargo build --release -p user-kernels`, target/release/{user-kernels,bench} copied to
+# .device/uk/ and carried packed (.device/uk.tar.xz).
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 [ -d .device/uk ] || tar xJf .device/uk.tar.xz -C .device || exit 1
@@ -14,10 +16,17 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/uk-gpu.
 start=$(date +%s)
 .device/uk/user-kernels > "$OUT/uk-run.log" 2>&1
 echo "run: rc=$? $(( $(date +%s) - start )) s" >> "$OUT/uk-parts.log"
+start=$(date +%s)
+GPUKERN_DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1) \
+  .device/uk/bench "$OUT/uk-bench.jsonl" --attention > "$OUT/uk-bench.log" 2>&1
+echo "bench: rc=$? $(( $(date +%s) - start )) s" >> "$OUT/uk-parts.log"
+start=$(date +%s)
+PYTHONUNBUFFERED=1 python3 bench/peers_user.py "$OUT/uk-peers.jsonl" --attention > "$OUT/uk-peers.log" 2>&1
+echo "peers: rc=$? $(( $(date +%s) - start )) s" >> "$OUT/uk-parts.log"
 for tool in memcheck racecheck synccheck; do
   start=$(date +%s)
   echo "== $tool"
-  USER_KERNELS_SMALL=1 timeout 240 "$san" --tool "$tool" --error-exitcode 99 .device/uk/user-kernels 2>&1 |
+  USER_KERNELS_SMALL=1 timeout 130 "$san" --tool "$tool" --error-exitcode 99 .device/uk/user-kernels 2>&1 |
     grep -E '^=========|prefix-LM|rror' | head -n 60
   echo "rc=${PIPESTATUS[0]} $(( $(date +%s) - start )) s"
 done > "$OUT/uk-sanitize.log" 2>&1
