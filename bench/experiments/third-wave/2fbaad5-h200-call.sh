@@ -11,6 +11,9 @@
 #     trials              cuda::matmul_grouped (both plans' entries)
 #     sanitize            memcheck, racecheck, synccheck of three grouped trials
 # Everything under $OUT is packed into $OUT/all.tgz after each part.
+# Ran (2026-12-07) on an H100 (asked for an H200), three calls on one warm machine: `fwd fwd-peers
+# bwd bwd-peers` (after user-mask-call.sh), `grouped grouped-peers trials sanitize` then `fwd bwd`,
+# then `grouped fwd-peers bwd-peers`: records `2fbaad5-h100-*`, logs `h200-logs/2fbaad5-h100-v54-*`.
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 [ -d .device/bin3 ] || tar xJf .device/bin3.tar.xz -C .device || exit 1

@@ -23,11 +23,15 @@ echo "bench: rc=$? $(( $(date +%s) - start )) s" >> "$OUT/uk-parts.log"
 start=$(date +%s)
 PYTHONUNBUFFERED=1 python3 bench/peers_user.py "$OUT/uk-peers.jsonl" --attention > "$OUT/uk-peers.log" 2>&1
 echo "peers: rc=$? $(( $(date +%s) - start )) s" >> "$OUT/uk-parts.log"
+# Each tool's exit status (99 on an error), its summary, and how many prefix-LM checks passed under
+# it (6 in the simulator, 12 on the GPU). (The first run of this call kept the first 60 lines of
+# each tool's output, which cut the summaries off: `6a4bc7f-h100-v54-uk-sanitize.log`; this form
+# ran next on the same machine: `-uk-sanitize-2.log`.)
 for tool in memcheck racecheck synccheck; do
-  start=$(date +%s)
   echo "== $tool"
-  USER_KERNELS_SMALL=1 timeout 130 "$san" --tool "$tool" --error-exitcode 99 .device/uk/user-kernels 2>&1 |
-    grep -E '^=========|prefix-LM|rror' | head -n 60
-  echo "rc=${PIPESTATUS[0]} $(( $(date +%s) - start )) s"
+  USER_KERNELS_SMALL=1 timeout 130 "$san" --tool "$tool" --error-exitcode 99 .device/uk/user-kernels > /tmp/s.log 2>&1
+  echo "rc=$?"
+  grep -E '^=========' /tmp/s.log | tail -n 5
+  grep -c 'prefix-LM' /tmp/s.log
 done > "$OUT/uk-sanitize.log" 2>&1
 tar czf /tmp/uk.tgz -C "$OUT" --exclude all.tgz . && mv /tmp/uk.tgz "$OUT/all.tgz"
