@@ -22,13 +22,15 @@ shapes as its bench binary (src/bin/bench.rs), with the same record names:
   `torch.compile(mode="max-autotune-no-cudagraphs")` (inductor tunes its Triton GEMM templates
   against cuBLAS and may fuse the epilogue; `USER_GEMM_AUTOTUNE=0` compiles with the default
   mode instead, when tuning takes too long: the record's `mode` says which).
+- `attention_fwd` with `mask: prefix_lm` (the crate's own mask): bf16 4x4096x16x128, the prefix a
+  quarter of the sequence; `flex`: FlexAttention compiled with the prefix-LM `mask_mod`.
 - `copy`: `dst.copy_(src)` of 2^26 floats (the ceiling, bytes read plus written), impl `torch`.
 
 Every output is checked against an f64 reference (on the GPU) before it is timed; one that fails
 is recorded with `"passed": false` and not timed. Times: `triton.testing.do_bench` (L2 cleared
 between runs), the median. GB/s count each input read once and each output written once.
 
-    python3 bench/peers_user.py OUT.jsonl [--quick]
+    python3 bench/peers_user.py OUT.jsonl [--quick] [--attention]
 """
 
 from __future__ import annotations
@@ -321,18 +323,64 @@ def run_copy(sink: Sink, n: int) -> None:
     sink.measure("copy", "torch", str(n), "f32", copy, check, float(8 * n))
 
 
+# ---------------------------------------------------------------------------------------------
+# attention_fwd with the prefix-LM mask (the crate's own `PrefixLm`, `mask: prefix_lm`)
+
+
+def run_prefix_lm(sink: Sink, b: int, s: int, h: int, d: int) -> None:
+    """FlexAttention compiled with the prefix-LM `mask_mod` (a query sees the first `prefix` keys
+    and its own past), its `BlockMask` made once outside the timing, as FlexAttention's own
+    prefix-LM example does; bf16 `[b, h, s, d]` (FlexAttention's layout). Checked on 256 sampled
+    query rows of each (batch, head) against an f32 reference of those rows; TFLOP/s count `4 d`
+    per kept pair, as the Rust side does."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    prefix = s // 4
+    shape = f"{b}x{s}x{h}x{d}"
+    q, k, v = (torch.rand((b, h, s, d), device="cuda").mul(2).sub(1).to(torch.bfloat16) for _ in range(3))
+
+    def prefix_lm(b_, h_, qi, ki):
+        return (ki < prefix) | (ki <= qi)
+
+    block_mask = create_block_mask(prefix_lm, B=None, H=None, Q_LEN=s, KV_LEN=s, device="cuda")
+    compiled = torch.compile(flex_attention, dynamic=False)
+    rows = torch.linspace(0, s - 1, 256, device="cuda").long()
+    keys = torch.arange(s, device="cuda")
+    keep = (keys[None, :] < prefix) | (keys[None, :] <= rows[:, None])
+    scores = (q[:, :, rows].float() @ k.float().transpose(-1, -2)) * d ** -0.5
+    want = scores.masked_fill(~keep, float("-inf")).softmax(-1) @ v.float()
+
+    def check(out):
+        got = out[:, :, rows].float()
+        err = (got - want).abs().max().item()
+        return rel_err(got, want.double()), err <= 2 ** -8 + 2 * 2 ** -8 * want.abs().max().item()
+
+    pairs = sum(max(prefix, i + 1) for i in range(s))
+    flops = 4.0 * b * h * d * pairs
+    sink.measure("attention_fwd", "flex", shape, "bf16", lambda: compiled(q, k, v, block_mask=block_mask),
+                 check, float(2 * 4 * b * s * h * d), flops=flops, mask="prefix_lm", prefix=prefix,
+                 call="torch.compile(flex_attention)(q, k, v, block_mask=create_block_mask(prefix_lm))")
+
+
 def main() -> None:
     if len(sys.argv) < 2:
-        sys.exit("usage: peers_user.py OUT.jsonl [--quick]")
+        sys.exit("usage: peers_user.py OUT.jsonl [--quick] [--attention]")
     quick = "--quick" in sys.argv
+    # `--attention`: the attention row alone (with the copy ceiling).
+    attention_only = "--attention" in sys.argv
     sink = Sink(sys.argv[1])
     side = 2048 if quick else 8192
     run_copy(sink, (1 << 22) if quick else (1 << 26))
-    run_gelu(sink, side, side)
-    run_stencil(sink, side, side)
-    run_histogram(sink, (1 << 24) if quick else (1 << 28))
-    for side in (2048,) if quick else (4096, 8192):
-        run_gemm(sink, side, side, side)
+    if not attention_only:
+        run_gelu(sink, side, side)
+        run_stencil(sink, side, side)
+        run_histogram(sink, (1 << 24) if quick else (1 << 28))
+        for side in (2048,) if quick else (4096, 8192):
+            run_gemm(sink, side, side, side)
+    if quick:
+        run_prefix_lm(sink, 2, 2048, 16, 128)
+    else:
+        run_prefix_lm(sink, 4, 4096, 16, 128)
 
 
 if __name__ == "__main__":

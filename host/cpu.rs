@@ -430,9 +430,11 @@ pub fn embedding_rows<T: Copy + Default>(table: &[T], hidden: usize, ids: &[i64]
 /// heads, q_len]`, each rounded once to f32. The same rules as [`crate::Gpu::attention`]
 /// (causal bottom-right; a row that sees no key gives 0 and `-inf`; the scale
 /// `1 / sqrt(head_dim)` unless given), and the same masks ([`crate::ops::attention::AttentionMask`], written
-/// out here in f64, not taken from the kernels).
+/// out here in f64, not taken from the kernels; a custom mask through the reference it carries,
+/// [`crate::CustomMask::reference`]).
 ///
-/// Errors: those of [`crate::Gpu::attention`] on the shapes and the scale.
+/// Errors: those of [`crate::Gpu::attention`] on the shapes and the scale; a custom mask without
+/// its reference.
 #[allow(clippy::type_complexity)]
 pub fn attention<T, S1, S2, S3>(
     q: &ArrayBase<S1, ndarray::Ix4>,
@@ -468,6 +470,17 @@ where
         (true, crate::ops::attention::AttentionMask::None) => crate::ops::attention::AttentionMask::Causal,
         (_, m) => m,
     };
+    if let crate::ops::attention::AttentionMask::Custom(custom) = mask {
+        if custom.keep.is_none() {
+            return Err(crate::error::Error::InvalidArgument {
+                op: "cpu::attention",
+                detail: format!(
+                    "the custom mask {} has no reference written out (CustomMask::reference)",
+                    custom.name()
+                ),
+            });
+        }
+    }
     let mut scores = Vec::with_capacity(s.kv_len);
     for b in 0..s.batch {
         for h in 0..s.heads {
@@ -477,7 +490,7 @@ where
                 // position `p = i + kv_len - q_len` among the keys (bottom-right alignment).
                 let p = i as i128 + s.kv_len as i128 - s.q_len as i128;
                 let kept: Vec<usize> = (0..s.kv_len)
-                    .filter(|&j| attention_mask_keeps(&mask, b, i, j, p))
+                    .filter(|&j| attention_mask_keeps(&mask, b, h, i, j, p))
                     .collect();
                 if kept.is_empty() {
                     continue;
@@ -497,6 +510,10 @@ where
                             let cap = f64::from(cap);
                             cap * (score / cap).tanh()
                         }
+                        crate::ops::attention::AttentionMask::Custom(custom) => match custom.score {
+                            Some(modify) => modify(score, b, h, i, j),
+                            None => score,
+                        },
                         _ => score,
                     });
                 }
@@ -542,10 +559,12 @@ where
 }
 
 #[cfg(feature = "attention")]
-/// Whether row `i` of batch `b` (at position `p` among the keys) sees key `j` under `mask`.
+/// Whether row `i` of head `h` of batch `b` (at position `p` among the keys) sees key `j`
+/// under `mask` (a custom mask's reference checked to be there).
 fn attention_mask_keeps(
     mask: &crate::ops::attention::AttentionMask<'_>,
     b: usize,
+    h: usize,
     i: usize,
     j: usize,
     p: i128,
@@ -562,6 +581,9 @@ fn attention_mask_keeps(
             ids[b * seq + i] == ids[b * seq + j as usize]
         }
         crate::ops::attention::AttentionMask::Varlen(varlen) => varlen.keeps(i, j as usize),
+        crate::ops::attention::AttentionMask::Custom(custom) => {
+            custom.keep.is_some_and(|keep| keep(b, h, i, j as usize))
+        }
     }
 }
 

@@ -153,7 +153,8 @@ pub use ops::add::AddAlgorithm;
 #[cfg(feature = "attention")]
 pub use ops::attention::{
     AttentionAlgorithm, AttentionElement, AttentionGradients, AttentionMask, AttentionOptions,
-    AttentionOutput, AttentionShape, AttentionTensor, DocumentMask, VarlenMask,
+    AttentionOutput, AttentionShape, AttentionTensor, CustomMask, DocumentMask, KeepReference, MaskKernels,
+    MaskLaunchers, ScoreReference, VarlenMask,
 };
 #[cfg(feature = "cross_entropy")]
 pub use ops::cross_entropy::{ClassLabels, CrossEntropyAlgorithm};

@@ -24,3 +24,13 @@ for features in "" $families; do
         exit 1
     fi
 done
+# A kernel crate's view of the attention family: the generic kernels alone (no library entries),
+# what `kernels_gpu::attention_mask_kernels!` instantiates in a crate of its own.
+printf 'kernels-gpu --no-default-features --features attention-generic\n'
+cargo check --quiet -p kernels-gpu --no-default-features --features attention-generic \
+    --message-format short >"$log" 2>&1 || { cat "$log"; exit 1; }
+if grep -q 'warning' "$log"; then
+    cat "$log"
+    echo "warnings with kernels-gpu's attention-generic alone" >&2
+    exit 1
+fi

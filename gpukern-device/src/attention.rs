@@ -22,7 +22,9 @@
 //! soft-capping, with or without the causal mask); and [`General`], any of them chosen at run
 //! time, so that one kernel instance serves every shipped mask (the library's kernels have their
 //! own instances of [`NoMask`] and [`Causal`], the common cases, and one of [`General`] for the
-//! rest: each instance is PTX that the driver compiles when the module loads).
+//! rest: each instance is PTX that the driver compiles when the module loads). A mask of your own
+//! is compiled into the same kernels in your kernel crate (`kernels_gpu::attention_mask_kernels!`)
+//! and run through `gpukern::AttentionMask::Custom`.
 
 use core::ops::Range;
 

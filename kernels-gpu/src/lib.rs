@@ -42,6 +42,7 @@ pub use gpukern_device as gpu;
         feature = "norm",
         feature = "reduce",
         feature = "attention",
+        feature = "attention-generic",
         feature = "decode_attention"
     )),
     allow(unused_macros)
@@ -71,7 +72,7 @@ macro_rules! unroll_8 {
 
 #[cfg(feature = "add")]
 pub mod add;
-#[cfg(feature = "attention")]
+#[cfg(any(feature = "attention", feature = "attention-generic"))]
 pub mod attention;
 #[cfg(feature = "cross_entropy")]
 pub mod cross_entropy;

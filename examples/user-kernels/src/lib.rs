@@ -15,6 +15,7 @@ use gpukern::gpukern_device::launch::Instance;
 use gpukern::tensor_map::Map2d;
 use gpukern::{DeviceVec, LaunchConfig, Module, PtxSet, Result, bf16, gpukern_device::vector};
 
+pub mod prefix_lm;
 pub mod reference;
 
 /// The PTX `build.rs` compiled from `kernels/`.

@@ -50,6 +50,50 @@ fn main() -> Res<()> {
         } {
             histogram(&module, n)?;
         }
+        prefix_lm(gpu, big)?;
+    }
+    Ok(())
+}
+
+/// The crate's own attention mask ([`fast_kernels::PrefixLm`]) on every rung the plan runs it on:
+/// the rows rung, the `mma.sync` rung at head dims 64 and 128, and the plan's choice at 64, 128 and
+/// 256 (the Hopper rung where the GPU has `wgmma`): twelve kernels on an H100 or H200 (six an
+/// element type), each against gpukern's CPU reference with the mask written out apart. In the
+/// simulator bf16 only, on small ragged shapes.
+fn prefix_lm(gpu: &Gpu, big: bool) -> Res<()> {
+    use gpukern::{AttentionAlgorithm as A, f16};
+    use user_kernels::prefix_lm::{PrefixCase, Unit, prefix_lm_check};
+    fn run<T: Unit>(gpu: &Gpu, name: &str, big: bool) -> Res<()> {
+        for (algorithm, head_dim) in [
+            (A::Rows, 64),
+            (A::Flash, 64),
+            (A::Flash, 128),
+            (A::Auto, 64),
+            (A::Auto, 128),
+            (A::Auto, 256),
+        ] {
+            // Ragged: rows and keys no multiple of a tile, more keys than rows (the rows aligned
+            // to the end of the keys), grouped-query heads.
+            let (dims, prefix) = if big {
+                ([2, 1000, 1100, 8, 2, head_dim], 300)
+            } else {
+                ([1, 130, 150, 2, 1, head_dim], 37)
+            };
+            let case = PrefixCase::new(dims, prefix);
+            let ratio = prefix_lm_check::<T>(gpu, case, algorithm, 7 + head_dim as u64)?;
+            check(
+                &format!(
+                    "prefix-LM attention ({}, {name}, {dims:?}, prefix {prefix})",
+                    algorithm.name()
+                ),
+                ratio,
+            )?;
+        }
+        Ok(())
+    }
+    run::<bf16>(gpu, "bf16", big)?;
+    if !gpu.is_simulator() {
+        run::<f16>(gpu, "f16", big)?;
     }
     Ok(())
 }

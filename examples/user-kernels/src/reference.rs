@@ -164,3 +164,11 @@ pub fn gemm_inputs(
 /// Tolerances of the bf16 GEMM + GELU for sums of order 1 (the inputs the checks draw): the
 /// GELU's ([`GELU_TOL`]) plus the f32 accumulation's, well below them for `k` up to 8192.
 pub const GEMM_TOL: (f64, f64) = (4e-3, 1.0 / 128.0);
+
+/// The prefix-LM mask written out apart from the kernels' (`fast_kernels::PrefixLm`): row `q`
+/// (at position `q + kv_len - q_len` among the keys) sees key `kv` if `kv < prefix` or
+/// `kv <= position`.
+pub fn prefix_lm_keeps(prefix: usize, q_len: usize, kv_len: usize, q: usize, kv: usize) -> bool {
+    let position = q as i64 + kv_len as i64 - q_len as i64;
+    kv < prefix || (kv as i64) <= position
+}

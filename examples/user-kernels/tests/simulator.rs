@@ -600,6 +600,110 @@ fn a_histogram_with_plain_shared_increments_is_reported_as_a_race() {
     );
 }
 
+/// The crate's prefix-LM mask through each rung the plan runs it on in the simulator (rows, the
+/// `mma.sync` rung at head dims 64 and 128, the Hopper rung at 64, 128 and 256 by `Auto`), on
+/// ragged shapes: rows and keys no multiple of a tile, fewer rows than keys, grouped-query heads,
+/// a prefix inside the first tile and one past the rows' positions; f16 on one of them.
+#[test]
+fn prefix_lm_attention_matches_the_reference_on_every_rung() {
+    use gpukern::AttentionAlgorithm as A;
+    use user_kernels::prefix_lm::{PrefixCase, prefix_lm_check};
+    let gpu = Gpu::simulator();
+    for (algorithm, head_dim, dims, prefix) in [
+        (A::Rows, 64, [1, 70, 90, 2, 1, 64], 37),
+        (A::Flash, 64, [1, 70, 90, 2, 1, 64], 37),
+        (A::Flash, 128, [2, 65, 65, 1, 1, 128], 80),
+        (A::Auto, 64, [1, 130, 150, 2, 1, 64], 37),
+        (A::Auto, 128, [1, 130, 150, 2, 2, 128], 140),
+        (A::Auto, 256, [1, 70, 100, 1, 1, 256], 5),
+    ] {
+        let ratio =
+            prefix_lm_check::<bf16>(&gpu, PrefixCase::new(dims, prefix), algorithm, head_dim as u64).unwrap();
+        assert!(
+            ratio <= 1.0,
+            "{} at {dims:?}: {ratio} of the tolerance",
+            algorithm.name()
+        );
+    }
+    let ratio =
+        prefix_lm_check::<gpukern::f16>(&gpu, PrefixCase::new([1, 70, 90, 2, 1, 64], 37), A::Flash, 3)
+            .unwrap();
+    assert!(ratio <= 1.0, "f16: {ratio} of the tolerance");
+    // The mask's own kernels ran, each rung's (the tests of this binary run in threads of one
+    // process: the counts include the other prefix-LM tests').
+    let launched: Vec<&str> = gpukern::sim_launch_counts("fast_kernels")
+        .into_iter()
+        .filter(|(name, count)| name.starts_with("attention_") && *count > 0)
+        .map(|(name, _)| name)
+        .collect();
+    for entry in [
+        "attention_rows_bf16_prefixlm",
+        "attention_flash_bf16_64_prefixlm",
+        "attention_flash_bf16_128_prefixlm",
+        "attention_flash_f16_64_prefixlm",
+        "attention_wgmma_bf16_d64_pingpong_prefixlm",
+        "attention_wgmma_bf16_d128_pingpong_prefixlm",
+        "attention_wgmma_bf16_d256_onetile_prefixlm",
+    ] {
+        assert!(launched.contains(&entry), "{entry} did not run: {launched:?}");
+    }
+}
+
+/// The check fails a planted wrong kernel: the kernels given a prefix one key longer than the
+/// reference's (one key more seen by the rows before it), on the Hopper rung and the rows rung.
+#[test]
+fn a_prefix_one_key_off_fails_the_reference_check() {
+    use gpukern::AttentionAlgorithm as A;
+    use user_kernels::prefix_lm::{PrefixCase, prefix_lm_check};
+    let gpu = Gpu::simulator();
+    for algorithm in [A::Auto, A::Rows] {
+        let mut case = PrefixCase::new([1, 70, 90, 2, 1, 64], 37);
+        case.kernel_prefix += 1;
+        let ratio = prefix_lm_check::<bf16>(&gpu, case, algorithm, 11).unwrap();
+        assert!(
+            ratio > 1.0,
+            "{}: the planted prefix passed ({ratio})",
+            algorithm.name()
+        );
+    }
+}
+
+/// A custom mask's errors: its records on another device, the causal flag beside it, the
+/// backward (which takes no custom mask), and the CPU reference without the mask written out.
+#[test]
+fn a_custom_mask_refuses_what_it_cannot_run() {
+    use gpukern::{AttentionMask, AttentionOptions, AttentionTensor, CustomMask};
+    use user_kernels::prefix_lm::PREFIX_LM;
+    let gpu = Gpu::simulator();
+    let data = gpu.upload(&vec![bf16::from_f32(0.5); 2 * 8 * 64]).unwrap();
+    let t = AttentionTensor::contiguous(&data, [1, 8, 2, 64]).unwrap();
+    let mask = CustomMask::new(&PREFIX_LM).int(3);
+    let options = AttentionOptions {
+        mask: AttentionMask::Custom(&mask),
+        causal: true,
+        ..Default::default()
+    };
+    assert!(matches!(
+        gpu.attention(&t, &t, &t, &options),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let options = AttentionOptions {
+        causal: false,
+        ..options
+    };
+    let out = gpu.attention(&t, &t, &t, &options).unwrap();
+    let o = AttentionTensor::contiguous(&out.out, [1, 8, 2, 64]).unwrap();
+    let grads = gpu.attention_backward(&t, &t, &t, &t, &o, &out.lse, &options);
+    assert!(
+        matches!(grads, Err(Error::InvalidArgument { .. })),
+        "{:?}",
+        grads.map(|_| ())
+    );
+    let host = ndarray::Array4::from_elem((1, 8, 2, 64), bf16::from_f32(0.5));
+    let reference = gpukern::cpu::attention(&host, &host, &host, &options);
+    assert!(matches!(reference, Err(Error::InvalidArgument { .. })));
+}
+
 /// ptxas: the one from `GPUKERN_PTXAS`, the repository's `.tools`, or PATH.
 fn ptxas() -> std::path::PathBuf {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -616,6 +720,12 @@ fn the_ptx_assembles_for_every_architecture_without_spills_or_stack() {
         let mut names = gpukern::ptx::entry_names(module.ptx);
         names.sort_unstable();
         let common = [
+            "attention_flash_bf16_128_prefixlm",
+            "attention_flash_bf16_64_prefixlm",
+            "attention_flash_f16_128_prefixlm",
+            "attention_flash_f16_64_prefixlm",
+            "attention_rows_bf16_prefixlm",
+            "attention_rows_f16_prefixlm",
             "histogram",
             "histogram_banked_x2",
             "histogram_banked_x4",
@@ -629,8 +739,17 @@ fn the_ptx_assembles_for_every_architecture_without_spills_or_stack() {
         let mut want = vec!["bias_gelu"];
         if module.arch == "sm_90a" {
             want.push("gemm_bias_gelu");
+            want.extend([
+                "attention_wgmma_bf16_d128_pingpong_prefixlm",
+                "attention_wgmma_bf16_d256_onetile_prefixlm",
+                "attention_wgmma_bf16_d64_pingpong_prefixlm",
+                "attention_wgmma_f16_d128_pingpong_prefixlm",
+                "attention_wgmma_f16_d256_onetile_prefixlm",
+                "attention_wgmma_f16_d64_pingpong_prefixlm",
+            ]);
         }
         want.extend(common);
+        want.sort_unstable();
         assert_eq!(names, want);
         let file =
             std::env::temp_dir().join(format!("user-kernels-{}-{}.ptx", module.arch, std::process::id()));
@@ -643,8 +762,15 @@ fn the_ptx_assembles_for_every_architecture_without_spills_or_stack() {
         let _ = std::fs::remove_file(&file);
         let report = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "ptxas failed for {}: {report}", module.arch);
-        // No `wgmma` serialised by ptxas (warnings C7510, C7514, C7515, C7517...).
-        assert!(!report.contains("wgmma"), "{}: {report}", module.arch);
+        // No `wgmma` serialised by ptxas (warnings C7510, C7514, C7515, C7517...: the entries'
+        // names hold "wgmma" too, so the warnings are what is looked for).
+        assert!(
+            !report
+                .lines()
+                .any(|l| l.contains("warning") && l.contains("wgmma")),
+            "{}: {report}",
+            module.arch
+        );
         for line in report.lines().filter(|l| l.contains("spill")) {
             assert!(
                 line.contains("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"),

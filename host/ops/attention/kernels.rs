@@ -5,6 +5,7 @@ use gpukern_device::attention::Shipped;
 use half::{bf16, f16};
 use kernels_gpu::attention as family;
 
+use super::custom::{MaskKernels, MaskLaunchers};
 use super::plan::AttentionShape;
 use crate::buffer::{DeviceVec, Element};
 use crate::device::Gpu;
@@ -154,13 +155,16 @@ pub(crate) enum MaskKind {
     Document,
     /// `SoftCap`.
     SoftCap,
+    /// A custom mask (its own kernels: `CustomMask`).
+    Custom,
 }
 
 /// Instances per fused rung and head dim: no mask, causal, `General`.
 pub(crate) const INSTANCES: usize = 3;
 
 impl MaskKind {
-    /// The fused rungs' instance of the mask: its own (no mask, causal) or `General`'s.
+    /// The fused rungs' instance of the mask: its own (no mask, causal) or `General`'s (a custom
+    /// mask's kernels stand in that place).
     pub(crate) fn instance(self) -> usize {
         match self {
             MaskKind::None => 0,
@@ -178,6 +182,8 @@ impl MaskKind {
             MaskKind::Alibi => Shipped::Alibi,
             MaskKind::Document => Shipped::Document,
             MaskKind::SoftCap => Shipped::SoftCap,
+            // Never read: a custom mask's kernels take its own integer (`MaskSpec::launch`).
+            MaskKind::Custom => Shipped::None,
         }
     }
 }
@@ -270,6 +276,9 @@ pub trait AttentionElement:
     /// The kernels of this element type.
     #[doc(hidden)]
     fn kernels() -> &'static AttentionKernels<Self>;
+    /// A custom mask's kernels of this element type.
+    #[doc(hidden)]
+    fn custom(kernels: &MaskKernels) -> &MaskLaunchers<Self>;
 }
 
 mod sealed {
@@ -283,11 +292,17 @@ impl AttentionElement for bf16 {
     fn kernels() -> &'static AttentionKernels<bf16> {
         &BF16
     }
+    fn custom(kernels: &MaskKernels) -> &MaskLaunchers<bf16> {
+        &kernels.bf16
+    }
 }
 
 impl AttentionElement for f16 {
     fn kernels() -> &'static AttentionKernels<f16> {
         &F16
+    }
+    fn custom(kernels: &MaskKernels) -> &MaskLaunchers<f16> {
+        &kernels.f16
     }
 }
 
@@ -319,6 +334,8 @@ pub(crate) struct MaskLaunch<'a> {
     pub(crate) data: DeviceSlice<'a, i32>,
     pub(crate) int: usize,
     pub(crate) float: f32,
+    /// A custom mask's kernels and the module they are loaded in (its kernel crate's).
+    pub(crate) custom: Option<(&'a MaskKernels, &'a Module)>,
 }
 
 /// Launches `attention_rows_*` on checked operands: a warp per query row.
@@ -340,10 +357,14 @@ pub(crate) unsafe fn rows<T: AttentionElement>(
     let [kb, ks, kh] = ops.k.strides;
     let [vb, vs, vh] = ops.v.strides;
     let library = gpu.library();
+    let (launcher, module) = match ops.mask.custom {
+        Some((custom, module)) => (T::custom(custom).rows, module),
+        None => (T::kernels().rows, &library),
+    };
     // SAFETY: per the contract.
     unsafe {
-        (T::kernels().rows)(
-            &library,
+        launcher(
+            module,
             cfg,
             q,
             k,
@@ -392,16 +413,17 @@ pub(crate) unsafe fn flash<T: AttentionElement>(
     let [qb, qs, qh] = ops.q.strides;
     let [kb, ks, kh] = ops.k.strides;
     let [vb, vs, vh] = ops.v.strides;
-    let launcher = if s.head_dim == 64 {
-        T::kernels().flash64[ops.mask.kind.instance()]
-    } else {
-        T::kernels().flash128[ops.mask.kind.instance()]
-    };
     let library = gpu.library();
+    let wide = usize::from(s.head_dim != 64);
+    let (launcher, module) = match ops.mask.custom {
+        Some((custom, module)) => (T::custom(custom).flash[wide], module),
+        None if wide == 0 => (T::kernels().flash64[ops.mask.kind.instance()], &library),
+        None => (T::kernels().flash128[ops.mask.kind.instance()], &library),
+    };
     // SAFETY: per the contract.
     unsafe {
         launcher(
-            &library,
+            module,
             cfg,
             q,
             k,
@@ -457,7 +479,27 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
     let [vb, vs, vh] = ops.v.strides;
     let kernels = T::kernels();
     let m = ops.mask.kind.instance();
+    let library = gpu.library();
     let launcher = match (s.head_dim, ping_pong) {
+        // A custom mask's kernels: the ping-pong at 64 and 128, one tile at a time at 256, what
+        // the plan runs for masks other than none and causal.
+        _ if ops.mask.custom.is_some() => {
+            let custom = ops.mask.custom.map(|(custom, _)| T::custom(custom));
+            match (custom, s.head_dim, ping_pong, consumers) {
+                (Some(c), 64, true, 2) => c.wgmma[0],
+                (Some(c), 128, true, 2) => c.wgmma[1],
+                (Some(c), 256, false, 2) => c.wgmma[2],
+                _ => {
+                    return Err(Error::InvalidArgument {
+                        op: super::plan::OP,
+                        detail:
+                            "a custom mask's Hopper kernels are the ping-pong at head dims 64 and 128 and \
+                                 one tile at a time at 256 (AttentionAlgorithm::Auto picks them)"
+                                .to_string(),
+                    });
+                }
+            }
+        }
         (64, true) if consumers == 3 => {
             *kernels
                 .wgmma64_three
@@ -480,11 +522,11 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
                 detail: "the wgmma ping-pong at head dim 256 runs no mask but the causal one".to_string(),
             })?,
     };
-    let library = gpu.library();
+    let module = ops.mask.custom.map_or(&library, |(_, module)| module);
     // SAFETY: per the contract.
     unsafe {
         launcher(
-            &library,
+            module,
             cfg,
             maps.view(),
             q,

@@ -6,12 +6,14 @@ use std::sync::Arc;
 
 use gpukern_device::attention::{General, document_record};
 
+use super::custom::CustomMask;
 use super::kernels::{MaskKind, MaskLaunch};
 use super::plan::{AttentionShape, OP};
 use super::varlen::{VarlenMask, VarlenRule};
 use crate::buffer::DeviceVec;
 use crate::device::{Backend, Gpu};
 use crate::error::{Error, Result};
+use crate::module::Module;
 
 /// A mask or score modification of attention, compiled into the kernels (the device crate's
 /// `gpukern_device::attention::{Causal, SlidingWindow, Alibi, Document, SoftCap}`). Indices are
@@ -48,11 +50,16 @@ pub enum AttentionMask<'a> {
     /// packed along the sequence axis of a batch of one, each row seeing its own sequence's keys
     /// under the mask's rule (none, causal or a sliding window, aligned per sequence).
     Varlen(&'a VarlenMask),
+    /// A mask of your own ([`CustomMask`]): a type of your kernel crate implementing
+    /// `gpukern_device::attention::Mask`, compiled there into the forward's kernels
+    /// (`kernels_gpu::attention_mask_kernels!`), with the parameters it reads. The plan runs it
+    /// as the shipped masks other than none and causal; the backward takes none.
+    Custom(&'a CustomMask<'a>),
 }
 
 impl AttentionMask<'_> {
     /// The mask's short name (`none`, `causal`, `sliding_window`, `alibi`, `document`,
-    /// `softcap`, `varlen`), the bench's `mask` key.
+    /// `softcap`, `varlen`, or a custom mask's own), the bench's `mask` key.
     pub fn name(&self) -> &'static str {
         match self {
             AttentionMask::None => "none",
@@ -62,6 +69,7 @@ impl AttentionMask<'_> {
             AttentionMask::Document(_) => "document",
             AttentionMask::SoftCap { .. } => "softcap",
             AttentionMask::Varlen(_) => "varlen",
+            AttentionMask::Custom(custom) => custom.name(),
         }
     }
 }
@@ -221,6 +229,8 @@ pub(crate) struct MaskSpec<'a> {
     int: usize,
     float: f32,
     dummy: Option<Arc<DeviceVec<i32>>>,
+    /// A custom mask's kernels, in its crate's module loaded on the call's device.
+    custom: Option<(&'a CustomMask<'a>, Module)>,
 }
 
 impl<'a> MaskSpec<'a> {
@@ -231,7 +241,8 @@ impl<'a> MaskSpec<'a> {
     /// and causal with `q_len + kv_len >= 2^30`;
     /// [`Error::ShapeMismatch`] for a document mask of another batch or length, or with
     /// `q_len != kv_len`; for a varlen mask with a batch other than 1 or totals other than
-    /// `q_len` and `kv_len`.
+    /// `q_len` and `kv_len`; [`Error::WrongDevice`] for a custom mask's records on another
+    /// device, and the errors of loading its kernel crate ([`Gpu::load`]).
     pub(crate) fn new(
         gpu: &Gpu,
         causal: bool,
@@ -292,6 +303,14 @@ impl<'a> MaskSpec<'a> {
                 }
                 (MaskKind::Document, Some(varlen.data()), varlen.total_q(), 0.0)
             }
+            AttentionMask::Custom(custom) => {
+                if let Some(data) = custom.data {
+                    if !gpu.owns(data) {
+                        return Err(Error::WrongDevice { op: OP });
+                    }
+                }
+                (MaskKind::Custom, custom.data, custom.int, custom.float)
+            }
         };
         // The masks other than none and causal compute positions in 32 bits.
         if !matches!(kind, MaskKind::None | MaskKind::Causal) && shape.q_len + shape.kv_len >= 1 << 30 {
@@ -306,12 +325,17 @@ impl<'a> MaskSpec<'a> {
             Some(_) => None,
             None => Some(no_data(gpu)?),
         };
+        let custom = match mask {
+            AttentionMask::Custom(custom) => Some((custom, gpu.load(custom.kernels.ptx)?)),
+            _ => None,
+        };
         Ok(MaskSpec {
             kind,
             records,
             int,
             float,
             dummy,
+            custom,
         })
     }
 
@@ -341,8 +365,13 @@ impl<'a> MaskSpec<'a> {
         Ok(MaskLaunch {
             kind: self.kind,
             data,
-            int: General::int(self.kind.shipped(), self.int),
+            // `General` reads the kind in the integer's low bits; a custom mask its own integer.
+            int: match self.kind {
+                MaskKind::Custom => self.int,
+                kind => General::int(kind.shipped(), self.int),
+            },
             float: self.float,
+            custom: self.custom.as_ref().map(|(mask, module)| (mask.kernels, module)),
         })
     }
 }

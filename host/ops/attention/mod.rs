@@ -65,11 +65,13 @@
 //! and 128, and never with [`AttentionOptions::deterministic`].
 
 mod backward;
+mod custom;
 mod kernels;
 mod mask;
 mod plan;
 mod varlen;
 pub use backward::AttentionGradients;
+pub use custom::{CustomMask, KeepReference, MaskKernels, MaskLaunchers, ScoreReference};
 pub use kernels::{AttentionElement, AttentionKernels};
 use mask::MaskSpec;
 pub use mask::{AttentionMask, DocumentMask};

@@ -96,24 +96,28 @@ pub const fn flash_shared_bytes(d: usize) -> usize {
 /// ([`Causal`]) and `attention_flash_general_d<D>_<T>` ([`General`]: the other shipped masks,
 /// chosen at run time) for `D` 64 and 128 and `T` bf16 and f16.
 // Barriers: one after the prologue's copies, one per KV tile.
-#[kernel(
-    instances(
-        attention_flash_d64_bf16 = (bf16, 64, NoMask),
-        attention_flash_d128_bf16 = (bf16, 128, NoMask),
-        attention_flash_d64_f16 = (f16, 64, NoMask),
-        attention_flash_d128_f16 = (f16, 128, NoMask),
-        attention_flash_causal_d64_bf16 = (bf16, 64, Causal),
-        attention_flash_causal_d128_bf16 = (bf16, 128, Causal),
-        attention_flash_causal_d64_f16 = (f16, 64, Causal),
-        attention_flash_causal_d128_f16 = (f16, 128, Causal),
-        attention_flash_general_d64_bf16 = (bf16, 64, General),
-        attention_flash_general_d128_bf16 = (bf16, 128, General),
-        attention_flash_general_d64_f16 = (f16, 64, General),
-        attention_flash_general_d128_f16 = (f16, 128, General),
-    ),
-    block(FLASH_BLOCK),
-    barriers(2)
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        instances(
+            attention_flash_d64_bf16 = (bf16, 64, NoMask),
+            attention_flash_d128_bf16 = (bf16, 128, NoMask),
+            attention_flash_d64_f16 = (f16, 64, NoMask),
+            attention_flash_d128_f16 = (f16, 128, NoMask),
+            attention_flash_causal_d64_bf16 = (bf16, 64, Causal),
+            attention_flash_causal_d128_bf16 = (bf16, 128, Causal),
+            attention_flash_causal_d64_f16 = (f16, 64, Causal),
+            attention_flash_causal_d128_f16 = (f16, 128, Causal),
+            attention_flash_general_d64_bf16 = (bf16, 64, General),
+            attention_flash_general_d128_bf16 = (bf16, 128, General),
+            attention_flash_general_d64_f16 = (f16, 64, General),
+            attention_flash_general_d128_f16 = (f16, 128, General),
+        ),
+        block(FLASH_BLOCK),
+        barriers(2)
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 // `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
 #[allow(clippy::manual_is_multiple_of)]

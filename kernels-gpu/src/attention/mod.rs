@@ -61,6 +61,10 @@
 //! [`tiles`] holds what the fused rungs share: the `cp.async` tile copy and the `ldmatrix`
 //! fragment loaders.
 
+// Without `attention` (`attention-generic` alone) the kernels are plain generic functions: the
+// imports of their instances' arguments go unused.
+#![cfg_attr(not(feature = "attention"), allow(unused_imports))]
+
 use crate::gpu::convert::Float;
 use crate::gpu::mma::{mma_m16n8k16_bf16, mma_m16n8k16_f16};
 use crate::gpu::{bf16, f16};
@@ -86,19 +90,30 @@ macro_rules! launch_mask {
     };
 }
 
+#[cfg(feature = "attention")]
 pub mod backward_flash;
+#[cfg(feature = "attention")]
 pub mod backward_rows;
-#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+#[cfg(all(
+    feature = "attention",
+    any(not(target_arch = "nvptx64"), target_feature = "sm_90a")
+))]
 pub mod backward_wgmma;
-#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+#[cfg(all(
+    feature = "attention",
+    any(not(target_arch = "nvptx64"), target_feature = "sm_90a")
+))]
 pub mod backward_wgmma_fused;
 pub mod flash;
+mod mask_kernels;
 pub mod rows;
 pub mod tiles;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod wgmma;
 
+#[cfg(feature = "attention")]
 pub use backward_flash::*;
+#[cfg(feature = "attention")]
 pub use backward_rows::*;
 pub use flash::*;
 pub use rows::*;

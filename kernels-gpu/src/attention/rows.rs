@@ -58,11 +58,15 @@ const LANE_DIMS: usize = super::MAX_HEAD_DIM / warp::SIZE as usize;
 /// `o`), both with the mask [`General`] (every shipped mask, chosen at run time: this rung is
 /// the reference of the fused ones, not their rival).
 // Barriers: none, a warp per row (shuffles only).
-#[kernel(
-    instances(attention_rows_bf16 = (bf16, General), attention_rows_f16 = (f16, General)),
-    block(ROWS_BLOCK),
-    barriers(0)
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        instances(attention_rows_bf16 = (bf16, General), attention_rows_f16 = (f16, General)),
+        block(ROWS_BLOCK),
+        barriers(0)
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_rows<T: AttentionElement, M: Mask>(
     q: *const T,

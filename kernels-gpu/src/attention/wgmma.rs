@@ -78,6 +78,18 @@ use crate::gpu::{barrier, bf16, f16, math, mbarrier, mem, mma, thread, vector, w
 use crate::kernel;
 use core::marker::PhantomData;
 
+/// The barriers an [`attention_wgmma`](fn@attention_wgmma) instance uses: the ring's
+/// initialisation and the `Q` barrier's; with named turns (`S::NAMED_TURNS`) also the turns'
+/// named barriers: three waits and three hand-overs in the loop, each a barrier per consumer (its
+/// id an immediate), and consumer 1's first hand-over.
+pub const fn forward_barriers(named_turns: bool) -> u32 {
+    if named_turns {
+        15
+    } else {
+        2
+    }
+}
+
 /// Query rows per block of [`attention_wgmma`](fn@attention_wgmma): 64 per consumer warpgroup.
 pub const WGMMA_ROWS: usize = 128;
 /// Keys per KV tile at head dims 64 and 128 (the `N` of the scores' `wgmma`, the `k` of `P V`);
@@ -584,39 +596,41 @@ impl WgmmaSchedule for PingPongThree {
 /// ([`PingPong`]'s `mbarrier` turns: there the named ones were level or slower, or not yet
 /// timed; at head dim 128 without a mask with `Q` in registers, [`PingPongHeldQ`]).
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
-// Barriers: the ring's initialisation and the `Q` barrier's; with named turns also the turns'
-// named barriers: three waits and three hand-overs in the loop, each a barrier per consumer (its
-// id an immediate), and consumer 1's first hand-over.
-#[kernel(
-    launch_bounds(384, 1),
-    instances(
-        attention_wgmma_d64_bf16 = (bf16, D64, OneTile, CausalOrNot),
-        attention_wgmma_d128_bf16 = (bf16, D128, OneTile, CausalOrNot),
-        attention_wgmma_d64_f16 = (f16, D64, OneTile, CausalOrNot),
-        attention_wgmma_d128_f16 = (f16, D128, OneTile, CausalOrNot),
-        attention_wgmma_d256_bf16 = (bf16, D256, OneTile, CausalOrNot),
-        attention_wgmma_d256_f16 = (f16, D256, OneTile, CausalOrNot),
-        attention_wgmma_general_d256_bf16 = (bf16, D256, OneTile, General),
-        attention_wgmma_general_d256_f16 = (f16, D256, OneTile, General),
-        attention_wgmma_pingpong_d128_bf16 = (bf16, D128, PingPongHeldQ, NoMask),
-        attention_wgmma_pingpong_d128_f16 = (f16, D128, PingPongHeldQ, NoMask),
-        attention_wgmma_pingpong_general_d64_bf16 = (bf16, D64, PingPong, General),
-        attention_wgmma_pingpong_general_d128_bf16 = (bf16, D128, PingPong, General),
-        attention_wgmma_pingpong_general_d64_f16 = (f16, D64, PingPong, General),
-        attention_wgmma_pingpong_general_d128_f16 = (f16, D128, PingPong, General),
-        attention_wgmma_pingpong_d64_bf16 = (bf16, D64, PingPongNamed, NoMask),
-        attention_wgmma_pingpong_d64_f16 = (f16, D64, PingPongNamed, NoMask),
-        attention_wgmma_pingpong_causal_d64_bf16 = (bf16, D64, PingPongNamed, Causal),
-        attention_wgmma_pingpong_causal_d128_bf16 = (bf16, D128, PingPongNamed, Causal),
-        attention_wgmma_pingpong_causal_d64_f16 = (f16, D64, PingPongNamed, Causal),
-        attention_wgmma_pingpong_causal_d128_f16 = (f16, D128, PingPongNamed, Causal),
-        attention_wgmma_pingpong_d256_bf16 = (bf16, D256, PingPongNamed, NoMask),
-        attention_wgmma_pingpong_d256_f16 = (f16, D256, PingPongNamed, NoMask),
-        attention_wgmma_pingpong_causal_d256_bf16 = (bf16, D256, PingPongNamed, Causal),
-        attention_wgmma_pingpong_causal_d256_f16 = (f16, D256, PingPongNamed, Causal),
-    ),
-    barriers(if S::NAMED_TURNS { 15 } else { 2 })
+// Barriers: `forward_barriers`.
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        launch_bounds(384, 1),
+        instances(
+            attention_wgmma_d64_bf16 = (bf16, D64, OneTile, CausalOrNot),
+            attention_wgmma_d128_bf16 = (bf16, D128, OneTile, CausalOrNot),
+            attention_wgmma_d64_f16 = (f16, D64, OneTile, CausalOrNot),
+            attention_wgmma_d128_f16 = (f16, D128, OneTile, CausalOrNot),
+            attention_wgmma_d256_bf16 = (bf16, D256, OneTile, CausalOrNot),
+            attention_wgmma_d256_f16 = (f16, D256, OneTile, CausalOrNot),
+            attention_wgmma_general_d256_bf16 = (bf16, D256, OneTile, General),
+            attention_wgmma_general_d256_f16 = (f16, D256, OneTile, General),
+            attention_wgmma_pingpong_d128_bf16 = (bf16, D128, PingPongHeldQ, NoMask),
+            attention_wgmma_pingpong_d128_f16 = (f16, D128, PingPongHeldQ, NoMask),
+            attention_wgmma_pingpong_general_d64_bf16 = (bf16, D64, PingPong, General),
+            attention_wgmma_pingpong_general_d128_bf16 = (bf16, D128, PingPong, General),
+            attention_wgmma_pingpong_general_d64_f16 = (f16, D64, PingPong, General),
+            attention_wgmma_pingpong_general_d128_f16 = (f16, D128, PingPong, General),
+            attention_wgmma_pingpong_d64_bf16 = (bf16, D64, PingPongNamed, NoMask),
+            attention_wgmma_pingpong_d64_f16 = (f16, D64, PingPongNamed, NoMask),
+            attention_wgmma_pingpong_causal_d64_bf16 = (bf16, D64, PingPongNamed, Causal),
+            attention_wgmma_pingpong_causal_d128_bf16 = (bf16, D128, PingPongNamed, Causal),
+            attention_wgmma_pingpong_causal_d64_f16 = (f16, D64, PingPongNamed, Causal),
+            attention_wgmma_pingpong_causal_d128_f16 = (f16, D128, PingPongNamed, Causal),
+            attention_wgmma_pingpong_d256_bf16 = (bf16, D256, PingPongNamed, NoMask),
+            attention_wgmma_pingpong_d256_f16 = (f16, D256, PingPongNamed, NoMask),
+            attention_wgmma_pingpong_causal_d256_bf16 = (bf16, D256, PingPongNamed, Causal),
+            attention_wgmma_pingpong_causal_d256_f16 = (f16, D256, PingPongNamed, Causal),
+        ),
+        barriers(forward_barriers(S::NAMED_TURNS))
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
     maps: *const u64,
@@ -674,16 +688,20 @@ pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M
 /// `online_softmax`); with every key computed into a register it spilled 96 bytes.
 // Barriers: as `attention_wgmma`'s named turns, each turn's wait and hand-over a barrier per
 // consumer (three ids).
-#[kernel(
-    launch_bounds(512, 1),
-    instances(
-        attention_wgmma_three_d64_bf16 = (bf16, D64, PingPongThree, NoMask),
-        attention_wgmma_three_d64_f16 = (f16, D64, PingPongThree, NoMask),
-        attention_wgmma_three_causal_d64_bf16 = (bf16, D64, PingPongThree, Causal),
-        attention_wgmma_three_causal_d64_f16 = (f16, D64, PingPongThree, Causal),
-    ),
-    barriers(21)
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        launch_bounds(512, 1),
+        instances(
+            attention_wgmma_three_d64_bf16 = (bf16, D64, PingPongThree, NoMask),
+            attention_wgmma_three_d64_f16 = (f16, D64, PingPongThree, NoMask),
+            attention_wgmma_three_causal_d64_bf16 = (bf16, D64, PingPongThree, Causal),
+            attention_wgmma_three_causal_d64_f16 = (f16, D64, PingPongThree, Causal),
+        ),
+        barriers(21)
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_wgmma_three<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: Mask>(
     maps: *const u64,

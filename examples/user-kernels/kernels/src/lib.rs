@@ -13,7 +13,9 @@
 //! [`histogram_banked`](fn@histogram_banked): the block's bins once per lane index, copy `l` wholly
 //! in bank `l`, so that every update is one conflict-free pass), and a bf16 GEMM with a fused
 //! bias + GELU epilogue on Hopper's tensor cores ([`gemm_bias_gelu`](fn@gemm_bias_gelu):
-//! `pipeline::Ring`, `tile::{KMajor, NMajor, pairs}`).
+//! `pipeline::Ring`, `tile::{KMajor, NMajor, pairs}`); and an attention mask of its own,
+//! [`PrefixLm`], compiled into the library's attention kernels (`kernels-gpu` without its own
+//! entries: `attention_mask_kernels!`, module [`prefix_lm`]).
 //!
 //! On `nvptx64` this crate is `no_std` and each `#[kernel]` is a PTX entry point; on the host each
 //! kernel is a plain `unsafe fn` the simulator runs, with its launcher next to it.
@@ -29,6 +31,7 @@ mod jacobi;
 mod jacobi_columns;
 mod jacobi_stream;
 mod lane_histogram;
+mod mask;
 mod spread_histogram;
 
 pub use banked_histogram::*;
@@ -40,4 +43,5 @@ pub use jacobi::*;
 pub use jacobi_columns::*;
 pub use jacobi_stream::*;
 pub use lane_histogram::*;
+pub use mask::*;
 pub use spread_histogram::*;

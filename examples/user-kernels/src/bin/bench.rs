@@ -14,7 +14,11 @@
 //! flops) beside its GB/s; its output is checked at the matrix edges and 20,000 sampled
 //! elements (the whole f64 reference of 8192^3 would take the CPU too long).
 //!
-//! `cargo run -p user-kernels --release --bin bench -- OUT.jsonl [--quick]`
+//! `attention_fwd` (the crate's prefix-LM mask, `gpukern:user`, and the library's causal instance,
+//! `gpukern:causal`, bf16 4x4096x16x128, the prefix a quarter of the sequence) records TFLOP/s
+//! (`4 d` per kept pair) with keys `mask` and `prefix`; its check runs on a smaller ragged case.
+//!
+//! `cargo run -p user-kernels --release --bin bench -- OUT.jsonl [--quick | --simulator] [--attention]`
 
 use std::error::Error;
 use std::io::Write;
@@ -106,24 +110,37 @@ impl Run {
         flops: Option<f64>,
         rel_err: f64,
     ) -> Res<()> {
+        self.timed_with(id, stats, bytes, flops, Some(rel_err), &[])
+    }
+
+    /// [`Run::timed_flops`] with more fields (`"key": value` pairs already in JSON), the error
+    /// `null` where the timed output was not itself compared.
+    fn timed_with(
+        &mut self,
+        id: Id,
+        stats: &Stats,
+        bytes: f64,
+        flops: Option<f64>,
+        rel_err: Option<f64>,
+        extra: &[(&str, String)],
+    ) -> Res<()> {
         let gbps = bytes / (stats.median * 1e-3) / 1e9;
         let tflops = flops.map_or("null".into(), |f| {
             format!("{:.1}", f / (stats.median * 1e-3) / 1e12)
         });
-        self.record(
-            id,
-            &[
-                ("median_ms", format!("{:.6}", stats.median)),
-                ("p10_ms", format!("{:.6}", stats.p10)),
-                ("p90_ms", format!("{:.6}", stats.p90)),
-                ("gbps", format!("{gbps:.1}")),
-                ("tflops", tflops),
-                ("bytes", format!("{bytes:.0}")),
-                ("rel_err", format!("{rel_err:.3e}")),
-                ("passed", "true".into()),
-                ("reps", REPS.to_string()),
-            ],
-        )
+        let mut fields = vec![
+            ("median_ms", format!("{:.6}", stats.median)),
+            ("p10_ms", format!("{:.6}", stats.p10)),
+            ("p90_ms", format!("{:.6}", stats.p90)),
+            ("gbps", format!("{gbps:.1}")),
+            ("tflops", tflops),
+            ("bytes", format!("{bytes:.0}")),
+            ("rel_err", rel_err.map_or("null".into(), |e| format!("{e:.3e}"))),
+            ("passed", "true".into()),
+            ("reps", REPS.to_string()),
+        ];
+        fields.extend(extra.iter().cloned());
+        self.record(id, &fields)
     }
 }
 
@@ -162,7 +179,7 @@ fn noise(seed: u64) -> impl FnMut() -> u64 {
 fn main() -> Res<()> {
     let path = std::env::args()
         .nth(1)
-        .ok_or("usage: bench OUT.jsonl [--quick | --simulator]")?;
+        .ok_or("usage: bench OUT.jsonl [--quick | --simulator] [--attention]")?;
     let quick = std::env::args().any(|a| a == "--quick");
     // `--simulator`: the same checks and records on tiny shapes in the CPU simulator (its times
     // mean nothing; it tests this program where there is no GPU).
@@ -184,14 +201,19 @@ fn main() -> Res<()> {
     if !simulated {
         copy_ceiling(&mut run, if quick { 1 << 22 } else { 1 << 26 })?;
     }
-    gelu(&mut run, &module, &mut flush, side, side)?;
-    stencil(&mut run, &module, &mut flush, side, side)?;
-    histogram(&mut run, &module, &mut flush, bytes)?;
-    let gemm_shapes: &[usize] = match (simulated, quick) {
-        (true, _) => &[128],
-        (false, true) => &[2048],
-        (false, false) => &[4096, 8192],
+    // `--attention`: the attention row alone (with the copy ceiling).
+    let attention_only = std::env::args().any(|a| a == "--attention");
+    let gemm_shapes: &[usize] = match (simulated, quick, attention_only) {
+        (_, _, true) => &[],
+        (true, _, _) => &[128],
+        (false, true, _) => &[2048],
+        (false, false, _) => &[4096, 8192],
     };
+    if !attention_only {
+        gelu(&mut run, &module, &mut flush, side, side)?;
+        stencil(&mut run, &module, &mut flush, side, side)?;
+        histogram(&mut run, &module, &mut flush, bytes)?;
+    }
     for &side in gemm_shapes {
         let (m, n, k) = if simulated {
             (side, 2 * side, side)
@@ -200,7 +222,103 @@ fn main() -> Res<()> {
         };
         gemm(&mut run, &module, &mut flush, (m, n, k))?;
     }
+    let attention_dims = match (simulated, quick) {
+        (true, _) => [1, 130, 2, 64],
+        (false, true) => [2, 2048, 16, 128],
+        (false, false) => [4, 4096, 16, 128],
+    };
+    prefix_lm(&mut run, &gpu, &mut flush, attention_dims, attention_dims[1] / 4)?;
     Ok(())
+}
+
+/// Attention forward with the crate's own mask ([`fast_kernels::PrefixLm`] through
+/// `AttentionMask::Custom`, `gpukern:user`) at `[b, s, h, d]` (bf16, `q_len == kv_len`), and the
+/// library's causal instance on the same operands (`gpukern:causal`: what the mask costs beside
+/// the library's own). The custom mask's kernels are checked first against gpukern's f64 CPU
+/// reference with the mask written out, on a ragged case through the same plan (`checked_on`,
+/// its worst error over the tolerance `check_ratio`: the whole reference at this shape would take
+/// the CPU minutes); the causal instance is the library's, checked by its own trials. TFLOP/s
+/// count `4 d` per (query, key) pair the mask keeps (FlexAttention's count).
+fn prefix_lm(
+    run: &mut Run,
+    gpu: &Gpu,
+    flush: &mut DeviceVec<f32>,
+    [b, s, h, d]: [usize; 4],
+    prefix: usize,
+) -> Res<()> {
+    use gpukern::{AttentionAlgorithm, AttentionMask, AttentionOptions, AttentionTensor, CustomMask};
+    use user_kernels::prefix_lm::{PREFIX_LM, PrefixCase, prefix_lm_check};
+    let shape = format!("{b}x{s}x{h}x{d}");
+    let checked = if gpu.is_simulator() {
+        [1, 70, 90, 2, 1, d]
+    } else {
+        [1, 1000, 1100, 8, 2, d]
+    };
+    let ratio = prefix_lm_check::<bf16>(
+        gpu,
+        PrefixCase::new(checked, 300.min(checked[1] / 2)),
+        AttentionAlgorithm::Auto,
+        29,
+    )?;
+    let extra = |mask: &str| {
+        vec![
+            ("mask", format!("\"{mask}\"")),
+            ("prefix", prefix.to_string()),
+            ("checked_on", format!("\"{checked:?}\"")),
+            ("check_ratio", format!("{ratio:.3}")),
+        ]
+    };
+    let id = user("attention_fwd", &shape, "bf16");
+    if ratio > 1.0 {
+        return failed(run, id, ratio);
+    }
+    let mut r = noise(31);
+    let mut random = || -> gpukern::Result<DeviceVec<bf16>> {
+        let data: Vec<bf16> = (0..b * s * h * d)
+            .map(|_| bf16::from_f32((r() % 2001) as f32 / 1000.0 - 1.0))
+            .collect();
+        gpu.upload(&data)
+    };
+    let (q, k, v) = (random()?, random()?, random()?);
+    let (qt, kt, vt) = (
+        AttentionTensor::contiguous(&q, [b, s, h, d])?,
+        AttentionTensor::contiguous(&k, [b, s, h, d])?,
+        AttentionTensor::contiguous(&v, [b, s, h, d])?,
+    );
+    let mut out = gpu.zeros_of::<bf16>(b * s * h * d)?;
+    let mut lse = gpu.zeros_of::<f32>(b * h * s)?;
+    let bytes = (2 * 4 * b * s * h * d) as f64;
+    // Row `i` keeps the keys below `max(prefix, i + 1)`.
+    let pairs: usize = (0..s).map(|i| prefix.max(i + 1).min(s)).sum();
+    let mask = CustomMask::new(&PREFIX_LM).int(prefix);
+    let options = AttentionOptions {
+        mask: AttentionMask::Custom(&mask),
+        ..Default::default()
+    };
+    let stats = time(gpu, flush, || {
+        gpu.attention_into(&qt, &kt, &vt, &options, &mut out, &mut lse)
+    })?;
+    let flops = 4.0 * (b * h * d * pairs) as f64;
+    run.timed_with(id, &stats, bytes, Some(flops), None, &extra("prefix_lm"))?;
+    let causal = AttentionOptions {
+        causal: true,
+        ..Default::default()
+    };
+    let stats = time(gpu, flush, || {
+        gpu.attention_into(&qt, &kt, &vt, &causal, &mut out, &mut lse)
+    })?;
+    let causal_pairs = s * (s + 1) / 2;
+    run.timed_with(
+        Id {
+            imp: "gpukern:causal",
+            ..id
+        },
+        &stats,
+        bytes,
+        Some(4.0 * (b * h * d * causal_pairs) as f64),
+        None,
+        &[("mask", "\"causal\"".into())],
+    )
 }
 
 /// The device-to-device copy of `n` floats, through cudarc on its own stream (the same device
