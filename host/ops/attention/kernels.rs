@@ -5,13 +5,12 @@ use gpukern_device::attention::Shipped;
 use half::{bf16, f16};
 use kernels_gpu::attention as family;
 
-use super::custom::{MaskKernels, MaskLaunchers};
 use super::plan::AttentionShape;
 use crate::buffer::{DeviceVec, Element};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::launch_config::LaunchConfig;
-use crate::module::Module;
+use crate::module::{Module, PtxSet};
 use crate::view::{DeviceSlice, DeviceSliceMut};
 
 /// The launcher of `attention_rows_*`: `(q, k, v, o, lse, rows, q_len, kv_len, heads, group,
@@ -138,6 +137,53 @@ pub struct AttentionKernels<T: 'static> {
     pub(crate) wgmma256_ping_pong: [WgmmaLauncher<T>; 2],
     /// The backward's kernels.
     pub(crate) backward: &'static super::backward::kernels::BackwardKernels<T>,
+}
+
+/// One element type's launchers of a mask's kernels (made by
+/// [`attention_mask_kernels!`](crate::attention_mask_kernels)).
+#[doc(hidden)]
+pub struct MaskLaunchers<T: 'static> {
+    /// `<mask>::attention_rows::<T, M>`.
+    pub rows: RowsLauncher<T>,
+    /// `<mask>::attention_flash::<T, 64, M>` and `<mask>::attention_flash::<T, 128, M>`.
+    pub flash: [FlashLauncher<T>; 2],
+    /// `<mask>::attention_wgmma::<T, D64, PingPong, M>`, `<T, D128, PingPong, M>` and
+    /// `<T, D256, OneTile, M>`.
+    pub wgmma: [WgmmaLauncher<T>; 3],
+}
+
+/// The attention forward's kernels instantiated with a mask of your own, in your kernel crate
+/// (`crate::CustomMask` gives a call its parameters):
+/// `static BANDED: MaskKernels = gpukern::attention_mask_kernels!(KERNELS, my_kernels::banded);`
+/// where `KERNELS` is that crate's PTX (`gpukern::include_ptx!`) and `my_kernels::banded` the
+/// module `kernels_gpu::attention_mask_kernels!(banded, Banded)` declared there. The same plan
+/// runs them as the library's general masks: the rows rung, the `mma.sync` rung at head dims 64
+/// and 128, the Hopper rung (the ping-pong at 64 and 128, one tile at a time at 256).
+pub struct MaskKernels {
+    /// The mask's name (the module's), the bench's `mask` key.
+    pub(crate) name: &'static str,
+    /// The kernel crate's PTX, loaded on the call's device at its first call.
+    pub(crate) ptx: &'static PtxSet,
+    pub(crate) bf16: MaskLaunchers<bf16>,
+    pub(crate) f16: MaskLaunchers<f16>,
+}
+
+impl MaskKernels {
+    /// What [`attention_mask_kernels!`](crate::attention_mask_kernels) builds.
+    #[doc(hidden)]
+    pub const fn new(
+        name: &'static str,
+        ptx: &'static PtxSet,
+        bf16: MaskLaunchers<bf16>,
+        f16: MaskLaunchers<f16>,
+    ) -> Self {
+        MaskKernels { name, ptx, bf16, f16 }
+    }
+
+    /// The mask's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
 }
 
 /// The shipped masks (`gpukern_device::attention::Shipped`, whose numbers `General` reads).

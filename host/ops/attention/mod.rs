@@ -71,12 +71,66 @@ mod mask;
 mod plan;
 mod varlen;
 pub use backward::AttentionGradients;
-pub use custom::{CustomMask, KeepReference, MaskKernels, MaskLaunchers, ScoreReference};
-pub use kernels::{AttentionElement, AttentionKernels};
+pub use custom::{CustomMask, KeepReference, ScoreReference};
+pub use kernels::{AttentionElement, AttentionKernels, MaskKernels, MaskLaunchers};
 use mask::MaskSpec;
 pub use mask::{AttentionMask, DocumentMask};
 pub use plan::AttentionAlgorithm;
 pub use varlen::VarlenMask;
+
+/// Gathers the launchers of the attention kernels a kernel crate declared with
+/// `kernels_gpu::attention_mask_kernels!(name, MyMask)` into a [`MaskKernels`]:
+/// `gpukern::attention_mask_kernels!(PTX, path::to::name)`, `PTX` the crate's
+/// `gpukern::include_ptx!` set, the path that module's. A `const` expression, so it may be a
+/// `static`.
+#[macro_export]
+macro_rules! attention_mask_kernels {
+    ($ptx:expr, $($module:ident)::+) => {
+        $crate::ops::attention::MaskKernels::new(
+            stringify!($($module)::+),
+            &$ptx,
+            $crate::attention_mask_kernels!(@one $crate::ops::attention::mask_types::bf16, $($module)::+),
+            $crate::attention_mask_kernels!(@one $crate::ops::attention::mask_types::f16, $($module)::+),
+        )
+    };
+    (@one $t:ty, $($module:ident)::+) => {
+        $crate::ops::attention::MaskLaunchers::<$t> {
+            rows: $($module)::+::attention_rows::<$t, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
+            flash: [
+                $($module)::+::attention_flash::<$t, 64, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
+                $($module)::+::attention_flash::<$t, 128, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
+            ],
+            wgmma: [
+                $($module)::+::attention_wgmma::<
+                    $t,
+                    $crate::ops::attention::mask_types::D64,
+                    $crate::ops::attention::mask_types::PingPong,
+                    $($module)::+::Mask,
+                >::launch_views::<$crate::module::Module>,
+                $($module)::+::attention_wgmma::<
+                    $t,
+                    $crate::ops::attention::mask_types::D128,
+                    $crate::ops::attention::mask_types::PingPong,
+                    $($module)::+::Mask,
+                >::launch_views::<$crate::module::Module>,
+                $($module)::+::attention_wgmma::<
+                    $t,
+                    $crate::ops::attention::mask_types::D256,
+                    $crate::ops::attention::mask_types::OneTile,
+                    $($module)::+::Mask,
+                >::launch_views::<$crate::module::Module>,
+            ],
+        }
+    };
+}
+
+/// The types `attention_mask_kernels!` names: the element types, and the Hopper rung's head
+/// dims and schedules.
+#[doc(hidden)]
+pub mod mask_types {
+    pub use half::{bf16, f16};
+    pub use kernels_gpu::attention::wgmma::{D64, D128, D256, OneTile, PingPong};
+}
 
 use kernels_gpu::attention::wgmma::{
     WGMMA_BOX_ROWS, WGMMA_THREE_ROWS, wgmma_block, wgmma_keys, wgmma_shared_bytes_for,
