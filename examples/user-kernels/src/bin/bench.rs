@@ -300,6 +300,22 @@ fn prefix_lm(
     })?;
     let flops = 4.0 * (b * h * d * pairs) as f64;
     run.timed_with(id, &stats, bytes, Some(flops), None, &extra("prefix_lm"))?;
+    // The same kernels on the persistent grid (`WgmmaPersistent`: a block per multiprocessor
+    // walking the block tiles, what the causal instance runs up to 4096 keys), on Hopper.
+    if gpu.has_wgmma() {
+        let persistent = AttentionOptions {
+            algorithm: AttentionAlgorithm::WgmmaPersistent,
+            ..options
+        };
+        let stats = time(gpu, flush, || {
+            gpu.attention_into(&qt, &kt, &vt, &persistent, &mut out, &mut lse)
+        })?;
+        let id = Id {
+            imp: "gpukern:user-persistent",
+            ..id
+        };
+        run.timed_with(id, &stats, bytes, Some(flops), None, &extra("prefix_lm"))?;
+    }
     let causal = AttentionOptions {
         causal: true,
         ..Default::default()
