@@ -158,7 +158,11 @@ pub struct MaskLaunchers<T: 'static> {
 /// where `KERNELS` is that crate's PTX (`gpukern::include_ptx!`) and `my_kernels::banded` the
 /// module `kernels_gpu::attention_mask_kernels!(banded, Banded)` declared there. The same plan
 /// runs them as the library's general masks: the rows rung, the `mma.sync` rung at head dims 64
-/// and 128, the Hopper rung (the ping-pong at 64 and 128, one tile at a time at 256).
+/// and 128, the Hopper rung (the ping-pong at 64 and 128, one tile at a time at 256); a mask whose
+/// type says `CONTIGUOUS` (and neither `SCORE_MOD` nor `!MASKS`) on the persistent walk up to
+/// 4096 keys, as the causal mask (the prefix-LM mask of `examples/user-kernels` ran 552.1-560.4
+/// TFLOP/s there against 521.9-527.3 with a block per tile on an H100,
+/// `bench/experiments/user-kernels/user-mask-persistent-ef7ae94-{1,2,3}.jsonl`).
 pub struct MaskKernels {
     /// The mask's name (the module's), the bench's `mask` key.
     pub(crate) name: &'static str,
@@ -166,6 +170,9 @@ pub struct MaskKernels {
     pub(crate) ptx: &'static PtxSet,
     pub(crate) bf16: MaskLaunchers<bf16>,
     pub(crate) f16: MaskLaunchers<f16>,
+    /// The mask's type says `CONTIGUOUS` and neither `SCORE_MOD` nor `!MASKS`: the Hopper rung's
+    /// persistent walk snakes for it (`Work::walk`), and the plan runs it there as the causal mask.
+    pub(crate) walks: bool,
 }
 
 impl MaskKernels {
@@ -176,8 +183,15 @@ impl MaskKernels {
         ptx: &'static PtxSet,
         bf16: MaskLaunchers<bf16>,
         f16: MaskLaunchers<f16>,
+        walks: bool,
     ) -> Self {
-        MaskKernels { name, ptx, bf16, f16 }
+        MaskKernels {
+            name,
+            ptx,
+            bf16,
+            f16,
+            walks,
+        }
     }
 
     /// The mask's name.

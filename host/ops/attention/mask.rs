@@ -350,6 +350,13 @@ impl<'a> MaskSpec<'a> {
         matches!(self.kind, MaskKind::None | MaskKind::Causal)
     }
 
+    /// Whether the Hopper rung's persistent walk snakes for the mask, its rows' keys intervals
+    /// that move right: none or causal, or a custom mask whose type says so
+    /// ([`MaskKernels`](super::MaskKernels)).
+    pub(crate) fn walks(&self) -> bool {
+        self.plain() || self.custom.as_ref().is_some_and(|(mask, _)| mask.kernels.walks)
+    }
+
     /// The mask as the kernels take it.
     pub(crate) fn launch(&self) -> Result<MaskLaunch<'_>> {
         let data = match (self.records, &self.dummy) {

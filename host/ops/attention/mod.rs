@@ -91,6 +91,9 @@ macro_rules! attention_mask_kernels {
             &$ptx,
             $crate::attention_mask_kernels!(@one $crate::ops::attention::mask_types::bf16, $($module)::+),
             $crate::attention_mask_kernels!(@one $crate::ops::attention::mask_types::f16, $($module)::+),
+            <$($module)::+::Mask as $crate::ops::attention::mask_types::Mask>::CONTIGUOUS
+                && <$($module)::+::Mask as $crate::ops::attention::mask_types::Mask>::MASKS
+                && !<$($module)::+::Mask as $crate::ops::attention::mask_types::Mask>::SCORE_MOD,
         )
     };
     (@one $t:ty, $($module:ident)::+) => {
@@ -128,6 +131,7 @@ macro_rules! attention_mask_kernels {
 /// dims and schedules.
 #[doc(hidden)]
 pub mod mask_types {
+    pub use gpukern_device::attention::Mask;
     pub use half::{bf16, f16};
     pub use kernels_gpu::attention::wgmma::{D64, D128, D256, OneTile, PingPong};
 }
@@ -443,6 +447,7 @@ impl Gpu {
             positive_scale: ops.scale_log2 > 0.0,
             uniform: ops.mask.uniform(),
             plain: ops.mask.plain(),
+            walks: ops.mask.walks(),
             kv_len: s.kv_len,
         };
         let plan = AttentionPlan::choose(options.algorithm, s.head_dim, facts)

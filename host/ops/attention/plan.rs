@@ -60,6 +60,11 @@ pub(crate) struct Facts {
     /// The mask is none or the causal one (the one-tile `wgmma` schedule runs no other at head
     /// dims 64 and 128, the ping-pong none at 256).
     pub(crate) plain: bool,
+    /// The persistent walk snakes for the mask and its rows see intervals of keys that move right
+    /// from one row to the next: none or causal, or a custom mask whose type says so
+    /// ([`MaskKernels`](super::MaskKernels)); such masks run on the walk up to
+    /// [`CAUSAL_PERSISTENT_MAX_KEYS`] keys, as the causal one does.
+    pub(crate) walks: bool,
     /// Keys per sequence (`kv_len`).
     pub(crate) kv_len: usize,
 }
@@ -181,7 +186,7 @@ impl AttentionPlan {
                 // The causal mask's block tiles differ in length: the kernel's walk snakes
                 // (`Work::walk`) so that the static share stays even, up to
                 // `CAUSAL_PERSISTENT_MAX_KEYS`.
-                persistent: f.uniform || (f.plain && f.kv_len <= CAUSAL_PERSISTENT_MAX_KEYS),
+                persistent: f.uniform || (f.walks && f.kv_len <= CAUSAL_PERSISTENT_MAX_KEYS),
                 consumers: if head_dim == THREE_CONSUMERS_HEAD_DIM
                     && f.plain
                     && (f.uniform || f.kv_len >= THREE_CONSUMERS_CAUSAL_MIN_KEYS)
@@ -357,6 +362,7 @@ mod tests {
             positive_scale: true,
             uniform: true,
             plain: true,
+            walks: true,
             kv_len: 1024,
         }
     }
@@ -412,6 +418,7 @@ mod tests {
             positive_scale: true,
             uniform: true,
             plain: true,
+            walks: true,
             kv_len: 1024,
         };
         let choose = |alg, d, f| AttentionPlan::choose(alg, d, f);
@@ -520,6 +527,7 @@ mod tests {
         let masked = Facts {
             uniform: false,
             plain: false,
+            walks: false,
             ..all
         };
         assert!(matches!(
@@ -557,6 +565,32 @@ mod tests {
                 consumers: 2,
             })
         );
+        // A mask other than causal whose walk snakes (a custom mask saying so): the walk up to
+        // `CAUSAL_PERSISTENT_MAX_KEYS` keys as the causal mask, a block per tile past it, at every
+        // head dim; the plain schedules otherwise as for the other masks.
+        for (kv_len, persistent) in [
+            (CAUSAL_PERSISTENT_MAX_KEYS, true),
+            (CAUSAL_PERSISTENT_MAX_KEYS + 1, false),
+        ] {
+            let walking = Facts {
+                walks: true,
+                kv_len,
+                ..masked
+            };
+            for (d, ping_pong) in [(64, true), (128, true), (256, false)] {
+                assert_eq!(
+                    choose(AttentionAlgorithm::Auto, d, walking),
+                    Ok(AttentionPlan::Wgmma {
+                        head_dim: d,
+                        ping_pong,
+                        persistent,
+                        consumers: 2,
+                    }),
+                    "head dim {d}, {kv_len} keys"
+                );
+            }
+            assert!(choose(AttentionAlgorithm::Wgmma, 128, walking).is_err());
+        }
         // Causal: the persistent walk too (its walk snakes; at head dim 256 one tile at a time).
         let causal = Facts {
             uniform: false,
@@ -691,6 +725,7 @@ mod tests {
             positive_scale: true,
             uniform: true,
             plain: true,
+            walks: true,
             kv_len: 1024,
         };
         for d in [64, 128, 256] {
