@@ -19,4 +19,10 @@ fn main() {
         println!("cargo:rustc-env=USER_KERNELS_GIT_REV={rev}");
     }
     println!("cargo:rerun-if-changed=../../.git/HEAD");
+    // A commit on the branch moves the branch's ref, not HEAD: watch that file too (a binary
+    // built after a commit carried the commit before it, `7b04461-h100-v54-walk-1.log`).
+    let head = std::fs::read_to_string("../../.git/HEAD").unwrap_or_default();
+    if let Some(branch) = head.trim().strip_prefix("ref: ") {
+        println!("cargo:rerun-if-changed=../../.git/{branch}");
+    }
 }
