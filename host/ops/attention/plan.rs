@@ -245,7 +245,8 @@ impl AttentionPlan {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AttentionAlgorithm {
     /// The plan's choice (the module documentation's rules): the Hopper rung where it applies
-    /// (persistent without a mask, and causal up to 4096 keys), else the fused rung where it
+    /// (persistent without a mask, and up to 4096 keys causal or with a custom mask whose type
+    /// says `CONTIGUOUS`), else the fused rung where it
     /// applies, else the rows rung.
     #[default]
     Auto,
