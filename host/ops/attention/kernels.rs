@@ -540,49 +540,54 @@ pub(crate) unsafe fn wgmma<T: AttentionElement>(
     let kernels = T::kernels();
     let m = ops.mask.kind.instance();
     let library = gpu.library();
-    let launcher = match (s.head_dim, ping_pong) {
+    let (launcher, module) = match ops.mask.custom {
         // A custom mask's kernels: the ping-pong at 64 and 128, one tile at a time at 256, what
         // the plan runs for masks other than none and causal.
-        _ if ops.mask.custom.is_some() => {
-            let custom = ops.mask.custom.map(|(custom, _)| T::custom(custom));
-            match (custom, s.head_dim, ping_pong, consumers) {
-                (Some(c), 64, true, 2) => c.wgmma[0],
-                (Some(c), 128, true, 2) => c.wgmma[1],
-                (Some(c), 256, false, 2) => c.wgmma[2],
+        Some((custom, module)) => {
+            let c = T::custom(custom);
+            let launcher = match (s.head_dim, ping_pong, consumers) {
+                (64, true, 2) => c.wgmma[0],
+                (128, true, 2) => c.wgmma[1],
+                (256, false, 2) => c.wgmma[2],
                 _ => {
                     return Err(Error::InvalidArgument {
                         op: super::plan::OP,
-                        detail:
-                            "a custom mask's Hopper kernels are the ping-pong at head dims 64 and 128 and \
-                                 one tile at a time at 256 (AttentionAlgorithm::Auto picks them)"
-                                .to_string(),
+                        detail: "a custom mask's Hopper kernels are the ping-pong at head dims 64 and 128 \
+                                 and one tile at a time at 256 (AttentionAlgorithm::Auto picks them)"
+                            .to_string(),
                     });
                 }
-            }
+            };
+            (launcher, module)
         }
-        (64, true) if consumers == 3 => {
-            *kernels
-                .wgmma64_three
-                .get(m)
-                .ok_or_else(|| Error::InvalidArgument {
-                    op: super::plan::OP,
-                    detail: "three consumer warpgroups run no mask but the causal one".to_string(),
-                })?
+        None => {
+            let launcher = match (s.head_dim, ping_pong) {
+                (64, true) if consumers == 3 => {
+                    *kernels
+                        .wgmma64_three
+                        .get(m)
+                        .ok_or_else(|| Error::InvalidArgument {
+                            op: super::plan::OP,
+                            detail: "three consumer warpgroups run no mask but the causal one".to_string(),
+                        })?
+                }
+                (64, false) => kernels.wgmma64,
+                (128, false) => kernels.wgmma128,
+                (_, false) => kernels.wgmma256[usize::from(m == 2)],
+                (64, true) => kernels.wgmma64_ping_pong[m],
+                (128, true) => kernels.wgmma128_ping_pong[m],
+                (_, true) => *kernels
+                    .wgmma256_ping_pong
+                    .get(m)
+                    .ok_or_else(|| Error::InvalidArgument {
+                        op: super::plan::OP,
+                        detail: "the wgmma ping-pong at head dim 256 runs no mask but the causal one"
+                            .to_string(),
+                    })?,
+            };
+            (launcher, &library)
         }
-        (64, false) => kernels.wgmma64,
-        (128, false) => kernels.wgmma128,
-        (_, false) => kernels.wgmma256[usize::from(m == 2)],
-        (64, true) => kernels.wgmma64_ping_pong[m],
-        (128, true) => kernels.wgmma128_ping_pong[m],
-        (_, true) => *kernels
-            .wgmma256_ping_pong
-            .get(m)
-            .ok_or_else(|| Error::InvalidArgument {
-                op: super::plan::OP,
-                detail: "the wgmma ping-pong at head dim 256 runs no mask but the causal one".to_string(),
-            })?,
     };
-    let module = ops.mask.custom.map_or(&library, |(_, module)| module);
     // SAFETY: per the contract.
     unsafe {
         launcher(
