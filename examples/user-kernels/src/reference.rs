@@ -72,10 +72,20 @@ pub fn rel_err(got: impl Iterator<Item = f64>, want: &[f64]) -> f64 {
 }
 
 /// The largest `|got - want| / (atol + rtol |want|)`: at most 1 where every element is within
-/// its tolerance.
+/// its tolerance. Equal values count 0 (the same infinity, as a row that sees no key gives, or NaN
+/// where the reference is NaN); a NaN or an infinity anywhere else counts as infinitely far (a NaN
+/// once made this ratio NaN, which `f64::max` then dropped).
 pub fn worst_ratio(got: impl Iterator<Item = f64>, want: &[f64], atol: f64, rtol: f64) -> f64 {
     got.zip(want)
-        .map(|(g, w)| (g - w).abs() / (atol + rtol * w.abs()))
+        .map(|(g, &w)| {
+            if g == w || (g.is_nan() && w.is_nan()) {
+                0.0
+            } else if g.is_finite() && w.is_finite() {
+                (g - w).abs() / (atol + rtol * w.abs())
+            } else {
+                f64::INFINITY
+            }
+        })
         .fold(0.0, f64::max)
 }
 

@@ -704,6 +704,21 @@ fn a_custom_mask_refuses_what_it_cannot_run() {
     assert!(matches!(reference, Err(Error::InvalidArgument { .. })));
 }
 
+/// The checks' error measure: a NaN or an infinity where the reference has a number fails, the
+/// same infinity (a row that sees no key) and NaN where the reference is NaN pass.
+#[test]
+fn worst_ratio_fails_a_nan_and_passes_equal_infinities() {
+    let ratio = |got: &[f64], want: &[f64]| reference::worst_ratio(got.iter().copied(), want, 1e-3, 1e-3);
+    assert_eq!(ratio(&[1.0, f64::NAN], &[1.0, 1.0]), f64::INFINITY);
+    assert_eq!(ratio(&[f64::INFINITY], &[1.0]), f64::INFINITY);
+    assert_eq!(ratio(&[1.0], &[f64::NEG_INFINITY]), f64::INFINITY);
+    assert_eq!(
+        ratio(&[f64::NEG_INFINITY, f64::NAN], &[f64::NEG_INFINITY, f64::NAN]),
+        0.0
+    );
+    assert!((ratio(&[1.002], &[1.0]) - 1.0).abs() < 1e-9);
+}
+
 /// ptxas: the one from `GPUKERN_PTXAS`, the repository's `.tools`, or PATH.
 fn ptxas() -> std::path::PathBuf {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
