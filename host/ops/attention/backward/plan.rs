@@ -2,6 +2,8 @@
 //! head dim and the operands' alignment (a pure function, unit-tested without a `Gpu`).
 //!
 //! The rules, in order:
+//! 0. A mask other than none and causal (`BackwardFacts::masked`): the rows rung, for `Auto` and
+//!    `Rows`; any other algorithm is an error.
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung (`attention_bwd_rows_dq_*` and
 //!    `attention_bwd_rows_dkdv_*`).
 //! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`BWD_WGMMA_HEAD_DIMS`]), aligned
@@ -64,6 +66,10 @@ pub(crate) struct BackwardFacts {
     pub(crate) wgmma: bool,
     /// The driver encodes the four operands' tensor maps, and there is a key.
     pub(crate) tensor_maps: bool,
+    /// The call has a mask other than none and causal (a window, ALiBi, documents, a soft cap,
+    /// a varlen batch): the kernels' [`General`](kernels_gpu::gpu::attention::General)
+    /// instances.
+    pub(crate) masked: bool,
 }
 
 /// Head dims at which `Auto` runs the one-kernel Hopper rung ([`BackwardPlan::WgmmaFused`])
@@ -87,6 +93,15 @@ impl BackwardPlan {
         deterministic: bool,
     ) -> Result<BackwardPlan, String> {
         debug_assert!(head_dim % HEAD_DIM_MULTIPLE == 0 && head_dim <= MAX_HEAD_DIM);
+        if facts.masked {
+            return match algorithm {
+                AttentionAlgorithm::Auto | AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
+                _ => Err(format!(
+                    "with a mask other than none and causal the backward runs the rows rung \
+                     (Rows or Auto), not {algorithm:?}"
+                )),
+            };
+        }
         let aligned = facts.aligned;
         let fused = BWD_FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
         let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
