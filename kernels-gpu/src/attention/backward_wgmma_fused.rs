@@ -104,6 +104,7 @@ use super::backward_wgmma::{
     BWD_WGMMA_KEYS, BWD_WGMMA_Q_TILE, CONSUMER_ROWS, WARPGROUP,
 };
 use super::wgmma::{k_major_descriptor, n_major_descriptor, D128, D64, WGMMA_BOX_COLS};
+use crate::gpu::attention::{General, Mask, NoMask};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
 use crate::gpu::{barrier, bf16, bulk, f16, hint, math, mbarrier, mem, thread, vector, warp, wgmma};
@@ -175,6 +176,70 @@ pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize)
     ((bh * (q_pad / 64) + row / 64) * (d / 64) + dim / 64) * DQ_PART + 4 * (128 * j + t) + 2 * h + e
 }
 
+/// A consumer thread's `P^T` of one step with a mask (`M::MASKS`, the `General` instances):
+/// for each of its 32 elements (keys `k` of the thread, queries `q0 + 8 j + 2 q + e` of the
+/// tile) `P = exp2(u - lse2)` where the query lies in the key's rows (`key_rows`, from
+/// [`Mask::rows`]), `u` the scaled score `s scale log2(e)` or, where the mask modifies scores,
+/// its [`Mask::score`] of `s scale` times `log2(e)`; 0 elsewhere (and for keys past `kv_len`,
+/// whose rows are empty). Returns `P^T` packed to `T` (the `dV` product's operand, as
+/// `pack_fragment` packs) and leaves in `st` `P` times the score's derivative
+/// ([`Mask::score_grad`]; `P` itself without a modification), the factor of `dS^T`.
+/// `(l2, lane_q)`: this lane's two statistics of the tile and its quad index, the other rows'
+/// shuffled in as in the kernel. The mask is made again from the kernel's parameters here (its
+/// fields kept across the loop cost registers).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
+    st: &mut [f32; 32],
+    (l2, lane_q): (&[f32; 2], u32),
+    key_rows: [u32; 2],
+    first_row: u32,
+    (q0, h, b): (usize, usize, usize),
+    (mask_data, mask_int, mask_float): (*const i32, usize, f32),
+    (q_len, kv_len, heads): (usize, usize, usize),
+    (scale, scale_log2): (f32, f32),
+) -> [u32; 16] {
+    let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
+    let score_mod = false && M::SCORE_MOD && mask.modifies_scores();
+    let t = hint::recompute(thread::thread_idx_x()) as usize;
+    let (c, w, g) = (t / WARPGROUP - 1, (t % WARPGROUP) / 32, (t % 32) / 4);
+    let first_key =
+        hint::recompute(thread::block_idx_x()) as usize * BWD_WGMMA_KEYS + CONSUMER_ROWS * c + 16 * w + g;
+    // Per key, its rows as columns of this tile, clamped to `0..=64`.
+    let base = q0 as u32 - first_row;
+    let cols = key_rows.map(|packed| {
+        let clamp = |x: u32| x.saturating_sub(base).min(BWD_WGMMA_Q_TILE as u32);
+        [clamp(packed & 0xffff), clamp(packed >> 16)]
+    });
+    let mut p = [0u32; 16];
+    unroll_8!(8, |j| {
+        unroll_8!(2, |hh| {
+            let mut pair = [0.0f32; 2];
+            unroll_8!(2, |e| {
+                let i = 4 * j + 2 * hh + e;
+                let col = (8 * j + 2 * (lane_q as usize) + e) as u32;
+                let l2 = warp::shfl_idx(l2[e], lane_q + 4 * j as u32);
+                let seen = col >= cols[hh][0] && col < cols[hh][1];
+                let (prob, factor) = if !seen {
+                    (0.0, 0.0)
+                } else if score_mod {
+                    let (query, key) = (q0 + col as usize, first_key + 8 * hh);
+                    let x = st[i] * scale;
+                    let prob = math::exp2_ftz(mask.score(x, b, h, query, key) * math::LOG2_E - l2);
+                    (prob, prob * mask.score_grad(x, b, h, query, key))
+                } else {
+                    let prob = math::exp2_ftz(math::fma(st[i], scale_log2, -l2));
+                    (prob, prob)
+                };
+                pair[e] = prob;
+                st[i] = factor;
+            });
+            p[2 * j + hh] = T::pack(pair);
+        });
+    });
+    p
+}
+
 /// Attention backward on Hopper's warpgroup tensor cores in one kernel: `dK`, `dV`, and `dQ`
 /// added into an f32 buffer (the module documentation has the design).
 ///
@@ -208,26 +273,37 @@ pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize)
 /// # Safety
 /// * As [`attention_bwd_wgmma_dkdv`](fn@super::backward_wgmma::attention_bwd_wgmma_dkdv) for
 ///   `maps` (`Q`, `dO` with boxes of 64 rows, `K`, `V` with boxes of 128), the operands, the
-///   statistics (`q_pad` a multiple of 64), `dk` and `dv`; `heads = kv_heads group`, `kv_len >=
-///   1`.
+///   statistics (padded to `q_pad = ceil(q_len / 64) 64` rows per head, which the kernel
+///   computes), `dk` and `dv`; `heads = kv_heads group`, `kv_len >= 1`.
 /// * `dq_accum` holds [`bwd_wgmma_dq_accum_len`]`(batch, heads, q_pad, D)` floats, 16-byte
 ///   aligned, zeroed (or holding the sums to add to), touched by nothing else during the launch.
+/// * The mask `M`: without one (`NoMask`), `mask_int` is 1 for the causal mask and 0 for none
+///   (`mask_data`, `mask_float` unread); with one, `mask_data`, `mask_int`, `mask_float` are what
+///   it reads ([`MaskArgs`](crate::gpu::attention::MaskArgs)), its rows of each key the same for
+///   every head of a group (as [`General`]'s).
 ///
-/// Instances: `attention_bwd_wgmma_fused_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16.
+/// Instances: `attention_bwd_wgmma_fused_d<D>_<T>` (no mask or causal) and
+/// `attention_bwd_wgmma_fused_general_d<D>_<T>` (the shipped masks, [`General`]) for `D` 64 and
+/// 128, `T` bf16 and f16. (32 parameters, what a gpukern launch takes at most: hence `q_pad`
+/// computed and the causal flag in `mask_int`.)
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
 // Barriers: the ring's initialisation, the `K`/`V` barrier's, and the `dS^T` tile's named one.
 #[kernel(
     launch_bounds(384, 1),
     instances(
-        attention_bwd_wgmma_fused_d64_bf16 = (bf16, D64),
-        attention_bwd_wgmma_fused_d128_bf16 = (bf16, D128),
-        attention_bwd_wgmma_fused_d64_f16 = (f16, D64),
-        attention_bwd_wgmma_fused_d128_f16 = (f16, D128),
+        attention_bwd_wgmma_fused_d64_bf16 = (bf16, D64, NoMask),
+        attention_bwd_wgmma_fused_d128_bf16 = (bf16, D128, NoMask),
+        attention_bwd_wgmma_fused_d64_f16 = (f16, D64, NoMask),
+        attention_bwd_wgmma_fused_d128_f16 = (f16, D128, NoMask),
+        attention_bwd_wgmma_fused_general_d64_bf16 = (bf16, D64, General),
+        attention_bwd_wgmma_fused_general_d128_bf16 = (bf16, D128, General),
+        attention_bwd_wgmma_fused_general_d64_f16 = (f16, D64, General),
+        attention_bwd_wgmma_fused_general_d128_f16 = (f16, D128, General),
     ),
     barriers(4)
 )]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
+pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
     maps: *const u64,
     q: *const T,
     k: *const T,
@@ -240,7 +316,6 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     dq_accum: *mut f32,
     q_len: usize,
     kv_len: usize,
-    q_pad: usize,
     heads: usize,
     group: usize,
     batch: usize,
@@ -258,9 +333,13 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     do_sh: usize,
     scale_log2: f32,
     scale: f32,
-    causal: bool,
+    mask_data: *const i32,
+    mask_int: usize,
+    mask_float: f32,
 ) {
     let d = H::D;
+    let causal = !M::MASKS && mask_int != 0;
+    let q_pad = q_len.div_ceil(BWD_WGMMA_Q_TILE) * BWD_WGMMA_Q_TILE;
     const {
         assert!(
             H::D % WGMMA_BOX_COLS == 0 && H::D <= 128,
@@ -281,15 +360,31 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     // grid's limit): the query tiles of each head from the first row that sees key `k0` on
     // (`first_tile`, `per_head` of them), `steps` in all. The consumers compute it again from
     // the block index ([`hint::recompute`]) rather than keep the prologue's across the loop.
+    // With a mask (`M::MASKS`, the `General` instances): the query tiles that meet the rows
+    // that see the block's keys ([`Mask::rows`], their union over the group's heads), instead
+    // of every tile from the first causal one.
     let walk = || {
         let k0 = hint::recompute(thread::block_idx_x()) as usize * BWD_WGMMA_KEYS;
-        let first_row = if causal {
-            (k0 + q_len).saturating_sub(kv_len)
+        let (first_tile, end_tile) = if M::MASKS {
+            let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
+            let keys = k0..(k0 + BWD_WGMMA_KEYS).min(kv_len);
+            let (mut lo, mut hi) = (q_len, 0);
+            for hh in 0..group {
+                let rows = mask.rows(b, kvh * group + hh, keys.clone());
+                lo = lo.min(rows.start);
+                hi = hi.max(rows.end.min(q_len));
+            }
+            let first = (lo / BWD_WGMMA_Q_TILE) as u32;
+            (first, (hi.div_ceil(BWD_WGMMA_Q_TILE) as u32).max(first))
         } else {
-            0
+            let first_row = if causal {
+                (k0 + q_len).saturating_sub(kv_len)
+            } else {
+                0
+            };
+            (((first_row / BWD_WGMMA_Q_TILE) as u32).min(q_tiles), q_tiles)
         };
-        let first_tile = ((first_row / BWD_WGMMA_Q_TILE) as u32).min(q_tiles);
-        let per_head = q_tiles - first_tile;
+        let per_head = end_tile - first_tile;
         (k0, first_tile, per_head, group as u32 * per_head)
     };
 
@@ -367,7 +462,9 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     }
 
     wgmma::setmaxnreg_inc::<BWD_CONSUMER_REGISTERS>();
-    let (k0, first_tile, _, steps) = walk();
+    let (k0, first_tile, per_head, steps) = walk();
+    // The walk's end within each head (every tile but the first ones without a mask).
+    let end_tile = if M::MASKS { first_tile + per_head } else { q_tiles };
     let c = wg - 1;
     let t = tid % WARPGROUP;
     let (w, g, qd) = (t / 32, (t % 32) / 4, t % 4);
@@ -380,6 +477,19 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     // the mask's inputs.
     let key_q = keys.map(|key| (key + q_len) as u32);
     let key_past = keys.map(|key| key >= kv_len);
+    // With a mask: per key the rows that see it ([`Mask::rows`] of the one key, of the group's
+    // first head: `General`'s rows depend on no head), none for a key past `kv_len`, in 32 bits.
+    let first_row = first_tile as usize * BWD_WGMMA_Q_TILE;
+    let key_rows: [u32; 2] = core::array::from_fn(|hh| {
+        if !M::MASKS || key_past[hh] {
+            0
+        } else {
+            let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
+            let rows = mask.rows(b, kvh * group, keys[hh]..keys[hh] + 1);
+            let rel = |x: usize| (x.min(q_len).max(first_row) - first_row).min(0xffff) as u32;
+            rel(rows.start) | rel(rows.end) << 16
+        }
+    });
     // This consumer's 64 keys of `K` and `V` (8 KiB into each box): the `A` operands of the
     // transposed scores, per box of 64 dims.
     let own = |tile: usize, j: usize| {
@@ -437,7 +547,7 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         let h = kvh * group + hi as usize;
         let q0 = qt as usize * BWD_WGMMA_Q_TILE;
         qt += 1;
-        if qt == q_tiles {
+        if qt == end_tile {
             qt = first_tile;
             hi += 1;
         }
@@ -482,38 +592,51 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             }
             st = wait_older(st, boxes);
         }
-        // P^T = exp2(S^T scale_log2 - lse2); masked where a query does not see the key (the
-        // tile crosses the diagonal) and for keys past `kv_len`; 0 for queries past `q_len`
-        // (`lse2 = +inf` there).
-        // One 32-bit test per element: per key the first query of the tile that sees it (64
-        // for a key past `kv_len`: none does).
-        let masked = (causal && last_key + q_len > q0 + kv_len) || last_key >= kv_len;
-        let first_query: [u32; 2] = core::array::from_fn(|hh| {
-            if key_past[hh] {
-                BWD_WGMMA_Q_TILE as u32
-            } else if causal {
-                key_q[hh]
-                    .saturating_sub(kv_len as u32 + q0 as u32)
-                    .min(BWD_WGMMA_Q_TILE as u32)
-            } else {
-                0
-            }
-        });
-        let hidden = |hh: usize, col: usize| first_query[hh] > col as u32;
-        unroll_8!(8, |j| {
-            unroll_8!(2, |e| {
-                let l2 = stat(&l2, j, e);
-                unroll_8!(2, |hh| {
-                    let i = 4 * j + 2 * hh + e;
-                    let mut u = st[i];
-                    if masked && hidden(hh, 8 * j + 2 * qd + e) {
-                        u = f32::NEG_INFINITY;
-                    }
-                    st[i] = math::exp2_ftz(math::fma(u, scale_log2, -l2));
+        let p = if M::MASKS {
+            masked_probabilities::<T, M>(
+                &mut st,
+                (&l2, lane_q),
+                key_rows,
+                first_tile * BWD_WGMMA_Q_TILE as u32,
+                (q0, h, b),
+                (mask_data, mask_int, mask_float),
+                (q_len, kv_len, heads),
+                (scale, scale_log2),
+            )
+        } else {
+            // P^T = exp2(S^T scale_log2 - lse2); masked where a query does not see the key (the
+            // tile crosses the diagonal) and for keys past `kv_len`; 0 for queries past `q_len`
+            // (`lse2 = +inf` there).
+            // One 32-bit test per element: per key the first query of the tile that sees it (64
+            // for a key past `kv_len`: none does).
+            let masked = (causal && last_key + q_len > q0 + kv_len) || last_key >= kv_len;
+            let first_query: [u32; 2] = core::array::from_fn(|hh| {
+                if key_past[hh] {
+                    BWD_WGMMA_Q_TILE as u32
+                } else if causal {
+                    key_q[hh]
+                        .saturating_sub(kv_len as u32 + q0 as u32)
+                        .min(BWD_WGMMA_Q_TILE as u32)
+                } else {
+                    0
+                }
+            });
+            let hidden = |hh: usize, col: usize| first_query[hh] > col as u32;
+            unroll_8!(8, |j| {
+                unroll_8!(2, |e| {
+                    let l2 = stat(&l2, j, e);
+                    unroll_8!(2, |hh| {
+                        let i = 4 * j + 2 * hh + e;
+                        let mut u = st[i];
+                        if masked && hidden(hh, 8 * j + 2 * qd + e) {
+                            u = f32::NEG_INFINITY;
+                        }
+                        st[i] = math::exp2_ftz(math::fma(u, scale_log2, -l2));
+                    });
                 });
             });
-        });
-        let p = pack_fragment::<T, 32, 16>(&st);
+            pack_fragment::<T, 32, 16>(&st)
+        };
         // SAFETY: the whole warpgroup; `dO` stays until the waits below; `p` and `dv_acc` are
         // not touched in flight.
         unsafe {
@@ -526,7 +649,8 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         }
         // SAFETY: the whole warpgroup; `dP^T`'s groups, then `dV`'s one: `dP^T` retires.
         dpt = unsafe { wgmma::wait_accumulators::<1, _>(dpt) };
-        // dS^T = P^T (dP^T - delta), in place of `dP^T`.
+        // dS^T = P^T (dP^T - delta), in place of `dP^T` (with a mask `st` holds `P` times the
+        // score's derivative: `masked_probabilities`).
         unroll_8!(8, |j| {
             unroll_8!(2, |e| {
                 let dd = stat(&dd, j, e);

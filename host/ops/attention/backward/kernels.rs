@@ -258,8 +258,9 @@ pub type WgmmaDqLauncher<T> = for<'a> unsafe fn(
 ) -> Result<()>;
 
 /// The launcher of `attention_bwd_wgmma_fused_*`: `(maps, q, k, v, d_o, lse2, delta, dk, dv,
-/// dq_accum, q_len, kv_len, q_pad, heads, group, batch, q, k, v, d_o strides (3 each),
-/// scale_log2, scale, causal)`, `maps` the `dK`/`dV` kernel's four tensor maps.
+/// dq_accum, q_len, kv_len, heads, group, batch, q, k, v, d_o strides (3 each), scale_log2,
+/// scale, mask data, mask int, mask float)`, `maps` the `dK`/`dV` kernel's four tensor maps;
+/// the mask's integer is the causal flag for the instances without a mask.
 pub type WgmmaFusedLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -290,10 +291,11 @@ pub type WgmmaFusedLauncher<T> = for<'a> unsafe fn(
     usize,
     usize,
     usize,
+    f32,
+    f32,
+    DeviceSlice<'a, i32>,
     usize,
     f32,
-    f32,
-    bool,
 ) -> Result<()>;
 
 /// The launcher of `attention_bwd_wgmma_dq_convert_*`: `(dq_accum, dq, threads, q_len, q_pad,
@@ -327,8 +329,9 @@ pub struct BackwardKernels<T: 'static> {
     pub(crate) wgmma_dkdv: [WgmmaDkdvLauncher<T>; 2],
     /// `attention_bwd_wgmma_dq_d64_*`, `attention_bwd_wgmma_dq_d128_*` (sm_90a).
     pub(crate) wgmma_dq: [WgmmaDqLauncher<T>; 2],
-    /// `attention_bwd_wgmma_fused_d64_*`, `attention_bwd_wgmma_fused_d128_*` (sm_90a).
-    pub(crate) wgmma_fused: [WgmmaFusedLauncher<T>; 2],
+    /// `attention_bwd_wgmma_fused_d64_*`, `attention_bwd_wgmma_fused_d128_*` (sm_90a), then
+    /// the `General` mask's `attention_bwd_wgmma_fused_general_d64_*` and `_d128_*`.
+    pub(crate) wgmma_fused: [WgmmaFusedLauncher<T>; 4],
     /// `attention_bwd_wgmma_dq_convert_*` (sm_90a).
     pub(crate) wgmma_dq_convert: WgmmaDqConvertLauncher<T>,
 }
@@ -357,6 +360,8 @@ pub(crate) static BF16: BackwardKernels<bf16> = BackwardKernels {
     wgmma_fused: [
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_d64_bf16::launch_views::<Module>,
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_d128_bf16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_general_d64_bf16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_general_d128_bf16::launch_views::<Module>,
     ],
     wgmma_dq_convert: family::backward_wgmma_fused::attention_bwd_wgmma_dq_convert_bf16::launch_views::<Module>,
 };
@@ -385,6 +390,8 @@ pub(crate) static F16: BackwardKernels<f16> = BackwardKernels {
     wgmma_fused: [
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_d64_f16::launch_views::<Module>,
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_d128_f16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_general_d64_f16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_general_d128_f16::launch_views::<Module>,
     ],
     wgmma_dq_convert: family::backward_wgmma_fused::attention_bwd_wgmma_dq_convert_f16::launch_views::<Module>,
 };

@@ -191,6 +191,7 @@ impl Gpu {
             .iter()
             .all(|t| t.is_16_byte_aligned())
             && [&*dq, &*dk, &*dv].iter().all(|x| x.is_16_byte_aligned());
+        let masked = !ops.mask.plain();
         let facts = BackwardFacts {
             aligned,
             wgmma: self.has_wgmma(),
@@ -199,7 +200,7 @@ impl Gpu {
                     .iter()
                     .all(|t| t.map_4d_ok(WGMMA_BOX_ROWS))
                 && [&ops.q, d_out].iter().all(|t| t.map_4d_ok(BWD_WGMMA_Q_TILE)),
-            masked: !ops.mask.plain(),
+            masked,
         };
         let plan = BackwardPlan::choose(options.algorithm, s.head_dim, facts, options.deterministic)
             .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
@@ -592,7 +593,9 @@ impl Gpu {
                 }
             }
             BackwardPlan::WgmmaFused { head_dim } => {
-                let which = usize::from(head_dim == 128);
+                // The `General` instances after the plain ones.
+                let which = usize::from(head_dim == 128) + if masked { 2 } else { 0 };
+                let mask = ops.mask.launch()?;
                 let maps = self.backward_maps(&ops, d_out)?;
                 let opted = limits.opted_in();
                 let ([qb, qs, qh], [kb, ks, kh], [vb, vs, vh], [db, ds, dh]) = launch.strides();
@@ -609,7 +612,8 @@ impl Gpu {
                     // from word 0, the same checks by the plan, `kv_len >= 1`); `dq_accum` holds
                     // `bwd_wgmma_dq_accum_len(batch, heads, q_pad, head_dim)` floats, zeroed by
                     // the preparation before on the same stream (none where `q_len` is 0), and
-                    // nothing else touches it during the launch.
+                    // nothing else touches it during the launch; the statistics padded to the
+                    // `q_pad` the kernel computes; the mask's parameters, or the causal flag.
                     unsafe {
                         (table.wgmma_fused[which])(
                             &library,
@@ -626,7 +630,6 @@ impl Gpu {
                             dq_accum.reborrow(),
                             s.q_len,
                             s.kv_len,
-                            q_pad,
                             s.heads,
                             s.heads / s.kv_heads,
                             s.batch,
@@ -644,7 +647,9 @@ impl Gpu {
                             dh,
                             ops.scale_log2,
                             launch.scale(),
-                            ops.causal,
+                            mask.data,
+                            if masked { mask.int } else { usize::from(ops.causal) },
+                            mask.float,
                         )?
                     };
                 }

@@ -2,8 +2,10 @@
 //! head dim and the operands' alignment (a pure function, unit-tested without a `Gpu`).
 //!
 //! The rules, in order:
-//! 0. A mask other than none and causal (`BackwardFacts::masked`): the rows rung, for `Auto` and
-//!    `Rows`; any other algorithm is an error.
+//! 0. A mask other than none and causal (`BackwardFacts::masked`): the one-kernel Hopper rung's
+//!    `General` instances (`attention_bwd_wgmma_fused_general_d<D>_*`) for `Auto` and
+//!    `WgmmaFused` where rule 2 holds and the call is not deterministic, else the rows rung for
+//!    `Auto` and `Rows`; any other algorithm is an error that names those two.
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung (`attention_bwd_rows_dq_*` and
 //!    `attention_bwd_rows_dkdv_*`).
 //! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`BWD_WGMMA_HEAD_DIMS`]), aligned
@@ -93,18 +95,24 @@ impl BackwardPlan {
         deterministic: bool,
     ) -> Result<BackwardPlan, String> {
         debug_assert!(head_dim % HEAD_DIM_MULTIPLE == 0 && head_dim <= MAX_HEAD_DIM);
+        let aligned = facts.aligned;
+        let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
         if facts.masked {
             return match algorithm {
-                AttentionAlgorithm::Auto | AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
+                AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
+                AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaFused if hopper && !deterministic => {
+                    Ok(BackwardPlan::WgmmaFused { head_dim })
+                }
+                AttentionAlgorithm::Auto => Ok(BackwardPlan::Rows),
                 _ => Err(format!(
-                    "with a mask other than none and causal the backward runs the rows rung \
-                     (Rows or Auto), not {algorithm:?}"
+                    "with a mask other than none and causal the backward runs the rows rung (Rows), \
+                     or the one-kernel wgmma rung (WgmmaFused; Auto picks it where it applies: a \
+                     GPU with wgmma, head dims {BWD_WGMMA_HEAD_DIMS:?}, aligned operands, not \
+                     deterministic), not {algorithm:?} here"
                 )),
             };
         }
-        let aligned = facts.aligned;
         let fused = BWD_FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
-        let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
             AttentionAlgorithm::Auto
@@ -229,6 +237,7 @@ mod tests {
             aligned: true,
             wgmma: true,
             tensor_maps: true,
+            masked: false,
         };
         for d in [64, 128] {
             for alg in [
@@ -296,6 +305,7 @@ mod tests {
             aligned: true,
             wgmma: true,
             tensor_maps: true,
+            masked: false,
         };
         let fused = AttentionAlgorithm::WgmmaFused;
         for d in [64, 128] {
@@ -325,6 +335,68 @@ mod tests {
         }
         for d in [8, 96, 256] {
             assert!(BackwardPlan::choose(fused, d, all, false).is_err());
+        }
+    }
+
+    /// A masked call: the one-kernel rung's `General` instances where it applies and the call is
+    /// not deterministic (by default and on request), the rows rung otherwise and on request;
+    /// every other rung an error naming those two, on each side of each fact.
+    #[test]
+    fn masked_calls_take_the_fused_or_the_rows_rung() {
+        let all = BackwardFacts {
+            aligned: true,
+            wgmma: true,
+            tensor_maps: true,
+            masked: true,
+        };
+        for d in [64, 128] {
+            for alg in [AttentionAlgorithm::Auto, AttentionAlgorithm::WgmmaFused] {
+                assert_eq!(
+                    BackwardPlan::choose(alg, d, all, false),
+                    Ok(BackwardPlan::WgmmaFused { head_dim: d })
+                );
+            }
+            for missing in [
+                BackwardFacts { wgmma: false, ..all },
+                BackwardFacts {
+                    tensor_maps: false,
+                    ..all
+                },
+                BackwardFacts {
+                    aligned: false,
+                    ..all
+                },
+            ] {
+                assert_eq!(
+                    BackwardPlan::choose(AttentionAlgorithm::Auto, d, missing, false),
+                    Ok(BackwardPlan::Rows)
+                );
+                assert!(BackwardPlan::choose(AttentionAlgorithm::WgmmaFused, d, missing, false).is_err());
+            }
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, true),
+                Ok(BackwardPlan::Rows)
+            );
+            assert!(BackwardPlan::choose(AttentionAlgorithm::WgmmaFused, d, all, true).is_err());
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Rows, d, all, false),
+                Ok(BackwardPlan::Rows)
+            );
+            for alg in [
+                AttentionAlgorithm::Flash,
+                AttentionAlgorithm::Wgmma,
+                AttentionAlgorithm::WgmmaPingPong,
+                AttentionAlgorithm::WgmmaPersistent,
+            ] {
+                let err = BackwardPlan::choose(alg, d, all, false).expect_err("masked");
+                assert!(err.contains("rows rung") && err.contains("WgmmaFused"), "{err}");
+            }
+        }
+        for d in [8, 96, 256] {
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, false),
+                Ok(BackwardPlan::Rows)
+            );
         }
     }
 
