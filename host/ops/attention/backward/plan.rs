@@ -229,6 +229,7 @@ mod tests {
             aligned: true,
             wgmma: true,
             tensor_maps: true,
+            masked: false,
         };
         for d in [64, 128] {
             for alg in [
@@ -296,6 +297,7 @@ mod tests {
             aligned: true,
             wgmma: true,
             tensor_maps: true,
+            masked: false,
         };
         let fused = AttentionAlgorithm::WgmmaFused;
         for d in [64, 128] {
@@ -326,6 +328,44 @@ mod tests {
         for d in [8, 96, 256] {
             assert!(BackwardPlan::choose(fused, d, all, false).is_err());
         }
+    }
+
+    /// A masked call: the rows rung by default and on request, whatever the other facts; every
+    /// other rung an error that names it.
+    #[test]
+    fn masked_calls_take_the_rows_rung() {
+        let all = BackwardFacts {
+            aligned: true,
+            wgmma: true,
+            tensor_maps: true,
+            masked: true,
+        };
+        for d in [8, 64, 128, 256] {
+            for deterministic in [false, true] {
+                for alg in [AttentionAlgorithm::Auto, AttentionAlgorithm::Rows] {
+                    assert_eq!(
+                        BackwardPlan::choose(alg, d, all, deterministic),
+                        Ok(BackwardPlan::Rows)
+                    );
+                }
+                for alg in [
+                    AttentionAlgorithm::Flash,
+                    AttentionAlgorithm::Wgmma,
+                    AttentionAlgorithm::WgmmaPingPong,
+                    AttentionAlgorithm::WgmmaPersistent,
+                    AttentionAlgorithm::WgmmaFused,
+                ] {
+                    let err = BackwardPlan::choose(alg, d, all, deterministic).expect_err("masked");
+                    assert!(err.contains("rows rung"), "{err}");
+                }
+            }
+        }
+        // Without the mask the same facts pick the Hopper rung.
+        let plain = BackwardFacts { masked: false, ..all };
+        assert_eq!(
+            BackwardPlan::choose(AttentionAlgorithm::Auto, 128, plain, false),
+            Ok(BackwardPlan::WgmmaFused { head_dim: 128 })
+        );
     }
 
     /// The preparation's geometry: a row's lanes cover its 8-element pieces (a power of two, at
