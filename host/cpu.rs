@@ -610,10 +610,12 @@ pub struct AttentionBackward {
 /// Attention backward in f64 on the given (already rounded) inputs `[batch, seq, heads,
 /// head_dim]`: the forward recomputed exactly (probabilities `P`, output `O`), then `dV = P^T
 /// dO`, `dS = P (dO V^T - rowsum(dO O))`, `dQ = scale dS K`, `dK = scale dS^T Q`, over the pairs
-/// the mask keeps (the same rules as [`crate::Gpu::attention_backward`]).
+/// the mask keeps (the same rules as [`crate::Gpu::attention_backward`]; the shipped masks
+/// written out as in [`attention`], a score modification's derivative multiplying `dS`).
 ///
 /// Errors: those of [`crate::Gpu::attention`] on the shapes and the scale; a `d_out` not of
-/// `q`'s shape is [`crate::Error::ShapeMismatch`].
+/// `q`'s shape is [`crate::Error::ShapeMismatch`]; a custom mask is
+/// [`crate::Error::InvalidArgument`] (the backward takes the shipped masks).
 pub fn attention_backward<T, S0, S1, S2, S3>(
     d_out: &ArrayBase<S0, ndarray::Ix4>,
     q: &ArrayBase<S1, ndarray::Ix4>,
@@ -657,45 +659,74 @@ where
     let (mut dq, mut dq_t) = (vec![0.0f64; q_elems], vec![0.0f64; q_elems]);
     let (mut dk, mut dk_t) = (vec![0.0f64; kv_elems], vec![0.0f64; kv_elems]);
     let (mut dv, mut dv_t) = (vec![0.0f64; kv_elems], vec![0.0f64; kv_elems]);
-    let mut p = Vec::with_capacity(s.kv_len);
+    let mask = match (options.causal, options.mask) {
+        (true, crate::ops::attention::AttentionMask::None) => crate::ops::attention::AttentionMask::Causal,
+        (_, m) => m,
+    };
+    if let crate::ops::attention::AttentionMask::Custom(custom) = mask {
+        return Err(crate::error::Error::InvalidArgument {
+            op: "cpu::attention_backward",
+            detail: format!(
+                "the backward takes the shipped masks, not the custom mask {}",
+                custom.name()
+            ),
+        });
+    }
+    let (mut p, mut grad) = (Vec::with_capacity(s.kv_len), Vec::with_capacity(s.kv_len));
     for b in 0..s.batch {
         for h in 0..s.heads {
             let kvh = h / group;
             for i in 0..s.q_len {
-                // The mask written out, as in `attention`: key `j` is visible to row `i` iff
-                // `j <= i + kv_len - q_len`.
-                let keys = if options.causal {
-                    (0..s.kv_len)
-                        .take_while(|&j| (j as i128) <= i as i128 + s.kv_len as i128 - s.q_len as i128)
-                        .count()
-                } else {
-                    s.kv_len
-                };
-                if keys == 0 {
+                // The mask written out, as in `attention` (row `i` at position `pos` among the
+                // keys), with each score's modification and its derivative.
+                let pos = i as i128 + s.kv_len as i128 - s.q_len as i128;
+                let kept: Vec<usize> = (0..s.kv_len)
+                    .filter(|&j| attention_mask_keeps(&mask, b, h, i, j, pos))
+                    .collect();
+                if kept.is_empty() {
                     continue;
                 }
                 let qi = q_at(b, i, h);
                 let (q_row, g_row) = (&q[qi..][..dd], &g[qi..][..dd]);
                 p.clear();
-                for j in 0..keys {
+                grad.clear();
+                for &j in &kept {
                     let k_row = &k[kv_at(b, j, kvh)..][..dd];
-                    p.push(scale * q_row.iter().zip(k_row).map(|(x, y)| x * y).sum::<f64>());
+                    let score = scale * q_row.iter().zip(k_row).map(|(x, y)| x * y).sum::<f64>();
+                    let (modified, derivative) = match mask {
+                        crate::ops::attention::AttentionMask::Alibi => {
+                            let slope = (-8.0 * (h + 1) as f64 / s.heads as f64).exp2();
+                            (score + slope * (j as i128 - pos) as f64, 1.0)
+                        }
+                        crate::ops::attention::AttentionMask::SoftCap { cap, .. } => {
+                            let (cap, t) = (f64::from(cap), (score / f64::from(cap)).tanh());
+                            (cap * t, 1.0 - t * t)
+                        }
+                        _ => (score, 1.0),
+                    };
+                    p.push(modified);
+                    grad.push(derivative);
                 }
                 let m = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 p.iter_mut().for_each(|x| *x = (*x - m).exp());
                 let sum: f64 = p.iter().sum();
                 p.iter_mut().for_each(|x| *x /= sum);
                 let o: Vec<f64> = (0..dd)
-                    .map(|d| (0..keys).map(|j| p[j] * v[kv_at(b, j, kvh) + d]).sum())
+                    .map(|d| {
+                        kept.iter()
+                            .zip(&p)
+                            .map(|(&j, pj)| pj * v[kv_at(b, j, kvh) + d])
+                            .sum()
+                    })
                     .collect();
                 let delta: f64 = g_row.iter().zip(&o).map(|(x, y)| x * y).sum();
                 let delta_abs: f64 = g_row.iter().zip(&o).map(|(x, y)| (x * y).abs()).sum();
-                for (j, &pj) in p.iter().enumerate() {
+                for ((&j, &pj), &dj) in kept.iter().zip(&p).zip(&grad) {
                     let kj = kv_at(b, j, kvh);
                     let (k_row, v_row) = (&k[kj..][..dd], &v[kj..][..dd]);
                     let dp: f64 = g_row.iter().zip(v_row).map(|(x, y)| x * y).sum();
-                    let ds = pj * (dp - delta);
-                    let ds_abs = pj * (dp.abs() + delta_abs);
+                    let ds = pj * (dp - delta) * dj;
+                    let ds_abs = pj * (dp.abs() + delta_abs) * dj.abs();
                     for d in 0..dd {
                         dq[qi + d] += scale * ds * k_row[d];
                         dq_t[qi + d] += scale * ds_abs * k_row[d].abs();

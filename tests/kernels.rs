@@ -34,6 +34,8 @@ mod attention;
 mod attention_backward;
 #[path = "kernels/attention_backward_faults.rs"]
 mod attention_backward_faults;
+#[path = "kernels/attention_backward_masks.rs"]
+mod attention_backward_masks;
 #[path = "kernels/attention_faults.rs"]
 mod attention_faults;
 #[path = "kernels/attention_masks.rs"]
@@ -167,6 +169,7 @@ fn main() {
         sample::trials,
         attention::trials,
         attention_backward::trials,
+        attention_backward_masks::trials,
         attention_masks::trials,
         attention_varlen::trials,
         decode_attention::trials,

@@ -130,6 +130,25 @@ pub trait Mask: Copy {
         0..0
     }
 
+    /// The query rows that may see a key of `kv` (non-empty, inside the keys): rows outside
+    /// this range see none of them, so the backward's kernels that walk the rows for a tile of
+    /// keys (`dK`, `dV`) visit only the rows inside it (clamped to `q_len`). Every row
+    /// (`0..usize::MAX`) by default: right for every mask, only slower.
+    #[inline(always)]
+    fn rows(&self, b: usize, h: usize, kv: Range<usize>) -> Range<usize> {
+        let _ = (b, h, kv);
+        0..usize::MAX
+    }
+
+    /// The derivative of [`Mask::score`] at `s` (called only where the mask modifies scores):
+    /// the backward multiplies each pair's gradient by it. 1 by default, right for a bias added
+    /// to the score (ALiBi); a mask that scales or bends the scores (a soft cap) gives its own.
+    #[inline(always)]
+    fn score_grad(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> f32 {
+        let _ = (s, b, h, q, kv);
+        1.0
+    }
+
     /// What the mask keeps of the tile of rows `q` and keys `kv` (both non-empty, inside the
     /// sequences): the kernels skip the tiles it calls [`TileMask::Empty`] (unless
     /// [`Mask::CONTIGUOUS`]); [`TileMask::Full`] must agree with [`Mask::full_keys`].
@@ -242,6 +261,12 @@ impl Mask for Causal {
             TileMask::Partial
         }
     }
+    #[inline(always)]
+    fn rows(&self, _: usize, _: usize, kv: Range<usize>) -> Range<usize> {
+        // Row `q` sees key `kv.start` from `q = kv.start + q_len - kv_len` on.
+        let first = (kv.start + self.shape.q_len).saturating_sub(self.shape.kv_len);
+        first.min(self.shape.q_len)..self.shape.q_len
+    }
 }
 
 /// The causal mask limited to a window: row `q` (at position `p = q + kv_len - q_len`) sees
@@ -289,6 +314,10 @@ impl Mask for SlidingWindow {
     #[inline(always)]
     fn tile(&self, _: usize, _: usize, q: Range<usize>, kv: Range<usize>) -> TileMask {
         classify(|r| self.span(r), q, kv)
+    }
+    #[inline(always)]
+    fn rows(&self, _: usize, _: usize, kv: Range<usize>) -> Range<usize> {
+        band(|r| self.span(r), kv, self.shape.q_len)
     }
 }
 
@@ -351,6 +380,10 @@ impl Mask for Alibi {
     #[inline(always)]
     fn tile(&self, b: usize, h: usize, q: Range<usize>, kv: Range<usize>) -> TileMask {
         self.causal.tile(b, h, q, kv)
+    }
+    #[inline(always)]
+    fn rows(&self, b: usize, h: usize, kv: Range<usize>) -> Range<usize> {
+        self.causal.rows(b, h, kv)
     }
 }
 
@@ -431,6 +464,34 @@ fn core(span: impl Fn(usize) -> (i32, i32), q: Range<usize>, kv_len: usize) -> R
     lo..hi.max(lo)
 }
 
+/// The rows `0..q_len` whose key intervals `span(row)` (moving right with the row) meet keys
+/// `kv`: from the first row whose interval ends past `kv.start` to the first whose interval
+/// starts at `kv.end` or later, each found by a binary search (`2 log2(q_len)` calls of `span`,
+/// the same for every thread that asks about the same keys).
+#[inline(always)]
+fn band(span: impl Fn(usize) -> (i32, i32), kv: Range<usize>, q_len: usize) -> Range<usize> {
+    let (k0, k1) = (kv.start as i32, kv.end as i32);
+    let start = first_row(q_len, |r| span(r).1 > k0);
+    let end = first_row(q_len, |r| span(r).0 >= k1);
+    start..end.max(start)
+}
+
+/// The first row of `0..q_len` for which `past` holds (`q_len` if none), `past` false and then
+/// true as the row grows: a binary search.
+#[inline(always)]
+fn first_row(q_len: usize, past: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0usize, q_len);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if past(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
 impl Mask for Document {
     const CONTIGUOUS: bool = true;
     #[inline(always)]
@@ -464,6 +525,10 @@ impl Mask for Document {
     #[inline(always)]
     fn tile(&self, b: usize, _: usize, q: Range<usize>, kv: Range<usize>) -> TileMask {
         classify(|r| self.span(b, r), q, kv)
+    }
+    #[inline(always)]
+    fn rows(&self, b: usize, _: usize, kv: Range<usize>) -> Range<usize> {
+        band(|r| self.span(b, r), kv, self.seq)
     }
 }
 
@@ -506,6 +571,12 @@ impl Mask for SoftCap {
         self.cap - math::fast::div(2.0 * self.cap, e + 1.0)
     }
     #[inline(always)]
+    fn score_grad(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> f32 {
+        // `d/ds cap tanh(s / cap) = 1 - tanh(s / cap)^2`.
+        let t = self.score(s, b, h, q, kv) / self.cap;
+        math::fma(-t, t, 1.0)
+    }
+    #[inline(always)]
     fn keys(&self, b: usize, h: usize, q: Range<usize>) -> Range<usize> {
         if self.masked {
             self.causal.keys(b, h, q)
@@ -527,6 +598,14 @@ impl Mask for SoftCap {
             self.causal.tile(b, h, q, kv)
         } else {
             TileMask::Full
+        }
+    }
+    #[inline(always)]
+    fn rows(&self, b: usize, h: usize, kv: Range<usize>) -> Range<usize> {
+        if self.masked {
+            self.causal.rows(b, h, kv)
+        } else {
+            0..self.causal.shape.q_len
         }
     }
 }
@@ -665,6 +744,13 @@ impl Mask for General {
         }
     }
     #[inline(always)]
+    fn score_grad(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> f32 {
+        match self.kind {
+            Shipped::SoftCap => self.softcap.score_grad(s, b, h, q, kv),
+            _ => 1.0,
+        }
+    }
+    #[inline(always)]
     fn keys(&self, b: usize, _: usize, q: Range<usize>) -> Range<usize> {
         hull(|r| self.span(b, r), q, self.shape.kv_len)
     }
@@ -675,5 +761,9 @@ impl Mask for General {
     #[inline(always)]
     fn tile(&self, b: usize, _: usize, q: Range<usize>, kv: Range<usize>) -> TileMask {
         classify(|r| self.span(b, r), q, kv)
+    }
+    #[inline(always)]
+    fn rows(&self, b: usize, _: usize, kv: Range<usize>) -> Range<usize> {
+        band(|r| self.span(b, r), kv, self.shape.q_len)
     }
 }

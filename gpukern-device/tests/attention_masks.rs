@@ -47,6 +47,15 @@ fn check_mask<M: Mask, R: Mask>(
         }
         for k0 in (0..shape.kv_len).step_by(tile) {
             let kv = k0..(k0 + tile).min(shape.kv_len);
+            // `rows` holds every row that keeps a key of the tile (its default, every row, too).
+            let band = mask.rows(0, 1, kv.clone());
+            for q in (0..shape.q_len).filter(|q| !band.contains(q)) {
+                if let Some(k) = kv.clone().find(|&k| reference.keep(0, 1, q, k)) {
+                    failures.push(format!(
+                        "keys {kv:?}: row {q} keeps key {k}, outside rows {band:?}"
+                    ));
+                }
+            }
             let kept = rows
                 .clone()
                 .flat_map(|q| kv.clone().map(move |k| (q, k)))
@@ -195,6 +204,16 @@ fn general_is_each_shipped_mask() {
                 "soft cap score {got} != {want}, or modifies_scores wrong"
             ));
         }
+        // The scores' derivatives: 1 for ALiBi's bias, `1 - tanh^2` for the soft cap.
+        for s in [-7.0f32, -0.5, 0.0, 2.0, 40.0] {
+            let want = 1.0 - (s / 3.0).tanh().powi(2);
+            let got = cap.score_grad(s, 0, 0, 0, 0);
+            if (got - want).abs() > 1e-5 || alibi.score_grad(s, 0, 2, q_len - 1, 0) != 1.0 {
+                failures.push(format!(
+                    "soft cap score_grad({s}) {got} != {want}, or alibi's not 1"
+                ));
+            }
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -232,4 +251,39 @@ fn a_planted_wrong_full_range_is_caught() {
         8,
     );
     assert!(!failures.is_empty(), "the planted full range passed");
+}
+
+/// A planted mask whose `rows` leaves out the first row that sees a tile must fail the check.
+#[test]
+fn a_planted_wrong_row_band_is_caught() {
+    #[derive(Clone, Copy)]
+    struct Wrong(SlidingWindow);
+    impl Mask for Wrong {
+        fn new(args: MaskArgs, shape: MaskShape) -> Self {
+            Wrong(SlidingWindow::new(args, shape))
+        }
+        fn keep(&self, b: usize, h: usize, q: usize, kv: usize) -> bool {
+            self.0.keep(b, h, q, kv)
+        }
+        fn keys(&self, b: usize, h: usize, q: core::ops::Range<usize>) -> core::ops::Range<usize> {
+            self.0.keys(b, h, q)
+        }
+        fn rows(&self, b: usize, h: usize, kv: core::ops::Range<usize>) -> core::ops::Range<usize> {
+            let band = self.0.rows(b, h, kv);
+            (band.start + 1).min(band.end)..band.end
+        }
+    }
+    let shape = MaskShape {
+        q_len: 40,
+        kv_len: 40,
+        heads: 1,
+    };
+    let failures = check_mask(
+        Wrong::new(args(6, 0.0), shape),
+        SlidingWindow::new(args(6, 0.0), shape),
+        shape,
+        8,
+        8,
+    );
+    assert!(!failures.is_empty(), "the planted row band passed");
 }

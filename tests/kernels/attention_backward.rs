@@ -28,7 +28,7 @@ use crate::common::check::*;
 use crate::common::trial::{Target, global_trial, trial};
 
 /// One trial's sizes: batch, q_len, kv_len, heads, kv_heads, head_dim, causal.
-type Case = (usize, usize, usize, usize, usize, usize, bool);
+pub(crate) type Case = (usize, usize, usize, usize, usize, usize, bool);
 
 /// Simulator cases: tiny and ragged; the fused rung's two query tiles (q_len 70) and a key
 /// tile past its first (kv_len 70), at head dims 64 and 128.
@@ -231,16 +231,16 @@ pub(crate) fn check_all(what: &str, got: [&[f32]; 3], want: &cpu::AttentionBackw
 
 /// The inputs of one case: `q`, `k`, `v`, `d_out`, and the forward's output (rounded to `T`)
 /// and log-sum-exp from the f64 forward.
-struct Inputs<T> {
-    q: Array4<T>,
-    k: Array4<T>,
-    v: Array4<T>,
-    d_out: Array4<T>,
+pub(crate) struct Inputs<T> {
+    pub(crate) q: Array4<T>,
+    pub(crate) k: Array4<T>,
+    pub(crate) v: Array4<T>,
+    pub(crate) d_out: Array4<T>,
     out: Array4<T>,
     lse: Vec<f32>,
 }
 
-fn inputs<T: TestElement>(
+pub(crate) fn inputs<T: TestElement>(
     rng: &mut StdRng,
     (b, sq, skv, h, hk, d, _): Case,
     options: &AttentionOptions,
@@ -263,7 +263,7 @@ fn inputs<T: TestElement>(
 }
 
 /// The gradients of one call on the device, widened to f32.
-fn backward<T: TestElement>(
+pub(crate) fn backward<T: TestElement>(
     gpu: &Gpu,
     x: &Inputs<T>,
     options: &AttentionOptions,

@@ -19,7 +19,7 @@ use crate::common::trial::{Target, trial};
 
 /// The shipped masks the trials walk (the causal one has the family's own trials).
 #[derive(Clone, Copy, Debug)]
-enum Kind {
+pub(crate) enum Kind {
     /// No mask (`false`) or the causal one, through `AttentionOptions::mask`.
     Plain(bool),
     Window(usize),
@@ -29,7 +29,7 @@ enum Kind {
 }
 
 impl Kind {
-    fn name(self) -> String {
+    pub(crate) fn name(self) -> String {
         match self {
             Kind::Plain(causal) => (if causal { "causal" } else { "none" }).into(),
             Kind::Window(w) => format!("window{w}"),
@@ -160,7 +160,7 @@ const ALL_RUNGS: &[AttentionAlgorithm] = &[
 /// Document ids of `batch` sequences of `seq` tokens: batch 0 packed documents of ragged
 /// lengths (40, then 70, then the rest), the others runs of ids in no order (25 tokens of 7, 60
 /// of 3, the rest 9), so that no tile classification may assume sorted ids.
-fn document_ids(batch: usize, seq: usize) -> Vec<i32> {
+pub(crate) fn document_ids(batch: usize, seq: usize) -> Vec<i32> {
     let mut ids = Vec::with_capacity(batch * seq);
     for b in 0..batch {
         for t in 0..seq {
@@ -179,7 +179,7 @@ fn document_ids(batch: usize, seq: usize) -> Vec<i32> {
 }
 
 /// The mask of `kind` (documents from `doc`).
-fn mask_of(kind: Kind, doc: Option<&DocumentMask>) -> Result<AttentionMask<'_>, String> {
+pub(crate) fn mask_of(kind: Kind, doc: Option<&DocumentMask>) -> Result<AttentionMask<'_>, String> {
     Ok(match kind {
         Kind::Plain(false) => AttentionMask::None,
         Kind::Plain(true) => AttentionMask::Causal,
@@ -430,7 +430,7 @@ pub(crate) type Verdict = fn(&gpukern::Result<()>) -> bool;
 
 /// The masks' errors: the causal flag with another mask, a window of 0, a cap of 0 or NaN, a
 /// document mask of another shape, documents with `q_len != kv_len`, document ids that come
-/// back after another, a mask in the backward.
+/// back after another, the causal flag beside a mask in the backward.
 fn errors(gpu: &Gpu) -> Check {
     let buf = |n: usize| gpu.upload(&vec![bf16::from_f32(0.5); n]);
     let (qb, kb) = (buf(2 * 8 * 2 * 8)?, buf(2 * 6 * 2 * 8)?);
@@ -550,7 +550,7 @@ fn errors(gpu: &Gpu) -> Check {
             failures.push(format!("{what}: {result:?}"));
         }
     }
-    // The backward takes no mask but the causal one.
+    // The backward checks a mask as the forward does: the causal flag beside ALiBi.
     let d_out = q;
     let fwd = gpu.attention(&q, &kq, &kq, &AttentionOptions::default())?;
     let out = AttentionTensor::contiguous(&fwd.out, [2, 8, 2, 8])?;
@@ -563,11 +563,15 @@ fn errors(gpu: &Gpu) -> Check {
         &fwd.lse,
         &AttentionOptions {
             mask: AttentionMask::Alibi,
+            causal: true,
             ..Default::default()
         },
     );
     if !matches!(backward, Err(Error::InvalidArgument { .. })) {
-        failures.push(format!("backward with ALiBi: {:?}", backward.map(|_| ())));
+        failures.push(format!(
+            "backward with ALiBi and causal: {:?}",
+            backward.map(|_| ())
+        ));
     }
     all_passed(failures)
 }

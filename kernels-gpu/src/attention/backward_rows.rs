@@ -14,7 +14,8 @@
 //! over the pairs the mask keeps. Every thread sums in a fixed order and no two write one
 //! element: the results are the same bits on every run.
 
-use super::{visible_keys, AttentionElement};
+use super::AttentionElement;
+use crate::gpu::attention::{General, Mask};
 use crate::gpu::{bf16, f16, math, mem, thread, vector, warp};
 use crate::kernel;
 
@@ -213,9 +214,11 @@ pub unsafe fn attention_bwd_prep<T: AttentionElement>(
 /// Warp `r` takes query row `(b, h, i)` of the `rows = batch * heads * q_len` (the order of the
 /// log-sum-exp), reading key/value head `h / group` and the row's statistics at `w = (b heads +
 /// h) q_pad + i`. Lane `l` holds dims `l + 32c` of `q` and `dO` and of its `dQ` accumulators.
-/// For each key `j` the row sees, the warp sums `s = q . k_j` and `dp = dO . v_j` (5 shuffles
-/// each); then `p = exp2(s scale_log2 - lse2[w])`, `ds = p (dp - delta[w])` and `acc += ds
-/// k_j`. It stores `scale acc` rounded to `T` at `dq[b, i, h, :]` (contiguous `[batch, q_len,
+/// For each key `j` the row sees (those of [`Mask::keys`] that [`Mask::keep`] keeps: `M` of
+/// `mask_data`, `mask_int`, `mask_float` as the forward's), the warp sums `s = q . k_j` and `dp
+/// = dO . v_j` (5 shuffles each); then `p = exp2(s scale_log2 - lse2[w])` (the mask's score of
+/// `s scale` where it modifies scores), `ds = p (dp - delta[w])` (times the score's derivative,
+/// [`Mask::score_grad`]) and `acc += ds k_j`. It stores `scale acc` rounded to `T` at `dq[b, i, h, :]` (contiguous `[batch, q_len,
 /// heads, head_dim]`); a row that sees no key stores zeros.
 ///
 /// Global memory: per row, `2 head_dim` elements of `q` and `dO` and `2 * visible keys *
@@ -231,16 +234,19 @@ pub unsafe fn attention_bwd_prep<T: AttentionElement>(
 ///   overlapping no input.
 /// * `rows` a multiple of `heads * q_len`; `heads`, `q_len`, `group >= 1`; `q_len <= q_pad`;
 ///   `head_dim <= 256`.
+/// * `mask_data`, `mask_int`, `mask_float` are what the mask `M` reads (as for the forward's
+///   rows rung, the forward's mask).
 ///
-/// Instances: `attention_bwd_rows_dq_bf16`, `attention_bwd_rows_dq_f16`.
+/// Instances: `attention_bwd_rows_dq_bf16`, `attention_bwd_rows_dq_f16` (the shipped masks,
+/// [`General`]).
 // Barriers: none (shuffles only).
 #[kernel(
-    instances(attention_bwd_rows_dq_bf16 = bf16, attention_bwd_rows_dq_f16 = f16),
+    instances(attention_bwd_rows_dq_bf16 = (bf16, General), attention_bwd_rows_dq_f16 = (f16, General)),
     block(BWD_ROWS_BLOCK),
     barriers(0)
 )]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn attention_bwd_rows_dq<T: AttentionElement>(
+pub unsafe fn attention_bwd_rows_dq<T: AttentionElement, M: Mask>(
     q: *const T,
     k: *const T,
     v: *const T,
@@ -269,7 +275,9 @@ pub unsafe fn attention_bwd_rows_dq<T: AttentionElement>(
     do_sh: usize,
     scale_log2: f32,
     scale: f32,
-    causal: bool,
+    mask_data: *const i32,
+    mask_int: usize,
+    mask_float: f32,
 ) {
     let tid = thread::thread_idx_x() as usize;
     let warps = (thread::block_dim_x() / warp::SIZE) as usize;
@@ -301,7 +309,14 @@ pub unsafe fn attention_bwd_rows_dq<T: AttentionElement>(
             }
         }
     });
-    for j in 0..visible_keys(i, q_len, kv_len, causal) {
+    let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads).row(b, h, i);
+    let score_mod = M::SCORE_MOD && mask.modifies_scores();
+    let keys = mask.keys(b, h, i..i + 1);
+    for j in keys.start..keys.end.min(kv_len) {
+        // The same answer in every lane: the whole warp skips the key or none of it.
+        if M::MASKS && !mask.keep(b, h, i, j) {
+            continue;
+        }
         let (k_row, v_row) = (k_head.wrapping_add(j * k_ss), v_head.wrapping_add(j * v_ss));
         let (mut s, mut dp) = (0.0f32, 0.0f32);
         let mut kj = [0.0f32; LANE_DIMS];
@@ -316,10 +331,15 @@ pub unsafe fn attention_bwd_rows_dq<T: AttentionElement>(
                 }
             }
         });
-        // Every lane of the warp is here (the loop count is the row's).
+        // Every lane of the warp is here (the loop count and the mask are the row's).
         let (s, dp) = (warp::reduce_sum(s), warp::reduce_sum(dp));
-        let p = math::exp2(s * scale_log2 - l2);
-        let ds = p * (dp - dd);
+        let ds = if score_mod {
+            let x = s * scale;
+            let p = math::exp2(mask.score(x, b, h, i, j) * math::LOG2_E - l2);
+            p * (dp - dd) * mask.score_grad(x, b, h, i, j)
+        } else {
+            math::exp2(s * scale_log2 - l2) * (dp - dd)
+        };
         unroll_8!(LANE_DIMS, |c| {
             acc[c] = math::fma(ds, kj[c], acc[c]);
         });
@@ -338,10 +358,11 @@ pub unsafe fn attention_bwd_rows_dq<T: AttentionElement>(
 ///
 /// Warp `r` takes key row `(b, kvh, j)` of the `key_rows = batch * kv_heads * kv_len`. Lane `l`
 /// holds dims `l + 32c` of `k_j` and `v_j` and of its `dK` and `dV` accumulators. For each query
-/// head `h` of the group (`kvh group ..+ group`) and each query row `i` that sees key `j` (all,
-/// or with the causal mask `i >= j + q_len - kv_len`), the warp sums `s = q_i . k_j` and `dp =
-/// dO_i . v_j` (5 shuffles each); then `p = exp2(s scale_log2 - lse2[w])` (`w` the row's
-/// statistics), `dv += p dO_i` and `dk += p (dp - delta[w]) q_i`. It stores `scale dk` and `dv`
+/// head `h` of the group (`kvh group ..+ group`) and each query row `i` that sees key `j` (those
+/// of [`Mask::rows`] that [`Mask::keep`] keeps), the warp sums `s = q_i . k_j` and `dp = dO_i .
+/// v_j` (5 shuffles each); then `p = exp2(s scale_log2 - lse2[w])` (`w` the row's statistics;
+/// the mask's score where it modifies scores), `dv += p dO_i` and `dk += p (dp - delta[w]) q_i`
+/// (times [`Mask::score_grad`]). It stores `scale dk` and `dv`
 /// rounded to `T` at `[b, j, kvh, :]` of `dk` and `dv` (contiguous `[batch, kv_len, kv_heads,
 /// head_dim]`); a key no row sees stores zeros.
 ///
@@ -355,16 +376,18 @@ pub unsafe fn attention_bwd_rows_dq<T: AttentionElement>(
 ///   hold `key_rows * head_dim` elements each, overlapping no input and each other.
 /// * `key_rows` a multiple of `kv_heads * kv_len`; `kv_heads`, `kv_len >= 1`; `heads = group *
 ///   kv_heads` (`group` may be 0: no query head, zeros); `q_len <= q_pad`; `head_dim <= 256`.
+/// * The mask's arguments as for [`attention_bwd_rows_dq`](fn@attention_bwd_rows_dq).
 ///
-/// Instances: `attention_bwd_rows_dkdv_bf16`, `attention_bwd_rows_dkdv_f16`.
+/// Instances: `attention_bwd_rows_dkdv_bf16`, `attention_bwd_rows_dkdv_f16` (the shipped masks,
+/// [`General`]).
 // Barriers: none (shuffles only).
 #[kernel(
-    instances(attention_bwd_rows_dkdv_bf16 = bf16, attention_bwd_rows_dkdv_f16 = f16),
+    instances(attention_bwd_rows_dkdv_bf16 = (bf16, General), attention_bwd_rows_dkdv_f16 = (f16, General)),
     block(BWD_ROWS_BLOCK),
     barriers(0)
 )]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn attention_bwd_rows_dkdv<T: AttentionElement>(
+pub unsafe fn attention_bwd_rows_dkdv<T: AttentionElement, M: Mask>(
     q: *const T,
     k: *const T,
     v: *const T,
@@ -394,7 +417,9 @@ pub unsafe fn attention_bwd_rows_dkdv<T: AttentionElement>(
     do_sh: usize,
     scale_log2: f32,
     scale: f32,
-    causal: bool,
+    mask_data: *const i32,
+    mask_int: usize,
+    mask_float: f32,
 ) {
     let tid = thread::thread_idx_x() as usize;
     let warps = (thread::block_dim_x() / warp::SIZE) as usize;
@@ -422,15 +447,16 @@ pub unsafe fn attention_bwd_rows_dkdv<T: AttentionElement>(
             }
         }
     });
-    // The first query row that sees key `j`: `visible_keys(i) > j`.
-    let first = if causal {
-        (j + q_len).saturating_sub(kv_len)
-    } else {
-        0
-    };
+    let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
+    let score_mod = M::SCORE_MOD && mask.modifies_scores();
     for hh in 0..group {
         let h = kvh * group + hh;
-        for i in first..q_len {
+        let band = mask.rows(b, h, j..j + 1);
+        for i in band.start..band.end.min(q_len) {
+            // The same answer in every lane, as in the `dQ` kernel.
+            if M::MASKS && !mask.keep(b, h, i, j) {
+                continue;
+            }
             let q_row = q.wrapping_add(b * q_sb + i * q_ss + h * q_sh);
             let do_row = d_o.wrapping_add(b * do_sb + i * do_ss + h * do_sh);
             let (mut qi, mut doi) = ([0.0f32; LANE_DIMS], [0.0f32; LANE_DIMS]);
@@ -447,13 +473,19 @@ pub unsafe fn attention_bwd_rows_dkdv<T: AttentionElement>(
                     dp = math::fma(doi[c], vv[c], dp);
                 }
             });
-            // Every lane of the warp is here (the loop counts are the key's).
+            // Every lane of the warp is here (the loop counts and the mask are the key's).
             let (s, dp) = (warp::reduce_sum(s), warp::reduce_sum(dp));
             let w = (b * heads + h) * q_pad + i;
             // SAFETY: `w < batch * heads * q_pad`.
             let (l2, dd) = unsafe { (mem::load(lse2, w), mem::load(delta, w)) };
-            let p = math::exp2(s * scale_log2 - l2);
-            let ds = p * (dp - dd);
+            let (p, ds) = if score_mod {
+                let x = s * scale;
+                let p = math::exp2(mask.score(x, b, h, i, j) * math::LOG2_E - l2);
+                (p, p * (dp - dd) * mask.score_grad(x, b, h, i, j))
+            } else {
+                let p = math::exp2(s * scale_log2 - l2);
+                (p, p * (dp - dd))
+            };
             unroll_8!(LANE_DIMS, |c| {
                 dv_acc[c] = math::fma(p, doi[c], dv_acc[c]);
                 dk_acc[c] = math::fma(ds, qi[c], dk_acc[c]);

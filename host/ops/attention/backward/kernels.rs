@@ -38,7 +38,7 @@ pub type PrepLauncher<T> = for<'a> unsafe fn(
 
 /// The launcher of `attention_bwd_rows_dq_*`: `(q, k, v, d_o, lse2, delta, dq, rows, q_len,
 /// kv_len, q_pad, heads, group, head_dim, q, k, v, d_o strides (3 each), scale_log2, scale,
-/// causal)`.
+/// mask data, mask int, mask float)` (the shipped masks' `General`).
 pub type RowsDqLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -70,12 +70,14 @@ pub type RowsDqLauncher<T> = for<'a> unsafe fn(
     usize,
     f32,
     f32,
-    bool,
+    DeviceSlice<'a, i32>,
+    usize,
+    f32,
 ) -> Result<()>;
 
 /// The launcher of `attention_bwd_rows_dkdv_*`: `(q, k, v, d_o, lse2, delta, dk, dv, key_rows,
 /// q_len, kv_len, q_pad, kv_heads, group, head_dim, q, k, v, d_o strides (3 each), scale_log2,
-/// scale, causal)`.
+/// scale, mask data, mask int, mask float)`.
 pub type RowsDkdvLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -108,7 +110,9 @@ pub type RowsDkdvLauncher<T> = for<'a> unsafe fn(
     usize,
     f32,
     f32,
-    bool,
+    DeviceSlice<'a, i32>,
+    usize,
+    f32,
 ) -> Result<()>;
 
 /// The launcher of `attention_bwd_flash_dkdv_*`: `(q, k, v, d_o, lse2, delta, dk, dv, q_len,

@@ -33,6 +33,7 @@ use plan::{BackwardFacts, BackwardPlan};
 
 use std::sync::PoisonError;
 
+use super::kernels::MaskKind;
 use super::{AttentionElement, AttentionOptions, AttentionTensor, OP, Operands, attention_shape};
 use crate::buffer::{DeviceVec, checked_len_of};
 use crate::device::Gpu;
@@ -63,6 +64,11 @@ impl Gpu {
     /// one-kernel Hopper rung, which runs when asked for and by default at head dims 64 and 128
     /// unless `options.deterministic` asks for the same bits.
     ///
+    /// Masks: the causal one on every rung; the other shipped masks (a sliding window, ALiBi,
+    /// documents, the soft cap, a varlen batch) on the rows rung, each score modification's
+    /// derivative ([`Mask::score_grad`](gpukern_device::attention::Mask::score_grad))
+    /// multiplying its pair's gradient; a custom mask is an error.
+    ///
     /// Rules: the forward's; a row that sees no key contributes nothing; keys no row sees get
     /// zero gradients. Allocates the gradients. Its workspace (8 bytes per query row, the rows
     /// of each head padded to 64; the one-kernel rung 4 bytes per element of `dq` more, its f32
@@ -84,7 +90,8 @@ impl Gpu {
     /// not `q`'s dims or `lse` not `batch * heads * q_len` floats; [`Error::InvalidArgument`]
     /// for a rung asked for where it does not apply (the wgmma rungs on another GPU, at another
     /// head dim, with unaligned strides or tensor maps the driver refuses; the one-kernel rung
-    /// with `deterministic`; the fused rung at another head dim or unaligned).
+    /// with `deterministic`; the fused rung at another head dim or unaligned; a rung other than
+    /// the rows rung with a mask other than causal; a custom mask).
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward<T: AttentionElement>(
         &self,
@@ -129,11 +136,11 @@ impl Gpu {
         dv: &mut DeviceVec<T>,
     ) -> Result<()> {
         let ops = self.attention_inputs(q, k, v, options)?;
-        if !ops.mask.plain() {
+        if ops.mask.kind == MaskKind::Custom {
             return Err(Error::InvalidArgument {
                 op: OP,
                 detail: format!(
-                    "the backward takes no mask but the causal one, not {}",
+                    "the backward takes the shipped masks, not the custom mask {}",
                     options.mask.name()
                 ),
             });
@@ -192,6 +199,7 @@ impl Gpu {
                     .iter()
                     .all(|t| t.map_4d_ok(WGMMA_BOX_ROWS))
                 && [&ops.q, d_out].iter().all(|t| t.map_4d_ok(BWD_WGMMA_Q_TILE)),
+            masked: !ops.mask.plain(),
         };
         let plan = BackwardPlan::choose(options.algorithm, s.head_dim, facts, options.deterministic)
             .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
@@ -280,6 +288,7 @@ impl Gpu {
         let stats = (lse2.as_slice(), delta.as_slice());
         match plan {
             BackwardPlan::Rows => {
+                let mask = ops.mask.launch()?;
                 if s.rows() > 0 {
                     let cfg = LaunchConfig::rows_per_block(
                         OP,
@@ -325,7 +334,9 @@ impl Gpu {
                             dh,
                             ops.scale_log2,
                             launch.scale(),
-                            ops.causal,
+                            mask.data,
+                            mask.int,
+                            mask.float,
                         )?
                     };
                 }
@@ -374,7 +385,9 @@ impl Gpu {
                             dh,
                             ops.scale_log2,
                             launch.scale(),
-                            ops.causal,
+                            mask.data,
+                            mask.int,
+                            mask.float,
                         )?
                     };
                 }

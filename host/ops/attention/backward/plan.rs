@@ -2,6 +2,8 @@
 //! head dim and the operands' alignment (a pure function, unit-tested without a `Gpu`).
 //!
 //! The rules, in order:
+//! 0. A mask other than none and causal (`BackwardFacts::masked`): the rows rung, for `Auto` and
+//!    `Rows`; any other algorithm is an error.
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung (`attention_bwd_rows_dq_*` and
 //!    `attention_bwd_rows_dkdv_*`).
 //! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`BWD_WGMMA_HEAD_DIMS`]), aligned
@@ -64,6 +66,10 @@ pub(crate) struct BackwardFacts {
     pub(crate) wgmma: bool,
     /// The driver encodes the four operands' tensor maps, and there is a key.
     pub(crate) tensor_maps: bool,
+    /// The call has a mask other than none and causal (a window, ALiBi, documents, a soft cap,
+    /// a varlen batch): the kernels' [`General`](kernels_gpu::gpu::attention::General)
+    /// instances.
+    pub(crate) masked: bool,
 }
 
 /// Head dims at which `Auto` runs the one-kernel Hopper rung ([`BackwardPlan::WgmmaFused`])
@@ -87,6 +93,15 @@ impl BackwardPlan {
         deterministic: bool,
     ) -> Result<BackwardPlan, String> {
         debug_assert!(head_dim % HEAD_DIM_MULTIPLE == 0 && head_dim <= MAX_HEAD_DIM);
+        if facts.masked {
+            return match algorithm {
+                AttentionAlgorithm::Auto | AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
+                _ => Err(format!(
+                    "with a mask other than none and causal the backward runs the rows rung \
+                     (Rows or Auto), not {algorithm:?}"
+                )),
+            };
+        }
         let aligned = facts.aligned;
         let fused = BWD_FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
         let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
@@ -214,6 +229,7 @@ mod tests {
             aligned: true,
             wgmma: true,
             tensor_maps: true,
+            masked: false,
         };
         for d in [64, 128] {
             for alg in [
@@ -281,6 +297,7 @@ mod tests {
             aligned: true,
             wgmma: true,
             tensor_maps: true,
+            masked: false,
         };
         let fused = AttentionAlgorithm::WgmmaFused;
         for d in [64, 128] {
@@ -311,6 +328,44 @@ mod tests {
         for d in [8, 96, 256] {
             assert!(BackwardPlan::choose(fused, d, all, false).is_err());
         }
+    }
+
+    /// A masked call: the rows rung by default and on request, whatever the other facts; every
+    /// other rung an error that names it.
+    #[test]
+    fn masked_calls_take_the_rows_rung() {
+        let all = BackwardFacts {
+            aligned: true,
+            wgmma: true,
+            tensor_maps: true,
+            masked: true,
+        };
+        for d in [8, 64, 128, 256] {
+            for deterministic in [false, true] {
+                for alg in [AttentionAlgorithm::Auto, AttentionAlgorithm::Rows] {
+                    assert_eq!(
+                        BackwardPlan::choose(alg, d, all, deterministic),
+                        Ok(BackwardPlan::Rows)
+                    );
+                }
+                for alg in [
+                    AttentionAlgorithm::Flash,
+                    AttentionAlgorithm::Wgmma,
+                    AttentionAlgorithm::WgmmaPingPong,
+                    AttentionAlgorithm::WgmmaPersistent,
+                    AttentionAlgorithm::WgmmaFused,
+                ] {
+                    let err = BackwardPlan::choose(alg, d, all, deterministic).expect_err("masked");
+                    assert!(err.contains("rows rung"), "{err}");
+                }
+            }
+        }
+        // Without the mask the same facts pick the Hopper rung.
+        let plain = BackwardFacts { masked: false, ..all };
+        assert_eq!(
+            BackwardPlan::choose(AttentionAlgorithm::Auto, 128, plain, false),
+            Ok(BackwardPlan::WgmmaFused { head_dim: 128 })
+        );
     }
 
     /// The preparation's geometry: a row's lanes cover its 8-element pieces (a power of two, at

@@ -1,0 +1,178 @@
+//! Attention backward with the shipped masks (sliding window, ALiBi, documents, the soft cap
+//! with and without the causal mask, a varlen batch) against `cpu::attention_backward` with the
+//! same mask (f64, the masks written out apart from `gpukern_device::attention`, a score
+//! modification's derivative multiplying `dS`): the rungs that take them and the plan's choice,
+//! on ragged shapes with `q_len != kv_len` where the mask allows it, GQA; the rungs that take no
+//! mask asked for, an error; a planted wrong mask (a window one key wider, a cap 5% larger)
+//! that the same check rejects. Tolerances as `attention_backward`'s (its module
+//! documentation).
+
+use gpukern::{AttentionAlgorithm, AttentionMask, AttentionOptions, Error, Gpu, bf16, cpu, f16};
+use libtest_mimic::Trial;
+use rand::rngs::StdRng;
+
+use super::attention_backward::{Case, TestElement, backward, check_all, inputs};
+use super::attention_masks::{Kind, Shape, document_ids, mask_of};
+use crate::common::check::*;
+use crate::common::trial::{Target, trial};
+
+/// The simulator's cases: each mask on a ragged shape with several of the fused rungs' tiles,
+/// tiles the mask empties and tiles it cuts (documents: `q_len == kv_len`), and a head dim.
+const SIM_CASES: [(Kind, Shape, usize); 5] = [
+    (Kind::Window(13), (1, 70, 90, 2, 1), 64),
+    (Kind::Alibi, (1, 45, 40, 2, 1), 40),
+    (Kind::Document, (2, 70, 70, 2, 1), 64),
+    (Kind::SoftCap(false), (1, 33, 70, 2, 2), 128),
+    (Kind::SoftCap(true), (1, 70, 70, 1, 1), 64),
+];
+
+/// The GPU's cases: past a thousand rows and keys, GQA, head dims 64 and 128 (and one the
+/// rows rung alone takes).
+const CUDA_CASES: [(Kind, Shape, usize); 6] = [
+    (Kind::Window(300), (1, 1031, 1100, 4, 2), 128),
+    (Kind::Alibi, (1, 1031, 1031, 4, 1), 64),
+    (Kind::Document, (2, 1031, 1031, 2, 2), 128),
+    (Kind::SoftCap(false), (1, 1000, 1031, 2, 1), 64),
+    (Kind::SoftCap(true), (1, 1031, 1031, 2, 1), 128),
+    (Kind::Window(37), (1, 150, 170, 2, 1), 96),
+];
+
+/// Every trial of the masked backward.
+pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
+    let mut trials = Vec::new();
+    for (target, cases) in [(sim, &SIM_CASES[..]), (cuda, &CUDA_CASES[..])] {
+        for (n, &(kind, shape, d)) in cases.iter().enumerate() {
+            let name = format!("attention_backward::mask::{}::d{d}", kind.name());
+            trials.push(if n % 2 == 0 {
+                trial(target, &format!("{name}_bf16"), move |gpu, rng| {
+                    mask_case::<bf16>(gpu, rng, kind, shape, d)
+                })
+            } else {
+                trial(target, &format!("{name}_f16"), move |gpu, rng| {
+                    mask_case::<f16>(gpu, rng, kind, shape, d)
+                })
+            });
+        }
+        trials.push(trial(target, "attention_backward::mask::varlen", varlen));
+        trials.push(trial(target, "attention_backward::mask::planted", planted));
+    }
+    trials
+}
+
+/// The rungs a masked backward is checked on: the plan's choice and the rows rung.
+const RUNGS: [AttentionAlgorithm; 2] = [AttentionAlgorithm::Auto, AttentionAlgorithm::Rows];
+
+/// The rungs that take no mask but the causal one: each must refuse a masked call.
+const UNMASKED_RUNGS: [AttentionAlgorithm; 2] = [AttentionAlgorithm::Flash, AttentionAlgorithm::Wgmma];
+
+/// One mask on one shape: each rung of [`RUNGS`] against the f64 reference; the rungs of
+/// [`UNMASKED_RUNGS`] an error.
+fn mask_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, kind: Kind, shape: Shape, d: usize) -> Check {
+    let doc = gpu.document_mask(&document_ids(shape.0, shape.1), shape.0, shape.1)?;
+    let options = AttentionOptions {
+        mask: mask_of(kind, Some(&doc))?,
+        ..Default::default()
+    };
+    check_rungs::<T>(gpu, rng, case_of(shape, d), &options, kind.name())
+}
+
+/// A backward case of `shape` at head dim `d` (the mask in the options).
+fn case_of((b, sq, skv, h, hk): Shape, d: usize) -> Case {
+    (b, sq, skv, h, hk, d, false)
+}
+
+/// The rungs of [`RUNGS`] on `options` against the reference, those of [`UNMASKED_RUNGS`] an
+/// error that names the rows rung.
+fn check_rungs<T: TestElement>(
+    gpu: &Gpu,
+    rng: &mut StdRng,
+    case: Case,
+    options: &AttentionOptions,
+    what: String,
+) -> Check {
+    let x = inputs::<T>(rng, case, options)?;
+    let want = cpu::attention_backward(&x.d_out, &x.q, &x.k, &x.v, options)?;
+    for algorithm in RUNGS {
+        let options = AttentionOptions {
+            algorithm,
+            ..*options
+        };
+        let [dq, dk, dv] = backward(gpu, &x, &options)?;
+        check_all(
+            &format!("{what} {}", algorithm.name()),
+            [&dq, &dk, &dv],
+            &want,
+            T::UNIT,
+        )?;
+    }
+    for algorithm in UNMASKED_RUNGS {
+        let options = AttentionOptions {
+            algorithm,
+            ..*options
+        };
+        match backward(gpu, &x, &options) {
+            Err(Error::InvalidArgument { detail, .. }) if detail.contains("rows rung") => {}
+            other => {
+                return Err(format!("{what} {}: {:?}", algorithm.name(), other.map(|_| ())).into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A packed batch of three sequences (rows and keys ragged, one sequence of a single row),
+/// causal within each, bf16 at head dim 64.
+fn varlen(gpu: &Gpu, rng: &mut StdRng) -> Check {
+    let (cu_q, cu_k) = ([0usize, 30, 31, 70], [0usize, 40, 41, 90]);
+    let mask = gpu.varlen_mask(&cu_q, &cu_k, AttentionMask::Causal)?;
+    let options = AttentionOptions {
+        mask: AttentionMask::Varlen(&mask),
+        ..Default::default()
+    };
+    check_rungs::<bf16>(gpu, rng, (1, 70, 90, 2, 1, 64, false), &options, "varlen".into())
+}
+
+/// Planted wrong masks: the kernels run a window one key wider, and a soft cap 5% larger, than
+/// the reference's; the check must reject both on every rung that takes a mask (it would pass
+/// them if it were blind to a mask's edge or to the scores' modification and its derivative).
+fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
+    let mut failures = Vec::new();
+    for (what, want, planted) in [
+        (
+            "window one key wider",
+            AttentionMask::SlidingWindow { window: 20 },
+            AttentionMask::SlidingWindow { window: 21 },
+        ),
+        (
+            "cap 5% larger",
+            AttentionMask::SoftCap {
+                cap: 0.2,
+                causal: false,
+            },
+            AttentionMask::SoftCap {
+                cap: 0.21,
+                causal: false,
+            },
+        ),
+    ] {
+        let reference = AttentionOptions {
+            mask: want,
+            ..Default::default()
+        };
+        // The forward's output and log-sum-exp of the correct mask: only the backward differs.
+        let x = inputs::<bf16>(rng, (1, 70, 70, 1, 1, 64, false), &reference)?;
+        let want = cpu::attention_backward(&x.d_out, &x.q, &x.k, &x.v, &reference)?;
+        for algorithm in RUNGS {
+            let options = AttentionOptions {
+                mask: planted,
+                algorithm,
+                ..Default::default()
+            };
+            let [dq, dk, dv] = backward(gpu, &x, &options)?;
+            if check_all(what, [&dq, &dk, &dv], &want, <bf16 as TestElement>::UNIT).is_ok() {
+                failures.push(format!("{what}: {} passed", algorithm.name()));
+            }
+        }
+    }
+    all_passed(failures)
+}
