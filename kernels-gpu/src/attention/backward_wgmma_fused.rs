@@ -104,7 +104,7 @@ use super::backward_wgmma::{
     BWD_WGMMA_KEYS, BWD_WGMMA_Q_TILE, CONSUMER_ROWS, WARPGROUP,
 };
 use super::wgmma::{k_major_descriptor, n_major_descriptor, D128, D64, WGMMA_BOX_COLS};
-use crate::gpu::attention::{General, Mask, NoMask};
+use crate::gpu::attention::{General, KeysOf, Mask, NoMask};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
 use crate::gpu::{barrier, bf16, bulk, f16, hint, math, mbarrier, mem, thread, vector, warp, wgmma};
@@ -138,7 +138,8 @@ const fn fused_stages(d: usize) -> usize {
 
 /// Dynamic shared memory of [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused) at head
 /// dim `d`: the ring (`fused_stages`), a 1024-byte gap, `K` and `V`, the `dS^T` tiles of 128
-/// rows of 128 bytes, the two consumers' staged `dQ` shares, and `K`/`V`'s barrier.
+/// rows of 128 bytes, the two consumers' staged `dQ` shares, `K`/`V`'s barrier (16 bytes) and,
+/// for the masked instances, each key's rows ([`KEY_ROWS_BYTES`]).
 pub const fn bwd_wgmma_fused_shared_bytes(d: usize) -> usize {
     Ring::shared_bytes(fused_stages(d), dkdv_stage_bytes(d)) as usize
         + 1024
@@ -146,11 +147,22 @@ pub const fn bwd_wgmma_fused_shared_bytes(d: usize) -> usize {
         + DS_TILES * BOX_128
         + 2 * DQ_STAGING_BYTES
         + 16
+        + KEY_ROWS_BYTES
 }
 
+/// Bytes of the masked instances' rows of each of the block's keys: one `u32` per key, the first
+/// row that sees it and the one past the last, relative to the walk's first row, in its 16-bit
+/// halves (so the masked instances take `q_len` below 2^16: [`BWD_FUSED_MASKED_MAX_ROWS`]).
+/// Kept in shared memory, not registers: at head dim 128 the consumers have none to spare.
+const KEY_ROWS_BYTES: usize = 4 * BWD_WGMMA_KEYS;
+
+/// The most query rows (`q_len`) of a masked call of the fused kernel: its rows relative to the
+/// walk's first one fit 16 bits ([`KEY_ROWS_BYTES`]).
+pub const BWD_FUSED_MASKED_MAX_ROWS: usize = 0xffff;
+
 const _: () = assert!(
-    bwd_wgmma_fused_shared_bytes(128) == 231_488
-        && bwd_wgmma_fused_shared_bytes(64) == 198_768
+    bwd_wgmma_fused_shared_bytes(128) == 232_000
+        && bwd_wgmma_fused_shared_bytes(64) == 199_280
         && bwd_wgmma_fused_shared_bytes(128) <= 232_448,
     "the documented sizes, within the 227 KiB a block may opt in to"
 );
@@ -176,38 +188,61 @@ pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize)
     ((bh * (q_pad / 64) + row / 64) * (d / 64) + dim / 64) * DQ_PART + 4 * (128 * j + t) + 2 * h + e
 }
 
-/// A consumer thread's `P^T` of one step with a mask (`M::MASKS`, the `General` instances):
-/// for each of its 32 elements (keys `k` of the thread, queries `q0 + 8 j + 2 q + e` of the
-/// tile) `P = exp2(u - lse2)` where the query lies in the key's rows (`key_rows`, from
-/// [`Mask::rows`]), `u` the scaled score `s scale log2(e)` or, where the mask modifies scores,
-/// its [`Mask::score`] of `s scale` times `log2(e)`; 0 elsewhere (and for keys past `kv_len`,
-/// whose rows are empty). Returns `P^T` packed to `T` (the `dV` product's operand, as
-/// `pack_fragment` packs) and leaves in `st` `P` times the score's derivative
-/// ([`Mask::score_grad`]; `P` itself without a modification), the factor of `dS^T`.
-/// `(l2, lane_q)`: this lane's two statistics of the tile and its quad index, the other rows'
-/// shuffled in as in the kernel. The mask is made again from the kernel's parameters here (its
-/// fields kept across the loop cost registers).
+/// The mask `M` of the kernel's parameters, made where it is called: its integer and pointer pass
+/// through [`hint::recompute`], so that LLVM computes the mask's fields again at each use rather
+/// than once ahead and keeps them live across the warpgroups' `setmaxnreg` (ptxas spilled them
+/// there).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
+fn fresh_mask<M: Mask>(
+    (data, int, float): (*const i32, usize, f32),
+    (q_len, kv_len, heads): (usize, usize, usize),
+) -> M {
+    let int = hint::recompute(int as u32) as usize | (hint::recompute((int >> 32) as u32) as usize) << 32;
+    let data = hint::recompute_ptr(data.cast_mut()).cast_const();
+    launch_mask!(M, data, int, float, q_len, kv_len, heads)
+}
+
+/// The barrier instructions of an [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused)
+/// instance: the ring's initialisation, the `K`/`V` barrier's, the `dS^T` tile's named one and
+/// the staging's; with a mask (`masked`) also the named barrier ahead of the loop that shows
+/// the key rows to the quads' other lanes.
+pub const fn fused_barriers(masked: bool) -> u32 {
+    if masked {
+        5
+    } else {
+        4
+    }
+}
+
+/// The shipped masks' keys ([`General`] without its score modifications, which the host runs
+/// on the rows rung): the masked instances' `M`.
+type GeneralKeys = KeysOf<General>;
+
+/// A consumer thread's `P^T` of one step with a mask that drops pairs only (`M::MASKS`, not
+/// [`Mask::SCORE_MOD`]: the `GeneralKeys` instances): for each of its 32 elements (keys `k` of
+/// the thread, queries `q0 + 8 j + 2 q + e` of the tile) `P = exp2(s scale_log2 - lse2)` where
+/// the query lies in the key's rows (from [`Mask::rows`], packed in `key_rows` relative to the
+/// walk's `first_row`), 0 elsewhere (and for keys past `kv_len`, whose rows are empty), in
+/// place in `st`; returns them packed to `T` as `pack_fragment` packs them (each pair as it is
+/// computed: packed after the loop, ptxas spilled at head dim 128). `(l2, lane_q)`: this lane's
+/// two statistics of the tile and its quad index, the other rows' shuffled in as in the kernel.
+#[inline(always)]
 fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
     st: &mut [f32; 32],
     (l2, lane_q): (&[f32; 2], u32),
-    key_rows: [u32; 2],
+    key_rows: *const u32,
     first_row: u32,
-    (q0, h, b): (usize, usize, usize),
-    (mask_data, mask_int, mask_float): (*const i32, usize, f32),
-    (q_len, kv_len, heads): (usize, usize, usize),
-    (scale, scale_log2): (f32, f32),
+    q0: usize,
+    scale_log2: f32,
 ) -> [u32; 16] {
-    let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
-    let score_mod = false && M::SCORE_MOD && mask.modifies_scores();
+    const { assert!(!M::SCORE_MOD, "the masked instances drop pairs only") };
     let t = hint::recompute(thread::thread_idx_x()) as usize;
     let (c, w, g) = (t / WARPGROUP - 1, (t % WARPGROUP) / 32, (t % 32) / 4);
-    let first_key =
-        hint::recompute(thread::block_idx_x()) as usize * BWD_WGMMA_KEYS + CONSUMER_ROWS * c + 16 * w + g;
     // Per key, its rows as columns of this tile, clamped to `0..=64`.
     let base = q0 as u32 - first_row;
-    let cols = key_rows.map(|packed| {
+    let cols: [[u32; 2]; 2] = core::array::from_fn(|hh| {
+        // SAFETY: this thread's key's slot, written before the barrier ahead of the loop.
+        let packed = unsafe { mem::load(key_rows, CONSUMER_ROWS * c + 16 * w + g + 8 * hh) };
         let clamp = |x: u32| x.saturating_sub(base).min(BWD_WGMMA_Q_TILE as u32);
         [clamp(packed & 0xffff), clamp(packed >> 16)]
     });
@@ -220,19 +255,13 @@ fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
                 let col = (8 * j + 2 * (lane_q as usize) + e) as u32;
                 let l2 = warp::shfl_idx(l2[e], lane_q + 4 * j as u32);
                 let seen = col >= cols[hh][0] && col < cols[hh][1];
-                let (prob, factor) = if !seen {
-                    (0.0, 0.0)
-                } else if score_mod {
-                    let (query, key) = (q0 + col as usize, first_key + 8 * hh);
-                    let x = st[i] * scale;
-                    let prob = math::exp2_ftz(mask.score(x, b, h, query, key) * math::LOG2_E - l2);
-                    (prob, prob * mask.score_grad(x, b, h, query, key))
+                let prob = if seen {
+                    math::exp2_ftz(math::fma(st[i], scale_log2, -l2))
                 } else {
-                    let prob = math::exp2_ftz(math::fma(st[i], scale_log2, -l2));
-                    (prob, prob)
+                    0.0
                 };
                 pair[e] = prob;
-                st[i] = factor;
+                st[i] = prob;
             });
             p[2 * j + hh] = T::pack(pair);
         });
@@ -283,11 +312,13 @@ fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
 ///   every head of a group (as [`General`]'s).
 ///
 /// Instances: `attention_bwd_wgmma_fused_d<D>_<T>` (no mask or causal) and
-/// `attention_bwd_wgmma_fused_general_d<D>_<T>` (the shipped masks, [`General`]) for `D` 64 and
+/// `attention_bwd_wgmma_fused_general_d<D>_<T>` (the shipped masks that drop pairs only,
+/// `KeysOf<`[`General`]`>`: windows, documents, varlen batches; the host sends ALiBi and the
+/// soft cap to the rows rung) for `D` 64 and
 /// 128, `T` bf16 and f16. (32 parameters, what a gpukern launch takes at most: hence `q_pad`
 /// computed and the causal flag in `mask_int`.)
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
-// Barriers: the ring's initialisation, the `K`/`V` barrier's, and the `dS^T` tile's named one.
+// Barriers: `fused_barriers`.
 #[kernel(
     launch_bounds(384, 1),
     instances(
@@ -295,12 +326,12 @@ fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
         attention_bwd_wgmma_fused_d128_bf16 = (bf16, D128, NoMask),
         attention_bwd_wgmma_fused_d64_f16 = (f16, D64, NoMask),
         attention_bwd_wgmma_fused_d128_f16 = (f16, D128, NoMask),
-        attention_bwd_wgmma_fused_general_d64_bf16 = (bf16, D64, General),
-        attention_bwd_wgmma_fused_general_d128_bf16 = (bf16, D128, General),
-        attention_bwd_wgmma_fused_general_d64_f16 = (f16, D64, General),
-        attention_bwd_wgmma_fused_general_d128_f16 = (f16, D128, General),
+        attention_bwd_wgmma_fused_general_d64_bf16 = (bf16, D64, GeneralKeys),
+        attention_bwd_wgmma_fused_general_d128_bf16 = (bf16, D128, GeneralKeys),
+        attention_bwd_wgmma_fused_general_d64_f16 = (f16, D64, GeneralKeys),
+        attention_bwd_wgmma_fused_general_d128_f16 = (f16, D128, GeneralKeys),
     ),
-    barriers(4)
+    barriers(fused_barriers(M::MASKS))
 )]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
@@ -360,13 +391,13 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead, M: 
     // grid's limit): the query tiles of each head from the first row that sees key `k0` on
     // (`first_tile`, `per_head` of them), `steps` in all. The consumers compute it again from
     // the block index ([`hint::recompute`]) rather than keep the prologue's across the loop.
-    // With a mask (`M::MASKS`, the `General` instances): the query tiles that meet the rows
+    // With a mask (`M::MASKS`, the masked instances): the query tiles that meet the rows
     // that see the block's keys ([`Mask::rows`], their union over the group's heads), instead
     // of every tile from the first causal one.
     let walk = || {
         let k0 = hint::recompute(thread::block_idx_x()) as usize * BWD_WGMMA_KEYS;
         let (first_tile, end_tile) = if M::MASKS {
-            let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
+            let mask = fresh_mask::<M>((mask_data, mask_int, mask_float), (q_len, kv_len, heads));
             let keys = k0..(k0 + BWD_WGMMA_KEYS).min(kv_len);
             let (mut lo, mut hi) = (q_len, 0);
             for hh in 0..group {
@@ -479,17 +510,27 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead, M: 
     let key_past = keys.map(|key| key >= kv_len);
     // With a mask: per key the rows that see it ([`Mask::rows`] of the one key, of the group's
     // first head: `General`'s rows depend on no head), none for a key past `kv_len`, in 32 bits.
-    let first_row = first_tile as usize * BWD_WGMMA_Q_TILE;
-    let key_rows: [u32; 2] = core::array::from_fn(|hh| {
-        if !M::MASKS || key_past[hh] {
-            0
-        } else {
-            let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
-            let rows = mask.rows(b, kvh * group, keys[hh]..keys[hh] + 1);
-            let rel = |x: usize| (x.min(q_len).max(first_row) - first_row).min(0xffff) as u32;
-            rel(rows.start) | rel(rows.end) << 16
-        }
-    });
+    // Written by the quad's first lane (its four lanes hold the same keys) into the block's
+    // `KEY_ROWS_BYTES` after `K`/`V`'s barrier, read by the four in each step (after the named
+    // barrier before the loop).
+    let key_rows = kv_bar.wrapping_add(2).cast::<u32>();
+    if M::MASKS && qd == 0 {
+        let first_row = first_tile as usize * BWD_WGMMA_Q_TILE;
+        unroll_8!(2, |hh| {
+            let packed = if key_past[hh] {
+                0
+            } else {
+                let mask = fresh_mask::<M>((mask_data, mask_int, mask_float), (q_len, kv_len, heads));
+                let rows = mask.rows(b, kvh * group, keys[hh]..keys[hh] + 1);
+                // `q_len <= 0xffff` (the contract): both fit.
+                let rel = |x: usize| (x.min(q_len).max(first_row) - first_row) as u32;
+                rel(rows.start) | rel(rows.end) << 16
+            };
+            // SAFETY: key `CONSUMER_ROWS c + 16 w + g + 8 hh < 128` of the block's slots, inside
+            // the launch's shared memory; written by this lane alone, read after a barrier.
+            unsafe { mem::store(key_rows, CONSUMER_ROWS * c + 16 * w + g + 8 * hh, packed) };
+        });
+    }
     // This consumer's 64 keys of `K` and `V` (8 KiB into each box): the `A` operands of the
     // transposed scores, per box of 64 dims.
     let own = |tile: usize, j: usize| {
@@ -522,6 +563,18 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead, M: 
     // As in the `dK`/`dV` kernel: at `D = 64` the previous step's products retire under this
     // step's scores; at `D = 128` each step's products are waited for at its end.
     let overlap = d <= 64;
+    if M::MASKS {
+        // The key rows stored above, for the quad's other lanes: the loop's `dS^T` barrier (its
+        // ids and counts), once before it.
+        // SAFETY: whole warps; both consumers (or each one's 128 threads) reach it, `steps > 0`.
+        unsafe {
+            if shared_ds {
+                barrier::sync(1, 2 * WARPGROUP as u32);
+            } else {
+                barrier::sync(1 + c as u32, WARPGROUP as u32);
+            }
+        }
+    }
     let mut consumer = ring.consumer();
     // The step's query head and tile, walked in 32 bits (a 64-bit division per step costs
     // registers the loop does not have at `D = 128`).
@@ -598,10 +651,8 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead, M: 
                 (&l2, lane_q),
                 key_rows,
                 first_tile * BWD_WGMMA_Q_TILE as u32,
-                (q0, h, b),
-                (mask_data, mask_int, mask_float),
-                (q_len, kv_len, heads),
-                (scale, scale_log2),
+                q0,
+                scale_log2,
             )
         } else {
             // P^T = exp2(S^T scale_log2 - lse2); masked where a query does not see the key (the
@@ -649,8 +700,7 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead, M: 
         }
         // SAFETY: the whole warpgroup; `dP^T`'s groups, then `dV`'s one: `dP^T` retires.
         dpt = unsafe { wgmma::wait_accumulators::<1, _>(dpt) };
-        // dS^T = P^T (dP^T - delta), in place of `dP^T` (with a mask `st` holds `P` times the
-        // score's derivative: `masked_probabilities`).
+        // dS^T = P^T (dP^T - delta), in place of `dP^T`.
         unroll_8!(8, |j| {
             unroll_8!(2, |e| {
                 let dd = stat(&dd, j, e);

@@ -22,7 +22,8 @@ use kernels_gpu::attention::backward_wgmma::{
     bwd_wgmma_dq_shared_bytes,
 };
 use kernels_gpu::attention::backward_wgmma_fused::{
-    DQ_CONVERT_BLOCK, bwd_wgmma_dq_accum_len, bwd_wgmma_fused_shared_bytes, dq_convert_threads,
+    BWD_FUSED_MASKED_MAX_ROWS, DQ_CONVERT_BLOCK, bwd_wgmma_dq_accum_len, bwd_wgmma_fused_shared_bytes,
+    dq_convert_threads,
 };
 use kernels_gpu::attention::wgmma::WGMMA_BOX_ROWS;
 use kernels_gpu::attention::{
@@ -201,6 +202,8 @@ impl Gpu {
                     .all(|t| t.map_4d_ok(WGMMA_BOX_ROWS))
                 && [&ops.q, d_out].iter().all(|t| t.map_4d_ok(BWD_WGMMA_Q_TILE)),
             masked,
+            score_mod: matches!(ops.mask.kind, MaskKind::Alibi | MaskKind::SoftCap),
+            short: s.q_len <= BWD_FUSED_MASKED_MAX_ROWS,
         };
         let plan = BackwardPlan::choose(options.algorithm, s.head_dim, facts, options.deterministic)
             .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;

@@ -3,9 +3,11 @@
 //!
 //! The rules, in order:
 //! 0. A mask other than none and causal (`BackwardFacts::masked`): the one-kernel Hopper rung's
-//!    `General` instances (`attention_bwd_wgmma_fused_general_d<D>_*`) for `Auto` and
-//!    `WgmmaFused` where rule 2 holds and the call is not deterministic, else the rows rung for
-//!    `Auto` and `Rows`; any other algorithm is an error that names those two.
+//!    masked instances (`attention_bwd_wgmma_fused_general_d<D>_*`) for `Auto` and `WgmmaFused`
+//!    where rule 2 holds, the call is not deterministic, the mask modifies no score (a window,
+//!    documents, a varlen batch; not ALiBi or the soft cap) and `q_len` is at most
+//!    [`BWD_FUSED_MASKED_MAX_ROWS`]; else the rows rung for `Auto` and `Rows`; any other
+//!    algorithm is an error that names those two.
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung (`attention_bwd_rows_dq_*` and
 //!    `attention_bwd_rows_dkdv_*`).
 //! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`BWD_WGMMA_HEAD_DIMS`]), aligned
@@ -30,6 +32,7 @@
 //! where rule 2 does not, is an error that says what the rung supports.
 
 use kernels_gpu::attention::backward_wgmma::BWD_WGMMA_HEAD_DIMS;
+use kernels_gpu::attention::backward_wgmma_fused::BWD_FUSED_MASKED_MAX_ROWS;
 use kernels_gpu::attention::{BWD_FLASH_HEAD_DIMS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM};
 
 use super::super::AttentionAlgorithm;
@@ -72,6 +75,12 @@ pub(crate) struct BackwardFacts {
     /// a varlen batch): the kernels' [`General`](kernels_gpu::gpu::attention::General)
     /// instances.
     pub(crate) masked: bool,
+    /// The mask modifies scores (ALiBi, the soft cap): the masked one-kernel instances take
+    /// masks that drop pairs only.
+    pub(crate) score_mod: bool,
+    /// `q_len` at most [`BWD_FUSED_MASKED_MAX_ROWS`] (the masked one-kernel instances keep
+    /// each key's rows in 16 bits).
+    pub(crate) short: bool,
 }
 
 /// Head dims at which `Auto` runs the one-kernel Hopper rung ([`BackwardPlan::WgmmaFused`])
@@ -98,9 +107,10 @@ impl BackwardPlan {
         let aligned = facts.aligned;
         let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
         if facts.masked {
+            let fused_masked = hopper && !deterministic && !facts.score_mod && facts.short;
             return match algorithm {
                 AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
-                AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaFused if hopper && !deterministic => {
+                AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaFused if fused_masked => {
                     Ok(BackwardPlan::WgmmaFused { head_dim })
                 }
                 AttentionAlgorithm::Auto => Ok(BackwardPlan::Rows),
@@ -108,7 +118,8 @@ impl BackwardPlan {
                     "with a mask other than none and causal the backward runs the rows rung (Rows), \
                      or the one-kernel wgmma rung (WgmmaFused; Auto picks it where it applies: a \
                      GPU with wgmma, head dims {BWD_WGMMA_HEAD_DIMS:?}, aligned operands, not \
-                     deterministic), not {algorithm:?} here"
+                     deterministic, a mask that modifies no score (not ALiBi or the soft cap), \
+                     q_len at most {BWD_FUSED_MASKED_MAX_ROWS}), not {algorithm:?} here"
                 )),
             };
         }
@@ -238,6 +249,8 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             masked: false,
+            score_mod: false,
+            short: true,
         };
         for d in [64, 128] {
             for alg in [
@@ -306,6 +319,8 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             masked: false,
+            score_mod: false,
+            short: true,
         };
         let fused = AttentionAlgorithm::WgmmaFused;
         for d in [64, 128] {
@@ -348,6 +363,8 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             masked: true,
+            score_mod: false,
+            short: true,
         };
         for d in [64, 128] {
             for alg in [AttentionAlgorithm::Auto, AttentionAlgorithm::WgmmaFused] {
@@ -366,6 +383,11 @@ mod tests {
                     aligned: false,
                     ..all
                 },
+                BackwardFacts {
+                    score_mod: true,
+                    ..all
+                },
+                BackwardFacts { short: false, ..all },
             ] {
                 assert_eq!(
                     BackwardPlan::choose(AttentionAlgorithm::Auto, d, missing, false),
