@@ -65,10 +65,12 @@ impl Gpu {
     /// one-kernel Hopper rung, which runs when asked for and by default at head dims 64 and 128
     /// unless `options.deterministic` asks for the same bits.
     ///
-    /// Masks: the causal one on every rung; the other shipped masks (a sliding window, ALiBi,
-    /// documents, the soft cap, a varlen batch) on the rows rung, each score modification's
-    /// derivative ([`Mask::score_grad`](gpukern_device::attention::Mask::score_grad))
-    /// multiplying its pair's gradient; a custom mask is an error.
+    /// Masks: the causal one on every rung; the shipped masks that drop pairs only (a sliding
+    /// window, documents, a varlen batch) on the one-kernel Hopper rung (its masked instances,
+    /// by default where it applies and `q_len` is at most 65,535) and on the rows rung; ALiBi
+    /// and the soft cap on the rows rung, each score modification's derivative
+    /// ([`Mask::score_grad`](gpukern_device::attention::Mask::score_grad)) multiplying its
+    /// pair's gradient; a custom mask is an error.
     ///
     /// Rules: the forward's; a row that sees no key contributes nothing; keys no row sees get
     /// zero gradients. Allocates the gradients. Its workspace (8 bytes per query row, the rows
@@ -91,8 +93,9 @@ impl Gpu {
     /// not `q`'s dims or `lse` not `batch * heads * q_len` floats; [`Error::InvalidArgument`]
     /// for a rung asked for where it does not apply (the wgmma rungs on another GPU, at another
     /// head dim, with unaligned strides or tensor maps the driver refuses; the one-kernel rung
-    /// with `deterministic`; the fused rung at another head dim or unaligned; a rung other than
-    /// the rows rung with a mask other than causal; a custom mask).
+    /// with `deterministic`; the fused rung at another head dim or unaligned; with a mask other
+    /// than causal, a rung other than those two, or the one-kernel rung where it does not apply;
+    /// a custom mask).
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward<T: AttentionElement>(
         &self,
