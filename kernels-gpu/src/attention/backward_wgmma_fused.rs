@@ -302,39 +302,107 @@ fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
 /// # Safety
 /// * As [`attention_bwd_wgmma_dkdv`](fn@super::backward_wgmma::attention_bwd_wgmma_dkdv) for
 ///   `maps` (`Q`, `dO` with boxes of 64 rows, `K`, `V` with boxes of 128), the operands, the
-///   statistics (padded to `q_pad = ceil(q_len / 64) 64` rows per head, which the kernel
-///   computes), `dk` and `dv`; `heads = kv_heads group`, `kv_len >= 1`.
+///   statistics (`q_pad` a multiple of 64), `dk` and `dv`; `heads = kv_heads group`, `kv_len >=
+///   1`.
 /// * `dq_accum` holds [`bwd_wgmma_dq_accum_len`]`(batch, heads, q_pad, D)` floats, 16-byte
 ///   aligned, zeroed (or holding the sums to add to), touched by nothing else during the launch.
-/// * The mask `M`: without one (`NoMask`), `mask_int` is 1 for the causal mask and 0 for none
-///   (`mask_data`, `mask_float` unread); with one, `mask_data`, `mask_int`, `mask_float` are what
-///   it reads ([`MaskArgs`](crate::gpu::attention::MaskArgs)), its rows of each key the same for
-///   every head of a group (as [`General`]'s).
-///
-/// Instances: `attention_bwd_wgmma_fused_d<D>_<T>` (no mask or causal) and
-/// `attention_bwd_wgmma_fused_general_d<D>_<T>` (the shipped masks that drop pairs only,
-/// `KeysOf<`[`General`]`>`: windows, documents, varlen batches; the host sends ALiBi and the
-/// soft cap to the rows rung) for `D` 64 and
-/// 128, `T` bf16 and f16. (32 parameters, what a gpukern launch takes at most: hence `q_pad`
-/// computed and the causal flag in `mask_int`.)
+/// Instances: `attention_bwd_wgmma_fused_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16 (no
+/// mask, or the causal one); [`attention_bwd_wgmma_fused_masked`](fn@attention_bwd_wgmma_fused_masked)
+/// takes the other masks.
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
 // Barriers: `fused_barriers`.
 #[kernel(
     launch_bounds(384, 1),
     instances(
-        attention_bwd_wgmma_fused_d64_bf16 = (bf16, D64, NoMask),
-        attention_bwd_wgmma_fused_d128_bf16 = (bf16, D128, NoMask),
-        attention_bwd_wgmma_fused_d64_f16 = (f16, D64, NoMask),
-        attention_bwd_wgmma_fused_d128_f16 = (f16, D128, NoMask),
-        attention_bwd_wgmma_fused_general_d64_bf16 = (bf16, D64, GeneralKeys),
-        attention_bwd_wgmma_fused_general_d128_bf16 = (bf16, D128, GeneralKeys),
-        attention_bwd_wgmma_fused_general_d64_f16 = (f16, D64, GeneralKeys),
-        attention_bwd_wgmma_fused_general_d128_f16 = (f16, D128, GeneralKeys),
+        attention_bwd_wgmma_fused_d64_bf16 = (bf16, D64),
+        attention_bwd_wgmma_fused_d128_bf16 = (bf16, D128),
+        attention_bwd_wgmma_fused_d64_f16 = (f16, D64),
+        attention_bwd_wgmma_fused_d128_f16 = (f16, D128),
     ),
-    barriers(fused_barriers(M::MASKS))
+    barriers(fused_barriers(false))
 )]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
+pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
+    maps: *const u64,
+    q: *const T,
+    k: *const T,
+    v: *const T,
+    d_o: *const T,
+    lse2: *const f32,
+    delta: *const f32,
+    dk: *mut T,
+    dv: *mut T,
+    dq_accum: *mut f32,
+    q_len: usize,
+    kv_len: usize,
+    q_pad: usize,
+    heads: usize,
+    group: usize,
+    batch: usize,
+    q_sb: usize,
+    q_ss: usize,
+    q_sh: usize,
+    k_sb: usize,
+    k_ss: usize,
+    k_sh: usize,
+    v_sb: usize,
+    v_ss: usize,
+    v_sh: usize,
+    do_sb: usize,
+    do_ss: usize,
+    do_sh: usize,
+    scale_log2: f32,
+    scale: f32,
+    causal: bool,
+) {
+    // SAFETY: the caller's contract, which is the body's without a mask.
+    unsafe {
+        fused_body::<T, H, NoMask>(
+            maps,
+            (q, k, v, d_o),
+            (lse2, delta),
+            (dk, dv, dq_accum),
+            (q_len, kv_len, q_pad, heads, group, batch),
+            [
+                q_sb, q_ss, q_sh, k_sb, k_ss, k_sh, v_sb, v_ss, v_sh, do_sb, do_ss, do_sh,
+            ],
+            (scale_log2, scale),
+            (causal, core::ptr::null(), 0, 0.0),
+        )
+    }
+}
+
+/// [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused) with a mask that drops pairs
+/// only (`M`: the shipped masks' keys, `KeysOf<`[`General`]`>`: windows, documents, varlen
+/// batches; the host sends ALiBi and the soft cap to the rows rung): each block walks the query
+/// tiles of the rows that see its keys ([`Mask::rows`]), `P` zero outside each key's rows (the
+/// module documentation's walk and `masked_probabilities`).
+///
+/// Launch: as the unmasked kernel, with [`bwd_wgmma_fused_shared_bytes`]`(D)` bytes (each key's
+/// rows after `K`/`V`'s barrier).
+///
+/// # Safety
+/// * As [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused), the statistics padded to
+///   `q_pad = ceil(q_len / 64) 64` rows per head (which this kernel computes: its 32 parameters
+///   are what a gpukern launch takes at most), `q_len` at most [`BWD_FUSED_MASKED_MAX_ROWS`].
+/// * `mask_data`, `mask_int`, `mask_float` are what `M` reads
+///   ([`MaskArgs`](crate::gpu::attention::MaskArgs)), its rows of each key the same for every
+///   head of a group (as [`General`]'s).
+///
+/// Instances: `attention_bwd_wgmma_fused_masked_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16.
+// Barriers: `fused_barriers`.
+#[kernel(
+    launch_bounds(384, 1),
+    instances(
+        attention_bwd_wgmma_fused_masked_d64_bf16 = (bf16, D64, GeneralKeys),
+        attention_bwd_wgmma_fused_masked_d128_bf16 = (bf16, D128, GeneralKeys),
+        attention_bwd_wgmma_fused_masked_d64_f16 = (f16, D64, GeneralKeys),
+        attention_bwd_wgmma_fused_masked_d128_f16 = (f16, D128, GeneralKeys),
+    ),
+    barriers(fused_barriers(true))
+)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attention_bwd_wgmma_fused_masked<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
     maps: *const u64,
     q: *const T,
     k: *const T,
@@ -368,9 +436,42 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead, M: 
     mask_int: usize,
     mask_float: f32,
 ) {
-    let d = H::D;
-    let causal = !M::MASKS && mask_int != 0;
     let q_pad = q_len.div_ceil(BWD_WGMMA_Q_TILE) * BWD_WGMMA_Q_TILE;
+    // SAFETY: the caller's contract.
+    unsafe {
+        fused_body::<T, H, M>(
+            maps,
+            (q, k, v, d_o),
+            (lse2, delta),
+            (dk, dv, dq_accum),
+            (q_len, kv_len, q_pad, heads, group, batch),
+            [
+                q_sb, q_ss, q_sh, k_sb, k_ss, k_sh, v_sb, v_ss, v_sh, do_sb, do_ss, do_sh,
+            ],
+            (scale_log2, scale),
+            (false, mask_data, mask_int, mask_float),
+        )
+    }
+}
+
+/// The one-kernel backward of both entries: [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused)'s
+/// parameters grouped (`causal` read only without a mask, the mask's parameters only with one).
+///
+/// # Safety
+/// The entry's contract.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn fused_body<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
+    maps: *const u64,
+    (q, k, v, d_o): (*const T, *const T, *const T, *const T),
+    (lse2, delta): (*const f32, *const f32),
+    (dk, dv, dq_accum): (*mut T, *mut T, *mut f32),
+    (q_len, kv_len, q_pad, heads, group, batch): (usize, usize, usize, usize, usize, usize),
+    [q_sb, q_ss, q_sh, k_sb, k_ss, k_sh, v_sb, v_ss, v_sh, do_sb, do_ss, do_sh]: [usize; 12],
+    (scale_log2, scale): (f32, f32),
+    (causal, mask_data, mask_int, mask_float): (bool, *const i32, usize, f32),
+) {
+    let d = H::D;
     const {
         assert!(
             H::D % WGMMA_BOX_COLS == 0 && H::D <= 128,

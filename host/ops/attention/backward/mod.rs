@@ -599,9 +599,7 @@ impl Gpu {
                 }
             }
             BackwardPlan::WgmmaFused { head_dim } => {
-                // The `General` instances after the plain ones.
-                let which = usize::from(head_dim == 128) + if masked { 2 } else { 0 };
-                let mask = ops.mask.launch()?;
+                let which = usize::from(head_dim == 128);
                 let maps = self.backward_maps(&ops, d_out)?;
                 let opted = limits.opted_in();
                 let ([qb, qs, qh], [kb, ks, kh], [vb, vs, vh], [db, ds, dh]) = launch.strides();
@@ -618,45 +616,85 @@ impl Gpu {
                     // from word 0, the same checks by the plan, `kv_len >= 1`); `dq_accum` holds
                     // `bwd_wgmma_dq_accum_len(batch, heads, q_pad, head_dim)` floats, zeroed by
                     // the preparation before on the same stream (none where `q_len` is 0), and
-                    // nothing else touches it during the launch; the statistics padded to the
-                    // `q_pad` the kernel computes; the mask's parameters, or the causal flag.
+                    // nothing else touches it during the launch; with a mask, the masked entry
+                    // (the plan checked that the mask drops pairs only and `q_len` fits), the
+                    // statistics padded to the `q_pad` it computes (the same as this one).
                     unsafe {
-                        (table.wgmma_fused[which])(
-                            &library,
-                            cfg,
-                            maps.view(),
-                            launch.view(&ops.q)?,
-                            launch.view(&ops.k)?,
-                            launch.view(&ops.v)?,
-                            launch.d_out,
-                            stats.0,
-                            stats.1,
-                            dk.view_mut(),
-                            dv.view_mut(),
-                            dq_accum.reborrow(),
-                            s.q_len,
-                            s.kv_len,
-                            s.heads,
-                            s.heads / s.kv_heads,
-                            s.batch,
-                            qb,
-                            qs,
-                            qh,
-                            kb,
-                            ks,
-                            kh,
-                            vb,
-                            vs,
-                            vh,
-                            db,
-                            ds,
-                            dh,
-                            ops.scale_log2,
-                            launch.scale(),
-                            mask.data,
-                            if masked { mask.int } else { usize::from(ops.causal) },
-                            mask.float,
-                        )?
+                        if masked {
+                            let mask = ops.mask.launch()?;
+                            (table.wgmma_fused_masked[which])(
+                                &library,
+                                cfg,
+                                maps.view(),
+                                launch.view(&ops.q)?,
+                                launch.view(&ops.k)?,
+                                launch.view(&ops.v)?,
+                                launch.d_out,
+                                stats.0,
+                                stats.1,
+                                dk.view_mut(),
+                                dv.view_mut(),
+                                dq_accum.reborrow(),
+                                s.q_len,
+                                s.kv_len,
+                                s.heads,
+                                s.heads / s.kv_heads,
+                                s.batch,
+                                qb,
+                                qs,
+                                qh,
+                                kb,
+                                ks,
+                                kh,
+                                vb,
+                                vs,
+                                vh,
+                                db,
+                                ds,
+                                dh,
+                                ops.scale_log2,
+                                launch.scale(),
+                                mask.data,
+                                mask.int,
+                                mask.float,
+                            )?
+                        } else {
+                            (table.wgmma_fused[which])(
+                                &library,
+                                cfg,
+                                maps.view(),
+                                launch.view(&ops.q)?,
+                                launch.view(&ops.k)?,
+                                launch.view(&ops.v)?,
+                                launch.d_out,
+                                stats.0,
+                                stats.1,
+                                dk.view_mut(),
+                                dv.view_mut(),
+                                dq_accum.reborrow(),
+                                s.q_len,
+                                s.kv_len,
+                                q_pad,
+                                s.heads,
+                                s.heads / s.kv_heads,
+                                s.batch,
+                                qb,
+                                qs,
+                                qh,
+                                kb,
+                                ks,
+                                kh,
+                                vb,
+                                vs,
+                                vh,
+                                db,
+                                ds,
+                                dh,
+                                ops.scale_log2,
+                                launch.scale(),
+                                ops.causal,
+                            )?
+                        }
                     };
                 }
                 if s.rows() > 0 {

@@ -3,7 +3,7 @@
 //!
 //! The rules, in order:
 //! 0. A mask other than none and causal (`BackwardFacts::masked`): the one-kernel Hopper rung's
-//!    masked instances (`attention_bwd_wgmma_fused_general_d<D>_*`) for `Auto` and `WgmmaFused`
+//!    masked instances (`attention_bwd_wgmma_fused_masked_d<D>_*`) for `Auto` and `WgmmaFused`
 //!    where rule 2 holds, the call is not deterministic, the mask modifies no score (a window,
 //!    documents, a varlen batch; not ALiBi or the soft cap) and `q_len` is at most
 //!    [`BWD_FUSED_MASKED_MAX_ROWS`]; else the rows rung for `Auto` and `Rows`; any other
