@@ -154,7 +154,7 @@ pub const fn bwd_wgmma_fused_shared_bytes(d: usize) -> usize {
 /// row that sees it and the one past the last, relative to the walk's first row, in its 16-bit
 /// halves (so the masked instances take `q_len` below 2^16: [`BWD_FUSED_MASKED_MAX_ROWS`]).
 /// Kept in shared memory, not registers: at head dim 128 the consumers have none to spare.
-const KEY_ROWS_BYTES: usize = 4 * BWD_WGMMA_KEYS;
+pub const KEY_ROWS_BYTES: usize = 4 * BWD_WGMMA_KEYS;
 
 /// The most query rows (`q_len`) of a masked call of the fused kernel: its rows relative to the
 /// walk's first one fit 16 bits ([`KEY_ROWS_BYTES`]).
