@@ -95,6 +95,7 @@ PEERS: dict[str, list[Callable[[C.Ctx], None]]] = {
     "torch_attention": [peers_attention.torch_attention],
     "flex_attention": [peers_attention.flex_attention],
     "flex_attention_masks": [peers_attention.flex_attention_masks],
+    "flex_attention_masks_bwd": [peers_attention.flex_attention_masks_bwd],
     "torch_varlen": [peers_attention.torch_varlen],
     "flex_varlen": [peers_attention.flex_varlen],
     "triton_attention": [peers_attention.triton_attention],

@@ -23,7 +23,8 @@ the sequence) against a float64 reference of the same rounded inputs.
 Run by peers.py (entries `torch_attention`: cudnn and flash; `flex_attention`: flex;
 `triton_attention`: triton; `torch_attention_bwd`: the backward, kernel `attention_bwd`, cudnn
 and flash, TFLOP/s 2.5 times the forward's count; `triton_attention_bwd`: the tutorial's
-backward, `triton`).
+backward, `triton`; `flex_attention_masks` and `flex_attention_masks_bwd`: FlexAttention with
+the mask rows' masks, forward and backward).
 """
 
 from __future__ import annotations
@@ -255,6 +256,71 @@ def flex_attention_masks(ctx: Any) -> None:
             sink.item(base, measure)
 
 
+# The backward's mask rows (examples/bench/attention_masks.rs BACKWARD_MASKS): the masks that drop
+# pairs only, on MASK_SHAPES.
+BACKWARD_MASKS = ("sliding_window", "document")
+
+
+def flex_attention_masks_bwd(ctx: Any) -> None:
+    """FlexAttention's backward (compiled) with the window and the documents as a `BlockMask` from
+    a `mask_mod`, as `flex_attention_masks` makes them: the forward run once with `requires_grad`,
+    then `torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)` timed alone; checked on
+    sampled rows of the three gradients against the float64 autograd with the same mask
+    (`reference_grads`). Records `attention_bwd`, impl `flex`, TFLOP/s 2.5 times the forward's
+    count of kept pairs, as the Rust bench counts them."""
+    torch, sink = ctx.torch, ctx.sink
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention as flex
+
+    C.allow_recompiles(torch)
+    compiled = torch.compile(flex, dynamic=False)
+    for b, s, h, d in MASK_SHAPES:
+        doc_ids = (torch.arange(s, device="cuda") // (s // DOCUMENTS)).to(torch.int32)
+
+        def window(b_, h_, qi, ki):
+            return (qi >= ki) & (qi - ki < WINDOW)
+
+        def document(b_, h_, qi, ki):
+            return doc_ids[qi] == doc_ids[ki]
+
+        for name in BACKWARD_MASKS:
+            mask_mod = {"sliding_window": window, "document": document}[name]
+            base = C.record(
+                "attention_bwd", "flex", f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d,
+                causal=name != "document", mask=name, dtype="bf16", version=torch.__version__,
+                call=f"torch.autograd.grad of torch.compile(flex_attention)(q, k, v, block_mask=create_block_mask({mask_mod.__name__}))",
+            )
+
+            def measure(b: int = b, s: int = s, h: int = h, d: int = d, name: str = name,
+                        mask_mod: Any = mask_mod, base: dict[str, Any] = base) -> dict[str, Any]:
+                q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16) for _ in range(3))
+                dout = ctx.rand((b, h, s, d)).to(torch.bfloat16)
+                block_mask = create_block_mask(mask_mod, B=None, H=None, Q_LEN=s, KV_LEN=s, device="cuda")
+                qi = torch.arange(s, device="cuda")[:, None]
+                ki = torch.arange(s, device="cuda")[None, :]
+                keep = mask_mod(0, 0, qi, ki)
+                ref = reference_grads(torch, q, k, v, dout, False, keep)
+                del keep
+                for x in (q, k, v):
+                    x.requires_grad_(True)
+                out = compiled(q, k, v, block_mask=block_mask)
+
+                def launch(i: int) -> Any:
+                    return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+
+                got = sampled_grads(torch, launch(0))
+                torch.cuda.current_stream().synchronize()
+                checks = [ctx.check(g, r, BF16_TOL) for g, r in zip(got, ref)]
+                worst = max(checks, key=lambda c: float("inf") if c.rel_err != c.rel_err else c.rel_err)
+                del ref, got
+                rec = C.checked(base, worst)
+                if not worst.passed:
+                    return rec
+                flops = 2.5 * 4.0 * b * h * d * mask_pairs(name, s)
+                return C.timed(rec, ctx.timer.measure(launch, 2), None, flops)
+
+            sink.item(base, measure)
+
+
 # The varlen row (examples/bench/attention_masks.rs SEQ_LENS): 16384 tokens of 8 sequences packed
 # in a batch of one, causal within each sequence, 16 heads of 128.
 SEQ_LENS = [4096, 512, 3000, 1024, 2048, 3584, 1120, 1000]
@@ -470,15 +536,17 @@ def attention_bwd_flops(b: int, s: int, h: int, d: int, causal: bool) -> float:
     return full / 2 if causal else full
 
 
-def reference_grads(torch: Any, q: Any, k: Any, v: Any, dout: Any, causal: bool) -> list[Any]:
+def reference_grads(torch: Any, q: Any, k: Any, v: Any, dout: Any, causal: bool, keep: Any = None) -> list[Any]:
     """float64 gradients of the sampled heads of batch 0 (autograd of the written-out maths):
-    `dq` at the sampled query rows, `dk` and `dv` at the sampled key rows, `[heads, rows, d]`."""
+    `dq` at the sampled query rows, `dk` and `dv` at the sampled key rows, `[heads, rows, d]`;
+    the pairs `keep` (`[s, s]` booleans) keeps where given, else causal or all."""
     heads = sampled_heads(q.shape[1])
     s, d = q.shape[2], q.shape[3]
     qq, kk, vv = (x[0, heads].double().requires_grad_(True) for x in (q, k, v))
     scores = (qq @ kk.transpose(-1, -2)) / d**0.5
-    if causal:
+    if keep is None and causal:
         keep = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
+    if keep is not None:
         scores = scores.masked_fill(~keep, float("-inf"))
     out = torch.softmax(scores, dim=-1) @ vv
     grads = torch.autograd.grad(out, (qq, kk, vv), dout[0, heads].double())

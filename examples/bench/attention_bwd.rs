@@ -55,7 +55,7 @@ pub fn planned(quick: bool) -> usize {
 }
 
 /// The record's `impl`: `gpukern` for the plan's choice, `gpukern:<rung>` for a rung asked for.
-fn impl_name(algorithm: AttentionAlgorithm) -> String {
+pub fn impl_name(algorithm: AttentionAlgorithm) -> String {
     match algorithm {
         AttentionAlgorithm::Auto => "gpukern".to_string(),
         a => format!("gpukern:{}", a.name()),
@@ -73,7 +73,7 @@ pub fn flops([b, s, h, d]: [usize; 4], causal: bool) -> f64 {
 
 /// The backward's own inputs and outputs for one mask: `dO` (host and device), the forward's
 /// output and log-sum-exp (device and host), the gradients.
-struct Backward {
+pub struct Backward {
     d_out_host: Vec<bf16>,
     d_out: DeviceVec<bf16>,
     out_host: Vec<bf16>,
@@ -81,16 +81,17 @@ struct Backward {
     grads: [DeviceVec<bf16>; 3],
 }
 
-/// `dO` random, the forward (the plan's choice) run once for `options`' mask.
-fn prepare(gpu: &Gpu, ops: &mut Operands, causal: bool) -> Res<Backward> {
+/// `dO` random, the forward (the plan's choice) run once with `options`' mask (`causal` or
+/// `mask`; its algorithm unread).
+pub fn prepare(gpu: &Gpu, ops: &mut Operands, options: &AttentionOptions) -> Res<Backward> {
     let n: usize = ops.dims.iter().product();
     let mut rng = StdRng::seed_from_u64(rand::rng().random());
     let d_out_host: Vec<bf16> = (0..n)
         .map(|_| bf16::from_f32(rng.random_range(-1.0f32..1.0)))
         .collect();
     let options = AttentionOptions {
-        causal,
-        ..Default::default()
+        algorithm: AttentionAlgorithm::Auto,
+        ..*options
     };
     fwd::run(gpu, ops, &options)?;
     Ok(Backward {
@@ -103,7 +104,7 @@ fn prepare(gpu: &Gpu, ops: &mut Operands, causal: bool) -> Res<Backward> {
 }
 
 /// One backward call into `bw.grads`.
-fn run(gpu: &Gpu, ops: &Operands, bw: &mut Backward, options: &AttentionOptions) -> gpukern::Result<()> {
+pub fn run(gpu: &Gpu, ops: &Operands, bw: &mut Backward, options: &AttentionOptions) -> gpukern::Result<()> {
     let t = |x| AttentionTensor::contiguous(x, ops.dims);
     let [dq, dk, dv] = &mut bw.grads;
     gpu.attention_backward_into(
@@ -139,8 +140,9 @@ fn sampled_heads(h: usize) -> Vec<usize> {
 }
 
 /// The f64 gradients of the sampled rows (batch 0): `dq` of the sampled query rows, then `dk`
-/// and `dv` of the sampled key rows, head after head, row after row of `head_dim` values.
-fn reference(ops: &Operands, bw: &Backward, causal: bool) -> [Vec<f32>; 3] {
+/// and `dv` of the sampled key rows, head after head, row after row of `head_dim` values; the
+/// pairs row `i`, key `j` that `keeps(i, j)` (the mask, written out by the caller).
+pub fn reference(ops: &Operands, bw: &Backward, keeps: impl Fn(usize, usize) -> bool) -> [Vec<f32>; 3] {
     let [_, s, h, d] = ops.dims;
     let scale = 1.0 / (d as f64).sqrt();
     let at = |x: &[bf16], i: usize, hh: usize, c: usize| f64::from(x[(i * h + hh) * d + c].to_f32());
@@ -159,9 +161,8 @@ fn reference(ops: &Operands, bw: &Backward, causal: bool) -> [Vec<f32>; 3] {
         let lse = |i: usize| f64::from(bw.lse_host[hh * s + i]);
         let delta: Vec<f64> = (0..s).map(|i| dot(g, i, o, i, hh)).collect();
         for &i in &sampled_rows(s) {
-            let keys = if causal { i + 1 } else { s };
             let mut acc = vec![0.0f64; d];
-            for j in 0..keys {
+            for j in (0..s).filter(|&j| keeps(i, j)) {
                 let p = (scale * dot(q, i, k, j, hh) - lse(i)).exp();
                 let ds = p * (dot(g, i, v, j, hh) - delta[i]);
                 acc.iter_mut()
@@ -171,9 +172,8 @@ fn reference(ops: &Operands, bw: &Backward, causal: bool) -> [Vec<f32>; 3] {
             dq.extend(acc.iter().map(|&x| x as f32));
         }
         for &j in &sampled_rows(s) {
-            let first = if causal { j } else { 0 };
             let (mut ak, mut av) = (vec![0.0f64; d], vec![0.0f64; d]);
-            for (i, &delta_i) in delta.iter().enumerate().skip(first) {
+            for (i, &delta_i) in delta.iter().enumerate().filter(|&(i, _)| keeps(i, j)) {
                 let p = (scale * dot(q, i, k, j, hh) - lse(i)).exp();
                 let ds = p * (dot(g, i, v, j, hh) - delta_i);
                 for c in 0..d {
@@ -186,6 +186,11 @@ fn reference(ops: &Operands, bw: &Backward, causal: bool) -> [Vec<f32>; 3] {
         }
     }
     [dq, dk, dv]
+}
+
+/// The pairs of the causal mask (`j <= i`), or every pair.
+fn causal_keeps(causal: bool) -> impl Fn(usize, usize) -> bool {
+    move |i, j| !causal || j <= i
 }
 
 /// The sampled rows of the gradients on the device, in [`reference`]'s order.
@@ -209,7 +214,7 @@ fn sampled(ops: &Operands, bw: &Backward) -> Res<[Vec<f32>; 3]> {
 
 /// One call with `options` (the gradients zeroed first) checked on the sampled rows: the worst
 /// of the three gradients' checks.
-fn check(
+pub fn check(
     gpu: &Gpu,
     ops: &Operands,
     bw: &mut Backward,
@@ -274,8 +279,8 @@ pub fn attention_bwd(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                         return Err("attention operands were not prepared".into());
                     };
                     if state.is_none() {
-                        let bw = prepare(gpu, ops, causal)?;
-                        let want = reference(ops, &bw, causal);
+                        let bw = prepare(gpu, ops, &options)?;
+                        let want = reference(ops, &bw, causal_keeps(causal));
                         state = Some((bw, want));
                     }
                     let Some((bw, want)) = state.as_mut() else {
@@ -315,8 +320,12 @@ mod tests {
         let gpu = Gpu::simulator();
         let mut ops = fwd::prepare(&gpu, [1, 33, 1, 64]).unwrap();
         for causal in [false, true] {
-            let mut bw = prepare(&gpu, &mut ops, causal).unwrap();
-            let want = reference(&ops, &bw, causal);
+            let plain = AttentionOptions {
+                causal,
+                ..Default::default()
+            };
+            let mut bw = prepare(&gpu, &mut ops, &plain).unwrap();
+            let want = reference(&ops, &bw, causal_keeps(causal));
             for algorithm in [
                 AttentionAlgorithm::Wgmma,
                 AttentionAlgorithm::WgmmaFused,
@@ -332,7 +341,7 @@ mod tests {
                 let c = check(&gpu, &ops, &mut bw, &options, &want).unwrap();
                 assert!(c.passed(), "{algorithm:?} causal {causal}: {}", c.rel_err);
             }
-            let wrong = reference(&ops, &bw, !causal);
+            let wrong = reference(&ops, &bw, causal_keeps(!causal));
             let options = AttentionOptions {
                 causal,
                 ..Default::default()
@@ -340,5 +349,28 @@ mod tests {
             let c = check(&gpu, &ops, &mut bw, &options, &wrong).unwrap();
             assert!(!c.passed(), "the other mask's reference passed");
         }
+    }
+
+    /// The same with a sliding window (the masked rows of `attention_masks`): the plan's choice
+    /// (the one-kernel rung's masked instance) and the rows rung pass against the window's
+    /// reference, and fail against the causal one's.
+    #[test]
+    fn masked_checks_pass_on_the_simulator_and_can_fail() {
+        let gpu = Gpu::simulator();
+        let mut ops = fwd::prepare(&gpu, [1, 70, 1, 64]).unwrap();
+        let window = AttentionOptions {
+            mask: gpukern::AttentionMask::SlidingWindow { window: 9 },
+            ..Default::default()
+        };
+        let mut bw = prepare(&gpu, &mut ops, &window).unwrap();
+        let want = reference(&ops, &bw, |i, j| j <= i && i - j < 9);
+        for algorithm in [AttentionAlgorithm::Auto, AttentionAlgorithm::Rows] {
+            let options = AttentionOptions { algorithm, ..window };
+            let c = check(&gpu, &ops, &mut bw, &options, &want).unwrap();
+            assert!(c.passed(), "{algorithm:?}: {}", c.rel_err);
+        }
+        let wrong = reference(&ops, &bw, causal_keeps(true));
+        let c = check(&gpu, &ops, &mut bw, &window, &wrong).unwrap();
+        assert!(!c.passed(), "the causal reference passed a window");
     }
 }

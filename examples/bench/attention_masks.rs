@@ -12,6 +12,13 @@
 //! within each; the peers are torch's `varlen_attn` (FlashAttention's varlen kernels) and
 //! FlexAttention with the sequences as documents and the causal mask (`bench/peers_attention.py`
 //! `torch_varlen`, `flex_attention_masks`).
+//!
+//! And the backward with the masks that drop pairs only (the window and the documents, records
+//! `attention_bwd` with the key `mask`): the plan's choice (`gpukern`, the one-kernel Hopper
+//! rung's masked instances) and the rows rung (`gpukern:rows`); TFLOP/s 2.5 times the forward's
+//! count of kept pairs; each checked on sampled rows of the three gradients against the f64
+//! gradients with the mask (`attention_bwd::reference`). The peer is FlexAttention's backward
+//! with the same mask (`bench/peers_attention.py`, `flex_attention_masks_bwd`).
 
 use gpukern::{AttentionAlgorithm, AttentionMask, AttentionOptions, bf16};
 
@@ -52,9 +59,16 @@ const ALGORITHMS: [AttentionAlgorithm; 3] = [
     AttentionAlgorithm::Flash,
 ];
 
+/// The masks of the backward's rows (those that drop pairs only).
+const BACKWARD_MASKS: [&str; 2] = ["sliding_window", "document"];
+
+/// The implementations timed per mask in the backward.
+const BACKWARD_ALGORITHMS: [AttentionAlgorithm; 2] = [AttentionAlgorithm::Auto, AttentionAlgorithm::Rows];
+
 /// Measurements [`attention_masks`] makes.
 pub fn planned(_quick: bool) -> usize {
     (MASK_SHAPES.len() * MASKS.len() + 1) * ALGORITHMS.len()
+        + MASK_SHAPES.len() * BACKWARD_MASKS.len() * BACKWARD_ALGORITHMS.len()
 }
 
 /// The pairs one head of one sequence of `s` tokens keeps under `mask`.
@@ -121,10 +135,81 @@ fn reference(ops: &Operands, mask: &str) -> Vec<f32> {
     out
 }
 
-/// Every mask of every shape, every implementation; then the varlen row.
+/// Every mask of every shape, every implementation; then the varlen row; then the backward's.
 pub fn attention_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     shipped_masks(b, sink)?;
-    varlen(b, sink)
+    varlen(b, sink)?;
+    backward_masks(b, sink)
+}
+
+/// The backward's rows: each mask of [`BACKWARD_MASKS`] on each shape, the forward run once with
+/// it, each implementation checked and timed.
+fn backward_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
+    use super::attention_bwd as bwd;
+    for dims in MASK_SHAPES {
+        let [batch, seq, heads, head_dim] = dims;
+        let shape = format!("{batch}x{seq}x{heads}x{head_dim}");
+        if !b.wants(&shape) {
+            continue;
+        }
+        let ids: Vec<i32> = (0..batch * seq)
+            .map(|t| ((t % seq) / (seq / DOCUMENTS)) as i32)
+            .collect();
+        let doc = b.gpu.document_mask(&ids, batch, seq)?;
+        let mut prepared: Option<Operands> = None;
+        for name in BACKWARD_MASKS {
+            let mask = match name {
+                "sliding_window" => AttentionMask::SlidingWindow { window: WINDOW },
+                _ => AttentionMask::Document(&doc),
+            };
+            let flops = 2.5 * 4.0 * (batch * heads * head_dim) as f64 * pairs(name, seq);
+            let mut state: Option<(bwd::Backward, [Vec<f32>; 3])> = None;
+            for algorithm in BACKWARD_ALGORITHMS {
+                let options = AttentionOptions {
+                    mask,
+                    algorithm,
+                    ..Default::default()
+                };
+                let base = Record::new("attention_bwd", impl_name(algorithm), shape.clone())
+                    .with("b", batch)
+                    .with("seq", seq)
+                    .with("heads", heads)
+                    .with("head_dim", head_dim)
+                    .with("causal", name != "document")
+                    .with("mask", name)
+                    .with("dtype", "bf16")
+                    .with("call", "gpu.attention_backward_into");
+                sink.item(base.clone(), || {
+                    let gpu = &b.gpu;
+                    if prepared.is_none() {
+                        prepared = Some(super::attention::prepare(gpu, dims)?);
+                    }
+                    let Some(ops) = prepared.as_mut() else {
+                        return Err("attention operands were not prepared".into());
+                    };
+                    if state.is_none() {
+                        let bw = bwd::prepare(gpu, ops, &options)?;
+                        let want = bwd::reference(ops, &bw, |i, j| keeps(name, seq, i, j));
+                        state = Some((bw, want));
+                    }
+                    let Some((bw, want)) = state.as_mut() else {
+                        return Err("no backward inputs".into());
+                    };
+                    let check = bwd::check(gpu, ops, bw, &options, want)?;
+                    let record = base.checked(&check);
+                    if !check.passed() {
+                        return Ok(record);
+                    }
+                    let stats = b.timer.measure(|_| {
+                        bwd::run(gpu, ops, bw, &options)?;
+                        Ok(())
+                    })?;
+                    Ok(record.timed(&stats, None, Some(flops)))
+                })?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The varlen row: [`SEQ_LENS`] packed, causal within each sequence, every implementation.

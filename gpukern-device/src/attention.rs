@@ -610,6 +610,50 @@ impl Mask for SoftCap {
     }
 }
 
+/// The keys of mask `M` without its score modification ([`Mask::SCORE_MOD`] false): for a
+/// kernel that takes masks which only drop pairs (the one-kernel Hopper backward's masked
+/// instances), whose caller sends the score modifications elsewhere. Every other answer is
+/// `M`'s.
+#[derive(Clone, Copy, Debug)]
+pub struct KeysOf<M>(M);
+
+impl<M: Mask> Mask for KeysOf<M> {
+    const MASKS: bool = M::MASKS;
+    const CONTIGUOUS: bool = M::CONTIGUOUS;
+    #[inline(always)]
+    fn new(args: MaskArgs, shape: MaskShape) -> Self {
+        KeysOf(M::new(args, shape))
+    }
+    #[inline(always)]
+    fn keep(&self, b: usize, h: usize, q: usize, kv: usize) -> bool {
+        self.0.keep(b, h, q, kv)
+    }
+    #[inline(always)]
+    fn row(&self, b: usize, h: usize, q: usize) -> Self {
+        KeysOf(self.0.row(b, h, q))
+    }
+    #[inline(always)]
+    fn row_end(&self) -> Option<u32> {
+        self.0.row_end()
+    }
+    #[inline(always)]
+    fn keys(&self, b: usize, h: usize, q: Range<usize>) -> Range<usize> {
+        self.0.keys(b, h, q)
+    }
+    #[inline(always)]
+    fn full_keys(&self, b: usize, h: usize, q: Range<usize>) -> Range<usize> {
+        self.0.full_keys(b, h, q)
+    }
+    #[inline(always)]
+    fn rows(&self, b: usize, h: usize, kv: Range<usize>) -> Range<usize> {
+        self.0.rows(b, h, kv)
+    }
+    #[inline(always)]
+    fn tile(&self, b: usize, h: usize, q: Range<usize>, kv: Range<usize>) -> TileMask {
+        self.0.tile(b, h, q, kv)
+    }
+}
+
 /// Which shipped mask a [`General`] is: the low [`General::KIND_BITS`] bits of `args.int`
 /// ([`General::int`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,8 @@
 //! `tests/kernels/attention_masks.rs`, check it.)
 
 use gpukern_device::attention::{
-    Alibi, Causal, General, Mask, MaskArgs, MaskShape, NoMask, Shipped, SlidingWindow, SoftCap, TileMask,
+    Alibi, Causal, General, KeysOf, Mask, MaskArgs, MaskShape, NoMask, Shipped, SlidingWindow, SoftCap,
+    TileMask,
 };
 
 /// Every check of `mask` against `keep` of `reference` on a call of `shape`: pairs, and blocks of
@@ -286,4 +287,35 @@ fn a_planted_wrong_row_band_is_caught() {
         8,
     );
     assert!(!failures.is_empty(), "the planted row band passed");
+}
+
+/// `KeysOf<General>` keeps what `General` keeps, tile by tile and row band by row band, and
+/// modifies no score.
+#[test]
+fn keys_of_is_the_mask_without_its_scores() {
+    const { assert!(!<KeysOf<General> as Mask>::SCORE_MOD && <KeysOf<General> as Mask>::CONTIGUOUS) };
+    let mut failures = Vec::new();
+    for (q_len, kv_len) in SHAPES {
+        let shape = MaskShape {
+            q_len,
+            kv_len,
+            heads: 4,
+        };
+        for (kind, value) in [(Shipped::Window, 7), (Shipped::Causal, 0), (Shipped::SoftCap, 1)] {
+            let a = args(General::int(kind, value), 3.0);
+            let f = check_mask(
+                KeysOf::<General>::new(a, shape),
+                General::new(a, shape),
+                shape,
+                16,
+                8,
+            );
+            failures.extend(
+                f.into_iter()
+                    .take(3)
+                    .map(|x| format!("{kind:?} {q_len}x{kv_len}: {x}")),
+            );
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -104,6 +104,7 @@ use super::backward_wgmma::{
     BWD_WGMMA_KEYS, BWD_WGMMA_Q_TILE, CONSUMER_ROWS, WARPGROUP,
 };
 use super::wgmma::{k_major_descriptor, n_major_descriptor, D128, D64, WGMMA_BOX_COLS};
+use crate::gpu::attention::{General, KeysOf, Mask, NoMask};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
 use crate::gpu::{barrier, bf16, bulk, f16, hint, math, mbarrier, mem, thread, vector, warp, wgmma};
@@ -137,7 +138,8 @@ const fn fused_stages(d: usize) -> usize {
 
 /// Dynamic shared memory of [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused) at head
 /// dim `d`: the ring (`fused_stages`), a 1024-byte gap, `K` and `V`, the `dS^T` tiles of 128
-/// rows of 128 bytes, the two consumers' staged `dQ` shares, and `K`/`V`'s barrier.
+/// rows of 128 bytes, the two consumers' staged `dQ` shares, `K`/`V`'s barrier (16 bytes) and,
+/// for the masked instances, each key's rows ([`KEY_ROWS_BYTES`]).
 pub const fn bwd_wgmma_fused_shared_bytes(d: usize) -> usize {
     Ring::shared_bytes(fused_stages(d), dkdv_stage_bytes(d)) as usize
         + 1024
@@ -145,11 +147,22 @@ pub const fn bwd_wgmma_fused_shared_bytes(d: usize) -> usize {
         + DS_TILES * BOX_128
         + 2 * DQ_STAGING_BYTES
         + 16
+        + KEY_ROWS_BYTES
 }
 
+/// Bytes of the masked instances' rows of each of the block's keys: one `u32` per key, the first
+/// row that sees it and the one past the last, relative to the walk's first row, in its 16-bit
+/// halves (so the masked instances take `q_len` below 2^16: [`BWD_FUSED_MASKED_MAX_ROWS`]).
+/// Kept in shared memory, not registers: at head dim 128 the consumers have none to spare.
+pub const KEY_ROWS_BYTES: usize = 4 * BWD_WGMMA_KEYS;
+
+/// The most query rows (`q_len`) of a masked call of the fused kernel: its rows relative to the
+/// walk's first one fit 16 bits ([`KEY_ROWS_BYTES`]).
+pub const BWD_FUSED_MASKED_MAX_ROWS: usize = 0xffff;
+
 const _: () = assert!(
-    bwd_wgmma_fused_shared_bytes(128) == 231_488
-        && bwd_wgmma_fused_shared_bytes(64) == 198_768
+    bwd_wgmma_fused_shared_bytes(128) == 232_000
+        && bwd_wgmma_fused_shared_bytes(64) == 199_280
         && bwd_wgmma_fused_shared_bytes(128) <= 232_448,
     "the documented sizes, within the 227 KiB a block may opt in to"
 );
@@ -173,6 +186,87 @@ pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize)
     let (j, q, e) = (c / 8, (c % 8) / 2, c % 2);
     let t = 32 * w + 4 * g + q;
     ((bh * (q_pad / 64) + row / 64) * (d / 64) + dim / 64) * DQ_PART + 4 * (128 * j + t) + 2 * h + e
+}
+
+/// The mask `M` of the kernel's parameters, made where it is called: its integer and pointer pass
+/// through [`hint::recompute`], so that LLVM computes the mask's fields again at each use rather
+/// than once ahead and keeps them live across the warpgroups' `setmaxnreg` (ptxas spilled them
+/// there).
+#[inline(always)]
+fn fresh_mask<M: Mask>(
+    (data, int, float): (*const i32, usize, f32),
+    (q_len, kv_len, heads): (usize, usize, usize),
+) -> M {
+    let int = hint::recompute(int as u32) as usize | (hint::recompute((int >> 32) as u32) as usize) << 32;
+    let data = hint::recompute_ptr(data.cast_mut()).cast_const();
+    launch_mask!(M, data, int, float, q_len, kv_len, heads)
+}
+
+/// The barrier instructions of an [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused)
+/// instance: the ring's initialisation, the `K`/`V` barrier's, the `dS^T` tile's named one and
+/// the staging's; with a mask (`masked`) also the named barrier ahead of the loop that shows
+/// the key rows to the quads' other lanes.
+pub const fn fused_barriers(masked: bool) -> u32 {
+    if masked {
+        5
+    } else {
+        4
+    }
+}
+
+/// The shipped masks' keys ([`General`] without its score modifications, which the host runs
+/// on the rows rung): the masked instances' `M`.
+type GeneralKeys = KeysOf<General>;
+
+/// A consumer thread's `P^T` of one step with a mask that drops pairs only (`M::MASKS`, not
+/// [`Mask::SCORE_MOD`]: the `GeneralKeys` instances): for each of its 32 elements (keys `k` of
+/// the thread, queries `q0 + 8 j + 2 q + e` of the tile) `P = exp2(s scale_log2 - lse2)` where
+/// the query lies in the key's rows (from [`Mask::rows`], packed in `key_rows` relative to the
+/// walk's `first_row`), 0 elsewhere (and for keys past `kv_len`, whose rows are empty), in
+/// place in `st`; returns them packed to `T` as `pack_fragment` packs them (each pair as it is
+/// computed: packed after the loop, ptxas spilled at head dim 128). `(l2, lane_q)`: this lane's
+/// two statistics of the tile and its quad index, the other rows' shuffled in as in the kernel.
+#[inline(always)]
+fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
+    st: &mut [f32; 32],
+    (l2, lane_q): (&[f32; 2], u32),
+    key_rows: *const u32,
+    first_row: u32,
+    q0: usize,
+    scale_log2: f32,
+) -> [u32; 16] {
+    const { assert!(!M::SCORE_MOD, "the masked instances drop pairs only") };
+    let t = hint::recompute(thread::thread_idx_x()) as usize;
+    let (c, w, g) = (t / WARPGROUP - 1, (t % WARPGROUP) / 32, (t % 32) / 4);
+    // Per key, its rows as columns of this tile, clamped to `0..=64`.
+    let base = q0 as u32 - first_row;
+    let cols: [[u32; 2]; 2] = core::array::from_fn(|hh| {
+        // SAFETY: this thread's key's slot, written before the barrier ahead of the loop.
+        let packed = unsafe { mem::load(key_rows, CONSUMER_ROWS * c + 16 * w + g + 8 * hh) };
+        let clamp = |x: u32| x.saturating_sub(base).min(BWD_WGMMA_Q_TILE as u32);
+        [clamp(packed & 0xffff), clamp(packed >> 16)]
+    });
+    let mut p = [0u32; 16];
+    unroll_8!(8, |j| {
+        unroll_8!(2, |hh| {
+            let mut pair = [0.0f32; 2];
+            unroll_8!(2, |e| {
+                let i = 4 * j + 2 * hh + e;
+                let col = (8 * j + 2 * (lane_q as usize) + e) as u32;
+                let l2 = warp::shfl_idx(l2[e], lane_q + 4 * j as u32);
+                let seen = col >= cols[hh][0] && col < cols[hh][1];
+                let prob = if seen {
+                    math::exp2_ftz(math::fma(st[i], scale_log2, -l2))
+                } else {
+                    0.0
+                };
+                pair[e] = prob;
+                st[i] = prob;
+            });
+            p[2 * j + hh] = T::pack(pair);
+        });
+    });
+    p
 }
 
 /// Attention backward on Hopper's warpgroup tensor cores in one kernel: `dK`, `dV`, and `dQ`
@@ -212,10 +306,11 @@ pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize)
 ///   1`.
 /// * `dq_accum` holds [`bwd_wgmma_dq_accum_len`]`(batch, heads, q_pad, D)` floats, 16-byte
 ///   aligned, zeroed (or holding the sums to add to), touched by nothing else during the launch.
-///
-/// Instances: `attention_bwd_wgmma_fused_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16.
+/// Instances: `attention_bwd_wgmma_fused_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16 (no
+/// mask, or the causal one); [`attention_bwd_wgmma_fused_masked`](fn@attention_bwd_wgmma_fused_masked)
+/// takes the other masks.
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
-// Barriers: the ring's initialisation, the `K`/`V` barrier's, and the `dS^T` tile's named one.
+// Barriers: `fused_barriers`.
 #[kernel(
     launch_bounds(384, 1),
     instances(
@@ -224,7 +319,7 @@ pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize)
         attention_bwd_wgmma_fused_d64_f16 = (f16, D64),
         attention_bwd_wgmma_fused_d128_f16 = (f16, D128),
     ),
-    barriers(4)
+    barriers(fused_barriers(false))
 )]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
@@ -260,6 +355,122 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     scale: f32,
     causal: bool,
 ) {
+    // SAFETY: the caller's contract, which is the body's without a mask.
+    unsafe {
+        fused_body::<T, H, NoMask>(
+            maps,
+            (q, k, v, d_o),
+            (lse2, delta),
+            (dk, dv, dq_accum),
+            (q_len, kv_len, q_pad, heads, group, batch),
+            [
+                q_sb, q_ss, q_sh, k_sb, k_ss, k_sh, v_sb, v_ss, v_sh, do_sb, do_ss, do_sh,
+            ],
+            (scale_log2, scale),
+            (causal, core::ptr::null(), 0, 0.0),
+        )
+    }
+}
+
+/// [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused) with a mask that drops pairs
+/// only (`M`: the shipped masks' keys, `KeysOf<`[`General`]`>`: windows, documents, varlen
+/// batches; the host sends ALiBi and the soft cap to the rows rung): each block walks the query
+/// tiles of the rows that see its keys ([`Mask::rows`]), `P` zero outside each key's rows (the
+/// module documentation's walk and `masked_probabilities`).
+///
+/// Launch: as the unmasked kernel, with [`bwd_wgmma_fused_shared_bytes`]`(D)` bytes (each key's
+/// rows after `K`/`V`'s barrier).
+///
+/// # Safety
+/// * As [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused), the statistics padded to
+///   `q_pad = ceil(q_len / 64) 64` rows per head (which this kernel computes: its 32 parameters
+///   are what a gpukern launch takes at most), `q_len` at most [`BWD_FUSED_MASKED_MAX_ROWS`].
+/// * `mask_data`, `mask_int`, `mask_float` are what `M` reads
+///   ([`MaskArgs`](crate::gpu::attention::MaskArgs)), its rows of each key the same for every
+///   head of a group (as [`General`]'s).
+///
+/// Instances: `attention_bwd_wgmma_fused_masked_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16.
+// Barriers: `fused_barriers`.
+#[kernel(
+    launch_bounds(384, 1),
+    instances(
+        attention_bwd_wgmma_fused_masked_d64_bf16 = (bf16, D64, GeneralKeys),
+        attention_bwd_wgmma_fused_masked_d128_bf16 = (bf16, D128, GeneralKeys),
+        attention_bwd_wgmma_fused_masked_d64_f16 = (f16, D64, GeneralKeys),
+        attention_bwd_wgmma_fused_masked_d128_f16 = (f16, D128, GeneralKeys),
+    ),
+    barriers(fused_barriers(true))
+)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn attention_bwd_wgmma_fused_masked<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
+    maps: *const u64,
+    q: *const T,
+    k: *const T,
+    v: *const T,
+    d_o: *const T,
+    lse2: *const f32,
+    delta: *const f32,
+    dk: *mut T,
+    dv: *mut T,
+    dq_accum: *mut f32,
+    q_len: usize,
+    kv_len: usize,
+    heads: usize,
+    group: usize,
+    batch: usize,
+    q_sb: usize,
+    q_ss: usize,
+    q_sh: usize,
+    k_sb: usize,
+    k_ss: usize,
+    k_sh: usize,
+    v_sb: usize,
+    v_ss: usize,
+    v_sh: usize,
+    do_sb: usize,
+    do_ss: usize,
+    do_sh: usize,
+    scale_log2: f32,
+    scale: f32,
+    mask_data: *const i32,
+    mask_int: usize,
+    mask_float: f32,
+) {
+    let q_pad = q_len.div_ceil(BWD_WGMMA_Q_TILE) * BWD_WGMMA_Q_TILE;
+    // SAFETY: the caller's contract.
+    unsafe {
+        fused_body::<T, H, M>(
+            maps,
+            (q, k, v, d_o),
+            (lse2, delta),
+            (dk, dv, dq_accum),
+            (q_len, kv_len, q_pad, heads, group, batch),
+            [
+                q_sb, q_ss, q_sh, k_sb, k_ss, k_sh, v_sb, v_ss, v_sh, do_sb, do_ss, do_sh,
+            ],
+            (scale_log2, scale),
+            (false, mask_data, mask_int, mask_float),
+        )
+    }
+}
+
+/// The one-kernel backward of both entries: [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused)'s
+/// parameters grouped (`causal` read only without a mask, the mask's parameters only with one).
+///
+/// # Safety
+/// The entry's contract.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn fused_body<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
+    maps: *const u64,
+    (q, k, v, d_o): (*const T, *const T, *const T, *const T),
+    (lse2, delta): (*const f32, *const f32),
+    (dk, dv, dq_accum): (*mut T, *mut T, *mut f32),
+    (q_len, kv_len, q_pad, heads, group, batch): (usize, usize, usize, usize, usize, usize),
+    [q_sb, q_ss, q_sh, k_sb, k_ss, k_sh, v_sb, v_ss, v_sh, do_sb, do_ss, do_sh]: [usize; 12],
+    (scale_log2, scale): (f32, f32),
+    (causal, mask_data, mask_int, mask_float): (bool, *const i32, usize, f32),
+) {
     let d = H::D;
     const {
         assert!(
@@ -281,15 +492,31 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     // grid's limit): the query tiles of each head from the first row that sees key `k0` on
     // (`first_tile`, `per_head` of them), `steps` in all. The consumers compute it again from
     // the block index ([`hint::recompute`]) rather than keep the prologue's across the loop.
+    // With a mask (`M::MASKS`, the masked instances): the query tiles that meet the rows
+    // that see the block's keys ([`Mask::rows`], their union over the group's heads), instead
+    // of every tile from the first causal one.
     let walk = || {
         let k0 = hint::recompute(thread::block_idx_x()) as usize * BWD_WGMMA_KEYS;
-        let first_row = if causal {
-            (k0 + q_len).saturating_sub(kv_len)
+        let (first_tile, end_tile) = if M::MASKS {
+            let mask = fresh_mask::<M>((mask_data, mask_int, mask_float), (q_len, kv_len, heads));
+            let keys = k0..(k0 + BWD_WGMMA_KEYS).min(kv_len);
+            let (mut lo, mut hi) = (q_len, 0);
+            for hh in 0..group {
+                let rows = mask.rows(b, kvh * group + hh, keys.clone());
+                lo = lo.min(rows.start);
+                hi = hi.max(rows.end.min(q_len));
+            }
+            let first = (lo / BWD_WGMMA_Q_TILE) as u32;
+            (first, (hi.div_ceil(BWD_WGMMA_Q_TILE) as u32).max(first))
         } else {
-            0
+            let first_row = if causal {
+                (k0 + q_len).saturating_sub(kv_len)
+            } else {
+                0
+            };
+            (((first_row / BWD_WGMMA_Q_TILE) as u32).min(q_tiles), q_tiles)
         };
-        let first_tile = ((first_row / BWD_WGMMA_Q_TILE) as u32).min(q_tiles);
-        let per_head = q_tiles - first_tile;
+        let per_head = end_tile - first_tile;
         (k0, first_tile, per_head, group as u32 * per_head)
     };
 
@@ -367,7 +594,9 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     }
 
     wgmma::setmaxnreg_inc::<BWD_CONSUMER_REGISTERS>();
-    let (k0, first_tile, _, steps) = walk();
+    let (k0, first_tile, per_head, steps) = walk();
+    // The walk's end within each head (every tile but the first ones without a mask).
+    let end_tile = if M::MASKS { first_tile + per_head } else { q_tiles };
     let c = wg - 1;
     let t = tid % WARPGROUP;
     let (w, g, qd) = (t / 32, (t % 32) / 4, t % 4);
@@ -380,6 +609,29 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     // the mask's inputs.
     let key_q = keys.map(|key| (key + q_len) as u32);
     let key_past = keys.map(|key| key >= kv_len);
+    // With a mask: per key the rows that see it ([`Mask::rows`] of the one key, of the group's
+    // first head: `General`'s rows depend on no head), none for a key past `kv_len`, in 32 bits.
+    // Written by the quad's first lane (its four lanes hold the same keys) into the block's
+    // `KEY_ROWS_BYTES` after `K`/`V`'s barrier, read by the four in each step (after the named
+    // barrier before the loop).
+    let key_rows = kv_bar.wrapping_add(2).cast::<u32>();
+    if M::MASKS && qd == 0 {
+        let first_row = first_tile as usize * BWD_WGMMA_Q_TILE;
+        unroll_8!(2, |hh| {
+            let packed = if key_past[hh] {
+                0
+            } else {
+                let mask = fresh_mask::<M>((mask_data, mask_int, mask_float), (q_len, kv_len, heads));
+                let rows = mask.rows(b, kvh * group, keys[hh]..keys[hh] + 1);
+                // `q_len <= 0xffff` (the contract): both fit.
+                let rel = |x: usize| (x.min(q_len).max(first_row) - first_row) as u32;
+                rel(rows.start) | rel(rows.end) << 16
+            };
+            // SAFETY: key `CONSUMER_ROWS c + 16 w + g + 8 hh < 128` of the block's slots, inside
+            // the launch's shared memory; written by this lane alone, read after a barrier.
+            unsafe { mem::store(key_rows, CONSUMER_ROWS * c + 16 * w + g + 8 * hh, packed) };
+        });
+    }
     // This consumer's 64 keys of `K` and `V` (8 KiB into each box): the `A` operands of the
     // transposed scores, per box of 64 dims.
     let own = |tile: usize, j: usize| {
@@ -412,6 +664,18 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     // As in the `dK`/`dV` kernel: at `D = 64` the previous step's products retire under this
     // step's scores; at `D = 128` each step's products are waited for at its end.
     let overlap = d <= 64;
+    if M::MASKS {
+        // The key rows stored above, for the quad's other lanes: the loop's `dS^T` barrier (its
+        // ids and counts), once before it.
+        // SAFETY: whole warps; both consumers (or each one's 128 threads) reach it, `steps > 0`.
+        unsafe {
+            if shared_ds {
+                barrier::sync(1, 2 * WARPGROUP as u32);
+            } else {
+                barrier::sync(1 + c as u32, WARPGROUP as u32);
+            }
+        }
+    }
     let mut consumer = ring.consumer();
     // The step's query head and tile, walked in 32 bits (a 64-bit division per step costs
     // registers the loop does not have at `D = 128`).
@@ -437,7 +701,7 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         let h = kvh * group + hi as usize;
         let q0 = qt as usize * BWD_WGMMA_Q_TILE;
         qt += 1;
-        if qt == q_tiles {
+        if qt == end_tile {
             qt = first_tile;
             hi += 1;
         }
@@ -482,38 +746,49 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
             }
             st = wait_older(st, boxes);
         }
-        // P^T = exp2(S^T scale_log2 - lse2); masked where a query does not see the key (the
-        // tile crosses the diagonal) and for keys past `kv_len`; 0 for queries past `q_len`
-        // (`lse2 = +inf` there).
-        // One 32-bit test per element: per key the first query of the tile that sees it (64
-        // for a key past `kv_len`: none does).
-        let masked = (causal && last_key + q_len > q0 + kv_len) || last_key >= kv_len;
-        let first_query: [u32; 2] = core::array::from_fn(|hh| {
-            if key_past[hh] {
-                BWD_WGMMA_Q_TILE as u32
-            } else if causal {
-                key_q[hh]
-                    .saturating_sub(kv_len as u32 + q0 as u32)
-                    .min(BWD_WGMMA_Q_TILE as u32)
-            } else {
-                0
-            }
-        });
-        let hidden = |hh: usize, col: usize| first_query[hh] > col as u32;
-        unroll_8!(8, |j| {
-            unroll_8!(2, |e| {
-                let l2 = stat(&l2, j, e);
-                unroll_8!(2, |hh| {
-                    let i = 4 * j + 2 * hh + e;
-                    let mut u = st[i];
-                    if masked && hidden(hh, 8 * j + 2 * qd + e) {
-                        u = f32::NEG_INFINITY;
-                    }
-                    st[i] = math::exp2_ftz(math::fma(u, scale_log2, -l2));
+        let p = if M::MASKS {
+            masked_probabilities::<T, M>(
+                &mut st,
+                (&l2, lane_q),
+                key_rows,
+                first_tile * BWD_WGMMA_Q_TILE as u32,
+                q0,
+                scale_log2,
+            )
+        } else {
+            // P^T = exp2(S^T scale_log2 - lse2); masked where a query does not see the key (the
+            // tile crosses the diagonal) and for keys past `kv_len`; 0 for queries past `q_len`
+            // (`lse2 = +inf` there).
+            // One 32-bit test per element: per key the first query of the tile that sees it (64
+            // for a key past `kv_len`: none does).
+            let masked = (causal && last_key + q_len > q0 + kv_len) || last_key >= kv_len;
+            let first_query: [u32; 2] = core::array::from_fn(|hh| {
+                if key_past[hh] {
+                    BWD_WGMMA_Q_TILE as u32
+                } else if causal {
+                    key_q[hh]
+                        .saturating_sub(kv_len as u32 + q0 as u32)
+                        .min(BWD_WGMMA_Q_TILE as u32)
+                } else {
+                    0
+                }
+            });
+            let hidden = |hh: usize, col: usize| first_query[hh] > col as u32;
+            unroll_8!(8, |j| {
+                unroll_8!(2, |e| {
+                    let l2 = stat(&l2, j, e);
+                    unroll_8!(2, |hh| {
+                        let i = 4 * j + 2 * hh + e;
+                        let mut u = st[i];
+                        if masked && hidden(hh, 8 * j + 2 * qd + e) {
+                            u = f32::NEG_INFINITY;
+                        }
+                        st[i] = math::exp2_ftz(math::fma(u, scale_log2, -l2));
+                    });
                 });
             });
-        });
-        let p = pack_fragment::<T, 32, 16>(&st);
+            pack_fragment::<T, 32, 16>(&st)
+        };
         // SAFETY: the whole warpgroup; `dO` stays until the waits below; `p` and `dv_acc` are
         // not touched in flight.
         unsafe {

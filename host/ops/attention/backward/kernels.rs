@@ -296,6 +296,46 @@ pub type WgmmaFusedLauncher<T> = for<'a> unsafe fn(
     bool,
 ) -> Result<()>;
 
+/// The launcher of `attention_bwd_wgmma_fused_masked_*`: `(maps, q, k, v, d_o, lse2, delta, dk,
+/// dv, dq_accum, q_len, kv_len, heads, group, batch, q, k, v, d_o strides (3 each), scale_log2,
+/// scale, mask data, mask int, mask float)` (`q_pad` computed by the kernel).
+pub type WgmmaFusedMaskedLauncher<T> = for<'a> unsafe fn(
+    &'a Module,
+    LaunchConfig,
+    DeviceSlice<'a, u64>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, T>,
+    DeviceSlice<'a, f32>,
+    DeviceSlice<'a, f32>,
+    DeviceSliceMut<'a, T>,
+    DeviceSliceMut<'a, T>,
+    DeviceSliceMut<'a, f32>,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f32,
+    f32,
+    DeviceSlice<'a, i32>,
+    usize,
+    f32,
+) -> Result<()>;
+
 /// The launcher of `attention_bwd_wgmma_dq_convert_*`: `(dq_accum, dq, threads, q_len, q_pad,
 /// heads, head_dim, scale)`.
 pub type WgmmaDqConvertLauncher<T> = for<'a> unsafe fn(
@@ -329,6 +369,9 @@ pub struct BackwardKernels<T: 'static> {
     pub(crate) wgmma_dq: [WgmmaDqLauncher<T>; 2],
     /// `attention_bwd_wgmma_fused_d64_*`, `attention_bwd_wgmma_fused_d128_*` (sm_90a).
     pub(crate) wgmma_fused: [WgmmaFusedLauncher<T>; 2],
+    /// `attention_bwd_wgmma_fused_masked_d64_*`, `_d128_*` (sm_90a): the masks that drop pairs
+    /// only.
+    pub(crate) wgmma_fused_masked: [WgmmaFusedMaskedLauncher<T>; 2],
     /// `attention_bwd_wgmma_dq_convert_*` (sm_90a).
     pub(crate) wgmma_dq_convert: WgmmaDqConvertLauncher<T>,
 }
@@ -358,6 +401,10 @@ pub(crate) static BF16: BackwardKernels<bf16> = BackwardKernels {
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_d64_bf16::launch_views::<Module>,
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_d128_bf16::launch_views::<Module>,
     ],
+    wgmma_fused_masked: [
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_d64_bf16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_d128_bf16::launch_views::<Module>,
+    ],
     wgmma_dq_convert: family::backward_wgmma_fused::attention_bwd_wgmma_dq_convert_bf16::launch_views::<Module>,
 };
 
@@ -385,6 +432,10 @@ pub(crate) static F16: BackwardKernels<f16> = BackwardKernels {
     wgmma_fused: [
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_d64_f16::launch_views::<Module>,
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_d128_f16::launch_views::<Module>,
+    ],
+    wgmma_fused_masked: [
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_d64_f16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_d128_f16::launch_views::<Module>,
     ],
     wgmma_dq_convert: family::backward_wgmma_fused::attention_bwd_wgmma_dq_convert_f16::launch_views::<Module>,
 };

@@ -22,7 +22,8 @@ use kernels_gpu::attention::backward_wgmma::{
     bwd_wgmma_dq_shared_bytes,
 };
 use kernels_gpu::attention::backward_wgmma_fused::{
-    DQ_CONVERT_BLOCK, bwd_wgmma_dq_accum_len, bwd_wgmma_fused_shared_bytes, dq_convert_threads,
+    BWD_FUSED_MASKED_MAX_ROWS, DQ_CONVERT_BLOCK, bwd_wgmma_dq_accum_len, bwd_wgmma_fused_shared_bytes,
+    dq_convert_threads,
 };
 use kernels_gpu::attention::wgmma::WGMMA_BOX_ROWS;
 use kernels_gpu::attention::{
@@ -64,10 +65,12 @@ impl Gpu {
     /// one-kernel Hopper rung, which runs when asked for and by default at head dims 64 and 128
     /// unless `options.deterministic` asks for the same bits.
     ///
-    /// Masks: the causal one on every rung; the other shipped masks (a sliding window, ALiBi,
-    /// documents, the soft cap, a varlen batch) on the rows rung, each score modification's
-    /// derivative ([`Mask::score_grad`](gpukern_device::attention::Mask::score_grad))
-    /// multiplying its pair's gradient; a custom mask is an error.
+    /// Masks: the causal one on every rung; the shipped masks that drop pairs only (a sliding
+    /// window, documents, a varlen batch) on the one-kernel Hopper rung (its masked instances,
+    /// by default where it applies and `q_len` is at most 65,535) and on the rows rung; ALiBi
+    /// and the soft cap on the rows rung, each score modification's derivative
+    /// ([`Mask::score_grad`](gpukern_device::attention::Mask::score_grad)) multiplying its
+    /// pair's gradient; a custom mask is an error.
     ///
     /// Rules: the forward's; a row that sees no key contributes nothing; keys no row sees get
     /// zero gradients. Allocates the gradients. Its workspace (8 bytes per query row, the rows
@@ -90,8 +93,9 @@ impl Gpu {
     /// not `q`'s dims or `lse` not `batch * heads * q_len` floats; [`Error::InvalidArgument`]
     /// for a rung asked for where it does not apply (the wgmma rungs on another GPU, at another
     /// head dim, with unaligned strides or tensor maps the driver refuses; the one-kernel rung
-    /// with `deterministic`; the fused rung at another head dim or unaligned; a rung other than
-    /// the rows rung with a mask other than causal; a custom mask).
+    /// with `deterministic`; the fused rung at another head dim or unaligned; with a mask other
+    /// than causal, a rung other than those two, or the one-kernel rung where it does not apply;
+    /// a custom mask).
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward<T: AttentionElement>(
         &self,
@@ -191,6 +195,7 @@ impl Gpu {
             .iter()
             .all(|t| t.is_16_byte_aligned())
             && [&*dq, &*dk, &*dv].iter().all(|x| x.is_16_byte_aligned());
+        let masked = !ops.mask.plain();
         let facts = BackwardFacts {
             aligned,
             wgmma: self.has_wgmma(),
@@ -199,7 +204,9 @@ impl Gpu {
                     .iter()
                     .all(|t| t.map_4d_ok(WGMMA_BOX_ROWS))
                 && [&ops.q, d_out].iter().all(|t| t.map_4d_ok(BWD_WGMMA_Q_TILE)),
-            masked: !ops.mask.plain(),
+            masked,
+            score_mod: matches!(ops.mask.kind, MaskKind::Alibi | MaskKind::SoftCap),
+            short: s.q_len <= BWD_FUSED_MASKED_MAX_ROWS,
         };
         let plan = BackwardPlan::choose(options.algorithm, s.head_dim, facts, options.deterministic)
             .map_err(|detail| Error::InvalidArgument { op: OP, detail })?;
@@ -609,43 +616,85 @@ impl Gpu {
                     // from word 0, the same checks by the plan, `kv_len >= 1`); `dq_accum` holds
                     // `bwd_wgmma_dq_accum_len(batch, heads, q_pad, head_dim)` floats, zeroed by
                     // the preparation before on the same stream (none where `q_len` is 0), and
-                    // nothing else touches it during the launch.
+                    // nothing else touches it during the launch; with a mask, the masked entry
+                    // (the plan checked that the mask drops pairs only and `q_len` fits), the
+                    // statistics padded to the `q_pad` it computes (the same as this one).
                     unsafe {
-                        (table.wgmma_fused[which])(
-                            &library,
-                            cfg,
-                            maps.view(),
-                            launch.view(&ops.q)?,
-                            launch.view(&ops.k)?,
-                            launch.view(&ops.v)?,
-                            launch.d_out,
-                            stats.0,
-                            stats.1,
-                            dk.view_mut(),
-                            dv.view_mut(),
-                            dq_accum.reborrow(),
-                            s.q_len,
-                            s.kv_len,
-                            q_pad,
-                            s.heads,
-                            s.heads / s.kv_heads,
-                            s.batch,
-                            qb,
-                            qs,
-                            qh,
-                            kb,
-                            ks,
-                            kh,
-                            vb,
-                            vs,
-                            vh,
-                            db,
-                            ds,
-                            dh,
-                            ops.scale_log2,
-                            launch.scale(),
-                            ops.causal,
-                        )?
+                        if masked {
+                            let mask = ops.mask.launch()?;
+                            (table.wgmma_fused_masked[which])(
+                                &library,
+                                cfg,
+                                maps.view(),
+                                launch.view(&ops.q)?,
+                                launch.view(&ops.k)?,
+                                launch.view(&ops.v)?,
+                                launch.d_out,
+                                stats.0,
+                                stats.1,
+                                dk.view_mut(),
+                                dv.view_mut(),
+                                dq_accum.reborrow(),
+                                s.q_len,
+                                s.kv_len,
+                                s.heads,
+                                s.heads / s.kv_heads,
+                                s.batch,
+                                qb,
+                                qs,
+                                qh,
+                                kb,
+                                ks,
+                                kh,
+                                vb,
+                                vs,
+                                vh,
+                                db,
+                                ds,
+                                dh,
+                                ops.scale_log2,
+                                launch.scale(),
+                                mask.data,
+                                mask.int,
+                                mask.float,
+                            )?
+                        } else {
+                            (table.wgmma_fused[which])(
+                                &library,
+                                cfg,
+                                maps.view(),
+                                launch.view(&ops.q)?,
+                                launch.view(&ops.k)?,
+                                launch.view(&ops.v)?,
+                                launch.d_out,
+                                stats.0,
+                                stats.1,
+                                dk.view_mut(),
+                                dv.view_mut(),
+                                dq_accum.reborrow(),
+                                s.q_len,
+                                s.kv_len,
+                                q_pad,
+                                s.heads,
+                                s.heads / s.kv_heads,
+                                s.batch,
+                                qb,
+                                qs,
+                                qh,
+                                kb,
+                                ks,
+                                kh,
+                                vb,
+                                vs,
+                                vh,
+                                db,
+                                ds,
+                                dh,
+                                ops.scale_log2,
+                                launch.scale(),
+                                ops.causal,
+                            )?
+                        }
                     };
                 }
                 if s.rows() > 0 {

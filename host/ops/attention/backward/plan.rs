@@ -2,8 +2,12 @@
 //! head dim and the operands' alignment (a pure function, unit-tested without a `Gpu`).
 //!
 //! The rules, in order:
-//! 0. A mask other than none and causal (`BackwardFacts::masked`): the rows rung, for `Auto` and
-//!    `Rows`; any other algorithm is an error.
+//! 0. A mask other than none and causal (`BackwardFacts::masked`): the one-kernel Hopper rung's
+//!    masked instances (`attention_bwd_wgmma_fused_masked_d<D>_*`) for `Auto` and `WgmmaFused`
+//!    where rule 2 holds, the call is not deterministic, the mask modifies no score (a window,
+//!    documents, a varlen batch; not ALiBi or the soft cap) and `q_len` is at most
+//!    [`BWD_FUSED_MASKED_MAX_ROWS`]; else the rows rung for `Auto` and `Rows`; any other
+//!    algorithm is an error that names those two.
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung (`attention_bwd_rows_dq_*` and
 //!    `attention_bwd_rows_dkdv_*`).
 //! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`BWD_WGMMA_HEAD_DIMS`]), aligned
@@ -28,6 +32,7 @@
 //! where rule 2 does not, is an error that says what the rung supports.
 
 use kernels_gpu::attention::backward_wgmma::BWD_WGMMA_HEAD_DIMS;
+use kernels_gpu::attention::backward_wgmma_fused::BWD_FUSED_MASKED_MAX_ROWS;
 use kernels_gpu::attention::{BWD_FLASH_HEAD_DIMS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM};
 
 use super::super::AttentionAlgorithm;
@@ -70,6 +75,12 @@ pub(crate) struct BackwardFacts {
     /// a varlen batch): the kernels' [`General`](kernels_gpu::gpu::attention::General)
     /// instances.
     pub(crate) masked: bool,
+    /// The mask modifies scores (ALiBi, the soft cap): the masked one-kernel instances take
+    /// masks that drop pairs only.
+    pub(crate) score_mod: bool,
+    /// `q_len` at most [`BWD_FUSED_MASKED_MAX_ROWS`] (the masked one-kernel instances keep
+    /// each key's rows in 16 bits).
+    pub(crate) short: bool,
 }
 
 /// Head dims at which `Auto` runs the one-kernel Hopper rung ([`BackwardPlan::WgmmaFused`])
@@ -93,18 +104,26 @@ impl BackwardPlan {
         deterministic: bool,
     ) -> Result<BackwardPlan, String> {
         debug_assert!(head_dim % HEAD_DIM_MULTIPLE == 0 && head_dim <= MAX_HEAD_DIM);
+        let aligned = facts.aligned;
+        let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
         if facts.masked {
+            let fused_masked = hopper && !deterministic && !facts.score_mod && facts.short;
             return match algorithm {
-                AttentionAlgorithm::Auto | AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
+                AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
+                AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaFused if fused_masked => {
+                    Ok(BackwardPlan::WgmmaFused { head_dim })
+                }
+                AttentionAlgorithm::Auto => Ok(BackwardPlan::Rows),
                 _ => Err(format!(
-                    "with a mask other than none and causal the backward runs the rows rung \
-                     (Rows or Auto), not {algorithm:?}"
+                    "with a mask other than none and causal the backward runs the rows rung (Rows), \
+                     or the one-kernel wgmma rung (WgmmaFused; Auto picks it where it applies: a \
+                     GPU with wgmma, head dims {BWD_WGMMA_HEAD_DIMS:?}, aligned operands, not \
+                     deterministic, a mask that modifies no score (not ALiBi or the soft cap), \
+                     q_len at most {BWD_FUSED_MASKED_MAX_ROWS}), not {algorithm:?} here"
                 )),
             };
         }
-        let aligned = facts.aligned;
         let fused = BWD_FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
-        let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
             AttentionAlgorithm::Auto
@@ -230,6 +249,8 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             masked: false,
+            score_mod: false,
+            short: true,
         };
         for d in [64, 128] {
             for alg in [
@@ -298,6 +319,8 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             masked: false,
+            score_mod: false,
+            short: true,
         };
         let fused = AttentionAlgorithm::WgmmaFused;
         for d in [64, 128] {
@@ -330,42 +353,73 @@ mod tests {
         }
     }
 
-    /// A masked call: the rows rung by default and on request, whatever the other facts; every
-    /// other rung an error that names it.
+    /// A masked call: the one-kernel rung's `General` instances where it applies and the call is
+    /// not deterministic (by default and on request), the rows rung otherwise and on request;
+    /// every other rung an error naming those two, on each side of each fact.
     #[test]
-    fn masked_calls_take_the_rows_rung() {
+    fn masked_calls_take_the_fused_or_the_rows_rung() {
         let all = BackwardFacts {
             aligned: true,
             wgmma: true,
             tensor_maps: true,
             masked: true,
+            score_mod: false,
+            short: true,
         };
-        for d in [8, 64, 128, 256] {
-            for deterministic in [false, true] {
-                for alg in [AttentionAlgorithm::Auto, AttentionAlgorithm::Rows] {
-                    assert_eq!(
-                        BackwardPlan::choose(alg, d, all, deterministic),
-                        Ok(BackwardPlan::Rows)
-                    );
-                }
-                for alg in [
-                    AttentionAlgorithm::Flash,
-                    AttentionAlgorithm::Wgmma,
-                    AttentionAlgorithm::WgmmaPingPong,
-                    AttentionAlgorithm::WgmmaPersistent,
-                    AttentionAlgorithm::WgmmaFused,
-                ] {
-                    let err = BackwardPlan::choose(alg, d, all, deterministic).expect_err("masked");
-                    assert!(err.contains("rows rung"), "{err}");
-                }
+        for d in [64, 128] {
+            for alg in [AttentionAlgorithm::Auto, AttentionAlgorithm::WgmmaFused] {
+                assert_eq!(
+                    BackwardPlan::choose(alg, d, all, false),
+                    Ok(BackwardPlan::WgmmaFused { head_dim: d })
+                );
+            }
+            for missing in [
+                BackwardFacts { wgmma: false, ..all },
+                BackwardFacts {
+                    tensor_maps: false,
+                    ..all
+                },
+                BackwardFacts {
+                    aligned: false,
+                    ..all
+                },
+                BackwardFacts {
+                    score_mod: true,
+                    ..all
+                },
+                BackwardFacts { short: false, ..all },
+            ] {
+                assert_eq!(
+                    BackwardPlan::choose(AttentionAlgorithm::Auto, d, missing, false),
+                    Ok(BackwardPlan::Rows)
+                );
+                assert!(BackwardPlan::choose(AttentionAlgorithm::WgmmaFused, d, missing, false).is_err());
+            }
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, true),
+                Ok(BackwardPlan::Rows)
+            );
+            assert!(BackwardPlan::choose(AttentionAlgorithm::WgmmaFused, d, all, true).is_err());
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Rows, d, all, false),
+                Ok(BackwardPlan::Rows)
+            );
+            for alg in [
+                AttentionAlgorithm::Flash,
+                AttentionAlgorithm::Wgmma,
+                AttentionAlgorithm::WgmmaPingPong,
+                AttentionAlgorithm::WgmmaPersistent,
+            ] {
+                let err = BackwardPlan::choose(alg, d, all, false).expect_err("masked");
+                assert!(err.contains("rows rung") && err.contains("WgmmaFused"), "{err}");
             }
         }
-        // Without the mask the same facts pick the Hopper rung.
-        let plain = BackwardFacts { masked: false, ..all };
-        assert_eq!(
-            BackwardPlan::choose(AttentionAlgorithm::Auto, 128, plain, false),
-            Ok(BackwardPlan::WgmmaFused { head_dim: 128 })
-        );
+        for d in [8, 96, 256] {
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, false),
+                Ok(BackwardPlan::Rows)
+            );
+        }
     }
 
     /// The preparation's geometry: a row's lanes cover its 8-element pieces (a power of two, at
