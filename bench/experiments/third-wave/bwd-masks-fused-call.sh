@@ -9,6 +9,7 @@
 #     ab         bench --kernels attention_bwd at three shapes, main and fused in turn, twice
 #     masks      bench --kernels attention_masks (fused): the forward's and the backward's mask rows
 #     flex       peers.py flex_attention_masks_bwd (FlexAttention's backward with the masks)
+#   (masks and flex again write masks-2.jsonl, flex-bwd-2.jsonl, ...)
 # Everything under $OUT is packed into $OUT/all.tgz after each part.
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
@@ -34,10 +35,12 @@ for part in "$@"; do
       done > "$OUT/sanitize.log" 2>&1 ;;
     ab) bash bench/ab.sh "$OUT/ab" 2 main=.device/bin3/bench-main fused=.device/bin5/bench-fused \
           -- --kernels attention_bwd --shapes 4x4096x16x128,1x16384x16x128,8x2048x32x64 > "$OUT/ab.log" 2>&1 ;;
-    masks) .device/bin5/bench-fused --kernels attention_masks --shapes 4x4096x16x128 \
-          --out "$OUT/masks.jsonl" > "$OUT/masks.log" 2>&1 ;;
-    flex) PYTHONUNBUFFERED=1 python3 bench/peers.py --peers flex_attention_masks_bwd \
-          --out "$OUT/flex-bwd.jsonl" > "$OUT/flex-bwd.log" 2>&1 ;;
+    masks) n=$(ls "$OUT"/masks*.jsonl 2>/dev/null | wc -l); sfx=${n/#0/}; sfx=${sfx:+-$((n + 1))}
+          .device/bin5/bench-fused --kernels attention_masks --shapes 4x4096x16x128 \
+          --out "$OUT/masks$sfx.jsonl" > "$OUT/masks$sfx.log" 2>&1 ;;
+    flex) n=$(ls "$OUT"/flex-bwd*.jsonl 2>/dev/null | wc -l); sfx=${n/#0/}; sfx=${sfx:+-$((n + 1))}
+          PYTHONUNBUFFERED=1 python3 bench/peers.py --peers flex_attention_masks_bwd \
+          --out "$OUT/flex-bwd$sfx.jsonl" > "$OUT/flex-bwd$sfx.log" 2>&1 ;;
     *) echo "unknown part $part" >> "$OUT/parts.log" ;;
   esac
   echo "$part: $(( $(date +%s) - start )) s" >> "$OUT/parts.log"

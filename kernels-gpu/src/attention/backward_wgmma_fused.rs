@@ -66,6 +66,16 @@
 //!   the copies fill the last block with) get `P = 0`, so that a row with a very small
 //!   log-sum-exp cannot make `exp2(0 - lse2)` overflow into `dS` (those keys' `K` rows are zeros,
 //!   but `inf * 0` is NaN).
+//! * **Masks** ([`attention_bwd_wgmma_fused_masked`](fn@attention_bwd_wgmma_fused_masked), the
+//!   masks that drop pairs only: windows, documents, varlen batches): a block walks the query
+//!   tiles that meet [`Mask::rows`] of its 128 keys (their union over the group's heads) instead
+//!   of every tile from the first causal one; each key's own rows (`rows` of the one key) are
+//!   stored once by the quad's first lane into shared memory ([`KEY_ROWS_BYTES`], 16-bit halves
+//!   relative to the walk's first row; in registers they spilled at `D = 128`) and read in each
+//!   step, `P` zero outside them. The mask is made again from the parameters wherever it is used
+//!   (`fresh_mask`): computed once, its fields were kept across `setmaxnreg` and spilled. Score
+//!   modifications (ALiBi, the soft cap) are not taken: their derivatives spilled 88 bytes at
+//!   `D = 128` (32 at 64); the host runs them on the rows rung.
 //!
 //! # Registers and shared memory
 //! A consumer thread holds `dK` and `dV` (`D / 2` f32 each: 64 at `D = 128`), `S^T` and `dP^T` (32
@@ -81,8 +91,9 @@
 //! index, its barrier id an immediate at `D = 128`.
 //! Shared memory: the ring (`fused_stages`: 3 stages at `D = 128`, 6 at 64), a 1024-byte gap,
 //! `K` and `V`, the two `dS^T` tiles of 16 KiB (128 keys, each consumer's 8 KiB half), the two
-//! consumers' `dQ` staging (16 KiB each) and `K`/`V`'s barrier: [`bwd_wgmma_fused_shared_bytes`],
-//! 231,488 bytes at `D = 128` (of 232,448), 198,768 at 64. ptxas's figures:
+//! consumers' `dQ` staging (16 KiB each), `K`/`V`'s barrier and the masked entry's key rows (512
+//! bytes): [`bwd_wgmma_fused_shared_bytes`], 232,000 bytes at `D = 128` (of 232,448), 199,280 at
+//! 64. ptxas's figures:
 //! `bench/experiments/third-wave/*-attention-bwd-fused-ptxas.md`.
 //!
 //! # Traffic
@@ -306,6 +317,7 @@ fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
 ///   1`.
 /// * `dq_accum` holds [`bwd_wgmma_dq_accum_len`]`(batch, heads, q_pad, D)` floats, 16-byte
 ///   aligned, zeroed (or holding the sums to add to), touched by nothing else during the launch.
+///
 /// Instances: `attention_bwd_wgmma_fused_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16 (no
 /// mask, or the causal one); [`attention_bwd_wgmma_fused_masked`](fn@attention_bwd_wgmma_fused_masked)
 /// takes the other masks.
