@@ -6,6 +6,7 @@
 #   bash bwd-masks-fused-call.sh PART...   PART, in the order given:
 #     trials     the `attention_backward` and `attention::mask` CUDA trials of kernels-fused
 #     sanitize   memcheck, racecheck, synccheck of three masked backward trials
+#     sanitize2  the same of the two masked entries the first three leave out (d128 bf16, d64 f16)
 #     ab         bench --kernels attention_bwd at three shapes, main and fused in turn, twice
 #     masks      bench --kernels attention_masks (fused): the forward's and the backward's mask rows
 #     flex       peers.py flex_attention_masks_bwd (FlexAttention's backward with the masks)
@@ -33,6 +34,15 @@ for part in "$@"; do
           echo "rc=${PIPESTATUS[0]}"
         done
       done > "$OUT/sanitize.log" 2>&1 ;;
+    sanitize2)
+      for tool in memcheck racecheck synccheck; do
+        for name in cuda::attention_backward::mask::window300::0_d128_bf16 cuda::attention_backward::mask::document::3_d64_f16; do
+          echo "== $tool $name"
+          timeout 150 "$san" --tool "$tool" --error-exitcode 99 "$K" "$name" --exact --test-threads 1 2>&1 |
+            grep -E '^=========|test result' | head -n 20
+          echo "rc=${PIPESTATUS[0]}"
+        done
+      done > "$OUT/sanitize2.log" 2>&1 ;;
     ab) bash bench/ab.sh "$OUT/ab" 2 main=.device/bin3/bench-main fused=.device/bin5/bench-fused \
           -- --kernels attention_bwd --shapes 4x4096x16x128,1x16384x16x128,8x2048x32x64 > "$OUT/ab.log" 2>&1 ;;
     masks) n=$(ls "$OUT"/masks*.jsonl 2>/dev/null | wc -l); sfx=${n/#0/}; sfx=${sfx:+-$((n + 1))}
