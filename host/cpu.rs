@@ -466,10 +466,7 @@ where
     let kv_at = |b: usize, j: usize, h: usize| ((b * s.kv_len + j) * s.kv_heads + h) * hd;
     let mut out = vec![0.0f32; s.batch * s.q_len * s.heads * hd];
     let mut lse = ndarray::Array3::<f32>::from_elem((s.batch, s.heads, s.q_len), f32::NEG_INFINITY);
-    let mask = match (options.causal, options.mask) {
-        (true, crate::ops::attention::AttentionMask::None) => crate::ops::attention::AttentionMask::Causal,
-        (_, m) => m,
-    };
+    let mask = attention_reference_mask(options);
     if let crate::ops::attention::AttentionMask::Custom(custom) = mask {
         if custom.keep.is_none() {
             return Err(crate::error::Error::InvalidArgument {
@@ -501,21 +498,7 @@ where
                     let k_row = &k[kv_at(b, j, kvh)..][..hd];
                     let dot: f64 = q_row.iter().zip(k_row).map(|(x, y)| x * y).sum();
                     let score = scale * dot;
-                    scores.push(match mask {
-                        crate::ops::attention::AttentionMask::Alibi => {
-                            let slope = (-8.0 * (h + 1) as f64 / s.heads as f64).exp2();
-                            score + slope * (j as i128 - p) as f64
-                        }
-                        crate::ops::attention::AttentionMask::SoftCap { cap, .. } => {
-                            let cap = f64::from(cap);
-                            cap * (score / cap).tanh()
-                        }
-                        crate::ops::attention::AttentionMask::Custom(custom) => match custom.score {
-                            Some(modify) => modify(score, b, h, i, j),
-                            None => score,
-                        },
-                        _ => score,
-                    });
+                    scores.push(attention_modified_score(&mask, score, (b, h, s.heads), (i, j, p)).0);
                 }
                 let m = scores.iter().copied().fold(f64::NEG_INFINITY, |a, x| {
                     if x.is_nan() || a.is_nan() {
@@ -556,6 +539,45 @@ where
     S: Data<Elem = T>,
 {
     a.iter().map(|x| f64::from(x.to_f32())).collect()
+}
+
+#[cfg(feature = "attention")]
+/// The mask of `options` as the references write it out: the causal flag folded into it.
+fn attention_reference_mask<'a>(
+    options: &crate::ops::attention::AttentionOptions<'a>,
+) -> crate::ops::attention::AttentionMask<'a> {
+    match (options.causal, options.mask) {
+        (true, crate::ops::attention::AttentionMask::None) => crate::ops::attention::AttentionMask::Causal,
+        (_, m) => m,
+    }
+}
+
+#[cfg(feature = "attention")]
+/// The scaled score `score` of row `i` (at position `p` among the keys) and key `j` of head `h`
+/// (of `heads`) in batch `b`, modified by `mask` (ALiBi's bias, the soft cap, a custom mask's
+/// reference), and the modification's derivative with respect to `score` (1 where none
+/// modifies it; `None` for a custom mask's, which has no derivative written out).
+fn attention_modified_score(
+    mask: &crate::ops::attention::AttentionMask<'_>,
+    score: f64,
+    (b, h, heads): (usize, usize, usize),
+    (i, j, p): (usize, usize, i128),
+) -> (f64, Option<f64>) {
+    match mask {
+        crate::ops::attention::AttentionMask::Alibi => {
+            let slope = (-8.0 * (h + 1) as f64 / heads as f64).exp2();
+            (score + slope * (j as i128 - p) as f64, Some(1.0))
+        }
+        crate::ops::attention::AttentionMask::SoftCap { cap, .. } => {
+            let (cap, t) = (f64::from(*cap), (score / f64::from(*cap)).tanh());
+            (cap * t, Some(1.0 - t * t))
+        }
+        crate::ops::attention::AttentionMask::Custom(custom) => match custom.score {
+            Some(modify) => (modify(score, b, h, i, j), None),
+            None => (score, Some(1.0)),
+        },
+        _ => (score, Some(1.0)),
+    }
 }
 
 #[cfg(feature = "attention")]
@@ -659,10 +681,7 @@ where
     let (mut dq, mut dq_t) = (vec![0.0f64; q_elems], vec![0.0f64; q_elems]);
     let (mut dk, mut dk_t) = (vec![0.0f64; kv_elems], vec![0.0f64; kv_elems]);
     let (mut dv, mut dv_t) = (vec![0.0f64; kv_elems], vec![0.0f64; kv_elems]);
-    let mask = match (options.causal, options.mask) {
-        (true, crate::ops::attention::AttentionMask::None) => crate::ops::attention::AttentionMask::Causal,
-        (_, m) => m,
-    };
+    let mask = attention_reference_mask(options);
     if let crate::ops::attention::AttentionMask::Custom(custom) = mask {
         return Err(crate::error::Error::InvalidArgument {
             op: "cpu::attention_backward",
@@ -693,19 +712,14 @@ where
                 for &j in &kept {
                     let k_row = &k[kv_at(b, j, kvh)..][..dd];
                     let score = scale * q_row.iter().zip(k_row).map(|(x, y)| x * y).sum::<f64>();
-                    let (modified, derivative) = match mask {
-                        crate::ops::attention::AttentionMask::Alibi => {
-                            let slope = (-8.0 * (h + 1) as f64 / s.heads as f64).exp2();
-                            (score + slope * (j as i128 - pos) as f64, 1.0)
-                        }
-                        crate::ops::attention::AttentionMask::SoftCap { cap, .. } => {
-                            let (cap, t) = (f64::from(cap), (score / f64::from(cap)).tanh());
-                            (cap * t, 1.0 - t * t)
-                        }
-                        _ => (score, 1.0),
-                    };
+                    // A custom mask was refused above: every other one has its derivative.
+                    let (modified, derivative) =
+                        attention_modified_score(&mask, score, (b, h, s.heads), (i, j, pos));
                     p.push(modified);
-                    grad.push(derivative);
+                    grad.push(derivative.ok_or_else(|| crate::error::Error::InvalidArgument {
+                        op: "cpu::attention_backward",
+                        detail: "a custom score modification has no derivative written out".into(),
+                    })?);
                 }
                 let m = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 p.iter_mut().for_each(|x| *x = (*x - m).exp());

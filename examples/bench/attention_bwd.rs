@@ -54,14 +54,6 @@ pub fn planned(quick: bool) -> usize {
         .sum()
 }
 
-/// The record's `impl`: `gpukern` for the plan's choice, `gpukern:<rung>` for a rung asked for.
-pub fn impl_name(algorithm: AttentionAlgorithm) -> String {
-    match algorithm {
-        AttentionAlgorithm::Auto => "gpukern".to_string(),
-        a => format!("gpukern:{}", a.name()),
-    }
-}
-
 /// The backward's flops (2.5 times the forward's, halved for causal).
 pub fn flops([b, s, h, d]: [usize; 4], causal: bool) -> f64 {
     let full = crate::suite::flops(
@@ -262,7 +254,7 @@ pub fn attention_bwd(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     algorithm,
                     ..Default::default()
                 };
-                let base = Record::new("attention_bwd", impl_name(algorithm), shape.clone())
+                let base = Record::new("attention_bwd", fwd::impl_name(algorithm), shape.clone())
                     .with("b", batch)
                     .with("seq", seq)
                     .with("heads", heads)

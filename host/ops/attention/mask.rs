@@ -350,6 +350,12 @@ impl<'a> MaskSpec<'a> {
         matches!(self.kind, MaskKind::None | MaskKind::Causal)
     }
 
+    /// Whether the mask modifies scores (ALiBi, the soft cap: `General::modifies_scores` of the
+    /// kinds): the one-kernel backward's masked entries take masks that drop pairs only.
+    pub(crate) fn modifies_scores(&self) -> bool {
+        matches!(self.kind, MaskKind::Alibi | MaskKind::SoftCap)
+    }
+
     /// Whether the Hopper rung's persistent walk snakes for the mask, its rows' keys intervals
     /// that move right: none or causal, or a custom mask whose type says so
     /// ([`MaskKernels`](super::MaskKernels)).

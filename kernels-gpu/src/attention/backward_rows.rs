@@ -209,6 +209,29 @@ pub unsafe fn attention_bwd_prep<T: AttentionElement>(
     }
 }
 
+/// One kept pair's probability and score gradient: `p = exp2(s scale_log2 - l2)` (where
+/// `score_mod`, the mask's score of `s scale` times `log2(e)`) and `ds = p (dp - delta)` (times
+/// the score's derivative, [`Mask::score_grad`], where `score_mod`); `s` is the raw dot product,
+/// `diff` is `dp - delta`, `l2` the row's log-sum-exp in units of `log2`.
+#[inline(always)]
+fn pair_gradient<M: Mask>(
+    mask: &M,
+    score_mod: bool,
+    s: f32,
+    (scale, scale_log2): (f32, f32),
+    (l2, diff): (f32, f32),
+    (b, h, i, j): (usize, usize, usize, usize),
+) -> (f32, f32) {
+    if score_mod {
+        let x = s * scale;
+        let p = math::exp2(mask.score(x, b, h, i, j) * math::LOG2_E - l2);
+        (p, p * diff * mask.score_grad(x, b, h, i, j))
+    } else {
+        let p = math::exp2(s * scale_log2 - l2);
+        (p, p * diff)
+    }
+}
+
 /// Attention backward, `dQ`: a warp per query row.
 ///
 /// Warp `r` takes query row `(b, h, i)` of the `rows = batch * heads * q_len` (the order of the
@@ -333,13 +356,14 @@ pub unsafe fn attention_bwd_rows_dq<T: AttentionElement, M: Mask>(
         });
         // Every lane of the warp is here (the loop count and the mask are the row's).
         let (s, dp) = (warp::reduce_sum(s), warp::reduce_sum(dp));
-        let ds = if score_mod {
-            let x = s * scale;
-            let p = math::exp2(mask.score(x, b, h, i, j) * math::LOG2_E - l2);
-            p * (dp - dd) * mask.score_grad(x, b, h, i, j)
-        } else {
-            math::exp2(s * scale_log2 - l2) * (dp - dd)
-        };
+        let (_, ds) = pair_gradient(
+            &mask,
+            score_mod,
+            s,
+            (scale, scale_log2),
+            (l2, dp - dd),
+            (b, h, i, j),
+        );
         unroll_8!(LANE_DIMS, |c| {
             acc[c] = math::fma(ds, kj[c], acc[c]);
         });
@@ -478,14 +502,14 @@ pub unsafe fn attention_bwd_rows_dkdv<T: AttentionElement, M: Mask>(
             let w = (b * heads + h) * q_pad + i;
             // SAFETY: `w < batch * heads * q_pad`.
             let (l2, dd) = unsafe { (mem::load(lse2, w), mem::load(delta, w)) };
-            let (p, ds) = if score_mod {
-                let x = s * scale;
-                let p = math::exp2(mask.score(x, b, h, i, j) * math::LOG2_E - l2);
-                (p, p * (dp - dd) * mask.score_grad(x, b, h, i, j))
-            } else {
-                let p = math::exp2(s * scale_log2 - l2);
-                (p, p * (dp - dd))
-            };
+            let (p, ds) = pair_gradient(
+                &mask,
+                score_mod,
+                s,
+                (scale, scale_log2),
+                (l2, dp - dd),
+                (b, h, i, j),
+            );
             unroll_8!(LANE_DIMS, |c| {
                 dv_acc[c] = math::fma(p, doi[c], dv_acc[c]);
                 dk_acc[c] = math::fma(ds, qi[c], dk_acc[c]);

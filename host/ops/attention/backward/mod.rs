@@ -205,7 +205,7 @@ impl Gpu {
                     .all(|t| t.map_4d_ok(WGMMA_BOX_ROWS))
                 && [&ops.q, d_out].iter().all(|t| t.map_4d_ok(BWD_WGMMA_Q_TILE)),
             masked,
-            score_mod: matches!(ops.mask.kind, MaskKind::Alibi | MaskKind::SoftCap),
+            score_mod: ops.mask.modifies_scores(),
             short: s.q_len <= BWD_FUSED_MASKED_MAX_ROWS,
         };
         let plan = BackwardPlan::choose(options.algorithm, s.head_dim, facts, options.deterministic)
