@@ -96,8 +96,12 @@ bash scripts/check-features.sh
 # The tests' targets (libraries, binaries, integration tests) and the doc tests, not the examples:
 # `cargo test`'s default also builds every example, which the lints step has already checked
 # (`--all-targets`) and no test runs; their build was about 30 s of one core on the 2-core machine.
+# `--tests` selects the targets whose `test` flag is on; `--lib` would also select the libraries
+# that turn it off (`kernels-gpu`, the device checks' crates: no unit tests), and built
+# `kernels-gpu` again, optimised, for an empty harness (13.7 s of a core,
+# bench/experiments/build-times/build-times-9caa5bd.md).
 step "build the tests"
-cargo test --workspace --lib --bins --tests --no-run
+cargo test --workspace --tests --no-run
 
 step "tests"
 # The typed launchers' compile-fail test (gpukern-launch-types: trybuild type-checks its cases
@@ -105,13 +109,13 @@ step "tests"
 # other test binaries, as its own binary: a second `cargo test` on this target directory would
 # wait for the first's lock, which cargo holds while its tests run.
 # The binary the step before built (the workspace's features; `-p` alone would build another).
-launch_types=$(cargo test --workspace --lib --bins --tests --no-run --message-format=json |
+launch_types=$(cargo test --workspace --tests --no-run --message-format=json |
     jq -r 'select(.reason == "compiler-artifact" and .target.name == "launch_types" and .executable != null) | .executable')
 [ -x "$launch_types" ] || { echo "no launch_types test binary" >&2; exit 1; }
 launch_types_log=$(mktemp)
 (cd launch-types && CARGO_MANIFEST_DIR=$PWD CARGO=$(command -v cargo) "$launch_types") >"$launch_types_log" 2>&1 &
 launch_types_pid=$!
-cargo test --workspace --exclude gpukern-launch-types --lib --bins --tests || {
+cargo test --workspace --exclude gpukern-launch-types --tests || {
     rc=$?
     kill "$launch_types_pid" 2>/dev/null || true
     exit $rc

@@ -183,6 +183,7 @@ fn main() {
     trials.extend(coverage::self_trials());
     trials.extend(api::trials());
     trials.extend(entry_modules::trials());
+    trials.extend(slow_trials::self_trials());
     let trials = match slow_trials::apply(trials) {
         Ok(trials) => trials,
         Err(e) => {

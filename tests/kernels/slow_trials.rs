@@ -6,13 +6,15 @@
 //! `scripts/gpu-check.sh` sets the variable, so the GPU machine runs them all.
 //!
 //! The seconds are each trial's CPU time alone (one test thread, `GPUKERN_SIM_THREADS=1`, the
-//! test profile), from `bench/experiments/build-times/sim-trial-times-44675c1.md`.
+//! test profile), from `bench/experiments/build-times/sim-trial-times-44675c1.md` and, for the
+//! entries added at `9caa5bd`, `sim-trial-times-9caa5bd.md`.
 
 use libtest_mimic::Trial;
 
-use crate::common::trial::slow;
+use crate::common::trial::{plain_trial, slow};
 
-/// `(trial name, what runs in its place)`.
+/// `(trial name, what runs in its place)`; a `*` in a name stands for any run of characters
+/// (a trial set of one family at one shape).
 pub const SLOW_SIM_TRIALS: &[(&str, &str)] = &[
     // 12.04 s (sim-trial-times-44675c1.md)
     (
@@ -102,23 +104,79 @@ pub const SLOW_SIM_TRIALS: &[(&str, &str)] = &[
         "sim::matmul_wgmma_ws_64x128::f16::65x584x264",
         "the same shape in bf16 and the f16 instance's smaller shapes",
     ),
+    // 0.58-0.69 s each, 22 trials (sim-trial-times-9caa5bd.md): the FP8 products' per-tensor
+    // scales at the shape of two persistent blocks.
+    (
+        "sim::matmul_fp8::*::tensor-tensor::130x272x136",
+        "the per-row scales at this shape and the per-tensor ones at 1x16x1 and 33x100x40, every plan",
+    ),
+    (
+        "sim::matmul_fp8_e5m2::*::tensor-tensor::130x272x136",
+        "the per-row scales at this shape and the per-tensor ones at 1x16x1 and 33x100x40, every plan",
+    ),
+    // 0.47 s (sim-trial-times-9caa5bd.md)
+    (
+        "sim::matmul_fp8::promoted-128x192::bf16::tensor-tensor::70x136x392",
+        "the per-row scales at this shape",
+    ),
+    // 2.08 s, 1.16 s and 2.32 s (sim-trial-times-9caa5bd.md): each mask's second instance.
+    (
+        "sim::attention::mask::window37::bf16_d128",
+        "the window at bf16 d64 and at d256; the bf16 d128 General instance by softcap_causal",
+    ),
+    (
+        "sim::attention::mask::alibi::f16_d64",
+        "ALiBi at f16 d128; the f16 d64 General instance by softcap",
+    ),
+    (
+        "sim::attention::mask::softcap::f16_d128",
+        "the soft cap at f16 d64 and softcap_causal at bf16; the f16 d128 General instance by alibi",
+    ),
+    // 3.59 s (sim-trial-times-9caa5bd.md)
+    (
+        "sim::norm::overflow::bf16",
+        "the same rows in f32 through every kernel; the bf16 instances by the other norm trials",
+    ),
 ];
 
-/// `trials` with those of [`SLOW_SIM_TRIALS`] marked slow; an error naming any listed trial that
-/// no longer exists (a renamed trial would otherwise run again unnoticed).
+/// Whether `name` matches `pattern`, whose `*`s stand for any run of characters.
+fn matches(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// `trials` with those of [`SLOW_SIM_TRIALS`] marked slow; an error naming any listed name that
+/// matches no trial (a renamed trial would otherwise run again unnoticed).
 pub fn apply(trials: Vec<Trial>) -> Result<Vec<Trial>, String> {
     let mut found = vec![false; SLOW_SIM_TRIALS.len()];
     let trials = trials
         .into_iter()
-        .map(
-            |t| match SLOW_SIM_TRIALS.iter().position(|(name, _)| *name == t.name()) {
+        .map(|t| {
+            match SLOW_SIM_TRIALS
+                .iter()
+                .position(|(name, _)| matches(name, t.name()))
+            {
                 Some(i) => {
                     found[i] = true;
                     slow(t)
                 }
                 None => t,
-            },
-        )
+            }
+        })
         .collect();
     let missing: Vec<&str> = SLOW_SIM_TRIALS
         .iter()
@@ -133,4 +191,33 @@ pub fn apply(trials: Vec<Trial>) -> Result<Vec<Trial>, String> {
             missing.join(", ")
         )),
     }
+}
+
+/// `sim::slow_trials::patterns_match`: the names' `*` as [`SLOW_SIM_TRIALS`] says.
+pub fn self_trials() -> Vec<Trial> {
+    vec![plain_trial("slow_trials", "patterns_match", patterns_match)]
+}
+
+fn patterns_match() {
+    let name = "sim::matmul_fp8::fast-128x128::bf16::tensor-tensor::130x272x136";
+    for (pattern, want) in [
+        (name, true),
+        ("sim::matmul_fp8::*::tensor-tensor::130x272x136", true),
+        ("sim::matmul_fp8::*::row-row::130x272x136", false),
+        ("sim::matmul_fp8::*::tensor-tensor::130x272x13", false),
+        ("sim::matmul_fp8_e5m2::*::tensor-tensor::130x272x136", false),
+        ("sim::*::bf16::*", true),
+        ("*136", true),
+        ("*", true),
+        ("sim::matmul_fp8::fast-128x128", false),
+        (
+            "sim::matmul_fp8::fast-128x128::bf16::tensor-tensor::130x272x136x",
+            false,
+        ),
+    ] {
+        assert_eq!(matches(pattern, name), want, "{pattern}");
+    }
+    // A pattern's last part overlapping its middle one is not counted twice.
+    assert!(!matches("a*bc*cd", "abcd"));
+    assert!(matches("a*bc*cd", "abccd"));
 }
