@@ -257,13 +257,15 @@ def flex_attention_masks(ctx: Any) -> None:
 
 
 # The backward's mask rows (examples/bench/attention_masks.rs BACKWARD_MASKS): the masks that drop
-# pairs only, on MASK_SHAPES.
+# pairs only, on MASK_SHAPES; and ALiBi on BACKWARD_BIAS_SHAPES (head dim 64).
 BACKWARD_MASKS = ("sliding_window", "document")
+BACKWARD_BIAS_SHAPES = [(8, 2048, 32, 64)]
 
 
 def flex_attention_masks_bwd(ctx: Any) -> None:
     """FlexAttention's backward (compiled) with the window and the documents as a `BlockMask` from
-    a `mask_mod`, as `flex_attention_masks` makes them: the forward run once with `requires_grad`,
+    a `mask_mod`, and ALiBi as a `score_mod` with the causal one (on BACKWARD_BIAS_SHAPES), as
+    `flex_attention_masks` makes them: the forward run once with `requires_grad`,
     then `torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)` timed alone; checked on
     sampled rows of the three gradients against the float64 autograd with the same mask
     (`reference_grads`). Records `attention_bwd`, impl `flex`, TFLOP/s 2.5 times the forward's
@@ -273,8 +275,14 @@ def flex_attention_masks_bwd(ctx: Any) -> None:
 
     C.allow_recompiles(torch)
     compiled = torch.compile(flex, dynamic=False)
-    for b, s, h, d in MASK_SHAPES:
+    rows = [(shape, BACKWARD_MASKS) for shape in MASK_SHAPES]
+    rows += [(shape, ("alibi",)) for shape in BACKWARD_BIAS_SHAPES]
+    for (b, s, h, d), names in rows:
         doc_ids = (torch.arange(s, device="cuda") // (s // DOCUMENTS)).to(torch.int32)
+        slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / h) for i in range(h)], device="cuda")
+
+        def causal(b_, h_, qi, ki):
+            return qi >= ki
 
         def window(b_, h_, qi, ki):
             return (qi >= ki) & (qi - ki < WINDOW)
@@ -282,27 +290,32 @@ def flex_attention_masks_bwd(ctx: Any) -> None:
         def document(b_, h_, qi, ki):
             return doc_ids[qi] == doc_ids[ki]
 
-        for name in BACKWARD_MASKS:
-            mask_mod = {"sliding_window": window, "document": document}[name]
+        def alibi(score, b_, h_, qi, ki):
+            return score + slopes[h_] * (ki - qi)
+
+        for name in names:
+            mask_mod = {"sliding_window": window, "document": document}.get(name, causal)
+            score_mod = alibi if name == "alibi" else None
             base = C.record(
                 "attention_bwd", "flex", f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d,
                 causal=name != "document", mask=name, dtype="bf16", version=torch.__version__,
-                call=f"torch.autograd.grad of torch.compile(flex_attention)(q, k, v, block_mask=create_block_mask({mask_mod.__name__}))",
+                call=f"torch.autograd.grad of torch.compile(flex_attention)(q, k, v, score_mod={score_mod is not None}, block_mask=create_block_mask({mask_mod.__name__}))",
             )
 
             def measure(b: int = b, s: int = s, h: int = h, d: int = d, name: str = name,
-                        mask_mod: Any = mask_mod, base: dict[str, Any] = base) -> dict[str, Any]:
+                        mask_mod: Any = mask_mod, score_mod: Any = score_mod,
+                        base: dict[str, Any] = base) -> dict[str, Any]:
                 q, k, v = (ctx.rand((b, h, s, d)).to(torch.bfloat16) for _ in range(3))
                 dout = ctx.rand((b, h, s, d)).to(torch.bfloat16)
                 block_mask = create_block_mask(mask_mod, B=None, H=None, Q_LEN=s, KV_LEN=s, device="cuda")
                 qi = torch.arange(s, device="cuda")[:, None]
                 ki = torch.arange(s, device="cuda")[None, :]
                 keep = mask_mod(0, 0, qi, ki)
-                ref = reference_grads(torch, q, k, v, dout, False, keep)
+                ref = reference_grads(torch, q, k, v, dout, False, keep, alibi=name == "alibi")
                 del keep
                 for x in (q, k, v):
                     x.requires_grad_(True)
-                out = compiled(q, k, v, block_mask=block_mask)
+                out = compiled(q, k, v, score_mod=score_mod, block_mask=block_mask)
 
                 def launch(i: int) -> Any:
                     return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
@@ -536,14 +549,20 @@ def attention_bwd_flops(b: int, s: int, h: int, d: int, causal: bool) -> float:
     return full / 2 if causal else full
 
 
-def reference_grads(torch: Any, q: Any, k: Any, v: Any, dout: Any, causal: bool, keep: Any = None) -> list[Any]:
+def reference_grads(torch: Any, q: Any, k: Any, v: Any, dout: Any, causal: bool, keep: Any = None,
+                    alibi: bool = False) -> list[Any]:
     """float64 gradients of the sampled heads of batch 0 (autograd of the written-out maths):
     `dq` at the sampled query rows, `dk` and `dv` at the sampled key rows, `[heads, rows, d]`;
-    the pairs `keep` (`[s, s]` booleans) keeps where given, else causal or all."""
+    the pairs `keep` (`[s, s]` booleans) keeps where given, else causal or all; with `alibi`,
+    ALiBi's bias `slope_h (k - q)` added to each head's scores."""
     heads = sampled_heads(q.shape[1])
-    s, d = q.shape[2], q.shape[3]
+    s, d, h = q.shape[2], q.shape[3], q.shape[1]
     qq, kk, vv = (x[0, heads].double().requires_grad_(True) for x in (q, k, v))
     scores = (qq @ kk.transpose(-1, -2)) / d**0.5
+    if alibi:
+        pos = torch.arange(s, device=q.device, dtype=torch.float64)
+        slopes = torch.tensor([2.0 ** (-8.0 * (hh + 1) / h) for hh in heads], device=q.device, dtype=torch.float64)
+        scores = scores + slopes[:, None, None] * (pos[None, :] - pos[:, None])[None]
     if keep is None and causal:
         keep = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
     if keep is not None:

@@ -133,8 +133,14 @@ fn sampled_heads(h: usize) -> Vec<usize> {
 
 /// The f64 gradients of the sampled rows (batch 0): `dq` of the sampled query rows, then `dk`
 /// and `dv` of the sampled key rows, head after head, row after row of `head_dim` values; the
-/// pairs row `i`, key `j` that `keeps(i, j)` (the mask, written out by the caller).
-pub fn reference(ops: &Operands, bw: &Backward, keeps: impl Fn(usize, usize) -> bool) -> [Vec<f32>; 3] {
+/// pairs row `i`, key `j` that `keeps(i, j)` (the mask, written out by the caller), each score
+/// plus `bias(head, i, j)` (ALiBi's; [`no_bias`] for none).
+pub fn reference(
+    ops: &Operands,
+    bw: &Backward,
+    keeps: impl Fn(usize, usize) -> bool,
+    bias: impl Fn(usize, usize, usize) -> f64,
+) -> [Vec<f32>; 3] {
     let [_, s, h, d] = ops.dims;
     let scale = 1.0 / (d as f64).sqrt();
     let at = |x: &[bf16], i: usize, hh: usize, c: usize| f64::from(x[(i * h + hh) * d + c].to_f32());
@@ -155,7 +161,7 @@ pub fn reference(ops: &Operands, bw: &Backward, keeps: impl Fn(usize, usize) -> 
         for &i in &sampled_rows(s) {
             let mut acc = vec![0.0f64; d];
             for j in (0..s).filter(|&j| keeps(i, j)) {
-                let p = (scale * dot(q, i, k, j, hh) - lse(i)).exp();
+                let p = (scale * dot(q, i, k, j, hh) + bias(hh, i, j) - lse(i)).exp();
                 let ds = p * (dot(g, i, v, j, hh) - delta[i]);
                 acc.iter_mut()
                     .enumerate()
@@ -166,7 +172,7 @@ pub fn reference(ops: &Operands, bw: &Backward, keeps: impl Fn(usize, usize) -> 
         for &j in &sampled_rows(s) {
             let (mut ak, mut av) = (vec![0.0f64; d], vec![0.0f64; d]);
             for (i, &delta_i) in delta.iter().enumerate().filter(|&(i, _)| keeps(i, j)) {
-                let p = (scale * dot(q, i, k, j, hh) - lse(i)).exp();
+                let p = (scale * dot(q, i, k, j, hh) + bias(hh, i, j) - lse(i)).exp();
                 let ds = p * (dot(g, i, v, j, hh) - delta_i);
                 for c in 0..d {
                     ak[c] += scale * ds * at(q, i, hh, c);
@@ -178,6 +184,11 @@ pub fn reference(ops: &Operands, bw: &Backward, keeps: impl Fn(usize, usize) -> 
         }
     }
     [dq, dk, dv]
+}
+
+/// No bias on any score ([`reference`]).
+pub fn no_bias(_: usize, _: usize, _: usize) -> f64 {
+    0.0
 }
 
 /// The pairs of the causal mask (`j <= i`), or every pair.
@@ -272,7 +283,7 @@ pub fn attention_bwd(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     };
                     if state.is_none() {
                         let bw = prepare(gpu, ops, &options)?;
-                        let want = reference(ops, &bw, causal_keeps(causal));
+                        let want = reference(ops, &bw, causal_keeps(causal), no_bias);
                         state = Some((bw, want));
                     }
                     let Some((bw, want)) = state.as_mut() else {
@@ -317,7 +328,7 @@ mod tests {
                 ..Default::default()
             };
             let mut bw = prepare(&gpu, &mut ops, &plain).unwrap();
-            let want = reference(&ops, &bw, causal_keeps(causal));
+            let want = reference(&ops, &bw, causal_keeps(causal), no_bias);
             for algorithm in [
                 AttentionAlgorithm::Wgmma,
                 AttentionAlgorithm::WgmmaFused,
@@ -333,7 +344,7 @@ mod tests {
                 let c = check(&gpu, &ops, &mut bw, &options, &want).unwrap();
                 assert!(c.passed(), "{algorithm:?} causal {causal}: {}", c.rel_err);
             }
-            let wrong = reference(&ops, &bw, causal_keeps(!causal));
+            let wrong = reference(&ops, &bw, causal_keeps(!causal), no_bias);
             let options = AttentionOptions {
                 causal,
                 ..Default::default()
@@ -355,13 +366,13 @@ mod tests {
             ..Default::default()
         };
         let mut bw = prepare(&gpu, &mut ops, &window).unwrap();
-        let want = reference(&ops, &bw, |i, j| j <= i && i - j < 9);
+        let want = reference(&ops, &bw, |i, j| j <= i && i - j < 9, no_bias);
         for algorithm in [AttentionAlgorithm::Auto, AttentionAlgorithm::Rows] {
             let options = AttentionOptions { algorithm, ..window };
             let c = check(&gpu, &ops, &mut bw, &options, &want).unwrap();
             assert!(c.passed(), "{algorithm:?}: {}", c.rel_err);
         }
-        let wrong = reference(&ops, &bw, causal_keeps(true));
+        let wrong = reference(&ops, &bw, causal_keeps(true), no_bias);
         let c = check(&gpu, &ops, &mut bw, &window, &wrong).unwrap();
         assert!(!c.passed(), "the causal reference passed a window");
     }

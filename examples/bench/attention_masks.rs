@@ -14,11 +14,12 @@
 //! `torch_varlen`, `flex_attention_masks`).
 //!
 //! And the backward with the masks that drop pairs only (the window and the documents, records
-//! `attention_bwd` with the key `mask`): the plan's choice (`gpukern`, the one-kernel Hopper
-//! rung's masked instances) and the rows rung (`gpukern:rows`); TFLOP/s 2.5 times the forward's
-//! count of kept pairs; each checked on sampled rows of the three gradients against the f64
-//! gradients with the mask (`attention_bwd::reference`). The peer is FlexAttention's backward
-//! with the same mask (`bench/peers_attention.py`, `flex_attention_masks_bwd`).
+//! `attention_bwd` with the key `mask`), and with ALiBi at head dim 64 (`8x2048x32x64`, where the
+//! one-kernel rung adds its bias): the plan's choice (`gpukern`, the one-kernel Hopper rung's
+//! masked instances) and the rows rung (`gpukern:rows`); TFLOP/s 2.5 times the forward's count
+//! of kept pairs; each checked on sampled rows of the three gradients against the f64 gradients
+//! with the mask (`attention_bwd::reference`). The peer is FlexAttention's backward with the
+//! same mask (`bench/peers_attention.py`, `flex_attention_masks_bwd`).
 
 use gpukern::{AttentionAlgorithm, AttentionMask, AttentionOptions, bf16};
 
@@ -59,8 +60,12 @@ const ALGORITHMS: [AttentionAlgorithm; 3] = [
     AttentionAlgorithm::Flash,
 ];
 
-/// The masks of the backward's rows (those that drop pairs only).
+/// The masks of the backward's rows on [`MASK_SHAPES`] (those that drop pairs only).
 const BACKWARD_MASKS: [&str; 2] = ["sliding_window", "document"];
+
+/// The backward's ALiBi rows: at head dim 64 (16k tokens, hidden 2048), where the one-kernel
+/// Hopper rung adds the bias (at 128 the rows rung takes it).
+const BACKWARD_BIAS_SHAPES: [[usize; 4]; 1] = [[8, 2048, 32, 64]];
 
 /// The implementations timed per mask in the backward.
 const BACKWARD_ALGORITHMS: [AttentionAlgorithm; 2] = [AttentionAlgorithm::Auto, AttentionAlgorithm::Rows];
@@ -68,7 +73,7 @@ const BACKWARD_ALGORITHMS: [AttentionAlgorithm; 2] = [AttentionAlgorithm::Auto, 
 /// Measurements [`attention_masks`] makes.
 pub fn planned(_quick: bool) -> usize {
     (MASK_SHAPES.len() * MASKS.len() + 1) * ALGORITHMS.len()
-        + MASK_SHAPES.len() * BACKWARD_MASKS.len() * BACKWARD_ALGORITHMS.len()
+        + (MASK_SHAPES.len() * BACKWARD_MASKS.len() + BACKWARD_BIAS_SHAPES.len()) * BACKWARD_ALGORITHMS.len()
 }
 
 /// The pairs one head of one sequence of `s` tokens keeps under `mask`.
@@ -142,11 +147,16 @@ pub fn attention_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     backward_masks(b, sink)
 }
 
-/// The backward's rows: each mask of [`BACKWARD_MASKS`] on each shape, the forward run once with
-/// it, each implementation checked and timed.
+/// The backward's rows: each mask of [`BACKWARD_MASKS`] on each shape of [`MASK_SHAPES`], ALiBi
+/// on [`BACKWARD_BIAS_SHAPES`], the forward run once with it, each implementation checked and
+/// timed.
 fn backward_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     use super::attention_bwd as bwd;
-    for dims in MASK_SHAPES {
+    let rows = MASK_SHAPES
+        .iter()
+        .map(|&dims| (dims, &BACKWARD_MASKS[..]))
+        .chain(BACKWARD_BIAS_SHAPES.iter().map(|&dims| (dims, &["alibi"][..])));
+    for (dims, masks) in rows {
         let [batch, seq, heads, head_dim] = dims;
         let shape = format!("{batch}x{seq}x{heads}x{head_dim}");
         if !b.wants(&shape) {
@@ -157,9 +167,10 @@ fn backward_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
             .collect();
         let doc = b.gpu.document_mask(&ids, batch, seq)?;
         let mut prepared: Option<Operands> = None;
-        for name in BACKWARD_MASKS {
+        for &name in masks {
             let mask = match name {
                 "sliding_window" => AttentionMask::SlidingWindow { window: WINDOW },
+                "alibi" => AttentionMask::Alibi,
                 _ => AttentionMask::Document(&doc),
             };
             let flops = 2.5 * 4.0 * (batch * heads * head_dim) as f64 * pairs(name, seq);
@@ -189,7 +200,12 @@ fn backward_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     };
                     if state.is_none() {
                         let bw = bwd::prepare(gpu, ops, &options)?;
-                        let want = bwd::reference(ops, &bw, |i, j| keeps(name, seq, i, j));
+                        let want = bwd::reference(
+                            ops,
+                            &bw,
+                            |i, j| keeps(name, seq, i, j),
+                            |hh, i, j| modified(name, 0.0, hh, heads, i, j),
+                        );
                         state = Some((bw, want));
                     }
                     let Some((bw, want)) = state.as_mut() else {

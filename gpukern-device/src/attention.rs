@@ -140,6 +140,15 @@ pub trait Mask: Copy {
         0..usize::MAX
     }
 
+    /// Whether this call's score modification is a bias: `score(s) = s + score(0)`, a term that
+    /// does not depend on `s` (ALiBi's), so its derivative is 1 (asked once per call, only where
+    /// [`Mask::modifies_scores`]). A kernel that adds biases but bends no score takes the mask
+    /// through [`BiasOf`]. False by default (not known).
+    #[inline(always)]
+    fn score_is_bias(&self) -> bool {
+        false
+    }
+
     /// The derivative of [`Mask::score`] at `s` (called only where the mask modifies scores):
     /// the backward multiplies each pair's gradient by it. 1 by default, right for a bias added
     /// to the score (ALiBi); a mask that scales or bends the scores (a soft cap) gives its own.
@@ -359,6 +368,10 @@ impl Mask for Alibi {
     #[inline(always)]
     fn keep(&self, b: usize, h: usize, q: usize, kv: usize) -> bool {
         self.causal.keep(b, h, q, kv)
+    }
+    #[inline(always)]
+    fn score_is_bias(&self) -> bool {
+        true
     }
     #[inline(always)]
     fn score(&self, s: f32, _: usize, h: usize, q: usize, kv: usize) -> f32 {
@@ -612,7 +625,7 @@ impl Mask for SoftCap {
 
 /// The keys of mask `M` without its score modification ([`Mask::SCORE_MOD`] false): for a
 /// kernel that takes masks which only drop pairs (the one-kernel Hopper backward's masked
-/// instances), whose caller sends the score modifications elsewhere. Every other answer is
+/// instances at head dim 128; [`BiasOf`] keeps the biases too), whose caller sends the score modifications elsewhere. Every other answer is
 /// `M`'s.
 #[derive(Clone, Copy, Debug)]
 pub struct KeysOf<M>(M);
@@ -635,6 +648,68 @@ impl<M: Mask> Mask for KeysOf<M> {
     #[inline(always)]
     fn row_end(&self) -> Option<u32> {
         self.0.row_end()
+    }
+    #[inline(always)]
+    fn keys(&self, b: usize, h: usize, q: Range<usize>) -> Range<usize> {
+        self.0.keys(b, h, q)
+    }
+    #[inline(always)]
+    fn full_keys(&self, b: usize, h: usize, q: Range<usize>) -> Range<usize> {
+        self.0.full_keys(b, h, q)
+    }
+    #[inline(always)]
+    fn rows(&self, b: usize, h: usize, kv: Range<usize>) -> Range<usize> {
+        self.0.rows(b, h, kv)
+    }
+    #[inline(always)]
+    fn tile(&self, b: usize, h: usize, q: Range<usize>, kv: Range<usize>) -> TileMask {
+        self.0.tile(b, h, q, kv)
+    }
+}
+
+/// Mask `M` with its biases and without its other score modifications: its keys, and its
+/// scores where [`Mask::score_is_bias`] (ALiBi's), `s` itself elsewhere (the soft cap's). For a
+/// kernel that adds biases to its scores but takes no derivative other than 1 (the one-kernel
+/// Hopper backward's masked instances at head dim 64), whose caller sends the other score
+/// modifications elsewhere. Every other answer is `M`'s.
+#[derive(Clone, Copy, Debug)]
+pub struct BiasOf<M>(M);
+
+impl<M: Mask> Mask for BiasOf<M> {
+    const SCORE_MOD: bool = M::SCORE_MOD;
+    const MASKS: bool = M::MASKS;
+    const CONTIGUOUS: bool = M::CONTIGUOUS;
+    #[inline(always)]
+    fn new(args: MaskArgs, shape: MaskShape) -> Self {
+        BiasOf(M::new(args, shape))
+    }
+    #[inline(always)]
+    fn keep(&self, b: usize, h: usize, q: usize, kv: usize) -> bool {
+        self.0.keep(b, h, q, kv)
+    }
+    #[inline(always)]
+    fn row(&self, b: usize, h: usize, q: usize) -> Self {
+        BiasOf(self.0.row(b, h, q))
+    }
+    #[inline(always)]
+    fn row_end(&self) -> Option<u32> {
+        self.0.row_end()
+    }
+    #[inline(always)]
+    fn modifies_scores(&self) -> bool {
+        self.0.modifies_scores() && self.0.score_is_bias()
+    }
+    #[inline(always)]
+    fn score_is_bias(&self) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn score(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> f32 {
+        if self.0.score_is_bias() {
+            self.0.score(s, b, h, q, kv)
+        } else {
+            s
+        }
     }
     #[inline(always)]
     fn keys(&self, b: usize, h: usize, q: Range<usize>) -> Range<usize> {
@@ -774,6 +849,10 @@ impl Mask for General {
     #[inline(always)]
     fn modifies_scores(&self) -> bool {
         matches!(self.kind, Shipped::Alibi | Shipped::SoftCap)
+    }
+    #[inline(always)]
+    fn score_is_bias(&self) -> bool {
+        self.kind != Shipped::SoftCap
     }
     #[inline(always)]
     fn keep(&self, b: usize, _: usize, q: usize, kv: usize) -> bool {

@@ -5,8 +5,8 @@
 //! `tests/kernels/attention_masks.rs`, check it.)
 
 use gpukern_device::attention::{
-    Alibi, Causal, General, KeysOf, Mask, MaskArgs, MaskShape, NoMask, Shipped, SlidingWindow, SoftCap,
-    TileMask,
+    Alibi, BiasOf, Causal, General, KeysOf, Mask, MaskArgs, MaskShape, NoMask, Shipped, SlidingWindow,
+    SoftCap, TileMask,
 };
 
 /// Every check of `mask` against `keep` of `reference` on a call of `shape`: pairs, and blocks of
@@ -315,6 +315,52 @@ fn keys_of_is_the_mask_without_its_scores() {
                     .take(3)
                     .map(|x| format!("{kind:?} {q_len}x{kv_len}: {x}")),
             );
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `BiasOf<General>` keeps what `General` keeps, tile by tile and row band by row band; it
+/// modifies scores where `General` adds a bias (ALiBi), by the same amount, and nowhere else
+/// (the soft cap's scores come back as they went in).
+#[test]
+fn bias_of_is_the_mask_with_its_biases_only() {
+    const { assert!(<BiasOf<General> as Mask>::SCORE_MOD && <BiasOf<General> as Mask>::CONTIGUOUS) };
+    let mut failures = Vec::new();
+    for (q_len, kv_len) in SHAPES {
+        let shape = MaskShape {
+            q_len,
+            kv_len,
+            heads: 4,
+        };
+        for (kind, value, bias) in [
+            (Shipped::Window, 7, false),
+            (Shipped::Causal, 0, false),
+            (Shipped::SoftCap, 1, false),
+            (Shipped::Alibi, 1, true),
+        ] {
+            let a = args(General::int(kind, value), 3.0);
+            let (with_bias, general) = (BiasOf::<General>::new(a, shape), General::new(a, shape));
+            let f = check_mask(with_bias, general, shape, 16, 8);
+            failures.extend(
+                f.into_iter()
+                    .take(3)
+                    .map(|x| format!("{kind:?} {q_len}x{kv_len}: {x}")),
+            );
+            if with_bias.modifies_scores() != bias || !with_bias.score_is_bias() {
+                failures.push(format!(
+                    "{kind:?}: modifies_scores {}",
+                    with_bias.modifies_scores()
+                ));
+            }
+            for (h, q, kv) in [(0, 0, 0), (3, q_len - 1, 0), (1, q_len / 2, kv_len - 1)] {
+                let s = 0.75;
+                let want = if bias { general.score(s, 0, h, q, kv) } else { s };
+                let got = with_bias.score(s, 0, h, q, kv);
+                if got.to_bits() != want.to_bits() || with_bias.score_grad(s, 0, h, q, kv) != 1.0 {
+                    failures.push(format!("{kind:?} ({h}, {q}, {kv}): score {got}, want {want}"));
+                }
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -3,8 +3,8 @@
 //! same mask (f64, the masks written out apart from `gpukern_device::attention`, a score
 //! modification's derivative multiplying `dS`): the rungs that take them and the plan's choice,
 //! on ragged shapes with `q_len != kv_len` where the mask allows it, GQA; the rungs that take no
-//! mask asked for, an error; a planted wrong mask (a window one key wider, a cap 5% larger)
-//! that the same check rejects. Tolerances as `attention_backward`'s (its module
+//! mask asked for, an error; a planted wrong mask (a window one key wider, a cap 5% larger,
+//! ALiBi's bias dropped) that the same check rejects. Tolerances as `attention_backward`'s (its module
 //! documentation).
 
 use gpukern::{AttentionAlgorithm, AttentionMask, AttentionOptions, Error, Gpu, bf16, cpu, f16};
@@ -19,8 +19,9 @@ use crate::common::trial::{Target, trial};
 /// The simulator's cases: each mask on a ragged shape with several of the fused rungs' tiles,
 /// tiles the mask empties and tiles it cuts (documents: `q_len == kv_len`), and a head dim;
 /// the one-kernel rung's four masked instances (the masks that modify no score at head dims 64
-/// and 128, bf16 and f16: even places run bf16) among them, two key blocks at 200 keys.
-const SIM_CASES: [(Kind, Shape, usize); 7] = [
+/// and 128, bf16 and f16: even places run bf16; ALiBi's bias at 64) among them, two key blocks
+/// at 200 keys.
+const SIM_CASES: [(Kind, Shape, usize); 8] = [
     (Kind::Window(13), (1, 70, 90, 2, 1), 64),
     (Kind::Window(40), (1, 100, 200, 2, 1), 128),
     (Kind::Document, (2, 70, 70, 2, 1), 128),
@@ -28,11 +29,12 @@ const SIM_CASES: [(Kind, Shape, usize); 7] = [
     (Kind::Alibi, (1, 45, 40, 2, 1), 40),
     (Kind::SoftCap(false), (1, 33, 70, 2, 2), 128),
     (Kind::SoftCap(true), (1, 70, 70, 1, 1), 64),
+    (Kind::Alibi, (1, 70, 90, 2, 1), 64),
 ];
 
 /// The GPU's cases: past a thousand rows and keys (more rows than keys once: rows that see no
 /// key), GQA, head dims 64 and 128 (and one the rows rung alone takes), each masked instance.
-const CUDA_CASES: [(Kind, Shape, usize); 8] = [
+const CUDA_CASES: [(Kind, Shape, usize); 9] = [
     (Kind::Window(300), (1, 1031, 1100, 4, 2), 128),
     (Kind::Window(300), (1, 1100, 1031, 4, 2), 128),
     (Kind::Document, (2, 1031, 1031, 2, 2), 64),
@@ -41,6 +43,7 @@ const CUDA_CASES: [(Kind, Shape, usize); 8] = [
     (Kind::SoftCap(false), (1, 1000, 1031, 2, 1), 64),
     (Kind::SoftCap(true), (1, 1031, 1031, 2, 1), 128),
     (Kind::Window(37), (1, 150, 170, 2, 1), 96),
+    (Kind::Alibi, (1, 300, 333, 4, 2), 128),
 ];
 
 /// Every trial of the masked backward.
@@ -73,15 +76,32 @@ const RUNGS: [AttentionAlgorithm; 3] = [
     AttentionAlgorithm::WgmmaFused,
 ];
 
-/// Whether `algorithm` takes a masked call at head dim `d` on `gpu`, the mask modifying scores
-/// (`score_mod`: ALiBi, the soft cap) or not.
-fn takes_masks(gpu: &Gpu, algorithm: AttentionAlgorithm, d: usize, score_mod: bool) -> bool {
-    algorithm != AttentionAlgorithm::WgmmaFused || (gpu.has_wgmma() && (d == 64 || d == 128) && !score_mod)
+/// What a mask does to the scores: nothing, adds a bias (ALiBi), or bends them (the soft cap).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Scores {
+    Kept,
+    Biased,
+    Bent,
 }
 
-/// Whether the mask of `kind` modifies scores.
-fn modifies_scores(kind: Kind) -> bool {
-    matches!(kind, Kind::Alibi | Kind::SoftCap(_))
+/// Whether `algorithm` takes a masked call at head dim `d` on `gpu`: the one-kernel rung where
+/// it has `wgmma`, at head dims 64 and 128 for a mask that keeps the scores, 64 for a bias.
+fn takes_masks(gpu: &Gpu, algorithm: AttentionAlgorithm, d: usize, scores: Scores) -> bool {
+    let dims: &[usize] = match scores {
+        Scores::Kept => &[64, 128],
+        Scores::Biased => &[64],
+        Scores::Bent => &[],
+    };
+    algorithm != AttentionAlgorithm::WgmmaFused || (gpu.has_wgmma() && dims.contains(&d))
+}
+
+/// What the mask of `kind` does to the scores.
+fn scores_of(kind: Kind) -> Scores {
+    match kind {
+        Kind::Alibi => Scores::Biased,
+        Kind::SoftCap(_) => Scores::Bent,
+        _ => Scores::Kept,
+    }
 }
 
 /// The rungs that take no mask but the causal one: each must refuse a masked call.
@@ -100,7 +120,7 @@ fn mask_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, kind: Kind, shape: Sha
         rng,
         case_of(shape, d),
         &options,
-        (kind.name(), modifies_scores(kind)),
+        (kind.name(), scores_of(kind)),
     )
 }
 
@@ -116,7 +136,7 @@ fn check_rungs<T: TestElement>(
     rng: &mut StdRng,
     case: Case,
     options: &AttentionOptions,
-    (what, score_mod): (String, bool),
+    (what, scores): (String, Scores),
 ) -> Check {
     let x = inputs::<T>(rng, case, options)?;
     let want = cpu::attention_backward(&x.d_out, &x.q, &x.k, &x.v, options)?;
@@ -126,7 +146,7 @@ fn check_rungs<T: TestElement>(
             ..*options
         };
         let result = backward(gpu, &x, &options);
-        if !takes_masks(gpu, algorithm, case.5, score_mod) {
+        if !takes_masks(gpu, algorithm, case.5, scores) {
             match result {
                 Err(Error::InvalidArgument { .. }) => continue,
                 other => {
@@ -171,21 +191,28 @@ fn varlen(gpu: &Gpu, rng: &mut StdRng) -> Check {
         rng,
         (1, 70, 90, 2, 1, 64, false),
         &options,
-        ("varlen".into(), false),
+        ("varlen".into(), Scores::Kept),
     )
 }
 
-/// Planted wrong masks: the kernels run a window one key wider, and a soft cap 5% larger, than
-/// the reference's; the check must reject both on every rung that takes a mask (it would pass
-/// them if it were blind to a mask's edge or to the scores' modification and its derivative).
+/// Planted wrong masks: the kernels run a window one key wider, a soft cap 5% larger, and the
+/// causal mask without ALiBi's bias, than the reference's; the check must reject each on every
+/// rung that takes the reference's mask (it would pass them if it were blind to a mask's edge,
+/// to the scores' modification and its derivative, or to a bias).
 fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
     let mut failures = Vec::new();
-    for (what, want, planted, score_mod) in [
+    for (what, want, planted, scores) in [
         (
             "window one key wider",
             AttentionMask::SlidingWindow { window: 20 },
             AttentionMask::SlidingWindow { window: 21 },
-            false,
+            Scores::Kept,
+        ),
+        (
+            "ALiBi's bias dropped",
+            AttentionMask::Alibi,
+            AttentionMask::Causal,
+            Scores::Biased,
         ),
         (
             "cap 5% larger",
@@ -197,7 +224,7 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
                 cap: 0.21,
                 causal: false,
             },
-            true,
+            Scores::Bent,
         ),
     ] {
         let reference = AttentionOptions {
@@ -207,7 +234,7 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
         // The forward's output and log-sum-exp of the correct mask: only the backward differs.
         let x = inputs::<bf16>(rng, (1, 70, 70, 1, 1, 64, false), &reference)?;
         let want = cpu::attention_backward(&x.d_out, &x.q, &x.k, &x.v, &reference)?;
-        for algorithm in RUNGS.into_iter().filter(|&a| takes_masks(gpu, a, 64, score_mod)) {
+        for algorithm in RUNGS.into_iter().filter(|&a| takes_masks(gpu, a, 64, scores)) {
             let options = AttentionOptions {
                 mask: planted,
                 algorithm,

@@ -351,9 +351,16 @@ impl<'a> MaskSpec<'a> {
     }
 
     /// Whether the mask modifies scores (ALiBi, the soft cap: `General::modifies_scores` of the
-    /// kinds): the one-kernel backward's masked entries take masks that drop pairs only.
+    /// kinds): the one-kernel backward's masked entries take no soft cap, and ALiBi only at head
+    /// dim 64 ([`MaskSpec::score_is_bias`]).
     pub(crate) fn modifies_scores(&self) -> bool {
         matches!(self.kind, MaskKind::Alibi | MaskKind::SoftCap)
+    }
+
+    /// Whether the mask's score modification adds a bias (ALiBi: `General::score_is_bias`), which
+    /// the one-kernel backward's masked entries at head dim 64 add themselves.
+    pub(crate) fn score_is_bias(&self) -> bool {
+        self.kind == MaskKind::Alibi
     }
 
     /// Whether the Hopper rung's persistent walk snakes for the mask, its rows' keys intervals

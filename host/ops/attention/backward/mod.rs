@@ -206,6 +206,7 @@ impl Gpu {
                 && [&ops.q, d_out].iter().all(|t| t.map_4d_ok(BWD_WGMMA_Q_TILE)),
             masked,
             score_mod: ops.mask.modifies_scores(),
+            bias: ops.mask.score_is_bias(),
             short: s.q_len <= BWD_FUSED_MASKED_MAX_ROWS,
         };
         let plan = BackwardPlan::choose(options.algorithm, s.head_dim, facts, options.deterministic)

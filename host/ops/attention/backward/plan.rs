@@ -5,7 +5,8 @@
 //! 0. A mask other than none and causal (`BackwardFacts::masked`): the one-kernel Hopper rung's
 //!    masked instances (`attention_bwd_wgmma_fused_masked_d<D>_*`) for `Auto` and `WgmmaFused`
 //!    where rule 2 holds, the call is not deterministic, the mask modifies no score (a window,
-//!    documents, a varlen batch; not ALiBi or the soft cap) and `q_len` is at most
+//!    documents, a varlen batch; not the soft cap) or adds a bias at a head dim whose instances
+//!    add it (ALiBi at [`BWD_FUSED_BIAS_HEAD_DIMS`]) and `q_len` is at most
 //!    [`BWD_FUSED_MASKED_MAX_ROWS`]; else the rows rung for `Auto` and `Rows`; any other
 //!    algorithm is an error that names those two.
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung (`attention_bwd_rows_dq_*` and
@@ -32,7 +33,7 @@
 //! where rule 2 does not, is an error that says what the rung supports.
 
 use kernels_gpu::attention::backward_wgmma::BWD_WGMMA_HEAD_DIMS;
-use kernels_gpu::attention::backward_wgmma_fused::BWD_FUSED_MASKED_MAX_ROWS;
+use kernels_gpu::attention::backward_wgmma_fused::{BWD_FUSED_BIAS_HEAD_DIMS, BWD_FUSED_MASKED_MAX_ROWS};
 use kernels_gpu::attention::{BWD_FLASH_HEAD_DIMS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM};
 
 use super::super::AttentionAlgorithm;
@@ -76,8 +77,10 @@ pub(crate) struct BackwardFacts {
     /// instances.
     pub(crate) masked: bool,
     /// The mask modifies scores (ALiBi, the soft cap): the masked one-kernel instances take
-    /// masks that drop pairs only.
+    /// none but a bias, and that at [`BWD_FUSED_BIAS_HEAD_DIMS`] only.
     pub(crate) score_mod: bool,
+    /// The mask's score modification is a bias (ALiBi).
+    pub(crate) bias: bool,
     /// `q_len` at most [`BWD_FUSED_MASKED_MAX_ROWS`] (the masked one-kernel instances keep
     /// each key's rows in 16 bits).
     pub(crate) short: bool,
@@ -107,7 +110,8 @@ impl BackwardPlan {
         let aligned = facts.aligned;
         let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
         if facts.masked {
-            let fused_masked = hopper && !deterministic && !facts.score_mod && facts.short;
+            let scores_taken = !facts.score_mod || facts.bias && BWD_FUSED_BIAS_HEAD_DIMS.contains(&head_dim);
+            let fused_masked = hopper && !deterministic && scores_taken && facts.short;
             return match algorithm {
                 AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
                 AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaFused if fused_masked => {
@@ -118,8 +122,9 @@ impl BackwardPlan {
                     "with a mask other than none and causal the backward runs the rows rung (Rows), \
                      or the one-kernel wgmma rung (WgmmaFused; Auto picks it where it applies: a \
                      GPU with wgmma, head dims {BWD_WGMMA_HEAD_DIMS:?}, aligned operands, not \
-                     deterministic, a mask that modifies no score (not ALiBi or the soft cap), \
-                     q_len at most {BWD_FUSED_MASKED_MAX_ROWS}), not {algorithm:?} here"
+                     deterministic, a mask that modifies no score or ALiBi at head dims \
+                     {BWD_FUSED_BIAS_HEAD_DIMS:?} (not the soft cap), q_len at most \
+                     {BWD_FUSED_MASKED_MAX_ROWS}), not {algorithm:?} here"
                 )),
             };
         }
@@ -250,6 +255,7 @@ mod tests {
             tensor_maps: true,
             masked: false,
             score_mod: false,
+            bias: false,
             short: true,
         };
         for d in [64, 128] {
@@ -320,6 +326,7 @@ mod tests {
             tensor_maps: true,
             masked: false,
             score_mod: false,
+            bias: false,
             short: true,
         };
         let fused = AttentionAlgorithm::WgmmaFused;
@@ -364,6 +371,7 @@ mod tests {
             tensor_maps: true,
             masked: true,
             score_mod: false,
+            bias: false,
             short: true,
         };
         for d in [64, 128] {
@@ -387,6 +395,11 @@ mod tests {
                     score_mod: true,
                     ..all
                 },
+                BackwardFacts {
+                    score_mod: true,
+                    bias: d != 64,
+                    ..all
+                },
                 BackwardFacts { short: false, ..all },
             ] {
                 assert_eq!(
@@ -394,6 +407,20 @@ mod tests {
                     Ok(BackwardPlan::Rows)
                 );
                 assert!(BackwardPlan::choose(AttentionAlgorithm::WgmmaFused, d, missing, false).is_err());
+            }
+            // A bias (ALiBi) where the instances add it.
+            let alibi = BackwardFacts {
+                score_mod: true,
+                bias: true,
+                ..all
+            };
+            for alg in [AttentionAlgorithm::Auto, AttentionAlgorithm::WgmmaFused] {
+                let plan = BackwardPlan::choose(alg, d, alibi, false);
+                match d {
+                    64 => assert_eq!(plan, Ok(BackwardPlan::WgmmaFused { head_dim: d })),
+                    _ if alg == AttentionAlgorithm::Auto => assert_eq!(plan, Ok(BackwardPlan::Rows)),
+                    _ => assert!(plan.is_err()),
+                }
             }
             assert_eq!(
                 BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, true),
