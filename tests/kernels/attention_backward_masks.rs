@@ -33,8 +33,9 @@ const SIM_CASES: [(Kind, Shape, usize); 8] = [
 ];
 
 /// The GPU's cases: past a thousand rows and keys (more rows than keys once: rows that see no
-/// key), GQA, head dims 64 and 128 (and one the rows rung alone takes), each masked instance.
-const CUDA_CASES: [(Kind, Shape, usize); 9] = [
+/// key), GQA, head dims 64 and 128 (and one the rows rung alone takes), each masked instance,
+/// ALiBi at 128 (the rows rung) and at 64 in both types (the masked instances' bias).
+const CUDA_CASES: [(Kind, Shape, usize); 10] = [
     (Kind::Window(300), (1, 1031, 1100, 4, 2), 128),
     (Kind::Window(300), (1, 1100, 1031, 4, 2), 128),
     (Kind::Document, (2, 1031, 1031, 2, 2), 64),
@@ -44,6 +45,7 @@ const CUDA_CASES: [(Kind, Shape, usize); 9] = [
     (Kind::SoftCap(true), (1, 1031, 1031, 2, 1), 128),
     (Kind::Window(37), (1, 150, 170, 2, 1), 96),
     (Kind::Alibi, (1, 300, 333, 4, 2), 128),
+    (Kind::Alibi, (1, 333, 300, 4, 2), 64),
 ];
 
 /// Every trial of the masked backward.
