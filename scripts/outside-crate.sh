@@ -4,7 +4,10 @@
 # `gpukern-build` (and `gpukern-device`) by absolute path. Without a GPU it runs in the simulator.
 #
 #   bash scripts/outside-crate.sh            build and run it, sharing this repository's target
-#                                            directory (dependencies already built are reused)
+#                                            directory (dependencies already built are reused),
+#                                            or OUTSIDE_TARGET_DIR if set (the test command's:
+#                                            a directory of its own, so that it runs beside
+#                                            other cargo commands on this repository)
 #   bash scripts/outside-crate.sh --binary DEST
 #                                            build the copy in release and copy its binary to
 #                                            DEST (to run it on a GPU machine)
@@ -68,8 +71,9 @@ if [ "$timing" = "--release" ]; then
 fi
 
 if [ "$timing" != "--timing" ]; then
-    CARGO_TARGET_DIR="$repo/target" cargo run --manifest-path "$crate/Cargo.toml"
-    CARGO_TARGET_DIR="$repo/target" cargo test --manifest-path "$crate/Cargo.toml"
+    target=${OUTSIDE_TARGET_DIR:-$repo/target}
+    CARGO_TARGET_DIR="$target" cargo run --manifest-path "$crate/Cargo.toml"
+    CARGO_TARGET_DIR="$target" cargo test --manifest-path "$crate/Cargo.toml"
     # The PTX build wrote nothing into the user's source tree.
     if [ -e "$crate/kernels/Cargo.lock" ]; then
         echo "outside-crate: the PTX build wrote kernels/Cargo.lock into the crate's sources"; exit 1
@@ -80,14 +84,14 @@ if [ "$timing" != "--timing" ]; then
     printf '#!/bin/sh\necho "rustup must not run with GPUKERN_PTX_DIR" >&2; exit 1\n' >"$work/no-nightly/rustup"
     chmod +x "$work/no-nightly/rustup"
     cp "${GPUKERN_PTX_CACHE:-$repo/target/gpukern-ptx}"/kernels-*.ptx "$work/prebuilt/"
-    if ! PATH="$work/no-nightly:$PATH" GPUKERN_PTX_DIR="$work/prebuilt" CARGO_TARGET_DIR="$repo/target" \
+    if ! PATH="$work/no-nightly:$PATH" GPUKERN_PTX_DIR="$work/prebuilt" CARGO_TARGET_DIR="$target" \
         cargo build --manifest-path "$crate/Cargo.toml" >"$work/prebuilt.log" 2>&1; then
         echo "outside-crate: the build with GPUKERN_PTX_DIR failed:"; cat "$work/prebuilt.log"; exit 1
     fi
     echo "outside-crate: built from prebuilt PTX (GPUKERN_PTX_DIR), no nightly run"
     # ... and a folder without this source's PTX is an error naming the file it expected.
     mkdir -p "$work/prebuilt-empty"
-    if PATH="$work/no-nightly:$PATH" GPUKERN_PTX_DIR="$work/prebuilt-empty" CARGO_TARGET_DIR="$repo/target" \
+    if PATH="$work/no-nightly:$PATH" GPUKERN_PTX_DIR="$work/prebuilt-empty" CARGO_TARGET_DIR="$target" \
         cargo build --manifest-path "$crate/Cargo.toml" >"$work/prebuilt.log" 2>&1 \
         || ! grep -q 'GPUKERN_PTX_DIR=.*no PTX of `kernels`' "$work/prebuilt.log"; then
         echo "outside-crate: an empty GPUKERN_PTX_DIR did not fail with its message:"; cat "$work/prebuilt.log"; exit 1
@@ -95,7 +99,7 @@ if [ "$timing" != "--timing" ]; then
     # A kernel that does not compile fails the user's build with rustc's own message, naming the
     # kernel crate's file.
     sed -i 's/mem::load(x, i) + 1.0)/mem::load(x, i) + 1u32)/' "$crate/kernels/src/lib.rs"
-    if CARGO_TARGET_DIR="$repo/target" cargo build --manifest-path "$crate/Cargo.toml" >"$work/broken.log" 2>&1; then
+    if CARGO_TARGET_DIR="$target" cargo build --manifest-path "$crate/Cargo.toml" >"$work/broken.log" 2>&1; then
         echo "outside-crate: a kernel with a type error built"; exit 1
     fi
     if ! grep -q 'error\[E0277\]' "$work/broken.log" || ! grep -q 'kernels/src/lib.rs' "$work/broken.log"; then

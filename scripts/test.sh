@@ -11,7 +11,8 @@
 #      and gpukern checked with each kernel-family feature alone and with none
 #      (scripts/check-features.sh);
 #   4. examples/custom-kernels copied outside the repository and built as a user's crate
-#      (scripts/outside-crate.sh), run in the simulator with its tests.
+#      (scripts/outside-crate.sh), run in the simulator with its tests (beside the docs and
+#      features steps, in a target directory of its own; reported at the end).
 # At the end it prints how long each step took.
 # Without a GPU the CUDA tests are reported as ignored and everything else runs: the kernels'
 # real code in the CPU simulator, the CPU references, the launch math and the PTX checks.
@@ -38,6 +39,8 @@ step() {
 }
 report() {
     local rc=$?
+    # A step that failed before the background job's own step: stop it.
+    if [ -n "${outside_pid:-}" ]; then kill "$outside_pid" 2>/dev/null || true; fi
     finish_step
     current=""
     printf '\n== time per step\n'
@@ -84,6 +87,17 @@ cargo fmt --all --check
 step "lints"
 cargo clippy --workspace --all-targets -- -D warnings
 
+# The example as a crate outside the repository (scripts/outside-crate.sh) runs beside the docs
+# and features steps, which keep about one of the two cores busy: in a target directory of its
+# own (so that no cargo lock makes either wait; its dependencies built there anew, as they were
+# in the shared one, whose features differ), the PTX cache the lints step filled shared. Its
+# output is shown, and its status checked, in its own step at the end.
+outside_log=$(mktemp)
+outside_target=$(mktemp -d)
+(GPUKERN_PTX_CACHE="${GPUKERN_PTX_CACHE:-$PWD/target/gpukern-ptx}" OUTSIDE_TARGET_DIR="$outside_target" \
+    CARGO_BUILD_JOBS=1 bash scripts/outside-crate.sh) >"$outside_log" 2>&1 &
+outside_pid=$!
+
 # The API docs build without warnings: no broken or private intra-doc links.
 step "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
@@ -128,5 +142,9 @@ rm -f "$launch_types_log"
 [ "$launch_types_rc" = 0 ] || { echo "the launch_types test failed (exit $launch_types_rc)" >&2; exit 1; }
 cargo test --workspace --doc
 
-step "the example as a crate outside the repository"
-bash scripts/outside-crate.sh
+step "the example as a crate outside the repository (started before the docs)"
+outside_rc=0
+wait "$outside_pid" || outside_rc=$?
+cat "$outside_log"
+rm -rf "$outside_log" "$outside_target"
+[ "$outside_rc" = 0 ] || { echo "the example outside the repository failed (exit $outside_rc)" >&2; exit 1; }
