@@ -365,3 +365,33 @@ fn bias_of_is_the_mask_with_its_biases_only() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// ALiBi's bias, as `BiasOf<General>` gives it (`score(0, ..)`), is a line in `kv - q`: the same
+/// for pairs shifted along both, and changing by the same step per key as it does, negated, per
+/// query. The one-kernel backward's masked instances take it so (`bias_line`: the mask asked at
+/// two points per tile, the rest of the tile on their line), so a mask whose bias bent would fail
+/// here first.
+#[test]
+fn alibi_bias_is_a_line_in_the_distance() {
+    let (q_len, kv_len, heads) = (300, 333, 8);
+    let shape = MaskShape { q_len, kv_len, heads };
+    let mask = BiasOf::<General>::new(args(General::int(Shipped::Alibi, 1), 0.0), shape);
+    let bias = |h: usize, q: usize, kv: usize| f64::from(mask.score(0.0, 0, h, q, kv));
+    let mut failures = Vec::new();
+    for h in [0, 3, heads - 1] {
+        let step = bias(h, 10, 41) - bias(h, 10, 40);
+        for (q, kv) in [(0, 0), (5, 40), (150, 7), (250, 300), (298, 331)] {
+            let (shifted, here) = (bias(h, q + 1, kv + 1), bias(h, q, kv));
+            let tolerance = 1e-6 * here.abs().max(1.0);
+            if (shifted - here).abs() > tolerance
+                || (bias(h, q, kv + 1) - here - step).abs() > tolerance
+                || (bias(h, q + 1, kv) - here + step).abs() > tolerance
+            {
+                failures.push(format!(
+                    "head {h} ({q}, {kv}): {here}, shifted {shifted}, step {step}"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
