@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call for ALiBi in the one-kernel Hopper backward at head dim 64 (`e4e58d4`):
+# One device call for ALiBi in the one-kernel Hopper backward at head dim 64 (`e4e58d4`), run as
+# `bash .device/call.sh 300 'bash bench/experiments/third-wave/alibi-bwd-call.sh sanitize masks flex trials'`:
 # binaries `bash bench/build-trees.sh .device/bin6 alibi=e4e58d4` (bench-alibi, kernels-alibi).
 #   bash alibi-bwd-call.sh PART...   PART, in the order given:
 #     trials     the masked backward's CUDA and simulator trials, the backward's and the masks'
