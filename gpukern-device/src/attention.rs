@@ -623,19 +623,28 @@ impl Mask for SoftCap {
     }
 }
 
-/// The keys of mask `M` without its score modification ([`Mask::SCORE_MOD`] false): for a
-/// kernel that takes masks which only drop pairs (the one-kernel Hopper backward's masked
-/// instances at head dim 128; [`BiasOf`] keeps the biases too), whose caller sends the score modifications elsewhere. Every other answer is
-/// `M`'s.
+/// Mask `M` with the score modifications a kernel adds itself and no others: its keys, and with
+/// `BIASES` its biases (its scores where [`Mask::score_is_bias`], ALiBi's; `s` itself elsewhere,
+/// the soft cap's), without `BIASES` none ([`Mask::SCORE_MOD`] false). For the one-kernel Hopper
+/// backward's masked instances, which take no derivative other than 1 and whose caller sends the
+/// other modifications elsewhere: [`BiasOf`] at head dim 64, [`KeysOf`] at 128. Every other
+/// answer is `M`'s.
 #[derive(Clone, Copy, Debug)]
-pub struct KeysOf<M>(M);
+pub struct KeysAnd<M, const BIASES: bool>(M);
 
-impl<M: Mask> Mask for KeysOf<M> {
+/// The keys of mask `M` without its score modifications ([`KeysAnd`]).
+pub type KeysOf<M> = KeysAnd<M, false>;
+
+/// Mask `M` with its biases and without its other score modifications ([`KeysAnd`]).
+pub type BiasOf<M> = KeysAnd<M, true>;
+
+impl<M: Mask, const BIASES: bool> Mask for KeysAnd<M, BIASES> {
+    const SCORE_MOD: bool = BIASES && M::SCORE_MOD;
     const MASKS: bool = M::MASKS;
     const CONTIGUOUS: bool = M::CONTIGUOUS;
     #[inline(always)]
     fn new(args: MaskArgs, shape: MaskShape) -> Self {
-        KeysOf(M::new(args, shape))
+        KeysAnd(M::new(args, shape))
     }
     #[inline(always)]
     fn keep(&self, b: usize, h: usize, q: usize, kv: usize) -> bool {
@@ -643,53 +652,7 @@ impl<M: Mask> Mask for KeysOf<M> {
     }
     #[inline(always)]
     fn row(&self, b: usize, h: usize, q: usize) -> Self {
-        KeysOf(self.0.row(b, h, q))
-    }
-    #[inline(always)]
-    fn row_end(&self) -> Option<u32> {
-        self.0.row_end()
-    }
-    #[inline(always)]
-    fn keys(&self, b: usize, h: usize, q: Range<usize>) -> Range<usize> {
-        self.0.keys(b, h, q)
-    }
-    #[inline(always)]
-    fn full_keys(&self, b: usize, h: usize, q: Range<usize>) -> Range<usize> {
-        self.0.full_keys(b, h, q)
-    }
-    #[inline(always)]
-    fn rows(&self, b: usize, h: usize, kv: Range<usize>) -> Range<usize> {
-        self.0.rows(b, h, kv)
-    }
-    #[inline(always)]
-    fn tile(&self, b: usize, h: usize, q: Range<usize>, kv: Range<usize>) -> TileMask {
-        self.0.tile(b, h, q, kv)
-    }
-}
-
-/// Mask `M` with its biases and without its other score modifications: its keys, and its
-/// scores where [`Mask::score_is_bias`] (ALiBi's), `s` itself elsewhere (the soft cap's). For a
-/// kernel that adds biases to its scores but takes no derivative other than 1 (the one-kernel
-/// Hopper backward's masked instances at head dim 64), whose caller sends the other score
-/// modifications elsewhere. Every other answer is `M`'s.
-#[derive(Clone, Copy, Debug)]
-pub struct BiasOf<M>(M);
-
-impl<M: Mask> Mask for BiasOf<M> {
-    const SCORE_MOD: bool = M::SCORE_MOD;
-    const MASKS: bool = M::MASKS;
-    const CONTIGUOUS: bool = M::CONTIGUOUS;
-    #[inline(always)]
-    fn new(args: MaskArgs, shape: MaskShape) -> Self {
-        BiasOf(M::new(args, shape))
-    }
-    #[inline(always)]
-    fn keep(&self, b: usize, h: usize, q: usize, kv: usize) -> bool {
-        self.0.keep(b, h, q, kv)
-    }
-    #[inline(always)]
-    fn row(&self, b: usize, h: usize, q: usize) -> Self {
-        BiasOf(self.0.row(b, h, q))
+        KeysAnd(self.0.row(b, h, q))
     }
     #[inline(always)]
     fn row_end(&self) -> Option<u32> {
@@ -697,7 +660,7 @@ impl<M: Mask> Mask for BiasOf<M> {
     }
     #[inline(always)]
     fn modifies_scores(&self) -> bool {
-        self.0.modifies_scores() && self.0.score_is_bias()
+        BIASES && self.0.modifies_scores() && self.0.score_is_bias()
     }
     #[inline(always)]
     fn score_is_bias(&self) -> bool {
@@ -705,7 +668,7 @@ impl<M: Mask> Mask for BiasOf<M> {
     }
     #[inline(always)]
     fn score(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> f32 {
-        if self.0.score_is_bias() {
+        if BIASES && self.0.score_is_bias() {
             self.0.score(s, b, h, q, kv)
         } else {
             s

@@ -319,7 +319,7 @@ fn bias_line<M: Mask>(mask: M, (b, h, q0): (usize, usize, usize), lane_q: u32) -
     let key =
         hint::recompute(thread::block_idx_x()) as usize * BWD_WGMMA_KEYS + CONSUMER_ROWS * c + 16 * w + g;
     let q = q0 + 2 * lane_q as usize;
-    let at = |q: usize, kv: usize| mask.score(0.0, b, h, q, kv) * core::f32::consts::LOG2_E;
+    let at = |q: usize, kv: usize| mask.score(0.0, b, h, q, kv) * math::LOG2_E;
     (at(q, key), at(q + 1, key) - at(q, key))
 }
 
