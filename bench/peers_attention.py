@@ -164,6 +164,38 @@ SOFT_CAP = 30.0
 MASKS = ("sliding_window", "document", "alibi", "softcap")
 
 
+def alibi_slope(hh: int, h: int) -> float:
+    """ALiBi's slope of head `hh` of `h` (the paper's, as `gpukern_device::attention::Alibi`)."""
+    return 2.0 ** (-8.0 * (hh + 1) / h)
+
+
+def flex_mods(torch: Any, s: int, h: int, name: str) -> tuple[Any, Any]:
+    """FlexAttention's `(mask_mod, score_mod)` for the mask row `name` at sequence `s` with `h`
+    heads: the window and the documents as a `mask_mod` (document ids as a tensor it indexes, as
+    FlexAttention's own document-masking example does), ALiBi and the soft cap as a `score_mod`
+    with the causal `mask_mod`; `score_mod` None for the masks that drop pairs only."""
+    doc_ids = (torch.arange(s, device="cuda") // (s // DOCUMENTS)).to(torch.int32)
+    slopes = torch.tensor([alibi_slope(i, h) for i in range(h)], device="cuda")
+
+    def causal(b_, h_, qi, ki):
+        return qi >= ki
+
+    def window(b_, h_, qi, ki):
+        return (qi >= ki) & (qi - ki < WINDOW)
+
+    def document(b_, h_, qi, ki):
+        return doc_ids[qi] == doc_ids[ki]
+
+    def alibi(score, b_, h_, qi, ki):
+        return score + slopes[h_] * (ki - qi)
+
+    def softcap(score, b_, h_, qi, ki):
+        return SOFT_CAP * torch.tanh(score / SOFT_CAP)
+
+    mask_mod = {"sliding_window": window, "document": document}.get(name, causal)
+    return mask_mod, {"alibi": alibi, "softcap": softcap}.get(name)
+
+
 def mask_pairs(name: str, s: int) -> float:
     """The (query, key) pairs one head of one sequence keeps, as the Rust bench counts them."""
     if name == "sliding_window":
@@ -192,7 +224,7 @@ def masked_reference(torch: Any, q: Any, k: Any, v: Any, name: str) -> Any:
             keep = (qi // (s // DOCUMENTS)) == (ki // (s // DOCUMENTS))
         elif name == "alibi":
             keep = ki <= qi
-            scores = scores + 2.0 ** (-8.0 * (hh + 1) / h) * (ki - qi).double()
+            scores = scores + alibi_slope(hh, h) * (ki - qi).double()
         else:
             keep = ki <= qi
             scores = SOFT_CAP * torch.tanh(scores / SOFT_CAP)
@@ -202,37 +234,17 @@ def masked_reference(torch: Any, q: Any, k: Any, v: Any, name: str) -> Any:
 
 
 def flex_attention_masks(ctx: Any) -> None:
-    """FlexAttention compiled with each mask of the mask rows: the window and documents as a
-    `BlockMask` from a `mask_mod` (made once per shape, outside the timing), ALiBi and the soft cap
-    as a `score_mod` with the causal `BlockMask`; document ids as a tensor the `mask_mod` indexes,
-    as FlexAttention's own document-masking example does."""
+    """FlexAttention compiled with each mask of the mask rows (`flex_mods`): the window and
+    documents as a `BlockMask` from a `mask_mod` (made outside the timing), ALiBi and the soft cap
+    as a `score_mod` with the causal `BlockMask`."""
     torch, sink = ctx.torch, ctx.sink
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention as flex
 
     C.allow_recompiles(torch)
     compiled = torch.compile(flex, dynamic=False)
     for b, s, h, d in MASK_SHAPES:
-        doc_ids = (torch.arange(s, device="cuda") // (s // DOCUMENTS)).to(torch.int32)
-        slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / h) for i in range(h)], device="cuda")
-
-        def causal(b_, h_, qi, ki):
-            return qi >= ki
-
-        def window(b_, h_, qi, ki):
-            return (qi >= ki) & (qi - ki < WINDOW)
-
-        def document(b_, h_, qi, ki):
-            return doc_ids[qi] == doc_ids[ki]
-
-        def alibi(score, b_, h_, qi, ki):
-            return score + slopes[h_] * (ki - qi)
-
-        def softcap(score, b_, h_, qi, ki):
-            return SOFT_CAP * torch.tanh(score / SOFT_CAP)
-
         for name in MASKS:
-            mask_mod = {"sliding_window": window, "document": document}.get(name, causal)
-            score_mod = {"alibi": alibi, "softcap": softcap}.get(name)
+            mask_mod, score_mod = flex_mods(torch, s, h, name)
             base = C.record(
                 "attention_fwd", "flex", f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d,
                 causal=name != "document", mask=name, dtype="bf16", version=torch.__version__,
@@ -278,24 +290,8 @@ def flex_attention_masks_bwd(ctx: Any) -> None:
     rows = [(shape, BACKWARD_MASKS) for shape in MASK_SHAPES]
     rows += [(shape, ("alibi",)) for shape in BACKWARD_BIAS_SHAPES]
     for (b, s, h, d), names in rows:
-        doc_ids = (torch.arange(s, device="cuda") // (s // DOCUMENTS)).to(torch.int32)
-        slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / h) for i in range(h)], device="cuda")
-
-        def causal(b_, h_, qi, ki):
-            return qi >= ki
-
-        def window(b_, h_, qi, ki):
-            return (qi >= ki) & (qi - ki < WINDOW)
-
-        def document(b_, h_, qi, ki):
-            return doc_ids[qi] == doc_ids[ki]
-
-        def alibi(score, b_, h_, qi, ki):
-            return score + slopes[h_] * (ki - qi)
-
         for name in names:
-            mask_mod = {"sliding_window": window, "document": document}.get(name, causal)
-            score_mod = alibi if name == "alibi" else None
+            mask_mod, score_mod = flex_mods(torch, s, h, name)
             base = C.record(
                 "attention_bwd", "flex", f"{b}x{s}x{h}x{d}", b=b, seq=s, heads=h, head_dim=d,
                 causal=name != "document", mask=name, dtype="bf16", version=torch.__version__,
@@ -561,7 +557,7 @@ def reference_grads(torch: Any, q: Any, k: Any, v: Any, dout: Any, causal: bool,
     scores = (qq @ kk.transpose(-1, -2)) / d**0.5
     if alibi:
         pos = torch.arange(s, device=q.device, dtype=torch.float64)
-        slopes = torch.tensor([2.0 ** (-8.0 * (hh + 1) / h) for hh in heads], device=q.device, dtype=torch.float64)
+        slopes = torch.tensor([alibi_slope(hh, h) for hh in heads], device=q.device, dtype=torch.float64)
         scores = scores + slopes[:, None, None] * (pos[None, :] - pos[:, None])[None]
     if keep is None and causal:
         keep = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
