@@ -268,15 +268,15 @@ def flex_attention_masks(ctx: Any) -> None:
             sink.item(base, measure)
 
 
-# The backward's mask rows (examples/bench/attention_masks.rs BACKWARD_MASKS): the masks that drop
-# pairs only, on MASK_SHAPES; and ALiBi on BACKWARD_BIAS_SHAPES (head dim 64).
-BACKWARD_MASKS = ("sliding_window", "document")
+# The backward's mask rows (examples/bench/attention_masks.rs BACKWARD_MASKS): every mask on
+# MASK_SHAPES; and ALiBi on BACKWARD_BIAS_SHAPES (head dim 64).
+BACKWARD_MASKS = ("sliding_window", "document", "alibi", "softcap")
 BACKWARD_BIAS_SHAPES = [(8, 2048, 32, 64)]
 
 
 def flex_attention_masks_bwd(ctx: Any) -> None:
     """FlexAttention's backward (compiled) with the window and the documents as a `BlockMask` from
-    a `mask_mod`, and ALiBi as a `score_mod` with the causal one (on BACKWARD_BIAS_SHAPES), as
+    a `mask_mod`, ALiBi and the soft cap as a `score_mod` with the causal one, as
     `flex_attention_masks` makes them: the forward run once with `requires_grad`,
     then `torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)` timed alone; checked on
     sampled rows of the three gradients against the float64 autograd with the same mask
@@ -307,7 +307,8 @@ def flex_attention_masks_bwd(ctx: Any) -> None:
                 qi = torch.arange(s, device="cuda")[:, None]
                 ki = torch.arange(s, device="cuda")[None, :]
                 keep = mask_mod(0, 0, qi, ki)
-                ref = reference_grads(torch, q, k, v, dout, False, keep, alibi=name == "alibi")
+                ref = reference_grads(torch, q, k, v, dout, False, keep, alibi=name == "alibi",
+                                      softcap=SOFT_CAP if name == "softcap" else None)
                 del keep
                 for x in (q, k, v):
                     x.requires_grad_(True)
@@ -546,11 +547,12 @@ def attention_bwd_flops(b: int, s: int, h: int, d: int, causal: bool) -> float:
 
 
 def reference_grads(torch: Any, q: Any, k: Any, v: Any, dout: Any, causal: bool, keep: Any = None,
-                    alibi: bool = False) -> list[Any]:
+                    alibi: bool = False, softcap: float | None = None) -> list[Any]:
     """float64 gradients of the sampled heads of batch 0 (autograd of the written-out maths):
     `dq` at the sampled query rows, `dk` and `dv` at the sampled key rows, `[heads, rows, d]`;
     the pairs `keep` (`[s, s]` booleans) keeps where given, else causal or all; with `alibi`,
-    ALiBi's bias `slope_h (k - q)` added to each head's scores."""
+    ALiBi's bias `slope_h (k - q)` added to each head's scores; with `softcap`, the scores
+    capped to `softcap tanh(x / softcap)`."""
     heads = sampled_heads(q.shape[1])
     s, d, h = q.shape[2], q.shape[3], q.shape[1]
     qq, kk, vv = (x[0, heads].double().requires_grad_(True) for x in (q, k, v))
@@ -559,6 +561,8 @@ def reference_grads(torch: Any, q: Any, k: Any, v: Any, dout: Any, causal: bool,
         pos = torch.arange(s, device=q.device, dtype=torch.float64)
         slopes = torch.tensor([alibi_slope(hh, h) for hh in heads], device=q.device, dtype=torch.float64)
         scores = scores + slopes[:, None, None] * (pos[None, :] - pos[:, None])[None]
+    if softcap is not None:
+        scores = softcap * torch.tanh(scores / softcap)
     if keep is None and causal:
         keep = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
     if keep is not None:

@@ -133,13 +133,14 @@ fn sampled_heads(h: usize) -> Vec<usize> {
 
 /// The f64 gradients of the sampled rows (batch 0): `dq` of the sampled query rows, then `dk`
 /// and `dv` of the sampled key rows, head after head, row after row of `head_dim` values; the
-/// pairs row `i`, key `j` that `keeps(i, j)` (the mask, written out by the caller), each score
-/// plus `bias(head, i, j)` (ALiBi's; [`no_bias`] for none).
+/// pairs row `i`, key `j` that `keeps(i, j)` (the mask, written out by the caller), each scaled
+/// score `x` through `score(head, i, j, x)`, which gives the modified score and its derivative
+/// (ALiBi's bias, the soft cap; [`plain_score`] for none); the derivative multiplies `dS`.
 pub fn reference(
     ops: &Operands,
     bw: &Backward,
     keeps: impl Fn(usize, usize) -> bool,
-    bias: impl Fn(usize, usize, usize) -> f64,
+    score: impl Fn(usize, usize, usize, f64) -> (f64, f64),
 ) -> [Vec<f32>; 3] {
     let [_, s, h, d] = ops.dims;
     let scale = 1.0 / (d as f64).sqrt();
@@ -161,8 +162,9 @@ pub fn reference(
         for &i in &sampled_rows(s) {
             let mut acc = vec![0.0f64; d];
             for j in (0..s).filter(|&j| keeps(i, j)) {
-                let p = (scale * dot(q, i, k, j, hh) + bias(hh, i, j) - lse(i)).exp();
-                let ds = p * (dot(g, i, v, j, hh) - delta[i]);
+                let (x, grad) = score(hh, i, j, scale * dot(q, i, k, j, hh));
+                let p = (x - lse(i)).exp();
+                let ds = p * (dot(g, i, v, j, hh) - delta[i]) * grad;
                 acc.iter_mut()
                     .enumerate()
                     .for_each(|(c, a)| *a += scale * ds * at(k, j, hh, c));
@@ -172,8 +174,9 @@ pub fn reference(
         for &j in &sampled_rows(s) {
             let (mut ak, mut av) = (vec![0.0f64; d], vec![0.0f64; d]);
             for (i, &delta_i) in delta.iter().enumerate().filter(|&(i, _)| keeps(i, j)) {
-                let p = (scale * dot(q, i, k, j, hh) + bias(hh, i, j) - lse(i)).exp();
-                let ds = p * (dot(g, i, v, j, hh) - delta_i);
+                let (x, grad) = score(hh, i, j, scale * dot(q, i, k, j, hh));
+                let p = (x - lse(i)).exp();
+                let ds = p * (dot(g, i, v, j, hh) - delta_i) * grad;
                 for c in 0..d {
                     ak[c] += scale * ds * at(q, i, hh, c);
                     av[c] += p * at(g, i, hh, c);
@@ -186,9 +189,9 @@ pub fn reference(
     [dq, dk, dv]
 }
 
-/// No bias on any score ([`reference`]).
-pub fn no_bias(_: usize, _: usize, _: usize) -> f64 {
-    0.0
+/// Every score as it is, derivative 1 ([`reference`]).
+pub fn plain_score(_: usize, _: usize, _: usize, x: f64) -> (f64, f64) {
+    (x, 1.0)
 }
 
 /// The pairs of the causal mask (`j <= i`), or every pair.
@@ -283,7 +286,7 @@ pub fn attention_bwd(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                     };
                     if state.is_none() {
                         let bw = prepare(gpu, ops, &options)?;
-                        let want = reference(ops, &bw, causal_keeps(causal), no_bias);
+                        let want = reference(ops, &bw, causal_keeps(causal), plain_score);
                         state = Some((bw, want));
                     }
                     let Some((bw, want)) = state.as_mut() else {
@@ -328,7 +331,7 @@ mod tests {
                 ..Default::default()
             };
             let mut bw = prepare(&gpu, &mut ops, &plain).unwrap();
-            let want = reference(&ops, &bw, causal_keeps(causal), no_bias);
+            let want = reference(&ops, &bw, causal_keeps(causal), plain_score);
             for algorithm in [
                 AttentionAlgorithm::Wgmma,
                 AttentionAlgorithm::WgmmaFused,

@@ -13,13 +13,15 @@
 //! FlexAttention with the sequences as documents and the causal mask (`bench/peers_attention.py`
 //! `torch_varlen`, `flex_attention_masks`).
 //!
-//! And the backward with the masks that drop pairs only (the window and the documents, records
-//! `attention_bwd` with the key `mask`), and with ALiBi at head dim 64 (`8x2048x32x64`, where the
-//! one-kernel rung adds its bias): the plan's choice (`gpukern`, the one-kernel Hopper rung's
-//! masked instances) and the rows rung (`gpukern:rows`); TFLOP/s 2.5 times the forward's count
+//! And the backward with each mask (records `attention_bwd` with the key `mask`) on
+//! [`MASK_SHAPES`], and with ALiBi at head dim 64 (`8x2048x32x64`, where the one-kernel rung adds
+//! its bias): the plan's choice (`gpukern`: the one-kernel Hopper rung's masked instances where
+//! they apply, else the `mma.sync` rung's general ones), the `mma.sync` rung
+//! (`gpukern:flash`) and the rows rung (`gpukern:rows`); TFLOP/s 2.5 times the forward's count
 //! of kept pairs; each checked on sampled rows of the three gradients against the f64 gradients
-//! with the mask (`attention_bwd::reference`). The peer is FlexAttention's backward with the
-//! same mask (`bench/peers_attention.py`, `flex_attention_masks_bwd`).
+//! with the mask (`attention_bwd::reference`, the soft cap's derivative too). The peer is
+//! FlexAttention's backward with the same mask (`bench/peers_attention.py`,
+//! `flex_attention_masks_bwd`).
 
 use gpukern::{AttentionAlgorithm, AttentionMask, AttentionOptions, bf16};
 
@@ -60,15 +62,19 @@ const ALGORITHMS: [AttentionAlgorithm; 3] = [
     AttentionAlgorithm::Flash,
 ];
 
-/// The masks of the backward's rows on [`MASK_SHAPES`] (those that drop pairs only).
-const BACKWARD_MASKS: [&str; 2] = ["sliding_window", "document"];
+/// The masks of the backward's rows on [`MASK_SHAPES`].
+const BACKWARD_MASKS: [&str; 4] = ["sliding_window", "document", "alibi", "softcap"];
 
 /// The backward's ALiBi rows: at head dim 64 (16k tokens, hidden 2048), where the one-kernel
 /// Hopper rung adds the bias (at 128 the rows rung takes it).
 const BACKWARD_BIAS_SHAPES: [[usize; 4]; 1] = [[8, 2048, 32, 64]];
 
 /// The implementations timed per mask in the backward.
-const BACKWARD_ALGORITHMS: [AttentionAlgorithm; 2] = [AttentionAlgorithm::Auto, AttentionAlgorithm::Rows];
+const BACKWARD_ALGORITHMS: [AttentionAlgorithm; 3] = [
+    AttentionAlgorithm::Auto,
+    AttentionAlgorithm::Flash,
+    AttentionAlgorithm::Rows,
+];
 
 /// Measurements [`attention_masks`] makes.
 pub fn planned(_quick: bool) -> usize {
@@ -105,6 +111,14 @@ fn modified(mask: &str, x: f64, h: usize, heads: usize, i: usize, j: usize) -> f
         "alibi" => x + (-8.0 * (h + 1) as f64 / heads as f64).exp2() * (j as f64 - i as f64),
         "softcap" => f64::from(SOFT_CAP) * (x / f64::from(SOFT_CAP)).tanh(),
         _ => x,
+    }
+}
+
+/// The derivative of [`modified`] in `x`: the soft cap's `1 - tanh^2`, 1 for the others.
+fn modified_grad(mask: &str, x: f64) -> f64 {
+    match mask {
+        "softcap" => 1.0 - (x / f64::from(SOFT_CAP)).tanh().powi(2),
+        _ => 1.0,
     }
 }
 
@@ -171,6 +185,10 @@ fn backward_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
             let mask = match name {
                 "sliding_window" => AttentionMask::SlidingWindow { window: WINDOW },
                 "alibi" => AttentionMask::Alibi,
+                "softcap" => AttentionMask::SoftCap {
+                    cap: SOFT_CAP,
+                    causal: true,
+                },
                 _ => AttentionMask::Document(&doc),
             };
             let flops = 2.5 * 4.0 * (batch * heads * head_dim) as f64 * pairs(name, seq);
@@ -204,7 +222,7 @@ fn backward_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
                             ops,
                             &bw,
                             |i, j| keeps(name, seq, i, j),
-                            |hh, i, j| modified(name, 0.0, hh, heads, i, j),
+                            |hh, i, j, x| (modified(name, x, hh, heads, i, j), modified_grad(name, x)),
                         );
                         state = Some((bw, want));
                     }

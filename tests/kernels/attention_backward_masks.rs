@@ -70,11 +70,13 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     trials
 }
 
-/// The rungs a masked backward is checked on: the plan's choice, the rows rung and the
-/// one-kernel Hopper rung (where it applies: `wgmma`, head dims 64 and 128; an error elsewhere).
-const RUNGS: [AttentionAlgorithm; 3] = [
+/// The rungs a masked backward is checked on: the plan's choice, the rows rung, the `mma.sync`
+/// rung (head dims 64 and 128; an error elsewhere) and the one-kernel Hopper rung (where it
+/// applies: `wgmma`, head dims 64 and 128; an error elsewhere).
+const RUNGS: [AttentionAlgorithm; 4] = [
     AttentionAlgorithm::Auto,
     AttentionAlgorithm::Rows,
+    AttentionAlgorithm::Flash,
     AttentionAlgorithm::WgmmaFused,
 ];
 
@@ -86,15 +88,20 @@ enum Scores {
     Bent,
 }
 
-/// Whether `algorithm` takes a masked call at head dim `d` on `gpu`: the one-kernel rung where
-/// it has `wgmma`, at head dims 64 and 128 for a mask that keeps the scores, 64 for a bias.
+/// Whether `algorithm` takes a masked call at head dim `d` on `gpu`: the `mma.sync` rung at head
+/// dims 64 and 128 (the cases' operands are aligned); the one-kernel rung where it has `wgmma`,
+/// at head dims 64 and 128 for a mask that keeps the scores, 64 for a bias.
 fn takes_masks(gpu: &Gpu, algorithm: AttentionAlgorithm, d: usize, scores: Scores) -> bool {
     let dims: &[usize] = match scores {
         Scores::Kept => &[64, 128],
         Scores::Biased => &[64],
         Scores::Bent => &[],
     };
-    algorithm != AttentionAlgorithm::WgmmaFused || (gpu.has_wgmma() && dims.contains(&d))
+    match algorithm {
+        AttentionAlgorithm::Flash => [64, 128].contains(&d),
+        AttentionAlgorithm::WgmmaFused => gpu.has_wgmma() && dims.contains(&d),
+        _ => true,
+    }
 }
 
 /// What the mask of `kind` does to the scores.
@@ -107,7 +114,7 @@ fn scores_of(kind: Kind) -> Scores {
 }
 
 /// The rungs that take no mask but the causal one: each must refuse a masked call.
-const UNMASKED_RUNGS: [AttentionAlgorithm; 2] = [AttentionAlgorithm::Flash, AttentionAlgorithm::Wgmma];
+const UNMASKED_RUNGS: [AttentionAlgorithm; 1] = [AttentionAlgorithm::Wgmma];
 
 /// One mask on one shape: each rung of [`RUNGS`] against the f64 reference; the rungs of
 /// [`UNMASKED_RUNGS`] an error.

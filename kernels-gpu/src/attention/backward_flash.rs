@@ -24,6 +24,15 @@
 //! * **Causal**: the `dK`/`dV` block visits the query tiles from the first that sees its first
 //!   key, the `dQ` block the key tiles its last row sees; only tiles crossing the diagonal (and
 //!   ragged tails) are masked element by element.
+//! * **Masks** (the `general` instances, [`General`]: every shipped mask, varlen batches too):
+//!   the `dK`/`dV` block visits the query tiles that meet [`Mask::rows`] of its keys (their
+//!   union over the group's heads), the `dQ` block the key tiles that meet [`Mask::keys`] of
+//!   its rows; a tile that [`Mask::tile`] (for `dK`/`dV`) or [`Mask::full_keys`] (for `dQ`)
+//!   does not call whole is tested element by element ([`Mask::keep`]). Where the mask modifies
+//!   scores (ALiBi, the soft cap), `P` takes the mask's score of `S scale` and `dS` is
+//!   multiplied by its derivative ([`Mask::score_grad`]); the `dK`/`dV` kernel keeps the
+//!   derivatives of the part between `P` and `dS` (`sub / 2` registers). The unmasked
+//!   instances ([`NoMask`]) read `causal` instead and compile none of this.
 //! * **Traffic** (each kernel): per block `2 * 64 D` elements of its own tiles, `2 * 64 D` per
 //!   tile visited of the other side's; `2 * 64 D` elements written. Flops: `4 * 64 * 64 D` per
 //!   tile pair for `dK`/`dV` (`S`, `dV`, `dP`, `dK`) and `4 * 64 * 64 D` for `dQ` (`S`, `dP`,
@@ -40,8 +49,9 @@
 //! a key/value head over its query heads in order), so a call gives the same bits every time.
 
 use super::tiles::{a_fragment, b_pair, b_pair_trans, copy_tile, pack_a, PAD, TILE_ROWS};
-use super::{visible_keys, AttentionElement};
+use super::{fresh_mask, visible_keys, AttentionElement};
 use crate::gpu::async_copy::{self, cp_async_16};
+use crate::gpu::attention::{General, Mask, NoMask, TileMask};
 use crate::gpu::{bf16, f16, hint, math, mem, shared, thread, warp};
 use crate::kernel;
 
@@ -89,24 +99,34 @@ pub const fn bwd_flash_shared_bytes(d: usize) -> usize {
 /// tile's, and adds the tile's terms to its `dK` and `dV` accumulators. Then it stores `scale
 /// dK` and `dV` (pairs of elements) for its keys below `kv_len`.
 ///
+/// With a mask (`M::MASKS`) the visited tiles are those that meet the mask's rows of the
+/// block's keys, `causal` is not read, and `P^T`, `dS^T` follow the mask (the module
+/// documentation).
+///
 /// Launch: grid `(ceil(kv_len / 64), kv_heads, batch)`, [`BWD_FLASH_BLOCK`] threads,
 /// [`bwd_flash_shared_bytes`]`(D)` bytes of dynamic shared memory; an sm_80 or newer GPU.
 ///
 /// # Safety
 /// * As [`attention_bwd_rows_dkdv`](fn@super::attention_bwd_rows_dkdv) with `head_dim = D`,
-///   `kv_heads = gridDim.y` and `q_pad` a multiple of 64 (`q_pad >= q_len`).
+///   `kv_heads = gridDim.y` and `q_pad` a multiple of 64 (`q_pad >= q_len`); the mask's
+///   arguments as there (read by the [`General`] instances only).
 /// * `q`, `k`, `v`, `d_o`, `lse2`, `delta` 16-byte aligned, every stride a multiple of 8
 ///   elements; `dk`, `dv` 4-byte aligned.
 ///
-/// Instances: `attention_bwd_flash_dkdv_d64_bf16`, `attention_bwd_flash_dkdv_d128_bf16`,
-/// `attention_bwd_flash_dkdv_d64_f16`, `attention_bwd_flash_dkdv_d128_f16`.
+/// Instances: `attention_bwd_flash_dkdv_d<D>_<T>` ([`NoMask`], `causal`) and
+/// `attention_bwd_flash_dkdv_general_d<D>_<T>` ([`General`]) for `D` 64 and 128, `T` bf16 and
+/// f16.
 // Barriers: one after the prologue's copies, one per query tile.
 #[kernel(
     instances(
-        attention_bwd_flash_dkdv_d64_bf16 = (bf16, 64),
-        attention_bwd_flash_dkdv_d128_bf16 = (bf16, 128),
-        attention_bwd_flash_dkdv_d64_f16 = (f16, 64),
-        attention_bwd_flash_dkdv_d128_f16 = (f16, 128),
+        attention_bwd_flash_dkdv_d64_bf16 = (bf16, 64, NoMask),
+        attention_bwd_flash_dkdv_d128_bf16 = (bf16, 128, NoMask),
+        attention_bwd_flash_dkdv_d64_f16 = (f16, 64, NoMask),
+        attention_bwd_flash_dkdv_d128_f16 = (f16, 128, NoMask),
+        attention_bwd_flash_dkdv_general_d64_bf16 = (bf16, 64, General),
+        attention_bwd_flash_dkdv_general_d128_bf16 = (bf16, 128, General),
+        attention_bwd_flash_dkdv_general_d64_f16 = (f16, 64, General),
+        attention_bwd_flash_dkdv_general_d128_f16 = (f16, 128, General),
     ),
     block(BWD_FLASH_BLOCK),
     barriers(2)
@@ -114,7 +134,7 @@ pub const fn bwd_flash_shared_bytes(d: usize) -> usize {
 #[allow(clippy::too_many_arguments)]
 // `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
 #[allow(clippy::manual_is_multiple_of)]
-pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize>(
+pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize, M: Mask>(
     q: *const T,
     k: *const T,
     v: *const T,
@@ -142,6 +162,9 @@ pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize>(
     scale_log2: f32,
     scale: f32,
     causal: bool,
+    mask_data: *const i32,
+    mask_int: usize,
+    mask_float: f32,
 ) {
     const {
         assert!(
@@ -179,15 +202,30 @@ pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize>(
         d_o.cast::<u16>(),
     );
 
-    // The query tiles of each head: from the first row that sees key `k0` on.
-    let first_row = if causal {
-        (k0 + q_len).saturating_sub(kv_len)
-    } else {
-        0
-    };
+    // The query tiles of each head: from the first row that sees key `k0` on; with a mask
+    // (`M::MASKS`), those that meet the rows that see the block's keys ([`Mask::rows`], their
+    // union over the group's heads).
     let q_tiles = q_len.div_ceil(TILE_ROWS);
-    let first_tile = (first_row / TILE_ROWS).min(q_tiles);
-    let per_head = q_tiles - first_tile;
+    let (first_tile, end_tile) = if M::MASKS {
+        let mask = fresh_mask::<M>((mask_data, mask_int, mask_float), (q_len, kv_len, heads));
+        let (mut lo, mut hi) = (q_len, 0);
+        for hh in 0..group {
+            // The block's keys: non-empty (the grid's blocks start below `kv_len`).
+            let rows = mask.rows(b, kvh * group + hh, k0..(k0 + TILE_ROWS).min(kv_len));
+            lo = lo.min(rows.start);
+            hi = hi.max(rows.end.min(q_len));
+        }
+        let first = lo / TILE_ROWS;
+        (first, hi.div_ceil(TILE_ROWS).max(first))
+    } else {
+        let first_row = if causal {
+            (k0 + q_len).saturating_sub(kv_len)
+        } else {
+            0
+        };
+        ((first_row / TILE_ROWS).min(q_tiles), q_tiles)
+    };
+    let per_head = end_tile - first_tile;
     let steps = group * per_head;
 
     // Issues the copies of step `n` (query head, query tile) into stage `s`. The thread's
@@ -271,14 +309,28 @@ pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize>(
         let (sq, sdo, sl, sd) = (stage_q(st), stage_do(st), stage_l(st), stage_d(st));
         // The fragments' addresses recomputed per step, as the copies' offsets.
         let lane = hint::recompute(lane as u32) as usize;
+        let h = kvh * group + n / per_head;
         let q0 = (first_tile + n % per_head) * TILE_ROWS;
+        // The tile is masked element by element unless every pair of it is kept: with a mask,
+        // what [`Mask::tile`] says; causal, unless its last key is visible to its first query.
+        // The mask made again in each step ([`fresh_mask`]: kept across the loop, its fields
+        // spilled at `D = 128`), and whether it modifies this call's scores.
+        let mask = fresh_mask::<M>((mask_data, mask_int, mask_float), (q_len, kv_len, heads));
+        let score_mod = M::SCORE_MOD && mask.modifies_scores();
+        let masked = if M::MASKS {
+            let keys = k0..(k0 + TILE_ROWS).min(kv_len);
+            mask.tile(b, h, q0..(q0 + TILE_ROWS).min(q_len), keys) != TileMask::Full
+        } else {
+            causal && k0 + TILE_ROWS - 1 + q_len > q0 + kv_len
+        };
 
-        // Parts of `sub` queries, so that `P^T` and `dP^T` take `sub / 2` registers each.
+        // Parts of `sub` queries, so that `S^T` and `dP^T` take `sub / 2` registers each.
         for part in 0..TILE_ROWS / sub {
             let c0 = sub * part;
-            // S^T = K Q^T: this warp's 16 keys by the part's `sub` queries (arrays of 16
-            // for the unrolled copies' constant indices; `sub / 8` used).
+            // S^T = K Q^T and dP^T = V dO^T: this warp's 16 keys by the part's `sub` queries
+            // (arrays of 16 for the unrolled copies' constant indices; `sub / 8` used).
             let mut p = [[0.0f32; 4]; 16];
+            let mut dp = [[0.0f32; 4]; 16];
             unroll_8!(D / 16, |kk| {
                 // SAFETY: rows `16 w ..+ 16`, dims `16 kk ..+ 16 <= D` of the K tile; the warp.
                 let a = unsafe { a_fragment(sk, pitch, 16 * w, 16 * kk, lane) };
@@ -289,38 +341,6 @@ pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize>(
                     p[2 * jj + 1] = T::mma(a, b1, p[2 * jj + 1]);
                 });
             });
-
-            // P^T: the tile is wholly visible when its last key is visible to its first query.
-            let masked = causal && k0 + TILE_ROWS - 1 + q_len > q0 + kv_len;
-            unroll_8!(sub / 8, |j| {
-                unroll_8!(2, |e| {
-                    let qi = c0 + 8 * j + 2 * t4 + e;
-                    // SAFETY: `qi < 64` of the stage's statistics.
-                    let l2 = unsafe { mem::load(sl, qi) };
-                    unroll_8!(2, |hh| {
-                        let mut u = p[j][2 * hh + e] * scale_log2;
-                        if masked && keys[hh] + q_len > q0 + qi + kv_len {
-                            u = f32::NEG_INFINITY;
-                        }
-                        p[j][2 * hh + e] = math::exp2(u - l2);
-                    });
-                });
-            });
-
-            // dV += P^T dO: the part's queries are the inner dimension.
-            unroll_8!(sub / 16, |kk| {
-                let a = pack_a::<T>(p[2 * kk], p[2 * kk + 1]);
-                unroll_8!(D / 16, |jj| {
-                    // SAFETY: query rows `c0 + 16 kk ..+ 16`, dims `16 jj ..+ 16` of the dO
-                    // tile.
-                    let [b0, b1] = unsafe { b_pair_trans(sdo, pitch, c0 + 16 * kk, 16 * jj, lane) };
-                    dv_acc[2 * jj] = T::mma(a, b0, dv_acc[2 * jj]);
-                    dv_acc[2 * jj + 1] = T::mma(a, b1, dv_acc[2 * jj + 1]);
-                });
-            });
-
-            // dP^T = V dO^T.
-            let mut dp = [[0.0f32; 4]; 16];
             unroll_8!(D / 16, |kk| {
                 // SAFETY: as for `S^T`, on the V and dO tiles.
                 let a = unsafe { a_fragment(sv, pitch, 16 * w, 16 * kk, lane) };
@@ -332,20 +352,68 @@ pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize>(
                 });
             });
 
-            // dS^T = P^T (dP^T - delta), in place of `P^T`.
+            // P^T = exp2(S^T scale_log2 - lse2) in place of `S^T`, and dS^T = P^T (dP^T -
+            // delta) in place of `dP^T`; with a mask, the mask's score of `S^T scale` and `dS^T`
+            // times its derivative ([`Mask::score_grad`]) where it modifies scores, dropped
+            // pairs 0. Both products' operands computed in one pass (the derivative is not kept
+            // from `P` to `dS`).
             unroll_8!(sub / 8, |j| {
                 unroll_8!(2, |e| {
-                    // SAFETY: as for `lse2`.
-                    let dd = unsafe { mem::load(sd, c0 + 8 * j + 2 * t4 + e) };
-                    unroll_8!(2, |hh| {
-                        p[j][2 * hh + e] *= dp[j][2 * hh + e] - dd;
-                    });
+                    let qi = c0 + 8 * j + 2 * t4 + e;
+                    // SAFETY: `qi < 64` of the stage's statistics.
+                    let (l2, dd) = unsafe { (mem::load(sl, qi), mem::load(sd, qi)) };
+                    if M::MASKS {
+                        // The mask as the query row sees it (a row past `q_len`, whose `Q` and
+                        // `dO` are zeros, as the last one).
+                        let row = (q0 + qi).min(q_len - 1);
+                        let rm = mask.row(b, h, row);
+                        unroll_8!(2, |hh| {
+                            let key = keys[hh];
+                            let raw = p[j][2 * hh + e];
+                            let (mut u, mut grad) = (raw * scale_log2, 1.0);
+                            if score_mod {
+                                let x = raw * scale;
+                                u = rm.score(x, b, h, row, key) * math::LOG2_E;
+                                grad = rm.score_grad(x, b, h, row, key);
+                            }
+                            if masked && !(key < kv_len && rm.keep(b, h, row, key)) {
+                                u = f32::NEG_INFINITY;
+                            }
+                            let pr = math::exp2(u - l2);
+                            p[j][2 * hh + e] = pr;
+                            dp[j][2 * hh + e] = if score_mod {
+                                pr * (dp[j][2 * hh + e] - dd) * grad
+                            } else {
+                                pr * (dp[j][2 * hh + e] - dd)
+                            };
+                        });
+                    } else {
+                        unroll_8!(2, |hh| {
+                            let mut u = p[j][2 * hh + e] * scale_log2;
+                            if masked && keys[hh] + q_len > q0 + qi + kv_len {
+                                u = f32::NEG_INFINITY;
+                            }
+                            let pr = math::exp2(u - l2);
+                            p[j][2 * hh + e] = pr;
+                            dp[j][2 * hh + e] = pr * (dp[j][2 * hh + e] - dd);
+                        });
+                    }
                 });
             });
 
-            // dK += dS^T Q.
+            // dV += P^T dO and dK += dS^T Q: the part's queries are the inner dimension.
             unroll_8!(sub / 16, |kk| {
                 let a = pack_a::<T>(p[2 * kk], p[2 * kk + 1]);
+                unroll_8!(D / 16, |jj| {
+                    // SAFETY: query rows `c0 + 16 kk ..+ 16`, dims `16 jj ..+ 16` of the dO
+                    // tile.
+                    let [b0, b1] = unsafe { b_pair_trans(sdo, pitch, c0 + 16 * kk, 16 * jj, lane) };
+                    dv_acc[2 * jj] = T::mma(a, b0, dv_acc[2 * jj]);
+                    dv_acc[2 * jj + 1] = T::mma(a, b1, dv_acc[2 * jj + 1]);
+                });
+            });
+            unroll_8!(sub / 16, |kk| {
+                let a = pack_a::<T>(dp[2 * kk], dp[2 * kk + 1]);
                 unroll_8!(D / 16, |jj| {
                     // SAFETY: query rows `c0 + 16 kk ..+ 16`, dims `16 jj ..+ 16` of the Q tile.
                     let [b0, b1] = unsafe { b_pair_trans(sq, pitch, c0 + 16 * kk, 16 * jj, lane) };
@@ -390,33 +458,41 @@ pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize>(
 /// 64-row tile; warp `w` computes rows `16 w ..+ 16`, lane `4g + t` holding rows `g`, `g + 8` of
 /// them with their `lse2` and `delta`. Per key tile its last row sees, it waits for the tile's
 /// copies and at the block's barrier, issues the next tile's, and adds `dS K` to its `dQ`
-/// accumulators; then stores `scale dQ` (pairs of elements) for its rows below `q_len`.
+/// accumulators; then stores `scale dQ` (pairs of elements) for its rows below `q_len`. With a
+/// mask (`M::MASKS`) the key tiles are those that meet the mask's keys of the block's rows,
+/// `causal` is not read, and `P`, `dS` follow the mask (the module documentation).
 ///
 /// Launch: grid `(ceil(q_len / 64), heads, batch)`, [`BWD_FLASH_BLOCK`] threads,
 /// [`bwd_flash_shared_bytes`]`(D)` bytes of dynamic shared memory; an sm_80 or newer GPU.
 ///
 /// # Safety
 /// * As [`attention_bwd_rows_dq`](fn@super::attention_bwd_rows_dq) with `head_dim = D`,
-///   `heads = gridDim.y` and `rows = batch * heads * q_len`.
+///   `heads = gridDim.y` and `rows = batch * heads * q_len`; the mask's arguments as there
+///   (read by the [`General`] instances only).
 /// * `q`, `k`, `v`, `d_o` 16-byte aligned, every stride a multiple of 8 elements; `dq` 4-byte
 ///   aligned.
 ///
-/// Instances: `attention_bwd_flash_dq_d64_bf16`, `attention_bwd_flash_dq_d128_bf16`,
-/// `attention_bwd_flash_dq_d64_f16`, `attention_bwd_flash_dq_d128_f16`.
+/// Instances: `attention_bwd_flash_dq_d<D>_<T>` ([`NoMask`], `causal`) and
+/// `attention_bwd_flash_dq_general_d<D>_<T>` ([`General`]) for `D` 64 and 128, `T` bf16 and
+/// f16.
 // Barriers: one after the prologue's copies, one per key tile.
 #[kernel(
     instances(
-        attention_bwd_flash_dq_d64_bf16 = (bf16, 64),
-        attention_bwd_flash_dq_d128_bf16 = (bf16, 128),
-        attention_bwd_flash_dq_d64_f16 = (f16, 64),
-        attention_bwd_flash_dq_d128_f16 = (f16, 128),
+        attention_bwd_flash_dq_d64_bf16 = (bf16, 64, NoMask),
+        attention_bwd_flash_dq_d128_bf16 = (bf16, 128, NoMask),
+        attention_bwd_flash_dq_d64_f16 = (f16, 64, NoMask),
+        attention_bwd_flash_dq_d128_f16 = (f16, 128, NoMask),
+        attention_bwd_flash_dq_general_d64_bf16 = (bf16, 64, General),
+        attention_bwd_flash_dq_general_d128_bf16 = (bf16, 128, General),
+        attention_bwd_flash_dq_general_d64_f16 = (f16, 64, General),
+        attention_bwd_flash_dq_general_d128_f16 = (f16, 128, General),
     ),
     block(BWD_FLASH_BLOCK),
     barriers(2)
 )]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::manual_is_multiple_of)]
-pub unsafe fn attention_bwd_flash_dq<T: AttentionElement, const D: usize>(
+pub unsafe fn attention_bwd_flash_dq<T: AttentionElement, const D: usize, M: Mask>(
     q: *const T,
     k: *const T,
     v: *const T,
@@ -443,6 +519,9 @@ pub unsafe fn attention_bwd_flash_dq<T: AttentionElement, const D: usize>(
     scale_log2: f32,
     scale: f32,
     causal: bool,
+    mask_data: *const i32,
+    mask_int: usize,
+    mask_float: f32,
 ) {
     const {
         assert!(
@@ -479,11 +558,24 @@ pub unsafe fn attention_bwd_flash_dq<T: AttentionElement, const D: usize>(
     );
     let (k_base, v_base) = (b * k_sb + kvh * k_sh, b * v_sb + kvh * v_sh);
 
-    // The keys the block's last row sees bound the tiles it visits; tiles wholly visible to
-    // its first row need no mask.
-    let last_row = (q0 + TILE_ROWS).min(q_len) - 1;
-    let kv_tiles = visible_keys(last_row, q_len, kv_len, causal).div_ceil(TILE_ROWS);
-    let unmasked_keys = visible_keys(q0, q_len, kv_len, causal);
+    let mask = launch_mask!(M, mask_data, mask_int, mask_float, q_len, kv_len, heads);
+    let score_mod = M::SCORE_MOD && mask.modifies_scores();
+    // The key tiles the block visits, and the keys every one of its rows sees (tiles inside
+    // them need no test): with a mask (`M::MASKS`), the tiles that meet [`Mask::keys`] of the
+    // block's rows and [`Mask::full_keys`]; causal, the keys its last row sees and those its
+    // first row sees.
+    let q_rows = q0..(q0 + TILE_ROWS).min(q_len);
+    let (first_kt, end_kt, full) = if M::MASKS {
+        let keys = mask.keys(b, h, q_rows.clone());
+        let first = keys.start / TILE_ROWS;
+        let end = keys.end.min(kv_len).div_ceil(TILE_ROWS).max(first);
+        (first, end, mask.full_keys(b, h, q_rows.clone()))
+    } else {
+        let last_row = q_rows.end - 1;
+        let end = visible_keys(last_row, q_len, kv_len, causal).div_ceil(TILE_ROWS);
+        (0, end, 0..visible_keys(q0, q_len, kv_len, causal))
+    };
+    let kv_tiles = end_kt - first_kt;
 
     // SAFETY (the copies): the tiles lie in the dynamic shared memory; the sources per the
     // contract (rows below `q_len` of head `h`, below `kv_len` of head `kvh`).
@@ -491,14 +583,19 @@ pub unsafe fn attention_bwd_flash_dq<T: AttentionElement, const D: usize>(
         copy_tile::<D>(tid, threads, sq, q16, b * q_sb + h * q_sh, q_ss, q0, q_len);
         copy_tile::<D>(tid, threads, sdo, do16, b * do_sb + h * do_sh, do_ss, q0, q_len);
         if kv_tiles > 0 {
-            copy_tile::<D>(tid, threads, stage_k(0), k16, k_base, k_ss, 0, kv_len);
-            copy_tile::<D>(tid, threads, stage_v(0), v16, v_base, v_ss, 0, kv_len);
+            let row0 = first_kt * TILE_ROWS;
+            copy_tile::<D>(tid, threads, stage_k(0), k16, k_base, k_ss, row0, kv_len);
+            copy_tile::<D>(tid, threads, stage_v(0), v16, v_base, v_ss, row0, kv_len);
         }
     }
     async_copy::commit_group();
 
     let rows = [q0 + 16 * w + g, q0 + 16 * w + g + 8];
     let limits = rows.map(|i| visible_keys(i, q_len, kv_len, causal));
+    // With a mask: the mask as each of the lane's two rows sees it (a row past `q_len`, not
+    // stored, as the last one).
+    let mask_rows = rows.map(|i| i.min(q_len - 1));
+    let masks = mask_rows.map(|i| mask.row(b, h, i));
     // SAFETY: rows below `q0 + 64 <= q_pad` of head `(b, h)`'s statistics.
     let stat = |x: *const f32, i: usize| unsafe { mem::load(x, (b * heads + h) * q_pad + i) };
     let l2 = rows.map(|i| stat(lse2, i));
@@ -507,15 +604,16 @@ pub unsafe fn attention_bwd_flash_dq<T: AttentionElement, const D: usize>(
     thread::sync_threads();
 
     let mut acc = [[0.0f32; 4]; MAX_D / 8];
-    for t in 0..kv_tiles {
-        if t > 0 {
+    for n in 0..kv_tiles {
+        let t = first_kt + n;
+        if n > 0 {
             // As in the forward: tile `t`'s copies have landed and are visible after the
             // barrier, and everyone is done with tile `t - 1`'s stage.
             async_copy::wait_pending(0);
             thread::sync_threads();
         }
-        if t + 1 < kv_tiles {
-            let (s, row0) = ((t + 1) % 2, (t + 1) * TILE_ROWS);
+        if n + 1 < kv_tiles {
+            let (s, row0) = ((n + 1) % 2, (t + 1) * TILE_ROWS);
             // SAFETY: as the prologue's copies.
             unsafe {
                 copy_tile::<D>(tid, threads, stage_k(s), k16, k_base, k_ss, row0, kv_len);
@@ -523,7 +621,7 @@ pub unsafe fn attention_bwd_flash_dq<T: AttentionElement, const D: usize>(
             }
         }
         async_copy::commit_group();
-        let (sk, sv) = (stage_k(t % 2), stage_v(t % 2));
+        let (sk, sv) = (stage_k(n % 2), stage_v(n % 2));
 
         // Two halves of 32 keys, so that `S` and `dP` take 16 registers each.
         for half in 0..TILE_ROWS / SUB {
@@ -555,19 +653,35 @@ pub unsafe fn attention_bwd_flash_dq<T: AttentionElement, const D: usize>(
                 });
             });
 
-            // dS = P (dP - delta), P = exp2(S scale_log2 - lse2), masked keys 0.
+            // dS = P (dP - delta), P = exp2(S scale_log2 - lse2) (the mask's score where it
+            // modifies scores, and `dS` times its derivative), dropped keys 0.
             let key0 = t * TILE_ROWS + c0;
-            let masked = key0 + SUB > unmasked_keys;
+            let masked = key0 < full.start || key0 + SUB > full.end.min(kv_len);
             unroll_8!(2, |hh| {
                 unroll_8!(SUB / 8, |j| {
                     unroll_8!(2, |e| {
                         let key = key0 + 8 * j + 2 * t4 + e;
-                        let mut u = p[j][2 * hh + e] * scale_log2;
-                        if masked && key >= limits[hh] {
+                        let raw = p[j][2 * hh + e];
+                        let (mut u, mut grad) = (raw * scale_log2, 1.0);
+                        if score_mod {
+                            let x = raw * scale;
+                            u = masks[hh].score(x, b, h, mask_rows[hh], key) * math::LOG2_E;
+                            grad = masks[hh].score_grad(x, b, h, mask_rows[hh], key);
+                        }
+                        let keep = if M::MASKS {
+                            key < kv_len && masks[hh].keep(b, h, mask_rows[hh], key)
+                        } else {
+                            key < limits[hh]
+                        };
+                        if masked && !keep {
                             u = f32::NEG_INFINITY;
                         }
                         let pr = math::exp2(u - l2[hh]);
-                        p[j][2 * hh + e] = pr * (dp[j][2 * hh + e] - dd[hh]);
+                        p[j][2 * hh + e] = if score_mod {
+                            pr * (dp[j][2 * hh + e] - dd[hh]) * grad
+                        } else {
+                            pr * (dp[j][2 * hh + e] - dd[hh])
+                        };
                     });
                 });
             });

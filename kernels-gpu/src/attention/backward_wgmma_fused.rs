@@ -118,6 +118,7 @@ use super::backward_wgmma::{
     BwdWgmmaElement, BwdWgmmaHead, BOX_128, BOX_64, BWD_CONSUMER_REGISTERS, BWD_PRODUCER_REGISTERS,
     BWD_WGMMA_KEYS, BWD_WGMMA_Q_TILE, CONSUMER_ROWS, WARPGROUP,
 };
+use super::fresh_mask;
 use super::wgmma::{k_major_descriptor, n_major_descriptor, D128, D64, WGMMA_BOX_COLS};
 use crate::gpu::attention::{BiasOf, General, KeysOf, Mask, NoMask};
 use crate::gpu::pipeline::Ring;
@@ -205,20 +206,6 @@ pub fn dq_accum_index(bh: usize, row: usize, dim: usize, q_pad: usize, d: usize)
     let (j, q, e) = (c / 8, (c % 8) / 2, c % 2);
     let t = 32 * w + 4 * g + q;
     ((bh * (q_pad / 64) + row / 64) * (d / 64) + dim / 64) * DQ_PART + 4 * (128 * j + t) + 2 * h + e
-}
-
-/// The mask `M` of the kernel's parameters, made where it is called: its integer and pointer pass
-/// through [`hint::recompute`], so that LLVM computes the mask's fields again at each use rather
-/// than once ahead and keeps them live across the warpgroups' `setmaxnreg` (ptxas spilled them
-/// there).
-#[inline(always)]
-fn fresh_mask<M: Mask>(
-    (data, int, float): (*const i32, usize, f32),
-    (q_len, kv_len, heads): (usize, usize, usize),
-) -> M {
-    let int = hint::recompute(int as u32) as usize | (hint::recompute((int >> 32) as u32) as usize) << 32;
-    let data = hint::recompute_ptr(data.cast_mut()).cast_const();
-    launch_mask!(M, data, int, float, q_len, kv_len, heads)
 }
 
 /// The barrier instructions of an [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused)

@@ -115,8 +115,10 @@ pub type RowsDkdvLauncher<T> = for<'a> unsafe fn(
     f32,
 ) -> Result<()>;
 
-/// The launcher of `attention_bwd_flash_dkdv_*`: `(q, k, v, d_o, lse2, delta, dk, dv, q_len,
-/// kv_len, q_pad, group, q, k, v, d_o strides (3 each), scale_log2, scale, causal)`.
+/// The launcher of `attention_bwd_flash_dkdv_*` and `attention_bwd_flash_dkdv_general_*`: `(q, k,
+/// v, d_o, lse2, delta, dk, dv, q_len, kv_len, q_pad, group, q, k, v, d_o strides (3 each),
+/// scale_log2, scale, causal, mask data, mask int, mask float)` (the unmasked instances read
+/// `causal`, the general ones the mask).
 pub type FlashDkdvLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -147,10 +149,14 @@ pub type FlashDkdvLauncher<T> = for<'a> unsafe fn(
     f32,
     f32,
     bool,
+    DeviceSlice<'a, i32>,
+    usize,
+    f32,
 ) -> Result<()>;
 
-/// The launcher of `attention_bwd_flash_dq_*`: `(q, k, v, d_o, lse2, delta, dq, q_len, kv_len,
-/// q_pad, group, q, k, v, d_o strides (3 each), scale_log2, scale, causal)`.
+/// The launcher of `attention_bwd_flash_dq_*` and `attention_bwd_flash_dq_general_*`: `(q, k, v,
+/// d_o, lse2, delta, dq, q_len, kv_len, q_pad, group, q, k, v, d_o strides (3 each), scale_log2,
+/// scale, causal, mask data, mask int, mask float)` (as the `dK`/`dV` launcher's).
 pub type FlashDqLauncher<T> = for<'a> unsafe fn(
     &'a Module,
     LaunchConfig,
@@ -180,6 +186,9 @@ pub type FlashDqLauncher<T> = for<'a> unsafe fn(
     f32,
     f32,
     bool,
+    DeviceSlice<'a, i32>,
+    usize,
+    f32,
 ) -> Result<()>;
 
 /// The launcher of `attention_bwd_wgmma_dkdv_*`: `(maps, q, k, v, d_o, lse2, delta, dk, dv,
@@ -363,6 +372,10 @@ pub struct BackwardKernels<T: 'static> {
     pub(crate) flash_dkdv: [FlashDkdvLauncher<T>; 2],
     /// `attention_bwd_flash_dq_d64_*`, `attention_bwd_flash_dq_d128_*`.
     pub(crate) flash_dq: [FlashDqLauncher<T>; 2],
+    /// `attention_bwd_flash_dkdv_general_d64_*`, `_d128_*`: the shipped masks.
+    pub(crate) flash_dkdv_general: [FlashDkdvLauncher<T>; 2],
+    /// `attention_bwd_flash_dq_general_d64_*`, `_d128_*`: the shipped masks.
+    pub(crate) flash_dq_general: [FlashDqLauncher<T>; 2],
     /// `attention_bwd_wgmma_dkdv_d64_*`, `attention_bwd_wgmma_dkdv_d128_*` (sm_90a).
     pub(crate) wgmma_dkdv: [WgmmaDkdvLauncher<T>; 2],
     /// `attention_bwd_wgmma_dq_d64_*`, `attention_bwd_wgmma_dq_d128_*` (sm_90a).
@@ -388,6 +401,14 @@ pub(crate) static BF16: BackwardKernels<bf16> = BackwardKernels {
     flash_dq: [
         family::attention_bwd_flash_dq_d64_bf16::launch_views::<Module>,
         family::attention_bwd_flash_dq_d128_bf16::launch_views::<Module>,
+    ],
+    flash_dkdv_general: [
+        family::attention_bwd_flash_dkdv_general_d64_bf16::launch_views::<Module>,
+        family::attention_bwd_flash_dkdv_general_d128_bf16::launch_views::<Module>,
+    ],
+    flash_dq_general: [
+        family::attention_bwd_flash_dq_general_d64_bf16::launch_views::<Module>,
+        family::attention_bwd_flash_dq_general_d128_bf16::launch_views::<Module>,
     ],
     wgmma_dkdv: [
         family::backward_wgmma::attention_bwd_wgmma_dkdv_d64_bf16::launch_views::<Module>,
@@ -420,6 +441,14 @@ pub(crate) static F16: BackwardKernels<f16> = BackwardKernels {
     flash_dq: [
         family::attention_bwd_flash_dq_d64_f16::launch_views::<Module>,
         family::attention_bwd_flash_dq_d128_f16::launch_views::<Module>,
+    ],
+    flash_dkdv_general: [
+        family::attention_bwd_flash_dkdv_general_d64_f16::launch_views::<Module>,
+        family::attention_bwd_flash_dkdv_general_d128_f16::launch_views::<Module>,
+    ],
+    flash_dq_general: [
+        family::attention_bwd_flash_dq_general_d64_f16::launch_views::<Module>,
+        family::attention_bwd_flash_dq_general_d128_f16::launch_views::<Module>,
     ],
     wgmma_dkdv: [
         family::backward_wgmma::attention_bwd_wgmma_dkdv_d64_f16::launch_views::<Module>,

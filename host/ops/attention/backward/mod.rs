@@ -65,12 +65,14 @@ impl Gpu {
     /// one-kernel Hopper rung, which runs when asked for and by default at head dims 64 and 128
     /// unless `options.deterministic` asks for the same bits.
     ///
-    /// Masks: the causal one on every rung; the shipped masks that drop pairs only (a sliding
-    /// window, documents, a varlen batch) on the one-kernel Hopper rung (its masked instances,
-    /// by default where it applies and `q_len` is at most 65,535) and on the rows rung; ALiBi
-    /// and the soft cap on the rows rung, each score modification's derivative
-    /// ([`Mask::score_grad`](gpukern_device::attention::Mask::score_grad)) multiplying its
-    /// pair's gradient; a custom mask is an error.
+    /// Masks: the causal one on every rung; every shipped mask on the fused `mma.sync` rung
+    /// (its general instances, at head dims 64 and 128 with aligned operands, deterministic)
+    /// and on the rows rung; those that drop pairs only (a sliding window, documents, a varlen
+    /// batch) and ALiBi at head dim 64 also on the one-kernel Hopper rung (its masked instances,
+    /// by default where it applies, the call is not deterministic and `q_len` is at most
+    /// 65,535; else the `mma.sync` rung by default, else rows). Each score modification's
+    /// derivative ([`Mask::score_grad`](gpukern_device::attention::Mask::score_grad))
+    /// multiplies its pair's gradient; a custom mask is an error.
     ///
     /// Rules: the forward's; a row that sees no key contributes nothing; keys no row sees get
     /// zero gradients. Allocates the gradients. Its workspace (8 bytes per query row, the rows
@@ -94,8 +96,8 @@ impl Gpu {
     /// for a rung asked for where it does not apply (the wgmma rungs on another GPU, at another
     /// head dim, with unaligned strides or tensor maps the driver refuses; the one-kernel rung
     /// with `deterministic`; the fused rung at another head dim or unaligned; with a mask other
-    /// than causal, a rung other than those two, or the one-kernel rung where it does not apply;
-    /// a custom mask).
+    /// than causal, a rung other than those three, or the one-kernel rung where it does not
+    /// apply; a custom mask).
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward<T: AttentionElement>(
         &self,
@@ -404,6 +406,14 @@ impl Gpu {
                 let which = usize::from(head_dim == 128);
                 let shared = bwd_flash_shared_bytes(head_dim) as u32;
                 let opted = limits.opted_in();
+                // With a mask other than none and causal, the general instances, which read
+                // the mask (the unmasked ones read `causal` and ignore it).
+                let mask = ops.mask.launch()?;
+                let (dq_kernel, dkdv_kernel) = if masked {
+                    (table.flash_dq_general[which], table.flash_dkdv_general[which])
+                } else {
+                    (table.flash_dq[which], table.flash_dkdv[which])
+                };
                 if s.rows() > 0 {
                     let cfg = LaunchConfig::grid_3d(
                         OP,
@@ -418,7 +428,7 @@ impl Gpu {
                     // alignment of every operand, offset and stride; `q_pad` is a multiple of
                     // 64; `cfg` is the kernel's grid.
                     unsafe {
-                        (table.flash_dq[which])(
+                        (dq_kernel)(
                             &library,
                             cfg,
                             launch.view(&ops.q)?,
@@ -447,6 +457,9 @@ impl Gpu {
                             ops.scale_log2,
                             launch.scale(),
                             ops.causal,
+                            mask.data,
+                            mask.int,
+                            mask.float,
                         )?
                     };
                 }
@@ -462,7 +475,7 @@ impl Gpu {
                     let ([qb, qs, qh], [kb, ks, kh], [vb, vs, vh], [db, ds, dh]) = launch.strides();
                     // SAFETY: as for `dQ`, with `cfg` the key tiles' grid.
                     unsafe {
-                        (table.flash_dkdv[which])(
+                        (dkdv_kernel)(
                             &library,
                             cfg,
                             launch.view(&ops.q)?,
@@ -492,6 +505,9 @@ impl Gpu {
                             ops.scale_log2,
                             launch.scale(),
                             ops.causal,
+                            mask.data,
+                            mask.int,
+                            mask.float,
                         )?
                     };
                 }

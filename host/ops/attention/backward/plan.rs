@@ -7,8 +7,11 @@
 //!    where rule 2 holds, the call is not deterministic, the mask modifies no score (a window,
 //!    documents, a varlen batch; not the soft cap) or adds a bias at a head dim whose instances
 //!    add it (ALiBi at [`BWD_FUSED_BIAS_HEAD_DIMS`]) and `q_len` is at most
-//!    [`BWD_FUSED_MASKED_MAX_ROWS`]; else the rows rung for `Auto` and `Rows`; any other
-//!    algorithm is an error that names those two.
+//!    [`BWD_FUSED_MASKED_MAX_ROWS`]; else the `mma.sync` rung's general instances
+//!    (`attention_bwd_flash_{dq,dkdv}_general_d<D>_*`, every shipped mask) for `Auto` and
+//!    `Flash` where rule 3 holds (deterministic calls, the soft cap, ALiBi at head dim 128, GPUs
+//!    without `wgmma`, longer sequences); else the rows rung for `Auto` and `Rows`; any other
+//!    algorithm is an error that names those three.
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung (`attention_bwd_rows_dq_*` and
 //!    `attention_bwd_rows_dkdv_*`).
 //! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`BWD_WGMMA_HEAD_DIMS`]), aligned
@@ -109,6 +112,7 @@ impl BackwardPlan {
         debug_assert!(head_dim % HEAD_DIM_MULTIPLE == 0 && head_dim <= MAX_HEAD_DIM);
         let aligned = facts.aligned;
         let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
+        let fused = BWD_FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
         if facts.masked {
             let scores_taken = !facts.score_mod || facts.bias && BWD_FUSED_BIAS_HEAD_DIMS.contains(&head_dim);
             let fused_masked = hopper && !deterministic && scores_taken && facts.short;
@@ -117,18 +121,21 @@ impl BackwardPlan {
                 AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaFused if fused_masked => {
                     Ok(BackwardPlan::WgmmaFused { head_dim })
                 }
+                AttentionAlgorithm::Auto | AttentionAlgorithm::Flash if fused => {
+                    Ok(BackwardPlan::Flash { head_dim })
+                }
                 AttentionAlgorithm::Auto => Ok(BackwardPlan::Rows),
                 _ => Err(format!(
                     "with a mask other than none and causal the backward runs the rows rung (Rows), \
-                     or the one-kernel wgmma rung (WgmmaFused; Auto picks it where it applies: a \
-                     GPU with wgmma, head dims {BWD_WGMMA_HEAD_DIMS:?}, aligned operands, not \
-                     deterministic, a mask that modifies no score or ALiBi at head dims \
-                     {BWD_FUSED_BIAS_HEAD_DIMS:?} (not the soft cap), q_len at most \
-                     {BWD_FUSED_MASKED_MAX_ROWS}), not {algorithm:?} here"
+                     the mma.sync rung (Flash: head dims {BWD_FLASH_HEAD_DIMS:?}, aligned operands) \
+                     or the one-kernel wgmma rung (WgmmaFused: a GPU with wgmma, head dims \
+                     {BWD_WGMMA_HEAD_DIMS:?}, aligned operands, not deterministic, a mask that \
+                     modifies no score or ALiBi at head dims {BWD_FUSED_BIAS_HEAD_DIMS:?} (not the \
+                     soft cap), q_len at most {BWD_FUSED_MASKED_MAX_ROWS}); Auto picks the first \
+                     of WgmmaFused, Flash, Rows that applies; not {algorithm:?} here"
                 )),
             };
         }
-        let fused = BWD_FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
         match algorithm {
             AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
             AttentionAlgorithm::Auto
@@ -364,7 +371,7 @@ mod tests {
     /// not deterministic (by default and on request), the rows rung otherwise and on request;
     /// every other rung an error naming those two, on each side of each fact.
     #[test]
-    fn masked_calls_take_the_fused_or_the_rows_rung() {
+    fn masked_calls_take_the_fused_flash_or_rows_rung() {
         let all = BackwardFacts {
             aligned: true,
             wgmma: true,
@@ -402,9 +409,19 @@ mod tests {
                 },
                 BackwardFacts { short: false, ..all },
             ] {
+                // The mma.sync rung where its own rule holds (aligned operands), else rows.
+                let fallback = if missing.aligned {
+                    BackwardPlan::Flash { head_dim: d }
+                } else {
+                    BackwardPlan::Rows
+                };
                 assert_eq!(
                     BackwardPlan::choose(AttentionAlgorithm::Auto, d, missing, false),
-                    Ok(BackwardPlan::Rows)
+                    Ok(fallback)
+                );
+                assert_eq!(
+                    BackwardPlan::choose(AttentionAlgorithm::Flash, d, missing, false).is_ok(),
+                    missing.aligned
                 );
                 assert!(BackwardPlan::choose(AttentionAlgorithm::WgmmaFused, d, missing, false).is_err());
             }
@@ -418,12 +435,27 @@ mod tests {
                 let plan = BackwardPlan::choose(alg, d, alibi, false);
                 match d {
                     64 => assert_eq!(plan, Ok(BackwardPlan::WgmmaFused { head_dim: d })),
-                    _ if alg == AttentionAlgorithm::Auto => assert_eq!(plan, Ok(BackwardPlan::Rows)),
+                    _ if alg == AttentionAlgorithm::Auto => {
+                        assert_eq!(plan, Ok(BackwardPlan::Flash { head_dim: d }))
+                    }
                     _ => assert!(plan.is_err()),
                 }
             }
+            // Deterministic: the mma.sync rung (no atomics), or rows when unaligned.
             assert_eq!(
                 BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, true),
+                Ok(BackwardPlan::Flash { head_dim: d })
+            );
+            assert_eq!(
+                BackwardPlan::choose(
+                    AttentionAlgorithm::Auto,
+                    d,
+                    BackwardFacts {
+                        aligned: false,
+                        ..all
+                    },
+                    true
+                ),
                 Ok(BackwardPlan::Rows)
             );
             assert!(BackwardPlan::choose(AttentionAlgorithm::WgmmaFused, d, all, true).is_err());
@@ -431,21 +463,29 @@ mod tests {
                 BackwardPlan::choose(AttentionAlgorithm::Rows, d, all, false),
                 Ok(BackwardPlan::Rows)
             );
+            assert_eq!(
+                BackwardPlan::choose(AttentionAlgorithm::Flash, d, all, false),
+                Ok(BackwardPlan::Flash { head_dim: d })
+            );
             for alg in [
-                AttentionAlgorithm::Flash,
                 AttentionAlgorithm::Wgmma,
                 AttentionAlgorithm::WgmmaPingPong,
                 AttentionAlgorithm::WgmmaPersistent,
             ] {
                 let err = BackwardPlan::choose(alg, d, all, false).expect_err("masked");
-                assert!(err.contains("rows rung") && err.contains("WgmmaFused"), "{err}");
+                assert!(
+                    err.contains("rows rung") && err.contains("Flash") && err.contains("WgmmaFused"),
+                    "{err}"
+                );
             }
         }
+        // Head dims without the mma.sync rung: rows, and Flash an error.
         for d in [8, 96, 256] {
             assert_eq!(
                 BackwardPlan::choose(AttentionAlgorithm::Auto, d, all, false),
                 Ok(BackwardPlan::Rows)
             );
+            assert!(BackwardPlan::choose(AttentionAlgorithm::Flash, d, all, false).is_err());
         }
     }
 
