@@ -9,6 +9,8 @@
 #     masks      bench --kernels attention_masks at 4x4096x16x128 (window, documents, forward
 #                masks) and 8x2048x32x64 (ALiBi's backward)
 #     flex       peers.py flex_attention_masks_bwd (FlexAttention's backward with the same masks)
+#     ncu        ncu --set full of the masked backward's main kernel, its first launch at
+#                4x4096x16x128 (the sliding window's correctness check), into ncu-full-bwd-window.log
 #   (masks and flex again write masks-2.jsonl, flex-bwd-2.jsonl, ...)
 # Everything under $OUT is packed into $OUT/all.tgz after each part.
 set -uo pipefail
@@ -39,6 +41,11 @@ for part in "$@"; do
     flex) n=$(ls "$OUT"/flex-bwd*.jsonl 2>/dev/null | wc -l); sfx=${n/#0/}; sfx=${sfx:+-$((n + 1))}
           PYTHONUNBUFFERED=1 python3 bench/peers.py --peers flex_attention_masks_bwd \
           --out "$OUT/flex-bwd$sfx.jsonl" > "$OUT/flex-bwd$sfx.log" 2>&1 ;;
+    ncu) ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+         timeout 240 "$ncu" -k regex:attention_bwd_wgmma_fused_masked_d128 -c 1 --set full \
+           .device/bin6/bench-alibi --kernels attention_masks --shapes 4x4096x16x128 \
+           --out /tmp/ncu-masks.jsonl > "$OUT/ncu-full-bwd-window.log" 2>&1
+         echo "ncu rc=$?" >> "$OUT/parts.log" ;;
     *) echo "unknown part $part" >> "$OUT/parts.log" ;;
   esac
   echo "$part: $(( $(date +%s) - start )) s" >> "$OUT/parts.log"
