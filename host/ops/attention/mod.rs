@@ -54,7 +54,7 @@
 //! # Ok::<(), gpukern::Error>(())
 //! ```
 //!
-//! The backward takes no varlen mask yet (an error says so).
+//! The backward takes varlen masks as it takes the other shipped masks (below).
 //!
 //! # Backward
 //! [`Gpu::attention_backward`] takes the output's gradient, the inputs, the forward's output and
@@ -62,7 +62,10 @@
 //! key/value heads' shape, summed over each group's query heads), with the same checks and the
 //! same supported shapes; deterministic (no atomics) but for the one-kernel Hopper rung
 //! [`AttentionAlgorithm::WgmmaFused`], which runs when asked for and by default at head dims 64
-//! and 128, and never with [`AttentionOptions::deterministic`].
+//! and 128, and never with [`AttentionOptions::deterministic`]. It takes every shipped mask
+//! (custom masks are an error): on the `mma.sync` rung ([`AttentionAlgorithm::Flash`], head
+//! dims 64 and 128) and the rows rung all of them, on the one-kernel Hopper rung those that drop
+//! pairs only and ALiBi at head dim 64; [`Gpu::attention_backward`] has the plan's rules.
 
 mod backward;
 mod custom;
