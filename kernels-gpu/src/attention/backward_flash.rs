@@ -13,11 +13,15 @@
 //! * **`dK`, `dV`**: the block's `K` and `V` tiles are copied once; the `Q` and `dO` tiles of
 //!   each query tile it visits (over the query heads of the key/value head's group, then the
 //!   query tiles), with their 64 `lse2` and `delta`, are double-buffered by `cp.async`, one
-//!   barrier per tile. Per tile and warp: `S^T = K Q^T`, `P^T = exp2(S^T scale_log2 - lse2)`,
-//!   `dV += P^T dO` (`P^T` packed to 16 bits from the accumulators), `dP^T = V dO^T`,
-//!   `dS^T = P^T (dP^T - delta)`, `dK += dS^T Q`; `K` and `V` fragments reread from shared
-//!   memory each tile, so that the two `16 x D` accumulators and the two `16 x 64` products fit
-//!   in registers at `D = 128`.
+//!   barrier per tile. Per part of the tile's queries (`dkdv_sub`) and warp: `S^T = K Q^T` and
+//!   `dP^T = V dO^T`, then in one pass `P^T = exp2(S^T scale_log2 - lse2)` and `dS^T = P^T
+//!   (dP^T - delta)` in their place, then `dV += P^T dO` and `dK += dS^T Q` (each packed to 16
+//!   bits from the accumulators); `K` and `V` fragments reread from shared memory each tile, so
+//!   that the two `16 x D` accumulators and the two products fit in registers at `D = 128`.
+//!   (Computing `dP^T` before `P^T` was used, rather than after `dV`, ran the head-dim-64
+//!   kernel 5-7% faster on an H100 and level at 128,
+//!   `bench/experiments/third-wave/6313cdf-flash-ab-*.jsonl`, and leaves no score derivative
+//!   to keep from `P` to `dS`.)
 //! * **`dQ`**: the block's `Q` and `dO` tiles copied once, `K` and `V` tiles double-buffered as
 //!   in the forward (`super::flash`); per tile and warp: `S = Q K^T`, `P`, `dP = dO V^T`,
 //!   `dS = P (dP - delta)`, `dQ += dS K`.
@@ -30,9 +34,10 @@
 //!   its rows; a tile that [`Mask::tile`] (for `dK`/`dV`) or [`Mask::full_keys`] (for `dQ`)
 //!   does not call whole is tested element by element ([`Mask::keep`]). Where the mask modifies
 //!   scores (ALiBi, the soft cap), `P` takes the mask's score of `S scale` and `dS` is
-//!   multiplied by its derivative ([`Mask::score_grad`]); the `dK`/`dV` kernel keeps the
-//!   derivatives of the part between `P` and `dS` (`sub / 2` registers). The unmasked
-//!   instances ([`NoMask`]) read `causal` instead and compile none of this.
+//!   multiplied by its derivative ([`Mask::score_grad`]), computed with `P` (the `dK`/`dV`
+//!   kernel asks the step's head's mask, [`Mask::head`], once per step, and tests or modifies
+//!   pairs only on the tiles that need it). The unmasked instances ([`NoMask`]) read `causal`
+//!   instead and compile none of this.
 //! * **Traffic** (each kernel): per block `2 * 64 D` elements of its own tiles, `2 * 64 D` per
 //!   tile visited of the other side's; `2 * 64 D` elements written. Flops: `4 * 64 * 64 D` per
 //!   tile pair for `dK`/`dV` (`S`, `dV`, `dP`, `dK`) and `4 * 64 * 64 D` for `dQ` (`S`, `dP`,
@@ -352,6 +357,10 @@ pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize, M: M
                 });
             });
 
+            // The mask as the step's head sees it ([`Mask::head`]: its work per head, ALiBi's
+            // slope, done once per part; the head passes through [`hint::recompute`] so that it
+            // is not kept across the parts, which spilled at `D = 128`).
+            let head_mask = mask.head(b, hint::recompute(h as u32) as usize);
             // P^T = exp2(S^T scale_log2 - lse2) in place of `S^T`, and dS^T = P^T (dP^T -
             // delta) in place of `dP^T`; with a mask, the mask's score of `S^T scale` and `dS^T`
             // times its derivative ([`Mask::score_grad`]) where it modifies scores, dropped
@@ -362,11 +371,11 @@ pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize, M: M
                     let qi = c0 + 8 * j + 2 * t4 + e;
                     // SAFETY: `qi < 64` of the stage's statistics.
                     let (l2, dd) = unsafe { (mem::load(sl, qi), mem::load(sd, qi)) };
-                    if M::MASKS {
-                        // The mask as the query row sees it (a row past `q_len`, whose `Q` and
-                        // `dO` are zeros, as the last one).
+                    if M::MASKS && (masked || score_mod) {
+                        // The query row the mask is asked about (a row past `q_len`, whose `Q`
+                        // and `dO` are zeros, as the last one).
                         let row = (q0 + qi).min(q_len - 1);
-                        let rm = mask.row(b, h, row);
+                        let rm = head_mask;
                         unroll_8!(2, |hh| {
                             let key = keys[hh];
                             let raw = p[j][2 * hh + e];
