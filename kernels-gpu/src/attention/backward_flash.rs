@@ -19,7 +19,7 @@
 //!   bits from the accumulators); `K` and `V` fragments reread from shared memory each tile, so
 //!   that the two `16 x D` accumulators and the two products fit in registers at `D = 128`.
 //!   (Computing `dP^T` before `P^T` was used, rather than after `dV`, ran the head-dim-64
-//!   kernel 5-7% faster on an H100 and level at 128,
+//!   kernel 5-7% faster on an H100 and level at 128 [derived: run by run],
 //!   `bench/experiments/third-wave/6313cdf-flash-ab-*.jsonl`, and leaves no score derivative
 //!   to keep from `P` to `dS`.)
 //! * **`dQ`**: the block's `Q` and `dO` tiles copied once, `K` and `V` tiles double-buffered as
