@@ -92,15 +92,17 @@ macro_rules! launch_mask {
 }
 
 /// The mask `M` of a kernel's parameters, made where it is called: its integer and pointer pass
-/// through [`hint::recompute`], so that LLVM computes the mask's fields again at each use rather
+/// through [`hint::recompute`](crate::gpu::hint::recompute), so that LLVM computes the mask's fields again at each use rather
 /// than once ahead and keeps them live across a kernel's loop (ptxas spilled them there: the
 /// one-kernel Hopper backward's across its warpgroups' `setmaxnreg`, the `mma.sync` backward's
 /// `dK`/`dV` kernel at head dim 128).
+#[cfg(feature = "attention")]
 #[inline(always)]
-pub(crate) fn fresh_mask<M: Mask>(
+pub(crate) fn fresh_mask<M: crate::gpu::attention::Mask>(
     (data, int, float): (*const i32, usize, f32),
     (q_len, kv_len, heads): (usize, usize, usize),
 ) -> M {
+    use crate::gpu::hint;
     let int = hint::recompute(int as u32) as usize | (hint::recompute((int >> 32) as u32) as usize) << 32;
     let data = hint::recompute_ptr(data.cast_mut()).cast_const();
     launch_mask!(M, data, int, float, q_len, kv_len, heads)
