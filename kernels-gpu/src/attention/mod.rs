@@ -65,10 +65,9 @@
 // imports of their instances' arguments go unused.
 #![cfg_attr(not(feature = "attention"), allow(unused_imports))]
 
-use crate::gpu::attention::Mask;
 use crate::gpu::convert::Float;
 use crate::gpu::mma::{mma_m16n8k16_bf16, mma_m16n8k16_f16};
-use crate::gpu::{bf16, f16, hint};
+use crate::gpu::{bf16, f16};
 
 /// The mask `M` of a forward kernel's launch, from the kernel's parameters: what the mask reads
 /// (`mask_data`, `mask_int`, `mask_float`: [`MaskArgs`](crate::gpu::attention::MaskArgs)) and
@@ -92,8 +91,8 @@ macro_rules! launch_mask {
 }
 
 /// The mask `M` of a kernel's parameters, made where it is called: its integer and pointer pass
-/// through [`hint::recompute`](crate::gpu::hint::recompute), so that LLVM computes the mask's fields again at each use rather
-/// than once ahead and keeps them live across a kernel's loop (ptxas spilled them there: the
+/// through [`hint::recompute`](crate::gpu::hint::recompute), so that LLVM computes the mask's
+/// fields again at each use rather than once ahead and keeps them live across a kernel's loop (ptxas spilled them there: the
 /// one-kernel Hopper backward's across its warpgroups' `setmaxnreg`, the `mma.sync` backward's
 /// `dK`/`dV` kernel at head dim 128).
 #[cfg(feature = "attention")]
