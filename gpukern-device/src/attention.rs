@@ -93,16 +93,6 @@ pub trait Mask: Copy {
         *self
     }
 
-    /// The mask as a kernel uses it for head `h` of batch `b`, any row: the kernels that walk the
-    /// rows of one head (the backward's `dK`/`dV` kernels) call it once per head and step, and
-    /// then ask the result about that head only. A mask with work per head (ALiBi's slope) does
-    /// it here, once, instead of once per row or pair; the mask itself by default.
-    #[inline(always)]
-    fn head(&self, b: usize, h: usize) -> Self {
-        let _ = (b, h);
-        *self
-    }
-
     /// For a row's mask (what [`Mask::row`] gave): `Some(end)` when the row keeps exactly the
     /// keys below `end` and none past it (in 32 bits, as the kernels compare keys), so that a
     /// kernel may test a tile's keys against one bound, a comparison with a constant per key
@@ -369,11 +359,7 @@ impl Mask for Alibi {
         }
     }
     #[inline(always)]
-    fn row(&self, b: usize, h: usize, _: usize) -> Self {
-        self.head(b, h)
-    }
-    #[inline(always)]
-    fn head(&self, _: usize, h: usize) -> Self {
+    fn row(&self, _: usize, h: usize, _: usize) -> Self {
         Alibi {
             slope: Some(Alibi::slope(h, self.causal.shape.heads)),
             ..*self
@@ -669,10 +655,6 @@ impl<M: Mask, const BIASES: bool> Mask for KeysAnd<M, BIASES> {
         KeysAnd(self.0.row(b, h, q))
     }
     #[inline(always)]
-    fn head(&self, b: usize, h: usize) -> Self {
-        KeysAnd(self.0.head(b, h))
-    }
-    #[inline(always)]
     fn row_end(&self) -> Option<u32> {
         self.0.row_end()
     }
@@ -821,17 +803,6 @@ impl Mask for General {
             own: Some(self.span(b, q)),
             alibi: if self.kind == Shipped::Alibi {
                 self.alibi.row(b, h, q)
-            } else {
-                self.alibi
-            },
-            ..*self
-        }
-    }
-    #[inline(always)]
-    fn head(&self, b: usize, h: usize) -> Self {
-        General {
-            alibi: if self.kind == Shipped::Alibi {
-                self.alibi.head(b, h)
             } else {
                 self.alibi
             },

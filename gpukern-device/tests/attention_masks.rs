@@ -1,6 +1,6 @@
 //! The shipped attention masks against their own rules, on the CPU: `General` of each kind says
-//! what the mask of that kind says, pair by pair (as `Mask::row` and `Mask::head` give it too,
-//! with the same scores); `keys` holds every
+//! what the mask of that kind says, pair by pair (as `Mask::row` gives it too, with the same
+//! scores); `keys` holds every
 //! key a block's rows keep, `full_keys` only keys they all keep, `tile` agrees with `keep`; and a
 //! planted wrong `full_keys` is caught. (`Document` reads device memory: the simulator's trials,
 //! `tests/kernels/attention_masks.rs`, check it.)
@@ -20,26 +20,20 @@ fn check_mask<M: Mask, R: Mask>(
     tile: usize,
 ) -> Vec<String> {
     let mut failures = Vec::new();
-    // The mask as a row's and as a head's kernels see it: the same pairs, the same scores and
-    // derivatives as the mask itself.
-    let head = mask.head(0, 1);
+    // The mask as a row's kernels see it: the same pairs, the same scores and derivatives as the
+    // mask itself.
     for q in 0..shape.q_len {
         let row = mask.row(0, 1, q);
         for kv in 0..shape.kv_len {
             let want = reference.keep(0, 1, q, kv);
-            if mask.keep(0, 1, q, kv) != want
-                || row.keep(0, 1, q, kv) != want
-                || head.keep(0, 1, q, kv) != want
-            {
+            if mask.keep(0, 1, q, kv) != want || row.keep(0, 1, q, kv) != want {
                 failures.push(format!("keep({q}, {kv}) is not {want}"));
             }
             if M::SCORE_MOD && mask.modifies_scores() {
                 for s in [-3.5f32, 0.0, 0.75, 40.0] {
                     let (score, grad) = (mask.score(s, 0, 1, q, kv), mask.score_grad(s, 0, 1, q, kv));
-                    for (what, m) in [("row", row), ("head", head)] {
-                        if m.score(s, 0, 1, q, kv) != score || m.score_grad(s, 0, 1, q, kv) != grad {
-                            failures.push(format!("{what}: score({s}, {q}, {kv}) differs from the mask's"));
-                        }
+                    if row.score(s, 0, 1, q, kv) != score || row.score_grad(s, 0, 1, q, kv) != grad {
+                        failures.push(format!("row: score({s}, {q}, {kv}) differs from the mask's"));
                     }
                 }
             }

@@ -34,10 +34,12 @@
 //!   its rows; a tile that [`Mask::tile`] (for `dK`/`dV`) or [`Mask::full_keys`] (for `dQ`)
 //!   does not call whole is tested element by element ([`Mask::keep`]). Where the mask modifies
 //!   scores (ALiBi, the soft cap), `P` takes the mask's score of `S scale` and `dS` is
-//!   multiplied by its derivative ([`Mask::score_grad`]), computed with `P` (the `dK`/`dV`
-//!   kernel asks the step's head's mask, [`Mask::head`], once per step, and tests or modifies
-//!   pairs only on the tiles that need it). The unmasked instances ([`NoMask`]) read `causal`
-//!   instead and compile none of this.
+//!   multiplied by its derivative ([`Mask::score_grad`]), computed with `P`; the `dK`/`dV`
+//!   kernel asks the mask about each query row ([`Mask::row`]) only on the tiles it tests or
+//!   whose scores it modifies. (Asking the step's head's mask once per part instead, ALiBi's
+//!   slope computed once, ran ALiBi 4% and the soft cap 1% slower at head dim 128 on an H100,
+//!   `bench/experiments/third-wave/645ea16-head-ab-*.jsonl`.) The unmasked instances
+//!   ([`NoMask`]) read `causal` instead and compile none of this.
 //! * **Traffic** (each kernel): per block `2 * 64 D` elements of its own tiles, `2 * 64 D` per
 //!   tile visited of the other side's; `2 * 64 D` elements written. Flops: `4 * 64 * 64 D` per
 //!   tile pair for `dK`/`dV` (`S`, `dV`, `dP`, `dK`) and `4 * 64 * 64 D` for `dQ` (`S`, `dP`,
@@ -357,10 +359,6 @@ pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize, M: M
                 });
             });
 
-            // The mask as the step's head sees it ([`Mask::head`]: its work per head, ALiBi's
-            // slope, done once per part; the head passes through [`hint::recompute`] so that it
-            // is not kept across the parts, which spilled at `D = 128`).
-            let head_mask = mask.head(b, hint::recompute(h as u32) as usize);
             // P^T = exp2(S^T scale_log2 - lse2) in place of `S^T`, and dS^T = P^T (dP^T -
             // delta) in place of `dP^T`; with a mask, the mask's score of `S^T scale` and `dS^T`
             // times its derivative ([`Mask::score_grad`]) where it modifies scores, dropped
@@ -372,10 +370,11 @@ pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize, M: M
                     // SAFETY: `qi < 64` of the stage's statistics.
                     let (l2, dd) = unsafe { (mem::load(sl, qi), mem::load(sd, qi)) };
                     if M::MASKS && (masked || score_mod) {
-                        // The query row the mask is asked about (a row past `q_len`, whose `Q`
-                        // and `dO` are zeros, as the last one).
+                        // The mask as the query row sees it (a row past `q_len`, whose `Q` and
+                        // `dO` are zeros, as the last one); a tile it keeps whole without
+                        // modifying scores takes the plain pass below.
                         let row = (q0 + qi).min(q_len - 1);
-                        let rm = head_mask;
+                        let rm = mask.row(b, h, row);
                         unroll_8!(2, |hh| {
                             let key = keys[hh];
                             let raw = p[j][2 * hh + e];
