@@ -24,6 +24,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 [ -d .device/bin7 ] || tar xJf .device/bin7.tar.xz -C .device || exit 1
 export GPUKERN_REQUIRE_GPU=1 GPUKERN_DEVICE=cuda GPUKERN_SLOW_TRIALS=1
+# The records' commit: the binaries' (`git rev-parse` in the device's copy of the checkout
+# answers with the session's first commit).
+export GPUKERN_GIT_REV=f0c06fa
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 K=.device/bin7/kernels-flash
 B=.device/bin7/bench-flash
