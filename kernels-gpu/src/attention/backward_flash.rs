@@ -36,10 +36,11 @@
 //!   scores (ALiBi, the soft cap), `P` takes the mask's score of `S scale` and `dS` is
 //!   multiplied by its derivative ([`Mask::score_grad`]), computed with `P`; the `dK`/`dV`
 //!   kernel asks the mask about each query row ([`Mask::row`]) only on the tiles it tests or
-//!   whose scores it modifies. (Asking the step's head's mask once per part instead, ALiBi's
-//!   slope computed once, ran ALiBi 4% and the soft cap 1% slower at head dim 128 on an H100,
-//!   `bench/experiments/third-wave/645ea16-head-ab-*.jsonl`.) The unmasked instances
-//!   ([`NoMask`]) read `causal` instead and compile none of this.
+//!   whose scores it modifies: on an H100 the window and the documents ran faster than with
+//!   the mask asked on every tile, ALiBi and the soft cap a little slower
+//!   (`bench/experiments/third-wave/645ea16-head-ab-*.jsonl`,
+//!   `0589db3-bwd-masks-h100.jsonl`; BENCHMARKS.md, thirty-fifth round). The unmasked
+//!   instances ([`NoMask`]) read `causal` instead and compile none of this.
 //! * **Traffic** (each kernel): per block `2 * 64 D` elements of its own tiles, `2 * 64 D` per
 //!   tile visited of the other side's; `2 * 64 D` elements written. Flops: `4 * 64 * 64 D` per
 //!   tile pair for `dK`/`dV` (`S`, `dV`, `dP`, `dK`) and `4 * 64 * 64 D` for `dQ` (`S`, `dP`,
