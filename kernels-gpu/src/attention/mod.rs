@@ -92,9 +92,9 @@ macro_rules! launch_mask {
 
 /// The mask `M` of a kernel's parameters, made where it is called: its integer and pointer pass
 /// through [`hint::recompute`](crate::gpu::hint::recompute), so that LLVM computes the mask's
-/// fields again at each use rather than once ahead and keeps them live across a kernel's loop (ptxas spilled them there: the
-/// one-kernel Hopper backward's across its warpgroups' `setmaxnreg`, the `mma.sync` backward's
-/// `dK`/`dV` kernel at head dim 128).
+/// fields again at each use rather than once ahead and keeps them live across a kernel's loop
+/// (ptxas spilled them there: the one-kernel Hopper backward's across its warpgroups'
+/// `setmaxnreg`, the `mma.sync` backward's `dK`/`dV` kernel at head dim 128).
 #[cfg(feature = "attention")]
 #[inline(always)]
 pub(crate) fn fresh_mask<M: crate::gpu::attention::Mask>(
