@@ -54,6 +54,13 @@ use crate::{mbarrier, shared, thread, tma, wgmma};
 /// Alignment of the ring: a 128-byte swizzle atom (8 rows of 128 bytes).
 pub const RING_ALIGN: usize = 1024;
 
+/// A swizzle atom, the type the ring takes the dynamic shared memory as: so the module declares
+/// that memory 1024-byte aligned (`.extern .shared .align 1024`), PTX places it so, and the ring
+/// starts at the window itself, with no padding computed at run time (kept across a kernel's
+/// `setmaxnreg`, ptxas spilled the padding at the one-kernel attention backward's limit).
+#[repr(C, align(1024))]
+struct Atom([u8; RING_ALIGN]);
+
 /// A ring of `stages` stages of `stage_bytes` bytes each in the dynamic shared memory, with
 /// their `full` and `empty` barriers after them. The counts are values, not types, so that a
 /// kernel generic over its tile shape passes its own constants; inlined, they fold as constants
@@ -68,14 +75,16 @@ pub struct Ring {
 }
 
 impl Ring {
-    /// Dynamic shared memory a ring of `stages` stages of `stage_bytes` bytes needs: alignment
-    /// slack, the stages, two barriers each.
+    /// Dynamic shared memory a ring of `stages` stages of `stage_bytes` bytes needs: the
+    /// stages, two barriers each, and a swizzle atom of slack (from when the ring was padded to
+    /// its alignment at run time; the layouts built on it count these bytes).
     pub const fn shared_bytes(stages: usize, stage_bytes: usize) -> u32 {
         (RING_ALIGN + stages * stage_bytes + 2 * stages * 8) as u32
     }
 
-    /// Lays a ring of `stages` stages of `stage_bytes` bytes out at the first 1024-byte
-    /// boundary of the dynamic shared window and initialises its barriers (thread 0): `full` for
+    /// Lays a ring of `stages` stages of `stage_bytes` bytes out at the start of the dynamic
+    /// shared window (1024-byte aligned: [`Atom`]; the simulator checks it) and initialises its
+    /// barriers (thread 0): `full` for
     /// one arrival, `empty` for `consumer_warps` arrivals (the warps that [`Consumer::release`]
     /// each stage). Ends with a block barrier ([`thread::sync_threads`]: count it in the
     /// kernel's `barriers`).
@@ -94,17 +103,20 @@ impl Ring {
             stages >= 1 && stage_bytes % RING_ALIGN == 0,
             "a ring of {stages} stages of {stage_bytes} bytes: stages of whole 1024-byte atoms"
         );
-        let window = shared::dynamic::<u64>().cast::<u8>();
-        let window_address = wgmma::shared_address(window) as usize;
-        let pad = (RING_ALIGN - window_address % RING_ALIGN) % RING_ALIGN;
-        let base = window.wrapping_add(pad);
+        let base = shared::dynamic::<Atom>().cast::<u8>();
+        let address = wgmma::shared_address(base);
         let ring = Ring {
             base,
-            address: (window_address + pad) as u32,
+            address,
             bars: base.wrapping_add(stages * stage_bytes).cast::<u64>(),
             stages,
             stage_bytes,
         };
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert!(
+            address as usize % RING_ALIGN == 0,
+            "the dynamic shared window at {address:#x}: not 1024-byte aligned"
+        );
         if thread::thread_idx_x() == 0 {
             for s in 0..stages {
                 // SAFETY: 16 bytes past the stages per stage (the caller's launch), touched by

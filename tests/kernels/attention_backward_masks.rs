@@ -19,9 +19,9 @@ use crate::common::trial::{Target, trial};
 /// The simulator's cases: each mask on a ragged shape with several of the fused rungs' tiles,
 /// tiles the mask empties and tiles it cuts (documents: `q_len == kv_len`), and a head dim;
 /// the one-kernel rung's four masked instances (the masks that modify no score at head dims 64
-/// and 128, bf16 and f16: even places run bf16; ALiBi's bias at 64) among them, two key blocks
-/// at 200 keys.
-const SIM_CASES: [(Kind, Shape, usize); 8] = [
+/// and 128, bf16 and f16: even places run bf16; ALiBi's bias at 64 and 128) among them, two key
+/// blocks at 200 keys.
+const SIM_CASES: [(Kind, Shape, usize); 9] = [
     (Kind::Window(13), (1, 70, 90, 2, 1), 64),
     (Kind::Window(40), (1, 100, 200, 2, 1), 128),
     (Kind::Document, (2, 70, 70, 2, 1), 128),
@@ -30,12 +30,13 @@ const SIM_CASES: [(Kind, Shape, usize); 8] = [
     (Kind::SoftCap(false), (1, 33, 70, 2, 2), 128),
     (Kind::SoftCap(true), (1, 70, 70, 1, 1), 64),
     (Kind::Alibi, (1, 70, 90, 2, 1), 64),
+    (Kind::Alibi, (1, 70, 200, 2, 1), 128),
 ];
 
 /// The GPU's cases: past a thousand rows and keys (more rows than keys once: rows that see no
 /// key), GQA, head dims 64 and 128 (and one the rows rung alone takes), each masked instance,
-/// ALiBi at 128 (the rows rung) and at 64 in both types (the masked instances' bias).
-const CUDA_CASES: [(Kind, Shape, usize); 10] = [
+/// ALiBi (the masked instances' bias) at 64 and 128 in both types.
+const CUDA_CASES: [(Kind, Shape, usize); 12] = [
     (Kind::Window(300), (1, 1031, 1100, 4, 2), 128),
     (Kind::Window(300), (1, 1100, 1031, 4, 2), 128),
     (Kind::Document, (2, 1031, 1031, 2, 2), 64),
@@ -46,6 +47,8 @@ const CUDA_CASES: [(Kind, Shape, usize); 10] = [
     (Kind::Window(37), (1, 150, 170, 2, 1), 96),
     (Kind::Alibi, (1, 300, 333, 4, 2), 128),
     (Kind::Alibi, (1, 333, 300, 4, 2), 64),
+    (Kind::Alibi, (2, 600, 650, 2, 1), 128),
+    (Kind::Alibi, (1, 650, 600, 4, 2), 128),
 ];
 
 /// Every trial of the masked backward.
@@ -90,11 +93,10 @@ enum Scores {
 
 /// Whether `algorithm` takes a masked call at head dim `d` on `gpu`: the `mma.sync` rung at head
 /// dims 64 and 128 (the cases' operands are aligned); the one-kernel rung where it has `wgmma`,
-/// at head dims 64 and 128 for a mask that keeps the scores, 64 for a bias.
+/// at head dims 64 and 128 for a mask that keeps the scores or adds a bias.
 fn takes_masks(gpu: &Gpu, algorithm: AttentionAlgorithm, d: usize, scores: Scores) -> bool {
     let dims: &[usize] = match scores {
-        Scores::Kept => &[64, 128],
-        Scores::Biased => &[64],
+        Scores::Kept | Scores::Biased => &[64, 128],
         Scores::Bent => &[],
     };
     match algorithm {

@@ -74,12 +74,14 @@
 //!   relative to the walk's first row; in registers they spilled at `D = 128`) and read in each
 //!   step, `P` zero outside them. The mask is made again from the parameters wherever it is used
 //!   (`fresh_mask`): computed once, its fields were kept across `setmaxnreg` and spilled. Score
-//!   modifications: ALiBi's bias (derivative 1) at `D = 64` (`BiasOf<General>`), its line for the
-//!   step's tile computed ahead of the products (`bias_line`) from the mask's scores at two
-//!   points; at `D = 128` it spilled 24 to 32 bytes wherever it was computed, so those instances
-//!   take the keys alone (`KeysOf<General>`). The soft cap is not taken (its derivative spilled
-//!   88 bytes at `D = 128`, 32 at 64). The host runs what an instance does not take on the rows
-//!   rung.
+//!   modifications: ALiBi's bias (derivative 1, `BiasOf<General>`), its line for the step's
+//!   tile from the mask's scores at two points (`bias_line`), at `D = 64` computed ahead of the
+//!   products, at 128 where `P^T` is computed, with that step's `delta` loaded after `P^T` rather
+//!   than a step ahead and the ring at the start of the shared window (no padding kept across
+//!   `setmaxnreg`): each of the three kept otherwise, ptxas spilled 4 to 20 bytes at 128
+//!   (`bench/experiments/third-wave/e4e58d4-alibi-bwd-ptxas.md`). The soft cap is not taken (its
+//!   derivative spilled 88 bytes at `D = 128`, 32 at 64). The host runs what an instance does
+//!   not take on another rung.
 //!
 //! # Registers and shared memory
 //! A consumer thread holds `dK` and `dV` (`D / 2` f32 each: 64 at `D = 128`), `S^T` and `dP^T` (32
@@ -120,7 +122,7 @@ use super::backward_wgmma::{
 };
 use super::fresh_mask;
 use super::wgmma::{k_major_descriptor, n_major_descriptor, D128, D64, WGMMA_BOX_COLS};
-use crate::gpu::attention::{BiasOf, General, KeysOf, Mask, NoMask};
+use crate::gpu::attention::{BiasOf, General, Mask, NoMask};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
 use crate::gpu::{barrier, bf16, bulk, f16, hint, math, mbarrier, mem, thread, vector, warp, wgmma};
@@ -176,10 +178,6 @@ pub const KEY_ROWS_BYTES: usize = 4 * BWD_WGMMA_KEYS;
 /// walk's first one fit 16 bits ([`KEY_ROWS_BYTES`]).
 pub const BWD_FUSED_MASKED_MAX_ROWS: usize = 0xffff;
 
-/// Head dims whose masked instances add a mask's bias to the scores (ALiBi: `BiasOf<General>`);
-/// the others take the keys alone (`KeysOf<General>`: the bias spilled at 128).
-pub const BWD_FUSED_BIAS_HEAD_DIMS: [usize; 1] = [64];
-
 const _: () = assert!(
     bwd_wgmma_fused_shared_bytes(128) == 232_000
         && bwd_wgmma_fused_shared_bytes(64) == 199_280
@@ -221,21 +219,16 @@ pub const fn fused_barriers(masked: bool) -> u32 {
 }
 
 /// The shipped masks with their biases ([`General`] without the soft cap, which the host runs
-/// on the rows rung): the masked instances' `M` at head dim 64.
+/// on another rung): the masked instances' `M`.
 type GeneralBias = BiasOf<General>;
-
-/// The shipped masks' keys ([`General`] without its score modifications, which the host runs
-/// on the rows rung): the masked instances' `M` at head dim 128, where ALiBi's bias spilled
-/// (24 to 32 bytes, wherever its line was computed: `bias_line`).
-type GeneralKeys = KeysOf<General>;
 
 /// A consumer thread's `P^T` of one step with a mask (`M::MASKS`; at most a bias added to its
 /// scores, [`BiasOf`]: the `GeneralBias` instances): for each of its 32 elements (keys `k` of
 /// the thread, queries `q0 + 8 j + 2 q + e` of the tile) `P = exp2(s scale_log2 + bias -
 /// lse2)` where the query lies in the key's rows (from [`Mask::rows`], packed in `key_rows`
 /// relative to the walk's `first_row`), 0 elsewhere (and for keys past `kv_len`, whose rows are
-/// empty), in place in `st`; `bias` (log2 units) on the step's line `(bias0, step)` from
-/// `bias_line` (0 without one); returns them packed to `T` as `pack_fragment` packs them (each
+/// empty), in place in `st`; `bias` (log2 units) on the step's line `(bias0, step)` that
+/// `line` gives (`bias_line`, 0 without one); returns them packed to `T` as `pack_fragment` packs them (each
 /// pair as it is computed: packed after the loop, ptxas spilled at head dim 128). `(l2,
 /// lane_q)`: this lane's two statistics of the tile and its quad index, the other rows'
 /// shuffled in as in the kernel.
@@ -247,8 +240,9 @@ fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
     first_row: u32,
     q0: usize,
     scale_log2: f32,
-    (bias0, step): (f32, f32),
+    line: impl FnOnce() -> (f32, f32),
 ) -> [u32; 16] {
+    let (bias0, step) = line();
     let t = hint::recompute(thread::thread_idx_x()) as usize;
     let (c, w, g) = (t / WARPGROUP - 1, (t % WARPGROUP) / 32, (t % 32) / 4);
     // Per key, its rows as columns of this tile, clamped to `0..=64`.
@@ -294,8 +288,8 @@ fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
 /// query of the tile (`q0 + 2 q`), and its change per query further; `(0, 0)` when the call's
 /// mask adds none. Asked of the mask at two points; the rest of the thread's elements lie on
 /// that line (ALiBi's bias is linear in `kv - q`). Computed ahead of the step's products, where
-/// registers are free (asked in `masked_probabilities`, after them, the mask's work spilled 24
-/// bytes at `D = 128`).
+/// registers are free at `D = 64`; at 128 in `masked_probabilities` (the module
+/// documentation).
 #[inline(always)]
 fn bias_line<M: Mask>(mask: M, (b, h, q0): (usize, usize, usize), lane_q: u32) -> (f32, f32) {
     if !(M::SCORE_MOD && mask.modifies_scores()) {
@@ -415,9 +409,8 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
 }
 
 /// [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused) with a mask that drops pairs
-/// and at most adds a bias to the scores (`M`: at head dim 64 `BiasOf<`[`General`]`>`: windows,
-/// documents, varlen batches and ALiBi; at 128 `KeysOf<General>`, the same without ALiBi; the
-/// host sends the others and the soft cap to the rows rung): each block walks the query tiles of
+/// and at most adds a bias to the scores (`M`: `BiasOf<`[`General`]`>`: windows, documents,
+/// varlen batches and ALiBi; the host sends the soft cap to another rung): each block walks the query tiles of
 /// the rows that see its keys ([`Mask::rows`]), `P` zero outside each key's rows, the bias added
 /// to each score on its line (the module documentation's walk, `bias_line` and
 /// `masked_probabilities`).
@@ -439,9 +432,9 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     launch_bounds(384, 1),
     instances(
         attention_bwd_wgmma_fused_masked_d64_bf16 = (bf16, D64, GeneralBias),
-        attention_bwd_wgmma_fused_masked_d128_bf16 = (bf16, D128, GeneralKeys),
+        attention_bwd_wgmma_fused_masked_d128_bf16 = (bf16, D128, GeneralBias),
         attention_bwd_wgmma_fused_masked_d64_f16 = (f16, D64, GeneralBias),
-        attention_bwd_wgmma_fused_masked_d128_f16 = (f16, D128, GeneralKeys),
+        attention_bwd_wgmma_fused_masked_d128_f16 = (f16, D128, GeneralBias),
     ),
     barriers(fused_barriers(true))
 )]
@@ -757,14 +750,18 @@ unsafe fn fused_body<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
         // SAFETY: every thread of the consumer warps; released once below (in the next step,
         // or after the loop).
         let stage = unsafe { consumer.wait() };
-        // With a mask that adds a bias (ALiBi), its line for this step's tile, ahead of the
-        // products (`bias_line`).
-        let line = if M::SCORE_MOD {
-            let mask = fresh_mask::<M>((mask_data, mask_int, mask_float), (q_len, kv_len, heads));
-            bias_line(mask, (b, h, q0), lane_q)
-        } else {
-            (0.0, 0.0)
+        // With a mask that adds a bias (ALiBi), its line for this step's tile (`bias_line`): at
+        // `D = 64` ahead of the products, at 128 where `P^T` is computed (ahead of the products,
+        // ptxas spilled it there).
+        let line = || {
+            if M::SCORE_MOD {
+                let mask = fresh_mask::<M>((mask_data, mask_int, mask_float), (q_len, kv_len, heads));
+                bias_line(mask, (b, h, q0), lane_q)
+            } else {
+                (0.0, 0.0)
+            }
         };
+        let line_ahead = if overlap { line() } else { (0.0, 0.0) };
         let mut st = [0.0f32; 32];
         let mut dpt = [0.0f32; 32];
         // SAFETY: the whole warpgroup; `K`, `V` and the stage have landed and stay until the
@@ -806,7 +803,7 @@ unsafe fn fused_body<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
                 first_tile * BWD_WGMMA_Q_TILE as u32,
                 q0,
                 scale_log2,
-                line,
+                || if overlap { line_ahead } else { line() },
             )
         } else {
             // P^T = exp2(S^T scale_log2 - lse2); masked where a query does not see the key (the
@@ -852,6 +849,13 @@ unsafe fn fused_body<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
                 true,
             );
         }
+        // With a bias at `D = 128`, this step's `delta` loaded here rather than a step ahead
+        // (held across the products, ptxas spilled with the bias's line).
+        let dd = if M::SCORE_MOD && !overlap {
+            load_stats(h, q0)[1]
+        } else {
+            dd
+        };
         // SAFETY: the whole warpgroup; `dP^T`'s groups, then `dV`'s one: `dP^T` retires.
         dpt = unsafe { wgmma::wait_accumulators::<1, _>(dpt) };
         // dS^T = P^T (dP^T - delta), in place of `dP^T`.

@@ -5,12 +5,11 @@
 //! 0. A mask other than none and causal (`BackwardFacts::masked`): the one-kernel Hopper rung's
 //!    masked instances (`attention_bwd_wgmma_fused_masked_d<D>_*`) for `Auto` and `WgmmaFused`
 //!    where rule 2 holds, the call is not deterministic, the mask modifies no score (a window,
-//!    documents, a varlen batch; not the soft cap) or adds a bias at a head dim whose instances
-//!    add it (ALiBi at [`BWD_FUSED_BIAS_HEAD_DIMS`]) and `q_len` is at most
+//!    documents, a varlen batch) or adds a bias (ALiBi; not the soft cap) and `q_len` is at most
 //!    [`BWD_FUSED_MASKED_MAX_ROWS`]; else the `mma.sync` rung's general instances
 //!    (`attention_bwd_flash_{dq,dkdv}_general_d<D>_*`, every shipped mask) for `Auto` and
-//!    `Flash` where rule 3 holds (deterministic calls, the soft cap, ALiBi at head dim 128, GPUs
-//!    without `wgmma`, longer sequences); else the rows rung for `Auto` and `Rows`; any other
+//!    `Flash` where rule 3 holds (deterministic calls, the soft cap, GPUs without `wgmma`,
+//!    longer sequences); else the rows rung for `Auto` and `Rows`; any other
 //!    algorithm is an error that names those three.
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung (`attention_bwd_rows_dq_*` and
 //!    `attention_bwd_rows_dkdv_*`).
@@ -36,7 +35,7 @@
 //! where rule 2 does not, is an error that says what the rung supports.
 
 use kernels_gpu::attention::backward_wgmma::BWD_WGMMA_HEAD_DIMS;
-use kernels_gpu::attention::backward_wgmma_fused::{BWD_FUSED_BIAS_HEAD_DIMS, BWD_FUSED_MASKED_MAX_ROWS};
+use kernels_gpu::attention::backward_wgmma_fused::BWD_FUSED_MASKED_MAX_ROWS;
 use kernels_gpu::attention::{BWD_FLASH_HEAD_DIMS, HEAD_DIM_MULTIPLE, MAX_HEAD_DIM};
 
 use super::super::AttentionAlgorithm;
@@ -80,7 +79,7 @@ pub(crate) struct BackwardFacts {
     /// instances.
     pub(crate) masked: bool,
     /// The mask modifies scores (ALiBi, the soft cap): the masked one-kernel instances take
-    /// none but a bias, and that at [`BWD_FUSED_BIAS_HEAD_DIMS`] only.
+    /// none but a bias.
     pub(crate) score_mod: bool,
     /// The mask's score modification is a bias (ALiBi).
     pub(crate) bias: bool,
@@ -114,7 +113,7 @@ impl BackwardPlan {
         let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
         let fused = BWD_FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
         if facts.masked {
-            let scores_taken = !facts.score_mod || facts.bias && BWD_FUSED_BIAS_HEAD_DIMS.contains(&head_dim);
+            let scores_taken = !facts.score_mod || facts.bias;
             let fused_masked = hopper && !deterministic && scores_taken && facts.short;
             return match algorithm {
                 AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
@@ -130,8 +129,8 @@ impl BackwardPlan {
                      the mma.sync rung (Flash: head dims {BWD_FLASH_HEAD_DIMS:?}, aligned operands) \
                      or the one-kernel wgmma rung (WgmmaFused: a GPU with wgmma, head dims \
                      {BWD_WGMMA_HEAD_DIMS:?}, aligned operands, not deterministic, a mask that \
-                     modifies no score or ALiBi at head dims {BWD_FUSED_BIAS_HEAD_DIMS:?} (not the \
-                     soft cap), q_len at most {BWD_FUSED_MASKED_MAX_ROWS}); Auto picks the first \
+                     modifies no score or adds a bias (ALiBi; not the soft \
+                     cap), q_len at most {BWD_FUSED_MASKED_MAX_ROWS}); Auto picks the first \
                      of WgmmaFused, Flash, Rows that applies; not {algorithm:?} here"
                 )),
             };
@@ -402,11 +401,6 @@ mod tests {
                     score_mod: true,
                     ..all
                 },
-                BackwardFacts {
-                    score_mod: true,
-                    bias: d != 64,
-                    ..all
-                },
                 BackwardFacts { short: false, ..all },
             ] {
                 // The mma.sync rung where its own rule holds (aligned operands), else rows.
@@ -425,21 +419,17 @@ mod tests {
                 );
                 assert!(BackwardPlan::choose(AttentionAlgorithm::WgmmaFused, d, missing, false).is_err());
             }
-            // A bias (ALiBi) where the instances add it.
+            // A bias (ALiBi): the one-kernel instances add it at both head dims.
             let alibi = BackwardFacts {
                 score_mod: true,
                 bias: true,
                 ..all
             };
             for alg in [AttentionAlgorithm::Auto, AttentionAlgorithm::WgmmaFused] {
-                let plan = BackwardPlan::choose(alg, d, alibi, false);
-                match d {
-                    64 => assert_eq!(plan, Ok(BackwardPlan::WgmmaFused { head_dim: d })),
-                    _ if alg == AttentionAlgorithm::Auto => {
-                        assert_eq!(plan, Ok(BackwardPlan::Flash { head_dim: d }))
-                    }
-                    _ => assert!(plan.is_err()),
-                }
+                assert_eq!(
+                    BackwardPlan::choose(alg, d, alibi, false),
+                    Ok(BackwardPlan::WgmmaFused { head_dim: d })
+                );
             }
             // Deterministic: the mma.sync rung (no atomics), or rows when unaligned.
             assert_eq!(
