@@ -54,10 +54,9 @@ use crate::{mbarrier, shared, thread, tma, wgmma};
 /// Alignment of the ring: a 128-byte swizzle atom (8 rows of 128 bytes).
 pub const RING_ALIGN: usize = 1024;
 
-/// A swizzle atom, the type the ring takes the dynamic shared memory as: so the module declares
-/// that memory 1024-byte aligned (`.extern .shared .align 1024`), PTX places it so, and the ring
-/// starts at the window itself, with no padding computed at run time (kept across a kernel's
-/// `setmaxnreg`, ptxas spilled the padding at the one-kernel attention backward's limit).
+/// A swizzle atom, the type [`Ring::new_at_window`] takes the dynamic shared memory as: so the
+/// module declares that memory 1024-byte aligned (`.extern .shared .align 1024`) and PTX places
+/// it so.
 #[repr(C, align(1024))]
 struct Atom([u8; RING_ALIGN]);
 
@@ -75,16 +74,14 @@ pub struct Ring {
 }
 
 impl Ring {
-    /// Dynamic shared memory a ring of `stages` stages of `stage_bytes` bytes needs: the
-    /// stages, two barriers each, and a swizzle atom of slack (from when the ring was padded to
-    /// its alignment at run time; the layouts built on it count these bytes).
+    /// Dynamic shared memory a ring of `stages` stages of `stage_bytes` bytes needs: alignment
+    /// slack, the stages, two barriers each.
     pub const fn shared_bytes(stages: usize, stage_bytes: usize) -> u32 {
         (RING_ALIGN + stages * stage_bytes + 2 * stages * 8) as u32
     }
 
-    /// Lays a ring of `stages` stages of `stage_bytes` bytes out at the start of the dynamic
-    /// shared window (1024-byte aligned: [`Atom`]; the simulator checks it) and initialises its
-    /// barriers (thread 0): `full` for
+    /// Lays a ring of `stages` stages of `stage_bytes` bytes out at the first 1024-byte
+    /// boundary of the dynamic shared window and initialises its barriers (thread 0): `full` for
     /// one arrival, `empty` for `consumer_warps` arrivals (the warps that [`Consumer::release`]
     /// each stage). Ends with a block barrier ([`thread::sync_threads`]: count it in the
     /// kernel's `barriers`).
@@ -103,22 +100,73 @@ impl Ring {
             stages >= 1 && stage_bytes % RING_ALIGN == 0,
             "a ring of {stages} stages of {stage_bytes} bytes: stages of whole 1024-byte atoms"
         );
+        let window = shared::dynamic::<u64>().cast::<u8>();
+        let window_address = wgmma::shared_address(window) as usize;
+        let pad = (RING_ALIGN - window_address % RING_ALIGN) % RING_ALIGN;
+        // SAFETY: forwarded contract.
+        unsafe {
+            Ring::at(
+                window.wrapping_add(pad),
+                (window_address + pad) as u32,
+                stages,
+                stage_bytes,
+            )
+            .init(consumer_warps)
+        }
+    }
+
+    /// [`Ring::new`] at the start of the dynamic shared window itself, which it declares
+    /// 1024-byte aligned ([`Atom`]; the simulator checks it): no padding computed at run time.
+    /// For a kernel at its register limit whose warpgroups change their register counts
+    /// (`setmaxnreg`) after it: ptxas spilled the padding kept across the change (the one-kernel
+    /// attention backward with ALiBi at head dim 128). Other kernels keep [`Ring::new`]: in its
+    /// place this made the unmasked one-kernel backward at head dim 64 about 2.6% slower on an
+    /// H100 (`bench/experiments/third-wave/bc34902-ring-ab-*.jsonl`).
+    ///
+    /// # Safety
+    /// As [`Ring::new`].
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
+    pub unsafe fn new_at_window(stages: usize, stage_bytes: usize, consumer_warps: u32) -> Self {
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert!(
+            stages >= 1 && stage_bytes % RING_ALIGN == 0,
+            "a ring of {stages} stages of {stage_bytes} bytes: stages of whole 1024-byte atoms"
+        );
         let base = shared::dynamic::<Atom>().cast::<u8>();
         let address = wgmma::shared_address(base);
-        let ring = Ring {
-            base,
-            address,
-            bars: base.wrapping_add(stages * stage_bytes).cast::<u64>(),
-            stages,
-            stage_bytes,
-        };
         #[cfg(not(target_arch = "nvptx64"))]
         assert!(
             address as usize % RING_ALIGN == 0,
             "the dynamic shared window at {address:#x}: not 1024-byte aligned"
         );
+        // SAFETY: forwarded contract.
+        unsafe { Ring::at(base, address, stages, stage_bytes).init(consumer_warps) }
+    }
+
+    /// The ring at `base` (shared address `address`), its barriers not yet initialised.
+    #[inline(always)]
+    fn at(base: *mut u8, address: u32, stages: usize, stage_bytes: usize) -> Self {
+        Ring {
+            base,
+            address,
+            bars: base.wrapping_add(stages * stage_bytes).cast::<u64>(),
+            stages,
+            stage_bytes,
+        }
+    }
+
+    /// Initialises the ring's barriers (thread 0) and meets the block's threads, as
+    /// [`Ring::new`] says.
+    ///
+    /// # Safety
+    /// As [`Ring::new`].
+    #[inline(always)]
+    unsafe fn init(self, consumer_warps: u32) -> Self {
+        let ring = self;
         if thread::thread_idx_x() == 0 {
-            for s in 0..stages {
+            for s in 0..ring.stages {
                 // SAFETY: 16 bytes past the stages per stage (the caller's launch), touched by
                 // nothing else before the block barrier below.
                 unsafe {

@@ -65,7 +65,7 @@
 //! and 128, and never with [`AttentionOptions::deterministic`]. It takes every shipped mask
 //! (custom masks are an error): on the `mma.sync` rung ([`AttentionAlgorithm::Flash`], head
 //! dims 64 and 128) and the rows rung all of them, on the one-kernel Hopper rung those that drop
-//! pairs only and ALiBi at head dim 64; [`Gpu::attention_backward`] has the plan's rules.
+//! pairs only and ALiBi; [`Gpu::attention_backward`] has the plan's rules.
 
 mod backward;
 mod custom;

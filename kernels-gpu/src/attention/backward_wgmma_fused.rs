@@ -76,10 +76,11 @@
 //!   (`fresh_mask`): computed once, its fields were kept across `setmaxnreg` and spilled. Score
 //!   modifications: ALiBi's bias (derivative 1, `BiasOf<General>`), its line for the step's
 //!   tile from the mask's scores at two points (`bias_line`), at `D = 64` computed ahead of the
-//!   products, at 128 where `P^T` is computed, with that step's `delta` loaded after `P^T` rather
-//!   than a step ahead and the ring at the start of the shared window (no padding kept across
-//!   `setmaxnreg`): each of the three kept otherwise, ptxas spilled 4 to 20 bytes at 128
-//!   (`bench/experiments/third-wave/e4e58d4-alibi-bwd-ptxas.md`). The soft cap is not taken (its
+//!   products; at 128 (instances of their own, `masked_bias`; the other masks keep the code
+//!   without a bias) where `P^T` is computed, with that step's `delta` loaded after `P^T` rather
+//!   than a step ahead and the ring at the start of the shared window (`Ring::new_at_window`, no
+//!   padding kept across `setmaxnreg`): each of the three kept otherwise, ptxas spilled 4 to 20
+//!   bytes at 128 (`bench/experiments/third-wave/e4e58d4-alibi-bwd-ptxas.md`). The soft cap is not taken (its
 //!   derivative spilled 88 bytes at `D = 128`, 32 at 64). The host runs what an instance does
 //!   not take on another rung.
 //!
@@ -122,7 +123,7 @@ use super::backward_wgmma::{
 };
 use super::fresh_mask;
 use super::wgmma::{k_major_descriptor, n_major_descriptor, D128, D64, WGMMA_BOX_COLS};
-use crate::gpu::attention::{BiasOf, General, Mask, NoMask};
+use crate::gpu::attention::{BiasOf, General, KeysOf, Mask, NoMask};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
 use crate::gpu::{barrier, bf16, bulk, f16, hint, math, mbarrier, mem, thread, vector, warp, wgmma};
@@ -219,16 +220,22 @@ pub const fn fused_barriers(masked: bool) -> u32 {
 }
 
 /// The shipped masks with their biases ([`General`] without the soft cap, which the host runs
-/// on another rung): the masked instances' `M`.
+/// on another rung): the masked instances' `M` at head dim 64, and at 128 the `bias` instances'.
 type GeneralBias = BiasOf<General>;
+
+/// The shipped masks' keys ([`General`] without its score modifications): the masked instances'
+/// `M` at head dim 128, for the masks that modify no score (with `GeneralBias`'s code there,
+/// windows and documents ran 6% and 9% slower on an H100,
+/// `bench/experiments/third-wave/bc34902-bwd-masks-h100.jsonl` against main's in the same call).
+type GeneralKeys = KeysOf<General>;
 
 /// A consumer thread's `P^T` of one step with a mask (`M::MASKS`; at most a bias added to its
 /// scores, [`BiasOf`]: the `GeneralBias` instances): for each of its 32 elements (keys `k` of
 /// the thread, queries `q0 + 8 j + 2 q + e` of the tile) `P = exp2(s scale_log2 + bias -
 /// lse2)` where the query lies in the key's rows (from [`Mask::rows`], packed in `key_rows`
 /// relative to the walk's `first_row`), 0 elsewhere (and for keys past `kv_len`, whose rows are
-/// empty), in place in `st`; `bias` (log2 units) on the step's line `(bias0, step)` that
-/// `line` gives (`bias_line`, 0 without one); returns them packed to `T` as `pack_fragment` packs them (each
+/// empty), in place in `st`; `bias` (log2 units) on the step's line `(bias0, step)` from
+/// `bias_line` (0 without one); returns them packed to `T` as `pack_fragment` packs them (each
 /// pair as it is computed: packed after the loop, ptxas spilled at head dim 128). `(l2,
 /// lane_q)`: this lane's two statistics of the tile and its quad index, the other rows'
 /// shuffled in as in the kernel.
@@ -240,9 +247,8 @@ fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
     first_row: u32,
     q0: usize,
     scale_log2: f32,
-    line: impl FnOnce() -> (f32, f32),
+    (bias0, step): (f32, f32),
 ) -> [u32; 16] {
-    let (bias0, step) = line();
     let t = hint::recompute(thread::thread_idx_x()) as usize;
     let (c, w, g) = (t / WARPGROUP - 1, (t % WARPGROUP) / 32, (t % 32) / 4);
     // Per key, its rows as columns of this tile, clamped to `0..=64`.
@@ -410,7 +416,8 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
 
 /// [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused) with a mask that drops pairs
 /// and at most adds a bias to the scores (`M`: `BiasOf<`[`General`]`>`: windows, documents,
-/// varlen batches and ALiBi; the host sends the soft cap to another rung): each block walks the query tiles of
+/// varlen batches and ALiBi, at head dim 128 ALiBi alone and `KeysOf<General>` for the others;
+/// the host sends the soft cap to another rung): each block walks the query tiles of
 /// the rows that see its keys ([`Mask::rows`]), `P` zero outside each key's rows, the bias added
 /// to each score on its line (the module documentation's walk, `bias_line` and
 /// `masked_probabilities`).
@@ -426,15 +433,18 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
 ///   ([`MaskArgs`](crate::gpu::attention::MaskArgs)), its rows of each key the same for every
 ///   head of a group (as [`General`]'s).
 ///
-/// Instances: `attention_bwd_wgmma_fused_masked_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16.
+/// Instances: `attention_bwd_wgmma_fused_masked_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16,
+/// and `attention_bwd_wgmma_fused_masked_bias_d128_<T>` (the bias at head dim 128).
 // Barriers: `fused_barriers`.
 #[kernel(
     launch_bounds(384, 1),
     instances(
         attention_bwd_wgmma_fused_masked_d64_bf16 = (bf16, D64, GeneralBias),
-        attention_bwd_wgmma_fused_masked_d128_bf16 = (bf16, D128, GeneralBias),
+        attention_bwd_wgmma_fused_masked_d128_bf16 = (bf16, D128, GeneralKeys),
+        attention_bwd_wgmma_fused_masked_bias_d128_bf16 = (bf16, D128, GeneralBias),
         attention_bwd_wgmma_fused_masked_d64_f16 = (f16, D64, GeneralBias),
-        attention_bwd_wgmma_fused_masked_d128_f16 = (f16, D128, GeneralBias),
+        attention_bwd_wgmma_fused_masked_d128_f16 = (f16, D128, GeneralKeys),
+        attention_bwd_wgmma_fused_masked_bias_d128_f16 = (f16, D128, GeneralBias),
     ),
     barriers(fused_barriers(true))
 )]
@@ -559,7 +569,15 @@ unsafe fn fused_body<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
 
     // SAFETY: every thread, first; the launch gives `bwd_wgmma_fused_shared_bytes(D)`: the
     // ring's bytes, then the tail; stages of whole 1024-byte atoms.
-    let ring = unsafe { Ring::new(fused_stages(d), dkdv_stage_bytes(d), (2 * WARPGROUP / 32) as u32) };
+    // With a bias at `D = 128`, the ring at the window's start (`Ring::new_at_window`: its
+    // padding, kept across `setmaxnreg`, spilled there).
+    let ring = unsafe {
+        if M::SCORE_MOD && d > 64 {
+            Ring::new_at_window(fused_stages(d), dkdv_stage_bytes(d), (2 * WARPGROUP / 32) as u32)
+        } else {
+            Ring::new(fused_stages(d), dkdv_stage_bytes(d), (2 * WARPGROUP / 32) as u32)
+        }
+    };
     let (kv_tile, kv_address) = ring.tail();
     // After `K` and `V`: the `dS^T` tiles (1024-byte aligned), the staged `dQ` shares, then
     // `K`/`V`'s barrier.
@@ -803,7 +821,7 @@ unsafe fn fused_body<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
                 first_tile * BWD_WGMMA_Q_TILE as u32,
                 q0,
                 scale_log2,
-                || if overlap { line_ahead } else { line() },
+                if overlap { line_ahead } else { line() },
             )
         } else {
             // P^T = exp2(S^T scale_log2 - lse2); masked where a query does not see the key (the

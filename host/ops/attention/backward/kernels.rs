@@ -382,9 +382,9 @@ pub struct BackwardKernels<T: 'static> {
     pub(crate) wgmma_dq: [WgmmaDqLauncher<T>; 2],
     /// `attention_bwd_wgmma_fused_d64_*`, `attention_bwd_wgmma_fused_d128_*` (sm_90a).
     pub(crate) wgmma_fused: [WgmmaFusedLauncher<T>; 2],
-    /// `attention_bwd_wgmma_fused_masked_d64_*`, `_d128_*` (sm_90a): the masks that drop pairs
-    /// only.
-    pub(crate) wgmma_fused_masked: [WgmmaFusedMaskedLauncher<T>; 2],
+    /// `attention_bwd_wgmma_fused_masked_d64_*`, `_d128_*`, `_bias_d128_*` (sm_90a): the masks
+    /// that drop pairs and at most add a bias (at head dim 128 the bias has its own entries).
+    pub(crate) wgmma_fused_masked: [WgmmaFusedMaskedLauncher<T>; 3],
     /// `attention_bwd_wgmma_dq_convert_*` (sm_90a).
     pub(crate) wgmma_dq_convert: WgmmaDqConvertLauncher<T>,
 }
@@ -425,6 +425,7 @@ pub(crate) static BF16: BackwardKernels<bf16> = BackwardKernels {
     wgmma_fused_masked: [
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_d64_bf16::launch_views::<Module>,
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_d128_bf16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_bias_d128_bf16::launch_views::<Module>,
     ],
     wgmma_dq_convert: family::backward_wgmma_fused::attention_bwd_wgmma_dq_convert_bf16::launch_views::<Module>,
 };
@@ -465,6 +466,7 @@ pub(crate) static F16: BackwardKernels<f16> = BackwardKernels {
     wgmma_fused_masked: [
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_d64_f16::launch_views::<Module>,
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_d128_f16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_bias_d128_f16::launch_views::<Module>,
     ],
     wgmma_dq_convert: family::backward_wgmma_fused::attention_bwd_wgmma_dq_convert_f16::launch_views::<Module>,
 };

@@ -68,7 +68,7 @@ impl Gpu {
     /// Masks: the causal one on every rung; every shipped mask on the fused `mma.sync` rung
     /// (its general instances, at head dims 64 and 128 with aligned operands, deterministic)
     /// and on the rows rung; those that drop pairs only (a sliding window, documents, a varlen
-    /// batch) and ALiBi at head dim 64 also on the one-kernel Hopper rung (its masked instances,
+    /// batch) and ALiBi also on the one-kernel Hopper rung (its masked instances,
     /// by default where it applies, the call is not deterministic and `q_len` is at most
     /// 65,535; else the `mma.sync` rung by default, else rows). Each score modification's
     /// derivative ([`Mask::score_grad`](gpukern_device::attention::Mask::score_grad))
@@ -639,6 +639,8 @@ impl Gpu {
                     unsafe {
                         if masked {
                             let mask = ops.mask.launch()?;
+                            // At head dim 128 a bias has entries of its own.
+                            let which = which + usize::from(which == 1 && ops.mask.modifies_scores());
                             (table.wgmma_fused_masked[which])(
                                 &library,
                                 cfg,
