@@ -225,8 +225,9 @@ type GeneralBias = BiasOf<General>;
 
 /// The shipped masks' keys ([`General`] without its score modifications): the masked instances'
 /// `M` at head dim 128, for the masks that modify no score (with `GeneralBias`'s code there,
-/// windows and documents ran 6% and 9% slower on an H100,
-/// `bench/experiments/third-wave/bc34902-bwd-masks-h100.jsonl` against main's in the same call).
+/// windows and documents ran 6% and 9% slower on an H100:
+/// `bench/experiments/third-wave/bc34902-bwd-masks-h100-2.jsonl` against main's in the same
+/// call, `0589db3-skip-ab-0589db3-{1,2}.jsonl`).
 type GeneralKeys = KeysOf<General>;
 
 /// A consumer thread's `P^T` of one step with a mask (`M::MASKS`; at most a bias added to its
