@@ -116,12 +116,13 @@ impl Ring {
     }
 
     /// [`Ring::new`] at the start of the dynamic shared window itself, which it declares
-    /// 1024-byte aligned ([`Atom`]; the simulator checks it): no padding computed at run time.
-    /// For a kernel at its register limit whose warpgroups change their register counts
+    /// 1024-byte aligned (the type `Atom`; the simulator checks it): no padding computed at run
+    /// time. For a kernel at its register limit whose warpgroups change their register counts
     /// (`setmaxnreg`) after it: ptxas spilled the padding kept across the change (the one-kernel
     /// attention backward with ALiBi at head dim 128). Other kernels keep [`Ring::new`]: in its
-    /// place this made the unmasked one-kernel backward at head dim 64 about 2.6% slower on an
-    /// H100 (`bench/experiments/third-wave/bc34902-ring-ab-*.jsonl`).
+    /// place this made the unmasked one-kernel backward at 8x2048x32x64 run 348.0 and 348.1
+    /// TFLOP/s against 358.3 and 356.9 on an H100, in one call
+    /// (`bench/experiments/third-wave/bc34902-ring-ab-{bc34902,0589db3}-{1,2}.jsonl`).
     ///
     /// # Safety
     /// As [`Ring::new`].
