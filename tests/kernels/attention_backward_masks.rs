@@ -18,10 +18,10 @@ use crate::common::trial::{Target, trial};
 
 /// The simulator's cases: each mask on a ragged shape with several of the fused rungs' tiles,
 /// tiles the mask empties and tiles it cuts (documents: `q_len == kv_len`), and a head dim;
-/// the one-kernel rung's four masked instances (the masks that modify no score at head dims 64
-/// and 128, bf16 and f16: even places run bf16; ALiBi's bias at 64 and 128) among them, two key
-/// blocks at 200 keys.
-const SIM_CASES: [(Kind, Shape, usize); 9] = [
+/// the one-kernel rung's six masked instances (the masks that modify no score at head dims 64
+/// and 128, ALiBi's bias at 64 and on its own instances at 128, bf16 and f16: even places run
+/// bf16) among them, two key blocks at 200 keys.
+const SIM_CASES: [(Kind, Shape, usize); 10] = [
     (Kind::Window(13), (1, 70, 90, 2, 1), 64),
     (Kind::Window(40), (1, 100, 200, 2, 1), 128),
     (Kind::Document, (2, 70, 70, 2, 1), 128),
@@ -29,8 +29,9 @@ const SIM_CASES: [(Kind, Shape, usize); 9] = [
     (Kind::Alibi, (1, 45, 40, 2, 1), 40),
     (Kind::SoftCap(false), (1, 33, 70, 2, 2), 128),
     (Kind::SoftCap(true), (1, 70, 70, 1, 1), 64),
-    (Kind::Alibi, (1, 70, 90, 2, 1), 64),
+    (Kind::Alibi, (1, 70, 90, 2, 1), 128),
     (Kind::Alibi, (1, 70, 200, 2, 1), 128),
+    (Kind::Alibi, (1, 50, 90, 2, 2), 64),
 ];
 
 /// The GPU's cases: past a thousand rows and keys (more rows than keys once: rows that see no
