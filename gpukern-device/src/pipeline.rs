@@ -93,13 +93,7 @@ impl Ring {
     /// checks both).
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
     pub unsafe fn new(stages: usize, stage_bytes: usize, consumer_warps: u32) -> Self {
-        #[cfg(not(target_arch = "nvptx64"))]
-        assert!(
-            stages >= 1 && stage_bytes % RING_ALIGN == 0,
-            "a ring of {stages} stages of {stage_bytes} bytes: stages of whole 1024-byte atoms"
-        );
         let window = shared::dynamic::<u64>().cast::<u8>();
         let window_address = wgmma::shared_address(window) as usize;
         let pad = (RING_ALIGN - window_address % RING_ALIGN) % RING_ALIGN;
@@ -130,11 +124,6 @@ impl Ring {
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
     pub unsafe fn new_at_window(stages: usize, stage_bytes: usize, consumer_warps: u32) -> Self {
-        #[cfg(not(target_arch = "nvptx64"))]
-        assert!(
-            stages >= 1 && stage_bytes % RING_ALIGN == 0,
-            "a ring of {stages} stages of {stage_bytes} bytes: stages of whole 1024-byte atoms"
-        );
         let base = shared::dynamic::<Atom>().cast::<u8>();
         let address = wgmma::shared_address(base);
         #[cfg(not(target_arch = "nvptx64"))]
@@ -146,9 +135,17 @@ impl Ring {
         unsafe { Ring::at(base, address, stages, stage_bytes).init(consumer_warps) }
     }
 
-    /// The ring at `base` (shared address `address`), its barriers not yet initialised.
+    /// The ring at `base` (shared address `address`), its barriers not yet initialised; the
+    /// simulator checks `stages` and `stage_bytes` ([`Ring::new`]'s contract).
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[allow(clippy::manual_is_multiple_of)] // gpukern's minimum Rust (1.85) lacks is_multiple_of
     fn at(base: *mut u8, address: u32, stages: usize, stage_bytes: usize) -> Self {
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert!(
+            stages >= 1 && stage_bytes % RING_ALIGN == 0,
+            "a ring of {stages} stages of {stage_bytes} bytes: stages of whole 1024-byte atoms"
+        );
         Ring {
             base,
             address,
