@@ -14,8 +14,9 @@
 //! `torch_varlen`, `flex_attention_masks`).
 //!
 //! And the backward with each mask (records `attention_bwd` with the key `mask`) on
-//! [`MASK_SHAPES`], and with ALiBi at head dim 64 too (`8x2048x32x64`): the plan's choice (`gpukern`: the one-kernel Hopper rung's masked instances where
-//! they apply, else the `mma.sync` rung's general ones), the `mma.sync` rung
+//! [`MASK_SHAPES`], and with ALiBi at head dim 64 too (`8x2048x32x64`): the plan's choice
+//! (`gpukern`: the one-kernel Hopper rung's masked instances where they apply, else the
+//! `mma.sync` rung's general ones), the `mma.sync` rung
 //! (`gpukern:flash`) and the rows rung (`gpukern:rows`); TFLOP/s 2.5 times the forward's count
 //! of kept pairs; each checked on sampled rows of the three gradients against the f64 gradients
 //! with the mask (`attention_bwd::reference`, the soft cap's derivative too). The peer is

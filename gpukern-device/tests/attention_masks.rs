@@ -1,8 +1,8 @@
 //! The shipped attention masks against their own rules, on the CPU: `General` of each kind says
 //! what the mask of that kind says, pair by pair (as `Mask::row` gives it too, with the same
 //! scores); `keys` holds every key a block's rows keep, `full_keys` only keys they all keep,
-//! `tile` agrees with `keep`; and a planted wrong `full_keys` is caught. (`Document` reads device memory: the simulator's trials,
-//! `tests/kernels/attention_masks.rs`, check it.)
+//! `tile` agrees with `keep`; and a planted wrong `full_keys` is caught. (`Document` reads device
+//! memory: the simulator's trials, `tests/kernels/attention_masks.rs`, check it.)
 
 use gpukern_device::attention::{
     Alibi, BiasOf, Causal, General, KeysOf, Mask, MaskArgs, MaskShape, NoMask, Shipped, SlidingWindow,

@@ -80,9 +80,9 @@
 //!   without a bias) where `P^T` is computed, with that step's `delta` loaded after `P^T` rather
 //!   than a step ahead and the ring at the start of the shared window (`Ring::new_at_window`, no
 //!   padding kept across `setmaxnreg`): each of the three kept otherwise, ptxas spilled 4 to 20
-//!   bytes at 128 (`bench/experiments/third-wave/e4e58d4-alibi-bwd-ptxas.md`). The soft cap is not taken (its
-//!   derivative spilled 88 bytes at `D = 128`, 32 at 64). The host runs what an instance does
-//!   not take on another rung.
+//!   bytes at 128 (`bench/experiments/third-wave/e4e58d4-alibi-bwd-ptxas.md`). The soft cap is
+//!   not taken (its derivative spilled 88 bytes at `D = 128`, 32 at 64). The host runs what an
+//!   instance does not take on another rung.
 //!
 //! # Registers and shared memory
 //! A consumer thread holds `dK` and `dV` (`D / 2` f32 each: 64 at `D = 128`), `S^T` and `dP^T` (32
