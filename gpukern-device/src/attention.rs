@@ -69,6 +69,9 @@ pub struct MaskShape {
 pub trait Mask: Copy {
     /// Whether [`Mask::score`] changes scores (else the kernels never call it).
     const SCORE_MOD: bool = false;
+    /// Whether every call's score modification is a bias ([`Mask::score_is_bias`] always
+    /// true): a kernel may then add it as a bias. False by default (not known).
+    const SCORE_IS_BIAS: bool = false;
     /// Whether the mask ever drops a pair (else the kernels never call `keep` or `tile`).
     const MASKS: bool = true;
     /// Whether every tile a block visits (those that meet [`Mask::keys`] of its rows) keeps a
@@ -156,6 +159,14 @@ pub trait Mask: Copy {
     fn score_grad(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> f32 {
         let _ = (s, b, h, q, kv);
         1.0
+    }
+
+    /// [`Mask::score`] and [`Mask::score_grad`] at `s` together (called only where the mask
+    /// modifies scores): a mask whose derivative follows from its score (the soft cap's)
+    /// computes the two at once. Both asked apart by default.
+    #[inline(always)]
+    fn score_with_grad(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> (f32, f32) {
+        (self.score(s, b, h, q, kv), self.score_grad(s, b, h, q, kv))
     }
 
     /// What the mask keeps of the tile of rows `q` and keys `kv` (both non-empty, inside the
@@ -350,6 +361,7 @@ impl Alibi {
 
 impl Mask for Alibi {
     const SCORE_MOD: bool = true;
+    const SCORE_IS_BIAS: bool = true;
     const CONTIGUOUS: bool = true;
     #[inline(always)]
     fn new(args: MaskArgs, shape: MaskShape) -> Self {
@@ -590,6 +602,14 @@ impl Mask for SoftCap {
         math::fma(-t, t, 1.0)
     }
     #[inline(always)]
+    fn score_with_grad(&self, s: f32, _: usize, _: usize, _: usize, _: usize) -> (f32, f32) {
+        // `tanh(s / cap) = 1 - 2 / (e^(2 s / cap) + 1)` once; the score is `cap` times it, the
+        // derivative `1 - tanh^2` (`score` and `score_grad` within a rounding of these).
+        let e = math::fast::exp2(s * self.factor);
+        let t = 1.0 - math::fast::div(2.0, e + 1.0);
+        (self.cap * t, math::fma(-t, t, 1.0))
+    }
+    #[inline(always)]
     fn keys(&self, b: usize, h: usize, q: Range<usize>) -> Range<usize> {
         if self.masked {
             self.causal.keys(b, h, q)
@@ -623,23 +643,49 @@ impl Mask for SoftCap {
     }
 }
 
-/// Mask `M` with the score modifications a kernel adds itself and no others: its keys, and with
-/// `BIASES` its biases (its scores where [`Mask::score_is_bias`], ALiBi's; `s` itself elsewhere,
-/// the soft cap's), without `BIASES` none ([`Mask::SCORE_MOD`] false). For the one-kernel Hopper
-/// backward's masked instances, which take no derivative other than 1 and whose caller sends the
-/// other modifications elsewhere: [`BiasOf`] at head dim 64, [`KeysOf`] at 128. Every other
-/// answer is `M`'s.
+/// Mask `M` with the score modifications a kernel applies itself and no others: its keys, and
+/// with `SCORES` = [`BIASES`] its biases (its scores where [`Mask::score_is_bias`], ALiBi's; `s`
+/// itself elsewhere, the soft cap's), with [`BENDS`] its other modifications (where not
+/// [`Mask::score_is_bias`], the soft cap's, with their derivatives; `s` itself where it adds a
+/// bias), with [`KEYS`] none ([`Mask::SCORE_MOD`] false). For the one-kernel Hopper backward's
+/// masked instances, which apply a bias on lines and a bent score element by element, and whose
+/// caller sends each call to the instance that takes its modification: [`KeysOf`], [`BiasOf`],
+/// [`BentOf`]. Every other answer is `M`'s.
 #[derive(Clone, Copy, Debug)]
-pub struct KeysAnd<M, const BIASES: bool>(M);
+pub struct KeysAnd<M, const SCORES: u8>(M);
+
+/// [`KeysAnd`]'s `SCORES`: no score modification.
+pub const KEYS: u8 = 0;
+/// [`KeysAnd`]'s `SCORES`: the biases.
+pub const BIASES: u8 = 1;
+/// [`KeysAnd`]'s `SCORES`: the modifications that are not biases.
+pub const BENDS: u8 = 2;
 
 /// The keys of mask `M` without its score modifications ([`KeysAnd`]).
-pub type KeysOf<M> = KeysAnd<M, false>;
+pub type KeysOf<M> = KeysAnd<M, KEYS>;
 
 /// Mask `M` with its biases and without its other score modifications ([`KeysAnd`]).
-pub type BiasOf<M> = KeysAnd<M, true>;
+pub type BiasOf<M> = KeysAnd<M, BIASES>;
 
-impl<M: Mask, const BIASES: bool> Mask for KeysAnd<M, BIASES> {
-    const SCORE_MOD: bool = BIASES && M::SCORE_MOD;
+/// Mask `M` with its score modifications that are not biases (the soft cap's) and without its
+/// biases ([`KeysAnd`]).
+pub type BentOf<M> = KeysAnd<M, BENDS>;
+
+impl<M: Mask, const SCORES: u8> KeysAnd<M, SCORES> {
+    /// Whether this call's modification (of `M`, which modifies scores) is one this mask keeps.
+    #[inline(always)]
+    fn takes(&self) -> bool {
+        match SCORES {
+            BIASES => self.0.score_is_bias(),
+            BENDS => !self.0.score_is_bias(),
+            _ => false,
+        }
+    }
+}
+
+impl<M: Mask, const SCORES: u8> Mask for KeysAnd<M, SCORES> {
+    const SCORE_MOD: bool = SCORES != KEYS && M::SCORE_MOD;
+    const SCORE_IS_BIAS: bool = SCORES != BENDS;
     const MASKS: bool = M::MASKS;
     const CONTIGUOUS: bool = M::CONTIGUOUS;
     #[inline(always)]
@@ -660,18 +706,34 @@ impl<M: Mask, const BIASES: bool> Mask for KeysAnd<M, BIASES> {
     }
     #[inline(always)]
     fn modifies_scores(&self) -> bool {
-        BIASES && self.0.modifies_scores() && self.0.score_is_bias()
+        Self::SCORE_MOD && self.0.modifies_scores() && self.takes()
     }
     #[inline(always)]
     fn score_is_bias(&self) -> bool {
-        true
+        SCORES != BENDS
     }
     #[inline(always)]
     fn score(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> f32 {
-        if BIASES && self.0.score_is_bias() {
+        if Self::SCORE_MOD && self.takes() {
             self.0.score(s, b, h, q, kv)
         } else {
             s
+        }
+    }
+    #[inline(always)]
+    fn score_grad(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> f32 {
+        if SCORES == BENDS && Self::SCORE_MOD && self.takes() {
+            self.0.score_grad(s, b, h, q, kv)
+        } else {
+            1.0
+        }
+    }
+    #[inline(always)]
+    fn score_with_grad(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> (f32, f32) {
+        if SCORES == BENDS && Self::SCORE_MOD && self.takes() {
+            self.0.score_with_grad(s, b, h, q, kv)
+        } else {
+            (self.score(s, b, h, q, kv), 1.0)
         }
     }
     #[inline(always)]
@@ -834,6 +896,14 @@ impl Mask for General {
         match self.kind {
             Shipped::SoftCap => self.softcap.score_grad(s, b, h, q, kv),
             _ => 1.0,
+        }
+    }
+    #[inline(always)]
+    fn score_with_grad(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> (f32, f32) {
+        match self.kind {
+            Shipped::Alibi => (self.alibi.score(s, b, h, q, kv), 1.0),
+            Shipped::SoftCap => self.softcap.score_with_grad(s, b, h, q, kv),
+            _ => (s, 1.0),
         }
     }
     #[inline(always)]

@@ -18,10 +18,10 @@ use crate::common::trial::{Target, trial};
 
 /// The simulator's cases: each mask on a ragged shape with several of the fused rungs' tiles,
 /// tiles the mask empties and tiles it cuts (documents: `q_len == kv_len`), and a head dim;
-/// the one-kernel rung's six masked instances (the masks that modify no score at head dims 64
-/// and 128, ALiBi's bias at 64 and on its own instances at 128, bf16 and f16: even places run
-/// bf16) among them, two key blocks at 200 keys.
-const SIM_CASES: [(Kind, Shape, usize); 10] = [
+/// the one-kernel rung's ten masked instances (the masks that modify no score at head dims 64
+/// and 128, ALiBi's bias at 64 and on its own instances at 128, the soft cap's on its own at
+/// both, bf16 and f16: even places run bf16) among them, two key blocks at 200 keys.
+const SIM_CASES: [(Kind, Shape, usize); 12] = [
     (Kind::Window(13), (1, 70, 90, 2, 1), 64),
     (Kind::Window(40), (1, 100, 200, 2, 1), 128),
     (Kind::Document, (2, 70, 70, 2, 1), 128),
@@ -32,12 +32,15 @@ const SIM_CASES: [(Kind, Shape, usize); 10] = [
     (Kind::Alibi, (1, 70, 90, 2, 1), 128),
     (Kind::Alibi, (1, 70, 200, 2, 1), 128),
     (Kind::Alibi, (1, 50, 90, 2, 2), 64),
+    (Kind::SoftCap(true), (1, 40, 70, 2, 1), 128),
+    (Kind::SoftCap(false), (1, 30, 40, 2, 2), 64),
 ];
 
 /// The GPU's cases: past a thousand rows and keys (more rows than keys once: rows that see no
 /// key), GQA, head dims 64 and 128 (and one the rows rung alone takes), each masked instance,
-/// ALiBi (the masked instances' bias) at 64 and 128 in both types.
-const CUDA_CASES: [(Kind, Shape, usize); 12] = [
+/// ALiBi (the masked instances' bias) and the soft cap (their bent scores) at 64 and 128 in
+/// both types.
+const CUDA_CASES: [(Kind, Shape, usize); 14] = [
     (Kind::Window(300), (1, 1031, 1100, 4, 2), 128),
     (Kind::Window(300), (1, 1100, 1031, 4, 2), 128),
     (Kind::Document, (2, 1031, 1031, 2, 2), 64),
@@ -50,6 +53,8 @@ const CUDA_CASES: [(Kind, Shape, usize); 12] = [
     (Kind::Alibi, (1, 333, 300, 4, 2), 64),
     (Kind::Alibi, (2, 600, 650, 2, 1), 128),
     (Kind::Alibi, (1, 650, 600, 4, 2), 128),
+    (Kind::SoftCap(true), (1, 600, 650, 4, 2), 64),
+    (Kind::SoftCap(false), (2, 650, 600, 2, 1), 128),
 ];
 
 /// Every trial of the masked backward.
@@ -74,52 +79,36 @@ pub(crate) fn trials(sim: &Target, cuda: &Target) -> Vec<Trial> {
     trials
 }
 
-/// The rungs a masked backward is checked on: the plan's choice, the rows rung, the `mma.sync`
-/// rung (head dims 64 and 128; an error elsewhere) and the one-kernel Hopper rung (where it
-/// applies: `wgmma`, head dims 64 and 128; an error elsewhere).
-const RUNGS: [AttentionAlgorithm; 4] = [
-    AttentionAlgorithm::Auto,
-    AttentionAlgorithm::Rows,
-    AttentionAlgorithm::Flash,
-    AttentionAlgorithm::WgmmaFused,
-];
-
-/// What a mask does to the scores: nothing, adds a bias (ALiBi), or bends them (the soft cap).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Scores {
-    Kept,
-    Biased,
-    Bent,
+/// The rungs a masked backward is checked on: the plan's choice (on a GPU; in the simulator
+/// the plan's choice is one of the others, which run the same launches, and the plan's rules
+/// have their own tests), the rows rung, the `mma.sync` rung (head dims 64 and 128; an error
+/// elsewhere) and the one-kernel Hopper rung (where it applies: `wgmma`, head dims 64 and 128;
+/// an error elsewhere).
+fn rungs(gpu: &Gpu) -> &'static [AttentionAlgorithm] {
+    const RUNGS: [AttentionAlgorithm; 4] = [
+        AttentionAlgorithm::Auto,
+        AttentionAlgorithm::Rows,
+        AttentionAlgorithm::Flash,
+        AttentionAlgorithm::WgmmaFused,
+    ];
+    if gpu.is_simulator() { &RUNGS[1..] } else { &RUNGS }
 }
 
-/// Whether `algorithm` takes a masked call at head dim `d` on `gpu`: the `mma.sync` rung at head
-/// dims 64 and 128 (the cases' operands are aligned); the one-kernel rung where it has `wgmma`,
-/// at head dims 64 and 128 for a mask that keeps the scores or adds a bias.
-fn takes_masks(gpu: &Gpu, algorithm: AttentionAlgorithm, d: usize, scores: Scores) -> bool {
-    let dims: &[usize] = match scores {
-        Scores::Kept | Scores::Biased => &[64, 128],
-        Scores::Bent => &[],
-    };
+/// Whether `algorithm` takes a masked call at head dim `d` on `gpu`: the `mma.sync` rung and,
+/// where it has `wgmma`, the one-kernel rung at head dims 64 and 128 (the cases' operands are
+/// aligned).
+fn takes_masks(gpu: &Gpu, algorithm: AttentionAlgorithm, d: usize) -> bool {
     match algorithm {
         AttentionAlgorithm::Flash => [64, 128].contains(&d),
-        AttentionAlgorithm::WgmmaFused => gpu.has_wgmma() && dims.contains(&d),
+        AttentionAlgorithm::WgmmaFused => gpu.has_wgmma() && [64, 128].contains(&d),
         _ => true,
-    }
-}
-
-/// What the mask of `kind` does to the scores.
-fn scores_of(kind: Kind) -> Scores {
-    match kind {
-        Kind::Alibi => Scores::Biased,
-        Kind::SoftCap(_) => Scores::Bent,
-        _ => Scores::Kept,
     }
 }
 
 /// The rungs that take no mask but the causal one: each must refuse a masked call.
 const UNMASKED_RUNGS: [AttentionAlgorithm; 1] = [AttentionAlgorithm::Wgmma];
 
-/// One mask on one shape: each rung of [`RUNGS`] against the f64 reference; the rungs of
+/// One mask on one shape: each rung of [`rungs`] against the f64 reference; the rungs of
 /// [`UNMASKED_RUNGS`] an error.
 fn mask_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, kind: Kind, shape: Shape, d: usize) -> Check {
     let doc = gpu.document_mask(&document_ids(shape.0, shape.1), shape.0, shape.1)?;
@@ -127,13 +116,7 @@ fn mask_case<T: TestElement>(gpu: &Gpu, rng: &mut StdRng, kind: Kind, shape: Sha
         mask: mask_of(kind, Some(&doc))?,
         ..Default::default()
     };
-    check_rungs::<T>(
-        gpu,
-        rng,
-        case_of(shape, d),
-        &options,
-        (kind.name(), scores_of(kind)),
-    )
+    check_rungs::<T>(gpu, rng, case_of(shape, d), &options, kind.name())
 }
 
 /// A backward case of `shape` at head dim `d` (the mask in the options).
@@ -141,24 +124,24 @@ fn case_of((b, sq, skv, h, hk): Shape, d: usize) -> Case {
     (b, sq, skv, h, hk, d, false)
 }
 
-/// The rungs of [`RUNGS`] on `options` against the reference, those of [`UNMASKED_RUNGS`] an
+/// The rungs of [`rungs`] on `options` against the reference, those of [`UNMASKED_RUNGS`] an
 /// error that names the rows rung.
 fn check_rungs<T: TestElement>(
     gpu: &Gpu,
     rng: &mut StdRng,
     case: Case,
     options: &AttentionOptions,
-    (what, scores): (String, Scores),
+    what: String,
 ) -> Check {
     let x = inputs::<T>(rng, case, options)?;
     let want = cpu::attention_backward(&x.d_out, &x.q, &x.k, &x.v, options)?;
-    for algorithm in RUNGS {
+    for &algorithm in rungs(gpu) {
         let options = AttentionOptions {
             algorithm,
             ..*options
         };
         let result = backward(gpu, &x, &options);
-        if !takes_masks(gpu, algorithm, case.5, scores) {
+        if !takes_masks(gpu, algorithm, case.5) {
             match result {
                 Err(Error::InvalidArgument { .. }) => continue,
                 other => {
@@ -198,13 +181,7 @@ fn varlen(gpu: &Gpu, rng: &mut StdRng) -> Check {
         mask: AttentionMask::Varlen(&mask),
         ..Default::default()
     };
-    check_rungs::<bf16>(
-        gpu,
-        rng,
-        (1, 70, 90, 2, 1, 64, false),
-        &options,
-        ("varlen".into(), Scores::Kept),
-    )
+    check_rungs::<bf16>(gpu, rng, (1, 70, 90, 2, 1, 64, false), &options, "varlen".into())
 }
 
 /// Planted wrong masks: the kernels run a window one key wider, a soft cap 5% larger, and the
@@ -213,18 +190,16 @@ fn varlen(gpu: &Gpu, rng: &mut StdRng) -> Check {
 /// to the scores' modification and its derivative, or to a bias).
 fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
     let mut failures = Vec::new();
-    for (what, want, planted, scores) in [
+    for (what, want, planted) in [
         (
             "window one key wider",
             AttentionMask::SlidingWindow { window: 20 },
             AttentionMask::SlidingWindow { window: 21 },
-            Scores::Kept,
         ),
         (
             "ALiBi's bias dropped",
             AttentionMask::Alibi,
             AttentionMask::Causal,
-            Scores::Biased,
         ),
         (
             "cap 5% larger",
@@ -236,7 +211,6 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
                 cap: 0.21,
                 causal: false,
             },
-            Scores::Bent,
         ),
     ] {
         let reference = AttentionOptions {
@@ -246,7 +220,7 @@ fn planted(gpu: &Gpu, rng: &mut StdRng) -> Check {
         // The forward's output and log-sum-exp of the correct mask: only the backward differs.
         let x = inputs::<bf16>(rng, (1, 70, 70, 1, 1, 64, false), &reference)?;
         let want = cpu::attention_backward(&x.d_out, &x.q, &x.k, &x.v, &reference)?;
-        for algorithm in RUNGS.into_iter().filter(|&a| takes_masks(gpu, a, 64, scores)) {
+        for &algorithm in rungs(gpu).iter().filter(|&&a| takes_masks(gpu, a, 64)) {
             let options = AttentionOptions {
                 mask: planted,
                 algorithm,

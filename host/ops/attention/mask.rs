@@ -351,14 +351,15 @@ impl<'a> MaskSpec<'a> {
     }
 
     /// Whether the mask modifies scores (ALiBi, the soft cap: `General::modifies_scores` of the
-    /// kinds): the one-kernel backward's masked entries take no soft cap, and ALiBi only at head
-    /// dim 64 ([`MaskSpec::score_is_bias`]).
+    /// kinds): the one-kernel backward's masked entries take each kind of modification on
+    /// entries of their own ([`MaskSpec::score_is_bias`]).
     pub(crate) fn modifies_scores(&self) -> bool {
         matches!(self.kind, MaskKind::Alibi | MaskKind::SoftCap)
     }
 
     /// Whether the mask's score modification adds a bias (ALiBi: `General::score_is_bias`), which
-    /// the one-kernel backward's masked entries at head dim 64 add themselves.
+    /// the one-kernel backward's masked entries add on lines (the soft cap's bends the scores:
+    /// entries of its own).
     pub(crate) fn score_is_bias(&self) -> bool {
         self.kind == MaskKind::Alibi
     }

@@ -80,9 +80,13 @@
 //!   without a bias) where `P^T` is computed, with that step's `delta` loaded after `P^T` rather
 //!   than a step ahead and the ring at the start of the shared window (`Ring::new_at_window`, no
 //!   padding kept across `setmaxnreg`): each of the three kept otherwise, ptxas spilled 4 to 20
-//!   bytes at 128 (`bench/experiments/third-wave/e4e58d4-alibi-bwd-ptxas.md`). The soft cap is
-//!   not taken (its derivative spilled 88 bytes at `D = 128`, 32 at 64). The host runs what an
-//!   instance does not take on another rung.
+//!   bytes at 128 (`bench/experiments/third-wave/e4e58d4-alibi-bwd-ptxas.md`). A modification
+//!   that is not a bias (the soft cap's; instances of their own, `masked_bent`, `BentOf<General>`):
+//!   each element's score and derivative at once (`Mask::score_with_grad`) where `P^T` is
+//!   computed, `P` packed for `dV` and `P` times the derivative kept in its place for `dS`, so
+//!   that no derivative lives from `P` to `dS` (kept apart, it spilled 88 bytes at `D = 128`,
+//!   32 at 64); `delta` and the ring as the bias's at 128. The host sends each call to the
+//!   instance that takes its modification.
 //!
 //! # Registers and shared memory
 //! A consumer thread holds `dK` and `dV` (`D / 2` f32 each: 64 at `D = 128`), `S^T` and `dP^T` (32
@@ -123,7 +127,7 @@ use super::backward_wgmma::{
 };
 use super::fresh_mask;
 use super::wgmma::{k_major_descriptor, n_major_descriptor, D128, D64, WGMMA_BOX_COLS};
-use crate::gpu::attention::{BiasOf, General, KeysOf, Mask, NoMask};
+use crate::gpu::attention::{BentOf, BiasOf, General, KeysOf, Mask, NoMask};
 use crate::gpu::pipeline::Ring;
 use crate::gpu::tma::{self, Tensor4d};
 use crate::gpu::{barrier, bf16, bulk, f16, hint, math, mbarrier, mem, thread, vector, warp, wgmma};
@@ -230,28 +234,47 @@ type GeneralBias = BiasOf<General>;
 /// call, `0589db3-skip-ab-0589db3-{1,2}.jsonl`).
 type GeneralKeys = KeysOf<General>;
 
-/// A consumer thread's `P^T` of one step with a mask (`M::MASKS`; at most a bias added to its
-/// scores, [`BiasOf`]: the `GeneralBias` instances): for each of its 32 elements (keys `k` of
-/// the thread, queries `q0 + 8 j + 2 q + e` of the tile) `P = exp2(s scale_log2 + bias -
-/// lse2)` where the query lies in the key's rows (from [`Mask::rows`], packed in `key_rows`
-/// relative to the walk's `first_row`), 0 elsewhere (and for keys past `kv_len`, whose rows are
-/// empty), in place in `st`; `bias` (log2 units) on the step's line `(bias0, step)` from
-/// `bias_line` (0 without one); returns them packed to `T` as `pack_fragment` packs them (each
+/// The shipped masks with their score modifications that are not biases (the soft cap's,
+/// element by element with its derivative), no bias (the host sends ALiBi to the `bias`
+/// instances): the `bent` instances' `M`.
+type GeneralBent = BentOf<General>;
+
+/// A consumer thread's `P^T` of one step with a mask (`M::MASKS`; a bias added to its scores,
+/// [`BiasOf`]: the `GeneralBias` instances, or its scores bent, [`BentOf`]: `GeneralBent`'s):
+/// for each of its 32 elements (keys `k` of the thread, queries `q0 + 8 j + 2 q + e` of the
+/// tile) `P = exp2(s scale_log2 + bias - lse2)`, or `exp2(score(s scale) log2(e) - lse2)` with
+/// a bent score, where the query lies in the key's rows (from [`Mask::rows`], packed in
+/// `key_rows` relative to the walk's `first_row`), 0 elsewhere (and for keys past `kv_len`,
+/// whose rows are empty); in place in `st` `P`, or with a bent score `P` times the score's
+/// derivative (what `dS` takes); `bias` (log2 units) on the step's line `(bias0, step)` from
+/// `bias_line` (0 without one); `mask` makes the mask (called only for a bent score); returns
+/// the `P` packed to `T` as `pack_fragment` packs them (each
 /// pair as it is computed: packed after the loop, ptxas spilled at head dim 128). `(l2,
 /// lane_q)`: this lane's two statistics of the tile and its quad index, the other rows'
 /// shuffled in as in the kernel.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
     st: &mut [f32; 32],
     (l2, lane_q): (&[f32; 2], u32),
     key_rows: *const u32,
     first_row: u32,
-    q0: usize,
-    scale_log2: f32,
+    (b, h, q0): (usize, usize, usize),
+    (scale_log2, scale): (f32, f32),
     (bias0, step): (f32, f32),
+    mask: impl Fn() -> M,
 ) -> [u32; 16] {
     let t = hint::recompute(thread::thread_idx_x()) as usize;
     let (c, w, g) = (t / WARPGROUP - 1, (t % WARPGROUP) / 32, (t % 32) / 4);
+    // A modification that is not a bias (`BentOf`: the soft cap's), element by element: the
+    // mask and the thread's first key (the other instances compute neither).
+    let bent = if M::SCORE_MOD && !M::SCORE_IS_BIAS {
+        let key0 =
+            hint::recompute(thread::block_idx_x()) as usize * BWD_WGMMA_KEYS + CONSUMER_ROWS * c + 16 * w + g;
+        Some((mask(), key0))
+    } else {
+        None
+    };
     // Per key, its rows as columns of this tile, clamped to `0..=64`.
     let base = q0 as u32 - first_row;
     let cols: [[u32; 2]; 2] = core::array::from_fn(|hh| {
@@ -269,20 +292,34 @@ fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
                 let col = (8 * j + 2 * (lane_q as usize) + e) as u32;
                 let l2 = warp::shfl_idx(l2[e], lane_q + 4 * j as u32);
                 let seen = col >= cols[hh][0] && col < cols[hh][1];
-                // (Without score modifications, `-l2` itself: the instances that take none
-                // keep their code.)
-                let shift = if M::SCORE_MOD {
-                    math::fma((8 * j + e) as f32 - (8 * hh) as f32, step, bias0) - l2
+                if let Some((mask, key0)) = bent {
+                    // The modified score and its derivative; `P` from the one, and `P` times
+                    // the other kept for `dS` (`dS = P grad (dP - delta)`).
+                    let (score, grad) =
+                        mask.score_with_grad(st[i] * scale, b, h, q0 + col as usize, key0 + 8 * hh);
+                    let prob = if seen {
+                        math::exp2_ftz(math::fma(score, math::LOG2_E, -l2))
+                    } else {
+                        0.0
+                    };
+                    pair[e] = prob;
+                    st[i] = prob * grad;
                 } else {
-                    -l2
-                };
-                let prob = if seen {
-                    math::exp2_ftz(math::fma(st[i], scale_log2, shift))
-                } else {
-                    0.0
-                };
-                pair[e] = prob;
-                st[i] = prob;
+                    // (Without score modifications, `-l2` itself: the instances that take none
+                    // keep their code.)
+                    let shift = if M::SCORE_MOD && M::SCORE_IS_BIAS {
+                        math::fma((8 * j + e) as f32 - (8 * hh) as f32, step, bias0) - l2
+                    } else {
+                        -l2
+                    };
+                    let prob = if seen {
+                        math::exp2_ftz(math::fma(st[i], scale_log2, shift))
+                    } else {
+                        0.0
+                    };
+                    pair[e] = prob;
+                    st[i] = prob;
+                }
             });
             p[2 * j + hh] = T::pack(pair);
         });
@@ -415,13 +452,12 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     }
 }
 
-/// [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused) with a mask that drops pairs
-/// and at most adds a bias to the scores (`M`: `BiasOf<`[`General`]`>`: windows, documents,
-/// varlen batches and ALiBi, at head dim 128 ALiBi alone and `KeysOf<General>` for the others;
-/// the host sends the soft cap to another rung): each block walks the query tiles of
-/// the rows that see its keys ([`Mask::rows`]), `P` zero outside each key's rows, the bias added
-/// to each score on its line (the module documentation's walk, `bias_line` and
-/// `masked_probabilities`).
+/// [`attention_bwd_wgmma_fused`](fn@attention_bwd_wgmma_fused) with a mask (`M`:
+/// `BiasOf<`[`General`]`>`: windows, documents, varlen batches and ALiBi, at head dim 128 ALiBi
+/// alone and `KeysOf<General>` for the others; `BentOf<General>`: the soft cap): each block
+/// walks the query tiles of the rows that see its keys ([`Mask::rows`]), `P` zero outside each
+/// key's rows, a bias added to each score on its line, a bent score and its derivative element
+/// by element (the module documentation's walk, `bias_line` and `masked_probabilities`).
 ///
 /// Launch: as the unmasked kernel, with [`bwd_wgmma_fused_shared_bytes`]`(D)` bytes (each key's
 /// rows after `K`/`V`'s barrier).
@@ -435,7 +471,8 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
 ///   head of a group (as [`General`]'s).
 ///
 /// Instances: `attention_bwd_wgmma_fused_masked_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16,
-/// and `attention_bwd_wgmma_fused_masked_bias_d128_<T>` (the bias at head dim 128).
+/// `attention_bwd_wgmma_fused_masked_bias_d128_<T>` (the bias at head dim 128) and
+/// `attention_bwd_wgmma_fused_masked_bent_d<D>_<T>` (the soft cap, `BentOf<General>`).
 // Barriers: `fused_barriers`.
 #[kernel(
     launch_bounds(384, 1),
@@ -446,6 +483,10 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
         attention_bwd_wgmma_fused_masked_d64_f16 = (f16, D64, GeneralBias),
         attention_bwd_wgmma_fused_masked_d128_f16 = (f16, D128, GeneralKeys),
         attention_bwd_wgmma_fused_masked_bias_d128_f16 = (f16, D128, GeneralBias),
+        attention_bwd_wgmma_fused_masked_bent_d64_bf16 = (bf16, D64, GeneralBent),
+        attention_bwd_wgmma_fused_masked_bent_d128_bf16 = (bf16, D128, GeneralBent),
+        attention_bwd_wgmma_fused_masked_bent_d64_f16 = (f16, D64, GeneralBent),
+        attention_bwd_wgmma_fused_masked_bent_d128_f16 = (f16, D128, GeneralBent),
     ),
     barriers(fused_barriers(true))
 )]
@@ -773,7 +814,7 @@ unsafe fn fused_body<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
         // `D = 64` ahead of the products, at 128 where `P^T` is computed (ahead of the products,
         // ptxas spilled it there).
         let line = || {
-            if M::SCORE_MOD {
+            if M::SCORE_MOD && M::SCORE_IS_BIAS {
                 let mask = fresh_mask::<M>((mask_data, mask_int, mask_float), (q_len, kv_len, heads));
                 bias_line(mask, (b, h, q0), lane_q)
             } else {
@@ -820,9 +861,10 @@ unsafe fn fused_body<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
                 (&l2, lane_q),
                 key_rows,
                 first_tile * BWD_WGMMA_Q_TILE as u32,
-                q0,
-                scale_log2,
+                (b, h, q0),
+                (scale_log2, scale),
                 if overlap { line_ahead } else { line() },
+                || fresh_mask::<M>((mask_data, mask_int, mask_float), (q_len, kv_len, heads)),
             )
         } else {
             // P^T = exp2(S^T scale_log2 - lse2); masked where a query does not see the key (the

@@ -382,9 +382,10 @@ pub struct BackwardKernels<T: 'static> {
     pub(crate) wgmma_dq: [WgmmaDqLauncher<T>; 2],
     /// `attention_bwd_wgmma_fused_d64_*`, `attention_bwd_wgmma_fused_d128_*` (sm_90a).
     pub(crate) wgmma_fused: [WgmmaFusedLauncher<T>; 2],
-    /// `attention_bwd_wgmma_fused_masked_d64_*`, `_d128_*`, `_bias_d128_*` (sm_90a): the masks
-    /// that drop pairs and at most add a bias (at head dim 128 the bias has its own entries).
-    pub(crate) wgmma_fused_masked: [WgmmaFusedMaskedLauncher<T>; 3],
+    /// `attention_bwd_wgmma_fused_masked_d64_*`, `_d128_*`, `_bias_d128_*`, `_bent_d64_*`,
+    /// `_bent_d128_*` (sm_90a): the masks that drop pairs and at most add a bias (at head dim 128
+    /// the bias has its own entries), then those whose scores bend (the soft cap).
+    pub(crate) wgmma_fused_masked: [WgmmaFusedMaskedLauncher<T>; 5],
     /// `attention_bwd_wgmma_dq_convert_*` (sm_90a).
     pub(crate) wgmma_dq_convert: WgmmaDqConvertLauncher<T>,
 }
@@ -426,6 +427,8 @@ pub(crate) static BF16: BackwardKernels<bf16> = BackwardKernels {
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_d64_bf16::launch_views::<Module>,
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_d128_bf16::launch_views::<Module>,
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_bias_d128_bf16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_bent_d64_bf16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_bent_d128_bf16::launch_views::<Module>,
     ],
     wgmma_dq_convert: family::backward_wgmma_fused::attention_bwd_wgmma_dq_convert_bf16::launch_views::<Module>,
 };
@@ -467,6 +470,8 @@ pub(crate) static F16: BackwardKernels<f16> = BackwardKernels {
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_d64_f16::launch_views::<Module>,
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_d128_f16::launch_views::<Module>,
         family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_bias_d128_f16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_bent_d64_f16::launch_views::<Module>,
+        family::backward_wgmma_fused::attention_bwd_wgmma_fused_masked_bent_d128_f16::launch_views::<Module>,
     ],
     wgmma_dq_convert: family::backward_wgmma_fused::attention_bwd_wgmma_dq_convert_f16::launch_views::<Module>,
 };

@@ -207,8 +207,6 @@ impl Gpu {
                     .all(|t| t.map_4d_ok(WGMMA_BOX_ROWS))
                 && [&ops.q, d_out].iter().all(|t| t.map_4d_ok(BWD_WGMMA_Q_TILE)),
             masked,
-            score_mod: ops.mask.modifies_scores(),
-            bias: ops.mask.score_is_bias(),
             short: s.q_len <= BWD_FUSED_MASKED_MAX_ROWS,
         };
         let plan = BackwardPlan::choose(options.algorithm, s.head_dim, facts, options.deterministic)
@@ -639,8 +637,13 @@ impl Gpu {
                     unsafe {
                         if masked {
                             let mask = ops.mask.launch()?;
-                            // At head dim 128 a bias has entries of its own.
-                            let which = which + usize::from(which == 1 && ops.mask.modifies_scores());
+                            // At head dim 128 a bias has entries of its own; a score that
+                            // bends (the soft cap) has its own at both.
+                            let which = match (ops.mask.modifies_scores(), ops.mask.score_is_bias()) {
+                                (true, false) => 3 + which,
+                                (true, true) => which + which,
+                                (false, _) => which,
+                            };
                             (table.wgmma_fused_masked[which])(
                                 &library,
                                 cfg,

@@ -3,14 +3,14 @@
 //!
 //! The rules, in order:
 //! 0. A mask other than none and causal (`BackwardFacts::masked`): the one-kernel Hopper rung's
-//!    masked instances (`attention_bwd_wgmma_fused_masked_d<D>_*`) for `Auto` and `WgmmaFused`
-//!    where rule 2 holds, the call is not deterministic, the mask modifies no score (a window,
-//!    documents, a varlen batch) or adds a bias (ALiBi; not the soft cap) and `q_len` is at most
-//!    [`BWD_FUSED_MASKED_MAX_ROWS`]; else the `mma.sync` rung's general instances
+//!    masked instances (`attention_bwd_wgmma_fused_masked_*`, every shipped mask: those that
+//!    drop pairs only, ALiBi's bias, the soft cap's bent scores, each on instances of its own)
+//!    for `Auto` and `WgmmaFused` where rule 2 holds, the call is not deterministic and `q_len`
+//!    is at most [`BWD_FUSED_MASKED_MAX_ROWS`]; else the `mma.sync` rung's general instances
 //!    (`attention_bwd_flash_{dq,dkdv}_general_d<D>_*`, every shipped mask) for `Auto` and
-//!    `Flash` where rule 3 holds (deterministic calls, the soft cap, GPUs without `wgmma`,
-//!    longer sequences); else the rows rung for `Auto` and `Rows`; any other
-//!    algorithm is an error that names those three.
+//!    `Flash` where rule 3 holds (deterministic calls, GPUs without `wgmma`, longer sequences);
+//!    else the rows rung for `Auto` and `Rows`; any other algorithm is an error that names
+//!    those three.
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung (`attention_bwd_rows_dq_*` and
 //!    `attention_bwd_rows_dkdv_*`).
 //! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`BWD_WGMMA_HEAD_DIMS`]), aligned
@@ -78,11 +78,6 @@ pub(crate) struct BackwardFacts {
     /// a varlen batch): the kernels' [`General`](kernels_gpu::gpu::attention::General)
     /// instances.
     pub(crate) masked: bool,
-    /// The mask modifies scores (ALiBi, the soft cap): the masked one-kernel instances take
-    /// none but a bias.
-    pub(crate) score_mod: bool,
-    /// The mask's score modification is a bias (ALiBi).
-    pub(crate) bias: bool,
     /// `q_len` at most [`BWD_FUSED_MASKED_MAX_ROWS`] (the masked one-kernel instances keep
     /// each key's rows in 16 bits).
     pub(crate) short: bool,
@@ -113,8 +108,7 @@ impl BackwardPlan {
         let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
         let fused = BWD_FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
         if facts.masked {
-            let scores_taken = !facts.score_mod || facts.bias;
-            let fused_masked = hopper && !deterministic && scores_taken && facts.short;
+            let fused_masked = hopper && !deterministic && facts.short;
             return match algorithm {
                 AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
                 AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaFused if fused_masked => {
@@ -128,9 +122,8 @@ impl BackwardPlan {
                     "with a mask other than none and causal the backward runs the rows rung (Rows), \
                      the mma.sync rung (Flash: head dims {BWD_FLASH_HEAD_DIMS:?}, aligned operands) \
                      or the one-kernel wgmma rung (WgmmaFused: a GPU with wgmma, head dims \
-                     {BWD_WGMMA_HEAD_DIMS:?}, aligned operands, not deterministic, a mask that \
-                     modifies no score or adds a bias (ALiBi; not the soft \
-                     cap), q_len at most {BWD_FUSED_MASKED_MAX_ROWS}); Auto picks the first \
+                     {BWD_WGMMA_HEAD_DIMS:?}, aligned operands, not deterministic, q_len at \
+                     most {BWD_FUSED_MASKED_MAX_ROWS}); Auto picks the first \
                      of WgmmaFused, Flash, Rows that applies; not {algorithm:?} here"
                 )),
             };
@@ -260,8 +253,6 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             masked: false,
-            score_mod: false,
-            bias: false,
             short: true,
         };
         for d in [64, 128] {
@@ -331,8 +322,6 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             masked: false,
-            score_mod: false,
-            bias: false,
             short: true,
         };
         let fused = AttentionAlgorithm::WgmmaFused;
@@ -376,8 +365,6 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             masked: true,
-            score_mod: false,
-            bias: false,
             short: true,
         };
         for d in [64, 128] {
@@ -397,10 +384,6 @@ mod tests {
                     aligned: false,
                     ..all
                 },
-                BackwardFacts {
-                    score_mod: true,
-                    ..all
-                },
                 BackwardFacts { short: false, ..all },
             ] {
                 // The mma.sync rung where its own rule holds (aligned operands), else rows.
@@ -418,18 +401,6 @@ mod tests {
                     missing.aligned
                 );
                 assert!(BackwardPlan::choose(AttentionAlgorithm::WgmmaFused, d, missing, false).is_err());
-            }
-            // A bias (ALiBi): the one-kernel instances add it at both head dims.
-            let alibi = BackwardFacts {
-                score_mod: true,
-                bias: true,
-                ..all
-            };
-            for alg in [AttentionAlgorithm::Auto, AttentionAlgorithm::WgmmaFused] {
-                assert_eq!(
-                    BackwardPlan::choose(alg, d, alibi, false),
-                    Ok(BackwardPlan::WgmmaFused { head_dim: d })
-                );
             }
             // Deterministic: the mma.sync rung (no atomics), or rows when unaligned.
             assert_eq!(
