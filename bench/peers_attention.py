@@ -269,9 +269,10 @@ def flex_attention_masks(ctx: Any) -> None:
 
 
 # The backward's mask rows (examples/bench/attention_masks.rs BACKWARD_MASKS): every mask on
-# MASK_SHAPES; and ALiBi on BACKWARD_BIAS_SHAPES (head dim 64).
+# MASK_SHAPES; and ALiBi and the soft cap (BACKWARD_SCORE_MASKS) on BACKWARD_SCORE_SHAPES (head dim 64).
 BACKWARD_MASKS = ("sliding_window", "document", "alibi", "softcap")
-BACKWARD_BIAS_SHAPES = [(8, 2048, 32, 64)]
+BACKWARD_SCORE_SHAPES = [(8, 2048, 32, 64)]
+BACKWARD_SCORE_MASKS = ("alibi", "softcap")
 
 
 def flex_attention_masks_bwd(ctx: Any) -> None:
@@ -288,7 +289,7 @@ def flex_attention_masks_bwd(ctx: Any) -> None:
     C.allow_recompiles(torch)
     compiled = torch.compile(flex, dynamic=False)
     rows = [(shape, BACKWARD_MASKS) for shape in MASK_SHAPES]
-    rows += [(shape, ("alibi",)) for shape in BACKWARD_BIAS_SHAPES]
+    rows += [(shape, BACKWARD_SCORE_MASKS) for shape in BACKWARD_SCORE_SHAPES]
     for (b, s, h, d), names in rows:
         for name in names:
             mask_mod, score_mod = flex_mods(torch, s, h, name)

@@ -65,9 +65,12 @@ const ALGORITHMS: [AttentionAlgorithm; 3] = [
 /// The masks of the backward's rows on [`MASK_SHAPES`].
 const BACKWARD_MASKS: [&str; 4] = ["sliding_window", "document", "alibi", "softcap"];
 
-/// The backward's ALiBi rows: at head dim 64 (16k tokens, hidden 2048), where the one-kernel
-/// Hopper rung adds the bias (at 128 the rows rung takes it).
-const BACKWARD_BIAS_SHAPES: [[usize; 4]; 1] = [[8, 2048, 32, 64]];
+/// The backward's rows at head dim 64 (16k tokens, hidden 2048): the masks that modify scores,
+/// [`BACKWARD_SCORE_MASKS`].
+const BACKWARD_SCORE_SHAPES: [[usize; 4]; 1] = [[8, 2048, 32, 64]];
+
+/// The masks of the backward's rows on [`BACKWARD_SCORE_SHAPES`]: ALiBi's bias and the soft cap.
+const BACKWARD_SCORE_MASKS: [&str; 2] = ["alibi", "softcap"];
 
 /// The implementations timed per mask in the backward.
 const BACKWARD_ALGORITHMS: [AttentionAlgorithm; 3] = [
@@ -79,7 +82,9 @@ const BACKWARD_ALGORITHMS: [AttentionAlgorithm; 3] = [
 /// Measurements [`attention_masks`] makes.
 pub fn planned(_quick: bool) -> usize {
     (MASK_SHAPES.len() * MASKS.len() + 1) * ALGORITHMS.len()
-        + (MASK_SHAPES.len() * BACKWARD_MASKS.len() + BACKWARD_BIAS_SHAPES.len()) * BACKWARD_ALGORITHMS.len()
+        + (MASK_SHAPES.len() * BACKWARD_MASKS.len()
+            + BACKWARD_SCORE_SHAPES.len() * BACKWARD_SCORE_MASKS.len())
+            * BACKWARD_ALGORITHMS.len()
 }
 
 /// The pairs one head of one sequence of `s` tokens keeps under `mask`.
@@ -161,15 +166,16 @@ pub fn attention_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     backward_masks(b, sink)
 }
 
-/// The backward's rows: each mask of [`BACKWARD_MASKS`] on each shape of [`MASK_SHAPES`], ALiBi
-/// on [`BACKWARD_BIAS_SHAPES`], the forward run once with it, each implementation checked and
-/// timed.
+/// The backward's rows: each mask of [`BACKWARD_MASKS`] on each shape of [`MASK_SHAPES`], those
+/// of [`BACKWARD_SCORE_MASKS`] on [`BACKWARD_SCORE_SHAPES`], the forward run once with it, each
+/// implementation checked and timed.
 fn backward_masks(b: &mut Bench, sink: &mut Sink) -> Res<()> {
     use super::attention_bwd as bwd;
-    let rows = MASK_SHAPES
-        .iter()
-        .map(|&dims| (dims, &BACKWARD_MASKS[..]))
-        .chain(BACKWARD_BIAS_SHAPES.iter().map(|&dims| (dims, &["alibi"][..])));
+    let rows = MASK_SHAPES.iter().map(|&dims| (dims, &BACKWARD_MASKS[..])).chain(
+        BACKWARD_SCORE_SHAPES
+            .iter()
+            .map(|&dims| (dims, &BACKWARD_SCORE_MASKS[..])),
+    );
     for (dims, masks) in rows {
         let [batch, seq, heads, head_dim] = dims;
         let shape = format!("{batch}x{seq}x{heads}x{head_dim}");
