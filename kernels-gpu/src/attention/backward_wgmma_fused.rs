@@ -267,11 +267,13 @@ fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
     let t = hint::recompute(thread::thread_idx_x()) as usize;
     let (c, w, g) = (t / WARPGROUP - 1, (t % WARPGROUP) / 32, (t % 32) / 4);
     // A modification that is not a bias (`BentOf`: the soft cap's), element by element: the
-    // mask and the thread's first key (the other instances compute neither).
+    // mask and the thread's first key (the other instances compute neither). Asked whether the
+    // call modifies scores: without that test ptxas spilled 160 bytes at `D = 128`.
     let bent = if M::SCORE_MOD && !M::SCORE_IS_BIAS {
         let key0 =
             hint::recompute(thread::block_idx_x()) as usize * BWD_WGMMA_KEYS + CONSUMER_ROWS * c + 16 * w + g;
-        Some((mask(), key0))
+        let mask = mask();
+        mask.modifies_scores().then_some((mask, key0))
     } else {
         None
     };
