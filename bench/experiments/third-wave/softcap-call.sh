@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Device calls for `7821ca5`: the soft cap in the one-kernel Hopper backward (entries
-# `attention_bwd_wgmma_fused_masked_bent_d{64,128}_{bf16,f16}`, `BentOf<General>`: each element's
-# capped score and derivative at once, `P` times the derivative kept for `dS`). Binaries:
-# `bash bench/build-trees.sh .device/bin12 bent=7821ca5` (bench-bent, kernels-bent) and main's
+# Device calls for `1a981c4`: the soft cap in the one-kernel Hopper backward (entries
+# `attention_bwd_wgmma_fused_masked_bent_d{64,128}_{bf16,f16}`, `BentOf<General>`: each
+# element's capped score and derivative at once, `P` times the derivative kept for `dS`; its
+# bench adds the soft cap's row at head dim 64). Binaries:
+# `bash bench/build-trees.sh .device/bin12 bent=1a981c4` (bench-bent, kernels-bent) and main's
 # `.device/bin11` (`8001983`: the kernels of main before the change).
 #   bash softcap-call.sh PART...   PART, in the order given:
-#     trials     the attention CUDA trials of 7821ca5 (forward and backward, every mask)
+#     trials     the attention CUDA trials of 1a981c4 (forward and backward, every mask)
 #     sanitize   memcheck, racecheck, synccheck of the four soft cap trials of the masked
 #                backward (the four bent entries, the mma.sync rung's general ones beside them)
-#     ab         bench/ab.sh: 8001983 against 7821ca5, twice each, attention_masks at
-#                4x4096x16x128 and 8x2048x32x64 (7821ca5's bench adds the soft cap at 64)
+#     ab         bench/ab.sh: 8001983 against 1a981c4, twice each, attention_masks at
+#                4x4096x16x128 and 8x2048x32x64 (1a981c4's bench adds the soft cap at 64)
 #     flex       peers.py flex_attention_masks_bwd (FlexAttention's backward, the same masks)
 # Everything under $OUT is packed into $OUT/all.tgz after each part.
 set -uo pipefail
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/../../.." || exit 1
 for b in bin11 bin12; do
   [ -d .device/$b ] || { [ -f .device/$b.tar.xz ] && tar xJf .device/$b.tar.xz -C .device; }
 done
-export GPUKERN_REQUIRE_GPU=1 GPUKERN_DEVICE=cuda GPUKERN_SLOW_TRIALS=1 GPUKERN_GIT_REV=7821ca5
+export GPUKERN_REQUIRE_GPU=1 GPUKERN_DEVICE=cuda GPUKERN_SLOW_TRIALS=1 GPUKERN_GIT_REV=1a981c4
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 K=.device/bin12/kernels-bent
 B=.device/bin12/bench-bent
@@ -35,7 +36,7 @@ for part in "$@"; do
           echo "rc=${PIPESTATUS[0]}"
         done
       done > "$OUT/sanitize.log" 2>&1 ;;
-    ab) bash bench/ab.sh "$OUT/ab" 2 8001983=.device/bin11/bench-bias 7821ca5=$B \
+    ab) bash bench/ab.sh "$OUT/ab" 2 8001983=.device/bin11/bench-bias 1a981c4=$B \
           -- --kernels attention_masks --shapes 4x4096x16x128,8x2048x32x64 > "$OUT/ab.log" 2>&1 ;;
     flex) PYTHONUNBUFFERED=1 python3 bench/peers.py --peers flex_attention_masks_bwd \
           --out "$OUT/flex-bwd.jsonl" > "$OUT/flex-bwd.log" 2>&1 ;;
