@@ -5,8 +5,8 @@
 //! memory: the simulator's trials, `tests/kernels/attention_masks.rs`, check it.)
 
 use gpukern_device::attention::{
-    Alibi, BiasOf, Causal, General, KeysOf, Mask, MaskArgs, MaskShape, NoMask, Shipped, SlidingWindow,
-    SoftCap, TileMask,
+    Alibi, BentOf, BiasOf, Causal, General, KeysOf, Mask, MaskArgs, MaskShape, NoMask, Shipped,
+    SlidingWindow, SoftCap, TileMask,
 };
 
 /// Every check of `mask` against `keep` of `reference` on a call of `shape`: pairs, and blocks of
@@ -369,6 +369,77 @@ fn bias_of_is_the_mask_with_its_biases_only() {
                 let got = with_bias.score(s, 0, h, q, kv);
                 if got.to_bits() != want.to_bits() || with_bias.score_grad(s, 0, h, q, kv) != 1.0 {
                     failures.push(format!("{kind:?} ({h}, {q}, {kv}): score {got}, want {want}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `BentOf<General>` keeps what `General` keeps, tile by tile and row band by row band; it
+/// modifies scores where `General` bends them (the soft cap), by the same amount and with the
+/// same derivative, and nowhere else (ALiBi's scores come back as they went in, derivative 1);
+/// its `score_with_grad` agrees with `score` and `score_grad` within a rounding of the `tanh`.
+#[test]
+fn bent_of_is_the_mask_with_its_bends_only() {
+    const {
+        assert!(
+            <BentOf<General> as Mask>::SCORE_MOD
+                && !<BentOf<General> as Mask>::SCORE_IS_BIAS
+                && <BiasOf<General> as Mask>::SCORE_IS_BIAS
+                && <BentOf<General> as Mask>::CONTIGUOUS
+        )
+    };
+    let mut failures = Vec::new();
+    for (q_len, kv_len) in SHAPES {
+        let shape = MaskShape {
+            q_len,
+            kv_len,
+            heads: 4,
+        };
+        for (kind, value, bent) in [
+            (Shipped::Window, 7, false),
+            (Shipped::Causal, 0, false),
+            (Shipped::Alibi, 1, false),
+            (Shipped::SoftCap, 1, true),
+            (Shipped::SoftCap, 0, true),
+        ] {
+            let a = args(General::int(kind, value), 3.0);
+            let (with_bends, general) = (BentOf::<General>::new(a, shape), General::new(a, shape));
+            let f = check_mask(with_bends, general, shape, 16, 8);
+            failures.extend(
+                f.into_iter()
+                    .take(3)
+                    .map(|x| format!("{kind:?} {q_len}x{kv_len}: {x}")),
+            );
+            if with_bends.modifies_scores() != bent || with_bends.score_is_bias() {
+                failures.push(format!(
+                    "{kind:?}: modifies_scores {}",
+                    with_bends.modifies_scores()
+                ));
+            }
+            for (h, q, kv) in [(0, 0, 0), (3, q_len - 1, 0), (1, q_len / 2, kv_len - 1)] {
+                for s in [-40.0f32, -2.5, 0.0, 0.75, 9.0] {
+                    let (want, want_grad) = if bent {
+                        (general.score(s, 0, h, q, kv), general.score_grad(s, 0, h, q, kv))
+                    } else {
+                        (s, 1.0)
+                    };
+                    let (got, grad) = with_bends.score_with_grad(s, 0, h, q, kv);
+                    let (apart, apart_grad) = (
+                        with_bends.score(s, 0, h, q, kv),
+                        with_bends.score_grad(s, 0, h, q, kv),
+                    );
+                    let close = |x: f32, y: f32| (x - y).abs() <= 1e-5 * y.abs().max(1.0);
+                    if !close(got, want)
+                        || !close(grad, want_grad)
+                        || !close(apart, want)
+                        || !close(apart_grad, want_grad)
+                    {
+                        failures.push(format!(
+                            "{kind:?} ({h}, {q}, {kv}) at {s}: ({got}, {grad}), apart ({apart}, {apart_grad}), want ({want}, {want_grad})"
+                        ));
+                    }
                 }
             }
         }
