@@ -330,12 +330,16 @@ fn keys_of_is_the_mask_without_its_scores() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// `BiasOf<General>` keeps what `General` keeps, tile by tile and row band by row band; it
-/// modifies scores where `General` adds a bias (ALiBi), by the same amount, and nowhere else
-/// (the soft cap's scores come back as they went in).
-#[test]
-fn bias_of_is_the_mask_with_its_biases_only() {
-    const { assert!(<BiasOf<General> as Mask>::SCORE_MOD && <BiasOf<General> as Mask>::CONTIGUOUS) };
+/// Failures of `W` (a `KeysAnd` of `General`, made by `make`) against `General` on every
+/// shape and each `(kind, value, taken)`: the same pairs kept, tile by tile and row band by row
+/// band; scores modified where `taken`, as `General` modifies them and with its derivative
+/// (`score`, `score_grad`, and `score_with_grad` within a rounding of the `tanh`), elsewhere
+/// `s` itself and derivative 1; `score_is_bias` as `is_bias`.
+fn wrapper_failures<W: Mask>(
+    make: fn(MaskArgs, MaskShape) -> W,
+    kinds: &[(Shipped, usize, bool)],
+    is_bias: bool,
+) -> Vec<String> {
     let mut failures = Vec::new();
     for (q_len, kv_len) in SHAPES {
         let shape = MaskShape {
@@ -343,107 +347,91 @@ fn bias_of_is_the_mask_with_its_biases_only() {
             kv_len,
             heads: 4,
         };
-        for (kind, value, bias) in [
-            (Shipped::Window, 7, false),
-            (Shipped::Causal, 0, false),
-            (Shipped::SoftCap, 1, false),
-            (Shipped::Alibi, 1, true),
-        ] {
+        for &(kind, value, taken) in kinds {
             let a = args(General::int(kind, value), 3.0);
-            let (with_bias, general) = (BiasOf::<General>::new(a, shape), General::new(a, shape));
-            let f = check_mask(with_bias, general, shape, 16, 8);
+            let (wrapped, general) = (make(a, shape), General::new(a, shape));
+            let f = check_mask(wrapped, general, shape, 16, 8);
             failures.extend(
                 f.into_iter()
                     .take(3)
                     .map(|x| format!("{kind:?} {q_len}x{kv_len}: {x}")),
             );
-            if with_bias.modifies_scores() != bias || !with_bias.score_is_bias() {
+            if wrapped.modifies_scores() != taken || wrapped.score_is_bias() != is_bias {
                 failures.push(format!(
-                    "{kind:?}: modifies_scores {}",
-                    with_bias.modifies_scores()
-                ));
-            }
-            for (h, q, kv) in [(0, 0, 0), (3, q_len - 1, 0), (1, q_len / 2, kv_len - 1)] {
-                let s = 0.75;
-                let want = if bias { general.score(s, 0, h, q, kv) } else { s };
-                let got = with_bias.score(s, 0, h, q, kv);
-                if got.to_bits() != want.to_bits() || with_bias.score_grad(s, 0, h, q, kv) != 1.0 {
-                    failures.push(format!("{kind:?} ({h}, {q}, {kv}): score {got}, want {want}"));
-                }
-            }
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// `BentOf<General>` keeps what `General` keeps, tile by tile and row band by row band; it
-/// modifies scores where `General` bends them (the soft cap), by the same amount and with the
-/// same derivative, and nowhere else (ALiBi's scores come back as they went in, derivative 1);
-/// its `score_with_grad` agrees with `score` and `score_grad` within a rounding of the `tanh`.
-#[test]
-fn bent_of_is_the_mask_with_its_bends_only() {
-    const {
-        assert!(
-            <BentOf<General> as Mask>::SCORE_MOD
-                && !<BentOf<General> as Mask>::SCORE_IS_BIAS
-                && <BiasOf<General> as Mask>::SCORE_IS_BIAS
-                && <BentOf<General> as Mask>::CONTIGUOUS
-        )
-    };
-    let mut failures = Vec::new();
-    for (q_len, kv_len) in SHAPES {
-        let shape = MaskShape {
-            q_len,
-            kv_len,
-            heads: 4,
-        };
-        for (kind, value, bent) in [
-            (Shipped::Window, 7, false),
-            (Shipped::Causal, 0, false),
-            (Shipped::Alibi, 1, false),
-            (Shipped::SoftCap, 1, true),
-            (Shipped::SoftCap, 0, true),
-        ] {
-            let a = args(General::int(kind, value), 3.0);
-            let (with_bends, general) = (BentOf::<General>::new(a, shape), General::new(a, shape));
-            let f = check_mask(with_bends, general, shape, 16, 8);
-            failures.extend(
-                f.into_iter()
-                    .take(3)
-                    .map(|x| format!("{kind:?} {q_len}x{kv_len}: {x}")),
-            );
-            if with_bends.modifies_scores() != bent || with_bends.score_is_bias() {
-                failures.push(format!(
-                    "{kind:?}: modifies_scores {}",
-                    with_bends.modifies_scores()
+                    "{kind:?}: modifies_scores {}, score_is_bias {}",
+                    wrapped.modifies_scores(),
+                    wrapped.score_is_bias()
                 ));
             }
             for (h, q, kv) in [(0, 0, 0), (3, q_len - 1, 0), (1, q_len / 2, kv_len - 1)] {
                 for s in [-40.0f32, -2.5, 0.0, 0.75, 9.0] {
-                    let (want, want_grad) = if bent {
+                    let (want, want_grad) = if taken {
                         (general.score(s, 0, h, q, kv), general.score_grad(s, 0, h, q, kv))
                     } else {
                         (s, 1.0)
                     };
-                    let (got, grad) = with_bends.score_with_grad(s, 0, h, q, kv);
-                    let (apart, apart_grad) = (
-                        with_bends.score(s, 0, h, q, kv),
-                        with_bends.score_grad(s, 0, h, q, kv),
-                    );
+                    let (apart, apart_grad) =
+                        (wrapped.score(s, 0, h, q, kv), wrapped.score_grad(s, 0, h, q, kv));
+                    let (got, grad) = wrapped.score_with_grad(s, 0, h, q, kv);
                     let close = |x: f32, y: f32| (x - y).abs() <= 1e-5 * y.abs().max(1.0);
-                    if !close(got, want)
+                    if apart.to_bits() != want.to_bits()
+                        || apart_grad.to_bits() != want_grad.to_bits()
+                        || !close(got, want)
                         || !close(grad, want_grad)
-                        || !close(apart, want)
-                        || !close(apart_grad, want_grad)
                     {
                         failures.push(format!(
-                            "{kind:?} ({h}, {q}, {kv}) at {s}: ({got}, {grad}), apart ({apart}, {apart_grad}), want ({want}, {want_grad})"
+                            "{kind:?} ({h}, {q}, {kv}) at {s}: ({apart}, {apart_grad}), at once ({got}, {grad}), want ({want}, {want_grad})"
                         ));
                     }
                 }
             }
         }
     }
+    failures
+}
+
+/// `BiasOf<General>` keeps what `General` keeps; it modifies scores where `General` adds a bias
+/// (ALiBi), by the same amount, and nowhere else (the soft cap's scores come back as they went
+/// in).
+#[test]
+fn bias_of_is_the_mask_with_its_biases_only() {
+    const {
+        assert!(
+            <BiasOf<General> as Mask>::SCORE_MOD
+                && <BiasOf<General> as Mask>::SCORE_IS_BIAS
+                && <BiasOf<General> as Mask>::CONTIGUOUS
+        )
+    };
+    let kinds = [
+        (Shipped::Window, 7, false),
+        (Shipped::Causal, 0, false),
+        (Shipped::SoftCap, 1, false),
+        (Shipped::Alibi, 1, true),
+    ];
+    let failures = wrapper_failures(BiasOf::<General>::new, &kinds, true);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `BentOf<General>` keeps what `General` keeps; it modifies scores where `General` bends them
+/// (the soft cap), by the same amount and with the same derivative, and nowhere else (ALiBi's
+/// scores come back as they went in, derivative 1).
+#[test]
+fn bent_of_is_the_mask_with_its_bends_only() {
+    const {
+        assert!(
+            <BentOf<General> as Mask>::SCORE_MOD
+                && !<BentOf<General> as Mask>::SCORE_IS_BIAS
+                && <BentOf<General> as Mask>::CONTIGUOUS
+        )
+    };
+    let kinds = [
+        (Shipped::Window, 7, false),
+        (Shipped::Causal, 0, false),
+        (Shipped::Alibi, 1, false),
+        (Shipped::SoftCap, 1, true),
+        (Shipped::SoftCap, 0, true),
+    ];
+    let failures = wrapper_failures(BentOf::<General>::new, &kinds, false);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
