@@ -197,12 +197,14 @@ def flex_mods(torch: Any, s: int, h: int, name: str) -> tuple[Any, Any]:
 
 
 def mask_pairs(name: str, s: int) -> float:
-    """The (query, key) pairs one head of one sequence keeps, as the Rust bench counts them."""
+    """The (query, key) pairs one head of one sequence keeps, as the Rust bench counts them (ALiBi
+    and the soft cap with the causal mask; the soft cap's rows counted all `s^2` until BENCHMARKS.md's
+    thirty-eighth round)."""
     if name == "sliding_window":
         return sum(min(i + 1, WINDOW) for i in range(s))
     if name == "document":
         return DOCUMENTS * (s // DOCUMENTS) ** 2
-    if name == "alibi":
+    if name in ("alibi", "softcap"):
         return s * (s + 1) / 2
     return s * s
 
