@@ -64,8 +64,9 @@
 //! [`AttentionAlgorithm::WgmmaFused`], which runs when asked for and by default at head dims 64
 //! and 128, and never with [`AttentionOptions::deterministic`]. It takes every shipped mask
 //! (custom masks are an error): on the `mma.sync` rung ([`AttentionAlgorithm::Flash`], head
-//! dims 64 and 128) and the rows rung all of them, on the one-kernel Hopper rung those that drop
-//! pairs only and ALiBi; [`Gpu::attention_backward`] has the plan's rules.
+//! dims 64 and 128), the rows rung and the one-kernel Hopper rung all of them (the last on
+//! instances for the masks that drop pairs only, for ALiBi's bias and for the soft cap's bent
+//! scores); [`Gpu::attention_backward`] has the plan's rules.
 
 mod backward;
 mod custom;

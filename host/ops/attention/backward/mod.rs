@@ -67,10 +67,10 @@ impl Gpu {
     ///
     /// Masks: the causal one on every rung; every shipped mask on the fused `mma.sync` rung
     /// (its general instances, at head dims 64 and 128 with aligned operands, deterministic)
-    /// and on the rows rung; those that drop pairs only (a sliding window, documents, a varlen
-    /// batch) and ALiBi also on the one-kernel Hopper rung (its masked instances, by default
-    /// where it applies, the call is not deterministic and `q_len` is at most 65,535; else the
-    /// `mma.sync` rung by default, else rows). Each score modification's
+    /// and on the rows rung; every one also on the one-kernel Hopper rung (its masked
+    /// instances: those that drop pairs only, ALiBi's bias, the soft cap's bent scores; by
+    /// default where it applies, the call is not deterministic and `q_len` is at most 65,535;
+    /// else the `mma.sync` rung by default, else rows). Each score modification's
     /// derivative ([`Mask::score_grad`](gpukern_device::attention::Mask::score_grad))
     /// multiplies its pair's gradient; a custom mask is an error.
     ///
