@@ -722,7 +722,7 @@ impl<M: Mask, const SCORES: u8> Mask for KeysAnd<M, SCORES> {
     }
     #[inline(always)]
     fn score_grad(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> f32 {
-        if SCORES == BENDS && Self::SCORE_MOD && self.takes() {
+        if Self::SCORE_MOD && self.takes() {
             self.0.score_grad(s, b, h, q, kv)
         } else {
             1.0
@@ -730,10 +730,10 @@ impl<M: Mask, const SCORES: u8> Mask for KeysAnd<M, SCORES> {
     }
     #[inline(always)]
     fn score_with_grad(&self, s: f32, b: usize, h: usize, q: usize, kv: usize) -> (f32, f32) {
-        if SCORES == BENDS && Self::SCORE_MOD && self.takes() {
+        if Self::SCORE_MOD && self.takes() {
             self.0.score_with_grad(s, b, h, q, kv)
         } else {
-            (self.score(s, b, h, q, kv), 1.0)
+            (s, 1.0)
         }
     }
     #[inline(always)]

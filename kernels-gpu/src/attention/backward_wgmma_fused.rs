@@ -270,8 +270,7 @@ fn masked_probabilities<T: BwdWgmmaElement, M: Mask>(
     // mask and the thread's first key (the other instances compute neither). Asked whether the
     // call modifies scores: without that test ptxas spilled 160 bytes at `D = 128`.
     let bent = if M::SCORE_MOD && !M::SCORE_IS_BIAS {
-        let key0 =
-            hint::recompute(thread::block_idx_x()) as usize * BWD_WGMMA_KEYS + CONSUMER_ROWS * c + 16 * w + g;
+        let key0 = thread_key(c, w, g);
         let mask = mask();
         mask.modifies_scores().then_some((mask, key0))
     } else {
@@ -343,11 +342,17 @@ fn bias_line<M: Mask>(mask: M, (b, h, q0): (usize, usize, usize), lane_q: u32) -
     }
     let t = hint::recompute(thread::thread_idx_x()) as usize;
     let (c, w, g) = (t / WARPGROUP - 1, (t % WARPGROUP) / 32, (t % 32) / 4);
-    let key =
-        hint::recompute(thread::block_idx_x()) as usize * BWD_WGMMA_KEYS + CONSUMER_ROWS * c + 16 * w + g;
+    let key = thread_key(c, w, g);
     let q = q0 + 2 * lane_q as usize;
     let at = |q: usize, kv: usize| mask.score(0.0, b, h, q, kv) * math::LOG2_E;
     (at(q, key), at(q + 1, key) - at(q, key))
+}
+
+/// Consumer thread `(c, w, g)`'s first key (its second is 8 further): the block's first key,
+/// computed again from the block index, and the thread's row in the block.
+#[inline(always)]
+fn thread_key(c: usize, w: usize, g: usize) -> usize {
+    hint::recompute(thread::block_idx_x()) as usize * BWD_WGMMA_KEYS + CONSUMER_ROWS * c + 16 * w + g
 }
 
 /// Attention backward on Hopper's warpgroup tensor cores in one kernel: `dK`, `dV`, and `dQ`

@@ -637,11 +637,12 @@ impl Gpu {
                     unsafe {
                         if masked {
                             let mask = ops.mask.launch()?;
-                            // At head dim 128 a bias has entries of its own; a score that
-                            // bends (the soft cap) has its own at both.
+                            // The table's order: d64, d128, bias d128, bent d64, bent d128. At
+                            // head dim 128 a bias has entries of its own; a score that bends
+                            // (the soft cap) has its own at both.
                             let which = match (ops.mask.modifies_scores(), ops.mask.score_is_bias()) {
                                 (true, false) => 3 + which,
-                                (true, true) => which + which,
+                                (true, true) => 2 * which,
                                 (false, _) => which,
                             };
                             (table.wgmma_fused_masked[which])(
