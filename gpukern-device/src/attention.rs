@@ -79,6 +79,12 @@ pub trait Mask: Copy {
     /// every mask whose rows see intervals of keys that move right from one row to the next
     /// (all the shipped ones); false by default.
     const CONTIGUOUS: bool = false;
+    /// Whether [`Mask::rows`] of one key (`kv..kv + 1`) is exactly the rows that see it (an
+    /// interval, clamped to `q_len`), the same for every head: the one-kernel Hopper backward
+    /// keeps each key's rows and tests no pair, so it takes a mask only where this holds (and,
+    /// for a mask of your own, where it modifies no score). True of the shipped masks; false by
+    /// default (the default `rows`, every row, is not exact).
+    const KEY_ROWS_EXACT: bool = false;
 
     /// The mask of one call.
     fn new(args: MaskArgs, shape: MaskShape) -> Self;
@@ -198,6 +204,7 @@ pub struct NoMask {
 impl Mask for NoMask {
     const MASKS: bool = false;
     const CONTIGUOUS: bool = true;
+    const KEY_ROWS_EXACT: bool = true;
     #[inline(always)]
     fn new(_: MaskArgs, shape: MaskShape) -> Self {
         NoMask { kv_len: shape.kv_len }
@@ -241,6 +248,7 @@ impl Causal {
 
 impl Mask for Causal {
     const CONTIGUOUS: bool = true;
+    const KEY_ROWS_EXACT: bool = true;
     #[inline(always)]
     fn new(_: MaskArgs, shape: MaskShape) -> Self {
         Causal { shape, own_end: None }
@@ -309,6 +317,7 @@ impl SlidingWindow {
 
 impl Mask for SlidingWindow {
     const CONTIGUOUS: bool = true;
+    const KEY_ROWS_EXACT: bool = true;
     #[inline(always)]
     fn new(args: MaskArgs, shape: MaskShape) -> Self {
         SlidingWindow {
@@ -363,6 +372,7 @@ impl Mask for Alibi {
     const SCORE_MOD: bool = true;
     const SCORE_IS_BIAS: bool = true;
     const CONTIGUOUS: bool = true;
+    const KEY_ROWS_EXACT: bool = true;
     #[inline(always)]
     fn new(args: MaskArgs, shape: MaskShape) -> Self {
         Alibi {
@@ -519,6 +529,7 @@ fn first_row(q_len: usize, past: impl Fn(usize) -> bool) -> usize {
 
 impl Mask for Document {
     const CONTIGUOUS: bool = true;
+    const KEY_ROWS_EXACT: bool = true;
     #[inline(always)]
     fn new(args: MaskArgs, shape: MaskShape) -> Self {
         Document {
@@ -575,6 +586,7 @@ pub struct SoftCap {
 impl Mask for SoftCap {
     const SCORE_MOD: bool = true;
     const CONTIGUOUS: bool = true;
+    const KEY_ROWS_EXACT: bool = true;
     #[inline(always)]
     fn new(args: MaskArgs, shape: MaskShape) -> Self {
         SoftCap {
@@ -688,6 +700,7 @@ impl<M: Mask, const SCORES: u8> Mask for KeysAnd<M, SCORES> {
     const SCORE_IS_BIAS: bool = SCORES != BENDS;
     const MASKS: bool = M::MASKS;
     const CONTIGUOUS: bool = M::CONTIGUOUS;
+    const KEY_ROWS_EXACT: bool = M::KEY_ROWS_EXACT;
     #[inline(always)]
     fn new(args: MaskArgs, shape: MaskShape) -> Self {
         KeysAnd(M::new(args, shape))
@@ -826,6 +839,7 @@ impl General {
 impl Mask for General {
     const SCORE_MOD: bool = true;
     const CONTIGUOUS: bool = true;
+    const KEY_ROWS_EXACT: bool = true;
     #[inline(always)]
     fn new(args: MaskArgs, shape: MaskShape) -> Self {
         let kind = match args.int & ((1 << Self::KIND_BITS) - 1) {

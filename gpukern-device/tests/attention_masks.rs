@@ -1,7 +1,8 @@
 //! The shipped attention masks against their own rules, on the CPU: `General` of each kind says
 //! what the mask of that kind says, pair by pair (as `Mask::row` gives it too, with the same
 //! scores); `keys` holds every key a block's rows keep, `full_keys` only keys they all keep,
-//! `tile` agrees with `keep`; and a planted wrong `full_keys` is caught. (`Document` reads device
+//! `tile` agrees with `keep`, a key's `rows` are its rows exactly where the mask says
+//! `KEY_ROWS_EXACT`; and a planted wrong `full_keys` is caught. (`Document` reads device
 //! memory: the simulator's trials, `tests/kernels/attention_masks.rs`, check it.)
 
 use gpukern_device::attention::{
@@ -34,6 +35,21 @@ fn check_mask<M: Mask, R: Mask>(
                     if row.score(s, 0, 1, q, kv) != score || row.score_grad(s, 0, 1, q, kv) != grad {
                         failures.push(format!("row: score({s}, {q}, {kv}) differs from the mask's"));
                     }
+                }
+            }
+        }
+    }
+    // `KEY_ROWS_EXACT`: each key's `rows` is exactly the rows that keep it, for every head.
+    if M::KEY_ROWS_EXACT {
+        for h in 0..2 {
+            for kv in 0..shape.kv_len {
+                let band = mask.rows(0, h, kv..kv + 1);
+                let band = band.start.min(shape.q_len)..band.end.min(shape.q_len);
+                if let Some(q) = (0..shape.q_len).find(|&q| band.contains(&q) != reference.keep(0, h, q, kv))
+                {
+                    failures.push(format!(
+                        "head {h}, key {kv}: rows {band:?} are not the rows that keep it (row {q})"
+                    ));
                 }
             }
         }
@@ -297,6 +313,48 @@ fn a_planted_wrong_row_band_is_caught() {
         8,
     );
     assert!(!failures.is_empty(), "the planted row band passed");
+}
+
+/// A planted mask that says `KEY_ROWS_EXACT` but gives each key one row more than see it (a band
+/// that is right for the default's rule, every row that sees a key inside it) must fail.
+#[test]
+fn a_planted_inexact_key_band_is_caught() {
+    #[derive(Clone, Copy)]
+    struct Wide(SlidingWindow);
+    impl Mask for Wide {
+        const KEY_ROWS_EXACT: bool = true;
+        fn new(args: MaskArgs, shape: MaskShape) -> Self {
+            Wide(SlidingWindow::new(args, shape))
+        }
+        fn keep(&self, b: usize, h: usize, q: usize, kv: usize) -> bool {
+            self.0.keep(b, h, q, kv)
+        }
+        fn keys(&self, b: usize, h: usize, q: core::ops::Range<usize>) -> core::ops::Range<usize> {
+            self.0.keys(b, h, q)
+        }
+        fn rows(&self, b: usize, h: usize, kv: core::ops::Range<usize>) -> core::ops::Range<usize> {
+            let band = self.0.rows(b, h, kv);
+            band.start.saturating_sub(1)..band.end
+        }
+    }
+    let shape = MaskShape {
+        q_len: 40,
+        kv_len: 40,
+        heads: 1,
+    };
+    let failures = check_mask(
+        Wide::new(args(6, 0.0), shape),
+        SlidingWindow::new(args(6, 0.0), shape),
+        shape,
+        8,
+        8,
+    );
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.contains("are not the rows that keep it")),
+        "the planted inexact band passed: {failures:?}"
+    );
 }
 
 /// `KeysOf<General>` keeps what `General` keeps, tile by tile and row band by row band, and

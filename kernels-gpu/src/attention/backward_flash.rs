@@ -125,20 +125,24 @@ pub const fn bwd_flash_shared_bytes(d: usize) -> usize {
 /// `attention_bwd_flash_dkdv_general_d<D>_<T>` ([`General`]) for `D` 64 and 128, `T` bf16 and
 /// f16.
 // Barriers: one after the prologue's copies, one per query tile.
-#[kernel(
-    instances(
-        attention_bwd_flash_dkdv_d64_bf16 = (bf16, 64, NoMask),
-        attention_bwd_flash_dkdv_d128_bf16 = (bf16, 128, NoMask),
-        attention_bwd_flash_dkdv_d64_f16 = (f16, 64, NoMask),
-        attention_bwd_flash_dkdv_d128_f16 = (f16, 128, NoMask),
-        attention_bwd_flash_dkdv_general_d64_bf16 = (bf16, 64, General),
-        attention_bwd_flash_dkdv_general_d128_bf16 = (bf16, 128, General),
-        attention_bwd_flash_dkdv_general_d64_f16 = (f16, 64, General),
-        attention_bwd_flash_dkdv_general_d128_f16 = (f16, 128, General),
-    ),
-    block(BWD_FLASH_BLOCK),
-    barriers(2)
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        instances(
+            attention_bwd_flash_dkdv_d64_bf16 = (bf16, 64, NoMask),
+            attention_bwd_flash_dkdv_d128_bf16 = (bf16, 128, NoMask),
+            attention_bwd_flash_dkdv_d64_f16 = (f16, 64, NoMask),
+            attention_bwd_flash_dkdv_d128_f16 = (f16, 128, NoMask),
+            attention_bwd_flash_dkdv_general_d64_bf16 = (bf16, 64, General),
+            attention_bwd_flash_dkdv_general_d128_bf16 = (bf16, 128, General),
+            attention_bwd_flash_dkdv_general_d64_f16 = (f16, 64, General),
+            attention_bwd_flash_dkdv_general_d128_f16 = (f16, 128, General),
+        ),
+        block(BWD_FLASH_BLOCK),
+        barriers(2)
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 // `x % d == 0` rather than `is_multiple_of` (Rust 1.87): gpukern's minimum Rust is 1.85.
 #[allow(clippy::manual_is_multiple_of)]
@@ -485,20 +489,24 @@ pub unsafe fn attention_bwd_flash_dkdv<T: AttentionElement, const D: usize, M: M
 /// `attention_bwd_flash_dq_general_d<D>_<T>` ([`General`]) for `D` 64 and 128, `T` bf16 and
 /// f16.
 // Barriers: one after the prologue's copies, one per key tile.
-#[kernel(
-    instances(
-        attention_bwd_flash_dq_d64_bf16 = (bf16, 64, NoMask),
-        attention_bwd_flash_dq_d128_bf16 = (bf16, 128, NoMask),
-        attention_bwd_flash_dq_d64_f16 = (f16, 64, NoMask),
-        attention_bwd_flash_dq_d128_f16 = (f16, 128, NoMask),
-        attention_bwd_flash_dq_general_d64_bf16 = (bf16, 64, General),
-        attention_bwd_flash_dq_general_d128_bf16 = (bf16, 128, General),
-        attention_bwd_flash_dq_general_d64_f16 = (f16, 64, General),
-        attention_bwd_flash_dq_general_d128_f16 = (f16, 128, General),
-    ),
-    block(BWD_FLASH_BLOCK),
-    barriers(2)
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        instances(
+            attention_bwd_flash_dq_d64_bf16 = (bf16, 64, NoMask),
+            attention_bwd_flash_dq_d128_bf16 = (bf16, 128, NoMask),
+            attention_bwd_flash_dq_d64_f16 = (f16, 64, NoMask),
+            attention_bwd_flash_dq_d128_f16 = (f16, 128, NoMask),
+            attention_bwd_flash_dq_general_d64_bf16 = (bf16, 64, General),
+            attention_bwd_flash_dq_general_d128_bf16 = (bf16, 128, General),
+            attention_bwd_flash_dq_general_d64_f16 = (f16, 64, General),
+            attention_bwd_flash_dq_general_d128_f16 = (f16, 128, General),
+        ),
+        block(BWD_FLASH_BLOCK),
+        barriers(2)
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::manual_is_multiple_of)]
 pub unsafe fn attention_bwd_flash_dq<T: AttentionElement, const D: usize, M: Mask>(

@@ -100,11 +100,15 @@ pub fn padded_row_coords(r: usize, q_pad: usize, heads: usize, narrow: bool) -> 
 ///
 /// Instances: `attention_bwd_prep_bf16`, `attention_bwd_prep_f16`.
 // Barriers: none (shuffles only).
-#[kernel(
-    instances(attention_bwd_prep_bf16 = bf16, attention_bwd_prep_f16 = f16),
-    block(BWD_ROWS_BLOCK),
-    barriers(0)
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        instances(attention_bwd_prep_bf16 = bf16, attention_bwd_prep_f16 = f16),
+        block(BWD_ROWS_BLOCK),
+        barriers(0)
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_bwd_prep<T: AttentionElement>(
     o: *const T,
@@ -263,11 +267,15 @@ fn pair_gradient<M: Mask>(
 /// Instances: `attention_bwd_rows_dq_bf16`, `attention_bwd_rows_dq_f16` (the shipped masks,
 /// [`General`]).
 // Barriers: none (shuffles only).
-#[kernel(
-    instances(attention_bwd_rows_dq_bf16 = (bf16, General), attention_bwd_rows_dq_f16 = (f16, General)),
-    block(BWD_ROWS_BLOCK),
-    barriers(0)
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        instances(attention_bwd_rows_dq_bf16 = (bf16, General), attention_bwd_rows_dq_f16 = (f16, General)),
+        block(BWD_ROWS_BLOCK),
+        barriers(0)
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_bwd_rows_dq<T: AttentionElement, M: Mask>(
     q: *const T,
@@ -405,11 +413,15 @@ pub unsafe fn attention_bwd_rows_dq<T: AttentionElement, M: Mask>(
 /// Instances: `attention_bwd_rows_dkdv_bf16`, `attention_bwd_rows_dkdv_f16` (the shipped masks,
 /// [`General`]).
 // Barriers: none (shuffles only).
-#[kernel(
-    instances(attention_bwd_rows_dkdv_bf16 = (bf16, General), attention_bwd_rows_dkdv_f16 = (f16, General)),
-    block(BWD_ROWS_BLOCK),
-    barriers(0)
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        instances(attention_bwd_rows_dkdv_bf16 = (bf16, General), attention_bwd_rows_dkdv_f16 = (f16, General)),
+        block(BWD_ROWS_BLOCK),
+        barriers(0)
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_bwd_rows_dkdv<T: AttentionElement, M: Mask>(
     q: *const T,

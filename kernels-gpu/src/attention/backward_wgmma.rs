@@ -342,16 +342,20 @@ pub(super) fn store_gradient<T: WgmmaElement, H: WgmmaHead>(
 /// Instances: `attention_bwd_wgmma_dkdv_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16.
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
 // Barriers: the ring's initialisation and the `K`/`V` barrier's.
-#[kernel(
-    launch_bounds(384, 1),
-    instances(
-        attention_bwd_wgmma_dkdv_d64_bf16 = (bf16, D64),
-        attention_bwd_wgmma_dkdv_d128_bf16 = (bf16, D128),
-        attention_bwd_wgmma_dkdv_d64_f16 = (f16, D64),
-        attention_bwd_wgmma_dkdv_d128_f16 = (f16, D128),
-    ),
-    barriers(2)
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        launch_bounds(384, 1),
+        instances(
+            attention_bwd_wgmma_dkdv_d64_bf16 = (bf16, D64),
+            attention_bwd_wgmma_dkdv_d128_bf16 = (bf16, D128),
+            attention_bwd_wgmma_dkdv_d64_f16 = (f16, D64),
+            attention_bwd_wgmma_dkdv_d128_f16 = (f16, D128),
+        ),
+        barriers(2)
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     maps: *const u64,
@@ -675,16 +679,20 @@ pub unsafe fn attention_bwd_wgmma_dkdv<T: BwdWgmmaElement, H: BwdWgmmaHead>(
 ///
 /// Instances: `attention_bwd_wgmma_dq_d<D>_<T>` for `D` 64 and 128, `T` bf16 and f16.
 // Barriers: the ring's initialisation and the `Q`/`dO` barrier's.
-#[kernel(
-    launch_bounds(384, 1),
-    instances(
-        attention_bwd_wgmma_dq_d64_bf16 = (bf16, D64),
-        attention_bwd_wgmma_dq_d128_bf16 = (bf16, D128),
-        attention_bwd_wgmma_dq_d64_f16 = (f16, D64),
-        attention_bwd_wgmma_dq_d128_f16 = (f16, D128),
-    ),
-    barriers(2)
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        launch_bounds(384, 1),
+        instances(
+            attention_bwd_wgmma_dq_d64_bf16 = (bf16, D64),
+            attention_bwd_wgmma_dq_d128_bf16 = (bf16, D128),
+            attention_bwd_wgmma_dq_d64_f16 = (f16, D64),
+            attention_bwd_wgmma_dq_d128_f16 = (f16, D128),
+        ),
+        barriers(2)
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_bwd_wgmma_dq<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     maps: *const u64,

@@ -398,16 +398,20 @@ fn thread_key(c: usize, w: usize, g: usize) -> usize {
 /// takes the other masks.
 // Launch bounds `(384, 1)` so that ptxas knows the register budget at entry (`setmaxnreg`).
 // Barriers: `fused_barriers`.
-#[kernel(
-    launch_bounds(384, 1),
-    instances(
-        attention_bwd_wgmma_fused_d64_bf16 = (bf16, D64),
-        attention_bwd_wgmma_fused_d128_bf16 = (bf16, D128),
-        attention_bwd_wgmma_fused_d64_f16 = (f16, D64),
-        attention_bwd_wgmma_fused_d128_f16 = (f16, D128),
-    ),
-    barriers(fused_barriers(false))
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        launch_bounds(384, 1),
+        instances(
+            attention_bwd_wgmma_fused_d64_bf16 = (bf16, D64),
+            attention_bwd_wgmma_fused_d128_bf16 = (bf16, D128),
+            attention_bwd_wgmma_fused_d64_f16 = (f16, D64),
+            attention_bwd_wgmma_fused_d128_f16 = (f16, D128),
+        ),
+        barriers(fused_barriers(false))
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
     maps: *const u64,
@@ -481,22 +485,26 @@ pub unsafe fn attention_bwd_wgmma_fused<T: BwdWgmmaElement, H: BwdWgmmaHead>(
 /// `attention_bwd_wgmma_fused_masked_bias_d128_<T>` (the bias at head dim 128) and
 /// `attention_bwd_wgmma_fused_masked_bent_d<D>_<T>` (the soft cap, `BentOf<General>`).
 // Barriers: `fused_barriers`.
-#[kernel(
-    launch_bounds(384, 1),
-    instances(
-        attention_bwd_wgmma_fused_masked_d64_bf16 = (bf16, D64, GeneralBias),
-        attention_bwd_wgmma_fused_masked_d128_bf16 = (bf16, D128, GeneralKeys),
-        attention_bwd_wgmma_fused_masked_bias_d128_bf16 = (bf16, D128, GeneralBias),
-        attention_bwd_wgmma_fused_masked_d64_f16 = (f16, D64, GeneralBias),
-        attention_bwd_wgmma_fused_masked_d128_f16 = (f16, D128, GeneralKeys),
-        attention_bwd_wgmma_fused_masked_bias_d128_f16 = (f16, D128, GeneralBias),
-        attention_bwd_wgmma_fused_masked_bent_d64_bf16 = (bf16, D64, GeneralBent),
-        attention_bwd_wgmma_fused_masked_bent_d128_bf16 = (bf16, D128, GeneralBent),
-        attention_bwd_wgmma_fused_masked_bent_d64_f16 = (f16, D64, GeneralBent),
-        attention_bwd_wgmma_fused_masked_bent_d128_f16 = (f16, D128, GeneralBent),
-    ),
-    barriers(fused_barriers(true))
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        launch_bounds(384, 1),
+        instances(
+            attention_bwd_wgmma_fused_masked_d64_bf16 = (bf16, D64, GeneralBias),
+            attention_bwd_wgmma_fused_masked_d128_bf16 = (bf16, D128, GeneralKeys),
+            attention_bwd_wgmma_fused_masked_bias_d128_bf16 = (bf16, D128, GeneralBias),
+            attention_bwd_wgmma_fused_masked_d64_f16 = (f16, D64, GeneralBias),
+            attention_bwd_wgmma_fused_masked_d128_f16 = (f16, D128, GeneralKeys),
+            attention_bwd_wgmma_fused_masked_bias_d128_f16 = (f16, D128, GeneralBias),
+            attention_bwd_wgmma_fused_masked_bent_d64_bf16 = (bf16, D64, GeneralBent),
+            attention_bwd_wgmma_fused_masked_bent_d128_bf16 = (bf16, D128, GeneralBent),
+            attention_bwd_wgmma_fused_masked_bent_d64_f16 = (f16, D64, GeneralBent),
+            attention_bwd_wgmma_fused_masked_bent_d128_f16 = (f16, D128, GeneralBent),
+        ),
+        barriers(fused_barriers(true))
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_bwd_wgmma_fused_masked<T: BwdWgmmaElement, H: BwdWgmmaHead, M: Mask>(
     maps: *const u64,
@@ -1157,14 +1165,18 @@ pub const fn dq_convert_threads(batch: usize, q_len: usize, heads: usize, head_d
 ///
 /// Instances: `attention_bwd_wgmma_dq_convert_bf16`, `attention_bwd_wgmma_dq_convert_f16`.
 // Barriers: none.
-#[kernel(
-    instances(
-        attention_bwd_wgmma_dq_convert_bf16 = bf16,
-        attention_bwd_wgmma_dq_convert_f16 = f16,
-    ),
-    block(DQ_CONVERT_BLOCK),
-    barriers(0)
+#[cfg_attr(
+    feature = "attention",
+    kernel(
+        instances(
+            attention_bwd_wgmma_dq_convert_bf16 = bf16,
+            attention_bwd_wgmma_dq_convert_f16 = f16,
+        ),
+        block(DQ_CONVERT_BLOCK),
+        barriers(0)
+    )
 )]
+#[cfg_attr(not(feature = "attention"), inline(always))]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn attention_bwd_wgmma_dq_convert<T: BwdWgmmaElement>(
     dq_accum: *const f32,

@@ -95,7 +95,6 @@ macro_rules! launch_mask {
 /// fields again at each use rather than once ahead and keeps them live across a kernel's loop
 /// (ptxas spilled them there: the one-kernel Hopper backward's across its warpgroups'
 /// `setmaxnreg`, the `mma.sync` backward's `dK`/`dV` kernel at head dim 128).
-#[cfg(feature = "attention")]
 #[inline(always)]
 pub(crate) fn fresh_mask<M: crate::gpu::attention::Mask>(
     (data, int, float): (*const i32, usize, f32),
@@ -107,19 +106,11 @@ pub(crate) fn fresh_mask<M: crate::gpu::attention::Mask>(
     launch_mask!(M, data, int, float, q_len, kv_len, heads)
 }
 
-#[cfg(feature = "attention")]
 pub mod backward_flash;
-#[cfg(feature = "attention")]
 pub mod backward_rows;
-#[cfg(all(
-    feature = "attention",
-    any(not(target_arch = "nvptx64"), target_feature = "sm_90a")
-))]
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod backward_wgmma;
-#[cfg(all(
-    feature = "attention",
-    any(not(target_arch = "nvptx64"), target_feature = "sm_90a")
-))]
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod backward_wgmma_fused;
 pub mod flash;
 mod mask_kernels;
@@ -128,9 +119,7 @@ pub mod tiles;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
 pub mod wgmma;
 
-#[cfg(feature = "attention")]
 pub use backward_flash::*;
-#[cfg(feature = "attention")]
 pub use backward_rows::*;
 pub use flash::*;
 pub use rows::*;
