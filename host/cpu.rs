@@ -466,18 +466,7 @@ where
     let kv_at = |b: usize, j: usize, h: usize| ((b * s.kv_len + j) * s.kv_heads + h) * hd;
     let mut out = vec![0.0f32; s.batch * s.q_len * s.heads * hd];
     let mut lse = ndarray::Array3::<f32>::from_elem((s.batch, s.heads, s.q_len), f32::NEG_INFINITY);
-    let mask = attention_reference_mask(options);
-    if let crate::ops::attention::AttentionMask::Custom(custom) = mask {
-        if custom.keep.is_none() {
-            return Err(crate::error::Error::InvalidArgument {
-                op: "cpu::attention",
-                detail: format!(
-                    "the custom mask {} has no reference written out (CustomMask::reference)",
-                    custom.name()
-                ),
-            });
-        }
-    }
+    let mask = attention_reference_mask(options, "cpu::attention")?;
     let mut scores = Vec::with_capacity(s.kv_len);
     for b in 0..s.batch {
         for h in 0..s.heads {
@@ -543,12 +532,27 @@ where
 
 #[cfg(feature = "attention")]
 /// The mask of `options` as the references write it out: the causal flag folded into it.
+///
+/// Errors: [`crate::Error::InvalidArgument`] (for `op`) for a custom mask without its
+/// reference written out ([`crate::CustomMask::reference`]).
 fn attention_reference_mask<'a>(
     options: &crate::ops::attention::AttentionOptions<'a>,
-) -> crate::ops::attention::AttentionMask<'a> {
+    op: &'static str,
+) -> Result<crate::ops::attention::AttentionMask<'a>> {
     match (options.causal, options.mask) {
-        (true, crate::ops::attention::AttentionMask::None) => crate::ops::attention::AttentionMask::Causal,
-        (_, m) => m,
+        (true, crate::ops::attention::AttentionMask::None) => {
+            Ok(crate::ops::attention::AttentionMask::Causal)
+        }
+        (_, crate::ops::attention::AttentionMask::Custom(custom)) if custom.keep.is_none() => {
+            Err(crate::error::Error::InvalidArgument {
+                op,
+                detail: format!(
+                    "the custom mask {} has no reference written out (CustomMask::reference)",
+                    custom.name()
+                ),
+            })
+        }
+        (_, m) => Ok(m),
     }
 }
 
@@ -556,7 +560,8 @@ fn attention_reference_mask<'a>(
 /// The scaled score `score` of row `i` (at position `p` among the keys) and key `j` of head `h`
 /// (of `heads`) in batch `b`, modified by `mask` (ALiBi's bias, the soft cap, a custom mask's
 /// reference), and the modification's derivative with respect to `score` (1 where none
-/// modifies it; `None` for a custom mask's, which has no derivative written out).
+/// modifies it; `None` for a custom mask's without its derivative written out,
+/// [`crate::CustomMask::score_grad_reference`]).
 fn attention_modified_score(
     mask: &crate::ops::attention::AttentionMask<'_>,
     score: f64,
@@ -573,7 +578,10 @@ fn attention_modified_score(
             (cap * t, Some(1.0 - t * t))
         }
         crate::ops::attention::AttentionMask::Custom(custom) => match custom.score {
-            Some(modify) => (modify(score, b, h, i, j), None),
+            Some(modify) => (
+                modify(score, b, h, i, j),
+                custom.score_grad.map(|grad| grad(score, b, h, i, j)),
+            ),
             None => (score, Some(1.0)),
         },
         _ => (score, Some(1.0)),
@@ -635,9 +643,13 @@ pub struct AttentionBackward {
 /// the mask keeps (the same rules as [`crate::Gpu::attention_backward`]; the shipped masks
 /// written out as in [`attention`], a score modification's derivative multiplying `dS`).
 ///
+/// A custom mask ([`crate::CustomMask`]) is written out by its [`reference`](crate::CustomMask::reference),
+/// its score modification by [`score_reference`](crate::CustomMask::score_reference) and that
+/// modification's derivative by [`score_grad_reference`](crate::CustomMask::score_grad_reference).
+///
 /// Errors: those of [`crate::Gpu::attention`] on the shapes and the scale; a `d_out` not of
-/// `q`'s shape is [`crate::Error::ShapeMismatch`]; a custom mask is
-/// [`crate::Error::InvalidArgument`] (the backward takes the shipped masks).
+/// `q`'s shape is [`crate::Error::ShapeMismatch`]; a custom mask without its reference, or with a
+/// score modification without its derivative, is [`crate::Error::InvalidArgument`].
 pub fn attention_backward<T, S0, S1, S2, S3>(
     d_out: &ArrayBase<S0, ndarray::Ix4>,
     q: &ArrayBase<S1, ndarray::Ix4>,
@@ -681,16 +693,7 @@ where
     let (mut dq, mut dq_t) = (vec![0.0f64; q_elems], vec![0.0f64; q_elems]);
     let (mut dk, mut dk_t) = (vec![0.0f64; kv_elems], vec![0.0f64; kv_elems]);
     let (mut dv, mut dv_t) = (vec![0.0f64; kv_elems], vec![0.0f64; kv_elems]);
-    let mask = attention_reference_mask(options);
-    if let crate::ops::attention::AttentionMask::Custom(custom) = mask {
-        return Err(crate::error::Error::InvalidArgument {
-            op: "cpu::attention_backward",
-            detail: format!(
-                "the backward takes the shipped masks, not the custom mask {}",
-                custom.name()
-            ),
-        });
-    }
+    let mask = attention_reference_mask(options, "cpu::attention_backward")?;
     let (mut p, mut grad) = (Vec::with_capacity(s.kv_len), Vec::with_capacity(s.kv_len));
     for b in 0..s.batch {
         for h in 0..s.heads {
@@ -712,7 +715,7 @@ where
                 for &j in &kept {
                     let k_row = &k[kv_at(b, j, kvh)..][..dd];
                     let score = scale * q_row.iter().zip(k_row).map(|(x, y)| x * y).sum::<f64>();
-                    // A custom mask was refused above: every other one has its derivative.
+                    // Every shipped mask has its derivative; a custom one where it is written out.
                     let (modified, derivative) =
                         attention_modified_score(&mask, score, (b, h, s.heads), (i, j, pos));
                     p.push(modified);

@@ -56,13 +56,15 @@ fn main() -> Res<()> {
 }
 
 /// The crate's own attention mask ([`fast_kernels::PrefixLm`]) on every rung the plan runs it on:
-/// the rows rung, the `mma.sync` rung at head dims 64 and 128, and the plan's choice at 64, 128 and
-/// 256 (the Hopper rung where the GPU has `wgmma`): twelve kernels on an H100 or H200 (six an
+/// the forward's rows rung, `mma.sync` rung at head dims 64 and 128, and the plan's choice at 64,
+/// 128 and 256 (the Hopper rung where the GPU has `wgmma`); the backward's rows rung and
+/// `mma.sync` rung at 64 and 128, and the plan's choice at 64 and 128 (the one-kernel Hopper rung
+/// where the GPU has `wgmma`, else the `mma.sync` rung): 28 kernels on an H100 or H200 (14 an
 /// element type), each against gpukern's CPU reference with the mask written out apart. In the
 /// simulator bf16 only, on small ragged shapes.
 fn prefix_lm(gpu: &Gpu, big: bool) -> Res<()> {
     use gpukern::{AttentionAlgorithm as A, f16};
-    use user_kernels::prefix_lm::{PrefixCase, Unit, prefix_lm_check};
+    use user_kernels::prefix_lm::{PrefixCase, Unit, prefix_lm_backward_check, prefix_lm_check};
     fn run<T: Unit>(gpu: &Gpu, name: &str, big: bool) -> Res<()> {
         for (algorithm, head_dim) in [
             (A::Rows, 64),
@@ -84,6 +86,29 @@ fn prefix_lm(gpu: &Gpu, big: bool) -> Res<()> {
             check(
                 &format!(
                     "prefix-LM attention ({}, {name}, {dims:?}, prefix {prefix})",
+                    algorithm.name()
+                ),
+                ratio,
+            )?;
+        }
+        for (algorithm, head_dim) in [
+            (A::Rows, 64),
+            (A::Flash, 64),
+            (A::Flash, 128),
+            (A::Auto, 64),
+            (A::Auto, 128),
+        ] {
+            // Ragged as above; smaller on the GPU than the forward's, for the f64 reference.
+            let (dims, prefix) = if big {
+                ([1, 300, 333, 4, 2, head_dim], 100)
+            } else {
+                ([1, 70, 90, 2, 1, head_dim], 37)
+            };
+            let case = PrefixCase::new(dims, prefix);
+            let ratio = prefix_lm_backward_check::<T>(gpu, case, algorithm, 5 + head_dim as u64)?;
+            check(
+                &format!(
+                    "prefix-LM attention backward ({}, {name}, {dims:?}, prefix {prefix})",
                     algorithm.name()
                 ),
                 ratio,

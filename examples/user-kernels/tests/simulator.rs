@@ -668,8 +668,132 @@ fn a_prefix_one_key_off_fails_the_reference_check() {
     }
 }
 
+/// The crate's prefix-LM mask through every rung of the backward (its own instances of the rows
+/// rung, of the `mma.sync` rung and of the one-kernel Hopper rung, the latter two at head dims 64
+/// and 128, in both element types: every backward entry of the mask), on ragged shapes: rows and
+/// keys no multiple of a tile, fewer keys than rows, grouped-query heads, a prefix inside the
+/// first tile and one past a key block; `Auto` takes the one-kernel rung for it.
+#[test]
+fn prefix_lm_backward_matches_the_reference_on_every_rung() {
+    use gpukern::AttentionAlgorithm as A;
+    use user_kernels::prefix_lm::{PrefixCase, prefix_lm_backward_check};
+    let gpu = Gpu::simulator();
+    for (algorithm, dims, prefix, f16) in [
+        (A::Rows, [1, 37, 45, 2, 1, 40], 10, false),
+        (A::Rows, [1, 20, 33, 2, 2, 64], 7, true),
+        (A::Flash, [1, 70, 90, 2, 1, 64], 37, false),
+        (A::Flash, [1, 33, 20, 2, 2, 64], 5, true),
+        (A::Flash, [1, 20, 70, 2, 1, 128], 30, false),
+        (A::Flash, [1, 17, 30, 1, 1, 128], 9, true),
+        // The one-kernel rung (`Auto` takes it: the mask says `KEY_ROWS_EXACT`): several
+        // 128-key blocks adding into each query tile, keys in and past the prefix.
+        (A::Auto, [1, 20, 270, 2, 1, 128], 150, false),
+        (A::WgmmaFused, [1, 70, 140, 2, 2, 128], 20, true),
+        (A::WgmmaFused, [1, 65, 200, 2, 1, 64], 131, false),
+        (A::WgmmaFused, [2, 9, 140, 1, 1, 64], 3, true),
+    ] {
+        let (case, seed) = (PrefixCase::new(dims, prefix), dims[5] as u64 + prefix as u64);
+        let ratio = if f16 {
+            prefix_lm_backward_check::<gpukern::f16>(&gpu, case, algorithm, seed)
+        } else {
+            prefix_lm_backward_check::<bf16>(&gpu, case, algorithm, seed)
+        }
+        .unwrap();
+        assert!(
+            ratio <= 1.0,
+            "{} at {dims:?} (f16 {f16}): {ratio} of the tolerance",
+            algorithm.name()
+        );
+    }
+    let launched: Vec<&str> = gpukern::sim_launch_counts("fast_kernels")
+        .into_iter()
+        .filter(|(name, count)| name.starts_with("attention_bwd") && *count > 0)
+        .map(|(name, _)| name)
+        .collect();
+    for entry in [
+        "attention_bwd_rows_dq_bf16_prefixlm",
+        "attention_bwd_rows_dkdv_bf16_prefixlm",
+        "attention_bwd_rows_dq_f16_prefixlm",
+        "attention_bwd_rows_dkdv_f16_prefixlm",
+        "attention_bwd_flash_dq_bf16_64_prefixlm",
+        "attention_bwd_flash_dkdv_bf16_64_prefixlm",
+        "attention_bwd_flash_dq_f16_64_prefixlm",
+        "attention_bwd_flash_dkdv_f16_64_prefixlm",
+        "attention_bwd_flash_dq_bf16_128_prefixlm",
+        "attention_bwd_flash_dkdv_bf16_128_prefixlm",
+        "attention_bwd_flash_dq_f16_128_prefixlm",
+        "attention_bwd_flash_dkdv_f16_128_prefixlm",
+        "attention_bwd_wgmma_fused_masked_bf16_d64_keysofprefixlm",
+        "attention_bwd_wgmma_fused_masked_bf16_d128_keysofprefixlm",
+        "attention_bwd_wgmma_fused_masked_f16_d64_keysofprefixlm",
+        "attention_bwd_wgmma_fused_masked_f16_d128_keysofprefixlm",
+    ] {
+        assert!(launched.contains(&entry), "{entry} did not run: {launched:?}");
+    }
+}
+
+/// The prefix-LM mask's `rows` of each key is exactly the rows that see it (what its
+/// `KEY_ROWS_EXACT` promises the backward's one-kernel rung), on the CPU against the mask written
+/// out apart: square, more rows than keys and more keys than rows, prefixes from none to past
+/// the keys.
+#[test]
+fn prefix_lm_rows_of_a_key_are_exact() {
+    use fast_kernels::PrefixLm;
+    use gpukern_device::attention::{Mask, MaskArgs, MaskShape};
+    const { assert!(<PrefixLm as Mask>::KEY_ROWS_EXACT && !<PrefixLm as Mask>::SCORE_MOD) };
+    for (q_len, kv_len) in [(40, 40), (45, 20), (20, 77)] {
+        for prefix in [0, 1, 7, 19, 20, 100] {
+            let args = MaskArgs {
+                data: core::ptr::null(),
+                int: prefix,
+                float: 0.0,
+            };
+            let mask = PrefixLm::new(
+                args,
+                MaskShape {
+                    q_len,
+                    kv_len,
+                    heads: 2,
+                },
+            );
+            for h in 0..2 {
+                for kv in 0..kv_len {
+                    let band = mask.rows(0, h, kv..kv + 1);
+                    for q in 0..q_len {
+                        assert_eq!(
+                            band.contains(&q),
+                            reference::prefix_lm_keeps(prefix, q_len, kv_len, q, kv),
+                            "{q_len}x{kv_len}, prefix {prefix}, key {kv}, row {q}: rows {band:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The backward's check fails a planted wrong kernel: the kernels given a prefix one key longer
+/// than the reference's, on the `mma.sync` rung, the rows rung and the one-kernel rung.
+#[test]
+fn a_prefix_one_key_off_fails_the_backward_check() {
+    use gpukern::AttentionAlgorithm as A;
+    use user_kernels::prefix_lm::{PrefixCase, prefix_lm_backward_check};
+    let gpu = Gpu::simulator();
+    for algorithm in [A::Flash, A::Rows, A::WgmmaFused] {
+        let mut case = PrefixCase::new([1, 70, 90, 2, 1, 64], 37);
+        case.kernel_prefix += 1;
+        let ratio = prefix_lm_backward_check::<bf16>(&gpu, case, algorithm, 11).unwrap();
+        assert!(
+            ratio > 1.0,
+            "{}: the planted prefix passed ({ratio})",
+            algorithm.name()
+        );
+    }
+}
+
 /// A custom mask's errors: its records on another device, the causal flag beside it, the
-/// backward (which takes no custom mask), and the CPU reference without the mask written out.
+/// backward's one-kernel Hopper rung (which takes the shipped masks only), and the CPU
+/// references without the mask written out.
 #[test]
 fn a_custom_mask_refuses_what_it_cannot_run() {
     use gpukern::{AttentionMask, AttentionOptions, AttentionTensor, CustomMask};
@@ -693,14 +817,20 @@ fn a_custom_mask_refuses_what_it_cannot_run() {
     };
     let out = gpu.attention(&t, &t, &t, &options).unwrap();
     let o = AttentionTensor::contiguous(&out.out, [1, 8, 2, 64]).unwrap();
-    let grads = gpu.attention_backward(&t, &t, &t, &t, &o, &out.lse, &options);
+    let fused = AttentionOptions {
+        algorithm: gpukern::AttentionAlgorithm::WgmmaFused,
+        ..options
+    };
+    let grads = gpu.attention_backward(&t, &t, &t, &t, &o, &out.lse, &fused);
     assert!(
-        matches!(grads, Err(Error::InvalidArgument { .. })),
+        matches!(&grads, Err(Error::InvalidArgument { detail, .. }) if detail.contains("a shipped mask")),
         "{:?}",
         grads.map(|_| ())
     );
     let host = ndarray::Array4::from_elem((1, 8, 2, 64), bf16::from_f32(0.5));
     let reference = gpukern::cpu::attention(&host, &host, &host, &options);
+    assert!(matches!(reference, Err(Error::InvalidArgument { .. })));
+    let reference = gpukern::cpu::attention_backward(&host, &host, &host, &host, &options);
     assert!(matches!(reference, Err(Error::InvalidArgument { .. })));
 }
 
@@ -735,6 +865,18 @@ fn the_ptx_assembles_for_every_architecture_without_spills_or_stack() {
         let mut names = gpukern::ptx::entry_names(module.ptx);
         names.sort_unstable();
         let common = [
+            "attention_bwd_flash_dkdv_bf16_128_prefixlm",
+            "attention_bwd_flash_dkdv_bf16_64_prefixlm",
+            "attention_bwd_flash_dkdv_f16_128_prefixlm",
+            "attention_bwd_flash_dkdv_f16_64_prefixlm",
+            "attention_bwd_flash_dq_bf16_128_prefixlm",
+            "attention_bwd_flash_dq_bf16_64_prefixlm",
+            "attention_bwd_flash_dq_f16_128_prefixlm",
+            "attention_bwd_flash_dq_f16_64_prefixlm",
+            "attention_bwd_rows_dkdv_bf16_prefixlm",
+            "attention_bwd_rows_dkdv_f16_prefixlm",
+            "attention_bwd_rows_dq_bf16_prefixlm",
+            "attention_bwd_rows_dq_f16_prefixlm",
             "attention_flash_bf16_128_prefixlm",
             "attention_flash_bf16_64_prefixlm",
             "attention_flash_f16_128_prefixlm",
@@ -755,6 +897,10 @@ fn the_ptx_assembles_for_every_architecture_without_spills_or_stack() {
         if module.arch == "sm_90a" {
             want.push("gemm_bias_gelu");
             want.extend([
+                "attention_bwd_wgmma_fused_masked_bf16_d128_keysofprefixlm",
+                "attention_bwd_wgmma_fused_masked_bf16_d64_keysofprefixlm",
+                "attention_bwd_wgmma_fused_masked_f16_d128_keysofprefixlm",
+                "attention_bwd_wgmma_fused_masked_f16_d64_keysofprefixlm",
                 "attention_wgmma_bf16_d128_pingpong_prefixlm",
                 "attention_wgmma_bf16_d256_onetile_prefixlm",
                 "attention_wgmma_bf16_d64_pingpong_prefixlm",

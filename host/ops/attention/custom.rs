@@ -12,7 +12,8 @@ use crate::buffer::DeviceVec;
 pub type KeepReference<'a> = &'a (dyn Fn(usize, usize, usize, usize) -> bool + Sync);
 
 /// The CPU reference's form of a custom score modification: the score `s` (already scaled) of
-/// row `q`, head `h`, batch `b`, key `kv`, modified.
+/// row `q`, head `h`, batch `b`, key `kv`, modified (or, for
+/// [`CustomMask::score_grad_reference`], the modification's derivative at `s`).
 pub type ScoreReference<'a> = &'a (dyn Fn(f64, usize, usize, usize, usize) -> f64 + Sync);
 
 /// One call's custom mask: its kernels and the three parameters the mask reads
@@ -31,6 +32,7 @@ pub struct CustomMask<'a> {
     pub(crate) float: f32,
     pub(crate) keep: Option<KeepReference<'a>>,
     pub(crate) score: Option<ScoreReference<'a>>,
+    pub(crate) score_grad: Option<ScoreReference<'a>>,
 }
 
 impl<'a> CustomMask<'a> {
@@ -43,6 +45,7 @@ impl<'a> CustomMask<'a> {
             float: 0.0,
             keep: None,
             score: None,
+            score_grad: None,
         }
     }
 
@@ -78,6 +81,18 @@ impl<'a> CustomMask<'a> {
     pub fn score_reference(self, score: ScoreReference<'a>) -> Self {
         CustomMask {
             score: Some(score),
+            ..self
+        }
+    }
+
+    /// The derivative of the score modification written out for
+    /// [`cpu::attention_backward`](crate::cpu::attention_backward) (`grad(s, b, h, q, kv)`, the
+    /// derivative of [`CustomMask::score_reference`]'s at `s`): without it the CPU backward
+    /// refuses a mask with a score modification (the kernels take the mask type's
+    /// `Mask::score_grad`).
+    pub fn score_grad_reference(self, grad: ScoreReference<'a>) -> Self {
+        CustomMask {
+            score_grad: Some(grad),
             ..self
         }
     }

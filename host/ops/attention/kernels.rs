@@ -5,6 +5,11 @@ use gpukern_device::attention::Shipped;
 use half::{bf16, f16};
 use kernels_gpu::attention as family;
 
+use super::backward::kernels::{
+    FlashDkdvLauncher as BwdFlashDkdvLauncher, FlashDqLauncher as BwdFlashDqLauncher,
+    RowsDkdvLauncher as BwdRowsDkdvLauncher, RowsDqLauncher as BwdRowsDqLauncher,
+    WgmmaFusedMaskedLauncher as BwdWgmmaFusedMaskedLauncher,
+};
 use super::plan::AttentionShape;
 use crate::buffer::{DeviceVec, Element};
 use crate::device::Gpu;
@@ -150,9 +155,21 @@ pub struct MaskLaunchers<T: 'static> {
     /// `<mask>::attention_wgmma::<T, D64, PingPong, M>`, `<T, D128, PingPong, M>` and
     /// `<T, D256, OneTile, M>`.
     pub wgmma: [WgmmaLauncher<T>; 3],
+    /// The backward's rows rung: `<mask>::attention_bwd_rows_dq::<T, M>`.
+    pub bwd_rows_dq: BwdRowsDqLauncher<T>,
+    /// `<mask>::attention_bwd_rows_dkdv::<T, M>`.
+    pub bwd_rows_dkdv: BwdRowsDkdvLauncher<T>,
+    /// The backward's `mma.sync` rung: `<mask>::attention_bwd_flash_dq::<T, 64, M>` and
+    /// `<T, 128, M>`.
+    pub bwd_flash_dq: [BwdFlashDqLauncher<T>; 2],
+    /// `<mask>::attention_bwd_flash_dkdv::<T, 64, M>` and `<T, 128, M>`.
+    pub bwd_flash_dkdv: [BwdFlashDkdvLauncher<T>; 2],
+    /// The backward's one-kernel Hopper rung: `<mask>::attention_bwd_wgmma_fused_masked::<T,
+    /// D64, KeysOf<M>>` and `<T, D128, KeysOf<M>>` (sm_90a).
+    pub bwd_wgmma_fused: [BwdWgmmaFusedMaskedLauncher<T>; 2],
 }
 
-/// The attention forward's kernels instantiated with a mask of your own, in your kernel crate
+/// The attention kernels instantiated with a mask of your own, in your kernel crate
 /// (`crate::CustomMask` gives a call its parameters):
 /// `static BANDED: MaskKernels = gpukern::attention_mask_kernels!(KERNELS, my_kernels::banded);`
 /// where `KERNELS` is that crate's PTX (`gpukern::include_ptx!`) and `my_kernels::banded` the
@@ -173,6 +190,9 @@ pub struct MaskKernels {
     /// The mask's type says `CONTIGUOUS` and neither `SCORE_MOD` nor `!MASKS`: the Hopper rung's
     /// persistent walk snakes for it (`Work::walk`), and the plan runs it there as the causal mask.
     pub(crate) walks: bool,
+    /// The mask's type says `KEY_ROWS_EXACT` and not `SCORE_MOD`: the backward's one-kernel
+    /// Hopper rung takes it (its `KeysOf` instances).
+    pub(crate) fused_backward: bool,
 }
 
 impl MaskKernels {
@@ -184,6 +204,7 @@ impl MaskKernels {
         bf16: MaskLaunchers<bf16>,
         f16: MaskLaunchers<f16>,
         walks: bool,
+        fused_backward: bool,
     ) -> Self {
         MaskKernels {
             name,
@@ -191,6 +212,7 @@ impl MaskKernels {
             bf16,
             f16,
             walks,
+            fused_backward,
         }
     }
 

@@ -371,6 +371,15 @@ impl<'a> MaskSpec<'a> {
         self.plain() || self.custom.as_ref().is_some_and(|(mask, _)| mask.kernels.walks)
     }
 
+    /// Whether the backward's one-kernel Hopper rung takes the mask: every shipped one, a custom
+    /// one whose type says `KEY_ROWS_EXACT` and modifies no score
+    /// ([`MaskKernels`](super::MaskKernels)).
+    pub(crate) fn fused_backward(&self) -> bool {
+        self.custom
+            .as_ref()
+            .is_none_or(|(mask, _)| mask.kernels.fused_backward)
+    }
+
     /// The mask as the kernels take it.
     pub(crate) fn launch(&self) -> Result<MaskLaunch<'_>> {
         let data = match (self.records, &self.dummy) {

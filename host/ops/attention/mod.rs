@@ -98,6 +98,8 @@ macro_rules! attention_mask_kernels {
             <$($module)::+::Mask as $crate::ops::attention::mask_types::Mask>::CONTIGUOUS
                 && <$($module)::+::Mask as $crate::ops::attention::mask_types::Mask>::MASKS
                 && !<$($module)::+::Mask as $crate::ops::attention::mask_types::Mask>::SCORE_MOD,
+            <$($module)::+::Mask as $crate::ops::attention::mask_types::Mask>::KEY_ROWS_EXACT
+                && !<$($module)::+::Mask as $crate::ops::attention::mask_types::Mask>::SCORE_MOD,
         )
     };
     (@one $t:ty, $($module:ident)::+) => {
@@ -127,6 +129,28 @@ macro_rules! attention_mask_kernels {
                     $($module)::+::Mask,
                 >::launch_views::<$crate::module::Module>,
             ],
+            bwd_rows_dq: $($module)::+::attention_bwd_rows_dq::<$t, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
+            bwd_rows_dkdv: $($module)::+::attention_bwd_rows_dkdv::<$t, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
+            bwd_flash_dq: [
+                $($module)::+::attention_bwd_flash_dq::<$t, 64, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
+                $($module)::+::attention_bwd_flash_dq::<$t, 128, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
+            ],
+            bwd_flash_dkdv: [
+                $($module)::+::attention_bwd_flash_dkdv::<$t, 64, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
+                $($module)::+::attention_bwd_flash_dkdv::<$t, 128, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
+            ],
+            bwd_wgmma_fused: [
+                $($module)::+::attention_bwd_wgmma_fused_masked::<
+                    $t,
+                    $crate::ops::attention::mask_types::D64,
+                    $crate::ops::attention::mask_types::KeysOf<$($module)::+::Mask>,
+                >::launch_views::<$crate::module::Module>,
+                $($module)::+::attention_bwd_wgmma_fused_masked::<
+                    $t,
+                    $crate::ops::attention::mask_types::D128,
+                    $crate::ops::attention::mask_types::KeysOf<$($module)::+::Mask>,
+                >::launch_views::<$crate::module::Module>,
+            ],
         }
     };
 }
@@ -135,7 +159,7 @@ macro_rules! attention_mask_kernels {
 /// dims and schedules.
 #[doc(hidden)]
 pub mod mask_types {
-    pub use gpukern_device::attention::Mask;
+    pub use gpukern_device::attention::{KeysOf, Mask};
     pub use half::{bf16, f16};
     pub use kernels_gpu::attention::wgmma::{D64, D128, D256, OneTile, PingPong};
 }

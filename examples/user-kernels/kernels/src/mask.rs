@@ -12,7 +12,9 @@ use gpukern_device::attention::{Mask, MaskArgs, MaskShape, TileMask};
 /// parameter: `prefix` in [`MaskArgs::int`]. Row `q` sees the keys `0..end(q)`, `end(q) =
 /// max(prefix, position + 1)` within `0..=kv_len`: an interval that grows with `q`, so the
 /// kernels skip the tiles past the last row's end and test no key of the tiles before the first
-/// row's.
+/// row's. A key is seen by every row (in the prefix) or by the rows from its position on: an
+/// interval, which [`Mask::rows`] gives exactly (`KEY_ROWS_EXACT`, the backward's one-kernel
+/// Hopper rung).
 #[derive(Clone, Copy, Debug)]
 pub struct PrefixLm {
     prefix: i32,
@@ -40,6 +42,9 @@ impl PrefixLm {
 
 impl Mask for PrefixLm {
     const CONTIGUOUS: bool = true;
+    // `rows` of one key is exactly the rows that see it, for every head: the backward's
+    // one-kernel Hopper rung takes the mask.
+    const KEY_ROWS_EXACT: bool = true;
 
     #[inline(always)]
     fn new(args: MaskArgs, shape: MaskShape) -> Self {
@@ -78,6 +83,19 @@ impl Mask for PrefixLm {
     #[inline(always)]
     fn full_keys(&self, _: usize, _: usize, q: Range<usize>) -> Range<usize> {
         0..self.end_of(q.start) as usize
+    }
+
+    /// The rows that see a key of `kv`: those that see its first key (a row's keys are `0..end`,
+    /// so a row that sees any key of `kv` sees `kv.start`): every row for a key of the prefix,
+    /// else the rows at or past its position (`q + offset >= kv`).
+    #[inline(always)]
+    fn rows(&self, _: usize, _: usize, kv: Range<usize>) -> Range<usize> {
+        let key = kv.start as i32;
+        if key < self.prefix {
+            0..usize::MAX
+        } else {
+            (key - self.offset).max(0) as usize..usize::MAX
+        }
     }
 
     #[inline(always)]

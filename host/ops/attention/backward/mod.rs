@@ -34,7 +34,6 @@ use plan::{BackwardFacts, BackwardPlan};
 
 use std::sync::PoisonError;
 
-use super::kernels::MaskKind;
 use super::{AttentionElement, AttentionOptions, AttentionTensor, OP, Operands, attention_shape};
 use crate::buffer::{DeviceVec, checked_len_of};
 use crate::device::Gpu;
@@ -72,7 +71,10 @@ impl Gpu {
     /// default where it applies, the call is not deterministic and `q_len` is at most 65,535;
     /// else the `mma.sync` rung by default, else rows). Each score modification's
     /// derivative ([`Mask::score_grad`](gpukern_device::attention::Mask::score_grad))
-    /// multiplies its pair's gradient; a custom mask is an error.
+    /// multiplies its pair's gradient. A custom mask ([`AttentionMask::Custom`](super::AttentionMask::Custom))
+    /// runs its own instances of the `mma.sync` rung (head dims 64 and 128, aligned operands)
+    /// and of the rows rung (`kernels_gpu::attention_mask_kernels!` declares them with the
+    /// forward's), never the one-kernel rung; its type's `score_grad` is the derivative.
     ///
     /// Rules: the forward's; a row that sees no key contributes nothing; keys no row sees get
     /// zero gradients. Allocates the gradients. Its workspace (8 bytes per query row, the rows
@@ -97,7 +99,7 @@ impl Gpu {
     /// head dim, with unaligned strides or tensor maps the driver refuses; the one-kernel rung
     /// with `deterministic`; the fused rung at another head dim or unaligned; with a mask other
     /// than causal, a rung other than those three, or the one-kernel rung where it does not
-    /// apply; a custom mask).
+    /// apply, a custom mask's among them).
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward<T: AttentionElement>(
         &self,
@@ -142,15 +144,6 @@ impl Gpu {
         dv: &mut DeviceVec<T>,
     ) -> Result<()> {
         let ops = self.attention_inputs(q, k, v, options)?;
-        if ops.mask.kind == MaskKind::Custom {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                detail: format!(
-                    "the backward takes the shipped masks, not the custom mask {}",
-                    options.mask.name()
-                ),
-            });
-        }
         let s = ops.shape;
         same_shape(
             OP,
@@ -207,6 +200,7 @@ impl Gpu {
                     .all(|t| t.map_4d_ok(WGMMA_BOX_ROWS))
                 && [&ops.q, d_out].iter().all(|t| t.map_4d_ok(BWD_WGMMA_Q_TILE)),
             masked,
+            fused_mask: ops.mask.fused_backward(),
             short: s.q_len <= BWD_FUSED_MASKED_MAX_ROWS,
         };
         let plan = BackwardPlan::choose(options.algorithm, s.head_dim, facts, options.deterministic)
@@ -297,6 +291,15 @@ impl Gpu {
         match plan {
             BackwardPlan::Rows => {
                 let mask = ops.mask.launch()?;
+                // A custom mask's instances, in its crate's module; the library's `General` ones
+                // otherwise (which the no-mask and causal calls run too).
+                let (rows_dq, rows_dkdv, module) = match mask.custom {
+                    Some((custom, module)) => {
+                        let launchers = T::custom(custom);
+                        (launchers.bwd_rows_dq, launchers.bwd_rows_dkdv, module)
+                    }
+                    None => (table.rows_dq, table.rows_dkdv, &library),
+                };
                 if s.rows() > 0 {
                     let cfg = LaunchConfig::rows_per_block(
                         OP,
@@ -311,8 +314,8 @@ impl Gpu {
                     // statistics hold `batch * heads * q_pad` floats, `dq` `rows * head_dim`
                     // elements, `cfg` covers `rows` warps.
                     unsafe {
-                        (table.rows_dq)(
-                            &library,
+                        (rows_dq)(
+                            module,
                             cfg,
                             launch.view(&ops.q)?,
                             launch.view(&ops.k)?,
@@ -361,8 +364,8 @@ impl Gpu {
                     // SAFETY: as for `dQ`; `dk` and `dv` hold `key_rows * head_dim` elements
                     // each, `cfg` covers `key_rows` warps.
                     unsafe {
-                        (table.rows_dkdv)(
-                            &library,
+                        (rows_dkdv)(
+                            module,
                             cfg,
                             launch.view(&ops.q)?,
                             launch.view(&ops.k)?,
@@ -407,10 +410,21 @@ impl Gpu {
                 // With a mask other than none and causal, the general instances, which read
                 // the mask (the unmasked ones read `causal` and ignore it).
                 let mask = ops.mask.launch()?;
-                let (dq_kernel, dkdv_kernel) = if masked {
-                    (table.flash_dq_general[which], table.flash_dkdv_general[which])
-                } else {
-                    (table.flash_dq[which], table.flash_dkdv[which])
+                let (dq_kernel, dkdv_kernel, module) = match mask.custom {
+                    Some((custom, module)) => {
+                        let launchers = T::custom(custom);
+                        (
+                            launchers.bwd_flash_dq[which],
+                            launchers.bwd_flash_dkdv[which],
+                            module,
+                        )
+                    }
+                    None if masked => (
+                        table.flash_dq_general[which],
+                        table.flash_dkdv_general[which],
+                        &library,
+                    ),
+                    None => (table.flash_dq[which], table.flash_dkdv[which], &library),
                 };
                 if s.rows() > 0 {
                     let cfg = LaunchConfig::grid_3d(
@@ -427,7 +441,7 @@ impl Gpu {
                     // 64; `cfg` is the kernel's grid.
                     unsafe {
                         (dq_kernel)(
-                            &library,
+                            module,
                             cfg,
                             launch.view(&ops.q)?,
                             launch.view(&ops.k)?,
@@ -474,7 +488,7 @@ impl Gpu {
                     // SAFETY: as for `dQ`, with `cfg` the key tiles' grid.
                     unsafe {
                         (dkdv_kernel)(
-                            &library,
+                            module,
                             cfg,
                             launch.view(&ops.q)?,
                             launch.view(&ops.k)?,
@@ -637,16 +651,24 @@ impl Gpu {
                     unsafe {
                         if masked {
                             let mask = ops.mask.launch()?;
-                            // The table's order: d64, d128, bias d128, bent d64, bent d128. At
-                            // head dim 128 a bias has entries of its own; a score that bends
-                            // (the soft cap) has its own at both.
-                            let which = match (ops.mask.modifies_scores(), ops.mask.score_is_bias()) {
-                                (true, false) => 3 + which,
-                                (true, true) => 2 * which,
-                                (false, _) => which,
+                            // A custom mask's `KeysOf` instances (the plan checked that the mask
+                            // modifies no score and says `KEY_ROWS_EXACT`), in its crate's module.
+                            // The library's table's order: d64, d128, bias d128, bent d64, bent
+                            // d128. At head dim 128 a bias has entries of its own; a score that
+                            // bends (the soft cap) has its own at both.
+                            let (kernel, module) = match mask.custom {
+                                Some((custom, module)) => (T::custom(custom).bwd_wgmma_fused[which], module),
+                                None => {
+                                    let which = match (ops.mask.modifies_scores(), ops.mask.score_is_bias()) {
+                                        (true, false) => 3 + which,
+                                        (true, true) => 2 * which,
+                                        (false, _) => which,
+                                    };
+                                    (table.wgmma_fused_masked[which], &library)
+                                }
                             };
-                            (table.wgmma_fused_masked[which])(
-                                &library,
+                            (kernel)(
+                                module,
                                 cfg,
                                 maps.view(),
                                 launch.view(&ops.q)?,

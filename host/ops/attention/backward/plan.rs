@@ -8,9 +8,11 @@
 //!    for `Auto` and `WgmmaFused` where rule 2 holds, the call is not deterministic and `q_len`
 //!    is at most [`BWD_FUSED_MASKED_MAX_ROWS`]; else the `mma.sync` rung's general instances
 //!    (`attention_bwd_flash_{dq,dkdv}_general_d<D>_*`, every shipped mask) for `Auto` and
-//!    `Flash` where rule 3 holds (deterministic calls, GPUs without `wgmma`, longer sequences);
-//!    else the rows rung for `Auto` and `Rows`; any other algorithm is an error that names
-//!    those three.
+//!    `Flash` where rule 3 holds (deterministic calls, GPUs without `wgmma`, longer sequences,
+//!    custom masks the one-kernel rung does not take); else the rows rung for `Auto` and
+//!    `Rows`; any other algorithm is an error that names those three. A custom mask runs its own
+//!    instances of each rung (`attention_mask_kernels!`), the one-kernel rung's only where its
+//!    type says `KEY_ROWS_EXACT` and modifies no score (`BackwardFacts::fused_mask`).
 //! 1. [`AttentionAlgorithm::Rows`] asked for: the rows rung (`attention_bwd_rows_dq_*` and
 //!    `attention_bwd_rows_dkdv_*`).
 //! 2. On a GPU with `wgmma` (sm_90a), head dim 64 or 128 ([`BWD_WGMMA_HEAD_DIMS`]), aligned
@@ -78,6 +80,10 @@ pub(crate) struct BackwardFacts {
     /// a varlen batch): the kernels' [`General`](kernels_gpu::gpu::attention::General)
     /// instances.
     pub(crate) masked: bool,
+    /// The one-kernel rung takes the call's mask (`masked`): every shipped mask does, a custom
+    /// one where its type says `KEY_ROWS_EXACT` and modifies no score (`MaskKernels`); the rows
+    /// and `mma.sync` rungs take every mask.
+    pub(crate) fused_mask: bool,
     /// `q_len` at most [`BWD_FUSED_MASKED_MAX_ROWS`] (the masked one-kernel instances keep
     /// each key's rows in 16 bits).
     pub(crate) short: bool,
@@ -108,7 +114,7 @@ impl BackwardPlan {
         let hopper = BWD_WGMMA_HEAD_DIMS.contains(&head_dim) && aligned && facts.wgmma && facts.tensor_maps;
         let fused = BWD_FLASH_HEAD_DIMS.contains(&head_dim) && aligned;
         if facts.masked {
-            let fused_masked = hopper && !deterministic && facts.short;
+            let fused_masked = hopper && !deterministic && facts.short && facts.fused_mask;
             return match algorithm {
                 AttentionAlgorithm::Rows => Ok(BackwardPlan::Rows),
                 AttentionAlgorithm::Auto | AttentionAlgorithm::WgmmaFused if fused_masked => {
@@ -123,7 +129,8 @@ impl BackwardPlan {
                      the mma.sync rung (Flash: head dims {BWD_FLASH_HEAD_DIMS:?}, aligned operands) \
                      or the one-kernel wgmma rung (WgmmaFused: a GPU with wgmma, head dims \
                      {BWD_WGMMA_HEAD_DIMS:?}, aligned operands, not deterministic, q_len at \
-                     most {BWD_FUSED_MASKED_MAX_ROWS}); Auto picks the first \
+                     most {BWD_FUSED_MASKED_MAX_ROWS}, a shipped mask or a custom one whose type \
+                     says KEY_ROWS_EXACT and modifies no score); Auto picks the first \
                      of WgmmaFused, Flash, Rows that applies; not {algorithm:?} here"
                 )),
             };
@@ -253,6 +260,7 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             masked: false,
+            fused_mask: true,
             short: true,
         };
         for d in [64, 128] {
@@ -322,6 +330,7 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             masked: false,
+            fused_mask: true,
             short: true,
         };
         let fused = AttentionAlgorithm::WgmmaFused;
@@ -355,9 +364,10 @@ mod tests {
         }
     }
 
-    /// A masked call: the one-kernel rung's `General` instances where it applies and the call is
-    /// not deterministic (by default and on request), the rows rung otherwise and on request;
-    /// every other rung an error naming those two, on each side of each fact.
+    /// A masked call: the one-kernel rung's `General` instances where it applies (a shipped mask)
+    /// and the call is not deterministic (by default and on request), the `mma.sync` rung or the
+    /// rows rung otherwise and on request; every other rung an error naming those three, on each
+    /// side of each fact (a custom mask among them).
     #[test]
     fn masked_calls_take_the_fused_flash_or_rows_rung() {
         let all = BackwardFacts {
@@ -365,6 +375,7 @@ mod tests {
             wgmma: true,
             tensor_maps: true,
             masked: true,
+            fused_mask: true,
             short: true,
         };
         for d in [64, 128] {
@@ -385,6 +396,10 @@ mod tests {
                     ..all
                 },
                 BackwardFacts { short: false, ..all },
+                BackwardFacts {
+                    fused_mask: false,
+                    ..all
+                },
             ] {
                 // The mma.sync rung where its own rule holds (aligned operands), else rows.
                 let fallback = if missing.aligned {
@@ -440,6 +455,14 @@ mod tests {
                 );
             }
         }
+        // A custom mask the one-kernel rung does not take, asking for it, hears which it takes.
+        let custom = BackwardFacts {
+            fused_mask: false,
+            ..all
+        };
+        let err =
+            BackwardPlan::choose(AttentionAlgorithm::WgmmaFused, 128, custom, false).expect_err("custom");
+        assert!(err.contains("KEY_ROWS_EXACT"), "{err}");
         // Head dims without the mma.sync rung: rows, and Flash an error.
         for d in [8, 96, 256] {
             assert_eq!(
