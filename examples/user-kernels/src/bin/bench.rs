@@ -17,6 +17,9 @@
 //! `attention_fwd` (the crate's prefix-LM mask, `gpukern:user`, and the library's causal instance,
 //! `gpukern:causal`, bf16 4x4096x16x128, the prefix a quarter of the sequence) records TFLOP/s
 //! (`4 d` per kept pair) with keys `mask` and `prefix`; its check runs on a smaller ragged case.
+//! `attention_bwd`, the backward on the same operands (the custom mask's own kernels by the plan,
+//! `gpukern:user`, and on its `mma.sync` rung, `gpukern:user-flash`; the library's causal
+//! backward, `gpukern:causal`), records 2.5 times the forward's flops.
 //!
 //! `cargo run -p user-kernels --release --bin bench -- OUT.jsonl [--quick | --simulator] [--attention]`
 
@@ -231,7 +234,7 @@ fn main() -> Res<()> {
     Ok(())
 }
 
-/// Attention forward with the crate's own mask ([`fast_kernels::PrefixLm`] through
+/// Attention forward and backward with the crate's own mask ([`fast_kernels::PrefixLm`] through
 /// `AttentionMask::Custom`, `gpukern:user`) at `[b, s, h, d]` (bf16, `q_len == kv_len`), and the
 /// library's causal instance on the same operands (`gpukern:causal`: what the mask costs beside
 /// the library's own). The custom mask's kernels are checked first against gpukern's f64 CPU
@@ -247,7 +250,7 @@ fn prefix_lm(
     prefix: usize,
 ) -> Res<()> {
     use gpukern::{AttentionAlgorithm, AttentionMask, AttentionOptions, AttentionTensor, CustomMask};
-    use user_kernels::prefix_lm::{PREFIX_LM, PrefixCase, prefix_lm_check};
+    use user_kernels::prefix_lm::{PREFIX_LM, PrefixCase, prefix_lm_backward_check, prefix_lm_check};
     let shape = format!("{b}x{s}x{h}x{d}");
     let checked = if gpu.is_simulator() {
         [1, 70, 90, 2, 1, d]
@@ -334,7 +337,75 @@ fn prefix_lm(
         Some(4.0 * (b * h * d * causal_pairs) as f64),
         None,
         &[("mask", "\"causal\"".into())],
-    )
+    )?;
+
+    // The backward with the same mask (the plan's choice, `gpukern:user`: on Hopper the mask's
+    // own instances of the one-kernel rung, its type saying `KEY_ROWS_EXACT`), checked first on a
+    // smaller ragged case, then its `mma.sync` rung forced (`gpukern:user-flash`) and the
+    // library's causal backward (its one-kernel Hopper rung by default) on the same operands.
+    // TFLOP/s count 2.5 times the forward's flops (FlashAttention's count).
+    let backward_checked = if gpu.is_simulator() {
+        [1, 70, 90, 2, 1, d]
+    } else {
+        [1, 300, 333, 4, 2, d]
+    };
+    let ratio = prefix_lm_backward_check::<bf16>(
+        gpu,
+        PrefixCase::new(backward_checked, 100.min(backward_checked[1] / 2)),
+        AttentionAlgorithm::Auto,
+        37,
+    )?;
+    let backward_extra = |mask: &str| {
+        vec![
+            ("mask", format!("\"{mask}\"")),
+            ("prefix", prefix.to_string()),
+            ("checked_on", format!("\"{backward_checked:?}\"")),
+            ("check_ratio", format!("{ratio:.3}")),
+        ]
+    };
+    let id = user("attention_bwd", &shape, "bf16");
+    if ratio > 1.0 {
+        return failed(run, id, ratio);
+    }
+    let d_out = random()?;
+    let gt = AttentionTensor::contiguous(&d_out, [b, s, h, d])?;
+    let (mut dq, mut dk, mut dv) = (
+        gpu.zeros_of::<bf16>(b * s * h * d)?,
+        gpu.zeros_of::<bf16>(b * s * h * d)?,
+        gpu.zeros_of::<bf16>(b * s * h * d)?,
+    );
+    // `q`, `k`, `v`, `out`, `d_out` read, `dq`, `dk`, `dv` written, once each.
+    let backward_bytes = (2 * 8 * b * s * h * d) as f64;
+    let flash = AttentionOptions {
+        algorithm: AttentionAlgorithm::Flash,
+        ..options
+    };
+    for (imp, options, pairs, extra) in [
+        ("gpukern:user", options, pairs, backward_extra("prefix_lm")),
+        ("gpukern:user-flash", flash, pairs, backward_extra("prefix_lm")),
+        (
+            "gpukern:causal",
+            causal,
+            causal_pairs,
+            vec![("mask", "\"causal\"".into())],
+        ),
+    ] {
+        gpu.attention_into(&qt, &kt, &vt, &options, &mut out, &mut lse)?;
+        let ot = AttentionTensor::contiguous(&out, [b, s, h, d])?;
+        let stats = time(gpu, flush, || {
+            gpu.attention_backward_into(&gt, &qt, &kt, &vt, &ot, &lse, &options, &mut dq, &mut dk, &mut dv)
+        })?;
+        let flops = 2.5 * 4.0 * (b * h * d * pairs) as f64;
+        run.timed_with(
+            Id { imp, ..id },
+            &stats,
+            backward_bytes,
+            Some(flops),
+            None,
+            &extra,
+        )?;
+    }
+    Ok(())
 }
 
 /// The device-to-device copy of `n` floats, through cudarc on its own stream (the same device
