@@ -179,7 +179,9 @@ pub struct MaskLaunchers<T: 'static> {
 /// type says `CONTIGUOUS` (and neither `SCORE_MOD` nor `!MASKS`) on the persistent walk up to
 /// 4096 keys, as the causal mask (the prefix-LM mask of `examples/user-kernels` ran 552.1-560.4
 /// TFLOP/s there against 521.9-527.3 with a block per tile on an H100,
-/// `bench/experiments/user-kernels/user-mask-persistent-ef7ae94-{1,2,3}.jsonl`).
+/// `bench/experiments/user-kernels/user-mask-persistent-ef7ae94-{1,2,3}.jsonl`). The backward
+/// likewise: the rows rung, the `mma.sync` rung at 64 and 128, and the one-kernel Hopper rung at
+/// 64 and 128 for a mask whose type says `KEY_ROWS_EXACT` and modifies no score.
 pub struct MaskKernels {
     /// The mask's name (the module's), the bench's `mask` key.
     pub(crate) name: &'static str,

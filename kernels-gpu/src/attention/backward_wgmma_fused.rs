@@ -225,6 +225,7 @@ pub const fn fused_barriers(masked: bool) -> u32 {
 
 /// The shipped masks with their biases ([`General`] without the soft cap, which the host runs
 /// on another rung): the masked instances' `M` at head dim 64, and at 128 the `bias` instances'.
+#[cfg(feature = "attention")]
 type GeneralBias = BiasOf<General>;
 
 /// The shipped masks' keys ([`General`] without its score modifications): the masked instances'
@@ -232,11 +233,13 @@ type GeneralBias = BiasOf<General>;
 /// windows and documents ran 6% and 9% slower on an H100:
 /// `bench/experiments/third-wave/bc34902-bwd-masks-h100-2.jsonl` against main's in the same
 /// call, `0589db3-skip-ab-0589db3-{1,2}.jsonl`).
+#[cfg(feature = "attention")]
 type GeneralKeys = KeysOf<General>;
 
 /// The shipped masks with their score modifications that are not biases (the soft cap's,
 /// element by element with its derivative), no bias (the host sends ALiBi to the `bias`
 /// instances): the `bent` instances' `M`.
+#[cfg(feature = "attention")]
 type GeneralBent = BentOf<General>;
 
 /// A consumer thread's `P^T` of one step with a mask (`M::MASKS`; a bias added to its scores,
