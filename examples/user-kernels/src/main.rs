@@ -65,8 +65,35 @@ fn main() -> Res<()> {
 fn prefix_lm(gpu: &Gpu, big: bool) -> Res<()> {
     use gpukern::{AttentionAlgorithm as A, f16};
     use user_kernels::prefix_lm::{PrefixCase, Unit, prefix_lm_backward_check, prefix_lm_check};
+    /// One check (`prefix_lm_check` or `prefix_lm_backward_check`), its result reported.
+    type Check = fn(&Gpu, PrefixCase, A, u64) -> gpukern::Result<f64>;
+    fn one(gpu: &Gpu, what: &str, run: Check, algorithm: A, (dims, prefix): ([usize; 6], usize)) -> Res<()> {
+        let ratio = run(gpu, PrefixCase::new(dims, prefix), algorithm, 7 + dims[5] as u64)?;
+        check(
+            &format!("{what} ({}, {dims:?}, prefix {prefix})", algorithm.name()),
+            ratio,
+        )
+    }
     fn run<T: Unit>(gpu: &Gpu, name: &str, big: bool) -> Res<()> {
-        for (algorithm, head_dim) in [
+        // Ragged: rows and keys no multiple of a tile, more keys than rows (the rows aligned to
+        // the end of the keys), grouped-query heads; the backward's smaller on the GPU, for the
+        // f64 reference.
+        let forward = |d: usize| {
+            if big {
+                ([2, 1000, 1100, 8, 2, d], 300)
+            } else {
+                ([1, 130, 150, 2, 1, d], 37)
+            }
+        };
+        let backward = |d: usize| {
+            if big {
+                ([1, 300, 333, 4, 2, d], 100)
+            } else {
+                ([1, 70, 90, 2, 1, d], 37)
+            }
+        };
+        let what = format!("prefix-LM attention, {name}");
+        for (algorithm, d) in [
             (A::Rows, 64),
             (A::Flash, 64),
             (A::Flash, 128),
@@ -74,45 +101,17 @@ fn prefix_lm(gpu: &Gpu, big: bool) -> Res<()> {
             (A::Auto, 128),
             (A::Auto, 256),
         ] {
-            // Ragged: rows and keys no multiple of a tile, more keys than rows (the rows aligned
-            // to the end of the keys), grouped-query heads.
-            let (dims, prefix) = if big {
-                ([2, 1000, 1100, 8, 2, head_dim], 300)
-            } else {
-                ([1, 130, 150, 2, 1, head_dim], 37)
-            };
-            let case = PrefixCase::new(dims, prefix);
-            let ratio = prefix_lm_check::<T>(gpu, case, algorithm, 7 + head_dim as u64)?;
-            check(
-                &format!(
-                    "prefix-LM attention ({}, {name}, {dims:?}, prefix {prefix})",
-                    algorithm.name()
-                ),
-                ratio,
-            )?;
+            one(gpu, &what, prefix_lm_check::<T>, algorithm, forward(d))?;
         }
-        for (algorithm, head_dim) in [
+        let what = format!("prefix-LM attention backward, {name}");
+        for (algorithm, d) in [
             (A::Rows, 64),
             (A::Flash, 64),
             (A::Flash, 128),
             (A::Auto, 64),
             (A::Auto, 128),
         ] {
-            // Ragged as above; smaller on the GPU than the forward's, for the f64 reference.
-            let (dims, prefix) = if big {
-                ([1, 300, 333, 4, 2, head_dim], 100)
-            } else {
-                ([1, 70, 90, 2, 1, head_dim], 37)
-            };
-            let case = PrefixCase::new(dims, prefix);
-            let ratio = prefix_lm_backward_check::<T>(gpu, case, algorithm, 5 + head_dim as u64)?;
-            check(
-                &format!(
-                    "prefix-LM attention backward ({}, {name}, {dims:?}, prefix {prefix})",
-                    algorithm.name()
-                ),
-                ratio,
-            )?;
+            one(gpu, &what, prefix_lm_backward_check::<T>, algorithm, backward(d))?;
         }
         Ok(())
     }
