@@ -27,7 +27,7 @@ for part in "$@"; do
       for tool in memcheck racecheck synccheck; do
         echo "== $tool"
         USER_KERNELS_SMALL=1 timeout 150 "$san" --tool "$tool" --error-exitcode 99 "$D/user-kernels" 2>&1 |
-          grep -E '^=========|backward|FAIL|rror' | head -n 40
+          grep -E '^=========|prefix-LM|FAIL' | head -n 80
         echo "rc=${PIPESTATUS[0]}"
       done > "$OUT/sanitize.log" 2>&1 ;;
     bench)
