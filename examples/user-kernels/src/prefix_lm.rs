@@ -12,8 +12,9 @@ use ndarray::Array4;
 
 use crate::reference;
 
-/// The prefix-LM mask's attention kernels, from this crate's PTX.
-pub static PREFIX_LM: MaskKernels = gpukern::attention_mask_kernels!(crate::KERNELS, fast_kernels::prefix_lm);
+/// The prefix-LM mask's attention kernels, forward and backward, from this crate's PTX.
+pub static PREFIX_LM: MaskKernels =
+    gpukern::attention_mask_kernels!(crate::KERNELS, fast_kernels::prefix_lm, backward);
 
 /// An element type of the check, with its unit roundoff.
 pub trait Unit: AttentionElement + Float {

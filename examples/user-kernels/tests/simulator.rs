@@ -792,8 +792,8 @@ fn a_prefix_one_key_off_fails_the_backward_check() {
 }
 
 /// A custom mask's errors: its records on another device, the causal flag beside it, the
-/// backward's one-kernel Hopper rung (which takes the shipped masks only), and the CPU
-/// references without the mask written out.
+/// backward of kernels gathered without it, and the CPU references without the mask written out
+/// (the one-kernel rung asked for a mask whose type does not allow it: the plan's unit tests).
 #[test]
 fn a_custom_mask_refuses_what_it_cannot_run() {
     use gpukern::{AttentionMask, AttentionOptions, AttentionTensor, CustomMask};
@@ -817,13 +817,19 @@ fn a_custom_mask_refuses_what_it_cannot_run() {
     };
     let out = gpu.attention(&t, &t, &t, &options).unwrap();
     let o = AttentionTensor::contiguous(&out.out, [1, 8, 2, 64]).unwrap();
-    let fused = AttentionOptions {
-        algorithm: gpukern::AttentionAlgorithm::WgmmaFused,
+    // The same kernels gathered without their backward: the forward runs, the backward says
+    // how to declare it.
+    static FORWARD_ONLY: gpukern::MaskKernels =
+        gpukern::attention_mask_kernels!(user_kernels::KERNELS, fast_kernels::prefix_lm);
+    let forward_only = CustomMask::new(&FORWARD_ONLY).int(3);
+    let options_forward_only = AttentionOptions {
+        mask: AttentionMask::Custom(&forward_only),
         ..options
     };
-    let grads = gpu.attention_backward(&t, &t, &t, &t, &o, &out.lse, &fused);
+    let out = gpu.attention(&t, &t, &t, &options_forward_only).unwrap();
+    let grads = gpu.attention_backward(&t, &t, &t, &t, &o, &out.lse, &options_forward_only);
     assert!(
-        matches!(&grads, Err(Error::InvalidArgument { detail, .. }) if detail.contains("a shipped mask")),
+        matches!(&grads, Err(Error::InvalidArgument { detail, .. }) if detail.contains("no backward kernels")),
         "{:?}",
         grads.map(|_| ())
     );

@@ -155,18 +155,26 @@ pub struct MaskLaunchers<T: 'static> {
     /// `<mask>::attention_wgmma::<T, D64, PingPong, M>`, `<T, D128, PingPong, M>` and
     /// `<T, D256, OneTile, M>`.
     pub wgmma: [WgmmaLauncher<T>; 3],
-    /// The backward's rows rung: `<mask>::attention_bwd_rows_dq::<T, M>`.
-    pub bwd_rows_dq: BwdRowsDqLauncher<T>,
+    /// The backward's, where the kernel crate declared them (`attention_mask_kernels!(name,
+    /// Mask, backward)`).
+    pub backward: Option<MaskBackwardLaunchers<T>>,
+}
+
+/// One element type's launchers of a mask's backward kernels (made by
+/// [`attention_mask_kernels!`](crate::attention_mask_kernels) with `backward`).
+#[doc(hidden)]
+pub struct MaskBackwardLaunchers<T: 'static> {
+    /// The rows rung: `<mask>::attention_bwd_rows_dq::<T, M>`.
+    pub rows_dq: BwdRowsDqLauncher<T>,
     /// `<mask>::attention_bwd_rows_dkdv::<T, M>`.
-    pub bwd_rows_dkdv: BwdRowsDkdvLauncher<T>,
-    /// The backward's `mma.sync` rung: `<mask>::attention_bwd_flash_dq::<T, 64, M>` and
-    /// `<T, 128, M>`.
-    pub bwd_flash_dq: [BwdFlashDqLauncher<T>; 2],
+    pub rows_dkdv: BwdRowsDkdvLauncher<T>,
+    /// The `mma.sync` rung: `<mask>::attention_bwd_flash_dq::<T, 64, M>` and `<T, 128, M>`.
+    pub flash_dq: [BwdFlashDqLauncher<T>; 2],
     /// `<mask>::attention_bwd_flash_dkdv::<T, 64, M>` and `<T, 128, M>`.
-    pub bwd_flash_dkdv: [BwdFlashDkdvLauncher<T>; 2],
-    /// The backward's one-kernel Hopper rung: `<mask>::attention_bwd_wgmma_fused_masked::<T,
-    /// D64, KeysOf<M>>` and `<T, D128, KeysOf<M>>` (sm_90a).
-    pub bwd_wgmma_fused: [BwdWgmmaFusedMaskedLauncher<T>; 2],
+    pub flash_dkdv: [BwdFlashDkdvLauncher<T>; 2],
+    /// The one-kernel Hopper rung: `<mask>::attention_bwd_wgmma_fused_masked::<T, D64,
+    /// KeysOf<M>>` and `<T, D128, KeysOf<M>>` (sm_90a).
+    pub wgmma_fused: [BwdWgmmaFusedMaskedLauncher<T>; 2],
 }
 
 /// The attention kernels instantiated with a mask of your own, in your kernel crate
@@ -179,9 +187,10 @@ pub struct MaskLaunchers<T: 'static> {
 /// type says `CONTIGUOUS` (and neither `SCORE_MOD` nor `!MASKS`) on the persistent walk up to
 /// 4096 keys, as the causal mask (the prefix-LM mask of `examples/user-kernels` ran 552.1-560.4
 /// TFLOP/s there against 521.9-527.3 with a block per tile on an H100,
-/// `bench/experiments/user-kernels/user-mask-persistent-ef7ae94-{1,2,3}.jsonl`). The backward
-/// likewise: the rows rung, the `mma.sync` rung at 64 and 128, and the one-kernel Hopper rung at
-/// 64 and 128 for a mask whose type says `KEY_ROWS_EXACT` and modifies no score.
+/// `bench/experiments/user-kernels/user-mask-persistent-ef7ae94-{1,2,3}.jsonl`). The backward,
+/// where the crate declared it and the macro gathers it (`backward` after the module's path in
+/// both): the rows rung, the `mma.sync` rung at 64 and 128, and the one-kernel Hopper rung at 64
+/// and 128 for a mask whose type says `KEY_ROWS_EXACT` and modifies no score.
 pub struct MaskKernels {
     /// The mask's name (the module's), the bench's `mask` key.
     pub(crate) name: &'static str,

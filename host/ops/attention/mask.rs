@@ -7,7 +7,7 @@ use std::sync::Arc;
 use gpukern_device::attention::{General, document_record};
 
 use super::custom::CustomMask;
-use super::kernels::{MaskKind, MaskLaunch};
+use super::kernels::{MaskKernels, MaskKind, MaskLaunch};
 use super::plan::{AttentionShape, OP};
 use super::varlen::{VarlenMask, VarlenRule};
 use crate::buffer::DeviceVec;
@@ -369,6 +369,11 @@ impl<'a> MaskSpec<'a> {
     /// ([`MaskKernels`](super::MaskKernels)).
     pub(crate) fn walks(&self) -> bool {
         self.plain() || self.custom.as_ref().is_some_and(|(mask, _)| mask.kernels.walks)
+    }
+
+    /// A custom mask's kernels (none for the shipped masks).
+    pub(crate) fn custom_kernels(&self) -> Option<&MaskKernels> {
+        self.custom.as_ref().map(|(mask, _)| mask.kernels)
     }
 
     /// Whether the backward's one-kernel Hopper rung takes the mask: every shipped one, a custom

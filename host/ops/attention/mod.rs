@@ -76,7 +76,7 @@ mod plan;
 mod varlen;
 pub use backward::AttentionGradients;
 pub use custom::{CustomMask, KeepReference, ScoreReference};
-pub use kernels::{AttentionElement, AttentionKernels, MaskKernels, MaskLaunchers};
+pub use kernels::{AttentionElement, AttentionKernels, MaskBackwardLaunchers, MaskKernels, MaskLaunchers};
 use mask::MaskSpec;
 pub use mask::{AttentionMask, DocumentMask};
 pub use plan::AttentionAlgorithm;
@@ -85,16 +85,29 @@ pub use varlen::VarlenMask;
 /// Gathers the launchers of the attention kernels a kernel crate declared with
 /// `kernels_gpu::attention_mask_kernels!(name, MyMask)` into a [`MaskKernels`]:
 /// `gpukern::attention_mask_kernels!(PTX, path::to::name)`, `PTX` the crate's
-/// `gpukern::include_ptx!` set, the path that module's. A `const` expression, so it may be a
-/// `static`.
+/// `gpukern::include_ptx!` set, the path that module's; with `backward` after the path (for a
+/// module declared with `backward`) the backward's kernels too, which
+/// [`Gpu::attention_backward`](crate::Gpu::attention_backward) needs. A `const` expression, so
+/// it may be a `static`.
 #[macro_export]
 macro_rules! attention_mask_kernels {
     ($ptx:expr, $($module:ident)::+) => {
+        $crate::attention_mask_kernels!(@table $ptx, { None }, { None }, $($module)::+)
+    };
+    ($ptx:expr, $($module:ident)::+, backward) => {
+        $crate::attention_mask_kernels!(
+            @table $ptx,
+            { Some($crate::attention_mask_kernels!(@backward $crate::ops::attention::mask_types::bf16, $($module)::+)) },
+            { Some($crate::attention_mask_kernels!(@backward $crate::ops::attention::mask_types::f16, $($module)::+)) },
+            $($module)::+
+        )
+    };
+    (@table $ptx:expr, { $bf16:expr }, { $f16:expr }, $($module:ident)::+) => {
         $crate::ops::attention::MaskKernels::new(
             stringify!($($module)::+),
             &$ptx,
-            $crate::attention_mask_kernels!(@one $crate::ops::attention::mask_types::bf16, $($module)::+),
-            $crate::attention_mask_kernels!(@one $crate::ops::attention::mask_types::f16, $($module)::+),
+            $crate::attention_mask_kernels!(@one $crate::ops::attention::mask_types::bf16, { $bf16 }, $($module)::+),
+            $crate::attention_mask_kernels!(@one $crate::ops::attention::mask_types::f16, { $f16 }, $($module)::+),
             <$($module)::+::Mask as $crate::ops::attention::mask_types::Mask>::CONTIGUOUS
                 && <$($module)::+::Mask as $crate::ops::attention::mask_types::Mask>::MASKS
                 && !<$($module)::+::Mask as $crate::ops::attention::mask_types::Mask>::SCORE_MOD,
@@ -102,7 +115,7 @@ macro_rules! attention_mask_kernels {
                 && !<$($module)::+::Mask as $crate::ops::attention::mask_types::Mask>::SCORE_MOD,
         )
     };
-    (@one $t:ty, $($module:ident)::+) => {
+    (@one $t:ty, { $backward:expr }, $($module:ident)::+) => {
         $crate::ops::attention::MaskLaunchers::<$t> {
             rows: $($module)::+::attention_rows::<$t, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
             flash: [
@@ -129,17 +142,22 @@ macro_rules! attention_mask_kernels {
                     $($module)::+::Mask,
                 >::launch_views::<$crate::module::Module>,
             ],
-            bwd_rows_dq: $($module)::+::attention_bwd_rows_dq::<$t, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
-            bwd_rows_dkdv: $($module)::+::attention_bwd_rows_dkdv::<$t, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
-            bwd_flash_dq: [
+            backward: $backward,
+        }
+    };
+    (@backward $t:ty, $($module:ident)::+) => {
+        $crate::ops::attention::MaskBackwardLaunchers::<$t> {
+            rows_dq: $($module)::+::attention_bwd_rows_dq::<$t, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
+            rows_dkdv: $($module)::+::attention_bwd_rows_dkdv::<$t, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
+            flash_dq: [
                 $($module)::+::attention_bwd_flash_dq::<$t, 64, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
                 $($module)::+::attention_bwd_flash_dq::<$t, 128, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
             ],
-            bwd_flash_dkdv: [
+            flash_dkdv: [
                 $($module)::+::attention_bwd_flash_dkdv::<$t, 64, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
                 $($module)::+::attention_bwd_flash_dkdv::<$t, 128, $($module)::+::Mask>::launch_views::<$crate::module::Module>,
             ],
-            bwd_wgmma_fused: [
+            wgmma_fused: [
                 $($module)::+::attention_bwd_wgmma_fused_masked::<
                     $t,
                     $crate::ops::attention::mask_types::D64,

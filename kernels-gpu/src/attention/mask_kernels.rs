@@ -5,15 +5,22 @@
 /// `attention_mask_kernels!(name, MyMask)` makes a module `name` holding the forward's rows rung
 /// (`name::attention_rows`, every head dim), its `mma.sync` rung (`name::attention_flash`, head
 /// dims 64 and 128) and its Hopper rung (`name::attention_wgmma`, sm_90a: the ping-pong at head
-/// dims 64 and 128 and one tile at a time at 256), and the backward's rows rung
-/// (`name::attention_bwd_rows_dq`, `name::attention_bwd_rows_dkdv`, every head dim) and
-/// `mma.sync` rung (`name::attention_bwd_flash_dq`, `name::attention_bwd_flash_dkdv`, head dims
-/// 64 and 128), each for bf16 and f16: 24 PTX entries on sm_90a (`attention_rows_bf16_mymask`,
-/// `attention_flash_bf16_64_mymask`, `attention_wgmma_bf16_d64_pingpong_mymask`,
-/// `attention_bwd_flash_dq_bf16_128_mymask`, ...; 18 elsewhere), the same kernels the library
+/// dims 64 and 128 and one tile at a time at 256), each for bf16 and f16: 12 PTX entries on
+/// sm_90a (`attention_rows_bf16_mymask`, `attention_flash_bf16_64_mymask`,
+/// `attention_wgmma_bf16_d64_pingpong_mymask`, ...; 6 elsewhere), the same kernels the library
 /// runs with its general masks, and `name::Mask`, the mask's type. The host picks among them as
 /// it does for the library's masks: `gpukern::attention_mask_kernels!(KERNELS,
 /// my_kernels::name)` gathers their launchers for `AttentionMask::Custom`.
+///
+/// `attention_mask_kernels!(name, MyMask, backward)` adds the backward's kernels: its rows rung
+/// (`name::attention_bwd_rows_dq`, `name::attention_bwd_rows_dkdv`, every head dim), its
+/// `mma.sync` rung (`name::attention_bwd_flash_dq`, `name::attention_bwd_flash_dkdv`, head dims
+/// 64 and 128) and its one-kernel Hopper rung (`name::attention_bwd_wgmma_fused_masked`, sm_90a,
+/// head dims 64 and 128, on the mask's keys: `KeysOf<MyMask>`), 16 entries more on sm_90a, 12
+/// elsewhere (each one PTX that the driver compiles when a program loads the module: a crate that
+/// runs no backward leaves them out); `gpukern::attention_mask_kernels!(KERNELS,
+/// my_kernels::name, backward)` gathers them too. The host runs the one-kernel rung only for a
+/// mask whose type says `KEY_ROWS_EXACT` and modifies no score.
 ///
 /// The backward multiplies each pair's gradient by the mask's
 /// [`score_grad`](crate::gpu::attention::Mask::score_grad), 1 by default: a mask whose
@@ -30,12 +37,20 @@
 /// #[derive(Clone, Copy)]
 /// pub struct Banded { width: usize }
 /// impl Mask for Banded { /* new, keep, keys, ... */ }
-/// kernels_gpu::attention_mask_kernels!(banded, Banded);
+/// kernels_gpu::attention_mask_kernels!(banded, Banded); // or (banded, Banded, backward)
 /// ```
 #[macro_export]
 macro_rules! attention_mask_kernels {
     ($name:ident, $mask:ident) => {
-        /// The attention forward's kernels with the mask
+        $crate::attention_mask_kernels!(@module $name, $mask, {});
+    };
+    ($name:ident, $mask:ident, backward) => {
+        $crate::attention_mask_kernels!(@module $name, $mask, {
+            $crate::attention_mask_kernels!(@backward $mask);
+        });
+    };
+    (@module $name:ident, $mask:ident, { $($backward:tt)* }) => {
+        /// The attention kernels with the mask
         #[doc = concat!("[`", stringify!($mask), "`]")]
         /// (`kernels_gpu::attention_mask_kernels!`).
         #[allow(clippy::too_many_arguments)]
@@ -148,6 +163,68 @@ macro_rules! attention_mask_kernels {
                 }
             }
 
+            /// `kernels_gpu::attention::wgmma::attention_wgmma` with this mask (sm_90a).
+            ///
+            /// # Safety
+            /// That kernel's contract.
+            #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+            #[kernel(
+                        launch_bounds(384, 1),
+                        instances(
+                            (bf16, D64, PingPong, $mask),
+                            (bf16, D128, PingPong, $mask),
+                            (bf16, D256, OneTile, $mask),
+                            (f16, D64, PingPong, $mask),
+                            (f16, D128, PingPong, $mask),
+                            (f16, D256, OneTile, $mask)
+                        ),
+                        barriers(forward_barriers(S::NAMED_TURNS))
+                    )]
+            pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: MaskTrait>(
+                maps: *const u64,
+                q: *const T,
+                k: *const T,
+                v: *const T,
+                o: *mut T,
+                lse: *mut f32,
+                q_len: usize,
+                kv_len: usize,
+                heads: usize,
+                group: usize,
+                batch: usize,
+                q_sb: usize,
+                q_ss: usize,
+                q_sh: usize,
+                k_sb: usize,
+                k_ss: usize,
+                k_sh: usize,
+                v_sb: usize,
+                v_ss: usize,
+                v_sh: usize,
+                scale_log2: f32,
+                mask_data: *const i32,
+                mask_int: usize,
+                mask_float: f32,
+            ) {
+                const {
+                    assert!(
+                        $crate::attention::wgmma::WGMMA_BLOCK == 384,
+                        "launch_bounds above is the library's block"
+                    )
+                };
+                // SAFETY: the kernel's contract, forwarded.
+                unsafe {
+                    $crate::attention::wgmma::attention_wgmma::<T, H, S, M>(
+                        maps, q, k, v, o, lse, q_len, kv_len, heads, group, batch, q_sb, q_ss, q_sh, k_sb,
+                        k_ss, k_sh, v_sb, v_ss, v_sh, scale_log2, mask_data, mask_int, mask_float,
+                    )
+                }
+            }
+
+            $($backward)*
+        }
+    };
+    (@backward $mask:ident) => {
             /// `kernels_gpu::attention::attention_bwd_rows_dq` with this mask (the backward's
             /// rows rung, `dQ`).
             ///
@@ -417,64 +494,5 @@ macro_rules! attention_mask_kernels {
                     )
                 }
             }
-
-            /// `kernels_gpu::attention::wgmma::attention_wgmma` with this mask (sm_90a).
-            ///
-            /// # Safety
-            /// That kernel's contract.
-            #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
-            #[kernel(
-                        launch_bounds(384, 1),
-                        instances(
-                            (bf16, D64, PingPong, $mask),
-                            (bf16, D128, PingPong, $mask),
-                            (bf16, D256, OneTile, $mask),
-                            (f16, D64, PingPong, $mask),
-                            (f16, D128, PingPong, $mask),
-                            (f16, D256, OneTile, $mask)
-                        ),
-                        barriers(forward_barriers(S::NAMED_TURNS))
-                    )]
-            pub unsafe fn attention_wgmma<T: WgmmaElement, H: WgmmaHead, S: WgmmaSchedule, M: MaskTrait>(
-                maps: *const u64,
-                q: *const T,
-                k: *const T,
-                v: *const T,
-                o: *mut T,
-                lse: *mut f32,
-                q_len: usize,
-                kv_len: usize,
-                heads: usize,
-                group: usize,
-                batch: usize,
-                q_sb: usize,
-                q_ss: usize,
-                q_sh: usize,
-                k_sb: usize,
-                k_ss: usize,
-                k_sh: usize,
-                v_sb: usize,
-                v_ss: usize,
-                v_sh: usize,
-                scale_log2: f32,
-                mask_data: *const i32,
-                mask_int: usize,
-                mask_float: f32,
-            ) {
-                const {
-                    assert!(
-                        $crate::attention::wgmma::WGMMA_BLOCK == 384,
-                        "launch_bounds above is the library's block"
-                    )
-                };
-                // SAFETY: the kernel's contract, forwarded.
-                unsafe {
-                    $crate::attention::wgmma::attention_wgmma::<T, H, S, M>(
-                        maps, q, k, v, o, lse, q_len, kv_len, heads, group, batch, q_sb, q_ss, q_sh, k_sb,
-                        k_ss, k_sh, v_sb, v_ss, v_sh, scale_log2, mask_data, mask_int, mask_float,
-                    )
-                }
-            }
-        }
     };
 }

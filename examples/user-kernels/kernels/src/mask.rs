@@ -1,6 +1,6 @@
 //! An attention mask of the crate's own, compiled into the library's attention kernels
 //! (FlexAttention's idea, in Rust): [`PrefixLm`], and its kernels by
-//! `kernels_gpu::attention_mask_kernels!` ([`prefix_lm`]).
+//! `kernels_gpu::attention_mask_kernels!` ([`prefix_lm`], the forward's and the backward's).
 
 use core::ops::Range;
 
@@ -110,4 +110,4 @@ impl Mask for PrefixLm {
     }
 }
 
-kernels_gpu::attention_mask_kernels!(prefix_lm, PrefixLm);
+kernels_gpu::attention_mask_kernels!(prefix_lm, PrefixLm, backward);

@@ -34,7 +34,10 @@ use plan::{BackwardFacts, BackwardPlan};
 
 use std::sync::PoisonError;
 
-use super::{AttentionElement, AttentionOptions, AttentionTensor, OP, Operands, attention_shape};
+use super::{
+    AttentionElement, AttentionOptions, AttentionTensor, MaskBackwardLaunchers, MaskKernels, OP, Operands,
+    attention_shape,
+};
 use crate::buffer::{DeviceVec, checked_len_of};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
@@ -144,6 +147,9 @@ impl Gpu {
         dv: &mut DeviceVec<T>,
     ) -> Result<()> {
         let ops = self.attention_inputs(q, k, v, options)?;
+        if let Some(kernels) = ops.mask.custom_kernels() {
+            custom_backward::<T>(kernels)?;
+        }
         let s = ops.shape;
         same_shape(
             OP,
@@ -295,8 +301,8 @@ impl Gpu {
                 // otherwise (which the no-mask and causal calls run too).
                 let (rows_dq, rows_dkdv, module) = match mask.custom {
                     Some((custom, module)) => {
-                        let launchers = T::custom(custom);
-                        (launchers.bwd_rows_dq, launchers.bwd_rows_dkdv, module)
+                        let launchers = custom_backward::<T>(custom)?;
+                        (launchers.rows_dq, launchers.rows_dkdv, module)
                     }
                     None => (table.rows_dq, table.rows_dkdv, &library),
                 };
@@ -412,12 +418,8 @@ impl Gpu {
                 let mask = ops.mask.launch()?;
                 let (dq_kernel, dkdv_kernel, module) = match mask.custom {
                     Some((custom, module)) => {
-                        let launchers = T::custom(custom);
-                        (
-                            launchers.bwd_flash_dq[which],
-                            launchers.bwd_flash_dkdv[which],
-                            module,
-                        )
+                        let launchers = custom_backward::<T>(custom)?;
+                        (launchers.flash_dq[which], launchers.flash_dkdv[which], module)
                     }
                     None if masked => (
                         table.flash_dq_general[which],
@@ -657,7 +659,9 @@ impl Gpu {
                             // d128. At head dim 128 a bias has entries of its own; a score that
                             // bends (the soft cap) has its own at both.
                             let (kernel, module) = match mask.custom {
-                                Some((custom, module)) => (T::custom(custom).bwd_wgmma_fused[which], module),
+                                Some((custom, module)) => {
+                                    (custom_backward::<T>(custom)?.wgmma_fused[which], module)
+                                }
                                 None => {
                                     let which = match (ops.mask.modifies_scores(), ops.mask.score_is_bias()) {
                                         (true, false) => 3 + which,
@@ -789,6 +793,23 @@ impl Gpu {
             (d_out, WGMMA_BOX_ROWS),
         ])
     }
+}
+
+/// A custom mask's backward launchers, or the error that says how to declare them (checked once
+/// per call, before any launch).
+fn custom_backward<T: AttentionElement>(custom: &MaskKernels) -> Result<&MaskBackwardLaunchers<T>> {
+    T::custom(custom)
+        .backward
+        .as_ref()
+        .ok_or_else(|| Error::InvalidArgument {
+            op: OP,
+            detail: format!(
+                "the custom mask {} has no backward kernels: declare them with \
+                 kernels_gpu::attention_mask_kernels!(name, Mask, backward) in its kernel crate \
+                 and gather them with gpukern::attention_mask_kernels!(PTX, path, backward)",
+                custom.name()
+            ),
+        })
 }
 
 /// The checked operands of one backward call as the kernels take them.
