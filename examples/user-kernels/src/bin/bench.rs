@@ -192,7 +192,10 @@ fn main() -> Res<()> {
     let mut run = Run {
         gpu: gpu.describe(),
         driver: std::env::var("GPUKERN_DRIVER").unwrap_or_else(|_| "unknown".into()),
-        git_rev: option_env!("USER_KERNELS_GIT_REV").unwrap_or("unknown").into(),
+        // The commit the caller names (`GPUKERN_GIT_REV`, as the Python peers read it), else the
+        // HEAD when this binary was built (which misnames a tree built before its commit).
+        git_rev: std::env::var("GPUKERN_GIT_REV")
+            .unwrap_or_else(|_| option_env!("USER_KERNELS_GIT_REV").unwrap_or("unknown").into()),
         out: std::fs::File::create(&path)?,
     };
     let (side, bytes) = match (simulated, quick) {
