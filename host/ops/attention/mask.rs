@@ -371,18 +371,10 @@ impl<'a> MaskSpec<'a> {
         self.plain() || self.custom.as_ref().is_some_and(|(mask, _)| mask.kernels.walks)
     }
 
-    /// A custom mask's kernels (none for the shipped masks).
-    pub(crate) fn custom_kernels(&self) -> Option<&MaskKernels> {
-        self.custom.as_ref().map(|(mask, _)| mask.kernels)
-    }
-
-    /// Whether the backward's one-kernel Hopper rung takes the mask: every shipped one, a custom
-    /// one whose type says `KEY_ROWS_EXACT` and modifies no score
-    /// ([`MaskKernels`](super::MaskKernels)).
-    pub(crate) fn fused_backward(&self) -> bool {
-        self.custom
-            .as_ref()
-            .is_none_or(|(mask, _)| mask.kernels.fused_backward)
+    /// A custom mask's kernels and its crate's module, loaded on the call's device (none for the
+    /// shipped masks).
+    pub(crate) fn custom(&self) -> Option<(&MaskKernels, &Module)> {
+        self.custom.as_ref().map(|(mask, module)| (mask.kernels, module))
     }
 
     /// The mask as the kernels take it.
@@ -406,7 +398,7 @@ impl<'a> MaskSpec<'a> {
                 kind => General::int(kind.shipped(), self.int),
             },
             float: self.float,
-            custom: self.custom.as_ref().map(|(mask, module)| (mask.kernels, module)),
+            custom: self.custom(),
         })
     }
 }

@@ -266,14 +266,7 @@ fn prefix_lm(
         AttentionAlgorithm::Auto,
         29,
     )?;
-    let extra = |mask: &str| {
-        vec![
-            ("mask", format!("\"{mask}\"")),
-            ("prefix", prefix.to_string()),
-            ("checked_on", format!("\"{checked:?}\"")),
-            ("check_ratio", format!("{ratio:.3}")),
-        ]
-    };
+    let extra = |mask: &str| check_keys(mask, prefix, checked, ratio);
     let id = user("attention_fwd", &shape, "bf16");
     if ratio > 1.0 {
         return failed(run, id, ratio);
@@ -358,14 +351,7 @@ fn prefix_lm(
         AttentionAlgorithm::Auto,
         37,
     )?;
-    let backward_extra = |mask: &str| {
-        vec![
-            ("mask", format!("\"{mask}\"")),
-            ("prefix", prefix.to_string()),
-            ("checked_on", format!("\"{backward_checked:?}\"")),
-            ("check_ratio", format!("{ratio:.3}")),
-        ]
-    };
+    let backward_extra = |mask: &str| check_keys(mask, prefix, backward_checked, ratio);
     let id = user("attention_bwd", &shape, "bf16");
     if ratio > 1.0 {
         return failed(run, id, ratio);
@@ -409,6 +395,17 @@ fn prefix_lm(
         )?;
     }
     Ok(())
+}
+
+/// The keys of a custom mask's records: the mask, its prefix, the case its kernels were checked
+/// on and the check's worst error over its tolerance.
+fn check_keys(mask: &str, prefix: usize, checked: [usize; 6], ratio: f64) -> Vec<(&'static str, String)> {
+    vec![
+        ("mask", format!("\"{mask}\"")),
+        ("prefix", prefix.to_string()),
+        ("checked_on", format!("\"{checked:?}\"")),
+        ("check_ratio", format!("{ratio:.3}")),
+    ]
 }
 
 /// The device-to-device copy of `n` floats, through cudarc on its own stream (the same device

@@ -75,9 +75,10 @@ impl Gpu {
     /// else the `mma.sync` rung by default, else rows). Each score modification's
     /// derivative ([`Mask::score_grad`](gpukern_device::attention::Mask::score_grad))
     /// multiplies its pair's gradient. A custom mask ([`AttentionMask::Custom`](super::AttentionMask::Custom))
-    /// runs its own instances of the `mma.sync` rung (head dims 64 and 128, aligned operands)
-    /// and of the rows rung (`kernels_gpu::attention_mask_kernels!` declares them with the
-    /// forward's), never the one-kernel rung; its type's `score_grad` is the derivative.
+    /// runs its own instances of the rungs (`kernels_gpu::attention_mask_kernels!(name, Mask,
+    /// backward)` declares them with the forward's): the one-kernel rung by default where its
+    /// type says `KEY_ROWS_EXACT` and modifies no score, else the `mma.sync` rung (head dims 64
+    /// and 128, aligned operands) or rows; its type's `score_grad` is the derivative.
     ///
     /// Rules: the forward's; a row that sees no key contributes nothing; keys no row sees get
     /// zero gradients. Allocates the gradients. Its workspace (8 bytes per query row, the rows
@@ -102,7 +103,8 @@ impl Gpu {
     /// head dim, with unaligned strides or tensor maps the driver refuses; the one-kernel rung
     /// with `deterministic`; the fused rung at another head dim or unaligned; with a mask other
     /// than causal, a rung other than those three, or the one-kernel rung where it does not
-    /// apply, a custom mask's among them).
+    /// apply, a custom mask's among them), and for a custom mask whose kernels were gathered
+    /// without `backward`.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward<T: AttentionElement>(
         &self,
@@ -147,9 +149,12 @@ impl Gpu {
         dv: &mut DeviceVec<T>,
     ) -> Result<()> {
         let ops = self.attention_inputs(q, k, v, options)?;
-        if let Some(kernels) = ops.mask.custom_kernels() {
-            custom_backward::<T>(kernels)?;
-        }
+        // A custom mask's backward launchers and its crate's module, checked once: declared and
+        // gathered with `backward`.
+        let custom = match ops.mask.custom() {
+            Some((kernels, module)) => Some((custom_backward::<T>(kernels)?, module, kernels.fused_backward)),
+            None => None,
+        };
         let s = ops.shape;
         same_shape(
             OP,
@@ -206,7 +211,7 @@ impl Gpu {
                     .all(|t| t.map_4d_ok(WGMMA_BOX_ROWS))
                 && [&ops.q, d_out].iter().all(|t| t.map_4d_ok(BWD_WGMMA_Q_TILE)),
             masked,
-            fused_mask: ops.mask.fused_backward(),
+            fused_mask: custom.is_none_or(|(_, _, fused)| fused),
             short: s.q_len <= BWD_FUSED_MASKED_MAX_ROWS,
         };
         let plan = BackwardPlan::choose(options.algorithm, s.head_dim, facts, options.deterministic)
@@ -299,11 +304,8 @@ impl Gpu {
                 let mask = ops.mask.launch()?;
                 // A custom mask's instances, in its crate's module; the library's `General` ones
                 // otherwise (which the no-mask and causal calls run too).
-                let (rows_dq, rows_dkdv, module) = match mask.custom {
-                    Some((custom, module)) => {
-                        let launchers = custom_backward::<T>(custom)?;
-                        (launchers.rows_dq, launchers.rows_dkdv, module)
-                    }
+                let (rows_dq, rows_dkdv, module) = match custom {
+                    Some((launchers, module, _)) => (launchers.rows_dq, launchers.rows_dkdv, module),
                     None => (table.rows_dq, table.rows_dkdv, &library),
                 };
                 if s.rows() > 0 {
@@ -416,9 +418,8 @@ impl Gpu {
                 // With a mask other than none and causal, the general instances, which read
                 // the mask (the unmasked ones read `causal` and ignore it).
                 let mask = ops.mask.launch()?;
-                let (dq_kernel, dkdv_kernel, module) = match mask.custom {
-                    Some((custom, module)) => {
-                        let launchers = custom_backward::<T>(custom)?;
+                let (dq_kernel, dkdv_kernel, module) = match custom {
+                    Some((launchers, module, _)) => {
                         (launchers.flash_dq[which], launchers.flash_dkdv[which], module)
                     }
                     None if masked => (
@@ -658,10 +659,8 @@ impl Gpu {
                             // The library's table's order: d64, d128, bias d128, bent d64, bent
                             // d128. At head dim 128 a bias has entries of its own; a score that
                             // bends (the soft cap) has its own at both.
-                            let (kernel, module) = match mask.custom {
-                                Some((custom, module)) => {
-                                    (custom_backward::<T>(custom)?.wgmma_fused[which], module)
-                                }
+                            let (kernel, module) = match custom {
+                                Some((launchers, module, _)) => (launchers.wgmma_fused[which], module),
                                 None => {
                                     let which = match (ops.mask.modifies_scores(), ops.mask.score_is_bias()) {
                                         (true, false) => 3 + which,
@@ -795,8 +794,7 @@ impl Gpu {
     }
 }
 
-/// A custom mask's backward launchers, or the error that says how to declare them (checked once
-/// per call, before any launch).
+/// A custom mask's backward launchers, or the error that says how to declare them.
 fn custom_backward<T: AttentionElement>(custom: &MaskKernels) -> Result<&MaskBackwardLaunchers<T>> {
     T::custom(custom)
         .backward
